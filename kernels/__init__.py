@@ -1,0 +1,1 @@
+"""Numba kernels over numpy arrays (structure of arrays: encoded data, time, diff)."""

@@ -1,0 +1,1 @@
+"""Spark adapters for colmz: sessions, grouped UDFs, the sink and the ``colmz`` CLI."""
