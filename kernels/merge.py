@@ -1,0 +1,190 @@
+"""k-way merge of sorted, consolidated runs, consolidating as it goes.
+
+Design
+------
+Merging is how colmz's structures combine what they hold: the correction buffer merges the
+chains below a read upper, the spine merges batches of a layer. Every input run is sorted by
+the same order (``"time"`` or ``"data"``) and consolidated; the output is one run with the same
+two properties.
+
+The runs are packed with one shared :class:`~colmz.kernels.sort.PackPlan` (ranges taken over all
+runs), so each row becomes a ``uint64`` whose order is the row order, with the diff riding in
+the low bits. :func:`merge_sorted_words` then merges the runs with a binary min-heap of run
+heads -- ``O(N log K)`` comparisons of single words -- and the consolidation passes of
+``colmz.kernels.consolidate`` sum equal keys and unpack. Rows whose fields and diff do not fit
+one word take the general path: concatenate and sort (the sort is a stable radix sort, so this
+is still ``O(N)`` passes).
+
+``since`` advances times on the way in. That keeps a run sorted when the run is sorted by
+``(data, time)`` (``max(t, s)`` is monotone within a data group) but not when it is sorted by
+``(time, data)``; time-ordered runs that hold several stale times must be cut into per-time
+runs first (``colmz.kernels.advance``).
+
+Spec (kernel / reference)
+-------------------------
+``merge_sorted_words(words, starts, ends, out)`` -> ``n``: the heap merge of the ascending
+slices ``words[starts[r]:ends[r]]`` into ``out``. ``merge_runs(runs, order, since)`` /
+``merge_runs_ref`` -> ``(keys, time, diff)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from colmz.kernels import _scratch
+from colmz.kernels._jit import jit
+from colmz.kernels.consolidate import (
+    _count_embedded,
+    _emit_embedded,
+    consolidate_ref,
+    order_significance,
+    sort_consolidate,
+)
+from colmz.kernels.sort import field_ranges, pack_one_with_diff, plan_packing
+
+__all__ = ["merge_runs", "merge_runs_ref", "merge_sorted_words", "merge_sorted_words_ref"]
+
+
+@jit
+def merge_sorted_words(words, starts, ends, out):
+    """Merge the ascending slices ``words[starts[r]:ends[r]]`` into ``out``; return its length."""
+    k = starts.shape[0]
+    heap_val = np.empty(k, np.uint64)
+    heap_run = np.empty(k, np.int64)
+    pos = starts.copy()
+    size = 0
+    for r in range(k):
+        if pos[r] < ends[r]:
+            # sift up
+            v = words[pos[r]]
+            c = size
+            size += 1
+            while c > 0:
+                p = (c - 1) >> 1
+                if heap_val[p] <= v:
+                    break
+                heap_val[c] = heap_val[p]
+                heap_run[c] = heap_run[p]
+                c = p
+            heap_val[c] = v
+            heap_run[c] = r
+    o = 0
+    while size > 0:
+        r = heap_run[0]
+        out[o] = heap_val[0]
+        o += 1
+        p_r = pos[r] + 1
+        pos[r] = p_r
+        if p_r < ends[r]:
+            v = words[p_r]
+        else:
+            size -= 1
+            if size == 0:
+                break
+            v = heap_val[size]
+            r = heap_run[size]
+        # sift down the new head from the root
+        c = 0
+        while True:
+            left = 2 * c + 1
+            if left >= size:
+                break
+            m = left
+            right = left + 1
+            if right < size and heap_val[right] < heap_val[left]:
+                m = right
+            if heap_val[m] >= v:
+                break
+            heap_val[c] = heap_val[m]
+            heap_run[c] = heap_run[m]
+            c = m
+        heap_val[c] = v
+        heap_run[c] = r
+    return o
+
+
+def merge_sorted_words_ref(words, starts, ends):
+    """Reference for :func:`merge_sorted_words`: concatenate and sort."""
+    parts = [int(x) for s, e in zip(starts, ends) for x in words[s:e]]
+    return np.array(sorted(parts), np.uint64)
+
+
+def merge_runs(runs, order: str = "time", since: int | None = None):
+    """Merge sorted, consolidated runs ``[(keys, time, diff), ...]`` into one.
+
+    Each run is sorted by ``order`` and consolidated; all runs have the same key width. With
+    ``since``, times are advanced to ``max(t, since)``, which must keep every run sorted.
+
+    >>> import numpy as np
+    >>> a = (np.array([[1], [4]], np.uint64), np.array([0, 0], np.uint64), np.array([1, 1]))
+    >>> b = (np.array([[1], [2]], np.uint64), np.array([0, 0], np.uint64), np.array([-1, 5]))
+    >>> k, t, d = merge_runs([a, b], order="data")
+    >>> k.ravel().tolist(), d.tolist()
+    ([2, 4], [5, 1])
+    """
+    w = runs[0][0].shape[1] if runs else 0
+    runs = [r for r in runs if len(r[1])]
+    if not runs:
+        return np.empty((0, w), np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64)
+    if len(runs) == 1 and since is None:
+        k, t, d = runs[0]
+        return k.copy(), t.copy(), d.copy()
+    mins = np.full(w + 1, 2**64 - 1, np.uint64)
+    maxs = np.zeros(w + 1, np.uint64)
+    dmin, dmax = None, None
+    for keys, time, diff in runs:
+        lo, hi, dl, dh = field_ranges(keys, time, diff)
+        np.minimum(mins, lo, out=mins)
+        np.maximum(maxs, hi, out=maxs)
+        dmin = int(dl) if dmin is None else min(dmin, int(dl))
+        dmax = int(dh) if dmax is None else max(dmax, int(dh))
+    s = 0 if since is None else since
+    mins[w] = max(int(mins[w]), s)
+    maxs[w] = max(int(maxs[w]), s)
+    plan = plan_packing(mins, maxs, order_significance(order, w))
+    key_bits = sum(int(x).bit_length() for x in plan.mask)
+    diff_bits = (dmax - dmin).bit_length()
+    if plan.n_words != 1 or key_bits + diff_bits > 64:
+        keys = np.concatenate([r[0] for r in runs])
+        time = np.concatenate([r[1] for r in runs])
+        diff = np.concatenate([r[2] for r in runs])
+        return sort_consolidate(keys, time, diff, order, since)
+    n = sum(len(r[1]) for r in runs)
+    words = _scratch.scratch("merge_in", n, np.uint64)
+    starts = np.empty(len(runs), np.int64)
+    ends = np.empty(len(runs), np.int64)
+    no_hist = np.zeros((0, 256), np.int64)
+    at = 0
+    for i, (keys, time, diff) in enumerate(runs):
+        m = len(time)
+        pack_one_with_diff(
+            keys, time, diff, np.uint64(s), plan.src, plan.mins, plan.shift,
+            np.int64(dmin), diff_bits, words[at:at + m], no_hist,
+        )
+        starts[i] = at
+        at += m
+        ends[i] = at
+    merged = _scratch.scratch("merge_out", n, np.uint64)
+    merge_sorted_words(words, starts, ends, merged)
+    try:
+        count = _count_embedded(merged, diff_bits, np.int64(dmin))
+    except OverflowError:
+        return merge_runs_ref(runs, order, since)
+    ok = np.empty((count, w), np.uint64)
+    ot = np.empty(count, np.uint64)
+    od = np.empty(count, np.int64)
+    _emit_embedded(
+        merged, diff_bits, np.int64(dmin), plan.src, plan.mins, plan.shift, plan.mask,
+        plan.const_src, plan.const_val, ok, ot, od,
+    )
+    return ok, ot, od
+
+
+def merge_runs_ref(runs, order: str = "time", since: int | None = None):
+    """Reference for :func:`merge_runs`: consolidate the union."""
+    if not runs:
+        return np.empty((0, 0), np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64)
+    keys = np.concatenate([r[0] for r in runs])
+    time = np.concatenate([r[1] for r in runs])
+    diff = np.concatenate([r[2] for r in runs])
+    return consolidate_ref(keys, time, diff, order, since)
