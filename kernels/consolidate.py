@@ -39,6 +39,7 @@ from colmz.kernels.sort import (
     pack,
     pack_one_with_diff,
     plan_packing,
+    radix_sort_pairs,
     radix_sort_words,
     unpack,
 )
