@@ -1,9 +1,31 @@
 """colmz: differential collections as columnar updates.
 
-Public names only; each lives in a module named for its concept.
+Updates ``(data, time, diff)`` held as structure-of-arrays batches, with Numba kernels that
+sort, consolidate, split, merge and advance them, and the state structures of Materialize and
+differential dataflow built on top. Public names only; each lives in a module named for its
+concept.
+
+>>> import colmz
+>>> u = colmz.Updates({"k": ["a", "b", "a"]}, time=[0, 0, 0], diff=[1, 1, -1])
+>>> colmz.consolidate(u).to_pylist()
+[('b', 0, 1)]
 """
 
 from colmz.frontier import MAX_TIME, Frontier
+from colmz.ops import concat, consolidate, release_scratch, set_cache_dir, warmup
+from colmz.order import ColumnSpec
+from colmz.updates import SchemaError, Updates
 
-__all__ = ["MAX_TIME", "Frontier"]
+__all__ = [
+    "MAX_TIME",
+    "ColumnSpec",
+    "Frontier",
+    "SchemaError",
+    "Updates",
+    "concat",
+    "consolidate",
+    "release_scratch",
+    "set_cache_dir",
+    "warmup",
+]
 __version__ = "0.1.0"

@@ -1,0 +1,183 @@
+"""Whole-batch operations: ``consolidate``, ``concat``, and kernel warm-up.
+
+Design
+------
+These functions are the API layer over ``colmz.kernels``: they validate arguments, take the
+fast paths (empty input, nothing to do), encode the data columns into order-preserving words
+(``colmz.order``), call the kernels and decode the result. A call that raises returns nothing
+and changes nothing -- ``Updates`` are immutable.
+"""
+
+from __future__ import annotations
+
+import os
+import time as _time
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.frontier import check_time
+from colmz.kernels import _scratch
+from colmz.kernels.consolidate import ORDERS, sort_consolidate
+from colmz.updates import Encoded, Updates, concat_encoded, unify_schemas
+
+__all__ = ["concat", "consolidate", "release_scratch", "set_cache_dir", "warmup"]
+
+
+def _check_order(order: str) -> str:
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    return order
+
+
+def consolidate(updates: Updates, *, order: str = "time", since: int | None = None) -> Updates:
+    """Sort, sum equal ``(data, time)`` and drop zero diffs.
+
+    Parameters
+    ----------
+    updates : Updates
+    order : ``"time"`` (sort by ``(time, data)``, the default) or ``"data"`` (by ``(data, time)``)
+    since : int, optional
+        Advance every time to ``max(time, since)`` first (logical compaction).
+
+    Returns
+    -------
+    Updates
+        Consolidated: sorted by ``order``, each ``(data, time)`` once, no zero diff. Data are
+        compared with NULL = NULL, NaN = NaN and -0.0 = 0.0; the order within equal times is
+        colmz's total order on data (``colmz.order``).
+
+    Raises
+    ------
+    OverflowError
+        When a summed diff leaves the ``int64`` range.
+
+    Examples
+    --------
+    >>> import colmz
+    >>> u = colmz.Updates({"k": ["b", "a", "b"]}, time=[1, 2, 1], diff=[1, 1, 1])
+    >>> colmz.consolidate(u).to_pylist()
+    [('b', 1, 2), ('a', 2, 1)]
+    >>> colmz.consolidate(u, since=2).to_pylist()
+    [('a', 2, 1), ('b', 2, 2)]
+    """
+    if not isinstance(updates, Updates):
+        raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
+    _check_order(order)
+    if since is not None:
+        since = check_time(since, "since")
+    enc = updates.encode()
+    keys, time, diff = sort_consolidate(enc.keys, enc.time, enc.diff, order, since)
+    return Updates.decode(Encoded(keys, time, diff, enc.layout), updates.schema)
+
+
+def concat(batches: Iterable[Updates]) -> Updates:
+    """One ``Updates`` holding all rows of ``batches``, in order.
+
+    All batches must have the same data columns; an all-NULL column (Arrow type ``null``) or
+    an empty batch combines with any type.
+
+    >>> import colmz
+    >>> a = colmz.Updates({"k": [1]}, time=[0], diff=[1])
+    >>> b = colmz.Updates({"k": [None]}, time=[1], diff=[1])
+    >>> colmz.concat([a, b]).to_pylist()
+    [(1, 0, 1), (None, 1, 1)]
+    """
+    batches = list(batches)
+    if not batches:
+        raise ValueError("concat needs at least one batch")
+    for i, b in enumerate(batches):
+        if not isinstance(b, Updates):
+            raise TypeError(f"batches[{i}] must be colmz.Updates, got {type(b).__name__}")
+    schema = batches[0].schema
+    for b in batches[1:]:
+        schema = unify_schemas(schema, b.schema)
+    if len(batches) == 1:
+        return batches[0]
+    data = {}
+    for ci, spec in enumerate(schema):
+        chunks = []
+        for b in batches:
+            col = b._columns[ci]
+            if col.type != spec.type:
+                col = pa.nulls(len(col), spec.type) if pa.types.is_null(col.type) else col.cast(spec.type)
+            chunks.append(col)
+        data[spec.name] = pa.concat_arrays(chunks)
+    time = np.concatenate([b._time for b in batches])
+    diff = np.concatenate([b._diff for b in batches])
+    return Updates(data, time, diff, _trusted=True)
+
+
+def encode_many(batches: Iterable[Updates]) -> tuple[tuple, Encoded]:
+    """Encode several batches of one collection into one ``Encoded`` and its schema."""
+    batches = list(batches)
+    schema = batches[0].schema
+    for b in batches[1:]:
+        schema = unify_schemas(schema, b.schema)
+    return schema, concat_encoded(b.encode() for b in batches)
+
+
+def set_cache_dir(path: str | os.PathLike) -> None:
+    """Choose where Numba caches compiled kernels (``NUMBA_CACHE_DIR``).
+
+    Numba reads the variable when it first compiles or loads a cached function, so call this
+    before the first colmz kernel runs (or set ``NUMBA_CACHE_DIR`` in the environment, which is
+    what Spark executors need: ``spark.executorEnv.NUMBA_CACHE_DIR``).
+    """
+    path = os.fspath(path)
+    os.makedirs(path, exist_ok=True)
+    os.environ["NUMBA_CACHE_DIR"] = path
+    try:
+        from numba.core import config
+
+        config.CACHE_DIR = path
+    except ImportError:  # pragma: no cover - numba layout changed
+        pass
+
+
+def release_scratch() -> None:
+    """Free the scratch buffers colmz keeps for kernel temporaries (in this thread)."""
+    _scratch.release()
+
+
+def warmup(verbose: bool = False) -> float:
+    """Compile (or load from the cache) every colmz kernel; return the seconds it took.
+
+    Calls each kernel on tiny inputs of every dtype combination colmz uses, so the first
+    real call pays nothing. With a warm on-disk cache this is a fraction of a second.
+
+    >>> import colmz
+    >>> colmz.warmup() >= 0
+    True
+    """
+    from colmz.kernels.advance import advance_runs
+    from colmz.kernels.merge import merge_runs
+    from colmz.kernels.split import lower_bound
+
+    t0 = _time.perf_counter()
+    u = Updates(
+        {"i": np.array([3, 1, 3], np.int64), "s": ["x", None, "yy"], "f": [0.5, float("nan"), 0.5],
+         "b": [True, False, True], "u": np.array([1, 2, 1], np.uint32)},
+        time=np.array([2, 1, 2], np.uint64), diff=np.array([1, 1, 1], np.int64),
+    )
+    for order in ORDERS:
+        c = consolidate(u, order=order, since=1)
+        consolidate(u, order=order)
+    one = consolidate(Updates({"k": np.array([5, 4], np.int64)}, time=[1, 0], diff=[1, -1]))
+    enc = one.encode()
+    run = (enc.keys, enc.time, enc.diff)
+    wide = c.encode()
+    wrun = (wide.keys, wide.time, wide.diff)
+    for order in ORDERS:
+        merge_runs([run, run], order)
+        merge_runs([wrun, wrun], order)
+        advance_runs([run, run], 1, order)
+    lower_bound(enc.time, np.uint64(1))
+    # many-words path of the sort (keys wider than one packed word)
+    big = np.array([[2**63, 2**62], [1, 2**61]], np.uint64)
+    sort_consolidate(big, np.array([1, 0], np.uint64), np.array([1, 1], np.int64), "data")
+    elapsed = _time.perf_counter() - t0
+    if verbose:
+        print(f"colmz kernels ready in {elapsed:.2f} s")
+    return elapsed

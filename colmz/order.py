@@ -1,0 +1,417 @@
+"""Order-preserving encoding of data rows into ``uint64`` words.
+
+Design
+------
+Every kernel sorts, merges and compares *rows of words*: a row of data becomes a fixed
+sequence of ``uint64`` words whose lexicographic order is colmz's total order on data. The
+encoding is a pure function of the row's values -- no dictionary, no per-batch state -- so
+the order is the same in every batch, process and file, and two encoded rows are equal exactly
+when the rows are equal with ``NULL = NULL``, ``NaN = NaN`` and ``-0.0 = 0.0`` (SQL
+``GROUP BY`` equality).
+
+Layout of a row: one *segment* per data column, then one *null word* whose bit ``c`` says
+column ``c`` is NULL (a NULL's value words are zero). Segment widths:
+
+=====================================  ======  ==============================================
+Arrow type                             words   word
+=====================================  ======  ==============================================
+int8..int64, date, time, timestamp,    1       two's complement with the sign bit flipped
+duration
+uint8..uint64                          1       the value
+float16/32/64                          1       IEEE bits of the float64 value; negatives
+                                               inverted, positives with the sign bit set;
+                                               ``-0.0 -> 0.0``, every NaN -> one NaN (last)
+bool                                   1       0 or 1
+string, large_string, binary,          1..k    7 bytes per word, big-endian, and a marker
+large_binary                                   byte: 8 = "continues", else the byte count
+                                               of the last block (0 for the empty string)
+null (all-NULL column)                 0       --
+=====================================  ======  ==============================================
+
+The string encoding is order-preserving: a shorter string whose bytes are a prefix of a
+longer one ends with a marker below 8 where the longer one continues with 8, and a zero
+byte inside a string beats an ended block by its marker. A batch's layout is the tuple of its
+segment widths plus whether it has a null word; the fixed-width fast path is one word per
+column and no null word -- an ``int64`` key costs one ``uint64``, as the design asks.
+
+**Harmonising.** Layouts differ between batches only by trailing zero words: a string segment
+is as wide as the batch's longest string, the null word exists only when the batch holds a
+NULL, an all-NULL column has no value words. Padding each segment with zero words to the
+wider layout (:func:`pad_keys`) therefore yields exactly the encoding the wider batch would
+have produced, so rows of any two batches compare correctly after padding. Structures pad
+lazily, when they combine batches.
+
+The NULL bits sit after all values, so NULLs sort among the values' order by the value word 0
+(before every non-NULL of a signed column, tied with 0 of an unsigned one, then after it).
+The order is total and stable; it is not SQL's ``NULLS FIRST``, which colmz does not promise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from colmz.kernels._jit import jit
+
+__all__ = [
+    "ColumnSpec",
+    "Layout",
+    "decode_columns",
+    "encode_columns",
+    "kind_of",
+    "pad_keys",
+    "unify_layouts",
+]
+
+_SIGN = np.uint64(1 << 63)
+
+#: Segment widths per column, then 1 if the null word is present else 0.
+Layout = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """A data column's name and Arrow type (``pa.null()`` until a batch gives a real type)."""
+
+    name: str
+    type: pa.DataType
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.type, self.name)
+
+
+def kind_of(t: pa.DataType, name: str = "?") -> str:
+    """The encoding family of an Arrow type, or ``TypeError`` naming the column.
+
+    >>> kind_of(pa.int32()), kind_of(pa.string()), kind_of(pa.timestamp("us"))
+    ('int', 'bytes', 'int')
+    """
+    if pa.types.is_null(t):
+        return "null"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_signed_integer(t) or pa.types.is_temporal(t):
+        return "int"
+    if pa.types.is_unsigned_integer(t):
+        return "uint"
+    if pa.types.is_floating(t):
+        return "float"
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    ):
+        return "bytes"
+    if pa.types.is_dictionary(t):
+        return kind_of(t.value_type, name)
+    raise TypeError(
+        f"data column {name!r} has unsupported type {t}: colmz supports signed/unsigned "
+        "integers, floats, bool, date/time/timestamp/duration and string/binary"
+    )
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@jit
+def _encode_bytes(offsets, data, valid, width, out, col):
+    # Write the 7-bytes-per-word encoding of each value into out[:, col:col+width].
+    n = offsets.shape[0] - 1
+    for i in range(n):
+        for k in range(width):
+            out[i, col + k] = 0
+        if not valid[i]:
+            continue
+        start = offsets[i]
+        length = offsets[i + 1] - start
+        k = 0
+        pos = 0
+        while True:
+            take = length - pos
+            if take > 7:
+                take = 7
+            w = np.uint64(0)
+            for b in range(take):
+                w |= np.uint64(data[start + pos + b]) << np.uint64(56 - 8 * b)
+            pos += take
+            if pos < length:
+                out[i, col + k] = w | np.uint64(8)
+                k += 1
+            else:
+                out[i, col + k] = w | np.uint64(take)
+                break
+
+
+@jit
+def _bytes_widths(offsets, valid):
+    n = offsets.shape[0] - 1
+    widest = 0
+    for i in range(n):
+        if valid[i]:
+            length = offsets[i + 1] - offsets[i]
+            nb = (length + 6) // 7
+            if nb < 1:
+                nb = 1
+            if nb > widest:
+                widest = nb
+    return widest
+
+
+@jit
+def _decode_bytes_lengths(keys, col, width, valid, offsets):
+    n = keys.shape[0]
+    offsets[0] = 0
+    for i in range(n):
+        length = 0
+        if valid[i]:
+            for k in range(width):
+                marker = keys[i, col + k] & np.uint64(255)
+                if marker == 8:
+                    length += 7
+                else:
+                    length += np.int64(marker)
+                    break
+        offsets[i + 1] = offsets[i] + length
+
+
+@jit
+def _decode_bytes_fill(keys, col, width, valid, offsets, data):
+    n = keys.shape[0]
+    for i in range(n):
+        if not valid[i]:
+            continue
+        pos = offsets[i]
+        for k in range(width):
+            w = keys[i, col + k]
+            marker = w & np.uint64(255)
+            take = 7 if marker == 8 else np.int64(marker)
+            for b in range(take):
+                data[pos] = np.uint8((w >> np.uint64(56 - 8 * b)) & np.uint64(255))
+                pos += 1
+            if marker != 8:
+                break
+
+
+@jit
+def _pad(keys, src_starts, src_widths, dst_starts, out):
+    n = keys.shape[0]
+    nseg = src_starts.shape[0]
+    m = out.shape[1]
+    for i in range(n):
+        for c in range(m):
+            out[i, c] = 0
+        for s in range(nseg):
+            for k in range(src_widths[s]):
+                out[i, dst_starts[s] + k] = keys[i, src_starts[s] + k]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _validity(arr: pa.Array) -> np.ndarray:
+    if arr.null_count == 0:
+        return np.ones(len(arr), np.bool_)
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _fixed_values(arr: pa.Array, np_dtype) -> np.ndarray:
+    # The physical values buffer, zero-copy; slots under NULLs hold arbitrary bytes.
+    buf = arr.buffers()[1]
+    if buf is None:
+        return np.zeros(len(arr), np_dtype)
+    return np.frombuffer(buf, dtype=np_dtype, count=len(arr), offset=arr.offset * np.dtype(np_dtype).itemsize)
+
+
+def _physical_int(t: pa.DataType):
+    return np.dtype(f"int{t.bit_width}")
+
+
+def _float_words(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    x = np.where(x == 0.0, 0.0, x)  # -0.0 -> 0.0
+    x = np.where(np.isnan(x), np.nan, x)  # one NaN
+    bits = x.view(np.uint64)
+    neg = (bits >> np.uint64(63)).astype(bool)
+    return np.where(neg, ~bits, bits | _SIGN)
+
+
+def _float_from_words(w: np.ndarray) -> np.ndarray:
+    top = (w & _SIGN).astype(bool)
+    bits = np.where(top, w ^ _SIGN, ~w)
+    return bits.view(np.float64)
+
+
+def _column_width(arr: pa.Array, kind: str) -> int:
+    if kind == "null":
+        return 0
+    if kind != "bytes":
+        return 1
+    arr = _as_large(arr)
+    offsets = np.frombuffer(arr.buffers()[1], np.int64, count=len(arr) + 1, offset=arr.offset * 8)
+    return int(_bytes_widths(offsets, _validity(arr)))
+
+
+def _as_large(arr: pa.Array) -> pa.Array:
+    t = arr.type
+    if pa.types.is_string(t):
+        return arr.cast(pa.large_string())
+    if pa.types.is_binary(t):
+        return arr.cast(pa.large_binary())
+    return arr
+
+
+def _flatten(arr) -> pa.Array:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    return arr
+
+
+# ----------------------------------------------------------------------------- API
+
+
+def encode_columns(columns, kinds=None) -> tuple[np.ndarray, Layout]:
+    """Encode Arrow columns into a ``(n, W)`` ``uint64`` key matrix and its layout.
+
+    >>> keys, layout = encode_columns([pa.array([2, -1, None])])
+    >>> layout
+    (1, 1)
+    >>> [tuple(int(x) for x in r) for r in keys]  # doctest: +NORMALIZE_WHITESPACE
+    [(9223372036854775810, 0), (9223372036854775807, 0), (0, 1)]
+    """
+    columns = [_flatten(c) for c in columns]
+    n = len(columns[0]) if columns else 0
+    if kinds is None:
+        kinds = [kind_of(c.type) for c in columns]
+    widths = [_column_width(c, k) for c, k in zip(columns, kinds)]
+    has_nulls = any(c.null_count for c in columns)
+    layout = (*widths, 1 if has_nulls else 0)
+    W = sum(layout)
+    keys = np.empty((n, W), np.uint64)
+    col = 0
+    null_word = np.zeros(n, np.uint64) if has_nulls else None
+    for ci, (arr, kind, width) in enumerate(zip(columns, kinds, widths)):
+        valid = _validity(arr)
+        if null_word is not None and arr.null_count:
+            null_word |= (~valid).astype(np.uint64) << np.uint64(ci)
+        if kind == "null":
+            continue
+        if kind == "int":
+            t = arr.type
+            v = _fixed_values(arr, _physical_int(t)).astype(np.int64).view(np.uint64) ^ _SIGN
+        elif kind == "uint":
+            v = _fixed_values(arr, np.dtype(f"uint{arr.type.bit_width}")).astype(np.uint64)
+        elif kind == "float":
+            v = _float_words(_fixed_values(arr, np.dtype(f"float{arr.type.bit_width}")))
+        elif kind == "bool":
+            v = pc.fill_null(arr, False).to_numpy(zero_copy_only=False).astype(np.uint64)
+        else:
+            arr = _as_large(arr)
+            offsets = np.frombuffer(
+                arr.buffers()[1], np.int64, count=len(arr) + 1, offset=arr.offset * 8
+            )
+            data = arr.buffers()[2]
+            data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+            _encode_bytes(offsets, data, valid, width, keys, col)
+            col += width
+            continue
+        if arr.null_count:
+            v = np.where(valid, v, np.uint64(0))
+        keys[:, col] = v
+        col += 1
+    if has_nulls:
+        keys[:, col] = null_word
+    return keys, layout
+
+
+def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
+    """Rebuild Arrow columns from encoded keys (inverse of :func:`encode_columns`).
+
+    >>> keys, layout = encode_columns([pa.array(["b", None, ""])])
+    >>> decode_columns(keys, layout, [ColumnSpec("s", pa.string())])[0].to_pylist()
+    ['b', None, '']
+    """
+    n = keys.shape[0]
+    has_nulls = layout[-1] == 1
+    null_word = keys[:, sum(layout[:-1])] if has_nulls else None
+    out = []
+    col = 0
+    for ci, (spec, width) in enumerate(zip(specs, layout[:-1])):
+        t = spec.type
+        kind = kind_of(t, spec.name)
+        if null_word is not None:
+            is_null = ((null_word >> np.uint64(ci)) & np.uint64(1)).astype(bool)
+        else:
+            is_null = np.zeros(n, bool)
+        mask = is_null if is_null.any() else None
+        if width == 0:
+            # An all-NULL segment; the column may have a real type from other batches.
+            out.append(pa.nulls(n, type=t))
+            continue
+        if kind == "null":
+            raise TypeError(f"data column {spec.name!r} has values but type null")
+        w = keys[:, col]
+        if kind == "int":
+            v = (w ^ _SIGN).view(np.int64).astype(_physical_int(t))
+            arr = pa.array(v, type=pa.from_numpy_dtype(v.dtype), mask=mask)
+            arr = arr.view(t) if arr.type != t else arr
+        elif kind == "uint":
+            arr = pa.array(w.astype(f"uint{t.bit_width}"), type=t, mask=mask)
+        elif kind == "float":
+            f = _float_from_words(w)
+            if t.bit_width == 16:
+                arr = pa.array(f.astype(np.float16), type=t, mask=mask)
+            else:
+                arr = pa.array(f.astype(f"float{t.bit_width}"), type=t, mask=mask)
+        elif kind == "bool":
+            arr = pa.array(w != 0, type=pa.bool_(), mask=mask)
+        else:
+            valid = ~is_null
+            offsets = np.empty(n + 1, np.int64)
+            _decode_bytes_lengths(keys, col, width, valid, offsets)
+            data = np.empty(int(offsets[-1]), np.uint8)
+            _decode_bytes_fill(keys, col, width, valid, offsets, data)
+            large = pa.large_binary() if "binary" in str(t) else pa.large_string()
+            validity = pa.array(valid).buffers()[1] if mask is not None else None
+            arr = pa.Array.from_buffers(
+                large, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+                null_count=int(is_null.sum()),
+            )
+            if arr.type != t:
+                arr = arr.cast(t)
+        out.append(arr)
+        col += width
+    return out
+
+
+def unify_layouts(*layouts: Layout) -> Layout:
+    """The segment-wise widest of several layouts.
+
+    >>> unify_layouts((1, 2, 0), (1, 3, 1))
+    (1, 3, 1)
+    """
+    return tuple(max(ws) for ws in zip(*layouts))
+
+
+def pad_keys(keys: np.ndarray, layout: Layout, target: Layout) -> np.ndarray:
+    """Re-lay ``keys`` from ``layout`` out to the wider ``target`` by zero padding.
+
+    >>> import numpy as np
+    >>> pad_keys(np.array([[7]], np.uint64), (1, 0), (2, 1)).tolist()
+    [[7, 0, 0]]
+    """
+    if layout == target:
+        return keys
+    if len(layout) != len(target) or any(a > b for a, b in zip(layout, target)):
+        raise ValueError(f"cannot pad layout {layout} to {target}")
+    src_starts = np.cumsum((0, *layout[:-1]), dtype=np.int64)
+    dst_starts = np.cumsum((0, *target[:-1]), dtype=np.int64)
+    out = np.empty((keys.shape[0], sum(target)), np.uint64)
+    _pad(keys, src_starts, np.array(layout, np.int64), dst_starts, out)
+    return out

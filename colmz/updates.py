@@ -1,0 +1,461 @@
+"""``Updates``: an immutable columnar batch of ``(data, time, diff)``.
+
+Design
+------
+An update says "the multiplicity of row ``data`` changes by ``diff`` at ``time``". A batch of
+them is held as a structure of arrays: the data columns as Arrow arrays (any number, nullable,
+of the types in ``colmz.order``), ``time`` as ``numpy.uint64`` and ``diff`` as
+``numpy.int64``. Nothing here sorts or consolidates: an ``Updates`` is whatever the caller
+gave, validated. ``colmz.consolidate`` puts it in normal form.
+
+Invariants checked on construction (each violation names the column and the problem):
+``time`` and ``diff`` exist, are integers without NULLs, ``time`` is non-negative and fits
+``uint64``, ``diff`` fits ``int64``, every data column has a supported type, all columns have
+one length, and no data column is called ``time``/``diff`` twice.
+
+Conversions are zero-copy where the types allow: Arrow ``uint64`` time and ``int64`` diff
+without NULLs, and numpy arrays of those dtypes, are wrapped, not copied; data columns stay the
+Arrow arrays they came as. An ``Updates`` costs its raw column bytes plus a few hundred bytes.
+
+Batches of one collection combine (``colmz.concat``, structures) when their columns have the
+same names and types, where an all-NULL column (Arrow type ``null``, as pandas gives for an
+empty or all-``None`` object column) takes the type of the other side.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.order import (
+    ColumnSpec,
+    Layout,
+    decode_columns,
+    encode_columns,
+    kind_of,
+    pad_keys,
+    unify_layouts,
+)
+
+__all__ = ["Encoded", "SchemaError", "Updates", "unify_schemas"]
+
+_MAX_DATA_COLUMNS = 64
+
+
+class SchemaError(TypeError):
+    """Two batches of one collection have different columns or column types."""
+
+
+def unify_schemas(a: tuple[ColumnSpec, ...], b: tuple[ColumnSpec, ...]) -> tuple[ColumnSpec, ...]:
+    """The common schema of two batches, resolving all-NULL (``null``) columns.
+
+    >>> s1 = (ColumnSpec("k", pa.int64()),)
+    >>> s2 = (ColumnSpec("k", pa.null()),)
+    >>> unify_schemas(s1, s2) == s1
+    True
+    """
+    if a == b:
+        return a
+    if [c.name for c in a] != [c.name for c in b]:
+        raise SchemaError(
+            f"data columns differ: {[c.name for c in a]} vs {[c.name for c in b]}"
+        )
+    out = []
+    for x, y in zip(a, b):
+        if x.type == y.type or pa.types.is_null(y.type):
+            out.append(x)
+        elif pa.types.is_null(x.type):
+            out.append(y)
+        else:
+            raise SchemaError(f"data column {x.name!r} has type {x.type} in one batch and {y.type} in another")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Updates with their data encoded as order-preserving key words (see ``colmz.order``).
+
+    The internal currency of colmz's structures: ``keys`` ``(n, W)`` ``uint64``, ``time``
+    ``uint64``, ``diff`` ``int64`` and the keys' ``layout``.
+    """
+
+    keys: np.ndarray
+    time: np.ndarray
+    diff: np.ndarray
+    layout: Layout
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    def padded(self, target: Layout) -> Encoded:
+        if target == self.layout:
+            return self
+        return Encoded(pad_keys(self.keys, self.layout, target), self.time, self.diff, target)
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.time.nbytes + self.diff.nbytes
+
+
+def _time_array(col, name: str) -> np.ndarray:
+    """Validate and convert a time column to ``uint64`` (zero-copy when already ``uint64``)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if isinstance(col, pa.Array):
+        if col.null_count:
+            raise ValueError(f"time column {name!r} has {col.null_count} null time(s)")
+        t = col.type
+        if pa.types.is_integer(t) or pa.types.is_floating(t):
+            col = col.to_numpy(zero_copy_only=False)
+        elif pa.types.is_timestamp(t) or pa.types.is_date(t):
+            raise TypeError(
+                f"time column {name!r} has type {t}; colmz times are integers (uint64) -- "
+                "convert, e.g. to epoch milliseconds, first"
+            )
+        else:
+            raise TypeError(f"time column {name!r} has non-integer type {t}")
+    arr = np.asarray(col)
+    if arr.dtype == np.uint64:
+        return arr
+    if arr.dtype.kind == "f":
+        if np.isnan(arr).any():
+            raise ValueError(f"time column {name!r} has null (NaN) time(s)")
+        if (arr != np.floor(arr)).any() or np.isinf(arr).any():
+            bad = arr[(arr != np.floor(arr)) | np.isinf(arr)][0]
+            raise ValueError(f"time column {name!r} has fractional or infinite time {bad!r}")
+        if (arr < 0).any():
+            raise ValueError(f"time column {name!r} has negative time {arr[arr < 0][0]!r}")
+        if (arr >= 2.0**64).any():
+            raise ValueError(f"time column {name!r} has a time beyond 2**64-1")
+        return arr.astype(np.uint64)
+    if arr.dtype.kind == "i":
+        if len(arr) and arr.min() < 0:
+            raise ValueError(f"time column {name!r} has negative time {int(arr.min())}")
+        return arr.astype(np.uint64)
+    if arr.dtype.kind == "u":
+        return arr.astype(np.uint64)
+    if arr.dtype == object:
+        if any(v is None for v in arr):
+            raise ValueError(f"time column {name!r} has null time(s)")
+        try:
+            vals = [int(v) for v in arr]
+        except (TypeError, ValueError):
+            raise TypeError(f"time column {name!r} has non-integer values") from None
+        if any(v != x for v, x in zip(vals, arr)):
+            raise ValueError(f"time column {name!r} has fractional time(s)")
+        if any(v < 0 for v in vals):
+            raise ValueError(f"time column {name!r} has negative time {min(vals)}")
+        if any(v > 2**64 - 1 for v in vals):
+            raise ValueError(f"time column {name!r} has a time beyond 2**64-1")
+        return np.array(vals, np.uint64)
+    raise TypeError(f"time column {name!r} has non-integer dtype {arr.dtype}")
+
+
+def _diff_array(col, name: str) -> np.ndarray:
+    """Validate and convert a diff column to ``int64`` (zero-copy when already ``int64``)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if isinstance(col, pa.Array):
+        if col.null_count:
+            raise ValueError(f"diff column {name!r} has {col.null_count} null diff(s)")
+        if not pa.types.is_integer(col.type):
+            raise TypeError(f"diff column {name!r} has non-integer type {col.type}")
+        col = col.to_numpy(zero_copy_only=False)
+    arr = np.asarray(col)
+    if arr.dtype == np.int64:
+        return arr
+    if arr.dtype.kind == "i":
+        return arr.astype(np.int64)
+    if arr.dtype.kind == "u":
+        if len(arr) and arr.max() > 2**63 - 1:
+            raise OverflowError(f"diff column {name!r} has a diff beyond int64")
+        return arr.astype(np.int64)
+    if arr.dtype.kind == "f":
+        if np.isnan(arr).any():
+            raise ValueError(f"diff column {name!r} has null (NaN) diff(s)")
+        raise TypeError(f"diff column {name!r} has non-integer dtype {arr.dtype}")
+    if arr.dtype == object:
+        if any(v is None for v in arr):
+            raise ValueError(f"diff column {name!r} has null diff(s)")
+        try:
+            vals = [int(v) for v in arr]
+        except (TypeError, ValueError):
+            raise TypeError(f"diff column {name!r} has non-integer values") from None
+        if any(not -(2**63) <= v < 2**63 for v in vals):
+            raise OverflowError(f"diff column {name!r} has a diff beyond int64")
+        return np.array(vals, np.int64)
+    raise TypeError(f"diff column {name!r} has non-integer dtype {arr.dtype}")
+
+
+def _data_array(col, name: str) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else (col.chunk(0) if col.num_chunks else pa.array([], col.type))
+    if not isinstance(col, pa.Array):
+        arr = np.asarray(col)
+        if arr.dtype.kind == "U":
+            col = pa.array(arr.tolist(), pa.string())
+        elif arr.dtype.kind == "S":
+            col = pa.array(arr.tolist(), pa.binary())
+        else:
+            try:
+                col = pa.array(arr)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                raise TypeError(f"data column {name!r} cannot be converted to Arrow: {e}") from None
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    kind_of(col.type, name)
+    return col
+
+
+class Updates:
+    """An immutable batch of updates ``(data..., time, diff)`` in columnar form.
+
+    Parameters
+    ----------
+    data : mapping of column name to array-like (Arrow or numpy), in column order
+    time : array-like of non-negative integer times (stored as ``uint64``)
+    diff : array-like of integer multiplicity changes (stored as ``int64``)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> u = Updates({"k": np.array([1, 2, 1])}, time=[0, 0, 1], diff=[1, 1, -1])
+    >>> len(u), u.column_names
+    (3, ['k'])
+    >>> u.to_pandas()
+       k  time  diff
+    0  1     0     1
+    1  2     0     1
+    2  1     1    -1
+    """
+
+    __slots__ = ("_columns", "_schema", "_time", "_diff")
+
+    def __init__(self, data: Mapping[str, object], time, diff, *, _trusted: bool = False):
+        if _trusted:
+            self._columns = tuple(data.values())
+            self._schema = tuple(ColumnSpec(n, c.type) for n, c in zip(data, self._columns))
+            self._time = time
+            self._diff = diff
+            return
+        if len(data) > _MAX_DATA_COLUMNS:
+            raise ValueError(f"data has {len(data)} columns; colmz supports at most {_MAX_DATA_COLUMNS}")
+        names = list(data)
+        for reserved in ("time", "diff"):
+            if reserved in names:
+                raise ValueError(f"data column named {reserved!r} clashes with the {reserved} column")
+        cols = tuple(_data_array(data[n], n) for n in names)
+        t = _time_array(time, "time")
+        d = _diff_array(diff, "diff")
+        n = len(t)
+        if len(d) != n:
+            raise ValueError(f"diff has {len(d)} values but time has {n}")
+        for name, c in zip(names, cols):
+            if len(c) != n:
+                raise ValueError(f"data column {name!r} has {len(c)} values but time has {n}")
+        self._columns = cols
+        self._schema = tuple(ColumnSpec(n, c.type) for n, c in zip(names, cols))
+        self._time = t
+        self._diff = d
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table | pa.RecordBatch, *, time: str = "time", diff: str = "diff") -> Updates:
+        """From an Arrow table or record batch; all columns but ``time`` and ``diff`` are data.
+
+        >>> t = pa.table({"k": ["a", "b"], "time": [3, 4], "diff": [1, -1]})
+        >>> Updates.from_arrow(t).to_pylist()
+        [('a', 3, 1), ('b', 4, -1)]
+        """
+        names = table.schema.names
+        for role, col in (("time", time), ("diff", diff)):
+            if col not in names:
+                raise KeyError(f"{role} column {col!r} is missing; columns are {names}")
+        data = {n: table.column(n) for n in names if n not in (time, diff)}
+        return cls(data, table.column(time), table.column(diff))
+
+    @classmethod
+    def from_pandas(cls, df, *, time: str = "time", diff: str = "diff") -> Updates:
+        """From a pandas DataFrame; all columns but ``time`` and ``diff`` are data.
+
+        >>> import pandas as pd
+        >>> df = pd.DataFrame({"k": [1.5, float("nan")], "time": [0, 1], "diff": [1, 1]})
+        >>> Updates.from_pandas(df).to_pylist()
+        [(1.5, 0, 1), (nan, 1, 1)]
+        """
+        for role, col in (("time", time), ("diff", diff)):
+            if col not in df.columns:
+                raise KeyError(f"{role} column {col!r} is missing; columns are {list(df.columns)}")
+        data = {}
+        for name in df.columns:
+            if name in (time, diff):
+                continue
+            s = df[name]
+            try:
+                # from_pandas maps None/NaN in object columns to NULL, keeps float NaN as NaN.
+                data[str(name)] = pa.array(s, from_pandas=bool(s.dtype == object))
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                raise TypeError(f"data column {name!r} cannot be converted to Arrow: {e}") from None
+        return cls(data, df[time].to_numpy(), df[diff].to_numpy())
+
+    @classmethod
+    def empty(cls, schema: Sequence[ColumnSpec] | Mapping[str, pa.DataType] = ()) -> Updates:
+        """An empty batch with the given data columns.
+
+        >>> len(Updates.empty({"k": pa.int64()}))
+        0
+        """
+        specs = _specs(schema)
+        return cls(
+            {s.name: pa.array([], s.type) for s in specs},
+            np.empty(0, np.uint64),
+            np.empty(0, np.int64),
+            _trusted=True,
+        )
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def time(self) -> np.ndarray:
+        """The times (``uint64``, read-only view)."""
+        v = self._time.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def diff(self) -> np.ndarray:
+        """The diffs (``int64``, read-only view)."""
+        v = self._diff.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def column_names(self) -> list[str]:
+        return [s.name for s in self._schema]
+
+    @property
+    def schema(self) -> tuple[ColumnSpec, ...]:
+        """The data columns' names and Arrow types."""
+        return self._schema
+
+    def column(self, name: str) -> pa.Array:
+        """A data column as an Arrow array."""
+        for s, c in zip(self._schema, self._columns):
+            if s.name == name:
+                return c
+        raise KeyError(f"no data column {name!r}; data columns are {self.column_names}")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the columns (Arrow buffers plus time and diff)."""
+        return sum(c.nbytes for c in self._columns) + self._time.nbytes + self._diff.nbytes
+
+    def __len__(self) -> int:
+        return len(self._time)
+
+    # ------------------------------------------------------------------ conversions
+
+    def to_arrow(self) -> pa.Table:
+        """An Arrow table: data columns, then ``time`` (uint64) and ``diff`` (int64)."""
+        arrays = [*self._columns, pa.array(self._time), pa.array(self._diff)]
+        return pa.Table.from_arrays(arrays, names=[*self.column_names, "time", "diff"])
+
+    def to_pandas(self):
+        """A pandas DataFrame: data columns, then ``time`` and ``diff``."""
+        return self.to_arrow().to_pandas()
+
+    def to_pylist(self) -> list[tuple]:
+        """Rows as tuples ``(data..., time, diff)`` of Python values."""
+        cols = [c.to_pylist() for c in self._columns]
+        return [(*vals, int(t), int(d)) for *vals, t, d in zip(*cols, self._time.tolist(), self._diff.tolist())]
+
+    def slice(self, start: int, stop: int) -> Updates:
+        """Rows ``[start, stop)`` as a zero-copy batch."""
+        return Updates(
+            {s.name: c.slice(start, max(stop - start, 0)) for s, c in zip(self._schema, self._columns)},
+            self._time[start:stop],
+            self._diff[start:stop],
+            _trusted=True,
+        )
+
+    def negated(self) -> Updates:
+        """The same updates with every diff negated (``OverflowError`` for ``-2**63``)."""
+        if len(self._diff) and self._diff.min() == np.iinfo(np.int64).min:
+            raise OverflowError("diff -2**63 cannot be negated within int64")
+        return Updates(dict(zip(self.column_names, self._columns)), self._time, -self._diff, _trusted=True)
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self) -> Encoded:
+        """The batch with its data encoded as order-preserving key words."""
+        keys, layout = encode_columns(self._columns, [s.kind for s in self._schema])
+        return Encoded(keys, self._time, self._diff, layout)
+
+    @classmethod
+    def decode(cls, enc: Encoded, schema: Sequence[ColumnSpec]) -> Updates:
+        """Inverse of :meth:`encode` for a batch of the given schema."""
+        cols = decode_columns(enc.keys, enc.layout, schema)
+        return cls(
+            {s.name: c for s, c in zip(schema, cols)}, enc.time, enc.diff, _trusted=True
+        )
+
+    # ------------------------------------------------------------------ display
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Updates):
+            return NotImplemented
+        return (
+            [s.name for s in self._schema] == [s.name for s in other._schema]
+            and np.array_equal(self._time, other._time)
+            and np.array_equal(self._diff, other._diff)
+            and all(a.equals(b) or (a.to_pylist() == b.to_pylist()) for a, b in zip(self._columns, other._columns))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        n = len(self)
+        cols = ", ".join(f"{s.name}: {s.type}" for s in self._schema)
+        head = f"Updates({n} update{'s' if n != 1 else ''}; {cols}{', ' if cols else ''}time: uint64, diff: int64)"
+        if n == 0:
+            return head
+        rows = self.slice(0, 5).to_pylist()
+        lines = [head] + [f"  {r}" for r in rows]
+        if n > 5:
+            lines.append(f"  ... {n - 5} more")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        n = len(self)
+        names = [*self.column_names, "time", "diff"]
+        head = "".join(f"<th>{html.escape(x)}</th>" for x in names)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(repr(v))}</td>" for v in r) + "</tr>"
+            for r in self.slice(0, 10).to_pylist()
+        )
+        more = f"<p>... {n - 10} more</p>" if n > 10 else ""
+        return f"<p><b>Updates</b>: {n} updates</p><table><tr>{head}</tr>{body}</table>{more}"
+
+
+def _specs(schema) -> tuple[ColumnSpec, ...]:
+    if isinstance(schema, Mapping):
+        return tuple(ColumnSpec(n, t) for n, t in schema.items())
+    return tuple(schema)
+
+
+def concat_encoded(parts: Iterable[Encoded]) -> Encoded:
+    """One encoded batch from several (layouts harmonised by padding)."""
+    parts = list(parts)
+    target = unify_layouts(*(p.layout for p in parts))
+    parts = [p.padded(target) for p in parts]
+    return Encoded(
+        np.concatenate([p.keys for p in parts]),
+        np.concatenate([p.time for p in parts]),
+        np.concatenate([p.diff for p in parts]),
+        target,
+    )
