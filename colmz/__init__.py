@@ -11,6 +11,7 @@ concept.
 [('b', 0, 1)]
 """
 
+from colmz.correction import Correction, SinceRegression
 from colmz.frontier import MAX_TIME, Frontier
 from colmz.ops import concat, consolidate, release_scratch, set_cache_dir, warmup
 from colmz.order import ColumnSpec
@@ -19,8 +20,10 @@ from colmz.updates import SchemaError, Updates
 __all__ = [
     "MAX_TIME",
     "ColumnSpec",
+    "Correction",
     "Frontier",
     "SchemaError",
+    "SinceRegression",
     "Updates",
     "concat",
     "consolidate",

@@ -101,6 +101,20 @@ class Encoded:
         return self.keys.nbytes + self.time.nbytes + self.diff.nbytes
 
 
+def _exact_ints(col) -> np.ndarray:
+    # numpy turns a list mixing small ints and 2**64-1 into float64, losing the value:
+    # keep Python sequences of ints exact by taking them as objects.
+    if isinstance(col, np.ndarray):
+        return col
+    if not hasattr(col, "__array__"):
+        col = list(col)
+        if col and all(isinstance(v, int) and not isinstance(v, bool) for v in col):
+            if all(-(2**63) <= v < 2**63 for v in col):
+                return np.array(col, np.int64)
+            return np.array(col, dtype=object)
+    return np.asarray(col)
+
+
 def _time_array(col, name: str) -> np.ndarray:
     """Validate and convert a time column to ``uint64`` (zero-copy when already ``uint64``)."""
     if isinstance(col, pa.ChunkedArray):
@@ -118,7 +132,7 @@ def _time_array(col, name: str) -> np.ndarray:
             )
         else:
             raise TypeError(f"time column {name!r} has non-integer type {t}")
-    arr = np.asarray(col)
+    arr = _exact_ints(col)
     if arr.dtype == np.uint64:
         return arr
     if arr.dtype.kind == "f":
@@ -165,7 +179,7 @@ def _diff_array(col, name: str) -> np.ndarray:
         if not pa.types.is_integer(col.type):
             raise TypeError(f"diff column {name!r} has non-integer type {col.type}")
         col = col.to_numpy(zero_copy_only=False)
-    arr = np.asarray(col)
+    arr = _exact_ints(col)
     if arr.dtype == np.int64:
         return arr
     if arr.dtype.kind == "i":

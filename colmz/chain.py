@@ -1,0 +1,206 @@
+"""Chunks and chains: sorted, consolidated runs of encoded updates.
+
+Design
+------
+A *chunk* is a bounded block of encoded updates ``(keys, time, diff)`` (see ``colmz.order``)
+sorted by ``(time, data)``; a *chain* is a list of chunks that is sorted and consolidated as a
+whole: no ``(time, data)`` twice, no zero diff, each chunk's first row after the previous
+chunk's last. A chain caches its update count.
+
+Chunks hold at most ``chunk_size`` updates. When a merge produces a chain, its output array is
+cut into chunk *views* -- cutting copies nothing. Splitting a chain at a time ``t``
+(:meth:`Chain.split_at`) routes whole chunks by their first and last times and binary-searches
+only the one chunk that straddles ``t``; the part of that chunk that stays in the buffer is
+copied into its own arrays so that it does not keep the consumed part of the merge output
+alive. So a split touches ``O(1)`` chunks beyond the routed ones and copies at most one
+chunk's worth of updates, and a read at a small upper never looks at the chunks of the far
+future.
+
+Merging runs needs contiguous arrays. A chain whose chunks are still adjacent views of one
+merge output (the common case) is handed to the kernels as one view, without copying;
+otherwise its chunks are concatenated (counted as copied work).
+
+Work counters (:class:`Work`) record updates copied and chunks touched, so complexity claims
+are tested by counting, not timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from colmz.kernels.split import lower_bound
+from colmz.order import Layout, pad_keys, unify_layouts
+
+__all__ = ["Chain", "Chunk", "Work"]
+
+
+@dataclass
+class Work:
+    """Counters of the work a structure did (cumulative)."""
+
+    copied: int = 0  # updates written into newly built chunks (merges, flushes, split copies)
+    chunks_touched: int = 0  # chunks inspected by splits beyond routing by cached bounds
+    merges: int = 0  # merge kernel calls
+    sorts: int = 0  # sort kernel calls (stage flushes, many-stale-times reads)
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "copied": self.copied,
+            "chunks_touched": self.chunks_touched,
+            "merges": self.merges,
+            "sorts": self.sorts,
+        }
+
+
+class Chunk:
+    """A block of updates sorted by ``(time, data)``; arrays are never modified."""
+
+    __slots__ = ("keys", "time", "diff", "layout")
+
+    def __init__(self, keys: np.ndarray, time: np.ndarray, diff: np.ndarray, layout: Layout):
+        self.keys = keys
+        self.time = time
+        self.diff = diff
+        self.layout = layout
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    @property
+    def first_time(self) -> int:
+        return int(self.time[0])
+
+    @property
+    def last_time(self) -> int:
+        return int(self.time[-1])
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.time.nbytes + self.diff.nbytes
+
+    def slice(self, a: int, b: int) -> Chunk:
+        return Chunk(self.keys[a:b], self.time[a:b], self.diff[a:b], self.layout)
+
+    def copy(self) -> Chunk:
+        return Chunk(self.keys.copy(), self.time.copy(), self.diff.copy(), self.layout)
+
+
+def _adjacent(a: np.ndarray, b: np.ndarray) -> bool:
+    # b starts right where a ends, inside the same allocation.
+    if a.base is None or a.base is not b.base:
+        return False
+    return a.__array_interface__["data"][0] + a.nbytes == b.__array_interface__["data"][0]
+
+
+class Chain:
+    """A list of chunks that is sorted by ``(time, data)`` and consolidated as a whole."""
+
+    __slots__ = ("chunks", "count")
+
+    def __init__(self, chunks: list[Chunk] | None = None):
+        self.chunks = [c for c in (chunks or []) if len(c)]
+        self.count = sum(len(c) for c in self.chunks)
+
+    @classmethod
+    def from_arrays(cls, keys, time, diff, layout: Layout, chunk_size: int) -> Chain:
+        """A chain of chunk views over freshly built sorted, consolidated arrays."""
+        n = len(time)
+        chunks = [
+            Chunk(keys[i:i + chunk_size], time[i:i + chunk_size], diff[i:i + chunk_size], layout)
+            for i in range(0, n, chunk_size)
+        ]
+        return cls(chunks)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def __repr__(self) -> str:
+        if not self.chunks:
+            return "Chain(empty)"
+        return (
+            f"Chain({self.count} updates in {len(self.chunks)} chunks, "
+            f"times {self.first_time}..{self.last_time})"
+        )
+
+    @property
+    def first_time(self) -> int:
+        return self.chunks[0].first_time
+
+    @property
+    def last_time(self) -> int:
+        return self.chunks[-1].last_time
+
+    @property
+    def layout(self) -> Layout:
+        return self.chunks[0].layout
+
+    def split_at(self, t: int | None, work: Work) -> tuple[Chain, Chain]:
+        """Split into the updates with times ``< t`` and those ``>= t`` (``None``: all lower).
+
+        Whole chunks move by their cached first/last times; only a chunk that straddles ``t``
+        is searched, and its upper part is copied.
+        """
+        if t is None or not self.chunks:
+            return self, Chain()
+        if t == 0 or self.first_time >= t:
+            return Chain(), self
+        if self.last_time < t:
+            return self, Chain()
+        lower: list[Chunk] = []
+        upper: list[Chunk] = []
+        for c in self.chunks:
+            if upper:
+                upper.append(c)
+            elif c.last_time < t:
+                lower.append(c)
+            elif c.first_time >= t:
+                upper.append(c)
+            else:
+                work.chunks_touched += 1
+                i = int(lower_bound(c.time, np.uint64(t)))
+                lower.append(c.slice(0, i))
+                rest = c.slice(i, len(c)).copy()
+                work.copied += len(rest)
+                upper.append(rest)
+        return Chain(lower), Chain(upper)
+
+    def run(self, layout: Layout, work: Work) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The chain as one contiguous ``(keys, time, diff)`` run in ``layout``."""
+        chunks = self.chunks
+        if len(chunks) == 1:
+            c = chunks[0]
+            keys, time, diff = c.keys, c.time, c.diff
+        elif all(
+            _adjacent(a.time, b.time) and _adjacent(a.diff, b.diff) and _adjacent(a.keys, b.keys)
+            for a, b in zip(chunks, chunks[1:])
+        ):
+            n = self.count
+            first = chunks[0]
+            # Re-view the common allocation from the first chunk's start: no copy.
+            keys = np.lib.stride_tricks.as_strided(first.keys, (n, first.keys.shape[1]), first.keys.strides)
+            time = np.lib.stride_tricks.as_strided(first.time, (n,), first.time.strides)
+            diff = np.lib.stride_tricks.as_strided(first.diff, (n,), first.diff.strides)
+        else:
+            work.copied += self.count
+            target = unify_layouts(*(c.layout for c in chunks))
+            keys = np.concatenate([pad_keys(c.keys, c.layout, target) for c in chunks])
+            time = np.concatenate([c.time for c in chunks])
+            diff = np.concatenate([c.diff for c in chunks])
+            return pad_keys(keys, target, layout), time, diff
+        return pad_keys(keys, chunks[0].layout, layout), time, diff
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in self.chunks)
+
+    def bases(self):
+        """The distinct allocations the chain's chunks keep alive (for memory accounting)."""
+        for c in self.chunks:
+            for a in (c.keys, c.time, c.diff):
+                yield a if a.base is None else a.base
