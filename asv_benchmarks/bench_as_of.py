@@ -164,7 +164,7 @@ def naive_select(dataflows: list, storage: dict, current_time: int) -> dict:
     }
 
 
-class AsOfSelection:
+class SelectAsOfs:
     """Worklist selection vs the full-sweep fixpoint on random DAGs."""
 
     params = [(1_000, 10_000), (10_000, 50_000)]

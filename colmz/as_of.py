@@ -106,6 +106,7 @@ if TYPE_CHECKING:  # pandas is only needed by ``explain``; keep ``import colmz``
 
 __all__ = [
     "UNSET",
+    "Applied",
     "AsOfBounds",
     "AsOfSelection",
     "AsOfSelectionError",
