@@ -1,0 +1,497 @@
+"""Correction against the exact reference model of SEMANTICS.md §2.3, plus its edge cases.
+
+The reference model: the multiset ``M`` of all inserted updates (negated where applicable,
+times clamped to the since at insert time). A read ``updates_before(U)`` with ``since = s < U``
+returns ``consolidate{(d, max(t, s), r) : max(t, s) < U}`` sorted by ``(time, data)``.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import colmz
+from colmz.correction import Correction, SinceRegression
+from colmz.kernels.advance import MAX_STALE_RUNS
+
+MAX = 2**64 - 1
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+def _norm(v):
+    # NaN = NaN for comparisons; -0.0 = 0.0.
+    if isinstance(v, float):
+        if math.isnan(v):
+            return ("nan",)
+        if v == 0.0:
+            return 0.0
+    return v
+
+
+class Model:
+    """The naive multiset reference buffer."""
+
+    def __init__(self):
+        self.m = collections.Counter()
+        self.since = 0
+
+    def insert(self, rows, negate=False):
+        if self.since is None:
+            return
+        for *data, t, d in rows:
+            key = tuple(_norm(v) for v in data)
+            self.m[(key, max(t, self.since))] += -d if negate else d
+
+    def read(self, upper):
+        s = self.since
+        if s is None or not (upper is None or s < upper):
+            return collections.Counter()
+        out = collections.Counter()
+        for (data, t), r in self.m.items():
+            t2 = max(t, s)
+            if upper is None or t2 < upper:
+                out[(data, t2)] += r
+        return +out if all(v > 0 for v in out.values()) else collections.Counter({k: v for k, v in out.items() if v != 0})
+
+
+def read_rows(c: Correction, upper):
+    return [r for part in c.updates_before(upper) for r in part.to_pylist()]
+
+
+def as_counter(rows):
+    out = collections.Counter()
+    for *data, t, d in rows:
+        out[(tuple(_norm(v) for v in data), t)] += d
+    return out
+
+
+def check_read(rows, expected: collections.Counter):
+    got = as_counter(rows)
+    assert len(got) == len(rows), "read returned a (data, time) twice"
+    assert all(r[-1] != 0 for r in rows), "read returned a zero diff"
+    times = [r[-2] for r in rows]
+    assert times == sorted(times), "read not sorted by time"
+    assert got == expected
+
+
+def upd(keys, times, diffs, **extra):
+    data = {"k": keys, **extra}
+    return colmz.Updates(data, time=np.array(times, np.uint64), diff=np.array(diffs, np.int64))
+
+
+# ----------------------------------------------------------------------------- state machine
+
+data_values = st.one_of(
+    st.integers(0, 5),
+    st.none(),
+)
+str_values = st.one_of(st.sampled_from(["", "a", "b", "longer than seven", "x" * 20]), st.none())
+float_values = st.one_of(st.sampled_from([0.0, -0.0, 1.5, float("nan"), float("inf")]), st.none())
+times = st.one_of(st.integers(0, 40), st.integers(2**40, 2**40 + 5), st.just(MAX), st.just(MAX - 1))
+diffs = st.sampled_from([-2, -1, 1, 1, 2])
+
+
+@st.composite
+def batches(draw):
+    n = draw(st.integers(0, 12))
+    ks = [draw(data_values) for _ in range(n)]
+    ss = [draw(str_values) for _ in range(n)]
+    fs = [draw(float_values) for _ in range(n)]
+    ts = [draw(times) for _ in range(n)]
+    ds = [draw(diffs) for _ in range(n)]
+    return ks, ss, fs, ts, ds
+
+
+def to_updates(b):
+    ks, ss, fs, ts, ds = b
+    return colmz.Updates(
+        {"k": pa.array(ks, pa.int64()), "s": pa.array(ss, pa.string()), "f": pa.array(fs, pa.float64())},
+        time=np.array(ts, np.uint64), diff=np.array(ds, np.int64),
+    )
+
+
+class CorrectionMachine(RuleBasedStateMachine):
+    """Sink-shaped operation sequences against the model; every invariant after every step."""
+
+    @initialize(
+        stage=st.sampled_from([1, 4, 64]),
+        chunk=st.sampled_from([1, 3, 1000]),
+        prop=st.sampled_from([2.0, 3.0]),
+        fuel=st.sampled_from([1, 1_000_000]),
+    )
+    def setup(self, stage, chunk, prop, fuel):
+        self.c = Correction(stage_size=stage, chunk_size=chunk, chain_proportionality=prop, restore_fuel=fuel)
+        self.model = Model()
+        self.last_read = []
+
+    @rule(b=batches())
+    def insert_desired(self, b):
+        u = to_updates(b)
+        self.c.insert(u)
+        self.model.insert(u.to_pylist())
+
+    @rule(b=batches())
+    def insert_persisted(self, b):
+        u = to_updates(b)
+        self.c.insert_negated(u)
+        self.model.insert(u.to_pylist(), negate=True)
+
+    @precondition(lambda self: self.last_read)
+    @rule()
+    def feed_back_last_read(self):
+        rows = self.last_read
+        u = colmz.Updates(
+            {"k": pa.array([r[0] for r in rows], pa.int64()), "s": pa.array([r[1] for r in rows], pa.string()),
+             "f": pa.array([r[2] for r in rows], pa.float64())},
+            time=np.array([r[3] for r in rows], np.uint64), diff=np.array([r[4] for r in rows], np.int64),
+        )
+        self.c.insert_negated(u)
+        self.model.insert(rows, negate=True)
+        self.last_read = []
+
+    @rule(step=st.integers(0, 6))
+    def advance_since(self, step):
+        if self.model.since is None:
+            return
+        s = min(self.model.since + step, MAX)
+        self.c.advance_since(s)
+        self.model.since = s
+
+    @rule(upper=st.one_of(st.integers(0, 45), st.just(2**40 + 3), st.just(MAX), st.none()))
+    def read(self, upper):
+        rows = read_rows(self.c, upper)
+        check_read(rows, self.model.read(upper))
+        self.last_read = rows
+
+    @rule()
+    def read_just_past_since(self):
+        s = self.model.since
+        if s is None or s == MAX:
+            return
+        rows = read_rows(self.c, s + 1)
+        check_read(rows, self.model.read(s + 1))
+        self.last_read = rows
+
+    @rule()
+    def consolidate_at_since(self):
+        self.c.consolidate_at_since()
+        s = self.model.since
+        if s is not None and s < MAX:
+            rows = list(r for p in self.c.consolidated_updates_before(s + 1) for r in p.to_pylist())
+            check_read(rows, self.model.read(s + 1))
+
+    @invariant()
+    def invariants_hold(self):
+        self.c.check_invariants()
+        assert self.c.since == self.model.since
+
+
+CorrectionMachine.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+TestCorrectionMachine = CorrectionMachine.TestCase
+
+
+# ----------------------------------------------------------------------------- edge cases (§2.7)
+
+
+def test_since_advancement_unsorts_chains_cba_example():
+    # SEMANTICS §2.4: since=[2]; the two chains must merge to [(a,2,+1),(a,3,-1)].
+    c = Correction(stage_size=1)
+    c.insert(upd(["c", "b", "a"], [1, 2, 3], [1, -1, -1]))
+    c.insert(upd(["b", "a", "c"], [1, 2, 2], [1, 1, -1]))
+    c.advance_since(2)
+    assert read_rows(c, 4) == [("a", 2, 1), ("a", 3, -1)]
+    c.check_invariants()
+
+
+@pytest.mark.parametrize("n_times", [MAX_STALE_RUNS - 1, MAX_STALE_RUNS])
+def test_stale_time_strategy_switch(n_times):
+    # 31 distinct stale times cut runs; 32 sort. Both must give the model's answer.
+    c = Correction(stage_size=1)
+    model = Model()
+    for t in range(n_times):
+        u = upd([t % 3, 7], [t, t], [1, 1])
+        c.insert(u)
+        model.insert(u.to_pylist())
+        read_rows(c, t + 1)  # build emitted / pending_low chains at many times
+    c.advance_since(n_times)
+    model.since = n_times
+    sorts_before = c.work.sorts
+    rows = read_rows(c, n_times + 1)
+    check_read(rows, model.read(n_times + 1))
+    assert all(r[1] == n_times for r in rows)
+    assert (c.work.sorts > sorts_before) == (n_times >= MAX_STALE_RUNS)
+
+
+def test_since_jump():
+    # upstream since_jump: 100 times with a-t +1, a-t -1, b-t +1 -> 100 updates at time 100.
+    c = Correction()
+    for t in range(100):
+        c.insert(upd([f"a-{t}", f"a-{t}", f"b-{t}"], [t, t, t], [1, -1, 1]))
+    c.advance_since(100)
+    c.consolidate_at_since()
+    rows = read_rows(c, 101)
+    assert len(rows) == 100
+    assert {r[1] for r in rows} == {100} and {r[2] for r in rows} == {1}
+    assert {r[0] for r in rows} == {f"b-{t}" for t in range(100)}
+
+
+def test_upper_not_beyond_since():
+    c = Correction()
+    c.insert(upd(["a"], [5], [1]))
+    c.advance_since(10)
+    before = c.stats()
+    assert read_rows(c, 7) == []
+    assert c.stats() == before  # no state change
+    assert read_rows(c, 11) == [("a", 10, 1)]
+
+
+def test_read_at_upper_that_splits_a_chunk():
+    c = Correction(chunk_size=10, stage_size=1000)
+    n = 100
+    c.insert(upd(list(range(n)), list(range(n)), [1] * n))
+    rows = read_rows(c, 50)
+    assert [r[1] for r in rows] == list(range(50))
+    c.check_invariants()
+    rows = read_rows(c, 100)
+    assert [r[1] for r in rows] == list(range(100))
+
+
+def test_regressing_upper():
+    c = Correction()
+    c.insert(upd(list(range(12)), list(range(12)), [1] * 12))
+    assert [r[1] for r in read_rows(c, 10)] == list(range(10))
+    assert [r[1] for r in read_rows(c, 5)] == list(range(5))
+    c.check_invariants()
+    assert len(c.stats()["pending_low"]) >= 1  # [5, 10) went back to pending_low
+    assert [r[1] for r in read_rows(c, 10)] == list(range(10))
+
+
+def test_empty_upper_reads_everything_then_routes_to_pending_low():
+    c = Correction()
+    c.insert(upd([1, 2], [3, MAX], [1, 1]))
+    assert read_rows(c, None) == [(1, 3, 1), (2, MAX, 1)]
+    assert c.boundary is None
+    assert c.stats()["buckets"] == []
+    c.insert(upd([3], [7], [1]))
+    read_rows(c, None)
+    c.check_invariants()
+    assert c.stats()["pending_low"] == [] and c.stats()["emitted"] == 3
+
+
+def test_empty_since_drops_inserts_and_reads_nothing():
+    c = Correction()
+    c.insert(upd([1], [3], [1]))
+    c.advance_since(None)
+    c.insert(upd([2], [4], [1]))
+    assert read_rows(c, None) == []
+    assert read_rows(c, 100) == []
+    with pytest.raises(SinceRegression, match="since must not regress"):
+        c.advance_since(5)
+
+
+def test_retractions_consolidate_to_nothing():
+    c = Correction(stage_size=2)
+    c.insert(upd([1, 1], [3, 3], [1, -1]))  # within one insert
+    c.insert(upd([2], [3], [1]))
+    c.insert_negated(upd([2], [3], [1]))  # across stage and chains
+    assert read_rows(c, 10) == []
+    c.insert(upd([5], [4], [1]))
+    out = read_rows(c, 10)
+    assert out == [(5, 4, 1)]
+    c.insert_negated(upd([5], [4], [1]))  # across emitted and feedback
+    assert read_rows(c, 10) == []
+    assert len(c) == 0
+
+
+def test_far_future_retractions_are_never_touched():
+    # temporal-filter shape: each tick inserts rows and their retractions at t + 2**40
+    c = Correction(stage_size=16, chunk_size=64)
+    future = 2**40
+    for t in range(200):
+        c.insert(upd([t, t + 1000], [t, t], [1, 1]))
+        c.insert(upd([t, t + 1000], [t + future, t + future], [-1, -1]))
+        for part in c.updates_before(t + 1):
+            c.insert_negated(part)
+        c.advance_since(t + 1)
+    far = sum(b["chain_counts"] and sum(b["chain_counts"]) or 0 for b in c.stats()["buckets"] if b["offset"] >= 2**39)
+    assert far == 400
+    # a read below the far-future mass copies none of it
+    copied = c.work.copied
+    c.insert(upd([7], [300], [1]))
+    rows = read_rows(c, 301)
+    assert rows == [(7, 300, 1)]
+    # the 2 staged feedback rows and the new row are flushed (3), the read emits 1: none of the
+    # 400 far-future updates is copied or touched
+    assert c.work.copied - copied == 4
+
+
+def test_late_feedback_below_boundary_cancels_emitted():
+    c = Correction()
+    c.insert(upd(["x"], [2], [1]))
+    assert read_rows(c, 5) == [("x", 2, 1)]
+    c.insert_negated(upd(["x"], [2], [1]))  # late: below boundary 5 -> pending_low
+    assert c.stats()["stage"] == 1
+    assert read_rows(c, 5) == []
+    c.check_invariants()
+
+
+def test_small_trickling_inserts_are_not_routed_until_a_read():
+    c = Correction(stage_size=100)
+    for t in range(10):
+        c.insert(upd([t], [t], [1]))
+    s = c.stats()
+    assert s["stage"] == 10 and s["chains"] == 0
+    assert len(read_rows(c, 100)) == 10
+    assert c.stats()["stage"] == 0
+
+
+def test_max_time_and_consolidate_at_since_noop_at_max():
+    c = Correction()
+    c.insert(upd([1, 2], [MAX, MAX - 1], [1, 1]))
+    c.advance_since(MAX)
+    before = c.stats()
+    c.consolidate_at_since()
+    assert c.stats() == before
+    assert read_rows(c, None) == [(1, MAX, 1), (2, MAX, 1)]
+
+
+def _state(c):
+    s = c.stats()
+    s.pop("work")
+    return s
+
+
+def test_diff_overflow_on_insert_leaves_buffer_unchanged():
+    c = Correction(stage_size=1)
+    c.insert(upd([1], [1], [2**63 - 1]))
+    before = _state(c)
+    with pytest.raises(OverflowError, match="diff overflow"):
+        c.insert(upd([1], [1], [1]))  # the flush merges into the same bucket and overflows
+    assert _state(c) == before
+    assert read_rows(c, 5) == [(1, 1, 2**63 - 1)]
+
+
+def test_diff_overflow_on_read_leaves_buffer_unchanged():
+    c = Correction(stage_size=100)
+    c.insert(upd([1], [1], [2**63 - 1]))
+    c.insert(upd([1], [1], [1]))
+    before = _state(c)
+    with pytest.raises(OverflowError, match="diff overflow"):
+        read_rows(c, 5)
+    assert _state(c) == before
+    c.insert(upd([1], [1], [-2]))  # now the sum fits again
+    assert read_rows(c, 5) == [(1, 1, 2**63 - 2)]
+
+
+def test_equivalence_workload_upsert():
+    # upstream equivalence_with_v1: 50 times, 4 keys, k-t +1 and k-(t-1) -1 at time t.
+    c = Correction(stage_size=8)
+    model = Model()
+    for t in range(50):
+        for k in range(4):
+            rows = [(f"{k}-{t}", t, 1)] + ([(f"{k}-{t - 1}", t, -1)] if t else [])
+            u = upd([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+            c.insert(u)
+            model.insert(u.to_pylist())
+    for t in range(50):
+        rows = read_rows(c, t + 1)
+        check_read(rows, model.read(t + 1))
+        if rows:
+            fb = upd([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+            c.insert_negated(fb)
+            model.insert(fb.to_pylist(), negate=True)
+        c.advance_since(t + 1)
+        model.since = t + 1
+        c.check_invariants()
+    assert len(read_rows(c, None)) == 0
+
+
+def test_null_and_empty_batches_combine():
+    c = Correction()
+    c.insert(colmz.Updates({"k": pa.nulls(2)}, time=[1, 2], diff=[1, 1]))
+    c.insert(colmz.Updates({"k": pa.array([], pa.string())}, time=np.array([], np.uint64), diff=np.array([], np.int64)))
+    c.insert(colmz.Updates({"k": ["a"]}, time=[1], diff=[1]))
+    rows = read_rows(c, 10)
+    assert as_counter(rows) == collections.Counter({((None,), 1): 1, ((None,), 2): 1, (("a",), 1): 1})
+    with pytest.raises(colmz.SchemaError):
+        c.insert(colmz.Updates({"k": [1]}, time=[1], diff=[1]))
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(ValueError, match="chain_proportionality"):
+        Correction(chain_proportionality=1.0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        Correction(chunk_size=0)
+    c = Correction()
+    with pytest.raises(TypeError, match="updates must be colmz.Updates"):
+        c.insert([1, 2])
+    c.advance_since(5)
+    with pytest.raises(SinceRegression, match="current since 5, got 4"):
+        c.advance_since(4)
+    with pytest.raises(ValueError, match="upper"):
+        c.updates_before(-1)
+    with pytest.raises(OverflowError, match="negated"):
+        c.insert_negated(upd([1], [1], [-(2**63)]))
+    assert len(c) == 0
+
+
+def test_repr_and_stats():
+    c = Correction()
+    c.insert(upd([1, 2], [1, 2], [1, 1]))
+    read_rows(c, 2)
+    s = c.stats()
+    assert s["updates"] == 2 and s["emitted"] == 1
+    assert "Correction(updates=2" in repr(c)
+    assert s["bytes"] > 0
+
+
+# ----------------------------------------------------------------------------- complexity
+
+
+def _fill_and_drain(ticks: int, jump: bool) -> int:
+    c = Correction(stage_size=4096, chunk_size=4096)
+    for t in range(ticks):
+        keys = [t * 16 + i for i in range(16)]
+        c.insert(upd(keys, [t] * 16, [1] * 16))
+    if jump:
+        c.advance_since(ticks)
+        for part in c.updates_before(ticks + 1):
+            c.insert_negated(part)
+    else:
+        for t in range(ticks):
+            for part in c.updates_before(t + 1):
+                c.insert_negated(part)
+            c.advance_since(t + 1)
+    return c.work.copied
+
+
+@pytest.mark.parametrize("jump", [False, True])
+def test_catch_up_work_is_linear(jump):
+    # §2.6(9): work grows <= 8x when ticks grow 4x (quadratic would be 16x).
+    small = _fill_and_drain(512, jump)
+    large = _fill_and_drain(2048, jump)
+    assert large <= 8 * small, (small, large)
+
+
+def test_chains_per_bucket_are_logarithmic():
+    c = Correction(stage_size=1, chain_proportionality=3.0)
+    n = 0
+    for t in range(400):
+        c.insert(upd([t], [10**6 + t], [1]))
+        n += 1
+    for b in c.stats()["buckets"]:
+        assert b["chains"] <= math.log(n, 3) + 1
+        counts = b["chain_counts"]
+        assert all(a >= 3 * b_ for a, b_ in zip(counts, counts[1:]))
