@@ -755,10 +755,6 @@ class _Selector:
 
         order = sorted(range(len(flows)), key=flow_key)
         self.node_flow = order  # node -> index in ``flows``
-        node_of_flow = [0] * len(flows)
-        for n, i in enumerate(order):
-            node_of_flow[i] = n
-        self.node_of_flow = node_of_flow
 
         # Exports, canonically ordered; duplicates across dataflows are ambiguous.
         exports: list[tuple[Export, int]] = []
