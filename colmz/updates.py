@@ -108,7 +108,9 @@ def _exact_ints(col) -> np.ndarray:
         return col
     if not hasattr(col, "__array__"):
         col = list(col)
-        if col and all(isinstance(v, int) and not isinstance(v, bool) for v in col):
+        if not col:
+            return np.empty(0, np.int64)  # not numpy's float64 for an empty list
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in col):
             if all(-(2**63) <= v < 2**63 for v in col):
                 return np.array(col, np.int64)
             return np.array(col, dtype=object)
@@ -217,7 +219,7 @@ def _data_array(col, name: str) -> pa.Array:
         else:
             try:
                 col = pa.array(arr)
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
                 raise TypeError(f"data column {name!r} cannot be converted to Arrow: {e}") from None
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
@@ -313,7 +315,7 @@ class Updates:
             try:
                 # from_pandas maps None/NaN in object columns to NULL, keeps float NaN as NaN.
                 data[str(name)] = pa.array(s, from_pandas=bool(s.dtype == object))
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
                 raise TypeError(f"data column {name!r} cannot be converted to Arrow: {e}") from None
         return cls(data, df[time].to_numpy(), df[diff].to_numpy())
 
@@ -408,6 +410,8 @@ class Updates:
     def encode(self) -> Encoded:
         """The batch with its data encoded as order-preserving key words."""
         keys, layout = encode_columns(self._columns, [s.kind for s in self._schema])
+        if not self._columns:
+            keys = np.empty((len(self), 0), np.uint64)  # no data columns: one empty row each
         return Encoded(keys, self._time, self._diff, layout)
 
     @classmethod
@@ -427,7 +431,7 @@ class Updates:
             [s.name for s in self._schema] == [s.name for s in other._schema]
             and np.array_equal(self._time, other._time)
             and np.array_equal(self._diff, other._diff)
-            and all(a.equals(b) or (a.to_pylist() == b.to_pylist()) for a, b in zip(self._columns, other._columns))
+            and all(_same_values(a, b) for a, b in zip(self._columns, other._columns))
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -454,6 +458,19 @@ class Updates:
         )
         more = f"<p>... {n - 10} more</p>" if n > 10 else ""
         return f"<p><b>Updates</b>: {n} updates</p><table><tr>{head}</tr>{body}</table>{more}"
+
+
+def _same_values(a: pa.Array, b: pa.Array) -> bool:
+    # colmz's equality: same type, and equal values with NULL = NULL, NaN = NaN, -0.0 = 0.0
+    # (Arrow's ``equals`` says NaN != NaN; ``to_pylist`` equality says 1 == 1.0 across types).
+    if a.type != b.type:
+        return False
+    if a.equals(b):
+        return True
+    ka, la = encode_columns([a])
+    kb, lb = encode_columns([b])
+    target = unify_layouts(la, lb)
+    return np.array_equal(pad_keys(ka, la, target), pad_keys(kb, lb, target))
 
 
 def _specs(schema) -> tuple[ColumnSpec, ...]:
