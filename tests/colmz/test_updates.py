@@ -1,0 +1,295 @@
+"""``colmz.Updates``: construction, validation messages, conversions, zero-copy, schemas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import updates_strategies as us
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import colmz
+from colmz.order import ColumnSpec
+from colmz.updates import Encoded, SchemaError, Updates, unify_schemas
+
+# ----------------------------------------------------------------------------- round trips
+
+
+@settings(max_examples=us.examples(80))
+@given(us.updates(max_rows=20))
+def test_arrow_roundtrip(u):
+    t = u.to_arrow()
+    assert t.schema.names == [*u.column_names, "time", "diff"]
+    assert t.schema.field("time").type == pa.uint64()
+    assert t.schema.field("diff").type == pa.int64()
+    v = Updates.from_arrow(t)
+    assert v == u
+    assert v.schema == u.schema
+    assert us.canon_rows(v) == us.canon_rows(u)
+
+
+@settings(max_examples=us.examples(60))
+@given(us.updates(max_rows=20))
+def test_pandas_roundtrip_keeps_values(u):
+    df = u.to_pandas()
+    assert list(df.columns) == [*u.column_names, "time", "diff"]
+    v = Updates.from_pandas(df)
+    assert v.column_names == u.column_names
+    assert v.time.tolist() == u.time.tolist() and v.diff.tolist() == u.diff.tolist()
+    # pandas has no NULL for every type: an int column with NULLs becomes float64 (NaN),
+    # a float NULL becomes NaN, dates and timestamps become pandas' own types. Compare the
+    # values that survive the trip.
+    for s in u.schema:
+        col = u.column(s.name)
+        if pa.types.is_temporal(s.type) or (s.kind in ("int", "uint") and col.null_count):
+            continue
+        a = us.column_values(col)
+        b = us.column_values(v.column(s.name))
+        if s.kind == "float":
+            a = [us.NAN if x is None else us._canon(x) for x in a]
+            b = [us.NAN if x is None else us._canon(x) for x in b]
+        assert a == b, s
+
+
+def test_to_pylist_repr_and_html():
+    u = Updates({"k": ["a", None], "x": [1.5, float("nan")]}, time=[0, 2**64 - 1], diff=[1, -1])
+    rows = u.to_pylist()
+    assert rows[0] == ("a", 1.5, 0, 1)
+    assert rows[1][0] is None and rows[1][2:] == (2**64 - 1, -1)
+    r = repr(u)
+    assert r.startswith("Updates(2 updates; k: string, x: double, time: uint64, diff: int64)")
+    assert "18446744073709551615" in r
+    many = Updates({"k": np.arange(12)}, np.arange(12), np.ones(12, np.int64))
+    assert "... 7 more" in repr(many)
+    h = many._repr_html_()
+    assert "<th>k</th>" in h and "... 2 more" in h
+    assert repr(Updates.empty({"k": pa.int64()})) == "Updates(0 updates; k: int64, time: uint64, diff: int64)"
+    assert "<b>Updates</b>: 1 updates" in Updates({"k": ["<&>"]}, [0], [1])._repr_html_()
+    assert "&lt;&amp;&gt;" in Updates({"k": ["<&>"]}, [0], [1])._repr_html_()
+
+
+def test_no_data_columns():
+    u = Updates({}, time=[1, 2], diff=[1, -1])
+    assert len(u) == 2 and u.column_names == [] and u.to_pylist() == [(1, 1), (2, -1)]
+    assert colmz.consolidate(u).to_pylist() == [(1, 1), (2, -1)]
+    assert colmz.consolidate(Updates({}, time=[1, 1], diff=[1, -1])).to_pylist() == []
+
+
+# ----------------------------------------------------------------------------- zero copy, memory
+
+
+def test_numpy_inputs_are_wrapped_not_copied():
+    k = np.arange(1000, dtype=np.int64)
+    t = np.arange(1000, dtype=np.uint64)
+    d = np.ones(1000, np.int64)
+    u = Updates({"k": k}, t, d)
+    assert np.shares_memory(u.time, t) and np.shares_memory(u.diff, d)
+    assert u.column("k").buffers()[1].address == k.ctypes.data
+
+
+def test_arrow_inputs_are_wrapped_not_copied():
+    table = pa.table(
+        {"k": pa.array(np.arange(100)), "time": pa.array(np.arange(100, dtype=np.uint64)),
+         "diff": pa.array(np.ones(100, np.int64))}
+    )
+    u = Updates.from_arrow(table)
+    addr = lambda name: table.column(name).chunk(0).buffers()[1].address  # noqa: E731
+    assert u.column("k").buffers()[1].address == addr("k")
+    assert u.time.ctypes.data == addr("time")
+    assert u.diff.ctypes.data == addr("diff")
+    back = u.to_arrow()
+    assert back.column("time").chunk(0).buffers()[1].address == addr("time")
+
+
+def test_fixed_width_memory_overhead_at_most_ten_percent():
+    n = 100_000
+    cols = {"a": np.arange(n, dtype=np.int64), "b": np.arange(n, dtype=np.float64)}
+    t = np.zeros(n, np.uint64)
+    d = np.ones(n, np.int64)
+    raw = sum(c.nbytes for c in cols.values()) + t.nbytes + d.nbytes
+    before = pa.total_allocated_bytes()
+    u = Updates(cols, t, d)
+    arrow_allocated = pa.total_allocated_bytes() - before
+    assert u.nbytes == raw
+    assert arrow_allocated <= 0.1 * raw  # zero-copy: nothing allocated beyond the inputs
+
+
+def test_time_and_diff_are_read_only():
+    u = Updates({"k": [1]}, time=[1], diff=[1])
+    with pytest.raises(ValueError):
+        u.time[0] = 5
+    with pytest.raises(ValueError):
+        u.diff[0] = 5
+    with pytest.raises(AttributeError):
+        u.foo = 1
+
+
+# ----------------------------------------------------------------------------- conversions of time
+
+
+def test_time_and_diff_conversions():
+    u = Updates({"k": [1, 2]}, time=np.array([1.0, 2.0]), diff=np.array([1, -1], np.int8))
+    assert u.time.dtype == np.uint64 and u.time.tolist() == [1, 2]
+    assert u.diff.dtype == np.int64 and u.diff.tolist() == [1, -1]
+    u = Updates({"k": [1, 2]}, time=[0, 2**64 - 1], diff=np.array([3, 4], np.uint32))
+    assert u.time.tolist() == [0, 2**64 - 1] and u.diff.tolist() == [3, 4]
+    u = Updates({"k": [1]}, time=np.array([7], np.int32), diff=[-(2**63)])
+    assert u.time.tolist() == [7] and u.diff.tolist() == [-(2**63)]
+
+
+def test_slice_and_negated():
+    u = Updates({"k": ["a", "b", "c"]}, time=[0, 1, 2], diff=[1, -2, 3])
+    s = u.slice(1, 3)
+    assert s.to_pylist() == [("b", 1, -2), ("c", 2, 3)]
+    assert np.shares_memory(s.time, u.time)
+    assert u.negated().diff.tolist() == [-1, 2, -3]
+    assert u.slice(2, 1).to_pylist() == []
+    with pytest.raises(OverflowError, match=r"-2\*\*63"):
+        Updates({"k": [1]}, time=[0], diff=[-(2**63)]).negated()
+
+
+def test_empty_and_column_access():
+    e = Updates.empty({"k": pa.int64(), "s": pa.string()})
+    assert len(e) == 0 and [s.type for s in e.schema] == [pa.int64(), pa.string()]
+    assert e.to_pandas().shape == (0, 4)
+    e2 = Updates.empty([ColumnSpec("k", pa.int64())])
+    assert e2.schema == (ColumnSpec("k", pa.int64()),)
+    with pytest.raises(KeyError, match="no data column 'zz'; data columns are"):
+        e.column("zz")
+
+
+def test_pandas_object_columns():
+    df = pd.DataFrame({"s": ["a", None, "b"], "n": [None, None, None], "time": [0, 1, 2], "diff": [1, 1, 1]})
+    u = Updates.from_pandas(df)
+    assert [s.type for s in u.schema] == [pa.string(), pa.null()]
+    assert u.to_pylist() == [("a", None, 0, 1), (None, None, 1, 1), ("b", None, 2, 1)]
+    df = pd.DataFrame({"k": [1.5, np.nan], "t": [0, 1], "d": [1, 1]})
+    u = Updates.from_pandas(df, time="t", diff="d")
+    assert u.column("k").null_count == 0  # float NaN stays a NaN value, not NULL
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "make, exc, msg",
+    [
+        (lambda: Updates.from_arrow(pa.table({"k": [1], "diff": [1]})), KeyError,
+         r"time column 'time' is missing"),
+        (lambda: Updates.from_arrow(pa.table({"k": [1], "time": [1]})), KeyError,
+         r"diff column 'diff' is missing"),
+        (lambda: Updates.from_pandas(pd.DataFrame({"k": [1], "t": [1], "diff": [1]})), KeyError,
+         r"time column 'time' is missing"),
+        (lambda: Updates.from_pandas(pd.DataFrame({"k": [1], "time": [1]}), diff="w"), KeyError,
+         r"diff column 'w' is missing"),
+        (lambda: Updates({"k": [1]}, time=np.array([-1]), diff=[1]), ValueError,
+         r"time column 'time' has negative time -1"),
+        (lambda: Updates({"k": [1, 2]}, time=[3, -5], diff=[1, 1]), ValueError,
+         r"time column 'time' has negative time -5"),
+        (lambda: Updates({"k": [1]}, time=[-1.0], diff=[1]), ValueError,
+         r"time column 'time' has negative time"),
+        (lambda: Updates({"k": [1]}, time=[1.5], diff=[1]), ValueError,
+         r"time column 'time' has fractional or infinite time"),
+        (lambda: Updates({"k": [1]}, time=[float("inf")], diff=[1]), ValueError,
+         r"fractional or infinite time"),
+        (lambda: Updates({"k": [1]}, time=[None], diff=[1]), ValueError,
+         r"time column 'time' has null time"),
+        (lambda: Updates({"k": [1]}, time=[float("nan")], diff=[1]), ValueError,
+         r"time column 'time' has null \(NaN\) time"),
+        (lambda: Updates({"k": [1]}, time=[2**64], diff=[1]), ValueError,
+         r"time column 'time' has a time beyond 2\*\*64-1"),
+        (lambda: Updates({"k": [1]}, time=["x"], diff=[1]), TypeError,
+         r"time column 'time' has non-integer"),
+        (lambda: Updates({"k": [1]}, time=[True], diff=[1]), TypeError,
+         r"time column 'time' has non-integer dtype bool"),
+        (lambda: Updates.from_arrow(pa.table({"k": [1], "time": pa.array([None], pa.int64()), "diff": [1]})),
+         ValueError, r"time column 'time' has 1 null time"),
+        (lambda: Updates.from_arrow(pa.table({"k": [1], "time": [-3], "diff": [1]})), ValueError,
+         r"time column 'time' has negative time -3"),
+        (lambda: Updates.from_arrow(pa.table({"k": [1], "time": [0.5], "diff": [1]})), ValueError,
+         r"fractional or infinite time"),
+        (lambda: Updates.from_arrow(pa.table({"k": [1], "time": ["1"], "diff": [1]})), TypeError,
+         r"time column 'time' has non-integer type string"),
+        (lambda: Updates.from_arrow(pa.table({"k": [1], "time": pa.array([1], pa.date32()), "diff": [1]})),
+         TypeError, r"time column 'time' has type date32\[day\]; colmz times are integers"),
+        (lambda: Updates.from_pandas(pd.DataFrame({"k": [1], "time": pd.array([None], dtype="Int64"), "diff": [1]})),
+         ValueError, r"time column 'time' has null"),
+        (lambda: Updates({"k": [1]}, time=[1], diff=[None]), ValueError,
+         r"diff column 'diff' has null diff"),
+        (lambda: Updates({"k": [1]}, time=[1], diff=[float("nan")]), ValueError,
+         r"diff column 'diff' has null \(NaN\) diff"),
+        (lambda: Updates({"k": [1]}, time=[1], diff=[1.0]), TypeError,
+         r"diff column 'diff' has non-integer dtype float64"),
+        (lambda: Updates({"k": [1]}, time=[1], diff=["a"]), TypeError,
+         r"diff column 'diff' has non-integer"),
+        (lambda: Updates({"k": [1]}, time=[1], diff=[2**63]), OverflowError,
+         r"diff column 'diff' has a diff beyond int64"),
+        (lambda: Updates({"k": [1]}, time=[1], diff=np.array([2**63], np.uint64)), OverflowError,
+         r"diff column 'diff' has a diff beyond int64"),
+        (lambda: Updates.from_arrow(pa.table({"k": [1], "time": [1], "diff": pa.array([None], pa.int64())})),
+         ValueError, r"diff column 'diff' has 1 null diff"),
+        (lambda: Updates.from_arrow(pa.table({"k": [1], "time": [1], "diff": [1.5]})), TypeError,
+         r"diff column 'diff' has non-integer type double"),
+        (lambda: Updates.from_pandas(pd.DataFrame({"k": [1], "time": [1], "diff": pd.array([None], dtype="Int64")})),
+         ValueError, r"diff column 'diff' has null"),
+        (lambda: Updates.from_arrow(pa.table({"k": [[1]], "time": [1], "diff": [1]})), TypeError,
+         r"data column 'k' has unsupported type list<item: int64>"),
+        (lambda: Updates.from_arrow(pa.table({"rec": [{"a": 1}], "time": [1], "diff": [1]})), TypeError,
+         r"data column 'rec' has unsupported type struct<a: int64>"),
+        (lambda: Updates.from_pandas(pd.DataFrame({"k": [[1, 2]], "time": [1], "diff": [1]})), TypeError,
+         r"data column 'k' has unsupported type list"),
+        (lambda: Updates({"k": pa.array([b"ab"], pa.binary(2))}, time=[1], diff=[1]), TypeError,
+         r"data column 'k' has unsupported type fixed_size_binary"),
+        (lambda: Updates({"k": np.array([1 + 2j])}, time=[1], diff=[1]), TypeError,
+         r"data column 'k'"),
+        (lambda: Updates({"k": [1, 2]}, time=[1], diff=[1]), ValueError,
+         r"data column 'k' has 2 values but time has 1"),
+        (lambda: Updates({"k": [1]}, time=[1], diff=[1, 2]), ValueError,
+         r"diff has 2 values but time has 1"),
+        (lambda: Updates({"time": [1]}, time=[1], diff=[1]), ValueError,
+         r"data column named 'time' clashes with the time column"),
+        (lambda: Updates({f"c{i}": [1] for i in range(65)}, time=[1], diff=[1]), ValueError,
+         r"data has 65 columns; colmz supports at most 64"),
+    ],
+)
+def test_bad_input_messages(make, exc, msg):
+    with pytest.raises(exc, match=msg):
+        make()
+
+
+# ----------------------------------------------------------------------------- schemas
+
+
+def test_unify_schemas():
+    i = (ColumnSpec("k", pa.int64()), ColumnSpec("s", pa.string()))
+    n = (ColumnSpec("k", pa.null()), ColumnSpec("s", pa.string()))
+    n2 = (ColumnSpec("k", pa.int64()), ColumnSpec("s", pa.null()))
+    assert unify_schemas(i, n) == i and unify_schemas(n, i) == i
+    assert unify_schemas(n, n2) == i
+    with pytest.raises(SchemaError, match=r"data columns differ: \['k', 's'\] vs \['k'\]"):
+        unify_schemas(i, i[:1])
+    with pytest.raises(SchemaError, match=r"data column 'k' has type int64 in one batch and double"):
+        unify_schemas(i, (ColumnSpec("k", pa.float64()), ColumnSpec("s", pa.string())))
+    assert issubclass(SchemaError, TypeError)
+
+
+@settings(max_examples=us.examples(60))
+@given(us.updates(max_rows=15))
+def test_encode_decode_roundtrip(u):
+    enc = u.encode()
+    assert isinstance(enc, Encoded) and len(enc) == len(u)
+    assert enc.nbytes == enc.keys.nbytes + enc.time.nbytes + enc.diff.nbytes
+    back = Updates.decode(enc, u.schema)
+    assert back.schema == u.schema
+    assert us.canon_rows(back) == us.canon_rows(u)
+    wide = enc.padded(tuple(w + 1 if s.kind == "bytes" else w for w, s in zip(enc.layout, u.schema)) + (1,))
+    assert us.canon_rows(Updates.decode(wide, u.schema)) == us.canon_rows(u)
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=10))
+@settings(max_examples=us.examples(30))
+def test_python_int_times(times):
+    u = Updates({"k": [0] * len(times)}, time=times, diff=[1] * len(times))
+    assert u.time.tolist() == times
