@@ -121,10 +121,14 @@ def encode_many(batches: Iterable[Updates]) -> tuple[tuple, Encoded]:
 def set_cache_dir(path: str | os.PathLike) -> None:
     """Choose where Numba caches compiled kernels (``NUMBA_CACHE_DIR``).
 
-    Numba reads the variable when it first compiles or loads a cached function, so call this
-    before the first colmz kernel runs (or set ``NUMBA_CACHE_DIR`` in the environment, which is
-    what Spark executors need: ``spark.executorEnv.NUMBA_CACHE_DIR``).
+    Numba fixes a function's cache directory when the function is decorated, which for colmz
+    is at import; this re-points every colmz kernel defined so far, and kernels imported later
+    read the new setting. Call it before the first colmz kernel runs: kernels already
+    compiled or loaded in this process stay as they are. (Or set ``NUMBA_CACHE_DIR`` in the
+    environment, which is what Spark executors need: ``spark.executorEnv.NUMBA_CACHE_DIR``.)
     """
+    from colmz.kernels._jit import DISPATCHERS
+
     path = os.fspath(path)
     os.makedirs(path, exist_ok=True)
     os.environ["NUMBA_CACHE_DIR"] = path
@@ -133,7 +137,9 @@ def set_cache_dir(path: str | os.PathLike) -> None:
 
         config.CACHE_DIR = path
     except ImportError:  # pragma: no cover - numba layout changed
-        pass
+        return
+    for dispatcher in DISPATCHERS:
+        dispatcher.enable_caching()
 
 
 def release_scratch() -> None:

@@ -23,7 +23,7 @@ import os
 
 import numba
 
-__all__ = ["jit", "JIT_OPTIONS"]
+__all__ = ["jit", "JIT_OPTIONS", "DISPATCHERS"]
 
 JIT_OPTIONS: dict[str, object] = {
     "cache": True,
@@ -32,6 +32,13 @@ JIT_OPTIONS: dict[str, object] = {
 }
 
 
+#: Every dispatcher made by :func:`jit`, so :func:`colmz.set_cache_dir` can re-point their caches
+#: (Numba fixes a function's cache directory when the function is decorated).
+DISPATCHERS: list = []
+
+
 def jit(fn):
     """Compile ``fn`` in nopython mode with colmz's options (cached, GIL released)."""
-    return numba.njit(**JIT_OPTIONS)(fn)
+    dispatcher = numba.njit(**JIT_OPTIONS)(fn)
+    DISPATCHERS.append(dispatcher)
+    return dispatcher
