@@ -1,0 +1,283 @@
+"""``colmz.consolidate``, ``colmz.concat``, ``warmup`` and ``set_cache_dir``.
+
+``consolidate`` is checked against a multiset oracle (a ``Counter`` over Python values with
+NULL = NULL, NaN = NaN and -0.0 = 0.0) and the reference total order of
+``updates_strategies``; ``concat`` against the concatenation of the rows.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import updates_strategies as us
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import colmz
+
+INT64_MAX, INT64_MIN = us.INT64_MAX, us.INT64_MIN
+
+
+def check_consolidated(u: colmz.Updates, out: colmz.Updates, order: str, since) -> None:
+    """``out`` is the consolidation of ``u``: the oracle's multiset, strictly sorted."""
+    assert out.schema == u.schema
+    assert us.as_dict(out) == us.oracle(u, since)
+    kinds = us.kinds_of(u)
+    rows = us.canon_rows(out)
+    times = out.time.tolist()
+    if order == "time":
+        keys = [(t, us.ref_key(kinds, r)) for r, t in zip(rows, times)]
+    else:
+        keys = [(us.ref_key(kinds, r), t) for r, t in zip(rows, times)]
+    assert all(a < b for a, b in zip(keys, keys[1:])), "not strictly sorted"
+
+
+def consolidate_or_overflow(u, order, since):
+    try:
+        expected = us.oracle(u, since)
+    except OverflowError:
+        with pytest.raises(OverflowError, match="diff overflow"):
+            colmz.consolidate(u, order=order, since=since)
+        return None
+    out = colmz.consolidate(u, order=order, since=since)
+    assert len(out) == len(expected)
+    check_consolidated(u, out, order, since)
+    return out
+
+
+@settings(max_examples=us.examples(200))
+@given(
+    us.updates(max_rows=30),
+    st.sampled_from(["time", "data"]),
+    st.none() | us.time_strategy(),
+)
+def test_consolidate_matches_multiset_oracle(u, order, since):
+    consolidate_or_overflow(u, order, since)
+
+
+@settings(max_examples=us.examples(60))
+@given(us.updates(max_rows=30, huge_diffs=False), st.sampled_from(["time", "data"]))
+def test_consolidate_is_idempotent_and_ignores_input_order(u, order):
+    out = colmz.consolidate(u, order=order)
+    assert colmz.consolidate(out, order=order) == out
+    perm = np.random.default_rng(len(u)).permutation(len(u))
+    shuffled = colmz.Updates(
+        {n: u.column(n).take(pa.array(perm, pa.int64())) for n in u.column_names},
+        u.time[perm],
+        u.diff[perm],
+    )
+    assert colmz.consolidate(shuffled, order=order) == out
+
+
+@settings(max_examples=us.examples(40))
+@given(us.updates(min_rows=1, max_rows=20, huge_diffs=False))
+def test_all_cancelling_input_consolidates_to_nothing(u):
+    both = colmz.concat([u, u.negated()])
+    for order in ("time", "data"):
+        out = colmz.consolidate(both, order=order)
+        assert len(out) == 0 and out.schema == u.schema
+
+
+@st.composite
+def batch_lists(draw):
+    schema = draw(us.schemas(max_cols=3))
+    k = draw(st.integers(1, 4))
+    batches = []
+    for _ in range(k):
+        b = draw(us.updates(schema=schema, max_rows=8, huge_diffs=False))
+        if draw(st.booleans()):  # an all-NULL column arrives as type null in this batch
+            i = draw(st.integers(0, len(schema) - 1))
+            cols = {n: b.column(n) for n in b.column_names}
+            name = schema[i][0]
+            cols[name] = pa.nulls(len(b))
+            b = colmz.Updates(cols, b.time, b.diff)
+        batches.append(b)
+    return batches
+
+
+@settings(max_examples=us.examples(80))
+@given(batch_lists())
+def test_concat_matches_rows_and_consolidates(batches):
+    whole = colmz.concat(batches)
+    assert len(whole) == sum(len(b) for b in batches)
+    assert sum((us.canon_rows(b) for b in batches), []) == us.canon_rows(whole)
+    assert whole.time.tolist() == sum((b.time.tolist() for b in batches), [])
+    assert whole.diff.tolist() == sum((b.diff.tolist() for b in batches), [])
+    for s in whole.schema:
+        typed = {b.column(s.name).type for b in batches} - {pa.null()}
+        assert s.type == (typed.pop() if typed else pa.null())
+    check_consolidated(whole, colmz.consolidate(whole), "time", None)
+
+
+# ----------------------------------------------------------------------------- examples
+
+
+def test_empty_and_single_row():
+    e = colmz.Updates.empty({"k": pa.int64(), "s": pa.string()})
+    for order in ("time", "data"):
+        out = colmz.consolidate(e, order=order, since=5)
+        assert len(out) == 0 and out.schema == e.schema
+    one = colmz.Updates({"k": [7], "s": ["x"]}, time=[3], diff=[-2])
+    assert colmz.consolidate(one).to_pylist() == [(7, "x", 3, -2)]
+    assert colmz.consolidate(one, since=10).to_pylist() == [(7, "x", 10, -2)]
+    zero = colmz.Updates({"k": [7]}, time=[3], diff=[0])
+    assert len(colmz.consolidate(zero)) == 0
+
+
+def test_null_nan_and_negative_zero_equalities():
+    u = colmz.Updates(
+        {"f": [float("nan"), -float("nan"), -0.0, 0.0, None, None], "s": ["", "", "a", "a", None, ""]},
+        time=[1] * 6,
+        diff=[1, 1, 1, 1, 1, 1],
+    )
+    out = colmz.consolidate(u)
+    rows = [(us._canon(f), s, d) for f, s, _, d in out.to_pylist()]
+    assert sorted(rows, key=repr) == sorted(
+        [(us.NAN, "", 2), (0.0, "a", 2), (None, None, 1), (None, "", 1)], key=repr
+    )
+
+
+def test_times_at_the_top_of_the_range():
+    top = 2**64 - 1
+    u = colmz.Updates({"k": [1, 1, 2, 2]}, time=[top, top, top - 1, 0], diff=[1, 1, 1, -1])
+    assert colmz.consolidate(u).to_pylist() == [(2, 0, -1), (2, top - 1, 1), (1, top, 2)]
+    assert colmz.consolidate(u, since=top).to_pylist() == [(1, top, 2)]
+    # (2, top-1, +1) and (2, 0 -> top-1, -1) cancel
+    assert colmz.consolidate(u, order="data", since=top - 1).to_pylist() == [(1, top, 2)]
+
+
+@pytest.mark.parametrize(
+    "diffs, raises",
+    [
+        ([INT64_MAX, 1], True),  # the final sum is 2**63
+        ([INT64_MIN, -1], True),
+        ([INT64_MAX, INT64_MAX, INT64_MAX], True),
+        ([INT64_MAX, 1, -1], False),  # a partial sum leaves int64, the final sum fits
+        ([INT64_MIN, -1, 1], False),
+        ([INT64_MAX, INT64_MAX, -INT64_MAX, -INT64_MAX], False),  # cancels to zero
+        ([INT64_MAX, INT64_MAX, INT64_MIN, INT64_MIN], False),  # sum -2
+        ([INT64_MIN, INT64_MIN, INT64_MAX, INT64_MAX, 1], False),  # sum -1
+        ([INT64_MAX, 0], False),
+        ([INT64_MIN, 0], False),
+        # small diff range: key and diff share one packed word (the embedded path)
+        ([2**60] * 8, True),
+        ([2**60] * 8 + [-1], False),
+        ([2**60] * 7, False),
+        ([-(2**60)] * 8, False),  # exactly -2**63
+        ([-(2**60)] * 8 + [-1], True),
+        ([-(2**60)] * 9 + [2**60], False),
+    ],
+)
+@pytest.mark.parametrize("order", ["time", "data"])
+@pytest.mark.parametrize("key", ["int", "string", "wide"])
+def test_diff_overflow_exactly_when_the_final_sum_leaves_int64(diffs, raises, order, key):
+    n = len(diffs)
+    if key == "int":
+        data, other = {"k": np.full(n, 5, np.int64)}, {"k": [6]}
+    elif key == "string":
+        data, other = {"k": ["a long string value"] * n}, {"k": [""]}
+    else:  # fields that do not fit one packed word: the multi-word sort path
+        data, other = {"a": [2**63 - 1] * n, "b": [-(2**63)] * n}, {"a": [0], "b": [5]}
+    u = colmz.Updates(data, time=[9] * n, diff=diffs)
+    # plus an unrelated row so the input is not a single key
+    u = colmz.concat([u, colmz.Updates(other, time=[0], diff=[1])])
+    total = sum(diffs)
+    if raises:
+        with pytest.raises(OverflowError, match="diff overflow"):
+            colmz.consolidate(u, order=order)
+        with pytest.raises(OverflowError, match="diff overflow"):
+            colmz.consolidate(u, order=order, since=100)
+    else:
+        out = colmz.consolidate(u, order=order)
+        got = [r[-1] for r in out.to_pylist() if r[-2] == 9]
+        assert got == ([total] if total else [])
+    assert raises == (not INT64_MIN <= total <= INT64_MAX)
+
+
+def test_overflow_leaves_input_untouched():
+    u = colmz.Updates({"k": [1, 1]}, time=[0, 0], diff=[INT64_MAX, 1])
+    before = (u.time.copy(), u.diff.copy())
+    with pytest.raises(OverflowError):
+        colmz.consolidate(u)
+    assert np.array_equal(u.time, before[0]) and np.array_equal(u.diff, before[1])
+
+
+def test_consolidate_argument_errors():
+    u = colmz.Updates({"k": [1]}, time=[0], diff=[1])
+    with pytest.raises(ValueError, match=r"order must be one of \('time', 'data'\), got 'key'"):
+        colmz.consolidate(u, order="key")
+    with pytest.raises(ValueError, match=r"since must be a time in \[0, 2\*\*64-1\], got -1"):
+        colmz.consolidate(u, since=-1)
+    with pytest.raises(ValueError, match=r"since must be a time"):
+        colmz.consolidate(u, since=2**64)
+    with pytest.raises(TypeError, match=r"since must be an integer time, got float 1.5"):
+        colmz.consolidate(u, since=1.5)
+    with pytest.raises(TypeError, match=r"updates must be colmz.Updates, got DataFrame"):
+        colmz.consolidate(u.to_pandas())
+
+
+def test_concat_errors_and_edge_cases():
+    a = colmz.Updates({"k": [1]}, time=[0], diff=[1])
+    assert colmz.concat([a]) is a
+    with pytest.raises(ValueError, match="concat needs at least one batch"):
+        colmz.concat([])
+    with pytest.raises(TypeError, match=r"batches\[1\] must be colmz.Updates, got list"):
+        colmz.concat([a, [1]])
+    with pytest.raises(colmz.SchemaError, match=r"data column 'k' has type int64 in one batch and string"):
+        colmz.concat([a, colmz.Updates({"k": ["x"]}, time=[0], diff=[1])])
+    with pytest.raises(colmz.SchemaError, match=r"data columns differ"):
+        colmz.concat([a, colmz.Updates({"j": [1]}, time=[0], diff=[1])])
+    e = colmz.Updates.empty({"k": pa.null()})
+    n = colmz.Updates({"k": [None, None]}, time=[1, 2], diff=[1, 1])
+    out = colmz.concat([e, n, a, e])
+    assert out.schema[0].type == pa.int64()
+    assert out.to_pylist() == [(None, 1, 1), (None, 2, 1), (1, 0, 1)]
+    assert colmz.consolidate(colmz.concat([n, n])).to_pylist() == [(None, 1, 2), (None, 2, 2)]
+
+
+def test_large_mixed_batch_against_oracle():
+    rng = np.random.default_rng(7)
+    n = 20_000
+    s = np.array(["", "a", "a\x00", "abcdefgh", "abcdefghijklmnopq", "z"], object)[rng.integers(0, 6, n)]
+    s = [None if i % 97 == 0 else v for i, v in enumerate(s)]
+    u = colmz.Updates(
+        {
+            "i": rng.integers(-50, 50, n),
+            "s": s,
+            "f": rng.choice([0.0, -0.0, np.nan, 1.5, np.inf], n),
+            "b": rng.integers(0, 2, n).astype(bool),
+        },
+        time=rng.integers(0, 20, n).astype(np.uint64),
+        diff=rng.choice([-1, 1], n),
+    )
+    for order in ("time", "data"):
+        for since in (None, 10):
+            out = colmz.consolidate(u, order=order, since=since)
+            check_consolidated(u, out, order, since)
+
+
+def test_warmup_returns_seconds():
+    assert colmz.warmup() >= 0.0
+
+
+def test_set_cache_dir_in_a_fresh_process(tmp_path):
+    code = (
+        "import os, colmz, numpy as np\n"
+        f"colmz.set_cache_dir({str(tmp_path / 'nc')!r})\n"
+        "assert os.environ['NUMBA_CACHE_DIR'].endswith('nc')\n"
+        "u = colmz.Updates({'s': ['b', 'a']}, time=[1, 0], diff=[1, 1])\n"
+        "assert colmz.consolidate(u).to_pylist() == [('a', 0, 1), ('b', 1, 1)]\n"
+        "from colmz.kernels.split import lower_bound\n"
+        "lower_bound(np.arange(3, dtype=np.uint64), np.uint64(1))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+    cached = [p.name for p in (tmp_path / "nc").rglob("*") if p.is_file()]
+    # kernels decorated at `import colmz` (before the call) and imported after it
+    for stem in ("order._encode_bytes", "sort.field_ranges", "split.lower_bound"):
+        assert any(n.startswith(stem) and n.endswith(".nbi") for n in cached), (stem, cached)
