@@ -1,1 +1,56 @@
-"""Spark adapters for colmz: sessions, grouped UDFs, the sink and the ``colmz`` CLI."""
+"""Spark adapters for colmz: sessions, grouped UDFs, the sink and the ``colmz`` CLI.
+
+>>> import colmz.spark
+>>> sorted(n for n in colmz.spark.__all__ if not n[0].isupper())[:4]
+['bucket_columns', 'consolidate', 'consolidate_fn', 'executor_env']
+
+The user-facing names:
+
+* :func:`session` -- a SparkSession whose Python workers can run colmz (local or cluster);
+* :func:`consolidate`, :func:`snapshot` -- DataFrame operations over updates;
+* :func:`consolidate_fn`, :func:`snapshot_fn`, :func:`bucket_columns` -- grouped functions
+  and bucketing for ``groupBy().applyInArrow`` / ``applyInPandas`` in users' pipelines;
+* :func:`sink` -- the self-correcting materialized-view sink (:class:`SinkStats` for its
+  figures); :class:`Store` -- the atomic Parquet update store the ``colmz sink`` job writes.
+
+pyspark is imported only when a function needs it, so ``import colmz.spark`` is cheap.
+"""
+
+from colmz.spark.session import default_cache_dir, executor_env, session
+from colmz.spark.sink import SinkStats, check_ticks, sink
+from colmz.spark.store import Store, StoreError
+from colmz.spark.udfs import (
+    ColumnMissingError,
+    GroupedFunction,
+    InputError,
+    bucket_columns,
+    check_update_columns,
+    check_update_values,
+    consolidate,
+    consolidate_fn,
+    snapshot,
+    snapshot_fn,
+    updates_schema,
+)
+
+__all__ = [
+    "ColumnMissingError",
+    "GroupedFunction",
+    "InputError",
+    "SinkStats",
+    "Store",
+    "StoreError",
+    "bucket_columns",
+    "check_ticks",
+    "check_update_columns",
+    "check_update_values",
+    "consolidate",
+    "consolidate_fn",
+    "default_cache_dir",
+    "executor_env",
+    "session",
+    "sink",
+    "snapshot",
+    "snapshot_fn",
+    "updates_schema",
+]

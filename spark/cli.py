@@ -1,0 +1,460 @@
+"""The ``colmz`` command: the self-correcting sink job, and consolidate/snapshot over Parquet.
+
+``colmz sink`` keeps a store of updates equal to a temporal-filter view of an events table,
+writing only corrections::
+
+    colmz sink                                  # generated example events, ./colmz-store
+    colmz sink --input events.parquet --keys customer,region --value plan --store out/
+
+Steps (each reported as it runs): read and validate the events (nothing is written when they
+are bad); read the store; run :func:`colmz.spark.sink` over the ticks, staging the corrections;
+verify the store plus the staged corrections against a direct Spark SQL evaluation of the view
+at a sample of ticks; commit atomically (nothing is committed when there is nothing to write
+or verification fails); print a summary.
+
+Exit status: 0 success, 2 bad input or usage, 1 any other failure (the store is unchanged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import threading
+import time as _time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from colmz.spark.events import EventsSpec, check_events, desired_updates, example_events, verify
+from colmz.spark.sink import SinkStats, check_ticks, sink
+from colmz.spark.store import Store, StoreError
+from colmz.spark.udfs import (
+    SPARK_MAX_TIME,
+    InputError,
+    check_update_columns,
+    check_update_values,
+    consolidate,
+    snapshot,
+)
+
+__all__ = ["VerificationError", "main", "run_consolidate", "run_sink"]
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+
+
+class VerificationError(RuntimeError):
+    """The store would not equal the view at some verified tick (nothing was committed)."""
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+class _Progress:
+    """Phase lines with timings, and Spark task progress while a phase runs jobs."""
+
+    def __init__(self, out, spark=None, quiet: bool = False, interval: float = 2.0):
+        self.out = out
+        self.spark = spark
+        self.quiet = quiet
+        self.interval = interval
+        self.t0 = _time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            print(msg, file=self.out, flush=True)
+
+    def phase(self, name: str):
+        return _Phase(self, name)
+
+
+class _Phase:
+    def __init__(self, progress: _Progress, name: str):
+        self.p = progress
+        self.name = name
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self):
+        self.start = _time.perf_counter()
+        self.p.say(f"[{self.start - self.p.t0:7.1f}s] {self.name} ...")
+        if self.p.spark is not None and not self.p.quiet:
+            self.thread = threading.Thread(target=self._watch, daemon=True)
+            self.thread.start()
+        return self
+
+    def _watch(self) -> None:
+        # Spark reports per-stage task counts; the sink runs all ticks inside its tasks.
+        tracker = self.p.spark.sparkContext.statusTracker()
+        last = None
+        while not self.stop.wait(self.p.interval):
+            parts = []
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info is not None:
+                    parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks")
+            line = ", ".join(parts)
+            if line and line != last:
+                self.p.say(f"           {self.name}: {line}")
+                last = line
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+        took = _time.perf_counter() - self.start
+        self.p.phases[self.name] = took
+        if exc[0] is None:
+            self.p.say(f"           {self.name}: done in {took:.1f} s")
+        return False
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def _nonneg(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {v}")
+    return v
+
+
+def _positive(s: str) -> int:
+    v = _nonneg(s)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+@contextlib.contextmanager
+def _as_input_error():
+    """Report the column and argument checks' ``TypeError``/``ValueError`` as bad input.
+
+    Only wrapped around checks that run before anything is written; everywhere else such an
+    exception is a bug and keeps its traceback.
+    """
+    try:
+        yield
+    except InputError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise InputError(str(e)) from e
+
+
+def sample_ticks(ticks: Sequence[int], k: int) -> list[int]:
+    """``k`` ticks spread evenly over ``ticks``, always including the first and the last.
+
+    >>> sample_ticks(range(1000), 5)
+    [0, 250, 500, 749, 999]
+    >>> sample_ticks([3, 7], 5)
+    [3, 7]
+    """
+    ticks = list(ticks)
+    if k <= 0 or not ticks:
+        return []
+    if k >= len(ticks):
+        return ticks
+    if k == 1:
+        return [ticks[-1]]
+    idx = sorted({round(i * (len(ticks) - 1) / (k - 1)) for i in range(k)})
+    return [ticks[i] for i in idx]
+
+
+def _spark(args):
+    from colmz.spark.session import session
+
+    return session(args.master, "colmz-" + args.command, shuffle_partitions=args.partitions)
+
+
+def _read_parquet(spark, path: str, what: str):
+    if not Path(path).exists():
+        raise InputError(f"{what} {path!r} does not exist")
+    try:
+        return spark.read.parquet(path)
+    except Exception as e:  # AnalysisException: not Parquet, no files
+        raise InputError(f"cannot read {what} {path!r} as Parquet: {str(e).splitlines()[0]}") from None
+
+
+# ----------------------------------------------------------------------------- colmz sink
+
+
+def run_sink(args, out=None) -> dict:
+    """Run the sink job for parsed ``args``; return the summary (see :func:`main`)."""
+    out = out or sys.stdout
+    t_start = _time.perf_counter()
+    spark = _spark(args)
+    progress = _Progress(out, spark, quiet=args.quiet)
+    last = args.first_tick + (args.ticks - 1) * args.tick_step
+    if last >= SPARK_MAX_TIME:
+        raise InputError(f"the last tick {last} does not fit a Spark long")
+    ticks = check_ticks(range(args.first_tick, last + 1, args.tick_step))
+    store = Store(args.store)
+
+    # 1. events -- validated before anything is written
+    with progress.phase("reading events"):
+        if args.input is None:
+            events = example_events(spark, args.example_events, ticks=len(ticks) * args.tick_step, seed=args.seed)
+            events = events.withColumn("valid_from", events["valid_from"] + args.first_tick)
+            events = events.withColumn("valid_to", events["valid_to"] + args.first_tick)
+            spec = EventsSpec(("customer", "region"), "plan")
+            source = f"generated example ({args.example_events} events, seed {args.seed})"
+        else:
+            events = _read_parquet(spark, args.input, "events")
+            if args.keys is None:
+                raise InputError("--keys is required with --input (the key columns of the events)")
+            spec = EventsSpec(tuple(args.keys), args.value, args.valid_from, args.valid_to)
+            source = args.input
+        with _as_input_error():
+            n_events = check_events(events, spec)
+        progress.say(f"           {n_events} events from {source}; view columns {spec.data}")
+
+    # 2. the persisted collection
+    with progress.phase("reading store"):
+        store.clean()  # leftovers of a failed run are not part of the store
+        desired = desired_updates(events, spec)
+        persisted = store.read(spark)
+        if persisted is not None:
+            stored = [f.name for f in persisted.schema.fields]
+            if stored != [*spec.data, "time", "diff"]:
+                raise StoreError(
+                    f"store {str(store.path)!r} holds columns {stored}, the view has "
+                    f"{[*spec.data, 'time', 'diff']}"
+                )
+            with _as_input_error():
+                check_update_columns(persisted.schema, spec.data, "time", "diff")
+        progress.say(f"           store {str(store.path)!r}: version {store.version}, {store.rows} updates")
+
+    # 3. the sink, staged
+    stats = SinkStats(spark)
+    corrections = sink(desired, persisted, ticks, data=spec.data, buckets=args.buckets, stats=stats)
+    staged = None
+    try:
+        with progress.phase(f"sink over {len(ticks)} ticks (staging corrections)"):
+            staged = store.stage(corrections, note={"ticks": [ticks[0], ticks[-1], args.tick_step], "source": source})
+            progress.say(
+                f"           {staged.rows} corrections; largest correction buffer "
+                f"{stats.largest_buffer} updates"
+            )
+            wpt = stats.written_per_tick
+            if len(wpt):
+                busy = int((wpt > 0).sum())
+                progress.say(f"           corrections at {busy} of {len(ticks)} ticks, at most {int(wpt.max())} per tick")
+
+        # 4. verification against Spark SQL, before committing
+        checked: dict[int, dict[str, int]] = {}
+        sample = sample_ticks(ticks, args.verify_ticks)
+        if sample:
+            with progress.phase(f"verifying {len(sample)} ticks against Spark SQL"):
+                files = store.files() + store.staged_files(staged)
+                schema = corrections.schema
+                after = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+                checked = verify(spark, events, after, spec, sample)
+                for t, r in checked.items():
+                    progress.say(f"           tick {t}: view {r['rows']} rows, mismatches {r['mismatches']}")
+                bad = {t: r for t, r in checked.items() if r["mismatches"]}
+                if bad:
+                    raise VerificationError(f"store would differ from the view at ticks {sorted(bad)}: {bad}")
+
+        # 5. commit
+        with progress.phase("committing"):
+            record = store.commit(staged)
+            staged = None
+            if record is None:
+                progress.say("           nothing to write: the store already equals the view")
+            else:
+                progress.say(f"           commit {record['seq']}: {record['rows']} updates")
+    except BaseException:
+        if staged is not None:
+            store.discard(staged)
+        raise
+
+    summary = {
+        "ticks": len(ticks),
+        "first_tick": ticks[0],
+        "last_tick": ticks[-1],
+        "events": n_events,
+        "updates_written": 0 if record is None else int(record["rows"]),
+        "largest_correction_buffer": stats.largest_buffer,
+        "inserted": stats.inserted,
+        "store": str(store.path),
+        "store_version": store.version,
+        "store_updates": store.rows,
+        "verified_ticks": sorted(checked),
+        "seconds": round(_time.perf_counter() - t_start, 3),
+        "phases": {k: round(v, 3) for k, v in progress.phases.items()},
+    }
+    return summary
+
+
+def _print_summary(summary: dict, out, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary), file=out)
+        return
+    print("summary", file=out)
+    print(f"  ticks                      {summary['ticks']} ({summary['first_tick']}..{summary['last_tick']})", file=out)
+    print(f"  events                     {summary['events']}", file=out)
+    print(f"  updates written            {summary['updates_written']}", file=out)
+    print(f"  largest correction buffer  {summary['largest_correction_buffer']}", file=out)
+    print(f"  verified ticks             {summary['verified_ticks']}", file=out)
+    print(f"  store                      {summary['store']} (version {summary['store_version']}, "
+          f"{summary['store_updates']} updates)", file=out)
+    print(f"  time                       {summary['seconds']:.1f} s", file=out)
+
+
+# ----------------------------------------------------------------------------- consolidate / snapshot
+
+
+def _write_atomic(df, output: str, overwrite: bool) -> int:
+    """Write ``df`` as Parquet to ``output`` via a sibling staging directory and a rename."""
+    import pyarrow.parquet as pq
+
+    target = Path(output).absolute()
+    if target.exists() and not overwrite:
+        raise InputError(f"output {output!r} exists; pass --overwrite to replace it")
+    staging = target.parent / f".{target.name}.colmz-staging-{uuid.uuid4().hex}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        df.write.mode("errorifexists").parquet(str(staging))
+        rows = sum(pq.ParquetFile(f).metadata.num_rows for f in staging.glob("part-*.parquet"))
+        if target.exists():
+            # Replace: move the old output aside first so the rename below cannot fail on it.
+            old = target.parent / f".{target.name}.colmz-old-{uuid.uuid4().hex}"
+            os.rename(target, old)
+            os.rename(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return rows
+
+
+def run_consolidate(args, out=None) -> dict:
+    """``colmz consolidate`` / ``colmz snapshot`` for parsed ``args``; return a summary."""
+    out = out or sys.stdout
+    t0 = _time.perf_counter()
+    spark = _spark(args)
+    progress = _Progress(out, spark, quiet=args.quiet)
+    with progress.phase(f"reading {args.input}"):
+        df = _read_parquet(spark, args.input, "input")
+        with _as_input_error():
+            data = check_update_columns(df.schema, args.data, args.time, args.diff)
+        rows_in = check_update_values(df, args.time, args.diff)
+    with progress.phase(f"{args.command} -> {args.output}"):
+        with _as_input_error():  # argument checks only: the DataFrame is lazy
+            if args.command == "snapshot":
+                result = snapshot(df, args.as_of, data, args.time, args.diff, buckets=args.buckets)
+            else:
+                result = consolidate(df, data, args.time, args.diff, since=args.since, upper=args.upper,
+                                     buckets=args.buckets)
+        rows_out = _write_atomic(result, args.output, args.overwrite)
+    return {"input_rows": rows_in, "output_rows": rows_out, "output": str(Path(args.output).absolute()),
+            "seconds": round(_time.perf_counter() - t0, 3)}
+
+
+# ----------------------------------------------------------------------------- argparse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``colmz`` argument parser (``colmz --help``, ``colmz sink --help``, ...)."""
+    p = argparse.ArgumentParser(
+        prog="colmz",
+        description="colmz on Spark: a self-correcting materialized-view sink, and "
+        "consolidate/snapshot over Parquet files of updates (data..., time, diff).",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp):
+        sp.add_argument("--master", default="local[2]", help="Spark master (default: %(default)s); "
+                        "e.g. local[*], local-cluster[2,1,1024], yarn")
+        sp.add_argument("--partitions", type=_positive, default=None,
+                        help="spark.sql.shuffle.partitions (default: the local cores)")
+        sp.add_argument("--buckets", type=_positive, default=None,
+                        help="key buckets of the shuffle (default: --partitions)")
+        sp.add_argument("--quiet", "-q", action="store_true", help="print only the summary")
+        sp.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    s = sub.add_parser(
+        "sink",
+        help="keep a store of updates equal to a temporal-filter view of events",
+        description="Keep a Parquet store of updates (data..., time, diff) equal to the view "
+        "'rows (keys..., value) of the events with valid_from <= t < valid_to' at every tick t, "
+        "appending only corrections. Without --input, runs on a generated example log. "
+        "A re-run over the same events appends nothing; after the events changed it appends "
+        "exactly the difference. Bad events are reported before anything is written; a failed "
+        "run leaves the store as it was.",
+    )
+    s.add_argument("--input", "-i", default=None, help="events table (Parquet file or directory); "
+                   "default: a generated example")
+    s.add_argument("--keys", type=_csv, default=None, help="key columns, comma-separated (required with --input)")
+    s.add_argument("--value", default="value", help="value column (default: %(default)s)")
+    s.add_argument("--valid-from", default="valid_from", help="interval start column (default: %(default)s)")
+    s.add_argument("--valid-to", default="valid_to", help="interval end column, exclusive (default: %(default)s)")
+    s.add_argument("--store", default="colmz-store", help="store directory (default: %(default)s)")
+    s.add_argument("--ticks", type=_positive, default=1000, help="number of ticks (default: %(default)s)")
+    s.add_argument("--first-tick", type=_nonneg, default=0, help="time of the first tick (default: %(default)s)")
+    s.add_argument("--tick-step", type=_positive, default=1, help="time between ticks (default: %(default)s)")
+    s.add_argument("--verify-ticks", type=_nonneg, default=5,
+                   help="ticks to verify against Spark SQL, 0 to skip (default: %(default)s)")
+    s.add_argument("--example-events", type=_positive, default=20_000,
+                   help="size of the generated example (default: %(default)s)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the generated example (default: %(default)s)")
+    common(s)
+
+    for name, helptext in (("consolidate", "consolidate a Parquet file of updates"),
+                           ("snapshot", "the collection a Parquet file of updates holds at a time")):
+        c = sub.add_parser(name, help=helptext, description=helptext.capitalize() + ": equal "
+                           "(data, time) summed, zero diffs dropped; written atomically as Parquet.")
+        c.add_argument("input", help="input Parquet path (updates: data..., time, diff)")
+        c.add_argument("output", help="output Parquet directory")
+        c.add_argument("--data", type=_csv, default=None, help="data columns (default: all but time and diff)")
+        c.add_argument("--time", default="time", help="time column (default: %(default)s)")
+        c.add_argument("--diff", default="diff", help="diff column (default: %(default)s)")
+        if name == "consolidate":
+            c.add_argument("--since", type=_nonneg, default=None, help="advance times to at least this")
+            c.add_argument("--upper", type=_nonneg, default=None, help="keep only times before this")
+        else:
+            c.add_argument("--as-of", type=_nonneg, required=True, help="the time to read the collection at")
+        c.add_argument("--overwrite", action="store_true", help="replace an existing output")
+        common(c)
+    return p
+
+
+def main(argv: Sequence[str] | None = None, out=None) -> int:
+    """Entry point of the ``colmz`` console script; returns the exit status."""
+    out = out or sys.stdout
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "sink":
+            summary = run_sink(args, out)
+            _print_summary(summary, out, args.json)
+        else:
+            summary = run_consolidate(args, out)
+            if args.json:
+                print(json.dumps(summary), file=out)
+            else:
+                print(f"{summary['input_rows']} updates in, {summary['output_rows']} out -> "
+                      f"{summary['output']} ({summary['seconds']:.1f} s)", file=out)
+    except InputError as e:
+        print(f"colmz {args.command}: bad input: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except (StoreError, VerificationError) as e:
+        print(f"colmz {args.command}: failed, store unchanged: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""SparkSessions that can run colmz on their executors.
+
+Design
+------
+colmz runs inside Spark's Python workers (grouped and mapped Arrow UDFs), so a session must
+give those workers three things, and two of them only count if they are in place *before the
+JVM starts* -- in local mode the Python workers inherit the JVM's environment, and setting
+``os.environ`` after ``getOrCreate()`` has no effect on them (measured, ECOSYSTEM.md C):
+
+* ``PYSPARK_PYTHON`` = the running interpreter. Otherwise workers start the system
+  ``python3``, which has neither colmz nor pyarrow.
+* ``NUMBA_CACHE_DIR`` = a writable directory. colmz's kernels are compiled with
+  ``cache=True``; a cold Python worker then loads them in about 0.4 s instead of compiling
+  for about 1 s, and a read-only site-packages would otherwise disable the cache.
+* ``NUMBA_NUM_THREADS=1``: Spark already runs one Python worker per core.
+
+:func:`session` sets all three in ``os.environ`` (inherited in local mode) *and* as
+``spark.executorEnv.*`` (what executors launched by a cluster manager get, including the
+separate executor JVMs of ``local-cluster[...]``), and adds the local defaults measured on
+this machine: loopback binding, UTC, Arrow on, few shuffle partitions, no UI.
+
+Cluster recipe
+--------------
+On a real cluster the executors need colmz itself and the same environment:
+
+1. build a wheel (``python -m build --wheel``) and install it into the executors' Python,
+   e.g. ship a packed virtualenv with ``spark.archives=colmz_env.tar.gz#env`` and set
+   ``spark.pyspark.python=./env/bin/python`` (or install the wheel in the node image);
+2. ``spark.executorEnv.NUMBA_CACHE_DIR=/local/disk/numba`` -- node-local and writable;
+3. ``spark.executorEnv.NUMBA_NUM_THREADS=1``;
+4. warm the cache once per node image (``python -c "import colmz; colmz.warmup()"``) or accept
+   about one second of compile per Python worker.
+
+``session(master="yarn", conf={...})`` applies the same executor environment; pass
+``python=`` when the executors' interpreter path differs from the driver's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import SparkSession
+
+__all__ = ["default_cache_dir", "executor_env", "session"]
+
+
+def default_cache_dir() -> str:
+    """The Numba cache directory colmz uses when none is given.
+
+    ``$NUMBA_CACHE_DIR`` if set, else ``<tmp>/colmz-numba-<uid>`` (per user, so two users
+    of one machine never share, or fight over, a cache).
+
+    >>> isinstance(default_cache_dir(), str)
+    True
+    """
+    env = os.environ.get("NUMBA_CACHE_DIR")
+    if env:
+        return env
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"colmz-numba-{uid}")
+
+
+def executor_env(*, python: str | None = None, numba_cache_dir: str | None = None) -> dict[str, str]:
+    """The environment colmz's Python workers need, as a plain mapping.
+
+    Parameters
+    ----------
+    python : str, optional
+        Interpreter for the Python workers (default: the running one, ``sys.executable``).
+    numba_cache_dir : str, optional
+        Writable directory for compiled kernels (default: :func:`default_cache_dir`).
+
+    Examples
+    --------
+    >>> env = executor_env(python="/opt/py/bin/python", numba_cache_dir="/tmp/nb")
+    >>> env["PYSPARK_PYTHON"], env["NUMBA_CACHE_DIR"], env["NUMBA_NUM_THREADS"]
+    ('/opt/py/bin/python', '/tmp/nb', '1')
+    """
+    return {
+        "PYSPARK_PYTHON": python or sys.executable,
+        "NUMBA_CACHE_DIR": numba_cache_dir or default_cache_dir(),
+        "NUMBA_NUM_THREADS": "1",
+    }
+
+
+def _jvm_running() -> bool:
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover - pyspark is the [spark] extra
+        return False
+    return SparkContext._active_spark_context is not None
+
+
+def session(
+    master: str = "local[2]",
+    app_name: str = "colmz",
+    *,
+    shuffle_partitions: int | None = None,
+    numba_cache_dir: str | None = None,
+    python: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession whose Python workers can run colmz.
+
+    Sets ``PYSPARK_PYTHON``, ``NUMBA_CACHE_DIR`` and ``NUMBA_NUM_THREADS=1`` in the
+    environment before the JVM starts and as ``spark.executorEnv.*``; binds to loopback for
+    ``local`` masters; UTC session time zone; Arrow on; ``spark.sql.shuffle.partitions`` and
+    ``spark.default.parallelism`` default to the number of local cores (Spark's 200 would
+    make 200 tiny tasks of every small shuffle). If a session is already running, it is
+    returned with its settings unchanged except ``conf`` entries Spark allows changing at
+    runtime -- the environment can only be chosen before the first session.
+
+    Parameters
+    ----------
+    master : str
+        ``local[N]``, ``local-cluster[W,C,M]``, or a cluster URL (see the module's recipe).
+    app_name : str
+    shuffle_partitions : int, optional
+        Shuffle partitions (default: cores of a ``local[N]`` master, else 8).
+    numba_cache_dir : str, optional
+        Writable directory for compiled kernels; created if missing.
+    python : str, optional
+        Interpreter for Python workers (default ``sys.executable``).
+    conf : mapping, optional
+        Further Spark settings; they win over the defaults above.
+
+    Examples
+    --------
+    >>> import colmz.spark
+    >>> spark = colmz.spark.session("local[2]")  # doctest: +SKIP
+    >>> spark.conf.get("spark.sql.session.timeZone")  # doctest: +SKIP
+    'UTC'
+    """
+    from pyspark.sql import SparkSession
+
+    if shuffle_partitions is not None and (not isinstance(shuffle_partitions, int) or shuffle_partitions < 1):
+        raise ValueError(f"shuffle_partitions must be a positive int, got {shuffle_partitions!r}")
+    if _jvm_running():
+        spark = SparkSession.builder.getOrCreate()
+        for k, v in (conf or {}).items():
+            spark.conf.set(k, v)
+        return spark
+
+    env = executor_env(python=python, numba_cache_dir=numba_cache_dir)
+    os.makedirs(env["NUMBA_CACHE_DIR"], exist_ok=True)
+    # Before the JVM starts: local-mode Python workers inherit the JVM's environment.
+    os.environ.update(env)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    local = master.startswith("local")
+    if local:
+        # Silences "resolves to a loopback address" and keeps the driver off the network.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if shuffle_partitions is None:
+        shuffle_partitions = _local_cores(master) or 8
+    settings: dict[str, str] = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.default.parallelism": str(shuffle_partitions),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.pyspark.python": env["PYSPARK_PYTHON"],
+    }
+    if local:
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+        settings["spark.driver.host"] = "127.0.0.1"
+    for k, v in env.items():
+        settings[f"spark.executorEnv.{k}"] = v
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _local_cores(master: str) -> int | None:
+    """Task slots of a ``local[N]`` / ``local[N,F]`` / ``local-cluster[W,C,M]`` master."""
+    if master == "local":
+        return 1
+    if master.startswith("local-cluster[") and master.endswith("]"):
+        parts = master[len("local-cluster["):-1].split(",")
+        try:
+            return int(parts[0]) * int(parts[1])
+        except (ValueError, IndexError):
+            return None
+    if master.startswith("local[") and master.endswith("]"):
+        n = master[len("local["):-1].split(",")[0].strip()
+        if n == "*":
+            return os.cpu_count() or 1
+        try:
+            return int(n)
+        except ValueError:
+            return None
+    return None
