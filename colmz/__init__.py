@@ -11,6 +11,22 @@ concept.
 [('b', 0, 1)]
 """
 
+from colmz.as_of import (
+    AsOfSelection,
+    AsOfSelectionError,
+    Dataflow,
+    Export,
+    ExportKind,
+    LagWritesBy,
+    MissingStorageFrontiers,
+    Multiple,
+    ReadPolicy,
+    StorageFrontiers,
+    UnknownCollection,
+    ValidFrom,
+    lag_writes_by,
+    select_as_ofs,
+)
 from colmz.correction import Correction, SinceRegression
 from colmz.frontier import MAX_TIME, Frontier
 from colmz.ops import concat, consolidate, release_scratch, set_cache_dir, warmup
@@ -18,6 +34,20 @@ from colmz.order import ColumnSpec
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
+    "AsOfSelection",
+    "AsOfSelectionError",
+    "Dataflow",
+    "Export",
+    "ExportKind",
+    "LagWritesBy",
+    "MissingStorageFrontiers",
+    "Multiple",
+    "ReadPolicy",
+    "StorageFrontiers",
+    "UnknownCollection",
+    "ValidFrom",
+    "lag_writes_by",
+    "select_as_ofs",
     "MAX_TIME",
     "ColumnSpec",
     "Correction",

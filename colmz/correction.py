@@ -158,6 +158,8 @@ class Correction:
         self._buckets: dict[int, tuple[int, _Bucket]] = {0: (_DOMAIN_BITS, _Bucket())}
         self._pending_low: list[Chain] = []
         self._emitted = Chain()
+        self._well_formed = False
+        self._clean_from: int | None = None  # see _peel / _restore
         self._last_read: tuple[Frontier, int] | None = None  # (upper, since) of the last read
         self.work = Work()
 
@@ -241,23 +243,25 @@ class Correction:
         while i < n:
             t = int(time[i])
             offset = self._offsets[bisect.bisect_right(self._offsets, t) - 1]
-            bits, bucket = self._buckets[offset]
+            bits = self._buckets[offset][0]
             end = offset + (1 << bits)
             j = n if end > MAX_TIME else int(lower_bound(time, np.uint64(end)))
-            self._push_chain(bucket, Chain.from_arrays(keys[i:j], time[i:j], diff[i:j], layout, self.chunk_size))
+            self._push_chain(offset, Chain.from_arrays(keys[i:j], time[i:j], diff[i:j], layout, self.chunk_size))
             i = j
 
-    def _push_chain(self, bucket: _Bucket, chain: Chain) -> None:
+    def _push_chain(self, offset: int, chain: Chain) -> None:
         if not chain:
             return
-        chains = bucket.chains
-        chains.append(chain)
+        bits, bucket = self._buckets[offset]
+        # Buckets are replaced, never mutated, so a snapshot is a shallow copy of the dict.
+        chains = [*bucket.chains, chain]
         while len(chains) >= 2 and chains[-1].count * self.chain_proportionality > chains[-2].count:
             b = chains.pop()
             a = chains.pop()
             merged = self._merge([a, b], None)
             if merged:
                 chains.append(merged)
+        self._buckets[offset] = (bits, _Bucket(chains))
 
     def _merge(self, chains: list[Chain], since: Frontier) -> Chain:
         """Merge chains (advancing times to ``since`` when given) into one new chain."""
@@ -329,14 +333,14 @@ class Correction:
     def _snapshot(self):
         return (
             self._since, self._boundary, self._schema, list(self._stage), self._stage_count,
-            list(self._offsets),
-            {o: (bits, _Bucket(list(b.chains))) for o, (bits, b) in self._buckets.items()},
-            list(self._pending_low), self._emitted, self._last_read,
+            list(self._offsets), dict(self._buckets), list(self._pending_low), self._emitted, self._last_read,
+            self._well_formed, self._clean_from,
         )
 
     def _rollback(self, snap) -> None:
         (self._since, self._boundary, self._schema, self._stage, self._stage_count,
-         self._offsets, self._buckets, self._pending_low, self._emitted, self._last_read) = snap
+         self._offsets, self._buckets, self._pending_low, self._emitted, self._last_read,
+         self._well_formed, self._clean_from) = snap
 
     def _guarded_consolidate_before(self, upper: Frontier) -> None:
         # A diff overflow in a merge must leave the buffer as it was.
@@ -394,40 +398,50 @@ class Correction:
     def _peel(self, upper: Frontier) -> list[_Bucket]:
         """Remove and return the buckets below ``upper``, splitting the one that straddles it."""
         peeled = []
+        was_well_formed = self._well_formed
+        touched_end = None
         while self._offsets and (upper is None or self._offsets[0] < upper):
             offset = self._offsets[0]
             bits, bucket = self._buckets[offset]
+            touched_end = max(touched_end or 0, offset + (1 << bits))
+            self._well_formed = False
             if upper is None or offset + (1 << bits) <= upper:
                 self._offsets.pop(0)
                 del self._buckets[offset]
                 peeled.append(bucket)
             else:
                 self._split_bucket(offset)
+        if touched_end is not None:
+            # Peeling changes only the front: buckets from touched_end on keep their shape, so
+            # when the chain was well-formed before, restoring may stop there.
+            self._clean_from = touched_end if was_well_formed else None
         return peeled
 
     def _restore(self, fuel: int) -> None:
         """Split buckets, front first, until adjacent widths differ by at most 4x (or no fuel)."""
-        last_bits = -2
-        well_formed = True
-        for off in self._offsets:
-            bits = self._buckets[off][0]
-            if bits > last_bits + 2:
-                well_formed = False
-                break
-            last_bits = bits
-        if well_formed:
-            return
+        if self._well_formed:
+            return  # O(1) early exit (upstream PR #36897 does the same in O(buckets))
+        clean_from = self._clean_from
         i = 0
         last_bits = -2
         while i < len(self._offsets) and fuel > 0:
             off = self._offsets[i]
             bits, bucket = self._buckets[off]
             if bits <= last_bits + 2:
+                if clean_from is not None and off >= clean_from:
+                    # The rest was well-formed before the peel and is unchanged.
+                    i = len(self._offsets)
+                    break
                 last_bits = bits
                 i += 1
                 continue
             fuel -= max(bucket.n_chunks(), 1)
+            if clean_from is not None:
+                # Splitting changes this bucket's neighbourhood: only what follows it is clean.
+                clean_from = max(clean_from, off + (1 << bits))
             self._split_bucket(off)  # reconsider the lower half at position i
+        self._well_formed = i >= len(self._offsets)
+        self._clean_from = None
 
     # ------------------------------------------------------------------ introspection
 
@@ -495,6 +509,12 @@ class Correction:
                 bits, bucket = self._buckets[off]
                 for chain in bucket.chains:
                     assert off <= chain.first_time and chain.last_time < off + (1 << bits), "update outside its bucket"
+        if self._well_formed:
+            last_bits = -2
+            for off in self._offsets:
+                bits = self._buckets[off][0]
+                assert bits <= last_bits + 2, "bucket chain marked well-formed but is not"
+                last_bits = bits
         for chain in self._pending_low:
             assert self._boundary is None or chain.last_time < self._boundary, "pending_low at or beyond boundary"
         if self._emitted:
