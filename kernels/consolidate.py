@@ -161,7 +161,9 @@ def _count_embedded(words, lo_bit, dmin):
 @jit
 def _emit_embedded(words, lo_bit, dmin, src, mins, shift, mask, const_src, const_val,
                    out_keys, out_time, out_diff):
-    # Second pass over the sorted embedded words: sum groups, unpack keys and times.
+    # Second pass over the sorted embedded words: sum the groups, parking each group's packed
+    # key in out_time; then unpack field by field (vectorisable), the time field last because
+    # it overwrites the parked keys in place.
     n = words.shape[0]
     w = out_keys.shape[1]
     nf = src.shape[0]
@@ -178,22 +180,42 @@ def _emit_embedded(words, lo_bit, dmin, src, mins, shift, mask, const_src, const
             acc += np.int64(words[j] & low) + dmin
             j += 1
         if acc != 0:
-            for f in range(nf):
-                v = ((k >> shift[f]) & mask[f]) + mins[f]
-                s = src[f]
-                if s == w:
-                    out_time[out] = v
-                else:
-                    out_keys[out, s] = v
-            for c in range(nc):
-                s = const_src[c]
-                if s == w:
-                    out_time[out] = const_val[c]
-                else:
-                    out_keys[out, s] = const_val[c]
+            out_time[out] = k
             out_diff[out] = acc
             out += 1
         i = j
+    time_field = -1
+    for f in range(nf):
+        s = src[f]
+        if s == w:
+            time_field = f
+            continue
+        sh = shift[f]
+        mk = mask[f]
+        mn = mins[f]
+        col = out_keys[:, s]
+        for r in range(out):
+            col[r] = ((out_time[r] >> sh) & mk) + mn
+    for c in range(nc):
+        s = const_src[c]
+        if s != w:
+            col = out_keys[:, s]
+            v = const_val[c]
+            for r in range(out):
+                col[r] = v
+    if time_field >= 0:
+        sh = shift[time_field]
+        mk = mask[time_field]
+        mn = mins[time_field]
+        for r in range(out):
+            out_time[r] = ((out_time[r] >> sh) & mk) + mn
+    else:
+        v = np.uint64(0)
+        for c in range(nc):
+            if const_src[c] == w:
+                v = const_val[c]
+        for r in range(out):
+            out_time[r] = v
 
 
 def order_significance(order: str, width: int) -> list[int]:

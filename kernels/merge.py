@@ -9,9 +9,11 @@ two properties.
 
 The runs are packed with one shared :class:`~colmz.kernels.sort.PackPlan` (ranges taken over all
 runs), so each row becomes a ``uint64`` whose order is the row order, with the diff riding in
-the low bits. :func:`merge_sorted_words` then merges the runs with a binary min-heap of run
-heads -- ``O(N log K)`` comparisons of single words -- and the consolidation passes of
-``colmz.kernels.consolidate`` sum equal keys and unpack. Rows whose fields and diff do not fit
+the low bits. :func:`merge_tree` then merges the runs by rounds of branch-free two-way merges
+-- ``ceil(log2 K)`` sequential passes, ``O(N log K)`` in all -- and the consolidation passes of
+``colmz.kernels.consolidate`` sum equal keys and unpack. (A binary heap of run heads,
+:func:`merge_sorted_words`, does the same comparisons but mispredicts a branch on most of them;
+it is kept as the streaming alternative and for the tests.) Rows whose fields and diff do not fit
 one word take the general path: concatenate and sort (the sort is a stable radix sort, so this
 is still ``O(N)`` passes).
 
@@ -23,7 +25,8 @@ runs first (``colmz.kernels.advance``).
 Spec (kernel / reference)
 -------------------------
 ``merge_sorted_words(words, starts, ends, out)`` -> ``n``: the heap merge of the ascending
-slices ``words[starts[r]:ends[r]]`` into ``out``. ``merge_runs(runs, order, since)`` /
+slices ``words[starts[r]:ends[r]]`` into ``out``. ``merge_tree(words, starts, ends, tmp)``: the
+same by pairwise rounds (slices tile ``words``); returns whether the result is in ``tmp``. ``merge_runs(runs, order, since)`` /
 ``merge_runs_ref`` -> ``(keys, time, diff)``.
 """
 
@@ -42,7 +45,13 @@ from colmz.kernels.consolidate import (
 )
 from colmz.kernels.sort import field_ranges, pack_one_with_diff, plan_packing
 
-__all__ = ["merge_runs", "merge_runs_ref", "merge_sorted_words", "merge_sorted_words_ref"]
+__all__ = [
+    "merge_runs",
+    "merge_runs_ref",
+    "merge_sorted_words",
+    "merge_sorted_words_ref",
+    "merge_tree",
+]
 
 # Below this many updates in total, merge_runs sorts the union instead of merging.
 _SMALL = 2048
@@ -104,6 +113,66 @@ def merge_sorted_words(words, starts, ends, out):
         heap_val[c] = v
         heap_run[c] = r
     return o
+
+
+@jit
+def _merge2(src, a0, a1, b0, b1, dst, o):
+    # Branch-free two-way merge of src[a0:a1] and src[b0:b1] into dst[o:]: the comparison
+    # selects with arithmetic, so random interleavings cost no mispredictions.
+    i = a0
+    j = b0
+    while i < a1 and j < b1:
+        x = src[i]
+        y = src[j]
+        take_a = x <= y
+        dst[o] = x if take_a else y
+        i += np.int64(take_a)
+        j += np.int64(1 - take_a)
+        o += 1
+    while i < a1:
+        dst[o] = src[i]
+        i += 1
+        o += 1
+    while j < b1:
+        dst[o] = src[j]
+        j += 1
+        o += 1
+    return o
+
+
+@jit
+def merge_tree(words, starts, ends, tmp):
+    """Merge the ascending slices ``words[starts[r]:ends[r]]`` by rounds of pairwise merges.
+
+    The slices must tile ``words`` in order (``ends[r] == starts[r + 1]``). Each round halves
+    the number of runs, ping-ponging between ``words`` and ``tmp``; ``ceil(log2 K)`` passes in
+    all. Returns ``True`` when the merged result is in ``tmp`` (else in ``words``).
+    """
+    k = starts.shape[0]
+    bounds = np.empty(k + 1, np.int64)
+    for r in range(k):
+        bounds[r] = starts[r]
+    bounds[k] = ends[k - 1] if k > 0 else 0
+    src = words
+    dst = tmp
+    in_tmp = False
+    while k > 1:
+        nk = (k + 1) // 2
+        nb = np.empty(nk + 1, np.int64)
+        for p in range(nk):
+            a0 = bounds[2 * p]
+            if 2 * p + 1 < k:
+                _merge2(src, a0, bounds[2 * p + 1], bounds[2 * p + 1], bounds[2 * p + 2], dst, a0)
+            else:
+                for x in range(a0, bounds[2 * p + 1]):
+                    dst[x] = src[x]
+            nb[p] = a0
+        nb[nk] = bounds[k]
+        bounds = nb
+        k = nk
+        src, dst = dst, src
+        in_tmp = not in_tmp
+    return in_tmp
 
 
 def merge_sorted_words_ref(words, starts, ends):
@@ -174,7 +243,10 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
         at += m
         ends[i] = at
     merged = _scratch.scratch("merge_out", n, np.uint64)
-    merge_sorted_words(words, starts, ends, merged)
+    if merge_tree(words, starts, ends, merged):
+        pass
+    else:
+        merged = words
     try:
         count = _count_embedded(merged, diff_bits, np.int64(dmin))
     except OverflowError:

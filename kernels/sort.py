@@ -68,39 +68,38 @@ _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @jit
+def _range_u64(col):
+    lo = _ALL_ONES
+    hi = np.uint64(0)
+    for i in range(col.shape[0]):
+        v = col[i]
+        lo = min(lo, v)
+        hi = max(hi, v)
+    return lo, hi
+
+
+@jit
 def field_ranges(keys, time, diff):
     """Min and max of every key word column and of ``time`` (last), and of ``diff``.
 
-    Returns ``(mins, maxs, dmin, dmax)``; for empty input ``mins > maxs``.
+    Returns ``(mins, maxs, dmin, dmax)``; for empty input ``mins > maxs``. Column by column,
+    so each loop is a simple reduction the compiler vectorises.
     """
     n, w = keys.shape
     mins = np.empty(w + 1, np.uint64)
     maxs = np.empty(w + 1, np.uint64)
-    for j in range(w + 1):
-        mins[j] = _ALL_ONES
-        maxs[j] = 0
+    for j in range(w):
+        mins[j], maxs[j] = _range_u64(keys[:, j])
+    mins[w], maxs[w] = _range_u64(time)
     dmin = np.int64(0)
     dmax = np.int64(0)
     if n > 0:
         dmin = diff[0]
         dmax = diff[0]
     for i in range(n):
-        for j in range(w):
-            v = keys[i, j]
-            if v < mins[j]:
-                mins[j] = v
-            if v > maxs[j]:
-                maxs[j] = v
-        t = time[i]
-        if t < mins[w]:
-            mins[w] = t
-        if t > maxs[w]:
-            maxs[w] = t
         x = diff[i]
-        if x < dmin:
-            dmin = x
-        if x > dmax:
-            dmax = x
+        dmin = min(dmin, x)
+        dmax = max(dmax, x)
     return mins, maxs, dmin, dmax
 
 
@@ -330,28 +329,35 @@ def pack_one_with_diff(keys, time, diff, since, src, mins, shift, dmin, lo_bit, 
     """Pack fields and the diff into one ``uint64`` per row and histogram its radix digits.
 
     The diff, offset by ``dmin``, takes the low ``lo_bit`` bits; the fields sit above it at
-    ``shift + lo_bit``. ``hist`` (``(digits, 256)``, zeroed) receives the counts of each 8-bit
-    digit of the bits at and above ``lo_bit``, so the sort needs no histogram pass of its own.
+    ``shift + lo_bit``. Times are advanced to ``since`` on the way (``since = 0`` leaves them
+    as they are). ``hist`` (``(digits, 256)``, zeroed) receives the counts of each 8-bit digit
+    of the bits at and above ``lo_bit``, so the sort needs no histogram pass of its own.
     """
     n, w = keys.shape
     nf = src.shape[0]
     nd = hist.shape[0]
     lo = np.uint64(lo_bit)
     for i in range(n):
-        v = np.uint64(diff[i] - dmin)
-        for f in range(nf):
-            s = src[f]
-            if s == w:
+        out[i] = np.uint64(diff[i] - dmin)
+    # One field at a time: each loop is a streaming, vectorisable pass.
+    for f in range(nf):
+        s = src[f]
+        m = mins[f]
+        sh = shift[f] + lo
+        if s == w:
+            for i in range(n):
                 x = time[i]
-                if x < since:
-                    x = since
-            else:
-                x = keys[i, s]
-            v |= ((x - mins[f]) << shift[f]) << lo
-        out[i] = v
-        k = v >> lo
-        for d in range(nd):
-            hist[d, (k >> np.uint64(8 * d)) & np.uint64(255)] += 1
+                x = x if x > since else since
+                out[i] |= (x - m) << sh
+        else:
+            col = keys[:, s]
+            for i in range(n):
+                out[i] |= (col[i] - m) << sh
+    if nd:
+        for i in range(n):
+            k = out[i] >> lo
+            for d in range(nd):
+                hist[d, (k >> np.uint64(8 * d)) & np.uint64(255)] += 1
 
 
 @jit
