@@ -58,6 +58,7 @@ from colmz.kernels._jit import jit
 
 __all__ = [
     "ColumnSpec",
+    "array_from_numpy",
     "Layout",
     "decode_columns",
     "encode_columns",
@@ -213,6 +214,32 @@ def _pad(keys, src_starts, src_widths, dst_starts, out):
 # ----------------------------------------------------------------------------- helpers
 
 
+def array_from_numpy(values: np.ndarray, type: pa.DataType | None = None, mask=None) -> pa.Array:
+    """A zero-copy Arrow array over a numeric or bool numpy array (``mask``: True = NULL).
+
+    Built from buffers rather than with ``pa.array``, which imports pandas (a third of a
+    second) the first time it sees a numpy array.
+
+    >>> array_from_numpy(np.array([1, 2], np.int32), mask=np.array([False, True])).to_pylist()
+    [1, None]
+    """
+    values = np.ascontiguousarray(values)
+    n = len(values)
+    if type is None:
+        type = pa.bool_() if values.dtype == np.bool_ else pa.from_numpy_dtype(values.dtype)
+    validity = None
+    null_count = 0
+    if mask is not None:
+        null_count = int(np.count_nonzero(mask))
+        if null_count:
+            validity = pa.py_buffer(np.packbits(~np.asarray(mask, bool), bitorder="little"))
+    if values.dtype == np.bool_:
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        data = pa.py_buffer(values)
+    return pa.Array.from_buffers(type, n, [validity, data], null_count=null_count)
+
+
 def _validity(arr: pa.Array) -> np.ndarray:
     if arr.null_count == 0:
         return np.ones(len(arr), np.bool_)
@@ -359,18 +386,13 @@ def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
         w = keys[:, col]
         if kind == "int":
             v = (w ^ _SIGN).view(np.int64).astype(_physical_int(t))
-            arr = pa.array(v, type=pa.from_numpy_dtype(v.dtype), mask=mask)
-            arr = arr.view(t) if arr.type != t else arr
+            arr = array_from_numpy(v, t, mask)
         elif kind == "uint":
-            arr = pa.array(w.astype(f"uint{t.bit_width}"), type=t, mask=mask)
+            arr = array_from_numpy(w.astype(f"uint{t.bit_width}"), t, mask)
         elif kind == "float":
-            f = _float_from_words(w)
-            if t.bit_width == 16:
-                arr = pa.array(f.astype(np.float16), type=t, mask=mask)
-            else:
-                arr = pa.array(f.astype(f"float{t.bit_width}"), type=t, mask=mask)
+            arr = array_from_numpy(_float_from_words(w).astype(f"float{t.bit_width}"), t, mask)
         elif kind == "bool":
-            arr = pa.array(w != 0, type=pa.bool_(), mask=mask)
+            arr = array_from_numpy(w != 0, pa.bool_(), mask)
         else:
             valid = ~is_null
             offsets = np.empty(n + 1, np.int64)
@@ -378,7 +400,7 @@ def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
             data = np.empty(int(offsets[-1]), np.uint8)
             _decode_bytes_fill(keys, col, width, valid, offsets, data)
             large = pa.large_binary() if "binary" in str(t) else pa.large_string()
-            validity = pa.array(valid).buffers()[1] if mask is not None else None
+            validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if mask is not None else None
             arr = pa.Array.from_buffers(
                 large, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
                 null_count=int(is_null.sum()),

@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from colmz.order import (
     ColumnSpec,
+    array_from_numpy,
     Layout,
     decode_columns,
     encode_columns,
@@ -212,6 +213,8 @@ def _data_array(col, name: str) -> pa.Array:
         col = col.combine_chunks() if col.num_chunks != 1 else (col.chunk(0) if col.num_chunks else pa.array([], col.type))
     if not isinstance(col, pa.Array):
         arr = np.asarray(col)
+        if arr.dtype.kind in "biuf" and arr.ndim == 1:
+            return array_from_numpy(arr)
         if arr.dtype.kind == "U":
             col = pa.array(arr.tolist(), pa.string())
         elif arr.dtype.kind == "S":
