@@ -511,7 +511,13 @@ class Spine:
         if keys.shape[0] != n:
             # A batch without data columns encodes to zero key words per row.
             keys = np.empty((n, 0), np.uint64)
-        if n:
+        if not n:
+            # Fresh arrays rather than the caller's (possibly read-only) ones: kernels then
+            # always see writable arrays and compile one signature.
+            keys = np.empty((0, keys.shape[1]), np.uint64)
+            time = np.empty(0, np.uint64)
+            diff = np.empty(0, np.int64)
+        else:
             tmin = int(time.min())
             tmax = int(time.max())
             if tmin < lower:

@@ -33,8 +33,8 @@ import pyarrow as pa
 
 from colmz.order import (
     ColumnSpec,
-    array_from_numpy,
     Layout,
+    array_from_numpy,
     decode_columns,
     encode_columns,
     kind_of,

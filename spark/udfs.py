@@ -332,6 +332,7 @@ def _stream_consolidate(
     since: int | None,
     upper: int | None,
     partial: bool,
+    flush_rows: int = FLUSH_ROWS,
 ) -> Iterator[pa.RecordBatch]:
     """Consolidate a stream of Arrow batches (the body of every consolidating function).
 
@@ -339,7 +340,7 @@ def _stream_consolidate(
     after the first flush, if consolidation kept more than ``PARTIAL_KEEP_RATIO`` of the rows,
     the rest of the stream passes through untouched.
     """
-    runs = _Runs(since)
+    runs = _Runs(since, flush_rows)
     types: list[pa.DataType] | None = None
     passthrough = False
     for batch in batches:
@@ -355,7 +356,7 @@ def _stream_consolidate(
         if partial and flushed and runs.held() > PARTIAL_KEEP_RATIO * runs.raw_rows:
             passthrough = True
             out = runs.result()
-            runs = _Runs(since)
+            runs = _Runs(since, flush_rows)
             if out is not None:
                 yield from _to_batches(out, data, time, diff, types)
     out = runs.result()
