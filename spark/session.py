@@ -104,6 +104,7 @@ def session(
     numba_cache_dir: str | None = None,
     python: str | None = None,
     conf: Mapping[str, str] | None = None,
+    warm: bool = True,
 ) -> SparkSession:
     """A SparkSession whose Python workers can run colmz.
 
@@ -128,6 +129,9 @@ def session(
         Interpreter for Python workers (default ``sys.executable``).
     conf : mapping, optional
         Further Spark settings; they win over the defaults above.
+    warm : bool
+        Compile colmz's kernels into the Numba cache in this process first (default), so
+        local Python workers load them (~0.4 s) instead of each compiling them (seconds).
 
     Examples
     --------
@@ -148,6 +152,11 @@ def session(
 
     env = executor_env(python=python, numba_cache_dir=numba_cache_dir)
     os.makedirs(env["NUMBA_CACHE_DIR"], exist_ok=True)
+    if warm:
+        import colmz
+
+        colmz.set_cache_dir(env["NUMBA_CACHE_DIR"])
+        colmz.warmup()
     # Before the JVM starts: local-mode Python workers inherit the JVM's environment.
     os.environ.update(env)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -193,7 +193,8 @@ def _sink_partition(
             # What was yielded is now persisted: its retraction cancels it in the buffer.
             for u in parts:
                 c.insert_negated(u)
-            c.advance_since(upper)
+            # A tick at or before an initial since reads nothing and must not move it back.
+            c.advance_since(max(upper, c.since))
     if acc is not None:
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0

@@ -263,12 +263,22 @@ class Store:
         }
         # (2) publish: write the new manifest beside the old one, then atomically replace it.
         tmp = self.path / f".{MANIFEST}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(new, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        self._before_publish()
-        os.replace(tmp, self.manifest_path)
+        try:
+            with open(tmp, "w") as f:
+                json.dump(new, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            self._before_publish()
+            os.replace(tmp, self.manifest_path)
+        except BaseException:
+            # Not published: take the moved data out again so the directory is as it was.
+            # (A crash right here leaves an unlisted directory; clean() removes it.)
+            tmp.unlink(missing_ok=True)
+            shutil.rmtree(target, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                commits_dir.rmdir()
+            self._remove_empty_staging_root()
+            raise
         _fsync_dir(self.path)
         self._remove_empty_staging_root()
         return record

@@ -7,18 +7,17 @@ tests also exercise what users get: PYSPARK_PYTHON, NUMBA_CACHE_DIR and the loca
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory):
+def spark():
     import colmz.spark
 
-    cache = os.environ.get("NUMBA_CACHE_DIR") or str(tmp_path_factory.mktemp("numba"))
+    # A persistent per-user cache (warmed by session()) so workers load kernels, not compile.
+    cache = colmz.spark.default_cache_dir()
     s = colmz.spark.session("local[2]", "colmz-tests", numba_cache_dir=cache, shuffle_partitions=2)
     yield s
     s.stop()

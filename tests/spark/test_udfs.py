@@ -187,5 +187,5 @@ def test_workers_get_the_environment(spark):
     rows = spark.range(4, numPartitions=2).mapInArrow(probe, schema).collect()
     for r in rows:
         assert r.python == sys.executable
-        assert r.NUMBA_CACHE_DIR == os.environ["NUMBA_CACHE_DIR"]
+        assert os.environ["NUMBA_CACHE_DIR"] == r.NUMBA_CACHE_DIR
         assert r.NUMBA_NUM_THREADS == "1"

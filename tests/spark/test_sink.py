@@ -1,0 +1,151 @@
+"""The sink against a reference model of the correction buffer, and its two properties:
+a re-run appends nothing, a re-run after a change appends exactly the difference."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import colmz.spark
+from colmz.spark.sink import SinkStats
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "k long, v string, time long, diff long"
+
+
+def reference_sink(desired, persisted, ticks, since=0):
+    """Seed 000's caller contract on a naive multiset (SEMANTICS.md 2.3's reference model)."""
+    m = Counter()
+    for k, v, t, d in desired:
+        m[(k, v, t)] += d
+    for k, v, t, d in persisted:
+        m[(k, v, t)] -= d
+    out = []
+    for tick in ticks:
+        upper = tick + 1
+        emitted = Counter()
+        for (k, v, t), d in m.items():
+            t2 = max(t, since)
+            if t2 < upper:
+                emitted[(k, v, t2)] += d
+        emitted = {key: d for key, d in emitted.items() if d}
+        out.extend((*key, d) for key, d in emitted.items())
+        # advance the multiset to the since, then feed back what was written
+        adv = Counter()
+        for (k, v, t), d in m.items():
+            adv[(k, v, max(t, since))] += d
+        for key, d in emitted.items():
+            adv[key] -= d
+        m = Counter({key: d for key, d in adv.items() if d})
+        since = max(since, upper)
+    return sorted(out)
+
+
+def events_to_updates(events):
+    ups = []
+    for k, v, f, t in events:
+        ups.append((k, v, f, 1))
+        ups.append((k, v, t, -1))
+    return ups
+
+
+def random_events(rng, n, horizon):
+    f = rng.integers(0, horizon, n)
+    return [(int(k), str(v), int(a), int(a + 1 + d)) for k, v, a, d in
+            zip(rng.integers(0, 30, n), rng.choice(["p", "q", "r"], n), f, rng.integers(0, horizon, n))]
+
+
+def accumulate(rows, at):
+    c = Counter()
+    for k, v, t, d in rows:
+        if t <= at:
+            c[(k, v)] += d
+    return {key: d for key, d in c.items() if d}
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    rng = np.random.default_rng(11)
+    old = random_events(rng, 300, 40)
+    new = list(old[:250])  # drop 50 events
+    new[:20] = [(k, v, f, t + 3) for k, v, f, t in new[:20]]  # move 20 ends
+    new += random_events(rng, 30, 40)  # add 30
+    return old, new
+
+
+def test_sink_matches_reference_and_accumulates_to_desired(spark, scenario):
+    old, _ = scenario
+    desired = events_to_updates(old)
+    ticks = list(range(0, 40))
+    st = SinkStats(spark)
+    out = colmz.spark.sink(spark.createDataFrame(desired, SCHEMA), None, ticks, stats=st)
+    got = sorted(tuple(r) for r in out.collect())
+    assert got == reference_sink(desired, [], ticks)
+    for t in ticks:
+        assert accumulate(got, t) == accumulate(desired, t)
+    assert all(r[2] <= ticks[-1] for r in got)  # nothing written beyond the last tick
+    assert st.written == len(got)
+    assert len(st.written_per_tick) == len(ticks)
+    assert st.inserted == len(desired)
+    assert st.largest_buffer >= 1
+
+
+def test_rerun_appends_nothing(spark, scenario):
+    old, _ = scenario
+    desired = spark.createDataFrame(events_to_updates(old), SCHEMA)
+    ticks = range(40)
+    first = colmz.spark.sink(desired, None, ticks).collect()
+    persisted = spark.createDataFrame([tuple(r) for r in first], SCHEMA)
+    assert colmz.spark.sink(desired, persisted, ticks).count() == 0
+
+
+def test_rerun_after_change_appends_exactly_the_difference(spark, scenario):
+    old, new = scenario
+    d_old, d_new = events_to_updates(old), events_to_updates(new)
+    ticks = list(range(40))
+    first = [tuple(r) for r in colmz.spark.sink(spark.createDataFrame(d_old, SCHEMA), None, ticks).collect()]
+    second = sorted(tuple(r) for r in colmz.spark.sink(
+        spark.createDataFrame(d_new, SCHEMA), spark.createDataFrame(first, SCHEMA), ticks).collect())
+    # exactly desired_new - desired_old, consolidated, at times <= the last tick
+    diff = Counter()
+    for k, v, t, d in d_new:
+        diff[(k, v, t)] += d
+    for k, v, t, d in d_old:
+        diff[(k, v, t)] -= d
+    want = sorted((*key, d) for key, d in diff.items() if d and key[2] <= ticks[-1])
+    assert second == want
+    assert second == reference_sink(d_new, first, ticks)
+    for t in ticks:
+        assert accumulate(first + second, t) == accumulate(d_new, t)
+
+
+def test_sparse_ticks_history_and_since(spark):
+    # Updates before the first tick, between ticks, and after the last one.
+    desired = [(1, "a", 0, 1), (1, "a", 7, -1), (2, "b", 3, 1), (3, "c", 12, 1), (4, "d", 50, 1),
+               (2, "b", 11, -1), (5, "e", 5, 2)]
+    persisted = [(5, "e", 5, 1), (6, "z", 1, 1)]
+    ticks = [4, 8, 12, 20]
+    df_d, df_p = spark.createDataFrame(desired, SCHEMA), spark.createDataFrame(persisted, SCHEMA)
+    got = sorted(tuple(r) for r in colmz.spark.sink(df_d, df_p, ticks).collect())
+    assert got == reference_sink(desired, persisted, ticks)
+    got = sorted(tuple(r) for r in colmz.spark.sink(df_d, df_p, ticks, since=6, buckets=3).collect())
+    assert got == reference_sink(desired, persisted, ticks, since=6)
+    assert all(r[2] >= 6 for r in got)
+
+
+def test_sink_errors(spark):
+    d = spark.createDataFrame([(1, "a", 0, 1)], SCHEMA)
+    p = spark.createDataFrame([(1, 1, 0, 1)], "k long, v long, time long, diff long")
+    with pytest.raises(TypeError, match="persisted column 'v' has type bigint but desired has string"):
+        colmz.spark.sink(d, p, [1])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        colmz.spark.sink(d, None, [2, 2])
+    with pytest.raises(ValueError, match="ticks must not be empty"):
+        colmz.spark.sink(d, None, [])
+    with pytest.raises(ValueError, match="chain_proportionality"):
+        colmz.spark.sink(d, None, [1], tunables={"chain_proportionality": 0.5})
+    with pytest.raises(colmz.spark.ColumnMissingError, match="diff column 'diff'"):
+        colmz.spark.sink(d.drop("diff"), None, [1])
