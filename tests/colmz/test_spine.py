@@ -272,6 +272,16 @@ class SpineMachine(RuleBasedStateMachine):
         cuts = {phys, upper} | {b.upper for b in s.pending}
         cuts = [c for c in cuts if (c is None or c >= phys) and (upper is None or (c is not None and c <= upper))]
         u = data.draw(st.sampled_from(sorted(cuts, key=lambda c: (c is None, c or 0))))
+
+        def cut_inside(b):
+            return len(b) > 0 and u is not None and b.lower < u and (b.upper is None or u < b.upper)
+
+        if any(cut_inside(b) for b in s.pending):
+            fp = fingerprint(s)
+            with pytest.raises(ValueError, match="straddles"):
+                s.batches_through(u)
+            assert fingerprint(s) == fp
+            return
         got: Counter = Counter()
         last = None
         for b in s.batches_through(u):
