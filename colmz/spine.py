@@ -29,10 +29,12 @@ layer ``k`` has fewer than ``2**k`` virtual updates below it. A merge started at
 writes at most ``2**(k + 1)`` updates, and strictly more than ``2**k`` updates must arrive
 before another batch can reach layer ``k + 1``; four units per arriving update would finish
 it in time, and the factor 8 covers the virtual updates the roll-ups add. Consequences (both
-checked by the tests with work counters): an update is copied at most about twice per layer
-it climbs, ``O(log N)`` amortized, and an insert does at most ``(8 << i) * effort`` work per
-merge in progress, so the largest single insert costs a small fraction of an eager merge
-cascade.
+checked by the tests with work counters): an update is copied about once per layer it
+climbs, ``O(log N)`` amortized (tested: at most ``2 * log2(N)`` copies per update); and an
+insert at layer ``i`` does at most ``(8 << i) * effort`` work per merge in progress plus the
+roll-up of the fewer than ``2**i`` updates below it, so the largest single insert costs a
+small fraction of an eager merge cascade (tested: under a tenth of it for ``10**6`` updates in
+batches of 1000; measured about 2%).
 
 **Resumable merges.** A merge in progress owns preallocated output arrays and a cursor
 ``(i, j, o)`` into its two inputs and its output; the Numba kernel

@@ -558,6 +558,9 @@ def test_lagging_physical_frontier_keeps_batches_pending():
     for t in range(6):
         s.insert(ints([t], [t]), t, t + 1)
     assert len(s.pending) == 6 and s.stats()["merge_copies"] == 0
+    p = s.pending[2]
+    assert (p.lower, p.upper, p.since, len(p)) == (2, 3, 0, 1)
+    assert p.updates.to_pylist() == [(2, 2, 1)]
     assert all(c == 0 for _, c, _ in s.layers())
     assert s.snapshot(5).to_pylist() == [(t, 5, 1) for t in range(6)]
     s.set_physical_compaction(3)
@@ -705,13 +708,18 @@ def test_stats_counters():
 # ----------------------------------------------------------------------------- work targets
 
 
-def test_amortized_work_and_batch_count_bounds():
+@pytest.mark.parametrize(
+    ("sizes", "target"),
+    [([1, 3, 17, 100, 1000, 5000], 2**17), ([1], 2**12), ([1000], 2**18)],
+    ids=["mixed", "singletons", "thousands"],
+)
+def test_amortized_work_and_batch_count_bounds(sizes, target):
     rng = np.random.default_rng(7)
     s = Spine()
     t = 0
     total = 0
-    while total < 2**17:
-        size = int(rng.choice([1, 3, 17, 100, 1000, 5000]))
+    while total < target:
+        size = int(rng.choice(sizes))
         s.insert(ints(rng.integers(0, 2**40, size), [t] * size), t, t + 1)
         t += 1
         total += size
@@ -751,3 +759,27 @@ def test_per_insert_work_is_bounded_by_fuel(effort):
     st_ = s.stats()
     # Each of at most len(layers) merges gets (8 << 7) * effort per insert of 100 updates.
     assert st_["max_insert_work"] <= st_["layers"] * (8 << 7) * effort
+
+
+def test_insert_into_a_merge_in_progress_is_an_internal_error():
+    # §4.4(1): the fuel discipline must make this unreachable; the guard raises RuntimeError.
+    s = Spine()
+    s.insert(ints([1], [0]), 0, 1)
+    s.insert(ints([2], [1]), 1, 2)  # layer 0 now merges the two
+    assert s.layers()[-1] == (0, 2, 2)
+    with pytest.raises(RuntimeError, match="still merging"):
+        s._insert_at(None, 0)
+
+
+def test_no_soft_invariant_breaches_under_mixed_workload():
+    rng = np.random.default_rng(5)
+    for effort in (1, 2):
+        s = Spine(effort, exert_logic="proportional")
+        for t in range(200):
+            n = int(rng.choice([0, 1, 5, 50, 500]))
+            s.insert(ints(rng.integers(0, 1000, n), [t] * n, rng.choice([-1, 1], n)), t, t + 1)
+            if t % 7 == 0:
+                s.exert()
+            if t % 11 == 0:
+                s.set_logical_compaction(t)
+            assert s.check_invariants() == []

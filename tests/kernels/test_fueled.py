@@ -90,7 +90,7 @@ def same(x, y):
     return all(np.array_equal(p, q) for p, q in zip(x, y))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(runs())
 def test_kernel_matches_reference_step_by_step(case):
     a, b, since, budgets = case
@@ -107,7 +107,7 @@ def test_kernel_matches_reference_step_by_step(case):
     assert same(out, want)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(runs(width=1))
 def test_one_word_kernel_matches_reference(case):
     a, b, since, budgets = case
@@ -118,7 +118,7 @@ def test_one_word_kernel_matches_reference(case):
         assert same(out, ref_out)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(runs())
 def test_kernel_python_source_matches_reference(case):
     # The kernels' own Python (what NUMBA_DISABLE_JIT=1 runs) against the reference.
@@ -134,7 +134,7 @@ def test_kernel_python_source_matches_reference(case):
         assert same(out, ref_out)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(runs(), st.integers(1, 5))
 def test_run_merge_resumes_to_the_full_merge(case, budget):
     a, b, since, _ = case
