@@ -238,7 +238,7 @@ class _Merge:
     ``result`` change after construction, which is what :meth:`Spine._checkpoint` saves.
     """
 
-    __slots__ = ("a", "b", "adv", "lower", "upper", "since", "layout", "out", "cursor",
+    __slots__ = ("a", "b", "runs", "adv", "lower", "upper", "since", "layout", "out", "cursor",
                  "complete", "result")
 
     def __init__(self, a: _Batch | None, b: _Batch | None, logical: Frontier):
@@ -247,6 +247,7 @@ class _Merge:
         self.result = None
         self.cursor = None
         self.out = None
+        self.runs = None
         self.complete = True
         if a is None or b is None:
             # One side structurally empty: nothing to merge.
@@ -269,6 +270,8 @@ class _Merge:
                 self.result = _Batch(self.lower, self.upper, self.since, other.enc)
                 return
         self.layout = unify_layouts(a.enc.layout, b.enc.layout)
+        # Pad once here, not at every step: padding copies when the layouts differ.
+        self.runs = (a.run(self.layout), b.run(self.layout))
         cap = len(a) + len(b)
         w = sum(self.layout)
         self.out = (np.empty((cap, w), np.uint64), np.empty(cap, np.uint64),
@@ -936,7 +939,7 @@ class Spine:
         cur = m.cursor
         before_reads = int(cur[0] + cur[1])
         a, b = m.a, m.b
-        produced = run_merge(a.run(m.layout), b.run(m.layout), m.adv, cur, m.out, fuel)
+        produced = run_merge(m.runs[0], m.runs[1], m.adv, cur, m.out, fuel)
         st = self._stats
         st["merge_copies"] += produced
         st["merge_reads"] += int(cur[0] + cur[1]) - before_reads

@@ -783,3 +783,17 @@ def test_no_soft_invariant_breaches_under_mixed_workload():
             if t % 11 == 0:
                 s.set_logical_compaction(t)
             assert s.check_invariants() == []
+
+
+def test_merges_of_different_layouts_pad_once():
+    # Later batches hold longer strings (wider keys): every merge pads its inputs once, and
+    # fueled steps read the padded copies rather than re-padding.
+    s = Spine()
+    for t in range(64):
+        word = "w" * (1 + t // 8)
+        s.insert(colmz.Updates({"s": [word, None]}, time=[t, t], diff=[1, 1]), t, t + 1)
+        s.check_invariants(deep=True)
+    got = s.snapshot(63).to_pylist()
+    assert got == [(None, 63, 64)] + [("w" * i, 63, 8) for i in range(1, 9)]
+    st_ = s.stats()
+    assert st_["merge_reads"] <= 2 * math.log2(128) * 128
