@@ -31,6 +31,14 @@ from colmz.correction import Correction, SinceRegression
 from colmz.frontier import MAX_TIME, Frontier
 from colmz.ops import concat, consolidate, release_scratch, set_cache_dir, warmup
 from colmz.order import ColumnSpec
+from colmz.spine import (
+    EXERT_LOGICS,
+    BatchBoundsError,
+    FrontierRegressionError,
+    Spine,
+    SpineBatch,
+    proportional_exert_logic,
+)
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
@@ -54,6 +62,12 @@ __all__ = [
     "Frontier",
     "SchemaError",
     "SinceRegression",
+    "Spine",
+    "SpineBatch",
+    "BatchBoundsError",
+    "FrontierRegressionError",
+    "EXERT_LOGICS",
+    "proportional_exert_logic",
     "Updates",
     "concat",
     "consolidate",

@@ -180,6 +180,13 @@ def warmup(verbose: bool = False) -> float:
         merge_runs([wrun, wrun], order)
         advance_runs([run, run], 1, order)
     lower_bound(enc.time, np.uint64(1))
+    # the spine's resumable merge
+    from colmz.spine import Spine
+
+    sp = Spine()
+    sp.insert(one, 0, 2)
+    sp.insert(one.slice(0, 0), 2, 3)
+    sp.exert(10)
     # many-words path of the sort (keys wider than one packed word)
     big = np.array([[2**63, 2**62], [1, 2**61]], np.uint64)
     sort_consolidate(big, np.array([1, 0], np.uint64), np.array([1, 1], np.int64), "data")
