@@ -74,6 +74,20 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _wait_for_running_tasks(spark, timeout: float = 60.0) -> None:
+    """Wait (bounded) until no executor runs a task."""
+    deadline = _time.monotonic() + timeout
+    tracker = spark.sparkContext.statusTracker()
+    while _time.monotonic() < deadline:
+        try:
+            busy = sum(e.numRunningTasks() for e in spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos())
+        except Exception:  # no JVM view of executors: fall back to active stages
+            busy = len(tracker.getActiveStageIds())
+        if not busy:
+            return
+        _time.sleep(0.2)
+
+
 def _parquet_rows(files: list[Path]) -> int:
     import pyarrow.parquet as pq
 
@@ -201,7 +215,11 @@ class Store:
         try:
             df.write.mode("errorifexists").parquet(str(path))
         except BaseException:
+            # Tasks of the failed job are cancelled asynchronously and may still write into
+            # their attempt directories: let them stop before removing the staging area.
+            _wait_for_running_tasks(df.sparkSession)
             shutil.rmtree(path, ignore_errors=True)
+            self._remove_empty_staging_root()
             raise
         files = sorted(p for p in path.glob("part-*.parquet"))
         rows = _parquet_rows(files)

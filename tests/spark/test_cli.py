@@ -1,0 +1,251 @@
+"""The ``colmz`` CLI end to end: the example, re-runs, changed events, bad input, failures."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import colmz
+from colmz.spark import cli
+from colmz.spark.store import MANIFEST, Store
+
+pytestmark = pytest.mark.spark
+
+TICKS = 30
+
+
+def run(argv, spark):
+    """Run ``colmz ARGV`` in-process (it reuses the test session); return (status, summary)."""
+    out = io.StringIO()
+    status = cli.main([*argv, "--json", "--quiet"], out=out)
+    text = out.getvalue().strip()
+    return status, (json.loads(text.splitlines()[-1]) if status == 0 and text else None)
+
+
+def write_events(path: Path, events: list[tuple]) -> str:
+    k, region, plan, f, t = zip(*events) if events else ([],) * 5
+    pq.write_table(pa.table({
+        "customer": pa.array(k, pa.int64()), "region": pa.array(region, pa.string()),
+        "plan": pa.array(plan, pa.string()), "valid_from": pa.array(f, pa.int64()),
+        "valid_to": pa.array(t, pa.int64()),
+    }), path)
+    return str(path)
+
+
+def sink_args(store, events=None, *extra):
+    args = ["sink", "--store", str(store), "--ticks", str(TICKS), "--verify-ticks", "3"]
+    if events is not None:
+        args += ["--input", events, "--keys", "customer,region", "--value", "plan"]
+    return [*args, *extra]
+
+
+def stored_state(store: Store, at: int) -> dict:
+    t = store.read_arrow()
+    c = Counter()
+    if t is not None:
+        for k, r, p, time, d in zip(*(t.column(n).to_pylist() for n in t.column_names)):
+            if time <= at:
+                c[(k, r, p)] += d
+    return {key: d for key, d in c.items() if d}
+
+
+def view(events, at: int) -> dict:
+    return dict(Counter((k, r, p) for k, r, p, f, t in events if f <= at < t))
+
+
+def random_events(seed: int, n: int) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    f = rng.integers(0, TICKS, n)
+    return [(int(k), str(r), str(p), int(a), int(a + d)) for k, r, p, a, d in zip(
+        rng.integers(0, 40, n), rng.choice(["eu", "us"], n), rng.choice(["free", "pro"], n), f,
+        rng.integers(0, TICKS, n))]
+
+
+def test_help_everywhere():
+    exe = Path(sys.executable).parent / "colmz"
+    base = [str(exe)] if exe.exists() else [sys.executable, "-m", "colmz.spark.cli"]
+    for sub in ([], ["sink"], ["consolidate"], ["snapshot"]):
+        r = subprocess.run([*base, *sub, "--help"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "usage: colmz" in r.stdout
+    r = subprocess.run([*base, "sink", "--ticks", "0"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "positive integer" in r.stderr
+
+
+def test_example_end_to_end_and_idempotent(spark, tmp_path):
+    store = tmp_path / "store"
+    status, s = run([*sink_args(store), "--example-events", "1500"], spark)
+    assert status == 0
+    assert s["ticks"] == TICKS and s["events"] == 1500
+    assert s["updates_written"] > 0 and s["store_version"] == 1
+    assert s["largest_correction_buffer"] > 0
+    assert s["verified_ticks"] == [0, 14, 29]
+    listing = Store(store).listing()
+    # the same events again: nothing to append, store untouched
+    status, s2 = run([*sink_args(store), "--example-events", "1500"], spark)
+    assert status == 0 and s2["updates_written"] == 0 and s2["store_version"] == 1
+    assert Store(store).listing() == listing
+    # human-readable output: progress and a summary
+    out = io.StringIO()
+    assert cli.main([*sink_args(store), "--example-events", "1500", "--verify-ticks", "0"], out=out) == 0
+    text = out.getvalue()
+    for needle in ("reading events", "sink over 30 ticks", "updates written", "largest correction buffer", "time"):
+        assert needle in text
+
+
+def test_changed_events_append_exactly_the_difference(spark, tmp_path):
+    store = tmp_path / "store"
+    old = random_events(1, 400)
+    new = old[:350] + random_events(2, 40)
+    new[:10] = [(k, r, p, f, t + 2) for k, r, p, f, t in new[:10]]
+    p_old = write_events(tmp_path / "old.parquet", old)
+    p_new = write_events(tmp_path / "new.parquet", new)
+    assert run(sink_args(store, p_old), spark)[0] == 0
+    first_rows = Store(store).rows
+    status, s = run(sink_args(store, p_new), spark)
+    assert status == 0
+    # expected: consolidate(desired_new - desired_old) at times <= the last tick
+    d = Counter()
+    for sign, evs in ((1, new), (-1, old)):
+        for k, r, p, f, t in evs:
+            d[(k, r, p, f)] += sign
+            d[(k, r, p, t)] -= sign
+    want = {key: v for key, v in d.items() if v and key[3] <= TICKS - 1}
+    assert s["updates_written"] == len(want)
+    st = Store(store)
+    assert st.rows == first_rows + len(want) and st.version == 2
+    last = pq.read_table(st.files()[-len(st.manifest()["commits"][-1]["files"]):])
+    got = {(k, r, p, t): dd for k, r, p, t, dd in zip(*(last.column(n).to_pylist() for n in last.column_names))}
+    assert got == want
+    for at in range(TICKS):
+        assert stored_state(st, at) == view(new, at)
+    # and once more: nothing
+    assert run(sink_args(store, p_new), spark)[1]["updates_written"] == 0
+
+
+BAD = {
+    "missing column": (lambda t: t.drop(["valid_to"]), "valid_to column 'valid_to' is not in the events"),
+    "mistyped time": (lambda t: t.set_column(3, "valid_from", t.column("valid_from").cast(pa.string())),
+                      "valid_from column 'valid_from' has type string"),
+    "negative time": (lambda t: t.set_column(3, "valid_from", pa.array([-5] + t.column("valid_from").to_pylist()[1:])),
+                      "1 row(s) with negative valid_from"),
+    "null time": (lambda t: t.set_column(4, "valid_to", pa.array([None] + t.column("valid_to").to_pylist()[1:], pa.int64())),
+                  "1 row(s) with NULL valid_to"),
+    "inverted interval": (lambda t: t.set_column(4, "valid_to", pa.array([0] + t.column("valid_to").to_pylist()[1:], pa.int64())),
+                          "row(s) with valid_to < valid_from"),
+    "unsupported key type": (lambda t: t.set_column(0, "customer", pa.array([[1]] * t.num_rows)),
+                             "key column 'customer' has type array<bigint>"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_reported_before_anything_is_written(spark, tmp_path, capsys, case):
+    store = tmp_path / "store"
+    events = random_events(3, 50)
+    events[0] = (1, "eu", "pro", 5, 9)
+    good = write_events(tmp_path / "good.parquet", events)
+    assert run(sink_args(store, good), spark)[0] == 0
+    before, manifest = Store(store).listing(), (store / MANIFEST).read_bytes()
+    change, message = BAD[case]
+    path = tmp_path / "bad.parquet"
+    pq.write_table(change(pq.read_table(good)), path)
+    status, _ = run(sink_args(store, str(path)), spark)
+    assert status == 2
+    assert message in capsys.readouterr().err
+    assert Store(store).listing() == before and (store / MANIFEST).read_bytes() == manifest
+
+
+def test_bad_input_to_a_new_store_creates_nothing(spark, tmp_path, capsys):
+    status, _ = run(sink_args(tmp_path / "store", str(tmp_path / "missing.parquet")), spark)
+    assert status == 2 and "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()
+    events = write_events(tmp_path / "e.parquet", random_events(4, 20))
+    status, _ = run(["sink", "--store", str(tmp_path / "store"), "--input", events], spark)
+    assert status == 2 and "--keys is required" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()
+
+
+def test_failing_job_midway_leaves_the_store_as_it_was(spark, tmp_path, monkeypatch):
+    from collections.abc import Iterator
+
+    store = tmp_path / "store"
+    old = write_events(tmp_path / "old.parquet", random_events(5, 200))
+    new = write_events(tmp_path / "new.parquet", random_events(6, 200))
+    assert run(sink_args(store, old), spark)[0] == 0
+    before, manifest = Store(store).listing(), (store / MANIFEST).read_bytes()
+
+    real_sink = cli.sink
+
+    def failing_sink(*args, **kwargs):
+        # One task fails after the others may have written their files into staging.
+        def boom(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from pyspark import TaskContext
+
+            yield from batches
+            if TaskContext.get().partitionId() == 1:
+                raise RuntimeError("executor lost midway")
+
+        out = real_sink(*args, **kwargs)
+        return out.mapInArrow(boom, out.schema)
+
+    monkeypatch.setattr(cli, "sink", failing_sink)
+    with pytest.raises(Exception, match="executor lost midway"):
+        run(sink_args(store, new), spark)
+    assert Store(store).listing() == before and (store / MANIFEST).read_bytes() == manifest
+
+    # a verification failure also commits nothing
+    monkeypatch.setattr(cli, "sink", real_sink)
+    monkeypatch.setattr(cli, "verify", lambda *a, **k: {0: {"rows": 1, "mismatches": 3}})
+    status, _ = run(sink_args(store, new), spark)
+    assert status == 1
+    assert Store(store).listing() == before and (store / MANIFEST).read_bytes() == manifest
+
+    # and the next healthy run works from the untouched store
+    monkeypatch.undo()
+    status, s = run(sink_args(store, new), spark)
+    assert status == 0 and s["store_version"] == 2
+
+
+def test_consolidate_and_snapshot_commands(spark, tmp_path, capsys):
+    rng = np.random.default_rng(9)
+    n = 1000
+    table = pa.table({"k": pa.array(rng.choice(["a", "b", "c"], n)), "x": pa.array(rng.integers(0, 4, n)),
+                      "time": pa.array(rng.integers(0, 10, n)), "diff": pa.array(rng.integers(-1, 2, n))})
+    src = tmp_path / "in.parquet"
+    pq.write_table(table, src)
+    u = colmz.Updates.from_arrow(table)
+
+    out = tmp_path / "out"
+    status, s = run(["consolidate", str(src), str(out), "--since", "3", "--upper", "8"], spark)
+    assert status == 0 and s["input_rows"] == n
+    got = sorted(tuple(r.values()) for r in pq.read_table(out).to_pylist())
+    want = sorted(r for r in colmz.consolidate(u, since=3).to_pylist() if r[2] < 8)
+    assert got == want and s["output_rows"] == len(want)
+
+    status, _ = run(["consolidate", str(src), str(out)], spark)
+    assert status == 2 and "exists" in capsys.readouterr().err
+    status, _ = run(["consolidate", str(src), str(out), "--overwrite"], spark)
+    assert status == 0
+    assert sorted(tuple(r.values()) for r in pq.read_table(out).to_pylist()) == sorted(colmz.consolidate(u).to_pylist())
+
+    snap = tmp_path / "snap"
+    assert run(["snapshot", str(src), str(snap), "--as-of", "5"], spark)[0] == 0
+    got = sorted(tuple(r.values()) for r in pq.read_table(snap).to_pylist())
+    assert got == sorted(r for r in colmz.consolidate(u, since=5).to_pylist() if r[2] < 6)
+
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(table.set_column(2, "time", pa.array([-1] * n)), bad)
+    status, _ = run(["consolidate", str(bad), str(tmp_path / "never")], spark)
+    assert status == 2 and "negative time" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+    status, _ = run(["consolidate", str(src), str(tmp_path / "never"), "--data", "nope"], spark)
+    assert status == 2 and "data column 'nope'" in capsys.readouterr().err
