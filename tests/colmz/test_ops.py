@@ -281,3 +281,41 @@ def test_set_cache_dir_in_a_fresh_process(tmp_path):
     # kernels decorated at `import colmz` (before the call) and imported after it
     for stem in ("order._encode_bytes", "sort.field_ranges", "split.lower_bound"):
         assert any(n.startswith(stem) and n.endswith(".nbi") for n in cached), (stem, cached)
+
+
+@pytest.mark.slow
+@settings(max_examples=us.examples(1000))
+@given(
+    us.updates(max_rows=200),
+    st.sampled_from(["time", "data"]),
+    st.none() | us.time_strategy(),
+)
+def test_consolidate_matches_multiset_oracle_thorough(u, order, since):
+    consolidate_or_overflow(u, order, since)
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_imports(tmp_path):
+    """A built wheel (not the editable install) provides colmz, colmz.kernels, colmz.spark."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    dist, target = tmp_path / "dist", tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "-o", str(dist), repo],
+        check=True, capture_output=True, timeout=600,
+    )
+    wheel = next(dist.glob("colmz-*.whl"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
+        check=True, capture_output=True, timeout=600,
+    )
+    code = (
+        "import colmz, colmz.kernels, colmz.spark, colmz.kernels.consolidate\n"
+        f"assert colmz.__file__.startswith({str(target)!r}), colmz.__file__\n"
+        f"assert colmz.kernels.consolidate.__file__.startswith({str(target)!r})\n"
+        "import importlib.util\n"
+        "assert importlib.util.find_spec('kernels') is None and importlib.util.find_spec('spark') is None\n"
+        "u = colmz.Updates({'k': ['b', 'a', 'b']}, time=[1, 1, 1], diff=[1, 1, -1])\n"
+        "assert colmz.consolidate(u).to_pylist() == [('a', 1, 1)]\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(target), NUMBA_CACHE_DIR=str(tmp_path / "nc"))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=str(tmp_path), timeout=600)

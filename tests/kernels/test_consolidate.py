@@ -240,3 +240,21 @@ def test_times_at_max_and_since_max():
     k, t, d = sort_consolidate(keys, time, diff, "time", MAX)
     assert k.ravel().tolist() == [1, 2] and t.tolist() == [MAX, MAX] and d.tolist() == [2, 1]
     check(keys, time, diff, "data", MAX - 1)
+
+
+@pytest.mark.slow
+def test_kernels_own_python_matches_references():
+    """The kernel tests again with ``NUMBA_DISABLE_JIT=1``: the Python the kernels are written
+    in, not only their compiled form, agrees with the references."""
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    files = [os.path.join(here, f"test_{m}.py") for m in ("sort", "consolidate", "merge", "advance", "split")]
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::RuntimeWarning", *files],
+        env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
