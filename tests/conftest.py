@@ -5,14 +5,37 @@
   :func:`updates_strategies.examples` tenfold.
 * Tests marked ``slow`` are skipped unless the marker expression names them
   (``pytest -m slow`` or ``-m "slow or not slow"``).
+* The installed ``colmz`` is imported first, with ``tests/`` off ``sys.path``: pytest puts
+  ``tests/`` on ``sys.path`` for this file, and there the folder ``tests/colmz`` (no
+  ``__init__.py``) would be taken for a namespace package ``colmz`` whenever the repository
+  root is not on ``sys.path`` too (``.venv/bin/pytest``, or pytest run from another folder).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
-import pytest
-from hypothesis import HealthCheck, settings
+
+def _import_installed_colmz() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    saved = sys.path[:]
+    sys.path[:] = [
+        p for p in sys.path
+        if not (os.path.abspath(p or os.curdir) + os.sep).startswith(here + os.sep)
+    ]
+    try:
+        if getattr(sys.modules.get("colmz"), "__file__", None) is None:
+            sys.modules.pop("colmz", None)
+        import colmz  # noqa: F401
+    finally:
+        sys.path[:] = saved
+
+
+_import_installed_colmz()
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile(
     "colmz",

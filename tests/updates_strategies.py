@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from collections import Counter
 
 import numpy as np
@@ -54,6 +55,29 @@ _STRINGS = [
     "", "a", "b", "a\x00", "\x00", "\x00\x00", "abcdefg", "abcdefgh", "abcdefg\x00",
     "abcdefghijklmn", "abcdefghijklmno", "abcdefghijklmn\x00", "é", "x" * 40, "x" * 41,
 ]
+
+
+def _nan_with_payload(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def tricky_values(t: pa.DataType) -> list:
+    """Values that are equal under colmz's rules though spelled differently, or that sit
+    next to NULL's value word: mixed into a column's pool half of the time."""
+    if pa.types.is_floating(t):
+        return [-0.0, 0.0, math.nan, -math.nan, _nan_with_payload(0x7FF0000000000001),
+                _nan_with_payload(0xFFF8000000000123), -math.inf]
+    if pa.types.is_boolean(t):
+        return [False]
+    if pa.types.is_integer(t):
+        return [-(2 ** (t.bit_width - 1)) if pa.types.is_signed_integer(t) else 0, 0]
+    if pa.types.is_temporal(t):
+        return [0]
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return ["", "\x00", "a", "a\x00", "abcdefg", "abcdefg\x00"]
+    if pa.types.is_binary(t):
+        return [b"", b"\x00", b"a", b"a\x00", b"abcdefg", b"abcdefg\x00"]
+    return []
 
 
 def examples(n: int) -> int:
@@ -110,6 +134,8 @@ def arrow_columns(draw, schema, n: int, pools: bool = True) -> list[pa.Array]:
         values = value_strategy(t)
         if pools:
             pool = draw(st.lists(values, min_size=1, max_size=4))
+            if draw(st.booleans()):
+                pool += draw(st.lists(st.sampled_from(tricky_values(t)), min_size=1, max_size=4))
             null_share = draw(st.sampled_from([0, 0, 1, 2, 10]))  # out of 10
             options = st.sampled_from(pool)
             if null_share == 10:
