@@ -1,8 +1,8 @@
 """Spark adapters for colmz: sessions, grouped UDFs, the sink and the ``colmz`` CLI.
 
 >>> import colmz.spark
->>> sorted(n for n in colmz.spark.__all__ if not n[0].isupper())[:4]
-['bucket_columns', 'consolidate', 'consolidate_fn', 'executor_env']
+>>> [f for f in ("session", "consolidate", "snapshot", "sink") if f in colmz.spark.__all__]
+['session', 'consolidate', 'snapshot', 'sink']
 
 The user-facing names:
 

@@ -3,7 +3,7 @@
 ``colmz sink`` keeps a store of updates equal to a temporal-filter view of an events table,
 writing only corrections::
 
-    colmz sink                                  # generated example events, ./colmz-store
+    colmz sink                                  # generated example events, ./colmz_store
     colmz sink --input events.parquet --keys customer,region --value plan --store out/
 
 Steps (each reported as it runs): read and validate the events (nothing is written when they
@@ -402,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--value", default="value", help="value column (default: %(default)s)")
     s.add_argument("--valid-from", default="valid_from", help="interval start column (default: %(default)s)")
     s.add_argument("--valid-to", default="valid_to", help="interval end column, exclusive (default: %(default)s)")
-    s.add_argument("--store", default="colmz-store", help="store directory (default: %(default)s)")
+    s.add_argument("--store", default="colmz_store", help="store directory (default: %(default)s)")
     s.add_argument("--ticks", type=_positive, default=1000, help="number of ticks (default: %(default)s)")
     s.add_argument("--first-tick", type=_nonneg, default=0, help="time of the first tick (default: %(default)s)")
     s.add_argument("--tick-step", type=_positive, default=1, help="time between ticks (default: %(default)s)")

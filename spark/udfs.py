@@ -65,6 +65,9 @@ FLUSH_ROWS = 1 << 20
 #: Rows per output record batch handed back to Spark.
 OUT_BATCH_ROWS = 1 << 16
 
+#: Rows a partial consolidation looks at before deciding whether to keep consolidating.
+PARTIAL_PROBE_ROWS = 1 << 16
+
 #: A partial (pre-shuffle) consolidation that keeps more than this share of its input
 #: switches to pass-through: sorting mostly-distinct updates twice buys nothing.
 PARTIAL_KEEP_RATIO = 0.8
@@ -134,10 +137,11 @@ def check_update_columns(
     ...                   T.StructField("diff", T.IntegerType())])
     >>> check_update_columns(s, None, "time", "diff")
     ['k']
-    >>> check_update_columns(s, ["k"], "t", "diff")
-    Traceback (most recent call last):
-    ...
-    colmz.spark.udfs.ColumnMissingError: time column 't' is not in the DataFrame; columns are ['k', 'time', 'diff']
+    >>> try:
+    ...     check_update_columns(s, ["k"], "t", "diff")
+    ... except KeyError as e:
+    ...     print(e)
+    time column 't' is not in the DataFrame; columns are ['k', 'time', 'diff']
     """
     T, integers, supported = _spark_types()
     fields = {f.name: f for f in schema.fields}
@@ -337,12 +341,13 @@ def _stream_consolidate(
     """Consolidate a stream of Arrow batches (the body of every consolidating function).
 
     With ``partial`` the output may still hold duplicates (a later consolidation follows):
-    after the first flush, if consolidation kept more than ``PARTIAL_KEEP_RATIO`` of the rows,
-    the rest of the stream passes through untouched.
+    after ``PARTIAL_PROBE_ROWS`` rows and after every flush, if consolidation kept more than
+    ``PARTIAL_KEEP_RATIO`` of the rows, the rest of the stream passes through untouched.
     """
     runs = _Runs(since, flush_rows)
     types: list[pa.DataType] | None = None
     passthrough = False
+    decided = False
     for batch in batches:
         if types is None:
             types = [batch.schema.field(n).type for n in data]
@@ -353,6 +358,13 @@ def _stream_consolidate(
             yield batch.select([*data, time, diff])
             continue
         flushed = runs.add(_as_updates(batch, data, time, diff))
+        if partial and not decided and runs.raw_rows >= PARTIAL_PROBE_ROWS:
+            # Probe early, like Spark's adaptive partial aggregation: consolidate what came
+            # so far and keep going only if it shrank.
+            decided = True
+            if not flushed:
+                runs.flush()
+            flushed = True
         if partial and flushed and runs.held() > PARTIAL_KEEP_RATIO * runs.raw_rows:
             passthrough = True
             out = runs.result()
