@@ -167,7 +167,8 @@ def naive_select(dataflows: list, storage: dict, current_time: int) -> dict:
 class SelectAsOfs:
     """Worklist selection vs the full-sweep fixpoint on random DAGs."""
 
-    params = [(1_000, 10_000), (10_000, 50_000)]
+    # One parameter whose values are tuples: wrap it, or asv reads two parameters.
+    params = [[(1_000, 10_000), (10_000, 50_000)]]
     param_names = ["dataflows_edges"]
     timeout = 600
 
