@@ -20,6 +20,7 @@ import pyarrow as pa
 from colmz.frontier import check_time
 from colmz.kernels import _scratch
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
+from colmz.order import ColumnSpec, array_from_numpy, decode_columns, encode_columns
 from colmz.updates import Encoded, Updates, concat_encoded, unify_schemas
 
 __all__ = ["concat", "consolidate", "release_scratch", "set_cache_dir", "warmup"]
@@ -67,9 +68,72 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     _check_order(order)
     if since is not None:
         since = check_time(since, "since")
+    schema = updates.schema
+    if len(updates) >= _RANK_MIN_ROWS and any(s.kind == "bytes" for s in schema):
+        return _consolidate_ranked(updates, order, since)
     enc = updates.encode()
     keys, time, diff = sort_consolidate(enc.keys, enc.time, enc.diff, order, since)
-    return Updates.decode(Encoded(keys, time, diff, enc.layout), updates.schema)
+    return Updates.decode(Encoded(keys, time, diff, enc.layout), schema)
+
+
+# Below this many rows strings are sorted by their full encoding; above it, by rank.
+_RANK_MIN_ROWS = 4096
+
+
+def _rank_column(col: pa.Array):
+    """A string/binary column as ``uint64`` ranks that order and compare like the strings.
+
+    Ranks are computed within one call and never leave it, so colmz's order stays a pure
+    function of the values. The empty string takes rank 0 and every other value its position
+    among the sorted distinct values, shifted so that 0 is free for NULL (whose value word is
+    0 and whose null bit sorts it after ``""``), exactly as the full encoding orders them.
+    """
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    enc = col.dictionary_encode()
+    dictionary = enc.dictionary
+    order = pc.array_sort_indices(dictionary).to_numpy()
+    sorted_dict = dictionary.take(order)
+    has_empty = len(sorted_dict) > 0 and len(sorted_dict[0].as_buffer() or b"") == 0
+    shift = 0 if has_empty else 1
+    value = np.empty(len(dictionary), np.uint64)
+    value[order] = np.arange(len(dictionary), dtype=np.uint64) + np.uint64(shift)
+    idx = enc.indices
+    nulls = idx.is_null().to_numpy(zero_copy_only=False) if idx.null_count else None
+    codes = pc.fill_null(idx, 0).to_numpy(zero_copy_only=False) if idx.null_count else idx.to_numpy()
+    ranks = value[codes] if len(dictionary) else np.zeros(len(col), np.uint64)
+    return array_from_numpy(ranks, pa.uint64(), nulls), sorted_dict, shift
+
+
+def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
+    # Long strings take several key words each and force the multi-word sort; their ranks
+    # take one. Consolidate on ranks, then map the surviving ranks back to strings.
+    schema = updates.schema
+    columns = list(updates._columns)
+    ranked = {}
+    for i, spec in enumerate(schema):
+        if spec.kind == "bytes":
+            columns[i], sorted_dict, shift = _rank_column(columns[i])
+            ranked[i] = (sorted_dict, shift)
+    keys, layout = encode_columns(columns)
+    k, t, d = sort_consolidate(keys, updates._time, updates._diff, order, since)
+    specs = [ColumnSpec(s.name, pa.uint64()) if i in ranked else s for i, s in enumerate(schema)]
+    out = decode_columns(k, layout, specs)
+    for i, (sorted_dict, shift) in ranked.items():
+        r = out[i]
+        pos = r.to_numpy(zero_copy_only=False)
+        if r.null_count:
+            pos = np.where(r.is_null().to_numpy(zero_copy_only=False), 0, pos)
+        pos = pos.astype(np.int64) - shift
+        mask = r.is_null().to_numpy(zero_copy_only=False) if r.null_count else None
+        idx = array_from_numpy(np.maximum(pos, 0), pa.int64(), mask)
+        col = sorted_dict.take(idx)
+        if col.type != schema[i].type:
+            col = col.cast(schema[i].type)
+        out[i] = col
+    return Updates({s.name: c for s, c in zip(schema, out)}, t, d, _trusted=True)
 
 
 def concat(batches: Iterable[Updates]) -> Updates:

@@ -319,3 +319,50 @@ def test_wheel_installs_and_imports(tmp_path):
     )
     env = dict(os.environ, PYTHONPATH=str(target), NUMBA_CACHE_DIR=str(tmp_path / "nc"))
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=str(tmp_path), timeout=600)
+
+
+# ----------------------------------------------------------------------------- ranked strings
+
+_STRINGS = ["", "a", "ab", "a\x00", "b", "longer than seven", "longer than sevem", "x" * 30]
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.sampled_from(_STRINGS)),
+            st.one_of(st.none(), st.sampled_from(_STRINGS)),
+            st.one_of(st.none(), st.integers(-2, 2)),
+            st.integers(0, 6),
+            st.sampled_from([-1, 1, 2]),
+        ),
+        max_size=60,
+    ),
+    order=st.sampled_from(["time", "data"]),
+    since=st.one_of(st.none(), st.integers(0, 7)),
+    string_type=st.sampled_from([pa.string(), pa.large_string()]),
+)
+@settings(max_examples=80, deadline=None)
+def test_ranked_strings_path_equals_full_encoding(rows, order, since, string_type):
+    # Large inputs with strings consolidate on per-call ranks; the result, order included,
+    # must be exactly what the full order-preserving encoding gives.
+    import colmz.ops as ops
+    from colmz.kernels.consolidate import sort_consolidate
+    from colmz.updates import Encoded
+
+    u = colmz.Updates(
+        {
+            "s": pa.array([r[0] for r in rows], string_type),
+            "b": pa.array([None if r[1] is None else r[1].encode() for r in rows], pa.binary()),
+            "k": pa.array([r[2] for r in rows], pa.int64()),
+        },
+        time=np.array([r[3] for r in rows], np.uint64),
+        diff=np.array([r[4] for r in rows], np.int64),
+    )
+    enc = u.encode()
+    k, t, d = sort_consolidate(enc.keys, enc.time, enc.diff, order, since)
+    full = colmz.Updates.decode(Encoded(k, t, d, enc.layout), u.schema)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ops, "_RANK_MIN_ROWS", 0)
+        ranked = colmz.consolidate(u, order=order, since=since)
+    assert ranked.to_pylist() == full.to_pylist()
+    assert ranked.schema == u.schema
