@@ -52,7 +52,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from colmz.kernels._jit import jit
 
@@ -243,7 +242,17 @@ def array_from_numpy(values: np.ndarray, type: pa.DataType | None = None, mask=N
 def _validity(arr: pa.Array) -> np.ndarray:
     if arr.null_count == 0:
         return np.ones(len(arr), np.bool_)
-    return arr.is_valid().to_numpy(zero_copy_only=False)
+    if pa.types.is_null(arr.type):
+        return np.zeros(len(arr), np.bool_)
+    return _bits(arr.buffers()[0], arr.offset, len(arr))
+
+
+def _bits(buf, offset: int, n: int) -> np.ndarray:
+    # An Arrow bitmap as bools, without pyarrow.compute or the pandas import of to_numpy.
+    if buf is None:
+        return np.zeros(n, np.bool_)
+    raw = np.frombuffer(buf, np.uint8)
+    return np.unpackbits(raw, bitorder="little")[offset:offset + n].astype(bool)
 
 
 def _fixed_values(arr: pa.Array, np_dtype) -> np.ndarray:
@@ -337,7 +346,7 @@ def encode_columns(columns, kinds=None) -> tuple[np.ndarray, Layout]:
         elif kind == "float":
             v = _float_words(_fixed_values(arr, np.dtype(f"float{arr.type.bit_width}")))
         elif kind == "bool":
-            v = pc.fill_null(arr, False).to_numpy(zero_copy_only=False).astype(np.uint64)
+            v = _bits(arr.buffers()[1], arr.offset, len(arr)).astype(np.uint64)
         else:
             arr = _as_large(arr)
             offsets = np.frombuffer(
