@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 
 import colmz
 from colmz.spark.udfs import (
+    OUT_BATCH_ROWS,
     SPARK_MAX_TIME,
     _as_updates,
     _check_bound,
@@ -183,18 +184,28 @@ def _sink_partition(
     buffer = np.zeros(n, np.int64)
     written = np.zeros(n, np.int64)
     if types is not None:
+        # Ticks emit a few updates each; hand them to Spark in large batches (per-batch cost
+        # of the Arrow exchange dominates otherwise).
+        out: list[colmz.Updates] = []
+        out_rows = 0
         for i, t in enumerate(ticks):
             upper = t + 1
             parts = [u for u in c.updates_before(upper) if len(u)]
             buffer[i] = len(c)
             for u in parts:
                 written[i] += len(u)
-                yield from _to_batches(u, data, time, diff, types)
-            # What was yielded is now persisted: its retraction cancels it in the buffer.
+                out.append(u)
+                out_rows += len(u)
+            # What is emitted is now persisted: its retraction cancels it in the buffer.
             for u in parts:
                 c.insert_negated(u)
             # A tick at or before an initial since reads nothing and must not move it back.
             c.advance_since(max(upper, c.since))
+            if out_rows >= OUT_BATCH_ROWS:
+                yield from _to_batches(colmz.concat(out), data, time, diff, types)
+                out, out_rows = [], 0
+        if out:
+            yield from _to_batches(colmz.concat(out), data, time, diff, types)
     if acc is not None:
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
