@@ -304,3 +304,30 @@ class TemporalFilterSink:
 
     def time_sink(self):
         temporal_filter_sink()
+
+
+class CorrectionTunables:
+    """The sweep the defaults (stage 65536, chunk 65536 updates) were chosen from.
+
+    Measured once on the 2-core machine (seconds; sink = ``temporal_filter_sink``, drain =
+    temporal_filter stepwise drain at 4096 ticks, insert = 4e6 updates)::
+
+        stage   chunk    sink  drain  insert
+        4096    16384    1.39  0.80   0.36
+        16384   65536    1.27  0.89   0.17
+        65536   65536    1.20  0.87   0.16
+        262144  262144   1.43  1.05   0.22
+    """
+
+    params = ([4096, 65536, 262144], [16384, 65536, 262144])
+    param_names = ["stage_size", "chunk_size"]
+    timeout = 600
+    number = 1
+    repeat = 1
+
+    def setup(self, stage, chunk):
+        colmz.warmup()
+        self.batches = workload("temporal_filter", 4096)
+
+    def time_drain(self, stage, chunk):
+        _drain(Correction(stage_size=stage, chunk_size=chunk), self.batches, 4096)
