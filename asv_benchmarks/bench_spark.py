@@ -6,7 +6,9 @@ Read the ratios (``track_ratio_*``, measured in one process, best of two each):
   + non-zero filter on the same cached rows -- the reference workload of ``common.py``
   (``n // 4`` distinct int64 keys, 1000 times, diffs +-1; shape ``distinct``) and the same keys
   with each key at one time (shape ``repeats``: every ``(k, time)`` about 4 times, where
-  consolidation before the shuffle pays). Target: <= 0.8x Spark SQL's time.
+  consolidation before the shuffle can pay) and ``n // 64`` keys each at one time (shape
+  ``churn``: every ``(k, time)`` about 64 times, mostly cancelling). Target: <= 0.8x Spark
+  SQL's time.
 * ``SparkSink``: the sink over 1000 ticks on the generated events vs a Spark SQL job per tick
   (a sample of ticks, scaled to 1000) and vs computing all updates at once in Spark SQL
   (+1 at ``valid_from``, -1 at ``valid_to``; plain and consolidated). Targets: >= 30x faster
@@ -76,13 +78,13 @@ def updates_frame(spark, n: int, shape: str):
     def h(salt):
         return F.xxhash64(F.col("id"), F.lit(salt))
 
-    k = F.pmod(h(1), F.lit(max(n // 4, 1)))
+    k = F.pmod(h(1), F.lit(max(n // (64 if shape == "churn" else 4), 1)))
     if shape == "distinct":
         t = F.pmod(h(2), F.lit(1000))
-    elif shape == "repeats":
+    elif shape in ("repeats", "churn"):
         t = F.pmod(F.xxhash64(k, F.lit(2)), F.lit(1000))  # one time per key
     else:
-        raise ValueError(f"shape must be 'distinct' or 'repeats', got {shape!r}")
+        raise ValueError(f"shape must be 'distinct', 'repeats' or 'churn', got {shape!r}")
     df = spark.range(n).select(k.alias("k"), t.alias("time"), (F.pmod(h(3), F.lit(2)) * 2 - 1).alias("diff"))
     df = df.cache()
     df.count()
@@ -90,7 +92,7 @@ def updates_frame(spark, n: int, shape: str):
 
 
 class SparkConsolidate:
-    params = [SIZES, ["distinct", "repeats"]]
+    params = [SIZES, ["distinct", "repeats", "churn"]]
     param_names = ["n", "shape"]
     timeout = 3600
     number = 1
@@ -105,7 +107,7 @@ class SparkConsolidate:
         self.spark = _session()
         self.df = updates_frame(self.spark, n, shape)
         self.colmz = lambda: _noop(colmz.spark.consolidate(self.df))
-        self.colmz_np = lambda: _noop(colmz.spark.consolidate(self.df, partial=False))
+        self.colmz_partial = lambda: _noop(colmz.spark.consolidate(self.df, partial=True))
         self.sql = lambda: _noop(
             self.df.groupBy("k", "time").agg(F.sum("diff").alias("diff")).filter(F.col("diff") != 0)
         )
@@ -117,8 +119,8 @@ class SparkConsolidate:
     def time_colmz_consolidate(self, n, shape):
         self.colmz()
 
-    def time_colmz_consolidate_no_partial(self, n, shape):
-        self.colmz_np()
+    def time_colmz_consolidate_partial(self, n, shape):
+        self.colmz_partial()
 
     def time_spark_sql_groupby(self, n, shape):
         self.sql()
@@ -128,10 +130,10 @@ class SparkConsolidate:
 
     track_ratio_colmz_over_sql.unit = "ratio"
 
-    def track_ratio_colmz_no_partial_over_sql(self, n, shape):
-        return _best(self.colmz_np) / _best(self.sql)
+    def track_ratio_colmz_partial_over_sql(self, n, shape):
+        return _best(self.colmz_partial) / _best(self.sql)
 
-    track_ratio_colmz_no_partial_over_sql.unit = "ratio"
+    track_ratio_colmz_partial_over_sql.unit = "ratio"
 
 
 class SparkSink:

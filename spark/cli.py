@@ -355,10 +355,11 @@ def run_consolidate(args, out=None) -> dict:
     with progress.phase(f"{args.command} -> {args.output}"):
         with _as_input_error():  # argument checks only: the DataFrame is lazy
             if args.command == "snapshot":
-                result = snapshot(df, args.as_of, data, args.time, args.diff, buckets=args.buckets)
+                result = snapshot(df, args.as_of, data, args.time, args.diff, buckets=args.buckets,
+                                  partial=args.partial)
             else:
                 result = consolidate(df, data, args.time, args.diff, since=args.since, upper=args.upper,
-                                     buckets=args.buckets)
+                                     buckets=args.buckets, partial=args.partial)
         rows_out = _write_atomic(result, args.output, args.overwrite)
     return {"input_rows": rows_in, "output_rows": rows_out, "output": str(Path(args.output).absolute()),
             "seconds": round(_time.perf_counter() - t0, 3)}
@@ -427,6 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
             c.add_argument("--upper", type=_nonneg, default=None, help="keep only times before this")
         else:
             c.add_argument("--as-of", type=_nonneg, required=True, help="the time to read the collection at")
+        c.add_argument("--partial", action="store_true",
+                       help="also consolidate each input partition before the shuffle")
         c.add_argument("--overwrite", action="store_true", help="replace an existing output")
         common(c)
     return p

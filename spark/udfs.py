@@ -18,12 +18,13 @@ Two layers:
 * :func:`consolidate_fn` / :func:`snapshot_fn` return a :class:`GroupedFunction` -- a function
   plus its output schema -- for ``df.groupBy(...).applyInArrow(*gf)``, ``applyInPandas(*gf)``
   (``form="pandas"``) or ``df.mapInArrow(*gf)``, for users' own pipelines.
-* :func:`consolidate` / :func:`snapshot` are DataFrame operations. They consolidate each input
-  partition *before* the shuffle (``mapInArrow``; it switches itself to a pass-through when
-  the first flush shows the partition barely shrinks, so mostly-distinct data pays only the
-  hand-off), shuffle by a hash of the data columns (:func:`bucket_columns`: ``repartition``,
-  so no sort by group key is needed as ``groupBy().applyIn*`` would add), and consolidate each
-  bucket after it.
+* :func:`consolidate` / :func:`snapshot` are DataFrame operations. They shuffle by a hash of
+  the data columns (:func:`bucket_columns`: ``repartition``, so no sort by group key is
+  needed as ``groupBy().applyIn*`` would add) and consolidate each bucket with ``mapInArrow``.
+  Optionally (``partial=True``) each input partition is consolidated *before* the shuffle
+  too; it switches itself to a pass-through when a probe shows the partition barely shrinks.
+  It is off by default because the extra Arrow hand-off measured costlier than the shuffle
+  it saves on this machine (see :func:`consolidate`).
 
 Equality of data follows colmz (SQL ``GROUP BY``): NULL = NULL, NaN = NaN, -0.0 = 0.0. Spark's
 hash distinguishes -0.0 from 0.0, so the bucket expressions map -0.0 to 0.0 first.
@@ -533,13 +534,13 @@ def consolidate(
     upper: int | None = None,
     *,
     buckets: int | None = None,
-    partial: bool = True,
+    partial: bool = False,
 ):
     """Consolidate a DataFrame of updates: equal ``(data, time)`` summed, zero diffs dropped.
 
-    Each input partition is consolidated first (so the shuffle moves fewer rows when updates
-    cancel or repeat), then rows are shuffled by a hash of the data columns into ``buckets``
-    partitions and each is consolidated with colmz's kernels.
+    Rows are shuffled by a hash of the data columns into ``buckets`` partitions and each is
+    consolidated with colmz's kernels as it streams in. With ``partial=True`` each input
+    partition is consolidated before the shuffle too.
 
     Parameters
     ----------
@@ -556,8 +557,13 @@ def consolidate(
     buckets : int, optional
         Partitions of the shuffle (default ``spark.sql.shuffle.partitions``).
     partial : bool
-        Consolidate before the shuffle too (default); it passes rows through by itself when
-        they do not shrink.
+        Also consolidate each input partition before the shuffle (it passes rows through by
+        itself when a probe shows they do not shrink). Off by default: colmz consolidates a
+        million updates in tens of milliseconds, so the cost is the extra Arrow hand-off to
+        Python, which measured more than the shuffle it saves even when every ``(data,
+        time)`` repeats 4x or 64x (``asv_benchmarks/bench_spark.py``). Worth it when the
+        input already lives in Python workers' reach or the shuffle is the bottleneck
+        (a network between executors).
 
     Returns
     -------
@@ -598,6 +604,7 @@ def snapshot(
     diff: str = "diff",
     *,
     buckets: int | None = None,
+    partial: bool = False,
 ):
     """The collection a DataFrame of updates accumulates to at ``as_of``.
 
@@ -616,7 +623,7 @@ def snapshot(
         raise ValueError("as_of must be a time, got None")
     if as_of == SPARK_MAX_TIME:
         raise ValueError(f"as_of must be < 2**63-1 (as_of + 1 is the read upper), got {as_of}")
-    return consolidate(df, data, time, diff, since=as_of, upper=as_of + 1, buckets=buckets)
+    return consolidate(df, data, time, diff, since=as_of, upper=as_of + 1, buckets=buckets, partial=partial)
 
 
 def worker_pid_env() -> dict[str, str | int]:

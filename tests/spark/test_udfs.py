@@ -62,15 +62,15 @@ def _expected(table, since=None, upper=None):
 def test_consolidate_matches_colmz(spark, updates_path, since, upper):
     path, table = updates_path
     df = spark.read.parquet(path).repartition(3)
-    out = colmz.spark.consolidate(df, since=since, upper=upper)
+    out = colmz.spark.consolidate(df, since=since, upper=upper, partial=True)
     assert out.columns == ["s", "f", "i", "time", "diff"]
     assert _rows(out.collect()) == _expected(table, since, upper)
 
 
-def test_consolidate_without_partial_and_more_buckets(spark, updates_path):
+def test_consolidate_default_and_more_buckets(spark, updates_path):
     path, table = updates_path
     df = spark.read.parquet(path)
-    out = colmz.spark.consolidate(df, data=["s", "f", "i"], buckets=5, partial=False)
+    out = colmz.spark.consolidate(df, data=["s", "f", "i"], buckets=5)
     assert _rows(out.collect()) == _expected(table)
 
 
