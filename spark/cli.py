@@ -237,7 +237,8 @@ def run_sink(args, out=None) -> dict:
 
     # 3. the sink, staged
     stats = SinkStats(spark)
-    corrections = sink(desired, persisted, ticks, data=spec.data, buckets=args.buckets, stats=stats)
+    with _as_input_error():  # column checks only: the DataFrame is lazy
+        corrections = sink(desired, persisted, ticks, data=spec.data, buckets=args.buckets, stats=stats)
     staged = None
     try:
         with progress.phase(f"sink over {len(ticks)} ticks (staging corrections)"):
