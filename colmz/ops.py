@@ -226,34 +226,50 @@ def warmup(verbose: bool = False) -> float:
     from colmz.kernels.split import lower_bound
 
     t0 = _time.perf_counter()
-    u = Updates(
-        {"i": np.array([3, 1, 3], np.int64), "s": ["x", None, "yy"], "f": [0.5, float("nan"), 0.5],
-         "b": [True, False, True], "u": np.array([1, 2, 1], np.uint32)},
-        time=np.array([2, 1, 2], np.uint64), diff=np.array([1, 1, 1], np.int64),
-    )
-    for order in ORDERS:
-        c = consolidate(u, order=order, since=1)
-        consolidate(u, order=order)
-    one = consolidate(Updates({"k": np.array([5, 4], np.int64)}, time=[1, 0], diff=[1, -1]))
-    enc = one.encode()
-    run = (enc.keys, enc.time, enc.diff)
-    wide = c.encode()
-    wrun = (wide.keys, wide.time, wide.diff)
-    for order in ORDERS:
-        merge_runs([run, run], order)
-        merge_runs([wrun, wrun], order)
-        advance_runs([run, run], 1, order)
-    lower_bound(enc.time, np.uint64(1))
+    # Inputs at both sides of the size thresholds: tiny inputs take one-call paths, larger
+    # ones the packed radix sort and the merge tree; all must be compiled.
+    for reps in (1, 1100):
+        u = Updates(
+            {"i": np.tile(np.array([3, 1, 3], np.int64), reps), "s": ["x", None, "yy"] * reps,
+             "f": [0.5, float("nan"), 0.5] * reps, "b": [True, False, True] * reps,
+             "u": np.tile(np.array([1, 2, 1], np.uint32), reps)},
+            time=np.tile(np.array([2, 1, 2], np.uint64), reps) + np.repeat(np.arange(reps, dtype=np.uint64), 3),
+            diff=np.ones(3 * reps, np.int64),
+        )
+        for order in ORDERS:
+            c = consolidate(u, order=order, since=1)
+            consolidate(u, order=order)
+        n = 2 * reps
+        one = consolidate(Updates({"k": np.arange(n, dtype=np.int64)}, time=np.arange(n, dtype=np.uint64) % 7,
+                                  diff=np.ones(n, np.int64)), order="data")
+        enc = one.encode()
+        run = (enc.keys, enc.time, enc.diff)
+        wide = c.encode()
+        wrun = (wide.keys, wide.time, wide.diff)
+        for order in ORDERS:
+            merge_runs([run, run], order)
+            merge_runs([wrun, wrun], order)
+            advance_runs([run, run], 1, order)
+        lower_bound(enc.time, np.uint64(1))
+        # many-words path of the sort (keys wider than one packed word)
+        big = np.tile(np.array([[2**63, 2**62], [1, 2**61]], np.uint64), (reps * 30, 1))
+        sort_consolidate(big, np.arange(len(big), dtype=np.uint64), np.ones(len(big), np.int64), "data")
+        # the correction buffer's flush, route, peel, merge and restore
+        from colmz.correction import Correction
+
+        cb = Correction()
+        cb.insert(u)
+        for part in cb.updates_before(3):
+            cb.insert_negated(part)
+        cb.advance_since(3)
+        list(cb.updates_before(None))
     # the spine's resumable merge
     from colmz.spine import Spine
 
     sp = Spine()
-    sp.insert(one, 0, 2)
-    sp.insert(one.slice(0, 0), 2, 3)
+    sp.insert(one, 0, 7)
+    sp.insert(one.slice(0, 0), 7, 8)
     sp.exert(10)
-    # many-words path of the sort (keys wider than one packed word)
-    big = np.array([[2**63, 2**62], [1, 2**61]], np.uint64)
-    sort_consolidate(big, np.array([1, 0], np.uint64), np.array([1, 1], np.int64), "data")
     elapsed = _time.perf_counter() - t0
     if verbose:
         print(f"colmz kernels ready in {elapsed:.2f} s")

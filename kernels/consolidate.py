@@ -218,6 +218,57 @@ def _emit_embedded(words, lo_bit, dmin, src, mins, shift, mask, const_src, const
             out_time[r] = v
 
 
+@jit
+def _row_less(keys, time, a, b, since, time_first):
+    ta = time[a] if time[a] > since else since
+    tb = time[b] if time[b] > since else since
+    if time_first and ta != tb:
+        return ta < tb
+    for c in range(keys.shape[1]):
+        if keys[a, c] != keys[b, c]:
+            return keys[a, c] < keys[b, c]
+    return ta < tb
+
+
+@jit
+def _small_sort_consolidate(keys, time, diff, since, time_first):
+    # Few rows: an insertion sort of row indices and one consolidating pass, all in one
+    # compiled call -- the Python set-up of the packed path would cost more than the work.
+    n, w = keys.shape
+    idx = np.arange(n)
+    for i in range(1, n):
+        x = idx[i]
+        j = i - 1
+        while j >= 0 and _row_less(keys, time, x, idx[j], since, time_first):
+            idx[j + 1] = idx[j]
+            j -= 1
+        idx[j + 1] = x
+    ok = np.empty((n, w), np.uint64)
+    ot = np.empty(n, np.uint64)
+    od = np.empty(n, np.int64)
+    m = 0
+    i = 0
+    while i < n:
+        a = idx[i]
+        acc = diff[a]
+        j = i + 1
+        while j < n and not _row_less(keys, time, a, idx[j], since, time_first):
+            acc = _add_checked(acc, diff[idx[j]])
+            j += 1
+        if acc != 0:
+            for c in range(w):
+                ok[m, c] = keys[a, c]
+            ot[m] = time[a] if time[a] > since else since
+            od[m] = acc
+            m += 1
+        i = j
+    return ok[:m].copy(), ot[:m].copy(), od[:m].copy()
+
+
+# Up to this many rows sort_consolidate takes the one-call insertion-sort path.
+_SMALL_SORT = 48
+
+
 def order_significance(order: str, width: int) -> list[int]:
     """Field numbers (key words ``0..width-1``, time ``width``) from most significant."""
     if order == "time":
@@ -251,6 +302,8 @@ def sort_consolidate(keys, time, diff, order: str = "time", since: int | None = 
 def _sort_consolidate(keys, time, diff, order, since):
     n, w = keys.shape
     sig = order_significance(order, w)
+    if 0 < n <= _SMALL_SORT:
+        return _small_sort_consolidate(keys, time, diff, np.uint64(since or 0), order == "time")
     if n == 0:
         return (np.empty((0, w), np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64))
     mins, maxs, dmin, dmax = field_ranges(keys, time, diff)

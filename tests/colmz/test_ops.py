@@ -279,7 +279,7 @@ def test_set_cache_dir_in_a_fresh_process(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
     cached = [p.name for p in (tmp_path / "nc").rglob("*") if p.is_file()]
     # kernels decorated at `import colmz` (before the call) and imported after it
-    for stem in ("order._encode_bytes", "sort.field_ranges", "split.lower_bound"):
+    for stem in ("order._encode_bytes", "consolidate._small_sort_consolidate", "split.lower_bound"):
         assert any(n.startswith(stem) and n.endswith(".nbi") for n in cached), (stem, cached)
 
 

@@ -47,6 +47,19 @@ def inputs(draw, max_rows=40, huge_diffs=True):
     return keys, time, diff
 
 
+@pytest.fixture(scope="module", autouse=True, params=[0, None], ids=["packed-paths", "small-path"])
+def small_sort_threshold(request):
+    """Run every test twice: with the one-call small path off (so the tiny inputs drawn here
+    exercise the packed paths) and with its default threshold."""
+    import colmz.kernels.consolidate as kc
+
+    mp = pytest.MonkeyPatch()
+    if request.param is not None:
+        mp.setattr(kc, "_SMALL_SORT", request.param)
+    yield
+    mp.undo()
+
+
 def ref_or_overflow(keys, time, diff, order, since):
     try:
         return consolidate_ref(keys, time, diff, order, since)
