@@ -252,9 +252,10 @@ class Updates:
     2  1     1    -1
     """
 
-    __slots__ = ("_columns", "_schema", "_time", "_diff")
+    __slots__ = ("_columns", "_schema", "_time", "_diff", "_enc")
 
     def __init__(self, data: Mapping[str, object], time, diff, *, _trusted: bool = False):
+        self._enc = None
         if _trusted:
             self._columns = tuple(data.values())
             self._schema = tuple(ColumnSpec(n, c.type) for n, c in zip(data, self._columns))
@@ -411,7 +412,13 @@ class Updates:
     # ------------------------------------------------------------------ encoding
 
     def encode(self) -> Encoded:
-        """The batch with its data encoded as order-preserving key words."""
+        """The batch with its data encoded as order-preserving key words.
+
+        Batches that colmz decoded from its own encoding (what structures hand out) keep that
+        encoding, so feeding them back -- the sink's ``insert_negated`` -- does not re-encode.
+        """
+        if self._enc is not None:
+            return self._enc
         keys, layout = encode_columns(self._columns, [s.kind for s in self._schema])
         if not self._columns:
             keys = np.empty((len(self), 0), np.uint64)  # no data columns: one empty row each
@@ -421,9 +428,9 @@ class Updates:
     def decode(cls, enc: Encoded, schema: Sequence[ColumnSpec]) -> Updates:
         """Inverse of :meth:`encode` for a batch of the given schema."""
         cols = decode_columns(enc.keys, enc.layout, schema)
-        return cls(
-            {s.name: c for s, c in zip(schema, cols)}, enc.time, enc.diff, _trusted=True
-        )
+        out = cls({s.name: c for s, c in zip(schema, cols)}, enc.time, enc.diff, _trusted=True)
+        out._enc = enc
+        return out
 
     # ------------------------------------------------------------------ display
 
