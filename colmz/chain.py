@@ -58,24 +58,20 @@ class Work:
 class Chunk:
     """A block of updates sorted by ``(time, data)``; arrays are never modified."""
 
-    __slots__ = ("keys", "time", "diff", "layout")
+    __slots__ = ("keys", "time", "diff", "layout", "n", "first_time", "last_time")
 
     def __init__(self, keys: np.ndarray, time: np.ndarray, diff: np.ndarray, layout: Layout):
         self.keys = keys
         self.time = time
         self.diff = diff
         self.layout = layout
+        # Cached: routing and splitting consult them far more often than chunks are made.
+        self.n = n = len(time)
+        self.first_time = int(time[0]) if n else 0
+        self.last_time = int(time[n - 1]) if n else 0
 
     def __len__(self) -> int:
-        return len(self.time)
-
-    @property
-    def first_time(self) -> int:
-        return int(self.time[0])
-
-    @property
-    def last_time(self) -> int:
-        return int(self.time[-1])
+        return self.n
 
     @property
     def nbytes(self) -> int:
@@ -101,18 +97,28 @@ class Chain:
     __slots__ = ("chunks", "count")
 
     def __init__(self, chunks: list[Chunk] | None = None):
-        self.chunks = [c for c in (chunks or []) if len(c)]
-        self.count = sum(len(c) for c in self.chunks)
+        self.chunks = [c for c in (chunks or []) if c.n]
+        self.count = sum(c.n for c in self.chunks)
+
+    @classmethod
+    def _of(cls, chunks: list[Chunk], count: int) -> Chain:
+        # Trusted constructor: non-empty chunks whose lengths sum to count.
+        chain = cls.__new__(cls)
+        chain.chunks = chunks
+        chain.count = count
+        return chain
 
     @classmethod
     def from_arrays(cls, keys, time, diff, layout: Layout, chunk_size: int) -> Chain:
         """A chain of chunk views over freshly built sorted, consolidated arrays."""
         n = len(time)
+        if n <= chunk_size:
+            return cls._of([Chunk(keys, time, diff, layout)], n) if n else cls._of([], 0)
         chunks = [
             Chunk(keys[i:i + chunk_size], time[i:i + chunk_size], diff[i:i + chunk_size], layout)
             for i in range(0, n, chunk_size)
         ]
-        return cls(chunks)
+        return cls._of(chunks, n)
 
     def __len__(self) -> int:
         return self.count
@@ -147,11 +153,11 @@ class Chain:
         is searched, and its upper part is copied.
         """
         if t is None or not self.chunks:
-            return self, Chain()
-        if t == 0 or self.first_time >= t:
-            return Chain(), self
-        if self.last_time < t:
-            return self, Chain()
+            return self, _EMPTY
+        if t == 0 or self.chunks[0].first_time >= t:
+            return _EMPTY, self
+        if self.chunks[-1].last_time < t:
+            return self, _EMPTY
         lower: list[Chunk] = []
         upper: list[Chunk] = []
         for c in self.chunks:
@@ -203,4 +209,9 @@ class Chain:
         """The distinct allocations the chain's chunks keep alive (for memory accounting)."""
         for c in self.chunks:
             for a in (c.keys, c.time, c.diff):
-                yield a if a.base is None else a.base
+                # A view counts its whole allocation; numba-made arrays own a MemInfo base.
+                yield a.base if isinstance(a.base, np.ndarray) else a
+
+
+# Chains are never mutated, so one empty chain serves everywhere.
+_EMPTY = Chain()

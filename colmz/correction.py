@@ -81,6 +81,8 @@ from colmz.updates import Encoded, Updates, concat_encoded, unify_schemas
 __all__ = ["Correction", "SinceRegression"]
 
 _DOMAIN_BITS = 64
+# Merges of at most this many updates sort the union instead (see _merge).
+_SMALL_MERGE = 48
 
 
 class SinceRegression(ValueError):
@@ -210,15 +212,18 @@ class Correction:
         enc = updates.encode()
         if negate:
             enc = Encoded(enc.keys, enc.time, -enc.diff, enc.layout)
+        if self._stage_count + len(enc) < self.stage_size:
+            self._stage.append(enc)
+            self._stage_count += len(enc)
+            return
         snap = self._snapshot()
         self._stage.append(enc)
         self._stage_count += len(enc)
-        if self._stage_count >= self.stage_size:
-            try:
-                self._flush_stage()
-            except BaseException:
-                self._rollback(snap)
-                raise
+        try:
+            self._flush_stage()
+        except BaseException:
+            self._rollback(snap)
+            raise
 
     def _flush_stage(self) -> None:
         if not self._stage:
@@ -270,6 +275,17 @@ class Correction:
             return Chain()
         layout = unify_layouts(*(c.layout for c in chains))
         runs = [c.run(layout, self.work) for c in chains]
+        total = sum(c.count for c in chains)
+        if len(runs) > 1 and total <= _SMALL_MERGE:
+            # A few updates: one sort of the union (advancing times on the way) is cheaper
+            # than choosing a strategy and cutting runs; the result is the same.
+            keys, time, diff = sort_consolidate(
+                np.concatenate([r[0] for r in runs]), np.concatenate([r[1] for r in runs]),
+                np.concatenate([r[2] for r in runs]), "time", since,
+            )
+            self.work.merges += 1
+            self.work.copied += len(time)
+            return Chain.from_arrays(keys, time, diff, layout, self.chunk_size)
         if since is None:
             if len(runs) == 1:
                 return chains[0]
