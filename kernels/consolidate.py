@@ -371,6 +371,15 @@ def _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, dmin):
     )
     if radix_sort_words(words, tmp, diff_bits, hist):
         words = tmp
+    return finish_embedded(words, diff_bits, dmin, plan, w)
+
+
+def finish_embedded(words, diff_bits: int, dmin: int, plan, w: int):
+    """Sum the groups of sorted embedded words and unpack them into new ``(keys, time, diff)``.
+
+    Two passes: one counts the surviving groups (and raises ``OverflowError`` on a partial sum
+    that leaves ``int64``) so the outputs are allocated at their exact size, one fills them.
+    """
     k = _count_embedded(words, diff_bits, np.int64(dmin))
     ok = np.empty((k, w), np.uint64)
     ot = np.empty(k, np.uint64)

@@ -37,9 +37,8 @@ import numpy as np
 from colmz.kernels import _scratch
 from colmz.kernels._jit import jit
 from colmz.kernels.consolidate import (
-    _count_embedded,
-    _emit_embedded,
     consolidate_ref,
+    finish_embedded,
     order_significance,
     sort_consolidate,
 )
@@ -248,17 +247,10 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
     else:
         merged = words
     try:
-        count = _count_embedded(merged, diff_bits, np.int64(dmin))
+        return finish_embedded(merged, diff_bits, dmin, plan, w)
     except OverflowError:
+        # A partial sum left int64; the exact reference decides whether a final sum does.
         return merge_runs_ref(runs, order, since)
-    ok = np.empty((count, w), np.uint64)
-    ot = np.empty(count, np.uint64)
-    od = np.empty(count, np.int64)
-    _emit_embedded(
-        merged, diff_bits, np.int64(dmin), plan.src, plan.mins, plan.shift, plan.mask,
-        plan.const_src, plan.const_val, ok, ot, od,
-    )
-    return ok, ot, od
 
 
 def merge_runs_ref(runs, order: str = "time", since: int | None = None):
