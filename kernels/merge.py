@@ -37,22 +37,28 @@ import numpy as np
 from colmz.kernels import _scratch
 from colmz.kernels._jit import jit
 from colmz.kernels.consolidate import (
+    _gather_rows,
     consolidate_ref,
+    consolidate_sorted_words,
     finish_embedded,
     order_significance,
     sort_consolidate,
 )
-from colmz.kernels.sort import field_ranges, pack_one_with_diff, plan_packing
+from colmz.kernels.sort import field_ranges, pack, pack_one_with_diff, plan_packing, unpack
 
 __all__ = [
     "merge_runs",
     "merge_runs_ref",
     "merge_sorted_words",
     "merge_sorted_words_ref",
+    "merge_rows_tree",
+    "merge_rows_tree_ref",
     "merge_tree",
 ]
 
-# Below this many updates in total, merge_runs sorts the union instead of merging.
+# Below this many updates in total, merge_runs sorts the union instead of merging: the
+# one-call small sort up to _TINY, the radix sort of one-word keys up to _SMALL.
+_TINY = 48
 _SMALL = 2048
 
 
@@ -201,12 +207,8 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
         k, t, d = runs[0]
         return k.copy(), t.copy(), d.copy()
     n = sum(len(r[1]) for r in runs)
-    if n <= _SMALL:
-        # Tiny merges are dominated by per-run set-up: one sort of the union is cheaper.
-        keys = np.concatenate([r[0] for r in runs])
-        time = np.concatenate([r[1] for r in runs])
-        diff = np.concatenate([r[2] for r in runs])
-        return sort_consolidate(keys, time, diff, order, since)
+    if n <= _TINY:
+        return _sort_union(runs, order, since)
     mins = np.full(w + 1, 2**64 - 1, np.uint64)
     maxs = np.zeros(w + 1, np.uint64)
     dmin, dmax = None, None
@@ -222,11 +224,13 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
     plan = plan_packing(mins, maxs, order_significance(order, w))
     key_bits = sum(int(x).bit_length() for x in plan.mask)
     diff_bits = (dmax - dmin).bit_length()
-    if plan.n_words != 1 or key_bits + diff_bits > 64:
-        keys = np.concatenate([r[0] for r in runs])
-        time = np.concatenate([r[1] for r in runs])
-        diff = np.concatenate([r[2] for r in runs])
-        return sort_consolidate(keys, time, diff, order, since)
+    if plan.n_words == 0:
+        return _sort_union(runs, order, since)  # every row has one key: a single sum
+    if plan.n_words > 1 or key_bits + diff_bits > 64:
+        return _merge_rows(runs, n, plan, s, w, order, since)
+    if n <= _SMALL:
+        # Small one-word merges: the radix sort of the union beats per-run set-up.
+        return _sort_union(runs, order, since)
     words = _scratch.scratch("merge_in", n, np.uint64)
     starts = np.empty(len(runs), np.int64)
     ends = np.empty(len(runs), np.int64)
@@ -251,6 +255,116 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
     except OverflowError:
         # A partial sum left int64; the exact reference decides whether a final sum does.
         return merge_runs_ref(runs, order, since)
+
+
+def _sort_union(runs, order, since):
+    keys = np.concatenate([r[0] for r in runs])
+    time = np.concatenate([r[1] for r in runs])
+    diff = np.concatenate([r[2] for r in runs])
+    return sort_consolidate(keys, time, diff, order, since)
+
+
+@jit
+def _row_le(words, a, b):
+    for c in range(words.shape[1]):
+        x = words[a, c]
+        y = words[b, c]
+        if x != y:
+            return x < y
+    return True
+
+
+@jit
+def merge_rows_tree(words, starts, ends):
+    """Permutation that merges the ascending row slices ``words[starts[r]:ends[r]]``.
+
+    Rows of ``words`` (``(n, m)`` ``uint64``) compare lexicographically. The slices tile the
+    rows in order. Rounds of pairwise merges of row indices: ``ceil(log2 K)`` passes of
+    ``O(m)`` comparisons per row -- for keys wider than one word, where a radix sort would
+    need eight passes per word.
+    """
+    n = words.shape[0]
+    k = starts.shape[0]
+    src = np.arange(n)
+    dst = np.empty(n, np.int64)
+    bounds = np.empty(k + 1, np.int64)
+    for r in range(k):
+        bounds[r] = starts[r]
+    bounds[k] = ends[k - 1] if k > 0 else 0
+    while k > 1:
+        nk = (k + 1) // 2
+        nb = np.empty(nk + 1, np.int64)
+        for p in range(nk):
+            a0 = bounds[2 * p]
+            if 2 * p + 1 < k:
+                a1 = bounds[2 * p + 1]
+                b1 = bounds[2 * p + 2]
+                i = a0
+                j = a1
+                o = a0
+                while i < a1 and j < b1:
+                    if _row_le(words, src[i], src[j]):
+                        dst[o] = src[i]
+                        i += 1
+                    else:
+                        dst[o] = src[j]
+                        j += 1
+                    o += 1
+                while i < a1:
+                    dst[o] = src[i]
+                    i += 1
+                    o += 1
+                while j < b1:
+                    dst[o] = src[j]
+                    j += 1
+                    o += 1
+            else:
+                for x in range(a0, bounds[2 * p + 1]):
+                    dst[x] = src[x]
+            nb[p] = a0
+        nb[nk] = bounds[k]
+        bounds = nb
+        k = nk
+        src, dst = dst, src
+    return src
+
+
+def merge_rows_tree_ref(words, starts, ends):
+    """Reference for :func:`merge_rows_tree`: a stable sort of the rows (ties: run order)."""
+    rows = [tuple(int(x) for x in r) for r in words]
+    return np.array(sorted(range(len(rows)), key=rows.__getitem__), np.int64)
+
+
+def _merge_rows(runs, n, plan, since_value, w, order, since):
+    # Keys wider than one packed word: pack every run's rows with the shared plan, merge row
+    # indices, gather, consolidate, unpack.
+    m = plan.n_words
+    words = _scratch.scratch("merge_rows_in", n * m, np.uint64).reshape(n, m)
+    starts = np.empty(len(runs), np.int64)
+    ends = np.empty(len(runs), np.int64)
+    at = 0
+    for i, (keys, time, _) in enumerate(runs):
+        k = len(time)
+        pack(keys, time, np.uint64(since_value), plan.src, plan.mins, plan.word, plan.shift, words[at:at + k])
+        starts[i] = at
+        at += k
+        ends[i] = at
+    diff = np.concatenate([r[2] for r in runs])
+    perm = merge_rows_tree(words, starts, ends)
+    sorted_words = _scratch.scratch("merge_rows_out", n * m, np.uint64).reshape(n, m)
+    d = np.empty(n, np.int64)
+    _gather_rows(words, diff, perm, sorted_words, d)
+    try:
+        k = consolidate_sorted_words(sorted_words, d)
+    except OverflowError:
+        return merge_runs_ref(runs, order, since)
+    ok = np.empty((k, w), np.uint64)
+    ot = np.empty(k, np.uint64)
+    unpack(
+        sorted_words[:k], plan.src, plan.mins, plan.word, plan.shift, plan.mask,
+        plan.const_src, plan.const_val, ok, ot,
+    )
+    return ok, ot, d[:k].copy()
 
 
 def merge_runs_ref(runs, order: str = "time", since: int | None = None):

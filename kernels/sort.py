@@ -205,22 +205,30 @@ def plan_packing(mins, maxs, significance) -> PackPlan:
 
 @jit
 def pack(keys, time, since, src, mins, word, shift, out):
-    """Pack the fields ``src`` of ``(keys, max(time, since))`` into ``out`` (``(n, n_words)``)."""
+    """Pack the fields ``src`` of ``(keys, max(time, since))`` into ``out`` (``(n, n_words)``).
+
+    Field by field, so each inner loop is a streaming pass the compiler vectorises.
+    """
     n, w = keys.shape
     m = out.shape[1]
     nf = src.shape[0]
     for i in range(n):
         for k in range(m):
             out[i, k] = 0
-        for f in range(nf):
-            s = src[f]
-            if s == w:
+    for f in range(nf):
+        s = src[f]
+        mn = mins[f]
+        sh = shift[f]
+        col = out[:, word[f]]
+        if s == w:
+            for i in range(n):
                 v = time[i]
-                if v < since:
-                    v = since
-            else:
-                v = keys[i, s]
-            out[i, word[f]] |= (v - mins[f]) << shift[f]
+                v = v if v > since else since
+                col[i] |= (v - mn) << sh
+        else:
+            kc = keys[:, s]
+            for i in range(n):
+                col[i] |= (kc[i] - mn) << sh
 
 
 def pack_ref(keys, time, since, plan: PackPlan):
@@ -242,20 +250,21 @@ def unpack(words, src, mins, word, shift, mask, const_src, const_val, keys, time
     n, w = keys.shape
     nf = src.shape[0]
     nc = const_src.shape[0]
-    for i in range(n):
-        for f in range(nf):
-            v = ((words[i, word[f]] >> shift[f]) & mask[f]) + mins[f]
-            s = src[f]
-            if s == w:
-                time[i] = v
-            else:
-                keys[i, s] = v
-        for c in range(nc):
-            s = const_src[c]
-            if s == w:
-                time[i] = const_val[c]
-            else:
-                keys[i, s] = const_val[c]
+    for f in range(nf):
+        s = src[f]
+        mn = mins[f]
+        sh = shift[f]
+        mk = mask[f]
+        col = words[:, word[f]]
+        dst = time if s == w else keys[:, s]
+        for i in range(n):
+            dst[i] = ((col[i] >> sh) & mk) + mn
+    for c in range(nc):
+        s = const_src[c]
+        v = const_val[c]
+        dst = time if s == w else keys[:, s]
+        for i in range(n):
+            dst[i] = v
 
 
 def unpack_ref(words, plan: PackPlan, w: int):
