@@ -56,6 +56,11 @@ colmz pays Python-level overhead per chunk and per flush that Rust does not: the
 chosen with ``asv_benchmarks/bench_correction.py``. Chunks are views of merge outputs; a split
 copies at most one straddling chunk.
 
+Per-read Python overhead matters as much as kernel speed at 16 updates a tick, so merges of
+at most 48 updates sort their union in one compiled call (same result as the strategies), a
+rollback snapshot is taken only when a call can fail part-way (a flush or a read), and the
+bucket chain's restore stops at the first bucket the peel left unchanged.
+
 Deliberate differences from the original: a flush routes all staged updates (not a multiple
 of the chunk capacity), which changes nothing observable; times are clamped to ``since`` when
 the stage is flushed rather than when inserted, which is the same because ``since`` only
