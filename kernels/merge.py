@@ -146,6 +146,28 @@ def _merge2(src, a0, a1, b0, b1, dst, o):
 
 
 @jit
+def _run_bounds(starts, ends):
+    # Run r is [bounds[r], bounds[r + 1]); the runs tile the input in order.
+    k = starts.shape[0]
+    bounds = np.empty(k + 1, np.int64)
+    for r in range(k):
+        bounds[r] = starts[r]
+    bounds[k] = ends[k - 1] if k > 0 else 0
+    return bounds
+
+
+@jit
+def _halved(bounds, k):
+    # After a round of pairwise merges run p of the next round is runs 2p and 2p + 1.
+    nk = (k + 1) // 2
+    out = np.empty(nk + 1, np.int64)
+    for p in range(nk):
+        out[p] = bounds[2 * p]
+    out[nk] = bounds[k]
+    return out
+
+
+@jit
 def merge_tree(words, starts, ends, tmp):
     """Merge the ascending slices ``words[starts[r]:ends[r]]`` by rounds of pairwise merges.
 
@@ -154,16 +176,12 @@ def merge_tree(words, starts, ends, tmp):
     all. Returns ``True`` when the merged result is in ``tmp`` (else in ``words``).
     """
     k = starts.shape[0]
-    bounds = np.empty(k + 1, np.int64)
-    for r in range(k):
-        bounds[r] = starts[r]
-    bounds[k] = ends[k - 1] if k > 0 else 0
+    bounds = _run_bounds(starts, ends)
     src = words
     dst = tmp
     in_tmp = False
     while k > 1:
         nk = (k + 1) // 2
-        nb = np.empty(nk + 1, np.int64)
         for p in range(nk):
             a0 = bounds[2 * p]
             if 2 * p + 1 < k:
@@ -171,9 +189,7 @@ def merge_tree(words, starts, ends, tmp):
             else:
                 for x in range(a0, bounds[2 * p + 1]):
                     dst[x] = src[x]
-            nb[p] = a0
-        nb[nk] = bounds[k]
-        bounds = nb
+        bounds = _halved(bounds, k)
         k = nk
         src, dst = dst, src
         in_tmp = not in_tmp
@@ -287,13 +303,9 @@ def merge_rows_tree(words, starts, ends):
     k = starts.shape[0]
     src = np.arange(n)
     dst = np.empty(n, np.int64)
-    bounds = np.empty(k + 1, np.int64)
-    for r in range(k):
-        bounds[r] = starts[r]
-    bounds[k] = ends[k - 1] if k > 0 else 0
+    bounds = _run_bounds(starts, ends)
     while k > 1:
         nk = (k + 1) // 2
-        nb = np.empty(nk + 1, np.int64)
         for p in range(nk):
             a0 = bounds[2 * p]
             if 2 * p + 1 < k:
@@ -321,9 +333,7 @@ def merge_rows_tree(words, starts, ends):
             else:
                 for x in range(a0, bounds[2 * p + 1]):
                     dst[x] = src[x]
-            nb[p] = a0
-        nb[nk] = bounds[k]
-        bounds = nb
+        bounds = _halved(bounds, k)
         k = nk
         src, dst = dst, src
     return src
