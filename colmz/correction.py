@@ -326,14 +326,15 @@ class Correction:
     def updates_before(self, upper: Frontier) -> Iterator[Updates]:
         """The consolidated updates with times before ``upper``, advanced to the since.
 
-        Returns an iterator of ``Updates`` (one per chunk) whose concatenation is sorted by
-        ``(time, data)``, consolidated, has every time ``< upper`` and ``>= since``. When
-        ``upper <= since`` (or the since is empty) the iterator is empty and nothing changes.
+        Returns an iterator of ``Updates`` (one per chunk, and one empty batch when there is
+        nothing) whose concatenation is sorted by ``(time, data)``, consolidated, has every
+        time ``< upper`` and ``>= since``. When ``upper <= since`` (or the since is empty) it
+        holds nothing and nothing changes.
         The updates stay buffered until their retractions are inserted.
         """
         upper = check_frontier(upper, "upper")
         if self._since is None or not (upper is None or self._since < upper):
-            return iter(())
+            return self._iter_nothing()
         self._guarded_consolidate_before(upper)
         return self._iter_emitted()
 
@@ -341,7 +342,7 @@ class Correction:
         """Like :meth:`updates_before` but only reads the result of the last consolidation."""
         upper = check_frontier(upper, "upper")
         if self._since is None or not (upper is None or self._since < upper):
-            return iter(())
+            return self._iter_nothing()
         return self._iter_emitted()
 
     def consolidate_at_since(self) -> None:
@@ -373,9 +374,15 @@ class Correction:
             raise
 
     def _iter_emitted(self) -> Iterator[Updates]:
+        chunks = list(self._emitted.chunks)
+        if not chunks:
+            return self._iter_nothing()
         schema = self._schema
-        for c in list(self._emitted.chunks):
-            yield Updates.decode(Encoded(c.keys, c.time, c.diff, c.layout), schema)
+        return (Updates.decode(Encoded(c.keys, c.time, c.diff, c.layout), schema) for c in chunks)
+
+    def _iter_nothing(self) -> Iterator[Updates]:
+        # One empty batch of the buffer's columns, so colmz.concat of any read works.
+        return iter((Updates.empty(self._schema or ()),))
 
     def _consolidate_before(self, upper: Frontier) -> None:
         self._flush_stage()

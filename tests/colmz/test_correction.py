@@ -495,3 +495,14 @@ def test_chains_per_bucket_are_logarithmic():
         assert b["chains"] <= math.log(n, 3) + 1
         counts = b["chain_counts"]
         assert all(a >= 3 * b_ for a, b_ in zip(counts, counts[1:]))
+
+
+def test_reads_of_nothing_concatenate_to_an_empty_batch_of_the_columns():
+    c = Correction()
+    assert len(colmz.concat(c.updates_before(5))) == 0  # nothing inserted yet
+    c.insert(upd(["a"], [7], [1]))
+    empty = colmz.concat(c.updates_before(5))
+    assert len(empty) == 0 and empty.column_names == ["k"]
+    c.advance_since(9)
+    assert len(colmz.concat(c.updates_before(3))) == 0  # upper <= since: short-circuited
+    assert colmz.concat(c.updates_before(10)).to_pylist() == [("a", 9, 1)]
