@@ -26,7 +26,7 @@ are tested by counting, not timing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,7 +44,6 @@ class Work:
     chunks_touched: int = 0  # chunks inspected by splits beyond routing by cached bounds
     merges: int = 0  # merge kernel calls
     sorts: int = 0  # sort kernel calls (stage flushes, many-stale-times reads)
-    extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {

@@ -21,7 +21,7 @@ from colmz.frontier import check_time
 from colmz.kernels import _scratch
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
 from colmz.order import ColumnSpec, array_from_numpy, decode_columns, encode_columns
-from colmz.updates import Encoded, Updates, concat_encoded, unify_schemas
+from colmz.updates import Encoded, Updates, unify_schemas
 
 __all__ = ["concat", "consolidate", "release_scratch", "set_cache_dir", "warmup"]
 
@@ -171,15 +171,6 @@ def concat(batches: Iterable[Updates]) -> Updates:
     time = np.concatenate([b._time for b in batches])
     diff = np.concatenate([b._diff for b in batches])
     return Updates(data, time, diff, _trusted=True)
-
-
-def encode_many(batches: Iterable[Updates]) -> tuple[tuple, Encoded]:
-    """Encode several batches of one collection into one ``Encoded`` and its schema."""
-    batches = list(batches)
-    schema = batches[0].schema
-    for b in batches[1:]:
-        schema = unify_schemas(schema, b.schema)
-    return schema, concat_encoded(b.encode() for b in batches)
 
 
 def set_cache_dir(path: str | os.PathLike) -> None:

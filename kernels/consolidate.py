@@ -46,7 +46,6 @@ from colmz.kernels.sort import (
 
 __all__ = [
     "ORDERS",
-    "advance_times",
     "consolidate_ref",
     "consolidate_sorted_words",
     "order_significance",
@@ -117,14 +116,6 @@ def _consolidate_sorted_1(words, diffs):
             out += 1
         i = j
     return out
-
-
-@jit
-def advance_times(time, since, out):
-    """``out[i] = max(time[i], since)``."""
-    for i in range(time.shape[0]):
-        t = time[i]
-        out[i] = t if t > since else since
 
 
 @jit

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from colmz.kernels import _scratch
 from colmz.kernels.consolidate import (
-    advance_times,
     consolidate_ref,
     consolidate_sorted_words,
     order_significance,
@@ -225,13 +224,8 @@ def test_consolidate_sorted_words_overflow():
         consolidate_sorted_words(words, np.array([INT64_MAX, 1], np.int64))
 
 
-def test_advance_times_and_significance():
+def test_order_significance():
     t = np.array([0, 5, 10, MAX], np.uint64)
-    out = np.empty_like(t)
-    advance_times(t, np.uint64(6), out)
-    assert out.tolist() == [6, 6, 10, MAX]
-    advance_times(t, np.uint64(MAX), out)
-    assert out.tolist() == [MAX] * 4
     assert order_significance("time", 2) == [2, 0, 1]
     assert order_significance("data", 2) == [0, 1, 2]
     with pytest.raises(ValueError, match="order must be 'time' or 'data', got 'x'"):
