@@ -124,10 +124,10 @@ def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
     for i, (sorted_dict, shift) in ranked.items():
         r = out[i]
         pos = r.to_numpy(zero_copy_only=False)
-        if r.null_count:
-            pos = np.where(r.is_null().to_numpy(zero_copy_only=False), 0, pos)
-        pos = pos.astype(np.int64) - shift
         mask = r.is_null().to_numpy(zero_copy_only=False) if r.null_count else None
+        if mask is not None:
+            pos = np.where(mask, 0, pos)
+        pos = pos.astype(np.int64) - shift
         idx = array_from_numpy(np.maximum(pos, 0), pa.int64(), mask)
         col = sorted_dict.take(idx)
         if col.type != schema[i].type:

@@ -134,13 +134,16 @@ def _merge2(src, a0, a1, b0, b1, dst, o):
         i += np.int64(take_a)
         j += np.int64(1 - take_a)
         o += 1
-    while i < a1:
+    o = _copy_tail(src, i, a1, dst, o)
+    return _copy_tail(src, j, b1, dst, o)
+
+
+@jit
+def _copy_tail(src, i, end, dst, o):
+    # What is left of one input after the other ran out: dst[o:] = src[i:end].
+    while i < end:
         dst[o] = src[i]
         i += 1
-        o += 1
-    while j < b1:
-        dst[o] = src[j]
-        j += 1
         o += 1
     return o
 
@@ -187,8 +190,7 @@ def merge_tree(words, starts, ends, tmp):
             if 2 * p + 1 < k:
                 _merge2(src, a0, bounds[2 * p + 1], bounds[2 * p + 1], bounds[2 * p + 2], dst, a0)
             else:
-                for x in range(a0, bounds[2 * p + 1]):
-                    dst[x] = src[x]
+                _copy_tail(src, a0, bounds[2 * p + 1], dst, a0)
         bounds = _halved(bounds, k)
         k = nk
         src, dst = dst, src
@@ -322,17 +324,10 @@ def merge_rows_tree(words, starts, ends):
                         dst[o] = src[j]
                         j += 1
                     o += 1
-                while i < a1:
-                    dst[o] = src[i]
-                    i += 1
-                    o += 1
-                while j < b1:
-                    dst[o] = src[j]
-                    j += 1
-                    o += 1
+                o = _copy_tail(src, i, a1, dst, o)
+                _copy_tail(src, j, b1, dst, o)
             else:
-                for x in range(a0, bounds[2 * p + 1]):
-                    dst[x] = src[x]
+                _copy_tail(src, a0, bounds[2 * p + 1], dst, a0)
         bounds = _halved(bounds, k)
         k = nk
         src, dst = dst, src

@@ -204,6 +204,22 @@ def plan_packing(mins, maxs, significance) -> PackPlan:
 
 
 @jit
+def _or_field(out, keys, time, s, since, mn, sh):
+    # out |= (field s of each row - mn) << sh, where field w (the key width) is the time,
+    # advanced to since. One streaming pass per field, which the compiler vectorises.
+    n, w = keys.shape
+    if s == w:
+        for i in range(n):
+            v = time[i]
+            v = v if v > since else since
+            out[i] |= (v - mn) << sh
+    else:
+        col = keys[:, s]
+        for i in range(n):
+            out[i] |= (col[i] - mn) << sh
+
+
+@jit
 def pack(keys, time, since, src, mins, word, shift, out):
     """Pack the fields ``src`` of ``(keys, max(time, since))`` into ``out`` (``(n, n_words)``).
 
@@ -216,19 +232,7 @@ def pack(keys, time, since, src, mins, word, shift, out):
         for k in range(m):
             out[i, k] = 0
     for f in range(nf):
-        s = src[f]
-        mn = mins[f]
-        sh = shift[f]
-        col = out[:, word[f]]
-        if s == w:
-            for i in range(n):
-                v = time[i]
-                v = v if v > since else since
-                col[i] |= (v - mn) << sh
-        else:
-            kc = keys[:, s]
-            for i in range(n):
-                col[i] |= (kc[i] - mn) << sh
+        _or_field(out[:, word[f]], keys, time, src[f], since, mins[f], shift[f])
 
 
 def pack_ref(keys, time, since, plan: PackPlan):
@@ -348,20 +352,8 @@ def pack_one_with_diff(keys, time, diff, since, src, mins, shift, dmin, lo_bit, 
     lo = np.uint64(lo_bit)
     for i in range(n):
         out[i] = np.uint64(diff[i] - dmin)
-    # One field at a time: each loop is a streaming, vectorisable pass.
     for f in range(nf):
-        s = src[f]
-        m = mins[f]
-        sh = shift[f] + lo
-        if s == w:
-            for i in range(n):
-                x = time[i]
-                x = x if x > since else since
-                out[i] |= (x - m) << sh
-        else:
-            col = keys[:, s]
-            for i in range(n):
-                out[i] |= (col[i] - m) << sh
+        _or_field(out, keys, time, src[f], since, mins[f], shift[f] + lo)
     if nd:
         for i in range(n):
             k = out[i] >> lo
