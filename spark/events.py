@@ -23,7 +23,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from colmz.spark.udfs import SPARK_MAX_TIME, ColumnMissingError, InputError, _spark_types
+from colmz.spark.udfs import (
+    SPARK_MAX_TIME,
+    ColumnMissingError,
+    _spark_types,
+    check_rows,
+)
 
 __all__ = ["EventsSpec", "check_events", "desired_updates", "example_events", "verify", "view_sql"]
 
@@ -119,20 +124,7 @@ def check_events(df, spec: EventsSpec) -> int:
         f"negative {spec.valid_to}": vt < 0,
         f"{spec.valid_to} < {spec.valid_from}": vt < vf,
     }
-    row = F.to_json(F.struct(*[F.col(c) for c in df.columns]))
-    aggs = [F.count(F.lit(1)).alias("rows")]
-    for i, cond in enumerate(problems.values()):
-        aggs.append(F.sum(F.when(cond, 1).otherwise(0)).alias(f"n{i}"))
-        aggs.append(F.first(F.when(cond, row), ignorenulls=True).alias(f"e{i}"))
-    r = df.agg(*aggs).collect()[0]
-    found = []
-    for i, what in enumerate(problems):
-        n = r[f"n{i}"] or 0
-        if n:
-            found.append(f"{n} row(s) with {what}, e.g. {r[f'e{i}']}")
-    if found:
-        raise InputError("bad events: " + "; ".join(found))
-    return int(r["rows"])
+    return check_rows(df, problems, "bad events")
 
 
 def desired_updates(df, spec: EventsSpec):

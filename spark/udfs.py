@@ -196,6 +196,17 @@ def check_update_values(df, time: str = "time", diff: str = "diff") -> int:
         f"negative {time}": t < 0,
         f"NULL {diff}": d.isNull(),
     }
+    return check_rows(df, problems, "bad updates")
+
+
+def check_rows(df, problems, what: str) -> int:
+    """Count the rows matching each problem condition in one aggregation; return the row count.
+
+    ``problems`` maps a description to a boolean Column. When any row matches, raises
+    :class:`InputError` ``"<what>: <n> row(s) with <description>, e.g. <row as JSON>; ..."``.
+    """
+    from pyspark.sql import functions as F
+
     row = F.to_json(F.struct(*[F.col(c) for c in df.columns]))
     aggs = [F.count(F.lit(1)).alias("rows")]
     for i, cond in enumerate(problems.values()):
@@ -203,12 +214,12 @@ def check_update_values(df, time: str = "time", diff: str = "diff") -> int:
         aggs.append(F.first(F.when(cond, row), ignorenulls=True).alias(f"e{i}"))
     r = df.agg(*aggs).collect()[0]
     found = [
-        f"{r[f'n{i}']} row(s) with {what}, e.g. {r[f'e{i}']}"
-        for i, what in enumerate(problems)
+        f"{r[f'n{i}']} row(s) with {desc}, e.g. {r[f'e{i}']}"
+        for i, desc in enumerate(problems)
         if r[f"n{i}"]
     ]
     if found:
-        raise InputError("bad updates: " + "; ".join(found))
+        raise InputError(f"{what}: " + "; ".join(found))
     return int(r["rows"])
 
 
