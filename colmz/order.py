@@ -312,8 +312,11 @@ def _flatten(arr) -> pa.Array:
 # ----------------------------------------------------------------------------- API
 
 
-def encode_columns(columns, kinds=None) -> tuple[np.ndarray, Layout]:
+def encode_columns(columns, kinds=None, *, n: int | None = None) -> tuple[np.ndarray, Layout]:
     """Encode Arrow columns into a ``(n, W)`` ``uint64`` key matrix and its layout.
+
+    ``n`` is the row count; it is needed only when there are no columns to take it from
+    (updates without data columns: every row is the one empty row).
 
     >>> keys, layout = encode_columns([pa.array([2, -1, None])])
     >>> layout
@@ -322,7 +325,8 @@ def encode_columns(columns, kinds=None) -> tuple[np.ndarray, Layout]:
     [(9223372036854775810, 0), (9223372036854775807, 0), (0, 1)]
     """
     columns = [_flatten(c) for c in columns]
-    n = len(columns[0]) if columns else 0
+    if n is None:
+        n = len(columns[0]) if columns else 0
     if kinds is None:
         kinds = [kind_of(c.type) for c in columns]
     widths = [_column_width(c, k) for c, k in zip(columns, kinds)]

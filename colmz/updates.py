@@ -419,9 +419,7 @@ class Updates:
         """
         if self._enc is not None:
             return self._enc
-        keys, layout = encode_columns(self._columns, [s.kind for s in self._schema])
-        if not self._columns:
-            keys = np.empty((len(self), 0), np.uint64)  # no data columns: one empty row each
+        keys, layout = encode_columns(self._columns, [s.kind for s in self._schema], n=len(self))
         return Encoded(keys, self._time, self._diff, layout)
 
     @classmethod
