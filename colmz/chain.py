@@ -72,10 +72,6 @@ class Chunk:
     def __len__(self) -> int:
         return self.n
 
-    @property
-    def nbytes(self) -> int:
-        return self.keys.nbytes + self.time.nbytes + self.diff.nbytes
-
     def slice(self, a: int, b: int) -> Chunk:
         return Chunk(self.keys[a:b], self.time[a:b], self.diff[a:b], self.layout)
 
@@ -199,10 +195,6 @@ class Chain:
             diff = np.concatenate([c.diff for c in chunks])
             return pad_keys(keys, target, layout), time, diff
         return pad_keys(keys, chunks[0].layout, layout), time, diff
-
-    @property
-    def nbytes(self) -> int:
-        return sum(c.nbytes for c in self.chunks)
 
     def bases(self):
         """The distinct allocations the chain's chunks keep alive (for memory accounting)."""
