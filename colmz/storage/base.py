@@ -1,0 +1,223 @@
+"""The two storage contracts colmz's durable structures are built on, and in-memory versions.
+
+Design
+------
+Durable state is split as Materialize's persist splits it (``src/persist/src/location.rs``):
+
+* **Blob** -- immutable values (Parquet parts) under keys. A key is written once, under a
+  fresh name, and read many times; ``set`` is atomic (a reader sees all of a value or none of
+  it) and durable when it returns. Blob has no notion of versions: nothing in it is visible to
+  a reader of a structure until a consensus record names it.
+* **Consensus** -- small versioned records under keys, changed only by compare-and-set on the
+  version (``seqno``). The record is the structure's metadata: which parts, which frontiers.
+  Of two writers that read version ``v`` and both try to write ``v + 1``, exactly one wins.
+
+Storage knows nothing of updates: bytes under keys, and versioned bytes under keys.
+
+Errors
+------
+Every storage failure is a :class:`StorageError`. It is :class:`Determinate` when the call
+certainly did not take effect (safe to retry or to give up), and :class:`Indeterminate` when it
+may have (a timeout after the request was sent): a caller that gets an indeterminate error on
+a compare-and-set must re-read the record to learn whether its write landed, and must never
+resolve it by writing the same change twice.
+
+Invariants (every implementation; ``tests/colmz/storage`` checks them against each backend)
+--------------------------------------------------------------------------------------------
+1. ``Blob.get`` after a successful ``Blob.set(k, v)`` returns ``v`` until ``delete(k)``.
+2. ``Blob.delete`` of a missing key is a no-op; ``Blob.get`` of a missing key is ``None``.
+3. ``Consensus.compare_and_set(key, expected, new)`` succeeds iff the head's seqno equals
+   ``expected`` (``None``: no record yet) and ``new.seqno > expected``; it then becomes the
+   head. Otherwise nothing changes and it returns ``False``.
+4. ``Consensus.scan(key, from_seqno)`` returns the versions with ``seqno >= from_seqno`` in
+   increasing order; ``truncate(key, seqno)`` removes those below ``seqno`` and never the head.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "Blob",
+    "Consensus",
+    "Determinate",
+    "Indeterminate",
+    "MemBlob",
+    "MemConsensus",
+    "StorageError",
+    "VersionedData",
+    "check_key",
+]
+
+
+class StorageError(RuntimeError):
+    """A storage call failed."""
+
+
+class Determinate(StorageError):
+    """A storage call failed and certainly did not take effect."""
+
+
+class Indeterminate(StorageError):
+    """A storage call failed and may or may not have taken effect (e.g. a timeout)."""
+
+
+@dataclass(frozen=True)
+class VersionedData:
+    """One version of a consensus record: its ``seqno`` and its bytes."""
+
+    seqno: int
+    data: bytes
+
+
+def check_key(key: str) -> str:
+    """Validate a blob or consensus key: relative, ``/``-separated, no ``.``/``..`` segments.
+
+    Keys name things inside a store; one that could lead outside it (``../x``, ``/abs``,
+    ``a\\b``) is refused with ``ValueError`` naming it.
+
+    >>> check_key("parts/0001.parquet")
+    'parts/0001.parquet'
+    >>> check_key("../x")
+    Traceback (most recent call last):
+    ...
+    ValueError: storage key '../x' has a '..' segment; keys must stay inside the store
+    """
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"storage key {key!r} must be a non-empty string")
+    if key.startswith("/") or "\\" in key or "\x00" in key or ":" in key.split("/", 1)[0]:
+        raise ValueError(f"storage key {key!r} is absolute or has a forbidden character")
+    for seg in key.split("/"):
+        if seg in ("..",):
+            raise ValueError(f"storage key {key!r} has a '..' segment; keys must stay inside the store")
+        if seg in ("", "."):
+            raise ValueError(f"storage key {key!r} has an empty or '.' segment")
+    return key
+
+
+@runtime_checkable
+class Blob(Protocol):
+    """Immutable byte values under keys (see the module docstring for the contract)."""
+
+    def get(self, key: str) -> bytes | None:
+        """The value under ``key``, or None."""
+
+    def set(self, key: str, value: bytes | memoryview) -> None:
+        """Store ``value`` under ``key`` atomically and durably."""
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (no-op when missing)."""
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """Every key starting with ``prefix``, sorted."""
+
+    def url_of(self, key: str) -> str:
+        """Where an outside reader (pyarrow.dataset, DuckDB, Spark) finds ``key``."""
+
+
+@runtime_checkable
+class Consensus(Protocol):
+    """Versioned records changed by compare-and-set (see the module docstring)."""
+
+    def head(self, key: str) -> VersionedData | None:
+        """The newest version of ``key``, or None."""
+
+    def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
+        """Make ``new`` the head iff the head's seqno is ``expected``; whether it did."""
+
+    def scan(self, key: str, from_seqno: int = 0, limit: int | None = None) -> list[VersionedData]:
+        """Versions with ``seqno >= from_seqno``, oldest first."""
+
+    def truncate(self, key: str, seqno: int) -> int:
+        """Remove versions below ``seqno`` (never the head); how many were removed."""
+
+
+class MemBlob:
+    """A Blob in process memory (tests, notebooks, ``mem://`` URLs).
+
+    >>> b = MemBlob()
+    >>> b.set("a/1", b"xy"); b.get("a/1"), b.get("nope"), b.list_keys("a/")
+    (b'xy', None, ['a/1'])
+    """
+
+    def __init__(self, name: str = "mem") -> None:
+        self.name = name
+        self._values: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            return self._values.get(check_key(key))
+
+    def set(self, key: str, value: bytes | memoryview) -> None:
+        data = bytes(value)
+        with self._lock:
+            self._values[check_key(key)] = data
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._values.pop(check_key(key), None)
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        with self._lock:
+            return sorted(k for k in self._values if k.startswith(prefix))
+
+    def url_of(self, key: str) -> str:
+        return f"mem://{self.name}/{check_key(key)}"
+
+    def __repr__(self) -> str:
+        return f"MemBlob({self.name!r}, {len(self._values)} keys)"
+
+
+class MemConsensus:
+    """A Consensus in process memory.
+
+    >>> c = MemConsensus()
+    >>> c.compare_and_set("s", None, VersionedData(1, b"a"))
+    True
+    >>> c.compare_and_set("s", None, VersionedData(1, b"b"))
+    False
+    >>> c.head("s")
+    VersionedData(seqno=1, data=b'a')
+    """
+
+    def __init__(self) -> None:
+        self._records: dict[str, list[VersionedData]] = {}
+        self._lock = threading.Lock()
+
+    def head(self, key: str) -> VersionedData | None:
+        with self._lock:
+            versions = self._records.get(check_key(key))
+            return versions[-1] if versions else None
+
+    def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
+        check_key(key)
+        if expected is not None and new.seqno <= expected:
+            raise ValueError(f"new seqno {new.seqno} must be greater than expected {expected}")
+        with self._lock:
+            versions = self._records.setdefault(key, [])
+            current = versions[-1].seqno if versions else None
+            if current != expected:
+                return False
+            versions.append(VersionedData(int(new.seqno), bytes(new.data)))
+            return True
+
+    def scan(self, key: str, from_seqno: int = 0, limit: int | None = None) -> list[VersionedData]:
+        with self._lock:
+            out = [v for v in self._records.get(check_key(key), ()) if v.seqno >= from_seqno]
+        return out if limit is None else out[:limit]
+
+    def truncate(self, key: str, seqno: int) -> int:
+        with self._lock:
+            versions = self._records.get(check_key(key), [])
+            keep = [v for v in versions if v.seqno >= seqno or v is versions[-1]]
+            removed = len(versions) - len(keep)
+            self._records[key] = keep
+            return removed
+
+    def keys(self) -> Iterable[str]:
+        with self._lock:
+            return sorted(self._records)
