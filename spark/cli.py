@@ -193,13 +193,17 @@ def run_sink(args, out=None) -> dict:
     """Run the sink job for parsed ``args``; return the summary (see :func:`main`)."""
     out = out or sys.stdout
     t_start = _time.perf_counter()
-    spark = _spark(args)
-    progress = _Progress(out, spark, quiet=args.quiet)
     last = args.first_tick + (args.ticks - 1) * args.tick_step
     if last >= SPARK_MAX_TIME:
         raise InputError(f"the last tick {last} does not fit a Spark long")
     ticks = check_ticks(range(args.first_tick, last + 1, args.tick_step))
+    # The store is checked before Spark starts: a damaged manifest or a missing part file is
+    # reported at once, and leftovers of dead runs (never a live run's work) are removed.
     store = Store(args.store)
+    store.verify()
+    store.clean()
+    spark = _spark(args)
+    progress = _Progress(out, spark, quiet=args.quiet)
 
     # 1. events -- validated before anything is written
     with progress.phase("reading events"):
@@ -221,7 +225,6 @@ def run_sink(args, out=None) -> dict:
 
     # 2. the persisted collection
     with progress.phase("reading store"):
-        store.clean()  # leftovers of a failed run are not part of the store
         desired = desired_updates(events, spec)
         persisted = store.read(spark)
         if persisted is not None:

@@ -78,10 +78,11 @@ def test_clean_removes_leftovers(spark, tmp_path):
     s = Store(tmp_path / "st")
     s.commit(s.stage(spark.createDataFrame([("a", 1, 1)], SCHEMA)))
     before = s.listing()
-    # leftovers of a killed run: a staging dir and a moved-but-unpublished commit dir
+    # leftovers of a killed run: a staging dir (no live owner) and a moved-but-unpublished
+    # commit dir
     (s.path / "_staging" / "dead").mkdir(parents=True)
     (s.path / "commits" / "000002-dead").mkdir()
-    removed = s.clean()
+    removed = s.clean(lease_seconds=0)
     assert len(removed) == 2 and s.listing() == before
 
 
