@@ -212,3 +212,30 @@ def test_manifest_written_by_a_commit_is_valid_and_names_its_writer(tmp_path):
     rec = s.manifest()["commits"][0]
     assert rec["writer"]["pid"] == os.getpid()
     assert (s.path / MANIFEST).is_file()
+
+
+# ---------------------------------------------------------------------------- the sink CLI
+
+
+@pytest.mark.parametrize("damage", ["missing file", "malformed manifest", "path outside"])
+def test_sink_reports_a_damaged_store_before_spark_starts(tmp_path, monkeypatch, capsys, damage):
+    from colmz.spark import cli
+
+    s = _store_with_commit(tmp_path)
+    if damage == "missing file":
+        os.unlink(s.files()[0])
+        expect = "which is missing"
+    elif damage == "malformed manifest":
+        _rewrite(s, lambda m: m.pop("commits"))
+        expect = "field 'commits' is missing"
+    else:
+        _rewrite(s, lambda m: m["commits"][0]["files"].append("commits/../x.parquet"))
+        expect = "not a file of this store"
+
+    def no_spark(args):
+        raise AssertionError("a Spark session was started before the store was checked")
+
+    monkeypatch.setattr(cli, "_spark", no_spark)
+    status = cli.main(["sink", "--store", str(s.path), "--ticks", "3", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == cli.EXIT_FAIL and expect in err and "Traceback" not in err
