@@ -1,4 +1,5 @@
-"""The ``colmz`` command: the self-correcting sink job, and consolidate/snapshot over Parquet.
+"""The ``colmz`` command: the self-correcting sink job, reading its store back, and
+consolidate/snapshot over Parquet files or stores.
 
 ``colmz sink`` keeps a store of updates equal to a temporal-filter view of an events table,
 writing only corrections::
@@ -11,6 +12,13 @@ are bad); read the store; run :func:`colmz.spark.sink` over the ticks, staging t
 verify the store plus the staged corrections against a direct Spark SQL evaluation of the view
 at a sample of ticks; commit atomically (nothing is committed when there is nothing to write
 or verification fails); print a summary.
+
+``colmz read STORE [--as-of T] [--output FILE]`` prints (or writes) the view the store holds
+at a time, following its manifest, without Spark.
+
+Every check that needs no Spark (arguments, paths, the store's manifest and the files it
+lists) runs before a session starts. With ``--json`` standard output carries only the JSON
+summary; progress goes to standard error.
 
 Exit status: 0 success, 2 bad input or usage, 1 any other failure (the store is unchanged).
 """
@@ -31,7 +39,7 @@ from pathlib import Path
 
 from colmz.spark.events import EventsSpec, check_events, desired_updates, example_events, verify
 from colmz.spark.sink import SinkStats, check_ticks, sink
-from colmz.spark.store import Store, StoreError
+from colmz.spark.store import MANIFEST, Store, StoreError
 from colmz.spark.udfs import (
     SPARK_MAX_TIME,
     InputError,
@@ -41,7 +49,7 @@ from colmz.spark.udfs import (
     snapshot,
 )
 
-__all__ = ["VerificationError", "main", "run_consolidate", "run_sink"]
+__all__ = ["VerificationError", "main", "run_consolidate", "run_read", "run_sink"]
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
@@ -177,9 +185,23 @@ def _spark(args):
     return session(args.master, "colmz-" + args.command, shuffle_partitions=args.partitions)
 
 
-def _read_parquet(spark, path: str, what: str):
+def _check_exists(path: str, what: str) -> None:
     if not Path(path).exists():
         raise InputError(f"{what} {path!r} does not exist")
+
+
+def _input_store(path: str) -> Store | None:
+    """The store at ``path`` when it is one (a directory with a manifest), verified."""
+    p = Path(path)
+    if p.is_dir() and (p / MANIFEST).is_file():
+        store = Store(p)
+        store.verify()
+        return store
+    return None
+
+
+def _read_parquet(spark, path: str, what: str):
+    _check_exists(path, what)
     try:
         return spark.read.parquet(path)
     except Exception as e:  # AnalysisException: not Parquet, no files
@@ -197,8 +219,13 @@ def run_sink(args, out=None) -> dict:
     if last >= SPARK_MAX_TIME:
         raise InputError(f"the last tick {last} does not fit a Spark long")
     ticks = check_ticks(range(args.first_tick, last + 1, args.tick_step))
-    # The store is checked before Spark starts: a damaged manifest or a missing part file is
-    # reported at once, and leftovers of dead runs (never a live run's work) are removed.
+    # Everything that needs no Spark is checked before the session starts (a JVM start
+    # takes tens of seconds): arguments, the input path, the store's manifest and the files it
+    # lists. Leftovers of dead runs (never a live run's work) are removed.
+    if args.input is not None:
+        if args.keys is None:
+            raise InputError("--keys is required with --input (the key columns of the events)")
+        _check_exists(args.input, "events")
     store = Store(args.store)
     store.verify()
     store.clean()
@@ -215,8 +242,6 @@ def run_sink(args, out=None) -> dict:
             source = f"generated example ({args.example_events} events, seed {args.seed})"
         else:
             events = _read_parquet(spark, args.input, "events")
-            if args.keys is None:
-                raise InputError("--keys is required with --input (the key columns of the events)")
             spec = EventsSpec(tuple(args.keys), args.value, args.valid_from, args.valid_to)
             source = args.input
         with _as_input_error():
@@ -349,10 +374,19 @@ def run_consolidate(args, out=None) -> dict:
     """``colmz consolidate`` / ``colmz snapshot`` for parsed ``args``; return a summary."""
     out = out or sys.stdout
     t0 = _time.perf_counter()
+    _check_exists(args.input, "input")
+    if Path(args.output).exists() and not args.overwrite:
+        raise InputError(f"output {args.output!r} exists; pass --overwrite to replace it")
+    store = _input_store(args.input)  # a colmz store is read through its manifest
     spark = _spark(args)
     progress = _Progress(out, spark, quiet=args.quiet)
     with progress.phase(f"reading {args.input}"):
-        df = _read_parquet(spark, args.input, "input")
+        if store is not None:
+            df = store.read(spark)
+            if df is None:
+                raise InputError(f"store {args.input!r} holds nothing yet")
+        else:
+            df = _read_parquet(spark, args.input, "input")
         with _as_input_error():
             data = check_update_columns(df.schema, args.data, args.time, args.diff)
         rows_in = check_update_values(df, args.time, args.diff)
@@ -367,6 +401,60 @@ def run_consolidate(args, out=None) -> dict:
         rows_out = _write_atomic(result, args.output, args.overwrite)
     return {"input_rows": rows_in, "output_rows": rows_out, "output": str(Path(args.output).absolute()),
             "seconds": round(_time.perf_counter() - t0, 3)}
+
+
+# ----------------------------------------------------------------------------- read
+
+
+def run_read(args, out=None) -> dict:
+    """``colmz read``: the view a store holds at a time, without Spark; return a summary."""
+    import pyarrow.parquet as pq
+
+    out = out or sys.stdout
+    t0 = _time.perf_counter()
+    _check_exists(args.store, "store")
+    store = _input_store(args.store)
+    if store is None:
+        raise InputError(f"{args.store!r} is not a colmz store (no {MANIFEST})")
+    view = store.view(args.as_of)
+    if view is None:
+        raise InputError(f"store {args.store!r} holds nothing yet")
+    as_of = args.as_of
+    if as_of is None:
+        t = store.read_arrow().column("time")
+        as_of = int(max(t.to_pylist())) if len(t) else 0
+    summary = {"store": str(store.path), "as_of": as_of, "rows": view.num_rows,
+               "total_count": int(sum(view.column("count").to_pylist()))}
+    if args.output is not None:
+        target = Path(args.output)
+        if target.exists() and not args.overwrite:
+            raise InputError(f"output {args.output!r} exists; pass --overwrite to replace it")
+        tmp = target.parent / f".{target.name}.colmz-{uuid.uuid4().hex}.tmp"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(view, tmp)
+        os.replace(tmp, target)
+        summary["output"] = str(target.absolute())
+    elif not args.json:
+        _print_table(view, out, args.limit)
+    summary["seconds"] = round(_time.perf_counter() - t0, 3)
+    return summary
+
+
+def _print_table(table, out, limit: int) -> None:
+    """A plain console table of the first ``limit`` rows."""
+    names = table.column_names
+    rows = [[_cell(v) for v in r.values()] for r in table.slice(0, limit).to_pylist()]
+    widths = [max([len(n), *(len(r[i]) for r in rows)]) for i, n in enumerate(names)]
+    print("  ".join(n.ljust(w) for n, w in zip(names, widths)), file=out)
+    print("  ".join("-" * w for w in widths), file=out)
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)), file=out)
+    if table.num_rows > limit:
+        print(f"... {table.num_rows - limit} more rows (--limit, or --output FILE for all)", file=out)
+
+
+def _cell(v) -> str:
+    return "NULL" if v is None else str(v)
 
 
 # ----------------------------------------------------------------------------- argparse
@@ -418,11 +506,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of the generated example (default: %(default)s)")
     common(s)
 
+    r = sub.add_parser(
+        "read",
+        help="print (or write) the view a store holds at a time",
+        description="The collection a colmz store holds at --as-of (default: its latest time): "
+        "every update with time <= as-of counts, equal data rows are summed, zero counts are "
+        "dropped. Reads only the files the store's manifest lists; needs no Spark. Prints a "
+        "table, or writes Parquet (data columns and count) with --output.",
+    )
+    r.add_argument("store", help="store directory (what colmz sink --store wrote)")
+    r.add_argument("--as-of", type=_nonneg, default=None, help="the time to read at (default: the latest)")
+    r.add_argument("--output", "-o", default=None, help="write the view as a Parquet file instead of printing it")
+    r.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    r.add_argument("--limit", type=_positive, default=50, help="rows to print (default: %(default)s)")
+    r.add_argument("--json", action="store_true", help="print only a JSON summary")
+
     for name, helptext in (("consolidate", "consolidate a Parquet file of updates"),
                            ("snapshot", "the collection a Parquet file of updates holds at a time")):
         c = sub.add_parser(name, help=helptext, description=helptext.capitalize() + ": equal "
                            "(data, time) summed, zero diffs dropped; written atomically as Parquet.")
-        c.add_argument("input", help="input Parquet path (updates: data..., time, diff)")
+        c.add_argument("input", help="input: a Parquet path of updates (data..., time, diff) or a colmz store")
         c.add_argument("output", help="output Parquet directory")
         c.add_argument("--data", type=_csv, default=None, help="data columns (default: all but time and diff)")
         c.add_argument("--time", default="time", help="time column (default: %(default)s)")
@@ -443,12 +546,20 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
     """Entry point of the ``colmz`` console script; returns the exit status."""
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
+    # With --json, stdout carries only the JSON summary; progress goes to stderr.
+    progress_out = sys.stderr if args.json else out
     try:
         if args.command == "sink":
-            summary = run_sink(args, out)
+            summary = run_sink(args, progress_out)
             _print_summary(summary, out, args.json)
+        elif args.command == "read":
+            summary = run_read(args, out)
+            if args.json:
+                print(json.dumps(summary), file=out)
+            elif "output" in summary:
+                print(f"{summary['rows']} rows as of {summary['as_of']} -> {summary['output']}", file=out)
         else:
-            summary = run_consolidate(args, out)
+            summary = run_consolidate(args, progress_out)
             if args.json:
                 print(json.dumps(summary), file=out)
             else:

@@ -383,6 +383,41 @@ class Store:
             return None
         return pa.concat_tables([pq.read_table(f) for f in files])
 
+    def view(self, as_of: int | None = None):
+        """The collection the store holds at ``as_of``, as an Arrow table, without Spark.
+
+        Follows the manifest (files it does not list, such as a crashed run's leftovers, are
+        never read): every update with ``time <= as_of`` counts, equal data rows are summed,
+        rows whose count is zero are dropped. The result has the data columns and ``count``
+        (the row's multiplicity), sorted by the data. ``as_of=None`` reads the latest time in
+        the store. ``None`` when the store holds nothing yet.
+
+        >>> import tempfile, pyarrow as pa
+        >>> s = Store(tempfile.mkdtemp())
+        >>> _ = s.commit(s.stage_arrow(pa.table({"k": ["a", "b", "a"], "time": [1, 1, 5], "diff": [1, 1, -1]})))
+        >>> s.view(as_of=3).to_pylist()
+        [{'k': 'a', 'count': 1}, {'k': 'b', 'count': 1}]
+        >>> s.view().to_pylist()
+        [{'k': 'b', 'count': 1}]
+        """
+        import numpy as np
+        import pyarrow as pa
+
+        import colmz
+
+        table = self.read_arrow()
+        if table is None:
+            return None
+        if as_of is not None and (not isinstance(as_of, int) or isinstance(as_of, bool) or as_of < 0):
+            raise ValueError(f"as_of must be a non-negative integer time, not {as_of!r}")
+        times = table.column("time").to_numpy()
+        if as_of is None:
+            as_of = int(times.max()) if len(times) else 0
+        table = table.filter(pa.array(times <= np.uint64(as_of)) if times.dtype == np.uint64 else pa.array(times <= as_of))
+        u = colmz.consolidate(colmz.Updates.from_arrow(table), order="data", since=as_of)
+        out = u.to_arrow().drop_columns(["time"]).rename_columns([*u.column_names, "count"])
+        return out
+
     # ------------------------------------------------------------------ writing
 
     def _staging_root(self) -> Path:

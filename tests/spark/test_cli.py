@@ -73,7 +73,7 @@ def random_events(seed: int, n: int) -> list[tuple]:
 def test_help_everywhere():
     exe = Path(sys.executable).parent / "colmz"
     base = [str(exe)] if exe.exists() else [sys.executable, "-m", "colmz.spark.cli"]
-    for sub in ([], ["sink"], ["consolidate"], ["snapshot"]):
+    for sub in ([], ["sink"], ["read"], ["consolidate"], ["snapshot"]):
         r = subprocess.run([*base, *sub, "--help"], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert "usage: colmz" in r.stdout
@@ -249,3 +249,33 @@ def test_consolidate_and_snapshot_commands(spark, tmp_path, capsys):
     assert not (tmp_path / "never").exists()
     status, _ = run(["consolidate", str(src), str(tmp_path / "never"), "--data", "nope"], spark)
     assert status == 2 and "data column 'nope'" in capsys.readouterr().err
+
+
+def test_snapshot_and_consolidate_read_a_store_through_its_manifest(spark, tmp_path):
+    store = tmp_path / "store"
+    events = write_events(tmp_path / "e.parquet", random_events(11, 60))
+    assert run(sink_args(store, events), spark)[0] == 0
+    st = Store(store)
+    # a crashed run's unlisted commit directory must not be read
+    stray = store / "commits" / ("000099-" + "e" * 32)
+    stray.mkdir()
+    pq.write_table(st.read_arrow().slice(0, 5), stray / "part-0.parquet")
+    for at in (0, 13, TICKS - 1):
+        out = tmp_path / f"snap{at}"
+        status, s = run(["snapshot", str(store), str(out), "--as-of", str(at)], spark)
+        assert status == 0 and s["input_rows"] == st.rows
+        got = sorted((r["customer"], r["region"], r["plan"], r["diff"]) for r in pq.read_table(out).to_pylist())
+        want = sorted((r["customer"], r["region"], r["plan"], r["count"]) for r in st.view(at).to_pylist())
+        assert got == want
+    out = tmp_path / "cons"
+    status, s = run(["consolidate", str(store), str(out)], spark)
+    assert status == 0 and s["output_rows"] == st.rows  # the sink wrote consolidated updates
+
+
+def test_json_output_is_only_json(spark, tmp_path, capsys):
+    out = io.StringIO()
+    status = cli.main(sink_args(tmp_path / "store", None, "--json", "--example-events", "200"), out=out)
+    assert status == 0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["ticks"] == TICKS
+    assert "reading events" in capsys.readouterr().err  # progress went to stderr

@@ -239,3 +239,92 @@ def test_sink_reports_a_damaged_store_before_spark_starts(tmp_path, monkeypatch,
     status = cli.main(["sink", "--store", str(s.path), "--ticks", "3", "--quiet"])
     err = capsys.readouterr().err
     assert status == cli.EXIT_FAIL and expect in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------- colmz read, fail fast
+
+
+def _updates_store(tmp_path) -> Store:
+    s = Store(tmp_path / "st")
+    s.commit(s.stage_arrow(pa.table({"k": ["a", "b", "a", None], "time": [1, 1, 5, 2], "diff": [2, 1, -1, 1]})))
+    s.commit(s.stage_arrow(pa.table({"k": ["b", "c"], "time": [7, 7], "diff": [-1, 3]})))
+    return s
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    from colmz.spark import cli
+
+    def refuse(args):
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(cli, "_spark", refuse)
+    return cli
+
+
+def test_read_prints_the_view_at_a_time_without_spark(tmp_path, no_spark):
+    import io
+
+    s = _updates_store(tmp_path)
+    out = io.StringIO()
+    assert no_spark.main(["read", str(s.path), "--as-of", "4"], out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["k", "count"]
+    assert [ln.split() for ln in lines[2:]] == [["NULL", "1"], ["a", "2"], ["b", "1"]]
+    out = io.StringIO()
+    assert no_spark.main(["read", str(s.path), "--json"], out=out) == 0
+    summary = json.loads(out.getvalue())  # only JSON on stdout
+    assert summary["as_of"] == 7 and summary["rows"] == 3 and summary["total_count"] == 5
+
+
+def test_read_writes_parquet_and_matches_the_oracle(tmp_path, no_spark):
+    import io
+    from collections import Counter
+
+    import pyarrow.parquet as pq
+
+    s = _updates_store(tmp_path)
+    rows = s.read_arrow().to_pylist()
+    for t in range(9):
+        target = tmp_path / f"view{t}.parquet"
+        assert no_spark.main(["read", str(s.path), "--as-of", str(t), "--output", str(target)], out=io.StringIO()) == 0
+        want = Counter()
+        for r in rows:
+            if r["time"] <= t:
+                want[r["k"]] += r["diff"]
+        want = {k: v for k, v in want.items() if v}
+        got = {r["k"]: r["count"] for r in pq.read_table(target).to_pylist()}
+        assert got == want
+    assert no_spark.main(["read", str(s.path), "--as-of", "1", "--output", str(target)], out=io.StringIO()) == 2
+
+
+def test_read_refuses_what_is_not_a_store(tmp_path, no_spark, capsys):
+    assert no_spark.main(["read", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "plain").mkdir()
+    assert no_spark.main(["read", str(tmp_path / "plain")]) == 2
+    assert "is not a colmz store" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "message"),
+    [
+        (["sink", "--input", "{events}"], 2, "--keys is required"),
+        (["sink", "--input", "{missing}", "--keys", "k"], 2, "does not exist"),
+        (["sink", "--store", "{file}"], 1, "exists and is not a directory"),
+        (["consolidate", "{missing}", "{out}"], 2, "does not exist"),
+        (["consolidate", "{events}", "{events}"], 2, "exists; pass --overwrite"),
+        (["snapshot", "{events}", "{events}", "--as-of", "3"], 2, "exists; pass --overwrite"),
+    ],
+)
+def test_mistakes_are_reported_before_spark_starts(tmp_path, no_spark, capsys, argv, status, message):
+    events = tmp_path / "events.parquet"
+    events.write_bytes(b"not read")
+    (tmp_path / "file").write_text("x")
+    paths = {"events": str(events), "missing": str(tmp_path / "missing.parquet"), "file": str(tmp_path / "file"),
+             "out": str(tmp_path / "out")}
+    argv = [a.format(**paths) for a in argv]
+    if argv[0] == "sink" and "--store" not in argv:
+        argv += ["--store", str(tmp_path / "store")]
+    assert no_spark.main(argv) == status
+    assert message in capsys.readouterr().err
