@@ -1,7 +1,10 @@
 """Durable storage for colmz's structures: Blob (immutable parts) and Consensus (versioned
-metadata by compare-and-set). See :mod:`colmz.storage.base` for the contracts."""
+metadata by compare-and-set). See :mod:`colmz.storage.base` for the contracts,
+:mod:`colmz.storage.state` for versioned state kept as diffs, and :mod:`colmz.storage.url`
+for opening a store from a URL."""
 
 from colmz.storage.base import (
+    MAX_SEQNO,
     Blob,
     Consensus,
     Determinate,
@@ -10,17 +13,29 @@ from colmz.storage.base import (
     MemConsensus,
     StorageError,
     VersionedData,
+    check_cas_args,
     check_key,
 )
+from colmz.storage.local import LocalBlob
+from colmz.storage.sqlite import SqliteConsensus
+from colmz.storage.state import CommitConflict, CorruptState, StateLog, StateStats
 
 __all__ = [
+    "MAX_SEQNO",
     "Blob",
+    "CommitConflict",
     "Consensus",
+    "CorruptState",
     "Determinate",
     "Indeterminate",
+    "LocalBlob",
     "MemBlob",
     "MemConsensus",
+    "SqliteConsensus",
+    "StateLog",
+    "StateStats",
     "StorageError",
     "VersionedData",
+    "check_cas_args",
     "check_key",
 ]

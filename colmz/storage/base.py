@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "MAX_SEQNO",
     "Blob",
     "Consensus",
     "Determinate",
@@ -49,6 +50,7 @@ __all__ = [
     "MemConsensus",
     "StorageError",
     "VersionedData",
+    "check_cas_args",
     "check_key",
 ]
 
@@ -96,6 +98,36 @@ def check_key(key: str) -> str:
         if seg in ("", "."):
             raise ValueError(f"storage key {key!r} has an empty or '.' segment")
     return key
+
+
+#: Largest seqno every backend can store (SQLite and PostgreSQL keep it as a signed 64-bit int).
+MAX_SEQNO = 2**63 - 1
+
+
+def check_cas_args(expected: int | None, new: VersionedData) -> None:
+    """Validate the arguments of ``compare_and_set`` (shared by every backend).
+
+    ``expected`` is None or an int in ``[0, MAX_SEQNO]``; ``new.seqno`` is an int in
+    ``[0, MAX_SEQNO]`` greater than ``expected``; ``new.data`` is bytes-like. A bool is not
+    a seqno. Raises ``TypeError``/``ValueError`` naming the argument and the value.
+
+    >>> check_cas_args(None, VersionedData(1, b""))
+    >>> check_cas_args(3, VersionedData(3, b""))
+    Traceback (most recent call last):
+    ...
+    ValueError: new seqno 3 must be greater than expected 3
+    """
+    for name, value in (("expected", expected), ("new.seqno", new.seqno)):
+        if value is None and name == "expected":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+        if not 0 <= value <= MAX_SEQNO:
+            raise ValueError(f"{name} {value} is outside [0, 2**63-1]")
+    if expected is not None and new.seqno <= expected:
+        raise ValueError(f"new seqno {new.seqno} must be greater than expected {expected}")
+    if not isinstance(new.data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"new.data must be bytes, got {type(new.data).__name__}")
 
 
 @runtime_checkable
@@ -195,8 +227,7 @@ class MemConsensus:
 
     def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
         check_key(key)
-        if expected is not None and new.seqno <= expected:
-            raise ValueError(f"new seqno {new.seqno} must be greater than expected {expected}")
+        check_cas_args(expected, new)
         with self._lock:
             versions = self._records.setdefault(key, [])
             current = versions[-1].seqno if versions else None

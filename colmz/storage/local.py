@@ -1,0 +1,175 @@
+"""LocalBlob: a Blob in a local directory, one file per key.
+
+Design
+------
+A key ``a/b/c`` is the file ``root/a/b/c``. ``set`` writes the value to a temporary file in
+the destination directory, flushes and fsyncs it, renames it over the destination with
+``os.replace`` (atomic on POSIX within one filesystem) and fsyncs the directory so the rename
+itself survives a crash; directories it had to create are fsynced into their parents too.
+A reader therefore sees a whole value or no value, never a torn one, and a value is durable
+once ``set`` returns. Part files are plain files, so ``url_of`` (the absolute path) is all
+pyarrow.dataset, DuckDB, Polars or Spark need to read them directly.
+
+Invariants
+----------
+1. Every path the store touches resolves (symlinks followed) inside ``root``; a key that
+   would lead outside -- by ``..``, an absolute path, or a symlink planted in the tree --
+   raises ``ValueError`` naming the key, and nothing is read or written.
+2. Temporary files carry the marker ``.colmz-tmp-`` in their name; ``list_keys`` never
+   returns them and no key may contain the marker.
+3. A failed ``set`` leaves the previous value (or no value) under the key and removes its
+   temporary file (:class:`~colmz.storage.base.Determinate`); a failure after the rename
+   (fsync of the directory) is :class:`~colmz.storage.base.Indeterminate`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import uuid
+
+from colmz.storage.base import Determinate, Indeterminate, check_key
+
+__all__ = ["TEMP_MARKER", "LocalBlob"]
+
+#: Part of every temporary file name (``list_keys`` skips such files; keys may not hold it).
+TEMP_MARKER = ".colmz-tmp-"
+
+
+def _fsync_dir(path: pathlib.Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalBlob:
+    """A Blob in the directory ``root`` (created when missing).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> b = LocalBlob(tempfile.mkdtemp())
+    >>> b.set("parts/p1", b"abc"); b.get("parts/p1"), b.list_keys("parts/")
+    (b'abc', ['parts/p1'])
+    >>> b.path_of("parts/p1").read_bytes()
+    b'abc'
+    >>> b.delete("parts/p1"); b.get("parts/p1") is None
+    True
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        path = pathlib.Path(root)
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(f"blob root {str(path)!r} is a file, not a directory")
+        path.mkdir(parents=True, exist_ok=True)
+        self.root = path.resolve()
+
+    def __repr__(self) -> str:
+        return f"LocalBlob({str(self.root)!r})"
+
+    def path_of(self, key: str) -> pathlib.Path:
+        """The file of ``key``, checked to stay inside ``root`` (symlinks followed)."""
+        check_key(key)
+        if TEMP_MARKER in key:
+            raise ValueError(f"storage key {key!r} contains the reserved marker {TEMP_MARKER!r}")
+        path = self.root.joinpath(*key.split("/"))
+        resolved = path.resolve()
+        if self.root not in resolved.parents:
+            raise ValueError(
+                f"storage key {key!r} resolves to {str(resolved)!r}, outside the blob root "
+                f"{str(self.root)!r} (a symlink in the store?)"
+            )
+        return path
+
+    def url_of(self, key: str) -> str:
+        """The absolute path of ``key``'s file (what outside readers open)."""
+        return str(self.path_of(key))
+
+    def get(self, key: str) -> bytes | None:
+        path = self.path_of(key)
+        try:
+            return path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except IsADirectoryError:
+            # A "directory key" is only a prefix of other keys: it has no value.
+            return None
+        except OSError as e:
+            raise Determinate(f"blob get {key!r} ({path}): {e}") from e
+
+    def _make_parents(self, path: pathlib.Path) -> None:
+        missing = []
+        parent = path.parent
+        while parent != self.root and not parent.is_dir():
+            missing.append(parent)
+            parent = parent.parent
+        for d in reversed(missing):
+            try:
+                d.mkdir()
+            except FileExistsError:
+                if not d.is_dir():
+                    raise
+            _fsync_dir(d.parent)
+
+    def set(self, key: str, value: bytes | memoryview) -> None:
+        path = self.path_of(key)
+        if path.is_dir():
+            raise ValueError(f"storage key {key!r} names a directory of other keys in {self.root}")
+        tmp = path.with_name(f"{path.name}{TEMP_MARKER}{uuid.uuid4().hex}")
+        try:
+            self._make_parents(path)
+            # The parents now exist: re-check confinement (a symlinked directory could have
+            # been created concurrently in the tree).
+            self.path_of(key)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(value).cast("B")
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise Determinate(f"blob set {key!r} ({path}): {e}") from e
+        try:
+            _fsync_dir(path.parent)
+        except OSError as e:
+            raise Indeterminate(
+                f"blob set {key!r}: renamed into place but the directory fsync failed: {e}"
+            ) from e
+
+    def delete(self, key: str) -> None:
+        path = self.path_of(key)
+        try:
+            path.unlink(missing_ok=True)
+        except (NotADirectoryError, IsADirectoryError):
+            return
+        except OSError as e:
+            raise Determinate(f"blob delete {key!r} ({path}): {e}") from e
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        # Walk only the deepest directory the prefix names entirely.
+        head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = self.root.joinpath(*head.split("/")) if head else self.root
+        if head:
+            check_key(head)
+        if not start.is_dir():
+            return []
+        out = []
+        for dirpath, _dirs, files in os.walk(start):
+            rel = os.path.relpath(dirpath, self.root)
+            base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            for name in files:
+                if TEMP_MARKER in name:
+                    continue
+                key = base + name
+                if key.startswith(prefix):
+                    out.append(key)
+        out.sort()
+        return out

@@ -1,0 +1,195 @@
+"""SqliteConsensus: Consensus in one SQLite file (the embedded default; nothing to install).
+
+Design
+------
+One table ``consensus(key TEXT, seqno INTEGER, data BLOB, PRIMARY KEY (key, seqno))`` holds
+every version of every record. The database runs in WAL mode with ``synchronous=FULL``, so a
+committed transaction survives power loss and readers never block the writer.
+
+``compare_and_set`` is one ``BEGIN IMMEDIATE`` transaction: it takes SQLite's write lock
+first, then reads the head seqno, compares it with ``expected`` and inserts the new version.
+Because the write lock is held from the read to the insert, two writers -- threads or
+processes -- cannot both see the same head and both insert: exactly one wins each version
+(the primary key would reject a second row with the same seqno anyway).
+
+Each thread of each process opens its own connection (SQLite connections must not cross
+threads, and must not survive a ``fork``); a busy timeout makes a writer wait for the lock
+instead of failing at once.
+
+Invariants: those of :mod:`colmz.storage.base`. Errors: a failure before ``COMMIT`` rolls
+back and raises :class:`~colmz.storage.base.Determinate`; a failure *at* ``COMMIT`` raises
+:class:`~colmz.storage.base.Indeterminate`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import sqlite3
+import threading
+
+from colmz.storage.base import (
+    Determinate,
+    Indeterminate,
+    VersionedData,
+    check_cas_args,
+    check_key,
+)
+
+__all__ = ["SqliteConsensus"]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS consensus ("
+    "key TEXT NOT NULL, seqno INTEGER NOT NULL, data BLOB NOT NULL, "
+    "PRIMARY KEY (key, seqno)) WITHOUT ROWID"
+)
+
+
+class SqliteConsensus:
+    """Consensus records in the SQLite database file ``path`` (created when missing).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The database file; its directory must exist.
+    busy_timeout : float
+        Seconds a call waits for another writer's lock before failing (Determinate).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> c = SqliteConsensus(os.path.join(tempfile.mkdtemp(), "c.sqlite"))
+    >>> c.compare_and_set("s", None, VersionedData(1, b"a")), c.compare_and_set("s", None, VersionedData(1, b"b"))
+    (True, False)
+    >>> c.head("s")
+    VersionedData(seqno=1, data=b'a')
+    """
+
+    def __init__(self, path: str | os.PathLike, *, busy_timeout: float = 30.0) -> None:
+        p = pathlib.Path(path)
+        if p.is_dir():
+            raise IsADirectoryError(f"consensus database path {str(p)!r} is a directory")
+        if not p.parent.is_dir():
+            raise FileNotFoundError(f"directory of consensus database {str(p)!r} does not exist")
+        self.path = p.resolve()
+        self.busy_timeout = float(busy_timeout)
+        self._local = threading.local()
+        conn = self._conn()
+        try:
+            conn.execute(_SCHEMA)
+        except sqlite3.Error as e:
+            raise Determinate(f"consensus database {str(self.path)!r}: {e}") from e
+
+    def __repr__(self) -> str:
+        return f"SqliteConsensus({str(self.path)!r})"
+
+    def _conn(self) -> sqlite3.Connection:
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid():
+            # A connection inherited over fork must not be used (nor closed) by the child.
+            try:
+                conn = sqlite3.connect(
+                    self.path, timeout=self.busy_timeout, isolation_level=None,
+                    check_same_thread=True,
+                )
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if mode.lower() != "wal":
+                    raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
+                conn.execute("PRAGMA synchronous=FULL")
+            except sqlite3.Error as e:
+                raise Determinate(f"consensus database {str(self.path)!r}: {e}") from e
+            local.conn, local.pid = conn, os.getpid()
+        return local.conn
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            conn.close()
+        self._local.__dict__.clear()
+
+    def _read(self, sql: str, args: tuple) -> list[tuple]:
+        try:
+            return self._conn().execute(sql, args).fetchall()
+        except sqlite3.Error as e:
+            raise Determinate(f"consensus read from {str(self.path)!r}: {e}") from e
+
+    def head(self, key: str) -> VersionedData | None:
+        rows = self._read(
+            "SELECT seqno, data FROM consensus WHERE key = ? ORDER BY seqno DESC LIMIT 1",
+            (check_key(key),),
+        )
+        return VersionedData(rows[0][0], bytes(rows[0][1])) if rows else None
+
+    def scan(self, key: str, from_seqno: int = 0, limit: int | None = None) -> list[VersionedData]:
+        check_key(key)
+        rows = self._read(
+            "SELECT seqno, data FROM consensus WHERE key = ? AND seqno >= ? "
+            "ORDER BY seqno LIMIT ?",
+            (key, int(from_seqno), -1 if limit is None else int(limit)),
+        )
+        return [VersionedData(s, bytes(d)) for s, d in rows]
+
+    def _write(self, key: str, what: str, body) -> object:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise Determinate(f"consensus {what} {key!r} in {str(self.path)!r}: {e}") from e
+        try:
+            result, changed = body(conn)
+        except BaseException as e:
+            conn.execute("ROLLBACK")
+            if isinstance(e, sqlite3.Error):
+                raise Determinate(f"consensus {what} {key!r} in {str(self.path)!r}: {e}") from e
+            raise
+        if not changed:
+            conn.execute("ROLLBACK")
+            return result
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise Indeterminate(
+                f"consensus {what} {key!r} in {str(self.path)!r}: COMMIT failed: {e}"
+            ) from e
+        return result
+
+    def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
+        check_key(key)
+        check_cas_args(expected, new)
+        data = bytes(new.data)
+
+        def body(conn: sqlite3.Connection) -> tuple[bool, bool]:
+            current = conn.execute(
+                "SELECT max(seqno) FROM consensus WHERE key = ?", (key,)
+            ).fetchone()[0]
+            if current != expected:
+                return False, False
+            conn.execute(
+                "INSERT INTO consensus (key, seqno, data) VALUES (?, ?, ?)",
+                (key, new.seqno, data),
+            )
+            return True, True
+
+        return bool(self._write(key, "compare_and_set", body))
+
+    def truncate(self, key: str, seqno: int) -> int:
+        check_key(key)
+
+        def body(conn: sqlite3.Connection) -> tuple[int, bool]:
+            cur = conn.execute(
+                "DELETE FROM consensus WHERE key = ? AND seqno < ? AND seqno < "
+                "(SELECT max(seqno) FROM consensus WHERE key = ?)",
+                (key, int(seqno), key),
+            )
+            return cur.rowcount, cur.rowcount > 0
+
+        return int(self._write(key, "truncate", body))
+
+    def keys(self) -> list[str]:
+        """Every key with at least one version, sorted."""
+        return [r[0] for r in self._read("SELECT DISTINCT key FROM consensus ORDER BY key", ())]

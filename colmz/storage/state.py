@@ -1,0 +1,436 @@
+"""A versioned JSON state kept in one consensus record as diffs with periodic rollups.
+
+Design
+------
+A durable structure's metadata (which parts, which frontiers) is a small JSON object that
+changes a little per commit: one batch appended, a seal advanced. Rewriting the whole object
+per commit makes the bytes written grow with the number of commits times the state size
+(quadratic over a run, the trouble of persist's first version: ``src/persist/src/indexed``
+rewrote its META blob on every change). :class:`StateLog` instead writes each version of the
+state as the *diff* from the previous version, and every ``rollup_every`` versions a full
+copy (a *rollup*), after which the versions below the rollup are truncated. A reader scans
+the live versions, starts from the newest rollup and applies the diffs after it.
+
+The diff is generic, per top-level field of the state:
+
+* a field whose value did not change is omitted;
+* a field that is a list before and after is *spliced*: the common prefix and suffix are kept
+  and only the middle is replaced (appending one batch meta to a list of a thousand writes
+  one element, not a thousand);
+* any other change replaces the field's value; a removed field is listed as deleted.
+
+Values are compared by their canonical JSON encoding (sorted keys, no spaces), so ``1``,
+``1.0`` and ``True`` are different values, exactly as a reader will see them.
+
+Each version is one JSON document::
+
+    {"format": 1, "id": "<commit id>", "ms": <wall-clock ms>, "rollup": {...state...}}
+    {"format": 1, "id": "<commit id>", "ms": <wall-clock ms>,
+     "diff": {"set": {field: value}, "splice": {field: [start, stop, [items]]}, "del": [field]}}
+
+The commit id (a fresh UUID per commit) makes a commit recognisable after an indeterminate
+failure; the wall-clock time lets a garbage collector reason about leases.
+
+Invariants
+----------
+1. The oldest live version of a record is a rollup (the first version is a rollup, and
+   versions are only truncated below a rollup).
+2. Live versions have consecutive seqnos from the newest rollup to the head.
+3. ``load()`` after ``commit(e, s)`` returned ``n`` (and no other commit since) gives
+   ``(n, s)`` with ``s`` as it round-trips through JSON.
+4. A commit that raises :class:`CommitConflict` wrote nothing. A commit that got an
+   indeterminate error from the consensus is resolved by re-reading (the head carries the
+   commit id), never by writing the same change twice.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from colmz.storage.base import (
+    Consensus,
+    Determinate,
+    Indeterminate,
+    StorageError,
+    VersionedData,
+    check_key,
+)
+
+__all__ = ["CommitConflict", "CorruptState", "StateLog", "StateStats", "apply_diff"]
+
+#: The version of the document layout written into every version (``"format"``).
+FORMAT = 1
+
+
+class CommitConflict(StorageError):
+    """A compare-and-set lost: another writer committed the version this commit expected.
+
+    Attributes ``key``, ``expected`` and ``found`` (the head seqno read back, or None when
+    the record is missing or could not be read).
+    """
+
+    def __init__(self, key: str, expected: int | None, found: int | None) -> None:
+        self.key = key
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"commit to consensus key {key!r} expected head seqno {expected} but found "
+            f"{found}: another writer committed first; nothing was written (reload and retry)"
+        )
+
+
+class CorruptState(StorageError):
+    """A consensus record that is not a valid state log (bad JSON, missing rollup, gap)."""
+
+
+@dataclass
+class StateStats:
+    """Counters of a :class:`StateLog` (bytes are the encoded versions handed to consensus)."""
+
+    commits: int = 0
+    rollups: int = 0
+    bytes_committed: int = 0
+    last_commit_bytes: int = 0
+    cas_attempts: int = 0
+    indeterminate_resolved: int = 0
+    truncate_failures: int = 0
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+# A state as cached between commits: field -> (encoding of the value, encodings of the
+# elements when the value is a list, else None). Strings are immutable, so a caller that
+# mutates the dict it committed cannot corrupt the cache.
+_Encoded = dict[str, tuple[str, "list[str] | None"]]
+
+
+def _encode_state(state: dict) -> _Encoded:
+    if not isinstance(state, dict):
+        raise TypeError(f"state must be a dict, got {type(state).__name__}")
+    out: _Encoded = {}
+    for field, value in state.items():
+        if not isinstance(field, str):
+            raise TypeError(f"state field names must be str, got {field!r}")
+        try:
+            if isinstance(value, list):
+                elems = [_dumps(x) for x in value]
+                out[field] = ("[" + ",".join(elems) + "]", elems)
+            else:
+                out[field] = (_dumps(value), None)
+        except TypeError as e:
+            raise TypeError(f"state field {field!r} is not JSON-able: {e}") from None
+        except ValueError as e:
+            raise ValueError(f"state field {field!r} holds a non-finite float: {e}") from None
+    return out
+
+
+def _rollup_body(enc: _Encoded) -> str:
+    return "{" + ",".join(_dumps(k) + ":" + enc[k][0] for k in sorted(enc)) + "}"
+
+
+def _diff_body(old: _Encoded, new: _Encoded) -> str:
+    sets: list[str] = []
+    splices: list[str] = []
+    for field in sorted(new):
+        enc, elems = new[field]
+        prev = old.get(field)
+        if prev is not None and prev[0] == enc:
+            continue
+        if prev is not None and prev[1] is not None and elems is not None:
+            a, b = prev[1], elems
+            n = min(len(a), len(b))
+            p = 0
+            while p < n and a[p] == b[p]:
+                p += 1
+            s = 0
+            while s < n - p and a[len(a) - 1 - s] == b[len(b) - 1 - s]:
+                s += 1
+            middle = ",".join(b[p : len(b) - s])
+            splices.append(f"{_dumps(field)}:[{p},{len(a) - s},[{middle}]]")
+        else:
+            sets.append(_dumps(field) + ":" + enc)
+    dels = [_dumps(f) for f in sorted(old) if f not in new]
+    return '{"set":{' + ",".join(sets) + '},"splice":{' + ",".join(splices) + '},"del":[' + ",".join(dels) + "]}"
+
+
+def apply_diff(state: dict, diff: dict) -> dict:
+    """Apply one diff document (the ``"diff"`` member of a version) to ``state`` in place.
+
+    >>> apply_diff({"a": [1, 2, 3], "b": 0, "c": 1},
+    ...            {"set": {"b": 5}, "splice": {"a": [1, 2, [7, 8]]}, "del": ["c"]})
+    {'a': [1, 7, 8, 3], 'b': 5}
+    """
+    for field, value in diff.get("set", {}).items():
+        state[field] = value
+    for field, (start, stop, items) in diff.get("splice", {}).items():
+        current = state.get(field)
+        if not isinstance(current, list) or not 0 <= start <= stop <= len(current):
+            raise CorruptState(
+                f"diff splices field {field!r} at [{start}, {stop}) but the state holds {current!r:.80}"
+            )
+        current[start:stop] = items
+    for field in diff.get("del", []):
+        state.pop(field, None)
+    return state
+
+
+@dataclass
+class _Cached:
+    seqno: int
+    encoded: _Encoded
+    rollup_seqno: int
+
+
+class StateLog:
+    """A dict state, versioned in one consensus record as diffs plus periodic rollups.
+
+    Parameters
+    ----------
+    consensus : Consensus
+        Where the versions live.
+    key : str
+        The consensus key of the record.
+    rollup_every : int
+        A full copy of the state is written when the head is this many versions past the
+        last rollup (and for the first version); the versions below it are then truncated.
+    max_attempts : int
+        Compare-and-set attempts when an indeterminate failure is resolved as "did not land".
+
+    Examples
+    --------
+    >>> from colmz.storage import MemConsensus
+    >>> log = StateLog(MemConsensus(), "meta", rollup_every=4)
+    >>> log.load()
+    (None, None)
+    >>> log.commit(None, {"seal": 0, "batches": []})
+    1
+    >>> log.commit(1, {"seal": 3, "batches": [{"key": "a"}]})
+    2
+    >>> StateLog(log.consensus, "meta").load()
+    (2, {'batches': [{'key': 'a'}], 'seal': 3})
+    >>> log.commit(1, {"seal": 4, "batches": []})
+    Traceback (most recent call last):
+    ...
+    colmz.storage.state.CommitConflict: commit to consensus key 'meta' expected head seqno 1 but found 2: another writer committed first; nothing was written (reload and retry)
+    """
+
+    def __init__(
+        self, consensus: Consensus, key: str, *, rollup_every: int = 32, max_attempts: int = 3
+    ) -> None:
+        if not isinstance(rollup_every, int) or isinstance(rollup_every, bool) or rollup_every < 1:
+            raise ValueError(f"rollup_every must be an int >= 1, got {rollup_every!r}")
+        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+        self.consensus = consensus
+        self.key = check_key(key)
+        self.rollup_every = rollup_every
+        self.max_attempts = max_attempts
+        self.stats = StateStats()
+        self._cache: _Cached | None = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        head = None if self._cache is None else self._cache.seqno
+        return f"StateLog({self.key!r}, cached head {head}, rollup_every={self.rollup_every})"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _parse(self, version: VersionedData) -> dict:
+        try:
+            doc = json.loads(bytes(version.data))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CorruptState(
+                f"consensus key {self.key!r} version {version.seqno} is not JSON: {e}"
+            ) from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT or (
+            not isinstance(doc.get("rollup"), dict) and not isinstance(doc.get("diff"), dict)
+        ):
+            raise CorruptState(
+                f"consensus key {self.key!r} version {version.seqno} is not a state-log "
+                f"version (format {FORMAT}): {bytes(version.data)[:80]!r}"
+            )
+        return doc
+
+    def _read(self) -> tuple[int | None, dict | None, int | None]:
+        versions = self.consensus.scan(self.key, 0)
+        if not versions:
+            return None, None, None
+        docs: list[dict] = []
+        base = None
+        for version in reversed(versions):
+            doc = self._parse(version)
+            docs.append(doc)
+            if "rollup" in doc:
+                base = len(versions) - len(docs)
+                break
+        if base is None:
+            raise CorruptState(
+                f"consensus key {self.key!r} has no rollup among its live versions "
+                f"{versions[0].seqno}..{versions[-1].seqno}"
+            )
+        docs.reverse()
+        state = docs[0]["rollup"]
+        for i in range(1, len(docs)):
+            prev, cur = versions[base + i - 1].seqno, versions[base + i].seqno
+            if cur != prev + 1:
+                raise CorruptState(
+                    f"consensus key {self.key!r} skips from version {prev} to {cur}"
+                )
+            apply_diff(state, docs[i]["diff"])
+        return versions[-1].seqno, state, versions[base].seqno
+
+    def load(self) -> tuple[int | None, dict | None]:
+        """The head seqno and the state at it; ``(None, None)`` when no record exists.
+
+        Reads the live versions in one scan, from the newest rollup. The returned dict is
+        the caller's to mutate.
+        """
+        with self._lock:
+            seqno, state, rollup_seqno = self._read()
+            if seqno is None:
+                self._cache = None
+                return None, None
+            self._cache = _Cached(seqno, _encode_state(state), rollup_seqno)
+            return seqno, state
+
+    def history(self) -> list[tuple[int, float, bool]]:
+        """``(seqno, wall-clock commit time in seconds, is_rollup)`` of every live version."""
+        return [
+            (v.seqno, doc["ms"] / 1000.0, "rollup" in doc)
+            for v in self.consensus.scan(self.key, 0)
+            for doc in (self._parse(v),)
+        ]
+
+    @property
+    def seqno(self) -> int | None:
+        """The seqno this log last loaded or committed (None before either)."""
+        return None if self._cache is None else self._cache.seqno
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def commit(self, expected: int | None, state: dict) -> int:
+        """Compare-and-set ``state`` as the version after ``expected``; its seqno.
+
+        ``expected`` is the head seqno the caller's state was derived from (None: no record
+        yet). Raises :class:`CommitConflict` (nothing written) when the head is elsewhere,
+        ``TypeError``/``ValueError`` when ``state`` is not a JSON-able dict (nothing
+        written), :class:`~colmz.storage.base.Determinate` when the consensus call failed
+        without effect, and :class:`~colmz.storage.base.Indeterminate` only when re-reading
+        could not tell whether the commit landed.
+        """
+        if expected is not None and (
+            not isinstance(expected, int) or isinstance(expected, bool) or expected < 0
+        ):
+            raise ValueError(f"expected must be None or an int >= 0, got {expected!r}")
+        encoded = _encode_state(state)
+        with self._lock:
+            if self._cache is None or self._cache.seqno != expected:
+                found, _ = self.load()
+                if found != expected:
+                    raise CommitConflict(self.key, expected, found)
+            cached = self._cache
+            new_seqno = 1 if expected is None else expected + 1
+            rollup = cached is None or new_seqno - cached.rollup_seqno >= self.rollup_every
+            commit_id = uuid.uuid4().hex
+            body = _rollup_body(encoded) if rollup else _diff_body(cached.encoded, encoded)
+            kind = "rollup" if rollup else "diff"
+            data = (
+                f'{{"format":{FORMAT},"id":"{commit_id}","ms":{int(time.time() * 1000)},'
+                f'"{kind}":{body}}}'
+            ).encode()
+            self._compare_and_set(expected, VersionedData(new_seqno, data), commit_id)
+            self._cache = _Cached(
+                new_seqno, encoded, new_seqno if rollup else cached.rollup_seqno
+            )
+            self.stats.commits += 1
+            self.stats.bytes_committed += len(data)
+            self.stats.last_commit_bytes = len(data)
+            if rollup:
+                self.stats.rollups += 1
+            if rollup and new_seqno > 1:
+                try:
+                    self.consensus.truncate(self.key, new_seqno)
+                except StorageError:
+                    # Truncation only reclaims space: the live versions stay readable from
+                    # the newest rollup, and the next rollup truncates again.
+                    self.stats.truncate_failures += 1
+            return new_seqno
+
+    def _compare_and_set(self, expected: int | None, new: VersionedData, commit_id: str) -> None:
+        uncertain: Indeterminate | None = None
+        for _ in range(self.max_attempts):
+            self.stats.cas_attempts += 1
+            try:
+                ok = self.consensus.compare_and_set(self.key, expected, new)
+            except Indeterminate as e:
+                uncertain = e
+                if self._landed(expected, new.seqno, commit_id):
+                    self.stats.indeterminate_resolved += 1
+                    return
+                continue  # certainly not applied: the same CAS again is not a second write
+            if ok:
+                return
+            # A delayed earlier attempt may be what beat this one.
+            if uncertain is not None and self._landed(expected, new.seqno, commit_id):
+                self.stats.indeterminate_resolved += 1
+                return
+            raise CommitConflict(self.key, expected, self._head_seqno())
+        raise Indeterminate(
+            f"commit of version {new.seqno} to consensus key {self.key!r}: "
+            f"{self.max_attempts} attempts failed indeterminately and the last re-read found "
+            f"it had not landed; a late request could still land, so reload before retrying"
+        ) from uncertain
+
+    def _head_seqno(self) -> int | None:
+        try:
+            head = self.consensus.head(self.key)
+        except StorageError:
+            return None
+        return None if head is None else head.seqno
+
+    def _reread(self, read):
+        """``read()`` retried on storage errors (bounded); Indeterminate when it never works."""
+        last: StorageError | None = None
+        for _ in range(self.max_attempts):
+            try:
+                return read()
+            except (Determinate, Indeterminate) as e:
+                last = e
+        raise Indeterminate(
+            f"a commit to consensus key {self.key!r} timed out and the record could not be "
+            f"re-read to learn whether it landed: {last}"
+        ) from last
+
+    def _landed(self, expected: int | None, new_seqno: int, commit_id: str) -> bool:
+        """Whether our commit is in the record (True) or certainly not yet (False).
+
+        Raises CommitConflict when another writer took the version, Indeterminate when the
+        answer cannot be known (unreadable record, or the version truncated away).
+        """
+        head = self._reread(lambda: self.consensus.head(self.key))
+        if head is None or head.seqno == expected:
+            if head is None and expected is not None:
+                raise CommitConflict(self.key, expected, None)
+            return False
+        if head.seqno < new_seqno:
+            raise CommitConflict(self.key, expected, head.seqno)
+        mine = head
+        if head.seqno > new_seqno:
+            found = self._reread(lambda: self.consensus.scan(self.key, new_seqno, limit=1))
+            if not found or found[0].seqno != new_seqno:
+                raise Indeterminate(
+                    f"commit of version {new_seqno} to consensus key {self.key!r} timed out "
+                    f"and that version has since been truncated (head is {head.seqno}): "
+                    f"cannot tell whether it landed; reload"
+                )
+            mine = found[0]
+        if self._parse(mine).get("id") == commit_id:
+            return True
+        raise CommitConflict(self.key, expected, head.seqno)
