@@ -1,4 +1,4 @@
-"""asv benchmarks for ``colmz.select_as_ofs`` (issue 5).
+"""asv benchmarks for ``colmz.select_as_ofs``.
 
 ``time_select`` runs the worklist implementation; ``time_naive_sweep`` runs, on the same
 generated DAG, the obvious alternative: the original's fixpoint that re-sweeps every compute

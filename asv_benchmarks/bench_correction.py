@@ -1,4 +1,4 @@
-"""Correction buffer benchmarks (issue 3), each beside the naive baseline in the same class.
+"""Correction buffer benchmarks, each beside the naive baseline in the same class.
 
 Workloads follow Materialize's ``correction_workload.rs`` shapes, 16 updates per tick:
 
@@ -255,7 +255,7 @@ class BytesPerUpdate:
 
 
 def temporal_filter_sink(events: int = 1_000_000, ticks: int = 1000, seed: int = 0) -> dict:
-    """The whole temporal-filter sink in one process (issue 3's last target: <= 3 s).
+    """The whole temporal-filter sink in one process (target: <= 3 s).
 
     Events ``(key, value, valid_from in [0, ticks), valid_to 1..200 ticks later)``; each tick
     inserts that tick's +1s and their future -1s, reads before the next tick, feeds the read

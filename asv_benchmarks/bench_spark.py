@@ -1,4 +1,4 @@
-"""asv benchmarks for ``colmz.spark`` (issue 6), each beside its Spark SQL alternative.
+"""asv benchmarks for ``colmz.spark``, each beside its Spark SQL alternative.
 
 Read the ratios (``track_ratio_*``, measured in one process, best of two each):
 

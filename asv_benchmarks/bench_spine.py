@@ -1,4 +1,4 @@
-"""Fueled merge spine benchmarks (issue 4), each beside an eager baseline in the same class.
+"""Fueled merge spine benchmarks, each beside an eager baseline in the same class.
 
 Workload: ``N`` updates with random 40-bit integer keys inserted as batches of ``B`` updates,
 batch ``i`` covering times ``[i, i + 1)``. Parameters: ``(N, B)`` in ``(1e5, 1000)`` and

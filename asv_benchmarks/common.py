@@ -1,6 +1,6 @@
 """Shared data generators and helpers for colmz's asv benchmarks.
 
-The reference workload is the speed anchor's (``../shared/anchors/README.md``): ``n`` updates
+The reference workload is the Rust speed anchor's (a std-only consolidation program): ``n`` updates
 with one ``int64`` data column of ``n // 4`` distinct values drawn as
 ``rng.integers(0, n // 4)``, 1000 distinct times and diffs of +1 or -1. The wide variant adds
 a second ``int64`` column and a string column. Every generator is deterministic (fixed seed),

@@ -1,4 +1,4 @@
-"""As-of selection for compute dataflows (seed 003, Materialize ``as_of_selection``).
+"""As-of selection for compute dataflows (Materialize's ``src/compute-client/src/as_of_selection.rs``).
 
 When a Materialize environment boots, every compute dataflow (index, materialized view,
 continual task) must be given an *as-of*: the time from which it computes. The as-of must be

@@ -5,7 +5,7 @@ Design
 Reading a correction buffer at a since ``s`` advances every time ``t < s`` to ``s``
 (``advance_by``). The runs the buffer merges are sorted by ``(time, data)``, and advancing
 breaks that order: ``[(c,1), (b,2), (a,3)]`` with ``s = 2`` becomes ``[(c,2), (b,2), (a,3)]``.
-Differential's answer, which colmz follows (SEMANTICS.md §2.4 step 6), looks at how many
+Differential's answer, which colmz follows (``src/compute/src/sink/correction_v2.rs`` in Materialize), looks at how many
 distinct *stale* times (``< s``) the runs hold, counting at most :data:`MAX_STALE_RUNS`:
 
 * none: merge the runs as they are;

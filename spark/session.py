@@ -5,7 +5,7 @@ Design
 colmz runs inside Spark's Python workers (grouped and mapped Arrow UDFs), so a session must
 give those workers three things, and two of them only count if they are in place *before the
 JVM starts* -- in local mode the Python workers inherit the JVM's environment, and setting
-``os.environ`` after ``getOrCreate()`` has no effect on them (measured, ECOSYSTEM.md C):
+``os.environ`` after ``getOrCreate()`` has no effect on them (measured with pyspark 4 here):
 
 * ``PYSPARK_PYTHON`` = the running interpreter. Otherwise workers start the system
   ``python3``, which has neither colmz nor pyarrow.

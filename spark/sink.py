@@ -1,4 +1,4 @@
-"""The self-correcting materialized-view sink on Spark (seed 000, Materialize's MV sink).
+"""The self-correcting materialized-view sink on Spark (Materialize's materialized-view sink, ``src/compute/src/sink/materialized_view.rs``).
 
 Design
 ------

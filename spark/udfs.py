@@ -245,9 +245,13 @@ def updates_schema(schema, data: Sequence[str], time: str = "time", diff: str = 
 def _check_bound(value, name: str) -> int | None:
     if value is None:
         return None
+    # One statement of the range on Spark, whatever the violation: colmz's own check would
+    # name uint64's range, which Spark times never reach.
+    if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= SPARK_MAX_TIME:
+        raise ValueError(f"{name} must be a time in [0, 2**63-1] on Spark (a non-negative long), got {value!r}")
     v = check_time(value, name)
     if v > SPARK_MAX_TIME:
-        raise ValueError(f"{name} must fit a Spark long (<= 2**63-1), got {value!r}")
+        raise ValueError(f"{name} must be a time in [0, 2**63-1] on Spark (a non-negative long), got {value!r}")
     return v
 
 

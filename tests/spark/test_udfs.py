@@ -151,10 +151,10 @@ def test_column_errors(spark):
     with pytest.raises(TypeError, match="data column 'k' has type array<int>"):
         colmz.spark.consolidate(arr)
     ok = spark.createDataFrame([("a", 1, 1)], "k string, time long, diff long")
-    with pytest.raises(ValueError, match="since"):
-        colmz.spark.consolidate(ok, since=-1)
-    with pytest.raises(ValueError, match="upper must fit a Spark long"):
-        colmz.spark.consolidate(ok, upper=2**63)
+    # one statement of the time range on Spark, for every out-of-range bound
+    for kw, v in (("since", -1), ("upper", 2**63), ("upper", 2**64 - 1), ("since", 2**64)):
+        with pytest.raises(ValueError, match=rf"{kw} must be a time in \[0, 2\*\*63-1\] on Spark"):
+            colmz.spark.consolidate(ok, **{kw: v})
     with pytest.raises(ValueError, match="buckets must be a positive int"):
         colmz.spark.consolidate(ok, buckets=0)
     with pytest.raises(ValueError, match="form must be"):
