@@ -13,9 +13,25 @@ Invariants checked on construction (each violation names the column and the prob
 ``uint64``, ``diff`` fits ``int64``, every data column has a supported type, all columns have
 one length, and no data column is called ``time``/``diff`` twice.
 
-Conversions are zero-copy where the types allow: Arrow ``uint64`` time and ``int64`` diff
-without NULLs, and numpy arrays of those dtypes, are wrapped, not copied; data columns stay the
-Arrow arrays they came as. An ``Updates`` costs its raw column bytes plus a few hundred bytes.
+Ownership
+---------
+An ``Updates`` owns what it holds, so that nothing the caller does later can change it -- or
+the structures it was inserted into, which keep its arrays (a ``Correction`` stages them until
+its next flush). Arrow inputs are immutable by contract and are wrapped as they are: Arrow
+``uint64`` time and ``int64`` diff without NULLs become read-only numpy views of the Arrow
+buffers, and Arrow data columns stay the arrays they came as. Mutable caller memory -- numpy
+arrays, pandas columns (pandas hands out views of the frame's blocks) and anything else with
+``__array__`` -- is copied on construction by default. Loading data by refilling one buffer
+per batch is common; with copying it is also safe.
+
+``copy=False`` is the zero-copy path for callers that give their arrays up: it is a promise
+not to mutate them while the ``Updates`` (or any structure it went into) is alive. The arrays
+are then kept as *read-only* views, so colmz itself can never write through them; the caller's
+own handle stays writable, which is why the promise is needed. Conversions that must build a
+new array anyway (a dtype change, Python lists, strings) cost the same either way, and
+internal constructions -- decoding, ``slice``, ``negated``, ``colmz.concat``, consolidation --
+never copy: they wrap arrays colmz made itself. An ``Updates`` costs its raw column bytes plus
+a few hundred bytes.
 
 Batches of one collection combine (``colmz.concat``, structures) when their columns have the
 same names and types, where an all-NULL column (Arrow type ``null``, as pandas gives for an
@@ -118,6 +134,29 @@ def _exact_ints(col) -> np.ndarray:
     return np.asarray(col)
 
 
+def _borrowed(col) -> bool:
+    """Whether ``col`` is caller memory numpy may wrap without copying (not Arrow, not a list).
+
+    Arrow memory is immutable; Python sequences are always converted into a new array.
+    """
+    return not isinstance(col, pa.Array | pa.ChunkedArray | list | tuple | range)
+
+
+def _owned(arr: np.ndarray, source, copy: bool) -> np.ndarray:
+    """``arr`` made safe to keep: a copy of caller memory, or a read-only view of it.
+
+    ``arr`` is the converted column and ``source`` what the caller passed; a conversion that
+    changed the dtype already made a new array, which is kept as it is.
+    """
+    if not _borrowed(source) or not np.may_share_memory(arr, np.asarray(source)):
+        return arr
+    if copy:
+        return arr.copy()
+    v = arr.view()
+    v.flags.writeable = False
+    return v
+
+
 def _time_array(col, name: str) -> np.ndarray:
     """Validate and convert a time column to ``uint64`` (zero-copy when already ``uint64``)."""
     if isinstance(col, pa.ChunkedArray):
@@ -208,12 +247,15 @@ def _diff_array(col, name: str) -> np.ndarray:
     raise TypeError(f"diff column {name!r} has non-integer dtype {arr.dtype}")
 
 
-def _data_array(col, name: str) -> pa.Array:
+def _data_array(col, name: str, copy: bool = True) -> pa.Array:
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else (col.chunk(0) if col.num_chunks else pa.array([], col.type))
     if not isinstance(col, pa.Array):
         arr = np.asarray(col)
         if arr.dtype.kind in "biuf" and arr.ndim == 1:
+            # The Arrow array wraps the numpy memory: own it (bools are packed anew anyway).
+            if arr.dtype.kind != "b":
+                arr = _owned(np.ascontiguousarray(arr), col, copy)
             return array_from_numpy(arr)
         if arr.dtype.kind == "U":
             col = pa.array(arr.tolist(), pa.string())
@@ -238,6 +280,11 @@ class Updates:
     data : mapping of column name to array-like (Arrow or numpy), in column order
     time : array-like of non-negative integer times (stored as ``uint64``)
     diff : array-like of integer multiplicity changes (stored as ``int64``)
+    copy : bool, default True
+        Copy numpy (and other mutable, non-Arrow) inputs so that later changes to them do not
+        reach the batch. ``False`` keeps read-only views instead -- zero-copy, on the caller's
+        promise not to mutate the arrays while the batch or any structure holding it is in
+        use. Arrow inputs are immutable and are never copied.
 
     Examples
     --------
@@ -250,11 +297,24 @@ class Updates:
     0  1     0     1
     1  2     0     1
     2  1     1    -1
+
+    Later changes to the caller's arrays do not reach the batch:
+
+    >>> d = np.array([1, 1, 1])
+    >>> u = Updates({"k": np.array([1, 2, 1])}, time=[0, 0, 1], diff=d)
+    >>> d[:] = 0
+    >>> u.diff.tolist()
+    [1, 1, 1]
+    >>> v = Updates({"k": np.array([1, 2, 1])}, time=[0, 0, 1], diff=d, copy=False)
+    >>> np.shares_memory(v.diff, d), v.diff.flags.writeable
+    (True, False)
     """
 
     __slots__ = ("_columns", "_schema", "_time", "_diff", "_enc")
 
-    def __init__(self, data: Mapping[str, object], time, diff, *, _trusted: bool = False):
+    def __init__(
+        self, data: Mapping[str, object], time, diff, *, copy: bool = True, _trusted: bool = False
+    ):
         self._enc = None
         if _trusted:
             self._columns = tuple(data.values())
@@ -268,9 +328,11 @@ class Updates:
         for reserved in ("time", "diff"):
             if reserved in names:
                 raise ValueError(f"data column named {reserved!r} clashes with the {reserved} column")
-        cols = tuple(_data_array(data[n], n) for n in names)
-        t = _time_array(time, "time")
-        d = _diff_array(diff, "diff")
+        if not isinstance(copy, bool):
+            raise TypeError(f"copy must be a bool, got {copy!r}")
+        cols = tuple(_data_array(data[n], n, copy) for n in names)
+        t = _owned(_time_array(time, "time"), time, copy)
+        d = _owned(_diff_array(diff, "diff"), diff, copy)
         n = len(t)
         if len(d) != n:
             raise ValueError(f"diff has {len(d)} values but time has {n}")
@@ -300,8 +362,11 @@ class Updates:
         return cls(data, table.column(time), table.column(diff))
 
     @classmethod
-    def from_pandas(cls, df, *, time: str = "time", diff: str = "diff") -> Updates:
+    def from_pandas(cls, df, *, time: str = "time", diff: str = "diff", copy: bool = True) -> Updates:
         """From a pandas DataFrame; all columns but ``time`` and ``diff`` are data.
+
+        pandas columns are views of the frame's memory, so they are copied unless
+        ``copy=False`` (see the class's ``copy``).
 
         >>> import pandas as pd
         >>> df = pd.DataFrame({"k": [1.5, float("nan")], "time": [0, 1], "diff": [1, 1]})
@@ -316,12 +381,16 @@ class Updates:
             if name in (time, diff):
                 continue
             s = df[name]
+            if copy and s.dtype != object:
+                # pa.array wraps numeric pandas memory without copying; object columns are
+                # converted value by value into new buffers anyway.
+                s = s.copy(deep=True)
             try:
                 # from_pandas maps None/NaN in object columns to NULL, keeps float NaN as NaN.
                 data[str(name)] = pa.array(s, from_pandas=bool(s.dtype == object))
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
                 raise TypeError(f"data column {name!r} cannot be converted to Arrow: {e}") from None
-        return cls(data, df[time].to_numpy(), df[diff].to_numpy())
+        return cls(data, df[time].to_numpy(), df[diff].to_numpy(), copy=copy)
 
     @classmethod
     def empty(cls, schema: Sequence[ColumnSpec] | Mapping[str, pa.DataType] = ()) -> Updates:

@@ -506,3 +506,54 @@ def test_reads_of_nothing_concatenate_to_an_empty_batch_of_the_columns():
     c.advance_since(9)
     assert len(colmz.concat(c.updates_before(3))) == 0  # upper <= since: short-circuited
     assert colmz.concat(c.updates_before(10)).to_pylist() == [("a", 9, 1)]
+
+
+# ----------------------------------------------------------------------------- caller memory
+
+
+def test_mutating_callers_arrays_after_insert_changes_nothing():
+    # The reported repro: one reused buffer per batch must not reach the staged updates.
+    c = Correction()
+    t = np.array([0, 0], np.uint64)
+    d = np.array([1, 1], np.int64)
+    c.insert(colmz.Updates({"k": [1, 2]}, time=t, diff=d))
+    d[:] = 0
+    t[:] = 5
+    assert read_rows(c, 1) == [(1, 0, 1), (2, 0, 1)]
+
+
+def test_reused_buffers_for_every_batch_including_data_and_negated():
+    c = Correction(stage_size=1000)
+    k = np.zeros(2, np.int64)
+    t = np.zeros(2, np.uint64)
+    d = np.zeros(2, np.int64)
+    model = collections.Counter()
+    for i in range(10):
+        k[:] = [i, i + 100]
+        t[:] = [i, i]
+        d[:] = [1, 2]
+        u = colmz.Updates({"k": k}, time=t, diff=d)
+        if i % 3 == 0:
+            c.insert_negated(u)
+            sign = -1
+        else:
+            c.insert(u)
+            sign = 1
+        model[((i,), i)] += sign
+        model[((i + 100,), i)] += 2 * sign
+    k[:] = 0
+    d[:] = 0
+    got = as_counter(read_rows(c, 20))
+    assert got == {key: v for key, v in model.items() if v}
+
+
+def test_copy_false_is_zero_copy_into_the_stage():
+    c = Correction()
+    t = np.array([0, 1], np.uint64)
+    d = np.array([1, 1], np.int64)
+    u = colmz.Updates({"k": [1, 2]}, time=t, diff=d, copy=False)
+    c.insert(u)
+    staged = c._stage[0]
+    assert np.shares_memory(staged.time, t) and np.shares_memory(staged.diff, d)
+    assert not staged.time.flags.writeable and not staged.diff.flags.writeable
+    assert read_rows(c, 2) == [(1, 0, 1), (2, 1, 1)]

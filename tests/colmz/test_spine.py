@@ -797,3 +797,24 @@ def test_merges_of_different_layouts_pad_once():
     assert got == [(None, 63, 64)] + [("w" * i, 63, 8) for i in range(1, 9)]
     st_ = s.stats()
     assert st_["merge_reads"] <= 2 * math.log2(128) * 128
+
+
+# ----------------------------------------------------------------------------- caller memory
+
+
+def test_mutating_callers_arrays_after_insert_changes_nothing():
+    s = Spine(auto_physical=False)  # batches stay pending: the inserted arrays are kept
+    k = np.array([1, 2], np.int64)
+    t = np.array([0, 0], np.uint64)
+    d = np.array([1, 1], np.int64)
+    s.insert(colmz.Updates({"k": k}, time=t, diff=d), 0, 1)
+    k[:] = 7
+    t[:] = 0
+    d[:] = 0
+    s.insert(colmz.Updates({"k": k}, time=[1, 1], diff=d + 1), 1, 2)
+    k[:] = 9
+    d[:] = -1
+    assert s.snapshot(1).to_pylist() == [(1, 1, 1), (2, 1, 1), (7, 1, 2)]
+    s.set_physical_compaction(2)
+    assert s.snapshot(1).to_pylist() == [(1, 1, 1), (2, 1, 1), (7, 1, 2)]
+    s.check_invariants(deep=True)

@@ -80,13 +80,97 @@ def test_no_data_columns():
 # ----------------------------------------------------------------------------- zero copy, memory
 
 
-def test_numpy_inputs_are_wrapped_not_copied():
+def test_numpy_inputs_with_copy_false_are_wrapped_read_only():
+    k = np.arange(1000, dtype=np.int64)
+    t = np.arange(1000, dtype=np.uint64)
+    d = np.ones(1000, np.int64)
+    u = Updates({"k": k}, t, d, copy=False)
+    assert np.shares_memory(u.time, t) and np.shares_memory(u.diff, d)
+    assert u.column("k").buffers()[1].address == k.ctypes.data
+    # colmz cannot write through what it keeps; the caller's handles stay writable.
+    assert not u._time.flags.writeable and not u._diff.flags.writeable
+    assert t.flags.writeable and d.flags.writeable and k.flags.writeable
+    assert u.to_pylist()[:2] == [(0, 0, 1), (1, 1, 1)]
+
+
+def test_numpy_inputs_are_copied_by_default():
     k = np.arange(1000, dtype=np.int64)
     t = np.arange(1000, dtype=np.uint64)
     d = np.ones(1000, np.int64)
     u = Updates({"k": k}, t, d)
-    assert np.shares_memory(u.time, t) and np.shares_memory(u.diff, d)
-    assert u.column("k").buffers()[1].address == k.ctypes.data
+    assert not np.shares_memory(u.time, t) and not np.shares_memory(u.diff, d)
+    assert u.column("k").buffers()[1].address != k.ctypes.data
+    before = u.to_pylist()
+    k[:] = -1
+    t[:] = 7
+    d[:] = 0
+    assert u.to_pylist() == before
+    assert u.time.tolist() == list(range(1000)) and u.diff.tolist() == [1] * 1000
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint16, np.uint64, np.float32, np.float64, np.bool_])
+def test_numpy_data_columns_are_owned(dtype):
+    k = (np.arange(6) % 2).astype(dtype)
+    u = Updates({"k": k}, time=[0] * 6, diff=[1] * 6)
+    before = u.to_pylist()
+    k[:] = k[::-1].copy() if dtype == np.bool_ else 5
+    assert u.to_pylist() == before
+    assert colmz.consolidate(u).to_pylist() == colmz.consolidate(Updates({"k": pa.array([r[0] for r in before])},
+                                                                         time=[0] * 6, diff=[1] * 6)).to_pylist()
+
+
+def test_pandas_columns_are_owned():
+    df = pd.DataFrame({"k": [1, 2, 3], "f": [0.5, 1.5, 2.5], "s": ["a", "b", "c"],
+                       "time": np.array([0, 1, 2], np.uint64), "diff": [1, 1, 1]})
+    u = Updates.from_pandas(df)
+    before = u.to_pylist()
+    df.loc[0, "k"] = 99
+    df.loc[0, "f"] = 99.5
+    df.loc[0, "s"] = "z"
+    df.loc[0, "time"] = 7
+    df.loc[0, "diff"] = 5
+    assert u.to_pylist() == before == [(1, 0.5, "a", 0, 1), (2, 1.5, "b", 1, 1), (3, 2.5, "c", 2, 1)]
+    # copy=False: a promise not to mutate the frame; what colmz keeps is read-only.
+    v = Updates.from_pandas(df, copy=False)
+    assert not v._time.flags.writeable and not v._diff.flags.writeable
+
+
+def test_series_backed_by_caller_array_is_copied():
+    # A Series wrapping a 1-D array hands that very array to numpy: copy it too.
+    t = np.array([0, 1], np.uint64)
+    d = np.array([1, 1], np.int64)
+    u = Updates({"k": pd.Series(np.array([4, 5]))}, time=pd.Series(t), diff=pd.Series(d))
+    t[:] = 9
+    d[:] = 0
+    assert u.to_pylist() == [(4, 0, 1), (5, 1, 1)]
+
+
+def test_converted_inputs_are_not_copied_twice():
+    # A dtype conversion already makes a new array: it is kept as it is (one copy, not two).
+    t = np.array([0, 1], np.int64)
+    u = Updates({"k": [1, 2]}, time=t, diff=[1, 1])
+    assert u._time.flags.writeable and u._time.base is None
+    t[:] = 5
+    assert u.time.tolist() == [0, 1]
+
+
+def test_copy_must_be_bool():
+    with pytest.raises(TypeError, match="copy must be a bool"):
+        Updates({"k": [1]}, time=[0], diff=[1], copy=1)
+
+
+def test_internal_constructions_do_not_copy():
+    u = Updates({"k": np.arange(10)}, np.arange(10, dtype=np.uint64), np.ones(10, np.int64))
+    s = u.slice(2, 6)
+    assert np.shares_memory(s.time, u.time) and np.shares_memory(s.diff, u.diff)
+    n = u.negated()
+    assert np.shares_memory(n.time, u.time)
+    c = colmz.consolidate(u)
+    enc = c.encode()
+    back = Updates.decode(enc, c.schema)
+    assert back._time is enc.time and back._diff is enc.diff
+    both = colmz.concat([u])
+    assert both is u
 
 
 def test_arrow_inputs_are_wrapped_not_copied():
@@ -110,7 +194,7 @@ def test_fixed_width_memory_overhead_at_most_ten_percent():
     d = np.ones(n, np.int64)
     raw = sum(c.nbytes for c in cols.values()) + t.nbytes + d.nbytes
     before = pa.total_allocated_bytes()
-    u = Updates(cols, t, d)
+    u = Updates(cols, t, d, copy=False)
     arrow_allocated = pa.total_allocated_bytes() - before
     assert u.nbytes == raw
     assert arrow_allocated <= 0.1 * raw  # zero-copy: nothing allocated beyond the inputs
