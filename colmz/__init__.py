@@ -11,6 +11,7 @@ concept.
 [('b', 0, 1)]
 """
 
+from colmz.arrangement import Arrangement, ArrangementError, PartInfo
 from colmz.as_of import (
     AsOfSelection,
     AsOfSelectionError,
@@ -42,6 +43,9 @@ from colmz.spine import (
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
+    "Arrangement",
+    "ArrangementError",
+    "PartInfo",
     "AsOfSelection",
     "AsOfSelectionError",
     "Dataflow",

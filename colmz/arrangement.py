@@ -1,0 +1,1171 @@
+"""``Arrangement``: a durable, compacting collection of updates on a blob store.
+
+Design
+------
+The structure of ``src/persist/src/indexed/arrangement.rs`` (Materialize's first persist),
+kept operation for operation so the two can be read side by side, over colmz's storage split
+(``colmz.storage``): immutable Parquet *parts* in a blob store, and small metadata that only
+changes by compare-and-set in a consensus store.
+
+Updates enter *unsealed*: each append is an immutable batch with a range of sequence numbers,
+the min and max time written, and its parts (sorted by ``(data, time)``, consolidated).
+``seal`` advances the logical upper: times before it are closed. A *drain* later moves the
+sealed times ``[trace_ts_upper, seal)`` physically into the *trace*, an append-only list of
+contiguous, time-partitioned batches, each one sorted run of parts with a description
+``[lower, upper)`` and a ``since``. ``allow_compaction`` advances the since; *compaction*
+merges adjacent trace batches, advancing their times to the since and consolidating.
+``unsealed_evict`` drops unsealed batches whose every time is in the trace;
+``unsealed_step`` rewrites one that straddles the trace's upper.
+
+Reads see everything: :meth:`snapshot` merges the trace with the unsealed updates at or
+beyond the trace's upper, times advanced to the since.
+
+Two layers share one object:
+
+* **the core** -- the upstream operations (``unsealed_append``, ``drain``, ``compact``, ...)
+  changing the in-memory state and writing parts, never the metadata; :meth:`meta` and
+  :meth:`from_meta` carry the state, :meth:`validate` checks it;
+* **the user API** -- :meth:`open` / :meth:`write` / :meth:`seal` / :meth:`advance_since` /
+  :meth:`maintain` / :meth:`read`, each durable when it returns: new parts are written to the
+  blob store first, then the new state is committed (one compare-and-set through
+  ``colmz.storage.state.StateLog``); on any failure the in-memory state is restored and the
+  parts just written are deleted, so nothing is visible.
+
+Compaction policies
+-------------------
+``trace_next_compact_req`` keeps the upstream level rule exactly: the oldest adjacent pair
+with equal levels whose newer upper is at or before the since; the merged batch's level is one
+more iff it holds more updates than each parent. colmz compares **update counts**, not
+encoded bytes: counts do not depend on Parquet's encoding, so the rule is deterministic.
+:meth:`maintain` uses by default a wider-fan-in geometric policy (``policy="geometric"``):
+when ``fan_in`` adjacent batches share a level they merge into one of the next level,
+whether or not the since has passed them (their times advance to the current since, which
+is what any merge may do). Each update is then rewritten about ``log_fan_in(batches)``
+times instead of ``log2``; ``policy="levels"`` runs the upstream rule.
+
+A drain whose interval holds exactly one unsealed batch, entirely inside it, hands that
+batch's parts to the trace instead of rewriting them (they are already sorted and
+consolidated), so a trickle of write-seal-maintain writes each update once before compaction.
+
+Garbage and leases
+------------------
+A part key embeds its creation time (``colmz.arrangement_parts``). :meth:`gc` deletes parts
+under the arrangement's prefix that the committed state does not reference and that are
+older than ``lease_seconds``; a commit refuses (:class:`LeaseExpired`) when a part it is
+about to reference is older than half the lease. So a part an in-flight commit may still
+reference is never collected, as long as no commit stalls for half a lease between its check
+and its compare-and-set, and clocks agree to within the other half. Parts a successful
+commit stops referencing are deleted right after it (best effort; gc catches the rest). A
+read that finds a part missing reloads the state once and retries.
+
+Invariants (:meth:`validate`; see ``colmz.arrangement_meta``) hold after every public call;
+:meth:`validate_data` also reads every part and checks that trace parts are sorted,
+consolidated, free of zero diffs and inside their description.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import time as _time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.arrangement_errors import (
+    ArrangementError,
+    CorruptMeta,
+    CorruptPart,
+    EmptyBatch,
+    InvalidAsOf,
+    InvalidBatchBounds,
+    InvalidSnapshotBounds,
+    LeaseExpired,
+    MissingPart,
+    NonContiguousMerge,
+    SchemaMismatch,
+    SealRegression,
+    SeqNoMismatch,
+    SinceBehindInput,
+    SinceRegression,
+    TimeBeforeSeal,
+    TimeBeforeTraceUpper,
+)
+from colmz.arrangement_meta import (
+    CompactTraceReq,
+    CompactTraceRes,
+    Description,
+    DrainUnsealedReq,
+    DrainUnsealedRes,
+    TraceBatchMeta,
+    UnsealedBatchMeta,
+    UnsealedSnapshot,
+    meta_from_dict,
+    meta_to_dict,
+    validate_meta,
+)
+from colmz.arrangement_parts import (
+    DEFAULT_PART_BYTES,
+    DEFAULT_PART_ROWS,
+    PartWriter,
+    chunks_filtered,
+    key_created_ms,
+    make_key,
+    read_part,
+    stream_merge,
+)
+from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
+from colmz.kernels.consolidate import sort_consolidate
+from colmz.ops import consolidate
+from colmz.order import ColumnSpec, unify_layouts
+from colmz.storage.base import Blob, Determinate
+from colmz.storage.state import CommitConflict
+from colmz.updates import Encoded, Updates
+
+__all__ = [
+    "Arrangement",
+    "ArrangementError",
+    "CommitConflict",
+    "CorruptMeta",
+    "CorruptPart",
+    "EmptyBatch",
+    "InvalidAsOf",
+    "InvalidBatchBounds",
+    "InvalidSnapshotBounds",
+    "LeaseExpired",
+    "MissingPart",
+    "NonContiguousMerge",
+    "PartInfo",
+    "SchemaMismatch",
+    "SealRegression",
+    "SeqNoMismatch",
+    "SinceBehindInput",
+    "SinceRegression",
+    "TimeBeforeSeal",
+    "TimeBeforeTraceUpper",
+    "TraceSnapshot",
+    "normalize_schema",
+    "schema_from_json",
+    "schema_to_json",
+]
+
+#: The ``format`` of the durable state document.
+STATE_FORMAT = 1
+_POLICIES = ("geometric", "levels")
+
+
+@dataclass(frozen=True)
+class TraceSnapshot:
+    """A trace read: its upper, its since, the batches read, and their updates with their
+    **stored** times (consolidated across batches, sorted by ``(data, time)``)."""
+
+    ts_upper: Frontier
+    since: int
+    batches: tuple[TraceBatchMeta, ...]
+    updates: Updates
+
+
+@dataclass(frozen=True)
+class PartInfo:
+    """One part of the current state, for readers outside colmz.
+
+    ``url`` is where the part is (``Blob.url_of``); a reader keeps the rows with
+    ``time >= min_time`` (trace parts: 0; unsealed parts: the trace's upper, because times
+    before it are already in the trace) and advances every time to the arrangement's since.
+    """
+
+    url: str
+    key: str
+    kind: str
+    min_time: int | None
+    rows: int | None
+
+
+def schema_to_json(schema: Sequence[ColumnSpec] | None) -> dict | None:
+    """The schema as a JSON-able dict (Arrow IPC bytes in base64, plus readable names)."""
+    if schema is None:
+        return None
+    import base64
+
+    s = pa.schema([pa.field(c.name, c.type) for c in schema])
+    return {
+        "arrow": base64.b64encode(s.serialize().to_pybytes()).decode(),
+        "columns": [[c.name, str(c.type)] for c in schema],
+    }
+
+
+def schema_from_json(doc) -> tuple[ColumnSpec, ...] | None:
+    """Inverse of :func:`schema_to_json`."""
+    if doc is None:
+        return None
+    import base64
+
+    try:
+        s = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["arrow"])))
+    except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
+        raise CorruptMeta(f"arrangement state has an unreadable schema {doc!r}: {e}") from None
+    return tuple(ColumnSpec(f.name, f.type) for f in s)
+
+
+def normalize_schema(schema) -> tuple[ColumnSpec, ...] | None:
+    """A schema argument as data-column specs: a ``pa.Schema`` (``time``/``diff`` fields are
+    dropped), a mapping name -> Arrow type, or a sequence of ``ColumnSpec``/``(name, type)``."""
+    if schema is None:
+        return None
+    if isinstance(schema, pa.Schema):
+        specs = [ColumnSpec(f.name, f.type) for f in schema if f.name not in ("time", "diff")]
+    elif isinstance(schema, Mapping):
+        specs = [ColumnSpec(str(n), t) for n, t in schema.items()]
+    else:
+        try:
+            specs = [s if isinstance(s, ColumnSpec) else ColumnSpec(str(s[0]), s[1]) for s in schema]
+        except (TypeError, IndexError):
+            raise TypeError(f"schema must be a pyarrow.Schema, a mapping or a sequence of "
+                            f"(name, type); got {schema!r}") from None
+    for s in specs:
+        if not isinstance(s.type, pa.DataType):
+            raise TypeError(f"schema column {s.name!r} has type {s.type!r}, not a pyarrow DataType")
+        s.kind  # noqa: B018 - raises TypeError for unsupported types, naming the column
+        if s.name in ("time", "diff"):
+            raise ValueError(f"data column named {s.name!r} clashes with the {s.name} column")
+    return tuple(specs)
+
+
+def _describe_schema(schema) -> str:
+    if schema is None:
+        return "(no schema yet)"
+    return "{" + ", ".join(f"{s.name}: {s.type}" for s in schema) + "}"
+
+
+class Arrangement:
+    """A durable, compacting collection of ``(data, time, diff)`` updates (module docstring).
+
+    Parameters
+    ----------
+    store : Blob
+        Where the parts go (e.g. ``colmz.storage.MemBlob()``).
+    schema : optional
+        The data columns (``pa.Schema``, mapping or specs); pinned by the first append if None.
+    part_rows, part_bytes : int
+        Bounds on one part's rows and Arrow bytes.
+    prefix : str
+        Blob key prefix of this arrangement's parts.
+    fan_in : int
+        How many same-level trace batches :meth:`maintain`'s geometric policy merges at once.
+    lease_seconds : float
+        The gc lease (module docstring).
+    clock : callable
+        Wall-clock seconds (``time.time``), for part keys and leases.
+    token : callable
+        A fresh unique string per part (``uuid4().hex``).
+
+    Examples
+    --------
+    >>> import colmz
+    >>> from colmz.storage import MemBlob
+    >>> a = colmz.Arrangement(MemBlob())
+    >>> a.unsealed_append(colmz.Updates({"k": ["x", "y"]}, time=[0, 1], diff=[1, 1])).seqnos
+    (0, 1)
+    >>> a.validate_seal(1); a.update_seal(1)
+    >>> a.drain(), a.trace_ts_upper()
+    (True, 1)
+    >>> a.snapshot().to_pylist()
+    [('x', 0, 1), ('y', 1, 1)]
+    """
+
+    def __init__(self, store: Blob, *, schema=None, part_rows: int = DEFAULT_PART_ROWS,
+                 part_bytes: int = DEFAULT_PART_BYTES, prefix: str = "parts/", fan_in: int = 8,
+                 lease_seconds: float = 3600.0, compression: str = "snappy",
+                 clock: Callable[[], float] = _time.time,
+                 token: Callable[[], str] = lambda: uuid.uuid4().hex):
+        if not isinstance(store, Blob):
+            raise TypeError(f"store must be a colmz.storage.Blob, got {type(store).__name__}")
+        for name, v in (("part_rows", part_rows), ("part_bytes", part_bytes), ("fan_in", fan_in)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "fan_in" else 1):
+                raise ValueError(f"{name} must be an int >= {2 if name == 'fan_in' else 1}, got {v!r}")
+        if not lease_seconds > 0:
+            raise ValueError(f"lease_seconds must be positive, got {lease_seconds!r}")
+        self._store = store
+        self._schema = normalize_schema(schema)
+        self.part_rows = part_rows
+        self.part_bytes = part_bytes
+        self.prefix = prefix
+        self.fan_in = fan_in
+        self.lease_seconds = float(lease_seconds)
+        self.compression = compression
+        self.clock = clock
+        self.token = token
+        self._seal: Frontier = 0
+        self._since: int = 0
+        self._unsealed: list[UnsealedBatchMeta] = []
+        self._trace: list[TraceBatchMeta] = []
+        # durable handle (None for an in-memory core)
+        self._log = None
+        self._seqno: int | None = None
+        self._url: str | None = None
+        self._committed_keys: frozenset[str] = frozenset()
+        self.stats = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
+                      "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0}
+
+    # ================================================================== metadata
+
+    @classmethod
+    def from_meta(cls, meta: dict, store: Blob, **kwargs) -> Arrangement:
+        """Rebuild an arrangement from :meth:`meta`'s dict (shape-checked, not validated:
+        call :meth:`validate`). Keyword arguments are the constructor's."""
+        a = cls(store, **kwargs)
+        a._seal, a._since, a._unsealed, a._trace = meta_from_dict(meta)
+        return a
+
+    def meta(self) -> dict:
+        """The state as a plain dict (see ``colmz.arrangement_meta``)."""
+        return meta_to_dict(self._seal, self._since, self._unsealed, self._trace)
+
+    @property
+    def schema(self) -> tuple[ColumnSpec, ...] | None:
+        """The pinned data columns (None until the first append of a schemaless one)."""
+        return self._schema
+
+    @property
+    def store(self) -> Blob:
+        return self._store
+
+    @property
+    def unsealed_batches(self) -> list[UnsealedBatchMeta]:
+        return list(self._unsealed)
+
+    @property
+    def trace_batches(self) -> list[TraceBatchMeta]:
+        return list(self._trace)
+
+    def validate(self) -> None:
+        """Raise :class:`CorruptMeta` naming the first broken invariant of the metadata."""
+        validate_meta(self._seal, self._since, self._unsealed, self._trace)
+
+    def validate_data(self) -> None:
+        """:meth:`validate`, then read every part and check its contents.
+
+        Trace parts: sorted by ``(data, time)`` and consolidated across the batch, no zero
+        diff, every time at or after the batch's lower and before its upper (or at or before
+        its since when the since is not before the upper). Unsealed parts: sorted,
+        consolidated, times within the batch's ``[ts_lower, ts_upper]``.
+        """
+        self.validate()
+        schema = self._read_schema()
+        for i, b in enumerate(self._trace):
+            d = b.desc
+            for u in self._batch_parts(b.keys, schema):
+                t = u.time
+                if len(t) and int(t.min()) < d.lower:
+                    raise CorruptMeta(f"trace batch {i} holds time {int(t.min())} before its lower {d.lower}")
+                if frontier_lt(d.since, d.upper):
+                    if d.upper is not None and len(t) and int(t.max()) >= d.upper:
+                        raise CorruptMeta(f"trace batch {i} holds time {int(t.max())} at or after its upper {d.upper}")
+                elif len(t) and int(t.max()) > d.since:
+                    raise CorruptMeta(f"trace batch {i} holds time {int(t.max())} after its since {d.since}")
+            self._check_run(b.keys, schema, f"trace batch {i}")
+        for i, b in enumerate(self._unsealed):
+            for u in self._batch_parts(b.keys, schema):
+                t = u.time
+                if len(t) and (int(t.min()) < b.ts_lower or int(t.max()) > b.ts_upper):
+                    raise CorruptMeta(f"unsealed batch {i} holds times outside [{b.ts_lower}, {b.ts_upper}]")
+            self._check_run(b.keys, schema, f"unsealed batch {i}")
+
+    def _check_run(self, keys, schema, what: str) -> None:
+        parts = [u.encode() for u in self._batch_parts(keys, schema)]
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return
+        layout = unify_layouts(*(p.layout for p in parts))
+        enc = [p.padded(layout) for p in parts]
+        keys_ = np.concatenate([p.keys for p in enc])
+        time = np.concatenate([p.time for p in enc])
+        diff = np.concatenate([p.diff for p in enc])
+        if (diff == 0).any():
+            raise CorruptMeta(f"{what} holds a zero diff")
+        k2, t2, d2 = sort_consolidate(keys_, time, diff, "data", None)
+        if not (np.array_equal(k2, keys_) and np.array_equal(t2, time) and np.array_equal(d2, diff)):
+            raise CorruptMeta(f"{what} is not sorted by (data, time) and consolidated")
+
+    # ================================================================== accessors
+
+    def unsealed_seqno_upper(self) -> int:
+        """The end of the last unsealed batch's seqno range, or 0."""
+        return self._unsealed[-1].seqnos[1] if self._unsealed else 0
+
+    def trace_ts_upper(self) -> Frontier:
+        """The physical upper: the last trace batch's upper, or 0 when the trace is empty."""
+        return self._trace[-1].desc.upper if self._trace else 0
+
+    def get_seal(self) -> Frontier:
+        """The logical upper: times before it are closed."""
+        return self._seal
+
+    def since(self) -> int:
+        """The compaction frontier: reads see times advanced to it."""
+        return self._since
+
+    def new_blob_key(self) -> str:
+        """A fresh part key (creation time and a unique token)."""
+        return make_key(self.prefix, int(self.clock() * 1000), self.token())
+
+    # ================================================================== seal and since
+
+    def validate_seal(self, ts: Frontier) -> None:
+        """Raise :class:`SealRegression` unless ``ts`` is at or beyond the current seal."""
+        ts = check_frontier(ts, "seal")
+        if not frontier_le(self._seal, ts):
+            raise SealRegression(f"seal {ts} is before the current seal {self._seal}")
+
+    def update_seal(self, ts: Frontier) -> None:
+        """Set the seal without checking (used to revert a seal)."""
+        self._seal = check_frontier(ts, "seal")
+
+    def validate_allow_compaction(self, since: int) -> None:
+        """Raise :class:`SinceRegression` if ``since`` is before the current since (equal and
+        beyond the seal are allowed)."""
+        since = self._check_since(since)
+        if since < self._since:
+            raise SinceRegression(f"since {since} is before the current since {self._since}")
+
+    def allow_compaction(self, since: int) -> None:
+        """Set the since without checking (used to revert)."""
+        self._since = self._check_since(since)
+
+    @staticmethod
+    def _check_since(since) -> int:
+        if since is None:
+            raise ValueError("since must be an int time; an Arrangement has no empty since")
+        return check_time(since, "since")
+
+    # ================================================================== unsealed
+
+    def _conform(self, updates: Updates, what: str = "updates") -> Updates:
+        if not isinstance(updates, Updates):
+            raise TypeError(f"{what} must be colmz.Updates, got {type(updates).__name__}")
+        schema = self._schema
+        if schema is None:
+            if any(pa.types.is_null(s.type) for s in updates.schema):
+                raise SchemaMismatch(
+                    f"{what} have an all-NULL column of no type ({_describe_schema(updates.schema)}); "
+                    "give the arrangement a schema first"
+                )
+            return updates
+        if [s.name for s in updates.schema] != [s.name for s in schema]:
+            raise SchemaMismatch(
+                f"{what} have columns {_describe_schema(updates.schema)} but the arrangement's "
+                f"schema is {_describe_schema(schema)}"
+            )
+        cast = False
+        for got, want in zip(updates.schema, schema):
+            if got.type == want.type:
+                continue
+            if pa.types.is_null(got.type):
+                cast = True
+                continue
+            raise SchemaMismatch(
+                f"{what} column {got.name!r} has type {got.type} but the arrangement's schema "
+                f"is {_describe_schema(schema)}"
+            )
+        if cast:
+            cols = {w.name: (pa.nulls(len(updates), w.type) if pa.types.is_null(g.type)
+                             else updates.column(w.name)) for g, w in zip(updates.schema, schema)}
+            updates = Updates(cols, updates.time, updates.diff)
+        return updates
+
+    def unsealed_append(self, updates: Updates, seqnos: tuple[int, int] | None = None) -> UnsealedBatchMeta:
+        """Write ``updates`` as a new unsealed batch with seqno range ``seqnos``.
+
+        ``seqnos`` defaults to ``(upper, upper + 1)``. Raises :class:`SeqNoMismatch` unless
+        the range is non-empty and starts at :meth:`unsealed_seqno_upper`,
+        :class:`EmptyBatch` for no updates, :class:`TimeBeforeTraceUpper` for a time before
+        the trace's upper and :class:`SchemaMismatch` for other columns. The first append
+        pins the schema when none was given.
+        """
+        updates = self._conform(updates)
+        upper = self.unsealed_seqno_upper()
+        if seqnos is None:
+            seqnos = (upper, upper + 1)
+        try:
+            start, end = (int(x) for x in seqnos)
+        except (TypeError, ValueError):
+            raise SeqNoMismatch(f"seqnos must be a (start, end) pair of ints, got {seqnos!r}") from None
+        if start != upper:
+            raise SeqNoMismatch(f"batch seqnos {[start, end]} do not start at the seqno upper {upper}")
+        if end <= start:
+            raise SeqNoMismatch(f"batch seqnos {[start, end]} are an empty range")
+        if not len(updates):
+            raise EmptyBatch(f"cannot append an empty batch (seqnos {[start, end]})")
+        t = updates.time
+        lo, hi = int(t.min()), int(t.max())
+        tu = self.trace_ts_upper()
+        if tu is None or lo < tu:
+            raise TimeBeforeTraceUpper(f"batch holds time {lo} before the trace upper {tu}")
+        normal = consolidate(updates, order="data")
+        schema = self._schema if self._schema is not None else updates.schema
+        writer = self._writer(schema, {"kind": "unsealed", "seqnos": [start, end]})
+        try:
+            writer.add_updates(normal)
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes)
+        self._schema = schema
+        self._unsealed.append(meta)
+        self._count_write(writer, updates)
+        return meta
+
+    def unsealed_snapshot(self, lo: int, hi: Frontier) -> UnsealedSnapshot:
+        """The unsealed batches that may hold times in ``[lo, hi)`` (upstream's overlap test:
+        ``lo <= ts_upper`` and not ``hi <= ts_lower``). Raises :class:`InvalidSnapshotBounds`
+        when ``hi < lo``."""
+        lo = check_time(lo, "lo")
+        hi = check_frontier(hi, "hi")
+        if hi is not None and hi < lo:
+            raise InvalidSnapshotBounds(f"unsealed snapshot upper {hi} is before its lower {lo}")
+        batches = tuple(b for b in self._unsealed
+                        if lo <= b.ts_upper and not (hi is not None and hi <= b.ts_lower))
+        return UnsealedSnapshot(lo, hi, batches)
+
+    def fetch_unsealed(self, snap: UnsealedSnapshot) -> Updates:
+        """Read an unsealed snapshot: its batches' updates with ``lo <= t < hi``, batch after
+        batch (each batch sorted by ``(data, time)``; not consolidated across batches)."""
+        schema = self._read_schema()
+        out = []
+        for b in snap.batches:
+            for u in self._batch_parts(b.keys, schema):
+                for enc in chunks_filtered([u], snap.lower, snap.upper):
+                    out.append(Updates.decode(enc, schema))
+        return self._concat(out, schema)
+
+    def unsealed_evict(self) -> list[UnsealedBatchMeta]:
+        """Drop the unsealed batches whose every time is before the trace's upper; return them
+        (their parts can be deleted once the new state is committed)."""
+        tu = self.trace_ts_upper()
+        keep = [b for b in self._unsealed if tu is not None and tu <= b.ts_upper]
+        gone = [b for b in self._unsealed if not (tu is not None and tu <= b.ts_upper)]
+        self._unsealed = keep
+        return gone
+
+    def unsealed_step(self) -> bool:
+        """Evict, then rewrite the first unsealed batch that holds times before the trace's
+        upper, keeping only the updates at or after it (same seqnos, new parts). Returns
+        whether a batch was rewritten."""
+        saved = self._save()
+        self.unsealed_evict()
+        tu = self.trace_ts_upper()
+        for idx, b in enumerate(self._unsealed):
+            if b.ts_lower < tu:
+                try:
+                    self._unsealed[idx] = self._trim(b, tu)
+                except BaseException:
+                    self._restore(saved)
+                    raise
+                return True
+        return False
+
+    def _trim(self, b: UnsealedBatchMeta, tu: int) -> UnsealedBatchMeta:
+        schema = self._read_schema()
+        writer = self._writer(schema, {"kind": "unsealed", "seqnos": list(b.seqnos)})
+        lo = hi = None
+        try:
+            for u in self._batch_parts(b.keys, schema):
+                for enc in chunks_filtered([u], tu, None):
+                    writer.add(enc)
+                    lo = int(enc.time.min()) if lo is None else min(lo, int(enc.time.min()))
+                    hi = int(enc.time.max()) if hi is None else max(hi, int(enc.time.max()))
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        self._count_write(writer)
+        if lo is None:  # nothing left at or after the upper: an empty batch, evicted later
+            lo = hi = b.ts_upper
+        return UnsealedBatchMeta(b.seqnos, lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes)
+
+    # ================================================================== drain
+
+    def unsealed_next_drain_req(self) -> DrainUnsealedReq | None:
+        """The next drain: None when the seal equals the trace's upper; else the interval
+        ``[trace_ts_upper, seal)`` (since 0) and the unsealed snapshot of it. Raises
+        :class:`InvalidBatchBounds` when the seal is before the trace's upper (a revert)."""
+        seal, tu = self._seal, self.trace_ts_upper()
+        if seal == tu:
+            return None
+        if tu is None or not frontier_lt(tu, seal):
+            raise InvalidBatchBounds(f"cannot drain [{tu}, {seal}): the seal is before the trace upper")
+        desc = Description(tu, seal, 0)
+        return DrainUnsealedReq(desc, self.unsealed_snapshot(tu, seal))
+
+    def drain_unsealed(self, req: DrainUnsealedReq) -> DrainUnsealedRes:
+        """Do a drain request: merge the snapshot's updates into a new level-0 trace batch.
+
+        Changes no state (hand the result to :meth:`unsealed_handle_drain_response`). When
+        the snapshot holds no update in the interval there is no batch; when it holds some
+        that cancel out, the batch has no parts and still advances the trace's upper.
+        """
+        snap, desc = req.snap, req.desc
+        if not snap.batches:
+            return DrainUnsealedRes(req, None)
+        if len(snap.batches) == 1:
+            b = snap.batches[0]
+            inside = desc.lower <= b.ts_lower and (desc.upper is None or b.ts_upper < desc.upper)
+            if inside:
+                if not b.keys:
+                    return DrainUnsealedRes(req, None)
+                # Already sorted and consolidated: the trace takes the parts as they are.
+                return DrainUnsealedRes(req, TraceBatchMeta(desc, 0, b.keys, b.len, b.size_bytes))
+        schema = self._read_schema()
+        writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
+        runs = [self._run_chunks(b.keys, schema, desc.lower, desc.upper) for b in snap.batches]
+        try:
+            read = stream_merge(runs, None, writer.add)
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        if not sum(read):
+            writer.abort()
+            return DrainUnsealedRes(req, None)
+        self._count_write(writer)
+        return DrainUnsealedRes(req, TraceBatchMeta(desc, 0, tuple(writer.keys), writer.rows, writer.size_bytes))
+
+    def unsealed_handle_drain_response(self, res: DrainUnsealedRes) -> None:
+        """Append the drained batch iff there is one and it starts at the trace's upper
+        (a stale response is ignored)."""
+        b = res.drained
+        if b is None or self.trace_ts_upper() != b.desc.lower:
+            return
+        self._trace.append(b)
+
+    def drain(self) -> bool:
+        """Request, do and apply one drain; whether the trace grew."""
+        req = self.unsealed_next_drain_req()
+        if req is None:
+            return False
+        n = len(self._trace)
+        self.unsealed_handle_drain_response(self.drain_unsealed(req))
+        return len(self._trace) > n
+
+    #: upstream's name
+    unsealed_drain = drain
+
+    # ================================================================== trace
+
+    def trace_snapshot(self) -> TraceSnapshot:
+        """The trace's batches and their updates with stored times (not advanced)."""
+        schema = self._read_schema()
+        runs = [self._run_chunks(b.keys, schema, 0, None) for b in self._trace]
+        out: list[Encoded] = []
+        stream_merge(runs, None, out.append)
+        return TraceSnapshot(self.trace_ts_upper(), self._since, tuple(self._trace),
+                             self._decode_many(out, schema))
+
+    def trace_next_compact_req(self) -> CompactTraceReq | None:
+        """The oldest adjacent pair with equal levels whose newer batch's upper is at or
+        before the since (upstream's rule), or None."""
+        for i in range(1, len(self._trace)):
+            b0, b1 = self._trace[i - 1], self._trace[i]
+            if b0.level == b1.level and frontier_le(b1.desc.upper, self._since):
+                return CompactTraceReq((b0, b1), self._since)
+        return None
+
+    def compact_trace(self, req: CompactTraceReq) -> CompactTraceRes:
+        """Merge ``req``'s batches into one, times advanced to ``req.since``; changes no
+        state (see :meth:`trace_handle_compact_response`).
+
+        The merged description is ``[first.lower, last.upper)`` at ``req.since``. With two
+        inputs the level is ``b0.level + 1`` iff the merged batch holds more updates than each
+        parent, else ``b0.level``; a wider merge (the geometric policy) is one level up.
+        Raises :class:`NonContiguousMerge` and :class:`SinceBehindInput`.
+        """
+        batches = req.batches
+        if len(batches) < 2:
+            raise NonContiguousMerge(f"a compaction needs at least two batches, got {len(batches)}")
+        for a, b in zip(batches, batches[1:]):
+            if a.desc.upper != b.desc.lower:
+                raise NonContiguousMerge(
+                    f"cannot merge non-consecutive batches {a.desc.to_list()} and {b.desc.to_list()}"
+                )
+        since = check_time(req.since, "since")
+        for b in batches:
+            if since < b.desc.since:
+                raise SinceBehindInput(
+                    f"output since {since} is before input since {b.desc.since} of batch {b.desc.to_list()}"
+                )
+        desc = Description(batches[0].desc.lower, batches[-1].desc.upper, since)
+        schema = self._read_schema()
+        writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
+        runs = [self._run_chunks(b.keys, schema, 0, None) for b in batches]
+        try:
+            read = stream_merge(runs, since, writer.add)
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        self._count_write(writer)
+        if len(batches) == 2:
+            grew = all(writer.rows > r for r in read)
+            level = batches[0].level + 1 if grew else batches[0].level
+        else:
+            level = batches[0].level + 1
+        merged = TraceBatchMeta(desc, level, tuple(writer.keys), writer.rows, writer.size_bytes)
+        return CompactTraceRes(req, merged)
+
+    def trace_handle_compact_response(self, res: CompactTraceRes) -> list[TraceBatchMeta]:
+        """Replace the request's batches with the merged one if they are still adjacent in
+        the trace; return the replaced batches (newest first, as upstream), or ``[]``."""
+        want = res.req.batches
+        k = len(want)
+        for i in range(len(self._trace) - k + 1):
+            if tuple(self._trace[i:i + k]) == want:
+                self._trace[i:i + k] = [res.merged]
+                return list(reversed(want))
+        return []
+
+    def compact(self, req: CompactTraceReq | None = None) -> list[TraceBatchMeta]:
+        """Request (unless given), do and apply one compaction; the replaced batches."""
+        if req is None:
+            req = self.trace_next_compact_req()
+            if req is None:
+                return []
+        return self.trace_handle_compact_response(self.compact_trace(req))
+
+    def geometric_compact_req(self) -> CompactTraceReq | None:
+        """:meth:`maintain`'s default policy: the oldest ``fan_in`` adjacent batches of one
+        level (levels are non-increasing, so same-level batches are adjacent), merged at the
+        current since, or None."""
+        n, f = len(self._trace), self.fan_in
+        i = 0
+        while i < n:
+            j = i
+            while j < n and self._trace[j].level == self._trace[i].level:
+                j += 1
+            if j - i >= f:
+                return CompactTraceReq(tuple(self._trace[i:i + f]), self._since)
+            i = j
+        return None
+
+    # ================================================================== reading
+
+    def snapshot(self) -> Updates:
+        """Everything written: the trace, and the unsealed updates at or after the trace's
+        upper, with every time advanced to the since; consolidated, sorted by
+        ``(data, time)``. (A since beyond the seal forwards unsealed updates too.)"""
+        return self._read_all(None)
+
+    def _read_all(self, as_of: int | None) -> Updates:
+        schema = self._read_schema()
+        tu = self.trace_ts_upper()
+        # times at or before as_of (as_of + 1 cannot wrap: Python ints)
+        upper = None if as_of is None or as_of == MAX_TIME else as_of + 1
+        runs = [self._run_chunks(b.keys, schema, 0, upper) for b in self._trace]
+        if tu is not None:
+            snap = self.unsealed_snapshot(tu, None)
+            hi = upper if upper is None or upper > tu else tu
+            runs += [self._run_chunks(b.keys, schema, tu, hi) for b in snap.batches]
+        out: list[Encoded] = []
+        since = self._since if as_of is None else max(self._since, as_of)
+        stream_merge(runs, since, out.append)
+        return self._decode_many(out, schema)
+
+    # ================================================================== helpers
+
+    def _read_schema(self) -> tuple[ColumnSpec, ...]:
+        if self._schema is None:
+            key = next((k for b in self._trace for k in b.keys), None) or next(
+                (k for b in self._unsealed for k in b.keys), None)
+            if key is None:
+                return ()
+            import pyarrow.parquet as pq
+
+            data = self._store.get(key)
+            if data is None:
+                raise MissingPart(f"part {key!r} is missing from the blob store")
+            s = pq.read_schema(pa.BufferReader(data))
+            self._schema = tuple(ColumnSpec(f.name, f.type) for f in s if f.name not in ("time", "diff"))
+        return self._schema
+
+    def _batch_parts(self, keys, schema) -> Iterator[Updates]:
+        for k in keys:
+            yield read_part(self._store, k, schema)
+
+    def _run_chunks(self, keys, schema, lower: int, upper: Frontier) -> Iterator[Encoded]:
+        return chunks_filtered(self._batch_parts(keys, schema), lower, upper)
+
+    def _writer(self, schema, info) -> PartWriter:
+        return PartWriter(self._store, schema, self.new_blob_key, info, part_rows=self.part_rows,
+                          part_bytes=self.part_bytes, compression=self.compression)
+
+    def _count_write(self, writer: PartWriter, updates: Updates | None = None) -> None:
+        self.stats["blob_bytes_written"] += writer.size_bytes
+        self.stats["parts_written"] += len(writer.keys)
+        if updates is not None:
+            self.stats["updates_written"] += len(updates)
+            self.stats["update_bytes_written"] += updates.nbytes
+
+    @staticmethod
+    def _concat(parts: list[Updates], schema) -> Updates:
+        from colmz.ops import concat
+
+        if not parts:
+            return Updates.empty(schema)
+        return concat(parts)
+
+    def _decode_many(self, encs: list[Encoded], schema) -> Updates:
+        if not encs:
+            return Updates.empty(schema)
+        return self._concat([Updates.decode(e, schema) for e in encs], schema)
+
+    def _save(self):
+        return (self._seal, self._since, list(self._unsealed), list(self._trace), self._schema)
+
+    def _restore(self, saved) -> None:
+        self._seal, self._since, unsealed, trace, self._schema = saved
+        self._unsealed, self._trace = list(unsealed), list(trace)
+
+    def referenced_keys(self) -> frozenset[str]:
+        """Every part key the current (in-memory) state names."""
+        return frozenset(k for b in (*self._unsealed, *self._trace) for k in b.keys)
+
+    # ================================================================== durable user API
+
+    @classmethod
+    def open(cls, url, schema=None, *, consensus: str | None = None, name: str = "arrangement",
+             create: bool = True, rollup_every: int = 32, **kwargs) -> Arrangement:
+        """Open the arrangement stored at ``url``, creating it when absent.
+
+        Parameters
+        ----------
+        url : str or path
+            A directory (parts in ``DIR/blob``, metadata in ``DIR/consensus.sqlite``),
+            ``mem://name``, or ``s3://bucket/prefix`` with ``consensus``
+            (see ``colmz.storage.url.open_location``).
+        schema : optional
+            The data columns. A new arrangement pins it (or the first write's columns when
+            None); an existing one must have the same, else :class:`SchemaMismatch`.
+        consensus : str, optional
+            The consensus URL (``sqlite:///...``, ``postgresql://...``).
+        name : str
+            The arrangement's name inside the store: its consensus key and part prefix
+            ``<name>/parts/``, so several arrangements can share one store.
+        kwargs
+            The constructor's tunables.
+
+        Examples
+        --------
+        >>> import colmz, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> a = colmz.Arrangement.open(d)
+        >>> a.write(colmz.Updates({"k": [1, 2]}, time=[0, 0], diff=[1, 1]))
+        >>> a.seal(1)
+        >>> colmz.Arrangement.open(d).read().to_pylist()
+        [(1, 0, 1), (2, 0, 1)]
+        """
+        from colmz.storage.state import StateLog
+        from colmz.storage.url import open_location
+
+        schema = normalize_schema(schema)
+        loc = open_location(url, consensus=consensus, create=create)
+        kwargs.setdefault("prefix", f"{name}/parts/")
+        log = StateLog(loc.consensus, name, rollup_every=rollup_every)
+        seqno, state = log.load()
+        if state is None:
+            if not create:
+                raise FileNotFoundError(f"no arrangement {name!r} at {url!r}")
+            a = cls(loc.blob, schema=schema, **kwargs)
+            a._log, a._url = log, loc.url
+            a._seqno = None
+            a._commit_state()
+            return a
+        a = cls(loc.blob, **kwargs)
+        a._log, a._url = log, loc.url
+        a._load_state(seqno, state)
+        if schema is not None:
+            if a._schema is None:
+                a._schema = schema
+                a._commit_state()
+            elif tuple(a._schema) != tuple(schema):
+                raise SchemaMismatch(
+                    f"arrangement {name!r} at {url!r} has schema {_describe_schema(a._schema)}, "
+                    f"not the requested {_describe_schema(schema)}"
+                )
+        return a
+
+    def _state_doc(self) -> dict:
+        return {"format": STATE_FORMAT, "schema": schema_to_json(self._schema), "meta": self.meta()}
+
+    def _load_state(self, seqno, state) -> None:
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or "meta" not in state:
+            raise CorruptMeta(f"arrangement state at seqno {seqno} is not a colmz arrangement "
+                              f"(format {state.get('format') if isinstance(state, dict) else state!r})")
+        schema = schema_from_json(state.get("schema"))
+        seal, since, unsealed, trace = meta_from_dict(state["meta"])
+        validate_meta(seal, since, unsealed, trace)
+        self._seal, self._since, self._unsealed, self._trace = seal, since, unsealed, trace
+        self._schema = schema
+        self._seqno = seqno
+        self._committed_keys = self.referenced_keys()
+
+    @property
+    def durable(self) -> bool:
+        """Whether this arrangement commits to a consensus store (opened by :meth:`open`)."""
+        return self._log is not None
+
+    @property
+    def seqno(self) -> int | None:
+        """The committed version this handle last read or wrote."""
+        return self._seqno
+
+    def refresh(self) -> None:
+        """Reload the committed state (discarding uncommitted in-memory changes)."""
+        if self._log is None:
+            return
+        seqno, state = self._log.load()
+        if state is None:
+            raise CorruptMeta("the arrangement's consensus record is gone")
+        self._load_state(seqno, state)
+
+    def commit(self) -> int | None:
+        """Commit the in-memory state (after core operations on a durable arrangement).
+
+        Refuses with :class:`LeaseExpired` when a newly referenced part is older than half the
+        lease; raises ``CommitConflict`` when another writer committed first. Either way
+        nothing is committed and the in-memory state is left as it is.
+        """
+        if self._log is None:
+            return None
+        self._commit_state()
+        return self._seqno
+
+    def _commit_state(self) -> None:
+        new_keys = self.referenced_keys() - self._committed_keys
+        now_ms = self.clock() * 1000
+        for k in new_keys:
+            ms = key_created_ms(k)
+            if ms is not None and now_ms - ms > self.lease_seconds * 500:
+                raise LeaseExpired(
+                    f"part {k!r} was written {(now_ms - ms) / 1000:.1f} s ago, more than half the "
+                    f"gc lease of {self.lease_seconds} s: gc may collect it, so it cannot be committed"
+                )
+        self._seqno = self._log.commit(self._seqno, self._state_doc())
+        self._committed_keys = self.referenced_keys()
+        self.stats["commits"] += 1
+
+    def _durably(self, fn):
+        """Run ``fn`` (a core change), then commit; on failure restore and clean up."""
+        saved = self._save()
+        before = self.referenced_keys()
+        try:
+            out = fn()
+            if self._log is not None:
+                self._commit_state()
+        except BaseException as e:
+            new = self.referenced_keys() - before - self._committed_keys
+            self._restore(saved)
+            # A commit that may have landed (an unresolved indeterminate error) may reference
+            # the new parts: leave them to gc, which respects the lease.
+            if isinstance(e, (ArrangementError, CommitConflict, Determinate, TypeError, ValueError)) \
+                    or self._log is None:
+                for k in new:
+                    with contextlib.suppress(Exception):  # best effort; gc collects the rest
+                        self._store.delete(k)
+            raise
+        gone = before - self.referenced_keys()
+        self._delete_keys(gone)
+        return out
+
+    def _delete_keys(self, keys) -> None:
+        for k in keys:
+            try:
+                self._store.delete(k)
+                self.stats["parts_deleted"] += 1
+            except Exception:  # noqa: BLE001 - best effort; gc collects what is left
+                pass
+
+    def write(self, updates: Updates) -> None:
+        """Add ``updates`` durably (one unsealed batch, one commit).
+
+        Raises :class:`SchemaMismatch` for other columns and :class:`TimeBeforeSeal` for a
+        time before the seal. Updates that consolidate to nothing write nothing.
+        """
+        updates = self._conform(updates)
+        if not len(updates):
+            return
+        t = updates.time
+        lo = int(t.min())
+        if self._seal is None or lo < self._seal:
+            raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {self._seal}")
+        if not len(consolidate(updates)):
+            return
+        self._durably(lambda: self.unsealed_append(updates))
+
+    def seal(self, upper: Frontier) -> None:
+        """Close the times before ``upper`` durably (a metadata commit; no part is written).
+
+        Raises :class:`SealRegression` for an upper before the current seal.
+        """
+        self.validate_seal(upper)
+        upper = check_frontier(upper, "seal")
+        if upper == self._seal:
+            return
+        self._durably(lambda: self.update_seal(upper))
+
+    def advance_since(self, since: int) -> None:
+        """Allow compaction up to ``since`` durably (:meth:`validate_allow_compaction` first)."""
+        self.validate_allow_compaction(since)
+        since = self._check_since(since)
+        if since == self._since:
+            return
+        self._durably(lambda: self.allow_compaction(since))
+
+    def maintain(self, fuel: int | None = None, *, policy: str = "geometric") -> dict:
+        """Drain, evict, trim and compact in steps, each its own commit, until nothing is
+        left to do or ``fuel`` updates (read by the steps) are spent.
+
+        ``policy`` chooses the compaction: ``"geometric"`` (default, fan-in ``fan_in``) or
+        ``"levels"`` (upstream's pairwise rule). Returns counts of what was done.
+        """
+        if policy not in _POLICIES:
+            raise ValueError(f"policy must be one of {_POLICIES}, got {policy!r}")
+        if fuel is not None and (isinstance(fuel, bool) or not isinstance(fuel, int) or fuel < 0):
+            raise ValueError(f"fuel must be a non-negative int or None, got {fuel!r}")
+        report = {"drains": 0, "trims": 0, "evictions": 0, "compactions": 0, "rows": 0}
+
+        def spent() -> bool:
+            return fuel is not None and report["rows"] >= fuel
+
+        # 1. drain (and evict what the drain covered, in the same commit)
+        tu, seal = self.trace_ts_upper(), self._seal
+        if seal != tu and tu is not None and frontier_lt(tu, seal) and not spent():
+            def drain_step():
+                req = self.unsealed_next_drain_req()
+                res = self.drain_unsealed(req)
+                self.unsealed_handle_drain_response(res)
+                self.unsealed_evict()
+                return res
+            res = self._durably(drain_step)
+            report["drains"] += 1
+            report["rows"] += (res.drained.len or 0) if res.drained is not None else 0
+        # 2. evict and trim unsealed batches, one per commit
+        if any(not (self.trace_ts_upper() is not None and self.trace_ts_upper() <= b.ts_upper)
+               for b in self._unsealed):
+            self._durably(self.unsealed_evict)
+            report["evictions"] += 1
+        while not spent():
+            tu = self.trace_ts_upper()
+            victim = next((b for b in self._unsealed if tu is not None and b.ts_lower < tu), None)
+            if victim is None:
+                break
+            self._durably(self.unsealed_step)
+            report["trims"] += 1
+            report["rows"] += victim.len or 0
+        # 3. compaction, one merge per commit
+        while not spent():
+            req = self.geometric_compact_req() if policy == "geometric" else self.trace_next_compact_req()
+            if req is None:
+                break
+            self._durably(lambda req=req: self.compact(req))
+            report["compactions"] += 1
+            report["rows"] += sum(b.len or 0 for b in req.batches)
+        return report
+
+    def read(self, as_of: int | None = None) -> Updates:
+        """The contents: with ``as_of=None`` everything written (times advanced to the
+        since); with ``as_of`` the collection at that time -- every update at or before it,
+        its time set to ``as_of``, consolidated. ``as_of`` must be at or after the since and
+        before the seal (:class:`InvalidAsOf`)."""
+        if as_of is not None:
+            as_of = check_time(as_of, "as_of")
+            if as_of < self._since:
+                raise InvalidAsOf(f"as_of {as_of} is before the since {self._since}: compacted away")
+            if not (self._seal is None or as_of < self._seal):
+                raise InvalidAsOf(f"as_of {as_of} is not before the seal {self._seal}: not final yet")
+        try:
+            return self._read_all(as_of)
+        except MissingPart:
+            if self._log is None:
+                raise
+            before = self._seqno
+            self.refresh()
+            if self._seqno == before:
+                raise
+            return self._read_all(as_of)
+
+    def to_arrow(self, as_of: int | None = None) -> pa.Table:
+        """:meth:`read` as an Arrow table (data columns, ``time``, ``diff``)."""
+        return self.read(as_of).to_arrow()
+
+    def to_pandas(self, as_of: int | None = None):
+        """:meth:`read` as a pandas DataFrame."""
+        return self.read(as_of).to_pandas()
+
+    def parts(self) -> list[PartInfo]:
+        """Every part of the current state, trace batches first (module docstring of
+        ``colmz.arrangement_parts`` for the format)."""
+        out = [PartInfo(self._store.url_of(k), k, "trace", 0, None) for b in self._trace for k in b.keys]
+        tu = self.trace_ts_upper()
+        if tu is not None:
+            for b in self._unsealed:
+                if tu <= b.ts_upper:
+                    out += [PartInfo(self._store.url_of(k), k, "unsealed", tu, None) for k in b.keys]
+        return out
+
+    def gc(self, lease_seconds: float | None = None) -> list[str]:
+        """Delete parts under this arrangement's prefix that the committed state does not
+        reference and that are older than the lease; return the deleted keys."""
+        lease = self.lease_seconds if lease_seconds is None else float(lease_seconds)
+        listed = self._store.list_keys(self.prefix)
+        if self._log is not None:
+            seqno, state = self._log.load()
+            if state is None:
+                return []
+            _, _, unsealed, trace = meta_from_dict(state["meta"])
+            referenced = {k for b in (*unsealed, *trace) for k in b.keys}
+        else:
+            referenced = set(self.referenced_keys())
+        now_ms = self.clock() * 1000
+        gone = []
+        for k in listed:
+            ms = key_created_ms(k)
+            if k in referenced or ms is None or now_ms - ms <= lease * 1000:
+                continue
+            self._store.delete(k)
+            gone.append(k)
+        return gone
+
+    # ================================================================== display
+
+    def _counts(self) -> tuple[int, int]:
+        parts = sum(len(b.keys) for b in (*self._trace, *self._unsealed))
+        rows = sum(b.len or 0 for b in (*self._trace, *self._unsealed))
+        return parts, rows
+
+    def __repr__(self) -> str:
+        parts, rows = self._counts()
+        where = f"{self._url!r}, " if self._url else ""
+        levels = ",".join(str(b.level) for b in self._trace)
+        return (f"Arrangement({where}seal={self._seal}, since={self._since}, "
+                f"trace_upper={self.trace_ts_upper()}, {len(self._trace)} trace batches"
+                f"{f' (levels {levels})' if self._trace else ''}, {len(self._unsealed)} unsealed, "
+                f"{rows} stored updates in {parts} parts, schema {_describe_schema(self._schema)})")
+
+    def _repr_html_(self) -> str:
+        parts, rows = self._counts()
+        head = html.escape(f"Arrangement {self._url or ''}")
+        rows_html = "".join(
+            f"<tr><td>trace</td><td>[{b.desc.lower}, {b.desc.upper})</td><td>{b.desc.since}</td>"
+            f"<td>{b.level}</td><td>{len(b.keys)}</td><td>{b.len}</td></tr>" for b in self._trace
+        ) + "".join(
+            f"<tr><td>unsealed</td><td>seqnos {list(b.seqnos)}, times [{b.ts_lower}, {b.ts_upper}]"
+            f"</td><td></td><td></td><td>{len(b.keys)}</td><td>{b.len}</td></tr>" for b in self._unsealed
+        )
+        return (f"<p><b>{head}</b>: seal {self._seal}, since {self._since}, "
+                f"{rows} stored updates in {parts} parts; schema "
+                f"{html.escape(_describe_schema(self._schema))}</p>"
+                "<table><tr><th>kind</th><th>times</th><th>since</th><th>level</th><th>parts</th>"
+                f"<th>updates</th></tr>{rows_html}</table>")

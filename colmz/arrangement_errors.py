@@ -1,0 +1,110 @@
+"""The errors of :class:`colmz.Arrangement`.
+
+Every error an arrangement raises for a caller's mistake or a damaged store is an
+:class:`ArrangementError`. The names of the core's errors follow the checks of
+``src/persist/src/indexed/arrangement.rs`` and ``background.rs`` (which returned strings there);
+each also derives from the builtin family colmz uses for that kind of mistake, so
+``except ValueError`` keeps working: regressions and bounds are ``ValueError``, a schema
+difference is a ``TypeError`` (:class:`colmz.SchemaError`), a damaged store is a
+``RuntimeError``.
+
+A call that raises any of these has changed nothing, in memory or in storage.
+"""
+
+from __future__ import annotations
+
+from colmz.correction import SinceRegression as CorrectionSinceRegression
+from colmz.updates import SchemaError
+
+__all__ = [
+    "ArrangementError",
+    "CorruptMeta",
+    "CorruptPart",
+    "EmptyBatch",
+    "InvalidAsOf",
+    "InvalidBatchBounds",
+    "InvalidSnapshotBounds",
+    "LeaseExpired",
+    "MissingPart",
+    "NonContiguousMerge",
+    "SchemaMismatch",
+    "SealRegression",
+    "SeqNoMismatch",
+    "SinceBehindInput",
+    "SinceRegression",
+    "TimeBeforeSeal",
+    "TimeBeforeTraceUpper",
+]
+
+
+class ArrangementError(Exception):
+    """Base class of every error an arrangement raises."""
+
+
+class SeqNoMismatch(ArrangementError, ValueError):
+    """An appended batch's seqno range does not start at the arrangement's seqno upper."""
+
+
+class EmptyBatch(ArrangementError, ValueError):
+    """An append of a batch with no updates."""
+
+
+class TimeBeforeTraceUpper(ArrangementError, ValueError):
+    """An appended update's time is before the trace's physical upper."""
+
+
+class TimeBeforeSeal(ArrangementError, ValueError):
+    """A write of an update at a time the arrangement has already sealed."""
+
+
+class InvalidSnapshotBounds(ArrangementError, ValueError):
+    """An unsealed snapshot whose upper is before its lower."""
+
+
+class InvalidBatchBounds(ArrangementError, ValueError):
+    """A drain whose description would be empty or inverted (the seal was reverted below
+    the trace's upper)."""
+
+
+class SealRegression(ArrangementError, ValueError):
+    """A seal before the current seal."""
+
+
+class SinceRegression(ArrangementError, CorrectionSinceRegression):
+    """A compaction frontier (since) before the current one.
+
+    Also a :class:`colmz.SinceRegression`, so one ``except`` catches the regressions of every
+    colmz structure.
+    """
+
+
+class NonContiguousMerge(ArrangementError, ValueError):
+    """A compaction of trace batches whose time intervals do not follow each other."""
+
+
+class SinceBehindInput(ArrangementError, ValueError):
+    """A compaction whose output since is before one of its inputs' since."""
+
+
+class InvalidAsOf(ArrangementError, ValueError):
+    """A read at a time the arrangement cannot answer (before its since, or not sealed)."""
+
+
+class SchemaMismatch(ArrangementError, SchemaError):
+    """Updates or a requested schema differ from the arrangement's pinned schema."""
+
+
+class CorruptMeta(ArrangementError, ValueError):
+    """Arrangement metadata that is malformed or breaks an invariant."""
+
+
+class CorruptPart(ArrangementError, RuntimeError):
+    """A part in the blob store that is not a valid arrangement part."""
+
+
+class MissingPart(ArrangementError, RuntimeError):
+    """A part the metadata names is absent from the blob store."""
+
+
+class LeaseExpired(ArrangementError, RuntimeError):
+    """A commit whose new parts are too old: ``gc`` may already have collected them."""

@@ -1,0 +1,363 @@
+"""Parts: the Parquet files an arrangement keeps its updates in, and the streaming merge.
+
+Design
+------
+A *part* is one Parquet file in the blob store under a fresh key: the data columns as their
+Arrow types, then ``time`` (``uint64``) and ``diff`` (``int64``), sorted by ``(data, time)`` in
+colmz's total order on data (``colmz.order``) and consolidated, with no zero diff. Parts are
+bounded (``part_rows`` rows and about ``part_bytes`` bytes of Arrow data each); a batch that
+is larger is a list of parts that, read in order, is one sorted run. The file's key-value
+metadata ``colmz.arrangement`` names what it is (``{"kind", "desc" or "seqnos", "index"}``),
+so a part found on its own can be placed; any Parquet reader reads the rows.
+
+Keys are ``<prefix><creation ms, 13 digits>-<token>.parquet``. The creation time in the key
+is what ``Arrangement.gc`` leases on: a part younger than the lease is never collected,
+whoever references it.
+
+The merge (:func:`stream_merge`) combines sorted runs read part by part -- drains of several
+unsealed batches, compactions of trace batches -- holding about one part per input plus one
+output part: it repeatedly takes, from every input, the rows whose data sort strictly before
+the smallest *last* data row loaded among the inputs that still have parts to read, merges
+those with :func:`colmz.kernels.merge.merge_runs` (advancing times to ``since``) and hands
+the result to a :class:`PartWriter`. Cutting strictly before that row matters: the next part
+of an input may continue the same data at later times, and after times advance to ``since``
+those must meet the rows already loaded to be consolidated with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from colmz.arrangement_errors import CorruptPart, MissingPart
+from colmz.kernels.merge import merge_runs
+from colmz.order import ColumnSpec, unify_layouts
+from colmz.storage.base import Blob
+from colmz.updates import Encoded, Updates, concat_encoded
+
+__all__ = [
+    "DEFAULT_PART_BYTES",
+    "DEFAULT_PART_ROWS",
+    "PART_METADATA_KEY",
+    "PartWriter",
+    "key_created_ms",
+    "make_key",
+    "read_part",
+    "stream_merge",
+]
+
+#: Default bound on the rows of one part.
+DEFAULT_PART_ROWS = 1 << 20
+#: Default bound on the Arrow bytes of one part (the data columns, time and diff).
+DEFAULT_PART_BYTES = 64 << 20
+#: The Parquet key-value metadata entry describing a part.
+PART_METADATA_KEY = b"colmz.arrangement"
+
+_KEY_RE = re.compile(r"(?:^|/)(\d{13})-[0-9A-Za-z_]+\.parquet$")
+
+
+def make_key(prefix: str, ms: int, token: str) -> str:
+    """The blob key of a part created at epoch millisecond ``ms``.
+
+    >>> make_key("parts/", 1700000000000, "ab12")
+    'parts/1700000000000-ab12.parquet'
+    """
+    return f"{prefix}{int(ms):013d}-{token}.parquet"
+
+
+def key_created_ms(key: str) -> int | None:
+    """The creation millisecond embedded in a part key, or None for other keys.
+
+    >>> key_created_ms("parts/1700000000000-ab12.parquet"), key_created_ms("parts/x")
+    (1700000000000, None)
+    """
+    m = _KEY_RE.search(key)
+    return int(m.group(1)) if m else None
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
+    """The updates of the part under ``key``, checked against ``schema``.
+
+    Raises :class:`MissingPart` when the key is absent and :class:`CorruptPart` when the
+    value is not a Parquet file with the schema's data columns, ``time`` and ``diff``.
+    """
+    data = store.get(key)
+    if data is None:
+        raise MissingPart(f"part {key!r} is missing from the blob store")
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
+    names = [s.name for s in schema]
+    if table.column_names != [*names, "time", "diff"]:
+        raise CorruptPart(
+            f"part {key!r} has columns {table.column_names}; expected {[*names, 'time', 'diff']}"
+        )
+    for s in schema:
+        t = table.schema.field(s.name).type
+        if t != s.type and not pa.types.is_null(t):
+            raise CorruptPart(f"part {key!r} column {s.name!r} has type {t}, expected {s.type}")
+    if table.schema.field("time").type != pa.uint64() or table.schema.field("diff").type != pa.int64():
+        raise CorruptPart(f"part {key!r} has time/diff of types "
+                          f"{table.schema.field('time').type}/{table.schema.field('diff').type}")
+    try:
+        u = Updates.from_arrow(table)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise CorruptPart(f"part {key!r} holds invalid updates: {e}") from None
+    if any(pa.types.is_null(c.type) for c in u.schema) and any(
+        not pa.types.is_null(s.type) for s in schema
+    ):
+        cols = {
+            s.name: (pa.nulls(len(u), s.type) if pa.types.is_null(c.type) else u.column(s.name))
+            for s, c in zip(schema, u.schema)
+        }
+        u = Updates(cols, u.time, u.diff)
+    return u
+
+
+def part_metadata(store: Blob, key: str) -> dict:
+    """The ``colmz.arrangement`` metadata of a part (``{}`` when absent)."""
+    data = store.get(key)
+    if data is None:
+        raise MissingPart(f"part {key!r} is missing from the blob store")
+    try:
+        md = pq.read_metadata(pa.BufferReader(data)).metadata or {}
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
+    raw = md.get(PART_METADATA_KEY)
+    return json.loads(raw) if raw else {}
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+class PartWriter:
+    """Cut a stream of sorted, consolidated encoded chunks into bounded Parquet parts.
+
+    ``new_key()`` names each part; ``info`` is written into each part's metadata with the
+    part's ``index``. ``keys``, ``rows`` and ``size_bytes`` report what was written;
+    ``abort()`` deletes it (best effort), for a call that fails midway.
+    """
+
+    def __init__(self, store: Blob, schema: Sequence[ColumnSpec], new_key: Callable[[], str],
+                 info: dict, *, part_rows: int = DEFAULT_PART_ROWS,
+                 part_bytes: int = DEFAULT_PART_BYTES, compression: str = "snappy"):
+        self.store = store
+        self.schema = tuple(schema)
+        self.new_key = new_key
+        self.info = info
+        self.part_rows = max(1, int(part_rows))
+        self.part_bytes = max(1, int(part_bytes))
+        self.compression = compression
+        self.keys: list[str] = []
+        self.rows = 0
+        self.size_bytes = 0
+        self._pending: list[Encoded] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
+
+    def add(self, enc: Encoded) -> None:
+        if not len(enc):
+            return
+        self._pending.append(enc)
+        self._pending_rows += len(enc)
+        self._pending_bytes += enc.nbytes
+        while self._pending_rows >= self.part_rows or self._pending_bytes >= self.part_bytes:
+            if not self._flush(final=False):
+                break
+
+    def add_updates(self, u: Updates) -> None:
+        """Add an already sorted, consolidated batch."""
+        self.add(u.encode())
+
+    def finish(self) -> list[str]:
+        while self._pending_rows:
+            self._flush(final=True)
+        return self.keys
+
+    def abort(self) -> None:
+        for k in self.keys:
+            with contextlib.suppress(Exception):  # best effort; gc collects the rest
+                self.store.delete(k)
+        self.keys = []
+
+    def _flush(self, final: bool) -> bool:
+        enc = self._pending[0] if len(self._pending) == 1 else concat_encoded(self._pending)
+        n = len(enc)
+        take = min(n, self.part_rows)
+        if enc.nbytes > self.part_bytes and n > 1:
+            per_row = enc.nbytes / n
+            take = min(take, max(1, int(self.part_bytes / per_row)))
+        if take < n:
+            head = Encoded(enc.keys[:take], enc.time[:take], enc.diff[:take], enc.layout)
+            rest = Encoded(enc.keys[take:], enc.time[take:], enc.diff[take:], enc.layout)
+            self._pending = [rest]
+        else:
+            head = enc
+            self._pending = []
+        self._pending_rows = n - take
+        self._pending_bytes = sum(p.nbytes for p in self._pending)
+        self._write(head)
+        return True
+
+    def _write(self, enc: Encoded) -> None:
+        u = Updates.decode(enc, self.schema)
+        table = u.to_arrow()
+        info = dict(self.info, index=len(self.keys))
+        table = table.replace_schema_metadata({PART_METADATA_KEY: json.dumps(info).encode()})
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression=self.compression, row_group_size=max(len(u), 1))
+        buf = sink.getvalue()
+        key = self.new_key()
+        self.store.set(key, buf)
+        self.keys.append(key)
+        self.rows += len(u)
+        self.size_bytes += buf.size
+
+
+# ----------------------------------------------------------------------------- merging
+
+
+def _row_bytes(keys: np.ndarray) -> np.ndarray:
+    # Rows of big-endian words compare as byte strings exactly as the rows of words compare
+    # (all rows of one layout have one width, so numpy's trailing-NUL rule cannot bite).
+    n, w = keys.shape
+    if w == 0:
+        return np.zeros(n, "S1")
+    be = np.ascontiguousarray(keys, dtype=">u8")
+    return be.view(f"S{8 * w}").reshape(n)
+
+
+class _Input:
+    __slots__ = ("chunks", "enc", "rb", "done", "rows")
+
+    def __init__(self, chunks: Iterator[Encoded]):
+        self.chunks = chunks
+        self.enc: Encoded | None = None
+        self.rb: np.ndarray | None = None
+        self.done = False
+        self.rows = 0
+
+    def load(self) -> bool:
+        """Append the next non-empty chunk to the buffer; False when the run is exhausted."""
+        for enc in self.chunks:
+            if not len(enc):
+                continue
+            self.rows += len(enc)
+            if self.enc is None or not len(self.enc):
+                self.enc = enc
+            else:
+                self.enc = concat_encoded([self.enc, enc])
+            self.rb = None
+            return True
+        self.done = True
+        return False
+
+    def pad(self, layout) -> None:
+        if self.enc is not None and self.enc.layout != layout:
+            self.enc = self.enc.padded(layout)
+            self.rb = None
+
+    def row_bytes(self) -> np.ndarray:
+        if self.rb is None:
+            self.rb = _row_bytes(self.enc.keys)
+        return self.rb
+
+    def take(self, stop: int) -> Encoded:
+        e = self.enc
+        out = Encoded(e.keys[:stop], e.time[:stop], e.diff[:stop], e.layout)
+        self.enc = Encoded(e.keys[stop:], e.time[stop:], e.diff[stop:], e.layout)
+        if self.rb is not None:
+            self.rb = self.rb[stop:]
+        return out
+
+    def empty(self) -> bool:
+        return self.enc is None or not len(self.enc)
+
+
+def stream_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
+                 emit: Callable[[Encoded], None]) -> list[int]:
+    """Merge sorted, consolidated runs (each an iterator of ``(data, time)``-sorted chunks)
+    into ``emit``, advancing times to ``since``; return the rows read from each run.
+
+    The chunks handed to ``emit`` are consolidated, in order, and no two of them hold the
+    same data row, so together they are one sorted, consolidated run.
+    """
+    inputs = [_Input(iter(r)) for r in runs]
+    layout = None
+
+    def refresh_layout():
+        nonlocal layout
+        layouts = [i.enc.layout for i in inputs if i.enc is not None]
+        if not layouts:
+            return
+        new = unify_layouts(*layouts) if layout is None else unify_layouts(layout, *layouts)
+        layout = new
+        for i in inputs:
+            i.pad(layout)
+
+    for i in inputs:
+        i.load()
+    refresh_layout()
+    while True:
+        live = [i for i in inputs if not i.empty()]
+        if not live:
+            break
+        open_ = [i for i in live if not i.done]
+        if not open_:
+            # Every remaining row is loaded: merge it all.
+            _emit_merged([i.take(len(i.enc)) for i in live], since, layout, emit)
+            continue
+        threshold = min(i.row_bytes()[-1] for i in open_)
+        taken = []
+        for i in live:
+            stop = int(np.searchsorted(i.row_bytes(), threshold, side="left"))
+            if stop:
+                taken.append(i.take(stop))
+        if taken:
+            _emit_merged(taken, since, layout, emit)
+            continue
+        # Every loaded row is at or beyond the threshold row: read on in the inputs whose
+        # loaded rows end at it (their next part may continue that data).
+        for i in open_:
+            if i.row_bytes()[-1] == threshold:
+                i.load()
+        for i in inputs:
+            if not i.done and i.empty():
+                i.load()
+        refresh_layout()
+        continue
+    return [i.rows for i in inputs]
+
+
+def _emit_merged(taken: list[Encoded], since, layout, emit) -> None:
+    runs = [(e.keys, e.time, e.diff) for e in taken if len(e)]
+    if not runs:
+        return
+    keys, time, diff = merge_runs(runs, "data", since)
+    if len(time):
+        emit(Encoded(keys, time, diff, layout))
+
+
+def chunks_filtered(updates: Iterable[Updates], lower: int, upper) -> Iterator[Encoded]:
+    """Encoded chunks of ``updates`` keeping only times in ``[lower, upper)``."""
+    for u in updates:
+        enc = u.encode()
+        t = enc.time
+        if upper is None:
+            mask = t >= np.uint64(lower)
+        else:
+            mask = (t >= np.uint64(lower)) & (t < np.uint64(upper))
+        if mask.all():
+            yield enc
+        elif mask.any():
+            yield Encoded(enc.keys[mask], t[mask], enc.diff[mask], enc.layout)
