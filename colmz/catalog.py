@@ -1,0 +1,598 @@
+"""``Catalog``: named collections at logical times, with SQL (DuckDB) and continual tasks.
+
+Design
+------
+A catalog holds tables, materialized views and continual tasks, each a collection of
+updates at ``uint64`` times. It keeps one clock, :attr:`Catalog.now`: every collection is
+complete (sealed) up to and including ``now`` -- its upper is ``now + 1`` -- and reads default
+to ``as_of=now``.
+
+* A script given to :meth:`Catalog.execute` is one transaction: its writes (``INSERT``,
+  ``DELETE``, ``UPDATE``) commit together at one time ``T`` -- ``now + 1``, or ``time=`` (which
+  must be after ``now``: earlier times are sealed) -- each statement seeing the previous
+  statements' writes. DDL (``CREATE``/``DROP``) takes effect at ``now``.
+* After the tables are written at ``T``, every derived object is brought to ``T`` in creation
+  order, so an object only reads objects created before it and a task reading another task
+  sees that task's write at ``T``. A materialized view is recomputed from its query when
+  something it reads changed at ``T`` (always, when it calls ``mz_now()``) and the difference
+  written at ``T``. A continual task runs :meth:`colmz.ContinualTask.run`.
+* A commit that raises (a bad statement, a continual task's guard rail) restores every
+  collection and task as it was: the catalog is unchanged.
+
+Every query runs in DuckDB over Arrow tables registered for the duration of the query: each
+collection the query names is read as of the evaluation time and expanded to rows. SQL is
+parsed and translated by :mod:`colmz.sql`.
+
+Storage is behind the collection interface of :mod:`colmz.continual`
+(:class:`colmz.continual.MemoryCollection` for ``path=None``). Durable catalogs
+(``path=...``), whose collections would be ``colmz.Arrangement`` s, are not available yet:
+``path`` raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.continual import (
+    ContinualTask,
+    Delete,
+    Insert,
+    MemoryCollection,
+    NegativeMultiplicity,
+    conform,
+    expand,
+    rows_to_updates,
+)
+from colmz.frontier import MAX_TIME, check_time
+from colmz.ops import concat, consolidate
+from colmz.order import ColumnSpec
+from colmz.sql import (
+    MZ_NOW,
+    ContinualTaskStatement,
+    CreateMaterializedView,
+    CreateTable,
+    DeleteStatement,
+    Drop,
+    InsertStatement,
+    Query,
+    SQLError,
+    UpdateStatement,
+    arrow_type,
+    connect,
+    parse,
+    referenced_names,
+    rename_like_postgres,
+    translate,
+)
+from colmz.updates import SchemaError, Updates
+
+__all__ = ["Catalog", "CatalogObject"]
+
+
+@dataclass
+class CatalogObject:
+    """One named object: its kind, storage, and the objects it reads."""
+
+    name: str
+    kind: str  # "table", "materialized view", "continual task"
+    collection: object
+    deps: set[str] = field(default_factory=set)
+    query: str | None = None  # a materialized view's translated query
+    uses_now: bool = False
+    task: ContinualTask | None = None
+    contents: Updates | None = None  # a materialized view's contents at now
+
+    @property
+    def schema(self) -> tuple[ColumnSpec, ...]:
+        return tuple(self.collection.schema)
+
+
+class Catalog:
+    """Named collections at logical times, queried and maintained with SQL.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        ``None`` keeps everything in memory. Durable catalogs are not available yet.
+
+    Examples
+    --------
+    >>> cat = Catalog()
+    >>> cat.execute("CREATE TABLE append_only (key INT, val INT)")
+    >>> cat.execute('''CREATE CONTINUAL TASK upsert (key INT, val INT) ON INPUT append_only AS (
+    ...     DELETE FROM upsert WHERE key IN (SELECT key FROM append_only);
+    ...     INSERT INTO upsert SELECT key, max(val) FROM append_only GROUP BY key)''')
+    >>> cat.execute("INSERT INTO append_only VALUES (1, 2), (1, 1)")
+    >>> cat.execute("INSERT INTO append_only VALUES (1, 3), (2, 4)")
+    >>> cat.now, cat.sql("SELECT * FROM upsert ORDER BY key").to_pylist()
+    (2, [{'key': 1, 'val': 3}, {'key': 2, 'val': 4}])
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        if path is not None:
+            raise ValueError(
+                f"path={os.fspath(path)!r}: durable catalogs (collections kept as colmz.Arrangement) "
+                "are not available yet; use Catalog() (path=None) to keep everything in memory"
+            )
+        self._objects: dict[str, CatalogObject] = {}
+        self._order: list[str] = []
+        self._now = 0
+        self._con = connect()
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def now(self) -> int:
+        """The latest committed time: every collection is complete up to it."""
+        return self._now
+
+    @property
+    def names(self) -> list[str]:
+        """Object names in creation order."""
+        return list(self._order)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._objects
+
+    def object(self, name: str) -> CatalogObject:
+        """The catalog entry called ``name`` (``KeyError`` naming the known ones)."""
+        try:
+            return self._objects[name]
+        except KeyError:
+            raise KeyError(f"no object {name!r} in the catalog; objects are {self._order}") from None
+
+    def task(self, name: str) -> ContinualTask:
+        """The :class:`colmz.ContinualTask` behind continual task ``name``."""
+        obj = self.object(name)
+        if obj.task is None:
+            raise KeyError(f"{name!r} is a {obj.kind}, not a continual task")
+        return obj.task
+
+    def _as_of(self, as_of) -> int:
+        if as_of is None:
+            return self._now
+        as_of = check_time(as_of, "as_of")
+        if as_of > self._now:
+            raise ValueError(f"as_of {as_of} is after cat.now {self._now}: not yet complete")
+        return as_of
+
+    def read(self, name: str, as_of: int | None = None) -> Updates:
+        """The contents of ``name`` as of ``as_of`` (default ``now``), consolidated.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k TEXT)")
+        >>> cat.execute("INSERT INTO t VALUES ('a'), ('a')")
+        >>> cat.read("t").to_pylist()
+        [('a', 1, 2)]
+        """
+        obj = self.object(name)
+        as_of = self._as_of(as_of)
+        if as_of < obj.collection.since:
+            raise ValueError(f"as_of {as_of} is before {name!r} existed (its since is {obj.collection.since})")
+        return obj.collection.snapshot(as_of)
+
+    def sql(self, query: str, as_of: int | None = None) -> pa.Table:
+        """Run a query (``SELECT``/``WITH``/``VALUES``/``TABLE``) as of ``as_of``.
+
+        ``mz_now()`` is ``as_of``. Returns a ``pyarrow.Table``.
+
+        >>> Catalog().sql("SELECT mz_now() AS t, 7 / 2 AS q").to_pylist()
+        [{'t': 0, 'q': 3}]
+        """
+        stmts = parse(query)
+        if len(stmts) != 1 or not isinstance(stmts[0], Query):
+            raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES or TABLE); use cat.execute for statements")
+        return rename_like_postgres(self._query(stmts[0].sql, self._as_of(as_of), {}), stmts[0].sql)
+
+    # ------------------------------------------------------------------ queries
+
+    def _query(self, sql: str, as_of: int, pending: Mapping[str, Updates], extra=None) -> pa.Table:
+        """Evaluate ``sql`` with catalog objects as of ``as_of`` plus ``pending`` changes."""
+        text = translate(sql).replace(MZ_NOW, f"CAST({as_of} AS UBIGINT)")
+        names = referenced_names(sql)
+        registered = []
+        try:
+            for n in sorted(names):
+                if n in self._objects:
+                    self._con.register(n, self._rows(n, as_of, pending))
+                    registered.append(n)
+            for n, tbl in (extra or {}).items():
+                self._con.register(n, tbl)
+                registered.append(n)
+            try:
+                rel = self._con.sql(text)
+            except Exception as e:
+                if type(e).__module__.startswith(("duckdb", "_duckdb")):
+                    raise SQLError(f"{e}") from None
+                raise
+            if rel is None:
+                raise SQLError(f"not a query: {sql[:60]!r}")
+            try:
+                return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+            except Exception as e:
+                if type(e).__module__.startswith(("duckdb", "_duckdb")):
+                    raise SQLError(f"{e}") from None
+                raise
+        finally:
+            for n in registered:
+                self._con.unregister(n)
+
+    def _contents(self, name: str, as_of: int, pending: Mapping[str, Updates]) -> Updates:
+        obj = self._objects[name]
+        if as_of < obj.collection.since:
+            raise ValueError(f"{name!r} did not exist at time {as_of}")
+        snap = obj.collection.snapshot(min(as_of, self._now))
+        if name in pending and len(pending[name]):
+            snap = consolidate(concat([snap, pending[name]]), since=as_of)
+        return snap
+
+    def _rows(self, name: str, as_of: int, pending) -> pa.Table:
+        return expand(self._contents(name, as_of, pending), repr(name))
+
+    # ------------------------------------------------------------------ statements
+
+    def execute(self, sql: str, time: int | None = None) -> pa.Table | None:
+        """Run a script of statements; its writes commit together at one time.
+
+        The writes commit at ``now + 1``, or at ``time`` (after ``now``). A script ending in a
+        query returns that query's result (as of the commit). A script that raises changes
+        nothing.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")
+        >>> cat.execute("INSERT INTO t VALUES (1); INSERT INTO t SELECT k + 1 FROM t", time=5)
+        >>> cat.now, sorted(cat.sql("SELECT k FROM t").column("k").to_pylist())
+        (5, [1, 2])
+        """
+        stmts = parse(sql)
+        writes = [s for s in stmts if isinstance(s, (InsertStatement, DeleteStatement, UpdateStatement))]
+        if time is not None:
+            time = check_time(time, "time")
+            if not writes:
+                raise ValueError(f"time={time} given but the script writes nothing")
+            if time <= self._now:
+                raise ValueError(
+                    f"time={time} is not after cat.now={self._now}: times up to now are sealed"
+                )
+        commit_at = time if time is not None else self._now + 1
+        if writes and commit_at > MAX_TIME - 1:
+            raise OverflowError(f"a commit at time {commit_at} needs an upper past 2**64-1")
+        saved = self._checkpoint()
+        try:
+            pending: dict[str, Updates] = {}
+            result = None
+            for i, s in enumerate(stmts):
+                if isinstance(s, (InsertStatement, DeleteStatement, UpdateStatement)):
+                    if self._now >= commit_at:
+                        raise SQLError(
+                            "a script's writes commit at one time: a write cannot follow a query "
+                            "or DDL that followed writes (run it in another execute)"
+                        )
+                    self._write(s, commit_at, pending)
+                    result = None
+                elif isinstance(s, Query):
+                    if pending or self._wrote(stmts[:i], commit_at):
+                        self._commit(commit_at, pending)
+                        pending = {}
+                    result = self._query(s.sql, self._now, {})
+                else:
+                    if pending or self._wrote(stmts[:i], commit_at):
+                        self._commit(commit_at, pending)
+                        pending = {}
+                    self._ddl(s)
+                    result = None
+            if writes and self._now < commit_at:
+                self._commit(commit_at, pending)
+        except BaseException:
+            self._restore(saved)
+            raise
+        return result
+
+    def _wrote(self, before, commit_at: int) -> bool:
+        # Whether a write statement in ``before`` is still uncommitted (even one that changed
+        # nothing commits its time).
+        return self._now < commit_at and any(
+            isinstance(x, (InsertStatement, DeleteStatement, UpdateStatement)) for x in before
+        )
+
+    def append(self, name: str, updates: Updates, time: int | None = None) -> None:
+        """Apply a batch of updates (negative diffs included) to table ``name`` at one time.
+
+        The time is ``time`` when given (the batch's time column is then ignored), else the
+        batch's single time; it must be after ``now``.
+
+        >>> import colmz
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k BIGINT)")
+        >>> cat.append("t", colmz.Updates({"k": [1, 1, 2]}, time=[3, 3, 3], diff=[1, 1, 1]))
+        >>> cat.append("t", colmz.Updates({"k": [1]}, time=[0], diff=[-1]), time=4)
+        >>> cat.now, cat.read("t").to_pylist()
+        (4, [(1, 4, 1), (2, 4, 1)])
+        """
+        if not isinstance(updates, Updates):
+            raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
+        obj = self.object(name)
+        if obj.kind != "table":
+            raise ValueError(f"cannot append to {name!r}: it is a {obj.kind}, written only by the catalog")
+        if time is None:
+            if len(updates) == 0:
+                raise ValueError("updates is empty and no time= is given: nothing says when to commit")
+            lo, hi = int(updates.time.min()), int(updates.time.max())
+            if lo != hi:
+                raise ValueError(f"updates span times {lo}..{hi}; append commits at one time (pass time=)")
+            time = lo
+        time = check_time(time, "time")
+        if time <= self._now:
+            raise ValueError(f"time {time} is not after cat.now={self._now}: times up to now are sealed")
+        if time > MAX_TIME - 1:
+            raise OverflowError(f"a commit at time {time} needs an upper past 2**64-1")
+        if [c.name for c in updates.schema] != [c.name for c in obj.schema]:
+            raise SchemaError(f"updates have columns {updates.column_names}, table {name!r} has {[c.name for c in obj.schema]}")
+        data = {c.name: _cast_column(updates.column(c.name), c, name) for c in obj.schema}
+        batch = Updates(data, np.full(len(updates), time, np.uint64), updates.diff)
+        saved = self._checkpoint()
+        try:
+            self._commit(time, {name: batch})
+        except BaseException:
+            self._restore(saved)
+            raise
+
+    # ------------------------------------------------------------------ writes
+
+    def _table(self, name: str) -> CatalogObject:
+        obj = self.object(name)
+        if obj.kind != "table":
+            raise SQLError(f"cannot write to {name!r}: it is a {obj.kind}")
+        return obj
+
+    def _write(self, s, t: int, pending: dict[str, Updates]) -> None:
+        obj = self._table(s.table)
+        schema = obj.schema
+        what = f"INSERT INTO {s.table}"
+        if isinstance(s, InsertStatement):
+            rows = self._query(s.query, t, pending)
+            if s.columns is not None:
+                names = [c.name for c in schema]
+                for c in s.columns:
+                    if c not in names:
+                        raise SQLError(f"INSERT INTO {s.table}: no column {c!r}; columns are {names}")
+                if rows.num_columns != len(s.columns):
+                    raise SchemaError(
+                        f"{what}: {len(s.columns)} column(s) named, the query gives {rows.num_columns}"
+                    )
+                given = dict(zip(s.columns, rows.columns))
+                rows = pa.table({
+                    c.name: given.get(c.name, pa.nulls(rows.num_rows, c.type)) for c in schema
+                })
+            change = rows_to_updates(conform(rows, schema, what), t, 1)
+        elif isinstance(s, DeleteStatement):
+            where = f" WHERE ({s.where})" if s.where else ""
+            rows = self._query(f"SELECT * FROM {_quote(s.table)}{where}", t, pending)
+            change = rows_to_updates(conform(rows, schema, f"DELETE FROM {s.table}"), t, -1)
+        else:
+            names = [c.name for c in schema]
+            assigned = dict(s.assignments)
+            for c in assigned:
+                if c not in names:
+                    raise SQLError(f"UPDATE {s.table}: no column {c!r}; columns are {names}")
+            where = f" WHERE ({s.where})" if s.where else ""
+            old = self._query(f"SELECT * FROM {_quote(s.table)}{where}", t, pending)
+            exprs = ", ".join(
+                f"({assigned[n]}) AS {_quote(n)}" if n in assigned else _quote(n) for n in names
+            )
+            new = self._query(f"SELECT {exprs} FROM {_quote(s.table)}{where}", t, pending)
+            change = concat([
+                rows_to_updates(conform(old, schema, f"UPDATE {s.table}"), t, -1),
+                rows_to_updates(conform(new, schema, f"UPDATE {s.table}"), t, 1),
+            ])
+        prev = pending.get(s.table)
+        pending[s.table] = consolidate(concat([prev, change])) if prev is not None else consolidate(change)
+
+    def _commit(self, t: int, pending: Mapping[str, Updates]) -> None:
+        """Write ``pending`` table changes at ``t``, then bring every derived object to ``t``."""
+        if t <= self._now:
+            raise ValueError(f"time {t} is not after cat.now={self._now}")
+        changed = set()
+        for name in self._order:
+            obj = self._objects[name]
+            if obj.kind != "table":
+                continue
+            change = pending.get(name)
+            if change is not None and len(change):
+                after = consolidate(concat([obj.collection.snapshot(self._now), change]), since=t)
+                if len(after) and after.diff.min() < 0:
+                    i = int(np.argmax(after.diff < 0))
+                    row = after.slice(i, i + 1).to_pylist()[0][:-2]
+                    raise NegativeMultiplicity(
+                        f"table {name!r} would hold row {row} with multiplicity {int(after.diff[i])}"
+                    )
+                obj.collection.compare_and_append(change, obj.collection.upper, t + 1)
+                changed.add(name)
+            else:
+                obj.collection.compare_and_append(Updates.empty(obj.schema), obj.collection.upper, t + 1)
+        for name in self._order:
+            obj = self._objects[name]
+            if obj.kind == "materialized view":
+                if self._refresh(obj, t, force=obj.uses_now or bool(obj.deps & changed)):
+                    changed.add(name)
+            elif obj.kind == "continual task":
+                before = obj.task.stats["times_processed"]
+                obj.task.run()
+                if obj.task.stats["times_processed"] != before and len(obj.collection.updates(t, t + 1)):
+                    changed.add(name)
+        self._now = t
+
+    def _refresh(self, obj: CatalogObject, t: int, force: bool) -> bool:
+        coll = obj.collection
+        if not force:
+            coll.compare_and_append(Updates.empty(obj.schema), coll.upper, t + 1)
+            return False
+        rows = conform(self._query_at(obj.query, t), obj.schema, f"MATERIALIZED VIEW {obj.name}")
+        new = consolidate(rows_to_updates(rows, t, 1))
+        old = obj.contents
+        delta = consolidate(concat([old.negated(), new]), since=t) if len(old) else new
+        coll.compare_and_append(delta, coll.upper, t + 1)
+        obj.contents = new
+        return len(delta) > 0
+
+    def _query_at(self, translated: str, t: int) -> pa.Table:
+        # A view's query, reading objects that are already complete at t (created before it).
+        text = translated.replace(MZ_NOW, f"CAST({t} AS UBIGINT)")
+        registered = []
+        try:
+            for n in sorted(referenced_names(translated)):
+                if n in self._objects:
+                    o = self._objects[n]
+                    self._con.register(n, expand(o.collection.snapshot(t), repr(n)))
+                    registered.append(n)
+            try:
+                rel = self._con.sql(text)
+                return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+            except Exception as e:
+                if type(e).__module__.startswith(("duckdb", "_duckdb")):
+                    raise SQLError(f"{e}") from None
+                raise
+        finally:
+            for n in registered:
+                self._con.unregister(n)
+
+    # ------------------------------------------------------------------ DDL
+
+    def _new_name(self, name: str) -> None:
+        if name in self._objects:
+            raise SQLError(f"an object named {name!r} already exists ({self._objects[name].kind})")
+
+    def _new_collection(self, schema) -> MemoryCollection:
+        c = MemoryCollection(schema, since=self._now, upper=self._now)
+        return c
+
+    def _ddl(self, s) -> None:
+        now = self._now
+        if isinstance(s, CreateTable):
+            self._new_name(s.name)
+            schema = {n: arrow_type(t) for n, t in s.columns}
+            if len(schema) != len(s.columns):
+                raise SQLError(f"CREATE TABLE {s.name}: duplicate column names")
+            coll = self._new_collection(schema)
+            coll.compare_and_append(Updates.empty(coll.schema), now, now + 1)
+            self._add(CatalogObject(s.name, "table", coll))
+        elif isinstance(s, CreateMaterializedView):
+            self._new_name(s.name)
+            translated = translate(s.query)
+            deps = referenced_names(s.query) & set(self._objects)
+            rows = rename_like_postgres(self._query_at(translated, now), s.query)
+            schema = [ColumnSpec(f.name, _storable(f.type, s.name)) for f in rows.schema]
+            if s.columns is not None:
+                if len(s.columns) != len(schema):
+                    raise SchemaError(
+                        f"MATERIALIZED VIEW {s.name}: {len(s.columns)} column name(s) for {len(schema)} column(s)"
+                    )
+                schema = [ColumnSpec(n, c.type) for n, c in zip(s.columns, schema)]
+            names = [c.name for c in schema]
+            if len(set(names)) != len(names):
+                raise SchemaError(f"MATERIALIZED VIEW {s.name}: duplicate column names {names}: alias them")
+            coll = self._new_collection(schema)
+            new = consolidate(rows_to_updates(conform(rows, coll.schema, f"MATERIALIZED VIEW {s.name}"), now, 1))
+            coll.compare_and_append(new, now, now + 1)
+            self._add(CatalogObject(s.name, "materialized view", coll, deps, translated,
+                                    uses_now=MZ_NOW in translated, contents=new))
+        elif isinstance(s, ContinualTaskStatement):
+            self._create_task(s)
+        elif isinstance(s, Drop):
+            self._drop(s)
+        else:  # pragma: no cover - parse returns only the kinds above
+            raise SQLError(f"unexpected statement {type(s).__name__}")
+
+    def _create_task(self, s: ContinualTaskStatement) -> None:
+        self._new_name(s.name)
+        if s.input == s.name:
+            raise ValueError(f"continual task output {s.name!r} is not allowed to be its input")
+        src = self.object(s.input)
+        names = set()
+        body = []
+        for b in s.body:
+            if isinstance(b, InsertStatement):
+                body.append(Insert(b.query))
+                names |= referenced_names(b.query)
+            else:
+                body.append(Delete(b.where))
+                names |= referenced_names(b.where or "")
+        refs = {n: self._objects[n].collection for n in sorted(names) if n in self._objects and n != s.input}
+        columns = None if s.columns is None else {n: arrow_type(t) for n, t in s.columns}
+        as_of = self._now if s.as_of is None else s.as_of
+        if as_of > self._now:
+            raise ValueError(f"CONTINUAL TASK {s.name} AS OF {as_of} is after cat.now={self._now}")
+        task = ContinualTask(
+            s.name, {s.input: src.collection}, body, references=refs, columns=columns,
+            snapshot=s.snapshot, as_of=as_of, connection=self._con,
+        )
+        # The output exists from the task's initial as-of on (it holds nothing before).
+        task.output.advance_since(as_of)
+        task.run()
+        self._add(CatalogObject(s.name, "continual task", task.output, {s.input, *refs}, task=task))
+
+    def _drop(self, s: Drop) -> None:
+        for name in s.names:
+            if name not in self._objects:
+                if s.if_exists:
+                    continue
+                raise KeyError(f"DROP {s.kind} {name}: no object {name!r}")
+            obj = self._objects[name]
+            if obj.kind != s.kind.lower():
+                raise SQLError(f"DROP {s.kind} {name}: {name!r} is a {obj.kind}")
+            users = [n for n in self._order if name in self._objects[n].deps]
+            if users:
+                raise SQLError(f"cannot drop {name!r}: {', '.join(users)} depend(s) on it")
+            del self._objects[name]
+            self._order.remove(name)
+
+    def _add(self, obj: CatalogObject) -> None:
+        self._objects[obj.name] = obj
+        self._order.append(obj.name)
+
+    # ------------------------------------------------------------------ transactions
+
+    def _checkpoint(self):
+        objs = {}
+        for name, o in self._objects.items():
+            objs[name] = (o, o.collection.checkpoint(), o.task.checkpoint() if o.task else None, o.contents)
+        return (dict(self._objects), list(self._order), self._now, objs)
+
+    def _restore(self, saved) -> None:
+        objects, order, now, objs = saved
+        self._objects, self._order, self._now = dict(objects), list(order), now
+        for o, cp, tcp, contents in objs.values():
+            o.collection.restore(cp)
+            if tcp is not None:
+                o.task.restore(tcp)
+            o.contents = contents
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _storable(t: pa.DataType, what: str) -> pa.DataType:
+    if pa.types.is_decimal(t):
+        if t.scale == 0:
+            return pa.int64()
+        raise SchemaError(
+            f"{what}: a column is DECIMAL({t.precision},{t.scale}); colmz has no decimal columns: "
+            "cast it (::DOUBLE or ::BIGINT)"
+        )
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_null(t):
+        raise SchemaError(f"{what}: a column is NULL of unknown type: cast it (e.g. NULL::INT)")
+    return t
+
+
+def _cast_column(col: pa.Array, spec: ColumnSpec, table: str) -> pa.Array:
+    if col.type == spec.type:
+        return col
+    try:
+        return conform(pa.table({spec.name: col}), (spec,), f"append to {table}").column(0)
+    except SchemaError:
+        raise

@@ -1,0 +1,981 @@
+"""``ContinualTask``: Materialize's continual tasks -- SQL triggers over collections at times.
+
+Design
+------
+A continual task watches one *input* collection. At every time ``T`` where the input
+receives inserts, it evaluates its *statements* -- ``INSERT`` and ``DELETE`` against its own
+*output* -- with all reads at ``T``, and commits the change ``ΔO(T)`` at ``T``. Unlike a
+materialized view it never revisits the past when a reference changes later, and restarting
+it costs nothing proportional to the input's history. The model is the one of
+``src/compute/src/render/continual_task.rs`` upstream:
+
+* The input's name, inside the statements, means the rows **inserted** at ``T`` (each
+  repeated by its multiplicity); deletions in the input are dropped.
+* Any other collection is a *reference*, read with its full contents as of ``T``.
+* The output's own name reads the output as of ``T - 1`` (empty before the first time).
+* Statements are evaluated **independently** against ``O@(T-1)`` and their contributions
+  summed: ``INSERT INTO o q`` adds ``+q``, ``DELETE FROM o WHERE p`` adds ``-(rows of
+  O@(T-1) satisfying p)``. ``statements="sequential"`` (an explicit option, not upstream's
+  behaviour) lets each statement see the previous statements' changes instead.
+* Writes happen only at *append times*: times where the input has a positive diff and some
+  statement reads the input. At other times the output's upper advances with empty writes.
+* On creation at ``I`` with ``snapshot=True`` (the default, as upstream) the input's
+  contents at ``I`` are presented as inserts at ``I``; with ``snapshot=False`` processing
+  starts at ``I + 1``. A task given an output that already has history *restarts*: with
+  ``A = upper - 1`` it never replays a snapshot, reads the output once as of ``A`` and the
+  input's changes from ``A + 1`` on, and first writes at ``A + 1``.
+
+The write path is upstream's sink state machine, :class:`SinkState`: append times and the
+accumulated task output are fed in, and ``process`` says what to write next (an empty write
+advancing the upper, or the consolidated updates at one time); each write is a
+compare-and-append against the output, so two tasks racing on one output write each time once.
+
+Storage sits behind a small interface, :class:`MemoryCollection` being the in-memory one:
+``schema``, ``since``, ``upper``, ``compare_and_append(updates, expected_upper, new_upper)``,
+``snapshot(as_of)`` (contents at a time) and ``updates(lower, upper)`` (the changes at times in
+``[lower, upper)``), with ``stats`` counting the updates each read touched. A durable
+collection only has to provide the same five members.
+
+Guard rails (each raises before anything is written): the output may not be the input
+(``ValueError``); a statement whose columns do not match the task's raises
+:class:`colmz.SchemaError`; a ``DELETE`` that would leave a multiplicity negative raises
+:class:`NegativeMultiplicity`; a write at time ``2**64 - 1``, whose upper would be past the
+last time, raises ``OverflowError``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.frontier import (
+    MAX_TIME,
+    Frontier,
+    check_frontier,
+    check_time,
+    frontier_le,
+    frontier_lt,
+    meet,
+)
+from colmz.ops import concat, consolidate
+from colmz.order import ColumnSpec
+from colmz.updates import SchemaError, Updates
+
+__all__ = [
+    "ContinualTask",
+    "Delete",
+    "Insert",
+    "MemoryCollection",
+    "NegativeMultiplicity",
+    "SinkState",
+    "UpperMismatch",
+    "conform",
+    "expand",
+    "rows_to_updates",
+]
+
+Statement = Callable[[Mapping[str, pa.Table], Mapping[str, pa.Table], pa.Table], object]
+
+
+class UpperMismatch(ValueError):
+    """A compare-and-append whose expected upper is not the collection's; ``current`` is."""
+
+    def __init__(self, expected: Frontier, current: Frontier):
+        super().__init__(f"expected_upper {expected} does not match the collection's upper {current}")
+        self.expected = expected
+        self.current = current
+
+
+class NegativeMultiplicity(ValueError):
+    """A change that would leave some row with a negative multiplicity."""
+
+
+# ----------------------------------------------------------------------------- conversions
+
+
+def _schema_of(columns) -> tuple[ColumnSpec, ...]:
+    if isinstance(columns, Mapping):
+        items = list(columns.items())
+    else:
+        items = [(c.name, c.type) if isinstance(c, ColumnSpec) else tuple(c) for c in columns]
+    out = []
+    for name, typ in items:
+        if isinstance(typ, str):
+            from colmz.sql import arrow_type
+
+            typ = arrow_type(typ)
+        if not isinstance(typ, pa.DataType):
+            raise TypeError(f"column {name!r} type must be a pyarrow DataType or SQL type name, got {typ!r}")
+        out.append(ColumnSpec(str(name), typ))
+    if not out:
+        raise ValueError("columns must name at least one column")
+    names = [c.name for c in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"columns has duplicate names: {names}")
+    return tuple(out)
+
+
+def expand(updates: Updates, what: str = "collection") -> pa.Table:
+    """The data rows of ``updates`` as an Arrow table, each repeated by its diff.
+
+    Diffs must be positive (``updates`` is a collection's contents); zero-copy when all are 1.
+
+    >>> u = Updates({"k": [1, 2]}, time=[0, 0], diff=[1, 2])
+    >>> expand(u).column("k").to_pylist()
+    [1, 2, 2]
+    """
+    diff = updates.diff
+    table = pa.Table.from_arrays(
+        [updates.column(n) for n in updates.column_names], names=updates.column_names
+    )
+    if len(diff) == 0 or (diff.min() == 1 and diff.max() == 1):
+        return table
+    if diff.min() < 0:
+        i = int(np.argmax(diff < 0))
+        row = table.slice(i, 1).to_pylist()[0]
+        raise NegativeMultiplicity(f"{what} holds row {row} with multiplicity {int(diff[i])}")
+    idx = np.repeat(np.arange(len(diff), dtype=np.int64), diff)
+    return table.take(pa.array(idx))
+
+
+def rows_to_updates(rows: pa.Table, time: int, diff: int = 1) -> Updates:
+    """Each row of ``rows`` as an update ``(row, time, diff)``.
+
+    >>> rows_to_updates(pa.table({"k": [5]}), 3, -1).to_pylist()
+    [(5, 3, -1)]
+    """
+    n = rows.num_rows
+    return Updates(
+        {name: rows.column(name) for name in rows.column_names},
+        time=np.full(n, time, np.uint64),
+        diff=np.full(n, diff, np.int64),
+    )
+
+
+def _family(t: pa.DataType) -> str:
+    if pa.types.is_null(t):
+        return "null"
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "text"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "bytes"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_duration(t):
+        return "interval"
+    return str(t)
+
+
+def conform(rows, schema: Sequence[ColumnSpec], what: str) -> pa.Table:
+    """``rows`` (Arrow table/batch or pandas frame) with the columns and types of ``schema``.
+
+    Columns match by position (as in SQL ``INSERT``); a column whose type is of another kind
+    (text for a number, say) raises :class:`colmz.SchemaError`; within a kind values are cast,
+    and a value that does not fit raises ``OverflowError``.
+
+    >>> conform(pa.table({"x": [1]}), (ColumnSpec("k", pa.int32()),), "t").schema
+    k: int32
+    """
+    if isinstance(rows, pa.RecordBatch):
+        rows = pa.Table.from_batches([rows])
+    elif isinstance(rows, pa.RecordBatchReader):
+        rows = rows.read_all()
+    elif not isinstance(rows, pa.Table):
+        if hasattr(rows, "to_arrow_table"):
+            rows = rows.to_arrow_table()
+        elif type(rows).__module__.startswith("pandas"):
+            rows = pa.Table.from_pandas(rows, preserve_index=False)
+        else:
+            raise TypeError(
+                f"{what}: a statement must return a pyarrow Table (or RecordBatch, pandas "
+                f"DataFrame), got {type(rows).__name__}"
+            )
+    if rows.num_columns != len(schema):
+        raise SchemaError(
+            f"{what} query columns did not match: the task has {len(schema)} column(s) "
+            f"{[c.name for c in schema]}, the query gives {rows.num_columns} {rows.column_names}"
+        )
+    arrays = []
+    for i, spec in enumerate(schema):
+        col = rows.column(i)
+        if col.type != spec.type:
+            have, want = _family(col.type), _family(spec.type)
+            if have != "null" and have != want:
+                raise SchemaError(
+                    f"{what} query columns did not match: column {i + 1} {spec.name!r} is "
+                    f"{spec.type} but the query gives {rows.column_names[i]!r} of type {col.type}"
+                )
+            try:
+                col = col.cast(spec.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise OverflowError(
+                    f"{what}: column {spec.name!r}: a value does not fit {spec.type}: {e}"
+                ) from None
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, names=[c.name for c in schema])
+
+
+# ----------------------------------------------------------------------------- storage
+
+
+class MemoryCollection:
+    """A collection held in memory: changes at times, a ``since`` and an ``upper``.
+
+    Times below ``upper`` are complete (sealed); reads are allowed as of times in
+    ``[since, upper)``. ``stats`` counts what reads touched: ``updates_read`` (updates
+    consolidated or returned) and ``reads``.
+
+    Parameters
+    ----------
+    schema : mapping of column name to Arrow type (or SQL type name), or ``ColumnSpec`` list
+    since, upper : int
+        The initial frontiers (``since <= upper``).
+
+    Examples
+    --------
+    >>> c = MemoryCollection({"k": pa.int64()})
+    >>> c.compare_and_append(Updates({"k": [7]}, time=[2], diff=[1]), 0, 3)
+    >>> c.upper, c.snapshot(2).to_pylist(), len(c.snapshot(1))
+    (3, [(7, 2, 1)], 0)
+    """
+
+    def __init__(self, schema, *, since: int = 0, upper: int = 0):
+        self._schema = _schema_of(schema)
+        self._since = check_time(since, "since")
+        self._upper: Frontier = check_frontier(upper, "upper")
+        if not frontier_le(self._since, self._upper):
+            raise ValueError(f"since {since} is beyond upper {upper}")
+        self._times: list[int] = []
+        self._batches: list[Updates] = []
+        self._acc: Updates | None = None  # contents as of _times[_acc_n - 1]
+        self._acc_n = 0
+        self.stats = {"updates_read": 0, "reads": 0}
+
+    @classmethod
+    def from_updates(cls, updates: Updates, *, since: int = 0, upper: Frontier = -1) -> MemoryCollection:
+        """A collection holding ``updates``; ``upper`` defaults to one past the last time.
+
+        >>> MemoryCollection.from_updates(Updates({"k": [1]}, time=[4], diff=[1])).upper
+        5
+        """
+        if not isinstance(updates, Updates):
+            raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
+        if upper == -1:
+            upper = int(updates.time.max()) + 1 if len(updates) else since
+            if upper > MAX_TIME:
+                upper = None
+        c = cls(updates.schema, since=since, upper=since)
+        c.compare_and_append(updates, since, upper)
+        return c
+
+    @property
+    def schema(self) -> tuple[ColumnSpec, ...]:
+        return self._schema
+
+    @property
+    def since(self) -> int:
+        return self._since
+
+    @property
+    def upper(self) -> Frontier:
+        return self._upper
+
+    def advance_since(self, since: int) -> None:
+        """Allow no more reads before ``since`` (a regression raises ``ValueError``)."""
+        since = check_time(since, "since")
+        if since < self._since:
+            raise ValueError(f"since {since} is before the current since {self._since}")
+        if not frontier_le(since, self._upper):
+            raise ValueError(f"since {since} is beyond the upper {self._upper}")
+        self._since = since
+
+    def __len__(self) -> int:
+        """Updates held."""
+        return sum(len(b) for b in self._batches)
+
+    def compare_and_append(self, updates: Updates, expected_upper: Frontier, new_upper: Frontier) -> None:
+        """Append ``updates`` (times in ``[expected_upper, new_upper)``) and move the upper.
+
+        Raises :class:`UpperMismatch` when ``expected_upper`` is not the current upper.
+        """
+        if not isinstance(updates, Updates):
+            raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
+        new_upper = check_frontier(new_upper, "new_upper")
+        if expected_upper != self._upper:
+            raise UpperMismatch(expected_upper, self._upper)
+        if not frontier_le(self._upper, new_upper):
+            raise ValueError(f"new_upper {new_upper} is before the upper {self._upper}")
+        if [c.name for c in updates.schema] != [c.name for c in self._schema]:
+            raise SchemaError(
+                f"updates have columns {updates.column_names}, the collection {[c.name for c in self._schema]}"
+            )
+        if len(updates):
+            updates = _cast_to(updates, self._schema)
+            lo, hi = int(updates.time.min()), int(updates.time.max())
+            if self._upper is None or lo < self._upper or (new_upper is not None and hi >= new_upper):
+                raise ValueError(
+                    f"updates have times in [{lo}, {hi}], outside [{self._upper}, {new_upper})"
+                )
+            cons = consolidate(updates)
+            if len(cons):
+                times = cons.time
+                cuts = np.flatnonzero(np.diff(times)) + 1
+                bounds = [0, *cuts.tolist(), len(cons)]
+                for a, b in zip(bounds[:-1], bounds[1:]):
+                    self._times.append(int(times[a]))
+                    self._batches.append(cons.slice(a, b))
+        self._upper = new_upper
+
+    def _count(self, n: int) -> None:
+        self.stats["updates_read"] += n
+        self.stats["reads"] += 1
+
+    def _check_read(self, as_of: int) -> int:
+        as_of = check_time(as_of, "as_of")
+        if as_of < self._since:
+            raise ValueError(f"as_of {as_of} is before the since {self._since}")
+        if self._upper is not None and as_of >= self._upper:
+            raise ValueError(f"as_of {as_of} is not complete: the upper is {self._upper}")
+        return as_of
+
+    def snapshot(self, as_of: int) -> Updates:
+        """The contents as of ``as_of``: consolidated, every time ``as_of``.
+
+        The contents at the newest time are kept, so reading them again costs their size.
+        """
+        as_of = self._check_read(as_of)
+        k = bisect.bisect_right(self._times, as_of)
+        if k == len(self._times):
+            if self._acc_n != k:
+                parts = self._batches[self._acc_n : k]
+                if self._acc is not None:
+                    parts = [self._acc, *parts]
+                self._count(sum(len(p) for p in parts))
+                self._acc = consolidate(concat(parts), since=self._times[k - 1])
+                self._acc_n = k
+            else:
+                self._count(len(self._acc) if self._acc is not None else 0)
+            if self._acc is None:
+                return Updates.empty(self._schema)
+            return _at(self._acc, as_of)
+        if k == 0:
+            return Updates.empty(self._schema)
+        parts = self._batches[:k]
+        self._count(sum(len(p) for p in parts))
+        return consolidate(concat(parts), since=as_of)
+
+    def updates(self, lower: int, upper: Frontier) -> Updates:
+        """The changes at times ``lower <= t < upper`` (sorted by time), read from storage."""
+        lower = check_time(lower, "lower")
+        upper = check_frontier(upper, "upper")
+        a = bisect.bisect_left(self._times, lower)
+        b = len(self._times) if upper is None else bisect.bisect_left(self._times, upper)
+        parts = self._batches[a:b]
+        self._count(sum(len(p) for p in parts))
+        if not parts:
+            return Updates.empty(self._schema)
+        return concat(parts)
+
+    def times(self) -> list[int]:
+        """The times that hold changes."""
+        return list(self._times)
+
+    def checkpoint(self) -> tuple:
+        """An opaque copy of the state, for :meth:`restore` (batches are shared, not copied)."""
+        return (list(self._times), list(self._batches), self._acc, self._acc_n, self._upper, self._since)
+
+    def restore(self, checkpoint: tuple) -> None:
+        """Return to the state of a :meth:`checkpoint` taken earlier."""
+        times, batches, self._acc, self._acc_n, self._upper, self._since = checkpoint
+        self._times, self._batches = list(times), list(batches)
+
+
+def _at(u: Updates, time: int) -> Updates:
+    if len(u) == 0 or (u.time[0] == time and u.time[-1] == time):
+        return u
+    return Updates(
+        {n: u.column(n) for n in u.column_names},
+        np.full(len(u), time, np.uint64),
+        u.diff,
+        _trusted=True,
+    )
+
+
+def _cast_to(u: Updates, schema: Sequence[ColumnSpec]) -> Updates:
+    if tuple(u.schema) == tuple(schema):
+        return u
+    cols = {}
+    for spec in schema:
+        col = u.column(spec.name)
+        if col.type != spec.type:
+            if _family(col.type) not in ("null", _family(spec.type)):
+                raise SchemaError(f"column {spec.name!r} is {spec.type}, the updates give {col.type}")
+            col = col.cast(spec.type, safe=True)
+        cols[spec.name] = col
+    return Updates(cols, u.time, u.diff)
+
+
+# ----------------------------------------------------------------------------- sink state
+
+
+class SinkState:
+    """The continual-task sink's decisions: what to write next, and up to which upper.
+
+    Fed with the times at which the task must write (``append_times``, complete below
+    ``append_times_progress``), the accumulated task output (``to_append``, complete below
+    ``to_append_progress``) and what is known written (``output_progress``), :meth:`process`
+    returns ``(new_upper, updates)`` -- an empty write that only advances the upper, or the
+    consolidated output at the next append time -- or ``None`` when nothing can be written.
+    A task writes only at append times; every other time is covered by empty writes.
+
+    >>> s = SinkState()
+    >>> s.append_times.add(0); s.append_times_progress = 2; s.to_append_progress = 2
+    >>> s.to_append.append(Updates({"k": ["a"]}, time=[0], diff=[1]))
+    >>> new_upper, u = s.process(); new_upper, u.to_pylist()
+    (1, [('a', 0, 1)])
+    """
+
+    def __init__(self) -> None:
+        self.append_times: set[int] = set()
+        self.append_times_progress: Frontier = 0
+        self.to_append: list[Updates] = []
+        self.to_append_progress: Frontier = 0
+        self.output_progress: Frontier = 0
+
+    def process(self) -> tuple[Frontier, Updates | None] | None:
+        # Times already written (by us or a racing writer) need nothing more.
+        for t in sorted(self.append_times):
+            if frontier_le(self.output_progress, t):
+                break
+            self.append_times.discard(t)
+        pending = [t for t in self.append_times if not frontier_le(self.append_times_progress, t)]
+        if not pending:
+            # No append time in [output_progress, append_times_progress): an empty write
+            # may advance the upper that far.
+            if frontier_lt(self.output_progress, self.append_times_progress):
+                return self.append_times_progress, None
+            return None
+        w = min(pending)
+        if frontier_le(self.to_append_progress, w):
+            # Not all the output at w is known yet; the upper can still move up to w.
+            if self.output_progress is not None and self.output_progress < w:
+                return w, None
+            return None
+        if w == MAX_TIME:
+            raise OverflowError(f"a write at time {w} needs an upper past 2**64-1")
+        if not self.to_append:
+            return w + 1, None
+        acc = consolidate(concat(self.to_append), since=w)
+        self.to_append = [acc]
+        k = int(np.searchsorted(acc.time, np.uint64(w), side="right"))
+        return w + 1, acc.slice(0, k)
+
+
+# ----------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True)
+class Insert:
+    """``INSERT INTO output <query>``: ``query`` is SQL text or a callable.
+
+    A callable is called as ``query(inputs, refs, self_view)`` with Arrow tables (``inputs``
+    and ``refs`` map names to tables) and returns the rows to insert.
+    """
+
+    query: str | Statement
+
+
+@dataclass(frozen=True)
+class Delete:
+    """``DELETE FROM output WHERE <predicate>``: SQL predicate text (``None`` for all rows), or
+    a callable returning the rows of ``self_view`` to delete."""
+
+    predicate: str | Statement | None = None
+
+
+class ContinualTask:
+    """A continual task: statements run at every time its input receives inserts.
+
+    Parameters
+    ----------
+    name : str
+        The output's name (how statements refer to it: as of ``T - 1``).
+    input : mapping of one name to a collection (or ``colmz.Updates``)
+        The input; inside statements its name is the rows inserted at ``T``.
+    body : sequence of statements
+        Each an :class:`Insert`, a :class:`Delete`, or SQL text ``INSERT INTO <name> ...`` /
+        ``DELETE FROM <name> [WHERE ...]`` (SQL needs the ``sql`` extra: DuckDB).
+    references : mapping of names to collections (or ``Updates``), optional
+        Other collections statements read, as of ``T``.
+    columns : mapping of column name to Arrow type (or SQL type), optional
+        The output's columns; inferred from the first SQL ``INSERT`` when omitted.
+    snapshot : bool, default True
+        On a first start, present the input's contents at ``as_of`` as inserts at ``as_of``.
+    statements : ``"independent"`` (default, as upstream) or ``"sequential"``
+        Whether each statement sees ``O@(T-1)`` or also the earlier statements' changes.
+    output : collection, optional
+        Where to write. One with history (upper > 0) is resumed: no snapshot, first write at
+        its upper. A new in-memory collection when omitted.
+    as_of : int, optional
+        The initial as-of ``I`` on a first start; defaults to the input's last complete time.
+
+    Examples
+    --------
+    >>> events = MemoryCollection({"k": pa.int64()})
+    >>> task = ContinualTask("seen", {"events": events},
+    ...                      [Insert(lambda ins, refs, me: ins["events"])],
+    ...                      columns={"k": pa.int64()})
+    >>> events.compare_and_append(Updates({"k": [1, 1]}, time=[1, 1], diff=[1, 1]), 0, 2)
+    >>> task.run()
+    >>> task.output.snapshot(1).to_pylist(), task.output.upper
+    ([(1, 1, 2)], 2)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        input: Mapping[str, object],
+        body: Sequence[Insert | Delete | str],
+        *,
+        references: Mapping[str, object] | None = None,
+        columns=None,
+        snapshot: bool = True,
+        statements: str = "independent",
+        output=None,
+        as_of: int | None = None,
+        connection=None,
+    ):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        if not isinstance(input, Mapping) or len(input) != 1:
+            raise ValueError(
+                f"input must map exactly one name to a collection (a continual task has one "
+                f"input), got {type(input).__name__} of {len(input) if isinstance(input, Mapping) else '?'}"
+            )
+        (input_name, input_coll), = input.items()
+        if input_name == name:
+            raise ValueError(f"continual task output {name!r} is not allowed to be its input")
+        if statements not in ("independent", "sequential"):
+            raise ValueError(f"statements must be 'independent' or 'sequential', got {statements!r}")
+        if not isinstance(snapshot, bool):
+            raise TypeError(f"snapshot must be a bool, got {snapshot!r}")
+        refs = dict(references or {})
+        if name in refs:
+            raise ValueError(f"references name the output {name!r}: it is read as of T-1 already")
+        if input_name in refs:
+            raise ValueError(f"references name the input {input_name!r}: within the task it is the inserts at T")
+        self.name = name
+        self.input_name = input_name
+        self.input = _as_collection(input_coll, "input")
+        if output is not None and output is self.input:
+            raise ValueError(f"continual task output {name!r} is not allowed to be its input")
+        self.references = {k: _as_collection(v, f"references[{k!r}]") for k, v in refs.items()}
+        self.statements = statements
+        self.snapshot = snapshot
+        self._con = connection
+        self._body = [self._compile(s, i) for i, s in enumerate(body)]
+        # Append times come from the input only if some statement reads it.
+        self.reads_input = any(b.reads(input_name) for b in self._body)
+        if columns is not None:
+            schema = _schema_of(columns)
+        elif output is not None:
+            schema = tuple(output.schema)
+        else:
+            schema = self._infer_columns()
+        self.schema = schema
+        if output is None:
+            output = MemoryCollection(schema)
+        elif [c.name for c in output.schema] != [c.name for c in schema]:
+            raise SchemaError(
+                f"output has columns {[c.name for c in output.schema]}, the task {[c.name for c in schema]}"
+            )
+        self.output = output
+        self._check_statements()
+        self.stats = {"times_processed": 0, "writes": 0, "skipped_writes": 0}
+        self._sink = SinkState()
+        self._view: Updates | None = None
+        if output.upper is not None and output.upper > 0:
+            # Restart: resume at the output's upper; the snapshot is never replayed.
+            self.initial_as_of = None
+            self.as_of = output.upper - 1
+            self._next = output.upper
+            self._snapshot_at = None
+            self._sink.output_progress = output.upper
+        elif output.upper is None:
+            raise ValueError(f"output {name!r} is sealed (upper is the empty frontier)")
+        else:
+            if as_of is None:
+                up = self.input.upper
+                as_of = self.input.since if up is None else max(up - 1, self.input.since)
+            as_of = check_time(as_of, "as_of")
+            self.initial_as_of = self.as_of = as_of
+            self._next = as_of if snapshot else as_of + 1
+            self._snapshot_at = as_of if snapshot else None
+            # Bootstrap: the empty output becomes readable below the first write.
+            output.compare_and_append(Updates.empty(schema), 0, as_of)
+            self._sink.output_progress = as_of
+            self._view = Updates.empty(schema)  # O@(I-1) is empty
+
+    def checkpoint(self) -> tuple:
+        """An opaque copy of the task's progress (not its output), for :meth:`restore`."""
+        sk = self._sink
+        sink = (set(sk.append_times), sk.append_times_progress, list(sk.to_append),
+                sk.to_append_progress, sk.output_progress)
+        return (sink, self._view, self._next, self._snapshot_at, dict(self.stats))
+
+    def restore(self, checkpoint: tuple) -> None:
+        """Return to the progress of a :meth:`checkpoint` (restore the output separately)."""
+        sink, self._view, self._next, self._snapshot_at, stats = checkpoint
+        sk = self._sink
+        (times, sk.append_times_progress, to_append, sk.to_append_progress, sk.output_progress) = sink
+        sk.append_times, sk.to_append = set(times), list(to_append)
+        self.stats = dict(stats)
+
+    # ------------------------------------------------------------------ setup
+
+    def _compile(self, s, i: int) -> _Compiled:
+        if isinstance(s, str):
+            from colmz.sql import DeleteStatement, InsertStatement, parse
+
+            parsed = parse(s)
+            if len(parsed) != 1 or not isinstance(parsed[0], (InsertStatement, DeleteStatement)):
+                raise ValueError(f"body[{i}] must be one INSERT or DELETE statement, got {s!r}")
+            p = parsed[0]
+            if p.table != self.name:
+                raise ValueError(f"body[{i}] writes {p.table!r}; a continual task writes only its output {self.name!r}")
+            if isinstance(p, InsertStatement):
+                if p.columns is not None:
+                    raise ValueError(f"body[{i}]: a column list in a continual task INSERT is not supported")
+                s = Insert(p.query)
+            else:
+                s = Delete(p.where)
+        if isinstance(s, Insert):
+            return _Compiled("insert", s.query, i, self)
+        if isinstance(s, Delete):
+            return _Compiled("delete", s.predicate, i, self)
+        raise TypeError(f"body[{i}] must be Insert, Delete or SQL text, got {type(s).__name__}")
+
+    def _infer_columns(self) -> tuple[ColumnSpec, ...]:
+        for b in self._body:
+            if b.kind == "insert" and b.sql is not None and not b.reads(self.name):
+                empty = {self.input_name: _empty_table(self.input.schema)}
+                refs = {k: _empty_table(v.schema) for k, v in self.references.items()}
+                from colmz.sql import rename_like_postgres
+
+                table = rename_like_postgres(b.run_sql(self._connection(), 0, empty, refs, None), b.text)
+                return tuple(
+                    ColumnSpec(f.name, _storable(f.type)) for f in table.schema
+                )
+        raise ValueError(
+            f"continual task {self.name!r}: columns= is required (no SQL INSERT to infer them from)"
+        )
+
+    def _check_statements(self) -> None:
+        """Plan-time check: every SQL statement runs, and its columns match the task's."""
+        empty = {self.input_name: _empty_table(self.input.schema)}
+        refs = {k: _empty_table(v.schema) for k, v in self.references.items()}
+        view = _empty_table(self.schema)
+        for b in self._body:
+            if b.sql is not None:
+                b.rows(0, empty, {k: v for k, v in refs.items() if b.reads(k)}, view)
+
+    def _connection(self):
+        if self._con is None:
+            from colmz.sql import connect
+
+            self._con = connect()
+        return self._con
+
+    # ------------------------------------------------------------------ running
+
+    @property
+    def frontier(self) -> Frontier:
+        """Times below this are complete in the input and every reference."""
+        return meet(self.input.upper, *(r.upper for r in self.references.values()))
+
+    def run(self) -> None:
+        """Process every complete time not yet processed, then advance the output's upper.
+
+        A call that raises writes nothing for the time that failed (earlier times stay
+        written) and can be retried.
+        """
+        frontier = self.frontier
+        if not frontier_lt(self._next, frontier):
+            return
+        todo: list[tuple[int, Updates]] = []
+        if self.reads_input:
+            if self._snapshot_at is not None and self._snapshot_at == self._next:
+                snap = self.input.snapshot(self._snapshot_at)
+                todo.append((self._snapshot_at, _positives(snap)))
+                lower = self._snapshot_at + 1
+            else:
+                lower = self._next
+            if frontier is None or lower < frontier:
+                changes = _positives(self.input.updates(lower, frontier))
+                todo.extend(_by_time(changes))
+        for t, inserts in todo:
+            if len(inserts) == 0:
+                continue
+            if frontier_lt(t, self.output.upper) or self.output.upper is None:
+                # Already written (by a racing task on the same output): nothing to do.
+                self._view = None
+                continue
+            self._step(t, inserts)
+        self._snapshot_at = None
+        self._sink.append_times_progress = frontier
+        self._sink.to_append_progress = frontier
+        self._drain()
+        self._next = frontier
+
+    def _step(self, t: int, inserts: Updates) -> None:
+        if t == MAX_TIME:
+            raise OverflowError(
+                f"continual task {self.name!r}: a write at time {t} needs an upper past 2**64-1"
+            )
+        s = self._sink
+        # Everything below t is settled: the output's upper may move to t first, which
+        # makes O@(t-1) readable.
+        s.append_times_progress = t
+        s.to_append_progress = t
+        self._drain()
+        view = self._self_view(t)
+        delta = self._evaluate(t, inserts, view)
+        s.append_times.add(t)
+        s.to_append.append(delta)
+        s.append_times_progress = t + 1
+        s.to_append_progress = t + 1
+        self._view = consolidate(concat([view, delta]), since=t) if len(delta) else view
+        self._drain()
+        # As upstream, the inserts of T are retracted at T + 1, so the sink's accumulated
+        # output holds only the current time's change.
+        if len(delta):
+            s.to_append.append(_at(delta, t + 1).negated())
+        self.stats["times_processed"] += 1
+
+    def _self_view(self, t: int) -> Updates:
+        """``O@(t-1)``: kept from the previous step, or read once (on start or restart)."""
+        if self._view is None:
+            if t == 0 or t - 1 < self.output.since:
+                self._view = Updates.empty(self.schema)
+            else:
+                self._view = self.output.snapshot(t - 1)
+        return self._view
+
+    def _drain(self) -> None:
+        s = self._sink
+        while (r := s.process()) is not None:
+            new_upper, data = r
+            data = data if data is not None else Updates.empty(self.schema)
+            expected = self.output.upper
+            wrote = False
+            while frontier_lt(expected, new_upper):
+                try:
+                    self.output.compare_and_append(data, expected, new_upper)
+                    wrote = True
+                    break
+                except UpperMismatch as e:
+                    expected = e.current
+            if wrote:
+                self.stats["writes"] += 1
+            elif len(data):
+                # Someone else (a racing task) wrote this time: trust their output.
+                self.stats["skipped_writes"] += 1
+                self._view = None
+            s.output_progress = self.output.upper
+
+    def _evaluate(self, t: int, inserts: Updates, view: Updates) -> Updates:
+        inputs = {self.input_name: expand(inserts, f"input {self.input_name!r}")}
+        refs_cache: dict[str, pa.Table] = {}
+
+        def ref(name):
+            if name not in refs_cache:
+                refs_cache[name] = expand(self.references[name].snapshot(t), f"reference {name!r}")
+            return refs_cache[name]
+
+        view_t = _at(view, t)
+        view_tbl = expand(view_t, f"output {self.name!r}")
+        parts = []
+        for b in self._body:
+            needed = {k: ref(k) for k in self.references if b.reads(k)}
+            rows = b.rows(t, inputs, needed, view_tbl)
+            if b.kind == "delete" and b.sql is None:
+                _check_subset(rows, view_t, f"{self.name!r} body[{b.index}] DELETE")
+            contrib = rows_to_updates(rows, t, 1 if b.kind == "insert" else -1)
+            parts.append(contrib)
+            if self.statements == "sequential":
+                view_t = consolidate(concat([view_t, contrib]))
+                _check_nonnegative(view_t, self.name, b.index)
+                view_tbl = expand(view_t, f"output {self.name!r}")
+        if not parts:
+            return Updates.empty(self.schema)
+        delta = consolidate(concat(parts))
+        if self.statements == "independent":
+            _check_nonnegative(consolidate(concat([_at(view, t), delta])), self.name, None)
+        return delta
+
+
+def _check_nonnegative(contents: Updates, name: str, index: int | None) -> None:
+    d = contents.diff
+    if len(d) and d.min() < 0:
+        i = int(np.argmax(d < 0))
+        row = contents.slice(i, i + 1).to_pylist()[0][:-2]
+        where = f" after body[{index}]" if index is not None else ""
+        raise NegativeMultiplicity(
+            f"continual task {name!r}: DELETE would leave row {row} with multiplicity "
+            f"{int(d[i])}{where} (statements are evaluated independently against the output as "
+            "of T-1; two DELETEs of one row retract it twice)"
+        )
+
+
+def _check_subset(rows: pa.Table, view: Updates, what: str) -> None:
+    if rows.num_rows == 0:
+        return
+    t = int(view.time[0]) if len(view) else 0
+    both = consolidate(concat([view, rows_to_updates(rows, t, -1)]))
+    if len(both) and both.diff.min() < 0:
+        i = int(np.argmax(both.diff < 0))
+        row = both.slice(i, i + 1).to_pylist()[0][:-2]
+        raise NegativeMultiplicity(f"{what} returned row {row} that the output does not hold")
+
+
+class _Compiled:
+    """One statement ready to run: SQL translated once, or a callable."""
+
+    def __init__(self, kind: str, q, index: int, task: ContinualTask):
+        self.kind = kind
+        self.index = index
+        self.task = task
+        self.fn = None
+        self.sql = None
+        self.names: set[str] | None = None
+        self.text = q if isinstance(q, str) else None
+        if callable(q):
+            self.fn = q
+        elif q is None or isinstance(q, str):
+            from colmz.sql import referenced_names, translate
+
+            if kind == "insert":
+                if not q:
+                    raise ValueError(f"body[{index}]: INSERT needs a query")
+                self.sql = translate(q)
+                self.names = referenced_names(q)
+            else:
+                pred = translate(q) if q else None
+                self.sql = f"SELECT * FROM {_quote(task.name)}" + (f" WHERE ({pred})" if pred else "")
+                self.names = referenced_names(q or "") | {task.name}
+        else:
+            raise TypeError(f"body[{index}] must hold SQL text or a callable, got {type(q).__name__}")
+
+    def reads(self, name: str) -> bool:
+        return self.names is None or name in self.names
+
+    def run_sql(self, con, t: int, inputs, refs, view_tbl) -> pa.Table:
+        from colmz.sql import MZ_NOW, SQLError
+
+        registered = []
+        try:
+            for k, v in (*inputs.items(), *refs.items()):
+                con.register(k, v)
+                registered.append(k)
+            if view_tbl is not None:
+                con.register(self.task.name, view_tbl)
+                registered.append(self.task.name)
+            text = self.sql.replace(MZ_NOW, f"CAST({t} AS UBIGINT)")
+            try:
+                return _arrow(con.sql(text))
+            except Exception as e:  # duckdb's errors share no base class worth naming
+                if type(e).__module__.startswith(("duckdb", "_duckdb")):
+                    raise SQLError(
+                        f"continual task {self.task.name!r} body[{self.index}]: {e}"
+                    ) from None
+                raise
+        finally:
+            for k in registered:
+                con.unregister(k)
+
+    def rows(self, t: int, inputs, refs, view_tbl) -> pa.Table:
+        what = f"CONTINUAL TASK {self.task.name}"
+        if self.fn is not None:
+            out = self.fn(dict(inputs), dict(refs), view_tbl)
+        else:
+            out = self.run_sql(self.task._connection(), t, inputs, refs, view_tbl)
+        return conform(out, self.task.schema, what)
+
+
+def _arrow(rel) -> pa.Table:
+    if rel is None:
+        raise ValueError("the statement returned no rows relation")
+    if hasattr(rel, "to_arrow_table"):
+        return rel.to_arrow_table()
+    out = rel.arrow()
+    return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _storable(t: pa.DataType) -> pa.DataType:
+    """The colmz column type for a query result type."""
+    if pa.types.is_decimal(t):
+        if t.scale == 0:
+            return pa.int64()
+        return pa.float64()
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_null(t):
+        raise SchemaError("a column of the query is NULL of unknown type: cast it (e.g. NULL::INT)")
+    return t
+
+
+def _empty_table(schema) -> pa.Table:
+    return pa.table({c.name: pa.array([], c.type) for c in schema})
+
+
+def _positives(u: Updates) -> Updates:
+    d = u.diff
+    if len(d) == 0 or d.min() > 0:
+        return u
+    keep = np.flatnonzero(d > 0)
+    return Updates(
+        {n: u.column(n).take(pa.array(keep)) for n in u.column_names},
+        u.time[keep],
+        d[keep],
+        _trusted=True,
+    )
+
+
+def _by_time(u: Updates) -> Iterable[tuple[int, Updates]]:
+    if len(u) == 0:
+        return []
+    order = np.argsort(u.time, kind="stable")
+    if not np.all(order[:-1] < order[1:]):
+        idx = pa.array(order)
+        u = Updates(
+            {n: u.column(n).take(idx) for n in u.column_names}, u.time[order], u.diff[order], _trusted=True
+        )
+    times = u.time
+    cuts = np.flatnonzero(np.diff(times)) + 1
+    bounds = [0, *cuts.tolist(), len(u)]
+    return [(int(times[a]), u.slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _as_collection(c, what: str):
+    if isinstance(c, Updates):
+        return MemoryCollection.from_updates(c)
+    for attr in ("schema", "upper", "since", "snapshot", "updates"):
+        if not hasattr(c, attr):
+            raise TypeError(f"{what} must be a collection (e.g. MemoryCollection) or Updates, got {type(c).__name__}")
+    return c
