@@ -28,6 +28,8 @@ from colmz.as_of import (
     lag_writes_by,
     select_as_ofs,
 )
+from colmz.catalog import Catalog
+from colmz.continual import ContinualTask
 from colmz.correction import Correction, SinceRegression
 from colmz.frontier import MAX_TIME, Frontier
 from colmz.ops import concat, consolidate, release_scratch, set_cache_dir, warmup
@@ -61,7 +63,9 @@ __all__ = [
     "lag_writes_by",
     "select_as_ofs",
     "MAX_TIME",
+    "Catalog",
     "ColumnSpec",
+    "ContinualTask",
     "Correction",
     "Frontier",
     "SchemaError",
