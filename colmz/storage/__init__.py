@@ -1,7 +1,8 @@
 """Durable storage for colmz's structures: Blob (immutable parts) and Consensus (versioned
 metadata by compare-and-set). See :mod:`colmz.storage.base` for the contracts,
 :mod:`colmz.storage.state` for versioned state kept as diffs, and :mod:`colmz.storage.url`
-for opening a store from a URL."""
+for opening a store from a URL. The optional backends are imported on use:
+:class:`colmz.storage.s3.S3Blob` and :class:`colmz.storage.postgres.PostgresConsensus`."""
 
 from colmz.storage.base import (
     MAX_SEQNO,
@@ -19,6 +20,7 @@ from colmz.storage.base import (
 from colmz.storage.local import LocalBlob
 from colmz.storage.sqlite import SqliteConsensus
 from colmz.storage.state import CommitConflict, CorruptState, StateLog, StateStats
+from colmz.storage.url import Location, open_consensus, open_location
 
 __all__ = [
     "MAX_SEQNO",
@@ -29,6 +31,7 @@ __all__ = [
     "Determinate",
     "Indeterminate",
     "LocalBlob",
+    "Location",
     "MemBlob",
     "MemConsensus",
     "SqliteConsensus",
@@ -38,4 +41,6 @@ __all__ = [
     "VersionedData",
     "check_cas_args",
     "check_key",
+    "open_consensus",
+    "open_location",
 ]

@@ -39,6 +39,10 @@ from colmz.storage.base import (
 
 __all__ = ["SqliteConsensus"]
 
+# Connections inherited over fork: kept referenced so the child never closes them (closing
+# one could checkpoint and remove the write-ahead log the parent is still using).
+_INHERITED: list[sqlite3.Connection] = []
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS consensus ("
     "key TEXT NOT NULL, seqno INTEGER NOT NULL, data BLOB NOT NULL, "
@@ -87,7 +91,8 @@ class SqliteConsensus:
     def _conn(self) -> sqlite3.Connection:
         local = self._local
         if getattr(local, "pid", None) != os.getpid():
-            # A connection inherited over fork must not be used (nor closed) by the child.
+            if getattr(local, "conn", None) is not None:
+                _INHERITED.append(local.conn)
             try:
                 conn = sqlite3.connect(
                     self.path, timeout=self.busy_timeout, isolation_level=None,

@@ -1,0 +1,191 @@
+"""Real storage servers for tests: PostgreSQL (``initdb``/``pg_ctl``) and S3 (moto), on loopback.
+
+Each server starts once per test session, the first time a test asks for it, and stops at
+the end. Use the fixtures from any test directory by importing them into a conftest or a
+test module (``tests/`` is on ``sys.path``)::
+
+    from storage_servers import location_factory, pg_url, s3_endpoint  # noqa: F401
+
+    def test_x(location_factory):
+        loc = location_factory("s3+postgres")   # a fresh, empty store: loc.blob, loc.consensus
+
+Fixtures (all session-scoped)
+-----------------------------
+``pg_url``
+    ``postgresql://postgres@127.0.0.1:PORT/colmz_test``. Skips when ``initdb`` is not on PATH.
+``s3_endpoint``
+    ``http://127.0.0.1:PORT`` of a moto S3 server; sets dummy AWS credentials in the
+    environment. Skips when moto is not installed.
+``location_factory``
+    ``make(kind) -> colmz.storage.url.Location``: a fresh, empty store of ``kind`` on every
+    call (so a Hypothesis example or state machine can take one per run). Kinds are
+    :data:`BACKENDS`: ``"mem"``, ``"local"`` (LocalBlob + SqliteConsensus in a temp dir),
+    ``"s3+postgres"``, and the mixed ``"local+postgres"`` and ``"s3+sqlite"``. PostgreSQL
+    stores are isolated by a fresh schema each (``search_path`` in the URL), S3 stores by a
+    fresh key prefix. A kind that needs a missing server skips the calling test.
+
+Design notes: the PostgreSQL server refuses to run as root, so as root its data directory is
+owned by the ``postgres`` user and the tools run through ``runuser -u postgres``. It runs with
+``fsync=off`` (a test server: durability across power loss is not what is tested here, and
+the machine is shared). Ports are picked free on 127.0.0.1; nothing listens elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+import pytest
+
+from colmz.storage.url import Location, open_location
+
+#: Every kind ``location_factory`` makes; the first three are the supported pairings.
+BACKENDS = ("mem", "local", "s3+postgres", "local+postgres", "s3+sqlite")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresServer:
+    """A throwaway PostgreSQL cluster in a temp dir, listening on 127.0.0.1 only."""
+
+    def __init__(self) -> None:
+        self.initdb = shutil.which("initdb")
+        self.pg_ctl = shutil.which("pg_ctl")
+        if not self.initdb or not self.pg_ctl:
+            raise FileNotFoundError("initdb/pg_ctl not on PATH")
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix="colmz-pg-"))
+        self.data = self.root / "data"
+        self.sock = self.root / "sock"
+        self.sock.mkdir()
+        self.as_root = os.geteuid() == 0
+        if self.as_root:
+            shutil.chown(self.root, "postgres", "postgres")
+            shutil.chown(self.sock, "postgres", "postgres")
+        self.port = free_port()
+        self.user = "postgres"
+
+    def _run(self, *args: str) -> None:
+        cmd = ["runuser", "-u", "postgres", "--", *args] if self.as_root else list(args)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if out.returncode:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr or out.stdout}")
+
+    def start(self) -> None:
+        self._run(self.initdb, "-D", str(self.data), "-U", self.user, "-A", "trust", "--no-sync",
+                  "-E", "UTF8", "--locale=C")
+        opts = (f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off "
+                f"-c full_page_writes=off -c max_connections=200 -c shared_buffers=16MB")
+        self._run(self.pg_ctl, "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"),
+                  "-w", "-t", "60", "start")
+        import psycopg
+
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE colmz_test")
+
+    def url(self, db: str = "colmz_test") -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{db}"
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._run(self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """URL of a session-wide PostgreSQL database (skips without initdb on PATH)."""
+    if not shutil.which("initdb") or not shutil.which("pg_ctl"):
+        pytest.skip("PostgreSQL tests need initdb and pg_ctl on PATH (apt-get install postgresql)")
+    pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg (pip install 'colmz[postgres]')")
+    server = PostgresServer()
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    yield server.url()
+    server.stop()
+
+
+def fresh_schema_url(pg_url: str) -> str:
+    """A URL of ``pg_url``'s database whose ``search_path`` is a new, empty schema."""
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return f"{pg_url}?options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """``http://127.0.0.1:PORT`` of a session-wide moto S3 server (skips without moto)."""
+    server_mod = pytest.importorskip("moto.server", reason="S3 tests need moto[server] (the dev extra)")
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    yield f"http://{host}:{port}"
+    server.stop()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def s3_url(endpoint: str, bucket: str = "colmz-test") -> str:
+    """A fresh ``s3://`` store URL (new prefix) on the moto server at ``endpoint``."""
+    return f"s3://{bucket}/{uuid.uuid4().hex[:12]}?endpoint_override={endpoint}&region=us-east-1"
+
+
+@pytest.fixture(scope="session")
+def location_factory(request, tmp_path_factory):
+    """``make(kind) -> Location``: a fresh, empty store of one of :data:`BACKENDS`."""
+    counter = itertools.count()
+
+    def make(kind: str) -> Location:
+        n = next(counter)
+        if kind == "mem":
+            return open_location(f"mem://factory-{os.getpid()}-{n}-{uuid.uuid4().hex[:8]}")
+        if kind == "local":
+            return open_location(str(tmp_path_factory.mktemp("store") / "s"))
+        if kind == "local+postgres":
+            url = fresh_schema_url(request.getfixturevalue("pg_url"))
+            return open_location(str(tmp_path_factory.mktemp("store") / "s"), consensus=url)
+        if kind == "s3+postgres":
+            endpoint = request.getfixturevalue("s3_endpoint")
+            url = fresh_schema_url(request.getfixturevalue("pg_url"))
+            return open_location(s3_url(endpoint), consensus=url)
+        if kind == "s3+sqlite":
+            endpoint = request.getfixturevalue("s3_endpoint")
+            path = tmp_path_factory.mktemp("cons") / "c.sqlite"
+            return open_location(s3_url(endpoint), consensus=f"sqlite:///{path}")
+        raise ValueError(f"unknown backend kind {kind!r}; one of {BACKENDS}")
+
+    return make
