@@ -12,7 +12,8 @@ test module (``tests/`` is on ``sys.path``)::
 Fixtures (all session-scoped)
 -----------------------------
 ``pg_url``
-    ``postgresql://postgres@127.0.0.1:PORT/colmz_test``. Skips when ``initdb`` is not on PATH.
+    ``postgresql://postgres@127.0.0.1:PORT/colmz_test``. Skips when ``initdb`` is found
+    neither on PATH nor in Debian's ``/usr/lib/postgresql/N/bin``.
 ``s3_endpoint``
     ``http://127.0.0.1:PORT`` of a moto S3 server; sets dummy AWS credentials in the
     environment. Skips when moto is not installed.
@@ -51,6 +52,17 @@ from colmz.storage.url import Location, open_location
 BACKENDS = ("mem", "local", "s3+postgres", "local+postgres", "s3+sqlite")
 
 
+def pg_bin(tool: str) -> str | None:
+    """``tool`` (initdb, pg_ctl) from PATH, else from Debian's /usr/lib/postgresql/N/bin."""
+    found = shutil.which(tool)
+    if found:
+        return found
+    for d in sorted(pathlib.Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (d / tool).exists():
+            return str(d / tool)
+    return None
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -61,8 +73,8 @@ class PostgresServer:
     """A throwaway PostgreSQL cluster in a temp dir, listening on 127.0.0.1 only."""
 
     def __init__(self) -> None:
-        self.initdb = shutil.which("initdb")
-        self.pg_ctl = shutil.which("pg_ctl")
+        self.initdb = pg_bin("initdb")
+        self.pg_ctl = pg_bin("pg_ctl")
         if not self.initdb or not self.pg_ctl:
             raise FileNotFoundError("initdb/pg_ctl not on PATH")
         self.root = pathlib.Path(tempfile.mkdtemp(prefix="colmz-pg-"))
@@ -106,7 +118,7 @@ class PostgresServer:
 @pytest.fixture(scope="session")
 def pg_url():
     """URL of a session-wide PostgreSQL database (skips without initdb on PATH)."""
-    if not shutil.which("initdb") or not shutil.which("pg_ctl"):
+    if not pg_bin("initdb") or not pg_bin("pg_ctl"):
         pytest.skip("PostgreSQL tests need initdb and pg_ctl on PATH (apt-get install postgresql)")
     pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg (pip install 'colmz[postgres]')")
     server = PostgresServer()
