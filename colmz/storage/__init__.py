@@ -1,7 +1,7 @@
 """Durable storage for colmz's structures: Blob (immutable parts) and Consensus (versioned
 metadata by compare-and-set). See :mod:`colmz.storage.base` for the contracts,
-:mod:`colmz.storage.state` for versioned state kept as diffs, and :mod:`colmz.storage.url`
-for opening a store from a URL. The optional backends are imported on use:
+:mod:`colmz.storage.state` for versioned state kept as diffs, :mod:`colmz.storage.url`
+for opening a store from a URL, and :mod:`colmz.storage.faults` for fault injection. The optional backends are imported on use:
 :class:`colmz.storage.s3.S3Blob` and :class:`colmz.storage.postgres.PostgresConsensus`."""
 
 from colmz.storage.base import (
