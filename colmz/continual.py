@@ -293,13 +293,24 @@ class MemoryCollection:
         return self._upper
 
     def advance_since(self, since: int) -> None:
-        """Allow no more reads before ``since`` (a regression raises ``ValueError``)."""
+        """Allow no more reads before ``since`` and compact the history up to it.
+
+        A regression raises ``ValueError``.
+        """
         since = check_time(since, "since")
         if since < self._since:
             raise ValueError(f"since {since} is before the current since {self._since}")
         if not frontier_le(since, self._upper):
             raise ValueError(f"since {since} is beyond the upper {self._upper}")
         self._since = since
+        # Logical compaction: the changes at or before since become one batch at since, so
+        # a read as of since (a restart's self view) costs the contents, not the history.
+        k = bisect.bisect_right(self._times, since)
+        if k > 1 or (k == 1 and self._times[0] != since):
+            merged = consolidate(concat(self._batches[:k]), since=since)
+            self._times[:k] = [since] if len(merged) else []
+            self._batches[:k] = [merged] if len(merged) else []
+            self._acc, self._acc_n = None, 0
 
     def __len__(self) -> int:
         """Updates held."""
@@ -526,10 +537,11 @@ class ContinualTask:
     statements : ``"independent"`` (default, as upstream) or ``"sequential"``
         Whether each statement sees ``O@(T-1)`` or also the earlier statements' changes.
     output : collection, optional
-        Where to write. One with history (upper > 0) is resumed: no snapshot, first write at
-        its upper. A new in-memory collection when omitted.
+        Where to write. One with history (upper > 0, and past ``as_of`` when given) is
+        resumed: no snapshot, first write at its upper. A new in-memory collection when
+        omitted.
     as_of : int, optional
-        The initial as-of ``I`` on a first start; defaults to the input's last complete time.
+        The initial as-of ``I``; defaults to the input's last complete time on a first start.
 
     Examples
     --------
@@ -606,8 +618,11 @@ class ContinualTask:
         self.stats = {"times_processed": 0, "writes": 0, "skipped_writes": 0}
         self._sink = SinkState()
         self._view: Updates | None = None
-        if output.upper is not None and output.upper > 0:
-            # Restart: resume at the output's upper; the snapshot is never replayed.
+        if as_of is not None:
+            as_of = check_time(as_of, "as_of")
+        if output.upper is not None and output.upper > 0 and (as_of is None or output.upper > as_of):
+            # Restart: resume at the output's upper; the snapshot is never replayed. (An
+            # output not yet past the initial as-of given has not written it: a first start.)
             self.initial_as_of = None
             self.as_of = output.upper - 1
             self._next = output.upper
@@ -624,7 +639,8 @@ class ContinualTask:
             self._next = as_of if snapshot else as_of + 1
             self._snapshot_at = as_of if snapshot else None
             # Bootstrap: the empty output becomes readable below the first write.
-            output.compare_and_append(Updates.empty(schema), 0, as_of)
+            if output.upper < as_of:
+                output.compare_and_append(Updates.empty(schema), output.upper, as_of)
             self._sink.output_progress = as_of
             self._view = Updates.empty(schema)  # O@(I-1) is empty
 
