@@ -11,12 +11,15 @@ state as the *diff* from the previous version, and every ``rollup_every`` versio
 copy (a *rollup*), after which the versions below the rollup are truncated. A reader scans
 the live versions, starts from the newest rollup and applies the diffs after it.
 
-The diff is generic, per top-level field of the state:
+The diff is generic, per field of the state:
 
 * a field whose value did not change is omitted;
 * a field that is a list before and after is *spliced*: the common prefix and suffix are kept
   and only the middle is replaced (appending one batch meta to a list of a thousand writes
   one element, not a thousand);
+* a field that is a dict (with str keys) before and after is diffed recursively by the same
+  rules, so nesting the metadata (``{"schema": ..., "meta": {"seal": ..., "batches": [...]}}``)
+  keeps commits as small as a flat layout;
 * any other change replaces the field's value; a removed field is listed as deleted.
 
 Values are compared by their canonical JSON encoding (sorted keys, no spaces), so ``1``,
@@ -26,7 +29,10 @@ Each version is one JSON document::
 
     {"format": 1, "id": "<commit id>", "ms": <wall-clock ms>, "rollup": {...state...}}
     {"format": 1, "id": "<commit id>", "ms": <wall-clock ms>,
-     "diff": {"set": {field: value}, "splice": {field: [start, stop, [items]]}, "del": [field]}}
+     "diff": {"set": {field: value}, "splice": {field: [start, stop, [items]]},
+              "sub": {field: {...a diff of that dict...}}, "del": [field]}}
+
+(empty members of a diff are omitted).
 
 The commit id (a fresh UUID per commit) makes a commit recognisable after an indeterminate
 failure; the wall-clock time lets a garbage collector reason about leases.
@@ -105,46 +111,65 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-# A state as cached between commits: field -> (encoding of the value, encodings of the
-# elements when the value is a list, else None). Strings are immutable, so a caller that
-# mutates the dict it committed cannot corrupt the cache.
-_Encoded = dict[str, tuple[str, "list[str] | None"]]
+class _Node:
+    """A value as cached between commits: its canonical JSON encoding, the encodings of its
+    elements when it is a list, and the nodes of its fields when it is a dict with str keys.
+    Strings are immutable, so a caller that mutates the dict it committed cannot corrupt
+    the cache."""
+
+    __slots__ = ("enc", "elems", "fields")
+
+    def __init__(self, enc: str, elems: list[str] | None, fields: dict[str, _Node] | None) -> None:
+        self.enc = enc
+        self.elems = elems
+        self.fields = fields
 
 
-def _encode_state(state: dict) -> _Encoded:
+def _leaf(value: Any, path: str) -> str:
+    try:
+        return _dumps(value)
+    except TypeError as e:
+        raise TypeError(f"state field {path!r} is not JSON-able: {e}") from None
+    except ValueError as e:
+        raise ValueError(f"state field {path!r} holds a non-finite float: {e}") from None
+
+
+def _encode(value: Any, path: str) -> _Node:
+    if isinstance(value, list):
+        elems = [_leaf(x, f"{path}[{i}]") for i, x in enumerate(value)]
+        return _Node("[" + ",".join(elems) + "]", elems, None)
+    if isinstance(value, dict):
+        for k in value:
+            if not isinstance(k, str):
+                raise TypeError(f"state field {path!r} has a non-str key {k!r}")
+        fields = {k: _encode(v, f"{path}.{k}" if path else k) for k, v in value.items()}
+        enc = "{" + ",".join(_dumps(k) + ":" + fields[k].enc for k in sorted(fields)) + "}"
+        return _Node(enc, None, fields)
+    return _Node(_leaf(value, path), None, None)
+
+
+def _encode_state(state: dict) -> _Node:
     if not isinstance(state, dict):
         raise TypeError(f"state must be a dict, got {type(state).__name__}")
-    out: _Encoded = {}
-    for field, value in state.items():
+    for field in state:
         if not isinstance(field, str):
             raise TypeError(f"state field names must be str, got {field!r}")
-        try:
-            if isinstance(value, list):
-                elems = [_dumps(x) for x in value]
-                out[field] = ("[" + ",".join(elems) + "]", elems)
-            else:
-                out[field] = (_dumps(value), None)
-        except TypeError as e:
-            raise TypeError(f"state field {field!r} is not JSON-able: {e}") from None
-        except ValueError as e:
-            raise ValueError(f"state field {field!r} holds a non-finite float: {e}") from None
-    return out
+    return _encode(state, "")
 
 
-def _rollup_body(enc: _Encoded) -> str:
-    return "{" + ",".join(_dumps(k) + ":" + enc[k][0] for k in sorted(enc)) + "}"
-
-
-def _diff_body(old: _Encoded, new: _Encoded) -> str:
+def _diff_body(old: _Node, new: _Node) -> str:
+    """The diff document turning dict node ``old`` into dict node ``new`` (empty members
+    omitted, so an unchanged state diffs to ``{}``)."""
     sets: list[str] = []
     splices: list[str] = []
-    for field in sorted(new):
-        enc, elems = new[field]
-        prev = old.get(field)
-        if prev is not None and prev[0] == enc:
+    subs: list[str] = []
+    for field in sorted(new.fields):
+        node = new.fields[field]
+        prev = old.fields.get(field)
+        if prev is not None and prev.enc == node.enc:
             continue
-        if prev is not None and prev[1] is not None and elems is not None:
-            a, b = prev[1], elems
+        if prev is not None and prev.elems is not None and node.elems is not None:
+            a, b = prev.elems, node.elems
             n = min(len(a), len(b))
             p = 0
             while p < n and a[p] == b[p]:
@@ -154,18 +179,30 @@ def _diff_body(old: _Encoded, new: _Encoded) -> str:
                 s += 1
             middle = ",".join(b[p : len(b) - s])
             splices.append(f"{_dumps(field)}:[{p},{len(a) - s},[{middle}]]")
+        elif prev is not None and prev.fields is not None and node.fields is not None:
+            subs.append(_dumps(field) + ":" + _diff_body(prev, node))
         else:
-            sets.append(_dumps(field) + ":" + enc)
-    dels = [_dumps(f) for f in sorted(old) if f not in new]
-    return '{"set":{' + ",".join(sets) + '},"splice":{' + ",".join(splices) + '},"del":[' + ",".join(dels) + "]}"
+            sets.append(_dumps(field) + ":" + node.enc)
+    dels = [_dumps(f) for f in sorted(old.fields) if f not in new.fields]
+    members = []
+    if sets:
+        members.append('"set":{' + ",".join(sets) + "}")
+    if splices:
+        members.append('"splice":{' + ",".join(splices) + "}")
+    if subs:
+        members.append('"sub":{' + ",".join(subs) + "}")
+    if dels:
+        members.append('"del":[' + ",".join(dels) + "]")
+    return "{" + ",".join(members) + "}"
 
 
 def apply_diff(state: dict, diff: dict) -> dict:
     """Apply one diff document (the ``"diff"`` member of a version) to ``state`` in place.
 
-    >>> apply_diff({"a": [1, 2, 3], "b": 0, "c": 1},
-    ...            {"set": {"b": 5}, "splice": {"a": [1, 2, [7, 8]]}, "del": ["c"]})
-    {'a': [1, 7, 8, 3], 'b': 5}
+    >>> apply_diff({"a": [1, 2, 3], "b": 0, "c": 1, "d": {"x": 1, "y": [0]}},
+    ...            {"set": {"b": 5}, "splice": {"a": [1, 2, [7, 8]]}, "del": ["c"],
+    ...             "sub": {"d": {"splice": {"y": [1, 1, [1]]}}}})
+    {'a': [1, 7, 8, 3], 'b': 5, 'd': {'x': 1, 'y': [0, 1]}}
     """
     for field, value in diff.get("set", {}).items():
         state[field] = value
@@ -176,6 +213,11 @@ def apply_diff(state: dict, diff: dict) -> dict:
                 f"diff splices field {field!r} at [{start}, {stop}) but the state holds {current!r:.80}"
             )
         current[start:stop] = items
+    for field, sub in diff.get("sub", {}).items():
+        current = state.get(field)
+        if not isinstance(current, dict):
+            raise CorruptState(f"diff descends into field {field!r} but the state holds {current!r:.80}")
+        apply_diff(current, sub)
     for field in diff.get("del", []):
         state.pop(field, None)
     return state
@@ -184,7 +226,7 @@ def apply_diff(state: dict, diff: dict) -> dict:
 @dataclass
 class _Cached:
     seqno: int
-    encoded: _Encoded
+    encoded: _Node
     rollup_seqno: int
 
 
@@ -339,7 +381,7 @@ class StateLog:
             new_seqno = 1 if expected is None else expected + 1
             rollup = cached is None or new_seqno - cached.rollup_seqno >= self.rollup_every
             commit_id = uuid.uuid4().hex
-            body = _rollup_body(encoded) if rollup else _diff_body(cached.encoded, encoded)
+            body = encoded.enc if rollup else _diff_body(cached.encoded, encoded)
             kind = "rollup" if rollup else "diff"
             data = (
                 f'{{"format":{FORMAT},"id":"{commit_id}","ms":{int(time.time() * 1000)},'

@@ -27,7 +27,9 @@ from colmz.storage import (
 
 scalars = st.one_of(st.none(), st.integers(-(2**63), 2**64), st.booleans(), st.text(max_size=5))
 items = st.dictionaries(st.sampled_from(["k", "lo", "hi", "keys"]), st.one_of(scalars, st.lists(st.integers(), max_size=3)), max_size=4)
-values = st.one_of(scalars, st.lists(items, max_size=6), st.dictionaries(st.text(max_size=3), scalars, max_size=3))
+leaves = st.one_of(scalars, st.lists(items, max_size=6))
+# Nested dicts (the arrangement nests its metadata) are diffed recursively.
+values = st.recursive(leaves, lambda inner: st.dictionaries(st.sampled_from(["seal", "batches", "m", ""]), inner, max_size=3), max_leaves=8)
 states = st.dictionaries(st.sampled_from(["seal", "since", "unsealed", "trace", "x", "y"]), values, max_size=6)
 
 
@@ -35,7 +37,7 @@ states = st.dictionaries(st.sampled_from(["seal", "since", "unsealed", "trace", 
 def edit(draw, state: dict) -> dict:
     """A new state derived from ``state`` by one of the typical edits."""
     new = json.loads(json.dumps(state))
-    kind = draw(st.sampled_from(["append", "drop_prefix", "replace_elem", "set", "del", "jump", "same"]))
+    kind = draw(st.sampled_from(["append", "drop_prefix", "replace_elem", "set", "del", "jump", "same", "nested"]))
     lists = [k for k, v in new.items() if isinstance(v, list)]
     if kind == "append" and lists:
         f = draw(st.sampled_from(lists))
@@ -52,6 +54,11 @@ def edit(draw, state: dict) -> dict:
         new[draw(st.sampled_from(["seal", "since", "unsealed", "trace", "x", "y"]))] = draw(values)
     elif kind == "del" and new:
         new.pop(draw(st.sampled_from(sorted(new))))
+    elif kind == "nested":
+        dicts = [k for k, v in new.items() if isinstance(v, dict)]
+        if dicts:
+            f = draw(st.sampled_from(dicts))
+            new[f] = draw(edit(new[f]))
     elif kind == "jump":
         new = draw(states)
     return new
@@ -129,6 +136,25 @@ def test_diff_of_one_append_is_small_whatever_the_state_size():
     assert log.stats.last_commit_bytes < 150
 
 
+def test_nested_metadata_diffs_stay_small():
+    """The arrangement's layout: {"format", "schema", "meta": {"seal", "unsealed_batches",
+    "trace_batches"}}: an append or a seal inside "meta" is a small nested diff."""
+    log = StateLog(MemConsensus(), "m", rollup_every=10_000)
+    batches = [{"seqnos": [i, i + 1], "ts_lower": i, "ts_upper": i, "keys": [f"p/{i:032d}"]} for i in range(500)]
+    doc = {"format": 1, "schema": [["k", "int64"]], "meta": {"seal": 7, "since": 0, "unsealed_batches": batches, "trace_batches": []}}
+    s = log.commit(None, doc)
+    assert log.stats.last_commit_bytes > 500 * 60
+    doc["meta"]["unsealed_batches"] = batches + [{"seqnos": [500, 501], "ts_lower": 9, "ts_upper": 9, "keys": ["p/new"]}]
+    s = log.commit(s, doc)
+    assert log.stats.last_commit_bytes < 250
+    doc["meta"]["seal"] = 10
+    s = log.commit(s, doc)
+    assert log.stats.last_commit_bytes < 130
+    s = log.commit(s, doc)  # nothing changed: an empty diff
+    assert b'"diff":{}' in log.consensus.head("m").data
+    assert StateLog(log.consensus, "m").load() == (s, doc)
+
+
 def test_drop_prefix_and_replace_middle_are_splices():
     log = StateLog(MemConsensus(), "m", rollup_every=100)
     big = [{"k": "x" * 50, "i": i} for i in range(100)]
@@ -195,6 +221,10 @@ def test_bad_input_writes_nothing():
         log.commit(s, {"c": float("nan")})
     with pytest.raises(TypeError, match="field names must be str"):
         log.commit(s, {1: 2})
+    with pytest.raises(TypeError, match=r"field 'm.x' has a non-str key 3"):
+        log.commit(s, {"m": {"x": {3: 4}}})
+    with pytest.raises(TypeError, match=r"field 'm.l\[1\]' is not JSON-able"):
+        log.commit(s, {"m": {"l": [1, {2}]}})
     with pytest.raises(ValueError, match="expected must be None or an int"):
         log.commit(-1, {"a": 2})
     with pytest.raises(ValueError, match="rollup_every"):
