@@ -443,7 +443,11 @@ class Arrangement:
 
     # ================================================================== unsealed
 
-    def _conform(self, updates: Updates, what: str = "updates") -> Updates:
+    def _conform(self, updates, what: str = "updates") -> Updates:
+        if isinstance(updates, (pa.Table, pa.RecordBatch)):
+            updates = Updates.from_arrow(updates)
+        elif type(updates).__name__ == "DataFrame" and hasattr(updates, "columns"):
+            updates = Updates.from_pandas(updates)
         if not isinstance(updates, Updates):
             raise TypeError(f"{what} must be colmz.Updates, got {type(updates).__name__}")
         schema = self._schema
@@ -987,8 +991,11 @@ class Arrangement:
             except Exception:  # noqa: BLE001 - best effort; gc collects what is left
                 pass
 
-    def write(self, updates: Updates) -> None:
+    def write(self, updates) -> None:
         """Add ``updates`` durably (one unsealed batch, one commit).
+
+        ``updates`` is a :class:`colmz.Updates`, an Arrow table or a pandas DataFrame (with
+        ``time`` and ``diff`` columns; the others are data).
 
         Raises :class:`SchemaMismatch` for other columns and :class:`TimeBeforeSeal` for a
         time before the seal. Updates that consolidate to nothing write nothing.

@@ -1,0 +1,436 @@
+"""The durable user API of ``colmz.Arrangement``: open/write/seal/advance_since/maintain/read,
+commits by compare-and-set, gc leases, bad input (each a specific exception and the store
+unchanged), and the open format read by ``pyarrow.dataset`` and DuckDB without colmz."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import colmz
+from colmz.arrangement import (
+    Arrangement,
+    CommitConflict,
+    CorruptMeta,
+    CorruptPart,
+    InvalidAsOf,
+    LeaseExpired,
+    MissingPart,
+    SchemaMismatch,
+    SealRegression,
+    SinceRegression,
+    TimeBeforeSeal,
+)
+from colmz.storage import MemBlob
+from colmz.storage.state import CorruptState, StateLog
+
+SCHEMA = pa.schema([("k", pa.string()), ("n", pa.int64())])
+_ids = itertools.count()
+
+
+@pytest.fixture(params=["mem", "local"])
+def url(request, tmp_path):
+    """A fresh store URL per backend (add PostgreSQL/S3 here when their fixtures exist)."""
+    if request.param == "mem":
+        return f"mem://durable-{os.getpid()}-{next(_ids)}"
+    return str(tmp_path / "store")
+
+
+def ups(rows):
+    return colmz.Updates(
+        {"k": pa.array([r[0] for r in rows], pa.string()), "n": pa.array([r[1] for r in rows], pa.int64())},
+        time=[r[2] for r in rows], diff=[r[3] for r in rows],
+    )
+
+
+def listing(a: Arrangement):
+    """What an outside observer of the store sees: blob keys and the consensus head."""
+    head = a._log.consensus.head(a._log.key) if a.durable else None
+    return a.store.list_keys(), (head.seqno, head.data) if head else None
+
+
+# ---------------------------------------------------------------- open, write, seal, read
+
+
+def test_create_write_seal_reopen(url):
+    a = Arrangement.open(url, SCHEMA)
+    a.write(ups([("a", 1, 0, 1), ("b", 2, 1, 1)]))
+    a.seal(2)
+    a.write(ups([("a", 1, 5, -1)]))
+    b = Arrangement.open(url)
+    assert b.schema == a.schema
+    assert b.get_seal() == 2
+    assert b.read().to_pylist() == [("a", 1, 0, 1), ("a", 1, 5, -1), ("b", 2, 1, 1)]
+    assert b.meta() == a.meta()
+
+
+def test_write_accepts_arrow_and_pandas(url):
+    a = Arrangement.open(url, SCHEMA)
+    a.write(pa.table({"k": ["a"], "n": [1], "time": [0], "diff": [1]}))
+    a.write(pa.table({"k": ["b"], "n": [2], "time": [0], "diff": [1]}).to_pandas())
+    assert sorted(a.read().to_pylist()) == [("a", 1, 0, 1), ("b", 2, 0, 1)]
+
+
+def test_schema_pinned_by_first_write(url):
+    a = Arrangement.open(url)
+    assert a.schema is None
+    a.write(ups([("a", 1, 0, 1)]))
+    assert [(s.name, s.type) for s in Arrangement.open(url).schema] == [("k", pa.string()), ("n", pa.int64())]
+
+
+def test_all_null_column_takes_the_pinned_type(url):
+    a = Arrangement.open(url, SCHEMA)
+    a.write(colmz.Updates({"k": ["a"], "n": [None]}, time=[0], diff=[1]))
+    assert a.read().to_pylist() == [("a", None, 0, 1)]
+
+
+def test_read_as_of(url):
+    a = Arrangement.open(url, SCHEMA)
+    a.write(ups([("a", 1, 0, 1), ("a", 1, 3, 1), ("b", 1, 4, 1), ("a", 1, 6, -2)]))
+    a.seal(7)
+    assert a.read(3).to_pylist() == [("a", 1, 3, 2)]
+    assert a.read(5).to_pylist() == [("a", 1, 5, 2), ("b", 1, 5, 1)]
+    assert a.read(6).to_pylist() == [("b", 1, 6, 1)]
+    a.maintain()
+    a.advance_since(4)
+    assert a.read(4).to_pylist() == [("a", 1, 4, 2), ("b", 1, 4, 1)]
+    with pytest.raises(InvalidAsOf, match="as_of 3 is before the since 4"):
+        a.read(3)
+    with pytest.raises(InvalidAsOf, match="as_of 7 is not before the seal 7"):
+        a.read(7)
+    assert a.to_arrow(5).num_rows == 2 and len(a.to_pandas()) == 3
+
+
+def test_empty_seal_is_one_small_metadata_write(url):
+    a = Arrangement.open(url, SCHEMA)
+    a.write(ups([("a", 1, 0, 1)]))
+    keys, (seqno, _) = listing(a)
+    stats = a._log.stats
+    before = stats.bytes_committed
+    a.seal(10)
+    keys2, (seqno2, _) = listing(a)
+    assert keys2 == keys and seqno2 == seqno + 1
+    assert stats.bytes_committed - before < 200  # a diff naming the new seal, not the state
+
+
+def test_write_of_cancelling_updates_writes_nothing(url):
+    a = Arrangement.open(url, SCHEMA)
+    before = listing(a)
+    a.write(ups([("a", 1, 0, 1), ("a", 1, 0, -1)]))
+    assert listing(a) == before
+
+
+def test_maintain_drains_compacts_and_deletes_replaced_parts(url):
+    a = Arrangement.open(url, SCHEMA, fan_in=2)
+    for t in range(8):
+        a.write(ups([(f"k{t % 3}", t, t, 1)]))
+        a.seal(t + 1)
+        a.maintain()
+        a.validate_data()
+    assert a.unsealed_batches == []
+    assert len(a.trace_batches) <= 2 * np.log2(8)
+    assert set(a.store.list_keys(a.prefix)) == a.referenced_keys()
+    assert Counter(a.read().to_pylist()) == Counter((f"k{t % 3}", t, t, 1) for t in range(8))
+
+
+def test_maintain_fuel_bounds_the_steps(url):
+    a = Arrangement.open(url, SCHEMA, fan_in=2)
+    for t in range(4):
+        a.unsealed_append(ups([("a", t, t, 1)]))
+        a.update_seal(t + 1)
+        a.drain()
+    a.commit()
+    r = a.maintain(fuel=1)
+    assert r["compactions"] == 1
+    r = a.maintain()
+    assert r["compactions"] >= 1 and a.geometric_compact_req() is None
+
+
+def test_maintain_levels_policy_is_upstreams_rule(url):
+    a = Arrangement.open(url, SCHEMA)
+    for t in range(4):
+        a.write(ups([("a", t, t, 1)]))
+        a.seal(t + 1)
+        a.maintain(policy="levels")
+    assert len(a.trace_batches) == 4  # since 0: nothing may compact under the level rule
+    a.advance_since(4)
+    a.maintain(policy="levels")
+    assert [b.level for b in a.trace_batches] == [2]
+
+
+def test_parts_listing_and_repr(url):
+    a = Arrangement.open(url, SCHEMA)
+    a.write(ups([("a", 1, 0, 1)]))
+    a.seal(1)
+    a.maintain()
+    a.write(ups([("b", 1, 3, 1)]))
+    kinds = [p.kind for p in a.parts()]
+    assert kinds == ["trace", "unsealed"]
+    assert a.parts()[1].min_time == 1
+    assert repr(a).startswith(f"Arrangement({str(url)!r}, seal=1")
+
+
+# ---------------------------------------------------------------- commits and conflicts
+
+
+def test_two_writers_exactly_one_commit_wins(url):
+    a = Arrangement.open(url, SCHEMA)
+    b = Arrangement.open(url)
+    a.write(ups([("a", 1, 0, 1)]))
+    meta_b = b.meta()
+    keys_before = set(a.store.list_keys())
+    with pytest.raises(CommitConflict):
+        b.write(ups([("b", 1, 0, 1)]))
+    assert b.meta() == meta_b  # memory restored
+    assert set(a.store.list_keys()) == keys_before  # b's part deleted
+    b.refresh()
+    b.write(ups([("b", 1, 0, 1)]))
+    assert sorted(Arrangement.open(url).read().to_pylist()) == [("a", 1, 0, 1), ("b", 1, 0, 1)]
+
+
+class FailingBlob:
+    """A MemBlob whose ``set`` fails once armed (the full fault sweeps live elsewhere)."""
+
+    def __init__(self):
+        self.inner = MemBlob()
+        self.fail_sets = 0
+
+    def get(self, key):
+        return self.inner.get(key)
+
+    def set(self, key, value):
+        if self.fail_sets:
+            self.fail_sets -= 1
+            raise OSError("injected blob failure")
+        self.inner.set(key, value)
+
+    def delete(self, key):
+        self.inner.delete(key)
+
+    def list_keys(self, prefix=""):
+        return self.inner.list_keys(prefix)
+
+    def url_of(self, key):
+        return self.inner.url_of(key)
+
+
+def test_failed_part_write_changes_nothing():
+    blob = FailingBlob()
+    a = Arrangement(blob, schema=SCHEMA, part_rows=1)
+    a.write(ups([("a", 1, 0, 1)]))
+    meta, keys = a.meta(), blob.list_keys()
+    blob.fail_sets = 1
+    with pytest.raises(OSError):
+        a.write(ups([("b", 1, 0, 1), ("c", 1, 0, 1)]))
+    assert a.meta() == meta and blob.list_keys() == keys
+
+
+def test_lease_refuses_a_commit_of_old_parts():
+    now = [1_000_000.0]
+    blob = FailingBlob()
+    a = Arrangement(blob, schema=SCHEMA, clock=lambda: now[0], lease_seconds=10)
+    from colmz.storage import MemConsensus
+
+    a._log = StateLog(MemConsensus(), "arr")
+    a.commit()
+    orig_set = blob.set
+
+    def slow_set(key, value):
+        orig_set(key, value)
+        now[0] += 6  # the part is older than half the lease when the commit checks
+    blob.set = slow_set
+    before = (a.meta(), blob.list_keys())
+    with pytest.raises(LeaseExpired, match="half the gc lease"):
+        a.write(ups([("a", 1, 0, 1)]))
+    assert (a.meta(), blob.list_keys()) == before
+
+
+def test_gc_respects_the_lease_and_references(url):
+    now = [2_000_000.0]
+    a = Arrangement.open(url, SCHEMA, clock=lambda: now[0], lease_seconds=100)
+    a.write(ups([("a", 1, 0, 1)]))
+    a.store.set(a.prefix + "9999999999999-orphan.parquet", b"x")  # a future, in-flight part
+    young = a.new_blob_key()
+    a.store.set(young, b"x")  # an unreferenced part, inside the lease
+    assert a.gc() == []
+    now[0] += 101
+    assert a.gc() == [young]
+    assert set(a.store.list_keys(a.prefix)) == a.referenced_keys() | {a.prefix + "9999999999999-orphan.parquet"}
+    assert len(a.read()) == 1
+
+
+def test_read_retries_once_when_gc_removed_a_part(url):
+    a = Arrangement.open(url, SCHEMA, fan_in=2)
+    for t in range(2):
+        a.write(ups([("a", t, t, 1)]))
+        a.seal(t + 1)
+        a.maintain(policy="levels")
+    stale = Arrangement.open(url)
+    a.advance_since(2)
+    a.maintain(policy="levels")  # compacts and deletes the replaced parts
+    assert stale.read().to_pylist() == a.read().to_pylist()
+    assert stale.seqno == a.seqno
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_schema_mismatch_names_both(url):
+    Arrangement.open(url, SCHEMA)
+    with pytest.raises(SchemaMismatch, match=r"has schema \{k: string, n: int64\}, not the requested \{k: int64\}"):
+        Arrangement.open(url, {"k": pa.int64()})
+
+
+@pytest.mark.parametrize("bad, exc, match", [
+    (lambda: colmz.Updates({"k": [1], "n": [1]}, time=[5], diff=[1]), SchemaMismatch, "column 'k' has type int64"),
+    (lambda: colmz.Updates({"x": ["a"]}, time=[5], diff=[1]), SchemaMismatch, "have columns"),
+    (lambda: ups([("a", 1, 2, 1)]), TimeBeforeSeal, "time 2, before the seal 3"),
+    (lambda: pa.table({"k": ["a"], "n": [1], "time": [-4], "diff": [1]}), ValueError, "negative time -4"),
+    (lambda: pa.table({"k": ["a"], "n": [1], "time": [4.5], "diff": [1]}), ValueError, "fractional"),
+    (lambda: "not updates", TypeError, "colmz.Updates"),
+])
+def test_bad_writes_change_nothing(url, bad, exc, match):
+    a = Arrangement.open(url, SCHEMA)
+    a.write(ups([("a", 1, 3, 1)]))
+    a.seal(3)
+    before = listing(a), a.meta()
+    with pytest.raises(exc, match=match):
+        a.write(bad())
+    assert (listing(a), a.meta()) == before
+
+
+def test_bad_seal_and_since_change_nothing(url):
+    a = Arrangement.open(url, SCHEMA)
+    a.seal(5)
+    a.advance_since(2)
+    before = listing(a), a.meta()
+    with pytest.raises(SealRegression):
+        a.seal(4)
+    with pytest.raises(SinceRegression):
+        a.advance_since(1)
+    with pytest.raises(TypeError):
+        a.seal("6")
+    with pytest.raises(ValueError):
+        a.maintain(fuel=-1)
+    with pytest.raises(ValueError):
+        a.maintain(policy="nope")
+    assert (listing(a), a.meta()) == before
+
+
+def test_unknown_url_scheme():
+    with pytest.raises(ValueError, match="unknown store URL scheme 'ftp'"):
+        Arrangement.open("ftp://host/x")
+
+
+def test_store_path_that_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises((NotADirectoryError, FileExistsError, ValueError), match="file"):
+        Arrangement.open(str(f))
+    assert f.read_text() == "x"
+
+
+def test_state_of_another_kind_is_corrupt_meta(url):
+    a = Arrangement.open(url, SCHEMA)
+    log = a._log
+    log.commit(a.seqno, {"format": 99, "meta": {}})
+    with pytest.raises(CorruptMeta, match="not a colmz arrangement"):
+        Arrangement.open(url)
+
+
+def test_truncated_metadata_is_reported(url):
+    a = Arrangement.open(url, SCHEMA)
+    cons, key = a._log.consensus, a._log.key
+    from colmz.storage import VersionedData
+
+    head = cons.head(key)
+    assert cons.compare_and_set(key, head.seqno, VersionedData(head.seqno + 1, head.data[: len(head.data) // 2]))
+    with pytest.raises((CorruptState, CorruptMeta)):
+        Arrangement.open(url)
+
+
+def test_invalid_metadata_is_reported(url):
+    a = Arrangement.open(url, SCHEMA)
+    state = {"format": 1, "schema": None, "meta": {"seal": 1, "since": 0, "unsealed_batches": [],
+             "trace_batches": [{"desc": [0, 5, 0], "level": 0, "keys": []}]}}
+    a._log.commit(a.seqno, state)
+    with pytest.raises(CorruptMeta, match="beyond the seal"):
+        Arrangement.open(url)
+
+
+def test_missing_and_corrupt_parts_are_named(url):
+    a = Arrangement.open(url, SCHEMA)
+    a.write(ups([("a", 1, 0, 1)]))
+    key = a.unsealed_batches[0].keys[0]
+    data = a.store.get(key)
+    a.store.set(key, data[:20])
+    with pytest.raises(CorruptPart, match=key):
+        a.read()
+    a.store.delete(key)
+    with pytest.raises(MissingPart, match=key):
+        a.read()
+
+
+# ---------------------------------------------------------------- open format
+
+
+def _external_read(a: Arrangement):
+    """Read the current contents from ``parts()`` with pyarrow alone (no colmz)."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    tables = []
+    for kind in ("trace", "unsealed"):
+        parts = [p for p in a.parts() if p.kind == kind]
+        if not parts:
+            continue
+        t = ds.dataset([p.url for p in parts], format="parquet").to_table(
+            filter=pc.field("time") >= parts[0].min_time)
+        tables.append(t)
+    t = pa.concat_tables(tables)
+    since = a.since()
+    t = t.set_column(t.schema.get_field_index("time"), "time",
+                     pc.max_element_wise(t["time"], pa.scalar(since, pa.uint64())))
+    g = t.group_by(["k", "n", "time"]).aggregate([("diff", "sum")])
+    return Counter({(r["k"], r["n"], r["time"]): r["diff_sum"] for r in g.to_pylist() if r["diff_sum"]})
+
+
+def _trickle(url):
+    a = Arrangement.open(url, SCHEMA, fan_in=2, part_rows=2)
+    for t in range(6):
+        a.write(ups([(f"k{i}", i % 2, t, 1 if (i + t) % 3 else -1) for i in range(4)]))
+        a.seal(t + 1)
+        if t % 2:
+            a.maintain()
+    a.advance_since(3)
+    a.write(ups([("z", 0, 9, 1)]))
+    return a
+
+
+def test_pyarrow_dataset_reads_parts_without_colmz(tmp_path):
+    a = _trickle(str(tmp_path / "store"))
+    expected = Counter({(k, n, t): d for k, n, t, d in a.read().to_pylist()})
+    assert _external_read(a) == expected
+    assert all(os.path.exists(p.url) for p in a.parts())
+
+
+def test_duckdb_reads_parts_without_colmz(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    a = _trickle(str(tmp_path / "store"))
+    trace = [p.url for p in a.parts() if p.kind == "trace"]
+    unsealed = [p.url for p in a.parts() if p.kind == "unsealed"]
+    lower = a.trace_ts_upper()
+    sql = f"""
+        SELECT k, n, greatest(time, {a.since()}::UBIGINT) AS time, sum(diff)::BIGINT AS diff
+        FROM (SELECT * FROM read_parquet({trace!r})
+              UNION ALL
+              SELECT * FROM read_parquet({unsealed!r}) WHERE time >= {lower})
+        GROUP BY ALL HAVING sum(diff) <> 0
+    """
+    got = Counter({(k, n, t): d for k, n, t, d in duckdb.sql(sql).fetchall()})
+    assert got == Counter({(k, n, t): d for k, n, t, d in a.read().to_pylist()})
