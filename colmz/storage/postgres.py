@@ -72,9 +72,18 @@ class PostgresConsensus:
 
     Examples
     --------
-    >>> c = PostgresConsensus("postgresql://user@127.0.0.1:1/db")  # doctest: +SKIP
+    With a server (``tests/storage_servers.py`` starts one on loopback):
+
+    >>> c = PostgresConsensus("postgresql://postgres@127.0.0.1:5432/colmz")  # doctest: +SKIP
     >>> c.compare_and_set("s", None, VersionedData(1, b"a"))  # doctest: +SKIP
     True
+
+    A wrong URL needs none:
+
+    >>> PostgresConsensus("mysql://db")
+    Traceback (most recent call last):
+    ...
+    ValueError: PostgreSQL consensus URL must start with postgresql://, got 'mysql://db'
     """
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:

@@ -59,9 +59,21 @@ class S3Blob:
 
     Examples
     --------
+    With a server (``tests/storage_servers.py`` starts one on loopback):
+
     >>> b = S3Blob.from_url("s3://bucket/pre?endpoint_override=http://127.0.0.1:9000")  # doctest: +SKIP
-    >>> b.set("parts/p1", b"abc"); b.url_of("parts/p1")  # doctest: +SKIP
-    's3://bucket/pre/parts/p1'
+    >>> b.set("parts/p1", b"abc"); b.get("parts/p1")  # doctest: +SKIP
+    b'abc'
+
+    Names need no server:
+
+    >>> b = S3Blob(pafs.S3FileSystem(region="us-east-1"), "bucket", "pre")
+    >>> b.url_of("parts/p1"), b.path_of("parts/p1")
+    ('s3://bucket/pre/parts/p1', 'bucket/pre/parts/p1')
+    >>> S3Blob.from_url("s3://bucket/pre?colour=red")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown S3 URL option 'colour' in 's3://bucket/pre?colour=red' (known: endpoint_override, region, scheme, connect_timeout, request_timeout)
     """
 
     def __init__(self, filesystem: pafs.FileSystem, bucket: str, prefix: str = "") -> None:
