@@ -137,6 +137,14 @@ _NUMBER = re.compile(r"(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)")
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 
 
+def _escaped(text: str, k: int) -> bool:
+    # In E'...' strings a quote preceded by an odd number of backslashes is escaped.
+    n = 0
+    while k - 1 - n >= 0 and text[k - 1 - n] == "\\":
+        n += 1
+    return n % 2 == 1
+
+
 def tokenize(text: str) -> list[Token]:
     """Split SQL into tokens, skipping whitespace and comments.
 
@@ -163,11 +171,11 @@ def tokenize(text: str) -> list[Token]:
                 k = text.find("'", j)
                 if k < 0:
                     raise SQLError(f"unterminated string starting at offset {i}")
+                if c != "'" and _escaped(text, k):
+                    j = k + 1
+                    continue
                 if text.startswith("''", k):
                     j = k + 2
-                    continue
-                if c != "'" and k > 0 and text[k - 1] == "\\" and text[k - 2] != "\\":
-                    j = k + 1
                     continue
                 break
             out.append(Token("string", text[i : k + 1], i, k + 1))
@@ -718,6 +726,10 @@ def arrow_type(type_sql: str) -> pa.DataType:
     key = re.sub(r"\s*\(\s*\d+\s*(,\s*\d+\s*)?\)$", "", key)  # varchar(10), char(3)
     if key in _TYPES:
         return _TYPES[key]
+    if key in ("CHAR", "CHARACTER", "BPCHAR"):
+        raise UnsupportedSQL(
+            f"column type {type_sql} is not supported by colmz (blank-padded): use TEXT or VARCHAR"
+        )
     if key in ("NUMERIC", "DECIMAL"):
         raise UnsupportedSQL(
             f"column type {type_sql} is not supported by colmz (no decimal columns): use "
@@ -823,7 +835,9 @@ def _item_name(item: list[Token]) -> str:
         return _item_name(item[2:j])
     if len(item) >= 2 and item[0].text == "(" and item[-1].text == ")" and _depth_at(item, len(item) - 1) == 1:
         return _item_name(item[1:-1])
-    if all(t.kind in ("word", "qident") or t.text == "." for t in item) and item:
+    if len(item) % 2 == 1 and all(
+        (t.kind in ("word", "qident")) if j % 2 == 0 else t.text == "." for j, t in enumerate(item)
+    ):
         return item[-1].name
     if len(item) >= 3 and item[0].kind in ("word", "qident") and item[1].text == "(" and item[-1].text == ")":
         return item[0].name

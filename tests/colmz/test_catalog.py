@@ -1,0 +1,281 @@
+"""``colmz.Catalog``: upstream sqllogictest scenarios, DML, views, times, atomicity."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import colmz
+from colmz.continual import NegativeMultiplicity
+from colmz.sql import SQLError, UnsupportedSQL
+
+
+def q(cat, sql, as_of=None):
+    t = cat.sql(sql, as_of=as_of)
+    return sorted(tuple(r.values()) for r in t.to_pylist())
+
+
+@pytest.fixture
+def cat():
+    return colmz.Catalog()
+
+
+# ----------------------------------------------------------------------------- upstream slt
+
+
+def test_ct_upsert_slt(cat):
+    cat.execute("CREATE TABLE append_only (key INT, val INT)")
+    cat.execute("""CREATE CONTINUAL TASK upsert (key INT, val INT) ON INPUT append_only AS (
+        DELETE FROM upsert WHERE key IN (SELECT key FROM append_only);
+        INSERT INTO upsert SELECT key, max(val) FROM append_only GROUP BY key;
+    )""")
+    cat.execute("INSERT INTO append_only VALUES (1, 2), (1, 1)")
+    assert q(cat, "SELECT * FROM upsert") == [(1, 2)]
+    cat.execute("INSERT INTO append_only VALUES (1, 3), (2, 4)")
+    assert q(cat, "SELECT * FROM upsert") == [(1, 3), (2, 4)]
+    assert cat.now == 2
+    assert q(cat, "SELECT * FROM upsert", as_of=1) == [(1, 2)]
+
+
+def test_ct_audit_log_slt(cat):
+    cat.execute("CREATE TABLE mv_input (key INT)")
+    cat.execute("INSERT INTO mv_input VALUES (1)")
+    cat.execute("CREATE MATERIALIZED VIEW anomalies AS SELECT sum(key)::INT FROM mv_input")
+    assert q(cat, "SELECT * FROM anomalies") == [(1,)]
+    cat.execute("""CREATE CONTINUAL TASK audit_log (count INT) ON INPUT anomalies AS (
+        INSERT INTO audit_log SELECT * FROM anomalies WHERE sum > 1;
+    )""")
+    assert q(cat, "SELECT * FROM audit_log") == []
+    cat.execute("INSERT INTO mv_input VALUES (2), (3)")
+    assert q(cat, "SELECT * FROM anomalies") == [(6,)]
+    assert q(cat, "SELECT * FROM audit_log") == [(6,)]
+
+
+def test_audit_log_snapshot_variant(cat):
+    # The variant with no filter: the default SNAPSHOT writes the MV's contents at creation.
+    cat.execute("CREATE TABLE mv_input (key INT); INSERT INTO mv_input VALUES (1)")
+    cat.execute("CREATE MATERIALIZED VIEW anomalies AS SELECT sum(key)::INT FROM mv_input")
+    cat.execute("CREATE CONTINUAL TASK audit_log (count INT) ON INPUT anomalies AS "
+                "(INSERT INTO audit_log SELECT * FROM anomalies WHERE sum IS NOT NULL)")
+    cat.execute("INSERT INTO mv_input VALUES (2), (3)")
+    assert q(cat, "SELECT * FROM audit_log") == [(1,), (6,)]
+
+
+def test_ct_stream_table_join_slt(cat):
+    cat.execute("CREATE TABLE big (key INT); CREATE TABLE small (key INT, val STRING)")
+    cat.execute("INSERT INTO small VALUES (1, 'v0')")
+    cat.execute("""CREATE CONTINUAL TASK stj (key INT, val STRING) ON INPUT big AS (
+        INSERT INTO stj SELECT b.key, s.val FROM big b JOIN small s ON b.key = s.key;)""")
+    cat.execute("INSERT INTO big VALUES (1)")
+    assert q(cat, "SELECT * FROM stj") == [(1, "v0")]
+    cat.execute("UPDATE small SET val = 'v1'")
+    assert q(cat, "SELECT * FROM stj") == [(1, "v0")]  # references changing: no output
+    cat.execute("INSERT INTO big VALUES (1)")
+    assert q(cat, "SELECT * FROM stj") == [(1, "v0"), (1, "v1")]
+
+
+def test_ct_snapshot_slt_and_inferred_columns(cat):
+    cat.execute("CREATE TABLE input (key INT)")
+    cat.execute("INSERT INTO input VALUES (1)")
+    cat.execute("INSERT INTO input VALUES (2)")
+    cat.execute("CREATE CONTINUAL TASK ct ON INPUT input AS (INSERT INTO ct SELECT * FROM input;)")
+    cat.execute("INSERT INTO input VALUES (3)")
+    assert q(cat, "SELECT * FROM ct") == [(1,), (2,), (3,)]
+    assert cat.object("ct").schema == (colmz.ColumnSpec("key", pa.int32()),)
+
+
+def test_ct_errors_slt(cat):
+    cat.execute("CREATE TABLE foo (key INT)")
+    with pytest.raises(colmz.SchemaError, match="query columns did not match"):
+        cat.execute("CREATE CONTINUAL TASK nope (key STRING) ON INPUT foo AS (INSERT INTO nope SELECT * FROM foo;)")
+    assert "nope" not in cat
+
+
+def test_snapshot_false_and_option_positions(cat):
+    cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+    cat.execute("CREATE CONTINUAL TASK a WITH (SNAPSHOT = false) ON INPUT t AS (INSERT INTO a SELECT * FROM t)")
+    cat.execute("CREATE CONTINUAL TASK b ON INPUT t WITH (SNAPSHOT = false) AS (INSERT INTO b SELECT * FROM t)")
+    cat.execute("CREATE CONTINUAL TASK c WITH (SNAPSHOT) ON INPUT t AS (INSERT INTO c SELECT * FROM t)")
+    cat.execute("INSERT INTO t VALUES (2)")
+    assert q(cat, "SELECT * FROM a") == q(cat, "SELECT * FROM b") == [(2,)]
+    assert q(cat, "SELECT * FROM c") == [(1,), (2,)]
+
+
+def test_transform_and_retain_sugar(cat):
+    cat.execute("CREATE TABLE ev (id INT, ts UBIGINT)")
+    cat.execute("CREATE CONTINUAL TASK tr FROM TRANSFORM ev USING (SELECT id * 10 AS x FROM ev WHERE id > 1)")
+    cat.execute("CREATE CONTINUAL TASK keep FROM RETAIN ev WHILE (ts + 2 > mz_now())")
+    seen = []
+    for t in range(1, 7):
+        if t == 5:
+            continue
+        cat.execute(f"INSERT INTO ev VALUES ({t}, {t})", time=t)
+        seen.append((t, q(cat, "SELECT id FROM keep")))
+    # A row ages out only when the input next receives rows (RETAIN is evaluated at input times).
+    assert seen == [(1, [(1,)]), (2, [(1,), (2,)]), (3, [(2,), (3,)]), (4, [(3,), (4,)]), (6, [(6,)])]
+    assert q(cat, "SELECT * FROM tr") == [(20,), (30,), (40,), (60,)]
+    # Rows that fail the predicate on arrival are never inserted.
+    cat.execute("INSERT INTO ev VALUES (7, 0)")
+    assert q(cat, "SELECT id FROM keep") == [(6,)]
+
+
+def test_reference_to_another_task_at_the_same_time(cat):
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("CREATE CONTINUAL TASK first ON INPUT t AS (INSERT INTO first SELECT * FROM t)")
+    cat.execute("CREATE CONTINUAL TASK second (n BIGINT) ON INPUT t AS "
+                "(INSERT INTO second SELECT count(*) FROM first WHERE EXISTS (SELECT 1 FROM t))")
+    cat.execute("INSERT INTO t VALUES (1), (2)")
+    assert q(cat, "SELECT * FROM second") == [(2,)]
+
+
+def test_input_and_reference_changing_at_the_same_time(cat):
+    cat.execute("CREATE TABLE t (k INT); CREATE TABLE r (k INT, v TEXT)")
+    cat.execute("CREATE CONTINUAL TASK j ON INPUT t AS (INSERT INTO j SELECT t.k, r.v FROM t JOIN r USING (k))")
+    cat.execute("INSERT INTO r VALUES (1, 'x'); INSERT INTO t VALUES (1)")
+    assert q(cat, "SELECT * FROM j") == [(1, "x")]
+
+
+def test_two_deletes_of_one_row_raise_and_leave_the_catalog_unchanged(cat):
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("""CREATE CONTINUAL TASK ct (k INT) ON INPUT t AS (
+        INSERT INTO ct SELECT k FROM t WHERE k > 0;
+        DELETE FROM ct WHERE k IN (SELECT -k FROM t);
+        DELETE FROM ct WHERE k = 1 AND EXISTS (SELECT 1 FROM t WHERE k < 0))""")
+    cat.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(NegativeMultiplicity):
+        cat.execute("INSERT INTO t VALUES (-1)")
+    assert cat.now == 1
+    assert q(cat, "SELECT * FROM t") == [(1,)]
+    assert q(cat, "SELECT * FROM ct") == [(1,)]
+    cat.execute("INSERT INTO t VALUES (2)")  # still works afterwards
+    assert cat.now == 2 and q(cat, "SELECT * FROM ct") == [(1,), (2,)]
+
+
+# ----------------------------------------------------------------------------- DML and views
+
+
+def test_dml_and_materialized_view(cat):
+    cat.execute("CREATE TABLE t (k INT, v TEXT)")
+    cat.execute("CREATE MATERIALIZED VIEW counts AS SELECT v, count(*) AS n FROM t GROUP BY v")
+    cat.execute("INSERT INTO t VALUES (1, 'a'), (2, 'a'), (3, 'b')")
+    assert q(cat, "SELECT * FROM counts") == [("a", 2), ("b", 1)]
+    cat.execute("UPDATE t SET v = 'b' WHERE k = 1")
+    assert q(cat, "SELECT * FROM counts") == [("a", 1), ("b", 2)]
+    cat.execute("DELETE FROM t WHERE v = 'b'")
+    assert q(cat, "SELECT * FROM t") == [(2, "a")]
+    assert q(cat, "SELECT * FROM counts") == [("a", 1)]
+    assert q(cat, "SELECT * FROM counts", as_of=1) == [("a", 2), ("b", 1)]
+    cat.execute("INSERT INTO t (v) VALUES ('c')")
+    assert q(cat, "SELECT * FROM t WHERE v = 'c'") == [(None, "c")]
+    cat.execute("DELETE FROM t")
+    assert q(cat, "SELECT * FROM t") == [] and q(cat, "SELECT * FROM counts") == []
+    assert cat.read("counts", as_of=1).to_pylist() == [("a", 2, 1, 1), ("b", 1, 1, 1)]
+
+
+def test_script_is_one_transaction_at_one_time(cat):
+    cat.execute("CREATE TABLE t (k INT)")
+    out = cat.execute("INSERT INTO t VALUES (1); INSERT INTO t SELECT k + 10 FROM t; SELECT count(*) FROM t",
+                      time=7)
+    assert cat.now == 7 and out.to_pylist() == [{"count_star()": 2}]
+    assert [r[1] for r in cat.read("t").to_pylist()] == [7, 7]
+    with pytest.raises(ValueError, match="sealed"):
+        cat.execute("INSERT INTO t VALUES (3)", time=7)
+    with pytest.raises(ValueError, match="writes nothing"):
+        cat.execute("SELECT 1", time=9)
+    cat.execute("DELETE FROM t WHERE k > 100")  # a write that changes nothing still commits
+    assert cat.now == 8
+
+
+def test_failed_statement_changes_nothing(cat):
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(SQLError):
+        cat.execute("INSERT INTO t VALUES (2); INSERT INTO t SELECT nope FROM t")
+    with pytest.raises(colmz.SchemaError):
+        cat.execute("INSERT INTO t VALUES ('text')")
+    with pytest.raises(SQLError):
+        cat.execute("CREATE TABLE u (k INT); CREATE TABLE u (k INT)")
+    assert "u" not in cat and cat.now == 1 and q(cat, "SELECT * FROM t") == [(1,)]
+
+
+def test_append_change_log(cat):
+    cat.execute("CREATE TABLE t (k BIGINT, s TEXT)")
+    cat.execute("CREATE CONTINUAL TASK log ON INPUT t AS (INSERT INTO log SELECT * FROM t)")
+    u = colmz.Updates({"k": [1, 2, 2], "s": ["a", "b", "b"]}, time=[4, 4, 4], diff=[1, 1, 1])
+    cat.append("t", u)
+    cat.append("t", colmz.Updates({"k": [2], "s": ["b"]}, time=[0], diff=[-1]), time=6)
+    assert cat.now == 6
+    assert cat.read("t").to_pylist() == [(1, "a", 6, 1), (2, "b", 6, 1)]
+    assert q(cat, "SELECT * FROM log") == [(1, "a"), (2, "b"), (2, "b")]  # deletes dropped
+    with pytest.raises(NegativeMultiplicity):
+        cat.append("t", colmz.Updates({"k": [9], "s": ["z"]}, time=[7], diff=[-1]))
+    with pytest.raises(ValueError, match="span times"):
+        cat.append("t", colmz.Updates({"k": [1, 1], "s": ["a", "a"]}, time=[8, 9], diff=[1, 1]))
+    with pytest.raises(ValueError, match="written only by the catalog"):
+        cat.append("log", u, time=10)
+    with pytest.raises(ValueError, match="sealed"):
+        cat.append("t", u, time=6)
+    assert cat.now == 6
+
+
+def test_mz_now_in_a_view_and_queries(cat):
+    cat.execute("CREATE TABLE ev (id INT, until UBIGINT)")
+    cat.execute("CREATE MATERIALIZED VIEW live AS SELECT id FROM ev WHERE until > mz_now()")
+    cat.execute("INSERT INTO ev VALUES (1, 3), (2, 10)")
+    assert q(cat, "SELECT * FROM live") == [(1,), (2,)]
+    cat.execute("CREATE TABLE other (x INT)")
+    cat.execute("INSERT INTO other VALUES (0)", time=5)  # the view re-evaluates at every time
+    assert q(cat, "SELECT * FROM live") == [(2,)]
+    assert cat.sql("SELECT mz_now() AS now").to_pylist() == [{"now": 5}]
+
+
+def test_postgres_translations(cat):
+    cat.execute("CREATE TABLE j (doc JSONB, n INT)")
+    cat.execute("""INSERT INTO j VALUES ('{"a": "x", "b": 2}', 7)""")
+    got = cat.sql("SELECT doc ->> 'a' AS a, (doc ->> 'b')::INT8 + 1 AS b, n / 2 AS half, "
+                  "'n=' || n AS s, n::TEXT AS t FROM j").to_pylist()
+    assert got == [{"a": "x", "b": 3, "half": 3, "s": "n=7", "t": "7"}]
+
+
+def test_drop_and_dependencies(cat):
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("CREATE CONTINUAL TASK ct ON INPUT t AS (INSERT INTO ct SELECT * FROM t)")
+    cat.execute("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n FROM ct")
+    with pytest.raises(SQLError, match="depend"):
+        cat.execute("DROP TABLE t")
+    with pytest.raises(SQLError, match="is a continual task"):
+        cat.execute("DROP TABLE ct")
+    cat.execute("DROP MATERIALIZED VIEW mv; DROP CONTINUAL TASK ct; DROP TABLE t")
+    cat.execute("DROP TABLE IF EXISTS t")
+    assert cat.names == []
+    with pytest.raises(KeyError):
+        cat.execute("DROP TABLE t")
+
+
+def test_writes_to_derived_objects_and_unsupported_sql(cat):
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("CREATE CONTINUAL TASK ct ON INPUT t AS (INSERT INTO ct SELECT * FROM t)")
+    with pytest.raises(SQLError, match="continual task"):
+        cat.execute("INSERT INTO ct VALUES (1)")
+    for bad, what in [
+        ("CREATE VIEW v AS SELECT 1", "CREATE VIEW"),
+        ("CREATE INDEX i ON t (k)", "CREATE INDEX"),
+        ("SELECT * FROM t AS OF 3", "AS OF"),
+        ("SUBSCRIBE t", "SUBSCRIBE"),
+        ("CREATE TABLE d (x NUMERIC)", "NUMERIC"),
+        ("INSERT INTO t VALUES (1) RETURNING k", "RETURNING"),
+        ("CREATE CONTINUAL TASK x WITH (FOO = 1) ON INPUT t AS (INSERT INTO x SELECT * FROM t)", "FOO"),
+    ]:
+        with pytest.raises(UnsupportedSQL, match=what):
+            cat.execute(bad)
+    with pytest.raises(ValueError, match="not allowed to be its input"):
+        cat.execute("CREATE CONTINUAL TASK z ON INPUT z AS (INSERT INTO z SELECT 1)")
+    with pytest.raises(SQLError, match="one query"):
+        cat.sql("INSERT INTO t VALUES (1)")
+    with pytest.raises(ValueError, match="not yet complete"):
+        cat.sql("SELECT 1", as_of=cat.now + 1)
+
+
+def test_durable_path_is_not_available_yet(tmp_path):
+    with pytest.raises(ValueError, match="not available yet"):
+        colmz.Catalog(tmp_path)
