@@ -1,8 +1,9 @@
 """Real storage servers for tests: PostgreSQL (``initdb``/``pg_ctl``) and S3 (moto), on loopback.
 
-Each server starts once per test session, the first time a test asks for it, and stops at
-the end. Use the fixtures from any test directory by importing them into a conftest or a
-test module (``tests/`` is on ``sys.path``)::
+Each server starts once per test process, the first time a test asks for it, and stops when
+the process exits (so importing the fixtures into several conftests still starts one of
+each). Use the fixtures from any test directory by importing them into a conftest or a test
+module (``tests/`` is on ``sys.path``)::
 
     from storage_servers import location_factory, pg_url, s3_endpoint  # noqa: F401
 
@@ -25,6 +26,10 @@ Fixtures (all session-scoped)
     stores are isolated by a fresh schema each (``search_path`` in the URL), S3 stores by a
     fresh key prefix. A kind that needs a missing server skips the calling test.
 
+Without fixtures (a Hypothesis state machine, a script): :func:`make_location(kind, tmp_dir)
+<make_location>`, :func:`postgres_url`, :func:`moto_endpoint`, :func:`fresh_schema_url`,
+:func:`s3_url`.
+
 Design notes: the PostgreSQL server refuses to run as root, so as root its data directory is
 owned by the ``postgres`` user and the tools run through ``runuser -u postgres``. It runs with
 ``fsync=off`` (a test server: durability across power loss is not what is tested here, and
@@ -33,8 +38,8 @@ the machine is shared). Ports are picked free on 127.0.0.1; nothing listens else
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import itertools
 import os
 import pathlib
 import shutil
@@ -115,20 +120,40 @@ class PostgresServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def pg_url():
-    """URL of a session-wide PostgreSQL database (skips without initdb on PATH)."""
+# One server of each kind per process, however many conftests import the fixtures: started
+# on first use, stopped at exit.
+_SERVERS: dict[str, str] = {}
+_FAILED: dict[str, str] = {}
+
+
+def postgres_url() -> str:
+    """URL of this process's PostgreSQL test database, starting the server on first use.
+
+    Skips the calling test (``pytest.skip``) when initdb/pg_ctl or psycopg are missing.
+    """
+    if "pg" in _SERVERS:
+        return _SERVERS["pg"]
     if not pg_bin("initdb") or not pg_bin("pg_ctl"):
         pytest.skip("PostgreSQL tests need initdb and pg_ctl on PATH (apt-get install postgresql)")
     pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg (pip install 'colmz[postgres]')")
+    if "pg" in _FAILED:
+        pytest.fail(f"the PostgreSQL test server failed to start: {_FAILED['pg']}")
     server = PostgresServer()
     try:
         server.start()
-    except BaseException:
+    except BaseException as e:
         server.stop()
+        _FAILED["pg"] = str(e)
         raise
-    yield server.url()
-    server.stop()
+    atexit.register(server.stop)
+    _SERVERS["pg"] = server.url()
+    return _SERVERS["pg"]
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """URL of a session-wide PostgreSQL database (skips without initdb)."""
+    return postgres_url()
 
 
 def fresh_schema_url(pg_url: str) -> str:
@@ -141,17 +166,19 @@ def fresh_schema_url(pg_url: str) -> str:
     return f"{pg_url}?options=-csearch_path%3D{schema}"
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    """``http://127.0.0.1:PORT`` of a session-wide moto S3 server (skips without moto)."""
+def moto_endpoint() -> str:
+    """``http://127.0.0.1:PORT`` of this process's moto S3 server, started on first use
+    (with dummy AWS credentials put in the environment). Skips when moto is missing."""
+    if "s3" in _SERVERS:
+        return _SERVERS["s3"]
     server_mod = pytest.importorskip("moto.server", reason="S3 tests need moto[server] (the dev extra)")
     import logging
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
+    atexit.register(server.stop)
     host, port = server.get_host_and_port()
     deadline = time.monotonic() + 30
     while True:
@@ -162,13 +189,14 @@ def s3_endpoint():
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-    yield f"http://{host}:{port}"
-    server.stop()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    _SERVERS["s3"] = f"http://{host}:{port}"
+    return _SERVERS["s3"]
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> str:
+    """``http://127.0.0.1:PORT`` of a session-wide moto S3 server (skips without moto)."""
+    return moto_endpoint()
 
 
 def s3_url(endpoint: str, bucket: str = "colmz-test") -> str:
@@ -176,28 +204,25 @@ def s3_url(endpoint: str, bucket: str = "colmz-test") -> str:
     return f"s3://{bucket}/{uuid.uuid4().hex[:12]}?endpoint_override={endpoint}&region=us-east-1"
 
 
-@pytest.fixture(scope="session")
-def location_factory(request, tmp_path_factory):
-    """``make(kind) -> Location``: a fresh, empty store of one of :data:`BACKENDS`."""
-    counter = itertools.count()
-
-    def make(kind: str) -> Location:
-        n = next(counter)
-        if kind == "mem":
-            return open_location(f"mem://factory-{os.getpid()}-{n}-{uuid.uuid4().hex[:8]}")
-        if kind == "local":
-            return open_location(str(tmp_path_factory.mktemp("store") / "s"))
-        if kind == "local+postgres":
-            url = fresh_schema_url(request.getfixturevalue("pg_url"))
-            return open_location(str(tmp_path_factory.mktemp("store") / "s"), consensus=url)
-        if kind == "s3+postgres":
-            endpoint = request.getfixturevalue("s3_endpoint")
-            url = fresh_schema_url(request.getfixturevalue("pg_url"))
-            return open_location(s3_url(endpoint), consensus=url)
-        if kind == "s3+sqlite":
-            endpoint = request.getfixturevalue("s3_endpoint")
-            path = tmp_path_factory.mktemp("cons") / "c.sqlite"
-            return open_location(s3_url(endpoint), consensus=f"sqlite:///{path}")
+def make_location(kind: str, tmp_dir: str | os.PathLike) -> Location:
+    """A fresh, empty store of ``kind`` (one of :data:`BACKENDS`); local files go in a new
+    directory under ``tmp_dir``. Starts the servers a kind needs on first use."""
+    if kind not in BACKENDS:
         raise ValueError(f"unknown backend kind {kind!r}; one of {BACKENDS}")
+    if kind == "mem":
+        return open_location(f"mem://factory-{os.getpid()}-{uuid.uuid4().hex}")
+    local = pathlib.Path(tempfile.mkdtemp(prefix=f"{kind.replace('+', '-')}-", dir=tmp_dir))
+    if kind == "local":
+        return open_location(str(local / "s"))
+    if kind == "local+postgres":
+        return open_location(str(local / "s"), consensus=fresh_schema_url(postgres_url()))
+    if kind == "s3+postgres":
+        return open_location(s3_url(moto_endpoint()), consensus=fresh_schema_url(postgres_url()))
+    return open_location(s3_url(moto_endpoint()), consensus=f"sqlite:///{local}/c.sqlite")
 
-    return make
+
+@pytest.fixture(scope="session")
+def location_factory(tmp_path_factory):
+    """``make(kind) -> Location``: a fresh, empty store of one of :data:`BACKENDS`."""
+    root = tmp_path_factory.mktemp("stores")
+    return lambda kind: make_location(kind, root)
