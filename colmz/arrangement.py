@@ -43,6 +43,13 @@ whether or not the since has passed them (their times advance to the current sin
 is what any merge may do). Each update is then rewritten about ``log_fan_in(batches)``
 times instead of ``log2``; ``policy="levels"`` runs the upstream rule.
 
+Measured over 1,000 seals of 1,000 ``(int64, int64)`` updates with ``maintain()`` after each
+(in-memory store): fan-in 4 (the default) wrote 1.5x the updates' in-memory bytes to blob
+(each update's Parquet bytes written 4.3 times in all, the first write included) and held at
+most 14 trace batches, never more than ``2 log2(batches drained)``; fan-in 6 and 8 write less
+(1.2x, 1.1x) but exceed that bound early on (18 and 21 batches at most); the upstream level
+rule, with the since following the seal, wrote 2.75x (7.8 rewrites) with at most 9 batches.
+
 A drain whose interval holds exactly one unsealed batch, entirely inside it, hands that
 batch's parts to the trace instead of rewriting them (they are already sorted and
 consolidated), so a trickle of write-seal-maintain writes each update once before compaction.
@@ -277,7 +284,7 @@ class Arrangement:
     """
 
     def __init__(self, store: Blob, *, schema=None, part_rows: int = DEFAULT_PART_ROWS,
-                 part_bytes: int = DEFAULT_PART_BYTES, prefix: str = "parts/", fan_in: int = 8,
+                 part_bytes: int = DEFAULT_PART_BYTES, prefix: str = "parts/", fan_in: int = 4,
                  lease_seconds: float = 3600.0, compression: str = "snappy",
                  clock: Callable[[], float] = _time.time,
                  token: Callable[[], str] = lambda: uuid.uuid4().hex):
@@ -503,12 +510,19 @@ class Arrangement:
             raise SeqNoMismatch(f"batch seqnos {[start, end]} are an empty range")
         if not len(updates):
             raise EmptyBatch(f"cannot append an empty batch (seqnos {[start, end]})")
+        return self._append_normal(updates, consolidate(updates, order="data"), (start, end))
+
+    def _append_normal(self, updates: Updates, normal: Updates, seqnos) -> UnsealedBatchMeta:
+        # ``normal`` is ``updates`` consolidated in data order; checks are done
+        if seqnos is None:
+            upper = self.unsealed_seqno_upper()
+            seqnos = (upper, upper + 1)
+        start, end = seqnos
         t = updates.time
         lo, hi = int(t.min()), int(t.max())
         tu = self.trace_ts_upper()
         if tu is None or lo < tu:
             raise TimeBeforeTraceUpper(f"batch holds time {lo} before the trace upper {tu}")
-        normal = consolidate(updates, order="data")
         schema = self._schema if self._schema is not None else updates.schema
         writer = self._writer(schema, {"kind": "unsealed", "seqnos": [start, end]})
         try:
@@ -765,6 +779,9 @@ class Arrangement:
     def _read_all(self, as_of: int | None) -> Updates:
         schema = self._read_schema()
         tu = self.trace_ts_upper()
+        fast = self._read_one_run(schema, tu, as_of)
+        if fast is not None:
+            return fast
         # times at or before as_of (as_of + 1 cannot wrap: Python ints)
         upper = None if as_of is None or as_of == MAX_TIME else as_of + 1
         runs = [self._run_chunks(b.keys, schema, 0, upper) for b in self._trace]
@@ -776,6 +793,18 @@ class Arrangement:
         since = self._since if as_of is None else max(self._since, as_of)
         stream_merge(runs, since, out.append)
         return self._decode_many(out, schema)
+
+    def _read_one_run(self, schema, tu, as_of) -> Updates | None:
+        # The common shape after maintain(): one trace batch, nothing unsealed beyond it, times
+        # not before the since. Its parts read in order are the answer: no merge, no encoding.
+        if as_of is not None or len(self._trace) != 1 or (
+            tu is not None and self.unsealed_snapshot(tu, None).batches
+        ):
+            return None
+        parts = list(self._batch_parts(self._trace[0].keys, schema))
+        if any(len(u) and int(u.time.min()) < self._since for u in parts):
+            return None
+        return self._concat([u for u in parts if len(u)], schema)
 
     # ================================================================== helpers
 
@@ -1007,9 +1036,10 @@ class Arrangement:
         lo = int(t.min())
         if self._seal is None or lo < self._seal:
             raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {self._seal}")
-        if not len(consolidate(updates)):
+        normal = consolidate(updates, order="data")
+        if not len(normal):
             return
-        self._durably(lambda: self.unsealed_append(updates))
+        self._durably(lambda: self._append_normal(updates, normal, None))
 
     def seal(self, upper: Frontier) -> None:
         """Close the times before ``upper`` durably (a metadata commit; no part is written).

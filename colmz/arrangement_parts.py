@@ -176,8 +176,16 @@ class PartWriter:
                 break
 
     def add_updates(self, u: Updates) -> None:
-        """Add an already sorted, consolidated batch."""
-        self.add(u.encode())
+        """Add an already sorted, consolidated batch (cut by row slices, never re-encoded)."""
+        while self._pending_rows:
+            self._flush(final=True)
+        n = len(u)
+        if not n:
+            return
+        per_row = max(u.nbytes / n, 1e-9)
+        step = max(1, min(self.part_rows, int(self.part_bytes / per_row)))
+        for start in range(0, n, step):
+            self._write_updates(u.slice(start, min(n, start + step)))
 
     def finish(self) -> list[str]:
         while self._pending_rows:
@@ -210,7 +218,9 @@ class PartWriter:
         return True
 
     def _write(self, enc: Encoded) -> None:
-        u = Updates.decode(enc, self.schema)
+        self._write_updates(Updates.decode(enc, self.schema))
+
+    def _write_updates(self, u: Updates) -> None:
         table = u.to_arrow()
         info = dict(self.info, index=len(self.keys))
         table = table.replace_schema_metadata({PART_METADATA_KEY: json.dumps(info).encode()})
@@ -342,6 +352,10 @@ def stream_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
 def _emit_merged(taken: list[Encoded], since, layout, emit) -> None:
     runs = [(e.keys, e.time, e.diff) for e in taken if len(e)]
     if not runs:
+        return
+    if len(runs) == 1 and (since is None or int(runs[0][1].min()) >= since):
+        # one sorted, consolidated run with nothing to advance: already the result
+        emit(Encoded(*runs[0], layout))
         return
     keys, time, diff = merge_runs(runs, "data", since)
     if len(time):
