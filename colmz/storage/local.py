@@ -117,7 +117,13 @@ class LocalBlob:
     def set(self, key: str, value: bytes | memoryview) -> None:
         path = self.path_of(key)
         if path.is_dir():
-            raise ValueError(f"storage key {key!r} names a directory of other keys in {self.root}")
+            # A directory left empty by deletes is no key's; one holding keys is a conflict.
+            try:
+                path.rmdir()
+            except OSError:
+                raise ValueError(
+                    f"storage key {key!r} names a directory of other keys in {self.root}"
+                ) from None
         tmp = path.with_name(f"{path.name}{TEMP_MARKER}{uuid.uuid4().hex}")
         try:
             self._make_parents(path)

@@ -80,3 +80,6 @@ def test_directory_key_conflict(tmp_path):
     with pytest.raises(ValueError, match="names a directory"):
         b.set("a", b"2")
     assert b.get("a/b") == b"1"
+    b.delete("a/b")  # leaves the directory "a" empty: it no longer blocks the key "a"
+    b.set("a", b"2")
+    assert b.get("a") == b"2" and b.list_keys() == ["a"]
