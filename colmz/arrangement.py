@@ -314,8 +314,10 @@ class Arrangement:
         self._seqno: int | None = None
         self._url: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
+        self._cas_started = False
         self.stats = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
-                      "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0}
+                      "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0,
+                      "merge_peak_rows": 0}
 
     # ================================================================== metadata
 
@@ -641,7 +643,7 @@ class Arrangement:
         writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
         runs = [self._run_chunks(b.keys, schema, desc.lower, desc.upper) for b in snap.batches]
         try:
-            read = stream_merge(runs, None, writer.add)
+            read = stream_merge(runs, None, writer.add, self.stats)
             writer.finish()
         except BaseException:
             writer.abort()
@@ -720,7 +722,7 @@ class Arrangement:
         writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
         runs = [self._run_chunks(b.keys, schema, 0, None) for b in batches]
         try:
-            read = stream_merge(runs, since, writer.add)
+            read = stream_merge(runs, since, writer.add, self.stats)
             writer.finish()
         except BaseException:
             writer.abort()
@@ -985,6 +987,7 @@ class Arrangement:
                     f"part {k!r} was written {(now_ms - ms) / 1000:.1f} s ago, more than half the "
                     f"gc lease of {self.lease_seconds} s: gc may collect it, so it cannot be committed"
                 )
+        self._cas_started = True
         self._seqno = self._log.commit(self._seqno, self._state_doc())
         self._committed_keys = self.referenced_keys()
         self.stats["commits"] += 1
@@ -993,6 +996,7 @@ class Arrangement:
         """Run ``fn`` (a core change), then commit; on failure restore and clean up."""
         saved = self._save()
         before = self.referenced_keys()
+        self._cas_started = False
         try:
             out = fn()
             if self._log is not None:
@@ -1000,10 +1004,10 @@ class Arrangement:
         except BaseException as e:
             new = self.referenced_keys() - before - self._committed_keys
             self._restore(saved)
-            # A commit that may have landed (an unresolved indeterminate error) may reference
-            # the new parts: leave them to gc, which respects the lease.
-            if isinstance(e, (ArrangementError, CommitConflict, Determinate, TypeError, ValueError)) \
-                    or self._log is None:
+            # Parts of a commit that may have landed (the compare-and-set was sent and its
+            # outcome is unknown) are left to gc, which respects the lease; otherwise the
+            # call certainly committed nothing and its parts go now.
+            if not self._cas_started or isinstance(e, (CommitConflict, Determinate)):
                 for k in new:
                     with contextlib.suppress(Exception):  # best effort; gc collects the rest
                         self._store.delete(k)
@@ -1060,18 +1064,48 @@ class Arrangement:
             return
         self._durably(lambda: self.allow_compaction(since))
 
-    def maintain(self, fuel: int | None = None, *, policy: str = "geometric") -> dict:
+    def maintain(self, fuel: int | None = None, *, policy: str = "geometric",
+                 conflict_retries: int = 3) -> dict:
         """Drain, evict, trim and compact in steps, each its own commit, until nothing is
         left to do or ``fuel`` updates (read by the steps) are spent.
 
         ``policy`` chooses the compaction: ``"geometric"`` (default, fan-in ``fan_in``) or
-        ``"levels"`` (upstream's pairwise rule). Returns counts of what was done.
+        ``"levels"`` (upstream's pairwise rule). A step that loses its compare-and-set to
+        another writer reloads the state and continues (up to ``conflict_retries`` times,
+        then ``CommitConflict``). Returns counts of what was done.
+
+        Examples
+        --------
+        >>> import colmz
+        >>> a = colmz.Arrangement.open("mem://maintain-doc")
+        >>> for t in range(4):
+        ...     a.write(colmz.Updates({"k": [t]}, time=[t], diff=[1])); a.seal(t + 1)
+        >>> r = a.maintain()
+        >>> r["drains"], r["compactions"], [b.level for b in a.trace_batches]
+        (1, 0, [0])
         """
         if policy not in _POLICIES:
             raise ValueError(f"policy must be one of {_POLICIES}, got {policy!r}")
         if fuel is not None and (isinstance(fuel, bool) or not isinstance(fuel, int) or fuel < 0):
             raise ValueError(f"fuel must be a non-negative int or None, got {fuel!r}")
-        report = {"drains": 0, "trims": 0, "evictions": 0, "compactions": 0, "rows": 0}
+        if isinstance(conflict_retries, bool) or not isinstance(conflict_retries, int) or conflict_retries < 0:
+            raise ValueError(f"conflict_retries must be a non-negative int, got {conflict_retries!r}")
+        report = {"drains": 0, "trims": 0, "evictions": 0, "compactions": 0, "rows": 0,
+                  "conflicts": 0}
+        for attempt in range(conflict_retries + 1):
+            try:
+                self._maintain(fuel, policy, report)
+                return report
+            except CommitConflict:
+                # Another writer committed: this step's parts are gone, nothing of it is
+                # visible. Reload the state and go on from there.
+                if attempt == conflict_retries:
+                    raise
+                report["conflicts"] += 1
+                self.refresh()
+        return report
+
+    def _maintain(self, fuel, policy, report) -> None:
 
         def spent() -> bool:
             return fuel is not None and report["rows"] >= fuel
@@ -1109,7 +1143,6 @@ class Arrangement:
             self._durably(lambda req=req: self.compact(req))
             report["compactions"] += 1
             report["rows"] += sum(b.len or 0 for b in req.batches)
-        return report
 
     def read(self, as_of: int | None = None) -> Updates:
         """The contents: with ``as_of=None`` everything written (times advanced to the

@@ -295,9 +295,12 @@ class _Input:
 
 
 def stream_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
-                 emit: Callable[[Encoded], None]) -> list[int]:
+                 emit: Callable[[Encoded], None], stats: dict | None = None) -> list[int]:
     """Merge sorted, consolidated runs (each an iterator of ``(data, time)``-sorted chunks)
     into ``emit``, advancing times to ``since``; return the rows read from each run.
+
+    ``stats["merge_peak_rows"]`` is raised to the most input rows held at once (a work
+    counter: about one part per input, whatever the runs' lengths).
 
     The chunks handed to ``emit`` are consolidated, in order, and no two of them hold the
     same data row, so together they are one sorted, consolidated run.
@@ -322,6 +325,9 @@ def stream_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
         live = [i for i in inputs if not i.empty()]
         if not live:
             break
+        if stats is not None:
+            held = sum(len(i.enc) for i in live)
+            stats["merge_peak_rows"] = max(stats.get("merge_peak_rows", 0), held)
         open_ = [i for i in live if not i.done]
         if not open_:
             # Every remaining row is loaded: merge it all.

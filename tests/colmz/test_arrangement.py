@@ -583,3 +583,15 @@ def test_repr_and_html():
     r = repr(a)
     assert "seal=0" in r and "1 unsealed" in r and "k: string" in r
     assert "<table>" in a._repr_html_()
+
+
+def test_compaction_holds_about_one_part_per_input():
+    # a work counter, not a timing: the merge holds a few parts, not the batches
+    a = new(part_rows=10)
+    b0 = _write_batch(a, [[((f"k{i:04d}", "v"), 0, 1) for i in range(0, 400, 2)]], desc(0, 1, 0))
+    b1 = _write_batch(a, [[((f"k{i:04d}", "v"), 1, 1) for i in range(1, 400, 2)]], desc(1, 2, 0))
+    assert len(b0.keys) == len(b1.keys) == 20
+    a.stats["merge_peak_rows"] = 0
+    m = a.compact_trace(CompactTraceReq((b0, b1), 2)).merged
+    assert m.len == 400 and len(m.keys) == 40
+    assert 0 < a.stats["merge_peak_rows"] <= 4 * 10

@@ -434,3 +434,17 @@ def test_duckdb_reads_parts_without_colmz(tmp_path):
     """
     got = Counter({(k, n, t): d for k, n, t, d in duckdb.sql(sql).fetchall()})
     assert got == Counter({(k, n, t): d for k, n, t, d in a.read().to_pylist()})
+
+
+def test_maintain_reloads_after_losing_to_another_writer(url):
+    a = Arrangement.open(url, SCHEMA)
+    a.write(ups([("a", 1, 0, 1)]))
+    a.seal(1)
+    stale = Arrangement.open(url)
+    a.write(ups([("b", 1, 2, 1)]))
+    r = stale.maintain()  # its drain loses the compare-and-set, then it reloads and drains
+    assert r["conflicts"] == 1 and r["drains"] == 1
+    assert stale.read().to_pylist() == [("a", 1, 0, 1), ("b", 1, 2, 1)]
+    a.refresh()
+    assert a.meta() == stale.meta()
+    assert set(a.store.list_keys(a.prefix)) == a.referenced_keys()
