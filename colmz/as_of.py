@@ -108,6 +108,7 @@ __all__ = [
     "UNSET",
     "Applied",
     "AsOfBounds",
+    "AsOfOrigin",
     "AsOfSelection",
     "AsOfSelectionError",
     "Bound",
@@ -621,6 +622,42 @@ class _Snapshot(NamedTuple):
     failed: dict[int, ConstraintKind]  # node -> kind of the failure in this step
 
 
+# Cause codes (``AsOfOrigin.cause``) that move the upper bound.
+_UPPER_CAUSES = frozenset(
+    {"storage_export", "warmup", "read_policy", "current_time", "downstream_upper",
+     "upstream_upper"}
+)
+
+
+class AsOfOrigin(NamedTuple):
+    """What set an export's as-of: the constraint behind its final ``upper`` bound.
+
+    ``cause`` is a code naming the kind of constraint -- ``"preset"``, ``"storage_input"``,
+    ``"upstream_lower"``, ``"downstream_upper"``, ``"storage_export"``, ``"warmup"``,
+    ``"read_policy"``, ``"current_time"`` (and ``"upstream_upper"``/``"downstream_lower"`` of
+    the mixed propagations), ``"pruned_sealed"``, ``"pruned_dropped"``, ``"pruned_upstream"``
+    -- or ``None`` when nothing constrained the bound (it stayed at ``None``, the top).
+    ``source`` is the collection the constraint came from (a storage input, the upstream or
+    downstream export it propagated from, or the export itself; a dataflow with several
+    exports is named by its smallest active export id), ``None`` for constraints of no
+    collection (warmup, current time). When an upper constraint *failed* (``failure`` is
+    ``"hard"``/``"soft"``), the bounds collapsed onto the lower bound, so the as-of is the
+    lower bound and ``cause``/``source`` are the constraint that set the lower bound;
+    ``failed_reason`` says which constraint failed.
+    """
+
+    collection: CollectionId
+    as_of: Frontier
+    lower: Frontier
+    upper: Frontier
+    step: str | None
+    cause: str | None
+    source: CollectionId | None
+    reason: str | None
+    failure: str | None = None
+    failed_reason: str | None = None
+
+
 class AsOfSelection:
     """Result of :func:`select_as_ofs`.
 
@@ -685,6 +722,44 @@ class AsOfSelection:
         ['index_current_time', 10, 15, 'index current time 15']
         """
         return self._engine.explain(collection)
+
+    @property
+    def dataflows(self) -> tuple[Dataflow, ...]:
+        """The dataflows the selection was made for, in input order (the dependency graph)."""
+        return tuple(self._engine.flows)
+
+    @property
+    def storage(self) -> dict[CollectionId, StorageFrontiers]:
+        """``(read, write)`` frontiers of the storage collections involved (inputs and storage
+        exports), as validated."""
+        return {k: StorageFrontiers(*v) for k, v in self._engine.frontiers.items()}
+
+    def origins(self) -> dict[CollectionId, AsOfOrigin]:
+        """Per export, the constraint that set its as-of (:class:`AsOfOrigin`).
+
+        Read from the same per-step history as :meth:`explain`: the last step that moved the
+        upper bound names its constraint (bounds only narrow, so the last move is the one that
+        holds); a failed upper constraint hands over to the origin of the lower bound.
+
+        >>> from colmz.as_of import Dataflow, Export, select_as_ofs
+        >>> r = select_as_ofs([Dataflow(Export.index("u1"), ["s1"])], {"s1": (10, 20)}, 30)
+        >>> o = r.origins()["u1"]
+        >>> o.as_of, o.step, o.cause, o.source
+        (19, 'warmup', 'warmup', None)
+        """
+        return self._engine.origins()
+
+    def plot(self, ax=None):
+        """The dependency graph with each export's as-of, bounds and origin
+        (:func:`colmz.plot.as_of`; needs the ``plot`` extra)."""
+        from colmz.plot import as_of
+
+        return as_of(self, ax=ax)
+
+    def _repr_html_(self) -> str:
+        from colmz.display import as_of_html
+
+        return as_of_html(self)
 
     def __repr__(self) -> str:
         hard = len(self.hard_failures)
@@ -1203,6 +1278,66 @@ class _Selector:
             as_ofs, per_flow, tuple(self.failures), pruned, self.current_time, self.read_only,
             self,
         )
+
+    def origins(self) -> dict[CollectionId, AsOfOrigin]:
+        out: dict[CollectionId, AsOfOrigin] = {}
+        per_node: dict[int, tuple] = {}
+        for k, (e, n) in enumerate(self.exports):
+            if n not in per_node:
+                per_node[n] = self._node_origin(n)
+            upper_origin, failure, pruned = per_node[n]
+            last = self.history[-1]
+            if not self.export_active[k]:
+                if e.kind.is_storage and self.frontiers[e.id][1] is None:
+                    # a sealed sink prunes that export only, not its whole dataflow
+                    step, code, ref = "prune_sealed_sinks", "pruned_sealed", e.id
+                else:
+                    step, code, ref = pruned or (None, None, None)
+                reason = None if code is None else self.reason(code, ref, 0, None)
+                source = self.label(ref) if code in _NODE_REFS else ref
+                out[e.id] = AsOfOrigin(e.id, None, _dec(last.lower[n]), _dec(last.upper[n]),
+                                       step, code, source, reason)
+                continue
+            step, code, ref, f, extra = upper_origin or (None, None, None, None, None)
+            reason = None if code is None else self.reason(code, ref, f, extra)
+            source = self.label(ref) if code in _NODE_REFS else ref
+            fkind, freason = failure or (None, None)
+            out[e.id] = AsOfOrigin(
+                e.id, _dec(last.upper[n]), _dec(last.lower[n]), _dec(last.upper[n]), step, code,
+                source, reason, fkind, freason,
+            )
+        return out
+
+    def _node_origin(self, n: int) -> tuple:
+        """Walk the history of node ``n``: the origin of its final upper bound, the failure
+        that collapsed it (if any), and the step that pruned the whole dataflow (if any)."""
+        lower_o = upper_o = None
+        failure = None
+        pruned = None
+        prev = None
+        for snap in self.history:
+            cause = snap.causes.get(n)
+            if cause is not None:
+                code, ref, f, extra = cause
+                here = (snap.step, code, ref, f, extra)
+                if code.startswith("pruned_"):
+                    if code != "pruned_sealed":
+                        pruned = (snap.step, code, ref)
+                elif code == "preset":
+                    lower_o = upper_o = here
+                elif n in snap.failed:
+                    kind = snap.failed[n].value
+                    if code in _UPPER_CAUSES:  # upper collapsed onto lower
+                        upper_o = lower_o
+                        failure = (kind, self.reason(code, ref, f, extra))
+                    else:  # lower collapsed onto upper: the upper (and the as-of) stay
+                        lower_o = upper_o
+                elif prev is not None and snap.upper[n] != prev.upper[n]:
+                    upper_o = here
+                elif prev is not None and snap.lower[n] != prev.lower[n]:
+                    lower_o = here
+            prev = snap
+        return upper_o, failure, pruned
 
     def explain(self, collection: CollectionId | None = None) -> pd.DataFrame:
         import pandas as pd
