@@ -876,10 +876,10 @@ class Arrangement:
 
         Parameters
         ----------
-        url : str or path
+        url : str, path or ``colmz.storage.url.Location``
             A directory (parts in ``DIR/blob``, metadata in ``DIR/consensus.sqlite``),
             ``mem://name``, or ``s3://bucket/prefix`` with ``consensus``
-            (see ``colmz.storage.url.open_location``).
+            (see ``colmz.storage.url.open_location``), or a store already opened.
         schema : optional
             The data columns. A new arrangement pins it (or the first write's columns when
             None); an existing one must have the same, else :class:`SchemaMismatch`.
@@ -902,10 +902,15 @@ class Arrangement:
         [(1, 0, 1), (2, 0, 1)]
         """
         from colmz.storage.state import StateLog
-        from colmz.storage.url import open_location
+        from colmz.storage.url import Location, open_location
 
         schema = normalize_schema(schema)
-        loc = open_location(url, consensus=consensus, create=create)
+        if isinstance(url, Location):
+            if consensus is not None:
+                raise ValueError("give consensus=... with a URL, not with an opened Location")
+            loc = url
+        else:
+            loc = open_location(url, consensus=consensus, create=create)
         kwargs.setdefault("prefix", f"{name}/parts/")
         log = StateLog(loc.consensus, name, rollup_every=rollup_every)
         seqno, state = log.load()

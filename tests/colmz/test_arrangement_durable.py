@@ -33,12 +33,17 @@ SCHEMA = pa.schema([("k", pa.string()), ("n", pa.int64())])
 _ids = itertools.count()
 
 
-@pytest.fixture(params=["mem", "local"])
+@pytest.fixture(params=["mem", "local", "s3+postgres"])
 def url(request, tmp_path):
-    """A fresh store URL per backend (add PostgreSQL/S3 here when their fixtures exist)."""
+    """A fresh store per backend: a URL, or an opened Location for the server-backed kinds
+    (which skip when their server is missing)."""
     if request.param == "mem":
         return f"mem://durable-{os.getpid()}-{next(_ids)}"
-    return str(tmp_path / "store")
+    if request.param == "local":
+        return str(tmp_path / "store")
+    from storage_servers import make_location
+
+    return make_location(request.param, tmp_path)
 
 
 def ups(rows):
@@ -172,7 +177,7 @@ def test_parts_listing_and_repr(url):
     kinds = [p.kind for p in a.parts()]
     assert kinds == ["trace", "unsealed"]
     assert a.parts()[1].min_time == 1
-    assert repr(a).startswith(f"Arrangement({str(url)!r}, seal=1")
+    assert repr(a).startswith(f"Arrangement({getattr(url, 'url', str(url))!r}, seal=1")
 
 
 # ---------------------------------------------------------------- commits and conflicts

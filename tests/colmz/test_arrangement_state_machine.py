@@ -36,16 +36,22 @@ MAX = 2**64 - 1
 _counter = itertools.count()
 
 
-def _mem_url() -> str:
-    return f"mem://sm-{os.getpid()}-{next(_counter)}"
+def _store(kind: str):
+    from storage_servers import make_location
+
+    return lambda: make_location(kind, _TMP)
 
 
-def _local_url() -> str:
-    return tempfile.mkdtemp(prefix="colmz-arr-sm-") + "/store"
+_TMP = tempfile.mkdtemp(prefix="colmz-arr-sm-")
 
-
-#: backend name -> a function returning a fresh store URL (None: an in-memory core on MemBlob)
-BACKENDS = {"core": None, "mem": _mem_url, "local": _local_url}
+#: backend name -> a function returning a fresh store (a URL or an opened Location; None: an
+#: in-memory core on MemBlob). Kinds needing a server skip when it is missing.
+BACKENDS = {
+    "core": None,
+    "mem": lambda: f"mem://sm-{os.getpid()}-{next(_counter)}",
+    "local": lambda: _TMP + f"/store-{next(_counter)}",
+    "s3+postgres": _store("s3+postgres"),
+}
 
 row_st = st.tuples(st.sampled_from(KEYS), st.sampled_from(NS))
 diff_st = st.sampled_from([1, 1, 2, -1, -3])
@@ -236,10 +242,11 @@ def _machine(backend: str):
     return type(f"ArrangementMachine_{backend}", (ArrangementMachine,), {"backend": backend})
 
 
-_SETTINGS = settings(max_examples=20, stateful_step_count=25)
 TestCoreMachine = _machine("core").TestCase
-TestCoreMachine.settings = _SETTINGS
+TestCoreMachine.settings = settings(max_examples=20, stateful_step_count=25)
 TestMemMachine = _machine("mem").TestCase
 TestMemMachine.settings = settings(max_examples=12, stateful_step_count=20)
 TestLocalMachine = _machine("local").TestCase
 TestLocalMachine.settings = settings(max_examples=8, stateful_step_count=20)
+TestS3PostgresMachine = _machine("s3+postgres").TestCase
+TestS3PostgresMachine.settings = settings(max_examples=3, stateful_step_count=15)
