@@ -117,9 +117,11 @@ class LocalBlob:
     def set(self, key: str, value: bytes | memoryview) -> None:
         path = self.path_of(key)
         if path.is_dir():
-            # A directory left empty by deletes is no key's; one holding keys is a conflict.
+            # A directory tree left empty by deletes is no key's; one holding keys is a
+            # conflict.
             try:
-                path.rmdir()
+                for dirpath, _dirs, _files in os.walk(path, topdown=False):
+                    os.rmdir(dirpath)
             except OSError:
                 raise ValueError(
                     f"storage key {key!r} names a directory of other keys in {self.root}"

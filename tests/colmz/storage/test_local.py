@@ -80,6 +80,8 @@ def test_directory_key_conflict(tmp_path):
     with pytest.raises(ValueError, match="names a directory"):
         b.set("a", b"2")
     assert b.get("a/b") == b"1"
-    b.delete("a/b")  # leaves the directory "a" empty: it no longer blocks the key "a"
+    b.set("a/c/d", b"3")
+    b.delete("a/b")
+    b.delete("a/c/d")  # leaves the directories a/ and a/c/ empty: they no longer block "a"
     b.set("a", b"2")
     assert b.get("a") == b"2" and b.list_keys() == ["a"]
