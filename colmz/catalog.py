@@ -23,17 +23,27 @@ Every query runs in DuckDB over Arrow tables registered for the duration of the 
 collection the query names is read as of the evaluation time and expanded to rows. SQL is
 parsed and translated by :mod:`colmz.sql`.
 
-Storage is behind the collection interface of :mod:`colmz.continual`
-(:class:`colmz.continual.MemoryCollection` for ``path=None``). Durable catalogs
-(``path=...``), whose collections would be ``colmz.Arrangement`` s, are not available yet:
-``path`` raises ``ValueError``.
+Storage is behind the collection interface of :mod:`colmz.continual`. Every object works
+on a :class:`colmz.continual.MemoryCollection`, so a failed commit can be undone. With
+``path=DIR`` the catalog is durable: every object also has a ``colmz.Arrangement`` in
+``DIR`` (:class:`ArrangementCollection`, one atomic append-and-seal commit per object per
+time) and ``DIR/catalog.json`` records the definitions. A successful commit is persisted
+object by object in creation order before ``execute`` returns. Reopening loads each
+object's contents as of the oldest upper (plus the few changes after it) -- not its history
+-- and resumes: tables written past a task's output are processed by the task from the
+output's upper on (no snapshot replayed), views are recomputed. Reads before the reopen time
+are no longer possible (the in-memory history starts there). A transaction that wrote several
+tables is persisted one table after the other: a crash in between keeps the first ones.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -44,11 +54,12 @@ from colmz.continual import (
     Insert,
     MemoryCollection,
     NegativeMultiplicity,
+    UpperMismatch,
     conform,
     expand,
     rows_to_updates,
 )
-from colmz.frontier import MAX_TIME, check_time
+from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.sql import (
@@ -71,7 +82,7 @@ from colmz.sql import (
 )
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["Catalog", "CatalogObject"]
+__all__ = ["ArrangementCollection", "Catalog", "CatalogObject"]
 
 
 @dataclass
@@ -114,15 +125,21 @@ class Catalog:
     """
 
     def __init__(self, path: str | os.PathLike | None = None):
-        if path is not None:
-            raise ValueError(
-                f"path={os.fspath(path)!r}: durable catalogs (collections kept as colmz.Arrangement) "
-                "are not available yet; use Catalog() (path=None) to keep everything in memory"
-            )
         self._objects: dict[str, CatalogObject] = {}
         self._order: list[str] = []
         self._now = 0
         self._con = connect()
+        self._path = None
+        self._defs: list[dict] = []
+        self._durable: dict[str, ArrangementCollection] = {}
+        if path is not None:
+            if not isinstance(path, (str, os.PathLike)):
+                raise TypeError(f"path must be a directory path, got {type(path).__name__}")
+            self._path = os.fspath(path)
+            if "://" in self._path:
+                raise ValueError(f"path={self._path!r}: durable catalogs take a local directory")
+            os.makedirs(self._path, exist_ok=True)
+            self._reopen()
 
     # ------------------------------------------------------------------ accessors
 
@@ -289,6 +306,7 @@ class Catalog:
         except BaseException:
             self._restore(saved)
             raise
+        self._persist()
         return result
 
     def _wrote(self, before, commit_at: int) -> bool:
@@ -338,6 +356,7 @@ class Catalog:
         except BaseException:
             self._restore(saved)
             raise
+        self._persist()
 
     # ------------------------------------------------------------------ writes
 
@@ -477,7 +496,7 @@ class Catalog:
                 raise SQLError(f"CREATE TABLE {s.name}: duplicate column names")
             coll = self._new_collection(schema)
             coll.compare_and_append(Updates.empty(coll.schema), now, now + 1)
-            self._add(CatalogObject(s.name, "table", coll))
+            self._add(CatalogObject(s.name, "table", coll), s)
         elif isinstance(s, CreateMaterializedView):
             self._new_name(s.name)
             translated = translate(s.query)
@@ -497,7 +516,7 @@ class Catalog:
             new = consolidate(rows_to_updates(conform(rows, coll.schema, f"MATERIALIZED VIEW {s.name}"), now, 1))
             coll.compare_and_append(new, now, now + 1)
             self._add(CatalogObject(s.name, "materialized view", coll, deps, translated,
-                                    uses_now=MZ_NOW in translated, contents=new))
+                                    uses_now=MZ_NOW in translated, contents=new), s)
         elif isinstance(s, ContinualTaskStatement):
             self._create_task(s)
         elif isinstance(s, Drop):
@@ -531,7 +550,8 @@ class Catalog:
         # The output exists from the task's initial as-of on (it holds nothing before).
         task.output.advance_since(as_of)
         task.run()
-        self._add(CatalogObject(s.name, "continual task", task.output, {s.input, *refs}, task=task))
+        s.as_of = as_of
+        self._add(CatalogObject(s.name, "continual task", task.output, {s.input, *refs}, task=task), s)
 
     def _drop(self, s: Drop) -> None:
         for name in s.names:
@@ -547,10 +567,21 @@ class Catalog:
                 raise SQLError(f"cannot drop {name!r}: {', '.join(users)} depend(s) on it")
             del self._objects[name]
             self._order.remove(name)
+            self._defs = [d for d in self._defs if d["name"] != name]
 
-    def _add(self, obj: CatalogObject) -> None:
+    def _add(self, obj: CatalogObject, stmt) -> None:
         self._objects[obj.name] = obj
         self._order.append(obj.name)
+        kind = {CreateTable: "table", CreateMaterializedView: "materialized view",
+                ContinualTaskStatement: "continual task"}[type(stmt)]
+        body = asdict(stmt)
+        if kind == "continual task":
+            body["body"] = [
+                {"insert": b.query} if isinstance(b, InsertStatement) else {"delete": b.where}
+                for b in stmt.body
+            ]
+        self._defs.append({"name": obj.name, "kind": kind, "since": obj.collection.since,
+                           "key": _storage_key(obj.name), "stmt": body})
 
     # ------------------------------------------------------------------ transactions
 
@@ -558,16 +589,226 @@ class Catalog:
         objs = {}
         for name, o in self._objects.items():
             objs[name] = (o, o.collection.checkpoint(), o.task.checkpoint() if o.task else None, o.contents)
-        return (dict(self._objects), list(self._order), self._now, objs)
+        return (dict(self._objects), list(self._order), self._now, objs, list(self._defs))
 
     def _restore(self, saved) -> None:
-        objects, order, now, objs = saved
-        self._objects, self._order, self._now = dict(objects), list(order), now
+        objects, order, now, objs, defs = saved
+        self._objects, self._order, self._now, self._defs = dict(objects), list(order), now, defs
         for o, cp, tcp, contents in objs.values():
             o.collection.restore(cp)
             if tcp is not None:
                 o.task.restore(tcp)
             o.contents = contents
+
+    # ------------------------------------------------------------------ durability
+
+    @property
+    def path(self) -> str | None:
+        """The catalog's directory, or ``None`` in memory."""
+        return self._path
+
+    def _arrangement(self, d: dict, schema) -> ArrangementCollection:
+        from colmz.arrangement import Arrangement
+
+        arr = Arrangement.open(self._path, schema, name=d["key"])
+        return ArrangementCollection(arr)
+
+    def _persist(self) -> None:
+        """Write what the in-memory collections hold beyond their arrangements, then the
+        definitions (a new object's arrangement exists before the record names it)."""
+        if self._path is None:
+            return
+        for d in self._defs:
+            obj = self._objects[d["name"]]
+            dur = self._durable.get(d["name"])
+            if dur is None:
+                dur = self._durable[d["name"]] = self._arrangement(d, obj.schema)
+            mem = obj.collection
+            if dur.upper == 0 and mem.since > 0:
+                # A new object: it starts holding its contents as of its creation.
+                dur.compare_and_append(Updates.empty(obj.schema), 0, mem.since)
+            if dur.upper != mem.upper:
+                lo = dur.upper
+                dur.compare_and_append(mem.updates(lo, mem.upper), lo, mem.upper)
+        gone = set(self._durable) - {d["name"] for d in self._defs}
+        for name in gone:
+            del self._durable[name]
+        record = {"format": 1, "objects": self._defs}
+        tmp = os.path.join(self._path, "catalog.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(record, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(self._path, "catalog.json"))
+
+    def _reopen(self) -> None:
+        """Load the definitions and each object's contents, then resume every task."""
+        file = os.path.join(self._path, "catalog.json")
+        if not os.path.exists(file):
+            return
+        with open(file) as f:
+            record = json.load(f)
+        if record.get("format") != 1:
+            raise ValueError(f"{file} is not a colmz catalog record (format {record.get('format')!r})")
+        defs = record["objects"]
+        durs = {}
+        for d in defs:
+            durs[d["name"]] = self._arrangement(d, None)
+        uppers = [c.upper for c in durs.values() if c.upper is not None]
+        if not uppers:
+            return
+        start = max(0, min(uppers) - 1)
+        self._now = max(uppers) - 1
+        for d in defs:
+            dur = durs[d["name"]]
+            schema = dur.schema
+            mem = _load(dur, max(start, dur.since))
+            st = d["stmt"]
+            if d["kind"] == "table":
+                obj = CatalogObject(d["name"], "table", mem)
+            elif d["kind"] == "materialized view":
+                translated = translate(st["query"])
+                deps = referenced_names(st["query"]) & set(self._objects)
+                obj = CatalogObject(d["name"], "materialized view", mem, deps, translated,
+                                    uses_now=MZ_NOW in translated,
+                                    contents=mem.snapshot(mem.upper - 1))
+            else:
+                body = [Insert(b["insert"]) if "insert" in b else Delete(b["delete"]) for b in st["body"]]
+                names = set()
+                for b in st["body"]:
+                    names |= referenced_names(b.get("insert") or b.get("delete") or "")
+                refs = {n: self._objects[n].collection for n in sorted(names)
+                        if n in self._objects and n != st["input"]}
+                task = ContinualTask(
+                    d["name"], {st["input"]: self._objects[st["input"]].collection}, body,
+                    references=refs, columns=schema, snapshot=st["snapshot"], as_of=st["as_of"],
+                    output=mem, connection=self._con,
+                )
+                obj = CatalogObject(d["name"], "continual task", mem, {st["input"], *refs}, task=task)
+            self._objects[d["name"]] = obj
+            self._order.append(d["name"])
+            self._durable[d["name"]] = dur
+        self._defs = defs
+        # Bring every object to now: tables a crash left behind advance empty, views are
+        # recomputed, tasks resume from their outputs' uppers.
+        for name in self._order:
+            obj = self._objects[name]
+            c = obj.collection
+            if obj.kind == "table" and c.upper < self._now + 1:
+                c.compare_and_append(Updates.empty(obj.schema), c.upper, self._now + 1)
+            elif obj.kind == "materialized view" and c.upper < self._now + 1:
+                rows = conform(self._query_at(obj.query, self._now), obj.schema, f"MATERIALIZED VIEW {name}")
+                new = consolidate(rows_to_updates(rows, self._now, 1))
+                old = obj.contents
+                delta = consolidate(concat([old.negated(), new]), since=self._now) if len(old) else new
+                c.compare_and_append(delta, c.upper, self._now + 1)
+                obj.contents = new
+            elif obj.kind == "continual task":
+                obj.task.run()
+        self._persist()
+
+
+class ArrangementCollection:
+    """The collection interface of :mod:`colmz.continual` over a durable ``colmz.Arrangement``.
+
+    Each :meth:`compare_and_append` is one commit: the updates become an unsealed batch and
+    the seal moves to ``new_upper`` together, so a crash never leaves a half-written time.
+    :meth:`updates` reads only the batches that may hold the times asked for.
+    """
+
+    def __init__(self, arrangement):
+        self.arrangement = arrangement
+        self.stats = {"updates_read": 0, "reads": 0}
+
+    @property
+    def schema(self) -> tuple[ColumnSpec, ...]:
+        return tuple(self.arrangement.schema or ())
+
+    @property
+    def since(self) -> int:
+        return self.arrangement.since()
+
+    @property
+    def upper(self) -> Frontier:
+        return self.arrangement.get_seal()
+
+    def compare_and_append(self, updates: Updates, expected_upper: Frontier, new_upper: Frontier) -> None:
+        new_upper = check_frontier(new_upper, "new_upper")
+        arr = self.arrangement
+        if expected_upper != arr.get_seal():
+            raise UpperMismatch(expected_upper, arr.get_seal())
+        arr.validate_seal(new_upper)
+        if len(updates):
+            lo, hi = int(updates.time.min()), int(updates.time.max())
+            if lo < expected_upper or (new_upper is not None and hi >= new_upper):
+                raise ValueError(f"updates have times in [{lo}, {hi}], outside [{expected_upper}, {new_upper})")
+        try:
+            if len(updates) and len(consolidate(updates)):
+                arr.unsealed_append(updates)
+            arr.update_seal(new_upper)
+            arr.commit()
+        except BaseException:
+            arr.refresh()
+            raise
+
+    def snapshot(self, as_of: int) -> Updates:
+        out = self.arrangement.read(as_of)
+        self.stats["updates_read"] += len(out)
+        self.stats["reads"] += 1
+        return out
+
+    def updates(self, lower: int, upper: Frontier) -> Updates:
+        from colmz.arrangement_parts import read_part
+
+        arr = self.arrangement
+        schema = self.schema
+        parts = []
+        for b in arr.trace_batches:
+            if b.desc.upper is not None and b.desc.upper <= lower:
+                continue
+            if upper is not None and b.desc.lower >= upper:
+                continue
+            if b.desc.since > lower:
+                raise ValueError(f"changes before {b.desc.since} were compacted: cannot read from {lower}")
+            parts += [read_part(arr.store, k, schema) for k in b.keys]
+        tu = arr.trace_ts_upper()
+        if tu is not None:
+            lo = max(lower, tu)
+            if upper is None or lo < upper:
+                parts.append(arr.fetch_unsealed(arr.unsealed_snapshot(lo, upper)))
+        parts = [p for p in parts if len(p)]
+        self.stats["reads"] += 1
+        if not parts:
+            return Updates.empty(schema)
+        u = concat(parts)
+        t = u.time
+        keep = (t >= lower) if upper is None else ((t >= lower) & (t < upper))
+        idx = np.flatnonzero(keep)
+        self.stats["updates_read"] += len(u)
+        out = Updates({c.name: u.column(c.name).take(pa.array(idx)) for c in schema}, t[idx], u.diff[idx])
+        return consolidate(out)
+
+    def advance_since(self, since: int) -> None:
+        self.arrangement.advance_since(since)
+
+
+def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
+    """An in-memory collection holding ``dur``'s changes after ``start``, and its contents
+    as of ``start`` loaded only when a read needs them (a task reading only new input
+    never does)."""
+    up = dur.upper
+    if up is not None and up > 0:
+        start = min(start, up - 1)
+    mem = MemoryCollection(dur.schema, since=start, upper=start + 1,
+                           base=lambda: dur.snapshot(start))
+    later = dur.updates(start + 1, up)
+    mem.compare_and_append(later, start + 1, up)
+    return mem
+
+
+def _storage_key(name: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40]
+    return f"{safe}-{uuid.uuid4().hex[:12]}"
 
 
 def _quote(name: str) -> str:

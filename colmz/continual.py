@@ -242,6 +242,9 @@ class MemoryCollection:
     schema : mapping of column name to Arrow type (or SQL type name), or ``ColumnSpec`` list
     since, upper : int
         The initial frontiers (``since <= upper``).
+    base : callable, optional
+        Returns the contents as of ``since`` (``upper`` must be past ``since``); called on
+        the first read that needs them, so a reader of later changes only never pays for it.
 
     Examples
     --------
@@ -251,14 +254,18 @@ class MemoryCollection:
     (3, [(7, 2, 1)], 0)
     """
 
-    def __init__(self, schema, *, since: int = 0, upper: int = 0):
+    def __init__(self, schema, *, since: int = 0, upper: int = 0,
+                 base: Callable[[], Updates] | None = None):
         self._schema = _schema_of(schema)
         self._since = check_time(since, "since")
         self._upper: Frontier = check_frontier(upper, "upper")
         if not frontier_le(self._since, self._upper):
             raise ValueError(f"since {since} is beyond upper {upper}")
+        if base is not None and not (self._upper is None or self._upper > self._since):
+            raise ValueError("a base (contents at since) needs upper > since")
         self._times: list[int] = []
         self._batches: list[Updates] = []
+        self._base = base
         self._acc: Updates | None = None  # contents as of _times[_acc_n - 1]
         self._acc_n = 0
         self.stats = {"updates_read": 0, "reads": 0}
@@ -302,6 +309,7 @@ class MemoryCollection:
             raise ValueError(f"since {since} is before the current since {self._since}")
         if not frontier_le(since, self._upper):
             raise ValueError(f"since {since} is beyond the upper {self._upper}")
+        self._load_base()
         self._since = since
         # Logical compaction: the changes at or before since become one batch at since, so
         # a read as of since (a restart's self view) costs the contents, not the history.
@@ -313,7 +321,7 @@ class MemoryCollection:
             self._acc, self._acc_n = None, 0
 
     def __len__(self) -> int:
-        """Updates held."""
+        """Updates held (in memory)."""
         return sum(len(b) for b in self._batches)
 
     def compare_and_append(self, updates: Updates, expected_upper: Frontier, new_upper: Frontier) -> None:
@@ -349,6 +357,19 @@ class MemoryCollection:
                     self._batches.append(cons.slice(a, b))
         self._upper = new_upper
 
+    def _load_base(self) -> None:
+        # The contents at since, supplied lazily by whoever built this collection (a durable
+        # store): fetched on the first read that needs them.
+        if self._base is None:
+            return
+        base, self._base = self._base, None
+        u = consolidate(_at(_cast_to(base(), self._schema), self._since))
+        if len(u):
+            self._times.insert(0, self._since)
+            self._batches.insert(0, u)
+            if self._acc_n:
+                self._acc, self._acc_n = None, 0
+
     def _count(self, n: int) -> None:
         self.stats["updates_read"] += n
         self.stats["reads"] += 1
@@ -367,6 +388,7 @@ class MemoryCollection:
         The contents at the newest time are kept, so reading them again costs their size.
         """
         as_of = self._check_read(as_of)
+        self._load_base()
         k = bisect.bisect_right(self._times, as_of)
         if k == len(self._times):
             if self._acc_n != k:
@@ -391,6 +413,8 @@ class MemoryCollection:
         """The changes at times ``lower <= t < upper`` (sorted by time), read from storage."""
         lower = check_time(lower, "lower")
         upper = check_frontier(upper, "upper")
+        if lower <= self._since:
+            self._load_base()
         a = bisect.bisect_left(self._times, lower)
         b = len(self._times) if upper is None else bisect.bisect_left(self._times, upper)
         parts = self._batches[a:b]
@@ -405,11 +429,12 @@ class MemoryCollection:
 
     def checkpoint(self) -> tuple:
         """An opaque copy of the state, for :meth:`restore` (batches are shared, not copied)."""
-        return (list(self._times), list(self._batches), self._acc, self._acc_n, self._upper, self._since)
+        return (list(self._times), list(self._batches), self._acc, self._acc_n, self._upper, self._since,
+                self._base)
 
     def restore(self, checkpoint: tuple) -> None:
         """Return to the state of a :meth:`checkpoint` taken earlier."""
-        times, batches, self._acc, self._acc_n, self._upper, self._since = checkpoint
+        times, batches, self._acc, self._acc_n, self._upper, self._since, self._base = checkpoint
         self._times, self._batches = list(times), list(batches)
 
 

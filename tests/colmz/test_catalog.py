@@ -275,7 +275,3 @@ def test_writes_to_derived_objects_and_unsupported_sql(cat):
     with pytest.raises(ValueError, match="not yet complete"):
         cat.sql("SELECT 1", as_of=cat.now + 1)
 
-
-def test_durable_path_is_not_available_yet(tmp_path):
-    with pytest.raises(ValueError, match="not available yet"):
-        colmz.Catalog(tmp_path)

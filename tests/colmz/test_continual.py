@@ -478,6 +478,13 @@ def test_restart_with_nothing_new_writes_nothing_and_keeps_state():
 
 # ----------------------------------------------------------------------------- oracle
 
+def _summed(pairs):
+    out = Counter()
+    for row, m in pairs:
+        out[row] += m
+    return out
+
+
 # Statements over inp(key, val), ref(key, val) and the output ct(key, val): SQL for the task,
 # a Counter function for the model (rows of the input at T, ref at T, output at T-1).
 POOL = {
@@ -488,7 +495,7 @@ POOL = {
     "max": ("INSERT INTO ct SELECT key, max(val) FROM inp GROUP BY key",
             lambda i, r, o: (+1, Counter({(k, max(v for kk, v in i if kk == k)): 1 for k, _ in i})), True),
     "join": ("INSERT INTO ct SELECT i.key, f.val FROM inp i JOIN ref f ON i.key = f.key",
-             lambda i, r, o: (+1, Counter({(a[0], b[1]): m * n for a, m in i.items() for b, n in r.items() if a[0] == b[0]})), True),
+             lambda i, r, o: (+1, _summed(((a[0], b[1]), m * n) for a, m in i.items() for b, n in r.items() if a[0] == b[0])), True),
     "del_big": ("DELETE FROM ct WHERE val > 5",
                 lambda i, r, o: (-1, Counter({row: m for row, m in o.items() if row[1] > 5})), False),
     "self": ("INSERT INTO ct SELECT key, val + 1 FROM ct WHERE key IN (SELECT key FROM inp)",
