@@ -315,7 +315,7 @@ class Arrangement:
         self._url: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
         self._cas_started = False
-        self.stats = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
+        self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
                       "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0,
                       "merge_peak_rows": 0}
 
@@ -643,7 +643,7 @@ class Arrangement:
         writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
         runs = [self._run_chunks(b.keys, schema, desc.lower, desc.upper) for b in snap.batches]
         try:
-            read = stream_merge(runs, None, writer.add, self.stats)
+            read = stream_merge(runs, None, writer.add, self._counters)
             writer.finish()
         except BaseException:
             writer.abort()
@@ -722,7 +722,7 @@ class Arrangement:
         writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
         runs = [self._run_chunks(b.keys, schema, 0, None) for b in batches]
         try:
-            read = stream_merge(runs, since, writer.add, self.stats)
+            read = stream_merge(runs, since, writer.add, self._counters)
             writer.finish()
         except BaseException:
             writer.abort()
@@ -837,11 +837,11 @@ class Arrangement:
                           part_bytes=self.part_bytes, compression=self.compression)
 
     def _count_write(self, writer: PartWriter, updates: Updates | None = None) -> None:
-        self.stats["blob_bytes_written"] += writer.size_bytes
-        self.stats["parts_written"] += len(writer.keys)
+        self._counters["blob_bytes_written"] += writer.size_bytes
+        self._counters["parts_written"] += len(writer.keys)
         if updates is not None:
-            self.stats["updates_written"] += len(updates)
-            self.stats["update_bytes_written"] += updates.nbytes
+            self._counters["updates_written"] += len(updates)
+            self._counters["update_bytes_written"] += updates.nbytes
 
     @staticmethod
     def _concat(parts: list[Updates], schema) -> Updates:
@@ -995,7 +995,7 @@ class Arrangement:
         self._cas_started = True
         self._seqno = self._log.commit(self._seqno, self._state_doc())
         self._committed_keys = self.referenced_keys()
-        self.stats["commits"] += 1
+        self._counters["commits"] += 1
 
     def _durably(self, fn):
         """Run ``fn`` (a core change), then commit; on failure restore and clean up."""
@@ -1025,7 +1025,7 @@ class Arrangement:
         for k in keys:
             try:
                 self._store.delete(k)
-                self.stats["parts_deleted"] += 1
+                self._counters["parts_deleted"] += 1
             except Exception:  # noqa: BLE001 - best effort; gc collects what is left
                 pass
 
@@ -1212,6 +1212,23 @@ class Arrangement:
             self._store.delete(k)
             gone.append(k)
         return gone
+
+    def stats(self) -> dict:
+        """Work counters and sizes.
+
+        ``blob_bytes_written`` (Parquet bytes of every part written), ``parts_written``,
+        ``updates_written`` / ``update_bytes_written`` (what callers appended, in-memory
+        bytes), ``parts_deleted``, ``commits``, ``merge_peak_rows`` (most input rows a merge
+        held at once), and the current ``trace_batches``, ``unsealed_batches``, ``parts`` and
+        ``stored_updates``.
+
+        >>> from colmz.storage import MemBlob
+        >>> Arrangement(MemBlob()).stats()["parts"]
+        0
+        """
+        parts, rows = self._counts()
+        return {**self._counters, "trace_batches": len(self._trace),
+                "unsealed_batches": len(self._unsealed), "parts": parts, "stored_updates": rows}
 
     # ================================================================== display
 
