@@ -1,0 +1,74 @@
+"""Child process of the arrangement crash tests (run by ``test_arrangement_durability.py``).
+
+    python arrangement_crash_child.py URL SEED N_OPS START JOURNAL MODE N
+
+Opens the arrangement at ``URL`` and runs operations ``START..N_OPS-1`` of
+``arrangement_workload.workload(SEED, N_OPS)``, appending ``i`` to ``JOURNAL`` (fsynced) after
+operation ``i`` returned -- the parent's record of what was acknowledged. ``MODE``:
+
+* ``call-before`` / ``call-after``: SIGKILL itself at the ``N``-th storage call (every method
+  of the local blob and the SQLite consensus counts), before or after that call took effect --
+  a kill *inside* an operation, between its blob writes and its metadata commit;
+* ``run``: no self-kill (the parent kills it after a random delay).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import arrangement_workload as wl  # noqa: E402
+
+import colmz  # noqa: E402
+from colmz.storage.local import LocalBlob  # noqa: E402
+from colmz.storage.sqlite import SqliteConsensus  # noqa: E402
+
+CALLS = 0
+
+
+def arm(mode: str, n: int) -> None:
+    def wrap(cls, name):
+        real = getattr(cls, name)
+
+        def counted(self, *args, **kwargs):
+            global CALLS
+            CALLS += 1
+            here = n == CALLS
+            if here and mode == "call-before":
+                os.kill(os.getpid(), signal.SIGKILL)
+            out = real(self, *args, **kwargs)
+            if here and mode == "call-after":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return out
+
+        setattr(cls, name, counted)
+
+    for name in ("get", "set", "delete", "list_keys"):
+        wrap(LocalBlob, name)
+    for name in ("head", "compare_and_set", "scan", "truncate"):
+        wrap(SqliteConsensus, name)
+
+
+def main() -> None:
+    url, seed, n_ops, start, journal, mode, n = sys.argv[1:8]
+    seed, n_ops, start, n = int(seed), int(n_ops), int(start), int(n)
+    ops = wl.workload(seed, n_ops)
+    fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(fd, b"start\n")
+    os.fsync(fd)
+    if mode != "run":
+        arm(mode, n)
+    arr = colmz.Arrangement.open(url, schema=wl.SCHEMA)
+    for i in range(start, n_ops):
+        wl.apply(arr, ops[i])
+        os.write(fd, f"{i}\n".encode())
+        os.fsync(fd)
+    os.write(fd, f"done {CALLS}\n".encode())
+    os.fsync(fd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""Durability of ``colmz.Arrangement``: SIGKILL inside operations, and reopening after each.
+
+A child process (``arrangement_crash_child.py``) runs a deterministic random workload of
+writes, seals, compaction frontiers and maintenance on a local arrangement (blob directory +
+SQLite consensus) and journals each operation it saw acknowledged. The parent kills it --
+at the N-th storage call, before or after that call took effect, or after a random delay --
+reopens the arrangement and checks that its contents equal the model after exactly the
+acknowledged operations, or after those plus the one in flight: nothing acknowledged is lost,
+nothing is duplicated, nothing is half-visible. Then it starts a new child that carries on
+from there, so an arrangement survives many crashes in a row (and reopen follows every one).
+
+``COLMZ_CRASH_KILLS`` sets the number of kills of the CI test (default 12); the slow test
+makes 120 (each run prints its counts).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+
+import colmz
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import arrangement_workload as wl  # noqa: E402
+
+CHILD = os.path.join(HERE, "arrangement_crash_child.py")
+CI_KILLS = int(os.environ.get("COLMZ_CRASH_KILLS", "12"))
+N_OPS = 40
+
+
+def contents(arr) -> colmz.Updates:
+    """Everything the arrangement holds (sealed or not), times as stored or advanced."""
+    return arr.read()
+
+
+def _journal(path: str) -> tuple[int | None, bool]:
+    last, done = None, False
+    if os.path.exists(path):
+        with open(path) as f:
+            lines = f.read().split("\n")
+        for line in lines:
+            if line.isdigit():
+                last = int(line)
+            elif line.startswith("done"):
+                done = True
+    return last, done
+
+
+def _run_child(url, seed, start, journal, mode, n, rng) -> int:
+    env = {**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen(
+        [sys.executable, CHILD, url, str(seed), str(N_OPS), str(start), journal, mode, str(n)],
+        env=env, stderr=subprocess.PIPE,
+    )
+    if mode == "run":
+        deadline = time.monotonic() + 60
+        while not os.path.exists(journal) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.3, 1.5))  # import and open take a few tenths of a second
+        proc.kill()
+    _, err = proc.communicate(timeout=300)
+    if proc.returncode not in (0, -9):
+        raise AssertionError(f"child failed ({proc.returncode}):\n{err.decode()[-3000:]}")
+    return proc.returncode
+
+
+def crash_campaign(tmp_path, kills: int, seed: int) -> dict:
+    """Kill children until ``kills`` kills happened; return counts for the report."""
+    rng = random.Random(seed)
+    stats = {"kills": 0, "runs": 0, "reopens": 0, "landed_in_flight": 0, "trials": 0}
+    trial = 0
+    while stats["kills"] < kills:
+        trial += 1
+        wseed = seed * 1000 + trial
+        ms = wl.models(wl.workload(wseed, N_OPS))
+        url = str(tmp_path / f"arr{trial}")
+        start = 0
+        while start < N_OPS and stats["kills"] < kills:
+            mode = rng.choice(["call-before", "call-after", "run"])
+            journal = str(tmp_path / f"journal-{trial}-{stats['runs']}")
+            code = _run_child(url, wseed, start, journal, mode, rng.randrange(1, 400), rng)
+            stats["runs"] += 1
+            stats["kills"] += code == -9
+            last, done = _journal(journal)
+            acked = start if last is None else last + 1  # operations start..last returned
+            assert done or code == -9
+            arr = colmz.Arrangement.open(url)
+            stats["reopens"] += 1
+            arr.validate()
+            got = contents(arr)
+            before = wl.matches(got, ms[acked])
+            after = acked < N_OPS and wl.matches(got, ms[acked + 1])
+            assert before or after, (
+                f"trial {trial}: after a kill ({mode}) with operations {start}..{acked - 1} "
+                f"acknowledged, the arrangement equals no committed state"
+            )
+            assert arr.get_seal() in (ms[acked].seal, ms[min(acked + 1, N_OPS)].seal)
+            stats["landed_in_flight"] += (after and not before)
+            # carry on: re-run the operation in flight unless it visibly landed
+            start = acked if before else acked + 1
+            if code == 0:
+                break
+        stats["trials"] = trial
+    return stats
+
+
+def test_sigkill_inside_operations_loses_nothing(tmp_path):
+    stats = crash_campaign(tmp_path, CI_KILLS, seed=1)
+    assert stats["kills"] == CI_KILLS and stats["reopens"] >= CI_KILLS
+
+
+@pytest.mark.slow
+def test_sigkill_campaign_thorough(tmp_path):
+    stats = crash_campaign(tmp_path, 120, seed=2)
+    assert stats["kills"] == 120
+    print("crash campaign:", stats)
+
+
+# ---------------------------------------------------------------------------- fault sweeps
+
+
+def _sweep_run(ops, plan, ms) -> dict:
+    """Run ``ops`` on a fresh in-memory store whose N-th storage call fails per ``plan``.
+
+    After the failure: the arrangement in memory is as before the failed call, the stored
+    state equals the model before or after the failed operation, and carrying on from a
+    reopen reaches the model's final state.
+    """
+    from colmz.storage import MemBlob, MemConsensus, StorageError
+    from colmz.storage.faults import FaultyBlob, FaultyConsensus
+    from colmz.storage.url import Location
+
+    blob, cons = MemBlob("sweep"), MemConsensus()
+    faulty = Location(FaultyBlob(blob, plan), FaultyConsensus(cons, plan), "mem://sweep")
+    clean = Location(blob, cons, "mem://sweep")
+    failed_at = None
+    try:
+        arr = colmz.Arrangement.open(faulty, schema=wl.SCHEMA)
+    except StorageError:
+        failed_at = 0
+        arr = None
+    done = 0
+    if arr is not None:
+        for i, op in enumerate(ops):
+            before = arr.meta()
+            try:
+                wl.apply(arr, op)
+            except StorageError:
+                if op[0] == "maintain":
+                    # maintain() commits step by step: the steps before the failing one stay
+                    # committed, and memory must say exactly what storage holds.
+                    assert arr.meta() == colmz.Arrangement.open(clean).meta()
+                else:
+                    assert arr.meta() == before, f"op {i} {op[0]} raised but changed the arrangement in memory"
+                failed_at = i
+                break
+            done = i + 1
+    if failed_at is None:
+        assert wl.matches(colmz.Arrangement.open(clean).read(), ms[len(ops)])
+        return {"failed": False}
+    # the stored state: before or after the failed operation, never in between
+    reopened = colmz.Arrangement.open(clean, schema=wl.SCHEMA)
+    reopened.validate()
+    got = reopened.read()
+    landed = failed_at < len(ops) and wl.matches(got, ms[failed_at + 1])
+    assert wl.matches(got, ms[failed_at]) or landed, f"state after a fault in op {failed_at} is no committed state"
+    start = failed_at if wl.matches(got, ms[failed_at]) else failed_at + 1
+    for op in ops[start:]:
+        wl.apply(reopened, op)
+    final = colmz.Arrangement.open(clean)
+    final.validate()
+    assert wl.matches(final.read(), ms[len(ops)])
+    return {"failed": True, "op": failed_at, "done": done}
+
+
+def fault_sweep(seed: int, n_ops: int) -> dict:
+    from colmz.storage.faults import FaultPlan
+
+    ops = wl.workload(seed, n_ops)
+    ms = wl.models(ops)
+    probe = FaultPlan()
+    _sweep_run(ops, probe, ms)
+    calls = probe.calls
+    counts = {"calls": calls, "runs": 0, "failures": 0}
+    for mode in ("before", "after"):
+        for n in range(1, calls + 1):
+            out = _sweep_run(ops, FaultPlan(fail_at=n, mode=mode), ms)
+            counts["runs"] += 1
+            counts["failures"] += out["failed"]
+    return counts
+
+
+def test_every_failing_storage_call_of_a_run_loses_nothing():
+    counts = fault_sweep(seed=7, n_ops=12)
+    assert counts["calls"] > 20 and counts["runs"] == 2 * counts["calls"]
+
+
+@pytest.mark.slow
+def test_every_failing_storage_call_thorough():
+    for seed in range(3):
+        counts = fault_sweep(seed=100 + seed, n_ops=30)
+        print("fault sweep:", counts)
+
+
+# ---------------------------------------------------------------------------- racing writers
+
+
+def _race_writer(url: str, name: str, writes: int, barrier, results) -> None:
+    from colmz.storage.state import CommitConflict
+
+    arr = colmz.Arrangement.open(url, schema=wl.SCHEMA)
+    barrier.wait()
+    acked, conflicts = [], 0
+    for i in range(writes):
+        rows = [(hash((name, i)) % 1000, name, 0, 1)]
+        for _attempt in range(50):
+            try:
+                arr.write(wl.updates_of(rows))
+                acked.append(rows[0])
+                break
+            except CommitConflict:
+                conflicts += 1
+                arr.refresh()
+    results.put((name, acked, conflicts))
+
+
+def test_two_processes_racing_writes_lose_and_duplicate_nothing(tmp_path):
+    import multiprocessing as mp
+    from collections import Counter
+
+    url = str(tmp_path / "arr")
+    colmz.Arrangement.open(url, schema=wl.SCHEMA)
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    writes = 30
+    procs = [ctx.Process(target=_race_writer, args=(url, n, writes, barrier, results)) for n in ("a", "b")]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    acked = Counter()
+    for _, rows, _ in got:
+        acked.update((k, s) for k, s, _, _ in rows)
+    assert sum(acked.values()) == 2 * writes  # every write eventually acknowledged
+    arr = colmz.Arrangement.open(url)
+    arr.validate()
+    stored = Counter()
+    for k, s, _, d in arr.read().to_pylist():
+        stored[(k, s)] += d
+    assert stored == acked  # nothing lost, nothing written twice
+    assert arr.seqno == 1 + 2 * writes  # one version per acknowledged write
