@@ -549,7 +549,18 @@ changes = st.dictionaries(
 )
 
 
-@settings(max_examples=25)
+def _output(backend, url):
+    """The task's output: in memory, or a durable Arrangement reopened from ``url``."""
+    if backend == "memory":
+        return None
+    from colmz.arrangement import Arrangement
+    from colmz.catalog import ArrangementCollection
+
+    return ArrangementCollection(Arrangement.open(url, KV, name="ct"))
+
+
+@pytest.mark.parametrize("backend", ["memory", "arrangement"])
+@settings(max_examples=20)
 @given(
     names=st.lists(st.sampled_from(sorted(POOL)), min_size=1, max_size=3),
     mode=st.sampled_from(["independent", "sequential"]),
@@ -561,7 +572,11 @@ changes = st.dictionaries(
     restarts=st.sets(st.integers(1, 9), max_size=3),
     runs=st.sets(st.integers(0, 9), max_size=6),
 )
-def test_oracle_random_tasks_with_restarts(names, mode, snapshot, start, input_hist, ref_hist, restarts, runs):
+def test_oracle_random_tasks_with_restarts(backend, names, mode, snapshot, start, input_hist, ref_hist,
+                                          restarts, runs):
+    import uuid
+
+    url = f"mem://ct-oracle-{uuid.uuid4().hex}"
     end = 10
     inp, ref = MemoryCollection(KV), MemoryCollection(KV)
     body = [POOL[n][0] for n in names]
@@ -574,7 +589,7 @@ def test_oracle_random_tasks_with_restarts(names, mode, snapshot, start, input_h
         feed(inp, input_hist, t)
         feed(ref, ref_hist, t)
     task = ContinualTask("ct", {"inp": inp}, body, references={"ref": ref}, columns=KV,
-                         snapshot=snapshot, statements=mode, as_of=start)
+                         snapshot=snapshot, statements=mode, as_of=start, output=_output(backend, url))
     expected, fails_at = naive(input_hist, ref_hist, start, snapshot, names, mode, end)
     failed = False
     for t in range(start, end):
@@ -582,8 +597,9 @@ def test_oracle_random_tasks_with_restarts(names, mode, snapshot, start, input_h
             feed(inp, input_hist, t)
             feed(ref, ref_hist, t)
         if t in restarts and not failed:
+            out = task.output if backend == "memory" else _output(backend, url)
             task = ContinualTask("ct", {"inp": inp}, body, references={"ref": ref}, snapshot=snapshot,
-                                 statements=mode, output=task.output, as_of=start)
+                                 statements=mode, output=out, as_of=start)
         if t in runs or t == end - 1:
             try:
                 task.run()
