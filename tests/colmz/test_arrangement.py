@@ -594,3 +594,39 @@ def test_compaction_holds_about_one_part_per_input():
     m = a.compact_trace(CompactTraceReq((b0, b1), 2)).merged
     assert m.len == 400 and len(m.keys) == 40
     assert 0 < a.stats()["merge_peak_rows"] <= 4 * 10
+
+
+def test_from_meta_without_schema_reads_it_from_the_parts():
+    a = new()
+    a.unsealed_append(ups(kv_times([0, 3])))
+    b = Arrangement.from_meta(a.meta(), a.store)
+    assert b.schema is None
+    assert rows(b.snapshot()) == kv_times([0, 3])
+    assert [(s.name, s.type) for s in b.schema] == [("k", pa.string()), ("v", pa.string())]
+
+
+def test_updates_without_data_columns():
+    a = Arrangement(MemBlob(), schema={}, part_rows=2)
+    a.unsealed_append(colmz.Updates({}, time=[0, 1, 1, 2, 3], diff=[1, 1, 1, -1, 4]))
+    a.update_seal(2)
+    a.drain()
+    a.unsealed_append(colmz.Updates({}, time=[2, 5], diff=[1, 1]))
+    a.update_seal(6)
+    a.drain()
+    a.allow_compaction(6)
+    a.compact()
+    assert a.snapshot().to_pylist() == [(6, 8)]
+    a.validate_data()
+
+
+def test_float_and_null_data_round_trip_through_parts():
+    a = Arrangement(MemBlob(), schema={"f": pa.float64(), "s": pa.string()})
+    u = colmz.Updates({"f": [float("nan"), -0.0, 0.0, None, 1.5], "s": [None, "", "x", "x", None]},
+                      time=[0, 0, 0, 1, 1], diff=[1, 1, 1, 1, 1])
+    a.unsealed_append(u)
+    a.update_seal(2)
+    a.drain()
+    got = a.snapshot().to_pylist()
+    assert len(got) == 5 and sum(d for *_, d in got) == 5
+    assert any(isinstance(r[0], float) and r[0] != r[0] for r in got)  # NaN kept
+    a.validate_data()
