@@ -913,28 +913,33 @@ class Arrangement:
             loc = open_location(url, consensus=consensus, create=create)
         kwargs.setdefault("prefix", f"{name}/parts/")
         log = StateLog(loc.consensus, name, rollup_every=rollup_every)
-        seqno, state = log.load()
-        if state is None:
-            if not create:
-                raise FileNotFoundError(f"no arrangement {name!r} at {url!r}")
-            a = cls(loc.blob, schema=schema, **kwargs)
+        where = getattr(url, "url", url)
+        for attempt in range(3):
+            seqno, state = log.load()
+            a = cls(loc.blob, schema=schema if state is None else None, **kwargs)
             a._log, a._url = log, loc.url
-            a._seqno = None
-            a._commit_state()
-            return a
-        a = cls(loc.blob, **kwargs)
-        a._log, a._url = log, loc.url
-        a._load_state(seqno, state)
-        if schema is not None:
-            if a._schema is None:
+            if state is None:
+                if not create:
+                    raise FileNotFoundError(f"no arrangement {name!r} at {where!r}")
+            else:
+                a._load_state(seqno, state)
+                if schema is None or a._schema is not None:
+                    if schema is not None and tuple(a._schema) != tuple(schema):
+                        raise SchemaMismatch(
+                            f"arrangement {name!r} at {where!r} has schema "
+                            f"{_describe_schema(a._schema)}, not the requested {_describe_schema(schema)}"
+                        )
+                    return a
                 a._schema = schema
+            try:
+                # create the record, or pin the schema of one created without
                 a._commit_state()
-            elif tuple(a._schema) != tuple(schema):
-                raise SchemaMismatch(
-                    f"arrangement {name!r} at {url!r} has schema {_describe_schema(a._schema)}, "
-                    f"not the requested {_describe_schema(schema)}"
-                )
-        return a
+                return a
+            except CommitConflict:
+                # another process created or pinned it first: read what it committed
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def _state_doc(self) -> dict:
         return {"format": STATE_FORMAT, "schema": schema_to_json(self._schema), "meta": self.meta()}

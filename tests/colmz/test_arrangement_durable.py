@@ -453,3 +453,28 @@ def test_maintain_reloads_after_losing_to_another_writer(url):
     a.refresh()
     assert a.meta() == stale.meta()
     assert set(a.store.list_keys(a.prefix)) == a.referenced_keys()
+
+
+def test_concurrent_creation_converges(url):
+    # a second opener that loses the creating compare-and-set reads the winner's record
+    first = Arrangement.open(url, SCHEMA)
+    first.write(ups([("a", 1, 0, 1)]))
+    from colmz.storage.state import StateLog as RealStateLog
+
+    class LateLog(RealStateLog):
+        calls = 0
+
+        def load(self):
+            LateLog.calls += 1
+            return (None, None) if LateLog.calls == 1 else super().load()
+
+    import colmz.storage.state as state_mod
+
+    orig = state_mod.StateLog
+    state_mod.StateLog = LateLog
+    try:
+        second = Arrangement.open(url, SCHEMA)
+    finally:
+        state_mod.StateLog = orig
+    assert LateLog.calls >= 2
+    assert second.read().to_pylist() == [("a", 1, 0, 1)]
