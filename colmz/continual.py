@@ -715,7 +715,8 @@ class ContinualTask:
                 refs = {k: _empty_table(v.schema) for k, v in self.references.items()}
                 from colmz.sql import rename_like_postgres
 
-                table = rename_like_postgres(b.run_sql(self._connection(), 0, empty, refs, None), b.text)
+                with _Registered(self) as reg:
+                    table = rename_like_postgres(b.run_sql(reg, 0, empty, refs, None), b.text)
                 return tuple(
                     ColumnSpec(f.name, _storable(f.type)) for f in table.schema
                 )
@@ -728,9 +729,10 @@ class ContinualTask:
         empty = {self.input_name: _empty_table(self.input.schema)}
         refs = {k: _empty_table(v.schema) for k, v in self.references.items()}
         view = _empty_table(self.schema)
-        for b in self._body:
-            if b.sql is not None:
-                b.rows(0, empty, {k: v for k, v in refs.items() if b.reads(k)}, view)
+        with _Registered(self) as reg:
+            for b in self._body:
+                if b.sql is not None:
+                    b.rows(reg, 0, empty, {k: v for k, v in refs.items() if b.reads(k)}, view)
 
     def _connection(self):
         if self._con is None:
@@ -848,17 +850,18 @@ class ContinualTask:
         view_t = _at(view, t)
         view_tbl = expand(view_t, f"output {self.name!r}")
         parts = []
-        for b in self._body:
-            needed = {k: ref(k) for k in self.references if b.reads(k)}
-            rows = b.rows(t, inputs, needed, view_tbl)
-            if b.kind == "delete" and b.sql is None:
-                _check_subset(rows, view_t, f"{self.name!r} body[{b.index}] DELETE")
-            contrib = rows_to_updates(rows, t, 1 if b.kind == "insert" else -1)
-            parts.append(contrib)
-            if self.statements == "sequential":
-                view_t = consolidate(concat([view_t, contrib]))
-                _check_nonnegative(view_t, self.name, b.index)
-                view_tbl = expand(view_t, f"output {self.name!r}")
+        with _Registered(self) as reg:
+            for b in self._body:
+                needed = {k: ref(k) for k in self.references if b.reads(k)}
+                rows = b.rows(reg, t, inputs, needed, view_tbl)
+                if b.kind == "delete" and b.sql is None:
+                    _check_subset(rows, view_t, f"{self.name!r} body[{b.index}] DELETE")
+                contrib = rows_to_updates(rows, t, 1 if b.kind == "insert" else -1)
+                parts.append(contrib)
+                if self.statements == "sequential":
+                    view_t = consolidate(concat([view_t, contrib]))
+                    _check_nonnegative(view_t, self.name, b.index)
+                    view_tbl = expand(view_t, f"output {self.name!r}")
         if not parts:
             return Updates.empty(self.schema)
         delta = consolidate(concat(parts))
@@ -922,37 +925,57 @@ class _Compiled:
     def reads(self, name: str) -> bool:
         return self.names is None or name in self.names
 
-    def run_sql(self, con, t: int, inputs, refs, view_tbl) -> pa.Table:
+    def run_sql(self, reg: _Registered, t: int, inputs, refs, view_tbl) -> pa.Table:
         from colmz.sql import MZ_NOW, SQLError
 
-        registered = []
+        for k, v in (*inputs.items(), *refs.items()):
+            reg.ensure(k, v)
+        if view_tbl is not None:
+            reg.ensure(self.task.name, view_tbl)
+        text = self.sql.replace(MZ_NOW, f"CAST({t} AS UBIGINT)")
         try:
-            for k, v in (*inputs.items(), *refs.items()):
-                con.register(k, v)
-                registered.append(k)
-            if view_tbl is not None:
-                con.register(self.task.name, view_tbl)
-                registered.append(self.task.name)
-            text = self.sql.replace(MZ_NOW, f"CAST({t} AS UBIGINT)")
-            try:
-                return _arrow(con.sql(text))
-            except Exception as e:  # duckdb's errors share no base class worth naming
-                if type(e).__module__.startswith(("duckdb", "_duckdb")):
-                    raise SQLError(
-                        f"continual task {self.task.name!r} body[{self.index}]: {e}"
-                    ) from None
-                raise
-        finally:
-            for k in registered:
-                con.unregister(k)
+            return _arrow(reg.con.sql(text))
+        except Exception as e:  # duckdb's errors share no base class worth naming
+            if type(e).__module__.startswith(("duckdb", "_duckdb")):
+                raise SQLError(f"continual task {self.task.name!r} body[{self.index}]: {e}") from None
+            raise
 
-    def rows(self, t: int, inputs, refs, view_tbl) -> pa.Table:
+    def rows(self, reg: _Registered, t: int, inputs, refs, view_tbl) -> pa.Table:
         what = f"CONTINUAL TASK {self.task.name}"
         if self.fn is not None:
             out = self.fn(dict(inputs), dict(refs), view_tbl)
         else:
-            out = self.run_sql(self.task._connection(), t, inputs, refs, view_tbl)
+            out = self.run_sql(reg, t, inputs, refs, view_tbl)
         return conform(out, self.task.schema, what)
+
+
+class _Registered:
+    """The Arrow tables registered in a DuckDB connection for one step: each registered
+    once, all unregistered at the end (the connection may be shared with a catalog)."""
+
+    def __init__(self, task: ContinualTask):
+        self.task = task
+        self._con = None
+        self.tables: dict[str, pa.Table] = {}
+
+    @property
+    def con(self):
+        if self._con is None:
+            self._con = self.task._connection()
+        return self._con
+
+    def ensure(self, name: str, table: pa.Table) -> None:
+        if self.tables.get(name) is not table:
+            self.con.register(name, table)
+            self.tables[name] = table
+
+    def __enter__(self) -> _Registered:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in self.tables:
+            self._con.unregister(name)
+        self.tables.clear()
 
 
 def _arrow(rel) -> pa.Table:

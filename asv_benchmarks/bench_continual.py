@@ -1,0 +1,145 @@
+"""asv benchmarks for ``colmz.ContinualTask``: the UPSERT task, side by side.
+
+Workload: ``rows`` appended rows ``(key, val)`` of ``int64`` in 1000 times (``rows / 1000`` per
+time), keys drawn from ``rows / 10`` values, fixed seed. The task is upstream's UPSERT
+example (two statements: ``DELETE`` the keys seen, ``INSERT`` each key's max value). Three
+ways to the same final state:
+
+* ``time_continual_task``: the colmz task, one step per time (what a deployment pays);
+* ``time_naive_recompute``: at every time, the final-state query over the whole log so far
+  (recompute from history; quadratic in the number of times);
+* ``time_one_query``: that query once over the whole log (the batch lower bound).
+
+``track_per_time_ms`` is the task's mean cost per time and ``track_duckdb_floor_ms`` the cost
+of one DuckDB query of the same shape at that size (DuckDB's own latency: the floor).
+Targets: per time <= 2 ms at 1,000 rows per time; >= 20x the naive recompute; within 5x of
+the one-query lower bound.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+
+N_TIMES = 1000
+SEED = 11
+
+UPSERT = [
+    "DELETE FROM upsert WHERE key IN (SELECT key FROM append_only)",
+    "INSERT INTO upsert SELECT key, max(val) FROM append_only GROUP BY key",
+]
+# The UPSERT task's final state from the whole log: per key, the max value of the latest
+# time that holds the key ("last batch wins").
+FINAL = """
+SELECT key, max(val) AS val FROM (
+    SELECT key, val, time, max(time) OVER (PARTITION BY key) AS last FROM log
+) WHERE time = last GROUP BY key
+"""
+
+
+def make_log(rows: int, n_times: int = N_TIMES):
+    rng = np.random.default_rng(SEED)
+    keys = rng.integers(0, max(rows // 10, 1), rows).astype(np.int64)
+    vals = rng.integers(0, 1_000_000, rows).astype(np.int64)
+    times = np.repeat(np.arange(1, n_times + 1, dtype=np.uint64), rows // n_times)
+    times = np.concatenate([times, np.full(rows - len(times), n_times, np.uint64)])
+    return keys, vals, times
+
+
+def batches(keys, vals, times):
+    import colmz
+
+    cuts = np.flatnonzero(np.diff(times)) + 1
+    bounds = [0, *cuts.tolist(), len(times)]
+    return [
+        (int(times[a]), colmz.Updates({"key": keys[a:b], "val": vals[a:b]}, time=times[a:b],
+                                      diff=np.ones(b - a, np.int64)))
+        for a, b in zip(bounds[:-1], bounds[1:])
+    ]
+
+
+def run_task(parts):
+    from colmz.continual import ContinualTask, MemoryCollection
+
+    schema = {"key": pa.int64(), "val": pa.int64()}
+    inp = MemoryCollection(schema)
+    task = ContinualTask("upsert", {"append_only": inp}, UPSERT, columns=schema, as_of=0)
+    for t, u in parts:
+        inp.compare_and_append(u, inp.upper, t + 1)
+        task.run()
+    return task
+
+
+def run_naive(con, table, times):
+    for t in np.unique(times):
+        con.register("log", table.filter(pa.compute.less_equal(table.column("time"), pa.scalar(int(t), pa.uint64()))))
+        con.sql(FINAL).fetchall()
+        con.unregister("log")
+
+
+def run_one_query(con, table):
+    con.register("log", table)
+    out = con.sql(FINAL).fetchall()
+    con.unregister("log")
+    return out
+
+
+class ContinualUpsert:
+    params = [[20_000, 1_000_000]]
+    param_names = ["rows"]
+    timeout = 1800
+    number = 1
+    repeat = 1
+
+    def setup(self, rows):
+        import pyarrow.compute  # noqa: F401 - used through pa.compute
+
+        import colmz
+        from colmz.sql import connect
+
+        colmz.warmup()
+        self.keys, self.vals, self.times = make_log(rows)
+        self.parts = batches(self.keys, self.vals, self.times)
+        self.table = pa.table({"key": self.keys, "val": self.vals, "time": self.times})
+        self.con = connect()
+
+    def time_continual_task(self, rows):
+        run_task(self.parts)
+
+    def time_naive_recompute(self, rows):
+        run_naive(self.con, self.table, self.times)
+
+    def time_one_query(self, rows):
+        run_one_query(self.con, self.table)
+
+    def track_per_time_ms(self, rows):
+        t0 = time.perf_counter()
+        run_task(self.parts)
+        return (time.perf_counter() - t0) / N_TIMES * 1000
+
+    track_per_time_ms.unit = "ms"
+
+    def track_duckdb_floor_ms(self, rows):
+        # One query of the task's shape (a DELETE scan plus a GROUP BY) on one time's rows.
+        con, n = self.con, len(self.keys) // N_TIMES
+        con.register("append_only", self.table.slice(0, n))
+        con.register("upsert", self.table.slice(0, min(len(self.keys) // 10, len(self.keys))).select(["key", "val"]))
+        t0 = time.perf_counter()
+        for _ in range(50):
+            con.sql(UPSERT[0].replace("DELETE FROM upsert WHERE", "SELECT * FROM upsert WHERE")).fetchall()
+            con.sql(UPSERT[1].replace("INSERT INTO upsert ", "")).fetchall()
+        con.unregister("append_only")
+        con.unregister("upsert")
+        return (time.perf_counter() - t0) / 50 * 1000
+
+    track_duckdb_floor_ms.unit = "ms"
+
+    def track_final_state_matches(self, rows):
+        # 1 when the task's final state equals the one-query answer (a benchmark of a wrong
+        # answer is no benchmark).
+        task = run_task(self.parts)
+        got = sorted((r[0], r[1]) for r in task.output.snapshot(N_TIMES).to_pylist())
+        want = sorted(run_one_query(self.con, self.table))
+        return int(got == want)
