@@ -159,6 +159,8 @@ __all__ = [
     "schema_to_json",
 ]
 
+_KEEP = object()  # append_runs: leave the seal as it is
+
 #: The ``format`` of the durable state document.
 STATE_FORMAT = 1
 _POLICIES = ("geometric", "levels")
@@ -1055,6 +1057,66 @@ class Arrangement:
             return
         self._durably(lambda: self._append_normal(updates, normal, None))
 
+    def append_runs(self, runs, *, seal: Frontier | object = _KEEP) -> None:
+        """Commit runs of parts written by other processes as unsealed batches, one per run,
+        in one compare-and-set; with ``seal``, advance the seal in the same commit.
+
+        ``runs`` are :class:`colmz.arrangement_runs.WrittenRun` (or their dicts), written with
+        :func:`colmz.arrangement_runs.write_run` under this arrangement's :attr:`prefix` --
+        e.g. by Spark executors while the driver commits. Everything is checked before
+        anything changes: times at or after the seal (:class:`TimeBeforeSeal`), keys under the
+        prefix, present in the blob store (:class:`MissingPart`) and not referenced yet, a seal
+        not before the current one (:class:`SealRegression`); the lease check of every commit
+        applies too (:class:`LeaseExpired`). On any failure nothing is committed and memory is
+        as before.
+
+        >>> import colmz
+        >>> from colmz.arrangement_runs import write_run
+        >>> a = colmz.Arrangement.open("mem://append-runs-doc", schema={"k": pa.int64()})
+        >>> u = colmz.Updates({"k": [1, 2]}, time=[0, 3], diff=[1, 1])
+        >>> run = write_run(a.store, a.schema, u, prefix=a.prefix)
+        >>> a.append_runs([run], seal=4)
+        >>> a.read(as_of=3).to_pylist()
+        [(1, 3, 1), (2, 3, 1)]
+        """
+        from colmz.arrangement_runs import WrittenRun
+
+        runs = [r if isinstance(r, WrittenRun) else WrittenRun.from_dict(r) for r in runs]
+        if seal is not _KEEP:
+            self.validate_seal(seal)
+            seal = check_frontier(seal, "seal")
+        keys = [k for r in runs for k in r.keys]
+        for k in keys:
+            if not k.startswith(self.prefix):
+                raise ValueError(f"part {k!r} is not under this arrangement's prefix {self.prefix!r}")
+        if len(set(keys)) != len(keys) or set(keys) & self.referenced_keys():
+            raise ValueError("runs name a part twice, or a part the arrangement already holds")
+        for r in runs:
+            if self._seal is None or r.ts_lower < self._seal:
+                raise TimeBeforeSeal(f"a run holds time {r.ts_lower}, before the seal {self._seal}")
+        if keys:
+            present = set(self._store.list_keys(self.prefix))
+            missing = [k for k in keys if k not in present]
+            if missing:
+                raise MissingPart(f"part {missing[0]!r} of a run is missing from the blob store")
+        if not runs and (seal is _KEEP or seal == self._seal):
+            return
+
+        def change() -> None:
+            tu = self.trace_ts_upper()
+            for r in runs:
+                if tu is None or r.ts_lower < tu:
+                    raise TimeBeforeTraceUpper(f"a run holds time {r.ts_lower} before the trace upper {tu}")
+                upper = self.unsealed_seqno_upper()
+                self._unsealed.append(UnsealedBatchMeta((upper, upper + 1), r.ts_lower, r.ts_upper,
+                                                        tuple(r.keys), r.len, r.size_bytes))
+            if seal is not _KEEP:
+                self.update_seal(seal)
+
+        self._durably(change)
+        self._counters["parts_written"] += len(keys)
+        self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
+
     def seal(self, upper: Frontier) -> None:
         """Close the times before ``upper`` durably (a metadata commit; no part is written).
 
@@ -1158,7 +1220,18 @@ class Arrangement:
         """The contents: with ``as_of=None`` everything written (times advanced to the
         since); with ``as_of`` the collection at that time -- every update at or before it,
         its time set to ``as_of``, consolidated. ``as_of`` must be at or after the since and
-        before the seal (:class:`InvalidAsOf`)."""
+        before the seal (:class:`InvalidAsOf`).
+
+        Reads the state this handle last loaded or committed; :meth:`refresh` first to see
+        other writers' commits.
+
+        >>> import colmz
+        >>> a = colmz.Arrangement.open("mem://read-doc")
+        >>> a.write(colmz.Updates({"k": ["x", "x", "y"]}, time=[0, 2, 3], diff=[1, 1, 1]))
+        >>> a.seal(4)
+        >>> a.read(2).to_pylist()
+        [('x', 2, 2)]
+        """
         if as_of is not None:
             as_of = check_time(as_of, "as_of")
             if as_of < self._since:

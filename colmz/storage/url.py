@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from colmz.storage.base import Blob, Consensus, MemBlob, MemConsensus
 
-__all__ = ["Location", "open_consensus", "open_location"]
+__all__ = ["Location", "open_blob", "open_consensus", "open_location"]
 
 
 @dataclass(frozen=True)
@@ -186,3 +186,32 @@ def open_location(url: str, *, consensus: str | None = None, create: bool = True
     raise ValueError(
         f"unknown store URL scheme {scheme!r} in {url!r} (expected a path, file://, mem:// or s3://)"
     )
+
+
+def open_blob(url: str) -> Blob:
+    """Only the Blob of the existing store at ``url`` (no consensus is opened).
+
+    For processes that write or read parts but never commit metadata -- e.g. Spark executors,
+    while the driver commits.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp() + "/store"
+    >>> _ = open_location(d)
+    >>> type(open_blob(d)).__name__
+    'LocalBlob'
+    """
+    if not isinstance(url, (str, os.PathLike)):
+        raise TypeError(f"store URL must be a str or path, got {url!r}")
+    url = os.fspath(url)
+    scheme = urllib.parse.urlsplit(url).scheme if "://" in url else ""
+    if scheme in ("", "file"):
+        from colmz.storage.local import LocalBlob
+
+        path = _path_of_file_url(url) if scheme == "file" else pathlib.Path(url)
+        return LocalBlob(_check_dir(path.absolute(), url, create=False) / "blob")
+    if scheme == "s3":
+        from colmz.storage.s3 import S3Blob
+
+        return S3Blob.from_url(url, create=False)
+    # mem:// and anything else: the full opener knows (and reports) them.
+    return open_location(url, create=False).blob

@@ -1,0 +1,155 @@
+"""Runs written elsewhere: parts one process writes and another commits to an arrangement.
+
+Design
+------
+A Spark job computes an arrangement's new updates on many executors, but only one process --
+the driver -- may commit them, or task retries and concurrent jobs could duplicate or
+interleave output. The work splits in two:
+
+1. **Write** (:func:`write_run`, on each executor): sort and consolidate a batch of updates
+   and write it into the arrangement's blob store as parts under fresh keys -- the same
+   Parquet parts :class:`colmz.Arrangement` writes itself -- and describe them as a
+   :class:`WrittenRun`: the keys, the number of updates, the least and greatest time, the
+   bytes. Nothing is visible: no consensus record names the parts yet.
+2. **Commit** (``Arrangement.append_runs``, on the driver): each run becomes one unsealed
+   batch, all of them in one compare-and-set. A task attempt that failed, or lost to a
+   speculative copy, wrote parts that no committed run names: they are garbage, which
+   ``Arrangement.gc`` collects after the lease (part keys carry their creation time).
+
+A run is a plain dict on the wire (:meth:`WrittenRun.to_dict`), so it travels back to the
+driver as a row of a DataFrame.
+"""
+
+from __future__ import annotations
+
+import re
+import time as _time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from colmz.arrangement_parts import DEFAULT_PART_BYTES, DEFAULT_PART_ROWS, PartWriter, make_key
+from colmz.ops import consolidate
+from colmz.order import ColumnSpec
+from colmz.storage.base import Blob, check_key
+from colmz.updates import Updates
+
+__all__ = ["WrittenRun", "owned_keys", "write_run"]
+
+_OWNER = re.compile(r"^[0-9A-Za-z]+$")
+
+
+@dataclass(frozen=True)
+class WrittenRun:
+    """Parts holding one sorted, consolidated run of updates, not yet committed anywhere.
+
+    ``ts_lower``/``ts_upper`` are the least and greatest time of the updates (inclusive),
+    ``len`` their number after consolidation, ``size_bytes`` the parts' Parquet bytes.
+    """
+
+    keys: tuple[str, ...]
+    len: int
+    ts_lower: int
+    ts_upper: int
+    size_bytes: int
+
+    def to_dict(self) -> dict:
+        return {"keys": list(self.keys), "len": self.len, "ts_lower": self.ts_lower,
+                "ts_upper": self.ts_upper, "size_bytes": self.size_bytes}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> WrittenRun:
+        """The run a :meth:`to_dict` dict describes, checked field by field.
+
+        >>> WrittenRun.from_dict({"keys": ["p/1.parquet"], "len": 2, "ts_lower": 0, "ts_upper": 3, "size_bytes": 9})
+        WrittenRun(keys=('p/1.parquet',), len=2, ts_lower=0, ts_upper=3, size_bytes=9)
+        """
+        if not isinstance(d, Mapping):
+            raise TypeError(f"a written run must be a mapping, got {type(d).__name__}")
+        missing = [f for f in ("keys", "len", "ts_lower", "ts_upper", "size_bytes") if f not in d]
+        if missing:
+            raise ValueError(f"written run lacks field(s) {missing}: {dict(d)!r}")
+        keys = d["keys"]
+        if isinstance(keys, str) or not all(isinstance(k, str) for k in keys) or not keys:
+            raise ValueError(f"written run field 'keys' must be a non-empty list of keys, got {keys!r}")
+        for k in keys:
+            check_key(k)
+        ints = {}
+        for f in ("len", "ts_lower", "ts_upper", "size_bytes"):
+            v = d[f]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"written run field {f!r} must be a non-negative int, got {v!r}")
+            ints[f] = v
+        if ints["ts_lower"] > ints["ts_upper"] or ints["len"] < 1:
+            raise ValueError(f"written run {dict(d)!r} has ts_lower > ts_upper or no updates")
+        return cls(tuple(keys), ints["len"], ints["ts_lower"], ints["ts_upper"], ints["size_bytes"])
+
+
+def write_run(
+    store: Blob,
+    schema: Sequence[ColumnSpec],
+    updates: Updates,
+    *,
+    prefix: str = "arrangement/parts/",
+    part_rows: int = DEFAULT_PART_ROWS,
+    part_bytes: int = DEFAULT_PART_BYTES,
+    compression: str = "snappy",
+    clock: Callable[[], float] = _time.time,
+    owner: str = "",
+) -> WrittenRun | None:
+    """Write ``updates`` (any order) as one run of parts under ``prefix``; None if they
+    consolidate to nothing.
+
+    ``prefix`` must be the arrangement's part prefix (``Arrangement.prefix``; for
+    ``Arrangement.open(url, name=NAME)`` it is ``NAME/parts/``) so that its gc sees the parts.
+    ``owner`` (letters and digits) is put into every key (:func:`owned_keys` finds them),
+    so a job that fails before committing can delete exactly the parts it wrote.
+
+    Examples
+    --------
+    >>> import colmz, pyarrow as pa
+    >>> from colmz.storage import MemBlob
+    >>> blob = MemBlob()
+    >>> u = colmz.Updates({"k": [2, 1, 2]}, time=[5, 3, 5], diff=[1, 1, -1])
+    >>> run = write_run(blob, u.schema, u)
+    >>> run.len, run.ts_lower, run.ts_upper, len(run.keys)
+    (1, 3, 3, 1)
+    """
+    schema = tuple(schema)
+    if [s.name for s in schema] != updates.column_names:
+        raise ValueError(f"updates have columns {updates.column_names}, the schema {[s.name for s in schema]}")
+    normal = consolidate(updates, order="data")
+    if not len(normal):
+        return None
+    if owner and not _OWNER.match(owner):
+        raise ValueError(f"owner must be letters and digits, got {owner!r}")
+    t = normal.time
+    tag = f"{owner}_" if owner else ""
+    writer = PartWriter(
+        store, schema, lambda: make_key(prefix, int(clock() * 1000), tag + uuid.uuid4().hex),
+        {"kind": "run"}, part_rows=part_rows, part_bytes=part_bytes, compression=compression,
+    )
+    try:
+        writer.add_updates(normal)
+        writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return WrittenRun(tuple(writer.keys), writer.rows, int(t.min()), int(t.max()), writer.size_bytes)
+
+
+def owned_keys(store: Blob, prefix: str, owner: str) -> list[str]:
+    """The part keys under ``prefix`` that :func:`write_run` wrote for ``owner``.
+
+    >>> import colmz
+    >>> from colmz.storage import MemBlob
+    >>> blob = MemBlob()
+    >>> u = colmz.Updates({"k": [1]}, time=[0], diff=[1])
+    >>> run = write_run(blob, u.schema, u, owner="job7")
+    >>> owned_keys(blob, "arrangement/parts/", "job7") == list(run.keys), owned_keys(blob, "arrangement/parts/", "job8")
+    (True, [])
+    """
+    if not _OWNER.match(owner):
+        raise ValueError(f"owner must be letters and digits, got {owner!r}")
+    marker = f"-{owner}_"
+    return [k for k in store.list_keys(prefix) if marker in k.rsplit("/", 1)[-1]]
