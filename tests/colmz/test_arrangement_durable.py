@@ -478,3 +478,38 @@ def test_concurrent_creation_converges(url):
         state_mod.StateLog = orig
     assert LateLog.calls >= 2
     assert second.read().to_pylist() == [("a", 1, 0, 1)]
+
+
+class TimeoutAfterApply:
+    """A consensus whose next compare-and-set lands but reports a timeout."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.armed = False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def compare_and_set(self, key, expected, new):
+        ok = self.inner.compare_and_set(key, expected, new)
+        if self.armed:
+            self.armed = False
+            from colmz.storage import Indeterminate
+
+            raise Indeterminate("injected timeout after the write landed")
+        return ok
+
+
+def test_commit_that_landed_behind_a_timeout_is_not_written_twice():
+    from colmz.storage import MemConsensus
+    from colmz.storage.url import Location
+
+    cons = TimeoutAfterApply(MemConsensus())
+    loc = Location(MemBlob(), cons, "mem://timeout")
+    a = Arrangement.open(loc, SCHEMA)
+    head = cons.head(a._log.key).seqno
+    cons.armed = True
+    a.write(ups([("a", 1, 0, 1)]))
+    assert cons.head(a._log.key).seqno == head + 1 == a.seqno
+    assert Arrangement.open(loc).read().to_pylist() == [("a", 1, 0, 1)]
+    assert set(loc.blob.list_keys()) == a.referenced_keys()
