@@ -318,7 +318,7 @@ class Arrangement:
         self._committed_keys: frozenset[str] = frozenset()
         self._cas_started = False
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
-                      "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0,
+                      "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0, "rows_written": 0,
                       "merge_peak_rows": 0}
 
     # ================================================================== metadata
@@ -841,6 +841,7 @@ class Arrangement:
     def _count_write(self, writer: PartWriter, updates: Updates | None = None) -> None:
         self._counters["blob_bytes_written"] += writer.size_bytes
         self._counters["parts_written"] += len(writer.keys)
+        self._counters["rows_written"] += writer.rows
         if updates is not None:
             self._counters["updates_written"] += len(updates)
             self._counters["update_bytes_written"] += updates.nbytes
@@ -1295,6 +1296,7 @@ class Arrangement:
         """Work counters and sizes.
 
         ``blob_bytes_written`` (Parquet bytes of every part written), ``parts_written``,
+        ``rows_written`` (updates written into parts, rewrites included),
         ``updates_written`` / ``update_bytes_written`` (what callers appended, in-memory
         bytes), ``parts_deleted``, ``commits``, ``merge_peak_rows`` (most input rows a merge
         held at once), and the current ``trace_batches``, ``unsealed_batches``, ``parts`` and

@@ -513,3 +513,18 @@ def test_commit_that_landed_behind_a_timeout_is_not_written_twice():
     assert cons.head(a._log.key).seqno == head + 1 == a.seqno
     assert Arrangement.open(loc).read().to_pylist() == [("a", 1, 0, 1)]
     assert set(loc.blob.list_keys()) == a.referenced_keys()
+
+
+def test_trickle_write_amplification_and_batch_count_are_logarithmic():
+    # work counters, not timings: 128 seals of 5 distinct updates with maintain() after each
+    a = Arrangement.open(f"mem://trickle-{os.getpid()}-{next(_ids)}", SCHEMA)
+    n = 128
+    for s in range(n):
+        a.write(ups([(f"k{s}-{i}", i, s, 1) for i in range(5)]))
+        a.seal(s + 1)
+        a.maintain()
+        assert len(a.trace_batches) <= max(2, 2 * np.log2(s + 1))
+    st = a.stats()
+    # each update written once, then rewritten once per level it climbs (log4 128 = 3.5)
+    assert st["rows_written"] <= st["updates_written"] * (1 + 4)
+    assert len(a.read()) == 5 * n
