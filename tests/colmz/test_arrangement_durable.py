@@ -528,3 +528,21 @@ def test_trickle_write_amplification_and_batch_count_are_logarithmic():
     # each update written once, then rewritten once per level it climbs (log4 128 = 3.5)
     assert st["rows_written"] <= st["updates_written"] * (1 + 4)
     assert len(a.read()) == 5 * n
+
+
+def test_two_named_arrangements_share_a_store(url):
+    a = Arrangement.open(url, SCHEMA, name="orders")
+    b = Arrangement.open(url, {"x": pa.int64()}, name="users")
+    a.write(ups([("a", 1, 0, 1)]))
+    b.write(colmz.Updates({"x": [7]}, time=[0], diff=[1]))
+    assert a.prefix == "orders/parts/" and b.prefix == "users/parts/"
+    a.store.set(a.prefix + "0000000000001-stray.parquet", b"x")
+    assert b.gc(lease_seconds=0) == []  # another arrangement's parts are not b's to collect
+    assert Arrangement.open(url, name="orders").read().to_pylist() == [("a", 1, 0, 1)]
+    assert Arrangement.open(url, name="users").read().to_pylist() == [(7, 0, 1)]
+
+
+def test_open_without_create_needs_an_arrangement(url):
+    Arrangement.open(url, SCHEMA)
+    with pytest.raises(FileNotFoundError, match="no arrangement 'other'"):
+        Arrangement.open(url, name="other", create=False)
