@@ -40,8 +40,10 @@ if TYPE_CHECKING:  # matplotlib is optional: only for the annotations
 
 __all__ = [
     "CAUSE_COLORS",
+    "EDGE_IDLE",
     "as_of",
     "correction",
+    "node_face",
     "require_matplotlib",
     "sink",
     "spine",
@@ -66,7 +68,19 @@ CAUSE_COLORS: dict[str | None, str] = {
     None: "#bcbd22",
 }
 #: Colour of edges no constraint travelled along.
-EDGE_IDLE = "#d0d0d0"
+EDGE_IDLE = "#c8c8c8"
+
+
+def node_face(cause: str | None) -> tuple[float, float, float]:
+    """The (opaque, lightened) face colour of a node whose as-of was set by ``cause``.
+
+    >>> node_face("current_time") != node_face("warmup")
+    True
+    """
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(CAUSE_COLORS.get(cause, "#ffffff"))
+    return (0.4 * r + 0.6, 0.4 * g + 0.6, 0.4 * b + 0.6)
 
 
 def require_matplotlib():
@@ -501,30 +515,21 @@ def as_of(selection: AsOfSelection, ax: Axes | None = None) -> Axes:
             if key in edge_set:
                 carrier[key] = o.cause
 
-    for a, b, _, kind in edges:
-        cause = carrier.get((a, b))
-        color = CAUSE_COLORS.get(cause, EDGE_IDLE) if cause else EDGE_IDLE
-        arrow = FancyArrowPatch(
-            pos[a], pos[b], arrowstyle="-|>", mutation_scale=14, shrinkA=28, shrinkB=28,
-            color=color, linewidth=2.2 if cause else 1.0,
-            linestyle="-" if kind == "compute" else "--",
-            gid=f"edge:{name(a)}->{name(b)}", zorder=1,
-        )
-        arrow.colmz_cause = cause  # the constraint the colour stands for (None: idle)
-        ax.add_patch(arrow)
-
     used: set[str | None] = set()
+    box: dict[int, Any] = {}  # node -> the text whose box its edges attach to
     for v, (kind, ref) in enumerate(nodes):
         x, y = pos[v]
         if kind == "storage":
             read, write = storage.get(ref, (None, None))
-            ax.text(x, y, f"{ref}\nread {_fmt_time(read)}, write {_fmt_time(write)}",
-                    ha="center", va="center", fontsize=8, gid=f"storage:{ref}",
-                    bbox=dict(boxstyle="round", facecolor="#f2f2f2", edgecolor="#888888"))
+            box[v] = ax.text(
+                x, y, f"{ref}\nread {_fmt_time(read)}, write {_fmt_time(write)}",
+                ha="center", va="center", fontsize=8, gid=f"storage:{ref}", zorder=3,
+                bbox=dict(boxstyle="round", facecolor="#f2f2f2", edgecolor="#888888"))
             continue
         exports = flows[ref].exports
         if not exports:
-            ax.text(x, y, name(v), ha="center", va="center", fontsize=8)
+            box[v] = ax.text(x, y, name(v), ha="center", va="center", fontsize=8, zorder=3,
+                             bbox=dict(boxstyle="round", facecolor="white"))
             continue
         for i, e in enumerate(exports):
             o = origins[e.id]
@@ -534,13 +539,33 @@ def as_of(selection: AsOfSelection, ax: Axes | None = None) -> Axes:
             label = f"{e.id}: {_fmt_time(o.as_of)} [{_fmt_time(o.lower)}, {_fmt_time(o.upper)}]"
             if o.as_of is None and e.id in selection.pruned:
                 label = f"{e.id}: pruned"
-            ax.text(
+            t = ax.text(
                 x, y - 0.22 * (i - (len(exports) - 1) / 2.0), label, ha="center", va="center",
-                fontsize=8, gid=f"as_of:{e.id}",
-                bbox=dict(boxstyle="round", facecolor=CAUSE_COLORS.get(o.cause, "#ffffff"),
-                          alpha=0.35, edgecolor="#d62728" if hard else "#444444",
+                fontsize=8, gid=f"as_of:{e.id}", zorder=3,
+                bbox=dict(boxstyle="round", facecolor=node_face(o.cause),
+                          edgecolor="#d62728" if hard else "#444444",
                           linewidth=2.5 if hard else 0.8, linestyle="--" if soft else "-"),
             )
+            box.setdefault(v, t)
+
+    for a, b, _, kind in edges:
+        cause = carrier.get((a, b))
+        color = CAUSE_COLORS.get(cause, EDGE_IDLE) if cause else EDGE_IDLE
+        # Edges that skip columns bend, so they do not run through the nodes between.
+        bend = 0.12 if abs(depth[b] - depth[a]) > 1 else 0.0
+        arrow = FancyArrowPatch(
+            pos[a], pos[b], arrowstyle="-|>", mutation_scale=14, shrinkA=2, shrinkB=2,
+            patchA=box[a].get_bbox_patch(), patchB=box[b].get_bbox_patch(),
+            connectionstyle=f"arc3,rad={bend}",
+            color=color, linewidth=2.2 if cause else 1.0,
+            linestyle="-" if kind == "compute" else "--",
+            # above the boxes: a text positions its box when drawn, and the arrow is clipped
+            # to the boxes, so the boxes must be drawn first
+            gid=f"edge:{name(a)}->{name(b)}", zorder=5 if cause else 4,
+        )
+        arrow.colmz_cause = cause  # the constraint the colour stands for (None: idle)
+        ax.add_patch(arrow)
+
     for cause in carrier.values():
         used.add(cause)
     ax.set_xlim(-0.6, width - 0.4)

@@ -337,7 +337,7 @@ def test_as_of_graph_labels_and_constraint_colours():
         if gid.startswith("as_of:"):
             cause = origins[gid[6:]].cause
             fc = t.get_bbox_patch().get_facecolor()
-            assert fc[:3] == matplotlib.colors.to_rgb(cplot.CAUSE_COLORS[cause])
+            assert fc[:3] == pytest.approx(cplot.node_face(cause))
     # layered by topological depth: sources left of u3, u3 left of u4
     pos = {t.get_gid()[6:]: t.get_position() for t in ax.texts
            if (t.get_gid() or "").startswith("as_of:")}
