@@ -794,12 +794,12 @@ class ContinualTask:
         s.to_append_progress = t
         self._drain()
         view = self._self_view(t)
-        delta = self._evaluate(t, inserts, view)
+        delta, after = self._evaluate(t, inserts, view)
         s.append_times.add(t)
         s.to_append.append(delta)
         s.append_times_progress = t + 1
         s.to_append_progress = t + 1
-        self._view = consolidate(concat([view, delta]), since=t) if len(delta) else view
+        self._view = after
         self._drain()
         # As upstream, the inserts of T are retracted at T + 1, so the sink's accumulated
         # output holds only the current time's change.
@@ -838,7 +838,8 @@ class ContinualTask:
                 self._view = None
             s.output_progress = self.output.upper
 
-    def _evaluate(self, t: int, inserts: Updates, view: Updates) -> Updates:
+    def _evaluate(self, t: int, inserts: Updates, view: Updates) -> tuple[Updates, Updates]:
+        """``ΔO(t)`` and ``O@t``; raises before anything is written."""
         inputs = {self.input_name: expand(inserts, f"input {self.input_name!r}")}
         refs_cache: dict[str, pa.Table] = {}
 
@@ -863,11 +864,13 @@ class ContinualTask:
                     _check_nonnegative(view_t, self.name, b.index)
                     view_tbl = expand(view_t, f"output {self.name!r}")
         if not parts:
-            return Updates.empty(self.schema)
+            return Updates.empty(self.schema), view
         delta = consolidate(concat(parts))
-        if self.statements == "independent":
-            _check_nonnegative(consolidate(concat([_at(view, t), delta])), self.name, None)
-        return delta
+        if self.statements == "sequential":
+            return delta, view_t
+        after = consolidate(concat([_at(view, t), delta])) if len(delta) else view
+        _check_nonnegative(after, self.name, None)
+        return delta, after
 
 
 def _check_nonnegative(contents: Updates, name: str, index: int | None) -> None:
