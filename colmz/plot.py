@@ -273,9 +273,9 @@ def spine(s: Spine, ax: Axes | None = None) -> Axes:
         cap = 2 ** (lvl + 1) if merging else 2**lvl
         ax.hlines(cap, lvl - 0.4, lvl + 0.4, colors="black", linewidth=1.5,
                   label="capacity", gid="capacity")
-        text = f"{n}" + (f"\nfuel ≤ {n}" if merging else "")
+        text = f"{n}" + (f" (fuel ≤ {n})" if merging else "")
         ax.annotate(text, (lvl, max(n, 0.5)), xytext=(0, 3), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=8, gid="layer_label")
+                    ha="center", va="bottom", fontsize=8, gid="layer_label", rotation=90)
         ymax = max(ymax, cap, n)
     pending = s.pending
     if pending:
@@ -283,13 +283,14 @@ def spine(s: Spine, ax: Axes | None = None) -> Axes:
         (bar,) = ax.bar(-1, max(n, 0.5), width=0.7, log=True, color="#bbbbbb",
                         edgecolor="black", linewidth=0.5, label="pending")
         bar.set_gid("pending")
-        ax.annotate(f"{len(pending)} batches\n{n}", (-1, max(n, 0.5)), xytext=(0, 3),
-                    textcoords="offset points", ha="center", va="bottom", fontsize=8)
+        ax.annotate(f"{n} in {len(pending)} batches", (-1, max(n, 0.5)), xytext=(0, 3),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8,
+                    rotation=90)
         ymax = max(ymax, n)
     levels = [lvl for lvl, _, _ in layers]
     ticks = ([-1] if pending else []) + sorted(levels)
     ax.set_xticks(ticks, ["pending" if t == -1 else str(t) for t in ticks])
-    ax.set_ylim(0.5, ymax * 8)
+    ax.set_ylim(0.5, ymax * 2000)  # room above the bars for their (vertical) labels
     ax.set_xlabel("layer (vacant layers have no bar)")
     ax.set_ylabel("updates")
     st = s.stats()

@@ -202,12 +202,12 @@ def check_spine_drawing(s, ax):
         2 ** (lvl + 1) if cnt == 2 else 2**lvl for lvl, (cnt, _) in occupied.items()
     )
     labels = gids(ax.texts, "layer_label")
-    assert sorted(int(t.get_text().split("\n")[0]) for t in labels) == sorted(
+    assert sorted(int(t.get_text().split(" ")[0]) for t in labels) == sorted(
         n for _, n in occupied.values()
     )
     # merging layers say how much fuel they may still need: at most their inputs
     assert sorted(t.get_text() for t in labels if "fuel" in t.get_text()) == sorted(
-        f"{n}\nfuel ≤ {n}" for cnt, n in occupied.values() if cnt == 2
+        f"{n} (fuel ≤ {n})" for cnt, n in occupied.values() if cnt == 2
     )
 
 
