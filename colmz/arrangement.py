@@ -1144,8 +1144,9 @@ class Arrangement:
 
         ``policy`` chooses the compaction: ``"geometric"`` (default, fan-in ``fan_in``) or
         ``"levels"`` (upstream's pairwise rule). A step that loses its compare-and-set to
-        another writer reloads the state and continues (up to ``conflict_retries`` times,
-        then ``CommitConflict``). Returns counts of what was done.
+        another writer reloads the state and applies its result there when it still fits
+        (up to ``conflict_retries`` times per step, then ``CommitConflict``). Returns counts
+        of what was done.
 
         Examples
         --------
@@ -1165,56 +1166,106 @@ class Arrangement:
             raise ValueError(f"conflict_retries must be a non-negative int, got {conflict_retries!r}")
         report = {"drains": 0, "trims": 0, "evictions": 0, "compactions": 0, "rows": 0,
                   "conflicts": 0}
-        for attempt in range(conflict_retries + 1):
+        self._maintain(fuel, policy, report, conflict_retries)
+        return report
+
+    def _apply_and_commit(self, apply, new_keys, retries: int, report: dict) -> bool:
+        """Apply a step's response to the state and commit it.
+
+        ``apply()`` changes the in-memory state from the response and says whether it still
+        fits (a response is stale once another commit changed what it was computed from).
+        When the compare-and-set loses to another writer, the state is reloaded and the same
+        response applied again -- the parts are already written, so a long compaction is
+        never thrown away because a small write landed meanwhile. A response that no longer
+        fits has its parts deleted.
+        """
+        for attempt in range(retries + 1):
+            saved = self._save()
+            before = self.referenced_keys()
+            self._cas_started = False
             try:
-                self._maintain(fuel, policy, report)
-                return report
+                if not apply():
+                    self._restore(saved)
+                    break
+                if self._log is not None:
+                    self._commit_state()
             except CommitConflict:
-                # Another writer committed: this step's parts are gone, nothing of it is
-                # visible. Reload the state and go on from there.
-                if attempt == conflict_retries:
+                self._restore(saved)
+                if attempt == retries:
+                    self._drop_unreferenced(new_keys)
                     raise
                 report["conflicts"] += 1
                 self.refresh()
-        return report
+                continue
+            except BaseException as e:
+                self._restore(saved)
+                if not self._cas_started or isinstance(e, Determinate):
+                    self._drop_unreferenced(new_keys)
+                raise
+            self._delete_keys(before - self.referenced_keys())
+            return True
+        self._drop_unreferenced(new_keys)
+        return False
 
-    def _maintain(self, fuel, policy, report) -> None:
+    def _drop_unreferenced(self, keys) -> None:
+        # parts of a response that was never committed (and no committed state names)
+        self._delete_keys(set(keys) - self.referenced_keys() - self._committed_keys)
+
+    def _maintain(self, fuel, policy, report, retries) -> None:
 
         def spent() -> bool:
             return fuel is not None and report["rows"] >= fuel
 
-        # 1. drain (and evict what the drain covered, in the same commit)
+        # 1. drain, and evict what the drain covered, in one commit
         tu, seal = self.trace_ts_upper(), self._seal
         if seal != tu and tu is not None and frontier_lt(tu, seal) and not spent():
-            def drain_step():
-                req = self.unsealed_next_drain_req()
-                res = self.drain_unsealed(req)
-                self.unsealed_handle_drain_response(res)
-                self.unsealed_evict()
-                return res
-            res = self._durably(drain_step)
-            report["drains"] += 1
-            report["rows"] += (res.drained.len or 0) if res.drained is not None else 0
-        # 2. evict and trim unsealed batches, one per commit
-        if any(not (self.trace_ts_upper() is not None and self.trace_ts_upper() <= b.ts_upper)
-               for b in self._unsealed):
-            self._durably(self.unsealed_evict)
+            res = self.drain_unsealed(self.unsealed_next_drain_req())
+            d = res.drained
+            if d is not None:
+                def apply_drain(d=d):
+                    # still the next interval, and still sealed (no revert since)
+                    if self.trace_ts_upper() != d.desc.lower or not frontier_le(d.desc.upper, self._seal):
+                        return False
+                    self._trace.append(d)
+                    self.unsealed_evict()
+                    return True
+                if self._apply_and_commit(apply_drain, set(d.keys), retries, report):
+                    report["drains"] += 1
+                    report["rows"] += d.len or 0
+
+        # 2. evict, then trim unsealed batches, one per commit
+        def apply_evict():
+            return bool(self.unsealed_evict())
+        if self._apply_and_commit(apply_evict, (), retries, report):
             report["evictions"] += 1
         while not spent():
             tu = self.trace_ts_upper()
-            victim = next((b for b in self._unsealed if tu is not None and b.ts_lower < tu), None)
-            if victim is None:
+            old = next((b for b in self._unsealed if tu is not None and b.ts_lower < tu), None)
+            if old is None:
                 break
-            self._durably(self.unsealed_step)
+            new = self._trim(old, tu)
+
+            def apply_trim(old=old, new=new, tu=tu):
+                if old not in self._unsealed or self.trace_ts_upper() != tu:
+                    return False
+                self._unsealed[self._unsealed.index(old)] = new
+                return True
+            if not self._apply_and_commit(apply_trim, set(new.keys), retries, report):
+                continue
             report["trims"] += 1
-            report["rows"] += victim.len or 0
+            report["rows"] += old.len or 0
+
         # 3. compaction, one merge per commit
         while not spent():
             req = self.geometric_compact_req() if policy == "geometric" else self.trace_next_compact_req()
             if req is None:
                 break
-            self._durably(lambda req=req: self.compact(req))
-            report["compactions"] += 1
+            res = self.compact_trace(req)
+
+            def apply_compaction(res=res):
+                return bool(self.trace_handle_compact_response(res))
+            if self._apply_and_commit(apply_compaction, set(res.merged.keys), retries, report):
+                report["compactions"] += 1
             report["rows"] += sum(b.len or 0 for b in req.batches)
 
     def read(self, as_of: int | None = None) -> Updates:
