@@ -405,7 +405,9 @@ def _graph(selection: AsOfSelection):
 
 
 def _depths(n: int, edges) -> list[int]:
-    # Longest-path depth by Kahn's algorithm; nodes on cycles go one layer below the rest.
+    # Longest-path depth by Kahn's algorithm. On a cycle no node becomes ready: the waiting
+    # node with the fewest unplaced inputs is placed anyway (one column past its placed
+    # inputs), which breaks the cycle and lets what lies downstream of it follow.
     ins: list[list[int]] = [[] for _ in range(n)]
     outs: list[list[int]] = [[] for _ in range(n)]
     for a, b, _, _ in edges:
@@ -413,21 +415,24 @@ def _depths(n: int, edges) -> list[int]:
         outs[a].append(b)
     indeg = [len(x) for x in ins]
     depth = [0] * n
+    placed = [False] * n
     ready = [v for v in range(n) if indeg[v] == 0]
-    seen = 0
-    while ready:
+    left = n
+    while left:
+        if not ready:
+            ready.append(min((v for v in range(n) if not placed[v]), key=lambda v: (indeg[v], v)))
         v = ready.pop()
-        seen += 1
+        if placed[v]:
+            continue
+        placed[v] = True
+        left -= 1
         for w in outs[v]:
+            if placed[w]:
+                continue
             depth[w] = max(depth[w], depth[v] + 1)
             indeg[w] -= 1
             if indeg[w] == 0:
                 ready.append(w)
-    if seen < n:
-        cyc = max(depth) + 1
-        for v in range(n):
-            if indeg[v] > 0:
-                depth[v] = cyc
     return depth
 
 
