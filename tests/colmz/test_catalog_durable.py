@@ -7,6 +7,8 @@ import os
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import colmz
 from colmz.arrangement import Arrangement
@@ -100,3 +102,29 @@ def test_reopen_resumes_tasks_without_reading_input_history(tmp_path, history):
     assert dur_in["updates_read"] == 3
     dur_out = again._durable["upsert"].stats  # noqa: SLF001
     assert dur_out["updates_read"] <= 4
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 9)), max_size=3), min_size=1, max_size=8),
+    reopen_at=st.sets(st.integers(0, 7), max_size=3),
+)
+def test_durable_catalog_with_reopens_matches_memory(tmp_path_factory, batches, reopen_at):
+    path = tmp_path_factory.mktemp("cat")
+    ddl = ["CREATE TABLE append_only (key INT, val INT)", UPSERT,
+           "CREATE MATERIALIZED VIEW n AS SELECT count(*) AS c, sum(val)::BIGINT AS s FROM upsert",
+           "CREATE CONTINUAL TASK log FROM TRANSFORM append_only USING (SELECT key FROM append_only)"]
+    mem, dur = colmz.Catalog(), colmz.Catalog(path)
+    for s in ddl:
+        mem.execute(s)
+        dur.execute(s)
+    for i, rows in enumerate(batches):
+        if i in reopen_at:
+            dur = colmz.Catalog(path)
+        sql = "DELETE FROM append_only WHERE key = 0" if not rows else \
+            "INSERT INTO append_only VALUES " + ", ".join(f"({k}, {v})" for k, v in rows)
+        mem.execute(sql)
+        dur.execute(sql)
+        assert dur.now == mem.now
+        for name in ("append_only", "upsert", "n", "log"):
+            assert q(dur, f"SELECT * FROM {name}") == q(mem, f"SELECT * FROM {name}"), name
