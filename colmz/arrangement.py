@@ -151,9 +151,11 @@ __all__ = [
     "SeqNoMismatch",
     "SinceBehindInput",
     "SinceRegression",
+    "StagedBatch",
     "TimeBeforeSeal",
     "TimeBeforeTraceUpper",
     "TraceSnapshot",
+    "new_token",
     "normalize_schema",
     "schema_from_json",
     "schema_to_json",
@@ -175,6 +177,38 @@ class TraceSnapshot:
     since: int
     batches: tuple[TraceBatchMeta, ...]
     updates: Updates
+
+
+def new_token() -> str:
+    """A fresh unique part token (``uuid4().hex``); a module function so handles pickle."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class StagedBatch:
+    """Parts written by :meth:`Arrangement.stage` and not yet committed.
+
+    JSON-able through :meth:`to_dict` / :meth:`from_dict`, so a Spark executor can return it
+    to the driver, which commits many with one :meth:`Arrangement.write_staged`.
+    """
+
+    ts_lower: int
+    ts_upper: int
+    keys: tuple[str, ...]
+    len: int
+    size_bytes: int
+
+    def to_dict(self) -> dict:
+        return {"ts_lower": self.ts_lower, "ts_upper": self.ts_upper, "keys": list(self.keys),
+                "len": self.len, "size_bytes": self.size_bytes}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> StagedBatch:
+        try:
+            return cls(int(d["ts_lower"]), int(d["ts_upper"]), tuple(str(k) for k in d["keys"]),
+                       int(d["len"]), int(d["size_bytes"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptMeta(f"not a staged batch: {d!r} ({e})") from None
 
 
 @dataclass(frozen=True)
@@ -289,7 +323,7 @@ class Arrangement:
                  part_bytes: int = DEFAULT_PART_BYTES, prefix: str = "parts/", fan_in: int = 4,
                  lease_seconds: float = 3600.0, compression: str = "snappy",
                  clock: Callable[[], float] = _time.time,
-                 token: Callable[[], str] = lambda: uuid.uuid4().hex):
+                 token: Callable[[], str] | None = None):
         if not isinstance(store, Blob):
             raise TypeError(f"store must be a colmz.storage.Blob, got {type(store).__name__}")
         for name, v in (("part_rows", part_rows), ("part_bytes", part_bytes), ("fan_in", fan_in)):
@@ -306,7 +340,7 @@ class Arrangement:
         self.lease_seconds = float(lease_seconds)
         self.compression = compression
         self.clock = clock
-        self.token = token
+        self.token = token if token is not None else new_token
         self._seal: Frontier = 0
         self._since: int = 0
         self._unsealed: list[UnsealedBatchMeta] = []
@@ -818,13 +852,7 @@ class Arrangement:
                 (k for b in self._unsealed for k in b.keys), None)
             if key is None:
                 return ()
-            import pyarrow.parquet as pq
-
-            data = self._store.get(key)
-            if data is None:
-                raise MissingPart(f"part {key!r} is missing from the blob store")
-            s = pq.read_schema(pa.BufferReader(data))
-            self._schema = tuple(ColumnSpec(f.name, f.type) for f in s if f.name not in ("time", "diff"))
+            self._schema = self._read_schema_of(key)
         return self._schema
 
     def _batch_parts(self, keys, schema) -> Iterator[Updates]:
@@ -1036,6 +1064,78 @@ class Arrangement:
                 self._counters["parts_deleted"] += 1
             except Exception:  # noqa: BLE001 - best effort; gc collects what is left
                 pass
+
+    def stage(self, updates) -> StagedBatch | None:
+        """Write ``updates``' parts without changing any state (None when they consolidate
+        to nothing). For writers that are not the committer, e.g. Spark executors: hand the
+        results to :meth:`write_staged` on one handle, which commits them together.
+
+        Checks the schema here and the seal at :meth:`write_staged`. Staged parts that are
+        never committed are collected by :meth:`gc` after the lease.
+
+        >>> import colmz
+        >>> a = colmz.Arrangement.open("mem://stage-doc")
+        >>> s1 = a.stage(colmz.Updates({"k": [1]}, time=[0], diff=[1]))
+        >>> s2 = a.stage(colmz.Updates({"k": [2]}, time=[1], diff=[1]))
+        >>> a.write_staged([s1, s2]); len(a.unsealed_batches), len(a.read())
+        (2, 2)
+        """
+        updates = self._conform(updates)
+        if not len(updates):
+            return None
+        normal = consolidate(updates, order="data")
+        if not len(normal):
+            return None
+        t = updates.time
+        schema = self._schema if self._schema is not None else updates.schema
+        writer = self._writer(schema, {"kind": "unsealed"})
+        try:
+            writer.add_updates(normal)
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        self._count_write(writer, updates)
+        return StagedBatch(int(t.min()), int(t.max()), tuple(writer.keys), writer.rows, writer.size_bytes)
+
+    def write_staged(self, staged: Sequence[StagedBatch | dict]) -> None:
+        """Add staged batches durably, one unsealed batch each, in one commit.
+
+        Raises :class:`TimeBeforeSeal` when a batch holds a time before the seal, and
+        ``ValueError`` for a part key outside this arrangement's prefix; on any failure
+        (a lost compare-and-set included) nothing is committed and the staged parts are
+        deleted.
+        """
+        batches = [b if isinstance(b, StagedBatch) else StagedBatch.from_dict(b) for b in staged]
+        for b in batches:
+            if self._seal is None or b.ts_lower < self._seal:
+                raise TimeBeforeSeal(f"staged batch holds time {b.ts_lower}, before the seal {self._seal}")
+            bad = [k for k in b.keys if not k.startswith(self.prefix)]
+            if bad:
+                raise ValueError(f"staged part {bad[0]!r} is not under this arrangement's prefix {self.prefix!r}")
+        if not batches:
+            return
+        schema = self._schema
+        if schema is None:
+            schema = self._read_schema_of(batches[0].keys[0]) if batches[0].keys else None
+
+        def append():
+            for b in batches:
+                upper = self.unsealed_seqno_upper()
+                self._unsealed.append(UnsealedBatchMeta((upper, upper + 1), b.ts_lower, b.ts_upper,
+                                                        b.keys, b.len, b.size_bytes))
+            if self._schema is None:
+                self._schema = schema
+        self._durably(append)
+
+    def _read_schema_of(self, key: str) -> tuple[ColumnSpec, ...]:
+        import pyarrow.parquet as pq
+
+        data = self._store.get(key)
+        if data is None:
+            raise MissingPart(f"part {key!r} is missing from the blob store")
+        s = pq.read_schema(pa.BufferReader(data))
+        return tuple(ColumnSpec(f.name, f.type) for f in s if f.name not in ("time", "diff"))
 
     def write(self, updates) -> None:
         """Add ``updates`` durably (one unsealed batch, one commit).
