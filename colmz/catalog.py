@@ -78,6 +78,7 @@ from colmz.sql import (
     parse,
     referenced_names,
     rename_like_postgres,
+    run_query,
     translate,
 )
 from colmz.updates import SchemaError, Updates
@@ -209,7 +210,6 @@ class Catalog:
 
     def _query(self, sql: str, as_of: int, pending: Mapping[str, Updates], extra=None) -> pa.Table:
         """Evaluate ``sql`` with catalog objects as of ``as_of`` plus ``pending`` changes."""
-        text = translate(sql).replace(MZ_NOW, f"CAST({as_of} AS UBIGINT)")
         names = referenced_names(sql)
         registered = []
         try:
@@ -220,20 +220,7 @@ class Catalog:
             for n, tbl in (extra or {}).items():
                 self._con.register(n, tbl)
                 registered.append(n)
-            try:
-                rel = self._con.sql(text)
-            except Exception as e:
-                if type(e).__module__.startswith(("duckdb", "_duckdb")):
-                    raise SQLError(f"{e}") from None
-                raise
-            if rel is None:
-                raise SQLError(f"not a query: {sql[:60]!r}")
-            try:
-                return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
-            except Exception as e:
-                if type(e).__module__.startswith(("duckdb", "_duckdb")):
-                    raise SQLError(f"{e}") from None
-                raise
+            return run_query(self._con, translate(sql), as_of)[0]
         finally:
             for n in registered:
                 self._con.unregister(n)
@@ -372,6 +359,7 @@ class Catalog:
         what = f"INSERT INTO {s.table}"
         if isinstance(s, InsertStatement):
             rows = self._query(s.query, t, pending)
+            targets = list(schema)
             if s.columns is not None:
                 names = [c.name for c in schema]
                 for c in s.columns:
@@ -381,6 +369,11 @@ class Catalog:
                     raise SchemaError(
                         f"{what}: {len(s.columns)} column(s) named, the query gives {rows.num_columns}"
                     )
+                targets = [next(c for c in schema if c.name == n) for n in s.columns]
+            if s.query.lstrip()[:6].upper() == "VALUES":
+                # As in PostgreSQL, literals take the type of the column they are written to.
+                rows = self._coerce_literals(rows, targets)
+            if s.columns is not None:
                 given = dict(zip(s.columns, rows.columns))
                 rows = pa.table({
                     c.name: given.get(c.name, pa.nulls(rows.num_rows, c.type)) for c in schema
@@ -408,6 +401,25 @@ class Catalog:
             ])
         prev = pending.get(s.table)
         pending[s.table] = consolidate(concat([prev, change])) if prev is not None else consolidate(change)
+
+    def _coerce_literals(self, rows: pa.Table, targets) -> pa.Table:
+        casts, need = [], False
+        for i, (name, spec) in enumerate(zip(rows.column_names, targets)):
+            col = rows.column(i)
+            ref = f"v.{_quote(name)}"
+            if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and \
+                    not (pa.types.is_string(spec.type) or pa.types.is_large_string(spec.type)):
+                casts.append(f"CAST({ref} AS {_duckdb_type(spec.type)}) AS {_quote(name)}")
+                need = True
+            else:
+                casts.append(ref)
+        if not need or rows.num_columns != len(targets):
+            return rows
+        self._con.register("__colmz_values", rows)
+        try:
+            return run_query(self._con, f"SELECT {', '.join(casts)} FROM __colmz_values v", self._now)[0]
+        finally:
+            self._con.unregister("__colmz_values")
 
     def _commit(self, t: int, pending: Mapping[str, Updates]) -> None:
         """Write ``pending`` table changes at ``t``, then bring every derived object to ``t``."""
@@ -458,7 +470,6 @@ class Catalog:
 
     def _query_at(self, translated: str, t: int) -> pa.Table:
         # A view's query, reading objects that are already complete at t (created before it).
-        text = translated.replace(MZ_NOW, f"CAST({t} AS UBIGINT)")
         registered = []
         try:
             for n in sorted(referenced_names(translated)):
@@ -466,13 +477,7 @@ class Catalog:
                     o = self._objects[n]
                     self._con.register(n, expand(o.collection.snapshot(t), repr(n)))
                     registered.append(n)
-            try:
-                rel = self._con.sql(text)
-                return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
-            except Exception as e:
-                if type(e).__module__.startswith(("duckdb", "_duckdb")):
-                    raise SQLError(f"{e}") from None
-                raise
+            return run_query(self._con, translated, t)[0]
         finally:
             for n in registered:
                 self._con.unregister(n)
@@ -804,6 +809,22 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
     later = dur.updates(start + 1, up)
     mem.compare_and_append(later, start + 1, up)
     return mem
+
+
+def _duckdb_type(t: pa.DataType) -> str:
+    simple = {
+        pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+        pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT",
+        pa.float32(): "REAL", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
+        pa.binary(): "BLOB",
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    if pa.types.is_duration(t):
+        return "INTERVAL"
+    raise SchemaError(f"no DuckDB type for a literal written to a {t} column")
 
 
 def _storage_key(name: str) -> str:

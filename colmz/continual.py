@@ -908,6 +908,7 @@ class _Compiled:
         self.sql = None
         self.names: set[str] | None = None
         self.text = q if isinstance(q, str) else None
+        self.now_form: str | None = None
         if callable(q):
             self.fn = q
         elif q is None or isinstance(q, str):
@@ -929,19 +930,18 @@ class _Compiled:
         return self.names is None or name in self.names
 
     def run_sql(self, reg: _Registered, t: int, inputs, refs, view_tbl) -> pa.Table:
-        from colmz.sql import MZ_NOW, SQLError
+        from colmz.sql import SQLError, run_query
 
         for k, v in (*inputs.items(), *refs.items()):
             reg.ensure(k, v)
         if view_tbl is not None:
             reg.ensure(self.task.name, view_tbl)
-        text = self.sql.replace(MZ_NOW, f"CAST({t} AS UBIGINT)")
         try:
-            return _arrow(reg.con.sql(text))
-        except Exception as e:  # duckdb's errors share no base class worth naming
-            if type(e).__module__.startswith(("duckdb", "_duckdb")):
-                raise SQLError(f"continual task {self.task.name!r} body[{self.index}]: {e}") from None
-            raise
+            # mz_now()'s form is settled by the first evaluation (the plan-time check).
+            table, self.now_form = run_query(reg.con, self.sql, t, self.now_form)
+        except SQLError as e:
+            raise SQLError(f"continual task {self.task.name!r} body[{self.index}]: {e}") from None
+        return table
 
     def rows(self, reg: _Registered, t: int, inputs, refs, view_tbl) -> pa.Table:
         what = f"CONTINUAL TASK {self.task.name}"
@@ -979,15 +979,6 @@ class _Registered:
         for name in self.tables:
             self._con.unregister(name)
         self.tables.clear()
-
-
-def _arrow(rel) -> pa.Table:
-    if rel is None:
-        raise ValueError("the statement returned no rows relation")
-    if hasattr(rel, "to_arrow_table"):
-        return rel.to_arrow_table()
-    out = rel.arrow()
-    return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
 
 
 def _quote(name: str) -> str:

@@ -14,7 +14,10 @@ Materialize user's SQL and DuckDB:
   ``WITH`` before or after ``ON INPUT``, and the ``RETAIN`` sugar becomes an ``INSERT`` of the
   rows satisfying the predicate plus a ``DELETE`` of the output rows that no longer do).
 * **Expressions that mean something else in DuckDB.** :func:`translate` rewrites, token by
-  token: ``mz_now()`` becomes the logical time of the evaluation (a ``UBIGINT``); the type
+  token: ``mz_now()`` becomes the logical time of the evaluation -- a ``UBIGINT``, or, in a
+  query that compares it with dates or timestamps, a ``timestamptz`` reading the time as
+  milliseconds since the Unix epoch, as Materialize's ``mz_timestamp`` does
+  (:func:`run_query`); the type
   names ``JSONB`` and ``mz_timestamp`` become ``JSON`` and ``UBIGINT``. The rest DuckDB reads
   as PostgreSQL does: ``::`` casts and ``INT8``/``INT4``/``TEXT``/``STRING`` names, ``->>``
   on JSON text, ``||`` with a non-text operand. Integer ``/`` truncates in PostgreSQL and
@@ -49,8 +52,11 @@ __all__ = [
     "Token",
     "UnsupportedSQL",
     "UpdateStatement",
+    "NOW_FORMS",
     "arrow_type",
     "connect",
+    "now_value",
+    "run_query",
     "output_names",
     "rename_like_postgres",
     "parse",
@@ -97,7 +103,64 @@ def connect():
     duckdb = require_duckdb()
     con = duckdb.connect(":memory:")
     con.execute("SET integer_division = true")
+    con.execute("SET TimeZone = 'UTC'")  # as Materialize's sessions; mz_now() casts in UTC
     return con
+
+
+#: ``mz_now()`` forms: the logical time as an integer, or -- when the query compares it with
+#: dates/timestamps -- as a ``timestamptz`` reading the time as milliseconds since the Unix
+#: epoch (Materialize's ``mz_timestamp`` casts that way).
+NOW_FORMS = ("uint64", "timestamptz")
+
+_NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
+
+
+def now_value(t: int, form: str) -> str:
+    """The SQL that replaces ``mz_now()`` at time ``t``.
+
+    >>> now_value(5, "uint64"), now_value(5, "timestamptz")
+    ('CAST(5 AS UBIGINT)', 'CAST(epoch_ms(CAST(5 AS BIGINT)) AS TIMESTAMPTZ)')
+    """
+    if form == "uint64":
+        return f"CAST({t} AS UBIGINT)"
+    if form == "timestamptz":
+        if t > 2**63 - 1:
+            raise OverflowError(f"mz_now() = {t} does not fit a timestamp (milliseconds since the epoch)")
+        return f"CAST(epoch_ms(CAST({t} AS BIGINT)) AS TIMESTAMPTZ)"
+    raise ValueError(f"form must be one of {NOW_FORMS}, got {form!r}")
+
+
+def run_query(con, translated: str, t: int, form: str | None = None):
+    """Run translated SQL with ``mz_now()`` at ``t``; returns ``(arrow_table, form)``.
+
+    With ``form=None`` the integer form is tried first and the timestamp form only when
+    DuckDB refuses to compare ``UBIGINT`` with a date/time type. DuckDB's errors become
+    :class:`SQLError`.
+
+    >>> table, form = run_query(connect(), translate("SELECT TIMESTAMPTZ '1970-01-01 00:00:01+00' < mz_now() AS x"), 2000)
+    >>> table.column("x").to_pylist(), form
+    ([True], 'timestamptz')
+    """
+    forms = NOW_FORMS if form is None and MZ_NOW in translated else (form or "uint64",)
+    for i, f in enumerate(forms):
+        text = translated.replace(MZ_NOW, now_value(t, f)) if MZ_NOW in translated else translated
+        try:
+            rel = con.sql(text)
+            if rel is None:
+                raise SQLError(f"not a query: {translated[:60]!r}")
+            table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+            if isinstance(table, pa.RecordBatchReader):
+                table = table.read_all()
+            return table, f
+        except SQLError:
+            raise
+        except Exception as e:  # duckdb's exceptions share no importable base worth naming
+            if not type(e).__module__.startswith(("duckdb", "_duckdb")):
+                raise
+            if i + 1 < len(forms) and _NOW_TYPE_ERROR.search(str(e)):
+                continue
+            raise SQLError(str(e)) from None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # ----------------------------------------------------------------------------- tokens

@@ -191,8 +191,10 @@ def test_failed_statement_changes_nothing(cat):
     cat.execute("INSERT INTO t VALUES (1)")
     with pytest.raises(SQLError):
         cat.execute("INSERT INTO t VALUES (2); INSERT INTO t SELECT nope FROM t")
+    with pytest.raises(SQLError, match="Could not convert string 'text'"):
+        cat.execute("INSERT INTO t VALUES ('text')")  # a literal takes the column's type
     with pytest.raises(colmz.SchemaError):
-        cat.execute("INSERT INTO t VALUES ('text')")
+        cat.execute("INSERT INTO t SELECT 'te' || 'xt'")  # a text expression does not
     with pytest.raises(SQLError):
         cat.execute("CREATE TABLE u (k INT); CREATE TABLE u (k INT)")
     assert "u" not in cat and cat.now == 1 and q(cat, "SELECT * FROM t") == [(1,)]
@@ -275,3 +277,20 @@ def test_writes_to_derived_objects_and_unsupported_sql(cat):
     with pytest.raises(ValueError, match="not yet complete"):
         cat.sql("SELECT 1", as_of=cat.now + 1)
 
+
+
+def test_retain_over_timestamps_reads_times_as_epoch_milliseconds(cat):
+    # Upstream's retention window over a TIMESTAMPTZ column: mz_now() is then the logical time
+    # read as milliseconds since the Unix epoch (as Materialize's mz_timestamp casts).
+    t0 = 1_700_000_000_000  # 2023-11-14 22:13:20 UTC
+    cat.execute("CREATE TABLE append_only (val STRING, ts_col TIMESTAMPTZ)")
+    cat.execute("CREATE CONTINUAL TASK retain FROM RETAIN append_only WHILE (ts_col + INTERVAL '2s' > mz_now())")
+    cat.execute("INSERT INTO append_only VALUES ('old', '2023-11-14 22:13:20+00'), "
+                "('ancient', '2023-11-14 22:12:20+00')", time=t0)
+    assert q(cat, "SELECT val FROM retain") == [("old",)]  # 'ancient' never enters
+    cat.execute("INSERT INTO append_only VALUES ('new', '2023-11-14 22:13:23+00')", time=t0 + 3000)
+    assert q(cat, "SELECT val FROM retain") == [("new",)]
+    assert cat.sql("SELECT mz_now() > TIMESTAMPTZ '2023-11-14 00:00:00+00' AS x").to_pylist() == [{"x": True}]
+    assert cat.sql("SELECT mz_now() - 3000 AS x").to_pylist() == [{"x": t0}]
+    with pytest.raises(SQLError):
+        cat.sql("SELECT mz_now() > 5 AND mz_now() > DATE '2020-01-01'")
