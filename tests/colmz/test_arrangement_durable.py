@@ -622,3 +622,11 @@ def test_staged_writes_commit_together(url):
         a.write_staged([StagedBatch(5, 5, ("elsewhere/x.parquet",), 1, 1)])
     with pytest.raises(CorruptMeta):
         a.write_staged([{"keys": []}])
+
+
+def test_unwritable_store_path():
+    # /sys refuses new directories even to root, so this holds whoever runs the tests
+    if not os.path.isdir("/sys/kernel"):
+        pytest.skip("needs a Linux /sys")
+    with pytest.raises(PermissionError, match="/sys/colmz-nope/store"):
+        Arrangement.open("/sys/colmz-nope/store")
