@@ -223,8 +223,7 @@ class PartInfo:
     url: str
     key: str
     kind: str
-    min_time: int | None
-    rows: int | None
+    min_time: int
 
 
 def schema_to_json(schema: Sequence[ColumnSpec] | None) -> dict | None:
@@ -1412,12 +1411,12 @@ class Arrangement:
     def parts(self) -> list[PartInfo]:
         """Every part of the current state, trace batches first (module docstring of
         ``colmz.arrangement_parts`` for the format)."""
-        out = [PartInfo(self._store.url_of(k), k, "trace", 0, None) for b in self._trace for k in b.keys]
+        out = [PartInfo(self._store.url_of(k), k, "trace", 0) for b in self._trace for k in b.keys]
         tu = self.trace_ts_upper()
         if tu is not None:
             for b in self._unsealed:
                 if tu <= b.ts_upper:
-                    out += [PartInfo(self._store.url_of(k), k, "unsealed", tu, None) for k in b.keys]
+                    out += [PartInfo(self._store.url_of(k), k, "unsealed", tu) for k in b.keys]
         return out
 
     def gc(self, lease_seconds: float | None = None) -> list[str]:
