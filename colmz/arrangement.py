@@ -151,7 +151,6 @@ __all__ = [
     "SeqNoMismatch",
     "SinceBehindInput",
     "SinceRegression",
-    "StagedBatch",
     "TimeBeforeSeal",
     "TimeBeforeTraceUpper",
     "TraceSnapshot",
@@ -182,33 +181,6 @@ class TraceSnapshot:
 def new_token() -> str:
     """A fresh unique part token (``uuid4().hex``); a module function so handles pickle."""
     return uuid.uuid4().hex
-
-
-@dataclass(frozen=True)
-class StagedBatch:
-    """Parts written by :meth:`Arrangement.stage` and not yet committed.
-
-    JSON-able through :meth:`to_dict` / :meth:`from_dict`, so a Spark executor can return it
-    to the driver, which commits many with one :meth:`Arrangement.write_staged`.
-    """
-
-    ts_lower: int
-    ts_upper: int
-    keys: tuple[str, ...]
-    len: int
-    size_bytes: int
-
-    def to_dict(self) -> dict:
-        return {"ts_lower": self.ts_lower, "ts_upper": self.ts_upper, "keys": list(self.keys),
-                "len": self.len, "size_bytes": self.size_bytes}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> StagedBatch:
-        try:
-            return cls(int(d["ts_lower"]), int(d["ts_upper"]), tuple(str(k) for k in d["keys"]),
-                       int(d["len"]), int(d["size_bytes"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise CorruptMeta(f"not a staged batch: {d!r} ({e})") from None
 
 
 @dataclass(frozen=True)
@@ -1063,69 +1035,6 @@ class Arrangement:
                 self._counters["parts_deleted"] += 1
             except Exception:  # noqa: BLE001 - best effort; gc collects what is left
                 pass
-
-    def stage(self, updates) -> StagedBatch | None:
-        """Write ``updates``' parts without changing any state (None when they consolidate
-        to nothing). For writers that are not the committer, e.g. Spark executors: hand the
-        results to :meth:`write_staged` on one handle, which commits them together.
-
-        Checks the schema here and the seal at :meth:`write_staged`. Staged parts that are
-        never committed are collected by :meth:`gc` after the lease.
-
-        >>> import colmz
-        >>> a = colmz.Arrangement.open("mem://stage-doc")
-        >>> s1 = a.stage(colmz.Updates({"k": [1]}, time=[0], diff=[1]))
-        >>> s2 = a.stage(colmz.Updates({"k": [2]}, time=[1], diff=[1]))
-        >>> a.write_staged([s1, s2]); len(a.unsealed_batches), len(a.read())
-        (2, 2)
-        """
-        updates = self._conform(updates)
-        if not len(updates):
-            return None
-        normal = consolidate(updates, order="data")
-        if not len(normal):
-            return None
-        t = updates.time
-        schema = self._schema if self._schema is not None else updates.schema
-        writer = self._writer(schema, {"kind": "unsealed"})
-        try:
-            writer.add_updates(normal)
-            writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
-        self._count_write(writer, updates)
-        return StagedBatch(int(t.min()), int(t.max()), tuple(writer.keys), writer.rows, writer.size_bytes)
-
-    def write_staged(self, staged: Sequence[StagedBatch | dict]) -> None:
-        """Add staged batches durably, one unsealed batch each, in one commit.
-
-        Raises :class:`TimeBeforeSeal` when a batch holds a time before the seal, and
-        ``ValueError`` for a part key outside this arrangement's prefix; on any failure
-        (a lost compare-and-set included) nothing is committed and the staged parts are
-        deleted.
-        """
-        batches = [b if isinstance(b, StagedBatch) else StagedBatch.from_dict(b) for b in staged]
-        for b in batches:
-            if self._seal is None or b.ts_lower < self._seal:
-                raise TimeBeforeSeal(f"staged batch holds time {b.ts_lower}, before the seal {self._seal}")
-            bad = [k for k in b.keys if not k.startswith(self.prefix)]
-            if bad:
-                raise ValueError(f"staged part {bad[0]!r} is not under this arrangement's prefix {self.prefix!r}")
-        if not batches:
-            return
-        schema = self._schema
-        if schema is None:
-            schema = self._read_schema_of(batches[0].keys[0]) if batches[0].keys else None
-
-        def append():
-            for b in batches:
-                upper = self.unsealed_seqno_upper()
-                self._unsealed.append(UnsealedBatchMeta((upper, upper + 1), b.ts_lower, b.ts_upper,
-                                                        b.keys, b.len, b.size_bytes))
-            if self._schema is None:
-                self._schema = schema
-        self._durably(append)
 
     def _read_schema_of(self, key: str) -> tuple[ColumnSpec, ...]:
         import pyarrow.parquet as pq

@@ -599,31 +599,6 @@ def test_stale_compaction_result_is_dropped_with_its_parts(url):
     assert m.read().to_pylist() == [("a", 0, 2, 1), ("a", 1, 2, 1)]
 
 
-def test_staged_writes_commit_together(url):
-    from colmz.arrangement import StagedBatch
-
-    a = Arrangement.open(url, SCHEMA)
-    a.seal(2)
-    writer = Arrangement.open(url)  # e.g. an executor: writes parts, commits nothing
-    before = listing(a)[1]
-    staged = [writer.stage(ups([("a", 1, 2, 1)])), writer.stage(ups([("b", 1, 3, 1), ("b", 1, 3, -1)])),
-              writer.stage(ups([("c", 1, 4, 1)]))]
-    assert staged[1] is None  # consolidates to nothing
-    assert listing(a)[1] == before  # nothing committed by staging
-    dicts = [s.to_dict() for s in staged if s is not None]
-    a.write_staged(dicts)
-    assert [b.seqnos for b in a.unsealed_batches] == [(0, 1), (1, 2)]
-    assert Arrangement.open(url).read().to_pylist() == [("a", 1, 2, 1), ("c", 1, 4, 1)]
-    late = writer.stage(ups([("d", 1, 2, 1)]))
-    a.seal(3)
-    with pytest.raises(TimeBeforeSeal):
-        a.write_staged([late])
-    with pytest.raises(ValueError, match="prefix"):
-        a.write_staged([StagedBatch(5, 5, ("elsewhere/x.parquet",), 1, 1)])
-    with pytest.raises(CorruptMeta):
-        a.write_staged([{"keys": []}])
-
-
 def test_unwritable_store_path():
     # /sys refuses new directories even to root, so this holds whoever runs the tests
     if not os.path.isdir("/sys/kernel"):
