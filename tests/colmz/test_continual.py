@@ -629,3 +629,24 @@ def test_memory_collection_compaction_keeps_reads_at_and_after_since():
     with pytest.raises(ValueError, match="before the current since"):
         c.advance_since(1)
     assert [r[2] for r in c.updates(0, None).to_pylist()] == [3, 3, 4, 5]
+
+
+def test_inputs_as_updates_and_statement_forms():
+    # A complete history given as Updates; statements as Insert(query text), Delete(predicate)
+    # and a callable returning a pandas frame.
+    hist = colmz.concat([kv([(1, 1), (2, 2)], 1), kv([(1, 5)], 2), kv([(3, 3)], 3)])
+    pd_rows = lambda ins, refs, me: ins["inp"].to_pandas().assign(val=lambda d: d.val * 10)  # noqa: E731
+    task = ContinualTask("ct", {"inp": hist}, [
+        Insert("SELECT key, val FROM inp"),
+        Delete("key IN (SELECT key FROM inp)"),
+        Insert(pd_rows),
+    ], columns=KV, as_of=1)
+    assert task.input.upper == 4
+    task.run()
+    assert rows(task.output, 1) == [(1, 1), (1, 10), (2, 2), (2, 20)]
+    assert rows(task.output, 3) == [(1, 5), (1, 50), (2, 2), (2, 20), (3, 3), (3, 30)]
+    with pytest.raises(TypeError, match="collection"):
+        ContinualTask("ct", {"inp": [1, 2]}, [], columns=KV)
+    with pytest.raises(TypeError, match="must return"):
+        t2 = ContinualTask("ct", {"inp": hist}, [Insert(lambda i, r, m: [1])], columns=KV, as_of=1)
+        t2.run()
