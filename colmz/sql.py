@@ -86,7 +86,7 @@ def require_duckdb():
     """
     try:
         import duckdb
-    except ImportError as e:  # pragma: no cover - exercised only without the extra
+    except ImportError as e:
         raise ImportError(
             "colmz's SQL (Catalog, SQL statements of ContinualTask) needs DuckDB: "
             "pip install 'colmz[sql]'"

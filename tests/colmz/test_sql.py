@@ -163,3 +163,16 @@ def test_output_names_follow_postgres():
     assert output_names("SELECT a FROM t UNION SELECT b FROM u") is None
     assert output_names("VALUES (1)") is None
     assert output_names("SELECT x IS NULL FROM t") == ["?column?"]
+
+
+def test_missing_duckdb_names_the_extra(monkeypatch):
+    import sys
+
+    import colmz
+    from colmz.sql import require_duckdb
+
+    monkeypatch.setitem(sys.modules, "duckdb", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'colmz\[sql\]'"):
+        require_duckdb()
+    with pytest.raises(ImportError, match="sql"):
+        colmz.Catalog()
