@@ -61,6 +61,11 @@ at most 48 updates sort their union in one compiled call (same result as the str
 rollback snapshot is taken only when a call can fail part-way (a flush or a read), and the
 bucket chain's restore stops at the first bucket the peel left unchanged.
 
+Overflow. A flush or merge whose sum for one ``(data, time)`` leaves ``int64`` raises
+``colmz.ops.DiffOverflowError`` naming the data row, the time (advanced to the since on reads)
+and the exact sum, and rolls the buffer back. The updates stay buffered, so once the
+retraction that brings the sum back in range is inserted, the same flush or read succeeds.
+
 Deliberate differences from the original: a flush routes all staged updates (not a multiple
 of the chunk capacity), which changes nothing observable; times are clamped to ``since`` when
 the stage is flushed rather than when inserted, which is the same because ``since`` only
@@ -80,6 +85,7 @@ from colmz.kernels.advance import advance_runs, strategy
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.kernels.merge import merge_runs
 from colmz.kernels.split import lower_bound
+from colmz.ops import diff_overflow_error
 from colmz.order import Layout, unify_layouts
 from colmz.updates import Encoded, Updates, concat_encoded, unify_schemas
 
@@ -234,7 +240,12 @@ class Correction:
         if not self._stage:
             return
         staged = concat_encoded(self._stage) if len(self._stage) > 1 else self._stage[0]
-        keys, time, diff = sort_consolidate(staged.keys, staged.time, staged.diff, "time", self._since)
+        try:
+            keys, time, diff = sort_consolidate(staged.keys, staged.time, staged.diff, "time", self._since)
+        except OverflowError:
+            self._raise_overflow([(staged.keys, staged.time, staged.diff)], staged.layout, self._since,
+                                 "in a flush of the stage")
+            raise
         # The stage is empty only once the sort succeeded: an overflow leaves it as it was.
         self._stage = []
         self._stage_count = 0
@@ -273,6 +284,15 @@ class Correction:
                 chains.append(merged)
         self._buckets[offset] = (bits, _Bucket(chains))
 
+    def _raise_overflow(self, runs, layout: Layout, since: Frontier, where: str) -> None:
+        """Re-raise a kernel's overflow as a ``DiffOverflowError`` naming the row and time."""
+        keys = np.concatenate([r[0] for r in runs])
+        err = diff_overflow_error(keys, np.concatenate([r[1] for r in runs]),
+                                  np.concatenate([r[2] for r in runs]), layout, self._schema,
+                                  since, where)
+        if err is not None:
+            raise err from None
+
     def _merge(self, chains: list[Chain], since: Frontier) -> Chain:
         """Merge chains (advancing times to ``since`` when given) into one new chain."""
         chains = [c for c in chains if c]
@@ -280,6 +300,13 @@ class Correction:
             return Chain()
         layout = unify_layouts(*(c.layout for c in chains))
         runs = [c.run(layout, self.work) for c in chains]
+        try:
+            return self._merge_runs(chains, runs, layout, since)
+        except OverflowError:
+            self._raise_overflow(runs, layout, since, "merging buffered updates")
+            raise
+
+    def _merge_runs(self, chains: list[Chain], runs, layout: Layout, since: Frontier) -> Chain:
         total = sum(c.count for c in chains)
         if len(runs) > 1 and total <= _SMALL_MERGE:
             # A few updates: one sort of the union (advancing times on the way) is cheaper

@@ -6,6 +6,12 @@ These functions are the API layer over ``colmz.kernels``: they validate argument
 fast paths (empty input, nothing to do), encode the data columns into order-preserving words
 (``colmz.order``), call the kernels and decode the result. A call that raises returns nothing
 and changes nothing -- ``Updates`` are immutable.
+
+Overflow reports. The kernels detect a diff sum that leaves ``int64`` where it happens, deep
+in a compiled loop that knows words, not rows. :func:`find_overflow` finds the culprit
+afterwards -- on the error path only, so the kernels stay lean -- and :class:`DiffOverflowError`
+carries it: the data row (decoded), the time and the exact sum. ``consolidate``, the
+correction buffer and the spine all report overflows this way.
 """
 
 from __future__ import annotations
@@ -23,7 +29,111 @@ from colmz.kernels.consolidate import ORDERS, sort_consolidate
 from colmz.order import ColumnSpec, array_from_numpy, decode_columns, encode_columns
 from colmz.updates import Encoded, Updates, unify_schemas
 
-__all__ = ["concat", "consolidate", "release_scratch", "set_cache_dir", "warmup"]
+__all__ = [
+    "DiffOverflowError",
+    "concat",
+    "consolidate",
+    "diff_overflow_error",
+    "find_overflow",
+    "release_scratch",
+    "set_cache_dir",
+    "warmup",
+]
+
+_I64_MIN = -(2**63)
+_I64_MAX = 2**63 - 1
+
+
+class DiffOverflowError(OverflowError):
+    """A sum of diffs leaves ``int64``: names the data row, the time and the exact sum.
+
+    ``row`` is the data row as a tuple of Python values, ``time`` the (advanced) time and
+    ``total`` the exact sum that does not fit.
+    """
+
+    def __init__(self, message: str, row: tuple, time: int, total: int):
+        super().__init__(message)
+        self.row = row
+        self.time = time
+        self.total = total
+
+
+def find_overflow(keys: np.ndarray, time: np.ndarray, diff: np.ndarray, since: int | None = None):
+    """The first ``(data, time)`` group whose exact diff sum leaves ``int64``, or ``None``.
+
+    Times are first advanced to ``since`` (when given). Returns ``(row, time, total)``: the
+    index of one input row of the group, the group's time and its exact sum; of several such
+    groups the one with the smallest ``(time, data)``. An error-path helper: one numpy sort
+    and exact sums in two 32-bit halves (groups of fewer than ``2**31`` rows).
+
+    >>> k = np.array([[5], [5], [6]], np.uint64)
+    >>> find_overflow(k, np.array([1, 1, 1], np.uint64), np.array([2**62, 2**62, 1]))
+    (0, 1, 9223372036854775808)
+    >>> find_overflow(k, np.array([1, 2, 1], np.uint64), np.array([2**62, 2**62, 1])) is None
+    True
+    """
+    n = len(time)
+    if n == 0:
+        return None
+    t = np.asarray(time, np.uint64)
+    if since is not None:
+        t = np.maximum(t, np.uint64(since))
+    # Sort by (time, key words): np.lexsort's last key is the primary one.
+    order = np.lexsort((*(keys[:, c] for c in range(keys.shape[1] - 1, -1, -1)), t))
+    ks, ts = keys[order], t[order]
+    new = np.ones(n, bool)
+    if n > 1:
+        new[1:] = (ts[1:] != ts[:-1]) | (ks[1:] != ks[:-1]).any(axis=1)
+    starts = np.flatnonzero(new)
+    high, low = _group_sums(np.asarray(diff, np.int64)[order], starts)
+    # The exact sum is high * 2**32 + low with 0 <= low < 2**32: it fits int64 exactly when
+    # high fits 32 signed bits.
+    bad = np.flatnonzero((high < -(2**31)) | (high >= 2**31))
+    if not len(bad):
+        return None
+    g = bad[0]  # groups are in (time, data) order
+    return int(order[starts[g]]), int(ts[starts[g]]), int(high[g]) * 2**32 + int(low[g])
+
+
+def _group_sums(d: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact sums of the groups of ``d`` starting at ``starts``, as ``(high, low)`` int64 pairs.
+
+    Each diff splits into a signed high half and an unsigned low half of 32 bits; their group
+    sums fit ``int64`` for groups of fewer than ``2**31`` rows, and the carry of the low sum
+    moves into the high one, leaving ``0 <= low < 2**32``.
+    """
+    hi = np.add.reduceat(d >> 32, starts)
+    lo = np.add.reduceat(d & 0xFFFFFFFF, starts)
+    return hi + (lo >> 32), lo & 0xFFFFFFFF
+
+
+def describe_row(keys: np.ndarray, layout, schema, i: int) -> tuple:
+    """Row ``i`` of encoded ``keys`` decoded to a tuple of Python values."""
+    cols = decode_columns(np.ascontiguousarray(keys[i:i + 1]), layout, schema)
+    return tuple(c[0].as_py() for c in cols)
+
+
+def diff_overflow_error(keys, time, diff, layout, schema, since: int | None = None,
+                        where: str = "") -> DiffOverflowError | None:
+    """A :class:`DiffOverflowError` naming the first overflowing group, or ``None``.
+
+    ``where`` (e.g. ``"in a flush of the stage"``) is added to the message.
+
+    >>> import pyarrow as pa
+    >>> from colmz.order import ColumnSpec
+    >>> k = np.array([[5], [5]], np.uint64)
+    >>> e = diff_overflow_error(k, np.array([3, 3], np.uint64), np.array([2**62, 2**62]), (1, 0),
+    ...                         (ColumnSpec("k", pa.uint64()),))
+    >>> print(e)
+    diff overflow: the updates of data row (5,) at time 3 sum to 9223372036854775808, outside int64
+    """
+    found = find_overflow(keys, time, diff, since)
+    if found is None:
+        return None
+    i, t, total = found
+    row = describe_row(keys, layout, schema, i)
+    msg = f"diff overflow{' ' + where if where else ''}: the updates of data row {row!r} at time {t} sum to {total}, outside int64"
+    return DiffOverflowError(msg, row, t, total)
 
 
 def _check_order(order: str) -> str:
@@ -72,7 +182,13 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     if len(updates) >= _RANK_MIN_ROWS and any(s.kind == "bytes" for s in schema):
         return _consolidate_ranked(updates, order, since)
     enc = updates.encode()
-    keys, time, diff = sort_consolidate(enc.keys, enc.time, enc.diff, order, since)
+    try:
+        keys, time, diff = sort_consolidate(enc.keys, enc.time, enc.diff, order, since)
+    except OverflowError:
+        err = diff_overflow_error(enc.keys, enc.time, enc.diff, enc.layout, schema, since)
+        if err is None:
+            raise
+        raise err from None
     return Updates.decode(Encoded(keys, time, diff, enc.layout), schema)
 
 
@@ -118,7 +234,14 @@ def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
             columns[i], sorted_dict, shift = _rank_column(columns[i])
             ranked[i] = (sorted_dict, shift)
     keys, layout = encode_columns(columns)
-    k, t, d = sort_consolidate(keys, updates._time, updates._diff, order, since)
+    try:
+        k, t, d = sort_consolidate(keys, updates._time, updates._diff, order, since)
+    except OverflowError:
+        enc = updates.encode()
+        err = diff_overflow_error(enc.keys, enc.time, enc.diff, enc.layout, schema, since)
+        if err is None:
+            raise
+        raise err from None
     specs = [ColumnSpec(s.name, pa.uint64()) if i in ranked else s for i, s in enumerate(schema)]
     out = decode_columns(k, layout, specs)
     for i, (sorted_dict, shift) in ranked.items():

@@ -71,14 +71,28 @@ that many virtual updates so that roll-ups and merges happen. ``exert_logic="pro
 is Materialize's logic (effort 1000 while a merge is in progress or a non-empty batch sits
 within a few layers of the largest one), which drives an idle spine to a single batch.
 
+**Diff overflow is refused at the insert.** A merge sums, per data row, the updates of a
+contiguous run of batches that logical compaction advanced to one time, and a snapshot sums
+a row's updates from time 0; a sum that leaves ``int64`` cannot be stored. Rather than let
+such a merge sit in the layers -- where it would fail every later insert, exertion and close
+that fuels it, on data that did not cause it -- :meth:`Spine.insert` refuses the batch that
+would make one possible: when, for some data row, the row's updates from a current batch
+boundary through some time of the new batch sum beyond ``int64``. The
+``DiffOverflowError`` names the row, the time and the sum, and the spine is unchanged; by
+induction every merge and read of what was accepted fits, so nothing else ever overflows.
+This is conservative only in that a boundary still listed may be merged away before a merge
+could form that sum. The check is free for ordinary counts: a running bound on the sum of
+``|diff|`` held settles it while it stays under ``2**62``; beyond, per held batch one binary
+search per distinct row of the new batch and a sum over that row's updates -- never a pass
+over the spine (``overflow_checks`` and ``overflow_check_rows`` in :meth:`Spine.stats`).
+
 **Trade-offs.** Batches are stored encoded (``colmz.updates.Encoded``: order-preserving key
 words sorted by ``(data, time)``) so merges are word comparisons; decoding happens only when
 batches are read. Each merge preallocates room for both inputs (fresh pages are touched only
 as outputs are written) and trims the result by a copy when cancellation left it under half
 full. Every mutating call checkpoints the small mutable state (layer list, cursors, frontiers,
-counters) and restores it when anything raises -- e.g. an ``OverflowError`` from a diff sum
-in a merge -- so a call that raises leaves the spine exactly as it was, at the cost of a few
-list copies per call.
+counters) and restores it when anything raises, so a call that raises leaves the spine
+exactly as it was, at the cost of a few list copies per call.
 
 Examples
 --------
@@ -108,7 +122,8 @@ from colmz.frontier import Frontier, before, check_frontier, check_time, frontie
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.kernels.fueled import new_cursor, run_merge
 from colmz.kernels.merge import merge_runs
-from colmz.order import unify_layouts
+from colmz.ops import DiffOverflowError, describe_row, diff_overflow_error
+from colmz.order import pad_keys, unify_layouts
 from colmz.updates import Encoded, Updates, unify_schemas
 
 __all__ = [
@@ -203,16 +218,24 @@ def _fmt(f: Frontier) -> str:
 class _Batch:
     """An immutable batch: description ``[lower, upper)``, ``since`` and encoded updates."""
 
-    __slots__ = ("lower", "upper", "since", "enc")
+    __slots__ = ("lower", "upper", "since", "enc", "_mass")
 
     def __init__(self, lower: int, upper: Frontier, since: Frontier, enc: Encoded):
         self.lower = lower
         self.upper = upper
         self.since = since
         self.enc = enc
+        self._mass = None
 
     def __len__(self) -> int:
         return len(self.enc.time)
+
+    def mass(self) -> float:
+        """The sum of ``|diff|`` (floating point, computed once): no sum of this batch's
+        diffs is larger in magnitude."""
+        if self._mass is None:
+            self._mass = _mass(self.enc.diff)
+        return self._mass
 
     def run(self, layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         e = self.enc.padded(layout)
@@ -407,6 +430,7 @@ class Spine:
         self._pending: deque[_Batch] = deque()
         self._schema = None
         self._call_work = 0
+        self._mass_bound = 0  # >= the sum of |diff| held (see _refuse_overflow)
         self._stats = {
             "inserted_updates": 0,   # updates handed to insert()
             "inserted_batches": 0,   # insert() calls that succeeded (close() included)
@@ -418,6 +442,8 @@ class Spine:
             "max_insert_work": 0,    # most merge copies done by one insert()
             "max_call_work": 0,      # most merge copies done by any one call
             "invariant_warnings": 0, # soft design-invariant breaches seen by check_invariants
+            "overflow_checks": 0,    # inserts whose diffs were checked row by row for overflow
+            "overflow_check_rows": 0,  # held updates those checks summed
         }
 
     # ------------------------------------------------------------------ properties
@@ -483,8 +509,12 @@ class Spine:
             the spine is closed, or a time lies outside ``[lower, upper)``.
         colmz.SchemaError
             When the data columns differ from earlier batches'.
-        OverflowError
-            When consolidation (here or in a merge this insert advances) overflows a diff.
+        colmz.ops.DiffOverflowError
+            (an ``OverflowError``) when the batch's own updates of one row and time sum
+            beyond ``int64``, or when a row's updates from a batch boundary of the spine
+            through a time of this batch would (a merge or a read could need that sum). The
+            message names the data row, the time and the sum. Merges, exertion, reads and
+            :meth:`close` never overflow.
 
         A call that raises leaves the spine unchanged.
 
@@ -516,6 +546,7 @@ class Spine:
         if keys.shape[0] != n:
             # A batch without data columns encodes to zero key words per row.
             keys = np.empty((n, 0), np.uint64)
+        checked = grown = None
         if not n:
             # Fresh arrays rather than the caller's (possibly read-only) ones: kernels then
             # always see writable arrays and compile one signature.
@@ -534,7 +565,15 @@ class Spine:
                     f"updates has time {tmax} outside the batch interval [{lower}, {_fmt(upper)})"
                 )
             adv = self._logical if self._logical else None
-            keys, time, diff = sort_consolidate(keys, time, diff, "data", adv)
+            try:
+                keys, time, diff = sort_consolidate(keys, time, diff, "data", adv)
+            except OverflowError:
+                err = diff_overflow_error(keys, time, diff, enc.layout, schema, adv,
+                                          "in the inserted batch")
+                if err is None:
+                    raise
+                raise err from None
+            grown, checked = self._refuse_overflow(keys, time, diff, enc.layout, schema, lower)
         since = self._logical
         batch = _Batch(lower, upper, since, Encoded(np.ascontiguousarray(keys), time, diff, enc.layout))
 
@@ -553,6 +592,11 @@ class Spine:
         st = self._stats
         st["inserted_updates"] += n
         st["inserted_batches"] += 1
+        if grown is not None:
+            self._mass_bound += grown
+        if checked is not None:
+            st["overflow_checks"] += 1
+            st["overflow_check_rows"] += checked
         st["max_insert_work"] = max(st["max_insert_work"], self._call_work)
         st["max_call_work"] = max(st["max_call_work"], self._call_work)
 
@@ -769,8 +813,10 @@ class Spine:
         ``merge_copies`` (updates written by merges), ``merge_reads``, ``trim_copies``,
         ``merges_started``/``merges_completed``, ``max_insert_work`` (most merge copies done
         by one insert), ``max_call_work``, ``inserted_updates``/``inserted_batches``,
-        ``invariant_warnings``, and the current ``batches`` (real batches held, pending
-        included), ``records``, ``layers`` and ``copies_per_update``.
+        ``invariant_warnings``, ``overflow_checks``/``overflow_check_rows`` (inserts checked
+        row by row for diff overflow, held updates those checks summed), and the current
+        ``batches`` (real batches held, pending included), ``records``, ``layers`` and
+        ``copies_per_update``.
 
         >>> Spine().stats()["batches"]
         0
@@ -860,6 +906,77 @@ class Spine:
         )
 
     # ------------------------------------------------------------------ mechanism
+
+    def _refuse_overflow(self, keys, time, diff, layout, schema, lower: int):
+        """Raise ``DiffOverflowError`` if a merge or read could ever overflow with this batch.
+
+        Returns what the caller applies once the insert succeeds: the change of
+        ``_mass_bound`` (a bound on the sum of ``|diff|`` over everything held, grown by each
+        insert and never shrunk by merges, which only cancel) and, when the exact check ran,
+        the number of held updates it summed (else ``None``).
+
+        A merge sums, per data row, every update of a contiguous run of batches whose time
+        logical compaction advanced to the same frontier; a snapshot sums a row's updates
+        from time 0. So with the new batch ``X`` the sums that can arise and involve ``X``
+        are: a row's updates in the batches from some current batch boundary on, plus the
+        row's updates of ``X`` up to some time. When they all fit ``int64`` -- and the sums
+        without ``X`` did when their last batch came in -- no merge, exertion, snapshot or
+        close can ever overflow.
+
+        Cost: ``O(1)`` beyond one min/max pass over the new diffs while the running bound
+        stays under ``2**62`` -- every workload of ordinary counts; past it, the bound is
+        recomputed from the held batches' cached sums of ``|diff|``, and only if that fails
+        too,
+        beyond that, per batch a binary search for each distinct row of ``X`` and a sum over
+        that row's updates -- never a pass over the spine (``overflow_check_rows`` counts the
+        rows summed).
+        """
+        new = _bound(diff)
+        if self._mass_bound + new <= 2**62:
+            return new, None
+        held = [b for b in self._all_batches() if len(b)]
+        tight = _mass(diff) + sum(b.mass() for b in held)
+        if tight <= 2.0**62:  # float sums: relative error far below the factor of 2 spared
+            return tight - self._mass_bound, None
+        summed = 0
+        n = len(time)
+        first = np.ones(n, bool)
+        if n > 1:
+            first[1:] = (keys[1:] != keys[:-1]).any(axis=1)
+        starts = np.flatnonzero(first)
+        rows = keys[starts]
+        # s[j, g]: the sum of row g's diffs in held batch j (oldest first). Each is a sum from
+        # a batch boundary, which fit when its batch came in, so int64 arithmetic is exact.
+        s = np.zeros((len(held) + 1, len(starts)), np.int64)
+        for j, b in enumerate(held):
+            q, present = _narrow_rows(rows, layout, b.enc.layout)
+            lo = _search_rows(b.enc.keys, q, "left")
+            hi = np.where(present, _search_rows(b.enc.keys, q, "right"), lo)
+            s[j] = _range_sums(b.enc.diff, lo, hi)
+            summed += int((hi - lo).sum())
+        # suffix[j, g]: row g's sum over the batches from boundary j on (the last row: none).
+        suffix = np.cumsum(s[::-1], axis=0)[::-1]
+        group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+        prefix_hi, prefix_lo = _group_prefixes(diff, starts)
+        for pick in (np.argmax, np.argmin):
+            j = pick(suffix, axis=0)
+            extreme = suffix[j, np.arange(len(starts))][group]
+            high = prefix_hi + (extreme >> 32) + ((prefix_lo + (extreme & 0xFFFFFFFF)) >> 32)
+            bad = np.flatnonzero((high >= 2**31) | (high < -(2**31)))
+            if len(bad):
+                i = bad[np.argmin(time[bad])]
+                g = group[i]
+                total = int(extreme[i]) + int(prefix_hi[i]) * 2**32 + int(prefix_lo[i])
+                jj = int(j[g])
+                start = held[jj].lower if jj < len(held) else lower
+                row = describe_row(keys, layout, schema, int(i))
+                raise DiffOverflowError(
+                    f"diff overflow: the updates of data row {row!r} from time {start} through "
+                    f"time {int(time[i])} would sum to {total}, outside int64 (a merge or a "
+                    "read may need that sum); the batch is refused and the spine is unchanged",
+                    row, int(time[i]), total,
+                )
+        return tight - self._mass_bound, summed
 
     def _all_batches(self):
         """Real batches (empty ones included), oldest first: top layer down, then pending."""
@@ -1025,6 +1142,96 @@ class Spine:
                 return
 
 
+def _bound(d: np.ndarray) -> int:
+    """``len(d) * max |d|``, exactly (Python ints; a list for few rows: numpy calls cost more)."""
+    if len(d) <= 64:
+        v = d.tolist()
+        return len(v) * max(max(v), -min(v)) if v else 0
+    return len(d) * max(int(d.max()), -int(d.min()))
+
+
+def _mass(d: np.ndarray) -> float:
+    return float(np.abs(d, dtype=np.float64).sum()) if len(d) else 0.0
+
+
+def _narrow_rows(rows: np.ndarray, layout, target) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` re-laid out in ``target`` and whether each can occur there at all.
+
+    Padding is exact (``colmz.order``); a segment narrower in ``target`` drops words, and a
+    row whose dropped words are not all zero (a longer string, a NULL where ``target`` has no
+    null word) cannot occur in a batch of that layout.
+    """
+    wide = unify_layouts(layout, target)
+    rows = pad_keys(rows, layout, wide)
+    if wide == target:
+        return rows, np.ones(len(rows), bool)
+    keep = []
+    present = np.ones(len(rows), bool)
+    start = 0
+    for w, t in zip(wide, target):
+        keep.extend(range(start, start + t))
+        if w > t:
+            present &= ~rows[:, start + t:start + w].any(axis=1)
+        start += w
+    return np.ascontiguousarray(rows[:, keep]), present
+
+
+def _search_rows(sorted_rows: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
+    """``np.searchsorted`` for rows of words compared lexicographically (vectorised)."""
+    n, w = sorted_rows.shape
+    m = len(q)
+    if w == 0:
+        return np.full(m, 0 if side == "left" else n, np.int64)
+    if w == 1:
+        return np.searchsorted(sorted_rows[:, 0], q[:, 0], side).astype(np.int64)
+    lo = np.zeros(m, np.int64)
+    hi = np.full(m, n, np.int64)
+    idx = np.arange(m)
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        at = sorted_rows[np.minimum(mid, n - 1)]
+        neq = at != q
+        c = neq.argmax(axis=1)
+        less = neq.any(axis=1) & (at[idx, c] < q[idx, c])
+        right = less if side == "left" else less | ~neq.any(axis=1)
+        lo = np.where(active & right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)
+
+
+def _range_sums(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``d[lo[g]:hi[g]].sum()`` for every ``g`` (wrapping ``int64``), reading only those rows."""
+    lengths = hi - lo
+    out = np.zeros(len(lo), np.int64)
+    nonempty = np.flatnonzero(lengths)
+    if not len(nonempty):
+        return out
+    ln = lengths[nonempty]
+    offsets = np.cumsum(ln) - ln
+    idx = np.arange(int(ln.sum())) + np.repeat(lo[nonempty] - offsets, ln)
+    out[nonempty] = np.add.reduceat(d[idx], offsets)
+    return out
+
+
+def _group_prefixes(d: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact running sums of ``d`` restarting at each of ``starts``, as ``(high, low)`` pairs.
+
+    The value is ``high * 2**32 + low`` with ``0 <= low < 2**32``: 32-bit halves summed in
+    ``int64`` are exact for fewer than ``2**31`` rows.
+    """
+    hi = np.cumsum(d >> 32)
+    lo = np.cumsum(d & 0xFFFFFFFF)
+    n = len(d)
+    counts = np.diff(np.append(starts, n))
+    base_hi = np.repeat(np.append(0, hi)[starts], counts)
+    base_lo = np.repeat(np.append(0, lo)[starts], counts)
+    h = hi - base_hi
+    low = lo - base_lo
+    return h + (low >> 32), low & 0xFFFFFFFF
+
+
 def _check_batch(b: _Batch) -> None:
     keys, time, diff = b.enc.keys, b.enc.time, b.enc.diff
     n = len(time)
@@ -1038,7 +1245,9 @@ def _check_batch(b: _Batch) -> None:
     if tmin < b.lower:
         raise RuntimeError(f"batch [{b.lower}, {_fmt(b.upper)}) holds time {tmin}")
     tmax = int(time.max())
-    if not before(tmax, b.upper) and not (b.since is not None and tmax <= b.since):
+    # Times may lie at or before the batch's since (None, the empty frontier, is beyond them
+    # all: a merge after compaction to [] keeps times advanced by earlier merges).
+    if not before(tmax, b.upper) and not frontier_le(tmax, b.since):
         raise RuntimeError(f"batch [{b.lower}, {_fmt(b.upper)}) holds time {tmax}")
     # Sorted and consolidated by (data, time): consecutive rows strictly increase.
     rows = np.concatenate([keys, time.reshape(-1, 1)], axis=1)

@@ -20,6 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import colmz
 from colmz.correction import Correction, SinceRegression
 from colmz.kernels.advance import MAX_STALE_RUNS
+from colmz.ops import DiffOverflowError
 
 MAX = 2**64 - 1
 
@@ -377,8 +378,9 @@ def test_diff_overflow_on_insert_leaves_buffer_unchanged():
     c = Correction(stage_size=1)
     c.insert(upd([1], [1], [2**63 - 1]))
     before = _state(c)
-    with pytest.raises(OverflowError, match="diff overflow"):
+    with pytest.raises(DiffOverflowError, match=r"data row \(1,\) at time 1 sum to 9223372036854775808") as e:
         c.insert(upd([1], [1], [1]))  # the flush merges into the same bucket and overflows
+    assert (e.value.row, e.value.time, e.value.total) == ((1,), 1, 2**63)
     assert _state(c) == before
     assert read_rows(c, 5) == [(1, 1, 2**63 - 1)]
 
@@ -388,7 +390,7 @@ def test_diff_overflow_on_read_leaves_buffer_unchanged():
     c.insert(upd([1], [1], [2**63 - 1]))
     c.insert(upd([1], [1], [1]))
     before = _state(c)
-    with pytest.raises(OverflowError, match="diff overflow"):
+    with pytest.raises(DiffOverflowError, match=r"in a flush of the stage: the updates of data row \(1,\) at time 1"):
         read_rows(c, 5)
     assert _state(c) == before
     c.insert(upd([1], [1], [-2]))  # now the sum fits again
@@ -557,3 +559,36 @@ def test_copy_false_is_zero_copy_into_the_stage():
     assert np.shares_memory(staged.time, t) and np.shares_memory(staged.diff, d)
     assert not staged.time.flags.writeable and not staged.diff.flags.writeable
     assert read_rows(c, 2) == [(1, 0, 1), (2, 1, 1)]
+
+
+# ----------------------------------------------------------------------------- overflow reports
+
+
+@pytest.mark.parametrize("stale_times", [1, 40])
+def test_overflow_in_a_read_names_the_row_and_the_since(stale_times):
+    # Separately fine, the updates of one row at many times sum past int64 once a read
+    # advances them to the since: the read names the row and the since, and rolls back.
+    c = Correction(stage_size=1)
+    big = 2**63 - 1
+    c.insert(upd(["x"] * stale_times, list(range(stale_times)), [1] * stale_times))
+    c.insert(upd(["k"], [stale_times], [big]))
+    c.insert(upd(["k"], [stale_times + 1], [1]))
+    c.insert(upd(["z"], [stale_times + 1], [5]))
+    c.advance_since(stale_times + 1)
+    before = _state(c)
+    with pytest.raises(DiffOverflowError, match=rf"data row \('k',\) at time {stale_times + 1} sum to 9223372036854775808"):
+        read_rows(c, stale_times + 2)
+    assert _state(c) == before
+    c.insert(upd(["k"], [stale_times + 1], [-1]))  # the retraction: the buffer works again
+    assert read_rows(c, stale_times + 2) == [
+        ("k", stale_times + 1, big), ("x", stale_times + 1, stale_times), ("z", stale_times + 1, 5)]
+    c.check_invariants()
+
+
+def test_overflow_in_a_small_merge_names_the_row():
+    c = Correction(stage_size=1)
+    c.insert(upd([7, 8], [3, 3], [-(2**63), 1]))
+    with pytest.raises(DiffOverflowError, match=r"data row \(7,\) at time 3 sum to -9223372036854775809"):
+        c.insert(upd([7], [3], [-1]))
+    assert read_rows(c, 4) == [(7, 3, -(2**63)), (8, 3, 1)]
+

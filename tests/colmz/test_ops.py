@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
+from colmz.ops import DiffOverflowError, find_overflow
 
 INT64_MAX, INT64_MIN = us.INT64_MAX, us.INT64_MIN
 
@@ -188,9 +189,10 @@ def test_diff_overflow_exactly_when_the_final_sum_leaves_int64(diffs, raises, or
     u = colmz.concat([u, colmz.Updates(other, time=[0], diff=[1])])
     total = sum(diffs)
     if raises:
-        with pytest.raises(OverflowError, match="diff overflow"):
+        with pytest.raises(DiffOverflowError, match="diff overflow") as e:
             colmz.consolidate(u, order=order)
-        with pytest.raises(OverflowError, match="diff overflow"):
+        assert (e.value.row, e.value.time, e.value.total) == (u.to_pylist()[0][:-2], 9, total)
+        with pytest.raises(DiffOverflowError, match=f"at time 100 sum to {total}"):
             colmz.consolidate(u, order=order, since=100)
     else:
         out = colmz.consolidate(u, order=order)
@@ -366,3 +368,37 @@ def test_ranked_strings_path_equals_full_encoding(rows, order, since, string_typ
         ranked = colmz.consolidate(u, order=order, since=since)
     assert ranked.to_pylist() == full.to_pylist()
     assert ranked.schema == u.schema
+
+
+def test_consolidate_names_the_overflowing_row():
+    u = colmz.Updates({"k": ["a", "b", "a"], "n": [1, None, 1]}, time=[2, 2, 2], diff=[2**62, 1, 2**62])
+    with pytest.raises(DiffOverflowError, match=r"data row \('a', 1\) at time 2 sum to 9223372036854775808"):
+        colmz.consolidate(u)
+    strs = colmz.Updates({"s": ["long string " * 3] * 5000}, time=[0] * 5000, diff=[2**62] * 5000)
+    with pytest.raises(DiffOverflowError, match="long string"):
+        colmz.consolidate(strs, order="data")
+
+
+@settings(max_examples=us.examples(150))
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3),
+                       st.sampled_from([1, -1, 2**62, -(2**62), 2**63 - 1, -(2**63), 3 * 2**61])),
+             min_size=1, max_size=30),
+    st.none() | st.integers(0, 3),
+    st.integers(1, 3),
+)
+def test_find_overflow_names_the_first_overflowing_group(rows, since, width):
+    keys = np.array([[k] * width for k, _, _ in rows], np.uint64)
+    time = np.array([t for _, t, _ in rows], np.uint64)
+    diff = np.array([d for _, _, d in rows], np.int64)
+    sums = {}
+    for k, t, d in rows:
+        t = t if since is None else max(t, since)
+        sums[(t, k)] = sums.get((t, k), 0) + d
+    bad = sorted(g for g, v in sums.items() if not INT64_MIN <= v <= INT64_MAX)
+    got = find_overflow(keys, time, diff, since)
+    if not bad:
+        assert got is None
+    else:
+        i, t, total = got
+        assert (t, rows[i][0]) == bad[0] and total == sums[bad[0]]

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -22,6 +22,7 @@ from hypothesis.stateful import (
 import colmz
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.kernels.fueled import new_cursor, run_merge
+from colmz.ops import DiffOverflowError
 from colmz.spine import (
     BatchBoundsError,
     FrontierRegressionError,
@@ -396,7 +397,8 @@ def test_insert_errors_name_argument_and_leave_spine_unchanged():
             colmz.Updates({"k": ["x"]}, time=[2], diff=[1]), 2, 3)),
         (colmz.SchemaError, "columns differ", lambda: s.insert(
             colmz.Updates({"j": [1]}, time=[2], diff=[1]), 2, 3)),
-        (OverflowError, "overflow", lambda: s.insert(ints([1, 1], [2, 2], [2**63 - 1, 1]), 2, 3)),
+        (DiffOverflowError, r"overflow in the inserted batch: the updates of data row \(1,\) at time 2 sum to 9223372036854775808",
+         lambda: s.insert(ints([1, 1], [2, 2], [2**63 - 1, 1]), 2, 3)),
     ]
     for exc, msg, call in cases:
         with pytest.raises(exc, match=msg):
@@ -406,20 +408,24 @@ def test_insert_errors_name_argument_and_leave_spine_unchanged():
     assert issubclass(FrontierRegressionError, ValueError)
 
 
-def test_overflow_inside_a_merge_restores_the_spine():
-    # Two batches whose diffs for one key sum past int64: the merge that an insert drives
-    # raises, and the spine is exactly as before the insert.
+def test_a_batch_whose_merge_would_overflow_is_refused_and_the_spine_keeps_working():
+    # Two batches whose diffs for one key sum past int64 once a merge advances their times
+    # (logical compaction): the second batch is refused at its insert -- not the later insert
+    # whose fuel would drive the merge -- and every later operation works.
     s = Spine()
     s.set_logical_compaction(1)
     s.insert(ints([1, 2], [0, 0], [2**63 - 1, 1]), 0, 1)
-    s.insert(ints([1, 3], [1, 1], [1, 1]), 1, 2)  # layer 1 is now merging (not yet worked)
-    assert s.layers()[0][1] == 2
     fp = fingerprint(s)
-    with pytest.raises(OverflowError):
-        s.insert(ints([4], [2]), 2, 3)  # its fuel drives the merge into the overflow
+    with pytest.raises(DiffOverflowError, match=r"data row \(1,\) from time 0 through time 1 would sum to 9223372036854775808") as e:
+        s.insert(ints([1, 3], [1, 1], [1, 1]), 1, 2)
+    assert (e.value.row, e.value.time, e.value.total) == ((1,), 1, 2**63)
     assert fingerprint(s) == fp
-    with pytest.raises(OverflowError):
-        s.snapshot(1)
+    s.insert(ints([1, 3], [1, 1], [-1, 1]), 1, 2)
+    s.insert(ints([4], [2]), 2, 3)
+    s.exert(100)
+    assert s.snapshot(2).to_pylist() == [(1, 2, 2**63 - 2), (2, 2, 1), (3, 2, 1), (4, 2, 1)]
+    s.close()
+    s.check_invariants(deep=True)
 
 
 def test_frontier_regressions_raise():
@@ -818,3 +824,166 @@ def test_mutating_callers_arrays_after_insert_changes_nothing():
     s.set_physical_compaction(2)
     assert s.snapshot(1).to_pylist() == [(1, 1, 1), (2, 1, 1), (7, 1, 2)]
     s.check_invariants(deep=True)
+
+
+# ----------------------------------------------------------------------------- diff overflow
+
+
+def test_three_huge_diffs_for_one_key_do_not_jam_the_spine():
+    # The reported case: diffs of 2**62 for one key at times 0, 1, 2 used to be accepted,
+    # queued into a merge, and then every later insert, exert and close raised forever.
+    big = 2**62
+    s = Spine()
+    s.insert(ints([1], [0], [big]), 0, 1)
+    fp = fingerprint(s)
+    with pytest.raises(DiffOverflowError, match=r"data row \(1,\) from time 0 through time 1") as e:
+        s.insert(ints([1], [1], [big]), 1, 2)
+    assert e.value.time == 1 and e.value.total == 2**63
+    assert fingerprint(s) == fp
+    # The spine advances: the retraction, harmless batches, exertion and closing all work.
+    s.insert(ints([1], [1], [-big]), 1, 2)
+    for t in range(2, 40):
+        s.insert(ints([1, t], [t, t], [-big if t % 2 else big, 1]), t, t + 1)
+        s.exert(10)
+        if t % 5 == 0:
+            s.set_logical_compaction(t)
+    s.close()
+    s.exert(1000)
+    assert s.snapshot(38).to_pylist()[0] == (1, 38, big)
+    s.check_invariants(deep=True)
+
+
+def test_sums_from_any_batch_boundary_are_checked():
+    # The key's running total never leaves int64 (-M, 0, M), but the updates from time 1 on
+    # sum to 2M: a merge of the batches [1, 2) and [2, 3) under compaction would store that.
+    m = 2**63 - 1
+    s = Spine(auto_physical=False)  # pending batches keep their boundaries
+    s.insert(ints([5], [0], [-m]), 0, 1)
+    s.insert(ints([5], [1], [m]), 1, 2)
+    with pytest.raises(DiffOverflowError, match=r"from time 1 through time 2 would sum to 18446744073709551614"):
+        s.insert(ints([5], [2], [m]), 2, 3)
+    # Negative side, a string key, and a prefix of the new batch's own times.
+    t = Spine()
+    strs = lambda ks, ts, ds: colmz.Updates({"s": ks}, time=ts, diff=ds)  # noqa: E731
+    t.insert(strs(["a much longer key", None], [0, 0], [-(2**62), 1]), 0, 1)
+    with pytest.raises(DiffOverflowError, match=r"data row \('a much longer key',\) from time 0 through time 2 would sum to -9223372036854775809"):
+        t.insert(strs(["x", "a much longer key", "a much longer key"], [1, 1, 2], [1, -(2**62), -1]), 1, 3)
+    t.insert(strs(["x", "a much longer key", "a much longer key"], [1, 1, 2], [1, -(2**62), 1]), 1, 3)
+    assert t.snapshot(2).to_pylist() == [(None, 2, 1), ("a much longer key", 2, -(2**63) + 1), ("x", 2, 1)]
+
+
+def test_ordinary_counts_never_pay_the_exact_check():
+    s = Spine()
+    fill(s, 300, 100, seed=3)
+    assert s.stats()["overflow_checks"] == 0
+
+
+def test_exact_overflow_check_reads_only_the_new_rows_history():
+    # Huge diffs everywhere: the cheap bound fails and every insert runs the exact check,
+    # which searches each batch and sums only the rows of the inserted keys -- never a pass
+    # over the spine.
+    rng = np.random.default_rng(4)
+    s = Spine()
+    total = 0
+    for t in range(300):
+        keys = rng.integers(0, 2**40, 100)
+        s.insert(ints(np.append(keys, 7), [t] * 101, [2**56] * 100 + [1]), t, t + 1)
+        total += 101
+    st_ = s.stats()
+    assert st_["overflow_checks"] == 300
+    # Key 7 recurs in every batch; the random keys essentially never do.
+    assert st_["overflow_check_rows"] <= 300 * 301 // 2 + 100, st_["overflow_check_rows"]
+    assert st_["merge_copies"] / total <= 2 * math.log2(total)
+    assert s.snapshot(299).to_pylist()[0] == (7, 299, 300)
+
+
+def _model_refuses(s: Spine, lower: int, rows, logical) -> bool:
+    """The exact rule: some sum of a key's updates from a current batch boundary through a
+    time of the new batch, or a (key, time) sum of the new batch, leaves int64."""
+    fits = lambda v: -(2**63) <= v < 2**63  # noqa: E731
+    new = Counter()
+    for k, t, d in rows:
+        new[(k, max(t, logical))] += d
+    if not all(fits(v) for v in new.values()):
+        return True
+    held = [b for b in s._all_batches() if len(b)]
+    bounds = {b.lower for b in held} | {lower}
+    for key in {k for k, _ in new}:
+        sums = []
+        for a in bounds:
+            sums.append(sum(int(d) for b in held if b.lower >= a
+                            for k, d in zip(b.enc.keys[:, 0].tolist(), b.enc.diff.tolist())
+                            if k == (key ^ (1 << 63))))
+        prefix = 0
+        for (k, t) in sorted(new, key=lambda kt: kt[1]):
+            if k != key or new[(k, t)] == 0:
+                continue
+            prefix += new[(k, t)]
+            if not all(fits(x + prefix) for x in sums):
+                return True
+    return False
+
+
+HUGE = [1, -1, 2**61, -(2**61), 2**62, -(2**62), 2**63 - 1, -(2**63)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(
+    st.tuples(st.just("insert"), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2),
+                                                    st.sampled_from(HUGE)), max_size=4)),
+    st.tuples(st.just("compact"), st.integers(0, 3)),
+    st.tuples(st.just("exert"), st.integers(1, 64)),
+    st.tuples(st.just("physical"), st.integers(0, 3)),
+), max_size=25), st.booleans())
+def test_overflow_is_refused_at_insert_and_nothing_else_ever_overflows(ops, auto):
+    s = Spine(auto_physical=auto)
+    accepted = []  # (key, time, diff) of accepted batches, times as inserted
+    for op, arg in ops:
+        upper = s.upper
+        if op == "insert":
+            rows = [(k, upper + dt, d) for k, dt, d in arg]
+            refuse = _model_refuses(s, upper, rows, s.get_logical_compaction())
+            fp = fingerprint(s)
+            try:
+                s.insert(ints([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
+                         upper, upper + 3)
+            except DiffOverflowError:
+                assert refuse
+                assert fingerprint(s) == fp
+                event("refused")
+            else:
+                assert not refuse
+                accepted.extend(rows)
+        elif op == "compact":
+            s.set_logical_compaction(max(s.get_logical_compaction(), upper - arg))
+        elif op == "exert":
+            s.exert(arg)
+        else:
+            s.set_physical_compaction(max(s.get_physical_compaction(), upper - arg))
+        if s.upper > s.get_logical_compaction():
+            as_of = s.upper - 1
+            want = Counter()
+            for k, t, d in accepted:
+                if t <= as_of:
+                    want[k] += d
+            got = s.snapshot(as_of).to_pylist()
+            assert got == [(k, as_of, v) for k, v in sorted(want.items()) if v]
+    s.close()
+    s.set_physical_compaction(None)
+    for _ in range(20):
+        s.exert(1000)  # drives the merges on: none may overflow
+    s.check_invariants(deep=True)
+
+
+def test_deep_check_accepts_advanced_times_under_the_empty_frontier():
+    # Times advanced by an earlier compaction stay in a batch merged after the logical
+    # frontier became empty; the batch's since is then [] (beyond every time), not a breach.
+    s = Spine(auto_physical=False)
+    s.insert(ints([1, 2], [0, 1]), 0, 2)
+    s.set_logical_compaction(3)
+    s.insert(ints([1, 3], [2, 2]), 2, 3)  # its time 2 is advanced to 3 on arrival
+    s.set_logical_compaction(None)
+    s.set_physical_compaction(None)
+    s.exert(100)
+    assert any(b.since is None and b.upper == 3 for b in s._all_batches())
+    assert s.check_invariants(deep=True) == []
