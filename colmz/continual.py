@@ -428,14 +428,25 @@ class MemoryCollection:
         return list(self._times)
 
     def checkpoint(self) -> tuple:
-        """An opaque copy of the state, for :meth:`restore` (batches are shared, not copied)."""
-        return (list(self._times), list(self._batches), self._acc, self._acc_n, self._upper, self._since,
-                self._base)
+        """A marker of the current state for :meth:`restore`: its upper and since (O(1))."""
+        return (self._upper, self._since)
 
     def restore(self, checkpoint: tuple) -> None:
-        """Return to the state of a :meth:`checkpoint` taken earlier."""
-        times, batches, self._acc, self._acc_n, self._upper, self._since, self._base = checkpoint
-        self._times, self._batches = list(times), list(batches)
+        """Undo every append since :meth:`checkpoint`: drop the changes at or after its upper.
+
+        Costs the updates dropped. Raises ``ValueError`` when the since advanced meanwhile
+        (compaction cannot be undone).
+        """
+        upper, since = checkpoint
+        if since != self._since:
+            raise ValueError(f"cannot restore to since {since}: the since advanced to {self._since}")
+        if upper is not None:
+            k = bisect.bisect_left(self._times, upper)
+            del self._times[k:]
+            del self._batches[k:]
+            if self._acc_n > k:
+                self._acc, self._acc_n = None, 0
+        self._upper = upper
 
 
 def _at(u: Updates, time: int) -> Updates:

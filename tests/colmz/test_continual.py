@@ -650,3 +650,21 @@ def test_inputs_as_updates_and_statement_forms():
     with pytest.raises(TypeError, match="must return"):
         t2 = ContinualTask("ct", {"inp": hist}, [Insert(lambda i, r, m: [1])], columns=KV, as_of=1)
         t2.run()
+
+
+def test_memory_collection_restore_drops_appends_since_checkpoint():
+    c = MemoryCollection(KV)
+    push(c, 1, kv([(1, 1)], 1))
+    before = (contents(c, 1), c.times())
+    cp = c.checkpoint()
+    push(c, 2, kv([(2, 2)], 2))
+    push(c, 4, kv([(3, 3)], 4))
+    assert contents(c, 4) == [((1, 1), 1), ((2, 2), 1), ((3, 3), 1)]
+    c.restore(cp)
+    assert (contents(c, 1), c.times(), c.upper) == (*before, 2)
+    push(c, 2, kv([(9, 9)], 2))
+    assert contents(c, 2) == [((1, 1), 1), ((9, 9), 1)]
+    cp = c.checkpoint()
+    c.advance_since(1)
+    with pytest.raises(ValueError, match="since advanced"):
+        c.restore(cp)
