@@ -25,9 +25,10 @@ parsed and translated by :mod:`colmz.sql`.
 
 Storage is behind the collection interface of :mod:`colmz.continual`. Every object works
 on a :class:`colmz.continual.MemoryCollection`, so a failed commit can be undone. With
-``path=DIR`` the catalog is durable: every object also has a ``colmz.Arrangement`` in
-``DIR`` (:class:`ArrangementCollection`, one atomic append-and-seal commit per object per
-time) and ``DIR/catalog.json`` records the definitions. A successful commit is persisted
+``path=DIR`` (or a storage URL, ``mem://name`` or ``s3://bucket/prefix`` with
+``consensus=``; see ``colmz.storage.url``) the catalog is durable: every object also has a
+``colmz.Arrangement`` there (:class:`ArrangementCollection`, one atomic append-and-seal
+commit per object per time) and the blob :data:`RECORD_KEY` records the definitions. A successful commit is persisted
 object by object in creation order before ``execute`` returns. Reopening loads each
 object's contents as of the oldest upper (plus the few changes after it) -- not its history
 -- and resumes: tables written past a task's output are processed by the task from the
@@ -83,7 +84,10 @@ from colmz.sql import (
 )
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["ArrangementCollection", "Catalog", "CatalogObject"]
+__all__ = ["RECORD_KEY", "ArrangementCollection", "Catalog", "CatalogObject"]
+
+#: The blob key of a durable catalog's definitions (JSON).
+RECORD_KEY = "catalog/record.json"
 
 
 @dataclass
@@ -110,7 +114,10 @@ class Catalog:
     Parameters
     ----------
     path : str or os.PathLike, optional
-        ``None`` keeps everything in memory. Durable catalogs are not available yet.
+        ``None`` keeps everything in memory; a directory or storage URL keeps every object
+        durable as a ``colmz.Arrangement`` and reopening resumes where the catalog stopped.
+    consensus : str, optional
+        The consensus URL for an ``s3://`` path (as ``colmz.Arrangement.open``).
 
     Examples
     --------
@@ -125,21 +132,24 @@ class Catalog:
     (2, [{'key': 1, 'val': 3}, {'key': 2, 'val': 4}])
     """
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None):
         self._objects: dict[str, CatalogObject] = {}
         self._order: list[str] = []
         self._now = 0
         self._con = connect()
         self._path = None
+        self._consensus = consensus
         self._defs: list[dict] = []
         self._durable: dict[str, ArrangementCollection] = {}
+        if path is None and consensus is not None:
+            raise ValueError("consensus= needs a path (the blob store of a durable catalog)")
         if path is not None:
             if not isinstance(path, (str, os.PathLike)):
-                raise TypeError(f"path must be a directory path, got {type(path).__name__}")
+                raise TypeError(f"path must be a directory or storage URL, got {type(path).__name__}")
+            from colmz.storage.url import open_location
+
             self._path = os.fspath(path)
-            if "://" in self._path:
-                raise ValueError(f"path={self._path!r}: durable catalogs take a local directory")
-            os.makedirs(self._path, exist_ok=True)
+            self._blob = open_location(self._path, consensus=consensus).blob
             self._reopen()
 
     # ------------------------------------------------------------------ accessors
@@ -615,7 +625,7 @@ class Catalog:
     def _arrangement(self, d: dict, schema) -> ArrangementCollection:
         from colmz.arrangement import Arrangement
 
-        arr = Arrangement.open(self._path, schema, name=d["key"])
+        arr = Arrangement.open(self._path, schema, consensus=self._consensus, name=d["key"])
         return ArrangementCollection(arr)
 
     def _persist(self) -> None:
@@ -639,22 +649,19 @@ class Catalog:
         for name in gone:
             del self._durable[name]
         record = {"format": 1, "objects": self._defs}
-        tmp = os.path.join(self._path, "catalog.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(record, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(self._path, "catalog.json"))
+        self._blob.set(RECORD_KEY, json.dumps(record, indent=1).encode())
 
     def _reopen(self) -> None:
         """Load the definitions and each object's contents, then resume every task."""
-        file = os.path.join(self._path, "catalog.json")
-        if not os.path.exists(file):
+        data = self._blob.get(RECORD_KEY)
+        if data is None:
             return
-        with open(file) as f:
-            record = json.load(f)
-        if record.get("format") != 1:
-            raise ValueError(f"{file} is not a colmz catalog record (format {record.get('format')!r})")
+        try:
+            record = json.loads(bytes(data))
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or record.get("format") != 1:
+            raise ValueError(f"{self._blob.url_of(RECORD_KEY)} is not a colmz catalog record")
         defs = record["objects"]
         durs = {}
         for d in defs:

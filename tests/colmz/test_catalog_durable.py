@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pyarrow as pa
 import pytest
@@ -25,8 +24,23 @@ def q(cat, sql, as_of=None):
 
 
 def key_of(path, name):
-    with open(os.path.join(path, "catalog.json")) as f:
-        return next(d["key"] for d in json.load(f)["objects"] if d["name"] == name)
+    from colmz.catalog import RECORD_KEY
+    from colmz.storage.url import open_location
+
+    record = json.loads(bytes(open_location(str(path)).blob.get(RECORD_KEY)))
+    return next(d["key"] for d in record["objects"] if d["name"] == name)
+
+
+def test_memory_url_catalog_reopens():
+    import uuid
+
+    url = f"mem://catalog-{uuid.uuid4().hex}"
+    cat = colmz.Catalog(url)
+    cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1), (2)")
+    again = colmz.Catalog(url)
+    assert again.now == 1 and q(again, "SELECT * FROM t") == [(1,), (2,)]
+    with pytest.raises(ValueError, match="needs a path"):
+        colmz.Catalog(consensus="sqlite:///x")
 
 
 def test_reopen_keeps_objects_contents_and_time(tmp_path):
