@@ -138,8 +138,13 @@ def test_translate():
 
 def test_duckdb_reads_postgres_arithmetic():
     con = connect()
-    got = con.sql("SELECT 7 / 2 AS a, 7.0 / 2 AS b, -7 / 2 AS c, 7 % 3 AS d, 'x' || 1 AS e").fetchall()
-    assert got == [(3, 3.5, -3, 1, "x1")]
+    got = con.sql("SELECT 7 / 2 AS a, 7.0 / 2 AS b, -7 / 2 AS c, 7 % 3 AS d, 'x' || 1 AS e, "
+                  "7::DOUBLE / 2 AS f").fetchall()
+    assert got == [(3, 3.5, -3, 1, "x1", 3.5)]
+    if con.sql("SELECT count(*) FROM duckdb_settings() WHERE name = 'error_on_division_by_zero'").fetchall()[0][0]:
+        for q in ("SELECT 1 / 0", "SELECT 1.5 / 0", "SELECT 1 % 0"):
+            with pytest.raises(Exception, match="(?i)division by zero"):
+                con.sql(q).fetchall()
 
 
 def test_arrow_types():
