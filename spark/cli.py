@@ -7,17 +7,25 @@ writing only corrections::
     colmz sink                                  # generated example events, ./colmz_store
     colmz sink --input events.parquet --keys customer,region --value plan --store out/
 
-Steps (each reported as it runs): read and validate the events (nothing is written when they
-are bad); read the store; run :func:`colmz.spark.sink` over the ticks, staging the corrections;
-verify the store plus the staged corrections against a direct Spark SQL evaluation of the view
-at a sample of ticks; commit atomically (nothing is committed when there is nothing to write
-or verification fails); print a summary.
+The store is a ``colmz.Arrangement`` (``colmz.spark.sink_store``): a directory, or
+``s3://bucket/prefix`` with ``--consensus postgresql://...``. Steps (each reported as it runs):
+check the arguments and the store without Spark; read and validate the events (nothing is
+written when they are bad); read the store on the executors; run :func:`colmz.spark.sink` over
+the ticks not yet final in the store, the executors writing the corrections as parts; verify
+store plus corrections against a direct Spark SQL evaluation of the view at a sample of ticks;
+commit the parts and the new seal (the last tick + 1) in one compare-and-set on the driver;
+compact; print a summary. A run that fails or loses the compare-and-set commits nothing and
+deletes the parts it wrote.
+
+Ticks before the store's seal are final: a re-run over the same ticks has nothing to do (and
+needs no Spark), and a run over changed events writes the difference at its first tick at or
+after the seal.
 
 ``colmz read STORE [--as-of T] [--output FILE]`` prints (or writes) the view the store holds
-at a time, following its manifest, without Spark.
+at a time, without Spark; ``colmz migrate OLD NEW`` converts a store of colmz 0.1.
 
-Every check that needs no Spark (arguments, paths, the store's manifest and the files it
-lists) runs before a session starts. With ``--json`` standard output carries only the JSON
+Every check that needs no Spark (arguments, paths, the store's metadata and the parts it
+names) runs before a session starts. With ``--json`` standard output carries only the JSON
 summary; progress goes to standard error.
 
 Exit status: 0 success, 2 bad input or usage, 1 any other failure (the store is unchanged).
@@ -35,10 +43,15 @@ import threading
 import time as _time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from colmz.arrangement import Arrangement, ArrangementError, CommitConflict
+from colmz.order import ColumnSpec
+from colmz.spark.arrangement_io import part_list, read_parts, write_runs
 from colmz.spark.events import EventsSpec, check_events, desired_updates, example_events, verify
 from colmz.spark.sink import SinkStats, check_ticks, sink
+from colmz.spark.sink_store import NAME, SinkStore, discard_run, migrate, open_sink_store
 from colmz.spark.store import MANIFEST, Store, StoreError
 from colmz.spark.udfs import (
     SPARK_MAX_TIME,
@@ -49,7 +62,7 @@ from colmz.spark.udfs import (
     snapshot,
 )
 
-__all__ = ["VerificationError", "main", "run_consolidate", "run_read", "run_sink"]
+__all__ = ["VerificationError", "main", "run_consolidate", "run_migrate", "run_read", "run_sink"]
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
@@ -190,14 +203,28 @@ def _check_exists(path: str, what: str) -> None:
         raise InputError(f"{what} {path!r} does not exist")
 
 
-def _input_store(path: str) -> Store | None:
-    """The store at ``path`` when it is one (a directory with a manifest), verified."""
-    p = Path(path)
-    if p.is_dir() and (p / MANIFEST).is_file():
+def _input_store(path: str, consensus: str | None = None) -> Store | SinkStore | None:
+    """The store at ``path`` when it is one, checked: a colmz 0.1 store (a directory with a
+    manifest) or an arrangement (what ``colmz sink`` writes); None for anything else."""
+    p = Path(path) if "://" not in path else None
+    if p is not None and p.is_dir() and (p / MANIFEST).is_file():
         store = Store(p)
         store.verify()
         return store
+    if p is None or (p / "consensus.sqlite").is_file() or consensus is not None:
+        store = open_sink_store(path, consensus)
+        return store if store.exists else None
     return None
+
+
+def _store_updates(spark, store):
+    """The updates a checked input store holds, as a DataFrame (None when it holds nothing)."""
+    if isinstance(store, Store):
+        return store.read(spark)
+    arr = store.arrangement
+    if arr.schema is None:
+        return None
+    return read_parts(spark, store.url, arr.schema, part_list(arr))
 
 
 def _read_parquet(spark, path: str, what: str):
@@ -211,31 +238,81 @@ def _read_parquet(spark, path: str, what: str):
 # ----------------------------------------------------------------------------- colmz sink
 
 
+@dataclass
+class _SinkRun:
+    """What the phases of one ``colmz sink`` run hand each other."""
+
+    args: argparse.Namespace
+    ticks: list[int]
+    store: SinkStore
+    owner: str = field(default_factory=lambda: uuid.uuid4().hex)
+    live: list[int] = field(default_factory=list)
+    events: object = None
+    spec: EventsSpec | None = None
+    n_events: int = 0
+    source: str = ""
+    persisted: object = None
+    runs: list = field(default_factory=list)
+    schema: tuple = ()
+    stats: SinkStats | None = None
+    checked: dict = field(default_factory=dict)
+    committed: bool = False
+
+
 def run_sink(args, out=None) -> dict:
     """Run the sink job for parsed ``args``; return the summary (see :func:`main`)."""
     out = out or sys.stdout
     t_start = _time.perf_counter()
+    run = _plan_sink(args)  # everything that needs no Spark, before the session starts
+    if not run.live:
+        # Every tick is final in the store already: nothing can be written, no Spark needed.
+        progress = _Progress(out, None, quiet=args.quiet)
+        progress.say(f"{run.store.describe()}: ticks through {run.ticks[-1]} are final, nothing to "
+                     "write (run more --ticks to go on)")
+        return _summary(run, progress, t_start)
+    spark = _spark(args)
+    progress = _Progress(out, spark, quiet=args.quiet)
+    try:
+        _read_events(spark, run, progress)
+        _read_store(spark, run, progress)
+        _write_corrections(spark, run, progress)
+        _verify(spark, run, progress)
+        _commit(run, progress)
+    except BaseException:
+        if not run.committed:
+            discard_run(run.store, run.owner)  # the parts this run wrote, failed attempts included
+        raise
+    _maintain(run, progress)
+    return _summary(run, progress, t_start)
+
+
+def _plan_sink(args) -> _SinkRun:
+    """Check the arguments, the input path and the store (metadata, parts) without Spark."""
     last = args.first_tick + (args.ticks - 1) * args.tick_step
     if last >= SPARK_MAX_TIME:
         raise InputError(f"the last tick {last} does not fit a Spark long")
     ticks = check_ticks(range(args.first_tick, last + 1, args.tick_step))
-    # Everything that needs no Spark is checked before the session starts (a JVM start
-    # takes tens of seconds): arguments, the input path, the store's manifest and the files it
-    # lists. Leftovers of dead runs (never a live run's work) are removed.
     if args.input is not None:
         if args.keys is None:
             raise InputError("--keys is required with --input (the key columns of the events)")
         _check_exists(args.input, "events")
-    store = Store(args.store)
-    store.verify()
-    store.clean()
-    spark = _spark(args)
-    progress = _Progress(out, spark, quiet=args.quiet)
+    store = open_sink_store(args.store, args.consensus)
+    run = _SinkRun(args, ticks, store)
+    arr = store.arrangement
+    if arr is not None and arr.get_seal() is None:
+        raise StoreError(f"store {args.store!r} is sealed for good (its upper is the empty frontier)")
+    # Ticks before the store's seal are final: this run can only write at later ticks.
+    floor = 0 if arr is None else max(arr.get_seal(), arr.since())
+    run.live = [t for t in ticks if t >= floor]
+    return run
 
-    # 1. events -- validated before anything is written
+
+def _read_events(spark, run: _SinkRun, progress) -> None:
+    args = run.args
     with progress.phase("reading events"):
         if args.input is None:
-            events = example_events(spark, args.example_events, ticks=len(ticks) * args.tick_step, seed=args.seed)
+            n_ticks = len(run.ticks) * args.tick_step
+            events = example_events(spark, args.example_events, ticks=n_ticks, seed=args.seed)
             events = events.withColumn("valid_from", events["valid_from"] + args.first_tick)
             events = events.withColumn("valid_to", events["valid_to"] + args.first_tick)
             spec = EventsSpec(("customer", "region"), "plan")
@@ -245,85 +322,134 @@ def run_sink(args, out=None) -> dict:
             spec = EventsSpec(tuple(args.keys), args.value, args.valid_from, args.valid_to)
             source = args.input
         with _as_input_error():
-            n_events = check_events(events, spec)
-        progress.say(f"           {n_events} events from {source}; view columns {spec.data}")
+            run.n_events = check_events(events, spec)
+        run.events, run.spec, run.source = events, spec, source
+        progress.say(f"           {run.n_events} events from {source}; view columns {spec.data}")
 
-    # 2. the persisted collection
+
+def _read_store(spark, run: _SinkRun, progress) -> None:
+    arr = run.store.arrangement
     with progress.phase("reading store"):
-        desired = desired_updates(events, spec)
-        persisted = store.read(spark)
-        if persisted is not None:
-            stored = [f.name for f in persisted.schema.fields]
-            if stored != [*spec.data, "time", "diff"]:
-                raise StoreError(
-                    f"store {str(store.path)!r} holds columns {stored}, the view has "
-                    f"{[*spec.data, 'time', 'diff']}"
-                )
-            with _as_input_error():
-                check_update_columns(persisted.schema, spec.data, "time", "diff")
-        progress.say(f"           store {str(store.path)!r}: version {store.version}, {store.rows} updates")
-
-    # 3. the sink, staged
-    stats = SinkStats(spark)
-    with _as_input_error():  # column checks only: the DataFrame is lazy
-        corrections = sink(desired, persisted, ticks, data=spec.data, buckets=args.buckets, stats=stats)
-    staged = None
-    try:
-        with progress.phase(f"sink over {len(ticks)} ticks (staging corrections)"):
-            staged = store.stage(corrections, note={"ticks": [ticks[0], ticks[-1], args.tick_step], "source": source})
-            progress.say(
-                f"           {staged.rows} corrections; largest correction buffer "
-                f"{stats.largest_buffer} updates"
+        progress.say(f"           {run.store.describe()}")
+        if arr is None or arr.schema is None:
+            return
+        stored = [s.name for s in arr.schema]
+        if stored != list(run.spec.data):
+            raise StoreError(
+                f"store {run.args.store!r} holds columns {[*stored, 'time', 'diff']}, the view has "
+                f"{[*run.spec.data, 'time', 'diff']}"
             )
-            wpt = stats.written_per_tick
-            if len(wpt):
-                busy = int((wpt > 0).sum())
-                progress.say(f"           corrections at {busy} of {len(ticks)} ticks, at most {int(wpt.max())} per tick")
+        run.persisted = read_parts(spark, run.store.url, arr.schema, part_list(arr))
 
-        # 4. verification against Spark SQL, before committing
-        checked: dict[int, dict[str, int]] = {}
-        sample = sample_ticks(ticks, args.verify_ticks)
-        if sample:
-            with progress.phase(f"verifying {len(sample)} ticks against Spark SQL"):
-                files = store.files() + store.staged_files(staged)
-                schema = corrections.schema
-                after = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
-                checked = verify(spark, events, after, spec, sample)
-                for t, r in checked.items():
-                    progress.say(f"           tick {t}: view {r['rows']} rows, mismatches {r['mismatches']}")
-                bad = {t: r for t, r in checked.items() if r["mismatches"]}
-                if bad:
-                    raise VerificationError(f"store would differ from the view at ticks {sorted(bad)}: {bad}")
 
-        # 5. commit
-        with progress.phase("committing"):
-            record = store.commit(staged)
-            staged = None
-            if record is None:
-                progress.say("           nothing to write: the store already equals the view")
-            else:
-                progress.say(f"           commit {record['seq']}: {record['rows']} updates")
-    except BaseException:
-        if staged is not None:
-            store.discard(staged)
-        raise
+def _write_corrections(spark, run: _SinkRun, progress) -> None:
+    args = run.args
+    arr = run.store.arrangement
+    floor = 0 if arr is None else max(arr.get_seal(), arr.since())
+    run.stats = SinkStats(spark)
+    desired = desired_updates(run.events, run.spec)
+    with _as_input_error():  # column checks only: the DataFrame is lazy
+        corrections = sink(desired, run.persisted, run.live, data=run.spec.data, since=floor or None,
+                           buckets=args.buckets, stats=run.stats)
+    schema = _arrow_schema(corrections, run.spec.data)
+    if arr is not None and arr.schema is not None and tuple(arr.schema) != schema:
+        raise InputError(f"the view's column types {_describe_specs(schema)} differ from the store's "
+                         f"{_describe_specs(arr.schema)}")
+    with progress.phase(f"sink over {len(run.live)} ticks (writing corrections)"):
+        run.store.prepare()
+        run.runs = write_runs(corrections, run.store.url, schema, prefix=f"{NAME}/parts/", owner=run.owner)
+        n = sum(r.len for r in run.runs)
+        progress.say(f"           {n} corrections in {len(run.runs)} runs; largest correction buffer "
+                     f"{run.stats.largest_buffer} updates")
+        wpt = run.stats.written_per_tick
+        if len(wpt):
+            busy = int((wpt > 0).sum())
+            progress.say(f"           corrections at {busy} of {len(run.live)} ticks, at most {int(wpt.max())} per tick")
+    run.schema = schema
 
-    summary = {
-        "ticks": len(ticks),
-        "first_tick": ticks[0],
-        "last_tick": ticks[-1],
-        "events": n_events,
-        "updates_written": 0 if record is None else int(record["rows"]),
-        "largest_correction_buffer": stats.largest_buffer,
-        "inserted": stats.inserted,
-        "store": str(store.path),
-        "store_version": store.version,
-        "store_updates": store.rows,
-        "verified_ticks": sorted(checked),
+
+def _verify(spark, run: _SinkRun, progress) -> None:
+    sample = sample_ticks(run.live, run.args.verify_ticks)
+    if not sample or run.stats is None:
+        return
+    with progress.phase(f"verifying {len(sample)} ticks against Spark SQL"):
+        written = read_parts(spark, run.store.url, run.schema, [(k, 0) for r in run.runs for k in r.keys])
+        after = written if run.persisted is None else run.persisted.unionByName(written)
+        run.checked = verify(spark, run.events, after, run.spec, sample)
+        for t, r in run.checked.items():
+            progress.say(f"           tick {t}: view {r['rows']} rows, mismatches {r['mismatches']}")
+        bad = {t: r for t, r in run.checked.items() if r["mismatches"]}
+        if bad:
+            raise VerificationError(f"store would differ from the view at ticks {sorted(bad)}: {bad}")
+
+
+def _commit(run: _SinkRun, progress) -> None:
+    if not run.live:
+        return
+    upper = run.live[-1] + 1
+    with progress.phase("committing"):
+        arr = run.store.arrangement
+        if arr is None:
+            arr = Arrangement.open(run.store.url, schema=run.schema, consensus=run.store.consensus, name=NAME)
+            if arr.seqno != 1:
+                raise StoreError(f"store {run.args.store!r} was created by another writer during this run; "
+                                 "nothing committed (re-run the job)")
+            run.store.arrangement = arr
+        try:
+            arr.append_runs(run.runs, seal=upper)
+        except CommitConflict as e:
+            raise StoreError(f"store {run.args.store!r} was changed by another writer during this run "
+                             f"({e}); the corrections would be wrong, nothing committed (re-run the job)") from None
+        run.committed = True
+        n = sum(r.len for r in run.runs)
+        progress.say(f"           version {arr.seqno}: {n} updates, sealed through tick {upper - 1}"
+                     if n else f"           nothing to write: the store already equals the view; "
+                     f"sealed through tick {upper - 1}")
+
+
+def _maintain(run: _SinkRun, progress) -> None:
+    arr = run.store.arrangement
+    if arr is None or not run.committed:
+        return
+    with progress.phase("compacting"):
+        report = arr.maintain()
+        progress.say(f"           {report['drains']} drains, {report['compactions']} compactions; "
+                     f"{arr.stats()['trace_batches']} trace batches")
+
+
+def _summary(run: _SinkRun, progress, t_start: float) -> dict:
+    arr = run.store.arrangement
+    st = arr.stats() if arr is not None else {"stored_updates": 0, "parts": 0}
+    seal = arr.get_seal() if arr is not None else 0
+    return {
+        "ticks": len(run.ticks),
+        "first_tick": run.ticks[0],
+        "last_tick": run.ticks[-1],
+        "live_ticks": len(run.live),
+        "events": run.n_events,
+        "updates_written": sum(r.len for r in run.runs) if run.committed else 0,
+        "largest_correction_buffer": run.stats.largest_buffer if run.stats else 0,
+        "inserted": run.stats.inserted if run.stats else 0,
+        "store": run.store.url,
+        "store_version": arr.seqno if arr is not None else 0,
+        "store_updates": int(st["stored_updates"]),
+        "store_parts": int(st["parts"]),
+        "sealed_through": seal - 1,
+        "verified_ticks": sorted(run.checked),
         "seconds": round(_time.perf_counter() - t_start, 3),
         "phases": {k: round(v, 3) for k, v in progress.phases.items()},
     }
-    return summary
+
+
+def _arrow_schema(df, data) -> tuple[ColumnSpec, ...]:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(df.schema)
+    return tuple(ColumnSpec(n, arrow.field(n).type) for n in data)
+
+
+def _describe_specs(schema) -> str:
+    return "(" + ", ".join(f"{s.name}: {s.type}" for s in schema) + ")"
 
 
 def _print_summary(summary: dict, out, as_json: bool) -> None:
@@ -337,7 +463,8 @@ def _print_summary(summary: dict, out, as_json: bool) -> None:
     print(f"  largest correction buffer  {summary['largest_correction_buffer']}", file=out)
     print(f"  verified ticks             {summary['verified_ticks']}", file=out)
     print(f"  store                      {summary['store']} (version {summary['store_version']}, "
-          f"{summary['store_updates']} updates)", file=out)
+          f"{summary['store_updates']} updates in {summary['store_parts']} parts, sealed through "
+          f"tick {summary['sealed_through']})", file=out)
     print(f"  time                       {summary['seconds']:.1f} s", file=out)
 
 
@@ -374,15 +501,16 @@ def run_consolidate(args, out=None) -> dict:
     """``colmz consolidate`` / ``colmz snapshot`` for parsed ``args``; return a summary."""
     out = out or sys.stdout
     t0 = _time.perf_counter()
-    _check_exists(args.input, "input")
+    if "://" not in args.input:
+        _check_exists(args.input, "input")
     if Path(args.output).exists() and not args.overwrite:
         raise InputError(f"output {args.output!r} exists; pass --overwrite to replace it")
-    store = _input_store(args.input)  # a colmz store is read through its manifest
+    store = _input_store(args.input, args.consensus)  # a store is read through its metadata
     spark = _spark(args)
     progress = _Progress(out, spark, quiet=args.quiet)
     with progress.phase(f"reading {args.input}"):
         if store is not None:
-            df = store.read(spark)
+            df = _store_updates(spark, store)
             if df is None:
                 raise InputError(f"store {args.input!r} holds nothing yet")
         else:
@@ -412,18 +540,23 @@ def run_read(args, out=None) -> dict:
 
     out = out or sys.stdout
     t0 = _time.perf_counter()
-    _check_exists(args.store, "store")
-    store = _input_store(args.store)
+    if "://" not in args.store:
+        _check_exists(args.store, "store")
+    store = _input_store(args.store, args.consensus)
     if store is None:
-        raise InputError(f"{args.store!r} is not a colmz store (no {MANIFEST})")
-    view = store.view(args.as_of)
-    if view is None:
-        raise InputError(f"store {args.store!r} holds nothing yet")
-    as_of = args.as_of
-    if as_of is None:
-        t = store.read_arrow().column("time")
-        as_of = int(max(t.to_pylist())) if len(t) else 0
-    summary = {"store": str(store.path), "as_of": as_of, "rows": view.num_rows,
+        raise InputError(f"{args.store!r} is not a colmz store (neither an arrangement nor {MANIFEST})")
+    if isinstance(store, Store):
+        view = store.view(args.as_of)
+        if view is None:
+            raise InputError(f"store {args.store!r} holds nothing yet")
+        as_of = args.as_of
+        if as_of is None:
+            t = store.read_arrow().column("time")
+            as_of = int(max(t.to_pylist())) if len(t) else 0
+    else:
+        view, as_of = _arrangement_view(store, args.as_of)
+    where = str(store.path) if isinstance(store, Store) else store.url
+    summary = {"store": where, "as_of": as_of, "rows": view.num_rows,
                "total_count": int(sum(view.column("count").to_pylist()))}
     if args.output is not None:
         target = Path(args.output)
@@ -438,6 +571,28 @@ def run_read(args, out=None) -> dict:
         _print_table(view, out, args.limit)
     summary["seconds"] = round(_time.perf_counter() - t0, 3)
     return summary
+
+
+def _arrangement_view(store: SinkStore, as_of: int | None):
+    """The view an arrangement store holds at ``as_of`` (default: its last final tick)."""
+    arr = store.arrangement
+    seal = arr.get_seal()
+    if seal == 0 or arr.schema is None:
+        raise InputError(f"store {store.url!r} holds nothing final yet (nothing sealed)")
+    last = (seal - 1) if seal is not None else None
+    if as_of is None:
+        if last is None:
+            raise InputError(f"store {store.url!r} is closed for good; give --as-of")
+        as_of = last
+    if as_of < arr.since() or (last is not None and as_of > last):
+        raise InputError(f"--as-of {as_of} is outside the final, uncompacted ticks of store "
+                         f"{store.url!r}: [{arr.since()}, {last}]")
+    u = arr.read(as_of)
+    import colmz
+
+    u = colmz.consolidate(u, order="data")
+    table = u.to_arrow().drop_columns(["time"]).rename_columns([*u.column_names, "count"])
+    return table, as_of
 
 
 def _print_table(table, out, limit: int) -> None:
@@ -455,6 +610,18 @@ def _print_table(table, out, limit: int) -> None:
 
 def _cell(v) -> str:
     return "NULL" if v is None else str(v)
+
+
+# ----------------------------------------------------------------------------- migrate
+
+
+def run_migrate(args, out=None) -> dict:
+    """``colmz migrate OLD NEW``: convert a colmz 0.1 store into an arrangement (no Spark)."""
+    t0 = _time.perf_counter()
+    _check_exists(args.old, "store")
+    summary = migrate(args.old, args.new, consensus=args.consensus)
+    summary["seconds"] = round(_time.perf_counter() - t0, 3)
+    return summary
 
 
 # ----------------------------------------------------------------------------- argparse
@@ -495,7 +662,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--value", default="value", help="value column (default: %(default)s)")
     s.add_argument("--valid-from", default="valid_from", help="interval start column (default: %(default)s)")
     s.add_argument("--valid-to", default="valid_to", help="interval end column, exclusive (default: %(default)s)")
-    s.add_argument("--store", default="colmz_store", help="store directory (default: %(default)s)")
+    s.add_argument("--store", default="colmz_store",
+                   help="the store: a directory, or s3://bucket/prefix with --consensus (default: %(default)s)")
+    s.add_argument("--consensus", default=None,
+                   help="the store's metadata database: postgresql://... or sqlite:///abs/path "
+                   "(required for s3:// stores; default: the directory's own SQLite file)")
     s.add_argument("--ticks", type=_positive, default=1000, help="number of ticks (default: %(default)s)")
     s.add_argument("--first-tick", type=_nonneg, default=0, help="time of the first tick (default: %(default)s)")
     s.add_argument("--tick-step", type=_positive, default=1, help="time between ticks (default: %(default)s)")
@@ -514,18 +685,32 @@ def build_parser() -> argparse.ArgumentParser:
         "dropped. Reads only the files the store's manifest lists; needs no Spark. Prints a "
         "table, or writes Parquet (data columns and count) with --output.",
     )
-    r.add_argument("store", help="store directory (what colmz sink --store wrote)")
+    r.add_argument("store", help="the store (what colmz sink --store wrote)")
+    r.add_argument("--consensus", default=None, help="the store's metadata database (s3:// stores)")
     r.add_argument("--as-of", type=_nonneg, default=None, help="the time to read at (default: the latest)")
     r.add_argument("--output", "-o", default=None, help="write the view as a Parquet file instead of printing it")
     r.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     r.add_argument("--limit", type=_positive, default=50, help="rows to print (default: %(default)s)")
     r.add_argument("--json", action="store_true", help="print only a JSON summary")
 
+    m = sub.add_parser(
+        "migrate",
+        help="convert a store written by colmz 0.1 into an arrangement",
+        description="Copy every update of a colmz 0.1 store (a _colmz_store.json manifest and "
+        "commits/ folders) into a new arrangement store, seal it after its last time and compact "
+        "it. The old store is left as it is. Needs no Spark.",
+    )
+    m.add_argument("old", help="the colmz 0.1 store directory")
+    m.add_argument("new", help="the new store: a directory, or s3://bucket/prefix with --consensus")
+    m.add_argument("--consensus", default=None, help="the new store's metadata database")
+    m.add_argument("--json", action="store_true", help="print the summary as JSON")
+
     for name, helptext in (("consolidate", "consolidate a Parquet file of updates"),
                            ("snapshot", "the collection a Parquet file of updates holds at a time")):
         c = sub.add_parser(name, help=helptext, description=helptext.capitalize() + ": equal "
                            "(data, time) summed, zero diffs dropped; written atomically as Parquet.")
         c.add_argument("input", help="input: a Parquet path of updates (data..., time, diff) or a colmz store")
+        c.add_argument("--consensus", default=None, help="the input store's metadata database (s3:// stores)")
         c.add_argument("output", help="output Parquet directory")
         c.add_argument("--data", type=_csv, default=None, help="data columns (default: all but time and diff)")
         c.add_argument("--time", default="time", help="time column (default: %(default)s)")
@@ -552,6 +737,13 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
         if args.command == "sink":
             summary = run_sink(args, progress_out)
             _print_summary(summary, out, args.json)
+        elif args.command == "migrate":
+            summary = run_migrate(args, out)
+            if args.json:
+                print(json.dumps(summary), file=out)
+            else:
+                print(f"{summary['updates']} updates from {summary['from']} -> {summary['to']} "
+                      f"(sealed through tick {summary['sealed_through']})", file=out)
         elif args.command == "read":
             summary = run_read(args, out)
             if args.json:
@@ -568,7 +760,7 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
     except InputError as e:
         print(f"colmz {args.command}: bad input: {e}", file=sys.stderr)
         return EXIT_INPUT
-    except (StoreError, VerificationError) as e:
+    except (StoreError, VerificationError, ArrangementError) as e:
         print(f"colmz {args.command}: failed, store unchanged: {e}", file=sys.stderr)
         return EXIT_FAIL
     return EXIT_OK

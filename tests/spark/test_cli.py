@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import colmz
+from colmz.arrangement_runs import write_run
 from colmz.spark import cli
-from colmz.spark.store import MANIFEST, Store
+from colmz.spark.store import Store
 
 pytestmark = pytest.mark.spark
 
@@ -48,14 +49,28 @@ def sink_args(store, events=None, *extra):
     return [*args, *extra]
 
 
-def stored_state(store: Store, at: int) -> dict:
-    t = store.read_arrow()
+def arrangement(store) -> colmz.Arrangement:
+    return colmz.Arrangement.open(str(store), create=False)
+
+
+def stored_state(store, at: int) -> dict:
+    """What the sink's store (an arrangement) holds at tick ``at``."""
     c = Counter()
-    if t is not None:
-        for k, r, p, time, d in zip(*(t.column(n).to_pylist() for n in t.column_names)):
-            if time <= at:
-                c[(k, r, p)] += d
+    for k, r, p, _time, d in arrangement(store).read(as_of=at).to_pylist():
+        c[(k, r, p)] += d
     return {key: d for key, d in c.items() if d}
+
+
+def committed(store) -> tuple:
+    """The store's committed state: its version, metadata and referenced parts."""
+    a = arrangement(store)
+    return a.seqno, a.meta()
+
+
+def unchanged_on_disk(store, before: tuple) -> bool:
+    """The committed state is ``before`` and no part outside it is left behind."""
+    a = arrangement(store)
+    return committed(store) == before and set(a.store.list_keys(a.prefix)) == set(a.referenced_keys())
 
 
 def view(events, at: int) -> dict:
@@ -86,23 +101,29 @@ def test_example_end_to_end_and_idempotent(spark, tmp_path):
     status, s = run([*sink_args(store), "--example-events", "1500"], spark)
     assert status == 0
     assert s["ticks"] == TICKS and s["events"] == 1500
-    assert s["updates_written"] > 0 and s["store_version"] == 1
+    assert s["updates_written"] > 0 and s["sealed_through"] == TICKS - 1
+    assert s["store_updates"] == s["updates_written"] and s["store_parts"] >= 1
     assert s["largest_correction_buffer"] > 0
     assert s["verified_ticks"] == [0, 14, 29]
-    listing = Store(store).listing()
-    # the same events again: nothing to append, store untouched
+    before = committed(store)
+    # the same events again: every tick is final, nothing to append, store untouched
     status, s2 = run([*sink_args(store), "--example-events", "1500"], spark)
-    assert status == 0 and s2["updates_written"] == 0 and s2["store_version"] == 1
-    assert Store(store).listing() == listing
-    # human-readable output: progress and a summary
+    assert status == 0 and s2["updates_written"] == 0 and s2["live_ticks"] == 0
+    assert committed(store) == before
+    # human-readable output: progress and a summary, over ticks beyond the seal
     out = io.StringIO()
-    assert cli.main([*sink_args(store), "--example-events", "1500", "--verify-ticks", "0"], out=out) == 0
+    argv = ["sink", "--store", str(store), "--ticks", str(2 * TICKS), "--example-events", "1500", "--verify-ticks", "0"]
+    assert cli.main(argv, out=out) == 0
     text = out.getvalue()
-    for needle in ("reading events", "sink over 30 ticks", "updates written", "largest correction buffer", "time"):
+    for needle in ("reading events", f"sink over {TICKS} ticks", "updates written", "largest correction buffer",
+                   "sealed through tick 59", "time"):
         assert needle in text
 
 
 def test_changed_events_append_exactly_the_difference(spark, tmp_path):
+    """Ticks before the store's seal are final; a later run over changed events writes the
+    difference at its first tick at or after the seal (as Materialize's sink writes
+    corrections at its output's upper), and from there on the store equals the new view."""
     store = tmp_path / "store"
     old = random_events(1, 400)
     new = old[:350] + random_events(2, 40)
@@ -110,26 +131,28 @@ def test_changed_events_append_exactly_the_difference(spark, tmp_path):
     p_old = write_events(tmp_path / "old.parquet", old)
     p_new = write_events(tmp_path / "new.parquet", new)
     assert run(sink_args(store, p_old), spark)[0] == 0
-    first_rows = Store(store).rows
-    status, s = run(sink_args(store, p_new), spark)
-    assert status == 0
-    # expected: consolidate(desired_new - desired_old) at times <= the last tick
+    first_rows = arrangement(store).stats()["stored_updates"]
+    longer = ["sink", "--store", str(store), "--ticks", str(2 * TICKS), "--verify-ticks", "3",
+              "--input", p_new, "--keys", "customer,region", "--value", "plan"]
+    status, s = run(longer, spark)
+    assert status == 0 and s["live_ticks"] == TICKS and s["verified_ticks"][0] == TICKS
+    # expected: desired_new minus what the first run persisted (old updates at times before
+    # the seal), with every time before the seal moved to the seal
     d = Counter()
-    for sign, evs in ((1, new), (-1, old)):
+    for sign, evs, upto in ((1, new, 2 * TICKS - 1), (-1, old, TICKS - 1)):
         for k, r, p, f, t in evs:
-            d[(k, r, p, f)] += sign
-            d[(k, r, p, t)] -= sign
-    want = {key: v for key, v in d.items() if v and key[3] <= TICKS - 1}
+            for time, diff in ((f, sign), (t, -sign)):
+                if time <= upto:
+                    d[(k, r, p, max(time, TICKS))] += diff
+    want = {key: v for key, v in d.items() if v}
     assert s["updates_written"] == len(want)
-    st = Store(store)
-    assert st.rows == first_rows + len(want) and st.version == 2
-    last = pq.read_table(st.files()[-len(st.manifest()["commits"][-1]["files"]):])
-    got = {(k, r, p, t): dd for k, r, p, t, dd in zip(*(last.column(n).to_pylist() for n in last.column_names))}
-    assert got == want
+    assert arrangement(store).stats()["stored_updates"] <= first_rows + len(want)  # compaction may merge
     for at in range(TICKS):
-        assert stored_state(st, at) == view(new, at)
+        assert stored_state(store, at) == view(old, at)  # history is final
+    for at in range(TICKS, 2 * TICKS):
+        assert stored_state(store, at) == view(new, at)
     # and once more: nothing
-    assert run(sink_args(store, p_new), spark)[1]["updates_written"] == 0
+    assert run(longer, spark)[1]["updates_written"] == 0
 
 
 BAD = {
@@ -154,14 +177,15 @@ def test_bad_input_is_reported_before_anything_is_written(spark, tmp_path, capsy
     events[0] = (1, "eu", "pro", 5, 9)
     good = write_events(tmp_path / "good.parquet", events)
     assert run(sink_args(store, good), spark)[0] == 0
-    before, manifest = Store(store).listing(), (store / MANIFEST).read_bytes()
+    before = committed(store)
     change, message = BAD[case]
     path = tmp_path / "bad.parquet"
     pq.write_table(change(pq.read_table(good)), path)
-    status, _ = run(sink_args(store, str(path)), spark)
+    longer = [*sink_args(store, str(path)), "--first-tick", str(TICKS)]  # ticks beyond the seal
+    status, _ = run(longer, spark)
     assert status == 2
     assert message in capsys.readouterr().err
-    assert Store(store).listing() == before and (store / MANIFEST).read_bytes() == manifest
+    assert unchanged_on_disk(store, before)
 
 
 def test_bad_input_to_a_new_store_creates_nothing(spark, tmp_path, capsys):
@@ -181,7 +205,10 @@ def test_failing_job_midway_leaves_the_store_as_it_was(spark, tmp_path, monkeypa
     old = write_events(tmp_path / "old.parquet", random_events(5, 200))
     new = write_events(tmp_path / "new.parquet", random_events(6, 200))
     assert run(sink_args(store, old), spark)[0] == 0
-    before, manifest = Store(store).listing(), (store / MANIFEST).read_bytes()
+    before = committed(store)
+
+    def later(store, events):  # the next runs go on beyond the seal
+        return [*sink_args(store, events), "--first-tick", str(TICKS)]
 
     real_sink = cli.sink
 
@@ -199,20 +226,21 @@ def test_failing_job_midway_leaves_the_store_as_it_was(spark, tmp_path, monkeypa
 
     monkeypatch.setattr(cli, "sink", failing_sink)
     with pytest.raises(Exception, match="executor lost midway"):
-        run(sink_args(store, new), spark)
-    assert Store(store).listing() == before and (store / MANIFEST).read_bytes() == manifest
+        run(later(store, new), spark)
+    # nothing committed, and the parts the failed run's tasks wrote are gone
+    assert unchanged_on_disk(store, before)
 
     # a verification failure also commits nothing
     monkeypatch.setattr(cli, "sink", real_sink)
     monkeypatch.setattr(cli, "verify", lambda *a, **k: {0: {"rows": 1, "mismatches": 3}})
-    status, _ = run(sink_args(store, new), spark)
+    status, _ = run(later(store, new), spark)
     assert status == 1
-    assert Store(store).listing() == before and (store / MANIFEST).read_bytes() == manifest
+    assert unchanged_on_disk(store, before)
 
     # and the next healthy run works from the untouched store
     monkeypatch.undo()
-    status, s = run(sink_args(store, new), spark)
-    assert status == 0 and s["store_version"] == 2
+    status, s = run(later(store, new), spark)
+    assert status == 0 and s["store_version"] > before[0] and s["sealed_through"] == 2 * TICKS - 1
 
 
 def test_consolidate_and_snapshot_commands(spark, tmp_path, capsys):
@@ -251,25 +279,40 @@ def test_consolidate_and_snapshot_commands(spark, tmp_path, capsys):
     assert status == 2 and "data column 'nope'" in capsys.readouterr().err
 
 
-def test_snapshot_and_consolidate_read_a_store_through_its_manifest(spark, tmp_path):
+def test_snapshot_and_consolidate_read_a_store_through_its_metadata(spark, tmp_path):
     store = tmp_path / "store"
     events = write_events(tmp_path / "e.parquet", random_events(11, 60))
     assert run(sink_args(store, events), spark)[0] == 0
-    st = Store(store)
-    # a crashed run's unlisted commit directory must not be read
-    stray = store / "commits" / ("000099-" + "e" * 32)
-    stray.mkdir()
-    pq.write_table(st.read_arrow().slice(0, 5), stray / "part-0.parquet")
+    a = arrangement(store)
+    # a crashed run's part that no commit names must not be read
+    stray = write_run(a.store, a.schema, a.read().slice(0, 5), prefix=a.prefix, owner="crashed")
+    assert stray is not None
     for at in (0, 13, TICKS - 1):
         out = tmp_path / f"snap{at}"
         status, s = run(["snapshot", str(store), str(out), "--as-of", str(at)], spark)
-        assert status == 0 and s["input_rows"] == st.rows
-        got = sorted((r["customer"], r["region"], r["plan"], r["diff"]) for r in pq.read_table(out).to_pylist())
-        want = sorted((r["customer"], r["region"], r["plan"], r["count"]) for r in st.view(at).to_pylist())
-        assert got == want
+        assert status == 0 and s["input_rows"] == a.stats()["stored_updates"]
+        got = Counter()
+        for r in pq.read_table(out).to_pylist():
+            got[(r["customer"], r["region"], r["plan"])] += r["diff"]
+        assert {k: v for k, v in got.items() if v} == stored_state(store, at) == view(random_events(11, 60), at)
     out = tmp_path / "cons"
     status, s = run(["consolidate", str(store), str(out)], spark)
-    assert status == 0 and s["output_rows"] == st.rows  # the sink wrote consolidated updates
+    assert status == 0 and s["output_rows"] == a.stats()["stored_updates"]
+
+
+def test_old_store_is_refused_with_the_migration_and_migrates(spark, tmp_path, capsys):
+    old = Store(tmp_path / "old")
+    old.commit(old.stage_arrow(pa.table({
+        "customer": pa.array([1, 2], pa.int64()), "region": ["eu", "us"], "plan": ["pro", "free"],
+        "time": pa.array([0, 3], pa.int64()), "diff": pa.array([1, 1], pa.int64())})))
+    status, _ = run(sink_args(old.path), spark)
+    assert status == 1 and "colmz migrate" in capsys.readouterr().err
+    new = tmp_path / "new"
+    assert cli.main(["migrate", str(old.path), str(new)], out=io.StringIO()) == 0
+    assert stored_state(new, 3) == {(1, "eu", "pro"): 1, (2, "us", "free"): 1}
+    assert stored_state(new, 0) == {(1, "eu", "pro"): 1}
+    assert arrangement(new).get_seal() == 4
+    assert cli.main(["migrate", str(old.path), str(new)], out=io.StringIO()) == 1  # not twice
 
 
 def test_json_output_is_only_json(spark, tmp_path, capsys):

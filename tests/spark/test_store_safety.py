@@ -217,26 +217,39 @@ def test_manifest_written_by_a_commit_is_valid_and_names_its_writer(tmp_path):
 # ---------------------------------------------------------------------------- the sink CLI
 
 
-@pytest.mark.parametrize("damage", ["missing file", "malformed manifest", "path outside"])
+@pytest.mark.parametrize("damage", ["missing part", "corrupt metadata", "old layout", "foreign directory"])
 def test_sink_reports_a_damaged_store_before_spark_starts(tmp_path, monkeypatch, capsys, damage):
+    import sqlite3
+
+    import colmz
     from colmz.spark import cli
 
-    s = _store_with_commit(tmp_path)
-    if damage == "missing file":
-        os.unlink(s.files()[0])
-        expect = "which is missing"
-    elif damage == "malformed manifest":
-        _rewrite(s, lambda m: m.pop("commits"))
-        expect = "field 'commits' is missing"
+    path = tmp_path / "st"
+    if damage == "old layout":
+        _store_with_commit(tmp_path)
+        expect = "colmz migrate"
+    elif damage == "foreign directory":
+        path.mkdir()
+        (path / "notes.txt").write_text("mine")
+        expect = "not a colmz store"
     else:
-        _rewrite(s, lambda m: m["commits"][0]["files"].append("commits/../x.parquet"))
-        expect = "not a file of this store"
+        a = colmz.Arrangement.open(str(path), schema={"customer": pa.int64(), "region": pa.string(),
+                                                       "plan": pa.string()}, name="arrangement")
+        a.write(colmz.Updates({"customer": [1], "region": ["eu"], "plan": ["pro"]}, time=[0], diff=[1]))
+        a.seal(1)
+        if damage == "missing part":
+            a.store.delete(sorted(a.referenced_keys())[0])
+            expect = "part(s) its metadata names are missing"
+        else:
+            with sqlite3.connect(path / "consensus.sqlite") as db:
+                db.execute("UPDATE consensus SET data = ?", (b"{not json",))
+            expect = "is damaged"
 
     def no_spark(args):
         raise AssertionError("a Spark session was started before the store was checked")
 
     monkeypatch.setattr(cli, "_spark", no_spark)
-    status = cli.main(["sink", "--store", str(s.path), "--ticks", "3", "--quiet"])
+    status = cli.main(["sink", "--store", str(path), "--ticks", "3", "--quiet"])
     err = capsys.readouterr().err
     assert status == cli.EXIT_FAIL and expect in err and "Traceback" not in err
 

@@ -1,0 +1,138 @@
+"""Spark executors reading and writing a ``colmz.Arrangement``; the driver commits.
+
+Design
+------
+An arrangement is parts in a blob store plus a metadata record changed by compare-and-set
+(``colmz.arrangement``). On Spark the two halves go to different processes:
+
+* **Reading** (:func:`read_parts`): the driver lists the parts of the state it opened
+  (``Arrangement.parts()``); a DataFrame of those keys is spread over the executors, each
+  reads its parts from the blob store through colmz (``colmz.arrangement_parts.read_part``)
+  and keeps the rows a reader must keep (``time >= min_time``). No Hadoop filesystem
+  connector is involved, so the same code reads a local directory and an S3 bucket.
+* **Writing** (:func:`write_runs`): each partition of a DataFrame of updates is consolidated
+  and written as one run of parts (``colmz.arrangement_runs.write_run``); the task returns
+  only the run's description. The driver collects them and commits them in one
+  compare-and-set (``Arrangement.append_runs``). Spark's result handling keeps one successful
+  attempt per partition, so a retried or speculative task's parts are never committed twice:
+  they are unreferenced garbage that ``Arrangement.gc`` collects after its lease.
+
+Times: Spark has no unsigned long, so a part's ``uint64`` times are read as ``long`` and
+updates written from Spark are non-negative ``long`` times; a part holding a time beyond
+``2**63 - 1`` cannot be read into Spark (:class:`ValueError` naming it).
+"""
+
+# No ``from __future__ import annotations``: pyspark reads the UDF's type hints at runtime.
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.arrangement_runs import WrittenRun, write_run
+from colmz.order import ColumnSpec
+
+__all__ = ["part_list", "read_parts", "spark_schema", "write_runs"]
+
+_SPARK_MAX_TIME = 2**63 - 1
+_RUN_SCHEMA = "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long"
+
+
+def spark_schema(schema: Sequence[ColumnSpec], time: str = "time", diff: str = "diff"):
+    """The Spark schema of updates with these data columns (time and diff as ``long``)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    arrow = pa.schema([pa.field(s.name, s.type) for s in schema]
+                      + [pa.field(time, pa.int64(), False), pa.field(diff, pa.int64(), False)])
+    return from_arrow_schema(arrow)
+
+
+def _to_spark_table(u, schema: Sequence[ColumnSpec], key: str) -> pa.Table:
+    if len(u) and int(u.time.max()) > _SPARK_MAX_TIME:
+        raise ValueError(f"part {key!r} holds time {int(u.time.max())}, beyond Spark's long (2**63-1)")
+    cols = [u.column(s.name) for s in schema]
+    return pa.Table.from_arrays(
+        [*cols, pa.array(u.time.astype(np.int64)), pa.array(u.diff)],
+        names=[*(s.name for s in schema), "time", "diff"],
+    )
+
+
+def part_list(arrangement) -> list[tuple[str, int]]:
+    """``(key, min_time)`` of every part of an arrangement's current state (for :func:`read_parts`)."""
+    return [(p.key, int(p.min_time or 0)) for p in arrangement.parts()]
+
+
+def read_parts(spark, url: str, schema: Sequence[ColumnSpec], parts: Sequence[tuple[str, int]], *,
+               partitions: int | None = None):
+    """The updates in ``parts`` -- ``(key, min_time)`` pairs: rows with ``time >= min_time``
+    of the part under ``key`` -- as a DataFrame (:func:`part_list` gives an arrangement's).
+
+    ``url`` is the arrangement's store URL (executors open its blob store only). The result
+    has the data columns, ``time`` and ``diff`` (both ``long``); an empty ``parts`` gives an
+    empty DataFrame of that schema.
+    """
+    from colmz.arrangement_parts import read_part
+    from colmz.storage.url import open_blob
+
+    schema = tuple(schema)
+    out_schema = spark_schema(schema)
+    rows = [(str(k), int(lo)) for k, lo in parts]
+    if not rows:
+        return spark.createDataFrame([], out_schema)
+    n = partitions or min(len(rows), max(1, spark.sparkContext.defaultParallelism))
+    keys = spark.createDataFrame(rows, "key string, min_time long").repartition(n, "key")
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        blob = open_blob(url)
+        for b in batches:
+            for key, lo in zip(b.column("key").to_pylist(), b.column("min_time").to_pylist()):
+                u = read_part(blob, key, schema)
+                if lo:
+                    keep = u.time >= np.uint64(lo)
+                    if not keep.all():
+                        u = u.slice(0, 0) if not keep.any() else _take(u, keep)
+                yield from _to_spark_table(u, schema, key).to_batches()
+
+    return keys.mapInArrow(read, out_schema)
+
+
+def _take(u, mask: np.ndarray):
+    import colmz
+
+    t = u.to_arrow().filter(pa.array(mask))
+    return colmz.Updates.from_arrow(t)
+
+
+def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner: str = "",
+               time: str = "time", diff: str = "diff") -> list[WrittenRun]:
+    """Write each partition of ``df`` (updates: the data columns of ``schema``, ``time``,
+    ``diff``) as one run of parts into the store at ``url``; return the runs (an action).
+
+    Nothing is committed: pass the runs to ``Arrangement.append_runs`` on the driver. Every
+    part key carries ``owner`` (``colmz.arrangement_runs.owned_keys``), so a job that fails
+    before it commits can delete what its tasks wrote, failed attempts included.
+    """
+    import colmz
+    from colmz.storage.url import open_blob
+
+    schema = tuple(schema)
+    names = [s.name for s in schema]
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        parts = []
+        for b in batches:
+            if b.num_rows:
+                t = pa.Table.from_batches([b]).select([*names, time, diff])
+                cols = {n: (t.column(n).cast(s.type) if t.schema.field(n).type != s.type else t.column(n))
+                        for n, s in zip(names, schema)}
+                parts.append(colmz.Updates(cols, t.column(time), t.column(diff)))
+        if not parts:
+            return
+        run = write_run(open_blob(url), schema, colmz.concat(parts), prefix=prefix, owner=owner)
+        if run is not None:
+            d = run.to_dict()
+            yield pa.RecordBatch.from_pylist([d], schema=pa.schema([
+                ("keys", pa.list_(pa.string())), ("len", pa.int64()), ("ts_lower", pa.int64()),
+                ("ts_upper", pa.int64()), ("size_bytes", pa.int64())]))
+
+    rows = df.mapInArrow(write, _RUN_SCHEMA).collect()
+    return [WrittenRun.from_dict(r.asDict()) for r in rows]

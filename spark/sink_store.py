@@ -1,0 +1,185 @@
+"""The ``colmz sink`` job's store: a ``colmz.Arrangement``, opened and checked before Spark.
+
+Design
+------
+The sink keeps its output in an arrangement (``colmz.arrangement``): a directory (parts in
+``blob/``, metadata in ``consensus.sqlite``) or ``s3://bucket/prefix`` with a consensus URL
+(PostgreSQL or SQLite). A run
+
+1. opens the store and checks it before a Spark session starts (:func:`open_sink_store`):
+   the metadata is validated and every part it names must exist, so a damaged store is
+   reported at once;
+2. reads the persisted updates on the executors, computes the corrections there and writes
+   them as parts -- each key tagged with the run's id -- without committing anything;
+3. commits them on the driver in one compare-and-set together with the new seal (the last
+   tick + 1): a concurrent job that committed first makes this commit fail with nothing
+   visible, and the run deletes the parts it wrote (:func:`discard_run`);
+4. compacts (``Arrangement.maintain``), so after many runs the store holds a logarithmic
+   number of batches, not one per run.
+
+The seal is the sink's promise: ticks before it are final. A later run over changed events
+cannot rewrite them; it writes the difference at its first tick at or after the seal, as
+Materialize's sink writes corrections at the current upper of its output.
+
+A store written by colmz 0.1 (a ``_colmz_store.json`` manifest and ``commits/`` folders) is
+recognised and refused with the command that converts it (:func:`migrate`).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import urllib.parse
+from dataclasses import dataclass
+
+from colmz.arrangement import Arrangement, ArrangementError
+from colmz.arrangement_runs import owned_keys
+from colmz.spark.store import MANIFEST, Store, StoreError
+from colmz.storage.base import StorageError
+
+__all__ = ["SinkStore", "discard_run", "migrate", "open_sink_store"]
+
+NAME = "arrangement"
+
+
+@dataclass
+class SinkStore:
+    """A sink store: its URL, consensus URL and the arrangement (None before the first commit)."""
+
+    url: str
+    consensus: str | None
+    arrangement: Arrangement | None
+    created_dir: pathlib.Path | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.arrangement is not None
+
+    def prepare(self) -> None:
+        """Make the location (directory, blob store) exist so executors can write parts into
+        it; a local directory this makes is remembered, for :func:`discard_run` to remove."""
+        from colmz.storage.url import open_location
+
+        path = _local_path(self.url)
+        if path is not None and not path.exists():
+            self.created_dir = path
+        open_location(self.url, consensus=self.consensus, create=True)
+
+    def describe(self) -> str:
+        if self.arrangement is None:
+            return f"store {self.url!r}: new"
+        a = self.arrangement
+        st = a.stats()
+        seal = a.get_seal()
+        through = "nothing sealed" if seal == 0 else f"sealed through tick {seal - 1}"
+        return (f"store {self.url!r}: version {a.seqno}, {st['stored_updates']} updates in "
+                f"{st['parts']} parts, {through}")
+
+
+def _local_path(url: str) -> pathlib.Path | None:
+    scheme = urllib.parse.urlsplit(url).scheme if "://" in url else ""
+    if scheme == "":
+        return pathlib.Path(url).absolute()
+    if scheme == "file":
+        return pathlib.Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
+    return None
+
+
+def _old_layout_error(url: str) -> StoreError:
+    return StoreError(
+        f"store {url!r} is in the layout of colmz 0.1 ({MANIFEST} and commits/); the sink now "
+        f"keeps an arrangement. Convert it with `colmz migrate {url} NEW_STORE` and pass "
+        "--store NEW_STORE"
+    )
+
+
+def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
+    """Open and check the store at ``url`` (no Spark): validated metadata, every part present.
+
+    A store that does not exist yet gives ``arrangement=None`` and creates nothing.
+    """
+    path = _local_path(url)
+    if path is not None:
+        url = str(path)  # executors may run elsewhere in the file tree
+        if path.exists() and not path.is_dir():
+            raise StoreError(f"store path {str(path)!r} exists and is not a directory")
+        if (path / MANIFEST).is_file():
+            raise _old_layout_error(url)
+        if not path.exists() or (not any(path.iterdir()) and consensus is None):
+            return SinkStore(url, consensus, None)
+        if consensus is None and not (path / "consensus.sqlite").is_file():
+            raise StoreError(
+                f"{str(path)!r} is a non-empty directory without an arrangement "
+                "(no consensus.sqlite); not a colmz store (refusing to write into it)"
+            )
+    try:
+        arr = Arrangement.open(url, consensus=consensus, name=NAME, create=False)
+    except FileNotFoundError:
+        return SinkStore(url, consensus, None)
+    except (ArrangementError, StorageError) as e:
+        raise StoreError(f"store {url!r} is damaged or unreachable: {e}") from None
+    try:
+        arr.validate()
+    except ArrangementError as e:
+        raise StoreError(f"store {url!r} is damaged: {e}") from None
+    present = set(arr.store.list_keys(arr.prefix))
+    missing = sorted(arr.referenced_keys() - present)
+    if missing:
+        raise StoreError(
+            f"store {url!r} is damaged: {len(missing)} part(s) its metadata names are missing, "
+            f"e.g. {missing[0]!r} (restore them, or remove the store)"
+        )
+    return SinkStore(url, consensus, arr)
+
+
+def discard_run(store: SinkStore, owner: str) -> list[str]:
+    """Delete every part this run wrote (its keys carry ``owner``) that no commit names, and
+    the directory of a new store this run created when nothing was committed into it."""
+    import shutil
+
+    from colmz.storage.url import open_blob
+
+    if store.created_dir is not None and store.arrangement is None:
+        shutil.rmtree(store.created_dir, ignore_errors=True)
+        return []
+    prefix = f"{NAME}/parts/"
+    try:
+        blob = open_blob(store.url)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    referenced = store.arrangement.referenced_keys() if store.arrangement is not None else frozenset()
+    gone = []
+    for k in owned_keys(blob, prefix, owner):
+        if k not in referenced:
+            blob.delete(k)
+            gone.append(k)
+    return gone
+
+
+def migrate(old: str, new: str, *, consensus: str | None = None) -> dict:
+    """Convert a colmz 0.1 store (manifest + commits) at ``old`` into an arrangement at ``new``.
+
+    Every update is copied (the old store is left as it is), then sealed after its last time
+    and compacted. Returns a summary. ``new`` must not hold a store yet.
+    """
+    import colmz
+
+    src = Store(old)
+    if not src.exists():
+        raise StoreError(f"{old!r} is not a colmz 0.1 store (no {MANIFEST})")
+    src.verify()
+    target = open_sink_store(new, consensus)
+    if target.exists:
+        raise StoreError(f"{new!r} already holds a store; migrate into a new location")
+    table = src.read_arrow()
+    # The old store's Parquet files carry the Arrow types Spark wrote; the arrangement keeps them.
+    schema = None if table is None else {f.name: f.type for f in table.schema if f.name not in ("time", "diff")}
+    arr = Arrangement.open(new, schema=schema, consensus=consensus, name=NAME)
+    last = -1
+    if table is not None and table.num_rows:
+        u = colmz.Updates.from_arrow(table)
+        arr.write(u)
+        last = int(u.time.max())
+    arr.seal(last + 1)
+    arr.maintain()
+    return {"from": old, "to": new, "updates": 0 if table is None else table.num_rows,
+            "sealed_through": last, "version": arr.seqno}
