@@ -1,0 +1,231 @@
+"""``colmz.Arrangement`` benchmarks, each beside the obvious alternative in the same class.
+
+Shapes are persist's own (``src/persist/benches``): ``819,200`` records of 64 bytes (an
+``int64`` key, a 40-byte string value, ``time`` and ``diff``) -- 50 MiB.
+
+Read side by side:
+
+* ``EndToEnd.time_write_seal_drain`` -- ``open``, ``write`` the 50 MiB, ``seal`` past it and
+  drain it into the trace (``maintain``) on local disk -- beside
+  ``time_parquet_write_table``, a bare ``pyarrow.parquet.write_table`` of the same rows
+  (target: >= 0.6x its rate, >= 200 MiB/s; persist's best published end to end: 99.7 MiB/s).
+  ``track_mib_per_s_*`` report the rates.
+* ``Snapshot.time_read`` / ``time_to_arrow`` beside ``time_parquet_read_table`` of the same
+  rows (target >= 1 GiB/s; persist: about 450 MiB/s).
+* ``Trickle.track_write_amplification`` -- bytes written to blob / bytes of updates written,
+  over 1,000 seals of 1,000 updates with ``maintain()`` between them (target <= 4x; persist
+  after its compaction-policy fix: about 9x), and ``track_trace_batches`` at the end (bound
+  ``2 * log2(batches)``).
+* ``Commit.time_small_write`` / ``time_empty_seal`` -- one commit of a small batch and of an
+  empty seal on local disk (target p50 <= 20 ms).
+* ``CompactionMemory.track_peak_rss_mib`` -- peak RSS of a fresh process compacting
+  ``COLMZ_BENCH_COMPACT_MIB`` (default 1024) MiB of updates, beside the size compacted.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import colmz
+
+N = 819_200
+VALUE_BYTES = 40
+
+
+def records(n: int = N, seed: int = 0, time: int = 0) -> colmz.Updates:
+    """``n`` records of 64 bytes: key int64, 40-byte string, time, diff."""
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 2**62, n)
+    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8)
+    raw = alphabet[rng.integers(0, len(alphabet), n * VALUE_BYTES)].tobytes()
+    offsets = np.arange(0, (n + 1) * VALUE_BYTES, VALUE_BYTES, dtype=np.int32)
+    values = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw))
+    return colmz.Updates(
+        {"k": pa.array(keys), "v": values},
+        time=np.full(n, time, np.uint64),
+        diff=np.ones(n, np.int64),
+        copy=False,
+    )
+
+
+def mib(u: colmz.Updates) -> float:
+    return u.nbytes / 2**20
+
+
+class EndToEnd:
+    timeout = 600
+    number = 1
+    repeat = 3
+
+    def setup(self):
+        self.u = records()
+        self.table = self.u.to_arrow()
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-arr-")
+
+    def teardown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _write_seal_drain(self) -> float:
+        path = pathlib.Path(tempfile.mkdtemp(dir=self.dir)) / "a"
+        t0 = _now()
+        arr = colmz.Arrangement.open(str(path), schema={s.name: s.type for s in self.u.schema})
+        arr.write(self.u)
+        arr.seal(1)
+        arr.maintain()
+        return _now() - t0
+
+    def time_write_seal_drain(self):
+        self._write_seal_drain()
+
+    def time_parquet_write_table(self):
+        pq.write_table(self.table, os.path.join(tempfile.mkdtemp(dir=self.dir), "x.parquet"))
+
+    def track_mib_per_s_arrangement(self):
+        return mib(self.u) / min(self._write_seal_drain() for _ in range(3))
+
+    track_mib_per_s_arrangement.unit = "MiB/s"
+
+    def track_mib_per_s_parquet(self):
+        best = float("inf")
+        for _ in range(3):
+            t0 = _now()
+            self.time_parquet_write_table()
+            best = min(best, _now() - t0)
+        return mib(self.u) / best
+
+    track_mib_per_s_parquet.unit = "MiB/s"
+
+
+class Snapshot:
+    timeout = 600
+
+    def setup(self):
+        self.u = records()
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-arr-")
+        self.arr = colmz.Arrangement.open(os.path.join(self.dir, "a"),
+                                          schema={"k": pa.int64(), "v": pa.string()})
+        self.arr.write(self.u)
+        self.arr.seal(1)
+        self.arr.maintain()
+        self.file = os.path.join(self.dir, "x.parquet")
+        pq.write_table(self.u.to_arrow(), self.file)
+
+    def teardown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_read(self):
+        self.arr.read()
+
+    def time_to_arrow(self):
+        self.arr.to_arrow()
+
+    def time_parquet_read_table(self):
+        pq.read_table(self.file)
+
+    def track_mib_per_s_read(self):
+        best = float("inf")
+        for _ in range(3):
+            t0 = _now()
+            self.arr.read()
+            best = min(best, _now() - t0)
+        return mib(self.u) / best
+
+    track_mib_per_s_read.unit = "MiB/s"
+
+
+class Trickle:
+    """1,000 seals of 1,000 updates, ``maintain()`` between them."""
+
+    timeout = 900
+    number = 1
+    repeat = 1
+    SEALS = int(os.environ.get("COLMZ_BENCH_TRICKLE_SEALS", "1000"))
+
+    def setup_cache(self):
+        d = tempfile.mkdtemp(prefix="colmz-bench-trickle-")
+        arr = colmz.Arrangement.open(os.path.join(d, "a"), schema={"k": pa.int64(), "v": pa.string()})
+        written = 0
+        for i in range(self.SEALS):
+            u = records(1000, seed=i, time=i)
+            written += u.nbytes
+            arr.write(u)
+            arr.seal(i + 1)
+            arr.maintain()
+        out = {
+            "amplification": arr.stats()["blob_bytes_written"] / written,
+            "trace_batches": len(arr.meta()["trace_batches"]),
+        }
+        shutil.rmtree(d, ignore_errors=True)
+        return out
+
+    def track_write_amplification(self, cache):
+        return cache["amplification"]
+
+    track_write_amplification.unit = "x"
+
+    def track_trace_batches(self, cache):
+        return cache["trace_batches"]
+
+
+class Commit:
+    def setup(self):
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-commit-")
+        self.arr = colmz.Arrangement.open(os.path.join(self.dir, "a"), schema={"k": pa.int64()})
+        self.t = 0
+
+    def teardown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_small_write(self):
+        self.arr.write(colmz.Updates({"k": np.arange(16)}, time=np.full(16, self.t, np.uint64),
+                                     diff=np.ones(16, np.int64)))
+
+    def time_empty_seal(self):
+        self.t += 1
+        self.arr.seal(self.t)
+
+
+class CompactionMemory:
+    timeout = 1800
+    number = 1
+    repeat = 1
+    MIB = int(os.environ.get("COLMZ_BENCH_COMPACT_MIB", "1024"))
+
+    def track_peak_rss_mib(self):
+        code = textwrap.dedent(
+            f"""
+            import os, resource, sys, tempfile
+            sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+            import colmz, pyarrow as pa
+            from bench_arrangement import records
+            d = tempfile.mkdtemp()
+            arr = colmz.Arrangement.open(os.path.join(d, "a"), schema={{"k": pa.int64(), "v": pa.string()}})
+            per = 64 * {N}
+            batches = max(2, ({self.MIB} << 20) // per)
+            for i in range(batches):
+                arr.write(records({N}, seed=i, time=i))  # one 50 MiB batch in memory at a time
+                arr.seal(i + 1)
+            arr.allow_compaction(batches)
+            arr.maintain()  # drain and compact everything
+            print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+            """
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        return float(out.stdout.split()[-1])
+
+    track_peak_rss_mib.unit = "MiB"
+
+
+def _now() -> float:
+    return time.perf_counter()
