@@ -118,6 +118,9 @@ class Catalog:
         durable as a ``colmz.Arrangement`` and reopening resumes where the catalog stopped.
     consensus : str, optional
         The consensus URL for an ``s3://`` path (as ``colmz.Arrangement.open``).
+    maintain_every : int, default 16
+        Durable catalogs compact their arrangements up to ``now`` every this many commits
+        (0: never), so reopening reads each object's contents rather than its history.
 
     Examples
     --------
@@ -132,7 +135,12 @@ class Catalog:
     (2, [{'key': 1, 'val': 3}, {'key': 2, 'val': 4}])
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None,
+                 maintain_every: int = 16):
+        if isinstance(maintain_every, bool) or not isinstance(maintain_every, int) or maintain_every < 0:
+            raise ValueError(f"maintain_every must be a non-negative int, got {maintain_every!r}")
+        self._maintain_every = maintain_every
+        self._persists = 0
         self._objects: dict[str, CatalogObject] = {}
         self._order: list[str] = []
         self._now = 0
@@ -648,6 +656,13 @@ class Catalog:
         gone = set(self._durable) - {d["name"] for d in self._defs}
         for name in gone:
             del self._durable[name]
+        self._persists += 1
+        if self._maintain_every and self._persists % self._maintain_every == 0:
+            # Compact the durable history up to now: a reopen reads contents, not history.
+            for name, dur in self._durable.items():
+                mem = self._objects[name].collection
+                # Contents not yet loaded from the store are read as of mem.since: keep it.
+                dur.maintain(mem.since if mem.base_pending else self._now)
         record = {"format": 1, "objects": self._defs}
         self._blob.set(RECORD_KEY, json.dumps(record, indent=1).encode())
 
@@ -802,6 +817,14 @@ class ArrangementCollection:
 
     def advance_since(self, since: int) -> None:
         self.arrangement.advance_since(since)
+
+    def maintain(self, since: int) -> None:
+        """Advance the since to ``since`` (when behind, and before the upper) and run the
+        arrangement's maintenance: drain sealed updates into the trace and compact."""
+        arr = self.arrangement
+        if since > arr.since() and (arr.get_seal() is None or since < arr.get_seal()):
+            arr.advance_since(since)
+        arr.maintain()
 
 
 def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:

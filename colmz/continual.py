@@ -357,6 +357,11 @@ class MemoryCollection:
                     self._batches.append(cons.slice(a, b))
         self._upper = new_upper
 
+    @property
+    def base_pending(self) -> bool:
+        """Whether the contents at ``since`` (``base``) are still to be loaded."""
+        return self._base is not None
+
     def _load_base(self) -> None:
         # The contents at since, supplied lazily by whoever built this collection (a durable
         # store): fetched on the first read that needs them.
