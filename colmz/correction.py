@@ -539,6 +539,19 @@ class Correction:
         if self._emitted:
             yield self._emitted
 
+    def plot(self, ax=None):
+        """The bucket chain over time: bucket ranges, updates per bucket and chain, the since
+        and the read boundary marked (:func:`colmz.plot.correction`; needs ``colmz[plot]``).
+        Returns the matplotlib ``Axes``."""
+        from colmz.plot import correction
+
+        return correction(self, ax=ax)
+
+    def _repr_html_(self) -> str:
+        from colmz.display import correction_html
+
+        return correction_html(self)
+
     def __repr__(self) -> str:
         s = self.stats()
         return (

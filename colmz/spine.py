@@ -887,6 +887,18 @@ class Spine:
         self._stats["invariant_warnings"] += len(soft)
         return soft
 
+    def plot(self, ax=None):
+        """Layers with their batch sizes, merges in progress and the fuel they may still need
+        (:func:`colmz.plot.spine`; needs ``colmz[plot]``). Returns the matplotlib ``Axes``."""
+        from colmz.plot import spine
+
+        return spine(self, ax=ax)
+
+    def _repr_html_(self) -> str:
+        from colmz.display import spine_html
+
+        return spine_html(self)
+
     def __repr__(self) -> str:
         parts = []
         for level, count, records in self.layers():

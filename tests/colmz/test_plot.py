@@ -457,3 +457,18 @@ def test_as_of_cycle_multi_export_and_exportless_dataflow():
     # the two exports of one dataflow share its node; the cycle a <-> b is broken at a, and
     # c, downstream of the cycle, still comes after it
     assert x["b"] == x["b2"] and 0 < x["a"] < x["b"] < x["c"]
+
+
+def test_structures_plot_and_display_themselves():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import colmz
+
+    c = colmz.Correction()
+    c.insert(colmz.Updates({"k": [1, 2]}, time=[0, 50], diff=[1, 1]))
+    list(c.updates_before(1))
+    assert c.plot() is not None and "Correction" in c._repr_html_()
+    s = colmz.Spine()
+    s.insert(colmz.Updates({"k": [1]}, time=[0], diff=[1]), 0, 1)
+    assert s.plot() is not None and "<table" in s._repr_html_()
