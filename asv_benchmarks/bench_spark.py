@@ -215,7 +215,7 @@ class SparkSink:
 
 _COLD_START = (
     "import time; t0 = time.perf_counter(); import numpy as np; import colmz; "
-    "from colmz.spark.udfs import _stream_consolidate; "
+    "from colmz.spark.batches import stream_consolidate; "
     "u = colmz.Updates({'k': np.arange(100) % 7}, time=np.arange(100) % 3, diff=np.ones(100, np.int64)); "
     "colmz.consolidate(u); print(time.perf_counter() - t0)"
 )

@@ -16,22 +16,18 @@ The user-facing names:
 pyspark is imported only when a function needs it, so ``import colmz.spark`` is cheap.
 """
 
+from colmz.spark.frames import bucket_columns, consolidate, snapshot
+from colmz.spark.grouped import GroupedFunction, consolidate_fn, snapshot_fn
+from colmz.spark.schemas import (
+    ColumnMissingError,
+    InputError,
+    check_update_columns,
+    check_update_values,
+    updates_schema,
+)
 from colmz.spark.session import default_cache_dir, executor_env, session
 from colmz.spark.sink import SinkStats, check_ticks, sink
 from colmz.spark.store import Store, StoreError
-from colmz.spark.udfs import (
-    ColumnMissingError,
-    GroupedFunction,
-    InputError,
-    bucket_columns,
-    check_update_columns,
-    check_update_values,
-    consolidate,
-    consolidate_fn,
-    snapshot,
-    snapshot_fn,
-    updates_schema,
-)
 
 __all__ = [
     "ColumnMissingError",

@@ -50,17 +50,16 @@ from colmz.arrangement import Arrangement, ArrangementError, CommitConflict
 from colmz.order import ColumnSpec
 from colmz.spark.arrangement_io import part_list, read_parts, write_runs
 from colmz.spark.events import EventsSpec, check_events, desired_updates, example_events, verify
-from colmz.spark.sink import SinkStats, check_ticks, sink
-from colmz.spark.sink_store import NAME, SinkStore, discard_run, migrate, open_sink_store
-from colmz.spark.store import MANIFEST, Store, StoreError
-from colmz.spark.udfs import (
+from colmz.spark.frames import consolidate, snapshot
+from colmz.spark.schemas import (
     SPARK_MAX_TIME,
     InputError,
     check_update_columns,
     check_update_values,
-    consolidate,
-    snapshot,
 )
+from colmz.spark.sink import SinkStats, check_ticks, sink
+from colmz.spark.sink_store import NAME, SinkStore, discard_run, migrate, open_sink_store
+from colmz.spark.store import MANIFEST, Store, StoreError
 
 __all__ = ["VerificationError", "main", "run_consolidate", "run_migrate", "run_read", "run_sink"]
 

@@ -23,12 +23,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from colmz.spark.udfs import (
-    SPARK_MAX_TIME,
-    ColumnMissingError,
-    _spark_types,
-    check_rows,
-)
+from colmz.spark.schemas import SPARK_MAX_TIME, ColumnMissingError, check_rows, spark_types
 
 __all__ = ["EventsSpec", "check_events", "desired_updates", "example_events", "verify", "view_sql"]
 
@@ -67,7 +62,7 @@ def check_schema(schema, spec: EventsSpec) -> None:
     ------
     ColumnMissingError, TypeError, ValueError
     """
-    T, integers, supported = _spark_types()
+    T, integers, supported = spark_types()
     fields = {f.name: f for f in schema.fields}
     names = list(fields)
     if not spec.keys:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
 
-__all__ = ["default_cache_dir", "executor_env", "session"]
+__all__ = ["default_cache_dir", "executor_env", "session", "worker_pid_env"]
 
 
 def default_cache_dir() -> str:
@@ -211,3 +211,18 @@ def _local_cores(master: str) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def worker_pid_env() -> dict[str, str | int]:
+    """What a Python worker sees (pid, interpreter, Numba cache): used by tests and benchmarks.
+
+    >>> sorted(worker_pid_env())
+    ['NUMBA_CACHE_DIR', 'NUMBA_NUM_THREADS', 'PYSPARK_PYTHON', 'pid', 'python']
+    """
+    return {
+        "pid": os.getpid(),
+        "python": sys.executable,
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", ""),
+        "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", ""),
+        "NUMBA_NUM_THREADS": os.environ.get("NUMBA_NUM_THREADS", ""),
+    }

@@ -40,17 +40,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import colmz
-from colmz.spark.udfs import (
-    OUT_BATCH_ROWS,
-    SPARK_MAX_TIME,
-    _as_updates,
-    _check_bound,
-    _normalised,
-    _to_batches,
-    bucket_columns,
-    check_update_columns,
-    updates_schema,
-)
+from colmz.spark.batches import OUT_BATCH_ROWS, as_updates, to_batches
+from colmz.spark.frames import bucket_columns, normalised
+from colmz.spark.schemas import SPARK_MAX_TIME, check_bound, check_update_columns, updates_schema
 
 __all__ = ["SinkStats", "check_ticks", "sink"]
 
@@ -173,13 +165,13 @@ def _sink_partition(
         side = b.column(_SIDE).to_numpy(zero_copy_only=False)
         inserted += b.num_rows
         if not side.any():
-            c.insert(_as_updates(b, data, time, diff))
+            c.insert(as_updates(b, data, time, diff))
         elif side.all():
-            c.insert_negated(_as_updates(b, data, time, diff))
+            c.insert_negated(as_updates(b, data, time, diff))
         else:
             mask = pa.array(side)
-            c.insert(_as_updates(b.filter(pc.invert(mask)), data, time, diff))
-            c.insert_negated(_as_updates(b.filter(mask), data, time, diff))
+            c.insert(as_updates(b.filter(pc.invert(mask)), data, time, diff))
+            c.insert_negated(as_updates(b.filter(mask), data, time, diff))
     n = len(ticks)
     buffer = np.zeros(n, np.int64)
     written = np.zeros(n, np.int64)
@@ -202,10 +194,10 @@ def _sink_partition(
             # A tick at or before an initial since reads nothing and must not move it back.
             c.advance_since(max(upper, c.since))
             if out_rows >= OUT_BATCH_ROWS:
-                yield from _to_batches(colmz.concat(out), data, time, diff, types)
+                yield from to_batches(colmz.concat(out), data, time, diff, types)
                 out, out_rows = [], 0
         if out:
-            yield from _to_batches(colmz.concat(out), data, time, diff, types)
+            yield from to_batches(colmz.concat(out), data, time, diff, types)
     if acc is not None:
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
@@ -272,14 +264,14 @@ def sink(
 
     data = check_update_columns(desired.schema, data, time, diff)
     ticks = check_ticks(ticks)
-    since = _check_bound(since, "since")
+    since = check_bound(since, "since")
     if buckets is None:
         buckets = int(desired.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
         raise ValueError(f"buckets must be a positive int, got {buckets!r}")
     tunables = dict(tunables or {})
     colmz.Correction(**tunables)  # validate the tunables on the driver, not in a task
-    want = _normalised(desired, data, time, diff).withColumn(_SIDE, F.lit(False))
+    want = normalised(desired, data, time, diff).withColumn(_SIDE, F.lit(False))
     if persisted is not None:
         check_update_columns(persisted.schema, data, time, diff)
         dtypes = {f.name: f.dataType for f in desired.schema.fields}
@@ -290,7 +282,7 @@ def sink(
                     f"persisted column {n!r} has type {ptypes[n].simpleString()} but desired has "
                     f"{dtypes[n].simpleString()}"
                 )
-        have = _normalised(persisted, data, time, diff).withColumn(_SIDE, F.lit(True))
+        have = normalised(persisted, data, time, diff).withColumn(_SIDE, F.lit(True))
         both = want.unionByName(have)
     else:
         both = want

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
-from colmz.spark.udfs import _Runs, _stream_consolidate
+from colmz.spark.batches import Runs, stream_consolidate
 
 
 def _batches(rows: list[tuple], size: int) -> list[pa.RecordBatch]:
@@ -31,7 +31,7 @@ def _reference(rows, since, upper):
 
 
 def _run(batches, since, upper, partial, flush_rows):
-    out = list(_stream_consolidate(batches, ["k"], "time", "diff", since, upper, partial, flush_rows))
+    out = list(stream_consolidate(batches, ["k"], "time", "diff", since, upper, partial, flush_rows))
     rows = [r for b in out for r in zip(*(c.to_pylist() for c in b.columns))]
     for b in out:
         assert b.schema.names == ["k", "time", "diff"]
@@ -69,14 +69,14 @@ def test_partial_consolidation_preserves_the_sum(rows, since, upper, size, flush
 def test_partial_switches_to_passthrough_on_distinct_updates():
     rows = [(str(i), i % 5, 1) for i in range(100)]
     batches = _batches(rows, 10)
-    out = list(_stream_consolidate(batches, ["k"], "time", "diff", None, None, True, 20))
+    out = list(stream_consolidate(batches, ["k"], "time", "diff", None, None, True, 20))
     # After the first flush showed no shrinkage the remaining batches pass through as they are.
     assert any(b.num_rows == 10 for b in out)
     assert sum(b.num_rows for b in out) == 100
 
 
 def test_runs_stay_logarithmic():
-    r = _Runs(None, flush_rows=4)
+    r = Runs(None, flush_rows=4)
     for i in range(256):
         r.add(colmz.Updates({"k": np.array([i], np.int64)}, time=[0], diff=[1]))
         assert len(r.runs) <= 10

@@ -12,7 +12,8 @@ import pytest
 
 import colmz
 import colmz.spark
-from colmz.spark.udfs import bucket_columns, consolidate_fn, snapshot_fn
+from colmz.spark.frames import bucket_columns
+from colmz.spark.grouped import consolidate_fn, snapshot_fn
 
 pytestmark = pytest.mark.spark
 
@@ -175,7 +176,7 @@ def test_workers_get_the_environment(spark):
     import os
     import sys
 
-    from colmz.spark.udfs import worker_pid_env
+    from colmz.spark.session import worker_pid_env
 
     def probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _ in batches:
