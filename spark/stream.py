@@ -85,7 +85,7 @@ def range_starts(t: np.ndarray, tick: int) -> tuple[np.ndarray, np.ndarray]:
 
     >>> s, w = range_starts(np.array([5, 6, 8, 100], np.uint64), 5)
     >>> s.tolist(), w.tolist()
-    ([5, 6, 8, 96], [1, 2, 4, 64])
+    ([5, 6, 8, 64], [1, 2, 4, 64])
     """
     t = np.asarray(t, dtype=np.uint64)
     d = t - np.uint64(tick) + np.uint64(1)
@@ -113,8 +113,8 @@ def bind_checkpoint(checkpoint: str, binding: dict) -> None:
     >>> try:
     ...     bind_checkpoint(d, {"store": "b"})
     ... except StreamBindingError as e:
-    ...     print(str(e)[:40])
-    checkpoint belongs to another query: it
+    ...     print(str(e)[:35])
+    checkpoint belongs to another query
     """
     os.makedirs(checkpoint, exist_ok=True)
     path = os.path.join(checkpoint, BINDING)
