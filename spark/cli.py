@@ -48,6 +48,7 @@ from pathlib import Path
 
 from colmz.arrangement import Arrangement, ArrangementError, CommitConflict
 from colmz.order import ColumnSpec
+from colmz.spark import stream_cli
 from colmz.spark.arrangement_io import part_list, read_parts, write_runs
 from colmz.spark.events import EventsSpec, check_events, desired_updates, example_events, verify
 from colmz.spark.frames import consolidate, snapshot
@@ -723,6 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also consolidate each input partition before the shuffle")
         c.add_argument("--overwrite", action="store_true", help="replace an existing output")
         common(c)
+    stream_cli.add_parsers(sub, common, _csv, _positive)
     return p
 
 
@@ -743,6 +745,10 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
             else:
                 print(f"{summary['updates']} updates from {summary['from']} -> {summary['to']} "
                       f"(sealed through tick {summary['sealed_through']})", file=out)
+        elif args.command in ("stream", "ct"):
+            run = stream_cli.run_stream if args.command == "stream" else stream_cli.run_ct
+            summary = run(args, progress_out, _spark)
+            stream_cli.print_summary(args.command, summary, out, args.json)
         elif args.command == "read":
             summary = run_read(args, out)
             if args.json:

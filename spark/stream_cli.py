@@ -1,0 +1,176 @@
+"""The ``colmz stream`` and ``colmz ct`` subcommands (registered by ``colmz.spark.cli``).
+
+Design
+------
+``colmz stream`` runs :func:`colmz.spark.stream.stream_sink` over a directory of Parquet event
+files (Spark's file source: files added later are picked up), one line of progress per
+micro-batch. ``--available-now`` processes what is there and stops (tests, cron jobs); without
+it the query runs until interrupted. ``colmz ct`` runs :func:`colmz.spark.continual.continual_task`
+over a Parquet file of input updates and writes the task's output updates as Parquet.
+
+Everything that can be checked before Spark writes is checked first and reported as bad input
+(exit status 2): missing paths, no event files, columns, a checkpoint bound to another store,
+SQL that does not define one continual task, an existing output. A micro-batch with bad events
+fails the query before that batch commits anything (also exit status 2); any other failure of a
+micro-batch leaves the store as its last committed batch left it (exit status 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time as _time
+from pathlib import Path
+
+from colmz.spark.schemas import InputError
+from colmz.spark.store import StoreError
+
+__all__ = ["StreamFailed", "add_parsers", "print_summary", "run_ct", "run_stream"]
+
+
+class StreamFailed(StoreError):
+    """A micro-batch failed; the store holds what the batches before it committed."""
+
+
+def add_parsers(sub, common, csv, positive) -> None:
+    """Add ``stream`` and ``ct`` to the ``colmz`` subparsers (``common`` adds the Spark options)."""
+    s = sub.add_parser(
+        "stream",
+        help="keep an arrangement equal to a temporal-filter view of streaming events",
+        description="Structured Streaming sink: every micro-batch of events (Parquet files in "
+        "--input; new files are picked up) is one tick. The view 'rows (keys..., value) with "
+        "valid_from <= t < valid_to' (times in ticks) is kept in the arrangement at --store: "
+        "ticks before its seal are final, the far-future retractions wait in it by time range. "
+        "Exactly once: a micro-batch replayed from --checkpoint after a crash writes nothing.",
+    )
+    s.add_argument("--input", "-i", required=True, help="directory of Parquet event files")
+    s.add_argument("--store", required=True,
+                   help="the arrangement's store: a directory, or s3://bucket/prefix with --consensus")
+    s.add_argument("--checkpoint", required=True, help="Spark's checkpoint directory (bound to --store)")
+    s.add_argument("--available-now", action="store_true", help="process the files there now, then stop")
+    s.add_argument("--keys", type=csv, required=True, help="key columns, comma-separated")
+    s.add_argument("--value", default="value", help="value column (default: %(default)s)")
+    s.add_argument("--valid-from", default="valid_from", help="interval start column (default: %(default)s)")
+    s.add_argument("--valid-to", default="valid_to", help="interval end column, exclusive (default: %(default)s)")
+    s.add_argument("--name", default="stream", help="the arrangement's name in the store (default: %(default)s)")
+    s.add_argument("--consensus", default=None, help="the store's metadata database (s3:// stores)")
+    s.add_argument("--files-per-batch", type=positive, default=None,
+                   help="at most this many new files per micro-batch (default: all new files)")
+    common(s)
+
+    c = sub.add_parser(
+        "ct",
+        help="run a continual task over a Parquet file of its input's updates",
+        description="Run the CREATE CONTINUAL TASK in --sql (with CREATE TABLE for its input, "
+        "or --catalog holding it) over input updates (the input's columns, time >= 1, diff) and "
+        "write the task's output updates (columns, time, diff) as Parquet. With --partition-by "
+        "each key bucket runs the task in a grouped Arrow UDF (the statements must relate only "
+        "rows of equal key); without, the driver runs it.",
+    )
+    c.add_argument("--sql", required=True, help="file with the task's SQL")
+    c.add_argument("--input", "-i", required=True, help="Parquet file or directory of input updates")
+    c.add_argument("--output", "-o", required=True, help="output Parquet directory")
+    c.add_argument("--catalog", default=None, help="a durable colmz catalog defining the input table")
+    c.add_argument("--partition-by", type=csv, default=None, help="key columns, comma-separated")
+    c.add_argument("--time", default="time", help="time column (default: %(default)s)")
+    c.add_argument("--diff", default="diff", help="diff column (default: %(default)s)")
+    c.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    common(c)
+
+
+def _say(args, out, msg: str) -> None:
+    if not args.quiet:
+        print(msg, file=out, flush=True)
+
+
+def run_stream(args, out, spark_of) -> dict:
+    """``colmz stream``: returns a summary (batches run, replayed, updates written, seconds)."""
+    from colmz.spark.stream import StreamBindingError, stream_sink
+
+    started = _time.perf_counter()
+    indir = Path(args.input)
+    if not indir.is_dir():
+        raise InputError(f"--input {args.input!r} is not a directory")
+    if not any(p.suffix == ".parquet" for p in indir.rglob("*.parquet")):
+        raise InputError(f"--input {args.input!r} holds no .parquet files (their schema is the stream's)")
+    spark = spark_of(args)
+    schema = spark.read.parquet(str(indir)).schema
+    reader = spark.readStream.schema(schema)
+    if args.files_per_batch:
+        reader = reader.option("maxFilesPerTrigger", args.files_per_batch)
+    events = reader.parquet(str(indir))
+    batches: list[dict] = []
+
+    def progress(f: dict) -> None:
+        batches.append(f)
+        what = "replayed, already committed" if f["replayed"] else (
+            f"{f['events']} events, {f['updates']} updates in {f['runs']} runs")
+        _say(args, out, f"tick {f['batch']}: {what} ({f['seconds']:.2f} s)")
+
+    try:
+        q = stream_sink(events, args.store, args.checkpoint, keys=args.keys, value=args.value,
+                        valid_from=args.valid_from, valid_to=args.valid_to, name=args.name,
+                        consensus=args.consensus, buckets=args.buckets,
+                        available_now=args.available_now, on_batch=progress)
+    except (TypeError, ValueError, StreamBindingError) as e:
+        raise InputError(str(e)) from e
+    _say(args, out, f"streaming {args.input} -> {args.store} (checkpoint {args.checkpoint})")
+    try:
+        q.awaitTermination()
+    except KeyboardInterrupt:
+        q.stop()
+    except Exception as e:  # StreamingQueryException: the failing batch committed nothing
+        msg = str(e)
+        # Spark wraps the Python error of foreachBatch in its own text: name colmz's line.
+        found = re.findall(r"(\w+Error|\w+Conflict|\w+Exception): (.+)", msg)
+        reason = found[-1][1].strip() if found else (msg.splitlines()[0] if msg else type(e).__name__)
+        if found and found[-1][0] == "InputError":
+            raise InputError(reason) from e
+        raise StreamFailed(f"{found[-1][0]}: {reason}" if found else reason) from e
+    return {
+        "batches": sum(1 for f in batches if not f["replayed"]),
+        "replayed": sum(1 for f in batches if f["replayed"]),
+        "updates": sum(f["updates"] for f in batches),
+        "store": args.store,
+        "seconds": round(_time.perf_counter() - started, 3),
+    }
+
+
+def run_ct(args, out, spark_of) -> dict:
+    """``colmz ct``: returns a summary (output rows and path)."""
+    from colmz.spark.continual import continual_task, define_task
+    from colmz.sql import SQLError
+
+    started = _time.perf_counter()
+    if not os.path.isfile(args.sql):
+        raise InputError(f"--sql {args.sql!r} is not a file")
+    if not os.path.exists(args.input):
+        raise InputError(f"--input {args.input!r} does not exist")
+    if os.path.exists(args.output) and not args.overwrite:
+        raise InputError(f"--output {args.output!r} exists (use --overwrite to replace it)")
+    with open(args.sql) as f:
+        sql = f.read()
+    try:
+        define_task(args.catalog, sql)  # refuse a bad definition before Spark starts
+        spark = spark_of(args)
+        df = spark.read.parquet(args.input)
+        result = continual_task(args.catalog, sql, df, partition_by=args.partition_by,
+                                time=args.time, diff=args.diff, buckets=args.buckets)
+    except (SQLError, TypeError, ValueError, KeyError) as e:
+        raise InputError(str(e).strip("'\"")) from e
+    result.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(args.output)
+    rows = spark.read.parquet(args.output).count()
+    summary = {"output": args.output, "rows": rows, "seconds": round(_time.perf_counter() - started, 3)}
+    return summary
+
+
+def print_summary(command: str, summary: dict, out, as_json: bool) -> None:
+    """The last line of ``colmz stream`` / ``colmz ct``."""
+    if as_json:
+        print(json.dumps(summary), file=out)
+    elif command == "stream":
+        print(f"{summary['batches']} micro-batches committed, {summary['replayed']} replayed, "
+              f"{summary['updates']} updates -> {summary['store']} ({summary['seconds']:.1f} s)", file=out)
+    else:
+        print(f"{summary['rows']} output updates -> {summary['output']} ({summary['seconds']:.1f} s)", file=out)
