@@ -11,11 +11,20 @@ The user-facing names:
 * :func:`consolidate_fn`, :func:`snapshot_fn`, :func:`bucket_columns` -- grouped functions
   and bucketing for ``groupBy().applyInArrow`` / ``applyInPandas`` in users' pipelines;
 * :func:`sink` -- the self-correcting materialized-view sink (:class:`SinkStats` for its
-  figures); :class:`Store` -- the atomic Parquet update store the ``colmz sink`` job writes.
+  figures); :class:`Store` -- the atomic Parquet update store the ``colmz sink`` job writes;
+* :func:`stream_sink` -- the same view over a streaming DataFrame of events, kept in an
+  arrangement exactly once (``colmz.spark.stream``);
+* :func:`continual_task` -- a ``CREATE CONTINUAL TASK`` over a DataFrame, per key bucket or on
+  the driver (``colmz.spark.continual``).
+
+Modules: ``schemas`` (checks), ``batches`` (Arrow <-> Updates in workers), ``grouped``
+(grouped functions), ``frames`` (DataFrame operations), ``sink``/``stream``/``continual``
+(jobs), ``cli``/``stream_cli`` (the ``colmz`` command).
 
 pyspark is imported only when a function needs it, so ``import colmz.spark`` is cheap.
 """
 
+from colmz.spark.continual import continual_task
 from colmz.spark.frames import bucket_columns, consolidate, snapshot
 from colmz.spark.grouped import GroupedFunction, consolidate_fn, snapshot_fn
 from colmz.spark.schemas import (
@@ -28,6 +37,7 @@ from colmz.spark.schemas import (
 from colmz.spark.session import default_cache_dir, executor_env, session
 from colmz.spark.sink import SinkStats, check_ticks, sink
 from colmz.spark.store import Store, StoreError
+from colmz.spark.stream import stream_sink
 
 __all__ = [
     "ColumnMissingError",
@@ -42,11 +52,13 @@ __all__ = [
     "check_update_values",
     "consolidate",
     "consolidate_fn",
+    "continual_task",
     "default_cache_dir",
     "executor_env",
     "session",
     "sink",
     "snapshot",
     "snapshot_fn",
+    "stream_sink",
     "updates_schema",
 ]
