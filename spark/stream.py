@@ -66,6 +66,7 @@ import pyarrow as pa
 
 from colmz.spark.events import EventsSpec, check_schema
 from colmz.spark.schemas import InputError, check_rows
+from colmz.spark.sink_store import NAME
 
 __all__ = ["BINDING", "StreamBindingError", "bind_checkpoint", "range_starts", "stream_sink"]
 
@@ -179,7 +180,7 @@ def stream_sink(
     value: str,
     valid_from: str = "valid_from",
     valid_to: str = "valid_to",
-    name: str = "stream",
+    name: str = NAME,
     consensus: str | None = None,
     buckets: int | None = None,
     available_now: bool = False,
@@ -234,7 +235,7 @@ def stream_sink(
     >>> events = spark.readStream.schema(schema).parquet(indir)  # doctest: +SKIP
     >>> q = stream_sink(events, store, ckpt, keys=["k"], value="v", available_now=True)  # doctest: +SKIP
     >>> q.awaitTermination()  # doctest: +SKIP
-    >>> colmz.Arrangement.open(store, name="stream").read(as_of=3)  # doctest: +SKIP
+    >>> colmz.Arrangement.open(store).read(as_of=3)  # doctest: +SKIP
     """
     import time as _time
 

@@ -53,7 +53,7 @@ def add_parsers(sub, common, csv, positive) -> None:
     s.add_argument("--value", default="value", help="value column (default: %(default)s)")
     s.add_argument("--valid-from", default="valid_from", help="interval start column (default: %(default)s)")
     s.add_argument("--valid-to", default="valid_to", help="interval end column, exclusive (default: %(default)s)")
-    s.add_argument("--name", default="stream", help="the arrangement's name in the store (default: %(default)s)")
+    s.add_argument("--name", default="arrangement", help="the arrangement's name in the store (default: %(default)s)")
     s.add_argument("--consensus", default=None, help="the store's metadata database (s3:// stores)")
     s.add_argument("--files-per-batch", type=positive, default=None,
                    help="at most this many new files per micro-batch (default: all new files)")

@@ -40,7 +40,7 @@ def stream_args(d, *extra):
 
 
 def seal_and_view(store: str, at: int):
-    a = colmz.Arrangement.open(store, name="stream", create=False)
+    a = colmz.Arrangement.open(store, create=False)
     return a.get_seal(), Counter({(k, v): d for k, v, _, d in a.read(as_of=at).to_pylist()})
 
 
@@ -64,8 +64,12 @@ def test_stream_end_to_end_and_restart(spark, tmp_path):
     events_file(tmp_path / "in", 2, [(4, "d", 2, 9)])
     status, summary = run(stream_args(tmp_path))
     assert status == 0 and summary["batches"] == 1
-    seal, v2 = seal_and_view(str(tmp_path / "store"), 2)
+    seal, v2 = seal_and_view(store, 2)
     assert seal == 3 and v2 == Counter({(1, "a"): 1, (2, "b"): 1, (4, "d"): 1, (5, "e"): 1})
+    # colmz read takes the stream's store as it is
+    out = io.StringIO()
+    assert cli.main(["read", store, "--as-of", "2", "--json"], out=out) == 0
+    assert json.loads(out.getvalue())["rows"] == 4
 
 
 def bad_events(tmp_path):

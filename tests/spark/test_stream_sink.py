@@ -57,7 +57,7 @@ def oracle(tables: list[pa.Table], ticks: list[int] | None = None) -> Counter:
 
 
 def stored(store: str) -> tuple[Counter, int]:
-    a = colmz.Arrangement.open(store, name="stream", create=False)
+    a = colmz.Arrangement.open(store, create=False)
     c: Counter = Counter()
     for k, v, t, d in a.read().to_pylist():
         c[(k, v, t)] += d
@@ -90,7 +90,7 @@ def test_stream_sink_equals_oracle_and_replay_writes_nothing(spark, tmp_path):
     assert seal == 5
     assert got == oracle(tables)
     # every tick before the seal is the temporal filter over the events that had arrived
-    a = colmz.Arrangement.open(store, name="stream", create=False)
+    a = colmz.Arrangement.open(store, create=False)
     for tick in range(5):
         view: Counter = Counter()
         for i, t in enumerate(tables[: tick + 1]):
