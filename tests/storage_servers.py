@@ -1,11 +1,8 @@
 """Real storage servers for tests: PostgreSQL (``initdb``/``pg_ctl``) and S3 (moto), on loopback.
 
 Each server starts once per test process, the first time a test asks for it, and stops when
-the process exits (so importing the fixtures into several conftests still starts one of
-each). Use the fixtures from any test directory by importing them into a conftest or a test
-module (``tests/`` is on ``sys.path``)::
-
-    from storage_servers import location_factory, pg_url, s3_endpoint  # noqa: F401
+the process exits. ``tests/conftest.py`` imports the fixtures, so every test can ask for
+them; helpers are imported directly (``tests/`` is on ``sys.path``)::
 
     def test_x(location_factory):
         loc = location_factory("s3+postgres")   # a fresh, empty store: loc.blob, loc.consensus
