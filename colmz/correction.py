@@ -78,6 +78,7 @@ import bisect
 from collections.abc import Iterator
 
 import numpy as np
+import pyarrow as pa
 
 from colmz.chain import Chain, Work
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, frontier_le
@@ -129,6 +130,10 @@ class Correction:
         Updates staged before they are sorted and routed. Reads flush the stage.
     restore_fuel : int, default 1_000_000
         Bucket splits allowed per read to restore the bucket chain's shape.
+    schema : mapping of name to Arrow type, or sequence of ``ColumnSpec``, optional
+        The data columns, for callers that know them before the first update: reads of an
+        empty buffer then hand out empty batches of these columns. Without it the first
+        non-empty insert fixes the columns; empty batches never do.
 
     Examples
     --------
@@ -151,19 +156,26 @@ class Correction:
         chunk_size: int = 65536,
         stage_size: int = 65536,
         restore_fuel: int = 1_000_000,
+        schema=None,
     ):
         if not (isinstance(chain_proportionality, (int, float)) and chain_proportionality > 1):
             raise ValueError(f"chain_proportionality must be a number > 1, got {chain_proportionality!r}")
         for name, v in (("chunk_size", chunk_size), ("stage_size", stage_size), ("restore_fuel", restore_fuel)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if schema is not None:
+            try:
+                # Updates.empty normalises a mapping or a sequence of ColumnSpec.
+                schema = Updates.empty(schema).schema
+            except (TypeError, ValueError, AttributeError, KeyError, pa.ArrowException) as e:
+                raise ValueError(f"schema must map column names to Arrow types, got {schema!r}: {e}") from None
         self.chain_proportionality = float(chain_proportionality)
         self.chunk_size = chunk_size
         self.stage_size = stage_size
         self.restore_fuel = restore_fuel
         self._since: Frontier = 0
         self._boundary: Frontier = 0
-        self._schema = None
+        self._schema = schema
         self._stage: list[Encoded] = []
         self._stage_count = 0
         # The bucket chain: sorted offsets and, per offset, (bits, bucket).
@@ -190,7 +202,8 @@ class Correction:
 
     @property
     def schema(self):
-        """The data columns of the buffered updates (``None`` before the first insert)."""
+        """The data columns of the buffered updates (``None`` until given at construction or
+        fixed by the first non-empty insert)."""
         return self._schema
 
     def __len__(self) -> int:
@@ -214,11 +227,18 @@ class Correction:
     def _insert(self, updates: Updates, negate: bool) -> None:
         if not isinstance(updates, Updates):
             raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
+        if not len(updates):
+            # An empty batch fixes no schema (a sink's first tick may have nothing to write,
+            # and the empty read it feeds back has no columns); one with columns must still
+            # agree with the columns already fixed.
+            if self._schema is not None and updates.schema:
+                unify_schemas(self._schema, updates.schema)
+            return
         schema = updates.schema if self._schema is None else unify_schemas(self._schema, updates.schema)
         if negate and len(updates) and updates._diff.min() == np.iinfo(np.int64).min:
             raise OverflowError("updates hold diff -2**63, which cannot be negated within int64")
         self._schema = schema
-        if self._since is None or not len(updates):
+        if self._since is None:
             return
         enc = updates.encode()
         if negate:

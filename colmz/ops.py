@@ -263,13 +263,17 @@ def concat(batches: Iterable[Updates]) -> Updates:
     """One ``Updates`` holding all rows of ``batches``, in order.
 
     All batches must have the same data columns; an all-NULL column (Arrow type ``null``) or
-    an empty batch combines with any type.
+    an empty batch combines with any type. An empty batch with *no* data columns (what a
+    structure hands out before it has seen any columns) combines with any columns: it
+    contributes nothing and fixes no schema.
 
     >>> import colmz
     >>> a = colmz.Updates({"k": [1]}, time=[0], diff=[1])
     >>> b = colmz.Updates({"k": [None]}, time=[1], diff=[1])
     >>> colmz.concat([a, b]).to_pylist()
     [(1, 0, 1), (None, 1, 1)]
+    >>> colmz.concat([colmz.Updates.empty(), a]).column_names
+    ['k']
     """
     batches = list(batches)
     if not batches:
@@ -277,6 +281,9 @@ def concat(batches: Iterable[Updates]) -> Updates:
     for i, b in enumerate(batches):
         if not isinstance(b, Updates):
             raise TypeError(f"batches[{i}] must be colmz.Updates, got {type(b).__name__}")
+    # Empty batches without columns carry no schema: leave them out (all of them being such
+    # batches, the first one is the answer).
+    batches = [b for b in batches if len(b) or b.schema] or batches[:1]
     schema = batches[0].schema
     for b in batches[1:]:
         schema = unify_schemas(schema, b.schema)

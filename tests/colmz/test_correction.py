@@ -592,3 +592,57 @@ def test_overflow_in_a_small_merge_names_the_row():
         c.insert(upd([7], [3], [-1]))
     assert read_rows(c, 4) == [(7, 3, -(2**63)), (8, 3, 1)]
 
+
+
+# ----------------------------------------------------------------------------- reading before any insert
+
+
+def test_feeding_back_an_empty_first_read_fixes_no_schema():
+    # A sink whose first tick has nothing to write: read, feed back the empty read, advance,
+    # then write real data on the second tick.
+    c = Correction()
+    first = colmz.concat(c.updates_before(1))
+    assert len(first) == 0 and first.column_names == []
+    c.insert_negated(first)
+    c.advance_since(1)
+    assert c.schema is None
+    c.insert(upd(["a", "b"], [1, 3], [1, 1]))
+    assert c.schema[0].name == "k"
+    second = colmz.concat(c.updates_before(2))
+    assert second.to_pylist() == [("a", 1, 1)]
+    c.insert_negated(second)
+    c.advance_since(2)
+    assert colmz.concat(c.updates_before(4)).to_pylist() == [("b", 3, 1)]
+    c.check_invariants()
+
+
+def test_concat_of_an_empty_no_column_read_with_real_data():
+    empty = colmz.concat(Correction().updates_before(5))
+    real = upd(["a"], [1], [1])
+    assert colmz.concat([empty, real]).to_pylist() == [("a", 1, 1)]
+    assert colmz.concat([real, empty, empty]).to_pylist() == [("a", 1, 1)]
+    assert colmz.concat([empty, empty]).column_names == []
+
+
+def test_empty_batches_with_columns_fix_nothing_but_must_agree_with_fixed_columns():
+    c = Correction()
+    c.insert(colmz.Updates.empty({"j": pa.int64()}))
+    assert c.schema is None
+    c.insert(upd(["a"], [1], [1]))
+    with pytest.raises(colmz.SchemaError, match="data columns differ"):
+        c.insert(colmz.Updates.empty({"j": pa.int64()}))
+    c.insert_negated(colmz.Updates.empty())  # no columns: always fine
+    assert read_rows(c, 5) == [("a", 1, 1)]
+
+
+def test_schema_at_construction():
+    c = Correction(schema={"k": pa.string()})
+    empty = colmz.concat(c.updates_before(3))
+    assert empty.column_names == ["k"] and empty.schema[0].type == pa.string()
+    c.insert_negated(empty)
+    c.insert(upd(["a"], [4], [1]))
+    assert read_rows(c, 5) == [("a", 4, 1)]
+    with pytest.raises(colmz.SchemaError):
+        c.insert(colmz.Updates({"x": [1]}, time=[1], diff=[1]))
+    with pytest.raises(ValueError, match="schema"):
+        Correction(schema={"k": "not a type"})
