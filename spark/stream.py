@@ -68,7 +68,7 @@ from colmz.spark.events import EventsSpec, check_schema
 from colmz.spark.schemas import InputError, check_rows
 from colmz.spark.sink_store import NAME
 
-__all__ = ["BINDING", "StreamBindingError", "bind_checkpoint", "range_starts", "stream_sink"]
+__all__ = ["BINDING", "StreamBindingError", "batch_writer", "bind_checkpoint", "range_starts", "stream_sink"]
 
 #: File in the checkpoint directory naming the store and columns the query writes.
 BINDING = "colmz_stream.json"
@@ -171,6 +171,117 @@ def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[st
     return write
 
 
+def batch_writer(
+    events_schema,
+    url: str,
+    checkpoint: str,
+    *,
+    keys: Sequence[str],
+    value: str,
+    valid_from: str = "valid_from",
+    valid_to: str = "valid_to",
+    name: str = NAME,
+    consensus: str | None = None,
+    buckets: int = 2,
+    on_batch: Callable[[dict], None] | None = None,
+    maintain: bool = True,
+) -> Callable:
+    """The ``foreachBatch`` function of :func:`stream_sink`: ``fn(batch_df, batch_id)``.
+
+    Checks the schema, binds ``checkpoint`` to the store and opens (creates) the arrangement;
+    each call does one micro-batch as the module docstring says. A call whose batch id is
+    below the seal by one (a replay of the last committed batch) writes nothing; a seal that
+    is neither the batch id nor one past it means another writer or another checkpoint wrote
+    the store, and the call raises :class:`StreamBindingError` before writing.
+
+    >>> fn = batch_writer(events.schema, store, ckpt, keys=["k"], value="v")  # doctest: +SKIP
+    >>> fn(spark.read.parquet(f), 0); fn(spark.read.parquet(f), 0)  # the second writes nothing  # doctest: +SKIP
+    """
+    import time as _time
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from colmz.arrangement import Arrangement
+    from colmz.arrangement_runs import owned_keys
+    from colmz.order import ColumnSpec
+    from colmz.spark.frames import bucket_columns
+
+    spec = EventsSpec(tuple([keys] if isinstance(keys, str) else keys), value, valid_from, valid_to)
+    check_schema(events_schema, spec)
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise ValueError(f"buckets must be a positive int, got {buckets!r}")
+    arrow = to_arrow_schema(events_schema)
+    schema = tuple(ColumnSpec(n, arrow.field(n).type) for n in spec.data)
+    first_schema = events_schema
+    binding = {"store": str(url), "name": name, "keys": list(spec.keys), "value": spec.value,
+               "valid_from": valid_from, "valid_to": valid_to}
+    bind_checkpoint(checkpoint, binding)
+    arr = Arrangement.open(url, schema, consensus=consensus, name=name)
+
+    def one_batch(df, batch_id: int) -> None:
+        started = _time.perf_counter()
+        arr.refresh()
+        seal = arr.get_seal()
+        figures = {"batch": int(batch_id), "replayed": False, "events": 0, "runs": 0,
+                   "updates": 0, "seconds": 0.0}
+        if seal is None or not batch_id <= seal <= batch_id + 1:
+            raise StreamBindingError(
+                f"micro-batch {batch_id} does not follow the store's seal {seal}: another writer "
+                f"or another checkpoint has written {url!r}; nothing was written")
+        if batch_id < seal:
+            figures["replayed"] = True
+            figures["seconds"] = _time.perf_counter() - started
+            if on_batch is not None:
+                on_batch(figures)
+            return
+        if df.schema != first_schema:
+            raise InputError(f"micro-batch {batch_id} has schema {df.schema.simpleString()}, "
+                             f"not the query's {first_schema.simpleString()}")
+        vf, vt = F.col(valid_from), F.col(valid_to)
+        figures["events"] = check_rows(df, {
+            f"NULL {valid_from}": vf.isNull(),
+            f"NULL {valid_to}": vt.isNull(),
+            f"negative {valid_from}": vf < 0,
+            f"negative {valid_to}": vt < 0,
+            f"{valid_to} < {valid_from}": vt < vf,
+        }, f"bad events in micro-batch {batch_id}")
+        tick = int(batch_id)
+        runs = []
+        owner = f"b{tick}x{uuid.uuid4().hex[:12]}"
+        try:
+            if figures["events"]:
+                data = [F.col(c) for c in spec.data]
+                t0 = F.lit(tick).cast("long")
+                plus = df.select(*data, F.greatest(vf.cast("long"), t0).alias("time"),
+                                 F.lit(1).cast("long").alias("diff"))
+                minus = df.select(*data, F.greatest(vt.cast("long"), t0).alias("time"),
+                                  F.lit(-1).cast("long").alias("diff"))
+                upd = plus.unionByName(minus)
+                upd = upd.repartition(buckets, *bucket_columns(upd, spec.data))
+                fn = _runs_partition(str(url), schema, arr.prefix, owner, spec.data, tick)
+                rows = upd.mapInArrow(
+                    fn, "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long"
+                ).collect()
+                runs = [r.asDict() for r in rows]
+            arr.append_runs(runs, seal=tick + 1)
+        except BaseException:
+            for k in owned_keys(arr.store, arr.prefix, owner):
+                with contextlib.suppress(Exception):  # best effort; gc collects the rest
+                    arr.store.delete(k)
+            raise
+        figures["runs"] = len(runs)
+        figures["updates"] = sum(r["len"] for r in runs)
+        if maintain:
+            # After the commit: a crash here loses nothing, the next batch drains it.
+            arr.maintain()
+        figures["seconds"] = _time.perf_counter() - started
+        if on_batch is not None:
+            on_batch(figures)
+
+    return one_batch
+
+
 def stream_sink(
     events,
     url: str,
@@ -237,86 +348,15 @@ def stream_sink(
     >>> q.awaitTermination()  # doctest: +SKIP
     >>> colmz.Arrangement.open(store).read(as_of=3)  # doctest: +SKIP
     """
-    import time as _time
-
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from colmz.arrangement import Arrangement
-    from colmz.arrangement_runs import owned_keys
-    from colmz.order import ColumnSpec
-    from colmz.spark.frames import bucket_columns, shuffle_partitions
+    from colmz.spark.frames import shuffle_partitions
 
     spec = EventsSpec(tuple([keys] if isinstance(keys, str) else keys), value, valid_from, valid_to)
     check_schema(events.schema, spec)
     if buckets is None:
         buckets = shuffle_partitions(events)
-    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
-        raise ValueError(f"buckets must be a positive int, got {buckets!r}")
-    arrow = to_arrow_schema(events.schema)
-    schema = tuple(ColumnSpec(n, arrow.field(n).type) for n in spec.data)
-    first_schema = events.schema
-    binding = {"store": str(url), "name": name, "keys": list(spec.keys), "value": spec.value,
-               "valid_from": valid_from, "valid_to": valid_to}
-    bind_checkpoint(checkpoint, binding)
-    arr = Arrangement.open(url, schema, consensus=consensus, name=name)
-
-    def one_batch(df, batch_id: int) -> None:
-        started = _time.perf_counter()
-        arr.refresh()
-        seal = arr.get_seal()
-        figures = {"batch": int(batch_id), "replayed": False, "events": 0, "runs": 0,
-                   "updates": 0, "seconds": 0.0}
-        if seal is None or batch_id < seal:
-            figures["replayed"] = True
-            figures["seconds"] = _time.perf_counter() - started
-            if on_batch is not None:
-                on_batch(figures)
-            return
-        if df.schema != first_schema:
-            raise InputError(f"micro-batch {batch_id} has schema {df.schema.simpleString()}, "
-                             f"not the query's {first_schema.simpleString()}")
-        vf, vt = F.col(valid_from), F.col(valid_to)
-        figures["events"] = check_rows(df, {
-            f"NULL {valid_from}": vf.isNull(),
-            f"NULL {valid_to}": vt.isNull(),
-            f"negative {valid_from}": vf < 0,
-            f"negative {valid_to}": vt < 0,
-            f"{valid_to} < {valid_from}": vt < vf,
-        }, f"bad events in micro-batch {batch_id}")
-        tick = int(batch_id)
-        runs = []
-        owner = f"b{tick}x{uuid.uuid4().hex[:12]}"
-        try:
-            if figures["events"]:
-                data = [F.col(c) for c in spec.data]
-                t0 = F.lit(tick).cast("long")
-                plus = df.select(*data, F.greatest(vf.cast("long"), t0).alias("time"),
-                                 F.lit(1).cast("long").alias("diff"))
-                minus = df.select(*data, F.greatest(vt.cast("long"), t0).alias("time"),
-                                  F.lit(-1).cast("long").alias("diff"))
-                upd = plus.unionByName(minus)
-                upd = upd.repartition(buckets, *bucket_columns(upd, spec.data))
-                fn = _runs_partition(str(url), schema, arr.prefix, owner, spec.data, tick)
-                rows = upd.mapInArrow(
-                    fn, "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long"
-                ).collect()
-                runs = [r.asDict() for r in rows]
-            arr.append_runs(runs, seal=tick + 1)
-        except BaseException:
-            for k in owned_keys(arr.store, arr.prefix, owner):
-                with contextlib.suppress(Exception):  # best effort; gc collects the rest
-                    arr.store.delete(k)
-            raise
-        figures["runs"] = len(runs)
-        figures["updates"] = sum(r["len"] for r in runs)
-        if maintain:
-            # After the commit: a crash here loses nothing, the next batch drains it.
-            arr.maintain()
-        figures["seconds"] = _time.perf_counter() - started
-        if on_batch is not None:
-            on_batch(figures)
-
+    one_batch = batch_writer(events.schema, url, checkpoint, keys=spec.keys, value=value,
+                             valid_from=valid_from, valid_to=valid_to, name=name, consensus=consensus,
+                             buckets=buckets, on_batch=on_batch, maintain=maintain)
     writer = events.writeStream.foreachBatch(one_batch).option("checkpointLocation", checkpoint)
     if available_now:
         writer = writer.trigger(availableNow=True)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import colmz
-from colmz.spark.stream import StreamBindingError, range_starts, stream_sink
+from colmz.spark.stream import StreamBindingError, batch_writer, range_starts, stream_sink
 
 pytestmark = pytest.mark.spark
 
@@ -98,14 +98,33 @@ def test_stream_sink_equals_oracle_and_replay_writes_nothing(spark, tmp_path):
                 if max(vf, i) <= tick < max(vt, i):
                     view[(k, v)] += 1
         assert Counter({(k, v): d for k, v, _, d in a.read(as_of=tick).to_pylist()}) == view
-    # the same checkpoint again: nothing new to do; a fresh checkpoint would replay batches
-    # 0..4, which the store's seal marks as committed
+    # the same checkpoint again: nothing new to do; a fresh checkpoint on the written store is
+    # another writer: its batch 0 does not follow the seal 5 and is refused, nothing written
     before = sorted(os.listdir(os.path.join(store, "blob")))
-    run(spark, indir, store, ckpt)
-    seen = run(spark, indir, store, str(tmp_path / "ck2"))
-    assert seen and all(f["replayed"] for f in seen)
+    assert run(spark, indir, store, ckpt) == []
+    with pytest.raises(Exception, match="does not follow the store's seal 5"):
+        run(spark, indir, store, str(tmp_path / "ck2"))
     assert stored(store) == (got, 5)
     assert sorted(os.listdir(os.path.join(store, "blob"))) == before
+
+
+def test_replayed_batch_id_writes_nothing(spark, tmp_path):
+    indir, store, ckpt = (str(tmp_path / n) for n in ("in", "store", "ck"))
+    tables = write_events(indir, 2, seed=7, far=300)
+    files = sorted(os.listdir(indir))
+    seen = []
+    fn = batch_writer(spark.read.parquet(indir).schema, store, ckpt, keys=["k"], value="v", on_batch=seen.append)
+    df0 = spark.read.parquet(os.path.join(indir, files[0]))
+    fn(df0, 0)
+    after0 = stored(store), sorted(os.listdir(os.path.join(store, "blob")))
+    fn(df0, 0)  # Spark's retry, or a restart before its commit log
+    assert (stored(store), sorted(os.listdir(os.path.join(store, "blob")))) == after0
+    assert [f["replayed"] for f in seen] == [False, True]
+    fn(spark.read.parquet(os.path.join(indir, files[1])), 1)
+    assert stored(store) == (oracle(tables), 2)
+    with pytest.raises(StreamBindingError, match="does not follow"):
+        fn(df0, 5)
+    assert stored(store) == (oracle(tables), 2)
 
 
 def test_bad_events_fail_before_commit(spark, tmp_path):
