@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import colmz
+import colmz.spark
 from colmz.spark.stream import StreamBindingError, batch_writer, range_starts, stream_sink
 
 pytestmark = pytest.mark.spark
@@ -124,6 +125,11 @@ def test_replayed_batch_id_writes_nothing(spark, tmp_path):
     assert stored(store) == (oracle(tables), 2)
     with pytest.raises(StreamBindingError, match="does not follow"):
         fn(df0, 5)
+    assert stored(store) == (oracle(tables), 2)
+    # a schema change between micro-batches
+    other = df0.withColumn("v", df0["v"].cast("long"))
+    with pytest.raises(colmz.spark.InputError, match="has schema"):
+        fn(other, 2)
     assert stored(store) == (oracle(tables), 2)
 
 
