@@ -119,6 +119,7 @@ from colmz.arrangement_parts import (
     DEFAULT_PART_ROWS,
     PartWriter,
     chunks_filtered,
+    iter_merge,
     key_created_ms,
     make_key,
     read_part,
@@ -136,6 +137,7 @@ __all__ = [
     "Arrangement",
     "ArrangementError",
     "CommitConflict",
+    "CompactionJob",
     "CorruptMeta",
     "CorruptPart",
     "EmptyBatch",
@@ -176,6 +178,78 @@ class TraceSnapshot:
     since: int
     batches: tuple[TraceBatchMeta, ...]
     updates: Updates
+
+
+class CompactionJob:
+    """A compaction of ``req`` done in budgeted steps (:meth:`Arrangement.compact_trace` is
+    one that runs to the end).
+
+    ``step(budget)`` merges on until about ``budget`` more input updates have been read (all
+    of them with ``None``) and says whether the merge is complete; ``result()`` is then the
+    :class:`CompactTraceRes`; ``abort()`` deletes the parts written so far. The job changes
+    no arrangement state; between steps it holds about one part per input.
+    """
+
+    def __init__(self, arrangement: Arrangement, req: CompactTraceReq):
+        batches = req.batches
+        if len(batches) < 2:
+            raise NonContiguousMerge(f"a compaction needs at least two batches, got {len(batches)}")
+        for a, b in zip(batches, batches[1:]):
+            if a.desc.upper != b.desc.lower:
+                raise NonContiguousMerge(
+                    f"cannot merge non-consecutive batches {a.desc.to_list()} and {b.desc.to_list()}"
+                )
+        since = check_time(req.since, "since")
+        for b in batches:
+            if since < b.desc.since:
+                raise SinceBehindInput(
+                    f"output since {since} is before input since {b.desc.since} of batch {b.desc.to_list()}"
+                )
+        self.req = req
+        self.arrangement = arrangement
+        self.desc = Description(batches[0].desc.lower, batches[-1].desc.upper, since)
+        schema = arrangement._read_schema()
+        self.writer = arrangement._writer(schema, {"kind": "trace", "desc": self.desc.to_list()})
+        runs = [arrangement._run_chunks(b.keys, schema, 0, None) for b in batches]
+        self._steps = iter_merge(runs, since, self.writer.add, arrangement._counters)
+        self.rows_read = 0
+        self._read: list[int] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._read is not None
+
+    def step(self, budget: int | None) -> bool:
+        start = self.rows_read
+        try:
+            while self._read is None and (budget is None or self.rows_read - start < budget):
+                try:
+                    self.rows_read = next(self._steps)
+                except StopIteration as finished:
+                    self._read = finished.value
+                    self.rows_read = sum(self._read)
+                    self.writer.finish()
+        except BaseException:
+            self.abort()
+            raise
+        return self.done
+
+    def result(self) -> CompactTraceRes:
+        if self._read is None:
+            raise RuntimeError("the compaction has not finished: step() it to the end first")
+        w, batches = self.writer, self.req.batches
+        self.arrangement._count_write(w)
+        if len(batches) == 2:
+            grew = all(w.rows > r for r in self._read)
+            level = batches[0].level + 1 if grew else batches[0].level
+        else:
+            level = batches[0].level + 1
+        merged = TraceBatchMeta(self.desc, level, tuple(w.keys), w.rows, w.size_bytes)
+        return CompactTraceRes(self.req, merged)
+
+    def abort(self) -> None:
+        self._steps.close()
+        self.writer.abort()
 
 
 def new_token() -> str:
@@ -322,6 +396,7 @@ class Arrangement:
         self._url: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
         self._cas_started = False
+        self._job: CompactionJob | None = None  # a compaction maintain() left half done
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
                       "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0, "rows_written": 0,
                       "merge_peak_rows": 0}
@@ -709,39 +784,11 @@ class Arrangement:
         inputs the level is ``b0.level + 1`` iff the merged batch holds more updates than each
         parent, else ``b0.level``; a wider merge (the geometric policy) is one level up.
         Raises :class:`NonContiguousMerge` and :class:`SinceBehindInput`.
+        (:class:`CompactionJob` is the same merge done a budget at a time.)
         """
-        batches = req.batches
-        if len(batches) < 2:
-            raise NonContiguousMerge(f"a compaction needs at least two batches, got {len(batches)}")
-        for a, b in zip(batches, batches[1:]):
-            if a.desc.upper != b.desc.lower:
-                raise NonContiguousMerge(
-                    f"cannot merge non-consecutive batches {a.desc.to_list()} and {b.desc.to_list()}"
-                )
-        since = check_time(req.since, "since")
-        for b in batches:
-            if since < b.desc.since:
-                raise SinceBehindInput(
-                    f"output since {since} is before input since {b.desc.since} of batch {b.desc.to_list()}"
-                )
-        desc = Description(batches[0].desc.lower, batches[-1].desc.upper, since)
-        schema = self._read_schema()
-        writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
-        runs = [self._run_chunks(b.keys, schema, 0, None) for b in batches]
-        try:
-            read = stream_merge(runs, since, writer.add, self._counters)
-            writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
-        self._count_write(writer)
-        if len(batches) == 2:
-            grew = all(writer.rows > r for r in read)
-            level = batches[0].level + 1 if grew else batches[0].level
-        else:
-            level = batches[0].level + 1
-        merged = TraceBatchMeta(desc, level, tuple(writer.keys), writer.rows, writer.size_bytes)
-        return CompactTraceRes(req, merged)
+        job = CompactionJob(self, req)
+        job.step(None)
+        return job.result()
 
     def trace_handle_compact_response(self, res: CompactTraceRes) -> list[TraceBatchMeta]:
         """Replace the request's batches with the merged one if they are still adjacent in
@@ -990,7 +1037,14 @@ class Arrangement:
         return self._seqno
 
     def _commit_state(self) -> None:
-        new_keys = self.referenced_keys() - self._committed_keys
+        self._check_lease(self.referenced_keys() - self._committed_keys)
+        self._cas_started = True
+        self._seqno = self._log.commit(self._seqno, self._state_doc())
+        self._committed_keys = self.referenced_keys()
+        self._counters["commits"] += 1
+
+    def _check_lease(self, new_keys) -> None:
+        """Refuse to reference parts older than half the gc lease (gc may have taken them)."""
         now_ms = self.clock() * 1000
         for k in new_keys:
             ms = key_created_ms(k)
@@ -999,10 +1053,6 @@ class Arrangement:
                     f"part {k!r} was written {(now_ms - ms) / 1000:.1f} s ago, more than half the "
                     f"gc lease of {self.lease_seconds} s: gc may collect it, so it cannot be committed"
                 )
-        self._cas_started = True
-        self._seqno = self._log.commit(self._seqno, self._state_doc())
-        self._committed_keys = self.referenced_keys()
-        self._counters["commits"] += 1
 
     def _durably(self, fn):
         """Run ``fn`` (a core change), then commit; on failure restore and clean up."""
@@ -1150,6 +1200,11 @@ class Arrangement:
         """Drain, evict, trim and compact in steps, each its own commit, until nothing is
         left to do or ``fuel`` updates (read by the steps) are spent.
 
+        A merge is itself done within the fuel: one that needs more is kept half done
+        (``report["merging"]``) and resumed by the next call, so each call costs about
+        ``fuel`` and writes are never held up behind a long merge; its parts are committed
+        when it completes.
+
         ``policy`` chooses the compaction: ``"geometric"`` (default, fan-in ``fan_in``) or
         ``"levels"`` (upstream's pairwise rule). A step that loses its compare-and-set to
         another writer reloads the state and applies its result there when it still fits
@@ -1173,9 +1228,14 @@ class Arrangement:
         if isinstance(conflict_retries, bool) or not isinstance(conflict_retries, int) or conflict_retries < 0:
             raise ValueError(f"conflict_retries must be a non-negative int, got {conflict_retries!r}")
         report = {"drains": 0, "trims": 0, "evictions": 0, "compactions": 0, "rows": 0,
-                  "conflicts": 0}
+                  "conflicts": 0, "expired": 0, "merging": False}
         self._maintain(fuel, policy, report, conflict_retries)
+        report["merging"] = self._job is not None
         return report
+
+    def _still_adjacent(self, batches) -> bool:
+        k = len(batches)
+        return any(tuple(self._trace[i:i + k]) == tuple(batches) for i in range(len(self._trace) - k + 1))
 
     def _apply_and_commit(self, apply, new_keys, retries: int, report: dict) -> bool:
         """Apply a step's response to the state and commit it.
@@ -1192,6 +1252,8 @@ class Arrangement:
             before = self.referenced_keys()
             self._cas_started = False
             try:
+                # also without a consensus store: the response's parts must still be leased
+                self._check_lease(new_keys)
                 if not apply():
                     self._restore(saved)
                     break
@@ -1263,18 +1325,47 @@ class Arrangement:
             report["trims"] += 1
             report["rows"] += old.len or 0
 
-        # 3. compaction, one merge per commit
+        # 3. compaction, one merge per commit; a merge that outlasts the fuel is kept and
+        #    resumed by the next call (dropped if its inputs left the trace meanwhile)
         while not spent():
-            req = self.geometric_compact_req() if policy == "geometric" else self.trace_next_compact_req()
-            if req is None:
+            job = self._job
+            if job is not None and not self._still_adjacent(job.req.batches):
+                job.abort()
+                job = self._job = None
+            if job is None:
+                req = self.geometric_compact_req() if policy == "geometric" else self.trace_next_compact_req()
+                if req is None:
+                    break
+                job = self._job = CompactionJob(self, req)
+            before = job.rows_read
+            try:
+                finished = job.step(None if fuel is None else fuel - report["rows"])
+            except MissingPart:
+                # another writer's commit replaced the inputs (and collected their parts)
+                # since the merge started: reload and choose again
+                self._job = None
+                if self._log is None:
+                    raise
+                self.refresh()
+                continue
+            except BaseException:
+                self._job = None
+                raise
+            report["rows"] += job.rows_read - before
+            if not finished:
                 break
-            res = self.compact_trace(req)
+            self._job = None
+            res = job.result()
 
             def apply_compaction(res=res):
                 return bool(self.trace_handle_compact_response(res))
-            if self._apply_and_commit(apply_compaction, set(res.merged.keys), retries, report):
-                report["compactions"] += 1
-            report["rows"] += sum(b.len or 0 for b in req.batches)
+            try:
+                if self._apply_and_commit(apply_compaction, set(res.merged.keys), retries, report):
+                    report["compactions"] += 1
+            except LeaseExpired:
+                # the merge ran so long that gc may take its first parts: they are dropped
+                # and the merge starts over
+                report["expired"] += 1
 
     def read(self, as_of: int | None = None) -> Updates:
         """The contents: with ``as_of=None`` everything written (times advanced to the

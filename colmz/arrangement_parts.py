@@ -49,6 +49,7 @@ __all__ = [
     "key_created_ms",
     "make_key",
     "read_part",
+    "iter_merge",
     "stream_merge",
 ]
 
@@ -309,6 +310,19 @@ def stream_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
     The chunks handed to ``emit`` are consolidated, in order, and no two of them hold the
     same data row, so together they are one sorted, consolidated run.
     """
+    steps = iter_merge(runs, since, emit, stats)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def iter_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
+               emit: Callable[[Encoded], None], stats: dict | None = None):
+    """:func:`stream_merge` as a generator that pauses after each emitted chunk, yielding
+    the rows read so far; its return value is the rows read from each run. A caller with a
+    work budget runs it a while, keeps it, and resumes it later."""
     inputs = [_Input(iter(r)) for r in runs]
     layout = None
 
@@ -336,6 +350,7 @@ def stream_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
         if not open_:
             # Every remaining row is loaded: merge it all.
             _emit_merged([i.take(len(i.enc)) for i in live], since, layout, emit)
+            yield sum(i.rows for i in inputs)
             continue
         threshold = min(i.row_bytes()[-1] for i in open_)
         taken = []
@@ -345,6 +360,7 @@ def stream_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
                 taken.append(i.take(stop))
         if taken:
             _emit_merged(taken, since, layout, emit)
+            yield sum(i.rows for i in inputs)
             continue
         # Every loaded row is at or beyond the threshold row: read on in the inputs whose
         # loaded rows end at it (their next part may continue that data).

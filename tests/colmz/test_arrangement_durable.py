@@ -143,17 +143,48 @@ def test_maintain_drains_compacts_and_deletes_replaced_parts(url):
     assert Counter(a.read().to_pylist()) == Counter((f"k{t % 3}", t, t, 1) for t in range(8))
 
 
-def test_maintain_fuel_bounds_the_steps(url):
-    a = Arrangement.open(url, SCHEMA, fan_in=2)
+def test_maintain_fuel_bounds_each_call_and_resumes_merges(url):
+    a = Arrangement.open(url, SCHEMA, fan_in=2, part_rows=2)
     for t in range(4):
-        a.unsealed_append(ups([("a", t, t, 1)]))
+        a.unsealed_append(ups([(f"k{i}", t, t, 1) for i in range(3)]))
         a.update_seal(t + 1)
         a.drain()
     a.commit()
+    calls, merging_seen = 0, False
+    while True:
+        r = a.maintain(fuel=2)
+        calls += 1
+        # a call stops once its fuel is spent; one step reads at most a part per input more
+        assert r["rows"] <= 2 + 2 * 2
+        merging_seen |= r["merging"]
+        if not r["merging"] and a.geometric_compact_req() is None:
+            break
+        assert calls < 50
+    assert merging_seen and calls > 3
+    assert [b.level for b in a.trace_batches] == [2]
+    assert Counter(a.read().to_pylist()) == Counter((f"k{i}", t, t, 1) for t in range(4) for i in range(3))
+    a.validate_data()
+    assert set(a.store.list_keys(a.prefix)) == a.referenced_keys()
+
+
+def test_half_done_merge_is_dropped_when_its_inputs_change(url):
+    a = Arrangement.open(url, SCHEMA, fan_in=2, part_rows=1)
+    for t in range(2):
+        a.write(ups([(f"k{i}", t, t, 1) for i in range(4)]))
+        a.seal(t + 1)
+        a.maintain(policy="levels")  # drains (since 0: no pairwise merge)
+    assert len(a.trace_batches) == 2
     r = a.maintain(fuel=1)
-    assert r["compactions"] == 1
+    assert r["merging"]
+    written = set(a.store.list_keys(a.prefix)) - a.referenced_keys()
+    assert written  # the half-done merge's first parts
+    a.advance_since(2)
+    a.compact()  # the level rule merges the same pair first (core call, then commit)
+    a.commit()
     r = a.maintain()
-    assert r["compactions"] >= 1 and a.geometric_compact_req() is None
+    assert not r["merging"] and r["compactions"] == 0
+    assert not (written & set(a.store.list_keys(a.prefix)))  # its parts went with it
+    assert len(a.read()) == 8
 
 
 def test_maintain_levels_policy_is_upstreams_rule(url):
@@ -548,7 +579,7 @@ def test_open_without_create_needs_an_arrangement(url):
         Arrangement.open(url, name="other", create=False)
 
 
-def test_compaction_result_survives_a_concurrent_write(url):
+def test_compaction_result_survives_a_concurrent_write(url, monkeypatch):
     # a write landing while a merge runs makes the merge's commit lose; the merged batch is
     # then applied to the reloaded state, not recomputed
     m = Arrangement.open(url, SCHEMA, fan_in=2)
@@ -558,15 +589,17 @@ def test_compaction_result_survives_a_concurrent_write(url):
         m.maintain(policy="levels")
     m.advance_since(2)
     other = Arrangement.open(url)
-    real = m.compact_trace
+    from colmz.arrangement import CompactionJob
+
+    real = CompactionJob.result
     calls = []
 
-    def compact_then_race(req):
-        res = real(req)
-        calls.append(req)
+    def compact_then_race(job):
+        res = real(job)
+        calls.append(job.req)
         other.write(ups([("b", 9, 5, 1)]))
         return res
-    m.compact_trace = compact_then_race
+    monkeypatch.setattr(CompactionJob, "result", compact_then_race)
     rows_before = m.stats()["rows_written"]
     r = m.maintain(policy="levels")
     assert len(calls) == 1 and r["compactions"] == 1 and r["conflicts"] == 1
@@ -575,7 +608,7 @@ def test_compaction_result_survives_a_concurrent_write(url):
     assert set(m.store.list_keys(m.prefix)) == m.referenced_keys()
 
 
-def test_stale_compaction_result_is_dropped_with_its_parts(url):
+def test_stale_compaction_result_is_dropped_with_its_parts(url, monkeypatch):
     m = Arrangement.open(url, SCHEMA, fan_in=2)
     for t in range(2):
         m.write(ups([("a", t, t, 1)]))
@@ -583,15 +616,17 @@ def test_stale_compaction_result_is_dropped_with_its_parts(url):
         m.maintain(policy="levels")
     m.advance_since(2)
     other = Arrangement.open(url)
-    real = m.compact_trace
+    from colmz.arrangement import CompactionJob
 
-    def compact_then_lose(req):
-        res = real(req)
+    real = CompactionJob.result
+
+    def compact_then_lose(job):
+        res = real(job)
         if not getattr(compact_then_lose, "done", False):
             compact_then_lose.done = True
             other.maintain(policy="levels")  # compacts the same pair first
         return res
-    m.compact_trace = compact_then_lose
+    monkeypatch.setattr(CompactionJob, "result", compact_then_lose)
     r = m.maintain(policy="levels")
     assert r["conflicts"] == 1 and r["compactions"] == 0
     m.refresh()

@@ -79,7 +79,9 @@ class ArrangementMachine(RuleBasedStateMachine):
         super().__init__()
         self.model: Counter = Counter()
         make_url = BACKENDS[self.backend]
-        kw = {"part_rows": 3, "fan_in": 2}
+        # a fake wall clock: gc's lease is exercised by moving it, not by waiting
+        self.now = [1_700_000_000.0]
+        kw = {"part_rows": 3, "fan_in": 2, "clock": lambda: self.now[0], "lease_seconds": 60}
         if make_url is None:
             self.url = None
             self.a = Arrangement(MemBlob(), schema=SCHEMA, **kw)
@@ -198,14 +200,33 @@ class ArrangementMachine(RuleBasedStateMachine):
 
     @rule(fuel=st.sampled_from([None, 0, 1, 4]), policy=st.sampled_from(["geometric", "levels"]))
     def maintain(self, fuel, policy):
+        self.now[0] += 0.001
         self.a.maintain(fuel, policy=policy)
+
+    @rule(data=st.data(), n=st.integers(1, 4), fuel=st.sampled_from([None, 1, 2, 5]))
+    def trickle(self, data, n, fuel):
+        # the sink's shape: write at the seal, seal past it, maintain within a budget
+        seal = self.a.get_seal()
+        if seal is None:
+            return
+        rows = [(data.draw(row_st), data.draw(st.integers(seal, seal + 2)), data.draw(diff_st))
+                for _ in range(n)]
+        self.a.write(updates_of(rows))
+        for r, t, d in rows:
+            self.model[(r, t)] += d
+        self.a.seal(seal + 3)
+        self.now[0] += 0.001
+        self.a.maintain(fuel)
 
     @rule()
     def gc(self):
         self.commit()
         referenced = self.a.referenced_keys()
-        gone = self.a.gc(lease_seconds=0)
+        self.now[0] += 121  # past the lease: every unreferenced part is collectable
+        gone = self.a.gc()
         assert not referenced & set(gone)
+        # a merge maintain() left half done now has parts older than half the lease: its
+        # commit must refuse (and restart), never reference a collected part
 
     @rule()
     def reopen_from_meta(self):
