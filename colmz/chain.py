@@ -33,7 +33,7 @@ import numpy as np
 from colmz.kernels.split import lower_bound
 from colmz.order import Layout, pad_keys, unify_layouts
 
-__all__ = ["Chain", "Chunk", "Work"]
+__all__ = ["Chain", "Chunk", "Work", "negated"]
 
 
 @dataclass
@@ -202,6 +202,14 @@ class Chain:
             for a in (c.keys, c.time, c.diff):
                 # A view counts its whole allocation; numba-made arrays own a MemInfo base.
                 yield a.base if isinstance(a.base, np.ndarray) else a
+
+
+def negated(chain: Chain) -> Chain:
+    """The chain with every diff negated (new diff arrays; keys and times are shared).
+
+    The caller guarantees no diff is ``-2**63`` (its negation leaves ``int64``).
+    """
+    return Chain._of([Chunk(c.keys, c.time, -c.diff, c.layout) for c in chain.chunks], chain.count)
 
 
 # Chains are never mutated, so one empty chain serves everywhere.

@@ -75,12 +75,12 @@ advances and a flush precedes every read.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from colmz.chain import Chain, Work
+from colmz.chain import Chain, Work, negated
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, frontier_le
 from colmz.kernels.advance import advance_runs, strategy
 from colmz.kernels.consolidate import sort_consolidate
@@ -398,6 +398,98 @@ class Correction:
         if s is None or s == MAX_TIME:
             return
         self._guarded_consolidate_before(s + 1)
+
+    def drain_stepwise(self, uppers: Iterable[Frontier]) -> Updates:
+        """The sink's tick loop in one call: for each upper, read, feed back, advance the since.
+
+        Equivalent to ::
+
+            for u in uppers:
+                out = colmz.concat(c.updates_before(u))
+                c.insert_negated(out)
+                c.advance_since(u)
+
+        and returns the concatenation of the ``out`` batches as **one** ``Updates``, sorted by
+        ``(time, data)``. The corrections of ``uppers[i]`` are its rows with times in
+        ``[uppers[i-1], uppers[i])`` (for the first upper: times before it); cut them with
+        ``numpy.searchsorted(out.time, uppers)``. Afterwards the buffer answers every call as
+        the loop's buffer would: same since, boundary, schema and reads (including
+        :meth:`consolidated_updates_before`, which holds the last upper's corrections).
+
+        Why one read suffices: after the loop's step ``i`` the since is ``u_i`` and every
+        update with a time below ``u_i`` sits, advanced to ``u_i``, beside the negation of what
+        was emitted for it, so they cancel; step ``i + 1`` therefore emits exactly the buffered
+        updates with times in ``[u_i, u_{i+1})``, unadvanced. So the corrections of all steps
+        are one read at the last upper under the current since, and the work is one
+        consolidation over the encoded runs (the compiled merges of :meth:`updates_before`),
+        whatever the number of uppers. Only the last step's corrections and their negation
+        stay buffered (they cancel at the next read, as in the loop); the rest of the read and
+        its feedback cancel and are dropped.
+
+        ``uppers`` must not decrease (repeats are fine, and so is an upper equal to the
+        since: those steps read nothing) and must not start below the since; otherwise it
+        raises (``SinceRegression`` below the since, ``ValueError`` for a decrease) before
+        changing anything. Unlike the loop, which would fail part-way, a correction with diff
+        ``-2**63`` (which cannot be fed back negated) raises ``OverflowError`` before any step,
+        and a diff overflow in the read raises ``DiffOverflowError``; both leave the buffer
+        unchanged.
+
+        Examples
+        --------
+        >>> import colmz
+        >>> c = colmz.Correction()
+        >>> c.insert(colmz.Updates({"k": ["a", "b", "c"]}, time=[1, 2, 9], diff=[1, 1, 1]))
+        >>> out = c.drain_stepwise([2, 3, 3, 5])
+        >>> out.to_pylist()
+        [('a', 1, 1), ('b', 2, 1)]
+        >>> c.since, colmz.concat(c.updates_before(10)).to_pylist()
+        (5, [('c', 9, 1)])
+        """
+        checked: list[Frontier] = []
+        for i, u in enumerate(uppers):
+            u = check_frontier(u, f"uppers[{i}]")
+            if checked and not frontier_le(checked[-1], u):
+                raise ValueError(f"uppers must not decrease: uppers[{i - 1}] is {checked[-1]}, uppers[{i}] is {u}")
+            checked.append(u)
+        nothing = Updates.empty(self._schema or ())
+        if not checked:
+            return nothing
+        if not frontier_le(self._since, checked[0]):
+            raise SinceRegression(f"since must not regress: current since {self._since}, got uppers[0] = {checked[0]}")
+        last = checked[-1]
+        if self._since is None or not (last is None or self._since < last):
+            return nothing  # every step reads nothing and advances the since to itself
+        # The since under which the loop's last read runs: the largest earlier upper below the
+        # last one, or the current since.
+        prev = self._since
+        for u in checked:
+            if u != last:
+                prev = u
+        snap = self._snapshot()
+        try:
+            self._consolidate_before(last)
+            everything = self._emitted
+            if everything:
+                layout = everything.layout
+                keys, time, diff = everything.run(layout, self.work)
+                if diff.min() == np.iinfo(np.int64).min:
+                    raise OverflowError(
+                        "a correction holds diff -2**63, which cannot be fed back negated within int64")
+            _, tail = everything.split_at(prev, self.work)
+            self._emitted = tail
+            self._last_read = (last, prev)
+            self._since = last
+            if last is None:
+                self._stage = []
+                self._stage_count = 0
+            elif tail:
+                self._pending_low.append(negated(tail))
+        except BaseException:
+            self._rollback(snap)
+            raise
+        if not everything:
+            return nothing
+        return Updates.decode(Encoded(keys, time, diff, layout), self._schema)
 
     def _snapshot(self):
         return (

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis import given as hypothesis_given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -646,3 +647,155 @@ def test_schema_at_construction():
         c.insert(colmz.Updates({"x": [1]}, time=[1], diff=[1]))
     with pytest.raises(ValueError, match="schema"):
         Correction(schema={"k": "not a type"})
+
+
+# ----------------------------------------------------------------------------- drain_stepwise
+
+
+def _rows(batch):
+    return [(*(_norm(v) for v in r[:-2]), r[-2], r[-1]) for r in batch.to_pylist()]
+
+
+def _loop(c: Correction, uppers):
+    outs = []
+    for u in uppers:
+        out = colmz.concat(c.updates_before(u))
+        c.insert_negated(out)
+        c.advance_since(u)
+        outs.extend(_rows(out))
+    return outs
+
+
+def _same_answers(a: Correction, b: Correction):
+    assert (a.since, a.boundary, a.schema) == (b.since, b.boundary, b.schema)
+    for u in (a.since, None if a.since is None else a.since + 1, None):
+        if u is None or u <= MAX:
+            ra = [r for p in a.consolidated_updates_before(u) for r in _rows(p)]
+            rb = [r for p in b.consolidated_updates_before(u) for r in _rows(p)]
+            assert ra == rb
+
+
+upper_steps = st.one_of(st.integers(0, 3), st.integers(0, 20), st.just(2**40), st.just(MAX))
+
+
+@st.composite
+def drain_ops(draw):
+    ops = []
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["insert", "insert", "negated", "drain", "drain", "read"]))
+        if kind in ("insert", "negated"):
+            ops.append((kind, draw(batches())))
+        elif kind == "read":
+            ops.append((kind, draw(st.one_of(st.integers(0, 45), st.just(MAX), st.none()))))
+        else:
+            steps = draw(st.lists(upper_steps, max_size=6))
+            start_below = draw(st.booleans()) and draw(st.integers(0, 3)) == 0
+            regress_at = draw(st.one_of(st.none(), st.integers(0, 5)))
+            to_none = draw(st.integers(0, 9)) == 0
+            ops.append((kind, (steps, start_below, regress_at, to_none)))
+    return ops
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@hypothesis_given(ops=drain_ops(), stage=st.sampled_from([1, 5, 64]), chunk=st.sampled_from([1, 3, 1000]))
+def test_drain_stepwise_equals_the_tick_loop(ops, stage, chunk):
+    a = Correction(stage_size=stage, chunk_size=chunk)  # drained in one call
+    b = Correction(stage_size=stage, chunk_size=chunk)  # the loop
+    model = Model()
+    for kind, arg in ops:
+        if kind in ("insert", "negated"):
+            u = to_updates(arg)
+            for c in (a, b):
+                (c.insert if kind == "insert" else c.insert_negated)(u)
+            model.insert(u.to_pylist(), negate=kind == "negated")
+        elif kind == "read":
+            ra = [r for p in a.updates_before(arg) for r in _rows(p)]
+            assert ra == [r for p in b.updates_before(arg) for r in _rows(p)]
+            check_read(ra, model.read(arg))
+        else:
+            steps, start_below, regress_at, to_none = arg
+            since = a.since
+            if since is None:
+                uppers = [None] * len(steps)
+            else:
+                uppers, t = [], since - 1 if start_below and since > 0 else since
+                for s in steps:
+                    t = min(t + s, MAX)
+                    uppers.append(t)
+                if to_none:
+                    uppers.append(None)
+            bad = bool(uppers) and since is not None and uppers[0] is not None and uppers[0] < since
+            if regress_at is not None and regress_at + 1 < len(uppers) and uppers[regress_at] not in (None, 0):
+                uppers[regress_at + 1] = uppers[regress_at] - 1
+                bad = True
+            if bad:
+                before = _state(a)
+                with pytest.raises(ValueError, match="uppers|since must not regress"):
+                    a.drain_stepwise(uppers)
+                assert _state(a) == before
+                continue
+            out = a.drain_stepwise(uppers)
+            got = _rows(out)
+            assert got == _loop(b, uppers)
+            # and against the reference model, one step at a time
+            expected = collections.Counter()
+            for u in uppers:
+                r = model.read(u)
+                for k, v in r.items():
+                    expected[k] += v
+                model.insert([(*k[0], k[1], v) for k, v in r.items()], negate=True)
+                model.since = u
+            assert as_counter(out.to_pylist()) == collections.Counter({k: v for k, v in expected.items() if v})
+            if uppers:
+                cut = np.searchsorted(out.time, [u for u in uppers if u is not None])
+                assert (np.diff(cut) >= 0).all()
+        a.check_invariants()
+        _same_answers(a, b)
+    # the two buffers keep answering alike
+    for u in (None,):
+        assert [r for p in a.updates_before(u) for r in _rows(p)] == [r for p in b.updates_before(u) for r in _rows(p)]
+
+
+def test_drain_stepwise_cases():
+    c = Correction()
+    assert len(c.drain_stepwise([])) == 0
+    assert len(c.drain_stepwise([0, 0])) == 0 and c.since == 0
+    c.insert(upd(["a", "b", "c", "d"], [0, 3, 7, MAX], [1, 1, 1, 1]))
+    out = c.drain_stepwise([3, 3, 8])
+    assert out.to_pylist() == [("a", 0, 1), ("b", 3, 1), ("c", 7, 1)]
+    assert np.searchsorted(out.time, [3, 3, 8]).tolist() == [1, 1, 3]
+    assert (c.since, c.boundary) == (8, 8)
+    # consolidated_updates_before holds the last step's corrections, as after the loop
+    assert [r for p in c.consolidated_updates_before(9) for r in p.to_pylist()] == [("b", 3, 1), ("c", 7, 1)]
+    assert read_rows(c, MAX) == []
+    with pytest.raises(SinceRegression, match="uppers\\[0\\] = 7"):
+        c.drain_stepwise([7, 9])
+    with pytest.raises(ValueError, match=r"uppers\[1\] is 9, uppers\[2\] is 8"):
+        c.drain_stepwise([9, 9, 8])
+    with pytest.raises(ValueError, match=r"uppers\[0\]"):
+        c.drain_stepwise([-1])
+    assert c.drain_stepwise([None]).to_pylist() == [("d", MAX, 1)]
+    assert c.since is None and len(c.drain_stepwise([None, None])) == 0
+    with pytest.raises(SinceRegression):
+        c.drain_stepwise([5])
+
+
+def test_drain_stepwise_refuses_a_correction_it_cannot_negate():
+    c = Correction()
+    c.insert(upd(["a", "b"], [1, 5], [-(2**63), 1]))
+    before = _state(c)
+    with pytest.raises(OverflowError, match="-2\\*\\*63"):
+        c.drain_stepwise([2, 6])
+    assert _state(c) == before
+    assert read_rows(c, 6) == [("a", 1, -(2**63)), ("b", 5, 1)]
+
+
+def test_drain_stepwise_work_does_not_grow_with_the_uppers():
+    # One read's merges whatever the number of uppers.
+    c = Correction()
+    n = 4096
+    c.insert(colmz.Updates({"k": np.arange(n) % 16}, time=np.arange(n, dtype=np.uint64) // 16,
+                           diff=np.ones(n, np.int64)))
+    merges = c.work.merges
+    out = c.drain_stepwise(range(1, n // 16 + 1))
+    assert len(out) == n and c.work.merges - merges <= 2
