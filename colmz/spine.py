@@ -525,21 +525,7 @@ class Spine:
         ...
         colmz.spine.BatchBoundsError: updates has time 5 outside the batch interval [0, 3)
         """
-        if not isinstance(updates, Updates):
-            raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
-        lower = check_time(lower, "lower")
-        upper = check_frontier(upper, "upper")
-        if self._upper is None:
-            raise BatchBoundsError(f"the spine is closed (upper []); cannot insert at lower={lower}")
-        if lower != self._upper:
-            raise BatchBoundsError(
-                f"lower must equal the spine's upper {self._upper}, got lower={lower}"
-            )
-        if upper is not None and upper <= lower:
-            raise BatchBoundsError(
-                f"upper must be beyond lower={lower} (a batch may not be empty), got upper={upper}"
-            )
-        schema = updates.schema if self._schema is None else unify_schemas(self._schema, updates.schema)
+        lower, upper, schema = self._check_insert(updates, lower, upper)
         n = len(updates)
         enc = updates.encode()
         keys, time, diff = enc.keys, enc.time, enc.diff
@@ -554,16 +540,6 @@ class Spine:
             time = np.empty(0, np.uint64)
             diff = np.empty(0, np.int64)
         else:
-            tmin = int(time.min())
-            tmax = int(time.max())
-            if tmin < lower:
-                raise BatchBoundsError(
-                    f"updates has time {tmin} outside the batch interval [{lower}, {_fmt(upper)})"
-                )
-            if not before(tmax, upper):
-                raise BatchBoundsError(
-                    f"updates has time {tmax} outside the batch interval [{lower}, {_fmt(upper)})"
-                )
             adv = self._logical if self._logical else None
             try:
                 keys, time, diff = sort_consolidate(keys, time, diff, "data", adv)
@@ -599,6 +575,38 @@ class Spine:
             st["overflow_check_rows"] += checked
         st["max_insert_work"] = max(st["max_insert_work"], self._call_work)
         st["max_call_work"] = max(st["max_call_work"], self._call_work)
+
+    def _check_insert(self, updates: Updates, lower: int, upper: Frontier):
+        """Validate :meth:`insert`'s arguments (all but the overflow refusal, which needs the
+        consolidated batch); return ``(lower, upper, schema)`` with the unified schema."""
+        if not isinstance(updates, Updates):
+            raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
+        lower = check_time(lower, "lower")
+        upper = check_frontier(upper, "upper")
+        if self._upper is None:
+            raise BatchBoundsError(f"the spine is closed (upper []); cannot insert at lower={lower}")
+        if lower != self._upper:
+            raise BatchBoundsError(
+                f"lower must equal the spine's upper {self._upper}, got lower={lower}"
+            )
+        if upper is not None and upper <= lower:
+            raise BatchBoundsError(
+                f"upper must be beyond lower={lower} (a batch may not be empty), got upper={upper}"
+            )
+        schema = updates.schema if self._schema is None else unify_schemas(self._schema, updates.schema)
+        if len(updates):
+            time = updates.time
+            tmin = int(time.min())
+            tmax = int(time.max())
+            if tmin < lower:
+                raise BatchBoundsError(
+                    f"updates has time {tmin} outside the batch interval [{lower}, {_fmt(upper)})"
+                )
+            if not before(tmax, upper):
+                raise BatchBoundsError(
+                    f"updates has time {tmax} outside the batch interval [{lower}, {_fmt(upper)})"
+                )
+        return lower, upper, schema
 
     def close(self) -> None:
         """Seal the spine: insert an empty batch from the upper to ``None``.
@@ -641,11 +649,7 @@ class Spine:
         >>> s.set_physical_compaction(1); len(s.pending)
         0
         """
-        f = check_frontier(frontier, "frontier")
-        if not frontier_le(self._physical, f):
-            raise FrontierRegressionError(
-                f"physical compaction cannot regress from {_fmt(self._physical)} to {_fmt(f)}"
-            )
+        f = self._check_physical_compaction(frontier)
         ck = self._checkpoint()
         self._call_work = 0
         try:
@@ -655,6 +659,22 @@ class Spine:
             self._restore(ck)
             raise
         self._stats["max_call_work"] = max(self._stats["max_call_work"], self._call_work)
+
+    def _check_physical_compaction(self, frontier: Frontier) -> Frontier:
+        """Validate :meth:`set_physical_compaction`'s argument; return it as a frontier."""
+        f = check_frontier(frontier, "frontier")
+        if frontier_le(self._physical, f):
+            return f
+        msg = f"physical compaction cannot regress from {_fmt(self._physical)} to {_fmt(f)}"
+        if self._auto_physical:
+            # The caller may never have set that frontier: say where it came from.
+            msg += (
+                f"; with auto_physical=True (the default) the physical frontier follows the "
+                f"spine's upper (now {_fmt(self._upper)}) and every batch is merged as it arrives. "
+                "To hold batch boundaries back with set_physical_compaction, construct the spine "
+                "with Spine(auto_physical=False)"
+            )
+        raise FrontierRegressionError(msg)
 
     def exert(self, effort: int | None = None) -> int | None:
         """Do merge work without new data; return the effort applied (``None``: none).

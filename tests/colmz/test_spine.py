@@ -442,6 +442,21 @@ def test_frontier_regressions_raise():
     assert s.get_logical_compaction() is None and s.get_physical_compaction() == 7
 
 
+def test_physical_regression_below_the_followed_upper_says_why():
+    s = Spine()
+    s.insert(colmz.Updates({"k": [1]}, time=[3], diff=[1]), lower=0, upper=7)
+    before = s.stats()
+    with pytest.raises(FrontierRegressionError, match=r"from 7 to 4; with auto_physical=True .* follows the "
+                       r"spine's upper \(now 7\).*Spine\(auto_physical=False\)"):
+        s.set_physical_compaction(4)
+    assert s.stats() == before and s.get_physical_compaction() == 7
+    manual = Spine(auto_physical=False)
+    manual.set_physical_compaction(7)
+    with pytest.raises(FrontierRegressionError) as e:
+        manual.set_physical_compaction(4)
+    assert str(e.value) == "physical compaction cannot regress from 7 to 4"
+
+
 def test_snapshot_bounds():
     s = Spine()
     s.insert(ints([1], [0]), 0, 4)
