@@ -795,6 +795,97 @@ _NODE_REFS = frozenset(
 )
 
 
+def _check_selection(
+    dataflows: Iterable[Dataflow],
+    storage: Mapping[CollectionId, Any],
+    current_time: int,
+    read_only: bool,
+    strict: bool,
+) -> tuple[list[Dataflow], list[int], dict[CollectionId, tuple[Frontier, Frontier]]]:
+    """Validate the selector's arguments and their graph, before any step runs.
+
+    Returns the dataflows as a list, the canonical node order (flow indices sorted by their
+    smallest export id, so that nothing depends on input order) and the validated storage
+    frontiers of every id that will be read. Checks run in canonical node order, so the first
+    problem reported does not depend on the order of ``dataflows``.
+    """
+    if isinstance(dataflows, Dataflow) or not isinstance(dataflows, Iterable):
+        raise TypeError(f"dataflows must be an iterable of Dataflow, got {dataflows!r}")
+    flows = list(dataflows)
+    for i, d in enumerate(flows):
+        if not isinstance(d, Dataflow):
+            raise TypeError(f"dataflows[{i}] must be a Dataflow, got {d!r}")
+    if not isinstance(storage, Mapping):
+        raise TypeError(f"storage must be a mapping id -> (read, write), got {storage!r}")
+    check_time(current_time, "current_time")
+    if not isinstance(read_only, bool):
+        raise TypeError(f"read_only must be a bool, got {read_only!r}")
+    if not isinstance(strict, bool):
+        raise TypeError(f"strict must be a bool, got {strict!r}")
+
+    def flow_key(i: int) -> tuple:
+        ids = flows[i].export_ids
+        return (0, min(map(_id_key, ids))) if ids else (1, i)
+
+    order = sorted(range(len(flows)), key=flow_key)
+
+    # Export ids: duplicates across dataflows are ambiguous.
+    owner: dict[CollectionId, int] = {}  # export id -> flow index
+    exports: list[Export] = []
+    for i in order:
+        for e in flows[i].exports:
+            if e.id in owner:
+                raise ValueError(f"export id {e.id!r} is exported by dataflows {owner[e.id]} and {i}")
+            owner[e.id] = i
+            exports.append(e)
+    exports.sort(key=lambda e: _id_key(e.id))
+    kinds = {e.id: e.kind for e in exports}
+
+    # Storage frontiers, validated for every id we will read.
+    frontiers: dict[CollectionId, tuple[Frontier, Frontier]] = {}
+
+    def storage_of(sid: CollectionId, context: str) -> None:
+        if sid in frontiers:
+            return
+        if sid not in storage:
+            raise MissingStorageFrontiers(sid, context)
+        value = storage[sid]
+        if isinstance(value, str | bytes) or not isinstance(value, tuple | list) or len(value) != 2:
+            raise TypeError(f"storage[{sid!r}] must be a (read, write) pair of frontiers, got {value!r}")
+        frontiers[sid] = (
+            check_frontier(value[0], f"storage[{sid!r}].read"),
+            check_frontier(value[1], f"storage[{sid!r}].write"),
+        )
+
+    for i in order:
+        d = flows[i]
+        for sid in sorted(set(d.storage_inputs), key=_id_key):
+            if kinds.get(sid) is ExportKind.INDEX:
+                raise ValueError(
+                    f"storage input {sid!r} of dataflows[{i}] is an index, not a storage "
+                    "collection; import it through compute_inputs"
+                )
+            storage_of(sid, f"storage input of dataflows[{i}]")
+        for cid in d.compute_inputs:
+            kind = kinds.get(cid)
+            if kind is None:
+                raise UnknownCollection(cid, f"compute input of dataflows[{i}]")
+            if kind is not ExportKind.INDEX:
+                raise ValueError(
+                    f"compute input {cid!r} of dataflows[{i}] is a {kind.value}; only index "
+                    "exports can be imported as compute inputs (read it as a storage input)"
+                )
+    for e in exports:
+        if e.kind.is_storage:
+            storage_of(e.id, f"{e.kind.value} export of dataflows[{owner[e.id]}]")
+        elif e.id in storage:
+            raise ValueError(
+                f"index export {e.id!r} has storage frontiers; only materialized views and "
+                "continual tasks are storage collections"
+            )
+    return flows, order, frontiers
+
+
 class _Selector:
     """Validated graph plus bounds; runs the steps. Nodes are dataflows (one bounds each)."""
 
@@ -806,41 +897,19 @@ class _Selector:
         read_only: bool,
         strict: bool,
     ) -> None:
-        if isinstance(dataflows, Dataflow) or not isinstance(dataflows, Iterable):
-            raise TypeError(f"dataflows must be an iterable of Dataflow, got {dataflows!r}")
-        flows = list(dataflows)
-        for i, d in enumerate(flows):
-            if not isinstance(d, Dataflow):
-                raise TypeError(f"dataflows[{i}] must be a Dataflow, got {d!r}")
-        if not isinstance(storage, Mapping):
-            raise TypeError(f"storage must be a mapping id -> (read, write), got {storage!r}")
+        flows, order, frontiers = _check_selection(dataflows, storage, current_time, read_only, strict)
         self.current_time = check_time(current_time, "current_time")
-        if not isinstance(read_only, bool):
-            raise TypeError(f"read_only must be a bool, got {read_only!r}")
-        if not isinstance(strict, bool):
-            raise TypeError(f"strict must be a bool, got {strict!r}")
         self.read_only = read_only
         self.strict = strict
         self.flows = flows
-
-        # Canonical node order (by smallest export id) so that nothing depends on input order.
-        def flow_key(i: int) -> tuple:
-            ids = flows[i].export_ids
-            return (0, min(map(_id_key, ids))) if ids else (1, i)
-
-        order = sorted(range(len(flows)), key=flow_key)
         self.node_flow = order  # node -> index in ``flows``
+        self.frontiers = frontiers
 
-        # Exports, canonically ordered; duplicates across dataflows are ambiguous.
+        # Exports, canonically ordered (the checker refused duplicates).
         exports: list[tuple[Export, int]] = []
         owner: dict[CollectionId, int] = {}
         for n, i in enumerate(order):
             for e in flows[i].exports:
-                if e.id in owner:
-                    raise ValueError(
-                        f"export id {e.id!r} is exported by dataflows {self.node_flow[owner[e.id]]}"
-                        f" and {i}"
-                    )
                 owner[e.id] = n
                 exports.append((e, n))
         exports.sort(key=lambda en: _id_key(en[0].id))
@@ -852,66 +921,15 @@ class _Selector:
             node_exports[n].append(k)
         self.node_exports = node_exports
 
-        # Storage frontiers, validated for every id we will read.
-        frontiers: dict[CollectionId, tuple[Frontier, Frontier]] = {}
-
-        def storage_of(sid: CollectionId, context: str) -> tuple[Frontier, Frontier]:
-            got = frontiers.get(sid)
-            if got is not None:
-                return got
-            if sid not in storage:
-                raise MissingStorageFrontiers(sid, context)
-            value = storage[sid]
-            if isinstance(value, str | bytes) or not isinstance(value, tuple | list) or len(
-                value
-            ) != 2:
-                raise TypeError(
-                    f"storage[{sid!r}] must be a (read, write) pair of frontiers, got {value!r}"
-                )
-            pair = (
-                check_frontier(value[0], f"storage[{sid!r}].read"),
-                check_frontier(value[1], f"storage[{sid!r}].write"),
-            )
-            frontiers[sid] = pair
-            return pair
-
+        # Inputs: storage ids per node, and the nodes whose index exports a node imports.
+        index_owner = {e.id: n for e, n in exports if e.kind is ExportKind.INDEX}
         self.storage_inputs: list[tuple[CollectionId, ...]] = []
         inputs: list[list[int]] = []
-        index_owner = {e.id: n for e, n in exports if e.kind is ExportKind.INDEX}
         for n, i in enumerate(order):
             d = flows[i]
-            sids = sorted(set(d.storage_inputs), key=_id_key)
-            for sid in sids:
-                if sid in index_owner:
-                    raise ValueError(
-                        f"storage input {sid!r} of dataflows[{i}] is an index, not a storage "
-                        "collection; import it through compute_inputs"
-                    )
-                storage_of(sid, f"storage input of dataflows[{i}]")
-            self.storage_inputs.append(tuple(sids))
-            ins: set[int] = set()
-            for cid in d.compute_inputs:
-                p = index_owner.get(cid)
-                if p is None:
-                    if cid not in owner:
-                        raise UnknownCollection(cid, f"compute input of dataflows[{i}]")
-                    kind = exports[self.export_index[cid]][0].kind
-                    raise ValueError(
-                        f"compute input {cid!r} of dataflows[{i}] is a {kind.value}; only index "
-                        "exports can be imported as compute inputs (read it as a storage input)"
-                    )
-                if p != n:  # importing one's own index adds no constraint
-                    ins.add(p)
-            inputs.append(sorted(ins))
-        for e, n in exports:
-            if e.kind.is_storage:
-                storage_of(e.id, f"{e.kind.value} export of dataflows[{self.node_flow[n]}]")
-            elif e.id in storage:
-                raise ValueError(
-                    f"index export {e.id!r} has storage frontiers; only materialized views and "
-                    "continual tasks are storage collections"
-                )
-        self.frontiers = frontiers
+            self.storage_inputs.append(tuple(sorted(set(d.storage_inputs), key=_id_key)))
+            # importing one's own index adds no constraint
+            inputs.append(sorted({index_owner[cid] for cid in d.compute_inputs} - {n}))
         self.inputs = inputs
 
         nn = len(order)
