@@ -44,6 +44,15 @@ send the upper parts (a read at a regressed upper leaves some) back to ``pending
 *restore* the bucket chain with bounded fuel so adjacent buckets differ by at most 4x in width.
 The updates at or beyond ``upper`` are never read, however many there are: that is the point.
 
+``drain_stepwise(uppers)`` is the sink's loop (read before each upper, feed the read back
+negated, advance the since to it) in one read: after step ``i`` everything below ``u_i`` has
+cancelled against its feedback, so step ``i + 1`` emits exactly the updates in
+``[u_i, u_{i+1})``, and all steps together emit one read at the last upper under the current
+since. Only the last step's corrections and their negation stay buffered, as after the loop.
+
+Schema. The first non-empty insert (or ``schema=`` at construction) fixes the data columns;
+empty batches never do, so the empty read of an empty buffer can be fed back.
+
 Advancing times to the since can unsort a time-ordered chain; the merge follows differential's
 three strategies (``colmz.kernels.advance``): plain merge, per-stale-time sub-runs, or one
 sort when there are ``MAX_STALE_RUNS`` (32) or more distinct stale times.
