@@ -33,9 +33,22 @@ internal constructions -- decoding, ``slice``, ``negated``, ``colmz.concat``, co
 never copy: they wrap arrays colmz made itself. An ``Updates`` costs its raw column bytes plus
 a few hundred bytes.
 
+Input never guesses
+-------------------
+Python lists go through Arrow's strict type inference: mixed types (``["1", 1]``,
+``[True, 2]``) raise ``TypeError``, the same error as the column through ``from_pandas``,
+where numpy would have converted values. A column with no values and no type (an empty list,
+an empty ``object`` column) raises unless the caller gives its type (``schema=``): numpy's
+guess (``double``) or Arrow's (``null``) would disagree with the batches that have values.
+``from_pandas`` keeps a named index as data (what ``groupby`` leaves is the key), drops an
+unnamed ``RangeIndex`` and refuses any other unnamed index (``preserve_index`` decides
+explicitly).
+
 Batches of one collection combine (``colmz.concat``, structures) when their columns have the
-same names and types, where an all-NULL column (Arrow type ``null``, as pandas gives for an
-empty or all-``None`` object column) takes the type of the other side.
+same names and types, where an all-NULL column (Arrow type ``null``, as an all-``None`` column
+gives) takes the type of the other side, and numeric types of one family widen losslessly
+(``int32`` with ``int64`` is ``int64``, ``float32`` with ``float64`` is ``float64``; see
+:func:`widen`). Lossy mixes (``int64`` with ``uint64`` or ``double``) raise ``SchemaError``.
 """
 
 from __future__ import annotations
@@ -58,7 +71,7 @@ from colmz.order import (
     unify_layouts,
 )
 
-__all__ = ["Encoded", "SchemaError", "Updates", "unify_schemas"]
+__all__ = ["Encoded", "SchemaError", "Updates", "check_typed", "unify_schemas", "widen"]
 
 _MAX_DATA_COLUMNS = 64
 
@@ -70,9 +83,14 @@ class SchemaError(TypeError):
 def unify_schemas(a: tuple[ColumnSpec, ...], b: tuple[ColumnSpec, ...]) -> tuple[ColumnSpec, ...]:
     """The common schema of two batches, resolving all-NULL (``null``) columns.
 
+    A column of Arrow type ``null`` takes the other side's type, and numeric types of one
+    family widen (:func:`widen`); anything else raises :class:`SchemaError`.
+
     >>> s1 = (ColumnSpec("k", pa.int64()),)
     >>> s2 = (ColumnSpec("k", pa.null()),)
     >>> unify_schemas(s1, s2) == s1
+    True
+    >>> unify_schemas((ColumnSpec("k", pa.int32()),), s1) == s1
     True
     """
     if a == b:
@@ -87,9 +105,31 @@ def unify_schemas(a: tuple[ColumnSpec, ...], b: tuple[ColumnSpec, ...]) -> tuple
             out.append(x)
         elif pa.types.is_null(x.type):
             out.append(y)
+        elif (wide := widen(x.type, y.type)) is not None:
+            out.append(ColumnSpec(x.name, wide))
         else:
-            raise SchemaError(f"data column {x.name!r} has type {x.type} in one batch and {y.type} in another")
+            raise SchemaError(
+                f"data column {x.name!r} has type {x.type} in one batch and {y.type} in another "
+                "(only lossless widening within signed ints, unsigned ints or floats combines)"
+            )
     return tuple(out)
+
+
+def widen(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The wider of two numeric types of one family (signed, unsigned, float), else ``None``.
+
+    Within a family colmz's encoding of a value does not depend on the width
+    (``colmz.order``), so batches of both combine without re-encoding, and the wider type
+    holds every value of the narrower exactly. Across families (``uint64`` and ``int64``,
+    ints and floats) a value can change or equality can differ: no widening.
+
+    >>> widen(pa.int32(), pa.int64()), widen(pa.float64(), pa.float32()), widen(pa.int64(), pa.uint8())
+    (DataType(int64), DataType(double), None)
+    """
+    for family in (pa.types.is_signed_integer, pa.types.is_unsigned_integer, pa.types.is_floating):
+        if family(a) and family(b):
+            return a if a.bit_width >= b.bit_width else b
+    return None
 
 
 @dataclass(frozen=True)
@@ -247,28 +287,75 @@ def _diff_array(col, name: str) -> np.ndarray:
     raise TypeError(f"diff column {name!r} has non-integer dtype {arr.dtype}")
 
 
-def _data_array(col, name: str, copy: bool = True) -> pa.Array:
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
+
+
+def _data_array(col, name: str, copy: bool = True, type: pa.DataType | None = None) -> pa.Array:
+    arrow = isinstance(col, pa.Array | pa.ChunkedArray)
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else (col.chunk(0) if col.num_chunks else pa.array([], col.type))
-    if not isinstance(col, pa.Array):
+    if isinstance(col, list | tuple | range):
+        col = _array_from_sequence(list(col), name, type)
+    elif not arrow:
         arr = np.asarray(col)
         if arr.dtype.kind in "biuf" and arr.ndim == 1:
             # The Arrow array wraps the numpy memory: own it (bools are packed anew anyway).
             if arr.dtype.kind != "b":
                 arr = _owned(np.ascontiguousarray(arr), col, copy)
-            return array_from_numpy(arr)
-        if arr.dtype.kind == "U":
+            col = array_from_numpy(arr)
+        elif arr.dtype.kind == "U":
             col = pa.array(arr.tolist(), pa.string())
         elif arr.dtype.kind == "S":
             col = pa.array(arr.tolist(), pa.binary())
         else:
             try:
                 col = pa.array(arr)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            except _ARROW_ERRORS as e:
                 raise TypeError(f"data column {name!r} cannot be converted to Arrow: {e}") from None
+            check_typed(col, name, type)
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
+    if type is not None and col.type != type:
+        kind_of(type, name)
+        try:
+            col = col.cast(type)  # a safe cast: values that do not fit raise
+        except _ARROW_ERRORS as e:
+            raise TypeError(
+                f"data column {name!r} of type {col.type} does not convert to the schema's type "
+                f"{type}: {e}"
+            ) from None
     kind_of(col.type, name)
+    return col
+
+
+def check_typed(col: pa.Array, name: str, type: pa.DataType | None) -> None:
+    """Refuse an empty column whose values gave no type, unless the caller gives ``type``.
+
+    Python sequences and object arrays carry their type in their values; with no values there
+    is nothing to go by, and a guess (numpy says ``double``, Arrow ``null``) would make the
+    batch disagree with the ones that have values.
+    """
+    if type is None and len(col) == 0 and pa.types.is_null(col.type):
+        raise TypeError(
+            f"data column {name!r} is empty and its values give no type: pass "
+            f"schema={{{name!r}: <Arrow type>}} or a typed (Arrow or numpy) array"
+        )
+
+
+def _array_from_sequence(values: list, name: str, type: pa.DataType | None) -> pa.Array:
+    # Arrow's inference is strict -- ["1", 1] and [True, 2] raise, as in from_pandas -- where
+    # numpy would silently turn 1 into "1" or True into 1.
+    try:
+        col = pa.array(values, type)
+    except OverflowError:
+        # Integers beyond int64: exact as uint64 when none is negative (numpy does the same).
+        try:
+            col = pa.array(values, pa.uint64() if type is None else type)
+        except (OverflowError, *_ARROW_ERRORS):
+            raise TypeError(f"data column {name!r} has integers that fit neither int64 nor uint64") from None
+    except _ARROW_ERRORS as e:
+        raise TypeError(f"data column {name!r} cannot be converted to Arrow: {e}") from None
+    check_typed(col, name, type)
     return col
 
 
@@ -280,11 +367,19 @@ class Updates:
     data : mapping of column name to array-like (Arrow or numpy), in column order
     time : array-like of non-negative integer times (stored as ``uint64``)
     diff : array-like of integer multiplicity changes (stored as ``int64``)
+    schema : mapping of column name to Arrow type (or ``ColumnSpec`` sequence), optional
+        Types for some or all data columns: each named column is converted to its type (a
+        cast that would change a value raises ``TypeError``). Needed for an empty column given
+        as a Python list, whose values give no type.
     copy : bool, default True
         Copy numpy (and other mutable, non-Arrow) inputs so that later changes to them do not
         reach the batch. ``False`` keeps read-only views instead -- zero-copy, on the caller's
         promise not to mutate the arrays while the batch or any structure holding it is in
         use. Arrow inputs are immutable and are never copied.
+
+    Python lists are converted by Arrow's type inference, which refuses mixed types
+    (``["1", 1]`` raises ``TypeError``, as the same column through :meth:`from_pandas` does)
+    instead of converting values the way numpy would.
 
     Examples
     --------
@@ -313,7 +408,14 @@ class Updates:
     __slots__ = ("_columns", "_schema", "_time", "_diff", "_enc")
 
     def __init__(
-        self, data: Mapping[str, object], time, diff, *, copy: bool = True, _trusted: bool = False
+        self,
+        data: Mapping[str, object],
+        time,
+        diff,
+        *,
+        schema: Mapping[str, pa.DataType] | Sequence[ColumnSpec] | None = None,
+        copy: bool = True,
+        _trusted: bool = False,
     ):
         self._enc = None
         if _trusted:
@@ -330,7 +432,8 @@ class Updates:
                 raise ValueError(f"data column named {reserved!r} clashes with the {reserved} column")
         if not isinstance(copy, bool):
             raise TypeError(f"copy must be a bool, got {copy!r}")
-        cols = tuple(_data_array(data[n], n, copy) for n in names)
+        types = _schema_types(schema, names)
+        cols = tuple(_data_array(data[n], n, copy, types.get(n)) for n in names)
         t = _owned(_time_array(time, "time"), time, copy)
         d = _owned(_diff_array(diff, "diff"), diff, copy)
         n = len(t)
@@ -362,20 +465,45 @@ class Updates:
         return cls(data, table.column(time), table.column(diff))
 
     @classmethod
-    def from_pandas(cls, df, *, time: str = "time", diff: str = "diff", copy: bool = True) -> Updates:
+    def from_pandas(
+        cls,
+        df,
+        *,
+        time: str = "time",
+        diff: str = "diff",
+        preserve_index: bool | None = None,
+        schema: Mapping[str, pa.DataType] | Sequence[ColumnSpec] | None = None,
+        copy: bool = True,
+    ) -> Updates:
         """From a pandas DataFrame; all columns but ``time`` and ``diff`` are data.
 
-        pandas columns are views of the frame's memory, so they are copied unless
-        ``copy=False`` (see the class's ``copy``).
+        The index is data when it says so, as with ``pyarrow.Table.from_pandas``: with
+        ``preserve_index=None`` (the default) a named index -- what ``groupby`` leaves, the
+        key -- becomes leading data columns (one per level, as ``df.reset_index()`` would
+        put them), an unnamed ``RangeIndex`` (row numbers) is dropped, and any other unnamed
+        index raises ``ValueError`` rather than be guessed at. ``True`` keeps every level
+        (unnamed ones as ``__index_level_<i>__``), ``False`` drops the index. ``time`` and
+        ``diff`` may be index levels that are kept.
+
+        ``schema`` gives types as for the constructor; an empty ``object`` column (no values,
+        so no type) needs one. pandas columns are views of the frame's memory, so they are
+        copied unless ``copy=False`` (see the class's ``copy``).
 
         >>> import pandas as pd
         >>> df = pd.DataFrame({"k": [1.5, float("nan")], "time": [0, 1], "diff": [1, 1]})
         >>> Updates.from_pandas(df).to_pylist()
         [(1.5, 0, 1), (nan, 1, 1)]
+        >>> events = pd.DataFrame({"k": ["a", "b", "a"], "time": [0, 0, 0], "diff": [1, 1, 1]})
+        >>> Updates.from_pandas(events.groupby(["k", "time"]).sum()).to_pylist()
+        [('a', 0, 2), ('b', 0, 1)]
         """
+        if preserve_index is not None and not isinstance(preserve_index, bool):
+            raise TypeError(f"preserve_index must be None or a bool, got {preserve_index!r}")
+        df = _index_as_columns(df, preserve_index)
         for role, col in (("time", time), ("diff", diff)):
             if col not in df.columns:
                 raise KeyError(f"{role} column {col!r} is missing; columns are {list(df.columns)}")
+        types = _schema_types(schema, [str(n) for n in df.columns if n not in (time, diff)])
         data = {}
         for name in df.columns:
             if name in (time, diff):
@@ -387,10 +515,12 @@ class Updates:
                 s = s.copy(deep=True)
             try:
                 # from_pandas maps None/NaN in object columns to NULL, keeps float NaN as NaN.
-                data[str(name)] = pa.array(s, from_pandas=bool(s.dtype == object))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                col = pa.array(s, from_pandas=bool(s.dtype == object))
+            except _ARROW_ERRORS as e:
                 raise TypeError(f"data column {name!r} cannot be converted to Arrow: {e}") from None
-        return cls(data, df[time].to_numpy(), df[diff].to_numpy(), copy=copy)
+            check_typed(col, str(name), types.get(str(name)))
+            data[str(name)] = col
+        return cls(data, df[time].to_numpy(), df[diff].to_numpy(), schema=schema, copy=copy)
 
     @classmethod
     def empty(cls, schema: Sequence[ColumnSpec] | Mapping[str, pa.DataType] = ()) -> Updates:
@@ -548,6 +678,49 @@ def _same_values(a: pa.Array, b: pa.Array) -> bool:
     kb, lb = encode_columns([b])
     target = unify_layouts(la, lb)
     return np.array_equal(pad_keys(ka, la, target), pad_keys(kb, lb, target))
+
+
+def _index_as_columns(df, preserve_index: bool | None):
+    """``df`` with the index levels that are data moved into leading columns."""
+    import pandas as pd
+
+    index = df.index
+    names = list(index.names)
+    if preserve_index is False:
+        return df
+    if preserve_index is None:
+        if isinstance(index, pd.RangeIndex) and index.name is None:
+            return df  # row numbers, not data
+        if any(n is None for n in names):
+            raise ValueError(
+                f"the DataFrame's index ({type(index).__name__}, levels {names}) is not a plain "
+                "RangeIndex and has unnamed levels: colmz does not guess whether it is data. "
+                "Pass preserve_index=False to drop it, preserve_index=True to keep it as data "
+                "columns, or name it (df.rename_axis(...))"
+            )
+    labels = [f"__index_level_{i}__" if n is None else n for i, n in enumerate(names)]
+    clash = [n for n in labels if n in df.columns]
+    if clash:
+        raise ValueError(f"index level(s) {clash} have the same name as a column of the DataFrame")
+    return df.rename_axis(labels).reset_index()
+
+
+def _schema_types(schema, names: Sequence[str]) -> dict[str, pa.DataType]:
+    """The caller's ``schema`` as ``{column: type}``, checked against the data columns."""
+    if schema is None:
+        return {}
+    specs = _specs(schema)
+    types = {}
+    for spec in specs:
+        if not isinstance(spec, ColumnSpec):
+            raise TypeError(f"schema must map column names to Arrow types, got {spec!r}")
+        if not isinstance(spec.type, pa.DataType):
+            raise TypeError(f"schema gives column {spec.name!r} the type {spec.type!r}, not an Arrow type")
+        if spec.name not in names:
+            raise ValueError(f"schema names column {spec.name!r}, which is not a data column; data columns are {list(names)}")
+        kind_of(spec.type, spec.name)
+        types[spec.name] = spec.type
+    return types
 
 
 def _specs(schema) -> tuple[ColumnSpec, ...]:

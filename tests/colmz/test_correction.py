@@ -799,3 +799,20 @@ def test_drain_stepwise_work_does_not_grow_with_the_uppers():
     merges = c.work.merges
     out = c.drain_stepwise(range(1, n // 16 + 1))
     assert len(out) == n and c.work.merges - merges <= 2
+
+
+def test_int32_after_int64_widens_instead_of_raising():
+    c = Correction(stage_size=2)
+    c.insert(colmz.Updates({"k": pa.array([1, 2], pa.int64())}, time=[0, 1], diff=[1, 1]))
+    c.insert(colmz.Updates({"k": pa.array([1, 3], pa.int32())}, time=[0, 1], diff=[1, 1]))
+    c.insert(colmz.Updates({"k": pa.array([2], pa.int16())}, time=[1], diff=[-1]))
+    assert c.schema == (colmz.ColumnSpec("k", pa.int64()),)
+    out = colmz.concat(c.updates_before(2))
+    assert out.schema == c.schema
+    assert out.to_pylist() == [(1, 0, 2), (3, 1, 1)]
+    f = Correction()
+    f.insert(colmz.Updates({"x": pa.array([0.5], pa.float32())}, time=[0], diff=[1]))
+    f.insert(colmz.Updates({"x": pa.array([0.5], pa.float64())}, time=[0], diff=[1]))
+    assert read_rows(f, 1) == [(0.5, 0, 2)] and f.schema[0].type == pa.float64()
+    with pytest.raises(colmz.SchemaError, match="only lossless widening"):
+        f.insert(colmz.Updates({"x": pa.array([1], pa.int64())}, time=[0], diff=[1]))

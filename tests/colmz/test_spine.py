@@ -1002,3 +1002,11 @@ def test_deep_check_accepts_advanced_times_under_the_empty_frontier():
     s.exert(100)
     assert any(b.since is None and b.upper == 3 for b in s._all_batches())
     assert s.check_invariants(deep=True) == []
+
+
+def test_narrower_ints_widen_into_the_spine_schema():
+    s = Spine()
+    s.insert(colmz.Updates({"k": pa.array([1, 2], pa.int32())}, time=[0, 0], diff=[1, 1]), 0, 1)
+    s.insert(colmz.Updates({"k": pa.array([2**40], pa.int64())}, time=[1], diff=[1]), 1, 2)
+    assert s.schema == (colmz.ColumnSpec("k", pa.int64()),)
+    assert s.snapshot(1).to_pylist() == [(1, 1, 1), (2, 1, 1), (2**40, 1, 1)]

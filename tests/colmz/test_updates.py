@@ -35,7 +35,9 @@ def test_arrow_roundtrip(u):
 def test_pandas_roundtrip_keeps_values(u):
     df = u.to_pandas()
     assert list(df.columns) == [*u.column_names, "time", "diff"]
-    v = Updates.from_pandas(df)
+    # An empty object column carries no type: the caller gives it (it raises otherwise).
+    untyped = {s.name: s.type for s in u.schema if not len(u) and df[s.name].dtype == object}
+    v = Updates.from_pandas(df, schema=untyped)
     assert v.column_names == u.column_names
     assert v.time.tolist() == u.time.tolist() and v.diff.tolist() == u.diff.tolist()
     # pandas has no NULL for every type: an int column with NULLs becomes float64 (NaN),
@@ -375,5 +377,117 @@ def test_encode_decode_roundtrip(u):
 @given(st.lists(st.integers(0, 2**64 - 1), max_size=10))
 @settings(max_examples=us.examples(30))
 def test_python_int_times(times):
-    u = Updates({"k": [0] * len(times)}, time=times, diff=[1] * len(times))
+    u = Updates({"k": np.zeros(len(times), np.int64)}, time=times, diff=[1] * len(times))
     assert u.time.tolist() == times
+
+
+# ----------------------------------------------------------------------------- input never guesses
+
+
+def test_groupby_index_becomes_the_key_column():
+    # The reported case: the key lives in the index after groupby; dropping it merged keys.
+    events = pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3], "time": [0, 0, 0], "diff": [1, 1, 1]})
+    summed = events.groupby("k").sum()
+    u = Updates.from_pandas(summed)
+    assert u.column_names == ["k", "v"]
+    assert colmz.consolidate(u).to_pylist() == [("a", 4, 0, 2), ("b", 2, 0, 1)]
+    # Named MultiIndex levels lead, in order; time may be one of them.
+    multi = events.groupby(["k", "time"]).agg({"v": "sum", "diff": "sum"})
+    assert Updates.from_pandas(multi).to_pylist() == [("a", 4, 0, 2), ("b", 2, 0, 1)]
+
+
+def test_unnamed_index_is_dropped_only_when_it_is_row_numbers():
+    df = pd.DataFrame({"k": [1, 2, 3], "time": [0, 0, 0], "diff": [1, 1, 1]})
+    assert Updates.from_pandas(df).column_names == ["k"]  # default RangeIndex: row numbers
+    assert Updates.from_pandas(df.iloc[1:]).column_names == ["k"]  # still a RangeIndex
+    filtered = df[df.k != 2]  # an unnamed Index([0, 2]): colmz does not guess
+    with pytest.raises(ValueError, match=r"unnamed levels: colmz does not guess.*preserve_index=False"):
+        Updates.from_pandas(filtered)
+    assert Updates.from_pandas(filtered, preserve_index=False).to_pylist() == [(1, 0, 1), (3, 0, 1)]
+    kept = Updates.from_pandas(filtered, preserve_index=True)
+    assert kept.column_names == ["__index_level_0__", "k"]
+    assert kept.to_pylist() == [(0, 1, 0, 1), (2, 3, 0, 1)]
+    named = Updates.from_pandas(df.set_index("k"), preserve_index=False)
+    assert named.column_names == []
+    with pytest.raises(ValueError, match=r"index level\(s\) \['k'\] have the same name as a column"):
+        Updates.from_pandas(df.set_index(pd.Index([5, 6, 7], name="k")))
+    with pytest.raises(TypeError, match="preserve_index must be None or a bool"):
+        Updates.from_pandas(df, preserve_index="yes")
+
+
+def test_mixed_types_in_a_list_raise_like_pandas():
+    # The reported case: ["1", 1] used to become two equal strings and merge.
+    with pytest.raises(TypeError, match="data column 'k' cannot be converted to Arrow") as from_list:
+        Updates({"k": ["1", 1]}, time=[0, 0], diff=[1, 1])
+    with pytest.raises(TypeError, match="data column 'k' cannot be converted to Arrow") as from_frame:
+        Updates.from_pandas(pd.DataFrame({"k": ["1", 1], "time": [0, 0], "diff": [1, 1]}))
+    assert str(from_list.value) == str(from_frame.value)
+    with pytest.raises(TypeError, match="data column 'b' cannot be converted"):
+        Updates({"b": [True, 2]}, time=[0, 0], diff=[1, 1])  # numpy made this [1, 2]
+    # What pandas accepts stays accepted and typed alike.
+    for values in ([1, 2.5], [1, None], [2**64 - 1, 1], ["a", None], [1.5, float("nan")]):
+        a = Updates({"k": values}, time=[0, 0], diff=[1, 1])
+        b = Updates.from_pandas(pd.DataFrame({"k": values, "time": [0, 0], "diff": [1, 1]}))
+        assert a.schema[0].type == b.schema[0].type or values == [1, None], values
+    with pytest.raises(TypeError, match="fit neither int64 nor uint64"):
+        Updates({"k": [-1, 2**64 - 1]}, time=[0, 0], diff=[1, 1])
+
+
+def test_empty_untyped_columns_raise_or_take_the_callers_schema():
+    with pytest.raises(TypeError, match=r"data column 'k' is empty and its values give no type: pass schema="):
+        Updates({"k": []}, time=[], diff=[])
+    u = Updates({"k": [], "s": []}, time=[], diff=[], schema={"k": pa.int32(), "s": pa.string()})
+    assert u.schema == (ColumnSpec("k", pa.int32()), ColumnSpec("s", pa.string()))
+    empty = pd.DataFrame({"s": pd.Series([], dtype=object), "n": pd.Series([], dtype="int64"),
+                          "time": pd.Series([], dtype="int64"), "diff": pd.Series([], dtype="int64")})
+    with pytest.raises(TypeError, match="data column 's' is empty"):
+        Updates.from_pandas(empty)
+    v = Updates.from_pandas(empty, schema={"s": pa.string()})
+    assert v.schema == (ColumnSpec("s", pa.string()), ColumnSpec("n", pa.int64()))
+    # Typed empties (numpy, Arrow) and all-NULL columns with rows need no schema.
+    assert Updates({"k": np.array([], np.int16)}, time=[], diff=[]).schema[0].type == pa.int16()
+    assert Updates({"k": [None, None]}, time=[0, 0], diff=[1, 1]).schema[0].type == pa.null()
+
+
+def test_schema_keyword_converts_and_checks():
+    u = Updates({"k": [1, 2], "f": np.array([0.5, 1.5])}, time=[0, 0], diff=[1, 1],
+                schema=[ColumnSpec("k", pa.int16()), ColumnSpec("f", pa.float32())])
+    assert [s.type for s in u.schema] == [pa.int16(), pa.float32()]
+    assert u.to_pylist() == [(1, 0.5, 0, 1), (2, 1.5, 0, 1)]
+    with pytest.raises(TypeError, match="data column 'k' of type int64 does not convert to the schema's type int8"):
+        Updates({"k": np.array([1000])}, time=[0], diff=[1], schema={"k": pa.int8()})
+    with pytest.raises(TypeError, match="data column 'k' cannot be converted to Arrow: Value 1000 too large"):
+        Updates({"k": [1000]}, time=[0], diff=[1], schema={"k": pa.int8()})
+    with pytest.raises(ValueError, match="schema names column 'z', which is not a data column"):
+        Updates({"k": [1]}, time=[0], diff=[1], schema={"z": pa.int8()})
+    with pytest.raises(TypeError, match="not an Arrow type"):
+        Updates({"k": [1]}, time=[0], diff=[1], schema={"k": int})
+    with pytest.raises(TypeError, match="unsupported type"):
+        Updates({"k": [1]}, time=[0], diff=[1], schema={"k": pa.list_(pa.int64())})
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "wide"),
+    [(pa.int32(), pa.int64(), pa.int64()), (pa.int8(), pa.int16(), pa.int16()),
+     (pa.uint8(), pa.uint64(), pa.uint64()), (pa.float32(), pa.float64(), pa.float64()),
+     (pa.float16(), pa.float32(), pa.float32())],
+)
+def test_lossless_widening_unifies(a, b, wide):
+    sa = (ColumnSpec("k", a),)
+    sb = (ColumnSpec("k", b),)
+    assert unify_schemas(sa, sb) == unify_schemas(sb, sa) == (ColumnSpec("k", wide),)
+    x = Updates({"k": pa.array([1, 2], a)}, time=[0, 0], diff=[1, 1])
+    y = Updates({"k": pa.array([2, 3], b)}, time=[1, 1], diff=[1, 1])
+    both = colmz.concat([x, y])
+    assert both.schema == (ColumnSpec("k", wide),)
+    assert colmz.consolidate(both, since=1).to_pylist() == [(1, 1, 1), (2, 1, 2), (3, 1, 1)]
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [(pa.int64(), pa.uint64()), (pa.uint32(), pa.int64()), (pa.int32(), pa.float64()),
+     (pa.int64(), pa.float64()), (pa.timestamp("ms"), pa.timestamp("us")), (pa.int64(), pa.string())],
+)
+def test_lossy_mixing_still_raises(a, b):
+    with pytest.raises(SchemaError, match="only lossless widening"):
+        unify_schemas((ColumnSpec("k", a),), (ColumnSpec("k", b),))
