@@ -18,6 +18,10 @@ not both inputs) and then, for each tick ``t`` in order:
 2. they are fed back with ``insert_negated`` (they are now persisted);
 3. ``advance_since(t + 1)``.
 
+All ticks of a bucket are one call, ``Correction.drain_stepwise(uppers)``: the same loop as
+one consolidation, returning every tick's corrections in one ``Updates`` sorted by time (the
+corrections of tick ``i`` are its times in ``[upper_{i-1}, upper_i)``).
+
 After tick ``t`` the persisted collection plus everything yielded so far accumulates to the
 desired collection at every time ``<= t``. Updates at times after the last tick stay in the
 buffer and are not written: with a temporal filter those are the scheduled far-future
@@ -27,7 +31,7 @@ Output is deterministic: a bucket's corrections depend only on the multiset of i
 rows (the buffer consolidates and sorts), so a retried Spark task yields exactly the same
 rows, and Spark's file commit protocol keeps one attempt per task (see ``colmz.spark.store``).
 
-Statistics (buffer sizes per tick, corrections per tick) travel back to the driver through a
+Statistics (largest buffer sizes, corrections per tick) travel back to the driver through a
 Spark accumulator keyed by partition id, so a retried task overwrites, never adds to, its
 entry (:class:`SinkStats`).
 """
@@ -40,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import colmz
-from colmz.spark.batches import OUT_BATCH_ROWS, as_updates, to_batches
+from colmz.spark.batches import as_updates, to_batches
 from colmz.spark.frames import bucket_columns, normalised
 from colmz.spark.schemas import SPARK_MAX_TIME, check_bound, check_update_columns, updates_schema
 
@@ -112,7 +116,7 @@ class SinkStats:
 
     @property
     def partitions(self) -> dict:
-        """partition id -> ``{"buffer": array per tick, "written": array per tick, "inserted": n}``."""
+        """partition id -> ``{"buffer": largest buffer, "written": array per tick, "inserted": n}``."""
         return dict(self._acc.value)
 
     def _sum(self, key: str) -> np.ndarray:
@@ -122,20 +126,17 @@ class SinkStats:
         return np.sum(np.stack(parts), axis=0)
 
     @property
-    def buffer_per_tick(self) -> np.ndarray:
-        """Updates held in all buckets' correction buffers right after each tick's read."""
-        return self._sum("buffer")
-
-    @property
     def written_per_tick(self) -> np.ndarray:
         """Corrections yielded at each tick."""
         return self._sum("written")
 
     @property
     def largest_buffer(self) -> int:
-        """The largest total correction buffer over the ticks."""
-        b = self.buffer_per_tick
-        return int(b.max()) if len(b) else 0
+        """The buckets' largest correction buffers, summed: each bucket's is the larger of its
+        size after taking its inputs in and after draining all ticks (an upper bound of the
+        total held at any one time; the ticks are drained in one call, so there is no
+        per-tick figure)."""
+        return int(sum(p["buffer"] for p in self.partitions.values()))
 
     @property
     def written(self) -> int:
@@ -173,35 +174,24 @@ def _sink_partition(
             c.insert(as_updates(b.filter(pc.invert(mask)), data, time, diff))
             c.insert_negated(as_updates(b.filter(mask), data, time, diff))
     n = len(ticks)
-    buffer = np.zeros(n, np.int64)
     written = np.zeros(n, np.int64)
+    buffered = len(c)
     if types is not None:
-        # Ticks emit a few updates each; hand them to Spark in large batches (per-batch cost
-        # of the Arrow exchange dominates otherwise).
-        out: list[colmz.Updates] = []
-        out_rows = 0
-        for i, t in enumerate(ticks):
-            upper = t + 1
-            parts = [u for u in c.updates_before(upper) if len(u)]
-            buffer[i] = len(c)
-            for u in parts:
-                written[i] += len(u)
-                out.append(u)
-                out_rows += len(u)
-            # What is emitted is now persisted: its retraction cancels it in the buffer.
-            for u in parts:
-                c.insert_negated(u)
-            # A tick at or before an initial since reads nothing and must not move it back.
-            c.advance_since(max(upper, c.since))
-            if out_rows >= OUT_BATCH_ROWS:
-                yield from to_batches(colmz.concat(out), data, time, diff, types)
-                out, out_rows = [], 0
-        if out:
-            yield from to_batches(colmz.concat(out), data, time, diff, types)
+        # All ticks in one call: the read / feed back / advance loop of the module notes as
+        # one consolidation (Correction.drain_stepwise). A tick at or before an initial since
+        # reads nothing and must not move it back, hence the max.
+        uppers = [max(t + 1, c.since) for t in ticks]
+        out = c.drain_stepwise(uppers)
+        buffered = max(buffered, len(c))
+        if len(out):
+            # corrections of tick i: times in [uppers[i-1], uppers[i])
+            cuts = np.searchsorted(np.asarray(out.time), np.asarray(uppers, dtype=np.uint64))
+            written[:] = np.diff(np.concatenate([[0], cuts]))
+            yield from to_batches(out, data, time, diff, types)
     if acc is not None:
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
-        acc.add({pid: {"buffer": buffer, "written": written, "inserted": inserted}})
+        acc.add({pid: {"buffer": buffered, "written": written, "inserted": inserted}})
 
 
 def sink(
