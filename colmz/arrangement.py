@@ -120,9 +120,9 @@ from colmz.arrangement_parts import (
     PartWriter,
     chunks_filtered,
     iter_merge,
+    iter_part,
     key_created_ms,
     make_key,
-    read_part,
     stream_merge,
 )
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
@@ -875,7 +875,7 @@ class Arrangement:
 
     def _batch_parts(self, keys, schema) -> Iterator[Updates]:
         for k in keys:
-            yield read_part(self._store, k, schema)
+            yield from iter_part(self._store, k, schema)
 
     def _run_chunks(self, keys, schema, lower: int, upper: Frontier) -> Iterator[Encoded]:
         return chunks_filtered(self._batch_parts(keys, schema), lower, upper)

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from colmz.arrangement_errors import CorruptPart, MissingPart
 from colmz.kernels.merge import merge_runs
 from colmz.order import ColumnSpec, unify_layouts
-from colmz.storage.base import Blob
+from colmz.storage.base import Blob, open_input
 from colmz.updates import Encoded, Updates, concat_encoded
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "PART_METADATA_KEY",
     "PartWriter",
     "key_created_ms",
+    "iter_part",
     "make_key",
     "read_part",
     "iter_merge",
@@ -57,6 +58,8 @@ __all__ = [
 DEFAULT_PART_ROWS = 1 << 20
 #: Default bound on the Arrow bytes of one part (the data columns, time and diff).
 DEFAULT_PART_BYTES = 64 << 20
+#: Rows per Parquet row group of a part: merges read parts one row group at a time.
+ROW_GROUP_ROWS = 1 << 16
 #: The Parquet key-value metadata entry describing a part.
 PART_METADATA_KEY = b"colmz.arrangement"
 
@@ -98,6 +101,33 @@ def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
         table = pq.read_table(pa.BufferReader(data))
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
+    return _checked(table, key, schema)
+
+
+def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Iterator[Updates]:
+    """The updates of the part under ``key``, one Parquet row group at a time (what merges
+    read, so that a merge of many parts holds about a row group of each); checked as
+    :func:`read_part` checks them. Local and S3 blobs are read by ranges, never whole."""
+    f = open_input(store, key)
+    if f is None:
+        raise MissingPart(f"part {key!r} is missing from the blob store")
+    with f:
+        try:
+            pf = pq.ParquetFile(f)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
+        if pf.metadata.num_row_groups == 0:
+            yield _checked(pf.schema_arrow.empty_table(), key, schema)
+            return
+        for i in range(pf.metadata.num_row_groups):
+            try:
+                table = pf.read_row_group(i)
+            except (pa.ArrowException, OSError, ValueError) as e:
+                raise CorruptPart(f"part {key!r} row group {i} is not readable: {e}") from None
+            yield _checked(table, key, schema)
+
+
+def _checked(table: pa.Table, key: str, schema: Sequence[ColumnSpec]) -> Updates:
     names = [s.name for s in schema]
     if table.column_names != [*names, "time", "diff"]:
         raise CorruptPart(
@@ -229,8 +259,9 @@ class PartWriter:
         # Dictionary pages pay off for strings and for time (few distinct values, constant
         # after compaction); for high-cardinality numbers they cost 2-3x the write time.
         dict_cols = [s.name for s in self.schema if s.kind == "bytes"] + ["time"]
-        pq.write_table(table, sink, compression=self.compression, row_group_size=max(len(u), 1),
-                       use_dictionary=dict_cols)
+        # Row groups bound what a merge reading this part holds at once (iter_part).
+        pq.write_table(table, sink, compression=self.compression,
+                       row_group_size=max(min(len(u), ROW_GROUP_ROWS), 1), use_dictionary=dict_cols)
         buf = sink.getvalue()
         key = self.new_key()
         self.store.set(key, buf)

@@ -52,6 +52,7 @@ __all__ = [
     "VersionedData",
     "check_cas_args",
     "check_key",
+    "open_input",
 ]
 
 
@@ -73,6 +74,25 @@ class VersionedData:
 
     seqno: int
     data: bytes
+
+
+def open_input(blob: Blob, key: str):
+    """A random-access ``pyarrow`` file for reading ``key``, or None when it is missing.
+
+    Backends that can read ranges (a local file, S3) say so with an ``open_input`` method;
+    for the others the whole value is read and wrapped.
+
+    >>> b = MemBlob(); b.set("k", b"abc")
+    >>> open_input(b, "k").read(), open_input(b, "nope")
+    (b'abc', None)
+    """
+    opener = getattr(blob, "open_input", None)
+    if opener is not None:
+        return opener(key)
+    import pyarrow as pa
+
+    data = blob.get(key)
+    return None if data is None else pa.BufferReader(data)
 
 
 def check_key(key: str) -> str:

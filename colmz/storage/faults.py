@@ -41,7 +41,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from colmz.storage.base import Blob, Consensus, Determinate, Indeterminate, VersionedData
+from colmz.storage.base import (
+    Blob,
+    Consensus,
+    Determinate,
+    Indeterminate,
+    VersionedData,
+    open_input,
+)
 
 __all__ = ["FaultPlan", "FaultyBlob", "FaultyConsensus", "InjectedDeterminate", "InjectedIndeterminate"]
 
@@ -140,6 +147,9 @@ class FaultyBlob:
 
     def get(self, key: str) -> bytes | None:
         return self.plan.call("blob.get", key, self.inner.get, key)
+
+    def open_input(self, key: str):
+        return self.plan.call("blob.open_input", key, open_input, self.inner, key)
 
     def set(self, key: str, value: bytes | memoryview) -> None:
         return self.plan.call("blob.set", key, self.inner.set, key, value)

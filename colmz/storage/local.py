@@ -88,6 +88,22 @@ class LocalBlob:
         """The absolute path of ``key``'s file (what outside readers open)."""
         return str(self.path_of(key))
 
+    def open_input(self, key: str):
+        """A random-access file for reading ``key`` (a ``pyarrow.NativeFile``), or None.
+
+        Parquet readers use it to read a part's footer and one row group at a time, so a
+        merge of many parts holds a row group of each, not whole parts.
+        """
+        import pyarrow as pa
+
+        path = self.path_of(key)
+        try:
+            return pa.OSFile(str(path), "r")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as e:
+            raise Determinate(f"blob open {key!r} ({path}): {e}") from e
+
     def get(self, key: str) -> bytes | None:
         path = self.path_of(key)
         try:

@@ -155,6 +155,16 @@ class S3Blob:
         """``s3://bucket/prefix/key`` (readers need the store's endpoint and credentials too)."""
         return "s3://" + self.path_of(key)
 
+    def open_input(self, key: str):
+        """A random-access file for reading ``key`` (ranged GETs), or None when missing."""
+        path = self.path_of(key)
+        try:
+            return self.filesystem.open_input_file(path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise Determinate(f"blob open {key!r} (s3://{path}): {e}") from e
+
     def get(self, key: str) -> bytes | None:
         path = self.path_of(key)
         try:

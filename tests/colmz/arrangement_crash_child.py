@@ -46,7 +46,7 @@ def arm(mode: str, n: int) -> None:
 
         setattr(cls, name, counted)
 
-    for name in ("get", "set", "delete", "list_keys"):
+    for name in ("get", "open_input", "set", "delete", "list_keys"):
         wrap(LocalBlob, name)
     for name in ("head", "compare_and_set", "scan", "truncate"):
         wrap(SqliteConsensus, name)
