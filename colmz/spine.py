@@ -1,4 +1,4 @@
-"""``Spine``: the fueled merge spine (seed 002, differential dataflow's ``spine_fueled``).
+"""``Spine``: the fueled merge spine (differential dataflow's ``src/trace/implementations/spine_fueled.rs``).
 
 A spine is an append-only trace of immutable batches. Each batch covers a half-open interval
 of times ``[lower, upper)``; consecutive batches are contiguous, so the batches together
