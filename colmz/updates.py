@@ -53,7 +53,6 @@ gives) takes the type of the other side, and numeric types of one family widen l
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -656,15 +655,9 @@ class Updates:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        n = len(self)
-        names = [*self.column_names, "time", "diff"]
-        head = "".join(f"<th>{html.escape(x)}</th>" for x in names)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(repr(v))}</td>" for v in r) + "</tr>"
-            for r in self.slice(0, 10).to_pylist()
-        )
-        more = f"<p>... {n - 10} more</p>" if n > 10 else ""
-        return f"<p><b>Updates</b>: {n} updates</p><table><tr>{head}</tr>{body}</table>{more}"
+        from colmz.display import updates_html
+
+        return updates_html(self)
 
 
 def _same_values(a: pa.Array, b: pa.Array) -> bool:
