@@ -609,12 +609,7 @@ class Arrangement:
             raise TimeBeforeTraceUpper(f"batch holds time {lo} before the trace upper {tu}")
         schema = self._schema if self._schema is not None else updates.schema
         writer = self._writer(schema, {"kind": "unsealed", "seqnos": [start, end]})
-        try:
-            writer.add_updates(normal)
-            writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
+        writer.write(normal)
         meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes)
         self._schema = schema
         self._unsealed.append(meta)

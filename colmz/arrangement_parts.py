@@ -218,6 +218,16 @@ class PartWriter:
         for start in range(0, n, step):
             self._write_updates(u.slice(start, min(n, start + step)))
 
+    def write(self, u: Updates) -> list[str]:
+        """Write a sorted, consolidated batch as parts and finish; on any failure delete what
+        was written and re-raise. Returns the keys."""
+        try:
+            self.add_updates(u)
+            return self.finish()
+        except BaseException:
+            self.abort()
+            raise
+
     def finish(self) -> list[str]:
         while self._pending_rows:
             self._flush(final=True)

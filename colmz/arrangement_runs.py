@@ -129,12 +129,7 @@ def write_run(
         store, schema, lambda: make_key(prefix, int(clock() * 1000), tag + uuid.uuid4().hex),
         {"kind": "run"}, part_rows=part_rows, part_bytes=part_bytes, compression=compression,
     )
-    try:
-        writer.add_updates(normal)
-        writer.finish()
-    except BaseException:
-        writer.abort()
-        raise
+    writer.write(normal)
     return WrittenRun(tuple(writer.keys), writer.rows, int(t.min()), int(t.max()), writer.size_bytes)
 
 

@@ -649,12 +649,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "sink",
         help="keep a store of updates equal to a temporal-filter view of events",
-        description="Keep a Parquet store of updates (data..., time, diff) equal to the view "
-        "'rows (keys..., value) of the events with valid_from <= t < valid_to' at every tick t, "
-        "appending only corrections. Without --input, runs on a generated example log. "
-        "A re-run over the same events appends nothing; after the events changed it appends "
-        "exactly the difference. Bad events are reported before anything is written; a failed "
-        "run leaves the store as it was.",
+        description="Keep a store of updates (data..., time, diff) -- a colmz arrangement -- equal "
+        "to the view 'rows (keys..., value) of the events with valid_from <= t < valid_to' at every "
+        "tick t, appending only corrections. Without --input, runs on a generated example log. "
+        "Ticks before the store's seal are final: a re-run over them appends nothing (and needs no "
+        "Spark), a run over more ticks goes on, and a run over changed events writes the "
+        "difference at its first tick at or after the seal. Bad events are reported before "
+        "anything is written; a failed run commits nothing and deletes what it wrote.",
     )
     s.add_argument("--input", "-i", default=None, help="events table (Parquet file or directory); "
                    "default: a generated example")
