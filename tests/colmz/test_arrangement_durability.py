@@ -40,8 +40,9 @@ def contents(arr) -> colmz.Updates:
     return arr.read()
 
 
-def _journal(path: str) -> tuple[int | None, bool]:
-    last, done = None, False
+def _journal(path: str) -> tuple[int | None, bool, int | None]:
+    """The last acknowledged operation, whether the run finished, and its storage calls."""
+    last, done, calls = None, False, None
     if os.path.exists(path):
         with open(path) as f:
             lines = f.read().split("\n")
@@ -49,8 +50,8 @@ def _journal(path: str) -> tuple[int | None, bool]:
             if line.isdigit():
                 last = int(line)
             elif line.startswith("done"):
-                done = True
-    return last, done
+                done, calls = True, int(line.split()[1])
+    return last, done, calls
 
 
 def _run_child(url, seed, start, journal, mode, n, rng) -> int:
@@ -76,6 +77,7 @@ def crash_campaign(tmp_path, kills: int, seed: int) -> dict:
     rng = random.Random(seed)
     stats = {"kills": 0, "runs": 0, "reopens": 0, "landed_in_flight": 0, "trials": 0}
     trial = 0
+    most_calls = 60  # storage calls of a whole run, learnt from runs that finished
     while stats["kills"] < kills:
         trial += 1
         wseed = seed * 1000 + trial
@@ -85,10 +87,12 @@ def crash_campaign(tmp_path, kills: int, seed: int) -> dict:
         while start < N_OPS and stats["kills"] < kills:
             mode = rng.choice(["call-before", "call-after", "run"])
             journal = str(tmp_path / f"journal-{trial}-{stats['runs']}")
-            code = _run_child(url, wseed, start, journal, mode, rng.randrange(1, 400), rng)
+            code = _run_child(url, wseed, start, journal, mode, rng.randrange(1, most_calls + 1), rng)
             stats["runs"] += 1
             stats["kills"] += code == -9
-            last, done = _journal(journal)
+            last, done, calls = _journal(journal)
+            if calls is not None and start == 0:
+                most_calls = max(most_calls, calls)
             acked = start if last is None else last + 1  # operations start..last returned
             assert done or code == -9
             arr = colmz.Arrangement.open(url)
