@@ -601,10 +601,12 @@ def sink(stats: Any, ticks: Sequence[int] | None = None, ax: Axes | None = None)
     """Corrections written and correction-buffer size per tick of a Spark sink run.
 
     ``stats`` is a ``colmz.spark.SinkStats`` after its action ran (or any object with the
-    arrays ``written_per_tick`` and ``buffer_per_tick``). Bars (``gid="written"``) on the
-    left axis count the corrections written at each tick; the line (``gid="buffer"``) on a
-    twin right axis is the updates all key buckets' buffers held after that tick's read.
-    ``ticks`` puts tick times rather than tick numbers on the x axis.
+    array ``written_per_tick`` and either ``buffer_per_tick`` or ``largest_buffer``). Bars
+    (``gid="written"``) on the left axis count the corrections written at each tick; on a
+    twin right axis the line (``gid="buffer"``) is the updates all key buckets' buffers held
+    after each tick's read -- or, when only the largest buffer is known (the sink drains all
+    ticks of a bucket in one ``Correction.drain_stepwise`` call, so it has no per-tick
+    figure), a dashed level at that size. ``ticks`` puts tick times on the x axis.
 
     Returns
     -------
@@ -623,7 +625,11 @@ def sink(stats: Any, ticks: Sequence[int] | None = None, ax: Axes | None = None)
     """
     require_matplotlib()
     written = np.asarray(stats.written_per_tick, dtype=np.int64)
-    buffer = np.asarray(stats.buffer_per_tick, dtype=np.int64)
+    per_tick = getattr(stats, "buffer_per_tick", None)
+    if per_tick is None:
+        buffer = np.full(len(written), int(stats.largest_buffer), dtype=np.int64)
+    else:
+        buffer = np.asarray(per_tick, dtype=np.int64)
     if len(written) != len(buffer):
         raise ValueError(
             f"stats: written_per_tick has {len(written)} ticks but buffer_per_tick {len(buffer)}"
@@ -646,6 +652,7 @@ def sink(stats: Any, ticks: Sequence[int] | None = None, ax: Axes | None = None)
     ax.set_ylabel("corrections written", color="#4c72b0")
     right = ax.twinx()
     right.plot(x, buffer, color="#d62728", linewidth=1.2, gid="buffer",
+               linestyle="-" if per_tick is not None else "--",
                label=f"buffer (largest {int(buffer.max()) if len(buffer) else 0})")
     right.set_ylabel("updates in the correction buffers", color="#d62728")
     right.set_ylim(bottom=0)

@@ -472,3 +472,20 @@ def test_structures_plot_and_display_themselves():
     s = colmz.Spine()
     s.insert(colmz.Updates({"k": [1]}, time=[0], diff=[1]), 0, 1)
     assert s.plot() is not None and "<table" in s._repr_html_()
+
+
+def test_sink_plot_with_only_the_largest_buffer():
+    import types
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+
+    import colmz.plot
+
+    st = types.SimpleNamespace(written_per_tick=np.array([3, 0, 1, 4]), largest_buffer=17)
+    ax, right = colmz.plot.sink(st)
+    assert [float(p.get_height()) for p in ax.patches if p.get_gid() == "written"] == [3.0, 0.0, 1.0, 4.0]
+    (line,) = [ln for ln in right.get_lines() if ln.get_gid() == "buffer"]
+    assert list(line.get_ydata()) == [17, 17, 17, 17] and line.get_linestyle() == "--"
