@@ -33,28 +33,15 @@ import sys
 import tempfile
 import time
 
+from .common import spark_session
+
 SIZES = [int(x) for x in os.environ.get("COLMZ_BENCH_SPARK_N", "1000000").split(",")]
 EVENTS = [int(x) for x in os.environ.get("COLMZ_BENCH_SPARK_EVENTS", "200000").split(",")]
 TICKS = 1000
 PER_TICK_SAMPLE = 5
 
-_SPARK = None
-
-
 def _session():
-    """One local[2] session per asv process (asv runs each benchmark in its own process)."""
-    global _SPARK
-    if _SPARK is None:
-        try:
-            import pyspark  # noqa: F401
-        except ImportError:
-            raise NotImplementedError("pyspark is not installed") from None
-        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-            raise NotImplementedError("no Java for Spark")
-        import colmz.spark
-
-        _SPARK = colmz.spark.session("local[2]", "colmz-asv")
-    return _SPARK
+    return spark_session()
 
 
 def _noop(df) -> None:

@@ -31,30 +31,20 @@ import shutil
 import statistics
 import tempfile
 
+from .common import spark_session
+
 FAR = int(os.environ.get("COLMZ_BENCH_STREAM_FAR", "2000000"))
 EVENTS = int(os.environ.get("COLMZ_BENCH_STREAM_EVENTS", "20000"))
 BATCHES = int(os.environ.get("COLMZ_BENCH_STREAM_BATCHES", "8"))
 FAR_TICK = 1_000_000
 
-_SPARK = None
-
 
 def _session():
-    global _SPARK
-    if _SPARK is None:
-        try:
-            import pyspark  # noqa: F401
-        except ImportError:
-            raise NotImplementedError("pyspark is not installed") from None
-        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-            raise NotImplementedError("no Java for Spark")
-        import colmz.spark
-
-        _SPARK = colmz.spark.session("local[2]", "colmz-asv-stream", conf={
-            "spark.sql.streaming.stateStore.providerClass":
-                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        })
-    return _SPARK
+    # The transformWithStateInPandas peer needs the RocksDB state store.
+    return spark_session({
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    })
 
 
 def write_stream(d: str, far: int, events: int, batches: int) -> None:

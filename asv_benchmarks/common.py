@@ -199,3 +199,26 @@ def run_anchor(binary: str, cmd: str, inp: str, reps: int = 3) -> dict:
     report = json.loads(r.stdout.strip().splitlines()[-1])
     report["out"] = out
     return report
+
+
+_SPARK = None
+
+
+def spark_session(conf: dict | None = None):
+    """One local[2] SparkSession per asv process (asv runs each benchmark in its own
+    process); ``NotImplementedError`` -- asv's "skip" -- without pyspark or Java.
+
+    ``conf`` applies only to the session this process creates first.
+    """
+    global _SPARK
+    if _SPARK is None:
+        try:
+            import pyspark  # noqa: F401
+        except ImportError:
+            raise NotImplementedError("pyspark is not installed") from None
+        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+            raise NotImplementedError("no Java for Spark")
+        import colmz.spark
+
+        _SPARK = colmz.spark.session("local[2]", "colmz-asv", conf=conf)
+    return _SPARK
