@@ -60,7 +60,7 @@ from colmz.spark.schemas import (
 )
 from colmz.spark.sink import SinkStats, check_ticks, sink
 from colmz.spark.sink_store import NAME, SinkStore, discard_run, migrate, open_sink_store
-from colmz.spark.store import MANIFEST, Store, StoreError
+from colmz.spark.store import MANIFEST, Store, StoreError, view_table
 
 __all__ = ["VerificationError", "main", "run_consolidate", "run_migrate", "run_read", "run_sink"]
 
@@ -246,6 +246,7 @@ class _SinkRun:
     ticks: list[int]
     store: SinkStore
     owner: str = field(default_factory=lambda: uuid.uuid4().hex)
+    floor: int = 0  # the first tick not yet final in the store (its seal, or its since if later)
     live: list[int] = field(default_factory=list)
     events: object = None
     spec: EventsSpec | None = None
@@ -302,8 +303,8 @@ def _plan_sink(args) -> _SinkRun:
     if arr is not None and arr.get_seal() is None:
         raise StoreError(f"store {args.store!r} is sealed for good (its upper is the empty frontier)")
     # Ticks before the store's seal are final: this run can only write at later ticks.
-    floor = 0 if arr is None else max(arr.get_seal(), arr.since())
-    run.live = [t for t in ticks if t >= floor]
+    run.floor = 0 if arr is None else max(arr.get_seal(), arr.since())
+    run.live = [t for t in ticks if t >= run.floor]
     return run
 
 
@@ -345,11 +346,10 @@ def _read_store(spark, run: _SinkRun, progress) -> None:
 def _write_corrections(spark, run: _SinkRun, progress) -> None:
     args = run.args
     arr = run.store.arrangement
-    floor = 0 if arr is None else max(arr.get_seal(), arr.since())
     run.stats = SinkStats(spark)
     desired = desired_updates(run.events, run.spec)
     with _as_input_error():  # column checks only: the DataFrame is lazy
-        corrections = sink(desired, run.persisted, run.live, data=run.spec.data, since=floor or None,
+        corrections = sink(desired, run.persisted, run.live, data=run.spec.data, since=run.floor or None,
                            buckets=args.buckets, stats=run.stats)
     schema = _arrow_schema(corrections, run.spec.data)
     if arr is not None and arr.schema is not None and tuple(arr.schema) != schema:
@@ -587,12 +587,7 @@ def _arrangement_view(store: SinkStore, as_of: int | None):
     if as_of < arr.since() or (last is not None and as_of > last):
         raise InputError(f"--as-of {as_of} is outside the final, uncompacted ticks of store "
                          f"{store.url!r}: [{arr.since()}, {last}]")
-    u = arr.read(as_of)
-    import colmz
-
-    u = colmz.consolidate(u, order="data")
-    table = u.to_arrow().drop_columns(["time"]).rename_columns([*u.column_names, "count"])
-    return table, as_of
+    return view_table(arr.read(as_of)), as_of  # read(as_of) is consolidated, in data order
 
 
 def _print_table(table, out, limit: int) -> None:

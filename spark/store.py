@@ -70,6 +70,7 @@ __all__ = [
     "StoreError",
     "same_schema",
     "validate_manifest",
+    "view_table",
 ]
 
 MANIFEST = "_colmz_store.json"
@@ -414,9 +415,7 @@ class Store:
         if as_of is None:
             as_of = int(times.max()) if len(times) else 0
         table = table.filter(pa.array(times <= np.uint64(as_of)) if times.dtype == np.uint64 else pa.array(times <= as_of))
-        u = colmz.consolidate(colmz.Updates.from_arrow(table), order="data", since=as_of)
-        out = u.to_arrow().drop_columns(["time"]).rename_columns([*u.column_names, "count"])
-        return out
+        return view_table(colmz.consolidate(colmz.Updates.from_arrow(table), order="data", since=as_of))
 
     # ------------------------------------------------------------------ writing
 
@@ -659,6 +658,16 @@ class Store:
         if not self.path.exists():
             return []
         return sorted(str(p.relative_to(self.path)) for p in self.path.rglob("*") if p.name != LOCK)
+
+
+def view_table(u):
+    """Updates consolidated at one time as a view: the data columns and ``count``.
+
+    >>> import colmz
+    >>> view_table(colmz.Updates({"k": ["a"]}, time=[3], diff=[2])).to_pylist()
+    [{'k': 'a', 'count': 2}]
+    """
+    return u.to_arrow().drop_columns(["time"]).rename_columns([*u.column_names, "count"])
 
 
 def same_schema(a: str, b: str) -> bool:
