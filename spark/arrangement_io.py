@@ -86,20 +86,12 @@ def read_parts(spark, url: str, schema: Sequence[ColumnSpec], parts: Sequence[tu
         for b in batches:
             for key, lo in zip(b.column("key").to_pylist(), b.column("min_time").to_pylist()):
                 u = read_part(blob, key, schema)
-                if lo:
-                    keep = u.time >= np.uint64(lo)
-                    if not keep.all():
-                        u = u.slice(0, 0) if not keep.any() else _take(u, keep)
-                yield from _to_spark_table(u, schema, key).to_batches()
+                table = _to_spark_table(u, schema, key)
+                if lo:  # an unsealed part: its rows before the trace's upper are in the trace
+                    table = table.filter(pa.array(u.time >= np.uint64(lo)))
+                yield from table.to_batches()
 
     return keys.mapInArrow(read, out_schema)
-
-
-def _take(u, mask: np.ndarray):
-    import colmz
-
-    t = u.to_arrow().filter(pa.array(mask))
-    return colmz.Updates.from_arrow(t)
 
 
 def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner: str = "",

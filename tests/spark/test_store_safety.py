@@ -341,3 +341,20 @@ def test_mistakes_are_reported_before_spark_starts(tmp_path, no_spark, capsys, a
         argv += ["--store", str(tmp_path / "store")]
     assert no_spark.main(argv) == status
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_read_parts_keeps_only_rows_at_or_after_a_parts_min_time(spark, tmp_path):
+    import colmz
+    from colmz.arrangement_runs import write_run
+    from colmz.spark.arrangement_io import read_parts
+
+    url = str(tmp_path / "arr")
+    a = colmz.Arrangement.open(url, schema={"k": pa.int64()})
+    run = write_run(a.store, a.schema, colmz.Updates({"k": [1, 2, 3, 4]}, time=[0, 1, 2, 3], diff=[1, 1, 1, 1]),
+                    prefix=a.prefix)
+    (key,) = run.keys
+    rows = lambda lo: sorted(tuple(r) for r in read_parts(spark, url, a.schema, [(key, lo)]).collect())  # noqa: E731
+    assert rows(0) == [(1, 0, 1), (2, 1, 1), (3, 2, 1), (4, 3, 1)]
+    assert rows(2) == [(3, 2, 1), (4, 3, 1)]
+    assert rows(9) == []
