@@ -568,7 +568,7 @@ class Arrangement:
         if cast:
             cols = {w.name: (pa.nulls(len(updates), w.type) if pa.types.is_null(g.type)
                              else updates.column(w.name)) for g, w in zip(updates.schema, schema)}
-            updates = Updates(cols, updates.time, updates.diff)
+            updates = Updates(cols, updates.time, updates.diff, copy=False)  # colmz-owned arrays
         return updates
 
     def unsealed_append(self, updates: Updates, seqnos: tuple[int, int] | None = None) -> UnsealedBatchMeta:

@@ -151,7 +151,7 @@ def _checked(table: pa.Table, key: str, schema: Sequence[ColumnSpec]) -> Updates
             s.name: (pa.nulls(len(u), s.type) if pa.types.is_null(c.type) else u.column(s.name))
             for s, c in zip(schema, u.schema)
         }
-        u = Updates(cols, u.time, u.diff)
+        u = Updates(cols, u.time, u.diff, copy=False)  # colmz-owned arrays
     return u
 
 

@@ -354,7 +354,7 @@ class Catalog:
         if [c.name for c in updates.schema] != [c.name for c in obj.schema]:
             raise SchemaError(f"updates have columns {updates.column_names}, table {name!r} has {[c.name for c in obj.schema]}")
         data = {c.name: _cast_column(updates.column(c.name), c, name) for c in obj.schema}
-        batch = Updates(data, np.full(len(updates), time, np.uint64), updates.diff)
+        batch = Updates(data, np.full(len(updates), time, np.uint64), updates.diff, copy=False)
         saved = self._checkpoint()
         try:
             self._commit(time, {name: batch})

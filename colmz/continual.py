@@ -476,7 +476,7 @@ def _cast_to(u: Updates, schema: Sequence[ColumnSpec]) -> Updates:
                 raise SchemaError(f"column {spec.name!r} is {spec.type}, the updates give {col.type}")
             col = col.cast(spec.type, safe=True)
         cols[spec.name] = col
-    return Updates(cols, u.time, u.diff)
+    return Updates(cols, u.time, u.diff, copy=False)  # colmz-owned arrays
 
 
 # ----------------------------------------------------------------------------- sink state
