@@ -28,13 +28,13 @@ recognised and refused with the command that converts it (:func:`migrate`).
 from __future__ import annotations
 
 import pathlib
-import urllib.parse
 from dataclasses import dataclass
 
 from colmz.arrangement import Arrangement, ArrangementError
 from colmz.arrangement_runs import owned_keys
 from colmz.spark.store import MANIFEST, Store, StoreError
 from colmz.storage.base import StorageError
+from colmz.storage.url import local_path
 
 __all__ = ["SinkStore", "discard_run", "migrate", "open_sink_store"]
 
@@ -59,7 +59,7 @@ class SinkStore:
         it; a local directory this makes is remembered, for :func:`discard_run` to remove."""
         from colmz.storage.url import open_location
 
-        path = _local_path(self.url)
+        path = local_path(self.url)
         if path is not None and not path.exists():
             self.created_dir = path
         open_location(self.url, consensus=self.consensus, create=True)
@@ -75,15 +75,6 @@ class SinkStore:
                 f"{st['parts']} parts, {through}")
 
 
-def _local_path(url: str) -> pathlib.Path | None:
-    scheme = urllib.parse.urlsplit(url).scheme if "://" in url else ""
-    if scheme == "":
-        return pathlib.Path(url).absolute()
-    if scheme == "file":
-        return pathlib.Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
-    return None
-
-
 def _old_layout_error(url: str) -> StoreError:
     return StoreError(
         f"store {url!r} is in the layout of colmz 0.1 ({MANIFEST} and commits/); the sink now "
@@ -97,7 +88,7 @@ def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
 
     A store that does not exist yet gives ``arrangement=None`` and creates nothing.
     """
-    path = _local_path(url)
+    path = local_path(url)
     if path is not None:
         url = str(path)  # executors may run elsewhere in the file tree
         if path.exists() and not path.is_dir():

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from colmz.storage.base import Blob, Consensus, MemBlob, MemConsensus
 
-__all__ = ["Location", "open_blob", "open_consensus", "open_location"]
+__all__ = ["Location", "local_path", "open_blob", "open_consensus", "open_location"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,22 @@ def _path_of_file_url(url: str) -> pathlib.Path:
     if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
         raise ValueError(f"file URL {url!r} must be file:///absolute/path")
     return pathlib.Path(urllib.parse.unquote(parsed.path))
+
+
+def local_path(url: str | os.PathLike) -> pathlib.Path | None:
+    """The absolute directory of a local store URL (a plain path or ``file:///...``), or None
+    for other schemes.
+
+    >>> str(local_path("file:///data/store")), local_path("s3://bucket/x")
+    ('/data/store', None)
+    """
+    url = os.fspath(url)
+    scheme = urllib.parse.urlsplit(url).scheme if "://" in url else ""
+    if scheme == "":
+        return pathlib.Path(url).absolute()
+    if scheme == "file":
+        return _path_of_file_url(url)
+    return None
 
 
 def _need(extra: str, module: str, what: str):
