@@ -129,6 +129,7 @@ from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, front
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.ops import consolidate
 from colmz.order import ColumnSpec, unify_layouts
+from colmz.progress import ProgressCallback, check_progress
 from colmz.storage.base import Blob, Determinate
 from colmz.storage.state import CommitConflict
 from colmz.updates import Encoded, Updates
@@ -1191,7 +1192,7 @@ class Arrangement:
         self._durably(lambda: self.allow_compaction(since))
 
     def maintain(self, fuel: int | None = None, *, policy: str = "geometric",
-                 conflict_retries: int = 3) -> dict:
+                 conflict_retries: int = 3, progress: ProgressCallback | None = None) -> dict:
         """Drain, evict, trim and compact in steps, each its own commit, until nothing is
         left to do or ``fuel`` updates (read by the steps) are spent.
 
@@ -1205,6 +1206,13 @@ class Arrangement:
         another writer reloads the state and applies its result there when it still fits
         (up to ``conflict_retries`` times per step, then ``CommitConflict``). Returns counts
         of what was done.
+
+        ``progress(done, total, label)`` (``colmz.progress``) is called as the steps go, in
+        updates read (the fuel's unit): ``label`` is ``"drain"``, ``"trim"`` or
+        ``"compact"``; ``total`` is the work known so far (the step under way, capped by
+        the fuel) and grows as compactions follow each other; a merge is stepped in about
+        twenty slices so long merges report too. The last call has ``done == total`` and
+        label ``"done"`` (``"merging"`` when a merge is left half done).
 
         Examples
         --------
@@ -1222,10 +1230,15 @@ class Arrangement:
             raise ValueError(f"fuel must be a non-negative int or None, got {fuel!r}")
         if isinstance(conflict_retries, bool) or not isinstance(conflict_retries, int) or conflict_retries < 0:
             raise ValueError(f"conflict_retries must be a non-negative int, got {conflict_retries!r}")
+        check_progress(progress)
         report = {"drains": 0, "trims": 0, "evictions": 0, "compactions": 0, "rows": 0,
                   "conflicts": 0, "expired": 0, "merging": False}
-        self._maintain(fuel, policy, report, conflict_retries)
+        self._maintain(fuel, policy, report, conflict_retries, progress)
         report["merging"] = self._job is not None
+        if progress is not None:
+            # a merge restarted after a conflict read some updates twice: never report less
+            done = max(report["rows"], report.pop("progress_shown", 0))
+            progress(done, done, "merging" if report["merging"] else "done")
         return report
 
     def _still_adjacent(self, batches) -> bool:
@@ -1276,14 +1289,26 @@ class Arrangement:
         # parts of a response that was never committed (and no committed state names)
         self._delete_keys(set(keys) - self.referenced_keys() - self._committed_keys)
 
-    def _maintain(self, fuel, policy, report, retries) -> None:
+    def _maintain(self, fuel, policy, report, retries, progress=None) -> None:
 
         def spent() -> bool:
             return fuel is not None and report["rows"] >= fuel
 
+        def tell(label: str, pending: int, done: int | None = None) -> None:
+            # total: what is done plus what the step under way still reads, within the fuel;
+            # never less done than shown before (a merge restarted after a conflict re-reads)
+            if progress is None:
+                return
+            done = max(report["rows"] if done is None else done, report.get("progress_shown", 0))
+            report["progress_shown"] = done
+            if fuel is not None:
+                pending = min(pending, max(fuel - done, 0))
+            progress(done, done + max(pending, 0), label)
+
         # 1. drain, and evict what the drain covered, in one commit
         tu, seal = self.trace_ts_upper(), self._seal
         if seal != tu and tu is not None and frontier_lt(tu, seal) and not spent():
+            tell("drain", sum(b.len or 0 for b in self._unsealed))
             res = self.drain_unsealed(self.unsealed_next_drain_req())
             d = res.drained
             if d is not None:
@@ -1308,6 +1333,7 @@ class Arrangement:
             old = next((b for b in self._unsealed if tu is not None and b.ts_lower < tu), None)
             if old is None:
                 break
+            tell("trim", old.len or 0)
             new = self._trim(old, tu)
 
             def apply_trim(old=old, new=new, tu=tu):
@@ -1333,8 +1359,24 @@ class Arrangement:
                     break
                 job = self._job = CompactionJob(self, req)
             before = job.rows_read
+            budget = None if fuel is None else fuel - report["rows"]
             try:
-                finished = job.step(None if fuel is None else fuel - report["rows"])
+                if progress is None:
+                    finished = job.step(budget)
+                else:
+                    # the same budget in slices, reporting after each
+                    job_rows = sum(b.len or 0 for b in job.req.batches)
+                    piece = max(job_rows // 20, 1)
+                    while True:
+                        read = job.rows_read - before
+                        tell("compact", job_rows - job.rows_read, report["rows"] + read)
+                        left = None if budget is None else budget - read
+                        if left is not None and left <= 0:
+                            finished = job.done
+                            break
+                        finished = job.step(piece if left is None else min(piece, left))
+                        if finished:
+                            break
             except MissingPart:
                 # another writer's commit replaced the inputs (and collected their parts)
                 # since the merge started: reload and choose again
