@@ -110,8 +110,10 @@ from colmz.arrangement_meta import (
     TraceBatchMeta,
     UnsealedBatchMeta,
     UnsealedSnapshot,
+    check_properties,
     meta_from_dict,
     meta_to_dict,
+    properties_from_dict,
     validate_meta,
 )
 from colmz.arrangement_parts import (
@@ -391,6 +393,7 @@ class Arrangement:
         self._since: int = 0
         self._unsealed: list[UnsealedBatchMeta] = []
         self._trace: list[TraceBatchMeta] = []
+        self._properties: dict[str, str | int] = {}  # the user's, committed with the state
         # durable handle (None for an in-memory core)
         self._log = None
         self._seqno: int | None = None
@@ -410,11 +413,28 @@ class Arrangement:
         call :meth:`validate`). Keyword arguments are the constructor's."""
         a = cls(store, **kwargs)
         a._seal, a._since, a._unsealed, a._trace = meta_from_dict(meta)
+        a._properties = properties_from_dict(meta)
         return a
 
     def meta(self) -> dict:
         """The state as a plain dict (see ``colmz.arrangement_meta``)."""
-        return meta_to_dict(self._seal, self._since, self._unsealed, self._trace)
+        return meta_to_dict(self._seal, self._since, self._unsealed, self._trace, self._properties)
+
+    def properties(self) -> dict[str, str | int]:
+        """The user's properties as last committed (or set in memory): a copy.
+
+        They change only with :meth:`append_runs` or :meth:`seal` (``properties=``), in the
+        same compare-and-set as those calls' batches and seal, so a reader never sees one
+        without the other -- e.g. the id of the last stream batch whose output the
+        arrangement holds. They survive reopening and the record's rollups.
+
+        >>> import colmz
+        >>> a = colmz.Arrangement.open("mem://properties-doc", schema={"k": pa.int64()})
+        >>> a.seal(3, properties={"batch": 2, "source": "events"})
+        >>> colmz.Arrangement.open("mem://properties-doc").properties()
+        {'batch': 2, 'source': 'events'}
+        """
+        return dict(self._properties)
 
     @property
     def schema(self) -> tuple[ColumnSpec, ...] | None:
@@ -902,11 +922,12 @@ class Arrangement:
         return self._concat([Updates.decode(e, schema) for e in encs], schema)
 
     def _save(self):
-        return (self._seal, self._since, list(self._unsealed), list(self._trace), self._schema)
+        return (self._seal, self._since, list(self._unsealed), list(self._trace), self._schema,
+                dict(self._properties))
 
     def _restore(self, saved) -> None:
-        self._seal, self._since, unsealed, trace, self._schema = saved
-        self._unsealed, self._trace = list(unsealed), list(trace)
+        self._seal, self._since, unsealed, trace, self._schema, properties = saved
+        self._unsealed, self._trace, self._properties = list(unsealed), list(trace), dict(properties)
 
     def referenced_keys(self) -> frozenset[str]:
         """Every part key the current (in-memory) state names."""
@@ -995,8 +1016,10 @@ class Arrangement:
                               f"(format {state.get('format') if isinstance(state, dict) else state!r})")
         schema = schema_from_json(state.get("schema"))
         seal, since, unsealed, trace = meta_from_dict(state["meta"])
+        properties = properties_from_dict(state["meta"])
         validate_meta(seal, since, unsealed, trace)
         self._seal, self._since, self._unsealed, self._trace = seal, since, unsealed, trace
+        self._properties = properties
         self._schema = schema
         self._seqno = seqno
         self._committed_keys = self.referenced_keys()
@@ -1112,18 +1135,21 @@ class Arrangement:
             return
         self._durably(lambda: self._append_normal(updates, normal, None))
 
-    def append_runs(self, runs, *, seal: Frontier | object = _KEEP) -> None:
+    def append_runs(self, runs, *, seal: Frontier | object = _KEEP, properties: dict | None = None) -> None:
         """Commit runs of parts written by other processes as unsealed batches, one per run,
-        in one compare-and-set; with ``seal``, advance the seal in the same commit.
+        in one compare-and-set; with ``seal``, advance the seal in the same commit, and with
+        ``properties`` (a dict of str to str or int; None removes a key) update
+        :meth:`properties` in it too.
 
         ``runs`` are :class:`colmz.arrangement_runs.WrittenRun` (or their dicts), written with
         :func:`colmz.arrangement_runs.write_run` under this arrangement's :attr:`prefix` --
         e.g. by Spark executors while the driver commits. Everything is checked before
         anything changes: times at or after the seal (:class:`TimeBeforeSeal`), keys under the
         prefix, present in the blob store (:class:`MissingPart`) and not referenced yet, a seal
-        not before the current one (:class:`SealRegression`); the lease check of every commit
-        applies too (:class:`LeaseExpired`). On any failure nothing is committed and memory is
-        as before.
+        not before the current one (:class:`SealRegression`), properties of the right types
+        (``TypeError``); the lease check of every commit applies too (:class:`LeaseExpired`).
+        On any failure (a lost compare-and-set included) nothing is committed and memory --
+        the properties too -- is as before.
 
         >>> import colmz
         >>> from colmz.arrangement_runs import write_run
@@ -1137,6 +1163,7 @@ class Arrangement:
         from colmz.arrangement_runs import WrittenRun
 
         runs = [r if isinstance(r, WrittenRun) else WrittenRun.from_dict(r) for r in runs]
+        new_properties = self._properties if properties is None else check_properties(properties, self._properties)
         if seal is not _KEEP:
             self.validate_seal(seal)
             seal = check_frontier(seal, "seal")
@@ -1154,7 +1181,7 @@ class Arrangement:
             missing = [k for k in keys if k not in present]
             if missing:
                 raise MissingPart(f"part {missing[0]!r} of a run is missing from the blob store")
-        if not runs and (seal is _KEEP or seal == self._seal):
+        if not runs and (seal is _KEEP or seal == self._seal) and new_properties == self._properties:
             return
 
         def change() -> None:
@@ -1167,21 +1194,31 @@ class Arrangement:
                                                         tuple(r.keys), r.len, r.size_bytes))
             if seal is not _KEEP:
                 self.update_seal(seal)
+            self._properties = dict(new_properties)
 
         self._durably(change)
         self._counters["parts_written"] += len(keys)
         self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
 
-    def seal(self, upper: Frontier) -> None:
-        """Close the times before ``upper`` durably (a metadata commit; no part is written).
+    def seal(self, upper: Frontier, *, properties: dict | None = None) -> None:
+        """Close the times before ``upper`` durably (a metadata commit; no part is written);
+        with ``properties`` (a dict of str to str or int; None removes a key), update
+        :meth:`properties` in the same commit.
 
-        Raises :class:`SealRegression` for an upper before the current seal.
+        Raises :class:`SealRegression` for an upper before the current seal and
+        ``TypeError`` for bad properties, committing nothing.
         """
         self.validate_seal(upper)
         upper = check_frontier(upper, "seal")
-        if upper == self._seal:
+        new_properties = self._properties if properties is None else check_properties(properties, self._properties)
+        if upper == self._seal and new_properties == self._properties:
             return
-        self._durably(lambda: self.update_seal(upper))
+
+        def change() -> None:
+            self.update_seal(upper)
+            self._properties = dict(new_properties)
+
+        self._durably(change)
 
     def advance_since(self, since: int) -> None:
         """Allow compaction up to ``since`` durably (:meth:`validate_allow_compaction` first)."""

@@ -11,7 +11,13 @@ recognised) and converts them to and from the plain dict that is stored durably:
      "unsealed_batches": [{"seqnos": [start, end], "ts_lower": int, "ts_upper": int,
                            "keys": [str, ...], "len": int, "size_bytes": int}, ...],
      "trace_batches": [{"desc": [lower, upper | None, since], "level": int,
-                        "keys": [str, ...], "len": int, "size_bytes": int}, ...]}
+                        "keys": [str, ...], "len": int, "size_bytes": int}, ...],
+     "properties": {str: str | int, ...}}
+
+``properties`` is the user's own small metadata (e.g. the id of the last stream batch the
+record holds), committed in the same compare-and-set as the batches and the seal, so a reader
+sees both or neither. It is absent when empty, so a record written before properties existed
+reads as having none (:func:`properties_from_dict`).
 
 ``len`` (updates stored) and ``size_bytes`` (Parquet bytes) are optional when read: they are
 bookkeeping for the compaction policies and the repr, not part of the logic that
@@ -47,8 +53,10 @@ __all__ = [
     "UnsealedBatchMeta",
     "UnsealedSnapshot",
     "empty_meta",
+    "check_properties",
     "meta_from_dict",
     "meta_to_dict",
+    "properties_from_dict",
     "validate_meta",
 ]
 
@@ -250,14 +258,76 @@ def meta_from_dict(meta: dict) -> tuple[Frontier, int, list[UnsealedBatchMeta], 
     return seal, since, unsealed, trace
 
 
-def meta_to_dict(seal: Frontier, since: int, unsealed, trace) -> dict:
-    """The plain-dict form of an arrangement's state (inverse of :func:`meta_from_dict`)."""
-    return {
+def meta_to_dict(seal: Frontier, since: int, unsealed, trace, properties: dict | None = None) -> dict:
+    """The plain-dict form of an arrangement's state (inverse of :func:`meta_from_dict` and
+    :func:`properties_from_dict`); ``properties`` appear only when there are some."""
+    d = {
         "seal": seal,
         "since": since,
         "unsealed_batches": [b.to_dict() for b in unsealed],
         "trace_batches": [b.to_dict() for b in trace],
     }
+    if properties:
+        d["properties"] = dict(sorted(properties.items()))
+    return d
+
+
+#: Bounds on one property: they are rewritten in full by every rollup of the record.
+MAX_PROPERTY_KEY = 256
+MAX_PROPERTY_STR = 4096
+_INT64 = 2**63
+
+
+def _check_property(key, value, what: str, *, allow_none: bool, error: type[Exception]) -> None:
+    if not isinstance(key, str) or not key or len(key) > MAX_PROPERTY_KEY:
+        raise error(f"{what} keys must be non-empty str of at most {MAX_PROPERTY_KEY} characters, got {key!r}")
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise error(f"{what}[{key!r}] must be a str or an int, got {value!r}")
+    if isinstance(value, int) and not -_INT64 <= value < _INT64:
+        raise error(f"{what}[{key!r}] must fit in 64 bits, got {value!r}")
+    if isinstance(value, str) and len(value) > MAX_PROPERTY_STR:
+        raise error(f"{what}[{key!r}] is a str of {len(value)} characters, more than {MAX_PROPERTY_STR}")
+
+
+def check_properties(changes, current: dict) -> dict:
+    """The properties after applying ``changes`` (a mapping; a value of None removes the key)
+    to ``current``; raises ``TypeError`` naming the bad key or value, changing nothing.
+
+    >>> check_properties({"batch": 3, "gone": None}, {"gone": "x", "kept": "y"})
+    {'batch': 3, 'kept': 'y'}
+    >>> check_properties({"batch": True}, {})
+    Traceback (most recent call last):
+    ...
+    TypeError: properties['batch'] must be a str or an int, got True
+    """
+    if not isinstance(changes, dict):
+        raise TypeError(f"properties must be a dict of str to str or int, got {changes!r}")
+    for k, v in changes.items():
+        _check_property(k, v, "properties", allow_none=True, error=TypeError)
+    out = dict(current)
+    for k, v in changes.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return dict(sorted(out.items()))
+
+
+def properties_from_dict(meta: dict) -> dict:
+    """The ``properties`` of plain-dict metadata (``{}`` when absent), shape-checked
+    (:class:`CorruptMeta` naming the field).
+
+    >>> properties_from_dict(empty_meta()), properties_from_dict({"properties": {"b": 1}})
+    ({}, {'b': 1})
+    """
+    raw = meta.get("properties", {}) if isinstance(meta, dict) else None
+    if not isinstance(raw, dict):
+        raise CorruptMeta(f"arrangement metadata properties must be a dict, got {raw!r}")
+    for k, v in raw.items():
+        _check_property(k, v, "arrangement metadata properties", allow_none=False, error=CorruptMeta)
+    return dict(raw)
 
 
 def validate_meta(seal: Frontier, since: int, unsealed, trace) -> None:
