@@ -8,7 +8,7 @@ writing only corrections::
     colmz sink --input events.parquet --keys customer,region --value plan --store out/
 
 The store is a ``colmz.Arrangement`` (``colmz.spark.sink_store``): a directory, or
-``s3://bucket/prefix`` with ``--consensus postgresql://...``. Steps (each reported as it runs):
+``s3://bucket/prefix`` with ``--consensus postgresql://...``. Steps:
 check the arguments and the store without Spark; read and validate the events (nothing is
 written when they are bad); read the store on the executors; run :func:`colmz.spark.sink` over
 the ticks not yet final in the store, the executors writing the corrections as parts; verify
@@ -27,6 +27,12 @@ at a time, without Spark; ``colmz migrate OLD NEW`` converts a store of colmz 0.
 Every check that needs no Spark (arguments, paths, the store's metadata and the parts it
 names) runs before a session starts. With ``--json`` standard output carries only the JSON
 summary; progress goes to standard error.
+
+Progress: on a terminal, one line redrawn in place (``colmz.progress.Bar``) shows the phase
+(the sink's names its tick range), the tasks done of the running Spark stages with their rate
+and time left, and the compaction's updates read; it is wiped before the summary. When the
+output is not a terminal (a pipe, a log file) each finished phase prints one line -- its
+name, its time and what it found -- and no bar. ``--quiet`` prints only the summary.
 
 Exit status: 0 success, 2 bad input or usage, 1 any other failure (the store is unchanged).
 """
@@ -48,6 +54,7 @@ from pathlib import Path
 
 from colmz.arrangement import Arrangement, ArrangementError, CommitConflict
 from colmz.order import ColumnSpec
+from colmz.progress import Bar
 from colmz.spark import stream_cli
 from colmz.spark.arrangement_io import part_list, read_parts, write_runs
 from colmz.spark.events import EventsSpec, check_events, desired_updates, example_events, verify
@@ -75,62 +82,94 @@ class VerificationError(RuntimeError):
 
 
 class _Progress:
-    """Phase lines with timings, and Spark task progress while a phase runs jobs."""
+    """What a command shows while it works, on ``out``.
 
-    def __init__(self, out, spark=None, quiet: bool = False, interval: float = 2.0):
+    - On a terminal: a single line redrawn in place (:class:`colmz.progress.Bar`) -- the
+      phase, and while Spark runs jobs the tasks done of the active stages with their rate
+      and time left (library calls such as ``Arrangement.maintain`` feed it through
+      :meth:`callback`); the line is wiped when the command ends, leaving its summary.
+    - Elsewhere (a pipe, a file, a CI log): one line per finished phase with what it found
+      and how long it took -- no bar, no redrawn frames.
+    - ``--quiet``: nothing but the summary.
+    """
+
+    def __init__(self, out, spark=None, quiet: bool = False, interval: float = 0.25):
+        self.bar = Bar(out, quiet=quiet)
         self.out = out
         self.spark = spark
-        self.quiet = quiet
+        self.lines = not quiet and not self.bar.enabled
         self.interval = interval
         self.t0 = _time.perf_counter()
         self.phases: dict[str, float] = {}
+        self.current: _Phase | None = None
 
     def say(self, msg: str) -> None:
-        if not self.quiet:
+        """A finding: part of the running phase's line, or a line of its own outside one."""
+        if self.current is not None:
+            self.current.notes.append(msg)
+        elif self.lines:
             print(msg, file=self.out, flush=True)
+        else:
+            self.bar.note(msg)
 
-    def phase(self, name: str):
+    def phase(self, name: str) -> _Phase:
         return _Phase(self, name)
+
+    def callback(self, label: str):
+        """A ``progress(done, total, step)`` callback drawing ``label: step`` on the bar."""
+        return lambda done, total, step: self.bar(done, total, f"{label}: {step}")
+
+    def close(self) -> None:
+        self.bar.close(clear=True)
 
 
 class _Phase:
     def __init__(self, progress: _Progress, name: str):
         self.p = progress
         self.name = name
+        self.notes: list[str] = []
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> _Phase:
         self.start = _time.perf_counter()
-        self.p.say(f"[{self.start - self.p.t0:7.1f}s] {self.name} ...")
-        if self.p.spark is not None and not self.p.quiet:
+        self.p.current = self
+        self.p.bar(0, 0, self.name)
+        if self.p.bar.enabled:
             self.thread = threading.Thread(target=self._watch, daemon=True)
             self.thread.start()
         return self
 
     def _watch(self) -> None:
-        # Spark reports per-stage task counts; the sink runs all ticks inside its tasks.
-        tracker = self.p.spark.sparkContext.statusTracker()
-        last = None
+        # Spark reports task counts per stage (the sink runs all its ticks inside tasks);
+        # between jobs the line shows the phase and its time so far.
+        tracker = self.p.spark.sparkContext.statusTracker() if self.p.spark is not None else None
         while not self.stop.wait(self.p.interval):
-            parts = []
-            for sid in tracker.getActiveStageIds():
+            done = total = 0
+            stages = []
+            for sid in tracker.getActiveStageIds() if tracker is not None else ():
                 info = tracker.getStageInfo(sid)
                 if info is not None:
-                    parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks")
-            line = ", ".join(parts)
-            if line and line != last:
-                self.p.say(f"           {self.name}: {line}")
-                last = line
+                    stages.append(sid)
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+            if stages:
+                ids = ",".join(map(str, sorted(stages)))
+                self.p.bar(done, total, f"{self.name}: stage{'s' if len(stages) > 1 else ''} {ids}")
+            else:
+                self.p.bar(0, 0, self.name)
 
     def __exit__(self, *exc):
         self.stop.set()
         if self.thread is not None:
             self.thread.join()
+        self.p.current = None
         took = _time.perf_counter() - self.start
         self.p.phases[self.name] = took
-        if exc[0] is None:
-            self.p.say(f"           {self.name}: done in {took:.1f} s")
+        if exc[0] is None and self.p.lines:
+            found = "".join(f"; {n}" for n in self.notes)
+            print(f"[{_time.perf_counter() - self.p.t0:7.1f}s] {self.name}: done in {took:.1f} s{found}",
+                  file=self.p.out, flush=True)
         return False
 
 
@@ -271,19 +310,23 @@ def run_sink(args, out=None) -> dict:
         progress.say(f"{run.store.describe()}: ticks through {run.ticks[-1]} are final, nothing to "
                      "write (run more --ticks to go on)")
         return _summary(run, progress, t_start)
-    spark = _spark(args)
-    progress = _Progress(out, spark, quiet=args.quiet)
+    progress = _Progress(out, quiet=args.quiet)
     try:
-        _read_events(spark, run, progress)
-        _read_store(spark, run, progress)
-        _write_corrections(spark, run, progress)
-        _verify(spark, run, progress)
-        _commit(run, progress)
-    except BaseException:
-        if not run.committed:
-            discard_run(run.store, run.owner)  # the parts this run wrote, failed attempts included
-        raise
-    _maintain(run, progress)
+        with progress.phase("starting Spark"):
+            spark = progress.spark = _spark(args)
+        try:
+            _read_events(spark, run, progress)
+            _read_store(spark, run, progress)
+            _write_corrections(spark, run, progress)
+            _verify(spark, run, progress)
+            _commit(run, progress)
+        except BaseException:
+            if not run.committed:
+                discard_run(run.store, run.owner)  # the parts this run wrote, failed attempts included
+            raise
+        _maintain(run, progress)
+    finally:
+        progress.close()  # wipe the bar before the summary or an error is printed
     return _summary(run, progress, t_start)
 
 
@@ -325,13 +368,13 @@ def _read_events(spark, run: _SinkRun, progress) -> None:
         with _as_input_error():
             run.n_events = check_events(events, spec)
         run.events, run.spec, run.source = events, spec, source
-        progress.say(f"           {run.n_events} events from {source}; view columns {spec.data}")
+        progress.say(f"{run.n_events} events from {source}; view columns {spec.data}")
 
 
 def _read_store(spark, run: _SinkRun, progress) -> None:
     arr = run.store.arrangement
     with progress.phase("reading store"):
-        progress.say(f"           {run.store.describe()}")
+        progress.say(f"{run.store.describe()}")
         if arr is None or arr.schema is None:
             return
         stored = [s.name for s in arr.schema]
@@ -355,16 +398,17 @@ def _write_corrections(spark, run: _SinkRun, progress) -> None:
     if arr is not None and arr.schema is not None and tuple(arr.schema) != schema:
         raise InputError(f"the view's column types {_describe_specs(schema)} differ from the store's "
                          f"{_describe_specs(arr.schema)}")
-    with progress.phase(f"sink over {len(run.live)} ticks (writing corrections)"):
+    ticks = f"{run.live[0]}..{run.live[-1]}" if len(run.live) > 1 else f"{run.live[0]}"
+    with progress.phase(f"sink over {len(run.live)} ticks ({ticks}, writing corrections)"):
         run.store.prepare()
         run.runs = write_runs(corrections, run.store.url, schema, prefix=f"{NAME}/parts/", owner=run.owner)
         n = sum(r.len for r in run.runs)
-        progress.say(f"           {n} corrections in {len(run.runs)} runs; largest correction buffer "
+        progress.say(f"{n} corrections in {len(run.runs)} runs; largest correction buffer "
                      f"{run.stats.largest_buffer} updates")
         wpt = run.stats.written_per_tick
         if len(wpt):
             busy = int((wpt > 0).sum())
-            progress.say(f"           corrections at {busy} of {len(run.live)} ticks, at most {int(wpt.max())} per tick")
+            progress.say(f"corrections at {busy} of {len(run.live)} ticks, at most {int(wpt.max())} per tick")
     run.schema = schema
 
 
@@ -376,8 +420,8 @@ def _verify(spark, run: _SinkRun, progress) -> None:
         written = read_parts(spark, run.store.url, run.schema, [(k, 0) for r in run.runs for k in r.keys])
         after = written if run.persisted is None else run.persisted.unionByName(written)
         run.checked = verify(spark, run.events, after, run.spec, sample)
-        for t, r in run.checked.items():
-            progress.say(f"           tick {t}: view {r['rows']} rows, mismatches {r['mismatches']}")
+        progress.say("ticks " + ", ".join(f"{t} ({r['rows']} rows)" for t, r in run.checked.items())
+                     + f": {sum(r['mismatches'] for r in run.checked.values())} mismatches")
         bad = {t: r for t, r in run.checked.items() if r["mismatches"]}
         if bad:
             raise VerificationError(f"store would differ from the view at ticks {sorted(bad)}: {bad}")
@@ -402,8 +446,8 @@ def _commit(run: _SinkRun, progress) -> None:
                              f"({e}); the corrections would be wrong, nothing committed (re-run the job)") from None
         run.committed = True
         n = sum(r.len for r in run.runs)
-        progress.say(f"           version {arr.seqno}: {n} updates, sealed through tick {upper - 1}"
-                     if n else f"           nothing to write: the store already equals the view; "
+        progress.say(f"version {arr.seqno}: {n} updates, sealed through tick {upper - 1}"
+                     if n else f"nothing to write: the store already equals the view; "
                      f"sealed through tick {upper - 1}")
 
 
@@ -412,8 +456,8 @@ def _maintain(run: _SinkRun, progress) -> None:
     if arr is None or not run.committed:
         return
     with progress.phase("compacting"):
-        report = arr.maintain()
-        progress.say(f"           {report['drains']} drains, {report['compactions']} compactions; "
+        report = arr.maintain(progress=progress.callback("compacting"))
+        progress.say(f"{report['drains']} drains, {report['compactions']} compactions; "
                      f"{arr.stats()['trace_batches']} trace batches")
 
 
@@ -506,8 +550,16 @@ def run_consolidate(args, out=None) -> dict:
     if Path(args.output).exists() and not args.overwrite:
         raise InputError(f"output {args.output!r} exists; pass --overwrite to replace it")
     store = _input_store(args.input, args.consensus)  # a store is read through its metadata
-    spark = _spark(args)
-    progress = _Progress(out, spark, quiet=args.quiet)
+    progress = _Progress(out, quiet=args.quiet)
+    try:
+        return _consolidate(args, store, progress, t0)
+    finally:
+        progress.close()
+
+
+def _consolidate(args, store, progress: _Progress, t0: float) -> dict:
+    with progress.phase("starting Spark"):
+        spark = progress.spark = _spark(args)
     with progress.phase(f"reading {args.input}"):
         if store is not None:
             df = _store_updates(spark, store)

@@ -118,6 +118,38 @@ def test_example_end_to_end_and_idempotent(spark, tmp_path):
     for needle in ("reading events", f"sink over {TICKS} ticks", "updates written", "largest correction buffer",
                    "sealed through tick 59", "time"):
         assert needle in text
+    # not a terminal: no bar, one line per finished phase
+    assert "\r" not in text
+    phase_lines = [line for line in text.splitlines() if line.startswith("[")]
+    assert [line.split("] ", 1)[1].split(":")[0] for line in phase_lines] == [
+        "starting Spark", "reading events", "reading store",
+        f"sink over {TICKS} ticks ({TICKS}..{2 * TICKS - 1}, writing corrections)", "committing", "compacting"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_and_quiet_with_quiet(spark, tmp_path):
+    store = tmp_path / "store"
+    tty = Terminal()
+    assert cli.main([*sink_args(store), "--example-events", "500"], out=tty) == 0
+    text = tty.getvalue()
+    bar, summary = text.split("summary\n")
+    assert "\n" not in bar  # one line, redrawn: no scroll of phase lines
+    frames = [f.strip() for f in bar.split("\r") if f.strip()]
+    assert frames[0].startswith("starting Spark")
+    assert any(f.startswith(f"sink over {TICKS} ticks (0..{TICKS - 1}") for f in frames)
+    assert any(f.startswith("verifying 3 ticks") for f in frames)
+    assert any(f.startswith("compacting: ") for f in frames)  # Arrangement.maintain's callback
+    assert bar.endswith("\r")  # wiped before the summary
+    assert "updates written" in summary
+    # --quiet on a terminal: the summary only
+    tty = Terminal()
+    argv = ["sink", "--store", str(store), "--ticks", str(TICKS + 5), "--example-events", "500", "--quiet"]
+    assert cli.main(argv, out=tty) == 0
+    assert "\r" not in tty.getvalue() and tty.getvalue().startswith("summary\n")
 
 
 def test_changed_events_append_exactly_the_difference(spark, tmp_path):
