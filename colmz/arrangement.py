@@ -125,6 +125,9 @@ from colmz.arrangement_parts import (
     iter_part,
     key_created_ms,
     make_key,
+    read_part,
+    read_parts,
+    run_contents,
     stream_merge,
 )
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
@@ -851,32 +854,32 @@ class Arrangement:
     def _read_all(self, as_of: int | None) -> Updates:
         schema = self._read_schema()
         tu = self.trace_ts_upper()
-        fast = self._read_one_run(schema, tu, as_of)
-        if fast is not None:
-            return fast
         # times at or before as_of (as_of + 1 cannot wrap: Python ints)
         upper = None if as_of is None or as_of == MAX_TIME else as_of + 1
-        runs = [self._run_chunks(b.keys, schema, 0, upper) for b in self._trace]
-        if tu is not None:
-            snap = self.unsealed_snapshot(tu, None)
-            hi = upper if upper is None or upper > tu else tu
-            runs += [self._run_chunks(b.keys, schema, tu, hi) for b in snap.batches]
-        out: list[Encoded] = []
         since = self._since if as_of is None else max(self._since, as_of)
+        unsealed = self.unsealed_snapshot(tu, None).batches if tu is not None else ()
+        if len(self._trace) == 1 and not unsealed:
+            # The common shape after maintain(): one trace batch, nothing unsealed beyond it.
+            # Its parts, read whole and concurrently, are the answer whenever advancing the
+            # times cannot make two rows meet (run_contents): no merge, no encoding.
+            parts = read_parts(self._store, self._trace[0].keys, schema)
+            fast = run_contents(parts, upper, since, schema)
+            if fast is not None:
+                return fast
+            runs = [chunks_filtered(parts, 0, upper)]
+        else:
+            runs = [self._read_chunks(b.keys, schema, 0, upper) for b in self._trace]
+            if unsealed:
+                hi = upper if upper is None or upper > tu else tu
+                runs += [self._read_chunks(b.keys, schema, tu, hi) for b in unsealed]
+        out: list[Encoded] = []
         stream_merge(runs, since, out.append)
         return self._decode_many(out, schema)
 
-    def _read_one_run(self, schema, tu, as_of) -> Updates | None:
-        # The common shape after maintain(): one trace batch, nothing unsealed beyond it, times
-        # not before the since. Its parts read in order are the answer: no merge, no encoding.
-        if as_of is not None or len(self._trace) != 1 or (
-            tu is not None and self.unsealed_snapshot(tu, None).batches
-        ):
-            return None
-        parts = list(self._batch_parts(self._trace[0].keys, schema))
-        if any(len(u) and int(u.time.min()) < self._since for u in parts):
-            return None
-        return self._concat([u for u in parts if len(u)], schema)
+    def _read_chunks(self, keys, schema, lower: int, upper: Frontier) -> Iterator[Encoded]:
+        # A read holds its whole result anyway: inputs come a whole part at a time (one
+        # Parquet read each), not a row group at a time as merges that write read them.
+        return chunks_filtered((read_part(self._store, k, schema) for k in keys), lower, upper)
 
     # ================================================================== helpers
 
@@ -1535,6 +1538,14 @@ class Arrangement:
                 "unsealed_batches": len(self._unsealed), "parts": parts, "stored_updates": rows}
 
     # ================================================================== display
+
+    def plot(self, ax=None):
+        """Trace batches on a time axis by level, the unsealed part, seal and since
+        (:func:`colmz.plot.arrangement`; needs ``colmz[plot]``). Returns the matplotlib
+        ``Axes``."""
+        from colmz.plot import arrangement
+
+        return arrangement(self, ax=ax)
 
     def _counts(self) -> tuple[int, int]:
         parts = sum(len(b.keys) for b in (*self._trace, *self._unsealed))

@@ -30,6 +30,7 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -37,8 +38,11 @@ import pyarrow.parquet as pq
 
 from colmz.arrangement_errors import CorruptPart, MissingPart
 from colmz.kernels.merge import merge_runs
+from colmz.ops import concat
 from colmz.order import ColumnSpec, unify_layouts
-from colmz.storage.base import Blob, open_input
+from colmz.storage.base import Blob, Determinate, open_input
+from colmz.storage.local import LocalBlob
+from colmz.storage.s3 import S3Blob
 from colmz.updates import Encoded, Updates, concat_encoded
 
 __all__ = [
@@ -50,6 +54,8 @@ __all__ = [
     "iter_part",
     "make_key",
     "read_part",
+    "read_parts",
+    "run_contents",
     "iter_merge",
     "stream_merge",
 ]
@@ -88,20 +94,110 @@ def key_created_ms(key: str) -> int | None:
 # ----------------------------------------------------------------------------- reading
 
 
+def open_part(store: Blob, key: str):
+    """A random-access ``pyarrow`` file of the part under ``key``, or None when missing.
+
+    A local part is memory-mapped (the Parquet reader then decodes straight from the page
+    cache, with no read into an intermediate buffer); other stores give ranged reads where
+    they can (``colmz.storage.base.open_input``).
+    """
+    if type(store) is LocalBlob:
+        path = store.path_of(key)
+        try:
+            return pa.memory_map(str(path), "r")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as e:
+            raise Determinate(f"blob open {key!r} ({path}): {e}") from e
+    return open_input(store, key)
+
+
 def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
     """The updates of the part under ``key``, checked against ``schema``.
+
+    The whole part is decoded by one Parquet read into contiguous columns: a batch as long
+    as the part, so the reader fills each column across the row groups itself and no
+    concatenation copies them again.
 
     Raises :class:`MissingPart` when the key is absent and :class:`CorruptPart` when the
     value is not a Parquet file with the schema's data columns, ``time`` and ``diff``.
     """
-    data = store.get(key)
-    if data is None:
+    f = open_part(store, key)
+    if f is None:
         raise MissingPart(f"part {key!r} is missing from the blob store")
-    try:
-        table = pq.read_table(pa.BufferReader(data))
-    except (pa.ArrowException, OSError, ValueError) as e:
-        raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
+    with f:
+        try:
+            pf = pq.ParquetFile(f)
+            rows = pf.metadata.num_rows
+            batches = list(pf.iter_batches(batch_size=max(rows, 1), use_threads=True))
+            table = pa.Table.from_batches(batches, schema=pf.schema_arrow)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
     return _checked(table, key, schema)
+
+
+#: Most parts :func:`read_parts` reads at once.
+READ_THREADS = 8
+
+
+def read_parts(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec]) -> list[Updates]:
+    """:func:`read_part` of every key, in order; parts of a local or S3 store are read by
+    concurrent threads (Arrow decodes and fetches without the GIL). Other stores -- the
+    in-memory one, wrappers such as the fault injector -- are read one key after another,
+    so their calls happen in a repeatable order. The first failing key's error is raised.
+    """
+    keys = list(keys)
+    if len(keys) < 2 or type(store) not in (LocalBlob, S3Blob):
+        return [read_part(store, k, schema) for k in keys]
+    with ThreadPoolExecutor(min(len(keys), READ_THREADS)) as pool:
+        return list(pool.map(lambda k: read_part(store, k, schema), keys))
+
+
+def run_contents(parts: Sequence[Updates], upper: int | None, since: int,
+                 schema: Sequence[ColumnSpec]) -> Updates | None:
+    """One sorted, consolidated run (``parts`` in order) with the times before ``upper``
+    kept and advanced to ``since`` -- or None when that could need consolidation.
+
+    Keeping rows by time leaves a run sorted and consolidated; advancing times can make two
+    rows of one data equal, except when no kept time is before ``since`` (nothing moves) or
+    every kept time is the same (each data has one row). In those cases the run is the
+    answer with no merge and no encoding; otherwise the caller merges.
+
+    >>> import colmz
+    >>> run = [colmz.Updates({"k": [1, 1, 2]}, time=[0, 3, 0], diff=[1, 1, 1])]
+    >>> run_contents(run, None, 0, run[0].schema).to_pylist()
+    [(1, 0, 1), (1, 3, 1), (2, 0, 1)]
+    >>> run_contents(run, 1, 2, run[0].schema).to_pylist()
+    [(1, 2, 1), (2, 2, 1)]
+    >>> run_contents(run, None, 3, run[0].schema) is None  # (1, 0) and (1, 3) would meet
+    True
+    """
+    kept: list[Updates] = []
+    lo, hi = None, None
+    for u in parts:
+        if not len(u):
+            continue
+        if upper is not None:
+            mask = u.time < np.uint64(upper)
+            if not mask.all():
+                if not mask.any():
+                    continue
+                sel = pa.array(mask)
+                u = Updates({s.name: u.column(s.name).filter(sel) for s in u.schema},
+                            u.time[mask], u.diff[mask], copy=False)  # fresh arrays
+        t_lo, t_hi = int(u.time.min()), int(u.time.max())
+        lo = t_lo if lo is None else min(lo, t_lo)
+        hi = t_hi if hi is None else max(hi, t_hi)
+        kept.append(u)
+    if not kept:
+        return Updates.empty(schema)
+    if lo < since and lo != hi:
+        return None
+    out = kept[0] if len(kept) == 1 else concat(kept)
+    if lo < since:
+        out = Updates({s.name: out.column(s.name) for s in out.schema},
+                      np.full(len(out), since, np.uint64), out.diff, copy=False)
+    return out
 
 
 def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Iterator[Updates]:
