@@ -66,6 +66,7 @@ from colmz.order import ColumnSpec
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
+    "BATCH_ROWS",
     "ContinualTask",
     "Delete",
     "Insert",
@@ -77,6 +78,9 @@ __all__ = [
     "expand",
     "rows_to_updates",
 ]
+
+#: A batch of times evaluated together holds at most this many input rows (more in one time).
+BATCH_ROWS = 1 << 16
 
 Statement = Callable[[Mapping[str, pa.Table], Mapping[str, pa.Table], pa.Table], object]
 
@@ -583,6 +587,12 @@ class ContinualTask:
         omitted.
     as_of : int, optional
         The initial as-of ``I``; defaults to the input's last complete time on a first start.
+    connection : DuckDB connection, optional
+        Where SQL statements run (a fresh one when omitted).
+    batch : bool, default True
+        Evaluate a run of consecutive times in one query per statement when the statements
+        allow it (see :attr:`batchable`); ``False`` always steps time by time. Both give the
+        same output; the time-by-time path is the reference.
 
     Examples
     --------
@@ -609,6 +619,7 @@ class ContinualTask:
         output=None,
         as_of: int | None = None,
         connection=None,
+        batch: bool = True,
     ):
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty string, got {name!r}")
@@ -624,6 +635,8 @@ class ContinualTask:
             raise ValueError(f"statements must be 'independent' or 'sequential', got {statements!r}")
         if not isinstance(snapshot, bool):
             raise TypeError(f"snapshot must be a bool, got {snapshot!r}")
+        if not isinstance(batch, bool):
+            raise TypeError(f"batch must be a bool, got {batch!r}")
         refs = dict(references or {})
         if name in refs:
             raise ValueError(f"references name the output {name!r}: it is read as of T-1 already")
@@ -656,7 +669,11 @@ class ContinualTask:
             )
         self.output = output
         self._check_statements()
-        self.stats = {"times_processed": 0, "writes": 0, "skipped_writes": 0}
+        self.stats = {"times_processed": 0, "writes": 0, "skipped_writes": 0,
+                      "batches": 0, "batched_times": 0, "batch_fallbacks": 0}
+        # The statements lifted to evaluate many times in one query each (None: the task is
+        # not batchable and always runs time by time).
+        self._lifted = self._lift() if batch else None
         self._sink = SinkState()
         self._view: Updates | None = None
         if as_of is not None:
@@ -784,9 +801,9 @@ class ContinualTask:
             if frontier is None or lower < frontier:
                 changes = _positives(self.input.updates(lower, frontier))
                 todo.extend(_by_time(changes))
-        for t, inserts in todo:
-            if len(inserts) == 0:
-                continue
+        todo = [(t, u) for t, u in todo if len(u)]
+        done = self._run_batched(todo) if self._lifted is not None and len(todo) > 1 else 0
+        for t, inserts in todo[done:]:
             if frontier_lt(t, self.output.upper) or self.output.upper is None:
                 # Already written (by a racing task on the same output): nothing to do.
                 self._view = None
@@ -797,6 +814,242 @@ class ContinualTask:
         self._sink.to_append_progress = frontier
         self._drain()
         self._next = frontier
+
+    # ------------------------------------------------------------------ batches
+
+    @property
+    def batchable(self) -> bool:
+        """Whether runs of consecutive times are evaluated in one query per statement.
+
+        They are when statements are independent (the default), all are SQL, no ``INSERT``
+        reads the output, and every ``DELETE`` predicate reads the output only through the
+        row it tests (``name.column``, or bare columns): then ``ΔO(T)`` depends on the
+        output only through which earlier rows are still there, and a batch computes, for
+        each row, the first time a ``DELETE`` matches it (the proof is in ``_run_batched``).
+        """
+        return self._lifted is not None
+
+    def _lift(self) -> list[str] | None:
+        """Each statement as one DuckDB query over all the times of a batch, or ``None``.
+
+        The times are a table ``__colmz_times``; for each time a ``LATERAL`` subquery
+        binds the input's name to that time's inserts and (for a ``DELETE``) the output's
+        name to the candidate rows born before that time, then runs the statement as
+        written. ``mz_now()`` is the lateral time. The result carries ``__colmz_time``.
+        """
+        if self.statements != "independent" or not self._body:
+            return None
+        if any(b.sql is None for b in self._body):
+            return None
+        from colmz.sql import MZ_NOW, tokenize, translate
+
+        cols = [c.name for c in self.schema]
+        col_list = ", ".join(_quote(c) for c in cols)
+        t_ref = "__colmz_t.__colmz_time"
+        inp = (f"{_quote(self.input_name)} AS (SELECT {col_list} FROM __colmz_in "
+               f"WHERE __colmz_in.__colmz_time = {t_ref})")
+        # __colmz_born is the birth time + 1, 0 for rows held before the batch: a candidate
+        # is in O@(T-1) (unless deleted) when born + 1 <= T.
+        me = (f"{_quote(self.name)} AS (SELECT {col_list}, __colmz_cid FROM __colmz_cand "
+              f"WHERE __colmz_cand.__colmz_born <= {t_ref})")
+        lifted = []
+        for b in self._body:
+            if b.kind == "insert":
+                if b.reads(self.name):
+                    return None
+                body = f"WITH {inp} SELECT * FROM ({b.sql}) __colmz_u"
+            else:
+                toks = tokenize(b.text or "")
+                for j, tok in enumerate(toks):
+                    if tok.kind in ("word", "qident") and tok.name == self.name:
+                        # Only ``name.column`` (the tested row's own column) is row-local.
+                        qualified = (
+                            j + 2 < len(toks) and toks[j + 1].text == "."
+                            and toks[j + 2].kind in ("word", "qident") and toks[j + 2].name in cols
+                            and not (j > 0 and toks[j - 1].text == ".")
+                        )
+                        if not qualified:
+                            return None
+                semi = _semijoin(toks, b.text or "", self.name, cols)
+                if semi is not None:
+                    # ``(columns) IN (subquery)``: the subquery per time, joined with the
+                    # candidates on the columns -- only the matching pairs are formed.
+                    lhs, sub = semi
+                    vs = [f"__colmz_v{i}" for i in range(len(lhs))]
+                    on = " AND ".join(f"c.{_quote(c)} = s.{v}" for c, v in zip(lhs, vs))
+                    body = translate(sub)
+                    if MZ_NOW in body:
+                        body = body.replace(MZ_NOW, _now_sql(b.now_form, t_ref))
+                    lifted.append(
+                        f"SELECT s.__colmz_time AS __colmz_time, c.__colmz_cid FROM __colmz_cand c JOIN ("
+                        f"SELECT DISTINCT {t_ref} AS __colmz_time, __colmz_s.* FROM __colmz_times __colmz_t, "
+                        f"LATERAL (WITH {inp} SELECT * FROM ({body}) __colmz_u({', '.join(vs)})) __colmz_s"
+                        f") s ON {on} AND c.__colmz_born <= s.__colmz_time"
+                    )
+                    continue
+                pred = f"({translate(b.text)})" if b.text else "TRUE"
+                body = f"WITH {inp}, {me} SELECT __colmz_cid FROM {_quote(self.name)} WHERE {pred}"
+            if MZ_NOW in body:
+                body = body.replace(MZ_NOW, _now_sql(b.now_form, t_ref))
+            lifted.append(
+                f"SELECT {t_ref} AS __colmz_time, __colmz_q.* FROM __colmz_times __colmz_t, "
+                f"LATERAL ({body}) __colmz_q"
+            )
+        return lifted
+
+    def _segments(self, todo: list[tuple[int, Updates]]) -> list[list[tuple[int, Updates]]]:
+        """``todo`` cut where a reference the statements read changes (so each batch reads
+        every reference at one content) and before the last time (a write there would
+        overflow; the time-by-time path raises it)."""
+        times = [t for t, _ in todo]
+        cuts = set()
+        for name, r in self.references.items():
+            if not any(b.reads(name) for b in self._body):
+                continue
+            ch = r.updates(times[0] + 1, times[-1] + 1)
+            for s in np.unique(ch.time).tolist() if len(ch) else []:
+                # A change at s is first seen by the first time >= s.
+                cuts.add(bisect.bisect_left(times, s))
+        if times[-1] == MAX_TIME:
+            cuts.add(len(times) - 1)
+        # A DELETE is tested against every candidate at every later time of its batch, so
+        # a batch costs (output + its inserts) x its times: long batches are cut at
+        # BATCH_ROWS input rows (one query's fixed cost is then spread over enough times).
+        n = 0
+        for i, (_, u) in enumerate(todo):
+            n += len(u)
+            if n > BATCH_ROWS and i > 0:
+                cuts.add(i)
+                n = len(u)
+        bounds = [0, *sorted(c for c in cuts if 0 < c < len(times)), len(times)]
+        return [todo[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def _run_batched(self, todo: list[tuple[int, Updates]]) -> int:
+        """Evaluate and write ``todo``'s times batch by batch; returns how many were done.
+
+        Equality with the time-by-time loop. Let the batch be times ``t1 < ... < tk``
+        (the only times where statements run; references constant over the batch). An
+        ``INSERT`` reads neither the output nor other statements' changes, so its rows at
+        ``ti`` are a function of the inserts at ``ti``, the references and ``ti``: the
+        lifted query computes exactly them. A ``DELETE`` with a row-local predicate ``p``
+        removes at ``ti`` every copy in ``O@(ti-1)`` whose value satisfies ``p(ti)``. A copy
+        is *born* before the batch (in ``O@(t1-1)``) or inserted at some ``tj``; by induction
+        over ``i`` it is in ``O@(ti-1)`` exactly when it was born before ``ti`` and no
+        ``DELETE`` matched it at a batch time in between. So each copy leaves at the first
+        batch time after its birth where some ``DELETE`` matches it, contributing ``-1`` per
+        matching statement there; when two statements match a copy at that time the loop
+        would raise :class:`NegativeMultiplicity`, and the batch is handed to the loop to do
+        so at the right time. Copies of one value born at one time share their fate, so they
+        are one candidate row with a multiplicity. Summing inserts and removals per time
+        gives each ``ΔO(ti)``, consolidated as the loop's.
+
+        Any failure (a SQL error at some time, a guard rail, a racing writer) leaves the
+        failing batch unwritten and returns its start: the time-by-time loop then takes over
+        and raises, or skips, exactly where it would have.
+        """
+        done = 0
+        for seg in self._segments(todo):
+            if len(seg) < 2:
+                return done
+            t0 = seg[0][0]
+            s = self._sink
+            s.append_times_progress = t0
+            s.to_append_progress = t0
+            self._drain()
+            if self.output.upper != t0:
+                return done  # a racing writer is ahead: the loop skips what it wrote
+            try:
+                view = self._self_view(t0)
+                delta = self._evaluate_batch(seg, view)
+            except Exception:
+                self.stats["batch_fallbacks"] += 1
+                return done
+            if delta is None:
+                self.stats["batch_fallbacks"] += 1
+                return done
+            t_last = seg[-1][0]
+            try:
+                self.output.compare_and_append(delta, t0, t_last + 1)
+            except UpperMismatch:
+                self._view = None
+                return done
+            self.stats["writes"] += 1
+            self.stats["batches"] += 1
+            self.stats["batched_times"] += len(seg)
+            self.stats["times_processed"] += len(seg)
+            s.output_progress = self.output.upper
+            self._view = consolidate(concat([_at(view, t_last), delta]), since=t_last) if len(delta) else _at(view, t_last)
+            done += len(seg)
+        return done
+
+    def _evaluate_batch(self, seg: list[tuple[int, Updates]], view: Updates) -> Updates | None:
+        """``ΔO`` at every time of ``seg`` (one batch), or ``None`` when the loop must run it."""
+        times = np.array([t for t, _ in seg], np.uint64)
+        t0 = int(times[0])
+        ins = concat([u for _, u in seg])
+        inputs = expand(ins, f"input {self.input_name!r}")
+        rep = ins.time if np.all(ins.diff == 1) else np.repeat(ins.time, ins.diff)
+        inputs = inputs.append_column("__colmz_time", pa.array(rep, pa.uint64()))
+        refs = {k: expand(r.snapshot(t0), f"reference {k!r}") for k, r in self.references.items()
+                if any(b.reads(k) for b in self._body)}
+        names = [c.name for c in self.schema]
+        what = f"CONTINUAL TASK {self.name}"
+        from colmz.sql import run_query
+
+        with _Registered(self) as reg:
+            reg.ensure("__colmz_times", pa.table({"__colmz_time": pa.array(times, pa.uint64())}))
+            reg.ensure("__colmz_in", inputs)
+            for k, v in refs.items():
+                reg.ensure(k, v)
+            inserted = []
+            for b, q in zip(self._body, self._lifted):
+                if b.kind == "insert":
+                    out, _ = run_query(reg.con, q, t0, "uint64")
+                    rows = conform(out.drop_columns(["__colmz_time"]), self.schema, what)
+                    inserted.append((rows, out.column("__colmz_time").to_numpy().astype(np.uint64)))
+            parts = [Updates({n: r.column(n) for n in names}, time=tt, diff=np.ones(len(tt), np.int64),
+                             copy=False) for r, tt in inserted if r.num_rows]
+            deletes = [q for b, q in zip(self._body, self._lifted) if b.kind == "delete"]
+            if deletes:
+                # Candidates: the output before the batch (born NULL) and every inserted copy.
+                old = _at(view, t0)
+                cand_rows = [pa.Table.from_arrays([old.column(n) for n in names], names=names)]
+                born = [pa.array(np.zeros(len(old), np.uint64))]
+                mult = [np.asarray(old.diff, np.int64)]
+                for r, tt in inserted:
+                    cand_rows.append(r)
+                    born.append(pa.array(tt + np.uint64(1), pa.uint64()))
+                    mult.append(np.ones(len(tt), np.int64))
+                cand = pa.concat_tables(cand_rows)
+                mult = np.concatenate(mult)
+                cand = cand.append_column("__colmz_born", pa.concat_arrays(born))
+                cand = cand.append_column("__colmz_cid", pa.array(np.arange(len(cand), dtype=np.int64)))
+                reg.ensure("__colmz_cand", cand)
+                hit_t, hit_c = [], []
+                for q in deletes:
+                    out, _ = run_query(reg.con, q, t0, "uint64")
+                    if out.num_columns != 2:
+                        return None
+                    hit_t.append(out.column("__colmz_time").to_numpy().astype(np.uint64))
+                    hit_c.append(out.column("__colmz_cid").to_numpy().astype(np.int64))
+                ht, hc = np.concatenate(hit_t), np.concatenate(hit_c)
+                if len(hc):
+                    order = np.lexsort((ht, hc))
+                    ht, hc = ht[order], hc[order]
+                    first = np.ones(len(hc), bool)
+                    first[1:] = hc[1:] != hc[:-1]
+                    # Two statements matching one copy at its first matching time: the loop
+                    # raises there.
+                    first_time = ht[first][np.cumsum(first) - 1]
+                    if np.any((ht == first_time) & ~first):
+                        return None
+                    cid, when = hc[first], ht[first]
+                    gone = cand.select(names).take(pa.array(cid))
+                    parts.append(Updates({n: gone.column(n) for n in names}, time=when,
+                                         diff=-mult[cid], copy=False))
+        if not parts:
+            return Updates.empty(self.schema)
+        return consolidate(concat(parts))
 
     def _step(self, t: int, inserts: Updates) -> None:
         if t == MAX_TIME:
@@ -887,6 +1140,66 @@ class ContinualTask:
         after = consolidate(concat([_at(view, t), delta])) if len(delta) else view
         _check_nonnegative(after, self.name, None)
         return delta, after
+
+
+def _now_sql(form: str | None, t_ref: str) -> str:
+    """``mz_now()`` as the SQL of a batch's time column ``t_ref`` (see ``colmz.sql.now_value``)."""
+    if form == "timestamptz":
+        return f"CAST(epoch_ms(CAST({t_ref} AS BIGINT)) AS TIMESTAMPTZ)"
+    return f"CAST({t_ref} AS UBIGINT)"
+
+
+def _semijoin(toks, text: str, name: str, cols: list[str]) -> tuple[list[str], str] | None:
+    """``(columns, subquery)`` when a DELETE predicate is exactly ``cols IN (subquery)``
+    with ``cols`` the output's own columns and a subquery that does not read the output."""
+    from colmz.sql import referenced_names
+
+    def column(j: int) -> tuple[str, int] | None:
+        # ``col`` or ``name.col`` at toks[j]: (column, next index)
+        if j + 2 < len(toks) and toks[j].kind in ("word", "qident") and toks[j].name == name \
+                and toks[j + 1].text == ".":
+            j += 2
+        if j < len(toks) and toks[j].kind in ("word", "qident") and toks[j].name in cols:
+            return toks[j].name, j + 1
+        return None
+
+    lhs: list[str] = []
+    if toks and toks[0].text == "(":
+        j = 1
+        while True:
+            c = column(j)
+            if c is None:
+                return None
+            lhs.append(c[0])
+            j = c[1]
+            if j < len(toks) and toks[j].text == ",":
+                j += 1
+                continue
+            if j < len(toks) and toks[j].text == ")":
+                j += 1
+                break
+            return None
+    else:
+        c = column(0)
+        if c is None:
+            return None
+        lhs, j = [c[0]], c[1]
+    if not (j + 2 < len(toks) and toks[j].upper == "IN" and toks[j + 1].text == "(" and toks[-1].text == ")"):
+        return None
+    depth = 0
+    for k in range(j + 1, len(toks)):
+        if toks[k].kind == "op" and toks[k].text in "([":
+            depth += 1
+        elif toks[k].kind == "op" and toks[k].text in ")]":
+            depth -= 1
+            if depth == 0 and k != len(toks) - 1:
+                return None  # the parenthesis closes before the end: more follows
+    if toks[j + 2].upper not in ("SELECT", "WITH", "VALUES", "TABLE"):
+        return None
+    sub = text[toks[j + 2].start : toks[-1].start]
+    if name in referenced_names(sub):
+        return None
+    return lhs, sub
 
 
 def _check_nonnegative(contents: Updates, name: str, index: int | None) -> None:

@@ -668,3 +668,124 @@ def test_memory_collection_restore_drops_appends_since_checkpoint():
     c.advance_since(1)
     with pytest.raises(ValueError, match="since advanced"):
         c.restore(cp)
+
+
+# ----------------------------------------------------------------------------- batches
+
+# Statements for the batch-versus-loop comparison: every form the batched path lifts (inserts
+# from the input and references, mz_now(), LIMIT and window functions per time, DELETEs by
+# semi-join on one or two columns, row-local DELETEs with qualified columns and subqueries)
+# and forms it must refuse (an INSERT or DELETE reading the output as a whole).
+BATCH_POOL = {
+    **{k: v[0] for k, v in POOL.items()},
+    "del_pair": "DELETE FROM ct WHERE (key, ct.val) IN (SELECT key, val FROM inp)",
+    "del_qual": "DELETE FROM ct WHERE ct.val < (SELECT min(val) FROM inp)",
+    "retain": "DELETE FROM ct WHERE ct.key + 3 < mz_now()",
+    "ins_now": "INSERT INTO ct SELECT key, mz_now()::INT8 FROM inp",
+    "del_ref": "DELETE FROM ct WHERE key IN (SELECT key FROM ref WHERE val > 2)",
+    "limit": "INSERT INTO ct SELECT key, val FROM inp ORDER BY val DESC, key LIMIT 1",
+    "window": "INSERT INTO ct SELECT key, row_number() OVER (ORDER BY key, val)::INT8 FROM inp",
+    "del_max": "DELETE FROM ct WHERE val = (SELECT max(val) FROM ct)",
+}
+NOT_BATCHABLE = {"self", "del_max"}
+
+
+def _feed_all(hist, upto):
+    coll = MemoryCollection(KV)
+    for t in range(upto):
+        ch = hist.get(t, {})
+        push(coll, t, kv(list(ch), t, list(ch.values())) if ch else None)
+    return coll
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    names=st.lists(st.sampled_from(sorted(BATCH_POOL)), min_size=1, max_size=3),
+    snapshot=st.booleans(),
+    input_hist=st.dictionaries(st.integers(0, 9), changes, max_size=8),
+    ref_hist=st.dictionaries(st.integers(0, 9), st.dictionaries(
+        st.tuples(st.integers(0, 3), st.integers(0, 9)), st.just(1), max_size=2), max_size=4),
+    runs=st.sets(st.integers(0, 11), max_size=3),
+)
+def test_batched_equals_time_by_time(names, snapshot, input_hist, ref_hist, runs):
+    end = 12
+    inp, ref = _feed_all(input_hist, 1), _feed_all(ref_hist, 1)
+    body = [BATCH_POOL[n] for n in names]
+    tasks = {b: ContinualTask("ct", {"inp": inp}, body, references={"ref": ref}, columns=KV,
+                              snapshot=snapshot, as_of=0, batch=b) for b in (True, False)}
+    assert not tasks[False].batchable
+    assert tasks[True].batchable == (not set(names) & NOT_BATCHABLE)
+    failed = {True: None, False: None}
+    for t in range(1, end):
+        for coll, hist in ((inp, input_hist), (ref, ref_hist)):
+            ch = hist.get(t, {})
+            push(coll, t, kv(list(ch), t, list(ch.values())) if ch else None)
+        if t in runs or t == end - 1:
+            for b, task in tasks.items():
+                if failed[b] is None:
+                    try:
+                        task.run()
+                    except Exception as e:  # the loop is the reference: same error, same time
+                        failed[b] = type(e)
+    assert failed[True] == failed[False]
+    if failed[True] is None:
+        assert tasks[True].stats["batch_fallbacks"] == 0  # the batches ran, not the loop
+    a, b = tasks[True].output, tasks[False].output
+    assert a.upper == b.upper
+    for t in range(0, a.upper):
+        assert contents(a, t) == contents(b, t), t
+
+
+def test_batches_are_used_and_cut_where_references_change():
+    inp, ref = MemoryCollection(KV), MemoryCollection(KV)
+    push(ref, 0, kv([(1, 5)], 0))
+    push(inp, 0)
+    body = ["DELETE FROM ct WHERE key IN (SELECT key FROM inp)",
+            "INSERT INTO ct SELECT i.key, coalesce(r.val, i.val) FROM inp i LEFT JOIN ref r USING (key)"]
+    task = ContinualTask("ct", {"inp": inp}, body, references={"ref": ref}, columns=KV, as_of=0)
+    loop = ContinualTask("ct", {"inp": inp}, body, references={"ref": ref}, columns=KV, as_of=0, batch=False)
+    for t in range(1, 9):
+        push(inp, t, kv([(t % 3, t)], t))
+        push(ref, t, kv([(1, 50)], t) if t == 5 else None)
+    task.run()
+    loop.run()
+    # Times 1..4 see ref {(1, 5)}, 5..8 also (1, 50): two batches, one write each (plus
+    # the empty write moving the upper from 0 to 1, which both make).
+    assert task.stats["batches"] == 2 and task.stats["batched_times"] == 8
+    assert task.stats["writes"] == 1 + 2 and loop.stats["writes"] == 1 + 8
+    for t in range(9):
+        assert contents(task.output, t) == contents(loop.output, t)
+
+
+def test_batch_with_a_negative_multiplicity_fails_at_the_loops_time():
+    # Two DELETEs both match (1, 1) at time 3: the loop writes 1 and 2, then raises at 3.
+    inp = MemoryCollection(KV)
+    push(inp, 0)
+    body = ["INSERT INTO ct SELECT * FROM inp WHERE val = 1",
+            "DELETE FROM ct WHERE key IN (SELECT key FROM inp WHERE val = 3)",
+            "DELETE FROM ct WHERE val IN (SELECT val - 2 FROM inp)"]
+    task = ContinualTask("ct", {"inp": inp}, body, columns=KV, as_of=0)
+    for t, r in ((1, (1, 1)), (2, (2, 2)), (3, (1, 3)), (4, (5, 5))):
+        push(inp, t, kv([r], t))
+    with pytest.raises(NegativeMultiplicity):
+        task.run()
+    assert task.output.upper == 3 and rows(task.output, 2) == [(1, 1)]
+    assert task.stats["batch_fallbacks"] == 1
+
+
+def test_batchable_statement_forms():
+    inp = MemoryCollection(KV)
+
+    def batchable(*body, **kw):
+        return ContinualTask("ct", {"inp": inp}, list(body), columns=KV, as_of=0, **kw).batchable
+
+    assert batchable("INSERT INTO ct SELECT * FROM inp", "DELETE FROM ct")
+    assert batchable("DELETE FROM ct WHERE ct.key IN (SELECT key FROM inp) AND val > 1")
+    assert not batchable("INSERT INTO ct SELECT * FROM ct")
+    assert not batchable("DELETE FROM ct WHERE key IN (SELECT key FROM ct)")
+    assert not batchable("DELETE FROM ct WHERE EXISTS (SELECT 1 FROM ct c2 WHERE c2.key = ct.key)")
+    assert not batchable("INSERT INTO ct SELECT * FROM inp", statements="sequential")
+    assert not batchable(Insert(lambda i, r, m: i["inp"]))
+    assert not batchable("INSERT INTO ct SELECT * FROM inp", batch=False)
+    with pytest.raises(TypeError, match="batch must be a bool"):
+        batchable("INSERT INTO ct SELECT * FROM inp", batch=1)
