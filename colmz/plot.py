@@ -5,7 +5,7 @@ Design
 Each function takes the structure (or its result object) as its first argument, draws from
 its *public* introspection only -- :meth:`colmz.Correction.stats`, :meth:`colmz.Spine.layers`
 and :meth:`colmz.Spine.stats`, :meth:`colmz.AsOfSelection.origins`, the per-tick arrays of
-``colmz.spark.SinkStats`` -- and returns the matplotlib ``Axes`` it drew on, so a caller can
+``colmz.spark.SinkStats``, :meth:`colmz.Arrangement.meta` -- and returns the matplotlib ``Axes`` it drew on, so a caller can
 restyle, annotate or save it. Pass ``ax=`` to draw into an existing figure.
 
 Every drawn element that stands for a piece of the structure carries a ``gid`` naming it
@@ -34,6 +34,7 @@ import numpy as np
 if TYPE_CHECKING:  # matplotlib is optional: only for the annotations
     from matplotlib.axes import Axes
 
+    from colmz.arrangement import Arrangement
     from colmz.as_of import AsOfSelection
     from colmz.correction import Correction
     from colmz.spine import Spine
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # matplotlib is optional: only for the annotations
 __all__ = [
     "CAUSE_COLORS",
     "EDGE_IDLE",
+    "arrangement",
     "as_of",
     "correction",
     "node_face",
@@ -661,3 +663,91 @@ def sink(stats: Any, ticks: Sequence[int] | None = None, ax: Axes | None = None)
     right.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper right")
     ax.set_title(f"Sink: {len(written)} ticks", fontsize=10)
     return ax, right
+
+
+# ------------------------------------------------------------------------------ arrangement
+
+
+def arrangement(arr: Arrangement, ax: Axes | None = None) -> Axes:
+    """An arrangement's trace batches on a time axis by level, its unsealed part, seal and since.
+
+    Each trace batch is a rectangle from its ``lower`` to its ``upper`` on the row of its
+    level (``gid="trace_batch"``), labelled with its updates and parts; the rows go up with
+    the level, so the big, old, merged batches stand above the small recent ones. The unsealed
+    batches -- appended but not yet drained into the trace -- are hatched rectangles over the
+    times they hold, ``[ts_lower, ts_upper]``, on a row of their own below level 0
+    (``gid="unsealed"``). Vertical lines mark the since (``gid="since"``: reads before it
+    are no longer possible) and the seal (``gid="seal"``: times before it are final); each
+    line's label is ``"since = N"`` / ``"seal = N"``. A seal of the empty frontier (closed for
+    good) draws no seal line and says so in the title. It reads only :meth:`Arrangement.meta`.
+
+    Parameters
+    ----------
+    arr : colmz.Arrangement
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import colmz, colmz.plot
+    >>> a = colmz.Arrangement.open("mem://plot-doc")
+    >>> for t in range(4):
+    ...     a.write(colmz.Updates({"k": [t]}, time=[t], diff=[1])); a.seal(t + 1)
+    >>> _ = a.maintain()
+    >>> ax = colmz.plot.arrangement(a)
+    >>> sum(p.get_gid() == "trace_batch" for p in ax.patches) == len(a.meta()["trace_batches"])
+    True
+    """
+    ax = _axes(ax, (10, 3.5))
+    from matplotlib.patches import Rectangle
+
+    meta = arr.meta()
+    trace, unsealed = meta["trace_batches"], meta["unsealed_batches"]
+    seal, since = meta["seal"], meta["since"]
+    # the time range: every batch, the since and the seal, with a margin on the right
+    ends = [since, *(b["desc"][0] for b in trace), *(b["ts_lower"] for b in unsealed)]
+    tops = [since + 1, *(b["desc"][1] for b in trace if b["desc"][1] is not None),
+            *(b["ts_upper"] + 1 for b in unsealed)]
+    if seal is not None:
+        tops.append(seal)
+    lo, hi = min(ends), max(tops)
+    right = hi + max(1, (hi - lo) // 20)
+    levels = sorted({b["level"] for b in trace})
+    row = {lvl: i for i, lvl in enumerate(levels)}  # one row per occupied level
+    cmap = require_matplotlib().get_cmap("viridis")
+    biggest = max([b["len"] or 0 for b in trace] + [1])
+    for b in trace:
+        lower, upper, _ = b["desc"]
+        upper = right if upper is None else upper
+        y = row[b["level"]]
+        shade = np.log1p(b["len"] or 0) / np.log1p(biggest)
+        ax.add_patch(Rectangle((lower, y - 0.38), upper - lower, 0.76, gid="trace_batch",
+                               facecolor=cmap(0.15 + 0.7 * shade), edgecolor="black", linewidth=0.6))
+        ax.annotate(f"{b['len']}\n{len(b['keys'])} part{'s' if len(b['keys']) != 1 else ''}",
+                    ((lower + upper) / 2, y), ha="center", va="center", fontsize=7,
+                    color="white" if shade < 0.55 else "black", gid="trace_label")
+    for b in unsealed:
+        ax.add_patch(Rectangle((b["ts_lower"], -1 - 0.38), b["ts_upper"] + 1 - b["ts_lower"], 0.76,
+                               gid="unsealed", facecolor="#f2c48d", edgecolor="#b5651d",
+                               hatch="//", linewidth=0.6, alpha=0.8))
+        ax.annotate(f"{b['len']}", (b["ts_lower"], -1), xytext=(2, 0), textcoords="offset points",
+                    ha="left", va="center", fontsize=7, gid="unsealed_label")
+    ax.axvline(since, color="#d62728", linewidth=1.5, gid="since", label=f"since = {since}")
+    if seal is not None:
+        ax.axvline(seal, color="black", linestyle="--", linewidth=1.2, gid="seal", label=f"seal = {seal}")
+    ax.set_xlim(lo - max(1, (hi - lo) // 50), right)
+    ax.set_ylim(-1.6, max(len(levels), 1) - 0.4)
+    ax.set_yticks([-1, *range(len(levels))], ["unsealed", *(f"level {lvl}" for lvl in levels)])
+    ax.set_xlabel("time (a trace batch spans [lower, upper); unsealed batches the times they hold)")
+    st = arr.stats()
+    ax.set_title(
+        f"Arrangement: {len(trace)} trace batches, {len(unsealed)} unsealed; "
+        f"{st['stored_updates']} updates in {st['parts']} parts; seal "
+        f"{'[] (closed for good)' if seal is None else seal}, since {since}", fontsize=10,
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return ax

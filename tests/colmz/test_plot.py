@@ -489,3 +489,93 @@ def test_sink_plot_with_only_the_largest_buffer():
     assert [float(p.get_height()) for p in ax.patches if p.get_gid() == "written"] == [3.0, 0.0, 1.0, 4.0]
     (line,) = [ln for ln in right.get_lines() if ln.get_gid() == "buffer"]
     assert list(line.get_ydata()) == [17, 17, 17, 17] and line.get_linestyle() == "--"
+
+
+# ------------------------------------------------------------------------------ arrangement
+
+
+def check_arrangement_drawing(a, ax):
+    meta = a.meta()
+    rects = gids(ax.patches, "trace_batch")
+    assert len(rects) == len(meta["trace_batches"])
+    levels = sorted({b["level"] for b in meta["trace_batches"]})
+    right = ax.get_xlim()[1]
+    for r, b in zip(rects, meta["trace_batches"]):
+        lower, upper, _ = b["desc"]
+        assert r.get_x() == lower
+        assert r.get_x() + r.get_width() == (right if upper is None else upper)
+        assert round(r.get_y() + r.get_height() / 2) == levels.index(b["level"])  # its level's row
+    labels = [t.get_text() for t in gids(ax.texts, "trace_label")]
+    assert [int(t.split("\n")[0]) for t in labels] == [b["len"] for b in meta["trace_batches"]]
+    unsealed = gids(ax.patches, "unsealed")
+    assert [(r.get_x(), r.get_x() + r.get_width()) for r in unsealed] == [
+        (b["ts_lower"], b["ts_upper"] + 1) for b in meta["unsealed_batches"]]
+    assert all(round(r.get_y() + r.get_height() / 2) == -1 for r in unsealed)
+    (since,) = gids(ax.get_lines(), "since")
+    assert since.get_label() == f"since = {a.since()}" and since.get_xdata()[0] == a.since()
+    seal = gids(ax.get_lines(), "seal")
+    if a.get_seal() is None:
+        assert seal == [] and "closed for good" in ax.get_title()
+    else:
+        assert [s.get_label() for s in seal] == [f"seal = {a.get_seal()}"]
+        assert seal[0].get_xdata()[0] == a.get_seal()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["unsealed", *(f"level {lv}" for lv in levels)]
+
+
+def levelled_arrangement(url="mem://plot-levels"):
+    a = colmz.Arrangement.open(url)
+    for t in range(24):
+        a.write(colmz.Updates({"k": [t % 5, t]}, time=[t, t], diff=[1, 1]))
+        a.seal(t + 1)
+        if t % 3 == 2:
+            a.maintain()
+    a.write(colmz.Updates({"k": [1, 2]}, time=[24, 25], diff=[1, 1]))
+    a.seal(26)
+    a.maintain(fuel=1)  # drains a small level-0 batch; its merge barely starts
+    a.write(colmz.Updates({"k": [7, 8]}, time=[30, 33], diff=[1, -1]))  # unsealed, after the seal
+    a.advance_since(10)
+    return a
+
+
+def test_arrangement_batches_levels_seal_and_since():
+    a = levelled_arrangement()
+    before = a.meta()
+    assert len({b["level"] for b in before["trace_batches"]}) >= 2  # several rows to draw
+    ax = cplot.arrangement(a)
+    check_arrangement_drawing(a, ax)
+    assert len(gids(ax.patches, "unsealed")) == 1
+    assert a.meta() == before  # drawing changes nothing
+    # the method draws into a given axes
+    fig, own = plt.subplots()
+    assert a.plot(ax=own) is own
+    check_arrangement_drawing(a, own)
+
+
+def test_arrangement_empty_and_closed():
+    a = colmz.Arrangement.open("mem://plot-empty")
+    ax = cplot.arrangement(a)
+    check_arrangement_drawing(a, ax)
+    assert gids(ax.patches, "trace_batch") == []
+    a.write(colmz.Updates({"k": [1, 2]}, time=[0, 4], diff=[1, 1]))
+    a.seal(None)
+    a.maintain()
+    ax = cplot.arrangement(a)
+    check_arrangement_drawing(a, ax)
+    assert any(b.desc.upper is None for b in a.trace_batches)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.booleans(), st.integers(0, 3)), min_size=1, max_size=12))
+def test_arrangement_drawing_matches_meta(steps):
+    a = colmz.Arrangement.open("mem://plot-hypothesis-" + str(abs(hash(tuple(steps)))))
+    t = 0
+    for advance, maintain, fuel in steps:
+        a.write(colmz.Updates({"k": list(range(advance))}, time=[t] * advance, diff=[1] * advance))
+        t += advance
+        a.seal(t)
+        if maintain:
+            a.maintain(fuel=None if fuel == 0 else fuel)
+        if fuel == 3:
+            a.advance_since(t // 2)
+    check_arrangement_drawing(a, cplot.arrangement(a))
+    plt.close("all")
