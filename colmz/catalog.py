@@ -8,9 +8,11 @@ complete (sealed) up to and including ``now`` -- its upper is ``now + 1`` -- and
 to ``as_of=now``.
 
 * A script given to :meth:`Catalog.execute` is one transaction: its writes (``INSERT``,
-  ``DELETE``, ``UPDATE``) commit together at one time ``T`` -- ``now + 1``, or ``time=`` (which
-  must be after ``now``: earlier times are sealed) -- each statement seeing the previous
-  statements' writes. DDL (``CREATE``/``DROP``) takes effect at ``now``.
+  ``DELETE``, ``UPDATE``) commit together at one time ``T`` -- ``now + 1``, or ``time=`` (never
+  below ``now``: earlier times are sealed) -- each statement seeing the previous statements'
+  writes. DDL (``CREATE``/``DROP``) takes effect at ``now``. ``time=now`` joins the commit that
+  sealed ``now`` (undone and redone with both transactions' writes) and is allowed only where
+  that revises no sealed output: every view and task must come out at ``now`` unchanged.
 * After the tables are written at ``T``, every derived object is brought to ``T`` in creation
   order, so an object only reads objects created before it and a task reading another task
   sees that task's write at ``T``. A materialized view is recomputed from its query when
@@ -149,6 +151,13 @@ class Catalog:
         self._consensus = consensus
         self._defs: list[dict] = []
         self._durable: dict[str, ArrangementCollection] = {}
+        # How to reopen time ``now`` for a write at ``time=now``: the checkpoint from before
+        # the commit that sealed it and that commit's table changes (None: it cannot be).
+        self._at_now: tuple | None = None
+        # The derived objects' changes at ``now`` a reopened commit must reproduce.
+        self._expect: dict[str, list] | None = None
+        # What undoing a failed write at time=now must put back (see _undo).
+        self._redo: tuple | None = None
         if path is None and consensus is not None:
             raise ValueError("consensus= needs a path (the blob store of a durable catalog)")
         if path is not None:
@@ -260,9 +269,13 @@ class Catalog:
     def execute(self, sql: str, time: int | None = None) -> pa.Table | None:
         """Run a script of statements; its writes commit together at one time.
 
-        The writes commit at ``now + 1``, or at ``time`` (after ``now``). A script ending in a
-        query returns that query's result (as of the commit). A script that raises changes
-        nothing.
+        The writes commit at ``now + 1``, or at ``time`` (never below ``now``). ``time=now``
+        joins the commit that sealed ``now``: its statements see that commit's writes, and it
+        is allowed only where it revises no sealed output -- every materialized view and
+        continual task must come out at ``now`` exactly as before (else ``ValueError``); it
+        needs an in-memory catalog whose last step was a commit at ``now`` (no DDL since). A
+        script ending in a query returns that query's result (as of the commit). A script
+        that raises changes nothing.
 
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")
         >>> cat.execute("INSERT INTO t VALUES (1); INSERT INTO t SELECT k + 1 FROM t", time=5)
@@ -275,16 +288,16 @@ class Catalog:
             time = check_time(time, "time")
             if not writes:
                 raise ValueError(f"time={time} given but the script writes nothing")
-            if time <= self._now:
+            if time < self._now:
                 raise ValueError(
-                    f"time={time} is not after cat.now={self._now}: times up to now are sealed"
+                    f"time={time} is before cat.now={self._now}: times before now are sealed"
                 )
         commit_at = time if time is not None else self._now + 1
         if writes and commit_at > MAX_TIME - 1:
             raise OverflowError(f"a commit at time {commit_at} needs an upper past 2**64-1")
         saved = self._checkpoint()
         try:
-            pending: dict[str, Updates] = {}
+            pending: dict[str, Updates] = self._reopen_now() if commit_at == self._now else {}
             result = None
             for i, s in enumerate(stmts):
                 if isinstance(s, (InsertStatement, DeleteStatement, UpdateStatement)):
@@ -309,8 +322,9 @@ class Catalog:
             if writes and self._now < commit_at:
                 self._commit(commit_at, pending)
         except BaseException:
-            self._restore(saved)
+            self._undo(saved)
             raise
+        self._redo = None
         self._persist()
         return result
 
@@ -325,7 +339,7 @@ class Catalog:
         """Apply a batch of updates (negative diffs included) to table ``name`` at one time.
 
         The time is ``time`` when given (the batch's time column is then ignored), else the
-        batch's single time; it must be after ``now``.
+        batch's single time; it must not be below ``now`` (``now`` as in :meth:`execute`).
 
         >>> import colmz
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k BIGINT)")
@@ -347,8 +361,8 @@ class Catalog:
                 raise ValueError(f"updates span times {lo}..{hi}; append commits at one time (pass time=)")
             time = lo
         time = check_time(time, "time")
-        if time <= self._now:
-            raise ValueError(f"time {time} is not after cat.now={self._now}: times up to now are sealed")
+        if time < self._now:
+            raise ValueError(f"time={time} is before cat.now={self._now}: times before now are sealed")
         if time > MAX_TIME - 1:
             raise OverflowError(f"a commit at time {time} needs an upper past 2**64-1")
         if [c.name for c in updates.schema] != [c.name for c in obj.schema]:
@@ -357,10 +371,14 @@ class Catalog:
         batch = Updates(data, np.full(len(updates), time, np.uint64), updates.diff, copy=False)
         saved = self._checkpoint()
         try:
-            self._commit(time, {name: batch})
+            pending = self._reopen_now() if time == self._now else {}
+            prev = pending.get(name)
+            pending[name] = consolidate(concat([prev, batch])) if prev is not None else batch
+            self._commit(time, pending)
         except BaseException:
-            self._restore(saved)
+            self._undo(saved)
             raise
+        self._redo = None
         self._persist()
 
     # ------------------------------------------------------------------ writes
@@ -443,6 +461,7 @@ class Catalog:
         """Write ``pending`` table changes at ``t``, then bring every derived object to ``t``."""
         if t <= self._now:
             raise ValueError(f"time {t} is not after cat.now={self._now}")
+        before = self._checkpoint()
         changed = set()
         for name in self._order:
             obj = self._objects[name]
@@ -467,11 +486,19 @@ class Catalog:
                 if self._refresh(obj, t, force=obj.uses_now or bool(obj.deps & changed)):
                     changed.add(name)
             elif obj.kind == "continual task":
-                before = obj.task.stats["times_processed"]
+                done = obj.task.stats["times_processed"]
                 obj.task.run()
-                if obj.task.stats["times_processed"] != before and len(obj.collection.updates(t, t + 1)):
+                if obj.task.stats["times_processed"] != done and len(obj.collection.updates(t, t + 1)):
                     changed.add(name)
+        expect, self._expect = self._expect, None
+        for name, old in (expect or {}).items():
+            if _changes_at(self._objects[name].collection, t) != old:
+                raise ValueError(
+                    f"time={t} (cat.now) would revise {self._objects[name].kind} {name!r} at time "
+                    f"{t}, already sealed: commit at a later time"
+                )
         self._now = t
+        self._at_now = (before, {k: v for k, v in pending.items() if len(v)})
 
     def _refresh(self, obj: CatalogObject, t: int, force: bool) -> bool:
         coll = obj.collection
@@ -512,6 +539,7 @@ class Catalog:
 
     def _ddl(self, s) -> None:
         now = self._now
+        self._at_now = None  # DDL at now came after its commit: a write cannot join that commit
         if isinstance(s, CreateTable):
             self._new_name(s.name)
             schema = {n: arrow_type(t) for n, t in s.columns}
@@ -608,14 +636,50 @@ class Catalog:
 
     # ------------------------------------------------------------------ transactions
 
+    def _reopen_now(self) -> dict[str, Updates]:
+        """Undo the commit that sealed ``now`` and return its table changes, for a write at
+        ``time=now`` to join; the derived objects' changes at ``now`` are kept in
+        ``_expect`` for :meth:`_commit` to check that the joined commit reproduces them."""
+        now = self._now
+        if self._path is not None:
+            raise ValueError(
+                f"time={now} (cat.now): a durable catalog has persisted time {now} sealed; "
+                "commit at a later time"
+            )
+        if self._at_now is None:
+            raise ValueError(
+                f"time={now} (cat.now): no commit at {now} to join (it was reached by DDL, a "
+                "reopen, or no write yet); commit at a later time"
+            )
+        before, pending = self._at_now
+        expect = {n: _changes_at(o.collection, now) for n, o in self._objects.items() if o.kind != "table"}
+        # The collections' changes at now: a checkpoint only drops later appends, so undoing
+        # this reopened commit has to put these back (_undo).
+        self._redo = (before, {n: o.collection.updates(now, now + 1) for n, o in self._objects.items()}, now)
+        self._restore(before)
+        self._expect = expect
+        return dict(pending)
+
+    def _undo(self, saved) -> None:
+        """Return to ``saved`` after a failed call (one that may have reopened ``now``)."""
+        redo, self._redo = self._redo, None
+        if redo is not None:
+            before, kept, now = redo
+            self._restore(before)
+            for name, u in kept.items():
+                c = self._objects[name].collection
+                c.compare_and_append(u, c.upper, now + 1)
+        self._restore(saved)
+
     def _checkpoint(self):
         objs = {}
         for name, o in self._objects.items():
             objs[name] = (o, o.collection.checkpoint(), o.task.checkpoint() if o.task else None, o.contents)
-        return (dict(self._objects), list(self._order), self._now, objs, list(self._defs))
+        return (dict(self._objects), list(self._order), self._now, objs, list(self._defs), self._at_now)
 
     def _restore(self, saved) -> None:
-        objects, order, now, objs, defs = saved
+        objects, order, now, objs, defs, self._at_now = saved
+        self._expect = None
         self._objects, self._order, self._now, self._defs = dict(objects), list(order), now, defs
         for o, cp, tcp, contents in objs.values():
             o.collection.restore(cp)
@@ -839,6 +903,11 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
     later = dur.updates(start + 1, up)
     mem.compare_and_append(later, start + 1, up)
     return mem
+
+
+def _changes_at(coll, t: int) -> list:
+    """The consolidated changes of ``coll`` at time ``t``, as sorted rows (comparable)."""
+    return sorted(consolidate(coll.updates(t, t + 1)).to_pylist(), key=repr)
 
 
 def _duckdb_type(t: pa.DataType) -> str:

@@ -178,12 +178,42 @@ def test_script_is_one_transaction_at_one_time(cat):
                       time=7)
     assert cat.now == 7 and out.to_pylist() == [{"count_star()": 2}]
     assert [r[1] for r in cat.read("t").to_pylist()] == [7, 7]
-    with pytest.raises(ValueError, match="sealed"):
-        cat.execute("INSERT INTO t VALUES (3)", time=7)
+    with pytest.raises(ValueError, match="time=6 is before cat.now=7"):
+        cat.execute("INSERT INTO t VALUES (3)", time=6)
     with pytest.raises(ValueError, match="writes nothing"):
         cat.execute("SELECT 1", time=9)
     cat.execute("DELETE FROM t WHERE k > 100")  # a write that changes nothing still commits
     assert cat.now == 8
+
+
+def test_time_boundary_now_minus_one_now_and_now_plus_one(cat):
+    cat.execute("CREATE TABLE t (k INT); CREATE TABLE other (k INT)")
+    cat.execute("CREATE MATERIALIZED VIEW big AS SELECT k FROM t WHERE k > 100")
+    cat.execute("CREATE CONTINUAL TASK log ON INPUT t AS (INSERT INTO log SELECT * FROM t WHERE k < 50)")
+    cat.execute("INSERT INTO t VALUES (1)", time=5)
+    with pytest.raises(ValueError, match="time=4 is before cat.now=5"):
+        cat.execute("INSERT INTO t VALUES (2)", time=4)
+    # time=now joins the commit at 5: it sees its writes, and nothing derived changes at 5.
+    cat.execute("INSERT INTO t SELECT k + 59 FROM t; INSERT INTO other VALUES (7)", time=5)
+    assert cat.now == 5 and q(cat, "SELECT * FROM t") == [(1,), (60,)]
+    assert q(cat, "SELECT * FROM other") == [(7,)] and q(cat, "SELECT * FROM log") == [(1,)]
+    assert [r[1:] for r in cat.read("t").to_pylist()] == [(5, 1), (5, 1)]
+    # ... but not where it would revise sealed output: the task would log 2 at 5, the view
+    # would hold 200 at 5. Either raises and leaves the catalog as it was.
+    for sql in ("INSERT INTO t VALUES (2)", "INSERT INTO t VALUES (200)"):
+        with pytest.raises(ValueError, match="would revise .* at time 5, already sealed"):
+            cat.execute(sql, time=5)
+        assert q(cat, "SELECT * FROM t") == [(1,), (60,)] and cat.now == 5
+    with pytest.raises(ValueError, match="would revise continual task 'log'"):
+        cat.append("t", colmz.Updates({"k": [3]}, time=[5], diff=[1]))
+    cat.append("other", colmz.Updates({"k": [8]}, time=[5], diff=[1]))  # joins too
+    assert q(cat, "SELECT * FROM other") == [(7,), (8,)]
+    cat.execute("INSERT INTO t VALUES (2)", time=6)
+    assert cat.now == 6 and q(cat, "SELECT * FROM log") == [(1,), (2,)]
+    # DDL at now comes after the commit: a write cannot join it any more.
+    cat.execute("CREATE TABLE u (k INT)")
+    with pytest.raises(ValueError, match="no commit at 6 to join"):
+        cat.execute("INSERT INTO u VALUES (1)", time=6)
 
 
 def test_failed_statement_changes_nothing(cat):
@@ -215,8 +245,10 @@ def test_append_change_log(cat):
         cat.append("t", colmz.Updates({"k": [1, 1], "s": ["a", "a"]}, time=[8, 9], diff=[1, 1]))
     with pytest.raises(ValueError, match="written only by the catalog"):
         cat.append("log", u, time=10)
-    with pytest.raises(ValueError, match="sealed"):
+    with pytest.raises(ValueError, match="would revise continual task 'log' at time 6, already sealed"):
         cat.append("t", u, time=6)
+    with pytest.raises(ValueError, match="time=5 is before cat.now=6"):
+        cat.append("t", u, time=5)
     assert cat.now == 6
 
 
