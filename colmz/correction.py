@@ -96,7 +96,7 @@ from colmz.kernels.consolidate import sort_consolidate
 from colmz.kernels.merge import merge_runs
 from colmz.kernels.split import lower_bound
 from colmz.ops import diff_overflow_error
-from colmz.order import Layout, unify_layouts
+from colmz.order import Layout, pad_keys, unify_layouts
 from colmz.updates import Encoded, Updates, concat_encoded, unify_schemas
 
 __all__ = ["Correction", "SinceRegression"]
@@ -104,10 +104,15 @@ __all__ = ["Correction", "SinceRegression"]
 _DOMAIN_BITS = 64
 # Merges of at most this many updates sort the union instead (see _merge).
 _SMALL_MERGE = 48
+# Reads gathering at most this many updates take the one-sort path (see _read_small).
+_SMALL_READ = 48
 
 
 class SinceRegression(ValueError):
     """``advance_since`` was called with a since before the current one."""
+
+
+_NO_CHAIN = Chain()
 
 
 class _Bucket:
@@ -236,29 +241,30 @@ class Correction:
     def _insert(self, updates: Updates, negate: bool) -> None:
         if not isinstance(updates, Updates):
             raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
-        if not len(updates):
+        n = len(updates)
+        if not n:
             # An empty batch fixes no schema (a sink's first tick may have nothing to write,
             # and the empty read it feeds back has no columns); one with columns must still
             # agree with the columns already fixed.
             if self._schema is not None and updates.schema:
                 unify_schemas(self._schema, updates.schema)
             return
-        schema = updates.schema if self._schema is None else unify_schemas(self._schema, updates.schema)
-        if negate and len(updates) and updates._diff.min() == np.iinfo(np.int64).min:
-            raise OverflowError("updates hold diff -2**63, which cannot be negated within int64")
+        schema = updates.schema
+        if schema is not self._schema:
+            schema = schema if self._schema is None else unify_schemas(self._schema, schema)
+        enc = updates.encode()
+        if negate:
+            enc = enc.negated()
         self._schema = schema
         if self._since is None:
             return
-        enc = updates.encode()
-        if negate:
-            enc = Encoded(enc.keys, enc.time, -enc.diff, enc.layout)
-        if self._stage_count + len(enc) < self.stage_size:
+        if self._stage_count + n < self.stage_size:
             self._stage.append(enc)
-            self._stage_count += len(enc)
+            self._stage_count += n
             return
         snap = self._snapshot()
         self._stage.append(enc)
-        self._stage_count += len(enc)
+        self._stage_count += n
         try:
             self._flush_stage()
         except BaseException:
@@ -513,6 +519,8 @@ class Correction:
          self._well_formed, self._clean_from) = snap
 
     def _guarded_consolidate_before(self, upper: Frontier) -> None:
+        if self._read_small(upper):
+            return
         # A diff overflow in a merge must leave the buffer as it was.
         snap = self._snapshot()
         try:
@@ -522,20 +530,21 @@ class Correction:
             raise
 
     def _iter_emitted(self) -> Iterator[Updates]:
-        chunks = list(self._emitted.chunks)
+        chunks = self._emitted.chunks
         if not chunks:
             return self._iter_nothing()
         schema = self._schema
-        return (Updates.decode(Encoded(c.keys, c.time, c.diff, c.layout), schema) for c in chunks)
+        # Decoded lazily: a sink that only feeds the read back never decodes it.
+        return iter([Updates._from_encoded(Encoded(c.keys, c.time, c.diff, c.layout), schema) for c in chunks])
 
     def _iter_nothing(self) -> Iterator[Updates]:
         # One empty batch of the buffer's columns, so colmz.concat of any read works.
         return iter((Updates.empty(self._schema or ()),))
 
     def _consolidate_before(self, upper: Frontier) -> None:
-        self._flush_stage()
         since = self._since
         assert since is not None
+        self._flush_stage()
         peeled = self._peel(upper)
         if self._boundary is not None and (upper is None or upper > self._boundary):
             self._boundary = upper
@@ -554,6 +563,87 @@ class Correction:
         self._emitted = self._merge(lower, since)
         self._last_read = (upper, since)
         self._restore(self.restore_fuel)
+
+    def _read_small(self, upper: Frontier) -> bool:
+        """A read of few updates in one sort; ``False`` (nothing done) when there are more.
+
+        The stage, ``pending_low``, the old ``emitted`` and the chains of the buckets that
+        start below ``upper`` hold at most ``_SMALL_READ`` updates: they are sorted and
+        consolidated together (times advanced to the since) and cut at ``upper``. The lower
+        part is the new ``emitted``; the rest (staged updates at or after ``upper``, the part
+        of a straddling bucket beyond it, what a regressed upper left in ``pending_low``) is
+        routed as a flush routes. The answer is the general path's: both consolidate the same
+        updates. The sort, the one step that can fail (diff overflow), runs before anything
+        changes, so no rollback snapshot is needed unless something must be routed; on an
+        overflow the general path runs instead and reports it where it arises.
+        """
+        total = self._stage_count + self._emitted.count
+        for c in self._pending_low:
+            total += c.count
+        if total > _SMALL_READ:
+            return False
+        offsets, buckets = self._offsets, self._buckets
+        chains = [*self._pending_low, self._emitted]
+        k = 0
+        while k < len(offsets) and (upper is None or offsets[k] < upper):
+            for c in buckets[offsets[k]][1].chains:
+                total += c.count
+                chains.append(c)
+            if total > _SMALL_READ:
+                return False
+            k += 1
+        parts = [(c.keys, c.time, c.diff, c.layout) for chain in chains for c in chain.chunks]
+        parts += [(e.keys, e.time, e.diff, e.layout) for e in self._stage]
+        since = self._since
+        if parts:
+            layout = parts[0][3]
+            if len(parts) == 1:
+                keys, time, diff = parts[0][:3]
+            else:
+                if any(p[3] != layout for p in parts):
+                    layout = unify_layouts(*(p[3] for p in parts))
+                    parts = [(pad_keys(k_, lay, layout), t, d, lay) for k_, t, d, lay in parts]
+                keys = np.concatenate([p[0] for p in parts])
+                time = np.concatenate([p[1] for p in parts])
+                diff = np.concatenate([p[2] for p in parts])
+            try:
+                keys, time, diff = sort_consolidate(keys, time, diff, "time", since)
+            except OverflowError:
+                return False
+            n = len(time)
+            cut = n if upper is None else int(lower_bound(time, np.uint64(upper)))
+        else:
+            n = cut = 0
+        snap = self._snapshot() if cut < n else None
+        try:
+            # The first k buckets' chains are in the sort: empty them, then peel.
+            for off in offsets[:k]:
+                bits, bucket = buckets[off]
+                if bucket.chains:
+                    buckets[off] = (bits, _Bucket())
+            self._peel(upper)
+            if self._boundary is not None and (upper is None or upper > self._boundary):
+                self._boundary = upper
+            self._stage = []
+            self._stage_count = 0
+            self._pending_low = []
+            self._last_read = (upper, since)
+            if parts:
+                self.work.sorts += 1
+                self.work.copied += n
+                self._emitted = Chain.from_arrays(keys[:cut], time[:cut], diff[:cut], layout, self.chunk_size)
+                if cut < n:
+                    # Copied, so that what stays buffered does not keep the read's rows alive.
+                    self._route(keys[cut:].copy(), time[cut:].copy(), diff[cut:].copy(), layout)
+            else:
+                self._emitted = _NO_CHAIN
+            self._restore(self.restore_fuel)
+        except BaseException:
+            if snap is None:
+                raise
+            self._rollback(snap)
+            return False
+        return True
 
     # ------------------------------------------------------------------ bucket chain
 

@@ -289,6 +289,12 @@ def concat(batches: Iterable[Updates]) -> Updates:
         schema = unify_schemas(schema, b.schema)
     if len(batches) == 1:
         return batches[0]
+    if all(b._enc is not None and b._schema == schema for b in batches):
+        # Batches a structure handed out (a read's chunks): concatenate their encodings and
+        # decode lazily, so feeding the result back into a structure encodes nothing.
+        from colmz.updates import concat_encoded
+
+        return Updates._from_encoded(concat_encoded([b._enc for b in batches]), schema)
     data = {}
     for ci, spec in enumerate(schema):
         chunks = []
@@ -300,7 +306,7 @@ def concat(batches: Iterable[Updates]) -> Updates:
         data[spec.name] = pa.concat_arrays(chunks)
     time = np.concatenate([b._time for b in batches])
     diff = np.concatenate([b._diff for b in batches])
-    return Updates(data, time, diff, _trusted=True)
+    return Updates._from_parts(tuple(data.values()), schema, time, diff)
 
 
 def set_cache_dir(path: str | os.PathLike) -> None:

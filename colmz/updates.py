@@ -70,9 +70,12 @@ from colmz.order import (
     unify_layouts,
 )
 
-__all__ = ["Encoded", "SchemaError", "Updates", "check_typed", "unify_schemas", "widen"]
+__all__ = ["Encoded", "SchemaError", "Updates", "check_typed", "negated_diff", "unify_schemas", "widen"]
 
 _MAX_DATA_COLUMNS = 64
+_I64_MIN = np.iinfo(np.int64).min
+# The sign bit: signed integers encode as two's complement with it flipped (colmz.order).
+_SIGN = np.uint64(1 << 63)
 
 
 class SchemaError(TypeError):
@@ -151,6 +154,22 @@ class Encoded:
         if target == self.layout:
             return self
         return Encoded(pad_keys(self.keys, self.layout, target), self.time, self.diff, target)
+
+    def negated(self) -> Encoded:
+        """The same run with every diff negated (new diff array; keys and times are shared).
+
+        The one place colmz negates diffs: ``-2**63`` has no negation within ``int64``, so a
+        run holding it raises ``OverflowError`` instead of wrapping around.
+
+        >>> e = Encoded(np.zeros((1, 1), np.uint64), np.zeros(1, np.uint64), np.array([3]), (1, 0))
+        >>> e.negated().diff.tolist()
+        [-3]
+        """
+        return Encoded(self.keys, self.time, negated_diff(self.diff), self.layout)
+
+    def slice(self, start: int, stop: int) -> Encoded:
+        """Rows ``[start, stop)`` as views (no copy)."""
+        return Encoded(self.keys[start:stop], self.time[start:stop], self.diff[start:stop], self.layout)
 
     @property
     def nbytes(self) -> int:
@@ -404,7 +423,9 @@ class Updates:
     (True, False)
     """
 
-    __slots__ = ("_columns", "_schema", "_time", "_diff", "_enc")
+    # ``_cols`` is ``None`` while a batch built from its encoding (what structures hand out)
+    # has not been asked for its columns: ``_columns`` decodes them on first use.
+    __slots__ = ("_cols", "_schema", "_time", "_diff", "_enc")
 
     def __init__(
         self,
@@ -418,8 +439,8 @@ class Updates:
     ):
         self._enc = None
         if _trusted:
-            self._columns = tuple(data.values())
-            self._schema = tuple(ColumnSpec(n, c.type) for n, c in zip(data, self._columns))
+            self._cols = tuple(data.values())
+            self._schema = tuple(ColumnSpec(n, c.type) for n, c in zip(data, self._cols))
             self._time = time
             self._diff = diff
             return
@@ -441,12 +462,42 @@ class Updates:
         for name, c in zip(names, cols):
             if len(c) != n:
                 raise ValueError(f"data column {name!r} has {len(c)} values but time has {n}")
-        self._columns = cols
+        self._cols = cols
         self._schema = tuple(ColumnSpec(n, c.type) for n, c in zip(names, cols))
         self._time = t
         self._diff = d
 
     # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def _from_parts(cls, columns: Sequence[pa.Array], schema: tuple[ColumnSpec, ...], time: np.ndarray,
+                    diff: np.ndarray, enc: Encoded | None = None) -> Updates:
+        """A batch of arrays colmz made itself (no checks, no copies).
+
+        ``columns`` may be ``None`` when ``enc`` is given: the columns are then decoded from
+        the encoding when first asked for, so a batch that is only fed back into a structure
+        (a sink's read) is never decoded.
+        """
+        out = cls.__new__(cls)
+        out._cols = None if columns is None else tuple(columns)
+        out._schema = schema
+        out._time = time
+        out._diff = diff
+        out._enc = enc
+        return out
+
+    @classmethod
+    def _from_encoded(cls, enc: Encoded, schema: tuple[ColumnSpec, ...]) -> Updates:
+        """The batch of ``enc`` in ``schema``, decoded lazily (see :meth:`_from_parts`)."""
+        return cls._from_parts(None, schema, enc.time, enc.diff, enc)
+
+    @property
+    def _columns(self) -> tuple[pa.Array, ...]:
+        cols = self._cols
+        if cols is None:
+            enc = self._enc
+            cols = self._cols = tuple(decode_columns(enc.keys, enc.layout, self._schema))
+        return cols
 
     @classmethod
     def from_arrow(cls, table: pa.Table | pa.RecordBatch, *, time: str = "time", diff: str = "diff") -> Updates:
@@ -603,9 +654,10 @@ class Updates:
 
     def negated(self) -> Updates:
         """The same updates with every diff negated (``OverflowError`` for ``-2**63``)."""
-        if len(self._diff) and self._diff.min() == np.iinfo(np.int64).min:
-            raise OverflowError("diff -2**63 cannot be negated within int64")
-        return Updates(dict(zip(self.column_names, self._columns)), self._time, -self._diff, _trusted=True)
+        if self._enc is not None:
+            enc = self._enc.negated()
+            return Updates._from_parts(self._cols, self._schema, self._time, enc.diff, enc)
+        return Updates._from_parts(self._columns, self._schema, self._time, negated_diff(self._diff))
 
     # ------------------------------------------------------------------ encoding
 
@@ -615,18 +667,23 @@ class Updates:
         Batches that colmz decoded from its own encoding (what structures hand out) keep that
         encoding, so feeding them back -- the sink's ``insert_negated`` -- does not re-encode.
         """
-        if self._enc is not None:
-            return self._enc
-        keys, layout = encode_columns(self._columns, [s.kind for s in self._schema], n=len(self))
-        return Encoded(keys, self._time, self._diff, layout)
+        enc = self._enc
+        if enc is None:
+            cols = self._columns
+            keys = plain_int_words(cols, len(self._time))
+            if keys is None:
+                keys, layout = encode_columns(cols, _kinds(self._schema), n=len(self._time))
+            else:
+                layout = (1,) * len(cols) + (0,)
+            # Not kept: a caller holding a large batch would hold its encoding twice over.
+            enc = Encoded(keys, self._time, self._diff, layout)
+        return enc
 
     @classmethod
     def decode(cls, enc: Encoded, schema: Sequence[ColumnSpec]) -> Updates:
         """Inverse of :meth:`encode` for a batch of the given schema."""
         cols = decode_columns(enc.keys, enc.layout, schema)
-        out = cls({s.name: c for s, c in zip(schema, cols)}, enc.time, enc.diff, _trusted=True)
-        out._enc = enc
-        return out
+        return cls._from_parts(cols, tuple(schema), enc.time, enc.diff, enc)
 
     # ------------------------------------------------------------------ display
 
@@ -722,11 +779,78 @@ def _specs(schema) -> tuple[ColumnSpec, ...]:
     return tuple(schema)
 
 
+# Kinds per schema: ``ColumnSpec.kind`` classifies the Arrow type on every call, and a
+# structure encodes many batches of one schema.
+_KINDS: dict[tuple[ColumnSpec, ...], list[str]] = {}
+
+
+def _kinds(schema: tuple[ColumnSpec, ...]) -> list[str]:
+    kinds = _KINDS.get(schema)
+    if kinds is None:
+        kinds = [s.kind for s in schema]
+        if len(_KINDS) < 1024:
+            _KINDS[schema] = kinds
+    return kinds
+
+
+def negated_diff(diff: np.ndarray) -> np.ndarray:
+    """``-diff`` as a new array; ``OverflowError`` when it holds ``-2**63``.
+
+    The one place colmz negates diffs (:meth:`Encoded.negated`, :meth:`Updates.negated`): the
+    negation of ``-2**63`` leaves ``int64`` and would wrap around silently.
+
+    >>> negated_diff(np.array([1, -2])).tolist()
+    [-1, 2]
+    """
+    if len(diff) and diff.min() == _I64_MIN:
+        raise OverflowError("diff -2**63 cannot be negated within int64")
+    return -diff
+
+
+def plain_int_words(columns: Sequence[pa.Array], n: int) -> np.ndarray | None:
+    """Key words of 64-bit integer columns without NULLs, else ``None``.
+
+    The common key of a sink batch, encoded with a handful of numpy calls instead of the
+    general :func:`colmz.order.encode_columns` (whose per-call set-up dominates a batch of a
+    few rows). The words are those of ``colmz.order``: a signed value with its sign bit
+    flipped, an unsigned one as it is, and no null word; ``test_updates`` checks the two
+    encoders agree.
+    """
+    if not columns:
+        return None
+    keys = np.empty((n, len(columns)), np.uint64)
+    for i, col in enumerate(columns):
+        if not isinstance(col, pa.Array) or col.null_count:
+            return None
+        t = col.type
+        if t == _INT64:
+            signed = True
+        elif t == _UINT64:
+            signed = False
+        else:
+            return None
+        buf = col.buffers()[1]
+        if buf is None:
+            return None
+        words = np.frombuffer(buf, np.uint64, count=n, offset=col.offset * 8)
+        if signed:
+            np.bitwise_xor(words, _SIGN, out=keys[:, i])
+        else:
+            keys[:, i] = words
+    return keys
+
+
+_INT64 = pa.int64()
+_UINT64 = pa.uint64()
+
+
 def concat_encoded(parts: Iterable[Encoded]) -> Encoded:
     """One encoded batch from several (layouts harmonised by padding)."""
     parts = list(parts)
-    target = unify_layouts(*(p.layout for p in parts))
-    parts = [p.padded(target) for p in parts]
+    target = parts[0].layout
+    if any(p.layout != target for p in parts):
+        target = unify_layouts(*(p.layout for p in parts))
+        parts = [p.padded(target) for p in parts]
     return Encoded(
         np.concatenate([p.keys for p in parts]),
         np.concatenate([p.time for p in parts]),

@@ -334,9 +334,9 @@ def test_far_future_retractions_are_never_touched():
     c.insert(upd([7], [300], [1]))
     rows = read_rows(c, 301)
     assert rows == [(7, 300, 1)]
-    # the 2 staged feedback rows and the new row are flushed (3), the read emits 1: none of the
-    # 400 far-future updates is copied or touched
-    assert c.work.copied - copied == 4
+    # at most the staged feedback rows, the new row and the read's output are copied: none of
+    # the 400 far-future updates is copied or touched
+    assert c.work.copied - copied <= 4
 
 
 def test_late_feedback_below_boundary_cancels_emitted():

@@ -491,3 +491,63 @@ def test_lossless_widening_unifies(a, b, wide):
 def test_lossy_mixing_still_raises(a, b):
     with pytest.raises(SchemaError, match="only lossless widening"):
         unify_schemas((ColumnSpec("k", a),), (ColumnSpec("k", b),))
+
+
+# ----------------------------------------------------------------------------- encodings kept
+
+
+@given(
+    st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**64 - 1)), max_size=20),
+    st.integers(0, 3),
+)
+@settings(max_examples=60, deadline=None)
+def test_plain_int_fast_encoding_agrees_with_encode_columns(rows, offset):
+    from colmz.order import encode_columns
+    from colmz.updates import plain_int_words
+
+    signed = pa.array([r[0] for r in rows], pa.int64())
+    unsigned = pa.array([r[1] for r in rows], pa.uint64())
+    # sliced arrays: the fast path must respect the Arrow offset
+    signed, unsigned = signed.slice(min(offset, len(rows))), unsigned.slice(min(offset, len(rows)))
+    n = len(signed)
+    fast = plain_int_words([signed, unsigned], n)
+    keys, layout = encode_columns([signed, unsigned], n=n)
+    assert layout == (1, 1, 0)
+    assert fast is not None and np.array_equal(fast, keys)
+    u = Updates({"a": signed, "b": unsigned}, time=np.zeros(n, np.uint64), diff=np.ones(n, np.int64))
+    assert u.encode().layout == layout and np.array_equal(u.encode().keys, keys)
+
+
+def test_fast_encoding_declines_nulls_and_other_types():
+    from colmz.updates import plain_int_words
+
+    assert plain_int_words([pa.array([1, None], pa.int64())], 2) is None
+    assert plain_int_words([pa.array([1, 2], pa.int32())], 2) is None
+    assert plain_int_words([], 2) is None
+
+
+def test_structure_output_is_decoded_lazily_and_concat_keeps_encodings():
+    c = colmz.Correction(chunk_size=2)
+    c.insert(Updates({"k": ["a", "b", "c"]}, time=[1, 1, 1], diff=[1, 2, 3]))
+    parts = list(c.updates_before(2))
+    assert len(parts) == 2 and all(p._cols is None for p in parts)
+    both = colmz.concat(parts)
+    assert both._cols is None and both._enc is not None  # nothing decoded yet
+    c.insert_negated(both)
+    assert both._cols is None  # fed back without decoding
+    assert both.to_pylist() == [("a", 1, 1), ("b", 1, 2), ("c", 1, 3)]
+    assert both == Updates({"k": ["a", "b", "c"]}, time=[1, 1, 1], diff=[1, 2, 3])
+    assert colmz.concat(c.updates_before(2)).to_pylist() == []
+    neg = both.negated()
+    assert neg._enc is not None and neg.to_pylist() == [("a", 1, -1), ("b", 1, -2), ("c", 1, -3)]
+
+
+def test_negation_overflow_is_checked_in_one_place():
+    from colmz.updates import negated_diff
+
+    with pytest.raises(OverflowError, match="-2\\*\\*63"):
+        negated_diff(np.array([1, -(2**63)], np.int64))
+    enc = Updates({"k": [1]}, time=[0], diff=[-(2**63)]).encode()
+    with pytest.raises(OverflowError, match="-2\\*\\*63"):
+        enc.negated()
+    assert enc.slice(0, 1).diff.tolist() == [-(2**63)]
