@@ -84,12 +84,17 @@ from colmz.sql import (
     run_query,
     translate,
 )
+from colmz.storage.base import VersionedData
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["RECORD_KEY", "ArrangementCollection", "Catalog", "CatalogObject"]
+__all__ = ["INTENT_KEY", "INTENT_PREFIX", "RECORD_KEY", "ArrangementCollection", "Catalog", "CatalogObject"]
 
 #: The blob key of a durable catalog's definitions (JSON).
 RECORD_KEY = "catalog/record.json"
+#: The consensus key of a durable catalog's transaction intent (empty: none pending).
+INTENT_KEY = "catalog/intent"
+#: Where an intent's data blobs live.
+INTENT_PREFIX = "catalog/txn/"
 
 
 @dataclass
@@ -115,9 +120,10 @@ class Catalog:
 
     Parameters
     ----------
-    path : str or os.PathLike, optional
-        ``None`` keeps everything in memory; a directory or storage URL keeps every object
-        durable as a ``colmz.Arrangement`` and reopening resumes where the catalog stopped.
+    path : str, os.PathLike or ``colmz.storage.url.Location``, optional
+        ``None`` keeps everything in memory; a directory or storage URL (or a store already
+        opened) keeps every object durable as a ``colmz.Arrangement`` and reopening resumes
+        where the catalog stopped.
     consensus : str, optional
         The consensus URL for an ``s3://`` path (as ``colmz.Arrangement.open``).
     maintain_every : int, default 16
@@ -161,12 +167,19 @@ class Catalog:
         if path is None and consensus is not None:
             raise ValueError("consensus= needs a path (the blob store of a durable catalog)")
         if path is not None:
-            if not isinstance(path, (str, os.PathLike)):
-                raise TypeError(f"path must be a directory or storage URL, got {type(path).__name__}")
-            from colmz.storage.url import open_location
+            from colmz.storage.url import Location, open_location
 
-            self._path = os.fspath(path)
-            self._blob = open_location(self._path, consensus=consensus).blob
+            if isinstance(path, Location):
+                if consensus is not None:
+                    raise ValueError("give consensus= with a URL, not with an opened Location")
+                self._loc = path
+                self._path = path.url
+            elif isinstance(path, (str, os.PathLike)):
+                self._path = os.fspath(path)
+                self._loc = open_location(self._path, consensus=consensus)
+            else:
+                raise TypeError(f"path must be a directory, storage URL or Location, got {type(path).__name__}")
+            self._blob = self._loc.blob
             self._reopen()
 
     # ------------------------------------------------------------------ accessors
@@ -697,14 +710,26 @@ class Catalog:
     def _arrangement(self, d: dict, schema) -> ArrangementCollection:
         from colmz.arrangement import Arrangement
 
-        arr = Arrangement.open(self._path, schema, consensus=self._consensus, name=d["key"])
+        arr = Arrangement.open(self._loc, schema, name=d["key"])
         return ArrangementCollection(arr)
 
     def _persist(self) -> None:
         """Write what the in-memory collections hold beyond their arrangements, then the
-        definitions (a new object's arrangement exists before the record names it)."""
+        definitions (a new object's arrangement exists before the record names it).
+
+        A step that moves several objects' data is all-or-nothing: each object's changes
+        are first written as a blob, the definitions record names any new object, then an
+        *intent* listing every object's ``(lower, upper, blob)`` is committed by
+        compare-and-set on the consensus key :data:`INTENT_KEY`, and only then is each
+        arrangement appended to (one atomic commit each) and the intent cleared. A crash
+        before the intent commits leaves every arrangement as it was; after it, reopening
+        (or the next persist) replays the intent: an arrangement whose seal already reached
+        its ``upper`` landed, the others are appended from the blob -- idempotently.
+        """
         if self._path is None:
             return
+        self._replay_intent()
+        moves = []
         for d in self._defs:
             obj = self._objects[d["name"]]
             dur = self._durable.get(d["name"])
@@ -716,7 +741,14 @@ class Catalog:
                 dur.compare_and_append(Updates.empty(obj.schema), 0, mem.since)
             if dur.upper != mem.upper:
                 lo = dur.upper
-                dur.compare_and_append(mem.updates(lo, mem.upper), lo, mem.upper)
+                moves.append((d, dur, lo, mem.upper, mem.updates(lo, mem.upper)))
+        with_data = [m for m in moves if len(m[4])]
+        if len(with_data) > 1:
+            self._write_record()
+            self._commit_intent(moves)
+        else:
+            for _, dur, lo, up, u in moves:
+                dur.compare_and_append(u, lo, up)
         gone = set(self._durable) - {d["name"] for d in self._defs}
         for name in gone:
             del self._durable[name]
@@ -727,8 +759,65 @@ class Catalog:
                 mem = self._objects[name].collection
                 # Contents not yet loaded from the store are read as of mem.since: keep it.
                 dur.maintain(mem.since if mem.base_pending else self._now)
+        self._write_record()
+
+    def _write_record(self) -> None:
         record = {"format": 1, "objects": self._defs}
         self._blob.set(RECORD_KEY, json.dumps(record, indent=1).encode())
+
+    def _commit_intent(self, moves) -> None:
+        """Make ``moves`` -- ``(definition, arrangement, lower, upper, updates)`` -- land
+        together: blobs, intent (compare-and-set), appends, intent cleared."""
+        token = uuid.uuid4().hex
+        entries = []
+        for d, _, lo, up, u in moves:
+            key = f"{INTENT_PREFIX}{token}/{d['key']}"
+            self._blob.set(key, _encode_updates(u))
+            entries.append({"name": d["name"], "key": d["key"], "lower": lo, "upper": up, "blob": key})
+        cons = self._loc.consensus
+        head = cons.head(INTENT_KEY)
+        seqno = head.seqno if head is not None else None
+        if head is not None and head.data:
+            raise RuntimeError(f"{INTENT_KEY}: an unfinished transaction is pending (replay it first)")
+        body = json.dumps({"entries": entries}).encode()
+        if not cons.compare_and_set(INTENT_KEY, seqno, VersionedData((seqno or 0) + 1, body)):
+            raise UpperMismatch(seqno, cons.head(INTENT_KEY).seqno)
+        self._apply_intent(entries, (seqno or 0) + 1)
+
+    def _replay_intent(self) -> None:
+        """Finish a transaction whose intent committed but whose appends may not all have
+        landed (a crash, or a failed call): see :meth:`_persist`."""
+        head = self._loc.consensus.head(INTENT_KEY)
+        if head is None or not head.data:
+            return
+        self._apply_intent(json.loads(bytes(head.data))["entries"], head.seqno)
+
+    def _apply_intent(self, entries, seqno: int) -> None:
+        names = {d["key"]: d["name"] for d in self._defs}
+        for e in entries:
+            name = names.get(e["key"])
+            if name is None:
+                continue  # dropped since: nothing to land
+            dur = self._durable.get(name)
+            if dur is None:
+                dur = self._durable[name] = self._arrangement({"key": e["key"]}, None)
+            if dur.upper is None or dur.upper >= e["upper"]:
+                continue  # landed
+            if dur.upper != e["lower"]:
+                raise ValueError(
+                    f"{INTENT_KEY}: {e['name']!r} has upper {dur.upper}, the intent expects "
+                    f"{e['lower']}: the store was changed behind the catalog"
+                )
+            raw = self._blob.get(e["blob"])
+            if raw is None:
+                raise FileNotFoundError(f"{self._blob.url_of(e['blob'])}: a committed intent's data is missing")
+            dur.compare_and_append(_decode_updates(raw, dur.schema), e["lower"], e["upper"])
+        cons = self._loc.consensus
+        # Cleared: an empty intent (the blobs go after, a crash between leaves garbage only).
+        if not cons.compare_and_set(INTENT_KEY, seqno, VersionedData(seqno + 1, b"")):
+            raise UpperMismatch(seqno, cons.head(INTENT_KEY).seqno)
+        for e in entries:
+            self._blob.delete(e["blob"])
 
     def _reopen(self) -> None:
         """Load the definitions and each object's contents, then resume every task."""
@@ -745,6 +834,9 @@ class Catalog:
         durs = {}
         for d in defs:
             durs[d["name"]] = self._arrangement(d, None)
+        self._defs, self._durable = defs, durs
+        self._replay_intent()
+        self._durable = {}
         uppers = [c.upper for c in durs.values() if c.upper is not None]
         if not uppers:
             return
@@ -903,6 +995,26 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
     later = dur.updates(start + 1, up)
     mem.compare_and_append(later, start + 1, up)
     return mem
+
+
+def _encode_updates(u: Updates) -> bytes:
+    """``u`` as Arrow IPC bytes (data columns, then ``__colmz_time`` and ``__colmz_diff``)."""
+    cols = {n: u.column(n) for n in u.column_names}
+    cols["__colmz_time"] = pa.array(u.time, pa.uint64())
+    cols["__colmz_diff"] = pa.array(u.diff, pa.int64())
+    table = pa.table(cols)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _decode_updates(raw, schema) -> Updates:
+    table = pa.ipc.open_stream(pa.py_buffer(bytes(raw))).read_all()
+    names = [c.name for c in schema]
+    return Updates({n: table.column(n) for n in names},
+                   time=table.column("__colmz_time").to_numpy(),
+                   diff=table.column("__colmz_diff").to_numpy())
 
 
 def _changes_at(coll, t: int) -> list:

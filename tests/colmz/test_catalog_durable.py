@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pyarrow as pa
@@ -156,3 +157,59 @@ def test_maintenance_compacts_durable_history(tmp_path):
     assert q(again, "SELECT * FROM upsert") == [(0, 39), (1, 37), (2, 38)]
     with pytest.raises(ValueError, match="maintain_every"):
         colmz.Catalog(tmp_path, maintain_every=-1)
+
+
+# ----------------------------------------------------------------------------- transactions
+
+
+def _faulty(url):
+    from colmz.storage.faults import FaultPlan, FaultyBlob, FaultyConsensus
+    from colmz.storage.url import Location, open_location
+
+    loc = open_location(url)
+    plan = FaultPlan()
+    return Location(FaultyBlob(loc.blob, plan), FaultyConsensus(loc.consensus, plan), loc.url), plan
+
+
+TXN = "INSERT INTO a VALUES (2); INSERT INTO b VALUES (20), (21); DELETE FROM a WHERE k = 1"
+
+
+def _setup(url):
+    loc, plan = _faulty(url)
+    cat = colmz.Catalog(loc)
+    cat.execute("CREATE TABLE a (k INT); CREATE TABLE b (k INT)")
+    cat.execute("CREATE CONTINUAL TASK log ON INPUT b AS (INSERT INTO log SELECT * FROM b)")
+    cat.execute("INSERT INTO a VALUES (1)")
+    return cat, plan
+
+
+@pytest.mark.parametrize("mode", ["before", "after"])
+def test_multi_table_write_is_all_or_nothing_at_every_failing_call(mode):
+    import uuid
+
+    from colmz.storage.base import Determinate, Indeterminate
+
+    # Count the storage calls of the transaction, then fail each one in turn.
+    cat, plan = _setup(f"mem://txn-{uuid.uuid4().hex}")
+    start = plan.calls
+    cat.execute(TXN)
+    n_calls = plan.calls - start
+    assert n_calls > 4
+    outcomes = set()
+    for n in range(1, n_calls + 1):
+        url = f"mem://txn-{uuid.uuid4().hex}"
+        cat, plan = _setup(url)
+        plan.fail_at, plan.mode = plan.calls + n, mode
+        with contextlib.suppress(Determinate, Indeterminate):
+            cat.execute(TXN)
+        again = colmz.Catalog(url)  # a crash: reopen from the store alone
+        state = (q(again, "SELECT * FROM a"), q(again, "SELECT * FROM b"), q(again, "SELECT * FROM log"))
+        assert state in (
+            ([(1,)], [], []),  # none of the transaction
+            ([(2,)], [(20,), (21,)], [(20,), (21,)]),  # all of it (the task resumed)
+        ), (n, state)
+        outcomes.add(state[1] == [])
+        assert again.now == (1 if state[1] == [] else 2)
+        again.execute("INSERT INTO a VALUES (5)")  # the reopened catalog works on
+        assert (5,) in q(again, "SELECT * FROM a")
+    assert outcomes == {True, False}  # both sides of the intent's commit were hit
