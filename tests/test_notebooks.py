@@ -53,7 +53,8 @@ def kernel_dir(tmp_path_factory) -> Path:
 
 def test_there_are_notebooks():
     names = {p.name for p in notebooks()}
-    assert {"correction.ipynb", "spine.ipynb", "as_of.ipynb", "spark_sink.ipynb"} <= names
+    assert {"correction.ipynb", "spine.ipynb", "as_of.ipynb", "spark_sink.ipynb", "arrangement.ipynb",
+            "continual_task.ipynb"} <= names
 
 
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.stem)
