@@ -651,6 +651,8 @@ class ContinualTask:
         self.statements = statements
         self.snapshot = snapshot
         self._con = connection
+        self._shared_con = connection is not None
+        self._kept: dict[str, pa.Table] = {}  # tables left registered on the task's own connection
         self._body = [self._compile(s, i) for i, s in enumerate(body)]
         # Append times come from the input only if some statement reads it.
         self.reads_input = any(b.reads(input_name) for b in self._body)
@@ -1282,13 +1284,16 @@ class _Compiled:
 
 
 class _Registered:
-    """The Arrow tables registered in a DuckDB connection for one step: each registered
-    once, all unregistered at the end (the connection may be shared with a catalog)."""
+    """The Arrow tables registered in a DuckDB connection for one step, each registered
+    once. On a connection the task shares (with a catalog) they are unregistered at the end;
+    on its own connection they stay until replaced, saving an unregister and a register of
+    every table that is the same object next step."""
 
     def __init__(self, task: ContinualTask):
         self.task = task
         self._con = None
-        self.tables: dict[str, pa.Table] = {}
+        self.shared = task._shared_con
+        self.tables: dict[str, pa.Table] = {} if self.shared else task._kept
 
     @property
     def con(self):
@@ -1305,9 +1310,10 @@ class _Registered:
         return self
 
     def __exit__(self, *exc) -> None:
-        for name in self.tables:
-            self._con.unregister(name)
-        self.tables.clear()
+        if self.shared:
+            for name in self.tables:
+                self._con.unregister(name)
+            self.tables.clear()
 
 
 def _quote(name: str) -> str:
