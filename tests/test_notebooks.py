@@ -102,3 +102,27 @@ def test_notebook_runs(path, kernel_dir, tmp_path):
     assert images, f"{path.name} drew no picture"
     print(f"{path.name}: {elapsed:.1f} s")
     assert list(tmp_path.iterdir()) == [], "a notebook left files in its working directory"
+
+
+def test_readme_pictures_are_drawn_by_make_figures(tmp_path, monkeypatch):
+    """Every picture the README and docs show is one docs/make_figures.py draws, and it draws
+    them all (into a temporary directory here, so the committed ones are left alone)."""
+    import importlib.util
+    import re
+
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("duckdb")
+    root = NOTEBOOKS.parent.parent
+    spec = importlib.util.spec_from_file_location("make_figures", root / "docs" / "make_figures.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "IMG", tmp_path)
+    mod.main([])
+    drawn = {p.name for p in tmp_path.glob("*.png")}
+    shown = set()
+    for doc in [root / "README.md", *(root / "docs").glob("*.md")]:
+        shown |= set(re.findall(r"docs/img/([\w.-]+\.png)", doc.read_text()))
+        shown |= set(re.findall(r"\(img/([\w.-]+\.png)\)", doc.read_text()))
+    committed = {p.name for p in (root / "docs" / "img").glob("*.png")}
+    assert shown and shown <= drawn
+    assert committed == drawn
