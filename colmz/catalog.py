@@ -30,13 +30,17 @@ on a :class:`colmz.continual.MemoryCollection`, so a failed commit can be undone
 ``path=DIR`` (or a storage URL, ``mem://name`` or ``s3://bucket/prefix`` with
 ``consensus=``; see ``colmz.storage.url``) the catalog is durable: every object also has a
 ``colmz.Arrangement`` there (:class:`ArrangementCollection`, one atomic append-and-seal
-commit per object per time) and the blob :data:`RECORD_KEY` records the definitions. A successful commit is persisted
-object by object in creation order before ``execute`` returns. Reopening loads each
+commit per object per time) and the blob :data:`RECORD_KEY` records the definitions. A
+successful commit is persisted before ``execute`` returns. Reopening loads each
 object's contents as of the oldest upper (plus the few changes after it) -- not its history
 -- and resumes: tables written past a task's output are processed by the task from the
 output's upper on (no snapshot replayed), views are recomputed. Reads before the reopen time
-are no longer possible (the in-memory history starts there). A transaction that wrote several
-tables is persisted one table after the other: a crash in between keeps the first ones.
+are no longer possible (the in-memory history starts there). A commit that changed several
+objects is persisted all-or-nothing: the changes are written as blobs, an intent naming them
+is committed by compare-and-set on :data:`INTENT_KEY`, then each arrangement is appended to
+and the intent cleared; reopening replays a committed intent (an arrangement whose seal
+reached the intent's upper has landed), as persist's txn-wal applies committed transactions
+to its data shards (``src/txn-wal/src/lib.rs`` upstream).
 """
 
 from __future__ import annotations

@@ -25,6 +25,23 @@ it costs nothing proportional to the input's history. The model is the one of
   ``A = upper - 1`` it never replays a snapshot, reads the output once as of ``A`` and the
   input's changes from ``A + 1`` on, and first writes at ``A + 1``.
 
+Batches. Statements run in DuckDB, whose fixed cost per query (planning, registering the
+Arrow tables) dwarfs a small time's work, so when ``run`` has several consecutive times to
+process it evaluates them together when that provably gives the same output
+(:attr:`ContinualTask.batchable`: independent SQL statements, no ``INSERT`` reading the
+output, every ``DELETE`` predicate reading the output only through the row it tests). Each
+statement becomes one query over all the batch's times: a ``LATERAL`` subquery per time binds
+the input's name to that time's inserts and ``mz_now()`` to the time. ``INSERT`` rows
+depend only on the time's inserts and references; a ``DELETE`` removes each row of the output
+at the first batch time after its birth where its predicate holds (``cols IN (subquery)`` is
+evaluated as a join with the subquery's rows per time, any other predicate against every
+candidate row at every later time). Batches are cut where a reference changes (each reads one
+content of every reference) and at :data:`BATCH_ROWS` input rows (a ``DELETE`` costs the
+candidates times the batch's times). Whatever fails in a batch -- a guard rail, a SQL error at
+one time, a racing writer -- leaves it unwritten and the time-by-time loop, the reference
+semantics, takes over from its first time, so errors surface exactly where the loop raises
+them. ``batch=False`` always uses the loop.
+
 The write path is upstream's sink state machine, :class:`SinkState`: append times and the
 accumulated task output are fed in, and ``process`` says what to write next (an empty write
 advancing the upper, or the consolidated updates at one time); each write is a

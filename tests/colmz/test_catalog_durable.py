@@ -213,3 +213,42 @@ def test_multi_table_write_is_all_or_nothing_at_every_failing_call(mode):
         again.execute("INSERT INTO a VALUES (5)")  # the reopened catalog works on
         assert (5,) in q(again, "SELECT * FROM a")
     assert outcomes == {True, False}  # both sides of the intent's commit were hit
+
+
+_CHILD = """
+import sys
+import colmz
+cat = colmz.Catalog(sys.argv[1], maintain_every=4)
+if "a" not in cat:
+    cat.execute("CREATE TABLE a (k INT); CREATE TABLE b (k INT)")
+i = cat.now
+print("ready", flush=True)
+while True:
+    i += 1
+    cat.execute(f"INSERT INTO a VALUES ({i}); INSERT INTO b VALUES ({i}), ({-i})")
+"""
+
+
+def test_sigkill_mid_transaction_reopens_all_or_nothing(tmp_path):
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    store = tmp_path / "store"
+    rng = random.Random(11)
+    for _ in range(2):
+        child = subprocess.Popen([sys.executable, str(script), str(store)], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.3, 1.2))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        cat = colmz.Catalog(store)
+        a = [r[0] for r in q(cat, "SELECT * FROM a")]
+        b = [r[0] for r in q(cat, "SELECT * FROM b")]
+        # Every transaction wrote i to a and i, -i to b at time i: all of each or none.
+        assert sorted(b) == sorted(a + [-k for k in a])
+        assert a == list(range(1, cat.now + 1)) and a  # no time lost, some committed
