@@ -119,6 +119,7 @@ from colmz.arrangement_meta import (
 from colmz.arrangement_parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
+    PartRun,
     PartWriter,
     chunks_filtered,
     iter_merge,
@@ -896,8 +897,9 @@ class Arrangement:
         for k in keys:
             yield from iter_part(self._store, k, schema)
 
-    def _run_chunks(self, keys, schema, lower: int, upper: Frontier) -> Iterator[Encoded]:
-        return chunks_filtered(self._batch_parts(keys, schema), lower, upper)
+    def _run_chunks(self, keys, schema, lower: int, upper: Frontier) -> PartRun:
+        # a merge sizes the reads of a PartRun by its fan-in (arrangement_parts.iter_merge)
+        return PartRun(self._store, keys, schema, lower, upper)
 
     def _writer(self, schema, info) -> PartWriter:
         return PartWriter(self._store, schema, self.new_blob_key, info, part_rows=self.part_rows,

@@ -14,9 +14,11 @@ Keys are ``<prefix><creation ms, 13 digits>-<token>.parquet``. The creation time
 is what ``Arrangement.gc`` leases on: a part younger than the lease is never collected,
 whoever references it.
 
-The merge (:func:`stream_merge`) combines sorted runs read part by part -- drains of several
-unsealed batches, compactions of trace batches -- holding about one part per input plus one
-output part: it repeatedly takes, from every input, the rows whose data sort strictly before
+The merge (:func:`stream_merge`) combines sorted runs read chunk by chunk -- drains of
+several unsealed batches, compactions of trace batches -- holding about ``MERGE_ROWS`` input
+rows in all (a run of parts, :class:`PartRun`, is read ``MERGE_ROWS // fan-in`` rows at a
+time, so a drain of forty batches holds no more than a merge of two) plus one output part:
+it repeatedly takes, from every input, the rows whose data sort strictly before
 the smallest *last* data row loaded among the inputs that still have parts to read, merges
 those with :func:`colmz.kernels.merge.merge_runs` (advancing times to ``since``) and hands
 the result to a :class:`PartWriter`. Cutting strictly before that row matters: the next part
@@ -49,6 +51,8 @@ __all__ = [
     "DEFAULT_PART_BYTES",
     "DEFAULT_PART_ROWS",
     "PART_METADATA_KEY",
+    "MERGE_ROWS",
+    "PartRun",
     "PartWriter",
     "key_created_ms",
     "iter_part",
@@ -64,8 +68,16 @@ __all__ = [
 DEFAULT_PART_ROWS = 1 << 20
 #: Default bound on the Arrow bytes of one part (the data columns, time and diff).
 DEFAULT_PART_BYTES = 64 << 20
-#: Rows per Parquet row group of a part: merges read parts one row group at a time.
+#: Rows per Parquet row group of a part.
 ROW_GROUP_ROWS = 1 << 16
+#: Input rows a streaming merge holds in all, about: each of its ``k`` runs of parts is read
+#: ``MERGE_ROWS // k`` rows at a time (at least ``MIN_CHUNK_ROWS``), so the memory of a merge
+#: does not grow with its fan-in -- a drain of every unsealed batch at once included.
+MERGE_ROWS = 1 << 16
+#: Fewest rows a merge reads from one input at a time.
+MIN_CHUNK_ROWS = 1 << 12
+#: Bytes a merge input's Parquet reader buffers per column (pages are read through it).
+PAGE_BUFFER = 1 << 16
 #: The Parquet key-value metadata entry describing a part.
 PART_METADATA_KEY = b"colmz.arrangement"
 
@@ -200,27 +212,75 @@ def run_contents(parts: Sequence[Updates], upper: int | None, since: int,
     return out
 
 
-def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Iterator[Updates]:
-    """The updates of the part under ``key``, one Parquet row group at a time (what merges
-    read, so that a merge of many parts holds about a row group of each); checked as
-    :func:`read_part` checks them. Local and S3 blobs are read by ranges, never whole."""
+def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec],
+              batch_rows: int | None = None) -> Iterator[Updates]:
+    """The updates of the part under ``key``, one Parquet row group at a time -- or, with
+    ``batch_rows``, in batches of that many rows, read page by page through a small buffer
+    (what merges read, so that a merge of many parts holds a bounded slice of each); checked
+    as :func:`read_part` checks them. Local and S3 blobs are read by ranges, never whole."""
     f = open_input(store, key)
     if f is None:
         raise MissingPart(f"part {key!r} is missing from the blob store")
     with f:
         try:
-            pf = pq.ParquetFile(f)
+            if batch_rows is None:
+                pf = pq.ParquetFile(f)
+            else:
+                # No pre-buffering: a column chunk is read through PAGE_BUFFER bytes at a
+                # time instead of whole, so an open input costs about a page per column.
+                pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=PAGE_BUFFER)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
         if pf.metadata.num_row_groups == 0:
             yield _checked(pf.schema_arrow.empty_table(), key, schema)
             return
+        if batch_rows is not None:
+            batches = pf.iter_batches(batch_size=max(1, int(batch_rows)), use_threads=False)
+            while True:
+                try:
+                    b = next(batches)
+                except StopIteration:
+                    return
+                except (pa.ArrowException, OSError, ValueError) as e:
+                    raise CorruptPart(f"part {key!r} is not readable: {e}") from None
+                yield _checked(pa.Table.from_batches([b]), key, schema)
         for i in range(pf.metadata.num_row_groups):
             try:
                 table = pf.read_row_group(i)
             except (pa.ArrowException, OSError, ValueError) as e:
                 raise CorruptPart(f"part {key!r} row group {i} is not readable: {e}") from None
             yield _checked(table, key, schema)
+
+
+class PartRun:
+    """One sorted run stored as parts (``keys`` in order), read as encoded chunks with the
+    times in ``[lower, upper)``; iterable, and re-iterable from the start.
+
+    ``chunk_rows`` is how many rows each read takes (None: a Parquet row group).
+    :func:`iter_merge` sets it from its fan-in (:meth:`with_chunk_rows`), so that a merge
+    of many runs holds about ``MERGE_ROWS`` input rows in all, not a row group per run.
+    """
+
+    __slots__ = ("store", "keys", "schema", "lower", "upper", "chunk_rows")
+
+    def __init__(self, store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec],
+                 lower: int = 0, upper: int | None = None, chunk_rows: int | None = None):
+        self.store = store
+        self.keys = tuple(keys)
+        self.schema = tuple(schema)
+        self.lower = lower
+        self.upper = upper
+        self.chunk_rows = chunk_rows
+
+    def with_chunk_rows(self, rows: int | None) -> PartRun:
+        return PartRun(self.store, self.keys, self.schema, self.lower, self.upper, rows)
+
+    def updates(self) -> Iterator[Updates]:
+        for k in self.keys:
+            yield from iter_part(self.store, k, self.schema, self.chunk_rows)
+
+    def __iter__(self) -> Iterator[Encoded]:
+        return chunks_filtered(self.updates(), self.lower, self.upper)
 
 
 def _checked(table: pa.Table, key: str, schema: Sequence[ColumnSpec]) -> Updates:
@@ -442,7 +502,8 @@ def stream_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
     into ``emit``, advancing times to ``since``; return the rows read from each run.
 
     ``stats["merge_peak_rows"]`` is raised to the most input rows held at once (a work
-    counter: about one part per input, whatever the runs' lengths).
+    counter: about ``MERGE_ROWS`` when the runs are :class:`PartRun` objects, whatever their
+    number and lengths).
 
     The chunks handed to ``emit`` are consolidated, in order, and no two of them hold the
     same data row, so together they are one sorted, consolidated run.
@@ -460,6 +521,10 @@ def iter_merge(runs: Iterable[Iterator[Encoded]], since: int | None,
     """:func:`stream_merge` as a generator that pauses after each emitted chunk, yielding
     the rows read so far; its return value is the rows read from each run. A caller with a
     work budget runs it a while, keeps it, and resumes it later."""
+    runs = list(runs)
+    per_input = max(MIN_CHUNK_ROWS, MERGE_ROWS // max(len(runs), 1))
+    runs = [r.with_chunk_rows(per_input) if isinstance(r, PartRun) and r.chunk_rows is None
+            else r for r in runs]
     inputs = [_Input(iter(r)) for r in runs]
     layout = None
 
