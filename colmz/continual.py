@@ -84,6 +84,7 @@ from colmz.updates import SchemaError, Updates
 
 __all__ = [
     "BATCH_ROWS",
+    "BATCH_ROWS_LINEAR",
     "ContinualTask",
     "Delete",
     "Insert",
@@ -96,8 +97,13 @@ __all__ = [
     "rows_to_updates",
 ]
 
-#: A batch of times evaluated together holds at most this many input rows (more in one time).
+#: A batch of times evaluated together holds at most this many input rows (more in one time)
+#: when some DELETE tests every candidate row at every time of the batch (its cost grows with
+#: the square of the batch's length) ...
 BATCH_ROWS = 1 << 16
+#: ... and at most this many otherwise (the cost then grows with the matches, not with every
+#: candidate at every time; the cap bounds memory and the matches of often repeated rows).
+BATCH_ROWS_LINEAR = 1 << 17
 
 Statement = Callable[[Mapping[str, pa.Table], Mapping[str, pa.Table], pa.Table], object]
 
@@ -872,6 +878,7 @@ class ContinualTask:
         me = (f"{_quote(self.name)} AS (SELECT {col_list}, __colmz_cid FROM __colmz_cand "
               f"WHERE __colmz_cand.__colmz_born <= {t_ref})")
         lifted = []
+        self._quadratic = False  # some DELETE tests every candidate at every time
         for b in self._body:
             if b.kind == "insert":
                 if b.reads(self.name):
@@ -906,6 +913,7 @@ class ContinualTask:
                         f") s ON {on} AND c.__colmz_born <= s.__colmz_time"
                     )
                     continue
+                self._quadratic = True
                 pred = f"({translate(b.text)})" if b.text else "TRUE"
                 body = f"WITH {inp}, {me} SELECT __colmz_cid FROM {_quote(self.name)} WHERE {pred}"
             if MZ_NOW in body:
@@ -931,13 +939,15 @@ class ContinualTask:
                 cuts.add(bisect.bisect_left(times, s))
         if times[-1] == MAX_TIME:
             cuts.add(len(times) - 1)
-        # A DELETE is tested against every candidate at every later time of its batch, so
-        # a batch costs (output + its inserts) x its times: long batches are cut at
+        # A row-local DELETE is tested against every candidate at every later time of its
+        # batch, so a batch costs (output + its inserts) x its times: long batches are cut at
         # BATCH_ROWS input rows (one query's fixed cost is then spread over enough times).
+        # Without one, costs follow the matches and a larger cap bounds them and memory.
+        cap = BATCH_ROWS if self._quadratic else BATCH_ROWS_LINEAR
         n = 0
         for i, (_, u) in enumerate(todo):
             n += len(u)
-            if n > BATCH_ROWS and i > 0:
+            if n > cap and i > 0:
                 cuts.add(i)
                 n = len(u)
         bounds = [0, *sorted(c for c in cuts if 0 < c < len(times)), len(times)]
@@ -1046,23 +1056,24 @@ class ContinualTask:
                 reg.ensure("__colmz_cand", cand)
                 hit_t, hit_c = [], []
                 for q in deletes:
-                    out, _ = run_query(reg.con, q, t0, "uint64")
-                    if out.num_columns != 2:
-                        return None
+                    # Each statement's first matching time per candidate.
+                    out, _ = run_query(reg.con, "SELECT __colmz_cid, min(__colmz_time) AS __colmz_time "
+                                       f"FROM ({q}) __colmz_h GROUP BY __colmz_cid", t0, "uint64")
                     hit_t.append(out.column("__colmz_time").to_numpy().astype(np.uint64))
                     hit_c.append(out.column("__colmz_cid").to_numpy().astype(np.int64))
                 ht, hc = np.concatenate(hit_t), np.concatenate(hit_c)
                 if len(hc):
-                    order = np.lexsort((ht, hc))
-                    ht, hc = ht[order], hc[order]
-                    first = np.ones(len(hc), bool)
-                    first[1:] = hc[1:] != hc[:-1]
-                    # Two statements matching one copy at its first matching time: the loop
-                    # raises there.
-                    first_time = ht[first][np.cumsum(first) - 1]
-                    if np.any((ht == first_time) & ~first):
-                        return None
-                    cid, when = hc[first], ht[first]
+                    if len(deletes) > 1:
+                        order = np.lexsort((ht, hc))
+                        ht, hc = ht[order], hc[order]
+                        first = np.ones(len(hc), bool)
+                        first[1:] = hc[1:] != hc[:-1]
+                        # Two statements first matching one copy at its first matching time:
+                        # the loop raises there.
+                        if np.any((ht[1:] == ht[:-1]) & ~first[1:]):
+                            return None
+                        ht, hc = ht[first], hc[first]
+                    cid, when = hc, ht
                     gone = cand.select(names).take(pa.array(cid))
                     parts.append(Updates({n: gone.column(n) for n in names}, time=when,
                                          diff=-mult[cid], copy=False))
