@@ -796,13 +796,18 @@ def arrow_type(type_sql: str) -> pa.DataType:
     if key in _TYPES:
         return _TYPES[key]
     if key in ("CHAR", "CHARACTER", "BPCHAR"):
+        # PostgreSQL pads CHAR(n) with blanks and ignores trailing blanks in comparisons;
+        # DuckDB reads CHAR as VARCHAR, so no mapping gives PostgreSQL's answers.
         raise UnsupportedSQL(
-            f"column type {type_sql} is not supported by colmz (blank-padded): use TEXT or VARCHAR"
+            f"column type {type_sql} is not supported by colmz (blank-padded, and DuckDB "
+            "compares it as VARCHAR): use TEXT or VARCHAR"
         )
     if key in ("NUMERIC", "DECIMAL"):
+        # DuckDB's DECIMAL and Arrow's decimal128 would carry it exactly, but colmz's column
+        # encoding (colmz.order.kind_of) has no decimal kind to sort, consolidate and store.
         raise UnsupportedSQL(
-            f"column type {type_sql} is not supported by colmz (no decimal columns): use "
-            "BIGINT or DOUBLE"
+            f"column type {type_sql} is not supported by colmz (no decimal columns in colmz's "
+            "encoding): use BIGINT (e.g. cents) or DOUBLE"
         )
     raise UnsupportedSQL(f"column type {type_sql} is not supported by colmz")
 
