@@ -1025,7 +1025,7 @@ class ContinualTask:
         what = f"CONTINUAL TASK {self.name}"
         from colmz.sql import run_query
 
-        with _Registered(self) as reg:
+        with _Registered(self, transient=True) as reg:
             reg.ensure("__colmz_times", pa.table({"__colmz_time": pa.array(times, pa.uint64())}))
             reg.ensure("__colmz_in", inputs)
             for k, v in refs.items():
@@ -1317,10 +1317,11 @@ class _Registered:
     on its own connection they stay until replaced, saving an unregister and a register of
     every table that is the same object next step."""
 
-    def __init__(self, task: ContinualTask):
+    def __init__(self, task: ContinualTask, transient: bool = False):
         self.task = task
         self._con = None
-        self.shared = task._shared_con
+        # A batch's tables are large and used once: never kept.
+        self.shared = task._shared_con or transient
         self.tables: dict[str, pa.Table] = {} if self.shared else task._kept
 
     @property
@@ -1341,6 +1342,7 @@ class _Registered:
         if self.shared:
             for name in self.tables:
                 self._con.unregister(name)
+                self.task._kept.pop(name, None)
             self.tables.clear()
 
 
