@@ -77,6 +77,7 @@ import html
 import time as _time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,14 +120,16 @@ from colmz.arrangement_meta import (
 from colmz.arrangement_parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
+    READ_THREADS,
     PartRun,
     PartWriter,
     chunks_filtered,
+    concurrent_reads,
     iter_merge,
     iter_part,
     key_created_ms,
     make_key,
-    read_part,
+    read_ahead,
     read_parts,
     run_contents,
     stream_merge,
@@ -868,19 +871,25 @@ class Arrangement:
             if fast is not None:
                 return fast
             runs = [chunks_filtered(parts, 0, upper)]
-        else:
-            runs = [self._read_chunks(b.keys, schema, 0, upper) for b in self._trace]
-            if unsealed:
-                hi = upper if upper is None or upper > tu else tu
-                runs += [self._read_chunks(b.keys, schema, tu, hi) for b in unsealed]
-        out: list[Encoded] = []
-        stream_merge(runs, since, out.append)
-        return self._decode_many(out, schema)
-
-    def _read_chunks(self, keys, schema, lower: int, upper: Frontier) -> Iterator[Encoded]:
+            out: list[Encoded] = []
+            stream_merge(runs, since, out.append)
+            return self._decode_many(out, schema)
+        batches = [(b.keys, 0, upper) for b in self._trace]
+        if unsealed:
+            hi = upper if upper is None or upper > tu else tu
+            batches += [(b.keys, tu, hi) for b in unsealed]
         # A read holds its whole result anyway: inputs come a whole part at a time (one
-        # Parquet read each), not a row group at a time as merges that write read them.
-        return chunks_filtered((read_part(self._store, k, schema) for k in keys), lower, upper)
+        # Parquet read each, the next one fetched while this one merges), not a row group at
+        # a time as merges that write read them.
+        out = []
+        n = min(READ_THREADS, sum(len(keys) for keys, _, _ in batches))
+        with contextlib.ExitStack() as stack:
+            pool = (stack.enter_context(ThreadPoolExecutor(n))
+                    if n > 1 and concurrent_reads(self._store) else None)
+            runs = [chunks_filtered(read_ahead(self._store, keys, schema, pool), lo, hi)
+                    for keys, lo, hi in batches]
+            stream_merge(runs, since, out.append)
+        return self._decode_many(out, schema)
 
     # ================================================================== helpers
 

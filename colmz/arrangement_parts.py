@@ -54,9 +54,12 @@ __all__ = [
     "MERGE_ROWS",
     "PartRun",
     "PartWriter",
+    "READ_THREADS",
+    "concurrent_reads",
     "key_created_ms",
     "iter_part",
     "make_key",
+    "read_ahead",
     "read_part",
     "read_parts",
     "run_contents",
@@ -152,6 +155,34 @@ def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
 READ_THREADS = 8
 
 
+def concurrent_reads(store: Blob) -> bool:
+    """Whether reads of ``store`` run in threads (:func:`read_parts`, :func:`read_ahead`):
+    local and S3 stores, not the in-memory one or wrappers such as the fault injector, whose
+    calls must come in a repeatable order."""
+    return type(store) in (LocalBlob, S3Blob)
+
+
+def read_ahead(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec],
+               pool: ThreadPoolExecutor | None) -> Iterator[Updates]:
+    """:func:`read_part` of each key in order, the next part read by ``pool`` while the
+    caller works on this one (the first is requested at once, so the runs of a merge are
+    fetched together); with ``pool=None``, one after another."""
+    keys = list(keys)
+    if pool is None or not keys:
+        return (read_part(store, k, schema) for k in keys)
+    first = pool.submit(read_part, store, keys[0], schema)
+
+    def parts() -> Iterator[Updates]:
+        pending = first
+        for i in range(len(keys)):
+            u = pending.result()
+            if i + 1 < len(keys):
+                pending = pool.submit(read_part, store, keys[i + 1], schema)
+            yield u
+
+    return parts()
+
+
 def read_parts(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec]) -> list[Updates]:
     """:func:`read_part` of every key, in order; parts of a local or S3 store are read by
     concurrent threads (Arrow decodes and fetches without the GIL). Other stores -- the
@@ -159,7 +190,7 @@ def read_parts(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec]) -
     so their calls happen in a repeatable order. The first failing key's error is raised.
     """
     keys = list(keys)
-    if len(keys) < 2 or type(store) not in (LocalBlob, S3Blob):
+    if len(keys) < 2 or not concurrent_reads(store):
         return [read_part(store, k, schema) for k in keys]
     with ThreadPoolExecutor(min(len(keys), READ_THREADS)) as pool:
         return list(pool.map(lambda k: read_part(store, k, schema), keys))

@@ -16,7 +16,7 @@ import colmz
 import colmz.arrangement as arrangement_mod
 import colmz.arrangement_parts as parts_mod
 from colmz.arrangement import Arrangement, CorruptPart, MissingPart
-from colmz.arrangement_parts import iter_part, read_part, read_parts, run_contents
+from colmz.arrangement_parts import iter_part, read_ahead, read_part, read_parts, run_contents
 from colmz.storage import LocalBlob, MemBlob
 
 SCHEMA = {"k": pa.string(), "n": pa.int64()}
@@ -78,6 +78,23 @@ def test_read_parts_keeps_order_and_names_the_missing_part(tmp_path):
     a.store.delete(keys[4])
     with pytest.raises(MissingPart, match=keys[4]):
         read_parts(a.store, keys, a.schema)
+
+
+def test_read_ahead_yields_in_order_and_raises_the_missing_part(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = Arrangement.open(str(tmp_path / "s"), SCHEMA, part_rows=3)
+    a.write(ups([(f"k{i:02d}", i, 0, 1) for i in range(14)]))
+    keys = list(a.unsealed_batches[0].keys)
+    expect = [read_part(a.store, k, a.schema) for k in keys]
+    with ThreadPoolExecutor(2) as pool:
+        assert list(read_ahead(a.store, keys, a.schema, pool)) == expect
+        assert list(read_ahead(a.store, keys, a.schema, None)) == expect
+        a.store.delete(keys[2])
+        got = read_ahead(a.store, keys, a.schema, pool)
+        assert [next(got), next(got)] == expect[:2]
+        with pytest.raises(MissingPart, match=keys[2]):
+            next(got)
 
 
 def test_read_part_corrupt_and_missing_on_every_store(tmp_path):
