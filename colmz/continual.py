@@ -614,8 +614,9 @@ class ContinualTask:
         Where SQL statements run (a fresh one when omitted).
     batch : bool, default True
         Evaluate a run of consecutive times in one query per statement when the statements
-        allow it (see :attr:`batchable`); ``False`` always steps time by time. Both give the
-        same output; the time-by-time path is the reference.
+        allow it (see :attr:`batchable`), and a single time's statements in one query when
+        that is exact; ``False`` runs every statement on its own at every time -- the
+        reference, which gives the same output.
 
     Examples
     --------
@@ -694,8 +695,11 @@ class ContinualTask:
             )
         self.output = output
         self._check_statements()
+        # One DuckDB query per time for all statements, where that is exact (else None).
+        self._union = self._union_sql() if batch else None
         self.stats = {"times_processed": 0, "writes": 0, "skipped_writes": 0,
-                      "batches": 0, "batched_times": 0, "batch_fallbacks": 0}
+                      "batches": 0, "batched_times": 0, "batch_fallbacks": 0,
+                      "union_times": 0}
         # The statements lifted to evaluate many times in one query each (None: the task is
         # not batchable and always runs time by time).
         self._lifted = self._lift() if batch else None
@@ -790,7 +794,28 @@ class ContinualTask:
         with _Registered(self) as reg:
             for b in self._body:
                 if b.sql is not None:
-                    b.rows(reg, 0, empty, {k: v for k, v in refs.items() if b.reads(k)}, view)
+                    raw = b.run_sql(reg, 0, empty, {k: v for k, v in refs.items() if b.reads(k)}, view)
+                    b.raw_types = [f.type for f in raw.schema]
+                    conform(raw, self.schema, f"CONTINUAL TASK {self.name}")
+
+    def _union_sql(self) -> tuple[str, str] | None:
+        """All statements as one query (a ``UNION ALL`` tagged by statement), with its
+        ``mz_now()`` form, when that is exact: independent SQL statements whose results
+        already have the task's column types (so the union coerces nothing)."""
+        from colmz.sql import MZ_NOW
+
+        body = self._body
+        if self.statements != "independent" or len(body) < 2 or any(b.sql is None for b in body):
+            return None
+        types = [c.type for c in self.schema]
+        if any(b.raw_types != types for b in body):
+            return None
+        forms = {b.now_form for b in body if MZ_NOW in b.sql}
+        if len(forms) > 1:
+            return None
+        parts = [f"SELECT {i} AS __colmz_stmt, __colmz_u{i}.* FROM ({b.sql}) __colmz_u{i}"
+                 for i, b in enumerate(body)]
+        return " UNION ALL ".join(parts), (forms.pop() if forms else "uint64")
 
     def _connection(self):
         if self._con is None:
@@ -966,9 +991,9 @@ class ContinualTask:
         over ``i`` it is in ``O@(ti-1)`` exactly when it was born before ``ti`` and no
         ``DELETE`` matched it at a batch time in between. So each copy leaves at the first
         batch time after its birth where some ``DELETE`` matches it, contributing ``-1`` per
-        matching statement there; when two statements match a copy at that time the loop
-        would raise :class:`NegativeMultiplicity`, and the batch is handed to the loop to do
-        so at the right time. Copies of one value born at one time share their fate, so they
+        matching statement there. When two statements match a copy at that time the copy
+        model no longer holds (the loop raises :class:`NegativeMultiplicity` unless inserts
+        of the same value at that time make up for it), so the batch is handed to the loop. Copies of one value born at one time share their fate, so they
         are one candidate row with a multiplicity. Summing inserts and removals per time
         gives each ``ΔO(ti)``, consolidated as the loop's.
 
@@ -1068,8 +1093,8 @@ class ContinualTask:
                         ht, hc = ht[order], hc[order]
                         first = np.ones(len(hc), bool)
                         first[1:] = hc[1:] != hc[:-1]
-                        # Two statements first matching one copy at its first matching time:
-                        # the loop raises there.
+                        # Two statements first matching one copy at one time: only the loop
+                        # knows what follows (it may raise there).
                         if np.any((ht[1:] == ht[:-1]) & ~first[1:]):
                             return None
                         ht, hc = ht[first], hc[first]
@@ -1137,6 +1162,31 @@ class ContinualTask:
                 self._view = None
             s.output_progress = self.output.upper
 
+    def _evaluate_union(self, t: int, inputs, ref, view_tbl) -> list[Updates]:
+        """Every statement's contribution at ``t`` from the one union query; ``[]`` when it
+        fails (the statements then run one by one and raise what they raise)."""
+        from colmz.sql import run_query
+
+        sql, form = self._union
+        try:
+            with _Registered(self) as reg:
+                for k, v in inputs.items():
+                    reg.ensure(k, v)
+                for k in self.references:
+                    if any(b.reads(k) for b in self._body):
+                        reg.ensure(k, ref(k))
+                reg.ensure(self.name, view_tbl)
+                out, _ = run_query(reg.con, sql, t, form)
+            stmt = out.column(0).to_numpy()
+            rows = conform(out.drop_columns([out.column_names[0]]), self.schema, f"CONTINUAL TASK {self.name}")
+        except Exception:
+            return []
+        self.stats["union_times"] += 1
+        sign = np.array([1 if b.kind == "insert" else -1 for b in self._body], np.int64)
+        u = Updates({c.name: rows.column(i) for i, c in enumerate(self.schema)},
+                    time=np.full(len(stmt), t, np.uint64), diff=sign[stmt.astype(np.int64)], copy=False)
+        return [u]
+
     def _evaluate(self, t: int, inserts: Updates, view: Updates) -> tuple[Updates, Updates]:
         """``ΔO(t)`` and ``O@t``; raises before anything is written."""
         inputs = {self.input_name: expand(inserts, f"input {self.input_name!r}")}
@@ -1150,8 +1200,10 @@ class ContinualTask:
         view_t = _at(view, t)
         view_tbl = expand(view_t, f"output {self.name!r}")
         parts = []
+        if self._union is not None:
+            parts = self._evaluate_union(t, inputs, ref, view_tbl)
         with _Registered(self) as reg:
-            for b in self._body:
+            for b in self._body if not parts else ():
                 needed = {k: ref(k) for k in self.references if b.reads(k)}
                 rows = b.rows(reg, t, inputs, needed, view_tbl)
                 if b.kind == "delete" and b.sql is None:
@@ -1266,6 +1318,7 @@ class _Compiled:
         self.fn = None
         self.sql = None
         self.names: set[str] | None = None
+        self.raw_types: list | None = None  # the SQL result's Arrow types (plan-time check)
         self.text = q if isinstance(q, str) else None
         self.now_form: str | None = None
         if callable(q):

@@ -728,8 +728,10 @@ def test_batched_equals_time_by_time(names, snapshot, input_hist, ref_hist, runs
                     except Exception as e:  # the loop is the reference: same error, same time
                         failed[b] = type(e)
     assert failed[True] == failed[False]
-    if failed[True] is None:
-        assert tasks[True].stats["batch_fallbacks"] == 0  # the batches ran, not the loop
+    if failed[True] is None and sum(BATCH_POOL[n].startswith("DELETE") for n in names) < 2:
+        # The batches ran, not the loop (two DELETEs matching one row at one time hand the
+        # batch to the loop: whether that raises depends on the inserts at that time).
+        assert tasks[True].stats["batch_fallbacks"] == 0
     a, b = tasks[True].output, tasks[False].output
     assert a.upper == b.upper
     for t in range(0, a.upper):
@@ -789,3 +791,28 @@ def test_batchable_statement_forms():
     assert not batchable("INSERT INTO ct SELECT * FROM inp", batch=False)
     with pytest.raises(TypeError, match="batch must be a bool"):
         batchable("INSERT INTO ct SELECT * FROM inp", batch=1)
+
+
+def test_one_union_query_per_time_equals_statements_one_by_one():
+    inp, ref = MemoryCollection(KV), MemoryCollection(KV)
+    push(inp, 0)
+    push(ref, 0, kv([(1, 100)], 0))
+    body = [*UPSERT_SQL, "INSERT INTO upsert SELECT key, val FROM ref WHERE key IN (SELECT key FROM append_only)"]
+    a = ContinualTask("upsert", {"append_only": inp}, body, references={"ref": ref}, columns=KV, as_of=0)
+    b = ContinualTask("upsert", {"append_only": inp}, body, references={"ref": ref}, columns=KV, as_of=0,
+                      batch=False)
+    for t in range(1, 6):
+        push(inp, t, kv([(t % 2, t), (t % 3, t)], t))
+        push(ref, t)
+        a.run()
+        b.run()
+    assert a.stats["union_times"] == 5 and b.stats["union_times"] == 0
+    for t in range(6):
+        assert contents(a.output, t) == contents(b.output, t)
+    # Result types that differ from the task's (INT4 here) are not unioned (no coercion).
+    c = ContinualTask("ct", {"inp": inp}, ["INSERT INTO ct SELECT key::INT4, val FROM inp",
+                                           "DELETE FROM ct WHERE val > 3"], columns=KV, as_of=5,
+                      snapshot=False)
+    push(inp, 6, kv([(1, 1)], 6))
+    c.run()
+    assert c.stats["union_times"] == 0 and rows(c.output, 6) == [(1, 1)]
