@@ -117,7 +117,13 @@ class _Progress:
 
     def callback(self, label: str):
         """A ``progress(done, total, step)`` callback drawing ``label: step`` on the bar."""
-        return lambda done, total, step: self.bar(done, total, f"{label}: {step}")
+
+        def progress(done: int, total: int, step: str) -> None:
+            if self.current is not None:
+                self.current.fed = True  # the phase's own figures replace the idle line
+            self.bar(done, total, f"{label}: {step}")
+
+        return progress
 
     def close(self) -> None:
         self.bar.close(clear=True)
@@ -128,6 +134,7 @@ class _Phase:
         self.p = progress
         self.name = name
         self.notes: list[str] = []
+        self.fed = False  # a library callback draws this phase's progress
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -156,7 +163,7 @@ class _Phase:
             if stages:
                 ids = ",".join(map(str, sorted(stages)))
                 self.p.bar(done, total, f"{self.name}: stage{'s' if len(stages) > 1 else ''} {ids}")
-            else:
+            elif not self.fed:
                 self.p.bar(0, 0, self.name)
 
     def __exit__(self, *exc):
