@@ -252,3 +252,15 @@ def test_sigkill_mid_transaction_reopens_all_or_nothing(tmp_path):
         # Every transaction wrote i to a and i, -i to b at time i: all of each or none.
         assert sorted(b) == sorted(a + [-k for k in a])
         assert a == list(range(1, cat.now + 1)) and a  # no time lost, some committed
+
+
+def test_durable_catalog_refuses_time_now(tmp_path):
+    cat = colmz.Catalog(tmp_path / "c")
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("INSERT INTO t VALUES (1)", time=5)
+    with pytest.raises(ValueError, match="durable catalog has persisted time 5 sealed"):
+        cat.execute("INSERT INTO t VALUES (2)", time=5)
+    with pytest.raises(ValueError, match="time=4 is before cat.now=5"):
+        cat.execute("INSERT INTO t VALUES (2)", time=4)
+    cat.execute("INSERT INTO t VALUES (3)", time=6)
+    assert q(colmz.Catalog(tmp_path / "c"), "SELECT * FROM t") == [(1,), (3,)]
