@@ -244,13 +244,17 @@ class CompactionMemory:
 
     The arrangement is written by one process (20 batches of 50 MiB for 1 GiB, each sealed);
     a second, fresh process opens it, allows compaction of everything and runs ``maintain()``
-    -- so the figure is compaction's memory, not the writer's.
+    -- so the figure is compaction's memory, not the writer's. That ``maintain()`` is one
+    drain merging every batch, so the merge's fan-in grows with the size too;
+    ``COLMZ_BENCH_COMPACT_BATCHES=8`` writes the same size as 8 larger batches instead, to
+    see the size alone.
     """
 
     timeout = 1800
     number = 1
     repeat = 1
     MIB = int(os.environ.get("COLMZ_BENCH_COMPACT_MIB", "1024"))
+    BATCHES = int(os.environ.get("COLMZ_BENCH_COMPACT_BATCHES", "0"))
 
     def _run(self, code: str) -> str:
         here = os.path.dirname(os.path.abspath(__file__))
@@ -261,12 +265,16 @@ class CompactionMemory:
 
     def setup_cache(self):
         d = tempfile.mkdtemp(prefix="colmz-bench-compact-")
+        if self.BATCHES:
+            batches, rows = self.BATCHES, (self.MIB << 20) // (64 * self.BATCHES)
+        else:
+            batches, rows = max(2, (self.MIB << 20) // (64 * N)), N
         self._run(f"""
             import colmz, pyarrow as pa
             from bench_arrangement import records
             arr = colmz.Arrangement.open({d!r}, schema={{"k": pa.int64(), "v": pa.string()}})
-            for i in range(max(2, ({self.MIB} << 20) // (64 * {N}))):
-                arr.write(records({N}, seed=i, time=i))
+            for i in range({batches}):
+                arr.write(records({rows}, seed=i, time=i))
                 arr.seal(i + 1)
             """)
         return d

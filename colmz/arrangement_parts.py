@@ -78,7 +78,7 @@ ROW_GROUP_ROWS = 1 << 16
 #: does not grow with its fan-in -- a drain of every unsealed batch at once included.
 MERGE_ROWS = 1 << 16
 #: Fewest rows a merge reads from one input at a time.
-MIN_CHUNK_ROWS = 1 << 12
+MIN_CHUNK_ROWS = 1 << 10
 #: Bytes a merge input's Parquet reader buffers per column (pages are read through it).
 PAGE_BUFFER = 1 << 16
 #: The Parquet key-value metadata entry describing a part.
