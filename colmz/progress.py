@@ -133,6 +133,7 @@ class Bar:
         self._start_done = 0
         self._last_draw = float("-inf")
         self._shown = 0  # characters of the line on screen now
+        self._text = ""  # the frame on screen now
 
     def __call__(self, done: int, total: int, label: str = "") -> None:
         if not self.enabled:
@@ -167,6 +168,9 @@ class Bar:
     def _draw(self, text: str) -> None:
         cols = shutil.get_terminal_size((100, 24)).columns - 1
         text = text[:max(cols, 10)]
+        if text == self._text and self._shown:
+            return  # the same frame again (a polling caller): nothing to redraw
+        self._text = text
         # pad with spaces over what the previous frame left on screen
         pad = " " * max(self._shown - len(text), 0)
         self.stream.write("\r" + text + pad)

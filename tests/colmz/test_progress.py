@@ -223,3 +223,14 @@ def test_maintain_feeds_a_bar(tmp_path):
     got = frames(out.getvalue().rstrip("\n"))
     assert got[0].startswith("drain") and got[-1].startswith("done")
     assert any(f.startswith("compact  [") for f in got)
+
+
+def test_bar_does_not_redraw_the_same_frame():
+    out, clock = Stream(True), Clock()
+    bar = Bar(out, min_interval=0, clock=clock)
+    for _ in range(5):
+        bar(0, 0, "waiting")  # a poller calling within the same second
+    assert out.getvalue().count("\r") == 1
+    clock.t = 1.0
+    bar(0, 0, "waiting")
+    assert out.getvalue().count("\r") == 2
