@@ -154,12 +154,15 @@ class _Phase:
         while not self.stop.wait(self.p.interval):
             done = total = 0
             stages = []
-            for sid in tracker.getActiveStageIds() if tracker is not None else ():
-                info = tracker.getStageInfo(sid)
-                if info is not None:
-                    stages.append(sid)
-                    done += info.numCompletedTasks
-                    total += info.numTasks
+            try:
+                for sid in tracker.getActiveStageIds() if tracker is not None else ():
+                    info = tracker.getStageInfo(sid)
+                    if info is not None:
+                        stages.append(sid)
+                        done += info.numCompletedTasks
+                        total += info.numTasks
+            except Exception:  # the context is stopping (the command failed): the line stays
+                tracker = None
             if stages:
                 ids = ",".join(map(str, sorted(stages)))
                 self.p.bar(done, total, f"{self.name}: stage{'s' if len(stages) > 1 else ''} {ids}")
