@@ -26,6 +26,7 @@ import pyarrow as pa
 from colmz.frontier import check_time
 from colmz.kernels import _scratch
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
+from colmz.kernels.strings import rank_strings
 from colmz.order import ColumnSpec, array_from_numpy, decode_columns, encode_columns
 from colmz.updates import Encoded, Updates, unify_schemas
 
@@ -193,46 +194,50 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
 
 
 # Below this many rows strings are sorted by their full encoding; above it, by rank.
-_RANK_MIN_ROWS = 4096
+_RANK_MIN_ROWS = 256
 
 
 def _rank_column(col: pa.Array):
-    """A string/binary column as ``uint64`` ranks that order and compare like the strings.
+    """A string/binary column as ``uint64`` ranks that order and compare like the strings,
+    and a representative row per rank (``colmz.kernels.strings.rank_strings``).
 
     Ranks are computed within one call and never leave it, so colmz's order stays a pure
     function of the values. The empty string takes rank 0 and every other value its position
     among the sorted distinct values, shifted so that 0 is free for NULL (whose value word is
     0 and whose null bit sorts it after ``""``), exactly as the full encoding orders them.
+    ``reps[r]`` is a row of ``col`` holding the value of rank ``r``, so one ``take`` maps
+    ranks back to values.
     """
-    import pyarrow.compute as pc
-
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
-    enc = col.dictionary_encode()
-    dictionary = enc.dictionary
-    order = pc.array_sort_indices(dictionary).to_numpy()
-    sorted_dict = dictionary.take(order)
-    has_empty = len(sorted_dict) > 0 and len(sorted_dict[0].as_buffer() or b"") == 0
-    shift = 0 if has_empty else 1
-    value = np.empty(len(dictionary), np.uint64)
-    value[order] = np.arange(len(dictionary), dtype=np.uint64) + np.uint64(shift)
-    idx = enc.indices
-    nulls = idx.is_null().to_numpy(zero_copy_only=False) if idx.null_count else None
-    codes = pc.fill_null(idx, 0).to_numpy(zero_copy_only=False) if idx.null_count else idx.to_numpy()
-    ranks = value[codes] if len(dictionary) else np.zeros(len(col), np.uint64)
-    return array_from_numpy(ranks, pa.uint64(), nulls), sorted_dict, shift
+    n = len(col)
+    large = pa.types.is_large_string(col.type) or pa.types.is_large_binary(col.type)
+    width = 8 if large else 4
+    bufs = col.buffers()
+    offsets = np.frombuffer(bufs[1], np.int64 if large else np.int32, count=n + 1,
+                            offset=col.offset * width) if n else np.zeros(1, np.int64)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    nulls = None
+    validity = np.zeros(0, np.uint8)
+    if col.null_count:
+        validity = np.frombuffer(bufs[0], np.uint8)
+        nulls = col.is_null().to_numpy(zero_copy_only=False)
+    ranks, reps = rank_strings(offsets, data, validity, col.offset)
+    return array_from_numpy(ranks, pa.uint64(), nulls), reps
 
 
 def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
     # Long strings take several key words each and force the multi-word sort; their ranks
-    # take one. Consolidate on ranks, then map the surviving ranks back to strings.
+    # take one. Consolidate on ranks, then map the surviving ranks back to strings with one
+    # take of a representative row each from the original column.
     schema = updates.schema
     columns = list(updates._columns)
     ranked = {}
     for i, spec in enumerate(schema):
         if spec.kind == "bytes":
-            columns[i], sorted_dict, shift = _rank_column(columns[i])
-            ranked[i] = (sorted_dict, shift)
+            original = columns[i]
+            columns[i], reps = _rank_column(original)
+            ranked[i] = (original, reps)
     keys, layout = encode_columns(columns)
     try:
         k, t, d = sort_consolidate(keys, updates._time, updates._diff, order, since)
@@ -244,18 +249,13 @@ def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
         raise err from None
     specs = [ColumnSpec(s.name, pa.uint64()) if i in ranked else s for i, s in enumerate(schema)]
     out = decode_columns(k, layout, specs)
-    for i, (sorted_dict, shift) in ranked.items():
+    for i, (original, reps) in ranked.items():
         r = out[i]
-        pos = r.to_numpy(zero_copy_only=False)
+        pos = np.frombuffer(r.buffers()[1], np.uint64, count=len(r), offset=r.offset * 8)
         mask = r.is_null().to_numpy(zero_copy_only=False) if r.null_count else None
-        if mask is not None:
-            pos = np.where(mask, 0, pos)
-        pos = pos.astype(np.int64) - shift
-        idx = array_from_numpy(np.maximum(pos, 0), pa.int64(), mask)
-        col = sorted_dict.take(idx)
-        if col.type != schema[i].type:
-            col = col.cast(schema[i].type)
-        out[i] = col
+        # A NULL's rank is 0, whose representative may be -1 (no ""): the mask hides it.
+        rows = np.maximum(reps[pos], 0)
+        out[i] = original.take(array_from_numpy(rows, pa.int64(), mask))
     return Updates({s.name: c for s, c in zip(schema, out)}, t, d, _trusted=True)
 
 

@@ -1,0 +1,371 @@
+"""String ranking: dense, order-preserving ``uint64`` ranks of a string/binary column.
+
+Design
+------
+Consolidating updates with a long string column on its full encoding (``colmz.order``: seven
+bytes and a marker per word) makes every row several words wide and forces the multi-word
+sort. Sorting on *ranks* instead -- one small integer per row that orders and compares like
+the strings -- keeps the key narrow; the caller maps surviving ranks back to strings with one
+``take`` on the original column through :func:`rank_strings`' representatives.
+
+The ranks come from an MSD sort over *words*: the ``8 * depth .. 8 * depth + 8`` bytes of a
+value, big-endian, zero-padded past its end, so that unsigned word order is byte order.
+Zero padding makes ``b"a"`` and ``b"a\\0"`` share a word, so a word alone never decides
+equality; the *tail* ``c = min(length - 8 * depth, 9)`` does. Within rows that share every
+byte before ``8 * depth`` (and so are at least ``8 * depth`` long):
+
+* different words: the words decide (a padded zero sits where the shorter value has ended,
+  and a real zero byte never beats it, because the shorter value is then a prefix);
+* equal words and ``c <= 8``: the value ends inside this word, so rows with equal ``c`` are
+  equal values and a smaller ``c`` (a prefix of the others) sorts first;
+* equal words and ``c == 9`` for all: they go on to ``depth + 1``.
+
+Work is a list of *segments* ``(start, stop, depth)`` of the permutation whose rows share all
+bytes before ``8 * depth``; a segment is sorted by its words (LSD radix sort,
+:func:`colmz.kernels.sort.radix_sort_pairs`, skipped when all words are equal -- the duplicate
+case -- and an insertion sort on whole values for a handful of rows), runs of equal words are
+split by ``c``, and each run that continues is pushed back with ``depth + 1``. The list is an
+explicit stack, so a long common prefix costs loop iterations, not recursion; segments on the
+stack are disjoint and hold two rows or more, so it never needs more than ``n // 2`` entries.
+Every byte is read a bounded number of times per depth it takes part in, so the cost is one
+radix sort of the prefixes plus work proportional to the bytes of the values that tie on them.
+
+Ranks follow colmz's full encoding of a string column exactly (``colmz.order``): the empty
+string takes rank 0, NULL also takes rank 0 (its value word is 0; the caller's null bit sorts
+it after ``""``), and the distinct non-empty values take ``1, 2, ...`` in byte order.
+
+Spec (kernel / reference)
+-------------------------
+``rank_strings(offsets, data, validity, bit_offset)`` -> ``(ranks, reps)``: ``ranks[i]`` is
+the rank of row ``i`` (0 for NULL); ``reps[r]`` is a row holding the value of rank ``r``
+(``reps[0] == -1`` when no row holds ``""``). ``offsets`` are the Arrow offsets (``int32`` or
+``int64``, ``n + 1`` of them, absolute into ``data``), ``validity`` the Arrow validity bitmap
+as ``uint8`` (empty: no NULLs) starting at bit ``bit_offset``.
+``rank_strings_ref(values)`` takes a list of ``bytes`` or ``None``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from colmz.kernels import _scratch
+from colmz.kernels._jit import jit
+from colmz.kernels.sort import radix_sort_pairs
+
+__all__ = ["compare_from", "rank_into", "rank_strings", "rank_strings_ref"]
+
+# Segments of at most this many rows are sorted by comparing whole values (insertion sort):
+# the radix set-up costs more than a few comparisons.
+_SMALL = 16
+
+
+@jit
+def _word(offsets, data, row, depth):
+    # Bytes [8 * depth, 8 * depth + 8) of value ``row``, big-endian, zero-padded past its end.
+    start = offsets[row] + 8 * depth
+    end = offsets[row + 1]
+    w = np.uint64(0)
+    if end - start >= 8:
+        for b in range(8):
+            w = (w << np.uint64(8)) | np.uint64(data[start + b])
+    else:
+        for b in range(8):
+            w = w << np.uint64(8)
+            if start + b < end:
+                w |= np.uint64(data[start + b])
+    return w
+
+
+@jit
+def compare_from(offsets, data, a, b, skip):
+    """Byte order of values ``a`` and ``b`` (-1, 0, 1), both known equal before byte ``skip``;
+    a value that is a prefix of the other sorts first."""
+    pa_ = offsets[a] + skip
+    pb = offsets[b] + skip
+    ea = offsets[a + 1]
+    eb = offsets[b + 1]
+    while pa_ < ea and pb < eb:
+        x = data[pa_]
+        y = data[pb]
+        if x != y:
+            return -1 if x < y else 1
+        pa_ += 1
+        pb += 1
+    la = ea - pa_
+    lb = eb - pb
+    if la == lb:
+        return 0
+    return -1 if la < lb else 1
+
+
+@jit
+def _small_segment(offsets, data, perm, brk, a, b, depth):
+    # Insertion sort of perm[a:b] on whole values (all equal before byte 8 * depth), then
+    # mark where the value changes.
+    skip = 8 * depth
+    for i in range(a + 1, b):
+        x = perm[i]
+        j = i - 1
+        while j >= a and compare_from(offsets, data, x, perm[j], skip) < 0:
+            perm[j + 1] = perm[j]
+            j -= 1
+        perm[j + 1] = x
+    for i in range(a + 1, b):
+        brk[i] = 1 if compare_from(offsets, data, perm[i - 1], perm[i], skip) != 0 else 0
+
+
+@jit
+def _tail(offsets, row, depth):
+    # min(length - 8 * depth, 9): <= 8 ends in this word (the byte count), 9 goes on.
+    rest = offsets[row + 1] - offsets[row] - 8 * depth
+    return rest if rest < 9 else 9
+
+
+@jit
+def _split_run(offsets, perm, brk, tmp, a, b, depth, st_a, st_b, st_d, top):
+    # perm[a:b] share their word at ``depth``: order them by tail (counting sort), mark the
+    # groups, push the rows that go on (tail 9). Returns the new stack top.
+    counts = np.zeros(10, np.int64)
+    for i in range(a, b):
+        counts[_tail(offsets, perm[i], depth)] += 1
+    distinct = 0
+    for c in range(10):
+        if counts[c]:
+            distinct += 1
+    if distinct > 1:
+        pos = np.empty(10, np.int64)
+        acc = a
+        for c in range(10):
+            pos[c] = acc
+            acc += counts[c]
+        for i in range(a, b):
+            r = perm[i]
+            c = _tail(offsets, r, depth)
+            tmp[pos[c]] = r
+            pos[c] += 1
+        for i in range(a, b):
+            perm[i] = tmp[i]
+    # Group starts at tail changes; rows within one tail group are equal (tail <= 8) or
+    # still unresolved (tail 9, pushed).
+    acc = a
+    for c in range(10):
+        k = counts[c]
+        if k == 0:
+            continue
+        if acc > a:
+            brk[acc] = 1
+        for i in range(acc + 1, acc + k):
+            brk[i] = 0
+        if c == 9 and k > 1:
+            st_a[top] = acc
+            st_b[top] = acc + k
+            st_d[top] = depth + 1
+            top += 1
+        acc += k
+    return top
+
+
+@jit
+def _sort_by_key(keys, perm, a, b):
+    # Insertion sort of perm[a:b] by keys[a:b] (few rows).
+    for i in range(a + 1, b):
+        k = keys[i]
+        x = perm[i]
+        j = i - 1
+        while j >= a and keys[j] > k:
+            keys[j + 1] = keys[j]
+            perm[j + 1] = perm[j]
+            j -= 1
+        keys[j + 1] = k
+        perm[j + 1] = x
+
+
+@jit
+def _radix_range(keys, perm, tk, tv, a, b):
+    # Radix sort of (keys, perm)[a:b] in place.
+    if radix_sort_pairs(keys[a:b], perm[a:b], tk[a:b], tv[a:b]):
+        for i in range(a, b):
+            keys[i] = tk[i]
+            perm[i] = tv[i]
+
+
+@jit
+def _top_shift(keys, a, b):
+    # How far the words of keys[a:b] can be shifted right and still split the rows into
+    # groups of about one: the most significant varying digits whose distinct byte counts
+    # carry log2(rows) + 1 bits. Sorting on those first skips the low digits' radix passes;
+    # the rare rows that tie on them are sorted on the whole word afterwards.
+    hist = np.zeros((8, 256), np.int64)
+    for i in range(a, b):
+        k = keys[i]
+        for d in range(8):
+            hist[d, (k >> np.uint64(8 * d)) & np.uint64(255)] += 1
+    need = np.log2(b - a) + 1.0
+    have = 0.0
+    for d in range(7, -1, -1):
+        distinct = 0
+        for v in range(256):
+            if hist[d, v]:
+                distinct += 1
+        if distinct > 1:
+            have += np.log2(distinct)
+            if have >= need:
+                return 8 * d
+    return 0
+
+
+@jit
+def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
+    # Sort perm[a0:b0] (rows of valid values) into byte order and set brk[a0+1:b0] (1 where
+    # the value differs from the previous row's).
+    cap = (b0 - a0) // 2 + 1
+    st_a = np.empty(cap, np.int64)
+    st_b = np.empty(cap, np.int64)
+    st_d = np.empty(cap, np.int64)
+    top = 0
+    if b0 - a0 > 1:
+        st_a[0] = a0
+        st_b[0] = b0
+        st_d[0] = 0
+        top = 1
+    while top > 0:
+        top -= 1
+        a = st_a[top]
+        b = st_b[top]
+        depth = st_d[top]
+        if b - a <= _SMALL:
+            _small_segment(offsets, data, perm, brk, a, b, depth)
+            continue
+        lo = _word(offsets, data, perm[a], depth)
+        hi = lo
+        for i in range(a, b):
+            w = _word(offsets, data, perm[i], depth)
+            keys[i] = w
+            lo = min(lo, w)
+            hi = max(hi, w)
+        if lo != hi:
+            shift = _top_shift(keys, a, b)
+            if shift == 0:
+                _radix_range(keys, perm, tk, tv, a, b)
+            else:
+                # Sort on the top digits, then the ties on them by the whole word (the
+                # whole words are read again from the values, in the new row order).
+                sh = np.uint64(shift)
+                for i in range(a, b):
+                    keys[i] = keys[i] >> sh
+                _radix_range(keys, perm, tk, tv, a, b)
+                i = a
+                while i < b:
+                    j = i + 1
+                    while j < b and keys[j] == keys[i]:
+                        j += 1
+                    for r in range(i, j):
+                        keys[r] = _word(offsets, data, perm[r], depth)
+                    if j - i > 4 * _SMALL:
+                        _radix_range(keys, perm, tk, tv, i, j)
+                    elif j - i > 1:
+                        _sort_by_key(keys, perm, i, j)
+                    i = j
+        # Runs of equal words: split each by tail (tv is free scratch again here).
+        i = a
+        while i < b:
+            j = i + 1
+            while j < b and keys[j] == keys[i]:
+                j += 1
+            if i > a:
+                brk[i] = 1
+            if j - i > 1:
+                top = _split_run(offsets, perm, brk, tv, i, j, depth, st_a, st_b, st_d, top)
+            i = j
+
+
+@jit
+def rank_into(offsets, data, validity, bit_offset, perm, keys, tk, tv, brk, ranks, reps):
+    """Fill ``ranks`` (``n``) and ``reps`` (at least ``n + 1``) and return the number of ranks.
+
+    ``perm``, ``keys``, ``tk``, ``tv`` and ``brk`` are scratch space of ``n`` entries
+    (``int64``, ``uint64``, ``uint64``, ``int64``, ``uint8``; contents undefined).
+    """
+    n = offsets.shape[0] - 1
+    has_nulls = validity.shape[0] > 0
+    m = 0
+    for i in range(n):
+        ranks[i] = 0
+        if has_nulls:
+            bit = bit_offset + i
+            if not (validity[bit >> 3] >> (bit & 7)) & 1:
+                continue
+        perm[m] = i
+        brk[m] = 0
+        m += 1
+    _resolve(offsets, data, perm, keys, tk, tv, brk, 0, m)
+    # "" sorts first and takes rank 0; without it non-empty values start at 1.
+    shift = 1
+    if m > 0 and offsets[perm[0] + 1] == offsets[perm[0]]:
+        shift = 0
+    reps[0] = -1
+    r = shift - 1
+    for j in range(m):
+        if j == 0 or brk[j]:
+            r += 1
+            reps[r] = perm[j]
+        ranks[perm[j]] = np.uint64(r)
+    return r + 1
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    v = np.asarray(a).view()
+    v.flags.writeable = False
+    return v
+
+
+def rank_strings(offsets, data, validity, bit_offset: int = 0):
+    """Dense ranks of a string/binary column in byte order, and a representative per rank.
+
+    See the module docstring for the rank rules and the argument layout. Temporaries come
+    from the scratch pool (``colmz.kernels._scratch``); ``ranks`` and ``reps`` are new arrays.
+
+    >>> import numpy as np
+    >>> offsets = np.array([0, 1, 1, 2, 3], np.int64)
+    >>> ranks, reps = rank_strings(offsets, np.frombuffer(b"bab", np.uint8), np.zeros(0, np.uint8))
+    >>> ranks.tolist(), reps.tolist()
+    ([2, 0, 1, 2], [1, 2, 0])
+    """
+    # Read-only views of the inputs, offsets int32 or int64: the kernel compiles for those
+    # two signatures only, whatever buffers (Arrow's are read-only) the caller hands in.
+    if offsets.dtype != np.int32:
+        offsets = offsets.astype(np.int64, copy=False)
+    offsets, data, validity = (_readonly(a) for a in (offsets, data, validity))
+    n = len(offsets) - 1
+    ranks = np.empty(n, np.uint64)
+    if n <= _SMALL:
+        # One call on fresh tiny arrays: the pool's Python costs more than they do.
+        perm, keys, tk, tv = (np.empty(n, t) for t in (np.int64, np.uint64, np.uint64, np.int64))
+        brk, reps = np.empty(n, np.uint8), np.empty(n + 1, np.int64)
+    else:
+        perm = _scratch.scratch("strings_perm", n, np.int64)
+        keys = _scratch.scratch("strings_keys", n, np.uint64)
+        tk = _scratch.scratch("strings_tk", n, np.uint64)
+        tv = _scratch.scratch("strings_tv", n, np.int64)
+        brk = _scratch.scratch("strings_brk", n, np.uint8)
+        reps = _scratch.scratch("strings_reps", n + 1, np.int64)
+    k = rank_into(offsets, data, validity, np.int64(bit_offset), perm, keys, tk, tv, brk, ranks, reps)
+    return ranks, reps[:k].copy()
+
+
+def rank_strings_ref(values):
+    """Reference for :func:`rank_strings`: ``sorted`` on Python ``bytes``.
+
+    >>> ranks, reps = rank_strings_ref([b"b", None, b"", b"a", b"b"])
+    >>> ranks.tolist(), reps.tolist()
+    ([2, 0, 0, 1, 2], [2, 3, 0])
+    """
+    distinct = sorted({v for v in values if v is not None})
+    shift = 0 if distinct and distinct[0] == b"" else 1
+    rank_of = {v: i + shift for i, v in enumerate(distinct)}
+    ranks = np.array([0 if v is None else rank_of[v] for v in values], np.uint64)
+    reps = np.full(len(distinct) + shift, -1, np.int64)
+    for i, v in enumerate(values):
+        if v is not None and reps[rank_of[v]] == -1:
+            reps[rank_of[v]] = i
+    return ranks, reps
