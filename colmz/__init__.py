@@ -32,8 +32,9 @@ from colmz.catalog import Catalog
 from colmz.continual import ContinualTask
 from colmz.correction import Correction, SinceRegression
 from colmz.frontier import MAX_TIME, Frontier
-from colmz.ops import concat, consolidate, release_scratch, set_cache_dir, warmup
+from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
+from colmz.runtime import release_scratch, set_cache_dir, warmup
 from colmz.spine import (
     EXERT_LOGICS,
     BatchBoundsError,

@@ -1,4 +1,4 @@
-"""Whole-batch operations: ``consolidate``, ``concat``, and kernel warm-up.
+"""Whole-batch operations: ``consolidate`` and ``concat``.
 
 Design
 ------
@@ -16,18 +16,22 @@ correction buffer and the spine all report overflows this way.
 
 from __future__ import annotations
 
-import os
-import time as _time
 from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
 
 from colmz.frontier import check_time
-from colmz.kernels import _scratch
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
 from colmz.kernels.strings import rank_strings
-from colmz.order import ColumnSpec, array_from_numpy, decode_columns, encode_columns
+from colmz.order import (
+    ColumnSpec,
+    array_from_numpy,
+    column_from_raw_words,
+    decode_columns,
+    encode_columns,
+    raw_words,
+)
 from colmz.updates import Encoded, Updates, unify_schemas
 
 __all__ = [
@@ -36,9 +40,6 @@ __all__ = [
     "consolidate",
     "diff_overflow_error",
     "find_overflow",
-    "release_scratch",
-    "set_cache_dir",
-    "warmup",
 ]
 
 _I64_MIN = -(2**63)
@@ -182,6 +183,10 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     schema = updates.schema
     if len(updates) >= _RANK_MIN_ROWS and any(s.kind == "bytes" for s in schema):
         return _consolidate_ranked(updates, order, since)
+    if getattr(updates, "_enc", None) is None:
+        raw = raw_words(updates._columns)
+        if raw is not None:
+            return _consolidate_raw(updates, raw, order, since)
     enc = updates.encode()
     try:
         keys, time, diff = sort_consolidate(enc.keys, enc.time, enc.diff, order, since)
@@ -191,6 +196,23 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
             raise
         raise err from None
     return Updates.decode(Encoded(keys, time, diff, enc.layout), schema)
+
+
+def _consolidate_raw(updates: Updates, raw, order: str, since) -> Updates:
+    # A lone 64-bit integer column (the common key of a large batch): the kernels read its
+    # values in place and write the result's column directly, no encoding and no decoding.
+    words, flips = raw
+    schema = updates.schema
+    try:
+        keys, time, diff = sort_consolidate(words, updates._time, updates._diff, order, since, flips)
+    except OverflowError:
+        enc = updates.encode()
+        err = diff_overflow_error(enc.keys, enc.time, enc.diff, enc.layout, schema, since)
+        if err is None:
+            raise
+        raise err from None
+    column = column_from_raw_words(keys, schema[0])
+    return Updates({schema[0].name: column}, time, diff, _trusted=True)
 
 
 # Below this many rows strings are sorted by their full encoding; above it, by rank.
@@ -308,96 +330,3 @@ def concat(batches: Iterable[Updates]) -> Updates:
     diff = np.concatenate([b._diff for b in batches])
     return Updates._from_parts(tuple(data.values()), schema, time, diff)
 
-
-def set_cache_dir(path: str | os.PathLike) -> None:
-    """Choose where Numba caches compiled kernels (``NUMBA_CACHE_DIR``).
-
-    Numba fixes a function's cache directory when the function is decorated, which for colmz
-    is at import; this re-points every colmz kernel defined so far, and kernels imported later
-    read the new setting. Call it before the first colmz kernel runs: kernels already
-    compiled or loaded in this process stay as they are. (Or set ``NUMBA_CACHE_DIR`` in the
-    environment, which is what Spark executors need: ``spark.executorEnv.NUMBA_CACHE_DIR``.)
-    """
-    from colmz.kernels._jit import DISPATCHERS
-
-    path = os.fspath(path)
-    os.makedirs(path, exist_ok=True)
-    os.environ["NUMBA_CACHE_DIR"] = path
-    try:
-        from numba.core import config
-
-        config.CACHE_DIR = path
-    except ImportError:  # pragma: no cover - numba layout changed
-        return
-    for dispatcher in DISPATCHERS:
-        dispatcher.enable_caching()
-
-
-def release_scratch() -> None:
-    """Free the scratch buffers colmz keeps for kernel temporaries (in this thread)."""
-    _scratch.release()
-
-
-def warmup(verbose: bool = False) -> float:
-    """Compile (or load from the cache) every colmz kernel; return the seconds it took.
-
-    Calls each kernel on tiny inputs of every dtype combination colmz uses, so the first
-    real call pays nothing. With a warm on-disk cache this is a fraction of a second.
-
-    >>> import colmz
-    >>> colmz.warmup() >= 0
-    True
-    """
-    from colmz.kernels.advance import advance_runs
-    from colmz.kernels.merge import merge_runs
-    from colmz.kernels.split import lower_bound
-
-    t0 = _time.perf_counter()
-    # Inputs at both sides of the size thresholds: tiny inputs take one-call paths, larger
-    # ones the packed radix sort and the merge tree; all must be compiled.
-    for reps in (1, 1100):
-        u = Updates(
-            {"i": np.tile(np.array([3, 1, 3], np.int64), reps), "s": ["x", None, "yy"] * reps,
-             "f": [0.5, float("nan"), 0.5] * reps, "b": [True, False, True] * reps,
-             "u": np.tile(np.array([1, 2, 1], np.uint32), reps)},
-            time=np.tile(np.array([2, 1, 2], np.uint64), reps) + np.repeat(np.arange(reps, dtype=np.uint64), 3),
-            diff=np.ones(3 * reps, np.int64),
-        )
-        for order in ORDERS:
-            c = consolidate(u, order=order, since=1)
-            consolidate(u, order=order)
-        n = 2 * reps
-        one = consolidate(Updates({"k": np.arange(n, dtype=np.int64)}, time=np.arange(n, dtype=np.uint64) % 7,
-                                  diff=np.ones(n, np.int64)), order="data")
-        enc = one.encode()
-        run = (enc.keys, enc.time, enc.diff)
-        wide = c.encode()
-        wrun = (wide.keys, wide.time, wide.diff)
-        for order in ORDERS:
-            merge_runs([run, run], order)
-            merge_runs([wrun, wrun], order)
-            advance_runs([run, run], 1, order)
-        lower_bound(enc.time, np.uint64(1))
-        # many-words path of the sort (keys wider than one packed word)
-        big = np.tile(np.array([[2**63, 2**62], [1, 2**61]], np.uint64), (reps * 30, 1))
-        sort_consolidate(big, np.arange(len(big), dtype=np.uint64), np.ones(len(big), np.int64), "data")
-        # the correction buffer's flush, route, peel, merge and restore
-        from colmz.correction import Correction
-
-        cb = Correction()
-        cb.insert(u)
-        for part in cb.updates_before(3):
-            cb.insert_negated(part)
-        cb.advance_since(3)
-        list(cb.updates_before(None))
-    # the spine's resumable merge
-    from colmz.spine import Spine
-
-    sp = Spine()
-    sp.insert(one, 0, 7)
-    sp.insert(one.slice(0, 0), 7, 8)
-    sp.exert(10)
-    elapsed = _time.perf_counter() - t0
-    if verbose:
-        print(f"colmz kernels ready in {elapsed:.2f} s")
-    return elapsed

@@ -41,6 +41,9 @@ wider layout (:func:`pad_keys`) therefore yields exactly the encoding the wider 
 have produced, so rows of any two batches compare correctly after padding. Structures pad
 lazily, when they combine batches.
 
+The loops over string bytes and the padding are kernels (``kernels/encode.py``, each with a
+pure-Python reference); this module is the data model around them.
+
 The NULL bits sit after all values, so NULLs sort among the values' order by the value word 0
 (before every non-NULL of a signed column, tied with 0 of an unsigned one, then after it).
 The order is total and stable; it is not SQL's ``NULLS FIRST``, which colmz does not promise.
@@ -53,7 +56,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from colmz.kernels._jit import jit
+from colmz.kernels.encode import (
+    bytes_widths,
+    decode_bytes_fill,
+    decode_bytes_lengths,
+    encode_bytes,
+    pad_words,
+)
 
 __all__ = [
     "ColumnSpec",
@@ -63,6 +72,8 @@ __all__ = [
     "encode_columns",
     "kind_of",
     "pad_keys",
+    "column_from_raw_words",
+    "raw_words",
     "unify_layouts",
 ]
 
@@ -113,101 +124,6 @@ def kind_of(t: pa.DataType, name: str = "?") -> str:
         f"data column {name!r} has unsupported type {t}: colmz supports signed/unsigned "
         "integers, floats, bool, date/time/timestamp/duration and string/binary"
     )
-
-
-# ----------------------------------------------------------------------------- kernels
-
-
-@jit
-def _encode_bytes(offsets, data, valid, width, out, col):
-    # Write the 7-bytes-per-word encoding of each value into out[:, col:col+width].
-    n = offsets.shape[0] - 1
-    for i in range(n):
-        for k in range(width):
-            out[i, col + k] = 0
-        if not valid[i]:
-            continue
-        start = offsets[i]
-        length = offsets[i + 1] - start
-        k = 0
-        pos = 0
-        while True:
-            take = length - pos
-            if take > 7:
-                take = 7
-            w = np.uint64(0)
-            for b in range(take):
-                w |= np.uint64(data[start + pos + b]) << np.uint64(56 - 8 * b)
-            pos += take
-            if pos < length:
-                out[i, col + k] = w | np.uint64(8)
-                k += 1
-            else:
-                out[i, col + k] = w | np.uint64(take)
-                break
-
-
-@jit
-def _bytes_widths(offsets, valid):
-    n = offsets.shape[0] - 1
-    widest = 0
-    for i in range(n):
-        if valid[i]:
-            length = offsets[i + 1] - offsets[i]
-            nb = (length + 6) // 7
-            if nb < 1:
-                nb = 1
-            if nb > widest:
-                widest = nb
-    return widest
-
-
-@jit
-def _decode_bytes_lengths(keys, col, width, valid, offsets):
-    n = keys.shape[0]
-    offsets[0] = 0
-    for i in range(n):
-        length = 0
-        if valid[i]:
-            for k in range(width):
-                marker = keys[i, col + k] & np.uint64(255)
-                if marker == 8:
-                    length += 7
-                else:
-                    length += np.int64(marker)
-                    break
-        offsets[i + 1] = offsets[i] + length
-
-
-@jit
-def _decode_bytes_fill(keys, col, width, valid, offsets, data):
-    n = keys.shape[0]
-    for i in range(n):
-        if not valid[i]:
-            continue
-        pos = offsets[i]
-        for k in range(width):
-            w = keys[i, col + k]
-            marker = w & np.uint64(255)
-            take = 7 if marker == 8 else np.int64(marker)
-            for b in range(take):
-                data[pos] = np.uint8((w >> np.uint64(56 - 8 * b)) & np.uint64(255))
-                pos += 1
-            if marker != 8:
-                break
-
-
-@jit
-def _pad(keys, src_starts, src_widths, dst_starts, out):
-    n = keys.shape[0]
-    nseg = src_starts.shape[0]
-    m = out.shape[1]
-    for i in range(n):
-        for c in range(m):
-            out[i, c] = 0
-        for s in range(nseg):
-            for k in range(src_widths[s]):
-                out[i, dst_starts[s] + k] = keys[i, src_starts[s] + k]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -289,7 +205,7 @@ def _column_width(arr: pa.Array, kind: str) -> int:
         return 1
     arr = _as_large(arr)
     offsets = np.frombuffer(arr.buffers()[1], np.int64, count=len(arr) + 1, offset=arr.offset * 8)
-    return int(_bytes_widths(offsets, _validity(arr)))
+    return int(bytes_widths(offsets, _validity(arr)))
 
 
 def _as_large(arr: pa.Array) -> pa.Array:
@@ -358,7 +274,7 @@ def encode_columns(columns, kinds=None, *, n: int | None = None) -> tuple[np.nda
             )
             data = arr.buffers()[2]
             data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-            _encode_bytes(offsets, data, valid, width, keys, col)
+            encode_bytes(offsets, data, valid, width, keys, col)
             col += width
             continue
         if arr.null_count:
@@ -398,7 +314,7 @@ def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
             raise TypeError(f"data column {spec.name!r} has values but type null")
         w = keys[:, col]
         if kind == "int":
-            v = (w ^ _SIGN).view(np.int64).astype(_physical_int(t))
+            v = (w ^ _SIGN).view(np.int64).astype(_physical_int(t), copy=False)
             arr = array_from_numpy(v, t, mask)
         elif kind == "uint":
             arr = array_from_numpy(w.astype(f"uint{t.bit_width}"), t, mask)
@@ -409,9 +325,9 @@ def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
         else:
             valid = ~is_null
             offsets = np.empty(n + 1, np.int64)
-            _decode_bytes_lengths(keys, col, width, valid, offsets)
+            decode_bytes_lengths(keys, col, width, valid, offsets)
             data = np.empty(int(offsets[-1]), np.uint8)
-            _decode_bytes_fill(keys, col, width, valid, offsets, data)
+            decode_bytes_fill(keys, col, width, valid, offsets, data)
             large = pa.large_binary() if "binary" in str(t) else pa.large_string()
             validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if mask is not None else None
             arr = pa.Array.from_buffers(
@@ -423,6 +339,59 @@ def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
         out.append(arr)
         col += width
     return out
+
+
+def raw_words(columns) -> tuple[np.ndarray, np.ndarray] | None:
+    """A lone 64-bit integer column without NULLs as ``(n, 1)`` ``uint64`` words, zero-copy.
+
+    Returns ``(words, flips)`` -- the column's values viewed as ``uint64`` and the mask that
+    turns them into the column's key words (``2**63`` for a signed column, whose key word is
+    the value with its sign bit flipped; ``0`` for an unsigned one) -- for kernels that take
+    flipped keys (``sort_consolidate(..., flips=)``), or ``None`` for any other columns. It
+    saves encoding (a copy) the common key of a large batch; :func:`column_from_raw_words`
+    is the way back.
+
+    >>> words, flips = raw_words([pa.array([-1, 2])])
+    >>> words.ravel().tolist(), flips.tolist()
+    ([18446744073709551615, 2], [9223372036854775808])
+    >>> raw_words([pa.array([1, None])]) is None
+    True
+    """
+    if len(columns) != 1:
+        return None
+    col = columns[0]
+    if not isinstance(col, pa.Array) or col.null_count:
+        return None
+    t = col.type
+    if t == _INT64:
+        flip = _SIGN
+    elif t == _UINT64:
+        flip = np.uint64(0)
+    else:
+        return None
+    buf = col.buffers()[1]
+    if buf is None:
+        return None
+    words = np.frombuffer(buf, np.uint64, count=len(col), offset=col.offset * 8)
+    if not words.flags.aligned:
+        words = words.copy()
+    return words.reshape(len(col), 1), np.array([flip], np.uint64)
+
+
+def column_from_raw_words(words: np.ndarray, spec: ColumnSpec) -> pa.Array:
+    """The Arrow column of ``(k, 1)`` raw words (inverse of :func:`raw_words`), zero-copy.
+
+    >>> column_from_raw_words(np.array([[5]], np.uint64), ColumnSpec("k", pa.int64())).to_pylist()
+    [5]
+    """
+    values = words.reshape(len(words))
+    if spec.type == _INT64:
+        values = values.view(np.int64)
+    return array_from_numpy(values, spec.type)
+
+
+_INT64 = pa.int64()
+_UINT64 = pa.uint64()
 
 
 def unify_layouts(*layouts: Layout) -> Layout:
@@ -448,5 +417,5 @@ def pad_keys(keys: np.ndarray, layout: Layout, target: Layout) -> np.ndarray:
     src_starts = np.cumsum((0, *layout[:-1]), dtype=np.int64)
     dst_starts = np.cumsum((0, *target[:-1]), dtype=np.int64)
     out = np.empty((keys.shape[0], sum(target)), np.uint64)
-    _pad(keys, src_starts, np.array(layout, np.int64), dst_starts, out)
+    pad_words(keys, src_starts, np.array(layout, np.int64), dst_starts, out)
     return out

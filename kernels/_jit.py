@@ -15,6 +15,16 @@ how they compile:
 
 Set ``NUMBA_DISABLE_JIT=1`` to run every kernel as the Python function it is written as; the
 tests use this mode to check the kernels' own Python against their references as well.
+
+Loading from the cache. Numba's cache loader first *refreshes* the target context: it imports
+and registers every typing and lowering registry Numba has (its whole NumPy, typed-container
+and random-number support), which costs about half a second once per process -- more than
+loading all the kernels one call needs. Cached machine code needs none of it: it needs the
+runtime's symbols (the NRT allocator, Numba's C helpers), which the context and
+``rtsys.initialize`` install. colmz's dispatchers therefore load cached overloads with
+:class:`LightCache`, which initialises the runtime only; a real compilation (a cache miss)
+still goes through Numba's compiler, which refreshes the contexts itself. This is what a CLI
+call or a Spark task that consolidates once per process saves.
 """
 
 from __future__ import annotations
@@ -22,8 +32,9 @@ from __future__ import annotations
 import os
 
 import numba
+from numba.core.caching import FunctionCache
 
-__all__ = ["jit", "JIT_OPTIONS", "DISPATCHERS"]
+__all__ = ["jit", "JIT_OPTIONS", "DISPATCHERS", "LightCache", "enable_light_loading"]
 
 JIT_OPTIONS: dict[str, object] = {
     "cache": True,
@@ -37,8 +48,32 @@ JIT_OPTIONS: dict[str, object] = {
 DISPATCHERS: list = []
 
 
+class LightCache(FunctionCache):
+    """Numba's function cache, loading overloads without refreshing the target context.
+
+    Loading an overload from disk rebuilds its object code and links it against the runtime's
+    symbols; the typing and lowering registries a refresh installs serve only compilation,
+    which Numba's compiler refreshes for itself.
+    """
+
+    def load_overload(self, sig, target_context):
+        from numba.core.runtime import rtsys
+
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+
+def enable_light_loading(dispatcher) -> None:
+    """Make ``dispatcher``'s cache (if it has an on-disk one) load through :class:`LightCache`."""
+    cache = getattr(dispatcher, "_cache", None)
+    if type(cache) is FunctionCache:
+        cache.__class__ = LightCache
+
+
 def jit(fn):
     """Compile ``fn`` in nopython mode with colmz's options (cached, GIL released)."""
     dispatcher = numba.njit(**JIT_OPTIONS)(fn)
+    enable_light_loading(dispatcher)
     DISPATCHERS.append(dispatcher)
     return dispatcher

@@ -34,11 +34,13 @@ import numpy as np
 from colmz.kernels import _scratch
 from colmz.kernels._jit import jit
 from colmz.kernels.sort import (
+    RADIX_MSD_MIN,
     argsort_words,
     field_ranges,
     pack,
     pack_one_with_diff,
     plan_packing,
+    radix_digits,
     radix_sort_pairs,
     radix_sort_words,
     unpack,
@@ -48,6 +50,9 @@ __all__ = [
     "ORDERS",
     "consolidate_ref",
     "consolidate_sorted_words",
+    "consolidate_sorted_words_ref",
+    "embedded_sort_consolidate",
+    "emit_embedded",
     "order_significance",
     "sort_consolidate",
 ]
@@ -95,6 +100,33 @@ def consolidate_sorted_words(words, diffs):
             out += 1
         i = j
     return out
+
+
+def consolidate_sorted_words_ref(words, diffs):
+    """Reference for :func:`consolidate_sorted_words`: returns new ``(words, diffs)``.
+
+    Sums each run of equal rows with Python ints (``OverflowError`` when a sum leaves
+    ``int64``) and keeps the non-zero sums.
+
+    >>> w, d = consolidate_sorted_words_ref(np.array([[1], [1], [2]], np.uint64), np.array([1, -1, 3]))
+    >>> w.ravel().tolist(), d.tolist()
+    ([2], [3])
+    """
+    n, m = words.shape
+    rows: list[tuple] = []
+    sums: list[int] = []
+    for i in range(n):
+        row = tuple(int(x) for x in words[i])
+        if rows and rows[-1] == row:
+            sums[-1] += int(diffs[i])
+        else:
+            rows.append(row)
+            sums.append(int(diffs[i]))
+    kept = [(r, d) for r, d in zip(rows, sums) if d != 0]
+    if any(not -(2**63) <= d < 2**63 for _, d in kept):
+        raise OverflowError("diff overflow: the summed multiplicity leaves the int64 range")
+    return (np.array([r for r, _ in kept], np.uint64).reshape(len(kept), m),
+            np.array([d for _, d in kept], np.int64))
 
 
 @jit
@@ -150,11 +182,17 @@ def _count_embedded(words, lo_bit, dmin):
 
 
 @jit
-def _emit_embedded(words, lo_bit, dmin, src, mins, shift, mask, const_src, const_val,
-                   out_keys, out_time, out_diff):
-    # Second pass over the sorted embedded words: sum the groups, parking each group's packed
-    # key in out_time; then unpack field by field (vectorisable), the time field last because
-    # it overwrites the parked keys in place.
+def emit_embedded(words, lo_bit, dmin, src, mins, shift, mask, const_src, const_val, flips,
+                  out_keys, out_time, out_diff):
+    """Sum the groups of sorted embedded words and unpack them; return the rows written.
+
+    ``words`` hold ``(packed key << lo_bit) | (diff - dmin)`` sorted by key. Each group's sum
+    (``OverflowError`` when a partial sum leaves ``int64``) goes to ``out_diff``, its packed key
+    is parked in ``out_time``; then the keys are unpacked field by field (vectorisable) into
+    ``out_keys`` (key word ``j`` flipped back by ``flips[j]``), the time field last because it
+    overwrites the parked keys in place. Row ``r`` is written after rows ``>= r`` of ``words``
+    are read, so ``out_time`` may be ``words`` itself.
+    """
     n = words.shape[0]
     w = out_keys.shape[1]
     nf = src.shape[0]
@@ -168,7 +206,7 @@ def _emit_embedded(words, lo_bit, dmin, src, mins, shift, mask, const_src, const
         acc = np.int64(words[i] & low) + dmin
         j = i + 1
         while j < n and (words[j] >> lo) == k:
-            acc += np.int64(words[j] & low) + dmin
+            acc = _add_checked(acc, np.int64(words[j] & low) + dmin)
             j += 1
         if acc != 0:
             out_time[out] = k
@@ -184,14 +222,15 @@ def _emit_embedded(words, lo_bit, dmin, src, mins, shift, mask, const_src, const
         sh = shift[f]
         mk = mask[f]
         mn = mins[f]
+        fl = flips[s]
         col = out_keys[:, s]
         for r in range(out):
-            col[r] = ((out_time[r] >> sh) & mk) + mn
+            col[r] = (((out_time[r] >> sh) & mk) + mn) ^ fl
     for c in range(nc):
         s = const_src[c]
         if s != w:
             col = out_keys[:, s]
-            v = const_val[c]
+            v = const_val[c] ^ flips[s]
             for r in range(out):
                 col[r] = v
     if time_field >= 0:
@@ -207,6 +246,31 @@ def _emit_embedded(words, lo_bit, dmin, src, mins, shift, mask, const_src, const
                 v = const_val[c]
         for r in range(out):
             out_time[r] = v
+    return out
+
+
+@jit
+def embedded_sort_consolidate(keys, time, diff, since, src, mins, shift, mask, const_src,
+                              const_val, flips, dmin, lo_bit, words, tmp, hist, keys_into_free,
+                              out_keys, out_diff):
+    """The one-word path of :func:`sort_consolidate` in one compiled call.
+
+    Packs key fields and diff into ``words`` (:func:`~colmz.kernels.sort.pack_one_with_diff`),
+    radix-sorts them with ``tmp`` (:func:`~colmz.kernels.sort.radix_sort_words`) and emits the
+    groups (:func:`emit_embedded`) *in place*: the times into the buffer holding the sorted
+    words, the keys into the other buffer when ``keys_into_free`` (one key word) or else into
+    ``out_keys``, the diffs into ``out_diff``. Returns ``(in_tmp, k)``: whether the sorted
+    buffer (and so the times) is ``tmp``, and the number of rows written. One compiled call
+    instead of four is one cached kernel to load in a fresh process.
+    """
+    pack_one_with_diff(keys, time, diff, since, src, mins, shift, flips, dmin, lo_bit, words, hist)
+    in_tmp = radix_sort_words(words, tmp, lo_bit, hist, RADIX_MSD_MIN)
+    srt = tmp if in_tmp else words
+    free = words if in_tmp else tmp
+    ok = free.reshape((free.shape[0], 1)) if keys_into_free else out_keys
+    k = emit_embedded(srt, lo_bit, dmin, src, mins, shift, mask, const_src, const_val, flips,
+                      ok, srt, out_diff)
+    return in_tmp, k
 
 
 @jit
@@ -269,11 +333,13 @@ def order_significance(order: str, width: int) -> list[int]:
     raise ValueError(f"order must be 'time' or 'data', got {order!r}")
 
 
-def sort_consolidate(keys, time, diff, order: str = "time", since: int | None = None):
+def sort_consolidate(keys, time, diff, order: str = "time", since: int | None = None, flips=None):
     """Sort ``(keys, time, diff)`` by ``order`` and consolidate; return new arrays.
 
     ``keys`` is ``(n, w)`` ``uint64`` (encoded data words), ``time`` ``uint64``, ``diff``
-    ``int64``. With ``since`` given, times are first advanced to ``max(time, since)``.
+    ``int64``. With ``since`` given, times are first advanced to ``max(time, since)``. With
+    ``flips`` (``w`` ``uint64`` masks), key word ``j`` sorts as ``keys[:, j] ^ flips[j]`` and the
+    result's keys are given back unflipped (*Flipped keys* in the module docstring).
 
     >>> import numpy as np
     >>> k = np.array([[3], [1], [3]], np.uint64)
@@ -282,22 +348,49 @@ def sort_consolidate(keys, time, diff, order: str = "time", since: int | None = 
     >>> ok, ot, od = sort_consolidate(k, t, d)
     >>> ok.ravel().tolist(), ot.tolist(), od.tolist()
     ([1, 3], [5, 5], [2, 2])
+    >>> signed = np.array([-1, 2, -1], np.int64).view(np.uint64).reshape(3, 1)
+    >>> ok, ot, od = sort_consolidate(signed, t, d, flips=np.array([2**63], np.uint64))
+    >>> ok.view(np.int64).ravel().tolist(), od.tolist()
+    ([-1, 2], [2, 2])
     """
+    if flips is not None:
+        flips = np.asarray(flips, np.uint64)
+        if not flips.any():
+            flips = None
     try:
-        return _sort_consolidate(keys, time, diff, order, since)
+        return _sort_consolidate(keys, time, diff, order, since, flips)
     except OverflowError:
         # A partial sum left int64; the exact reference decides whether a final sum does.
-        return consolidate_ref(keys, time, diff, order, since)
+        if flips is None:
+            return consolidate_ref(keys, time, diff, order, since)
+        return _unflipped(consolidate_ref(keys ^ flips, time, diff, order, since), flips)
 
 
-def _sort_consolidate(keys, time, diff, order, since):
+def _unflipped(result, flips):
+    ok, ot, od = result
+    ok ^= flips
+    return ok, ot, od
+
+
+def _zero_flips(w: int) -> np.ndarray:
+    return np.zeros(w, np.uint64)
+
+
+#: The key output passed to embedded_sort_consolidate when the keys go to its free buffer.
+_NO_KEYS = np.empty((0, 1), np.uint64)
+
+
+def _sort_consolidate(keys, time, diff, order, since, flips):
     n, w = keys.shape
+    if flips is not None and n <= _SMALL_SORT:
+        return _unflipped(_sort_consolidate(keys ^ flips, time, diff, order, since, None), flips)
     sig = order_significance(order, w)
     if 0 < n <= _SMALL_SORT:
         return _small_sort_consolidate(keys, time, diff, np.uint64(since or 0), order == "time")
     if n == 0:
         return (np.empty((0, w), np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64))
-    mins, maxs, dmin, dmax = field_ranges(keys, time, diff)
+    fl = _zero_flips(w) if flips is None else flips
+    mins, maxs, dmin, dmax = field_ranges(keys, time, diff, fl)
     since = 0 if since is None else since
     mins[w] = max(int(mins[w]), since)
     maxs[w] = max(int(maxs[w]), since)
@@ -306,7 +399,10 @@ def _sort_consolidate(keys, time, diff, order, since):
     key_bits = sum(int(x).bit_length() for x in plan.mask)
     diff_bits = (int(dmax) - int(dmin)).bit_length()
     if m == 1 and key_bits + diff_bits <= 64:
-        return _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, int(dmin))
+        return _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, int(dmin), fl)
+    if flips is not None:
+        # The other paths sort encoded words: flip a copy, flip the result back.
+        return _unflipped(_sort_consolidate(keys ^ flips, time, diff, order, since, None), flips)
     if m == 0:
         # Every row has the same key: one sum.
         total = 0
@@ -349,20 +445,42 @@ def _sort_consolidate(keys, time, diff, order, since):
     return ok, ot, d[:k].copy()
 
 
-def _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, dmin):
+def _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, dmin, flips):
     # The fast path: key fields and diff share one uint64 per row, so the radix sort moves
-    # 8 bytes per update per pass instead of 16.
+    # 8 bytes per update per pass instead of 16. Its two word buffers are not scratch: the
+    # sorted one becomes the result's times and the other its keys (one key word), each cut to
+    # the rows kept. So a call touches three arrays of fresh memory where a sort into scratch
+    # and a copy out would touch five -- the first call in a process pays for every fresh page
+    # (kernels/_scratch.py), and later calls allocate no more than the result needs.
     n, w = keys.shape
-    words = _scratch.scratch("packed", n, np.uint64)
-    tmp = _scratch.scratch("tmp_keys", n, np.uint64)
-    hist = np.zeros(((key_bits + 7) // 8, 256), np.int64)
-    pack_one_with_diff(
-        keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, np.int64(dmin),
-        diff_bits, words, hist,
+    digits, digit_bits = radix_digits(key_bits)
+    words = np.empty(n, np.uint64)
+    tmp = np.empty(n, np.uint64)
+    hist = np.zeros((digits, 1 << digit_bits), np.int64)
+    into_free = w == 1
+    out_keys = _NO_KEYS if into_free else np.empty((n, w), np.uint64)
+    od = np.empty(n, np.int64)
+    in_tmp, k = embedded_sort_consolidate(
+        keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, plan.mask,
+        plan.const_src, plan.const_val, flips, np.int64(dmin), diff_bits, words, tmp, hist,
+        into_free, out_keys, od,
     )
-    if radix_sort_words(words, tmp, diff_bits, hist):
-        words = tmp
-    return finish_embedded(words, diff_bits, dmin, plan, w)
+    ot, free = (tmp, words) if in_tmp else (words, tmp)
+    del words, tmp
+    _shrink(ot, (k,))
+    _shrink(od, (k,))
+    if into_free:
+        _shrink(free, (k,))
+        return free.reshape(k, 1), ot, od
+    _shrink(out_keys, (k, w))
+    return out_keys, ot, od
+
+
+def _shrink(a: np.ndarray, shape) -> None:
+    # Cut an array this module allocated (it owns its memory and nothing views it) to its
+    # first rows in place: realloc returns the tail to the allocator without a copy.
+    if a.shape != shape:
+        a.resize(shape, refcheck=False)
 
 
 def finish_embedded(words, diff_bits: int, dmin: int, plan, w: int):
@@ -370,14 +488,15 @@ def finish_embedded(words, diff_bits: int, dmin: int, plan, w: int):
 
     Two passes: one counts the surviving groups (and raises ``OverflowError`` on a partial sum
     that leaves ``int64``) so the outputs are allocated at their exact size, one fills them.
+    ``words`` is left as it was (the merge's scratch).
     """
     k = _count_embedded(words, diff_bits, np.int64(dmin))
     ok = np.empty((k, w), np.uint64)
     ot = np.empty(k, np.uint64)
     od = np.empty(k, np.int64)
-    _emit_embedded(
+    emit_embedded(
         words, diff_bits, np.int64(dmin), plan.src, plan.mins, plan.shift, plan.mask,
-        plan.const_src, plan.const_val, ok, ot, od,
+        plan.const_src, plan.const_val, _zero_flips(w), ok, ot, od,
     )
     return ok, ot, od
 

@@ -230,8 +230,9 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
     mins = np.full(w + 1, 2**64 - 1, np.uint64)
     maxs = np.zeros(w + 1, np.uint64)
     dmin, dmax = None, None
+    flips = np.zeros(w, np.uint64)
     for keys, time, diff in runs:
-        lo, hi, dl, dh = field_ranges(keys, time, diff)
+        lo, hi, dl, dh = field_ranges(keys, time, diff, flips)
         np.minimum(mins, lo, out=mins)
         np.maximum(maxs, hi, out=maxs)
         dmin = int(dl) if dmin is None else min(dmin, int(dl))
@@ -257,7 +258,7 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
     for i, (keys, time, diff) in enumerate(runs):
         m = len(time)
         pack_one_with_diff(
-            keys, time, diff, np.uint64(s), plan.src, plan.mins, plan.shift,
+            keys, time, diff, np.uint64(s), plan.src, plan.mins, plan.shift, flips,
             np.int64(dmin), diff_bits, words[at:at + m], no_hist,
         )
         starts[i] = at

@@ -53,8 +53,12 @@ __all__ = [
     "plan_packing",
     "radix_sort_pairs",
     "radix_sort_pairs_ref",
+    "RADIX_MSD_MIN",
+    "radix_digits",
     "radix_sort_words",
+    "radix_sort_words_ref",
     "pack_one_with_diff",
+    "pack_one_with_diff_ref",
     "unpack",
     "unpack_ref",
 ]
@@ -68,29 +72,30 @@ _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @jit
-def _range_u64(col):
+def _range_u64(col, fl):
     lo = _ALL_ONES
     hi = np.uint64(0)
     for i in range(col.shape[0]):
-        v = col[i]
+        v = col[i] ^ fl
         lo = min(lo, v)
         hi = max(hi, v)
     return lo, hi
 
 
 @jit
-def field_ranges(keys, time, diff):
+def field_ranges(keys, time, diff, flips):
     """Min and max of every key word column and of ``time`` (last), and of ``diff``.
 
-    Returns ``(mins, maxs, dmin, dmax)``; for empty input ``mins > maxs``. Column by column,
-    so each loop is a simple reduction the compiler vectorises.
+    Key words are read as ``keys[:, j] ^ flips[j]`` (see *Flipped keys* in the module
+    docstring). Returns ``(mins, maxs, dmin, dmax)``; for empty input ``mins > maxs``. Column
+    by column, so each loop is a simple reduction the compiler vectorises.
     """
     n, w = keys.shape
     mins = np.empty(w + 1, np.uint64)
     maxs = np.empty(w + 1, np.uint64)
     for j in range(w):
-        mins[j], maxs[j] = _range_u64(keys[:, j])
-    mins[w], maxs[w] = _range_u64(time)
+        mins[j], maxs[j] = _range_u64(keys[:, j], flips[j])
+    mins[w], maxs[w] = _range_u64(time, np.uint64(0))
     dmin = np.int64(0)
     dmax = np.int64(0)
     if n > 0:
@@ -103,13 +108,14 @@ def field_ranges(keys, time, diff):
     return mins, maxs, dmin, dmax
 
 
-def field_ranges_ref(keys, time, diff):
+def field_ranges_ref(keys, time, diff, flips=None):
     """Reference for :func:`field_ranges`."""
     w = keys.shape[1]
+    fl = [0] * w if flips is None else [int(x) for x in flips]
     mins = [2**64 - 1] * (w + 1)
     maxs = [0] * (w + 1)
     for i in range(len(time)):
-        row = [int(x) for x in keys[i]] + [int(time[i])]
+        row = [int(x) ^ f for x, f in zip(keys[i], fl)] + [int(time[i])]
         for j, v in enumerate(row):
             mins[j] = min(mins[j], v)
             maxs[j] = max(maxs[j], v)
@@ -204,9 +210,10 @@ def plan_packing(mins, maxs, significance) -> PackPlan:
 
 
 @jit
-def _or_field(out, keys, time, s, since, mn, sh):
+def _or_field(out, keys, time, s, since, mn, sh, fl):
     # out |= (field s of each row - mn) << sh, where field w (the key width) is the time,
-    # advanced to since. One streaming pass per field, which the compiler vectorises.
+    # advanced to since, and key word s is read flipped by fl. One streaming pass per field,
+    # which the compiler vectorises.
     n, w = keys.shape
     if s == w:
         for i in range(n):
@@ -216,7 +223,7 @@ def _or_field(out, keys, time, s, since, mn, sh):
     else:
         col = keys[:, s]
         for i in range(n):
-            out[i] |= (col[i] - mn) << sh
+            out[i] |= ((col[i] ^ fl) - mn) << sh
 
 
 @jit
@@ -232,7 +239,7 @@ def pack(keys, time, since, src, mins, word, shift, out):
         for k in range(m):
             out[i, k] = 0
     for f in range(nf):
-        _or_field(out[:, word[f]], keys, time, src[f], since, mins[f], shift[f])
+        _or_field(out[:, word[f]], keys, time, src[f], since, mins[f], shift[f], np.uint64(0))
 
 
 def pack_ref(keys, time, since, plan: PackPlan):
@@ -338,13 +345,23 @@ def radix_sort_pairs(keys, vals, tmp_keys, tmp_vals):
 
 
 @jit
-def pack_one_with_diff(keys, time, diff, since, src, mins, shift, dmin, lo_bit, out, hist):
+def _digit_bits(hist):
+    # hist has 2**bits columns.
+    bits = 0
+    while (1 << bits) < hist.shape[1]:
+        bits += 1
+    return bits
+
+
+@jit
+def pack_one_with_diff(keys, time, diff, since, src, mins, shift, flips, dmin, lo_bit, out, hist):
     """Pack fields and the diff into one ``uint64`` per row and histogram its radix digits.
 
     The diff, offset by ``dmin``, takes the low ``lo_bit`` bits; the fields sit above it at
     ``shift + lo_bit``. Times are advanced to ``since`` on the way (``since = 0`` leaves them
-    as they are). ``hist`` (``(digits, 256)``, zeroed) receives the counts of each 8-bit digit
-    of the bits at and above ``lo_bit``, so the sort needs no histogram pass of its own.
+    as they are); key word ``j`` is read as ``keys[:, j] ^ flips[j]``. ``hist`` (``(digits,
+    2**b)``, zeroed) receives the counts of each ``b``-bit digit of the bits at and above
+    ``lo_bit``, so the sort needs no histogram pass of its own.
     """
     n, w = keys.shape
     nf = src.shape[0]
@@ -353,50 +370,159 @@ def pack_one_with_diff(keys, time, diff, since, src, mins, shift, dmin, lo_bit, 
     for i in range(n):
         out[i] = np.uint64(diff[i] - dmin)
     for f in range(nf):
-        _or_field(out, keys, time, src[f], since, mins[f], shift[f] + lo)
+        s = src[f]
+        fl = flips[s] if s < w else np.uint64(0)
+        _or_field(out, keys, time, s, since, mins[f], shift[f] + lo, fl)
     if nd:
+        db = np.uint64(_digit_bits(hist))
+        dmask = np.uint64(hist.shape[1] - 1)
         for i in range(n):
             k = out[i] >> lo
             for d in range(nd):
-                hist[d, (k >> np.uint64(8 * d)) & np.uint64(255)] += 1
+                hist[d, (k >> (db * np.uint64(d))) & dmask] += 1
+
+
+def pack_one_with_diff_ref(keys, time, diff, since, plan: PackPlan, flips, dmin, lo_bit, digits,
+                           digit_bits=8):
+    """Reference for :func:`pack_one_with_diff`: returns ``(words, hist)`` as new arrays.
+
+    Each word is ``(packed fields << lo_bit) | (diff - dmin)``, the packed fields as
+    :func:`pack_ref` lays them out (one word) with key words flipped by ``flips``.
+    """
+    flips = np.zeros(keys.shape[1], np.uint64) if flips is None else np.asarray(flips, np.uint64)
+    packed = pack_ref(keys ^ flips, time, since, plan)
+    words = [(int(p[0]) << lo_bit) | (int(d) - int(dmin)) for p, d in zip(packed, diff)]
+    hist = np.zeros((digits, 1 << digit_bits), np.int64)
+    for x in words:
+        for d in range(digits):
+            hist[d, ((x >> lo_bit) >> (digit_bits * d)) & ((1 << digit_bits) - 1)] += 1
+    return np.array(words, np.uint64), hist
+
+
+#: From this many keys on, :func:`radix_sort_words` sorts by its top digit first, then each
+#: bucket in cache (see there).
+RADIX_MSD_MIN = 1 << 15
 
 
 @jit
-def radix_sort_words(keys, tmp, lo_bit, hist):
-    """Stable LSD radix sort of ``keys`` by their bits at and above ``lo_bit``.
+def _constant_digit(h, n):
+    # Whether every key has the same value of this digit (its histogram has one full bucket).
+    for b in range(h.shape[0]):
+        if h[b] == n:
+            return True
+        if h[b] != 0:
+            return False
+    return True
 
-    ``hist`` holds the digit histograms (see :func:`pack_one_with_diff`); digits that are the
-    same for every key are skipped. Returns ``True`` when the sorted keys are in ``tmp``.
+
+@jit
+def _scatter(src, dst, lo, hi, sh, dmask, offs):
+    # One stable counting-sort pass of src[lo:hi] into dst by the digit at sh; offs holds the
+    # bucket starts (absolute positions in dst) and is advanced.
+    for i in range(lo, hi):
+        k = src[i]
+        b = (k >> sh) & dmask
+        p = offs[b]
+        dst[p] = k
+        offs[b] = p + 1
+
+
+@jit
+def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
+    """Stable radix sort of ``keys`` by their bits at and above ``lo_bit``.
+
+    ``hist`` holds the histograms of the ``b``-bit digits (``(digits, 2**b)``, see
+    :func:`pack_one_with_diff`); digits that are the same for every key are skipped. Returns
+    ``True`` when the sorted keys are in ``tmp``.
+
+    Below ``msd_min`` keys (or with one digit to sort) it is an LSD sort: one scatter pass per
+    digit, least significant first. From ``msd_min`` keys on, the first pass scatters by the
+    *most* significant digit, and each of its buckets -- a few thousand keys, which fit in
+    the cache -- is then LSD-sorted by the remaining digits in place between ``tmp`` and
+    ``keys``: one pass over main memory instead of one per digit, the same stable order.
     """
     n = keys.shape[0]
     nd = hist.shape[0]
-    src, dst = keys, tmp
-    in_tmp = False
-    offs = np.empty(256, np.int64)
+    nb = hist.shape[1]
+    if n < 2:
+        return False
+    db = _digit_bits(hist)
+    dmask = np.uint64(nb - 1)
+    active = np.empty(nd, np.int64)
+    na = 0
     for d in range(nd):
-        skip = False
-        for b in range(256):
-            if hist[d, b] == n:
-                skip = True
-                break
-            if hist[d, b] != 0:
-                break
-        if skip or n < 2:
+        if not _constant_digit(hist[d], n):
+            active[na] = d
+            na += 1
+    offs = np.empty(nb, np.int64)
+    if na <= 1 or n < msd_min:
+        src, dst = keys, tmp
+        in_tmp = False
+        for a in range(na):
+            d = active[a]
+            acc = 0
+            for b in range(nb):
+                offs[b] = acc
+                acc += hist[d, b]
+            _scatter(src, dst, 0, n, np.uint64(lo_bit + db * d), dmask, offs)
+            src, dst = dst, src
+            in_tmp = not in_tmp
+        return in_tmp
+    top = active[na - 1]
+    starts = np.empty(nb + 1, np.int64)
+    acc = 0
+    for b in range(nb):
+        starts[b] = acc
+        offs[b] = acc
+        acc += hist[top, b]
+    starts[nb] = n
+    _scatter(keys, tmp, 0, n, np.uint64(lo_bit + db * top), dmask, offs)
+    rest = na - 1
+    local = np.empty((rest, nb), np.int64)
+    for bucket in range(nb):
+        lo = starts[bucket]
+        hi = starts[bucket + 1]
+        if hi - lo < 2:
+            if rest % 2 == 1 and hi > lo:
+                keys[lo] = tmp[lo]
             continue
-        acc = 0
-        for b in range(256):
-            offs[b] = acc
-            acc += hist[d, b]
-        sh = np.uint64(lo_bit + 8 * d)
-        for i in range(n):
-            k = src[i]
-            b = (k >> sh) & np.uint64(255)
-            p = offs[b]
-            dst[p] = k
-            offs[b] = p + 1
-        src, dst = dst, src
-        in_tmp = not in_tmp
-    return in_tmp
+        local[:, :] = 0
+        for i in range(lo, hi):
+            k = tmp[i]
+            for r in range(rest):
+                local[r, (k >> np.uint64(lo_bit + db * active[r])) & dmask] += 1
+        src, dst = tmp, keys
+        for r in range(rest):
+            acc = lo
+            for b in range(nb):
+                offs[b] = acc
+                acc += local[r, b]
+            _scatter(src, dst, lo, hi, np.uint64(lo_bit + db * active[r]), dmask, offs)
+            src, dst = dst, src
+    # Each bucket took `rest` passes from tmp: an even number leaves it in tmp.
+    return rest % 2 == 0
+
+
+def radix_sort_words_ref(keys, lo_bit):
+    """Reference for :func:`radix_sort_words`: a stable sort by the bits at and above
+    ``lo_bit``; returns a new array."""
+    return np.array(sorted((int(x) for x in keys), key=lambda x: x >> lo_bit), np.uint64)
+
+
+def radix_digits(bits: int, widest: int = 11) -> tuple[int, int]:
+    """``(digits, digit_bits)`` for an LSD radix sort of ``bits``-bit keys.
+
+    As few passes as digits of at most ``widest`` bits allow, the bits spread evenly over
+    them: 32 bits take three 11-bit passes rather than four 8-bit ones (a histogram of
+    ``2**11`` counters still sits in the first-level cache).
+
+    >>> radix_digits(32), radix_digits(17), radix_digits(0)
+    ((3, 11), (2, 9), (0, 8))
+    """
+    if bits <= 0:
+        return 0, 8
+    digits = -(-bits // widest)
+    return digits, -(-bits // digits)
 
 
 def radix_sort_pairs_ref(keys, vals):

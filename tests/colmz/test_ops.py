@@ -1,4 +1,4 @@
-"""``colmz.consolidate``, ``colmz.concat``, ``warmup`` and ``set_cache_dir``.
+"""``colmz.consolidate`` and ``colmz.concat`` (runtime control is tested in ``test_runtime.py``).
 
 ``consolidate`` is checked against a multiset oracle (a ``Counter`` over Python values with
 NULL = NULL, NaN = NaN and -0.0 = 0.0) and the reference total order of
@@ -261,28 +261,6 @@ def test_large_mixed_batch_against_oracle():
         for since in (None, 10):
             out = colmz.consolidate(u, order=order, since=since)
             check_consolidated(u, out, order, since)
-
-
-def test_warmup_returns_seconds():
-    assert colmz.warmup() >= 0.0
-
-
-def test_set_cache_dir_in_a_fresh_process(tmp_path):
-    code = (
-        "import os, colmz, numpy as np\n"
-        f"colmz.set_cache_dir({str(tmp_path / 'nc')!r})\n"
-        "assert os.environ['NUMBA_CACHE_DIR'].endswith('nc')\n"
-        "u = colmz.Updates({'s': ['b', 'a']}, time=[1, 0], diff=[1, 1])\n"
-        "assert colmz.consolidate(u).to_pylist() == [('a', 0, 1), ('b', 1, 1)]\n"
-        "from colmz.kernels.split import lower_bound\n"
-        "lower_bound(np.arange(3, dtype=np.uint64), np.uint64(1))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
-    cached = [p.name for p in (tmp_path / "nc").rglob("*") if p.is_file()]
-    # kernels decorated at `import colmz` (before the call) and imported after it
-    for stem in ("order._encode_bytes", "consolidate._small_sort_consolidate", "split.lower_bound"):
-        assert any(n.startswith(stem) and n.endswith(".nbi") for n in cached), (stem, cached)
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from colmz.kernels import _scratch
 from colmz.kernels.consolidate import (
     consolidate_ref,
     consolidate_sorted_words,
+    consolidate_sorted_words_ref,
     order_significance,
     sort_consolidate,
 )
@@ -209,19 +210,56 @@ def test_consolidate_sorted_words_matches_reference(data):
     diffs = data.draw(st.lists(st.integers(-2, 2), min_size=n, max_size=n))
     words = np.array(rows, np.uint64).reshape(n, m)
     d = np.array(diffs, np.int64)
+    ew, ed = consolidate_sorted_words_ref(words, d)
     k = consolidate_sorted_words(words, d)
-    acc: dict = {}
-    for r, x in zip(rows, diffs):
-        acc[r] = acc.get(r, 0) + x
-    expected = [(r, x) for r, x in sorted(acc.items()) if x]
-    assert [tuple(int(v) for v in r) for r in words[:k]] == [r for r, _ in expected]
-    assert d[:k].tolist() == [x for _, x in expected]
+    np.testing.assert_array_equal(words[:k], ew)
+    np.testing.assert_array_equal(d[:k], ed)
 
 
 def test_consolidate_sorted_words_overflow():
     words = np.zeros((2, 1), np.uint64)
     with pytest.raises(OverflowError, match="diff overflow"):
         consolidate_sorted_words(words, np.array([INT64_MAX, 1], np.int64))
+
+
+@settings(max_examples=80)
+@given(inputs(max_rows=80), st.sampled_from(["time", "data"]), st.none() | st.sampled_from([0, 1, 2**63]))
+def test_flipped_keys_sort_as_their_flips(arrays, order, since):
+    """``flips=``: key words sort as ``keys ^ flips`` and come back unflipped."""
+    keys, time, diff = arrays
+    w = keys.shape[1]
+    flips = np.array([2**63, 0, 2**63 | 5][:w], np.uint64)
+    expected = ref_or_overflow(keys ^ flips, time, diff, order, since)
+    copies = keys.copy(), time.copy(), diff.copy()
+    try:
+        ok, ot, od = sort_consolidate(keys, time, diff, order, since, flips)
+    except OverflowError:
+        assert expected is None
+        return
+    assert expected is not None
+    np.testing.assert_array_equal(ok ^ flips, expected[0])
+    np.testing.assert_array_equal(ot, expected[1])
+    np.testing.assert_array_equal(od, expected[2])
+    for a, b in zip((keys, time, diff), copies):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_embedded_results_own_exact_memory():
+    """The one-word path hands out its sort buffers cut to the rows kept: each result array
+    owns its memory (no view of a larger buffer)."""
+    rng = np.random.default_rng(3)
+    n = 5000
+    keys = rng.integers(0, 40, (n, 1)).astype(np.uint64)
+    time = rng.integers(0, 3, n).astype(np.uint64)
+    diff = rng.choice([-1, 1], n).astype(np.int64)
+    ok, ot, od = sort_consolidate(keys, time, diff, "data")
+    assert len(ot) < n
+    for a in (ot, od):
+        assert a.flags.owndata and a.nbytes == 8 * len(ot)
+    assert ok.base is None or ok.base.nbytes == 8 * len(ot)
+    e = consolidate_ref(keys, time, diff, "data")
+    for a, b in zip((ok, ot, od), e):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_order_significance():
@@ -258,7 +296,8 @@ def test_kernels_own_python_matches_references():
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    files = [os.path.join(here, f"test_{m}.py") for m in ("sort", "consolidate", "merge", "advance", "split")]
+    files = [os.path.join(here, f"test_{m}.py")
+             for m in ("sort", "consolidate", "merge", "advance", "split", "encode", "fueled")]
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::RuntimeWarning", *files],

@@ -8,17 +8,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from colmz.kernels.sort import (
+    RADIX_MSD_MIN,
     argsort_words,
     argsort_words_ref,
     field_ranges,
     field_ranges_ref,
     pack,
     pack_one_with_diff,
+    pack_one_with_diff_ref,
     pack_ref,
     plan_packing,
+    radix_digits,
     radix_sort_pairs,
     radix_sort_pairs_ref,
     radix_sort_words,
+    radix_sort_words_ref,
     unpack,
     unpack_ref,
 )
@@ -69,12 +73,17 @@ def key_arrays(draw, max_rows=40, max_width=3):
 # ----------------------------------------------------------------------------- ranges
 
 
+def zero_flips(w):
+    return np.zeros(w, np.uint64)
+
+
 @settings(max_examples=EXAMPLES)
-@given(key_arrays())
-def test_field_ranges_matches_reference(arrays):
+@given(key_arrays(), st.booleans())
+def test_field_ranges_matches_reference(arrays, flipped):
     keys, time, diff = arrays
-    mins, maxs, dmin, dmax = field_ranges(keys, time, diff)
-    rmins, rmaxs, rdmin, rdmax = field_ranges_ref(keys, time, diff)
+    flips = np.array([2**63, 1, MAX][:keys.shape[1]], np.uint64) if flipped else zero_flips(keys.shape[1])
+    mins, maxs, dmin, dmax = field_ranges(keys, time, diff, flips)
+    rmins, rmaxs, rdmin, rdmax = field_ranges_ref(keys, time, diff, flips)
     np.testing.assert_array_equal(mins, rmins)
     np.testing.assert_array_equal(maxs, rmaxs)
     assert (int(dmin), int(dmax)) == (rdmin, rdmax)
@@ -82,7 +91,7 @@ def test_field_ranges_matches_reference(arrays):
 
 def test_field_ranges_empty():
     mins, maxs, dmin, dmax = field_ranges(
-        np.empty((0, 2), np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64)
+        np.empty((0, 2), np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64), zero_flips(2)
     )
     assert (mins > maxs).all() and (int(dmin), int(dmax)) == (0, 0)
 
@@ -92,7 +101,7 @@ def test_field_ranges_empty():
 
 def _plan(keys, time, diff, since, significance):
     w = keys.shape[1]
-    mins, maxs, _, _ = field_ranges(keys, time, diff)
+    mins, maxs, _, _ = field_ranges(keys, time, diff, zero_flips(w))
     mins[w] = max(int(mins[w]), since)
     maxs[w] = max(int(maxs[w]), since)
     return plan_packing(mins, maxs, significance)
@@ -166,42 +175,70 @@ def test_radix_sort_pairs_matches_reference(data):
     np.testing.assert_array_equal(rv, ev)
 
 
+@pytest.mark.parametrize("msd_min", [RADIX_MSD_MIN, 8], ids=["lsd", "msd-first"])
 @settings(max_examples=EXAMPLES)
-@given(st.data())
-def test_pack_one_with_diff_and_radix_sort_words(data):
+@given(data=st.data())
+def test_pack_one_with_diff_and_radix_sort_words(msd_min, data):
+    """The radix sort's top-digit-first path off (inputs here are small) and on."""
     n = data.draw(st.integers(0, 200))
     span = data.draw(st.integers(0, 40))
+    flip = data.draw(st.sampled_from([0, 2**63]))
     keys = u64(data.draw(st.lists(st.integers(0, 2**span - 1), min_size=n, max_size=n))).reshape(n, 1)
+    keys ^= np.uint64(flip)
+    flips = np.array([flip], np.uint64)
     time = u64(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)))
     diff = np.array(data.draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n)), np.int64)
     since = data.draw(st.integers(0, 6))
-    plan = _plan(keys, time, diff, since, [1, 0])
+    w = 1
+    mins, maxs, _, _ = field_ranges(keys, time, diff, flips)
+    mins[w] = max(int(mins[w]), since)
+    maxs[w] = max(int(maxs[w]), since)
+    plan = plan_packing(mins, maxs, [1, 0])
     key_bits = sum(int(x).bit_length() for x in plan.mask)
     dmin = int(diff.min()) if n else 0
     diff_bits = ((int(diff.max()) - dmin) if n else 0).bit_length()
     if plan.n_words != 1:
         return  # the caller only takes this path for one packed word
-    nd = (key_bits + 7) // 8
+    digits, digit_bits = data.draw(st.sampled_from([radix_digits(key_bits), radix_digits(key_bits, 8),
+                                                    radix_digits(key_bits, 3)]))
     words = np.empty(n, np.uint64)
-    hist = np.zeros((nd, 256), np.int64)
+    hist = np.zeros((digits, 1 << digit_bits), np.int64)
     pack_one_with_diff(
-        keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, np.int64(dmin),
+        keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, flips, np.int64(dmin),
         diff_bits, words, hist,
     )
-    ref_words = [
-        (int(p[0]) << diff_bits) | (int(d) - dmin)
-        for p, d in zip(pack_ref(keys, time, since, plan), diff)
-    ]
-    assert words.tolist() == ref_words
-    ref_hist = np.zeros_like(hist)
-    for x in ref_words:
-        for dgt in range(nd):
-            ref_hist[dgt, ((x >> diff_bits) >> (8 * dgt)) & 255] += 1
+    ref_words, ref_hist = pack_one_with_diff_ref(keys, time, diff, since, plan, flips, dmin, diff_bits,
+                                                 digits, digit_bits)
+    np.testing.assert_array_equal(words, ref_words)
     np.testing.assert_array_equal(hist, ref_hist)
     tmp = np.empty_like(words)
-    out = tmp if radix_sort_words(words, tmp, diff_bits, hist) else words
+    out = tmp if radix_sort_words(words, tmp, diff_bits, hist, msd_min) else words
     # stable by the bits at and above diff_bits
-    assert out.tolist() == sorted(ref_words, key=lambda x: x >> diff_bits)
+    np.testing.assert_array_equal(out, radix_sort_words_ref(ref_words, diff_bits))
+
+
+def test_radix_sort_words_msd_first_large():
+    """Top digit first, then each bucket: every bucket size (0, 1, many) and both parities
+    of the remaining passes."""
+    rng = np.random.default_rng(7)
+    for bits, digit_bits, lo in [(33, 11, 2), (22, 11, 0), (30, 10, 5), (17, 9, 1)]:
+        n = 20000
+        keys = rng.integers(0, 2**bits, n, dtype=np.uint64) << np.uint64(lo)
+        keys[:100] = keys[0]  # one crowded bucket
+        digits = -(-bits // digit_bits)
+        hist = np.zeros((digits, 1 << digit_bits), np.int64)
+        for d in range(digits):
+            np.add.at(hist[d], (keys >> np.uint64(lo + digit_bits * d)) & np.uint64((1 << digit_bits) - 1), 1)
+        expected = keys[np.argsort(keys >> np.uint64(lo), kind="stable")]
+        words, tmp = keys.copy(), np.empty_like(keys)
+        out = tmp if radix_sort_words(words, tmp, lo, hist, 1000) else words
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_radix_digits():
+    for bits in range(0, 65):
+        digits, width = radix_digits(bits)
+        assert digits * width >= bits and width <= 11 and (digits == 0 or (digits - 1) * width < bits)
 
 
 @settings(max_examples=EXAMPLES)

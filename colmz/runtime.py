@@ -1,0 +1,208 @@
+"""Numba runtime control: where kernels are cached, warming them up, scratch memory.
+
+Design
+------
+colmz's kernels are Numba functions compiled on first use and cached on disk
+(``kernels/_jit.py``). This module is the user's handle on that machinery and nothing else:
+
+* :func:`set_cache_dir` chooses the on-disk cache (``NUMBA_CACHE_DIR``) before the first
+  kernel runs -- a Spark executor needs a writable, node-local directory;
+* :func:`warmup` compiles, or loads from the cache, every kernel colmz uses by running the
+  data model's operations and the structures on tiny inputs, so a timed or latency-bound
+  first call pays nothing;
+* :func:`release_scratch` frees the per-thread scratch buffers the kernels keep between calls
+  (``kernels/_scratch.py``).
+
+It sits *above* the structures it warms (``colmz.correction``, ``colmz.spine``): the data model
+(``colmz.updates``, ``colmz.order``, ``colmz.ops``) imports no structure, and this module
+imports them all.
+"""
+
+from __future__ import annotations
+
+import os
+import time as _time
+
+import numpy as np
+
+from colmz.correction import Correction
+from colmz.kernels import _scratch
+from colmz.kernels._jit import DISPATCHERS, enable_light_loading
+from colmz.kernels.advance import advance_runs
+from colmz.kernels.consolidate import ORDERS, sort_consolidate
+from colmz.kernels.merge import merge_runs
+from colmz.kernels.split import lower_bound
+from colmz.ops import consolidate
+from colmz.progress import ProgressCallback, check_progress
+from colmz.spine import Spine
+from colmz.updates import Updates
+
+__all__ = ["release_scratch", "set_cache_dir", "warmup"]
+
+
+def set_cache_dir(path: str | os.PathLike) -> None:
+    """Choose where Numba caches compiled kernels (``NUMBA_CACHE_DIR``).
+
+    Numba fixes a function's cache directory when the function is decorated, which for colmz
+    is at import; this re-points every colmz kernel defined so far, and kernels imported later
+    read the new setting. Call it before the first colmz kernel runs: kernels already
+    compiled or loaded in this process stay as they are. (Or set ``NUMBA_CACHE_DIR`` in the
+    environment, which is what Spark executors need: ``spark.executorEnv.NUMBA_CACHE_DIR``.)
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A writable directory; created when missing.
+
+    Examples
+    --------
+    >>> import os, tempfile, colmz
+    >>> before = os.environ.get("NUMBA_CACHE_DIR")
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     colmz.set_cache_dir(d)
+    ...     os.environ["NUMBA_CACHE_DIR"] == d
+    ...     if before:
+    ...         colmz.set_cache_dir(before)
+    True
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    path = os.fspath(path)
+    os.makedirs(path, exist_ok=True)
+    os.environ["NUMBA_CACHE_DIR"] = path
+    try:
+        from numba.core import config
+
+        config.CACHE_DIR = path
+    except ImportError:  # pragma: no cover - numba layout changed
+        return
+    for dispatcher in DISPATCHERS:
+        dispatcher.enable_caching()
+        enable_light_loading(dispatcher)
+
+
+def release_scratch() -> None:
+    """Free the scratch buffers colmz keeps for kernel temporaries (in this thread).
+
+    >>> import colmz
+    >>> colmz.release_scratch()
+    """
+    _scratch.release()
+
+
+def _updates(reps: int) -> Updates:
+    # Every column kind colmz encodes, rows repeated so the time order is not the data order.
+    return Updates(
+        {"i": np.tile(np.array([3, 1, 3], np.int64), reps), "s": ["x", None, "yy"] * reps,
+         "f": [0.5, float("nan"), 0.5] * reps, "b": [True, False, True] * reps,
+         "u": np.tile(np.array([1, 2, 1], np.uint32), reps)},
+        time=np.tile(np.array([2, 1, 2], np.uint64), reps) + np.repeat(np.arange(reps, dtype=np.uint64), 3),
+        diff=np.ones(3 * reps, np.int64),
+    )
+
+
+def _one_key(n: int) -> Updates:
+    return Updates({"k": np.arange(n, dtype=np.int64)}, time=np.arange(n, dtype=np.uint64) % 7,
+                   diff=np.ones(n, np.int64))
+
+
+def _consolidate_all(reps: int) -> None:
+    u = _updates(reps)
+    for order in ORDERS:
+        consolidate(u, order=order, since=1)
+        consolidate(u, order=order)
+        consolidate(_one_key(2 * reps), order=order)
+        consolidate(_one_key(2 * reps), order=order, since=3)
+
+
+def _merge_advance(reps: int) -> None:
+    one = consolidate(_one_key(2 * reps), order="data").encode()
+    wide = consolidate(_updates(reps), order="time", since=1).encode()
+    run = (one.keys, one.time, one.diff)
+    wrun = (wide.keys, wide.time, wide.diff)
+    for order in ORDERS:
+        merge_runs([run, run], order)
+        merge_runs([wrun, wrun], order)
+        advance_runs([run, run], 1, order)
+    lower_bound(one.time, np.uint64(1))
+
+
+def _many_words(reps: int) -> None:
+    # Keys wider than one packed word take the permutation sort.
+    big = np.tile(np.array([[2**63, 2**62], [1, 2**61]], np.uint64), (reps * 30, 1))
+    sort_consolidate(big, np.arange(len(big), dtype=np.uint64), np.ones(len(big), np.int64), "data")
+
+
+def _correction(reps: int) -> None:
+    cb = Correction()
+    cb.insert(_updates(reps))
+    for part in cb.updates_before(3):
+        cb.insert_negated(part)
+    cb.advance_since(3)
+    list(cb.updates_before(None))
+
+
+def _spine(reps: int) -> None:
+    one = consolidate(_one_key(2 * reps), order="data")
+    sp = Spine()
+    sp.insert(one, 0, 7)
+    sp.insert(one.slice(0, 0), 7, 8)
+    sp.exert(10)
+
+
+#: The warm-up steps: (name, function of the repetition count). Each runs at two sizes, on
+#: both sides of the kernels' size thresholds (tiny inputs take one-call paths, larger ones
+#: the packed radix sort, the merge tree and, from 4096 rows, the sort of strings by rank).
+_STEPS = (
+    ("consolidate", _consolidate_all),
+    ("merge_runs/advance_runs", _merge_advance),
+    ("argsort_words", _many_words),
+    ("Correction", _correction),
+    ("Spine", _spine),
+)
+_SIZES = (1, 1400)
+
+
+def warmup(verbose: bool = False, progress: ProgressCallback | None = None) -> float:
+    """Compile (or load from the cache) every colmz kernel; return the seconds it took.
+
+    Runs each operation on tiny inputs of every dtype combination colmz uses, so the first
+    real call pays nothing. With a warm on-disk cache this is a fraction of a second.
+
+    Parameters
+    ----------
+    verbose : bool
+        Print one line with the time taken.
+    progress : callable, optional
+        ``progress(done, total, label)`` (``colmz.progress``): called before the first step
+        with ``done = 0`` and after each step, counting warm-up steps; ``label`` names the
+        kernels the step readies.
+
+    Returns
+    -------
+    float
+        Seconds taken.
+
+    Examples
+    --------
+    >>> import colmz
+    >>> seen = []
+    >>> colmz.warmup(progress=lambda done, total, label: seen.append((done, total))) >= 0
+    True
+    >>> seen[0][0], seen[-1][0] == seen[-1][1]
+    (0, True)
+    """
+    progress = check_progress(progress)
+    t0 = _time.perf_counter()
+    steps = [(name, fn, reps) for reps in _SIZES for name, fn in _STEPS]
+    total = len(steps)
+    if progress is not None:
+        progress(0, total, steps[0][0])
+    for done, (name, fn, reps) in enumerate(steps, 1):
+        fn(reps)
+        if progress is not None:
+            progress(done, total, name)
+    elapsed = _time.perf_counter() - t0
+    if verbose:
+        print(f"colmz kernels ready in {elapsed:.2f} s")
+    return elapsed
