@@ -32,6 +32,7 @@ import numpy as np
 
 from colmz.kernels.split import lower_bound
 from colmz.order import Layout, pad_keys, unify_layouts
+from colmz.updates import Encoded
 
 __all__ = ["Chain", "Chunk", "Work", "negated"]
 
@@ -55,28 +56,52 @@ class Work:
 
 
 class Chunk:
-    """A block of updates sorted by ``(time, data)``; arrays are never modified."""
+    """A block of updates sorted by ``(time, data)``: an ``Encoded`` run and its cached bounds.
 
-    __slots__ = ("keys", "time", "diff", "layout", "n", "first_time", "last_time")
+    The run (keys, times, diffs and the keys' layout) is the one shape an encoded run has in
+    colmz: what ``Updates.encode`` makes, what the stage holds and what a read hands out
+    (``chunk.encoded``) are the same object, never re-packed. Arrays are never modified.
+    """
 
-    def __init__(self, keys: np.ndarray, time: np.ndarray, diff: np.ndarray, layout: Layout):
-        self.keys = keys
-        self.time = time
-        self.diff = diff
-        self.layout = layout
+    __slots__ = ("encoded", "n", "first_time", "last_time")
+
+    def __init__(self, encoded: Encoded):
+        self.encoded = encoded
+        time = encoded.time
         # Cached: routing and splitting consult them far more often than chunks are made.
         self.n = n = len(time)
         self.first_time = int(time[0]) if n else 0
         self.last_time = int(time[n - 1]) if n else 0
 
+    @classmethod
+    def of(cls, keys: np.ndarray, time: np.ndarray, diff: np.ndarray, layout: Layout) -> Chunk:
+        return cls(Encoded(keys, time, diff, layout))
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self.encoded.keys
+
+    @property
+    def time(self) -> np.ndarray:
+        return self.encoded.time
+
+    @property
+    def diff(self) -> np.ndarray:
+        return self.encoded.diff
+
+    @property
+    def layout(self) -> Layout:
+        return self.encoded.layout
+
     def __len__(self) -> int:
         return self.n
 
     def slice(self, a: int, b: int) -> Chunk:
-        return Chunk(self.keys[a:b], self.time[a:b], self.diff[a:b], self.layout)
+        return Chunk(self.encoded.slice(a, b))
 
     def copy(self) -> Chunk:
-        return Chunk(self.keys.copy(), self.time.copy(), self.diff.copy(), self.layout)
+        e = self.encoded
+        return Chunk(Encoded(e.keys.copy(), e.time.copy(), e.diff.copy(), e.layout))
 
 
 def _adjacent(a: np.ndarray, b: np.ndarray) -> bool:
@@ -108,9 +133,9 @@ class Chain:
         """A chain of chunk views over freshly built sorted, consolidated arrays."""
         n = len(time)
         if n <= chunk_size:
-            return cls._of([Chunk(keys, time, diff, layout)], n) if n else cls._of([], 0)
+            return cls._of([Chunk.of(keys, time, diff, layout)], n) if n else cls._of([], 0)
         chunks = [
-            Chunk(keys[i:i + chunk_size], time[i:i + chunk_size], diff[i:i + chunk_size], layout)
+            Chunk.of(keys[i:i + chunk_size], time[i:i + chunk_size], diff[i:i + chunk_size], layout)
             for i in range(0, n, chunk_size)
         ]
         return cls._of(chunks, n)
@@ -207,9 +232,9 @@ class Chain:
 def negated(chain: Chain) -> Chain:
     """The chain with every diff negated (new diff arrays; keys and times are shared).
 
-    The caller guarantees no diff is ``-2**63`` (its negation leaves ``int64``).
+    ``OverflowError`` when a diff is ``-2**63`` (see ``Encoded.negated``).
     """
-    return Chain._of([Chunk(c.keys, c.time, -c.diff, c.layout) for c in chain.chunks], chain.count)
+    return Chain._of([Chunk(c.encoded.negated()) for c in chain.chunks], chain.count)
 
 
 # Chains are never mutated, so one empty chain serves everywhere.

@@ -13,10 +13,12 @@ State
 ~~~~~
 * ``since`` (frontier, starts at ``0``, only advances): times below it are advanced to it.
 * ``boundary`` (frontier, starts at ``0``): the largest read upper so far.
-* the *stage*: unsorted inserted batches, flushed (sorted, consolidated, routed) when they
-  reach ``stage_size`` updates or when a read needs them.
-* a *bucket chain* over the times ``>= boundary``: buckets ``[offset, offset + 2**bits)``, each
-  holding a list of chains (``colmz.chain``) sorted by ``(time, data)``.
+* the *stage* (``colmz.stage.Stage``): unsorted inserted batches, flushed (sorted,
+  consolidated, routed) when they reach ``stage_size`` updates or when a read needs them.
+* a *bucket chain* (``colmz.buckets.BucketChain``) over the times ``>= boundary``: buckets
+  ``[offset, offset + 2**bits)``, each holding a tuple of chains (``colmz.chain``) sorted by
+  ``(time, data)``; the bucket chain's own invariants (tiling, the 4x neighbour rule) are
+  checked there.
 * ``pending_low``: chains whose times are all ``< boundary`` (mostly feedback, and the
   remainders of reads at a regressed upper).
 * ``emitted``: one chain, exactly the consolidated result of the last read.
@@ -66,9 +68,16 @@ chosen with ``asv_benchmarks/bench_correction.py``. Chunks are views of merge ou
 copies at most one straddling chunk.
 
 Per-read Python overhead matters as much as kernel speed at 16 updates a tick, so merges of
-at most 48 updates sort their union in one compiled call (same result as the strategies), a
-rollback snapshot is taken only when a call can fail part-way (a flush or a read), and the
-bucket chain's restore stops at the first bucket the peel left unchanged.
+at most 48 updates sort their union in one compiled call (same result as the strategies); a
+read that gathers at most 48 updates (stage, ``pending_low``, ``emitted`` and the buckets
+below the upper) is one sort of all of them cut at the upper, with no flush and no rollback
+snapshot unless something is routed (:meth:`Correction._read_small`); reads hand out
+``Updates`` decoded only when their columns are asked for, so feeding a read back encodes
+nothing; and the bucket chain's restore stops at the first bucket the peel left unchanged.
+
+Rollback. Each structure declares the fields a failed call restores (``_STATE_FIELDS``) and
+saves and restores them with ``_snapshot_state`` / ``_restore_state``; the stage and the
+bucket chain save their own containers, chains and buckets are immutable and shared.
 
 Overflow. A flush or merge whose sum for one ``(data, time)`` leaves ``int64`` raises
 ``colmz.ops.DiffOverflowError`` naming the data row, the time (advanced to the since on reads)
@@ -83,12 +92,12 @@ advances and a flush precedes every read.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
+from colmz.buckets import BucketChain
 from colmz.chain import Chain, Work, negated
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, frontier_le
 from colmz.kernels.advance import advance_runs, strategy
@@ -96,12 +105,12 @@ from colmz.kernels.consolidate import sort_consolidate
 from colmz.kernels.merge import merge_runs
 from colmz.kernels.split import lower_bound
 from colmz.ops import diff_overflow_error
-from colmz.order import Layout, pad_keys, unify_layouts
-from colmz.updates import Encoded, Updates, concat_encoded, unify_schemas
+from colmz.order import Layout, unify_layouts
+from colmz.stage import Stage
+from colmz.updates import Encoded, Updates, concat_encoded, negated_diff, unify_schemas
 
 __all__ = ["Correction", "SinceRegression"]
 
-_DOMAIN_BITS = 64
 # Merges of at most this many updates sort the union instead (see _merge).
 _SMALL_MERGE = 48
 # Reads gathering at most this many updates take the one-sort path (see _read_small).
@@ -116,18 +125,37 @@ _NO_CHAIN = Chain()
 
 
 class _Bucket:
-    """The chains of one bucket of the bucket chain, kept under the chain invariant."""
+    """The chains of one bucket of the bucket chain, kept under the chain invariant.
+
+    Immutable: pushing a chain or splitting makes new buckets, so a rollback snapshot of the
+    bucket chain shares them."""
 
     __slots__ = ("chains",)
 
-    def __init__(self, chains: list[Chain] | None = None):
-        self.chains = chains or []
+    def __init__(self, chains: tuple[Chain, ...] = ()):
+        self.chains = chains
 
     def count(self) -> int:
         return sum(c.count for c in self.chains)
 
     def n_chunks(self) -> int:
         return sum(len(c.chunks) for c in self.chains)
+
+    def split(self, mid: int, work: Work) -> tuple[_Bucket, _Bucket, int]:
+        """The chains' parts before ``mid`` and from ``mid`` on, and the cost (chunks)."""
+        if not self.chains:
+            return self, self, 1
+        lo_chains, hi_chains = [], []
+        for chain in self.chains:
+            lo, hi = chain.split_at(mid, work)
+            if lo:
+                lo_chains.append(lo)
+            if hi:
+                hi_chains.append(hi)
+        return _Bucket(tuple(lo_chains)), _Bucket(tuple(hi_chains)), max(self.n_chunks(), 1)
+
+
+_NO_BUCKET = _Bucket()
 
 
 class Correction:
@@ -190,17 +218,12 @@ class Correction:
         self._since: Frontier = 0
         self._boundary: Frontier = 0
         self._schema = schema
-        self._stage: list[Encoded] = []
-        self._stage_count = 0
-        # The bucket chain: sorted offsets and, per offset, (bits, bucket).
-        self._offsets: list[int] = [0]
-        self._buckets: dict[int, tuple[int, _Bucket]] = {0: (_DOMAIN_BITS, _Bucket())}
+        self.work = work = Work()
+        self._stage = Stage()
+        self._buckets: BucketChain[_Bucket] = BucketChain(_NO_BUCKET, lambda b, mid: b.split(mid, work))
         self._pending_low: list[Chain] = []
-        self._emitted = Chain()
-        self._well_formed = False
-        self._clean_from: int | None = None  # see _peel / _restore
+        self._emitted = _NO_CHAIN
         self._last_read: tuple[Frontier, int] | None = None  # (upper, since) of the last read
-        self.work = Work()
 
     # ------------------------------------------------------------------ properties
 
@@ -222,8 +245,8 @@ class Correction:
 
     def __len__(self) -> int:
         return (
-            self._stage_count
-            + sum(b.count() for _, b in self._buckets.values())
+            len(self._stage)
+            + sum(b.count() for b in self._buckets.buckets())
             + sum(c.count for c in self._pending_low)
             + self._emitted.count
         )
@@ -258,23 +281,23 @@ class Correction:
         self._schema = schema
         if self._since is None:
             return
-        if self._stage_count + n < self.stage_size:
-            self._stage.append(enc)
-            self._stage_count += n
+        stage = self._stage
+        if stage.count + n < self.stage_size:
+            stage.push(enc)
             return
-        snap = self._snapshot()
-        self._stage.append(enc)
-        self._stage_count += n
+        state = self._snapshot_state()
+        stage.push(enc)
         try:
             self._flush_stage()
         except BaseException:
-            self._rollback(snap)
+            self._restore_state(state)
             raise
 
     def _flush_stage(self) -> None:
-        if not self._stage:
+        """Sort and consolidate the stage (times advanced to the since), then route it."""
+        staged = self._stage.peek()
+        if staged is None:
             return
-        staged = concat_encoded(self._stage) if len(self._stage) > 1 else self._stage[0]
         try:
             keys, time, diff = sort_consolidate(staged.keys, staged.time, staged.diff, "time", self._since)
         except OverflowError:
@@ -282,13 +305,14 @@ class Correction:
                                  "in a flush of the stage")
             raise
         # The stage is empty only once the sort succeeded: an overflow leaves it as it was.
-        self._stage = []
-        self._stage_count = 0
+        self._stage.clear()
         self.work.sorts += 1
         self.work.copied += len(time)
         self._route(keys, time, diff, staged.layout)
 
     def _route(self, keys, time, diff, layout: Layout) -> None:
+        """Route sorted, consolidated updates: below the boundary to ``pending_low``, the rest
+        to their buckets, one chain per bucket."""
         n = len(time)
         if n == 0:
             return
@@ -296,20 +320,19 @@ class Correction:
         if cut:
             self._pending_low.append(Chain.from_arrays(keys[:cut], time[:cut], diff[:cut], layout, self.chunk_size))
         i = cut
+        find = self._buckets.range_of
         while i < n:
-            t = int(time[i])
-            offset = self._offsets[bisect.bisect_right(self._offsets, t) - 1]
-            bits = self._buckets[offset][0]
+            offset, bits = find(int(time[i]))
             end = offset + (1 << bits)
             j = n if end > MAX_TIME else int(lower_bound(time, np.uint64(end)))
             self._push_chain(offset, Chain.from_arrays(keys[i:j], time[i:j], diff[i:j], layout, self.chunk_size))
             i = j
 
     def _push_chain(self, offset: int, chain: Chain) -> None:
+        """Add a chain to a bucket and merge from the back until the chain invariant holds."""
         if not chain:
             return
-        bits, bucket = self._buckets[offset]
-        # Buckets are replaced, never mutated, so a snapshot is a shallow copy of the dict.
+        bucket = self._buckets.content[offset][1]
         chains = [*bucket.chains, chain]
         while len(chains) >= 2 and chains[-1].count * self.chain_proportionality > chains[-2].count:
             b = chains.pop()
@@ -317,7 +340,8 @@ class Correction:
             merged = self._merge([a, b], None)
             if merged:
                 chains.append(merged)
-        self._buckets[offset] = (bits, _Bucket(chains))
+        # A new bucket: the old one may be shared with a rollback snapshot.
+        self._buckets.replace(offset, _Bucket(tuple(chains)))
 
     def _raise_overflow(self, runs, layout: Layout, since: Frontier, where: str) -> None:
         """Re-raise a kernel's overflow as a ``DiffOverflowError`` naming the row and time."""
@@ -380,8 +404,7 @@ class Correction:
             raise SinceRegression(f"since must not regress: current since {self._since}, got {since}")
         self._since = since
         if since is None:
-            self._stage = []
-            self._stage_count = 0
+            self._stage.clear()
 
     # ------------------------------------------------------------------ reading
 
@@ -480,53 +503,62 @@ class Correction:
         for u in checked:
             if u != last:
                 prev = u
-        snap = self._snapshot()
+        state = self._snapshot_state()
         try:
             self._consolidate_before(last)
             everything = self._emitted
             if everything:
                 layout = everything.layout
                 keys, time, diff = everything.run(layout, self.work)
-                if diff.min() == np.iinfo(np.int64).min:
+                try:
+                    negated_diff(diff)
+                except OverflowError:
                     raise OverflowError(
-                        "a correction holds diff -2**63, which cannot be fed back negated within int64")
+                        "a correction holds diff -2**63, which cannot be fed back negated within int64") from None
             _, tail = everything.split_at(prev, self.work)
             self._emitted = tail
             self._last_read = (last, prev)
             self._since = last
             if last is None:
-                self._stage = []
-                self._stage_count = 0
+                self._stage.clear()
             elif tail:
                 self._pending_low.append(negated(tail))
         except BaseException:
-            self._rollback(snap)
+            self._restore_state(state)
             raise
         if not everything:
             return nothing
-        return Updates.decode(Encoded(keys, time, diff, layout), self._schema)
+        return Updates._from_encoded(Encoded(keys, time, diff, layout), self._schema)
 
-    def _snapshot(self):
-        return (
-            self._since, self._boundary, self._schema, list(self._stage), self._stage_count,
-            list(self._offsets), dict(self._buckets), list(self._pending_low), self._emitted, self._last_read,
-            self._well_formed, self._clean_from,
-        )
+    # ------------------------------------------------------------------ rollback
 
-    def _rollback(self, snap) -> None:
-        (self._since, self._boundary, self._schema, self._stage, self._stage_count,
-         self._offsets, self._buckets, self._pending_low, self._emitted, self._last_read,
-         self._well_formed, self._clean_from) = snap
+    # The declared state a failed call rolls back: the stage and the bucket chain save their
+    # own (their containers are copied), lists are copied, the rest (frontiers, immutable
+    # chains) is kept by reference.
+    _STATE_FIELDS = ("_since", "_boundary", "_schema", "_stage", "_buckets", "_pending_low", "_emitted",
+                     "_last_read")
+
+    def _snapshot_state(self) -> tuple:
+        return tuple(_saved(getattr(self, f)) for f in self._STATE_FIELDS)
+
+    def _restore_state(self, state: tuple) -> None:
+        """Return to a state of :meth:`_snapshot_state` (which stays usable again)."""
+        for f, saved in zip(self._STATE_FIELDS, state):
+            current = getattr(self, f)
+            if hasattr(current, "_restore_state"):
+                current._restore_state(saved)
+            else:
+                setattr(self, f, list(saved) if isinstance(saved, list) else saved)
 
     def _guarded_consolidate_before(self, upper: Frontier) -> None:
         if self._read_small(upper):
             return
         # A diff overflow in a merge must leave the buffer as it was.
-        snap = self._snapshot()
+        state = self._snapshot_state()
         try:
             self._consolidate_before(upper)
         except BaseException:
-            self._rollback(snap)
+            self._restore_state(state)
             raise
 
     def _iter_emitted(self) -> Iterator[Updates]:
@@ -535,19 +567,18 @@ class Correction:
             return self._iter_nothing()
         schema = self._schema
         # Decoded lazily: a sink that only feeds the read back never decodes it.
-        return iter([Updates._from_encoded(Encoded(c.keys, c.time, c.diff, c.layout), schema) for c in chunks])
+        return iter([Updates._from_encoded(c.encoded, schema) for c in chunks])
 
     def _iter_nothing(self) -> Iterator[Updates]:
         # One empty batch of the buffer's columns, so colmz.concat of any read works.
         return iter((Updates.empty(self._schema or ()),))
 
     def _consolidate_before(self, upper: Frontier) -> None:
+        """Upstream's ``consolidate_before``: stage -> route, peel, split, merge, restore."""
         since = self._since
         assert since is not None
         self._flush_stage()
-        peeled = self._peel(upper)
-        if self._boundary is not None and (upper is None or upper > self._boundary):
-            self._boundary = upper
+        peeled = self._advance_boundary(upper)
         candidates: list[Chain] = [c for b in peeled for c in b.chains]
         candidates += self._pending_low
         if self._emitted:
@@ -562,7 +593,14 @@ class Correction:
                 self._pending_low.append(hi)
         self._emitted = self._merge(lower, since)
         self._last_read = (upper, since)
-        self._restore(self.restore_fuel)
+        self._buckets.restore(self.restore_fuel)
+
+    def _advance_boundary(self, upper: Frontier) -> list[_Bucket]:
+        """Peel the buckets below ``upper`` off the bucket chain; the boundary follows."""
+        peeled = self._buckets.peel(upper)
+        if self._boundary is not None and (upper is None or upper > self._boundary):
+            self._boundary = upper
+        return peeled
 
     def _read_small(self, upper: Frontier) -> bool:
         """A read of few updates in one sort; ``False`` (nothing done) when there are more.
@@ -577,55 +615,45 @@ class Correction:
         changes, so no rollback snapshot is needed unless something must be routed; on an
         overflow the general path runs instead and reports it where it arises.
         """
-        total = self._stage_count + self._emitted.count
+        stage = self._stage
+        total = stage.count + self._emitted.count
         for c in self._pending_low:
             total += c.count
         if total > _SMALL_READ:
             return False
-        offsets, buckets = self._offsets, self._buckets
+        buckets = self._buckets
+        offsets, content = buckets.offsets, buckets.content
         chains = [*self._pending_low, self._emitted]
         k = 0
         while k < len(offsets) and (upper is None or offsets[k] < upper):
-            for c in buckets[offsets[k]][1].chains:
+            for c in content[offsets[k]][1].chains:
                 total += c.count
                 chains.append(c)
             if total > _SMALL_READ:
                 return False
             k += 1
-        parts = [(c.keys, c.time, c.diff, c.layout) for chain in chains for c in chain.chunks]
-        parts += [(e.keys, e.time, e.diff, e.layout) for e in self._stage]
+        parts = [c.encoded for chain in chains for c in chain.chunks]
+        parts += stage.parts
         since = self._since
         if parts:
-            layout = parts[0][3]
-            if len(parts) == 1:
-                keys, time, diff = parts[0][:3]
-            else:
-                if any(p[3] != layout for p in parts):
-                    layout = unify_layouts(*(p[3] for p in parts))
-                    parts = [(pad_keys(k_, lay, layout), t, d, lay) for k_, t, d, lay in parts]
-                keys = np.concatenate([p[0] for p in parts])
-                time = np.concatenate([p[1] for p in parts])
-                diff = np.concatenate([p[2] for p in parts])
+            run = parts[0] if len(parts) == 1 else concat_encoded(parts)
+            layout = run.layout
             try:
-                keys, time, diff = sort_consolidate(keys, time, diff, "time", since)
+                keys, time, diff = sort_consolidate(run.keys, run.time, run.diff, "time", since)
             except OverflowError:
                 return False
             n = len(time)
             cut = n if upper is None else int(lower_bound(time, np.uint64(upper)))
         else:
             n = cut = 0
-        snap = self._snapshot() if cut < n else None
+        state = self._snapshot_state() if cut < n else None
         try:
             # The first k buckets' chains are in the sort: empty them, then peel.
             for off in offsets[:k]:
-                bits, bucket = buckets[off]
-                if bucket.chains:
-                    buckets[off] = (bits, _Bucket())
-            self._peel(upper)
-            if self._boundary is not None and (upper is None or upper > self._boundary):
-                self._boundary = upper
-            self._stage = []
-            self._stage_count = 0
+                if content[off][1].chains:
+                    buckets.replace(off, _NO_BUCKET)
+            self._advance_boundary(upper)
+            stage.clear()
             self._pending_low = []
             self._last_read = (upper, since)
             if parts:
@@ -637,77 +665,13 @@ class Correction:
                     self._route(keys[cut:].copy(), time[cut:].copy(), diff[cut:].copy(), layout)
             else:
                 self._emitted = _NO_CHAIN
-            self._restore(self.restore_fuel)
+            buckets.restore(self.restore_fuel)
         except BaseException:
-            if snap is None:
+            if state is None:
                 raise
-            self._rollback(snap)
+            self._restore_state(state)
             return False
         return True
-
-    # ------------------------------------------------------------------ bucket chain
-
-    def _split_bucket(self, offset: int) -> None:
-        bits, bucket = self._buckets.pop(offset)
-        mid = offset + (1 << (bits - 1))
-        lo_chains, hi_chains = [], []
-        for chain in bucket.chains:
-            lo, hi = chain.split_at(mid, self.work)
-            if lo:
-                lo_chains.append(lo)
-            if hi:
-                hi_chains.append(hi)
-        self._buckets[offset] = (bits - 1, _Bucket(lo_chains))
-        self._buckets[mid] = (bits - 1, _Bucket(hi_chains))
-        bisect.insort(self._offsets, mid)
-
-    def _peel(self, upper: Frontier) -> list[_Bucket]:
-        """Remove and return the buckets below ``upper``, splitting the one that straddles it."""
-        peeled = []
-        was_well_formed = self._well_formed
-        touched_end = None
-        while self._offsets and (upper is None or self._offsets[0] < upper):
-            offset = self._offsets[0]
-            bits, bucket = self._buckets[offset]
-            touched_end = max(touched_end or 0, offset + (1 << bits))
-            self._well_formed = False
-            if upper is None or offset + (1 << bits) <= upper:
-                self._offsets.pop(0)
-                del self._buckets[offset]
-                peeled.append(bucket)
-            else:
-                self._split_bucket(offset)
-        if touched_end is not None:
-            # Peeling changes only the front: buckets from touched_end on keep their shape, so
-            # when the chain was well-formed before, restoring may stop there.
-            self._clean_from = touched_end if was_well_formed else None
-        return peeled
-
-    def _restore(self, fuel: int) -> None:
-        """Split buckets, front first, until adjacent widths differ by at most 4x (or no fuel)."""
-        if self._well_formed:
-            return  # O(1) early exit (upstream PR #36897 does the same in O(buckets))
-        clean_from = self._clean_from
-        i = 0
-        last_bits = -2
-        while i < len(self._offsets) and fuel > 0:
-            off = self._offsets[i]
-            bits, bucket = self._buckets[off]
-            if bits <= last_bits + 2:
-                if clean_from is not None and off >= clean_from:
-                    # The rest was well-formed before the peel and is unchanged.
-                    i = len(self._offsets)
-                    break
-                last_bits = bits
-                i += 1
-                continue
-            fuel -= max(bucket.n_chunks(), 1)
-            if clean_from is not None:
-                # Splitting changes this bucket's neighbourhood: only what follows it is clean.
-                clean_from = max(clean_from, off + (1 << bits))
-            self._split_bucket(off)  # reconsider the lower half at position i
-        self._well_formed = i >= len(self._offsets)
-        self._clean_from = None
 
     # ------------------------------------------------------------------ introspection
 
@@ -718,8 +682,7 @@ class Correction:
         0
         """
         buckets = []
-        for off in self._offsets:
-            bits, b = self._buckets[off]
+        for off, bits, b in self._buckets.items():
             buckets.append({
                 "offset": off, "bits": bits, "chains": len(b.chains),
                 "chain_counts": [c.count for c in b.chains],
@@ -728,23 +691,23 @@ class Correction:
         for chain in self._all_chains():
             for a in chain.bases():
                 bases[id(a)] = a.nbytes
-        stage_bytes = sum(e.nbytes for e in self._stage)
+        stage_bytes = self._stage.nbytes
         return {
             "updates": len(self),
             "since": self._since,
             "boundary": self._boundary,
-            "stage": self._stage_count,
+            "stage": len(self._stage),
             "pending_low": [c.count for c in self._pending_low],
             "emitted": self._emitted.count,
             "buckets": buckets,
-            "chains": sum(len(b.chains) for _, b in self._buckets.values()) + len(self._pending_low) + bool(self._emitted),
+            "chains": sum(len(b.chains) for b in self._buckets.buckets()) + len(self._pending_low) + bool(self._emitted),
             "chunks": sum(len(c.chunks) for c in self._all_chains()),
             "bytes": sum(bases.values()) + stage_bytes,
             "work": self.work.as_dict(),
         }
 
     def _all_chains(self):
-        for _, b in self._buckets.values():
+        for b in self._buckets.buckets():
             yield from b.chains
         yield from self._pending_low
         if self._emitted:
@@ -775,32 +738,28 @@ class Correction:
         """Raise ``AssertionError`` when an invariant of the module docstring is broken."""
         for chain in self._all_chains():
             _check_chain(chain)
-        # buckets tile [boundary, 2**64)
-        if self._boundary is None:
-            assert not self._offsets, "bucket chain must be empty after a read at the empty upper"
-        else:
-            assert self._offsets and self._offsets[0] == self._boundary, (self._offsets[:1], self._boundary)
-            for a, b in zip(self._offsets, self._offsets[1:]):
-                assert a + (1 << self._buckets[a][0]) == b, "buckets must be contiguous"
-            last = self._offsets[-1]
-            assert last + (1 << self._buckets[last][0]) >= 2**64, "buckets must reach the end of time"
-            for off in self._offsets:
-                bits, bucket = self._buckets[off]
-                for chain in bucket.chains:
-                    assert off <= chain.first_time and chain.last_time < off + (1 << bits), "update outside its bucket"
-        if self._well_formed:
-            last_bits = -2
-            for off in self._offsets:
-                bits = self._buckets[off][0]
-                assert bits <= last_bits + 2, "bucket chain marked well-formed but is not"
-                last_bits = bits
+        # buckets tile [boundary, 2**64), each chain inside its bucket
+        self._buckets.check_invariants()
+        assert self._buckets.lower == self._boundary, (self._buckets.lower, self._boundary)
+        for off, bits, bucket in self._buckets.items():
+            for chain in bucket.chains:
+                assert off <= chain.first_time and chain.last_time < off + (1 << bits), "update outside its bucket"
         for chain in self._pending_low:
             assert self._boundary is None or chain.last_time < self._boundary, "pending_low at or beyond boundary"
         if self._emitted:
             upper, since = self._last_read
             assert upper is None or self._emitted.last_time < upper, "emitted beyond the read upper"
             assert self._emitted.first_time >= since, "emitted below the read since"
-        assert self._stage_count < self.stage_size, "stage not flushed"
+        assert len(self._stage) < self.stage_size, "stage not flushed"
+
+
+def _saved(value):
+    """A field's value as a rollback keeps it (see ``Correction._STATE_FIELDS``)."""
+    if hasattr(value, "_snapshot_state"):
+        return value._snapshot_state()
+    if isinstance(value, list):
+        return list(value)
+    return value
 
 
 def _check_chain(chain: Chain) -> None:

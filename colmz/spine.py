@@ -258,7 +258,7 @@ class _Merge:
     """A Double layer: a merge in progress of ``a`` (older) and ``b``, or a complete one.
 
     A complete merge holds ``result`` (a batch or ``None``). Only ``cursor``, ``complete`` and
-    ``result`` change after construction, which is what :meth:`Spine._checkpoint` saves.
+    ``result`` change after construction, which is what :meth:`Spine._snapshot_state` saves.
     """
 
     __slots__ = ("a", "b", "runs", "adv", "lower", "upper", "since", "layout", "out", "cursor",
@@ -553,7 +553,7 @@ class Spine:
         since = self._logical
         batch = _Batch(lower, upper, since, Encoded(np.ascontiguousarray(keys), time, diff, enc.layout))
 
-        ck = self._checkpoint()
+        state = self._snapshot_state()
         self._call_work = 0
         try:
             self._schema = schema
@@ -563,7 +563,7 @@ class Spine:
                 self._physical = join(self._physical, upper)
             self._consider_merges()
         except BaseException:
-            self._restore(ck)
+            self._restore_state(state)
             raise
         st = self._stats
         st["inserted_updates"] += n
@@ -650,13 +650,13 @@ class Spine:
         0
         """
         f = self._check_physical_compaction(frontier)
-        ck = self._checkpoint()
+        state = self._snapshot_state()
         self._call_work = 0
         try:
             self._physical = f
             self._consider_merges()
         except BaseException:
-            self._restore(ck)
+            self._restore_state(state)
             raise
         self._stats["max_call_work"] = max(self._stats["max_call_work"], self._call_work)
 
@@ -699,7 +699,7 @@ class Spine:
             if effort < 1:
                 raise ValueError(f"effort must be >= 1, got {effort}")
             effort = int(effort)
-        ck = self._checkpoint()
+        state = self._snapshot_state()
         self._call_work = 0
         try:
             self._tidy_layers()
@@ -717,7 +717,7 @@ class Spine:
                 else:
                     self._introduce(None, _level(effort))
         except BaseException:
-            self._restore(ck)
+            self._restore_state(state)
             raise
         self._stats["max_call_work"] = max(self._stats["max_call_work"], self._call_work)
         return effort
@@ -1022,28 +1022,28 @@ class Spine:
                 yield from st.batches()
         yield from self._pending
 
-    def _checkpoint(self):
+    # The declared state a failed call rolls back: containers (list, deque, dict) are copied,
+    # frontiers and batches (immutable) kept by reference. The in-progress merges also change
+    # in place (cursor, completion, result), so _snapshot_state saves those beside the fields.
+    _STATE_FIELDS = ("_layers", "_pending", "_upper", "_logical", "_physical", "_schema", "_stats")
+
+    def _snapshot_state(self) -> tuple:
         merges = [
             (st, st.cursor.copy() if st.cursor is not None else None, st.complete, st.result)
             for st in self._layers if isinstance(st, _Merge)
         ]
-        return (list(self._layers), deque(self._pending), merges, self._upper, self._logical,
-                self._physical, self._schema, dict(self._stats))
+        return tuple(_saved(getattr(self, f)) for f in self._STATE_FIELDS), merges
 
-    def _restore(self, ck) -> None:
-        layers, pending, merges, upper, logical, physical, schema, stats = ck
+    def _restore_state(self, state: tuple) -> None:
+        """Return to a state of :meth:`_snapshot_state` (which stays usable again)."""
+        fields, merges = state
         for st, cursor, complete, result in merges:
             if cursor is not None:
                 st.cursor[:] = cursor
             st.complete = complete
             st.result = result
-        self._layers = layers
-        self._pending = pending
-        self._upper = upper
-        self._logical = logical
-        self._physical = physical
-        self._schema = schema
-        self._stats = stats
+        for f, saved in zip(self._STATE_FIELDS, fields):
+            setattr(self, f, _saved(saved))
 
     def _consider_merges(self) -> None:
         pending = self._pending
@@ -1289,3 +1289,10 @@ def _check_batch(b: _Batch) -> None:
     idx = np.arange(len(a))
     if not (neq.any(axis=1) & (a[idx, first] < c[idx, first])).all():
         raise RuntimeError("batch is not sorted and consolidated by (data, time)")
+
+
+def _saved(value):
+    """A state field's value as a rollback keeps it: containers copied, the rest shared."""
+    if isinstance(value, (list, dict, deque)):
+        return type(value)(value)
+    return value

@@ -556,7 +556,7 @@ def test_copy_false_is_zero_copy_into_the_stage():
     d = np.array([1, 1], np.int64)
     u = colmz.Updates({"k": [1, 2]}, time=t, diff=d, copy=False)
     c.insert(u)
-    staged = c._stage[0]
+    staged = c._stage.parts[0]
     assert np.shares_memory(staged.time, t) and np.shares_memory(staged.diff, d)
     assert not staged.time.flags.writeable and not staged.diff.flags.writeable
     assert read_rows(c, 2) == [(1, 0, 1), (2, 1, 1)]
