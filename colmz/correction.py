@@ -107,7 +107,14 @@ from colmz.kernels.split import lower_bound
 from colmz.ops import diff_overflow_error
 from colmz.order import Layout, unify_layouts
 from colmz.stage import Stage
-from colmz.updates import Encoded, Updates, concat_encoded, negated_diff, unify_schemas
+from colmz.updates import (
+    Encoded,
+    Updates,
+    check_negatable,
+    concat_encoded,
+    negated_diff,
+    unify_schemas,
+)
 
 __all__ = ["Correction", "SinceRegression"]
 
@@ -223,6 +230,10 @@ class Correction:
         self._buckets: BucketChain[_Bucket] = BucketChain(_NO_BUCKET, lambda b, mid: b.split(mid, work))
         self._pending_low: list[Chain] = []
         self._emitted = _NO_CHAIN
+        # True when the last read's output was fed back as it was handed out (one batch, its
+        # own encoding): emitted and that feedback cancel, so the feedback is not staged and
+        # the next read leaves emitted out (see _insert).
+        self._fed_back = False
         self._last_read: tuple[Frontier, int] | None = None  # (upper, since) of the last read
 
     # ------------------------------------------------------------------ properties
@@ -248,7 +259,7 @@ class Correction:
             len(self._stage)
             + sum(b.count() for b in self._buckets.buckets())
             + sum(c.count for c in self._pending_low)
-            + self._emitted.count
+            + self._emitted.count * (2 if self._fed_back else 1)
         )
 
     # ------------------------------------------------------------------ inserting
@@ -277,6 +288,15 @@ class Correction:
             schema = schema if self._schema is None else unify_schemas(self._schema, schema)
         enc = updates.encode()
         if negate:
+            chunks = self._emitted.chunks
+            if not self._fed_back and len(chunks) == 1 and enc is chunks[0].encoded:
+                # The sink feeds back the read it was handed: it cancels emitted exactly, so
+                # neither needs sorting again. Only the negation's overflow check remains.
+                check_negatable(enc.diff)
+                self._schema = schema
+                if self._since is not None:
+                    self._fed_back = True
+                return
             enc = enc.negated()
         self._schema = schema
         if self._since is None:
@@ -507,6 +527,7 @@ class Correction:
         try:
             self._consolidate_before(last)
             everything = self._emitted
+            self._fed_back = False
             if everything:
                 layout = everything.layout
                 keys, time, diff = everything.run(layout, self.work)
@@ -536,7 +557,7 @@ class Correction:
     # own (their containers are copied), lists are copied, the rest (frontiers, immutable
     # chains) is kept by reference.
     _STATE_FIELDS = ("_since", "_boundary", "_schema", "_stage", "_buckets", "_pending_low", "_emitted",
-                     "_last_read")
+                     "_fed_back", "_last_read")
 
     def _snapshot_state(self) -> tuple:
         return tuple(_saved(getattr(self, f)) for f in self._STATE_FIELDS)
@@ -581,8 +602,9 @@ class Correction:
         peeled = self._advance_boundary(upper)
         candidates: list[Chain] = [c for b in peeled for c in b.chains]
         candidates += self._pending_low
-        if self._emitted:
+        if self._emitted and not self._fed_back:
             candidates.append(self._emitted)
+        self._fed_back = False
         self._pending_low = []
         lower: list[Chain] = []
         for chain in candidates:
@@ -616,14 +638,15 @@ class Correction:
         overflow the general path runs instead and reports it where it arises.
         """
         stage = self._stage
-        total = stage.count + self._emitted.count
+        emitted = _NO_CHAIN if self._fed_back else self._emitted
+        total = stage.count + emitted.count
         for c in self._pending_low:
             total += c.count
         if total > _SMALL_READ:
             return False
         buckets = self._buckets
         offsets, content = buckets.offsets, buckets.content
-        chains = [*self._pending_low, self._emitted]
+        chains = [*self._pending_low, emitted]
         k = 0
         while k < len(offsets) and (upper is None or offsets[k] < upper):
             for c in content[offsets[k]][1].chains:
@@ -655,6 +678,7 @@ class Correction:
             self._advance_boundary(upper)
             stage.clear()
             self._pending_low = []
+            self._fed_back = False
             self._last_read = (upper, since)
             if parts:
                 self.work.sorts += 1

@@ -70,7 +70,8 @@ from colmz.order import (
     unify_layouts,
 )
 
-__all__ = ["Encoded", "SchemaError", "Updates", "check_typed", "negated_diff", "unify_schemas", "widen"]
+__all__ = ["Encoded", "SchemaError", "Updates", "check_negatable", "check_typed", "negated_diff", "unify_schemas",
+           "widen"]
 
 _MAX_DATA_COLUMNS = 64
 _I64_MIN = np.iinfo(np.int64).min
@@ -802,9 +803,20 @@ def negated_diff(diff: np.ndarray) -> np.ndarray:
     >>> negated_diff(np.array([1, -2])).tolist()
     [-1, 2]
     """
+    check_negatable(diff)
+    return -diff
+
+
+def check_negatable(diff: np.ndarray) -> None:
+    """``OverflowError`` when ``diff`` holds ``-2**63``, whose negation leaves ``int64``.
+
+    >>> check_negatable(np.array([-(2**63)]))
+    Traceback (most recent call last):
+    ...
+    OverflowError: diff -2**63 cannot be negated within int64
+    """
     if len(diff) and diff.min() == _I64_MIN:
         raise OverflowError("diff -2**63 cannot be negated within int64")
-    return -diff
 
 
 def plain_int_words(columns: Sequence[pa.Array], n: int) -> np.ndarray | None:
