@@ -33,7 +33,9 @@ Invariants (checked by :meth:`Correction.check_invariants` in the tests)
 4. The chain invariant, on update counts: right after a push, the last chain of a bucket holds
    at most ``1 / chain_proportionality`` of the previous one's updates. So a bucket holds
    ``O(log N)`` chains and an insert costs ``O(log N)`` amortised copies.
-5. The stage holds fewer than ``stage_size`` updates after an insert and none after a read.
+5. The stage holds fewer than ``stage_size`` updates after an insert. After a read it holds
+   nothing, or (after a read of few updates) at most 16 sorted updates at or beyond that
+   read's upper, which the next read sorts again rather than routing them one tick at a time.
 6. ``since`` and ``boundary`` only advance.
 
 Reads
@@ -122,6 +124,8 @@ __all__ = ["Correction", "SinceRegression"]
 _SMALL_MERGE = 48
 # Reads gathering at most this many updates take the one-sort path (see _read_small).
 _SMALL_READ = 48
+# A one-sort read leaves at most this many updates at or beyond its upper in the stage.
+_CARRY = 16
 
 
 class SinceRegression(ValueError):
@@ -376,7 +380,19 @@ class Correction:
         """Merge chains (advancing times to ``since`` when given) into one new chain."""
         chains = [c for c in chains if c]
         if not chains:
-            return Chain()
+            return _NO_CHAIN
+        if len(chains) > 1 and sum(c.count for c in chains) <= _SMALL_MERGE:
+            # A few updates: one sort of the union (advancing times on the way) is cheaper
+            # than choosing a strategy and cutting runs; the result is the same.
+            run = concat_encoded([c.encoded for chain in chains for c in chain.chunks])
+            try:
+                keys, time, diff = sort_consolidate(run.keys, run.time, run.diff, "time", since)
+            except OverflowError:
+                self._raise_overflow([(run.keys, run.time, run.diff)], run.layout, since, "merging buffered updates")
+                raise
+            self.work.merges += 1
+            self.work.copied += len(time)
+            return Chain.from_arrays(keys, time, diff, run.layout, self.chunk_size)
         layout = unify_layouts(*(c.layout for c in chains))
         runs = [c.run(layout, self.work) for c in chains]
         try:
@@ -386,17 +402,6 @@ class Correction:
             raise
 
     def _merge_runs(self, chains: list[Chain], runs, layout: Layout, since: Frontier) -> Chain:
-        total = sum(c.count for c in chains)
-        if len(runs) > 1 and total <= _SMALL_MERGE:
-            # A few updates: one sort of the union (advancing times on the way) is cheaper
-            # than choosing a strategy and cutting runs; the result is the same.
-            keys, time, diff = sort_consolidate(
-                np.concatenate([r[0] for r in runs]), np.concatenate([r[1] for r in runs]),
-                np.concatenate([r[2] for r in runs]), "time", since,
-            )
-            self.work.merges += 1
-            self.work.copied += len(time)
-            return Chain.from_arrays(keys, time, diff, layout, self.chunk_size)
         if since is None:
             if len(runs) == 1:
                 return chains[0]
@@ -566,7 +571,7 @@ class Correction:
         """Return to a state of :meth:`_snapshot_state` (which stays usable again)."""
         for f, saved in zip(self._STATE_FIELDS, state):
             current = getattr(self, f)
-            if hasattr(current, "_restore_state"):
+            if isinstance(current, (Stage, BucketChain)):
                 current._restore_state(saved)
             else:
                 setattr(self, f, list(saved) if isinstance(saved, list) else saved)
@@ -669,7 +674,14 @@ class Correction:
             cut = n if upper is None else int(lower_bound(time, np.uint64(upper)))
         else:
             n = cut = 0
-        state = self._snapshot_state() if cut < n else None
+        rest = n - cut
+        # A small remainder stays staged (sorted) for the next read to sort again, instead of
+        # being routed: in a sink's tick it is a few far-future updates, routing them would
+        # cost a merge per tick, and each is re-sorted at most _CARRY times before it is routed
+        # unless it cancels first (a temporal filter's moved retractions do).
+        carry = 0 < rest <= _CARRY and rest < self.stage_size and (
+            upper is not None and (self._boundary is not None and upper >= self._boundary))
+        state = self._snapshot_state() if rest and not carry else None
         try:
             # The first k buckets' chains are in the sort: empty them, then peel.
             for off in offsets[:k]:
@@ -684,9 +696,13 @@ class Correction:
                 self.work.sorts += 1
                 self.work.copied += n
                 self._emitted = Chain.from_arrays(keys[:cut], time[:cut], diff[:cut], layout, self.chunk_size)
-                if cut < n:
+                if rest:
                     # Copied, so that what stays buffered does not keep the read's rows alive.
-                    self._route(keys[cut:].copy(), time[cut:].copy(), diff[cut:].copy(), layout)
+                    keys, time, diff = keys[cut:].copy(), time[cut:].copy(), diff[cut:].copy()
+                    if carry:
+                        stage.push(Encoded(keys, time, diff, layout))
+                    else:
+                        self._route(keys, time, diff, layout)
             else:
                 self._emitted = _NO_CHAIN
             buckets.restore(self.restore_fuel)
@@ -778,12 +794,13 @@ class Correction:
 
 
 def _saved(value):
-    """A field's value as a rollback keeps it (see ``Correction._STATE_FIELDS``)."""
-    if hasattr(value, "_snapshot_state"):
-        return value._snapshot_state()
-    if isinstance(value, list):
-        return list(value)
-    return value
+    """A field's value as a rollback keeps it (see ``Correction._STATE_FIELDS``): the stage
+    and the bucket chain save their own state, lists are copied, the rest is shared."""
+    save = _SAVERS.get(type(value))
+    return value if save is None else save(value)
+
+
+_SAVERS = {list: list, Stage: Stage._snapshot_state, BucketChain: BucketChain._snapshot_state}
 
 
 def _check_chain(chain: Chain) -> None:

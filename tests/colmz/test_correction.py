@@ -339,15 +339,16 @@ def test_far_future_retractions_are_never_touched():
             c.insert_negated(part)
         c.advance_since(t + 1)
     far = sum(b["chain_counts"] and sum(b["chain_counts"]) or 0 for b in c.stats()["buckets"] if b["offset"] >= 2**39)
-    assert far == 400
+    staged = c.stats()["stage"]  # a small remainder of the last read waits in the stage
+    assert far + staged == 400 and staged <= 16
     # a read below the far-future mass copies none of it
     copied = c.work.copied
     c.insert(upd([7], [300], [1]))
     rows = read_rows(c, 301)
     assert rows == [(7, 300, 1)]
-    # at most the staged feedback rows, the new row and the read's output are copied: none of
-    # the 400 far-future updates is copied or touched
-    assert c.work.copied - copied <= 4
+    # at most the staged rows (the new row, feedback, the <= 16 remainder) are copied: none of
+    # the far-future updates in the bucket chain is copied or touched
+    assert c.work.copied - copied <= 4 + staged
 
 
 def test_late_feedback_below_boundary_cancels_emitted():
