@@ -828,3 +828,20 @@ def test_int32_after_int64_widens_instead_of_raising():
     assert read_rows(f, 1) == [(0.5, 0, 2)] and f.schema[0].type == pa.float64()
     with pytest.raises(colmz.SchemaError, match="only lossless widening"):
         f.insert(colmz.Updates({"x": pa.array([1], pa.int64())}, time=[0], diff=[1]))
+
+
+def test_rollback_state_declares_every_field_that_changes():
+    # Configuration and the cumulative work counters are not rolled back; everything else is.
+    c = Correction()
+    fixed = {"chain_proportionality", "chunk_size", "stage_size", "restore_fuel", "work"}
+    assert set(vars(c)) - fixed == set(Correction._STATE_FIELDS)
+    c.insert(upd([1, 2], [1, 9], [1, 1]))
+    state = c._snapshot_state()
+    before = _state(c)
+    read_rows(c, 5)
+    c.advance_since(4)
+    c._restore_state(state)
+    assert _state(c) == before
+    c._restore_state(state)  # a saved state can be restored again
+    assert read_rows(c, 5) == [(1, 1, 1)]
+    c.check_invariants()
