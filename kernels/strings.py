@@ -190,12 +190,12 @@ def _radix_range(keys, perm, tk, tv, a, b):
 
 
 @jit
-def _top_shift(keys, a, b):
-    # How far the words of keys[a:b] can be shifted right and still split the rows into
+def _top_digit(keys, a, b, hist):
+    # The lowest digit the words of keys[a:b] need to be sorted on to split the rows into
     # groups of about one: the most significant varying digits whose distinct byte counts
-    # carry log2(rows) + 1 bits. Sorting on those first skips the low digits' radix passes;
-    # the rare rows that tie on them are sorted on the whole word afterwards.
-    hist = np.zeros((8, 256), np.int64)
+    # carry log2(rows) + 1 bits. Sorting on those skips the low digits' radix passes; the
+    # rare rows that tie on them are sorted on the whole word afterwards. Fills ``hist``.
+    hist[:, :] = 0
     for i in range(a, b):
         k = keys[i]
         for d in range(8):
@@ -210,8 +210,47 @@ def _top_shift(keys, a, b):
         if distinct > 1:
             have += np.log2(distinct)
             if have >= need:
-                return 8 * d
+                return d
     return 0
+
+
+@jit
+def _lsd_from(keys, perm, tk, tv, a, b, hist, low):
+    # Stable LSD radix sort of (keys, perm)[a:b] on digits low..7 only (8-bit digits, those
+    # constant over the range skipped); the whole words move, so ties on those digits keep
+    # their words for the sort that follows. The result is left in (keys, perm).
+    n = b - a
+    offs = np.empty(256, np.int64)
+    src_k, src_v, dst_k, dst_v = keys[a:b], perm[a:b], tk[a:b], tv[a:b]
+    in_tmp = False
+    for d in range(low, 8):
+        skip = False
+        for v in range(256):
+            if hist[d, v] == n:
+                skip = True
+                break
+            if hist[d, v] != 0:
+                break
+        if skip:
+            continue
+        acc = 0
+        for v in range(256):
+            offs[v] = acc
+            acc += hist[d, v]
+        sh = np.uint64(8 * d)
+        for i in range(n):
+            k = src_k[i]
+            v = (k >> sh) & np.uint64(255)
+            p = offs[v]
+            dst_k[p] = k
+            dst_v[p] = src_v[i]
+            offs[v] = p + 1
+        src_k, src_v, dst_k, dst_v = dst_k, dst_v, src_k, src_v
+        in_tmp = not in_tmp
+    if in_tmp:
+        for i in range(n):
+            keys[a + i] = tk[a + i]
+            perm[a + i] = tv[a + i]
 
 
 @jit
@@ -222,6 +261,7 @@ def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
     st_a = np.empty(cap, np.int64)
     st_b = np.empty(cap, np.int64)
     st_d = np.empty(cap, np.int64)
+    hist = np.empty((8, 256), np.int64)
     top = 0
     if b0 - a0 > 1:
         st_a[0] = a0
@@ -244,23 +284,17 @@ def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
             lo = min(lo, w)
             hi = max(hi, w)
         if lo != hi:
-            shift = _top_shift(keys, a, b)
-            if shift == 0:
-                _radix_range(keys, perm, tk, tv, a, b)
-            else:
-                # Sort on the top digits, then the ties on them by the whole word (the
-                # whole words are read again from the values, in the new row order).
-                sh = np.uint64(shift)
-                for i in range(a, b):
-                    keys[i] = keys[i] >> sh
-                _radix_range(keys, perm, tk, tv, a, b)
+            low = _top_digit(keys, a, b, hist)
+            _lsd_from(keys, perm, tk, tv, a, b, hist, low)
+            if low > 0:
+                # Ties on the top digits: sort them on the whole word.
+                sh = np.uint64(8 * low)
                 i = a
                 while i < b:
+                    top_i = keys[i] >> sh
                     j = i + 1
-                    while j < b and keys[j] == keys[i]:
+                    while j < b and (keys[j] >> sh) == top_i:
                         j += 1
-                    for r in range(i, j):
-                        keys[r] = _word(offsets, data, perm[r], depth)
                     if j - i > 4 * _SMALL:
                         _radix_range(keys, perm, tk, tv, i, j)
                     elif j - i > 1:
