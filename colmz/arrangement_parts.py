@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from colmz.arrangement_errors import CorruptPart, MissingPart
@@ -61,6 +62,7 @@ __all__ = [
     "make_key",
     "read_ahead",
     "read_part",
+    "repeats",
     "read_parts",
     "run_contents",
     "iter_merge",
@@ -453,9 +455,11 @@ class PartWriter:
         info = dict(self.info, index=len(self.keys))
         table = table.replace_schema_metadata({PART_METADATA_KEY: json.dumps(info).encode()})
         sink = pa.BufferOutputStream()
-        # Dictionary pages pay off for strings and for time (few distinct values, constant
-        # after compaction); for high-cardinality numbers they cost 2-3x the write time.
-        dict_cols = [s.name for s in self.schema if s.kind == "bytes"] + ["time"]
+        # Dictionary pages pay off for time (few distinct values, constant after
+        # compaction) and for strings that repeat; for high-cardinality values they cost
+        # 2-3x the write time (the writer hashes a page's worth before it gives up).
+        dict_cols = [s.name for s in self.schema
+                     if s.kind == "bytes" and repeats(u.column(s.name))] + ["time"]
         # Row groups bound what a merge reading this part holds at once (iter_part).
         pq.write_table(table, sink, compression=self.compression,
                        row_group_size=max(min(len(u), ROW_GROUP_ROWS), 1), use_dictionary=dict_cols)
@@ -465,6 +469,21 @@ class PartWriter:
         self.keys.append(key)
         self.rows += len(u)
         self.size_bytes += buf.size
+
+
+def repeats(col: pa.Array, sample: int = 2048) -> bool:
+    """Whether values of ``col`` repeat enough for a Parquet dictionary to pay: fewer than
+    half of ``sample`` evenly spaced rows are distinct.
+
+    >>> repeats(pa.array(["a", "b"] * 5000)), repeats(pa.array([str(i) for i in range(10000)]))
+    (True, False)
+    """
+    n = len(col)
+    if n <= sample:
+        picked = col
+    else:
+        picked = col.take(pa.array(np.linspace(0, n - 1, sample).astype(np.int64)))
+    return pc.count_distinct(picked, mode="all").as_py() * 2 < max(len(picked), 1)
 
 
 # ----------------------------------------------------------------------------- merging
