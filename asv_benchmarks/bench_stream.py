@@ -3,8 +3,10 @@
 One stream, two sinks, side by side in one process (one setup, read the ``track_*`` figures):
 
 * the stream: file 0 holds ``far`` events valid from tick 0 to far-future ticks (their
-  retractions sit in the sink's state for the whole run), then ``BATCHES`` files of
-  ``EVENTS`` short-lived events each, one file per micro-batch;
+  retractions sit in the sink's state for the whole run), ``FAR_PER_KEY`` per key with one
+  end time per key (so the peer registers one timer per key, not per event), then
+  ``BATCHES`` files of ``EVENTS`` short-lived events each, one file per micro-batch, on keys
+  that overlap the far events' keys;
 * ``colmz``: ``stream_sink`` into an arrangement (``Trigger.AvailableNow``,
   ``maxFilesPerTrigger=1``);
 * ``peer``: the same temporal filter as ``transformWithStateInPandas`` with event-time timers
@@ -12,13 +14,18 @@ One stream, two sinks, side by side in one process (one setup, read the ``track_
   ``valid_to`` emitting the -1; RocksDB state store; the watermark is ``valid_from``), written
   to a no-op sink.
 
-Per-micro-batch latency is Spark's ``triggerExecution`` of each batch after file 0 (median);
-throughput is events per second over those batches. Targets: colmz's latency with
+Before the measured runs a short stream warms the session up (JIT-compiled kernels, Python
+workers), so neither side pays for start-up. Per-micro-batch latency is Spark's
+``triggerExecution`` of each batch after file 0 (median); throughput is the batches' events
+(``EVENTS`` each: Spark's ``numInputRows`` counts a row once per scan, and colmz's sink scans a
+batch more than once) over their summed latencies. Targets: colmz's latency with
 ``far = 2,000,000`` within 1.3x of its latency with ``far = 0``; colmz's throughput >= 5x the
 peer's.
 
 Sizes: ``COLMZ_BENCH_STREAM_FAR`` (default ``2000000``), ``COLMZ_BENCH_STREAM_EVENTS`` (default
-``20000``), ``COLMZ_BENCH_STREAM_BATCHES`` (default ``8``). Skips itself without pyspark or Java,
+``20000``), ``COLMZ_BENCH_STREAM_BATCHES`` (default ``8``). The peer takes minutes per batch of
+20,000 events on two cores, so it runs over the first ``COLMZ_BENCH_STREAM_PEER_BATCHES``
+(default ``3``) batch files of the same stream. Skips itself without pyspark or Java,
 and the peer without ``transformWithStateInPandas``. Run::
 
     asv run --python=same --quick --show-stderr --bench bench_stream
@@ -37,6 +44,8 @@ FAR = int(os.environ.get("COLMZ_BENCH_STREAM_FAR", "2000000"))
 EVENTS = int(os.environ.get("COLMZ_BENCH_STREAM_EVENTS", "20000"))
 BATCHES = int(os.environ.get("COLMZ_BENCH_STREAM_BATCHES", "8"))
 FAR_TICK = 1_000_000
+FAR_PER_KEY = 1000
+PEER_BATCHES = int(os.environ.get("COLMZ_BENCH_STREAM_PEER_BATCHES", "3"))
 
 
 def _session():
@@ -56,13 +65,14 @@ def write_stream(d: str, far: int, events: int, batches: int) -> None:
     os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(0)
     tables = []
-    k = np.arange(far, dtype=np.int64)
-    tables.append(pa.table({"k": k, "v": k % 97, "valid_from": np.zeros(far, np.int64),
+    i = np.arange(far, dtype=np.int64)
+    k = i % max(far // FAR_PER_KEY, 1)
+    tables.append(pa.table({"k": k, "v": i, "valid_from": np.zeros(far, np.int64),
                             "valid_to": FAR_TICK + k}))
     for i in range(1, batches + 1):
         k = rng.integers(0, 10 * events, events)
         vf = np.full(events, i, np.int64)
-        tables.append(pa.table({"k": k + far, "v": k % 97, "valid_from": vf,
+        tables.append(pa.table({"k": k, "v": -1 - rng.integers(0, 97, events), "valid_from": vf,
                                 "valid_to": vf + rng.integers(1, 6, events)}))
     for i, t in enumerate(tables):
         p = os.path.join(d, f"part-{i:04d}.parquet")
@@ -70,27 +80,27 @@ def write_stream(d: str, far: int, events: int, batches: int) -> None:
         os.utime(p, (1e9 + i, 1e9 + i))
 
 
-def _measure(q) -> tuple[float, float]:
+def _measure(q, events: int) -> tuple[float, float]:
     """(median latency s, events/s) over the batches after the first, from Spark's progress."""
     q.awaitTermination()
     prog = [p for p in q.recentProgress if p["numInputRows"] and p["batchId"] >= 1]
     if not prog:
         raise RuntimeError("no measured micro-batch")
     secs = [p["durationMs"]["triggerExecution"] / 1000 for p in prog]
-    return statistics.median(secs), sum(p["numInputRows"] for p in prog) / sum(secs)
+    return statistics.median(secs), events * len(prog) / sum(secs)
 
 
-def run_colmz(spark, indir: str, work: str) -> tuple[float, float]:
+def run_colmz(spark, indir: str, work: str, events: int = EVENTS) -> tuple[float, float]:
     from colmz.spark.stream import stream_sink
 
     events = (spark.readStream.schema("k long, v long, valid_from long, valid_to long")
               .option("maxFilesPerTrigger", 1).parquet(indir))
     q = stream_sink(events, os.path.join(work, "store"), os.path.join(work, "ck"),
                     keys=["k"], value="v", available_now=True)
-    return _measure(q)
+    return _measure(q, events)
 
 
-def run_peer(spark, indir: str, work: str) -> tuple[float, float]:
+def run_peer(spark, indir: str, work: str, events: int = EVENTS) -> tuple[float, float]:
     """The temporal filter with ``transformWithStateInPandas`` and event-time timers."""
     import pandas as pd
     from pyspark.sql import functions as F
@@ -144,7 +154,7 @@ def run_peer(spark, indir: str, work: str) -> tuple[float, float]:
         TemporalFilter(), out_schema, "append", "EventTime")
     q = (out.writeStream.format("noop").option("checkpointLocation", os.path.join(work, "peer-ck"))
          .trigger(availableNow=True).start())
-    return _measure(q)
+    return _measure(q, events)
 
 
 class StreamSink:
@@ -158,13 +168,21 @@ class StreamSink:
         spark = _session()
         self.work = tempfile.mkdtemp(prefix="colmz-bench-stream-")
         self.figures = {}
+        warm = os.path.join(self.work, "warm")
+        write_stream(os.path.join(warm, "in"), 1000, 1000, 3)
+        run_colmz(spark, os.path.join(warm, "in"), warm, 1000)
         for far in (0, FAR):
             d = os.path.join(self.work, f"far{far}")
             write_stream(os.path.join(d, "in"), far, EVENTS, BATCHES)
             self.figures[("colmz", far)] = run_colmz(spark, os.path.join(d, "in"), d)
         d = os.path.join(self.work, f"far{FAR}")
+        peer_in = os.path.join(d, "peer-in")
+        os.makedirs(peer_in)
+        for i in range(min(PEER_BATCHES, BATCHES) + 1):
+            name = f"part-{i:04d}.parquet"
+            shutil.copy2(os.path.join(d, "in", name), os.path.join(peer_in, name))
         try:
-            self.figures[("peer", FAR)] = run_peer(spark, os.path.join(d, "in"), d)
+            self.figures[("peer", FAR)] = run_peer(spark, peer_in, d)
         except NotImplementedError:
             self.figures[("peer", FAR)] = None
 

@@ -12,31 +12,45 @@ view in one durable :class:`colmz.Arrangement`:
 * **State** is the unsealed part: the updates at or after the seal -- the scheduled
   retractions and any other future change -- waiting for their tick.
 
-**What a tick is.** Tick ``n`` is micro-batch ``n`` (a processing-time tick): micro-batch
-``n`` takes its events' updates in at times ``max(time, n)`` -- a change to an already
-closed tick is corrected at the first open one, as the correction buffer does when it
-advances its since -- and closes tick ``n`` by moving the seal to ``n + 1``. Event times
-(``valid_from``/``valid_to``) are therefore in tick units. Processing time was chosen over
-an event-time watermark because the seal then *is* the batch-id tag: a micro-batch's output
-(the newly sealed tick), its state (new future updates) and its batch id commit in one
-compare-and-set (``Arrangement.append_runs(runs, seal=n + 1)``), with no side record that
-would have to commit separately. Spark's offset log fixes each batch id's input, so a batch
-replayed after a crash sees the same events; a batch whose id is below the seal was already
-committed and writes nothing. (An event-time watermark would need a user field in the
-arrangement's record to hold the batch id in the same commit; colmz's arrangement has none.)
+**What a tick is** (``tick=``; docs/streaming.md says which to pick):
+
+* ``"processing"`` (default): tick ``n`` is micro-batch ``n``. Micro-batch ``n`` closes tick
+  ``n`` by moving the seal to ``n + 1``, so event times (``valid_from``/``valid_to``) are in
+  micro-batch units. Every micro-batch closes a tick, data or not.
+* ``"event"``: ticks are the events' own times. The watermark is the greatest ``valid_from``
+  seen so far minus ``delay``; a micro-batch moves the seal up to the watermark, closing every
+  tick the watermark passed. An idle stream closes nothing.
+
+Either way a micro-batch takes its events' updates in at ``max(time, seal)`` -- a change to
+an already closed tick (an event later than ``delay``) is corrected at the first open one, as
+the correction buffer does when it advances its since.
+
+**Exactly once.** A micro-batch's output (the ticks it closes), its state (new future
+updates), its batch id and its input's fingerprint (a hash of the files and offsets Spark's
+checkpoint logged for it, :func:`checkpoint_inputs`) commit in one
+compare-and-set: ``Arrangement.append_runs(runs, seal=..., properties=...)``, the batch id and
+fingerprints (of the last :data:`RECENT_BATCHES` batches) in the arrangement's properties.
+Spark's offset log fixes each batch id's input, so a batch replayed after a crash sees the
+same events; one the store already holds (same id, same fingerprint) writes nothing
+(:func:`batch_status`). The same rule lets several queries over one stream write one store:
+the first to commit a batch wins, a loser of the compare-and-set re-reads the store, finds
+its batch there and moves on (or, when the winner's commit was something else, such as
+maintenance, computes the batch again). Event ticks keep their watermark's input, the
+greatest ``valid_from``, in the properties too, so a restarted query resumes it exactly.
 
 **Per micro-batch** (``foreachBatch``):
 
-1. refresh the arrangement; ``batch_id < seal`` -> replay: return at once;
+1. refresh the arrangement; a batch it already holds (:func:`batch_status`) returns at once;
 2. check the batch's schema (it must not change between batches) and values (NULL or
    negative times, ``valid_to < valid_from``) with one aggregation -- nothing is written yet;
 3. per key bucket (a hash shuffle by the data columns, ``mapInArrow``): consolidate the
    bucket's updates (times advanced to the tick), split them by *time range*, and write one
    run of parts per range into the arrangement's blob store (``write_run``); only run
    descriptions go back to the driver;
-4. the driver commits all runs and the new seal in one compare-and-set, then drains the
-   newly sealed tick into the trace (``Arrangement.maintain``). A failure before the commit
-   deletes the batch's parts (their keys carry the batch's owner tag).
+4. the driver commits all runs, the new seal and the batch's properties in one
+   compare-and-set, then drains the newly sealed ticks into the trace
+   (``Arrangement.maintain``). A failure before the commit deletes the batch's parts (their
+   keys carry the batch's owner tag).
 
 **Time ranges keep a micro-batch's cost independent of far-future mass.** A run covers times
 ``[s, s + w)`` aligned to its width ``w = 2**floor(log2(d + 1))``, where ``d`` is its distance
@@ -68,7 +82,8 @@ from colmz.spark.events import EventsSpec, check_schema
 from colmz.spark.schemas import InputError, check_rows
 from colmz.spark.sink_store import NAME
 
-__all__ = ["BINDING", "StreamBindingError", "batch_writer", "bind_checkpoint", "range_starts", "stream_sink"]
+__all__ = ["BATCH", "BINDING", "EVENT_MAX", "RECENT", "RECENT_BATCHES", "TICK", "TICKS", "StreamBindingError",
+           "batch_fingerprint", "batch_status", "checkpoint_inputs", "batch_writer", "bind_checkpoint", "range_starts", "stream_sink"]
 
 #: File in the checkpoint directory naming the store and columns the query writes.
 BINDING = "colmz_stream.json"
@@ -134,6 +149,8 @@ def bind_checkpoint(checkpoint: str, binding: dict) -> None:
 
 def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[str], tick: int):
     """The per-bucket function: consolidate, split by time range, write one run per range."""
+    import pyarrow.compute as pc
+
     import colmz
     from colmz.arrangement_runs import write_run
     from colmz.storage.url import open_blob
@@ -141,19 +158,26 @@ def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[st
     names = [s.name for s in schema]
     out_schema = pa.schema([("keys", pa.list_(pa.string())), ("len", pa.int64()),
                             ("ts_lower", pa.int64()), ("ts_upper", pa.int64()),
-                            ("size_bytes", pa.int64())])
+                            ("size_bytes", pa.int64()), ("event_max", pa.int64())])
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parts = []
+        event_max = None  # the greatest insertion time: the event-time watermark's input
         for b in batches:
             if b.num_rows:
                 cols = {n: (b.column(n).cast(s.type) if b.schema.field(n).type != s.type else b.column(n))
                         for n, s in zip(names, schema)}
                 parts.append(colmz.Updates(cols, b.column("time"), b.column("diff")))
+                m = pc.max(pc.filter(b.column("time"), pc.greater(b.column("diff"), 0))).as_py()
+                if m is not None:
+                    event_max = m if event_max is None else max(event_max, m)
         if not parts:
             return
         u = colmz.consolidate(colmz.concat(parts))
         if not len(u):
+            # the events cancelled out (empty intervals), but they still move the watermark
+            yield pa.RecordBatch.from_pylist([{"keys": [], "len": 0, "ts_lower": 0, "ts_upper": 0,
+                                               "size_bytes": 0, "event_max": event_max}], schema=out_schema)
             return
         starts, _ = range_starts(u.time, tick)
         blob = open_blob(url)
@@ -164,11 +188,130 @@ def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[st
             piece = colmz.Updates.from_arrow(table.take(pa.array(idx)))
             run = write_run(blob, schema, piece, prefix=prefix, owner=owner)
             if run is not None:
-                rows.append(run.to_dict())
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
+                rows.append({**run.to_dict(), "event_max": event_max})
+        if not rows:
+            rows.append({"keys": [], "len": 0, "ts_lower": 0, "ts_upper": 0, "size_bytes": 0,
+                         "event_max": event_max})
+        yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
 
     return write
+
+
+#: Arrangement properties committed with every micro-batch (``Arrangement.properties``).
+BATCH = "colmz.stream.batch"  #: the id of the last committed micro-batch
+TICK = "colmz.stream.tick"  #: "processing" or "event"
+EVENT_MAX = "colmz.stream.max_event_time"  #: event ticks: the greatest valid_from seen
+RECENT = "colmz.stream.recent"  #: input fingerprints of the last RECENT_BATCHES batches
+#: How many committed batches a racing writer can be behind and still recognise them.
+RECENT_BATCHES = 64
+TICKS = ("processing", "event")
+
+
+def batch_fingerprint(items: Sequence[str]) -> str:
+    """A short fingerprint of what identifies a micro-batch's input ("-" when nothing does):
+    two queries agree on a batch when their fingerprints do.
+
+    >>> batch_fingerprint(["b.parquet", "a.parquet"]) == batch_fingerprint(["a.parquet", "b.parquet"])
+    True
+    >>> batch_fingerprint([])
+    '-'
+    """
+    import hashlib
+
+    if not items:
+        return "-"
+    return hashlib.sha1("\n".join(sorted(items)).encode()).hexdigest()[:16]
+
+
+def checkpoint_inputs(checkpoint: str, batch_id: int) -> list[str]:
+    """What Spark's checkpoint says micro-batch ``batch_id`` read: the files a file source
+    logged for it (``sources/*/``) and the sources' offsets before and after it
+    (``offsets/``, without the per-query metadata line). Empty when the checkpoint is not a
+    local directory or holds no such record.
+
+    The batch DataFrame ``foreachBatch`` gets does not name its files, so the checkpoint --
+    which Spark writes before the batch runs -- is where the input is identified.
+    """
+    import glob
+
+    if checkpoint.startswith("file://"):
+        checkpoint = checkpoint[len("file://"):]
+    if not os.path.isdir(checkpoint):
+        return []
+    out = []
+    for src in sorted(glob.glob(os.path.join(checkpoint, "sources", "*"))):
+        for name in (str(batch_id), f"{batch_id}.compact"):
+            path = os.path.join(src, name)
+            if not os.path.exists(path):
+                continue
+            with open(path) as f:
+                for line in f.read().splitlines()[1:]:
+                    with contextlib.suppress(ValueError, TypeError, KeyError):
+                        e = json.loads(line)
+                        if int(e["batchId"]) == batch_id:
+                            out.append(f"file {os.path.basename(src)} {e['path']}")
+    for b in (batch_id - 1, batch_id):
+        path = os.path.join(checkpoint, "offsets", str(b))
+        if b >= 0 and os.path.exists(path):
+            with open(path) as f:
+                out.extend(f"offset {b - batch_id} {line}" for line in f.read().splitlines()[2:])
+    return out
+
+
+def batch_status(properties: dict, seal, batch_id: int, fingerprint: str, tick: str) -> bool:
+    """Whether micro-batch ``batch_id`` is already in the store (True: write nothing) or is
+    the next one to commit (False), from the store's properties and seal.
+
+    A batch at or below the last committed one is recognised by its input fingerprint among
+    the recent ones (a replay after a crash, or a racing writer that lost); the last batch
+    itself is also taken as a replay when fingerprints are unknown (Spark replays a batch with
+    the input its offset log fixed). Anything else -- a gap, an older batch with other input,
+    a store written with the other tick -- is another query's store.
+
+    Raises
+    ------
+    StreamBindingError
+        The batch neither follows the store's last batch nor is one of its recent batches.
+
+    >>> batch_status({}, 0, 0, "-", "processing")
+    False
+    >>> batch_status({BATCH: 4, TICK: "event", RECENT: "aa bb"}, 7, 3, "aa", "event")
+    True
+    """
+    where = f"micro-batch {batch_id} does not follow the store's"
+    mode = properties.get(TICK)
+    if mode is not None and mode != tick:
+        raise StreamBindingError(f"the store was written with {mode} ticks, not {tick} ticks; nothing was written")
+    last = properties.get(BATCH)
+    if last is None and tick == "processing" and seal:
+        last = seal - 1  # a store written before batch ids were recorded: seal = batch + 1
+    if seal is None:
+        raise StreamBindingError(f"{where} seal {seal} (closed for good); nothing was written")
+    if tick == "processing" and last is not None and seal != last + 1:
+        raise StreamBindingError(f"{where} seal {seal} (last batch {last}): another writer has "
+                                 "written the store; nothing was written")
+    if last is None:
+        if batch_id == 0:
+            return False
+        raise StreamBindingError(f"{where} seal {seal}: another writer or another checkpoint has written "
+                                 "the store (or the store is new and the checkpoint is not); nothing was written")
+    if batch_id == last + 1:
+        return False
+    recent = properties.get(RECENT, "").split()
+    first = last - len(recent) + 1
+    if first <= batch_id <= last and recent:
+        have = recent[batch_id - first]
+        if have != "-" and fingerprint != "-" and have == fingerprint:
+            return True
+        if batch_id == last and (have == "-" or fingerprint == "-"):
+            return True
+        raise StreamBindingError(
+            f"micro-batch {batch_id} read other input than the store's batch {batch_id} "
+            f"(fingerprint {fingerprint}, stored {have}): another query writes the store; nothing was written")
+    if batch_id == last and not recent:
+        return True
+    raise StreamBindingError(f"{where} seal {seal} (last batch {last}): another writer or another "
+                             "checkpoint has written the store; nothing was written")
 
 
 def batch_writer(
@@ -185,14 +328,17 @@ def batch_writer(
     buckets: int = 2,
     on_batch: Callable[[dict], None] | None = None,
     maintain: bool = True,
+    tick: str = "processing",
+    delay: int = 0,
 ) -> Callable:
     """The ``foreachBatch`` function of :func:`stream_sink`: ``fn(batch_df, batch_id)``.
 
     Checks the schema, binds ``checkpoint`` to the store and opens (creates) the arrangement;
-    each call does one micro-batch as the module docstring says. A call whose batch id is
-    below the seal by one (a replay of the last committed batch) writes nothing; a seal that
-    is neither the batch id nor one past it means another writer or another checkpoint wrote
-    the store, and the call raises :class:`StreamBindingError` before writing.
+    each call does one micro-batch as the module docstring says. A batch already in the store
+    (:func:`batch_status`: a replay, or a racing writer's batch with the same input) writes
+    nothing; one that does not follow the store's last batch raises
+    :class:`StreamBindingError` before writing. A lost compare-and-set (another writer
+    committed meanwhile) is re-examined: the batch is then either in the store or retried.
 
     >>> fn = batch_writer(events.schema, store, ckpt, keys=["k"], value="v")  # doctest: +SKIP
     >>> fn(spark.read.parquet(f), 0); fn(spark.read.parquet(f), 0)  # the second writes nothing  # doctest: +SKIP
@@ -202,8 +348,7 @@ def batch_writer(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from colmz.arrangement import Arrangement
-    from colmz.arrangement_runs import owned_keys
+    from colmz.arrangement import Arrangement, CommitConflict
     from colmz.order import ColumnSpec
     from colmz.spark.frames import bucket_columns
 
@@ -211,75 +356,123 @@ def batch_writer(
     check_schema(events_schema, spec)
     if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
         raise ValueError(f"buckets must be a positive int, got {buckets!r}")
+    if tick not in TICKS:
+        raise ValueError(f"tick must be one of {TICKS}, got {tick!r}")
+    if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+        raise ValueError(f"delay must be a non-negative int (ticks), got {delay!r}")
+    if delay and tick != "event":
+        raise ValueError(f"delay={delay} needs tick='event' (a processing tick closes every micro-batch)")
     arrow = to_arrow_schema(events_schema)
     schema = tuple(ColumnSpec(n, arrow.field(n).type) for n in spec.data)
     first_schema = events_schema
     binding = {"store": str(url), "name": name, "keys": list(spec.keys), "value": spec.value,
                "valid_from": valid_from, "valid_to": valid_to}
+    if tick == "event":  # processing-tick checkpoints keep the binding they were written with
+        binding.update(tick=tick, delay=delay)
     bind_checkpoint(checkpoint, binding)
     arr = Arrangement.open(url, schema, consensus=consensus, name=name)
 
+    def write_runs(df, open_tick: int, owner: str) -> tuple[list[dict], int | None]:
+        """Write the batch's runs (not committed, their keys tagged with ``owner``); their
+        descriptions and the batch's greatest insertion time."""
+        vf, vt = F.col(valid_from), F.col(valid_to)
+        data = [F.col(c) for c in spec.data]
+        t0 = F.lit(open_tick).cast("long")
+        plus = df.select(*data, F.greatest(vf.cast("long"), t0).alias("time"), F.lit(1).cast("long").alias("diff"))
+        minus = df.select(*data, F.greatest(vt.cast("long"), t0).alias("time"), F.lit(-1).cast("long").alias("diff"))
+        upd = plus.unionByName(minus)
+        upd = upd.repartition(buckets, *bucket_columns(upd, spec.data))
+        fn = _runs_partition(str(url), schema, arr.prefix, owner, spec.data, open_tick)
+        rows = upd.mapInArrow(
+            fn, "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long, event_max long"
+        ).collect()
+        runs = [{k: v for k, v in r.asDict().items() if k != "event_max"} for r in rows if r["len"]]
+        maxes = [r["event_max"] for r in rows if r["event_max"] is not None]
+        return runs, (max(maxes) if maxes else None)
+
     def one_batch(df, batch_id: int) -> None:
         started = _time.perf_counter()
-        arr.refresh()
-        seal = arr.get_seal()
-        figures = {"batch": int(batch_id), "replayed": False, "events": 0, "runs": 0,
-                   "updates": 0, "seconds": 0.0}
-        if seal is None or not batch_id <= seal <= batch_id + 1:
-            raise StreamBindingError(
-                f"micro-batch {batch_id} does not follow the store's seal {seal}: another writer "
-                f"or another checkpoint has written {url!r}; nothing was written")
-        if batch_id < seal:
-            figures["replayed"] = True
-            figures["seconds"] = _time.perf_counter() - started
-            if on_batch is not None:
-                on_batch(figures)
-            return
-        if df.schema != first_schema:
-            raise InputError(f"micro-batch {batch_id} has schema {df.schema.simpleString()}, "
-                             f"not the query's {first_schema.simpleString()}")
-        vf, vt = F.col(valid_from), F.col(valid_to)
-        figures["events"] = check_rows(df, {
-            f"NULL {valid_from}": vf.isNull(),
-            f"NULL {valid_to}": vt.isNull(),
-            f"negative {valid_from}": vf < 0,
-            f"negative {valid_to}": vt < 0,
-            f"{valid_to} < {valid_from}": vt < vf,
-        }, f"bad events in micro-batch {batch_id}")
-        tick = int(batch_id)
-        runs = []
-        owner = f"b{tick}x{uuid.uuid4().hex[:12]}"
-        try:
-            if figures["events"]:
-                data = [F.col(c) for c in spec.data]
-                t0 = F.lit(tick).cast("long")
-                plus = df.select(*data, F.greatest(vf.cast("long"), t0).alias("time"),
-                                 F.lit(1).cast("long").alias("diff"))
-                minus = df.select(*data, F.greatest(vt.cast("long"), t0).alias("time"),
-                                  F.lit(-1).cast("long").alias("diff"))
-                upd = plus.unionByName(minus)
-                upd = upd.repartition(buckets, *bucket_columns(upd, spec.data))
-                fn = _runs_partition(str(url), schema, arr.prefix, owner, spec.data, tick)
-                rows = upd.mapInArrow(
-                    fn, "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long"
-                ).collect()
-                runs = [r.asDict() for r in rows]
-            arr.append_runs(runs, seal=tick + 1)
-        except BaseException:
-            for k in owned_keys(arr.store, arr.prefix, owner):
-                with contextlib.suppress(Exception):  # best effort; gc collects the rest
-                    arr.store.delete(k)
-            raise
+        batch_id = int(batch_id)
+        figures = {"batch": batch_id, "replayed": False, "events": 0, "runs": 0,
+                   "updates": 0, "seconds": 0.0, "seal": None, "conflicts": 0}
+        fingerprint = batch_fingerprint(checkpoint_inputs(checkpoint, batch_id))
+        checked = False
+        for _attempt in range(5):
+            arr.refresh()
+            seal, props = arr.get_seal(), arr.properties()
+            if batch_status(props, seal, batch_id, fingerprint, tick):
+                figures["replayed"] = True
+                figures["seal"] = seal
+                figures["seconds"] = _time.perf_counter() - started
+                if on_batch is not None:
+                    on_batch(figures)
+                return
+            if not checked:
+                if df.schema != first_schema:
+                    raise InputError(f"micro-batch {batch_id} has schema {df.schema.simpleString()}, "
+                                     f"not the query's {first_schema.simpleString()}")
+                vf, vt = F.col(valid_from), F.col(valid_to)
+                figures["events"] = check_rows(df, {
+                    f"NULL {valid_from}": vf.isNull(),
+                    f"NULL {valid_to}": vt.isNull(),
+                    f"negative {valid_from}": vf < 0,
+                    f"negative {valid_to}": vt < 0,
+                    f"{valid_to} < {valid_from}": vt < vf,
+                }, f"bad events in micro-batch {batch_id}")
+                checked = True
+            # The first open tick: events about closed ticks are corrected there.
+            open_tick = int(seal)
+            runs, batch_max = [], None
+            owner = f"b{batch_id}x{uuid.uuid4().hex[:12]}"
+            try:
+                if figures["events"]:
+                    runs, batch_max = write_runs(df, open_tick, owner)
+                recent = (props.get(RECENT, "").split() + [fingerprint])[-RECENT_BATCHES:]
+                new_props = {BATCH: batch_id, TICK: tick, RECENT: " ".join(recent)}
+                if tick == "processing":
+                    new_seal = batch_id + 1
+                else:
+                    event_max = props.get(EVENT_MAX)
+                    if batch_max is not None:
+                        event_max = batch_max if event_max is None else max(event_max, batch_max)
+                    if event_max is not None:
+                        new_props[EVENT_MAX] = event_max
+                    new_seal = open_tick if event_max is None else max(open_tick, event_max - delay)
+                arr.append_runs(runs, seal=new_seal, properties=new_props)
+            except CommitConflict:
+                # another writer committed first: its commit may be this very batch
+                figures["conflicts"] += 1
+                _delete_owned(arr, owner)
+                continue
+            except BaseException:
+                _delete_owned(arr, owner)
+                raise
+            break
+        else:
+            raise StreamBindingError(f"micro-batch {batch_id} lost the store's compare-and-set 5 times "
+                                     "to other writers; nothing was written")
         figures["runs"] = len(runs)
         figures["updates"] = sum(r["len"] for r in runs)
+        figures["seal"] = new_seal
         if maintain:
-            # After the commit: a crash here loses nothing, the next batch drains it.
-            arr.maintain()
+            # After the commit: a crash here loses nothing, the next batch drains it; a writer
+            # racing this one may do the same maintenance first (its commit wins, ours retries
+            # or gives up -- either way the store is consistent).
+            with contextlib.suppress(CommitConflict):
+                arr.maintain()
         figures["seconds"] = _time.perf_counter() - started
         if on_batch is not None:
             on_batch(figures)
 
     return one_batch
+
+
+def _delete_owned(arr, owner: str) -> None:
+    from colmz.arrangement_runs import owned_keys
+
+    for k in owned_keys(arr.store, arr.prefix, owner):
+        with contextlib.suppress(Exception):  # best effort; gc collects the rest
+            arr.store.delete(k)
 
 
 def stream_sink(
@@ -297,6 +490,8 @@ def stream_sink(
     available_now: bool = False,
     on_batch: Callable[[dict], None] | None = None,
     maintain: bool = True,
+    tick: str = "processing",
+    delay: int = 0,
 ):
     """Maintain the temporal-filter view of a streaming events DataFrame in an arrangement.
 
@@ -304,8 +499,7 @@ def stream_sink(
     ----------
     events : pyspark.sql.DataFrame
         A streaming (or, for tests, any) DataFrame of events with ``keys``, ``value``,
-        ``valid_from`` and ``valid_to`` (integer times in ticks: tick ``n`` is micro-batch
-        ``n``, module docstring).
+        ``valid_from`` and ``valid_to`` (integer times in ticks, module docstring).
     url : str
         The arrangement's store (a directory, ``mem://`` only within one process, ``s3://``
         with ``consensus``); executors write parts there directly.
@@ -320,9 +514,17 @@ def stream_sink(
         Process what is there now and stop (``Trigger.AvailableNow``).
     on_batch : callable, optional
         Called on the driver after each micro-batch with a dict of its figures
-        (``batch``, ``replayed``, ``events``, ``runs``, ``updates``, ``seconds``).
+        (``batch``, ``replayed``, ``events``, ``runs``, ``updates``, ``seconds``, ``seal``,
+        ``conflicts``).
     maintain : bool
         Drain the newly sealed tick into the trace after each commit (default).
+    tick : {"processing", "event"}
+        What a tick is (module docstring): ``"processing"`` -- micro-batch ``n`` closes tick
+        ``n`` -- or ``"event"`` -- ticks are event times, closed when the watermark (the
+        greatest ``valid_from`` seen, minus ``delay``) passes them.
+    delay : int
+        Event ticks only: how many ticks late an event may arrive and still be placed at its
+        own time (later ones are corrected at the first open tick).
 
     Returns
     -------
@@ -356,7 +558,7 @@ def stream_sink(
         buckets = shuffle_partitions(events)
     one_batch = batch_writer(events.schema, url, checkpoint, keys=spec.keys, value=value,
                              valid_from=valid_from, valid_to=valid_to, name=name, consensus=consensus,
-                             buckets=buckets, on_batch=on_batch, maintain=maintain)
+                             buckets=buckets, on_batch=on_batch, maintain=maintain, tick=tick, delay=delay)
     writer = events.writeStream.foreachBatch(one_batch).option("checkpointLocation", checkpoint)
     if available_now:
         writer = writer.trigger(availableNow=True)

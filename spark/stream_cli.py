@@ -4,7 +4,7 @@ Design
 ------
 ``colmz stream`` runs :func:`colmz.spark.stream.stream_sink` over a directory of Parquet event
 files (Spark's file source: files added later are picked up), one line of progress per
-micro-batch. ``--available-now`` processes what is there and stops (tests, cron jobs); without
+micro-batch (on a terminal, above a bar counting the micro-batches: ``colmz.progress.Bar``). ``--available-now`` processes what is there and stops (tests, cron jobs); without
 it the query runs until interrupted. ``colmz ct`` runs :func:`colmz.spark.continual.continual_task`
 over a Parquet file of input updates and writes the task's output updates as Parquet.
 
@@ -20,9 +20,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time as _time
 from pathlib import Path
 
+from colmz.progress import Bar
 from colmz.spark.schemas import InputError
 from colmz.spark.store import StoreError
 
@@ -55,6 +57,12 @@ def add_parsers(sub, common, csv, positive) -> None:
     s.add_argument("--valid-to", default="valid_to", help="interval end column, exclusive (default: %(default)s)")
     s.add_argument("--name", default="arrangement", help="the arrangement's name in the store (default: %(default)s)")
     s.add_argument("--consensus", default=None, help="the store's metadata database (s3:// stores)")
+    s.add_argument("--tick", choices=("processing", "event"), default="processing",
+                   help="processing: micro-batch n closes tick n; event: ticks are the events' "
+                   "times, closed when the watermark (greatest valid_from seen - --delay) passes "
+                   "them (default: %(default)s)")
+    s.add_argument("--delay", type=int, default=0,
+                   help="with --tick event: ticks an event may be late and keep its own time (default: %(default)s)")
     s.add_argument("--files-per-batch", type=positive, default=None,
                    help="at most this many new files per micro-batch (default: all new files)")
     common(s)
@@ -101,23 +109,35 @@ def run_stream(args, out, spark_of) -> dict:
         reader = reader.option("maxFilesPerTrigger", args.files_per_batch)
     events = reader.parquet(str(indir))
     batches: list[dict] = []
+    # On a terminal a bar counts the micro-batches (of those known to come, with
+    # --available-now --files-per-batch) and each batch's line is printed above it.
+    bar = Bar(sys.stderr, quiet=args.quiet)
+    files = sum(1 for _ in indir.rglob("*.parquet"))
+    expected = -(-files // args.files_per_batch) if args.available_now and args.files_per_batch else 0
 
     def progress(f: dict) -> None:
         batches.append(f)
-        what = "replayed, already committed" if f["replayed"] else (
+        what = "already in the store" if f["replayed"] else (
             f"{f['events']} events, {f['updates']} updates in {f['runs']} runs")
-        _say(args, out, f"tick {f['batch']}: {what} ({f['seconds']:.2f} s)")
+        line = f"batch {f['batch']}: {what}, seal {f['seal']} ({f['seconds']:.2f} s)"
+        if bar.enabled:
+            bar.note(line)
+            bar(len(batches), max(expected, len(batches)) if expected else 0, "micro-batches")
+        else:
+            _say(args, out, line)
 
     try:
         q = stream_sink(events, args.store, args.checkpoint, keys=args.keys, value=args.value,
                         valid_from=args.valid_from, valid_to=args.valid_to, name=args.name,
                         consensus=args.consensus, buckets=args.buckets,
-                        available_now=args.available_now, on_batch=progress)
+                        available_now=args.available_now, on_batch=progress, tick=args.tick,
+                        delay=args.delay)
     except (TypeError, ValueError, StreamBindingError) as e:
         raise InputError(str(e)) from e
     _say(args, out, f"streaming {args.input} -> {args.store} (checkpoint {args.checkpoint})")
     try:
-        q.awaitTermination()
+        with bar:
+            q.awaitTermination()
     except KeyboardInterrupt:
         q.stop()
     except Exception as e:  # StreamingQueryException: the failing batch committed nothing

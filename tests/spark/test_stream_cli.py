@@ -72,6 +72,22 @@ def test_stream_end_to_end_and_restart(spark, tmp_path):
     assert json.loads(out.getvalue())["rows"] == 4
 
 
+def test_stream_event_ticks(spark, tmp_path):
+    # event ticks, delay 1: after file 0 the watermark is 5 - 1 = 4; (3, "c", 2, 9) in file 1
+    # is late (2 < 4) and enters at tick 4; after file 1 the watermark is 8 - 1 = 7
+    events_file(tmp_path / "in", 0, [(1, "a", 0, 3), (2, "b", 5, 100)])
+    events_file(tmp_path / "in", 1, [(3, "c", 2, 9), (4, "d", 8, 9)])
+    status, summary = run(stream_args(tmp_path, "--tick", "event", "--delay", "1"))
+    assert status == 0 and summary["batches"] == 2
+    store = str(tmp_path / "store")
+    assert seal_and_view(store, 2) == (7, Counter({(1, "a"): 1}))
+    assert seal_and_view(store, 3) == (7, Counter())
+    assert seal_and_view(store, 6) == (7, Counter({(2, "b"): 1, (3, "c"): 1}))
+    # the checkpoint is bound to its tick settings
+    status, _ = run(stream_args(tmp_path, "--tick", "event", "--delay", "2"))
+    assert status == 2
+
+
 def bad_events(tmp_path):
     events_file(tmp_path / "in", 0, [(1, "a", 0, 3)])
     events_file(tmp_path / "in", 1, [(1, "a", 5, 3)])

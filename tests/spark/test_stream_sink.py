@@ -19,7 +19,17 @@ import pytest
 
 import colmz
 import colmz.spark
-from colmz.spark.stream import StreamBindingError, batch_writer, range_starts, stream_sink
+from colmz.spark.stream import (
+    BATCH,
+    EVENT_MAX,
+    RECENT,
+    TICK,
+    StreamBindingError,
+    batch_status,
+    batch_writer,
+    range_starts,
+    stream_sink,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -73,6 +83,106 @@ def run(spark, indir, store, ckpt, **kw):
     return seen
 
 
+def event_oracle(tables: list[pa.Table], delay: int) -> tuple[Counter, int]:
+    """Event ticks: batch ``i``'s events at ``max(time, seal)`` with the seal its batch
+    found; after it the seal is ``max(seal, greatest valid_from so far - delay)``."""
+    c: Counter = Counter()
+    seal, top = 0, None
+    for t in tables:
+        vfs = t.column("valid_from").to_pylist()
+        for k, v, vf, vt in zip(*(t.column(n).to_pylist() for n in ("k", "v", "valid_from", "valid_to"))):
+            c[(k, v, max(vf, seal))] += 1
+            c[(k, v, max(vt, seal))] -= 1
+        if vfs:
+            top = max(vfs) if top is None else max(top, max(vfs))
+        if top is not None:
+            seal = max(seal, top - delay)
+    return Counter({key: d for key, d in c.items() if d}), seal
+
+
+def test_batch_status_decides_replays_races_and_strangers():
+    p = {BATCH: 6, TICK: "event", RECENT: "a b c"}  # batches 4, 5, 6
+    assert batch_status(p, 9, 7, "d", "event") is False  # the next batch
+    assert batch_status(p, 9, 6, "c", "event") is True  # Spark's replay of the last batch
+    assert batch_status(p, 9, 5, "b", "event") is True  # a racing writer that lost batch 5
+    assert batch_status({**p, RECENT: "a b -"}, 9, 6, "c", "event") is True  # unknown: trust Spark
+    for bad in [(5, "x"), (3, "z"), (8, "e"), (6, "x")]:
+        with pytest.raises(StreamBindingError):
+            batch_status(p, 9, bad[0], bad[1], "event")
+    with pytest.raises(StreamBindingError, match="processing ticks"):
+        batch_status(p, 9, 7, "d", "processing")
+    # processing ticks: seal = batch + 1, also for stores written before batch ids were kept
+    assert batch_status({}, 3, 3, "-", "processing") is False
+    assert batch_status({}, 3, 2, "-", "processing") is True
+    with pytest.raises(StreamBindingError, match="does not follow"):
+        batch_status({}, 3, 0, "-", "processing")
+    with pytest.raises(StreamBindingError, match="does not follow"):
+        batch_status({}, 0, 2, "-", "event")
+
+
+def test_event_ticks_close_when_the_watermark_passes(spark, tmp_path):
+    indir, store, ckpt = (str(tmp_path / n) for n in ("in", "store", "ck"))
+    tables = write_events(indir, 5, seed=4, far=200)
+    # a late file: its events are far behind the watermark, corrected at the first open tick
+    late = pa.table({"k": [1, 2], "v": ["late", "late"], "valid_from": [0, 1], "valid_to": [2, 400]})
+    p = os.path.join(indir, "part-0005.parquet")
+    pq.write_table(late, p)
+    os.utime(p, (1e9 + 5, 1e9 + 5))
+    tables.append(late)
+    events = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(indir)
+    seen = []
+    q = stream_sink(events, store, ckpt, keys=["k"], value="v", available_now=True, on_batch=seen.append,
+                    tick="event", delay=2)
+    q.awaitTermination()
+    want, want_seal = event_oracle(tables, delay=2)
+    got, seal = stored(store)
+    assert (got, seal) == (want, want_seal)
+    assert [f["seal"] for f in seen][-1] == want_seal
+    a = colmz.Arrangement.open(store, create=False)
+    props = a.properties()
+    assert props[TICK] == "event" and props[BATCH] == 5
+    assert props[EVENT_MAX] == max(max(t.column("valid_from").to_pylist()) for t in tables)
+    # a replay of the last batch writes nothing; processing ticks on this store are refused
+    fn = batch_writer(spark.read.parquet(indir).schema, store, ckpt, keys=["k"], value="v", tick="event", delay=2)
+    fn(spark.read.parquet(p), 5)
+    assert stored(store) == (want, want_seal)
+    fn2 = batch_writer(spark.read.parquet(indir).schema, store, str(tmp_path / "ck2"), keys=["k"], value="v")
+    with pytest.raises(StreamBindingError, match="event ticks"):
+        fn2(spark.read.parquet(p), 6)
+    # a checkpoint bound with other tick settings is another query's
+    with pytest.raises(StreamBindingError, match="another query"):
+        batch_writer(spark.read.parquet(indir).schema, store, ckpt, keys=["k"], value="v", tick="event", delay=3)
+    with pytest.raises(ValueError, match="tick"):
+        batch_writer(spark.read.parquet(indir).schema, store, ckpt, keys=["k"], value="v", tick="wall")
+    with pytest.raises(ValueError, match="delay"):
+        batch_writer(spark.read.parquet(indir).schema, store, ckpt, keys=["k"], value="v", delay=2)
+
+
+def test_two_queries_racing_on_one_store(spark, tmp_path):
+    """Two streaming queries over the same input (own checkpoints) write one store at once:
+    each batch is committed by exactly one of them, nothing lost or doubled."""
+    indir, store = str(tmp_path / "in"), str(tmp_path / "store")
+    tables = write_events(indir, 6, seed=21, far=300)
+    seen: list[list[dict]] = [[], []]
+    queries = []
+    for i in range(2):
+        events = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(indir)
+        queries.append(stream_sink(events, store, str(tmp_path / f"ck{i}"), keys=["k"], value="v",
+                                   available_now=True, on_batch=seen[i].append))
+    for q in queries:
+        q.awaitTermination()
+    logs = [logged_batches(str(tmp_path / f"ck{i}")) for i in range(2)]
+    assert logs[0] == logs[1]
+    names = [f"part-{i:04d}.parquet" for i in range(len(tables))]
+    ticks = [logs[0][n] for n in names]
+    assert stored(store) == (oracle(tables, ticks), max(ticks) + 1)
+    # every batch was written by exactly one query; the other found it in the store
+    for b in set(ticks):
+        writers = [i for i in range(2) for f in seen[i] if f["batch"] == b and not f["replayed"]]
+        assert len(writers) == 1, (b, seen)
+    assert all(len(s) == len(set(ticks)) for s in seen)
+
+
 def test_range_starts_cover_each_time_once():
     t = np.arange(7, 5000, dtype=np.uint64)
     s, w = range_starts(t, 7)
@@ -99,12 +209,22 @@ def test_stream_sink_equals_oracle_and_replay_writes_nothing(spark, tmp_path):
                 if max(vf, i) <= tick < max(vt, i):
                     view[(k, v)] += 1
         assert Counter({(k, v): d for k, v, _, d in a.read(as_of=tick).to_pylist()}) == view
-    # the same checkpoint again: nothing new to do; a fresh checkpoint on the written store is
-    # another writer: its batch 0 does not follow the seal 5 and is refused, nothing written
+    # the batch ids and input fingerprints are committed with the output
+    props = a.properties()
+    assert props[BATCH] == 4 and props[TICK] == "processing"
+    assert len(props[RECENT].split()) == 5 and "-" not in props[RECENT].split()
+    # the same checkpoint again: nothing new to do; a fresh checkpoint over the same input
+    # finds every batch already in the store (same input fingerprints) and writes nothing
     before = sorted(os.listdir(os.path.join(store, "blob")))
     assert run(spark, indir, store, ckpt) == []
-    with pytest.raises(Exception, match="does not follow the store's seal 5"):
-        run(spark, indir, store, str(tmp_path / "ck2"))
+    seen = run(spark, indir, store, str(tmp_path / "ck2"))
+    assert [f["replayed"] for f in seen] == [True] * 5
+    assert stored(store) == (got, 5)
+    # a fresh checkpoint over other input is another query: refused, nothing written
+    other = str(tmp_path / "other")
+    write_events(other, 1, seed=99)
+    with pytest.raises(Exception, match="read other input than the store's batch 0"):
+        run(spark, other, store, str(tmp_path / "ck3"))
     assert stored(store) == (got, 5)
     assert sorted(os.listdir(os.path.join(store, "blob"))) == before
 
