@@ -108,11 +108,16 @@ def _one_key(n: int) -> Updates:
 
 def _consolidate_all(reps: int) -> None:
     u = _updates(reps)
+    one = _one_key(2 * reps)
+    # Arrays given up with copy=False stay read-only, which Numba compiles separately.
+    given_up = Updates({"k": np.arange(2 * reps, dtype=np.int64)}, np.zeros(2 * reps, np.uint64),
+                       np.ones(2 * reps, np.int64), copy=False)
     for order in ORDERS:
         consolidate(u, order=order, since=1)
         consolidate(u, order=order)
-        consolidate(_one_key(2 * reps), order=order)
-        consolidate(_one_key(2 * reps), order=order, since=3)
+        consolidate(one, order=order)
+        consolidate(one, order=order, since=3)
+        consolidate(given_up, order=order)
 
 
 def _merge_advance(reps: int) -> None:
