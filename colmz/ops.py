@@ -298,6 +298,8 @@ def concat(batches: Iterable[Updates]) -> Updates:
     ['k']
     """
     batches = list(batches)
+    if len(batches) == 1 and isinstance(batches[0], Updates):
+        return batches[0]  # a read of one chunk: the sink's common case, kept cheap
     if not batches:
         raise ValueError("concat needs at least one batch")
     for i, b in enumerate(batches):
