@@ -54,6 +54,8 @@ from colmz.kernels.sort import radix_sort_pairs
 
 __all__ = ["compare_from", "rank_into", "rank_strings", "rank_strings_ref"]
 
+# Rows sampled to choose between sorting every row and numbering distinct values first.
+_SAMPLE = 8192
 # Segments of at most this many rows are sorted by comparing whole values (insertion sort):
 # the radix set-up costs more than a few comparisons.
 _SMALL = 16
@@ -268,6 +270,10 @@ def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
         st_b[0] = b0
         st_d[0] = 0
         top = 1
+    # The segment whose rows were last found not all equal: when it comes back whole one
+    # word deeper, it is not compared again (that would cost its bytes once per depth).
+    unequal_a = -1
+    unequal_b = -1
     while top > 0:
         top -= 1
         a = st_a[top]
@@ -283,6 +289,21 @@ def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
             keys[i] = w
             lo = min(lo, w)
             hi = max(hi, w)
+        if lo == hi and not (a == unequal_a and b == unequal_b):
+            # One word for all: most likely one value repeated (consolidation's common
+            # case). Compare whole values once instead of going down word by word.
+            first = perm[a]
+            same = True
+            for i in range(a + 1, b):
+                if compare_from(offsets, data, first, perm[i], 8 * depth) != 0:
+                    same = False
+                    break
+            if same:
+                for i in range(a + 1, b):
+                    brk[i] = 0
+                continue
+            unequal_a = a
+            unequal_b = b
         if lo != hi:
             low = _top_digit(keys, a, b, hist)
             _lsd_from(keys, perm, tk, tv, a, b, hist, low)
@@ -314,11 +335,86 @@ def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
 
 
 @jit
-def rank_into(offsets, data, validity, bit_offset, perm, keys, tk, tv, brk, ranks, reps):
+def _hash(offsets, data, row):
+    # A 64-bit hash of value ``row`` (length, then 8-byte blocks, mixed multiplicatively).
+    s = offsets[row]
+    e = offsets[row + 1]
+    h = np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(e - s)
+    p = s
+    while p < e:
+        w = np.uint64(0)
+        stop = min(p + 8, e)
+        for q in range(p, stop):
+            w = (w << np.uint64(8)) | np.uint64(data[q])
+        h = (h ^ w) * np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(32)
+        p = stop
+    return h
+
+
+@jit
+def _dedupe(offsets, data, rows, m, codes, firsts, hashes):
+    # Number the distinct values of rows[:m] in order of first appearance with an
+    # open-addressing hash table: codes[rows[i]] = the number, firsts[k] = first row of value
+    # k, hashes[k] its hash. The table grows at half full. Returns the number of values.
+    size = 1024
+    slots = np.full(size, -1, np.int64)
+    k = 0
+    for i in range(m):
+        r = rows[i]
+        h = _hash(offsets, data, r)
+        j = np.int64(h & np.uint64(size - 1))
+        while True:
+            c = slots[j]
+            if c == -1:
+                slots[j] = k
+                firsts[k] = r
+                hashes[k] = h
+                codes[r] = k
+                k += 1
+                break
+            if hashes[c] == h and compare_from(offsets, data, firsts[c], r, 0) == 0:
+                codes[r] = c
+                break
+            j = (j + 1) & (size - 1)
+        if 2 * k > size:
+            size *= 2
+            slots = np.full(size, -1, np.int64)
+            for c in range(k):
+                j = np.int64(hashes[c] & np.uint64(size - 1))
+                while slots[j] != -1:
+                    j = (j + 1) & (size - 1)
+                slots[j] = c
+    return k
+
+
+@jit
+def _mostly_repeats(offsets, data, perm, m, codes, firsts, hashes):
+    # Whether values repeat often enough to number them first: among min(_SAMPLE, m // 4)
+    # evenly spaced rows of perm[:m], more than one in twenty is a repeat. (A sample of s
+    # rows from k equally frequent values holds about s * s / (2 * k) repeats, so this takes
+    # the hash table for k below about 10 * s: all-distinct columns never do.)
+    s = min(_SAMPLE, m // 4)
+    if s < 64:
+        return False
+    sample = np.empty(s, np.int64)
+    for i in range(s):
+        sample[i] = perm[(i * m) // s]
+    return 20 * _dedupe(offsets, data, sample, s, codes, firsts, hashes) < 19 * s
+
+
+@jit
+def rank_into(offsets, data, validity, bit_offset, perm, keys, tk, tv, brk, codes, firsts,
+              ranks, reps):
     """Fill ``ranks`` (``n``) and ``reps`` (at least ``n + 1``) and return the number of ranks.
 
-    ``perm``, ``keys``, ``tk``, ``tv`` and ``brk`` are scratch space of ``n`` entries
-    (``int64``, ``uint64``, ``uint64``, ``int64``, ``uint8``; contents undefined).
+    ``perm``, ``keys``, ``tk``, ``tv``, ``brk``, ``codes`` and ``firsts`` are scratch space
+    of ``n`` entries (``int64``, ``uint64``, ``uint64``, ``int64``, ``uint8``, ``int64``,
+    ``int64``; contents undefined).
+
+    When a sample says values mostly repeat, the distinct values are numbered first with a
+    hash table (one sequential pass; the table stays small) and only they are sorted: sorting
+    every row would revisit each repeated value at random places once per word of it.
     """
     n = offsets.shape[0] - 1
     has_nulls = validity.shape[0] > 0
@@ -332,18 +428,31 @@ def rank_into(offsets, data, validity, bit_offset, perm, keys, tk, tv, brk, rank
         perm[m] = i
         brk[m] = 0
         m += 1
-    _resolve(offsets, data, perm, keys, tk, tv, brk, 0, m)
+    hashed = _mostly_repeats(offsets, data, perm, m, codes, firsts, tk)
+    rows = perm
+    k = m
+    if hashed:
+        k = _dedupe(offsets, data, perm, m, codes, firsts, tk)
+        rows = firsts
+    _resolve(offsets, data, rows, keys, tk, tv, brk, 0, k)
     # "" sorts first and takes rank 0; without it non-empty values start at 1.
     shift = 1
-    if m > 0 and offsets[perm[0] + 1] == offsets[perm[0]]:
+    if k > 0 and offsets[rows[0] + 1] == offsets[rows[0]]:
         shift = 0
     reps[0] = -1
     r = shift - 1
-    for j in range(m):
+    for j in range(k):
         if j == 0 or brk[j]:
             r += 1
-            reps[r] = perm[j]
-        ranks[perm[j]] = np.uint64(r)
+            reps[r] = rows[j]
+        if hashed:
+            keys[codes[rows[j]]] = np.uint64(r)  # rank of each value number
+        else:
+            ranks[rows[j]] = np.uint64(r)
+    if hashed:
+        for i in range(m):
+            row = perm[i]
+            ranks[row] = keys[codes[row]]
     return r + 1
 
 
@@ -376,6 +485,7 @@ def rank_strings(offsets, data, validity, bit_offset: int = 0):
         # One call on fresh tiny arrays: the pool's Python costs more than they do.
         perm, keys, tk, tv = (np.empty(n, t) for t in (np.int64, np.uint64, np.uint64, np.int64))
         brk, reps = np.empty(n, np.uint8), np.empty(n + 1, np.int64)
+        codes, firsts = np.empty(n, np.int64), np.empty(n, np.int64)
     else:
         perm = _scratch.scratch("strings_perm", n, np.int64)
         keys = _scratch.scratch("strings_keys", n, np.uint64)
@@ -383,7 +493,10 @@ def rank_strings(offsets, data, validity, bit_offset: int = 0):
         tv = _scratch.scratch("strings_tv", n, np.int64)
         brk = _scratch.scratch("strings_brk", n, np.uint8)
         reps = _scratch.scratch("strings_reps", n + 1, np.int64)
-    k = rank_into(offsets, data, validity, np.int64(bit_offset), perm, keys, tk, tv, brk, ranks, reps)
+        codes = _scratch.scratch("strings_codes", n, np.int64)
+        firsts = _scratch.scratch("strings_firsts", n, np.int64)
+    k = rank_into(offsets, data, validity, np.int64(bit_offset), perm, keys, tk, tv, brk,
+                  codes, firsts, ranks, reps)
     return ranks, reps[:k].copy()
 
 
