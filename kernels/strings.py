@@ -21,10 +21,19 @@ byte before ``8 * depth`` (and so are at least ``8 * depth`` long):
 * equal words and ``c == 9`` for all: they go on to ``depth + 1``.
 
 Work is a list of *segments* ``(start, stop, depth)`` of the permutation whose rows share all
-bytes before ``8 * depth``; a segment is sorted by its words (LSD radix sort,
-:func:`colmz.kernels.sort.radix_sort_pairs`, skipped when all words are equal -- the duplicate
-case -- and an insertion sort on whole values for a handful of rows), runs of equal words are
-split by ``c``, and each run that continues is pushed back with ``depth + 1``. The list is an
+bytes before ``8 * depth``; a segment is sorted by its words, runs of equal words are split by
+``c``, and each run that continues is pushed back with ``depth + 1``. The sort of a segment is
+an LSD radix sort on only its most significant varying digits -- as many as carry
+``log2(rows) + 1`` bits by their distinct byte counts -- moving the whole words, then the few
+ties on those digits by whole word (insertion sort, or
+:func:`colmz.kernels.sort.radix_sort_pairs` for long ties); a handful of rows are sorted by
+comparing whole values. A segment whose rows all share the word is first compared whole
+against its first row: repeated values end there instead of going down word by word.
+
+Values that repeat a lot (a sample of up to ``_SAMPLE`` rows holds more than one repeat in
+twenty) are first numbered with an open-addressing hash table in one sequential pass, and only
+the distinct values are sorted: sorting every row would visit the bytes of each repeated value
+at random places once per word. The list is an
 explicit stack, so a long common prefix costs loop iterations, not recursion; segments on the
 stack are disjoint and hold two rows or more, so it never needs more than ``n // 2`` entries.
 Every byte is read a bounded number of times per depth it takes part in, so the cost is one
