@@ -80,27 +80,27 @@ def write_stream(d: str, far: int, events: int, batches: int) -> None:
         os.utime(p, (1e9 + i, 1e9 + i))
 
 
-def _measure(q, events: int) -> tuple[float, float]:
+def _measure(q, n_events: int) -> tuple[float, float]:
     """(median latency s, events/s) over the batches after the first, from Spark's progress."""
     q.awaitTermination()
     prog = [p for p in q.recentProgress if p["numInputRows"] and p["batchId"] >= 1]
     if not prog:
         raise RuntimeError("no measured micro-batch")
     secs = [p["durationMs"]["triggerExecution"] / 1000 for p in prog]
-    return statistics.median(secs), events * len(prog) / sum(secs)
+    return statistics.median(secs), n_events * len(prog) / sum(secs)
 
 
-def run_colmz(spark, indir: str, work: str, events: int = EVENTS) -> tuple[float, float]:
+def run_colmz(spark, indir: str, work: str, n_events: int = EVENTS) -> tuple[float, float]:
     from colmz.spark.stream import stream_sink
 
     events = (spark.readStream.schema("k long, v long, valid_from long, valid_to long")
               .option("maxFilesPerTrigger", 1).parquet(indir))
     q = stream_sink(events, os.path.join(work, "store"), os.path.join(work, "ck"),
                     keys=["k"], value="v", available_now=True)
-    return _measure(q, events)
+    return _measure(q, n_events)
 
 
-def run_peer(spark, indir: str, work: str, events: int = EVENTS) -> tuple[float, float]:
+def run_peer(spark, indir: str, work: str, n_events: int = EVENTS) -> tuple[float, float]:
     """The temporal filter with ``transformWithStateInPandas`` and event-time timers."""
     import pandas as pd
     from pyspark.sql import functions as F
@@ -154,7 +154,7 @@ def run_peer(spark, indir: str, work: str, events: int = EVENTS) -> tuple[float,
         TemporalFilter(), out_schema, "append", "EventTime")
     q = (out.writeStream.format("noop").option("checkpointLocation", os.path.join(work, "peer-ck"))
          .trigger(availableNow=True).start())
-    return _measure(q, events)
+    return _measure(q, n_events)
 
 
 class StreamSink:
