@@ -13,7 +13,8 @@ Read side by side:
 * ``Snapshot.time_read`` / ``time_to_arrow`` beside ``time_parquet_read_table`` of the same
   rows (target >= 1 GiB/s; persist: about 450 MiB/s); ``track_mib_per_s_read`` /
   ``track_mib_per_s_parquet_read`` / ``track_read_over_parquet_read`` time both in one
-  interleaved loop (best of 5 each).
+  interleaved loop (best of 5 each). ``SnapshotMerge`` is the same with the rows in two
+  trace batches, which ``read()`` merges.
 * ``Trickle.track_write_amplification`` -- bytes written to blob / bytes of updates written,
   over 1,000 seals of 1,000 updates with ``maintain()`` between them (target <= 4x; persist
   after its compaction-policy fix: about 9x), and ``track_trace_batches`` at the end (bound
@@ -166,6 +167,26 @@ class Snapshot:
         return r / p
 
     track_read_over_parquet_read.unit = "x"
+
+
+class SnapshotMerge(Snapshot):
+    """:class:`Snapshot` of the same number of rows written as two sealed batches (two trace
+    batches, not compacted together), so ``read()`` merges them; beside ``pq.read_table`` of
+    the same rows."""
+
+    def setup(self):
+        halves = [records(N // 2, seed=i, time=i) for i in range(2)]
+        self.u = colmz.concat(halves)
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-arr-")
+        self.arr = colmz.Arrangement.open(os.path.join(self.dir, "a"),
+                                          schema={"k": pa.int64(), "v": pa.string()})
+        for i, h in enumerate(halves):
+            self.arr.write(h)
+            self.arr.seal(i + 1)
+            self.arr.maintain()
+        assert len(self.arr.meta()["trace_batches"]) == 2
+        self.file = os.path.join(self.dir, "x.parquet")
+        pq.write_table(self.u.to_arrow(), self.file)
 
 
 class Trickle:
