@@ -112,11 +112,12 @@ def key_created_ms(key: str) -> int | None:
 
 
 def open_part(store: Blob, key: str):
-    """A random-access ``pyarrow`` file of the part under ``key``, or None when missing.
+    """A random-access ``pyarrow`` file holding the whole part under ``key`` (what
+    :func:`read_part` decodes), or None when it is missing.
 
-    A local part is memory-mapped (the Parquet reader then decodes straight from the page
-    cache, with no read into an intermediate buffer); other stores give ranged reads where
-    they can (``colmz.storage.base.open_input``).
+    A local part is memory-mapped: the Parquet reader decodes straight from the page cache,
+    with no read into an intermediate buffer. Other stores fetch the value in one call
+    (``get``: a single request on S3, where the whole object is wanted anyway).
     """
     if type(store) is LocalBlob:
         path = store.path_of(key)
@@ -126,7 +127,8 @@ def open_part(store: Blob, key: str):
             return None
         except OSError as e:
             raise Determinate(f"blob open {key!r} ({path}): {e}") from e
-    return open_input(store, key)
+    data = store.get(key)
+    return None if data is None else pa.BufferReader(data)
 
 
 def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
