@@ -54,7 +54,7 @@ gives) takes the type of the other side, and numeric types of one family widen l
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 import pyarrow as pa
@@ -135,21 +135,37 @@ def widen(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     return None
 
 
-@dataclass(frozen=True)
-class Encoded:
+class Encoded(tuple):
     """Updates with their data encoded as order-preserving key words (see ``colmz.order``).
 
     The internal currency of colmz's structures: ``keys`` ``(n, W)`` ``uint64``, ``time``
-    ``uint64``, ``diff`` ``int64`` and the keys' ``layout``.
+    ``uint64``, ``diff`` ``int64`` and the keys' ``layout``. Immutable (a tuple of those four,
+    made in well under a microsecond: a sink builds a few per tick); ``len`` is the number of
+    updates, not of fields.
+
+    >>> e = Encoded(np.zeros((2, 1), np.uint64), np.array([1, 2], np.uint64), np.array([1, -1]), (1, 0))
+    >>> len(e), e.layout, e.time.tolist()
+    (2, (1, 0), [1, 2])
     """
 
-    keys: np.ndarray
-    time: np.ndarray
-    diff: np.ndarray
-    layout: Layout
+    __slots__ = ()
+
+    def __new__(cls, keys: np.ndarray, time: np.ndarray, diff: np.ndarray, layout: Layout) -> Encoded:
+        return tuple.__new__(cls, (keys, time, diff, layout))
+
+    keys = property(itemgetter(0), doc="``(n, W)`` ``uint64`` key words")
+    time = property(itemgetter(1), doc="``uint64`` times")
+    diff = property(itemgetter(2), doc="``int64`` diffs")
+    layout = property(itemgetter(3), doc="the keys' layout (``colmz.order``)")
+
+    def __getnewargs__(self):
+        return tuple(self)
 
     def __len__(self) -> int:
-        return len(self.time)
+        return len(self[1])
+
+    def __repr__(self) -> str:
+        return f"Encoded({len(self)} updates, layout {self.layout})"
 
     def padded(self, target: Layout) -> Encoded:
         if target == self.layout:
