@@ -221,45 +221,73 @@ _RANK_MIN_ROWS = 256
 
 def _rank_column(col: pa.Array):
     """A string/binary column as ``uint64`` ranks that order and compare like the strings,
-    and a representative row per rank (``colmz.kernels.strings.rank_strings``).
+    and where each rank's value is: ``source.take(reps)[r]`` is the value of rank ``r``.
 
     Ranks are computed within one call and never leave it, so colmz's order stays a pure
     function of the values. The empty string takes rank 0 and every other value its position
     among the sorted distinct values, shifted so that 0 is free for NULL (whose value word is
     0 and whose null bit sorts it after ``""``), exactly as the full encoding orders them.
-    ``reps[r]`` is a row of ``col`` holding the value of rank ``r``, so one ``take`` maps
-    ranks back to values.
+
+    The ranks come from ``colmz.kernels.strings.rank_strings``. Values that repeat (per
+    a sample of the rows) are numbered by Arrow's hash table
+    (``dictionary_encode``) first and only the distinct ones are ranked; ``source`` is then
+    the dictionary, else the column itself.
     """
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
+    nulls = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None
+    if len(col) >= 4 * _RANK_MIN_ROWS and _values_repeat(col):
+        enc = col.dictionary_encode()
+        ranks, reps = _rank_strings_of(enc.dictionary)
+        codes = enc.indices.fill_null(0).to_numpy(zero_copy_only=False) if nulls is not None \
+            else enc.indices.to_numpy(zero_copy_only=False)
+        if len(ranks):
+            ranks = ranks[codes]
+        else:
+            ranks = np.zeros(len(col), np.uint64)
+        return array_from_numpy(ranks, pa.uint64(), nulls), enc.dictionary, reps
+    ranks, reps = _rank_strings_of(col)
+    return array_from_numpy(ranks, pa.uint64(), nulls), col, reps
+
+
+def _values_repeat(col: pa.Array, sample: int = 8192) -> bool:
+    # More than one in twenty of up to ``sample`` evenly spaced rows (a quarter of the rows
+    # at most) repeats an earlier one: Arrow's hash table numbers such values faster than
+    # sorting every row (the sort visits each repeat once per word of it). A sample of s rows
+    # of k equally frequent values holds about s * s / (2 * k) repeats.
+    import pyarrow.compute as pc
+
+    n = len(col)
+    s = min(sample, n // 4)
+    if s < 64:
+        return False
+    picked = col.take(array_from_numpy((np.arange(s, dtype=np.int64) * n) // s))
+    return 20 * pc.count_distinct(picked, mode="all").as_py() < 19 * s
+
+
+def _rank_strings_of(col: pa.Array):
+    # rank_strings over an Arrow string/binary array's buffers (any offset).
     n = len(col)
     large = pa.types.is_large_string(col.type) or pa.types.is_large_binary(col.type)
-    width = 8 if large else 4
     bufs = col.buffers()
     offsets = np.frombuffer(bufs[1], np.int64 if large else np.int32, count=n + 1,
-                            offset=col.offset * width) if n else np.zeros(1, np.int64)
+                            offset=col.offset * (8 if large else 4)) if n else np.zeros(1, np.int64)
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    nulls = None
-    validity = np.zeros(0, np.uint8)
-    if col.null_count:
-        validity = np.frombuffer(bufs[0], np.uint8)
-        nulls = col.is_null().to_numpy(zero_copy_only=False)
-    ranks, reps = rank_strings(offsets, data, validity, col.offset)
-    return array_from_numpy(ranks, pa.uint64(), nulls), reps
+    validity = np.frombuffer(bufs[0], np.uint8) if col.null_count else np.zeros(0, np.uint8)
+    return rank_strings(offsets, data, validity, col.offset)
 
 
 def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
     # Long strings take several key words each and force the multi-word sort; their ranks
     # take one. Consolidate on ranks, then map the surviving ranks back to strings with one
-    # take of a representative row each from the original column.
+    # take of each rank's representative (from the column, or its dictionary).
     schema = updates.schema
     columns = list(updates._columns)
     ranked = {}
     for i, spec in enumerate(schema):
         if spec.kind == "bytes":
-            original = columns[i]
-            columns[i], reps = _rank_column(original)
-            ranked[i] = (original, reps)
+            columns[i], source, reps = _rank_column(columns[i])
+            ranked[i] = (source, reps)
     keys, layout = encode_columns(columns)
     try:
         k, t, d = sort_consolidate(keys, updates._time, updates._diff, order, since)
@@ -271,13 +299,14 @@ def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
         raise err from None
     specs = [ColumnSpec(s.name, pa.uint64()) if i in ranked else s for i, s in enumerate(schema)]
     out = decode_columns(k, layout, specs)
-    for i, (original, reps) in ranked.items():
+    for i, (source, reps) in ranked.items():
         r = out[i]
         pos = np.frombuffer(r.buffers()[1], np.uint64, count=len(r), offset=r.offset * 8)
         mask = r.is_null().to_numpy(zero_copy_only=False) if r.null_count else None
         # A NULL's rank is 0, whose representative may be -1 (no ""): the mask hides it.
         rows = np.maximum(reps[pos], 0)
-        out[i] = original.take(array_from_numpy(rows, pa.int64(), mask))
+        col = source.take(array_from_numpy(rows, pa.int64(), mask))
+        out[i] = col if col.type == schema[i].type else col.cast(schema[i].type)
     return Updates({s.name: c for s, c in zip(schema, out)}, t, d, _trusted=True)
 
 

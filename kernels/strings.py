@@ -344,21 +344,53 @@ def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
 
 
 @jit
+def _load8(data, p):
+    # Bytes p..p+7 as a big-endian word; written as one expression so the compiler can
+    # combine the byte loads into one load.
+    return ((np.uint64(data[p]) << np.uint64(56)) | (np.uint64(data[p + 1]) << np.uint64(48))
+            | (np.uint64(data[p + 2]) << np.uint64(40)) | (np.uint64(data[p + 3]) << np.uint64(32))
+            | (np.uint64(data[p + 4]) << np.uint64(24)) | (np.uint64(data[p + 5]) << np.uint64(16))
+            | (np.uint64(data[p + 6]) << np.uint64(8)) | np.uint64(data[p + 7]))
+
+
+@jit
 def _hash(offsets, data, row):
     # A 64-bit hash of value ``row`` (length, then 8-byte blocks, mixed multiplicatively).
     s = offsets[row]
     e = offsets[row + 1]
     h = np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(e - s)
     p = s
-    while p < e:
+    while p + 8 <= e:
+        h = (h ^ _load8(data, p)) * np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(32)
+        p += 8
+    if p < e:
         w = np.uint64(0)
-        stop = min(p + 8, e)
-        for q in range(p, stop):
+        for q in range(p, e):
             w = (w << np.uint64(8)) | np.uint64(data[q])
         h = (h ^ w) * np.uint64(0xFF51AFD7ED558CCD)
         h ^= h >> np.uint64(32)
-        p = stop
     return h
+
+
+@jit
+def _equal(offsets, data, a, b):
+    # Whether values a and b are equal, eight bytes at a time.
+    pa_ = offsets[a]
+    pb = offsets[b]
+    n = offsets[a + 1] - pa_
+    if offsets[b + 1] - pb != n:
+        return False
+    i = 0
+    while i + 8 <= n:
+        if _load8(data, pa_ + i) != _load8(data, pb + i):
+            return False
+        i += 8
+    while i < n:
+        if data[pa_ + i] != data[pb + i]:
+            return False
+        i += 1
+    return True
 
 
 @jit
@@ -382,7 +414,7 @@ def _dedupe(offsets, data, rows, m, codes, firsts, hashes):
                 codes[r] = k
                 k += 1
                 break
-            if hashes[c] == h and compare_from(offsets, data, firsts[c], r, 0) == 0:
+            if hashes[c] == h and _equal(offsets, data, firsts[c], r):
                 codes[r] = c
                 break
             j = (j + 1) & (size - 1)

@@ -216,3 +216,18 @@ def test_kernels_own_python_without_jit():
         env=env, capture_output=True, text=True, timeout=900,
     )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("distinct", [3, 40, 2500])
+def test_consolidate_on_ranks_both_ways(distinct):
+    # Mostly repeated values are numbered by Arrow's hash table before ranking; mostly
+    # distinct ones are ranked row by row: both equal the full encoding.
+    n = 3000
+    rng = np.random.default_rng(distinct)
+    pool = [None, "", "\x00", "a" * 8, "a" * 8 + "\x00"] + [
+        "shared-prefix-" * 2 + str(i) for i in range(distinct)]
+    vals = pa.array([pool[i] for i in rng.integers(0, len(pool), n)], pa.large_string())
+    u = colmz.Updates({"k": rng.integers(0, 3, n), "s": vals}, time=rng.integers(0, 4, n).astype(np.uint64),
+                      diff=rng.integers(-1, 2, n))
+    for order in ("time", "data"):
+        assert colmz.consolidate(u, order=order, since=2).to_pylist() == full_encoding(u, order, 2).to_pylist()
