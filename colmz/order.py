@@ -32,7 +32,7 @@ The string encoding is order-preserving: a shorter string whose bytes are a pref
 longer one ends with a marker below 8 where the longer one continues with 8, and a zero
 byte inside a string beats an ended block by its marker. A batch's layout is the tuple of its
 segment widths plus whether it has a null word; the fixed-width fast path is one word per
-column and no null word -- an ``int64`` key costs one ``uint64``, as the design asks.
+column and no null word -- an ``int64`` key costs one ``uint64``.
 
 **Harmonising.** Layouts differ between batches only by trailing zero words: a string segment
 is as wide as the batch's longest string, the null word exists only when the batch holds a

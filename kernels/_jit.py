@@ -1,15 +1,15 @@
 """All Numba plumbing for colmz kernels lives here (numbagg style).
 
 Kernels elsewhere are plain Python functions decorated with :func:`jit`. This module decides
-how they compile:
+how they compile (the reasons are in ``docs/kernels.md``):
 
 * ``cache=True`` always: compile cost is paid once per machine (or per Spark worker image), not
   once per process. The cache lands in ``NUMBA_CACHE_DIR`` when that is set -- set it to a
-  writable, node-local directory on Spark executors (numba/numba#7883) -- and otherwise next
-  to the modules in ``__pycache__``. :func:`colmz.set_cache_dir` sets it for you, but only
+  writable, node-local directory on Spark executors (``docs/kernels.md``) -- and otherwise
+  next to the modules in ``__pycache__``. :func:`colmz.set_cache_dir` sets it for you, but only
   before the first kernel is compiled, because Numba reads the variable once.
 * Never ``parallel=True``: Spark already runs one Python worker per core, and cached parallel
-  kernels segfault when the thread count changes (lmcinnes/pynndescent#175).
+  kernels can crash when loaded with another thread count (``docs/kernels.md``).
 * ``nogil=True`` so a thread pool (Dask, notebook helpers) can run kernels side by side.
 * ``boundscheck`` follows ``COLMZ_BOUNDSCHECK=1`` for debugging sessions.
 

@@ -23,7 +23,10 @@ Orders are named as in ``colmz``: ``"time"`` sorts by ``(time, data)`` (the corr
 Spec (kernel / reference)
 -------------------------
 ``consolidate_sorted_words(words, diffs)`` -> ``m``; rows ``[:m]`` of the in-place inputs hold
-the result. ``sort_consolidate(keys, time, diff, order, since)`` / ``consolidate_ref(...)``
+the result (reference: ``consolidate_sorted_words_ref``).
+``embedded_sort_consolidate(...)`` the one-word path in one compiled call, emitting in place
+(``emit_embedded``); its buffers become the result (see ``docs/kernels.md``).
+``sort_consolidate(keys, time, diff, order, since, flips)`` / ``consolidate_ref(...)``
 -> ``(keys, time, diff)`` new arrays.
 """
 
@@ -339,7 +342,7 @@ def sort_consolidate(keys, time, diff, order: str = "time", since: int | None = 
     ``keys`` is ``(n, w)`` ``uint64`` (encoded data words), ``time`` ``uint64``, ``diff``
     ``int64``. With ``since`` given, times are first advanced to ``max(time, since)``. With
     ``flips`` (``w`` ``uint64`` masks), key word ``j`` sorts as ``keys[:, j] ^ flips[j]`` and the
-    result's keys are given back unflipped (*Flipped keys* in the module docstring).
+    result's keys are given back unflipped (*Flipped keys* in ``kernels/sort.py``).
 
     >>> import numpy as np
     >>> k = np.array([[3], [1], [3]], np.uint64)

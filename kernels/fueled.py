@@ -21,9 +21,9 @@ are sorted), sums their diffs and writes one output row when the sum is non-zero
 step never stops inside a group, the cursor always sits on a group boundary and rows equal
 across the boundary between two calls cannot exist: nothing needs to be held back.
 
-Budget and cost. Fuel is counted in output rows *written* (as in differential dataflow's
-mergers), so a merge whose inputs cancel out costs little fuel and still finishes once both
-inputs are exhausted. A call can overshoot its reads (not its writes) by one group when a key
+Budget and cost. Fuel is counted in output rows *written* (as differential dataflow's batch
+mergers count it, ``differential-dataflow/src/trace/implementations/ord_neu.rs``), so a merge
+whose inputs cancel out costs little fuel and still finishes once both inputs are exhausted. A call can overshoot its reads (not its writes) by one group when a key
 has many stale times; reads are visible to the caller through the cursor.
 
 Diff sums are exact: additions wrap in ``int64`` and count how often they wrapped, and a group

@@ -1,4 +1,4 @@
-"""Sorting kernels: order-preserving packing and LSD radix sort of ``uint64`` words.
+"""Sorting kernels: order-preserving packing and radix sorts of ``uint64`` words.
 
 Design
 ------
@@ -16,24 +16,37 @@ significance order, the lexicographic order of the super-words equals the order 
 Packing is invertible (:func:`unpack`), so after sorting and consolidating the super-words
 colmz rebuilds the key words and times from them and never gathers the original columns.
 
-One super-word is the fast path: an LSD radix sort of ``(word, diff)`` pairs with 8-bit
-digits, one histogram pass for all digits, and digits that are constant over the input
-skipped. It does ``ceil(bits / 8)`` scatter passes, independent of the data's order, and is
-several times faster than a comparison sort at 10 M updates. Wider keys are sorted by
+One super-word is the fast path: a radix sort with digits of up to 11 bits
+(:func:`radix_digits`), all histograms from the packing pass, and digits that are constant
+over the input skipped. Large inputs are scattered by the top digit first and each bucket,
+small enough for the cache, is then sorted by the remaining digits (:func:`radix_sort_words`),
+so main memory is crossed once for the sort whatever the key width; the cost does not depend
+on the data's order and is several times below a comparison sort at 10 M updates. When the
+diffs' range fits beside the key, key and diff share the word (:func:`pack_one_with_diff`). Wider keys are sorted by
 :func:`argsort_words`: the same radix pass applied to each super-word from least to most
 significant, carrying a permutation (stable LSD order over words).
+
+Flipped keys. Kernels that read key words take a mask per key word, ``flips``, and read word
+``j`` as ``keys[:, j] ^ flips[j]``. A signed 64-bit column's key word is its value with the
+sign bit flipped (``colmz/order.py``), so with ``flips = 2**63`` the kernels sort the column's
+own buffer in place of an encoded copy, and write results back unflipped.
 
 Kernels take and fill preallocated arrays; the callers own allocation (and reuse scratch
 space, because touching fresh pages is slow on the machines colmz targets).
 
 Spec (kernel / reference)
 -------------------------
-``field_ranges(keys, time, diff)``      -> ``(mins, maxs, dmin, dmax)``; key words, time last
+``field_ranges(keys, time, diff, flips)`` -> ``(mins, maxs, dmin, dmax)``; key words, time last
 ``pack(keys, time, since, src, mins, word, shift, out)`` fills ``out[n, m]``
 ``unpack(words, src, mins, word, shift, mask, keys, time)`` inverse of ``pack``
 ``radix_sort_pairs(keys, vals, tk, tv)`` sorts ``(keys, vals)`` by keys, stable; returns
                                          ``True`` when the result sits in ``(tk, tv)``
 ``argsort_words(words)``                -> stable permutation sorting rows lexicographically
+``pack_one_with_diff(keys, time, diff, since, src, mins, shift, flips, dmin, lo_bit, out, hist)``
+                                        fills ``out[n]`` and the digit histograms ``hist``
+``radix_sort_words(keys, tmp, lo_bit, hist, msd_min)`` sorts by the bits above ``lo_bit``,
+                                        stable; returns ``True`` when the result is in ``tmp``
+References: ``<kernel>_ref`` beside each kernel.
 """
 
 from __future__ import annotations
@@ -400,7 +413,7 @@ def pack_one_with_diff_ref(keys, time, diff, since, plan: PackPlan, flips, dmin,
 
 
 #: From this many keys on, :func:`radix_sort_words` sorts by its top digit first, then each
-#: bucket in cache (see there).
+#: bucket while it sits in the cache (see :func:`radix_sort_words`).
 RADIX_MSD_MIN = 1 << 15
 
 
