@@ -7,7 +7,9 @@ string afresh, ``"repeated"`` draws them from 1,000 values.
 * ``RankStrings``: ``colmz.kernels.strings.rank_strings`` (dense byte-order ranks and a
   representative row per rank) beside what colmz did before it and what Arrow offers for the
   same answer: ``dictionary_encode`` + ``array_sort_indices`` of the dictionary, and
-  ``array_sort_indices`` of the whole column.
+  ``array_sort_indices`` of the whole column. On ``repeated`` the kernel numbers values with
+  its own hash table, which is slower than Arrow's; ``colmz.consolidate`` therefore hands
+  repeated columns to ``dictionary_encode`` and ranks only the dictionary.
 * ``ConsolidateStrings``: ``colmz.consolidate`` (``order="data"``) beside Arrow's
   ``Table.group_by(...).aggregate`` + ``sort_by`` and pandas ``groupby(sort=True).sum()``,
   each dropping zero sums -- the same result up to row order within a group's key.
