@@ -269,3 +269,22 @@ def test_empty_input():
     assert keys.shape == (0, 1) and layout == (0, 1, 0)
     cols = decode_columns(keys, layout, [ColumnSpec("s", pa.string()), ColumnSpec("i", pa.int64())])
     assert [len(c) for c in cols] == [0, 0] and cols[0].type == pa.string()
+
+
+def test_raw_words_views_a_lone_64_bit_column_and_round_trips():
+    from colmz.order import column_from_raw_words, raw_words
+
+    arr = pa.array([5, -3, 7, 2**62, -(2**63)], pa.int64()).slice(1, 3)
+    words, flips = raw_words([arr])
+    assert words.shape == (3, 1) and flips.tolist() == [2**63]
+    keys, _ = encode_columns([arr])
+    np.testing.assert_array_equal(words ^ flips, keys)  # flipped raw words are the key words
+    back = column_from_raw_words(words.copy(), ColumnSpec("k", pa.int64()))
+    assert back.to_pylist() == [-3, 7, 2**62]
+    u = pa.array([1, 2**64 - 1], pa.uint64())
+    words, flips = raw_words([u])
+    assert flips.tolist() == [0]
+    assert column_from_raw_words(words, ColumnSpec("k", pa.uint64())).to_pylist() == [1, 2**64 - 1]
+    for other in ([pa.array([1, None])], [pa.array([1], pa.int32())], [arr, arr],
+                  [pa.chunked_array([[1], [2]])], []):
+        assert raw_words(other) is None
