@@ -99,8 +99,9 @@ def correction_html(c: Correction) -> str:
 
     >>> import colmz
     >>> c = colmz.Correction()
-    >>> c.insert(colmz.Updates({"k": [1, 2]}, time=[3, 100], diff=[1, 1]))
-    >>> _ = list(c.updates_before(1))  # a read sorts the staged updates into buckets
+    >>> n = 100
+    >>> c.insert(colmz.Updates({"k": range(2 * n)}, time=[3] * n + [100] * n, diff=[1] * (2 * n)))
+    >>> _ = list(c.updates_before(1))  # a read routes the staged updates into buckets
     >>> h = correction_html(c)
     >>> "since" in h and "[2, 4)" in h and "[64, 128)" in h
     True
