@@ -497,33 +497,37 @@ def test_lossy_mixing_still_raises(a, b):
 
 
 @given(
-    st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**64 - 1)), max_size=20),
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20),
+    st.booleans(),
     st.integers(0, 3),
 )
 @settings(max_examples=60, deadline=None)
-def test_plain_int_fast_encoding_agrees_with_encode_columns(rows, offset):
+def test_plain_int_fast_encoding_agrees_with_encode_columns(values, unsigned, offset):
     from colmz.order import encode_columns
     from colmz.updates import plain_int_words
 
-    signed = pa.array([r[0] for r in rows], pa.int64())
-    unsigned = pa.array([r[1] for r in rows], pa.uint64())
-    # sliced arrays: the fast path must respect the Arrow offset
-    signed, unsigned = signed.slice(min(offset, len(rows))), unsigned.slice(min(offset, len(rows)))
-    n = len(signed)
-    fast = plain_int_words([signed, unsigned], n)
-    keys, layout = encode_columns([signed, unsigned], n=n)
-    assert layout == (1, 1, 0)
+    col = pa.array([v % 2**64 for v in values], pa.uint64()) if unsigned else pa.array(values, pa.int64())
+    col = col.slice(min(offset, len(values)))  # the fast path must respect the Arrow offset
+    n = len(col)
+    fast = plain_int_words([col])
+    keys, layout = encode_columns([col], n=n)
+    assert layout == (1, 0)
     assert fast is not None and np.array_equal(fast, keys)
-    u = Updates({"a": signed, "b": unsigned}, time=np.zeros(n, np.uint64), diff=np.ones(n, np.int64))
+    u = Updates({"a": col}, time=np.zeros(n, np.uint64), diff=np.ones(n, np.int64))
     assert u.encode().layout == layout and np.array_equal(u.encode().keys, keys)
 
 
-def test_fast_encoding_declines_nulls_and_other_types():
+def test_fast_encoding_declines_nulls_other_types_and_several_columns():
     from colmz.updates import plain_int_words
 
-    assert plain_int_words([pa.array([1, None], pa.int64())], 2) is None
-    assert plain_int_words([pa.array([1, 2], pa.int32())], 2) is None
-    assert plain_int_words([], 2) is None
+    assert plain_int_words([pa.array([1, None], pa.int64())]) is None
+    assert plain_int_words([pa.array([1, 2], pa.int32())]) is None
+    assert plain_int_words([pa.array([1]), pa.array([2])]) is None
+    u = Updates({"a": [1, -2], "b": [3, 4]}, time=[0, 0], diff=[1, 1])
+    from colmz.order import encode_columns
+
+    keys, layout = encode_columns(list(u._columns))
+    assert u.encode().layout == layout and np.array_equal(u.encode().keys, keys)
 
 
 def test_structure_output_is_decoded_lazily_and_concat_keeps_encodings():
