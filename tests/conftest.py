@@ -34,6 +34,35 @@ def _import_installed_colmz() -> None:
 
 _import_installed_colmz()
 
+
+def _alias_source_packages() -> None:
+    """Make ``kernels.x`` and ``spark.x`` the installed ``colmz.kernels.x`` / ``colmz.spark.x``.
+
+    ``--doctest-modules kernels spark`` collects those folders by path, and pytest would import
+    each file a second time under its folder's name (``kernels.consolidate``): two copies of
+    every class, and Numba cache entries written under a module name that no installed program
+    can import (a later load from the shared cache fails with ``No module named 'kernels'``).
+    Registering the installed modules under the folder names first makes pytest find them.
+    """
+    import importlib
+    import pkgutil
+
+    for folder in ("kernels", "spark"):
+        try:
+            package = importlib.import_module(f"colmz.{folder}")
+        except ImportError:  # an extra that is not installed: its doctests skip anyway
+            continue
+        sys.modules.setdefault(folder, package)
+        for info in pkgutil.iter_modules(package.__path__):
+            try:
+                module = importlib.import_module(f"colmz.{folder}.{info.name}")
+            except ImportError:
+                continue
+            sys.modules.setdefault(f"{folder}.{info.name}", module)
+
+
+_alias_source_packages()
+
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
