@@ -696,13 +696,13 @@ class Correction:
                 self.work.sorts += 1
                 self.work.copied += n
                 self._emitted = Chain.from_arrays(keys[:cut], time[:cut], diff[:cut], layout, self.chunk_size)
-                if rest:
+                if carry:
+                    # A view: the next read sorts it again, so the read's rows it keeps alive
+                    # (at most _SMALL_READ) are released then.
+                    stage.push(Encoded(keys[cut:], time[cut:], diff[cut:], layout))
+                elif rest:
                     # Copied, so that what stays buffered does not keep the read's rows alive.
-                    keys, time, diff = keys[cut:].copy(), time[cut:].copy(), diff[cut:].copy()
-                    if carry:
-                        stage.push(Encoded(keys, time, diff, layout))
-                    else:
-                        self._route(keys, time, diff, layout)
+                    self._route(keys[cut:].copy(), time[cut:].copy(), diff[cut:].copy(), layout)
             else:
                 self._emitted = _NO_CHAIN
             buckets.restore(self.restore_fuel)
