@@ -8,23 +8,15 @@ from a per-thread pool that grows to the largest size seen and is kept; results 
 caller are always fresh arrays and never alias scratch space.
 
 :func:`release` drops the pool (``colmz.release_scratch``), e.g. after a one-off huge job.
-
-Results cannot come from the pool, so a large call still touches fresh memory for them (and
-a first call in a process for everything). :func:`populate_async` has a helper thread fault
-such arrays in while the caller computes (Linux ``madvise(MADV_POPULATE_WRITE)``, which maps
-the pages without writing them, so it is safe beside a kernel already filling them); the
-faults are then paid on the other core instead of inside the kernel's loops.
 """
 
 from __future__ import annotations
 
-import ctypes
-import sys
 import threading
 
 import numpy as np
 
-__all__ = ["populate_async", "release", "scratch", "scratch_bytes"]
+__all__ = ["release", "scratch", "scratch_bytes"]
 
 _local = threading.local()
 
@@ -60,41 +52,3 @@ def scratch_bytes() -> int:
 def release() -> None:
     """Drop this thread's scratch pool."""
     _pool().clear()
-
-
-_MADV_POPULATE_WRITE = 23
-_PAGE = 4096
-_madvise = None
-if sys.platform.startswith("linux"):
-    try:
-        _madvise = ctypes.CDLL(None, use_errno=True).madvise
-        _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        _madvise.restype = ctypes.c_int
-    except (OSError, AttributeError):  # pragma: no cover - no libc symbol
-        _madvise = None
-
-
-def _populate(arrays) -> None:
-    for a in arrays:
-        start = -(-a.ctypes.data // _PAGE) * _PAGE
-        end = (a.ctypes.data + a.nbytes) // _PAGE * _PAGE
-        if end > start and _madvise(start, end - start, _MADV_POPULATE_WRITE) != 0:
-            return  # not supported (kernel before 5.14): the kernels fault the pages instead
-
-
-def populate_async(*arrays: np.ndarray) -> threading.Thread | None:
-    """Start faulting in the pages of freshly allocated ``arrays`` on a helper thread.
-
-    Returns the thread (join it before the arrays may be freed) or ``None`` where the system
-    offers no way (not Linux). The arrays' contents are not changed.
-
-    >>> a = np.empty(1 << 20, np.uint8)
-    >>> t = populate_async(a)
-    >>> t is None or t.join() is None
-    True
-    """
-    if _madvise is None:
-        return None
-    t = threading.Thread(target=_populate, args=(arrays,), daemon=True)
-    t.start()
-    return t

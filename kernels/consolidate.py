@@ -379,9 +379,6 @@ def _zero_flips(w: int) -> np.ndarray:
     return np.zeros(w, np.uint64)
 
 
-#: From this many rows the one-word path faults its fresh arrays in on a helper thread.
-_POPULATE_MIN = 1 << 18
-
 #: The key output passed to embedded_sort_consolidate when the keys go to its free buffer.
 _NO_KEYS = np.empty((0, 1), np.uint64)
 
@@ -466,18 +463,11 @@ def _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, dmin, fli
     into_free = w == 1
     out_keys = _NO_KEYS if into_free else np.empty((n, w), np.uint64)
     od = np.empty(n, np.int64)
-    # The second sort buffer and the diffs are touched only after the packing pass: fault
-    # them in meanwhile on a helper thread.
-    helper = _scratch.populate_async(tmp, od) if n >= _POPULATE_MIN else None
-    try:
-        in_tmp, k = embedded_sort_consolidate(
-            keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, plan.mask,
-            plan.const_src, plan.const_val, flips, np.int64(dmin), diff_bits, words, tmp, hist,
-            into_free, out_keys, od,
-        )
-    finally:
-        if helper is not None:
-            helper.join()
+    in_tmp, k = embedded_sort_consolidate(
+        keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, plan.mask,
+        plan.const_src, plan.const_val, flips, np.int64(dmin), diff_bits, words, tmp, hist,
+        into_free, out_keys, od,
+    )
     ot, free = (tmp, words) if in_tmp else (words, tmp)
     del words, tmp
     _shrink(ot, (k,))

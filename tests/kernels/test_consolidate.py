@@ -306,9 +306,8 @@ def test_kernels_own_python_matches_references():
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 
-def test_large_input_with_pages_faulted_on_a_helper_thread():
-    """Past the size where the fresh result arrays are faulted in on a helper thread (and the
-    radix sort goes top digit first), the result is still exact."""
+def test_large_input_sorted_top_digit_first():
+    """Past the size where the radix sort goes top digit first, the result is still exact."""
     rng = np.random.default_rng(11)
     n = (1 << 18) + 1000
     keys = rng.integers(0, n // 3, (n, 1)).astype(np.uint64)
