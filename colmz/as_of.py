@@ -1174,7 +1174,7 @@ class _Selector:
 
     def prune_dropped_inputs(self) -> None:
         # A leader in a 0dt upgrade may drop storage collections under a read-only follower;
-        # dataflows reading them would only produce hard failures (database-issues#8836).
+        # dataflows reading them would only produce hard failures.
         work: deque[int] = deque()
         for n in range(len(self.node_flow)):
             if not self.node_active[n]:
@@ -1252,7 +1252,8 @@ class _Selector:
 
     def index_read_policy(self) -> None:
         # The transitive storage write frontier bounds what the index could have reached before
-        # the restart; compute uppers must not be used (database-issues#9273). Storage frontiers
+        # the restart; compute uppers must not be used (they can be ahead of what the restarted
+        # index can rebuild, upstream's `src/compute-client/src/as_of_selection.rs`). Storage frontiers
         # are frozen by the read holds, so the warmup computation is reused.
         moved = []
         for k, (e, n) in enumerate(self.exports):
