@@ -32,9 +32,11 @@ from colmz.order import (
     encode_columns,
     raw_words,
 )
+from colmz.progress import ProgressCallback, check_progress
 from colmz.updates import Encoded, Updates, unify_schemas
 
 __all__ = [
+    "CONSOLIDATE_STEPS",
     "DiffOverflowError",
     "concat",
     "consolidate",
@@ -144,7 +146,8 @@ def _check_order(order: str) -> str:
     return order
 
 
-def consolidate(updates: Updates, *, order: str = "time", since: int | None = None) -> Updates:
+def consolidate(updates: Updates, *, order: str = "time", since: int | None = None,
+                progress: ProgressCallback | None = None) -> Updates:
     """Sort, sum equal ``(data, time)`` and drop zero diffs.
 
     Parameters
@@ -153,6 +156,11 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     order : ``"time"`` (sort by ``(time, data)``, the default) or ``"data"`` (by ``(data, time)``)
     since : int, optional
         Advance every time to ``max(time, since)`` first (logical compaction).
+    progress : callable, optional
+        ``progress(done, total, label)`` (``colmz.progress``), in steps: called as each of
+        :data:`CONSOLIDATE_STEPS` starts (``done`` = its index) and once at the end with
+        ``done == total`` and the label ``"done"``. A consolidation is one kernel call per
+        step, so the steps are what a long one can report.
 
     Returns
     -------
@@ -174,20 +182,48 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     [('b', 1, 2), ('a', 2, 1)]
     >>> colmz.consolidate(u, since=2).to_pylist()
     [('a', 2, 1), ('b', 2, 2)]
+    >>> steps = []
+    >>> _ = colmz.consolidate(u, progress=lambda done, total, label: steps.append((done, total, label)))
+    >>> steps
+    [(0, 3, 'encoding'), (1, 3, 'sorting'), (2, 3, 'decoding'), (3, 3, 'done')]
     """
     if not isinstance(updates, Updates):
         raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
     _check_order(order)
     if since is not None:
         since = check_time(since, "since")
+    report = _step_reporter(check_progress(progress))
+    report(0)
     schema = updates.schema
     if len(updates) >= _RANK_MIN_ROWS and any(s.kind == "bytes" for s in schema):
-        return _consolidate_ranked(updates, order, since)
-    if getattr(updates, "_enc", None) is None:
-        raw = raw_words(updates._columns)
-        if raw is not None:
-            return _consolidate_raw(updates, raw, order, since)
+        out = _consolidate_ranked(updates, order, since, report)
+    elif getattr(updates, "_enc", None) is None and (raw := raw_words(updates._columns)) is not None:
+        out = _consolidate_raw(updates, raw, order, since, report)
+    else:
+        out = _consolidate_encoded(updates, order, since, report)
+    report(len(CONSOLIDATE_STEPS))
+    return out
+
+
+#: The steps :func:`consolidate` reports to a progress callback, in order.
+CONSOLIDATE_STEPS = ("encoding", "sorting", "decoding")
+
+
+def _step_reporter(progress):
+    if progress is None:
+        return lambda step: None
+    total = len(CONSOLIDATE_STEPS)
+
+    def report(step: int) -> None:
+        progress(step, total, CONSOLIDATE_STEPS[step] if step < total else "done")
+
+    return report
+
+
+def _consolidate_encoded(updates: Updates, order: str, since, report) -> Updates:
+    schema = updates.schema
     enc = updates.encode()
+    report(1)
     try:
         keys, time, diff = sort_consolidate(enc.keys, enc.time, enc.diff, order, since)
     except OverflowError:
@@ -195,14 +231,16 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
         if err is None:
             raise
         raise err from None
+    report(2)
     return Updates.decode(Encoded(keys, time, diff, enc.layout), schema)
 
 
-def _consolidate_raw(updates: Updates, raw, order: str, since) -> Updates:
+def _consolidate_raw(updates: Updates, raw, order: str, since, report) -> Updates:
     # A lone 64-bit integer column (the common key of a large batch): the kernels read its
     # values in place and write the result's column directly, no encoding and no decoding.
     words, flips = raw
     schema = updates.schema
+    report(1)
     try:
         keys, time, diff = sort_consolidate(words, updates._time, updates._diff, order, since, flips)
     except OverflowError:
@@ -211,6 +249,7 @@ def _consolidate_raw(updates: Updates, raw, order: str, since) -> Updates:
         if err is None:
             raise
         raise err from None
+    report(2)
     column = column_from_raw_words(keys, schema[0])
     return Updates({schema[0].name: column}, time, diff, _trusted=True)
 
@@ -277,7 +316,7 @@ def _rank_strings_of(col: pa.Array):
     return rank_strings(offsets, data, validity, col.offset)
 
 
-def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
+def _consolidate_ranked(updates: Updates, order: str, since, report) -> Updates:
     # Long strings take several key words each and force the multi-word sort; their ranks
     # take one. Consolidate on ranks, then map the surviving ranks back to strings with one
     # take of each rank's representative (from the column, or its dictionary).
@@ -289,6 +328,7 @@ def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
             columns[i], source, reps = _rank_column(columns[i])
             ranked[i] = (source, reps)
     keys, layout = encode_columns(columns)
+    report(1)
     try:
         k, t, d = sort_consolidate(keys, updates._time, updates._diff, order, since)
     except OverflowError:
@@ -297,6 +337,7 @@ def _consolidate_ranked(updates: Updates, order: str, since) -> Updates:
         if err is None:
             raise
         raise err from None
+    report(2)
     specs = [ColumnSpec(s.name, pa.uint64()) if i in ranked else s for i, s in enumerate(schema)]
     out = decode_columns(k, layout, specs)
     for i, (source, reps) in ranked.items():

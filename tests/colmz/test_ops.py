@@ -380,3 +380,23 @@ def test_find_overflow_names_the_first_overflowing_group(rows, since, width):
     else:
         i, t, total = got
         assert (t, rows[i][0]) == bad[0] and total == sums[bad[0]]
+
+
+@pytest.mark.parametrize("columns", [
+    {"k": np.arange(1000, dtype=np.int64) % 7},                                   # one 64-bit int column
+    {"k": [f"s{i % 13}" for i in range(1000)]},                                   # strings, by rank
+    {"a": np.arange(10, dtype=np.int32), "b": [None, 1.5] * 5},                   # the full encoding
+])
+def test_consolidate_reports_its_steps(columns):
+    n = len(next(iter(columns.values())))
+    u = colmz.Updates(columns, time=np.arange(n) % 3, diff=np.ones(n, np.int64))
+    seen = []
+    out = colmz.consolidate(u, progress=lambda done, total, label: seen.append((done, total, label)))
+    assert seen == [(0, 3, "encoding"), (1, 3, "sorting"), (2, 3, "decoding"), (3, 3, "done")]
+    assert out.to_pylist() == colmz.consolidate(u).to_pylist()
+
+
+def test_consolidate_rejects_a_progress_that_is_not_callable():
+    u = colmz.Updates({"k": [1]}, time=[0], diff=[1])
+    with pytest.raises(TypeError, match="progress"):
+        colmz.consolidate(u, progress=5)
