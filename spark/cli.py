@@ -676,7 +676,13 @@ def run_migrate(args, out=None) -> dict:
     """``colmz migrate OLD NEW``: convert a colmz 0.1 store into an arrangement (no Spark)."""
     t0 = _time.perf_counter()
     _check_exists(args.old, "store")
-    summary = migrate(args.old, args.new, consensus=args.consensus)
+    progress = _Progress(out or sys.stdout, quiet=args.quiet)
+    try:
+        with progress.phase(f"migrating {args.old} -> {args.new}"):
+            summary = migrate(args.old, args.new, consensus=args.consensus,
+                              progress=progress.callback("migrating"))
+    finally:
+        progress.close()
     summary["seconds"] = round(_time.perf_counter() - t0, 3)
     return summary
 
@@ -762,6 +768,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("new", help="the new store: a directory, or s3://bucket/prefix with --consensus")
     m.add_argument("--consensus", default=None, help="the new store's metadata database")
     m.add_argument("--json", action="store_true", help="print the summary as JSON")
+    m.add_argument("--quiet", "-q", action="store_true", help="print only the summary")
 
     for name, helptext in (("consolidate", "consolidate a Parquet file of updates"),
                            ("snapshot", "the collection a Parquet file of updates holds at a time")):
@@ -797,7 +804,7 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
             summary = run_sink(args, progress_out)
             _print_summary(summary, out, args.json)
         elif args.command == "migrate":
-            summary = run_migrate(args, out)
+            summary = run_migrate(args, progress_out)
             if args.json:
                 print(json.dumps(summary), file=out)
             else:

@@ -146,14 +146,28 @@ def discard_run(store: SinkStore, owner: str) -> list[str]:
     return gone
 
 
-def migrate(old: str, new: str, *, consensus: str | None = None) -> dict:
+#: The steps :func:`migrate` reports to a progress callback, in order.
+MIGRATE_STEPS = ("verifying", "reading", "writing", "sealing", "compacting")
+
+
+def migrate(old: str, new: str, *, consensus: str | None = None, progress=None) -> dict:
     """Convert a colmz 0.1 store (manifest + commits) at ``old`` into an arrangement at ``new``.
 
     Every update is copied (the old store is left as it is), then sealed after its last time
-    and compacted. Returns a summary. ``new`` must not hold a store yet.
+    and compacted. Returns a summary. ``new`` must not hold a store yet. ``progress(done,
+    total, label)`` (``colmz.progress``) is called as each of :data:`MIGRATE_STEPS` starts and
+    once at the end with ``done == total``.
     """
     import colmz
+    from colmz.progress import check_progress
 
+    progress = check_progress(progress)
+
+    def step(i: int) -> None:
+        if progress is not None:
+            progress(i, len(MIGRATE_STEPS), MIGRATE_STEPS[i] if i < len(MIGRATE_STEPS) else "done")
+
+    step(0)
     src = Store(old)
     if not src.exists():
         raise StoreError(f"{old!r} is not a colmz 0.1 store (no {MANIFEST})")
@@ -161,16 +175,21 @@ def migrate(old: str, new: str, *, consensus: str | None = None) -> dict:
     target = open_sink_store(new, consensus)
     if target.exists:
         raise StoreError(f"{new!r} already holds a store; migrate into a new location")
+    step(1)
     table = src.read_arrow()
     # The old store's Parquet files carry the Arrow types Spark wrote; the arrangement keeps them.
     schema = None if table is None else {f.name: f.type for f in table.schema if f.name not in ("time", "diff")}
     arr = Arrangement.open(new, schema=schema, consensus=consensus, name=NAME)
     last = -1
+    step(2)
     if table is not None and table.num_rows:
         u = colmz.Updates.from_arrow(table)
         arr.write(u)
         last = int(u.time.max())
+    step(3)
     arr.seal(last + 1)
+    step(4)
     arr.maintain()
+    step(len(MIGRATE_STEPS))
     return {"from": old, "to": new, "updates": 0 if table is None else table.num_rows,
             "sealed_through": last, "version": arr.seqno}

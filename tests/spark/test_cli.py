@@ -354,3 +354,38 @@ def test_json_output_is_only_json(spark, tmp_path, capsys):
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["ticks"] == TICKS
     assert "reading events" in capsys.readouterr().err  # progress went to stderr
+
+
+def test_migrate_reports_progress(tmp_path):
+    # No Spark: the library call reports its steps; the command draws them as a bar on a
+    # terminal, one line elsewhere, and nothing but the summary with --quiet.
+    from colmz.spark.sink_store import MIGRATE_STEPS, migrate
+
+    def old_store(name):
+        old = Store(tmp_path / name)
+        old.commit(old.stage_arrow(pa.table({
+            "customer": pa.array([1, 2], pa.int64()), "region": ["eu", "us"],
+            "time": pa.array([0, 3], pa.int64()), "diff": pa.array([1, 1], pa.int64())})))
+        return old
+
+    seen = []
+    migrate(str(old_store("a").path), str(tmp_path / "a_new"), progress=lambda *a: seen.append(a))
+    total = len(MIGRATE_STEPS)
+    assert seen == [(i, total, MIGRATE_STEPS[i]) for i in range(total)] + [(total, total, "done")]
+
+    term = Terminal()
+    assert cli.main(["migrate", str(old_store("b").path), str(tmp_path / "b_new")], out=term) == 0
+    text = term.getvalue()
+    assert "\r" in text and "migrating: compacting" in text
+    assert text.rstrip().endswith("(sealed through tick 3)")
+
+    plain = io.StringIO()
+    assert cli.main(["migrate", str(old_store("c").path), str(tmp_path / "c_new")], out=plain) == 0
+    lines = plain.getvalue().splitlines()
+    assert "\r" not in plain.getvalue() and len(lines) == 2 and lines[0].startswith("[")
+    assert "migrating" in lines[0]
+
+    quiet = Terminal()
+    assert cli.main(["migrate", "-q", str(old_store("d").path), str(tmp_path / "d_new")], out=quiet) == 0
+    assert quiet.getvalue() == "2 updates from {} -> {} (sealed through tick 3)\n".format(
+        tmp_path / "d", tmp_path / "d_new")
