@@ -21,6 +21,8 @@ imports them all.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time as _time
 
 import numpy as np
@@ -32,6 +34,7 @@ from colmz.kernels.advance import advance_runs
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
 from colmz.kernels.merge import merge_runs
 from colmz.kernels.split import lower_bound
+from colmz.kernels.strings import rank_into
 from colmz.ops import consolidate
 from colmz.progress import ProgressCallback, check_progress
 from colmz.spine import Spine
@@ -106,18 +109,23 @@ def _one_key(n: int) -> Updates:
                    diff=np.ones(n, np.int64))
 
 
-def _consolidate_all(reps: int) -> None:
-    u = _updates(reps)
+def _consolidate_one(reps: int) -> None:
     one = _one_key(2 * reps)
     # Arrays given up with copy=False stay read-only, which Numba compiles separately.
     given_up = Updates({"k": np.arange(2 * reps, dtype=np.int64)}, np.zeros(2 * reps, np.uint64),
                        np.ones(2 * reps, np.int64), copy=False)
     for order in ORDERS:
-        consolidate(u, order=order, since=1)
-        consolidate(u, order=order)
         consolidate(one, order=order)
         consolidate(one, order=order, since=3)
         consolidate(given_up, order=order)
+
+
+def _consolidate_wide(reps: int) -> None:
+    # Every column kind; from 256 rows the strings are sorted by rank.
+    u = _updates(reps)
+    for order in ORDERS:
+        consolidate(u, order=order, since=1)
+        consolidate(u, order=order)
 
 
 def _merge_advance(reps: int) -> None:
@@ -157,18 +165,55 @@ def _spine(reps: int) -> None:
 
 #: The warm-up steps: (name, function of the repetition count). Each runs at two sizes, on
 #: both sides of the kernels' size thresholds (tiny inputs take one-call paths, larger ones
-#: the packed radix sort, the merge tree and, from 4096 rows, the sort of strings by rank).
-_STEPS = (
-    ("consolidate", _consolidate_all),
-    ("merge_runs/advance_runs", _merge_advance),
-    ("argsort_words", _many_words),
-    ("Correction", _correction),
-    ("Spine", _spine),
-)
+#: the packed radix sort, the merge tree and the sort of strings by rank).
+_STEPS = {
+    "consolidate": _consolidate_one,
+    "consolidate strings": _consolidate_wide,
+    "merge_runs/advance_runs": _merge_advance,
+    "argsort_words": _many_words,
+    "Correction": _correction,
+    "Spine": _spine,
+}
 _SIZES = (1, 1400)
 
+#: The order the steps run in. On a cold cache the large string step (the string ranks and
+#: the sorts of several key words: half of a cold warm-up) compiles in a helper process while
+#: this one compiles the rest; the large steps that need its kernels come after it.
+_ORDER = (
+    *((name, 1) for name in _STEPS),
+    ("consolidate", 1400), ("argsort_words", 1400), ("Spine", 1400),
+    ("consolidate strings", 1400), ("merge_runs/advance_runs", 1400), ("Correction", 1400),
+)
+_HELPER_STEP = ("consolidate strings", 1400)
 
-def warmup(verbose: bool = False, progress: ProgressCallback | None = None) -> float:
+
+def warm_step(name: str, reps: int) -> None:
+    """Run one warm-up step (what the helper process of :func:`warmup` runs)."""
+    _STEPS[name](reps)
+
+
+def _cold() -> bool:
+    # Whether the largest kernel has no entry in the on-disk cache yet (unknown: not cold).
+    try:
+        return not os.path.exists(rank_into._cache._cache_file._index_path)
+    except AttributeError:
+        return False
+
+
+def _start_helper(jobs: int):
+    if jobs < 2 or os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0") or not _cold():
+        return None
+    name, reps = _HELPER_STEP
+    code = f"from colmz.runtime import warm_step; warm_step({name!r}, {reps})"
+    try:
+        return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:  # no way to start a process here: compile everything in this one
+        return None
+
+
+def warmup(verbose: bool = False, progress: ProgressCallback | None = None,
+           jobs: int | None = None) -> float:
     """Compile (or load from the cache) every colmz kernel; return the seconds it took.
 
     Runs each operation on tiny inputs of every dtype combination colmz uses, so the first
@@ -182,6 +227,11 @@ def warmup(verbose: bool = False, progress: ProgressCallback | None = None) -> f
         ``progress(done, total, label)`` (``colmz.progress``): called before the first step
         with ``done = 0`` and after each step, counting warm-up steps; ``label`` names the
         kernels the step readies.
+    jobs : int, optional
+        Processes compiling on a cold cache (default: 2 where the machine has two cores or
+        more). A helper process compiles the largest kernels into the shared on-disk cache
+        while this one compiles the others, then this one loads them. With the kernels
+        cached, or ``jobs=1``, everything runs here.
 
     Returns
     -------
@@ -198,15 +248,27 @@ def warmup(verbose: bool = False, progress: ProgressCallback | None = None) -> f
     (0, True)
     """
     progress = check_progress(progress)
+    if jobs is None:
+        jobs = min(2, os.cpu_count() or 1)
+    elif isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     t0 = _time.perf_counter()
-    steps = [(name, fn, reps) for reps in _SIZES for name, fn in _STEPS]
-    total = len(steps)
+    total = len(_ORDER)
     if progress is not None:
-        progress(0, total, steps[0][0])
-    for done, (name, fn, reps) in enumerate(steps, 1):
-        fn(reps)
-        if progress is not None:
-            progress(done, total, name)
+        progress(0, total, _ORDER[0][0])
+    helper = _start_helper(jobs)
+    try:
+        for done, (name, reps) in enumerate(_ORDER, 1):
+            if (name, reps) == _HELPER_STEP and helper is not None:
+                helper.wait()  # its kernels are in the cache now (or, if it failed, compile here)
+                helper = None
+            _STEPS[name](reps)
+            if progress is not None:
+                progress(done, total, name)
+    finally:
+        if helper is not None:  # this process failed or was interrupted first
+            helper.kill()
+            helper.wait()
     elapsed = _time.perf_counter() - t0
     if verbose:
         print(f"colmz kernels ready in {elapsed:.2f} s")

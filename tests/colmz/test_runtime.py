@@ -109,3 +109,28 @@ def test_a_fresh_process_loads_cached_kernels_without_refreshing(tmp_path):
     again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.strip() == "light"
+
+
+def test_warmup_rejects_bad_jobs():
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="jobs must be a positive int"):
+            colmz.warmup(jobs=bad)
+
+
+def test_cold_warmup_with_a_helper_process_fills_the_cache(tmp_path):
+    # A cold warm-up with jobs=2 compiles the largest step in a helper process; afterwards the
+    # cache holds every kernel: a fresh process's warm-up compiles nothing (no cache misses).
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    first = subprocess.run(
+        [sys.executable, "-c", "import colmz, colmz.runtime as r; assert r._cold(); colmz.warmup(jobs=2); "
+         "assert not r._cold()"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    second = subprocess.run(
+        [sys.executable, "-c", "import colmz; from colmz.kernels._jit import DISPATCHERS; colmz.warmup(jobs=1); "
+         "print(sum(sum(d.stats.cache_misses.values()) for d in DISPATCHERS), "
+         "sum(sum(d.stats.cache_hits.values()) for d in DISPATCHERS))"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    misses, hits = map(int, second.stdout.split())
+    assert misses == 0 and hits > 0
