@@ -220,17 +220,24 @@ def _step_reporter(progress):
     return report
 
 
+def _sort_consolidate_explained(updates: Updates, keys, time, diff, order: str, since, flips=None):
+    # The kernel on keys derived from ``updates`` (encoded, raw words or ranks); a diff overflow
+    # is re-raised as DiffOverflowError naming the row, found on the full encoding.
+    try:
+        return sort_consolidate(keys, time, diff, order, since, flips)
+    except OverflowError:
+        enc = updates.encode()
+        err = diff_overflow_error(enc.keys, enc.time, enc.diff, enc.layout, updates.schema, since)
+        if err is None:
+            raise
+        raise err from None
+
+
 def _consolidate_encoded(updates: Updates, order: str, since, report) -> Updates:
     schema = updates.schema
     enc = updates.encode()
     report(1)
-    try:
-        keys, time, diff = sort_consolidate(enc.keys, enc.time, enc.diff, order, since)
-    except OverflowError:
-        err = diff_overflow_error(enc.keys, enc.time, enc.diff, enc.layout, schema, since)
-        if err is None:
-            raise
-        raise err from None
+    keys, time, diff = _sort_consolidate_explained(updates, enc.keys, enc.time, enc.diff, order, since)
     report(2)
     return Updates.decode(Encoded(keys, time, diff, enc.layout), schema)
 
@@ -241,14 +248,8 @@ def _consolidate_raw(updates: Updates, raw, order: str, since, report) -> Update
     words, flips = raw
     schema = updates.schema
     report(1)
-    try:
-        keys, time, diff = sort_consolidate(words, updates._time, updates._diff, order, since, flips)
-    except OverflowError:
-        enc = updates.encode()
-        err = diff_overflow_error(enc.keys, enc.time, enc.diff, enc.layout, schema, since)
-        if err is None:
-            raise
-        raise err from None
+    keys, time, diff = _sort_consolidate_explained(updates, words, updates._time, updates._diff, order,
+                                                   since, flips)
     report(2)
     column = column_from_raw_words(keys, schema[0])
     return Updates({schema[0].name: column}, time, diff, _trusted=True)
@@ -329,14 +330,7 @@ def _consolidate_ranked(updates: Updates, order: str, since, report) -> Updates:
             ranked[i] = (source, reps)
     keys, layout = encode_columns(columns)
     report(1)
-    try:
-        k, t, d = sort_consolidate(keys, updates._time, updates._diff, order, since)
-    except OverflowError:
-        enc = updates.encode()
-        err = diff_overflow_error(enc.keys, enc.time, enc.diff, enc.layout, schema, since)
-        if err is None:
-            raise
-        raise err from None
+    k, t, d = _sort_consolidate_explained(updates, keys, updates._time, updates._diff, order, since)
     report(2)
     specs = [ColumnSpec(s.name, pa.uint64()) if i in ranked else s for i, s in enumerate(schema)]
     out = decode_columns(k, layout, specs)
