@@ -43,7 +43,7 @@ from colmz.arrangement_errors import CorruptPart, MissingPart
 from colmz.kernels.merge import merge_runs
 from colmz.ops import concat
 from colmz.order import ColumnSpec, unify_layouts
-from colmz.storage.base import Blob, Determinate, open_input
+from colmz.storage.base import Blob, open_input
 from colmz.storage.local import LocalBlob
 from colmz.storage.s3 import S3Blob
 from colmz.updates import Encoded, Updates, concat_encoded
@@ -119,14 +119,8 @@ def open_part(store: Blob, key: str):
     with no read into an intermediate buffer. Other stores fetch the value in one call
     (``get``: a single request on S3, where the whole object is wanted anyway).
     """
-    if type(store) is LocalBlob:
-        path = store.path_of(key)
-        try:
-            return pa.memory_map(str(path), "r")
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
-        except OSError as e:
-            raise Determinate(f"blob open {key!r} ({path}): {e}") from e
+    if type(store) is LocalBlob:  # the type, not a method: a fault wrapper forwards methods
+        return store.open_input(key, mapped=True)
     data = store.get(key)
     return None if data is None else pa.BufferReader(data)
 

@@ -88,8 +88,11 @@ class LocalBlob:
         """The absolute path of ``key``'s file (what outside readers open)."""
         return str(self.path_of(key))
 
-    def open_input(self, key: str):
+    def open_input(self, key: str, *, mapped: bool = False):
         """A random-access file for reading ``key`` (a ``pyarrow.NativeFile``), or None.
+
+        ``mapped=True`` memory-maps the file, so a reader decoding the whole part reads
+        straight from the page cache.
 
         Parquet readers use it to read a part's footer and one row group at a time, so a
         merge of many parts holds a row group of each, not whole parts.
@@ -98,7 +101,7 @@ class LocalBlob:
 
         path = self.path_of(key)
         try:
-            return pa.OSFile(str(path), "r")
+            return pa.memory_map(str(path), "r") if mapped else pa.OSFile(str(path), "r")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as e:
