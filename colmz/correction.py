@@ -72,10 +72,12 @@ copies at most one straddling chunk.
 Per-read Python overhead matters as much as kernel speed at 16 updates a tick, so merges of
 at most 48 updates sort their union in one compiled call (same result as the strategies); a
 read that gathers at most 48 updates (stage, ``pending_low``, ``emitted`` and the buckets
-below the upper) is one sort of all of them cut at the upper, with no flush and no rollback
-snapshot unless something is routed (:meth:`Correction._read_small`); reads hand out
-``Updates`` decoded only when their columns are asked for, so feeding a read back encodes
-nothing; and the bucket chain's restore stops at the first bucket the peel left unchanged.
+below the upper) is one compiled call that sorts, consolidates and cuts them at the upper
+(``colmz.kernels.small_read``), with no flush and no rollback snapshot unless something is
+routed (:meth:`Correction._read_small`); that call also notes whether the read holds a diff
+``-2**63``, so feeding the read back needs no scan; reads hand out ``Updates`` decoded only
+when their columns are asked for, so feeding a read back encodes nothing; and the bucket
+chain's restore stops at the first bucket the peel left unchanged.
 
 Rollback. Each structure declares the fields a failed call restores (``_STATE_FIELDS``) and
 saves and restores them with ``_snapshot_state`` / ``_restore_state``; the stage and the
@@ -105,6 +107,7 @@ from colmz.frontier import MAX_TIME, Frontier, check_frontier, frontier_le
 from colmz.kernels.advance import advance_runs, strategy
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.kernels.merge import merge_runs
+from colmz.kernels.small_read import sort_consolidate_cut
 from colmz.kernels.split import lower_bound
 from colmz.ops import diff_overflow_error
 from colmz.order import Layout, unify_layouts
@@ -239,6 +242,9 @@ class Correction:
         # the next read leaves emitted out (see _insert).
         self._fed_back = False
         self._last_read: tuple[Frontier, int] | None = None  # (upper, since) of the last read
+        # The emitted run a small read found free of diff -2**63 (so its feedback needs no
+        # scan), or None; compared by identity, so a stale value is merely unused.
+        self._negatable: Encoded | None = None
 
     # ------------------------------------------------------------------ properties
 
@@ -295,8 +301,10 @@ class Correction:
             chunks = self._emitted.chunks
             if not self._fed_back and len(chunks) == 1 and enc is chunks[0].encoded:
                 # The sink feeds back the read it was handed: it cancels emitted exactly, so
-                # neither needs sorting again. Only the negation's overflow check remains.
-                check_negatable(enc.diff)
+                # neither needs sorting again. Only the negation's overflow check remains,
+                # and a small read already made it.
+                if enc is not self._negatable:
+                    check_negatable(enc.diff)
                 self._schema = schema
                 if self._since is not None:
                     self._fed_back = True
@@ -562,7 +570,7 @@ class Correction:
     # own (their containers are copied), lists are copied, the rest (frontiers, immutable
     # chains) is kept by reference.
     _STATE_FIELDS = ("_since", "_boundary", "_schema", "_stage", "_buckets", "_pending_low", "_emitted",
-                     "_fed_back", "_last_read")
+                     "_fed_back", "_last_read", "_negatable")
 
     def _snapshot_state(self) -> tuple:
         return tuple(_saved(getattr(self, f)) for f in self._STATE_FIELDS)
@@ -630,48 +638,48 @@ class Correction:
         return peeled
 
     def _read_small(self, upper: Frontier) -> bool:
-        """A read of few updates in one sort; ``False`` (nothing done) when there are more.
+        """A read of few updates in one compiled call; ``False`` (nothing done) when there are more.
 
         The stage, ``pending_low``, the old ``emitted`` and the chains of the buckets that
         start below ``upper`` hold at most ``_SMALL_READ`` updates: they are sorted and
-        consolidated together (times advanced to the since) and cut at ``upper``. The lower
-        part is the new ``emitted``; the rest (staged updates at or after ``upper``, the part
-        of a straddling bucket beyond it, what a regressed upper left in ``pending_low``) is
-        routed as a flush routes. The answer is the general path's: both consolidate the same
-        updates. The sort, the one step that can fail (diff overflow), runs before anything
-        changes, so no rollback snapshot is needed unless something must be routed; on an
-        overflow the general path runs instead and reports it where it arises.
+        consolidated together (times advanced to the since) and cut at ``upper`` by one call
+        of ``colmz.kernels.small_read.sort_consolidate_cut``. The lower part is the new
+        ``emitted``; the rest (staged updates at or after ``upper``, the part of a straddling
+        bucket beyond it, what a regressed upper left in ``pending_low``) is routed as a flush
+        routes. The answer is the general path's: both consolidate the same updates. The
+        kernel, the one step that can fail (diff overflow), runs before anything changes, so
+        no rollback snapshot is needed unless something must be routed; on an overflow the
+        general path runs instead and reports it where it arises.
         """
         stage = self._stage
+        pending = self._pending_low
         emitted = _NO_CHAIN if self._fed_back else self._emitted
         total = stage.count + emitted.count
-        for c in self._pending_low:
+        for c in pending:
             total += c.count
         if total > _SMALL_READ:
             return False
         buckets = self._buckets
         offsets, content = buckets.offsets, buckets.content
-        chains = [*self._pending_low, emitted]
+        chains = [*pending, emitted] if pending or emitted else None
         k = 0
-        while k < len(offsets) and (upper is None or offsets[k] < upper):
-            for c in content[offsets[k]][1].chains:
-                total += c.count
-                chains.append(c)
-            if total > _SMALL_READ:
-                return False
+        n_off = len(offsets)
+        while k < n_off and (upper is None or offsets[k] < upper):
+            held = content[offsets[k]][1].chains
+            if held:
+                for c in held:
+                    total += c.count
+                if total > _SMALL_READ:
+                    return False
+                chains = [*held] if chains is None else [*chains, *held]
             k += 1
-        parts = [c.encoded for chain in chains for c in chain.chunks]
-        parts += stage.parts
+        parts = stage.parts if chains is None else [c.encoded for ch in chains for c in ch.chunks] + stage.parts
         since = self._since
         if parts:
-            run = parts[0] if len(parts) == 1 else concat_encoded(parts)
-            layout = run.layout
-            try:
-                keys, time, diff = sort_consolidate(run.keys, run.time, run.diff, "time", since)
-            except OverflowError:
-                return False
-            n = len(time)
-            cut = n if upper is None else int(lower_bound(time, np.uint64(upper)))
+            found = _sort_cut(parts, since, upper)
+            if found is None:
+                return False  # a diff overflow: the general path reports it
+            keys, time, diff, layout, n, cut, negatable = found
         else:
             n = cut = 0
         rest = n - cut
@@ -684,25 +692,33 @@ class Correction:
         state = self._snapshot_state() if rest and not carry else None
         try:
             # The first k buckets' chains are in the sort: empty them, then peel.
-            for off in offsets[:k]:
-                if content[off][1].chains:
-                    buckets.replace(off, _NO_BUCKET)
+            if chains is not None:
+                for off in offsets[:k]:
+                    if content[off][1].chains:
+                        buckets.replace(off, _NO_BUCKET)
             self._advance_boundary(upper)
             stage.clear()
             self._pending_low = []
             self._fed_back = False
             self._last_read = (upper, since)
             if parts:
-                self.work.sorts += 1
-                self.work.copied += n
-                self._emitted = Chain.from_arrays(keys[:cut], time[:cut], diff[:cut], layout, self.chunk_size)
+                work = self.work
+                work.sorts += 1
+                work.copied += n
+                if cut:
+                    out = self._emitted = Chain.from_arrays(keys[:cut], time[:cut], diff[:cut], layout,
+                                                            self.chunk_size)
+                    # Feeding this read back needs no scan for -2**63 (see _insert).
+                    self._negatable = out.chunks[0].encoded if negatable and len(out.chunks) == 1 else None
+                else:
+                    self._emitted = _NO_CHAIN
                 if carry:
                     # A view: the next read sorts it again, so the read's rows it keeps alive
                     # (at most _SMALL_READ) are released then.
-                    stage.push(Encoded(keys[cut:], time[cut:], diff[cut:], layout))
+                    stage.push(Encoded(keys[cut:n], time[cut:n], diff[cut:n], layout))
                 elif rest:
                     # Copied, so that what stays buffered does not keep the read's rows alive.
-                    self._route(keys[cut:].copy(), time[cut:].copy(), diff[cut:].copy(), layout)
+                    self._route(keys[cut:n].copy(), time[cut:n].copy(), diff[cut:n].copy(), layout)
             else:
                 self._emitted = _NO_CHAIN
             buckets.restore(self.restore_fuel)
@@ -791,6 +807,49 @@ class Correction:
             assert upper is None or self._emitted.last_time < upper, "emitted beyond the read upper"
             assert self._emitted.first_time >= since, "emitted below the read since"
         assert len(self._stage) < self.stage_size, "stage not flushed"
+
+
+def _plain(a: np.ndarray) -> np.ndarray:
+    # The small-read kernel is compiled for C-contiguous writeable arrays (what colmz makes);
+    # a caller's read-only or strided time/diff (Updates(copy=False)) is copied, not given its
+    # own compilation.
+    return a if a.flags.carray else a.copy()
+
+
+# An empty run per key width, the second run of a one-part small read.
+_EMPTY_RUNS: dict[int, Encoded] = {}
+
+
+def _sort_cut(parts: list[Encoded], since: int, upper: Frontier):
+    """Sort, consolidate and cut ``parts`` at ``upper`` in one kernel call (see ``_read_small``).
+
+    Returns ``(keys, time, diff, layout, n, cut, negatable)`` (rows ``[0, n)`` of the arrays
+    hold the result), or ``None`` when a diff sum leaves ``int64``.
+    """
+    b = parts[-1]
+    if len(parts) == 1:
+        w = b.keys.shape[1]
+        a = _EMPTY_RUNS.get(w)
+        if a is None:
+            a = _EMPTY_RUNS[w] = Encoded(np.empty((0, w), np.uint64), np.empty(0, np.uint64),
+                                         np.empty(0, np.int64), b.layout)
+    else:
+        a = parts[0] if len(parts) == 2 else concat_encoded(parts[:-1])
+        if a.layout != b.layout:
+            target = unify_layouts(a.layout, b.layout)
+            a, b = a.padded(target), b.padded(target)
+    ak, at, ad, _ = a
+    bk, bt, bd, layout = b
+    n = len(at) + len(bt)
+    keys = np.empty((n, bk.shape[1]), np.uint64)
+    time = np.empty(n, np.uint64)
+    diff = np.empty(n, np.int64)
+    m, cut, negatable = sort_consolidate_cut(
+        _plain(ak), _plain(at), _plain(ad), _plain(bk), _plain(bt), _plain(bd),
+        np.uint64(since), np.uint64(0 if upper is None else upper), upper is not None, keys, time, diff)
+    if m < 0:
+        return None
+    return keys, time, diff, layout, m, cut, negatable
 
 
 def _saved(value):

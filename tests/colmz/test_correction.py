@@ -607,6 +607,45 @@ def test_overflow_in_a_small_merge_names_the_row():
 
 
 
+def test_feeding_back_a_small_read_holding_the_min_diff_raises():
+    # A small read notes whether its output can be negated; feeding back one that holds
+    # -2**63 still raises and changes nothing, and one that does not is accepted.
+    c = Correction()
+    c.insert(upd([1, 2], [1, 1], [-(2**63), 3]))
+    out = colmz.concat(c.updates_before(2))
+    before = _state(c)
+    with pytest.raises(OverflowError, match="cannot be negated"):
+        c.insert_negated(out)
+    assert _state(c) == before
+    c.insert(upd([1], [1], [1]))  # brings the sum to -2**63 + 1
+    out = colmz.concat(c.updates_before(2))
+    assert out.to_pylist() == [(1, 1, -(2**63) + 1), (2, 1, 3)]
+    c.insert_negated(out)
+    c.advance_since(2)
+    assert read_rows(c, 3) == [] and len(c) == 0
+
+
+def test_small_reads_of_read_only_and_strided_batches():
+    # Batches given up with copy=False (read-only, here also strided) read like any other,
+    # alone and beside a staged remainder.
+    c = Correction()
+    model = collections.Counter()
+    for t in range(6):
+        k = (np.arange(8, dtype=np.int64) + 10 * t)[::2]
+        times = np.array([t, 0, t, 0, t + 2**40, 0, t, 0], np.uint64)[::2]
+        d = np.array([1, 2, 3, -1, 9, 9, 9, 9], np.int64)[::2]
+        c.insert(colmz.Updates({"k": k}, time=times, diff=d, copy=False))
+        for key, tm, df in zip(k.tolist(), times.tolist(), d.tolist()):
+            model[((key,), tm)] += df
+        got = as_counter(read_rows(c, t + 1))
+        assert got == {(key, tm): v for (key, tm), v in model.items() if tm < t + 1 and v}
+        c.insert_negated(colmz.concat(c.updates_before(t + 1)))
+        for (key, tm), v in got.items():
+            model[(key, tm)] -= v
+        c.advance_since(t + 1)
+        c.check_invariants()
+
+
 # ----------------------------------------------------------------------------- reading before any insert
 
 
