@@ -134,9 +134,9 @@ from colmz.arrangement_parts import (
     run_contents,
     stream_merge,
 )
+from colmz.arrangement_sort import consolidate_data
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
 from colmz.kernels.consolidate import sort_consolidate
-from colmz.ops import consolidate
 from colmz.order import ColumnSpec, unify_layouts
 from colmz.progress import ProgressCallback, check_progress
 from colmz.storage.base import Blob, Determinate
@@ -622,7 +622,7 @@ class Arrangement:
             raise SeqNoMismatch(f"batch seqnos {[start, end]} are an empty range")
         if not len(updates):
             raise EmptyBatch(f"cannot append an empty batch (seqnos {[start, end]})")
-        return self._append_normal(updates, consolidate(updates, order="data"), (start, end))
+        return self._append_normal(updates, consolidate_data(updates), (start, end))
 
     def _append_normal(self, updates: Updates, normal: Updates, seqnos) -> UnsealedBatchMeta:
         # ``normal`` is ``updates`` consolidated in data order; checks are done
@@ -1144,7 +1144,7 @@ class Arrangement:
         lo = int(t.min())
         if self._seal is None or lo < self._seal:
             raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {self._seal}")
-        normal = consolidate(updates, order="data")
+        normal = consolidate_data(updates)
         if not len(normal):
             return
         self._durably(lambda: self._append_normal(updates, normal, None))

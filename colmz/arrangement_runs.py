@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from colmz.arrangement_parts import DEFAULT_PART_BYTES, DEFAULT_PART_ROWS, PartWriter, make_key
-from colmz.ops import consolidate
+from colmz.arrangement_sort import consolidate_data
 from colmz.order import ColumnSpec
 from colmz.storage.base import Blob, check_key
 from colmz.updates import Updates
@@ -118,7 +118,7 @@ def write_run(
     schema = tuple(schema)
     if [s.name for s in schema] != updates.column_names:
         raise ValueError(f"updates have columns {updates.column_names}, the schema {[s.name for s in schema]}")
-    normal = consolidate(updates, order="data")
+    normal = consolidate_data(updates)
     if not len(normal):
         return None
     if owner and not _OWNER.match(owner):

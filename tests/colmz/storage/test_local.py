@@ -85,3 +85,45 @@ def test_directory_key_conflict(tmp_path):
     b.delete("a/c/d")  # leaves the directories a/ and a/c/ empty: they no longer block "a"
     b.set("a", b"2")
     assert b.get("a") == b"2" and b.list_keys() == ["a"]
+
+
+def test_set_streamed_writes_durably_and_returns_the_size(tmp_path):
+    b = LocalBlob(tmp_path)
+    calls = []
+
+    def fill(out, writeback):
+        out.write(b"abc")
+        writeback()  # a hint: the value is complete only after the final fsync anyway
+        out.write(b"defg")
+        calls.append(True)
+
+    assert b.set_streamed("p/q.parquet", fill) == 7 and calls == [True]
+    assert b.get("p/q.parquet") == b"abcdefg"
+    assert b.list_keys() == ["p/q.parquet"]
+    assert b.set_streamed("empty", lambda out, writeback: None) == 0 and b.get("empty") == b""
+
+
+def test_set_streamed_failure_stores_nothing(tmp_path):
+    b = LocalBlob(tmp_path)
+    b.set("k", b"old")
+
+    class Stop(Exception):
+        pass
+
+    def fill(out, writeback):
+        out.write(b"partial")
+        raise Stop("the producer failed")
+
+    with pytest.raises(Stop, match="producer failed"):
+        b.set_streamed("k", fill)
+    with pytest.raises(Stop):
+        b.set_streamed("new", fill)
+    assert b.get("k") == b"old" and b.get("new") is None
+    assert not [p.name for p in tmp_path.iterdir() if TEMP_MARKER in p.name]
+
+    def full(out, writeback):
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(Determinate, match="No space left"):
+        b.set_streamed("k", full)
+    assert b.get("k") == b"old" and not [p for p in tmp_path.iterdir() if TEMP_MARKER in p.name]

@@ -1,0 +1,138 @@
+"""Consolidating a batch for an arrangement write, ordered by its first data column.
+
+Design
+------
+A part holds its updates sorted by ``(data, time)`` and consolidated
+(``colmz.arrangement_parts``). The general way there is ``colmz.consolidate(order="data")``,
+which turns every data column into order-preserving key words (a string column into ranks)
+and sorts the rows by all of them. The common batch of a large write, however, starts with
+a 64-bit integer key that is unique or nearly so (a row id, a hash); its order alone then
+decides the order of the rows, and no two rows can consolidate. :func:`consolidate_data`
+uses that:
+
+1. the first column's values become one word per row (``colmz.order.raw_words``, sign bit
+   flipped for a signed column, so words compare as the values do);
+2. when the words already increase strictly, the batch is in order as it stands; otherwise
+   one radix sort of ``(word, row)`` pairs gives the permutation;
+3. rows whose word occurs once keep that place. Rows that share a word with another row (the
+   *tied* rows) are consolidated by ``colmz.consolidate`` on their own -- it orders them by
+   the remaining columns and time and sums their diffs -- and put back between the others
+   by their word;
+4. rows with a zero diff are dropped, and every column is gathered once by the final row
+   order.
+
+When more than :data:`MAX_TIED_FRACTION` of the rows are tied, or the first column is not a
+64-bit integer without NULLs, the first-column order saves nothing and the batch goes to
+``colmz.consolidate`` whole.
+
+Invariant: ``consolidate_data(u)`` equals ``colmz.consolidate(u, order="data")`` for every
+batch ``u`` -- the same rows, the same order, the same types.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.kernels.sort import radix_sort_pairs
+from colmz.ops import consolidate
+from colmz.order import raw_words
+from colmz.updates import Updates
+
+__all__ = ["MAX_TIED_FRACTION", "MIN_ROWS", "consolidate_data", "order_by_first_column"]
+
+#: Batches shorter than this go to ``colmz.consolidate`` whole (the shortcut's bookkeeping
+#: does not pay for a few rows).
+MIN_ROWS = 4096
+#: Largest fraction of tied rows (rows sharing their first-column value with another row)
+#: for which the first-column order is used.
+MAX_TIED_FRACTION = 0.25
+
+
+def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates | None] | None:
+    """The row order that sorts and consolidates ``updates`` by ``(data, time)``, found
+    from the first data column; None when that column cannot decide it (see the module
+    docstring).
+
+    Returns ``(rows, extra)``: ``rows`` are positions, in output order, into ``updates``
+    followed by ``extra`` (the consolidated tied rows, or None when there are none);
+    ``rows`` is None when ``updates`` is already the answer as it stands.
+    """
+    schema = updates.schema
+    if not schema:
+        return None
+    raw = raw_words([updates.column(schema[0].name)])
+    if raw is None:
+        return None
+    words, flips = raw
+    keys = words[:, 0] ^ flips[0]  # a fresh array: the sort below works in place
+    n = len(keys)
+    diff = updates.diff
+    if n < 2 or bool(np.all(keys[1:] > keys[:-1])):
+        # already in order, every value once: only zero diffs can go
+        if bool(np.all(diff != 0)):
+            return None, None
+        return np.flatnonzero(diff != 0), None
+    rows = np.arange(n, dtype=np.int64)
+    tmp_keys, tmp_rows = np.empty_like(keys), np.empty_like(rows)
+    if radix_sort_pairs(keys, rows, tmp_keys, tmp_rows):
+        keys, rows = tmp_keys, tmp_rows
+    same = keys[1:] == keys[:-1]
+    if not same.any():
+        d = diff[rows]
+        return (rows if bool(np.all(d != 0)) else rows[d != 0]), None
+    tied = np.zeros(n, bool)
+    tied[1:] = same
+    tied[:-1] |= same
+    n_tied = int(np.count_nonzero(tied))
+    if n_tied > MAX_TIED_FRACTION * n:
+        return None
+    alone = rows[~tied]
+    alone = alone[diff[alone] != 0]
+    extra = consolidate(_take(updates, rows[tied]), order="data")
+    if not len(extra):
+        return alone, None
+    extra_words, _ = raw_words([extra.column(schema[0].name)])
+    extra_keys = extra_words[:, 0] ^ flips[0]
+    alone_keys = words[alone, 0] ^ flips[0]
+    # Tied and untied rows never share a value: each tied row goes before the untied rows
+    # with greater values, after its own predecessors among the tied rows.
+    at = np.searchsorted(alone_keys, extra_keys) + np.arange(len(extra_keys))
+    out = np.empty(len(alone) + len(extra_keys), np.int64)
+    is_extra = np.zeros(len(out), bool)
+    is_extra[at] = True
+    out[is_extra] = n + np.arange(len(extra_keys))
+    out[~is_extra] = alone
+    return out, extra
+
+
+def consolidate_data(updates: Updates) -> Updates:
+    """``colmz.consolidate(updates, order="data")``, sorting by the first data column when
+    that decides the order (module docstring).
+
+    >>> import colmz
+    >>> u = colmz.Updates({"k": [3, 1, 2, 1], "v": ["c", "b", "x", "a"]}, time=[0, 0, 0, 0],
+    ...                   diff=[1, 1, 0, 1])
+    >>> consolidate_data(u).to_pylist()
+    [(1, 'a', 0, 1), (1, 'b', 0, 1), (3, 'c', 0, 1)]
+    """
+    if len(updates) >= MIN_ROWS:
+        found = order_by_first_column(updates)
+        if found is not None:
+            rows, extra = found
+            if rows is None:
+                return updates
+            source = updates if extra is None else _concat(updates, extra)
+            return _take(source, rows)
+    return consolidate(updates, order="data")
+
+
+def _take(u: Updates, rows: np.ndarray) -> Updates:
+    index = pa.array(rows, pa.int64())
+    cols = {s.name: u.column(s.name).take(index) for s in u.schema}
+    return Updates(cols, u.time[rows], u.diff[rows], copy=False)
+
+
+def _concat(a: Updates, b: Updates) -> Updates:
+    cols = {s.name: pa.concat_arrays([a.column(s.name), b.column(s.name)]) for s in a.schema}
+    return Updates(cols, np.concatenate([a.time, b.time]), np.concatenate([a.diff, b.diff]), copy=False)

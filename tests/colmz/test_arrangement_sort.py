@@ -1,0 +1,123 @@
+"""consolidate_data: the first-column shortcut equals colmz.consolidate(order="data")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import colmz
+from colmz import arrangement_sort
+from colmz.arrangement_sort import consolidate_data, order_by_first_column
+
+
+def same(a: colmz.Updates, b: colmz.Updates) -> None:
+    assert a.schema == b.schema
+    assert a.to_pylist() == b.to_pylist()
+
+
+@pytest.fixture
+def always(monkeypatch):
+    # every batch, however short, takes the shortcut when it can
+    monkeypatch.setattr(arrangement_sort, "MIN_ROWS", 0)
+
+
+def batch(keys, second, times, diffs, key_type=None):
+    return colmz.Updates({"k": pa.array(keys, key_type or pa.int64()), "v": second}, time=times, diff=diffs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 60),
+    key_range=st.sampled_from([2, 10, 1000, 2**40]),
+    signed=st.booleans(),
+    second=st.sampled_from(["str", "int", "nullable_str"]),
+    seed=st.integers(0, 2**32 - 1),
+    presorted=st.booleans(),
+)
+def test_equals_consolidate(n, key_range, signed, second, seed, presorted):
+    arrangement_sort.MIN_ROWS, saved = 0, arrangement_sort.MIN_ROWS
+    try:
+        rng = np.random.default_rng(seed)
+        lo = -key_range if signed else 0
+        keys = rng.integers(lo, key_range, n)
+        if presorted:
+            keys = np.sort(keys)
+        if second == "int":
+            col = pa.array(rng.integers(0, 3, n))
+        else:
+            vals = [["a", "bb", "", "long string value here"][i] for i in rng.integers(0, 4, n)]
+            if second == "nullable_str":
+                vals = [None if x == "" else x for x in vals]
+            col = pa.array(vals, pa.string())
+        key_type = pa.int64() if signed else pa.uint64()
+        u = batch(keys, col, rng.integers(0, 3, n), rng.integers(-1, 2, n), key_type)
+        same(consolidate_data(u), colmz.consolidate(u, order="data"))
+    finally:
+        arrangement_sort.MIN_ROWS = saved
+
+
+def test_unique_keys_sort_by_the_key_alone(always):
+    u = batch([5, -3, 9, 0], ["a", "b", "c", "d"], [0, 1, 2, 3], [1, 2, 3, 4])
+    rows, extra = order_by_first_column(u)
+    assert rows.tolist() == [1, 3, 0, 2] and extra is None
+    same(consolidate_data(u), colmz.consolidate(u, order="data"))
+
+
+def test_sorted_input_is_returned_as_it_is(always):
+    u = batch([1, 2, 3], ["x", "y", "z"], [0, 0, 0], [1, 1, 1])
+    assert order_by_first_column(u) == (None, None)
+    assert consolidate_data(u) is u
+    z = batch([1, 2, 3], ["x", "y", "z"], [0, 0, 0], [1, 0, 1])  # a zero diff still goes
+    rows, extra = order_by_first_column(z)
+    assert rows.tolist() == [0, 2] and extra is None
+    same(consolidate_data(z), colmz.consolidate(z, order="data"))
+
+
+def test_ties_are_consolidated_and_put_back_in_place(always):
+    # key 4 is tied: its rows sum and order by the string, between keys 1 and 7
+    u = batch([7, 4, 1, 4, 4, 9, 8, 10, 11, 12, 13, 14], ["a", "z", "m", "b", "z"] + ["q"] * 7,
+              [0] * 12, [1, 1, 1, 1, 2] + [1] * 7)
+    rows, extra = order_by_first_column(u)
+    assert extra.to_pylist() == [(4, "b", 0, 1), (4, "z", 0, 3)]
+    # 12 and 13 index the consolidated tied rows (after the batch's 12)
+    assert rows.tolist() == [2, 12, 13, 0, 6, 5, 7, 8, 9, 10, 11]
+    same(consolidate_data(u), colmz.consolidate(u, order="data"))
+    # tied rows that cancel out leave only the others
+    c = batch([3, 1, 3, 2, 5, 6, 7, 8, 9], ["s", "b", "s", "d", "e", "f", "g", "h", "i"],
+              [0] * 9, [1, 1, -1, 1, 1, 1, 1, 1, 1])
+    rows, extra = order_by_first_column(c)
+    assert extra is None and rows.tolist() == [1, 3, 4, 5, 6, 7, 8]
+    same(consolidate_data(c), colmz.consolidate(c, order="data"))
+
+
+def test_mostly_tied_or_other_first_columns_take_the_general_path(always):
+    tied = batch([1, 1, 1, 2], ["b", "a", "c", "d"], [0, 0, 0, 0], [1, 1, 1, 1])
+    assert order_by_first_column(tied) is None  # three of four rows tied
+    same(consolidate_data(tied), colmz.consolidate(tied, order="data"))
+    nulls = batch([2, None, 1], ["a", "b", "c"], [0, 0, 0], [1, 1, 1])
+    strings = colmz.Updates({"s": ["b", "a"], "k": [1, 2]}, time=[0, 0], diff=[1, 1])
+    ints32 = colmz.Updates({"k": pa.array([2, 1], pa.int32())}, time=[0, 0], diff=[1, 1])
+    for u in (nulls, strings, ints32):
+        assert order_by_first_column(u) is None
+        same(consolidate_data(u), colmz.consolidate(u, order="data"))
+
+
+def test_short_batches_go_to_consolidate_whole():
+    u = batch([2, 1], ["a", "b"], [0, 0], [1, 1])
+    assert len(u) < arrangement_sort.MIN_ROWS
+    same(consolidate_data(u), colmz.consolidate(u, order="data"))
+
+
+def test_large_batch_with_a_few_ties():
+    rng = np.random.default_rng(7)
+    n = 50_000
+    keys = rng.integers(-(2**62), 2**62, n)
+    keys[rng.integers(0, n, 300)] = keys[rng.integers(0, n, 300)]  # some rows share a key
+    u = batch(keys, pa.array(rng.integers(0, 5, n).astype(str)), rng.integers(0, 4, n),
+              rng.integers(-2, 3, n))
+    found = order_by_first_column(u)
+    assert found is not None and found[1] is not None
+    same(consolidate_data(u), colmz.consolidate(u, order="data"))
