@@ -34,8 +34,11 @@ Spark's offset log fixes each batch id's input, so a batch replayed after a cras
 same events; one the store already holds (same id, same fingerprint) writes nothing
 (:func:`batch_status`). The same rule lets several queries over one stream write one store:
 the first to commit a batch wins, a loser of the compare-and-set re-reads the store, finds
-its batch there and moves on (or, when the winner's commit was something else, such as
-maintenance, computes the batch again). Event ticks keep their watermark's input, the
+its batch there and moves on. The runs depend only on the seal they were advanced to, so
+the commit is made on the store's latest state when that still has the seal and properties the
+batch started from: another writer's maintenance meanwhile does not make the batch recompute,
+only another batch does (:data:`ATTEMPTS` times at most, then :class:`StreamConflict`,
+nothing written). Event ticks keep their watermark's input, the
 greatest ``valid_from``, in the properties too, so a restarted query resumes it exactly.
 
 **Per micro-batch** (``foreachBatch``):
@@ -82,7 +85,8 @@ from colmz.spark.events import EventsSpec, check_schema
 from colmz.spark.schemas import InputError, check_rows
 from colmz.spark.sink_store import NAME
 
-__all__ = ["BATCH", "BINDING", "EVENT_MAX", "RECENT", "RECENT_BATCHES", "TICK", "TICKS", "StreamBindingError",
+__all__ = ["ATTEMPTS", "BATCH", "BINDING", "EVENT_MAX", "RECENT", "RECENT_BATCHES", "TICK", "TICKS",
+           "StreamBindingError", "StreamConflict",
            "batch_fingerprint", "batch_status", "checkpoint_inputs", "batch_writer", "bind_checkpoint", "range_starts", "stream_sink"]
 
 #: File in the checkpoint directory naming the store and columns the query writes.
@@ -90,7 +94,17 @@ BINDING = "colmz_stream.json"
 
 
 class StreamBindingError(ValueError):
-    """The checkpoint belongs to another query (another store, name or columns)."""
+    """The checkpoint belongs to another query (another store, name or columns), or the store
+    holds another query's batches."""
+
+
+class StreamConflict(RuntimeError):
+    """A micro-batch lost the store's compare-and-set :data:`ATTEMPTS` times in a row to other
+    writers' commits that changed the seal or the batch; nothing of it was written."""
+
+
+#: How many times a micro-batch is computed before it gives up racing other writers.
+ATTEMPTS = 5
 
 
 def range_starts(t: np.ndarray, tick: int) -> tuple[np.ndarray, np.ndarray]:
@@ -115,8 +129,11 @@ def range_starts(t: np.ndarray, tick: int) -> tuple[np.ndarray, np.ndarray]:
     return t - t % width, width
 
 
-def bind_checkpoint(checkpoint: str, binding: dict) -> None:
+def bind_checkpoint(checkpoint: str, binding: dict, *, record: bool = True) -> None:
     """Record ``binding`` in the checkpoint directory, or check it against the recorded one.
+
+    With ``record=False`` only the check is made (nothing is created), so a caller can refuse
+    a checkpoint before it opens the store and record the binding once the store is open.
 
     Raises
     ------
@@ -132,7 +149,6 @@ def bind_checkpoint(checkpoint: str, binding: dict) -> None:
     ...     print(str(e)[:35])
     checkpoint belongs to another query
     """
-    os.makedirs(checkpoint, exist_ok=True)
     path = os.path.join(checkpoint, BINDING)
     if os.path.exists(path):
         with open(path) as f:
@@ -141,6 +157,9 @@ def bind_checkpoint(checkpoint: str, binding: dict) -> None:
             raise StreamBindingError(
                 f"checkpoint belongs to another query: it writes {have}, not {binding} ({path})")
         return
+    if not record:
+        return
+    os.makedirs(checkpoint, exist_ok=True)
     tmp = f"{path}.{uuid.uuid4().hex}.tmp"
     with open(tmp, "w") as f:
         json.dump(binding, f, sort_keys=True)
@@ -369,8 +388,12 @@ def batch_writer(
                "valid_from": valid_from, "valid_to": valid_to}
     if tick == "event":  # processing-tick checkpoints keep the binding they were written with
         binding.update(tick=tick, delay=delay)
-    bind_checkpoint(checkpoint, binding)
+    # Refuse another query's checkpoint before the store is touched, and record the binding
+    # only once the store opened: a store holding another view (SchemaMismatch) leaves the
+    # checkpoint unbound, so the same checkpoint can still be used with the right store.
+    bind_checkpoint(checkpoint, binding, record=False)
     arr = Arrangement.open(url, schema, consensus=consensus, name=name)
+    bind_checkpoint(checkpoint, binding)
 
     def write_runs(df, open_tick: int, owner: str) -> tuple[list[dict], int | None]:
         """Write the batch's runs (not committed, their keys tagged with ``owner``); their
@@ -397,7 +420,7 @@ def batch_writer(
                    "updates": 0, "seconds": 0.0, "seal": None, "conflicts": 0}
         fingerprint = batch_fingerprint(checkpoint_inputs(checkpoint, batch_id))
         checked = False
-        for _attempt in range(5):
+        for _attempt in range(ATTEMPTS):
             arr.refresh()
             seal, props = arr.get_seal(), arr.properties()
             if batch_status(props, seal, batch_id, fingerprint, tick):
@@ -438,19 +461,26 @@ def batch_writer(
                     if event_max is not None:
                         new_props[EVENT_MAX] = event_max
                     new_seal = open_tick if event_max is None else max(open_tick, event_max - delay)
-                arr.append_runs(runs, seal=new_seal, properties=new_props)
+                # The runs depend only on the seal they were advanced to, the new properties
+                # only on the old ones: a commit that changed neither while the runs were
+                # computed (a racing writer's maintenance) leaves them valid. So commit on
+                # the latest state; only the compare-and-set itself, not the whole batch's
+                # computation, is then exposed to racing commits.
+                arr.refresh()
+                if arr.get_seal() == seal and arr.properties() == props:
+                    arr.append_runs(runs, seal=new_seal, properties=new_props)
+                    break
             except CommitConflict:
-                # another writer committed first: its commit may be this very batch
-                figures["conflicts"] += 1
-                _delete_owned(arr, owner)
-                continue
+                pass
             except BaseException:
                 _delete_owned(arr, owner)
                 raise
-            break
+            # another writer committed first: its commit may be this very batch
+            figures["conflicts"] += 1
+            _delete_owned(arr, owner)
         else:
-            raise StreamBindingError(f"micro-batch {batch_id} lost the store's compare-and-set 5 times "
-                                     "to other writers; nothing was written")
+            raise StreamConflict(f"micro-batch {batch_id} lost the store's compare-and-set {ATTEMPTS} times "
+                                 "to other writers' batches; nothing was written (restart the query)")
         figures["runs"] = len(runs)
         figures["updates"] = sum(r["len"] for r in runs)
         figures["seal"] = new_seal
