@@ -31,7 +31,7 @@ import pyarrow as pa
 from colmz.arrangement_runs import WrittenRun, write_run
 from colmz.order import ColumnSpec
 
-__all__ = ["part_list", "read_parts", "spark_schema", "write_runs"]
+__all__ = ["part_list", "read_parts", "read_parts_local", "spark_schema", "write_runs"]
 
 _SPARK_MAX_TIME = 2**63 - 1
 _RUN_SCHEMA = "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long"
@@ -92,6 +92,39 @@ def read_parts(spark, url: str, schema: Sequence[ColumnSpec], parts: Sequence[tu
                 yield from table.to_batches()
 
     return keys.mapInArrow(read, out_schema)
+
+
+def read_parts_local(url: str, schema: Sequence[ColumnSpec], parts: Sequence[tuple[str, int]]) -> pa.Table:
+    """:func:`read_parts` in this process, as one ``pyarrow.Table`` (no Spark job): for
+    updates that fit in the driver's memory, such as a small job's verification.
+
+    The same rows and columns: the data columns, ``time`` and ``diff`` (``int64``).
+
+    >>> import colmz, tempfile
+    >>> from colmz.arrangement_runs import write_run
+    >>> from colmz.storage.url import open_blob
+    >>> d = tempfile.mkdtemp()
+    >>> u = colmz.Updates({"k": ["a", "b"]}, time=[1, 4], diff=[1, 1])
+    >>> run = write_run(open_blob(d), u.schema, u, prefix="p/")
+    >>> read_parts_local(d, u.schema, [(k, 2) for k in run.keys]).to_pylist()
+    [{'k': 'b', 'time': 4, 'diff': 1}]
+    """
+    from colmz.arrangement_parts import read_parts as read_blob_parts
+    from colmz.storage.url import open_blob
+
+    schema = tuple(schema)
+    tables = []
+    read = read_blob_parts(open_blob(url), [str(k) for k, _ in parts], schema) if parts else []
+    for (key, lo), u in zip(parts, read):
+        table = _to_spark_table(u, schema, key)
+        if lo:  # an unsealed part: its rows before the trace's upper are in the trace
+            table = table.filter(pa.array(u.time >= np.uint64(lo)))
+        tables.append(table)
+    if not tables:
+        arrow = pa.schema([pa.field(s.name, s.type) for s in schema]
+                          + [pa.field("time", pa.int64()), pa.field("diff", pa.int64())])
+        return arrow.empty_table()
+    return pa.concat_tables(tables)
 
 
 def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner: str = "",

@@ -56,8 +56,17 @@ from colmz.arrangement import Arrangement, ArrangementError, CommitConflict
 from colmz.order import ColumnSpec
 from colmz.progress import Bar
 from colmz.spark import stream_cli
-from colmz.spark.arrangement_io import part_list, read_parts, write_runs
-from colmz.spark.events import EventsSpec, check_events, desired_updates, example_events, verify
+from colmz.spark.arrangement_io import part_list, read_parts, read_parts_local, write_runs
+from colmz.spark.events import (
+    EventsSpec,
+    check_event_values,
+    check_events,
+    check_schema,
+    desired_updates,
+    example_events_table,
+    verify,
+    verify_local,
+)
 from colmz.spark.frames import consolidate, snapshot
 from colmz.spark.schemas import (
     SPARK_MAX_TIME,
@@ -244,7 +253,9 @@ def sample_ticks(ticks: Sequence[int], k: int) -> list[int]:
 def _spark(args):
     from colmz.spark.session import session
 
-    return session(args.master, "colmz-" + args.command, shuffle_partitions=args.partitions)
+    # A command is a short job: on a local master, the quick-start JVM (session's docs).
+    return session(args.master, "colmz-" + args.command, shuffle_partitions=args.partitions,
+                   quick_start=args.master.startswith("local"))
 
 
 def _check_exists(path: str, what: str) -> None:
@@ -298,6 +309,7 @@ class _SinkRun:
     floor: int = 0  # the first tick not yet final in the store (its seal, or its since if later)
     live: list[int] = field(default_factory=list)
     events: object = None
+    events_table: object = None  # the events as a pyarrow.Table when they are in the driver
     spec: EventsSpec | None = None
     n_events: int = 0
     source: str = ""
@@ -306,6 +318,7 @@ class _SinkRun:
     schema: tuple = ()
     stats: SinkStats | None = None
     checked: dict = field(default_factory=dict)
+    verified_with: str = ""  # "local" or "spark" once verified
     committed: bool = False
 
 
@@ -365,18 +378,26 @@ def _read_events(spark, run: _SinkRun, progress) -> None:
     args = run.args
     with progress.phase("reading events"):
         if args.input is None:
+            # Generated here (numpy), checked here, handed to Spark as Arrow: no Spark job.
+            import pyarrow.compute as pc
+
             n_ticks = len(run.ticks) * args.tick_step
-            events = example_events(spark, args.example_events, ticks=n_ticks, seed=args.seed)
-            events = events.withColumn("valid_from", events["valid_from"] + args.first_tick)
-            events = events.withColumn("valid_to", events["valid_to"] + args.first_tick)
+            table = example_events_table(args.example_events, ticks=n_ticks, seed=args.seed)
+            for c in ("valid_from", "valid_to"):
+                table = table.set_column(table.schema.get_field_index(c), c, pc.add(table.column(c), args.first_tick))
+            events = spark.createDataFrame(table)
             spec = EventsSpec(("customer", "region"), "plan")
             source = f"generated example ({args.example_events} events, seed {args.seed})"
+            with _as_input_error():
+                check_schema(events.schema, spec)
+                run.n_events = check_event_values(table, spec)
+            run.events_table = table
         else:
             events = _read_parquet(spark, args.input, "events")
             spec = EventsSpec(tuple(args.keys), args.value, args.valid_from, args.valid_to)
             source = args.input
-        with _as_input_error():
-            run.n_events = check_events(events, spec)
+            with _as_input_error():
+                run.n_events = check_events(events, spec)
         run.events, run.spec, run.source = events, spec, source
         progress.say(f"{run.n_events} events from {source}; view columns {spec.data}")
 
@@ -422,14 +443,47 @@ def _write_corrections(spark, run: _SinkRun, progress) -> None:
     run.schema = schema
 
 
+#: Most events, and most stored plus written updates, ``--verify-with auto`` evaluates in
+#: the driver (a few hundred MB of Arrow at most); beyond either, Spark SQL does it.
+LOCAL_VERIFY_ROWS = 2_000_000
+
+
+def _verify_where(run: _SinkRun) -> str:
+    """``local`` or ``spark``: where ``--verify-with`` (``auto`` by size) has the view evaluated."""
+    choice = run.args.verify_with
+    if choice != "auto":
+        return choice
+    arr = run.store.arrangement
+    stored = int(arr.stats()["stored_updates"]) if arr is not None and arr.schema is not None else 0
+    written = sum(r.len for r in run.runs)
+    small = run.n_events <= LOCAL_VERIFY_ROWS and stored + written <= LOCAL_VERIFY_ROWS
+    return "local" if small else "spark"
+
+
 def _verify(spark, run: _SinkRun, progress) -> None:
     sample = sample_ticks(run.live, run.args.verify_ticks)
     if not sample or run.stats is None:
         return
-    with progress.phase(f"verifying {len(sample)} ticks against Spark SQL"):
-        written = read_parts(spark, run.store.url, run.schema, [(k, 0) for r in run.runs for k in r.keys])
-        after = written if run.persisted is None else run.persisted.unionByName(written)
-        run.checked = verify(spark, run.events, after, run.spec, sample)
+    run.verified_with = where = _verify_where(run)
+    against = "a local evaluation" if where == "local" else "Spark SQL"
+    with progress.phase(f"verifying {len(sample)} ticks against {against}"):
+        written = [(k, 0) for r in run.runs for k in r.keys]
+        if where == "local":
+            # The events (collected when Spark holds them) and the store's parts plus the
+            # written ones, read in the driver; the view is counted with pyarrow.
+            events = run.events_table
+            if events is None:
+                cols = [*run.spec.data, run.spec.valid_from, run.spec.valid_to]
+                events = run.events.select(*cols).toArrow()
+            arr = run.store.arrangement
+            stored = part_list(arr) if arr is not None and arr.schema is not None else []
+            after = read_parts_local(run.store.url, run.schema, [*stored, *written])
+            run.checked = verify_local(events, after, run.spec, sample)
+        else:
+            after = read_parts(spark, run.store.url, run.schema, written)
+            if run.persisted is not None:
+                after = run.persisted.unionByName(after)
+            run.checked = verify(spark, run.events, after, run.spec, sample)
         progress.say("ticks " + ", ".join(f"{t} ({r['rows']} rows)" for t, r in run.checked.items())
                      + f": {sum(r['mismatches'] for r in run.checked.values())} mismatches")
         bad = {t: r for t, r in run.checked.items() if r["mismatches"]}
@@ -490,6 +544,7 @@ def _summary(run: _SinkRun, progress, t_start: float) -> dict:
         "store_parts": int(st["parts"]),
         "sealed_through": seal - 1,
         "verified_ticks": sorted(run.checked),
+        "verified_with": run.verified_with,
         "seconds": round(_time.perf_counter() - t_start, 3),
         "phases": {k: round(v, 3) for k, v in progress.phases.items()},
     }
@@ -735,7 +790,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--first-tick", type=_nonneg, default=0, help="time of the first tick (default: %(default)s)")
     s.add_argument("--tick-step", type=_positive, default=1, help="time between ticks (default: %(default)s)")
     s.add_argument("--verify-ticks", type=_nonneg, default=5,
-                   help="ticks to verify against Spark SQL, 0 to skip (default: %(default)s)")
+                   help="sample ticks at which store + corrections are checked against the view "
+                   "evaluated straight from the events, 0 to skip (default: %(default)s)")
+    s.add_argument("--verify-with", choices=("auto", "local", "spark"), default="auto",
+                   help="where the view is evaluated for that check: 'local' in the driver with "
+                   "pyarrow (the events and the store's parts are read into memory), 'spark' with "
+                   "Spark SQL jobs; 'auto' (default) is local when the events and the stored plus "
+                   f"written updates are each at most {LOCAL_VERIFY_ROWS:,} rows")
     s.add_argument("--example-events", type=_positive, default=20_000,
                    help="size of the generated example (default: %(default)s)")
     s.add_argument("--seed", type=int, default=0, help="seed of the generated example (default: %(default)s)")

@@ -23,9 +23,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from colmz.spark.schemas import SPARK_MAX_TIME, ColumnMissingError, check_rows, spark_types
+from colmz.spark.schemas import (
+    SPARK_MAX_TIME,
+    ColumnMissingError,
+    InputError,
+    check_rows,
+    spark_types,
+)
 
-__all__ = ["EventsSpec", "check_events", "desired_updates", "example_events", "verify", "view_sql"]
+__all__ = [
+    "EventsSpec", "check_event_values", "check_events", "desired_updates", "example_events",
+    "example_events_table", "verify", "verify_local", "view_sql",
+]
 
 #: Output column names of the updates (so data columns may not use them).
 TIME, DIFF = "time", "diff"
@@ -122,6 +131,48 @@ def check_events(df, spec: EventsSpec) -> int:
     return check_rows(df, problems, "bad events")
 
 
+def check_event_values(table, spec: EventsSpec) -> int:
+    """:func:`check_events`' value checks over a ``pyarrow.Table`` of events in this process
+    (no Spark job); return its row count.
+
+    The same problems, counted the same way and reported in the same words: NULL, negative
+    and inverted times, each with its count and one offending row. The schema is checked
+    separately (:func:`check_schema` on the Spark DataFrame made of the table).
+
+    Raises
+    ------
+    InputError
+        Bad values (the message lists every problem).
+
+    >>> import pyarrow as pa
+    >>> check_event_values(pa.table({"valid_from": [0, 2], "valid_to": [1, 5]}), EventsSpec(("k",), "v"))
+    2
+    """
+    import json
+
+    import numpy as np
+    import pyarrow.compute as pc
+
+    vf, vt = table.column(spec.valid_from), table.column(spec.valid_to)
+    problems = {
+        f"NULL {spec.valid_from}": pc.is_null(vf),
+        f"NULL {spec.valid_to}": pc.is_null(vt),
+        f"negative {spec.valid_from}": pc.less(vf, 0),
+        f"negative {spec.valid_to}": pc.less(vt, 0),
+        f"{spec.valid_to} < {spec.valid_from}": pc.less(vt, vf),
+    }
+    found = []
+    for desc, cond in problems.items():
+        hit = np.flatnonzero(cond.to_numpy(zero_copy_only=False) == True)  # noqa: E712 - NULL is not a hit
+        if len(hit):
+            # Spark's to_json leaves NULL fields out; so does this.
+            row = {k: v for k, v in table.slice(int(hit[0]), 1).to_pylist()[0].items() if v is not None}
+            found.append(f"{len(hit)} row(s) with {desc}, e.g. {json.dumps(row, separators=(',', ':'), default=str)}")
+    if found:
+        raise InputError("bad events: " + "; ".join(found))
+    return table.num_rows
+
+
 def desired_updates(df, spec: EventsSpec):
     """The view's updates: ``(keys..., value, valid_from, +1)`` and ``(..., valid_to, -1)``.
 
@@ -136,37 +187,74 @@ def desired_updates(df, spec: EventsSpec):
     return plus.unionByName(minus)
 
 
-def example_events(spark, n: int = 20_000, ticks: int = 1000, seed: int = 0):
-    """A generated events log: subscriptions ``(customer, region, plan)`` valid for a while.
+#: Odd 64-bit multipliers of the example's hash (splitmix64's, and two large primes).
+_GOLDEN, _SEED_MUL, _SALT_MUL = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
-    Deterministic for a given ``(n, ticks, seed)`` whatever the partitioning (values are
-    hashes of the row id). Intervals start in ``[0, ticks)`` and last ``1 .. ticks/2``
-    times, so some end after the last tick (their retractions stay in the buffer).
 
-    Returns a DataFrame ``customer long, region string, plan string, valid_from long,
-    valid_to long``.
+def _mix(x):
+    """splitmix64's finalizer over a uint64 array (wrapping arithmetic)."""
+    import numpy as np
+
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(_SEED_MUL)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(_SALT_MUL)
+    return x ^ (x >> np.uint64(31))
+
+
+def example_events_table(n: int = 20_000, ticks: int = 1000, seed: int = 0):
+    """A generated events log as a ``pyarrow.Table``: subscriptions ``(customer, region,
+    plan)`` valid for a while.
+
+    Built in this process with numpy (no Spark job): each value is a 64-bit hash of the row
+    number, the seed and a per-column salt, so the log is deterministic for a given
+    ``(n, ticks, seed)``. Intervals start in ``[0, ticks)`` and last ``1 .. ticks/2`` times,
+    so some end after the last tick (their retractions stay in the buffer).
+
+    Returns a table ``customer int64, region string, plan string, valid_from int64,
+    valid_to int64``.
+
+    >>> t = example_events_table(1000, ticks=50, seed=1)
+    >>> t.num_rows, t.column_names
+    (1000, ['customer', 'region', 'plan', 'valid_from', 'valid_to'])
+    >>> t.equals(example_events_table(1000, ticks=50, seed=1))
+    True
     """
-    from pyspark.sql import functions as F
+    import numpy as np
+    import pyarrow as pa
 
     for name, v in (("n", n), ("ticks", ticks)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    base = np.arange(n, dtype=np.uint64) * np.uint64(_GOLDEN) + np.uint64((seed * _SEED_MUL) % 2**64)
 
     def h(salt: int):
-        return F.xxhash64(F.col("id"), F.lit(seed), F.lit(salt))
+        return _mix(base + np.uint64((salt * _SALT_MUL) % 2**64))
 
-    def pick(salt: int, options: Sequence[str]):
-        arr = F.array(*[F.lit(o) for o in options])
-        return F.element_at(arr, (F.pmod(h(salt), F.lit(len(options))) + 1).cast("int"))
+    def pick(salt: int, options):
+        codes = (h(salt) % np.uint64(len(options))).astype(np.int32)
+        return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(options)).cast(pa.string())
 
-    start = F.pmod(h(4), F.lit(ticks))
-    return spark.range(n).select(
-        F.pmod(h(1), F.lit(max(n // 4, 1))).alias("customer"),
-        pick(2, ["eu", "us", "ap", "sa"]).alias("region"),
-        pick(3, ["free", "pro", "team", "enterprise"]).alias("plan"),
-        start.alias("valid_from"),
-        (start + 1 + F.pmod(h(5), F.lit(max(ticks // 2, 1)))).alias("valid_to"),
-    )
+    start = (h(4) % np.uint64(ticks)).astype(np.int64)
+    length = 1 + (h(5) % np.uint64(max(ticks // 2, 1))).astype(np.int64)
+    return pa.table({
+        "customer": (h(1) % np.uint64(max(n // 4, 1))).astype(np.int64),
+        "region": pick(2, ["eu", "us", "ap", "sa"]),
+        "plan": pick(3, ["free", "pro", "team", "enterprise"]),
+        "valid_from": start,
+        "valid_to": start + length,
+    })
+
+
+def example_events(spark, n: int = 20_000, ticks: int = 1000, seed: int = 0):
+    """:func:`example_events_table` as a Spark DataFrame (the same rows).
+
+    Returns a DataFrame ``customer long, region string, plan string, valid_from long,
+    valid_to long``.
+    """
+    return spark.createDataFrame(example_events_table(n, ticks, seed))
 
 
 def view_sql(spark, events, spec: EventsSpec, ticks: Sequence[int]):
@@ -232,3 +320,57 @@ def verify(spark, events, updates, spec: EventsSpec, ticks: Sequence[int]) -> di
                  "mismatches": int((found[t]["mismatches"] if t in found else 0) or 0)}
         for t in ticks
     }
+
+
+def verify_local(events, updates, spec: EventsSpec, ticks: Sequence[int]) -> dict[int, dict[str, int]]:
+    """:func:`verify` evaluated in this process with pyarrow, for inputs that fit in memory.
+
+    ``events`` is a ``pyarrow.Table`` with the spec's columns, ``updates`` one with the data
+    columns, ``time`` and ``diff``. At each tick the view is counted straight from the events
+    (rows with ``valid_from <= t < valid_to``, grouped) and the state by summing the updates
+    at times ``<= t``; neither uses colmz's correction or consolidation code, so this checks
+    the sink independently. Same result as :func:`verify` (NULLs in the data are one group,
+    a differing count is two mismatched pairs, a row on one side only one).
+
+    >>> import pyarrow as pa
+    >>> ev = pa.table({"k": ["a", "b"], "v": [1, 1], "valid_from": [0, 1], "valid_to": [2, 3]})
+    >>> up = pa.table({"k": ["a", "a"], "v": [1, 1], "time": [0, 2], "diff": [1, -1]})
+    >>> verify_local(ev, up, EventsSpec(("k",), "v"), [0, 1])
+    {0: {'rows': 1, 'mismatches': 0}, 1: {'rows': 2, 'mismatches': 1}}
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for t in ticks:
+        if not 0 <= int(t) < SPARK_MAX_TIME:
+            raise ValueError(f"verification tick must be in [0, 2**63-1), got {t}")
+    # Positional names: no data column can clash with the counts' or the aggregates' names.
+    types = [events.schema.field(c).type for c in spec.data]
+    data = [f"_colmz_d{i}" for i in range(len(types))]
+    ev = events.select([*spec.data, spec.valid_from, spec.valid_to]).rename_columns([*data, "_colmz_f", "_colmz_t"])
+    up = updates.select([*spec.data, TIME, DIFF]).rename_columns([*data, "_colmz_time", "_colmz_diff"])
+    out = {}
+    for t in ticks:
+        t = int(t)
+        live = ev.filter(pc.and_(pc.less_equal(ev.column("_colmz_f"), t), pc.greater(ev.column("_colmz_t"), t)))
+        view = live.group_by(data, use_threads=False).aggregate([([], "count_all")])
+        seen = up.filter(pc.less_equal(up.column("_colmz_time"), t))
+        state = seen.group_by(data, use_threads=False).aggregate([("_colmz_diff", "sum")])
+        n = len(view), len(state)
+        def col(table, name, ty):
+            return table.column(name).cast(ty).combine_chunks()
+
+        both = pa.table({
+            **{c: pa.chunked_array([col(view, c, ty), col(state, c, ty)], ty) for c, ty in zip(data, types)},
+            "_colmz_v": pa.chunked_array([col(view, "count_all", pa.int64()), pa.nulls(n[1], pa.int64())]),
+            "_colmz_s": pa.chunked_array([pa.nulls(n[0], pa.int64()), col(state, "_colmz_diff_sum", pa.int64())]),
+        })
+        # NULLs in the data are one group each, as in verify(); a zero state sum counts as absent.
+        rows = both.group_by(data, use_threads=False).aggregate([("_colmz_v", "sum"), ("_colmz_s", "sum")])
+        v = pc.fill_null(rows.column("_colmz_v_sum"), 0)
+        s = pc.fill_null(rows.column("_colmz_s_sum"), 0)
+        differ = pc.not_equal(v, s)
+        pairs = pc.add(pc.cast(pc.not_equal(v, 0), pa.int64()), pc.cast(pc.not_equal(s, 0), pa.int64()))
+        out[t] = {"rows": int(pc.sum(v).as_py() or 0),
+                  "mismatches": int(pc.sum(pc.if_else(differ, pairs, 0)).as_py() or 0)}
+    return out

@@ -104,7 +104,7 @@ def test_example_end_to_end_and_idempotent(spark, tmp_path):
     assert s["updates_written"] > 0 and s["sealed_through"] == TICKS - 1
     assert s["store_updates"] == s["updates_written"] and s["store_parts"] >= 1
     assert s["largest_correction_buffer"] > 0
-    assert s["verified_ticks"] == [0, 14, 29]
+    assert s["verified_ticks"] == [0, 14, 29] and s["verified_with"] == "local"  # small: in the driver
     before = committed(store)
     # the same events again: every tick is final, nothing to append, store untouched
     status, s2 = run([*sink_args(store), "--example-events", "1500"], spark)
@@ -187,6 +187,48 @@ def test_changed_events_append_exactly_the_difference(spark, tmp_path):
     assert run(longer, spark)[1]["updates_written"] == 0
 
 
+def test_both_verifications_check_the_same_ticks(spark, tmp_path):
+    """``--verify-with local`` and ``spark`` evaluate the view independently of the sink, over
+    the store's parts and the run's, and agree; a run over a store that holds parts already
+    reads those too."""
+    events = random_events(12, 300)
+    path = write_events(tmp_path / "e.parquet", events)
+    for where in ("spark", "local"):
+        store = tmp_path / where
+        status, s = run(sink_args(store, path, "--verify-with", where), spark)
+        assert status == 0 and s["verified_with"] == where and s["verified_ticks"] == [0, 14, 29]
+        status, s = run([*sink_args(store, path, "--verify-with", where), "--ticks", str(2 * TICKS)], spark)
+        assert status == 0 and s["verified_with"] == where and s["verified_ticks"][0] == TICKS
+        for at in (0, TICKS + 3, 2 * TICKS - 1):
+            assert stored_state(store, at) == view(events, at)
+    # auto: the events (a Parquet input, collected to the driver) are small, so local
+    status, s = run(sink_args(tmp_path / "auto", path), spark)
+    assert status == 0 and s["verified_with"] == "local"
+
+
+def test_verification_catches_a_wrong_store_in_both_places(spark, tmp_path, monkeypatch):
+    # A sink that loses one correction: both verifications find it and nothing is committed.
+    real_sink = cli.sink
+
+    def lossy_sink(*args, **kwargs):
+        out = real_sink(*args, **kwargs)
+        return out.filter("NOT (customer = 7 AND diff > 0)")
+
+    path = write_events(tmp_path / "e.parquet", [(7, "eu", "pro", 2, 20), (8, "us", "free", 1, 5)])
+    monkeypatch.setattr(cli, "sink", lossy_sink)
+    for where in ("spark", "local"):
+        status, _ = run(sink_args(tmp_path / where, path, "--verify-with", where), spark)
+        assert status == 1
+        assert arrangement_missing_or_empty(tmp_path / where)
+
+
+def arrangement_missing_or_empty(store) -> bool:
+    if not (store / "consensus.sqlite").exists():
+        return True
+    a = arrangement(store)
+    return a.get_seal() in (0, None) and not a.parts()
+
+
 BAD = {
     "missing column": (lambda t: t.drop(["valid_to"]), "valid_to column 'valid_to' is not in the events"),
     "mistyped time": (lambda t: t.set_column(3, "valid_from", t.column("valid_from").cast(pa.string())),
@@ -264,10 +306,11 @@ def test_failing_job_midway_leaves_the_store_as_it_was(spark, tmp_path, monkeypa
 
     # a verification failure also commits nothing
     monkeypatch.setattr(cli, "sink", real_sink)
-    monkeypatch.setattr(cli, "verify", lambda *a, **k: {0: {"rows": 1, "mismatches": 3}})
-    status, _ = run(later(store, new), spark)
-    assert status == 1
-    assert unchanged_on_disk(store, before)
+    for where, verifier in (("spark", "verify"), ("local", "verify_local")):
+        monkeypatch.setattr(cli, verifier, lambda *a, **k: {0: {"rows": 1, "mismatches": 3}})
+        status, _ = run([*later(store, new), "--verify-with", where], spark)
+        assert status == 1
+        assert unchanged_on_disk(store, before)
 
     # and the next healthy run works from the untouched store
     monkeypatch.undo()
@@ -389,3 +432,21 @@ def test_migrate_reports_progress(tmp_path):
     assert cli.main(["migrate", "-q", str(old_store("d").path), str(tmp_path / "d_new")], out=quiet) == 0
     assert quiet.getvalue() == "2 updates from {} -> {} (sealed through tick 3)\n".format(
         tmp_path / "d", tmp_path / "d_new")
+
+
+def test_the_main_job_in_a_fresh_process(tmp_path):
+    """``colmz sink`` as the README runs it: its own process and JVM (the quick-start session),
+    the generated example checked and verified in the driver, JSON alone on stdout; a second
+    run over the same store appends nothing and starts no Spark."""
+    exe = Path(sys.executable).parent / "colmz"
+    base = [str(exe)] if exe.exists() else [sys.executable, "-m", "colmz.spark.cli"]
+    argv = [*base, "sink", "--store", str(tmp_path / "s"), "--ticks", "40", "--example-events", "800", "--json"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["events"] == 800 and s["verified_with"] == "local" and len(s["verified_ticks"]) == 5
+    assert s["store_updates"] == s["updates_written"] > 0 and s["sealed_through"] == 39
+    assert "against a local evaluation" in r.stderr and "0 mismatches" in r.stderr
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and json.loads(r.stdout)["updates_written"] == 0
+    assert "starting Spark" not in r.stderr
