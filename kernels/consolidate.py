@@ -393,6 +393,13 @@ def _sort_consolidate(keys, time, diff, order, since, flips):
     if n == 0:
         return (np.empty((0, w), np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64))
     fl = _zero_flips(w) if flips is None else flips
+    fresh = helper = None
+    if n * 8 >= _scratch.FRESH_MIN_BYTES:
+        # The one-word path's buffers (both sort buffers and the diffs, which become the
+        # result), asked for before the ranges are measured: in a fresh process their pages
+        # are populated on a helper thread while this one loads the kernels. Another path
+        # drops them (the helper holds them until it is done).
+        fresh, helper = _scratch.result_arrays(n, (np.uint64, np.uint64, np.int64))
     mins, maxs, dmin, dmax = field_ranges(keys, time, diff, fl)
     since = 0 if since is None else since
     mins[w] = max(int(mins[w]), since)
@@ -402,7 +409,9 @@ def _sort_consolidate(keys, time, diff, order, since, flips):
     key_bits = sum(int(x).bit_length() for x in plan.mask)
     diff_bits = (int(dmax) - int(dmin)).bit_length()
     if m == 1 and key_bits + diff_bits <= 64:
-        return _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, int(dmin), fl)
+        return _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, int(dmin), fl,
+                              fresh, helper)
+    del fresh
     if flips is not None:
         # The other paths sort encoded words: flip a copy, flip the result back.
         return _unflipped(_sort_consolidate(keys ^ flips, time, diff, order, since, None), flips)
@@ -448,26 +457,34 @@ def _sort_consolidate(keys, time, diff, order, since, flips):
     return ok, ot, d[:k].copy()
 
 
-def _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, dmin, flips):
+def _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, dmin, flips, fresh=None,
+                   helper=None):
     # The fast path: key fields and diff share one uint64 per row, so the radix sort moves
     # 8 bytes per update per pass instead of 16. Its two word buffers are not scratch: the
     # sorted one becomes the result's times and the other its keys (one key word), each cut to
     # the rows kept. So a call touches three arrays of fresh memory where a sort into scratch
     # and a copy out would touch five -- the first call in a process pays for every fresh page
     # (kernels/_scratch.py), and later calls allocate no more than the result needs.
+    # ``fresh`` are those three buffers when the caller took them from
+    # ``_scratch.result_arrays``, ``helper`` the thread populating them.
     n, w = keys.shape
     digits, digit_bits = radix_digits(key_bits)
-    words = np.empty(n, np.uint64)
-    tmp = np.empty(n, np.uint64)
+    if fresh is None:
+        fresh, helper = _scratch.result_arrays(n, (np.uint64, np.uint64, np.int64))
+    words, tmp, od = fresh
+    del fresh
     hist = np.zeros((digits, 1 << digit_bits), np.int64)
     into_free = w == 1
     out_keys = _NO_KEYS if into_free else np.empty((n, w), np.uint64)
-    od = np.empty(n, np.int64)
-    in_tmp, k = embedded_sort_consolidate(
-        keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, plan.mask,
-        plan.const_src, plan.const_val, flips, np.int64(dmin), diff_bits, words, tmp, hist,
-        into_free, out_keys, od,
-    )
+    try:
+        in_tmp, k = embedded_sort_consolidate(
+            keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, plan.mask,
+            plan.const_src, plan.const_val, flips, np.int64(dmin), diff_bits, words, tmp, hist,
+            into_free, out_keys, od,
+        )
+    finally:
+        if helper is not None:
+            helper.join()  # before the buffers are cut to size
     ot, free = (tmp, words) if in_tmp else (words, tmp)
     del words, tmp
     _shrink(ot, (k,))

@@ -321,3 +321,33 @@ def test_large_input_sorted_top_digit_first():
     np.testing.assert_array_equal(ok[:, 0], uniq[keep] >> np.uint64(6))
     np.testing.assert_array_equal(ot, uniq[keep] & np.uint64(63))
     np.testing.assert_array_equal(od, sums[keep])
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_large_input_with_result_pages_populated_on_a_helper(monkeypatch, width):
+    """Beyond the process's high-water mark the one-word path's buffers are populated on a
+    helper thread while the kernels run (``_scratch.result_arrays``); the result is the same
+    as without, and owns exactly its rows' memory."""
+    rng = np.random.default_rng(5)
+    n = 300_000
+    keys = rng.integers(0, n // 3, (n, width)).astype(np.uint64)
+    time = rng.integers(0, 50, n).astype(np.uint64)
+    diff = rng.choice([-1, 1], n).astype(np.int64)
+    plain = sort_consolidate(keys, time, diff, "data")
+    monkeypatch.setattr(_scratch, "FRESH_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(_scratch, "_high_water", 0)
+    started = []
+    real = _scratch.result_arrays
+
+    def spy(m, dtypes):
+        arrays, helper = real(m, dtypes)
+        started.append(helper)
+        return arrays, helper
+
+    monkeypatch.setattr(_scratch, "result_arrays", spy)
+    populated = sort_consolidate(keys, time, diff, "data")
+    if _scratch._madvise is not None:
+        assert started and started[0] is not None and not started[0].is_alive()
+    for a, b in zip(populated, plain):
+        np.testing.assert_array_equal(a, b)
+    assert populated[1].flags.owndata and populated[1].nbytes == 8 * len(plain[1])
