@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -344,20 +345,23 @@ class FreshProcess:
     repetition starts a fresh interpreter that loads the anchor workload (untimed), imports
     colmz, builds the ``Updates`` and consolidates it by ``(data, time)``, timing the import and
     the first consolidate inside the child, then three warm repeats; the Rust anchor runs on the
-    same data right after. All figures come from one ``setup_cache`` run, so the ratios compare
-    measurements taken side by side:
+    same data right after, as its README says (``consolidate IN OUT 3``: three timed repetitions
+    after one warm-up, its best one taken). All figures come from one ``setup_cache`` run, so
+    the ratios compare measurements taken side by side; each is the median over the
+    ``REPEATS`` fresh processes (and anchor runs):
 
     * ``track_first_seconds``: the first consolidate alone; ``track_import_and_first_seconds``:
       ``import colmz`` plus building the ``Updates`` plus the first consolidate;
-    * ``track_warm_seconds``: the best warm repeat in the same process;
+    * ``track_warm_seconds``: the best warm repeat in each process;
     * ``track_anchor_seconds``: the anchor's best repetition (after its own warm-up);
     * ``track_first_vs_anchor`` / ``track_warm_vs_anchor``: colmz's rate over the anchor's
-      (above 1 is faster than the anchor).
+      (above 1 is faster than the anchor), medians of the ratios of each process and the
+      anchor run beside it.
     """
 
     timeout = 1800
     N = 10**7
-    REPEATS = 3
+    REPEATS = 5
 
     def setup_cache(self):
         os.makedirs(common.WORK_DIR, exist_ok=True)
@@ -380,12 +384,14 @@ class FreshProcess:
                                text=True, check=True)
             runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
             anchor.append(min(common.run_anchor(binary, "consolidate", anchor_input)["times_s"]))
-        first = min(r["first"] for r in runs)
+        med = statistics.median
         return {
-            "first": first,
-            "import_and_first": min(r["import"] + r["updates"] + r["first"] for r in runs),
-            "warm": min(r["warm"] for r in runs),
-            "anchor": min(anchor),
+            "first": med(r["first"] for r in runs),
+            "import_and_first": med(r["import"] + r["updates"] + r["first"] for r in runs),
+            "warm": med(r["warm"] for r in runs),
+            "anchor": med(anchor),
+            "first_vs_anchor": med(a / r["first"] for r, a in zip(runs, anchor)),
+            "warm_vs_anchor": med(a / r["warm"] for r, a in zip(runs, anchor)),
         }
 
     def setup(self, cache):
@@ -405,10 +411,10 @@ class FreshProcess:
         return cache["anchor"]
 
     def track_first_vs_anchor(self, cache):
-        return cache["anchor"] / cache["first"]
+        return cache["first_vs_anchor"]
 
     def track_warm_vs_anchor(self, cache):
-        return cache["anchor"] / cache["warm"]
+        return cache["warm_vs_anchor"]
 
     for _name in ("first", "import_and_first", "warm", "anchor"):
         locals()[f"track_{_name}_seconds"].unit = "seconds"
