@@ -10,8 +10,9 @@ over a Parquet file of input updates and writes the task's output updates as Par
 
 Everything that can be checked before Spark writes is checked first and reported as bad input
 (exit status 2): missing paths, no event files, columns, a checkpoint bound to another store,
-SQL that does not define one continual task, an existing output. A micro-batch with bad events
-fails the query before that batch commits anything (also exit status 2); any other failure of a
+SQL that does not define one continual task, an existing output. A micro-batch with bad events,
+or one that finds the store written by another query (another input, another tick kind), fails
+the query before that batch commits anything (also exit status 2); any other failure of a
 micro-batch leaves the store as its last committed batch left it (exit status 1).
 """
 
@@ -145,8 +146,10 @@ def run_stream(args, out, spark_of) -> dict:
         # Spark wraps the Python error of foreachBatch in its own text: name colmz's line.
         found = re.findall(r"(\w+Error|\w+Conflict|\w+Exception): (.+)", msg)
         reason = found[-1][1].strip() if found else (msg.splitlines()[0] if msg else type(e).__name__)
-        if found and found[-1][0] == "InputError":
-            raise InputError(reason) from e
+        # Bad events, or a store another query writes: retrying cannot help (exit status 2).
+        refused = [f for f in found if f[0] in ("InputError", "StreamBindingError")]
+        if refused:
+            raise InputError(refused[-1][1].strip()) from e
         raise StreamFailed(f"{found[-1][0]}: {reason}" if found else reason) from e
     return {
         "batches": sum(1 for f in batches if not f["replayed"]),

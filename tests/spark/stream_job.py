@@ -1,31 +1,48 @@
-"""A streaming sink run in its own process (the kill-and-restart tests start and SIGKILL it).
+"""A streaming sink run in its own process (the kill-and-restart and race tests start it).
 
 ``python stream_job.py INDIR STORE CHECKPOINT`` processes the files there now (one file per
-micro-batch) and prints one line per micro-batch.
+micro-batch) and stops; with ``--until FILE`` it keeps following INDIR until FILE exists, then
+stops the query. One line per micro-batch on stdout
+(``batch <id> replayed=<bool> runs=<n> conflicts=<n>``), ``done`` at the end.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import os
 
 
-def main(indir: str, store: str, checkpoint: str) -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("indir")
+    ap.add_argument("store")
+    ap.add_argument("checkpoint")
+    ap.add_argument("--until", default=None, help="follow the input until this file exists")
+    args = ap.parse_args(argv)
+
     import colmz.spark
     from colmz.spark.stream import stream_sink
 
     spark = colmz.spark.session("local[1]", "colmz-stream-job", numba_cache_dir=colmz.spark.default_cache_dir(),
                                 shuffle_partitions=2)
     events = (spark.readStream.schema("k long, v string, valid_from long, valid_to long")
-              .option("maxFilesPerTrigger", 1).parquet(indir))
+              .option("maxFilesPerTrigger", 1).parquet(args.indir))
 
     def progress(f: dict) -> None:
-        print(f"batch {f['batch']} replayed={f['replayed']} runs={f['runs']}", flush=True)
+        print(f"batch {f['batch']} replayed={f['replayed']} runs={f['runs']} conflicts={f['conflicts']}", flush=True)
 
-    q = stream_sink(events, store, checkpoint, keys=["k"], value="v", available_now=True, on_batch=progress)
-    q.awaitTermination()
+    q = stream_sink(events, args.store, args.checkpoint, keys=["k"], value="v",
+                    available_now=args.until is None, on_batch=progress)
+    if args.until is None:
+        q.awaitTermination()
+    else:
+        while not os.path.exists(args.until):
+            if q.awaitTermination(0.2):
+                raise SystemExit(f"the query stopped by itself: {q.exception()}")
+        q.stop()
     print("done", flush=True)
     spark.stop()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main()

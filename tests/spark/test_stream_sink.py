@@ -416,8 +416,13 @@ def kill_and_restart(tmp_path, kills: int, files: int, seed: int) -> dict:
 
 
 def logged_batches(ckpt: str) -> dict[str, int]:
-    """File name -> micro-batch id, from the file source's log in the checkpoint."""
-    out: dict[str, int] = {}
+    """File name -> micro-batch id, from the checkpoint.
+
+    The file source's log says in which of *its* batches each file was listed; the offset log
+    says up to which of those each micro-batch read. They differ after a process died between
+    the source logging a batch and the offset log naming it: the restarted query lists the new
+    files as the source's next batch and its micro-batch reads both."""
+    listed: dict[str, int] = {}
     d = os.path.join(ckpt, "sources", "0")
     for name in os.listdir(d):
         if name.startswith("."):
@@ -425,8 +430,14 @@ def logged_batches(ckpt: str) -> dict[str, int]:
         with open(os.path.join(d, name)) as f:
             for line in f.read().splitlines()[1:]:
                 e = json.loads(line)
-                out[os.path.basename(e["path"])] = int(e["batchId"])
-    return out
+                listed[os.path.basename(e["path"])] = int(e["batchId"])
+    ends: dict[int, int] = {}  # micro-batch -> the last source batch it read
+    d = os.path.join(ckpt, "offsets")
+    for name in os.listdir(d):
+        if name.isdigit():
+            with open(os.path.join(d, name)) as f:
+                ends[int(name)] = int(json.loads(f.read().splitlines()[2])["logOffset"])
+    return {file: min(b for b, end in ends.items() if end >= sb) for file, sb in listed.items()}
 
 
 def test_sigkill_and_restart_equals_uninterrupted(tmp_path):
