@@ -34,7 +34,7 @@ from colmz.kernels.advance import advance_runs
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
 from colmz.kernels.merge import merge_runs
 from colmz.kernels.split import lower_bound
-from colmz.kernels.strings import rank_into
+from colmz.kernels.strings import assign_ranks
 from colmz.ops import consolidate
 from colmz.progress import ProgressCallback, check_progress
 from colmz.spine import Spine
@@ -193,9 +193,10 @@ def warm_step(name: str, reps: int) -> None:
 
 
 def _cold() -> bool:
-    # Whether the largest kernel has no entry in the on-disk cache yet (unknown: not cold).
+    # Whether the string ranks' kernels have no entry in the on-disk cache yet (unknown: not
+    # cold).
     try:
-        return not os.path.exists(rank_into._cache._cache_file._index_path)
+        return not os.path.exists(assign_ranks._cache._cache_file._index_path)
     except AttributeError:
         return False
 

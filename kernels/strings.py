@@ -48,8 +48,10 @@ Spec (kernel / reference)
 ``rank_strings(offsets, data, validity, bit_offset)`` -> ``(ranks, reps)``: ``ranks[i]`` is
 the rank of row ``i`` (0 for NULL); ``reps[r]`` is a row holding the value of rank ``r``
 (``reps[0] == -1`` when no row holds ``""``). ``offsets`` are the Arrow offsets (``int32`` or
-``int64``, ``n + 1`` of them, absolute into ``data``), ``validity`` the Arrow validity bitmap
-as ``uint8`` (empty: no NULLs) starting at bit ``bit_offset``.
+``int64``, ``n + 1`` of them, absolute into ``data``; the kernels see them as ``int64``),
+``validity`` the Arrow validity bitmap as ``uint8`` (empty: no NULLs) starting at bit
+``bit_offset``. ``rank_into`` runs the steps (``valid_rows``, the sampling and numbering of
+repeated values, the sort, ``assign_ranks``) as separate kernels.
 ``rank_strings_ref(values)`` takes a list of ``bytes`` or ``None``.
 """
 
@@ -61,7 +63,8 @@ from colmz.kernels import _scratch
 from colmz.kernels._jit import jit
 from colmz.kernels.sort import radix_sort_pairs
 
-__all__ = ["compare_from", "rank_into", "rank_strings", "rank_strings_ref"]
+__all__ = ["assign_ranks", "compare_from", "rank_into", "rank_strings", "rank_strings_ref",
+           "valid_rows"]
 
 # Rows sampled to choose between sorting every row and numbering distinct values first.
 _SAMPLE = 8192
@@ -445,19 +448,10 @@ def _mostly_repeats(offsets, data, perm, m, codes, firsts, hashes):
 
 
 @jit
-def rank_into(offsets, data, validity, bit_offset, perm, keys, tk, tv, brk, codes, firsts,
-              ranks, reps):
-    """Fill ``ranks`` (``n``) and ``reps`` (at least ``n + 1``) and return the number of ranks.
-
-    ``perm``, ``keys``, ``tk``, ``tv``, ``brk``, ``codes`` and ``firsts`` are scratch space
-    of ``n`` entries (``int64``, ``uint64``, ``uint64``, ``int64``, ``uint8``, ``int64``,
-    ``int64``; contents undefined).
-
-    When a sample says values mostly repeat, the distinct values are numbered first with a
-    hash table (one sequential pass; the table stays small) and only they are sorted: sorting
-    every row would revisit each repeated value at random places once per word of it.
-    """
-    n = offsets.shape[0] - 1
+def valid_rows(validity, bit_offset, perm, brk, ranks):
+    """Zero ``ranks``, list the rows of valid (non-NULL) values in ``perm`` and clear their
+    ``brk``; return how many there are. ``validity`` empty: no NULLs."""
+    n = ranks.shape[0]
     has_nulls = validity.shape[0] > 0
     m = 0
     for i in range(n):
@@ -469,13 +463,15 @@ def rank_into(offsets, data, validity, bit_offset, perm, keys, tk, tv, brk, code
         perm[m] = i
         brk[m] = 0
         m += 1
-    hashed = _mostly_repeats(offsets, data, perm, m, codes, firsts, tk)
-    rows = perm
-    k = m
-    if hashed:
-        k = _dedupe(offsets, data, perm, m, codes, firsts, tk)
-        rows = firsts
-    _resolve(offsets, data, rows, keys, tk, tv, brk, 0, k)
+    return m
+
+
+@jit
+def assign_ranks(offsets, perm, rows, m, k, hashed, codes, brk, keys, ranks, reps):
+    """Number the groups of the sorted ``rows[:k]`` (``brk`` marks where a value changes) into
+    ``ranks`` and ``reps``; return the number of ranks. ``hashed``: ``rows`` are the first rows
+    of the value numbers in ``codes``, and each of the ``m`` valid rows in ``perm`` takes its
+    number's rank (``keys`` is scratch then)."""
     # "" sorts first and takes rank 0; without it non-empty values start at 1.
     shift = 1
     if k > 0 and offsets[rows[0] + 1] == offsets[rows[0]]:
@@ -497,6 +493,35 @@ def rank_into(offsets, data, validity, bit_offset, perm, keys, tk, tv, brk, code
     return r + 1
 
 
+def rank_into(offsets, data, validity, bit_offset, perm, keys, tk, tv, brk, codes, firsts,
+              ranks, reps):
+    """Fill ``ranks`` (``n``) and ``reps`` (at least ``n + 1``) and return the number of ranks.
+
+    ``offsets`` are ``int64``. ``perm``, ``keys``, ``tk``, ``tv``, ``brk``, ``codes`` and
+    ``firsts`` are scratch space of ``n`` entries (``int64``, ``uint64``, ``uint64``, ``int64``,
+    ``uint8``, ``int64``, ``int64``; contents undefined).
+
+    When a sample says values mostly repeat, the distinct values are numbered first with a
+    hash table (one sequential pass; the table stays small) and only they are sorted: sorting
+    every row would revisit each repeated value at random places once per word of it.
+
+    The steps are separate kernels called from here, not one kernel calling the others:
+    Numba compiles a kernel together with every kernel it calls and optimises the callees
+    again inside each caller, so one kernel over the whole ranking cost a quarter more to
+    compile than its parts (``docs/kernels.md``).
+    """
+    bit_offset = np.int64(bit_offset)
+    m = valid_rows(validity, bit_offset, perm, brk, ranks)
+    hashed = _mostly_repeats(offsets, data, perm, m, codes, firsts, tk)
+    rows = perm
+    k = m
+    if hashed:
+        k = _dedupe(offsets, data, perm, m, codes, firsts, tk)
+        rows = firsts
+    _resolve(offsets, data, rows, keys, tk, tv, brk, 0, k)
+    return assign_ranks(offsets, perm, rows, m, k, hashed, codes, brk, keys, ranks, reps)
+
+
 def _readonly(a: np.ndarray) -> np.ndarray:
     v = np.asarray(a).view()
     v.flags.writeable = False
@@ -515,10 +540,10 @@ def rank_strings(offsets, data, validity, bit_offset: int = 0):
     >>> ranks.tolist(), reps.tolist()
     ([2, 0, 1, 2], [1, 2, 0])
     """
-    # Read-only views of the inputs, offsets int32 or int64: the kernel compiles for those
-    # two signatures only, whatever buffers (Arrow's are read-only) the caller hands in.
-    if offsets.dtype != np.int32:
-        offsets = offsets.astype(np.int64, copy=False)
+    # Read-only views of the inputs and int64 offsets: the kernels compile for one signature,
+    # whatever buffers (Arrow's are read-only, string offsets int32, large_string int64) the
+    # caller hands in. Widening int32 offsets copies 8 bytes a row, little beside the sort.
+    offsets = offsets.astype(np.int64, copy=False)
     offsets, data, validity = (_readonly(a) for a in (offsets, data, validity))
     n = len(offsets) - 1
     ranks = np.empty(n, np.uint64)
