@@ -77,9 +77,18 @@ def enable_light_loading(dispatcher) -> None:
         cache.__class__ = LightCache
 
 
-def jit(fn):
-    """Compile ``fn`` in nopython mode with colmz's options (cached, GIL released)."""
-    dispatcher = numba.njit(**JIT_OPTIONS)(fn)
+def jit(fn=None, *, inline: bool = False):
+    """Compile ``fn`` in nopython mode with colmz's options (cached, GIL released).
+
+    ``@jit(inline=True)`` marks a helper that kernels call: Numba inlines its body into each
+    caller before typing (``inline="always"``) instead of compiling it as a function of its
+    own, which it would then optimise again inside every caller. Called from Python it still
+    compiles as a kernel.
+    """
+    if fn is None:
+        return lambda f: jit(f, inline=inline)
+    options = dict(JIT_OPTIONS, inline="always") if inline else JIT_OPTIONS
+    dispatcher = numba.njit(**options)(fn)
     enable_light_loading(dispatcher)
     DISPATCHERS.append(dispatcher)
     return dispatcher

@@ -73,7 +73,7 @@ _SAMPLE = 8192
 _SMALL = 16
 
 
-@jit
+@jit(inline=True)
 def _word(offsets, data, row, depth):
     # Bytes [8 * depth, 8 * depth + 8) of value ``row``, big-endian, zero-padded past its end.
     start = offsets[row] + 8 * depth
@@ -112,7 +112,7 @@ def compare_from(offsets, data, a, b, skip):
     return -1 if la < lb else 1
 
 
-@jit
+@jit(inline=True)
 def _small_segment(offsets, data, perm, brk, a, b, depth):
     # Insertion sort of perm[a:b] on whole values (all equal before byte 8 * depth), then
     # mark where the value changes.
@@ -128,14 +128,14 @@ def _small_segment(offsets, data, perm, brk, a, b, depth):
         brk[i] = 1 if compare_from(offsets, data, perm[i - 1], perm[i], skip) != 0 else 0
 
 
-@jit
+@jit(inline=True)
 def _tail(offsets, row, depth):
     # min(length - 8 * depth, 9): <= 8 ends in this word (the byte count), 9 goes on.
     rest = offsets[row + 1] - offsets[row] - 8 * depth
     return rest if rest < 9 else 9
 
 
-@jit
+@jit(inline=True)
 def _split_run(offsets, perm, brk, tmp, a, b, depth, st_a, st_b, st_d, top):
     # perm[a:b] share their word at ``depth``: order them by tail (counting sort), mark the
     # groups, push the rows that go on (tail 9). Returns the new stack top.
@@ -179,7 +179,7 @@ def _split_run(offsets, perm, brk, tmp, a, b, depth, st_a, st_b, st_d, top):
     return top
 
 
-@jit
+@jit(inline=True)
 def _sort_by_key(keys, perm, a, b):
     # Insertion sort of perm[a:b] by keys[a:b] (few rows).
     for i in range(a + 1, b):
@@ -194,7 +194,7 @@ def _sort_by_key(keys, perm, a, b):
         perm[j + 1] = x
 
 
-@jit
+@jit(inline=True)
 def _radix_range(keys, perm, tk, tv, a, b):
     # Radix sort of (keys, perm)[a:b] in place.
     if radix_sort_pairs(keys[a:b], perm[a:b], tk[a:b], tv[a:b]):
@@ -203,7 +203,7 @@ def _radix_range(keys, perm, tk, tv, a, b):
             perm[i] = tv[i]
 
 
-@jit
+@jit(inline=True)
 def _top_digit(keys, a, b, hist):
     # The lowest digit the words of keys[a:b] need to be sorted on to split the rows into
     # groups of about one: the most significant varying digits whose distinct byte counts
@@ -228,7 +228,7 @@ def _top_digit(keys, a, b, hist):
     return 0
 
 
-@jit
+@jit(inline=True)
 def _lsd_from(keys, perm, tk, tv, a, b, hist, low):
     # Stable LSD radix sort of (keys, perm)[a:b] on digits low..7 only (8-bit digits, those
     # constant over the range skipped); the whole words move, so ties on those digits keep
@@ -346,7 +346,7 @@ def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
             i = j
 
 
-@jit
+@jit(inline=True)
 def _load8(data, p):
     # Bytes p..p+7 as a big-endian word; written as one expression so the compiler can
     # combine the byte loads into one load.
@@ -356,7 +356,7 @@ def _load8(data, p):
             | (np.uint64(data[p + 6]) << np.uint64(8)) | np.uint64(data[p + 7]))
 
 
-@jit
+@jit(inline=True)
 def _hash(offsets, data, row):
     # A 64-bit hash of value ``row`` (length, then 8-byte blocks, mixed multiplicatively).
     s = offsets[row]
@@ -376,7 +376,7 @@ def _hash(offsets, data, row):
     return h
 
 
-@jit
+@jit(inline=True)
 def _equal(offsets, data, a, b):
     # Whether values a and b are equal, eight bytes at a time.
     pa_ = offsets[a]
@@ -432,18 +432,16 @@ def _dedupe(offsets, data, rows, m, codes, firsts, hashes):
     return k
 
 
-@jit
-def _mostly_repeats(offsets, data, perm, m, codes, firsts, hashes):
+def _mostly_repeats(offsets, data, perm, m, codes, firsts, hashes) -> bool:
     # Whether values repeat often enough to number them first: among min(_SAMPLE, m // 4)
     # evenly spaced rows of perm[:m], more than one in twenty is a repeat. (A sample of s
     # rows from k equally frequent values holds about s * s / (2 * k) repeats, so this takes
-    # the hash table for k below about 10 * s: all-distinct columns never do.)
+    # the hash table for k below about 10 * s: all-distinct columns never do.) Python around
+    # one _dedupe call: a kernel of its own would compile _dedupe a second time inside it.
     s = min(_SAMPLE, m // 4)
     if s < 64:
         return False
-    sample = np.empty(s, np.int64)
-    for i in range(s):
-        sample[i] = perm[(i * m) // s]
+    sample = perm[(np.arange(s, dtype=np.int64) * m) // s]
     return 20 * _dedupe(offsets, data, sample, s, codes, firsts, hashes) < 19 * s
 
 
