@@ -34,7 +34,7 @@ from colmz.kernels.advance import advance_runs
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
 from colmz.kernels.merge import merge_runs
 from colmz.kernels.split import lower_bound
-from colmz.kernels.strings import assign_ranks
+from colmz.kernels.strings import assign_ranks, rank_strings
 from colmz.ops import consolidate
 from colmz.progress import ProgressCallback, check_progress
 from colmz.spine import Spine
@@ -146,6 +146,16 @@ def _many_words(reps: int) -> None:
     sort_consolidate(big, np.arange(len(big), dtype=np.uint64), np.ones(len(big), np.int64), "data")
 
 
+def _string_ranks(reps: int) -> None:
+    # The string-rank kernels alone (what ``consolidate`` runs on a long string column): from
+    # 256 rows a sample decides whether to number repeated values first, which compiles the
+    # hash table too. The kernels see read-only inputs and int64 offsets whatever they get.
+    values = [b"x", b"", b"yy"] * (100 * reps)
+    offsets = np.zeros(len(values) + 1, np.int32)
+    np.cumsum([len(v) for v in values], out=offsets[1:])
+    rank_strings(offsets, np.frombuffer(b"".join(values), np.uint8), np.zeros(0, np.uint8))
+
+
 def _correction(reps: int) -> None:
     cb = Correction()
     cb.insert(_updates(reps))
@@ -170,21 +180,24 @@ _STEPS = {
     "consolidate": _consolidate_one,
     "consolidate strings": _consolidate_wide,
     "merge_runs/advance_runs": _merge_advance,
+    "string ranks": _string_ranks,
     "argsort_words": _many_words,
     "Correction": _correction,
     "Spine": _spine,
 }
-_SIZES = (1, 1400)
 
-#: The order the steps run in. On a cold cache the large string step (the string ranks and
-#: the sorts of several key words: half of a cold warm-up) compiles in a helper process while
-#: this one compiles the rest; the large steps that need its kernels come after it.
+#: On a cold cache these steps run in a helper process, compiling into the shared on-disk
+#: cache while this process compiles the others: the string ranks and the sorts of keys of
+#: several words, about half of a cold warm-up's compile time. The Spine, one-word and
+#: small-input steps come first here; the steps that need the helper's kernels (its own and
+#: the wide consolidations, which rank strings and sort several words) come after it is done.
+_HELPER_STEPS = (("string ranks", 1), ("argsort_words", 1), ("argsort_words", 1400))
 _ORDER = (
-    *((name, 1) for name in _STEPS),
-    ("consolidate", 1400), ("argsort_words", 1400), ("Spine", 1400),
+    ("consolidate", 1), ("consolidate strings", 1), ("Spine", 1), ("consolidate", 1400),
+    ("Spine", 1400), ("merge_runs/advance_runs", 1), ("Correction", 1),
+    *_HELPER_STEPS,
     ("consolidate strings", 1400), ("merge_runs/advance_runs", 1400), ("Correction", 1400),
 )
-_HELPER_STEP = ("consolidate strings", 1400)
 
 
 def warm_step(name: str, reps: int) -> None:
@@ -204,8 +217,8 @@ def _cold() -> bool:
 def _start_helper(jobs: int):
     if jobs < 2 or os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0") or not _cold():
         return None
-    name, reps = _HELPER_STEP
-    code = f"from colmz.runtime import warm_step; warm_step({name!r}, {reps})"
+    code = "from colmz.runtime import warm_step\n" + "".join(
+        f"warm_step({name!r}, {reps})\n" for name, reps in _HELPER_STEPS)
     try:
         return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -260,7 +273,7 @@ def warmup(verbose: bool = False, progress: ProgressCallback | None = None,
     helper = _start_helper(jobs)
     try:
         for done, (name, reps) in enumerate(_ORDER, 1):
-            if (name, reps) == _HELPER_STEP and helper is not None:
+            if (name, reps) in _HELPER_STEPS and helper is not None:
                 helper.wait()  # its kernels are in the cache now (or, if it failed, compile here)
                 helper = None
             _STEPS[name](reps)

@@ -57,6 +57,7 @@ __all__ = [
     "embedded_sort_consolidate",
     "emit_embedded",
     "order_significance",
+    "read_only",
     "sort_consolidate",
 ]
 
@@ -383,7 +384,22 @@ def _zero_flips(w: int) -> np.ndarray:
 _NO_KEYS = np.empty((0, 1), np.uint64)
 
 
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when it is read-only, else a read-only view of it.
+
+    Kernels take their inputs through this: Numba compiles a kernel once per array type and
+    read-only is part of the type, so callers holding writable and read-only arrays (Arrow's
+    buffers, ``Updates`` given up with ``copy=False``) share one compiled kernel.
+    """
+    if not a.flags.writeable:
+        return a
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def _sort_consolidate(keys, time, diff, order, since, flips):
+    keys, time, diff = read_only(keys), read_only(time), read_only(diff)
     n, w = keys.shape
     if flips is not None and n <= _SMALL_SORT:
         return _unflipped(_sort_consolidate(keys ^ flips, time, diff, order, since, None), flips)

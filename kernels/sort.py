@@ -477,7 +477,7 @@ def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
             for b in range(nb):
                 offs[b] = acc
                 acc += hist[d, b]
-            _scatter(src, dst, 0, n, np.uint64(lo_bit + db * d), dmask, offs)
+            _scatter(src, dst, np.int64(0), n, np.uint64(lo_bit + db * d), dmask, offs)
             src, dst = dst, src
             in_tmp = not in_tmp
         return in_tmp
@@ -489,7 +489,7 @@ def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
         offs[b] = acc
         acc += hist[top, b]
     starts[nb] = n
-    _scatter(keys, tmp, 0, n, np.uint64(lo_bit + db * top), dmask, offs)
+    _scatter(keys, tmp, np.int64(0), n, np.uint64(lo_bit + db * top), dmask, offs)
     rest = na - 1
     local = np.empty((rest, nb), np.int64)
     for bucket in range(nb):
