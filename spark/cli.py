@@ -12,7 +12,8 @@ The store is a ``colmz.Arrangement`` (``colmz.spark.sink_store``): a directory, 
 check the arguments and the store without Spark; read and validate the events (nothing is
 written when they are bad); read the store on the executors; run :func:`colmz.spark.sink` over
 the ticks not yet final in the store, the executors writing the corrections as parts; verify
-store plus corrections against a direct Spark SQL evaluation of the view at a sample of ticks;
+store plus corrections against the view evaluated straight from the events at a sample of
+ticks (``--verify-with``: pyarrow in the driver for small inputs, Spark SQL otherwise);
 commit the parts and the new seal (the last tick + 1) in one compare-and-set on the driver;
 compact; print a summary. A run that fails or loses the compare-and-set commits nothing and
 deletes the parts it wrote.
@@ -74,6 +75,7 @@ from colmz.spark.schemas import (
     check_update_columns,
     check_update_values,
 )
+from colmz.spark.session import start_python_workers
 from colmz.spark.sink import SinkStats, check_ticks, sink
 from colmz.spark.sink_store import NAME, SinkStore, discard_run, migrate, open_sink_store
 from colmz.spark.store import MANIFEST, Store, StoreError, view_table
@@ -337,6 +339,9 @@ def run_sink(args, out=None) -> dict:
     try:
         with progress.phase("starting Spark"):
             spark = progress.spark = _spark(args)
+            if args.master.startswith("local"):
+                # The Python workers start while the JVM reads the events and plans the sink.
+                start_python_workers(spark)
         try:
             _read_events(spark, run, progress)
             _read_store(spark, run, progress)
@@ -420,17 +425,18 @@ def _read_store(spark, run: _SinkRun, progress) -> None:
 def _write_corrections(spark, run: _SinkRun, progress) -> None:
     args = run.args
     arr = run.store.arrangement
-    run.stats = SinkStats(spark)
-    desired = desired_updates(run.events, run.spec)
-    with _as_input_error():  # column checks only: the DataFrame is lazy
-        corrections = sink(desired, run.persisted, run.live, data=run.spec.data, since=run.floor or None,
-                           buckets=args.buckets, stats=run.stats)
-    schema = _arrow_schema(corrections, run.spec.data)
-    if arr is not None and arr.schema is not None and tuple(arr.schema) != schema:
-        raise InputError(f"the view's column types {_describe_specs(schema)} differ from the store's "
-                         f"{_describe_specs(arr.schema)}")
     ticks = f"{run.live[0]}..{run.live[-1]}" if len(run.live) > 1 else f"{run.live[0]}"
     with progress.phase(f"sink over {len(run.live)} ticks ({ticks}, writing corrections)"):
+        # Building the plan is part of the phase: Spark analyses it (for its schema) here.
+        run.stats = SinkStats(spark)
+        desired = desired_updates(run.events, run.spec)
+        with _as_input_error():  # column checks only: the DataFrame is lazy
+            corrections = sink(desired, run.persisted, run.live, data=run.spec.data, since=run.floor or None,
+                               buckets=args.buckets, stats=run.stats)
+        schema = _arrow_schema(corrections, run.spec.data)
+        if arr is not None and arr.schema is not None and tuple(arr.schema) != schema:
+            raise InputError(f"the view's column types {_describe_specs(schema)} differ from the store's "
+                             f"{_describe_specs(arr.schema)}")
         run.store.prepare()
         run.runs = write_runs(corrections, run.store.url, schema, prefix=f"{NAME}/parts/", owner=run.owner)
         n = sum(r.len for r in run.runs)

@@ -37,6 +37,7 @@ On a real cluster the executors need colmz itself and the same environment:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -44,10 +45,15 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from colmz.spark import class_archive
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
 
-__all__ = ["QUICK_START_JVM_OPTIONS", "default_cache_dir", "executor_env", "session", "worker_pid_env"]
+__all__ = [
+    "QUICK_START_JVM_OPTIONS", "default_cache_dir", "executor_env", "session", "start_python_workers",
+    "worker_pid_env",
+]
 
 #: JVM options of a ``quick_start`` session (a short local job, such as ``colmz sink`` on a
 #: laptop): C1-only JIT compilation and the serial collector. A fresh Spark JVM spends its
@@ -144,8 +150,9 @@ def session(
         Python workers load them (~0.4 s) instead of each compiling them (seconds). It runs
         while the JVM starts (the JVM is another process; this thread only waits for it).
     quick_start : bool
-        For a short job on a ``local`` master: start the driver JVM with
-        :data:`QUICK_START_JVM_OPTIONS` (unless ``conf`` sets
+        For a short job. Python workers come from :mod:`colmz.spark.daemon`, which loads
+        colmz, pyarrow and the kernels once before it forks them. On a ``local`` master,
+        also start the driver JVM with :data:`QUICK_START_JVM_OPTIONS` (unless ``conf`` sets
         ``spark.driver.extraJavaOptions``) and turn adaptive query execution off (its
         re-planning costs more than it saves on a few small partitions). Off by default: a
         long-running local session profits from C2-compiled code.
@@ -178,6 +185,7 @@ def session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if shuffle_partitions is None:
         shuffle_partitions = _local_cores(master) or 8
+    candidate = None
     settings: dict[str, str] = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -194,16 +202,22 @@ def session(
         settings["spark.driver.bindAddress"] = "127.0.0.1"
         settings["spark.driver.host"] = "127.0.0.1"
         if quick_start:
-            settings["spark.driver.extraJavaOptions"] = QUICK_START_JVM_OPTIONS
+            archive, candidate = _class_archive_options(env["NUMBA_CACHE_DIR"])
+            settings["spark.driver.extraJavaOptions"] = f"{QUICK_START_JVM_OPTIONS} {archive}".strip()
             settings["spark.sql.adaptive.enabled"] = "false"
+    if quick_start:
+        # Python workers forked with colmz, pyarrow and the kernels already loaded.
+        settings["spark.python.daemon.module"] = "colmz.spark.daemon"
     for k, v in env.items():
         settings[f"spark.executorEnv.{k}"] = v
     settings.update(conf or {})
+    if "-XX:ArchiveClassesAtExit" not in settings.get("spark.driver.extraJavaOptions", ""):
+        candidate = None  # the caller's options won: no archive is written
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         builder = builder.config(k, v)
     if not warm:
-        return _started(builder)
+        return _started(builder, candidate)
     import colmz
 
     colmz.set_cache_dir(env["NUMBA_CACHE_DIR"])
@@ -213,7 +227,7 @@ def session(
 
     def start() -> None:
         try:
-            started["spark"] = _started(builder)
+            started["spark"] = _started(builder, candidate)
         except BaseException as e:  # handed to the caller below
             started["error"] = e
 
@@ -228,10 +242,50 @@ def session(
     return started["spark"]
 
 
-def _started(builder) -> SparkSession:
+def _started(builder, candidate) -> SparkSession:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if candidate is not None:
+        with contextlib.suppress(Exception):  # without the record the candidate is dropped later
+            class_archive.record_dump(spark, candidate)
     return spark
+
+
+def _class_archive_options(cache_dir: str):
+    """``(JVM options, candidate or None)`` for Spark's class archive (:mod:`colmz.spark.class_archive`)."""
+    try:
+        return class_archive.jvm_options(cache_dir)
+    except OSError:  # an unwritable cache directory: start without the archive
+        return "", None
+
+
+def _python_worker_ready(batches):
+    yield from batches
+
+
+def start_python_workers(spark) -> threading.Thread:
+    """Have Spark start its Python worker daemon now, in the background; return the thread.
+
+    Runs a one-task Python job in a daemon thread. Spark starts the daemon (with
+    ``quick_start``, :mod:`colmz.spark.daemon`, which loads colmz and its kernels) the first
+    time a task needs a Python worker; started early, that start-up overlaps the JVM's own
+    work of the next job (planning, its first stages) instead of following it, and the
+    worker stays idle for the next Python task to reuse (``spark.python.worker.reuse``, on by
+    default). The job's outcome does not matter: a failure here shows again, with its
+    cause, in the job that needs the workers.
+
+    >>> start_python_workers(spark).join()  # doctest: +SKIP
+    """
+
+    def run() -> None:
+        with contextlib.suppress(Exception):  # reported by the job that needs the workers
+            # An Arrow UDF, as colmz's jobs run: Spark keeps a worker daemon per kind of worker
+            # environment, and an RDD function's would not serve them.
+            spark.range(1, numPartitions=1).mapInArrow(_python_worker_ready, "id long").collect()
+
+    thread = threading.Thread(target=run, name="colmz-python-workers", daemon=True)
+    thread.start()
+    return thread
 
 
 def _local_cores(master: str) -> int | None:
