@@ -121,6 +121,7 @@ from colmz.arrangement_parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
     READ_THREADS,
+    WRITE_COMPRESSION,
     PartRun,
     PartWriter,
     chunks_filtered,
@@ -134,7 +135,7 @@ from colmz.arrangement_parts import (
     run_contents,
     stream_merge,
 )
-from colmz.arrangement_sort import consolidate_data
+from colmz.arrangement_sort import order_data
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.order import ColumnSpec, unify_layouts
@@ -355,6 +356,13 @@ class Arrangement:
         How many same-level trace batches :meth:`maintain`'s geometric policy merges at once.
     lease_seconds : float
         The gc lease (module docstring).
+    compression : str
+        Parquet codec of the parts merges write (drains of several batches, compactions,
+        trims).
+    write_compression : str
+        Parquet codec of the parts a write creates (``"none"``: a write's caller waits for
+        the encoding; compaction compresses what the trace keeps,
+        ``colmz.arrangement_parts.WRITE_COMPRESSION``).
     clock : callable
         Wall-clock seconds (``time.time``), for part keys and leases.
     token : callable
@@ -377,6 +385,7 @@ class Arrangement:
     def __init__(self, store: Blob, *, schema=None, part_rows: int = DEFAULT_PART_ROWS,
                  part_bytes: int = DEFAULT_PART_BYTES, prefix: str = "parts/", fan_in: int = 4,
                  lease_seconds: float = 3600.0, compression: str = "snappy",
+                 write_compression: str = WRITE_COMPRESSION,
                  clock: Callable[[], float] = _time.time,
                  token: Callable[[], str] | None = None):
         if not isinstance(store, Blob):
@@ -394,6 +403,7 @@ class Arrangement:
         self.fan_in = fan_in
         self.lease_seconds = float(lease_seconds)
         self.compression = compression
+        self.write_compression = write_compression
         self.clock = clock
         self.token = token if token is not None else new_token
         self._seal: Frontier = 0
@@ -622,10 +632,11 @@ class Arrangement:
             raise SeqNoMismatch(f"batch seqnos {[start, end]} are an empty range")
         if not len(updates):
             raise EmptyBatch(f"cannot append an empty batch (seqnos {[start, end]})")
-        return self._append_normal(updates, consolidate_data(updates), (start, end))
+        return self._append_normal(updates, order_data(updates), (start, end))
 
-    def _append_normal(self, updates: Updates, normal: Updates, seqnos) -> UnsealedBatchMeta:
-        # ``normal`` is ``updates`` consolidated in data order; checks are done
+    def _append_normal(self, updates: Updates, normal: tuple, seqnos) -> UnsealedBatchMeta:
+        # ``normal`` is ``updates`` consolidated in data order, as ``order_data`` gives it
+        # (source, rows); checks are done
         if seqnos is None:
             upper = self.unsealed_seqno_upper()
             seqnos = (upper, upper + 1)
@@ -636,8 +647,9 @@ class Arrangement:
         if tu is None or lo < tu:
             raise TimeBeforeTraceUpper(f"batch holds time {lo} before the trace upper {tu}")
         schema = self._schema if self._schema is not None else updates.schema
-        writer = self._writer(schema, {"kind": "unsealed", "seqnos": [start, end]})
-        writer.write(normal)
+        writer = self._writer(schema, {"kind": "unsealed", "seqnos": [start, end]},
+                              self.write_compression)
+        writer.write_rows(*normal)
         meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes)
         self._schema = schema
         self._unsealed.append(meta)
@@ -910,9 +922,10 @@ class Arrangement:
         # a merge sizes the reads of a PartRun by its fan-in (arrangement_parts.iter_merge)
         return PartRun(self._store, keys, schema, lower, upper)
 
-    def _writer(self, schema, info) -> PartWriter:
+    def _writer(self, schema, info, compression: str | None = None) -> PartWriter:
         return PartWriter(self._store, schema, self.new_blob_key, info, part_rows=self.part_rows,
-                          part_bytes=self.part_bytes, compression=self.compression)
+                          part_bytes=self.part_bytes,
+                          compression=self.compression if compression is None else compression)
 
     def _count_write(self, writer: PartWriter, updates: Updates | None = None) -> None:
         self._counters["blob_bytes_written"] += writer.size_bytes
@@ -1144,8 +1157,8 @@ class Arrangement:
         lo = int(t.min())
         if self._seal is None or lo < self._seal:
             raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {self._seal}")
-        normal = consolidate_data(updates)
-        if not len(normal):
+        normal = order_data(updates)
+        if not len(normal[0] if normal[1] is None else normal[1]):
             return
         self._durably(lambda: self._append_normal(updates, normal, None))
 

@@ -28,8 +28,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from colmz.arrangement_parts import DEFAULT_PART_BYTES, DEFAULT_PART_ROWS, PartWriter, make_key
-from colmz.arrangement_sort import consolidate_data
+from colmz.arrangement_parts import (
+    DEFAULT_PART_BYTES,
+    DEFAULT_PART_ROWS,
+    WRITE_COMPRESSION,
+    PartWriter,
+    make_key,
+)
+from colmz.arrangement_sort import order_data
 from colmz.order import ColumnSpec
 from colmz.storage.base import Blob, check_key
 from colmz.updates import Updates
@@ -93,7 +99,7 @@ def write_run(
     prefix: str = "arrangement/parts/",
     part_rows: int = DEFAULT_PART_ROWS,
     part_bytes: int = DEFAULT_PART_BYTES,
-    compression: str = "snappy",
+    compression: str = WRITE_COMPRESSION,
     clock: Callable[[], float] = _time.time,
     owner: str = "",
 ) -> WrittenRun | None:
@@ -118,18 +124,18 @@ def write_run(
     schema = tuple(schema)
     if [s.name for s in schema] != updates.column_names:
         raise ValueError(f"updates have columns {updates.column_names}, the schema {[s.name for s in schema]}")
-    normal = consolidate_data(updates)
-    if not len(normal):
+    source, rows = order_data(updates)
+    if not len(source if rows is None else rows):
         return None
     if owner and not _OWNER.match(owner):
         raise ValueError(f"owner must be letters and digits, got {owner!r}")
-    t = normal.time
+    t = source.time if rows is None else source.time[rows]
     tag = f"{owner}_" if owner else ""
     writer = PartWriter(
         store, schema, lambda: make_key(prefix, int(clock() * 1000), tag + uuid.uuid4().hex),
         {"kind": "run"}, part_rows=part_rows, part_bytes=part_bytes, compression=compression,
     )
-    writer.write(normal)
+    writer.write_rows(source, rows)
     return WrittenRun(tuple(writer.keys), writer.rows, int(t.min()), int(t.max()), writer.size_bytes)
 
 

@@ -39,7 +39,7 @@ from colmz.ops import consolidate
 from colmz.order import raw_words
 from colmz.updates import Updates
 
-__all__ = ["MAX_TIED_FRACTION", "MIN_ROWS", "consolidate_data", "order_by_first_column"]
+__all__ = ["MAX_TIED_FRACTION", "MIN_ROWS", "consolidate_data", "order_by_first_column", "order_data"]
 
 #: Batches shorter than this go to ``colmz.consolidate`` whole (the shortcut's bookkeeping
 #: does not pay for a few rows).
@@ -106,6 +106,25 @@ def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates 
     return out, extra
 
 
+def order_data(updates: Updates) -> tuple[Updates, np.ndarray | None]:
+    """``colmz.consolidate(updates, order="data")`` as ``(source, rows)``: the result is
+    ``source``'s rows at the positions ``rows``, in that order (``rows`` None: ``source``
+    as it stands). A writer gathers the rows piece by piece instead of all at once.
+
+    >>> import colmz
+    >>> u = colmz.Updates({"k": [3, 1, 2]}, time=[0, 0, 0], diff=[1, 1, 1])
+    >>> source, rows = order_data(u)
+    >>> source.to_pylist(), rows
+    ([(1, 0, 1), (2, 0, 1), (3, 0, 1)], None)
+    """
+    if len(updates) >= MIN_ROWS:
+        found = order_by_first_column(updates)
+        if found is not None:
+            rows, extra = found
+            return (updates if extra is None else _concat(updates, extra)), rows
+    return consolidate(updates, order="data"), None
+
+
 def consolidate_data(updates: Updates) -> Updates:
     """``colmz.consolidate(updates, order="data")``, sorting by the first data column when
     that decides the order (module docstring).
@@ -116,15 +135,8 @@ def consolidate_data(updates: Updates) -> Updates:
     >>> consolidate_data(u).to_pylist()
     [(1, 'a', 0, 1), (1, 'b', 0, 1), (3, 'c', 0, 1)]
     """
-    if len(updates) >= MIN_ROWS:
-        found = order_by_first_column(updates)
-        if found is not None:
-            rows, extra = found
-            if rows is None:
-                return updates
-            source = updates if extra is None else _concat(updates, extra)
-            return _take(source, rows)
-    return consolidate(updates, order="data")
+    source, rows = order_data(updates)
+    return source if rows is None else _take(source, rows)
 
 
 def _take(u: Updates, rows: np.ndarray) -> Updates:

@@ -25,10 +25,9 @@ Invariants
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import pathlib
-import sys
+import threading
 import uuid
 from collections.abc import Callable
 
@@ -40,28 +39,39 @@ __all__ = ["TEMP_MARKER", "LocalBlob"]
 TEMP_MARKER = ".colmz-tmp-"
 
 
-def _load_sync_file_range():
-    # libc's sync_file_range (Linux), or None: Python's os module does not expose it.
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
+class _Writeback:
+    """Background ``fdatasync`` calls on one file while it is being written.
+
+    :meth:`poke` starts one on a helper thread unless one is still running, so the disk
+    writes what was written so far while the writer encodes the rest, and the final fsync
+    before the rename waits for the tail only. An error of a background sync is kept and
+    raised after the last :meth:`join`: on Linux a failed writeback may be reported to one fsync
+    call only, so it must not be dropped.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.thread: threading.Thread | None = None
+        self.error: OSError | None = None
+
+    def _sync(self) -> None:
+        try:
+            _FDATASYNC(self.fd)
+        except OSError as e:
+            self.error = self.error or e
+
+    def poke(self) -> None:
+        if self.thread is not None and self.thread.is_alive():
+            return
+        self.thread = threading.Thread(target=self._sync, name="colmz-writeback", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
 
 
-_SYNC_FILE_RANGE = _load_sync_file_range()
-_SYNC_FILE_RANGE_WRITE = 2  # start writeback of the dirty pages in the range; do not wait
-
-
-def _start_writeback(fd: int) -> None:
-    # A hint: the fsync before the rename is what makes the value durable.
-    if _SYNC_FILE_RANGE is not None:
-        _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+_FDATASYNC = getattr(os, "fdatasync", os.fsync)
 
 
 def _fsync_dir(path: pathlib.Path) -> None:
@@ -173,10 +183,9 @@ class LocalBlob:
         :meth:`set` does, without holding it in memory; return its size in bytes.
 
         ``fill(out, writeback)`` writes the value into ``out`` (a ``pyarrow.NativeFile`` on
-        the temporary file) and may call ``writeback()`` after each large piece: on Linux
-        that asks the kernel to start writing the pages written so far to disk
-        (``sync_file_range``, asynchronously), so the final fsync waits for the tail only
-        and the disk works while ``fill`` goes on. Elsewhere ``writeback`` does nothing. If
+        the temporary file) and may call ``writeback()`` after each large piece: that
+        syncs what was written so far on a helper thread (one at a time), so the disk
+        works while ``fill`` goes on and the final fsync waits for the tail only. If
         ``fill`` raises, nothing is stored (the temporary file is removed) and the error
         propagates as it is.
 
@@ -193,9 +202,17 @@ class LocalBlob:
 
         def write(fd: int, tmp: pathlib.Path) -> None:
             nonlocal size
-            with pa.OSFile(str(tmp), "w") as out:
-                fill(out, lambda: _start_writeback(fd))
-                size = out.tell()
+            writeback = _Writeback(fd)
+            try:
+                with pa.OSFile(str(tmp), "w") as out:
+                    fill(out, writeback.poke)
+                    size = out.tell()
+            except BaseException:
+                writeback.join()  # the fill's error is the one to report
+                raise
+            writeback.join()
+            if writeback.error is not None:
+                raise writeback.error
 
         self._install(key, write)
         return size

@@ -121,3 +121,33 @@ def test_large_batch_with_a_few_ties():
     found = order_by_first_column(u)
     assert found is not None and found[1] is not None
     same(consolidate_data(u), colmz.consolidate(u, order="data"))
+
+
+@pytest.mark.parametrize("store", ["local", "mem"])
+def test_arrangement_write_of_a_large_batch_gathers_by_row_group(tmp_path, monkeypatch, store):
+    # the write path: rows gathered a (small) row group at a time into several parts
+    from colmz import arrangement_parts
+    from colmz.arrangement_runs import write_run
+    from colmz.storage import LocalBlob, MemBlob
+
+    monkeypatch.setattr(arrangement_parts, "ROW_GROUP_ROWS", 1000)
+    rng = np.random.default_rng(11)
+    n = 9000
+    keys = rng.integers(-(2**40), 2**40, n)
+    keys[rng.integers(0, n, 200)] = keys[rng.integers(0, n, 200)]
+    u = batch(keys, pa.array(rng.integers(0, 50, n).astype(str)), rng.integers(0, 3, n),
+              rng.integers(-1, 3, n))
+    blob = LocalBlob(tmp_path) if store == "local" else MemBlob()
+    a = colmz.Arrangement(blob, part_rows=4000)
+    a.unsealed_append(u)
+    want = colmz.consolidate(u, order="data")
+    (b,) = a.unsealed_batches
+    assert len(b.keys) == -(-len(want) // 4000) and b.len == len(want)
+    a.validate_seal(3)
+    a.update_seal(3)
+    assert a.drain()
+    a.validate_data()
+    same(a.trace_snapshot().updates, want)
+    run = write_run(blob, u.schema, u, part_rows=5000)
+    t = want.time
+    assert (run.len, run.ts_lower, run.ts_upper) == (len(want), int(t.min()), int(t.max()))
