@@ -14,6 +14,11 @@ Keys are ``<prefix><creation ms, 13 digits>-<token>.parquet``. The creation time
 is what ``Arrangement.gc`` leases on: a part younger than the lease is never collected,
 whoever references it.
 
+A write (:meth:`PartWriter.write_rows`) gathers its sorted rows a row group at a time on a
+helper thread while the previous group is encoded, and a local part is encoded straight
+into its temporary file (``LocalBlob.set_streamed``); a write's parts are uncompressed by
+default (:data:`WRITE_COMPRESSION`), merges compress.
+
 The merge (:func:`stream_merge`) combines sorted runs read chunk by chunk -- drains of
 several unsealed batches, compactions of trace batches -- holding about ``MERGE_ROWS`` input
 rows in all (a run of parts, :class:`PartRun`, is read ``MERGE_ROWS // fan-in`` rows at a
@@ -526,9 +531,10 @@ class PartWriter:
             # writing each while the next is encoded (no copy of the whole part in memory).
             def fill(out, writeback) -> None:
                 with pq.ParquetWriter(out, schema, **options) as w:
-                    for t in groups():
+                    for i, t in enumerate(groups()):
+                        if i:  # the last group is left to the final fsync
+                            writeback()
                         w.write_table(t, row_group_size=group)
-                        writeback()
 
             size = self.store.set_streamed(key, fill)
         else:

@@ -7,8 +7,11 @@ the destination directory, flushes and fsyncs it, renames it over the destinatio
 ``os.replace`` (atomic on POSIX within one filesystem) and fsyncs the directory so the rename
 itself survives a crash; directories it had to create are fsynced into their parents too.
 A reader therefore sees a whole value or no value, never a torn one, and a value is durable
-once ``set`` returns. Part files are plain files, so ``url_of`` (the absolute path) is all
-pyarrow.dataset, DuckDB, Polars or Spark need to read them directly.
+once ``set`` returns. ``set_streamed`` is the same for a value produced piece by piece into
+the temporary file (a Parquet part as it is encoded), with background ``fdatasync`` calls
+while it is written so that the final fsync waits for the tail only. Part files are plain
+files, so ``url_of`` (the absolute path) is all pyarrow.dataset, DuckDB, Polars or Spark
+need to read them directly.
 
 Invariants
 ----------
