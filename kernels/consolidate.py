@@ -39,13 +39,14 @@ from colmz.kernels._jit import jit
 from colmz.kernels.sort import (
     RADIX_MSD_MIN,
     argsort_words,
-    field_ranges,
+    field_ranges_into,
     pack,
     pack_one_with_diff,
     plan_packing,
     radix_digits,
     radix_sort_pairs,
-    radix_sort_words,
+    radix_sort_words_into,
+    radix_work_shape,
     unpack,
 )
 
@@ -255,8 +256,8 @@ def emit_embedded(words, lo_bit, dmin, src, mins, shift, mask, const_src, const_
 
 @jit
 def embedded_sort_consolidate(keys, time, diff, since, src, mins, shift, mask, const_src,
-                              const_val, flips, dmin, lo_bit, words, tmp, hist, keys_into_free,
-                              out_keys, out_diff):
+                              const_val, flips, dmin, lo_bit, words, tmp, hist, work, words_2d,
+                              tmp_2d, keys_into_free, out_keys, out_diff):
     """The one-word path of :func:`sort_consolidate` in one compiled call.
 
     Packs key fields and diff into ``words`` (:func:`~colmz.kernels.sort.pack_one_with_diff`),
@@ -265,13 +266,15 @@ def embedded_sort_consolidate(keys, time, diff, since, src, mins, shift, mask, c
     words, the keys into the other buffer when ``keys_into_free`` (one key word) or else into
     ``out_keys``, the diffs into ``out_diff``. Returns ``(in_tmp, k)``: whether the sorted
     buffer (and so the times) is ``tmp``, and the number of rows written. One compiled call
-    instead of four is one cached kernel to load in a fresh process.
+    instead of four is one cached kernel to load in a fresh process. ``work`` is the radix
+    sort's work space and ``words_2d``/``tmp_2d`` are ``(n, 1)`` views of the buffers: the
+    kernel allocates nothing and reshapes nothing, so loading it imports none of Numba's
+    array support (``docs/kernels.md``).
     """
     pack_one_with_diff(keys, time, diff, since, src, mins, shift, flips, dmin, lo_bit, words, hist)
-    in_tmp = radix_sort_words(words, tmp, lo_bit, hist, RADIX_MSD_MIN)
+    in_tmp = radix_sort_words_into(words, tmp, lo_bit, hist, RADIX_MSD_MIN, work)
     srt = tmp if in_tmp else words
-    free = words if in_tmp else tmp
-    ok = free.reshape((free.shape[0], 1)) if keys_into_free else out_keys
+    ok = (words_2d if in_tmp else tmp_2d) if keys_into_free else out_keys
     k = emit_embedded(srt, lo_bit, dmin, src, mins, shift, mask, const_src, const_val, flips,
                       ok, srt, out_diff)
     return in_tmp, k
@@ -416,7 +419,9 @@ def _sort_consolidate(keys, time, diff, order, since, flips):
         # are populated on a helper thread while this one loads the kernels. Another path
         # drops them (the helper holds them until it is done).
         fresh, helper = _scratch.result_arrays(n, (np.uint64, np.uint64, np.int64))
-    mins, maxs, dmin, dmax = field_ranges(keys, time, diff, fl)
+    mins = np.empty(w + 1, np.uint64)
+    maxs = np.empty(w + 1, np.uint64)
+    dmin, dmax = field_ranges_into(keys, time, diff, fl, mins, maxs)
     since = 0 if since is None else since
     mins[w] = max(int(mins[w]), since)
     maxs[w] = max(int(maxs[w]), since)
@@ -490,13 +495,14 @@ def _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, dmin, fli
     words, tmp, od = fresh
     del fresh
     hist = np.zeros((digits, 1 << digit_bits), np.int64)
+    work = np.empty(radix_work_shape(digits, 1 << digit_bits), np.int64)
     into_free = w == 1
     out_keys = _NO_KEYS if into_free else np.empty((n, w), np.uint64)
     try:
         in_tmp, k = embedded_sort_consolidate(
             keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, plan.mask,
             plan.const_src, plan.const_val, flips, np.int64(dmin), diff_bits, words, tmp, hist,
-            into_free, out_keys, od,
+            work, words.reshape(n, 1), tmp.reshape(n, 1), into_free, out_keys, od,
         )
     finally:
         if helper is not None:

@@ -60,6 +60,7 @@ __all__ = [
     "argsort_words",
     "argsort_words_ref",
     "field_ranges",
+    "field_ranges_into",
     "field_ranges_ref",
     "pack",
     "pack_ref",
@@ -69,7 +70,10 @@ __all__ = [
     "RADIX_MSD_MIN",
     "radix_digits",
     "radix_sort_words",
+    "radix_sort_words_into",
     "radix_sort_words_ref",
+    "radix_work",
+    "radix_work_shape",
     "pack_one_with_diff",
     "pack_one_with_diff_ref",
     "unpack",
@@ -103,9 +107,19 @@ def field_ranges(keys, time, diff, flips):
     docstring). Returns ``(mins, maxs, dmin, dmax)``; for empty input ``mins > maxs``. Column
     by column, so each loop is a simple reduction the compiler vectorises.
     """
-    n, w = keys.shape
+    w = keys.shape[1]
     mins = np.empty(w + 1, np.uint64)
     maxs = np.empty(w + 1, np.uint64)
+    dmin, dmax = field_ranges_into(keys, time, diff, flips, mins, maxs)
+    return mins, maxs, dmin, dmax
+
+
+@jit
+def field_ranges_into(keys, time, diff, flips, mins, maxs):
+    """:func:`field_ranges` into the caller's ``mins`` and ``maxs`` (``w + 1`` each); returns
+    ``(dmin, dmax)``. Allocating nothing, its compiled code needs none of Numba's array
+    support loaded, which a fresh process's first call would otherwise import."""
+    n, w = keys.shape
     for j in range(w):
         mins[j], maxs[j] = _range_u64(keys[:, j], flips[j])
     mins[w], maxs[w] = _range_u64(time, np.uint64(0))
@@ -118,7 +132,7 @@ def field_ranges(keys, time, diff, flips):
         x = diff[i]
         dmin = min(dmin, x)
         dmax = max(dmax, x)
-    return mins, maxs, dmin, dmax
+    return dmin, dmax
 
 
 def field_ranges_ref(keys, time, diff, flips=None):
@@ -442,6 +456,30 @@ def _scatter(src, dst, lo, hi, sh, dmask, offs):
 
 @jit
 def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
+    """Stable radix sort of ``keys`` by their bits at and above ``lo_bit``: see
+    :func:`radix_sort_words_into`, which this calls with its work space allocated."""
+    return radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, radix_work(hist.shape[0], hist.shape[1]))
+
+
+@jit
+def radix_work(digits, buckets):
+    """Work space of :func:`radix_sort_words_into` for ``digits`` digits of ``buckets`` values
+    (shape :func:`radix_work_shape`)."""
+    return np.empty((digits + 3, max(buckets + 1, digits)), np.int64)
+
+
+def radix_work_shape(digits: int, buckets: int) -> tuple[int, int]:
+    """Shape of :func:`radix_sort_words_into`'s work space: rows for the active digits, the
+    bucket offsets, the bucket starts and a histogram per remaining digit.
+
+    >>> radix_work_shape(3, 2048), radix_work_shape(14, 8)
+    ((6, 2049), (17, 14))
+    """
+    return digits + 3, max(buckets + 1, digits)
+
+
+@jit
+def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
     """Stable radix sort of ``keys`` by their bits at and above ``lo_bit``.
 
     ``hist`` holds the histograms of the ``b``-bit digits (``(digits, 2**b)``, see
@@ -453,6 +491,9 @@ def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
     *most* significant digit, and each of its buckets -- a few thousand keys, which fit in
     the cache -- is then LSD-sorted by the remaining digits in place between ``tmp`` and
     ``keys``: one pass over main memory instead of one per digit, the same stable order.
+
+    ``work`` is ``int64`` of :func:`radix_work_shape` (:func:`radix_work`): the
+    kernel allocates nothing, so its compiled code needs none of Numba's array support loaded.
     """
     n = keys.shape[0]
     nd = hist.shape[0]
@@ -461,13 +502,13 @@ def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
         return False
     db = _digit_bits(hist)
     dmask = np.uint64(nb - 1)
-    active = np.empty(nd, np.int64)
+    active = work[0]
     na = 0
     for d in range(nd):
         if not _constant_digit(hist[d], n):
             active[na] = d
             na += 1
-    offs = np.empty(nb, np.int64)
+    offs = work[1]
     if na <= 1 or n < msd_min:
         src, dst = keys, tmp
         in_tmp = False
@@ -482,7 +523,7 @@ def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
             in_tmp = not in_tmp
         return in_tmp
     top = active[na - 1]
-    starts = np.empty(nb + 1, np.int64)
+    starts = work[2]
     acc = 0
     for b in range(nb):
         starts[b] = acc
@@ -491,7 +532,7 @@ def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
     starts[nb] = n
     _scatter(keys, tmp, np.int64(0), n, np.uint64(lo_bit + db * top), dmask, offs)
     rest = na - 1
-    local = np.empty((rest, nb), np.int64)
+    local = work[3:3 + rest]
     for bucket in range(nb):
         lo = starts[bucket]
         hi = starts[bucket + 1]
@@ -499,7 +540,9 @@ def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
             if rest % 2 == 1 and hi > lo:
                 keys[lo] = tmp[lo]
             continue
-        local[:, :] = 0
+        for r in range(rest):
+            for b in range(nb):
+                local[r, b] = 0
         for i in range(lo, hi):
             k = tmp[i]
             for r in range(rest):
