@@ -40,7 +40,8 @@ number of rows already written to the preallocated outputs ``ok`` (``(cap, W)``)
 ``od`` (``cap >= len(A) + len(B)``). The call writes rows ``o .. o + produced`` and advances
 the cursor. It stops as soon as ``produced == budget`` (a ``budget <= 0`` does nothing) or both
 runs are exhausted; :func:`is_done` tells the latter. ``fueled_merge_1`` is the same contract
-for one-word keys given as 1-D arrays (``ak``, ``bk``, ``ok`` of shape ``(n,)``), the fast path.
+for one-word keys given as 1-D arrays (``ak``, ``bk``, ``ok`` of shape ``(n,)``), the fast path;
+both are compiled from one body, specialised on the key shape (``_fueled_merge_for``).
 ``fueled_merge_ref`` is the pure-Python reference of :func:`fueled_merge`.
 """
 
@@ -83,68 +84,6 @@ def is_done(cursor: np.ndarray, na: int, nb: int) -> bool:
 
 
 @jit
-def fueled_merge_1(ak, at, ad, bk, bt, bd, since, cursor, ok, ot, od, budget):
-    """One-word-key fueled merge (keys as 1-D ``uint64``); see the module spec."""
-    i = cursor[0]
-    j = cursor[1]
-    o = cursor[2]
-    na = at.shape[0]
-    nb = bt.shape[0]
-    produced = 0
-    while produced < budget:
-        # The group to emit: the smaller (key, advanced time) of the two heads.
-        if i < na:
-            k = ak[i]
-            t = at[i]
-            if t < since:
-                t = since
-            if j < nb:
-                kb = bk[j]
-                tb = bt[j]
-                if tb < since:
-                    tb = since
-                if kb < k or (kb == k and tb < t):
-                    k = kb
-                    t = tb
-        elif j < nb:
-            k = bk[j]
-            t = bt[j]
-            if t < since:
-                t = since
-        else:
-            break
-        acc = np.int64(0)
-        wraps = 0
-        while i < na and ak[i] == k and (at[i] if at[i] > since else since) == t:
-            d = ad[i]
-            s = acc + d
-            # Two's-complement wrap: the operands agree in sign and the sum does not.
-            if ((acc ^ s) & (d ^ s)) < 0:
-                wraps += 1 if d > 0 else -1
-            acc = s
-            i += 1
-        while j < nb and bk[j] == k and (bt[j] if bt[j] > since else since) == t:
-            d = bd[j]
-            s = acc + d
-            if ((acc ^ s) & (d ^ s)) < 0:
-                wraps += 1 if d > 0 else -1
-            acc = s
-            j += 1
-        if wraps != 0:
-            raise OverflowError("diff overflow: the summed multiplicity leaves the int64 range")
-        if acc != 0:
-            ok[o] = k
-            ot[o] = t
-            od[o] = acc
-            o += 1
-            produced += 1
-    cursor[0] = i
-    cursor[1] = j
-    cursor[2] = o
-    return produced
-
-
-@jit
 def _row_eq(x, p, y, q):
     # Rows x[p] and y[q] of two key matrices of one width are equal. (An explicit loop:
     # Numba compiles it to straight-line compares, where all() over a generator would not.)
@@ -165,74 +104,120 @@ def _row_lt(x, p, tx, y, q, ty):
     return tx < ty
 
 
-@jit
-def fueled_merge(ak, at, ad, bk, bt, bd, since, cursor, ok, ot, od, budget):
-    """Fueled merge of runs with ``(n, W)`` key matrices; see the module spec."""
-    i = cursor[0]
-    j = cursor[1]
-    o = cursor[2]
-    na = at.shape[0]
-    nb = bt.shape[0]
-    w = ak.shape[1]
-    produced = 0
-    while produced < budget:
-        # The group's key is named by a row of one run: (from_a, row).
-        if i < na:
-            from_a = True
-            g = i
-            t = at[i]
-            if t < since:
-                t = since
-            if j < nb:
-                tb = bt[j]
-                if tb < since:
-                    tb = since
-                if _row_lt(bk, j, tb, ak, i, t):
+def _fueled_merge_for(words: int, name: str):
+    """The fueled merge for one-word keys (``words == 1``: 1-D key arrays) or for key matrices
+    of any width (``words == 2``), as a plain function for :func:`jit`.
+
+    One body for both: ``words`` is a constant of the closure, so Numba prunes the branches
+    on it before typing and each entry point compiles to a loop with only its own key
+    handling -- a scalar key kept in a register for one word (tested first in a group, being
+    the cheaper test), a key row written to ``ok[o]`` and compared word by word (after the
+    time) for a matrix. Numba caches each (the closure's constant is part of the cache key).
+    """
+
+    def merge(ak, at, ad, bk, bt, bd, since, cursor, ok, ot, od, budget):
+        i = cursor[0]
+        j = cursor[1]
+        o = cursor[2]
+        na = at.shape[0]
+        nb = bt.shape[0]
+        produced = 0
+        while produced < budget:
+            if i < na:
+                t = at[i]
+                if t < since:
+                    t = since
+                if words == 1:
+                    k = ak[i]
+                else:
+                    from_a = True
+                    g = i
+                if j < nb:
+                    tb = bt[j]
+                    if tb < since:
+                        tb = since
+                    if words == 1:
+                        kb = bk[j]
+                        if kb < k or (kb == k and tb < t):
+                            k = kb
+                            t = tb
+                    elif _row_lt(bk, j, tb, ak, i, t):
+                        from_a = False
+                        g = j
+                        t = tb
+            elif j < nb:
+                t = bt[j]
+                if t < since:
+                    t = since
+                if words == 1:
+                    k = bk[j]
+                else:
                     from_a = False
                     g = j
-                    t = tb
-        elif j < nb:
-            from_a = False
-            g = j
-            t = bt[j]
-            if t < since:
-                t = since
-        else:
-            break
-        if from_a:
-            for c in range(w):
-                ok[o, c] = ak[g, c]
-        else:
-            for c in range(w):
-                ok[o, c] = bk[g, c]
-        # ok[o] now holds the group key (a scratch write: o only advances if the sum is kept).
-        acc = np.int64(0)
-        wraps = 0
-        while i < na and (at[i] if at[i] > since else since) == t and _row_eq(ak, i, ok, o):
-            d = ad[i]
-            s = acc + d
-            if ((acc ^ s) & (d ^ s)) < 0:
-                wraps += 1 if d > 0 else -1
-            acc = s
-            i += 1
-        while j < nb and (bt[j] if bt[j] > since else since) == t and _row_eq(bk, j, ok, o):
-            d = bd[j]
-            s = acc + d
-            if ((acc ^ s) & (d ^ s)) < 0:
-                wraps += 1 if d > 0 else -1
-            acc = s
-            j += 1
-        if wraps != 0:
-            raise OverflowError("diff overflow: the summed multiplicity leaves the int64 range")
-        if acc != 0:
-            ot[o] = t
-            od[o] = acc
-            o += 1
-            produced += 1
-    cursor[0] = i
-    cursor[1] = j
-    cursor[2] = o
-    return produced
+            else:
+                break
+            if words != 1:
+                # The group key goes to ok[o] (a scratch write: o only advances if the sum is kept).
+                if from_a:
+                    for c in range(ak.shape[1]):
+                        ok[o, c] = ak[g, c]
+                else:
+                    for c in range(bk.shape[1]):
+                        ok[o, c] = bk[g, c]
+            acc = np.int64(0)
+            wraps = 0
+            while i < na:
+                # The group's rows: one word tests the key first (the cheaper test), a key
+                # matrix the time first. (A branch on the constant alone: Numba prunes it.)
+                if words == 1:
+                    if ak[i] != k or (at[i] if at[i] > since else since) != t:
+                        break
+                elif (at[i] if at[i] > since else since) != t or not _row_eq(ak, i, ok, o):
+                    break
+                d = ad[i]
+                s = acc + d
+                if ((acc ^ s) & (d ^ s)) < 0:
+                    wraps += 1 if d > 0 else -1
+                acc = s
+                i += 1
+            while j < nb:
+                # The group's rows: one word tests the key first (the cheaper test), a key
+                # matrix the time first. (A branch on the constant alone: Numba prunes it.)
+                if words == 1:
+                    if bk[j] != k or (bt[j] if bt[j] > since else since) != t:
+                        break
+                elif (bt[j] if bt[j] > since else since) != t or not _row_eq(bk, j, ok, o):
+                    break
+                d = bd[j]
+                s = acc + d
+                if ((acc ^ s) & (d ^ s)) < 0:
+                    wraps += 1 if d > 0 else -1
+                acc = s
+                j += 1
+            if wraps != 0:
+                raise OverflowError("diff overflow: the summed multiplicity leaves the int64 range")
+            if acc != 0:
+                if words == 1:
+                    ok[o] = k
+                ot[o] = t
+                od[o] = acc
+                o += 1
+                produced += 1
+        cursor[0] = i
+        cursor[1] = j
+        cursor[2] = o
+        return produced
+
+    merge.__name__ = merge.__qualname__ = name
+    merge.__doc__ = (
+        "One-word-key fueled merge (keys as 1-D ``uint64``); see the module spec."
+        if words == 1 else "Fueled merge of runs with ``(n, W)`` key matrices; see the module spec.")
+    return merge
+
+
+#: The one-word fast path and the general merge: one body (see ``_fueled_merge_for``).
+fueled_merge_1 = jit(_fueled_merge_for(1, "fueled_merge_1"))
+fueled_merge = jit(_fueled_merge_for(2, "fueled_merge"))
 
 
 def fueled_merge_ref(ak, at, ad, bk, bt, bd, since, cursor, ok, ot, od, budget):
