@@ -259,3 +259,11 @@ def test_zero_width_keys():
     run_merge(a, b, 2, cur, out, 10)
     assert out[1][: cur[2]].tolist() == [2, 3]
     assert out[2][: cur[2]].tolist() == [5, 1]
+
+
+def test_one_word_and_matrix_merges_share_one_body():
+    # Both entry points are compiled from the same Python code (specialised by a constant).
+    one = getattr(fueled_merge_1, "py_func", fueled_merge_1)
+    many = getattr(fueled_merge, "py_func", fueled_merge)
+    assert one.__code__ is many.__code__
+    assert [c.cell_contents for c in one.__closure__] != [c.cell_contents for c in many.__closure__]
