@@ -87,14 +87,16 @@ def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates 
     n_tied = int(np.count_nonzero(tied))
     if n_tied > MAX_TIED_FRACTION * n:
         return None
-    alone = rows[~tied]
-    alone = alone[diff[alone] != 0]
+    untied = ~tied
+    alone = rows[untied]
+    keep = diff[alone] != 0
+    alone = alone[keep]
     extra = consolidate(_take(updates, rows[tied]), order="data")
     if not len(extra):
         return alone, None
     extra_words, _ = raw_words([extra.column(schema[0].name)])
     extra_keys = extra_words[:, 0] ^ flips[0]
-    alone_keys = words[alone, 0] ^ flips[0]
+    alone_keys = keys[untied][keep]  # the sorted words, not a second gather from ``words``
     # Tied and untied rows never share a value: each tied row goes before the untied rows
     # with greater values, after its own predecessors among the tied rows.
     at = np.searchsorted(alone_keys, extra_keys) + np.arange(len(extra_keys))
