@@ -61,6 +61,7 @@ import numpy as np
 
 from colmz.kernels import _scratch
 from colmz.kernels._jit import jit
+from colmz.kernels.consolidate import read_only
 from colmz.kernels.sort import radix_sort_pairs
 
 __all__ = ["assign_ranks", "compare_from", "rank_into", "rank_strings", "rank_strings_ref",
@@ -520,12 +521,6 @@ def rank_into(offsets, data, validity, bit_offset, perm, keys, tk, tv, brk, code
     return assign_ranks(offsets, perm, rows, m, k, hashed, codes, brk, keys, ranks, reps)
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    v = np.asarray(a).view()
-    v.flags.writeable = False
-    return v
-
-
 def rank_strings(offsets, data, validity, bit_offset: int = 0):
     """Dense ranks of a string/binary column in byte order, and a representative per rank.
 
@@ -542,7 +537,7 @@ def rank_strings(offsets, data, validity, bit_offset: int = 0):
     # whatever buffers (Arrow's are read-only, string offsets int32, large_string int64) the
     # caller hands in. Widening int32 offsets copies 8 bytes a row, little beside the sort.
     offsets = offsets.astype(np.int64, copy=False)
-    offsets, data, validity = (_readonly(a) for a in (offsets, data, validity))
+    offsets, data, validity = (read_only(a) for a in (offsets, data, validity))
     n = len(offsets) - 1
     ranks = np.empty(n, np.uint64)
     if n <= _SMALL:
