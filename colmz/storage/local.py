@@ -210,10 +210,8 @@ class LocalBlob:
                 with pa.OSFile(str(tmp), "w") as out:
                     fill(out, writeback.poke)
                     size = out.tell()
-            except BaseException:
-                writeback.join()  # the fill's error is the one to report
-                raise
-            writeback.join()
+            finally:
+                writeback.join()  # if the fill raised, its error is the one to report
             if writeback.error is not None:
                 raise writeback.error
 
