@@ -665,7 +665,7 @@ class Correction:
             return False
         buckets = self._buckets
         offsets, content = buckets.offsets, buckets.content
-        chains = [*pending, emitted] if pending or emitted else None
+        chains = [*pending, emitted] if pending or emitted else []
         k = 0
         n_off = len(offsets)
         while k < n_off and (upper is None or offsets[k] < upper):
@@ -675,9 +675,9 @@ class Correction:
                     total += c.count
                 if total > _SMALL_READ:
                     return False
-                chains = [*held] if chains is None else [*chains, *held]
+                chains += held
             k += 1
-        parts = stage.parts if chains is None else [c.encoded for ch in chains for c in ch.chunks] + stage.parts
+        parts = [c.encoded for ch in chains for c in ch.chunks] + stage.parts if chains else stage.parts
         since = self._since
         if parts:
             found = _sort_cut(parts, since, upper)
@@ -696,7 +696,7 @@ class Correction:
         state = self._snapshot_state() if rest and not carry else None
         try:
             # The first k buckets' chains are in the sort: empty them, then peel.
-            if chains is not None:
+            if chains:
                 for off in offsets[:k]:
                     if content[off][1].chains:
                         buckets.replace(off, _NO_BUCKET)
