@@ -72,7 +72,6 @@ __all__ = [
     "radix_sort_words",
     "radix_sort_words_into",
     "radix_sort_words_ref",
-    "radix_work",
     "radix_work_shape",
     "pack_one_with_diff",
     "pack_one_with_diff_ref",
@@ -454,18 +453,11 @@ def _scatter(src, dst, lo, hi, sh, dmask, offs):
         offs[b] = p + 1
 
 
-@jit
 def radix_sort_words(keys, tmp, lo_bit, hist, msd_min):
     """Stable radix sort of ``keys`` by their bits at and above ``lo_bit``: see
     :func:`radix_sort_words_into`, which this calls with its work space allocated."""
-    return radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, radix_work(hist.shape[0], hist.shape[1]))
-
-
-@jit
-def radix_work(digits, buckets):
-    """Work space of :func:`radix_sort_words_into` for ``digits`` digits of ``buckets`` values
-    (shape :func:`radix_work_shape`)."""
-    return np.empty((digits + 3, max(buckets + 1, digits)), np.int64)
+    work = np.empty(radix_work_shape(hist.shape[0], hist.shape[1]), np.int64)
+    return radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work)
 
 
 def radix_work_shape(digits: int, buckets: int) -> tuple[int, int]:
@@ -492,7 +484,7 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
     the cache -- is then LSD-sorted by the remaining digits in place between ``tmp`` and
     ``keys``: one pass over main memory instead of one per digit, the same stable order.
 
-    ``work`` is ``int64`` of :func:`radix_work_shape` (:func:`radix_work`): the
+    ``work`` is ``int64`` of :func:`radix_work_shape`: the
     kernel allocates nothing, so its compiled code needs none of Numba's array support loaded.
     """
     n = keys.shape[0]
