@@ -120,15 +120,21 @@ def check_events(df, spec: EventsSpec) -> int:
     from pyspark.sql import functions as F
 
     check_schema(df.schema, spec)
-    vf, vt = F.col(spec.valid_from), F.col(spec.valid_to)
-    problems = {
-        f"NULL {spec.valid_from}": vf.isNull(),
-        f"NULL {spec.valid_to}": vt.isNull(),
-        f"negative {spec.valid_from}": vf < 0,
-        f"negative {spec.valid_to}": vt < 0,
-        f"{spec.valid_to} < {spec.valid_from}": vt < vf,
-    }
+    problems = _event_problems(spec, F.col(spec.valid_from), F.col(spec.valid_to),
+                               lambda c: c.isNull(), lambda a, b: a < b)
     return check_rows(df, problems, "bad events")
+
+
+def _event_problems(spec: EventsSpec, vf, vt, is_null, less) -> dict:
+    """The events' value problems, description to condition, in the caller's expression kind
+    (Spark Columns or pyarrow arrays): one list, so both checks report the same words."""
+    return {
+        f"NULL {spec.valid_from}": is_null(vf),
+        f"NULL {spec.valid_to}": is_null(vt),
+        f"negative {spec.valid_from}": less(vf, 0),
+        f"negative {spec.valid_to}": less(vt, 0),
+        f"{spec.valid_to} < {spec.valid_from}": less(vt, vf),
+    }
 
 
 def check_event_values(table, spec: EventsSpec) -> int:
@@ -153,14 +159,8 @@ def check_event_values(table, spec: EventsSpec) -> int:
     import numpy as np
     import pyarrow.compute as pc
 
-    vf, vt = table.column(spec.valid_from), table.column(spec.valid_to)
-    problems = {
-        f"NULL {spec.valid_from}": pc.is_null(vf),
-        f"NULL {spec.valid_to}": pc.is_null(vt),
-        f"negative {spec.valid_from}": pc.less(vf, 0),
-        f"negative {spec.valid_to}": pc.less(vt, 0),
-        f"{spec.valid_to} < {spec.valid_from}": pc.less(vt, vf),
-    }
+    problems = _event_problems(spec, table.column(spec.valid_from), table.column(spec.valid_to),
+                               pc.is_null, pc.less)
     found = []
     for desc, cond in problems.items():
         hit = np.flatnonzero(cond.to_numpy(zero_copy_only=False) == True)  # noqa: E712 - NULL is not a hit
@@ -287,6 +287,12 @@ def state_sql(spark, updates, data: Sequence[str], ticks: Sequence[int]):
     )
 
 
+def _check_ticks(ticks: Sequence[int]) -> None:
+    for t in ticks:
+        if not 0 <= int(t) < SPARK_MAX_TIME:
+            raise ValueError(f"verification tick must be in [0, 2**63-1), got {t}")
+
+
 def verify(spark, events, updates, spec: EventsSpec, ticks: Sequence[int]) -> dict[int, dict[str, int]]:
     """Compare what ``updates`` accumulate to with the view, at each of ``ticks``.
 
@@ -300,9 +306,7 @@ def verify(spark, events, updates, spec: EventsSpec, ticks: Sequence[int]) -> di
     """
     from pyspark.sql import functions as F
 
-    for t in ticks:
-        if not 0 <= int(t) < SPARK_MAX_TIME:
-            raise ValueError(f"verification tick must be in [0, 2**63-1), got {t}")
+    _check_ticks(ticks)
     keys = ["_colmz_tick", *spec.data]
     view = view_sql(spark, events, spec, ticks).select(
         *keys, F.col("_colmz_n").alias("_colmz_v"), F.lit(0).cast("long").alias("_colmz_s"))
@@ -341,9 +345,7 @@ def verify_local(events, updates, spec: EventsSpec, ticks: Sequence[int]) -> dic
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    for t in ticks:
-        if not 0 <= int(t) < SPARK_MAX_TIME:
-            raise ValueError(f"verification tick must be in [0, 2**63-1), got {t}")
+    _check_ticks(ticks)
     # Positional names: no data column can clash with the counts' or the aggregates' names.
     types = [events.schema.field(c).type for c in spec.data]
     data = [f"_colmz_d{i}" for i in range(len(types))]
