@@ -404,23 +404,40 @@ class PartWriter:
             if not self._flush(final=False):
                 break
 
-    def add_updates(self, u: Updates) -> None:
-        """Add an already sorted, consolidated batch (cut by row slices, never re-encoded)."""
+    def add_updates(self, u: Updates, rows: np.ndarray | None = None) -> None:
+        """Add an already sorted, consolidated batch (cut by row slices, never re-encoded),
+        or with ``rows``, ``u``'s rows in the order those positions give.
+
+        With ``rows`` the rows are gathered a row group at a time, each group by a helper
+        thread while the previous one is encoded (Arrow's take and Parquet encoder both run
+        without the GIL), so the gathered batch never exists whole.
+        """
         while self._pending_rows:
             self._flush(final=True)
-        n = len(u)
+        n = len(u) if rows is None else len(rows)
         if not n:
             return
-        per_row = max(u.nbytes / n, 1e-9)
+        per_row = max(u.nbytes / max(len(u), 1), 1e-9)
         step = max(1, min(self.part_rows, int(self.part_bytes / per_row)))
-        for start in range(0, n, step):
-            self._write_updates(u.slice(start, min(n, start + step)))
+        if rows is None:
+            for start in range(0, n, step):
+                self._write_updates(u.slice(start, min(n, start + step)))
+            return
+        table = u.to_arrow()
+        with ThreadPoolExecutor(1) as pool:
+            for start in range(0, n, step):
+                part = rows[start:min(n, start + step)]
+                self._write_table(
+                    table, len(part),
+                    lambda a, b, part=part: table.take(pa.array(part[a:b], pa.int64())),
+                    u, pool)
 
-    def write(self, u: Updates) -> list[str]:
-        """Write a sorted, consolidated batch as parts and finish; on any failure delete what
-        was written and re-raise. Returns the keys."""
+    def write(self, u: Updates, rows: np.ndarray | None = None) -> list[str]:
+        """Write a sorted, consolidated batch (with ``rows``: see :meth:`add_updates`) as
+        parts and finish; on any failure delete what was written and re-raise. Returns the
+        keys."""
         try:
-            self.add_updates(u)
+            self.add_updates(u, rows)
             return self.finish()
         except BaseException:
             self.abort()
@@ -461,33 +478,8 @@ class PartWriter:
 
     def write_rows(self, source: Updates, rows: np.ndarray | None) -> list[str]:
         """:meth:`write` of ``source``'s rows in the order ``rows`` gives (positions; None:
-        all rows as they are), which must make a sorted, consolidated run.
-
-        The rows are gathered a row group at a time, each group by a helper thread while the
-        previous one is encoded (Arrow's take and Parquet encoder both run without the GIL),
-        so the gathered batch never exists whole.
-        """
-        if rows is None:
-            return self.write(source)
-        try:
-            while self._pending_rows:
-                self._flush(final=True)
-            n = len(rows)
-            if n:
-                per_row = max(source.nbytes / max(len(source), 1), 1e-9)
-                step = max(1, min(self.part_rows, int(self.part_bytes / per_row)))
-                table = source.to_arrow()
-                with ThreadPoolExecutor(1) as pool:
-                    for start in range(0, n, step):
-                        part = rows[start:min(n, start + step)]
-                        self._write_table(
-                            table, len(part),
-                            lambda a, b, part=part: table.take(pa.array(part[a:b], pa.int64())),
-                            source, pool)
-            return self.finish()
-        except BaseException:
-            self.abort()
-            raise
+        all rows as they are), which must make a sorted, consolidated run."""
+        return self.write(source, rows)
 
     def _write_updates(self, u: Updates) -> None:
         table = u.to_arrow()
