@@ -42,7 +42,8 @@ def _alias_source_packages() -> None:
     each file a second time under its folder's name (``kernels.consolidate``): two copies of
     every class, and Numba cache entries written under a module name that no installed program
     can import (a later load from the shared cache fails with ``No module named 'kernels'``).
-    Registering the installed modules under the folder names first makes pytest find them.
+    Registering the installed modules under the folder names first (at configuration, when
+    doctests are collected) makes pytest find them.
     """
     import importlib
     import pkgutil
@@ -61,8 +62,6 @@ def _alias_source_packages() -> None:
             sys.modules.setdefault(f"{folder}.{info.name}", module)
 
 
-_alias_source_packages()
-
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
@@ -79,6 +78,13 @@ settings.register_profile(
 )
 settings.register_profile("thorough", parent=settings.get_profile("colmz"), max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "colmz"))
+
+
+def pytest_configure(config):
+    # Only doctest collection imports the source folders by path; importing every kernel and
+    # Spark module costs a plain test run more than half a second.
+    if config.getoption("doctestmodules", False):
+        _alias_source_packages()
 
 
 def pytest_collection_modifyitems(config, items):
