@@ -56,6 +56,14 @@ def _to_spark_table(u, schema: Sequence[ColumnSpec], key: str) -> pa.Table:
     )
 
 
+def _part_table(u, schema: Sequence[ColumnSpec], key: str, lo: int) -> pa.Table:
+    """The rows of part ``key`` (read as ``u``) with ``time >= lo``, as :func:`_to_spark_table`."""
+    table = _to_spark_table(u, schema, key)
+    if lo:  # an unsealed part: its rows before the trace's upper are in the trace
+        table = table.filter(pa.array(u.time >= np.uint64(lo)))
+    return table
+
+
 def part_list(arrangement) -> list[tuple[str, int]]:
     """``(key, min_time)`` of every part of an arrangement's current state (for :func:`read_parts`)."""
     return [(p.key, int(p.min_time or 0)) for p in arrangement.parts()]
@@ -85,11 +93,7 @@ def read_parts(spark, url: str, schema: Sequence[ColumnSpec], parts: Sequence[tu
         blob = open_blob(url)
         for b in batches:
             for key, lo in zip(b.column("key").to_pylist(), b.column("min_time").to_pylist()):
-                u = read_part(blob, key, schema)
-                table = _to_spark_table(u, schema, key)
-                if lo:  # an unsealed part: its rows before the trace's upper are in the trace
-                    table = table.filter(pa.array(u.time >= np.uint64(lo)))
-                yield from table.to_batches()
+                yield from _part_table(read_part(blob, key, schema), schema, key, lo).to_batches()
 
     return keys.mapInArrow(read, out_schema)
 
@@ -113,13 +117,8 @@ def read_parts_local(url: str, schema: Sequence[ColumnSpec], parts: Sequence[tup
     from colmz.storage.url import open_blob
 
     schema = tuple(schema)
-    tables = []
     read = read_blob_parts(open_blob(url), [str(k) for k, _ in parts], schema) if parts else []
-    for (key, lo), u in zip(parts, read):
-        table = _to_spark_table(u, schema, key)
-        if lo:  # an unsealed part: its rows before the trace's upper are in the trace
-            table = table.filter(pa.array(u.time >= np.uint64(lo)))
-        tables.append(table)
+    tables = [_part_table(u, schema, key, lo) for (key, lo), u in zip(parts, read)]
     if not tables:
         arrow = pa.schema([pa.field(s.name, s.type) for s in schema]
                           + [pa.field("time", pa.int64()), pa.field("diff", pa.int64())])
