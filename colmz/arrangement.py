@@ -135,6 +135,7 @@ from colmz.arrangement_parts import (
     run_contents,
     stream_merge,
 )
+from colmz.arrangement_runs import abort_marker_prefix
 from colmz.arrangement_sort import order_data
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
 from colmz.kernels.consolidate import sort_consolidate
@@ -1541,6 +1542,17 @@ class Arrangement:
                 continue
             self._store.delete(k)
             gone.append(k)
+        # Abort markers of discarded jobs (colmz.arrangement_runs.discard_owned) matter only
+        # while a task of the job may still be writing: past the lease gc takes its parts anyway.
+        for k in self._store.list_keys(abort_marker_prefix(self.prefix)):
+            value = self._store.get(k)
+            try:
+                ms = int(value) if value is not None else None
+            except ValueError:
+                ms = None
+            if ms is not None and now_ms - ms > lease * 1000:
+                self._store.delete(k)
+                gone.append(k)
         return gone
 
     def stats(self) -> dict:

@@ -15,6 +15,17 @@ interleave output. The work splits in two:
    batch, all of them in one compare-and-set. A task attempt that failed, or lost to a
    speculative copy, wrote parts that no committed run names: they are garbage, which
    ``Arrangement.gc`` collects after the lease (part keys carry their creation time).
+3. **Discard** (:func:`discard_owned`, on the driver, when the job fails before it commits):
+   delete the parts the job's tasks wrote. Every key carries the job's ``owner`` tag, so
+   they are found by listing. A task of the failed job may still be running -- Spark
+   abandons a failed job's other tasks without waiting for their Python workers -- and
+   publish a part after the listing. So the discard first writes an *abort marker* for the
+   owner, then lists and deletes; a writer checks for the marker after it published its
+   parts and deletes them itself when it finds one. Either the listing sees a part, or the
+   part was published after the marker was written and its writer sees the marker: no
+   part of a discarded job outlives it, except one whose writer is killed between those
+   two steps, which gc collects after the lease like any other unreferenced part
+   (markers too: :func:`abort_marker_prefix`).
 
 A run is a plain dict on the wire (:meth:`WrittenRun.to_dict`), so it travels back to the
 driver as a row of a DataFrame.
@@ -40,9 +51,14 @@ from colmz.order import ColumnSpec
 from colmz.storage.base import Blob, check_key
 from colmz.updates import Updates
 
-__all__ = ["WrittenRun", "owned_keys", "write_run"]
+__all__ = ["RunDiscarded", "WrittenRun", "abort_marker_prefix", "discard_owned", "owned_keys", "write_run"]
 
 _OWNER = re.compile(r"^[0-9A-Za-z]+$")
+
+
+class RunDiscarded(RuntimeError):
+    """The job a :func:`write_run` writes for was discarded (:func:`discard_owned`) while it
+    wrote; the parts it wrote are deleted again."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,9 @@ def write_run(
         return None
     if owner and not _OWNER.match(owner):
         raise ValueError(f"owner must be letters and digits, got {owner!r}")
+    marker = abort_marker_key(prefix, owner) if owner else None
+    if marker is not None and store.get(marker) is not None:
+        raise RunDiscarded(f"the job {owner!r} was discarded before this run was written")
     t = source.time if rows is None else source.time[rows]
     tag = f"{owner}_" if owner else ""
     writer = PartWriter(
@@ -136,6 +155,11 @@ def write_run(
         {"kind": "run"}, part_rows=part_rows, part_bytes=part_bytes, compression=compression,
     )
     writer.write_rows(source, rows)
+    if marker is not None and store.get(marker) is not None:
+        # Published after the job's discard listed its parts: this writer removes them.
+        for k in writer.keys:
+            store.delete(k)
+        raise RunDiscarded(f"the job {owner!r} was discarded while this run was written; its parts are deleted")
     return WrittenRun(tuple(writer.keys), writer.rows, int(t.min()), int(t.max()), writer.size_bytes)
 
 
@@ -154,3 +178,61 @@ def owned_keys(store: Blob, prefix: str, owner: str) -> list[str]:
         raise ValueError(f"owner must be letters and digits, got {owner!r}")
     marker = f"-{owner}_"
     return [k for k in store.list_keys(prefix) if marker in k.rsplit("/", 1)[-1]]
+
+
+def abort_marker_prefix(prefix: str) -> str:
+    """Where :func:`discard_owned` puts its abort markers for the parts under ``prefix``:
+    beside the parts, not among them, so listing the parts never lists a marker.
+
+    >>> abort_marker_prefix("arrangement/parts/")
+    'arrangement/parts.aborted/'
+    """
+    return f"{prefix.rstrip('/')}.aborted/"
+
+
+def abort_marker_key(prefix: str, owner: str) -> str:
+    """The key of ``owner``'s abort marker (its value: the epoch millisecond it was set)."""
+    return abort_marker_prefix(prefix) + owner
+
+
+def discard_owned(
+    store: Blob,
+    prefix: str,
+    owner: str,
+    referenced: frozenset[str] | set[str] = frozenset(),
+    *,
+    clock: Callable[[], float] = _time.time,
+) -> list[str]:
+    """Discard a job that will not commit: mark ``owner`` aborted, then delete every part
+    :func:`write_run` wrote for it under ``prefix`` that is not in ``referenced`` (the keys
+    committed state names). Returns the deleted keys.
+
+    A :func:`write_run` for ``owner`` that is still running, or starts later, deletes its own
+    parts and raises :class:`RunDiscarded` (module docstring). The marker stays until
+    ``Arrangement.gc`` removes it after the lease.
+
+    Examples
+    --------
+    >>> import colmz
+    >>> from colmz.storage import MemBlob
+    >>> blob = MemBlob()
+    >>> u = colmz.Updates({"k": [1]}, time=[0], diff=[1])
+    >>> run = write_run(blob, u.schema, u, owner="job7")
+    >>> discard_owned(blob, "arrangement/parts/", "job7") == list(run.keys)
+    True
+    >>> write_run(blob, u.schema, u, owner="job7")
+    Traceback (most recent call last):
+    ...
+    colmz.arrangement_runs.RunDiscarded: the job 'job7' was discarded before this run was written
+    >>> blob.list_keys("arrangement/parts/")
+    []
+    """
+    if not _OWNER.match(owner):
+        raise ValueError(f"owner must be letters and digits, got {owner!r}")
+    store.set(abort_marker_key(prefix, owner), str(int(clock() * 1000)).encode())
+    gone = []
+    for k in owned_keys(store, prefix, owner):
+        if k not in referenced:
+            store.delete(k)
+            gone.append(k)
+    return gone

@@ -75,7 +75,7 @@ from colmz.spark.schemas import (
     check_update_columns,
     check_update_values,
 )
-from colmz.spark.session import start_python_workers
+from colmz.spark.session import start_python_workers, stop_tasks
 from colmz.spark.sink import SinkStats, check_ticks, sink
 from colmz.spark.sink_store import NAME, SinkStore, discard_run, migrate, open_sink_store
 from colmz.spark.store import MANIFEST, Store, StoreError, view_table
@@ -350,6 +350,8 @@ def run_sink(args, out=None) -> dict:
             _commit(run, progress)
         except BaseException:
             if not run.committed:
+                with contextlib.suppress(Exception):  # e.g. the JVM is gone: nothing runs then
+                    stop_tasks(spark)  # a failed job's other tasks may still be writing parts
                 discard_run(run.store, run.owner)  # the parts this run wrote, failed attempts included
             raise
         _maintain(run, progress)

@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = [
     "QUICK_START_JVM_OPTIONS", "default_cache_dir", "executor_env", "session", "start_python_workers",
-    "worker_pid_env",
+    "stop_tasks", "worker_pid_env",
 ]
 
 #: JVM options of a ``quick_start`` session (a short local job, such as ``colmz sink`` on a
@@ -286,6 +286,33 @@ def start_python_workers(spark) -> threading.Thread:
     thread = threading.Thread(target=run, name="colmz-python-workers", daemon=True)
     thread.start()
     return thread
+
+
+def stop_tasks(spark, timeout: float = 30.0) -> bool:
+    """Cancel the session's jobs and wait until no task runs on any executor (at most
+    ``timeout`` seconds); True when none runs.
+
+    A job fails as soon as one task fails, but Spark does not wait for the job's other
+    running tasks: they are killed in the background and may still write for a moment.
+    A job that discards its output after a failure calls this first, so the discard sees
+    what those tasks wrote (a Python worker can outlive its task for a moment still:
+    ``colmz.arrangement_runs.discard_owned`` covers that).
+
+    >>> stop_tasks(spark)  # doctest: +SKIP
+    True
+    """
+    import time
+
+    sc = spark.sparkContext
+    sc.cancelAllJobs()
+    tracker = sc._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout
+    while True:
+        if sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
 def _local_cores(master: str) -> int | None:

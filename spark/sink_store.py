@@ -31,7 +31,7 @@ import pathlib
 from dataclasses import dataclass
 
 from colmz.arrangement import Arrangement, ArrangementError
-from colmz.arrangement_runs import owned_keys
+from colmz.arrangement_runs import discard_owned
 from colmz.spark.store import MANIFEST, Store, StoreError
 from colmz.storage.base import StorageError
 from colmz.storage.url import local_path
@@ -124,7 +124,12 @@ def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
 
 def discard_run(store: SinkStore, owner: str) -> list[str]:
     """Delete every part this run wrote (its keys carry ``owner``) that no commit names, and
-    the directory of a new store this run created when nothing was committed into it."""
+    the directory of a new store this run created when nothing was committed into it.
+
+    A task of the run that is still writing deletes its own parts when it finishes
+    (``colmz.arrangement_runs.discard_owned``). Parts the committed state names, re-read
+    from consensus, are kept; when it cannot be read, nothing is deleted (gc collects
+    unreferenced parts after its lease)."""
     import shutil
 
     from colmz.storage.url import open_blob
@@ -132,18 +137,20 @@ def discard_run(store: SinkStore, owner: str) -> list[str]:
     if store.created_dir is not None and store.arrangement is None:
         shutil.rmtree(store.created_dir, ignore_errors=True)
         return []
-    prefix = f"{NAME}/parts/"
     try:
         blob = open_blob(store.url)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    referenced = store.arrangement.referenced_keys() if store.arrangement is not None else frozenset()
-    gone = []
-    for k in owned_keys(blob, prefix, owner):
-        if k not in referenced:
-            blob.delete(k)
-            gone.append(k)
-    return gone
+    referenced: frozenset[str] = frozenset()
+    if store.arrangement is not None:
+        # What is committed, re-read: a commit that failed with an unknown outcome may have
+        # landed, and then its parts are the store's now.
+        try:
+            store.arrangement.refresh()
+        except Exception:  # noqa: BLE001 - committed state unknown: leave the parts to gc
+            return []
+        referenced = store.arrangement.referenced_keys()
+    return discard_owned(blob, f"{NAME}/parts/", owner, referenced)
 
 
 #: The steps :func:`migrate` reports to a progress callback, in order.

@@ -498,11 +498,13 @@ def batch_writer(
 
 
 def _delete_owned(arr, owner: str) -> None:
-    from colmz.arrangement_runs import owned_keys
+    from colmz.arrangement_runs import discard_owned
 
-    for k in owned_keys(arr.store, arr.prefix, owner):
-        with contextlib.suppress(Exception):  # best effort; gc collects the rest
-            arr.store.delete(k)
+    # Keep what committed state names, re-read: a commit that failed with an unknown
+    # outcome may have landed. Best effort; gc collects whatever is left after its lease.
+    with contextlib.suppress(Exception):
+        arr.refresh()
+        discard_owned(arr.store, arr.prefix, owner, arr.referenced_keys())
 
 
 def stream_sink(

@@ -10,7 +10,14 @@ import pytest
 
 import colmz
 from colmz.arrangement import MissingPart, SealRegression, TimeBeforeSeal
-from colmz.arrangement_runs import WrittenRun, owned_keys, write_run
+from colmz.arrangement_runs import (
+    RunDiscarded,
+    WrittenRun,
+    abort_marker_prefix,
+    discard_owned,
+    owned_keys,
+    write_run,
+)
 from colmz.storage.state import CommitConflict
 
 SCHEMA = {"k": pa.int64(), "s": pa.string()}
@@ -95,6 +102,70 @@ def test_owned_keys_find_a_failed_jobs_parts(arr):
     assert owned_keys(arr.store, arr.prefix, "job2") == list(other.keys)
     with pytest.raises(ValueError, match="owner must be letters and digits"):
         write_run(arr.store, arr.schema, ups([(1, "a", 0, 1)]), owner="../x")
+
+
+class Interleave:
+    """A blob that runs ``hook`` once, just before its ``at``-th call (any method), so a
+    test can put another process's step between any two steps of a writer."""
+
+    def __init__(self, blob, at: int, hook):
+        self.blob, self.at, self.hook, self.calls = blob, at, hook, 0
+
+    def __getattr__(self, name):
+        attr = getattr(self.blob, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            if self.calls == self.at:
+                self.hook()
+            self.calls += 1
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def test_a_discard_at_any_step_of_a_write_leaves_none_of_its_parts(arr):
+    # Several parts per run, so the discard also lands between one part and the next.
+    many = ups([(k, "x" * 50, k % 7, 1) for k in range(600)])
+    kept = write_run(arr.store, arr.schema, ups([(1, "keep", 0, 1)]), prefix=arr.prefix, owner="job1")
+    referenced = set(kept.keys)  # committed state names this job-1 part: the discard keeps it
+    calls = Interleave(arr.store, -1, None)
+    write_run(calls, arr.schema, many, prefix=arr.prefix, owner="probe", part_rows=128)
+    assert calls.calls > 6
+    for at in range(calls.calls + 1):
+        owner = f"job2x{at}"
+        blob = Interleave(arr.store, at, lambda o=owner: discard_owned(arr.store, arr.prefix, o, referenced))
+        try:
+            run = write_run(blob, arr.schema, many, prefix=arr.prefix, owner=owner, part_rows=128)
+        except RunDiscarded:
+            pass
+        else:  # the discard came after the writer's last step: it deletes by listing
+            assert blob.calls == at and run is not None
+            discard_owned(arr.store, arr.prefix, owner, referenced)
+        assert owned_keys(arr.store, arr.prefix, owner) == [], at
+    assert owned_keys(arr.store, arr.prefix, "job1") == list(kept.keys)
+
+
+def test_discard_keeps_referenced_parts_and_gc_drops_old_markers(tmp_path):
+    now = [2_000_000.0]
+    a = colmz.Arrangement.open(str(tmp_path / "a"), schema=SCHEMA, clock=lambda: now[0], lease_seconds=100)
+    committed = write_run(a.store, a.schema, ups([(1, "a", 0, 1)]), prefix=a.prefix, owner="jobA",
+                          clock=lambda: now[0])
+    a.append_runs([committed], seal=1)
+    stray = write_run(a.store, a.schema, ups([(2, "b", 0, 1)]), prefix=a.prefix, owner="jobA",
+                      clock=lambda: now[0])
+    assert discard_owned(a.store, a.prefix, "jobA", a.referenced_keys(), clock=lambda: now[0]) == list(stray.keys)
+    assert set(a.store.list_keys(a.prefix)) == a.referenced_keys()
+    markers = a.store.list_keys(abort_marker_prefix(a.prefix))
+    assert len(markers) == 1 and not set(markers) & set(a.store.list_keys(a.prefix))
+    assert a.gc() == []  # inside the lease the marker stays: a task may still be writing
+    now[0] += 101
+    assert a.gc() == markers
+    assert a.store.list_keys(abort_marker_prefix(a.prefix)) == []
+    assert a.read().to_pylist() == [(1, "a", 0, 1)]
+    with pytest.raises(ValueError, match="owner must be letters and digits"):
+        discard_owned(a.store, a.prefix, "a/b")
 
 
 def test_written_run_from_bad_dicts():
