@@ -410,10 +410,10 @@ def _read_events(spark, run: _SinkRun, progress) -> None:
 
 
 def _read_store(spark, run: _SinkRun, progress) -> None:
-    arr = run.store.arrangement
+    arr = run.store.pinned
     with progress.phase("reading store"):
         progress.say(f"{run.store.describe()}")
-        if arr is None or arr.schema is None:
+        if arr is None:
             return
         stored = [s.name for s in arr.schema]
         if stored != list(run.spec.data):
@@ -426,7 +426,7 @@ def _read_store(spark, run: _SinkRun, progress) -> None:
 
 def _write_corrections(spark, run: _SinkRun, progress) -> None:
     args = run.args
-    arr = run.store.arrangement
+    arr = run.store.pinned
     ticks = f"{run.live[0]}..{run.live[-1]}" if len(run.live) > 1 else f"{run.live[0]}"
     with progress.phase(f"sink over {len(run.live)} ticks ({ticks}, writing corrections)"):
         # Building the plan is part of the phase: Spark analyses it (for its schema) here.
@@ -436,7 +436,7 @@ def _write_corrections(spark, run: _SinkRun, progress) -> None:
             corrections = sink(desired, run.persisted, run.live, data=run.spec.data, since=run.floor or None,
                                buckets=args.buckets, stats=run.stats)
         schema = _arrow_schema(corrections, run.spec.data)
-        if arr is not None and arr.schema is not None and tuple(arr.schema) != schema:
+        if arr is not None and tuple(arr.schema) != schema:
             raise InputError(f"the view's column types {_describe_specs(schema)} differ from the store's "
                              f"{_describe_specs(arr.schema)}")
         run.store.prepare()
@@ -461,8 +461,8 @@ def _verify_where(run: _SinkRun) -> str:
     choice = run.args.verify_with
     if choice != "auto":
         return choice
-    arr = run.store.arrangement
-    stored = int(arr.stats()["stored_updates"]) if arr is not None and arr.schema is not None else 0
+    arr = run.store.pinned
+    stored = int(arr.stats()["stored_updates"]) if arr is not None else 0
     written = sum(r.len for r in run.runs)
     small = run.n_events <= LOCAL_VERIFY_ROWS and stored + written <= LOCAL_VERIFY_ROWS
     return "local" if small else "spark"
@@ -483,8 +483,8 @@ def _verify(spark, run: _SinkRun, progress) -> None:
             if events is None:
                 cols = [*run.spec.data, run.spec.valid_from, run.spec.valid_to]
                 events = run.events.select(*cols).toArrow()
-            arr = run.store.arrangement
-            stored = part_list(arr) if arr is not None and arr.schema is not None else []
+            arr = run.store.pinned
+            stored = part_list(arr) if arr is not None else []
             after = read_parts_local(run.store.url, run.schema, [*stored, *written])
             run.checked = verify_local(events, after, run.spec, sample)
         else:

@@ -54,6 +54,12 @@ class SinkStore:
     def exists(self) -> bool:
         return self.arrangement is not None
 
+    @property
+    def pinned(self) -> Arrangement | None:
+        """The arrangement once its schema is pinned (it may hold updates), else None."""
+        arr = self.arrangement
+        return arr if arr is not None and arr.schema is not None else None
+
     def prepare(self) -> None:
         """Make the location (directory, blob store) exist so executors can write parts into
         it; a local directory this makes is remembered, for :func:`discard_run` to remove."""
