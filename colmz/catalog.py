@@ -972,8 +972,7 @@ class ArrangementCollection:
         keep = (t >= lower) if upper is None else ((t >= lower) & (t < upper))
         idx = np.flatnonzero(keep)
         self.stats["updates_read"] += len(u)
-        out = Updates({c.name: u.column(c.name).take(pa.array(idx)) for c in schema}, t[idx], u.diff[idx])
-        return consolidate(out)
+        return consolidate(u.take(idx))
 
     def advance_since(self, since: int) -> None:
         self.arrangement.advance_since(since)

@@ -1429,13 +1429,7 @@ def _positives(u: Updates) -> Updates:
     d = u.diff
     if len(d) == 0 or d.min() > 0:
         return u
-    keep = np.flatnonzero(d > 0)
-    return Updates(
-        {n: u.column(n).take(pa.array(keep)) for n in u.column_names},
-        u.time[keep],
-        d[keep],
-        _trusted=True,
-    )
+    return u.take(np.flatnonzero(d > 0))
 
 
 def _by_time(u: Updates) -> Iterable[tuple[int, Updates]]:
@@ -1443,10 +1437,7 @@ def _by_time(u: Updates) -> Iterable[tuple[int, Updates]]:
         return []
     order = np.argsort(u.time, kind="stable")
     if not np.all(order[:-1] < order[1:]):
-        idx = pa.array(order)
-        u = Updates(
-            {n: u.column(n).take(idx) for n in u.column_names}, u.time[order], u.diff[order], _trusted=True
-        )
+        u = u.take(order)
     times = u.time
     cuts = np.flatnonzero(np.diff(times)) + 1
     bounds = [0, *cuts.tolist(), len(u)]

@@ -668,6 +668,24 @@ class Updates:
             _trusted=True,
         )
 
+    def take(self, rows) -> Updates:
+        """The rows at positions ``rows`` (integers, in the order given; repeats allowed).
+
+        >>> u = Updates({"k": ["a", "b", "c"]}, time=[1, 2, 3], diff=[1, 1, -1])
+        >>> u.take([2, 0]).to_pylist()
+        [('c', 3, -1), ('a', 1, 1)]
+        """
+        idx = np.asarray(rows)
+        if idx.dtype.kind not in "iu" and not (idx.size == 0 and idx.dtype.kind == "f"):
+            raise TypeError(f"rows must be integer positions, got an array of {idx.dtype}")
+        idx = idx.astype(np.int64, copy=False).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
+            bad = idx[(idx < 0) | (idx >= len(self))][0]
+            raise IndexError(f"rows holds position {int(bad)}, outside a batch of {len(self)} updates")
+        arrow = pa.array(idx)
+        return Updates._from_parts([c.take(arrow) for c in self._columns], self._schema, self._time[idx],
+                                   self._diff[idx])
+
     def negated(self) -> Updates:
         """The same updates with every diff negated (``OverflowError`` for ``-2**63``)."""
         if self._enc is not None:

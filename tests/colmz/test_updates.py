@@ -236,6 +236,31 @@ def test_slice_and_negated():
         Updates({"k": [1]}, time=[0], diff=[-(2**63)]).negated()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.floats(allow_nan=True),
+                          st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1)), max_size=12),
+       st.data())
+def test_take_equals_picking_rows(rows, data):
+    u = Updates({"s": pa.array([r[0] for r in rows], pa.string()), "f": pa.array([r[1] for r in rows], pa.float64())},
+                time=np.array([r[2] for r in rows], np.uint64), diff=[r[3] for r in rows])
+    idx = data.draw(st.lists(st.integers(0, len(rows) - 1), max_size=20) if rows else st.just([]))
+    got = u.take(np.array(idx, dtype=np.int64))
+    assert got.schema == u.schema
+    want = [u.to_pylist()[i] for i in idx]
+    assert repr(got.to_pylist()) == repr(want)  # repr: NaN compares equal to itself
+
+
+def test_take_refuses_bad_positions():
+    u = Updates({"k": [1, 2]}, time=[0, 1], diff=[1, 1])
+    with pytest.raises(IndexError, match="position 2, outside a batch of 2"):
+        u.take([0, 2])
+    with pytest.raises(IndexError, match="position -1"):
+        u.take([-1])
+    with pytest.raises(TypeError, match="integer positions"):
+        u.take(np.array([0.5]))
+    assert u.take([]).to_pylist() == [] and u.take(np.array([], dtype=float)).schema == u.schema
+
+
 def test_empty_and_column_access():
     e = Updates.empty({"k": pa.int64(), "s": pa.string()})
     assert len(e) == 0 and [s.type for s in e.schema] == [pa.int64(), pa.string()]
