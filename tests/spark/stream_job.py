@@ -4,12 +4,22 @@
 micro-batch) and stops; with ``--until FILE`` it keeps following INDIR until FILE exists, then
 stops the query. One line per micro-batch on stdout
 (``batch <id> replayed=<bool> runs=<n> conflicts=<n>``), ``done`` at the end.
+
+A job whose JVM was killed by a signal it did not send (the JVM is in the job's process
+group, so a test that kills the group kills it too; anything else that kills it is outside
+the test) says so on stderr and exits with :data:`JVM_KILLED`, so a test can tell that from
+a failure of the job itself (exit status 1: Python's error).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+import traceback
+
+#: Exit status of a job whose JVM died of a signal while the Python driver lived.
+JVM_KILLED = 3
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,5 +54,30 @@ def main(argv: list[str] | None = None) -> None:
     spark.stop()
 
 
+def jvm_signal(wait: float = 5.0) -> int | None:
+    """The signal that ended the driver's JVM, or None (not started, still running, or
+    exited by itself). Waits up to ``wait`` seconds for a dying JVM to be gone."""
+    import subprocess
+
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        status = proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        return None
+    return -status if status < 0 else None
+
+
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BaseException:
+        if "pyspark" in sys.modules and (sig := jvm_signal()) is not None:
+            traceback.print_exc()
+            print(f"stream_job: the JVM was killed by signal {sig}; the Python driver was not", file=sys.stderr,
+                  flush=True)
+            sys.exit(JVM_KILLED)
+        raise

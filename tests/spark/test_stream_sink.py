@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -349,29 +350,138 @@ def test_bad_schema_is_refused_before_start(spark, tmp_path):
     assert not os.path.exists(tmp_path / "s")
 
 
-def kill_and_restart(tmp_path, kills: int, files: int, seed: int) -> dict:
+#: Set in each job's environment; the JVM, Spark's Python daemon and its workers inherit it.
+RUN_MARK = "COLMZ_KILL_TEST_RUN"
+
+
+def marked(mark: str) -> list[int]:
+    """Pids of the live (not zombie) processes whose environment holds ``RUN_MARK=mark``."""
+    needle = f"{RUN_MARK}={mark}".encode() + b"\0"
+    pids = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{d}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+            if needle in env and state != b"Z":
+                pids.append(int(d))
+    return pids
+
+
+def reap(mark: str, timeout: float = 60) -> int:
+    """SIGKILL every process left of one job run and wait until none is alive; how many there were.
+
+    Killing the job's process group kills its Python driver and JVM, not Spark's Python
+    daemon: the daemon makes a process group of its own (``pyspark/daemon.py``) and only
+    stops, with its workers, once it reads the end of its stdin from the dead JVM. The next
+    run starts after all of them are gone, so nothing of the killed run acts beside it."""
+    end = time.monotonic() + timeout
+    seen: set[int] = set()
+    while pids := marked(mark):
+        seen.update(pids)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert time.monotonic() < end, f"processes of {mark} still alive after {timeout} s: {pids}"
+        time.sleep(0.05)
+    return len(seen)
+
+
+def frozen_code(root) -> dict[str, str]:
+    """Environment under which job processes import colmz from a copy of its source taken now.
+
+    The work tree may change while a long test runs (several people edit it); without the
+    copy, a restart would run other code than the run before it. The copy's directory is
+    named by its content and kept, so a second test over the same source reuses it and the
+    compiled kernels cached for its paths."""
+    import hashlib
+    import shutil
+
+    import colmz.kernels
+    import colmz.spark
+
+    trees = {"colmz": Path(colmz.__file__).parent, "colmz/kernels": Path(colmz.kernels.__file__).parent,
+             "colmz/spark": Path(colmz.spark.__file__).parent}
+    files = sorted((rel, src) for rel, src in (
+        (f"{dest}/{p.relative_to(top)}", p) for dest, top in trees.items() for p in top.rglob("*.py")
+    ) if "__pycache__" not in rel)
+    h = hashlib.sha1()
+    for rel, src in files:
+        h.update(rel.encode() + b"\0" + src.read_bytes() + b"\0")
+    home = Path(root) / h.hexdigest()[:16]
+    if not home.exists():
+        part = Path(root) / f".{home.name}.{os.getpid()}.tmp"
+        shutil.rmtree(part, ignore_errors=True)
+        for rel, src in files:
+            (part / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, part / rel)
+        for extra in Path(colmz.__file__).parent.rglob("py.typed"):
+            shutil.copy2(extra, part / "colmz" / extra.relative_to(trees["colmz"]))
+        shutil.copy2(JOB, part / os.path.basename(JOB))
+        try:
+            os.rename(part, home)
+        except OSError:  # another test made the same copy first
+            shutil.rmtree(part, ignore_errors=True)
+    return {"PYTHONPATH": str(home), "COLMZ_STREAM_JOB": str(home / os.path.basename(JOB))}
+
+
+def kill_and_restart(tmp_path, kills: int, files: int, seed: int, *, jvm_kills: int = 0,
+                     frozen: bool = False) -> dict:
     """SIGKILL the streaming process ``kills`` times at random points, restarting it from its
     checkpoint each time; new event files arrive while it is down. The store must equal the
     uninterrupted result (the oracle the in-process test checks a clean run against).
 
+    The first ``jvm_kills`` kills hit the JVM alone (after the run's first batch line), as
+    something outside the test might: the job must then exit with stream_job's JVM_KILLED
+    status and say so. With ``frozen``, every run imports colmz from one copy of the source
+    (:func:`frozen_code`).
+
     Returns figures: kills, runs, kills before a process's first batch line, batch lines
     printed (committed and replayed: a replayed batch is one whose store commit landed before
-    a kill and whose Spark commit log did not)."""
+    a kill and whose Spark commit log did not), processes left of killed runs (Spark's Python
+    daemon and workers, killed before the next run), and runs whose JVM something outside the
+    test killed (their job exits with stream_job's JVM_KILLED status and is restarted like a
+    killed one; they do not count as kills)."""
+    from stream_job import JVM_KILLED
+
     indir = str(tmp_path / "in")
     tables = write_events(indir, files, seed=seed, far=500)
     store, ckpt = str(tmp_path / "store"), str(tmp_path / "ck")
     rng = random.Random(seed)
     done_kills = 0
-    figures = {"kills": 0, "runs": 0, "kills_before_first_batch": 0, "committed": 0, "replayed": 0}
+    figures = {"kills": 0, "runs": 0, "kills_before_first_batch": 0, "committed": 0, "replayed": 0,
+               "left_processes": 0, "outside_kills": 0}
+    env = dict(os.environ)
+    job = JOB
+    if frozen:
+        import tempfile
+
+        env.update(frozen_code(os.path.join(tempfile.gettempdir(), f"colmz-frozen-code-{os.getuid()}")))
+        job = env["COLMZ_STREAM_JOB"]
     while True:
         log = tmp_path / f"run{figures['runs']}.err"
+        mark = f"{tmp_path}/run{figures['runs']}"
         with open(log, "w") as err:
-            p = subprocess.Popen([sys.executable, JOB, indir, store, ckpt], stdout=subprocess.PIPE,
-                                 stderr=err, text=True, start_new_session=True)
+            p = subprocess.Popen([sys.executable, job, indir, store, ckpt], stdout=subprocess.PIPE,
+                                 stderr=err, text=True, start_new_session=True, env={**env, RUN_MARK: mark})
         figures["runs"] += 1
         killed = False
         lines = []
-        if done_kills < kills:
+        if done_kills < kills and done_kills < jvm_kills:
+            # the JVM alone, after the first batch line: the driver must notice and say so
+            lines.append(p.stdout.readline())
+            time.sleep(rng.uniform(0, 1.5))
+            jvm = [pid for pid in marked(mark) if Path(f"/proc/{pid}/comm").read_text().strip() == "java"]
+            if p.poll() is None and len(jvm) == 1:
+                os.kill(jvm[0], signal.SIGKILL)
+                lines += p.communicate(timeout=120)[0].splitlines()
+                text = log.read_text()
+                assert p.returncode == JVM_KILLED and "the JVM was killed by signal 9;" in text, (
+                    p.returncode, text[-4000:])
+                done_kills += 1
+                killed = True
+        elif done_kills < kills:
             # after 0 or 1 batch lines plus a random delay: during start-up, inside a batch, or
             # between the store's commit and Spark's commit log
             if rng.random() < 0.7:
@@ -382,15 +492,21 @@ def kill_and_restart(tmp_path, kills: int, files: int, seed: int) -> dict:
                 p.wait()
                 done_kills += 1
                 killed = True
-                lines += p.stdout.read().splitlines()
+                lines += p.stdout.read().splitlines()  # EOF: the JVM (which holds stdout too) is gone
                 figures["kills_before_first_batch"] += not any(x.startswith("batch") for x in lines)
         if not killed:
             out = p.communicate(timeout=600)[0]
             lines += out.splitlines()
-            assert p.returncode == 0 and "done" in out, (figures, log.read_text()[-4000:])
+            text = log.read_text()
+            if p.returncode == JVM_KILLED and "the JVM was killed by signal 9;" in text:
+                figures["outside_kills"] += 1  # not the test's kill: restart as after one
+                print(f"run {figures['runs'] - 1}: its JVM was killed from outside the test", file=sys.stderr)
+            else:
+                assert p.returncode == 0 and "done" in out, (figures, p.returncode, text[-4000:])
+        figures["left_processes"] += reap(mark)
         figures["committed"] += sum("replayed=False" in x for x in lines)
         figures["replayed"] += sum("replayed=True" in x for x in lines)
-        if not killed and done_kills >= kills:
+        if not killed and done_kills >= kills and p.returncode == 0:
             break
         if len(tables) < files + kills:
             more = write_events(str(tmp_path / f"more{len(tables)}"), 1, seed=seed + len(tables), far=500)
@@ -441,11 +557,12 @@ def logged_batches(ckpt: str) -> dict[str, int]:
 
 
 def test_sigkill_and_restart_equals_uninterrupted(tmp_path):
-    assert kill_and_restart(tmp_path, kills=2, files=4, seed=11)["kills"] == 2
+    assert kill_and_restart(tmp_path, kills=2, files=4, seed=11, jvm_kills=1)["kills"] == 2
 
 
 @pytest.mark.slow
 def test_sigkill_twenty_times(tmp_path):
-    figures = kill_and_restart(tmp_path, kills=20, files=12, seed=int(os.environ.get("COLMZ_KILL_SEED", "12")))
+    figures = kill_and_restart(tmp_path, kills=20, files=12, seed=int(os.environ.get("COLMZ_KILL_SEED", "12")),
+                               frozen=True)
     print("kill test:", figures)  # shown with -s
     assert figures["kills"] == 20
