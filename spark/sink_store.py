@@ -27,7 +27,6 @@ recognised and refused with the command that converts it (:func:`migrate`).
 
 from __future__ import annotations
 
-import pathlib
 from dataclasses import dataclass
 
 from colmz.arrangement import Arrangement, ArrangementError
@@ -48,7 +47,6 @@ class SinkStore:
     url: str
     consensus: str | None
     arrangement: Arrangement | None
-    created_dir: pathlib.Path | None = None
 
     @property
     def exists(self) -> bool:
@@ -61,13 +59,9 @@ class SinkStore:
         return arr if arr is not None and arr.schema is not None else None
 
     def prepare(self) -> None:
-        """Make the location (directory, blob store) exist so executors can write parts into
-        it; a local directory this makes is remembered, for :func:`discard_run` to remove."""
+        """Make the location (directory, blob store) exist so executors can write parts into it."""
         from colmz.storage.url import open_location
 
-        path = local_path(self.url)
-        if path is not None and not path.exists():
-            self.created_dir = path
         open_location(self.url, consensus=self.consensus, create=True)
 
     def describe(self) -> str:
@@ -129,33 +123,36 @@ def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
 
 
 def discard_run(store: SinkStore, owner: str) -> list[str]:
-    """Delete every part this run wrote (its keys carry ``owner``) that no commit names, and
-    the directory of a new store this run created when nothing was committed into it.
+    """Delete every part this run wrote (its keys carry ``owner``) that no commit names;
+    return the deleted keys.
 
-    A task of the run that is still writing deletes its own parts when it finishes
-    (``colmz.arrangement_runs.discard_owned``). Parts the committed state names, re-read
-    from consensus, are kept; when it cannot be read, nothing is deleted (gc collects
-    unreferenced parts after its lease)."""
-    import shutil
+    What commits name is re-read from consensus, never taken from this process's memory:
+    a commit that failed with an unknown outcome may have landed, and another job may have
+    created the arrangement while this one ran (two first runs into one new directory).
+    When the committed state cannot be read, nothing is deleted (gc collects unreferenced
+    parts after its lease). A task of the run that is still writing deletes its own parts
+    when it finishes (``colmz.arrangement_runs.discard_owned``).
 
+    A new store's directory is left in place, empty: deleting it could delete another
+    job's first commit into it, and the next run starts from it as from a new store.
+    """
     from colmz.storage.url import open_blob
 
-    if store.created_dir is not None and store.arrangement is None:
-        shutil.rmtree(store.created_dir, ignore_errors=True)
+    try:
+        if store.arrangement is not None:
+            store.arrangement.refresh()
+            referenced = store.arrangement.referenced_keys()
+        else:
+            other = Arrangement.open(store.url, consensus=store.consensus, name=NAME, create=False)
+            referenced = other.referenced_keys()
+    except FileNotFoundError:
+        referenced = frozenset()  # no arrangement: nothing is committed
+    except Exception:  # noqa: BLE001 - committed state unknown: leave the parts to gc
         return []
     try:
         blob = open_blob(store.url)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    referenced: frozenset[str] = frozenset()
-    if store.arrangement is not None:
-        # What is committed, re-read: a commit that failed with an unknown outcome may have
-        # landed, and then its parts are the store's now.
-        try:
-            store.arrangement.refresh()
-        except Exception:  # noqa: BLE001 - committed state unknown: leave the parts to gc
-            return []
-        referenced = store.arrangement.referenced_keys()
     return discard_owned(blob, f"{NAME}/parts/", owner, referenced)
 
 

@@ -234,10 +234,12 @@ def test_verification_catches_a_wrong_store_in_both_places(spark, tmp_path, monk
 
 
 def arrangement_missing_or_empty(store) -> bool:
-    if not (store / "consensus.sqlite").exists():
-        return True
-    a = arrangement(store)
-    return a.get_seal() in (0, None) and not a.parts()
+    """Nothing committed and no part left (a failed first run leaves an empty store)."""
+    try:
+        a = arrangement(store)
+    except FileNotFoundError:
+        return not (store / "blob").exists() or not [p for p in (store / "blob").rglob("*.parquet")]
+    return a.get_seal() in (0, None) and not a.parts() and not a.store.list_keys(a.prefix)
 
 
 BAD = {
