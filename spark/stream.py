@@ -75,6 +75,7 @@ checkpoint of another query or store is refused before the query starts.
 import contextlib
 import json
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
@@ -86,7 +87,7 @@ from colmz.spark.schemas import InputError, check_rows
 from colmz.spark.sink_store import NAME
 
 __all__ = ["ATTEMPTS", "BATCH", "BINDING", "EVENT_MAX", "RECENT", "RECENT_BATCHES", "TICK", "TICKS",
-           "StreamBindingError", "StreamConflict",
+           "StreamBindingError", "StreamConflict", "StreamStopped",
            "batch_fingerprint", "batch_status", "checkpoint_inputs", "batch_writer", "bind_checkpoint", "range_starts", "stream_sink"]
 
 #: File in the checkpoint directory naming the store and columns the query writes.
@@ -101,6 +102,11 @@ class StreamBindingError(ValueError):
 class StreamConflict(RuntimeError):
     """A micro-batch lost the store's compare-and-set :data:`ATTEMPTS` times in a row to other
     writers' commits that changed the seal or the batch; nothing of it was written."""
+
+
+class StreamStopped(RuntimeError):
+    """The query was asked to stop (``stop=`` set) while a micro-batch was in flight: the batch
+    stopped before its commit and nothing of it was written."""
 
 
 #: How many times a micro-batch is computed before it gives up racing other writers.
@@ -349,6 +355,7 @@ def batch_writer(
     maintain: bool = True,
     tick: str = "processing",
     delay: int = 0,
+    stop: threading.Event | None = None,
 ) -> Callable:
     """The ``foreachBatch`` function of :func:`stream_sink`: ``fn(batch_df, batch_id)``.
 
@@ -358,6 +365,11 @@ def batch_writer(
     nothing; one that does not follow the store's last batch raises
     :class:`StreamBindingError` before writing. A lost compare-and-set (another writer
     committed meanwhile) is re-examined: the batch is then either in the store or retried.
+
+    Once ``stop`` is set, a batch in flight raises :class:`StreamStopped` at its next step
+    instead of committing (a commit already under way completes): the way to stop a query
+    promptly -- set ``stop``, then ``StreamingQuery.stop()``, which cancels the batch's Spark
+    jobs -- without a batch that races other writers computing again and again meanwhile.
 
     >>> fn = batch_writer(events.schema, store, ckpt, keys=["k"], value="v")  # doctest: +SKIP
     >>> fn(spark.read.parquet(f), 0); fn(spark.read.parquet(f), 0)  # the second writes nothing  # doctest: +SKIP
@@ -413,6 +425,11 @@ def batch_writer(
         maxes = [r["event_max"] for r in rows if r["event_max"] is not None]
         return runs, (max(maxes) if maxes else None)
 
+    def stopping(batch_id: int) -> None:
+        if stop is not None and stop.is_set():
+            raise StreamStopped(f"micro-batch {batch_id} stopped before its commit: the query was asked "
+                                "to stop; nothing of the batch was written")
+
     def one_batch(df, batch_id: int) -> None:
         started = _time.perf_counter()
         batch_id = int(batch_id)
@@ -421,6 +438,7 @@ def batch_writer(
         fingerprint = batch_fingerprint(checkpoint_inputs(checkpoint, batch_id))
         checked = False
         for _attempt in range(ATTEMPTS):
+            stopping(batch_id)
             arr.refresh()
             seal, props = arr.get_seal(), arr.properties()
             if batch_status(props, seal, batch_id, fingerprint, tick):
@@ -466,14 +484,20 @@ def batch_writer(
                 # computed (a racing writer's maintenance) leaves them valid. So commit on
                 # the latest state; only the compare-and-set itself, not the whole batch's
                 # computation, is then exposed to racing commits.
+                stopping(batch_id)
                 arr.refresh()
                 if arr.get_seal() == seal and arr.properties() == props:
                     arr.append_runs(runs, seal=new_seal, properties=new_props)
                     break
             except CommitConflict:
                 pass
-            except BaseException:
+            except BaseException as e:
                 _delete_owned(arr, owner)
+                if stop is not None and stop.is_set() and not isinstance(e, StreamStopped):
+                    # a Spark job of the batch cancelled by StreamingQuery.stop(): say so
+                    # briefly (Spark's long interruption trace is of no use here)
+                    raise StreamStopped(f"micro-batch {batch_id} stopped before its commit: the query was "
+                                        "asked to stop; nothing of the batch was written") from None
                 raise
             # another writer committed first: its commit may be this very batch
             figures["conflicts"] += 1
@@ -524,6 +548,7 @@ def stream_sink(
     maintain: bool = True,
     tick: str = "processing",
     delay: int = 0,
+    stop: threading.Event | None = None,
 ):
     """Maintain the temporal-filter view of a streaming events DataFrame in an arrangement.
 
@@ -557,6 +582,10 @@ def stream_sink(
     delay : int
         Event ticks only: how many ticks late an event may arrive and still be placed at its
         own time (later ones are corrected at the first open tick).
+    stop : threading.Event, optional
+        Set it before ``StreamingQuery.stop()`` to stop promptly: a micro-batch in flight then
+        raises :class:`StreamStopped` before its commit instead of committing or retrying
+        (:func:`batch_writer`).
 
     Returns
     -------
@@ -590,7 +619,8 @@ def stream_sink(
         buckets = shuffle_partitions(events)
     one_batch = batch_writer(events.schema, url, checkpoint, keys=spec.keys, value=value,
                              valid_from=valid_from, valid_to=valid_to, name=name, consensus=consensus,
-                             buckets=buckets, on_batch=on_batch, maintain=maintain, tick=tick, delay=delay)
+                             buckets=buckets, on_batch=on_batch, maintain=maintain, tick=tick, delay=delay,
+                             stop=stop)
     writer = events.writeStream.foreachBatch(one_batch).option("checkpointLocation", checkpoint)
     if available_now:
         writer = writer.trigger(availableNow=True)

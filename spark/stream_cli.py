@@ -14,6 +14,16 @@ SQL that does not define one continual task, an existing output. A micro-batch w
 or one that finds the store written by another query (another input, another tick kind), fails
 the query before that batch commits anything (also exit status 2); any other failure of a
 micro-batch leaves the store as its last committed batch left it (exit status 1).
+
+**Ctrl-C (SIGINT)** stops ``colmz stream`` promptly, also while it races another writer for a
+batch's compare-and-set: the first SIGINT only sets a flag (a ``KeyboardInterrupt`` raised
+inside a Py4J call would break that connection and leave Py4J's own traceback on the
+console); the main thread, which waits for the query in short slices, then asks the batch in
+flight to stop before its commit (:class:`colmz.spark.stream.StreamStopped`) and stops the
+query, waiting at most :data:`STOP_TIMEOUT` seconds. It prints what the store holds and exits
+with status 130. A micro-batch commits whole or not at all, so the store always holds whole
+batches; rerunning with the same ``--checkpoint`` resumes. A second SIGINT exits at once,
+which is as safe as a crash (the next run finds a batch committed by this one in the store).
 """
 
 from __future__ import annotations
@@ -21,7 +31,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time as _time
 from pathlib import Path
 
@@ -29,7 +41,13 @@ from colmz.progress import Bar
 from colmz.spark.schemas import InputError
 from colmz.spark.store import StoreError
 
-__all__ = ["StreamFailed", "add_parsers", "print_summary", "run_ct", "run_stream"]
+__all__ = ["EXIT_INTERRUPTED", "STOP_TIMEOUT", "StreamFailed", "add_parsers", "print_summary", "run_ct",
+           "run_stream"]
+
+#: Exit status of ``colmz stream`` stopped by SIGINT (128 + the signal's number, as shells report it).
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+#: Seconds a stop waits for the micro-batch in flight (Spark's ``spark.sql.streaming.stopTimeout``).
+STOP_TIMEOUT = 60
 
 
 class StreamFailed(StoreError):
@@ -127,20 +145,43 @@ def run_stream(args, out, spark_of) -> dict:
         else:
             _say(args, out, line)
 
+    # Read when the query starts (its session is a copy): bounds StreamingQuery.stop().
+    spark.conf.set("spark.sql.streaming.stopTimeout", f"{STOP_TIMEOUT}s")
+    stop = threading.Event()
     try:
         q = stream_sink(events, args.store, args.checkpoint, keys=args.keys, value=args.value,
                         valid_from=args.valid_from, valid_to=args.valid_to, name=args.name,
                         consensus=args.consensus, buckets=args.buckets,
                         available_now=args.available_now, on_batch=progress, tick=args.tick,
-                        delay=args.delay)
+                        delay=args.delay, stop=stop)
     except (TypeError, ValueError, StreamBindingError) as e:
         raise InputError(str(e)) from e
     _say(args, out, f"streaming {args.input} -> {args.store} (checkpoint {args.checkpoint})")
+
+    def summary() -> dict:
+        return {
+            "batches": sum(1 for f in batches if not f["replayed"]),
+            "replayed": sum(1 for f in batches if f["replayed"]),
+            "updates": sum(f["updates"] for f in batches),
+            "store": args.store,
+            "seconds": round(_time.perf_counter() - started, 3),
+        }
+
     try:
-        with bar:
-            q.awaitTermination()
-    except KeyboardInterrupt:
-        q.stop()
+        with bar, _interruptible(stop):
+            # short waits, so the main thread sees the flag a SIGINT sets
+            while not stop.is_set() and not q.awaitTermination(0.25):
+                pass
+            if stop.is_set():
+                _stop_query(q)
+                done = summary()
+                print(f"colmz stream: interrupted: stopped after {done['batches']} micro-batches committed "
+                      f"({done['replayed']} found in the store); the store holds whole micro-batches only "
+                      f"(the one in flight, if any, committed whole or not at all); rerun with --checkpoint "
+                      f"{args.checkpoint} to resume", file=sys.stderr, flush=True)
+                print_summary("stream", {**done, "interrupted": True}, sys.stdout if args.json else out, args.json)
+                raise SystemExit(EXIT_INTERRUPTED)
+            q.awaitTermination()  # raises the query's exception, if any
     except Exception as e:  # StreamingQueryException: the failing batch committed nothing
         msg = str(e)
         # Spark wraps the Python error of foreachBatch in its own text: name colmz's line.
@@ -151,13 +192,50 @@ def run_stream(args, out, spark_of) -> dict:
         if refused:
             raise InputError(refused[-1][1].strip()) from e
         raise StreamFailed(f"{found[-1][0]}: {reason}" if found else reason) from e
-    return {
-        "batches": sum(1 for f in batches if not f["replayed"]),
-        "replayed": sum(1 for f in batches if f["replayed"]),
-        "updates": sum(f["updates"] for f in batches),
-        "store": args.store,
-        "seconds": round(_time.perf_counter() - started, 3),
-    }
+    return summary()
+
+
+class _interruptible:
+    """While active: the first SIGINT sets ``stop`` (and says so), a second exits at once."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.before = None
+
+    def handle(self, signum, frame) -> None:
+        again = self.stop.is_set()
+        self.stop.set()
+        # os.write: the handler may run while the main thread is inside a print to stderr
+        os.write(sys.stderr.fileno(), b"colmz stream: interrupted again: exiting now; the store holds whole "
+                 b"micro-batches only\n" if again else b"colmz stream: interrupted: stopping "
+                 b"(Ctrl-C again to exit at once)\n")
+        if again:
+            os._exit(EXIT_INTERRUPTED)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.before = signal.signal(signal.SIGINT, self.handle)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.before is not None:
+            signal.signal(signal.SIGINT, self.before)
+        return False
+
+
+def _stop_query(q) -> None:
+    """Stop ``q`` after a SIGINT; if its batch does not stop within STOP_TIMEOUT, end the JVM
+    (a crash is as safe as a stop: a batch commits whole or not at all)."""
+    try:
+        q.stop()
+    except Exception as e:  # TimeoutException: the batch in flight did not stop in time
+        from pyspark import SparkContext
+
+        print(f"colmz stream: the micro-batch in flight did not stop within {STOP_TIMEOUT} s "
+              f"({type(e).__name__}); ending Spark", file=sys.stderr, flush=True)
+        proc = getattr(SparkContext._gateway, "proc", None)
+        if proc is not None:
+            proc.kill()
 
 
 def run_ct(args, out, spark_of) -> dict:
