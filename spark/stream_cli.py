@@ -29,6 +29,7 @@ which is as safe as a crash (the next run finds a batch committed by this one in
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -205,6 +206,9 @@ class _interruptible:
     def handle(self, signum, frame) -> None:
         again = self.stop.is_set()
         self.stop.set()
+        # The batch in flight now fails on purpose (StreamStopped, or its cancelled Spark job);
+        # Py4J would log that error with its traceback as if something had gone wrong.
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
         # os.write: the handler may run while the main thread is inside a print to stderr
         os.write(sys.stderr.fileno(), b"colmz stream: interrupted again: exiting now; the store holds whole "
                  b"micro-batches only\n" if again else b"colmz stream: interrupted: stopping "
