@@ -42,9 +42,10 @@ from colmz.kernels.consolidate import (
     consolidate_sorted_words,
     finish_embedded,
     order_significance,
+    read_only,
     sort_consolidate,
 )
-from colmz.kernels.sort import field_ranges, pack, pack_one_with_diff, plan_packing, unpack
+from colmz.kernels.sort import field_ranges_into, pack, pack_one_with_diff, plan_packing, unpack
 
 __all__ = [
     "merge_runs",
@@ -218,7 +219,10 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
     ([2, 4], [5, 1])
     """
     w = runs[0][0].shape[1] if runs else 0
-    runs = [r for r in runs if len(r[1])]
+    # Read-only views: the kernels below are the ones sort_consolidate calls on read-only
+    # inputs, and read-only is part of a Numba signature, so writable runs would compile
+    # (and cache) a second copy of each.
+    runs = [(read_only(k), read_only(t), read_only(d)) for k, t, d in runs if len(t)]
     if not runs:
         return np.empty((0, w), np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64)
     if len(runs) == 1 and since is None:
@@ -231,8 +235,10 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
     maxs = np.zeros(w + 1, np.uint64)
     dmin, dmax = None, None
     flips = np.zeros(w, np.uint64)
+    lo = np.empty(w + 1, np.uint64)
+    hi = np.empty(w + 1, np.uint64)
     for keys, time, diff in runs:
-        lo, hi, dl, dh = field_ranges(keys, time, diff, flips)
+        dl, dh = field_ranges_into(keys, time, diff, flips, lo, hi)
         np.minimum(mins, lo, out=mins)
         np.maximum(maxs, hi, out=maxs)
         dmin = int(dl) if dmin is None else min(dmin, int(dl))
@@ -355,7 +361,7 @@ def _merge_rows(runs, n, plan, since_value, w, order, since):
         starts[i] = at
         at += k
         ends[i] = at
-    diff = np.concatenate([r[2] for r in runs])
+    diff = read_only(np.concatenate([r[2] for r in runs]))
     perm = merge_rows_tree(words, starts, ends)
     sorted_words = _scratch.scratch("merge_rows_out", n * m, np.uint64).reshape(n, m)
     d = np.empty(n, np.int64)

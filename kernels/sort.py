@@ -596,7 +596,11 @@ def argsort_words(words):
     for j in range(m - 1, -1, -1):
         _gather_col(words, perm, j, col)
         if radix_sort_pairs(col, perm, tk, tv):
-            perm[:] = tv
+            # A loop, not ``perm[:] = tv``: Numba's array-to-array assignment brings its
+            # broadcasting checks and their formatted error messages, about two seconds of
+            # a cold compile for what is one copy.
+            for i in range(n):
+                perm[i] = tv[i]
     return perm
 
 

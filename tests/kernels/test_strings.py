@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
-from colmz.kernels.consolidate import sort_consolidate
+from colmz.kernels.consolidate import read_only, sort_consolidate
 from colmz.kernels.strings import rank_into, rank_strings, rank_strings_ref
 from colmz.updates import Encoded
 
@@ -109,8 +109,12 @@ def test_ranks_match_reference_and_sorted(arr):
 @settings(max_examples=60)
 @given(arrays())
 def test_kernel_own_python_matches_reference(arr):
-    # rank_into as the Python it is written in (its helpers compiled).
+    # rank_into as the Python it is written in (its helpers compiled), given what
+    # rank_strings gives it: int64 offsets and read-only views, the signature the kernels
+    # are compiled (and warmed up) for.
     offsets, data, validity, bit_offset = buffers(arr)
+    offsets = offsets.astype(np.int64, copy=False)
+    offsets, data, validity = (read_only(a) for a in (offsets, data, validity))
     n = len(arr)
     perm, keys, tk, tv = (np.empty(n, t) for t in (np.int64, np.uint64, np.uint64, np.int64))
     brk, ranks, reps = np.empty(n, np.uint8), np.empty(n, np.uint64), np.empty(n + 1, np.int64)
