@@ -168,12 +168,17 @@ def run_stream(args, out, spark_of) -> dict:
             "seconds": round(_time.perf_counter() - started, 3),
         }
 
+    interrupted = threading.Event()
     try:
-        with bar, _interruptible(stop):
+        with bar, _interruptible(interrupted):
             # short waits, so the main thread sees the flag a SIGINT sets
-            while not stop.is_set() and not q.awaitTermination(0.25):
+            while not interrupted.is_set() and not q.awaitTermination(0.25):
                 pass
-            if stop.is_set():
+            if interrupted.is_set():
+                # The batch in flight is now made to fail on purpose (StreamStopped, or its
+                # cancelled Spark job); Spark would log that as the query's error.
+                spark.sparkContext.setLogLevel("OFF")
+                stop.set()
                 _stop_query(q)
                 done = summary()
                 print(f"colmz stream: interrupted: stopped after {done['batches']} micro-batches committed "
@@ -197,17 +202,20 @@ def run_stream(args, out, spark_of) -> dict:
 
 
 class _interruptible:
-    """While active: the first SIGINT sets ``stop`` (and says so), a second exits at once."""
+    """While active: the first SIGINT sets ``flag`` (and says so), a second exits at once.
 
-    def __init__(self, stop: threading.Event) -> None:
-        self.stop = stop
+    The handler only sets a flag and writes a line: it runs in the main thread, possibly in
+    the middle of the main thread's own Py4J call, so it must not call into the JVM."""
+
+    def __init__(self, flag: threading.Event) -> None:
+        self.flag = flag
         self.before = None
 
     def handle(self, signum, frame) -> None:
-        again = self.stop.is_set()
-        self.stop.set()
-        # The batch in flight now fails on purpose (StreamStopped, or its cancelled Spark job);
-        # Py4J would log that error with its traceback as if something had gone wrong.
+        again = self.flag.is_set()
+        self.flag.set()
+        # The batch in flight is about to fail on purpose; Py4J would log that error with its
+        # traceback as if something had gone wrong.
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
         # os.write: the handler may run while the main thread is inside a print to stderr
         os.write(sys.stderr.fileno(), b"colmz stream: interrupted again: exiting now; the store holds whole "

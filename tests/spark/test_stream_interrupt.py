@@ -71,8 +71,11 @@ class Streamer:
         """SIGINT; the seconds until the process and everything it started are gone."""
         t0 = time.monotonic()
         os.kill(self.p.pid, signal.SIGINT)
-        self.out = self.p.communicate(timeout=timeout)[0]
+        self.p.wait(timeout=timeout)
+        self.out = self.p.stdout.read()  # the JSON summary (stderr is the reader thread's)
         self.reader.join(timeout=10)
+        with open(f"{self.mark}.err", "w") as f:
+            f.write(self.text())
         while marked(self.mark):
             assert time.monotonic() - t0 < timeout, f"processes of {self.mark} left: {marked(self.mark)}"
             time.sleep(0.05)
