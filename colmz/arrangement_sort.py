@@ -13,7 +13,8 @@ uses that:
 1. the first column's values become one word per row (``colmz.order.raw_words``, sign bit
    flipped for a signed column, so words compare as the values do);
 2. when the words already increase strictly, the batch is in order as it stands; otherwise
-   one radix sort of ``(word, row)`` pairs gives the permutation;
+   one radix sort of one word per row -- the value's offset from the least value above the
+   row number (:func:`sort_keys`) -- gives the permutation;
 3. rows whose word occurs once keep that place. Rows that share a word with another row (the
    *tied* rows) are consolidated by ``colmz.consolidate`` on their own -- it orders them by
    the remaining columns and time and sums their diffs -- and put back between the others
@@ -34,12 +35,20 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from colmz.kernels.sort import radix_sort_pairs
+from colmz.kernels.consolidate import read_only
+from colmz.kernels.sort import (
+    RADIX_MSD_MIN,
+    pack_one_with_diff,
+    radix_digits,
+    radix_sort_words_into,
+    radix_work_shape,
+)
 from colmz.ops import consolidate
 from colmz.order import raw_words
 from colmz.updates import Updates
 
-__all__ = ["MAX_TIED_FRACTION", "MIN_ROWS", "consolidate_data", "order_by_first_column", "order_data"]
+__all__ = ["MAX_TIED_FRACTION", "MIN_ROWS", "consolidate_data", "order_by_first_column", "order_data",
+           "sort_keys"]
 
 #: Batches shorter than this go to ``colmz.consolidate`` whole (the shortcut's bookkeeping
 #: does not pay for a few rows).
@@ -65,7 +74,7 @@ def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates 
     if raw is None:
         return None
     words, flips = raw
-    keys = words[:, 0] ^ flips[0]  # a fresh array: the sort below works in place
+    keys = words[:, 0] ^ flips[0]
     n = len(keys)
     diff = updates.diff
     if n < 2 or bool(np.all(keys[1:] > keys[:-1])):
@@ -73,14 +82,13 @@ def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates 
         if bool(np.all(diff != 0)):
             return None, None
         return np.flatnonzero(diff != 0), None
-    rows = np.arange(n, dtype=np.int64)
-    tmp_keys, tmp_rows = np.empty_like(keys), np.empty_like(rows)
-    if radix_sort_pairs(keys, rows, tmp_keys, tmp_rows):
-        keys, rows = tmp_keys, tmp_rows
+    rows, sorted_keys = sort_keys(keys)
+    if sorted_keys is None:  # every value once
+        return (rows if bool(np.all(diff != 0)) else rows[diff[rows] != 0]), None
+    keys = sorted_keys
     same = keys[1:] == keys[:-1]
     if not same.any():
-        d = diff[rows]
-        return (rows if bool(np.all(d != 0)) else rows[d != 0]), None
+        return (rows if bool(np.all(diff != 0)) else rows[diff[rows] != 0]), None
     tied = np.zeros(n, bool)
     tied[1:] = same
     tied[:-1] |= same
@@ -106,6 +114,71 @@ def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates 
     out[is_extra] = n + np.arange(len(extra_keys))
     out[~is_extra] = alone
     return out, extra
+
+
+def sort_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The rows that sort ``keys`` (``uint64``) ascending, and the keys in that order -- or
+    None in their place when no two keys are equal (then the caller needs no more than the
+    rows).
+
+    Each row becomes one word, its key's offset from the least key above its row number,
+    sorted by one radix sort that reads main memory once (``radix_sort_words_into``: a pass
+    by the top digit, then each bucket in the cache) and moves 8 bytes per row instead of a
+    ``(key, row)`` pair's 16. When offsets and row numbers do not fit in 64 bits together,
+    the offsets lose their lowest bits: rows whose shortened offsets are equal may then be
+    out of order, and only those runs are sorted again by the whole key. Shortened offsets
+    that all differ prove every key distinct, so the sorted keys are never gathered.
+
+    >>> rows, sorted_keys = sort_keys(np.array([30, 10, 20, 10], np.uint64))
+    >>> rows.tolist(), sorted_keys.tolist()
+    ([1, 3, 2, 0], [10, 10, 20, 30])
+    >>> sort_keys(np.array([2**63, 5, 2**64 - 1], np.uint64))
+    (array([1, 0, 2]), None)
+    """
+    n = len(keys)
+    row_bits = max(1, (n - 1).bit_length())
+    lo = keys.min() if n else np.uint64(0)
+    span = int(keys.max() - lo).bit_length() if n else 0
+    drop = max(0, span + row_bits - 64)
+    offsets = keys - lo
+    if drop:
+        offsets >>= np.uint64(drop)
+    digits, digit_bits = radix_digits(span - drop)
+    hist = np.zeros((digits, 1 << digit_bits), np.int64)
+    words, tmp = np.empty(n, np.uint64), np.empty(n, np.uint64)
+    field = np.zeros(1, np.int64)  # one packed field: key word 0, the offset as it is
+    zero = np.zeros(1, np.uint64)
+    # The row number takes pack_one_with_diff's low "diff" bits, the offset the bits above;
+    # the offsets stand in for the (unused) times too. Read-only inputs share the compiled
+    # kernel with colmz.consolidate's.
+    pack_one_with_diff(read_only(offsets.reshape(n, 1)), read_only(offsets),
+                       read_only(np.arange(n, dtype=np.int64)), np.uint64(0), field, zero, zero,
+                       zero, np.int64(0), row_bits, words, hist)
+    del offsets
+    work = np.empty(radix_work_shape(digits, 1 << digit_bits), np.int64)
+    if radix_sort_words_into(words, tmp, np.int64(row_bits), hist, np.int64(RADIX_MSD_MIN), work):
+        words, tmp = tmp, words
+    del tmp
+    rows = (words & np.uint64((1 << row_bits) - 1)).view(np.int64)
+    high = words >> np.uint64(row_bits)
+    del words
+    if not drop:
+        high += lo
+        return rows, high  # the whole keys, sorted
+    equal = high[1:] == high[:-1]
+    if not equal.any():
+        return rows, None
+    # runs of equal shortened offsets: sort each by the whole key
+    start = np.ones(n, bool)
+    start[1:] = ~equal
+    run = np.cumsum(start)
+    within = np.zeros(n, bool)
+    within[1:] = equal
+    within[:-1] |= equal
+    at = np.flatnonzero(within)
+    picked = rows[at]
+    rows[at] = picked[np.lexsort((keys[picked], run[at]))]
+    return rows, keys[rows]
 
 
 def order_data(updates: Updates) -> tuple[Updates, np.ndarray | None]:

@@ -151,3 +151,49 @@ def test_arrangement_write_of_a_large_batch_gathers_by_row_group(tmp_path, monke
     run = write_run(blob, u.schema, u, part_rows=5000)
     t = want.time
     assert (run.len, run.ts_lower, run.ts_upper) == (len(want), int(t.min()), int(t.max()))
+
+
+def clustered_keys(rng, n, clusters, low_bits):
+    # keys around a few far-apart centres, differing in their low bits only: the full span is
+    # wide, so sort_keys shortens the offsets and sorts the runs of equal prefixes again
+    centres = rng.integers(0, 2**64, clusters, dtype=np.uint64, endpoint=False)
+    centres[0] = 0
+    centres[-1] = np.uint64(2**64 - 1)
+    picked = centres[rng.integers(0, clusters, n)]
+    low = rng.integers(0, 1 << low_bits, n).astype(np.uint64)
+    return np.where(picked > np.uint64(2**63), picked - low, picked + low)
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(0, 300), clusters=st.integers(1, 5), low_bits=st.integers(0, 12),
+       wide=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_sort_keys_is_a_stable_argsort(n, clusters, low_bits, wide, seed):
+    rng = np.random.default_rng(seed)
+    if wide:
+        keys = clustered_keys(rng, n, max(clusters, 2), low_bits)
+    else:
+        keys = rng.integers(0, 1 << (low_bits + 1), n).astype(np.uint64)
+    original = keys.copy()
+    rows, sorted_keys = arrangement_sort.sort_keys(keys)
+    assert np.array_equal(keys, original)  # the input is left alone
+    assert rows.tolist() == np.argsort(keys, kind="stable").tolist()
+    if sorted_keys is None:
+        assert len(np.unique(keys)) == n  # None only when every key is distinct
+    else:
+        assert sorted_keys.tolist() == np.sort(keys).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 200), clusters=st.integers(2, 5), low_bits=st.integers(0, 10),
+       seed=st.integers(0, 2**32 - 1))
+def test_wide_clustered_keys_equal_consolidate(n, clusters, low_bits, seed):
+    # signed keys spanning the whole int64 range, ties and near-ties inside each cluster
+    rng = np.random.default_rng(seed)
+    keys = clustered_keys(rng, n, clusters, low_bits).view(np.int64)
+    vals = pa.array([["a", "bb", "", "c"][i] for i in rng.integers(0, 4, n)], pa.string())
+    u = batch(keys, vals, rng.integers(0, 3, n), rng.integers(-1, 2, n))
+    arrangement_sort.MIN_ROWS, saved = 0, arrangement_sort.MIN_ROWS
+    try:
+        same(consolidate_data(u), colmz.consolidate(u, order="data"))
+    finally:
+        arrangement_sort.MIN_ROWS = saved
