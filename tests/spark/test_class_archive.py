@@ -139,9 +139,7 @@ def test_build_runs_a_training_job_and_waits_for_its_jvm(tmp_path):
                        capture_output=True, timeout=120)
     assert r.returncode == 0
     # Built: the next call returns it without running its job (this one would fail).
-    t0 = time.perf_counter()
     assert build(str(tmp_path), [sys.executable, "-c", "raise SystemExit(3)"]) == archive
-    assert time.perf_counter() - t0 < 5
     assert jvm_options(str(tmp_path))[0].startswith(f"-XX:SharedArchiveFile={archive} ")
 
 
