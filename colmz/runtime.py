@@ -185,9 +185,25 @@ def _spine(reps: int) -> None:
     sp.exert(10)
 
 
+def _spine_merges(reps: int) -> None:
+    # Batches of a size meet in a layer and start fueled merges: of one-word keys, then of
+    # two-word keys (two int64 columns spanning their range). The merge kernels have no size
+    # thresholds, so this step runs at one size only.
+    big = np.array([-(2**62), 2**62, 5], np.int64)
+    for cols in ({"k": np.arange(3 * reps, dtype=np.int64)},
+                 {"a": np.tile(big, reps), "b": np.tile(big[::-1], reps)}):
+        sp = Spine()
+        for t in range(4):
+            sp.insert(consolidate(Updates(cols, time=np.full(3 * reps, t, np.uint64),
+                                          diff=np.ones(3 * reps, np.int64)), order="data"),
+                      t, t + 1)
+        sp.exert(10)
+
+
 #: The warm-up steps: (name, function of the repetition count). Each runs at two sizes, on
 #: both sides of the kernels' size thresholds (tiny inputs take one-call paths, larger ones
-#: the packed radix sort, the merge tree and the sort of strings by rank).
+#: the packed radix sort, the merge tree and the sort of strings by rank); the Spine's
+#: merges, which have no thresholds, at one.
 _STEPS = {
     "consolidate": _consolidate_one,
     "consolidate strings": _consolidate_wide,
@@ -197,6 +213,7 @@ _STEPS = {
     "argsort_words": _many_words,
     "Correction": _correction,
     "Spine": _spine,
+    "Spine merges": _spine_merges,
 }
 
 #: On a cold cache these steps run in a helper process, compiling into the shared on-disk
@@ -209,7 +226,7 @@ _HELPER_STEPS = (("string ranks", 1), ("argsort_words", 1), ("argsort_words", 14
 _ORDER = (
     ("consolidate", 1), ("consolidate strings", 1), ("Spine", 1), ("consolidate", 1400),
     ("Spine", 1400), ("merge_runs/advance_runs", 1), ("merge_runs/advance_runs", 1400),
-    ("Correction", 1),
+    ("Correction", 1), ("Spine merges", 1),
     *_HELPER_STEPS,
     ("consolidate strings", 1400), ("Correction", 1400),
 )
