@@ -10,6 +10,10 @@ operation ``i`` returned -- the parent's record of what was acknowledged. ``MODE
   of the local blob and the SQLite consensus counts), before or after that call took effect --
   a kill *inside* an operation, between its blob writes and its metadata commit;
 * ``run``: no self-kill (the parent kills it after a random delay).
+
+The test starts it as :func:`run` in a process forked from a ``multiprocessing`` fork server
+that imported colmz once, not as a new interpreter: same process boundary and SIGKILL, without
+each child's second of imports.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,8 +57,8 @@ def arm(mode: str, n: int) -> None:
         wrap(SqliteConsensus, name)
 
 
-def main() -> None:
-    url, seed, n_ops, start, journal, mode, n = sys.argv[1:8]
+def main(argv: list[str] | None = None) -> None:
+    url, seed, n_ops, start, journal, mode, n = sys.argv[1:8] if argv is None else argv
     seed, n_ops, start, n = int(seed), int(n_ops), int(start), int(n)
     ops = wl.workload(seed, n_ops)
     fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -68,6 +73,17 @@ def main() -> None:
         os.fsync(fd)
     os.write(fd, f"done {CALLS}\n".encode())
     os.fsync(fd)
+
+
+def run(argv: list[str], err_path: str) -> None:
+    """:func:`main` in a process forked by the test's fork server (``multiprocessing``): on an
+    error its traceback goes to ``err_path`` and the process exits with 1."""
+    try:
+        main(argv)
+    except BaseException:
+        with open(err_path, "w") as f:
+            f.write(traceback.format_exc())
+        os._exit(1)
 
 
 if __name__ == "__main__":
