@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from colmz.kernels.consolidate import read_only
 from colmz.kernels.sort import (
     RADIX_MSD_MIN,
     argsort_words,
@@ -203,6 +204,9 @@ def test_pack_one_with_diff_and_radix_sort_words(msd_min, data):
                                                     radix_digits(key_bits, 3)]))
     words = np.empty(n, np.uint64)
     hist = np.zeros((digits, 1 << digit_bits), np.int64)
+    # Read-only inputs, as sort_consolidate and merge_runs pass them: the signature the
+    # warm-up compiled, not a second, writable one.
+    keys, time, diff = read_only(keys), read_only(time), read_only(diff)
     pack_one_with_diff(
         keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, flips, np.int64(dmin),
         diff_bits, words, hist,
