@@ -14,10 +14,12 @@ Keys are ``<prefix><creation ms, 13 digits>-<token>.parquet``. The creation time
 is what ``Arrangement.gc`` leases on: a part younger than the lease is never collected,
 whoever references it.
 
-A write (:meth:`PartWriter.write_rows`) gathers its sorted rows a row group at a time on a
-helper thread while the previous group is encoded, and a local part is encoded straight
-into its temporary file (``LocalBlob.set_streamed``); a write's parts are uncompressed by
-default (:data:`WRITE_COMPRESSION`), merges compress.
+A write (:meth:`PartWriter.write_rows`) gathers its sorted rows a row group at a time on
+helper threads (:data:`GATHER_AHEAD` groups ahead) while the previous group is encoded, and a
+local part is encoded straight into its temporary file (``LocalBlob.set_streamed``); a
+write's parts are uncompressed by default (:data:`WRITE_COMPRESSION`), merges compress.
+Time and diff are dictionary-encoded (:data:`DICTIONARY_FIELDS`), and statistics are kept
+for every column but the string columns after the first.
 
 The merge (:func:`stream_merge`) combines sorted runs read chunk by chunk -- drains of
 several unsealed batches, compactions of trace batches -- holding about ``MERGE_ROWS`` input
@@ -36,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -56,6 +59,9 @@ from colmz.updates import Encoded, Updates, concat_encoded
 __all__ = [
     "DEFAULT_PART_BYTES",
     "DEFAULT_PART_ROWS",
+    "DATA_PAGE_BYTES",
+    "DICTIONARY_FIELDS",
+    "GATHER_AHEAD",
     "PART_METADATA_KEY",
     "MERGE_ROWS",
     "PartRun",
@@ -88,6 +94,17 @@ DEFAULT_PART_BYTES = 64 << 20
 WRITE_COMPRESSION = "none"
 #: Rows per Parquet row group of a part.
 ROW_GROUP_ROWS = 1 << 16
+#: Columns besides repeating strings that a part stores with dictionary pages. A diff column
+#: of ones then takes a few bytes per row group instead of 8 bytes per row.
+DICTIONARY_FIELDS = ("time", "diff")
+#: Parquet data page size of a part: large enough that a row group's column is one page or
+#: a few (each page costs a header and its own statistics to write), and a row group is
+#: what a reader holds anyway.
+DATA_PAGE_BYTES = 4 << 20
+#: Row groups a write gathers ahead of the one being encoded, each on a helper thread of its
+#: own: a gather of rows in sorted order reads the batch at random, waiting on memory rather
+#: than computing, so two run side by side in about the time of one.
+GATHER_AHEAD = 2
 #: Input rows a streaming merge holds in all, about: each of its ``k`` runs of parts is read
 #: ``MERGE_ROWS // k`` rows at a time (at least ``MIN_CHUNK_ROWS``), so the memory of a merge
 #: does not grow with its fan-in -- a drain of every unsealed batch at once included.
@@ -424,7 +441,7 @@ class PartWriter:
                 self._write_updates(u.slice(start, min(n, start + step)))
             return
         table = u.to_arrow()
-        with ThreadPoolExecutor(1) as pool:
+        with ThreadPoolExecutor(GATHER_AHEAD) as pool:
             for start in range(0, n, step):
                 part = rows[start:min(n, start + step)]
                 self._write_table(
@@ -489,33 +506,41 @@ class PartWriter:
                      values: Updates, pool: ThreadPoolExecutor | None = None) -> None:
         # One part of ``n`` rows; ``rows_of(a, b)`` is its rows [a, b) as a table like
         # ``table``; ``values`` holds the part's values (in any order: they only decide
-        # the encoding). With ``pool``, each row group is fetched there one group ahead.
+        # the encoding). With ``pool``, row groups are fetched there GATHER_AHEAD ahead.
         info = dict(self.info, index=len(self.keys))
         schema = table.schema.with_metadata({PART_METADATA_KEY: json.dumps(info).encode()})
-        # Dictionary pages pay off for time (few distinct values, constant after
-        # compaction) and for strings that repeat; for high-cardinality values they cost
-        # 2-3x the write time (the writer hashes a page's worth before it gives up).
+        # Dictionary pages pay off for time and diff (few distinct values: one time and
+        # diff 1 in a typical write, constant times after compaction) and for strings that
+        # repeat; for high-cardinality values they cost 2-3x the write time (the writer
+        # hashes a page's worth before it gives up).
         dict_cols = [s.name for s in self.schema
-                     if s.kind == "bytes" and repeats(values.column(s.name))] + ["time"]
+                     if s.kind == "bytes" and repeats(values.column(s.name))] + list(DICTIONARY_FIELDS)
         # Row groups bound what a merge reading this part holds at once (iter_part).
         group = max(min(n, ROW_GROUP_ROWS), 1)
         bounds = [(a, min(n, a + group)) for a in range(0, max(n, 1), group)]
-        options = dict(compression=self.compression, use_dictionary=dict_cols)
+        # Min/max statistics let readers skip row groups; they matter on the first column
+        # (the order of the rows), times and numbers, while on other strings they cost a
+        # string comparison per value and prune little.
+        stats = [s.name for i, s in enumerate(self.schema) if i == 0 or s.kind != "bytes"]
+        stats = True if len(stats) == len(self.schema) else stats + ["time", "diff"]
+        options = dict(compression=self.compression, use_dictionary=dict_cols,
+                       write_statistics=stats, data_page_size=DATA_PAGE_BYTES)
 
         def groups() -> Iterator[pa.Table]:
             if pool is None:
                 for a, b in bounds:
                     yield rows_of(a, b)
                 return
-            ahead = pool.submit(rows_of, *bounds[0])
+            ahead = deque(pool.submit(rows_of, *b) for b in bounds[:GATHER_AHEAD])
             try:
                 for i in range(len(bounds)):
-                    got = ahead.result()
-                    if i + 1 < len(bounds):
-                        ahead = pool.submit(rows_of, *bounds[i + 1])
+                    got = ahead.popleft().result()
+                    if i + GATHER_AHEAD < len(bounds):
+                        ahead.append(pool.submit(rows_of, *bounds[i + GATHER_AHEAD]))
                     yield got
             finally:
-                ahead.cancel()
+                for f in ahead:
+                    f.cancel()
 
         key = self.new_key()
         if type(self.store) is LocalBlob:  # the type: a fault wrapper must see a plain set

@@ -91,6 +91,33 @@ def test_part_writer_byte_bound_cuts_parts():
     assert colmz.concat([read_part(store, k, u.schema) for k in keys]) == u
 
 
+@pytest.mark.parametrize("gather", [False, True])
+def test_part_encoding_dictionaries_and_statistics(gather):
+    # diff and time as dictionary pages; statistics on the first column, numbers, time and
+    # diff, not on a later string column; the same whether the rows are sliced or gathered
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from colmz.arrangement_sort import order_data
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    u = colmz.Updates({"k": pa.array(rng.permutation(n)), "s": [f"v{i:06d}" for i in range(n)],
+                       "x": rng.random(n)}, time=np.full(n, 7, np.uint64), diff=np.ones(n, np.int64))
+    store = MemBlob()
+    w = PartWriter(store, u.schema, lambda: "p/0.parquet", {})
+    source, rows = order_data(u) if gather else (colmz.consolidate(u, order="data"), None)
+    w.write(source, rows)
+    assert read_part(store, "p/0.parquet", u.schema) == colmz.consolidate(u, order="data")
+    md = pq.ParquetFile(pa.BufferReader(store.get("p/0.parquet"))).metadata
+    cols = {md.row_group(0).column(i).path_in_schema: md.row_group(0).column(i)
+            for i in range(md.num_columns)}
+    assert {c for c, m in cols.items() if m.is_stats_set} == {"k", "x", "time", "diff"}
+    assert cols["diff"].has_dictionary_page and cols["time"].has_dictionary_page
+    assert cols["diff"].total_compressed_size < n  # not 8 bytes a row
+    assert cols["k"].statistics.min == 0 and cols["k"].statistics.max == n - 1
+
+
 def test_part_keys_carry_their_creation_time():
     k = make_key("a/parts/", 1_700_000_000_123, "abc")
     assert k == "a/parts/1700000000123-abc.parquet"
