@@ -27,6 +27,7 @@ import time as _time
 
 import numpy as np
 
+from colmz.arrangement_sort import MIN_ROWS, order_data
 from colmz.correction import Correction
 from colmz.kernels import _scratch
 from colmz.kernels._jit import DISPATCHERS, enable_light_loading
@@ -200,6 +201,18 @@ def _spine_merges(reps: int) -> None:
         sp.exert(10)
 
 
+def _arrangement_sort(reps: int) -> None:
+    # An arrangement write's first-column sort (colmz.arrangement_sort): narrow keys with a
+    # few ties, then keys spanning the int64 range, whose offsets do not fit beside the row
+    # numbers and take the re-sort of equal prefixes.
+    n = MIN_ROWS * reps
+    rng = np.random.default_rng(0)
+    for keys in (rng.permutation(n).astype(np.int64),
+                 rng.integers(-(2**62), 2**62, n, dtype=np.int64)):
+        keys[:8] = keys[8]  # a few ties, consolidated apart
+        order_data(Updates({"k": keys}, time=np.zeros(n, np.uint64), diff=np.ones(n, np.int64)))
+
+
 #: The warm-up steps: (name, function of the repetition count). Each runs at two sizes, on
 #: both sides of the kernels' size thresholds (tiny inputs take one-call paths, larger ones
 #: the packed radix sort, the merge tree and the sort of strings by rank); the Spine's
@@ -214,6 +227,7 @@ _STEPS = {
     "Correction": _correction,
     "Spine": _spine,
     "Spine merges": _spine_merges,
+    "arrangement sort": _arrangement_sort,
 }
 
 #: On a cold cache these steps run in a helper process, compiling into the shared on-disk
@@ -226,7 +240,7 @@ _HELPER_STEPS = (("string ranks", 1), ("argsort_words", 1), ("argsort_words", 14
 _ORDER = (
     ("consolidate", 1), ("consolidate strings", 1), ("Spine", 1), ("consolidate", 1400),
     ("Spine", 1400), ("merge_runs/advance_runs", 1), ("merge_runs/advance_runs", 1400),
-    ("Correction", 1), ("Spine merges", 1),
+    ("Correction", 1), ("Spine merges", 1), ("arrangement sort", 1),
     *_HELPER_STEPS,
     ("consolidate strings", 1400), ("Correction", 1400),
 )
