@@ -82,12 +82,9 @@ def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates 
         if bool(np.all(diff != 0)):
             return None, None
         return np.flatnonzero(diff != 0), None
-    rows, sorted_keys = sort_keys(keys)
-    if sorted_keys is None:  # every value once
-        return (rows if bool(np.all(diff != 0)) else rows[diff[rows] != 0]), None
-    keys = sorted_keys
-    same = keys[1:] == keys[:-1]
-    if not same.any():
+    rows, keys = sort_keys(keys)
+    same = None if keys is None else keys[1:] == keys[:-1]
+    if same is None or not same.any():  # every value once
         return (rows if bool(np.all(diff != 0)) else rows[diff[rows] != 0]), None
     tied = np.zeros(n, bool)
     tied[1:] = same
@@ -99,7 +96,7 @@ def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates 
     alone = rows[untied]
     keep = diff[alone] != 0
     alone = alone[keep]
-    extra = consolidate(_take(updates, rows[tied]), order="data")
+    extra = consolidate(updates.take(rows[tied]), order="data")
     if not len(extra):
         return alone, None
     extra_words, _ = raw_words([extra.column(schema[0].name)])
@@ -211,13 +208,7 @@ def consolidate_data(updates: Updates) -> Updates:
     [(1, 'a', 0, 1), (1, 'b', 0, 1), (3, 'c', 0, 1)]
     """
     source, rows = order_data(updates)
-    return source if rows is None else _take(source, rows)
-
-
-def _take(u: Updates, rows: np.ndarray) -> Updates:
-    index = pa.array(rows, pa.int64())
-    cols = {s.name: u.column(s.name).take(index) for s in u.schema}
-    return Updates(cols, u.time[rows], u.diff[rows], copy=False)
+    return source if rows is None else source.take(rows)
 
 
 def _concat(a: Updates, b: Updates) -> Updates:
