@@ -140,13 +140,17 @@ def _merge_advance(reps: int) -> None:
     lower_bound(one.time, np.uint64(1))
 
 
-def _merge_wide(reps: int) -> None:
-    # Runs whose packed keys take two words: the row-wise merge. Two int64 columns spanning
-    # their whole range make such keys (the kernels see uint64 key words, whatever the
-    # columns were).
+def _two_word_columns(reps: int) -> dict[str, np.ndarray]:
+    # 3 * reps rows of two int64 columns spanning their whole range: their packed keys take
+    # two words (the kernels see uint64 key words, whatever the columns were).
     big = np.array([-(2**62), 2**62, 5], np.int64)
-    wide = Updates({"a": np.tile(big, reps), "b": np.tile(big[::-1], reps)},
-                   time=np.arange(3 * reps, dtype=np.uint64), diff=np.ones(3 * reps, np.int64))
+    return {"a": np.tile(big, reps), "b": np.tile(big[::-1], reps)}
+
+
+def _merge_wide(reps: int) -> None:
+    # Runs whose packed keys take two words: the row-wise merge.
+    wide = Updates(_two_word_columns(reps), time=np.arange(3 * reps, dtype=np.uint64),
+                   diff=np.ones(3 * reps, np.int64))
     enc = consolidate(wide, order="time", since=1).encode()
     wrun = (enc.keys, enc.time, enc.diff)
     for order in ORDERS:
@@ -190,9 +194,7 @@ def _spine_merges(reps: int) -> None:
     # Batches of a size meet in a layer and start fueled merges: of one-word keys, then of
     # two-word keys (two int64 columns spanning their range). The merge kernels have no size
     # thresholds, so this step runs at one size only.
-    big = np.array([-(2**62), 2**62, 5], np.int64)
-    for cols in ({"k": np.arange(3 * reps, dtype=np.int64)},
-                 {"a": np.tile(big, reps), "b": np.tile(big[::-1], reps)}):
+    for cols in ({"k": np.arange(3 * reps, dtype=np.int64)}, _two_word_columns(reps)):
         sp = Spine()
         for t in range(4):
             sp.insert(consolidate(Updates(cols, time=np.full(3 * reps, t, np.uint64),
