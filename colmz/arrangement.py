@@ -650,7 +650,7 @@ class Arrangement:
         schema = self._schema if self._schema is not None else updates.schema
         writer = self._writer(schema, {"kind": "unsealed", "seqnos": [start, end]},
                               self.write_compression)
-        writer.write_rows(*normal)
+        writer.write(*normal)
         meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes)
         self._schema = schema
         self._unsealed.append(meta)

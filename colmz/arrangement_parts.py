@@ -14,7 +14,7 @@ Keys are ``<prefix><creation ms, 13 digits>-<token>.parquet``. The creation time
 is what ``Arrangement.gc`` leases on: a part younger than the lease is never collected,
 whoever references it.
 
-A write (:meth:`PartWriter.write_rows`) gathers its sorted rows a row group at a time on
+A write (:meth:`PartWriter.write` with ``rows``) gathers its sorted rows a row group at a time on
 helper threads (:data:`GATHER_AHEAD` groups ahead) while the previous group is encoded, and a
 local part is encoded straight into its temporary file (``LocalBlob.set_streamed``); a
 write's parts are uncompressed by default (:data:`WRITE_COMPRESSION`), merges compress.
@@ -492,11 +492,6 @@ class PartWriter:
 
     def _write(self, enc: Encoded) -> None:
         self._write_updates(Updates.decode(enc, self.schema))
-
-    def write_rows(self, source: Updates, rows: np.ndarray | None) -> list[str]:
-        """:meth:`write` of ``source``'s rows in the order ``rows`` gives (positions; None:
-        all rows as they are), which must make a sorted, consolidated run."""
-        return self.write(source, rows)
 
     def _write_updates(self, u: Updates) -> None:
         table = u.to_arrow()

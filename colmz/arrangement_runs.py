@@ -154,7 +154,7 @@ def write_run(
         store, schema, lambda: make_key(prefix, int(clock() * 1000), tag + uuid.uuid4().hex),
         {"kind": "run"}, part_rows=part_rows, part_bytes=part_bytes, compression=compression,
     )
-    writer.write_rows(source, rows)
+    writer.write(source, rows)
     if marker is not None and store.get(marker) is not None:
         # Published after the job's discard listed its parts: this writer removes them.
         for k in writer.keys:
