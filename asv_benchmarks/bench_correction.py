@@ -1,6 +1,7 @@
 """Correction buffer benchmarks, each beside the naive baseline in the same class.
 
-Workloads follow Materialize's ``correction_workload.rs`` shapes, 16 updates per tick:
+Workloads follow the shapes of Materialize's ``src/compute/src/sink/correction_workload.rs``,
+16 updates per tick:
 
 * ``append``: 16 new distinct rows per tick;
 * ``upsert``: 8 keys re-valued per tick (+new value, -previous value);

@@ -6,7 +6,7 @@ Inserting must be cheap when a sink hands over a few updates at a time, so an in
 appends the batch's encoding (``colmz.updates.Encoded``, already negated for feedback) to
 the stage. Sorting, consolidating and routing into the bucket chain wait until the stage
 holds a chunk's worth of updates or a read needs it -- the role of the stage in Materialize's
-``src/storage/src/sink/correction_v2.rs``.
+``src/compute/src/sink/correction_v2.rs``.
 
 The stage never copies what it is given: the encodings hold the arrays of immutable
 ``Updates``. Saving it for a rollback copies the list of encodings, not the arrays.
