@@ -33,7 +33,15 @@ from colmz.order import (
     raw_words,
 )
 from colmz.progress import ProgressCallback, check_progress
-from colmz.updates import Encoded, Updates, unify_schemas
+from colmz.updates import (
+    Encoded,
+    Updates,
+    cached_encoding,
+    concat_encoded,
+    held_arrays,
+    held_columns,
+    unify_schemas,
+)
 
 __all__ = [
     "CONSOLIDATE_STEPS",
@@ -197,7 +205,7 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     schema = updates.schema
     if len(updates) >= _RANK_MIN_ROWS and any(s.kind == "bytes" for s in schema):
         out = _consolidate_ranked(updates, order, since, report)
-    elif getattr(updates, "_enc", None) is None and (raw := raw_words(updates._columns)) is not None:
+    elif cached_encoding(updates) is None and (raw := raw_words(held_columns(updates))) is not None:
         out = _consolidate_raw(updates, raw, order, since, report)
     else:
         out = _consolidate_encoded(updates, order, since, report)
@@ -248,8 +256,7 @@ def _consolidate_raw(updates: Updates, raw, order: str, since, report) -> Update
     words, flips = raw
     schema = updates.schema
     report(1)
-    keys, time, diff = _sort_consolidate_explained(updates, words, updates._time, updates._diff, order,
-                                                   since, flips)
+    keys, time, diff = _sort_consolidate_explained(updates, words, *held_arrays(updates), order, since, flips)
     report(2)
     column = column_from_raw_words(keys, schema[0])
     return Updates({schema[0].name: column}, time, diff, _trusted=True)
@@ -322,7 +329,7 @@ def _consolidate_ranked(updates: Updates, order: str, since, report) -> Updates:
     # take one. Consolidate on ranks, then map the surviving ranks back to strings with one
     # take of each rank's representative (from the column, or its dictionary).
     schema = updates.schema
-    columns = list(updates._columns)
+    columns = list(held_columns(updates))
     ranked = {}
     for i, spec in enumerate(schema):
         if spec.kind == "bytes":
@@ -330,7 +337,7 @@ def _consolidate_ranked(updates: Updates, order: str, since, report) -> Updates:
             ranked[i] = (source, reps)
     keys, layout = encode_columns(columns)
     report(1)
-    k, t, d = _sort_consolidate_explained(updates, keys, updates._time, updates._diff, order, since)
+    k, t, d = _sort_consolidate_explained(updates, keys, *held_arrays(updates), order, since)
     report(2)
     specs = [ColumnSpec(s.name, pa.uint64()) if i in ranked else s for i, s in enumerate(schema)]
     out = decode_columns(k, layout, specs)
@@ -377,22 +384,22 @@ def concat(batches: Iterable[Updates]) -> Updates:
         schema = unify_schemas(schema, b.schema)
     if len(batches) == 1:
         return batches[0]
-    if all(b._enc is not None and b._schema == schema for b in batches):
+    encodings = [cached_encoding(b) for b in batches]
+    if all(e is not None for e in encodings) and all(b.schema == schema for b in batches):
         # Batches a structure handed out (a read's chunks): concatenate their encodings and
         # decode lazily, so feeding the result back into a structure encodes nothing.
-        from colmz.updates import concat_encoded
-
-        return Updates._from_encoded(concat_encoded([b._enc for b in batches]), schema)
+        return Updates._from_encoded(concat_encoded(encodings), schema)
     data = {}
     for ci, spec in enumerate(schema):
         chunks = []
         for b in batches:
-            col = b._columns[ci]
+            col = held_columns(b)[ci]
             if col.type != spec.type:
                 col = pa.nulls(len(col), spec.type) if pa.types.is_null(col.type) else col.cast(spec.type)
             chunks.append(col)
         data[spec.name] = pa.concat_arrays(chunks)
-    time = np.concatenate([b._time for b in batches])
-    diff = np.concatenate([b._diff for b in batches])
+    arrays = [held_arrays(b) for b in batches]
+    time = np.concatenate([t for t, _ in arrays])
+    diff = np.concatenate([d for _, d in arrays])
     return Updates._from_parts(tuple(data.values()), schema, time, diff)
 
