@@ -884,3 +884,81 @@ def test_rollback_state_declares_every_field_that_changes():
     c._restore_state(state)  # a saved state can be restored again
     assert read_rows(c, 5) == [(1, 1, 1)]
     c.check_invariants()
+
+
+# ----------------------------------------------------------------------------- per-call overhead
+
+
+def _sink_batch(t: int, arrow: bool) -> colmz.Updates:
+    keys = np.arange(16, dtype=np.int64) + 16 * t
+    names = np.array([f"n{k}" for k in keys])
+    data = {"k": pa.array(keys), "s": pa.array(names.tolist())} if arrow else {"k": keys, "s": names}
+    return colmz.Updates(data, time=np.full(16, t, np.uint64), diff=np.ones(16, np.int64))
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_columns_are_classified_once_per_batch_not_per_step(arrow):
+    # An Arrow (or numpy) column's kind is worked out when the batch is built; inserting it,
+    # reading, feeding the read back and advancing do not classify it again.
+    from unittest import mock
+
+    import colmz.order
+    import colmz.updates
+
+    def counted(fn):
+        with mock.patch.object(colmz.order, "kind_of", wraps=colmz.order.kind_of) as a, \
+                mock.patch.object(colmz.updates, "kind_of", wraps=colmz.updates.kind_of) as b:
+            out = fn()
+        return a.call_count + b.call_count, out
+
+    c = Correction()
+    for t in range(3):
+        n, u = counted(lambda t=t: _sink_batch(t, arrow))
+        assert n == 2  # once per data column, on construction
+        n, _ = counted(lambda u=u: c.insert(u))
+        assert n <= (2 if t == 0 else 0)  # the first insert of a schema may fill its cache
+        n, out = counted(lambda t=t: colmz.concat(c.updates_before(t + 1)))
+        assert n == 0 and len(out) == 16
+        n, _ = counted(lambda out=out, t=t: (c.insert_negated(out), c.advance_since(t + 1)))
+        assert n == 0
+    assert colmz.concat(c.updates_before(4)).to_pylist() == []  # everything fed back cancelled
+
+
+def test_sink_tick_python_calls_do_not_grow_with_the_ticks():
+    # The tick loop's Python work per tick is bounded and the same early and late: a buffer
+    # with a thousand ticks behind it costs what one with a hundred does.
+    import sys
+
+    batches = [colmz.Updates({"k": np.arange(16, dtype=np.int64) + 16 * t}, time=np.full(16, t, np.uint64),
+                             diff=np.ones(16, np.int64)) for t in range(1100)]
+    c = Correction()
+
+    def tick(t):
+        c.insert(batches[t])
+        c.insert_negated(colmz.concat(c.updates_before(t + 1)))
+        c.advance_since(t + 1)
+
+    def calls_per_tick(ticks):
+        n = [0]
+
+        def profile(frame, event, arg):
+            if event in ("call", "c_call"):
+                n[0] += 1
+
+        sys.setprofile(profile)
+        try:
+            for t in ticks:
+                tick(t)
+        finally:
+            sys.setprofile(None)
+        return n[0] / len(ticks)
+
+    for t in range(100):
+        tick(t)
+    early = calls_per_tick(range(100, 164))
+    for t in range(164, 1036):
+        tick(t)
+    late = calls_per_tick(range(1036, 1100))
+    assert late <= early * 1.1 + 2, (early, late)
+    assert late < 200, late  # a few dozen Python calls a tick, not hundreds
+    assert colmz.concat(c.updates_before(2000)).to_pylist() == [] and len(c) == 0
