@@ -150,7 +150,7 @@ def sort_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     # kernel with colmz.consolidate's.
     pack_one_with_diff(read_only(offsets.reshape(n, 1)), read_only(offsets),
                        read_only(np.arange(n, dtype=np.int64)), np.uint64(0), field, zero, zero,
-                       zero, np.int64(0), row_bits, words, hist)
+                       zero, np.int64(0), row_bits, words, hist, np.int64(RADIX_MSD_MIN))
     del offsets
     work = np.empty(radix_work_shape(digits, 1 << digit_bits), np.int64)
     if radix_sort_words_into(words, tmp, np.int64(row_bits), hist, np.int64(RADIX_MSD_MIN), work):

@@ -271,7 +271,8 @@ def embedded_sort_consolidate(keys, time, diff, since, src, mins, shift, mask, c
     kernel allocates nothing and reshapes nothing, so loading it imports none of Numba's
     array support (``docs/kernels.md``).
     """
-    pack_one_with_diff(keys, time, diff, since, src, mins, shift, flips, dmin, lo_bit, words, hist)
+    pack_one_with_diff(keys, time, diff, since, src, mins, shift, flips, dmin, lo_bit, words, hist,
+                       RADIX_MSD_MIN)
     in_tmp = radix_sort_words_into(words, tmp, lo_bit, hist, RADIX_MSD_MIN, work)
     srt = tmp if in_tmp else words
     ok = (words_2d if in_tmp else tmp_2d) if keys_into_free else out_keys

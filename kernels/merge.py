@@ -45,7 +45,14 @@ from colmz.kernels.consolidate import (
     read_only,
     sort_consolidate,
 )
-from colmz.kernels.sort import field_ranges_into, pack, pack_one_with_diff, plan_packing, unpack
+from colmz.kernels.sort import (
+    RADIX_MSD_MIN,
+    field_ranges_into,
+    pack,
+    pack_one_with_diff,
+    plan_packing,
+    unpack,
+)
 
 __all__ = [
     "merge_runs",
@@ -265,7 +272,7 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
         m = len(time)
         pack_one_with_diff(
             keys, time, diff, np.uint64(s), plan.src, plan.mins, plan.shift, flips,
-            np.int64(dmin), diff_bits, words[at:at + m], no_hist,
+            np.int64(dmin), diff_bits, words[at:at + m], no_hist, np.int64(RADIX_MSD_MIN),
         )
         starts[i] = at
         at += m

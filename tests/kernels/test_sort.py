@@ -12,6 +12,7 @@ from colmz.kernels.sort import (
     RADIX_MSD_MIN,
     argsort_words,
     argsort_words_ref,
+    counted_digits,
     field_ranges,
     field_ranges_ref,
     pack,
@@ -209,12 +210,17 @@ def test_pack_one_with_diff_and_radix_sort_words(msd_min, data):
     keys, time, diff = read_only(keys), read_only(time), read_only(diff)
     pack_one_with_diff(
         keys, time, diff, np.uint64(since), plan.src, plan.mins, plan.shift, flips, np.int64(dmin),
-        diff_bits, words, hist,
+        diff_bits, words, hist, np.int64(msd_min),
     )
     ref_words, ref_hist = pack_one_with_diff_ref(keys, time, diff, since, plan, flips, dmin, diff_bits,
                                                  digits, digit_bits)
     np.testing.assert_array_equal(words, ref_words)
-    np.testing.assert_array_equal(hist, ref_hist)
+    # The digits the sort reads are counted (all of them, or the top one when it goes top
+    # digit first); the others stay zero.
+    first = counted_digits(n, digits, msd_min)
+    assert first == (digits - 1 if n >= msd_min and digits >= 2 else 0)
+    np.testing.assert_array_equal(hist[first:], ref_hist[first:])
+    assert not hist[:first].any()
     tmp = np.empty_like(words)
     out = tmp if radix_sort_words(words, tmp, diff_bits, hist, msd_min) else words
     # stable by the bits at and above diff_bits
@@ -233,6 +239,31 @@ def test_radix_sort_words_msd_first_large():
         hist = np.zeros((digits, 1 << digit_bits), np.int64)
         for d in range(digits):
             np.add.at(hist[d], (keys >> np.uint64(lo + digit_bits * d)) & np.uint64((1 << digit_bits) - 1), 1)
+        expected = keys[np.argsort(keys >> np.uint64(lo), kind="stable")]
+        words, tmp = keys.copy(), np.empty_like(keys)
+        out = tmp if radix_sort_words(words, tmp, lo, hist, 1000) else words
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_radix_sort_words_msd_first_skips_digits_constant_within_a_bucket():
+    """Buckets of the top digit whose keys share a lower digit skip its pass, with an odd and
+    an even number of remaining digits; mixed with buckets that take every pass, tiny ones
+    and empty ones."""
+    rng = np.random.default_rng(11)
+    for bits, digit_bits, lo in [(33, 11, 2), (22, 11, 0), (27, 9, 3)]:
+        digits = -(-bits // digit_bits)
+        n = 60000
+        keys = rng.integers(0, 2**(bits - 3), n, dtype=np.uint64)  # top buckets of ~60 keys
+        top = keys >> np.uint64(digit_bits * (digits - 1))
+        low = np.uint64((1 << digit_bits) - 1)
+        keys[top % 3 == 0] &= ~low  # digit 0 constant within these buckets
+        keys[top % 3 == 1] |= low << np.uint64(digit_bits) if digits > 2 else low
+        keys[:40] = keys[0] & ~low  # a crowded bucket constant in every lower digit
+        keys[40:43] = np.uint64(1 << (bits - 1)) + np.arange(3, dtype=np.uint64)  # a tiny bucket
+        keys <<= np.uint64(lo)
+        keys |= rng.integers(0, 1 << lo, n, dtype=np.uint64) if lo else np.uint64(0)
+        hist = np.zeros((digits, 1 << digit_bits), np.int64)
+        np.add.at(hist[-1], (keys >> np.uint64(lo + digit_bits * (digits - 1))), 1)
         expected = keys[np.argsort(keys >> np.uint64(lo), kind="stable")]
         words, tmp = keys.copy(), np.empty_like(keys)
         out = tmp if radix_sort_words(words, tmp, lo, hist, 1000) else words
