@@ -117,7 +117,6 @@ from colmz.updates import (
     Updates,
     check_negatable,
     concat_encoded,
-    negated_diff,
     unify_schemas,
 )
 
@@ -547,7 +546,7 @@ class Correction:
                 layout = everything.layout
                 keys, time, diff = everything.run(layout, self.work)
                 try:
-                    negated_diff(diff)
+                    check_negatable(diff)
                 except OverflowError:
                     raise OverflowError(
                         "a correction holds diff -2**63, which cannot be fed back negated within int64") from None
