@@ -1010,3 +1010,33 @@ def test_narrower_ints_widen_into_the_spine_schema():
     s.insert(colmz.Updates({"k": pa.array([2**40], pa.int64())}, time=[1], diff=[1]), 1, 2)
     assert s.schema == (colmz.ColumnSpec("k", pa.int64()),)
     assert s.snapshot(1).to_pylist() == [(1, 1, 1), (2, 1, 1), (2**40, 1, 1)]
+
+
+def test_rollback_state_declares_every_field_a_failing_call_can_change():
+    # Outside the declared fields: configuration, the per-call work scratch, and the mass
+    # bound, which insert grows only after everything else succeeded.
+    s = Spine(exert_logic="proportional", auto_physical=False)
+    outside = {"_effort", "_exert_logic", "_exert_name", "_auto_physical", "_call_work", "_mass_bound"}
+    assert set(vars(s)) - outside == set(Spine._STATE_FIELDS)
+    for t in range(6):
+        s.insert(ints([t % 3, 7], [t, t]), lower=t, upper=t + 1)
+    s.set_physical_compaction(2)
+    state = s._snapshot_state()
+
+    def seen():
+        return (s.upper, s.get_logical_compaction(), s.get_physical_compaction(), s.layers(), s.stats(),
+                sorted(s.snapshot(s.upper - 1).to_pylist()))
+
+    before = seen()
+    s.set_logical_compaction(4)
+    s.set_physical_compaction(6)
+    for _ in range(4):
+        s.exert(8)
+    s.insert(ints([9], [6]), lower=6, upper=8)
+    assert seen() != before
+    s._restore_state(state)
+    assert seen() == before
+    s.exert(8)
+    s._restore_state(state)  # a saved state can be restored again
+    assert seen() == before
+    assert s.check_invariants(deep=True) == []
