@@ -259,7 +259,7 @@ def _consolidate_raw(updates: Updates, raw, order: str, since, report) -> Update
     keys, time, diff = _sort_consolidate_explained(updates, words, *held_arrays(updates), order, since, flips)
     report(2)
     column = column_from_raw_words(keys, schema[0])
-    return Updates({schema[0].name: column}, time, diff, _trusted=True)
+    return Updates._from_parts((column,), schema, time, diff)
 
 
 # Below this many rows strings are sorted by their full encoding; above it, by rank.
@@ -349,7 +349,7 @@ def _consolidate_ranked(updates: Updates, order: str, since, report) -> Updates:
         rows = np.maximum(reps[pos], 0)
         col = source.take(array_from_numpy(rows, pa.int64(), mask))
         out[i] = col if col.type == schema[i].type else col.cast(schema[i].type)
-    return Updates({s.name: c for s, c in zip(schema, out)}, t, d, _trusted=True)
+    return Updates._from_parts(out, schema, t, d)
 
 
 def concat(batches: Iterable[Updates]) -> Updates:

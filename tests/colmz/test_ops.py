@@ -400,3 +400,20 @@ def test_consolidate_rejects_a_progress_that_is_not_callable():
     u = colmz.Updates({"k": [1]}, time=[0], diff=[1])
     with pytest.raises(TypeError, match="progress"):
         colmz.consolidate(u, progress=5)
+
+
+@pytest.mark.parametrize("column", [
+    pa.array(np.arange(600, dtype=np.int64) % 7),  # one 64-bit integer column: the raw-words path
+    pa.array(np.arange(600, dtype=np.uint64) % 7),
+    pa.array([f"value {i % 9}" for i in range(600)], pa.large_string()),  # ranked strings
+    pa.array([f"v{i % 5}".encode() for i in range(600)], pa.binary()),
+    pa.array([None if i % 4 == 0 else i % 3 for i in range(600)], pa.int32()),  # full encoding
+])
+def test_consolidate_output_columns_have_the_schema_types(column):
+    # Each path builds its result from the input's schema: the columns must have those types.
+    u = colmz.Updates({"c": column}, time=np.zeros(600, np.uint64), diff=np.ones(600, np.int64))
+    out = colmz.consolidate(u)
+    assert out.schema == u.schema
+    assert [out.column(s.name).type for s in out.schema] == [s.type for s in u.schema]
+    assert sorted(map(repr, out.to_pylist())) == sorted(map(repr, {
+        (v, 0, column.to_pylist().count(v)) for v in column.to_pylist()}))
