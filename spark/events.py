@@ -20,7 +20,7 @@ store against it (:func:`verify`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from colmz.spark.schemas import (
@@ -32,8 +32,8 @@ from colmz.spark.schemas import (
 )
 
 __all__ = [
-    "EventsSpec", "check_event_values", "check_events", "desired_updates", "example_events",
-    "example_events_table", "verify", "verify_local", "view_sql",
+    "EventsSpec", "check_event_values", "check_events", "desired_updates", "event_problems",
+    "example_events", "example_events_table", "verify", "verify_local", "view_sql",
 ]
 
 #: Output column names of the updates (so data columns may not use them).
@@ -120,14 +120,27 @@ def check_events(df, spec: EventsSpec) -> int:
     from pyspark.sql import functions as F
 
     check_schema(df.schema, spec)
-    problems = _event_problems(spec, F.col(spec.valid_from), F.col(spec.valid_to),
-                               lambda c: c.isNull(), lambda a, b: a < b)
+    problems = event_problems(spec, F.col(spec.valid_from), F.col(spec.valid_to),
+                              lambda c: c.isNull(), lambda a, b: a < b)
     return check_rows(df, problems, "bad events")
 
 
-def _event_problems(spec: EventsSpec, vf, vt, is_null, less) -> dict:
+def event_problems(spec: EventsSpec, vf, vt, is_null: Callable, less: Callable) -> dict:
     """The events' value problems, description to condition, in the caller's expression kind
-    (Spark Columns or pyarrow arrays): one list, so both checks report the same words."""
+    (Spark Columns or pyarrow arrays): one list, so every check of events (:func:`check_events`,
+    :func:`check_event_values`, the streaming sink's per-batch check) reports the same words.
+
+    ``vf`` and ``vt`` are the ``valid_from`` and ``valid_to`` expressions, ``is_null(x)`` and
+    ``less(a, b)`` build a condition of that kind.
+
+    >>> import pyarrow as pa, pyarrow.compute as pc
+    >>> vf, vt = pa.array([0, -1]), pa.array([1, None])
+    >>> p = event_problems(EventsSpec(("k",), "v"), vf, vt, pc.is_null, pc.less)
+    >>> {desc: cond.to_pylist() for desc, cond in p.items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'NULL valid_from': [False, False], 'NULL valid_to': [False, True],
+     'negative valid_from': [False, True], 'negative valid_to': [False, None],
+     'valid_to < valid_from': [False, None]}
+    """
     return {
         f"NULL {spec.valid_from}": is_null(vf),
         f"NULL {spec.valid_to}": is_null(vt),
@@ -159,8 +172,8 @@ def check_event_values(table, spec: EventsSpec) -> int:
     import numpy as np
     import pyarrow.compute as pc
 
-    problems = _event_problems(spec, table.column(spec.valid_from), table.column(spec.valid_to),
-                               pc.is_null, pc.less)
+    problems = event_problems(spec, table.column(spec.valid_from), table.column(spec.valid_to),
+                              pc.is_null, pc.less)
     found = []
     for desc, cond in problems.items():
         hit = np.flatnonzero(cond.to_numpy(zero_copy_only=False) == True)  # noqa: E712 - NULL is not a hit

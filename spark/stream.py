@@ -82,7 +82,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from colmz.spark.events import EventsSpec, check_schema
+from colmz.spark.events import EventsSpec, check_schema, event_problems
 from colmz.spark.schemas import InputError, check_rows
 from colmz.spark.sink_store import NAME
 
@@ -452,14 +452,9 @@ def batch_writer(
                 if df.schema != first_schema:
                     raise InputError(f"micro-batch {batch_id} has schema {df.schema.simpleString()}, "
                                      f"not the query's {first_schema.simpleString()}")
-                vf, vt = F.col(valid_from), F.col(valid_to)
-                figures["events"] = check_rows(df, {
-                    f"NULL {valid_from}": vf.isNull(),
-                    f"NULL {valid_to}": vt.isNull(),
-                    f"negative {valid_from}": vf < 0,
-                    f"negative {valid_to}": vt < 0,
-                    f"{valid_to} < {valid_from}": vt < vf,
-                }, f"bad events in micro-batch {batch_id}")
+                problems = event_problems(spec, F.col(valid_from), F.col(valid_to),
+                                          lambda c: c.isNull(), lambda a, b: a < b)
+                figures["events"] = check_rows(df, problems, f"bad events in micro-batch {batch_id}")
                 checked = True
             # The first open tick: events about closed ticks are corrected there.
             open_tick = int(seal)
