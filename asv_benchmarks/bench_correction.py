@@ -248,11 +248,28 @@ class BytesPerUpdate:
     track_bytes_per_update_inserted.unit = "bytes/update"
 
     def track_bytes_per_update_temporal_filter(self):
+        # Settles to a few dozen updates (each tick deletes the previous tick's rows), some of
+        # them the last read's feedback, which len() counts but is not stored.
         c = Correction()
         _drain(c, workload("temporal_filter", 4096), 4096)
         return c.stats()["bytes"] / max(len(c), 1)
 
     track_bytes_per_update_temporal_filter.unit = "bytes/update"
+
+    def track_bytes_per_update_far_future_retractions(self):
+        # A temporal filter whose rows are never deleted: after 16,384 ticks of the sink's loop
+        # the buffer holds 65,536 retractions at far-future times, settled into buckets.
+        c = Correction()
+        for t in range(16384):
+            k = np.arange(4, dtype=np.int64) + 4 * t
+            c.insert(colmz.Updates({"k": np.concatenate([k, k])},
+                                   time=np.array([t] * 4 + [t + FUTURE] * 4, np.uint64),
+                                   diff=np.array([1] * 4 + [-1] * 4, np.int64)))
+            c.insert_negated(colmz.concat(c.updates_before(t + 1)))
+            c.advance_since(t + 1)
+        return c.stats()["bytes"] / len(c)
+
+    track_bytes_per_update_far_future_retractions.unit = "bytes/update"
 
 
 def temporal_filter_sink(events: int = 1_000_000, ticks: int = 1000, seed: int = 0) -> dict:
