@@ -425,10 +425,13 @@ def batch_writer(
         maxes = [r["event_max"] for r in rows if r["event_max"] is not None]
         return runs, (max(maxes) if maxes else None)
 
+    def stopped(batch_id: int) -> StreamStopped:
+        return StreamStopped(f"micro-batch {batch_id} stopped before its commit: the query was asked "
+                             "to stop; nothing of the batch was written")
+
     def stopping(batch_id: int) -> None:
         if stop is not None and stop.is_set():
-            raise StreamStopped(f"micro-batch {batch_id} stopped before its commit: the query was asked "
-                                "to stop; nothing of the batch was written")
+            raise stopped(batch_id)
 
     def one_batch(df, batch_id: int) -> None:
         started = _time.perf_counter()
@@ -491,8 +494,7 @@ def batch_writer(
                 if stop is not None and stop.is_set() and not isinstance(e, StreamStopped):
                     # a Spark job of the batch cancelled by StreamingQuery.stop(): say so
                     # briefly (Spark's long interruption trace is of no use here)
-                    raise StreamStopped(f"micro-batch {batch_id} stopped before its commit: the query was "
-                                        "asked to stop; nothing of the batch was written") from None
+                    raise stopped(batch_id) from None
                 raise
             # another writer committed first: its commit may be this very batch
             figures["conflicts"] += 1
