@@ -129,6 +129,11 @@ def _maps_cleanly(java: str, candidate: Path, classpath: str, cwd: Path) -> bool
     return r.returncode == 0
 
 
+def _markers(archive: Path) -> set[Path]:
+    """The records (``<stem>.<id>.json``) of the candidates for ``archive``."""
+    return set(archive.parent.glob(archive.stem + ".*.json"))
+
+
 def promote_candidates(archive: Path) -> bool:
     """Make the archive out of a finished, tested candidate; return whether it exists now.
 
@@ -137,7 +142,7 @@ def promote_candidates(archive: Path) -> bool:
     java = java_binary()
     if java is None:
         return archive.is_file()
-    for marker in sorted(archive.parent.glob(archive.stem + ".*.json")):
+    for marker in sorted(_markers(archive)):
         candidate = marker.with_suffix(".jsa.tmp")
         try:
             info = json.loads(marker.read_text())
@@ -201,10 +206,6 @@ def training_command(store: str) -> list[str]:
     """
     return [sys.executable, "-m", "colmz.spark.cli", "sink", "--example-events", "2000", "--ticks", "20",
             "--store", store, "--quiet"]
-
-
-def _markers(archive: Path) -> set[Path]:
-    return set(archive.parent.glob(archive.stem + ".*.json"))
 
 
 def _recorded_pid(marker: Path) -> int | None:
