@@ -3,7 +3,7 @@
 Design
 ------
 colmz's kernels are Numba functions compiled on first use and cached on disk
-(``kernels/_jit.py``). This module is the user's handle on that machinery and nothing else:
+(``kernels/decorators.py``). This module is the user's handle on that machinery and nothing else:
 
 * :func:`set_cache_dir` chooses the on-disk cache (``NUMBA_CACHE_DIR``) before the first
   kernel runs -- a Spark executor needs a writable, node-local directory;
@@ -11,7 +11,7 @@ colmz's kernels are Numba functions compiled on first use and cached on disk
   data model's operations and the structures on tiny inputs, so a timed or latency-bound
   first call pays nothing;
 * :func:`release_scratch` frees the per-thread scratch buffers the kernels keep between calls
-  (``kernels/_scratch.py``).
+  (``kernels/pool.py``).
 
 It sits *above* the structures it warms (``colmz.correction``, ``colmz.spine``): the data model
 (``colmz.updates``, ``colmz.order``, ``colmz.ops``) imports no structure, and this module
@@ -29,10 +29,10 @@ import numpy as np
 
 from colmz.arrangement_sort import MIN_ROWS, order_data
 from colmz.correction import Correction
-from colmz.kernels import _scratch
-from colmz.kernels._jit import DISPATCHERS, enable_light_loading
+from colmz.kernels import pool
 from colmz.kernels.advance import advance_runs
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
+from colmz.kernels.decorators import DISPATCHERS, enable_light_loading
 from colmz.kernels.merge import merge_runs
 from colmz.kernels.split import lower_bound
 from colmz.kernels.strings import assign_ranks, rank_strings
@@ -91,7 +91,7 @@ def release_scratch() -> None:
     >>> import colmz
     >>> colmz.release_scratch()
     """
-    _scratch.release()
+    pool.release()
 
 
 def _updates(reps: int) -> Updates:

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from colmz.kernels._jit import jit
 from colmz.kernels.consolidate import sort_consolidate
+from colmz.kernels.decorators import jit
 from colmz.kernels.merge import merge_runs, merge_runs_ref
 from colmz.kernels.split import lower_bound
 

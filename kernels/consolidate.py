@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from colmz.kernels import _scratch
-from colmz.kernels._jit import jit
+from colmz.kernels import pool
+from colmz.kernels.decorators import jit
 from colmz.kernels.sort import (
     RADIX_MSD_MIN,
     argsort_words,
@@ -57,6 +57,7 @@ __all__ = [
     "consolidate_sorted_words_ref",
     "embedded_sort_consolidate",
     "emit_embedded",
+    "gather_rows",
     "order_significance",
     "read_only",
     "sort_consolidate",
@@ -156,7 +157,17 @@ def _consolidate_sorted_1(words, diffs):
 
 
 @jit
-def _gather_rows(words, diffs, perm, out_words, out_diffs):
+def gather_rows(words, diffs, perm, out_words, out_diffs):
+    """``out_words[i], out_diffs[i] = words[perm[i]], diffs[perm[i]]``: the rows of
+    ``(words, diffs)`` (``(n, m)`` and ``(n,)``) in the order of a permutation, in one pass
+    (numpy's ``words[perm]`` and ``diffs[perm]`` are its reference).
+
+    >>> w = np.array([[3], [1], [2]], np.uint64)
+    >>> ow, od = np.empty_like(w), np.empty(3, np.int64)
+    >>> gather_rows(w, np.array([30, 10, 20]), np.array([1, 2, 0]), ow, od)
+    >>> ow.ravel().tolist(), od.tolist()
+    ([1, 2, 3], [10, 20, 30])
+    """
     n, m = words.shape
     for i in range(n):
         p = perm[i]
@@ -414,12 +425,12 @@ def _sort_consolidate(keys, time, diff, order, since, flips):
         return (np.empty((0, w), np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64))
     fl = _zero_flips(w) if flips is None else flips
     fresh = helper = None
-    if n * 8 >= _scratch.FRESH_MIN_BYTES:
+    if n * 8 >= pool.FRESH_MIN_BYTES:
         # The one-word path's buffers (both sort buffers and the diffs, which become the
         # result), asked for before the ranges are measured: in a fresh process their pages
         # are populated on a helper thread while this one loads the kernels. Another path
         # drops them (the helper holds them until it is done).
-        fresh, helper = _scratch.result_arrays(n, (np.uint64, np.uint64, np.int64))
+        fresh, helper = pool.result_arrays(n, (np.uint64, np.uint64, np.int64))
     mins = np.empty(w + 1, np.uint64)
     maxs = np.empty(w + 1, np.uint64)
     dmin, dmax = field_ranges_into(keys, time, diff, fl, mins, maxs)
@@ -451,23 +462,23 @@ def _sort_consolidate(keys, time, diff, order, since, flips):
             ok[0] = keys[0]
             ot[0] = max(int(time[0]), since)
         return ok, ot, np.full(k, total, np.int64)
-    packed = _scratch.scratch("packed", n * m, np.uint64).reshape(n, m)
+    packed = pool.scratch("packed", n * m, np.uint64).reshape(n, m)
     pack(keys, time, np.uint64(since), plan.src, plan.mins, plan.word, plan.shift, packed)
     if m == 1:
         flat = packed.reshape(n)
-        d = _scratch.scratch("diff", n, np.int64)
+        d = pool.scratch("diff", n, np.int64)
         d[:] = diff
-        tk = _scratch.scratch("tmp_keys", n, np.uint64)
-        tv = _scratch.scratch("tmp_vals", n, np.int64)
+        tk = pool.scratch("tmp_keys", n, np.uint64)
+        tv = pool.scratch("tmp_vals", n, np.int64)
         if radix_sort_pairs(flat, d, tk, tv):
             flat, d = tk, tv
         k = _consolidate_sorted_1(flat, d)
         words = flat[:k].reshape(k, 1)
     else:
         perm = argsort_words(packed)
-        sorted_words = _scratch.scratch("sorted_words", n * m, np.uint64).reshape(n, m)
-        d = _scratch.scratch("diff", n, np.int64)
-        _gather_rows(packed, diff, perm, sorted_words, d)
+        sorted_words = pool.scratch("sorted_words", n * m, np.uint64).reshape(n, m)
+        d = pool.scratch("diff", n, np.int64)
+        gather_rows(packed, diff, perm, sorted_words, d)
         k = consolidate_sorted_words(sorted_words, d)
         words = sorted_words[:k]
     ok = np.empty((k, w), np.uint64)
@@ -486,13 +497,13 @@ def _embedded_path(keys, time, diff, since, plan, key_bits, diff_bits, dmin, fli
     # sorted one becomes the result's times and the other its keys (one key word), each cut to
     # the rows kept. So a call touches three arrays of fresh memory where a sort into scratch
     # and a copy out would touch five -- the first call in a process pays for every fresh page
-    # (kernels/_scratch.py), and later calls allocate no more than the result needs.
+    # (kernels/pool.py), and later calls allocate no more than the result needs.
     # ``fresh`` are those three buffers when the caller took them from
-    # ``_scratch.result_arrays``, ``helper`` the thread populating them.
+    # ``pool.result_arrays``, ``helper`` the thread populating them.
     n, w = keys.shape
     digits, digit_bits = radix_digits(key_bits)
     if fresh is None:
-        fresh, helper = _scratch.result_arrays(n, (np.uint64, np.uint64, np.int64))
+        fresh, helper = pool.result_arrays(n, (np.uint64, np.uint64, np.int64))
     words, tmp, od = fresh
     del fresh
     hist = np.zeros((digits, 1 << digit_bits), np.int64)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from colmz.kernels._jit import jit
+from colmz.kernels.decorators import jit
 
 __all__ = [
     "bytes_widths",

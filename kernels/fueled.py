@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from colmz.kernels._jit import jit
+from colmz.kernels.decorators import jit
 
 __all__ = [
     "CURSOR_LEN",

@@ -34,17 +34,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from colmz.kernels import _scratch
-from colmz.kernels._jit import jit
+from colmz.kernels import pool
 from colmz.kernels.consolidate import (
-    _gather_rows,
     consolidate_ref,
     consolidate_sorted_words,
     finish_embedded,
+    gather_rows,
     order_significance,
     read_only,
     sort_consolidate,
 )
+from colmz.kernels.decorators import jit
 from colmz.kernels.sort import (
     RADIX_MSD_MIN,
     field_ranges_into,
@@ -263,7 +263,7 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
     if n <= _SMALL:
         # Small one-word merges: the radix sort of the union beats per-run set-up.
         return _sort_union(runs, order, since)
-    words = _scratch.scratch("merge_in", n, np.uint64)
+    words = pool.scratch("merge_in", n, np.uint64)
     starts = np.empty(len(runs), np.int64)
     ends = np.empty(len(runs), np.int64)
     no_hist = np.zeros((0, 256), np.int64)
@@ -277,7 +277,7 @@ def merge_runs(runs, order: str = "time", since: int | None = None):
         starts[i] = at
         at += m
         ends[i] = at
-    merged = _scratch.scratch("merge_out", n, np.uint64)
+    merged = pool.scratch("merge_out", n, np.uint64)
     if merge_tree(words, starts, ends, merged):
         pass
     else:
@@ -358,7 +358,7 @@ def _merge_rows(runs, n, plan, since_value, w, order, since):
     # Keys wider than one packed word: pack every run's rows with the shared plan, merge row
     # indices, gather, consolidate, unpack.
     m = plan.n_words
-    words = _scratch.scratch("merge_rows_in", n * m, np.uint64).reshape(n, m)
+    words = pool.scratch("merge_rows_in", n * m, np.uint64).reshape(n, m)
     starts = np.empty(len(runs), np.int64)
     ends = np.empty(len(runs), np.int64)
     at = 0
@@ -370,9 +370,9 @@ def _merge_rows(runs, n, plan, since_value, w, order, since):
         ends[i] = at
     diff = read_only(np.concatenate([r[2] for r in runs]))
     perm = merge_rows_tree(words, starts, ends)
-    sorted_words = _scratch.scratch("merge_rows_out", n * m, np.uint64).reshape(n, m)
+    sorted_words = pool.scratch("merge_rows_out", n * m, np.uint64).reshape(n, m)
     d = np.empty(n, np.int64)
-    _gather_rows(words, diff, perm, sorted_words, d)
+    gather_rows(words, diff, perm, sorted_words, d)
     try:
         k = consolidate_sorted_words(sorted_words, d)
     except OverflowError:

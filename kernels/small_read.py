@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from colmz.kernels._jit import jit
+from colmz.kernels.decorators import jit
 
 __all__ = ["sort_consolidate_cut", "sort_consolidate_cut_ref"]
 

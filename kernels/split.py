@@ -16,7 +16,7 @@ Spec (kernel / reference)
 
 from __future__ import annotations
 
-from colmz.kernels._jit import jit
+from colmz.kernels.decorators import jit
 
 __all__ = ["lower_bound", "lower_bound_ref"]
 

@@ -59,9 +59,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from colmz.kernels import _scratch
-from colmz.kernels._jit import jit
+from colmz.kernels import pool
 from colmz.kernels.consolidate import read_only
+from colmz.kernels.decorators import jit
 from colmz.kernels.sort import radix_sort_pairs
 
 __all__ = ["assign_ranks", "compare_from", "rank_into", "rank_strings", "rank_strings_ref",
@@ -525,7 +525,7 @@ def rank_strings(offsets, data, validity, bit_offset: int = 0):
     """Dense ranks of a string/binary column in byte order, and a representative per rank.
 
     See the module docstring for the rank rules and the argument layout. Temporaries come
-    from the scratch pool (``colmz.kernels._scratch``); ``ranks`` and ``reps`` are new arrays.
+    from the scratch pool (``colmz.kernels.pool``); ``ranks`` and ``reps`` are new arrays.
 
     >>> import numpy as np
     >>> offsets = np.array([0, 1, 1, 2, 3], np.int64)
@@ -546,14 +546,14 @@ def rank_strings(offsets, data, validity, bit_offset: int = 0):
         brk, reps = np.empty(n, np.uint8), np.empty(n + 1, np.int64)
         codes, firsts = np.empty(n, np.int64), np.empty(n, np.int64)
     else:
-        perm = _scratch.scratch("strings_perm", n, np.int64)
-        keys = _scratch.scratch("strings_keys", n, np.uint64)
-        tk = _scratch.scratch("strings_tk", n, np.uint64)
-        tv = _scratch.scratch("strings_tv", n, np.int64)
-        brk = _scratch.scratch("strings_brk", n, np.uint8)
-        reps = _scratch.scratch("strings_reps", n + 1, np.int64)
-        codes = _scratch.scratch("strings_codes", n, np.int64)
-        firsts = _scratch.scratch("strings_firsts", n, np.int64)
+        perm = pool.scratch("strings_perm", n, np.int64)
+        keys = pool.scratch("strings_keys", n, np.uint64)
+        tk = pool.scratch("strings_tk", n, np.uint64)
+        tv = pool.scratch("strings_tv", n, np.int64)
+        brk = pool.scratch("strings_brk", n, np.uint8)
+        reps = pool.scratch("strings_reps", n + 1, np.int64)
+        codes = pool.scratch("strings_codes", n, np.int64)
+        firsts = pool.scratch("strings_firsts", n, np.int64)
     k = rank_into(offsets, data, validity, np.int64(bit_offset), perm, keys, tk, tv, brk,
                   codes, firsts, ranks, reps)
     return ranks, reps[:k].copy()

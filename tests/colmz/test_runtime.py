@@ -12,7 +12,7 @@ import pytest
 
 import colmz
 from colmz import runtime
-from colmz.kernels import _scratch
+from colmz.kernels import pool
 
 
 def test_warmup_returns_seconds_and_reports_progress():
@@ -58,10 +58,10 @@ def test_set_cache_dir_rejects_non_paths():
 
 
 def test_release_scratch_empties_the_pool():
-    _scratch.scratch("test_runtime", 1000, np.uint64)
-    assert _scratch.scratch_bytes() > 0
+    pool.scratch("test_runtime", 1000, np.uint64)
+    assert pool.scratch_bytes() > 0
     colmz.release_scratch()
-    assert _scratch.scratch_bytes() == 0
+    assert pool.scratch_bytes() == 0
 
 
 def test_set_cache_dir_in_a_fresh_process(tmp_path):
@@ -130,7 +130,7 @@ def test_cold_warmup_with_a_helper_process_fills_the_cache(tmp_path):
         env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr
     second = subprocess.run(
-        [sys.executable, "-c", "import colmz; from colmz.kernels._jit import DISPATCHERS; colmz.warmup(jobs=1); "
+        [sys.executable, "-c", "import colmz; from colmz.kernels.decorators import DISPATCHERS; colmz.warmup(jobs=1); "
          "print(sum(sum(d.stats.cache_misses.values()) for d in DISPATCHERS), "
          "sum(sum(d.stats.cache_hits.values()) for d in DISPATCHERS))"],
         env=env, capture_output=True, text=True, timeout=600)

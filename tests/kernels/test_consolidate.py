@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from colmz.kernels import _scratch
+from colmz.kernels import pool
 from colmz.kernels.consolidate import (
     consolidate_ref,
     consolidate_sorted_words,
@@ -115,9 +115,9 @@ def test_results_do_not_alias_scratch():
     sort_consolidate(keys, time, (diff * 2**40).astype(np.int64))
     for a, b in zip(first, saved):
         np.testing.assert_array_equal(a, b)
-    assert _scratch.scratch_bytes() > 0
-    _scratch.release()
-    assert _scratch.scratch_bytes() == 0
+    assert pool.scratch_bytes() > 0
+    pool.release()
+    assert pool.scratch_bytes() == 0
     for a, b in zip(first, saved):
         np.testing.assert_array_equal(a, b)
 
@@ -326,7 +326,7 @@ def test_large_input_sorted_top_digit_first():
 @pytest.mark.parametrize("width", [1, 2])
 def test_large_input_with_result_pages_populated_on_a_helper(monkeypatch, width):
     """Beyond the process's high-water mark the one-word path's buffers are populated on a
-    helper thread while the kernels run (``_scratch.result_arrays``); the result is the same
+    helper thread while the kernels run (``pool.result_arrays``); the result is the same
     as without, and owns exactly its rows' memory."""
     rng = np.random.default_rng(5)
     n = 300_000
@@ -334,19 +334,19 @@ def test_large_input_with_result_pages_populated_on_a_helper(monkeypatch, width)
     time = rng.integers(0, 50, n).astype(np.uint64)
     diff = rng.choice([-1, 1], n).astype(np.int64)
     plain = sort_consolidate(keys, time, diff, "data")
-    monkeypatch.setattr(_scratch, "FRESH_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(_scratch, "_high_water", 0)
+    monkeypatch.setattr(pool, "FRESH_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(pool, "_high_water", 0)
     started = []
-    real = _scratch.result_arrays
+    real = pool.result_arrays
 
     def spy(m, dtypes):
         arrays, helper = real(m, dtypes)
         started.append(helper)
         return arrays, helper
 
-    monkeypatch.setattr(_scratch, "result_arrays", spy)
+    monkeypatch.setattr(pool, "result_arrays", spy)
     populated = sort_consolidate(keys, time, diff, "data")
-    if _scratch._madvise is not None:
+    if pool._madvise is not None:
         assert started and started[0] is not None and not started[0].is_alive()
     for a, b in zip(populated, plain):
         np.testing.assert_array_equal(a, b)

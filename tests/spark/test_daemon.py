@@ -15,7 +15,7 @@ PROBE = """
 import json, os, sys, threading
 from colmz.spark.daemon import SINGLE_THREADED, preload
 preload()
-from colmz.kernels._jit import DISPATCHERS
+from colmz.kernels.decorators import DISPATCHERS
 print(json.dumps({
     "modules": [m for m in ("pyspark.worker", "pyarrow", "colmz.spark.sink", "colmz.spark.arrangement_io")
                 if m in sys.modules],

@@ -10,7 +10,7 @@ import textwrap
 KERNEL = textwrap.dedent(
     """
     import numpy as np
-    from colmz.kernels._jit import jit
+    from colmz.kernels.decorators import jit
 
     TABLE = np.arange(4)
 
