@@ -522,9 +522,9 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
         return False
     db = _digit_bits(hist)
     dmask = np.uint64(nb - 1)
-    active = work[0]
     offs = work[1]
     if counted_digits(n, nd, msd_min) == 0:
+        active = work[0]
         na = 0
         for d in range(nd):
             if not _constant_digit(hist[d], n):
@@ -542,12 +542,9 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
             src, dst = dst, src
             in_tmp = not in_tmp
         return in_tmp
-    # Only the top digit was counted; each remaining digit is counted (and skipped when it
-    # is constant) per bucket.
+    # Only the top digit was counted; each digit below it (digit r for r < rest) is counted,
+    # and skipped when it is constant, per bucket.
     top = nd - 1
-    na = nd
-    for d in range(nd):
-        active[d] = d
     starts = work[2]
     acc = 0
     for b in range(nb):
@@ -556,7 +553,7 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
         acc += hist[top, b]
     starts[nb] = n
     _scatter(keys, tmp, np.int64(0), n, np.uint64(lo_bit + db * top), dmask, offs)
-    rest = na - 1
+    rest = top
     local = work[3:3 + rest]
     # Every bucket ends where `rest` passes from tmp leave it (tmp for an even number), so
     # the result has one place; a bucket that skips a pass or is insertion-sorted is put there.
@@ -576,7 +573,7 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
             h = local[r]
             for b in range(nb):
                 h[b] = 0
-            sh = np.uint64(lo_bit + db * active[r])
+            sh = np.uint64(lo_bit + db * r)
             for i in range(lo, hi):
                 h[(tmp[i] >> sh) & dmask] += 1
         src, dst = tmp, keys
@@ -588,7 +585,7 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
             for b in range(nb):
                 offs[b] = acc
                 acc += local[r, b]
-            _scatter(src, dst, lo, hi, np.uint64(lo_bit + db * active[r]), dmask, offs)
+            _scatter(src, dst, lo, hi, np.uint64(lo_bit + db * r), dmask, offs)
             src, dst = dst, src
             at_tmp = not at_tmp
         if at_tmp != in_tmp:
