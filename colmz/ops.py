@@ -38,7 +38,6 @@ from colmz.updates import (
     Updates,
     cached_encoding,
     concat_encoded,
-    held_arrays,
     held_columns,
     unify_schemas,
 )
@@ -256,7 +255,7 @@ def _consolidate_raw(updates: Updates, raw, order: str, since, report) -> Update
     words, flips = raw
     schema = updates.schema
     report(1)
-    keys, time, diff = _sort_consolidate_explained(updates, words, *held_arrays(updates), order, since, flips)
+    keys, time, diff = _sort_consolidate_explained(updates, words, updates.time, updates.diff, order, since, flips)
     report(2)
     column = column_from_raw_words(keys, schema[0])
     return Updates._from_parts((column,), schema, time, diff)
@@ -337,7 +336,7 @@ def _consolidate_ranked(updates: Updates, order: str, since, report) -> Updates:
             ranked[i] = (source, reps)
     keys, layout = encode_columns(columns)
     report(1)
-    k, t, d = _sort_consolidate_explained(updates, keys, *held_arrays(updates), order, since)
+    k, t, d = _sort_consolidate_explained(updates, keys, updates.time, updates.diff, order, since)
     report(2)
     specs = [ColumnSpec(s.name, pa.uint64()) if i in ranked else s for i, s in enumerate(schema)]
     out = decode_columns(k, layout, specs)
@@ -398,8 +397,7 @@ def concat(batches: Iterable[Updates]) -> Updates:
                 col = pa.nulls(len(col), spec.type) if pa.types.is_null(col.type) else col.cast(spec.type)
             chunks.append(col)
         data[spec.name] = pa.concat_arrays(chunks)
-    arrays = [held_arrays(b) for b in batches]
-    time = np.concatenate([t for t, _ in arrays])
-    diff = np.concatenate([d for _, d in arrays])
+    time = np.concatenate([b.time for b in batches])
+    diff = np.concatenate([b.diff for b in batches])
     return Updates._from_parts(tuple(data.values()), schema, time, diff)
 

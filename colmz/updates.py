@@ -71,7 +71,7 @@ from colmz.order import (
     unify_layouts,
 )
 
-__all__ = ["Encoded", "SchemaError", "Updates", "cached_encoding", "check_negatable", "check_typed", "held_arrays",
+__all__ = ["Encoded", "SchemaError", "Updates", "cached_encoding", "check_negatable", "check_typed",
            "held_columns", "negated_diff", "unify_schemas", "widen"]
 
 _MAX_DATA_COLUMNS = 64
@@ -831,28 +831,14 @@ def held_columns(updates: Updates) -> tuple[pa.Array, ...]:
     """The data columns ``updates`` holds, as they are (no copies; a batch a structure handed
     out is decoded now if it was not yet).
 
-    With :func:`held_arrays`, :func:`cached_encoding` and :meth:`Updates._from_parts`, the
-    one door through which colmz's own modules (``colmz.ops``) take a batch apart and build
-    one, so none of them reads the batch's fields.
+    With :attr:`Updates.time`, :attr:`Updates.diff`, :func:`cached_encoding` and
+    :meth:`Updates._from_parts`, the one door through which colmz's own modules
+    (``colmz.ops``) take a batch apart and build one, so none of them reads the batch's fields.
 
     >>> held_columns(Updates({"k": [1, 2]}, time=[0, 0], diff=[1, 1]))[0].to_pylist()
     [1, 2]
     """
     return updates._columns
-
-
-def held_arrays(updates: Updates) -> tuple[np.ndarray, np.ndarray]:
-    """The ``time`` and ``diff`` arrays ``updates`` holds, as they are.
-
-    Not the read-only views :attr:`Updates.time` and :attr:`Updates.diff` hand out: kernels
-    given these see the arrays' own flags, so a batch of arrays colmz made keeps the kernels'
-    writable-array signatures instead of compiling read-only ones. Never written to.
-
-    >>> u = Updates({"k": [1]}, time=[5], diff=[2])
-    >>> [a.tolist() for a in held_arrays(u)]
-    [[5], [2]]
-    """
-    return updates._time, updates._diff
 
 
 def cached_encoding(updates: Updates) -> Encoded | None:
