@@ -162,6 +162,15 @@ class TemporalFilterDrain16k:
     track_ratio.unit = "naive/colmz"
 
 
+def _tick_loop(c: Correction, batches: list[colmz.Updates]) -> None:
+    """The sink's loop: tick ``t`` inserts ``batches[t]``, reads before ``t + 1``, feeds the
+    read back negated and advances the since to ``t + 1``."""
+    for t, b in enumerate(batches):
+        c.insert(b)
+        c.insert_negated(colmz.concat(c.updates_before(t + 1)))
+        c.advance_since(t + 1)
+
+
 def _sink_loop(c, ticks, rng):
     for t in range(ticks):
         keys = rng.integers(0, 1 << 40, 100)
@@ -259,14 +268,14 @@ class BytesPerUpdate:
     def track_bytes_per_update_far_future_retractions(self):
         # A temporal filter whose rows are never deleted: after 16,384 ticks of the sink's loop
         # the buffer holds 65,536 retractions at far-future times, settled into buckets.
-        c = Correction()
+        batches = []
         for t in range(16384):
             k = np.arange(4, dtype=np.int64) + 4 * t
-            c.insert(colmz.Updates({"k": np.concatenate([k, k])},
-                                   time=np.array([t] * 4 + [t + FUTURE] * 4, np.uint64),
-                                   diff=np.array([1] * 4 + [-1] * 4, np.int64)))
-            c.insert_negated(colmz.concat(c.updates_before(t + 1)))
-            c.advance_since(t + 1)
+            batches.append(colmz.Updates({"k": np.concatenate([k, k])},
+                                         time=np.array([t] * 4 + [t + FUTURE] * 4, np.uint64),
+                                         diff=np.array([1] * 4 + [-1] * 4, np.int64)))
+        c = Correction()
+        _tick_loop(c, batches)
         return c.stats()["bytes"] / len(c)
 
     track_bytes_per_update_far_future_retractions.unit = "bytes/update"
@@ -428,11 +437,7 @@ class SinkTicks:
 
     def time_tick_loop(self, shape, ticks, impl):
         if impl == "colmz":
-            c = Correction()
-            for t, b in enumerate(self.batches):
-                c.insert(b)
-                c.insert_negated(colmz.concat(c.updates_before(t + 1)))
-                c.advance_since(t + 1)
+            _tick_loop(Correction(), self.batches)
         else:
             c = CounterBuffer()
             for t, rows in enumerate(self.rows):
