@@ -79,8 +79,10 @@ class BucketChain(Generic[B]):
     [8, 9, 10, 11, 12, 13, 14, 15]
     """
 
-    # The declared state a rollback saves and restores (see _snapshot_state).
-    _STATE_FIELDS = ("offsets", "content", "well_formed", "clean_from")
+    # What a failed call of the correction buffer rolls back (colmz.rollback): containers
+    # copied, buckets shared. ``restore`` (below) is upstream's word for something else:
+    # restoring well-formedness.
+    ROLLBACK_FIELDS = ("offsets", "content", "well_formed", "clean_from")
 
     __slots__ = ("offsets", "content", "well_formed", "clean_from", "split", "domain_bits")
 
@@ -212,18 +214,6 @@ class BucketChain(Generic[B]):
         self.content[mid] = (bits, hi)
         self.offsets.insert(i + 1, mid)
         return cost
-
-    # ------------------------------------------------------------------ rollback
-
-    def _snapshot_state(self) -> tuple:
-        """The declared state (``_STATE_FIELDS``), containers copied (buckets are shared)."""
-        return (list(self.offsets), dict(self.content), self.well_formed, self.clean_from)
-
-    def _restore_state(self, state: tuple) -> None:
-        """Return to a state of :meth:`_snapshot_state` (which stays usable again)."""
-        offsets, content, self.well_formed, self.clean_from = state
-        self.offsets = list(offsets)
-        self.content = dict(content)
 
     # ------------------------------------------------------------------ checks
 

@@ -79,9 +79,10 @@ routed (:meth:`Correction._read_small`); that call also notes whether the read h
 when their columns are asked for, so feeding a read back encodes nothing; and the bucket
 chain's restore stops at the first bucket the peel left unchanged.
 
-Rollback. Each structure declares the fields a failed call restores (``_STATE_FIELDS``) and
-saves and restores them with ``_snapshot_state`` / ``_restore_state``; the stage and the
-bucket chain save their own containers, chains and buckets are immutable and shared.
+Rollback. Each structure declares the fields a failed call may change (``ROLLBACK_FIELDS``)
+and undoes the call with ``colmz.rollback`` (``save`` / ``roll_back``): the stage and the
+bucket chain are rolled back in place, their containers copied; chains and buckets are
+immutable and shared.
 
 Overflow. A flush or merge whose sum for one ``(data, time)`` leaves ``int64`` raises
 ``colmz.ops.DiffOverflowError`` naming the data row, the time (advanced to the since on reads)
@@ -111,6 +112,7 @@ from colmz.kernels.small_read import sort_consolidate_cut
 from colmz.kernels.split import lower_bound
 from colmz.ops import diff_overflow_error
 from colmz.order import Layout, unify_layouts
+from colmz.rollback import roll_back, save
 from colmz.stage import Stage
 from colmz.updates import (
     Encoded,
@@ -316,12 +318,12 @@ class Correction:
         if stage.count + n < self.stage_size:
             stage.push(enc)
             return
-        state = self._snapshot_state()
+        state = save(self)
         stage.push(enc)
         try:
             self._flush_stage()
         except BaseException:
-            self._restore_state(state)
+            roll_back(self, state)
             raise
 
     def _flush_stage(self) -> None:
@@ -537,7 +539,7 @@ class Correction:
         for u in checked:
             if u != last:
                 prev = u
-        state = self._snapshot_state()
+        state = save(self)
         try:
             self._consolidate_before(last)
             everything = self._emitted
@@ -559,7 +561,7 @@ class Correction:
             elif tail:
                 self._pending_low.append(negated(tail))
         except BaseException:
-            self._restore_state(state)
+            roll_back(self, state)
             raise
         if not everything:
             return nothing
@@ -567,33 +569,20 @@ class Correction:
 
     # ------------------------------------------------------------------ rollback
 
-    # The declared state a failed call rolls back: the stage and the bucket chain save their
-    # own (their containers are copied), lists are copied, the rest (frontiers, immutable
-    # chains) is kept by reference.
-    _STATE_FIELDS = ("_since", "_boundary", "_schema", "_stage", "_buckets", "_pending_low", "_emitted",
-                     "_fed_back", "_last_read", "_negatable")
-
-    def _snapshot_state(self) -> tuple:
-        return tuple(_saved(getattr(self, f)) for f in self._STATE_FIELDS)
-
-    def _restore_state(self, state: tuple) -> None:
-        """Return to a state of :meth:`_snapshot_state` (which stays usable again)."""
-        for f, saved in zip(self._STATE_FIELDS, state):
-            current = getattr(self, f)
-            if isinstance(current, (Stage, BucketChain)):
-                current._restore_state(saved)
-            else:
-                setattr(self, f, list(saved) if isinstance(saved, list) else saved)
+    # What a failed call rolls back (colmz.rollback): the stage and the bucket chain in place,
+    # lists copied, the rest (frontiers, immutable chains) kept by reference.
+    ROLLBACK_FIELDS = ("_since", "_boundary", "_schema", "_stage", "_buckets", "_pending_low", "_emitted",
+                       "_fed_back", "_last_read", "_negatable")
 
     def _guarded_consolidate_before(self, upper: Frontier) -> None:
         if self._read_small(upper):
             return
         # A diff overflow in a merge must leave the buffer as it was.
-        state = self._snapshot_state()
+        state = save(self)
         try:
             self._consolidate_before(upper)
         except BaseException:
-            self._restore_state(state)
+            roll_back(self, state)
             raise
 
     def _iter_emitted(self) -> Iterator[Updates]:
@@ -692,7 +681,7 @@ class Correction:
         # unless it cancels first (a temporal filter's moved retractions do).
         carry = 0 < rest <= _CARRY and rest < self.stage_size and (
             upper is not None and (self._boundary is not None and upper >= self._boundary))
-        state = self._snapshot_state() if rest and not carry else None
+        state = save(self) if rest and not carry else None
         try:
             # The first k buckets' chains are in the sort: empty them, then peel.
             if chains:
@@ -728,7 +717,7 @@ class Correction:
         except BaseException:
             if state is None:
                 raise
-            self._restore_state(state)
+            roll_back(self, state)
             return False
         return True
 
@@ -853,16 +842,6 @@ def _sort_cut(parts: list[Encoded], since: int, upper: Frontier):
     if m < 0:
         return None
     return keys, time, diff, layout, m, cut, negatable
-
-
-def _saved(value):
-    """A field's value as a rollback keeps it (see ``Correction._STATE_FIELDS``): the stage
-    and the bucket chain save their own state, lists are copied, the rest is shared."""
-    save = _SAVERS.get(type(value))
-    return value if save is None else save(value)
-
-
-_SAVERS = {list: list, Stage: Stage._snapshot_state, BucketChain: BucketChain._snapshot_state}
 
 
 def _check_chain(chain: Chain) -> None:

@@ -124,6 +124,7 @@ from colmz.kernels.fueled import new_cursor, run_merge
 from colmz.kernels.merge import merge_runs
 from colmz.ops import DiffOverflowError, describe_row, diff_overflow_error
 from colmz.order import pad_keys, unify_layouts
+from colmz.rollback import roll_back, save
 from colmz.updates import Encoded, Updates, unify_schemas
 
 __all__ = [
@@ -258,8 +259,11 @@ class _Merge:
     """A Double layer: a merge in progress of ``a`` (older) and ``b``, or a complete one.
 
     A complete merge holds ``result`` (a batch or ``None``). Only ``cursor``, ``complete`` and
-    ``result`` change after construction, which is what :meth:`Spine._snapshot_state` saves.
+    ``result`` change after construction: they are what a failed Spine call rolls back
+    (``colmz.rollback``; the cursor is written back into the same array).
     """
+
+    ROLLBACK_FIELDS = ("cursor", "complete", "result")
 
     __slots__ = ("a", "b", "runs", "adv", "lower", "upper", "since", "layout", "out", "cursor",
                  "complete", "result")
@@ -553,7 +557,7 @@ class Spine:
         since = self._logical
         batch = _Batch(lower, upper, since, Encoded(np.ascontiguousarray(keys), time, diff, enc.layout))
 
-        state = self._snapshot_state()
+        state = save(self)
         self._call_work = 0
         try:
             self._schema = schema
@@ -563,7 +567,7 @@ class Spine:
                 self._physical = join(self._physical, upper)
             self._consider_merges()
         except BaseException:
-            self._restore_state(state)
+            roll_back(self, state)
             raise
         st = self._stats
         st["inserted_updates"] += n
@@ -650,13 +654,13 @@ class Spine:
         0
         """
         f = self._check_physical_compaction(frontier)
-        state = self._snapshot_state()
+        state = save(self)
         self._call_work = 0
         try:
             self._physical = f
             self._consider_merges()
         except BaseException:
-            self._restore_state(state)
+            roll_back(self, state)
             raise
         self._stats["max_call_work"] = max(self._stats["max_call_work"], self._call_work)
 
@@ -699,7 +703,7 @@ class Spine:
             if effort < 1:
                 raise ValueError(f"effort must be >= 1, got {effort}")
             effort = int(effort)
-        state = self._snapshot_state()
+        state = save(self)
         self._call_work = 0
         try:
             self._tidy_layers()
@@ -717,7 +721,7 @@ class Spine:
                 else:
                     self._introduce(None, _level(effort))
         except BaseException:
-            self._restore_state(state)
+            roll_back(self, state)
             raise
         self._stats["max_call_work"] = max(self._stats["max_call_work"], self._call_work)
         return effort
@@ -1022,28 +1026,10 @@ class Spine:
                 yield from st.batches()
         yield from self._pending
 
-    # The declared state a failed call rolls back: containers (list, deque, dict) are copied,
-    # frontiers and batches (immutable) kept by reference. The in-progress merges also change
-    # in place (cursor, completion, result), so _snapshot_state saves those beside the fields.
-    _STATE_FIELDS = ("_layers", "_pending", "_upper", "_logical", "_physical", "_schema", "_stats")
-
-    def _snapshot_state(self) -> tuple:
-        merges = [
-            (st, st.cursor.copy() if st.cursor is not None else None, st.complete, st.result)
-            for st in self._layers if isinstance(st, _Merge)
-        ]
-        return tuple(_saved(getattr(self, f)) for f in self._STATE_FIELDS), merges
-
-    def _restore_state(self, state: tuple) -> None:
-        """Return to a state of :meth:`_snapshot_state` (which stays usable again)."""
-        fields, merges = state
-        for st, cursor, complete, result in merges:
-            if cursor is not None:
-                st.cursor[:] = cursor
-            st.complete = complete
-            st.result = result
-        for f, saved in zip(self._STATE_FIELDS, fields):
-            setattr(self, f, _saved(saved))
+    # What a failed call rolls back (colmz.rollback): containers (list, deque, dict) copied,
+    # frontiers and batches (immutable) kept by reference, and the merges in progress in
+    # ``_layers`` (which change in place) rolled back through their own ROLLBACK_FIELDS.
+    ROLLBACK_FIELDS = ("_layers", "_pending", "_upper", "_logical", "_physical", "_schema", "_stats")
 
     def _consider_merges(self) -> None:
         pending = self._pending
@@ -1289,10 +1275,3 @@ def _check_batch(b: _Batch) -> None:
     idx = np.arange(len(a))
     if not (neq.any(axis=1) & (a[idx, first] < c[idx, first])).all():
         raise RuntimeError("batch is not sorted and consolidated by (data, time)")
-
-
-def _saved(value):
-    """A state field's value as a rollback keeps it: containers copied, the rest shared."""
-    if isinstance(value, (list, dict, deque)):
-        return type(value)(value)
-    return value

@@ -9,7 +9,8 @@ holds a chunk's worth of updates or a read needs it -- the role of the stage in 
 ``src/compute/src/sink/correction_v2.rs``.
 
 The stage never copies what it is given: the encodings hold the arrays of immutable
-``Updates``. Saving it for a rollback copies the list of encodings, not the arrays.
+``Updates``. Saving it for a rollback (``colmz.rollback``) copies the list of encodings, not
+the arrays.
 
 Invariant: ``count`` is the number of updates in ``parts``.
 """
@@ -35,8 +36,8 @@ class Stage:
     (0, True)
     """
 
-    # The declared state a rollback saves and restores.
-    _STATE_FIELDS = ("parts", "count")
+    # What a failed call of the correction buffer rolls back (colmz.rollback).
+    ROLLBACK_FIELDS = ("parts", "count")
 
     __slots__ = ("parts", "count")
 
@@ -72,10 +73,3 @@ class Stage:
     @property
     def nbytes(self) -> int:
         return sum(e.nbytes for e in self.parts)
-
-    def _snapshot_state(self) -> tuple:
-        return (list(self.parts), self.count)
-
-    def _restore_state(self, state: tuple) -> None:
-        parts, self.count = state
-        self.parts = list(parts)

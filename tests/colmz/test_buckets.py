@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from colmz.buckets import BucketChain
+from colmz.rollback import roll_back, save
 
 
 def split(times, mid):
@@ -100,16 +101,16 @@ def test_ticks_split_a_constant_number_of_buckets(start):
     assert len(calls) <= 3 * 200  # amortised O(1) splits per tick, however far out the chain reaches
 
 
-def test_snapshot_and_restore_state():
+def test_roll_back_to_a_saved_state():
     chain = BucketChain([1, 5, 9], split, domain_bits=4)
-    state = chain._snapshot_state()
+    state = save(chain)
     chain.peel(6)
     chain.restore(100)
-    chain._restore_state(state)
+    roll_back(chain, state)
     chain.check_invariants()
     assert [b for b in chain.buckets()] == [[1, 5, 9]]
     chain.peel(2)
-    chain._restore_state(state)  # a state can be restored more than once
+    roll_back(chain, state)  # a saved state can be rolled back to again
     assert chain.peel(None) == [[1, 5, 9]]
 
 

@@ -22,6 +22,7 @@ import colmz
 from colmz.correction import Correction, SinceRegression
 from colmz.kernels.advance import MAX_STALE_RUNS
 from colmz.ops import DiffOverflowError
+from colmz.rollback import roll_back, save
 
 MAX = 2**64 - 1
 
@@ -873,15 +874,15 @@ def test_rollback_state_declares_every_field_that_changes():
     # Configuration and the cumulative work counters are not rolled back; everything else is.
     c = Correction()
     fixed = {"chain_proportionality", "chunk_size", "stage_size", "restore_fuel", "work"}
-    assert set(vars(c)) - fixed == set(Correction._STATE_FIELDS)
+    assert set(vars(c)) - fixed == set(Correction.ROLLBACK_FIELDS)
     c.insert(upd([1, 2], [1, 9], [1, 1]))
-    state = c._snapshot_state()
+    state = save(c)
     before = _state(c)
     read_rows(c, 5)
     c.advance_since(4)
-    c._restore_state(state)
+    roll_back(c, state)
     assert _state(c) == before
-    c._restore_state(state)  # a saved state can be restored again
+    roll_back(c, state)  # a saved state can be rolled back to again
     assert read_rows(c, 5) == [(1, 1, 1)]
     c.check_invariants()
 

@@ -23,6 +23,7 @@ import colmz
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.kernels.fueled import new_cursor, run_merge
 from colmz.ops import DiffOverflowError
+from colmz.rollback import roll_back, save
 from colmz.spine import (
     BatchBoundsError,
     FrontierRegressionError,
@@ -514,7 +515,7 @@ def test_close_then_insert_raises():
     s.check_invariants(deep=True)
 
 
-def test_exert_logic_errors_restore_state():
+def test_exert_logic_errors_roll_back_the_call():
     s = Spine(exert_logic=lambda layers: "lots")
     fill(s, 3, 5)
     fp = fingerprint(s)
@@ -1017,11 +1018,11 @@ def test_rollback_state_declares_every_field_a_failing_call_can_change():
     # bound, which insert grows only after everything else succeeded.
     s = Spine(exert_logic="proportional", auto_physical=False)
     outside = {"_effort", "_exert_logic", "_exert_name", "_auto_physical", "_call_work", "_mass_bound"}
-    assert set(vars(s)) - outside == set(Spine._STATE_FIELDS)
+    assert set(vars(s)) - outside == set(Spine.ROLLBACK_FIELDS)
     for t in range(6):
         s.insert(ints([t % 3, 7], [t, t]), lower=t, upper=t + 1)
     s.set_physical_compaction(2)
-    state = s._snapshot_state()
+    state = save(s)
 
     def seen():
         return (s.upper, s.get_logical_compaction(), s.get_physical_compaction(), s.layers(), s.stats(),
@@ -1034,9 +1035,9 @@ def test_rollback_state_declares_every_field_a_failing_call_can_change():
         s.exert(8)
     s.insert(ints([9], [6]), lower=6, upper=8)
     assert seen() != before
-    s._restore_state(state)
+    roll_back(s, state)
     assert seen() == before
     s.exert(8)
-    s._restore_state(state)  # a saved state can be restored again
+    roll_back(s, state)  # a saved state can be rolled back to again
     assert seen() == before
     assert s.check_invariants(deep=True) == []

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
+from colmz.rollback import roll_back, save
 from colmz.stage import Stage
 
 
@@ -47,15 +48,15 @@ def test_peek_is_the_pushed_batches_in_push_order(batches, strings):
     assert len(s) == len(rows)  # peek empties nothing
 
 
-def test_snapshot_and_restore_state():
+def test_roll_back_to_a_saved_state():
     s = Stage()
     a, b = _batch([1], [0]).encode(), _batch([2, 3], [1, 1]).encode()
     s.push(a)
-    state = s._snapshot_state()
+    state = save(s)
     s.push(b)
     s.clear()
-    s._restore_state(state)
+    roll_back(s, state)
     assert s.parts == [a] and len(s) == 1
     s.push(b)
-    s._restore_state(state)  # a saved state can be restored again
+    roll_back(s, state)  # a saved state can be rolled back to again
     assert s.parts == [a] and len(s) == 1
