@@ -30,7 +30,8 @@ from colmz.as_of import (
 )
 from colmz.catalog import Catalog
 from colmz.continual import ContinualTask
-from colmz.correction import Correction, SinceRegression
+from colmz.correction import Correction
+from colmz.errors import SinceRegression
 from colmz.frontier import MAX_TIME, Frontier
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec

@@ -13,7 +13,7 @@ A call that raises any of these has changed nothing, in memory or in storage.
 
 from __future__ import annotations
 
-from colmz.correction import SinceRegression as CorrectionSinceRegression
+from colmz.errors import SinceRegression as SharedSinceRegression
 from colmz.updates import SchemaError
 
 __all__ = [
@@ -70,7 +70,7 @@ class SealRegression(ArrangementError, ValueError):
     """A seal before the current seal."""
 
 
-class SinceRegression(ArrangementError, CorrectionSinceRegression):
+class SinceRegression(ArrangementError, SharedSinceRegression):
     """A compaction frontier (since) before the current one.
 
     Also a :class:`colmz.SinceRegression`, so one ``except`` catches the regressions of every

@@ -104,6 +104,7 @@ import pyarrow as pa
 
 from colmz.buckets import BucketChain
 from colmz.chain import Chain, Work, negated
+from colmz.errors import SinceRegression
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, frontier_le
 from colmz.kernels.advance import advance_runs, strategy
 from colmz.kernels.consolidate import sort_consolidate
@@ -122,7 +123,7 @@ from colmz.updates import (
     unify_schemas,
 )
 
-__all__ = ["Correction", "SinceRegression"]
+__all__ = ["Correction"]
 
 # Merges of at most this many updates sort the union instead (see _merge).
 _SMALL_MERGE = 48
@@ -130,10 +131,6 @@ _SMALL_MERGE = 48
 _SMALL_READ = 48
 # A one-sort read leaves at most this many updates at or beyond its upper in the stage.
 _CARRY = 16
-
-
-class SinceRegression(ValueError):
-    """``advance_since`` was called with a since before the current one."""
 
 
 _NO_CHAIN = Chain()

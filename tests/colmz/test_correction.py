@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import colmz
-from colmz.correction import Correction, SinceRegression
+from colmz.correction import Correction
+from colmz.errors import SinceRegression
 from colmz.kernels.advance import MAX_STALE_RUNS
 from colmz.ops import DiffOverflowError
 from colmz.rollback import roll_back, save

@@ -1,0 +1,31 @@
+"""Errors shared across colmz's structure families.
+
+A family's own errors live beside it (``colmz.arrangement_errors`` for the arrangement);
+an error that several families raise, and that a caller catches across them, lives here, so
+that no family imports another one for its exceptions (the durable arrangement does not
+import the sink's correction buffer to share a regression error).
+
+Each derives from the builtin family colmz uses for that kind of mistake, so ``except
+ValueError`` keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SinceRegression"]
+
+
+class SinceRegression(ValueError):
+    """A compaction frontier (since) before the current one.
+
+    ``Correction.advance_since`` raises it as it is; the arrangement raises its subclass
+    ``colmz.arrangement_errors.SinceRegression``, so one ``except colmz.SinceRegression``
+    catches the regressions of every colmz structure.
+
+    >>> import colmz
+    >>> c = colmz.Correction(); c.advance_since(5)
+    >>> try:
+    ...     c.advance_since(3)
+    ... except colmz.SinceRegression as e:
+    ...     print(type(e).__module__)
+    colmz.errors
+    """
