@@ -1,0 +1,181 @@
+"""PostgreSQL as the oracle of ``Catalog.sql``: the dialect corpus, run in both.
+
+Every query of ``tests/sql_corpus.py`` (Materialize's SQL as its documentation writes it:
+CASE, COALESCE/NULLIF, string functions, ``date_trunc``, intervals and timestamp arithmetic,
+``jsonb`` operators, LIKE/ILIKE, DISTINCT ON, window functions, lateral joins, CTEs) runs in
+an in-memory ``colmz.Catalog`` and in the machine's PostgreSQL 15 (started by the tests, see
+``tests/storage_servers.py``) over the same rows. Each query ends as one of:
+
+* **match** -- the same output column names and the same values (in order when a top-level
+  ``ORDER BY`` fixes it, else as multisets; floats within 1e-9, PostgreSQL ``numeric`` read
+  as a float, intervals as ``psycopg`` reads them: a month is 30 days);
+* **refused** -- colmz raises ``UnsupportedSQL`` (an honest "not supported", never an answer);
+* **both fail** -- PostgreSQL raises too (division by zero), and so does colmz;
+* **wrong** -- a different answer; **raw** -- an error that is not ``UnsupportedSQL`` while
+  PostgreSQL answers.
+
+The disagreements colmz's SQL translation has today are listed in :data:`KNOWN_WRONG` and
+:data:`KNOWN_RAW`, each with its reason. The test asserts the lists are exact: a change that
+makes another query disagree fails, and so does one that fixes a listed query without taking
+it off the list (so the lists shrink as the SQL front end learns PostgreSQL's semantics).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import math
+
+import pytest
+
+pytest.importorskip("duckdb", reason="Catalog needs duckdb (pip install 'colmz[sql]')")
+psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL oracle needs psycopg")
+
+from sql_corpus import QUERIES, SETUP  # noqa: E402  (tests/ is on sys.path)
+from storage_servers import fresh_schema_url  # noqa: E402
+
+import colmz  # noqa: E402
+from colmz.sql import UnsupportedSQL  # noqa: E402
+
+#: Queries whose colmz answer differs from PostgreSQL's today, and why.
+KNOWN_WRONG = {
+    "order_desc_nulls": "NULLs sort last under DESC (PostgreSQL: first)",
+    "rank_partition": "NULLs sort last under DESC inside a window (PostgreSQL: first)",
+    "values_names": "VALUES columns are named col0, col1 (PostgreSQL: column1, column2)",
+    "values_bare": "VALUES columns are named col0, col1 (PostgreSQL: column1, column2)",
+    "cast_double_text": "2.0::float8::text prints '2.0' (PostgreSQL: '2')",
+    "row_compare": "(1, NULL) = (1, NULL) is true (PostgreSQL: NULL)",
+    "row_compare_null_lt": "(1, NULL) < (1, 0) is false (PostgreSQL: NULL)",
+    "round_half_even_double": "round(double) rounds half away from zero (PostgreSQL: half to even)",
+    "round_col": "round(double) rounds half away from zero (PostgreSQL: half to even)",
+    "stddev": "::numeric is DuckDB's DECIMAL(18,3), so round(x::numeric, 6) keeps 3 digits",
+    "substr_negative": "substr with a negative start counts from the end (PostgreSQL: before the start)",
+    "like_escape_default": "LIKE ignores the default backslash escape",
+    "like_percent_literal": "LIKE ignores the default backslash escape",
+    "to_hex": "to_hex prints upper case (PostgreSQL: lower case)",
+    "format_fn": "format() is DuckDB's fmt syntax, not PostgreSQL's %s",
+    "extract_second": "extract(second ...) drops the fraction",
+    "generate_series_select": "generate_series in a select list gives one list row (PostgreSQL: a row each)",
+}
+
+#: Queries PostgreSQL answers where colmz raises DuckDB's own error, not UnsupportedSQL.
+KNOWN_RAW = {
+    "cast_bool_onoff": "'on'/'off'::boolean",
+    "length_fns": "octet_length",
+    "upper_lower_initcap": "initcap",
+    "trim_fns": "btrim",
+    "lpad_two_args": "two-argument lpad",
+    "regexp_match": "regexp_match",
+    "to_char": "to_char",
+    "date_bin": "date_bin",
+    "json_path_text": "jsonb #>>",
+    "json_path": "jsonb #>",
+    "json_contains": "jsonb @>",
+    "json_has_key": "jsonb ?",
+    "jsonb_build_object": "jsonb_build_object",
+    "jsonb_typeof": "jsonb_typeof",
+    "jsonb_array_elements": "jsonb_array_elements",
+    "jsonb_each_text": "jsonb_each_text",
+    "jsonb_array_length": "jsonb_array_length",
+}
+
+
+def _norm(v):
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, float) and math.isnan(v):
+        return "NaN"
+    if type(v).__name__ == "MonthDayNano":  # Arrow's interval: read as psycopg reads one
+        return datetime.timedelta(days=v.months * 30 + v.days, microseconds=v.nanoseconds // 1000)
+    if isinstance(v, (list, tuple)):
+        return tuple(_norm(x) for x in v)
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _ordered(sql: str) -> bool:
+    # A top-level ORDER BY (after the last closing parenthesis) fixes the row order.
+    return " ORDER BY " in sql.upper().rsplit(")", 1)[-1]
+
+
+@pytest.fixture(scope="module")
+def both(pg_url):
+    conn = psycopg.connect(fresh_schema_url(pg_url), autocommit=True)
+    cat = colmz.Catalog()
+    for stmt in SETUP:
+        conn.execute(stmt)
+        cat.execute(stmt)
+    yield conn, cat
+    conn.close()
+
+
+def _run_pg(conn, sql):
+    try:
+        cur = conn.execute(sql)
+    except psycopg.Error:
+        return None
+    return [d.name for d in cur.description], [tuple(_norm(x) for x in r) for r in cur.fetchall()]
+
+
+def _run_colmz(cat, sql):
+    table = cat.sql(sql)
+    rows = [tuple(_norm(x) for x in r) for r in zip(*(c.to_pylist() for c in table.columns))]
+    return table.column_names, rows
+
+
+def _outcome(conn, cat, sql) -> tuple[str, str]:
+    expected = _run_pg(conn, sql)
+    try:
+        got = _run_colmz(cat, sql)
+    except UnsupportedSQL as e:
+        return "refused", str(e)
+    except Exception as e:  # noqa: BLE001 - classified below
+        return ("both fail" if expected is None else "raw"), f"{type(e).__name__}: {e}"
+    if expected is None:
+        return "wrong", f"PostgreSQL raises, colmz answers {got}"
+    (pnames, prows), (cnames, crows) = expected, got
+    if pnames != cnames:
+        return "wrong", f"columns {cnames}, PostgreSQL {pnames}"
+    if not _ordered(sql):
+        prows, crows = sorted(prows, key=repr), sorted(crows, key=repr)
+    if len(prows) != len(crows) or not all(_same(a, b) for a, b in zip(prows, crows)):
+        return "wrong", f"rows {crows[:5]}, PostgreSQL {prows[:5]}"
+    return "match", ""
+
+
+def test_corpus_is_large_and_named_once():
+    names = [n for n, _ in QUERIES]
+    assert len(names) >= 150 and len(set(names)) == len(names)
+    assert set(KNOWN_WRONG) <= set(names) and set(KNOWN_RAW) <= set(names)
+
+
+def test_corpus_against_postgres(both):
+    conn, cat = both
+    outcomes = {name: _outcome(conn, cat, sql) for name, sql in QUERIES}
+    wrong = {n for n, (kind, _) in outcomes.items() if kind == "wrong"}
+    raw = {n for n, (kind, _) in outcomes.items() if kind == "raw"}
+    counts = {k: sum(1 for kind, _ in outcomes.values() if kind == k)
+              for k in ("match", "refused", "both fail", "wrong", "raw")}
+    print(f"\ndialect corpus against PostgreSQL: {counts}")
+    new_wrong = {n: outcomes[n][1] for n in wrong - set(KNOWN_WRONG)}
+    assert not new_wrong, f"colmz answers differently from PostgreSQL: {new_wrong}"
+    new_raw = {n: outcomes[n][1] for n in raw - set(KNOWN_RAW)}
+    assert not new_raw, f"raw errors where UnsupportedSQL (or an answer) is due: {new_raw}"
+    fixed = (set(KNOWN_WRONG) - wrong) | (set(KNOWN_RAW) - raw)
+    assert not fixed, (
+        f"no longer disagree: {sorted(fixed)} -- take them off KNOWN_WRONG / KNOWN_RAW "
+        f"({ {n: outcomes[n][0] for n in fixed} })"
+    )
+    assert counts["match"] >= 150
