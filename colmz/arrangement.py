@@ -136,9 +136,9 @@ from colmz.arrangement_parts import (
     stream_merge,
 )
 from colmz.arrangement_runs import abort_marker_prefix
-from colmz.arrangement_sort import order_data
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
 from colmz.kernels.consolidate import sort_consolidate
+from colmz.ops import order_data
 from colmz.order import ColumnSpec, unify_layouts
 from colmz.progress import ProgressCallback, check_progress
 from colmz.storage.base import Blob, Determinate

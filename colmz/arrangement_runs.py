@@ -46,7 +46,7 @@ from colmz.arrangement_parts import (
     PartWriter,
     make_key,
 )
-from colmz.arrangement_sort import order_data
+from colmz.ops import order_data
 from colmz.order import ColumnSpec
 from colmz.storage.base import Blob, check_key
 from colmz.updates import Updates

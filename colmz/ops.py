@@ -1,4 +1,4 @@
-"""Whole-batch operations: ``consolidate`` and ``concat``.
+"""Whole-batch operations: ``consolidate``, ``order_data`` and ``concat``.
 
 Design
 ------
@@ -6,6 +6,13 @@ These functions are the API layer over ``colmz.kernels``: they validate argument
 fast paths (empty input, nothing to do), encode the data columns into order-preserving words
 (``colmz.order``), call the kernels and decode the result. A call that raises returns nothing
 and changes nothing -- ``Updates`` are immutable.
+
+This module is colmz's one consolidation dispatcher. ``consolidate`` chooses how to key the
+rows (a lone 64-bit column read in place, strings ranked, or the full encoding);
+``order_data`` -- the arrangement writer's consolidation by ``(data, time)``, as a row order
+to gather -- also chooses the first-column strategy (``colmz.first_column``) when the first
+data column decides the order, and consolidates the rows it cannot decide. Strategies plug in
+here; none of them calls back into this module.
 
 Overflow reports. The kernels detect a diff sum that leaves ``int64`` where it happens, deep
 in a compiled loop that knows words, not rows. :func:`find_overflow` finds the culprit
@@ -21,6 +28,7 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
+from colmz import first_column
 from colmz.frontier import check_time
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
 from colmz.kernels.strings import rank_strings
@@ -47,8 +55,10 @@ __all__ = [
     "DiffOverflowError",
     "concat",
     "consolidate",
+    "consolidate_data",
     "diff_overflow_error",
     "find_overflow",
+    "order_data",
 ]
 
 _I64_MIN = -(2**63)
@@ -349,6 +359,52 @@ def _consolidate_ranked(updates: Updates, order: str, since, report) -> Updates:
         col = source.take(array_from_numpy(rows, pa.int64(), mask))
         out[i] = col if col.type == schema[i].type else col.cast(schema[i].type)
     return Updates._from_parts(out, schema, t, d)
+
+
+def order_data(updates: Updates) -> tuple[Updates, np.ndarray | None]:
+    """``consolidate(updates, order="data")`` as ``(source, rows)``: the result is
+    ``source``'s rows at the positions ``rows``, in that order (``rows`` None: ``source`` as it
+    stands). A writer gathers the rows piece by piece instead of all at once.
+
+    Batches of at least ``colmz.first_column.MIN_ROWS`` rows whose first data column decides
+    the order take the first-column strategy (``colmz.first_column``); its tied rows are
+    consolidated here, on their own. The rest are consolidated whole.
+
+    >>> import colmz
+    >>> u = colmz.Updates({"k": [3, 1, 2]}, time=[0, 0, 0], diff=[1, 1, 1])
+    >>> source, rows = order_data(u)
+    >>> source.to_pylist(), rows
+    ([(1, 0, 1), (2, 0, 1), (3, 0, 1)], None)
+    """
+    if len(updates) >= first_column.MIN_ROWS:
+        found = first_column.order_by_first_column(updates)
+        if found is not None:
+            if found.tied is None:
+                return updates, found.rows
+            extra = consolidate(updates.take(found.tied), order="data")
+            rows = first_column.place_tied(found, extra, len(updates))
+            return (updates if not len(extra) else _append_columns(updates, extra)), rows
+    return consolidate(updates, order="data"), None
+
+
+def _append_columns(a: Updates, b: Updates) -> Updates:
+    # ``b`` (same schema) after ``a``, column by column: a writer gathers from the columns, so
+    # this must not become a lazily decoded encoding as ``concat`` of handed-out batches does.
+    cols = tuple(pa.concat_arrays([x, y]) for x, y in zip(held_columns(a), held_columns(b)))
+    return Updates._from_parts(cols, a.schema, np.concatenate([a.time, b.time]), np.concatenate([a.diff, b.diff]))
+
+
+def consolidate_data(updates: Updates) -> Updates:
+    """``consolidate(updates, order="data")`` through :func:`order_data`'s dispatch, gathered.
+
+    >>> import colmz
+    >>> u = colmz.Updates({"k": [3, 1, 2, 1], "v": ["c", "b", "x", "a"]}, time=[0, 0, 0, 0],
+    ...                   diff=[1, 1, 0, 1])
+    >>> consolidate_data(u).to_pylist()
+    [(1, 'a', 0, 1), (1, 'b', 0, 1), (3, 'c', 0, 1)]
+    """
+    source, rows = order_data(updates)
+    return source if rows is None else source.take(rows)
 
 
 def concat(batches: Iterable[Updates]) -> Updates:

@@ -27,8 +27,8 @@ import time as _time
 
 import numpy as np
 
-from colmz.arrangement_sort import MIN_ROWS, order_data
 from colmz.correction import Correction
+from colmz.first_column import MIN_ROWS
 from colmz.kernels import pool
 from colmz.kernels.advance import advance_runs
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
@@ -36,7 +36,7 @@ from colmz.kernels.decorators import DISPATCHERS, enable_light_loading
 from colmz.kernels.merge import merge_runs
 from colmz.kernels.split import lower_bound
 from colmz.kernels.strings import assign_ranks, rank_strings
-from colmz.ops import consolidate
+from colmz.ops import consolidate, order_data
 from colmz.progress import ProgressCallback, check_progress
 from colmz.spine import Spine
 from colmz.updates import Updates
@@ -204,7 +204,7 @@ def _spine_merges(reps: int) -> None:
 
 
 def _arrangement_sort(reps: int) -> None:
-    # An arrangement write's first-column sort (colmz.arrangement_sort): narrow keys with a
+    # An arrangement write's first-column sort (colmz.first_column, through colmz.ops.order_data): narrow keys with a
     # few ties, then keys spanning the int64 range, whose offsets do not fit beside the row
     # numbers and take the re-sort of equal prefixes.
     n = MIN_ROWS * reps

@@ -98,7 +98,7 @@ def test_part_encoding_dictionaries_and_statistics(gather):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from colmz.arrangement_sort import order_data
+    from colmz.ops import order_data
 
     rng = np.random.default_rng(3)
     n = 5000

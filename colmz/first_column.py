@@ -1,4 +1,4 @@
-"""Consolidating a batch for an arrangement write, ordered by its first data column.
+"""The first-column strategy of consolidation by data: order a batch by its first column.
 
 Design
 ------
@@ -7,8 +7,9 @@ A part holds its updates sorted by ``(data, time)`` and consolidated
 which turns every data column into order-preserving key words (a string column into ranks)
 and sorts the rows by all of them. The common batch of a large write, however, starts with
 a 64-bit integer key that is unique or nearly so (a row id, a hash); its order alone then
-decides the order of the rows, and no two rows can consolidate. :func:`consolidate_data`
-uses that:
+decides the order of the rows, and no two rows can consolidate. This module is the strategy
+for that case; ``colmz.ops`` is the one dispatcher that chooses it (``colmz.ops.order_data``)
+and consolidates what it cannot decide:
 
 1. the first column's values become one word per row (``colmz.order.raw_words``, sign bit
    flipped for a signed column, so words compare as the values do);
@@ -16,24 +17,27 @@ uses that:
    one radix sort of one word per row -- the value's offset from the least value above the
    row number (:func:`sort_keys`) -- gives the permutation;
 3. rows whose word occurs once keep that place. Rows that share a word with another row (the
-   *tied* rows) are consolidated by ``colmz.consolidate`` on their own -- it orders them by
-   the remaining columns and time and sums their diffs -- and put back between the others
-   by their word;
+   *tied* rows) are handed back to the dispatcher (:attr:`FirstColumnOrder.tied`), which
+   consolidates them on their own -- ordering them by the remaining columns and time and
+   summing their diffs -- and :func:`place_tied` puts the result back between the others by
+   its word;
 4. rows with a zero diff are dropped, and every column is gathered once by the final row
    order.
 
 When more than :data:`MAX_TIED_FRACTION` of the rows are tied, or the first column is not a
-64-bit integer without NULLs, the first-column order saves nothing and the batch goes to
-``colmz.consolidate`` whole.
+64-bit integer without NULLs, the first-column order saves nothing: :func:`order_by_first_column`
+returns None and the dispatcher consolidates the batch whole.
 
-Invariant: ``consolidate_data(u)`` equals ``colmz.consolidate(u, order="data")`` for every
-batch ``u`` -- the same rows, the same order, the same types.
+Invariant: ``colmz.ops.order_data(u)``, gathered, equals ``colmz.consolidate(u, order="data")``
+for every batch ``u`` -- the same rows, the same order, the same types. This module imports
+nothing from ``colmz.ops``: the strategy plugs into the dispatcher, not the other way round.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-import pyarrow as pa
 
 from colmz.kernels.consolidate import read_only
 from colmz.kernels.sort import (
@@ -43,29 +47,46 @@ from colmz.kernels.sort import (
     radix_sort_words_into,
     radix_work_shape,
 )
-from colmz.ops import consolidate
 from colmz.order import raw_words
 from colmz.updates import Updates
 
-__all__ = ["MAX_TIED_FRACTION", "MIN_ROWS", "consolidate_data", "order_by_first_column", "order_data",
+__all__ = ["MAX_TIED_FRACTION", "MIN_ROWS", "FirstColumnOrder", "order_by_first_column", "place_tied",
            "sort_keys"]
 
-#: Batches shorter than this go to ``colmz.consolidate`` whole (the shortcut's bookkeeping
-#: does not pay for a few rows).
+#: Batches shorter than this are consolidated whole (the shortcut's bookkeeping does not pay
+#: for a few rows).
 MIN_ROWS = 4096
 #: Largest fraction of tied rows (rows sharing their first-column value with another row)
 #: for which the first-column order is used.
 MAX_TIED_FRACTION = 0.25
 
 
-def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates | None] | None:
-    """The row order that sorts and consolidates ``updates`` by ``(data, time)``, found
-    from the first data column; None when that column cannot decide it (see the module
-    docstring).
+@dataclass(frozen=True)
+class FirstColumnOrder:
+    """What the first column decides of a batch's order by ``(data, time)``.
 
-    Returns ``(rows, extra)``: ``rows`` are positions, in output order, into ``updates``
-    followed by ``extra`` (the consolidated tied rows, or None when there are none);
-    ``rows`` is None when ``updates`` is already the answer as it stands.
+    ``rows`` are the positions, in output order, of the rows whose first-column value occurs
+    once, zero diffs dropped (None: the batch is the answer as it stands). ``tied`` are the
+    positions of the other rows, for the dispatcher to consolidate on their own and hand to
+    :func:`place_tied` (None: no two rows share a value).
+    """
+
+    rows: np.ndarray | None
+    tied: np.ndarray | None
+    keys: np.ndarray | None  # the sorted words of ``rows`` (when ``tied`` is not None)
+    flip: np.uint64 | None
+
+
+def order_by_first_column(updates: Updates) -> FirstColumnOrder | None:
+    """The order of ``updates`` by ``(data, time)`` as far as the first data column decides
+    it; None when that column cannot decide it (see the module docstring).
+
+    >>> import colmz
+    >>> u = colmz.Updates({"k": [30, 10, 20, 10, 80, 50, 60, 70], "v": list("cbxadefg")},
+    ...                   time=[0] * 8, diff=[1] * 8)
+    >>> found = order_by_first_column(u)
+    >>> found.rows.tolist(), found.tied.tolist()  # key 10 is tied
+    ([2, 0, 5, 6, 7, 4], [1, 3])
     """
     schema = updates.schema
     if not schema:
@@ -80,12 +101,12 @@ def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates 
     if n < 2 or bool(np.all(keys[1:] > keys[:-1])):
         # already in order, every value once: only zero diffs can go
         if bool(np.all(diff != 0)):
-            return None, None
-        return np.flatnonzero(diff != 0), None
+            return FirstColumnOrder(None, None, None, None)
+        return FirstColumnOrder(np.flatnonzero(diff != 0), None, None, None)
     rows, keys = sort_keys(keys)
     same = None if keys is None else keys[1:] == keys[:-1]
     if same is None or not same.any():  # every value once
-        return (rows if bool(np.all(diff != 0)) else rows[diff[rows] != 0]), None
+        return FirstColumnOrder(rows if bool(np.all(diff != 0)) else rows[diff[rows] != 0], None, None, None)
     tied = np.zeros(n, bool)
     tied[1:] = same
     tied[:-1] |= same
@@ -95,22 +116,28 @@ def order_by_first_column(updates: Updates) -> tuple[np.ndarray | None, Updates 
     untied = ~tied
     alone = rows[untied]
     keep = diff[alone] != 0
-    alone = alone[keep]
-    extra = consolidate(updates.take(rows[tied]), order="data")
+    # the sorted words, not a second gather from ``words``
+    return FirstColumnOrder(alone[keep], rows[tied], keys[untied][keep], flips[0])
+
+
+def place_tied(found: FirstColumnOrder, extra: Updates, n: int) -> np.ndarray:
+    """The output order of a batch of ``n`` rows followed by ``extra`` (its tied rows,
+    consolidated): positions below ``n`` are ``found.rows``, ``n + i`` is ``extra``'s row i.
+
+    Tied and untied rows never share a value: each tied row goes before the untied rows
+    with greater values, after its own predecessors among the tied rows.
+    """
     if not len(extra):
-        return alone, None
-    extra_words, _ = raw_words([extra.column(schema[0].name)])
-    extra_keys = extra_words[:, 0] ^ flips[0]
-    alone_keys = keys[untied][keep]  # the sorted words, not a second gather from ``words``
-    # Tied and untied rows never share a value: each tied row goes before the untied rows
-    # with greater values, after its own predecessors among the tied rows.
-    at = np.searchsorted(alone_keys, extra_keys) + np.arange(len(extra_keys))
-    out = np.empty(len(alone) + len(extra_keys), np.int64)
+        return found.rows
+    extra_words, _ = raw_words([extra.column(extra.schema[0].name)])
+    extra_keys = extra_words[:, 0] ^ found.flip
+    at = np.searchsorted(found.keys, extra_keys) + np.arange(len(extra_keys))
+    out = np.empty(len(found.rows) + len(extra_keys), np.int64)
     is_extra = np.zeros(len(out), bool)
     is_extra[at] = True
     out[is_extra] = n + np.arange(len(extra_keys))
-    out[~is_extra] = alone
-    return out, extra
+    out[~is_extra] = found.rows
+    return out
 
 
 def sort_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -176,41 +203,3 @@ def sort_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     picked = rows[at]
     rows[at] = picked[np.lexsort((keys[picked], run[at]))]
     return rows, keys[rows]
-
-
-def order_data(updates: Updates) -> tuple[Updates, np.ndarray | None]:
-    """``colmz.consolidate(updates, order="data")`` as ``(source, rows)``: the result is
-    ``source``'s rows at the positions ``rows``, in that order (``rows`` None: ``source``
-    as it stands). A writer gathers the rows piece by piece instead of all at once.
-
-    >>> import colmz
-    >>> u = colmz.Updates({"k": [3, 1, 2]}, time=[0, 0, 0], diff=[1, 1, 1])
-    >>> source, rows = order_data(u)
-    >>> source.to_pylist(), rows
-    ([(1, 0, 1), (2, 0, 1), (3, 0, 1)], None)
-    """
-    if len(updates) >= MIN_ROWS:
-        found = order_by_first_column(updates)
-        if found is not None:
-            rows, extra = found
-            return (updates if extra is None else _concat(updates, extra)), rows
-    return consolidate(updates, order="data"), None
-
-
-def consolidate_data(updates: Updates) -> Updates:
-    """``colmz.consolidate(updates, order="data")``, sorting by the first data column when
-    that decides the order (module docstring).
-
-    >>> import colmz
-    >>> u = colmz.Updates({"k": [3, 1, 2, 1], "v": ["c", "b", "x", "a"]}, time=[0, 0, 0, 0],
-    ...                   diff=[1, 1, 0, 1])
-    >>> consolidate_data(u).to_pylist()
-    [(1, 'a', 0, 1), (1, 'b', 0, 1), (3, 'c', 0, 1)]
-    """
-    source, rows = order_data(updates)
-    return source if rows is None else source.take(rows)
-
-
-def _concat(a: Updates, b: Updates) -> Updates:
-    cols = {s.name: pa.concat_arrays([a.column(s.name), b.column(s.name)]) for s in a.schema}
-    return Updates(cols, np.concatenate([a.time, b.time]), np.concatenate([a.diff, b.diff]), copy=False)

@@ -1,4 +1,5 @@
-"""consolidate_data: the first-column shortcut equals colmz.consolidate(order="data")."""
+"""colmz.first_column, through its dispatcher colmz.ops.order_data: the first-column strategy
+equals colmz.consolidate(order="data")."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
-from colmz import arrangement_sort
-from colmz.arrangement_sort import consolidate_data, order_by_first_column
+from colmz import first_column
+from colmz.first_column import order_by_first_column
+from colmz.ops import consolidate_data, order_data
 
 
 def same(a: colmz.Updates, b: colmz.Updates) -> None:
@@ -21,7 +23,7 @@ def same(a: colmz.Updates, b: colmz.Updates) -> None:
 @pytest.fixture
 def always(monkeypatch):
     # every batch, however short, takes the shortcut when it can
-    monkeypatch.setattr(arrangement_sort, "MIN_ROWS", 0)
+    monkeypatch.setattr(first_column, "MIN_ROWS", 0)
 
 
 def batch(keys, second, times, diffs, key_type=None):
@@ -38,7 +40,7 @@ def batch(keys, second, times, diffs, key_type=None):
     presorted=st.booleans(),
 )
 def test_equals_consolidate(n, key_range, signed, second, seed, presorted):
-    arrangement_sort.MIN_ROWS, saved = 0, arrangement_sort.MIN_ROWS
+    first_column.MIN_ROWS, saved = 0, first_column.MIN_ROWS
     try:
         rng = np.random.default_rng(seed)
         lo = -key_range if signed else 0
@@ -56,23 +58,24 @@ def test_equals_consolidate(n, key_range, signed, second, seed, presorted):
         u = batch(keys, col, rng.integers(0, 3, n), rng.integers(-1, 2, n), key_type)
         same(consolidate_data(u), colmz.consolidate(u, order="data"))
     finally:
-        arrangement_sort.MIN_ROWS = saved
+        first_column.MIN_ROWS = saved
 
 
 def test_unique_keys_sort_by_the_key_alone(always):
     u = batch([5, -3, 9, 0], ["a", "b", "c", "d"], [0, 1, 2, 3], [1, 2, 3, 4])
-    rows, extra = order_by_first_column(u)
-    assert rows.tolist() == [1, 3, 0, 2] and extra is None
+    source, rows = order_data(u)
+    assert rows.tolist() == [1, 3, 0, 2] and source is u
     same(consolidate_data(u), colmz.consolidate(u, order="data"))
 
 
 def test_sorted_input_is_returned_as_it_is(always):
     u = batch([1, 2, 3], ["x", "y", "z"], [0, 0, 0], [1, 1, 1])
-    assert order_by_first_column(u) == (None, None)
-    assert consolidate_data(u) is u
+    found = order_by_first_column(u)
+    assert found.rows is None and found.tied is None
+    assert order_data(u) == (u, None) and consolidate_data(u) is u
     z = batch([1, 2, 3], ["x", "y", "z"], [0, 0, 0], [1, 0, 1])  # a zero diff still goes
-    rows, extra = order_by_first_column(z)
-    assert rows.tolist() == [0, 2] and extra is None
+    source, rows = order_data(z)
+    assert rows.tolist() == [0, 2] and source is z
     same(consolidate_data(z), colmz.consolidate(z, order="data"))
 
 
@@ -80,16 +83,17 @@ def test_ties_are_consolidated_and_put_back_in_place(always):
     # key 4 is tied: its rows sum and order by the string, between keys 1 and 7
     u = batch([7, 4, 1, 4, 4, 9, 8, 10, 11, 12, 13, 14], ["a", "z", "m", "b", "z"] + ["q"] * 7,
               [0] * 12, [1, 1, 1, 1, 2] + [1] * 7)
-    rows, extra = order_by_first_column(u)
-    assert extra.to_pylist() == [(4, "b", 0, 1), (4, "z", 0, 3)]
+    assert order_by_first_column(u).tied.tolist() == [1, 3, 4]
+    source, rows = order_data(u)
+    assert source.to_pylist()[12:] == [(4, "b", 0, 1), (4, "z", 0, 3)]
     # 12 and 13 index the consolidated tied rows (after the batch's 12)
     assert rows.tolist() == [2, 12, 13, 0, 6, 5, 7, 8, 9, 10, 11]
     same(consolidate_data(u), colmz.consolidate(u, order="data"))
     # tied rows that cancel out leave only the others
     c = batch([3, 1, 3, 2, 5, 6, 7, 8, 9], ["s", "b", "s", "d", "e", "f", "g", "h", "i"],
               [0] * 9, [1, 1, -1, 1, 1, 1, 1, 1, 1])
-    rows, extra = order_by_first_column(c)
-    assert extra is None and rows.tolist() == [1, 3, 4, 5, 6, 7, 8]
+    source, rows = order_data(c)
+    assert source is c and rows.tolist() == [1, 3, 4, 5, 6, 7, 8]
     same(consolidate_data(c), colmz.consolidate(c, order="data"))
 
 
@@ -107,7 +111,7 @@ def test_mostly_tied_or_other_first_columns_take_the_general_path(always):
 
 def test_short_batches_go_to_consolidate_whole():
     u = batch([2, 1], ["a", "b"], [0, 0], [1, 1])
-    assert len(u) < arrangement_sort.MIN_ROWS
+    assert len(u) < first_column.MIN_ROWS
     same(consolidate_data(u), colmz.consolidate(u, order="data"))
 
 
@@ -119,7 +123,7 @@ def test_large_batch_with_a_few_ties():
     u = batch(keys, pa.array(rng.integers(0, 5, n).astype(str)), rng.integers(0, 4, n),
               rng.integers(-2, 3, n))
     found = order_by_first_column(u)
-    assert found is not None and found[1] is not None
+    assert found is not None and found.tied is not None
     same(consolidate_data(u), colmz.consolidate(u, order="data"))
 
 
@@ -174,7 +178,7 @@ def test_sort_keys_is_a_stable_argsort(n, clusters, low_bits, wide, seed):
     else:
         keys = rng.integers(0, 1 << (low_bits + 1), n).astype(np.uint64)
     original = keys.copy()
-    rows, sorted_keys = arrangement_sort.sort_keys(keys)
+    rows, sorted_keys = first_column.sort_keys(keys)
     assert np.array_equal(keys, original)  # the input is left alone
     assert rows.tolist() == np.argsort(keys, kind="stable").tolist()
     if sorted_keys is None:
@@ -192,8 +196,8 @@ def test_wide_clustered_keys_equal_consolidate(n, clusters, low_bits, seed):
     keys = clustered_keys(rng, n, clusters, low_bits).view(np.int64)
     vals = pa.array([["a", "bb", "", "c"][i] for i in rng.integers(0, 4, n)], pa.string())
     u = batch(keys, vals, rng.integers(0, 3, n), rng.integers(-1, 2, n))
-    arrangement_sort.MIN_ROWS, saved = 0, arrangement_sort.MIN_ROWS
+    first_column.MIN_ROWS, saved = 0, first_column.MIN_ROWS
     try:
         same(consolidate_data(u), colmz.consolidate(u, order="data"))
     finally:
-        arrangement_sort.MIN_ROWS = saved
+        first_column.MIN_ROWS = saved
