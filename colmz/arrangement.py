@@ -65,6 +65,15 @@ and its compare-and-set, and clocks agree to within the other half. Parts a succ
 commit stops referencing are deleted right after it (best effort; gc catches the rest). A
 read that finds a part missing reloads the state once and retries.
 
+Identity and integrity
+----------------------
+A store opened by :meth:`open` has an id in its blob and its state, and its consensus key
+derives from it (``colmz.arrangement_identity``): stores sharing a consensus database keep
+their own records, ``open`` never creates over parts it cannot account for, and :meth:`gc`
+refuses when its state cannot account for the parts. Every part read verifies its Parquet
+page checksums, the key its metadata names and the rows and diff sum the state records
+(``colmz.arrangement_parts``): damage is :class:`CorruptPart`, never an answer.
+
 Invariants (:meth:`validate`; see ``colmz.arrangement_meta``) hold after every public call;
 :meth:`validate_data` also reads every part and checks that trace parts are sorted,
 consolidated, free of zero diffs and inside their description.
@@ -994,8 +1003,21 @@ class Arrangement:
         consensus : str, optional
             The consensus URL (``sqlite:///...``, ``postgresql://...``).
         name : str
-            The arrangement's name inside the store: its consensus key and part prefix
-            ``<name>/parts/``, so several arrangements can share one store.
+            The arrangement's name inside the store: its part prefix ``<name>/parts/`` and
+            identity ``<name>/identity.json``, so several arrangements can share one store.
+            Its consensus key is ``<name>/<store id>`` (``colmz.arrangement_identity``), so
+            several stores can share one consensus database.
+
+        Raises
+        ------
+        IdentityMismatch
+            The consensus record the blob names belongs to another store, or the blob holds
+            parts and the record at ``name`` is another store's.
+        MetadataLost
+            The blob holds parts no consensus record accounts for (a lost or wrong
+            consensus): a new arrangement is never created over them.
+        FileNotFoundError
+            ``create=False`` and there is no arrangement.
         kwargs
             The constructor's tunables.
 

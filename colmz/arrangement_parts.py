@@ -293,7 +293,8 @@ def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
     u = _checked(table, key, schema)
-    _check_diffs(expect, key, diff_sum(u.diff))
+    if expect is not None:
+        _check_diffs(expect, key, diff_sum(u.diff))
     return u
 
 
