@@ -270,11 +270,12 @@ def test_legacy_store_is_adopted(tmp_path):
     assert b.gc(lease_seconds=0) == []
 
 
-def test_legacy_record_of_another_store_is_refused(tmp_path):
+@pytest.mark.parametrize("cons_kind", ["sqlite", "postgres"])
+def test_legacy_record_of_another_store_is_refused(tmp_path, cons_kind):
     # Two legacy stores that shared one consensus (the first one's state won the key): the
     # first is adopted; the second, holding parts the record does not name, is refused
     # with both sides named -- and a fresh, empty blob next to them creates its own.
-    cons = f"sqlite:///{tmp_path}/c.sqlite"
+    cons = shared_consensus(cons_kind, tmp_path)
     first = _legacy_store(str(tmp_path / "a"), [1], consensus=cons)
     loc_b = open_location(str(tmp_path / "b"), consensus=cons)
     b = Arrangement(loc_b.blob, schema=SCHEMA, prefix="arrangement/parts/")
@@ -316,3 +317,58 @@ def test_names_stay_separate_in_one_store(tmp_path):
     assert contents(Arrangement.open(d, name="y")) == [(2, 0, 1)]
     with pytest.raises(FileNotFoundError):
         Arrangement.open(d, name="z", create=False)
+
+
+class PlainBlob:
+    """A blob with the five calls of the contract and no atomic put-if-absent (as S3
+    through pyarrow), over a MemBlob."""
+
+    def __init__(self):
+        from colmz.storage import MemBlob
+
+        self.inner = MemBlob()
+
+    def get(self, key):
+        return self.inner.get(key)
+
+    def set(self, key, value):
+        self.inner.set(key, value)
+
+    def delete(self, key):
+        self.inner.delete(key)
+
+    def list_keys(self, prefix=""):
+        return self.inner.list_keys(prefix)
+
+    def url_of(self, key):
+        return self.inner.url_of(key)
+
+
+def test_creation_race_without_put_if_absent_is_detected(monkeypatch):
+    # On a blob without an atomic put-if-absent, a second creator that read "no identity"
+    # can write its identity over the first one's; the first then finds, after committing
+    # its (empty) record, that the blob is not its store, and says so instead of writing
+    # into a record nobody reads.
+    from colmz.arrangement_identity import StoreIdentity
+    from colmz.storage import MemConsensus
+    from colmz.storage.url import Location
+
+    blob = PlainBlob()
+    loc = Location(blob, MemConsensus(), "mem://plain")
+    other = StoreIdentity.new("arrangement", 0)
+    real = Arrangement._commit_state
+
+    def racing_commit(self):
+        blob.set(identity_key("arrangement"), other.to_bytes())  # the other creator's write
+        monkeypatch.setattr(Arrangement, "_commit_state", real)
+        return real(self)
+
+    monkeypatch.setattr(Arrangement, "_commit_state", racing_commit)
+    with pytest.raises(IdentityMismatch, match="created by two processes at once"):
+        Arrangement.open(loc, SCHEMA)
+    assert read_identity(blob, "arrangement") == other
+    # reopening uses the stored identity (its record: created by its own opener)
+    a = Arrangement.open(loc, SCHEMA)
+    assert a.identity == other
+    a.write(ups([1]))
+    assert contents(Arrangement.open(loc)) == [(1, 0, 1)]
