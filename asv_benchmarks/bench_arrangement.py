@@ -27,6 +27,11 @@ Read side by side:
 * ``Commit.track_small_write_p50_ms`` / ``track_empty_seal_p50_ms`` -- the median of 60
   commits of a 16-update batch and of an empty seal on local disk, after a warm-up call
   (target p50 <= 20 ms; ``time_*`` time single calls).
+* ``Checksums.track_write_checked_over_unchecked`` / ``track_read_checked_over_unchecked``
+  -- the cost of part integrity: write + seal + drain, and ``read()``, of the 50 MiB with
+  Parquet page checksums written and verified and each part checked against the state's
+  record of it (rows, diff sum), over the same with both off (``PAGE_CHECKSUMS = False``
+  and no recorded checks: the code before them), interleaved in one loop (medians of 5).
 * ``CompactionMemory.track_peak_rss_mib`` -- peak RSS of a fresh process compacting
   ``COLMZ_BENCH_COMPACT_MIB`` (default 1024) MiB of updates, beside the size compacted; run
   it at 512, 1024 and 2048 to see that the bound does not grow with the size.
@@ -277,6 +282,71 @@ class Commit:
         return self._p50_ms(self.time_empty_seal)
 
     track_empty_seal_p50_ms.unit = "ms"
+
+
+class Checksums:
+    """Part integrity on against off (module docstring), side by side in one loop."""
+
+    timeout = 900
+
+    def setup(self):
+        self.u = records()
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-arr-")
+
+    def teardown(self):
+        from colmz import arrangement_parts
+
+        arrangement_parts.PAGE_CHECKSUMS = True
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _write(self, checked: bool):
+        from colmz import arrangement_parts
+
+        arrangement_parts.PAGE_CHECKSUMS = checked
+        path = pathlib.Path(tempfile.mkdtemp(dir=self.dir)) / "a"
+        t0 = _now()
+        arr = colmz.Arrangement.open(str(path), schema={s.name: s.type for s in self.u.schema})
+        arr.write(self.u)
+        arr.seal(1)
+        arr.maintain()
+        return _now() - t0, arr
+
+    def _read(self, arr, checked: bool) -> float:
+        from colmz import arrangement_parts
+
+        arrangement_parts.PAGE_CHECKSUMS = checked
+        if checked:
+            arr.refresh()  # records the state's checks of its parts
+        else:
+            arrangement_parts.forget_parts(arr.store, arr.referenced_keys())
+        t0 = _now()
+        arr.read()
+        return _now() - t0
+
+    def _interleaved(self, n: int = 5):
+        w_on, w_off, r_on, r_off = [], [], [], []
+        for _ in range(n):
+            secs, on = self._write(True)
+            w_on.append(secs)
+            secs, off = self._write(False)  # parts without page checksums
+            w_off.append(secs)
+            r_on.append(self._read(on, True))
+            r_off.append(self._read(off, False))
+        return [float(np.median(x)) for x in (w_on, w_off, r_on, r_off)]
+
+    def track_write_checked_over_unchecked(self):
+        """write + seal + drain with page checksums / without (median of 5, interleaved)."""
+        w_on, w_off, _, _ = self._interleaved()
+        return w_on / w_off
+
+    track_write_checked_over_unchecked.unit = "x"
+
+    def track_read_checked_over_unchecked(self):
+        """``read()`` verifying page checksums and the state's checks / neither."""
+        _, _, r_on, r_off = self._interleaved()
+        return r_on / r_off
+
+    track_read_checked_over_unchecked.unit = "x"
 
 
 class CompactionMemory:

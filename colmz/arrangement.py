@@ -65,6 +65,15 @@ and its compare-and-set, and clocks agree to within the other half. Parts a succ
 commit stops referencing are deleted right after it (best effort; gc catches the rest). A
 read that finds a part missing reloads the state once and retries.
 
+Identity and integrity
+----------------------
+A store opened by :meth:`open` has an id in its blob and its state, and its consensus key
+derives from it (``colmz.arrangement_identity``): stores sharing a consensus database keep
+their own records, ``open`` never creates over parts it cannot account for, and :meth:`gc`
+refuses when its state cannot account for the parts. Every part read verifies its Parquet
+page checksums, the key its metadata names and the rows and diff sum the state records
+(``colmz.arrangement_parts``): damage is :class:`CorruptPart`, never an answer.
+
 Invariants (:meth:`validate`; see ``colmz.arrangement_meta``) hold after every public call;
 :meth:`validate_data` also reads every part and checks that trace parts are sorted,
 consolidated, free of zero diffs and inside their description.
@@ -88,10 +97,12 @@ from colmz.arrangement_errors import (
     CorruptMeta,
     CorruptPart,
     EmptyBatch,
+    IdentityMismatch,
     InvalidAsOf,
     InvalidBatchBounds,
     InvalidSnapshotBounds,
     LeaseExpired,
+    MetadataLost,
     MissingPart,
     NonContiguousMerge,
     SchemaMismatch,
@@ -122,10 +133,13 @@ from colmz.arrangement_parts import (
     DEFAULT_PART_ROWS,
     READ_THREADS,
     WRITE_COMPRESSION,
+    PartCheck,
     PartRun,
     PartWriter,
     chunks_filtered,
     concurrent_reads,
+    expect_parts,
+    forget_parts,
     iter_merge,
     iter_part,
     key_created_ms,
@@ -153,10 +167,12 @@ __all__ = [
     "CorruptMeta",
     "CorruptPart",
     "EmptyBatch",
+    "IdentityMismatch",
     "InvalidAsOf",
     "InvalidBatchBounds",
     "InvalidSnapshotBounds",
     "LeaseExpired",
+    "MetadataLost",
     "MissingPart",
     "NonContiguousMerge",
     "PartInfo",
@@ -175,6 +191,9 @@ __all__ = [
 ]
 
 _KEEP = object()  # append_runs: leave the seal as it is
+#: How far before a store's creation a part may be dated and still be taken for the store's
+#: own (a writer's clock behind the creator's) when ``gc`` checks for parts older than it.
+GC_CLOCK_SLACK_MS = 60_000
 
 #: The ``format`` of the durable state document.
 STATE_FORMAT = 1
@@ -256,7 +275,7 @@ class CompactionJob:
             level = batches[0].level + 1 if grew else batches[0].level
         else:
             level = batches[0].level + 1
-        merged = TraceBatchMeta(self.desc, level, tuple(w.keys), w.rows, w.size_bytes)
+        merged = TraceBatchMeta(self.desc, level, tuple(w.keys), w.rows, w.size_bytes, tuple(w.checks))
         return CompactTraceRes(self.req, merged)
 
     def abort(self) -> None:
@@ -417,6 +436,7 @@ class Arrangement:
         self._seqno: int | None = None
         self._url: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
+        self._identity = None  # colmz.arrangement_identity.StoreIdentity of a store opened
         self._cas_started = False
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
@@ -651,7 +671,8 @@ class Arrangement:
         writer = self._writer(schema, {"kind": "unsealed", "seqnos": [start, end]},
                               self.write_compression)
         writer.write(*normal)
-        meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes)
+        meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes,
+                                 tuple(writer.checks))
         self._schema = schema
         self._unsealed.append(meta)
         self._count_write(writer, updates)
@@ -723,7 +744,8 @@ class Arrangement:
         self._count_write(writer)
         if lo is None:  # nothing left at or after the upper: an empty batch, evicted later
             lo = hi = b.ts_upper
-        return UnsealedBatchMeta(b.seqnos, lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes)
+        return UnsealedBatchMeta(b.seqnos, lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes,
+                                 tuple(writer.checks))
 
     # ================================================================== drain
 
@@ -756,7 +778,7 @@ class Arrangement:
                 if not b.keys:
                     return DrainUnsealedRes(req, None)
                 # Already sorted and consolidated: the trace takes the parts as they are.
-                return DrainUnsealedRes(req, TraceBatchMeta(desc, 0, b.keys, b.len, b.size_bytes))
+                return DrainUnsealedRes(req, TraceBatchMeta(desc, 0, b.keys, b.len, b.size_bytes, b.checks))
         schema = self._read_schema()
         writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
         runs = [self._run_chunks(b.keys, schema, desc.lower, desc.upper) for b in snap.batches]
@@ -770,7 +792,8 @@ class Arrangement:
             writer.abort()
             return DrainUnsealedRes(req, None)
         self._count_write(writer)
-        return DrainUnsealedRes(req, TraceBatchMeta(desc, 0, tuple(writer.keys), writer.rows, writer.size_bytes))
+        return DrainUnsealedRes(req, TraceBatchMeta(desc, 0, tuple(writer.keys), writer.rows, writer.size_bytes,
+                                                    tuple(writer.checks)))
 
     def unsealed_handle_drain_response(self, res: DrainUnsealedRes) -> None:
         """Append the drained batch iff there is one and it starts at the trace's upper
@@ -980,8 +1003,21 @@ class Arrangement:
         consensus : str, optional
             The consensus URL (``sqlite:///...``, ``postgresql://...``).
         name : str
-            The arrangement's name inside the store: its consensus key and part prefix
-            ``<name>/parts/``, so several arrangements can share one store.
+            The arrangement's name inside the store: its part prefix ``<name>/parts/`` and
+            identity ``<name>/identity.json``, so several arrangements can share one store.
+            Its consensus key is ``<name>/<store id>`` (``colmz.arrangement_identity``), so
+            several stores can share one consensus database.
+
+        Raises
+        ------
+        IdentityMismatch
+            The consensus record the blob names belongs to another store, or the blob holds
+            parts and the record at ``name`` is another store's.
+        MetadataLost
+            The blob holds parts no consensus record accounts for (a lost or wrong
+            consensus): a new arrangement is never created over them.
+        FileNotFoundError
+            ``create=False`` and there is no arrangement.
         kwargs
             The constructor's tunables.
 
@@ -995,6 +1031,7 @@ class Arrangement:
         >>> colmz.Arrangement.open(d).read().to_pylist()
         [(1, 0, 1), (2, 0, 1)]
         """
+        from colmz.arrangement_identity import read_identity, resolve, write_identity
         from colmz.storage.state import StateLog
         from colmz.storage.url import Location, open_location
 
@@ -1006,42 +1043,93 @@ class Arrangement:
         else:
             loc = open_location(url, consensus=consensus, create=create)
         kwargs.setdefault("prefix", f"{name}/parts/")
-        log = StateLog(loc.consensus, name, rollup_every=rollup_every)
         where = getattr(url, "url", url)
+        clock = kwargs.get("clock", _time.time)
+
+        def load(key: str):
+            return StateLog(loc.consensus, key, rollup_every=rollup_every).load()
+
         for attempt in range(3):
-            seqno, state = log.load()
+            ident = read_identity(loc.blob, name)
+            res, seqno, state = resolve(loc.blob, name, kwargs["prefix"], ident, load,
+                                        where=str(where), consensus=repr(loc.consensus),
+                                        now_ms=int(clock() * 1000),
+                                        lease_ms=float(kwargs.get("lease_seconds", 3600.0)) * 1000)
+            if res.action == "create" and not create:
+                raise FileNotFoundError(f"no arrangement {name!r} at {where!r}")
             a = cls(loc.blob, schema=schema if state is None else None, **kwargs)
-            a._log, a._url = log, loc.url
-            if state is None:
-                if not create:
-                    raise FileNotFoundError(f"no arrangement {name!r} at {where!r}")
-            else:
+            a._url = loc.url
+            if res.action != "open":
+                # The identity first (written once: a concurrent creator's wins, and the
+                # next round opens with it), then the state naming it.
+                written = write_identity(loc.blob, res.identity)
+                if written != res.identity:
+                    continue
+            a._identity = res.identity
+            a._log = StateLog(loc.consensus, res.identity.consensus_key, rollup_every=rollup_every)
+            if state is not None:
                 a._load_state(seqno, state)
-                if schema is None or a._schema is not None:
-                    if schema is not None and tuple(a._schema) != tuple(schema):
-                        raise SchemaMismatch(
-                            f"arrangement {name!r} at {where!r} has schema "
-                            f"{_describe_schema(a._schema)}, not the requested {_describe_schema(schema)}"
-                        )
+                if schema is not None and a._schema is not None and tuple(a._schema) != tuple(schema):
+                    raise SchemaMismatch(
+                        f"arrangement {name!r} at {where!r} has schema "
+                        f"{_describe_schema(a._schema)}, not the requested {_describe_schema(schema)}"
+                    )
+                if res.action == "open" and (schema is None or a._schema is not None):
                     return a
-                a._schema = schema
+                if a._schema is None:
+                    a._schema = schema
             try:
-                # create the record, or pin the schema of one created without
+                # create the record, adopt a record from before identities (the id goes
+                # into its state), or pin the schema of one created without
                 a._commit_state()
-                return a
             except CommitConflict:
-                # another process created or pinned it first: read what it committed
+                # another process created, adopted or pinned it first: read what it committed
                 if attempt == 2:
                     raise
-        raise AssertionError("unreachable")
+                continue
+            if res.action == "create":
+                a._check_identity_kept(str(where))
+            return a
+        raise CommitConflict(name, None, None)
+
+    def _check_identity_kept(self, where: str) -> None:
+        # A blob without an atomic put-if-absent (S3) may have had a concurrent creator's
+        # identity written over ours: then the record just committed is nobody's.
+        from colmz.arrangement_identity import read_identity
+
+        found = read_identity(self._store, self._identity.name)
+        if found != self._identity:
+            raise IdentityMismatch(
+                f"store {where!r} was created by two processes at once: its identity is now "
+                f"{found.id if found else None}, not {self._identity.id} whose record this "
+                "process committed (empty, at "
+                f"{self._identity.consensus_key!r}); nothing else was written: open it again"
+            )
+
+    @property
+    def identity(self):
+        """The store's identity (``colmz.arrangement_identity.StoreIdentity``), or None for an
+        arrangement not opened by :meth:`open`."""
+        return self._identity
 
     def _state_doc(self) -> dict:
-        return {"format": STATE_FORMAT, "schema": schema_to_json(self._schema), "meta": self.meta()}
+        doc = {"format": STATE_FORMAT, "schema": schema_to_json(self._schema), "meta": self.meta()}
+        if self._identity is not None:
+            doc["identity"] = self._identity.state_doc()
+        return doc
 
     def _load_state(self, seqno, state) -> None:
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or "meta" not in state:
             raise CorruptMeta(f"arrangement state at seqno {seqno} is not a colmz arrangement "
                               f"(format {state.get('format') if isinstance(state, dict) else state!r})")
+        from colmz.arrangement_identity import state_identity
+
+        sid = state_identity(state)
+        if sid is not None and self._identity is not None and sid != self._identity.id:
+            raise IdentityMismatch(
+                f"arrangement state at seqno {seqno} (consensus key {self._identity.consensus_key!r}) "
+                f"belongs to store {sid}, not to this store {self._identity.id}"
+            )
         schema = schema_from_json(state.get("schema"))
         seal, since, unsealed, trace = meta_from_dict(state["meta"])
         properties = properties_from_dict(state["meta"])
@@ -1051,6 +1139,8 @@ class Arrangement:
         self._schema = schema
         self._seqno = seqno
         self._committed_keys = self.referenced_keys()
+        expect_parts(self._store, {k: PartCheck(*c) for b in (*unsealed, *trace) if b.checks
+                                   for k, c in zip(b.keys, b.checks)})
 
     @property
     def durable(self) -> bool:
@@ -1126,6 +1216,7 @@ class Arrangement:
         return out
 
     def _delete_keys(self, keys) -> None:
+        forget_parts(self._store, keys)
         for k in keys:
             try:
                 self._store.delete(k)
@@ -1219,11 +1310,14 @@ class Arrangement:
                     raise TimeBeforeTraceUpper(f"a run holds time {r.ts_lower} before the trace upper {tu}")
                 upper = self.unsealed_seqno_upper()
                 self._unsealed.append(UnsealedBatchMeta((upper, upper + 1), r.ts_lower, r.ts_upper,
-                                                        tuple(r.keys), r.len, r.size_bytes))
+                                                        tuple(r.keys), r.len, r.size_bytes, r.checks))
             if seal is not _KEEP:
                 self.update_seal(seal)
             self._properties = dict(new_properties)
 
+        # what the runs' writers recorded of their parts, checked when they are read
+        expect_parts(self._store, {k: PartCheck(*c) for r in runs if r.checks
+                                   for k, c in zip(r.keys, r.checks)})
         self._durably(change)
         self._counters["parts_written"] += len(keys)
         self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
@@ -1523,17 +1617,64 @@ class Arrangement:
 
     def gc(self, lease_seconds: float | None = None) -> list[str]:
         """Delete parts under this arrangement's prefix that the committed state does not
-        reference and that are older than the lease; return the deleted keys."""
+        reference and that are older than the lease; return the deleted keys.
+
+        Refuses, deleting nothing, when the committed state cannot account for the parts
+        (``colmz.arrangement_identity``): :class:`IdentityMismatch` when the blob's identity
+        or the record's id is not this handle's store, :class:`MetadataLost` when the
+        record is gone while parts remain, or when unreferenced parts older than the lease
+        were written before the store was created (they are not this state's garbage).
+        """
+        from colmz.arrangement_identity import read_identity, state_identity
+
         lease = self.lease_seconds if lease_seconds is None else float(lease_seconds)
         listed = self._store.list_keys(self.prefix)
+        created_ms = None
         if self._log is not None:
+            ident = self._identity
+            if ident is not None:
+                found = read_identity(self._store, ident.name)
+                if found != ident:
+                    raise IdentityMismatch(
+                        f"gc of store {self._url!r}: its blob's identity is now "
+                        f"{found.id if found else None}, not {ident.id} which this handle "
+                        "opened; nothing was deleted"
+                    )
+                created_ms = ident.created_ms
             seqno, state = self._log.load()
             if state is None:
+                if listed:
+                    raise MetadataLost(
+                        f"gc of store {self._url!r}: its consensus record {self._log.key!r} is "
+                        f"gone while {len(listed)} part(s) remain under {self.prefix!r}, e.g. "
+                        f"{listed[0]!r}; nothing was deleted"
+                    )
                 return []
+            sid = state_identity(state)
+            if ident is not None and sid is not None and sid != ident.id:
+                raise IdentityMismatch(
+                    f"gc of store {self._url!r}: the consensus record {self._log.key!r} belongs "
+                    f"to store {sid}, not {ident.id}; nothing was deleted"
+                )
+            if not isinstance(state, dict) or "meta" not in state:
+                raise CorruptMeta(f"gc of store {self._url!r}: the state at seqno {seqno} is not "
+                                  "an arrangement's; nothing was deleted")
             _, _, unsealed, trace = meta_from_dict(state["meta"])
             referenced = {k for b in (*unsealed, *trace) for k in b.keys}
         else:
             referenced = set(self.referenced_keys())
+        if created_ms is not None:
+            # A part written before the store existed is no garbage of this state's: the
+            # state was created over data it cannot account for (GC_CLOCK_SLACK_MS allows
+            # for the clocks of the store's own writers).
+            older = [k for k in listed if k not in referenced
+                     and (key_created_ms(k) or created_ms) < created_ms - GC_CLOCK_SLACK_MS]
+            if older:
+                raise MetadataLost(
+                    f"gc of store {self._url!r}: {len(older)} unreferenced part(s) under "
+                    f"{self.prefix!r} were written before the store was created, e.g. "
+                    f"{older[0]!r}: the state cannot account for them; nothing was deleted"
+                )
         now_ms = self.clock() * 1000
         gone = []
         for k in listed:
@@ -1542,6 +1683,7 @@ class Arrangement:
                 continue
             self._store.delete(k)
             gone.append(k)
+        forget_parts(self._store, gone)
         # Abort markers of discarded jobs (colmz.arrangement_runs.discard_owned) matter only
         # while a task of the job may still be writing: past the lease gc takes its parts anyway.
         for k in self._store.list_keys(abort_marker_prefix(self.prefix)):

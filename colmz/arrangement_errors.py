@@ -21,10 +21,12 @@ __all__ = [
     "CorruptMeta",
     "CorruptPart",
     "EmptyBatch",
+    "IdentityMismatch",
     "InvalidAsOf",
     "InvalidBatchBounds",
     "InvalidSnapshotBounds",
     "LeaseExpired",
+    "MetadataLost",
     "MissingPart",
     "NonContiguousMerge",
     "SchemaMismatch",
@@ -108,3 +110,15 @@ class MissingPart(ArrangementError, RuntimeError):
 
 class LeaseExpired(ArrangementError, RuntimeError):
     """A commit whose new parts are too old: ``gc`` may already have collected them."""
+
+
+class IdentityMismatch(ArrangementError, RuntimeError):
+    """The consensus record an arrangement would use belongs to another store's blob (or the
+    blob's identity and the record's disagree): reading it would show another store's
+    contents and writing it would break that store. Nothing was read or written."""
+
+
+class MetadataLost(ArrangementError, RuntimeError):
+    """A blob holds parts of an arrangement but no consensus record accounts for them (a
+    deleted or truncated ``consensus.sqlite``, a wrong ``consensus=`` URL): creating a new
+    arrangement there, or collecting its garbage, would lose them. Nothing was written."""

@@ -9,15 +9,22 @@ recognised) and converts them to and from the plain dict that is stored durably:
 
     {"seal": int | None, "since": int,
      "unsealed_batches": [{"seqnos": [start, end], "ts_lower": int, "ts_upper": int,
-                           "keys": [str, ...], "len": int, "size_bytes": int}, ...],
+                           "keys": [str, ...], "len": int, "size_bytes": int,
+                           "checks": [[rows, diff_sum], ...]}, ...],
      "trace_batches": [{"desc": [lower, upper | None, since], "level": int,
-                        "keys": [str, ...], "len": int, "size_bytes": int}, ...],
+                        "keys": [str, ...], "len": int, "size_bytes": int,
+                        "checks": [[rows, diff_sum], ...]}, ...],
      "properties": {str: str | int, ...}}
 
 ``properties`` is the user's own small metadata (e.g. the id of the last stream batch the
 record holds), committed in the same compare-and-set as the batches and the seal, so a reader
 sees both or neither. It is absent when empty, so a record written before properties existed
 reads as having none (:func:`properties_from_dict`).
+
+``checks`` holds, per key, what every read of that part verifies
+(``colmz.arrangement_parts.PartCheck``): its row count and the int64 sum of its diffs. It is
+optional: a state written before checks existed loads, and its parts are read with the
+checks that need no state (Parquet page checksums, the key a part's own metadata names).
 
 ``len`` (updates stored) and ``size_bytes`` (Parquet bytes) are optional when read: they are
 bookkeeping for the compaction policies and the repr, not part of the logic that
@@ -88,6 +95,7 @@ class UnsealedBatchMeta:
     keys: tuple[str, ...]
     len: int | None = field(default=None, compare=True)
     size_bytes: int | None = None
+    checks: tuple[tuple[int, int], ...] | None = None
 
     def to_dict(self) -> dict:
         d = {"seqnos": list(self.seqnos), "ts_lower": self.ts_lower, "ts_upper": self.ts_upper,
@@ -96,6 +104,8 @@ class UnsealedBatchMeta:
             d["len"] = self.len
         if self.size_bytes is not None:
             d["size_bytes"] = self.size_bytes
+        if self.checks is not None:
+            d["checks"] = [list(c) for c in self.checks]
         return d
 
 
@@ -108,6 +118,7 @@ class TraceBatchMeta:
     keys: tuple[str, ...]
     len: int | None = None
     size_bytes: int | None = None
+    checks: tuple[tuple[int, int], ...] | None = None
 
     def to_dict(self) -> dict:
         d = {"desc": self.desc.to_list(), "level": self.level, "keys": list(self.keys)}
@@ -115,6 +126,8 @@ class TraceBatchMeta:
             d["len"] = self.len
         if self.size_bytes is not None:
             d["size_bytes"] = self.size_bytes
+        if self.checks is not None:
+            d["checks"] = [list(c) for c in self.checks]
         return d
 
 
@@ -200,6 +213,18 @@ def _keys(value, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _checks(d: dict, keys: tuple[str, ...], where: str):
+    raw = d.get("checks")
+    if raw is None:
+        return None
+    ok = isinstance(raw, list) and len(raw) == len(keys) and all(
+        isinstance(c, list) and len(c) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in c)
+        and c[0] >= 0 for c in raw)
+    if not ok:
+        raise CorruptMeta(f"arrangement metadata {where}.checks must be one [rows, diff_sum] per key, got {raw!r:.200}")
+    return tuple((c[0], c[1]) for c in raw)
+
+
 def _field(d, name: str, where: str):
     if not isinstance(d, dict):
         raise CorruptMeta(f"arrangement metadata {where} must be a dict, got {type(d).__name__}")
@@ -230,18 +255,21 @@ def meta_from_dict(meta: dict) -> tuple[Frontier, int, list[UnsealedBatchMeta], 
         seqnos = _field(b, "seqnos", where)
         if not isinstance(seqnos, (list, tuple)) or len(seqnos) != 2:
             raise CorruptMeta(f"arrangement metadata {where}.seqnos must be [start, end], got {seqnos!r}")
+        keys = _keys(_field(b, "keys", where), where)
         unsealed.append(UnsealedBatchMeta(
             (_int(seqnos[0], f"{where}.seqnos[0]"), _int(seqnos[1], f"{where}.seqnos[1]")),
             _int(_field(b, "ts_lower", where), f"{where}.ts_lower"),
             _int(_field(b, "ts_upper", where), f"{where}.ts_upper"),
-            _keys(_field(b, "keys", where), where),
+            keys,
             _opt_int(b, "len", where),
             _opt_int(b, "size_bytes", where),
+            _checks(b, keys, where),
         ))
     trace = []
     for i, b in enumerate(raw_trace):
         where = f"trace_batches[{i}]"
         desc = _field(b, "desc", where)
+        keys = _keys(_field(b, "keys", where), where)
         if not isinstance(desc, (list, tuple)) or len(desc) != 3:
             raise CorruptMeta(f"arrangement metadata {where}.desc must be [lower, upper, since], got {desc!r}")
         trace.append(TraceBatchMeta(
@@ -251,9 +279,10 @@ def meta_from_dict(meta: dict) -> tuple[Frontier, int, list[UnsealedBatchMeta], 
                 _int(desc[2], f"{where}.desc[2]"),
             ),
             _int(_field(b, "level", where), f"{where}.level"),
-            _keys(_field(b, "keys", where), where),
+            keys,
             _opt_int(b, "len", where),
             _opt_int(b, "size_bytes", where),
+            _checks(b, keys, where),
         ))
     return seal, since, unsealed, trace
 

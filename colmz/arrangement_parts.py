@@ -38,6 +38,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -68,10 +70,15 @@ __all__ = [
     "PartWriter",
     "READ_THREADS",
     "WRITE_COMPRESSION",
+    "PartCheck",
     "concurrent_reads",
+    "expect_parts",
+    "expected_part",
+    "forget_parts",
     "key_created_ms",
     "iter_part",
     "make_key",
+    "part_kind",
     "read_ahead",
     "read_part",
     "repeats",
@@ -115,6 +122,10 @@ MIN_CHUNK_ROWS = 1 << 10
 PAGE_BUFFER = 1 << 16
 #: The Parquet key-value metadata entry describing a part.
 PART_METADATA_KEY = b"colmz.arrangement"
+#: Parts are written with a CRC32 per Parquet page and read verifying it
+#: (``write_page_checksum`` / ``page_checksum_verification``), so a flipped bit in a page is
+#: a :class:`CorruptPart`, never a different answer.
+PAGE_CHECKSUMS = True
 
 _KEY_RE = re.compile(r"(?:^|/)(\d{13})-[0-9A-Za-z_]+\.parquet$")
 
@@ -136,6 +147,110 @@ def key_created_ms(key: str) -> int | None:
     """
     m = _KEY_RE.search(key)
     return int(m.group(1)) if m else None
+
+
+# ----------------------------------------------------------------------------- integrity
+
+
+class PartCheck(tuple):
+    """What a state records of one part, checked whenever the part is read: its row count
+    and the sum of its diffs (int64, wrapping), ``(rows, diff_sum)``."""
+
+    __slots__ = ()
+
+    def __new__(cls, rows: int, diff_sum: int):
+        return super().__new__(cls, (int(rows), int(diff_sum)))
+
+    @property
+    def rows(self) -> int:
+        return self[0]
+
+    @property
+    def diff_sum(self) -> int:
+        return self[1]
+
+
+def diff_sum(diff: np.ndarray) -> int:
+    """The int64 sum of ``diff``, wrapping as int64 arithmetic does (a checksum, not a count).
+
+    >>> diff_sum(np.array([2**62, 2**62], np.int64)) == -2**63
+    True
+    """
+    with np.errstate(over="ignore"):
+        return int(np.add.reduce(np.asarray(diff, np.int64), dtype=np.int64)) if len(diff) else 0
+
+
+def _add_wrapped(a: int, b: int) -> int:
+    # a + b as int64 arithmetic wraps
+    return (a + b + 2**63) % 2**64 - 2**63
+
+
+# What the states loaded or committed in this process (and the writers that wrote them)
+# know of each part: a part key is written once, so its check is the same in every state
+# that names it, and one registry per store serves every handle and every read path
+# (read_part, iter_part and the merges built on them) without threading it through.
+_EXPECTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_EXPECTED_LOCK = threading.Lock()
+
+
+def expect_parts(store: Blob, checks: dict[str, PartCheck]) -> None:
+    """Record what the parts ``checks`` names must hold when read from ``store``."""
+    if not checks:
+        return
+    with _EXPECTED_LOCK:
+        try:
+            known = _EXPECTED.setdefault(store, {})
+        except TypeError:  # a store that cannot be weakly referenced: no checks kept
+            return
+        known.update(checks)
+
+
+def forget_parts(store: Blob, keys: Iterable[str]) -> None:
+    """Drop the checks of deleted parts."""
+    with _EXPECTED_LOCK:
+        known = _EXPECTED.get(store) if _weakrefable(store) else None
+        if known:
+            for k in keys:
+                known.pop(k, None)
+
+
+def _weakrefable(store) -> bool:
+    try:
+        weakref.ref(store)
+    except TypeError:
+        return False
+    return True
+
+
+def expected_part(store: Blob, key: str) -> PartCheck | None:
+    """The check recorded for ``key`` in ``store`` (None: nothing known, e.g. a part named
+    by a state from before checks were recorded)."""
+    with _EXPECTED_LOCK:
+        known = _EXPECTED.get(store) if _weakrefable(store) else None
+        return None if known is None else known.get(key)
+
+
+def _check_footer(pf, store: Blob, key: str) -> PartCheck | None:
+    # The part's own metadata names the key it was written under (parts written before it
+    # did are not checked for it), and its row count must be what the state recorded.
+    md = pf.metadata
+    raw = (md.metadata or {}).get(PART_METADATA_KEY)
+    if raw:
+        try:
+            written_as = json.loads(raw).get("key")
+        except (ValueError, AttributeError):
+            raise CorruptPart(f"part {key!r} has unreadable {PART_METADATA_KEY.decode()} metadata") from None
+        if written_as is not None and written_as != key:
+            raise CorruptPart(f"part {key!r} holds the part written as {written_as!r}")
+    expect = expected_part(store, key)
+    if expect is not None and md.num_rows != expect.rows:
+        raise CorruptPart(f"part {key!r} holds {md.num_rows} rows; its state recorded {expect.rows}")
+    return expect
+
+
+def _check_diffs(expect: PartCheck | None, key: str, got: int) -> None:
+    if expect is not None and got != expect.diff_sum:
+        raise CorruptPart(f"part {key!r} has diffs summing to {got}; its state recorded {expect.diff_sum}")
 
 
 # ----------------------------------------------------------------------------- reading
@@ -170,13 +285,17 @@ def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
         raise MissingPart(f"part {key!r} is missing from the blob store")
     with f:
         try:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(f, page_checksum_verification=PAGE_CHECKSUMS)
+            expect = _check_footer(pf, store, key)
             rows = pf.metadata.num_rows
             batches = list(pf.iter_batches(batch_size=max(rows, 1), use_threads=True))
             table = pa.Table.from_batches(batches, schema=pf.schema_arrow)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
-    return _checked(table, key, schema)
+    u = _checked(table, key, schema)
+    if expect is not None:
+        _check_diffs(expect, key, diff_sum(u.diff))
+    return u
 
 
 #: Most parts :func:`read_parts` reads at once.
@@ -283,32 +402,44 @@ def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec],
     with f:
         try:
             if batch_rows is None:
-                pf = pq.ParquetFile(f)
+                pf = pq.ParquetFile(f, page_checksum_verification=PAGE_CHECKSUMS)
             else:
                 # No pre-buffering: a column chunk is read through PAGE_BUFFER bytes at a
                 # time instead of whole, so an open input costs about a page per column.
-                pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=PAGE_BUFFER)
+                pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=PAGE_BUFFER,
+                                    page_checksum_verification=PAGE_CHECKSUMS)
+            expect = _check_footer(pf, store, key)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
         if pf.metadata.num_row_groups == 0:
             yield _checked(pf.schema_arrow.empty_table(), key, schema)
+            _check_diffs(expect, key, 0)
             return
+        # The diff sum is known once the last rows are read: a merge reading a part whose
+        # diffs were rewritten fails before it can commit what it wrote from them.
+        total = 0
         if batch_rows is not None:
             batches = pf.iter_batches(batch_size=max(1, int(batch_rows)), use_threads=False)
             while True:
                 try:
                     b = next(batches)
                 except StopIteration:
+                    _check_diffs(expect, key, total)
                     return
                 except (pa.ArrowException, OSError, ValueError) as e:
                     raise CorruptPart(f"part {key!r} is not readable: {e}") from None
-                yield _checked(pa.Table.from_batches([b]), key, schema)
+                u = _checked(pa.Table.from_batches([b]), key, schema)
+                total = _add_wrapped(total, diff_sum(u.diff))
+                yield u
         for i in range(pf.metadata.num_row_groups):
             try:
                 table = pf.read_row_group(i)
             except (pa.ArrowException, OSError, ValueError) as e:
                 raise CorruptPart(f"part {key!r} row group {i} is not readable: {e}") from None
-            yield _checked(table, key, schema)
+            u = _checked(table, key, schema)
+            total = _add_wrapped(total, diff_sum(u.diff))
+            yield u
+        _check_diffs(expect, key, total)
 
 
 class PartRun:
@@ -383,6 +514,21 @@ def part_metadata(store: Blob, key: str) -> dict:
     return json.loads(raw) if raw else {}
 
 
+def part_kind(store: Blob, key: str) -> str | None:
+    """The ``kind`` a part's own metadata gives (``unsealed``, ``trace``, ``run``), read from
+    its footer alone; None when it names none or cannot be read."""
+    f = open_input(store, key)
+    if f is None:
+        return None
+    with f:
+        try:
+            md = pq.read_metadata(f).metadata or {}
+            raw = md.get(PART_METADATA_KEY)
+            return json.loads(raw).get("kind") if raw else None
+        except (pa.ArrowException, OSError, ValueError, AttributeError):
+            return None
+
+
 # ----------------------------------------------------------------------------- writing
 
 
@@ -405,6 +551,7 @@ class PartWriter:
         self.part_bytes = max(1, int(part_bytes))
         self.compression = compression
         self.keys: list[str] = []
+        self.checks: list[PartCheck] = []  # per key: what a read checks (PartCheck)
         self.rows = 0
         self.size_bytes = 0
         self._pending: list[Encoded] = []
@@ -469,7 +616,9 @@ class PartWriter:
         for k in self.keys:
             with contextlib.suppress(Exception):  # best effort; gc collects the rest
                 self.store.delete(k)
+        forget_parts(self.store, self.keys)
         self.keys = []
+        self.checks = []
 
     def _flush(self, final: bool) -> bool:
         enc = self._pending[0] if len(self._pending) == 1 else concat_encoded(self._pending)
@@ -502,7 +651,10 @@ class PartWriter:
         # One part of ``n`` rows; ``rows_of(a, b)`` is its rows [a, b) as a table like
         # ``table``; ``values`` holds the part's values (in any order: they only decide
         # the encoding). With ``pool``, row groups are fetched there GATHER_AHEAD ahead.
-        info = dict(self.info, index=len(self.keys))
+        key = self.new_key()
+        # The key in the part's own metadata: a part copied or renamed over another key is
+        # recognised when read (_check_footer).
+        info = dict(self.info, index=len(self.keys), key=key)
         schema = table.schema.with_metadata({PART_METADATA_KEY: json.dumps(info).encode()})
         # Dictionary pages pay off for time and diff (few distinct values: one time and
         # diff 1 in a typical write, constant times after compaction) and for strings that
@@ -519,12 +671,19 @@ class PartWriter:
         stats = [s.name for i, s in enumerate(self.schema) if i == 0 or s.kind != "bytes"]
         stats = True if len(stats) == len(self.schema) else stats + ["time", "diff"]
         options = dict(compression=self.compression, use_dictionary=dict_cols,
-                       write_statistics=stats, data_page_size=DATA_PAGE_BYTES)
+                       write_statistics=stats, data_page_size=DATA_PAGE_BYTES,
+                       write_page_checksum=PAGE_CHECKSUMS)
+        sums = [0]
+
+        def counted(t: pa.Table) -> pa.Table:
+            for c in t.column("diff").chunks:
+                sums[0] = _add_wrapped(sums[0], diff_sum(c.to_numpy()))
+            return t
 
         def groups() -> Iterator[pa.Table]:
             if pool is None:
                 for a, b in bounds:
-                    yield rows_of(a, b)
+                    yield counted(rows_of(a, b))
                 return
             ahead = deque(pool.submit(rows_of, *b) for b in bounds[:GATHER_AHEAD])
             try:
@@ -532,12 +691,11 @@ class PartWriter:
                     got = ahead.popleft().result()
                     if i + GATHER_AHEAD < len(bounds):
                         ahead.append(pool.submit(rows_of, *bounds[i + GATHER_AHEAD]))
-                    yield got
+                    yield counted(got)
             finally:
                 for f in ahead:
                     f.cancel()
 
-        key = self.new_key()
         if type(self.store) is LocalBlob:  # the type: a fault wrapper must see a plain set
             # Straight into the part's temporary file, row group by row group, the disk
             # writing each while the next is encoded (no copy of the whole part in memory).
@@ -557,7 +715,10 @@ class PartWriter:
             buf = sink.getvalue()
             self.store.set(key, buf)
             size = buf.size
+        check = PartCheck(n, sums[0])
+        expect_parts(self.store, {key: check})
         self.keys.append(key)
+        self.checks.append(check)
         self.rows += n
         self.size_bytes += size
 

@@ -74,17 +74,23 @@ class WrittenRun:
     ts_lower: int
     ts_upper: int
     size_bytes: int
+    #: per key, what its writer recorded for reads to check (``[rows, diff_sum]``,
+    #: ``colmz.arrangement_parts.PartCheck``); None for a run described without them
+    checks: tuple[tuple[int, int], ...] | None = None
 
     def to_dict(self) -> dict:
-        return {"keys": list(self.keys), "len": self.len, "ts_lower": self.ts_lower,
-                "ts_upper": self.ts_upper, "size_bytes": self.size_bytes}
+        d = {"keys": list(self.keys), "len": self.len, "ts_lower": self.ts_lower,
+             "ts_upper": self.ts_upper, "size_bytes": self.size_bytes}
+        if self.checks is not None:
+            d["checks"] = [list(c) for c in self.checks]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping) -> WrittenRun:
         """The run a :meth:`to_dict` dict describes, checked field by field.
 
         >>> WrittenRun.from_dict({"keys": ["p/1.parquet"], "len": 2, "ts_lower": 0, "ts_upper": 3, "size_bytes": 9})
-        WrittenRun(keys=('p/1.parquet',), len=2, ts_lower=0, ts_upper=3, size_bytes=9)
+        WrittenRun(keys=('p/1.parquet',), len=2, ts_lower=0, ts_upper=3, size_bytes=9, checks=None)
         """
         if not isinstance(d, Mapping):
             raise TypeError(f"a written run must be a mapping, got {type(d).__name__}")
@@ -104,7 +110,15 @@ class WrittenRun:
             ints[f] = v
         if ints["ts_lower"] > ints["ts_upper"] or ints["len"] < 1:
             raise ValueError(f"written run {dict(d)!r} has ts_lower > ts_upper or no updates")
-        return cls(tuple(keys), ints["len"], ints["ts_lower"], ints["ts_upper"], ints["size_bytes"])
+        checks = d.get("checks")
+        if checks is not None:
+            if not (isinstance(checks, (list, tuple)) and len(checks) == len(keys) and all(
+                    isinstance(c, (list, tuple)) and len(c) == 2
+                    and all(isinstance(x, int) and not isinstance(x, bool) for x in c) and c[0] >= 0
+                    for c in checks)):
+                raise ValueError(f"written run field 'checks' must be one [rows, diff_sum] per key, got {checks!r}")
+            checks = tuple((int(c[0]), int(c[1])) for c in checks)
+        return cls(tuple(keys), ints["len"], ints["ts_lower"], ints["ts_upper"], ints["size_bytes"], checks)
 
 
 def write_run(
@@ -160,7 +174,8 @@ def write_run(
         for k in writer.keys:
             store.delete(k)
         raise RunDiscarded(f"the job {owner!r} was discarded while this run was written; its parts are deleted")
-    return WrittenRun(tuple(writer.keys), writer.rows, int(t.min()), int(t.max()), writer.size_bytes)
+    return WrittenRun(tuple(writer.keys), writer.rows, int(t.min()), int(t.max()), writer.size_bytes,
+                      tuple(writer.checks))
 
 
 def owned_keys(store: Blob, prefix: str, owner: str) -> list[str]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from colmz.arrangement import Arrangement, ArrangementError
+from colmz.arrangement import Arrangement, ArrangementError, IdentityMismatch, MetadataLost
 from colmz.arrangement_runs import discard_owned
 from colmz.spark.store import MANIFEST, Store, StoreError
 from colmz.storage.base import StorageError
@@ -106,6 +106,10 @@ def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
         arr = Arrangement.open(url, consensus=consensus, name=NAME, create=False)
     except FileNotFoundError:
         return SinkStore(url, consensus, None)
+    except (IdentityMismatch, MetadataLost) as e:
+        # The store is not damaged: its blob and the consensus disagree (the message says
+        # what was found and how to recover); nothing is written until they agree.
+        raise StoreError(f"store {url!r} cannot be opened safely: {e}") from None
     except (ArrangementError, StorageError) as e:
         raise StoreError(f"store {url!r} is damaged or unreachable: {e}") from None
     try:

@@ -53,6 +53,7 @@ __all__ = [
     "check_cas_args",
     "check_key",
     "open_input",
+    "set_if_absent",
 ]
 
 
@@ -93,6 +94,29 @@ def open_input(blob: Blob, key: str):
 
     data = blob.get(key)
     return None if data is None else pa.BufferReader(data)
+
+
+def set_if_absent(blob: Blob, key: str, value: bytes) -> bool:
+    """Write ``value`` under ``key`` unless it has a value already; whether it wrote.
+
+    For a key that must be written once only -- an arrangement's identity. Backends that
+    can refuse an existing name atomically (local files, memory) say so with a
+    ``set_if_absent`` method, and of two concurrent calls exactly one writes. Others (S3
+    through pyarrow offers no conditional put) read first and write when nothing is there:
+    two calls within one request's latency of each other can both write, and the caller
+    must read the key back after it has committed what depends on it.
+
+    >>> b = MemBlob()
+    >>> set_if_absent(b, "id", b"a"), set_if_absent(b, "id", b"b"), b.get("id")
+    (True, False, b'a')
+    """
+    own = getattr(blob, "set_if_absent", None)
+    if own is not None:
+        return bool(own(key, value))
+    if blob.get(key) is not None:
+        return False
+    blob.set(key, value)
+    return True
 
 
 def check_key(key: str) -> str:
@@ -208,6 +232,14 @@ class MemBlob:
         data = bytes(value)
         with self._lock:
             self._values[check_key(key)] = data
+
+    def set_if_absent(self, key: str, value: bytes | memoryview) -> bool:
+        data = bytes(value)
+        with self._lock:
+            if check_key(key) in self._values:
+                return False
+            self._values[key] = data
+            return True
 
     def delete(self, key: str) -> None:
         with self._lock:

@@ -181,6 +181,24 @@ class LocalBlob:
 
         self._install(key, write)
 
+    def set_if_absent(self, key: str, value: bytes | memoryview) -> bool:
+        """Store ``value`` under ``key`` as :meth:`set` does, unless ``key`` already has a
+        value: then change nothing and return False. Of two concurrent calls exactly one
+        stores (the temporary file is hard-linked into place, which fails when the name
+        exists, where :meth:`set` renames over it).
+
+        >>> import tempfile
+        >>> b = LocalBlob(tempfile.mkdtemp())
+        >>> b.set_if_absent("id", b"a"), b.set_if_absent("id", b"b"), b.get("id")
+        (True, False, b'a')
+        """
+        def write(fd: int, tmp: pathlib.Path) -> None:
+            view = memoryview(value).cast("B")
+            while view:
+                view = view[os.write(fd, view) :]
+
+        return self._install(key, write, exclusive=True)
+
     def set_streamed(self, key: str, fill: Callable) -> int:
         """Write the value ``fill`` produces under ``key``, durably and atomically as
         :meth:`set` does, without holding it in memory; return its size in bytes.
@@ -218,10 +236,12 @@ class LocalBlob:
         self._install(key, write)
         return size
 
-    def _install(self, key: str, write: Callable[[int, pathlib.Path], None]) -> None:
-        # Temporary file, written by ``write(fd, tmp)``, fsynced, renamed over the key's file;
-        # then the directory fsynced. OSError before the rename is Determinate (the
-        # temporary file is removed); any other error from ``write`` propagates unchanged.
+    def _install(self, key: str, write: Callable[[int, pathlib.Path], None], *,
+                 exclusive: bool = False) -> bool:
+        # Temporary file, written by ``write(fd, tmp)``, fsynced, renamed over the key's file
+        # (``exclusive``: hard-linked to its name, False when the name exists); then the
+        # directory fsynced. OSError before the rename is Determinate (the temporary file is
+        # removed); any other error from ``write`` propagates unchanged.
         path = self.path_of(key)
         if path.is_dir():
             # A directory tree left empty by deletes is no key's; one holding keys is a
@@ -245,7 +265,15 @@ class LocalBlob:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, path)
+            if exclusive:
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    return False
+                finally:
+                    tmp.unlink(missing_ok=True)
+            else:
+                os.replace(tmp, path)
         except OSError as e:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
@@ -260,6 +288,7 @@ class LocalBlob:
             raise Indeterminate(
                 f"blob set {key!r}: renamed into place but the directory fsync failed: {e}"
             ) from e
+        return True
 
     def delete(self, key: str) -> None:
         path = self.path_of(key)

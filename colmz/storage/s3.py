@@ -77,8 +77,9 @@ class S3Blob:
     """
 
     def __init__(self, filesystem: pafs.FileSystem, bucket: str, prefix: str = "") -> None:
-        if not bucket or "/" in bucket:
-            raise ValueError(f"S3 bucket name {bucket!r} must be non-empty and have no '/'")
+        if not bucket or "/" in bucket or not bucket.strip("."):
+            raise ValueError(f"S3 bucket name {bucket!r} must be non-empty, have no '/' and not be "
+                             "only dots")
         prefix = prefix.strip("/")
         if prefix:
             check_key(prefix)
@@ -94,6 +95,10 @@ class S3Blob:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme != "s3" or not parsed.netloc:
             raise ValueError(f"S3 store URL {url!r} must be s3://bucket/prefix")
+        if not parsed.netloc.strip("."):
+            # urlsplit takes "." and ".." for a host: refuse before any request is made
+            raise ValueError(f"S3 store URL {url!r} names the bucket {parsed.netloc!r}; a bucket "
+                             "name is not '.' or '..' (s3://bucket/prefix)")
         if "@" in parsed.netloc:
             raise ValueError(
                 f"S3 store URL {url!r} holds credentials; pass them through the AWS "

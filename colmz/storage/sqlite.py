@@ -12,6 +12,13 @@ Because the write lock is held from the read to the insert, two writers -- threa
 processes -- cannot both see the same head and both insert: exactly one wins each version
 (the primary key would reject a second row with the same seqno anyway).
 
+A database that cannot be written -- its file, or its directory (WAL mode needs to create
+the ``-wal`` and ``-shm`` files beside it), is not writable -- is opened **read-only**:
+with SQLite's ``mode=ro`` while a write-ahead log is present (its committed transactions are
+read from it), else ``immutable=1`` (no lock and no ``-shm`` file needed: nothing can write
+the database meanwhile without write access). Reads work; ``compare_and_set`` and
+``truncate`` raise :class:`~colmz.storage.base.Determinate` saying the database is read-only.
+
 Each thread of each process opens its own connection (SQLite connections must not cross
 threads, and must not survive a ``fork``); a busy timeout makes a writer wait for the lock
 instead of failing at once.
@@ -50,6 +57,15 @@ _SCHEMA = (
 )
 
 
+def _writable(path: pathlib.Path) -> bool:
+    """Whether a WAL database at ``path`` can be written: the file (when present) and its
+    directory (for the ``-wal``/``-shm`` files). ``os.access`` answers for permissions and
+    for read-only mounts (EROFS) alike."""
+    if path.exists() and not os.access(path, os.W_OK):
+        return False
+    return os.access(path.parent, os.W_OK | os.X_OK)
+
+
 class SqliteConsensus:
     """Consensus records in the SQLite database file ``path`` (created when missing).
 
@@ -59,6 +75,9 @@ class SqliteConsensus:
         The database file; its directory must exist.
     busy_timeout : float
         Seconds a call waits for another writer's lock before failing (Determinate).
+    read_only : bool, optional
+        Open without writing anything (module docstring); by default, exactly when the file
+        or its directory is not writable.
 
     Examples
     --------
@@ -70,7 +89,8 @@ class SqliteConsensus:
     VersionedData(seqno=1, data=b'a')
     """
 
-    def __init__(self, path: str | os.PathLike, *, busy_timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike, *, busy_timeout: float = 30.0,
+                 read_only: bool | None = None) -> None:
         p = pathlib.Path(path)
         if p.is_dir():
             raise IsADirectoryError(f"consensus database path {str(p)!r} is a directory")
@@ -78,15 +98,28 @@ class SqliteConsensus:
             raise FileNotFoundError(f"directory of consensus database {str(p)!r} does not exist")
         self.path = p.resolve()
         self.busy_timeout = float(busy_timeout)
+        if read_only is None:
+            read_only = not _writable(self.path)
+        if read_only and not self.path.is_file():
+            raise FileNotFoundError(
+                f"consensus database {str(self.path)!r} does not exist and cannot be created "
+                "(its directory is not writable)")
+        self.read_only = bool(read_only)
         self._local = threading.local()
         conn = self._conn()
         try:
-            conn.execute(_SCHEMA)
+            if self.read_only:
+                self._has_table = bool(conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'consensus'").fetchall())
+            else:
+                conn.execute(_SCHEMA)
+                self._has_table = True
         except sqlite3.Error as e:
             raise Determinate(f"consensus database {str(self.path)!r}: {e}") from e
 
     def __repr__(self) -> str:
-        return f"SqliteConsensus({str(self.path)!r})"
+        ro = ", read_only=True" if self.read_only else ""
+        return f"SqliteConsensus({str(self.path)!r}{ro})"
 
     def _conn(self) -> sqlite3.Connection:
         local = self._local
@@ -94,15 +127,26 @@ class SqliteConsensus:
             if getattr(local, "conn", None) is not None:
                 _INHERITED.append(local.conn)
             try:
-                conn = sqlite3.connect(
-                    self.path, timeout=self.busy_timeout, isolation_level=None,
-                    check_same_thread=True,
-                )
-                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-                if mode.lower() != "wal":
-                    raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
-                conn.execute("PRAGMA synchronous=FULL")
+                if self.read_only:
+                    # A log beside the file holds committed transactions: read through it
+                    # (mode=ro); without one the file is the whole database (immutable).
+                    wal = self.path.with_name(self.path.name + "-wal")
+                    opts = "mode=ro" if wal.exists() and wal.stat().st_size else "immutable=1"
+                    conn = sqlite3.connect(
+                        f"{self.path.as_uri()}?{opts}", uri=True, timeout=self.busy_timeout,
+                        isolation_level=None, check_same_thread=True,
+                    )
+                    conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+                else:
+                    conn = sqlite3.connect(
+                        self.path, timeout=self.busy_timeout, isolation_level=None,
+                        check_same_thread=True,
+                    )
+                    conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+                    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                    if mode.lower() != "wal":
+                        raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
+                    conn.execute("PRAGMA synchronous=FULL")
             except sqlite3.Error as e:
                 raise Determinate(f"consensus database {str(self.path)!r}: {e}") from e
             local.conn, local.pid = conn, os.getpid()
@@ -116,6 +160,8 @@ class SqliteConsensus:
         self._local.__dict__.clear()
 
     def _read(self, sql: str, args: tuple) -> list[tuple]:
+        if not self._has_table:  # a read-only database no record was ever written to
+            return []
         try:
             return self._conn().execute(sql, args).fetchall()
         except sqlite3.Error as e:
@@ -138,6 +184,10 @@ class SqliteConsensus:
         return [VersionedData(s, bytes(d)) for s, d in rows]
 
     def _write(self, key: str, what: str, body) -> object:
+        if self.read_only:
+            raise Determinate(
+                f"consensus {what} {key!r}: the database {str(self.path)!r} is opened read-only "
+                "(it or its directory is not writable); nothing was written")
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE")

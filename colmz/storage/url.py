@@ -18,7 +18,8 @@ metadata (Consensus). The URL forms:
 writers that share a network filesystem).
 
 Errors name the offending value: an unknown scheme is ``ValueError``; a store path that is a
-file ``NotADirectoryError``; an unwritable one ``PermissionError``; a missing one with
+file ``NotADirectoryError``; an unwritable one ``PermissionError`` (with ``create=False`` an
+unwritable store opens read-only: reads work, commits fail saying so); a missing one with
 ``create=False`` ``FileNotFoundError``; a backend whose optional dependency is missing
 ``ImportError`` naming the extra to install.
 """
@@ -72,7 +73,12 @@ def _check_dir(path: pathlib.Path, url: str, create: bool) -> pathlib.Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise PermissionError(f"store path {str(path)!r} (from {url!r}) is not writable: {e}") from None
+        if not create:
+            # Opening an existing store to read it: its consensus opens read-only
+            # (colmz.storage.sqlite) and a write fails saying so.
+            return path
+        raise PermissionError(f"store path {str(path)!r} (from {url!r}) is not writable: {e} "
+                              "(open it with create=False to read it)") from None
     return path
 
 

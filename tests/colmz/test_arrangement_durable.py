@@ -543,7 +543,7 @@ def test_commit_that_landed_behind_a_timeout_is_not_written_twice():
     a.write(ups([("a", 1, 0, 1)]))
     assert cons.head(a._log.key).seqno == head + 1 == a.seqno
     assert Arrangement.open(loc).read().to_pylist() == [("a", 1, 0, 1)]
-    assert set(loc.blob.list_keys()) == a.referenced_keys()
+    assert set(loc.blob.list_keys(a.prefix)) == a.referenced_keys()
 
 
 def test_trickle_write_amplification_and_batch_count_are_logarithmic():

@@ -465,3 +465,44 @@ def test_the_main_job_in_a_fresh_process(tmp_path):
     r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and json.loads(r.stdout)["updates_written"] == 0
     assert "starting Spark" not in r.stderr
+
+
+def test_two_stores_share_one_consensus_and_lost_metadata_is_refused(spark, tmp_path, capsys):
+    # Two sink stores with ONE PostgreSQL consensus URL work side by side (before: the
+    # second opened the first one's record, and its commit made the first unreadable, which
+    # the CLI then called damaged: "remove the store"). A store whose metadata is lost (its
+    # consensus.sqlite truncated) is refused, exit 1, with what was found and how to recover,
+    # never recreated empty over its parts.
+    from storage_servers import fresh_schema_url, postgres_url
+
+    cons = fresh_schema_url(postgres_url())
+    a, b = tmp_path / "a", tmp_path / "b"
+    ea = write_events(tmp_path / "ea.parquet", random_events(11, 40))
+    eb = write_events(tmp_path / "eb.parquet", random_events(12, 30))
+    assert run([*sink_args(a, ea), "--consensus", cons], spark)[0] == 0
+    view_a = colmz.Arrangement.open(str(a), consensus=cons).read().to_pylist()
+    status, s = run([*sink_args(b, eb), "--consensus", cons], spark)
+    assert status == 0 and s["store_version"] >= 1
+    assert colmz.Arrangement.open(str(a), consensus=cons).read().to_pylist() == view_a
+    for store, events in ((a, random_events(11, 40)), (b, random_events(12, 30))):
+        arr = colmz.Arrangement.open(str(store), consensus=cons)
+        got = Counter()
+        for k, r, p, _t, d in arr.read(as_of=TICKS - 1).to_pylist():
+            got[(k, r, p)] += d
+        assert {key: d for key, d in got.items() if d} == view(events, TICKS - 1)
+    # again into a: nothing to write, both stores as they were
+    status, s = run([*sink_args(a, ea), "--consensus", cons], spark)
+    assert status == 0 and s["updates_written"] == 0
+    # a store opened with a consensus that lacks its record (the wrong URL, or a lost or
+    # emptied database): before, a new empty arrangement was committed over its parts
+    c = tmp_path / "c"
+    assert run(sink_args(c, ea), spark)[0] == 0
+    parts = sorted(p.name for p in (c / "blob").rglob("*.parquet"))
+    capsys.readouterr()
+    status, _ = run([*sink_args(c, ea), "--consensus", f"sqlite:///{tmp_path}/empty.sqlite"], spark)
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "metadata was lost" in err and "consensus" in err
+    assert "remove the store" not in err and "re-run the job" not in err
+    assert sorted(p.name for p in (c / "blob").rglob("*.parquet")) == parts
+    assert run(sink_args(c, ea), spark)[0] == 0  # with its own consensus it is whole

@@ -151,3 +151,29 @@ def test_ct_end_to_end_and_bad_input(spark, tmp_path, capsys):
     assert run([*args[:2], str(tmp_path / "bad.sql"), *args[3:], "--overwrite"])[0] == 2
     assert "exactly one CREATE CONTINUAL TASK" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path / "out")) == before
+
+
+def test_stream_stores_share_one_consensus_and_a_wrong_one_is_refused(spark, tmp_path, capsys):
+    # Two stream stores with ONE PostgreSQL consensus URL keep their own contents (before:
+    # the second stream's store opened the first one's record). The same store opened with
+    # another consensus (the wrong URL) is refused, exit 1, naming what it found: before, a
+    # new empty arrangement was created over its parts.
+    from storage_servers import fresh_schema_url, postgres_url
+
+    cons = fresh_schema_url(postgres_url())
+    a, b = tmp_path / "a", tmp_path / "b"
+    events_file(a / "in", 0, [(1, "a", 0, 3), (2, "b", 0, 100)])
+    events_file(b / "in", 0, [(7, "x", 0, 9)])
+    assert run([*stream_args(a), "--consensus", cons])[0] == 0
+    assert run([*stream_args(b), "--consensus", cons])[0] == 0
+    va = colmz.Arrangement.open(str(a / "store"), consensus=cons, create=False).read(as_of=0).to_pylist()
+    vb = colmz.Arrangement.open(str(b / "store"), consensus=cons, create=False).read(as_of=0).to_pylist()
+    assert sorted((k, v) for k, v, _, _ in va) == [(1, "a"), (2, "b")]
+    assert sorted((k, v) for k, v, _, _ in vb) == [(7, "x")]
+    capsys.readouterr()
+    events_file(a / "in", 1, [(3, "c", 1, 5)])
+    status, _ = run([*stream_args(a), "--consensus", fresh_schema_url(postgres_url())])
+    err = capsys.readouterr().err
+    assert status == 1 and "metadata was lost" in err and str(a / "store") in err
+    after = colmz.Arrangement.open(str(a / "store"), consensus=cons, create=False).read(as_of=0).to_pylist()
+    assert after == va

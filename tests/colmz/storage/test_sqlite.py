@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 
@@ -53,3 +54,80 @@ def test_not_a_database(tmp_path):
     (tmp_path / "c.sqlite").write_bytes(b"garbage" * 1000)
     with pytest.raises(Determinate, match="c.sqlite"):
         SqliteConsensus(tmp_path / "c.sqlite")
+
+
+def _filled(path):
+    c = SqliteConsensus(path)
+    assert c.compare_and_set("s", None, VersionedData(1, b"a"))
+    assert c.compare_and_set("s", 1, VersionedData(2, b"b"))
+    return c
+
+
+@pytest.mark.parametrize("wal_open", [False, True])
+def test_read_only_reads_and_refuses_writes(tmp_path, wal_open):
+    from colmz.storage.base import Determinate
+
+    path = tmp_path / "c.sqlite"
+    writer = _filled(path)
+    if not wal_open:
+        writer.close()  # the last connection checkpoints and removes the log
+        assert not (tmp_path / "c.sqlite-wal").exists()
+    else:
+        assert (tmp_path / "c.sqlite-wal").stat().st_size  # committed data still in the log
+    ro = SqliteConsensus(path, read_only=True)
+    assert ro.read_only and "read_only=True" in repr(ro)
+    assert ro.head("s") == VersionedData(2, b"b")
+    assert [v.seqno for v in ro.scan("s")] == [1, 2]
+    with pytest.raises(Determinate, match="opened read-only"):
+        ro.compare_and_set("s", 2, VersionedData(3, b"c"))
+    with pytest.raises(Determinate, match="opened read-only"):
+        ro.truncate("s", 2)
+    assert ro.head("s") == VersionedData(2, b"b")
+    with pytest.raises(FileNotFoundError, match="cannot be created"):
+        SqliteConsensus(tmp_path / "missing.sqlite", read_only=True)
+
+
+def test_store_in_a_read_only_directory_opens_read_only(tmp_path, monkeypatch):
+    # Before: the consensus of a store that may not be written could not even be read (WAL
+    # mode wants its -wal/-shm files), and open_location refused the directory outright. A
+    # read-only mount is what os.access reports (EROFS) and what a file creation fails
+    # with; both are simulated for the store's directory (this test runs as root, which
+    # plain permissions do not stop).
+    import errno
+    import tempfile as tempfile_mod
+
+    import pyarrow as pa
+
+    import colmz
+    from colmz.arrangement import Arrangement
+    from colmz.storage.base import Determinate
+
+    d = tmp_path / "store"
+    a = Arrangement.open(str(d), {"k": pa.int64()})
+    a.write(colmz.Updates({"k": [1, 2]}, time=[0, 0], diff=[1, 1]))
+    a.seal(1)
+    a.maintain()
+    a._log.consensus.close()
+    assert not (d / "consensus.sqlite-wal").exists()
+    real_access, real_mkstemp = os.access, tempfile_mod.mkstemp
+
+    def access(path, mode, *args, **kwargs):
+        inside = str(os.fspath(path)).startswith(str(d))
+        return False if inside and mode & os.W_OK else real_access(path, mode, *args, **kwargs)
+
+    def mkstemp(*args, dir=None, **kwargs):
+        if dir is not None and str(dir).startswith(str(d)):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_mkstemp(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(tempfile_mod, "mkstemp", mkstemp)
+    with pytest.raises(PermissionError, match="create=False"):
+        Arrangement.open(str(d))
+    ro = Arrangement.open(str(d), create=False)
+    assert ro._log.consensus.read_only
+    assert sorted(ro.read().to_pylist()) == [(1, 0, 1), (2, 0, 1)]
+    with pytest.raises(Determinate, match="read-only"):
+        ro.seal(5)
+    assert ro.get_seal() == 1
+    assert not (d / "consensus.sqlite-wal").exists() and not (d / "consensus.sqlite-shm").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -140,3 +141,23 @@ def test_parts_readable_by_pyarrow_dataset_on_both_blobs(s3_endpoint, tmp_path):
     s3.set("parts/a.parquet", sink.getvalue())
     got = ds.dataset([s3.path_of("parts/a.parquet")], format="parquet", filesystem=s3.filesystem).to_table()
     assert got.equals(table)
+
+
+@pytest.mark.parametrize("bucket", ["..", ".", "..."])
+def test_s3_dot_buckets_are_refused_before_any_request(tmp_path, monkeypatch, bucket):
+    # Before: s3://.. was a bucket named '..' until the first request's raw S3 error.
+    from pyarrow import fs as pafs
+
+    def no_request(*a, **k):
+        raise AssertionError("an S3 filesystem was made for a bad URL")
+
+    monkeypatch.setattr(pafs, "S3FileSystem", no_request)
+    url = f"s3://{bucket}/prefix"
+    with pytest.raises(ValueError, match=re.escape(repr(url))):
+        open_location(url, consensus=f"sqlite:///{tmp_path}/c.sqlite")
+    with pytest.raises(ValueError, match="must be s3://bucket/prefix"):
+        open_location("s3:///prefix", consensus=f"sqlite:///{tmp_path}/c.sqlite")
+    from colmz.storage.s3 import S3Blob
+
+    with pytest.raises(ValueError, match="only dots"):
+        S3Blob(object(), bucket, "p")
