@@ -28,6 +28,7 @@ __all__ = [
     "MissingPart",
     "NonContiguousMerge",
     "SchemaMismatch",
+    "SealMismatch",
     "SealRegression",
     "SeqNoMismatch",
     "SinceBehindInput",
@@ -64,6 +65,10 @@ class InvalidSnapshotBounds(ArrangementError, ValueError):
 class InvalidBatchBounds(ArrangementError, ValueError):
     """A drain whose description would be empty or inverted (the seal was reverted below
     the trace's upper)."""
+
+
+class SealMismatch(ArrangementError, ValueError):
+    """A commit expected the seal at one frontier and found it at another (``expect=``)."""
 
 
 class SealRegression(ArrangementError, ValueError):

@@ -394,8 +394,10 @@ class MemoryCollection:
         # store): fetched on the first read that needs them.
         if self._base is None:
             return
-        base, self._base = self._base, None
-        u = consolidate(_at(_cast_to(base(), self._schema), self._since))
+        # Cleared only once read: a read that raises (a durable store racing a compaction)
+        # must leave the contents still to load, not silently empty.
+        u = consolidate(_at(_cast_to(self._base(), self._schema), self._since))
+        self._base = None
         if len(u):
             self._times.insert(0, self._since)
             self._batches.insert(0, u)
