@@ -272,11 +272,14 @@ class Catalog:
         >>> cat.read("t").to_pylist()
         [('a', 1, 2)]
         """
-        obj = self.object(name)
-        as_of = self._as_of(as_of)
-        if as_of < obj.collection.since:
-            raise ValueError(f"as_of {as_of} is before {name!r} existed (its since is {obj.collection.since})")
-        return obj.collection.snapshot(as_of)
+        def read() -> Updates:
+            obj = self.object(name)
+            at = self._as_of(as_of)
+            if at < obj.collection.since:
+                raise ValueError(f"as_of {at} is before {name!r} existed (its since is {obj.collection.since})")
+            return obj.collection.snapshot(at)
+
+        return self._reading(read)
 
     def sql(self, query: str, as_of: int | None = None) -> pa.Table:
         """Run a query (``SELECT``/``WITH``/``VALUES``/``TABLE``) as of ``as_of``.

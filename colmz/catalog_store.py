@@ -220,14 +220,22 @@ class ArrangementCollection:
                 self.refresh()
                 if as_of_or_lower < self.arrangement.since() or self.arrangement.seqno == before:
                     raise CompactedAway(
-                        f"arrangement at {self.arrangement.store.url_of(self.arrangement.prefix)}: "
+                        f"arrangement with parts under {self.arrangement.prefix!r}: "
                         f"another handle compacted the data read ({e}); refresh the catalog "
                         "(cat.refresh()) and read again"
                     ) from e
         return read()
 
     def snapshot(self, as_of: int) -> Updates:
-        out = self._read(lambda: self.arrangement.read(as_of), as_of)
+        def read() -> Updates:
+            out = self.arrangement.read(as_of)
+            # Arrangement.read refreshes once on a missing part; past a since that moved
+            # beyond as_of it would hold later changes too.
+            if as_of < self.arrangement.since():
+                raise _Compacted(f"the since moved to {self.arrangement.since()}, past as_of {as_of}")
+            return out
+
+        out = self._read(read, as_of)
         self.stats["updates_read"] += len(out)
         self.stats["reads"] += 1
         return out
