@@ -546,13 +546,7 @@ class Catalog:
                 continue
             change = pending.get(name)
             if change is not None and len(change):
-                after = consolidate(concat([obj.collection.snapshot(self._now), change]), since=t)
-                if len(after) and after.diff.min() < 0:
-                    i = int(np.argmax(after.diff < 0))
-                    row = after.slice(i, i + 1).to_pylist()[0][:-2]
-                    raise NegativeMultiplicity(
-                        f"table {name!r} would hold row {row} with multiplicity {int(after.diff[i])}"
-                    )
+                self._check_retractions(name, obj.collection, change)
                 obj.collection.compare_and_append(change, obj.collection.upper, t + 1)
                 changed.add(name)
             else:
@@ -576,6 +570,23 @@ class Catalog:
                 )
         self._now = t
         self._at_now = (before, {k: v for k, v in pending.items() if len(v)})
+
+    def _check_retractions(self, name: str, coll: MemoryCollection, change: Updates) -> None:
+        """Refuse ``change`` if a row it retracts would be left with a negative
+        multiplicity. Only the retracted rows are looked up (inserts cannot go negative),
+        so the check costs the change, not the table (``MemoryCollection.counts``)."""
+        if not len(change) or change.diff.min() >= 0:
+            return
+        change = consolidate(change, order="data")
+        neg = np.flatnonzero(change.diff < 0)
+        if not len(neg):
+            return
+        out = change.take(neg)
+        after = coll.counts(out) + out.diff
+        if after.min() < 0:
+            i = int(np.argmax(after < 0))
+            row = out.slice(i, i + 1).to_pylist()[0][:-2]
+            raise NegativeMultiplicity(f"table {name!r} would hold row {row} with multiplicity {int(after[i])}")
 
     def _refresh(self, obj: CatalogObject, t: int, force: bool) -> bool:
         coll = obj.collection
