@@ -202,7 +202,7 @@ class ArrangementCollection:
             except (Determinate, ArrangementError, ValueError, TypeError):
                 self._discard(run)
                 raise
-        raise CommitConflict(getattr(arr, "_name", "arrangement"), expected_upper, arr.get_seal())
+        raise CommitConflict(f"{arr.prefix} (arrangement)", expected_upper, arr.get_seal())
 
     def _discard(self, run) -> None:
         if run is None:

@@ -580,3 +580,32 @@ def test_retraction_check_matches_a_model(steps):
         for (s,), _, d in ((r[:-2], r[-2], r[-1]) for r in cat.read("t").to_pylist()):
             held[s] += d
         assert +held == +model
+
+
+def test_arrangement_collection_appends_once_through_a_stale_handle(tmp_path):
+    """Two handles on one arrangement: a stale one refreshes (its compare-and-set through
+    ``append_runs(expect=)`` lost or its seal was behind) and lands its append right after
+    the expected upper; an append expecting an upper already passed is refused, and leaves
+    no part behind."""
+    from colmz.arrangement import Arrangement
+    from colmz.catalog_store import ArrangementCollection
+    from colmz.continual import UpperMismatch
+
+    loc = open_location(str(tmp_path))
+    one = ArrangementCollection(Arrangement.open(loc, {"k": pa.int64()}, name="x"))
+    two = ArrangementCollection(Arrangement.open(loc, {"k": pa.int64()}, name="x"))
+
+    def u(k, t):
+        return colmz.Updates({"k": pa.array([k], pa.int64())}, time=[t], diff=[1])
+
+    one.compare_and_append(u(1, 0), 0, 1)
+    one.arrangement.maintain()  # another commit: two's state is two versions behind
+    two.compare_and_append(u(2, 1), 1, 2)  # seal behind: refreshed, then appended
+    parts = set(loc.blob.list_keys("x/"))
+    with pytest.raises(UpperMismatch):
+        one.compare_and_append(u(1, 0), 0, 1)  # a second apply of the same move
+    assert set(loc.blob.list_keys("x/")) == parts
+    one.compare_and_append(u(3, 2), 2, 3)  # refreshed by the refused call, one appends on
+    fresh = ArrangementCollection(Arrangement.open(loc, None, name="x"))
+    assert [r[0] for r in fresh.snapshot(2).to_pylist()] == [1, 2, 3] and fresh.upper == 3
+    assert two.stats["refreshes"] >= 1 and one.stats["refreshes"] >= 1
