@@ -609,3 +609,45 @@ def test_arrangement_collection_appends_once_through_a_stale_handle(tmp_path):
     fresh = ArrangementCollection(Arrangement.open(loc, None, name="x"))
     assert [r[0] for r in fresh.snapshot(2).to_pylist()] == [1, 2, 3] and fresh.upper == 3
     assert two.stats["refreshes"] >= 1 and one.stats["refreshes"] >= 1
+
+
+# ----------------------------------------------------------------------------- model
+
+
+UPSERT = """CREATE CONTINUAL TASK upsert (key INT, val INT) ON INPUT t2 AS (
+    DELETE FROM upsert WHERE key IN (SELECT key FROM t2);
+    INSERT INTO upsert SELECT key, max(val) FROM t2 GROUP BY key)"""
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from(["ins", "del", "ins2", "refresh"]),
+                          st.integers(0, 4)), min_size=1, max_size=14))
+def test_two_handles_interleaved_match_one_in_memory_catalog(tmp_path_factory, ops):
+    """Any interleaving of two handles' calls equals the same calls made serially on one
+    in-memory catalog (tables, a view and a continual task), and so does a reopen."""
+    path = tmp_path_factory.mktemp("cat")
+    ddl = ["CREATE TABLE t (k INT)", "CREATE TABLE t2 (key INT, val INT)", UPSERT,
+           "CREATE MATERIALIZED VIEW v AS SELECT count(*) AS c, sum(k)::BIGINT AS s FROM t"]
+    mem = colmz.Catalog()
+    handles = {"a": colmz.Catalog(path, maintain_every=3)}
+    for s in ddl:
+        mem.execute(s)
+        handles["a"].execute(s)
+    handles["b"] = colmz.Catalog(path, maintain_every=3)
+    for who, op, k in ops:
+        cat = handles[who]
+        if op == "refresh":
+            cat.refresh()
+            continue
+        sql = {"ins": f"INSERT INTO t VALUES ({k})", "del": f"DELETE FROM t WHERE k = {k}",
+               "ins2": f"INSERT INTO t2 VALUES ({k % 2}, {k})"}[op]
+        mem.execute(sql)
+        cat.execute(sql)
+        assert cat.now == mem.now
+    for cat in (handles["a"], handles["b"], colmz.Catalog(path)):
+        cat.refresh()
+        assert cat.now == mem.now
+        for name in ("t", "t2", "upsert", "v"):
+            got = sorted(tuple(r.values()) for r in cat.sql(f"SELECT * FROM {name}").to_pylist())
+            want = sorted(tuple(r.values()) for r in mem.sql(f"SELECT * FROM {name}").to_pylist())
+            assert got == want, name
