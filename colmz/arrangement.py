@@ -106,6 +106,7 @@ from colmz.arrangement_errors import (
     MissingPart,
     NonContiguousMerge,
     SchemaMismatch,
+    SealMismatch,
     SealRegression,
     SeqNoMismatch,
     SinceBehindInput,
@@ -177,6 +178,7 @@ __all__ = [
     "NonContiguousMerge",
     "PartInfo",
     "SchemaMismatch",
+    "SealMismatch",
     "SealRegression",
     "SeqNoMismatch",
     "SinceBehindInput",
@@ -1254,11 +1256,16 @@ class Arrangement:
             return
         self._durably(lambda: self._append_normal(updates, normal, None))
 
-    def append_runs(self, runs, *, seal: Frontier | object = _KEEP, properties: dict | None = None) -> None:
+    def append_runs(self, runs, *, seal: Frontier | object = _KEEP, properties: dict | None = None,
+                    expect: Frontier | object = _KEEP) -> None:
         """Commit runs of parts written by other processes as unsealed batches, one per run,
         in one compare-and-set; with ``seal``, advance the seal in the same commit, and with
         ``properties`` (a dict of str to str or int; None removes a key) update
-        :meth:`properties` in it too.
+        :meth:`properties` in it too. With ``expect``, the commit happens only if the seal is
+        ``expect`` (else :class:`SealMismatch`): as the compare-and-set also fails when
+        another writer committed since this handle read, a caller that lost it can
+        :meth:`refresh` and call again, and its runs land at most once, right after
+        ``expect`` (persist's ``compare_and_append``).
 
         ``runs`` are :class:`colmz.arrangement_runs.WrittenRun` (or their dicts), written with
         :func:`colmz.arrangement_runs.write_run` under this arrangement's :attr:`prefix` --
@@ -1282,6 +1289,8 @@ class Arrangement:
         from colmz.arrangement_runs import WrittenRun
 
         runs = [r if isinstance(r, WrittenRun) else WrittenRun.from_dict(r) for r in runs]
+        if expect is not _KEEP and check_frontier(expect, "expect") != self._seal:
+            raise SealMismatch(f"append_runs expected the seal at {expect}, it is at {self._seal}")
         new_properties = self._properties if properties is None else check_properties(properties, self._properties)
         if seal is not _KEEP:
             self.validate_seal(seal)

@@ -30,6 +30,7 @@ __all__ = [
     "MissingPart",
     "NonContiguousMerge",
     "SchemaMismatch",
+    "SealMismatch",
     "SealRegression",
     "SeqNoMismatch",
     "SinceBehindInput",
@@ -66,6 +67,10 @@ class InvalidSnapshotBounds(ArrangementError, ValueError):
 class InvalidBatchBounds(ArrangementError, ValueError):
     """A drain whose description would be empty or inverted (the seal was reverted below
     the trace's upper)."""
+
+
+class SealMismatch(ArrangementError, ValueError):
+    """A commit expected the seal at one frontier and found it at another (``expect=``)."""
 
 
 class SealRegression(ArrangementError, ValueError):

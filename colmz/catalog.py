@@ -28,24 +28,41 @@ parsed and translated by :mod:`colmz.sql`.
 Storage is behind the collection interface of :mod:`colmz.continual`. Every object works
 on a :class:`colmz.continual.MemoryCollection`, so a failed commit can be undone. With
 ``path=DIR`` (or a storage URL, ``mem://name`` or ``s3://bucket/prefix`` with
-``consensus=``; see ``colmz.storage.url``) the catalog is durable: every object also has a
-``colmz.Arrangement`` there (:class:`ArrangementCollection`, one atomic append-and-seal
-commit per object per time) and the blob :data:`RECORD_KEY` records the definitions. A
-successful commit is persisted before ``execute`` returns. Reopening loads each
-object's contents as of the oldest upper (plus the few changes after it) -- not its history
--- and resumes: tables written past a task's output are processed by the task from the
-output's upper on (no snapshot replayed), views are recomputed. Reads before the reopen time
-are no longer possible (the in-memory history starts there). A commit that changed several
-objects is persisted all-or-nothing: the changes are written as blobs, an intent naming them
-is committed by compare-and-set on :data:`INTENT_KEY`, then each arrangement is appended to
-and the intent cleared; reopening replays a committed intent (an arrangement whose seal
-reached the intent's upper has landed), as persist's txn-wal applies committed transactions
-to its data shards (``src/txn-wal/src/lib.rs`` upstream).
+``consensus=``; see ``colmz.storage.url``) the catalog is durable through a
+:class:`colmz.catalog_store.CatalogStore`: every object has a ``colmz.Arrangement`` there
+(:class:`ArrangementCollection`), and one versioned record (consensus key
+:data:`colmz.catalog_store.STATE_KEY`) holds the definitions and the last transaction's
+intent, as persist's txn-wal keeps a txns shard beside its data shards
+(``src/txn-wal/src/lib.rs`` upstream). Every durable call is one transaction:
+
+* it runs in memory against the record version the handle read, then its changes (every
+  object's, and its DDL) are committed by one compare-and-set of the record -- the commit
+  point -- and only then applied to the arrangements, idempotently (by this handle, or by
+  the next handle or reopen when this one crashed);
+* when another handle committed since this one read (the compare-and-set lost), nothing is
+  visible: the handle is refreshed (:meth:`Catalog.refresh`) and the call's statements run
+  again against the new state, at most :data:`RETRIES` times, as a serializable
+  transaction is retried (``src/persist-client/src/internal/machine.rs`` upstream: read the
+  head, apply the command, compare-and-set, on a lost race refresh and retry);
+* a call that raises leaves memory and storage as they were; a handle that cannot know
+  (an indeterminate compare-and-set) refreshes itself before its next call.
+
+A write call first compares the record's version with the one it holds (one consensus
+read) and refreshes when another handle moved it. Reads (:meth:`Catalog.sql`,
+:meth:`Catalog.read`) read the handle's memory: :meth:`Catalog.refresh` to see other
+handles' commits; a read that needs data another handle compacted away refreshes and reads
+again (bounded). Reopening loads each object's contents as of the oldest upper (plus the few
+changes after it) -- not its history -- and resumes: tables written past a task's output are
+processed by the task from the output's upper on (no snapshot replayed), views are
+recomputed. Reads before the reopen (or refresh) time are no longer possible. A store
+written by the previous layout (definitions in the blob :data:`RECORD_KEY`) is converted on
+open; a store holding arrangements but no definitions is refused
+(:class:`colmz.catalog_store.MissingDefinitions`).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 import uuid
@@ -55,18 +72,26 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from colmz.catalog_store import (
+    INTENT_PREFIX,
+    LEGACY_INTENT_KEY,
+    LEGACY_RECORD_KEY,
+    STATE_KEY,
+    ArrangementCollection,
+    CatalogStore,
+    CompactedAway,
+)
 from colmz.continual import (
     ContinualTask,
     Delete,
     Insert,
     MemoryCollection,
     NegativeMultiplicity,
-    UpperMismatch,
     conform,
     expand,
     rows_to_updates,
 )
-from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time
+from colmz.frontier import MAX_TIME, Frontier, check_time
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.sql import (
@@ -88,17 +113,20 @@ from colmz.sql import (
     run_query,
     translate,
 )
-from colmz.storage.base import VersionedData
+from colmz.storage.base import Indeterminate
+from colmz.storage.state import CommitConflict
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["INTENT_KEY", "INTENT_PREFIX", "RECORD_KEY", "ArrangementCollection", "Catalog", "CatalogObject"]
+__all__ = ["INTENT_KEY", "INTENT_PREFIX", "RECORD_KEY", "RETRIES", "STATE_KEY", "ArrangementCollection",
+           "Catalog", "CatalogObject"]
 
-#: The blob key of a durable catalog's definitions (JSON).
-RECORD_KEY = "catalog/record.json"
-#: The consensus key of a durable catalog's transaction intent (empty: none pending).
-INTENT_KEY = "catalog/intent"
-#: Where an intent's data blobs live.
-INTENT_PREFIX = "catalog/txn/"
+#: The blob key of the previous layout's definitions (converted on open; no longer written).
+RECORD_KEY = LEGACY_RECORD_KEY
+#: The consensus key of the previous layout's intent (converted on open; no longer written).
+INTENT_KEY = LEGACY_INTENT_KEY
+#: How many times a durable call whose commit lost to another handle (or whose read hit data
+#: compacted away by another handle) is refreshed and run again before it raises.
+RETRIES = 8
 
 
 @dataclass
@@ -153,21 +181,10 @@ class Catalog:
             raise ValueError(f"maintain_every must be a non-negative int, got {maintain_every!r}")
         self._maintain_every = maintain_every
         self._persists = 0
-        self._objects: dict[str, CatalogObject] = {}
-        self._order: list[str] = []
-        self._now = 0
         self._con = connect()
         self._path = None
         self._consensus = consensus
-        self._defs: list[dict] = []
-        self._durable: dict[str, ArrangementCollection] = {}
-        # How to reopen time ``now`` for a write at ``time=now``: the checkpoint from before
-        # the commit that sealed it and that commit's table changes (None: it cannot be).
-        self._at_now: tuple | None = None
-        # The derived objects' changes at ``now`` a reopened commit must reproduce.
-        self._expect: dict[str, list] | None = None
-        # What undoing a failed write at time=now must put back (see _undo).
-        self._redo: tuple | None = None
+        self._reset()
         if path is None and consensus is not None:
             raise ValueError("consensus= needs a path (the blob store of a durable catalog)")
         if path is not None:
@@ -184,7 +201,31 @@ class Catalog:
             else:
                 raise TypeError(f"path must be a directory, storage URL or Location, got {type(path).__name__}")
             self._blob = self._loc.blob
-            self._reopen()
+            self._store = CatalogStore(self._loc)
+            self._open()
+
+    def _reset(self) -> None:
+        """The in-memory state of an empty catalog (a durable one: before loading)."""
+        self._objects: dict[str, CatalogObject] = {}
+        self._order: list[str] = []
+        self._now = 0
+        self._defs: list[dict] = []
+        self._durable: dict[str, ArrangementCollection] = {}
+        # How to reopen time ``now`` for a write at ``time=now``: the checkpoint from before
+        # the commit that sealed it and that commit's table changes (None: it cannot be).
+        self._at_now: tuple | None = None
+        # The derived objects' changes at ``now`` a reopened commit must reproduce.
+        self._expect: dict[str, list] | None = None
+        # What undoing a failed write at time=now must put back (see _undo).
+        self._redo: tuple | None = None
+        # Durable: the definitions the record holds, and each arrangement's upper once the
+        # record's intent is applied (by storage key) -- what the next commit builds on.
+        self._committed_defs: list[dict] = []
+        self._dur_upper: dict[str, Frontier] = {}
+        # A commit whose outcome is unknown (indeterminate): refresh before the next call.
+        self._stale = False
+        self.stats = {"commits": 0, "retries": 0, "refreshes": 0, "apply_deferred": 0,
+                      "maintain_failed": 0}
 
     # ------------------------------------------------------------------ accessors
 
@@ -231,11 +272,14 @@ class Catalog:
         >>> cat.read("t").to_pylist()
         [('a', 1, 2)]
         """
-        obj = self.object(name)
-        as_of = self._as_of(as_of)
-        if as_of < obj.collection.since:
-            raise ValueError(f"as_of {as_of} is before {name!r} existed (its since is {obj.collection.since})")
-        return obj.collection.snapshot(as_of)
+        def read() -> Updates:
+            obj = self.object(name)
+            at = self._as_of(as_of)
+            if at < obj.collection.since:
+                raise ValueError(f"as_of {at} is before {name!r} existed (its since is {obj.collection.since})")
+            return obj.collection.snapshot(at)
+
+        return self._reading(read)
 
     def sql(self, query: str, as_of: int | None = None) -> pa.Table:
         """Run a query (``SELECT``/``WITH``/``VALUES``/``TABLE``) as of ``as_of``.
@@ -248,7 +292,9 @@ class Catalog:
         stmts = parse(query)
         if len(stmts) != 1 or not isinstance(stmts[0], Query):
             raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES or TABLE); use cat.execute for statements")
-        return rename_like_postgres(self._query(stmts[0].sql, self._as_of(as_of), {}), stmts[0].sql)
+        return self._reading(
+            lambda: rename_like_postgres(self._query(stmts[0].sql, self._as_of(as_of), {}), stmts[0].sql)
+        )
 
     # ------------------------------------------------------------------ queries
 
@@ -300,6 +346,9 @@ class Catalog:
         (5, [1, 2])
         """
         stmts = parse(sql)
+        return self._transaction(lambda: self._execute(stmts, time))
+
+    def _execute(self, stmts, time: int | None) -> pa.Table | None:
         writes = [s for s in stmts if isinstance(s, (InsertStatement, DeleteStatement, UpdateStatement))]
         if time is not None:
             time = check_time(time, "time")
@@ -338,11 +387,11 @@ class Catalog:
                     result = None
             if writes and self._now < commit_at:
                 self._commit(commit_at, pending)
+            self._persist()
         except BaseException:
             self._undo(saved)
             raise
         self._redo = None
-        self._persist()
         return result
 
     def _wrote(self, before, commit_at: int) -> bool:
@@ -386,17 +435,28 @@ class Catalog:
             raise SchemaError(f"updates have columns {updates.column_names}, table {name!r} has {[c.name for c in obj.schema]}")
         data = {c.name: _cast_column(updates.column(c.name), c, name) for c in obj.schema}
         batch = Updates(data, np.full(len(updates), time, np.uint64), updates.diff, copy=False)
+        self._transaction(lambda: self._append(name, batch, time))
+
+    def _append(self, name: str, batch: Updates, time: int) -> None:
+        # Checked again: a retry runs against a refreshed catalog (another handle may have
+        # committed later times, or dropped and recreated the table).
+        obj = self.object(name)
+        if obj.kind != "table" or tuple(obj.schema) != tuple(batch.schema):
+            raise ValueError(f"cannot append to {name!r}: another handle changed it to a {obj.kind} "
+                             f"with columns {[c.name for c in obj.schema]}")
+        if time < self._now:
+            raise ValueError(f"time={time} is before cat.now={self._now}: times before now are sealed")
         saved = self._checkpoint()
         try:
             pending = self._reopen_now() if time == self._now else {}
             prev = pending.get(name)
             pending[name] = consolidate(concat([prev, batch])) if prev is not None else batch
             self._commit(time, pending)
+            self._persist()
         except BaseException:
             self._undo(saved)
             raise
         self._redo = None
-        self._persist()
 
     # ------------------------------------------------------------------ writes
 
@@ -486,13 +546,7 @@ class Catalog:
                 continue
             change = pending.get(name)
             if change is not None and len(change):
-                after = consolidate(concat([obj.collection.snapshot(self._now), change]), since=t)
-                if len(after) and after.diff.min() < 0:
-                    i = int(np.argmax(after.diff < 0))
-                    row = after.slice(i, i + 1).to_pylist()[0][:-2]
-                    raise NegativeMultiplicity(
-                        f"table {name!r} would hold row {row} with multiplicity {int(after.diff[i])}"
-                    )
+                self._check_retractions(name, obj.collection, change)
                 obj.collection.compare_and_append(change, obj.collection.upper, t + 1)
                 changed.add(name)
             else:
@@ -516,6 +570,23 @@ class Catalog:
                 )
         self._now = t
         self._at_now = (before, {k: v for k, v in pending.items() if len(v)})
+
+    def _check_retractions(self, name: str, coll: MemoryCollection, change: Updates) -> None:
+        """Refuse ``change`` if a row it retracts would be left with a negative
+        multiplicity. Only the retracted rows are looked up (inserts cannot go negative),
+        so the check costs the change, not the table (``MemoryCollection.counts``)."""
+        if not len(change) or change.diff.min() >= 0:
+            return
+        change = consolidate(change, order="data")
+        neg = np.flatnonzero(change.diff < 0)
+        if not len(neg):
+            return
+        out = change.take(neg)
+        after = coll.counts(out) + out.diff
+        if after.min() < 0:
+            i = int(np.argmax(after < 0))
+            row = out.slice(i, i + 1).to_pylist()[0][:-2]
+            raise NegativeMultiplicity(f"table {name!r} would hold row {row} with multiplicity {int(after[i])}")
 
     def _refresh(self, obj: CatalogObject, t: int, force: bool) -> bool:
         coll = obj.collection
@@ -562,6 +633,7 @@ class Catalog:
             schema = {n: arrow_type(t) for n, t in s.columns}
             if len(schema) != len(s.columns):
                 raise SQLError(f"CREATE TABLE {s.name}: duplicate column names")
+            check_columns("CREATE TABLE", s.name, schema)
             coll = self._new_collection(schema)
             coll.compare_and_append(Updates.empty(coll.schema), now, now + 1)
             self._add(CatalogObject(s.name, "table", coll), s)
@@ -608,6 +680,8 @@ class Catalog:
                 names |= referenced_names(b.where or "")
         refs = {n: self._objects[n].collection for n in sorted(names) if n in self._objects and n != s.input}
         columns = None if s.columns is None else {n: arrow_type(t) for n, t in s.columns}
+        if columns is not None:
+            check_columns("CREATE CONTINUAL TASK", s.name, columns)
         as_of = self._now if s.as_of is None else s.as_of
         if as_of > self._now:
             raise ValueError(f"CONTINUAL TASK {s.name} AS OF {as_of} is after cat.now={self._now}")
@@ -712,137 +786,163 @@ class Catalog:
         return self._path
 
     def _arrangement(self, d: dict, schema) -> ArrangementCollection:
-        from colmz.arrangement import Arrangement
+        return self._store.arrangement(d["key"], schema)
 
-        arr = Arrangement.open(self._loc, schema, name=d["key"])
-        return ArrangementCollection(arr)
+    def refresh(self) -> None:
+        """Reload this handle from the store: the definitions and contents every handle
+        committed, as a reopen would (reads before the new ``now`` are no longer possible).
 
-    def _persist(self) -> None:
-        """Write what the in-memory collections hold beyond their arrangements, then the
-        definitions (a new object's arrangement exists before the record names it).
+        A durable call does this by itself when its commit lost to another handle; call it
+        to read other handles' commits. A refresh that raises leaves the handle as it was.
+        In memory: nothing to do.
 
-        A step that moves several objects' data is all-or-nothing: each object's changes
-        are first written as a blob, the definitions record names any new object, then an
-        *intent* listing every object's ``(lower, upper, blob)`` is committed by
-        compare-and-set on the consensus key :data:`INTENT_KEY`, and only then is each
-        arrangement appended to (one atomic commit each) and the intent cleared. A crash
-        before the intent commits leaves every arrangement as it was; after it, reopening
-        (or the next persist) replays the intent: an arrangement whose seal already reached
-        its ``upper`` landed, the others are appended from the blob -- idempotently.
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> a, b = Catalog(d), Catalog(d)
+        >>> a.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+        >>> b.names, (b.refresh(), b.names)[1]
+        ([], ['t'])
         """
         if self._path is None:
             return
-        self._replay_intent()
+        saved = dict(self.__dict__)
+        stats = dict(self.stats)
+        try:
+            self._reset()
+            self._store = CatalogStore(self._loc)
+            self._open()
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+        self.stats = stats
+        self.stats["refreshes"] += 1
+
+    def _transaction(self, call):
+        """Run ``call`` -- one transaction, which restores memory when it raises -- and on
+        a durable catalog bring the handle up to the record first; when its commit lost to
+        another handle (or a read hit data another handle compacted away), refresh and run
+        it again, at most :data:`RETRIES` times."""
+        if self._path is None:
+            return call()
+        for attempt in range(RETRIES + 1):
+            if self._stale or self._store.head_seqno() != self._store.seqno:
+                self.refresh()
+            try:
+                return call()
+            except (CommitConflict, CompactedAway) as e:
+                self._stale = True
+                if attempt == RETRIES:
+                    e.add_note(f"colmz.Catalog: the call was refreshed and run again {RETRIES} times "
+                               "and lost each time; nothing of it was kept. The handle refreshes "
+                               "itself before its next call (or call cat.refresh()).")
+                    raise
+                self.stats["retries"] += 1
+            except Indeterminate:
+                self._stale = True  # the commit may have landed: reload before the next call
+                raise
+        raise AssertionError("unreachable")
+
+    def _reading(self, call):
+        """Run a read; on a durable catalog, one that hit data another handle compacted away
+        refreshes the handle and reads again (at most :data:`RETRIES` times)."""
+        for attempt in range(RETRIES + 1):
+            try:
+                return call()
+            except CompactedAway:
+                if self._path is None or attempt == RETRIES:
+                    raise
+                self.stats["retries"] += 1
+                self.refresh()
+        raise AssertionError("unreachable")
+
+    def _persist(self) -> None:
+        """Commit what the in-memory collections hold beyond the record, and the
+        definitions, as one version of the catalog record; then apply it.
+
+        Every object whose upper moved gets an intent entry ``(lower, upper, blob)``: the
+        lower is the upper the record gives it (never the arrangement handle's, which may be
+        stale), the blob its changes. :meth:`CatalogStore.commit` compare-and-sets the record
+        against the version this handle read: a lost race raises ``CommitConflict`` with
+        nothing visible, and the caller's undo restores memory. After the commit the call
+        has succeeded: applying the intent and maintenance are retried by the next commit
+        (or reopen) when they fail now.
+        """
+        if self._path is None:
+            return
+        store = self._store
         moves = []
         for d in self._defs:
             obj = self._objects[d["name"]]
-            dur = self._durable.get(d["name"])
-            if dur is None:
-                dur = self._durable[d["name"]] = self._arrangement(d, obj.schema)
             mem = obj.collection
-            if dur.upper == 0 and mem.since > 0:
-                # A new object: it starts holding its contents as of its creation.
-                dur.compare_and_append(Updates.empty(obj.schema), 0, mem.since)
-            if dur.upper != mem.upper:
-                lo = dur.upper
-                moves.append((d, dur, lo, mem.upper, mem.updates(lo, mem.upper)))
-        with_data = [m for m in moves if len(m[4])]
-        if len(with_data) > 1:
-            self._write_record()
-            self._commit_intent(moves)
-        else:
-            for _, dur, lo, up, u in moves:
-                dur.compare_and_append(u, lo, up)
-        gone = set(self._durable) - {d["name"] for d in self._defs}
-        for name in gone:
-            del self._durable[name]
+            lo = self._dur_upper.get(d["key"])
+            if lo is None:
+                # A new object: its arrangement exists before the record names it (an orphan
+                # arrangement, holding nothing, when the commit then loses).
+                self._durable[d["name"]] = store.arrangement(d["key"], obj.schema)
+                moves.append((d["name"], d["key"], 0, mem.upper, mem.updates(mem.since, mem.upper)))
+            elif mem.upper != lo:
+                moves.append((d["name"], d["key"], lo, mem.upper, mem.updates(lo, mem.upper)))
+        if not moves and self._defs == self._committed_defs:
+            return
+        # The record's intent lands before another is built on it (a no-op when this handle
+        # applied it; after a crash or a failed apply, the work left).
+        store.apply(store.state)
+        store.commit(self._defs, moves)
+        # -- committed: from here on nothing raises --
+        self._committed_defs = list(self._defs)
+        for _, key, _, up, _ in moves:
+            self._dur_upper[key] = up
+        keys = {d["key"] for d in self._defs}
+        self._dur_upper = {k: v for k, v in self._dur_upper.items() if k in keys}
+        self._durable = {d["name"]: store.arrangement(d["key"]) for d in self._defs}
+        store.forget(keys)
+        self.stats["commits"] += 1
+        try:
+            store.apply(store.state)
+        except Exception:  # noqa: BLE001 - committed; the next commit or reopen applies it
+            self.stats["apply_deferred"] += 1
+            return
         self._persists += 1
         if self._maintain_every and self._persists % self._maintain_every == 0:
             # Compact the durable history up to now: a reopen reads contents, not history.
             for name, dur in self._durable.items():
                 mem = self._objects[name].collection
                 # Contents not yet loaded from the store are read as of mem.since: keep it.
-                dur.maintain(mem.since if mem.base_pending else self._now)
-        self._write_record()
+                try:
+                    dur.maintain(mem.since if mem.base_pending else self._now)
+                except Exception:  # noqa: BLE001 - compaction only saves space; retried later
+                    self.stats["maintain_failed"] += 1
+                    with contextlib.suppress(Exception):
+                        dur.refresh()
 
-    def _write_record(self) -> None:
-        record = {"format": 1, "objects": self._defs}
-        self._blob.set(RECORD_KEY, json.dumps(record, indent=1).encode())
-
-    def _commit_intent(self, moves) -> None:
-        """Make ``moves`` -- ``(definition, arrangement, lower, upper, updates)`` -- land
-        together: blobs, intent (compare-and-set), appends, intent cleared."""
-        token = uuid.uuid4().hex
-        entries = []
-        for d, _, lo, up, u in moves:
-            key = f"{INTENT_PREFIX}{token}/{d['key']}"
-            self._blob.set(key, _encode_updates(u))
-            entries.append({"name": d["name"], "key": d["key"], "lower": lo, "upper": up, "blob": key})
-        cons = self._loc.consensus
-        head = cons.head(INTENT_KEY)
-        seqno = head.seqno if head is not None else None
-        if head is not None and head.data:
-            raise RuntimeError(f"{INTENT_KEY}: an unfinished transaction is pending (replay it first)")
-        body = json.dumps({"entries": entries}).encode()
-        if not cons.compare_and_set(INTENT_KEY, seqno, VersionedData((seqno or 0) + 1, body)):
-            raise UpperMismatch(seqno, cons.head(INTENT_KEY).seqno)
-        self._apply_intent(entries, (seqno or 0) + 1)
-
-    def _replay_intent(self) -> None:
-        """Finish a transaction whose intent committed but whose appends may not all have
-        landed (a crash, or a failed call): see :meth:`_persist`."""
-        head = self._loc.consensus.head(INTENT_KEY)
-        if head is None or not head.data:
-            return
-        self._apply_intent(json.loads(bytes(head.data))["entries"], head.seqno)
-
-    def _apply_intent(self, entries, seqno: int) -> None:
-        names = {d["key"]: d["name"] for d in self._defs}
-        for e in entries:
-            name = names.get(e["key"])
-            if name is None:
-                continue  # dropped since: nothing to land
-            dur = self._durable.get(name)
-            if dur is None:
-                dur = self._durable[name] = self._arrangement({"key": e["key"]}, None)
-            if dur.upper is None or dur.upper >= e["upper"]:
-                continue  # landed
-            if dur.upper != e["lower"]:
-                raise ValueError(
-                    f"{INTENT_KEY}: {e['name']!r} has upper {dur.upper}, the intent expects "
-                    f"{e['lower']}: the store was changed behind the catalog"
-                )
-            raw = self._blob.get(e["blob"])
-            if raw is None:
-                raise FileNotFoundError(f"{self._blob.url_of(e['blob'])}: a committed intent's data is missing")
-            dur.compare_and_append(_decode_updates(raw, dur.schema), e["lower"], e["upper"])
-        cons = self._loc.consensus
-        # Cleared: an empty intent (the blobs go after, a crash between leaves garbage only).
-        if not cons.compare_and_set(INTENT_KEY, seqno, VersionedData(seqno + 1, b"")):
-            raise UpperMismatch(seqno, cons.head(INTENT_KEY).seqno)
-        for e in entries:
-            self._blob.delete(e["blob"])
+    def _open(self) -> None:
+        """Load the catalog from the store (:meth:`_reopen`); when bringing it forward
+        loses its commit to another handle, load again (bounded)."""
+        for attempt in range(RETRIES + 1):
+            try:
+                self._reopen()
+                return
+            except (CommitConflict, CompactedAway):
+                if attempt == RETRIES:
+                    raise
+                self._reset()
+                self._store = CatalogStore(self._loc)
 
     def _reopen(self) -> None:
         """Load the definitions and each object's contents, then resume every task."""
-        data = self._blob.get(RECORD_KEY)
-        if data is None:
+        state = self._store.load()
+        if state is None:
             return
-        try:
-            record = json.loads(bytes(data))
-        except ValueError:
-            record = None
-        if not isinstance(record, dict) or record.get("format") != 1:
-            raise ValueError(f"{self._blob.url_of(RECORD_KEY)} is not a colmz catalog record")
-        defs = record["objects"]
-        durs = {}
-        for d in defs:
-            durs[d["name"]] = self._arrangement(d, None)
-        self._defs, self._durable = defs, durs
-        self._replay_intent()
-        self._durable = {}
+        self._store.apply(state)  # a committed intent a crash (or a failed apply) left
+        defs = state["objects"]
+        durs = {d["name"]: self._arrangement(d, None) for d in defs}
+        self._committed_defs = list(defs)
+        self._dur_upper = {d["key"]: durs[d["name"]].upper for d in defs}
         uppers = [c.upper for c in durs.values() if c.upper is not None]
+        self._defs = list(defs)
         if not uppers:
+            self._defs, self._committed_defs, self._dur_upper = [], [], {}
             return
         start = max(0, min(uppers) - 1)
         self._now = max(uppers) - 1
@@ -875,9 +975,9 @@ class Catalog:
             self._objects[d["name"]] = obj
             self._order.append(d["name"])
             self._durable[d["name"]] = dur
-        self._defs = defs
-        # Bring every object to now: tables a crash left behind advance empty, views are
-        # recomputed, tasks resume from their outputs' uppers.
+        # Bring every object to now: tables written behind the catalog's back leave the
+        # others behind; they advance empty, views are recomputed, tasks resume from their
+        # outputs' uppers.
         for name in self._order:
             obj = self._objects[name]
             c = obj.collection
@@ -895,97 +995,6 @@ class Catalog:
         self._persist()
 
 
-class ArrangementCollection:
-    """The collection interface of :mod:`colmz.continual` over a durable ``colmz.Arrangement``.
-
-    Each :meth:`compare_and_append` is one commit: the updates become an unsealed batch and
-    the seal moves to ``new_upper`` together, so a crash never leaves a half-written time.
-    :meth:`updates` reads only the batches that may hold the times asked for.
-    """
-
-    def __init__(self, arrangement):
-        self.arrangement = arrangement
-        self.stats = {"updates_read": 0, "reads": 0}
-
-    @property
-    def schema(self) -> tuple[ColumnSpec, ...]:
-        return tuple(self.arrangement.schema or ())
-
-    @property
-    def since(self) -> int:
-        return self.arrangement.since()
-
-    @property
-    def upper(self) -> Frontier:
-        return self.arrangement.get_seal()
-
-    def compare_and_append(self, updates: Updates, expected_upper: Frontier, new_upper: Frontier) -> None:
-        new_upper = check_frontier(new_upper, "new_upper")
-        arr = self.arrangement
-        if expected_upper != arr.get_seal():
-            raise UpperMismatch(expected_upper, arr.get_seal())
-        arr.validate_seal(new_upper)
-        if len(updates):
-            lo, hi = int(updates.time.min()), int(updates.time.max())
-            if lo < expected_upper or (new_upper is not None and hi >= new_upper):
-                raise ValueError(f"updates have times in [{lo}, {hi}], outside [{expected_upper}, {new_upper})")
-        try:
-            if len(updates) and len(consolidate(updates)):
-                arr.unsealed_append(updates)
-            arr.update_seal(new_upper)
-            arr.commit()
-        except BaseException:
-            arr.refresh()
-            raise
-
-    def snapshot(self, as_of: int) -> Updates:
-        out = self.arrangement.read(as_of)
-        self.stats["updates_read"] += len(out)
-        self.stats["reads"] += 1
-        return out
-
-    def updates(self, lower: int, upper: Frontier) -> Updates:
-        from colmz.arrangement_parts import read_part
-
-        arr = self.arrangement
-        schema = self.schema
-        parts = []
-        for b in arr.trace_batches:
-            if b.desc.upper is not None and b.desc.upper <= lower:
-                continue
-            if upper is not None and b.desc.lower >= upper:
-                continue
-            if b.desc.since > lower:
-                raise ValueError(f"changes before {b.desc.since} were compacted: cannot read from {lower}")
-            parts += [read_part(arr.store, k, schema) for k in b.keys]
-        tu = arr.trace_ts_upper()
-        if tu is not None:
-            lo = max(lower, tu)
-            if upper is None or lo < upper:
-                parts.append(arr.fetch_unsealed(arr.unsealed_snapshot(lo, upper)))
-        parts = [p for p in parts if len(p)]
-        self.stats["reads"] += 1
-        if not parts:
-            return Updates.empty(schema)
-        u = concat(parts)
-        t = u.time
-        keep = (t >= lower) if upper is None else ((t >= lower) & (t < upper))
-        idx = np.flatnonzero(keep)
-        self.stats["updates_read"] += len(u)
-        return consolidate(u.take(idx))
-
-    def advance_since(self, since: int) -> None:
-        self.arrangement.advance_since(since)
-
-    def maintain(self, since: int) -> None:
-        """Advance the since to ``since`` (when behind, and before the upper) and run the
-        arrangement's maintenance: drain sealed updates into the trace and compact."""
-        arr = self.arrangement
-        if since > arr.since() and (arr.get_seal() is None or since < arr.get_seal()):
-            arr.advance_since(since)
-        arr.maintain()
-
-
 def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
     """An in-memory collection holding ``dur``'s changes after ``start``, and its contents
     as of ``start`` loaded only when a read needs them (a task reading only new input
@@ -1000,24 +1009,40 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
     return mem
 
 
-def _encode_updates(u: Updates) -> bytes:
-    """``u`` as Arrow IPC bytes (data columns, then ``__colmz_time`` and ``__colmz_diff``)."""
-    cols = {n: u.column(n) for n in u.column_names}
-    cols["__colmz_time"] = pa.array(u.time, pa.uint64())
-    cols["__colmz_diff"] = pa.array(u.diff, pa.int64())
-    table = pa.table(cols)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
-    return sink.getvalue().to_pybytes()
+#: Column names colmz keeps for itself: every update's ``time`` and ``diff`` (``colmz.Updates``),
+#: and the ``__colmz_`` prefix of the columns its own queries and intent blobs add.
+RESERVED_COLUMNS = ("time", "diff")
+RESERVED_PREFIX = "__colmz_"
 
 
-def _decode_updates(raw, schema) -> Updates:
-    table = pa.ipc.open_stream(pa.py_buffer(bytes(raw))).read_all()
-    names = [c.name for c in schema]
-    return Updates({n: table.column(n) for n in names},
-                   time=table.column("__colmz_time").to_numpy(),
-                   diff=table.column("__colmz_diff").to_numpy())
+def check_columns(what: str, name: str, schema: Mapping[str, pa.DataType]) -> None:
+    """Refuse a definition colmz could not store, before anything changes: an empty table
+    or column name, a reserved column name (:data:`RESERVED_COLUMNS`, any case: DuckDB
+    compares names without case, or the :data:`RESERVED_PREFIX`), or more columns than
+    ``colmz.Updates`` holds. ``SQLError``/``SchemaError`` name the object and column.
+
+    >>> check_columns("CREATE TABLE", "t", {"k": pa.int64(), "Time": pa.int64()})
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: CREATE TABLE t: column 'Time' is reserved: colmz keeps each update's time and diff under the names ('time', 'diff'); rename the column
+    """
+    if not name:
+        raise SQLError(f"{what}: the name is empty; give the object a name")
+    for i, col in enumerate(schema):
+        if not col:
+            raise SQLError(f"{what} {name}: column {i + 1} has an empty name")
+        if col.lower() in RESERVED_COLUMNS:
+            raise SQLError(
+                f"{what} {name}: column {col!r} is reserved: colmz keeps each update's time and diff "
+                f"under the names {RESERVED_COLUMNS}; rename the column"
+            )
+        if col.lower().startswith(RESERVED_PREFIX):
+            raise SQLError(f"{what} {name}: column {col!r} starts with {RESERVED_PREFIX!r}, which colmz reserves")
+    try:
+        # colmz.Updates is the one place that knows how many data columns fit in an update.
+        Updates({c: pa.array([], t) for c, t in schema.items()}, time=[], diff=[])
+    except ValueError as e:
+        raise SchemaError(f"{what} {name}: {e}") from None
 
 
 def _changes_at(coll, t: int) -> list:

@@ -79,7 +79,7 @@ from colmz.frontier import (
     meet,
 )
 from colmz.ops import concat, consolidate
-from colmz.order import ColumnSpec
+from colmz.order import ColumnSpec, Layout, encode_columns, pad_keys, unify_layouts
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
@@ -89,6 +89,7 @@ __all__ = [
     "Delete",
     "Insert",
     "MemoryCollection",
+    "RowCounts",
     "NegativeMultiplicity",
     "SinkState",
     "UpperMismatch",
@@ -262,7 +263,8 @@ class MemoryCollection:
 
     Times below ``upper`` are complete (sealed); reads are allowed as of times in
     ``[since, upper)``. ``stats`` counts what reads touched: ``updates_read`` (updates
-    consolidated or returned) and ``reads``.
+    consolidated or returned) and ``reads``; and ``counts_work``, the rows the
+    :meth:`counts` index has encoded, merged and searched.
 
     Parameters
     ----------
@@ -295,7 +297,8 @@ class MemoryCollection:
         self._base = base
         self._acc: Updates | None = None  # contents as of _times[_acc_n - 1]
         self._acc_n = 0
-        self.stats = {"updates_read": 0, "reads": 0}
+        self._counts: RowCounts | None = None  # built by the first counts() call
+        self.stats = {"updates_read": 0, "reads": 0, "counts_work": 0}
 
     @classmethod
     def from_updates(cls, updates: Updates, *, since: int = 0, upper: Frontier = -1) -> MemoryCollection:
@@ -382,6 +385,9 @@ class MemoryCollection:
                 for a, b in zip(bounds[:-1], bounds[1:]):
                     self._times.append(int(times[a]))
                     self._batches.append(cons.slice(a, b))
+                if self._counts is not None:
+                    self._counts.add(cons)
+                    self.stats["counts_work"] = self._counts.work
         self._upper = new_upper
 
     @property
@@ -394,8 +400,10 @@ class MemoryCollection:
         # store): fetched on the first read that needs them.
         if self._base is None:
             return
-        base, self._base = self._base, None
-        u = consolidate(_at(_cast_to(base(), self._schema), self._since))
+        # Cleared only once read: a read that raises (a durable store racing a compaction)
+        # must leave the contents still to load, not silently empty.
+        u = consolidate(_at(_cast_to(self._base(), self._schema), self._since))
+        self._base = None
         if len(u):
             self._times.insert(0, self._since)
             self._batches.insert(0, u)
@@ -459,6 +467,32 @@ class MemoryCollection:
         """The times that hold changes."""
         return list(self._times)
 
+    def counts(self, rows: Updates) -> np.ndarray:
+        """The multiplicity of each row of ``rows`` (their data; times and diffs ignored) in
+        the contents at the newest complete time, ``upper - 1``.
+
+        The first call builds a :class:`RowCounts` index of the contents (their size, once);
+        later appends and restores keep it up to date for the size of their changes, so a
+        call costs about ``len(rows) * log(contents)`` -- what a commit checking its
+        retractions for negative multiplicities needs, without consolidating the contents.
+
+        >>> c = MemoryCollection({"k": pa.int64()})
+        >>> c.compare_and_append(Updates({"k": [1, 1, 2]}, time=[0, 0, 1], diff=[1, 1, 1]), 0, 2)
+        >>> c.counts(Updates({"k": [1, 3]}, time=[0, 0], diff=[-1, -1])).tolist()
+        [2, 0]
+        """
+        if self._upper is not None and self._upper <= self._since:
+            raise ValueError(f"no complete time to count at: the upper is {self._upper}")
+        if self._counts is None:
+            self._load_base()
+            index = RowCounts()
+            for b in self._batches:
+                index.add(b)
+            self._counts = index
+        out = self._counts.counts(_cast_to(rows, self._schema))
+        self.stats["counts_work"] = self._counts.work
+        return out
+
     def checkpoint(self) -> tuple:
         """A marker of the current state for :meth:`restore`: its upper and since (O(1))."""
         return (self._upper, self._since)
@@ -474,11 +508,137 @@ class MemoryCollection:
             raise ValueError(f"cannot restore to since {since}: the since advanced to {self._since}")
         if upper is not None:
             k = bisect.bisect_left(self._times, upper)
+            if self._counts is not None and k < len(self._batches):
+                self._counts.add(concat(self._batches[k:]).negated())
             del self._times[k:]
             del self._batches[k:]
             if self._acc_n > k:
                 self._acc, self._acc_n = None, 0
         self._upper = upper
+
+
+class RowCounts:
+    """The multiplicity of data rows under appended updates: an index answering, for a few
+    rows, how often each occurs, in time proportional to those rows (times the logarithm of
+    the index), not to the index.
+
+    The updates are kept as *runs*: each run the order-preserving encoding of its rows
+    (``colmz.order``: ``uint64`` words, compared lexicographically) sorted and consolidated,
+    with the summed diffs. A new batch is a new run; while the run before it is at most
+    twice its size the two are merged, so the sizes fall geometrically, there are
+    ``O(log n)`` runs and a row is merged ``O(log n)`` times (a binary counter). A count
+    encodes the rows asked for and binary-searches every run. Runs of different layouts
+    (a longer string, a first NULL) are compared as ``colmz.order`` describes: a query row is
+    narrowed to each run's layout, and one whose dropped words are not zero cannot occur
+    in that run. ``work`` counts rows encoded, sorted, merged and searched.
+
+    >>> r = RowCounts()
+    >>> r.add(Updates({"k": ["a", "bb", "a"]}, time=[0, 0, 1], diff=[1, 1, 1]))
+    >>> r.add(Updates({"k": ["a"]}, time=[2], diff=[-1]))
+    >>> r.counts(Updates({"k": ["a", "bb", "ccc"]}, time=[0, 0, 0], diff=[1, 1, 1])).tolist()
+    [1, 1, 0]
+    """
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[np.ndarray, Layout, np.ndarray]] = []
+        self.work = 0
+
+    def __len__(self) -> int:
+        return sum(len(r[0]) for r in self._runs)
+
+    @staticmethod
+    def _encode(u: Updates) -> tuple[np.ndarray, Layout]:
+        return encode_columns([u.column(n) for n in u.column_names], n=len(u))
+
+    def add(self, updates: Updates) -> None:
+        """Add ``updates`` (their data and diffs) to the counts."""
+        if not len(updates):
+            return
+        keys, layout = self._encode(updates)
+        self.work += len(keys)
+        run = self._run(keys, layout, np.asarray(updates.diff, np.int64))
+        if not len(run[0]):
+            return
+        self._runs.append(run)
+        while len(self._runs) > 1 and len(self._runs[-2][0]) <= 2 * len(self._runs[-1][0]):
+            (ka, la, da), (kb, lb, db) = self._runs[-2], self._runs[-1]
+            wide = unify_layouts(la, lb)
+            keys = np.concatenate([pad_keys(ka, la, wide), pad_keys(kb, lb, wide)])
+            self.work += len(keys)
+            merged = self._run(keys, wide, np.concatenate([da, db]))
+            self._runs[-2:] = [merged] if len(merged[0]) else []
+
+    @staticmethod
+    def _run(keys: np.ndarray, layout: Layout, diff: np.ndarray) -> tuple[np.ndarray, Layout, np.ndarray]:
+        """``keys`` sorted, equal rows summed, zero sums dropped."""
+        if keys.shape[1] and len(keys) > 1:
+            order = np.lexsort(keys.T[::-1])
+            keys, diff = keys[order], diff[order]
+        if len(keys) > 1:
+            starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
+            keys, diff = keys[starts], np.add.reduceat(diff, starts)
+        keep = diff != 0
+        return np.ascontiguousarray(keys[keep]), layout, diff[keep]
+
+    def counts(self, rows: Updates) -> np.ndarray:
+        """How often each row of ``rows`` occurs (its data; times and diffs ignored)."""
+        out = np.zeros(len(rows), np.int64)
+        if not len(rows) or not self._runs:
+            return out
+        q, ql = self._encode(rows)
+        for keys, layout, diff in self._runs:
+            mine, present = _narrow(q, ql, layout)
+            pos = _search(keys, mine)
+            self.work += len(q) * max(1, int(np.log2(len(keys) + 1)))
+            inside = pos < len(keys)
+            hit = present & inside
+            hit[inside] &= (keys[pos[inside]] == mine[inside]).all(axis=1)
+            out[hit] += diff[pos[hit]]
+        return out
+
+
+def _narrow(rows: np.ndarray, layout: Layout, target: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` laid out in ``target`` and whether each can occur there (``colmz.order``:
+    padding is exact; a word a narrower segment drops must be zero)."""
+    wide = unify_layouts(layout, target)
+    rows = pad_keys(rows, layout, wide)
+    if wide == target:
+        return rows, np.ones(len(rows), bool)
+    keep: list[int] = []
+    present = np.ones(len(rows), bool)
+    start = 0
+    for w, t in zip(wide, target):
+        keep.extend(range(start, start + t))
+        if w > t:
+            present &= ~rows[:, start + t:start + w].any(axis=1)
+        start += w
+    return np.ascontiguousarray(rows[:, keep]), present
+
+
+def _search(sorted_rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The first position of each row of ``q`` in ``sorted_rows`` (rows of words compared
+    lexicographically), as ``np.searchsorted(..., side="left")``: one vectorised binary
+    search, ``O(len(q) * log(len(sorted_rows)))``."""
+    n, w = sorted_rows.shape
+    m = len(q)
+    if w == 0 or n == 0:
+        return np.zeros(m, np.int64)
+    if w == 1:
+        return np.searchsorted(sorted_rows[:, 0], q[:, 0], "left").astype(np.int64)
+    lo = np.zeros(m, np.int64)
+    hi = np.full(m, n, np.int64)
+    idx = np.arange(m)
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        at = sorted_rows[np.minimum(mid, n - 1)]
+        neq = at != q
+        c = neq.argmax(axis=1)
+        less = neq.any(axis=1) & (at[idx, c] < q[idx, c])
+        lo = np.where(active & less, mid + 1, lo)
+        hi = np.where(active & ~less, mid, hi)
 
 
 def _at(u: Updates, time: int) -> Updates:

@@ -435,16 +435,14 @@ def task_output(store: str, name: str, *, consensus: str | None = None):
     >>> task_output(d, "o").to_pylist()
     [(7, 2, 1)]
     """
-    import json
-
     from colmz.arrangement import Arrangement
-    from colmz.catalog import RECORD_KEY
+    from colmz.catalog_store import CatalogStore
     from colmz.storage.url import open_location
 
-    data = open_location(store, consensus=consensus, create=False).blob.get(RECORD_KEY)
-    if data is None:
+    record = CatalogStore(open_location(store, consensus=consensus, create=False)).load()
+    if record is None:
         raise FileNotFoundError(f"no colmz catalog at {store!r}")
-    objs = {o["name"]: o for o in json.loads(bytes(data))["objects"]}
+    objs = {o["name"]: o for o in record["objects"]}
     if name not in objs or objs[name]["kind"] != "continual task":
         raise KeyError(f"no continual task {name!r} in the catalog at {store!r}")
     return Arrangement.open(store, consensus=consensus, name=objs[name]["key"], create=False).read()

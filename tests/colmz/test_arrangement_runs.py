@@ -197,3 +197,29 @@ def test_a_hundred_sink_runs_leave_logarithmically_many_batches(tmp_path):
     assert most_batches <= bound and a.stats()["parts"] <= bound
     assert len(a.read()) == sum(1 for _ in a.read().to_pylist())
     assert sum(d for *_, d in a.read(as_of=10 * n - 1).to_pylist()) == 40 * n
+
+
+def test_append_runs_with_expect_lands_only_right_after_the_expected_seal(tmp_path):
+    """``expect=``: the commit happens only when the seal is where the caller expects it; a
+    stale handle's attempt fails its compare-and-set, and after a refresh the same call is
+    refused by the check -- so a retried append lands at most once."""
+    from colmz.arrangement import SealMismatch
+
+    url = str(tmp_path / "a")
+    a, b = colmz.Arrangement.open(url, schema=SCHEMA), colmz.Arrangement.open(url, schema=SCHEMA)
+    run = write_run(a.store, a.schema, ups([(1, "x", 0, 1)]), prefix=a.prefix)
+    a.append_runs([run], seal=1, expect=0)
+    with pytest.raises(SealMismatch, match="expected the seal at 0, it is at 1"):
+        a.append_runs([], seal=2, expect=0)
+    stale = write_run(b.store, b.schema, ups([(2, "y", 0, 1)]), prefix=b.prefix)
+    with pytest.raises(CommitConflict):  # b read seal 0: its compare-and-set loses
+        b.append_runs([stale], seal=1, expect=0)
+    b.refresh()
+    again = write_run(b.store, b.schema, ups([(2, "y", 0, 1)]), prefix=b.prefix)
+    with pytest.raises(SealMismatch):
+        b.append_runs([again], seal=1, expect=0)
+    assert state(b) == state(a) and b.read(as_of=0).to_pylist() == a.read(as_of=0).to_pylist()
+    assert [r[:2] for r in b.read(as_of=0).to_pylist()] == [(1, "x")]
+    later = write_run(b.store, b.schema, ups([(2, "y", 1, 1)]), prefix=b.prefix)
+    b.append_runs([later], seal=2, expect=1)
+    assert b.get_seal() == 2 and [r[:2] for r in b.read(as_of=1).to_pylist()] == [(1, "x"), (2, "y")]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 
 import pyarrow as pa
 import pytest
@@ -25,10 +24,10 @@ def q(cat, sql, as_of=None):
 
 
 def key_of(path, name):
-    from colmz.catalog import RECORD_KEY
+    from colmz.catalog_store import CatalogStore
     from colmz.storage.url import open_location
 
-    record = json.loads(bytes(open_location(str(path)).blob.get(RECORD_KEY)))
+    record = CatalogStore(open_location(str(path))).load()
     return next(d["key"] for d in record["objects"] if d["name"] == name)
 
 
