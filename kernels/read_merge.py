@@ -1,5 +1,5 @@
-"""Kernels of a merged read: order words of a data column, consolidating a merged order, and
-gathering string values by a permutation.
+"""Kernels of a merged read: order words of a data column, the merge of runs of word rows,
+and consolidating the merged rows.
 
 Design
 ------
@@ -30,8 +30,7 @@ move the rows with their row numbers (sequential streams, no indirection);
 one data row at one time when every word is exact -- its diffs are summed, zero sums dropped,
 the group's first row stands for it -- and otherwise a *tie group* left to the caller to
 resolve on full encodings (rare: equal data, or long strings sharing 8 bytes past the
-skip). :func:`gather_bytes` copies string values in output order from the runs' values
-concatenated (so each run is read as one ascending stream).
+skip).
 
 Spec (kernel / reference)
 -------------------------
@@ -40,12 +39,12 @@ Spec (kernel / reference)
 of ``bytes`` or ``None``.
 ``merge_word_rows(words, idx, starts, ends, tmp_words, tmp_idx)`` / ``merge_word_rows_ref(words,
 idx, starts, ends)``: the runs' rows of words merged, carrying their row numbers.
+``merge_pair(src_w, src_i, a0, a1, b0, b1, dst_w, dst_i, o)`` is one pairwise merge of a round,
+``co_rank(src_w, a0, a1, b0, b1, c)`` / ``co_rank_ref`` where it splits in two.
 ``consolidate_merged(words, perm, diff, exact, rows, diffs, g_lo, g_hi, g_at)`` ->
 ``(count, groups)`` / ``consolidate_merged_ref(words, perm, diff, exact)`` -> ``(rows, diffs,
 groups)`` with ``groups`` a list of ``(lo, hi, at)``: merged positions ``[lo, hi)`` to resolve,
-whose rows belong before output ``at``. ``gather_offsets(offsets, rows, out_offsets)`` and
-``gather_bytes(offsets, data, rows, out_offsets, out_data)`` / ``gather_bytes_ref(values,
-rows)``.
+whose rows belong before output ``at``.
 """
 
 from __future__ import annotations
@@ -62,9 +61,9 @@ __all__ = [
     "EXACT_WORDS",
     "consolidate_merged",
     "consolidate_merged_ref",
-    "gather_bytes",
-    "gather_bytes_ref",
-    "gather_offsets",
+    "co_rank",
+    "co_rank_ref",
+    "merge_pair",
     "merge_word_rows",
     "merge_word_rows_ref",
     "string_words",
@@ -217,41 +216,6 @@ def consolidate_merged_ref(words, perm, diff, exact: bool):
     return rows, diffs, groups
 
 
-@jit
-def gather_offsets(offsets, rows, out_offsets):
-    """``out_offsets`` (``len(rows) + 1``) of the values ``rows`` of an array with Arrow
-    ``offsets``, in that order; returns the total length."""
-    at = np.int64(0)
-    out_offsets[0] = 0
-    for i in range(rows.shape[0]):
-        r = rows[i]
-        at += np.int64(offsets[r + 1]) - np.int64(offsets[r])
-        out_offsets[i + 1] = at
-    return at
-
-
-@jit
-def gather_bytes(offsets, data, rows, out_offsets, out_data):
-    """Copy value ``rows[i]`` of (``offsets``, ``data``) to output value ``i``, whose place
-    ``out_offsets`` gives (:func:`gather_offsets`): writes in output order, reads from as
-    many ascending streams as runs were merged."""
-    for i in range(rows.shape[0]):
-        r = rows[i]
-        s = np.int64(offsets[r])
-        e = np.int64(offsets[r + 1])
-        o = np.int64(out_offsets[i])
-        out_data[o:o + (e - s)] = data[s:e]
-
-
-def gather_bytes_ref(values, rows) -> list[bytes]:
-    """Reference for :func:`gather_offsets` + :func:`gather_bytes`: ``values[rows[i]]``.
-
-    >>> gather_bytes_ref([b"a", b"bc"], [1, 0, 1])
-    [b'bc', b'a', b'bc']
-    """
-    return [values[int(r)] for r in rows]
-
-
 @jit(inline=True)
 def _row_less(src, a, b, w):
     # Row a of src strictly before row b: lexicographic on words.
@@ -264,13 +228,69 @@ def _row_less(src, a, b, w):
 
 
 @jit
+def merge_pair(src_w, src_i, a0, a1, b0, b1, dst_w, dst_i, o):
+    """Merge rows ``[a0, a1)`` and ``[b0, b1)`` of ``src_w`` (each ascending), carrying
+    ``src_i``, into ``dst_w``/``dst_i`` from row ``o``; ties take the ``a`` side first.
+
+    Branch-free in the comparison (the row to copy is selected arithmetically): runs of
+    random keys interleave at random, and a branch on each comparison would mispredict on
+    about half of them.
+    """
+    w = src_w.shape[1]
+    i = a0
+    j = b0
+    while i < a1 and j < b1:
+        take_b = np.int64(_row_less(src_w, j, i, w))
+        r = i + (j - i) * take_b
+        for c in range(w):
+            dst_w[o, c] = src_w[r, c]
+        dst_i[o] = src_i[r]
+        j += take_b
+        i += 1 - take_b
+        o += 1
+    while i < a1:
+        for c in range(w):
+            dst_w[o, c] = src_w[i, c]
+        dst_i[o] = src_i[i]
+        i += 1
+        o += 1
+    while j < b1:
+        for c in range(w):
+            dst_w[o, c] = src_w[j, c]
+        dst_i[o] = src_i[j]
+        j += 1
+        o += 1
+
+
+@jit
+def co_rank(src_w, a0, a1, b0, b1, c):
+    """How many of the first ``c`` rows :func:`merge_pair` outputs come from ``[a0, a1)``:
+    the merge of the two ranges splits there into two independent merges (the "merge
+    path"), which two threads run side by side."""
+    w = src_w.shape[1]
+    na = a1 - a0
+    nb = b1 - b0
+    lo = c - nb if c > nb else 0
+    hi = c if c < na else na
+    while lo < hi:
+        i = (lo + hi) >> 1
+        j = c - i
+        # Too few taken from a while a[i] still precedes b[j - 1] (b goes first only when
+        # strictly smaller), i.e. not b[j - 1] < a[i].
+        if j > 0 and i < na and not _row_less(src_w, b0 + j - 1, a0 + i, w):
+            lo = i + 1
+        else:
+            hi = i
+    return lo
+
+
+@jit
 def merge_word_rows(words, idx, starts, ends, tmp_words, tmp_idx):
     """Merge the ascending row slices ``words[starts[r]:ends[r]]`` (tiling ``words`` in
-    order), carrying ``idx``, by rounds of pairwise merges that move the rows themselves:
+    order), carrying ``idx``, by rounds of :func:`merge_pair` that move the rows themselves:
     each round reads two ascending streams and writes one (no indirection). Stable: equal
     rows keep run order. Returns ``True`` when the result is in ``tmp_words``/``tmp_idx``.
     """
-    n, w = words.shape
     k = starts.shape[0]
     bounds = np.empty(k + 1, np.int64)
     for r in range(k):
@@ -286,41 +306,8 @@ def merge_word_rows(words, idx, starts, ends, tmp_words, tmp_idx):
         for p in range(nk):
             a0 = bounds[2 * p]
             a1 = bounds[2 * p + 1]
-            o = a0
-            if 2 * p + 1 < k:
-                i = a0
-                j = a1
-                b1 = bounds[2 * p + 2]
-                while i < a1 and j < b1:
-                    if _row_less(src_w, j, i, w):  # take j only when strictly before i
-                        for c in range(w):
-                            dst_w[o, c] = src_w[j, c]
-                        dst_i[o] = src_i[j]
-                        j += 1
-                    else:
-                        for c in range(w):
-                            dst_w[o, c] = src_w[i, c]
-                        dst_i[o] = src_i[i]
-                        i += 1
-                    o += 1
-                while i < a1:
-                    for c in range(w):
-                        dst_w[o, c] = src_w[i, c]
-                    dst_i[o] = src_i[i]
-                    i += 1
-                    o += 1
-                while j < b1:
-                    for c in range(w):
-                        dst_w[o, c] = src_w[j, c]
-                    dst_i[o] = src_i[j]
-                    j += 1
-                    o += 1
-            else:
-                for i in range(a0, a1):
-                    for c in range(w):
-                        dst_w[o, c] = src_w[i, c]
-                    dst_i[o] = src_i[i]
-                    o += 1
+            b1 = bounds[2 * p + 2] if 2 * p + 1 < k else a1
+            merge_pair(src_w, src_i, a0, a1, a1, b1, dst_w, dst_i, a0)
         for p in range(nk):
             bounds[p] = bounds[2 * p]
         bounds[nk] = bounds[k]
@@ -329,6 +316,18 @@ def merge_word_rows(words, idx, starts, ends, tmp_words, tmp_idx):
         src_i, dst_i = dst_i, src_i
         in_tmp = not in_tmp
     return in_tmp
+
+
+def co_rank_ref(words, a0, a1, b0, b1, c) -> int:
+    """Reference for :func:`co_rank`: merge stably and count.
+
+    >>> co_rank_ref(np.array([[1], [3], [2], [3]], np.uint64), 0, 2, 2, 4, 3)
+    2
+    """
+    rows = [(tuple(int(x) for x in words[r]), 0, r) for r in range(a0, a1)]
+    rows += [(tuple(int(x) for x in words[r]), 1, r) for r in range(b0, b1)]
+    rows.sort(key=lambda t: (t[0], t[1]))
+    return sum(1 for t in rows[:c] if t[1] == 0)
 
 
 def merge_word_rows_ref(words, idx, starts, ends):
