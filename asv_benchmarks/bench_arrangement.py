@@ -18,8 +18,10 @@ Read side by side:
 * ``Snapshot.time_read`` / ``time_to_arrow`` beside ``time_parquet_read_table`` of the same
   rows (target >= 1 GiB/s; persist: about 450 MiB/s); ``track_mib_per_s_read`` /
   ``track_mib_per_s_parquet_read`` / ``track_read_over_parquet_read`` time both in one
-  interleaved loop (best of 5 each). ``SnapshotMerge`` is the same with the rows in two
-  trace batches, which ``read()`` merges.
+  interleaved loop (best of 5 each). ``SnapshotMerge`` is the same with the rows in ``k`` runs
+  (k = 2, 4, 8, 14; persist's shape and the streaming sink's: string keys, far-future
+  retractions), which ``read(as_of)`` and ``snapshot()`` merge (target >= 0.5x the rate of
+  ``pq.read_table`` of the result's rows).
 * ``Trickle.track_write_amplification`` -- bytes written to blob / bytes of updates written,
   over 1,000 seals of 1,000 updates with ``maintain()`` between them (target <= 4x; persist
   after its compaction-policy fix: about 9x), and ``track_trace_batches`` at the end (bound
@@ -193,24 +195,139 @@ class Snapshot:
     track_read_over_parquet_read.unit = "x"
 
 
-class SnapshotMerge(Snapshot):
-    """:class:`Snapshot` of the same number of rows written as two sealed batches (two trace
-    batches, not compacted together), so ``read()`` merges them; beside ``pq.read_table`` of
-    the same rows."""
+#: Runs a merged read is timed over (trace batches of the arrangement, see SnapshotMerge).
+MERGE_KS = (2, 4, 8, 14)
+#: The sink's far-future time (where its scheduled retractions wait, unsealed).
+FAR_TIME = 1 << 40
 
-    def setup(self):
-        halves = [records(N // 2, seed=i, time=i) for i in range(2)]
-        self.u = colmz.concat(halves)
-        self.dir = tempfile.mkdtemp(prefix="colmz-bench-arr-")
-        self.arr = colmz.Arrangement.open(os.path.join(self.dir, "a"),
-                                          schema={"k": pa.int64(), "v": pa.string()})
-        for i, h in enumerate(halves):
-            self.arr.write(h)
-            self.arr.seal(i + 1)
-            self.arr.maintain()
-        assert len(self.arr.meta()["trace_batches"]) == 2
+
+def sink_records(n: int, seed: int, time: int, retract: colmz.Updates | None = None) -> colmz.Updates:
+    """``n`` updates of the streaming sink's shape at ``time``: a 16-byte string key
+    (``"key-"`` and 12 digits), an ``int64`` value, diff +1 -- plus, with ``retract``,
+    those rows retracted at ``time`` (an earlier tick's rows expiring)."""
+    rng = np.random.default_rng(seed)
+    digits = np.frombuffer(b"0123456789", np.uint8)[rng.integers(0, 10, (n, 12))]
+    raw = np.hstack([np.frombuffer(b"key-", np.uint8)[None, :].repeat(n, 0), digits]).tobytes()
+    offsets = np.arange(0, (n + 1) * 16, 16, dtype=np.int32)
+    keys = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw))
+    u = colmz.Updates({"k": keys, "v": pa.array(rng.integers(0, 1 << 40, n))},
+                      time=np.full(n, time, np.uint64), diff=np.ones(n, np.int64), copy=False)
+    if retract is None or not len(retract):
+        return u
+    gone = colmz.Updates({s.name: retract.column(s.name) for s in retract.schema},
+                         time=np.full(len(retract), time, np.uint64), diff=-retract.diff)
+    return colmz.concat([u, gone])
+
+
+def merged_arrangement(path: str, k: int, shape: str, n: int = N) -> colmz.Arrangement:
+    """An arrangement at ``path`` holding ``n`` updates as ``k`` runs that a read merges.
+
+    ``k - 1`` trace batches (each written, sealed and drained on its own: ``fan_in`` above
+    ``k`` keeps compaction from merging them) and one sealed batch not yet drained (unsealed,
+    beyond the trace's upper) -- the arrangement after a write between two ``maintain``
+    calls -- plus, for the sink's shape, a batch of far-future retractions beyond the seal
+    (the sink's state, which ``read(as_of)`` skips and ``snapshot()`` reads). Persist's
+    shape is ``records`` (random 62-bit keys, 40-byte strings); in the sink's shape each batch
+    also retracts a tenth of the previous batch's rows (those cancel in a read).
+    """
+    if shape == "persist":
+        schema = {"k": pa.int64(), "v": pa.string()}
+    else:
+        schema = {"k": pa.string(), "v": pa.int64()}
+    arr = colmz.Arrangement.open(path, schema=schema, fan_in=max(16, k + 1))
+    per = n // k
+    prev = None
+    for i in range(k):
+        if shape == "persist":
+            u = records(per, seed=i, time=i)
+        else:
+            u = sink_records(per, seed=i, time=i, retract=None if prev is None else prev.slice(0, per // 10))
+            prev = u.slice(0, per)
+        arr.write(u)
+        arr.seal(i + 1)
+        if i < k - 1:
+            arr.maintain()
+    if shape == "sink":
+        far = sink_records(per // 4, seed=k, time=FAR_TIME)
+        arr.write(colmz.Updates({s.name: far.column(s.name) for s in far.schema},
+                                time=far.time, diff=-far.diff))
+    return arr
+
+
+class SnapshotMerge:
+    """Reads of an arrangement whose rows are in ``k`` runs (``merged_arrangement``: trace
+    batches, a sealed batch not yet drained, and for the sink's shape far-future
+    retractions), beside ``pq.read_table`` of a file holding the read's result.
+
+    ``track_read_over_parquet_read`` is the colmz read time / ``pq.read_table`` time, best of
+    5 of each interleaved in one loop so both see the same machine load (target <= 2, i.e.
+    >= 0.5x the rate); ``track_snapshot_over_parquet_read`` the same for ``snapshot()``;
+    ``track_mib_per_s_*`` the rates (MiB of the result's Arrow data) from that loop.
+    """
+
+    timeout = 900
+    params = (list(MERGE_KS), ["persist", "sink"])
+    param_names = ["k", "shape"]
+
+    def setup(self, k, shape):
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-merge-")
+        self.arr = merged_arrangement(os.path.join(self.dir, "a"), k, shape)
+        self.as_of = self.arr.get_seal() - 1
+        self.result = self.arr.read(self.as_of)
+        self.snap = self.arr.snapshot()
         self.file = os.path.join(self.dir, "x.parquet")
-        pq.write_table(self.u.to_arrow(), self.file)
+        pq.write_table(self.result.to_arrow(), self.file)
+        self.snap_file = os.path.join(self.dir, "s.parquet")
+        pq.write_table(self.snap.to_arrow(), self.snap_file)
+
+    def teardown(self, k, shape):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_read(self, k, shape):
+        self.arr.read(self.as_of)
+
+    def time_to_arrow(self, k, shape):
+        self.arr.to_arrow(self.as_of)
+
+    def time_snapshot(self, k, shape):
+        self.arr.snapshot()
+
+    def time_parquet_read_table(self, k, shape):
+        pq.read_table(self.file)
+
+    def _best_of(self, fn, file, n: int = 5) -> tuple[float, float]:
+        """Best seconds of ``fn()`` and of ``pq.read_table(file)``, interleaved."""
+        ours = bare = float("inf")
+        for _ in range(n):
+            t0 = _now()
+            fn()
+            t1 = _now()
+            pq.read_table(file)
+            t2 = _now()
+            ours, bare = min(ours, t1 - t0), min(bare, t2 - t1)
+        return ours, bare
+
+    def track_read_over_parquet_read(self, k, shape):
+        r, p = self._best_of(lambda: self.arr.read(self.as_of), self.file)
+        return r / p
+
+    track_read_over_parquet_read.unit = "x"
+
+    def track_snapshot_over_parquet_read(self, k, shape):
+        r, p = self._best_of(self.arr.snapshot, self.snap_file)
+        return r / p
+
+    track_snapshot_over_parquet_read.unit = "x"
+
+    def track_mib_per_s_read(self, k, shape):
+        return mib(self.result) / self._best_of(lambda: self.arr.read(self.as_of), self.file)[0]
+
+    track_mib_per_s_read.unit = "MiB/s"
+
+    def track_mib_per_s_parquet_read(self, k, shape):
+        return mib(self.result) / self._best_of(lambda: self.arr.read(self.as_of), self.file)[1]
+
+    track_mib_per_s_parquet_read.unit = "MiB/s"
 
 
 class Trickle:

@@ -150,6 +150,7 @@ from colmz.arrangement_parts import (
     run_contents,
     stream_merge,
 )
+from colmz.arrangement_read import merged_read, read_runs, window_part
 from colmz.arrangement_runs import abort_marker_prefix
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
 from colmz.kernels.consolidate import sort_consolidate
@@ -908,18 +909,36 @@ class Arrangement:
             fast = run_contents(parts, upper, since, schema)
             if fast is not None:
                 return fast
-            runs = [chunks_filtered(parts, 0, upper)]
-            out: list[Encoded] = []
-            stream_merge(runs, since, out.append)
-            return self._decode_many(out, schema)
+            try:
+                return merged_read([[window_part(p, 0, upper) for p in parts]], since, schema)
+            except OverflowError:
+                return self._read_streaming([(self._trace[0].keys, 0, upper)], since, schema)
         batches = [(b.keys, 0, upper) for b in self._trace]
         if unsealed:
             hi = upper if upper is None or upper > tu else tu
-            batches += [(b.keys, tu, hi) for b in unsealed]
-        # A read holds its whole result anyway: inputs come a whole part at a time (one
-        # Parquet read each, the next one fetched while this one merges), not a row group at
-        # a time as merges that write read them.
-        out = []
+            # a batch whose every time is at or beyond the read's upper adds nothing
+            batches += [(b.keys, tu, hi) for b in unsealed if hi is None or b.ts_lower < hi]
+        n = min(READ_THREADS, sum(len(keys) for keys, _, _ in batches))
+        with contextlib.ExitStack() as stack:
+            pool = (stack.enter_context(ThreadPoolExecutor(n))
+                    if n > 1 and concurrent_reads(self._store) else None)
+            # colmz.arrangement_read: every part read whole, the runs merged by order words
+            # into a permutation and each column gathered once.
+            runs = read_runs(self._store, batches, schema, pool)
+        if sum(1 for r in runs if r) == 1:
+            fast = run_contents(next(r for r in runs if r), None, since, schema)
+            if fast is not None:
+                return fast
+        try:
+            return merged_read(runs, since, schema)
+        except OverflowError:
+            pass  # a diff sum may leave int64: the exact merge below decides
+        return self._read_streaming(batches, since, schema)
+
+    def _read_streaming(self, batches, since: int, schema) -> Updates:
+        # Inputs come a whole part at a time (one Parquet read each, the next one fetched
+        # while this one merges), merged on full encodings (arrangement_parts.stream_merge).
+        out: list[Encoded] = []
         n = min(READ_THREADS, sum(len(keys) for keys, _, _ in batches))
         with contextlib.ExitStack() as stack:
             pool = (stack.enter_context(ThreadPoolExecutor(n))

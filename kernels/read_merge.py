@@ -1,0 +1,346 @@
+"""Kernels of a merged read: order words of a data column, the merge of runs of word rows,
+and consolidating the merged rows.
+
+Design
+------
+A read of several sorted runs (``colmz.arrangement_read``) merges them without encoding
+every data column in full: each column becomes **one** ``uint64`` *order word* per row, the
+runs are merged by rows of those words (``colmz.kernels.merge.merge_rows_tree``, a
+permutation), and the Arrow columns are gathered once in the merged order. A word is a
+monotone coarsening of colmz's order on the column (``colmz.order``): ``a < b`` in words
+implies ``a < b`` in data, equal words may hide different values. Fixed-width columns take
+their full encoding word (exact). A string or binary column takes, after skipping ``skip``
+bytes every value shares:
+
+* **exact** words when every value is at most ``skip + 8 * nwords - 1`` bytes long (up to
+  :data:`EXACT_WORDS` words): the next ``8 * nwords - 1`` bytes, big-endian and
+  zero-padded, then the length past ``skip`` in the last word's low byte. Zero padding puts
+  a value that ended before a byte before any value that goes on; equal padded bytes leave
+  the shorter first, as the length says; so words compare exactly as the values do, and
+  equal words are equal values;
+* a **prefix** word otherwise: the next 8 bytes, big-endian, zero-padded (``b"a"`` and
+  ``b"a\\0"`` share one: equal words must then be resolved by the full values, and the
+  columns after it cannot order rows, so the caller's words stop there).
+
+NULL takes the word 0 (the caller adds colmz's null word when a column has NULLs).
+
+:func:`merge_word_rows` merges the runs' rows of words by rounds of pairwise merges that
+move the rows with their row numbers (sequential streams, no indirection);
+:func:`consolidate_merged` walks the merged rows: a group of rows with equal words is
+one data row at one time when every word is exact -- its diffs are summed, zero sums dropped,
+the group's first row stands for it -- and otherwise a *tie group* left to the caller to
+resolve on full encodings (rare: equal data, or long strings sharing 8 bytes past the
+skip).
+
+Spec (kernel / reference)
+-------------------------
+``string_words(offsets, data, valid, skip, nwords, exact, out, col)`` writes
+``out[i, col:col + nwords]``; ``string_words_ref(values, skip, nwords, exact)`` takes a list
+of ``bytes`` or ``None``.
+``merge_word_rows(words, idx, starts, ends, tmp_words, tmp_idx)`` / ``merge_word_rows_ref(words,
+idx, starts, ends)``: the runs' rows of words merged, carrying their row numbers.
+``merge_pair(src_w, src_i, a0, a1, b0, b1, dst_w, dst_i, o)`` is one pairwise merge of a round,
+``co_rank(src_w, a0, a1, b0, b1, c)`` / ``co_rank_ref`` where it splits in two.
+``consolidate_merged(words, perm, diff, exact, rows, diffs, g_lo, g_hi, g_at)`` ->
+``(count, groups)`` / ``consolidate_merged_ref(words, perm, diff, exact)`` -> ``(rows, diffs,
+groups)`` with ``groups`` a list of ``(lo, hi, at)``: merged positions ``[lo, hi)`` to resolve,
+whose rows belong before output ``at``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from colmz.kernels.decorators import jit
+
+#: Most words a string column's exact order words take (values up to ``8 * EXACT_WORDS - 1``
+#: bytes past the shared prefix); longer values take one prefix word.
+EXACT_WORDS = 3
+
+__all__ = [
+    "EXACT_WORDS",
+    "consolidate_merged",
+    "consolidate_merged_ref",
+    "co_rank",
+    "co_rank_ref",
+    "merge_pair",
+    "merge_word_rows",
+    "merge_word_rows_ref",
+    "string_words",
+    "string_words_ref",
+]
+
+
+@jit
+def string_words(offsets, data, valid, skip, nwords, exact, out, col):
+    """Write the ``nwords`` order words of each value (module docstring) into
+    ``out[:, col:col + nwords]``.
+
+    ``offsets`` are the ``n + 1`` Arrow offsets of the values (absolute into ``data``),
+    ``valid`` one byte per row (empty: no NULLs), ``skip`` the shared prefix length. Exact
+    words hold ``8 * nwords - 1`` bytes and the length past ``skip`` in the last word's low
+    byte; prefix words hold ``8 * nwords`` bytes.
+    """
+    n = offsets.shape[0] - 1
+    has_valid = valid.shape[0] > 0
+    for i in range(n):
+        if has_valid and valid[i] == 0:
+            for q in range(nwords):
+                out[i, col + q] = np.uint64(0)
+            continue
+        start = np.int64(offsets[i]) + skip
+        end = np.int64(offsets[i + 1])
+        for q in range(nwords):
+            take = 7 if exact and q == nwords - 1 else 8
+            base = start + 8 * q
+            w = np.uint64(0)
+            if base + take <= end:
+                for b in range(take):
+                    w = (w << np.uint64(8)) | np.uint64(data[base + b])
+            else:
+                for b in range(take):
+                    w = w << np.uint64(8)
+                    if base + b < end:
+                        w |= np.uint64(data[base + b])
+            if take == 7:
+                length = end - start
+                w = (w << np.uint64(8)) | np.uint64(length if length > 0 else 0)
+            out[i, col + q] = w
+
+
+def string_words_ref(values, skip: int, nwords: int, exact: bool) -> list[list[int]]:
+    """Reference for :func:`string_words` on a list of ``bytes`` (``None``: NULL).
+
+    >>> string_words_ref([b"ab", None], 0, 1, True) == [[(0x61620000000000 << 8) | 2], [0]]
+    True
+    """
+    out = []
+    for v in values:
+        if v is None:
+            out.append([0] * nwords)
+            continue
+        rest = v[skip:]
+        size = 8 * nwords - (1 if exact else 0)
+        padded = rest[:size].ljust(8 * nwords, b"\0")
+        words = [int.from_bytes(padded[8 * q:8 * q + 8], "big") for q in range(nwords)]
+        if exact:
+            words[-1] = (words[-1] & ~0xFF) | len(rest)
+        out.append(words)
+    return out
+
+
+@jit(inline=True)
+def _add_checked(a, b):
+    s = a + b
+    if ((a ^ s) & (b ^ s)) < 0:
+        raise OverflowError("diff overflow: the summed multiplicity leaves the int64 range")
+    return s
+
+
+@jit
+def consolidate_merged(words, perm, diff, exact, rows, diffs, g_lo, g_hi, g_at):
+    """Consolidate merged rows: ``words`` sorted (the merge's output), row ``i`` being input
+    row ``perm[i]`` with diff ``diff[perm[i]]``.
+
+    Equal adjacent rows form a group. A single row is emitted (``rows[k] = perm[i]``,
+    ``diffs[k] = diff[perm[i]]``); a group of several is summed and emitted once (its first
+    row) when ``exact``, dropped when the sum is 0, and otherwise recorded as a tie group
+    ``(g_lo, g_hi, g_at)``: merged positions ``[lo, hi)``, to be placed before output
+    ``at``. Returns ``(count, groups)``.
+    """
+    n, m = words.shape
+    k = 0
+    g = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n:
+            same = True
+            for c in range(m):
+                if words[j, c] != words[i, c]:
+                    same = False
+                    break
+            if not same:
+                break
+            j += 1
+        if j == i + 1:
+            d = diff[perm[i]]
+            if d != 0:
+                rows[k] = perm[i]
+                diffs[k] = d
+                k += 1
+        elif exact:
+            acc = diff[perm[i]]
+            for t in range(i + 1, j):
+                acc = _add_checked(acc, diff[perm[t]])
+            if acc != 0:
+                rows[k] = perm[i]
+                diffs[k] = acc
+                k += 1
+        else:
+            g_lo[g] = i
+            g_hi[g] = j
+            g_at[g] = k
+            g += 1
+        i = j
+    return k, g
+
+
+def consolidate_merged_ref(words, perm, diff, exact: bool):
+    """Reference for :func:`consolidate_merged`: ``(rows, diffs, [(lo, hi, at), ...])``.
+
+    >>> w = np.array([[1], [1], [2]], np.uint64)
+    >>> consolidate_merged_ref(w, np.array([0, 2, 1]), np.array([1, 5, 1]), True)
+    ([0, 1], [2, 5], [])
+    """
+    rows: list[int] = []
+    diffs: list[int] = []
+    groups: list[tuple[int, int, int]] = []
+    n = len(perm)
+    i = 0
+    while i < n:
+        key = tuple(int(x) for x in words[i])
+        j = i + 1
+        while j < n and tuple(int(x) for x in words[j]) == key:
+            j += 1
+        if j - i == 1 or exact:
+            acc = sum(int(diff[perm[t]]) for t in range(i, j))
+            if not -(2**63) <= acc < 2**63:
+                raise OverflowError("diff overflow: the summed multiplicity leaves the int64 range")
+            if acc:
+                rows.append(int(perm[i]))
+                diffs.append(acc)
+        else:
+            groups.append((i, j, len(rows)))
+        i = j
+    return rows, diffs, groups
+
+
+@jit(inline=True)
+def _row_less(src, a, b, w):
+    # Row a of src strictly before row b: lexicographic on words.
+    for c in range(w):
+        x = src[a, c]
+        y = src[b, c]
+        if x != y:
+            return x < y
+    return False
+
+
+@jit
+def merge_pair(src_w, src_i, a0, a1, b0, b1, dst_w, dst_i, o):
+    """Merge rows ``[a0, a1)`` and ``[b0, b1)`` of ``src_w`` (each ascending), carrying
+    ``src_i``, into ``dst_w``/``dst_i`` from row ``o``; ties take the ``a`` side first.
+
+    Branch-free in the comparison (the row to copy is selected arithmetically): runs of
+    random keys interleave at random, and a branch on each comparison would mispredict on
+    about half of them.
+    """
+    w = src_w.shape[1]
+    i = a0
+    j = b0
+    while i < a1 and j < b1:
+        take_b = np.int64(_row_less(src_w, j, i, w))
+        r = i + (j - i) * take_b
+        for c in range(w):
+            dst_w[o, c] = src_w[r, c]
+        dst_i[o] = src_i[r]
+        j += take_b
+        i += 1 - take_b
+        o += 1
+    while i < a1:
+        for c in range(w):
+            dst_w[o, c] = src_w[i, c]
+        dst_i[o] = src_i[i]
+        i += 1
+        o += 1
+    while j < b1:
+        for c in range(w):
+            dst_w[o, c] = src_w[j, c]
+        dst_i[o] = src_i[j]
+        j += 1
+        o += 1
+
+
+@jit
+def co_rank(src_w, a0, a1, b0, b1, c):
+    """How many of the first ``c`` rows :func:`merge_pair` outputs come from ``[a0, a1)``:
+    the merge of the two ranges splits there into two independent merges (the "merge
+    path"), which two threads run side by side."""
+    w = src_w.shape[1]
+    na = a1 - a0
+    nb = b1 - b0
+    lo = c - nb if c > nb else 0
+    hi = c if c < na else na
+    while lo < hi:
+        i = (lo + hi) >> 1
+        j = c - i
+        # Too few taken from a while a[i] still precedes b[j - 1] (b goes first only when
+        # strictly smaller), i.e. not b[j - 1] < a[i].
+        if j > 0 and i < na and not _row_less(src_w, b0 + j - 1, a0 + i, w):
+            lo = i + 1
+        else:
+            hi = i
+    return lo
+
+
+@jit
+def merge_word_rows(words, idx, starts, ends, tmp_words, tmp_idx):
+    """Merge the ascending row slices ``words[starts[r]:ends[r]]`` (tiling ``words`` in
+    order), carrying ``idx``, by rounds of :func:`merge_pair` that move the rows themselves:
+    each round reads two ascending streams and writes one (no indirection). Stable: equal
+    rows keep run order. Returns ``True`` when the result is in ``tmp_words``/``tmp_idx``.
+    """
+    k = starts.shape[0]
+    bounds = np.empty(k + 1, np.int64)
+    for r in range(k):
+        bounds[r] = starts[r]
+    bounds[k] = ends[k - 1] if k > 0 else 0
+    src_w = words
+    src_i = idx
+    dst_w = tmp_words
+    dst_i = tmp_idx
+    in_tmp = False
+    while k > 1:
+        nk = (k + 1) // 2
+        for p in range(nk):
+            a0 = bounds[2 * p]
+            a1 = bounds[2 * p + 1]
+            b1 = bounds[2 * p + 2] if 2 * p + 1 < k else a1
+            merge_pair(src_w, src_i, a0, a1, a1, b1, dst_w, dst_i, a0)
+        for p in range(nk):
+            bounds[p] = bounds[2 * p]
+        bounds[nk] = bounds[k]
+        k = nk
+        src_w, dst_w = dst_w, src_w
+        src_i, dst_i = dst_i, src_i
+        in_tmp = not in_tmp
+    return in_tmp
+
+
+def co_rank_ref(words, a0, a1, b0, b1, c) -> int:
+    """Reference for :func:`co_rank`: merge stably and count.
+
+    >>> co_rank_ref(np.array([[1], [3], [2], [3]], np.uint64), 0, 2, 2, 4, 3)
+    2
+    """
+    rows = [(tuple(int(x) for x in words[r]), 0, r) for r in range(a0, a1)]
+    rows += [(tuple(int(x) for x in words[r]), 1, r) for r in range(b0, b1)]
+    rows.sort(key=lambda t: (t[0], t[1]))
+    return sum(1 for t in rows[:c] if t[1] == 0)
+
+
+def merge_word_rows_ref(words, idx, starts, ends):
+    """Reference for :func:`merge_word_rows`: ``(words, idx)`` sorted stably by row.
+
+    >>> w = np.array([[1], [3], [2], [3]], np.uint64)
+    >>> mw, mi = merge_word_rows_ref(w, np.arange(4), [0, 2], [2, 4])
+    >>> mw.ravel().tolist(), mi.tolist()
+    ([1, 2, 3, 3], [0, 2, 1, 3])
+    """
+    rows = [(tuple(int(x) for x in words[i]), r, int(idx[i]))
+            for r, (s, e) in enumerate(zip(starts, ends)) for i in range(s, e)]
+    rows.sort(key=lambda t: (t[0], t[1]))
+    w = words.shape[1]
+    return (np.array([t[0] for t in rows], np.uint64).reshape(len(rows), w),
+            np.array([t[2] for t in rows], np.int64))
