@@ -85,6 +85,7 @@ Examples
 from __future__ import annotations
 
 import enum
+import functools
 import heapq
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -117,6 +118,7 @@ __all__ = [
     "ConstraintKind",
     "Dataflow",
     "Export",
+    "explain_frame",
     "ExportKind",
     "LagWritesBy",
     "MissingStorageFrontiers",
@@ -711,6 +713,10 @@ class AsOfSelection:
         step), ``constraint`` (the last constraint that moved the bounds in this step, or the
         one that failed), ``failure`` (``"hard"``/``"soft"``/``None``).
 
+        Printed (``repr``, a terminal) the table is shown whole -- every row and column, no
+        ``...`` -- since the point of it is the step that moved a bound; in a notebook it is
+        pandas' HTML table.
+
         Parameters
         ----------
         collection
@@ -721,7 +727,7 @@ class AsOfSelection:
         >>> r.explain("u1")[["step", "lower", "upper", "constraint"]].iloc[-1].tolist()
         ['index_current_time', 10, 15, 'index current time 15']
         """
-        return self._engine.explain(collection)
+        return explain_frame(self._engine.explain(collection))
 
     @property
     def dataflows(self) -> tuple[Dataflow, ...]:
@@ -1398,6 +1404,34 @@ class _Selector:
         return pd.DataFrame(
             {c: pd.Series(v, dtype=object if c in ("lower", "upper") else None) for c, v in cols.items()}
         )
+
+
+@functools.cache
+def _explain_frame_class():
+    import pandas as pd
+
+    class ExplainFrame(pd.DataFrame):
+        """A DataFrame printed whole: ``repr`` is ``to_string()``, not pandas' truncated view."""
+
+        @property
+        def _constructor(self):
+            return ExplainFrame
+
+        def __repr__(self) -> str:
+            return self.to_string()
+
+    return ExplainFrame
+
+
+def explain_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as a DataFrame whose ``repr`` prints every row and column (``to_string``).
+
+    >>> import pandas as pd
+    >>> wide = explain_frame(pd.DataFrame({f"c{i}": ["x" * 20] * 70 for i in range(10)}))
+    >>> "..." in repr(wide), len(repr(wide).splitlines())
+    (False, 71)
+    """
+    return _explain_frame_class()(df)
 
 
 def select_as_ofs(

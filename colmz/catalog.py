@@ -209,6 +209,7 @@ class Catalog:
         self._objects: dict[str, CatalogObject] = {}
         self._order: list[str] = []
         self._now = 0
+        self._reopened_at: int | None = None  # the time a reopen loaded contents at
         self._defs: list[dict] = []
         self._durable: dict[str, ArrangementCollection] = {}
         # How to reopen time ``now`` for a write at ``time=now``: the checkpoint from before
@@ -276,7 +277,7 @@ class Catalog:
             obj = self.object(name)
             at = self._as_of(as_of)
             if at < obj.collection.since:
-                raise ValueError(f"as_of {at} is before {name!r} existed (its since is {obj.collection.since})")
+                raise ValueError(self._unreadable(name, at))
             return obj.collection.snapshot(at)
 
         return self._reading(read)
@@ -318,11 +319,22 @@ class Catalog:
     def _contents(self, name: str, as_of: int, pending: Mapping[str, Updates]) -> Updates:
         obj = self._objects[name]
         if as_of < obj.collection.since:
-            raise ValueError(f"{name!r} did not exist at time {as_of}")
+            raise ValueError(self._unreadable(name, as_of))
         snap = obj.collection.snapshot(min(as_of, self._now))
         if name in pending and len(pending[name]):
             snap = consolidate(concat([snap, pending[name]]), since=as_of)
         return snap
+
+    def _unreadable(self, name: str, as_of: int) -> str:
+        """Why ``name`` cannot be read at ``as_of`` (before its since): not created yet, or
+        this catalog was reopened later (a reopen reads contents, not history)."""
+        since = self._objects[name].collection.since
+        reopened = self._reopened_at
+        if reopened is not None and since <= reopened:
+            return (f"{name!r} cannot be read at time {as_of}: this catalog was reopened at time "
+                    f"{reopened} and a reopened catalog reads no further back than that (its since "
+                    f"is {since})")
+        return f"{name!r} did not exist at time {as_of} (its since is {since})"
 
     def _rows(self, name: str, as_of: int, pending) -> pa.Table:
         return expand(self._contents(name, as_of, pending), repr(name))
@@ -946,6 +958,7 @@ class Catalog:
             return
         start = max(0, min(uppers) - 1)
         self._now = max(uppers) - 1
+        self._reopened_at = start  # reads go no further back (_unreadable says so)
         for d in defs:
             dur = durs[d["name"]]
             schema = dur.schema
@@ -993,6 +1006,18 @@ class Catalog:
             elif obj.kind == "continual task":
                 obj.task.run()
         self._persist()
+
+    # ------------------------------------------------------------------ display
+
+    def __repr__(self) -> str:
+        objects = ", ".join(f"{n} ({self._objects[n].kind})" for n in self._order) or "no objects"
+        where = f"path={self._path!r}" if self._path is not None else "in memory"
+        return f"Catalog({where}, now={self._now}: {objects})"
+
+    def _repr_html_(self) -> str:
+        from colmz.display import catalog_html
+
+        return catalog_html(self)
 
 
 def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:

@@ -1388,6 +1388,33 @@ class ContinualTask:
         _check_nonnegative(after, self.name, None)
         return delta, after
 
+    # ------------------------------------------------------------------ display
+
+    def __repr__(self) -> str:
+        refs = f", references={sorted(self.references)}" if self.references else ""
+        kinds = ", ".join(kind for kind, _ in self._statement_texts())
+        return (f"ContinualTask({self.name!r} ON INPUT {self.input_name!r}{refs}, frontier="
+                f"{'[]' if self.frontier is None else self.frontier}, statements=[{kinds}], "
+                f"columns={[s.name for s in self.schema]})")
+
+    def _repr_html_(self) -> str:
+        from colmz.display import continual_task_html
+
+        return continual_task_html(self, self._statement_texts())
+
+    def _statement_texts(self) -> list[tuple[str, str]]:
+        """Each statement's kind and text (a callable's name), in body order."""
+        out = []
+        for b in self._body:
+            if b.fn is not None:
+                text = f"<callable {getattr(b.fn, '__name__', type(b.fn).__name__)}>"
+            elif b.kind == "delete" and b.text is None:
+                text = "(all rows)"
+            else:
+                text = b.text or ""
+            out.append((b.kind.upper(), text))
+        return out
+
 
 def _now_sql(form: str | None, t_ref: str) -> str:
     """``mz_now()`` as the SQL of a batch's time column ``t_ref`` (see ``colmz.sql.now_value``)."""

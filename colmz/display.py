@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from colmz.as_of import AsOfSelection
+    from colmz.catalog import Catalog
+    from colmz.continual import ContinualTask
     from colmz.correction import Correction
     from colmz.spine import Spine
     from colmz.updates import Updates
 
-__all__ = ["as_of_html", "correction_html", "spine_html", "updates_html"]
+__all__ = ["as_of_html", "catalog_html", "continual_task_html", "correction_html", "spine_html", "updates_html"]
 
 _STYLE = "border-collapse:collapse;font-size:0.9em"
 _CELL = "padding:1px 6px;text-align:left"
@@ -204,5 +206,56 @@ def as_of_html(result: AsOfSelection) -> str:
         + _table(["export", "as-of", "bounds", "step", "set by"], rows, "colmz-as-ofs")
         + (_table(["collection", "kind", "bound", "frontier", "step", "reason"], fails,
                   "colmz-failures") if fails else "")
+        + "</div>"
+    )
+
+
+def catalog_html(cat: Catalog) -> str:
+    """A summary of a :class:`colmz.Catalog`: where it is stored, its time, and one row per
+    object with its kind, what it reads, its since and upper and the updates it holds.
+
+    >>> from colmz.catalog import Catalog
+    >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")
+    >>> "<td" in catalog_html(cat) and "in memory" in catalog_html(cat)
+    True
+    """
+    rows = []
+    for name in cat.names:
+        obj = cat.object(name)
+        c = obj.collection
+        rows.append((name, obj.kind, ", ".join(sorted(obj.deps)) or "", c.since, _frontier(c.upper),
+                     ", ".join(f"{s.name} {s.type}" for s in obj.schema)))
+    where = f"stored in {cat.path}" if cat.path is not None else "in memory"
+    text = f"{len(rows)} objects, now {cat.now}, {where}"
+    return (
+        '<div class="colmz-catalog">'
+        + _caption("Catalog", text)
+        + (_table(["name", "kind", "reads", "since", "upper", "columns"], rows, "colmz-objects")
+           if rows else "")
+        + "</div>"
+    )
+
+
+def continual_task_html(task: ContinualTask, statements: Sequence[tuple[str, str]]) -> str:
+    """A summary of a :class:`colmz.ContinualTask`: its input and references, its frontier
+    (the next time it will process), its ``statements`` (kind and text, as the task lists
+    them) and the counts of its work.
+
+    >>> from colmz.continual import ContinualTask, Insert, MemoryCollection
+    >>> inp = MemoryCollection({"k": "BIGINT"})
+    >>> t = ContinualTask("copy", {"inp": inp}, [Insert("SELECT k FROM inp")])
+    >>> "SELECT k FROM inp" in t._repr_html_()
+    True
+    """
+    refs = ", ".join(sorted(task.references)) or "none"
+    text = (f"{task.name!r} on input {task.input_name!r} (references: {refs}), frontier "
+            f"{_frontier(task.frontier)}, columns "
+            + ", ".join(f"{s.name} {s.type}" for s in task.schema))
+    rows = [(i, kind, sql) for i, (kind, sql) in enumerate(statements)]
+    return (
+        '<div class="colmz-continual-task">'
+        + _caption("Continual task", text)
+        + _table(["#", "statement", "SQL"], rows, "colmz-statements")
+        + _table(None, list(task.stats.items()), "colmz-task-stats")
         + "</div>"
     )

@@ -544,8 +544,23 @@ def _statement(cur: _Cursor):
             raise SQLError(f"DROP {kind} needs a name")
         return Drop(kind, names, if_exists)
     words = " ".join(t.text.upper() for t in cur.toks[cur.pos : min(cur.pos + 3, cur.end)])
+    first = cur.peek()
+    if first is not None and first.text.upper() not in STATEMENT_WORDS:
+        # Not a statement PostgreSQL knows either (a typo such as SELEC): its syntax error.
+        raise SQLError(f"syntax error at or near {first.text!r}: not the start of an SQL statement")
     _unsupported(words)
 
+
+#: The first words of PostgreSQL's statements (its ``gram.y``): a statement starting with
+#: one colmz does not run is unsupported; starting with anything else, a syntax error.
+STATEMENT_WORDS = frozenset((
+    "ABORT", "ALTER", "ANALYZE", "BEGIN", "CALL", "CHECKPOINT", "CLOSE", "CLUSTER", "COMMENT",
+    "COMMIT", "COPY", "CREATE", "DEALLOCATE", "DECLARE", "DELETE", "DISCARD", "DO", "DROP", "END",
+    "EXECUTE", "EXPLAIN", "FETCH", "GRANT", "IMPORT", "INSERT", "LISTEN", "LOAD", "LOCK", "MERGE",
+    "MOVE", "NOTIFY", "PREPARE", "REASSIGN", "REFRESH", "REINDEX", "RELEASE", "RESET", "REVOKE",
+    "ROLLBACK", "SAVEPOINT", "SECURITY", "SELECT", "SET", "SHOW", "START", "TABLE", "TRUNCATE",
+    "UNLISTEN", "UPDATE", "VACUUM", "VALUES", "WITH", "SUBSCRIBE", "TAIL",
+))
 
 def _unsupported(what: str):
     raise UnsupportedSQL(f"{what} is not supported by colmz")

@@ -11,7 +11,8 @@ The user-facing names:
 * :func:`consolidate_fn`, :func:`snapshot_fn`, :func:`bucket_columns` -- grouped functions
   and bucketing for ``groupBy().applyInArrow`` / ``applyInPandas`` in users' pipelines;
 * :func:`sink` -- the self-correcting materialized-view sink (:class:`SinkStats` for its
-  figures); :class:`Store` -- the atomic Parquet update store the ``colmz sink`` job writes;
+  figures); what the ``colmz sink`` job writes -- a ``colmz.Arrangement`` -- is described in
+  ``colmz.spark.sink_store`` (:class:`SinkStoreError` for a store that cannot be used);
 * :func:`stream_sink` -- the same view over a streaming DataFrame of events, kept in an
   arrangement exactly once (``colmz.spark.stream``);
 * :func:`continual_task` -- a ``CREATE CONTINUAL TASK`` over a DataFrame, per key bucket or on
@@ -19,7 +20,8 @@ The user-facing names:
 
 Modules: ``schemas`` (checks), ``batches`` (Arrow <-> Updates in workers), ``grouped``
 (grouped functions), ``frames`` (DataFrame operations), ``sink``/``stream``/``continual``
-(jobs), ``cli``/``stream_cli`` (the ``colmz`` command).
+(jobs), ``sink_store`` (what the sink writes), ``cli`` (the ``colmz`` command: one module per
+command), ``store_v01`` (colmz 0.1's store, read only by ``colmz migrate``).
 
 pyspark is imported only when a function needs it, so ``import colmz.spark`` is cheap.
 """
@@ -36,7 +38,7 @@ from colmz.spark.schemas import (
 )
 from colmz.spark.session import default_cache_dir, executor_env, session
 from colmz.spark.sink import SinkStats, check_ticks, sink
-from colmz.spark.store import Store, StoreError
+from colmz.spark.sink_store import SinkStoreError
 from colmz.spark.stream import stream_sink
 
 __all__ = [
@@ -44,8 +46,7 @@ __all__ = [
     "GroupedFunction",
     "InputError",
     "SinkStats",
-    "Store",
-    "StoreError",
+    "SinkStoreError",
     "bucket_columns",
     "check_ticks",
     "check_update_columns",

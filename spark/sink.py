@@ -29,7 +29,7 @@ retractions, which is the workload the bucketed buffer is built for.
 
 Output is deterministic: a bucket's corrections depend only on the multiset of its input
 rows (the buffer consolidates and sorts), so a retried Spark task yields exactly the same
-rows, and Spark's file commit protocol keeps one attempt per task (see ``colmz.spark.store``).
+rows, and the driver commits one written run per task (``colmz.spark.arrangement_io``).
 
 Statistics (largest buffer sizes, corrections per tick) travel back to the driver through a
 Spark accumulator keyed by partition id, so a retried task overwrites, never adds to, its

@@ -1,4 +1,11 @@
-"""The ``colmz sink`` job's store: a ``colmz.Arrangement``, opened and checked before Spark.
+"""What ``colmz sink`` (and ``colmz stream``) write: a ``colmz.Arrangement``, opened and checked
+before Spark.
+
+This is the one place that says what the sink writes. The store is an arrangement named
+:data:`NAME` holding updates ``(data..., time, diff)``; every update with ``time <= t``,
+summed per data row, is the view at tick ``t`` (:func:`view_table`, ``colmz read``). Any
+reader takes the list of parts from the arrangement's metadata (``Arrangement.parts()``),
+never from the folder. Errors about the store are :class:`SinkStoreError`.
 
 Design
 ------
@@ -22,7 +29,8 @@ cannot rewrite them; it writes the difference at its first tick at or after the 
 Materialize's sink writes corrections at the current upper of its output.
 
 A store written by colmz 0.1 (a ``_colmz_store.json`` manifest and ``commits/`` folders) is
-recognised and refused with the command that converts it (:func:`migrate`).
+recognised and refused with the command that converts it (:func:`migrate`, ``colmz migrate``);
+only that conversion reads the old layout (``colmz.spark.store_v01``).
 """
 
 from __future__ import annotations
@@ -31,13 +39,34 @@ from dataclasses import dataclass
 
 from colmz.arrangement import Arrangement, ArrangementError, IdentityMismatch, MetadataLost
 from colmz.arrangement_runs import discard_owned
-from colmz.spark.store import MANIFEST, Store, StoreError
-from colmz.storage.base import StorageError
+from colmz.storage.base import StorageError, open_input
 from colmz.storage.url import local_path
 
-__all__ = ["SinkStore", "discard_run", "migrate", "open_sink_store"]
+__all__ = ["MIGRATE_STEPS", "NAME", "SinkStore", "SinkStoreError", "check_part_footers", "discard_run",
+           "migrate", "open_sink_store", "view_table"]
 
+#: The arrangement's name in a sink store.
 NAME = "arrangement"
+#: The manifest of a colmz 0.1 store (``colmz.spark.store_v01``): recognised to point to ``colmz migrate``.
+OLD_MANIFEST = "_colmz_store.json"
+
+
+class SinkStoreError(RuntimeError):
+    """The sink's store cannot be used as asked (damaged, another layout, changed by another
+    writer, another schema); whatever raised it left the store unchanged."""
+
+
+def view_table(u):
+    """Updates consolidated at one time as a view: the data columns and ``count``.
+
+    ``count`` is the row's multiplicity (its diffs summed), what ``colmz read`` prints and
+    writes with ``--output``.
+
+    >>> import colmz
+    >>> view_table(colmz.Updates({"k": ["a"]}, time=[3], diff=[2])).to_pylist()
+    [{'k': 'a', 'count': 2}]
+    """
+    return u.to_arrow().drop_columns(["time"]).rename_columns([*u.column_names, "count"])
 
 
 @dataclass
@@ -75,9 +104,9 @@ class SinkStore:
                 f"{st['parts']} parts, {through}")
 
 
-def _old_layout_error(url: str) -> StoreError:
-    return StoreError(
-        f"store {url!r} is in the layout of colmz 0.1 ({MANIFEST} and commits/); the sink now "
+def _old_layout_error(url: str) -> SinkStoreError:
+    return SinkStoreError(
+        f"store {url!r} is in the layout of colmz 0.1 ({OLD_MANIFEST} and commits/); the sink now "
         f"keeps an arrangement. Convert it with `colmz migrate {url} NEW_STORE` and pass "
         "--store NEW_STORE"
     )
@@ -92,13 +121,13 @@ def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
     if path is not None:
         url = str(path)  # executors may run elsewhere in the file tree
         if path.exists() and not path.is_dir():
-            raise StoreError(f"store path {str(path)!r} exists and is not a directory")
-        if (path / MANIFEST).is_file():
+            raise SinkStoreError(f"store path {str(path)!r} exists and is not a directory")
+        if (path / OLD_MANIFEST).is_file():
             raise _old_layout_error(url)
         if not path.exists() or (not any(path.iterdir()) and consensus is None):
             return SinkStore(url, consensus, None)
         if consensus is None and not (path / "consensus.sqlite").is_file():
-            raise StoreError(
+            raise SinkStoreError(
                 f"{str(path)!r} is a non-empty directory without an arrangement "
                 "(no consensus.sqlite); not a colmz store (refusing to write into it)"
             )
@@ -111,19 +140,43 @@ def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
         # what was found and how to recover); nothing is written until they agree.
         raise StoreError(f"store {url!r} cannot be opened safely: {e}") from None
     except (ArrangementError, StorageError) as e:
-        raise StoreError(f"store {url!r} is damaged or unreachable: {e}") from None
+        raise SinkStoreError(f"store {url!r} is damaged or unreachable: {e}") from None
     try:
         arr.validate()
     except ArrangementError as e:
-        raise StoreError(f"store {url!r} is damaged: {e}") from None
+        raise SinkStoreError(f"store {url!r} is damaged: {e}") from None
     present = set(arr.store.list_keys(arr.prefix))
     missing = sorted(arr.referenced_keys() - present)
     if missing:
-        raise StoreError(
+        raise SinkStoreError(
             f"store {url!r} is damaged: {len(missing)} part(s) its metadata names are missing, "
             f"e.g. {missing[0]!r} (restore them, or remove the store)"
         )
+    check_part_footers(arr, url)
     return SinkStore(url, consensus, arr)
+
+
+def check_part_footers(arr: Arrangement, url: str) -> None:
+    """Read the Parquet footer of every part ``arr``'s metadata names (a few KB each).
+
+    A part that is not Parquet (truncated, overwritten) is reported here, in one line naming
+    it, before a job starts -- not as a failed Spark task. A part whose footer reads but whose
+    pages are damaged is still found when it is read (``CorruptPart``).
+    """
+    import pyarrow.parquet as pq
+
+    for key in sorted(arr.referenced_keys()):
+        try:
+            f = open_input(arr.store, key)
+            if f is None:
+                raise SinkStoreError(f"store {url!r} is damaged: part {key!r} is missing")
+            pq.ParquetFile(f).metadata  # noqa: B018 - reading the footer is the check
+        except SinkStoreError:
+            raise
+        except Exception as e:  # ArrowInvalid, OSError: not a readable Parquet file
+            raise SinkStoreError(f"store {url!r} is damaged: part {key!r} is not a readable "
+                                 f"Parquet file ({str(e).splitlines()[0] if str(e) else type(e).__name__}); "
+                                 "restore it, or remove the store") from None
 
 
 def discard_run(store: SinkStore, owner: str) -> list[str]:
@@ -181,14 +234,19 @@ def migrate(old: str, new: str, *, consensus: str | None = None, progress=None) 
         if progress is not None:
             progress(i, len(MIGRATE_STEPS), MIGRATE_STEPS[i] if i < len(MIGRATE_STEPS) else "done")
 
+    from colmz.spark.store_v01 import MANIFEST, Store, StoreError
+
     step(0)
-    src = Store(old)
-    if not src.exists():
-        raise StoreError(f"{old!r} is not a colmz 0.1 store (no {MANIFEST})")
-    src.verify()
+    try:
+        src = Store(old)
+        if not src.exists():
+            raise SinkStoreError(f"{old!r} is not a colmz 0.1 store (no {MANIFEST})")
+        src.verify()
+    except StoreError as e:
+        raise SinkStoreError(f"colmz 0.1 store {old!r}: {e}") from None
     target = open_sink_store(new, consensus)
     if target.exists:
-        raise StoreError(f"{new!r} already holds a store; migrate into a new location")
+        raise SinkStoreError(f"{new!r} already holds a store; migrate into a new location")
     step(1)
     table = src.read_arrow()
     # The old store's Parquet files carry the Arrow types Spark wrote; the arrangement keeps them.

@@ -27,7 +27,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_maps_the_top_level_folders_into_the_package(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "colmz/kernels/consolidate.py" in names
-    assert "colmz/spark/cli.py" in names
+    assert "colmz/spark/cli/__init__.py" in names and "colmz/spark/cli/sink.py" in names
     assert "colmz/py.typed" in names
     assert not any(n.startswith(("kernels/", "spark/")) for n in names)
 

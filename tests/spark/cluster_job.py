@@ -20,7 +20,7 @@ def main(workdir: str) -> dict:
     import colmz.spark
     from colmz.spark import cli
     from colmz.spark.session import worker_pid_env
-    from colmz.spark.store import Store
+    from colmz.spark.store_v01 import Store
 
     cache = os.path.join(workdir, "numba-cache")
     spark = colmz.spark.session("local-cluster[2,1,1024]", "colmz-cluster-test", numba_cache_dir=cache)

@@ -18,7 +18,8 @@ import pytest
 import colmz
 from colmz.arrangement_runs import write_run
 from colmz.spark import cli
-from colmz.spark.store import Store
+from colmz.spark.cli import sink as sink_command
+from colmz.spark.store_v01 import Store
 
 pytestmark = pytest.mark.spark
 
@@ -219,14 +220,14 @@ def test_both_verifications_check_the_same_ticks(spark, tmp_path):
 
 def test_verification_catches_a_wrong_store_in_both_places(spark, tmp_path, monkeypatch):
     # A sink that loses one correction: both verifications find it and nothing is committed.
-    real_sink = cli.sink
+    real_sink = sink_command.sink
 
     def lossy_sink(*args, **kwargs):
         out = real_sink(*args, **kwargs)
         return out.filter("NOT (customer = 7 AND diff > 0)")
 
     path = write_events(tmp_path / "e.parquet", [(7, "eu", "pro", 2, 20), (8, "us", "free", 1, 5)])
-    monkeypatch.setattr(cli, "sink", lossy_sink)
+    monkeypatch.setattr(sink_command, "sink", lossy_sink)
     for where in ("spark", "local"):
         status, _ = run(sink_args(tmp_path / where, path, "--verify-with", where), spark)
         assert status == 1
@@ -297,7 +298,7 @@ def test_failing_job_midway_leaves_the_store_as_it_was(spark, tmp_path, monkeypa
     def later(store, events):  # the next runs go on beyond the seal
         return [*sink_args(store, events), "--first-tick", str(TICKS)]
 
-    real_sink = cli.sink
+    real_sink = sink_command.sink
 
     def failing_sink(*args, **kwargs):
         # One task fails after the others may have written their files into staging.
@@ -313,16 +314,16 @@ def test_failing_job_midway_leaves_the_store_as_it_was(spark, tmp_path, monkeypa
         out = real_sink(*args, **kwargs)
         return out.mapInArrow(boom, out.schema)
 
-    monkeypatch.setattr(cli, "sink", failing_sink)
+    monkeypatch.setattr(sink_command, "sink", failing_sink)
     with pytest.raises(Exception, match="executor lost midway"):
         run(later(store, new), spark)
     # nothing committed, and the parts the failed run's tasks wrote are gone
     assert unchanged_on_disk(store, before)
 
     # a verification failure also commits nothing
-    monkeypatch.setattr(cli, "sink", real_sink)
+    monkeypatch.setattr(sink_command, "sink", real_sink)
     for where, verifier in (("spark", "verify"), ("local", "verify_local")):
-        monkeypatch.setattr(cli, verifier, lambda *a, **k: {0: {"rows": 1, "mismatches": 3}})
+        monkeypatch.setattr(sink_command, verifier, lambda *a, **k: {0: {"rows": 1, "mismatches": 3}})
         status, _ = run([*later(store, new), "--verify-with", where], spark)
         assert status == 1
         assert unchanged_on_disk(store, before)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from colmz.spark.store import MANIFEST, Store, StoreError, same_schema
+from colmz.spark.store_v01 import MANIFEST, Store, StoreError, same_schema
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ import textwrap
 import pyarrow as pa
 import pytest
 
-from colmz.spark.store import MANIFEST, ManifestError, Store, StoreError
+from colmz.spark.store_v01 import MANIFEST, ManifestError, Store, StoreError
 
 ROUNDS = int(os.environ.get("COLMZ_STORE_RACE_ROUNDS", "40"))
 
@@ -94,7 +94,7 @@ def test_clean_removes_a_killed_runs_staging(tmp_path):
     code = textwrap.dedent(
         f"""
         import os, signal, pyarrow as pa
-        from colmz.spark.store import Store
+        from colmz.spark.store_v01 import Store
         s = Store({str(path)!r})
         s.stage_arrow(pa.table({{"k": ["dead"], "time": [1], "diff": [1]}}))
         os.kill(os.getpid(), signal.SIGKILL)
@@ -248,30 +248,48 @@ def test_sink_reports_a_damaged_store_before_spark_starts(tmp_path, monkeypatch,
     def no_spark(args):
         raise AssertionError("a Spark session was started before the store was checked")
 
-    monkeypatch.setattr(cli, "_spark", no_spark)
+    from colmz.spark.cli import base, sink
+
+    monkeypatch.setattr(sink, "start_spark", no_spark)
     status = cli.main(["sink", "--store", str(path), "--ticks", "3", "--quiet"])
     err = capsys.readouterr().err
-    assert status == cli.EXIT_FAIL and expect in err and "Traceback" not in err
+    assert status == base.EXIT_FAIL and expect in err and "Traceback" not in err
 
 
 # ---------------------------------------------------------------------------- colmz read, fail fast
 
 
-def _updates_store(tmp_path) -> Store:
-    s = Store(tmp_path / "st")
-    s.commit(s.stage_arrow(pa.table({"k": ["a", "b", "a", None], "time": [1, 1, 5, 2], "diff": [2, 1, -1, 1]})))
-    s.commit(s.stage_arrow(pa.table({"k": ["b", "c"], "time": [7, 7], "diff": [-1, 3]})))
-    return s
+class _Stored:
+    """A sink store (an arrangement sealed through tick 7) and the updates it holds."""
+
+    def __init__(self, path):
+        import colmz
+
+        self.path = path
+        a = colmz.Arrangement.open(str(path), schema={"k": pa.string()}, name="arrangement")
+        self.updates = pa.table({"k": ["a", "b", "a", None, "b", "c"], "time": [1, 1, 5, 2, 7, 7],
+                                 "diff": [2, 1, -1, 1, -1, 3]})
+        a.write(colmz.Updates.from_arrow(self.updates))
+        a.seal(8)
+
+    def read_arrow(self):
+        return self.updates
+
+
+def _updates_store(tmp_path) -> _Stored:
+    return _Stored(tmp_path / "st")
 
 
 @pytest.fixture
 def no_spark(monkeypatch):
     from colmz.spark import cli
+    from colmz.spark.cli import consolidate, ct, sink, stream
 
     def refuse(args):
         raise AssertionError("a Spark session was started")
 
-    monkeypatch.setattr(cli, "_spark", refuse)
+    for command in (sink, consolidate, stream, ct):
+        monkeypatch.setattr(command, "start_spark", refuse)
     return cli
 
 
@@ -298,7 +316,7 @@ def test_read_writes_parquet_and_matches_the_oracle(tmp_path, no_spark):
 
     s = _updates_store(tmp_path)
     rows = s.read_arrow().to_pylist()
-    for t in range(9):
+    for t in range(8):
         target = tmp_path / f"view{t}.parquet"
         assert no_spark.main(["read", str(s.path), "--as-of", str(t), "--output", str(target)], out=io.StringIO()) == 0
         want = Counter()

@@ -16,8 +16,8 @@ from test_stream_race import add_file, blob_files
 from test_stream_sink import RUN_MARK, marked, oracle, stored, write_events
 
 import colmz
+from colmz.spark.cli.base import EXIT_INTERRUPTED
 from colmz.spark.stream import StreamStopped, batch_writer
-from colmz.spark.stream_cli import EXIT_INTERRUPTED
 
 pytestmark = pytest.mark.spark
 

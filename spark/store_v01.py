@@ -1,8 +1,12 @@
-"""A local, atomically committed Parquet store of updates ``(data..., time, diff)``.
+"""The store colmz 0.1's ``colmz sink`` wrote: a local, atomically committed Parquet store of
+updates ``(data..., time, diff)``.
+
+Only ``colmz migrate`` (``colmz.spark.sink_store.migrate``) uses it now, to read such a store
+into an arrangement; what the sink writes today is described in ``colmz.spark.sink_store``.
 
 Design
 ------
-The ``colmz sink`` job appends corrections to a persisted collection and must never leave it
+colmz 0.1's ``colmz sink`` job appended corrections to a persisted collection and must never leave it
 half-written, never lose a commit it acknowledged, and never delete another run's work:
 
 1. **Stage.** The new updates are written into ``_staging/<id>/`` -- by Spark's file commit
@@ -60,6 +64,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colmz.spark.sink_store import OLD_MANIFEST, view_table
+
 __all__ = [
     "LOCK",
     "MANIFEST",
@@ -70,10 +76,9 @@ __all__ = [
     "StoreError",
     "same_schema",
     "validate_manifest",
-    "view_table",
 ]
 
-MANIFEST = "_colmz_store.json"
+MANIFEST = OLD_MANIFEST
 LOCK = "_colmz_store.lock"
 FORMAT = "colmz-updates-store"
 #: Staging directories without an owner file are removed by :meth:`Store.clean` only when
@@ -658,16 +663,6 @@ class Store:
         if not self.path.exists():
             return []
         return sorted(str(p.relative_to(self.path)) for p in self.path.rglob("*") if p.name != LOCK)
-
-
-def view_table(u):
-    """Updates consolidated at one time as a view: the data columns and ``count``.
-
-    >>> import colmz
-    >>> view_table(colmz.Updates({"k": ["a"]}, time=[3], diff=[2])).to_pylist()
-    [{'k': 'a', 'count': 2}]
-    """
-    return u.to_arrow().drop_columns(["time"]).rename_columns([*u.column_names, "count"])
 
 
 def same_schema(a: str, b: str) -> bool:

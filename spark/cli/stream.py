@@ -1,16 +1,21 @@
-"""The ``colmz stream`` and ``colmz ct`` subcommands (registered by ``colmz.spark.cli``).
+"""``colmz stream``: the temporal-filter view over streaming events, kept in an arrangement.
 
 Design
 ------
 ``colmz stream`` runs :func:`colmz.spark.stream.stream_sink` over a directory of Parquet event
 files (Spark's file source: files added later are picked up), one line of progress per
 micro-batch (on a terminal, above a bar counting the micro-batches: ``colmz.progress.Bar``). ``--available-now`` processes what is there and stops (tests, cron jobs); without
-it the query runs until interrupted. ``colmz ct`` runs :func:`colmz.spark.continual.continual_task`
-over a Parquet file of input updates and writes the task's output updates as Parquet.
+it the query runs until interrupted.
+
+``colmz stream --example-events DIR`` writes a generated example log into ``DIR`` as Parquet
+files (one per time range, in arrival order; :func:`write_example_events`) and stops, so the
+walk-through in ``docs/streaming.md`` starts from nothing. Its times are ticks: with
+``--tick event`` one micro-batch over them closes every tick up to the greatest
+``valid_from``; with ``--tick processing`` micro-batch ``n`` closes tick ``n`` only.
 
 Everything that can be checked before Spark writes is checked first and reported as bad input
 (exit status 2): missing paths, no event files, columns, a checkpoint bound to another store,
-SQL that does not define one continual task, an existing output. A micro-batch with bad events,
+A micro-batch with bad events,
 or one that finds the store written by another query (another input, another tick kind), fails
 the query before that batch commits anything (also exit status 2); any other failure of a
 micro-batch leaves the store as its last committed batch left it (exit status 1).
@@ -28,7 +33,7 @@ which is as safe as a crash (the next run finds a batch committed by this one in
 
 from __future__ import annotations
 
-import json
+import argparse
 import logging
 import os
 import re
@@ -39,44 +44,56 @@ import time as _time
 from pathlib import Path
 
 from colmz.progress import Bar
-from colmz.spark.schemas import InputError
-from colmz.spark.store import StoreError
+from colmz.spark.cli.base import (
+    EXIT_INTERRUPTED,
+    InputError,
+    add_spark_options,
+    check_store_url,
+    consensus_url,
+    csv_list,
+    positive,
+    print_json,
+    start_spark,
+)
+from colmz.spark.sink_store import SinkStoreError
 
-__all__ = ["EXIT_INTERRUPTED", "STOP_TIMEOUT", "StreamFailed", "add_parsers", "print_summary", "run_ct",
-           "run_stream"]
+__all__ = ["STOP_TIMEOUT", "StreamFailed", "add_parser", "render", "run", "write_example_events"]
 
-#: Exit status of ``colmz stream`` stopped by SIGINT (128 + the signal's number, as shells report it).
-EXIT_INTERRUPTED = 128 + signal.SIGINT
+
 #: Seconds a stop waits for the micro-batch in flight (Spark's ``spark.sql.streaming.stopTimeout``).
 STOP_TIMEOUT = 60
 
+#: The flags ``colmz stream`` needs unless it only writes ``--example-events``.
+REQUIRED = ("input", "store", "checkpoint", "keys")
 
-class StreamFailed(StoreError):
+
+class StreamFailed(SinkStoreError):
     """A micro-batch failed; the store holds what the batches before it committed."""
 
 
-def add_parsers(sub, common, csv, positive) -> None:
-    """Add ``stream`` and ``ct`` to the ``colmz`` subparsers (``common`` adds the Spark options)."""
+def add_parser(sub, name: str, summary: str) -> argparse.ArgumentParser:
+    """Add ``colmz stream`` to the subparsers ``sub``."""
     s = sub.add_parser(
-        "stream",
-        help="keep an arrangement equal to a temporal-filter view of streaming events",
+        name,
+        help=summary,
         description="Structured Streaming sink: every micro-batch of events (Parquet files in "
         "--input; new files are picked up) is one tick. The view 'rows (keys..., value) with "
         "valid_from <= t < valid_to' (times in ticks) is kept in the arrangement at --store: "
         "ticks before its seal are final, the far-future retractions wait in it by time range. "
-        "Exactly once: a micro-batch replayed from --checkpoint after a crash writes nothing.",
+        "Exactly once: a micro-batch replayed from --checkpoint after a crash writes nothing. "
+        "--example-events DIR writes a generated example log to stream from, and stops.",
     )
-    s.add_argument("--input", "-i", required=True, help="directory of Parquet event files")
-    s.add_argument("--store", required=True,
+    s.add_argument("--input", "-i", default=None, help="directory of Parquet event files (required)")
+    s.add_argument("--store", default=None,
                    help="the arrangement's store: a directory, or s3://bucket/prefix with --consensus")
-    s.add_argument("--checkpoint", required=True, help="Spark's checkpoint directory (bound to --store)")
+    s.add_argument("--checkpoint", default=None, help="Spark's checkpoint directory (bound to --store)")
     s.add_argument("--available-now", action="store_true", help="process the files there now, then stop")
-    s.add_argument("--keys", type=csv, required=True, help="key columns, comma-separated")
+    s.add_argument("--keys", type=csv_list, default=None, help="key columns, comma-separated")
     s.add_argument("--value", default="value", help="value column (default: %(default)s)")
     s.add_argument("--valid-from", default="valid_from", help="interval start column (default: %(default)s)")
     s.add_argument("--valid-to", default="valid_to", help="interval end column, exclusive (default: %(default)s)")
     s.add_argument("--name", default="arrangement", help="the arrangement's name in the store (default: %(default)s)")
-    s.add_argument("--consensus", default=None, help="the store's metadata database (s3:// stores)")
+    s.add_argument("--consensus", type=consensus_url, default=None, help="the store's metadata database (s3:// stores)")
     s.add_argument("--tick", choices=("processing", "event"), default="processing",
                    help="processing: micro-batch n closes tick n; event: ticks are the events' "
                    "times, closed when the watermark (greatest valid_from seen - --delay) passes "
@@ -85,26 +102,12 @@ def add_parsers(sub, common, csv, positive) -> None:
                    help="with --tick event: ticks an event may be late and keep its own time (default: %(default)s)")
     s.add_argument("--files-per-batch", type=positive, default=None,
                    help="at most this many new files per micro-batch (default: all new files)")
-    common(s)
-
-    c = sub.add_parser(
-        "ct",
-        help="run a continual task over a Parquet file of its input's updates",
-        description="Run the CREATE CONTINUAL TASK in --sql (with CREATE TABLE for its input, "
-        "or --catalog holding it) over input updates (the input's columns, time >= 1, diff) and "
-        "write the task's output updates (columns, time, diff) as Parquet. With --partition-by "
-        "each key bucket runs the task in a grouped Arrow UDF (the statements must relate only "
-        "rows of equal key); without, the driver runs it.",
-    )
-    c.add_argument("--sql", required=True, help="file with the task's SQL")
-    c.add_argument("--input", "-i", required=True, help="Parquet file or directory of input updates")
-    c.add_argument("--output", "-o", required=True, help="output Parquet directory")
-    c.add_argument("--catalog", default=None, help="a durable colmz catalog defining the input table")
-    c.add_argument("--partition-by", type=csv, default=None, help="key columns, comma-separated")
-    c.add_argument("--time", default="time", help="time column (default: %(default)s)")
-    c.add_argument("--diff", default="diff", help="diff column (default: %(default)s)")
-    c.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    common(c)
+    s.add_argument("--example-events", metavar="DIR", default=None,
+                   help="write a generated example log of events (customer, region, plan, valid_from, "
+                   "valid_to; times 0..99) into DIR as Parquet files, and stop; then stream it with "
+                   "--input DIR --keys customer --value plan --tick event")
+    add_spark_options(s)
+    return s
 
 
 def _say(args, out, msg: str) -> None:
@@ -112,8 +115,15 @@ def _say(args, out, msg: str) -> None:
         print(msg, file=out, flush=True)
 
 
-def run_stream(args, out, spark_of) -> dict:
+def run(args, out) -> dict:
     """``colmz stream``: returns a summary (batches run, replayed, updates written, seconds)."""
+    if args.example_events is not None:
+        return write_example_events(args.example_events)
+    missing = [f"--{n}" for n in REQUIRED if getattr(args, n) is None]
+    if missing:
+        raise InputError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required "
+                         "(or --example-events DIR to write example events)")
+    check_store_url(args.store, args.consensus)
     from colmz.spark.stream import StreamBindingError, stream_sink
 
     started = _time.perf_counter()
@@ -122,7 +132,7 @@ def run_stream(args, out, spark_of) -> dict:
         raise InputError(f"--input {args.input!r} is not a directory")
     if not any(p.suffix == ".parquet" for p in indir.rglob("*.parquet")):
         raise InputError(f"--input {args.input!r} holds no .parquet files (their schema is the stream's)")
-    spark = spark_of(args)
+    spark = start_spark(args)
     schema = spark.read.parquet(str(indir)).schema
     reader = spark.readStream.schema(schema)
     if args.files_per_batch:
@@ -185,7 +195,11 @@ def run_stream(args, out, spark_of) -> dict:
                       f"({done['replayed']} found in the store); the store holds whole micro-batches only "
                       f"(the one in flight, if any, committed whole or not at all); rerun with --checkpoint "
                       f"{args.checkpoint} to resume", file=sys.stderr, flush=True)
-                print_summary("stream", {**done, "interrupted": True}, sys.stdout if args.json else out, args.json)
+                done["interrupted"] = True
+                if args.json:
+                    print_json(done, sys.stdout)
+                else:
+                    render(done, out)
                 raise SystemExit(EXIT_INTERRUPTED)
             q.awaitTermination()  # raises the query's exception, if any
     except Exception as e:  # StreamingQueryException: the failing batch committed nothing
@@ -250,40 +264,100 @@ def _stop_query(q) -> None:
             proc.kill()
 
 
-def run_ct(args, out, spark_of) -> dict:
-    """``colmz ct``: returns a summary (output rows and path)."""
-    from colmz.spark.continual import continual_task, define_task
-    from colmz.sql import SQLError
+class _interruptible:
+    """While active: the first SIGINT sets ``flag`` (and says so), a second exits at once.
 
-    started = _time.perf_counter()
-    if not os.path.isfile(args.sql):
-        raise InputError(f"--sql {args.sql!r} is not a file")
-    if not os.path.exists(args.input):
-        raise InputError(f"--input {args.input!r} does not exist")
-    if os.path.exists(args.output) and not args.overwrite:
-        raise InputError(f"--output {args.output!r} exists (use --overwrite to replace it)")
-    with open(args.sql) as f:
-        sql = f.read()
+    The handler only sets a flag and writes a line: it runs in the main thread, possibly in
+    the middle of the main thread's own Py4J call, so it must not call into the JVM."""
+
+    def __init__(self, flag: threading.Event) -> None:
+        self.flag = flag
+        self.before = None
+
+    def handle(self, signum, frame) -> None:
+        again = self.flag.is_set()
+        self.flag.set()
+        # The batch in flight is about to fail on purpose; Py4J would log that error with its
+        # traceback as if something had gone wrong.
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        # os.write: the handler may run while the main thread is inside a print to stderr
+        os.write(sys.stderr.fileno(), b"colmz stream: interrupted again: exiting now; the store holds whole "
+                 b"micro-batches only\n" if again else b"colmz stream: interrupted: stopping "
+                 b"(Ctrl-C again to exit at once)\n")
+        if again:
+            os._exit(EXIT_INTERRUPTED)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.before = signal.signal(signal.SIGINT, self.handle)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.before is not None:
+            signal.signal(signal.SIGINT, self.before)
+        return False
+
+
+def _stop_query(q) -> None:
+    """Stop ``q`` after a SIGINT; if its batch does not stop within STOP_TIMEOUT, end the JVM
+    (a crash is as safe as a stop: a batch commits whole or not at all)."""
     try:
-        define_task(args.catalog, sql)  # refuse a bad definition before Spark starts
-        spark = spark_of(args)
-        df = spark.read.parquet(args.input)
-        result = continual_task(args.catalog, sql, df, partition_by=args.partition_by,
-                                time=args.time, diff=args.diff, buckets=args.buckets)
-    except (SQLError, TypeError, ValueError, KeyError) as e:
-        raise InputError(str(e).strip("'\"")) from e
-    result.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(args.output)
-    rows = spark.read.parquet(args.output).count()
-    summary = {"output": args.output, "rows": rows, "seconds": round(_time.perf_counter() - started, 3)}
-    return summary
+        q.stop()
+    except Exception as e:  # TimeoutException: the batch in flight did not stop in time
+        from pyspark import SparkContext
+
+        print(f"colmz stream: the micro-batch in flight did not stop within {STOP_TIMEOUT} s "
+              f"({type(e).__name__}); ending Spark", file=sys.stderr, flush=True)
+        proc = getattr(SparkContext._gateway, "proc", None)
+        if proc is not None:
+            proc.kill()
 
 
-def print_summary(command: str, summary: dict, out, as_json: bool) -> None:
-    """The last line of ``colmz stream`` / ``colmz ct``."""
-    if as_json:
-        print(json.dumps(summary), file=out)
-    elif command == "stream":
-        print(f"{summary['batches']} micro-batches committed, {summary['replayed']} replayed, "
-              f"{summary['updates']} updates -> {summary['store']} ({summary['seconds']:.1f} s)", file=out)
-    else:
-        print(f"{summary['rows']} output updates -> {summary['output']} ({summary['seconds']:.1f} s)", file=out)
+def write_example_events(directory: str, events: int = 2000, ticks: int = 100, files: int = 10,
+                         seed: int = 0) -> dict:
+    """Write a generated events log into ``directory`` as ``files`` Parquet files.
+
+    The events are ``colmz.spark.events.example_events_table(events, ticks, seed)``
+    (``customer, region, plan, valid_from, valid_to``), split by ``valid_from`` into equal time
+    ranges, one file per range, in time order (file modification times too, so Spark's file
+    source reads them in that order). Refuses a directory that holds Parquet files already.
+
+    >>> import tempfile, pyarrow.parquet as pq
+    >>> d = tempfile.mkdtemp() + "/events"
+    >>> s = write_example_events(d, events=100, ticks=10, files=2)
+    >>> s["files"], s["events"], pq.read_table(d).num_rows
+    (2, 100, 100)
+    """
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from colmz.spark.events import example_events_table
+
+    target = Path(directory)
+    if target.exists() and not target.is_dir():
+        raise InputError(f"--example-events {directory!r} exists and is not a directory")
+    if target.is_dir() and any(target.rglob("*.parquet")):
+        raise InputError(f"--example-events {directory!r} holds Parquet files already; give a new directory")
+    target.mkdir(parents=True, exist_ok=True)
+    table = example_events_table(events, ticks=ticks, seed=seed)
+    table = table.take(pc.sort_indices(table, [("valid_from", "ascending")]))
+    start = _time.time() - files
+    width = -(-ticks // files)
+    for i in range(files):
+        vf = table.column("valid_from")
+        part = table.filter(pc.and_(pc.greater_equal(vf, i * width), pc.less(vf, (i + 1) * width)))
+        path = target / f"events-{i:04d}.parquet"
+        pq.write_table(part, path)
+        os.utime(path, (start + i, start + i))  # arrival order = time order
+    return {"example_events": str(target.absolute()), "files": files, "events": table.num_rows,
+            "ticks": ticks}
+
+
+def render(summary: dict, out) -> None:
+    """The last line of ``colmz stream``."""
+    if "example_events" in summary:
+        print(f"{summary['events']} example events over ticks 0..{summary['ticks'] - 1} in "
+              f"{summary['files']} files -> {summary['example_events']}", file=out)
+        return
+    print(f"{summary['batches']} micro-batches committed, {summary['replayed']} replayed, "
+          f"{summary['updates']} updates -> {summary['store']} ({summary['seconds']:.1f} s)", file=out)

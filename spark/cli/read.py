@@ -1,0 +1,125 @@
+"""``colmz read STORE [--as-of T] [--output FILE]``: the view a store holds at a time, no Spark.
+
+Design
+------
+The view at tick ``t`` is every update with ``time <= t``, summed per data row, rows whose
+sum is 0 dropped (``colmz.spark.sink_store.view_table``). It is printed as a table, or written
+with ``--output`` as Parquet with the data columns and ``count`` -- the row's multiplicity.
+That is a *view*, not updates: ``colmz snapshot`` writes updates ``(data..., time, diff)``
+instead (``diff`` the multiplicity, ``time`` the as-of), which other colmz commands take as
+input. The summary's ``rows`` counts distinct rows, ``total_count`` sums their counts (what
+``colmz sink``'s verification counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time as _time
+import uuid
+from pathlib import Path
+
+from colmz.spark.cli.base import (
+    InputError,
+    check_exists,
+    consensus_url,
+    nonneg,
+    open_input_store,
+    positive,
+)
+from colmz.spark.sink_store import SinkStore, view_table
+
+__all__ = ["add_parser", "render", "run"]
+
+
+
+def add_parser(sub, name: str, summary: str) -> argparse.ArgumentParser:
+    """Add ``colmz read`` to the subparsers ``sub``."""
+    r = sub.add_parser(
+        name,
+        help=summary,
+        description="The collection a colmz store holds at --as-of (default: its last final tick): "
+        "every update with time <= as-of counts, equal data rows are summed, zero counts are "
+        "dropped. Reads only the parts the store's metadata names; needs no Spark. Prints a "
+        "table, or writes Parquet with --output: the data columns and count (the row's "
+        "multiplicity) -- a view, where colmz snapshot writes updates (data..., time, diff).",
+    )
+    r.add_argument("store", help="the store (what colmz sink --store wrote)")
+    r.add_argument("--consensus", type=consensus_url, default=None,
+                   help="the store's metadata database (required for s3:// stores)")
+    r.add_argument("--as-of", type=nonneg, default=None, help="the time to read at (default: the last final tick)")
+    r.add_argument("--output", "-o", default=None,
+                   help="write the view as a Parquet file (data columns and count) instead of printing it")
+    r.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    r.add_argument("--limit", type=positive, default=50, help="rows to print (default: %(default)s)")
+    r.add_argument("--json", action="store_true", help="print only a JSON summary")
+    return r
+
+
+def run(args, out) -> dict:
+    """``colmz read``: print the view on ``out`` (unless ``--output``/``--json``); return a summary."""
+    import pyarrow.parquet as pq
+
+    t0 = _time.perf_counter()
+    if "://" not in args.store:
+        check_exists(args.store, "store")
+    store = open_input_store(args.store, args.consensus)
+    if store is None:
+        raise InputError(f"{args.store!r} is not a colmz store (no arrangement: no consensus.sqlite)")
+    view, as_of = _arrangement_view(store, args.as_of)
+    summary = {"store": store.url, "as_of": as_of, "rows": view.num_rows,
+               "total_count": int(sum(view.column("count").to_pylist()))}
+    if args.output is not None:
+        target = Path(args.output)
+        if target.exists() and not args.overwrite:
+            raise InputError(f"output {args.output!r} exists; pass --overwrite to replace it")
+        tmp = target.parent / f".{target.name}.colmz-{uuid.uuid4().hex}.tmp"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(view, tmp)
+        os.replace(tmp, target)
+        summary["output"] = str(target.absolute())
+    elif not args.json:
+        _print_table(view, out, args.limit)
+    summary["seconds"] = round(_time.perf_counter() - t0, 3)
+    return summary
+
+
+def render(summary: dict, out) -> None:
+    """The table was printed by :func:`run`; with ``--output``, one line saying what was written."""
+    if "output" in summary:
+        print(f"{summary['rows']} rows as of {summary['as_of']} (columns: data..., count) -> "
+              f"{summary['output']}", file=out)
+
+
+def _arrangement_view(store: SinkStore, as_of: int | None):
+    """The view an arrangement store holds at ``as_of`` (default: its last final tick)."""
+    arr = store.arrangement
+    seal = arr.get_seal()
+    if seal == 0 or arr.schema is None:
+        raise InputError(f"store {store.url!r} holds nothing final yet (nothing sealed)")
+    last = (seal - 1) if seal is not None else None
+    if as_of is None:
+        if last is None:
+            raise InputError(f"store {store.url!r} is closed for good; give --as-of")
+        as_of = last
+    if as_of < arr.since() or (last is not None and as_of > last):
+        raise InputError(f"--as-of {as_of} is outside the final, uncompacted ticks of store "
+                         f"{store.url!r}: [{arr.since()}, {last}]")
+    return view_table(arr.read(as_of)), as_of  # read(as_of) is consolidated, in data order
+
+
+def _print_table(table, out, limit: int) -> None:
+    """A plain console table of the first ``limit`` rows."""
+    names = table.column_names
+    rows = [[_cell(v) for v in r.values()] for r in table.slice(0, limit).to_pylist()]
+    widths = [max([len(n), *(len(r[i]) for r in rows)]) for i, n in enumerate(names)]
+    print("  ".join(n.ljust(w) for n, w in zip(names, widths)), file=out)
+    print("  ".join("-" * w for w in widths), file=out)
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)), file=out)
+    if table.num_rows > limit:
+        print(f"... {table.num_rows - limit} more rows (--limit, or --output FILE for all)", file=out)
+
+
+def _cell(v) -> str:
+    return "NULL" if v is None else str(v)

@@ -1,0 +1,150 @@
+"""What a new user's mistakes get from ``colmz``: one line on standard error, the right status,
+and no Spark session started for what can be checked before (no JVM here: these run in a
+second or two).
+
+Each test reproduces a reported failure of the command line as it was: a traceback naming a
+library call instead of the flag, 80 lines of JVM tracebacks for a damaged part, messages
+that contradict each other, a file created in the filesystem root.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import colmz
+from colmz.spark import cli
+from colmz.spark.cli import base
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """``cli.main`` with every command's Spark start refused."""
+    from colmz.spark.cli import consolidate, ct, sink, stream
+
+    def refuse(args):
+        raise AssertionError("a Spark session was started")
+
+    for command in (sink, consolidate, stream, ct):
+        monkeypatch.setattr(command, "start_spark", refuse)
+    return cli
+
+
+def one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def sink_store(path: Path) -> colmz.Arrangement:
+    a = colmz.Arrangement.open(str(path), schema={"customer": pa.int64(), "region": pa.string(),
+                                                   "plan": pa.string()}, name="arrangement")
+    a.write(colmz.Updates({"customer": [1, 2], "region": ["eu", "us"], "plan": ["pro", "free"]},
+                          time=[0, 1], diff=[1, 1]))
+    a.seal(2)
+    return a
+
+
+def test_s3_store_without_consensus_names_the_flag(no_spark, capsys):
+    # Was: a traceback ending in a ValueError naming open_location(...), status 1.
+    for argv in (["read", "s3://bucket/view"], ["sink", "--store", "s3://bucket/view"],
+                 ["snapshot", "s3://bucket/view", "out", "--as-of", "3"]):
+        assert no_spark.main(argv) == base.EXIT_INPUT
+        line = one_line(capsys.readouterr().err)
+        assert "--consensus" in line and "open_location" not in line
+
+
+def test_a_corrupt_part_is_one_line_before_spark(no_spark, tmp_path, capsys):
+    # Was: ~80 lines of JVM and Python tracebacks from the executors' read of the part.
+    a = sink_store(tmp_path / "st")
+    key = sorted(a.referenced_keys())[0]
+    (tmp_path / "st" / "blob" / key).write_bytes(b"this is not parquet")
+    before = (a.seqno, a.meta())
+    assert no_spark.main(["sink", "--store", str(tmp_path / "st"), "--ticks", "5"]) == base.EXIT_FAIL
+    line = one_line(capsys.readouterr().err)
+    assert key in line and "is damaged" in line and "not a readable Parquet file" in line
+    again = colmz.Arrangement.open(str(tmp_path / "st"), create=False)
+    assert (again.seqno, again.meta()) == before  # the store is unchanged
+    # colmz read says the same, about the same part
+    assert no_spark.main(["read", str(tmp_path / "st")]) == base.EXIT_FAIL
+    assert key in one_line(capsys.readouterr().err)
+
+
+def test_a_part_damaged_inside_a_spark_task_is_named():
+    # A part whose footer reads but whose pages do not fails inside a Python worker; the
+    # sink turns the worker's CorruptPart into the one line colmz read gives.
+    from colmz.spark.cli.sink import _damaged_part
+
+    spark_text = ("Job aborted due to stage failure: ...\norg.apache.spark.api.python.PythonException: "
+                  "Traceback (most recent call last):\n  File ...\ncolmz.arrangement_errors.CorruptPart: "
+                  "part 'arrangement/parts/x.parquet' is not a readable Parquet file: bad page\n\tat org...")
+    assert _damaged_part(RuntimeError(spark_text)) == (
+        "part 'arrangement/parts/x.parquet' is not a readable Parquet file: bad page")
+    assert _damaged_part(RuntimeError("executor lost")) is None
+
+
+@pytest.mark.parametrize("ticks", ["0", "-5", "x"])
+def test_ticks_that_are_not_positive_get_one_message(capsys, ticks):
+    # Was: "expected a positive integer, got 0" but "expected a non-negative integer, got -5".
+    with pytest.raises(SystemExit) as e:
+        cli.main(["sink", "--ticks", ticks])
+    assert e.value.code == base.EXIT_INPUT
+    assert f"expected a positive integer, got {ticks if ticks != 'x' else repr(ticks)}" in capsys.readouterr().err
+
+
+def test_a_sqlite_consensus_in_the_root_is_refused(no_spark, tmp_path, capsys):
+    # Was: sqlite:///rel.sqlite silently created /rel.sqlite.
+    name = f"colmz-test-{tmp_path.name}.sqlite"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["read", str(tmp_path), "--consensus", f"sqlite:///{name}"])
+    assert e.value.code == base.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert f"sqlite:///$PWD/{name}" in err and "filesystem root" in err
+    assert not Path("/", name).exists()
+
+
+def test_unknown_key_columns_are_refused_before_spark(no_spark, tmp_path, capsys):
+    # Was: found only after Spark had started (its read of the events' schema).
+    events = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"customer": [1], "plan": ["pro"], "valid_from": [0], "valid_to": [3]}), events)
+    argv = ["sink", "--input", str(events), "--keys", "nosuch", "--value", "plan", "--store", str(tmp_path / "st")]
+    assert no_spark.main(argv) == base.EXIT_INPUT
+    line = one_line(capsys.readouterr().err)
+    assert "key column 'nosuch' is not in the events" in line
+    assert not (tmp_path / "st").exists()
+
+
+def test_an_old_store_is_read_only_by_migrate(no_spark, tmp_path, capsys):
+    from colmz.spark.store_v01 import Store
+
+    old = Store(tmp_path / "old")
+    old.commit(old.stage_arrow(pa.table({"k": ["a"], "time": pa.array([0], pa.int64()),
+                                         "diff": pa.array([1], pa.int64())})))
+    assert no_spark.main(["read", str(old.path)]) == base.EXIT_FAIL
+    assert "colmz migrate" in one_line(capsys.readouterr().err)
+    assert no_spark.main(["migrate", str(old.path), str(tmp_path / "new"), "-q"], out=io.StringIO()) == 0
+    out = io.StringIO()
+    assert no_spark.main(["read", str(tmp_path / "new"), "--json"], out=out) == 0
+    assert json.loads(out.getvalue())["total_count"] == 1
+
+
+def test_stream_writes_example_events_and_names_missing_flags(no_spark, tmp_path, capsys):
+    # Was: nothing created events/; --input 'events/' is not a directory.
+    assert no_spark.main(["stream", "--store", "s"]) == base.EXIT_INPUT
+    assert "--input, --checkpoint, --keys are required" in one_line(capsys.readouterr().err)
+    out = io.StringIO()
+    assert no_spark.main(["stream", "--example-events", str(tmp_path / "events")], out=out) == 0
+    assert "example events over ticks 0..99 in 10 files" in out.getvalue()
+    table = pq.read_table(tmp_path / "events")
+    assert table.column_names == ["customer", "region", "plan", "valid_from", "valid_to"]
+    assert table.num_rows == 2000 and max(table.column("valid_from").to_pylist()) >= 42
+    files = sorted((tmp_path / "events").glob("*.parquet"), key=lambda p: p.stat().st_mtime)
+    firsts = [min(pq.read_table(f).column("valid_from").to_pylist()) for f in files]
+    assert firsts == sorted(firsts)  # arrival order is time order
+    assert no_spark.main(["stream", "--example-events", str(tmp_path / "events")]) == base.EXIT_INPUT
+    assert "holds Parquet files already" in one_line(capsys.readouterr().err)
