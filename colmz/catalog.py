@@ -81,6 +81,7 @@ from colmz.sql import (
     SQLError,
     UpdateStatement,
     arrow_type,
+    check_expression,
     connect,
     parse,
     referenced_names,
@@ -133,6 +134,12 @@ class Catalog:
     maintain_every : int, default 16
         Durable catalogs compact their arrangements up to ``now`` every this many commits
         (0: never), so reopening reads each object's contents rather than its history.
+    external_access : bool, default True
+        ``False`` runs the catalog's DuckDB connection with ``enable_external_access``
+        off (and, as every colmz connection, its configuration locked): a query can then
+        read only the catalog's objects -- no ``read_csv``, ``glob``, ``COPY``, ``ATTACH``.
+        With the default, as in DuckDB, a query can read any local file the process can:
+        pass ``False`` where the SQL comes from someone who should not.
 
     Examples
     --------
@@ -148,7 +155,7 @@ class Catalog:
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None,
-                 maintain_every: int = 16):
+                 maintain_every: int = 16, external_access: bool = True):
         if isinstance(maintain_every, bool) or not isinstance(maintain_every, int) or maintain_every < 0:
             raise ValueError(f"maintain_every must be a non-negative int, got {maintain_every!r}")
         self._maintain_every = maintain_every
@@ -156,7 +163,7 @@ class Catalog:
         self._objects: dict[str, CatalogObject] = {}
         self._order: list[str] = []
         self._now = 0
-        self._con = connect()
+        self._con = connect(external_access=external_access)
         self._path = None
         self._consensus = consensus
         self._defs: list[dict] = []
@@ -433,6 +440,8 @@ class Catalog:
                 })
             change = rows_to_updates(conform(rows, schema, what), t, 1)
         elif isinstance(s, DeleteStatement):
+            if s.where:
+                check_expression(s.where, f"DELETE FROM {s.table}: predicate")
             where = f" WHERE ({s.where})" if s.where else ""
             rows = self._query(f"SELECT * FROM {_quote(s.table)}{where}", t, pending)
             change = rows_to_updates(conform(rows, schema, f"DELETE FROM {s.table}"), t, -1)
@@ -442,6 +451,9 @@ class Catalog:
             for c in assigned:
                 if c not in names:
                     raise SQLError(f"UPDATE {s.table}: no column {c!r}; columns are {names}")
+                check_expression(assigned[c], f"UPDATE {s.table}: value of {c!r}")
+            if s.where:
+                check_expression(s.where, f"UPDATE {s.table}: predicate")
             where = f" WHERE ({s.where})" if s.where else ""
             old = self._query(f"SELECT * FROM {_quote(s.table)}{where}", t, pending)
             exprs = ", ".join(

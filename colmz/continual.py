@@ -1329,7 +1329,7 @@ class _Compiled:
         if callable(q):
             self.fn = q
         elif q is None or isinstance(q, str):
-            from colmz.sql import referenced_names, translate
+            from colmz.sql import check_expression, referenced_names, translate
 
             if kind == "insert":
                 if not q:
@@ -1337,6 +1337,8 @@ class _Compiled:
                 self.sql = translate(q)
                 self.names = referenced_names(q)
             else:
+                if q:
+                    check_expression(q, f"body[{index}] DELETE FROM {task.name}: predicate")
                 pred = translate(q) if q else None
                 self.sql = f"SELECT * FROM {_quote(task.name)}" + (f" WHERE ({pred})" if pred else "")
                 self.names = referenced_names(q or "") | {task.name}

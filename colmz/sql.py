@@ -54,6 +54,8 @@ __all__ = [
     "UpdateStatement",
     "NOW_FORMS",
     "arrow_type",
+    "check_expression",
+    "check_one_query",
     "connect",
     "now_value",
     "run_query",
@@ -94,14 +96,25 @@ def require_duckdb():
     return duckdb
 
 
-def connect():
+def connect(external_access: bool = True):
     """A fresh in-memory DuckDB connection set up to read PostgreSQL arithmetic.
+
+    Every colmz connection turns DuckDB's Python *replacement scans* off (a query must see
+    only the tables colmz registers, never a Python variable that happens to share a
+    table's name) and then locks its configuration, so no text it later runs can change a
+    setting. ``external_access=False`` also turns DuckDB's external access off: no
+    ``read_csv``, ``glob``, ``COPY``, ``ATTACH`` or extension load reaches the file system
+    or the network -- with it on (the default, as DuckDB's) a query can read any local file
+    the process can.
 
     >>> connect().sql("SELECT 7 / 2 AS q").fetchall()
     [(3,)]
     """
     duckdb = require_duckdb()
+    if not isinstance(external_access, bool):
+        raise TypeError(f"external_access must be a bool, got {external_access!r}")
     con = duckdb.connect(":memory:")
+    con.execute("SET python_enable_replacements = false")
     con.execute("SET integer_division = true")
     con.execute("SET TimeZone = 'UTC'")  # as Materialize's sessions; mz_now() casts in UTC
     try:
@@ -110,6 +123,9 @@ def connect():
     except Exception as e:  # pragma: no cover - older DuckDB without the setting
         if not type(e).__module__.startswith(("duckdb", "_duckdb")):
             raise
+    if not external_access:
+        con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
     return con
 
 
@@ -118,6 +134,7 @@ def connect():
 #: epoch (Materialize's ``mz_timestamp`` casts that way).
 NOW_FORMS = ("uint64", "timestamptz")
 
+_NO_TABLE = re.compile(r"Table with name (.+?) does not exist")
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
 
 
@@ -147,6 +164,7 @@ def run_query(con, translated: str, t: int, form: str | None = None):
     >>> table.column("x").to_pylist(), form
     ([True], 'timestamptz')
     """
+    check_one_query(con, translated)
     forms = NOW_FORMS if form is None and MZ_NOW in translated else (form or "uint64",)
     for i, f in enumerate(forms):
         text = translated.replace(MZ_NOW, now_value(t, f)) if MZ_NOW in translated else translated
@@ -165,8 +183,48 @@ def run_query(con, translated: str, t: int, form: str | None = None):
                 raise
             if i + 1 < len(forms) and _NOW_TYPE_ERROR.search(str(e)):
                 continue
+            m = _NO_TABLE.search(str(e))
+            if m:
+                # DuckDB's hint names its own catalog tables: only the name matters here.
+                raise SQLError(f"no table, view or task named {m.group(1)!r} in this query") from None
             raise SQLError(str(e)) from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+#: Texts DuckDB confirmed to be one query (``check_one_query``), bounded.
+_ONE_QUERY: dict[str, None] = {}
+
+
+def check_one_query(con, text: str) -> None:
+    """Raise :class:`SQLError` unless DuckDB reads ``text`` as exactly one ``SELECT``.
+
+    colmz's own parser decides where a statement ends; this is DuckDB's confirmation that
+    the text colmz built is the one query it meant (no ``;`` smuggled past the tokenizer
+    starts a ``COPY``, ``ATTACH`` or ``SET``). Confirmed texts are remembered, so a
+    statement run at every time of a continual task is checked once.
+
+    >>> check_one_query(connect(), "SELECT 1; SELECT 2")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: colmz runs one query at a time; DuckDB reads 2 statements (SELECT, SELECT) in 'SELECT 1; SELECT 2'
+    """
+    if text in _ONE_QUERY:
+        return
+    try:
+        stmts = con.extract_statements(text)
+    except Exception as e:
+        if not type(e).__module__.startswith(("duckdb", "_duckdb")):
+            raise
+        raise SQLError(str(e)) from None
+    if len(stmts) != 1 or stmts[0].type.name != "SELECT":
+        kinds = ", ".join(st.type.name for st in stmts)
+        raise SQLError(
+            f"colmz runs one query at a time; DuckDB reads {len(stmts)} statement"
+            f"{'s' if len(stmts) != 1 else ''} ({kinds}) in {text[:200]!r}"
+        )
+    if len(_ONE_QUERY) >= 4096:
+        _ONE_QUERY.clear()
+    _ONE_QUERY[text] = None
 
 
 # ----------------------------------------------------------------------------- tokens
@@ -469,6 +527,7 @@ def parse(text: str) -> list:
     ('up', 't', True, 'SELECT k FROM t')
     """
     toks = tokenize(text)
+    _check_balanced(toks, text)
     out = []
     for a, b in _split(toks, 0, len(toks), ";"):
         out.append(_statement(_Cursor(text, toks, a, b)))
@@ -476,6 +535,68 @@ def parse(text: str) -> list:
 
 
 _QUERY_STARTS = {"SELECT", "WITH", "VALUES", "TABLE", "("}
+
+
+def _check_balanced(toks: list[Token], text: str, what: str = "statement") -> None:
+    # A ``)`` closing nothing would hide the ``;`` after it from the splitter (its depth
+    # is negative): every parenthesis and bracket must pair.
+    stack: list[Token] = []
+    for t in toks:
+        if t.kind == "op" and t.text in "([":
+            stack.append(t)
+        elif t.kind == "op" and t.text in ")]":
+            if not stack or (stack[-1].text == "(") != (t.text == ")"):
+                raise SQLError(f"{what}: unbalanced {t.text!r} at offset {t.start} in {text[:200]!r}")
+            stack.pop()
+    if stack:
+        raise SQLError(f"{what}: unclosed {stack[-1].text!r} at offset {stack[-1].start} in {text[:200]!r}")
+
+
+#: Words that cannot stand at the top level of one expression: they begin or continue a
+#: statement (PostgreSQL reserves the first group; the second are DuckDB statements).
+_NOT_IN_EXPRESSION = {
+    "SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "FETCH",
+    "UNION", "EXCEPT", "INTERSECT", "WINDOW", "QUALIFY", "RETURNING", "WITH", "TABLE",
+    "VALUES", "INTO", "CREATE", "GRANT",
+    "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "COPY", "ATTACH", "DETACH", "SET",
+    "RESET", "PRAGMA", "INSTALL", "LOAD", "EXPORT", "IMPORT", "CALL", "EXECUTE", "PREPARE",
+    "CHECKPOINT", "VACUUM", "BEGIN", "COMMIT", "ROLLBACK", "USE",
+}
+
+
+def check_expression(text: str, what: str) -> list[Token]:
+    """The tokens of ``text`` when it is one SQL expression, else :class:`SQLError`.
+
+    One expression: some tokens, parentheses and brackets paired, no ``;``, and none of
+    the words that begin or continue a statement at its top level (inside parentheses a
+    subquery may use them; a column with such a name is written quoted). ``what`` names
+    the expression in the message (e.g. ``"DELETE FROM t: predicate"``).
+
+    >>> [t.text for t in check_expression("k IN (SELECT k FROM u)", "predicate")]
+    ['k', 'IN', '(', 'SELECT', 'k', 'FROM', 'u', ')']
+    >>> check_expression("1=0); COPY (SELECT 1) TO 'f'; SELECT (1", "predicate")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: predicate: unbalanced ')' at offset 3 in "1=0); COPY (SELECT 1) TO 'f'; SELECT (1"
+    """
+    toks = tokenize(text)
+    if not toks:
+        raise SQLError(f"{what}: empty expression")
+    _check_balanced(toks, text, what)
+    depth = 0
+    for t in toks:
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            depth -= 1
+        elif t.kind == "op" and t.text == ";":
+            raise SQLError(f"{what}: one expression has no ';' (at offset {t.start} in {text[:200]!r})")
+        elif depth == 0 and t.upper in _NOT_IN_EXPRESSION:
+            raise SQLError(
+                f"{what}: {t.text} cannot stand in one expression (at offset {t.start} in "
+                f"{text[:200]!r}; a column of that name is written quoted)"
+            )
+    return toks
 
 
 def _statement(cur: _Cursor):
@@ -519,13 +640,16 @@ def _statement(cur: _Cursor):
         for a, b in _split(cur.toks, cur.pos, where_at, ","):
             if b - a < 3 or cur.toks[a + 1].text != "=":
                 raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
-            assigns.append((cur.toks[a].name, cur.span(a + 2, b)))
+            expr = cur.span(a + 2, b)
+            check_expression(expr, f"UPDATE {table}: value of {cur.toks[a].name!r}")
+            assigns.append((cur.toks[a].name, expr))
         cur.pos = where_at
         where = None
         if cur.accept("WHERE"):
             where = cur.rest()
             if not where:
                 raise SQLError(f"UPDATE {table}: WHERE without a predicate")
+            check_expression(where, f"UPDATE {table}: predicate")
         elif cur.peek() is not None:
             raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
         return UpdateStatement(table, assigns, where)
@@ -602,6 +726,7 @@ def _delete(cur: _Cursor) -> DeleteStatement:
             raise SQLError(f"DELETE FROM {table}: WHERE without a predicate")
         if _find_word(cur, "RETURNING") < cur.end:
             _unsupported("DELETE ... RETURNING")
+        check_expression(where, f"DELETE FROM {table}: predicate")
     return DeleteStatement(table, where)
 
 

@@ -326,3 +326,110 @@ def test_retain_over_timestamps_reads_times_as_epoch_milliseconds(cat):
     assert cat.sql("SELECT mz_now() - 3000 AS x").to_pylist() == [{"x": t0}]
     with pytest.raises(SQLError):
         cat.sql("SELECT mz_now() > 5 AND mz_now() > DATE '2020-01-01'")
+
+
+# ----------------------------------------------------------------------------- user text stays in its statement
+
+EXPLOITS = [
+    # each closes the predicate's parenthesis, runs a statement of its own, and reopens one
+    "1=0); COPY (SELECT 42) TO '{path}'; SELECT * FROM t WHERE (1=0",
+    "1=0); ATTACH '{path}' AS x; SELECT * FROM t WHERE (1=0",
+    "1=0); SET integer_division = false; SELECT * FROM t WHERE (1=0",
+]
+
+
+@pytest.mark.parametrize("form", ["DELETE FROM t WHERE {p}", "UPDATE t SET k = 2 WHERE {p}",
+                                  "UPDATE t SET k = 2 WHERE k = 1; DELETE FROM t WHERE {p}"])
+@pytest.mark.parametrize("exploit", EXPLOITS)
+def test_a_predicate_cannot_run_another_statement(cat, tmp_path, form, exploit):
+    # Before: the predicate was pasted into SELECT * FROM "t" WHERE (<text>) and the COPY
+    # wrote its file, the ATTACH created a database, the SET changed every later answer.
+    path = tmp_path / "out.file"
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("INSERT INTO t VALUES (1)")
+    before = cat.now
+    with pytest.raises(SQLError, match="unbalanced"):
+        cat.execute(form.format(p=exploit.format(path=path)))
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+    assert cat._con.sql("SELECT current_setting('integer_division')").fetchall() == [(True,)]
+    assert cat.sql("SELECT 7 / 2 AS q").to_pylist() == [{"q": 3}]
+    assert cat.now == before and q(cat, "SELECT k FROM t") == [(1,)]
+
+
+def test_a_predicate_is_one_expression(cat, tmp_path):
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("INSERT INTO t VALUES (1)")
+    for bad, what in [
+        ("DELETE FROM t WHERE k = 1 UNION SELECT 1", "UNION"),
+        ("DELETE FROM t WHERE k = 1 ORDER BY k", "ORDER"),
+        ("UPDATE t SET k = (SELECT 1) FROM t WHERE k = 1", "FROM"),
+        ("DELETE FROM t WHERE (k = 1", "unclosed"),
+    ]:
+        with pytest.raises(SQLError, match=what):
+            cat.execute(bad)
+    assert q(cat, "SELECT k FROM t") == [(1,)]
+    # A continual task's DELETE predicate, given through the Python API, is held to the same.
+    from colmz.continual import ContinualTask, Delete, MemoryCollection
+
+    src = MemoryCollection({"k": pa.int64()})
+    with pytest.raises(SQLError, match=r"body\[0\] DELETE FROM o: predicate: unbalanced"):
+        ContinualTask("o", {"src": src}, [Delete(f"1=0); COPY (SELECT 1) TO '{tmp_path / 'f'}'; SELECT (1")],
+                      columns={"k": pa.int64()})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_duckdb_confirms_one_query_before_running_text(cat, tmp_path):
+    from colmz.sql import check_one_query, run_query
+
+    path = tmp_path / "f.csv"
+    with pytest.raises(SQLError, match=r"2 statements \(SELECT, COPY\)"):
+        run_query(cat._con, f"SELECT 1; COPY (SELECT 1) TO '{path}'", 0)
+    with pytest.raises(SQLError, match=r"1 statement \(SET\)"):
+        check_one_query(cat._con, "SET integer_division = false")
+    assert not path.exists()
+
+
+def test_unknown_table_is_named_never_a_python_variable(cat):
+    # Before: DuckDB's replacement scans found run_query's local variable ``forms`` (or
+    # ``t``, the time) and read it as a table, or refused it naming colmz's source file.
+    cat.execute("CREATE TABLE t (k INT)")
+    for name in ["forms", "translated", "nosuch", "np", "pa"]:
+        with pytest.raises(SQLError, match=f"no table, view or task named '{name}'") as e:
+            cat.sql(f"SELECT * FROM {name}")
+        assert "Python" not in str(e.value)
+    with pytest.raises(SQLError, match="named 'nosuch'"):
+        cat.execute("INSERT INTO t SELECT k FROM nosuch")
+    assert cat._con.sql("SELECT current_setting('python_enable_replacements')").fetchall() == [(False,)]
+
+
+def test_every_colmz_connection_is_locked_without_replacement_scans():
+    from colmz.continual import ContinualTask, Insert, MemoryCollection
+    from colmz.sql import connect
+
+    src = MemoryCollection({"k": pa.int64()})
+    task = ContinualTask("o", {"src": src}, [Insert("SELECT k FROM src")])
+    for con in (connect(), colmz.Catalog()._con, task._connection()):
+        assert con.sql("SELECT current_setting('python_enable_replacements'), "
+                       "current_setting('lock_configuration')").fetchall() == [(False, True)]
+        with pytest.raises(Exception, match="locked"):
+            con.execute("SET integer_division = false")
+
+
+def test_external_access_false_refuses_local_files(tmp_path):
+    (tmp_path / "secret.csv").write_text("a\n1\n")
+    open_cat = colmz.Catalog()
+    assert open_cat.sql(f"SELECT count(*) AS n FROM read_csv('{tmp_path / 'secret.csv'}')").to_pylist() == [{"n": 1}]
+    cat = colmz.Catalog(external_access=False)
+    assert cat._con.sql("SELECT current_setting('enable_external_access'), "
+                        "current_setting('lock_configuration')").fetchall() == [(False, True)]
+    for bad in ["SELECT * FROM read_csv('/etc/passwd')", f"SELECT * FROM read_csv('{tmp_path / 'secret.csv'}')",
+                f"SELECT * FROM glob('{tmp_path}/*')"]:
+        with pytest.raises(SQLError, match="disabled by configuration"):
+            cat.sql(bad)
+    # the catalog's own objects still work
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("INSERT INTO t VALUES (1)")
+    cat.execute("CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n FROM t")
+    assert q(cat, "SELECT n FROM v") == [(1,)]
+    with pytest.raises(TypeError, match="external_access"):
+        colmz.Catalog(external_access="no")
