@@ -70,7 +70,6 @@ from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.sql import (
-    MZ_NOW,
     ContinualTaskStatement,
     CreateMaterializedView,
     CreateTable,
@@ -88,6 +87,7 @@ from colmz.sql import (
     rename_like_postgres,
     run_query,
     translate,
+    uses_now,
 )
 from colmz.storage.base import VersionedData
 from colmz.updates import SchemaError, Updates
@@ -596,7 +596,7 @@ class Catalog:
             new = consolidate(rows_to_updates(conform(rows, coll.schema, f"MATERIALIZED VIEW {s.name}"), now, 1))
             coll.compare_and_append(new, now, now + 1)
             self._add(CatalogObject(s.name, "materialized view", coll, deps, translated,
-                                    uses_now=MZ_NOW in translated, contents=new), s)
+                                    uses_now=uses_now(translated), contents=new), s)
         elif isinstance(s, ContinualTaskStatement):
             self._create_task(s)
         elif isinstance(s, Drop):
@@ -869,7 +869,7 @@ class Catalog:
                 translated = translate(st["query"])
                 deps = referenced_names(st["query"]) & set(self._objects)
                 obj = CatalogObject(d["name"], "materialized view", mem, deps, translated,
-                                    uses_now=MZ_NOW in translated,
+                                    uses_now=uses_now(translated),
                                     contents=mem.snapshot(mem.upper - 1))
             else:
                 body = [Insert(b["insert"]) if "insert" in b else Delete(b["delete"]) for b in st["body"]]

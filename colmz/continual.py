@@ -802,7 +802,7 @@ class ContinualTask:
         """All statements as one query (a ``UNION ALL`` tagged by statement), with its
         ``mz_now()`` form, when that is exact: independent SQL statements whose results
         already have the task's column types (so the union coerces nothing)."""
-        from colmz.sql import MZ_NOW
+        from colmz.sql import uses_now
 
         body = self._body
         if self.statements != "independent" or len(body) < 2 or any(b.sql is None for b in body):
@@ -810,7 +810,7 @@ class ContinualTask:
         types = [c.type for c in self.schema]
         if any(b.raw_types != types for b in body):
             return None
-        forms = {b.now_form for b in body if MZ_NOW in b.sql}
+        forms = {b.now_form for b in body if uses_now(b.sql)}
         if len(forms) > 1:
             return None
         parts = [f"SELECT {i} AS __colmz_stmt, __colmz_u{i}.* FROM ({b.sql}) __colmz_u{i}"
@@ -891,12 +891,14 @@ class ContinualTask:
             return None
         if any(b.sql is None for b in self._body):
             return None
-        from colmz.sql import MZ_NOW, tokenize, translate
+        from colmz.sql import substitute_now, tokenize, translate
 
         cols = [c.name for c in self.schema]
         col_list = ", ".join(_quote(c) for c in cols)
         t_ref = "__colmz_t.__colmz_time"
-        inp = (f"{_quote(self.input_name)} AS (SELECT {col_list} FROM __colmz_in "
+        # The input's own columns (not the output's: the two schemas may differ).
+        in_list = ", ".join(_quote(c.name) for c in self.input.schema)
+        inp = (f"{_quote(self.input_name)} AS (SELECT {in_list} FROM __colmz_in "
                f"WHERE __colmz_in.__colmz_time = {t_ref})")
         # __colmz_born is the birth time + 1, 0 for rows held before the batch: a candidate
         # is in O@(T-1) (unless deleted) when born + 1 <= T.
@@ -928,9 +930,7 @@ class ContinualTask:
                     lhs, sub = semi
                     vs = [f"__colmz_v{i}" for i in range(len(lhs))]
                     on = " AND ".join(f"c.{_quote(c)} = s.{v}" for c, v in zip(lhs, vs))
-                    body = translate(sub)
-                    if MZ_NOW in body:
-                        body = body.replace(MZ_NOW, _now_sql(b.now_form, t_ref))
+                    body = substitute_now(translate(sub), _now_sql(b.now_form, t_ref))
                     lifted.append(
                         f"SELECT s.__colmz_time AS __colmz_time, c.__colmz_cid FROM __colmz_cand c JOIN ("
                         f"SELECT DISTINCT {t_ref} AS __colmz_time, __colmz_s.* FROM __colmz_times __colmz_t, "
@@ -941,8 +941,7 @@ class ContinualTask:
                 self._quadratic = True
                 pred = f"({translate(b.text)})" if b.text else "TRUE"
                 body = f"WITH {inp}, {me} SELECT __colmz_cid FROM {_quote(self.name)} WHERE {pred}"
-            if MZ_NOW in body:
-                body = body.replace(MZ_NOW, _now_sql(b.now_form, t_ref))
+            body = substitute_now(body, _now_sql(b.now_form, t_ref))
             lifted.append(
                 f"SELECT {t_ref} AS __colmz_time, __colmz_q.* FROM __colmz_times __colmz_t, "
                 f"LATERAL ({body}) __colmz_q"

@@ -34,6 +34,7 @@ A division by zero raises, as in PostgreSQL, with DuckDB versions that have the
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -53,6 +54,7 @@ __all__ = [
     "UnsupportedSQL",
     "UpdateStatement",
     "NOW_FORMS",
+    "RESERVED_PREFIX",
     "arrow_type",
     "check_expression",
     "check_one_query",
@@ -61,6 +63,8 @@ __all__ = [
     "run_query",
     "output_names",
     "rename_like_postgres",
+    "substitute_now",
+    "uses_now",
     "parse",
     "referenced_names",
     "require_duckdb",
@@ -68,7 +72,10 @@ __all__ = [
     "translate",
 ]
 
-#: What ``mz_now()`` becomes in translated text; replaced by the evaluation time.
+#: Names colmz gives its own tables and placeholders; user text may not use them.
+RESERVED_PREFIX = "__colmz_"
+#: What ``mz_now()`` becomes in translated text: one word token, replaced (as a token, by
+#: :func:`substitute_now`) by the evaluation time.
 MZ_NOW = "__colmz_mz_now__"
 
 
@@ -165,9 +172,10 @@ def run_query(con, translated: str, t: int, form: str | None = None):
     ([True], 'timestamptz')
     """
     check_one_query(con, translated)
-    forms = NOW_FORMS if form is None and MZ_NOW in translated else (form or "uint64",)
+    now = uses_now(translated)
+    forms = NOW_FORMS if form is None and now else (form or "uint64",)
     for i, f in enumerate(forms):
-        text = translated.replace(MZ_NOW, now_value(t, f)) if MZ_NOW in translated else translated
+        text = substitute_now(translated, now_value(t, f)) if now else translated
         try:
             rel = con.sql(text)
             if rel is None:
@@ -457,7 +465,7 @@ class _Cursor:
         while self.at(".") and self.peek(1) is not None:
             self.pos += 1
             parts.append(self.next().name)
-        return parts[-1]
+        return _not_reserved(parts[-1])
 
     def matching(self) -> int:
         """Index of the token closing the ``(`` at ``pos``."""
@@ -499,11 +507,17 @@ def _split(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, int
     return [(a, b) for a, b in out if a < b]
 
 
+def _not_reserved(name: str) -> str:
+    if name.startswith(RESERVED_PREFIX):
+        raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {name!r}")
+    return name
+
+
 def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
     close = cur.matching()
     cols = []
     for a, b in _split(cur.toks, cur.pos + 1, close, ","):
-        name = cur.toks[a].name
+        name = _not_reserved(cur.toks[a].name)
         type_sql = cur.span(a + 1, b)
         if not type_sql:
             raise SQLError(f"column {name!r} has no type")
@@ -854,6 +868,8 @@ def translate(sql: str) -> str:
                 raise UnsupportedSQL(f"{_UNSUPPORTED_WORDS[up]} is not supported by colmz")
         if up == "AS" and i + 1 < len(toks) and toks[i + 1].upper == "OF":
             raise UnsupportedSQL("AS OF in a query is not supported by colmz (use as_of=)")
+        if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
+            raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
         if up == "MZ_NOW":
             if not (i + 2 < len(toks) and toks[i + 1].text == "(" and toks[i + 2].text == ")"):
                 raise SQLError("mz_now takes no arguments: write mz_now()")
@@ -869,6 +885,42 @@ def translate(sql: str) -> str:
         i += 1
     pieces.append(sql[last:])
     return "".join(pieces)
+
+
+@functools.lru_cache(maxsize=1024)
+def _now_pieces(translated: str) -> tuple[str, ...]:
+    # The text around each placeholder *token*: a string literal or quoted identifier
+    # holding the placeholder's letters is a different token and stays as written.
+    pieces, last = [], 0
+    for t in tokenize(translated):
+        if t.kind == "word" and t.text == MZ_NOW:
+            pieces.append(translated[last : t.start])
+            last = t.end
+    pieces.append(translated[last:])
+    return tuple(pieces)
+
+
+def uses_now(translated: str) -> bool:
+    """Whether translated SQL calls ``mz_now()`` (holds the :data:`MZ_NOW` token).
+
+    >>> uses_now(translate("SELECT mz_now()")), uses_now("SELECT '__colmz_mz_now__'")
+    (True, False)
+    """
+    return MZ_NOW in translated and len(_now_pieces(translated)) > 1
+
+
+def substitute_now(translated: str, value: str) -> str:
+    """``translated`` with every :data:`MZ_NOW` token replaced by the SQL ``value``.
+
+    Only the placeholder token is replaced -- never text inside a string literal or a
+    quoted identifier (the split is remembered per text).
+
+    >>> substitute_now(translate("SELECT mz_now(), 'mz_now()'"), "5")
+    "SELECT 5, 'mz_now()'"
+    """
+    if MZ_NOW not in translated:
+        return translated
+    return value.join(_now_pieces(translated))
 
 
 def referenced_names(sql: str) -> set[str]:

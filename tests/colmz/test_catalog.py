@@ -433,3 +433,34 @@ def test_external_access_false_refuses_local_files(tmp_path):
     assert q(cat, "SELECT n FROM v") == [(1,)]
     with pytest.raises(TypeError, match="external_access"):
         colmz.Catalog(external_access="no")
+
+
+def test_mz_now_placeholder_text_is_never_replaced_inside_literals(cat):
+    # Before: the placeholder was replaced as text, so SELECT '__colmz_mz_now__' returned
+    # 'CAST(9 AS UBIGINT)' and an INSERT stored the changed text.
+    from colmz.sql import MZ_NOW
+
+    cat.execute("CREATE TABLE s (v TEXT, t UBIGINT)")
+    cat.execute(f"INSERT INTO s VALUES ('{MZ_NOW}', mz_now()), ('mz_now()', mz_now() + 1)", time=9)
+    assert q(cat, "SELECT v, t FROM s") == [(MZ_NOW, 9), ("mz_now()", 10)]
+    got = cat.sql(f"SELECT '{MZ_NOW}' AS a, 'mz_now()' AS b, mz_now() AS c, "
+                  f"'x{MZ_NOW}y' || mz_now()::TEXT AS d").to_pylist()
+    assert got == [{"a": MZ_NOW, "b": "mz_now()", "c": 9, "d": f"x{MZ_NOW}y9"}]
+    cat.execute(f"CREATE MATERIALIZED VIEW lit AS SELECT v, '{MZ_NOW}' AS w FROM s")
+    assert not cat.object("lit").uses_now  # a literal is not a call: no refresh at every time
+    assert q(cat, "SELECT v, w FROM lit") == [(MZ_NOW, MZ_NOW), ("mz_now()", MZ_NOW)]
+    # A continual task's statements keep the literal too (batched: tests/colmz/test_continual.py).
+    cat.execute("CREATE CONTINUAL TASK ct (v TEXT, tm UBIGINT) ON INPUT s AS ("
+                f"INSERT INTO ct SELECT v || '{MZ_NOW}', mz_now() FROM s WHERE v <> '{MZ_NOW}')")
+    cat.execute("INSERT INTO s VALUES ('a', 0)")
+    cat.append("s", colmz.Updates({"v": ["b", "c"], "t": [0, 0]}, time=[11, 12], diff=[1, 1]), time=11)
+    assert q(cat, "SELECT v, tm FROM ct") == [
+        (f"a{MZ_NOW}", 10), (f"b{MZ_NOW}", 11), (f"c{MZ_NOW}", 11), (f"mz_now(){MZ_NOW}", 9)]
+    # The placeholder written as a name is colmz's own, never a way to reach it.
+    for bad in [f"SELECT {MZ_NOW}", f'SELECT "{MZ_NOW}"', "SELECT * FROM __colmz_values"]:
+        with pytest.raises(SQLError, match="colmz's own"):
+            cat.sql(bad)
+    with pytest.raises(SQLError, match="colmz's own"):
+        cat.execute('CREATE TABLE "__colmz_in" (k INT)')
+    with pytest.raises(SQLError, match="colmz's own"):
+        cat.execute("CREATE TABLE x (__colmz_cid INT)")
