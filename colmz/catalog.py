@@ -70,6 +70,7 @@ from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.sql import (
+    RESERVED_PREFIX,
     ContinualTaskStatement,
     CreateMaterializedView,
     CreateTable,
@@ -80,10 +81,12 @@ from colmz.sql import (
     SQLError,
     UpdateStatement,
     arrow_type,
+    bind_relations,
     check_expression,
     connect,
     parse,
     referenced_names,
+    relation_name,
     rename_like_postgres,
     run_query,
     translate,
@@ -259,19 +262,25 @@ class Catalog:
 
     # ------------------------------------------------------------------ queries
 
-    def _query(self, sql: str, as_of: int, pending: Mapping[str, Updates], extra=None) -> pa.Table:
+    def _query(self, sql: str, as_of: int, pending: Mapping[str, Updates]) -> pa.Table:
         """Evaluate ``sql`` with catalog objects as of ``as_of`` plus ``pending`` changes."""
-        names = referenced_names(sql)
+        return self._run_bound(translate(sql), as_of, lambda n: self._rows(n, as_of, pending))
+
+    def _run_bound(self, translated: str, t: int, rows) -> pa.Table:
+        # Each object the query reads is registered under its own DuckDB name for the
+        # query's duration (colmz.sql.bind_relations): "T" and t stay two tables.
+        text, bound = bind_relations(translated, frozenset(self._objects))
         registered = []
         try:
-            for n in sorted(names):
-                if n in self._objects:
-                    self._con.register(n, self._rows(n, as_of, pending))
-                    registered.append(n)
-            for n, tbl in (extra or {}).items():
-                self._con.register(n, tbl)
-                registered.append(n)
-            return run_query(self._con, translate(sql), as_of)[0]
+            for i, n in enumerate(bound):
+                self._con.register(relation_name(i), rows(n))
+                registered.append(relation_name(i))
+            return run_query(self._con, text, t)[0]
+        except SQLError as e:
+            # DuckDB's message names the registered tables: say the user's names.
+            msg = _RELATION.sub(lambda m: bound[int(m.group(1))] if int(m.group(1)) < len(bound)
+                                else m.group(0), str(e))
+            raise SQLError(msg) from None
         finally:
             for n in registered:
                 self._con.unregister(n)
@@ -544,17 +553,7 @@ class Catalog:
 
     def _query_at(self, translated: str, t: int) -> pa.Table:
         # A view's query, reading objects that are already complete at t (created before it).
-        registered = []
-        try:
-            for n in sorted(referenced_names(translated)):
-                if n in self._objects:
-                    o = self._objects[n]
-                    self._con.register(n, expand(o.collection.snapshot(t), repr(n)))
-                    registered.append(n)
-            return run_query(self._con, translated, t)[0]
-        finally:
-            for n in registered:
-                self._con.unregister(n)
+        return self._run_bound(translated, t, lambda n: expand(self._objects[n].collection.snapshot(t), repr(n)))
 
     # ------------------------------------------------------------------ DDL
 
@@ -1056,6 +1055,10 @@ def _duckdb_type(t: pa.DataType) -> str:
 def _storage_key(name: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40]
     return f"{safe}-{uuid.uuid4().hex[:12]}"
+
+
+#: A relation name colmz.sql.bind_relations gave, in DuckDB's messages.
+_RELATION = re.compile(re.escape(RESERVED_PREFIX) + r"r(\d+)")
 
 
 def _quote(name: str) -> str:

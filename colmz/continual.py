@@ -666,6 +666,15 @@ class ContinualTask:
             raise ValueError(f"references name the output {name!r}: it is read as of T-1 already")
         if input_name in refs:
             raise ValueError(f"references name the input {input_name!r}: within the task it is the inserts at T")
+        folded: dict[str, str] = {}
+        for n in (name, input_name, *refs):
+            if n.lower() in folded:
+                # The task registers its tables under their own names, and DuckDB folds case.
+                raise ValueError(
+                    f"continual task {name!r}: {folded[n.lower()]!r} and {n!r} differ only in case, "
+                    "which DuckDB does not tell apart inside a task's statements: rename one"
+                )
+            folded[n.lower()] = n
         self.name = name
         self.input_name = input_name
         self.input = _as_collection(input_coll, "input")

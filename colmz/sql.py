@@ -56,6 +56,7 @@ __all__ = [
     "NOW_FORMS",
     "RESERVED_PREFIX",
     "arrow_type",
+    "bind_relations",
     "check_expression",
     "check_one_query",
     "connect",
@@ -67,6 +68,7 @@ __all__ = [
     "uses_now",
     "parse",
     "referenced_names",
+    "relation_name",
     "require_duckdb",
     "tokenize",
     "translate",
@@ -921,6 +923,130 @@ def substitute_now(translated: str, value: str) -> str:
     if MZ_NOW not in translated:
         return translated
     return value.join(_now_pieces(translated))
+
+
+_QUERY_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM"}
+_FROM_ENDS = {"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "WINDOW", "QUALIFY",
+              "UNION", "EXCEPT", "INTERSECT", "SELECT", "RETURNING", "FETCH"}
+_JOIN_WORDS = {"JOIN"}
+_NOT_ALIAS = {"ON", "USING", "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL",
+              "ASOF", "SEMI", "ANTI", "POSITIONAL", "LATERAL", "TABLESAMPLE", "AND", "OR", "NOT",
+              "IS", "IN", "LIKE", "ILIKE", "BETWEEN", "AS", "WITH"} | _FROM_ENDS
+
+
+def relation_name(i: int) -> str:
+    """The name colmz registers the ``i``-th relation of one query under with DuckDB.
+
+    >>> relation_name(3)
+    '__colmz_r3'
+    """
+    return f"{RESERVED_PREFIX}r{i}"
+
+
+@functools.lru_cache(maxsize=1024)
+def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, ...]]:
+    """``translated`` with every reference to a relation in ``names`` bound to its own
+    DuckDB name, and those relations in the order of their DuckDB names.
+
+    DuckDB folds every identifier, quoted or not, to one case, so tables ``"T"`` and ``t``
+    registered under their own names would be one table. colmz registers the ``i``-th
+    relation a query reads as :func:`relation_name` ``(i)`` instead and rewrites the query's
+    tokens that name it -- a relation in a ``FROM``/``JOIN`` list or after ``TABLE``, and a
+    qualifier ``name.column`` -- matching names as PostgreSQL does: a quoted name exactly,
+    a bare one folded to lower case. A name a ``WITH`` defines (its own scope) or that the
+    query gives as an alias is left to DuckDB. The query's result names are unchanged.
+
+    >>> bind_relations('SELECT t.k, "T".k FROM t JOIN "T" USING (k)', frozenset({"t", "T"}))
+    ('SELECT "__colmz_r0".k, "__colmz_r1".k FROM "__colmz_r0" JOIN "__colmz_r1" USING (k)', ('t', 'T'))
+    """
+    toks = tokenize(translated)
+    n = len(toks)
+    # Names the query defines itself: WITH names (followed by AS ( or (cols) AS () and aliases.
+    own: set[str] = set()
+    for j, t in enumerate(toks):
+        if t.kind not in ("word", "qident") or j + 1 >= n:
+            continue
+        k = j + 1
+        if toks[k].text == "(" and toks[k].kind == "op":
+            depth = 0
+            for k in range(j + 1, n):
+                if toks[k].text in "([" and toks[k].kind == "op":
+                    depth += 1
+                elif toks[k].text in ")]" and toks[k].kind == "op":
+                    depth -= 1
+                    if depth == 0:
+                        break
+            k += 1
+        if k + 1 < n and toks[k].upper == "AS" and (
+            toks[k + 1].text == "(" or (toks[k + 1].upper in ("MATERIALIZED", "NOT") and k > j + 0)
+        ) and (j == 0 or toks[j - 1].upper in ("WITH", "RECURSIVE") or toks[j - 1].text == ","):
+            own.add(t.name)
+    # Relation positions: a stack of paren levels, each knowing whether it is a query and
+    # whether a FROM list is expecting a relation ("expect") or has one ("after").
+    relation_at: list[int] = []
+    alias_at: set[int] = set()
+    aliases: set[str] = set()
+    levels = [{"query": True, "from": None}]
+    for j, t in enumerate(toks):
+        lv = levels[-1]
+        if t.kind == "op" and t.text in "([":
+            nxt = toks[j + 1] if j + 1 < n else None
+            if lv["from"] == "expect":
+                lv["from"] = "after"
+            levels.append({"query": nxt is not None and nxt.upper in _QUERY_WORDS, "from": None})
+            continue
+        if t.kind == "op" and t.text in ")]":
+            if len(levels) > 1:
+                levels.pop()
+            continue
+        if not lv["query"]:
+            continue
+        up = t.upper
+        starts = (
+            (up == "FROM" and not (j > 0 and toks[j - 1].upper == "DISTINCT"))  # not IS DISTINCT FROM
+            or (up in _JOIN_WORDS and lv["from"] is not None)
+            or (up == "TABLE" and (j == 0 or toks[j - 1].text == "(" or toks[j - 1].upper in _FROM_ENDS))
+            or (t.kind == "op" and t.text == "," and lv["from"] == "after")
+        )
+        if starts:
+            lv["from"] = "expect"
+        elif up in _FROM_ENDS:
+            lv["from"] = None
+        elif lv["from"] == "expect" and t.kind in ("word", "qident"):
+            if up == "LATERAL":
+                continue
+            nxt = toks[j + 1] if j + 1 < n else None
+            lv["from"] = "after"
+            if nxt is not None and nxt.kind == "op" and nxt.text in ("(", "."):
+                continue  # a table function, or a qualified name colmz does not register
+            relation_at.append(j)
+        elif lv["from"] == "after" and t.kind in ("word", "qident") and up not in _NOT_ALIAS:
+            prev = toks[j - 1]
+            if prev.upper == "AS" or (j - 1 in relation_at) or prev.text == ")":
+                alias_at.add(j)
+                aliases.add(t.name)
+    wanted = [j for j in relation_at if toks[j].name in names and toks[j].name not in own]
+    order: dict[str, int] = {}
+    for j in wanted:
+        order.setdefault(toks[j].name, len(order))
+    if not order:
+        return translated, ()
+    out, last = [], 0
+    for j, t in enumerate(toks):
+        if t.kind not in ("word", "qident") or t.name not in order or j in alias_at:
+            continue
+        is_rel = j in relation_at
+        is_qualifier = (
+            j + 1 < n and toks[j + 1].text == "." and toks[j + 1].kind == "op"
+            and not (j > 0 and toks[j - 1].text == ".")
+        )
+        if not (is_rel or (is_qualifier and t.name not in aliases)):
+            continue
+        out.append(translated[last : t.start])
+        out.append('"' + relation_name(order[t.name]) + '"')
+        last = t.end
+    out.append(translated[last:])
+    return "".join(out), tuple(order)
 
 
 def referenced_names(sql: str) -> set[str]:

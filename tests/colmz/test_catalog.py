@@ -464,3 +464,41 @@ def test_mz_now_placeholder_text_is_never_replaced_inside_literals(cat):
         cat.execute('CREATE TABLE "__colmz_in" (k INT)')
     with pytest.raises(SQLError, match="colmz's own"):
         cat.execute("CREATE TABLE x (__colmz_cid INT)")
+
+
+def test_names_differing_only_in_case_are_two_tables_in_one_query(tmp_path):
+    # Before: both were registered with DuckDB under their own names, which it folds to one
+    # case, so the second registration replaced the first: t was counted twice, and a view
+    # over both persisted that.
+    cat = colmz.Catalog(tmp_path / "cat")
+    cat.execute('CREATE TABLE "T" (k INT); CREATE TABLE t (k INT); CREATE TABLE "a.b;c" (k INT)')
+    cat.execute('INSERT INTO "T" VALUES (1), (2), (3); INSERT INTO t VALUES (10); '
+                'INSERT INTO "a.b;c" VALUES (7)')
+    both = 'SELECT (SELECT count(*) FROM "T") AS big, (SELECT count(*) FROM t) AS small'
+    assert cat.sql(both).to_pylist() == [{"big": 3, "small": 1}]
+    assert q(cat, 'SELECT "T".k AS a, t.k AS b FROM "T" JOIN t ON "T".k < t.k') == [(1, 10), (2, 10), (3, 10)]
+    assert q(cat, 'SELECT x.k FROM "T" AS x WHERE x.k * 5 > (SELECT min(k) FROM T)') == [(3,)]  # T is t
+    assert q(cat, 'TABLE "a.b;c"') == [(7,)]
+    cat.execute(f"CREATE MATERIALIZED VIEW v AS {both}")
+    cat.execute('CREATE MATERIALIZED VIEW w AS SELECT k FROM "T" UNION ALL SELECT k FROM t')
+    cat.execute('DELETE FROM "T" WHERE "T".k = 1; UPDATE t SET k = k + 1 WHERE t.k = 10')
+    assert q(cat, "SELECT big, small FROM v") == [(2, 1)]
+    assert q(cat, "SELECT k FROM w") == [(2,), (3,), (11,)]
+    assert q(cat, 'SELECT k FROM "T"') == [(2,), (3,)] and q(cat, "SELECT k FROM t") == [(11,)]
+    # A WITH name of the query's own shadows the catalog's, as in PostgreSQL.
+    assert q(cat, 'WITH t AS (SELECT 42 AS k) SELECT k FROM t') == [(42,)]
+    # DuckDB's messages name the user's tables, not colmz's registrations.
+    with pytest.raises(SQLError, match='"T"') as e:
+        cat.sql('SELECT "T".nope FROM "T"')
+    assert "__colmz" not in str(e.value)
+    reopened = colmz.Catalog(tmp_path / "cat")
+    assert q(reopened, "SELECT big, small FROM v") == [(2, 1)]
+    assert reopened.sql(both).to_pylist() == [{"big": 2, "small": 1}]
+
+
+def test_a_task_refuses_names_differing_only_in_case():
+    from colmz.continual import ContinualTask, Insert, MemoryCollection
+
+    a, b = MemoryCollection({"k": pa.int64()}), MemoryCollection({"k": pa.int64()})
+    with pytest.raises(ValueError, match="'T' and 't' differ only in case"):
+        ContinualTask("o", {"T": a}, [Insert('SELECT k FROM "T"')], references={"t": b})

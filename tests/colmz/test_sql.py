@@ -181,3 +181,26 @@ def test_missing_duckdb_names_the_extra(monkeypatch):
         require_duckdb()
     with pytest.raises(ImportError, match="sql"):
         colmz.Catalog()
+
+
+def test_bind_relations_rewrites_relations_and_qualifiers_only():
+    from colmz.sql import bind_relations
+
+    names = frozenset({"t", "T", "k", "u"})
+    for sql, want, bound in [
+        ('SELECT (SELECT count(*) FROM "T"), (SELECT count(*) FROM t)',
+         'SELECT (SELECT count(*) FROM "__colmz_r0"), (SELECT count(*) FROM "__colmz_r1")', ("T", "t")),
+        # a column named like a table, EXTRACT's FROM, IS DISTINCT FROM: not relations
+        ("SELECT k, extract(year FROM k), k IS DISTINCT FROM 1 FROM u",
+         'SELECT k, extract(year FROM k), k IS DISTINCT FROM 1 FROM "__colmz_r0"', ("u",)),
+        # an alias keeps its qualifiers; a table's own name as qualifier is bound with it
+        ("SELECT x.k, u.k FROM t x JOIN u ON x.k = u.k, k",
+         'SELECT x.k, "__colmz_r1".k FROM "__colmz_r0" x JOIN "__colmz_r1" ON x.k = "__colmz_r1".k, "__colmz_r2"',
+         ("t", "u", "k")),
+        # WITH names are the query's own; table functions and qualified names are DuckDB's
+        ("WITH t AS (SELECT 1) SELECT * FROM t, read_csv('f') u, main.k", None, ()),
+        ("TABLE T", 'TABLE "__colmz_r0"', ("t",)),
+        ("SELECT 'FROM t' FROM \"u\"", "SELECT 'FROM t' FROM \"__colmz_r0\"", ("u",)),
+    ]:
+        text, got = bind_relations(sql, names)
+        assert (text, got) == (want if want is not None else sql, bound), sql
