@@ -82,14 +82,16 @@ from colmz.sql import (
     UpdateStatement,
     arrow_type,
     bind_relations,
-    check_expression,
+    cast_select,
     connect,
     parse,
     referenced_names,
     relation_name,
     rename_like_postgres,
     run_query,
+    select_where,
     translate,
+    update_select,
     uses_now,
 )
 from colmz.storage.base import VersionedData
@@ -449,26 +451,14 @@ class Catalog:
                 })
             change = rows_to_updates(conform(rows, schema, what), t, 1)
         elif isinstance(s, DeleteStatement):
-            if s.where:
-                check_expression(s.where, f"DELETE FROM {s.table}: predicate")
-            where = f" WHERE ({s.where})" if s.where else ""
-            rows = self._query(f"SELECT * FROM {_quote(s.table)}{where}", t, pending)
+            rows = self._query(select_where(s.table, s.where), t, pending)
             change = rows_to_updates(conform(rows, schema, f"DELETE FROM {s.table}"), t, -1)
         else:
             names = [c.name for c in schema]
             assigned = dict(s.assignments)
-            for c in assigned:
-                if c not in names:
-                    raise SQLError(f"UPDATE {s.table}: no column {c!r}; columns are {names}")
-                check_expression(assigned[c], f"UPDATE {s.table}: value of {c!r}")
-            if s.where:
-                check_expression(s.where, f"UPDATE {s.table}: predicate")
-            where = f" WHERE ({s.where})" if s.where else ""
-            old = self._query(f"SELECT * FROM {_quote(s.table)}{where}", t, pending)
-            exprs = ", ".join(
-                f"({assigned[n]}) AS {_quote(n)}" if n in assigned else _quote(n) for n in names
-            )
-            new = self._query(f"SELECT {exprs} FROM {_quote(s.table)}{where}", t, pending)
+            new_sql = update_select(s.table, names, assigned, s.where)  # checks every part first
+            old = self._query(select_where(s.table, s.where, f"UPDATE {s.table}: predicate"), t, pending)
+            new = self._query(new_sql, t, pending)
             change = concat([
                 rows_to_updates(conform(old, schema, f"UPDATE {s.table}"), t, -1),
                 rows_to_updates(conform(new, schema, f"UPDATE {s.table}"), t, 1),
@@ -478,22 +468,20 @@ class Catalog:
 
     def _coerce_literals(self, rows: pa.Table, targets) -> pa.Table:
         casts, need = [], False
-        for i, (name, spec) in enumerate(zip(rows.column_names, targets)):
-            col = rows.column(i)
-            ref = f"v.{_quote(name)}"
+        for name, spec, col in zip(rows.column_names, targets, rows.columns):
             if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and \
                     not (pa.types.is_string(spec.type) or pa.types.is_large_string(spec.type)):
-                casts.append(f"CAST({ref} AS {_duckdb_type(spec.type)}) AS {_quote(name)}")
+                casts.append((name, _duckdb_type(spec.type)))
                 need = True
             else:
-                casts.append(ref)
+                casts.append((name, None))
         if not need or rows.num_columns != len(targets):
             return rows
-        self._con.register("__colmz_values", rows)
+        self._con.register(_VALUES, rows)
         try:
-            return run_query(self._con, f"SELECT {', '.join(casts)} FROM __colmz_values v", self._now)[0]
+            return run_query(self._con, cast_select(_VALUES, casts), self._now)[0]
         finally:
-            self._con.unregister("__colmz_values")
+            self._con.unregister(_VALUES)
 
     def _commit(self, t: int, pending: Mapping[str, Updates]) -> None:
         """Write ``pending`` table changes at ``t``, then bring every derived object to ``t``."""
@@ -1059,10 +1047,8 @@ def _storage_key(name: str) -> str:
 
 #: A relation name colmz.sql.bind_relations gave, in DuckDB's messages.
 _RELATION = re.compile(re.escape(RESERVED_PREFIX) + r"r(\d+)")
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+#: Where INSERT ... VALUES rows are registered to cast their literals.
+_VALUES = RESERVED_PREFIX + "values"
 
 
 def _storable(t: pa.DataType, what: str) -> pa.DataType:

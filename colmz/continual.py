@@ -900,18 +900,18 @@ class ContinualTask:
             return None
         if any(b.sql is None for b in self._body):
             return None
-        from colmz.sql import substitute_now, tokenize, translate
+        from colmz.sql import identifier, now_sql, substitute_now, tokenize, translate
 
         cols = [c.name for c in self.schema]
-        col_list = ", ".join(_quote(c) for c in cols)
+        col_list = ", ".join(identifier(c) for c in cols)
         t_ref = "__colmz_t.__colmz_time"
         # The input's own columns (not the output's: the two schemas may differ).
-        in_list = ", ".join(_quote(c.name) for c in self.input.schema)
-        inp = (f"{_quote(self.input_name)} AS (SELECT {in_list} FROM __colmz_in "
+        in_list = ", ".join(identifier(c.name) for c in self.input.schema)
+        inp = (f"{identifier(self.input_name)} AS (SELECT {in_list} FROM __colmz_in "
                f"WHERE __colmz_in.__colmz_time = {t_ref})")
         # __colmz_born is the birth time + 1, 0 for rows held before the batch: a candidate
         # is in O@(T-1) (unless deleted) when born + 1 <= T.
-        me = (f"{_quote(self.name)} AS (SELECT {col_list}, __colmz_cid FROM __colmz_cand "
+        me = (f"{identifier(self.name)} AS (SELECT {col_list}, __colmz_cid FROM __colmz_cand "
               f"WHERE __colmz_cand.__colmz_born <= {t_ref})")
         lifted = []
         self._quadratic = False  # some DELETE tests every candidate at every time
@@ -938,8 +938,8 @@ class ContinualTask:
                     # candidates on the columns -- only the matching pairs are formed.
                     lhs, sub = semi
                     vs = [f"__colmz_v{i}" for i in range(len(lhs))]
-                    on = " AND ".join(f"c.{_quote(c)} = s.{v}" for c, v in zip(lhs, vs))
-                    body = substitute_now(translate(sub), _now_sql(b.now_form, t_ref))
+                    on = " AND ".join(f"c.{identifier(c)} = s.{v}" for c, v in zip(lhs, vs))
+                    body = substitute_now(translate(sub), now_sql(b.now_form, t_ref))
                     lifted.append(
                         f"SELECT s.__colmz_time AS __colmz_time, c.__colmz_cid FROM __colmz_cand c JOIN ("
                         f"SELECT DISTINCT {t_ref} AS __colmz_time, __colmz_s.* FROM __colmz_times __colmz_t, "
@@ -949,8 +949,8 @@ class ContinualTask:
                     continue
                 self._quadratic = True
                 pred = f"({translate(b.text)})" if b.text else "TRUE"
-                body = f"WITH {inp}, {me} SELECT __colmz_cid FROM {_quote(self.name)} WHERE {pred}"
-            body = substitute_now(body, _now_sql(b.now_form, t_ref))
+                body = f"WITH {inp}, {me} SELECT __colmz_cid FROM {identifier(self.name)} WHERE {pred}"
+            body = substitute_now(body, now_sql(b.now_form, t_ref))
             lifted.append(
                 f"SELECT {t_ref} AS __colmz_time, __colmz_q.* FROM __colmz_times __colmz_t, "
                 f"LATERAL ({body}) __colmz_q"
@@ -1237,13 +1237,6 @@ class ContinualTask:
         return delta, after
 
 
-def _now_sql(form: str | None, t_ref: str) -> str:
-    """``mz_now()`` as the SQL of a batch's time column ``t_ref`` (see ``colmz.sql.now_value``)."""
-    if form == "timestamptz":
-        return f"CAST(epoch_ms(CAST({t_ref} AS BIGINT)) AS TIMESTAMPTZ)"
-    return f"CAST({t_ref} AS UBIGINT)"
-
-
 def _semijoin(toks, text: str, name: str, cols: list[str]) -> tuple[list[str], str] | None:
     """``(columns, subquery)`` when a DELETE predicate is exactly ``cols IN (subquery)``
     with ``cols`` the output's own columns and a subquery that does not read the output."""
@@ -1337,7 +1330,7 @@ class _Compiled:
         if callable(q):
             self.fn = q
         elif q is None or isinstance(q, str):
-            from colmz.sql import check_expression, referenced_names, translate
+            from colmz.sql import check_expression, referenced_names, select_where, translate
 
             if kind == "insert":
                 if not q:
@@ -1347,8 +1340,7 @@ class _Compiled:
             else:
                 if q:
                     check_expression(q, f"body[{index}] DELETE FROM {task.name}: predicate")
-                pred = translate(q) if q else None
-                self.sql = f"SELECT * FROM {_quote(task.name)}" + (f" WHERE ({pred})" if pred else "")
+                self.sql = select_where(task.name, translate(q) if q else None)
                 self.names = referenced_names(q or "") | {task.name}
         else:
             raise TypeError(f"body[{index}] must hold SQL text or a callable, got {type(q).__name__}")
@@ -1412,10 +1404,6 @@ class _Registered:
                 self._con.unregister(name)
                 self.task._kept.pop(name, None)
             self.tables.clear()
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _storable(t: pa.DataType) -> pa.DataType:

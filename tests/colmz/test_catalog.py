@@ -502,3 +502,31 @@ def test_a_task_refuses_names_differing_only_in_case():
     a, b = MemoryCollection({"k": pa.int64()}), MemoryCollection({"k": pa.int64()})
     with pytest.raises(ValueError, match="'T' and 't' differ only in case"):
         ContinualTask("o", {"T": a}, [Insert('SELECT k FROM "T"')], references={"t": b})
+
+
+NASTY = ['a"b', "it's", "x.y", "semi;colon", "<tag>", "new\nline", "é日本", "back\\slash", "$$", "-- c",
+         "/* c */", "a) ; DROP TABLE t; SELECT (1"]
+
+
+def test_names_and_values_with_every_special_character_round_trip(cat):
+    from colmz.sql import identifier as ident
+    from colmz.sql import literal as lit
+
+    for name in NASTY:
+        col = f"c {name}"
+        t = ident(name)
+        cat.execute(f"CREATE TABLE {t} ({ident(col)} TEXT, n INT)")
+        cat.execute(f"INSERT INTO {t} VALUES " + ", ".join(f"({lit(v)}, {j})" for j, v in enumerate(NASTY)))
+        got = cat.sql(f"SELECT {ident(col)}, n FROM {t} ORDER BY n")
+        assert got.column_names == [col, "n"] and got.column(0).to_pylist() == NASTY
+        cat.execute(f"DELETE FROM {t} WHERE {ident(col)} = {lit(name)} OR {t}.n = {len(NASTY) - 1}")
+        rows = {j: v for j, v in enumerate(NASTY) if v != name and j != len(NASTY) - 1}
+        k = min(rows)
+        cat.execute(f"UPDATE {t} SET {ident(col)} = {ident(col)} || {lit(name)} WHERE n = {k}")
+        rows[k] += name
+        assert sorted(cat.sql(f"SELECT {ident(col)} FROM {t}").column(0).to_pylist()) == sorted(rows.values())
+        assert sorted(r[0] for r in cat.read(name).to_pylist()) == sorted(rows.values())
+    assert cat.names == NASTY  # nothing ended a statement: every table is there, and only those
+    both = " UNION ALL ".join(f"SELECT n FROM {ident(n)}" for n in NASTY)
+    cat.execute(f"CREATE MATERIALIZED VIEW {ident('v;iew')} AS SELECT count(*) AS c FROM ({both}) u")
+    assert q(cat, f"SELECT c FROM {ident('v;iew')}") == [(sum(len(cat.read(n)) for n in NASTY),)]

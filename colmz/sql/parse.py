@@ -1,0 +1,573 @@
+"""Statements: Materialize's statements read from their tokens.
+
+:func:`parse` tokenizes a script once, refuses unpaired parentheses (a ``)`` closing nothing
+would hide the ``;`` after it), splits it at top-level ``;`` and reads each statement's
+structure. The grammar follows ``src/sql-parser/src/parser.rs`` upstream: continual tasks
+accept ``WITH`` before or after ``ON INPUT``, and the ``RETAIN`` sugar becomes an ``INSERT``
+of the rows satisfying the predicate plus a ``DELETE`` of the output rows that no longer
+do. Queries and predicates inside stay text, each a slice of the original (a statement is
+persisted as that text); a ``DELETE``/``UPDATE`` predicate and an ``UPDATE`` value are
+checked to be one expression here (:func:`colmz.sql.check_expression`) and again where the
+builder puts them in a statement. :func:`output_names` reads a ``SELECT`` list for the
+column names PostgreSQL gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from colmz.sql.build import RESERVED_PREFIX, select_where
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.tokens import Token, check_balanced, check_expression, tokenize
+
+__all__ = [
+    "ContinualTaskStatement",
+    "CreateMaterializedView",
+    "CreateTable",
+    "DeleteStatement",
+    "Drop",
+    "InsertStatement",
+    "Query",
+    "UpdateStatement",
+    "output_names",
+    "parse",
+    "rename_like_postgres",
+]
+
+@dataclass
+class Query:
+    """A query to run as it is (``SELECT``, ``VALUES``, ``WITH``, ``TABLE``)."""
+
+    sql: str
+
+
+@dataclass
+class CreateTable:
+    name: str
+    columns: list[tuple[str, str]]
+
+
+@dataclass
+class InsertStatement:
+    """``INSERT INTO table [(columns)] query``; ``query`` is the text after the column list."""
+
+    table: str
+    columns: list[str] | None
+    query: str
+
+
+@dataclass
+class DeleteStatement:
+    """``DELETE FROM table [WHERE predicate]``; ``where`` is ``None`` for all rows."""
+
+    table: str
+    where: str | None
+
+
+@dataclass
+class UpdateStatement:
+    table: str
+    assignments: list[tuple[str, str]]
+    where: str | None
+
+
+@dataclass
+class CreateMaterializedView:
+    name: str
+    columns: list[str] | None
+    query: str
+
+
+@dataclass
+class ContinualTaskStatement:
+    """``CREATE CONTINUAL TASK``, sugar already rewritten into ``body``."""
+
+    name: str
+    columns: list[tuple[str, str]] | None
+    input: str
+    body: list[InsertStatement | DeleteStatement]
+    snapshot: bool = True
+    sugar: str | None = None
+    as_of: int | None = None
+
+
+@dataclass
+class Drop:
+    kind: str
+    names: list[str]
+    if_exists: bool = False
+
+
+@dataclass
+class _Cursor:
+    text: str
+    toks: list[Token]
+    pos: int = 0
+    end: int = field(default=-1)
+
+    def __post_init__(self):
+        if self.end < 0:
+            self.end = len(self.toks)
+
+    def peek(self, k: int = 0) -> Token | None:
+        j = self.pos + k
+        return self.toks[j] if j < self.end else None
+
+    def at(self, *words: str) -> bool:
+        for k, w in enumerate(words):
+            t = self.peek(k)
+            if t is None or (t.upper != w and not (t.kind == "op" and t.text == w)):
+                return False
+        return True
+
+    def accept(self, *words: str) -> bool:
+        if self.at(*words):
+            self.pos += len(words)
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if not self.accept(*words):
+            got = self.peek()
+            raise SQLError(f"expected {' '.join(words)}, got {got.text if got else 'end of statement'!r}")
+
+    def next(self) -> Token:
+        t = self.peek()
+        if t is None:
+            raise SQLError("unexpected end of statement")
+        self.pos += 1
+        return t
+
+    def name(self) -> str:
+        # Qualified names keep their last part: colmz has one namespace.
+        parts = [self.next().name]
+        while self.at(".") and self.peek(1) is not None:
+            self.pos += 1
+            parts.append(self.next().name)
+        return _not_reserved(parts[-1])
+
+    def matching(self) -> int:
+        """Index of the token closing the ``(`` at ``pos``."""
+        depth = 0
+        for j in range(self.pos, self.end):
+            t = self.toks[j]
+            if t.kind == "op" and t.text in "([":
+                depth += 1
+            elif t.kind == "op" and t.text in ")]":
+                depth -= 1
+                if depth == 0:
+                    return j
+        raise SQLError("unbalanced parentheses")
+
+    def rest(self) -> str:
+        if self.pos >= self.end:
+            return ""
+        return self.text[self.toks[self.pos].start : self.toks[self.end - 1].end]
+
+    def span(self, a: int, b: int) -> str:
+        if a >= b:
+            return ""
+        return self.text[self.toks[a].start : self.toks[b - 1].end]
+
+
+def _split(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, int]]:
+    """Token ranges between top-level ``sep`` operators in ``toks[lo:hi]``."""
+    out, depth, start = [], 0, lo
+    for j in range(lo, hi):
+        t = toks[j]
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            depth -= 1
+        elif depth == 0 and t.kind == "op" and t.text == sep:
+            out.append((start, j))
+            start = j + 1
+    out.append((start, hi))
+    return [(a, b) for a, b in out if a < b]
+
+
+def _not_reserved(name: str) -> str:
+    if name.startswith(RESERVED_PREFIX):
+        raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {name!r}")
+    return name
+
+
+def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
+    close = cur.matching()
+    cols = []
+    for a, b in _split(cur.toks, cur.pos + 1, close, ","):
+        name = _not_reserved(cur.toks[a].name)
+        type_sql = cur.span(a + 1, b)
+        if not type_sql:
+            raise SQLError(f"column {name!r} has no type")
+        cols.append((name, type_sql))
+    cur.pos = close + 1
+    return cols
+
+
+def _name_list(cur: _Cursor) -> list[str]:
+    close = cur.matching()
+    names = [cur.toks[a].name for a, b in _split(cur.toks, cur.pos + 1, close, ",")]
+    cur.pos = close + 1
+    return names
+
+
+def parse(text: str) -> list:
+    """Parse a script of statements separated by ``;``.
+
+    >>> s, = parse("CREATE CONTINUAL TASK up (k INT) ON INPUT t AS (INSERT INTO up SELECT k FROM t)")
+    >>> s.name, s.input, s.snapshot, s.body[0].query
+    ('up', 't', True, 'SELECT k FROM t')
+    """
+    toks = tokenize(text)
+    check_balanced(toks, text)
+    out = []
+    for a, b in _split(toks, 0, len(toks), ";"):
+        out.append(_statement(_Cursor(text, toks, a, b)))
+    return out
+
+
+_QUERY_STARTS = {"SELECT", "WITH", "VALUES", "TABLE", "("}
+
+
+def _statement(cur: _Cursor):
+    first = cur.peek()
+    if first.upper in _QUERY_STARTS or first.text == "(":
+        return Query(cur.rest())
+    if cur.accept("CREATE", "TABLE"):
+        cur.accept("IF", "NOT", "EXISTS") and _unsupported("CREATE TABLE IF NOT EXISTS")
+        name = cur.name()
+        if not cur.at("("):
+            raise SQLError(f"CREATE TABLE {name} needs a column list")
+        cols = _column_defs(cur)
+        _done(cur, "CREATE TABLE")
+        return CreateTable(name, cols)
+    if cur.accept("CREATE", "MATERIALIZED", "VIEW") or cur.accept(
+        "CREATE", "OR", "REPLACE", "MATERIALIZED", "VIEW"
+    ):
+        name = cur.name()
+        cols = _name_list(cur) if cur.at("(") else None
+        if cur.accept("IN", "CLUSTER"):
+            cur.name()
+        if cur.at("WITH"):
+            _unsupported("CREATE MATERIALIZED VIEW ... WITH (options)")
+        cur.expect("AS")
+        return CreateMaterializedView(name, cols, cur.rest())
+    if cur.accept("CREATE", "CONTINUAL", "TASK"):
+        return _continual_task(cur)
+    if cur.accept("INSERT", "INTO"):
+        return _insert(cur)
+    if cur.accept("DELETE", "FROM"):
+        return _delete(cur)
+    if cur.accept("UPDATE"):
+        table = cur.name()
+        if cur.peek() is not None and cur.peek().upper == "AS" or (
+            cur.peek() is not None and cur.peek().kind == "word" and cur.peek().upper != "SET"
+        ):
+            _unsupported("UPDATE with a table alias")
+        cur.expect("SET")
+        where_at = _find_word(cur, "WHERE")
+        assigns = []
+        for a, b in _split(cur.toks, cur.pos, where_at, ","):
+            if b - a < 3 or cur.toks[a + 1].text != "=":
+                raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
+            expr = cur.span(a + 2, b)
+            check_expression(expr, f"UPDATE {table}: value of {cur.toks[a].name!r}")
+            assigns.append((cur.toks[a].name, expr))
+        cur.pos = where_at
+        where = None
+        if cur.accept("WHERE"):
+            where = cur.rest()
+            if not where:
+                raise SQLError(f"UPDATE {table}: WHERE without a predicate")
+            check_expression(where, f"UPDATE {table}: predicate")
+        elif cur.peek() is not None:
+            raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
+        return UpdateStatement(table, assigns, where)
+    if cur.accept("DROP"):
+        kind = None
+        for words in (("TABLE",), ("MATERIALIZED", "VIEW"), ("CONTINUAL", "TASK")):
+            if cur.accept(*words):
+                kind = " ".join(words)
+                break
+        if kind is None:
+            _unsupported("DROP " + (cur.peek().text if cur.peek() else ""))
+        if_exists = cur.accept("IF", "EXISTS")
+        names = [cur.toks[a].name for a, b in _split(cur.toks, cur.pos, cur.end, ",")]
+        cur.pos = cur.end
+        if not names:
+            raise SQLError(f"DROP {kind} needs a name")
+        return Drop(kind, names, if_exists)
+    words = " ".join(t.text.upper() for t in cur.toks[cur.pos : min(cur.pos + 3, cur.end)])
+    _unsupported(words)
+
+
+def _unsupported(what: str):
+    raise UnsupportedSQL(f"{what} is not supported by colmz")
+
+
+def _done(cur: _Cursor, what: str) -> None:
+    if cur.peek() is not None:
+        raise SQLError(f"{what}: unexpected {cur.peek().text!r}")
+
+
+def _find_word(cur: _Cursor, word: str) -> int:
+    depth = 0
+    for j in range(cur.pos, cur.end):
+        t = cur.toks[j]
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            depth -= 1
+        elif depth == 0 and t.upper == word:
+            return j
+    return cur.end
+
+
+def _insert(cur: _Cursor) -> InsertStatement:
+    table = cur.name()
+    cols = None
+    if cur.at("(") and not _is_query_paren(cur):
+        cols = _name_list(cur)
+    if cur.at("DEFAULT", "VALUES"):
+        _unsupported("INSERT ... DEFAULT VALUES")
+    query = cur.rest()
+    if not query:
+        raise SQLError(f"INSERT INTO {table} needs VALUES or a query")
+    if _find_word(cur, "RETURNING") < cur.end:
+        _unsupported("INSERT ... RETURNING")
+    if _find_word(cur, "ON") < cur.end and cur.toks[_find_word(cur, "ON") + 1].upper == "CONFLICT":
+        _unsupported("INSERT ... ON CONFLICT")
+    return InsertStatement(table, cols, query)
+
+
+def _is_query_paren(cur: _Cursor) -> bool:
+    t = cur.peek(1)
+    return t is not None and t.upper in ("SELECT", "WITH", "VALUES")
+
+
+def _delete(cur: _Cursor) -> DeleteStatement:
+    table = cur.name()
+    if cur.at("USING") or (cur.peek() is not None and cur.peek().upper not in ("WHERE",)):
+        _unsupported("DELETE with USING or a table alias")
+    where = None
+    if cur.accept("WHERE"):
+        where = cur.rest()
+        if not where:
+            raise SQLError(f"DELETE FROM {table}: WHERE without a predicate")
+        if _find_word(cur, "RETURNING") < cur.end:
+            _unsupported("DELETE ... RETURNING")
+        check_expression(where, f"DELETE FROM {table}: predicate")
+    return DeleteStatement(table, where)
+
+
+def _options(cur: _Cursor, stmt: dict) -> None:
+    close = cur.matching()
+    for a, b in _split(cur.toks, cur.pos + 1, close, ","):
+        key = cur.toks[a].upper
+        if key != "SNAPSHOT":
+            _unsupported(f"CONTINUAL TASK option {cur.toks[a].text}")
+        if b - a == 1:
+            stmt["snapshot"] = True
+            continue
+        j = a + 1
+        if cur.toks[j].text == "=":
+            j += 1
+        if j != b - 1 or cur.toks[j].upper not in ("TRUE", "FALSE"):
+            raise SQLError(f"SNAPSHOT takes true or false, got {cur.span(a + 1, b)!r}")
+        stmt["snapshot"] = cur.toks[j].upper == "TRUE"
+    cur.pos = close + 1
+
+
+def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
+    name = cur.name()
+    st: dict = {"snapshot": True}
+    cols = None
+    if cur.at("("):
+        cols = _column_defs(cur)
+    if cur.accept("IN", "CLUSTER"):
+        cur.name()
+    if cur.accept("WITH"):
+        _options(cur, st)
+    body: list = []
+    sugar = None
+    if cur.accept("ON", "INPUT"):
+        source = cur.name()
+        if cur.accept("WITH"):
+            _options(cur, st)
+        cur.expect("AS")
+        if not cur.at("("):
+            raise SQLError("CONTINUAL TASK body must be parenthesised: AS ( ... )")
+        close = cur.matching()
+        for a, b in _split(cur.toks, cur.pos + 1, close, ";"):
+            sub = _Cursor(cur.text, cur.toks, a, b)
+            if sub.accept("INSERT", "INTO"):
+                s = _insert(sub)
+                if s.columns is not None:
+                    _unsupported("a column list in a CONTINUAL TASK INSERT")
+            elif sub.accept("DELETE", "FROM"):
+                s = _delete(sub)
+            else:
+                raise SQLError(
+                    f"CONTINUAL TASK {name}: statements are INSERT or DELETE, got {sub.rest()[:40]!r}"
+                )
+            if s.table != name:
+                raise SQLError(
+                    f"CONTINUAL TASK {name} writes only its own output, not {s.table!r}"
+                )
+            body.append(s)
+        cur.pos = close + 1
+    elif cur.accept("FROM", "TRANSFORM"):
+        source = cur.name()
+        cur.expect("USING")
+        if not cur.at("("):
+            raise SQLError("FROM TRANSFORM ... USING needs a parenthesised query")
+        close = cur.matching()
+        body = [InsertStatement(name, None, cur.span(cur.pos + 1, close))]
+        cur.pos = close + 1
+        sugar = "transform"
+    elif cur.accept("FROM", "RETAIN"):
+        source = cur.name()
+        cur.expect("WHILE")
+        if not cur.at("("):
+            raise SQLError("FROM RETAIN ... WHILE needs a parenthesised predicate")
+        close = cur.matching()
+        pred = cur.span(cur.pos + 1, close)
+        cur.pos = close + 1
+        # Upstream's rewrite: keep the input rows that satisfy the predicate, and delete the
+        # output rows that stopped satisfying it (evaluated at the input's times only).
+        body = [
+            InsertStatement(name, None, select_where(source, pred)),
+            DeleteStatement(name, f"NOT ({pred})"),
+        ]
+        sugar = "retain"
+    else:
+        raise SQLError(f"CONTINUAL TASK {name}: expected ON INPUT, FROM TRANSFORM or FROM RETAIN")
+    as_of = None
+    if cur.accept("AS", "OF"):
+        t = cur.next()
+        if t.kind != "number" or not t.text.isdigit():
+            raise SQLError(f"AS OF takes an integer time, got {t.text!r}")
+        as_of = int(t.text)
+    _done(cur, f"CREATE CONTINUAL TASK {name}")
+    return ContinualTaskStatement(name, cols, source, body, st["snapshot"], sugar, as_of)
+
+
+def output_names(query: str) -> list[str | None] | None:
+    """The column names PostgreSQL (and Materialize) give a ``SELECT``'s results.
+
+    One entry per select-list item: its alias, else the column or function name (casts look
+    through to their operand), else ``?column?``. ``None`` when the query is not one plain
+    ``SELECT`` or its list holds a ``*`` -- then DuckDB's names stand.
+
+    >>> output_names("SELECT sum(key)::INT, b.v AS w, k + 1, CAST(x AS TEXT) FROM t")
+    ['sum', 'w', '?column?', 'x']
+    """
+    toks = tokenize(query)
+    if not toks or toks[0].upper != "SELECT":
+        return None
+    cur = _Cursor(query, toks, 1)
+    if cur.at("DISTINCT") or cur.at("ALL"):
+        cur.pos += 1
+        if cur.at("ON"):
+            return None
+    stop = len(toks)
+    depth = 0
+    for j in range(cur.pos, len(toks)):
+        t = toks[j]
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            depth -= 1
+        elif depth == 0 and t.upper in ("FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT",
+                                        "UNION", "EXCEPT", "INTERSECT", "WINDOW", "OFFSET"):
+            if t.upper in ("UNION", "EXCEPT", "INTERSECT"):
+                return None
+            stop = j
+            break
+    for j in range(stop, len(toks)):
+        if toks[j].upper in ("UNION", "EXCEPT", "INTERSECT"):
+            return None
+    names: list[str | None] = []
+    for a, b in _split(toks, cur.pos, stop, ","):
+        item = toks[a:b]
+        if any(t.kind == "op" and t.text == "*" for t in item) and (
+            len(item) == 1 or (len(item) >= 3 and item[-2].text == "." and item[-1].text == "*")
+        ):
+            return None
+        names.append(_item_name(item))
+    return names
+
+
+_NOT_ALIASES = {
+    "NULL", "TRUE", "FALSE", "END", "IS", "NOT", "AND", "OR", "IN", "LIKE", "ILIKE", "BETWEEN",
+    "DISTINCT", "UNKNOWN", "ASC", "DESC", "SIMILAR", "ESCAPE", "COLLATE",
+}
+
+
+def rename_like_postgres(table: pa.Table, query: str) -> pa.Table:
+    """``table`` (a result of ``query``) with the column names PostgreSQL would give.
+
+    >>> rename_like_postgres(pa.table({"max(v)": [1]}), "SELECT max(v) FROM t").column_names
+    ['max']
+    """
+    names = output_names(query)
+    if names is None or len(names) != table.num_columns:
+        return table
+    return table.rename_columns([n if n is not None else c for n, c in zip(names, table.column_names)])
+
+
+def _item_name(item: list[Token]) -> str:
+    if len(item) >= 2 and item[-2].upper == "AS" and item[-1].kind in ("word", "qident"):
+        return item[-1].name
+    if (
+        len(item) >= 2
+        and item[-1].kind in ("word", "qident")
+        and item[-1].upper not in _NOT_ALIASES
+        and (item[-2].kind in ("word", "qident", "number", "string") or item[-2].text == ")")
+        and item[-2].upper not in _NOT_ALIASES
+    ):
+        return item[-1].name  # ``expr alias`` without AS
+    # strip trailing casts: expr::type[::type...]
+    while True:
+        idx = [j for j, t in enumerate(item) if t.text == "::" and _depth_at(item, j) == 0]
+        if not idx:
+            break
+        item = item[: idx[0]]
+    if len(item) >= 4 and item[0].upper == "CAST" and item[1].text == "(" and item[-1].text == ")":
+        depth, j = 0, 2
+        for j in range(2, len(item) - 1):
+            t = item[j]
+            if t.text in "([":
+                depth += 1
+            elif t.text in ")]":
+                depth -= 1
+            elif depth == 0 and t.upper == "AS":
+                break
+        return _item_name(item[2:j])
+    if len(item) >= 2 and item[0].text == "(" and item[-1].text == ")" and _depth_at(item, len(item) - 1) == 1:
+        return _item_name(item[1:-1])
+    if len(item) % 2 == 1 and all(
+        (t.kind in ("word", "qident")) if j % 2 == 0 else t.text == "." for j, t in enumerate(item)
+    ):
+        return item[-1].name
+    if len(item) >= 3 and item[0].kind in ("word", "qident") and item[1].text == "(" and item[-1].text == ")":
+        return item[0].name
+    if (len(item) >= 5 and item[-4].kind in ("word", "qident") and item[-5].text == "."
+            and item[-3].text == "(" and item[-1].text == ")"):
+        return item[-4].name
+    if item and item[0].upper == "CASE":
+        return "case"
+    return "?column?"
+
+
+def _depth_at(item: list[Token], j: int) -> int:
+    d = 0
+    for t in item[:j]:
+        if t.kind == "op" and t.text in "([":
+            d += 1
+        elif t.kind == "op" and t.text in ")]":
+            d -= 1
+    return d
