@@ -297,7 +297,7 @@ class Catalog:
         return snap
 
     def _rows(self, name: str, as_of: int, pending) -> pa.Table:
-        return expand(self._contents(name, as_of, pending), repr(name))
+        return expand(self._contents(name, as_of, pending), f"{self._objects[name].kind} {name!r}")
 
     # ------------------------------------------------------------------ statements
 
@@ -541,7 +541,7 @@ class Catalog:
 
     def _query_at(self, translated: str, t: int) -> pa.Table:
         # A view's query, reading objects that are already complete at t (created before it).
-        return self._run_bound(translated, t, lambda n: expand(self._objects[n].collection.snapshot(t), repr(n)))
+        return self._run_bound(translated, t, lambda n: expand(self._objects[n].collection.snapshot(t), f"{self._objects[n].kind} {n!r}"))
 
     # ------------------------------------------------------------------ DDL
 

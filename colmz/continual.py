@@ -85,6 +85,7 @@ from colmz.updates import SchemaError, Updates
 __all__ = [
     "BATCH_ROWS",
     "BATCH_ROWS_LINEAR",
+    "EXPAND_LIMIT",
     "ContinualTask",
     "Delete",
     "Insert",
@@ -104,6 +105,10 @@ BATCH_ROWS = 1 << 16
 #: ... and at most this many otherwise (the cost then grows with the matches, not with every
 #: candidate at every time; the cap bounds memory and the matches of often repeated rows).
 BATCH_ROWS_LINEAR = 1 << 17
+
+#: ``expand`` makes at most this many rows (2**28): a collection is read by SQL as one row
+#: per copy, and a multiplicity such as 2**62 cannot be materialized.
+EXPAND_LIMIT = 1 << 28
 
 Statement = Callable[[Mapping[str, pa.Table], Mapping[str, pa.Table], pa.Table], object]
 
@@ -150,6 +155,8 @@ def expand(updates: Updates, what: str = "collection") -> pa.Table:
     """The data rows of ``updates`` as an Arrow table, each repeated by its diff.
 
     Diffs must be positive (``updates`` is a collection's contents); zero-copy when all are 1.
+    More than :data:`EXPAND_LIMIT` rows in all raise ``ValueError`` naming ``what``, the row
+    of the largest multiplicity and the limit (rather than allocating them).
 
     >>> u = Updates({"k": [1, 2]}, time=[0, 0], diff=[1, 2])
     >>> expand(u).column("k").to_pylist()
@@ -165,6 +172,18 @@ def expand(updates: Updates, what: str = "collection") -> pa.Table:
         i = int(np.argmax(diff < 0))
         row = table.slice(i, 1).to_pylist()[0]
         raise NegativeMultiplicity(f"{what} holds row {row} with multiplicity {int(diff[i])}")
+    # Each max is at most EXPAND_LIMIT, so the sum of fewer than 2**34 of them fits an int64.
+    if diff.max() > EXPAND_LIMIT or int(diff.sum()) > EXPAND_LIMIT:
+        i = int(np.argmax(diff))
+        row = table.slice(i, 1).to_pylist()[0]
+        total = int(diff.sum()) if diff.max() <= EXPAND_LIMIT else None
+        raise ValueError(
+            f"{what} holds row {row} with multiplicity {int(diff[i])}"
+            + (f" ({total} rows in all)" if total is not None else "")
+            + f": SQL reads a collection as one row per copy, and colmz expands at most "
+            f"EXPAND_LIMIT = {EXPAND_LIMIT} rows (colmz.continual.EXPAND_LIMIT); read it with "
+            "Catalog.read / snapshot, which keep multiplicities"
+        )
     idx = np.repeat(np.arange(len(diff), dtype=np.int64), diff)
     return table.take(pa.array(idx))
 

@@ -530,3 +530,29 @@ def test_names_and_values_with_every_special_character_round_trip(cat):
     both = " UNION ALL ".join(f"SELECT n FROM {ident(n)}" for n in NASTY)
     cat.execute(f"CREATE MATERIALIZED VIEW {ident('v;iew')} AS SELECT count(*) AS c FROM ({both}) u")
     assert q(cat, f"SELECT c FROM {ident('v;iew')}") == [(sum(len(cat.read(n)) for n in NASTY),)]
+
+
+def test_a_huge_multiplicity_is_refused_naming_table_row_and_limit(cat):
+    # Before: count(*) over a row of multiplicity 2**62 failed inside numpy ("array is too
+    # big") naming nothing; now expand refuses before allocating, naming what and the limit.
+    from colmz.continual import EXPAND_LIMIT
+
+    cat.execute("CREATE TABLE t (k TEXT)")
+    cat.append("t", colmz.Updates({"k": ["big", "small"]}, time=[1, 1], diff=[2**62, 2]))
+    assert cat.read("t").to_pylist() == [("big", 1, 2**62), ("small", 1, 2)]  # kept, not expanded
+    before = cat.now
+    for sql in ["SELECT count(*) FROM t", "SELECT * FROM t WHERE k = 'small'"]:
+        with pytest.raises(ValueError, match=rf"table 't' holds row \{{'k': 'big'\}} with multiplicity "
+                                             rf"{2**62}: .*EXPAND_LIMIT = {EXPAND_LIMIT}"):
+            cat.sql(sql)
+    with pytest.raises(ValueError, match="table 't' holds row"):
+        cat.execute("CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n FROM t")
+    with pytest.raises(ValueError, match="table 't' holds row"):
+        cat.execute("DELETE FROM t WHERE k = 'small'")
+    assert cat.now == before and "v" not in cat
+    # many rows each under the limit, too many in all
+    cat.execute("CREATE TABLE u (k INT)")
+    cat.append("u", colmz.Updates({"k": [1, 2]}, time=[3, 3], diff=[EXPAND_LIMIT, 1]))
+    with pytest.raises(ValueError, match=rf"table 'u' holds row \{{'k': 1\}} with multiplicity "
+                                         rf"{EXPAND_LIMIT} \({EXPAND_LIMIT + 1} rows in all\)"):
+        cat.sql("SELECT count(*) FROM u")
