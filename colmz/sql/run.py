@@ -17,9 +17,10 @@ import pyarrow as pa
 
 from colmz.sql.build import NOW_FORMS, now_value
 from colmz.sql.errors import SQLError
-from colmz.sql.translate import substitute_now, uses_now
+from colmz.sql.tokens import tokenize
+from colmz.sql.translate import bind_relations, now_pieces, substitute_now, uses_now
 
-__all__ = ["check_one_query", "connect", "require_duckdb", "run_query"]
+__all__ = ["check_one_query", "clear_caches", "connect", "require_duckdb", "run_query"]
 
 
 def require_duckdb():
@@ -150,3 +151,16 @@ def check_one_query(con, text: str) -> None:
     if len(_ONE_QUERY) >= 4096:
         _ONE_QUERY.clear()
     _ONE_QUERY[text] = None
+
+
+def clear_caches() -> None:
+    """Forget every text colmz's SQL remembers: tokens, ``mz_now()`` splits, relation
+    bindings and DuckDB's one-query confirmations (a benchmark's first sight of a text).
+
+    >>> clear_caches(); tokenize.cache_info().currsize
+    0
+    """
+    tokenize.cache_clear()
+    now_pieces.cache_clear()
+    bind_relations.cache_clear()
+    _ONE_QUERY.clear()

@@ -25,6 +25,7 @@ __all__ = [
     "MZ_NOW",
     "arrow_type",
     "bind_relations",
+    "now_pieces",
     "referenced_names",
     "substitute_now",
     "translate",
@@ -81,7 +82,12 @@ def translate(sql: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _now_pieces(translated: str) -> tuple[str, ...]:
+def now_pieces(translated: str) -> tuple[str, ...]:
+    """The text around each :data:`MZ_NOW` token of ``translated`` (remembered per text).
+
+    >>> now_pieces(translate("SELECT mz_now() + 1, 'mz_now()'"))
+    ('SELECT ', " + 1, 'mz_now()'")
+    """
     # The text around each placeholder *token*: a string literal or quoted identifier
     # holding the placeholder's letters is a different token and stays as written.
     pieces, last = [], 0
@@ -99,7 +105,7 @@ def uses_now(translated: str) -> bool:
     >>> uses_now(translate("SELECT mz_now()")), uses_now("SELECT '__colmz_mz_now__'")
     (True, False)
     """
-    return MZ_NOW in translated and len(_now_pieces(translated)) > 1
+    return MZ_NOW in translated and len(now_pieces(translated)) > 1
 
 
 def substitute_now(translated: str, value: str) -> str:
@@ -113,7 +119,7 @@ def substitute_now(translated: str, value: str) -> str:
     """
     if MZ_NOW not in translated:
         return translated
-    return value.join(_now_pieces(translated))
+    return value.join(now_pieces(translated))
 
 
 _QUERY_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM"}
