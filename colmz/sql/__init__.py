@@ -88,7 +88,7 @@ from colmz.sql.parse import (
     rename_like_postgres,
 )
 from colmz.sql.run import check_one_query, clear_caches, connect, require_duckdb, run_query
-from colmz.sql.tokens import Token, check_balanced, check_expression, tokenize
+from colmz.sql.tokens import CACHED_CHARS, Token, check_balanced, check_expression, tokenize
 from colmz.sql.translate import (
     MZ_NOW,
     arrow_type,
@@ -100,6 +100,7 @@ from colmz.sql.translate import (
 )
 
 __all__ = [
+    "CACHED_CHARS",
     "MZ_NOW",
     "NOW_FORMS",
     "RESERVED_PREFIX",

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from colmz.sql.build import NOW_FORMS, now_value
 from colmz.sql.errors import SQLError
-from colmz.sql.tokens import tokenize
+from colmz.sql.tokens import CACHED_CHARS, tokenize
 from colmz.sql.translate import bind_relations, now_pieces, substitute_now, uses_now
 
 __all__ = ["check_one_query", "clear_caches", "connect", "require_duckdb", "run_query"]
@@ -148,9 +148,10 @@ def check_one_query(con, text: str) -> None:
             f"colmz runs one query at a time; DuckDB reads {len(stmts)} statement"
             f"{'s' if len(stmts) != 1 else ''} ({kinds}) in {text[:200]!r}"
         )
-    if len(_ONE_QUERY) >= 4096:
-        _ONE_QUERY.clear()
-    _ONE_QUERY[text] = None
+    if len(text) <= CACHED_CHARS:
+        if len(_ONE_QUERY) >= 4096:
+            _ONE_QUERY.clear()
+        _ONE_QUERY[text] = None
 
 
 def clear_caches() -> None:

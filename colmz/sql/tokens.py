@@ -3,9 +3,9 @@
 The tokenizer knows strings (``'...'`` with ``''``, ``E'...'``, dollar quotes), quoted
 identifiers, numbers, comments and operators, so a ``;`` or a keyword inside a string is
 never taken for structure; bare identifiers fold to lower case, as in PostgreSQL. Each
-distinct text is tokenized once (an LRU cache keyed by the text): the parser, the
-translation, :func:`colmz.sql.bind_relations` and the builder's checks all read the same
-token tuple. :func:`check_expression` is what makes user text one expression -- paired
+distinct text of up to :data:`CACHED_CHARS` characters is tokenized once (an LRU cache
+keyed by the text): the parser, the translation, :func:`colmz.sql.bind_relations` and the
+builder's checks all read the same token tuple; a longer text is not held. :func:`check_expression` is what makes user text one expression -- paired
 parentheses, no ``;``, no statement word at its top level -- before the builder puts it
 inside a statement.
 """
@@ -19,7 +19,36 @@ from dataclasses import dataclass
 
 from colmz.sql.errors import SQLError
 
-__all__ = ["Token", "check_balanced", "check_expression", "tokenize"]
+__all__ = ["CACHED_CHARS", "Token", "check_balanced", "check_expression", "short_text_cache", "tokenize"]
+
+#: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
+#: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
+#: are worked on each time rather than held in memory.
+CACHED_CHARS = 1 << 13
+
+
+def short_text_cache(maxsize: int):
+    """Decorator: an LRU cache of ``maxsize`` entries for calls whose first argument is a
+    text of at most :data:`CACHED_CHARS` characters; longer texts are not remembered.
+
+    >>> @short_text_cache(2)
+    ... def n(text): return len(text)
+    >>> n("abc"), n("x" * (CACHED_CHARS + 1)), n.cache_info().currsize
+    (3, 8193, 1)
+    """
+
+    def wrap(fn):
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def call(text, *args):
+            return cached(text, *args) if len(text) <= CACHED_CHARS else fn(text, *args)
+
+        call.cache_clear = cached.cache_clear
+        call.cache_info = cached.cache_info
+        return call
+
+    return wrap
 
 @dataclass(frozen=True)
 class Token:
@@ -63,7 +92,7 @@ def _escaped(text: str, k: int) -> bool:
     return n % 2 == 1
 
 
-@functools.lru_cache(maxsize=4096)
+@short_text_cache(4096)
 def tokenize(text: str) -> tuple[Token, ...]:
     """Split SQL into tokens, skipping whitespace and comments.
 

@@ -12,14 +12,13 @@
 
 from __future__ import annotations
 
-import functools
 import re
 
 import pyarrow as pa
 
 from colmz.sql.build import RESERVED_PREFIX, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.tokens import tokenize
+from colmz.sql.tokens import short_text_cache, tokenize
 
 __all__ = [
     "MZ_NOW",
@@ -81,7 +80,7 @@ def translate(sql: str) -> str:
     return "".join(pieces)
 
 
-@functools.lru_cache(maxsize=1024)
+@short_text_cache(1024)
 def now_pieces(translated: str) -> tuple[str, ...]:
     """The text around each :data:`MZ_NOW` token of ``translated`` (remembered per text).
 
@@ -132,7 +131,7 @@ _NOT_ALIAS = {"ON", "USING", "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", 
 
 
 
-@functools.lru_cache(maxsize=1024)
+@short_text_cache(1024)
 def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, ...]]:
     """``translated`` with every reference to a relation in ``names`` bound to its own
     DuckDB name, and those relations in the order of their DuckDB names.

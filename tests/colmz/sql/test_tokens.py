@@ -59,3 +59,16 @@ def test_an_expression_never_holds_a_top_level_semicolon(text):
         depth += (t.kind == "op" and t.text == "(") - (t.kind == "op" and t.text == ")")
         assert depth >= 0
     assert depth == 0
+
+
+def test_long_texts_are_not_held_by_the_caches():
+    from colmz.sql import CACHED_CHARS, bind_relations, clear_caches, connect, run_query
+
+    clear_caches()
+    long = "SELECT " + ", ".join(["1"] * CACHED_CHARS)
+    assert len(tokenize(long)) > CACHED_CHARS
+    run_query(connect(), long, 0)
+    bind_relations(long, frozenset({"t"}))
+    assert tokenize.cache_info().currsize == 0 and bind_relations.cache_info().currsize == 0
+    tokenize("SELECT 1")
+    assert tokenize.cache_info().currsize == 1
