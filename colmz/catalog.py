@@ -95,7 +95,7 @@ from colmz.frontier import MAX_TIME, Frontier, check_time
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.sql import (
-    MZ_NOW,
+    RESERVED_PREFIX,
     ContinualTaskStatement,
     CreateMaterializedView,
     CreateTable,
@@ -106,12 +106,18 @@ from colmz.sql import (
     SQLError,
     UpdateStatement,
     arrow_type,
+    bind_relations,
+    cast_select,
     connect,
     parse,
     referenced_names,
+    relation_name,
     rename_like_postgres,
     run_query,
+    select_where,
     translate,
+    update_select,
+    uses_now,
 )
 from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
@@ -161,6 +167,12 @@ class Catalog:
     maintain_every : int, default 16
         Durable catalogs compact their arrangements up to ``now`` every this many commits
         (0: never), so reopening reads each object's contents rather than its history.
+    external_access : bool, default True
+        ``False`` runs the catalog's DuckDB connection with ``enable_external_access``
+        off (and, as every colmz connection, its configuration locked): a query can then
+        read only the catalog's objects -- no ``read_csv``, ``glob``, ``COPY``, ``ATTACH``.
+        With the default, as in DuckDB, a query can read any local file the process can:
+        pass ``False`` where the SQL comes from someone who should not.
 
     Examples
     --------
@@ -176,12 +188,12 @@ class Catalog:
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None,
-                 maintain_every: int = 16):
+                 maintain_every: int = 16, external_access: bool = True):
         if isinstance(maintain_every, bool) or not isinstance(maintain_every, int) or maintain_every < 0:
             raise ValueError(f"maintain_every must be a non-negative int, got {maintain_every!r}")
         self._maintain_every = maintain_every
         self._persists = 0
-        self._con = connect()
+        self._con = connect(external_access=external_access)
         self._path = None
         self._consensus = consensus
         self._reset()
@@ -299,19 +311,25 @@ class Catalog:
 
     # ------------------------------------------------------------------ queries
 
-    def _query(self, sql: str, as_of: int, pending: Mapping[str, Updates], extra=None) -> pa.Table:
+    def _query(self, sql: str, as_of: int, pending: Mapping[str, Updates]) -> pa.Table:
         """Evaluate ``sql`` with catalog objects as of ``as_of`` plus ``pending`` changes."""
-        names = referenced_names(sql)
+        return self._run_bound(translate(sql), as_of, lambda n: self._rows(n, as_of, pending))
+
+    def _run_bound(self, translated: str, t: int, rows) -> pa.Table:
+        # Each object the query reads is registered under its own DuckDB name for the
+        # query's duration (colmz.sql.bind_relations): "T" and t stay two tables.
+        text, bound = bind_relations(translated, frozenset(self._objects))
         registered = []
         try:
-            for n in sorted(names):
-                if n in self._objects:
-                    self._con.register(n, self._rows(n, as_of, pending))
-                    registered.append(n)
-            for n, tbl in (extra or {}).items():
-                self._con.register(n, tbl)
-                registered.append(n)
-            return run_query(self._con, translate(sql), as_of)[0]
+            for i, n in enumerate(bound):
+                self._con.register(relation_name(i), rows(n))
+                registered.append(relation_name(i))
+            return run_query(self._con, text, t)[0]
+        except SQLError as e:
+            # DuckDB's message names the registered tables: say the user's names.
+            msg = _RELATION.sub(lambda m: bound[int(m.group(1))] if int(m.group(1)) < len(bound)
+                                else m.group(0), str(e))
+            raise SQLError(msg) from None
         finally:
             for n in registered:
                 self._con.unregister(n)
@@ -337,7 +355,7 @@ class Catalog:
         return f"{name!r} did not exist at time {as_of} (its since is {since})"
 
     def _rows(self, name: str, as_of: int, pending) -> pa.Table:
-        return expand(self._contents(name, as_of, pending), repr(name))
+        return expand(self._contents(name, as_of, pending), f"{self._objects[name].kind} {name!r}")
 
     # ------------------------------------------------------------------ statements
 
@@ -505,21 +523,14 @@ class Catalog:
                 })
             change = rows_to_updates(conform(rows, schema, what), t, 1)
         elif isinstance(s, DeleteStatement):
-            where = f" WHERE ({s.where})" if s.where else ""
-            rows = self._query(f"SELECT * FROM {_quote(s.table)}{where}", t, pending)
+            rows = self._query(select_where(s.table, s.where), t, pending)
             change = rows_to_updates(conform(rows, schema, f"DELETE FROM {s.table}"), t, -1)
         else:
             names = [c.name for c in schema]
             assigned = dict(s.assignments)
-            for c in assigned:
-                if c not in names:
-                    raise SQLError(f"UPDATE {s.table}: no column {c!r}; columns are {names}")
-            where = f" WHERE ({s.where})" if s.where else ""
-            old = self._query(f"SELECT * FROM {_quote(s.table)}{where}", t, pending)
-            exprs = ", ".join(
-                f"({assigned[n]}) AS {_quote(n)}" if n in assigned else _quote(n) for n in names
-            )
-            new = self._query(f"SELECT {exprs} FROM {_quote(s.table)}{where}", t, pending)
+            new_sql = update_select(s.table, names, assigned, s.where)  # checks every part first
+            old = self._query(select_where(s.table, s.where, f"UPDATE {s.table}: predicate"), t, pending)
+            new = self._query(new_sql, t, pending)
             change = concat([
                 rows_to_updates(conform(old, schema, f"UPDATE {s.table}"), t, -1),
                 rows_to_updates(conform(new, schema, f"UPDATE {s.table}"), t, 1),
@@ -529,22 +540,20 @@ class Catalog:
 
     def _coerce_literals(self, rows: pa.Table, targets) -> pa.Table:
         casts, need = [], False
-        for i, (name, spec) in enumerate(zip(rows.column_names, targets)):
-            col = rows.column(i)
-            ref = f"v.{_quote(name)}"
+        for name, spec, col in zip(rows.column_names, targets, rows.columns):
             if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and \
                     not (pa.types.is_string(spec.type) or pa.types.is_large_string(spec.type)):
-                casts.append(f"CAST({ref} AS {_duckdb_type(spec.type)}) AS {_quote(name)}")
+                casts.append((name, _duckdb_type(spec.type)))
                 need = True
             else:
-                casts.append(ref)
+                casts.append((name, None))
         if not need or rows.num_columns != len(targets):
             return rows
-        self._con.register("__colmz_values", rows)
+        self._con.register(_VALUES, rows)
         try:
-            return run_query(self._con, f"SELECT {', '.join(casts)} FROM __colmz_values v", self._now)[0]
+            return run_query(self._con, cast_select(_VALUES, casts), self._now)[0]
         finally:
-            self._con.unregister("__colmz_values")
+            self._con.unregister(_VALUES)
 
     def _commit(self, t: int, pending: Mapping[str, Updates]) -> None:
         """Write ``pending`` table changes at ``t``, then bring every derived object to ``t``."""
@@ -615,17 +624,7 @@ class Catalog:
 
     def _query_at(self, translated: str, t: int) -> pa.Table:
         # A view's query, reading objects that are already complete at t (created before it).
-        registered = []
-        try:
-            for n in sorted(referenced_names(translated)):
-                if n in self._objects:
-                    o = self._objects[n]
-                    self._con.register(n, expand(o.collection.snapshot(t), repr(n)))
-                    registered.append(n)
-            return run_query(self._con, translated, t)[0]
-        finally:
-            for n in registered:
-                self._con.unregister(n)
+        return self._run_bound(translated, t, lambda n: expand(self._objects[n].collection.snapshot(t), f"{self._objects[n].kind} {n!r}"))
 
     # ------------------------------------------------------------------ DDL
 
@@ -668,7 +667,7 @@ class Catalog:
             new = consolidate(rows_to_updates(conform(rows, coll.schema, f"MATERIALIZED VIEW {s.name}"), now, 1))
             coll.compare_and_append(new, now, now + 1)
             self._add(CatalogObject(s.name, "materialized view", coll, deps, translated,
-                                    uses_now=MZ_NOW in translated, contents=new), s)
+                                    uses_now=uses_now(translated), contents=new), s)
         elif isinstance(s, ContinualTaskStatement):
             self._create_task(s)
         elif isinstance(s, Drop):
@@ -970,7 +969,7 @@ class Catalog:
                 translated = translate(st["query"])
                 deps = referenced_names(st["query"]) & set(self._objects)
                 obj = CatalogObject(d["name"], "materialized view", mem, deps, translated,
-                                    uses_now=MZ_NOW in translated,
+                                    uses_now=uses_now(translated),
                                     contents=mem.snapshot(mem.upper - 1))
             else:
                 body = [Insert(b["insert"]) if "insert" in b else Delete(b["delete"]) for b in st["body"]]
@@ -1096,8 +1095,10 @@ def _storage_key(name: str) -> str:
     return f"{safe}-{uuid.uuid4().hex[:12]}"
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+#: A relation name colmz.sql.bind_relations gave, in DuckDB's messages.
+_RELATION = re.compile(re.escape(RESERVED_PREFIX) + r"r(\d+)")
+#: Where INSERT ... VALUES rows are registered to cast their literals.
+_VALUES = RESERVED_PREFIX + "values"
 
 
 def _storable(t: pa.DataType, what: str) -> pa.DataType:

@@ -85,6 +85,7 @@ from colmz.updates import SchemaError, Updates
 __all__ = [
     "BATCH_ROWS",
     "BATCH_ROWS_LINEAR",
+    "EXPAND_LIMIT",
     "ContinualTask",
     "Delete",
     "Insert",
@@ -105,6 +106,10 @@ BATCH_ROWS = 1 << 16
 #: ... and at most this many otherwise (the cost then grows with the matches, not with every
 #: candidate at every time; the cap bounds memory and the matches of often repeated rows).
 BATCH_ROWS_LINEAR = 1 << 17
+
+#: ``expand`` makes at most this many rows (2**28): a collection is read by SQL as one row
+#: per copy, and a multiplicity such as 2**62 cannot be materialized.
+EXPAND_LIMIT = 1 << 28
 
 Statement = Callable[[Mapping[str, pa.Table], Mapping[str, pa.Table], pa.Table], object]
 
@@ -151,6 +156,8 @@ def expand(updates: Updates, what: str = "collection") -> pa.Table:
     """The data rows of ``updates`` as an Arrow table, each repeated by its diff.
 
     Diffs must be positive (``updates`` is a collection's contents); zero-copy when all are 1.
+    More than :data:`EXPAND_LIMIT` rows in all raise ``ValueError`` naming ``what``, the row
+    of the largest multiplicity and the limit (rather than allocating them).
 
     >>> u = Updates({"k": [1, 2]}, time=[0, 0], diff=[1, 2])
     >>> expand(u).column("k").to_pylist()
@@ -166,6 +173,18 @@ def expand(updates: Updates, what: str = "collection") -> pa.Table:
         i = int(np.argmax(diff < 0))
         row = table.slice(i, 1).to_pylist()[0]
         raise NegativeMultiplicity(f"{what} holds row {row} with multiplicity {int(diff[i])}")
+    # Each max is at most EXPAND_LIMIT, so the sum of fewer than 2**34 of them fits an int64.
+    if diff.max() > EXPAND_LIMIT or int(diff.sum()) > EXPAND_LIMIT:
+        i = int(np.argmax(diff))
+        row = table.slice(i, 1).to_pylist()[0]
+        total = int(diff.sum()) if diff.max() <= EXPAND_LIMIT else None
+        raise ValueError(
+            f"{what} holds row {row} with multiplicity {int(diff[i])}"
+            + (f" ({total} rows in all)" if total is not None else "")
+            + f": SQL reads a collection as one row per copy, and colmz expands at most "
+            f"EXPAND_LIMIT = {EXPAND_LIMIT} rows (colmz.continual.EXPAND_LIMIT); read it with "
+            "Catalog.read / snapshot, which keep multiplicities"
+        )
     idx = np.repeat(np.arange(len(diff), dtype=np.int64), diff)
     return table.take(pa.array(idx))
 
@@ -826,6 +845,15 @@ class ContinualTask:
             raise ValueError(f"references name the output {name!r}: it is read as of T-1 already")
         if input_name in refs:
             raise ValueError(f"references name the input {input_name!r}: within the task it is the inserts at T")
+        folded: dict[str, str] = {}
+        for n in (name, input_name, *refs):
+            if n.lower() in folded:
+                # The task registers its tables under their own names, and DuckDB folds case.
+                raise ValueError(
+                    f"continual task {name!r}: {folded[n.lower()]!r} and {n!r} differ only in case, "
+                    "which DuckDB does not tell apart inside a task's statements: rename one"
+                )
+            folded[n.lower()] = n
         self.name = name
         self.input_name = input_name
         self.input = _as_collection(input_coll, "input")
@@ -962,7 +990,7 @@ class ContinualTask:
         """All statements as one query (a ``UNION ALL`` tagged by statement), with its
         ``mz_now()`` form, when that is exact: independent SQL statements whose results
         already have the task's column types (so the union coerces nothing)."""
-        from colmz.sql import MZ_NOW
+        from colmz.sql import uses_now
 
         body = self._body
         if self.statements != "independent" or len(body) < 2 or any(b.sql is None for b in body):
@@ -970,7 +998,7 @@ class ContinualTask:
         types = [c.type for c in self.schema]
         if any(b.raw_types != types for b in body):
             return None
-        forms = {b.now_form for b in body if MZ_NOW in b.sql}
+        forms = {b.now_form for b in body if uses_now(b.sql)}
         if len(forms) > 1:
             return None
         parts = [f"SELECT {i} AS __colmz_stmt, __colmz_u{i}.* FROM ({b.sql}) __colmz_u{i}"
@@ -1051,16 +1079,18 @@ class ContinualTask:
             return None
         if any(b.sql is None for b in self._body):
             return None
-        from colmz.sql import MZ_NOW, tokenize, translate
+        from colmz.sql import identifier, now_sql, substitute_now, tokenize, translate
 
         cols = [c.name for c in self.schema]
-        col_list = ", ".join(_quote(c) for c in cols)
+        col_list = ", ".join(identifier(c) for c in cols)
         t_ref = "__colmz_t.__colmz_time"
-        inp = (f"{_quote(self.input_name)} AS (SELECT {col_list} FROM __colmz_in "
+        # The input's own columns (not the output's: the two schemas may differ).
+        in_list = ", ".join(identifier(c.name) for c in self.input.schema)
+        inp = (f"{identifier(self.input_name)} AS (SELECT {in_list} FROM __colmz_in "
                f"WHERE __colmz_in.__colmz_time = {t_ref})")
         # __colmz_born is the birth time + 1, 0 for rows held before the batch: a candidate
         # is in O@(T-1) (unless deleted) when born + 1 <= T.
-        me = (f"{_quote(self.name)} AS (SELECT {col_list}, __colmz_cid FROM __colmz_cand "
+        me = (f"{identifier(self.name)} AS (SELECT {col_list}, __colmz_cid FROM __colmz_cand "
               f"WHERE __colmz_cand.__colmz_born <= {t_ref})")
         lifted = []
         self._quadratic = False  # some DELETE tests every candidate at every time
@@ -1087,10 +1117,8 @@ class ContinualTask:
                     # candidates on the columns -- only the matching pairs are formed.
                     lhs, sub = semi
                     vs = [f"__colmz_v{i}" for i in range(len(lhs))]
-                    on = " AND ".join(f"c.{_quote(c)} = s.{v}" for c, v in zip(lhs, vs))
-                    body = translate(sub)
-                    if MZ_NOW in body:
-                        body = body.replace(MZ_NOW, _now_sql(b.now_form, t_ref))
+                    on = " AND ".join(f"c.{identifier(c)} = s.{v}" for c, v in zip(lhs, vs))
+                    body = substitute_now(translate(sub), now_sql(b.now_form, t_ref))
                     lifted.append(
                         f"SELECT s.__colmz_time AS __colmz_time, c.__colmz_cid FROM __colmz_cand c JOIN ("
                         f"SELECT DISTINCT {t_ref} AS __colmz_time, __colmz_s.* FROM __colmz_times __colmz_t, "
@@ -1100,9 +1128,8 @@ class ContinualTask:
                     continue
                 self._quadratic = True
                 pred = f"({translate(b.text)})" if b.text else "TRUE"
-                body = f"WITH {inp}, {me} SELECT __colmz_cid FROM {_quote(self.name)} WHERE {pred}"
-            if MZ_NOW in body:
-                body = body.replace(MZ_NOW, _now_sql(b.now_form, t_ref))
+                body = f"WITH {inp}, {me} SELECT __colmz_cid FROM {identifier(self.name)} WHERE {pred}"
+            body = substitute_now(body, now_sql(b.now_form, t_ref))
             lifted.append(
                 f"SELECT {t_ref} AS __colmz_time, __colmz_q.* FROM __colmz_times __colmz_t, "
                 f"LATERAL ({body}) __colmz_q"
@@ -1416,13 +1443,6 @@ class ContinualTask:
         return out
 
 
-def _now_sql(form: str | None, t_ref: str) -> str:
-    """``mz_now()`` as the SQL of a batch's time column ``t_ref`` (see ``colmz.sql.now_value``)."""
-    if form == "timestamptz":
-        return f"CAST(epoch_ms(CAST({t_ref} AS BIGINT)) AS TIMESTAMPTZ)"
-    return f"CAST({t_ref} AS UBIGINT)"
-
-
 def _semijoin(toks, text: str, name: str, cols: list[str]) -> tuple[list[str], str] | None:
     """``(columns, subquery)`` when a DELETE predicate is exactly ``cols IN (subquery)``
     with ``cols`` the output's own columns and a subquery that does not read the output."""
@@ -1516,7 +1536,7 @@ class _Compiled:
         if callable(q):
             self.fn = q
         elif q is None or isinstance(q, str):
-            from colmz.sql import referenced_names, translate
+            from colmz.sql import check_expression, referenced_names, select_where, translate
 
             if kind == "insert":
                 if not q:
@@ -1524,8 +1544,9 @@ class _Compiled:
                 self.sql = translate(q)
                 self.names = referenced_names(q)
             else:
-                pred = translate(q) if q else None
-                self.sql = f"SELECT * FROM {_quote(task.name)}" + (f" WHERE ({pred})" if pred else "")
+                if q:
+                    check_expression(q, f"body[{index}] DELETE FROM {task.name}: predicate")
+                self.sql = select_where(task.name, translate(q) if q else None)
                 self.names = referenced_names(q or "") | {task.name}
         else:
             raise TypeError(f"body[{index}] must hold SQL text or a callable, got {type(q).__name__}")
@@ -1589,10 +1610,6 @@ class _Registered:
                 self._con.unregister(name)
                 self.task._kept.pop(name, None)
             self.tables.clear()
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _storable(t: pa.DataType) -> pa.DataType:

@@ -29,6 +29,7 @@ def test_wheel_maps_the_top_level_folders_into_the_package(wheel):
     assert "colmz/kernels/consolidate.py" in names
     assert "colmz/spark/cli/__init__.py" in names and "colmz/spark/cli/sink.py" in names
     assert "colmz/py.typed" in names
+    assert "colmz/sql/parse.py" in names  # colmz.sql is a package
     assert not any(n.startswith(("kernels/", "spark/")) for n in names)
 
 

@@ -326,3 +326,233 @@ def test_retain_over_timestamps_reads_times_as_epoch_milliseconds(cat):
     assert cat.sql("SELECT mz_now() - 3000 AS x").to_pylist() == [{"x": t0}]
     with pytest.raises(SQLError):
         cat.sql("SELECT mz_now() > 5 AND mz_now() > DATE '2020-01-01'")
+
+
+# ----------------------------------------------------------------------------- user text stays in its statement
+
+EXPLOITS = [
+    # each closes the predicate's parenthesis, runs a statement of its own, and reopens one
+    "1=0); COPY (SELECT 42) TO '{path}'; SELECT * FROM t WHERE (1=0",
+    "1=0); ATTACH '{path}' AS x; SELECT * FROM t WHERE (1=0",
+    "1=0); SET integer_division = false; SELECT * FROM t WHERE (1=0",
+]
+
+
+@pytest.mark.parametrize("form", ["DELETE FROM t WHERE {p}", "UPDATE t SET k = 2 WHERE {p}",
+                                  "UPDATE t SET k = 2 WHERE k = 1; DELETE FROM t WHERE {p}"])
+@pytest.mark.parametrize("exploit", EXPLOITS)
+def test_a_predicate_cannot_run_another_statement(cat, tmp_path, form, exploit):
+    # Before: the predicate was pasted into SELECT * FROM "t" WHERE (<text>) and the COPY
+    # wrote its file, the ATTACH created a database, the SET changed every later answer.
+    path = tmp_path / "out.file"
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("INSERT INTO t VALUES (1)")
+    before = cat.now
+    with pytest.raises(SQLError, match="unbalanced"):
+        cat.execute(form.format(p=exploit.format(path=path)))
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+    assert cat._con.sql("SELECT current_setting('integer_division')").fetchall() == [(True,)]
+    assert cat.sql("SELECT 7 / 2 AS q").to_pylist() == [{"q": 3}]
+    assert cat.now == before and q(cat, "SELECT k FROM t") == [(1,)]
+
+
+def test_a_predicate_is_one_expression(cat, tmp_path):
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("INSERT INTO t VALUES (1)")
+    for bad, what in [
+        ("DELETE FROM t WHERE k = 1 UNION SELECT 1", "UNION"),
+        ("DELETE FROM t WHERE k = 1 ORDER BY k", "ORDER"),
+        ("UPDATE t SET k = (SELECT 1) FROM t WHERE k = 1", "FROM"),
+        ("DELETE FROM t WHERE (k = 1", "unclosed"),
+    ]:
+        with pytest.raises(SQLError, match=what):
+            cat.execute(bad)
+    assert q(cat, "SELECT k FROM t") == [(1,)]
+    # A continual task's DELETE predicate, given through the Python API, is held to the same.
+    from colmz.continual import ContinualTask, Delete, MemoryCollection
+
+    src = MemoryCollection({"k": pa.int64()})
+    with pytest.raises(SQLError, match=r"body\[0\] DELETE FROM o: predicate: unbalanced"):
+        ContinualTask("o", {"src": src}, [Delete(f"1=0); COPY (SELECT 1) TO '{tmp_path / 'f'}'; SELECT (1")],
+                      columns={"k": pa.int64()})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_duckdb_confirms_one_query_before_running_text(cat, tmp_path):
+    from colmz.sql import check_one_query, run_query
+
+    path = tmp_path / "f.csv"
+    with pytest.raises(SQLError, match=r"2 statements \(SELECT, COPY\)"):
+        run_query(cat._con, f"SELECT 1; COPY (SELECT 1) TO '{path}'", 0)
+    with pytest.raises(SQLError, match=r"1 statement \(SET\)"):
+        check_one_query(cat._con, "SET integer_division = false")
+    assert not path.exists()
+
+
+def test_unknown_table_is_named_never_a_python_variable(cat):
+    # Before: DuckDB's replacement scans found run_query's local variable ``forms`` (or
+    # ``t``, the time) and read it as a table, or refused it naming colmz's source file.
+    cat.execute("CREATE TABLE t (k INT)")
+    for name in ["forms", "translated", "nosuch", "np", "pa"]:
+        with pytest.raises(SQLError, match=f"no table, view or task named '{name}'") as e:
+            cat.sql(f"SELECT * FROM {name}")
+        assert "Python" not in str(e.value)
+    with pytest.raises(SQLError, match="named 'nosuch'"):
+        cat.execute("INSERT INTO t SELECT k FROM nosuch")
+    assert cat._con.sql("SELECT current_setting('python_enable_replacements')").fetchall() == [(False,)]
+
+
+def test_every_colmz_connection_is_locked_without_replacement_scans():
+    from colmz.continual import ContinualTask, Insert, MemoryCollection
+    from colmz.sql import connect
+
+    src = MemoryCollection({"k": pa.int64()})
+    task = ContinualTask("o", {"src": src}, [Insert("SELECT k FROM src")])
+    for con in (connect(), colmz.Catalog()._con, task._connection()):
+        assert con.sql("SELECT current_setting('python_enable_replacements'), "
+                       "current_setting('lock_configuration')").fetchall() == [(False, True)]
+        with pytest.raises(Exception, match="locked"):
+            con.execute("SET integer_division = false")
+
+
+def test_external_access_false_refuses_local_files(tmp_path):
+    (tmp_path / "secret.csv").write_text("a\n1\n")
+    open_cat = colmz.Catalog()
+    assert open_cat.sql(f"SELECT count(*) AS n FROM read_csv('{tmp_path / 'secret.csv'}')").to_pylist() == [{"n": 1}]
+    cat = colmz.Catalog(external_access=False)
+    assert cat._con.sql("SELECT current_setting('enable_external_access'), "
+                        "current_setting('lock_configuration')").fetchall() == [(False, True)]
+    for bad in ["SELECT * FROM read_csv('/etc/passwd')", f"SELECT * FROM read_csv('{tmp_path / 'secret.csv'}')",
+                f"SELECT * FROM glob('{tmp_path}/*')"]:
+        with pytest.raises(SQLError, match="disabled by configuration"):
+            cat.sql(bad)
+    # the catalog's own objects still work
+    cat.execute("CREATE TABLE t (k INT)")
+    cat.execute("INSERT INTO t VALUES (1)")
+    cat.execute("CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n FROM t")
+    assert q(cat, "SELECT n FROM v") == [(1,)]
+    with pytest.raises(TypeError, match="external_access"):
+        colmz.Catalog(external_access="no")
+
+
+def test_mz_now_placeholder_text_is_never_replaced_inside_literals(cat):
+    # Before: the placeholder was replaced as text, so SELECT '__colmz_mz_now__' returned
+    # 'CAST(9 AS UBIGINT)' and an INSERT stored the changed text.
+    from colmz.sql import MZ_NOW
+
+    cat.execute("CREATE TABLE s (v TEXT, t UBIGINT)")
+    cat.execute(f"INSERT INTO s VALUES ('{MZ_NOW}', mz_now()), ('mz_now()', mz_now() + 1)", time=9)
+    assert q(cat, "SELECT v, t FROM s") == [(MZ_NOW, 9), ("mz_now()", 10)]
+    got = cat.sql(f"SELECT '{MZ_NOW}' AS a, 'mz_now()' AS b, mz_now() AS c, "
+                  f"'x{MZ_NOW}y' || mz_now()::TEXT AS d").to_pylist()
+    assert got == [{"a": MZ_NOW, "b": "mz_now()", "c": 9, "d": f"x{MZ_NOW}y9"}]
+    cat.execute(f"CREATE MATERIALIZED VIEW lit AS SELECT v, '{MZ_NOW}' AS w FROM s")
+    assert not cat.object("lit").uses_now  # a literal is not a call: no refresh at every time
+    assert q(cat, "SELECT v, w FROM lit") == [(MZ_NOW, MZ_NOW), ("mz_now()", MZ_NOW)]
+    # A continual task's statements keep the literal too (batched: tests/colmz/test_continual.py).
+    cat.execute("CREATE CONTINUAL TASK ct (v TEXT, tm UBIGINT) ON INPUT s AS ("
+                f"INSERT INTO ct SELECT v || '{MZ_NOW}', mz_now() FROM s WHERE v <> '{MZ_NOW}')")
+    cat.execute("INSERT INTO s VALUES ('a', 0)")
+    cat.append("s", colmz.Updates({"v": ["b", "c"], "t": [0, 0]}, time=[11, 12], diff=[1, 1]), time=11)
+    assert q(cat, "SELECT v, tm FROM ct") == [
+        (f"a{MZ_NOW}", 10), (f"b{MZ_NOW}", 11), (f"c{MZ_NOW}", 11), (f"mz_now(){MZ_NOW}", 9)]
+    # The placeholder written as a name is colmz's own, never a way to reach it.
+    for bad in [f"SELECT {MZ_NOW}", f'SELECT "{MZ_NOW}"', "SELECT * FROM __colmz_values"]:
+        with pytest.raises(SQLError, match="colmz's own"):
+            cat.sql(bad)
+    with pytest.raises(SQLError, match="colmz's own"):
+        cat.execute('CREATE TABLE "__colmz_in" (k INT)')
+    with pytest.raises(SQLError, match="colmz's own"):
+        cat.execute("CREATE TABLE x (__colmz_cid INT)")
+
+
+def test_names_differing_only_in_case_are_two_tables_in_one_query(tmp_path):
+    # Before: both were registered with DuckDB under their own names, which it folds to one
+    # case, so the second registration replaced the first: t was counted twice, and a view
+    # over both persisted that.
+    cat = colmz.Catalog(tmp_path / "cat")
+    cat.execute('CREATE TABLE "T" (k INT); CREATE TABLE t (k INT); CREATE TABLE "a.b;c" (k INT)')
+    cat.execute('INSERT INTO "T" VALUES (1), (2), (3); INSERT INTO t VALUES (10); '
+                'INSERT INTO "a.b;c" VALUES (7)')
+    both = 'SELECT (SELECT count(*) FROM "T") AS big, (SELECT count(*) FROM t) AS small'
+    assert cat.sql(both).to_pylist() == [{"big": 3, "small": 1}]
+    assert q(cat, 'SELECT "T".k AS a, t.k AS b FROM "T" JOIN t ON "T".k < t.k') == [(1, 10), (2, 10), (3, 10)]
+    assert q(cat, 'SELECT x.k FROM "T" AS x WHERE x.k * 5 > (SELECT min(k) FROM T)') == [(3,)]  # T is t
+    assert q(cat, 'TABLE "a.b;c"') == [(7,)]
+    cat.execute(f"CREATE MATERIALIZED VIEW v AS {both}")
+    cat.execute('CREATE MATERIALIZED VIEW w AS SELECT k FROM "T" UNION ALL SELECT k FROM t')
+    cat.execute('DELETE FROM "T" WHERE "T".k = 1; UPDATE t SET k = k + 1 WHERE t.k = 10')
+    assert q(cat, "SELECT big, small FROM v") == [(2, 1)]
+    assert q(cat, "SELECT k FROM w") == [(2,), (3,), (11,)]
+    assert q(cat, 'SELECT k FROM "T"') == [(2,), (3,)] and q(cat, "SELECT k FROM t") == [(11,)]
+    # A WITH name of the query's own shadows the catalog's, as in PostgreSQL.
+    assert q(cat, 'WITH t AS (SELECT 42 AS k) SELECT k FROM t') == [(42,)]
+    # DuckDB's messages name the user's tables, not colmz's registrations.
+    with pytest.raises(SQLError, match='"T"') as e:
+        cat.sql('SELECT "T".nope FROM "T"')
+    assert "__colmz" not in str(e.value)
+    reopened = colmz.Catalog(tmp_path / "cat")
+    assert q(reopened, "SELECT big, small FROM v") == [(2, 1)]
+    assert reopened.sql(both).to_pylist() == [{"big": 2, "small": 1}]
+
+
+def test_a_task_refuses_names_differing_only_in_case():
+    from colmz.continual import ContinualTask, Insert, MemoryCollection
+
+    a, b = MemoryCollection({"k": pa.int64()}), MemoryCollection({"k": pa.int64()})
+    with pytest.raises(ValueError, match="'T' and 't' differ only in case"):
+        ContinualTask("o", {"T": a}, [Insert('SELECT k FROM "T"')], references={"t": b})
+
+
+NASTY = ['a"b', "it's", "x.y", "semi;colon", "<tag>", "new\nline", "é日本", "back\\slash", "$$", "-- c",
+         "/* c */", "a) ; DROP TABLE t; SELECT (1"]
+
+
+def test_names_and_values_with_every_special_character_round_trip(cat):
+    from colmz.sql import identifier as ident
+    from colmz.sql import literal as lit
+
+    for name in NASTY:
+        col = f"c {name}"
+        t = ident(name)
+        cat.execute(f"CREATE TABLE {t} ({ident(col)} TEXT, n INT)")
+        cat.execute(f"INSERT INTO {t} VALUES " + ", ".join(f"({lit(v)}, {j})" for j, v in enumerate(NASTY)))
+        got = cat.sql(f"SELECT {ident(col)}, n FROM {t} ORDER BY n")
+        assert got.column_names == [col, "n"] and got.column(0).to_pylist() == NASTY
+        cat.execute(f"DELETE FROM {t} WHERE {ident(col)} = {lit(name)} OR {t}.n = {len(NASTY) - 1}")
+        rows = {j: v for j, v in enumerate(NASTY) if v != name and j != len(NASTY) - 1}
+        k = min(rows)
+        cat.execute(f"UPDATE {t} SET {ident(col)} = {ident(col)} || {lit(name)} WHERE n = {k}")
+        rows[k] += name
+        assert sorted(cat.sql(f"SELECT {ident(col)} FROM {t}").column(0).to_pylist()) == sorted(rows.values())
+        assert sorted(r[0] for r in cat.read(name).to_pylist()) == sorted(rows.values())
+    assert cat.names == NASTY  # nothing ended a statement: every table is there, and only those
+    both = " UNION ALL ".join(f"SELECT n FROM {ident(n)}" for n in NASTY)
+    cat.execute(f"CREATE MATERIALIZED VIEW {ident('v;iew')} AS SELECT count(*) AS c FROM ({both}) u")
+    assert q(cat, f"SELECT c FROM {ident('v;iew')}") == [(sum(len(cat.read(n)) for n in NASTY),)]
+
+
+def test_a_huge_multiplicity_is_refused_naming_table_row_and_limit(cat):
+    # Before: count(*) over a row of multiplicity 2**62 failed inside numpy ("array is too
+    # big") naming nothing; now expand refuses before allocating, naming what and the limit.
+    from colmz.continual import EXPAND_LIMIT
+
+    cat.execute("CREATE TABLE t (k TEXT)")
+    cat.append("t", colmz.Updates({"k": ["big", "small"]}, time=[1, 1], diff=[2**62, 2]))
+    assert cat.read("t").to_pylist() == [("big", 1, 2**62), ("small", 1, 2)]  # kept, not expanded
+    before = cat.now
+    for sql in ["SELECT count(*) FROM t", "SELECT * FROM t WHERE k = 'small'"]:
+        with pytest.raises(ValueError, match=rf"table 't' holds row \{{'k': 'big'\}} with multiplicity "
+                                             rf"{2**62}: .*EXPAND_LIMIT = {EXPAND_LIMIT}"):
+            cat.sql(sql)
+    with pytest.raises(ValueError, match="table 't' holds row"):
+        cat.execute("CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n FROM t")
+    with pytest.raises(ValueError, match="table 't' holds row"):
+        cat.execute("DELETE FROM t WHERE k = 'small'")
+    assert cat.now == before and "v" not in cat
+    # many rows each under the limit, too many in all
+    cat.execute("CREATE TABLE u (k INT)")
+    cat.append("u", colmz.Updates({"k": [1, 2]}, time=[3, 3], diff=[EXPAND_LIMIT, 1]))
+    with pytest.raises(ValueError, match=rf"table 'u' holds row \{{'k': 1\}} with multiplicity "
+                                         rf"{EXPAND_LIMIT} \({EXPAND_LIMIT + 1} rows in all\)"):
+        cat.sql("SELECT count(*) FROM u")

@@ -816,3 +816,21 @@ def test_one_union_query_per_time_equals_statements_one_by_one():
     push(inp, 6, kv([(1, 1)], 6))
     c.run()
     assert c.stats["union_times"] == 0 and rows(c.output, 6) == [(1, 1)]
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_mz_now_placeholder_text_in_literals_survives_batched_and_looped(batch):
+    # Before: the placeholder was replaced as text inside the lifted (batched) queries and
+    # the per-time ones alike, so the literal became 'CAST(__colmz_t.__colmz_time AS UBIGINT)'.
+    from colmz.sql import MZ_NOW
+
+    inp = MemoryCollection({"v": pa.string()})
+    task = ContinualTask("ct", {"inp": inp}, [
+        f"INSERT INTO ct SELECT v || '{MZ_NOW}' AS v, mz_now() AS t FROM inp",
+        f"DELETE FROM ct WHERE v = 'a{MZ_NOW}' AND t < mz_now() AND 'mz_now()' <> '{MZ_NOW}'",
+    ], as_of=0, batch=batch)
+    for t, v in [(1, "a"), (2, "b"), (3, "c")]:
+        push(inp, t, colmz.Updates({"v": [v]}, time=[t], diff=[1]))
+    task.run()
+    assert task.stats["batches"] == (1 if batch else 0)
+    assert rows(task.output, 3) == [(f"b{MZ_NOW}", 2), (f"c{MZ_NOW}", 3)]

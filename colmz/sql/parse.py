@@ -1,46 +1,28 @@
-"""SQL for colmz: Materialize's statements parsed, and their queries translated for DuckDB.
+"""Statements: Materialize's statements read from their tokens.
 
-Design
-------
-colmz runs queries in DuckDB, in process, over Arrow tables. Two things stand between a
-Materialize user's SQL and DuckDB:
-
-* **Statements DuckDB does not have.** ``CREATE CONTINUAL TASK`` (with its column list,
-  ``WITH (SNAPSHOT = ...)``, ``ON INPUT ... AS (...)`` body and the ``FROM TRANSFORM ... USING``
-  and ``FROM RETAIN ... WHILE`` sugar), ``CREATE MATERIALIZED VIEW`` and the writes of a
-  catalog at logical times. :func:`parse` splits a script into statements and reads their
-  structure; the queries and predicates inside stay text, each a slice of the original.
-  The grammar follows ``src/sql-parser/src/parser.rs`` upstream (continual tasks accept
-  ``WITH`` before or after ``ON INPUT``, and the ``RETAIN`` sugar becomes an ``INSERT`` of the
-  rows satisfying the predicate plus a ``DELETE`` of the output rows that no longer do).
-* **Expressions that mean something else in DuckDB.** :func:`translate` rewrites, token by
-  token: ``mz_now()`` becomes the logical time of the evaluation -- a ``UBIGINT``, or, in a
-  query that compares it with dates or timestamps, a ``timestamptz`` reading the time as
-  milliseconds since the Unix epoch, as Materialize's ``mz_timestamp`` does
-  (:func:`run_query`); the type
-  names ``JSONB`` and ``mz_timestamp`` become ``JSON`` and ``UBIGINT``. The rest DuckDB reads
-  as PostgreSQL does: ``::`` casts and ``INT8``/``INT4``/``TEXT``/``STRING`` names, ``->>``
-  on JSON text, ``||`` with a non-text operand. Integer ``/`` truncates in PostgreSQL and
-  divides exactly in DuckDB; every colmz DuckDB connection sets ``integer_division`` so the
-  results agree. Constructs colmz cannot honour raise :class:`UnsupportedSQL` naming them.
-
-The tokenizer knows strings (``'...'`` with ``''``, ``E'...'``, dollar quotes), quoted
-identifiers, numbers, comments and operators, so a ``;`` or a keyword inside a string is
-never taken for structure. Bare identifiers fold to lower case, as in PostgreSQL.
-
-A division by zero raises, as in PostgreSQL, with DuckDB versions that have the
-``error_on_division_by_zero`` setting (2.0 does); older ones return NULL.
+:func:`parse` tokenizes a script once, refuses unpaired parentheses (a ``)`` closing nothing
+would hide the ``;`` after it), splits it at top-level ``;`` and reads each statement's
+structure. The grammar follows ``src/sql-parser/src/parser.rs`` upstream: continual tasks
+accept ``WITH`` before or after ``ON INPUT``, and the ``RETAIN`` sugar becomes an ``INSERT``
+of the rows satisfying the predicate plus a ``DELETE`` of the output rows that no longer
+do. Queries and predicates inside stay text, each a slice of the original (a statement is
+persisted as that text); a ``DELETE``/``UPDATE`` predicate and an ``UPDATE`` value are
+checked to be one expression here (:func:`colmz.sql.check_expression`) and again where the
+builder puts them in a statement. :func:`output_names` reads a ``SELECT`` list for the
+column names PostgreSQL gives.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from colmz.sql.build import RESERVED_PREFIX, select_where
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.tokens import Token, check_balanced, check_expression, tokenize
+
 __all__ = [
-    "MZ_NOW",
     "ContinualTaskStatement",
     "CreateMaterializedView",
     "CreateTable",
@@ -48,246 +30,11 @@ __all__ = [
     "Drop",
     "InsertStatement",
     "Query",
-    "SQLError",
-    "Token",
-    "UnsupportedSQL",
     "UpdateStatement",
-    "NOW_FORMS",
-    "arrow_type",
-    "connect",
-    "now_value",
-    "run_query",
     "output_names",
-    "rename_like_postgres",
     "parse",
-    "referenced_names",
-    "require_duckdb",
-    "tokenize",
-    "translate",
+    "rename_like_postgres",
 ]
-
-#: What ``mz_now()`` becomes in translated text; replaced by the evaluation time.
-MZ_NOW = "__colmz_mz_now__"
-
-
-class SQLError(ValueError):
-    """A statement colmz cannot parse or run; the message names the construct."""
-
-
-class UnsupportedSQL(SQLError):
-    """A valid Materialize construct that colmz does not implement."""
-
-
-def require_duckdb():
-    """Import DuckDB, or raise an ``ImportError`` naming the extra that installs it.
-
-    >>> require_duckdb().__name__
-    'duckdb'
-    """
-    try:
-        import duckdb
-    except ImportError as e:
-        raise ImportError(
-            "colmz's SQL (Catalog, SQL statements of ContinualTask) needs DuckDB: "
-            "pip install 'colmz[sql]'"
-        ) from e
-    return duckdb
-
-
-def connect():
-    """A fresh in-memory DuckDB connection set up to read PostgreSQL arithmetic.
-
-    >>> connect().sql("SELECT 7 / 2 AS q").fetchall()
-    [(3,)]
-    """
-    duckdb = require_duckdb()
-    con = duckdb.connect(":memory:")
-    con.execute("SET integer_division = true")
-    con.execute("SET TimeZone = 'UTC'")  # as Materialize's sessions; mz_now() casts in UTC
-    try:
-        # PostgreSQL raises on a division by zero; DuckDB before this setting returned NULL.
-        con.execute("SET error_on_division_by_zero = true")
-    except Exception as e:  # pragma: no cover - older DuckDB without the setting
-        if not type(e).__module__.startswith(("duckdb", "_duckdb")):
-            raise
-    return con
-
-
-#: ``mz_now()`` forms: the logical time as an integer, or -- when the query compares it with
-#: dates/timestamps -- as a ``timestamptz`` reading the time as milliseconds since the Unix
-#: epoch (Materialize's ``mz_timestamp`` casts that way).
-NOW_FORMS = ("uint64", "timestamptz")
-
-_NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
-
-
-def now_value(t: int, form: str) -> str:
-    """The SQL that replaces ``mz_now()`` at time ``t``.
-
-    >>> now_value(5, "uint64"), now_value(5, "timestamptz")
-    ('CAST(5 AS UBIGINT)', 'CAST(epoch_ms(CAST(5 AS BIGINT)) AS TIMESTAMPTZ)')
-    """
-    if form == "uint64":
-        return f"CAST({t} AS UBIGINT)"
-    if form == "timestamptz":
-        if t > 2**63 - 1:
-            raise OverflowError(f"mz_now() = {t} does not fit a timestamp (milliseconds since the epoch)")
-        return f"CAST(epoch_ms(CAST({t} AS BIGINT)) AS TIMESTAMPTZ)"
-    raise ValueError(f"form must be one of {NOW_FORMS}, got {form!r}")
-
-
-def run_query(con, translated: str, t: int, form: str | None = None):
-    """Run translated SQL with ``mz_now()`` at ``t``; returns ``(arrow_table, form)``.
-
-    With ``form=None`` the integer form is tried first and the timestamp form only when
-    DuckDB refuses to compare ``UBIGINT`` with a date/time type. DuckDB's errors become
-    :class:`SQLError`.
-
-    >>> table, form = run_query(connect(), translate("SELECT TIMESTAMPTZ '1970-01-01 00:00:01+00' < mz_now() AS x"), 2000)
-    >>> table.column("x").to_pylist(), form
-    ([True], 'timestamptz')
-    """
-    forms = NOW_FORMS if form is None and MZ_NOW in translated else (form or "uint64",)
-    for i, f in enumerate(forms):
-        text = translated.replace(MZ_NOW, now_value(t, f)) if MZ_NOW in translated else translated
-        try:
-            rel = con.sql(text)
-            if rel is None:
-                raise SQLError(f"not a query: {translated[:60]!r}")
-            table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
-            if isinstance(table, pa.RecordBatchReader):
-                table = table.read_all()
-            return table, f
-        except SQLError:
-            raise
-        except Exception as e:  # duckdb's exceptions share no importable base worth naming
-            if not type(e).__module__.startswith(("duckdb", "_duckdb")):
-                raise
-            if i + 1 < len(forms) and _NOW_TYPE_ERROR.search(str(e)):
-                continue
-            raise SQLError(str(e)) from None
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-# ----------------------------------------------------------------------------- tokens
-
-
-@dataclass(frozen=True)
-class Token:
-    """One lexical token: ``kind`` is ``word``, ``qident``, ``string``, ``number``, ``op``."""
-
-    kind: str
-    text: str
-    start: int
-    end: int
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "word" else ""
-
-    @property
-    def name(self) -> str:
-        """The identifier this token names (bare words fold to lower case)."""
-        if self.kind == "word":
-            return self.text.lower()
-        if self.kind == "qident":
-            return self.text[1:-1].replace('""', '"')
-        raise SQLError(f"expected a name, got {self.text!r}")
-
-
-_OPS = sorted(
-    ["::", "->>", "->", "#>>", "#>", "<=", ">=", "<>", "!=", "||", "=>", "@>", "<@", "**",
-     "(", ")", ",", ";", ".", "+", "-", "*", "/", "%", "<", ">", "=", "[", "]", ":", "^",
-     "&", "|", "~", "!", "?", "@", "#"],
-    key=len, reverse=True,
-)
-_WORD = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*")
-_NUMBER = re.compile(r"(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)")
-_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
-
-
-def _escaped(text: str, k: int) -> bool:
-    # In E'...' strings a quote preceded by an odd number of backslashes is escaped.
-    n = 0
-    while k - 1 - n >= 0 and text[k - 1 - n] == "\\":
-        n += 1
-    return n % 2 == 1
-
-
-def tokenize(text: str) -> list[Token]:
-    """Split SQL into tokens, skipping whitespace and comments.
-
-    >>> [t.text for t in tokenize("SELECT 'a;b' -- c\\n , x::INT8")]
-    ['SELECT', "'a;b'", ',', 'x', '::', 'INT8']
-    """
-    out: list[Token] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c.isspace():
-            i += 1
-        elif text.startswith("--", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j + 1
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise SQLError(f"unterminated comment at offset {i}")
-            i = j + 2
-        elif c == "'" or (c in "eE" and text.startswith("'", i + 1)):
-            j = i + (2 if c != "'" else 1)
-            while True:
-                k = text.find("'", j)
-                if k < 0:
-                    raise SQLError(f"unterminated string starting at offset {i}")
-                if c != "'" and _escaped(text, k):
-                    j = k + 1
-                    continue
-                if text.startswith("''", k):
-                    j = k + 2
-                    continue
-                break
-            out.append(Token("string", text[i : k + 1], i, k + 1))
-            i = k + 1
-        elif c == '"':
-            j = i + 1
-            while True:
-                k = text.find('"', j)
-                if k < 0:
-                    raise SQLError(f"unterminated quoted identifier at offset {i}")
-                if text.startswith('""', k):
-                    j = k + 2
-                    continue
-                break
-            out.append(Token("qident", text[i : k + 1], i, k + 1))
-            i = k + 1
-        elif c == "$" and (m := _DOLLAR.match(text, i)):
-            tag = m.group(0)
-            k = text.find(tag, m.end())
-            if k < 0:
-                raise SQLError(f"unterminated dollar-quoted string at offset {i}")
-            out.append(Token("string", text[i : k + len(tag)], i, k + len(tag)))
-            i = k + len(tag)
-        elif m := _WORD.match(text, i):
-            out.append(Token("word", m.group(0), i, m.end()))
-            i = m.end()
-        elif c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
-            m = _NUMBER.match(text, i)
-            out.append(Token("number", m.group(0), i, m.end()))
-            i = m.end()
-        else:
-            for op in _OPS:
-                if text.startswith(op, i):
-                    out.append(Token("op", op, i, i + len(op)))
-                    i += len(op)
-                    break
-            else:
-                raise SQLError(f"unexpected character {c!r} at offset {i}")
-    return out
-
-
-# ----------------------------------------------------------------------------- statements
-
 
 @dataclass
 class Query:
@@ -399,7 +146,7 @@ class _Cursor:
         while self.at(".") and self.peek(1) is not None:
             self.pos += 1
             parts.append(self.next().name)
-        return parts[-1]
+        return _not_reserved(parts[-1])
 
     def matching(self) -> int:
         """Index of the token closing the ``(`` at ``pos``."""
@@ -441,11 +188,17 @@ def _split(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, int
     return [(a, b) for a, b in out if a < b]
 
 
+def _not_reserved(name: str) -> str:
+    if name.startswith(RESERVED_PREFIX):
+        raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {name!r}")
+    return name
+
+
 def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
     close = cur.matching()
     cols = []
     for a, b in _split(cur.toks, cur.pos + 1, close, ","):
-        name = cur.toks[a].name
+        name = _not_reserved(cur.toks[a].name)
         type_sql = cur.span(a + 1, b)
         if not type_sql:
             raise SQLError(f"column {name!r} has no type")
@@ -469,6 +222,7 @@ def parse(text: str) -> list:
     ('up', 't', True, 'SELECT k FROM t')
     """
     toks = tokenize(text)
+    check_balanced(toks, text)
     out = []
     for a, b in _split(toks, 0, len(toks), ";"):
         out.append(_statement(_Cursor(text, toks, a, b)))
@@ -519,13 +273,16 @@ def _statement(cur: _Cursor):
         for a, b in _split(cur.toks, cur.pos, where_at, ","):
             if b - a < 3 or cur.toks[a + 1].text != "=":
                 raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
-            assigns.append((cur.toks[a].name, cur.span(a + 2, b)))
+            expr = cur.span(a + 2, b)
+            check_expression(expr, f"UPDATE {table}: value of {cur.toks[a].name!r}")
+            assigns.append((cur.toks[a].name, expr))
         cur.pos = where_at
         where = None
         if cur.accept("WHERE"):
             where = cur.rest()
             if not where:
                 raise SQLError(f"UPDATE {table}: WHERE without a predicate")
+            check_expression(where, f"UPDATE {table}: predicate")
         elif cur.peek() is not None:
             raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
         return UpdateStatement(table, assigns, where)
@@ -617,6 +374,7 @@ def _delete(cur: _Cursor) -> DeleteStatement:
             raise SQLError(f"DELETE FROM {table}: WHERE without a predicate")
         if _find_word(cur, "RETURNING") < cur.end:
             _unsupported("DELETE ... RETURNING")
+        check_expression(where, f"DELETE FROM {table}: predicate")
     return DeleteStatement(table, where)
 
 
@@ -696,7 +454,7 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         # Upstream's rewrite: keep the input rows that satisfy the predicate, and delete the
         # output rows that stopped satisfying it (evaluated at the input's times only).
         body = [
-            InsertStatement(name, None, f"SELECT * FROM {_quote(source)} WHERE ({pred})"),
+            InsertStatement(name, None, select_where(source, pred)),
             DeleteStatement(name, f"NOT ({pred})"),
         ]
         sugar = "retain"
@@ -710,124 +468,6 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         as_of = int(t.text)
     _done(cur, f"CREATE CONTINUAL TASK {name}")
     return ContinualTaskStatement(name, cols, source, body, st["snapshot"], sugar, as_of)
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-# ----------------------------------------------------------------------------- translation
-
-_UNSUPPORTED_WORDS = {
-    "MZ_LOGICAL_TIMESTAMP": "mz_logical_timestamp()",
-    "SUBSCRIBE": "SUBSCRIBE",
-    "MUTUALLY": "WITH MUTUALLY RECURSIVE",
-}
-_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT"}
-
-
-def translate(sql: str) -> str:
-    """Rewrite a Materialize/PostgreSQL query or expression for DuckDB.
-
-    ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time.
-
-    >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
-    "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
-    """
-    toks = tokenize(sql)
-    pieces, last = [], 0
-    i = 0
-    while i < len(toks):
-        t = toks[i]
-        up = t.upper
-        if up in _UNSUPPORTED_WORDS and (up != "MUTUALLY" or (i > 0 and toks[i - 1].upper == "WITH")):
-                raise UnsupportedSQL(f"{_UNSUPPORTED_WORDS[up]} is not supported by colmz")
-        if up == "AS" and i + 1 < len(toks) and toks[i + 1].upper == "OF":
-            raise UnsupportedSQL("AS OF in a query is not supported by colmz (use as_of=)")
-        if up == "MZ_NOW":
-            if not (i + 2 < len(toks) and toks[i + 1].text == "(" and toks[i + 2].text == ")"):
-                raise SQLError("mz_now takes no arguments: write mz_now()")
-            pieces.append(sql[last : t.start])
-            pieces.append(MZ_NOW)
-            last = toks[i + 2].end
-            i += 3
-            continue
-        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
-            pieces.append(sql[last : t.start])
-            pieces.append(_TYPE_REWRITES[up])
-            last = t.end
-        i += 1
-    pieces.append(sql[last:])
-    return "".join(pieces)
-
-
-def referenced_names(sql: str) -> set[str]:
-    """The identifiers a query mentions (a superset of the relations it reads).
-
-    >>> sorted(referenced_names('SELECT a.k FROM "Big" a JOIN small USING (k)'))
-    ['Big', 'a', 'from', 'join', 'k', 'select', 'small', 'using']
-    """
-    names = set()
-    for t in tokenize(sql):
-        if t.kind == "word":
-            names.add(t.text.lower())
-        elif t.kind == "qident":
-            names.add(t.name)
-    return names
-
-
-# ----------------------------------------------------------------------------- types
-
-_TYPES = {
-    "BOOL": pa.bool_(), "BOOLEAN": pa.bool_(),
-    "SMALLINT": pa.int16(), "INT2": pa.int16(),
-    "INT": pa.int32(), "INTEGER": pa.int32(), "INT4": pa.int32(),
-    "BIGINT": pa.int64(), "INT8": pa.int64(),
-    "UINT2": pa.uint16(), "UINT4": pa.uint32(), "UINT8": pa.uint64(),
-    "UBIGINT": pa.uint64(), "MZ_TIMESTAMP": pa.uint64(),
-    "REAL": pa.float32(), "FLOAT4": pa.float32(),
-    "DOUBLE": pa.float64(), "FLOAT8": pa.float64(), "FLOAT": pa.float64(),
-    "DOUBLE PRECISION": pa.float64(),
-    "TEXT": pa.string(), "STRING": pa.string(), "VARCHAR": pa.string(),
-    "CHARACTER VARYING": pa.string(), "JSON": pa.string(), "JSONB": pa.string(),
-    "BYTEA": pa.binary(), "BLOB": pa.binary(),
-    "DATE": pa.date32(),
-    "TIMESTAMP": pa.timestamp("us"),
-    "TIMESTAMP WITHOUT TIME ZONE": pa.timestamp("us"),
-    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
-    "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
-    "INTERVAL": pa.duration("us"),
-}
-
-
-def arrow_type(type_sql: str) -> pa.DataType:
-    """The Arrow type colmz stores for a SQL column type.
-
-    >>> arrow_type("int8"), arrow_type("varchar(10)"), arrow_type("TIMESTAMPTZ")
-    (DataType(int64), DataType(string), TimestampType(timestamp[us, tz=UTC]))
-    """
-    key = re.sub(r"\s+", " ", type_sql.strip()).upper()
-    key = re.sub(r"\s*\(\s*\d+\s*(,\s*\d+\s*)?\)$", "", key)  # varchar(10), char(3)
-    if key in _TYPES:
-        return _TYPES[key]
-    if key in ("CHAR", "CHARACTER", "BPCHAR"):
-        # PostgreSQL pads CHAR(n) with blanks and ignores trailing blanks in comparisons;
-        # DuckDB reads CHAR as VARCHAR, so no mapping gives PostgreSQL's answers.
-        raise UnsupportedSQL(
-            f"column type {type_sql} is not supported by colmz (blank-padded, and DuckDB "
-            "compares it as VARCHAR): use TEXT or VARCHAR"
-        )
-    if key in ("NUMERIC", "DECIMAL"):
-        # DuckDB's DECIMAL and Arrow's decimal128 would carry it exactly, but colmz's column
-        # encoding (colmz.order.kind_of) has no decimal kind to sort, consolidate and store.
-        raise UnsupportedSQL(
-            f"column type {type_sql} is not supported by colmz (no decimal columns in colmz's "
-            "encoding): use BIGINT (e.g. cents) or DOUBLE"
-        )
-    raise UnsupportedSQL(f"column type {type_sql} is not supported by colmz")
-
-
-# ----------------------------------------------------------------------------- result names
 
 
 def output_names(query: str) -> list[str | None] | None:

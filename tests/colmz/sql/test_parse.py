@@ -1,14 +1,10 @@
-"""``colmz.sql``: tokenizer, statement parser (Materialize's continual-task grammar), translation."""
+"""``colmz.sql.parse``: statements (Materialize's continual-task grammar) and result names."""
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from colmz.sql import (
-    MZ_NOW,
     ContinualTaskStatement,
     CreateMaterializedView,
     CreateTable,
@@ -19,36 +15,9 @@ from colmz.sql import (
     SQLError,
     UnsupportedSQL,
     UpdateStatement,
-    arrow_type,
-    connect,
     output_names,
     parse,
-    tokenize,
-    translate,
 )
-
-
-def test_tokenizer_keeps_strings_comments_and_quoted_names_apart():
-    toks = tokenize("SELECT 'a;''b', \"We;ird\" /* ; */ FROM t -- ;\n WHERE x->>'k' = E'\\'' AND $$;$$ <> y")
-    kinds = [(t.kind, t.text) for t in toks]
-    assert ("string", "'a;''b'") in kinds and ("qident", '"We;ird"') in kinds
-    assert ("op", "->>") in kinds and ("string", "$$;$$") in kinds and ("op", "<>") in kinds
-    assert not any(t.text == ";" for t in toks)
-    assert toks[3].name == "We;ird"
-    with pytest.raises(SQLError, match="unterminated string"):
-        tokenize("SELECT 'open")
-    with pytest.raises(SQLError, match="unterminated comment"):
-        tokenize("/* open")
-
-
-@given(st.text(alphabet="abc ;'\"()-\n*/$", max_size=30))
-def test_tokenizer_never_fails_otherwise(text):
-    try:
-        toks = tokenize(text)
-    except SQLError:
-        return
-    for a, b in zip(toks, toks[1:]):
-        assert a.end <= b.start
 
 
 def test_parse_continual_task_forms():
@@ -123,43 +92,6 @@ def test_parse_other_statements():
             parse(bad)
 
 
-def test_translate():
-    assert translate("SELECT mz_now(), x::JSONB, CAST(y AS jsonb) FROM t") == \
-        f"SELECT {MZ_NOW}, x::JSON, CAST(y AS JSON) FROM t"
-    assert translate("SELECT 'mz_now()' AS jsonb") == "SELECT 'mz_now()' AS JSON"
-    assert translate("SELECT jsonb FROM t") == "SELECT jsonb FROM t"  # a column named jsonb
-    with pytest.raises(SQLError, match="no arguments"):
-        translate("SELECT mz_now(1)")
-    for bad in ["SELECT mz_logical_timestamp()", "WITH MUTUALLY RECURSIVE x (a INT) AS (SELECT 1) SELECT 1",
-                "SELECT * FROM t AS OF 5"]:
-        with pytest.raises(UnsupportedSQL):
-            translate(bad)
-
-
-def test_duckdb_reads_postgres_arithmetic():
-    con = connect()
-    got = con.sql("SELECT 7 / 2 AS a, 7.0 / 2 AS b, -7 / 2 AS c, 7 % 3 AS d, 'x' || 1 AS e, "
-                  "7::DOUBLE / 2 AS f").fetchall()
-    assert got == [(3, 3.5, -3, 1, "x1", 3.5)]
-    if con.sql("SELECT count(*) FROM duckdb_settings() WHERE name = 'error_on_division_by_zero'").fetchall()[0][0]:
-        for q in ("SELECT 1 / 0", "SELECT 1.5 / 0", "SELECT 1 % 0"):
-            with pytest.raises(Exception, match="(?i)division by zero"):
-                con.sql(q).fetchall()
-
-
-def test_arrow_types():
-    assert arrow_type("int") == pa.int32() and arrow_type("INT8") == pa.int64()
-    assert arrow_type("double   precision") == pa.float64()
-    assert arrow_type("timestamp with time zone") == pa.timestamp("us", tz="UTC")
-    assert arrow_type("jsonb") == pa.string() and arrow_type("varchar(3)") == pa.string()
-    with pytest.raises(UnsupportedSQL, match="blank-padded"):
-        arrow_type("char(3)")
-    with pytest.raises(UnsupportedSQL, match="decimal"):
-        arrow_type("numeric(10, 2)")
-    with pytest.raises(UnsupportedSQL, match="GEOMETRY"):
-        arrow_type("GEOMETRY")
-
-
 def test_output_names_follow_postgres():
     assert output_names("SELECT a, t.b, c AS d, e f, count(*), x::INT8, CAST(y AS TEXT), 1 + 2, "
                         "CASE WHEN a THEN 1 END, (z) FROM t") == [
@@ -168,16 +100,3 @@ def test_output_names_follow_postgres():
     assert output_names("SELECT a FROM t UNION SELECT b FROM u") is None
     assert output_names("VALUES (1)") is None
     assert output_names("SELECT x IS NULL FROM t") == ["?column?"]
-
-
-def test_missing_duckdb_names_the_extra(monkeypatch):
-    import sys
-
-    import colmz
-    from colmz.sql import require_duckdb
-
-    monkeypatch.setitem(sys.modules, "duckdb", None)  # as if not installed
-    with pytest.raises(ImportError, match=r"pip install 'colmz\[sql\]'"):
-        require_duckdb()
-    with pytest.raises(ImportError, match="sql"):
-        colmz.Catalog()

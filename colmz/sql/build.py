@@ -1,0 +1,184 @@
+"""The builder: every SQL text colmz itself writes, from parts.
+
+colmz writes SQL around user text -- the query of a ``DELETE``/``UPDATE`` predicate, the
+cast of ``INSERT ... VALUES`` literals to their columns, ``mz_now()``'s value -- and
+user text gets into it only through these functions:
+
+* :func:`identifier` is the one quoting of a name (``"..."`` with ``""``) and
+  :func:`literal` the one quoting of a value (``'...'`` with ``''``; numbers, booleans,
+  ``NULL``). No text of colmz's quotes a name or a value any other way.
+* A predicate or an expression written by a user is checked to be one expression
+  (:func:`colmz.sql.check_expression`: paired parentheses, no ``;``, no statement word at
+  its top level) before it is put inside the statement; what is not raises
+  :class:`colmz.sql.SQLError` naming it.
+* Names beginning with :data:`RESERVED_PREFIX` are colmz's own: the relations a query
+  reads are registered under :func:`relation_name` names, and ``mz_now()``'s placeholder
+  is one of them. User text cannot use them (:func:`colmz.sql.translate` refuses).
+
+What the builder returns is still checked by DuckDB to be exactly one ``SELECT`` before
+it runs (:func:`colmz.sql.check_one_query`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from colmz.sql.errors import SQLError
+from colmz.sql.tokens import check_expression
+
+__all__ = [
+    "NOW_FORMS",
+    "RESERVED_PREFIX",
+    "cast_select",
+    "identifier",
+    "literal",
+    "now_sql",
+    "now_value",
+    "relation_name",
+    "select_where",
+    "update_select",
+]
+
+#: Names colmz gives its own tables, columns and placeholders; user text may not use them.
+RESERVED_PREFIX = "__colmz_"
+
+#: ``mz_now()`` forms: the logical time as an integer, or -- when the query compares it with
+#: dates/timestamps -- as a ``timestamptz`` reading the time as milliseconds since the Unix
+#: epoch (Materialize's ``mz_timestamp`` casts that way).
+NOW_FORMS = ("uint64", "timestamptz")
+
+
+def identifier(name: str) -> str:
+    """``name`` as a quoted SQL identifier: exactly that name, whatever it holds.
+
+    >>> print(identifier('we"ird; name'))
+    "we""ird; name"
+    """
+    if not isinstance(name, str) or not name:
+        raise SQLError(f"an identifier is a non-empty string, got {name!r}")
+    if "\x00" in name:
+        raise SQLError(f"an identifier cannot hold a NUL character: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(value) -> str:
+    """``value`` (``str``, ``int``, ``float``, ``bool`` or ``None``) as a SQL literal.
+
+    Strings are standard SQL strings: ``'`` doubled, backslashes and newlines as they are.
+
+    >>> print(literal("it's; a\\\\b"), literal(3), literal(None), literal(True))
+    'it''s; a\\b' 3 NULL TRUE
+    """
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return f"CAST('{value!r}' AS DOUBLE)"  # 'nan', 'inf', '-inf'
+        return f"CAST({value!r} AS DOUBLE)"
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise SQLError(f"a string literal cannot hold a NUL character: {value!r}")
+        return "'" + value.replace("'", "''") + "'"
+    raise SQLError(f"no SQL literal for a {type(value).__name__}: {value!r}")
+
+
+def relation_name(i: int) -> str:
+    """The name colmz registers the ``i``-th relation of one query under with DuckDB.
+
+    >>> relation_name(3)
+    '__colmz_r3'
+    """
+    return f"{RESERVED_PREFIX}r{i}"
+
+
+def now_value(t: int, form: str) -> str:
+    """The SQL that replaces ``mz_now()`` at time ``t``.
+
+    >>> now_value(5, "uint64"), now_value(5, "timestamptz")
+    ('CAST(5 AS UBIGINT)', 'CAST(epoch_ms(CAST(5 AS BIGINT)) AS TIMESTAMPTZ)')
+    """
+    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+        raise ValueError(f"t must be a non-negative int, got {t!r}")
+    if form == "uint64":
+        return f"CAST({t} AS UBIGINT)"
+    if form == "timestamptz":
+        if t > 2**63 - 1:
+            raise OverflowError(f"mz_now() = {t} does not fit a timestamp (milliseconds since the epoch)")
+        return f"CAST(epoch_ms(CAST({t} AS BIGINT)) AS TIMESTAMPTZ)"
+    raise ValueError(f"form must be one of {NOW_FORMS}, got {form!r}")
+
+
+def now_sql(form: str | None, column: str) -> str:
+    """``mz_now()`` as the SQL of a column holding each row's time (a batch of times).
+
+    >>> now_sql(None, "t.time")
+    'CAST(t.time AS UBIGINT)'
+    """
+    if form == "timestamptz":
+        return f"CAST(epoch_ms(CAST({column} AS BIGINT)) AS TIMESTAMPTZ)"
+    return f"CAST({column} AS UBIGINT)"
+
+
+def select_where(table: str, predicate: str | None = None, what: str | None = None) -> str:
+    """``SELECT * FROM table [WHERE (predicate)]``: the rows a ``DELETE`` removes.
+
+    ``predicate`` is user text: it must be one expression, else :class:`SQLError` naming
+    ``what`` (default ``"DELETE FROM <table>: predicate"``).
+
+    >>> select_where("My T", "k > 1")
+    'SELECT * FROM "My T" WHERE (k > 1)'
+    >>> select_where("t", "1=0); COPY (SELECT 1) TO 'f'; SELECT (1")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: DELETE FROM t: predicate: unbalanced ')' at offset 3 in "1=0); COPY (SELECT 1) TO 'f'; SELECT (1"
+    """
+    text = f"SELECT * FROM {identifier(table)}"
+    if predicate is None:
+        return text
+    check_expression(predicate, what or f"DELETE FROM {table}: predicate")
+    return f"{text} WHERE ({predicate})"
+
+
+def update_select(table: str, columns: Sequence[str], assigned: Mapping[str, str],
+                  predicate: str | None = None) -> str:
+    """The rows an ``UPDATE`` writes: every column of ``table``, ``assigned`` ones computed.
+
+    >>> update_select("t", ["k", "v"], {"v": "v || 'x'"}, "k = 1")
+    'SELECT "k", (v || \\'x\\') AS "v" FROM "t" WHERE (k = 1)'
+    """
+    exprs = []
+    for c in columns:
+        if c in assigned:
+            check_expression(assigned[c], f"UPDATE {table}: value of {c!r}")
+            exprs.append(f"({assigned[c]}) AS {identifier(c)}")
+        else:
+            exprs.append(identifier(c))
+    unknown = [c for c in assigned if c not in columns]
+    if unknown:
+        raise SQLError(f"UPDATE {table}: no column {unknown[0]!r}; columns are {list(columns)}")
+    base = select_where(table, predicate, f"UPDATE {table}: predicate")
+    return "SELECT " + ", ".join(exprs) + base[len("SELECT *"):]
+
+
+def cast_select(source: str, columns: Sequence[tuple[str, str | None]]) -> str:
+    """``SELECT`` each column of relation ``source``, cast to its DuckDB type when given.
+
+    >>> cast_select("v", [("a", "DATE"), ("b", None)])
+    'SELECT CAST("v"."a" AS DATE) AS "a", "v"."b" FROM "v"'
+    """
+    src = identifier(source)
+    items = []
+    for name, duck_type in columns:
+        ref = f"{src}.{identifier(name)}"
+        if duck_type is None:
+            items.append(ref)
+        else:
+            if not duck_type.replace(" ", "").isalnum():
+                raise SQLError(f"not a DuckDB type name: {duck_type!r}")
+            items.append(f"CAST({ref} AS {duck_type}) AS {identifier(name)}")
+    return f"SELECT {', '.join(items)} FROM {src}"

@@ -1,0 +1,231 @@
+"""Tokens: SQL text split once into strings, names, numbers and operators.
+
+The tokenizer knows strings (``'...'`` with ``''``, ``E'...'``, dollar quotes), quoted
+identifiers, numbers, comments and operators, so a ``;`` or a keyword inside a string is
+never taken for structure; bare identifiers fold to lower case, as in PostgreSQL. Each
+distinct text of up to :data:`CACHED_CHARS` characters is tokenized once (an LRU cache
+keyed by the text): the parser, the translation, :func:`colmz.sql.bind_relations` and the
+builder's checks all read the same token tuple; a longer text is not held. :func:`check_expression` is what makes user text one expression -- paired
+parentheses, no ``;``, no statement word at its top level -- before the builder puts it
+inside a statement.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from colmz.sql.errors import SQLError
+
+__all__ = ["CACHED_CHARS", "Token", "check_balanced", "check_expression", "short_text_cache", "tokenize"]
+
+#: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
+#: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
+#: are worked on each time rather than held in memory.
+CACHED_CHARS = 1 << 13
+
+
+def short_text_cache(maxsize: int):
+    """Decorator: an LRU cache of ``maxsize`` entries for calls whose first argument is a
+    text of at most :data:`CACHED_CHARS` characters; longer texts are not remembered.
+
+    >>> @short_text_cache(2)
+    ... def n(text): return len(text)
+    >>> n("abc"), n("x" * (CACHED_CHARS + 1)), n.cache_info().currsize
+    (3, 8193, 1)
+    """
+
+    def wrap(fn):
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def call(text, *args):
+            return cached(text, *args) if len(text) <= CACHED_CHARS else fn(text, *args)
+
+        call.cache_clear = cached.cache_clear
+        call.cache_info = cached.cache_info
+        return call
+
+    return wrap
+
+@dataclass(frozen=True)
+class Token:
+    """One lexical token: ``kind`` is ``word``, ``qident``, ``string``, ``number``, ``op``."""
+
+    kind: str
+    text: str
+    start: int
+    end: int
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind == "word" else ""
+
+    @property
+    def name(self) -> str:
+        """The identifier this token names (bare words fold to lower case)."""
+        if self.kind == "word":
+            return self.text.lower()
+        if self.kind == "qident":
+            return self.text[1:-1].replace('""', '"')
+        raise SQLError(f"expected a name, got {self.text!r}")
+
+
+_OPS = sorted(
+    ["::", "->>", "->", "#>>", "#>", "<=", ">=", "<>", "!=", "||", "=>", "@>", "<@", "**",
+     "(", ")", ",", ";", ".", "+", "-", "*", "/", "%", "<", ">", "=", "[", "]", ":", "^",
+     "&", "|", "~", "!", "?", "@", "#"],
+    key=len, reverse=True,
+)
+_WORD = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*")
+_NUMBER = re.compile(r"(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)")
+_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def _escaped(text: str, k: int) -> bool:
+    # In E'...' strings a quote preceded by an odd number of backslashes is escaped.
+    n = 0
+    while k - 1 - n >= 0 and text[k - 1 - n] == "\\":
+        n += 1
+    return n % 2 == 1
+
+
+@short_text_cache(4096)
+def tokenize(text: str) -> tuple[Token, ...]:
+    """Split SQL into tokens, skipping whitespace and comments.
+
+    >>> [t.text for t in tokenize("SELECT 'a;b' -- c\\n , x::INT8")]
+    ['SELECT', "'a;b'", ',', 'x', '::', 'INT8']
+    """
+    out: list[Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+        elif text.startswith("--", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise SQLError(f"unterminated comment at offset {i}")
+            i = j + 2
+        elif c == "'" or (c in "eE" and text.startswith("'", i + 1)):
+            j = i + (2 if c != "'" else 1)
+            while True:
+                k = text.find("'", j)
+                if k < 0:
+                    raise SQLError(f"unterminated string starting at offset {i}")
+                if c != "'" and _escaped(text, k):
+                    j = k + 1
+                    continue
+                if text.startswith("''", k):
+                    j = k + 2
+                    continue
+                break
+            out.append(Token("string", text[i : k + 1], i, k + 1))
+            i = k + 1
+        elif c == '"':
+            j = i + 1
+            while True:
+                k = text.find('"', j)
+                if k < 0:
+                    raise SQLError(f"unterminated quoted identifier at offset {i}")
+                if text.startswith('""', k):
+                    j = k + 2
+                    continue
+                break
+            out.append(Token("qident", text[i : k + 1], i, k + 1))
+            i = k + 1
+        elif c == "$" and (m := _DOLLAR.match(text, i)):
+            tag = m.group(0)
+            k = text.find(tag, m.end())
+            if k < 0:
+                raise SQLError(f"unterminated dollar-quoted string at offset {i}")
+            out.append(Token("string", text[i : k + len(tag)], i, k + len(tag)))
+            i = k + len(tag)
+        elif m := _WORD.match(text, i):
+            out.append(Token("word", m.group(0), i, m.end()))
+            i = m.end()
+        elif c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
+            m = _NUMBER.match(text, i)
+            out.append(Token("number", m.group(0), i, m.end()))
+            i = m.end()
+        else:
+            for op in _OPS:
+                if text.startswith(op, i):
+                    out.append(Token("op", op, i, i + len(op)))
+                    i += len(op)
+                    break
+            else:
+                raise SQLError(f"unexpected character {c!r} at offset {i}")
+    return out
+
+
+def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") -> None:
+    """Raise :class:`SQLError` unless every parenthesis and bracket in ``toks`` pairs.
+
+    >>> check_balanced(tokenize("f(a[1])"), "f(a[1])")
+    """
+    # A ``)`` closing nothing would hide the ``;`` after it from the splitter (its depth
+    # is negative): every parenthesis and bracket must pair.
+    stack: list[Token] = []
+    for t in toks:
+        if t.kind == "op" and t.text in "([":
+            stack.append(t)
+        elif t.kind == "op" and t.text in ")]":
+            if not stack or (stack[-1].text == "(") != (t.text == ")"):
+                raise SQLError(f"{what}: unbalanced {t.text!r} at offset {t.start} in {text[:200]!r}")
+            stack.pop()
+    if stack:
+        raise SQLError(f"{what}: unclosed {stack[-1].text!r} at offset {stack[-1].start} in {text[:200]!r}")
+
+
+#: Words that cannot stand at the top level of one expression: they begin or continue a
+#: statement (PostgreSQL reserves the first group; the second are DuckDB statements).
+_NOT_IN_EXPRESSION = {
+    "SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "FETCH",
+    "UNION", "EXCEPT", "INTERSECT", "WINDOW", "QUALIFY", "RETURNING", "WITH", "TABLE",
+    "VALUES", "INTO", "CREATE", "GRANT",
+    "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "COPY", "ATTACH", "DETACH", "SET",
+    "RESET", "PRAGMA", "INSTALL", "LOAD", "EXPORT", "IMPORT", "CALL", "EXECUTE", "PREPARE",
+    "CHECKPOINT", "VACUUM", "BEGIN", "COMMIT", "ROLLBACK", "USE",
+}
+
+
+def check_expression(text: str, what: str) -> tuple[Token, ...]:
+    """The tokens of ``text`` when it is one SQL expression, else :class:`SQLError`.
+
+    One expression: some tokens, parentheses and brackets paired, no ``;``, and none of
+    the words that begin or continue a statement at its top level (inside parentheses a
+    subquery may use them; a column with such a name is written quoted). ``what`` names
+    the expression in the message (e.g. ``"DELETE FROM t: predicate"``).
+
+    >>> [t.text for t in check_expression("k IN (SELECT k FROM u)", "predicate")]
+    ['k', 'IN', '(', 'SELECT', 'k', 'FROM', 'u', ')']
+    >>> check_expression("1=0); COPY (SELECT 1) TO 'f'; SELECT (1", "predicate")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: predicate: unbalanced ')' at offset 3 in "1=0); COPY (SELECT 1) TO 'f'; SELECT (1"
+    """
+    toks = tokenize(text)
+    if not toks:
+        raise SQLError(f"{what}: empty expression")
+    check_balanced(toks, text, what)
+    depth = 0
+    for t in toks:
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            depth -= 1
+        elif t.kind == "op" and t.text == ";":
+            raise SQLError(f"{what}: one expression has no ';' (at offset {t.start} in {text[:200]!r})")
+        elif depth == 0 and t.upper in _NOT_IN_EXPRESSION:
+            raise SQLError(
+                f"{what}: {t.text} cannot stand in one expression (at offset {t.start} in "
+                f"{text[:200]!r}; a column of that name is written quoted)"
+            )
+    return toks

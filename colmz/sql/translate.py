@@ -1,0 +1,301 @@
+"""Translation: a Materialize/PostgreSQL query made into the query DuckDB runs.
+
+* :func:`translate` rewrites token by token: ``mz_now()`` becomes the placeholder
+  :data:`MZ_NOW` (one word token, replaced by the evaluation time by
+  :func:`substitute_now`, again token by token, so a string literal holding the same letters
+  is never touched); the type names ``JSONB`` and ``mz_timestamp`` become ``JSON`` and
+  ``UBIGINT``; names beginning with ``__colmz_`` are colmz's own and refused.
+* :func:`bind_relations` binds the relations a query reads to the names colmz registers
+  them under (:func:`colmz.sql.relation_name`), since DuckDB folds every identifier's case.
+* :func:`arrow_type` is the Arrow type colmz stores for a SQL column type.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+
+from colmz.sql.build import RESERVED_PREFIX, relation_name
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.tokens import short_text_cache, tokenize
+
+__all__ = [
+    "MZ_NOW",
+    "arrow_type",
+    "bind_relations",
+    "now_pieces",
+    "referenced_names",
+    "substitute_now",
+    "translate",
+    "uses_now",
+]
+
+#: What ``mz_now()`` becomes in translated text: one word token, replaced (as a token, by
+#: :func:`substitute_now`) by the evaluation time.
+MZ_NOW = RESERVED_PREFIX + "mz_now__"
+
+_UNSUPPORTED_WORDS = {
+    "MZ_LOGICAL_TIMESTAMP": "mz_logical_timestamp()",
+    "SUBSCRIBE": "SUBSCRIBE",
+    "MUTUALLY": "WITH MUTUALLY RECURSIVE",
+}
+_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT"}
+
+
+def translate(sql: str) -> str:
+    """Rewrite a Materialize/PostgreSQL query or expression for DuckDB.
+
+    ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time.
+
+    >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
+    "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
+    """
+    toks = tokenize(sql)
+    pieces, last = [], 0
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        up = t.upper
+        if up in _UNSUPPORTED_WORDS and (up != "MUTUALLY" or (i > 0 and toks[i - 1].upper == "WITH")):
+                raise UnsupportedSQL(f"{_UNSUPPORTED_WORDS[up]} is not supported by colmz")
+        if up == "AS" and i + 1 < len(toks) and toks[i + 1].upper == "OF":
+            raise UnsupportedSQL("AS OF in a query is not supported by colmz (use as_of=)")
+        if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
+            raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
+        if up == "MZ_NOW":
+            if not (i + 2 < len(toks) and toks[i + 1].text == "(" and toks[i + 2].text == ")"):
+                raise SQLError("mz_now takes no arguments: write mz_now()")
+            pieces.append(sql[last : t.start])
+            pieces.append(MZ_NOW)
+            last = toks[i + 2].end
+            i += 3
+            continue
+        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
+            pieces.append(sql[last : t.start])
+            pieces.append(_TYPE_REWRITES[up])
+            last = t.end
+        i += 1
+    pieces.append(sql[last:])
+    return "".join(pieces)
+
+
+@short_text_cache(1024)
+def now_pieces(translated: str) -> tuple[str, ...]:
+    """The text around each :data:`MZ_NOW` token of ``translated`` (remembered per text).
+
+    >>> now_pieces(translate("SELECT mz_now() + 1, 'mz_now()'"))
+    ('SELECT ', " + 1, 'mz_now()'")
+    """
+    # The text around each placeholder *token*: a string literal or quoted identifier
+    # holding the placeholder's letters is a different token and stays as written.
+    pieces, last = [], 0
+    for t in tokenize(translated):
+        if t.kind == "word" and t.text == MZ_NOW:
+            pieces.append(translated[last : t.start])
+            last = t.end
+    pieces.append(translated[last:])
+    return tuple(pieces)
+
+
+def uses_now(translated: str) -> bool:
+    """Whether translated SQL calls ``mz_now()`` (holds the :data:`MZ_NOW` token).
+
+    >>> uses_now(translate("SELECT mz_now()")), uses_now("SELECT '__colmz_mz_now__'")
+    (True, False)
+    """
+    return MZ_NOW in translated and len(now_pieces(translated)) > 1
+
+
+def substitute_now(translated: str, value: str) -> str:
+    """``translated`` with every :data:`MZ_NOW` token replaced by the SQL ``value``.
+
+    Only the placeholder token is replaced -- never text inside a string literal or a
+    quoted identifier (the split is remembered per text).
+
+    >>> substitute_now(translate("SELECT mz_now(), 'mz_now()'"), "5")
+    "SELECT 5, 'mz_now()'"
+    """
+    if MZ_NOW not in translated:
+        return translated
+    return value.join(now_pieces(translated))
+
+
+_QUERY_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM"}
+_FROM_ENDS = {"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "WINDOW", "QUALIFY",
+              "UNION", "EXCEPT", "INTERSECT", "SELECT", "RETURNING", "FETCH"}
+_JOIN_WORDS = {"JOIN"}
+_NOT_ALIAS = {"ON", "USING", "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL",
+              "ASOF", "SEMI", "ANTI", "POSITIONAL", "LATERAL", "TABLESAMPLE", "AND", "OR", "NOT",
+              "IS", "IN", "LIKE", "ILIKE", "BETWEEN", "AS", "WITH"} | _FROM_ENDS
+
+
+
+@short_text_cache(1024)
+def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, ...]]:
+    """``translated`` with every reference to a relation in ``names`` bound to its own
+    DuckDB name, and those relations in the order of their DuckDB names.
+
+    DuckDB folds every identifier, quoted or not, to one case, so tables ``"T"`` and ``t``
+    registered under their own names would be one table. colmz registers the ``i``-th
+    relation a query reads as :func:`relation_name` ``(i)`` instead and rewrites the query's
+    tokens that name it -- a relation in a ``FROM``/``JOIN`` list or after ``TABLE``, and a
+    qualifier ``name.column`` -- matching names as PostgreSQL does: a quoted name exactly,
+    a bare one folded to lower case. A name a ``WITH`` defines (its own scope) or that the
+    query gives as an alias is left to DuckDB. The query's result names are unchanged.
+
+    >>> bind_relations('SELECT t.k, "T".k FROM t JOIN "T" USING (k)', frozenset({"t", "T"}))
+    ('SELECT "__colmz_r0".k, "__colmz_r1".k FROM "__colmz_r0" JOIN "__colmz_r1" USING (k)', ('t', 'T'))
+    """
+    toks = tokenize(translated)
+    n = len(toks)
+    # Names the query defines itself: WITH names (followed by AS ( or (cols) AS () and aliases.
+    own: set[str] = set()
+    for j, t in enumerate(toks):
+        if t.kind not in ("word", "qident") or j + 1 >= n:
+            continue
+        k = j + 1
+        if toks[k].text == "(" and toks[k].kind == "op":
+            depth = 0
+            for k in range(j + 1, n):
+                if toks[k].text in "([" and toks[k].kind == "op":
+                    depth += 1
+                elif toks[k].text in ")]" and toks[k].kind == "op":
+                    depth -= 1
+                    if depth == 0:
+                        break
+            k += 1
+        if k + 1 < n and toks[k].upper == "AS" and (
+            toks[k + 1].text == "(" or (toks[k + 1].upper in ("MATERIALIZED", "NOT") and k > j + 0)
+        ) and (j == 0 or toks[j - 1].upper in ("WITH", "RECURSIVE") or toks[j - 1].text == ","):
+            own.add(t.name)
+    # Relation positions: a stack of paren levels, each knowing whether it is a query and
+    # whether a FROM list is expecting a relation ("expect") or has one ("after").
+    relation_at: list[int] = []
+    alias_at: set[int] = set()
+    aliases: set[str] = set()
+    levels = [{"query": True, "from": None}]
+    for j, t in enumerate(toks):
+        lv = levels[-1]
+        if t.kind == "op" and t.text in "([":
+            nxt = toks[j + 1] if j + 1 < n else None
+            if lv["from"] == "expect":
+                lv["from"] = "after"
+            levels.append({"query": nxt is not None and nxt.upper in _QUERY_WORDS, "from": None})
+            continue
+        if t.kind == "op" and t.text in ")]":
+            if len(levels) > 1:
+                levels.pop()
+            continue
+        if not lv["query"]:
+            continue
+        up = t.upper
+        starts = (
+            (up == "FROM" and not (j > 0 and toks[j - 1].upper == "DISTINCT"))  # not IS DISTINCT FROM
+            or (up in _JOIN_WORDS and lv["from"] is not None)
+            or (up == "TABLE" and (j == 0 or toks[j - 1].text == "(" or toks[j - 1].upper in _FROM_ENDS))
+            or (t.kind == "op" and t.text == "," and lv["from"] == "after")
+        )
+        if starts:
+            lv["from"] = "expect"
+        elif up in _FROM_ENDS:
+            lv["from"] = None
+        elif lv["from"] == "expect" and t.kind in ("word", "qident"):
+            if up == "LATERAL":
+                continue
+            nxt = toks[j + 1] if j + 1 < n else None
+            lv["from"] = "after"
+            if nxt is not None and nxt.kind == "op" and nxt.text in ("(", "."):
+                continue  # a table function, or a qualified name colmz does not register
+            relation_at.append(j)
+        elif lv["from"] == "after" and t.kind in ("word", "qident") and up not in _NOT_ALIAS:
+            prev = toks[j - 1]
+            if prev.upper == "AS" or (j - 1 in relation_at) or prev.text == ")":
+                alias_at.add(j)
+                aliases.add(t.name)
+    wanted = [j for j in relation_at if toks[j].name in names and toks[j].name not in own]
+    order: dict[str, int] = {}
+    for j in wanted:
+        order.setdefault(toks[j].name, len(order))
+    if not order:
+        return translated, ()
+    out, last = [], 0
+    for j, t in enumerate(toks):
+        if t.kind not in ("word", "qident") or t.name not in order or j in alias_at:
+            continue
+        is_rel = j in relation_at
+        is_qualifier = (
+            j + 1 < n and toks[j + 1].text == "." and toks[j + 1].kind == "op"
+            and not (j > 0 and toks[j - 1].text == ".")
+        )
+        if not (is_rel or (is_qualifier and t.name not in aliases)):
+            continue
+        out.append(translated[last : t.start])
+        out.append('"' + relation_name(order[t.name]) + '"')
+        last = t.end
+    out.append(translated[last:])
+    return "".join(out), tuple(order)
+
+
+def referenced_names(sql: str) -> set[str]:
+    """The identifiers a query mentions (a superset of the relations it reads).
+
+    >>> sorted(referenced_names('SELECT a.k FROM "Big" a JOIN small USING (k)'))
+    ['Big', 'a', 'from', 'join', 'k', 'select', 'small', 'using']
+    """
+    names = set()
+    for t in tokenize(sql):
+        if t.kind == "word":
+            names.add(t.text.lower())
+        elif t.kind == "qident":
+            names.add(t.name)
+    return names
+
+
+_TYPES = {
+    "BOOL": pa.bool_(), "BOOLEAN": pa.bool_(),
+    "SMALLINT": pa.int16(), "INT2": pa.int16(),
+    "INT": pa.int32(), "INTEGER": pa.int32(), "INT4": pa.int32(),
+    "BIGINT": pa.int64(), "INT8": pa.int64(),
+    "UINT2": pa.uint16(), "UINT4": pa.uint32(), "UINT8": pa.uint64(),
+    "UBIGINT": pa.uint64(), "MZ_TIMESTAMP": pa.uint64(),
+    "REAL": pa.float32(), "FLOAT4": pa.float32(),
+    "DOUBLE": pa.float64(), "FLOAT8": pa.float64(), "FLOAT": pa.float64(),
+    "DOUBLE PRECISION": pa.float64(),
+    "TEXT": pa.string(), "STRING": pa.string(), "VARCHAR": pa.string(),
+    "CHARACTER VARYING": pa.string(), "JSON": pa.string(), "JSONB": pa.string(),
+    "BYTEA": pa.binary(), "BLOB": pa.binary(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "TIMESTAMP WITHOUT TIME ZONE": pa.timestamp("us"),
+    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
+    "INTERVAL": pa.duration("us"),
+}
+
+
+def arrow_type(type_sql: str) -> pa.DataType:
+    """The Arrow type colmz stores for a SQL column type.
+
+    >>> arrow_type("int8"), arrow_type("varchar(10)"), arrow_type("TIMESTAMPTZ")
+    (DataType(int64), DataType(string), TimestampType(timestamp[us, tz=UTC]))
+    """
+    key = re.sub(r"\s+", " ", type_sql.strip()).upper()
+    key = re.sub(r"\s*\(\s*\d+\s*(,\s*\d+\s*)?\)$", "", key)  # varchar(10), char(3)
+    if key in _TYPES:
+        return _TYPES[key]
+    if key in ("CHAR", "CHARACTER", "BPCHAR"):
+        # PostgreSQL pads CHAR(n) with blanks and ignores trailing blanks in comparisons;
+        # DuckDB reads CHAR as VARCHAR, so no mapping gives PostgreSQL's answers.
+        raise UnsupportedSQL(
+            f"column type {type_sql} is not supported by colmz (blank-padded, and DuckDB "
+            "compares it as VARCHAR): use TEXT or VARCHAR"
+        )
+    if key in ("NUMERIC", "DECIMAL"):
+        # DuckDB's DECIMAL and Arrow's decimal128 would carry it exactly, but colmz's column
+        # encoding (colmz.order.kind_of) has no decimal kind to sort, consolidate and store.
+        raise UnsupportedSQL(
+            f"column type {type_sql} is not supported by colmz (no decimal columns in colmz's "
+            "encoding): use BIGINT (e.g. cents) or DOUBLE"
+        )
+    raise UnsupportedSQL(f"column type {type_sql} is not supported by colmz")
