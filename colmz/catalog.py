@@ -1036,7 +1036,6 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
 #: Column names colmz keeps for itself: every update's ``time`` and ``diff`` (``colmz.Updates``),
 #: and the ``__colmz_`` prefix of the columns its own queries and intent blobs add.
 RESERVED_COLUMNS = ("time", "diff")
-RESERVED_PREFIX = "__colmz_"
 
 
 def check_columns(what: str, name: str, schema: Mapping[str, pa.DataType]) -> None:

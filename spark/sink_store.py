@@ -138,7 +138,7 @@ def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
     except (IdentityMismatch, MetadataLost) as e:
         # The store is not damaged: its blob and the consensus disagree (the message says
         # what was found and how to recover); nothing is written until they agree.
-        raise StoreError(f"store {url!r} cannot be opened safely: {e}") from None
+        raise SinkStoreError(f"store {url!r} cannot be opened safely: {e}") from None
     except (ArrangementError, StorageError) as e:
         raise SinkStoreError(f"store {url!r} is damaged or unreachable: {e}") from None
     try:
