@@ -24,6 +24,7 @@ __all__ = [
     "MZ_NOW",
     "arrow_type",
     "bind_relations",
+    "bind_relations_as",
     "now_pieces",
     "referenced_names",
     "substitute_now",
@@ -235,6 +236,32 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         last = t.end
     out.append(translated[last:])
     return "".join(out), tuple(order)
+
+
+@short_text_cache(1024)
+def bind_relations_as(translated: str, registered: tuple[tuple[str, str], ...]) -> str:
+    """``translated`` with each relation named in ``registered`` -- ``(name, registered
+    name)`` pairs -- bound to its registered name, as :func:`bind_relations` binds.
+
+    For one set of tables registered once and read by several queries (a continual task's
+    input, references and output), each under one name whatever the query.
+
+    >>> bind_relations_as('SELECT t.k FROM t, "T"', (("T", "__colmz_r0"), ("t", "__colmz_r1")))
+    'SELECT "__colmz_r1".k FROM "__colmz_r1", "__colmz_r0"'
+    """
+    mapping = dict(registered)
+    text, bound = bind_relations(translated, frozenset(mapping))
+    if not bound:
+        return text
+    rename = {relation_name(i): mapping[n] for i, n in enumerate(bound)}
+    out, last = [], 0
+    for t in tokenize(text):
+        if t.kind == "qident" and t.name in rename:
+            out.append(text[last : t.start])
+            out.append('"' + rename[t.name].replace('"', '""') + '"')
+            last = t.end
+    out.append(text[last:])
+    return "".join(out)
 
 
 def referenced_names(sql: str) -> set[str]:

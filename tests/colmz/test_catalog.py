@@ -496,12 +496,27 @@ def test_names_differing_only_in_case_are_two_tables_in_one_query(tmp_path):
     assert reopened.sql(both).to_pylist() == [{"big": 2, "small": 1}]
 
 
-def test_a_task_refuses_names_differing_only_in_case():
-    from colmz.continual import ContinualTask, Insert, MemoryCollection
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_task_tells_names_differing_only_in_case_apart(batch):
+    # Before: the task registered input "T", reference t and output under their own names,
+    # which DuckDB folds to one: the statements read whichever was registered last.
+    from colmz.continual import ContinualTask, MemoryCollection
 
-    a, b = MemoryCollection({"k": pa.int64()}), MemoryCollection({"k": pa.int64()})
-    with pytest.raises(ValueError, match="'T' and 't' differ only in case"):
-        ContinualTask("o", {"T": a}, [Insert('SELECT k FROM "T"')], references={"t": b})
+    big, small = MemoryCollection({"k": pa.int64()}), MemoryCollection({"k": pa.int64()})
+    small.compare_and_append(colmz.Updates({"k": [100]}, time=[0], diff=[1]), 0, 1 << 40)
+    task = ContinualTask("o", {"T": big}, [
+        'INSERT INTO o SELECT "T".k + (SELECT max(k) FROM t) AS k FROM "T"',
+        'DELETE FROM o WHERE o.k IN (SELECT k + 99 FROM "T" WHERE k > 2)',
+    ], references={"t": small}, as_of=0, batch=batch)
+    for t in (1, 2, 3):
+        big.compare_and_append(colmz.Updates({"k": [t]}, time=[t], diff=[1]), big.upper, t + 1)
+    task.run()
+    assert task.stats["batches"] == (1 if batch else 0)
+    # t=1, 2, 3 insert 101, 102, 103 ("T" + max of t); t=3 deletes 3 + 99 = 102
+    assert task.output.snapshot(3).to_pylist() == [(101, 3, 1), (103, 3, 1)]
+    with pytest.raises(SQLError, match=r"body\[0\]") as e:
+        ContinualTask("p", {"T": big}, ['INSERT INTO p SELECT "T".nope FROM "T"'], references={"t": small})
+    assert "__colmz" not in str(e.value) and "nope" in str(e.value)
 
 
 NASTY = ['a"b', "it's", "x.y", "semi;colon", "<tag>", "new\nline", "é日本", "back\\slash", "$$", "-- c",
