@@ -180,9 +180,15 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         lv = levels[-1]
         if t.kind == "op" and t.text in "([":
             nxt = toks[j + 1] if j + 1 < n else None
+            subquery = nxt is not None and nxt.upper in _QUERY_WORDS
+            if lv["query"] and lv["from"] == "expect" and t.text == "(" and not subquery:
+                # FROM (a JOIN b ON ...): a parenthesised FROM list
+                lv["from"] = "after"
+                levels.append({"query": True, "from": "expect"})
+                continue
             if lv["from"] == "expect":
                 lv["from"] = "after"
-            levels.append({"query": nxt is not None and nxt.upper in _QUERY_WORDS, "from": None})
+            levels.append({"query": subquery, "from": None})
             continue
         if t.kind == "op" and t.text in ")]":
             if len(levels) > 1:
@@ -194,7 +200,7 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         starts = (
             (up == "FROM" and not (j > 0 and toks[j - 1].upper == "DISTINCT"))  # not IS DISTINCT FROM
             or (up in _JOIN_WORDS and lv["from"] is not None)
-            or (up == "TABLE" and (j == 0 or toks[j - 1].text == "(" or toks[j - 1].upper in _FROM_ENDS))
+            or up == "TABLE"  # in a query only ever TABLE name
             or (t.kind == "op" and t.text == "," and lv["from"] == "after")
         )
         if starts:

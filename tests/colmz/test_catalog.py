@@ -571,3 +571,19 @@ def test_a_huge_multiplicity_is_refused_naming_table_row_and_limit(cat):
     with pytest.raises(ValueError, match=rf"table 'u' holds row \{{'k': 1\}} with multiplicity "
                                          rf"{EXPAND_LIMIT} \({EXPAND_LIMIT + 1} rows in all\)"):
         cat.sql("SELECT count(*) FROM u")
+
+
+def test_query_forms_read_the_catalog_objects(cat):
+    # Every place a query names a relation is bound to the object (bind_relations).
+    cat.execute("CREATE TABLE t (k INT, v TEXT); CREATE TABLE u (k INT)")
+    cat.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'); INSERT INTO u VALUES (2), (3)")
+    for sql, want in [
+        ("SELECT t.v FROM (t JOIN u ON t.k = u.k)", [("b",)]),
+        ("SELECT k FROM t UNION ALL TABLE u", [(1,), (2,), (2,), (3,)]),
+        ("SELECT v FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k)", [("b",)]),
+        ("SELECT x.k FROM t AS x NATURAL JOIN u", [(2,)]),
+        ("SELECT k FROM t, LATERAL (SELECT k AS j FROM u WHERE u.k > t.k) s WHERE j = 3", [(1,), (2,)]),
+        ("WITH big AS (SELECT k FROM u WHERE k > 2) SELECT t.k FROM t CROSS JOIN big", [(1,), (2,)]),
+        ("SELECT substring(v FROM 1 FOR 1) AS s FROM t WHERE k IN (TABLE u)", [("b",)]),
+    ]:
+        assert q(cat, sql) == want, sql
