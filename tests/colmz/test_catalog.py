@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import colmz
 from colmz.continual import NegativeMultiplicity
@@ -368,6 +370,9 @@ def test_a_predicate_is_one_expression(cat, tmp_path):
         with pytest.raises(SQLError, match=what):
             cat.execute(bad)
     assert q(cat, "SELECT k FROM t") == [(1,)]
+    cat.execute("INSERT INTO t VALUES (2), (NULL)")
+    cat.execute("DELETE FROM t WHERE k IS DISTINCT FROM 2")  # FROM inside one expression
+    assert q(cat, "SELECT k FROM t") == [(2,)]
     # A continual task's DELETE predicate, given through the Python API, is held to the same.
     from colmz.continual import ContinualTask, Delete, MemoryCollection
 
@@ -587,3 +592,28 @@ def test_query_forms_read_the_catalog_objects(cat):
         ("SELECT substring(v FROM 1 FOR 1) AS s FROM t WHERE k IN (TABLE u)", [("b",)]),
     ]:
         assert q(cat, sql) == want, sql
+
+
+_CHARS = list("\"'.;<>\n\\ $-/*()[]éß日本\t") + list("aZ0_")
+_names = st.text(alphabet=st.sampled_from(_CHARS), min_size=1, max_size=10).filter(
+    lambda s: not s.lower().startswith("__colmz_"))
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=_names, col=_names, values=st.lists(st.text(alphabet=st.sampled_from(_CHARS), max_size=8),
+                                                 min_size=1, max_size=5))
+def test_any_name_and_value_round_trips_and_none_ends_a_statement(name, col, values):
+    from colmz.sql import identifier as ident
+    from colmz.sql import literal as lit
+
+    cat = colmz.Catalog()
+    t, c = ident(name), ident(col)
+    cat.execute(f"CREATE TABLE {t} ({c} TEXT)")
+    cat.execute(f"INSERT INTO {t} VALUES " + ", ".join(f"({lit(v)})" for v in values))
+    assert cat.names == [name]
+    assert sorted(cat.sql(f"SELECT {c} FROM {t}").column(col).to_pylist()) == sorted(values)
+    cat.execute(f"DELETE FROM {t} WHERE {c} = {lit(values[0])}")
+    cat.execute(f"UPDATE {t} SET {c} = {c} || {lit(name)} WHERE {t}.{c} <> {lit(values[0])}")
+    want = sorted(v + name for v in values if v != values[0])
+    assert sorted(r[0] for r in cat.read(name).to_pylist() for _ in range(r[-1])) == want
+    assert cat.names == [name] and cat.now == 3
