@@ -63,6 +63,7 @@ last time, raises ``OverflowError``.
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -790,7 +791,8 @@ class ContinualTask:
     as_of : int, optional
         The initial as-of ``I``; defaults to the input's last complete time on a first start.
     connection : DuckDB connection, optional
-        Where SQL statements run (a fresh one when omitted).
+        Where SQL statements run (a fresh ``colmz.sql.connect()`` when omitted: replacement
+        scans off, configuration locked). A connection given here is used as it is.
     batch : bool, default True
         Evaluate a run of consecutive times in one query per statement when the statements
         allow it (see :attr:`batchable`), and a single time's statements in one query when
@@ -845,15 +847,6 @@ class ContinualTask:
             raise ValueError(f"references name the output {name!r}: it is read as of T-1 already")
         if input_name in refs:
             raise ValueError(f"references name the input {input_name!r}: within the task it is the inserts at T")
-        folded: dict[str, str] = {}
-        for n in (name, input_name, *refs):
-            if n.lower() in folded:
-                # The task registers its tables under their own names, and DuckDB folds case.
-                raise ValueError(
-                    f"continual task {name!r}: {folded[n.lower()]!r} and {n!r} differ only in case, "
-                    "which DuckDB does not tell apart inside a task's statements: rename one"
-                )
-            folded[n.lower()] = n
         self.name = name
         self.input_name = input_name
         self.input = _as_collection(input_coll, "input")
@@ -865,6 +858,11 @@ class ContinualTask:
         self._con = connection
         self._shared_con = connection is not None
         self._kept: dict[str, pa.Table] = {}  # tables left registered on the task's own connection
+        # Each collection a statement names is registered with DuckDB under a name of colmz's
+        # (DuckDB folds identifiers' case; "T" and t are two collections here).
+        from colmz.sql import relation_name
+
+        self._registered_as = {n: relation_name(i) for i, n in enumerate([name, input_name, *refs])}
         self._body = [self._compile(s, i) for i, s in enumerate(body)]
         # Append times come from the input only if some statement reads it.
         self.reads_input = any(b.reads(input_name) for b in self._body)
@@ -1005,6 +1003,12 @@ class ContinualTask:
                  for i, b in enumerate(body)]
         return " UNION ALL ".join(parts), (forms.pop() if forms else "uint64")
 
+    def bind(self, translated: str) -> str:
+        """Translated SQL with the collections it names bound to their registered names."""
+        from colmz.sql import bind_relations_as
+
+        return bind_relations_as(translated, tuple(self._registered_as.items()))
+
     def _connection(self):
         if self._con is None:
             from colmz.sql import connect
@@ -1086,11 +1090,11 @@ class ContinualTask:
         t_ref = "__colmz_t.__colmz_time"
         # The input's own columns (not the output's: the two schemas may differ).
         in_list = ", ".join(identifier(c.name) for c in self.input.schema)
-        inp = (f"{identifier(self.input_name)} AS (SELECT {in_list} FROM __colmz_in "
+        inp = (f"{identifier(self._registered_as[self.input_name])} AS (SELECT {in_list} FROM __colmz_in "
                f"WHERE __colmz_in.__colmz_time = {t_ref})")
         # __colmz_born is the birth time + 1, 0 for rows held before the batch: a candidate
         # is in O@(T-1) (unless deleted) when born + 1 <= T.
-        me = (f"{identifier(self.name)} AS (SELECT {col_list}, __colmz_cid FROM __colmz_cand "
+        me = (f"{identifier(self._registered_as[self.name])} AS (SELECT {col_list}, __colmz_cid FROM __colmz_cand "
               f"WHERE __colmz_cand.__colmz_born <= {t_ref})")
         lifted = []
         self._quadratic = False  # some DELETE tests every candidate at every time
@@ -1118,7 +1122,7 @@ class ContinualTask:
                     lhs, sub = semi
                     vs = [f"__colmz_v{i}" for i in range(len(lhs))]
                     on = " AND ".join(f"c.{identifier(c)} = s.{v}" for c, v in zip(lhs, vs))
-                    body = substitute_now(translate(sub), now_sql(b.now_form, t_ref))
+                    body = substitute_now(self.bind(translate(sub)), now_sql(b.now_form, t_ref))
                     lifted.append(
                         f"SELECT s.__colmz_time AS __colmz_time, c.__colmz_cid FROM __colmz_cand c JOIN ("
                         f"SELECT DISTINCT {t_ref} AS __colmz_time, __colmz_s.* FROM __colmz_times __colmz_t, "
@@ -1127,8 +1131,9 @@ class ContinualTask:
                     )
                     continue
                 self._quadratic = True
-                pred = f"({translate(b.text)})" if b.text else "TRUE"
-                body = f"WITH {inp}, {me} SELECT __colmz_cid FROM {identifier(self.name)} WHERE {pred}"
+                # b.sql is SELECT * FROM <output> WHERE (predicate), bound: over the
+                # candidates' CTE its * carries __colmz_cid.
+                body = f"WITH {inp}, {me} SELECT __colmz_cid FROM ({b.sql}) __colmz_d"
             body = substitute_now(body, now_sql(b.now_form, t_ref))
             lifted.append(
                 f"SELECT {t_ref} AS __colmz_time, __colmz_q.* FROM __colmz_times __colmz_t, "
@@ -1541,12 +1546,12 @@ class _Compiled:
             if kind == "insert":
                 if not q:
                     raise ValueError(f"body[{index}]: INSERT needs a query")
-                self.sql = translate(q)
+                self.sql = task.bind(translate(q))
                 self.names = referenced_names(q)
             else:
                 if q:
                     check_expression(q, f"body[{index}] DELETE FROM {task.name}: predicate")
-                self.sql = select_where(task.name, translate(q) if q else None)
+                self.sql = task.bind(select_where(task.name, translate(q) if q else None))
                 self.names = referenced_names(q or "") | {task.name}
         else:
             raise TypeError(f"body[{index}] must hold SQL text or a callable, got {type(q).__name__}")
@@ -1565,7 +1570,10 @@ class _Compiled:
             # mz_now()'s form is settled by the first evaluation (the plan-time check).
             table, self.now_form = run_query(reg.con, self.sql, t, self.now_form)
         except SQLError as e:
-            raise SQLError(f"continual task {self.task.name!r} body[{self.index}]: {e}") from None
+            # DuckDB names the registered tables: say the user's names.
+            names = {r: n for n, r in self.task._registered_as.items()}
+            msg = re.sub(r"__colmz_r\d+", lambda m: names.get(m.group(0), m.group(0)), str(e))
+            raise SQLError(f"continual task {self.task.name!r} body[{self.index}]: {msg}") from None
         return table
 
     def rows(self, reg: _Registered, t: int, inputs, refs, view_tbl) -> pa.Table:
@@ -1597,6 +1605,7 @@ class _Registered:
         return self._con
 
     def ensure(self, name: str, table: pa.Table) -> None:
+        name = self.task._registered_as.get(name, name)  # a collection's registered name
         if self.tables.get(name) is not table:
             self.con.register(name, table)
             self.tables[name] = table

@@ -196,6 +196,11 @@ _NOT_IN_EXPRESSION = {
 }
 
 
+#: Those words where an expression has them: ``a IS DISTINCT FROM b``,
+#: ``f(x) WITHIN GROUP (ORDER BY ...)``.
+_EXPRESSION_PAIRS = {("DISTINCT", "FROM"), ("WITHIN", "GROUP")}
+
+
 def check_expression(text: str, what: str) -> tuple[Token, ...]:
     """The tokens of ``text`` when it is one SQL expression, else :class:`SQLError`.
 
@@ -216,14 +221,16 @@ def check_expression(text: str, what: str) -> tuple[Token, ...]:
         raise SQLError(f"{what}: empty expression")
     check_balanced(toks, text, what)
     depth = 0
-    for t in toks:
+    for j, t in enumerate(toks):
         if t.kind == "op" and t.text in "([":
             depth += 1
         elif t.kind == "op" and t.text in ")]":
             depth -= 1
         elif t.kind == "op" and t.text == ";":
             raise SQLError(f"{what}: one expression has no ';' (at offset {t.start} in {text[:200]!r})")
-        elif depth == 0 and t.upper in _NOT_IN_EXPRESSION:
+        elif depth == 0 and t.upper in _NOT_IN_EXPRESSION and not (
+            j > 0 and (toks[j - 1].upper, t.upper) in _EXPRESSION_PAIRS
+        ):
             raise SQLError(
                 f"{what}: {t.text} cannot stand in one expression (at offset {t.start} in "
                 f"{text[:200]!r}; a column of that name is written quoted)"

@@ -24,6 +24,7 @@ __all__ = [
     "MZ_NOW",
     "arrow_type",
     "bind_relations",
+    "bind_relations_as",
     "now_pieces",
     "referenced_names",
     "substitute_now",
@@ -179,9 +180,15 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         lv = levels[-1]
         if t.kind == "op" and t.text in "([":
             nxt = toks[j + 1] if j + 1 < n else None
+            subquery = nxt is not None and nxt.upper in _QUERY_WORDS
+            if lv["query"] and lv["from"] == "expect" and t.text == "(" and not subquery:
+                # FROM (a JOIN b ON ...): a parenthesised FROM list
+                lv["from"] = "after"
+                levels.append({"query": True, "from": "expect"})
+                continue
             if lv["from"] == "expect":
                 lv["from"] = "after"
-            levels.append({"query": nxt is not None and nxt.upper in _QUERY_WORDS, "from": None})
+            levels.append({"query": subquery, "from": None})
             continue
         if t.kind == "op" and t.text in ")]":
             if len(levels) > 1:
@@ -193,7 +200,7 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         starts = (
             (up == "FROM" and not (j > 0 and toks[j - 1].upper == "DISTINCT"))  # not IS DISTINCT FROM
             or (up in _JOIN_WORDS and lv["from"] is not None)
-            or (up == "TABLE" and (j == 0 or toks[j - 1].text == "(" or toks[j - 1].upper in _FROM_ENDS))
+            or up == "TABLE"  # in a query only ever TABLE name
             or (t.kind == "op" and t.text == "," and lv["from"] == "after")
         )
         if starts:
@@ -235,6 +242,32 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         last = t.end
     out.append(translated[last:])
     return "".join(out), tuple(order)
+
+
+@short_text_cache(1024)
+def bind_relations_as(translated: str, registered: tuple[tuple[str, str], ...]) -> str:
+    """``translated`` with each relation named in ``registered`` -- ``(name, registered
+    name)`` pairs -- bound to its registered name, as :func:`bind_relations` binds.
+
+    For one set of tables registered once and read by several queries (a continual task's
+    input, references and output), each under one name whatever the query.
+
+    >>> bind_relations_as('SELECT t.k FROM t, "T"', (("T", "__colmz_r0"), ("t", "__colmz_r1")))
+    'SELECT "__colmz_r1".k FROM "__colmz_r1", "__colmz_r0"'
+    """
+    mapping = dict(registered)
+    text, bound = bind_relations(translated, frozenset(mapping))
+    if not bound:
+        return text
+    rename = {relation_name(i): mapping[n] for i, n in enumerate(bound)}
+    out, last = [], 0
+    for t in tokenize(text):
+        if t.kind == "qident" and t.name in rename:
+            out.append(text[last : t.start])
+            out.append('"' + rename[t.name].replace('"', '""') + '"')
+            last = t.end
+    out.append(text[last:])
+    return "".join(out)
 
 
 def referenced_names(sql: str) -> set[str]:

@@ -35,6 +35,10 @@ def test_tokenizer_never_fails_otherwise(text):
 def test_check_expression_takes_one_expression_only():
     assert [t.text for t in check_expression("k IN (SELECT k FROM u) AND v = ';'", "p")][-1] == "';'"
     assert check_expression('"select" = 1 AND "from" < 2', "p")  # quoted names are names
+    for ok in ["k IS DISTINCT FROM 3", "k IS NOT DISTINCT FROM v", "substring(v FROM 2) = 'x'",
+               "extract(year FROM ts) > 2000", "v > (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY k) FROM u)",
+               "k = ANY(ARRAY[1, 2]) AND v::TEXT LIKE 'a%'"]:
+        check_expression(ok, "p")
     for bad, what in [
         ("", "empty"), ("1=0); COPY (SELECT 1) TO 'f'; SELECT (1", "unbalanced"),
         ("(k = 1", "unclosed"), ("k = 1; SELECT 1", "no ';'"), ("k = 1 UNION SELECT 1", "UNION"),

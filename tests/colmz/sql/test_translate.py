@@ -51,6 +51,13 @@ def test_bind_relations_rewrites_relations_and_qualifiers_only():
         # WITH names are the query's own; table functions and qualified names are DuckDB's
         ("WITH t AS (SELECT 1) SELECT * FROM t, read_csv('f') u, main.k", None, ()),
         ("TABLE T", 'TABLE "__colmz_r0"', ("t",)),
+        ("SELECT * FROM (t JOIN u ON t.k = u.k) JOIN k USING (k) UNION ALL TABLE t",
+         'SELECT * FROM ("__colmz_r0" JOIN "__colmz_r1" ON "__colmz_r0".k = "__colmz_r1".k) '
+         'JOIN "__colmz_r2" USING (k) UNION ALL TABLE "__colmz_r0"', ("t", "u", "k")),
+        ("SELECT substring(k FROM 2), (SELECT max(k) FROM u) FROM t WHERE EXISTS (SELECT 1 FROM k WHERE k.k = t.k)",
+         'SELECT substring(k FROM 2), (SELECT max(k) FROM "__colmz_r0") FROM "__colmz_r1" WHERE EXISTS '
+         '(SELECT 1 FROM "__colmz_r2" WHERE "__colmz_r2".k = "__colmz_r1".k)', ("u", "t", "k")),
+        ("FROM t SELECT k", 'FROM "__colmz_r0" SELECT k', ("t",)),
         ("SELECT 'FROM t' FROM \"u\"", "SELECT 'FROM t' FROM \"__colmz_r0\"", ("u",)),
     ]:
         text, got = bind_relations(sql, names)
