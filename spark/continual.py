@@ -105,6 +105,7 @@ def define_task(catalog_or_path, sql: str) -> TaskDefinition:
     """
     from colmz.catalog import Catalog
     from colmz.sql import ContinualTaskStatement, CreateTable, parse
+    from colmz.sql.build import create_table
 
     if not isinstance(sql, str):
         raise TypeError(f"sql must be SQL text, got {type(sql).__name__}")
@@ -125,8 +126,7 @@ def define_task(catalog_or_path, sql: str) -> TaskDefinition:
         obj = cat.object(task.input)
         if obj.kind != "table":
             raise ValueError(f"the task's input {task.input!r} is a {obj.kind}; a table is needed")
-        cols = ", ".join(f'"{c.name}" {sql_type(c.type)}' for c in obj.schema)
-        ddl_table = f'CREATE TABLE "{task.input}" ({cols});\n'
+        ddl_table = create_table(task.input, [(c.name, sql_type(c.type)) for c in obj.schema]) + ";\n"
     ddl = ddl_table + sql
     probe = Catalog()
     probe.execute(ddl)

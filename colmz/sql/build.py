@@ -31,6 +31,7 @@ __all__ = [
     "NOW_FORMS",
     "RESERVED_PREFIX",
     "cast_select",
+    "create_table",
     "identifier",
     "literal",
     "now_sql",
@@ -122,6 +123,16 @@ def now_sql(form: str | None, column: str) -> str:
     if form == "timestamptz":
         return f"CAST(epoch_ms(CAST({column} AS BIGINT)) AS TIMESTAMPTZ)"
     return f"CAST({column} AS UBIGINT)"
+
+
+def create_table(table: str, columns: Sequence[tuple[str, str]]) -> str:
+    """``CREATE TABLE`` of ``columns`` -- ``(name, SQL type)`` pairs -- with every name quoted.
+
+    >>> print(create_table("my t", [("k", "BIGINT"), ('a";b', "TEXT")]))
+    CREATE TABLE "my t" ("k" BIGINT, "a"";b" TEXT)
+    """
+    cols = ", ".join(f"{identifier(name)} {type_sql}" for name, type_sql in columns)
+    return f"CREATE TABLE {identifier(table)} ({cols})"
 
 
 def select_where(table: str, predicate: str | None = None, what: str | None = None) -> str:

@@ -10,6 +10,7 @@ from colmz.sql import (
     SQLError,
     cast_select,
     connect,
+    create_table,
     identifier,
     literal,
     select_where,
@@ -32,6 +33,17 @@ def test_identifier_and_literal_are_one_token_that_duckdb_reads_back(text):
     con = connect()
     rel = con.sql(f"SELECT {lit} AS {ident}")
     assert rel.columns == [text] and rel.fetchall() == [(text,)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(texts, texts)
+def test_create_table_names_every_table_and_column_exactly(table, column):
+    ddl = create_table(table, [(column, "BIGINT"), ("k", "TEXT")])
+    con = connect()
+    assert len(con.extract_statements(ddl)) == 1  # no name can end the statement
+    con.execute(ddl)
+    rel = con.sql(f"SELECT * FROM {identifier(table)}")
+    assert rel.columns == [column, "k"]
 
 
 def test_literal_values():
