@@ -52,6 +52,8 @@ def connect(external_access: bool = True):
 
     >>> connect().sql("SELECT 7 / 2 AS q").fetchall()
     [(3,)]
+    >>> connect().sql("SELECT x FROM (VALUES (1), (NULL)) v(x) ORDER BY x DESC").fetchall()
+    [(None,), (1,)]
     """
     duckdb = require_duckdb()
     if not isinstance(external_access, bool):
@@ -60,6 +62,9 @@ def connect(external_access: bool = True):
     con.execute("SET python_enable_replacements = false")
     con.execute("SET integer_division = true")
     con.execute("SET TimeZone = 'UTC'")  # as Materialize's sessions; mz_now() casts in UTC
+    # PostgreSQL orders NULL above every value: last under ASC, first under DESC (ORDER BY and
+    # window orderings alike); DuckDB's default puts it last both ways.
+    con.execute("SET default_null_order = 'nulls_last_on_asc_first_on_desc'")
     try:
         # PostgreSQL raises on a division by zero; DuckDB before this setting returned NULL.
         con.execute("SET error_on_division_by_zero = true")

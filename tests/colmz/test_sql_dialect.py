@@ -40,8 +40,6 @@ from colmz.sql import UnsupportedSQL  # noqa: E402
 
 #: Queries whose colmz answer differs from PostgreSQL's today, and why.
 KNOWN_WRONG = {
-    "order_desc_nulls": "NULLs sort last under DESC (PostgreSQL: first)",
-    "rank_partition": "NULLs sort last under DESC inside a window (PostgreSQL: first)",
     "values_names": "VALUES columns are named col0, col1 (PostgreSQL: column1, column2)",
     "values_bare": "VALUES columns are named col0, col1 (PostgreSQL: column1, column2)",
     "cast_double_text": "2.0::float8::text prints '2.0' (PostgreSQL: '2')",
