@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -140,6 +141,13 @@ def run_sequence(seq: list[Block], work: Path, monkeypatch) -> None:
                            capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, (f"{b.where} failed (status {r.returncode}):\n{script}\n"
                                    f"--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
+    # What following the page leaves in a clone is ignored by git (view.parquet, events/, ...).
+    made = [p.name + ("/" if p.is_dir() else "") for p in work.iterdir() if p.name != ".venv"]
+    if made and shutil.which("git") and (ROOT / ".git").exists():
+        r = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--no-index", *made],
+                           capture_output=True, text=True)
+        ignored = set(r.stdout.split())
+        assert set(made) <= ignored, f"not in .gitignore: {sorted(set(made) - ignored)}"
 
 
 def _sequences(spark: bool) -> list:
@@ -150,6 +158,14 @@ def _sequences(spark: bool) -> list:
             marks = [pytest.mark.spark] if spark else []
             params.append(pytest.param(seq, id=str(p.relative_to(ROOT)), marks=marks))
     return params
+
+
+def test_the_dev_extra_installs_what_the_tests_use():
+    import tomllib
+
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    names = {re.split(r"[<>=\[ ]", d, maxsplit=1)[0] for d in dev}
+    assert {"nbclient", "nbformat", "nbconvert", "pytest", "pyspark", "duckdb"} <= names
 
 
 def test_every_block_is_run_or_says_why_not():
