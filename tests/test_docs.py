@@ -188,3 +188,24 @@ def test_docs_blocks_run(seq, tmp_path, monkeypatch):
 def test_docs_spark_blocks_run(seq, tmp_path, monkeypatch):
     pytest.importorskip("pyspark")
     run_sequence(seq, _fresh_dir(tmp_path), monkeypatch)
+
+
+@pytest.mark.slow
+def test_asv_first_use_as_the_readme_says(tmp_path):
+    """``asv run`` on a machine asv has not described stops (at a console it asks questions);
+    the README's ``asv machine --yes`` first makes it go on. Checked with ``asv check`` (the
+    discovery ``asv run`` starts with) so no benchmark runs; HOME is a fresh directory."""
+    asv = Path(sys.executable).parent / "asv"
+    if not asv.exists():
+        pytest.skip("asv is not installed (the dev extra installs it)")
+    env = {**_env(tmp_path), "HOME": str(tmp_path)}
+
+    def run(*args):
+        return subprocess.run([str(asv), *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=600)
+
+    first = run("run", "--python=same", "--quick", "--bench", "^$")
+    assert first.returncode != 0 and "asv machine --yes" in first.stdout + first.stderr
+    assert run("machine", "--yes").returncode == 0
+    checked = run("check", "--python=same")
+    assert checked.returncode == 0 and "No problems found" in checked.stdout + checked.stderr
