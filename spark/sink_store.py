@@ -227,6 +227,7 @@ def migrate(old: str, new: str, *, consensus: str | None = None, progress=None) 
     """
     import colmz
     from colmz.progress import check_progress
+    from colmz.spark.store_v01 import MANIFEST, Store, StoreError
 
     progress = check_progress(progress)
 
@@ -234,21 +235,19 @@ def migrate(old: str, new: str, *, consensus: str | None = None, progress=None) 
         if progress is not None:
             progress(i, len(MIGRATE_STEPS), MIGRATE_STEPS[i] if i < len(MIGRATE_STEPS) else "done")
 
-    from colmz.spark.store_v01 import MANIFEST, Store, StoreError
-
     step(0)
     try:
         src = Store(old)
         if not src.exists():
             raise SinkStoreError(f"{old!r} is not a colmz 0.1 store (no {MANIFEST})")
         src.verify()
-    except StoreError as e:
+        target = open_sink_store(new, consensus)
+        if target.exists:
+            raise SinkStoreError(f"{new!r} already holds a store; migrate into a new location")
+        step(1)
+        table = src.read_arrow()
+    except StoreError as e:  # the old layout's own errors, said as the sink store's
         raise SinkStoreError(f"colmz 0.1 store {old!r}: {e}") from None
-    target = open_sink_store(new, consensus)
-    if target.exists:
-        raise SinkStoreError(f"{new!r} already holds a store; migrate into a new location")
-    step(1)
-    table = src.read_arrow()
     # The old store's Parquet files carry the Arrow types Spark wrote; the arrangement keeps them.
     schema = None if table is None else {f.name: f.type for f in table.schema if f.name not in ("time", "diff")}
     arr = Arrangement.open(new, schema=schema, consensus=consensus, name=NAME)

@@ -199,8 +199,27 @@ def start_spark(args):
     from colmz.spark.session import session
 
     # A command is a short job: on a local master, the quick-start JVM (session's docs).
-    return session(args.master, "colmz-" + args.command, shuffle_partitions=args.partitions,
-                   quick_start=args.master.startswith("local"))
+    spark = session(args.master, "colmz-" + args.command, shuffle_partitions=args.partitions,
+                    quick_start=args.master.startswith("local"))
+    quiet_task_failures(spark)
+    return spark
+
+
+#: Spark's loggers that print a failed task's whole Python and JVM traceback (about 40 lines)
+#: as it happens. A command reports the failure itself: one line for what it recognises (a
+#: damaged part), else the job's exception, whose text carries the same worker traceback.
+TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
+
+
+def quiet_task_failures(spark) -> None:
+    """Silence :data:`TASK_FAILURE_LOGGERS` in this JVM (best effort: a log4j 2 JVM)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in TASK_FAILURE_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
+    except Exception:  # noqa: BLE001 - another logging backend: Spark's lines stay
+        pass
 
 
 def print_json(summary: dict, out) -> None:

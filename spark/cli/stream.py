@@ -4,8 +4,9 @@ Design
 ------
 ``colmz stream`` runs :func:`colmz.spark.stream.stream_sink` over a directory of Parquet event
 files (Spark's file source: files added later are picked up), one line of progress per
-micro-batch (on a terminal, above a bar counting the micro-batches: ``colmz.progress.Bar``). ``--available-now`` processes what is there and stops (tests, cron jobs); without
-it the query runs until interrupted.
+micro-batch (on a terminal, above a bar counting the micro-batches: ``colmz.progress.Bar``).
+``--available-now`` processes what is there and stops (tests, cron jobs); without it the query
+runs until interrupted.
 
 ``colmz stream --example-events DIR`` writes a generated example log into ``DIR`` as Parquet
 files (one per time range, in arrival order; :func:`write_example_events`) and stops, so the
@@ -14,11 +15,11 @@ walk-through in ``docs/streaming.md`` starts from nothing. Its times are ticks: 
 ``valid_from``; with ``--tick processing`` micro-batch ``n`` closes tick ``n`` only.
 
 Everything that can be checked before Spark writes is checked first and reported as bad input
-(exit status 2): missing paths, no event files, columns, a checkpoint bound to another store,
-A micro-batch with bad events,
-or one that finds the store written by another query (another input, another tick kind), fails
-the query before that batch commits anything (also exit status 2); any other failure of a
-micro-batch leaves the store as its last committed batch left it (exit status 1).
+(exit status 2): missing flags and paths, no event files, columns, a checkpoint bound to
+another store. A micro-batch with bad events, or one that finds the store written by another
+query (another input, another tick kind), fails the query before that batch commits anything
+(also exit status 2); any other failure of a micro-batch leaves the store as its last
+committed batch left it (exit status 1).
 
 **Ctrl-C (SIGINT)** stops ``colmz stream`` promptly, also while it races another writer for a
 batch's compare-and-set: the first SIGINT only sets a flag (a ``KeyboardInterrupt`` raised

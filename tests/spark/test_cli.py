@@ -463,6 +463,7 @@ def test_the_main_job_in_a_fresh_process(tmp_path):
     assert s["events"] == 800 and s["verified_with"] == "local" and len(s["verified_ticks"]) == 5
     assert s["store_updates"] == s["updates_written"] > 0 and s["sealed_through"] == 39
     assert "against a local evaluation" in r.stderr and "0 mismatches" in r.stderr
+    assert "rows with multiplicity" in r.stderr  # not colmz read's distinct rows
     r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and json.loads(r.stdout)["updates_written"] == 0
     assert "starting Spark" not in r.stderr
