@@ -4,7 +4,12 @@
   :data:`MZ_NOW` (one word token, replaced by the evaluation time by
   :func:`substitute_now`, again token by token, so a string literal holding the same letters
   is never touched); the type names ``JSONB`` and ``mz_timestamp`` become ``JSON`` and
-  ``UBIGINT``; names beginning with ``__colmz_`` are colmz's own and refused.
+  ``UBIGINT``; names beginning with ``__colmz_`` are colmz's own and refused. Calls whose
+  DuckDB namesake means something else are rewritten to PostgreSQL's meaning
+  (:data:`FUNCTION_REWRITES`: ``btrim``, two-argument ``lpad``/``rpad``, ``to_hex``'s case,
+  ``extract(second ...)``'s fraction); calls and operators DuckDB lacks or runs differently are
+  refused by name (:data:`UNSUPPORTED_FUNCTIONS`, :data:`UNSUPPORTED_OPERATORS`) with
+  ``UnsupportedSQL``, never left to DuckDB's own error or a different answer.
 * :func:`bind_relations` binds the relations a query reads to the names colmz registers
   them under (:func:`colmz.sql.relation_name`), since DuckDB folds every identifier's case.
 * :func:`arrow_type` is the Arrow type colmz stores for a SQL column type.
@@ -43,6 +48,30 @@ _UNSUPPORTED_WORDS = {
 }
 _TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT"}
 
+#: PostgreSQL/Materialize functions colmz cannot run with their meaning in DuckDB (absent
+#: there, or present with another one), and why: a call is refused with ``UnsupportedSQL``.
+UNSUPPORTED_FUNCTIONS = {
+    "INITCAP": "DuckDB has no initcap",
+    "REGEXP_MATCH": "DuckDB's regexp functions return other shapes than its text[]",
+    "TO_CHAR": "DuckDB's strftime patterns are not PostgreSQL's templates",
+    "DATE_BIN": "DuckDB has no date_bin",
+    "OCTET_LENGTH": "DuckDB counts octets of BLOBs only",
+    "FORMAT": "DuckDB's format() is not PostgreSQL's %s syntax",
+    **{f: "colmz stores jsonb as JSON text and has no jsonb functions" for f in (
+        "JSONB_BUILD_OBJECT", "JSONB_BUILD_ARRAY", "JSONB_TYPEOF", "JSONB_ARRAY_ELEMENTS",
+        "JSONB_ARRAY_ELEMENTS_TEXT", "JSONB_EACH", "JSONB_EACH_TEXT", "JSONB_OBJECT_KEYS",
+        "JSONB_ARRAY_LENGTH", "JSONB_AGG", "JSONB_OBJECT_AGG", "JSONB_STRIP_NULLS", "JSONB_SET",
+        "JSONB_INSERT", "JSONB_PRETTY", "JSONB_PATH_QUERY", "TO_JSONB")},
+}
+#: jsonb operators DuckDB's JSON does not have, and what they are.
+UNSUPPORTED_OPERATORS = {
+    "#>": "the jsonb path operator #>",
+    "#>>": "the jsonb path operator #>>",
+    "?": "the jsonb key operators ?, ?| and ?&",
+}
+#: Calls rewritten to PostgreSQL's meaning (see :func:`_rewrite_call`).
+FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT")
+
 
 def translate(sql: str) -> str:
     """Rewrite a Materialize/PostgreSQL query or expression for DuckDB.
@@ -76,9 +105,77 @@ def translate(sql: str) -> str:
             pieces.append(sql[last : t.start])
             pieces.append(_TYPE_REWRITES[up])
             last = t.end
+        if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
+            raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
+        if _is_call(toks, i):
+            if up in UNSUPPORTED_FUNCTIONS:
+                raise UnsupportedSQL(
+                    f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
+            if up in FUNCTION_REWRITES:
+                end = _closing(toks, i + 1)
+                rewritten = _rewrite_call(up, sql, toks, i, end)
+                if rewritten is not None:
+                    pieces.append(sql[last : t.start])
+                    pieces.append(rewritten)
+                    last = toks[end].end
+                    i = end + 1
+                    continue
         i += 1
     pieces.append(sql[last:])
     return "".join(pieces)
+
+
+def _is_call(toks, i: int) -> bool:
+    # A bare word followed by "(" and not a qualified name's part (``x.f(`` is not ours).
+    t = toks[i]
+    return (t.kind == "word" and i + 1 < len(toks) and toks[i + 1].text == "("
+            and not (i > 0 and toks[i - 1].text == "."))
+
+
+def _closing(toks, open_at: int) -> int:
+    depth = 0
+    for j in range(open_at, len(toks)):
+        if toks[j].kind == "op" and toks[j].text in ("(", "["):
+            depth += 1
+        elif toks[j].kind == "op" and toks[j].text in (")", "]"):
+            depth -= 1
+            if depth == 0:
+                return j
+    raise SQLError(f"unclosed parenthesis after {toks[open_at - 1].text!r}")
+
+
+def _arguments(sql: str, toks, open_at: int, close_at: int) -> list[str]:
+    # The text of each top-level argument of the call whose parentheses are at the two tokens.
+    args, depth, start = [], 0, toks[open_at].end
+    for j in range(open_at + 1, close_at):
+        tok = toks[j]
+        if tok.kind == "op" and tok.text in ("(", "["):
+            depth += 1
+        elif tok.kind == "op" and tok.text in (")", "]"):
+            depth -= 1
+        elif depth == 0 and tok.kind == "op" and tok.text == ",":
+            args.append(sql[start : tok.start])
+            start = tok.end
+    args.append(sql[start : toks[close_at].start])
+    return [a.strip() for a in args]
+
+
+def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | None:
+    """PostgreSQL's meaning of the call of ``name`` at token ``at``, as DuckDB text (None:
+    DuckDB's namesake already means the same). Arguments are translated in turn."""
+    args = [translate(a) if a else a for a in _arguments(sql, toks, at + 1, close_at)]
+    if name == "BTRIM":  # DuckDB's trim(string[, characters]) is PostgreSQL's btrim
+        return f"trim({', '.join(args)})"
+    if name in ("LPAD", "RPAD") and len(args) == 2:  # PostgreSQL pads with spaces by default
+        return f"{name.lower()}({args[0]}, {args[1]}, ' ')"
+    if name == "TO_HEX":  # PostgreSQL prints lower-case digits
+        return f"lower(to_hex({', '.join(args)}))"
+    if name == "EXTRACT" and len(args) == 1:
+        words = args[0].split(None, 2)
+        if len(words) == 3 and words[0].upper() == "SECOND" and words[1].upper() == "FROM":
+            # PostgreSQL's seconds keep their fraction; DuckDB's second is whole.
+            return f"(date_part('microsecond', {words[2]}) / 1000000.0)"
+    return None
 
 
 @short_text_cache(1024)

@@ -51,31 +51,13 @@ KNOWN_WRONG = {
     "substr_negative": "substr with a negative start counts from the end (PostgreSQL: before the start)",
     "like_escape_default": "LIKE ignores the default backslash escape",
     "like_percent_literal": "LIKE ignores the default backslash escape",
-    "to_hex": "to_hex prints upper case (PostgreSQL: lower case)",
-    "format_fn": "format() is DuckDB's fmt syntax, not PostgreSQL's %s",
-    "extract_second": "extract(second ...) drops the fraction",
     "generate_series_select": "generate_series in a select list gives one list row (PostgreSQL: a row each)",
 }
 
 #: Queries PostgreSQL answers where colmz raises DuckDB's own error, not UnsupportedSQL.
 KNOWN_RAW = {
     "cast_bool_onoff": "'on'/'off'::boolean",
-    "length_fns": "octet_length",
-    "upper_lower_initcap": "initcap",
-    "trim_fns": "btrim",
-    "lpad_two_args": "two-argument lpad",
-    "regexp_match": "regexp_match",
-    "to_char": "to_char",
-    "date_bin": "date_bin",
-    "json_path_text": "jsonb #>>",
-    "json_path": "jsonb #>",
     "json_contains": "jsonb @>",
-    "json_has_key": "jsonb ?",
-    "jsonb_build_object": "jsonb_build_object",
-    "jsonb_typeof": "jsonb_typeof",
-    "jsonb_array_elements": "jsonb_array_elements",
-    "jsonb_each_text": "jsonb_each_text",
-    "jsonb_array_length": "jsonb_array_length",
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 
@@ -62,3 +64,41 @@ def test_bind_relations_rewrites_relations_and_qualifiers_only():
     ]:
         text, got = bind_relations(sql, names)
         assert (text, got) == (want if want is not None else sql, bound), sql
+
+
+# ----------------------------------------------------------------------------- PostgreSQL's meaning
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("SELECT btrim('xyx', 'x')", "SELECT trim('xyx', 'x')"),
+    ("SELECT lpad(name, 4) FROM t", "SELECT lpad(name, 4, ' ') FROM t"),
+    ("SELECT rpad(lpad(a, 2), 3)", "SELECT rpad(lpad(a, 2, ' '), 3, ' ')"),  # nested calls
+    ("SELECT lpad(a, 3, '0')", "SELECT lpad(a, 3, '0')"),  # three arguments mean the same
+    ("SELECT to_hex(255)", "SELECT lower(to_hex(255))"),
+    ("SELECT extract(second FROM ts) FROM t",
+     "SELECT (date_part('microsecond', ts) / 1000000.0) FROM t"),
+    ("SELECT extract(year FROM ts) FROM t", "SELECT extract(year FROM ts) FROM t"),
+    ("SELECT 'btrim(x)', \"to_hex\" FROM t", "SELECT 'btrim(x)', \"to_hex\" FROM t"),  # not calls
+])
+def test_calls_are_rewritten_to_postgresqls_meaning(sql, expected):
+    assert translate(sql) == expected
+
+
+@pytest.mark.parametrize("sql, named", [
+    ("SELECT initcap(name) FROM t", "initcap()"),
+    ("SELECT to_char(ts, 'YYYY') FROM t", "to_char()"),
+    ("SELECT format('%s', 1)", "format()"),
+    ("SELECT jsonb_typeof(body) FROM t", "jsonb_typeof()"),
+    ("SELECT body #>> '{a,b}' FROM t", "#>>"),
+    ("SELECT body #> '{a}' FROM t", "#>"),
+    ("SELECT id FROM t WHERE body ? 'k'", "?"),
+    ("SELECT lpad(initcap(a), 3) FROM t", "initcap()"),  # inside a rewritten call too
+])
+def test_constructs_colmz_cannot_honour_are_refused_by_name(sql, named):
+    with pytest.raises(UnsupportedSQL, match=re.escape(named)):
+        translate(sql)
+
+
+def test_refused_names_are_only_refused_as_calls():
+    sql = "SELECT format, 'initcap(x)', t.to_char(1) FROM t"
+    assert translate(sql) == sql
