@@ -1046,8 +1046,11 @@ class Arrangement:
         where = getattr(url, "url", url)
         clock = kwargs.get("clock", _time.time)
 
+        logs: dict[str, StateLog] = {}  # the log that loaded a record keeps its cache
+
         def load(key: str):
-            return StateLog(loc.consensus, key, rollup_every=rollup_every).load()
+            logs[key] = StateLog(loc.consensus, key, rollup_every=rollup_every)
+            return logs[key].load()
 
         for attempt in range(3):
             ident = read_identity(loc.blob, name)
@@ -1066,7 +1069,8 @@ class Arrangement:
                 if written != res.identity:
                     continue
             a._identity = res.identity
-            a._log = StateLog(loc.consensus, res.identity.consensus_key, rollup_every=rollup_every)
+            key = res.identity.consensus_key
+            a._log = logs.get(key) or StateLog(loc.consensus, key, rollup_every=rollup_every)
             if state is not None:
                 a._load_state(seqno, state)
                 if schema is not None and a._schema is not None and tuple(a._schema) != tuple(schema):
