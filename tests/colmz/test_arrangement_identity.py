@@ -387,3 +387,24 @@ def test_two_processes_adopt_one_legacy_store(tmp_path):
     assert a.identity.id == ids[0] and a.identity.consensus_key == "arrangement"
     assert contents(a) == sorted([(1000, 0, 1), (1001, 0, 1)]
                                  + [(b + i, 1 + i, 1) for b in (0, 100) for i in range(5)])
+
+
+def test_gc_of_an_empty_state_over_committed_parts_refuses():
+    # A core handle (no consensus) made over a store another arrangement used: before, its
+    # gc deleted every part past the lease. A trace or unsealed part past the lease is one
+    # a state held: refused, nothing deleted. A failed job's old run parts are collected.
+    from colmz.arrangement_runs import write_run
+    from colmz.storage import MemBlob
+
+    blob = MemBlob()
+    used = Arrangement(blob, schema=SCHEMA, prefix="arrangement/parts/", clock=lambda: 1000.0)
+    used.unsealed_append(ups([1, 2]))
+    parts = blob.list_keys("arrangement/parts/")
+    fresh = Arrangement(blob, schema=SCHEMA, prefix="arrangement/parts/", clock=lambda: 100_000.0)
+    with pytest.raises(MetadataLost, match="cannot account for it; nothing was deleted"):
+        fresh.gc(lease_seconds=60)
+    assert blob.list_keys("arrangement/parts/") == parts
+    for k in parts:
+        blob.delete(k)
+    run = write_run(blob, fresh.schema, ups([3]), prefix="arrangement/parts/", clock=lambda: 1000.0)
+    assert fresh.gc(lease_seconds=60) == list(run.keys)
