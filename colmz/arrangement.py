@@ -1067,8 +1067,11 @@ class Arrangement:
         where = getattr(url, "url", url)
         clock = kwargs.get("clock", _time.time)
 
+        logs: dict[str, StateLog] = {}  # the log that loaded a record keeps its cache
+
         def load(key: str):
-            return StateLog(loc.consensus, key, rollup_every=rollup_every).load()
+            logs[key] = StateLog(loc.consensus, key, rollup_every=rollup_every)
+            return logs[key].load()
 
         for attempt in range(3):
             ident = read_identity(loc.blob, name)
@@ -1087,7 +1090,8 @@ class Arrangement:
                 if written != res.identity:
                     continue
             a._identity = res.identity
-            a._log = StateLog(loc.consensus, res.identity.consensus_key, rollup_every=rollup_every)
+            key = res.identity.consensus_key
+            a._log = logs.get(key) or StateLog(loc.consensus, key, rollup_every=rollup_every)
             if state is not None:
                 a._load_state(seqno, state)
                 if schema is not None and a._schema is not None and tuple(a._schema) != tuple(schema):
@@ -1650,8 +1654,9 @@ class Arrangement:
         Refuses, deleting nothing, when the committed state cannot account for the parts
         (``colmz.arrangement_identity``): :class:`IdentityMismatch` when the blob's identity
         or the record's id is not this handle's store, :class:`MetadataLost` when the
-        record is gone while parts remain, or when unreferenced parts older than the lease
-        were written before the store was created (they are not this state's garbage).
+        record is gone while parts remain, when unreferenced parts were written before the
+        store was created (they are not this state's garbage), or when the state never held
+        a batch while an unsealed or trace part past the lease is there.
         """
         from colmz.arrangement_identity import read_identity, state_identity
 
@@ -1689,8 +1694,26 @@ class Arrangement:
                                   "an arrangement's; nothing was deleted")
             _, _, unsealed, trace = meta_from_dict(state["meta"])
             referenced = {k for b in (*unsealed, *trace) for k in b.keys}
+            empty = not unsealed and not trace
         else:
             referenced = set(self.referenced_keys())
+            empty = not self._unsealed and not self._trace
+        now_ms = self.clock() * 1000
+        if empty and listed:
+            # A state that never held a batch, over parts an arrangement writes only once
+            # its state holds them (an unsealed or trace part, past the lease): the state
+            # was made over another's data (a lost record recreated empty, a core handle on
+            # a used store). Runs are left to the lease: a failed job's are garbage.
+            from colmz.arrangement_parts import part_kind
+
+            old = [k for k in listed if now_ms - (key_created_ms(k) or now_ms) > lease * 1000]
+            looking = next((k for k in old if part_kind(self._store, k) in ("unsealed", "trace")), None)
+            if looking is not None:
+                raise MetadataLost(
+                    f"gc of {self._url or self._store!r}: the state holds no batch, but "
+                    f"{looking!r} under {self.prefix!r} is a committed arrangement part older "
+                    "than the lease: this state cannot account for it; nothing was deleted"
+                )
         if created_ms is not None:
             # A part written before the store existed is no garbage of this state's: the
             # state was created over data it cannot account for (GC_CLOCK_SLACK_MS allows
@@ -1703,7 +1726,6 @@ class Arrangement:
                     f"{self.prefix!r} were written before the store was created, e.g. "
                     f"{older[0]!r}: the state cannot account for them; nothing was deleted"
                 )
-        now_ms = self.clock() * 1000
         gone = []
         for k in listed:
             ms = key_created_ms(k)

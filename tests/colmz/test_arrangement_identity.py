@@ -83,9 +83,10 @@ _WRITER = textwrap.dedent("""
     from colmz.arrangement import Arrangement
     from colmz.storage.state import CommitConflict
     url, cons, base, shared = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+    t0 = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     a = Arrangement.open(url, {"k": pa.int64()}, consensus=cons)
     for i in range(5):
-        u = colmz.Updates({"k": pa.array([base + i], pa.int64())}, time=[i], diff=[1])
+        u = colmz.Updates({"k": pa.array([base + i], pa.int64())}, time=[t0 + i], diff=[1])
         if not shared:
             a.write(u)
             a.seal(i + 1)
@@ -372,3 +373,38 @@ def test_creation_race_without_put_if_absent_is_detected(monkeypatch):
     assert a.identity == other
     a.write(ups([1]))
     assert contents(Arrangement.open(loc)) == [(1, 0, 1)]
+
+
+def test_two_processes_adopt_one_legacy_store(tmp_path):
+    # Two real processes opening the same store from before identities at once: one
+    # identity is written, both write into the one record, nothing is lost.
+    d = str(tmp_path / "old")
+    cons = f"sqlite:///{tmp_path}/c.sqlite"
+    _legacy_store(d, [1000, 1001], consensus=cons)
+    ids = _run_writers([(d, cons, 0, 1, 1), (d, cons, 100, 1, 1)])  # at times >= the seal
+    assert ids[0] == ids[1]
+    a = Arrangement.open(d, consensus=cons)
+    assert a.identity.id == ids[0] and a.identity.consensus_key == "arrangement"
+    assert contents(a) == sorted([(1000, 0, 1), (1001, 0, 1)]
+                                 + [(b + i, 1 + i, 1) for b in (0, 100) for i in range(5)])
+
+
+def test_gc_of_an_empty_state_over_committed_parts_refuses():
+    # A core handle (no consensus) made over a store another arrangement used: before, its
+    # gc deleted every part past the lease. A trace or unsealed part past the lease is one
+    # a state held: refused, nothing deleted. A failed job's old run parts are collected.
+    from colmz.arrangement_runs import write_run
+    from colmz.storage import MemBlob
+
+    blob = MemBlob()
+    used = Arrangement(blob, schema=SCHEMA, prefix="arrangement/parts/", clock=lambda: 1000.0)
+    used.unsealed_append(ups([1, 2]))
+    parts = blob.list_keys("arrangement/parts/")
+    fresh = Arrangement(blob, schema=SCHEMA, prefix="arrangement/parts/", clock=lambda: 100_000.0)
+    with pytest.raises(MetadataLost, match="cannot account for it; nothing was deleted"):
+        fresh.gc(lease_seconds=60)
+    assert blob.list_keys("arrangement/parts/") == parts
+    for k in parts:
+        blob.delete(k)
+    run = write_run(blob, fresh.schema, ups([3]), prefix="arrangement/parts/", clock=lambda: 1000.0)
+    assert fresh.gc(lease_seconds=60) == list(run.keys)
