@@ -523,3 +523,52 @@ class CompactionMemory:
 
 def _now() -> float:
     return time.perf_counter()
+
+
+def merge_matrix(ks=MERGE_KS, shapes=("persist", "sink"), reps: int = 7) -> list[dict]:
+    """The figures of docs/arrangement.md's merged-read row: for each shape and ``k``, one
+    loop timing ``read(as_of)``, ``pq.read_table``, ``snapshot()``, ``pq.read_table`` of the
+    snapshot's rows, ``to_arrow``, ``to_pandas`` and ``pq.read_table(...).to_pandas()`` in
+    turn, ``reps`` times; rates from the best of each (``python bench_arrangement.py``)."""
+    return [_merge_row(shape, k, reps) for shape in shapes for k in ks]
+
+
+def _merge_row(shape: str, k: int, reps: int) -> dict:
+    d = tempfile.mkdtemp(prefix="colmz-bench-merge-")
+    try:
+        arr = merged_arrangement(os.path.join(d, "a"), k, shape)
+        as_of = arr.get_seal() - 1
+        res, snap = arr.read(as_of), arr.snapshot()
+        f, fs = os.path.join(d, "x.parquet"), os.path.join(d, "s.parquet")
+        pq.write_table(res.to_arrow(), f)
+        pq.write_table(snap.to_arrow(), fs)
+        calls = {"read": lambda: arr.read(as_of), "pq": lambda: pq.read_table(f),
+                 "snapshot": arr.snapshot, "pq_snapshot": lambda: pq.read_table(fs),
+                 "to_arrow": lambda: arr.to_arrow(as_of),
+                 "to_pandas": lambda: arr.to_pandas(as_of),
+                 "pq_pandas": lambda: pq.read_table(f).to_pandas()}
+        best = dict.fromkeys(calls, float("inf"))
+        for _ in range(reps):
+            for name, fn in calls.items():
+                t0 = _now()
+                fn()
+                best[name] = min(best[name], _now() - t0)
+        return {
+            "shape": shape, "k": k, "result_mib": round(mib(res), 1),
+            "read_mib_s": round(mib(res) / best["read"]),
+            "pq_mib_s": round(mib(res) / best["pq"]),
+            "read_rate_over_pq": round(best["pq"] / best["read"], 2),
+            "to_arrow_rate_over_pq": round(best["pq"] / best["to_arrow"], 2),
+            "to_pandas_rate_over_pq": round(best["pq_pandas"] / best["to_pandas"], 2),
+            "snapshot_mib_s": round(mib(snap) / best["snapshot"]),
+            "snapshot_rate_over_pq": round(best["pq_snapshot"] / best["snapshot"], 2),
+        }
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    print("load", os.getloadavg())
+    for row in merge_matrix():
+        print(row, flush=True)
+    print("load", os.getloadavg())

@@ -26,6 +26,7 @@ import sys
 import time as _time
 
 import numpy as np
+import pyarrow as pa
 
 from colmz.correction import Correction
 from colmz.first_column import MIN_ROWS
@@ -215,6 +216,24 @@ def _arrangement_sort(reps: int) -> None:
         order_data(Updates({"k": keys}, time=np.zeros(n, np.uint64), diff=np.ones(n, np.int64)))
 
 
+def _merged_reads(reps: int) -> None:
+    # An arrangement read of several runs (colmz.arrangement_read): order words of int64 and
+    # string columns (exact and prefix), the one-thread merge of small reads and the
+    # two-thread merge (co_rank cuts) of reads of PARALLEL_ROWS rows and more.
+    from colmz.arrangement_read import PARALLEL_ROWS, merged_read
+
+    n = max(64, (PARALLEL_ROWS // 2 + 1) * (reps > 1))
+    rng = np.random.default_rng(0)
+    for lead in ("int", "string"):
+        runs = []
+        for r in range(3):
+            k = np.sort(rng.integers(0, 2**40, n))
+            s = pa.array([f"value-{x:020d}" for x in k])
+            cols = {"k": pa.array(k), "v": s} if lead == "int" else {"k": s, "v": pa.array(k)}
+            runs.append([Updates(cols, time=np.full(n, r, np.uint64), diff=np.ones(n, np.int64))])
+        merged_read(runs, 2, runs[0][0].schema)
+
+
 #: The warm-up steps: (name, function of the repetition count). Each runs at two sizes, on
 #: both sides of the kernels' size thresholds (tiny inputs take one-call paths, larger ones
 #: the packed radix sort, the merge tree and the sort of strings by rank); the Spine's
@@ -230,6 +249,7 @@ _STEPS = {
     "Spine": _spine,
     "Spine merges": _spine_merges,
     "arrangement sort": _arrangement_sort,
+    "merged reads": _merged_reads,
 }
 
 #: On a cold cache these steps run in a helper process, compiling into the shared on-disk
@@ -242,7 +262,8 @@ _HELPER_STEPS = (("string ranks", 1), ("argsort_words", 1), ("argsort_words", 14
 _ORDER = (
     ("consolidate", 1), ("consolidate strings", 1), ("Spine", 1), ("consolidate", 1400),
     ("Spine", 1400), ("merge_runs/advance_runs", 1), ("merge_runs/advance_runs", 1400),
-    ("Correction", 1), ("Spine merges", 1), ("arrangement sort", 1),
+    ("Correction", 1), ("Spine merges", 1), ("arrangement sort", 1), ("merged reads", 1),
+    ("merged reads", 1400),
     *_HELPER_STEPS,
     ("consolidate strings", 1400), ("Correction", 1400),
 )

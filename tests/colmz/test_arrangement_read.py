@@ -1,0 +1,219 @@
+"""Reads that merge (``colmz.arrangement_read``) against a consolidating oracle.
+
+The oracle of a read is ``colmz.consolidate`` of every update written, the times kept at or
+before the as_of and advanced to it (or to the since), sorted by data: the read must equal it
+exactly -- values, order, times and diffs. Random arrangements cover the merge, the no-merge
+proof (runs whose ranges do not meet), partial overlaps, unsealed batches beyond the trace
+upper and beyond the seal, a since beyond the seal, empty and all-cancelling reads, NaN,
+-0.0 and NULL values, long strings sharing a prefix (tie groups resolved on full
+encodings), and times up to ``2**64 - 1``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import colmz
+import colmz.arrangement_read as read_mod
+from colmz.arrangement import Arrangement
+from colmz.arrangement_read import merged_read
+
+MAX = 2**64 - 1
+SCHEMA = {"s": pa.string(), "f": pa.float64(), "i": pa.int64()}
+_names = itertools.count()
+
+# Strings: short ones (exact words), "a" and "a\0" (equal prefix words), long ones sharing
+# a 12-byte prefix (prefix words that tie), the empty string, NULL.
+STRINGS = st.sampled_from(["", "a", "a\0", "b", "zz", "prefix-0123-x", "prefix-0123-y" * 3,
+                           "prefix-0123-y" * 3 + "!", None])
+FLOATS = st.sampled_from([0.0, -0.0, 1.5, float("nan"), -2.0, None])
+INTS = st.sampled_from([0, 1, -1, 2**62, -(2**63), None])
+
+
+def _updates(rows) -> colmz.Updates:
+    s, f, i, t, d = zip(*rows) if rows else ((), (), (), (), ())
+    return colmz.Updates({"s": pa.array(s, pa.string()), "f": pa.array(f, pa.float64()),
+                          "i": pa.array(i, pa.int64())},
+                         time=np.array(t, np.uint64), diff=np.array(d, np.int64))
+
+
+def oracle(written, as_of, since) -> colmz.Updates:
+    """Every update at or before ``as_of`` (all with None), times advanced to the read's
+    since, consolidated and sorted by data."""
+    rows = [r for r in written if as_of is None or r[3] <= as_of]
+    s = since if as_of is None else max(since, as_of)
+    return colmz.consolidate(_updates(rows), order="data", since=s)
+
+
+@st.composite
+def histories(draw):
+    """Steps on an arrangement: writes at or after the seal (some at ``2**64 - 1``), seals,
+    maintain() (drains without compaction: fan-in above the batches), since advances (some
+    beyond the seal)."""
+    steps = []
+    seal = 0
+    for _ in range(draw(st.integers(1, 7))):
+        n = draw(st.integers(0, 12))
+        times = st.integers(seal, seal + 4) | st.just(MAX)
+        cancel = draw(st.booleans())
+        rows = []
+        for _ in range(n):
+            row = (draw(STRINGS), draw(FLOATS), draw(INTS), draw(times), draw(st.integers(-2, 2)))
+            rows.append(row)
+            if cancel:
+                rows.append((*row[:4], -row[4]))  # an all-cancelling pair
+        steps.append(("write", rows))
+        if draw(st.booleans()):
+            seal = draw(st.integers(seal, seal + 5))
+            steps.append(("seal", seal))
+        if draw(st.booleans()):
+            steps.append(("maintain", None))
+    if draw(st.booleans()):
+        steps.append(("since", draw(st.integers(0, seal + 3))))
+    return steps
+
+
+def _replay(url: str, steps) -> tuple[Arrangement, list]:
+    a = Arrangement.open(url, SCHEMA, part_rows=draw_rows(steps), fan_in=64)
+    written = []
+    for op, arg in steps:
+        if op == "write":
+            if arg:
+                a.write(_updates(arg))
+                written += arg
+        elif op == "seal":
+            a.seal(arg)
+        elif op == "maintain":
+            a.maintain()
+        else:
+            a.advance_since(max(arg, a.since()))
+    return a, written
+
+
+def draw_rows(steps) -> int:
+    # a few rows per part, so runs are several parts (deterministic from the steps)
+    return 2 + sum(len(arg) for op, arg in steps if op == "write") % 5
+
+
+def _check_all_reads(a: Arrangement, written) -> None:
+    since, seal = a.since(), a.get_seal()
+    for as_of in sorted({since, (since + seal) // 2, seal - 1} - {-1}):
+        if since <= as_of < seal:
+            got = a.read(as_of)
+            assert got == oracle(written, as_of, since), as_of
+    assert a.read() == oracle(written, None, since)
+    assert a.snapshot() == oracle(written, None, since)
+
+
+@settings(max_examples=80, deadline=None)
+@given(histories())
+def test_reads_match_the_consolidating_oracle_in_memory(steps):
+    a, written = _replay(f"mem://read-merge-{next(_names)}", steps)
+    _check_all_reads(a, written)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_reads_match_the_oracle_on_local_disk_with_threads_and_ties(steps):
+    # Local parts are read concurrently; a small PARALLEL_ROWS sends every read through the
+    # two-thread merge (co_rank cuts), and EXACT_WORDS = 1 makes strings of 8 bytes and more
+    # non-exact, so their ties go through the full-encoding resolution.
+    d = tempfile.mkdtemp(prefix="colmz-read-merge-")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(read_mod, "PARALLEL_ROWS", 4)
+            mp.setattr(read_mod, "EXACT_WORDS", 1)
+            a, written = _replay(d, steps)
+            _check_all_reads(a, written)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_to_arrow_and_to_pandas_are_the_merged_read(tmp_path):
+    a = Arrangement.open(str(tmp_path / "a"), SCHEMA, fan_in=64)
+    written = []
+    for t in range(4):
+        rows = [(f"k{(i * 7 + t) % 11}", float(i), i, t, 1) for i in range(30)]
+        a.write(_updates(rows))
+        written += rows
+        a.seal(t + 1)
+        if t < 3:
+            a.maintain()
+    assert len(a.trace_batches) == 3 and a.unsealed_batches
+    want = oracle(written, 3, 0)
+    assert a.to_arrow(3).equals(want.to_arrow())
+    assert a.to_pandas(3).equals(want.to_pandas())
+    assert a.snapshot() == oracle(written, None, 0)
+
+
+# ---------------------------------------------------------------- merged_read itself
+
+
+def _run(keys, t=0, d=1) -> colmz.Updates:
+    u = colmz.Updates({"k": np.array(keys, np.int64)}, time=np.full(len(keys), t, np.uint64),
+                      diff=np.full(len(keys), d, np.int64))
+    return colmz.consolidate(u, order="data")
+
+
+def test_disjoint_runs_are_concatenated_without_a_merge():
+    stats = {}
+    runs = [[_run([20, 21, 25])], [_run([1, 2])], [_run([7, 9]), _run([10, 11])]]
+    out = merged_read(runs, 3, runs[0][0].schema, stats)
+    assert out.column("k").to_pylist() == [1, 2, 7, 9, 10, 11, 20, 21, 25]
+    assert out.time.tolist() == [3] * 9
+    assert stats["merged"] is False and stats["runs"] == 3
+    assert runs == [[], [], []]  # the read consumed its inputs
+
+
+def test_overlapping_runs_merge_and_cancel():
+    stats = {}
+    runs = [[_run([1, 5, 9])], [_run([5, 6], d=-1)]]
+    out = merged_read(runs, 0, runs[0][0].schema, stats)
+    assert out.to_pylist() == [(1, 0, 1), (6, 0, -1), (9, 0, 1)]
+    assert stats["merged"] is True and stats["tie_rows"] == 0  # int words are exact
+
+
+def test_long_strings_sharing_eight_bytes_resolve_their_ties():
+    x = "Acommon8b-tail"  # 15 bytes with its last: two exact words, or one prefix word
+    a = colmz.Updates({"k": [x + "2", "B"]}, time=[0, 0], diff=[1, 1])
+    b = colmz.Updates({"k": [x + "1", x + "2", "C"]}, time=[0, 0, 0], diff=[1, -1, 1])
+    want = [x + "1", "B", "C"]
+    stats = {}
+    assert merged_read([[a], [b]], 0, a.schema, stats).column("k").to_pylist() == want
+    assert stats["tie_rows"] == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(read_mod, "EXACT_WORDS", 1)
+        stats = {}
+        assert merged_read([[a], [b]], 0, a.schema, stats).column("k").to_pylist() == want
+        assert stats["tie_rows"] == 3  # the three rows whose first 8 bytes are "Acommon8"
+
+
+def test_empty_and_all_cancelling_reads():
+    schema = _run([1]).schema
+    assert len(merged_read([[], []], 0, schema)) == 0
+    out = merged_read([[_run([1, 2])], [_run([1, 2], d=-1)]], 0, schema)
+    assert len(out) == 0 and out.schema == schema
+
+
+def test_diff_sums_leaving_int64_raise_for_the_exact_fallback():
+    big = 2**62
+    runs = [[_run([1], d=big)], [_run([1], d=big)]]
+    with pytest.raises(OverflowError):
+        merged_read(runs, 0, runs[0][0].schema)
+
+
+def test_read_falls_back_to_the_streaming_merge_on_overflow(tmp_path):
+    a = Arrangement.open(str(tmp_path / "a"), {"k": pa.int64()}, fan_in=64)
+    for t, d in enumerate([2**62, 2**62, -(2**62)]):
+        a.write(colmz.Updates({"k": [1]}, time=[t], diff=[d]))
+        a.seal(t + 1)
+        a.maintain()
+    assert a.read(2).to_pylist() == [(1, 2, 2**62)]  # a partial sum leaves int64, the total not
