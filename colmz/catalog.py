@@ -345,8 +345,9 @@ class Catalog:
         >>> cat.now, sorted(cat.sql("SELECT k FROM t").column("k").to_pylist())
         (5, [1, 2])
         """
-        stmts = parse(sql)
-        return self._transaction(lambda: self._execute(stmts, time))
+        first = [parse(sql)]
+        # A retry parses again: running a statement may fill it in (a task's AS OF).
+        return self._transaction(lambda: self._execute(first.pop() if first else parse(sql), time))
 
     def _execute(self, stmts, time: int | None) -> pa.Table | None:
         writes = [s for s in stmts if isinstance(s, (InsertStatement, DeleteStatement, UpdateStatement))]
