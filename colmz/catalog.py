@@ -44,8 +44,9 @@ intent, as persist's txn-wal keeps a txns shard beside its data shards
   again against the new state, at most :data:`RETRIES` times, as a serializable
   transaction is retried (``src/persist-client/src/internal/machine.rs`` upstream: read the
   head, apply the command, compare-and-set, on a lost race refresh and retry);
-* a call that raises leaves memory and storage as they were; a handle that cannot know
-  (an indeterminate compare-and-set) refreshes itself before its next call.
+* a call that raises keeps nothing of itself, in memory or in storage (the handle may have
+  been caught up with other handles' commits first, as every write call is); a handle that
+  cannot know (an indeterminate compare-and-set) refreshes itself before its next call.
 
 A write call first compares the record's version with the one it holds (one consensus
 read) and refreshes when another handle moved it. Reads (:meth:`Catalog.sql`,
