@@ -65,7 +65,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -118,7 +120,7 @@ from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["INTENT_KEY", "INTENT_PREFIX", "RECORD_KEY", "RETRIES", "STATE_KEY", "ArrangementCollection",
+__all__ = ["INTENT_KEY", "INTENT_PREFIX", "RECORD_KEY", "RETRIES", "RETRY_BACKOFF", "STATE_KEY", "ArrangementCollection",
            "Catalog", "CatalogObject"]
 
 #: The blob key of the previous layout's definitions (converted on open; no longer written).
@@ -127,7 +129,11 @@ RECORD_KEY = LEGACY_RECORD_KEY
 INTENT_KEY = LEGACY_INTENT_KEY
 #: How many times a durable call whose commit lost to another handle (or whose read hit data
 #: compacted away by another handle) is refreshed and run again before it raises.
-RETRIES = 8
+RETRIES = 16
+#: The first retry waits up to this many seconds, each next one up to twice as long (at most
+#: 1 s), uniformly at random: the loser of a race does not retry in step with the winner
+#: (persist's ``src/persist-client/src/retry.rs`` upstream backs off with jitter too).
+RETRY_BACKOFF = 0.01
 
 
 @dataclass
@@ -840,6 +846,7 @@ class Catalog:
                                "itself before its next call (or call cat.refresh()).")
                     raise
                 self.stats["retries"] += 1
+                time.sleep(random.uniform(0, min(RETRY_BACKOFF * 2**attempt, 1.0)))
             except Indeterminate:
                 self._stale = True  # the commit may have landed: reload before the next call
                 raise

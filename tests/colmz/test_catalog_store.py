@@ -245,6 +245,7 @@ def test_disk_full_at_commit_keeps_nothing_in_memory(tmp_path):
 def test_lost_race_refreshes_and_retries_within_the_bound(tmp_path, monkeypatch):
     import colmz.catalog as catalog_mod
 
+    monkeypatch.setattr(catalog_mod, "RETRY_BACKOFF", 0.0)  # the bound, not the waits
     a, b = colmz.Catalog(tmp_path), colmz.Catalog(tmp_path)
     a.execute("CREATE TABLE t (k INT)")
     # b's next commit loses RETRIES + 1 times in a row: another handle commits right
