@@ -44,8 +44,9 @@ intent, as persist's txn-wal keeps a txns shard beside its data shards
   again against the new state, at most :data:`RETRIES` times, as a serializable
   transaction is retried (``src/persist-client/src/internal/machine.rs`` upstream: read the
   head, apply the command, compare-and-set, on a lost race refresh and retry);
-* a call that raises leaves memory and storage as they were; a handle that cannot know
-  (an indeterminate compare-and-set) refreshes itself before its next call.
+* a call that raises keeps nothing of itself, in memory or in storage (the handle may have
+  been caught up with other handles' commits first, as every write call is); a handle that
+  cannot know (an indeterminate compare-and-set) refreshes itself before its next call.
 
 A write call first compares the record's version with the one it holds (one consensus
 read) and refreshes when another handle moved it. Reads (:meth:`Catalog.sql`,
@@ -64,7 +65,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -123,7 +126,7 @@ from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["INTENT_KEY", "INTENT_PREFIX", "RECORD_KEY", "RETRIES", "STATE_KEY", "ArrangementCollection",
+__all__ = ["INTENT_KEY", "INTENT_PREFIX", "RECORD_KEY", "RETRIES", "RETRY_BACKOFF", "STATE_KEY", "ArrangementCollection",
            "Catalog", "CatalogObject"]
 
 #: The blob key of the previous layout's definitions (converted on open; no longer written).
@@ -132,7 +135,11 @@ RECORD_KEY = LEGACY_RECORD_KEY
 INTENT_KEY = LEGACY_INTENT_KEY
 #: How many times a durable call whose commit lost to another handle (or whose read hit data
 #: compacted away by another handle) is refreshed and run again before it raises.
-RETRIES = 8
+RETRIES = 16
+#: The first retry waits up to this many seconds, each next one up to twice as long (at most
+#: 1 s), uniformly at random: the loser of a race does not retry in step with the winner
+#: (persist's ``src/persist-client/src/retry.rs`` upstream backs off with jitter too).
+RETRY_BACKOFF = 0.01
 
 
 @dataclass
@@ -375,8 +382,9 @@ class Catalog:
         >>> cat.now, sorted(cat.sql("SELECT k FROM t").column("k").to_pylist())
         (5, [1, 2])
         """
-        stmts = parse(sql)
-        return self._transaction(lambda: self._execute(stmts, time))
+        first = [parse(sql)]
+        # A retry parses again: running a statement may fill it in (a task's AS OF).
+        return self._transaction(lambda: self._execute(first.pop() if first else parse(sql), time))
 
     def _execute(self, stmts, time: int | None) -> pa.Table | None:
         writes = [s for s in stmts if isinstance(s, (InsertStatement, DeleteStatement, UpdateStatement))]
@@ -849,6 +857,7 @@ class Catalog:
                                "itself before its next call (or call cat.refresh()).")
                     raise
                 self.stats["retries"] += 1
+                time.sleep(random.uniform(0, min(RETRY_BACKOFF * 2**attempt, 1.0)))
             except Indeterminate:
                 self._stale = True  # the commit may have landed: reload before the next call
                 raise

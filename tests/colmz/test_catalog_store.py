@@ -245,6 +245,7 @@ def test_disk_full_at_commit_keeps_nothing_in_memory(tmp_path):
 def test_lost_race_refreshes_and_retries_within_the_bound(tmp_path, monkeypatch):
     import colmz.catalog as catalog_mod
 
+    monkeypatch.setattr(catalog_mod, "RETRY_BACKOFF", 0.0)  # the bound, not the waits
     a, b = colmz.Catalog(tmp_path), colmz.Catalog(tmp_path)
     a.execute("CREATE TABLE t (k INT)")
     # b's next commit loses RETRIES + 1 times in a row: another handle commits right
@@ -651,3 +652,26 @@ def test_two_handles_interleaved_match_one_in_memory_catalog(tmp_path_factory, o
             got = sorted(tuple(r.values()) for r in cat.sql(f"SELECT * FROM {name}").to_pylist())
             want = sorted(tuple(r.values()) for r in mem.sql(f"SELECT * FROM {name}").to_pylist())
             assert got == want, name
+
+
+def test_a_retried_script_runs_from_fresh_statements(tmp_path, monkeypatch):
+    """A retry re-parses the script: a continual task created without AS OF gets the
+    refreshed catalog's now, not the now of the attempt that lost."""
+    a, b = colmz.Catalog(tmp_path), colmz.Catalog(tmp_path)
+    a.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+    b.refresh()
+    real_commit = CatalogStore.commit
+    lost = []
+
+    def losing_commit(self, objects, moves):
+        if self is b._store and not lost:  # noqa: SLF001 - white-box
+            lost.append(1)
+            a.execute("INSERT INTO t VALUES (2)")
+        return real_commit(self, objects, moves)
+
+    monkeypatch.setattr(CatalogStore, "commit", losing_commit)
+    b.execute("CREATE CONTINUAL TASK ct ON INPUT t AS (INSERT INTO ct SELECT k FROM t)")
+    assert lost and b.stats["retries"] == 1
+    d = next(d for d in b._store.state["objects"] if d["name"] == "ct")  # noqa: SLF001
+    assert d["stmt"]["as_of"] == b.now == a.now
+    assert rows(colmz.Catalog(tmp_path), "ct") == [1, 2]
