@@ -31,7 +31,7 @@ on a :class:`colmz.continual.MemoryCollection`, so a failed commit can be undone
 ``consensus=``; see ``colmz.storage.url``) the catalog is durable through a
 :class:`colmz.catalog_store.CatalogStore`: every object has a ``colmz.Arrangement`` there
 (:class:`ArrangementCollection`), and one versioned record (consensus key
-:data:`colmz.catalog_store.STATE_KEY`) holds the definitions and the last transaction's
+``catalog/<id>``, the catalog's identity) holds the definitions and the last transaction's
 intent, as persist's txn-wal keeps a txns shard beside its data shards
 (``src/txn-wal/src/lib.rs`` upstream). Every durable call is one transaction:
 
@@ -79,7 +79,6 @@ from colmz.catalog_store import (
     INTENT_PREFIX,
     LEGACY_INTENT_KEY,
     LEGACY_RECORD_KEY,
-    STATE_KEY,
     ArrangementCollection,
     CatalogStore,
     CompactedAway,
@@ -126,7 +125,7 @@ from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["INTENT_KEY", "INTENT_PREFIX", "RECORD_KEY", "RETRIES", "RETRY_BACKOFF", "STATE_KEY", "ArrangementCollection",
+__all__ = ["INTENT_KEY", "INTENT_PREFIX", "RECORD_KEY", "RETRIES", "RETRY_BACKOFF", "ArrangementCollection",
            "Catalog", "CatalogObject"]
 
 #: The blob key of the previous layout's definitions (converted on open; no longer written).

@@ -4,7 +4,7 @@ Design
 ------
 A durable :class:`colmz.Catalog` keeps one ``colmz.Arrangement`` per object (its data) and
 one versioned record, the *catalog record*, in a :class:`colmz.storage.state.StateLog` under
-the consensus key :data:`STATE_KEY`. The record holds the definitions of every object and
+the consensus key ``catalog/<id>`` (:attr:`CatalogStore.key`). The record holds the definitions of every object and
 the last transaction's *intent*: for each object whose durable upper moves, the lower and
 upper of the move and the blob holding its changes. This is the shape of Materialize's
 txn-wal (``src/txn-wal/src/lib.rs`` upstream): the record is the txns shard, the
@@ -35,6 +35,13 @@ Invariants
    have landed (its blobs are kept: the record may name them) -- reload to learn which.
 3. No blob key is written twice: intent blobs carry a fresh token, parts fresh keys.
 
+**A catalog knows its identity** (``colmz.arrangement_identity``, as every arrangement
+does): its id is written once into its blob (``catalog/identity.json``, created with the
+first record) and into every record, and the record's consensus key is ``catalog/<id>``. So
+catalogs at different locations sharing one consensus database (one PostgreSQL for several
+S3 prefixes) never share a record, and a record whose id is not the blob's is refused
+(``IdentityMismatch``) instead of being read as this catalog's.
+
 A store written by the previous layout (definitions in the blob :data:`LEGACY_RECORD_KEY`,
 a pending intent at the consensus key :data:`LEGACY_INTENT_KEY`) is converted on open: its
 intent is applied and cleared as that layout did, then one compare-and-set creates the
@@ -45,12 +52,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 import uuid
 
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement_errors import ArrangementError, InvalidAsOf, MissingPart, SealMismatch
+from colmz.arrangement_errors import (
+    ArrangementError,
+    IdentityMismatch,
+    InvalidAsOf,
+    MissingPart,
+    SealMismatch,
+)
+from colmz.arrangement_identity import StoreIdentity, read_identity, write_identity
 from colmz.continual import UpperMismatch
 from colmz.frontier import Frontier, check_frontier
 from colmz.ops import concat, consolidate
@@ -63,7 +78,7 @@ __all__ = [
     "INTENT_PREFIX",
     "LEGACY_INTENT_KEY",
     "LEGACY_RECORD_KEY",
-    "STATE_KEY",
+    "IDENTITY_NAME",
     "ArrangementCollection",
     "CatalogStore",
     "CompactedAway",
@@ -73,8 +88,9 @@ __all__ = [
     "encode_updates",
 ]
 
-#: The consensus key of the catalog record (a StateLog: definitions and intent).
-STATE_KEY = "catalog/state"
+#: The name of a catalog's identity: ``catalog/identity.json`` in its blob, and the prefix of
+#: its record's consensus key ``catalog/<id>`` (a StateLog: definitions and intent).
+IDENTITY_NAME = "catalog"
 #: Where an intent's change blobs live (``<prefix><token>/<object key>``).
 INTENT_PREFIX = "catalog/txn/"
 #: The blob key of the previous layout's definitions (read once, to convert).
@@ -320,7 +336,10 @@ class CatalogStore:
     def __init__(self, loc) -> None:
         self.loc = loc
         self.blob = loc.blob
-        self.log = StateLog(loc.consensus, STATE_KEY)
+        # The identity, and with it the record's key, once the blob has one (a new catalog's
+        # is written by its first commit: opening to read writes nothing).
+        self.identity: StoreIdentity | None = read_identity(self.blob, IDENTITY_NAME)
+        self.log = None if self.identity is None else StateLog(loc.consensus, self.identity.consensus_key)
         self._seqno: int | None = None
         self._state: dict | None = None
         self._arrangements: dict[str, ArrangementCollection] = {}
@@ -337,10 +356,35 @@ class CatalogStore:
         """The record as last loaded or committed (``objects`` and ``intent``)."""
         return self._state
 
+    @property
+    def key(self) -> str | None:
+        """The consensus key of the catalog record (None: no catalog was created here yet)."""
+        return None if self.identity is None else self.identity.consensus_key
+
+    def _find_identity(self) -> None:
+        # A catalog another handle created since this one looked has an identity now.
+        if self.identity is None:
+            self.identity = read_identity(self.blob, IDENTITY_NAME)
+            if self.identity is not None:
+                self.log = StateLog(self.loc.consensus, self.identity.consensus_key)
+
     def head_seqno(self) -> int | None:
         """The record's current version in the consensus (one read; no state loaded)."""
-        head = self.log.consensus.head(STATE_KEY)
+        self._find_identity()
+        if self.log is None:
+            return None
+        head = self.loc.consensus.head(self.key)
         return None if head is None else head.seqno
+
+    def _identify(self) -> None:
+        """Give the catalog its identity (the one stored first, when another handle raced)."""
+        if self.identity is None:
+            self.identity = write_identity(self.blob, StoreIdentity.new(IDENTITY_NAME, int(time.time() * 1000)))
+            self.log = StateLog(self.loc.consensus, self.identity.consensus_key)
+
+    def _record(self, objects: list[dict], intent) -> dict:
+        return json.loads(json.dumps({"format": FORMAT, "identity": self.identity.id, "objects": objects,
+                                      "intent": intent}))
 
     # -- reading -----------------------------------------------------------------------
 
@@ -348,13 +392,21 @@ class CatalogStore:
         """Read the record (converting a store of the previous layout); None when the store
         holds no catalog. Raises :class:`MissingDefinitions` when it holds arrangements
         but no record names them."""
+        self._find_identity()
         for _ in range(3):
-            seqno, state = self.log.load()
+            seqno, state = (None, None) if self.log is None else self.log.load()
             if state is not None:
                 if state.get("format") != FORMAT or not isinstance(state.get("objects"), list):
                     raise ValueError(
-                        f"consensus key {STATE_KEY!r} of {self.loc.url!r} is not a colmz catalog "
+                        f"consensus key {self.key!r} of {self.loc.url!r} is not a colmz catalog "
                         f"record (format {state.get('format')!r}, expected {FORMAT})"
+                    )
+                if state.get("identity") != self.identity.id:
+                    raise IdentityMismatch(
+                        f"catalog at {self.loc.url!r}: its blob's identity is {self.identity.id!r} but "
+                        f"the record at consensus key {self.key!r} belongs to "
+                        f"{state.get('identity')!r}: the consensus given is not this catalog's "
+                        "(open it with the consensus it was created with)"
                     )
                 self._seqno, self._state = seqno, state
                 return state
@@ -363,16 +415,18 @@ class CatalogStore:
             self._refuse_orphans()
             self._seqno, self._state = None, None
             return None
-        raise CommitConflict(STATE_KEY, None, self.head_seqno())
+        raise CommitConflict(str(self.key), None, self.head_seqno())
 
     def _refuse_orphans(self) -> None:
-        parts = [k for k in self.blob.list_keys("") if not k.startswith("catalog/")]
-        legacy = self.log.consensus.head(LEGACY_INTENT_KEY)
+        # Parts, not identities: an object whose CREATE never committed leaves only its
+        # arrangement's identity (and no data) behind.
+        parts = [k for k in self.blob.list_keys("") if not k.startswith("catalog/") and "/parts/" in k]
+        legacy = self.loc.consensus.head(LEGACY_INTENT_KEY)
         if parts or (legacy is not None and legacy.data):
             found = (f"{len(parts)} blob(s) of arrangements (e.g. {parts[0]!r})" if parts
                      else f"a pending transaction at consensus key {LEGACY_INTENT_KEY!r}")
             raise MissingDefinitions(
-                f"catalog at {self.loc.url!r}: no definitions (consensus key {STATE_KEY!r}, "
+                f"catalog at {self.loc.url!r}: no definitions (consensus key {self.key!r}, "
                 f"legacy blob {LEGACY_RECORD_KEY!r}) but the store holds {found}: the catalog's "
                 "definitions were lost. Opening would show an empty catalog over that data, so "
                 "it is refused: restore the definitions from a backup, or open a new catalog at "
@@ -392,7 +446,8 @@ class CatalogStore:
         if not isinstance(record, dict) or record.get("format") != 1 or not isinstance(record.get("objects"), list):
             raise ValueError(f"{self.blob.url_of(LEGACY_RECORD_KEY)} is not a colmz catalog record")
         defs = record["objects"]
-        cons = self.log.consensus
+        self._identify()
+        cons = self.loc.consensus
         head = cons.head(LEGACY_INTENT_KEY)
         blobs = []
         if head is not None and head.data:
@@ -406,7 +461,7 @@ class CatalogStore:
             if not cons.compare_and_set(LEGACY_INTENT_KEY, head.seqno, VersionedData(head.seqno + 1, b"")):
                 return True  # another handle cleared it: read again
         try:
-            self.log.commit(None, {"format": FORMAT, "objects": defs, "intent": None})
+            self.log.commit(None, self._record(defs, None))
         except CommitConflict:
             return True  # another handle converted it first
         self.stats["converted"] += 1
@@ -442,6 +497,7 @@ class CatalogStore:
         """
         token = uuid.uuid4().hex
         entries, written = [], []
+        self._identify()
         try:
             for name, key, lo, up, u in moves:
                 blob = None
@@ -451,9 +507,7 @@ class CatalogStore:
                     written.append(blob)
                     self.stats["blobs_written"] += 1
                 entries.append({"name": name, "key": key, "lower": lo, "upper": up, "blob": blob})
-            state = json.loads(json.dumps(
-                {"format": FORMAT, "objects": objects, "intent": {"id": token, "entries": entries}}
-            ))
+            state = self._record(objects, {"id": token, "entries": entries})
             seqno = self.log.commit(self._seqno, state)
         except Indeterminate:
             raise  # the record may name the blobs: leave them (a reload tells)

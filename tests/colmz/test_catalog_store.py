@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
+import colmz.arrangement_errors
 from colmz.catalog_store import (
     INTENT_PREFIX,
     LEGACY_INTENT_KEY,
     LEGACY_RECORD_KEY,
-    STATE_KEY,
     CatalogStore,
     MissingDefinitions,
     encode_updates,
@@ -30,7 +30,7 @@ from colmz.catalog_store import (
 from colmz.continual import NegativeMultiplicity
 from colmz.sql import SQLError
 from colmz.storage.base import Determinate, StorageError, VersionedData
-from colmz.storage.state import CommitConflict
+from colmz.storage.state import CommitConflict, StateLog
 from colmz.storage.url import open_location
 from colmz.updates import SchemaError
 
@@ -365,7 +365,7 @@ def test_a_store_of_the_previous_layout_is_converted_on_open(tmp_path):
     assert loc.blob.get(LEGACY_RECORD_KEY) is None
     assert not loc.consensus.head(LEGACY_INTENT_KEY).data  # applied and cleared
     assert all(loc.blob.get(e["blob"]) is None for e in entries)
-    assert loc.consensus.head(STATE_KEY) is not None
+    assert loc.consensus.head(CatalogStore(loc).key) is not None
     cat.execute("INSERT INTO a VALUES (3)")
     assert rows(colmz.Catalog(tmp_path), "a") == [1, 2, 3]
 
@@ -409,6 +409,7 @@ def test_missing_definitions_are_refused_naming_what_was_found(tmp_path):
     cat = colmz.Catalog(tmp_path)
     cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
     loc = open_location(str(tmp_path))
+    key = CatalogStore(loc).key
     # Lose the definitions: drop the record's versions.
     import sqlite3
 
@@ -418,10 +419,10 @@ def test_missing_definitions_are_refused_naming_what_was_found(tmp_path):
         for tbl in tables:
             cols = [r[1] for r in con.execute(f"PRAGMA table_info({tbl})")]
             if "key" in cols:
-                con.execute(f"DELETE FROM {tbl} WHERE key = ?", (STATE_KEY,))
+                con.execute(f"DELETE FROM {tbl} WHERE key = ?", (key,))
     con.close()
     loc.blob.delete(LEGACY_RECORD_KEY)  # where the previous layout kept them
-    assert loc.consensus.head(STATE_KEY) is None
+    assert loc.consensus.head(key) is None
     with pytest.raises(MissingDefinitions, match=r"blob\(s\) of arrangements .*restore the definitions"):
         colmz.Catalog(tmp_path)
     # An empty location opens empty, as before.
@@ -675,3 +676,61 @@ def test_a_retried_script_runs_from_fresh_statements(tmp_path, monkeypatch):
     d = next(d for d in b._store.state["objects"] if d["name"] == "ct")  # noqa: SLF001
     assert d["stmt"]["as_of"] == b.now == a.now
     assert rows(colmz.Catalog(tmp_path), "ct") == [1, 2]
+
+
+# ----------------------------------------------------------------------------- identity
+
+
+def _shared_consensus(kind, tmp_path, pg_url):
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    from storage_servers import fresh_schema_url
+
+    return fresh_schema_url(pg_url)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_catalogs_sharing_one_consensus_keep_their_own_records(kind, tmp_path, request):
+    # Before, every catalog's record was the one consensus key 'catalog/state': a second
+    # catalog over the same consensus showed the first's definitions over its own (empty)
+    # blob, and its commits replaced the first's record.
+    pg_url = request.getfixturevalue("pg_url") if kind == "postgres" else None
+    consensus = _shared_consensus(kind, tmp_path, pg_url)
+    a = colmz.Catalog(f"file://{tmp_path / 'a'}", consensus=consensus)
+    a.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+    b = colmz.Catalog(f"file://{tmp_path / 'b'}", consensus=consensus)
+    assert b.names == []
+    b.execute("CREATE TABLE u (k INT); INSERT INTO u VALUES (7), (8)")
+    a.execute("INSERT INTO t VALUES (2)")
+    a2 = colmz.Catalog(f"file://{tmp_path / 'a'}", consensus=consensus)
+    b2 = colmz.Catalog(f"file://{tmp_path / 'b'}", consensus=consensus)
+    assert a2.names == ["t"] and rows(a2, "t") == [1, 2]
+    assert b2.names == ["u"] and rows(b2, "u") == [7, 8]
+    keys = {CatalogStore(open_location(f"file://{tmp_path / d}", consensus=consensus)).key for d in "ab"}
+    assert len(keys) == 2 and all(k.startswith("catalog/") for k in keys)
+
+
+def test_a_catalog_opened_with_another_consensus_is_refused(tmp_path):
+    shared = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    other = f"sqlite:///{tmp_path / 'other.sqlite'}"
+    a = colmz.Catalog(f"file://{tmp_path / 'a'}", consensus=shared)
+    a.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+    b = colmz.Catalog(f"file://{tmp_path / 'b'}", consensus=shared)
+    b.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (5)")
+    # b's blob with a consensus that holds no record of it: its data is there, its
+    # definitions are not -- refused, never opened empty.
+    with pytest.raises(MissingDefinitions):
+        colmz.Catalog(f"file://{tmp_path / 'b'}", consensus=other)
+    # A record at b's key that carries a's id is another catalog's: refused, naming both.
+    a_state = CatalogStore(open_location(f"file://{tmp_path / 'a'}", consensus=shared)).load()
+    loc = open_location(f"file://{tmp_path / 'b'}", consensus=other)
+    StateLog(loc.consensus, CatalogStore(loc).key).commit(None, a_state)
+    with pytest.raises(colmz.arrangement_errors.IdentityMismatch, match="belongs to"):
+        colmz.Catalog(f"file://{tmp_path / 'b'}", consensus=other)
+
+
+def test_opening_to_read_writes_no_identity(tmp_path):
+    loc = open_location(str(tmp_path))
+    assert CatalogStore(loc).load() is None
+    assert colmz.Catalog(tmp_path).names == []
+    assert loc.blob.list_keys("") == []  # the identity comes with the first commit
