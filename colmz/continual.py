@@ -80,7 +80,15 @@ from colmz.frontier import (
     meet,
 )
 from colmz.ops import concat, consolidate
-from colmz.order import ColumnSpec, Layout, encode_columns, pad_keys, unify_layouts
+from colmz.order import (
+    ColumnSpec,
+    Layout,
+    encode_columns,
+    narrow_rows,
+    pad_keys,
+    search_rows,
+    unify_layouts,
+)
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
@@ -607,58 +615,14 @@ class RowCounts:
             return out
         q, ql = self._encode(rows)
         for keys, layout, diff in self._runs:
-            mine, present = _narrow(q, ql, layout)
-            pos = _search(keys, mine)
+            mine, present = narrow_rows(q, ql, layout)
+            pos = search_rows(keys, mine, "left")
             self.work += len(q) * max(1, int(np.log2(len(keys) + 1)))
             inside = pos < len(keys)
             hit = present & inside
             hit[inside] &= (keys[pos[inside]] == mine[inside]).all(axis=1)
             out[hit] += diff[pos[hit]]
         return out
-
-
-def _narrow(rows: np.ndarray, layout: Layout, target: Layout) -> tuple[np.ndarray, np.ndarray]:
-    """``rows`` laid out in ``target`` and whether each can occur there (``colmz.order``:
-    padding is exact; a word a narrower segment drops must be zero)."""
-    wide = unify_layouts(layout, target)
-    rows = pad_keys(rows, layout, wide)
-    if wide == target:
-        return rows, np.ones(len(rows), bool)
-    keep: list[int] = []
-    present = np.ones(len(rows), bool)
-    start = 0
-    for w, t in zip(wide, target):
-        keep.extend(range(start, start + t))
-        if w > t:
-            present &= ~rows[:, start + t:start + w].any(axis=1)
-        start += w
-    return np.ascontiguousarray(rows[:, keep]), present
-
-
-def _search(sorted_rows: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """The first position of each row of ``q`` in ``sorted_rows`` (rows of words compared
-    lexicographically), as ``np.searchsorted(..., side="left")``: one vectorised binary
-    search, ``O(len(q) * log(len(sorted_rows)))``."""
-    n, w = sorted_rows.shape
-    m = len(q)
-    if w == 0 or n == 0:
-        return np.zeros(m, np.int64)
-    if w == 1:
-        return np.searchsorted(sorted_rows[:, 0], q[:, 0], "left").astype(np.int64)
-    lo = np.zeros(m, np.int64)
-    hi = np.full(m, n, np.int64)
-    idx = np.arange(m)
-    while True:
-        active = lo < hi
-        if not active.any():
-            return lo
-        mid = (lo + hi) // 2
-        at = sorted_rows[np.minimum(mid, n - 1)]
-        neq = at != q
-        c = neq.argmax(axis=1)
-        less = neq.any(axis=1) & (at[idx, c] < q[idx, c])
-        lo = np.where(active & less, mid + 1, lo)
-        hi = np.where(active & ~less, mid, hi)
 
 
 def _at(u: Updates, time: int) -> Updates:

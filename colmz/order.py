@@ -71,9 +71,11 @@ __all__ = [
     "decode_columns",
     "encode_columns",
     "kind_of",
+    "narrow_rows",
     "pad_keys",
     "column_from_raw_words",
     "raw_words",
+    "search_rows",
     "unify_layouts",
 ]
 
@@ -419,3 +421,61 @@ def pad_keys(keys: np.ndarray, layout: Layout, target: Layout) -> np.ndarray:
     out = np.empty((keys.shape[0], sum(target)), np.uint64)
     pad_words(keys, src_starts, np.array(layout, np.int64), dst_starts, out)
     return out
+
+
+# ----------------------------------------------------------------------------- rows of words
+
+
+def narrow_rows(rows: np.ndarray, layout: Layout, target: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` re-laid out in ``target`` and whether each can occur there at all.
+
+    Padding is exact (module docstring); a segment narrower in ``target`` drops words, and a
+    row whose dropped words are not all zero (a longer string, a NULL where ``target`` has no
+    null word) cannot occur in a batch of that layout.
+    """
+    wide = unify_layouts(layout, target)
+    rows = pad_keys(rows, layout, wide)
+    if wide == target:
+        return rows, np.ones(len(rows), bool)
+    keep = []
+    present = np.ones(len(rows), bool)
+    start = 0
+    for w, t in zip(wide, target):
+        keep.extend(range(start, start + t))
+        if w > t:
+            present &= ~rows[:, start + t:start + w].any(axis=1)
+        start += w
+    return np.ascontiguousarray(rows[:, keep]), present
+
+
+def search_rows(sorted_rows: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
+    """``np.searchsorted`` for rows of words compared lexicographically (vectorised): one
+    binary search over all of ``q`` at once, ``O(len(q) * log(len(sorted_rows)))``.
+
+    >>> rows = np.array([[1, 5], [2, 0], [2, 7]], np.uint64)
+    >>> search_rows(rows, np.array([[2, 0], [2, 3], [9, 9]], np.uint64), "left").tolist()
+    [1, 2, 3]
+    >>> search_rows(rows, np.array([[2, 0]], np.uint64), "right").tolist()
+    [2]
+    """
+    n, w = sorted_rows.shape
+    m = len(q)
+    if w == 0:
+        return np.full(m, 0 if side == "left" else n, np.int64)
+    if w == 1:
+        return np.searchsorted(sorted_rows[:, 0], q[:, 0], side).astype(np.int64)
+    lo = np.zeros(m, np.int64)
+    hi = np.full(m, n, np.int64)
+    idx = np.arange(m)
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        at = sorted_rows[np.minimum(mid, n - 1)]
+        neq = at != q
+        c = neq.argmax(axis=1)
+        less = neq.any(axis=1) & (at[idx, c] < q[idx, c])
+        right = less if side == "left" else less | ~neq.any(axis=1)
+        lo = np.where(active & right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)

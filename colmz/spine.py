@@ -123,7 +123,7 @@ from colmz.kernels.consolidate import sort_consolidate
 from colmz.kernels.fueled import new_cursor, run_merge
 from colmz.kernels.merge import merge_runs
 from colmz.ops import DiffOverflowError, describe_row, diff_overflow_error
-from colmz.order import pad_keys, unify_layouts
+from colmz.order import narrow_rows, search_rows, unify_layouts
 from colmz.rollback import roll_back, save
 from colmz.updates import Encoded, Updates, unify_schemas
 
@@ -985,9 +985,9 @@ class Spine:
         # a batch boundary, which fit when its batch came in, so int64 arithmetic is exact.
         s = np.zeros((len(held) + 1, len(starts)), np.int64)
         for j, b in enumerate(held):
-            q, present = _narrow_rows(rows, layout, b.enc.layout)
-            lo = _search_rows(b.enc.keys, q, "left")
-            hi = np.where(present, _search_rows(b.enc.keys, q, "right"), lo)
+            q, present = narrow_rows(rows, layout, b.enc.layout)
+            lo = search_rows(b.enc.keys, q, "left")
+            hi = np.where(present, search_rows(b.enc.keys, q, "right"), lo)
             s[j] = _range_sums(b.enc.diff, lo, hi)
             summed += int((hi - lo).sum())
         # suffix[j, g]: row g's sum over the batches from boundary j on (the last row: none).
@@ -1170,53 +1170,6 @@ def _bound(d: np.ndarray) -> int:
 
 def _mass(d: np.ndarray) -> float:
     return float(np.abs(d, dtype=np.float64).sum()) if len(d) else 0.0
-
-
-def _narrow_rows(rows: np.ndarray, layout, target) -> tuple[np.ndarray, np.ndarray]:
-    """``rows`` re-laid out in ``target`` and whether each can occur there at all.
-
-    Padding is exact (``colmz.order``); a segment narrower in ``target`` drops words, and a
-    row whose dropped words are not all zero (a longer string, a NULL where ``target`` has no
-    null word) cannot occur in a batch of that layout.
-    """
-    wide = unify_layouts(layout, target)
-    rows = pad_keys(rows, layout, wide)
-    if wide == target:
-        return rows, np.ones(len(rows), bool)
-    keep = []
-    present = np.ones(len(rows), bool)
-    start = 0
-    for w, t in zip(wide, target):
-        keep.extend(range(start, start + t))
-        if w > t:
-            present &= ~rows[:, start + t:start + w].any(axis=1)
-        start += w
-    return np.ascontiguousarray(rows[:, keep]), present
-
-
-def _search_rows(sorted_rows: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
-    """``np.searchsorted`` for rows of words compared lexicographically (vectorised)."""
-    n, w = sorted_rows.shape
-    m = len(q)
-    if w == 0:
-        return np.full(m, 0 if side == "left" else n, np.int64)
-    if w == 1:
-        return np.searchsorted(sorted_rows[:, 0], q[:, 0], side).astype(np.int64)
-    lo = np.zeros(m, np.int64)
-    hi = np.full(m, n, np.int64)
-    idx = np.arange(m)
-    while True:
-        active = lo < hi
-        if not active.any():
-            return lo
-        mid = (lo + hi) // 2
-        at = sorted_rows[np.minimum(mid, n - 1)]
-        neq = at != q
-        c = neq.argmax(axis=1)
-        less = neq.any(axis=1) & (at[idx, c] < q[idx, c])
-        right = less if side == "left" else less | ~neq.any(axis=1)
-        lo = np.where(active & right, mid + 1, lo)
-        hi = np.where(active & ~right, mid, hi)
 
 
 def _range_sums(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

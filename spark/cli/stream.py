@@ -265,55 +265,6 @@ def _stop_query(q) -> None:
             proc.kill()
 
 
-class _interruptible:
-    """While active: the first SIGINT sets ``flag`` (and says so), a second exits at once.
-
-    The handler only sets a flag and writes a line: it runs in the main thread, possibly in
-    the middle of the main thread's own Py4J call, so it must not call into the JVM."""
-
-    def __init__(self, flag: threading.Event) -> None:
-        self.flag = flag
-        self.before = None
-
-    def handle(self, signum, frame) -> None:
-        again = self.flag.is_set()
-        self.flag.set()
-        # The batch in flight is about to fail on purpose; Py4J would log that error with its
-        # traceback as if something had gone wrong.
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)
-        # os.write: the handler may run while the main thread is inside a print to stderr
-        os.write(sys.stderr.fileno(), b"colmz stream: interrupted again: exiting now; the store holds whole "
-                 b"micro-batches only\n" if again else b"colmz stream: interrupted: stopping "
-                 b"(Ctrl-C again to exit at once)\n")
-        if again:
-            os._exit(EXIT_INTERRUPTED)
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self.before = signal.signal(signal.SIGINT, self.handle)
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        if self.before is not None:
-            signal.signal(signal.SIGINT, self.before)
-        return False
-
-
-def _stop_query(q) -> None:
-    """Stop ``q`` after a SIGINT; if its batch does not stop within STOP_TIMEOUT, end the JVM
-    (a crash is as safe as a stop: a batch commits whole or not at all)."""
-    try:
-        q.stop()
-    except Exception as e:  # TimeoutException: the batch in flight did not stop in time
-        from pyspark import SparkContext
-
-        print(f"colmz stream: the micro-batch in flight did not stop within {STOP_TIMEOUT} s "
-              f"({type(e).__name__}); ending Spark", file=sys.stderr, flush=True)
-        proc = getattr(SparkContext._gateway, "proc", None)
-        if proc is not None:
-            proc.kill()
-
-
 def write_example_events(directory: str, events: int = 2000, ticks: int = 100, files: int = 10,
                          seed: int = 0) -> dict:
     """Write a generated events log into ``directory`` as ``files`` Parquet files.
