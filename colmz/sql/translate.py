@@ -70,7 +70,8 @@ UNSUPPORTED_OPERATORS = {
     "?": "the jsonb key operators ?, ?| and ?&",
 }
 #: Calls rewritten to PostgreSQL's meaning (see :func:`_rewrite_call`).
-FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT")
+FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT", "SUBSTR", "SUBSTRING",
+                     "GENERATE_SERIES")
 
 
 def translate(sql: str) -> str:
@@ -81,12 +82,36 @@ def translate(sql: str) -> str:
     >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
     "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
     """
+    sql = _rewrite_text_casts(sql)
     toks = tokenize(sql)
     pieces, last = [], 0
+    # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names):
+    # token index -> text, emitted once the loop has passed that token.
+    inserts: dict[int, str] = {}
     i = 0
     while i < len(toks):
+        if inserts:
+            for j in sorted(k for k in inserts if k < i):
+                end = max(last, toks[j].end)
+                pieces.append(sql[last:end])
+                pieces.append(inserts.pop(j))
+                last = end
         t = toks[i]
         up = t.upper
+        if up in ("LIKE", "ILIKE"):
+            _like_escape(toks, i, inserts)
+        if up == "VALUES":
+            if i == 0:
+                # A bare VALUES: PostgreSQL names its columns column1, column2, ...
+                close = _values_rows_end(toks, i)
+                n = _values_width(sql, toks, i)
+                if close is not None and n:
+                    pieces.append(sql[last : t.start])
+                    pieces.append("SELECT * FROM (")
+                    last = t.start
+                    inserts[close] = ') AS "*VALUES*"(' + _column_names(1, n) + ")"
+            elif toks[i - 1].text == "(" and toks[i - 1].kind == "op":
+                _values_alias_names(sql, toks, i, inserts)
         if up in _UNSUPPORTED_WORDS and (up != "MUTUALLY" or (i > 0 and toks[i - 1].upper == "WITH")):
                 raise UnsupportedSQL(f"{_UNSUPPORTED_WORDS[up]} is not supported by colmz")
         if up == "AS" and i + 1 < len(toks) and toks[i + 1].upper == "OF":
@@ -121,6 +146,11 @@ def translate(sql: str) -> str:
                     i = end + 1
                     continue
         i += 1
+    for j in sorted(inserts):
+        end = max(last, toks[j].end)
+        pieces.append(sql[last:end])
+        pieces.append(inserts[j])
+        last = end
     pieces.append(sql[last:])
     return "".join(pieces)
 
@@ -175,6 +205,342 @@ def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | No
         if len(words) == 3 and words[0].upper() == "SECOND" and words[1].upper() == "FROM":
             # PostgreSQL's seconds keep their fraction; DuckDB's second is whole.
             return f"(date_part('microsecond', {words[2]}) / 1000000.0)"
+    if name in ("SUBSTR", "SUBSTRING"):
+        return _substr(name, args)
+    if name == "GENERATE_SERIES" and not _is_table_function(toks, at):
+        # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
+        # generate_series returns one list, which unnest spreads into those rows.
+        return f"unnest(generate_series({', '.join(args)}))"
+    return None
+
+
+_NEGATIVE_LENGTH = "error('negative substring length not allowed')"
+
+
+def _substr(name: str, args: list[str]) -> str:
+    # PostgreSQL's substr(s, a, n) is the characters at positions a .. a+n-1 that exist (a
+    # position before the first counts, holding nothing); DuckDB counts a < 1 from the end.
+    if len(args) == 1:  # substring(s FROM a FOR n), substring(s FOR n), substring(s FROM a)
+        parts = _split_keywords(args[0])
+        if parts is None:
+            raise UnsupportedSQL(
+                f"{name.lower()}(... SIMILAR ...) is not supported by colmz (SQL regular "
+                "expressions differ in DuckDB)")
+        s_arg, a_arg, n_arg = parts
+        if a_arg is not None and a_arg.lstrip().startswith(("'", "E'", "e'", "$")):
+            raise UnsupportedSQL(
+                f"{name.lower()}(string FROM pattern) with a text pattern (a POSIX regular "
+                "expression match) is not supported by colmz")
+        args = [s_arg, a_arg if a_arg is not None else "1"] + ([n_arg] if n_arg is not None else [])
+    if len(args) not in (2, 3):
+        return f"{name.lower()}({', '.join(args)})"
+    s_arg, a = args[0], f"({args[1]})"
+    start = f"CASE WHEN {a} < 1 THEN 1 ELSE {a} END"
+    if len(args) == 2:
+        return f"substr({s_arg}, {start})"
+    n = f"({args[2]})"
+    last = f"{a} + {n} - 1"
+    length = (f"CASE WHEN {n} < 0 THEN {_NEGATIVE_LENGTH} WHEN {a} < 1 THEN "
+              f"(CASE WHEN {last} < 0 THEN 0 ELSE {last} END) ELSE {n} END")
+    return f"substr({s_arg}, {start}, {length})"
+
+
+def _split_keywords(text: str):
+    # ``s FROM a FOR n`` -> (s, a, n) (None for an absent part); None where SIMILAR appears.
+    toks = tokenize(text)
+    cuts, depth = {}, 0
+    for j, tok in enumerate(toks):
+        if tok.kind == "op" and tok.text in "([":
+            depth += 1
+        elif tok.kind == "op" and tok.text in ")]":
+            depth -= 1
+        elif depth == 0 and tok.upper in ("FROM", "FOR", "SIMILAR"):
+            if tok.upper == "SIMILAR":
+                return None
+            cuts[tok.upper] = j
+    bounds = sorted((j, k) for k, j in cuts.items())
+    out = {}
+    head_end = bounds[0][0] if bounds else len(toks)
+    s_arg = text[: toks[head_end].start].strip() if head_end < len(toks) else text.strip()
+    for idx, (j, k) in enumerate(bounds):
+        stop = toks[bounds[idx + 1][0]].start if idx + 1 < len(bounds) else len(text)
+        out[k] = text[toks[j].end : stop].strip()
+    return s_arg, out.get("FROM"), out.get("FOR")
+
+
+def _is_table_function(toks, at: int) -> bool:
+    # Whether the call at ``at`` is a relation of a FROM list (FROM f(...), JOIN f(...),
+    # LATERAL f(...), or after a comma of a FROM list), not an expression.
+    prev = toks[at - 1] if at > 0 else None
+    if prev is None:
+        return False
+    if prev.upper in ("JOIN", "LATERAL"):
+        return True
+    if not (prev.upper == "FROM" or (prev.kind == "op" and prev.text == ",")):
+        return False
+    # Walk back at this depth to the clause word that governs the position.
+    depth = 0
+    for j in range(at - 1, -1, -1):
+        tok = toks[j]
+        if tok.kind == "op" and tok.text in ")]":
+            depth += 1
+        elif tok.kind == "op" and tok.text in "([":
+            if depth == 0:
+                # Inside parentheses: a call's (extract(x FROM ...)) is an expression.
+                return not (j > 0 and toks[j - 1].kind == "word"
+                            and toks[j - 1].upper not in ("FROM", "JOIN", "LATERAL"))
+            depth -= 1
+        elif depth == 0 and tok.upper == "FROM":
+            if j > 0 and toks[j - 1].upper == "DISTINCT":
+                return False
+            # FROM of a query, unless inside a call's parentheses (checked further back).
+            for k in range(j - 1, -1, -1):
+                tk = toks[k]
+                if tk.kind == "op" and tk.text in ")]":
+                    depth += 1
+                elif tk.kind == "op" and tk.text in "([":
+                    if depth == 0:
+                        return not (k > 0 and toks[k - 1].kind == "word")
+                    depth -= 1
+            return True
+        elif depth == 0 and tok.upper in ("SELECT", "WHERE", "ON", "GROUP", "HAVING", "ORDER",
+                                          "RETURNING", "SET", "VALUES"):
+            return False
+    return False
+
+
+# ----------------------------------------------------------------------------- LIKE's escape
+
+#: Operators binding tighter than LIKE (PostgreSQL's "any other operator" and arithmetic):
+#: a LIKE pattern runs over them.
+_TIGHTER_OPS = {"||", "+", "-", "*", "/", "%", "^", "->", "->>", "&", "|", "#", "<<", ">>"}
+_TYPED_LITERALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL"}
+
+
+def _like_escape(toks, at: int, inserts: dict[int, str]) -> None:
+    """Give the LIKE/ILIKE at ``at`` PostgreSQL's default escape, a backslash (DuckDB's
+    default is none), unless it has an ESCAPE clause or its pattern is a literal without one."""
+    nxt = toks[at + 1] if at + 1 < len(toks) else None
+    if nxt is None:
+        return
+    if nxt.upper in ("ANY", "ALL", "SOME"):
+        raise UnsupportedSQL(f"{toks[at].text} {nxt.text} (...) is not supported by colmz")
+    end = _pattern_end(toks, at + 1)
+    if end is None:
+        raise UnsupportedSQL(
+            f"{toks[at].text} with this pattern is not supported by colmz (it cannot give it "
+            "PostgreSQL's default backslash escape): write the pattern as a literal, a name "
+            "or a call, or add an ESCAPE clause")
+    if end + 1 < len(toks) and toks[end + 1].upper == "ESCAPE":
+        return
+    if end == at + 1 and nxt.kind == "string" and "\\" not in nxt.text:
+        return  # a literal pattern without a backslash means the same under either escape
+    inserts[end] = " ESCAPE '\\'"
+
+
+def _pattern_end(toks, j: int) -> int | None:
+    # The last token of the expression starting at ``j`` that binds tighter than LIKE.
+    n = len(toks)
+    while j < n:
+        while j < n and toks[j].kind == "op" and toks[j].text in ("-", "+"):
+            j += 1
+        if j >= n:
+            return None
+        t = toks[j]
+        if t.kind == "op" and t.text == "(":
+            j = _closing(toks, j)
+        elif t.kind in ("word", "qident"):
+            if t.upper in ("CASE", "ANY", "ALL", "SOME", "ARRAY", "NOT", "EXISTS"):
+                return None
+            while j + 2 < n and toks[j + 1].text == "." and toks[j + 2].kind in ("word", "qident"):
+                j += 2
+            if t.upper in _TYPED_LITERALS and j + 1 < n and toks[j + 1].kind == "string":
+                j += 1
+            elif j + 1 < n and toks[j + 1].kind == "op" and toks[j + 1].text == "(":
+                j = _closing(toks, j + 1)
+        elif t.kind not in ("string", "number"):
+            return None
+        while j + 1 < n:  # postfix: casts and subscripts
+            if toks[j + 1].text == "::" and j + 2 < n:
+                j += 2
+                if j + 1 < n and toks[j + 1].upper in ("PRECISION", "VARYING"):
+                    j += 1
+                if j + 1 < n and toks[j + 1].text == "(":
+                    j = _closing(toks, j + 1)
+                while j + 2 < n and toks[j + 1].text == "[" and toks[j + 2].text == "]":
+                    j += 2
+            elif toks[j + 1].kind == "op" and toks[j + 1].text == "[":
+                j = _closing(toks, j + 1)
+            else:
+                break
+        if j + 1 < n and toks[j + 1].kind == "op" and toks[j + 1].text in _TIGHTER_OPS:
+            j += 2
+            continue
+        return j
+    return None
+
+
+# ----------------------------------------------------------------------------- VALUES' names
+
+
+def _column_names(first: int, last: int) -> str:
+    return ", ".join(f"column{k}" for k in range(first, last + 1))
+
+
+def _values_rows_end(toks, at: int) -> int | None:
+    # The closing parenthesis of the last row of the VALUES at ``at``.
+    j = at + 1
+    close = None
+    while j < len(toks) and toks[j].kind == "op" and toks[j].text == "(":
+        close = _closing(toks, j)
+        if close + 2 < len(toks) and toks[close + 1].text == "," and toks[close + 2].text == "(":
+            j = close + 2
+        else:
+            break
+    return close
+
+
+def _values_width(sql: str, toks, at: int) -> int:
+    if at + 1 >= len(toks) or toks[at + 1].text != "(":
+        return 0
+    return len(_arguments(sql, toks, at + 1, _closing(toks, at + 1)))
+
+
+def _values_alias_names(sql: str, toks, at: int, inserts: dict[int, str]) -> None:
+    # ``(VALUES ...) AS v`` -> ``(VALUES ...) AS v(column1, ...)``; a shorter column list
+    # is completed with PostgreSQL's names for the rest.
+    n = _values_width(sql, toks, at)
+    if not n:
+        return
+    close = _closing(toks, at - 1)
+    k = close + 1
+    if k < len(toks) and toks[k].upper == "AS":
+        k += 1
+    if k >= len(toks) or toks[k].kind not in ("word", "qident") or toks[k].upper in _NOT_ALIAS:
+        return
+    if k + 1 < len(toks) and toks[k + 1].kind == "op" and toks[k + 1].text == "(":
+        end = _closing(toks, k + 1)
+        given = len(_arguments(sql, toks, k + 1, end))
+        if given < n:
+            inserts[end - 1] = ", " + _column_names(given + 1, n)
+    else:
+        inserts[k] = "(" + _column_names(1, n) + ")"
+
+
+# ----------------------------------------------------------------------------- float8 as text
+
+_TEXT_TYPES = ("TEXT", "VARCHAR", "STRING")
+#: Words before a parenthesis that are not a call's name.
+_NOT_CALLS = {"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN", "ELSE", "CASE",
+              "ON", "BY", "AS", "LIKE", "ILIKE", "BETWEEN", "FROM", "EXISTS", "ANY", "ALL",
+              "SOME", "VALUES", "DISTINCT", "HAVING", "USING", "JOIN", "LATERAL", "RETURNING",
+              "SET", "OVER", "FILTER", "WITHIN", "UNION", "EXCEPT", "INTERSECT", "LIMIT", "OFFSET"}
+
+
+def _double_text(x: str) -> str:
+    """PostgreSQL 15's text of ``x`` when it is a double: the shortest digits that read
+    back (as DuckDB prints them), in fixed notation for decimal exponents -4 .. 14 with no
+    ``.0`` for a whole number, exponential from 1e15 on, ``NaN``/``Infinity``; other types
+    cast as DuckDB casts them."""
+    d = f"TRY_CAST({x} AS DOUBLE)"
+    # 1e15 <= |d| < 1e16: DuckDB prints 16 digits in fixed notation; PostgreSQL d.ddde+15
+    mantissa = (f"regexp_replace(rtrim(replace(CAST(abs({d}) AS \"varchar\"), '.', ''), '0'), "
+                f"'^([0-9])([0-9]+)$', '\\1.\\2')")
+    return (
+        f"(CASE WHEN typeof({x}) <> 'DOUBLE' THEN CAST({x} AS \"varchar\") "
+        f"WHEN isnan({d}) THEN 'NaN' "
+        f"WHEN isinf({d}) THEN CASE WHEN {d} > 0 THEN 'Infinity' ELSE '-Infinity' END "
+        f"WHEN abs({d}) >= 1e15 AND abs({d}) < 1e16 THEN "
+        f"CASE WHEN {d} < 0 THEN '-' ELSE '' END || {mantissa} || 'e+15' "
+        f"ELSE regexp_replace(CAST({d} AS \"varchar\"), '\\.0$', '') END)"
+    )
+
+
+def _rewrite_text_casts(sql: str) -> str:
+    # ``x::text`` and ``CAST(x AS text)`` give a double PostgreSQL's text (see
+    # _double_text); one cast at a time, left to right, the text re-read after each.
+    if "::" not in sql and "cast" not in sql.lower():
+        return sql
+    for _ in range(64):
+        toks = tokenize(sql)
+        found = _first_text_cast(sql, toks)
+        if found is None:
+            return sql
+        start, end, operand = found
+        sql = sql[:start] + _double_text(operand) + sql[end:]
+    raise UnsupportedSQL("more than 64 casts to text in one query are not supported by colmz")
+
+
+def _first_text_cast(sql: str, toks):
+    n = len(toks)
+    for k, t in enumerate(toks):
+        if t.kind == "op" and t.text == "::" and k + 1 < n and toks[k + 1].upper in _TEXT_TYPES:
+            if k + 2 < n and toks[k + 2].kind == "op" and toks[k + 2].text in ("(", "["):
+                continue  # varchar(n), text[]: not a plain text cast
+            s = _operand_start(toks, k)
+            if s is None:
+                raise UnsupportedSQL(
+                    f"this cast to {toks[k + 1].text} is not supported by colmz (its operand "
+                    "cannot be delimited): parenthesise the operand")
+            return toks[s].start, toks[k + 1].end, sql[toks[s].start : toks[k].start].strip()
+        if t.upper == "CAST" and k + 1 < n and toks[k + 1].text == "(" and not (
+                k > 0 and toks[k - 1].text == "."):
+            close = _closing(toks, k + 1)
+            depth, as_at = 0, None
+            for j in range(k + 2, close):
+                tok = toks[j]
+                if tok.kind == "op" and tok.text in "([":
+                    depth += 1
+                elif tok.kind == "op" and tok.text in ")]":
+                    depth -= 1
+                elif depth == 0 and tok.upper == "AS":
+                    as_at = j
+            if as_at is not None and as_at + 2 == close and toks[as_at + 1].upper in _TEXT_TYPES:
+                return t.start, toks[close].end, sql[toks[k + 1].end : toks[as_at].start].strip()
+    return None
+
+
+def _operand_start(toks, k: int) -> int | None:
+    # The first token of the operand of the ``::`` at ``k`` (``::`` binds tightest).
+    j = k - 1
+    while j >= 0:
+        t = toks[j]
+        if t.kind == "op" and t.text in (")", "]"):
+            depth = 0
+            for o in range(j, -1, -1):
+                if toks[o].kind == "op" and toks[o].text in (")", "]"):
+                    depth += 1
+                elif toks[o].kind == "op" and toks[o].text in ("(", "["):
+                    depth -= 1
+                    if depth == 0:
+                        break
+            else:
+                return None
+            if toks[o].text == "[":
+                if o > 0 and toks[o - 1].upper == "ARRAY":
+                    j = o - 1
+                else:
+                    j = o - 1  # a subscript: its operand comes before
+                    continue
+            elif o > 0 and (toks[o - 1].kind == "qident" or (
+                    toks[o - 1].kind == "word" and toks[o - 1].upper not in _NOT_CALLS)):
+                j = o - 1  # a call's name
+            else:
+                j = o
+        elif t.kind in ("word", "qident", "number", "string"):
+            typed_literal = t.kind == "string" and j > 0 and toks[j - 1].upper in _TYPED_LITERALS
+            two_word_type = (t.upper in ("PRECISION", "VARYING") and j > 0
+                             and toks[j - 1].kind == "word")
+            if typed_literal or two_word_type:
+                j -= 1
+        else:
+            return None
+        while j >= 2 and toks[j - 1].text == "." and toks[j - 2].kind in ("word", "qident"):
+            j -= 2
+        if j >= 2 and toks[j - 1].text == "::":
+            j -= 2  # the operand so far is a cast's type: its own operand comes before
+            continue
+        return j
     return None
 
 

@@ -102,3 +102,89 @@ def test_constructs_colmz_cannot_honour_are_refused_by_name(sql, named):
 def test_refused_names_are_only_refused_as_calls():
     sql = "SELECT format, 'initcap(x)', t.to_char(1) FROM t"
     assert translate(sql) == sql
+
+
+# ----------------------------------------------------------------------------- LIKE, VALUES, substr ...
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("SELECT 1 FROM t WHERE a LIKE '%\\_%'", "SELECT 1 FROM t WHERE a LIKE '%\\_%' ESCAPE '\\'"),
+    ("SELECT 1 FROM t WHERE a NOT ILIKE b || '%' AND c",
+     "SELECT 1 FROM t WHERE a NOT ILIKE b || '%' ESCAPE '\\' AND c"),
+    ("SELECT a LIKE lower(b)::text x FROM t", None),  # ends before the alias (checked below)
+    ("SELECT 1 FROM t WHERE a LIKE 'a%'", "SELECT 1 FROM t WHERE a LIKE 'a%'"),  # no backslash
+    ("SELECT 1 FROM t WHERE a LIKE '%!_' ESCAPE '!'", "SELECT 1 FROM t WHERE a LIKE '%!_' ESCAPE '!'"),
+])
+def test_like_gets_postgresqls_default_escape(sql, expected):
+    got = translate(sql)
+    if expected is None:
+        assert got.endswith(" ESCAPE '\\' x FROM t")
+    else:
+        assert got == expected
+
+
+def test_like_patterns_colmz_cannot_delimit_are_refused():
+    for sql in ["SELECT 1 FROM t WHERE a LIKE CASE WHEN b THEN 'x' END",
+                "SELECT 1 FROM t WHERE a LIKE ANY (ARRAY['a%'])"]:
+        with pytest.raises(UnsupportedSQL, match="LIKE"):
+            translate(sql)
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("VALUES (1, 'a'), (2, 'b') ORDER BY 1",
+     'SELECT * FROM (VALUES (1, \'a\'), (2, \'b\')) AS "*VALUES*"(column1, column2) ORDER BY 1'),
+    ("SELECT * FROM (VALUES (1, (2))) v", "SELECT * FROM (VALUES (1, (2))) v(column1, column2)"),
+    ("SELECT * FROM (VALUES (1, 2, 3)) AS v(x)", "SELECT * FROM (VALUES (1, 2, 3)) AS v(x, column2, column3)"),
+    ("SELECT * FROM (VALUES (1, 2)) AS v(x, y)", "SELECT * FROM (VALUES (1, 2)) AS v(x, y)"),
+    ("SELECT 1 WHERE 1 IN (VALUES (1))", "SELECT 1 WHERE 1 IN (VALUES (1))"),
+])
+def test_values_columns_get_postgresqls_names(sql, expected):
+    assert translate(sql) == expected
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("SELECT generate_series(1, 3) AS g", "SELECT unnest(generate_series(1, 3)) AS g"),
+    ("SELECT a, generate_series(1, a) FROM t", "SELECT a, unnest(generate_series(1, a)) FROM t"),
+    ("SELECT * FROM generate_series(1, 3) g", None),
+    ("SELECT * FROM t, generate_series(1, 3) g", None),
+    ("SELECT * FROM t JOIN generate_series(1, 3) g ON true", None),
+    ("SELECT * FROM t, LATERAL generate_series(1, t.a) g", None),
+])
+def test_generate_series_in_expressions_is_a_row_per_value(sql, expected):
+    assert translate(sql) == (expected if expected is not None else sql)
+
+
+def test_substr_counts_positions_before_the_string():
+    got = translate("SELECT substr(s, a, n) FROM t")
+    assert got.startswith("SELECT substr(s, CASE WHEN (a) < 1 THEN 1 ELSE (a) END, CASE WHEN (n) < 0 THEN error(")
+    assert translate("SELECT substring(s FROM a)") == translate("SELECT substr(s, a)")
+    assert translate("SELECT substring(s FROM a FOR n)") == translate("SELECT substr(s, a, n)")
+    assert translate("SELECT substring(s FOR n)") == translate("SELECT substr(s, 1, n)")
+    with pytest.raises(UnsupportedSQL, match="POSIX"):
+        translate("SELECT substring(s FROM '[0-9]+')")
+    with pytest.raises(UnsupportedSQL, match="SIMILAR"):
+        translate("SELECT substring(s SIMILAR '%#\"o_b#\"%' ESCAPE '#')")
+
+
+def test_substr_and_text_casts_give_postgresqls_answers_in_duckdb():
+    from colmz.sql import connect
+
+    con = connect()
+    def one(sql):
+        return con.sql(translate(sql)).fetchall()[0]
+
+    assert one("SELECT substr('abcdef', -1, 3), substr('abcdef', 0), substr('abcdef', -5, 3), "
+               "substr('abcdef', NULL, 2), substr('abcdef', 2, NULL)") == ("a", "abcdef", "", None, None)
+    with pytest.raises(Exception, match="negative substring length"):
+        one("SELECT substr('abc', 1, -1)")
+    assert one("SELECT 2.0::float8::text, 2.5::float8::text, 1e15::float8::text, "
+               "'1234567890123456'::float8::text, 1e14::float8::text, 0.00001::float8::text, "
+               "'-0'::float8::text, 'NaN'::float8::text, '-Infinity'::float8::text, "
+               "CAST(1e100::float8 AS text), 7::text, 'x'::varchar, 2.50::text") == (
+        "2", "2.5", "1e+15", "1.234567890123456e+15", "100000000000000", "1e-05", "-0", "NaN",
+        "-Infinity", "1e+100", "7", "x", "2.50")
+
+
+def test_text_casts_keep_other_targets():
+    for sql in ["SELECT a::text[] FROM t", "SELECT a::varchar(3) FROM t", "SELECT a::int FROM t"]:
+        assert translate(sql) == sql
