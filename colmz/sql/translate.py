@@ -71,7 +71,7 @@ UNSUPPORTED_OPERATORS = {
 }
 #: Calls rewritten to PostgreSQL's meaning (see :func:`_rewrite_call`).
 FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT", "SUBSTR", "SUBSTRING",
-                     "GENERATE_SERIES")
+                     "GENERATE_SERIES", "ROUND")
 
 
 def translate(sql: str) -> str:
@@ -82,7 +82,7 @@ def translate(sql: str) -> str:
     >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
     "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
     """
-    sql = _rewrite_text_casts(sql)
+    sql = _rewrite_row_comparisons(_rewrite_text_casts(sql))
     toks = tokenize(sql)
     pieces, last = [], 0
     # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names):
@@ -130,6 +130,19 @@ def translate(sql: str) -> str:
             pieces.append(sql[last : t.start])
             pieces.append(_TYPE_REWRITES[up])
             last = t.end
+        if (up in ("NUMERIC", "DECIMAL") and i > 0
+                and (toks[i - 1].text == "::" or (toks[i - 1].upper == "AS" and _in_cast(toks, i)))
+                and not (i + 1 < len(toks) and toks[i + 1].text == "(")):
+            # PostgreSQL's unconstrained numeric keeps every digit; DuckDB's bare DECIMAL is
+            # DECIMAL(18,3). colmz reads it as DOUBLE (15-17 significant digits, the type colmz
+            # stores), so round(x::numeric, 6) keeps its six places.
+            pieces.append(sql[last : t.start])
+            pieces.append("DOUBLE")
+            last = t.end
+        if t.kind == "op" and t.text in ("@>", "<@") and not _array_operands(toks, i):
+            raise UnsupportedSQL(
+                f"the jsonb containment operator {t.text} is not supported by colmz (only "
+                "between ARRAY[...] constructors or array casts, as DuckDB's list containment)")
         if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
             raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
         if _is_call(toks, i):
@@ -207,11 +220,154 @@ def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | No
             return f"(date_part('microsecond', {words[2]}) / 1000000.0)"
     if name in ("SUBSTR", "SUBSTRING"):
         return _substr(name, args)
+    if name == "ROUND" and len(args) == 1:
+        return _round(_arguments(sql, toks, at + 1, close_at)[0], args[0])
     if name == "GENERATE_SERIES" and not _is_table_function(toks, at):
         # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
         # generate_series returns one list, which unnest spreads into those rows.
         return f"unnest(generate_series({', '.join(args)}))"
     return None
+
+
+_FLOAT_TYPES = ("FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE", "PRECISION")
+
+
+def _round(raw: str, x: str) -> str:
+    """PostgreSQL's round(x): half to even for a double (``rint``), half away from zero
+    for numeric (DuckDB's round). ``raw`` is the argument as written, ``x`` translated. The
+    type is read from the argument's own tokens where they say it -- a final cast, a number
+    literal (numeric in PostgreSQL) -- and otherwise from DuckDB's type of the value: a
+    DOUBLE or FLOAT rounds half to even (a colmz column is never numeric: colmz stores no
+    decimals)."""
+    toks = tokenize(raw)
+    kind = None
+    if len(toks) == 1 and toks[0].kind == "number":
+        kind = "numeric"
+    else:
+        target = None
+        if len(toks) >= 3 and toks[-2].text == "::":
+            target = toks[-1].upper
+        elif (len(toks) >= 6 and toks[0].upper == "CAST" and toks[1].text == "("
+              and _closing(toks, 1) == len(toks) - 1 and toks[-3].upper == "AS"):
+            target = toks[-2].upper
+        elif (len(toks) >= 7 and toks[0].upper == "CAST" and toks[1].text == "("
+              and _closing(toks, 1) == len(toks) - 1 and toks[-4].upper == "AS"):
+            target = toks[-3].upper  # CAST(x AS double precision)
+        kind = ("double" if target in _FLOAT_TYPES else
+                "numeric" if target in ("NUMERIC", "DECIMAL") else None)
+    if kind == "numeric":
+        return f"round({x})"
+    if kind == "double":
+        return f"round_even({x}, 0)"
+    return (f"(CASE WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
+            f"ELSE round({x}) END)")
+
+
+def _in_cast(toks, at: int) -> bool:
+    # Whether the token at ``at`` is inside CAST(...)/TRY_CAST(...) at its top level.
+    depth = 0
+    for j in range(at - 1, -1, -1):
+        tok = toks[j]
+        if tok.kind == "op" and tok.text in ")]":
+            depth += 1
+        elif tok.kind == "op" and tok.text in "([":
+            if depth == 0:
+                return j > 0 and toks[j - 1].upper in ("CAST", "TRY_CAST")
+            depth -= 1
+    return False
+
+
+def _array_operands(toks, at: int) -> bool:
+    # Whether the @>/<@ at ``at`` is visibly between arrays: ARRAY[...] or an array cast.
+    nxt = toks[at + 1] if at + 1 < len(toks) else None
+    prev = toks[at - 1] if at > 0 else None
+    if nxt is not None and nxt.upper == "ARRAY":
+        return True
+    return prev is not None and prev.kind == "op" and prev.text == "]"
+
+
+_ROW_CMP = re.compile(r"\)\s*(=|<>|!=|<=|>=|<|>)\s*(\(|row\b)", re.IGNORECASE)
+_CMP_OPS = ("=", "<>", "!=", "<", "<=", ">", ">=")
+
+
+def _rewrite_row_comparisons(sql: str) -> str:
+    # ``(a1, a2) < (b1, b2)`` compared element by element as PostgreSQL does: the first pair
+    # that is unequal or holds a NULL decides (NULL if it holds one); = and <> are the AND
+    # and OR of the pairs. DuckDB compares them as structs, NULL fields as values.
+    if not _ROW_CMP.search(sql):
+        return sql
+    for _ in range(64):
+        toks = tokenize(sql)
+        found = _first_row_comparison(sql, toks)
+        if found is None:
+            return sql
+        start, end, op, left, right = found
+        sql = sql[:start] + _expand_row_comparison(op, left, right) + sql[end:]
+    raise UnsupportedSQL("more than 64 row comparisons in one query are not supported by colmz")
+
+
+def _row_fields(sql: str, toks, open_at: int, close_at: int, is_row: bool):
+    args = _arguments(sql, toks, open_at, close_at)
+    if len(args) < 2 and not is_row:
+        return None
+    return args
+
+
+def _first_row_comparison(sql: str, toks):
+    n = len(toks)
+    for k, t in enumerate(toks):
+        if not (t.kind == "op" and t.text in _CMP_OPS and k > 0 and toks[k - 1].text == ")"
+                and k + 1 < n):
+            continue
+        close_l = k - 1
+        depth = 0
+        for open_l in range(close_l, -1, -1):
+            if toks[open_l].kind == "op" and toks[open_l].text in ")]":
+                depth += 1
+            elif toks[open_l].kind == "op" and toks[open_l].text in "([":
+                depth -= 1
+                if depth == 0:
+                    break
+        before = toks[open_l - 1] if open_l > 0 else None
+        left_row = before is not None and before.upper == "ROW"
+        if before is not None and not left_row and (
+                before.kind == "qident" or (before.kind == "word" and before.upper not in _NOT_CALLS)):
+            continue  # f(a, b) = ...: a call, not a row
+        j = k + 1
+        right_row = toks[j].upper == "ROW"
+        if right_row:
+            j += 1
+        if not (j < n and toks[j].kind == "op" and toks[j].text == "("):
+            continue
+        close_r = _closing(toks, j)
+        left = _row_fields(sql, toks, open_l, close_l, left_row)
+        right = _row_fields(sql, toks, j, close_r, right_row)
+        if left is None or right is None:
+            continue
+        if len(left) != len(right):
+            raise SQLError(f"row comparison of {len(left)} fields with {len(right)} fields")
+        for f in left + right:
+            ft = tokenize(f)
+            if ft and (ft[0].upper == "ROW" or (ft[0].text == "(" and ft[-1].text == ")"
+                                                and len(_arguments(f, ft, 0, len(ft) - 1)) > 1
+                                                and _closing(ft, 0) == len(ft) - 1)):
+                raise UnsupportedSQL("row comparisons of nested rows are not supported by colmz")
+            if ft and ft[0].upper in ("SELECT", "WITH"):
+                raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
+        start = toks[open_l - 1].start if left_row else toks[open_l].start
+        return start, toks[close_r].end, t.text, left, right
+    return None
+
+
+def _expand_row_comparison(op: str, left: list[str], right: list[str]) -> str:
+    pairs = [(f"({a})", f"({b})") for a, b in zip(left, right)]
+    if op == "=":
+        return "(" + " AND ".join(f"{a} = {b}" for a, b in pairs) + ")"
+    if op in ("<>", "!="):
+        return "(" + " OR ".join(f"{a} <> {b}" for a, b in pairs) + ")"
+    whens = " ".join(f"WHEN {a} IS NULL OR {b} IS NULL THEN NULL WHEN {a} <> {b} THEN {a} {op} {b}"
+                     for a, b in pairs)
+    return f"(CASE {whens} ELSE {'true' if op in ('<=', '>=') else 'false'} END)"
 
 
 _NEGATIVE_LENGTH = "error('negative substring length not allowed')"
@@ -456,9 +612,27 @@ def _double_text(x: str) -> str:
     )
 
 
+_BOOL_TYPES = ("BOOLEAN", "BOOL")
+_PG_TRUE = ("t", "tr", "tru", "true", "y", "ye", "yes", "on", "1")
+_PG_FALSE = ("f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0")
+
+
+def _pg_boolean(x: str) -> str:
+    """PostgreSQL's reading of ``x`` as a boolean when it is text: true/yes/on/1 and
+    false/no/off/0, any case, blanks trimmed, unique prefixes ('of', not 'o'); other types
+    cast as DuckDB casts them (and text PostgreSQL rejects is rejected by DuckDB's cast)."""
+    low = f"lower(trim(CAST({x} AS \"varchar\")))"
+    words = lambda ws: ", ".join(f"'{w}'" for w in ws)  # noqa: E731
+    return (f"(CASE WHEN typeof({x}) <> 'VARCHAR' THEN CAST({x} AS \"boolean\") "
+            f"WHEN {low} IN ({words(_PG_TRUE)}) THEN true "
+            f"WHEN {low} IN ({words(_PG_FALSE)}) THEN false "
+            f"ELSE CAST({x} AS \"boolean\") END)")
+
+
 def _rewrite_text_casts(sql: str) -> str:
     # ``x::text`` and ``CAST(x AS text)`` give a double PostgreSQL's text (see
-    # _double_text); one cast at a time, left to right, the text re-read after each.
+    # _double_text), ``x::boolean`` reads text as PostgreSQL does (see _pg_boolean); one
+    # cast at a time, left to right, the text re-read after each.
     if "::" not in sql and "cast" not in sql.lower():
         return sql
     for _ in range(64):
@@ -466,15 +640,17 @@ def _rewrite_text_casts(sql: str) -> str:
         found = _first_text_cast(sql, toks)
         if found is None:
             return sql
-        start, end, operand = found
-        sql = sql[:start] + _double_text(operand) + sql[end:]
-    raise UnsupportedSQL("more than 64 casts to text in one query are not supported by colmz")
+        start, end, operand, target = found
+        build = _pg_boolean if target in _BOOL_TYPES else _double_text
+        sql = sql[:start] + build(operand) + sql[end:]
+    raise UnsupportedSQL("more than 64 casts to text or boolean in one query are not supported by colmz")
 
 
 def _first_text_cast(sql: str, toks):
     n = len(toks)
+    targets = _TEXT_TYPES + _BOOL_TYPES
     for k, t in enumerate(toks):
-        if t.kind == "op" and t.text == "::" and k + 1 < n and toks[k + 1].upper in _TEXT_TYPES:
+        if t.kind == "op" and t.text == "::" and k + 1 < n and toks[k + 1].upper in targets:
             if k + 2 < n and toks[k + 2].kind == "op" and toks[k + 2].text in ("(", "["):
                 continue  # varchar(n), text[]: not a plain text cast
             s = _operand_start(toks, k)
@@ -482,7 +658,8 @@ def _first_text_cast(sql: str, toks):
                 raise UnsupportedSQL(
                     f"this cast to {toks[k + 1].text} is not supported by colmz (its operand "
                     "cannot be delimited): parenthesise the operand")
-            return toks[s].start, toks[k + 1].end, sql[toks[s].start : toks[k].start].strip()
+            operand = sql[toks[s].start : toks[k].start].strip()
+            return toks[s].start, toks[k + 1].end, operand, toks[k + 1].upper
         if t.upper == "CAST" and k + 1 < n and toks[k + 1].text == "(" and not (
                 k > 0 and toks[k - 1].text == "."):
             close = _closing(toks, k + 1)
@@ -495,8 +672,9 @@ def _first_text_cast(sql: str, toks):
                     depth -= 1
                 elif depth == 0 and tok.upper == "AS":
                     as_at = j
-            if as_at is not None and as_at + 2 == close and toks[as_at + 1].upper in _TEXT_TYPES:
-                return t.start, toks[close].end, sql[toks[k + 1].end : toks[as_at].start].strip()
+            if as_at is not None and as_at + 2 == close and toks[as_at + 1].upper in targets:
+                operand = sql[toks[k + 1].end : toks[as_at].start].strip()
+                return t.start, toks[close].end, operand, toks[as_at + 1].upper
     return None
 
 

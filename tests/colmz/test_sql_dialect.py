@@ -40,17 +40,10 @@ from colmz.sql import UnsupportedSQL  # noqa: E402
 
 #: Queries whose colmz answer differs from PostgreSQL's today, and why.
 KNOWN_WRONG = {
-    "row_compare": "(1, NULL) = (1, NULL) is true (PostgreSQL: NULL)",
-    "row_compare_null_lt": "(1, NULL) < (1, 0) is false (PostgreSQL: NULL)",
-    "round_half_even_double": "round(double) rounds half away from zero (PostgreSQL: half to even)",
-    "round_col": "round(double) rounds half away from zero (PostgreSQL: half to even)",
-    "stddev": "::numeric is DuckDB's DECIMAL(18,3), so round(x::numeric, 6) keeps 3 digits",
 }
 
 #: Queries PostgreSQL answers where colmz raises DuckDB's own error, not UnsupportedSQL.
 KNOWN_RAW = {
-    "cast_bool_onoff": "'on'/'off'::boolean",
-    "json_contains": "jsonb @>",
 }
 
 

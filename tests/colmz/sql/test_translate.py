@@ -188,3 +188,72 @@ def test_substr_and_text_casts_give_postgresqls_answers_in_duckdb():
 def test_text_casts_keep_other_targets():
     for sql in ["SELECT a::text[] FROM t", "SELECT a::varchar(3) FROM t", "SELECT a::int FROM t"]:
         assert translate(sql) == sql
+
+
+def test_row_comparisons_are_expanded_element_by_element():
+    assert translate("SELECT (a, b) = (1, NULL)") == "SELECT ((a) = (1) AND (b) = (NULL))"
+    assert translate("SELECT ROW(a, b) <> ROW(1, 2)") == "SELECT ((a) <> (1) OR (b) <> (2))"
+    got = translate("SELECT (a, b) < (1, 2)")
+    assert got == ("SELECT (CASE WHEN (a) IS NULL OR (1) IS NULL THEN NULL WHEN (a) <> (1) THEN (a) < (1) "
+                   "WHEN (b) IS NULL OR (2) IS NULL THEN NULL WHEN (b) <> (2) THEN (b) < (2) ELSE false END)")
+    assert translate("SELECT f(a, b) = (1), (a) = (b)") == "SELECT f(a, b) = (1), (a) = (b)"  # not rows
+    with pytest.raises(UnsupportedSQL, match="nested rows"):
+        translate("SELECT ((1, 2), 3) = ((1, 2), 3)")
+    with pytest.raises(SQLError, match="2 fields with 3"):
+        translate("SELECT (1, 2) = (1, 2, 3)")
+
+
+def test_row_comparisons_give_postgresqls_answers_in_duckdb():
+    from colmz.sql import connect
+
+    row = connect().sql(translate(
+        "SELECT (1, NULL) = (1, NULL), (1, NULL) < (1, 0), (1, NULL) < (2, 0), (1, 2) <= (1, 2), "
+        "(1, NULL) <> (2, NULL), (2, NULL) > (1, 5), (NULL, 1) < (NULL, 2)")).fetchall()[0]
+    assert row == (None, None, True, True, True, True, None)
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("SELECT round(x::float8)", "SELECT round_even(x::float8, 0)"),
+    ("SELECT round(CAST(x AS double precision))", "SELECT round_even(CAST(x AS double precision), 0)"),
+    ("SELECT round(2.5)", "SELECT round(2.5)"),  # a literal with a point is numeric
+    ("SELECT round(x::numeric)", "SELECT round(x::DOUBLE)"),
+    ("SELECT round(CAST(x AS numeric))", "SELECT round(CAST(x AS DOUBLE))"),
+    ("SELECT round(x, 2)", "SELECT round(x, 2)"),
+    ("SELECT round(x)", "SELECT (CASE WHEN typeof(x) IN ('DOUBLE', 'FLOAT') THEN round_even(x, 0) ELSE round(x) END)"),
+])
+def test_round_follows_the_arguments_type(sql, expected):
+    assert translate(sql) == expected
+
+
+def test_round_gives_postgresqls_answers_in_duckdb():
+    from colmz.sql import connect
+
+    row = connect().sql(translate(
+        "SELECT round(2.5::float8), round(-2.5::float8), round(3.5::float8), round(2.5), round(-2.5), "
+        "round(x), round(x::numeric), round(i) FROM (SELECT 0.5::double AS x, 3 AS i)")).fetchall()[0]
+    assert [float(v) for v in row] == [2.0, -2.0, 4.0, 3.0, -3.0, 0.0, 1.0, 3.0]
+
+
+def test_unconstrained_numeric_is_double_and_constrained_is_kept():
+    assert translate("SELECT x::numeric, CAST(y AS decimal), z::numeric(10, 2), 1 AS numeric") == \
+        "SELECT x::DOUBLE, CAST(y AS DOUBLE), z::numeric(10, 2), 1 AS numeric"
+
+
+def test_boolean_casts_read_postgresqls_words():
+    from colmz.sql import connect
+
+    con = connect()
+    row = con.sql(translate(
+        "SELECT 'on'::boolean, 'OFF'::bool, CAST(' yes ' AS boolean), 'of'::boolean, 'n'::boolean, "
+        "'1'::boolean, 0::boolean, NULL::text::boolean")).fetchall()[0]
+    assert row == (True, False, True, False, False, True, False, None)
+    with pytest.raises(Exception, match="BOOL"):
+        con.sql(translate("SELECT 'o'::boolean")).fetchall()  # ambiguous prefix: refused as PostgreSQL does
+
+
+def test_containment_is_refused_unless_between_arrays():
+    for sql in ["SELECT 1 FROM t WHERE body @> '{\"a\": 1}'", "SELECT a <@ b FROM t"]:
+        with pytest.raises(UnsupportedSQL, match="jsonb containment operator"):
+            translate(sql)
+    sql = "SELECT ARRAY[1, 2] @> ARRAY[1], a::int[] <@ ARRAY[2]"
+    assert translate(sql) == sql
