@@ -255,4 +255,6 @@ QUERIES = [
     ("cast_bool_column", "SELECT id, (CASE WHEN age > 30 THEN 'on' ELSE 'off' END)::boolean AS b FROM people ORDER BY id"),
     ("cast_bool_invalid", "SELECT 'o'::boolean AS a"),
     ("array_contains", "SELECT ARRAY[1, 2, 3] @> ARRAY[3, 1] AS a, ARRAY[1] <@ ARRAY[2] AS b"),
+    ("cast_float_is_double", "SELECT 0.1::float AS a, CAST(1e300 AS float) * 10 AS b, (0.1::float)::text AS c"),
+    ("cast_text_nested", "SELECT (score::text || 'x')::text AS a, score::float8::text::text AS b, 1e5::text AS c FROM people ORDER BY id"),
 ]

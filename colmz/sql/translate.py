@@ -46,7 +46,8 @@ _UNSUPPORTED_WORDS = {
     "SUBSCRIBE": "SUBSCRIBE",
     "MUTUALLY": "WITH MUTUALLY RECURSIVE",
 }
-_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT"}
+#: PostgreSQL's FLOAT is float8; DuckDB's is 4 bytes.
+_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT", "FLOAT": "DOUBLE"}
 
 #: PostgreSQL/Materialize functions colmz cannot run with their meaning in DuckDB (absent
 #: there, or present with another one), and why: a call is refused with ``UnsupportedSQL``.
@@ -126,7 +127,9 @@ def translate(sql: str) -> str:
             last = toks[i + 2].end
             i += 3
             continue
-        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
+        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS") and (
+                up != "FLOAT" or ((toks[i - 1].text == "::" or _in_cast(toks, i))
+                                  and not (i + 1 < len(toks) and toks[i + 1].text == "("))):
             pieces.append(sql[last : t.start])
             pieces.append(_TYPE_REWRITES[up])
             last = t.end
@@ -298,12 +301,21 @@ def _rewrite_row_comparisons(sql: str) -> str:
         return sql
     for _ in range(64):
         toks = tokenize(sql)
-        found = _first_row_comparison(sql, toks)
-        if found is None:
+        out, last, again = [], 0, False
+        for start, end, op, left, right in _row_comparisons(sql, toks):
+            if start < last:
+                again = True  # overlaps one rewritten in this reading: the next reading
+                continue
+            out.append(sql[last:start])
+            out.append(_expand_row_comparison(op, left, right))
+            last = end
+        if not out:
             return sql
-        start, end, op, left, right = found
-        sql = sql[:start] + _expand_row_comparison(op, left, right) + sql[end:]
-    raise UnsupportedSQL("more than 64 row comparisons in one query are not supported by colmz")
+        out.append(sql[last:])
+        sql = "".join(out)
+        if not again:
+            return sql
+    raise UnsupportedSQL("row comparisons nested 64 deep are not supported by colmz")
 
 
 def _row_fields(sql: str, toks, open_at: int, close_at: int, is_row: bool):
@@ -313,7 +325,7 @@ def _row_fields(sql: str, toks, open_at: int, close_at: int, is_row: bool):
     return args
 
 
-def _first_row_comparison(sql: str, toks):
+def _row_comparisons(sql: str, toks):
     n = len(toks)
     for k, t in enumerate(toks):
         if not (t.kind == "op" and t.text in _CMP_OPS and k > 0 and toks[k - 1].text == ")"
@@ -355,8 +367,7 @@ def _first_row_comparison(sql: str, toks):
             if ft and ft[0].upper in ("SELECT", "WITH"):
                 raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
         start = toks[open_l - 1].start if left_row else toks[open_l].start
-        return start, toks[close_r].end, t.text, left, right
-    return None
+        yield start, toks[close_r].end, t.text, left, right
 
 
 def _expand_row_comparison(op: str, left: list[str], right: list[str]) -> str:
@@ -593,17 +604,18 @@ _NOT_CALLS = {"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN",
               "SET", "OVER", "FILTER", "WITHIN", "UNION", "EXCEPT", "INTERSECT", "LIMIT", "OFFSET"}
 
 
-def _double_text(x: str) -> str:
+def _double_text(x: str, known: bool = False) -> str:
     """PostgreSQL 15's text of ``x`` when it is a double: the shortest digits that read
     back (as DuckDB prints them), in fixed notation for decimal exponents -4 .. 14 with no
     ``.0`` for a whole number, exponential from 1e15 on, ``NaN``/``Infinity``; other types
     cast as DuckDB casts them."""
-    d = f"TRY_CAST({x} AS DOUBLE)"
+    d = f"({x})" if known else f"TRY_CAST({x} AS DOUBLE)"
     # 1e15 <= |d| < 1e16: DuckDB prints 16 digits in fixed notation; PostgreSQL d.ddde+15
     mantissa = (f"regexp_replace(rtrim(replace(CAST(abs({d}) AS \"varchar\"), '.', ''), '0'), "
                 f"'^([0-9])([0-9]+)$', '\\1.\\2')")
+    head = "" if known else f"WHEN typeof({x}) <> 'DOUBLE' THEN CAST({x} AS \"varchar\") "
     return (
-        f"(CASE WHEN typeof({x}) <> 'DOUBLE' THEN CAST({x} AS \"varchar\") "
+        f"(CASE {head}"
         f"WHEN isnan({d}) THEN 'NaN' "
         f"WHEN isinf({d}) THEN CASE WHEN {d} > 0 THEN 'Infinity' ELSE '-Infinity' END "
         f"WHEN abs({d}) >= 1e15 AND abs({d}) < 1e16 THEN "
@@ -631,22 +643,80 @@ def _pg_boolean(x: str) -> str:
 
 def _rewrite_text_casts(sql: str) -> str:
     # ``x::text`` and ``CAST(x AS text)`` give a double PostgreSQL's text (see
-    # _double_text), ``x::boolean`` reads text as PostgreSQL does (see _pg_boolean); one
-    # cast at a time, left to right, the text re-read after each.
+    # _double_text), ``x::boolean`` reads text as PostgreSQL does (see _pg_boolean). The
+    # casts found in one reading are rewritten together; a cast whose operand holds another
+    # one (``x::text::text``) waits for the next reading of the rewritten text.
     if "::" not in sql and "cast" not in sql.lower():
         return sql
     for _ in range(64):
         toks = tokenize(sql)
-        found = _first_text_cast(sql, toks)
-        if found is None:
+        out, last, again = [], 0, False
+        for start, end, operand, target in _text_casts(sql, toks):
+            if start < last:
+                again = True  # inside a cast rewritten in this reading
+                continue
+            built = _cast_rewrite(operand, target)
+            if built is None:
+                continue
+            out.append(sql[last:start])
+            out.append(built)
+            last = end
+        if not out:
             return sql
-        start, end, operand, target = found
-        build = _pg_boolean if target in _BOOL_TYPES else _double_text
-        sql = sql[:start] + build(operand) + sql[end:]
-    raise UnsupportedSQL("more than 64 casts to text or boolean in one query are not supported by colmz")
+        out.append(sql[last:])
+        sql = "".join(out)
+        if not again:
+            return sql
+    raise UnsupportedSQL("casts to text or boolean nested 64 deep are not supported by colmz")
 
 
-def _first_text_cast(sql: str, toks):
+_KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
+                    "VARCHAR", "STRING", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL", "BOOL",
+                    "BOOLEAN", "UUID", "BYTEA", "JSON", "JSONB"}
+
+
+def _cast_rewrite(operand: str, target: str) -> str | None:
+    # The rewritten cast, or None where DuckDB's own cast already gives PostgreSQL's
+    # answer (decided from the operand's tokens: a literal, or a final cast to a type
+    # whose text DuckDB prints as PostgreSQL does).
+    toks = tokenize(operand)
+    if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
+        return None  # DuckDB reads 1.5 as DECIMAL (1e5 as DOUBLE: not plain), NULL as NULL
+    if target in _BOOL_TYPES:
+        if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
+            word = toks[0].text[1:-1].replace("''", "'").strip().lower()
+            if word in _PG_TRUE:
+                return "true"
+            if word in _PG_FALSE:
+                return "false"
+            raise SQLError(f"invalid input syntax for type boolean: {toks[0].text}")
+        if (len(toks) == 1 and toks[0].kind == "number") or (
+                len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES):
+            return None  # a number, or a cast to a non-text type
+        return _pg_boolean(operand)
+    if len(toks) == 1 and (toks[0].kind == "string" or (
+            toks[0].kind == "number" and "e" not in toks[0].text.lower())):
+        return None  # a literal's text (DuckDB reads 1.5 as DECIMAL, 1e5 as DOUBLE)
+    if len(toks) == 2 and toks[0].upper in _TYPED_LITERALS and toks[1].kind == "string":
+        return None
+    if len(toks) >= 3 and toks[-2].text == "::":
+        if toks[-1].upper in _KEPT_TEXT_TYPES:
+            return None
+        if toks[-1].upper in ("FLOAT8", "DOUBLE", "FLOAT"):
+            return _double_text(operand, known=True)
+    return _double_text(operand)
+
+
+def _plain_number(toks) -> bool:
+    # A number literal without an exponent, maybe signed and parenthesised: (-7), 2.5.
+    inner = [t for t in toks if not (t.kind == "op" and t.text in "()")]
+    if inner and inner[0].kind == "op" and inner[0].text in "+-":
+        inner = inner[1:]
+    return len(inner) == 1 and inner[0].kind == "number" and "e" not in inner[0].text.lower()
+
+
+def _text_casts(sql: str, toks):
+    # Every cast to text or boolean, in order: (start, end, operand, target).
     n = len(toks)
     targets = _TEXT_TYPES + _BOOL_TYPES
     for k, t in enumerate(toks):
@@ -659,23 +729,23 @@ def _first_text_cast(sql: str, toks):
                     f"this cast to {toks[k + 1].text} is not supported by colmz (its operand "
                     "cannot be delimited): parenthesise the operand")
             operand = sql[toks[s].start : toks[k].start].strip()
-            return toks[s].start, toks[k + 1].end, operand, toks[k + 1].upper
-        if t.upper == "CAST" and k + 1 < n and toks[k + 1].text == "(" and not (
+            yield toks[s].start, toks[k + 1].end, operand, toks[k + 1].upper
+        elif t.upper == "CAST" and k + 1 < n and toks[k + 1].text == "(" and not (
                 k > 0 and toks[k - 1].text == "."):
             close = _closing(toks, k + 1)
-            depth, as_at = 0, None
-            for j in range(k + 2, close):
+            if not (close - 2 > k + 1 and toks[close - 2].upper == "AS"
+                    and toks[close - 1].upper in targets):
+                continue
+            depth = 0
+            for j in range(k + 2, close - 2):
                 tok = toks[j]
                 if tok.kind == "op" and tok.text in "([":
                     depth += 1
                 elif tok.kind == "op" and tok.text in ")]":
                     depth -= 1
-                elif depth == 0 and tok.upper == "AS":
-                    as_at = j
-            if as_at is not None and as_at + 2 == close and toks[as_at + 1].upper in targets:
-                operand = sql[toks[k + 1].end : toks[as_at].start].strip()
-                return t.start, toks[close].end, operand, toks[as_at + 1].upper
-    return None
+            if depth == 0:
+                operand = sql[toks[k + 1].end : toks[close - 2].start].strip()
+                yield t.start, toks[close].end, operand, toks[close - 1].upper
 
 
 def _operand_start(toks, k: int) -> int | None:
