@@ -101,18 +101,16 @@ def translate(sql: str) -> str:
         up = t.upper
         if up in ("LIKE", "ILIKE"):
             _like_escape(toks, i, inserts)
-        if up == "VALUES":
-            if i == 0:
-                # A bare VALUES: PostgreSQL names its columns column1, column2, ...
-                close = _values_rows_end(toks, i)
-                n = _values_width(sql, toks, i)
-                if close is not None and n:
-                    pieces.append(sql[last : t.start])
-                    pieces.append("SELECT * FROM (")
-                    last = t.start
-                    inserts[close] = ') AS "*VALUES*"(' + _column_names(1, n) + ")"
-            elif toks[i - 1].text == "(" and toks[i - 1].kind == "op":
-                _values_alias_names(sql, toks, i, inserts)
+        if up == "VALUES" and (i == 0 or (toks[i - 1].kind == "op" and toks[i - 1].text == "(")):
+            # VALUES beginning a query: PostgreSQL names its columns column1, column2, ...
+            # (DuckDB col0, col1); an alias's column list, if any, still renames them.
+            close = _values_rows_end(toks, i)
+            n = _values_width(sql, toks, i)
+            if close is not None and n:
+                pieces.append(sql[last : t.start])
+                pieces.append("SELECT * FROM (")
+                last = t.start
+                inserts[close] = ') AS "*VALUES*"(' + _column_names(1, n) + ")"
         if up in _UNSUPPORTED_WORDS and (up != "MUTUALLY" or (i > 0 and toks[i - 1].upper == "WITH")):
                 raise UnsupportedSQL(f"{_UNSUPPORTED_WORDS[up]} is not supported by colmz")
         if up == "AS" and i + 1 < len(toks) and toks[i + 1].upper == "OF":
@@ -226,6 +224,10 @@ def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | No
     if name == "ROUND" and len(args) == 1:
         return _round(_arguments(sql, toks, at + 1, close_at)[0], args[0])
     if name == "GENERATE_SERIES" and not _is_table_function(toks, at):
+        inside = _conditional_around(toks, at)
+        if inside:
+            raise UnsupportedSQL(f"generate_series() inside {inside} is not supported by colmz "
+                                 "(PostgreSQL does not allow set-returning functions there)")
         # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
         # generate_series returns one list, which unnest spreads into those rows.
         return f"unnest(generate_series({', '.join(args)}))"
@@ -258,6 +260,13 @@ def _round(raw: str, x: str) -> str:
             target = toks[-3].upper  # CAST(x AS double precision)
         kind = ("double" if target in _FLOAT_TYPES else
                 "numeric" if target in ("NUMERIC", "DECIMAL") else None)
+    if kind is None and len(toks) >= 4 and toks[0].upper == "AVG" and toks[1].text == "(" \
+            and _closing(toks, 1) == len(toks) - 1:
+        # PostgreSQL's avg of integers or numeric is numeric (DuckDB's is DOUBLE); of a
+        # double, double: the argument's type decides.
+        inner = x[x.index("(") + 1 : x.rindex(")")]
+        return (f"(CASE WHEN typeof(min({inner})) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
+                f"ELSE round({x}) END)")
     if kind == "numeric":
         return f"round({x})"
     if kind == "double":
@@ -289,7 +298,7 @@ def _array_operands(toks, at: int) -> bool:
     return prev is not None and prev.kind == "op" and prev.text == "]"
 
 
-_ROW_CMP = re.compile(r"\)\s*(=|<>|!=|<=|>=|<|>)\s*(\(|row\b)", re.IGNORECASE)
+_ROW_CMP = re.compile(r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)", re.IGNORECASE)
 _CMP_OPS = ("=", "<>", "!=", "<", "<=", ">", ">=")
 
 
@@ -328,8 +337,16 @@ def _row_fields(sql: str, toks, open_at: int, close_at: int, is_row: bool):
 def _row_comparisons(sql: str, toks):
     n = len(toks)
     for k, t in enumerate(toks):
-        if not (t.kind == "op" and t.text in _CMP_OPS and k > 0 and toks[k - 1].text == ")"
-                and k + 1 < n):
+        op = t.text
+        if t.upper in ("IN", "NOT") and k > 0 and toks[k - 1].text == ")":
+            if t.upper == "NOT":
+                if not (k + 1 < n and toks[k + 1].upper == "IN"):
+                    continue
+                op = "NOT IN"
+            else:
+                op = "IN"
+        elif not (t.kind == "op" and t.text in _CMP_OPS and k > 0 and toks[k - 1].text == ")"
+                  and k + 1 < n):
             continue
         close_l = k - 1
         depth = 0
@@ -345,7 +362,13 @@ def _row_comparisons(sql: str, toks):
         if before is not None and not left_row and (
                 before.kind == "qident" or (before.kind == "word" and before.upper not in _NOT_CALLS)):
             continue  # f(a, b) = ...: a call, not a row
-        j = k + 1
+        j = k + (2 if op == "NOT IN" else 1)
+        if op in ("IN", "NOT IN"):
+            found = _row_in(sql, toks, open_l, close_l, left_row, j)
+            if found is not None:
+                start = toks[open_l - 1].start if left_row else toks[open_l].start
+                yield start, found[0], op, found[1], found[2]
+            continue
         right_row = toks[j].upper == "ROW"
         if right_row:
             j += 1
@@ -367,10 +390,42 @@ def _row_comparisons(sql: str, toks):
             if ft and ft[0].upper in ("SELECT", "WITH"):
                 raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
         start = toks[open_l - 1].start if left_row else toks[open_l].start
-        yield start, toks[close_r].end, t.text, left, right
+        yield start, toks[close_r].end, op, left, right
 
 
-def _expand_row_comparison(op: str, left: list[str], right: list[str]) -> str:
+def _row_in(sql: str, toks, open_l: int, close_l: int, left_row: bool, j: int):
+    # ``(a, b) IN ((1, 2), (3, 4))``: (end, left fields, [right rows' fields]) or None
+    # where the left is not a row or the right not a list of rows (a subquery stays).
+    n = len(toks)
+    if not (j < n and toks[j].kind == "op" and toks[j].text == "("):
+        return None
+    left = _row_fields(sql, toks, open_l, close_l, left_row)
+    if left is None:
+        return None
+    close = _closing(toks, j)
+    rows, k = [], j + 1
+    while k < close:
+        row = toks[k].upper == "ROW"
+        if row:
+            k += 1
+        if not (toks[k].kind == "op" and toks[k].text == "("):
+            return None
+        end = _closing(toks, k)
+        fields = _row_fields(sql, toks, k, end, row)
+        if fields is None or len(fields) != len(left):
+            return None
+        rows.append(fields)
+        k = end + 1
+        if k < close and toks[k].text != ",":
+            return None
+        k += 1
+    return (toks[close].end, left, rows) if rows else None
+
+
+def _expand_row_comparison(op: str, left: list[str], right) -> str:
+    if op in ("IN", "NOT IN"):  # the OR of the rows' equalities, as PostgreSQL reads IN
+        any_equal = " OR ".join(_expand_row_comparison("=", left, r) for r in right)
+        return f"({'NOT ' if op == 'NOT IN' else ''}({any_equal}))"
     pairs = [(f"({a})", f"({b})") for a, b in zip(left, right)]
     if op == "=":
         return "(" + " AND ".join(f"{a} = {b}" for a, b in pairs) + ")"
@@ -433,6 +488,30 @@ def _split_keywords(text: str):
         stop = toks[bounds[idx + 1][0]].start if idx + 1 < len(bounds) else len(text)
         out[k] = text[toks[j].end : stop].strip()
     return s_arg, out.get("FROM"), out.get("FOR")
+
+
+def _conditional_around(toks, at: int) -> str | None:
+    # "CASE" or "coalesce()" when the token at ``at`` is inside one (of its own query).
+    depth, ends = 0, 0
+    for j in range(at - 1, -1, -1):
+        tok = toks[j]
+        if tok.kind == "op" and tok.text in ")]":
+            depth += 1
+        elif tok.kind == "op" and tok.text in "([":
+            if depth == 0:
+                if j > 0 and toks[j - 1].upper in ("COALESCE", "NULLIF", "GREATEST", "LEAST"):
+                    return f"{toks[j - 1].text}()"
+                if j + 1 < len(toks) and toks[j + 1].upper in ("SELECT", "WITH"):
+                    return None
+            else:
+                depth -= 1
+        elif depth <= 0 and tok.upper == "END":
+            ends += 1
+        elif depth <= 0 and tok.upper == "CASE":
+            if ends == 0:
+                return "CASE"
+            ends -= 1
+    return None
 
 
 def _is_table_function(toks, at: int) -> bool:
@@ -573,27 +652,6 @@ def _values_width(sql: str, toks, at: int) -> int:
     return len(_arguments(sql, toks, at + 1, _closing(toks, at + 1)))
 
 
-def _values_alias_names(sql: str, toks, at: int, inserts: dict[int, str]) -> None:
-    # ``(VALUES ...) AS v`` -> ``(VALUES ...) AS v(column1, ...)``; a shorter column list
-    # is completed with PostgreSQL's names for the rest.
-    n = _values_width(sql, toks, at)
-    if not n:
-        return
-    close = _closing(toks, at - 1)
-    k = close + 1
-    if k < len(toks) and toks[k].upper == "AS":
-        k += 1
-    if k >= len(toks) or toks[k].kind not in ("word", "qident") or toks[k].upper in _NOT_ALIAS:
-        return
-    if k + 1 < len(toks) and toks[k + 1].kind == "op" and toks[k + 1].text == "(":
-        end = _closing(toks, k + 1)
-        given = len(_arguments(sql, toks, k + 1, end))
-        if given < n:
-            inserts[end - 1] = ", " + _column_names(given + 1, n)
-    else:
-        inserts[k] = "(" + _column_names(1, n) + ")"
-
-
 # ----------------------------------------------------------------------------- float8 as text
 
 _TEXT_TYPES = ("TEXT", "VARCHAR", "STRING")
@@ -604,24 +662,35 @@ _NOT_CALLS = {"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN",
               "SET", "OVER", "FILTER", "WITHIN", "UNION", "EXCEPT", "INTERSECT", "LIMIT", "OFFSET"}
 
 
-def _double_text(x: str, known: bool = False) -> str:
-    """PostgreSQL 15's text of ``x`` when it is a double: the shortest digits that read
-    back (as DuckDB prints them), in fixed notation for decimal exponents -4 .. 14 with no
-    ``.0`` for a whole number, exponential from 1e15 on, ``NaN``/``Infinity``; other types
-    cast as DuckDB casts them."""
-    d = f"({x})" if known else f"TRY_CAST({x} AS DOUBLE)"
-    # 1e15 <= |d| < 1e16: DuckDB prints 16 digits in fixed notation; PostgreSQL d.ddde+15
-    mantissa = (f"regexp_replace(rtrim(replace(CAST(abs({d}) AS \"varchar\"), '.', ''), '0'), "
+def _float_digits(d: str, exponent_from: int) -> str:
+    # PostgreSQL 15's text of the float expression ``d`` (in its own type, double or real):
+    # DuckDB prints the same shortest digits, in fixed notation up to 1e16 and with ``.0``
+    # on a whole number; PostgreSQL prints no ``.0``, switches to d.ddde+NN from
+    # 1e15 (double) or 1e6 (real) on, and spells NaN and Infinity.
+    text = f"CAST(abs({d}) AS \"varchar\")"
+    mantissa = (f"regexp_replace(rtrim(replace({text}, '.', ''), '0'), "
                 f"'^([0-9])([0-9]+)$', '\\1.\\2')")
-    head = "" if known else f"WHEN typeof({x}) <> 'DOUBLE' THEN CAST({x} AS \"varchar\") "
+    exponent = f"lpad(CAST(length(split_part({text}, '.', 1)) - 1 AS \"varchar\"), 2, '0')"
     return (
-        f"(CASE {head}"
-        f"WHEN isnan({d}) THEN 'NaN' "
+        f"CASE WHEN isnan({d}) THEN 'NaN' "
         f"WHEN isinf({d}) THEN CASE WHEN {d} > 0 THEN 'Infinity' ELSE '-Infinity' END "
-        f"WHEN abs({d}) >= 1e15 AND abs({d}) < 1e16 THEN "
-        f"CASE WHEN {d} < 0 THEN '-' ELSE '' END || {mantissa} || 'e+15' "
-        f"ELSE regexp_replace(CAST({d} AS \"varchar\"), '\\.0$', '') END)"
+        f"WHEN abs({d}) >= 1e{exponent_from} AND abs({d}) < 1e16 THEN "
+        f"CASE WHEN {d} < 0 THEN '-' ELSE '' END || {mantissa} || 'e+' || {exponent} "
+        f"ELSE regexp_replace(CAST({d} AS \"varchar\"), '\\.0$', '') END"
     )
+
+
+def _double_text(x: str, known: str | None = None) -> str:
+    """PostgreSQL 15's text of ``x`` when it is a double or a real (see _float_digits);
+    other types cast as DuckDB casts them. ``known``: "double" or "real" when the
+    operand's own tokens say so (no test of DuckDB's type of the value then)."""
+    if known == "double":
+        return f"({_float_digits(f'({x})', 15)})"
+    if known == "real":
+        return f"({_float_digits(f'({x})', 6)})"
+    return (f"(CASE WHEN typeof({x}) = 'DOUBLE' THEN {_float_digits(f'TRY_CAST({x} AS DOUBLE)', 15)} "
+            f"WHEN typeof({x}) = 'FLOAT' THEN {_float_digits(f'TRY_CAST({x} AS FLOAT)', 6)} "
+            f"ELSE CAST({x} AS \"varchar\") END)")
 
 
 _BOOL_TYPES = ("BOOLEAN", "BOOL")
@@ -703,7 +772,9 @@ def _cast_rewrite(operand: str, target: str) -> str | None:
         if toks[-1].upper in _KEPT_TEXT_TYPES:
             return None
         if toks[-1].upper in ("FLOAT8", "DOUBLE", "FLOAT"):
-            return _double_text(operand, known=True)
+            return _double_text(operand, known="double")
+        if toks[-1].upper in ("FLOAT4", "REAL"):
+            return _double_text(operand, known="real")
     return _double_text(operand)
 
 
