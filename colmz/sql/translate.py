@@ -7,9 +7,20 @@
   ``UBIGINT``; names beginning with ``__colmz_`` are colmz's own and refused. Calls whose
   DuckDB namesake means something else are rewritten to PostgreSQL's meaning
   (:data:`FUNCTION_REWRITES`: ``btrim``, two-argument ``lpad``/``rpad``, ``to_hex``'s case,
-  ``extract(second ...)``'s fraction); calls and operators DuckDB lacks or runs differently are
-  refused by name (:data:`UNSUPPORTED_FUNCTIONS`, :data:`UNSUPPORTED_OPERATORS`) with
-  ``UnsupportedSQL``, never left to DuckDB's own error or a different answer.
+  ``extract(second ...)``'s fraction, ``substr`` before the string, ``generate_series`` in an
+  expression, ``round``'s tie rule by the argument's type); calls and operators DuckDB lacks or
+  runs differently are refused by name (:data:`UNSUPPORTED_FUNCTIONS`,
+  :data:`UNSUPPORTED_OPERATORS`, jsonb ``@>``) with ``UnsupportedSQL``, never left to DuckDB's
+  own error or a different answer.
+* Constructs rather than calls: LIKE/ILIKE get PostgreSQL's default backslash escape (an
+  ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than LIKE);
+  ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...; row comparisons
+  and row ``IN`` lists are expanded element by element (NULL fields give NULL as in
+  PostgreSQL); casts to text print doubles and reals as PostgreSQL 15 does and casts of text to
+  boolean read its words (two pre-passes over the text, each rewriting every cast or
+  comparison found in one reading); unconstrained ``numeric`` and ``float`` become ``DOUBLE``.
+  Where the type decides and the tokens do not say it, the rewrite asks DuckDB's ``typeof`` of
+  the value (constant per query), so both branches are plain DuckDB.
 * :func:`bind_relations` binds the relations a query reads to the names colmz registers
   them under (:func:`colmz.sql.relation_name`), since DuckDB folds every identifier's case.
 * :func:`arrow_type` is the Arrow type colmz stores for a SQL column type.
