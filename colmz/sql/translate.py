@@ -94,7 +94,13 @@ def translate(sql: str) -> str:
     >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
     "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
     """
-    sql = _rewrite_row_comparisons(_rewrite_text_casts(sql))
+    # Casts to text/boolean and row comparisons are rewritten after the token pass, on its
+    # (short) output: the long text they generate is then never tokenized again.
+    return _rewrite_row_comparisons(_rewrite_text_casts(_translate_tokens(sql)))
+
+
+def _translate_tokens(sql: str) -> str:
+    # translate's token pass: words, calls, operators, LIKE's escape, VALUES' names.
     toks = tokenize(sql)
     pieces, last = [], 0
     # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names):
