@@ -275,4 +275,13 @@ QUERIES = [
     ("round_small_negative", "SELECT round(-0.4::float8) AS a, round(-0.4) AS b"),
     ("row_not_in_list", "SELECT id, (city, age) NOT IN (('Paris', 25), ('Rome', NULL)) AS n FROM people ORDER BY id"),
     ("generate_series_coalesce", "SELECT coalesce(generate_series(1, 2), 0) AS a"),
+    ("row_compare_subquery", "SELECT (1, NULL) = (SELECT 1, NULL) AS a"),
+    ("row_in_subquery", "SELECT id, (city, age) IN (SELECT city, age FROM people WHERE id = 3) AS x FROM people ORDER BY id"),
+    ("row_is_distinct", "SELECT (1, NULL) IS DISTINCT FROM (1, NULL) AS a, (1, 2) IS NOT DISTINCT FROM (1, 3) AS b"),
+    ("row_is_null", "SELECT ROW(NULL, NULL) IS NULL AS a, (1, NULL) IS NULL AS b, (1, NULL) IS NOT NULL AS c"),
+    ("like_subquery_pattern", "SELECT name FROM people WHERE name LIKE (SELECT '%\\_%') ORDER BY name"),
+    ("round_int_mixed_numeric", "SELECT round(age) AS r, round(age / 2.0) AS h FROM people ORDER BY id"),
+    ("substr_cast_start", "SELECT substr('abcdef', 2.0::int, 2) AS a"),
+    ("values_nulls", "SELECT * FROM (VALUES (1, NULL), (NULL, 'x')) v ORDER BY 1"),
+    ("round_typed_columns", "SELECT id, round(age::numeric / 4) AS n, round(CAST(age AS numeric) / 8) AS m, round(score::float8 * 0.5) AS d FROM people ORDER BY id"),
 ]

@@ -284,6 +284,28 @@ def _round(raw: str, x: str) -> str:
         inner = x[x.index("(") + 1 : x.rindex(")")]
         return (f"(CASE WHEN typeof(min({inner})) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
                 f"ELSE round({x}) END)")
+    if kind is None:
+        words = [t for j, t in enumerate(toks) if t.kind in ("word", "qident")]
+        numeric = any(t.kind == "number" and ("." in t.text or "e" in t.text.lower()) for t in toks) \
+            or any(t.upper in ("NUMERIC", "DECIMAL", "AVG") for t in words)
+        floats = any(t.upper in _FLOAT_TYPES for t in words)
+        if floats:
+            kind = "double"  # double with numeric is double in PostgreSQL
+        elif numeric:
+            untyped = [j for j, t in enumerate(toks) if t.kind in ("word", "qident")
+                       and not (j > 0 and toks[j - 1].text in ("::", "."))
+                       and not (j + 1 < len(toks) and (toks[j + 1].text in ("(", "::", ".")
+                                                        or toks[j + 1].upper == "AS"))
+                       and t.upper not in ("AS", "NUMERIC", "DECIMAL", "INT", "INTEGER",
+                                           "BIGINT", "INT8", "INT4", "SMALLINT")]
+            if not untyped:
+                kind = "numeric"  # literals, and names cast to a type, none of them float
+            else:
+                raise UnsupportedSQL(
+                    "round() of an expression mixing a numeric value (a decimal literal, a "
+                    "::numeric cast, avg) with values of a type colmz reads only when it runs "
+                    "is not supported by colmz: PostgreSQL rounds numeric half away from zero "
+                    "and double half to even, so cast the argument to numeric or float8")
     if kind == "numeric":
         return f"round({x})"
     if kind == "double":
@@ -315,7 +337,7 @@ def _array_operands(toks, at: int) -> bool:
     return prev is not None and prev.kind == "op" and prev.text == "]"
 
 
-_ROW_CMP = re.compile(r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)", re.IGNORECASE)
+_ROW_CMP = re.compile(r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
 _CMP_OPS = ("=", "<>", "!=", "<", "<=", ">", ">=")
 
 
@@ -355,6 +377,24 @@ def _row_comparisons(sql: str, toks):
     n = len(toks)
     for k, t in enumerate(toks):
         op = t.text
+        if t.upper == "IS" and k > 0 and toks[k - 1].text == ")":
+            # (a, b) IS [NOT] NULL: every field NULL (not NULL), as PostgreSQL reads a row
+            negated = k + 1 < n and toks[k + 1].upper == "NOT"
+            at_null = k + (2 if negated else 1)
+            if not (at_null < n and toks[at_null].upper == "NULL"):
+                continue
+            open_l = _opening(toks, k - 1)
+            before = toks[open_l - 1] if open_l > 0 else None
+            left_row = before is not None and before.upper == "ROW"
+            if before is not None and not left_row and (
+                    before.kind == "qident" or (before.kind == "word" and before.upper not in _NOT_CALLS)):
+                continue
+            fields = _row_fields(sql, toks, open_l, k - 1, left_row)
+            if fields is None:
+                continue
+            start = before.start if left_row else toks[open_l].start
+            yield start, toks[at_null].end, "IS NOT NULL" if negated else "IS NULL", fields, None
+            continue
         if t.upper in ("IN", "NOT") and k > 0 and toks[k - 1].text == ")":
             if t.upper == "NOT":
                 if not (k + 1 < n and toks[k + 1].upper == "IN"):
@@ -439,7 +479,21 @@ def _row_in(sql: str, toks, open_l: int, close_l: int, left_row: bool, j: int):
     return (toks[close].end, left, rows) if rows else None
 
 
+def _opening(toks, close_at: int) -> int:
+    depth = 0
+    for j in range(close_at, -1, -1):
+        if toks[j].kind == "op" and toks[j].text in ")]":
+            depth += 1
+        elif toks[j].kind == "op" and toks[j].text in "([":
+            depth -= 1
+            if depth == 0:
+                return j
+    raise SQLError("unpaired parenthesis")
+
+
 def _expand_row_comparison(op: str, left: list[str], right) -> str:
+    if op in ("IS NULL", "IS NOT NULL"):
+        return "(" + " AND ".join(f"({f}) {op}" for f in left) + ")"
     if op in ("IN", "NOT IN"):  # the OR of the rows' equalities, as PostgreSQL reads IN
         any_equal = " OR ".join(_expand_row_comparison("=", left, r) for r in right)
         return f"({'NOT ' if op == 'NOT IN' else ''}({any_equal}))"
