@@ -86,10 +86,12 @@ FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT", "SUBSTR", "SU
                      "GENERATE_SERIES", "ROUND")
 
 
+@short_text_cache(1024)
 def translate(sql: str) -> str:
     """Rewrite a Materialize/PostgreSQL query or expression for DuckDB.
 
-    ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time.
+    ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time. The result
+    is remembered per text (a pure function of it; a refusal is raised again each time).
 
     >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
     "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
