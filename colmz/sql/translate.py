@@ -919,6 +919,18 @@ def _operand_start(toks, k: int) -> int | None:
                 j = o - 1  # a call's name
             else:
                 j = o
+        elif t.upper == "END":  # CASE ... END: the operand is the whole CASE
+            ends = 0
+            for o in range(j, -1, -1):
+                if toks[o].upper == "END":
+                    ends += 1
+                elif toks[o].upper == "CASE":
+                    ends -= 1
+                    if ends == 0:
+                        break
+            else:
+                return None
+            j = o
         elif t.kind in ("word", "qident", "number", "string"):
             typed_literal = t.kind == "string" and j > 0 and toks[j - 1].upper in _TYPED_LITERALS
             two_word_type = (t.upper in ("PRECISION", "VARYING") and j > 0
