@@ -284,4 +284,10 @@ QUERIES = [
     ("substr_cast_start", "SELECT substr('abcdef', 2.0::int, 2) AS a"),
     ("values_nulls", "SELECT * FROM (VALUES (1, NULL), (NULL, 'x')) v ORDER BY 1"),
     ("round_typed_columns", "SELECT id, round(age::numeric / 4) AS n, round(CAST(age AS numeric) / 8) AS m, round(score::float8 * 0.5) AS d FROM people ORDER BY id"),
+    ("like_literal_backslash", "SELECT id FROM orders WHERE note LIKE '%\\\\%' ORDER BY id"),
+    ("not_ilike_escape", "SELECT id FROM people WHERE name NOT ILIKE '%\\_%' ORDER BY id"),
+    ("generate_series_two", "SELECT generate_series(1, 2) AS a, generate_series(1, 3) AS b"),
+    ("cast_aggregate_text", "SELECT avg(score)::text AS a, sum(amount)::text AS s FROM people, orders WHERE people.id = orders.person_id"),
+    ("numeric_division_text", "SELECT (7 / 2.0)::text AS a, (2.5 * 2)::text AS b, 1.0::text AS c"),
+    ("concat_double_cast", "SELECT name || '/' || score::text AS s FROM people ORDER BY id"),
 ]
