@@ -18,7 +18,7 @@ import pyarrow as pa
 from colmz.sql.build import NOW_FORMS, now_value
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import CACHED_CHARS, tokenize
-from colmz.sql.translate import bind_relations, now_pieces, substitute_now, uses_now
+from colmz.sql.translate import bind_relations, now_pieces, substitute_now, translate, uses_now
 
 __all__ = ["check_one_query", "clear_caches", "connect", "require_duckdb", "run_query"]
 
@@ -160,13 +160,14 @@ def check_one_query(con, text: str) -> None:
 
 
 def clear_caches() -> None:
-    """Forget every text colmz's SQL remembers: tokens, ``mz_now()`` splits, relation
+    """Forget every text colmz's SQL remembers: tokens, translations, ``mz_now()`` splits, relation
     bindings and DuckDB's one-query confirmations (a benchmark's first sight of a text).
 
     >>> clear_caches(); tokenize.cache_info().currsize
     0
     """
     tokenize.cache_clear()
+    translate.cache_clear()
     now_pieces.cache_clear()
     bind_relations.cache_clear()
     _ONE_QUERY.clear()

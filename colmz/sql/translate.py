@@ -7,9 +7,20 @@
   ``UBIGINT``; names beginning with ``__colmz_`` are colmz's own and refused. Calls whose
   DuckDB namesake means something else are rewritten to PostgreSQL's meaning
   (:data:`FUNCTION_REWRITES`: ``btrim``, two-argument ``lpad``/``rpad``, ``to_hex``'s case,
-  ``extract(second ...)``'s fraction); calls and operators DuckDB lacks or runs differently are
-  refused by name (:data:`UNSUPPORTED_FUNCTIONS`, :data:`UNSUPPORTED_OPERATORS`) with
-  ``UnsupportedSQL``, never left to DuckDB's own error or a different answer.
+  ``extract(second ...)``'s fraction, ``substr`` before the string, ``generate_series`` in an
+  expression, ``round``'s tie rule by the argument's type); calls and operators DuckDB lacks or
+  runs differently are refused by name (:data:`UNSUPPORTED_FUNCTIONS`,
+  :data:`UNSUPPORTED_OPERATORS`, jsonb ``@>``) with ``UnsupportedSQL``, never left to DuckDB's
+  own error or a different answer.
+* Constructs rather than calls: LIKE/ILIKE get PostgreSQL's default backslash escape (an
+  ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than LIKE);
+  ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...; row comparisons
+  and row ``IN`` lists are expanded element by element (NULL fields give NULL as in
+  PostgreSQL); casts to text print doubles and reals as PostgreSQL 15 does and casts of text to
+  boolean read its words (two pre-passes over the text, each rewriting every cast or
+  comparison found in one reading); unconstrained ``numeric`` and ``float`` become ``DOUBLE``.
+  Where the type decides and the tokens do not say it, the rewrite asks DuckDB's ``typeof`` of
+  the value (constant per query), so both branches are plain DuckDB.
 * :func:`bind_relations` binds the relations a query reads to the names colmz registers
   them under (:func:`colmz.sql.relation_name`), since DuckDB folds every identifier's case.
 * :func:`arrow_type` is the Arrow type colmz stores for a SQL column type.
@@ -46,7 +57,8 @@ _UNSUPPORTED_WORDS = {
     "SUBSCRIBE": "SUBSCRIBE",
     "MUTUALLY": "WITH MUTUALLY RECURSIVE",
 }
-_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT"}
+#: PostgreSQL's FLOAT is float8; DuckDB's is 4 bytes.
+_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT", "FLOAT": "DOUBLE"}
 
 #: PostgreSQL/Materialize functions colmz cannot run with their meaning in DuckDB (absent
 #: there, or present with another one), and why: a call is refused with ``UnsupportedSQL``.
@@ -70,23 +82,54 @@ UNSUPPORTED_OPERATORS = {
     "?": "the jsonb key operators ?, ?| and ?&",
 }
 #: Calls rewritten to PostgreSQL's meaning (see :func:`_rewrite_call`).
-FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT")
+FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT", "SUBSTR", "SUBSTRING",
+                     "GENERATE_SERIES", "ROUND")
 
 
+@short_text_cache(1024)
 def translate(sql: str) -> str:
     """Rewrite a Materialize/PostgreSQL query or expression for DuckDB.
 
-    ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time.
+    ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time. The result
+    is remembered per text (a pure function of it; a refusal is raised again each time).
 
     >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
     "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
     """
+    # Casts to text/boolean and row comparisons are rewritten after the token pass, on its
+    # (short) output: the long text they generate is then never tokenized again.
+    return _rewrite_row_comparisons(_rewrite_text_casts(_translate_tokens(sql)))
+
+
+def _translate_tokens(sql: str) -> str:
+    # translate's token pass: words, calls, operators, LIKE's escape, VALUES' names.
     toks = tokenize(sql)
     pieces, last = [], 0
+    # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names):
+    # token index -> text, emitted once the loop has passed that token.
+    inserts: dict[int, str] = {}
     i = 0
     while i < len(toks):
+        if inserts:
+            for j in sorted(k for k in inserts if k < i):
+                end = max(last, toks[j].end)
+                pieces.append(sql[last:end])
+                pieces.append(inserts.pop(j))
+                last = end
         t = toks[i]
         up = t.upper
+        if up in ("LIKE", "ILIKE"):
+            _like_escape(toks, i, inserts)
+        if up == "VALUES" and (i == 0 or (toks[i - 1].kind == "op" and toks[i - 1].text == "(")):
+            # VALUES beginning a query: PostgreSQL names its columns column1, column2, ...
+            # (DuckDB col0, col1); an alias's column list, if any, still renames them.
+            close = _values_rows_end(toks, i)
+            n = _values_width(sql, toks, i)
+            if close is not None and n:
+                pieces.append(sql[last : t.start])
+                pieces.append("SELECT * FROM (")
+                last = t.start
+                inserts[close] = ') AS "*VALUES*"(' + _column_names(1, n) + ")"
         if up in _UNSUPPORTED_WORDS and (up != "MUTUALLY" or (i > 0 and toks[i - 1].upper == "WITH")):
                 raise UnsupportedSQL(f"{_UNSUPPORTED_WORDS[up]} is not supported by colmz")
         if up == "AS" and i + 1 < len(toks) and toks[i + 1].upper == "OF":
@@ -101,10 +144,25 @@ def translate(sql: str) -> str:
             last = toks[i + 2].end
             i += 3
             continue
-        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
+        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS") and (
+                up != "FLOAT" or ((toks[i - 1].text == "::" or _in_cast(toks, i))
+                                  and not (i + 1 < len(toks) and toks[i + 1].text == "("))):
             pieces.append(sql[last : t.start])
             pieces.append(_TYPE_REWRITES[up])
             last = t.end
+        if (up in ("NUMERIC", "DECIMAL") and i > 0
+                and (toks[i - 1].text == "::" or (toks[i - 1].upper == "AS" and _in_cast(toks, i)))
+                and not (i + 1 < len(toks) and toks[i + 1].text == "(")):
+            # PostgreSQL's unconstrained numeric keeps every digit; DuckDB's bare DECIMAL is
+            # DECIMAL(18,3). colmz reads it as DOUBLE (15-17 significant digits, the type colmz
+            # stores), so round(x::numeric, 6) keeps its six places.
+            pieces.append(sql[last : t.start])
+            pieces.append("DOUBLE")
+            last = t.end
+        if t.kind == "op" and t.text in ("@>", "<@") and not _array_operands(toks, i):
+            raise UnsupportedSQL(
+                f"the jsonb containment operator {t.text} is not supported by colmz (only "
+                "between ARRAY[...] constructors or array casts, as DuckDB's list containment)")
         if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
             raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
         if _is_call(toks, i):
@@ -121,6 +179,11 @@ def translate(sql: str) -> str:
                     i = end + 1
                     continue
         i += 1
+    for j in sorted(inserts):
+        end = max(last, toks[j].end)
+        pieces.append(sql[last:end])
+        pieces.append(inserts[j])
+        last = end
     pieces.append(sql[last:])
     return "".join(pieces)
 
@@ -175,6 +238,713 @@ def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | No
         if len(words) == 3 and words[0].upper() == "SECOND" and words[1].upper() == "FROM":
             # PostgreSQL's seconds keep their fraction; DuckDB's second is whole.
             return f"(date_part('microsecond', {words[2]}) / 1000000.0)"
+    if name in ("SUBSTR", "SUBSTRING"):
+        return _substr(name, args)
+    if name == "ROUND" and len(args) == 1:
+        return _round(_arguments(sql, toks, at + 1, close_at)[0], args[0])
+    if name == "GENERATE_SERIES" and not _is_table_function(toks, at):
+        inside = _conditional_around(toks, at)
+        if inside:
+            raise UnsupportedSQL(f"generate_series() inside {inside} is not supported by colmz "
+                                 "(PostgreSQL does not allow set-returning functions there)")
+        # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
+        # generate_series returns one list, which unnest spreads into those rows.
+        return f"unnest(generate_series({', '.join(args)}))"
+    return None
+
+
+_FLOAT_TYPES = ("FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE", "PRECISION")
+
+
+def _round(raw: str, x: str) -> str:
+    """PostgreSQL's round(x): half to even for a double (``rint``), half away from zero
+    for numeric (DuckDB's round). ``raw`` is the argument as written, ``x`` translated. The
+    type is read from the argument's own tokens where they say it -- a final cast, a number
+    literal (numeric in PostgreSQL) -- and otherwise from DuckDB's type of the value: a
+    DOUBLE or FLOAT rounds half to even (a colmz column is never numeric: colmz stores no
+    decimals)."""
+    toks = tokenize(raw)
+    kind = None
+    if len(toks) == 1 and toks[0].kind == "number":
+        kind = "numeric"
+    else:
+        target = None
+        if len(toks) >= 3 and toks[-2].text == "::":
+            target = toks[-1].upper
+        elif (len(toks) >= 6 and toks[0].upper == "CAST" and toks[1].text == "("
+              and _closing(toks, 1) == len(toks) - 1 and toks[-3].upper == "AS"):
+            target = toks[-2].upper
+        elif (len(toks) >= 7 and toks[0].upper == "CAST" and toks[1].text == "("
+              and _closing(toks, 1) == len(toks) - 1 and toks[-4].upper == "AS"):
+            target = toks[-3].upper  # CAST(x AS double precision)
+        kind = ("double" if target in _FLOAT_TYPES else
+                "numeric" if target in ("NUMERIC", "DECIMAL") else None)
+    if kind is None and len(toks) >= 4 and toks[0].upper == "AVG" and toks[1].text == "(" \
+            and _closing(toks, 1) == len(toks) - 1:
+        # PostgreSQL's avg of integers or numeric is numeric (DuckDB's is DOUBLE); of a
+        # double, double: the argument's type decides.
+        inner = x[x.index("(") + 1 : x.rindex(")")]
+        return (f"(CASE WHEN typeof(min({inner})) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
+                f"ELSE round({x}) END)")
+    if kind is None:
+        words = [t for j, t in enumerate(toks) if t.kind in ("word", "qident")]
+        numeric = any(t.kind == "number" and ("." in t.text or "e" in t.text.lower()) for t in toks) \
+            or any(t.upper in ("NUMERIC", "DECIMAL", "AVG") for t in words)
+        floats = any(t.upper in _FLOAT_TYPES for t in words)
+        if floats:
+            kind = "double"  # double with numeric is double in PostgreSQL
+        elif numeric:
+            untyped = [j for j, t in enumerate(toks) if t.kind in ("word", "qident")
+                       and not (j > 0 and toks[j - 1].text in ("::", "."))
+                       and not (j + 1 < len(toks) and (toks[j + 1].text in ("(", "::", ".")
+                                                        or toks[j + 1].upper == "AS"))
+                       and t.upper not in ("AS", "NUMERIC", "DECIMAL", "INT", "INTEGER",
+                                           "BIGINT", "INT8", "INT4", "SMALLINT")]
+            if not untyped:
+                kind = "numeric"  # literals, and names cast to a type, none of them float
+            else:
+                raise UnsupportedSQL(
+                    "round() of an expression mixing a numeric value (a decimal literal, a "
+                    "::numeric cast, avg) with values of a type colmz reads only when it runs "
+                    "is not supported by colmz: PostgreSQL rounds numeric half away from zero "
+                    "and double half to even, so cast the argument to numeric or float8")
+    if kind == "numeric":
+        return f"round({x})"
+    if kind == "double":
+        return f"round_even({x}, 0)"
+    return (f"(CASE WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
+            f"ELSE round({x}) END)")
+
+
+def _in_cast(toks, at: int) -> bool:
+    # Whether the token at ``at`` is inside CAST(...)/TRY_CAST(...) at its top level.
+    depth = 0
+    for j in range(at - 1, -1, -1):
+        tok = toks[j]
+        if tok.kind == "op" and tok.text in ")]":
+            depth += 1
+        elif tok.kind == "op" and tok.text in "([":
+            if depth == 0:
+                return j > 0 and toks[j - 1].upper in ("CAST", "TRY_CAST")
+            depth -= 1
+    return False
+
+
+def _array_operands(toks, at: int) -> bool:
+    # Whether the @>/<@ at ``at`` is visibly between arrays: ARRAY[...] or an array cast.
+    nxt = toks[at + 1] if at + 1 < len(toks) else None
+    prev = toks[at - 1] if at > 0 else None
+    if nxt is not None and nxt.upper == "ARRAY":
+        return True
+    return prev is not None and prev.kind == "op" and prev.text == "]"
+
+
+_ROW_CMP = re.compile(r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
+_CMP_OPS = ("=", "<>", "!=", "<", "<=", ">", ">=")
+
+
+def _rewrite_row_comparisons(sql: str) -> str:
+    # ``(a1, a2) < (b1, b2)`` compared element by element as PostgreSQL does: the first pair
+    # that is unequal or holds a NULL decides (NULL if it holds one); = and <> are the AND
+    # and OR of the pairs. DuckDB compares them as structs, NULL fields as values.
+    if not _ROW_CMP.search(sql):
+        return sql
+    for _ in range(64):
+        toks = tokenize(sql)
+        out, last, again = [], 0, False
+        for start, end, op, left, right in _row_comparisons(sql, toks):
+            if start < last:
+                again = True  # overlaps one rewritten in this reading: the next reading
+                continue
+            out.append(sql[last:start])
+            out.append(_expand_row_comparison(op, left, right))
+            last = end
+        if not out:
+            return sql
+        out.append(sql[last:])
+        sql = "".join(out)
+        if not again:
+            return sql
+    raise UnsupportedSQL("row comparisons nested 64 deep are not supported by colmz")
+
+
+def _row_fields(sql: str, toks, open_at: int, close_at: int, is_row: bool):
+    args = _arguments(sql, toks, open_at, close_at)
+    if len(args) < 2 and not is_row:
+        return None
+    return args
+
+
+def _row_comparisons(sql: str, toks):
+    n = len(toks)
+    for k, t in enumerate(toks):
+        op = t.text
+        if t.upper == "IS" and k > 0 and toks[k - 1].text == ")":
+            # (a, b) IS [NOT] NULL: every field NULL (not NULL), as PostgreSQL reads a row
+            negated = k + 1 < n and toks[k + 1].upper == "NOT"
+            at_null = k + (2 if negated else 1)
+            if not (at_null < n and toks[at_null].upper == "NULL"):
+                continue
+            open_l = _opening(toks, k - 1)
+            before = toks[open_l - 1] if open_l > 0 else None
+            left_row = before is not None and before.upper == "ROW"
+            if before is not None and not left_row and (
+                    before.kind == "qident" or (before.kind == "word" and before.upper not in _NOT_CALLS)):
+                continue
+            fields = _row_fields(sql, toks, open_l, k - 1, left_row)
+            if fields is None:
+                continue
+            start = before.start if left_row else toks[open_l].start
+            yield start, toks[at_null].end, "IS NOT NULL" if negated else "IS NULL", fields, None
+            continue
+        if t.upper in ("IN", "NOT") and k > 0 and toks[k - 1].text == ")":
+            if t.upper == "NOT":
+                if not (k + 1 < n and toks[k + 1].upper == "IN"):
+                    continue
+                op = "NOT IN"
+            else:
+                op = "IN"
+        elif not (t.kind == "op" and t.text in _CMP_OPS and k > 0 and toks[k - 1].text == ")"
+                  and k + 1 < n):
+            continue
+        close_l = k - 1
+        depth = 0
+        for open_l in range(close_l, -1, -1):
+            if toks[open_l].kind == "op" and toks[open_l].text in ")]":
+                depth += 1
+            elif toks[open_l].kind == "op" and toks[open_l].text in "([":
+                depth -= 1
+                if depth == 0:
+                    break
+        before = toks[open_l - 1] if open_l > 0 else None
+        left_row = before is not None and before.upper == "ROW"
+        if before is not None and not left_row and (
+                before.kind == "qident" or (before.kind == "word" and before.upper not in _NOT_CALLS)):
+            continue  # f(a, b) = ...: a call, not a row
+        j = k + (2 if op == "NOT IN" else 1)
+        if op in ("IN", "NOT IN"):
+            found = _row_in(sql, toks, open_l, close_l, left_row, j)
+            if found is not None:
+                start = toks[open_l - 1].start if left_row else toks[open_l].start
+                yield start, found[0], op, found[1], found[2]
+            continue
+        right_row = toks[j].upper == "ROW"
+        if right_row:
+            j += 1
+        if not (j < n and toks[j].kind == "op" and toks[j].text == "("):
+            continue
+        close_r = _closing(toks, j)
+        left = _row_fields(sql, toks, open_l, close_l, left_row)
+        right = _row_fields(sql, toks, j, close_r, right_row)
+        if left is None or right is None:
+            continue
+        if len(left) != len(right):
+            raise SQLError(f"row comparison of {len(left)} fields with {len(right)} fields")
+        for f in left + right:
+            ft = tokenize(f)
+            if ft and (ft[0].upper == "ROW" or (ft[0].text == "(" and ft[-1].text == ")"
+                                                and len(_arguments(f, ft, 0, len(ft) - 1)) > 1
+                                                and _closing(ft, 0) == len(ft) - 1)):
+                raise UnsupportedSQL("row comparisons of nested rows are not supported by colmz")
+            if ft and ft[0].upper in ("SELECT", "WITH"):
+                raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
+        start = toks[open_l - 1].start if left_row else toks[open_l].start
+        yield start, toks[close_r].end, op, left, right
+
+
+def _row_in(sql: str, toks, open_l: int, close_l: int, left_row: bool, j: int):
+    # ``(a, b) IN ((1, 2), (3, 4))``: (end, left fields, [right rows' fields]) or None
+    # where the left is not a row or the right not a list of rows (a subquery stays).
+    n = len(toks)
+    if not (j < n and toks[j].kind == "op" and toks[j].text == "("):
+        return None
+    left = _row_fields(sql, toks, open_l, close_l, left_row)
+    if left is None:
+        return None
+    close = _closing(toks, j)
+    rows, k = [], j + 1
+    while k < close:
+        row = toks[k].upper == "ROW"
+        if row:
+            k += 1
+        if not (toks[k].kind == "op" and toks[k].text == "("):
+            return None
+        end = _closing(toks, k)
+        fields = _row_fields(sql, toks, k, end, row)
+        if fields is None or len(fields) != len(left):
+            return None
+        rows.append(fields)
+        k = end + 1
+        if k < close and toks[k].text != ",":
+            return None
+        k += 1
+    return (toks[close].end, left, rows) if rows else None
+
+
+def _opening(toks, close_at: int) -> int:
+    depth = 0
+    for j in range(close_at, -1, -1):
+        if toks[j].kind == "op" and toks[j].text in ")]":
+            depth += 1
+        elif toks[j].kind == "op" and toks[j].text in "([":
+            depth -= 1
+            if depth == 0:
+                return j
+    raise SQLError("unpaired parenthesis")
+
+
+def _expand_row_comparison(op: str, left: list[str], right) -> str:
+    if op in ("IS NULL", "IS NOT NULL"):
+        return "(" + " AND ".join(f"({f}) {op}" for f in left) + ")"
+    if op in ("IN", "NOT IN"):  # the OR of the rows' equalities, as PostgreSQL reads IN
+        any_equal = " OR ".join(_expand_row_comparison("=", left, r) for r in right)
+        return f"({'NOT ' if op == 'NOT IN' else ''}({any_equal}))"
+    pairs = [(f"({a})", f"({b})") for a, b in zip(left, right)]
+    if op == "=":
+        return "(" + " AND ".join(f"{a} = {b}" for a, b in pairs) + ")"
+    if op in ("<>", "!="):
+        return "(" + " OR ".join(f"{a} <> {b}" for a, b in pairs) + ")"
+    whens = " ".join(f"WHEN {a} IS NULL OR {b} IS NULL THEN NULL WHEN {a} <> {b} THEN {a} {op} {b}"
+                     for a, b in pairs)
+    return f"(CASE {whens} ELSE {'true' if op in ('<=', '>=') else 'false'} END)"
+
+
+_NEGATIVE_LENGTH = "error('negative substring length not allowed')"
+
+
+def _substr(name: str, args: list[str]) -> str:
+    # PostgreSQL's substr(s, a, n) is the characters at positions a .. a+n-1 that exist (a
+    # position before the first counts, holding nothing); DuckDB counts a < 1 from the end.
+    if len(args) == 1:  # substring(s FROM a FOR n), substring(s FOR n), substring(s FROM a)
+        parts = _split_keywords(args[0])
+        if parts is None:
+            raise UnsupportedSQL(
+                f"{name.lower()}(... SIMILAR ...) is not supported by colmz (SQL regular "
+                "expressions differ in DuckDB)")
+        s_arg, a_arg, n_arg = parts
+        if a_arg is not None and a_arg.lstrip().startswith(("'", "E'", "e'", "$")):
+            raise UnsupportedSQL(
+                f"{name.lower()}(string FROM pattern) with a text pattern (a POSIX regular "
+                "expression match) is not supported by colmz")
+        args = [s_arg, a_arg if a_arg is not None else "1"] + ([n_arg] if n_arg is not None else [])
+    if len(args) not in (2, 3):
+        return f"{name.lower()}({', '.join(args)})"
+    s_arg, a = args[0], f"({args[1]})"
+    start = f"CASE WHEN {a} < 1 THEN 1 ELSE {a} END"
+    if len(args) == 2:
+        return f"substr({s_arg}, {start})"
+    n = f"({args[2]})"
+    last = f"{a} + {n} - 1"
+    length = (f"CASE WHEN {n} < 0 THEN {_NEGATIVE_LENGTH} WHEN {a} < 1 THEN "
+              f"(CASE WHEN {last} < 0 THEN 0 ELSE {last} END) ELSE {n} END")
+    return f"substr({s_arg}, {start}, {length})"
+
+
+def _split_keywords(text: str):
+    # ``s FROM a FOR n`` -> (s, a, n) (None for an absent part); None where SIMILAR appears.
+    toks = tokenize(text)
+    cuts, depth = {}, 0
+    for j, tok in enumerate(toks):
+        if tok.kind == "op" and tok.text in "([":
+            depth += 1
+        elif tok.kind == "op" and tok.text in ")]":
+            depth -= 1
+        elif depth == 0 and tok.upper in ("FROM", "FOR", "SIMILAR"):
+            if tok.upper == "SIMILAR":
+                return None
+            cuts[tok.upper] = j
+    bounds = sorted((j, k) for k, j in cuts.items())
+    out = {}
+    head_end = bounds[0][0] if bounds else len(toks)
+    s_arg = text[: toks[head_end].start].strip() if head_end < len(toks) else text.strip()
+    for idx, (j, k) in enumerate(bounds):
+        stop = toks[bounds[idx + 1][0]].start if idx + 1 < len(bounds) else len(text)
+        out[k] = text[toks[j].end : stop].strip()
+    return s_arg, out.get("FROM"), out.get("FOR")
+
+
+def _conditional_around(toks, at: int) -> str | None:
+    # "CASE" or "coalesce()" when the token at ``at`` is inside one (of its own query).
+    depth, ends = 0, 0
+    for j in range(at - 1, -1, -1):
+        tok = toks[j]
+        if tok.kind == "op" and tok.text in ")]":
+            depth += 1
+        elif tok.kind == "op" and tok.text in "([":
+            if depth == 0:
+                if j > 0 and toks[j - 1].upper in ("COALESCE", "NULLIF", "GREATEST", "LEAST"):
+                    return f"{toks[j - 1].text}()"
+                if j + 1 < len(toks) and toks[j + 1].upper in ("SELECT", "WITH"):
+                    return None
+            else:
+                depth -= 1
+        elif depth <= 0 and tok.upper == "END":
+            ends += 1
+        elif depth <= 0 and tok.upper == "CASE":
+            if ends == 0:
+                return "CASE"
+            ends -= 1
+    return None
+
+
+def _is_table_function(toks, at: int) -> bool:
+    # Whether the call at ``at`` is a relation of a FROM list (FROM f(...), JOIN f(...),
+    # LATERAL f(...), or after a comma of a FROM list), not an expression.
+    prev = toks[at - 1] if at > 0 else None
+    if prev is None:
+        return False
+    if prev.upper in ("JOIN", "LATERAL"):
+        return True
+    if not (prev.upper == "FROM" or (prev.kind == "op" and prev.text == ",")):
+        return False
+    # Walk back at this depth to the clause word that governs the position.
+    depth = 0
+    for j in range(at - 1, -1, -1):
+        tok = toks[j]
+        if tok.kind == "op" and tok.text in ")]":
+            depth += 1
+        elif tok.kind == "op" and tok.text in "([":
+            if depth == 0:
+                # Inside parentheses: a call's (extract(x FROM ...)) is an expression.
+                return not (j > 0 and toks[j - 1].kind == "word"
+                            and toks[j - 1].upper not in ("FROM", "JOIN", "LATERAL"))
+            depth -= 1
+        elif depth == 0 and tok.upper == "FROM":
+            if j > 0 and toks[j - 1].upper == "DISTINCT":
+                return False
+            # FROM of a query, unless inside a call's parentheses (checked further back).
+            for k in range(j - 1, -1, -1):
+                tk = toks[k]
+                if tk.kind == "op" and tk.text in ")]":
+                    depth += 1
+                elif tk.kind == "op" and tk.text in "([":
+                    if depth == 0:
+                        return not (k > 0 and toks[k - 1].kind == "word")
+                    depth -= 1
+            return True
+        elif depth == 0 and tok.upper in ("SELECT", "WHERE", "ON", "GROUP", "HAVING", "ORDER",
+                                          "RETURNING", "SET", "VALUES"):
+            return False
+    return False
+
+
+# ----------------------------------------------------------------------------- LIKE's escape
+
+#: Operators binding tighter than LIKE (PostgreSQL's "any other operator" and arithmetic):
+#: a LIKE pattern runs over them.
+_TIGHTER_OPS = {"||", "+", "-", "*", "/", "%", "^", "->", "->>", "&", "|", "#", "<<", ">>"}
+_TYPED_LITERALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL"}
+
+
+def _like_escape(toks, at: int, inserts: dict[int, str]) -> None:
+    """Give the LIKE/ILIKE at ``at`` PostgreSQL's default escape, a backslash (DuckDB's
+    default is none), unless it has an ESCAPE clause or its pattern is a literal without one."""
+    nxt = toks[at + 1] if at + 1 < len(toks) else None
+    if nxt is None:
+        return
+    if nxt.upper in ("ANY", "ALL", "SOME"):
+        raise UnsupportedSQL(f"{toks[at].text} {nxt.text} (...) is not supported by colmz")
+    end = _pattern_end(toks, at + 1)
+    if end is None:
+        raise UnsupportedSQL(
+            f"{toks[at].text} with this pattern is not supported by colmz (it cannot give it "
+            "PostgreSQL's default backslash escape): write the pattern as a literal, a name "
+            "or a call, or add an ESCAPE clause")
+    if end + 1 < len(toks) and toks[end + 1].upper == "ESCAPE":
+        return
+    if end == at + 1 and nxt.kind == "string" and "\\" not in nxt.text:
+        return  # a literal pattern without a backslash means the same under either escape
+    inserts[end] = " ESCAPE '\\'"
+
+
+def _pattern_end(toks, j: int) -> int | None:
+    # The last token of the expression starting at ``j`` that binds tighter than LIKE.
+    n = len(toks)
+    while j < n:
+        while j < n and toks[j].kind == "op" and toks[j].text in ("-", "+"):
+            j += 1
+        if j >= n:
+            return None
+        t = toks[j]
+        if t.kind == "op" and t.text == "(":
+            j = _closing(toks, j)
+        elif t.kind in ("word", "qident"):
+            if t.upper in ("CASE", "ANY", "ALL", "SOME", "ARRAY", "NOT", "EXISTS"):
+                return None
+            while j + 2 < n and toks[j + 1].text == "." and toks[j + 2].kind in ("word", "qident"):
+                j += 2
+            if t.upper in _TYPED_LITERALS and j + 1 < n and toks[j + 1].kind == "string":
+                j += 1
+            elif j + 1 < n and toks[j + 1].kind == "op" and toks[j + 1].text == "(":
+                j = _closing(toks, j + 1)
+        elif t.kind not in ("string", "number"):
+            return None
+        while j + 1 < n:  # postfix: casts and subscripts
+            if toks[j + 1].text == "::" and j + 2 < n:
+                j += 2
+                if j + 1 < n and toks[j + 1].upper in ("PRECISION", "VARYING"):
+                    j += 1
+                if j + 1 < n and toks[j + 1].text == "(":
+                    j = _closing(toks, j + 1)
+                while j + 2 < n and toks[j + 1].text == "[" and toks[j + 2].text == "]":
+                    j += 2
+            elif toks[j + 1].kind == "op" and toks[j + 1].text == "[":
+                j = _closing(toks, j + 1)
+            else:
+                break
+        if j + 1 < n and toks[j + 1].kind == "op" and toks[j + 1].text in _TIGHTER_OPS:
+            j += 2
+            continue
+        return j
+    return None
+
+
+# ----------------------------------------------------------------------------- VALUES' names
+
+
+def _column_names(first: int, last: int) -> str:
+    return ", ".join(f"column{k}" for k in range(first, last + 1))
+
+
+def _values_rows_end(toks, at: int) -> int | None:
+    # The closing parenthesis of the last row of the VALUES at ``at``.
+    j = at + 1
+    close = None
+    while j < len(toks) and toks[j].kind == "op" and toks[j].text == "(":
+        close = _closing(toks, j)
+        if close + 2 < len(toks) and toks[close + 1].text == "," and toks[close + 2].text == "(":
+            j = close + 2
+        else:
+            break
+    return close
+
+
+def _values_width(sql: str, toks, at: int) -> int:
+    if at + 1 >= len(toks) or toks[at + 1].text != "(":
+        return 0
+    return len(_arguments(sql, toks, at + 1, _closing(toks, at + 1)))
+
+
+# ----------------------------------------------------------------------------- float8 as text
+
+_TEXT_TYPES = ("TEXT", "VARCHAR", "STRING")
+#: Words before a parenthesis that are not a call's name.
+_NOT_CALLS = {"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN", "ELSE", "CASE",
+              "ON", "BY", "AS", "LIKE", "ILIKE", "BETWEEN", "FROM", "EXISTS", "ANY", "ALL",
+              "SOME", "VALUES", "DISTINCT", "HAVING", "USING", "JOIN", "LATERAL", "RETURNING",
+              "SET", "OVER", "FILTER", "WITHIN", "UNION", "EXCEPT", "INTERSECT", "LIMIT", "OFFSET"}
+
+
+def _float_digits(d: str, exponent_from: int) -> str:
+    # PostgreSQL 15's text of the float expression ``d`` (in its own type, double or real):
+    # DuckDB prints the same shortest digits, in fixed notation up to 1e16 and with ``.0``
+    # on a whole number; PostgreSQL prints no ``.0``, switches to d.ddde+NN from
+    # 1e15 (double) or 1e6 (real) on, and spells NaN and Infinity.
+    text = f"CAST(abs({d}) AS \"varchar\")"
+    mantissa = (f"regexp_replace(rtrim(replace({text}, '.', ''), '0'), "
+                f"'^([0-9])([0-9]+)$', '\\1.\\2')")
+    exponent = f"lpad(CAST(length(split_part({text}, '.', 1)) - 1 AS \"varchar\"), 2, '0')"
+    return (
+        f"CASE WHEN isnan({d}) THEN 'NaN' "
+        f"WHEN isinf({d}) THEN CASE WHEN {d} > 0 THEN 'Infinity' ELSE '-Infinity' END "
+        f"WHEN abs({d}) >= 1e{exponent_from} AND abs({d}) < 1e16 THEN "
+        f"CASE WHEN {d} < 0 THEN '-' ELSE '' END || {mantissa} || 'e+' || {exponent} "
+        f"ELSE regexp_replace(CAST({d} AS \"varchar\"), '\\.0$', '') END"
+    )
+
+
+def _double_text(x: str, known: str | None = None) -> str:
+    """PostgreSQL 15's text of ``x`` when it is a double or a real (see _float_digits);
+    other types cast as DuckDB casts them. ``known``: "double" or "real" when the
+    operand's own tokens say so (no test of DuckDB's type of the value then)."""
+    if known == "double":
+        return f"({_float_digits(f'({x})', 15)})"
+    if known == "real":
+        return f"({_float_digits(f'({x})', 6)})"
+    return (f"(CASE WHEN typeof({x}) = 'DOUBLE' THEN {_float_digits(f'TRY_CAST({x} AS DOUBLE)', 15)} "
+            f"WHEN typeof({x}) = 'FLOAT' THEN {_float_digits(f'TRY_CAST({x} AS FLOAT)', 6)} "
+            f"ELSE CAST({x} AS \"varchar\") END)")
+
+
+_BOOL_TYPES = ("BOOLEAN", "BOOL")
+_PG_TRUE = ("t", "tr", "tru", "true", "y", "ye", "yes", "on", "1")
+_PG_FALSE = ("f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0")
+
+
+def _pg_boolean(x: str) -> str:
+    """PostgreSQL's reading of ``x`` as a boolean when it is text: true/yes/on/1 and
+    false/no/off/0, any case, blanks trimmed, unique prefixes ('of', not 'o'); other types
+    cast as DuckDB casts them (and text PostgreSQL rejects is rejected by DuckDB's cast)."""
+    low = f"lower(trim(CAST({x} AS \"varchar\")))"
+    words = lambda ws: ", ".join(f"'{w}'" for w in ws)  # noqa: E731
+    return (f"(CASE WHEN typeof({x}) <> 'VARCHAR' THEN CAST({x} AS \"boolean\") "
+            f"WHEN {low} IN ({words(_PG_TRUE)}) THEN true "
+            f"WHEN {low} IN ({words(_PG_FALSE)}) THEN false "
+            f"ELSE CAST({x} AS \"boolean\") END)")
+
+
+def _rewrite_text_casts(sql: str) -> str:
+    # ``x::text`` and ``CAST(x AS text)`` give a double PostgreSQL's text (see
+    # _double_text), ``x::boolean`` reads text as PostgreSQL does (see _pg_boolean). The
+    # casts found in one reading are rewritten together; a cast whose operand holds another
+    # one (``x::text::text``) waits for the next reading of the rewritten text.
+    if "::" not in sql and "cast" not in sql.lower():
+        return sql
+    for _ in range(64):
+        toks = tokenize(sql)
+        out, last, again = [], 0, False
+        for start, end, operand, target in _text_casts(sql, toks):
+            if start < last:
+                again = True  # inside a cast rewritten in this reading
+                continue
+            built = _cast_rewrite(operand, target)
+            if built is None:
+                continue
+            out.append(sql[last:start])
+            out.append(built)
+            last = end
+        if not out:
+            return sql
+        out.append(sql[last:])
+        sql = "".join(out)
+        if not again:
+            return sql
+    raise UnsupportedSQL("casts to text or boolean nested 64 deep are not supported by colmz")
+
+
+_KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
+                    "VARCHAR", "STRING", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL", "BOOL",
+                    "BOOLEAN", "UUID", "BYTEA", "JSON", "JSONB"}
+
+
+def _cast_rewrite(operand: str, target: str) -> str | None:
+    # The rewritten cast, or None where DuckDB's own cast already gives PostgreSQL's
+    # answer (decided from the operand's tokens: a literal, or a final cast to a type
+    # whose text DuckDB prints as PostgreSQL does).
+    toks = tokenize(operand)
+    if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
+        return None  # DuckDB reads 1.5 as DECIMAL (1e5 as DOUBLE: not plain), NULL as NULL
+    if target in _BOOL_TYPES:
+        if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
+            word = toks[0].text[1:-1].replace("''", "'").strip().lower()
+            if word in _PG_TRUE:
+                return "true"
+            if word in _PG_FALSE:
+                return "false"
+            raise SQLError(f"invalid input syntax for type boolean: {toks[0].text}")
+        if (len(toks) == 1 and toks[0].kind == "number") or (
+                len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES):
+            return None  # a number, or a cast to a non-text type
+        return _pg_boolean(operand)
+    if len(toks) == 1 and (toks[0].kind == "string" or (
+            toks[0].kind == "number" and "e" not in toks[0].text.lower())):
+        return None  # a literal's text (DuckDB reads 1.5 as DECIMAL, 1e5 as DOUBLE)
+    if len(toks) == 2 and toks[0].upper in _TYPED_LITERALS and toks[1].kind == "string":
+        return None
+    if len(toks) >= 3 and toks[-2].text == "::":
+        if toks[-1].upper in _KEPT_TEXT_TYPES:
+            return None
+        if toks[-1].upper in ("FLOAT8", "DOUBLE", "FLOAT"):
+            return _double_text(operand, known="double")
+        if toks[-1].upper in ("FLOAT4", "REAL"):
+            return _double_text(operand, known="real")
+    return _double_text(operand)
+
+
+def _plain_number(toks) -> bool:
+    # A number literal without an exponent, maybe signed and parenthesised: (-7), 2.5.
+    inner = [t for t in toks if not (t.kind == "op" and t.text in "()")]
+    if inner and inner[0].kind == "op" and inner[0].text in "+-":
+        inner = inner[1:]
+    return len(inner) == 1 and inner[0].kind == "number" and "e" not in inner[0].text.lower()
+
+
+def _text_casts(sql: str, toks):
+    # Every cast to text or boolean, in order: (start, end, operand, target).
+    n = len(toks)
+    targets = _TEXT_TYPES + _BOOL_TYPES
+    for k, t in enumerate(toks):
+        if t.kind == "op" and t.text == "::" and k + 1 < n and toks[k + 1].upper in targets:
+            if k + 2 < n and toks[k + 2].kind == "op" and toks[k + 2].text in ("(", "["):
+                continue  # varchar(n), text[]: not a plain text cast
+            s = _operand_start(toks, k)
+            if s is None:
+                raise UnsupportedSQL(
+                    f"this cast to {toks[k + 1].text} is not supported by colmz (its operand "
+                    "cannot be delimited): parenthesise the operand")
+            operand = sql[toks[s].start : toks[k].start].strip()
+            yield toks[s].start, toks[k + 1].end, operand, toks[k + 1].upper
+        elif t.upper == "CAST" and k + 1 < n and toks[k + 1].text == "(" and not (
+                k > 0 and toks[k - 1].text == "."):
+            close = _closing(toks, k + 1)
+            if not (close - 2 > k + 1 and toks[close - 2].upper == "AS"
+                    and toks[close - 1].upper in targets):
+                continue
+            depth = 0
+            for j in range(k + 2, close - 2):
+                tok = toks[j]
+                if tok.kind == "op" and tok.text in "([":
+                    depth += 1
+                elif tok.kind == "op" and tok.text in ")]":
+                    depth -= 1
+            if depth == 0:
+                operand = sql[toks[k + 1].end : toks[close - 2].start].strip()
+                yield t.start, toks[close].end, operand, toks[close - 1].upper
+
+
+def _operand_start(toks, k: int) -> int | None:
+    # The first token of the operand of the ``::`` at ``k`` (``::`` binds tightest).
+    j = k - 1
+    while j >= 0:
+        t = toks[j]
+        if t.kind == "op" and t.text in (")", "]"):
+            depth = 0
+            for o in range(j, -1, -1):
+                if toks[o].kind == "op" and toks[o].text in (")", "]"):
+                    depth += 1
+                elif toks[o].kind == "op" and toks[o].text in ("(", "["):
+                    depth -= 1
+                    if depth == 0:
+                        break
+            else:
+                return None
+            if toks[o].text == "[":
+                if o > 0 and toks[o - 1].upper == "ARRAY":
+                    j = o - 1
+                else:
+                    j = o - 1  # a subscript: its operand comes before
+                    continue
+            elif o > 0 and (toks[o - 1].kind == "qident" or (
+                    toks[o - 1].kind == "word" and toks[o - 1].upper not in _NOT_CALLS)):
+                j = o - 1  # a call's name
+            else:
+                j = o
+        elif t.upper == "END":  # CASE ... END: the operand is the whole CASE
+            ends = 0
+            for o in range(j, -1, -1):
+                if toks[o].upper == "END":
+                    ends += 1
+                elif toks[o].upper == "CASE":
+                    ends -= 1
+                    if ends == 0:
+                        break
+            else:
+                return None
+            j = o
+        elif t.kind in ("word", "qident", "number", "string"):
+            typed_literal = t.kind == "string" and j > 0 and toks[j - 1].upper in _TYPED_LITERALS
+            two_word_type = (t.upper in ("PRECISION", "VARYING") and j > 0
+                             and toks[j - 1].kind == "word")
+            if typed_literal or two_word_type:
+                j -= 1
+        else:
+            return None
+        while j >= 2 and toks[j - 1].text == "." and toks[j - 2].kind in ("word", "qident"):
+            j -= 2
+        if j >= 2 and toks[j - 1].text == "::":
+            j -= 2  # the operand so far is a cast's type: its own operand comes before
+            continue
+        return j
     return None
 
 
