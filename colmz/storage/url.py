@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from colmz.storage.base import Blob, Consensus, MemBlob, MemConsensus
 
-__all__ = ["Location", "local_path", "open_blob", "open_consensus", "open_location"]
+__all__ = ["Location", "local_path", "open_blob", "open_consensus", "open_location", "sqlite_path"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,31 @@ def _need(extra: str, module: str, what: str):
         ) from e
 
 
+def sqlite_path(url: str) -> str:
+    """The file a ``sqlite:///absolute/path`` consensus URL names.
+
+    ``sqlite:///name.sqlite`` names a file in the filesystem root -- almost always a relative
+    path was meant -- so a file there that does not exist yet is refused (with the absolute
+    spelling) rather than created in ``/``.
+
+    >>> sqlite_path("sqlite:///tmp/c.sqlite")
+    '/tmp/c.sqlite'
+    >>> sqlite_path("sqlite:///c.sqlite")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'sqlite:///c.sqlite' names '/c.sqlite', a file in the filesystem root; for a path relative to here write sqlite:///ABSOLUTE/PATH, e.g. sqlite:///$PWD/c.sqlite
+    """
+    parsed = urllib.parse.urlsplit(url)
+    path = urllib.parse.unquote(parsed.path)
+    if parsed.scheme != "sqlite" or parsed.netloc or not path.startswith("/"):
+        raise ValueError(f"sqlite consensus URL {url!r} must be sqlite:///absolute/path")
+    if pathlib.Path(path).parent == pathlib.Path("/") and not pathlib.Path(path).exists():
+        raise ValueError(
+            f"{url!r} names {path!r}, a file in the filesystem root; for a path relative to here "
+            f"write sqlite:///ABSOLUTE/PATH, e.g. sqlite:///$PWD/{path[1:]}")
+    return path
+
+
 def open_consensus(url: str) -> Consensus:
     """A Consensus from ``sqlite:///abs/path.sqlite`` or ``postgresql://user@host:port/db``.
 
@@ -132,12 +157,10 @@ def open_consensus(url: str) -> Consensus:
         raise TypeError(f"consensus URL must be a str, got {url!r}")
     scheme = urllib.parse.urlsplit(url).scheme
     if scheme == "sqlite":
-        parsed = urllib.parse.urlsplit(url)
-        if parsed.netloc or not parsed.path.startswith("/"):
-            raise ValueError(f"sqlite consensus URL {url!r} must be sqlite:///absolute/path")
+        path = sqlite_path(url)
         from colmz.storage.sqlite import SqliteConsensus
 
-        return SqliteConsensus(urllib.parse.unquote(parsed.path))
+        return SqliteConsensus(path)
     if scheme in ("postgresql", "postgres"):
         _need("postgres", "psycopg", "a postgresql:// consensus")
         from colmz.storage.postgres import PostgresConsensus

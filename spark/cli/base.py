@@ -108,7 +108,7 @@ def consensus_url(s: str) -> str:
 
     ``sqlite:///name.sqlite`` is an absolute path in the filesystem root, almost always a
     relative path meant; it is refused with the absolute spelling rather than creating a file
-    in ``/``.
+    in ``/`` (``colmz.storage.url.sqlite_path``, the library's own rule).
 
     >>> consensus_url("sqlite:///tmp/c.sqlite")
     'sqlite:///tmp/c.sqlite'
@@ -119,13 +119,12 @@ def consensus_url(s: str) -> str:
     """
     parts = urllib.parse.urlsplit(s)
     if parts.scheme == "sqlite":
-        path = urllib.parse.unquote(parts.path)
-        if parts.netloc or not path.startswith("/"):
-            raise argparse.ArgumentTypeError(f"{s!r} must be sqlite:///absolute/path")
-        if Path(path).parent == Path("/"):
-            raise argparse.ArgumentTypeError(
-                f"{s!r} names {path!r}, a file in the filesystem root; for a path relative to here "
-                f"write sqlite:///ABSOLUTE/PATH, e.g. sqlite:///$PWD/{path[1:]}")
+        from colmz.storage.url import sqlite_path
+
+        try:
+            sqlite_path(s)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
         return s
     if parts.scheme in ("postgresql", "postgres"):
         return s

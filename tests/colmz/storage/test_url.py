@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import re
 import sys
+import uuid
 
 import pytest
 from storage_servers import s3_url
 
+import colmz
 from colmz.storage import LocalBlob, MemBlob, SqliteConsensus, StateLog
 from colmz.storage.url import open_consensus, open_location
 
@@ -161,3 +163,15 @@ def test_s3_dot_buckets_are_refused_before_any_request(tmp_path, monkeypatch, bu
 
     with pytest.raises(ValueError, match="only dots"):
         S3Blob(object(), bucket, "p")
+
+
+def test_a_new_sqlite_file_in_the_filesystem_root_is_refused_by_the_library(tmp_path):
+    # sqlite:///rel.sqlite names /rel.sqlite: the library refused nothing and created it there.
+    name = f"colmz-test-{uuid.uuid4().hex}.sqlite"
+    with pytest.raises(ValueError, match="filesystem root.*sqlite:///ABSOLUTE/PATH"):
+        open_consensus(f"sqlite:///{name}")
+    assert not os.path.exists(f"/{name}")
+    with pytest.raises(ValueError, match="filesystem root"):
+        colmz.Arrangement.open(str(tmp_path / "s"), consensus=f"sqlite:///{name}")
+    assert not os.path.exists(f"/{name}")
+    assert type(open_consensus(f"sqlite:///{tmp_path / 'c.sqlite'}")).__name__ == "SqliteConsensus"
