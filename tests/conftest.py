@@ -54,12 +54,17 @@ def _alias_source_packages() -> None:
         except ImportError:  # an extra that is not installed: its doctests skip anyway
             continue
         sys.modules.setdefault(folder, package)
-        for info in pkgutil.iter_modules(package.__path__):
+        # Subpackages too (spark/cli/): else ``spark.cli.sink`` is imported a second time and,
+        # set as the attribute ``sink`` of the one package object, replaces the installed
+        # module there -- a test patching ``colmz.spark.cli.sink`` then patches the copy.
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"colmz.{folder}."):
+            if info.name.endswith(".__main__"):  # running it is the command line itself
+                continue
             try:
-                module = importlib.import_module(f"colmz.{folder}.{info.name}")
+                module = importlib.import_module(info.name)
             except ImportError:
                 continue
-            sys.modules.setdefault(f"{folder}.{info.name}", module)
+            sys.modules.setdefault(folder + info.name[len(f"colmz.{folder}"):], module)
 
 
 import pytest  # noqa: E402

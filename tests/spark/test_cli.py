@@ -18,7 +18,7 @@ import pytest
 import colmz
 from colmz.arrangement_runs import write_run
 from colmz.spark import cli
-from colmz.spark.cli import sink as sink_command
+from colmz.spark.cli import command_module
 from colmz.spark.store_v01 import Store
 
 pytestmark = pytest.mark.spark
@@ -220,6 +220,9 @@ def test_both_verifications_check_the_same_ticks(spark, tmp_path):
 
 def test_verification_catches_a_wrong_store_in_both_places(spark, tmp_path, monkeypatch):
     # A sink that loses one correction: both verifications find it and nothing is committed.
+    # The module the CLI dispatches to (not an attribute of the package, which a second import
+    # of the file under another name can replace).
+    sink_command = command_module("sink")
     real_sink = sink_command.sink
 
     def lossy_sink(*args, **kwargs):
@@ -298,6 +301,9 @@ def test_failing_job_midway_leaves_the_store_as_it_was(spark, tmp_path, monkeypa
     def later(store, events):  # the next runs go on beyond the seal
         return [*sink_args(store, events), "--first-tick", str(TICKS)]
 
+    # The module the CLI dispatches to (not an attribute of the package, which a second import
+    # of the file under another name can replace).
+    sink_command = command_module("sink")
     real_sink = sink_command.sink
 
     def failing_sink(*args, **kwargs):
