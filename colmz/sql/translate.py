@@ -343,21 +343,22 @@ _ROW_CMP = re.compile(r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)
 _CMP_OPS = ("=", "<>", "!=", "<", "<=", ">", ">=")
 
 
-def _rewrite_row_comparisons(sql: str) -> str:
-    # ``(a1, a2) < (b1, b2)`` compared element by element as PostgreSQL does: the first pair
-    # that is unequal or holds a NULL decides (NULL if it holds one); = and <> are the AND
-    # and OR of the pairs. DuckDB compares them as structs, NULL fields as values.
-    if not _ROW_CMP.search(sql):
-        return sql
-    for _ in range(64):
-        toks = tokenize(sql)
+def _rewrite_until_settled(sql: str, find, build, what: str, depth: int = 64) -> str:
+    """Rewrite the constructs ``find(sql, tokens)`` yields -- ``(start, end, *parts)`` in text
+    order -- as ``build(*parts)`` (None: keep it) until a reading rewrites nothing. Constructs
+    found in one reading are rewritten together; one that overlaps a construct rewritten in
+    the same reading (nested in it) waits for the next reading of the rewritten text."""
+    for _ in range(depth):
         out, last, again = [], 0, False
-        for start, end, op, left, right in _row_comparisons(sql, toks):
+        for start, end, *parts in find(sql, tokenize(sql)):
             if start < last:
-                again = True  # overlaps one rewritten in this reading: the next reading
+                again = True
+                continue
+            built = build(*parts)
+            if built is None:
                 continue
             out.append(sql[last:start])
-            out.append(_expand_row_comparison(op, left, right))
+            out.append(built)
             last = end
         if not out:
             return sql
@@ -365,7 +366,16 @@ def _rewrite_row_comparisons(sql: str) -> str:
         sql = "".join(out)
         if not again:
             return sql
-    raise UnsupportedSQL("row comparisons nested 64 deep are not supported by colmz")
+    raise UnsupportedSQL(f"{what} nested {depth} deep are not supported by colmz")
+
+
+def _rewrite_row_comparisons(sql: str) -> str:
+    # ``(a1, a2) < (b1, b2)`` compared element by element as PostgreSQL does: the first pair
+    # that is unequal or holds a NULL decides (NULL if it holds one); = and <> are the AND
+    # and OR of the pairs. DuckDB compares them as structs, NULL fields as values.
+    if not _ROW_CMP.search(sql):
+        return sql
+    return _rewrite_until_settled(sql, _row_comparisons, _expand_row_comparison, "row comparisons")
 
 
 def _row_fields(sql: str, toks, open_at: int, close_at: int, is_row: bool):
@@ -790,26 +800,7 @@ def _rewrite_text_casts(sql: str) -> str:
     # one (``x::text::text``) waits for the next reading of the rewritten text.
     if "::" not in sql and "cast" not in sql.lower():
         return sql
-    for _ in range(64):
-        toks = tokenize(sql)
-        out, last, again = [], 0, False
-        for start, end, operand, target in _text_casts(sql, toks):
-            if start < last:
-                again = True  # inside a cast rewritten in this reading
-                continue
-            built = _cast_rewrite(operand, target)
-            if built is None:
-                continue
-            out.append(sql[last:start])
-            out.append(built)
-            last = end
-        if not out:
-            return sql
-        out.append(sql[last:])
-        sql = "".join(out)
-        if not again:
-            return sql
-    raise UnsupportedSQL("casts to text or boolean nested 64 deep are not supported by colmz")
+    return _rewrite_until_settled(sql, _text_casts, _cast_rewrite, "casts to text or boolean")
 
 
 _KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
