@@ -1,4 +1,4 @@
-"""Tests for ``colmz.as_of`` (issue 5, seed 003, SEMANTICS.md section 5).
+"""Tests for ``colmz.as_of`` (Materialize's ``src/compute-client/src/as_of_selection.rs``).
 
 The upstream unit cases are reproduced through a helper that mirrors the original test macro:
 an id with storage frontiers is a materialized view, any other id an index; inputs that are
@@ -66,7 +66,7 @@ def case(storage, flows, current_time, policies=None, read_only=False, **kw):
 
 
 # ---------------------------------------------------------------------------------------------
-# SEMANTICS.md 5.6: every upstream unit case (newest version)
+# Every unit case of upstream's src/compute-client/src/as_of_selection.rs tests (newest version)
 # ---------------------------------------------------------------------------------------------
 
 UPSTREAM_CASES = {
@@ -169,7 +169,7 @@ def test_upstream_case_independent_of_order(name):
 
 
 def test_upstream_storage_constraints_story():
-    """SEMANTICS.md 5.6 notes: which constraints fail and why."""
+    """Upstream's storage-constraints case: which constraints fail and why."""
     r = case(**{k: v for k, v in UPSTREAM_CASES["upstream_storage_constraints"].items()
                 if k != "expected"})
     got = [(f.collection, f.kind, f.bound, f.step) for f in r.failures]
@@ -198,7 +198,7 @@ def test_index_current_time_story():
 
 def test_downstream_storage_old_warmup_variant_via_helpers():
     """The older warmup (002efd70) used direct storage inputs and pushed uppers downstream as
-    soft constraints; on the downstream case that gives u3 = 12 instead of 14 (SEMANTICS 5.6).
+    soft constraints; on the downstream case that gives u3 = 12 instead of 14 (upstream's downstream case).
     Rebuilt from the engine's propagation helpers."""
     spec = UPSTREAM_CASES["downstream_storage_constraints"]
     flows = [
@@ -342,7 +342,7 @@ def test_multiple_read_policy_in_selection():
 
 
 # ---------------------------------------------------------------------------------------------
-# SEMANTICS.md 5.6b edge cases
+# Edge cases beyond upstream's unit cases
 # ---------------------------------------------------------------------------------------------
 
 
@@ -796,7 +796,7 @@ def scenarios(draw, max_flows=8, presets=True):
 
 
 def check_invariants(flows, storage, result):
-    """SEMANTICS.md 5.5 invariants after every step, read from the recorded history."""
+    """as_of_selection's invariants after every step, read from the recorded history."""
     ex = result.explain()
     flow_of = {e.id: pos for pos, d in enumerate(flows) for e in d.exports}
     steps = list(result.steps)

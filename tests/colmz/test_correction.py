@@ -1,4 +1,4 @@
-"""Correction against the exact reference model of SEMANTICS.md §2.3, plus its edge cases.
+"""Correction against an exact multiset reference model of ``src/compute/src/sink/correction_v2.rs``'s contract, plus its edge cases.
 
 The reference model: the multiset ``M`` of all inserted updates (negated where applicable,
 times clamped to the since at insert time). A read ``updates_before(U)`` with ``since = s < U``
@@ -221,7 +221,7 @@ TestCorrectionMachine = CorrectionMachine.TestCase
 
 
 def test_since_advancement_unsorts_chains_cba_example():
-    # SEMANTICS §2.4: since=[2]; the two chains must merge to [(a,2,+1),(a,3,-1)].
+    # Since advancement: since=[2]; the two chains must merge to [(a,2,+1),(a,3,-1)].
     c = Correction(stage_size=1)
     c.insert(upd(["c", "b", "a"], [1, 2, 3], [1, -1, -1]))
     c.insert(upd(["b", "a", "c"], [1, 2, 2], [1, 1, -1]))

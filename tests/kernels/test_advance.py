@@ -1,6 +1,6 @@
 """Since advancement (``colmz.kernels.advance``) against its references.
 
-Covers the three strategies of SEMANTICS.md §2.4 step 6 -- no stale time (plain merge),
+Covers the three strategies of the correction buffer's since advancement -- no stale time (plain merge),
 1..31 stale times (cut into per-time runs, merge) and 32 or more (advance, sort,
 consolidate) -- including exactly 31 and exactly 32 distinct stale times, and the c/b/a
 example of §2.4.

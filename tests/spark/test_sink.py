@@ -17,7 +17,7 @@ SCHEMA = "k long, v string, time long, diff long"
 
 
 def reference_sink(desired, persisted, ticks, since=0):
-    """Seed 000's caller contract on a naive multiset (SEMANTICS.md 2.3's reference model)."""
+    """The correction buffer's caller contract on a naive multiset (the reference model)."""
     m = Counter()
     for k, v, t, d in desired:
         m[(k, v, t)] += d
