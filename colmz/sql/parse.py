@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.tokens import Token, check_balanced, check_expression, tokenize
+from colmz.sql.tokens import Token, check_balanced, check_expression, closing, tokenize
 
 __all__ = [
     "ContinualTaskStatement",
@@ -150,16 +150,10 @@ class _Cursor:
 
     def matching(self) -> int:
         """Index of the token closing the ``(`` at ``pos``."""
-        depth = 0
-        for j in range(self.pos, self.end):
-            t = self.toks[j]
-            if t.kind == "op" and t.text in "([":
-                depth += 1
-            elif t.kind == "op" and t.text in ")]":
-                depth -= 1
-                if depth == 0:
-                    return j
-        raise SQLError("unbalanced parentheses")
+        at = closing(self.toks, self.pos, self.end)
+        if at < 0:
+            raise SQLError("unbalanced parentheses")
+        return at
 
     def rest(self) -> str:
         if self.pos >= self.end:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from colmz.sql.errors import SQLError
 
-__all__ = ["CACHED_CHARS", "Token", "check_balanced", "check_expression", "short_text_cache", "tokenize"]
+__all__ = ["CACHED_CHARS", "Token", "check_balanced", "check_expression", "closing", "short_text_cache",
+           "tokenize"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -163,6 +164,25 @@ def tokenize(text: str) -> tuple[Token, ...]:
             else:
                 raise SQLError(f"unexpected character {c!r} at offset {i}")
     return out
+
+
+def closing(toks: Sequence[Token], open_at: int, end: int | None = None) -> int:
+    """Index of the token closing the ``(`` or ``[`` at ``open_at`` (before ``end``); -1 when
+    it is not closed.
+
+    >>> closing(tokenize("f(a, (b)[1]) + 2"), 1), closing(tokenize("f(a"), 1)
+    (10, -1)
+    """
+    depth = 0
+    for j in range(open_at, len(toks) if end is None else end):
+        t = toks[j]
+        if t.kind == "op" and t.text in ("(", "["):
+            depth += 1
+        elif t.kind == "op" and t.text in (")", "]"):
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
 
 
 def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") -> None:

@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from colmz.sql.build import RESERVED_PREFIX, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.tokens import short_text_cache, tokenize
+from colmz.sql.tokens import closing, short_text_cache, tokenize
 
 __all__ = [
     "MZ_NOW",
@@ -196,15 +196,10 @@ def _is_call(toks, i: int) -> bool:
 
 
 def _closing(toks, open_at: int) -> int:
-    depth = 0
-    for j in range(open_at, len(toks)):
-        if toks[j].kind == "op" and toks[j].text in ("(", "["):
-            depth += 1
-        elif toks[j].kind == "op" and toks[j].text in (")", "]"):
-            depth -= 1
-            if depth == 0:
-                return j
-    raise SQLError(f"unclosed parenthesis after {toks[open_at - 1].text!r}")
+    at = closing(toks, open_at)
+    if at < 0:
+        raise SQLError(f"unclosed parenthesis after {toks[open_at - 1].text!r}")
+    return at
 
 
 def _arguments(sql: str, toks, open_at: int, close_at: int) -> list[str]:
