@@ -11,7 +11,7 @@ ValueError`` keeps working.
 
 from __future__ import annotations
 
-__all__ = ["SinceRegression"]
+__all__ = ["NegativeMultiplicity", "SinceRegression"]
 
 
 class SinceRegression(ValueError):
@@ -28,4 +28,19 @@ class SinceRegression(ValueError):
     ... except colmz.SinceRegression as e:
     ...     print(type(e).__module__)
     colmz.errors
+    """
+
+
+class NegativeMultiplicity(ValueError):
+    """A change that would leave some row with a negative multiplicity.
+
+    Raised by a continual task's ``DELETE`` (``colmz.continual``), by a catalog write
+    (``colmz.catalog``) and by reading such contents as rows (``colmz.rows.expand``).
+
+    >>> import colmz, colmz.rows
+    >>> try:
+    ...     colmz.rows.expand(colmz.Updates({"k": [1]}, time=[0], diff=[-1]))
+    ... except NegativeMultiplicity as e:
+    ...     print(e)
+    collection holds row {'k': 1} with multiplicity -1
     """
