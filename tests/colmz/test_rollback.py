@@ -16,6 +16,8 @@ from collections import deque
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import colmz
 from colmz.buckets import BucketChain
@@ -519,3 +521,74 @@ def test_a_durable_execute_that_loses_every_compare_and_set_keeps_nothing(tmp_pa
     ref = _durable_catalog(tmp_path / "ref")
     ref.execute("INSERT INTO t VALUES (1, 7)")
     assert _contents(Catalog(tmp_path)) == _contents(cat) == _contents(ref)
+
+
+# ----------------------------------------------------------------------------- a model
+
+
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.lists(st.integers(0, 6), min_size=0, max_size=4), st.integers(1, 3)),
+    st.tuples(st.just("retract"), st.integers(0, 6), st.integers(1, 3)),
+    st.tuples(st.just("advance"), st.integers(0, 3)),
+    st.tuples(st.just("counts"), st.integers(0, 6)),
+    st.tuples(st.just("snapshot"), st.integers(0, 3)),
+), max_size=8)
+
+
+def _apply(c: MemoryCollection, op) -> None:
+    kind = op[0]
+    if kind == "append":
+        _, ks, step = op
+        t = c.upper
+        c.compare_and_append(colmz.Updates({"k": pa.array(ks, pa.int64())}, time=[t] * len(ks),
+                                           diff=[1] * len(ks)), t, t + step)
+    elif kind == "retract":
+        _, k, step = op
+        t = c.upper
+        c.compare_and_append(colmz.Updates({"k": [k]}, time=[t], diff=[-1]), t, t + step)
+    elif kind == "advance":
+        c.advance_since(max(c.since, min(c.upper - 1, c.since + op[1])))
+    elif kind == "counts" and c.upper > c.since:
+        c.counts(colmz.Updates({"k": [op[1]]}, time=[0], diff=[1]))
+    elif kind == "snapshot" and c.upper > c.since:
+        c.snapshot(max(c.since, c.upper - 1 - op[1]))
+
+
+def _observed(c: MemoryCollection) -> tuple:
+    ks = colmz.Updates({"k": list(range(7))}, time=[0] * 7, diff=[1] * 7)
+    snaps = [c.snapshot(t).to_pylist() for t in range(c.since, c.upper)]
+    return (c.since, c.upper, c.times(), c.updates(0, None).to_pylist(), snaps, c.base_pending,
+            c.counts(ks).tolist() if c.upper > c.since else None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_OPS, _OPS, _OPS, st.booleans())
+# the base loaded by a failed read, in front of appends made before the save
+@example([("append", [2], 1)], [("snapshot", 0), ("append", [3], 1)], [("counts", 2)], True)
+# compaction and the counts index built inside the failed calls
+@example([("append", [1], 1), ("append", [1], 2)], [("advance", 2), ("counts", 1)], [("append", [4], 1)], False)
+def test_a_collection_rolled_back_is_the_collection_that_never_ran_the_calls(before, failed, after, base):
+    # The failed calls (appends, compaction, loading the base, building the counts index)
+    # rolled back leave a collection equal, now and under later calls, to one that never ran
+    # them; the lists it shares with the saved state are only ever appended to.
+    def make():
+        if not base:
+            return MemoryCollection({"k": pa.int64()})
+        return MemoryCollection({"k": pa.int64()}, since=0, upper=1,
+                                base=lambda: colmz.Updates({"k": [1, 1, 5]}, time=[0] * 3, diff=[1] * 3))
+
+    c, ref = make(), make()
+    for op in before:
+        _apply(c, op)
+        _apply(ref, op)
+    seen = _observed(ref)
+    saved = save(c)
+    assert saved.copied == 0 or c._counts is not None  # only the counts index's few runs
+    for op in failed:
+        _apply(c, op)
+    roll_back(c, saved)
+    assert _observed(c) == seen
+    for op in after:
+        _apply(c, op)
+        _apply(ref, op)
+    assert _observed(c) == _observed(ref)
