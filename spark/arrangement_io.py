@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement_runs import WrittenRun, write_run
+from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.order import ColumnSpec
 
 __all__ = ["part_list", "read_parts", "read_parts_local", "spark_schema", "write_runs"]
@@ -78,7 +78,7 @@ def read_parts(spark, url: str, schema: Sequence[ColumnSpec], parts: Sequence[tu
     has the data columns, ``time`` and ``diff`` (both ``long``); an empty ``parts`` gives an
     empty DataFrame of that schema.
     """
-    from colmz.arrangement_parts import read_part
+    from colmz.arrangement.parts import read_part
     from colmz.storage.url import open_blob
 
     schema = tuple(schema)
@@ -105,7 +105,7 @@ def read_parts_local(url: str, schema: Sequence[ColumnSpec], parts: Sequence[tup
     The same rows and columns: the data columns, ``time`` and ``diff`` (``int64``).
 
     >>> import colmz, tempfile
-    >>> from colmz.arrangement_runs import write_run
+    >>> from colmz.arrangement.runs import write_run
     >>> from colmz.storage.url import open_blob
     >>> d = tempfile.mkdtemp()
     >>> u = colmz.Updates({"k": ["a", "b"]}, time=[1, 4], diff=[1, 1])
@@ -113,7 +113,7 @@ def read_parts_local(url: str, schema: Sequence[ColumnSpec], parts: Sequence[tup
     >>> read_parts_local(d, u.schema, [(k, 2) for k in run.keys]).to_pylist()
     [{'k': 'b', 'time': 4, 'diff': 1}]
     """
-    from colmz.arrangement_parts import read_parts as read_blob_parts
+    from colmz.arrangement.parts import read_parts as read_blob_parts
     from colmz.storage.url import open_blob
 
     schema = tuple(schema)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from colmz.arrangement import Arrangement, ArrangementError, IdentityMismatch, MetadataLost
-from colmz.arrangement_runs import discard_owned
+from colmz.arrangement.runs import discard_owned
 from colmz.storage.base import StorageError, open_input
 from colmz.storage.url import local_path
 

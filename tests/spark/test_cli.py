@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import colmz
-from colmz.arrangement_runs import write_run
+from colmz.arrangement.runs import write_run
 from colmz.spark import cli
 from colmz.spark.cli import command_module
 from colmz.spark.store_v01 import Store

@@ -118,7 +118,7 @@ def committed_history(store: str, name: str = "arrangement") -> list[dict]:
     """Every live committed version of the arrangement's record, oldest first: seqno, seal,
     the stream properties and the owner tag (``b<batch>x<token>``) of each unsealed part.
     Versions before the newest rollup that truncated the record are gone."""
-    from colmz.arrangement_identity import read_identity
+    from colmz.arrangement.identity import read_identity
 
     loc = open_location(store, create=False)
     out, state = [], None

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
-import colmz.arrangement as arrangement_mod
-import colmz.arrangement_parts as parts_mod
+import colmz.arrangement.handle as arrangement_mod
+import colmz.arrangement.parts as parts_mod
 from colmz.arrangement import Arrangement, CorruptPart, MissingPart
-from colmz.arrangement_parts import iter_part, read_ahead, read_part, read_parts, run_contents
+from colmz.arrangement.parts import iter_part, read_ahead, read_part, read_parts, run_contents
 from colmz.storage import LocalBlob, MemBlob
 
 SCHEMA = {"k": pa.string(), "n": pa.int64()}

@@ -10,7 +10,7 @@ import pytest
 
 import colmz
 from colmz.arrangement import MissingPart, SealRegression, TimeBeforeSeal
-from colmz.arrangement_runs import (
+from colmz.arrangement.runs import (
     RunDiscarded,
     WrittenRun,
     abort_marker_prefix,

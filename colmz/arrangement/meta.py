@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from colmz.arrangement_errors import CorruptMeta
+from colmz.arrangement.errors import CorruptMeta
 from colmz.frontier import MAX_TIME, Frontier, frontier_le, frontier_lt
 
 __all__ = [

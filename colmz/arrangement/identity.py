@@ -56,7 +56,7 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from colmz.arrangement_errors import CorruptMeta, IdentityMismatch, MetadataLost
+from colmz.arrangement.errors import CorruptMeta, IdentityMismatch, MetadataLost
 from colmz.storage.base import Blob, set_if_absent
 
 __all__ = [
@@ -200,7 +200,7 @@ def committed_looking(blob: Blob, parts: list[str], now_ms: int, lease_ms: float
     (its metadata kind ``unsealed`` or ``trace``; runs, ``write_run``'s parts, are written
     before their first commit, e.g. by a Spark sink's executors into a new store).
     Stops at the first found; footers are read only while all are young runs."""
-    from colmz.arrangement_parts import key_created_ms, part_kind
+    from colmz.arrangement.parts import key_created_ms, part_kind
 
     old = [k for k in parts if now_ms - (key_created_ms(k) or 0) > lease_ms / 2]
     if old:

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from updates_strategies import as_dict, oracle, schemas, updates
 
 import colmz
-from colmz.arrangement_errors import CorruptPart, MissingPart
-from colmz.arrangement_parts import (
+from colmz.arrangement.errors import CorruptPart, MissingPart
+from colmz.arrangement.parts import (
     PartWriter,
     key_created_ms,
     make_key,

@@ -92,7 +92,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement_errors import (
+from colmz.arrangement.errors import (
     ArrangementError,
     CorruptMeta,
     CorruptPart,
@@ -114,7 +114,7 @@ from colmz.arrangement_errors import (
     TimeBeforeSeal,
     TimeBeforeTraceUpper,
 )
-from colmz.arrangement_meta import (
+from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
     Description,
@@ -129,7 +129,7 @@ from colmz.arrangement_meta import (
     properties_from_dict,
     validate_meta,
 )
-from colmz.arrangement_parts import (
+from colmz.arrangement.parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
     READ_THREADS,
@@ -150,8 +150,8 @@ from colmz.arrangement_parts import (
     run_contents,
     stream_merge,
 )
-from colmz.arrangement_read import merged_read, read_runs, window_part
-from colmz.arrangement_runs import abort_marker_prefix
+from colmz.arrangement.read import merged_read, read_runs, window_part
+from colmz.arrangement.runs import abort_marker_prefix
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.ops import order_data
@@ -1052,7 +1052,7 @@ class Arrangement:
         >>> colmz.Arrangement.open(d).read().to_pylist()
         [(1, 0, 1), (2, 0, 1)]
         """
-        from colmz.arrangement_identity import read_identity, resolve, write_identity
+        from colmz.arrangement.identity import read_identity, resolve, write_identity
         from colmz.storage.state import StateLog
         from colmz.storage.url import Location, open_location
 
@@ -1120,7 +1120,7 @@ class Arrangement:
     def _check_identity_kept(self, where: str) -> None:
         # A blob without an atomic put-if-absent (S3) may have had a concurrent creator's
         # identity written over ours: then the record just committed is nobody's.
-        from colmz.arrangement_identity import read_identity
+        from colmz.arrangement.identity import read_identity
 
         found = read_identity(self._store, self._identity.name)
         if found != self._identity:
@@ -1147,7 +1147,7 @@ class Arrangement:
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or "meta" not in state:
             raise CorruptMeta(f"arrangement state at seqno {seqno} is not a colmz arrangement "
                               f"(format {state.get('format') if isinstance(state, dict) else state!r})")
-        from colmz.arrangement_identity import state_identity
+        from colmz.arrangement.identity import state_identity
 
         sid = state_identity(state)
         if sid is not None and self._identity is not None and sid != self._identity.id:
@@ -1301,7 +1301,7 @@ class Arrangement:
         the properties too -- is as before.
 
         >>> import colmz
-        >>> from colmz.arrangement_runs import write_run
+        >>> from colmz.arrangement.runs import write_run
         >>> a = colmz.Arrangement.open("mem://append-runs-doc", schema={"k": pa.int64()})
         >>> u = colmz.Updates({"k": [1, 2]}, time=[0, 3], diff=[1, 1])
         >>> run = write_run(a.store, a.schema, u, prefix=a.prefix)
@@ -1309,7 +1309,7 @@ class Arrangement:
         >>> a.read(as_of=3).to_pylist()
         [(1, 3, 1), (2, 3, 1)]
         """
-        from colmz.arrangement_runs import WrittenRun
+        from colmz.arrangement.runs import WrittenRun
 
         runs = [r if isinstance(r, WrittenRun) else WrittenRun.from_dict(r) for r in runs]
         if expect is not _KEEP and check_frontier(expect, "expect") != self._seal:
@@ -1658,7 +1658,7 @@ class Arrangement:
         store was created (they are not this state's garbage), or when the state never held
         a batch while an unsealed or trace part past the lease is there.
         """
-        from colmz.arrangement_identity import read_identity, state_identity
+        from colmz.arrangement.identity import read_identity, state_identity
 
         lease = self.lease_seconds if lease_seconds is None else float(lease_seconds)
         listed = self._store.list_keys(self.prefix)
@@ -1704,7 +1704,7 @@ class Arrangement:
             # its state holds them (an unsealed or trace part, past the lease): the state
             # was made over another's data (a lost record recreated empty, a core handle on
             # a used store). Runs are left to the lease: a failed job's are garbage.
-            from colmz.arrangement_parts import part_kind
+            from colmz.arrangement.parts import part_kind
 
             old = [k for k in listed if now_ms - (key_created_ms(k) or now_ms) > lease * 1000]
             looking = next((k for k in old if part_kind(self._store, k) in ("unsealed", "trace")), None)
