@@ -35,7 +35,7 @@ Invariants
    have landed (its blobs are kept: the record may name them) -- reload to learn which.
 3. No blob key is written twice: intent blobs carry a fresh token, parts fresh keys.
 
-**A catalog knows its identity** (``colmz.arrangement_identity``, as every arrangement
+**A catalog knows its identity** (``colmz.arrangement.identity``, as every arrangement
 does): its id is written once into its blob (``catalog/identity.json``, created with the
 first record) and into every record, and the record's consensus key is ``catalog/<id>``. So
 catalogs at different locations sharing one consensus database (one PostgreSQL for several

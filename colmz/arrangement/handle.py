@@ -56,7 +56,7 @@ consolidated), so a trickle of write-seal-maintain writes each update once befor
 
 Garbage and leases
 ------------------
-A part key embeds its creation time (``colmz.arrangement_parts``). :meth:`gc` deletes parts
+A part key embeds its creation time (``colmz.arrangement.parts``). :meth:`gc` deletes parts
 under the arrangement's prefix that the committed state does not reference and that are
 older than ``lease_seconds``; a commit refuses (:class:`LeaseExpired`) when a part it is
 about to reference is older than half the lease. So a part an in-flight commit may still
@@ -68,13 +68,13 @@ read that finds a part missing reloads the state once and retries.
 Identity and integrity
 ----------------------
 A store opened by :meth:`open` has an id in its blob and its state, and its consensus key
-derives from it (``colmz.arrangement_identity``): stores sharing a consensus database keep
+derives from it (``colmz.arrangement.identity``): stores sharing a consensus database keep
 their own records, ``open`` never creates over parts it cannot account for, and :meth:`gc`
 refuses when its state cannot account for the parts. Every part read verifies its Parquet
 page checksums, the key its metadata names and the rows and diff sum the state records
-(``colmz.arrangement_parts``): damage is :class:`CorruptPart`, never an answer.
+(``colmz.arrangement.parts``): damage is :class:`CorruptPart`, never an answer.
 
-Invariants (:meth:`validate`; see ``colmz.arrangement_meta``) hold after every public call;
+Invariants (:meth:`validate`; see ``colmz.arrangement.meta``) hold after every public call;
 :meth:`validate_data` also reads every part and checks that trace parts are sorted,
 consolidated, free of zero diffs and inside their description.
 """
@@ -385,7 +385,7 @@ class Arrangement:
     write_compression : str
         Parquet codec of the parts a write creates (``"none"``: a write's caller waits for
         the encoding; compaction compresses what the trace keeps,
-        ``colmz.arrangement_parts.WRITE_COMPRESSION``).
+        ``colmz.arrangement.parts.WRITE_COMPRESSION``).
     clock : callable
         Wall-clock seconds (``time.time``), for part keys and leases.
     token : callable
@@ -439,7 +439,7 @@ class Arrangement:
         self._seqno: int | None = None
         self._url: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
-        self._identity = None  # colmz.arrangement_identity.StoreIdentity of a store opened
+        self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
         self._cas_started = False
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
@@ -458,7 +458,7 @@ class Arrangement:
         return a
 
     def meta(self) -> dict:
-        """The state as a plain dict (see ``colmz.arrangement_meta``)."""
+        """The state as a plain dict (see ``colmz.arrangement.meta``)."""
         return meta_to_dict(self._seal, self._since, self._unsealed, self._trace, self._properties)
 
     def properties(self) -> dict[str, str | int]:
@@ -922,7 +922,7 @@ class Arrangement:
         with contextlib.ExitStack() as stack:
             pool = (stack.enter_context(ThreadPoolExecutor(n))
                     if n > 1 and concurrent_reads(self._store) else None)
-            # colmz.arrangement_read: every part read whole, the runs merged by order words
+            # colmz.arrangement.read: every part read whole, the runs merged by order words
             # into a permutation and each column gathered once.
             runs = read_runs(self._store, batches, schema, pool)
         if sum(1 for r in runs if r) == 1:
@@ -1026,7 +1026,7 @@ class Arrangement:
         name : str
             The arrangement's name inside the store: its part prefix ``<name>/parts/`` and
             identity ``<name>/identity.json``, so several arrangements can share one store.
-            Its consensus key is ``<name>/<store id>`` (``colmz.arrangement_identity``), so
+            Its consensus key is ``<name>/<store id>`` (``colmz.arrangement.identity``), so
             several stores can share one consensus database.
 
         Raises
@@ -1133,7 +1133,7 @@ class Arrangement:
 
     @property
     def identity(self):
-        """The store's identity (``colmz.arrangement_identity.StoreIdentity``), or None for an
+        """The store's identity (``colmz.arrangement.identity.StoreIdentity``), or None for an
         arrangement not opened by :meth:`open`."""
         return self._identity
 
@@ -1290,8 +1290,8 @@ class Arrangement:
         :meth:`refresh` and call again, and its runs land at most once, right after
         ``expect`` (persist's ``compare_and_append``).
 
-        ``runs`` are :class:`colmz.arrangement_runs.WrittenRun` (or their dicts), written with
-        :func:`colmz.arrangement_runs.write_run` under this arrangement's :attr:`prefix` --
+        ``runs`` are :class:`colmz.arrangement.runs.WrittenRun` (or their dicts), written with
+        :func:`colmz.arrangement.runs.write_run` under this arrangement's :attr:`prefix` --
         e.g. by Spark executors while the driver commits. Everything is checked before
         anything changes: times at or after the seal (:class:`TimeBeforeSeal`), keys under the
         prefix, present in the blob store (:class:`MissingPart`) and not referenced yet, a seal
@@ -1638,7 +1638,7 @@ class Arrangement:
 
     def parts(self) -> list[PartInfo]:
         """Every part of the current state, trace batches first (module docstring of
-        ``colmz.arrangement_parts`` for the format)."""
+        ``colmz.arrangement.parts`` for the format)."""
         out = [PartInfo(self._store.url_of(k), k, "trace", 0) for b in self._trace for k in b.keys]
         tu = self.trace_ts_upper()
         if tu is not None:
@@ -1652,7 +1652,7 @@ class Arrangement:
         reference and that are older than the lease; return the deleted keys.
 
         Refuses, deleting nothing, when the committed state cannot account for the parts
-        (``colmz.arrangement_identity``): :class:`IdentityMismatch` when the blob's identity
+        (``colmz.arrangement.identity``): :class:`IdentityMismatch` when the blob's identity
         or the record's id is not this handle's store, :class:`MetadataLost` when the
         record is gone while parts remain, when unreferenced parts were written before the
         store was created (they are not this state's garbage), or when the state never held
@@ -1734,7 +1734,7 @@ class Arrangement:
             self._store.delete(k)
             gone.append(k)
         forget_parts(self._store, gone)
-        # Abort markers of discarded jobs (colmz.arrangement_runs.discard_owned) matter only
+        # Abort markers of discarded jobs (colmz.arrangement.runs.discard_owned) matter only
         # while a task of the job may still be writing: past the lease gc takes its parts anyway.
         for k in self._store.list_keys(abort_marker_prefix(self.prefix)):
             value = self._store.get(k)

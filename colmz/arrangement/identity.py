@@ -35,10 +35,10 @@ the arrangement's prefix, one of:
   none, no part in the blob either). The id is written into the blob with
   ``consensus_key = name`` and into the state by the next commit, so the record keeps its
   key and nothing is copied;
-* **refuse** with :class:`~colmz.arrangement_errors.IdentityMismatch` when the record the
+* **refuse** with :class:`~colmz.arrangement.errors.IdentityMismatch` when the record the
   blob names carries another id, or the legacy record carries an id (it was adopted by
   another blob) while this blob has parts; and with
-  :class:`~colmz.arrangement_errors.MetadataLost` when the blob holds parts and no record
+  :class:`~colmz.arrangement.errors.MetadataLost` when the blob holds parts and no record
   accounts for them. The messages name both sides and what to do.
 
 Invariants
@@ -238,7 +238,7 @@ def resolve(blob: Blob, name: str, prefix: str, ident: StoreIdentity | None, loa
                     "metadata was lost (a deleted or truncated consensus database, or the wrong "
                     "consensus URL). Nothing was written. Open it with the consensus it was "
                     "created with, or restore that database from a backup; the parts are "
-                    "plain Parquet files (colmz.arrangement_parts) if the data must be salvaged"
+                    "plain Parquet files (colmz.arrangement.parts) if the data must be salvaged"
                 )
             return Resolution("create", ident), None, None
         sid = state_identity(state)

@@ -75,7 +75,7 @@ class WrittenRun:
     ts_upper: int
     size_bytes: int
     #: per key, what its writer recorded for reads to check (``[rows, diff_sum]``,
-    #: ``colmz.arrangement_parts.PartCheck``); None for a run described without them
+    #: ``colmz.arrangement.parts.PartCheck``); None for a run described without them
     checks: tuple[tuple[int, int], ...] | None = None
 
     def to_dict(self) -> dict:

@@ -122,7 +122,7 @@ def committed_history(store: str, name: str = "arrangement") -> list[dict]:
 
     loc = open_location(store, create=False)
     out, state = [], None
-    # the record's key is the store's (colmz.arrangement_identity), named by its blob
+    # the record's key is the store's (colmz.arrangement.identity), named by its blob
     for v in loc.consensus.scan(read_identity(loc.blob, name).consensus_key, 0):
         doc = json.loads(bytes(v.data))
         if "rollup" in doc:

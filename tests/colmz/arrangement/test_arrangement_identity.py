@@ -1,4 +1,4 @@
-"""A store knows its identity (``colmz.arrangement_identity``): stores sharing one consensus
+"""A store knows its identity (``colmz.arrangement.identity``): stores sharing one consensus
 database keep their own records; a blob whose metadata is lost is refused, never taken for a
 new store; gc refuses what its state cannot account for; stores from before identities are
 adopted. Each test below failed on the code before identities (noted per test)."""

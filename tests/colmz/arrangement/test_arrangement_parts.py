@@ -1,4 +1,4 @@
-"""``colmz.arrangement_parts``: the streaming merge of runs cut into parts, against the
+"""``colmz.arrangement.parts``: the streaming merge of runs cut into parts, against the
 multiset oracle, and the Parquet part round trip, on mixed column types."""
 
 from __future__ import annotations

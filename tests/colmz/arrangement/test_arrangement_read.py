@@ -1,4 +1,4 @@
-"""Reads that merge (``colmz.arrangement_read``) against a consolidating oracle.
+"""Reads that merge (``colmz.arrangement.read``) against a consolidating oracle.
 
 The oracle of a read is ``colmz.consolidate`` of every update written, the times kept at or
 before the as_of and advanced to it (or to the since), sorted by data: the read must equal it

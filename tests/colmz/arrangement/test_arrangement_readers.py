@@ -201,7 +201,7 @@ def test_one_run_reads_do_not_merge_when_nothing_can_meet(tmp_path, monkeypatch)
     def no_merge(*args, **kwargs):
         raise AssertionError("the one-run read merged")
 
-    # a one-run read that needs consolidating merges by order words (colmz.arrangement_read)
+    # a one-run read that needs consolidating merges by order words (colmz.arrangement.read)
     monkeypatch.setattr(arrangement_mod, "stream_merge", no_merge)
     monkeypatch.setattr(arrangement_mod, "merged_read", no_merge)
     assert multiset(a.read()) == oracle(rows)

@@ -1,4 +1,4 @@
-"""Runs written by one process and committed by another (``colmz.arrangement_runs`` and
+"""Runs written by one process and committed by another (``colmz.arrangement.runs`` and
 ``Arrangement.append_runs``): what a Spark job's executors and driver do."""
 
 from __future__ import annotations
