@@ -1,6 +1,6 @@
 """Errors shared across colmz's structure families.
 
-A family's own errors live beside it (``colmz.arrangement_errors`` for the arrangement);
+A family's own errors live beside it (``colmz.arrangement.errors`` for the arrangement);
 an error that several families raise, and that a caller catches across them, lives here, so
 that no family imports another one for its exceptions (the durable arrangement does not
 import the sink's correction buffer to share a regression error).
@@ -18,7 +18,7 @@ class SinceRegression(ValueError):
     """A compaction frontier (since) before the current one.
 
     ``Correction.advance_since`` raises it as it is; the arrangement raises its subclass
-    ``colmz.arrangement_errors.SinceRegression``, so one ``except colmz.SinceRegression``
+    ``colmz.arrangement.errors.SinceRegression``, so one ``except colmz.SinceRegression``
     catches the regressions of every colmz structure.
 
     >>> import colmz
