@@ -20,16 +20,27 @@ merges adjacent trace batches, advancing their times to the since and consolidat
 Reads see everything: :meth:`snapshot` merges the trace with the unsealed updates at or
 beyond the trace's upper, times advanced to the since.
 
-Two layers share one object:
+Layer
+-----
+The *handle* layer of ``colmz.arrangement`` (``docs/arrangement.md``). Two layers still
+share one object:
 
 * **the core** -- the upstream operations (``unsealed_append``, ``drain``, ``compact``, ...)
   changing the in-memory state and writing parts, never the metadata; :meth:`meta` and
-  :meth:`from_meta` carry the state, :meth:`validate` checks it;
+  :meth:`from_meta` carry the state, :meth:`validate` checks it. Core operations change
+  memory; :meth:`commit` persists;
 * **the user API** -- :meth:`open` / :meth:`write` / :meth:`seal` / :meth:`advance_since` /
-  :meth:`maintain` / :meth:`read`, each durable when it returns: new parts are written to the
-  blob store first, then the new state is committed (one compare-and-set through
-  ``colmz.storage.state.StateLog``); on any failure the in-memory state is restored and the
-  parts just written are deleted, so nothing is visible.
+  :meth:`append_runs` / :meth:`maintain` / :meth:`read`, each durable when it returns. Each
+  durable call is one *command* -- a function of the state the handle holds, which checks
+  what it needs and applies core operations -- handed to the machine
+  (``colmz.arrangement.machine``): new parts are written to the blob store first, then the
+  new state is committed (one compare-and-set through ``colmz.storage.state.StateLog``); a
+  lost compare-and-set reloads the state and applies the command again (bounded); on any
+  failure the in-memory state is put back and the parts written for the call are deleted,
+  so nothing is visible. The handle may touch the blob store (parts), its consensus record
+  (through the machine and ``StateLog``) and nothing else; it follows
+  ``src/persist/src/indexed/arrangement.rs`` (core) and persist-client's handles
+  (``src/persist-client/src/write.rs``, ``read.rs``).
 
 Compaction policies
 -------------------
@@ -114,6 +125,7 @@ from colmz.arrangement.errors import (
     TimeBeforeSeal,
     TimeBeforeTraceUpper,
 )
+from colmz.arrangement.machine import STALE, Machine
 from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
@@ -157,7 +169,7 @@ from colmz.kernels.consolidate import sort_consolidate
 from colmz.ops import order_data
 from colmz.order import ColumnSpec, unify_layouts
 from colmz.progress import ProgressCallback, check_progress
-from colmz.storage.base import Blob, Determinate
+from colmz.storage.base import Blob
 from colmz.storage.state import CommitConflict
 from colmz.updates import Encoded, Updates
 
@@ -440,11 +452,14 @@ class Arrangement:
         self._url: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
         self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
-        self._cas_started = False
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
                       "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0, "rows_written": 0,
                       "merge_peak_rows": 0}
+        # the state last loaded or committed (a fresh core: its initial state), and the one
+        # command loop every durable change goes through (colmz.arrangement.machine)
+        self._committed_value = self._save()
+        self._machine = Machine(_Target(self))
 
     # ================================================================== metadata
 
@@ -455,6 +470,7 @@ class Arrangement:
         a = cls(store, **kwargs)
         a._seal, a._since, a._unsealed, a._trace = meta_from_dict(meta)
         a._properties = properties_from_dict(meta)
+        a._committed_value = a._save()
         return a
 
     def meta(self) -> dict:
@@ -1001,6 +1017,10 @@ class Arrangement:
         self._seal, self._since, unsealed, trace, self._schema, properties = saved
         self._unsealed, self._trace, self._properties = list(unsealed), list(trace), dict(properties)
 
+    def _dirty(self) -> bool:
+        # whether memory holds changes no commit made (core operations without commit())
+        return self._save() != self._committed_value
+
     def referenced_keys(self) -> frozenset[str]:
         """Every part key the current (in-memory) state names."""
         return frozenset(k for b in (*self._unsealed, *self._trace) for k in b.keys)
@@ -1108,7 +1128,9 @@ class Arrangement:
                 # into its state), or pin the schema of one created without
                 a._commit_state()
             except CommitConflict:
-                # another process created, adopted or pinned it first: read what it committed
+                # another process created, adopted or pinned it first: read what it committed.
+                # Not the machine's retry (no command is re-applied): which store and record
+                # this handle opens is resolved again from the blob's identity.
                 if attempt == 2:
                     raise
                 continue
@@ -1164,6 +1186,7 @@ class Arrangement:
         self._schema = schema
         self._seqno = seqno
         self._committed_keys = self.referenced_keys()
+        self._committed_value = self._save()
         expect_parts(self._store, {k: PartCheck(*c) for b in (*unsealed, *trace) if b.checks
                                    for k, c in zip(b.keys, b.checks)})
 
@@ -1199,10 +1222,12 @@ class Arrangement:
         return self._seqno
 
     def _commit_state(self) -> None:
+        # the one compare-and-set of the arrangement's state (StateLog.commit); the retry of
+        # a lost one is the machine's (colmz.arrangement.machine), never the caller's
         self._check_lease(self.referenced_keys() - self._committed_keys)
-        self._cas_started = True
         self._seqno = self._log.commit(self._seqno, self._state_doc())
         self._committed_keys = self.referenced_keys()
+        self._committed_value = self._save()
         self._counters["commits"] += 1
 
     def _check_lease(self, new_keys) -> None:
@@ -1216,29 +1241,10 @@ class Arrangement:
                     f"gc lease of {self.lease_seconds} s: gc may collect it, so it cannot be committed"
                 )
 
-    def _durably(self, fn):
-        """Run ``fn`` (a core change), then commit; on failure restore and clean up."""
-        saved = self._save()
-        before = self.referenced_keys()
-        self._cas_started = False
-        try:
-            out = fn()
-            if self._log is not None:
-                self._commit_state()
-        except BaseException as e:
-            new = self.referenced_keys() - before - self._committed_keys
-            self._restore(saved)
-            # Parts of a commit that may have landed (the compare-and-set was sent and its
-            # outcome is unknown) are left to gc, which respects the lease; otherwise the
-            # call certainly committed nothing and its parts go now.
-            if not self._cas_started or isinstance(e, (CommitConflict, Determinate)):
-                for k in new:
-                    with contextlib.suppress(Exception):  # best effort; gc collects the rest
-                        self._store.delete(k)
-            raise
-        gone = before - self.referenced_keys()
-        self._delete_keys(gone)
-        return out
+    def _durably(self, cmd, written=()):
+        """Apply ``cmd`` (a core change re-checking what it needs on the state it finds)
+        through the machine: commit it, refresh and re-apply on a lost compare-and-set."""
+        return self._machine.apply(cmd, written=written)
 
     def _delete_keys(self, keys) -> None:
         forget_parts(self._store, keys)
@@ -1270,25 +1276,37 @@ class Arrangement:
         updates = self._conform(updates)
         if not len(updates):
             return
-        t = updates.time
-        lo = int(t.min())
-        if self._seal is None or lo < self._seal:
-            raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {self._seal}")
+        lo = int(updates.time.min())
+
+        def check() -> None:
+            if self._seal is None or lo < self._seal:
+                raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {self._seal}")
+
+        check()
         normal = order_data(updates)
         if not len(normal[0] if normal[1] is None else normal[1]):
             return
-        self._durably(lambda: self._append_normal(updates, normal, None))
+
+        def cmd():
+            # on a retry the state is another writer's: its seal and schema are checked again
+            check()
+            return self._append_normal(self._conform(updates), normal, None)
+
+        self._durably(cmd)
 
     def append_runs(self, runs, *, seal: Frontier | object = _KEEP, properties: dict | None = None,
-                    expect: Frontier | object = _KEEP) -> None:
+                    expect: Frontier | object = _KEEP, expect_properties: dict | None = None) -> None:
         """Commit runs of parts written by other processes as unsealed batches, one per run,
         in one compare-and-set; with ``seal``, advance the seal in the same commit, and with
         ``properties`` (a dict of str to str or int; None removes a key) update
         :meth:`properties` in it too. With ``expect``, the commit happens only if the seal is
-        ``expect`` (else :class:`SealMismatch`): as the compare-and-set also fails when
-        another writer committed since this handle read, a caller that lost it can
-        :meth:`refresh` and call again, and its runs land at most once, right after
-        ``expect`` (persist's ``compare_and_append``).
+        ``expect``, and with ``expect_properties`` only if the properties are exactly those
+        (else :class:`SealMismatch`): the runs land at most once, right after ``expect``
+        (persist's ``compare_and_append``). A handle whose seal is not ``expect`` is
+        refreshed once before it refuses (it may be behind); a compare-and-set lost to another
+        writer refreshes and applies the call again to the newer state, where its checks run
+        again (``colmz.arrangement.machine``, at most ``ATTEMPTS`` compare-and-sets, then
+        ``CommitConflict``).
 
         ``runs`` are :class:`colmz.arrangement.runs.WrittenRun` (or their dicts), written with
         :func:`colmz.arrangement.runs.write_run` under this arrangement's :attr:`prefix` --
@@ -1297,8 +1315,10 @@ class Arrangement:
         prefix, present in the blob store (:class:`MissingPart`) and not referenced yet, a seal
         not before the current one (:class:`SealRegression`), properties of the right types
         (``TypeError``); the lease check of every commit applies too (:class:`LeaseExpired`).
-        On any failure (a lost compare-and-set included) nothing is committed and memory --
-        the properties too -- is as before.
+        On any failure nothing is committed and memory -- the properties too -- is as before
+        (or, after a lost compare-and-set, the state another writer committed). The runs'
+        parts are the caller's until the call commits them; a call that refused them after a
+        lost compare-and-set (or lost it ``ATTEMPTS`` times) deleted them.
 
         >>> import colmz
         >>> from colmz.arrangement.runs import write_run
@@ -1312,30 +1332,55 @@ class Arrangement:
         from colmz.arrangement.runs import WrittenRun
 
         runs = [r if isinstance(r, WrittenRun) else WrittenRun.from_dict(r) for r in runs]
-        if expect is not _KEEP and check_frontier(expect, "expect") != self._seal:
-            raise SealMismatch(f"append_runs expected the seal at {expect}, it is at {self._seal}")
-        new_properties = self._properties if properties is None else check_properties(properties, self._properties)
+        if expect is not _KEEP:
+            expect = check_frontier(expect, "expect")
+        if expect_properties is not None:
+            expect_properties = check_properties(expect_properties, {})
+        if properties is not None:
+            check_properties(properties, {})
         if seal is not _KEEP:
-            self.validate_seal(seal)
             seal = check_frontier(seal, "seal")
         keys = [k for r in runs for k in r.keys]
         for k in keys:
             if not k.startswith(self.prefix):
                 raise ValueError(f"part {k!r} is not under this arrangement's prefix {self.prefix!r}")
-        if len(set(keys)) != len(keys) or set(keys) & self.referenced_keys():
+        if len(set(keys)) != len(keys):
             raise ValueError("runs name a part twice, or a part the arrangement already holds")
-        for r in runs:
-            if self._seal is None or r.ts_lower < self._seal:
-                raise TimeBeforeSeal(f"a run holds time {r.ts_lower}, before the seal {self._seal}")
+
+        def expected() -> bool:
+            return ((expect is _KEEP or expect == self._seal)
+                    and (expect_properties is None or expect_properties == self._properties))
+
+        def check() -> dict:
+            # what depends on the state: run again on a retry, against another writer's state
+            if expect is not _KEEP and expect != self._seal:
+                raise SealMismatch(f"append_runs expected the seal at {expect}, it is at {self._seal}")
+            if expect_properties is not None and expect_properties != self._properties:
+                raise SealMismatch(f"append_runs expected the properties {expect_properties}, "
+                                   f"they are {self._properties}")
+            new_properties = self._properties if properties is None else check_properties(properties, self._properties)
+            if seal is not _KEEP:
+                self.validate_seal(seal)
+            if set(keys) & self.referenced_keys():
+                raise ValueError("runs name a part twice, or a part the arrangement already holds")
+            for r in runs:
+                if self._seal is None or r.ts_lower < self._seal:
+                    raise TimeBeforeSeal(f"a run holds time {r.ts_lower}, before the seal {self._seal}")
+            return new_properties
+
+        if not expected() and self.durable and not self._dirty():
+            self.refresh()  # this handle may be behind the seal it is told to expect
+        check()
         if keys:
             present = set(self._store.list_keys(self.prefix))
             missing = [k for k in keys if k not in present]
             if missing:
                 raise MissingPart(f"part {missing[0]!r} of a run is missing from the blob store")
-        if not runs and (seal is _KEEP or seal == self._seal) and new_properties == self._properties:
-            return
 
-        def change() -> None:
+        def cmd():
+            new_properties = check()
+            if not runs and (seal is _KEEP or seal == self._seal) and new_properties == self._properties:
+                return STALE  # nothing to commit
             tu = self.trace_ts_upper()
             for r in runs:
                 if tu is None or r.ts_lower < tu:
@@ -1346,11 +1391,13 @@ class Arrangement:
             if seal is not _KEEP:
                 self.update_seal(seal)
             self._properties = dict(new_properties)
+            return None
 
         # what the runs' writers recorded of their parts, checked when they are read
         expect_parts(self._store, {k: PartCheck(*c) for r in runs if r.checks
                                    for k, c in zip(r.keys, r.checks)})
-        self._durably(change)
+        if self._durably(cmd, written=keys) is STALE:
+            return
         self._counters["parts_written"] += len(keys)
         self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
 
@@ -1362,25 +1409,34 @@ class Arrangement:
         Raises :class:`SealRegression` for an upper before the current seal and
         ``TypeError`` for bad properties, committing nothing.
         """
-        self.validate_seal(upper)
-        upper = check_frontier(upper, "seal")
-        new_properties = self._properties if properties is None else check_properties(properties, self._properties)
-        if upper == self._seal and new_properties == self._properties:
-            return
-
-        def change() -> None:
-            self.update_seal(upper)
+        def cmd():
+            # checked on the state found: a retry after a lost compare-and-set checks again
+            self.validate_seal(upper)
+            new_properties = self._properties if properties is None else check_properties(properties, self._properties)
+            if checked == self._seal and new_properties == self._properties:
+                return STALE  # nothing to commit
+            self.update_seal(checked)
             self._properties = dict(new_properties)
+            return None
 
-        self._durably(change)
+        self.validate_seal(upper)
+        checked = check_frontier(upper, "seal")
+        if properties is not None:
+            check_properties(properties, self._properties)
+        self._durably(cmd)
 
     def advance_since(self, since: int) -> None:
         """Allow compaction up to ``since`` durably (:meth:`validate_allow_compaction` first)."""
+        def cmd():
+            self.validate_allow_compaction(since)
+            if checked == self._since:
+                return STALE  # nothing to commit
+            self.allow_compaction(checked)
+            return None
+
         self.validate_allow_compaction(since)
-        since = self._check_since(since)
-        if since == self._since:
-            return
-        self._durably(lambda: self.allow_compaction(since))
+        checked = self._check_since(since)
+        self._durably(cmd)
 
     def maintain(self, fuel: int | None = None, *, policy: str = "geometric",
                  conflict_retries: int = 3, progress: ProgressCallback | None = None) -> dict:
@@ -1437,44 +1493,23 @@ class Arrangement:
         return any(tuple(self._trace[i:i + k]) == tuple(batches) for i in range(len(self._trace) - k + 1))
 
     def _apply_and_commit(self, apply, new_keys, retries: int, report: dict) -> bool:
-        """Apply a step's response to the state and commit it.
+        """Apply a step's response to the state and commit it through the machine.
 
         ``apply()`` changes the in-memory state from the response and says whether it still
         fits (a response is stale once another commit changed what it was computed from).
-        When the compare-and-set loses to another writer, the state is reloaded and the same
-        response applied again -- the parts are already written, so a long compaction is
-        never thrown away because a small write landed meanwhile. A response that no longer
-        fits has its parts deleted.
+        When the compare-and-set loses to another writer, the machine reloads the state and
+        applies the same response again -- its parts (``new_keys``) are already written, so a
+        long compaction is never thrown away because a small write landed meanwhile. A
+        response that no longer fits has its parts deleted.
         """
-        for attempt in range(retries + 1):
-            saved = self._save()
-            before = self.referenced_keys()
-            self._cas_started = False
-            try:
-                # also without a consensus store: the response's parts must still be leased
-                self._check_lease(new_keys)
-                if not apply():
-                    self._restore(saved)
-                    break
-                if self._log is not None:
-                    self._commit_state()
-            except CommitConflict:
-                self._restore(saved)
-                if attempt == retries:
-                    self._drop_unreferenced(new_keys)
-                    raise
-                report["conflicts"] += 1
-                self.refresh()
-                continue
-            except BaseException as e:
-                self._restore(saved)
-                if not self._cas_started or isinstance(e, Determinate):
-                    self._drop_unreferenced(new_keys)
-                raise
-            self._delete_keys(before - self.referenced_keys())
-            return True
-        self._drop_unreferenced(new_keys)
-        return False
+        def cmd():
+            return None if apply() else STALE
+
+        def lost() -> None:
+            report["conflicts"] += 1
+
+        out = self._machine.apply(cmd, written=new_keys, attempts=retries + 1, on_conflict=lost)
+        return out is not STALE
 
     def _drop_unreferenced(self, keys) -> None:
         # parts of a response that was never committed (and no committed state names)
@@ -1804,3 +1839,41 @@ class Arrangement:
                 f"{html.escape(_describe_schema(self._schema))}</p>"
                 "<table><tr><th>kind</th><th>times</th><th>since</th><th>level</th><th>parts</th>"
                 f"<th>updates</th></tr>{rows_html}</table>")
+
+
+class _Target:
+    """The handle as the machine sees it (``colmz.arrangement.machine.MachineTarget``)."""
+
+    def __init__(self, arrangement: Arrangement):
+        self.a = arrangement
+
+    @property
+    def durable(self) -> bool:
+        return self.a.durable
+
+    def capture(self):
+        return self.a._save()
+
+    def reset(self, saved) -> None:
+        self.a._restore(saved)
+
+    def dirty(self) -> bool:
+        return self.a._dirty()
+
+    def referenced_keys(self) -> frozenset[str]:
+        return self.a.referenced_keys()
+
+    def committed_keys(self) -> frozenset[str]:
+        return self.a._committed_keys
+
+    def check_lease(self, keys) -> None:
+        self.a._check_lease(keys)
+
+    def commit_state(self) -> None:
+        self.a._commit_state()
+
+    def refresh(self) -> None:
+        self.a.refresh()
+
+    def delete_parts(self, keys) -> None:
+        self.a._delete_keys(keys)
