@@ -26,9 +26,11 @@ The *handle* layer of ``colmz.arrangement`` (``docs/arrangement.md``). Two layer
 share one object:
 
 * **the core** -- the upstream operations (``unsealed_append``, ``drain``, ``compact``, ...)
-  changing the in-memory state and writing parts, never the metadata; :meth:`meta` and
-  :meth:`from_meta` carry the state, :meth:`validate` checks it. Core operations change
-  memory; :meth:`commit` persists;
+  writing parts and replacing the in-memory state with what a pure transition of
+  :class:`colmz.arrangement.state.ArrangementState` returns (:attr:`state`, one frozen
+  value: a call that raises keeps the value it started from), never the metadata;
+  :meth:`meta` and :meth:`from_meta` carry the state, :meth:`validate` checks it. Core
+  operations change memory; :meth:`commit` persists;
 * **the user API** -- :meth:`open` / :meth:`write` / :meth:`seal` / :meth:`advance_since` /
   :meth:`append_runs` / :meth:`maintain` / :meth:`read`, each durable when it returns. Each
   durable call is one *command* -- a function of the state the handle holds, which checks
@@ -137,7 +139,6 @@ from colmz.arrangement.meta import (
     UnsealedSnapshot,
     check_properties,
     meta_from_dict,
-    meta_to_dict,
     properties_from_dict,
     validate_meta,
 )
@@ -164,6 +165,7 @@ from colmz.arrangement.parts import (
 )
 from colmz.arrangement.read import merged_read, read_runs, window_part
 from colmz.arrangement.runs import abort_marker_prefix
+from colmz.arrangement.state import ArrangementState
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.ops import order_data
@@ -431,7 +433,6 @@ class Arrangement:
         if not lease_seconds > 0:
             raise ValueError(f"lease_seconds must be positive, got {lease_seconds!r}")
         self._store = store
-        self._schema = normalize_schema(schema)
         self.part_rows = part_rows
         self.part_bytes = part_bytes
         self.prefix = prefix
@@ -441,11 +442,9 @@ class Arrangement:
         self.write_compression = write_compression
         self.clock = clock
         self.token = token if token is not None else new_token
-        self._seal: Frontier = 0
-        self._since: int = 0
-        self._unsealed: list[UnsealedBatchMeta] = []
-        self._trace: list[TraceBatchMeta] = []
-        self._properties: dict[str, str | int] = {}  # the user's, committed with the state
+        # the whole state, one frozen value (colmz.arrangement.state): every change replaces
+        # it with what a transition returns, so a failed call keeps the value it started from
+        self._state = ArrangementState(schema=normalize_schema(schema))
         # durable handle (None for an in-memory core)
         self._log = None
         self._seqno: int | None = None
@@ -468,14 +467,43 @@ class Arrangement:
         """Rebuild an arrangement from :meth:`meta`'s dict (shape-checked, not validated:
         call :meth:`validate`). Keyword arguments are the constructor's."""
         a = cls(store, **kwargs)
-        a._seal, a._since, a._unsealed, a._trace = meta_from_dict(meta)
-        a._properties = properties_from_dict(meta)
+        a._state = ArrangementState.from_meta(meta, a._state.schema)
         a._committed_value = a._save()
         return a
 
     def meta(self) -> dict:
         """The state as a plain dict (see ``colmz.arrangement.meta``)."""
-        return meta_to_dict(self._seal, self._since, self._unsealed, self._trace, self._properties)
+        return self._state.meta()
+
+    @property
+    def state(self) -> ArrangementState:
+        """The in-memory state: one frozen value (``colmz.arrangement.state``)."""
+        return self._state
+
+    # read-only views of the state's fields, under the names the operations use
+    @property
+    def _seal(self) -> Frontier:
+        return self._state.seal
+
+    @property
+    def _since(self) -> int:
+        return self._state.since
+
+    @property
+    def _unsealed(self) -> tuple[UnsealedBatchMeta, ...]:
+        return self._state.unsealed
+
+    @property
+    def _trace(self) -> tuple[TraceBatchMeta, ...]:
+        return self._state.trace
+
+    @property
+    def _schema(self) -> tuple[ColumnSpec, ...] | None:
+        return self._state.schema
+
+    @property
+    def _properties(self):
+        return self._state.properties
 
     def properties(self) -> dict[str, str | int]:
         """The user's properties as last committed (or set in memory): a copy.
@@ -591,7 +619,7 @@ class Arrangement:
 
     def update_seal(self, ts: Frontier) -> None:
         """Set the seal without checking (used to revert a seal)."""
-        self._seal = check_frontier(ts, "seal")
+        self._state = self._state.update_seal(ts)
 
     def validate_allow_compaction(self, since: int) -> None:
         """Raise :class:`SinceRegression` if ``since`` is before the current since (equal and
@@ -602,7 +630,7 @@ class Arrangement:
 
     def allow_compaction(self, since: int) -> None:
         """Set the since without checking (used to revert)."""
-        self._since = self._check_since(since)
+        self._state = self._state.allow_compaction(self._check_since(since))
 
     @staticmethod
     def _check_since(since) -> int:
@@ -692,8 +720,7 @@ class Arrangement:
         writer.write(*normal)
         meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes,
                                  tuple(writer.checks))
-        self._schema = schema
-        self._unsealed.append(meta)
+        self._state = self._state.with_schema(schema).unsealed_append(meta)
         self._count_write(writer, updates)
         return meta
 
@@ -723,27 +750,22 @@ class Arrangement:
     def unsealed_evict(self) -> list[UnsealedBatchMeta]:
         """Drop the unsealed batches whose every time is before the trace's upper; return them
         (their parts can be deleted once the new state is committed)."""
-        tu = self.trace_ts_upper()
-        keep = [b for b in self._unsealed if tu is not None and tu <= b.ts_upper]
-        gone = [b for b in self._unsealed if not (tu is not None and tu <= b.ts_upper)]
-        self._unsealed = keep
+        self._state, gone = self._state.unsealed_evict()
         return gone
 
     def unsealed_step(self) -> bool:
         """Evict, then rewrite the first unsealed batch that holds times before the trace's
         upper, keeping only the updates at or after it (same seqnos, new parts). Returns
         whether a batch was rewritten."""
-        saved = self._save()
-        self.unsealed_evict()
-        tu = self.trace_ts_upper()
-        for idx, b in enumerate(self._unsealed):
+        evicted, _ = self._state.unsealed_evict()
+        tu = evicted.trace_ts_upper()
+        for b in evicted.unsealed:
             if b.ts_lower < tu:
-                try:
-                    self._unsealed[idx] = self._trim(b, tu)
-                except BaseException:
-                    self._restore(saved)
-                    raise
+                new = self._trim(b, tu)  # raises with the state as it was: nothing evicted
+                evicted, _ = self._state.unsealed_evict()  # (the trim may have read the schema)
+                self._state = evicted.unsealed_replace(b, new)
                 return True
+        self._state = evicted
         return False
 
     def _trim(self, b: UnsealedBatchMeta, tu: int) -> UnsealedBatchMeta:
@@ -817,10 +839,7 @@ class Arrangement:
     def unsealed_handle_drain_response(self, res: DrainUnsealedRes) -> None:
         """Append the drained batch iff there is one and it starts at the trace's upper
         (a stale response is ignored)."""
-        b = res.drained
-        if b is None or self.trace_ts_upper() != b.desc.lower:
-            return
-        self._trace.append(b)
+        self._state = self._state.handle_drain_response(res)
 
     def drain(self) -> bool:
         """Request, do and apply one drain; whether the trace grew."""
@@ -871,13 +890,8 @@ class Arrangement:
     def trace_handle_compact_response(self, res: CompactTraceRes) -> list[TraceBatchMeta]:
         """Replace the request's batches with the merged one if they are still adjacent in
         the trace; return the replaced batches (newest first, as upstream), or ``[]``."""
-        want = res.req.batches
-        k = len(want)
-        for i in range(len(self._trace) - k + 1):
-            if tuple(self._trace[i:i + k]) == want:
-                self._trace[i:i + k] = [res.merged]
-                return list(reversed(want))
-        return []
+        self._state, replaced = self._state.handle_compact_response(res)
+        return replaced
 
     def compact(self, req: CompactTraceReq | None = None) -> list[TraceBatchMeta]:
         """Request (unless given), do and apply one compaction; the replaced batches."""
@@ -972,7 +986,7 @@ class Arrangement:
                 (k for b in self._unsealed for k in b.keys), None)
             if key is None:
                 return ()
-            self._schema = self._read_schema_of(key)
+            self._state = self._state.with_schema(self._read_schema_of(key))
         return self._schema
 
     def _batch_parts(self, keys, schema) -> Iterator[Updates]:
@@ -1009,17 +1023,16 @@ class Arrangement:
             return Updates.empty(schema)
         return self._concat([Updates.decode(e, schema) for e in encs], schema)
 
-    def _save(self):
-        return (self._seal, self._since, list(self._unsealed), list(self._trace), self._schema,
-                dict(self._properties))
+    def _save(self) -> ArrangementState:
+        # the state is a frozen value: keeping it is keeping a reference
+        return self._state
 
-    def _restore(self, saved) -> None:
-        self._seal, self._since, unsealed, trace, self._schema, properties = saved
-        self._unsealed, self._trace, self._properties = list(unsealed), list(trace), dict(properties)
+    def _restore(self, saved: ArrangementState) -> None:
+        self._state = saved
 
     def _dirty(self) -> bool:
         # whether memory holds changes no commit made (core operations without commit())
-        return self._save() != self._committed_value
+        return self._state is not self._committed_value and self._state != self._committed_value
 
     def referenced_keys(self) -> frozenset[str]:
         """Every part key the current (in-memory) state names."""
@@ -1122,7 +1135,7 @@ class Arrangement:
                 if res.action == "open" and (schema is None or a._schema is not None):
                     return a
                 if a._schema is None:
-                    a._schema = schema
+                    a._state = a._state.with_schema(schema)
             try:
                 # create the record, adopt a record from before identities (the id goes
                 # into its state), or pin the schema of one created without
@@ -1181,9 +1194,7 @@ class Arrangement:
         seal, since, unsealed, trace = meta_from_dict(state["meta"])
         properties = properties_from_dict(state["meta"])
         validate_meta(seal, since, unsealed, trace)
-        self._seal, self._since, self._unsealed, self._trace = seal, since, unsealed, trace
-        self._properties = properties
-        self._schema = schema
+        self._state = ArrangementState(seal, since, unsealed, trace, schema, properties)
         self._seqno = seqno
         self._committed_keys = self.referenced_keys()
         self._committed_value = self._save()
@@ -1381,16 +1392,17 @@ class Arrangement:
             new_properties = check()
             if not runs and (seal is _KEEP or seal == self._seal) and new_properties == self._properties:
                 return STALE  # nothing to commit
-            tu = self.trace_ts_upper()
+            state = self._state
+            tu = state.trace_ts_upper()
             for r in runs:
                 if tu is None or r.ts_lower < tu:
                     raise TimeBeforeTraceUpper(f"a run holds time {r.ts_lower} before the trace upper {tu}")
-                upper = self.unsealed_seqno_upper()
-                self._unsealed.append(UnsealedBatchMeta((upper, upper + 1), r.ts_lower, r.ts_upper,
-                                                        tuple(r.keys), r.len, r.size_bytes, r.checks))
+                upper = state.unsealed_seqno_upper()
+                state = state.unsealed_append(UnsealedBatchMeta((upper, upper + 1), r.ts_lower, r.ts_upper,
+                                                                tuple(r.keys), r.len, r.size_bytes, r.checks))
             if seal is not _KEEP:
-                self.update_seal(seal)
-            self._properties = dict(new_properties)
+                state = state.update_seal(seal)
+            self._state = state.with_properties(new_properties)
             return None
 
         # what the runs' writers recorded of their parts, checked when they are read
@@ -1415,8 +1427,7 @@ class Arrangement:
             new_properties = self._properties if properties is None else check_properties(properties, self._properties)
             if checked == self._seal and new_properties == self._properties:
                 return STALE  # nothing to commit
-            self.update_seal(checked)
-            self._properties = dict(new_properties)
+            self._state = self._state.update_seal(checked).with_properties(new_properties)
             return None
 
         self.validate_seal(upper)
@@ -1542,8 +1553,7 @@ class Arrangement:
                     # still the next interval, and still sealed (no revert since)
                     if self.trace_ts_upper() != d.desc.lower or not frontier_le(d.desc.upper, self._seal):
                         return False
-                    self._trace.append(d)
-                    self.unsealed_evict()
+                    self._state, _ = self._state.handle_drain_response(res).unsealed_evict()
                     return True
                 if self._apply_and_commit(apply_drain, set(d.keys), retries, report):
                     report["drains"] += 1
@@ -1565,7 +1575,7 @@ class Arrangement:
             def apply_trim(old=old, new=new, tu=tu):
                 if old not in self._unsealed or self.trace_ts_upper() != tu:
                     return False
-                self._unsealed[self._unsealed.index(old)] = new
+                self._state = self._state.unsealed_replace(old, new)
                 return True
             if not self._apply_and_commit(apply_trim, set(new.keys), retries, report):
                 continue

@@ -124,10 +124,12 @@ class Machine:
 
     Examples
     --------
+    Every arrangement handle owns one (``Arrangement.seal`` and the other durable calls hand it
+    their commands); here a bare core change, as a command:
+
     >>> import colmz
-    >>> from colmz.arrangement.machine import Machine
     >>> a = colmz.Arrangement.open("mem://machine-doc")
-    >>> Machine(a).apply(lambda: a.update_seal(3))
+    >>> a._machine.apply(lambda: a.update_seal(3))
     >>> colmz.Arrangement.open("mem://machine-doc").get_seal()
     3
     """
