@@ -827,7 +827,15 @@ class Catalog:
         """Run ``call`` -- one transaction, which rolls memory back when it raises -- and on
         a durable catalog bring the handle up to the record first; when its commit lost to
         another handle (or a read hit data another handle compacted away), refresh and run
-        it again, at most :data:`RETRIES` times."""
+        it again, at most :data:`RETRIES` times.
+
+        This is a transaction-level retry, not a second copy of the arrangement's
+        compare-and-set loop (``colmz.arrangement.machine``, which re-applies one command to a
+        newer state of one arrangement): a lost catalog commit invalidates the whole
+        statement -- what it read, the checks it made, the intent built from them -- so the
+        serializable statement runs again from the top on the refreshed catalog. The
+        record's compare-and-set itself (``CatalogStore.commit``) is tried once per run.
+        """
         if self._path is None:
             return call()
         for attempt in range(RETRIES + 1):

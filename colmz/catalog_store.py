@@ -50,27 +50,17 @@ catalog record.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
 
-import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement.errors import (
-    ArrangementError,
-    IdentityMismatch,
-    InvalidAsOf,
-    MissingPart,
-    SealMismatch,
-)
+from colmz.arrangement.collection import ArrangementCollection, CompactedAway
+from colmz.arrangement.errors import IdentityMismatch
 from colmz.arrangement.identity import StoreIdentity, read_identity, write_identity
 from colmz.continual import UpperMismatch
-from colmz.frontier import Frontier, check_frontier
-from colmz.ops import concat, consolidate
-from colmz.order import ColumnSpec
-from colmz.storage.base import Determinate, Indeterminate, StorageError, VersionedData
+from colmz.storage.base import Indeterminate, StorageError, VersionedData
 from colmz.storage.state import CommitConflict, StateLog
 from colmz.updates import Updates
 
@@ -99,16 +89,6 @@ LEGACY_RECORD_KEY = "catalog/record.json"
 LEGACY_INTENT_KEY = "catalog/intent"
 #: The version of the record's layout (its ``"format"`` field).
 FORMAT = 2
-
-#: Bounded retries of one arrangement append that lost its compare-and-set to another
-#: writer of the same arrangement (an applier of the same intent, or a compaction).
-APPEND_ATTEMPTS = 4
-
-
-class CompactedAway(RuntimeError):
-    """A read of a durable object hit data another handle compacted away (a part deleted,
-    or the since advanced past the time read): refresh and read again."""
-
 
 class StoreChanged(RuntimeError):
     """An arrangement is at an upper the catalog record does not explain (written behind
@@ -147,162 +127,6 @@ def decode_updates(raw, schema) -> Updates:
     return Updates({n: table.column(n) for n in names},
                    time=table.column("__colmz_time").to_numpy(),
                    diff=table.column("__colmz_diff").to_numpy())
-
-
-# ----------------------------------------------------------------------------- arrangements
-
-
-class ArrangementCollection:
-    """The collection interface of :mod:`colmz.continual` over a durable ``colmz.Arrangement``.
-
-    Each :meth:`compare_and_append` is one commit through the arrangement's own durable
-    call, ``Arrangement.append_runs(runs, seal=new_upper, expect=expected_upper)``: the
-    updates become one run of fresh parts and the seal moves in the same compare-and-set,
-    so a crash never leaves a half-written time, and the append lands only right after
-    ``expected_upper``. A compare-and-set lost to another writer of the arrangement (an
-    applier of the same catalog intent, a compaction) refreshes and tries again, at most
-    :data:`APPEND_ATTEMPTS` times; a seal found elsewhere is :class:`UpperMismatch`.
-    Reads that hit a part another handle compacted away refresh and read again; when the
-    times asked for are gone (the since passed them) they raise :class:`CompactedAway`.
-    """
-
-    def __init__(self, arrangement):
-        self.arrangement = arrangement
-        self.stats = {"updates_read": 0, "reads": 0, "refreshes": 0}
-
-    @property
-    def schema(self) -> tuple[ColumnSpec, ...]:
-        return tuple(self.arrangement.schema or ())
-
-    @property
-    def since(self) -> int:
-        return self.arrangement.since()
-
-    @property
-    def upper(self) -> Frontier:
-        return self.arrangement.get_seal()
-
-    def refresh(self) -> None:
-        """Reload the arrangement's committed state."""
-        self.stats["refreshes"] += 1
-        self.arrangement.refresh()
-
-    def compare_and_append(self, updates: Updates, expected_upper: Frontier, new_upper: Frontier) -> None:
-        from colmz.arrangement.runs import write_run
-
-        new_upper = check_frontier(new_upper, "new_upper")
-        arr = self.arrangement
-        if len(updates):
-            lo, hi = int(updates.time.min()), int(updates.time.max())
-            if expected_upper is None or lo < expected_upper or (new_upper is not None and hi >= new_upper):
-                raise ValueError(f"updates have times in [{lo}, {hi}], outside [{expected_upper}, {new_upper})")
-            updates = consolidate(updates)
-        for attempt in range(APPEND_ATTEMPTS):
-            if expected_upper != arr.get_seal():
-                if attempt == 0:  # this handle may be behind: read the committed seal
-                    self.refresh()
-                    if expected_upper == arr.get_seal():
-                        continue
-                raise UpperMismatch(expected_upper, arr.get_seal())
-            arr.validate_seal(new_upper)
-            run = write_run(arr.store, arr.schema, updates, prefix=arr.prefix) if len(updates) else None
-            try:
-                arr.append_runs([run] if run is not None else [], seal=new_upper, expect=expected_upper)
-                return
-            except CommitConflict:
-                # append_runs deleted the run's parts (its commit certainly did not land)
-                self.refresh()
-            except SealMismatch:
-                self._discard(run)
-                raise UpperMismatch(expected_upper, arr.get_seal()) from None
-            except (Determinate, ArrangementError, ValueError, TypeError):
-                self._discard(run)
-                raise
-        raise CommitConflict(f"{arr.prefix} (arrangement)", expected_upper, arr.get_seal())
-
-    def _discard(self, run) -> None:
-        if run is None:
-            return
-        for k in run.keys:
-            with contextlib.suppress(Exception):  # best effort; the arrangement's gc takes the rest
-                self.arrangement.store.delete(k)
-
-    def _read(self, read, as_of_or_lower: int):
-        for _ in range(2):
-            try:
-                return read()
-            except (MissingPart, InvalidAsOf, _Compacted) as e:
-                before = self.arrangement.seqno
-                self.refresh()
-                if as_of_or_lower < self.arrangement.since() or self.arrangement.seqno == before:
-                    raise CompactedAway(
-                        f"arrangement with parts under {self.arrangement.prefix!r}: "
-                        f"another handle compacted the data read ({e}); refresh the catalog "
-                        "(cat.refresh()) and read again"
-                    ) from e
-        return read()
-
-    def snapshot(self, as_of: int) -> Updates:
-        def read() -> Updates:
-            out = self.arrangement.read(as_of)
-            # Arrangement.read refreshes once on a missing part; past a since that moved
-            # beyond as_of it would hold later changes too.
-            if as_of < self.arrangement.since():
-                raise _Compacted(f"the since moved to {self.arrangement.since()}, past as_of {as_of}")
-            return out
-
-        out = self._read(read, as_of)
-        self.stats["updates_read"] += len(out)
-        self.stats["reads"] += 1
-        return out
-
-    def updates(self, lower: int, upper: Frontier) -> Updates:
-        return self._read(lambda: self._updates(lower, upper), lower)
-
-    def _updates(self, lower: int, upper: Frontier) -> Updates:
-        from colmz.arrangement.parts import read_part
-
-        arr = self.arrangement
-        schema = self.schema
-        parts = []
-        for b in arr.trace_batches:
-            if b.desc.upper is not None and b.desc.upper <= lower:
-                continue
-            if upper is not None and b.desc.lower >= upper:
-                continue
-            if b.desc.since > lower:
-                raise _Compacted(f"changes before {b.desc.since} were compacted: cannot read from {lower}")
-            parts += [read_part(arr.store, k, schema) for k in b.keys]
-        tu = arr.trace_ts_upper()
-        if tu is not None:
-            lo = max(lower, tu)
-            if upper is None or lo < upper:
-                parts.append(arr.fetch_unsealed(arr.unsealed_snapshot(lo, upper)))
-        parts = [p for p in parts if len(p)]
-        self.stats["reads"] += 1
-        if not parts:
-            return Updates.empty(schema)
-        u = concat(parts)
-        t = u.time
-        keep = (t >= lower) if upper is None else ((t >= lower) & (t < upper))
-        idx = np.flatnonzero(keep)
-        self.stats["updates_read"] += len(u)
-        return consolidate(u.take(idx))
-
-    def advance_since(self, since: int) -> None:
-        self.arrangement.advance_since(since)
-
-    def maintain(self, since: int) -> None:
-        """Advance the since to ``since`` (when behind, and before the upper) and run the
-        arrangement's maintenance: drain sealed updates into the trace and compact."""
-        arr = self.arrangement
-        if since > arr.since() and (arr.get_seal() is None or since < arr.get_seal()):
-            arr.advance_since(since)
-        arr.maintain()
-
-
-class _Compacted(ValueError):
-    """A read asked for changes before a trace batch's since (compacted away)."""
 
 
 # ----------------------------------------------------------------------------- the store
@@ -552,31 +376,34 @@ class CatalogStore:
             if landed():
                 self.stats["entries_landed"] += 1
                 return
-        for _ in range(APPEND_ATTEMPTS):
-            if dur.upper != lower:
-                raise StoreChanged(
-                    f"catalog record of {self.loc.url!r}: object {e['name']!r} (arrangement "
-                    f"{e['key']!r}) has upper {dur.upper}, its committed intent moves it from "
-                    f"{lower} to {upper}: the arrangement was written behind the catalog"
-                )
-            raw = self.blob.get(e["blob"]) if e.get("blob") else None
-            if e.get("blob") and raw is None:
-                # Another handle applied this entry and a later commit deleted the blob.
-                dur.refresh()
-                if landed():
-                    return
-                raise FileNotFoundError(f"{self.blob.url_of(e['blob'])}: a committed intent's data is missing")
-            u = decode_updates(raw, dur.schema) if raw is not None else Updates.empty(dur.schema)
-            try:
-                dur.compare_and_append(u, lower, upper)
-                self.stats["entries_applied"] += 1
+        def store_changed() -> StoreChanged:
+            return StoreChanged(
+                f"catalog record of {self.loc.url!r}: object {e['name']!r} (arrangement "
+                f"{e['key']!r}) has upper {dur.upper}, its committed intent moves it from "
+                f"{lower} to {upper}: the arrangement was written behind the catalog"
+            )
+
+        if dur.upper != lower:
+            raise store_changed()
+        raw = self.blob.get(e["blob"]) if e.get("blob") else None
+        if e.get("blob") and raw is None:
+            # Another handle applied this entry and a later commit deleted the blob.
+            dur.refresh()
+            if landed():
                 return
-            except UpperMismatch:
-                dur.refresh()
-                if landed():  # another applier landed it first
-                    self.stats["entries_landed"] += 1
-                    return
-        raise CommitConflict(e["key"], lower, dur.upper)
+            raise FileNotFoundError(f"{self.blob.url_of(e['blob'])}: a committed intent's data is missing")
+        u = decode_updates(raw, dur.schema) if raw is not None else Updates.empty(dur.schema)
+        try:
+            # one durable call: a lost compare-and-set is retried by the arrangement's machine
+            dur.compare_and_append(u, lower, upper)
+            self.stats["entries_applied"] += 1
+        except UpperMismatch:
+            # the seal moved: another applier landed this entry first, or a writer behind the
+            # catalog's back moved it elsewhere
+            dur.refresh()
+            if not landed():
+                raise store_changed() from None
+            self.stats["entries_landed"] += 1
 
     def _delete(self, key: str) -> None:
         try:

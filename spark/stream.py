@@ -33,10 +33,11 @@ fingerprints (of the last :data:`RECENT_BATCHES` batches) in the arrangement's p
 Spark's offset log fixes each batch id's input, so a batch replayed after a crash sees the
 same events; one the store already holds (same id, same fingerprint) writes nothing
 (:func:`batch_status`). The same rule lets several queries over one stream write one store:
-the first to commit a batch wins, a loser of the compare-and-set re-reads the store, finds
-its batch there and moves on. The runs depend only on the seal they were advanced to, so
-the commit is made on the store's latest state when that still has the seal and properties the
-batch started from: another writer's maintenance meanwhile does not make the batch recompute,
+the first to commit a batch wins, a loser re-reads the store, finds its batch there and
+moves on. The runs depend only on the seal they were advanced to, so the commit is one
+durable call, ``append_runs(..., expect=seal, expect_properties=properties)``, which the
+arrangement's machine re-applies to the store's latest state when it loses a
+compare-and-set: another writer's maintenance meanwhile does not make the batch recompute,
 only another batch does (:data:`ATTEMPTS` times at most, then :class:`StreamConflict`,
 nothing written). Event ticks keep their watermark's input, the
 greatest ``valid_from``, in the properties too, so a restarted query resumes it exactly.
@@ -379,7 +380,7 @@ def batch_writer(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from colmz.arrangement import Arrangement, CommitConflict
+    from colmz.arrangement import Arrangement, CommitConflict, SealMismatch
     from colmz.order import ColumnSpec
     from colmz.spark.frames import bucket_columns
 
@@ -478,16 +479,17 @@ def batch_writer(
                         new_props[EVENT_MAX] = event_max
                     new_seal = open_tick if event_max is None else max(open_tick, event_max - delay)
                 # The runs depend only on the seal they were advanced to, the new properties
-                # only on the old ones: a commit that changed neither while the runs were
-                # computed (a racing writer's maintenance) leaves them valid. So commit on
-                # the latest state; only the compare-and-set itself, not the whole batch's
-                # computation, is then exposed to racing commits.
+                # only on the old ones: one durable call commits them only on that seal and
+                # those properties (expect=, expect_properties=). A compare-and-set lost to a
+                # commit that changed neither (a racing writer's maintenance) is retried by the
+                # arrangement's machine on the latest state; another batch landing meanwhile
+                # refuses it (SealMismatch), and the batch is computed again.
                 stopping(batch_id)
-                arr.refresh()
-                if arr.get_seal() == seal and arr.properties() == props:
-                    arr.append_runs(runs, seal=new_seal, properties=new_props)
-                    break
-            except CommitConflict:
+                arr.append_runs(runs, seal=new_seal, properties=new_props, expect=seal,
+                                expect_properties=props)
+                break
+            except (SealMismatch, CommitConflict):
+                # another batch landed first, or racing commits outlasted the machine's bound
                 pass
             except BaseException as e:
                 _delete_owned(arr, owner)
@@ -496,7 +498,7 @@ def batch_writer(
                     # briefly (Spark's long interruption trace is of no use here)
                     raise stopped(batch_id) from None
                 raise
-            # another writer committed first: its commit may be this very batch
+            # another batch committed first: it may be this very batch
             figures["conflicts"] += 1
             _delete_owned(arr, owner)
         else:

@@ -5,6 +5,11 @@ Arrangement, CommitConflict`` reads as before the family became a package. Its m
 
 * :mod:`colmz.arrangement.handle` -- :class:`Arrangement`: the upstream core operations and
   the durable user API (``open``, ``write``, ``seal``, ``maintain``, ``read``, ``gc``);
+* :mod:`colmz.arrangement.state` -- :class:`ArrangementState`, the state as one frozen value
+  with pure transitions;
+* :mod:`colmz.arrangement.machine` -- the one command loop: apply, compare-and-set, retry;
+* :mod:`colmz.arrangement.collection` -- ``ArrangementCollection``, the arrangement as a
+  collection of continual tasks and the durable catalog;
 * :mod:`colmz.arrangement.meta` -- batch metadata, descriptions, requests and responses, the
   invariants' validator, the metadata's dict form;
 * :mod:`colmz.arrangement.parts` -- Parquet parts in the blob store: keys, writing, checked
@@ -47,10 +52,12 @@ from colmz.arrangement.handle import (
     schema_from_json,
     schema_to_json,
 )
+from colmz.arrangement.state import ArrangementState
 
 __all__ = [
     "Arrangement",
     "ArrangementError",
+    "ArrangementState",
     "CommitConflict",
     "CompactionJob",
     "CorruptMeta",

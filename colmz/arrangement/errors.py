@@ -9,6 +9,9 @@ difference is a ``TypeError`` (:class:`colmz.SchemaError`), a damaged store is a
 ``RuntimeError``.
 
 A call that raises any of these has changed nothing, in memory or in storage.
+
+Layer: the *errors* of ``colmz.arrangement`` (``docs/arrangement.md``), imported by every
+other layer and importing none of them.
 """
 
 from __future__ import annotations

@@ -20,16 +20,29 @@ merges adjacent trace batches, advancing their times to the since and consolidat
 Reads see everything: :meth:`snapshot` merges the trace with the unsealed updates at or
 beyond the trace's upper, times advanced to the since.
 
-Two layers share one object:
+Layer
+-----
+The *handle* layer of ``colmz.arrangement`` (``docs/arrangement.md``). Two layers still
+share one object:
 
 * **the core** -- the upstream operations (``unsealed_append``, ``drain``, ``compact``, ...)
-  changing the in-memory state and writing parts, never the metadata; :meth:`meta` and
-  :meth:`from_meta` carry the state, :meth:`validate` checks it;
+  writing parts and replacing the in-memory state with what a pure transition of
+  :class:`colmz.arrangement.state.ArrangementState` returns (:attr:`state`, one frozen
+  value: a call that raises keeps the value it started from), never the metadata;
+  :meth:`meta` and :meth:`from_meta` carry the state, :meth:`validate` checks it. Core
+  operations change memory; :meth:`commit` persists;
 * **the user API** -- :meth:`open` / :meth:`write` / :meth:`seal` / :meth:`advance_since` /
-  :meth:`maintain` / :meth:`read`, each durable when it returns: new parts are written to the
-  blob store first, then the new state is committed (one compare-and-set through
-  ``colmz.storage.state.StateLog``); on any failure the in-memory state is restored and the
-  parts just written are deleted, so nothing is visible.
+  :meth:`append_runs` / :meth:`maintain` / :meth:`read`, each durable when it returns. Each
+  durable call is one *command* -- a function of the state the handle holds, which checks
+  what it needs and applies core operations -- handed to the machine
+  (``colmz.arrangement.machine``): new parts are written to the blob store first, then the
+  new state is committed (one compare-and-set through ``colmz.storage.state.StateLog``); a
+  lost compare-and-set reloads the state and applies the command again (bounded); on any
+  failure the in-memory state is put back and the parts written for the call are deleted,
+  so nothing is visible. The handle may touch the blob store (parts), its consensus record
+  (through the machine and ``StateLog``) and nothing else; it follows
+  ``src/persist/src/indexed/arrangement.rs`` (core) and persist-client's handles
+  (``src/persist-client/src/write.rs``, ``read.rs``).
 
 Compaction policies
 -------------------
@@ -114,6 +127,7 @@ from colmz.arrangement.errors import (
     TimeBeforeSeal,
     TimeBeforeTraceUpper,
 )
+from colmz.arrangement.machine import STALE, Machine
 from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
@@ -125,7 +139,6 @@ from colmz.arrangement.meta import (
     UnsealedSnapshot,
     check_properties,
     meta_from_dict,
-    meta_to_dict,
     properties_from_dict,
     validate_meta,
 )
@@ -152,12 +165,13 @@ from colmz.arrangement.parts import (
 )
 from colmz.arrangement.read import merged_read, read_runs, window_part
 from colmz.arrangement.runs import abort_marker_prefix
+from colmz.arrangement.state import ArrangementState
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.ops import order_data
 from colmz.order import ColumnSpec, unify_layouts
 from colmz.progress import ProgressCallback, check_progress
-from colmz.storage.base import Blob, Determinate
+from colmz.storage.base import Blob
 from colmz.storage.state import CommitConflict
 from colmz.updates import Encoded, Updates
 
@@ -419,7 +433,6 @@ class Arrangement:
         if not lease_seconds > 0:
             raise ValueError(f"lease_seconds must be positive, got {lease_seconds!r}")
         self._store = store
-        self._schema = normalize_schema(schema)
         self.part_rows = part_rows
         self.part_bytes = part_bytes
         self.prefix = prefix
@@ -429,22 +442,23 @@ class Arrangement:
         self.write_compression = write_compression
         self.clock = clock
         self.token = token if token is not None else new_token
-        self._seal: Frontier = 0
-        self._since: int = 0
-        self._unsealed: list[UnsealedBatchMeta] = []
-        self._trace: list[TraceBatchMeta] = []
-        self._properties: dict[str, str | int] = {}  # the user's, committed with the state
+        # the whole state, one frozen value (colmz.arrangement.state): every change replaces
+        # it with what a transition returns, so a failed call keeps the value it started from
+        self._state = ArrangementState(schema=normalize_schema(schema))
         # durable handle (None for an in-memory core)
         self._log = None
         self._seqno: int | None = None
         self._url: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
         self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
-        self._cas_started = False
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
                       "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0, "rows_written": 0,
                       "merge_peak_rows": 0}
+        # the state last loaded or committed (a fresh core: its initial state), and the one
+        # command loop every durable change goes through (colmz.arrangement.machine)
+        self._committed_value = self._save()
+        self._machine = Machine(_Target(self))
 
     # ================================================================== metadata
 
@@ -453,13 +467,43 @@ class Arrangement:
         """Rebuild an arrangement from :meth:`meta`'s dict (shape-checked, not validated:
         call :meth:`validate`). Keyword arguments are the constructor's."""
         a = cls(store, **kwargs)
-        a._seal, a._since, a._unsealed, a._trace = meta_from_dict(meta)
-        a._properties = properties_from_dict(meta)
+        a._state = ArrangementState.from_meta(meta, a._state.schema)
+        a._committed_value = a._save()
         return a
 
     def meta(self) -> dict:
         """The state as a plain dict (see ``colmz.arrangement.meta``)."""
-        return meta_to_dict(self._seal, self._since, self._unsealed, self._trace, self._properties)
+        return self._state.meta()
+
+    @property
+    def state(self) -> ArrangementState:
+        """The in-memory state: one frozen value (``colmz.arrangement.state``)."""
+        return self._state
+
+    # read-only views of the state's fields, under the names the operations use
+    @property
+    def _seal(self) -> Frontier:
+        return self._state.seal
+
+    @property
+    def _since(self) -> int:
+        return self._state.since
+
+    @property
+    def _unsealed(self) -> tuple[UnsealedBatchMeta, ...]:
+        return self._state.unsealed
+
+    @property
+    def _trace(self) -> tuple[TraceBatchMeta, ...]:
+        return self._state.trace
+
+    @property
+    def _schema(self) -> tuple[ColumnSpec, ...] | None:
+        return self._state.schema
+
+    @property
+    def _properties(self):
+        return self._state.properties
 
     def properties(self) -> dict[str, str | int]:
         """The user's properties as last committed (or set in memory): a copy.
@@ -575,7 +619,7 @@ class Arrangement:
 
     def update_seal(self, ts: Frontier) -> None:
         """Set the seal without checking (used to revert a seal)."""
-        self._seal = check_frontier(ts, "seal")
+        self._state = self._state.update_seal(ts)
 
     def validate_allow_compaction(self, since: int) -> None:
         """Raise :class:`SinceRegression` if ``since`` is before the current since (equal and
@@ -586,7 +630,7 @@ class Arrangement:
 
     def allow_compaction(self, since: int) -> None:
         """Set the since without checking (used to revert)."""
-        self._since = self._check_since(since)
+        self._state = self._state.allow_compaction(self._check_since(since))
 
     @staticmethod
     def _check_since(since) -> int:
@@ -676,8 +720,7 @@ class Arrangement:
         writer.write(*normal)
         meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes,
                                  tuple(writer.checks))
-        self._schema = schema
-        self._unsealed.append(meta)
+        self._state = self._state.with_schema(schema).unsealed_append(meta)
         self._count_write(writer, updates)
         return meta
 
@@ -707,27 +750,22 @@ class Arrangement:
     def unsealed_evict(self) -> list[UnsealedBatchMeta]:
         """Drop the unsealed batches whose every time is before the trace's upper; return them
         (their parts can be deleted once the new state is committed)."""
-        tu = self.trace_ts_upper()
-        keep = [b for b in self._unsealed if tu is not None and tu <= b.ts_upper]
-        gone = [b for b in self._unsealed if not (tu is not None and tu <= b.ts_upper)]
-        self._unsealed = keep
+        self._state, gone = self._state.unsealed_evict()
         return gone
 
     def unsealed_step(self) -> bool:
         """Evict, then rewrite the first unsealed batch that holds times before the trace's
         upper, keeping only the updates at or after it (same seqnos, new parts). Returns
         whether a batch was rewritten."""
-        saved = self._save()
-        self.unsealed_evict()
-        tu = self.trace_ts_upper()
-        for idx, b in enumerate(self._unsealed):
+        evicted, _ = self._state.unsealed_evict()
+        tu = evicted.trace_ts_upper()
+        for b in evicted.unsealed:
             if b.ts_lower < tu:
-                try:
-                    self._unsealed[idx] = self._trim(b, tu)
-                except BaseException:
-                    self._restore(saved)
-                    raise
+                new = self._trim(b, tu)  # raises with the state as it was: nothing evicted
+                evicted, _ = self._state.unsealed_evict()  # (the trim may have read the schema)
+                self._state = evicted.unsealed_replace(b, new)
                 return True
+        self._state = evicted
         return False
 
     def _trim(self, b: UnsealedBatchMeta, tu: int) -> UnsealedBatchMeta:
@@ -801,10 +839,7 @@ class Arrangement:
     def unsealed_handle_drain_response(self, res: DrainUnsealedRes) -> None:
         """Append the drained batch iff there is one and it starts at the trace's upper
         (a stale response is ignored)."""
-        b = res.drained
-        if b is None or self.trace_ts_upper() != b.desc.lower:
-            return
-        self._trace.append(b)
+        self._state = self._state.handle_drain_response(res)
 
     def drain(self) -> bool:
         """Request, do and apply one drain; whether the trace grew."""
@@ -855,13 +890,8 @@ class Arrangement:
     def trace_handle_compact_response(self, res: CompactTraceRes) -> list[TraceBatchMeta]:
         """Replace the request's batches with the merged one if they are still adjacent in
         the trace; return the replaced batches (newest first, as upstream), or ``[]``."""
-        want = res.req.batches
-        k = len(want)
-        for i in range(len(self._trace) - k + 1):
-            if tuple(self._trace[i:i + k]) == want:
-                self._trace[i:i + k] = [res.merged]
-                return list(reversed(want))
-        return []
+        self._state, replaced = self._state.handle_compact_response(res)
+        return replaced
 
     def compact(self, req: CompactTraceReq | None = None) -> list[TraceBatchMeta]:
         """Request (unless given), do and apply one compaction; the replaced batches."""
@@ -956,7 +986,7 @@ class Arrangement:
                 (k for b in self._unsealed for k in b.keys), None)
             if key is None:
                 return ()
-            self._schema = self._read_schema_of(key)
+            self._state = self._state.with_schema(self._read_schema_of(key))
         return self._schema
 
     def _batch_parts(self, keys, schema) -> Iterator[Updates]:
@@ -993,13 +1023,16 @@ class Arrangement:
             return Updates.empty(schema)
         return self._concat([Updates.decode(e, schema) for e in encs], schema)
 
-    def _save(self):
-        return (self._seal, self._since, list(self._unsealed), list(self._trace), self._schema,
-                dict(self._properties))
+    def _save(self) -> ArrangementState:
+        # the state is a frozen value: keeping it is keeping a reference
+        return self._state
 
-    def _restore(self, saved) -> None:
-        self._seal, self._since, unsealed, trace, self._schema, properties = saved
-        self._unsealed, self._trace, self._properties = list(unsealed), list(trace), dict(properties)
+    def _restore(self, saved: ArrangementState) -> None:
+        self._state = saved
+
+    def _dirty(self) -> bool:
+        # whether memory holds changes no commit made (core operations without commit())
+        return self._state is not self._committed_value and self._state != self._committed_value
 
     def referenced_keys(self) -> frozenset[str]:
         """Every part key the current (in-memory) state names."""
@@ -1102,13 +1135,15 @@ class Arrangement:
                 if res.action == "open" and (schema is None or a._schema is not None):
                     return a
                 if a._schema is None:
-                    a._schema = schema
+                    a._state = a._state.with_schema(schema)
             try:
                 # create the record, adopt a record from before identities (the id goes
                 # into its state), or pin the schema of one created without
                 a._commit_state()
             except CommitConflict:
-                # another process created, adopted or pinned it first: read what it committed
+                # another process created, adopted or pinned it first: read what it committed.
+                # Not the machine's retry (no command is re-applied): which store and record
+                # this handle opens is resolved again from the blob's identity.
                 if attempt == 2:
                     raise
                 continue
@@ -1159,11 +1194,10 @@ class Arrangement:
         seal, since, unsealed, trace = meta_from_dict(state["meta"])
         properties = properties_from_dict(state["meta"])
         validate_meta(seal, since, unsealed, trace)
-        self._seal, self._since, self._unsealed, self._trace = seal, since, unsealed, trace
-        self._properties = properties
-        self._schema = schema
+        self._state = ArrangementState(seal, since, unsealed, trace, schema, properties)
         self._seqno = seqno
         self._committed_keys = self.referenced_keys()
+        self._committed_value = self._save()
         expect_parts(self._store, {k: PartCheck(*c) for b in (*unsealed, *trace) if b.checks
                                    for k, c in zip(b.keys, b.checks)})
 
@@ -1199,10 +1233,12 @@ class Arrangement:
         return self._seqno
 
     def _commit_state(self) -> None:
+        # the one compare-and-set of the arrangement's state (StateLog.commit); the retry of
+        # a lost one is the machine's (colmz.arrangement.machine), never the caller's
         self._check_lease(self.referenced_keys() - self._committed_keys)
-        self._cas_started = True
         self._seqno = self._log.commit(self._seqno, self._state_doc())
         self._committed_keys = self.referenced_keys()
+        self._committed_value = self._save()
         self._counters["commits"] += 1
 
     def _check_lease(self, new_keys) -> None:
@@ -1216,29 +1252,10 @@ class Arrangement:
                     f"gc lease of {self.lease_seconds} s: gc may collect it, so it cannot be committed"
                 )
 
-    def _durably(self, fn):
-        """Run ``fn`` (a core change), then commit; on failure restore and clean up."""
-        saved = self._save()
-        before = self.referenced_keys()
-        self._cas_started = False
-        try:
-            out = fn()
-            if self._log is not None:
-                self._commit_state()
-        except BaseException as e:
-            new = self.referenced_keys() - before - self._committed_keys
-            self._restore(saved)
-            # Parts of a commit that may have landed (the compare-and-set was sent and its
-            # outcome is unknown) are left to gc, which respects the lease; otherwise the
-            # call certainly committed nothing and its parts go now.
-            if not self._cas_started or isinstance(e, (CommitConflict, Determinate)):
-                for k in new:
-                    with contextlib.suppress(Exception):  # best effort; gc collects the rest
-                        self._store.delete(k)
-            raise
-        gone = before - self.referenced_keys()
-        self._delete_keys(gone)
-        return out
+    def _durably(self, cmd, written=()):
+        """Apply ``cmd`` (a core change re-checking what it needs on the state it finds)
+        through the machine: commit it, refresh and re-apply on a lost compare-and-set."""
+        return self._machine.apply(cmd, written=written)
 
     def _delete_keys(self, keys) -> None:
         forget_parts(self._store, keys)
@@ -1270,25 +1287,37 @@ class Arrangement:
         updates = self._conform(updates)
         if not len(updates):
             return
-        t = updates.time
-        lo = int(t.min())
-        if self._seal is None or lo < self._seal:
-            raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {self._seal}")
+        lo = int(updates.time.min())
+
+        def check() -> None:
+            if self._seal is None or lo < self._seal:
+                raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {self._seal}")
+
+        check()
         normal = order_data(updates)
         if not len(normal[0] if normal[1] is None else normal[1]):
             return
-        self._durably(lambda: self._append_normal(updates, normal, None))
+
+        def cmd():
+            # on a retry the state is another writer's: its seal and schema are checked again
+            check()
+            return self._append_normal(self._conform(updates), normal, None)
+
+        self._durably(cmd)
 
     def append_runs(self, runs, *, seal: Frontier | object = _KEEP, properties: dict | None = None,
-                    expect: Frontier | object = _KEEP) -> None:
+                    expect: Frontier | object = _KEEP, expect_properties: dict | None = None) -> None:
         """Commit runs of parts written by other processes as unsealed batches, one per run,
         in one compare-and-set; with ``seal``, advance the seal in the same commit, and with
         ``properties`` (a dict of str to str or int; None removes a key) update
         :meth:`properties` in it too. With ``expect``, the commit happens only if the seal is
-        ``expect`` (else :class:`SealMismatch`): as the compare-and-set also fails when
-        another writer committed since this handle read, a caller that lost it can
-        :meth:`refresh` and call again, and its runs land at most once, right after
-        ``expect`` (persist's ``compare_and_append``).
+        ``expect``, and with ``expect_properties`` only if the properties are exactly those
+        (else :class:`SealMismatch`): the runs land at most once, right after ``expect``
+        (persist's ``compare_and_append``). A handle whose seal is not ``expect`` is
+        refreshed once before it refuses (it may be behind); a compare-and-set lost to another
+        writer refreshes and applies the call again to the newer state, where its checks run
+        again (``colmz.arrangement.machine``, at most ``ATTEMPTS`` compare-and-sets, then
+        ``CommitConflict``).
 
         ``runs`` are :class:`colmz.arrangement.runs.WrittenRun` (or their dicts), written with
         :func:`colmz.arrangement.runs.write_run` under this arrangement's :attr:`prefix` --
@@ -1297,8 +1326,10 @@ class Arrangement:
         prefix, present in the blob store (:class:`MissingPart`) and not referenced yet, a seal
         not before the current one (:class:`SealRegression`), properties of the right types
         (``TypeError``); the lease check of every commit applies too (:class:`LeaseExpired`).
-        On any failure (a lost compare-and-set included) nothing is committed and memory --
-        the properties too -- is as before.
+        On any failure nothing is committed and memory -- the properties too -- is as before
+        (or, after a lost compare-and-set, the state another writer committed). The runs'
+        parts are the caller's until the call commits them; a call that refused them after a
+        lost compare-and-set (or lost it ``ATTEMPTS`` times) deleted them.
 
         >>> import colmz
         >>> from colmz.arrangement.runs import write_run
@@ -1312,45 +1343,73 @@ class Arrangement:
         from colmz.arrangement.runs import WrittenRun
 
         runs = [r if isinstance(r, WrittenRun) else WrittenRun.from_dict(r) for r in runs]
-        if expect is not _KEEP and check_frontier(expect, "expect") != self._seal:
-            raise SealMismatch(f"append_runs expected the seal at {expect}, it is at {self._seal}")
-        new_properties = self._properties if properties is None else check_properties(properties, self._properties)
+        if expect is not _KEEP:
+            expect = check_frontier(expect, "expect")
+        if expect_properties is not None:
+            expect_properties = check_properties(expect_properties, {})
+        if properties is not None:
+            check_properties(properties, {})
         if seal is not _KEEP:
-            self.validate_seal(seal)
             seal = check_frontier(seal, "seal")
         keys = [k for r in runs for k in r.keys]
         for k in keys:
             if not k.startswith(self.prefix):
                 raise ValueError(f"part {k!r} is not under this arrangement's prefix {self.prefix!r}")
-        if len(set(keys)) != len(keys) or set(keys) & self.referenced_keys():
+        if len(set(keys)) != len(keys):
             raise ValueError("runs name a part twice, or a part the arrangement already holds")
-        for r in runs:
-            if self._seal is None or r.ts_lower < self._seal:
-                raise TimeBeforeSeal(f"a run holds time {r.ts_lower}, before the seal {self._seal}")
+
+        def expected() -> bool:
+            return ((expect is _KEEP or expect == self._seal)
+                    and (expect_properties is None or expect_properties == self._properties))
+
+        def check() -> dict:
+            # what depends on the state: run again on a retry, against another writer's state
+            if expect is not _KEEP and expect != self._seal:
+                raise SealMismatch(f"append_runs expected the seal at {expect}, it is at {self._seal}")
+            if expect_properties is not None and expect_properties != self._properties:
+                raise SealMismatch(f"append_runs expected the properties {expect_properties}, "
+                                   f"they are {self._properties}")
+            new_properties = self._properties if properties is None else check_properties(properties, self._properties)
+            if seal is not _KEEP:
+                self.validate_seal(seal)
+            if set(keys) & self.referenced_keys():
+                raise ValueError("runs name a part twice, or a part the arrangement already holds")
+            for r in runs:
+                if self._seal is None or r.ts_lower < self._seal:
+                    raise TimeBeforeSeal(f"a run holds time {r.ts_lower}, before the seal {self._seal}")
+            return new_properties
+
+        if not expected() and self.durable and not self._dirty():
+            self.refresh()  # this handle may be behind the seal it is told to expect
+        check()
         if keys:
             present = set(self._store.list_keys(self.prefix))
             missing = [k for k in keys if k not in present]
             if missing:
                 raise MissingPart(f"part {missing[0]!r} of a run is missing from the blob store")
-        if not runs and (seal is _KEEP or seal == self._seal) and new_properties == self._properties:
-            return
 
-        def change() -> None:
-            tu = self.trace_ts_upper()
+        def cmd():
+            new_properties = check()
+            if not runs and (seal is _KEEP or seal == self._seal) and new_properties == self._properties:
+                return STALE  # nothing to commit
+            state = self._state
+            tu = state.trace_ts_upper()
             for r in runs:
                 if tu is None or r.ts_lower < tu:
                     raise TimeBeforeTraceUpper(f"a run holds time {r.ts_lower} before the trace upper {tu}")
-                upper = self.unsealed_seqno_upper()
-                self._unsealed.append(UnsealedBatchMeta((upper, upper + 1), r.ts_lower, r.ts_upper,
-                                                        tuple(r.keys), r.len, r.size_bytes, r.checks))
+                upper = state.unsealed_seqno_upper()
+                state = state.unsealed_append(UnsealedBatchMeta((upper, upper + 1), r.ts_lower, r.ts_upper,
+                                                                tuple(r.keys), r.len, r.size_bytes, r.checks))
             if seal is not _KEEP:
-                self.update_seal(seal)
-            self._properties = dict(new_properties)
+                state = state.update_seal(seal)
+            self._state = state.with_properties(new_properties)
+            return None
 
         # what the runs' writers recorded of their parts, checked when they are read
         expect_parts(self._store, {k: PartCheck(*c) for r in runs if r.checks
                                    for k, c in zip(r.keys, r.checks)})
-        self._durably(change)
+        if self._durably(cmd, written=keys) is STALE:
+            return
         self._counters["parts_written"] += len(keys)
         self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
 
@@ -1362,25 +1421,33 @@ class Arrangement:
         Raises :class:`SealRegression` for an upper before the current seal and
         ``TypeError`` for bad properties, committing nothing.
         """
+        def cmd():
+            # checked on the state found: a retry after a lost compare-and-set checks again
+            self.validate_seal(upper)
+            new_properties = self._properties if properties is None else check_properties(properties, self._properties)
+            if checked == self._seal and new_properties == self._properties:
+                return STALE  # nothing to commit
+            self._state = self._state.update_seal(checked).with_properties(new_properties)
+            return None
+
         self.validate_seal(upper)
-        upper = check_frontier(upper, "seal")
-        new_properties = self._properties if properties is None else check_properties(properties, self._properties)
-        if upper == self._seal and new_properties == self._properties:
-            return
-
-        def change() -> None:
-            self.update_seal(upper)
-            self._properties = dict(new_properties)
-
-        self._durably(change)
+        checked = check_frontier(upper, "seal")
+        if properties is not None:
+            check_properties(properties, self._properties)
+        self._durably(cmd)
 
     def advance_since(self, since: int) -> None:
         """Allow compaction up to ``since`` durably (:meth:`validate_allow_compaction` first)."""
+        def cmd():
+            self.validate_allow_compaction(since)
+            if checked == self._since:
+                return STALE  # nothing to commit
+            self.allow_compaction(checked)
+            return None
+
         self.validate_allow_compaction(since)
-        since = self._check_since(since)
-        if since == self._since:
-            return
-        self._durably(lambda: self.allow_compaction(since))
+        checked = self._check_since(since)
+        self._durably(cmd)
 
     def maintain(self, fuel: int | None = None, *, policy: str = "geometric",
                  conflict_retries: int = 3, progress: ProgressCallback | None = None) -> dict:
@@ -1437,44 +1504,23 @@ class Arrangement:
         return any(tuple(self._trace[i:i + k]) == tuple(batches) for i in range(len(self._trace) - k + 1))
 
     def _apply_and_commit(self, apply, new_keys, retries: int, report: dict) -> bool:
-        """Apply a step's response to the state and commit it.
+        """Apply a step's response to the state and commit it through the machine.
 
         ``apply()`` changes the in-memory state from the response and says whether it still
         fits (a response is stale once another commit changed what it was computed from).
-        When the compare-and-set loses to another writer, the state is reloaded and the same
-        response applied again -- the parts are already written, so a long compaction is
-        never thrown away because a small write landed meanwhile. A response that no longer
-        fits has its parts deleted.
+        When the compare-and-set loses to another writer, the machine reloads the state and
+        applies the same response again -- its parts (``new_keys``) are already written, so a
+        long compaction is never thrown away because a small write landed meanwhile. A
+        response that no longer fits has its parts deleted.
         """
-        for attempt in range(retries + 1):
-            saved = self._save()
-            before = self.referenced_keys()
-            self._cas_started = False
-            try:
-                # also without a consensus store: the response's parts must still be leased
-                self._check_lease(new_keys)
-                if not apply():
-                    self._restore(saved)
-                    break
-                if self._log is not None:
-                    self._commit_state()
-            except CommitConflict:
-                self._restore(saved)
-                if attempt == retries:
-                    self._drop_unreferenced(new_keys)
-                    raise
-                report["conflicts"] += 1
-                self.refresh()
-                continue
-            except BaseException as e:
-                self._restore(saved)
-                if not self._cas_started or isinstance(e, Determinate):
-                    self._drop_unreferenced(new_keys)
-                raise
-            self._delete_keys(before - self.referenced_keys())
-            return True
-        self._drop_unreferenced(new_keys)
-        return False
+        def cmd():
+            return None if apply() else STALE
+
+        def lost() -> None:
+            report["conflicts"] += 1
+
+        out = self._machine.apply(cmd, written=new_keys, attempts=retries + 1, on_conflict=lost)
+        return out is not STALE
 
     def _drop_unreferenced(self, keys) -> None:
         # parts of a response that was never committed (and no committed state names)
@@ -1507,8 +1553,7 @@ class Arrangement:
                     # still the next interval, and still sealed (no revert since)
                     if self.trace_ts_upper() != d.desc.lower or not frontier_le(d.desc.upper, self._seal):
                         return False
-                    self._trace.append(d)
-                    self.unsealed_evict()
+                    self._state, _ = self._state.handle_drain_response(res).unsealed_evict()
                     return True
                 if self._apply_and_commit(apply_drain, set(d.keys), retries, report):
                     report["drains"] += 1
@@ -1530,7 +1575,7 @@ class Arrangement:
             def apply_trim(old=old, new=new, tu=tu):
                 if old not in self._unsealed or self.trace_ts_upper() != tu:
                     return False
-                self._unsealed[self._unsealed.index(old)] = new
+                self._state = self._state.unsealed_replace(old, new)
                 return True
             if not self._apply_and_commit(apply_trim, set(new.keys), retries, report):
                 continue
@@ -1804,3 +1849,41 @@ class Arrangement:
                 f"{html.escape(_describe_schema(self._schema))}</p>"
                 "<table><tr><th>kind</th><th>times</th><th>since</th><th>level</th><th>parts</th>"
                 f"<th>updates</th></tr>{rows_html}</table>")
+
+
+class _Target:
+    """The handle as the machine sees it (``colmz.arrangement.machine.MachineTarget``)."""
+
+    def __init__(self, arrangement: Arrangement):
+        self.a = arrangement
+
+    @property
+    def durable(self) -> bool:
+        return self.a.durable
+
+    def capture(self):
+        return self.a._save()
+
+    def reset(self, saved) -> None:
+        self.a._restore(saved)
+
+    def dirty(self) -> bool:
+        return self.a._dirty()
+
+    def referenced_keys(self) -> frozenset[str]:
+        return self.a.referenced_keys()
+
+    def committed_keys(self) -> frozenset[str]:
+        return self.a._committed_keys
+
+    def check_lease(self, keys) -> None:
+        self.a._check_lease(keys)
+
+    def commit_state(self) -> None:
+        self.a._commit_state()
+
+    def refresh(self) -> None:
+        self.a.refresh()
+
+    def delete_parts(self, keys) -> None:
+        self.a._delete_keys(keys)

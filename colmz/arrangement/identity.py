@@ -1,5 +1,12 @@
 """A stored arrangement's identity: which blob a consensus record belongs to.
 
+Layer
+-----
+Beside the handle in ``colmz.arrangement`` (``docs/arrangement.md``): it reads and writes
+the identity file in the blob store and reads consensus records to resolve which record a
+handle opens; it writes no state. Follows the shard id kept in the state of
+``src/persist-client/src/internal/state.rs``.
+
 Design
 ------
 An arrangement lives in two places: its parts in a blob store, its state in a consensus

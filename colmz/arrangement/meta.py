@@ -1,5 +1,11 @@
 """The metadata of an arrangement: batch descriptions, their plain-dict form, and validation.
 
+Layer
+-----
+The *state values* of ``colmz.arrangement`` (``docs/arrangement.md``): immutable records and
+pure functions, touching no store. Follows ``ArrangementMeta`` and its batch metas in
+``src/persist/src/indexed/arrangement.rs``.
+
 Design
 ------
 An arrangement's whole state is small metadata (which parts, which frontiers); the updates

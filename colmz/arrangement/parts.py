@@ -1,5 +1,12 @@
 """Parts: the Parquet files an arrangement keeps its updates in, and the streaming merge.
 
+Layer
+-----
+The *parts* layer of ``colmz.arrangement`` (``docs/arrangement.md``): it may touch the blob
+store (writing, reading, listing parts) and never the state or the consensus. Follows
+persist-client's part encoding and batch writing (``src/persist-client/src/internal/encoding.rs``,
+``src/persist-client/src/batch.rs``).
+
 Design
 ------
 A *part* is one Parquet file in the blob store under a fresh key: the data columns as their

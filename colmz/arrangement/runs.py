@@ -1,5 +1,11 @@
 """Runs written elsewhere: parts one process writes and another commits to an arrangement.
 
+Layer
+-----
+Beside the *parts* layer of ``colmz.arrangement`` (``docs/arrangement.md``): it writes and
+lists parts in the blob store, never the state; the handle commits the runs
+(``Arrangement.append_runs``). Follows ``BatchBuilder`` in ``src/persist-client/src/batch.rs``.
+
 Design
 ------
 A Spark job computes an arrangement's new updates on many executors, but only one process --

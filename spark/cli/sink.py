@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from colmz.arrangement import Arrangement, CommitConflict
+from colmz.arrangement import Arrangement, CommitConflict, SealMismatch
 from colmz.order import ColumnSpec
 from colmz.spark.arrangement_io import part_list, read_parts, read_parts_local, write_runs
 from colmz.spark.cli.base import (
@@ -147,6 +147,7 @@ class _SinkRun:
     store: SinkStore
     owner: str = field(default_factory=lambda: uuid.uuid4().hex)
     floor: int = 0  # the first tick not yet final in the store (its seal, or its since if later)
+    seal: int = 0  # the store's seal the corrections were computed against
     live: list[int] = field(default_factory=list)
     events: object = None
     events_table: object = None  # the events as a pyarrow.Table when they are in the driver
@@ -228,6 +229,7 @@ def _plan_sink(args) -> _SinkRun:
         raise SinkStoreError(f"store {args.store!r} is sealed for good (its upper is the empty frontier)")
     # Ticks before the store's seal are final: this run can only write at later ticks.
     run.floor = 0 if arr is None else max(arr.get_seal(), arr.since())
+    run.seal = 0 if arr is None else arr.get_seal()
     run.live = [t for t in ticks if t >= run.floor]
     return run
 
@@ -378,8 +380,11 @@ def _commit(run: _SinkRun, progress) -> None:
                                  "nothing committed (re-run the job)")
             run.store.arrangement = arr
         try:
-            arr.append_runs(run.runs, seal=upper)
-        except CommitConflict as e:
+            # One durable call: it lands only on the seal the corrections were computed
+            # against (another sink run sealing meanwhile refuses it); a compare-and-set lost
+            # to a commit that left the seal (maintenance) is retried by the arrangement.
+            arr.append_runs(run.runs, seal=upper, expect=run.seal)
+        except (SealMismatch, CommitConflict) as e:
             raise SinkStoreError(f"store {run.args.store!r} was changed by another writer during this run "
                              f"({e}); the corrections would be wrong, nothing committed (re-run the job)") from None
         run.committed = True

@@ -315,7 +315,7 @@ def test_compact_trace_vectors(case, part_rows):
     assert m.desc == desc(0, 3, 2)
     assert m.level == level
     assert len(m.keys) == (3 if part_rows == 1 else 1)
-    a._trace = [m]
+    a.unsealed_handle_drain_response(DrainUnsealedRes(None, m))  # the merged batch as the trace
     a.update_seal(3)
     a.allow_compaction(2)
     assert rows(a.trace_snapshot().updates) == EXPECTED
@@ -334,7 +334,7 @@ def test_merged_part_boundary_inside_one_data_row():
     b1 = _write_batch(a, [[(K, 4, 1), (K, 5, -1), (K3, 5, 1)]], desc(4, 6, 0))
     assert len(b0.keys) == 3
     m = a.compact_trace(CompactTraceReq((b0, b1), 6)).merged
-    a._trace = [m]
+    a.unsealed_handle_drain_response(DrainUnsealedRes(None, m))  # the merged batch as the trace
     a.update_seal(6)
     a.allow_compaction(6)
     assert rows(a.trace_snapshot().updates) == [(K, 6, 4), (K2, 6, 1), (K3, 6, 1)]

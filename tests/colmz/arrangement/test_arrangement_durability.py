@@ -15,6 +15,7 @@ makes 120 (each run prints its counts).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import random
@@ -275,3 +276,58 @@ def test_two_processes_racing_writes_lose_and_duplicate_nothing(tmp_path):
         stored[(k, s)] += d
     assert stored == acked  # nothing lost, nothing written twice
     assert arr.seqno == 1 + 2 * writes  # one version per acknowledged write
+
+
+def _conditional_appender(url: str, name: str, appends: int, barrier, results) -> None:
+    # No compare-and-set loop here: the arrangement's machine retries a lost one; a seal
+    # another process moved is a refusal (SealMismatch), and the next round reads again.
+    from colmz.arrangement import SealMismatch
+    from colmz.arrangement.runs import write_run
+
+    arr = colmz.Arrangement.open(url, schema=wl.SCHEMA)
+    barrier.wait()
+    landed, refused = [], 0
+    while len(landed) < appends:
+        arr.refresh()
+        seal = arr.get_seal()
+        row = (hash((name, len(landed))) % 1000, name, seal, 1)
+        run = write_run(arr.store, arr.schema, wl.updates_of([row]), prefix=arr.prefix)
+        try:
+            arr.append_runs([run], seal=seal + 1, expect=seal)
+        except SealMismatch:
+            refused += 1
+            for k in run.keys:  # the caller's parts (the machine may have deleted them)
+                with contextlib.suppress(Exception):
+                    arr.store.delete(k)
+            continue
+        landed.append(row)
+    results.put((name, landed, refused))
+
+
+def test_two_processes_appending_with_expect_land_each_append_once(tmp_path):
+    """Two processes append one run each per seal with ``expect=`` (the catalog's and the
+    streaming sink's commit) and no retry loop of their own: every append that returned
+    is stored exactly once, at the seal it expected, one seal step each; no part is left
+    that the state does not name."""
+    import multiprocessing as mp
+
+    url = str(tmp_path / "arr")
+    colmz.Arrangement.open(url, schema=wl.SCHEMA)
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    appends = 15
+    procs = [ctx.Process(target=_conditional_appender, args=(url, n, appends, barrier, results))
+             for n in ("a", "b")]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    landed = sorted(row for _, rows, _ in got for row in rows)
+    arr = colmz.Arrangement.open(url)
+    arr.validate()
+    assert arr.get_seal() == 2 * appends  # one seal step per landed append
+    assert sorted(arr.read().to_pylist()) == landed  # each once, at the seal it expected
+    assert sorted(r[2] for r in landed) == list(range(2 * appends))
+    assert set(arr.store.list_keys(arr.prefix)) == arr.referenced_keys()

@@ -214,19 +214,47 @@ def test_parts_listing_and_repr(url):
 # ---------------------------------------------------------------- commits and conflicts
 
 
-def test_two_writers_exactly_one_commit_wins(url):
+def test_two_writers_both_land_once(url):
+    """A write that loses its compare-and-set is applied again to the state the other writer
+    committed (colmz.arrangement.machine): both writes land, each once, and the loser's
+    first parts are deleted. (Before, the loser raised CommitConflict and its caller had to
+    refresh and write again.)"""
     a = Arrangement.open(url, SCHEMA)
     b = Arrangement.open(url)
     a.write(ups([("a", 1, 0, 1)]))
-    meta_b = b.meta()
-    keys_before = set(a.store.list_keys())
-    with pytest.raises(CommitConflict):
-        b.write(ups([("b", 1, 0, 1)]))
-    assert b.meta() == meta_b  # memory restored
-    assert set(a.store.list_keys()) == keys_before  # b's part deleted
-    b.refresh()
     b.write(ups([("b", 1, 0, 1)]))
+    assert b.seqno == a.seqno + 1
     assert sorted(Arrangement.open(url).read().to_pylist()) == [("a", 1, 0, 1), ("b", 1, 0, 1)]
+    assert set(b.store.list_keys(b.prefix)) == b.referenced_keys()  # no orphan part
+
+
+def test_a_writer_losing_every_compare_and_set_gives_up_after_the_bound(url):
+    """Another writer commits before each of this writer's compare-and-sets: after
+    ``ATTEMPTS`` tries the call raises CommitConflict, committed nothing, deleted every part it
+    wrote, and the handle holds the state last read."""
+    from colmz.arrangement.machine import ATTEMPTS
+
+    a = Arrangement.open(url, SCHEMA)
+    b = Arrangement.open(url)
+    real = b._log.commit
+    calls = []
+
+    def racing_commit(expected, state):
+        calls.append(expected)
+        a.write(ups([("a", 1, len(calls), 1)]))  # the other writer lands first
+        return real(expected, state)
+
+    b._log.commit = racing_commit
+    with pytest.raises(CommitConflict):
+        b.write(ups([("b", 1, 9, 1)]))
+    assert len(calls) == ATTEMPTS
+    b._log.commit = real
+    assert set(a.store.list_keys(a.prefix)) == a.referenced_keys()  # b's parts all deleted
+    assert [r[0] for r in Arrangement.open(url).read().to_pylist()] == ["a"] * ATTEMPTS
+    assert b.seqno == a.seqno - 1  # the state read before the other writer's last commit
+    b.refresh()
+    b.write(ups([("b", 1, 9, 1)]))
+    assert sorted(r[0] for r in Arrangement.open(url).read().to_pylist()) == ["a"] * ATTEMPTS + ["b"]
 
 
 class FailingBlob:
@@ -640,3 +668,19 @@ def test_unwritable_store_path():
         pytest.skip("needs a Linux /sys")
     with pytest.raises(PermissionError, match="/sys/colmz-nope/store"):
         Arrangement.open("/sys/colmz-nope/store")
+
+
+def test_a_drain_hands_over_committed_parts_older_than_half_the_lease(tmp_path):
+    """A drain that moves one unsealed batch's parts to the trace unchanged references no new
+    part: parts the committed state names are safe from gc whatever their age. (Before, the
+    step's lease check covered those parts too, and a batch committed more than half a lease
+    ago could never be drained: every maintain() raised LeaseExpired.)"""
+    now = [1_700_000_000.0]
+    a = Arrangement.open(str(tmp_path / "a"), SCHEMA, clock=lambda: now[0], lease_seconds=60)
+    a.write(ups([("a", 1, 0, 1)]))
+    now[0] += 121
+    assert a.gc() == []
+    a.seal(1)
+    r = a.maintain()
+    assert r["drains"] == 1 and a.trace_ts_upper() == 1
+    assert Arrangement.open(str(tmp_path / "a")).read().to_pylist() == [("a", 1, 0, 1)]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
-from colmz.arrangement import Arrangement, CommitConflict, SealRegression
+from colmz.arrangement import Arrangement, SealRegression
 from colmz.arrangement.errors import CorruptMeta
 from colmz.arrangement.meta import meta_from_dict, properties_from_dict, validate_meta
 from colmz.arrangement.runs import write_run
@@ -48,25 +48,42 @@ def test_seal_and_append_runs_commit_properties_and_reopen(tmp_path):
     assert Arrangement.open(d).properties() == {"batch": 7}
 
 
-def test_failed_compare_and_set_leaves_old_properties(tmp_path):
+def test_a_lost_compare_and_set_is_retried_on_the_newer_state(tmp_path):
+    """A stale handle's commit loses its compare-and-set; the machine reloads and applies the
+    call again there: a conditional append (``expect``, ``expect_properties``) that no longer
+    holds is refused with nothing committed and its runs' parts deleted, an unconditional
+    seal lands on top of the other writer's. (Before, each raised CommitConflict and left
+    the caller to reload and retry.)"""
+    from colmz.arrangement import SealMismatch
+
     d = str(tmp_path / "s")
     a = Arrangement.open(d, SCHEMA)
     a.seal(1, properties={"batch": 0})
     stale = Arrangement.open(d)
     a.seal(2, properties={"batch": 1})
     run = write_run(stale.store, stale.schema, ups([(5, 4, 1)]), prefix=stale.prefix)
-    meta = stale.meta()
-    with pytest.raises(CommitConflict):
-        stale.append_runs([run], seal=2, properties={"batch": 1, "other": "x"})
-    assert stale.meta() == meta and stale.properties() == {"batch": 0}
-    with pytest.raises(CommitConflict):
-        stale.seal(5, properties={"batch": 4})
-    assert stale.properties() == {"batch": 0}
+    with pytest.raises(SealMismatch, match="expected the seal at 1, it is at 2"):
+        stale.append_runs([run], seal=3, properties={"batch": 2}, expect=1,
+                          expect_properties={"batch": 0})
+    # the handle now holds the committed state, and the run's parts are gone
+    assert stale.meta() == a.meta() and stale.properties() == {"batch": 1}
+    assert not set(run.keys) & set(stale.store.list_keys())
     fresh = Arrangement.open(d)
     assert fresh.properties() == {"batch": 1} and fresh.get_seal() == 2
-    assert fresh.read().to_pylist() == []  # the loser's run was not committed
-    stale.refresh()
-    assert stale.properties() == {"batch": 1}
+    assert fresh.read().to_pylist() == []  # the refused run was not committed
+    # the same properties expected from a handle that is behind: refreshed, then committed
+    behind = Arrangement.open(d)
+    a.seal(3)
+    again = write_run(behind.store, behind.schema, ups([(5, 4, 1)]), prefix=behind.prefix)
+    behind.append_runs([again], seal=5, properties={"batch": 2}, expect=3,
+                       expect_properties={"batch": 1})
+    assert Arrangement.open(d).read(as_of=4).to_pylist() == [(5, 4, 1)]
+    # an unconditional seal from a stale handle lands on the newer state
+    stale2 = Arrangement.open(d)
+    a.seal(6, properties={"batch": 3})
+    stale2.seal(7, properties={"other": "x"})
+    assert Arrangement.open(d).properties() == {"batch": 3, "other": "x"}
+    assert Arrangement.open(d).get_seal() == 7
 
 
 @pytest.mark.parametrize("bad", [

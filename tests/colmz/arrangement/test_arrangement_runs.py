@@ -18,7 +18,6 @@ from colmz.arrangement.runs import (
     owned_keys,
     write_run,
 )
-from colmz.storage.state import CommitConflict
 
 SCHEMA = {"k": pa.int64(), "s": pa.string()}
 
@@ -81,18 +80,33 @@ def test_bad_runs_change_nothing(arr, bad):
     assert state(arr) == before
 
 
-def test_losing_the_compare_and_set_commits_nothing_and_removes_the_parts(tmp_path):
+def test_losing_the_compare_and_set_to_a_seal_commits_nothing_and_removes_the_parts(tmp_path):
+    """The stale handle's compare-and-set loses; reloaded, its ``expect`` no longer holds: it
+    is refused, nothing committed, its run's parts deleted, the handle at the new state."""
+    from colmz.arrangement import SealMismatch
+
     url = str(tmp_path / "a")
     a = colmz.Arrangement.open(url, schema=SCHEMA)
     b = colmz.Arrangement.open(url)
     run = write_run(b.store, b.schema, ups([(1, "x", 0, 1)]), prefix=b.prefix, owner="jobB")
     a.write(ups([(9, "a", 0, 1)]))  # another writer commits first
-    meta = b.meta()
-    with pytest.raises(CommitConflict):
-        b.append_runs([run], seal=1)
-    assert b.meta() == meta
+    a.seal(1)
+    with pytest.raises(SealMismatch):
+        b.append_runs([run], seal=2, expect=0)
+    assert b.meta() == a.meta()
     assert owned_keys(b.store, b.prefix, "jobB") == []
     assert colmz.Arrangement.open(url).read().to_pylist() == [(9, "a", 0, 1)]
+
+
+def test_losing_the_compare_and_set_to_a_write_lands_once(tmp_path):
+    """Without ``expect`` the reloaded state still takes the run: it lands once."""
+    url = str(tmp_path / "a")
+    a = colmz.Arrangement.open(url, schema=SCHEMA)
+    b = colmz.Arrangement.open(url)
+    run = write_run(b.store, b.schema, ups([(1, "x", 0, 1)]), prefix=b.prefix, owner="jobB")
+    a.write(ups([(9, "a", 0, 1)]))
+    b.append_runs([run], seal=1)
+    assert sorted(colmz.Arrangement.open(url).read().to_pylist()) == [(1, "x", 0, 1), (9, "a", 0, 1)]
 
 
 def test_owned_keys_find_a_failed_jobs_parts(arr):
@@ -212,8 +226,8 @@ def test_append_runs_with_expect_lands_only_right_after_the_expected_seal(tmp_pa
     with pytest.raises(SealMismatch, match="expected the seal at 0, it is at 1"):
         a.append_runs([], seal=2, expect=0)
     stale = write_run(b.store, b.schema, ups([(2, "y", 0, 1)]), prefix=b.prefix)
-    with pytest.raises(CommitConflict):  # b read seal 0: its compare-and-set loses
-        b.append_runs([stale], seal=1, expect=0)
+    with pytest.raises(SealMismatch):  # b read seal 0: its compare-and-set loses, and reloaded
+        b.append_runs([stale], seal=1, expect=0)  # its expect no longer holds
     b.refresh()
     again = write_run(b.store, b.schema, ups([(2, "y", 0, 1)]), prefix=b.prefix)
     with pytest.raises(SealMismatch):
