@@ -790,7 +790,12 @@ class ContinualTask:
         connection=None,
         batch: bool = True,
     ):
-        if not isinstance(name, str) or not name:
+        # A name is a str, or (a catalog's object outside its default schema) a qualified
+        # name: a tuple of str parts, colmz.sql.QualifiedName, which statements may write
+        # qualified or, as the relation's own name, by its last part.
+        if not (isinstance(name, str) and name) and not (
+            isinstance(name, tuple) and name and all(isinstance(p, str) and p for p in name)
+        ):
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         if not isinstance(input, Mapping) or len(input) != 1:
             raise ValueError(
@@ -1070,7 +1075,7 @@ class ContinualTask:
             else:
                 toks = tokenize(b.text or "")
                 for j, tok in enumerate(toks):
-                    if tok.kind in ("word", "qident") and tok.name == self.name:
+                    if tok.kind in ("word", "qident") and tok.name == _word(self.name):
                         # Only ``name.column`` (the tested row's own column) is row-local.
                         qualified = (
                             j + 2 < len(toks) and toks[j + 1].text == "."
@@ -1079,7 +1084,7 @@ class ContinualTask:
                         )
                         if not qualified:
                             return None
-                semi = _semijoin(toks, b.text or "", self.name, cols)
+                semi = _semijoin(toks, b.text or "", _word(self.name), cols)
                 if semi is not None:
                     # ``(columns) IN (subquery)``: the subquery per time, joined with the
                     # candidates on the columns -- only the matching pairs are formed.
@@ -1465,6 +1470,11 @@ def _semijoin(toks, text: str, name: str, cols: list[str]) -> tuple[list[str], s
     return lhs, sub
 
 
+def _word(name) -> str:
+    """The word a statement names a collection by: its name, or a qualified name's last part."""
+    return name if isinstance(name, str) else name[-1]
+
+
 def _check_nonnegative(contents: Updates, name: str, index: int | None) -> None:
     d = contents.diff
     if len(d) and d.min() < 0:
@@ -1516,12 +1526,14 @@ class _Compiled:
                 if q:
                     check_expression(q, f"body[{index}] DELETE FROM {task.name}: predicate")
                 self.sql = task.bind(select_where(task.name, translate(q) if q else None))
-                self.names = referenced_names(q or "") | {task.name}
+                self.names = referenced_names(q or "") | {_word(task.name)}
         else:
             raise TypeError(f"body[{index}] must hold SQL text or a callable, got {type(q).__name__}")
 
-    def reads(self, name: str) -> bool:
-        return self.names is None or name in self.names
+    def reads(self, name) -> bool:
+        # The words of the text: a superset of the relations it reads (a qualified name is
+        # looked for by its last part).
+        return self.names is None or _word(name) in self.names
 
     def run_sql(self, reg: _Registered, t: int, inputs, refs, view_tbl) -> pa.Table:
         from colmz.sql import SQLError, run_query

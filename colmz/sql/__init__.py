@@ -12,8 +12,10 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    CONTINUAL TASK`` (column list, ``WITH (SNAPSHOT = ...)``, ``ON INPUT ... AS (...)``, the
    ``FROM TRANSFORM``/``FROM RETAIN`` sugar), ``CREATE MATERIALIZED VIEW``, ``CREATE
    TABLE``, ``DROP`` and the writes ``INSERT``/``DELETE``/``UPDATE`` -- statements DuckDB
-   does not have, or that a catalog runs at logical times. Unpaired parentheses are refused
-   before the script is split at ``;``.
+   does not have, or that a catalog runs at logical times -- and ``CREATE SCHEMA``/``CREATE
+   DATABASE``. Names of objects have 1 to 3 parts, resolved as Materialize resolves them
+   (:mod:`colmz.sql.names`: default database ``materialize``, schema ``public``). Unpaired
+   parentheses are refused before the script is split at ``;``.
 3. :mod:`colmz.sql.translate` rewrites what means something else in DuckDB: ``mz_now()``
    becomes a placeholder token put in for the evaluation time (a ``UBIGINT``, or a
    ``timestamptz`` reading the time as milliseconds since the Unix epoch where the query
@@ -72,14 +74,28 @@ from colmz.sql.build import (
     literal,
     now_sql,
     now_value,
+    relation,
     relation_name,
     select_where,
     update_select,
 )
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.names import (
+    DEFAULT_DATABASE,
+    DEFAULT_SCHEMA,
+    QualifiedName,
+    as_qualified,
+    catalog_key,
+    display_name,
+    resolve_item,
+    resolve_schema,
+    sql_name,
+)
 from colmz.sql.parse import (
     ContinualTaskStatement,
+    CreateDatabase,
     CreateMaterializedView,
+    CreateSchema,
     CreateTable,
     DeleteStatement,
     Drop,
@@ -98,6 +114,7 @@ from colmz.sql.translate import (
     bind_relations,
     bind_relations_as,
     referenced_names,
+    relation_names,
     substitute_now,
     translate,
     uses_now,
@@ -105,30 +122,38 @@ from colmz.sql.translate import (
 
 __all__ = [
     "CACHED_CHARS",
+    "DEFAULT_DATABASE",
+    "DEFAULT_SCHEMA",
     "MZ_NOW",
     "NOW_FORMS",
     "RESERVED_PREFIX",
     "ContinualTaskStatement",
+    "CreateDatabase",
     "CreateMaterializedView",
+    "CreateSchema",
     "CreateTable",
     "DeleteStatement",
     "Drop",
     "InsertStatement",
+    "QualifiedName",
     "Query",
     "SQLError",
     "Token",
     "UnsupportedSQL",
     "UpdateStatement",
     "arrow_type",
+    "as_qualified",
     "bind_relations",
     "bind_relations_as",
     "cast_select",
+    "catalog_key",
     "create_table",
     "check_balanced",
     "check_expression",
     "check_one_query",
     "clear_caches",
     "connect",
+    "display_name",
     "identifier",
     "literal",
     "now_sql",
@@ -136,11 +161,16 @@ __all__ = [
     "output_names",
     "parse",
     "referenced_names",
+    "relation",
     "relation_name",
+    "relation_names",
     "rename_like_postgres",
     "require_duckdb",
+    "resolve_item",
+    "resolve_schema",
     "run_query",
     "select_where",
+    "sql_name",
     "substitute_now",
     "tokenize",
     "translate",
