@@ -159,3 +159,50 @@ def test_cascade_drops_the_schemas_objects_and_whatever_reads_them():
     # a schema once dropped can be made again, empty
     cat.execute("CREATE SCHEMA x; CREATE TABLE x.ct (k INT); INSERT INTO x.ct VALUES (1)")
     assert rows(cat, "SELECT * FROM x.ct") == [(1,)]
+
+
+NASTY = ['a"b', "it's", "x.y", "semi;colon", "<tag>", "sp ace", "é日本", "back\\slash", "$$", "-- c",
+         "a) ; DROP TABLE t; SELECT (1", "Mixed.Case", "new\nline"]
+
+
+def nasty_task(cat, name, schema=None):
+    """A task ``name`` (in ``schema``) over its own input, reading itself and a value column."""
+    from colmz.sql import identifier as ident
+
+    q = (ident(schema) + ".") if schema else ""
+    inp, me, col = q + ident("in " + name), q + ident(name), ident("c " + name)
+    cat.execute(f"CREATE TABLE {inp} ({col} TEXT, n INT)")
+    cat.execute(f"CREATE CONTINUAL TASK {me} ({col} TEXT, n INT) ON INPUT {inp} AS ("
+                f"INSERT INTO {me} SELECT {col}, n FROM {inp} WHERE n NOT IN (SELECT n FROM {me});"
+                f"DELETE FROM {me} WHERE {me}.n IN (SELECT n - 10 FROM {inp}))")
+    return inp, me, col
+
+
+def test_any_quoted_name_is_a_task_schema_and_value_and_none_ends_a_statement(tmp_path):
+    # Names with dots, quotes, semicolons, <, >, spaces and non-ASCII: a schema, a table and a
+    # task reading itself -- created, written, read and reopened; values of the same text.
+    from colmz.sql import identifier as ident
+    from colmz.sql import literal as lit
+
+    cat = colmz.Catalog(tmp_path)
+    made = []
+    for i, name in enumerate(NASTY):
+        schema = None if i % 2 else "s " + name
+        if schema:
+            cat.execute(f"CREATE SCHEMA {ident(schema)}")
+        made.append((name, schema, *nasty_task(cat, name, schema)))
+    for name, _, inp, me, col in made:
+        cat.execute(f"INSERT INTO {inp} VALUES ({lit(name)}, 1), ({lit(name + ';')}, 2)")
+    reopened = colmz.Catalog(tmp_path)
+    for name, schema, inp, me, col in made:
+        # n = 11 retracts row 1; n = 2 is already there
+        reopened.execute(f"INSERT INTO {inp} VALUES ({lit(name)}, 11), ({lit('x')}, 2)")
+        got = reopened.sql(f"SELECT {col}, n FROM {me} ORDER BY n")
+        assert got.column_names == ["c " + name, "n"]
+        assert got.to_pylist() == [{"c " + name: name + ";", "n": 2}, {"c " + name: name, "n": 11}], name
+        key = name if schema is None else QualifiedName("materialize", schema, name)
+        assert reopened.task(key).stats["times_processed"] >= 1
+    keys = [n if s is None else QualifiedName("materialize", s, n) for n, s, *_ in made]
+    assert [k for k in reopened.names if k in keys] == keys  # nothing ended a statement
+    assert len(reopened.names) == 2 * len(NASTY)
+    assert reopened.schemas[1:] == [("materialize", "s " + n) for i, n in enumerate(NASTY) if not i % 2]
