@@ -191,7 +191,7 @@ def test_any_quoted_name_is_a_task_schema_and_value_and_none_ends_a_statement(tm
         if schema:
             cat.execute(f"CREATE SCHEMA {ident(schema)}")
         made.append((name, schema, *nasty_task(cat, name, schema)))
-    for name, _, inp, me, col in made:
+    for name, _, inp, _me, _col in made:
         cat.execute(f"INSERT INTO {inp} VALUES ({lit(name)}, 1), ({lit(name + ';')}, 2)")
     reopened = colmz.Catalog(tmp_path)
     for name, schema, inp, me, col in made:
