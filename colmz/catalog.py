@@ -119,6 +119,7 @@ from colmz.sql import (
     QualifiedName,
     Query,
     SQLError,
+    UnsupportedSQL,
     UpdateStatement,
     arrow_type,
     as_qualified,
@@ -127,6 +128,7 @@ from colmz.sql import (
     catalog_key,
     connect,
     display_name,
+    identifier,
     parse,
     relation_name,
     relation_names,
@@ -140,6 +142,7 @@ from colmz.sql import (
     update_select,
     uses_now,
 )
+from colmz.sql.assign import assignment_select
 from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
 from colmz.updates import SchemaError, Updates
@@ -602,6 +605,7 @@ class Catalog:
             if s.query.lstrip()[:6].upper() == "VALUES":
                 # As in PostgreSQL, literals take the type of the column they are written to.
                 rows = self._coerce_literals(rows, targets)
+            rows = self._assign(rows, targets, what)
             if s.columns is not None:
                 given = dict(zip(s.columns, rows.columns))
                 rows = pa.table({
@@ -623,6 +627,34 @@ class Catalog:
             ])
         prev = pending.get(key)
         pending[key] = consolidate(concat([prev, change])) if prev is not None else consolidate(change)
+
+    def _assign(self, rows: pa.Table, targets, what: str) -> pa.Table:
+        """``rows`` converted to the types of ``targets`` by PostgreSQL's assignment casts
+        (:mod:`colmz.sql.assign`): ``SchemaError`` with PostgreSQL's message when a column
+        has none, ``OverflowError`` when a value does not fit its column."""
+        if rows.num_columns != len(targets):
+            return rows  # conform says how the columns do not match
+        try:
+            sel = assignment_select(identifier(_VALUES), [f.type for f in rows.schema],
+                                    [(c.name, c.type) for c in targets])
+        except UnsupportedSQL:
+            raise
+        except SQLError as e:
+            raise SchemaError(f"{what}: {e}") from None
+        if sel is None:
+            return rows
+        self._con.register(_VALUES, rows)
+        try:
+            out = run_query(self._con, sel, self._now)[0]
+        except SQLError as e:
+            m = _OUT_OF_RANGE.search(str(e))
+            if m:
+                raise OverflowError(f"{what}: {_PG_RANGE.get(m.group(1), m.group(1) + ' out of range')}") from None
+            raise
+        finally:
+            self._con.unregister(_VALUES)
+        # Result columns keep the query's names (conform matches by position).
+        return out.rename_columns(rows.column_names)
 
     def _coerce_literals(self, rows: pa.Table, targets) -> pa.Table:
         casts, need = [], False
@@ -1338,6 +1370,11 @@ def _storage_key(name: str) -> str:
 _RELATION = re.compile(re.escape(RESERVED_PREFIX) + r"r(\d+)")
 #: Where INSERT ... VALUES rows are registered to cast their literals.
 _VALUES = RESERVED_PREFIX + "values"
+#: DuckDB's message for a value outside its target type, and PostgreSQL's for each type.
+_OUT_OF_RANGE = re.compile(r"out of range for the destination type (\w+)")
+_PG_RANGE = {"INT16": "smallint out of range", "INT32": "integer out of range",
+             "INT64": "bigint out of range", "UINT16": "uint2 out of range",
+             "UINT32": "uint4 out of range", "UINT64": "uint8 out of range"}
 
 
 def _storable(t: pa.DataType, what: str) -> pa.DataType:

@@ -54,8 +54,10 @@ Storage sits behind a small interface, :class:`MemoryCollection` being the in-me
 collection only has to provide the same five members.
 
 Guard rails (each raises before anything is written): the output may not be the input
-(``ValueError``); a statement whose columns do not match the task's raises
-:class:`colmz.SchemaError`; a ``DELETE`` that would leave a multiplicity negative raises
+(``ValueError``); an ``INSERT`` whose result types differ from the task's columns is
+converted inside its own query by PostgreSQL's assignment casts (:mod:`colmz.sql.assign`), and
+one whose columns do not match the task's (their number, or a type without an assignment cast)
+raises :class:`colmz.SchemaError`; a ``DELETE`` that would leave a multiplicity negative raises
 :class:`NegativeMultiplicity`; a write at time ``2**64 - 1``, whose upper would be past the
 last time, raises ``OverflowError``.
 """
@@ -949,7 +951,10 @@ class ContinualTask:
         with _Registered(self) as reg:
             for b in self._body:
                 if b.sql is not None:
-                    raw = b.run_sql(reg, 0, empty, {k: v for k, v in refs.items() if b.reads(k)}, view)
+                    b_refs = {k: v for k, v in refs.items() if b.reads(k)}
+                    raw = b.run_sql(reg, 0, empty, b_refs, view)
+                    if b.kind == "insert" and b.assign_to(raw, self.schema):
+                        raw = b.run_sql(reg, 0, empty, b_refs, view)
                     b.raw_types = [f.type for f in raw.schema]
                     conform(raw, self.schema, f"CONTINUAL TASK {self.name}")
 
@@ -1529,6 +1534,29 @@ class _Compiled:
                 self.names = referenced_names(q or "") | {_word(task.name)}
         else:
             raise TypeError(f"body[{index}] must hold SQL text or a callable, got {type(q).__name__}")
+
+    def assign_to(self, raw: pa.Table, schema) -> bool:
+        """Convert this INSERT's result to the task's column types by PostgreSQL's
+        assignment casts (:mod:`colmz.sql.assign`), inside its own query; whether the query
+        changed. ``raw`` is the query's result (its types); a column without an assignment
+        cast raises ``SchemaError`` naming the statement and PostgreSQL's message."""
+        from colmz.sql import SQLError, UnsupportedSQL
+        from colmz.sql.assign import assignment_select
+
+        if raw.num_columns != len(schema):
+            return False  # conform says how the columns do not match
+        try:
+            sel = assignment_select(f"({self.sql})", [f.type for f in raw.schema],
+                                    [(c.name, c.type) for c in schema])
+        except UnsupportedSQL:
+            raise
+        except SQLError as e:
+            raise SchemaError(f"CONTINUAL TASK {self.task.name} query columns did not match: "
+                              f"statement {self.index + 1} (INSERT): {e}") from None
+        if sel is None:
+            return False
+        self.sql = sel
+        return True
 
     def reads(self, name) -> bool:
         # The words of the text: a superset of the relations it reads (a qualified name is

@@ -43,6 +43,7 @@ __all__ = [
     "bind_relations",
     "bind_relations_as",
     "now_pieces",
+    "pg_float_text",
     "referenced_names",
     "relation_names",
     "relation_references",
@@ -772,6 +773,19 @@ def _double_text(x: str, known: str | None = None) -> str:
     return (f"(CASE WHEN typeof({x}) = 'DOUBLE' THEN {_float_digits(f'TRY_CAST({x} AS DOUBLE)', 15)} "
             f"WHEN typeof({x}) = 'FLOAT' THEN {_float_digits(f'TRY_CAST({x} AS FLOAT)', 6)} "
             f"ELSE CAST({x} AS \"varchar\") END)")
+
+
+def pg_float_text(x: str, kind: str) -> str:
+    """SQL printing ``x``, a ``"double"`` or ``"real"``, as PostgreSQL 15 prints it as text
+    (the shortest digits that read back: ``2``, ``0.1``, ``1e+20``), for DuckDB.
+
+    >>> from colmz.sql import connect
+    >>> connect().sql("SELECT " + pg_float_text("2::DOUBLE", "double") + " AS t").fetchall()
+    [('2',)]
+    """
+    if kind not in ("double", "real"):
+        raise ValueError(f"kind must be 'double' or 'real', got {kind!r}")
+    return _double_text(x, known=kind)
 
 
 _BOOL_TYPES = ("BOOLEAN", "BOOL")
