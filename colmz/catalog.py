@@ -91,19 +91,12 @@ from colmz.catalog_store import (
     CatalogStore,
     CompactedAway,
 )
-from colmz.continual import (
-    ContinualTask,
-    Delete,
-    Insert,
-    MemoryCollection,
-    NegativeMultiplicity,
-    conform,
-    expand,
-    rows_to_updates,
-)
+from colmz.continual import ContinualTask, Delete, Insert, MemoryCollection
+from colmz.errors import NegativeMultiplicity
 from colmz.frontier import MAX_TIME, Frontier, check_time
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
+from colmz.rows import conform, expand, rows_to_updates
 from colmz.sql import (
     DEFAULT_DATABASE,
     DEFAULT_SCHEMA,

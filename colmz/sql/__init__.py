@@ -30,6 +30,9 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    checked to be one expression.
    :mod:`colmz.sql.assign` converts an ``INSERT``'s values to its target columns by
    PostgreSQL's assignment casts (and refuses, in PostgreSQL's words, where it has none).
+   :mod:`colmz.sql.lift` writes a continual task's batched queries (its statements lifted
+   over many times, one union per time) and reads the ``DELETE`` predicate shapes a batch
+   recognises; the continual-task code (``colmz.continual``) and the catalog build no SQL.
 5. :mod:`colmz.sql.run` runs it: :func:`connect` (PostgreSQL arithmetic, replacement scans
    off, configuration locked, ``external_access=False`` for no file or network access) and
    :func:`run_query`, which first has DuckDB confirm the text is exactly one ``SELECT``.
@@ -89,6 +92,7 @@ from colmz.sql.names import (
     as_qualified,
     catalog_key,
     display_name,
+    relation_word,
     resolve_item,
     resolve_schema,
     sql_name,
@@ -166,6 +170,7 @@ __all__ = [
     "relation",
     "relation_name",
     "relation_names",
+    "relation_word",
     "rename_like_postgres",
     "require_duckdb",
     "resolve_item",

@@ -38,6 +38,7 @@ __all__ = [
     "as_qualified",
     "catalog_key",
     "display_name",
+    "relation_word",
     "resolve_item",
     "resolve_schema",
     "sql_name",
@@ -138,6 +139,16 @@ def as_qualified(key: str | QualifiedName) -> QualifiedName:
     if isinstance(key, tuple):
         return resolve_item(key)
     return QualifiedName(DEFAULT_DATABASE, DEFAULT_SCHEMA, key)
+
+
+def relation_word(name: str | Sequence[str]) -> str:
+    """The word a statement names a collection by: its name, or a qualified name's last part
+    (how a query names a relation it reads unqualified: ``ct.k`` of ``FROM x.ct``).
+
+    >>> relation_word("a.b"), relation_word(QualifiedName("y", "z", "ct"))
+    ('a.b', 'ct')
+    """
+    return name if isinstance(name, str) else name[-1]
 
 
 def display_name(key: str | QualifiedName) -> str:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
-import colmz.arrangement_errors
+import colmz.arrangement.errors
 from colmz.catalog_store import (
     INTENT_PREFIX,
     LEGACY_INTENT_KEY,
@@ -725,7 +725,7 @@ def test_a_catalog_opened_with_another_consensus_is_refused(tmp_path):
     a_state = CatalogStore(open_location(f"file://{tmp_path / 'a'}", consensus=shared)).load()
     loc = open_location(f"file://{tmp_path / 'b'}", consensus=other)
     StateLog(loc.consensus, CatalogStore(loc).key).commit(None, a_state)
-    with pytest.raises(colmz.arrangement_errors.IdentityMismatch, match="belongs to"):
+    with pytest.raises(colmz.arrangement.errors.IdentityMismatch, match="belongs to"):
         colmz.Catalog(f"file://{tmp_path / 'b'}", consensus=other)
 
 
