@@ -913,7 +913,7 @@ class ContinualTask:
                 needed = {k: ref(k) for k in self.references if b.reads(k)}
                 rows = b.rows(reg, t, inputs, needed, view_tbl, self.schema)
                 if b.kind == "delete" and b.sql is None:
-                    _check_subset(rows, view_t, f"{self.name!r} body[{b.index}] DELETE")
+                    _check_subset(rows, view_t, b.label)
                 contrib = rows_to_updates(rows, t, 1 if b.kind == "insert" else -1)
                 parts.append(contrib)
                 if self.statements == "sequential":
@@ -963,7 +963,7 @@ def _check_nonnegative(contents: Updates, name: str, index: int | None) -> None:
     if len(d) and d.min() < 0:
         i = int(np.argmax(d < 0))
         row = contents.slice(i, i + 1).to_pylist()[0][:-2]
-        where = f" after body[{index}]" if index is not None else ""
+        where = f" after statement {index + 1}" if index is not None else ""
         raise NegativeMultiplicity(
             f"continual task {name!r}: DELETE would leave row {row} with multiplicity "
             f"{int(d[i])}{where} (statements are evaluated independently against the output as "

@@ -111,6 +111,8 @@ from colmz.sql.parse import (
     output_names,
     parse,
     rename_like_postgres,
+    select_list_is_empty,
+    task_statement,
 )
 from colmz.sql.run import check_one_query, clear_caches, connect, require_duckdb, run_query
 from colmz.sql.tokens import CACHED_CHARS, Token, check_balanced, check_expression, tokenize
@@ -176,9 +178,11 @@ __all__ = [
     "resolve_item",
     "resolve_schema",
     "run_query",
+    "select_list_is_empty",
     "select_where",
     "sql_name",
     "substitute_now",
+    "task_statement",
     "tokenize",
     "translate",
     "update_select",

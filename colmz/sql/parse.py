@@ -36,6 +36,8 @@ __all__ = [
     "UpdateStatement",
     "output_names",
     "parse",
+    "select_list_is_empty",
+    "task_statement",
     "rename_like_postgres",
 ]
 
@@ -557,6 +559,37 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
     _done(cur, f"CREATE CONTINUAL TASK {label}")
     return ContinualTaskStatement(name, cols, source, body, st["snapshot"], sugar, as_of, qual,
                                   source_qual)
+
+
+def select_list_is_empty(query: str) -> bool:
+    """Whether ``query`` is a ``SELECT`` of no columns (``SELECT FROM t``: PostgreSQL's
+    zero-column rows, which DuckDB cannot parse).
+
+    >>> select_list_is_empty("SELECT FROM t WHERE k > 1"), select_list_is_empty("SELECT k FROM t")
+    (True, False)
+    """
+    toks = tokenize(query)
+    j = 1 if toks and toks[0].upper == "SELECT" else None
+    if j is None:
+        return False
+    if j < len(toks) and toks[j].upper in ("DISTINCT", "ALL") and not (
+            j + 1 < len(toks) and toks[j + 1].upper == "ON"):
+        j += 1
+    return j == len(toks) or toks[j].upper in (
+        "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT")
+
+
+def task_statement(task: str | tuple[str, ...], index: int, kind: str, predicate: bool = False) -> str:
+    """How errors name statement ``index`` (0-based) of continual task ``task``: its number
+    (1-based, as written in ``AS (...)``) and its construct.
+
+    >>> task_statement("ct", 1, "delete", predicate=True)
+    'CONTINUAL TASK ct statement 2 (DELETE FROM ct WHERE ...)'
+    """
+    name = task if isinstance(task, str) else sql_name(task[-3:] if len(task) > 3 else task)
+    construct = (f"INSERT INTO {name}" if kind == "insert"
+                 else f"DELETE FROM {name}" + (" WHERE ..." if predicate else ""))
+    return f"CONTINUAL TASK {name} statement {index + 1} ({construct})"
 
 
 def output_names(query: str) -> list[str | None] | None:

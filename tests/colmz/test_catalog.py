@@ -383,7 +383,7 @@ def test_a_predicate_is_one_expression(cat, tmp_path):
     from colmz.continual import ContinualTask, Delete, MemoryCollection
 
     src = MemoryCollection({"k": pa.int64()})
-    with pytest.raises(SQLError, match=r"body\[0\] DELETE FROM o: predicate: unbalanced"):
+    with pytest.raises(SQLError, match=r"CONTINUAL TASK o statement 1 \(DELETE FROM o WHERE \.\.\.\): predicate: unbalanced"):
         ContinualTask("o", {"src": src}, [Delete(f"1=0); COPY (SELECT 1) TO '{tmp_path / 'f'}'; SELECT (1")],
                       columns={"k": pa.int64()})
     assert list(tmp_path.iterdir()) == []
@@ -525,7 +525,7 @@ def test_a_task_tells_names_differing_only_in_case_apart(batch):
     assert task.stats["batches"] == (1 if batch else 0)
     # t=1, 2, 3 insert 101, 102, 103 ("T" + max of t); t=3 deletes 3 + 99 = 102
     assert task.output.snapshot(3).to_pylist() == [(101, 3, 1), (103, 3, 1)]
-    with pytest.raises(SQLError, match=r"body\[0\]") as e:
+    with pytest.raises(SQLError, match=r"CONTINUAL TASK p statement 1 \(INSERT INTO p\): ") as e:
         ContinualTask("p", {"T": big}, ['INSERT INTO p SELECT "T".nope FROM "T"'], references={"t": small})
     assert "__colmz" not in str(e.value) and "nope" in str(e.value)
 

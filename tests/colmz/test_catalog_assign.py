@@ -132,7 +132,7 @@ def test_continual_task_inserts_convert_by_assignment(tmp_path, durable):
     got = sorted(tuple(r.values()) for r in cat.sql("SELECT s, n FROM ct").to_pylist())
     assert got == [("11", 1000), ("2", 4), ("3", 0)]
     assert cat.object("ct").schema == (colmz.ColumnSpec("s", pa.string()), colmz.ColumnSpec("n", pa.int16()))
-    with pytest.raises(colmz.SchemaError, match='CONTINUAL TASK bad query columns did not match: statement 1 '
-                                               r'\(INSERT\): column "n" is of type integer but expression is of type text'):
+    with pytest.raises(colmz.SchemaError, match=r'CONTINUAL TASK bad statement 1 \(INSERT INTO bad\) query columns '
+                                               'did not match: column "n" is of type integer but expression is of type text'):
         cat.execute("CREATE CONTINUAL TASK bad (n INT) ON INPUT input AS (INSERT INTO bad SELECT id::TEXT FROM input)")
     assert "bad" not in cat
