@@ -613,7 +613,8 @@ class Catalog:
             assigned = dict(s.assignments)
             new_sql = update_select(rel, names, assigned, s.where)  # checks every part first
             old = self._query(select_where(rel, s.where, f"UPDATE {s.table}: predicate"), t, pending)
-            new = self._query(new_sql, t, pending)
+            # As an INSERT, an UPDATE's values convert to their columns by assignment.
+            new = self._assign(self._query(new_sql, t, pending), list(schema), f"UPDATE {s.table}")
             change = concat([
                 rows_to_updates(conform(old, schema, f"UPDATE {s.table}"), t, -1),
                 rows_to_updates(conform(new, schema, f"UPDATE {s.table}"), t, 1),

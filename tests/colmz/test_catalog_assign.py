@@ -97,6 +97,14 @@ def test_insert_select_converts_as_postgresql_15_does(pg_url):
                 else:
                     assert mine[1] == pg[1], (expr, target)
                 checked[pg[0]] += 1
+        # UPDATE ... SET converts by assignment too
+        for sql in ["CREATE TABLE u (k INT, s TEXT, f REAL)", "INSERT INTO u VALUES (1, 'a', 0.5)",
+                    "UPDATE u SET k = k + 1.5, s = f * 3, f = k / 4.0"]:
+            conn.execute(sql)
+            cat.execute(sql)
+        pg_row = conn.execute("SELECT k, s, f FROM u").fetchone()
+        assert cat.sql("SELECT k, s, f FROM u").to_pylist() == [{"k": pg_row[0], "s": pg_row[1], "f": pg_row[2]}]
+        assert pg_row == (3, "1.5", 0.25)
     assert checked["ok"] > 50 and checked["error"] > 30  # both kinds of pair were compared
 
 
