@@ -1138,8 +1138,6 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
     toks = tokenize(translated)
     n = len(toks)
     relation_at, alias_at, aliases, own = relation_references(translated)
-    # The names given, by the full name each stands for (a str: an item of the default schema).
-    wanted_names = {as_qualified(x): x for x in names}
     bound_at: dict[int, object] = {}
     for j, last in relation_at.items():
         parts = tuple(toks[k].name for k in range(j, last + 1, 2))
@@ -1147,7 +1145,7 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
             continue
         if len(parts) > 3:
             raise SQLError(f"qualified name did not have between 1 and 3 components: {'.'.join(parts)}")
-        x = wanted_names.get(resolve_item(parts))
+        x = _given(names, parts)
         if x is not None:
             bound_at[j] = x
     order: dict[object, int] = {}
@@ -1175,10 +1173,9 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
             put(j, relation_at[j], bound_at[j])
             j = relation_at[j] + 1
             continue
-        if t.kind not in ("word", "qident") or j in alias_at or j in relation_at or (
-            j > 0 and toks[j - 1].text == "." and toks[j - 1].kind == "op"
-        ):
-            j += 1
+        if t.kind not in ("word", "qident") or j + 1 >= n or toks[j + 1].text != "." \
+                or j in alias_at or j in relation_at or (j > 0 and toks[j - 1].text == "."):
+            j += 1  # not the start of a qualified column reference
             continue
         end = _name_chain_end(toks, j, star=True)
         if end == j:
@@ -1190,7 +1187,7 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
             if qual[0] not in aliases:
                 x = by_item.get(qual[0])
         elif len(qual) <= 3:
-            x = wanted_names.get(resolve_item(qual))
+            x = _given(names, qual)
             if x not in order:
                 x = None
         if x is not None:
@@ -1198,6 +1195,19 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         j = end + 1
     out.append(translated[last_end:])
     return "".join(out), tuple(order)
+
+
+def _given(names: frozenset, parts: tuple[str, ...]):
+    """The element of ``names`` the name ``parts`` resolves to (a ``str`` in ``names`` is an
+    item of the default schema), or None. One or two set lookups, whatever ``names`` holds."""
+    if len(parts) == 1 and parts[0] in names:
+        return parts[0]
+    full = resolve_item(parts)
+    if full in names:
+        return full
+    if full.is_default_schema and full.item in names:
+        return full.item
+    return None
 
 
 def _name_chain_end(toks, j: int, star: bool = False) -> int:
