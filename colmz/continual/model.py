@@ -707,14 +707,23 @@ class ContinualTask:
 
     def _compile(self, s, i: int) -> CompiledStatement:
         if isinstance(s, str):
-            from colmz.sql import DeleteStatement, InsertStatement, parse
+            from colmz.sql import (
+                DeleteStatement,
+                InsertStatement,
+                as_qualified,
+                parse,
+                resolve_item,
+                sql_name,
+            )
 
             parsed = parse(s)
             if len(parsed) != 1 or not isinstance(parsed[0], (InsertStatement, DeleteStatement)):
                 raise ValueError(f"body[{i}] must be one INSERT or DELETE statement, got {s!r}")
             p = parsed[0]
-            if p.table != self.name:
-                raise ValueError(f"body[{i}] writes {p.table!r}; a continual task writes only its output {self.name!r}")
+            # Names resolve as Materialize's: INSERT INTO x.t does not write a task named t.
+            if resolve_item((*p.qualifier, p.table)) != as_qualified(self.name):
+                written = sql_name((*p.qualifier, p.table)) if p.qualifier else p.table
+                raise ValueError(f"body[{i}] writes {written!r}; a continual task writes only its output {self.name!r}")
             if isinstance(p, InsertStatement):
                 if p.columns is not None:
                     raise ValueError(f"body[{i}]: a column list in a continual task INSERT is not supported")

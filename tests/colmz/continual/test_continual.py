@@ -835,3 +835,24 @@ def test_mz_now_placeholder_text_in_literals_survives_batched_and_looped(batch):
     task.run()
     assert task.stats["batches"] == (1 if batch else 0)
     assert rows(task.output, 3) == [(f"b{MZ_NOW}", 2), (f"c{MZ_NOW}", 3)]
+
+
+def test_a_task_named_by_a_qualified_name_reads_and_writes_itself_qualified():
+    # A catalog's task outside materialize.public is named by its QualifiedName: its
+    # statements write and read it qualified (x.t, materialize.x.t) or, as a relation's own
+    # name, by its last part (x.t.k); INSERT INTO x.t does not write a task named t.
+    from colmz.sql import QualifiedName
+
+    inp = MemoryCollection({"k": pa.int64()})
+    with pytest.raises(ValueError, match="body.0. writes 'x.t'; a continual task writes only its output 't'"):
+        ContinualTask("t", {"inp": inp}, ["INSERT INTO x.t SELECT k FROM inp"])
+    for batch in (False, True):
+        inp = MemoryCollection({"k": pa.int64()})
+        task = ContinualTask(QualifiedName("materialize", "x", "t"), {"inp": inp},
+                             ["INSERT INTO x.t SELECT k FROM inp WHERE k NOT IN (SELECT k FROM x.t)",
+                              "DELETE FROM materialize.x.t WHERE x.t.k > 5"],
+                             columns={"k": pa.int64()}, as_of=0, batch=batch)
+        push(inp, 1, colmz.Updates({"k": [1, 7]}, time=[1, 1], diff=[1, 1]))
+        push(inp, 2, colmz.Updates({"k": [1, 2]}, time=[2, 2], diff=[1, 1]))
+        task.run()
+        assert rows(task.output, 2) == [(1,), (2,)], batch
