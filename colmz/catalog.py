@@ -550,7 +550,7 @@ class Catalog:
         # committed later times, or dropped and recreated the table).
         obj = self.object(name)
         if obj.kind != "table" or tuple(obj.schema) != tuple(batch.schema):
-            raise ValueError(f"cannot append to {name!r}: another handle changed it to a {obj.kind} "
+            raise ValueError(f"cannot append to {display_name(name)!r}: another handle changed it to a {obj.kind} "
                              f"with columns {[c.name for c in obj.schema]}")
         if time < self._now:
             raise ValueError(f"time={time} is before cat.now={self._now}: times before now are sealed")
@@ -698,7 +698,7 @@ class Catalog:
         for name, old in (expect or {}).items():
             if _changes_at(self._objects[name].collection, t) != old:
                 raise ValueError(
-                    f"time={t} (cat.now) would revise {self._objects[name].kind} {name!r} at time "
+                    f"time={t} (cat.now) would revise {self._objects[name].kind} {display_name(name)!r} at time "
                     f"{t}, already sealed: commit at a later time"
                 )
         self._now = t
@@ -719,7 +719,8 @@ class Catalog:
         if after.min() < 0:
             i = int(np.argmax(after < 0))
             row = out.slice(i, i + 1).to_pylist()[0][:-2]
-            raise NegativeMultiplicity(f"table {name!r} would hold row {row} with multiplicity {int(after[i])}")
+            raise NegativeMultiplicity(f"table {display_name(name)!r} would hold row {row} with multiplicity "
+                                       f"{int(after[i])}")
 
     def _refresh(self, obj: CatalogObject, t: int, force: bool) -> bool:
         coll = obj.collection

@@ -88,6 +88,7 @@ from colmz.order import (
     unify_layouts,
 )
 from colmz.rows import at_time, cast_to, expand, rows_to_updates, schema_of
+from colmz.sql.names import display_name
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
@@ -723,7 +724,7 @@ class ContinualTask:
             # Names resolve as Materialize's: INSERT INTO x.t does not write a task named t.
             if resolve_item((*p.qualifier, p.table)) != as_qualified(self.name):
                 written = sql_name((*p.qualifier, p.table)) if p.qualifier else p.table
-                raise ValueError(f"body[{i}] writes {written!r}; a continual task writes only its output {self.name!r}")
+                raise ValueError(f"body[{i}] writes {written!r}; a continual task writes only its output {display_name(self.name)!r}")
             if isinstance(p, InsertStatement):
                 if p.columns is not None:
                     raise ValueError(f"body[{i}]: a column list in a continual task INSERT is not supported")
@@ -849,7 +850,7 @@ class ContinualTask:
     def _step(self, t: int, inserts: Updates) -> None:
         if t == MAX_TIME:
             raise OverflowError(
-                f"continual task {self.name!r}: a write at time {t} needs an upper past 2**64-1"
+                f"continual task {display_name(self.name)!r}: a write at time {t} needs an upper past 2**64-1"
             )
         s = self._sink
         # Everything below t is settled: the output's upper may move to t first, which
@@ -913,7 +914,7 @@ class ContinualTask:
             return refs_cache[name]
 
         view_t = at_time(view, t)
-        view_tbl = expand(view_t, f"output {self.name!r}")
+        view_tbl = expand(view_t, f"output {display_name(self.name)!r}")
         parts = []
         if self._union is not None:
             parts = batched.evaluate_union(self, self._union, t, inputs, ref, view_tbl)
@@ -927,15 +928,15 @@ class ContinualTask:
                 parts.append(contrib)
                 if self.statements == "sequential":
                     view_t = consolidate(concat([view_t, contrib]))
-                    _check_nonnegative(view_t, self.name, b.index)
-                    view_tbl = expand(view_t, f"output {self.name!r}")
+                    _check_nonnegative(view_t, display_name(self.name), b.index)
+                    view_tbl = expand(view_t, f"output {display_name(self.name)!r}")
         if not parts:
             return Updates.empty(self.schema), view
         delta = consolidate(concat(parts))
         if self.statements == "sequential":
             return delta, view_t
         after = consolidate(concat([at_time(view, t), delta])) if len(delta) else view
-        _check_nonnegative(after, self.name, None)
+        _check_nonnegative(after, display_name(self.name), None)
         return delta, after
 
     # ------------------------------------------------------------------ display
@@ -943,7 +944,7 @@ class ContinualTask:
     def __repr__(self) -> str:
         refs = f", references={sorted(self.references)}" if self.references else ""
         kinds = ", ".join(kind for kind, _ in self._statement_texts())
-        return (f"ContinualTask({self.name!r} ON INPUT {self.input_name!r}{refs}, frontier="
+        return (f"ContinualTask({display_name(self.name)!r} ON INPUT {self.input_name!r}{refs}, frontier="
                 f"{'[]' if self.frontier is None else self.frontier}, statements=[{kinds}], "
                 f"columns={[s.name for s in self.schema]})")
 
