@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import colmz
 from colmz.sql import QualifiedName, SQLError
@@ -206,3 +208,97 @@ def test_any_quoted_name_is_a_task_schema_and_value_and_none_ends_a_statement(tm
     assert [k for k in reopened.names if k in keys] == keys  # nothing ended a statement
     assert len(reopened.names) == 2 * len(NASTY)
     assert reopened.schemas[1:] == [("materialize", "s " + n) for i, n in enumerate(NASTY) if not i % 2]
+
+
+# ----------------------------------------------------------------------------- model
+
+_DBS = ["materialize", "y"]
+_SCHEMAS = ["public", "x", "Z.q"]
+_ITEMS = ["t", "T", "a.b"]
+_op = st.one_of(
+    st.tuples(st.just("create database"), st.sampled_from(_DBS)),
+    st.tuples(st.just("create schema"), st.sampled_from(_DBS), st.sampled_from(_SCHEMAS)),
+    st.tuples(st.just("create table"), st.sampled_from(_DBS), st.sampled_from(_SCHEMAS), st.sampled_from(_ITEMS)),
+    st.tuples(st.just("insert"), st.sampled_from(_DBS), st.sampled_from(_SCHEMAS), st.sampled_from(_ITEMS),
+              st.integers(0, 9)),
+    st.tuples(st.just("drop table"), st.sampled_from(_DBS), st.sampled_from(_SCHEMAS), st.sampled_from(_ITEMS)),
+    st.tuples(st.just("drop schema"), st.sampled_from(_DBS), st.sampled_from(_SCHEMAS), st.booleans()),
+    st.tuples(st.just("drop database"), st.sampled_from(_DBS), st.booleans()),
+)
+
+
+def _apply(model: dict, op) -> tuple[str, bool]:
+    """The SQL of ``op`` and whether Materialize accepts it; ``model`` ({db: {schema:
+    {item: [values]}}}, dicts in creation order) is updated when it does."""
+    from colmz.sql import identifier as ident
+
+    kind = op[0]
+    if kind == "create database":
+        ok = op[1] not in model
+        if ok:
+            model[op[1]] = {"public": {}}
+        return f"CREATE DATABASE {ident(op[1])}", ok
+    if kind == "drop database":
+        db, cascade = op[1], op[2]
+        ok = db in model and (cascade or not model[db])
+        if ok:
+            del model[db]
+        return f"DROP DATABASE {ident(db)}" + ("" if cascade else " RESTRICT"), ok
+    db, schema = op[1], op[2]
+    where = f"{ident(db)}.{ident(schema)}"
+    has_schema = db in model and schema in model[db]
+    if kind == "create schema":
+        ok = db in model and schema not in model[db]
+        if ok:
+            model[db][schema] = {}
+        return f"CREATE SCHEMA {where}", ok
+    if kind == "drop schema":
+        cascade = op[3]
+        ok = has_schema and (cascade or not model[db][schema])
+        if ok:
+            del model[db][schema]
+        return f"DROP SCHEMA {where}" + (" CASCADE" if cascade else ""), ok
+    item = op[3]
+    name = f"{where}.{ident(item)}"
+    exists = has_schema and item in model[db][schema]
+    if kind == "create table":
+        ok = has_schema and not exists
+        if ok:
+            model[db][schema][item] = []
+        return f"CREATE TABLE {name} (k INT)", ok
+    if kind == "insert":
+        if exists:
+            model[db][schema][item].append(op[4])
+        return f"INSERT INTO {name} VALUES ({op[4]})", exists
+    if exists:
+        del model[db][schema][item]
+    return f"DROP TABLE {name}", exists
+
+
+def _check(cat, model) -> None:
+    assert cat.schemas == [(db, s) for db, scs in model.items() for s in scs]
+    want = {(db, s, i): sorted(v) for db, scs in model.items() for s, items in scs.items() for i, v in items.items()}
+    got = {}
+    for n in cat.names:
+        full = n if isinstance(n, QualifiedName) else QualifiedName("materialize", "public", n)
+        got[tuple(full)] = sorted(r[0] for r in cat.read(n).to_pylist() for _ in range(r[-1]))
+    assert got == want
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(_op, max_size=14))
+def test_namespaces_follow_a_model_and_survive_reopen(ops):
+    import tempfile
+
+    d = tempfile.mkdtemp()
+    cat = colmz.Catalog(d)
+    model: dict = {"materialize": {"public": {}}}
+    for op in ops:
+        sql, ok = _apply(model, op)
+        if ok:
+            cat.execute(sql)
+        else:
+            with pytest.raises((SQLError, KeyError)):
+                cat.execute(sql)
+        _check(cat, model)
+    _check(colmz.Catalog(d), model)
