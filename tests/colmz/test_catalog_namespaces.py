@@ -167,38 +167,42 @@ NASTY = ['a"b', "it's", "x.y", "semi;colon", "<tag>", "sp ace", "é日本", "bac
          "a) ; DROP TABLE t; SELECT (1", "Mixed.Case", "new\nline"]
 
 
-def nasty_task(cat, name, schema=None):
-    """A task ``name`` (in ``schema``) over its own input, reading itself and a value column."""
+def nasty_task(name, schema=None) -> tuple[list[str], str, str, str]:
+    """The DDL of a task ``name`` (in ``schema``) over its own input, reading itself and a
+    value column, and the SQL names of the input, the task and the column."""
     from colmz.sql import identifier as ident
 
     q = (ident(schema) + ".") if schema else ""
     inp, me, col = q + ident("in " + name), q + ident(name), ident("c " + name)
-    cat.execute(f"CREATE TABLE {inp} ({col} TEXT, n INT)")
-    cat.execute(f"CREATE CONTINUAL TASK {me} ({col} TEXT, n INT) ON INPUT {inp} AS ("
-                f"INSERT INTO {me} SELECT {col}, n FROM {inp} WHERE n NOT IN (SELECT n FROM {me});"
-                f"DELETE FROM {me} WHERE {me}.n IN (SELECT n - 10 FROM {inp}))")
-    return inp, me, col
+    ddl = ([f"CREATE SCHEMA {ident(schema)}"] if schema else []) + [
+        f"CREATE TABLE {inp} ({col} TEXT, n INT)",
+        f"CREATE CONTINUAL TASK {me} ({col} TEXT, n INT) ON INPUT {inp} AS ("
+        f"INSERT INTO {me} SELECT {col}, n FROM {inp} WHERE n NOT IN (SELECT n FROM {me});"
+        f"DELETE FROM {me} WHERE {me}.n IN (SELECT n - 10 FROM {inp}))"]
+    return ddl, inp, me, col
 
 
 def test_any_quoted_name_is_a_task_schema_and_value_and_none_ends_a_statement(tmp_path):
     # Names with dots, quotes, semicolons, <, >, spaces and non-ASCII: a schema, a table and a
     # task reading itself -- created, written, read and reopened; values of the same text.
-    from colmz.sql import identifier as ident
+    # Each step is one script (a ;-separated text holding every name): one commit.
     from colmz.sql import literal as lit
 
     cat = colmz.Catalog(tmp_path)
-    made = []
+    made, ddl = [], []
     for i, name in enumerate(NASTY):
         schema = None if i % 2 else "s " + name
-        if schema:
-            cat.execute(f"CREATE SCHEMA {ident(schema)}")
-        made.append((name, schema, *nasty_task(cat, name, schema)))
-    for name, _, inp, _me, _col in made:
-        cat.execute(f"INSERT INTO {inp} VALUES ({lit(name)}, 1), ({lit(name + ';')}, 2)")
+        stmts, inp, me, col = nasty_task(name, schema)
+        ddl += stmts
+        made.append((name, schema, inp, me, col))
+    cat.execute("; ".join(ddl))
+    cat.execute("; ".join(f"INSERT INTO {inp} VALUES ({lit(name)}, 1), ({lit(name + ';')}, 2)"
+                          for name, _, inp, _, _ in made))
     reopened = colmz.Catalog(tmp_path)
-    for name, schema, inp, me, col in made:
-        # n = 11 retracts row 1; n = 2 is already there
-        reopened.execute(f"INSERT INTO {inp} VALUES ({lit(name)}, 11), ({lit('x')}, 2)")
+    # n = 11 retracts row 1; n = 2 is already there
+    reopened.execute("; ".join(f"INSERT INTO {inp} VALUES ({lit(name)}, 11), ({lit('x')}, 2)"
+                               for name, _, inp, _, _ in made))
+    for name, schema, _, me, col in made:
         got = reopened.sql(f"SELECT {col}, n FROM {me} ORDER BY n")
         assert got.column_names == ["c " + name, "n"]
         assert got.to_pylist() == [{"c " + name: name + ";", "n": 2}, {"c " + name: name, "n": 11}], name
