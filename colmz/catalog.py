@@ -131,6 +131,7 @@ from colmz.sql import (
     run_query,
     select_where,
     sql_name,
+    task_statement,
     translate,
     update_select,
     uses_now,
@@ -392,16 +393,17 @@ class Catalog:
             for n in registered:
                 self._con.unregister(n)
 
-    def _check_qualified(self, translated: str) -> None:
+    def _check_qualified(self, translated: str, own: Key | None = None) -> None:
         """Refuse a qualified relation name that names no object, as Materialize does
-        (unknown database, schema or catalog item), rather than hand it to DuckDB."""
+        (unknown database, schema or catalog item), rather than hand it to DuckDB; ``own`` is
+        an object being created that its own query may read (a continual task)."""
         for parts in relation_names(translated):
             if len(parts) < 2:
                 continue
             if len(parts) > 3:
                 raise SQLError(f"qualified name did not have between 1 and 3 components: {sql_name(parts)}")
             full = resolve_item(parts)
-            if catalog_key(full) in self._objects:
+            if catalog_key(full) in self._objects or catalog_key(full) == own:
                 continue
             if full.database not in self._schemas:
                 raise SQLError(f"unknown database {full.database!r}")
@@ -840,13 +842,20 @@ class Catalog:
         names: set[Key] = set()
         body = []
         rel = _relation(key)
-        for b in s.body:
+        for i, b in enumerate(s.body):
+            query = b.query if isinstance(b, InsertStatement) else select_where(rel, b.where)
+            try:
+                # A qualified name of no object: Materialize's error, not DuckDB's.
+                self._check_qualified(translate(query), own=key)
+            except SQLError as e:
+                label = task_statement(_relation(key), i, "insert" if isinstance(b, InsertStatement)
+                                       else "delete", predicate=isinstance(b, DeleteStatement) and bool(b.where))
+                raise SQLError(f"{label}: {e}") from None
             if isinstance(b, InsertStatement):
                 body.append(Insert(b.query))
-                names |= self._reads(b.query)
             else:
                 body.append(Delete(b.where))
-                names |= self._reads(select_where(rel, b.where))
+            names |= self._reads(query)
         refs = {n: self._objects[n].collection for n in sorted(names, key=str)
                 if n in self._objects and n != input_key}
         columns = None if s.columns is None else {n: arrow_type(t) for n, t in s.columns}

@@ -82,6 +82,10 @@ def test_statement_errors_name_the_statement_number_and_construct(tmp_path):
          SQLError, r"^CONTINUAL TASK t statement 1 \(DELETE FROM input\): a continual task writes only its own output t"),
         ("CREATE CONTINUAL TASK t (id INT) ON INPUT input AS (INSERT INTO t (id) SELECT id FROM input)",
          colmz.sql.UnsupportedSQL, r"^CONTINUAL TASK t statement 1: a column list in a CONTINUAL TASK INSERT"),
+        # a qualified name of no object: Materialize's error (resolved before DuckDB runs it)
+        ("CREATE CONTINUAL TASK t (id INT) ON INPUT input AS (INSERT INTO t SELECT id FROM input; "
+         "DELETE FROM t WHERE id IN (SELECT id FROM nope.input))",
+         SQLError, r"^CONTINUAL TASK t statement 2 \(DELETE FROM t WHERE \.\.\.\): unknown schema 'nope'"),
         # no assignment cast: the statement, PostgreSQL's message
         ("CREATE CONTINUAL TASK t (id INT) ON INPUT input AS (INSERT INTO t SELECT v FROM input)",
          colmz.SchemaError, r'^CONTINUAL TASK t statement 1 \(INSERT INTO t\) query columns did not match: '
