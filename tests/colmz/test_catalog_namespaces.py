@@ -110,6 +110,33 @@ def test_a_catalog_without_schemas_writes_the_record_it_always_wrote(tmp_path):
         ("t", None, None), ("c", None, None), ("t", "materialize", "s")]
 
 
+def test_a_record_written_before_schemas_opens_with_public_names(tmp_path):
+    # The definitions a catalog wrote before schemas existed: no namespaces entry, no
+    # database/schema, statements without qualifiers. Rewritten so, the record opens with
+    # every name public and its task resumes.
+    from colmz.catalog_store import CatalogStore
+    from colmz.storage.url import open_location
+
+    cat = colmz.Catalog(tmp_path)
+    cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+    cat.execute(SELF_REF_TASK)
+    store = CatalogStore(open_location(str(tmp_path)))
+    record = store.load()
+    old = []
+    for d in record["objects"]:
+        d = dict(d, stmt={k: v for k, v in d["stmt"].items() if k not in ("qualifier", "input_qualifier")})
+        old.append(d)
+    store.commit(old, [])
+    assert all("qualifier" not in d["stmt"] for d in CatalogStore(open_location(str(tmp_path))).load()["objects"])
+    again = colmz.Catalog(tmp_path)
+    assert again.names == ["t", "c"] and again.schemas == [("materialize", "public")]
+    again.execute("INSERT INTO t VALUES (1), (2)")
+    assert rows(again, "SELECT * FROM c") == [(1,), (2,)]
+
+
+SELF_REF_TASK = "CREATE CONTINUAL TASK c FROM TRANSFORM t USING (SELECT k FROM t WHERE k NOT IN (SELECT k FROM c))"
+
+
 def test_namespace_errors_are_materializes_and_change_nothing():
     cat = colmz.Catalog()
     build(cat)
