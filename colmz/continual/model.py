@@ -143,6 +143,17 @@ class MemoryCollection:
     (3, [(7, 2, 1)], 0)
     """
 
+    #: What a failing call may change, for ``colmz.rollback``: the frontiers, the history
+    #: (``_times``/``_batches``), the base still to load, the cached newest contents
+    #: (``_acc``/``_acc_n``, consistent with the history they are saved with) and the
+    #: row-count index (rolled back in place, so an index built before stays valid rather than
+    #: being rebuilt). ``stats`` counts reads done and is kept.
+    ROLLBACK_FIELDS = ("_since", "_upper", "_times", "_batches", "_base", "_acc", "_acc_n", "_counts")
+    #: The history lists are append-only (``colmz.rollback``): ``compare_and_append`` only
+    #: appends to them; compaction (``advance_since``) and loading the base, which change
+    #: their front, assign new lists. So a save costs O(1) whatever the history's length.
+    ROLLBACK_APPEND_ONLY = ("_times", "_batches")
+
     def __init__(self, schema, *, since: int = 0, upper: int = 0,
                  base: Callable[[], Updates] | None = None):
         self._schema = schema_of(schema)
@@ -206,8 +217,9 @@ class MemoryCollection:
         k = bisect.bisect_right(self._times, since)
         if k > 1 or (k == 1 and self._times[0] != since):
             merged = consolidate(concat(self._batches[:k]), since=since)
-            self._times[:k] = [since] if len(merged) else []
-            self._batches[:k] = [merged] if len(merged) else []
+            # New lists (the history is append-only in place: colmz.rollback).
+            self._times = ([since] if len(merged) else []) + self._times[k:]
+            self._batches = ([merged] if len(merged) else []) + self._batches[k:]
             self._acc, self._acc_n = None, 0
 
     def __len__(self) -> int:
@@ -265,8 +277,9 @@ class MemoryCollection:
         u = consolidate(at_time(cast_to(self._base(), self._schema), self._since))
         self._base = None
         if len(u):
-            self._times.insert(0, self._since)
-            self._batches.insert(0, u)
+            # New lists (the history is append-only in place: colmz.rollback).
+            self._times = [self._since, *self._times]
+            self._batches = [u, *self._batches]
             if self._acc_n:
                 self._acc, self._acc_n = None, 0
 
@@ -332,7 +345,8 @@ class MemoryCollection:
         the contents at the newest complete time, ``upper - 1``.
 
         The first call builds a :class:`RowCounts` index of the contents (their size, once);
-        later appends and restores keep it up to date for the size of their changes, so a
+        later appends keep it up to date for the size of their changes (a roll back puts its
+        runs back, ``colmz.rollback``), so a
         call costs about ``len(rows) * log(contents)`` -- what a commit checking its
         retractions for negative multiplicities needs, without consolidating the contents.
 
@@ -352,29 +366,6 @@ class MemoryCollection:
         out = self._counts.counts(cast_to(rows, self._schema))
         self.stats["counts_work"] = self._counts.work
         return out
-
-    def checkpoint(self) -> tuple:
-        """A marker of the current state for :meth:`restore`: its upper and since (O(1))."""
-        return (self._upper, self._since)
-
-    def restore(self, checkpoint: tuple) -> None:
-        """Undo every append since :meth:`checkpoint`: drop the changes at or after its upper.
-
-        Costs the updates dropped. Raises ``ValueError`` when the since advanced meanwhile
-        (compaction cannot be undone).
-        """
-        upper, since = checkpoint
-        if since != self._since:
-            raise ValueError(f"cannot restore to since {since}: the since advanced to {self._since}")
-        if upper is not None:
-            k = bisect.bisect_left(self._times, upper)
-            if self._counts is not None and k < len(self._batches):
-                self._counts.add(concat(self._batches[k:]).negated())
-            del self._times[k:]
-            del self._batches[k:]
-            if self._acc_n > k:
-                self._acc, self._acc_n = None, 0
-        self._upper = upper
 
 
 class RowCounts:
@@ -398,6 +389,11 @@ class RowCounts:
     >>> r.counts(Updates({"k": ["a", "bb", "ccc"]}, time=[0, 0, 0], diff=[1, 1, 1])).tolist()
     [1, 1, 0]
     """
+
+    #: The runs, for ``colmz.rollback``: each an immutable triple of fresh arrays, the list
+    #: append-only in place (a merge assigns a new list). ``work`` is cumulative.
+    ROLLBACK_FIELDS = ("_runs",)
+    ROLLBACK_APPEND_ONLY = ("_runs",)
 
     def __init__(self) -> None:
         self._runs: list[tuple[np.ndarray, Layout, np.ndarray]] = []
@@ -426,7 +422,7 @@ class RowCounts:
             keys = np.concatenate([pad_keys(ka, la, wide), pad_keys(kb, lb, wide)])
             self.work += len(keys)
             merged = self._run(keys, wide, np.concatenate([da, db]))
-            self._runs[-2:] = [merged] if len(merged[0]) else []
+            self._runs = self._runs[:-2] + ([merged] if len(merged[0]) else [])  # a new list
 
     @staticmethod
     def _run(keys: np.ndarray, layout: Layout, diff: np.ndarray) -> tuple[np.ndarray, Layout, np.ndarray]:
@@ -477,6 +473,10 @@ class SinkState:
     >>> new_upper, u = s.process(); new_upper, u.to_pylist()
     (1, [('a', 0, 1)])
     """
+
+    #: Everything: a failed task call rolls the sink's decisions back (``colmz.rollback``).
+    ROLLBACK_FIELDS = ("append_times", "append_times_progress", "to_append",
+                       "to_append_progress", "output_progress")
 
     def __init__(self) -> None:
         self.append_times: set[int] = set()
@@ -583,6 +583,12 @@ class ContinualTask:
     ([(1, 1, 2)], 2)
     """
 
+    #: The task's progress, for ``colmz.rollback``: the sink's decisions (rolled back in
+    #: place), the output view, the next time, the pending snapshot and the stats (a
+    #: rolled-back run did not happen: its times are processed again). Not its collections:
+    #: whoever owns them (a catalog) rolls them back.
+    ROLLBACK_FIELDS = ("_sink", "_view", "_next", "_snapshot_at", "stats")
+
     def __init__(
         self,
         name: str,
@@ -688,21 +694,6 @@ class ContinualTask:
                 output.compare_and_append(Updates.empty(schema), output.upper, as_of)
             self._sink.output_progress = as_of
             self._view = Updates.empty(schema)  # O@(I-1) is empty
-
-    def checkpoint(self) -> tuple:
-        """An opaque copy of the task's progress (not its output), for :meth:`restore`."""
-        sk = self._sink
-        sink = (set(sk.append_times), sk.append_times_progress, list(sk.to_append),
-                sk.to_append_progress, sk.output_progress)
-        return (sink, self._view, self._next, self._snapshot_at, dict(self.stats))
-
-    def restore(self, checkpoint: tuple) -> None:
-        """Return to the progress of a :meth:`checkpoint` (restore the output separately)."""
-        sink, self._view, self._next, self._snapshot_at, stats = checkpoint
-        sk = self._sink
-        (times, sk.append_times_progress, to_append, sk.to_append_progress, sk.output_progress) = sink
-        sk.append_times, sk.to_append = set(times), list(to_append)
-        self.stats = dict(stats)
 
     # ------------------------------------------------------------------ setup
 
