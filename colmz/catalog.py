@@ -24,6 +24,14 @@ to ``as_of=now``.
   state before a call costs the number of objects, not their history (a collection's
   history is append-only, saved as its length).
 
+Names are Materialize's (``src/sql/src/names.rs`` upstream, :mod:`colmz.sql.names`): a
+catalog has databases and schemas (``CREATE DATABASE`` -- with its schema ``public`` --,
+``CREATE SCHEMA [db.]s``, ``DROP SCHEMA``/``DROP DATABASE`` with Materialize's RESTRICT and
+CASCADE), an object is ``item``, ``schema.item`` or ``db.schema.item`` and an unqualified
+name is in ``materialize.public``. Objects are keyed by :data:`Key`: a default-schema object
+by its name, so a catalog written before schemas existed (every definition without
+``database``/``schema``) opens with its names public ones.
+
 Every query runs in DuckDB over Arrow tables registered for the duration of the query: each
 collection the query names is read as of the evaluation time and expanded to rows. SQL is
 parsed and translated by :mod:`colmz.sql`.
@@ -94,30 +102,45 @@ from colmz.order import ColumnSpec
 from colmz.rollback import Saved, roll_back, save
 from colmz.rows import conform, expand, rows_to_updates
 from colmz.sql import (
+    DEFAULT_DATABASE,
+    DEFAULT_SCHEMA,
     RESERVED_PREFIX,
     ContinualTaskStatement,
+    CreateDatabase,
     CreateMaterializedView,
+    CreateSchema,
     CreateTable,
     DeleteStatement,
     Drop,
     InsertStatement,
+    QualifiedName,
     Query,
     SQLError,
+    UnsupportedSQL,
     UpdateStatement,
     arrow_type,
+    as_qualified,
     bind_relations,
     cast_select,
+    catalog_key,
     connect,
+    display_name,
+    identifier,
     parse,
-    referenced_names,
     relation_name,
+    relation_names,
     rename_like_postgres,
+    resolve_item,
+    resolve_schema,
     run_query,
     select_where,
+    sql_name,
+    task_statement,
     translate,
     update_select,
     uses_now,
 )
+from colmz.sql.assign import assignment_select
 from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
 from colmz.updates import SchemaError, Updates
@@ -138,16 +161,22 @@ RETRIES = 16
 RETRY_BACKOFF = 0.01
 
 
+#: A catalog's key for an object: the item name (a ``str``) of an object of the default
+#: schema ``materialize.public``, the full :class:`colmz.sql.QualifiedName` of any other
+#: (:func:`colmz.sql.catalog_key`).
+Key = str | QualifiedName
+
+
 @dataclass
 class CatalogObject:
-    """One named object: its kind, storage, and the objects it reads."""
+    """One named object: its kind, storage, and the objects it reads (all by :data:`Key`)."""
 
     #: What a failing catalog call may change (``colmz.rollback``): the collection's and the
     #: task's state, both rolled back in place (they are shared: a task writes the
     #: collection, views and tasks read it), and a view's contents. The rest is its definition.
     ROLLBACK_FIELDS = ("collection", "task", "contents")
 
-    name: str
+    name: Key
     kind: str  # "table", "materialized view", "continual task"
     collection: object
     deps: set[str] = field(default_factory=set)
@@ -200,7 +229,7 @@ class Catalog:
     #: their order, ``now``, the definitions and how to reopen ``now``. The durable record's
     #: mirror, the connection, configuration and stats are not (tests/colmz/test_rollback.py
     #: says why for each).
-    ROLLBACK_FIELDS = ("_objects", "_order", "_now", "_defs", "_at_now")
+    ROLLBACK_FIELDS = ("_objects", "_order", "_now", "_defs", "_at_now", "_schemas")
 
     def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None,
                  maintain_every: int = 16, external_access: bool = True):
@@ -233,12 +262,16 @@ class Catalog:
 
     def _reset(self) -> None:
         """The in-memory state of an empty catalog (a durable one: before loading)."""
-        self._objects: dict[str, CatalogObject] = {}
-        self._order: list[str] = []
+        self._objects: dict[Key, CatalogObject] = {}
+        self._order: list[Key] = []
+        # Databases and their schemas, in creation order: Materialize's default ones until
+        # a CREATE/DROP SCHEMA or DATABASE.
+        self._schemas: dict[str, list[str]] = {DEFAULT_DATABASE: [DEFAULT_SCHEMA]}
+        self._committed_schemas = _copy_schemas(self._schemas)
         self._now = 0
         self._reopened_at: int | None = None  # the time a reopen loaded contents at
         self._defs: list[dict] = []
-        self._durable: dict[str, ArrangementCollection] = {}
+        self._durable: dict[Key, ArrangementCollection] = {}
         # How to reopen time ``now`` for a write at ``time=now``: the state saved before the
         # commit that sealed it and that commit's table changes (None: it cannot be; always
         # in a durable catalog, where now is persisted sealed).
@@ -262,21 +295,47 @@ class Catalog:
         return self._now
 
     @property
-    def names(self) -> list[str]:
-        """Object names in creation order."""
+    def names(self) -> list[Key]:
+        """Object names in creation order: an object of the default schema
+        ``materialize.public`` by its name (a ``str``), any other by its
+        :class:`colmz.sql.QualifiedName` (whose ``str`` is its SQL name).
+
+        >>> cat = Catalog(); cat.execute("CREATE SCHEMA x; CREATE TABLE t (k INT); CREATE TABLE x.t (k INT)")
+        >>> [str(n) for n in cat.names]
+        ['t', 'materialize.x.t']
+        """
         return list(self._order)
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._objects
+    @property
+    def schemas(self) -> list[tuple[str, str]]:
+        """The catalog's schemas as ``(database, schema)``, each database's in creation order.
 
-    def object(self, name: str) -> CatalogObject:
-        """The catalog entry called ``name`` (``KeyError`` naming the known ones)."""
+        >>> cat = Catalog(); cat.execute("CREATE DATABASE y; CREATE SCHEMA y.z; CREATE SCHEMA x")
+        >>> cat.schemas
+        [('materialize', 'public'), ('materialize', 'x'), ('y', 'public'), ('y', 'z')]
+        """
+        return [(db, sc) for db, scs in self._schemas.items() for sc in scs]
+
+    def __contains__(self, name) -> bool:
         try:
-            return self._objects[name]
-        except KeyError:
-            raise KeyError(f"no object {name!r} in the catalog; objects are {self._order}") from None
+            return _key(name) in self._objects
+        except (TypeError, SQLError):
+            return False
 
-    def task(self, name: str) -> ContinualTask:
+    def object(self, name: Key | tuple[str, ...]) -> CatalogObject:
+        """The catalog entry called ``name`` (``KeyError`` naming the known ones).
+
+        ``name`` is an object's name in the default schema (a ``str``, exactly: ``"a.b"`` is
+        the object whose name holds a dot) or the parts of a qualified name (``("x", "t")``,
+        ``("y", "z", "t")``, a :class:`colmz.sql.QualifiedName`).
+        """
+        try:
+            return self._objects[_key(name)]
+        except KeyError:
+            shown = [display_name(n) for n in self._order]
+            raise KeyError(f"no object {name!r} in the catalog; objects are {shown}") from None
+
+    def task(self, name: Key | tuple[str, ...]) -> ContinualTask:
         """The :class:`colmz.ContinualTask` behind continual task ``name``."""
         obj = self.object(name)
         if obj.task is None:
@@ -291,7 +350,7 @@ class Catalog:
             raise ValueError(f"as_of {as_of} is after cat.now {self._now}: not yet complete")
         return as_of
 
-    def read(self, name: str, as_of: int | None = None) -> Updates:
+    def read(self, name: Key | tuple[str, ...], as_of: int | None = None) -> Updates:
         """The contents of ``name`` as of ``as_of`` (default ``now``), consolidated.
 
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k TEXT)")
@@ -303,7 +362,7 @@ class Catalog:
             obj = self.object(name)
             at = self._as_of(as_of)
             if at < obj.collection.since:
-                raise ValueError(self._unreadable(name, at))
+                raise ValueError(self._unreadable(obj.name, at))
             return obj.collection.snapshot(at)
 
         return self._reading(read)
@@ -333,6 +392,7 @@ class Catalog:
         # Each object the query reads is registered under its own DuckDB name for the
         # query's duration (colmz.sql.bind_relations): "T" and t stay two tables.
         text, bound = bind_relations(translated, frozenset(self._objects))
+        self._check_qualified(translated)
         registered = []
         try:
             for i, n in enumerate(bound):
@@ -341,12 +401,30 @@ class Catalog:
             return run_query(self._con, text, t)[0]
         except SQLError as e:
             # DuckDB's message names the registered tables: say the user's names.
-            msg = _RELATION.sub(lambda m: bound[int(m.group(1))] if int(m.group(1)) < len(bound)
-                                else m.group(0), str(e))
+            msg = _RELATION.sub(lambda m: display_name(bound[int(m.group(1))])
+                                if int(m.group(1)) < len(bound) else m.group(0), str(e))
             raise SQLError(msg) from None
         finally:
             for n in registered:
                 self._con.unregister(n)
+
+    def _check_qualified(self, translated: str, own: Key | None = None) -> None:
+        """Refuse a qualified relation name that names no object, as Materialize does
+        (unknown database, schema or catalog item), rather than hand it to DuckDB; ``own`` is
+        an object being created that its own query may read (a continual task)."""
+        for parts in relation_names(translated):
+            if len(parts) < 2:
+                continue
+            if len(parts) > 3:
+                raise SQLError(f"qualified name did not have between 1 and 3 components: {sql_name(parts)}")
+            full = resolve_item(parts)
+            if catalog_key(full) in self._objects or catalog_key(full) == own:
+                continue
+            if full.database not in self._schemas:
+                raise SQLError(f"unknown database {full.database!r}")
+            if full.schema not in self._schemas[full.database]:
+                raise SQLError(f"unknown schema {full.schema!r}")
+            raise SQLError(f"unknown catalog item {sql_name(parts)!r}")
 
     def _contents(self, name: str, as_of: int, pending: Mapping[str, Updates]) -> Updates:
         obj = self._objects[name]
@@ -362,14 +440,16 @@ class Catalog:
         this catalog was reopened later (a reopen reads contents, not history)."""
         since = self._objects[name].collection.since
         reopened = self._reopened_at
+        name = display_name(name)
         if reopened is not None and since <= reopened:
             return (f"{name!r} cannot be read at time {as_of}: this catalog was reopened at time "
                     f"{reopened} and a reopened catalog reads no further back than that (its since "
                     f"is {since})")
         return f"{name!r} did not exist at time {as_of} (its since is {since})"
 
-    def _rows(self, name: str, as_of: int, pending) -> pa.Table:
-        return expand(self._contents(name, as_of, pending), f"{self._objects[name].kind} {name!r}")
+    def _rows(self, name: Key, as_of: int, pending) -> pa.Table:
+        return expand(self._contents(name, as_of, pending),
+                      f"{self._objects[name].kind} {display_name(name)!r}")
 
     # ------------------------------------------------------------------ statements
 
@@ -479,14 +559,14 @@ class Catalog:
             raise SchemaError(f"updates have columns {updates.column_names}, table {name!r} has {[c.name for c in obj.schema]}")
         data = {c.name: _cast_column(updates.column(c.name), c, name) for c in obj.schema}
         batch = Updates(data, np.full(len(updates), time, np.uint64), updates.diff, copy=False)
-        self._transaction(lambda: self._append(name, batch, time))
+        self._transaction(lambda: self._append(obj.name, batch, time))
 
-    def _append(self, name: str, batch: Updates, time: int) -> None:
+    def _append(self, name: Key, batch: Updates, time: int) -> None:
         # Checked again: a retry runs against a refreshed catalog (another handle may have
         # committed later times, or dropped and recreated the table).
         obj = self.object(name)
         if obj.kind != "table" or tuple(obj.schema) != tuple(batch.schema):
-            raise ValueError(f"cannot append to {name!r}: another handle changed it to a {obj.kind} "
+            raise ValueError(f"cannot append to {display_name(name)!r}: another handle changed it to a {obj.kind} "
                              f"with columns {[c.name for c in obj.schema]}")
         if time < self._now:
             raise ValueError(f"time={time} is before cat.now={self._now}: times before now are sealed")
@@ -503,16 +583,20 @@ class Catalog:
 
     # ------------------------------------------------------------------ writes
 
-    def _table(self, name: str) -> CatalogObject:
-        obj = self.object(name)
+    def _table(self, name: Key, written: str) -> CatalogObject:
+        obj = self._objects.get(name)
+        if obj is None:
+            raise SQLError(f"unknown catalog item {written!r}")
         if obj.kind != "table":
-            raise SQLError(f"cannot write to {name!r}: it is a {obj.kind}")
+            raise SQLError(f"cannot write to {display_name(name)!r}: it is a {obj.kind}")
         return obj
 
-    def _write(self, s, t: int, pending: dict[str, Updates]) -> None:
-        obj = self._table(s.table)
+    def _write(self, s, t: int, pending: dict[Key, Updates]) -> None:
+        key = _key((*s.qualifier, s.table))
+        obj = self._table(key, sql_name((*s.qualifier, s.table)) if s.qualifier else s.table)
         schema = obj.schema
-        what = f"INSERT INTO {s.table}"
+        rel = _relation(key)
+        what = f"INSERT INTO {display_name(key)}"
         if isinstance(s, InsertStatement):
             rows = self._query(s.query, t, pending)
             targets = list(schema)
@@ -529,6 +613,7 @@ class Catalog:
             if s.query.lstrip()[:6].upper() == "VALUES":
                 # As in PostgreSQL, literals take the type of the column they are written to.
                 rows = self._coerce_literals(rows, targets)
+            rows = self._assign(rows, targets, what)
             if s.columns is not None:
                 given = dict(zip(s.columns, rows.columns))
                 rows = pa.table({
@@ -536,20 +621,49 @@ class Catalog:
                 })
             change = rows_to_updates(conform(rows, schema, what), t, 1)
         elif isinstance(s, DeleteStatement):
-            rows = self._query(select_where(s.table, s.where), t, pending)
+            rows = self._query(select_where(rel, s.where), t, pending)
             change = rows_to_updates(conform(rows, schema, f"DELETE FROM {s.table}"), t, -1)
         else:
             names = [c.name for c in schema]
             assigned = dict(s.assignments)
-            new_sql = update_select(s.table, names, assigned, s.where)  # checks every part first
-            old = self._query(select_where(s.table, s.where, f"UPDATE {s.table}: predicate"), t, pending)
-            new = self._query(new_sql, t, pending)
+            new_sql = update_select(rel, names, assigned, s.where)  # checks every part first
+            old = self._query(select_where(rel, s.where, f"UPDATE {s.table}: predicate"), t, pending)
+            # As an INSERT, an UPDATE's values convert to their columns by assignment.
+            new = self._assign(self._query(new_sql, t, pending), list(schema), f"UPDATE {s.table}")
             change = concat([
                 rows_to_updates(conform(old, schema, f"UPDATE {s.table}"), t, -1),
                 rows_to_updates(conform(new, schema, f"UPDATE {s.table}"), t, 1),
             ])
-        prev = pending.get(s.table)
-        pending[s.table] = consolidate(concat([prev, change])) if prev is not None else consolidate(change)
+        prev = pending.get(key)
+        pending[key] = consolidate(concat([prev, change])) if prev is not None else consolidate(change)
+
+    def _assign(self, rows: pa.Table, targets, what: str) -> pa.Table:
+        """``rows`` converted to the types of ``targets`` by PostgreSQL's assignment casts
+        (:mod:`colmz.sql.assign`): ``SchemaError`` with PostgreSQL's message when a column
+        has none, ``OverflowError`` when a value does not fit its column."""
+        if rows.num_columns != len(targets):
+            return rows  # conform says how the columns do not match
+        try:
+            sel = assignment_select(identifier(_VALUES), [f.type for f in rows.schema],
+                                    [(c.name, c.type) for c in targets])
+        except UnsupportedSQL:
+            raise
+        except SQLError as e:
+            raise SchemaError(f"{what}: {e}") from None
+        if sel is None:
+            return rows
+        self._con.register(_VALUES, rows)
+        try:
+            out = run_query(self._con, sel, self._now)[0]
+        except SQLError as e:
+            m = _OUT_OF_RANGE.search(str(e))
+            if m:
+                raise OverflowError(f"{what}: {_PG_RANGE.get(m.group(1), m.group(1) + ' out of range')}") from None
+            raise
+        finally:
+            self._con.unregister(_VALUES)
+        # Result columns keep the query's names (conform matches by position).
+        return out.rename_columns(rows.column_names)
 
     def _coerce_literals(self, rows: pa.Table, targets) -> pa.Table:
         casts, need = [], False
@@ -602,7 +716,7 @@ class Catalog:
         for name, old in (expect or {}).items():
             if _changes_at(self._objects[name].collection, t) != old:
                 raise ValueError(
-                    f"time={t} (cat.now) would revise {self._objects[name].kind} {name!r} at time "
+                    f"time={t} (cat.now) would revise {self._objects[name].kind} {display_name(name)!r} at time "
                     f"{t}, already sealed: commit at a later time"
                 )
         self._now = t
@@ -623,7 +737,8 @@ class Catalog:
         if after.min() < 0:
             i = int(np.argmax(after < 0))
             row = out.slice(i, i + 1).to_pylist()[0][:-2]
-            raise NegativeMultiplicity(f"table {name!r} would hold row {row} with multiplicity {int(after[i])}")
+            raise NegativeMultiplicity(f"table {display_name(name)!r} would hold row {row} with multiplicity "
+                                       f"{int(after[i])}")
 
     def _refresh(self, obj: CatalogObject, t: int, force: bool) -> bool:
         coll = obj.collection
@@ -644,9 +759,23 @@ class Catalog:
 
     # ------------------------------------------------------------------ DDL
 
-    def _new_name(self, name: str) -> None:
-        if name in self._objects:
-            raise SQLError(f"an object named {name!r} already exists ({self._objects[name].kind})")
+    def _new_key(self, qualifier: tuple[str, ...], name: str) -> Key:
+        """The key of a new object ``qualifier.name``: its schema must exist (Materialize:
+        "unknown schema"), its name be free ("catalog item ... already exists")."""
+        full = resolve_item((*qualifier, name))
+        if full.database not in self._schemas:
+            raise SQLError(f"unknown database {full.database!r}")
+        if full.schema not in self._schemas[full.database]:
+            raise SQLError(f"unknown schema {full.schema!r}")
+        key = catalog_key(full)
+        if key in self._objects:
+            raise SQLError(f"catalog item {display_name(key)!r} already exists "
+                           f"(an object named {display_name(key)!r}: {self._objects[key].kind})")
+        return key
+
+    def _reads(self, sql: str) -> set[Key]:
+        """The catalog objects ``sql`` (a query) reads, by Materialize's name resolution."""
+        return set(bind_relations(translate(sql), frozenset(self._objects))[1])
 
     def _new_collection(self, schema) -> MemoryCollection:
         c = MemoryCollection(schema, since=self._now, upper=self._now)
@@ -656,18 +785,18 @@ class Catalog:
         now = self._now
         self._at_now = None  # DDL at now came after its commit: a write cannot join that commit
         if isinstance(s, CreateTable):
-            self._new_name(s.name)
+            key = self._new_key(s.qualifier, s.name)
             schema = {n: arrow_type(t) for n, t in s.columns}
             if len(schema) != len(s.columns):
                 raise SQLError(f"CREATE TABLE {s.name}: duplicate column names")
             check_columns("CREATE TABLE", s.name, schema)
             coll = self._new_collection(schema)
             coll.compare_and_append(Updates.empty(coll.schema), now, now + 1)
-            self._add(CatalogObject(s.name, "table", coll), s)
+            self._add(CatalogObject(key, "table", coll), s)
         elif isinstance(s, CreateMaterializedView):
-            self._new_name(s.name)
+            key = self._new_key(s.qualifier, s.name)
             translated = translate(s.query)
-            deps = referenced_names(s.query) & set(self._objects)
+            deps = self._reads(s.query)
             rows = rename_like_postgres(self._query_at(translated, now), s.query)
             schema = [ColumnSpec(f.name, _storable(f.type, s.name)) for f in rows.schema]
             if s.columns is not None:
@@ -682,30 +811,69 @@ class Catalog:
             coll = self._new_collection(schema)
             new = consolidate(rows_to_updates(conform(rows, coll.schema, f"MATERIALIZED VIEW {s.name}"), now, 1))
             coll.compare_and_append(new, now, now + 1)
-            self._add(CatalogObject(s.name, "materialized view", coll, deps, translated,
+            self._add(CatalogObject(key, "materialized view", coll, deps, translated,
                                     uses_now=uses_now(translated), contents=new), s)
         elif isinstance(s, ContinualTaskStatement):
             self._create_task(s)
+        elif isinstance(s, CreateSchema):
+            db = DEFAULT_DATABASE if s.database is None else s.database
+            if db not in self._schemas:
+                raise SQLError(f"unknown database {db!r}")
+            if s.name in self._schemas[db]:
+                if s.if_not_exists:
+                    return
+                raise SQLError(f"schema {s.name!r} already exists")
+            _not_reserved_namespace("schema", s.name)
+            self._schemas = _copy_schemas(self._schemas)
+            self._schemas[db].append(s.name)
+        elif isinstance(s, CreateDatabase):
+            if s.name in self._schemas:
+                if s.if_not_exists:
+                    return
+                raise SQLError(f"database {s.name!r} already exists")
+            _not_reserved_namespace("database", s.name)
+            self._schemas = _copy_schemas(self._schemas)
+            self._schemas[s.name] = [DEFAULT_SCHEMA]  # as Materialize: a new database has public
         elif isinstance(s, Drop):
-            self._drop(s)
+            if s.kind == "SCHEMA":
+                self._drop_schema(s)
+            elif s.kind == "DATABASE":
+                self._drop_database(s)
+            else:
+                self._drop(s)
         else:  # pragma: no cover - parse returns only the kinds above
             raise SQLError(f"unexpected statement {type(s).__name__}")
 
     def _create_task(self, s: ContinualTaskStatement) -> None:
-        self._new_name(s.name)
-        if s.input == s.name:
-            raise ValueError(f"continual task output {s.name!r} is not allowed to be its input")
-        src = self.object(s.input)
-        names = set()
+        key = self._new_key(s.qualifier, s.name)
+        input_key = _key((*s.input_qualifier, s.input))
+        if input_key == key:
+            raise ValueError(f"continual task output {display_name(key)!r} is not allowed to be its input")
+        if input_key not in self._objects:
+            raise SQLError(f"CREATE CONTINUAL TASK {display_name(key)}: unknown catalog item "
+                           f"{display_name(input_key)!r} (its ON INPUT)")
+        src = self._objects[input_key]
+        # The objects the statements read (bound as queries bind them); the task itself is
+        # not an object yet: its own name means its output as of T-1.
+        names: set[Key] = set()
         body = []
-        for b in s.body:
+        rel = _relation(key)
+        for i, b in enumerate(s.body):
+            query = b.query if isinstance(b, InsertStatement) else select_where(rel, b.where)
+            try:
+                # A qualified name of no object: Materialize's error, not DuckDB's.
+                self._check_qualified(translate(query), own=key)
+            except SQLError as e:
+                label = task_statement(_relation(key), i, "insert" if isinstance(b, InsertStatement)
+                                       else "delete", predicate=isinstance(b, DeleteStatement) and bool(b.where))
+                raise SQLError(f"{label}: {e}") from None
             if isinstance(b, InsertStatement):
                 body.append(Insert(b.query))
-                names |= referenced_names(b.query)
             else:
                 body.append(Delete(b.where))
-                names |= referenced_names(b.where or "")
-        refs = {n: self._objects[n].collection for n in sorted(names) if n in self._objects and n != s.input}
+            names |= self._reads(query)
+        refs = {n: self._objects[n].collection for n in sorted(names, key=str)
+                if n in self._objects and n != input_key}
         columns = None if s.columns is None else {n: arrow_type(t) for n, t in s.columns}
         if columns is not None:
             check_columns("CREATE CONTINUAL TASK", s.name, columns)
@@ -713,30 +881,75 @@ class Catalog:
         if as_of > self._now:
             raise ValueError(f"CONTINUAL TASK {s.name} AS OF {as_of} is after cat.now={self._now}")
         task = ContinualTask(
-            s.name, {s.input: src.collection}, body, references=refs, columns=columns,
+            key, {input_key: src.collection}, body, references=refs, columns=columns,
             snapshot=s.snapshot, as_of=as_of, connection=self._con,
         )
         # The output exists from the task's initial as-of on (it holds nothing before).
         task.output.advance_since(as_of)
         task.run()
         s.as_of = as_of
-        self._add(CatalogObject(s.name, "continual task", task.output, {s.input, *refs}, task=task), s)
+        self._add(CatalogObject(key, "continual task", task.output, {input_key, *refs}, task=task), s)
 
     def _drop(self, s: Drop) -> None:
+        keys = []
         for name in s.names:
-            if name not in self._objects:
+            key = _key(name)
+            written = name if isinstance(name, str) else sql_name(name)
+            if key not in self._objects:
                 if s.if_exists:
                     continue
-                raise KeyError(f"DROP {s.kind} {name}: no object {name!r}")
-            obj = self._objects[name]
+                raise KeyError(f"DROP {s.kind} {written}: unknown catalog item {written!r}")
+            obj = self._objects[key]
             if obj.kind != s.kind.lower():
-                raise SQLError(f"DROP {s.kind} {name}: {name!r} is a {obj.kind}")
-            users = [n for n in self._order if name in self._objects[n].deps]
-            if users:
-                raise SQLError(f"cannot drop {name!r}: {', '.join(users)} depend(s) on it")
-            del self._objects[name]
-            self._order.remove(name)
-            self._defs = [d for d in self._defs if d["name"] != name]
+                raise SQLError(f"DROP {s.kind} {display_name(key)}: {display_name(key)!r} is a {obj.kind}")
+            keys.append(key)
+        self._drop_keys(keys, s.cascade)
+
+    def _drop_keys(self, keys, cascade: bool) -> None:
+        """Drop the objects ``keys``; with ``cascade`` every object reading one of them too
+        (transitively), else refuse while one does (Materialize's RESTRICT)."""
+        gone = set(keys)
+        if cascade:
+            for n in self._order:  # creation order: an object reads only earlier ones
+                if self._objects[n].deps & gone:
+                    gone.add(n)
+        else:
+            for key in keys:
+                users = [display_name(n) for n in self._order
+                         if key in self._objects[n].deps and n not in gone]
+                if users:
+                    raise SQLError(f"cannot drop {display_name(key)!r}: {', '.join(users)} depend(s) on it")
+        for n in gone:
+            del self._objects[n]
+        self._order = [n for n in self._order if n not in gone]
+        self._defs = [d for d in self._defs if _def_key(d) not in gone]
+
+    def _drop_schema(self, s: Drop) -> None:
+        db, schema = resolve_schema(s.names[0])
+        if db not in self._schemas or schema not in self._schemas[db]:
+            if s.if_exists:
+                return
+            raise SQLError(f"unknown database {db!r}" if db not in self._schemas
+                           else f"unknown schema {schema!r}")
+        inside = [n for n in self._order if as_qualified(n)[:2] == (db, schema)]
+        if inside and not s.cascade:
+            raise SQLError(f"schema '{db}.{schema}' cannot be dropped without CASCADE while it "
+                           "contains objects")
+        self._drop_keys(inside, True)
+        self._schemas = _copy_schemas(self._schemas)
+        self._schemas[db].remove(schema)
+
+    def _drop_database(self, s: Drop) -> None:
+        db = s.names[0]
+        if db not in self._schemas:
+            if s.if_exists:
+                return
+            raise SQLError(f"unknown database {db!r}")
+        if self._schemas[db] and not s.cascade:
+            raise SQLError(f"database '{db}' cannot be dropped with RESTRICT while it contains schemas")
+        self._drop_keys([n for n in self._order if as_qualified(n).database == db], True)
+        self._schemas = _copy_schemas(self._schemas)
+        del self._schemas[db]
 
     def _add(self, obj: CatalogObject, stmt) -> None:
         self._objects[obj.name] = obj
@@ -749,8 +962,13 @@ class Catalog:
                 {"insert": b.query} if isinstance(b, InsertStatement) else {"delete": b.where}
                 for b in stmt.body
             ]
-        self._defs.append({"name": obj.name, "kind": kind, "since": obj.collection.since,
-                           "key": _storage_key(obj.name), "stmt": body})
+        d = {"name": as_qualified(obj.name).item, "kind": kind, "since": obj.collection.since,
+             "key": _storage_key(display_name(obj.name)), "stmt": body}
+        if isinstance(obj.name, QualifiedName):
+            # Only an object outside materialize.public says where it lives: a definition
+            # without these (every one written before schemas existed) is a public one.
+            d["database"], d["schema"] = obj.name.database, obj.name.schema
+        self._defs.append(d)
 
     # ------------------------------------------------------------------ transactions
 
@@ -887,29 +1105,32 @@ class Catalog:
         store = self._store
         moves = []
         for d in self._defs:
-            obj = self._objects[d["name"]]
+            key = _def_key(d)
+            obj = self._objects[key]
             mem = obj.collection
             lo = self._dur_upper.get(d["key"])
+            shown = display_name(key)
             if lo is None:
                 # A new object: its arrangement exists before the record names it (an orphan
                 # arrangement, holding nothing, when the commit then loses).
-                self._durable[d["name"]] = store.arrangement(d["key"], obj.schema)
-                moves.append((d["name"], d["key"], 0, mem.upper, mem.updates(mem.since, mem.upper)))
+                self._durable[key] = store.arrangement(d["key"], obj.schema)
+                moves.append((shown, d["key"], 0, mem.upper, mem.updates(mem.since, mem.upper)))
             elif mem.upper != lo:
-                moves.append((d["name"], d["key"], lo, mem.upper, mem.updates(lo, mem.upper)))
-        if not moves and self._defs == self._committed_defs:
+                moves.append((shown, d["key"], lo, mem.upper, mem.updates(lo, mem.upper)))
+        if not moves and self._defs == self._committed_defs and self._schemas == self._committed_schemas:
             return
         # The record's intent lands before another is built on it (a no-op when this handle
         # applied it; after a crash or a failed apply, the work left).
         store.apply(store.state)
-        store.commit(self._defs, moves)
+        store.commit(_namespaces_entry(self._schemas) + self._defs, moves)
         # -- committed: from here on nothing raises --
         self._committed_defs = list(self._defs)
+        self._committed_schemas = _copy_schemas(self._schemas)
         for _, key, _, up, _ in moves:
             self._dur_upper[key] = up
         keys = {d["key"] for d in self._defs}
         self._dur_upper = {k: v for k, v in self._dur_upper.items() if k in keys}
-        self._durable = {d["name"]: store.arrangement(d["key"]) for d in self._defs}
+        self._durable = {_def_key(d): store.arrangement(d["key"]) for d in self._defs}
         store.forget(keys)
         self.stats["commits"] += 1
         try:
@@ -949,10 +1170,14 @@ class Catalog:
         if state is None:
             return
         self._store.apply(state)  # a committed intent a crash (or a failed apply) left
-        defs = state["objects"]
-        durs = {d["name"]: self._arrangement(d, None) for d in defs}
+        defs = [d for d in state["objects"] if d.get("kind") != NAMESPACES]
+        for d in state["objects"]:
+            if d.get("kind") == NAMESPACES:
+                self._schemas = {db: list(scs) for db, scs in d["databases"]}
+        self._committed_schemas = _copy_schemas(self._schemas)
+        durs = {_def_key(d): self._arrangement(d, None) for d in defs}
         self._committed_defs = list(defs)
-        self._dur_upper = {d["key"]: durs[d["name"]].upper for d in defs}
+        self._dur_upper = {d["key"]: durs[_def_key(d)].upper for d in defs}
         uppers = [c.upper for c in durs.values() if c.upper is not None]
         self._defs = list(defs)
         if not uppers:
@@ -962,34 +1187,36 @@ class Catalog:
         self._now = max(uppers) - 1
         self._reopened_at = start  # reads go no further back (_unreadable says so)
         for d in defs:
-            dur = durs[d["name"]]
+            key = _def_key(d)
+            dur = durs[key]
             schema = dur.schema
             mem = _load(dur, max(start, dur.since))
             st = d["stmt"]
             if d["kind"] == "table":
-                obj = CatalogObject(d["name"], "table", mem)
+                obj = CatalogObject(key, "table", mem)
             elif d["kind"] == "materialized view":
                 translated = translate(st["query"])
-                deps = referenced_names(st["query"]) & set(self._objects)
-                obj = CatalogObject(d["name"], "materialized view", mem, deps, translated,
+                obj = CatalogObject(key, "materialized view", mem, self._reads(st["query"]), translated,
                                     uses_now=uses_now(translated),
                                     contents=mem.snapshot(mem.upper - 1))
             else:
                 body = [Insert(b["insert"]) if "insert" in b else Delete(b["delete"]) for b in st["body"]]
+                input_key = _key((*st.get("input_qualifier", ()), st["input"]))
                 names = set()
                 for b in st["body"]:
-                    names |= referenced_names(b.get("insert") or b.get("delete") or "")
-                refs = {n: self._objects[n].collection for n in sorted(names)
-                        if n in self._objects and n != st["input"]}
+                    names |= self._reads(b["insert"] if "insert" in b
+                                         else select_where(_relation(key), b["delete"]))
+                refs = {n: self._objects[n].collection for n in sorted(names, key=str)
+                        if n in self._objects and n != input_key}
                 task = ContinualTask(
-                    d["name"], {st["input"]: self._objects[st["input"]].collection}, body,
+                    key, {input_key: self._objects[input_key].collection}, body,
                     references=refs, columns=schema, snapshot=st["snapshot"], as_of=st["as_of"],
                     output=mem, connection=self._con,
                 )
-                obj = CatalogObject(d["name"], "continual task", mem, {st["input"], *refs}, task=task)
-            self._objects[d["name"]] = obj
-            self._order.append(d["name"])
-            self._durable[d["name"]] = dur
+                obj = CatalogObject(key, "continual task", mem, {input_key, *refs}, task=task)
+            self._objects[key] = obj
+            self._order.append(key)
+            self._durable[key] = dur
         # Bring every object to now: tables written behind the catalog's back leave the
         # others behind; they advance empty, views are recomputed, tasks resume from their
         # outputs' uppers.
@@ -999,7 +1226,8 @@ class Catalog:
             if obj.kind == "table" and c.upper < self._now + 1:
                 c.compare_and_append(Updates.empty(obj.schema), c.upper, self._now + 1)
             elif obj.kind == "materialized view" and c.upper < self._now + 1:
-                rows = conform(self._query_at(obj.query, self._now), obj.schema, f"MATERIALIZED VIEW {name}")
+                rows = conform(self._query_at(obj.query, self._now), obj.schema,
+                               f"MATERIALIZED VIEW {display_name(name)}")
                 new = consolidate(rows_to_updates(rows, self._now, 1))
                 old = obj.contents
                 delta = consolidate(concat([old.negated(), new]), since=self._now) if len(old) else new
@@ -1020,6 +1248,50 @@ class Catalog:
         from colmz.display import catalog_html
 
         return catalog_html(self)
+
+
+def _key(name) -> Key:
+    """The catalog key of ``name``: a ``str`` is an item of the default schema, exactly as
+    given; a tuple the parts of a qualified name (a :class:`colmz.sql.QualifiedName` too)."""
+    if isinstance(name, str):
+        return name
+    if isinstance(name, tuple):
+        if not all(isinstance(p, str) for p in name):
+            raise TypeError(f"a qualified name is a tuple of str, got {name!r}")
+        return catalog_key(resolve_item(name))
+    raise TypeError(f"an object name is a str or a tuple of its parts, got {type(name).__name__}")
+
+
+def _relation(key: Key) -> str | tuple[str, ...]:
+    """``key`` as :func:`colmz.sql.select_where` names a relation (the parts of a qualified one)."""
+    return key if isinstance(key, str) else tuple(key)
+
+
+def _def_key(d: dict) -> Key:
+    """The key of a stored definition (without ``database``/``schema``: a public object)."""
+    if "schema" in d:
+        return catalog_key(QualifiedName(d.get("database", DEFAULT_DATABASE), d["schema"], d["name"]))
+    return d["name"]
+
+
+def _copy_schemas(schemas: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {db: list(scs) for db, scs in schemas.items()}
+
+
+#: The record entry holding a catalog's databases and schemas (written only when they are not
+#: Materialize's defaults, so a catalog without schemas writes the record it always wrote).
+NAMESPACES = "namespaces"
+
+
+def _namespaces_entry(schemas: dict[str, list[str]]) -> list[dict]:
+    if schemas == {DEFAULT_DATABASE: [DEFAULT_SCHEMA]}:
+        return []
+    return [{"kind": NAMESPACES, "databases": [[db, list(scs)] for db, scs in schemas.items()]}]
+
+
+def _not_reserved_namespace(what: str, name: str) -> None:
+    if not name or name.lower().startswith(RESERVED_PREFIX):
+        raise SQLError(f"{what} name {name!r} is empty or starts with {RESERVED_PREFIX!r}, which colmz reserves")
 
 
 def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
@@ -1101,6 +1373,11 @@ def _storage_key(name: str) -> str:
 _RELATION = re.compile(re.escape(RESERVED_PREFIX) + r"r(\d+)")
 #: Where INSERT ... VALUES rows are registered to cast their literals.
 _VALUES = RESERVED_PREFIX + "values"
+#: DuckDB's message for a value outside its target type, and PostgreSQL's for each type.
+_OUT_OF_RANGE = re.compile(r"out of range for the destination type (\w+)")
+_PG_RANGE = {"INT16": "smallint out of range", "INT32": "integer out of range",
+             "INT64": "bigint out of range", "UINT16": "uint2 out of range",
+             "UINT32": "uint4 out of range", "UINT64": "uint8 out of range"}
 
 
 def _storable(t: pa.DataType, what: str) -> pa.DataType:

@@ -355,7 +355,8 @@ class CatalogStore:
         intent = (state or {}).get("intent")
         if not intent:
             return
-        live = {d["key"] for d in state["objects"]}
+        # Entries without a key hold no data (a catalog's namespaces): no arrangement.
+        live = {d["key"] for d in state["objects"] if "key" in d}
         for e in intent["entries"]:
             if e["key"] in live:
                 self._apply_entry(e)

@@ -223,7 +223,7 @@ def catalog_html(cat: Catalog) -> str:
     for name in cat.names:
         obj = cat.object(name)
         c = obj.collection
-        rows.append((name, obj.kind, ", ".join(sorted(obj.deps)) or "", c.since, _frontier(c.upper),
+        rows.append((name, obj.kind, ", ".join(sorted(map(str, obj.deps))) or "", c.since, _frontier(c.upper),
                      ", ".join(f"{s.name} {s.type}" for s in obj.schema)))
     where = f"stored in {cat.path}" if cat.path is not None else "in memory"
     text = f"{len(rows)} objects, now {cat.now}, {where}"
@@ -247,7 +247,7 @@ def continual_task_html(task: ContinualTask, statements: Sequence[tuple[str, str
     >>> "SELECT k FROM inp" in t._repr_html_()
     True
     """
-    refs = ", ".join(sorted(task.references)) or "none"
+    refs = ", ".join(sorted(map(str, task.references))) or "none"
     text = (f"{task.name!r} on input {task.input_name!r} (references: {refs}), frontier "
             f"{_frontier(task.frontier)}, columns "
             + ", ".join(f"{s.name} {s.type}" for s in task.schema))

@@ -41,19 +41,25 @@ from colmz.rows import at_time, conform, empty_table, expand, storable
 from colmz.sql import (
     RESERVED_PREFIX,
     SQLError,
+    UnsupportedSQL,
     bind_relations_as,
     check_expression,
     connect,
     referenced_names,
     relation_name,
+    relation_word,
     rename_like_postgres,
     run_query,
+    select_list_is_empty,
     select_where,
+    task_statement,
+    tokenize,
     translate,
     uses_now,
 )
 from colmz.sql import lift as sql_lift
-from colmz.updates import Updates
+from colmz.sql.assign import assignment_select
+from colmz.updates import SchemaError, Updates
 
 if TYPE_CHECKING:
     from colmz.continual.model import ContinualTask
@@ -175,24 +181,52 @@ class CompiledStatement:
         self.raw_types: list | None = None  # the SQL result's Arrow types (plan-time check)
         self.text = q if isinstance(q, str) else None
         self.now_form: str | None = None
+        #: How errors name the statement: its number and construct (Materialize's wording).
+        self.label = task_statement(task_name, index, kind, predicate=bool(q) and kind == "delete")
         if callable(q):
             self.fn = q
         elif q is None or isinstance(q, str):
             if kind == "insert":
                 if not q:
                     raise ValueError(f"body[{index}]: INSERT needs a query")
+                if select_list_is_empty(q):
+                    # PostgreSQL's zero-column SELECT, which DuckDB cannot parse: an INSERT
+                    # into the task's (one or more) columns has too few expressions.
+                    raise SchemaError(f"{self.label} query columns did not match: INSERT has "
+                                      "more target columns than expressions")
                 self.sql = duck.bind(translate(q))
                 self.names = referenced_names(q)
             else:
                 if q:
-                    check_expression(q, f"body[{index}] DELETE FROM {task_name}: predicate")
+                    check_expression(q, f"{self.label}: predicate")
                 self.sql = duck.bind(select_where(task_name, translate(q) if q else None))
-                self.names = referenced_names(q or "") | {task_name}
+                self.names = referenced_names(q or "") | {relation_word(task_name)}
         else:
             raise TypeError(f"body[{index}] must hold SQL text or a callable, got {type(q).__name__}")
 
-    def reads(self, name: str) -> bool:
-        return self.names is None or name in self.names
+    def reads(self, name) -> bool:
+        # The words of the text: a superset of the relations it reads (a qualified name is
+        # looked for by its last part).
+        return self.names is None or relation_word(name) in self.names
+
+    def assign_to(self, raw: pa.Table, schema) -> bool:
+        """Convert this INSERT's result to the task's column types by PostgreSQL's
+        assignment casts (:mod:`colmz.sql.assign`), inside its own query; whether the query
+        changed. ``raw`` is the query's result (its types); a column without an assignment
+        cast raises ``SchemaError`` naming the statement and PostgreSQL's message."""
+        if raw.num_columns != len(schema):
+            return False  # conform says how the columns do not match
+        try:
+            sel = assignment_select(f"({self.sql})", [f.type for f in raw.schema],
+                                    [(c.name, c.type) for c in schema])
+        except UnsupportedSQL:
+            raise
+        except SQLError as e:
+            raise SchemaError(f"{self.label} query columns did not match: {e}") from None
+        if sel is None:
+            return False
+        self.sql = sel
+        return True
 
     def run_sql(self, reg: RegisteredTables, t: int, inputs, refs, view_tbl) -> pa.Table:
         for k, v in (*inputs.items(), *refs.items()):
@@ -205,12 +239,12 @@ class CompiledStatement:
         except SQLError as e:
             # DuckDB names the registered tables: say the user's names.
             msg = self.duck.user_names(str(e))
-            raise SQLError(f"continual task {self.task_name!r} body[{self.index}]: {msg}") from None
+            raise SQLError(f"{self.label}: {msg}") from None
         return table
 
     def rows(self, reg: RegisteredTables, t: int, inputs, refs, view_tbl, schema) -> pa.Table:
         """The statement's rows at ``t``, conformed to the task's columns ``schema``."""
-        what = f"CONTINUAL TASK {self.task_name}"
+        what = self.label
         if self.fn is not None:
             out = self.fn(dict(inputs), dict(refs), view_tbl)
         else:
@@ -222,8 +256,14 @@ class CompiledStatement:
 
 
 def infer_columns(task: ContinualTask) -> tuple[ColumnSpec, ...]:
-    """The task's columns: the result of its first SQL ``INSERT`` not reading the output,
-    run on empty tables, named as PostgreSQL names them."""
+    """The task's columns: a self-referencing task's (an SQL ``INSERT`` reads the output,
+    whose columns are what is being decided) are its input's, as Materialize gives a task
+    without a column list; any other's are the result of its first SQL ``INSERT``, run on
+    empty tables, named as PostgreSQL names them."""
+    me = task.duckdb.registered_as[task.name]  # the bound text names the output so, exactly
+    if any(b.kind == "insert" and b.sql is not None
+           and any(t.kind == "qident" and t.name == me for t in tokenize(b.sql)) for b in task.compiled):
+        return tuple(task.input.schema)
     for b in task.compiled:
         if b.kind == "insert" and b.sql is not None and not b.reads(task.name):
             empty = {task.input_name: empty_table(task.input.schema)}
@@ -244,9 +284,20 @@ def check_statements(task: ContinualTask) -> None:
     with task.duckdb.registered() as reg:
         for b in task.compiled:
             if b.sql is not None:
-                raw = b.run_sql(reg, 0, empty, {k: v for k, v in refs.items() if b.reads(k)}, view)
+                b_refs = {k: v for k, v in refs.items() if b.reads(k)}
+                raw = b.run_sql(reg, 0, empty, b_refs, view)
+                if b.kind == "insert" and b.assign_to(raw, task.schema):
+                    raw = b.run_sql(reg, 0, empty, b_refs, view)
                 b.raw_types = [f.type for f in raw.schema]
-                conform(raw, task.schema, f"CONTINUAL TASK {task.name}")
+                if b.kind == "insert" and raw.num_columns != len(task.schema):
+                    # Materialize's (and PostgreSQL's) words for an INSERT of another arity
+                    more = ("expressions than target columns" if raw.num_columns > len(task.schema)
+                            else "target columns than expressions")
+                    raise SchemaError(
+                        f"{b.label} query columns did not match: INSERT has more {more} (the task "
+                        f"has {len(task.schema)} column(s) {[c.name for c in task.schema]}, the "
+                        f"query gives {raw.num_columns} {raw.column_names})")
+                conform(raw, task.schema, b.label)
 
 
 # ----------------------------------------------------------------------------- one time
@@ -325,9 +376,9 @@ def lift(task: ContinualTask) -> Lifted | None:
             continue
         text = b.text or ""
         # Only ``name.column`` (the tested row's own column) is row-local.
-        if not sql_lift.row_local(text, task.name, cols):
+        if not sql_lift.row_local(text, relation_word(task.name), cols):
             return None
-        semi = sql_lift.in_subquery(text, task.name, cols)
+        semi = sql_lift.in_subquery(text, relation_word(task.name), cols)
         if semi is not None:
             # ``(columns) IN (subquery)``: the subquery per time, joined with the
             # candidates on the columns -- only the matching pairs are formed.

@@ -48,8 +48,10 @@ Storage sits behind a small interface, :class:`MemoryCollection` being the in-me
 collection only has to provide the same five members.
 
 Guard rails (each raises before anything is written): the output may not be the input
-(``ValueError``); a statement whose columns do not match the task's raises
-:class:`colmz.SchemaError`; a ``DELETE`` that would leave a multiplicity negative raises
+(``ValueError``); an ``INSERT`` whose result types differ from the task's columns is
+converted inside its own query by PostgreSQL's assignment casts (:mod:`colmz.sql.assign`), and
+one whose columns do not match the task's (their number, or a type without an assignment cast)
+raises :class:`colmz.SchemaError`; a ``DELETE`` that would leave a multiplicity negative raises
 :class:`colmz.errors.NegativeMultiplicity`; a write at time ``2**64 - 1``, whose upper would be past the
 last time, raises ``OverflowError``.
 """
@@ -86,6 +88,7 @@ from colmz.order import (
     unify_layouts,
 )
 from colmz.rows import at_time, cast_to, expand, rows_to_updates, schema_of
+from colmz.sql.names import display_name
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
@@ -601,7 +604,12 @@ class ContinualTask:
         connection=None,
         batch: bool = True,
     ):
-        if not isinstance(name, str) or not name:
+        # A name is a str, or (a catalog's object outside its default schema) a qualified
+        # name: a tuple of str parts, colmz.sql.QualifiedName, which statements may write
+        # qualified or, as the relation's own name, by its last part.
+        if not (isinstance(name, str) and name) and not (
+            isinstance(name, tuple) and name and all(isinstance(p, str) and p for p in name)
+        ):
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         if not isinstance(input, Mapping) or len(input) != 1:
             raise ValueError(
@@ -691,14 +699,23 @@ class ContinualTask:
 
     def _compile(self, s, i: int) -> CompiledStatement:
         if isinstance(s, str):
-            from colmz.sql import DeleteStatement, InsertStatement, parse
+            from colmz.sql import (
+                DeleteStatement,
+                InsertStatement,
+                as_qualified,
+                parse,
+                resolve_item,
+                sql_name,
+            )
 
             parsed = parse(s)
             if len(parsed) != 1 or not isinstance(parsed[0], (InsertStatement, DeleteStatement)):
                 raise ValueError(f"body[{i}] must be one INSERT or DELETE statement, got {s!r}")
             p = parsed[0]
-            if p.table != self.name:
-                raise ValueError(f"body[{i}] writes {p.table!r}; a continual task writes only its output {self.name!r}")
+            # Names resolve as Materialize's: INSERT INTO x.t does not write a task named t.
+            if resolve_item((*p.qualifier, p.table)) != as_qualified(self.name):
+                written = sql_name((*p.qualifier, p.table)) if p.qualifier else p.table
+                raise ValueError(f"body[{i}] writes {written!r}; a continual task writes only its output {display_name(self.name)!r}")
             if isinstance(p, InsertStatement):
                 if p.columns is not None:
                     raise ValueError(f"body[{i}]: a column list in a continual task INSERT is not supported")
@@ -824,7 +841,7 @@ class ContinualTask:
     def _step(self, t: int, inserts: Updates) -> None:
         if t == MAX_TIME:
             raise OverflowError(
-                f"continual task {self.name!r}: a write at time {t} needs an upper past 2**64-1"
+                f"continual task {display_name(self.name)!r}: a write at time {t} needs an upper past 2**64-1"
             )
         s = self._sink
         # Everything below t is settled: the output's upper may move to t first, which
@@ -888,7 +905,7 @@ class ContinualTask:
             return refs_cache[name]
 
         view_t = at_time(view, t)
-        view_tbl = expand(view_t, f"output {self.name!r}")
+        view_tbl = expand(view_t, f"output {display_name(self.name)!r}")
         parts = []
         if self._union is not None:
             parts = batched.evaluate_union(self, self._union, t, inputs, ref, view_tbl)
@@ -897,20 +914,20 @@ class ContinualTask:
                 needed = {k: ref(k) for k in self.references if b.reads(k)}
                 rows = b.rows(reg, t, inputs, needed, view_tbl, self.schema)
                 if b.kind == "delete" and b.sql is None:
-                    _check_subset(rows, view_t, f"{self.name!r} body[{b.index}] DELETE")
+                    _check_subset(rows, view_t, b.label)
                 contrib = rows_to_updates(rows, t, 1 if b.kind == "insert" else -1)
                 parts.append(contrib)
                 if self.statements == "sequential":
                     view_t = consolidate(concat([view_t, contrib]))
-                    _check_nonnegative(view_t, self.name, b.index)
-                    view_tbl = expand(view_t, f"output {self.name!r}")
+                    _check_nonnegative(view_t, display_name(self.name), b.index)
+                    view_tbl = expand(view_t, f"output {display_name(self.name)!r}")
         if not parts:
             return Updates.empty(self.schema), view
         delta = consolidate(concat(parts))
         if self.statements == "sequential":
             return delta, view_t
         after = consolidate(concat([at_time(view, t), delta])) if len(delta) else view
-        _check_nonnegative(after, self.name, None)
+        _check_nonnegative(after, display_name(self.name), None)
         return delta, after
 
     # ------------------------------------------------------------------ display
@@ -918,7 +935,7 @@ class ContinualTask:
     def __repr__(self) -> str:
         refs = f", references={sorted(self.references)}" if self.references else ""
         kinds = ", ".join(kind for kind, _ in self._statement_texts())
-        return (f"ContinualTask({self.name!r} ON INPUT {self.input_name!r}{refs}, frontier="
+        return (f"ContinualTask({display_name(self.name)!r} ON INPUT {self.input_name!r}{refs}, frontier="
                 f"{'[]' if self.frontier is None else self.frontier}, statements=[{kinds}], "
                 f"columns={[s.name for s in self.schema]})")
 
@@ -947,7 +964,7 @@ def _check_nonnegative(contents: Updates, name: str, index: int | None) -> None:
     if len(d) and d.min() < 0:
         i = int(np.argmax(d < 0))
         row = contents.slice(i, i + 1).to_pylist()[0][:-2]
-        where = f" after body[{index}]" if index is not None else ""
+        where = f" after statement {index + 1}" if index is not None else ""
         raise NegativeMultiplicity(
             f"continual task {name!r}: DELETE would leave row {row} with multiplicity "
             f"{int(d[i])}{where} (statements are evaluated independently against the output as "

@@ -12,8 +12,10 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    CONTINUAL TASK`` (column list, ``WITH (SNAPSHOT = ...)``, ``ON INPUT ... AS (...)``, the
    ``FROM TRANSFORM``/``FROM RETAIN`` sugar), ``CREATE MATERIALIZED VIEW``, ``CREATE
    TABLE``, ``DROP`` and the writes ``INSERT``/``DELETE``/``UPDATE`` -- statements DuckDB
-   does not have, or that a catalog runs at logical times. Unpaired parentheses are refused
-   before the script is split at ``;``.
+   does not have, or that a catalog runs at logical times -- and ``CREATE SCHEMA``/``CREATE
+   DATABASE``. Names of objects have 1 to 3 parts, resolved as Materialize resolves them
+   (:mod:`colmz.sql.names`: default database ``materialize``, schema ``public``). Unpaired
+   parentheses are refused before the script is split at ``;``.
 3. :mod:`colmz.sql.translate` rewrites what means something else in DuckDB: ``mz_now()``
    becomes a placeholder token put in for the evaluation time (a ``UBIGINT``, or a
    ``timestamptz`` reading the time as milliseconds since the Unix epoch where the query
@@ -26,6 +28,8 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    query of a ``DELETE``/``UPDATE`` predicate (:func:`select_where`, :func:`update_select`),
    the casts of ``VALUES`` literals, ``mz_now()``'s value. User text enters only as a part
    checked to be one expression.
+   :mod:`colmz.sql.assign` converts an ``INSERT``'s values to its target columns by
+   PostgreSQL's assignment casts (and refuses, in PostgreSQL's words, where it has none).
    :mod:`colmz.sql.lift` writes a continual task's batched queries (its statements lifted
    over many times, one union per time) and reads the ``DELETE`` predicate shapes a batch
    recognises; the continual-task code (``colmz.continual``) and the catalog build no SQL.
@@ -75,14 +79,29 @@ from colmz.sql.build import (
     literal,
     now_sql,
     now_value,
+    relation,
     relation_name,
     select_where,
     update_select,
 )
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.names import (
+    DEFAULT_DATABASE,
+    DEFAULT_SCHEMA,
+    QualifiedName,
+    as_qualified,
+    catalog_key,
+    display_name,
+    relation_word,
+    resolve_item,
+    resolve_schema,
+    sql_name,
+)
 from colmz.sql.parse import (
     ContinualTaskStatement,
+    CreateDatabase,
     CreateMaterializedView,
+    CreateSchema,
     CreateTable,
     DeleteStatement,
     Drop,
@@ -92,6 +111,8 @@ from colmz.sql.parse import (
     output_names,
     parse,
     rename_like_postgres,
+    select_list_is_empty,
+    task_statement,
 )
 from colmz.sql.run import check_one_query, clear_caches, connect, require_duckdb, run_query
 from colmz.sql.tokens import CACHED_CHARS, Token, check_balanced, check_expression, tokenize
@@ -101,6 +122,7 @@ from colmz.sql.translate import (
     bind_relations,
     bind_relations_as,
     referenced_names,
+    relation_names,
     substitute_now,
     translate,
     uses_now,
@@ -108,30 +130,38 @@ from colmz.sql.translate import (
 
 __all__ = [
     "CACHED_CHARS",
+    "DEFAULT_DATABASE",
+    "DEFAULT_SCHEMA",
     "MZ_NOW",
     "NOW_FORMS",
     "RESERVED_PREFIX",
     "ContinualTaskStatement",
+    "CreateDatabase",
     "CreateMaterializedView",
+    "CreateSchema",
     "CreateTable",
     "DeleteStatement",
     "Drop",
     "InsertStatement",
+    "QualifiedName",
     "Query",
     "SQLError",
     "Token",
     "UnsupportedSQL",
     "UpdateStatement",
     "arrow_type",
+    "as_qualified",
     "bind_relations",
     "bind_relations_as",
     "cast_select",
+    "catalog_key",
     "create_table",
     "check_balanced",
     "check_expression",
     "check_one_query",
     "clear_caches",
     "connect",
+    "display_name",
     "identifier",
     "literal",
     "now_sql",
@@ -139,12 +169,20 @@ __all__ = [
     "output_names",
     "parse",
     "referenced_names",
+    "relation",
     "relation_name",
+    "relation_names",
+    "relation_word",
     "rename_like_postgres",
     "require_duckdb",
+    "resolve_item",
+    "resolve_schema",
     "run_query",
+    "select_list_is_empty",
     "select_where",
+    "sql_name",
     "substitute_now",
+    "task_statement",
     "tokenize",
     "translate",
     "update_select",

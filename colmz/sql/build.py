@@ -35,6 +35,7 @@ __all__ = [
     "identifier",
     "literal",
     "now_sql",
+    "relation",
     "now_value",
     "relation_name",
     "select_where",
@@ -61,6 +62,20 @@ def identifier(name: str) -> str:
     if "\x00" in name:
         raise SQLError(f"an identifier cannot hold a NUL character: {name!r}")
     return '"' + name.replace('"', '""') + '"'
+
+
+def relation(table: str | Sequence[str]) -> str:
+    """A relation's name as SQL: one name, or the parts of a qualified one (``schema.item``,
+    ``database.schema.item``), each through :func:`identifier`.
+
+    >>> print(relation("a.b"), relation(("y", "z", 'c"t')))
+    "a.b" "y"."z"."c""t"
+    """
+    if isinstance(table, str):
+        return identifier(table)
+    if not table:
+        raise SQLError("a relation name has at least one part")
+    return ".".join(identifier(p) for p in table)
 
 
 def literal(value) -> str:
@@ -135,11 +150,12 @@ def create_table(table: str, columns: Sequence[tuple[str, str]]) -> str:
     return f"CREATE TABLE {identifier(table)} ({cols})"
 
 
-def select_where(table: str, predicate: str | None = None, what: str | None = None) -> str:
+def select_where(table: str | Sequence[str], predicate: str | None = None, what: str | None = None) -> str:
     """``SELECT * FROM table [WHERE (predicate)]``: the rows a ``DELETE`` removes.
 
-    ``predicate`` is user text: it must be one expression, else :class:`SQLError` naming
-    ``what`` (default ``"DELETE FROM <table>: predicate"``).
+    ``table`` is a name or the parts of a qualified one (:func:`relation`). ``predicate`` is
+    user text: it must be one expression, else :class:`SQLError` naming ``what`` (default
+    ``"DELETE FROM <table>: predicate"``).
 
     >>> select_where("My T", "k > 1")
     'SELECT * FROM "My T" WHERE (k > 1)'
@@ -148,14 +164,18 @@ def select_where(table: str, predicate: str | None = None, what: str | None = No
     ...
     colmz.sql.SQLError: DELETE FROM t: predicate: unbalanced ')' at offset 3 in "1=0); COPY (SELECT 1) TO 'f'; SELECT (1"
     """
-    text = f"SELECT * FROM {identifier(table)}"
+    text = f"SELECT * FROM {relation(table)}"
     if predicate is None:
         return text
-    check_expression(predicate, what or f"DELETE FROM {table}: predicate")
+    check_expression(predicate, what or f"DELETE FROM {_shown(table)}: predicate")
     return f"{text} WHERE ({predicate})"
 
 
-def update_select(table: str, columns: Sequence[str], assigned: Mapping[str, str],
+def _shown(table: str | Sequence[str]) -> str:
+    return table if isinstance(table, str) else ".".join(table)
+
+
+def update_select(table: str | Sequence[str], columns: Sequence[str], assigned: Mapping[str, str],
                   predicate: str | None = None) -> str:
     """The rows an ``UPDATE`` writes: every column of ``table``, ``assigned`` ones computed.
 
@@ -165,14 +185,14 @@ def update_select(table: str, columns: Sequence[str], assigned: Mapping[str, str
     exprs = []
     for c in columns:
         if c in assigned:
-            check_expression(assigned[c], f"UPDATE {table}: value of {c!r}")
+            check_expression(assigned[c], f"UPDATE {_shown(table)}: value of {c!r}")
             exprs.append(f"({assigned[c]}) AS {identifier(c)}")
         else:
             exprs.append(identifier(c))
     unknown = [c for c in assigned if c not in columns]
     if unknown:
-        raise SQLError(f"UPDATE {table}: no column {unknown[0]!r}; columns are {list(columns)}")
-    base = select_where(table, predicate, f"UPDATE {table}: predicate")
+        raise SQLError(f"UPDATE {_shown(table)}: no column {unknown[0]!r}; columns are {list(columns)}")
+    base = select_where(table, predicate, f"UPDATE {_shown(table)}: predicate")
     return "SELECT " + ", ".join(exprs) + base[len("SELECT *"):]
 
 

@@ -20,11 +20,14 @@ import pyarrow as pa
 
 from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.names import resolve_item, sql_name
 from colmz.sql.tokens import Token, check_balanced, check_expression, closing, tokenize
 
 __all__ = [
     "ContinualTaskStatement",
+    "CreateDatabase",
     "CreateMaterializedView",
+    "CreateSchema",
     "CreateTable",
     "DeleteStatement",
     "Drop",
@@ -33,6 +36,8 @@ __all__ = [
     "UpdateStatement",
     "output_names",
     "parse",
+    "select_list_is_empty",
+    "task_statement",
     "rename_like_postgres",
 ]
 
@@ -47,6 +52,9 @@ class Query:
 class CreateTable:
     name: str
     columns: list[tuple[str, str]]
+    #: The parts before the item name (``x`` of ``x.t``, ``y, z`` of ``y.z.t``); see
+    #: :func:`colmz.sql.names.resolve_item`. Every statement naming an object has one.
+    qualifier: tuple[str, ...] = ()
 
 
 @dataclass
@@ -56,6 +64,7 @@ class InsertStatement:
     table: str
     columns: list[str] | None
     query: str
+    qualifier: tuple[str, ...] = ()
 
 
 @dataclass
@@ -64,6 +73,7 @@ class DeleteStatement:
 
     table: str
     where: str | None
+    qualifier: tuple[str, ...] = ()
 
 
 @dataclass
@@ -71,6 +81,7 @@ class UpdateStatement:
     table: str
     assignments: list[tuple[str, str]]
     where: str | None
+    qualifier: tuple[str, ...] = ()
 
 
 @dataclass
@@ -78,6 +89,7 @@ class CreateMaterializedView:
     name: str
     columns: list[str] | None
     query: str
+    qualifier: tuple[str, ...] = ()
 
 
 @dataclass
@@ -91,13 +103,37 @@ class ContinualTaskStatement:
     snapshot: bool = True
     sugar: str | None = None
     as_of: int | None = None
+    qualifier: tuple[str, ...] = ()
+    input_qualifier: tuple[str, ...] = ()
 
 
 @dataclass
 class Drop:
+    """``DROP kind [IF EXISTS] name, ... [CASCADE | RESTRICT]``: a one-part name is a
+    ``str``, a qualified one the tuple of its parts. ``cascade`` is Materialize's default
+    for the kind (``DATABASE``: cascade; the others: restrict) unless the statement says."""
+
     kind: str
-    names: list[str]
+    names: list[str | tuple[str, ...]]
     if_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass
+class CreateSchema:
+    """``CREATE SCHEMA [IF NOT EXISTS] [database.]schema``."""
+
+    name: str
+    database: str | None = None
+    if_not_exists: bool = False
+
+
+@dataclass
+class CreateDatabase:
+    """``CREATE DATABASE [IF NOT EXISTS] name`` (with its schema ``public``, as Materialize)."""
+
+    name: str
+    if_not_exists: bool = False
 
 
 @dataclass
@@ -141,12 +177,27 @@ class _Cursor:
         return t
 
     def name(self) -> str:
-        # Qualified names keep their last part: colmz has one namespace.
+        """A one-part name (a column's, a cluster's)."""
+        return _not_reserved(self.next().name)
+
+    def qualified(self) -> tuple[str, ...]:
+        """A possibly qualified object name: its parts, each unquoted (``x."a.b"`` is two)."""
         parts = [self.next().name]
         while self.at(".") and self.peek(1) is not None:
             self.pos += 1
             parts.append(self.next().name)
-        return _not_reserved(parts[-1])
+        for p in parts:
+            _not_reserved(p)
+        return tuple(parts)
+
+    def object_name(self) -> tuple[str, tuple[str, ...]]:
+        """``(item, qualifier)`` of an object name of 1 to 3 parts."""
+        parts = self.qualified()
+        if len(parts) > 3:
+            raise SQLError(
+                f"qualified name did not have between 1 and 3 components: {'.'.join(parts)}"
+            )
+        return parts[-1], parts[:-1]
 
     def matching(self) -> int:
         """Index of the token closing the ``(`` at ``pos``."""
@@ -232,23 +283,37 @@ def _statement(cur: _Cursor):
         return Query(cur.rest())
     if cur.accept("CREATE", "TABLE"):
         cur.accept("IF", "NOT", "EXISTS") and _unsupported("CREATE TABLE IF NOT EXISTS")
-        name = cur.name()
+        name, qual = cur.object_name()
         if not cur.at("("):
             raise SQLError(f"CREATE TABLE {name} needs a column list")
         cols = _column_defs(cur)
         _done(cur, "CREATE TABLE")
-        return CreateTable(name, cols)
+        return CreateTable(name, cols, qual)
     if cur.accept("CREATE", "MATERIALIZED", "VIEW") or cur.accept(
         "CREATE", "OR", "REPLACE", "MATERIALIZED", "VIEW"
     ):
-        name = cur.name()
+        name, qual = cur.object_name()
         cols = _name_list(cur) if cur.at("(") else None
         if cur.accept("IN", "CLUSTER"):
             cur.name()
         if cur.at("WITH"):
             _unsupported("CREATE MATERIALIZED VIEW ... WITH (options)")
         cur.expect("AS")
-        return CreateMaterializedView(name, cols, cur.rest())
+        return CreateMaterializedView(name, cols, cur.rest(), qual)
+    if cur.accept("CREATE", "SCHEMA"):
+        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+        parts = cur.qualified()
+        if len(parts) > 2:
+            raise SQLError(f"qualified name did not have between 1 and 2 components: {'.'.join(parts)}")
+        _done(cur, "CREATE SCHEMA")
+        return CreateSchema(parts[-1], parts[0] if len(parts) == 2 else None, if_not_exists)
+    if cur.accept("CREATE", "DATABASE"):
+        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+        parts = cur.qualified()
+        if len(parts) != 1:
+            raise SQLError(f"a database name has one part, got {'.'.join(parts)}")
+        _done(cur, "CREATE DATABASE")
+        return CreateDatabase(parts[0], if_not_exists)
     if cur.accept("CREATE", "CONTINUAL", "TASK"):
         return _continual_task(cur)
     if cur.accept("INSERT", "INTO"):
@@ -256,7 +321,7 @@ def _statement(cur: _Cursor):
     if cur.accept("DELETE", "FROM"):
         return _delete(cur)
     if cur.accept("UPDATE"):
-        table = cur.name()
+        table, qual = cur.object_name()
         if cur.peek() is not None and cur.peek().upper == "AS" or (
             cur.peek() is not None and cur.peek().kind == "word" and cur.peek().upper != "SET"
         ):
@@ -279,21 +344,9 @@ def _statement(cur: _Cursor):
             check_expression(where, f"UPDATE {table}: predicate")
         elif cur.peek() is not None:
             raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
-        return UpdateStatement(table, assigns, where)
+        return UpdateStatement(table, assigns, where, qual)
     if cur.accept("DROP"):
-        kind = None
-        for words in (("TABLE",), ("MATERIALIZED", "VIEW"), ("CONTINUAL", "TASK")):
-            if cur.accept(*words):
-                kind = " ".join(words)
-                break
-        if kind is None:
-            _unsupported("DROP " + (cur.peek().text if cur.peek() else ""))
-        if_exists = cur.accept("IF", "EXISTS")
-        names = [cur.toks[a].name for a, b in _split(cur.toks, cur.pos, cur.end, ",")]
-        cur.pos = cur.end
-        if not names:
-            raise SQLError(f"DROP {kind} needs a name")
-        return Drop(kind, names, if_exists)
+        return _drop(cur)
     words = " ".join(t.text.upper() for t in cur.toks[cur.pos : min(cur.pos + 3, cur.end)])
     first = cur.peek()
     if first is not None and first.text.upper() not in STATEMENT_WORDS:
@@ -335,8 +388,45 @@ def _find_word(cur: _Cursor, word: str) -> int:
     return cur.end
 
 
+def _drop(cur: _Cursor) -> Drop:
+    kind = None
+    for words in (("TABLE",), ("MATERIALIZED", "VIEW"), ("CONTINUAL", "TASK"), ("SCHEMA",),
+                  ("DATABASE",)):
+        if cur.accept(*words):
+            kind = " ".join(words)
+            break
+    if kind is None:
+        _unsupported("DROP " + (cur.peek().text if cur.peek() else ""))
+    if_exists = cur.accept("IF", "EXISTS")
+    # Materialize drops a database with its schemas unless told RESTRICT, anything else
+    # only when told CASCADE.
+    cascade = kind == "DATABASE"
+    end = cur.end
+    last = cur.toks[end - 1] if end > cur.pos else None
+    if last is not None and last.upper in ("CASCADE", "RESTRICT"):
+        cascade = last.upper == "CASCADE"
+        end -= 1
+    names: list[str | tuple[str, ...]] = []
+    most = {"SCHEMA": 2, "DATABASE": 1}.get(kind, 3)
+    for a, b in _split(cur.toks, cur.pos, end, ","):
+        sub = _Cursor(cur.text, cur.toks, a, b)
+        parts = sub.qualified()
+        _done(sub, f"DROP {kind}")
+        if len(parts) > most:
+            raise SQLError(
+                f"qualified name did not have between 1 and {most} components: {'.'.join(parts)}"
+            )
+        names.append(parts[0] if len(parts) == 1 else parts)
+    cur.pos = cur.end
+    if not names:
+        raise SQLError(f"DROP {kind} needs a name")
+    if kind in ("SCHEMA", "DATABASE") and len(names) > 1:
+        _unsupported(f"DROP {kind} with multiple names")
+    return Drop(kind, names, if_exists, cascade)
+
+
 def _insert(cur: _Cursor) -> InsertStatement:
-    table = cur.name()
+    table, qual = cur.object_name()
     cols = None
     if cur.at("(") and not _is_query_paren(cur):
         cols = _name_list(cur)
@@ -349,7 +439,7 @@ def _insert(cur: _Cursor) -> InsertStatement:
         _unsupported("INSERT ... RETURNING")
     if _find_word(cur, "ON") < cur.end and cur.toks[_find_word(cur, "ON") + 1].upper == "CONFLICT":
         _unsupported("INSERT ... ON CONFLICT")
-    return InsertStatement(table, cols, query)
+    return InsertStatement(table, cols, query, qual)
 
 
 def _is_query_paren(cur: _Cursor) -> bool:
@@ -358,7 +448,7 @@ def _is_query_paren(cur: _Cursor) -> bool:
 
 
 def _delete(cur: _Cursor) -> DeleteStatement:
-    table = cur.name()
+    table, qual = cur.object_name()
     if cur.at("USING") or (cur.peek() is not None and cur.peek().upper not in ("WHERE",)):
         _unsupported("DELETE with USING or a table alias")
     where = None
@@ -369,7 +459,7 @@ def _delete(cur: _Cursor) -> DeleteStatement:
         if _find_word(cur, "RETURNING") < cur.end:
             _unsupported("DELETE ... RETURNING")
         check_expression(where, f"DELETE FROM {table}: predicate")
-    return DeleteStatement(table, where)
+    return DeleteStatement(table, where, qual)
 
 
 def _options(cur: _Cursor, stmt: dict) -> None:
@@ -391,7 +481,9 @@ def _options(cur: _Cursor, stmt: dict) -> None:
 
 
 def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
-    name = cur.name()
+    name, qual = cur.object_name()
+    me = resolve_item((*qual, name))
+    label = sql_name((*qual, name))
     st: dict = {"snapshot": True}
     cols = None
     if cur.at("("):
@@ -403,42 +495,46 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
     body: list = []
     sugar = None
     if cur.accept("ON", "INPUT"):
-        source = cur.name()
+        source, source_qual = cur.object_name()
         if cur.accept("WITH"):
             _options(cur, st)
         cur.expect("AS")
         if not cur.at("("):
             raise SQLError("CONTINUAL TASK body must be parenthesised: AS ( ... )")
         close = cur.matching()
-        for a, b in _split(cur.toks, cur.pos + 1, close, ";"):
+        for i, (a, b) in enumerate(_split(cur.toks, cur.pos + 1, close, ";")):
             sub = _Cursor(cur.text, cur.toks, a, b)
-            if sub.accept("INSERT", "INTO"):
-                s = _insert(sub)
-                if s.columns is not None:
-                    _unsupported("a column list in a CONTINUAL TASK INSERT")
-            elif sub.accept("DELETE", "FROM"):
-                s = _delete(sub)
-            else:
+            where = f"CONTINUAL TASK {label} statement {i + 1}"
+            try:
+                if sub.accept("INSERT", "INTO"):
+                    s = _insert(sub)
+                    if s.columns is not None:
+                        _unsupported("a column list in a CONTINUAL TASK INSERT")
+                elif sub.accept("DELETE", "FROM"):
+                    s = _delete(sub)
+                else:
+                    raise SQLError(f"statements are INSERT or DELETE, got {sub.rest()[:40]!r}")
+            except SQLError as e:
+                raise type(e)(f"{where}: {e}") from None
+            if resolve_item((*s.qualifier, s.table)) != me:
+                kind = "INSERT INTO" if isinstance(s, InsertStatement) else "DELETE FROM"
                 raise SQLError(
-                    f"CONTINUAL TASK {name}: statements are INSERT or DELETE, got {sub.rest()[:40]!r}"
-                )
-            if s.table != name:
-                raise SQLError(
-                    f"CONTINUAL TASK {name} writes only its own output, not {s.table!r}"
+                    f"{where} ({kind} {sql_name((*s.qualifier, s.table))}): a continual task "
+                    f"writes only its own output {label}"
                 )
             body.append(s)
         cur.pos = close + 1
     elif cur.accept("FROM", "TRANSFORM"):
-        source = cur.name()
+        source, source_qual = cur.object_name()
         cur.expect("USING")
         if not cur.at("("):
             raise SQLError("FROM TRANSFORM ... USING needs a parenthesised query")
         close = cur.matching()
-        body = [InsertStatement(name, None, cur.span(cur.pos + 1, close))]
+        body = [InsertStatement(name, None, cur.span(cur.pos + 1, close), qual)]
         cur.pos = close + 1
         sugar = "transform"
     elif cur.accept("FROM", "RETAIN"):
-        source = cur.name()
+        source, source_qual = cur.object_name()
         cur.expect("WHILE")
         if not cur.at("("):
             raise SQLError("FROM RETAIN ... WHILE needs a parenthesised predicate")
@@ -448,20 +544,52 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         # Upstream's rewrite: keep the input rows that satisfy the predicate, and delete the
         # output rows that stopped satisfying it (evaluated at the input's times only).
         body = [
-            InsertStatement(name, None, select_where(source, pred)),
-            DeleteStatement(name, f"NOT ({pred})"),
+            InsertStatement(name, None, select_where((*source_qual, source), pred), qual),
+            DeleteStatement(name, f"NOT ({pred})", qual),
         ]
         sugar = "retain"
     else:
-        raise SQLError(f"CONTINUAL TASK {name}: expected ON INPUT, FROM TRANSFORM or FROM RETAIN")
+        raise SQLError(f"CONTINUAL TASK {label}: expected ON INPUT, FROM TRANSFORM or FROM RETAIN")
     as_of = None
     if cur.accept("AS", "OF"):
         t = cur.next()
         if t.kind != "number" or not t.text.isdigit():
             raise SQLError(f"AS OF takes an integer time, got {t.text!r}")
         as_of = int(t.text)
-    _done(cur, f"CREATE CONTINUAL TASK {name}")
-    return ContinualTaskStatement(name, cols, source, body, st["snapshot"], sugar, as_of)
+    _done(cur, f"CREATE CONTINUAL TASK {label}")
+    return ContinualTaskStatement(name, cols, source, body, st["snapshot"], sugar, as_of, qual,
+                                  source_qual)
+
+
+def select_list_is_empty(query: str) -> bool:
+    """Whether ``query`` is a ``SELECT`` of no columns (``SELECT FROM t``: PostgreSQL's
+    zero-column rows, which DuckDB cannot parse).
+
+    >>> select_list_is_empty("SELECT FROM t WHERE k > 1"), select_list_is_empty("SELECT k FROM t")
+    (True, False)
+    """
+    toks = tokenize(query)
+    j = 1 if toks and toks[0].upper == "SELECT" else None
+    if j is None:
+        return False
+    if j < len(toks) and toks[j].upper in ("DISTINCT", "ALL") and not (
+            j + 1 < len(toks) and toks[j + 1].upper == "ON"):
+        j += 1
+    return j == len(toks) or toks[j].upper in (
+        "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT")
+
+
+def task_statement(task: str | tuple[str, ...], index: int, kind: str, predicate: bool = False) -> str:
+    """How errors name statement ``index`` (0-based) of continual task ``task``: its number
+    (1-based, as written in ``AS (...)``) and its construct.
+
+    >>> task_statement("ct", 1, "delete", predicate=True)
+    'CONTINUAL TASK ct statement 2 (DELETE FROM ct WHERE ...)'
+    """
+    name = task if isinstance(task, str) else sql_name(task[-3:] if len(task) > 3 else task)
+    construct = (f"INSERT INTO {name}" if kind == "insert"
+                 else f"DELETE FROM {name}" + (" WHERE ..." if predicate else ""))
+    return f"CONTINUAL TASK {name} statement {index + 1} ({construct})"
 
 
 def output_names(query: str) -> list[str | None] | None:

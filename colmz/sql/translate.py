@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from colmz.sql.build import RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.tokens import closing, short_text_cache, tokenize
 
 __all__ = [
@@ -42,7 +43,10 @@ __all__ = [
     "bind_relations",
     "bind_relations_as",
     "now_pieces",
+    "pg_float_text",
     "referenced_names",
+    "relation_names",
+    "relation_references",
     "substitute_now",
     "translate",
     "uses_now",
@@ -771,6 +775,19 @@ def _double_text(x: str, known: str | None = None) -> str:
             f"ELSE CAST({x} AS \"varchar\") END)")
 
 
+def pg_float_text(x: str, kind: str) -> str:
+    """SQL printing ``x``, a ``"double"`` or ``"real"``, as PostgreSQL 15 prints it as text
+    (the shortest digits that read back: ``2``, ``0.1``, ``1e+20``), for DuckDB.
+
+    >>> from colmz.sql import connect
+    >>> connect().sql("SELECT " + pg_float_text("2::DOUBLE", "double") + " AS t").fetchall()
+    [('2',)]
+    """
+    if kind not in ("double", "real"):
+        raise ValueError(f"kind must be 'double' or 'real', got {kind!r}")
+    return _double_text(x, known=kind)
+
+
 _BOOL_TYPES = ("BOOLEAN", "BOOL")
 _PG_TRUE = ("t", "tr", "tru", "true", "y", "ye", "yes", "on", "1")
 _PG_FALSE = ("f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0")
@@ -986,21 +1003,11 @@ _NOT_ALIAS = {"ON", "USING", "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", 
 
 
 @short_text_cache(1024)
-def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, ...]]:
-    """``translated`` with every reference to a relation in ``names`` bound to its own
-    DuckDB name, and those relations in the order of their DuckDB names.
-
-    DuckDB folds every identifier, quoted or not, to one case, so tables ``"T"`` and ``t``
-    registered under their own names would be one table. colmz registers the ``i``-th
-    relation a query reads as :func:`relation_name` ``(i)`` instead and rewrites the query's
-    tokens that name it -- a relation in a ``FROM``/``JOIN`` list or after ``TABLE``, and a
-    qualifier ``name.column`` -- matching names as PostgreSQL does: a quoted name exactly,
-    a bare one folded to lower case. A name a ``WITH`` defines (its own scope) or that the
-    query gives as an alias is left to DuckDB. The query's result names are unchanged.
-
-    >>> bind_relations('SELECT t.k, "T".k FROM t JOIN "T" USING (k)', frozenset({"t", "T"}))
-    ('SELECT "__colmz_r0".k, "__colmz_r1".k FROM "__colmz_r0" JOIN "__colmz_r1" USING (k)', ('t', 'T'))
-    """
+def relation_references(translated: str) -> tuple:
+    """Where ``translated`` names relations: ``(relations, alias_at, aliases, own)`` --
+    ``relations`` maps the index of a relation name's first token to its last (names of 1
+    to 3 parts in ``FROM``/``JOIN`` lists and after ``TABLE``), ``alias_at`` the tokens that
+    are aliases, ``aliases`` their names and ``own`` the names a ``WITH`` defines."""
     toks = tokenize(translated)
     n = len(toks)
     # Names the query defines itself: WITH names (followed by AS ( or (cols) AS () and aliases.
@@ -1024,12 +1031,18 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         ) and (j == 0 or toks[j - 1].upper in ("WITH", "RECURSIVE") or toks[j - 1].text == ","):
             own.add(t.name)
     # Relation positions: a stack of paren levels, each knowing whether it is a query and
-    # whether a FROM list is expecting a relation ("expect") or has one ("after").
-    relation_at: list[int] = []
+    # whether a FROM list is expecting a relation ("expect") or has one ("after"). A
+    # relation is a name of 1 to 3 parts (``t``, ``x.t``, ``db.x.t``): its first token's
+    # index maps to the index of its last.
+    relation_at: dict[int, int] = {}
+    relation_end: set[int] = set()
     alias_at: set[int] = set()
     aliases: set[str] = set()
     levels = [{"query": True, "from": None}]
+    skip_to = -1
     for j, t in enumerate(toks):
+        if j <= skip_to:
+            continue
         lv = levels[-1]
         if t.kind == "op" and t.text in "([":
             nxt = toks[j + 1] if j + 1 < n else None
@@ -1063,38 +1076,150 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         elif lv["from"] == "expect" and t.kind in ("word", "qident"):
             if up == "LATERAL":
                 continue
-            nxt = toks[j + 1] if j + 1 < n else None
             lv["from"] = "after"
-            if nxt is not None and nxt.kind == "op" and nxt.text in ("(", "."):
-                continue  # a table function, or a qualified name colmz does not register
-            relation_at.append(j)
+            last = _name_chain_end(toks, j)
+            nxt = toks[last + 1] if last + 1 < n else None
+            if nxt is not None and nxt.kind == "op" and nxt.text == "(":
+                skip_to = last
+                continue  # a table function
+            relation_at[j] = last
+            relation_end.add(last)
+            skip_to = last
         elif lv["from"] == "after" and t.kind in ("word", "qident") and up not in _NOT_ALIAS:
             prev = toks[j - 1]
-            if prev.upper == "AS" or (j - 1 in relation_at) or prev.text == ")":
+            if prev.upper == "AS" or (j - 1 in relation_end) or prev.text == ")":
                 alias_at.add(j)
                 aliases.add(t.name)
-    wanted = [j for j in relation_at if toks[j].name in names and toks[j].name not in own]
-    order: dict[str, int] = {}
-    for j in wanted:
-        order.setdefault(toks[j].name, len(order))
+    return relation_at, alias_at, aliases, own
+
+
+def relation_names(translated: str) -> tuple[tuple[str, ...], ...]:
+    """The parts of every relation name ``translated`` reads, in order (a ``WITH`` name
+    excluded).
+
+    >>> relation_names('WITH w AS (SELECT 1) SELECT * FROM x."T" JOIN w ON true, db.s.t')
+    (('x', 'T'), ('db', 's', 't'))
+    """
+    toks = tokenize(translated)
+    relation_at, _, _, own = relation_references(translated)
+    out = []
+    for j, last in sorted(relation_at.items()):
+        parts = tuple(toks[k].name for k in range(j, last + 1, 2))
+        if not (len(parts) == 1 and parts[0] in own):
+            out.append(parts)
+    return tuple(out)
+
+
+@short_text_cache(1024)
+def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, ...]]:
+    """``translated`` with every reference to a relation in ``names`` bound to its own
+    DuckDB name, and those relations in the order of their DuckDB names.
+
+    DuckDB folds every identifier, quoted or not, to one case, so tables ``"T"`` and ``t``
+    registered under their own names would be one table. colmz registers the ``i``-th
+    relation a query reads as :func:`relation_name` ``(i)`` instead and rewrites the query's
+    tokens that name it -- a relation in a ``FROM``/``JOIN`` list or after ``TABLE``, and a
+    qualifier ``name.column`` -- matching names as PostgreSQL does: a quoted name exactly,
+    a bare one folded to lower case. A name a ``WITH`` defines (its own scope) or that the
+    query gives as an alias is left to DuckDB. The query's result names are unchanged.
+
+    Names are Materialize's (:mod:`colmz.sql.names`): ``names`` holds ``str`` items of the
+    default schema and :class:`colmz.sql.names.QualifiedName` s; a relation written
+    ``t``, ``x.t`` or ``db.x.t`` is resolved to its full name and bound when that is one of
+    ``names`` (and a qualifier ``t.col``, ``x.t.col`` with it). The relations are returned as
+    given in ``names``.
+
+    >>> bind_relations('SELECT t.k, "T".k FROM t JOIN "T" USING (k)', frozenset({"t", "T"}))
+    ('SELECT "__colmz_r0".k, "__colmz_r1".k FROM "__colmz_r0" JOIN "__colmz_r1" USING (k)', ('t', 'T'))
+    >>> from colmz.sql.names import resolve_item
+    >>> bind_relations('SELECT ct.k, x.ct.v FROM x.ct JOIN t USING (k)', frozenset({"t", resolve_item(["x", "ct"])}))[0]
+    'SELECT "__colmz_r0".k, "__colmz_r0".v FROM "__colmz_r0" JOIN "__colmz_r1" USING (k)'
+    """
+    toks = tokenize(translated)
+    n = len(toks)
+    relation_at, alias_at, aliases, own = relation_references(translated)
+    bound_at: dict[int, object] = {}
+    for j, last in relation_at.items():
+        parts = tuple(toks[k].name for k in range(j, last + 1, 2))
+        if len(parts) == 1 and parts[0] in own:
+            continue
+        if len(parts) > 3:
+            raise SQLError(f"qualified name did not have between 1 and 3 components: {'.'.join(parts)}")
+        x = _given(names, parts)
+        if x is not None:
+            bound_at[j] = x
+    order: dict[object, int] = {}
+    for j in sorted(bound_at):
+        order.setdefault(bound_at[j], len(order))
     if not order:
         return translated, ()
-    out, last = [], 0
-    for j, t in enumerate(toks):
-        if t.kind not in ("word", "qident") or t.name not in order or j in alias_at:
+    # A qualifier of one part names a relation by its item (``ct.k`` of ``FROM x.ct``) unless
+    # the query gives that name as an alias; a longer one by its full name (``x.ct.k``).
+    by_item: dict[str, object] = {}
+    for x in order:
+        by_item.setdefault(as_qualified(x).item, x)
+    out, last_end = [], 0
+
+    def put(a: int, b: int, x) -> None:
+        nonlocal last_end
+        out.append(translated[last_end : toks[a].start])
+        out.append(identifier(relation_name(order[x])))
+        last_end = toks[b].end
+
+    j = 0
+    while j < n:
+        t = toks[j]
+        if j in bound_at:
+            put(j, relation_at[j], bound_at[j])
+            j = relation_at[j] + 1
             continue
-        is_rel = j in relation_at
-        is_qualifier = (
-            j + 1 < n and toks[j + 1].text == "." and toks[j + 1].kind == "op"
-            and not (j > 0 and toks[j - 1].text == ".")
-        )
-        if not (is_rel or (is_qualifier and t.name not in aliases)):
+        if t.kind not in ("word", "qident") or j + 1 >= n or toks[j + 1].text != "." \
+                or j in alias_at or j in relation_at or (j > 0 and toks[j - 1].text == "."):
+            j += 1  # not the start of a qualified column reference
             continue
-        out.append(translated[last : t.start])
-        out.append(identifier(relation_name(order[t.name])))
-        last = t.end
-    out.append(translated[last:])
+        end = _name_chain_end(toks, j, star=True)
+        if end == j:
+            j += 1
+            continue
+        qual = tuple(toks[k].name for k in range(j, end - 1, 2))  # all parts but the column
+        x = None
+        if len(qual) == 1:
+            if qual[0] not in aliases:
+                x = by_item.get(qual[0])
+        elif len(qual) <= 3:
+            x = _given(names, qual)
+            if x not in order:
+                x = None
+        if x is not None:
+            put(j, end - 2, x)
+        j = end + 1
+    out.append(translated[last_end:])
     return "".join(out), tuple(order)
+
+
+def _given(names: frozenset, parts: tuple[str, ...]):
+    """The element of ``names`` the name ``parts`` resolves to (a ``str`` in ``names`` is an
+    item of the default schema), or None. One or two set lookups, whatever ``names`` holds."""
+    if len(parts) == 1 and parts[0] in names:
+        return parts[0]
+    full = resolve_item(parts)
+    if full in names:
+        return full
+    if full.is_default_schema and full.item in names:
+        return full.item
+    return None
+
+
+def _name_chain_end(toks, j: int, star: bool = False) -> int:
+    """Index of the last token of the dotted name starting at ``toks[j]`` (``a.b.c``; with
+    ``star``, ``a.*`` too)."""
+    n = len(toks)
+    while (j + 2 < n and toks[j + 1].kind == "op" and toks[j + 1].text == "."
+           and (toks[j + 2].kind in ("word", "qident") or (star and toks[j + 2].text == "*"))):
+        j += 2
+        if toks[j].text == "*":
+            break
+    return j
 
 
 @short_text_cache(1024)

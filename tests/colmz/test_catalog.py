@@ -87,10 +87,16 @@ def test_ct_snapshot_slt_and_inferred_columns(cat):
 
 
 def test_ct_errors_slt(cat):
-    cat.execute("CREATE TABLE foo (key INT)")
+    # ct_errors.slt refuses an INT column into a STRING task column; colmz converts it as
+    # PostgreSQL's assignment casts do (colmz/sql/assign.py) and keeps the refusal -- with
+    # the slt's words -- for pairs PostgreSQL has no assignment cast for.
+    cat.execute("CREATE TABLE foo (key INT); CREATE TABLE bar (key TEXT)")
     with pytest.raises(colmz.SchemaError, match="query columns did not match"):
-        cat.execute("CREATE CONTINUAL TASK nope (key STRING) ON INPUT foo AS (INSERT INTO nope SELECT * FROM foo;)")
+        cat.execute("CREATE CONTINUAL TASK nope (key INT) ON INPUT bar AS (INSERT INTO nope SELECT * FROM bar;)")
     assert "nope" not in cat
+    cat.execute("CREATE CONTINUAL TASK ok (key STRING) ON INPUT foo AS (INSERT INTO ok SELECT * FROM foo;)")
+    cat.execute("INSERT INTO foo VALUES (12)")
+    assert q(cat, "SELECT * FROM ok") == [("12",)]
 
 
 def test_snapshot_false_and_option_positions(cat):
@@ -377,7 +383,7 @@ def test_a_predicate_is_one_expression(cat, tmp_path):
     from colmz.continual import ContinualTask, Delete, MemoryCollection
 
     src = MemoryCollection({"k": pa.int64()})
-    with pytest.raises(SQLError, match=r"body\[0\] DELETE FROM o: predicate: unbalanced"):
+    with pytest.raises(SQLError, match=r"CONTINUAL TASK o statement 1 \(DELETE FROM o WHERE \.\.\.\): predicate: unbalanced"):
         ContinualTask("o", {"src": src}, [Delete(f"1=0); COPY (SELECT 1) TO '{tmp_path / 'f'}'; SELECT (1")],
                       columns={"k": pa.int64()})
     assert list(tmp_path.iterdir()) == []
@@ -519,7 +525,7 @@ def test_a_task_tells_names_differing_only_in_case_apart(batch):
     assert task.stats["batches"] == (1 if batch else 0)
     # t=1, 2, 3 insert 101, 102, 103 ("T" + max of t); t=3 deletes 3 + 99 = 102
     assert task.output.snapshot(3).to_pylist() == [(101, 3, 1), (103, 3, 1)]
-    with pytest.raises(SQLError, match=r"body\[0\]") as e:
+    with pytest.raises(SQLError, match=r"CONTINUAL TASK p statement 1 \(INSERT INTO p\): ") as e:
         ContinualTask("p", {"T": big}, ['INSERT INTO p SELECT "T".nope FROM "T"'], references={"t": small})
     assert "__colmz" not in str(e.value) and "nope" in str(e.value)
 

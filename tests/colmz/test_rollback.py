@@ -55,13 +55,13 @@ NOT_ROLLED_BACK = {
     # its definition
     "CatalogObject": {"name", "kind", "deps", "query", "uses_now"},
     # configuration and durable handles (connection, path, store); the durable record's
-    # mirror (``_committed_defs``, ``_dur_upper``: what the record holds, changed only once a
+    # mirror (``_committed_defs``, ``_committed_schemas``, ``_dur_upper``: what the record holds, changed only once a
     # commit succeeded), the time a reopen loaded at, the arrangements; ``_stale`` (set
     # *because* a commit failed indeterminately: the next call must refresh); the per-call
     # check of a reopened commit (``_expect``, cleared by every roll back); cumulative stats
     # and the persist counter that paces maintenance
     "Catalog": {"_maintain_every", "_con", "_path", "_consensus", "_loc", "_blob", "_store",
-                "_committed_defs", "_dur_upper", "_reopened_at", "_durable", "_stale",
+                "_committed_defs", "_committed_schemas", "_dur_upper", "_reopened_at", "_durable", "_stale",
                 "_expect", "stats", "_persists"},
 }
 

@@ -393,7 +393,7 @@ def test_guard_rails():
     with pytest.raises(ValueError, match="exactly one"):
         ContinualTask("ct", {"a": inp, "b": inp}, [], columns=KV)
     with pytest.raises(colmz.SchemaError, match="query columns did not match"):
-        ContinualTask("ct", {"inp": inp}, ["INSERT INTO ct SELECT * FROM inp"], columns={"key": "TEXT", "val": "INT8"})
+        ContinualTask("ct", {"inp": inp}, ["INSERT INTO ct SELECT * FROM inp"], columns={"key": "BOOL", "val": "INT8"})
     with pytest.raises(colmz.SchemaError, match="query columns did not match"):
         ContinualTask("ct", {"inp": inp}, ["INSERT INTO ct SELECT key FROM inp"], columns=KV)
     with pytest.raises(ValueError, match="statements must be"):
@@ -847,13 +847,14 @@ def test_one_union_query_per_time_equals_statements_one_by_one():
     assert a.stats["union_times"] == 5 and b.stats["union_times"] == 0
     for t in range(6):
         assert contents(a.output, t) == contents(b.output, t)
-    # Result types that differ from the task's (INT4 here) are not unioned (no coercion).
+    # A result type other than the task's (INT4 here) is converted inside the statement's own
+    # query (PostgreSQL's assignment cast), so the union's parts agree and it is used.
     c = ContinualTask("ct", {"inp": inp}, ["INSERT INTO ct SELECT key::INT4, val FROM inp",
                                            "DELETE FROM ct WHERE val > 3"], columns=KV, as_of=5,
                       snapshot=False)
     push(inp, 6, kv([(1, 1)], 6))
     c.run()
-    assert c.stats["union_times"] == 0 and rows(c.output, 6) == [(1, 1)]
+    assert c.stats["union_times"] == 1 and rows(c.output, 6) == [(1, 1)]
 
 
 @pytest.mark.parametrize("batch", [False, True])
@@ -872,3 +873,24 @@ def test_mz_now_placeholder_text_in_literals_survives_batched_and_looped(batch):
     task.run()
     assert task.stats["batches"] == (1 if batch else 0)
     assert rows(task.output, 3) == [(f"b{MZ_NOW}", 2), (f"c{MZ_NOW}", 3)]
+
+
+def test_a_task_named_by_a_qualified_name_reads_and_writes_itself_qualified():
+    # A catalog's task outside materialize.public is named by its QualifiedName: its
+    # statements write and read it qualified (x.t, materialize.x.t) or, as a relation's own
+    # name, by its last part (x.t.k); INSERT INTO x.t does not write a task named t.
+    from colmz.sql import QualifiedName
+
+    inp = MemoryCollection({"k": pa.int64()})
+    with pytest.raises(ValueError, match="body.0. writes 'x.t'; a continual task writes only its output 't'"):
+        ContinualTask("t", {"inp": inp}, ["INSERT INTO x.t SELECT k FROM inp"])
+    for batch in (False, True):
+        inp = MemoryCollection({"k": pa.int64()})
+        task = ContinualTask(QualifiedName("materialize", "x", "t"), {"inp": inp},
+                             ["INSERT INTO x.t SELECT k FROM inp WHERE k NOT IN (SELECT k FROM x.t)",
+                              "DELETE FROM materialize.x.t WHERE x.t.k > 5"],
+                             columns={"k": pa.int64()}, as_of=0, batch=batch)
+        push(inp, 1, colmz.Updates({"k": [1, 7]}, time=[1, 1], diff=[1, 1]))
+        push(inp, 2, colmz.Updates({"k": [1, 2]}, time=[2, 2], diff=[1, 1]))
+        task.run()
+        assert rows(task.output, 2) == [(1,), (2,)], batch

@@ -100,3 +100,36 @@ def test_output_names_follow_postgres():
     assert output_names("SELECT a FROM t UNION SELECT b FROM u") is None
     assert output_names("VALUES (1)") is None
     assert output_names("SELECT x IS NULL FROM t") == ["?column?"]
+
+
+def test_qualified_names_and_namespace_statements():
+    from colmz.sql import CreateDatabase, CreateSchema
+
+    t, c, ins, d = parse(
+        'CREATE TABLE y.z."a.b" (k INT); CREATE CONTINUAL TASK x.ct (k INT) ON INPUT y.z."a.b" AS '
+        '(INSERT INTO x.ct SELECT k FROM y.z."a.b"; DELETE FROM materialize.x.ct WHERE k > 1);'
+        "INSERT INTO x.t VALUES (1); DELETE FROM db.s.t"
+    )
+    assert (t.name, t.qualifier) == ("a.b", ("y", "z"))  # a quoted dot is part of the name
+    assert (c.name, c.qualifier, c.input, c.input_qualifier) == ("ct", ("x",), "a.b", ("y", "z"))
+    assert [(b.table, b.qualifier) for b in c.body] == [("ct", ("x",)), ("ct", ("materialize", "x"))]
+    assert (ins.table, ins.qualifier, d.table, d.qualifier) == ("t", ("x",), "t", ("db", "s"))
+    sugar, = parse("CREATE CONTINUAL TASK x.r FROM RETAIN y.z.src WHILE (k > 0)")
+    assert sugar.body[0].query == 'SELECT * FROM "y"."z"."src" WHERE (k > 0)' and sugar.body[1].qualifier == ("x",)
+    assert parse("CREATE SCHEMA IF NOT EXISTS y.z; CREATE SCHEMA x; CREATE DATABASE IF NOT EXISTS y") == [
+        CreateSchema("z", "y", True), CreateSchema("x"), CreateDatabase("y", True)]
+    assert parse("DROP SCHEMA y.z CASCADE; DROP DATABASE IF EXISTS y; DROP DATABASE y RESTRICT;"
+                 "DROP TABLE x.t, u, d.s.v CASCADE; DROP SCHEMA x") == [
+        Drop("SCHEMA", [("y", "z")], False, True), Drop("DATABASE", ["y"], True, True),
+        Drop("DATABASE", ["y"], False, False), Drop("TABLE", [("x", "t"), "u", ("d", "s", "v")], False, True),
+        Drop("SCHEMA", ["x"], False, False)]
+    for bad, msg in [("CREATE TABLE a.b.c.d (k INT)", "between 1 and 3 components: a.b.c.d"),
+                     ("CREATE SCHEMA a.b.c", "between 1 and 2 components"),
+                     ("DROP SCHEMA a.b.c", "between 1 and 2 components"),
+                     ("CREATE DATABASE a.b", "a database name has one part"),
+                     ("CREATE CONTINUAL TASK x.ct (k INT) ON INPUT t AS (INSERT INTO ct SELECT 1)",
+                      "statement 1 .INSERT INTO ct.: a continual task writes only its own output x.ct")]:
+        with pytest.raises(SQLError, match=msg):
+            parse(bad)
+    with pytest.raises(UnsupportedSQL, match="DROP SCHEMA with multiple names"):
+        parse("DROP SCHEMA a, b")

@@ -407,3 +407,33 @@ def test_double_text_matches_the_reference_for_any_double():
             assert con.sql(translate(f"SELECT {form}")).fetchall()[0][0] == pg_float8_text(v), (form, v)
 
     check()
+
+
+def test_bind_relations_resolves_qualified_names_as_materialize():
+    from colmz.sql import QualifiedName, bind_relations, relation_names, resolve_item
+
+    x_ct, yz_ct = resolve_item(["x", "ct"]), QualifiedName("y", "z", "ct")
+    names = frozenset({"ct", x_ct, yz_ct})
+    for sql, bound, want in [
+        # one part: the default schema; two: a schema of materialize; three: full
+        ("SELECT * FROM ct", ("ct",), 'SELECT * FROM "__colmz_r0"'),
+        ("SELECT * FROM x.ct", (x_ct,), 'SELECT * FROM "__colmz_r0"'),
+        ("SELECT * FROM materialize.public.ct", ("ct",), 'SELECT * FROM "__colmz_r0"'),
+        ('SELECT * FROM "y"."z".ct, materialize.x.ct', (yz_ct, x_ct),
+         'SELECT * FROM "__colmz_r0", "__colmz_r1"'),
+        # a qualifier names the relation by its item or its qualified name
+        ("SELECT ct.k, y.z.ct.v, y.z.ct.* FROM y.z.ct", (yz_ct,),
+         'SELECT "__colmz_r0".k, "__colmz_r0".v, "__colmz_r0".* FROM "__colmz_r0"'),
+        # an alias hides the name; an unknown schema's relation is left alone
+        ("SELECT c.k FROM x.ct AS c JOIN q.ct ON true", (x_ct,),
+         'SELECT c.k FROM "__colmz_r0" AS c JOIN q.ct ON true'),
+        # a dot inside a quoted name is the name's own
+        ('SELECT * FROM "x.ct"', (), 'SELECT * FROM "x.ct"'),
+        # a schema-qualified call is not a relation
+        ("SELECT * FROM x.ct(1)", (), "SELECT * FROM x.ct(1)"),
+    ]:
+        assert bind_relations(sql, names) == (want, bound), sql
+    assert relation_names("SELECT 1 FROM a, x.b JOIN y.z.c ON true, LATERAL (TABLE d.e) f") == (
+        ("a",), ("x", "b"), ("y", "z", "c"), ("d", "e"))
+    with pytest.raises(SQLError, match="between 1 and 3 components: a.b.c.d"):
+        bind_relations("SELECT * FROM a.b.c.d", names)

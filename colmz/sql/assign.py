@@ -1,0 +1,176 @@
+"""Assignment casts: what PostgreSQL (and Materialize) convert on ``INSERT``, and how.
+
+An ``INSERT`` -- into a table, or a continual task's ``INSERT INTO`` its output -- converts
+each value of its query to the type of its target column when PostgreSQL has a cast for
+the pair in the *assignment* context (``pg_cast.castcontext`` ``a`` or ``i``, PostgreSQL's
+``src/include/catalog/pg_cast.dat``; Materialize's ``src/sql/src/plan/typeconv.rs`` follows
+it), and otherwise refuses with PostgreSQL's error: ``column "k" is of type integer but
+expression is of type text``. For colmz's column types that is:
+
+* integers to any integer (a narrowing one checks the range: ``integer out of range``), to
+  ``real``/``double precision``;
+* ``real``/``double precision`` to the other float and to integers, rounding half to even
+  (PostgreSQL's ``rint``); ``numeric`` (DuckDB's ``DECIMAL``/``HUGEINT`` results) to
+  integers rounding half away from zero, and to floats;
+* ``date`` to ``timestamp``/``timestamptz``, ``timestamp`` and ``timestamptz`` to each other
+  and to ``date``;
+* *anything* to ``text`` (PostgreSQL's automatic I/O conversion casts to string types are
+  assignment casts), printed as PostgreSQL prints it: floats by their shortest text (``2``,
+  not DuckDB's ``2.0``), booleans ``true``/``false``, ``bytea`` as ``\\x`` and hex.
+  ``interval`` to text is refused (:class:`colmz.sql.UnsupportedSQL`): DuckDB prints
+  ``months`` where PostgreSQL prints ``mons``.
+
+Nothing converts *from* text (PostgreSQL's I/O casts from string types are explicit only),
+nor between booleans and numbers. A ``NULL`` of unknown type takes the column's type.
+
+:func:`assignment_select` writes the conversion as one ``SELECT`` over a relation holding the
+query's result (its columns taken by position), so a continual task converts inside each
+statement's own query and a catalog ``INSERT`` converts its rows in DuckDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from colmz.sql.build import identifier
+from colmz.sql.errors import SQLError, UnsupportedSQL
+
+__all__ = ["assignment_cast", "assignment_select", "pg_type_name"]
+
+_INTS = {
+    pa.int8(): ("smallint", "SMALLINT"),  # Materialize has no 1-byte integer: DuckDB's TINYINT
+    pa.int16(): ("smallint", "SMALLINT"),
+    pa.int32(): ("integer", "INTEGER"),
+    pa.int64(): ("bigint", "BIGINT"),
+    pa.uint8(): ("uint2", "USMALLINT"),
+    pa.uint16(): ("uint2", "USMALLINT"),
+    pa.uint32(): ("uint4", "UINTEGER"),
+    pa.uint64(): ("uint8", "UBIGINT"),
+}
+_FLOATS = {pa.float32(): ("real", "FLOAT"), pa.float64(): ("double precision", "DOUBLE")}
+
+
+def _family(t: pa.DataType) -> str:
+    if pa.types.is_null(t):
+        return "null"
+    if t in _INTS:
+        return "int"
+    if t in _FLOATS or pa.types.is_float16(t):
+        return "float"
+    if pa.types.is_decimal(t):
+        return "numeric"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "text"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "bytea"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamptz" if t.tz else "timestamp"
+    if pa.types.is_duration(t) or pa.types.is_interval(t):
+        return "interval"
+    return "other"
+
+
+def pg_type_name(t: pa.DataType) -> str:
+    """PostgreSQL's name of the type a column of Arrow type ``t`` holds (as its errors say).
+
+    >>> pg_type_name(pa.int32()), pg_type_name(pa.string()), pg_type_name(pa.timestamp("us", "UTC"))
+    ('integer', 'text', 'timestamp with time zone')
+    """
+    fam = _family(t)
+    if fam == "int":
+        return _INTS[t][0]
+    if fam == "float":
+        return _FLOATS.get(t, ("real",))[0]
+    return {"null": "unknown", "numeric": "numeric", "text": "text", "bool": "boolean",
+            "bytea": "bytea", "date": "date", "timestamp": "timestamp without time zone",
+            "timestamptz": "timestamp with time zone", "interval": "interval"}.get(fam, str(t))
+
+
+def _duck(t: pa.DataType) -> str:
+    fam = _family(t)
+    if fam == "int":
+        return _INTS[t][1]
+    if fam == "float":
+        return _FLOATS[t][1]
+    return {"text": "VARCHAR", "bool": "BOOLEAN", "bytea": "BLOB", "date": "DATE",
+            "timestamp": "TIMESTAMP", "timestamptz": "TIMESTAMPTZ", "interval": "INTERVAL"}[fam]
+
+
+def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> str | None:
+    """The SQL converting ``{x}`` (a placeholder for the value) of type ``source`` to a
+    column of type ``target`` on assignment: ``None`` when the types are the same, else a
+    format string with one ``{x}``. Raises :class:`SQLError` with PostgreSQL's message
+    when PostgreSQL has no assignment cast for the pair.
+
+    >>> assignment_cast(pa.int32(), pa.string(), "s")
+    'CAST({x} AS VARCHAR)'
+    >>> assignment_cast(pa.float64(), pa.int16(), "k")
+    'CAST(round_even({x}, 0) AS SMALLINT)'
+    >>> assignment_cast(pa.string(), pa.int32(), "k")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: column "k" is of type integer but expression is of type text
+    """
+    if source == target:
+        return None
+    have, want = _family(source), _family(target)
+    if have == "null":
+        return f"CAST({{x}} AS {_duck(target)})"
+    if want == "text":
+        if have == "text":
+            return None  # large_string / string_view: the same text
+        if have == "float":
+            from colmz.sql.translate import pg_float_text
+
+            return pg_float_text("{x}", "real" if source == pa.float32() else "double")
+        if have == "bytea":
+            return "('\\x' || lower(hex({x})))"
+        if have == "interval":
+            raise UnsupportedSQL(
+                f'assignment of an interval to text column "{column}" is not supported by colmz '
+                "(DuckDB prints intervals otherwise than PostgreSQL): cast it explicitly"
+            )
+        if have in ("int", "numeric", "bool", "date", "timestamp", "timestamptz"):
+            return "CAST({x} AS VARCHAR)"
+    elif want == "int" and have in ("int", "numeric"):
+        return f"CAST({{x}} AS {_duck(target)})"  # numeric: half away from zero, as PostgreSQL
+    elif want == "int" and have == "float":
+        return f"CAST(round_even({{x}}, 0) AS {_duck(target)})"  # PostgreSQL's rint
+    elif want == "float" and have in ("int", "float", "numeric") or (want in ("timestamp", "timestamptz") and have in ("date", "timestamp", "timestamptz")) or (
+            want == "date" and have in ("timestamp", "timestamptz")):
+        return f"CAST({{x}} AS {_duck(target)})"
+    elif want == have and want in ("bool", "bytea", "interval", "date", "timestamp", "timestamptz"):
+        return f"CAST({{x}} AS {_duck(target)})"  # one type, another Arrow width or unit
+    raise SQLError(
+        f'column "{column}" is of type {pg_type_name(target)} but expression is of type '
+        f"{pg_type_name(source)}"
+    )
+
+
+def assignment_select(relation: str, sources: Sequence[pa.DataType],
+                      targets: Sequence[tuple[str, pa.DataType]]) -> str | None:
+    """A ``SELECT`` of the columns of ``relation`` (SQL text: a name or a parenthesised
+    query) converted by assignment to ``targets`` -- ``(name, type)`` pairs, by position --
+    or ``None`` when every type already matches. Columns are named ``targets``' names.
+
+    >>> print(assignment_select('"v"', [pa.int32(), pa.string()], [("s", pa.string()), ("t", pa.string())]))
+    SELECT CAST("__colmz_a"."__colmz_c0" AS VARCHAR) AS "s", "__colmz_a"."__colmz_c1" AS "t" FROM "v" AS "__colmz_a"("__colmz_c0", "__colmz_c1")
+    """
+    if len(sources) != len(targets):
+        raise SQLError(f"{len(sources)} expression(s) for {len(targets)} target column(s)")
+    casts = [assignment_cast(s, t, name) for s, (name, t) in zip(sources, targets)]
+    if all(c is None for c in casts):
+        return None
+    alias = identifier("__colmz_a")
+    cols = [identifier(f"__colmz_c{i}") for i in range(len(targets))]
+    items = []
+    for c, col, (name, _) in zip(casts, cols, targets):
+        ref = f"{alias}.{col}"
+        items.append(f"{ref if c is None else c.replace('{x}', ref)} AS {identifier(name)}")
+    return f"SELECT {', '.join(items)} FROM {relation} AS {alias}({', '.join(cols)})"

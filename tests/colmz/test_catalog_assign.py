@@ -1,0 +1,146 @@
+"""Assignment casts on ``INSERT``: PostgreSQL's ``pg_cast`` assignment context, checked
+against the machine's PostgreSQL 15 (``tests/storage_servers.py``) and in continual tasks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import colmz
+from colmz.sql import SQLError
+from colmz.sql.assign import assignment_cast, pg_type_name
+
+# Source columns (name, type, values) and expressions of their own type.
+SOURCES = [
+    ("i2", "SMALLINT", ["7", "-3"]),
+    ("i4", "INTEGER", ["2", "-5"]),
+    ("i8", "BIGINT", ["30000", "-1"]),
+    ("f4", "REAL", ["2.5", "-1.5"]),
+    ("f8", "DOUBLE PRECISION", ["3.5", "0.1"]),
+    ("b", "BOOLEAN", ["true", "false"]),
+    ("s", "TEXT", ["'abc'", "'12'"]),
+    ("d", "DATE", ["'2024-02-03'", "'1999-12-31'"]),
+    ("ts", "TIMESTAMP", ["'2024-02-03 04:05:06.5'", "'2000-01-01 00:00:00'"]),
+    ("tz", "TIMESTAMPTZ", ["'2024-02-03 04:05:06+00'", "'2000-01-01 12:00:00.25+00'"]),
+    # bytea literals are written otherwise in DuckDB ('\x0A' is one byte): (PostgreSQL, colmz)
+    ("bt", "BYTEA", [("'\\x0aff'", "'\\x0A\\xFF'"), ("'\\x'", "''")]),
+]
+# numeric in both: an integer plus a numeric literal (2.5 and -4.5: PostgreSQL rounds half
+# away from zero to integers).
+EXPRESSIONS = [(f"{name}", name) for name, _, _ in SOURCES] + [("i4 + 0.5", "numeric")]
+TARGETS = ["SMALLINT", "INTEGER", "BIGINT", "REAL", "DOUBLE PRECISION", "TEXT", "BOOLEAN", "DATE",
+           "TIMESTAMP", "TIMESTAMPTZ", "BYTEA"]
+
+
+def _setup_sql(engine: int) -> list[str]:
+    cols = ", ".join(f"{n} {t}" for n, t, _ in SOURCES)
+    pick = lambda v: v[engine] if isinstance(v, tuple) else v  # noqa: E731
+    rows = ", ".join("(" + ", ".join(f"{pick(v[i])}::{t}" for _, t, v in SOURCES) + ")" for i in range(2))
+    return [f"CREATE TABLE src ({cols})", f"INSERT INTO src VALUES {rows}"]
+
+
+def _same(a, b, target: str) -> bool:
+    if a is None or b is None:
+        return a is b
+    if target == "REAL":
+        return np.float32(a) == np.float32(b)
+    if isinstance(a, memoryview) or isinstance(b, memoryview):
+        return bytes(a) == bytes(b)
+    return a == b
+
+
+def _colmz_outcome(cat, i, expr, target):
+    cat.execute(f"CREATE TABLE t{i} (c {target})")
+    try:
+        cat.execute(f"INSERT INTO t{i} SELECT {expr} FROM src")
+    except (SQLError, colmz.SchemaError, OverflowError) as e:
+        return ("error", str(e).split(": ", 1)[1])
+    return ("ok", sorted(cat.sql(f"SELECT c FROM t{i}").column(0).to_pylist(), key=repr))
+
+
+def _pg_outcome(conn, i, expr, target):
+    import psycopg
+
+    conn.execute(f"CREATE TABLE t{i} (c {target})")
+    try:
+        with conn.transaction():
+            conn.execute(f"INSERT INTO t{i} SELECT {expr} FROM src")
+    except psycopg.Error as e:
+        return ("error", str(e).splitlines()[0])
+    return ("ok", sorted((r[0] for r in conn.execute(f"SELECT c FROM t{i}").fetchall()), key=repr))
+
+
+def test_insert_select_converts_as_postgresql_15_does(pg_url):
+    # Before: an INSERT of an integer column into a text column raised SchemaError ("query
+    # columns did not match"); PostgreSQL converts every pair its pg_cast allows on assignment.
+    import psycopg
+    from storage_servers import fresh_schema_url
+
+    cat = colmz.Catalog()
+    with psycopg.connect(fresh_schema_url(pg_url), autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        for pg, mine in zip(_setup_sql(0), _setup_sql(1)):
+            conn.execute(pg)
+            cat.execute(mine)
+        checked = {"ok": 0, "error": 0}
+        i = 0
+        for expr, _ in EXPRESSIONS:
+            for target in TARGETS:
+                i += 1
+                pg = _pg_outcome(conn, i, expr, target)
+                mine = _colmz_outcome(cat, i, expr, target)
+                assert mine[0] == pg[0], (expr, target, mine, pg)
+                if pg[0] == "ok":
+                    assert len(mine[1]) == len(pg[1]) and all(
+                        _same(a, b, target) for a, b in zip(mine[1], pg[1])), (expr, target, mine, pg)
+                else:
+                    assert mine[1] == pg[1], (expr, target)
+                checked[pg[0]] += 1
+        # UPDATE ... SET converts by assignment too
+        for sql in ["CREATE TABLE u (k INT, s TEXT, f REAL)", "INSERT INTO u VALUES (1, 'a', 0.5)",
+                    "UPDATE u SET k = k + 1.5, s = f * 3, f = k / 4.0"]:
+            conn.execute(sql)
+            cat.execute(sql)
+        pg_row = conn.execute("SELECT k, s, f FROM u").fetchone()
+        assert cat.sql("SELECT k, s, f FROM u").to_pylist() == [{"k": pg_row[0], "s": pg_row[1], "f": pg_row[2]}]
+        assert pg_row == (3, "1.5", 0.25)
+    assert checked["ok"] > 50 and checked["error"] > 30  # both kinds of pair were compared
+
+
+def test_out_of_range_and_unsupported_assignments_name_the_type():
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k SMALLINT, s TEXT); CREATE TABLE n (k INT, d DOUBLE)")
+    cat.execute("INSERT INTO n VALUES (40000, 1e10)")
+    with pytest.raises(OverflowError, match="INSERT INTO t: smallint out of range"):
+        cat.execute("INSERT INTO t (k) SELECT k FROM n")
+    with pytest.raises(OverflowError, match="smallint out of range"):
+        cat.execute("INSERT INTO t (k) SELECT d FROM n")
+    with pytest.raises(colmz.sql.UnsupportedSQL, match='interval to text column "s"'):
+        cat.execute("INSERT INTO t (s) SELECT INTERVAL '14 months' FROM n")
+    assert cat.read("t").to_pylist() == [] and cat.now == 1
+    assert pg_type_name(pa.float64()) == "double precision"
+    assert assignment_cast(pa.int64(), pa.int64(), "k") is None
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_continual_task_inserts_convert_by_assignment(tmp_path, durable):
+    # INSERT INTO a task's text column from an integer column, and a double into an integer:
+    # converted inside the statement's query (batched and time-by-time alike), kept on reopen.
+    cat = colmz.Catalog(tmp_path if durable else None)
+    cat.execute("CREATE TABLE input (id INT, x DOUBLE PRECISION)")
+    cat.execute("""CREATE CONTINUAL TASK ct (s TEXT, n SMALLINT) ON INPUT input AS (
+        INSERT INTO ct SELECT id, x FROM input;
+        DELETE FROM ct WHERE s IN (SELECT (id - 10)::TEXT FROM input))""")
+    cat.execute("INSERT INTO input VALUES (1, 2.5), (2, 3.5)")
+    cat.execute("INSERT INTO input VALUES (3, -0.5)")
+    if durable:
+        cat = colmz.Catalog(tmp_path)
+    cat.execute("INSERT INTO input VALUES (11, 1e3)")
+    got = sorted(tuple(r.values()) for r in cat.sql("SELECT s, n FROM ct").to_pylist())
+    assert got == [("11", 1000), ("2", 4), ("3", 0)]
+    assert cat.object("ct").schema == (colmz.ColumnSpec("s", pa.string()), colmz.ColumnSpec("n", pa.int16()))
+    with pytest.raises(colmz.SchemaError, match=r'CONTINUAL TASK bad statement 1 \(INSERT INTO bad\) query columns '
+                                               'did not match: column "n" is of type integer but expression is of type text'):
+        cat.execute("CREATE CONTINUAL TASK bad (n INT) ON INPUT input AS (INSERT INTO bad SELECT id::TEXT FROM input)")
+    assert "bad" not in cat
