@@ -335,7 +335,7 @@ class Catalog:
             # DuckDB's message names the registered tables: say the user's names.
             msg = _RELATION.sub(lambda m: bound[int(m.group(1))] if int(m.group(1)) < len(bound)
                                 else m.group(0), str(e))
-            raise SQLError(msg) from None
+            raise type(e)(msg) from None  # an UnsupportedSQL stays one
         finally:
             for n in registered:
                 self._con.unregister(n)
