@@ -21,6 +21,8 @@ from colmz.sql.tokens import CACHED_CHARS, tokenize
 from colmz.sql.translate import (
     FUNCTIONS,
     MACROS,
+    SUM_ARGUMENT,
+    SUM_ARGUMENT_UNTYPED,
     bind_relations,
     now_pieces,
     substitute_now,
@@ -82,7 +84,12 @@ def connect(external_access: bool = True):
     for name, fn, args, result in FUNCTIONS:  # the functions and macros translated queries call
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
     for macro in MACROS:
-        con.execute(macro)
+        try:
+            con.execute(macro)
+        except Exception as e:  # DuckDB before 1.4 has no typed macro parameters
+            if not (type(e).__name__ == "ParserException" and SUM_ARGUMENT in macro):
+                raise
+            con.execute(SUM_ARGUMENT_UNTYPED)
     if not external_access:
         con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")

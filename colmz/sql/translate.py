@@ -48,6 +48,7 @@ __all__ = [
     "MACROS",
     "MZ_NOW",
     "SUM_ARGUMENT",
+    "SUM_ARGUMENT_UNTYPED",
     "arrow_type",
     "bind_relations",
     "bind_relations_as",
@@ -1343,6 +1344,13 @@ MACROS = TEXT_MACROS + (
     + ", ".join(f"(x {t}) AS CAST(x AS DECIMAL(38,0))" for t in _WIDE_INTS)
     + ", (x) AS x",
 )
+#: :data:`SUM_ARGUMENT` where DuckDB has no typed macro parameters (before 1.4): a sum of
+#: a bigint is refused when it runs (its integer division would be a different answer).
+SUM_ARGUMENT_UNTYPED = (
+    f"CREATE OR REPLACE TEMP MACRO {SUM_ARGUMENT}(x) AS CASE WHEN typeof(x) IN "
+    f"({', '.join(repr(t) for t in _WIDE_INTS)}) THEN error('sum() of a bigint is not supported "
+    "by colmz with this DuckDB (PostgreSQL sums int8 as numeric; DuckDB 1.4 or later gives it "
+    "that type)') ELSE x END")
 
 
 def _numeric_cast(operand: str, target: str) -> str:
