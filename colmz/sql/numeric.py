@@ -16,8 +16,10 @@ and puts the result in as one decimal literal of PostgreSQL's scale, which DuckD
 Invariants: only a whole subexpression is replaced (the tokens on either side bind less
 tightly than its operators); an expression of integers alone is left to DuckDB (integer
 arithmetic is the same there); a value DuckDB's ``DECIMAL`` cannot hold (more than 38
-digits), a division by zero, or anything else than numbers, ``+ - * /``, parentheses and
-unconstrained ``::numeric``/``::decimal`` casts is left as written.
+digits) is refused with ``UnsupportedSQL`` (a lone literal is left to DuckDB, which reads it
+as a double); a division by zero, an integer overflow, or anything else than numbers,
+``+ - * /``, parentheses and unconstrained ``::numeric``/``::decimal`` casts is left as
+written (DuckDB then raises or computes as PostgreSQL does).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 from decimal import Context, Decimal
 from fractions import Fraction
 
+from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.tokens import tokenize
 
 __all__ = ["PgNumeric", "constant_value", "divide", "float8_text", "fold_constants", "literal_text",
@@ -38,20 +41,22 @@ _DEC_DIGITS = 4
 _NUMERIC_TYPES = ("NUMERIC", "DECIMAL")
 #: Tokens a folded expression must not touch on either side: they bind as tightly as
 #: its operators or more.
-#: Exact arithmetic for the digits a fold can keep (more are never put in a query).
+#: Exact arithmetic for the digits a fold can keep (more are never put in a query); every
+#: operation on values goes through it (Decimal's default context rounds at 28 digits).
 _EXACT = Context(prec=2 * 1000 + 2 * MAX_DIGITS)
 _TIGHT = {"+", "-", "*", "/", "%", "^", "::", ".", "[", "]", "("}
 
 
 class PgNumeric:
-    """A constant as PostgreSQL types it: an integer (``scale is None``) or a numeric
-    ``value`` with display scale ``scale``."""
+    """A constant as PostgreSQL types it: an integer (``scale is None``; ``bits`` 32 for
+    int4, 64 for int8) or a numeric ``value`` with display scale ``scale``."""
 
-    __slots__ = ("scale", "value")
+    __slots__ = ("bits", "scale", "value")
 
-    def __init__(self, value: Decimal, scale: int | None) -> None:
+    def __init__(self, value: Decimal, scale: int | None, bits: int = 64) -> None:
         self.value = value
         self.scale = scale
+        self.bits = bits
 
     @property
     def is_numeric(self) -> bool:
@@ -74,7 +79,16 @@ def parse_literal(text: str) -> PgNumeric:
     d = Decimal(text)
     if "." in text or "e" in text.lower() or not (-(2**63) <= d < 2**63):
         return PgNumeric(d, max(0, -d.as_tuple().exponent))
-    return PgNumeric(d, None)
+    return PgNumeric(d, None, 32 if -(2**31) <= d < 2**31 else 64)
+
+
+def _integer(value: Decimal, a: PgNumeric, b: PgNumeric) -> PgNumeric:
+    # int4 with int4 is int4, else int8; PostgreSQL raises where the result leaves its type
+    # (and so does DuckDB: the expression is then left to it).
+    bits = max(a.bits, b.bits)
+    if not (-(2 ** (bits - 1)) <= value < 2 ** (bits - 1)):
+        raise OverflowError(f"integer out of range for {bits} bits")
+    return PgNumeric(value, None, bits)
 
 
 def _weight_and_first_digit(x: Decimal) -> tuple[int, int]:
@@ -82,9 +96,9 @@ def _weight_and_first_digit(x: Decimal) -> tuple[int, int]:
     # digit and that digit (0, 0 for zero).
     if x == 0:
         return 0, 0
-    x = abs(x)
+    x = x.copy_abs()
     weight = x.adjusted() // _DEC_DIGITS
-    return weight, int(x.scaleb(-_DEC_DIGITS * weight))
+    return weight, int(_EXACT.scaleb(x, -_DEC_DIGITS * weight))
 
 
 def divide(a: PgNumeric, b: PgNumeric) -> PgNumeric:
@@ -101,8 +115,8 @@ def divide(a: PgNumeric, b: PgNumeric) -> PgNumeric:
     if b.value == 0:
         raise ZeroDivisionError("division by zero")
     if not (a.is_numeric or b.is_numeric):
-        q = abs(a.value) // abs(b.value)
-        return PgNumeric(q if (a.value < 0) == (b.value < 0) else -q, None)
+        q = _EXACT.divide_int(a.value.copy_abs(), b.value.copy_abs())
+        return _integer(q if (a.value < 0) == (b.value < 0) else q.copy_negate(), a, b)
     a, b = a.as_numeric(), b.as_numeric()
     w1, f1 = _weight_and_first_digit(a.value)
     w2, f2 = _weight_and_first_digit(b.value)
@@ -111,7 +125,7 @@ def divide(a: PgNumeric, b: PgNumeric) -> PgNumeric:
     scale = min(scale, 1000)
     exact = Fraction(a.value) / Fraction(b.value) * 10**scale
     n = (abs(exact.numerator) * 2 + exact.denominator) // (2 * exact.denominator)  # half up
-    return PgNumeric(Decimal(n if exact >= 0 else -n).scaleb(-scale), scale)
+    return PgNumeric(_EXACT.scaleb(Decimal(n if exact >= 0 else -n), -scale), scale)
 
 
 def _combine(op: str, a: PgNumeric, b: PgNumeric) -> PgNumeric:
@@ -120,7 +134,7 @@ def _combine(op: str, a: PgNumeric, b: PgNumeric) -> PgNumeric:
     value = (_EXACT.add(a.value, b.value) if op == "+" else _EXACT.subtract(a.value, b.value)
              if op == "-" else _EXACT.multiply(a.value, b.value))
     if not (a.is_numeric or b.is_numeric):
-        return PgNumeric(value, None)
+        return _integer(value, a, b)
     s1, s2 = a.as_numeric().scale, b.as_numeric().scale
     return PgNumeric(value, s1 + s2 if op == "*" else max(s1, s2))
 
@@ -138,7 +152,7 @@ def literal_text(v: PgNumeric) -> str | None:
     if whole + v.scale > MAX_DIGITS:
         return None
     q = _EXACT.quantize(v.value, Decimal(1).scaleb(-v.scale))
-    text = format(abs(q), "f")
+    text = format(q.copy_abs(), "f")
     if "." not in text:
         text += "."
     return f"(-{text})" if q < 0 else text
@@ -173,7 +187,7 @@ class _Parser:
         if t is not None and t.kind == "op" and t.text in "+-":
             self.i += 1
             v = self.unary()
-            return v if t.text == "+" else PgNumeric(-v.value, v.scale)
+            return v if t.text == "+" else PgNumeric(v.value.copy_negate(), v.scale, v.bits)
         return self.postfix()
 
     def postfix(self) -> PgNumeric:
@@ -331,7 +345,13 @@ def _fold(run) -> str | None:
         return None
     if p.i != len(run) or not v.is_numeric:
         return None
-    return literal_text(v)
+    text = literal_text(v)
+    if text is None and len(run) > 1:
+        # Left as written, DuckDB would compute it inexactly or fail on its 38 digits.
+        raise UnsupportedSQL(
+            f"a numeric value of {max(v.value.adjusted() + 1, 1)} integer digits and scale "
+            f"{v.scale} is not supported by colmz (DuckDB's DECIMAL holds {MAX_DIGITS} digits)")
+    return text
 
 
 def float8_text(v: float) -> str:
