@@ -24,6 +24,7 @@ written (DuckDB then raises or computes as PostgreSQL does).
 
 from __future__ import annotations
 
+import re
 from decimal import Context, Decimal
 from fractions import Fraction
 
@@ -41,6 +42,8 @@ _DEC_DIGITS = 4
 _NUMERIC_TYPES = ("NUMERIC", "DECIMAL")
 #: Tokens a folded expression must not touch on either side: they bind as tightly as
 #: its operators or more.
+#: A digit next to a point or an exponent: the text may hold a numeric literal.
+_DECIMAL_LITERAL = re.compile(r"\d\.|\.\d|\d[eE]")
 #: Exact arithmetic for the digits a fold can keep (more are never put in a query); every
 #: operation on values goes through it (Decimal's default context rounds at 28 digits).
 _EXACT = Context(prec=2 * 1000 + 2 * MAX_DIGITS)
@@ -266,7 +269,7 @@ def fold_constants(sql: str) -> str:
     >>> fold_constants("SELECT (7 / 2.0)::text, 0.1::numeric + 0.2::numeric AS b, 7 / 2")
     'SELECT (3.5000000000000000)::text, 0.3 AS b, 7 / 2'
     """
-    if "." not in sql and "e" not in sql.lower():
+    if not _DECIMAL_LITERAL.search(sql):
         return sql
     toks = tokenize(sql)
     if not any(t.kind == "number" and ("." in t.text or "e" in t.text.lower()) for t in toks):

@@ -94,7 +94,7 @@ UNSUPPORTED_OPERATORS = {
 }
 #: Calls rewritten to PostgreSQL's meaning (see :func:`_rewrite_call`).
 FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT", "SUBSTR", "SUBSTRING",
-                     "GENERATE_SERIES", "ROUND", "SUM")
+                     "GENERATE_SERIES", "ROUND")
 
 
 @short_text_cache(1024)
@@ -109,8 +109,7 @@ def translate(sql: str) -> str:
     """
     # Constants are folded first (PostgreSQL's numeric scales, on the user's own text);
     # casts to numeric, concatenations, casts to text/boolean and row comparisons are
-    # rewritten after the token pass, on its (short) output, in that order: a
-    # concatenation's operand becomes a cast to text, which the text pass then writes out.
+    # rewritten after the token pass, on its (short) output, in that order.
     sql = _translate_tokens(fold_constants(sql))
     return _rewrite_row_comparisons(_rewrite_text_casts(_rewrite_concat(_rewrite_numeric_casts(sql))))
 
@@ -119,8 +118,9 @@ def _translate_tokens(sql: str) -> str:
     # translate's token pass: words, calls, operators, LIKE's escape, VALUES' names.
     toks = tokenize(sql)
     pieces, last = [], 0
-    # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names):
-    # token index -> text, emitted once the loop has passed that token.
+    # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names,
+    # the end of sum's argument): token index -> text, emitted once the loop has passed that
+    # token; a construct registered later is nested in the earlier ones, so it goes first.
     inserts: dict[int, str] = {}
     i = 0
     while i < len(toks):
@@ -143,7 +143,7 @@ def _translate_tokens(sql: str) -> str:
                 pieces.append(sql[last : t.start])
                 pieces.append("SELECT * FROM (")
                 last = t.start
-                inserts[close] = ') AS "*VALUES*"(' + _column_names(1, n) + ")"
+                inserts[close] = ') AS "*VALUES*"(' + _column_names(1, n) + ")" + inserts.get(close, "")
         if up in _UNSUPPORTED_WORDS and (up != "MUTUALLY" or (i > 0 and toks[i - 1].upper == "WITH")):
                 raise UnsupportedSQL(f"{_UNSUPPORTED_WORDS[up]} is not supported by colmz")
         if up == "AS" and i + 1 < len(toks) and toks[i + 1].upper == "OF":
@@ -174,7 +174,9 @@ def _translate_tokens(sql: str) -> str:
             if up in UNSUPPORTED_FUNCTIONS:
                 raise UnsupportedSQL(
                     f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
-            if up in FUNCTION_REWRITES:
+            if up == "SUM":
+                last = _sum_argument(toks, i, pieces, sql, last, inserts)
+            elif up in FUNCTION_REWRITES:
                 end = _closing(toks, i + 1)
                 rewritten = _rewrite_call(up, sql, toks, i, end)
                 if rewritten is not None:
@@ -244,8 +246,6 @@ def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | No
         return _round(_arguments(sql, toks, at + 1, close_at)[0], args[0])
     if name == "ROUND" and len(args) == 2:
         return _round_places(args[0], args[1])
-    if name == "SUM":
-        return _sum(args)
     if name == "GENERATE_SERIES" and not _is_table_function(toks, at):
         inside = _conditional_around(toks, at)
         if inside:
@@ -668,7 +668,7 @@ def _like_escape(toks, at: int, inserts: dict[int, str]) -> None:
         return
     if end == at + 1 and nxt.kind == "string" and "\\" not in nxt.text:
         return  # a literal pattern without a backslash means the same under either escape
-    inserts[end] = " ESCAPE '\\'"
+    inserts[end] = " ESCAPE '\\'" + inserts.get(end, "")  # inside what ends there too
 
 
 def _pattern_end(toks, j: int) -> int | None:
@@ -910,9 +910,13 @@ def _rewrite_text_casts(sql: str) -> str:
     # _double_text), ``x::boolean`` reads text as PostgreSQL does (see _pg_boolean). The
     # casts found in one reading are rewritten together; a cast whose operand holds another
     # one (``x::text::text``) waits for the next reading of the rewritten text.
-    if "::" not in sql and "cast" not in sql.lower():
+    if not _MAY_CAST_TO_TEXT.search(sql):
         return sql
     return _rewrite_until_settled(sql, _text_casts, _cast_rewrite, "casts to text or boolean")
+
+
+#: Where a text may hold a cast to text or boolean (a superset: the tokens decide).
+_MAY_CAST_TO_TEXT = re.compile(r"::\s*(text|varchar|string|bool)|\bcast\s*\(", re.IGNORECASE)
 
 
 _KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
@@ -1353,6 +1357,10 @@ SUM_ARGUMENT_UNTYPED = (
     "that type)') ELSE x END")
 
 
+#: Where a text may hold a cast to numeric (a superset: the tokens decide).
+_MAY_CAST_TO_NUMERIC = re.compile(r"numeric|decimal", re.IGNORECASE)
+
+
 def _numeric_cast(operand: str, target: str) -> str:
     # PostgreSQL's unconstrained numeric of ``operand``: a literal exactly (its scale as
     # written), anything else through the NUMERIC_CAST macro.
@@ -1388,33 +1396,37 @@ def _numeric_cast(operand: str, target: str) -> str:
 
 def _rewrite_numeric_casts(sql: str) -> str:
     # ``x::numeric`` and ``CAST(x AS numeric)``, unconstrained: see _numeric_cast.
-    low = sql.lower()
-    if "numeric" not in low and "decimal" not in low:
+    if not _MAY_CAST_TO_NUMERIC.search(sql):
         return sql
     return _rewrite_until_settled(sql, _numeric_casts, _numeric_cast, "casts to numeric")
 
 
-def _sum(args: list[str]) -> str:
-    # sum(x) as PostgreSQL types it: the argument goes through SUM_ARGUMENT (DISTINCT/ALL
-    # and an ORDER BY inside the call are kept around it).
-    if len(args) != 1 or not args[0]:
-        return f"sum({', '.join(args)})"
-    arg = args[0]
-    toks = tokenize(arg)
-    head = ""
-    if toks and toks[0].upper in ("DISTINCT", "ALL"):
-        head, arg = arg[: toks[0].end] + " ", arg[toks[0].end :].strip()
-        toks = tokenize(arg)
-    tail, depth = "", 0
-    for t in toks:
-        if t.kind == "op" and t.text in "([":
+def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dict) -> int:
+    # sum(x) as PostgreSQL types it: the argument goes through SUM_ARGUMENT, put around it
+    # in the token pass (DISTINCT/ALL before and an ORDER BY inside the call stay outside):
+    # the opening is appended to ``pieces`` now, the closing parenthesis is an insert after
+    # the argument's last token. The argument is translated by the token pass as usual.
+    # Returns where the text copied so far ends.
+    close = _closing(toks, at + 1)
+    first = at + 2
+    if first < close and toks[first].upper in ("DISTINCT", "ALL"):
+        first += 1
+    end, depth = close, 0
+    for j in range(first, close):
+        tok = toks[j]
+        if tok.kind == "op" and tok.text in "([":
             depth += 1
-        elif t.kind == "op" and t.text in ")]":
+        elif tok.kind == "op" and tok.text in ")]":
             depth -= 1
-        elif depth == 0 and t.upper == "ORDER":
-            tail, arg = " " + arg[t.start :], arg[: t.start].strip()
+        elif depth == 0 and (tok.upper == "ORDER" or (tok.kind == "op" and tok.text == ",")):
+            end = j
             break
-    return f"sum({head}{SUM_ARGUMENT}({arg}){tail})"
+    if end <= first or (toks[first].kind == "op" and toks[first].text == "*"):
+        return last
+    pieces.append(sql[last : toks[first].start])
+    pieces.append(SUM_ARGUMENT + "(")
+    inserts[end - 1] = ")" + inserts.get(end - 1, "")
+    return toks[first].start
 
 
 def _round_places(x: str, places: str) -> str:
@@ -1532,6 +1544,10 @@ def _concat_right(toks, k: int) -> int:
     return last
 
 
+_TEXT_CALLS |= {RESERVED_PREFIX.upper() + n for n in ("FLOAT8_TEXT", "FLOAT4_TEXT", "TEXT",
+                                                      "NUMERIC_TEXT", "MEAN_TEXT")}
+
+
 def _visibly_text(toks) -> bool:
     # Whether the operand's tokens say it is text (or NULL): no cast needed.
     if len(toks) == 1 and (toks[0].kind == "string" or toks[0].upper == "NULL"):
@@ -1594,8 +1610,9 @@ def _concat_operands(sql: str, toks):
 def _rewrite_concat(sql: str) -> str:
     # PostgreSQL's ``||`` and concat() print a non-text operand with its type's output
     # function (a double 2 as ``2``); DuckDB casts it to VARCHAR (``2.0``). Each such
-    # operand becomes a cast to text, which the text pass writes out as PostgreSQL prints.
+    # operand is written out as its cast to text would be (_cast_rewrite), or left as it is
+    # where DuckDB's own text of it is PostgreSQL's.
     if "||" not in sql and "concat" not in sql.lower():
         return sql
-    return _rewrite_until_settled(sql, _concat_operands, lambda x: f"CAST({x} AS TEXT)",
+    return _rewrite_until_settled(sql, _concat_operands, lambda x: _cast_rewrite(x, "TEXT"),
                                   "concatenations")
