@@ -169,7 +169,24 @@ def _per_statement_us(fn, count: int, repeat: int = 20) -> float:
     return best / count * 1e6
 
 
+def _before(tree: str) -> None:
+    # The same workload against the colmz package in ``tree`` (a directory holding an older
+    # ``colmz/``), in a child process so that both import as ``colmz``.
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    print(f"== before: colmz from {tree}", flush=True)
+    subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, check=True)
+    print("== after: this colmz", flush=True)
+
+
 if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--before":
+        _before(sys.argv[2])
     c = ColmzFrontEnd()
     c.setup()
     d = DuckDBSerialize()

@@ -8,7 +8,9 @@
   DuckDB namesake means something else are rewritten to PostgreSQL's meaning
   (:data:`FUNCTION_REWRITES`: ``btrim``, two-argument ``lpad``/``rpad``, ``to_hex``'s case,
   ``extract(second ...)``'s fraction, ``substr`` before the string, ``generate_series`` in an
-  expression, ``round``'s tie rule by the argument's type); calls and operators DuckDB lacks or
+  expression, ``round``'s tie rule by the argument's type, ``round(x, n)``'s scale ``n``;
+  ``sum``'s argument goes through :data:`SUM_ARGUMENT`, so a sum of ``bigint`` is numeric as
+  in PostgreSQL and divides as numeric); calls and operators DuckDB lacks or
   runs differently are refused by name (:data:`UNSUPPORTED_FUNCTIONS`,
   :data:`UNSUPPORTED_OPERATORS`, jsonb ``@>``) with ``UnsupportedSQL``, never left to DuckDB's
   own error or a different answer.
@@ -17,10 +19,23 @@
   ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...; row comparisons
   and row ``IN`` lists are expanded element by element (NULL fields give NULL as in
   PostgreSQL); casts to text print doubles and reals as PostgreSQL 15 does and casts of text to
-  boolean read its words (two pre-passes over the text, each rewriting every cast or
-  comparison found in one reading); unconstrained ``numeric`` and ``float`` become ``DOUBLE``.
-  Where the type decides and the tokens do not say it, the rewrite asks DuckDB's ``typeof`` of
-  the value (constant per query), so both branches are plain DuckDB.
+  boolean read its words (passes over the text, each rewriting every cast or comparison found
+  in one reading); ``float`` becomes ``DOUBLE``.
+* Numbers (PostgreSQL's ``numeric``): constant arithmetic holding a decimal literal or a
+  ``::numeric`` is computed by :func:`colmz.sql.numeric.fold_constants` with PostgreSQL's
+  scales (``7 / 2.0`` is ``3.5000000000000000``) into one ``DECIMAL`` literal; an
+  unconstrained ``::numeric`` of anything else is ``x + CAST(0 AS DECIMAL(1,0))`` (integers
+  become ``DECIMAL(p,0)``, decimals keep their scale; DuckDB's ``+``, ``-``, ``*`` of decimals
+  have PostgreSQL's scales). What DuckDB computes as a ``DOUBLE`` where PostgreSQL has a
+  numeric (a division by a column, ``avg`` of integers, a double cast to numeric) keeps its
+  value, and its text is refused (PostgreSQL would print the numeric's digits and scale).
+* Text of values: ``||``, ``concat()`` and ``concat_ws()`` print a non-text operand as its
+  cast to text does, which prints doubles and reals as PostgreSQL does (``'a' || 2.0::float8``
+  is ``a2``). Where the type decides and the tokens do not say it, the rewrite calls a macro
+  of :data:`MACROS` or function of :data:`FUNCTIONS` (defined on every colmz connection by
+  :func:`colmz.sql.connect`) that asks DuckDB's ``typeof`` of the value when the query is
+  bound; a refusal decided there is an ``error()`` that
+  :func:`colmz.sql.run.run_query` raises as ``UnsupportedSQL``.
 * :func:`bind_relations` binds the relations a query reads to the names colmz registers
   them under (:func:`colmz.sql.relation_name`), since DuckDB folds every identifier's case.
 * :func:`arrow_type` is the Arrow type colmz stores for a SQL column type.
