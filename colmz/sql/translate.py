@@ -869,6 +869,8 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "WHEN typeof(x) LIKE '%[]' OR typeof(x) LIKE 'STRUCT%' OR typeof(x) LIKE 'MAP%' "
         "THEN error('the text of an array, struct or map is not supported by colmz "
         "(PostgreSQL prints arrays as {1,2})') "
+        "WHEN typeof(x) = 'BLOB' THEN error('the text of a bytea is not supported by colmz "
+        "(PostgreSQL prints it as \\x and hex digits, DuckDB escapes bytes)') "
         "ELSE CAST(x AS \"varchar\") END")
 
 

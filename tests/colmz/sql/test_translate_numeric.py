@@ -162,6 +162,8 @@ def test_concatenation_prints_operands_as_postgresql():
     assert translate("SELECT 'a' || x || upper(y) || 'b'") == "SELECT 'a' || __colmz_text(x) || upper(y) || 'b'"
     with pytest.raises(UnsupportedSQL, match="array"):
         run("SELECT 'a' || x FROM (SELECT [1, 2] AS x)")
+    with pytest.raises(UnsupportedSQL, match="bytea"):  # PostgreSQL prints \x and hex digits
+        run("SELECT x::text FROM (SELECT 'ab'::BLOB AS x)")
 
 
 def test_text_of_a_numeric_computed_as_double_is_refused():
