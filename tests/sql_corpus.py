@@ -316,6 +316,7 @@ QUERIES = [
     ("float_text_large_small", "SELECT 1e20::float8::text AS a, 123456789012345678::float8::text AS b, 1e-20::float8::text AS c, 5e-324::float8::text AS d, 1.7976931348623157e308::float8::text AS e, 100::float8::text AS f, 1e16::float8::text AS g, 0.000123::float8::text AS h"),
     ("float_text_negative", "SELECT (-2.0)::float8::text AS a, (-1e20)::float8::text AS b, (-0.0)::float8::text AS c, (-(0.0::float8))::text AS d, (-1.5e-10)::float8::text AS e"),
     ("float_text_column_math", "SELECT id, (score * 1e20::float8)::text AS a, (score / 1e10::float8)::text AS b, (score::float8 / 4)::text AS d, (-score)::text AS c FROM people ORDER BY id"),
+    ("real_text_shortest", "SELECT 308148.125::real::text AS a, 3.75e9::real::text AS b, 65065.9375::real::text AS c, 'x' || 4.24e10::real AS d"),
     ("real_text", "SELECT 1.5::real::text AS a, 1e7::real::text AS b, (-0.25)::real::text AS c, 3.4e38::real::text AS d"),
     ("concat_float_forms", "SELECT 'x' || 1e20::float8 AS a, 'x' || (-0.0)::float8 AS b, 'x' || 'NaN'::float8 AS c, 1.5::float8 || 'y' AS d, 'x' || 2.5::real AS e"),
     ("concat_float_column", "SELECT name || ':' || score AS a, score || '' AS b FROM people ORDER BY id"),

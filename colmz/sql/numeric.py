@@ -25,13 +25,14 @@ written (DuckDB then raises or computes as PostgreSQL does).
 from __future__ import annotations
 
 import re
+import struct
 from decimal import Context, Decimal
 from fractions import Fraction
 
 from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.tokens import tokenize
 
-__all__ = ["PgNumeric", "constant_value", "divide", "float8_text", "fold_constants", "literal_text",
+__all__ = ["PgNumeric", "constant_value", "divide", "float4_text", "float8_text", "fold_constants", "literal_text",
            "parse_literal"]
 
 #: DuckDB's widest DECIMAL.
@@ -390,6 +391,61 @@ def float8_text(v: float) -> str:
     e = len(Decimal(digits).as_tuple().digits) + exp - 1  # decimal exponent of the first digit
     sign = "-" if v < 0 else ""
     if -4 <= e < 15:
+        if e >= len(ds) - 1:
+            return sign + ds + "0" * (e - len(ds) + 1)
+        if e >= 0:
+            return sign + ds[: e + 1] + "." + ds[e + 1 :]
+        return sign + "0." + "0" * (-e - 1) + ds
+    mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
+    return f"{sign}{mant}e{'-' if e < 0 else '+'}{abs(e):02d}"
+
+
+def _float32(x: float) -> float:
+    # The nearest float32 of a double (struct rounds to nearest even).
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _next_float32(x: float, up: bool) -> float:
+    # The float32 next to the (positive, finite) float32 x.
+    bits = struct.unpack("I", struct.pack("f", x))[0]
+    return struct.unpack("f", struct.pack("I", bits + (1 if up else -1)))[0]
+
+
+def float4_text(v: float) -> str:
+    """PostgreSQL 15's text of a real (float4out): the shortest digits strictly within
+    half a float32 ulp of ``v`` (src/common/f2s.c; the closest of that length), fixed
+    notation for decimal exponents -4 to 5, else ``d.ddde+NN``.
+
+    >>> [float4_text(x) for x in (2.0, 1e6, 0.1, 308148.125, 3.75e9, float("inf"))]
+    ['2', '1e+06', '0.1', '308148.12', '3.7500001e+09', 'Infinity']
+    """
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0:
+        return "-0" if str(v).startswith("-") else "0"
+    a = _float32(abs(v))
+    exact = Decimal(a)
+    above = _next_float32(a, True)
+    below = _next_float32(a, False) if a > 1.4e-45 else 0.0
+    lo = (exact - Decimal(below)) / 2
+    hi = (Decimal(above) - exact) / 2 if above != float("inf") else lo  # the largest real
+    digits = None
+    for p in range(1, 10):
+        near = Decimal(f"{a:.{p - 1}e}")  # the p digits closest to a
+        step = Decimal(1).scaleb(near.adjusted() - p + 1)
+        for cand in (near, near - step, near + step):
+            if cand > 0 and -lo < cand - exact < hi and (
+                    digits is None or abs(cand - exact) < abs(digits - exact)):
+                digits = cand
+        if digits is not None:
+            break
+    _, ds, exp = digits.as_tuple()
+    ds = "".join(map(str, ds)).rstrip("0") or "0"
+    e = len(digits.as_tuple().digits) + exp - 1
+    sign = "-" if v < 0 else ""
+    if -4 <= e < 6:
         if e >= len(ds) - 1:
             return sign + ds + "0" * (e - len(ds) + 1)
         if e >= 0:

@@ -51,6 +51,7 @@ from colmz.sql.build import RESERVED_PREFIX, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import (
     constant_value,
+    float4_text,
     float8_text,
     fold_constants,
     literal_text,
@@ -875,8 +876,13 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
 
 
 def _float8_text_arrow(values: pa.Array) -> pa.Array:
-    # FLOAT8_TEXT over one vector of doubles (DuckDB passes no NULLs to it).
+    # FLOAT8_TEXT_PY over one vector of doubles (DuckDB passes no NULLs to it).
     return pa.array([None if v is None else float8_text(v) for v in values.to_pylist()], pa.string())
+
+
+def _float4_text_arrow(values: pa.Array) -> pa.Array:
+    # FLOAT4_TEXT over one vector of reals.
+    return pa.array([None if v is None else float4_text(v) for v in values.to_pylist()], pa.string())
 
 
 #: Python functions every colmz connection registers (:func:`colmz.sql.connect`):
@@ -887,15 +893,18 @@ def _float8_text_arrow(values: pa.Array) -> pa.Array:
 #: whole doubles from 2^53 to about 1.5e23 (a short decimal equal to a halfway point has
 #: an odd part below 2^54), so ``FLOAT8_TEXT`` calls it there and prints every other
 #: double in SQL (_float_digits; a Python call per value is a hundred times slower).
-FUNCTIONS = ((FLOAT8_TEXT_PY, _float8_text_arrow, ("DOUBLE",), "VARCHAR"),)
+#: ``FLOAT4_TEXT`` is :func:`colmz.sql.numeric.float4_text` for every real: DuckDB's text of
+#: a FLOAT is not always the shortest (308148.125 where PostgreSQL prints 308148.12).
+FUNCTIONS = ((FLOAT8_TEXT_PY, _float8_text_arrow, ("DOUBLE",), "VARCHAR"),
+             (FLOAT4_TEXT, _float4_text_arrow, ("FLOAT",), "VARCHAR"))
 
 #: The macros of PostgreSQL's text of a value (defined on every colmz connection with
-#: :data:`MACROS`): of a real (``FLOAT4_TEXT``, see _float_digits), of a value of any type
+#: :data:`MACROS`): of a value of any type
 #: (``ANY_TEXT``), of one that may be a numeric computed as a double (``NUMERIC_TEXT``: a
 #: DOUBLE is refused) and of an average whose argument's type is the second argument
-#: (``MEAN_TEXT``); of a double (``FLOAT8_TEXT``, with :data:`FUNCTIONS`).
+#: (``MEAN_TEXT``); of a double (``FLOAT8_TEXT``, with :data:`FUNCTIONS`; a real's is
+#: the function ``FLOAT4_TEXT``).
 TEXT_MACROS = (
-    f"CREATE OR REPLACE TEMP MACRO {FLOAT4_TEXT}(d) AS {_float_digits('d', 6)}",
     f"CREATE OR REPLACE TEMP MACRO {FLOAT8_TEXT}(d) AS CASE WHEN abs(d) >= 9007199254740992 "
     f"AND abs(d) < 1e38 THEN {FLOAT8_TEXT_PY}(d) ELSE {_float_digits('d', 15)} END",
     _text_macro(ANY_TEXT, f"{FLOAT8_TEXT}(TRY_CAST(x AS DOUBLE))"),

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("duckdb", reason="colmz's SQL needs duckdb (pip install 'colmz[sql]')")
 
 from colmz.sql import SQLError, UnsupportedSQL, connect, run_query, translate  # noqa: E402
-from colmz.sql.numeric import divide, float8_text, fold_constants, parse_literal  # noqa: E402
+from colmz.sql.numeric import divide, float4_text, float8_text, fold_constants, parse_literal  # noqa: E402
 
 _CON = []
 
@@ -122,6 +122,29 @@ def test_float8_text_agrees_with_postgresql(pg_url):
     # DuckDB's path: SQL for most doubles, float8_text for whole ones from 2^53 to 1e38
     con = connect()
     got = con.sql(translate(f"SELECT x::text AS t FROM (SELECT unnest({array}) AS x)")).fetchall()
+    assert [r[0] for r in got] == want
+
+
+def test_float4_text_agrees_with_postgresql(pg_url):
+    psycopg = pytest.importorskip("psycopg")
+    rng = random.Random(13)
+    values = [2.0, 1e6, 0.1, 308148.125, 3.75e9, 1.4e-45, 3.4028234663852886e38, 16777217.0, -0.0]
+    for _ in range(1500):
+        k = rng.random()
+        if k < 0.4:
+            v = float(f"{rng.randint(1, 999)}e{rng.randint(4, 30)}")
+        elif k < 0.7:
+            v = struct.unpack("f", struct.pack("I", rng.getrandbits(31)))[0]
+        else:
+            v = rng.uniform(-1e4, 1e4) * 10.0 ** rng.randint(-20, 20)
+        if math.isfinite(v) and abs(v) < 3.4e38:
+            values.append(struct.unpack("f", struct.pack("f", v))[0])  # the real it is
+    array = "ARRAY[" + ",".join(f"'{v!r}'::real" for v in values) + "]"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        want = [r[0] for r in conn.execute(
+            f"SELECT x::text FROM unnest({array}) WITH ORDINALITY u(x, i) ORDER BY i").fetchall()]
+    assert [float4_text(v) for v in values] == want
+    got = connect().sql(translate(f"SELECT x::text AS t FROM (SELECT unnest({array}) AS x)")).fetchall()
     assert [r[0] for r in got] == want
 
 
