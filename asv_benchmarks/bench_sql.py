@@ -20,24 +20,31 @@ hundred bytes each).
   queries (DuckDB's parser to a JSON tree; it reads only ``SELECT`` in DuckDB's dialect).
 
 ``python asv_benchmarks/bench_sql.py`` times all of them in one process, side by side, and
-prints microseconds per query (best of 20). One run (``flock /tmp/colmz_bench.lock
-.venv/bin/python asv_benchmarks/bench_sql.py``, DuckDB 2.0.1, sqlglot 30.30.0, 2 shared
-cores), 12 statements giving 14 queries:
+prints microseconds per query (best of 20); with ``--before DIR`` it first runs the same
+workload, in a child process, on the colmz package in DIR (an older tree, e.g.
+``git archive 71916de colmz | tar -x -C DIR``), so a change is measured before and after in
+one run. One run (``flock /tmp/colmz_bench.lock .venv/bin/python asv_benchmarks/bench_sql.py
+--before DIR`` with 71916de's colmz in DIR, after translation learned PostgreSQL's numeric
+scales and float8 text; DuckDB 2.0.1, sqlglot 30.30.0, 2 shared cores), 12 statements
+giving 14 queries:
 
-==============================================  ===========
-path                                            us / query
-==============================================  ===========
-colmz parse + translate + bind, first sight           176.9
-colmz parse + translate + bind, cached                 28.7
-DuckDB extract_statements (check_one_query)            66.6
-DuckDB json_serialize_sql                             484.9
-sqlglot parse + transpile (postgres -> duckdb)        553.0
-==============================================  ===========
+==============================================  ==========  ==========
+path                                            71916de     this tree
+                                                us / query  us / query
+==============================================  ==========  ==========
+colmz parse + translate + bind, first sight          185.4       171.2
+colmz parse + translate + bind, cached                18.3        17.8
+DuckDB extract_statements (check_one_query)           61.1        60.7
+DuckDB json_serialize_sql                            477.6       478.1
+sqlglot parse + transpile (postgres -> duckdb)       472.6       519.6
+==============================================  ==========  ==========
 
-colmz's path costs a third of sqlglot's on a first sight and a twentieth on a repeat, and
-sqlglot re-prints what it does not have to change (``v::JSONB ->> 'a'`` comes out as
-``CAST(v AS JSON) ->> '$.a'``); DuckDB's confirmation adds about 67 us the first time a
-text is run and nothing after.
+The machine is shared: single runs spread by up to a third (other runs of the same
+command gave 187-199 us before and 165-175 after on a first sight, and once 250-295 after
+while DuckDB's own paths slowed alike). colmz's path costs a third of sqlglot's on a first
+sight and a twentieth on a repeat, and sqlglot re-prints what it does not have to change
+(``v::JSONB ->> 'a'`` comes out as ``CAST(v AS JSON) ->> '$.a'``); DuckDB's confirmation
+adds about 61 us the first time a text is run and nothing after.
 """
 
 from __future__ import annotations
@@ -169,7 +176,24 @@ def _per_statement_us(fn, count: int, repeat: int = 20) -> float:
     return best / count * 1e6
 
 
+def _before(tree: str) -> None:
+    # The same workload against the colmz package in ``tree`` (a directory holding an older
+    # ``colmz/``), in a child process so that both import as ``colmz``.
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    print(f"== before: colmz from {tree}", flush=True)
+    subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, check=True)
+    print("== after: this colmz", flush=True)
+
+
 if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--before":
+        _before(sys.argv[2])
     c = ColmzFrontEnd()
     c.setup()
     d = DuckDBSerialize()

@@ -403,7 +403,7 @@ class Catalog:
             # DuckDB's message names the registered tables: say the user's names.
             msg = _RELATION.sub(lambda m: display_name(bound[int(m.group(1))])
                                 if int(m.group(1)) < len(bound) else m.group(0), str(e))
-            raise SQLError(msg) from None
+            raise type(e)(msg) from None  # an UnsupportedSQL stays one
         finally:
             for n in registered:
                 self._con.unregister(n)

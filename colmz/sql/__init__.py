@@ -16,13 +16,16 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    DATABASE``. Names of objects have 1 to 3 parts, resolved as Materialize resolves them
    (:mod:`colmz.sql.names`: default database ``materialize``, schema ``public``). Unpaired
    parentheses are refused before the script is split at ``;``.
-3. :mod:`colmz.sql.translate` rewrites what means something else in DuckDB: ``mz_now()``
+3. :mod:`colmz.sql.translate` rewrites what means something else in DuckDB (with
+   :mod:`colmz.sql.numeric`, PostgreSQL's ``numeric`` scales and float8 text): ``mz_now()``
    becomes a placeholder token put in for the evaluation time (a ``UBIGINT``, or a
    ``timestamptz`` reading the time as milliseconds since the Unix epoch where the query
    compares it with dates, as Materialize's ``mz_timestamp`` casts), ``JSONB`` and
    ``mz_timestamp`` become ``JSON`` and ``UBIGINT``, and the relations a query reads are
    bound to the names colmz registers them under (:func:`bind_relations`: DuckDB folds
-   identifiers' case, PostgreSQL does not).
+   identifiers' case, PostgreSQL does not). Constant numeric arithmetic is computed with
+   PostgreSQL's scales, ``||`` and casts to text print values as PostgreSQL does, and what
+   DuckDB cannot compute as PostgreSQL does is refused.
 4. :mod:`colmz.sql.build` writes every text colmz adds around user text: one quoting
    function for names (:func:`identifier`) and one for values (:func:`literal`), the
    query of a ``DELETE``/``UPDATE`` predicate (:func:`select_where`, :func:`update_select`),
@@ -33,8 +36,9 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    :mod:`colmz.sql.lift` writes a continual task's batched queries (its statements lifted
    over many times, one union per time) and reads the ``DELETE`` predicate shapes a batch
    recognises; the continual-task code (``colmz.continual``) and the catalog build no SQL.
-5. :mod:`colmz.sql.run` runs it: :func:`connect` (PostgreSQL arithmetic, replacement scans
-   off, configuration locked, ``external_access=False`` for no file or network access) and
+5. :mod:`colmz.sql.run` runs it: :func:`connect` (PostgreSQL arithmetic, the macros and
+   functions translated queries call, replacement scans off, configuration locked,
+   ``external_access=False`` for no file or network access) and
    :func:`run_query`, which first has DuckDB confirm the text is exactly one ``SELECT``.
 
 The rest DuckDB reads as PostgreSQL does (``::`` casts, ``INT8``/``TEXT``/``STRING``, ``->>``,
@@ -58,14 +62,19 @@ but not parse. sqlglot parses PostgreSQL into a tree and prints DuckDB, but has 
 continual tasks either (its ``Command`` fallback keeps them as text), and a transpile
 re-prints every query rather than rewriting a token. The cost of each path per statement
 is measured by ``asv_benchmarks/bench_sql.py`` (sqlglot is not a colmz dependency; the
-benchmark skips it when absent). One run over 12 statements (14 queries): colmz's parse +
-translate + bind 177 us per query on first sight and 29 us cached (with the rewrites to
-PostgreSQL's meaning of LIKE, VALUES, row comparisons, casts and round, and ``translate``
-remembered per text: 185-201 us and 21 us); sqlglot 30.30's parse +
-transpile 553 us; DuckDB's ``json_serialize_sql`` 485 us; DuckDB's ``extract_statements``
-(the one-query confirmation, once per text) 67 us. So colmz keeps its tokenizer: it is
-cheaper, keeps the user's text, and knows Materialize's statements; sqlglot would be worth
-adopting when colmz needs a full expression tree (type inference, rewriting beyond names).
+benchmark skips it when absent). One run of it (``flock /tmp/colmz_bench.lock
+.venv/bin/python asv_benchmarks/bench_sql.py --before DIR``, DIR holding 71916de's
+``colmz/``: the same 12 statements, 14 queries, before and after PostgreSQL's numeric and
+float8 text were added, DuckDB 2.0.1, sqlglot 30.30.0, 2 shared cores): colmz's parse +
+translate + bind 171 us per query on first sight (71916de: 185) and 17.8 us cached (18.3);
+sqlglot's parse + transpile 473-520 us; DuckDB's ``json_serialize_sql`` 478 us; DuckDB's
+``extract_statements`` (the one-query confirmation, once per text) 61 us. So colmz keeps
+its tokenizer: it is cheaper, keeps the user's text, and knows Materialize's statements.
+Where PostgreSQL's meaning depends on a value's type (numeric or double, the text of a
+double) the tokens alone cannot say it; rather than infer types over a tree, the
+translation leaves that choice to DuckDB's binder, which knows every type (the macros of
+:mod:`colmz.sql.translate`). sqlglot would be worth adopting when colmz needs a full
+expression tree for rewriting beyond that.
 """
 
 from __future__ import annotations

@@ -16,9 +16,19 @@ import re
 import pyarrow as pa
 
 from colmz.sql.build import NOW_FORMS, now_value
-from colmz.sql.errors import SQLError
+from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import CACHED_CHARS, tokenize
-from colmz.sql.translate import bind_relations, now_pieces, substitute_now, translate, uses_now
+from colmz.sql.translate import (
+    FUNCTIONS,
+    MACROS,
+    SUM_ARGUMENT,
+    SUM_ARGUMENT_UNTYPED,
+    bind_relations,
+    now_pieces,
+    substitute_now,
+    translate,
+    uses_now,
+)
 
 __all__ = ["check_one_query", "clear_caches", "connect", "require_duckdb", "run_query"]
 
@@ -71,6 +81,15 @@ def connect(external_access: bool = True):
     except Exception as e:  # pragma: no cover - older DuckDB without the setting
         if not type(e).__module__.startswith(("duckdb", "_duckdb")):
             raise
+    for name, fn, args, result in FUNCTIONS:  # the functions and macros translated queries call
+        con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
+    for macro in MACROS:
+        try:
+            con.execute(macro)
+        except Exception as e:  # DuckDB before 1.4 has no typed macro parameters
+            if not (type(e).__name__ == "ParserException" and SUM_ARGUMENT in macro):
+                raise
+            con.execute(SUM_ARGUMENT_UNTYPED)
     if not external_access:
         con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
@@ -78,6 +97,9 @@ def connect(external_access: bool = True):
 
 
 _NO_TABLE = re.compile(r"Table with name (.+?) does not exist")
+_REFUSAL = re.compile(r"Invalid Input Error: (.* is not supported by colmz.*)", re.DOTALL)
+#: DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``).
+_TEXT_TO_NUMERIC = re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'")
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
 
 
@@ -114,6 +136,15 @@ def run_query(con, translated: str, t: int, form: str | None = None):
                 raise
             if i + 1 < len(forms) and _NOW_TYPE_ERROR.search(str(e)):
                 continue
+            refusal = _REFUSAL.search(str(e))
+            if refusal:
+                # A construct translation refuses once DuckDB knows the value's type (an
+                # error() branch taken at run time): the refusal, not a DuckDB error.
+                raise UnsupportedSQL(refusal.group(1)) from None
+            if _TEXT_TO_NUMERIC.search(str(e)):
+                raise UnsupportedSQL(
+                    "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the "
+                    "scale each value is written with): cast to numeric(p, s) or float8") from None
             m = _NO_TABLE.search(str(e))
             if m:
                 # DuckDB's hint names its own catalog tables: only the name matters here.

@@ -8,7 +8,9 @@
   DuckDB namesake means something else are rewritten to PostgreSQL's meaning
   (:data:`FUNCTION_REWRITES`: ``btrim``, two-argument ``lpad``/``rpad``, ``to_hex``'s case,
   ``extract(second ...)``'s fraction, ``substr`` before the string, ``generate_series`` in an
-  expression, ``round``'s tie rule by the argument's type); calls and operators DuckDB lacks or
+  expression, ``round``'s tie rule by the argument's type, ``round(x, n)``'s scale ``n``;
+  ``sum``'s argument goes through :data:`SUM_ARGUMENT`, so a sum of ``bigint`` is numeric as
+  in PostgreSQL and divides as numeric); calls and operators DuckDB lacks or
   runs differently are refused by name (:data:`UNSUPPORTED_FUNCTIONS`,
   :data:`UNSUPPORTED_OPERATORS`, jsonb ``@>``) with ``UnsupportedSQL``, never left to DuckDB's
   own error or a different answer.
@@ -17,10 +19,23 @@
   ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...; row comparisons
   and row ``IN`` lists are expanded element by element (NULL fields give NULL as in
   PostgreSQL); casts to text print doubles and reals as PostgreSQL 15 does and casts of text to
-  boolean read its words (two pre-passes over the text, each rewriting every cast or
-  comparison found in one reading); unconstrained ``numeric`` and ``float`` become ``DOUBLE``.
-  Where the type decides and the tokens do not say it, the rewrite asks DuckDB's ``typeof`` of
-  the value (constant per query), so both branches are plain DuckDB.
+  boolean read its words (passes over the text, each rewriting every cast or comparison found
+  in one reading); ``float`` becomes ``DOUBLE``.
+* Numbers (PostgreSQL's ``numeric``): constant arithmetic holding a decimal literal or a
+  ``::numeric`` is computed by :func:`colmz.sql.numeric.fold_constants` with PostgreSQL's
+  scales (``7 / 2.0`` is ``3.5000000000000000``) into one ``DECIMAL`` literal; an
+  unconstrained ``::numeric`` of anything else is ``x + CAST(0 AS DECIMAL(1,0))`` (integers
+  become ``DECIMAL(p,0)``, decimals keep their scale; DuckDB's ``+``, ``-``, ``*`` of decimals
+  have PostgreSQL's scales). What DuckDB computes as a ``DOUBLE`` where PostgreSQL has a
+  numeric (a division by a column, ``avg`` of integers, a double cast to numeric) keeps its
+  value, and its text is refused (PostgreSQL would print the numeric's digits and scale).
+* Text of values: ``||``, ``concat()`` and ``concat_ws()`` print a non-text operand as its
+  cast to text does, which prints doubles and reals as PostgreSQL does (``'a' || 2.0::float8``
+  is ``a2``). Where the type decides and the tokens do not say it, the rewrite calls a macro
+  of :data:`MACROS` or function of :data:`FUNCTIONS` (defined on every colmz connection by
+  :func:`colmz.sql.connect`) that asks DuckDB's ``typeof`` of the value when the query is
+  bound; a refusal decided there is an ``error()`` that
+  :func:`colmz.sql.run.run_query` raises as ``UnsupportedSQL``.
 * :func:`bind_relations` binds the relations a query reads to the names colmz registers
   them under (:func:`colmz.sql.relation_name`), since DuckDB folds every identifier's case.
 * :func:`arrow_type` is the Arrow type colmz stores for a SQL column type.
@@ -35,10 +50,22 @@ import pyarrow as pa
 from colmz.sql.build import RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import as_qualified, resolve_item
+from colmz.sql.numeric import (
+    constant_value,
+    float4_text,
+    float8_text,
+    fold_constants,
+    literal_text,
+    parse_literal,
+)
 from colmz.sql.tokens import closing, short_text_cache, tokenize
 
 __all__ = [
+    "FUNCTIONS",
+    "MACROS",
     "MZ_NOW",
+    "SUM_ARGUMENT",
+    "SUM_ARGUMENT_UNTYPED",
     "arrow_type",
     "bind_relations",
     "bind_relations_as",
@@ -100,17 +127,20 @@ def translate(sql: str) -> str:
     >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
     "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
     """
-    # Casts to text/boolean and row comparisons are rewritten after the token pass, on its
-    # (short) output: the long text they generate is then never tokenized again.
-    return _rewrite_row_comparisons(_rewrite_text_casts(_translate_tokens(sql)))
+    # Constants are folded first (PostgreSQL's numeric scales, on the user's own text);
+    # casts to numeric, concatenations, casts to text/boolean and row comparisons are
+    # rewritten after the token pass, on its (short) output, in that order.
+    sql = _translate_tokens(fold_constants(sql))
+    return _rewrite_row_comparisons(_rewrite_text_casts(_rewrite_concat(_rewrite_numeric_casts(sql))))
 
 
 def _translate_tokens(sql: str) -> str:
     # translate's token pass: words, calls, operators, LIKE's escape, VALUES' names.
     toks = tokenize(sql)
     pieces, last = [], 0
-    # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names):
-    # token index -> text, emitted once the loop has passed that token.
+    # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names,
+    # the end of sum's argument): token index -> text, emitted once the loop has passed that
+    # token; a construct registered later is nested in the earlier ones, so it goes first.
     inserts: dict[int, str] = {}
     i = 0
     while i < len(toks):
@@ -133,7 +163,7 @@ def _translate_tokens(sql: str) -> str:
                 pieces.append(sql[last : t.start])
                 pieces.append("SELECT * FROM (")
                 last = t.start
-                inserts[close] = ') AS "*VALUES*"(' + _column_names(1, n) + ")"
+                inserts[close] = ') AS "*VALUES*"(' + _column_names(1, n) + ")" + inserts.get(close, "")
         if up in _UNSUPPORTED_WORDS and (up != "MUTUALLY" or (i > 0 and toks[i - 1].upper == "WITH")):
                 raise UnsupportedSQL(f"{_UNSUPPORTED_WORDS[up]} is not supported by colmz")
         if up == "AS" and i + 1 < len(toks) and toks[i + 1].upper == "OF":
@@ -154,15 +184,6 @@ def _translate_tokens(sql: str) -> str:
             pieces.append(sql[last : t.start])
             pieces.append(_TYPE_REWRITES[up])
             last = t.end
-        if (up in ("NUMERIC", "DECIMAL") and i > 0
-                and (toks[i - 1].text == "::" or (toks[i - 1].upper == "AS" and _in_cast(toks, i)))
-                and not (i + 1 < len(toks) and toks[i + 1].text == "(")):
-            # PostgreSQL's unconstrained numeric keeps every digit; DuckDB's bare DECIMAL is
-            # DECIMAL(18,3). colmz reads it as DOUBLE (15-17 significant digits, the type colmz
-            # stores), so round(x::numeric, 6) keeps its six places.
-            pieces.append(sql[last : t.start])
-            pieces.append("DOUBLE")
-            last = t.end
         if t.kind == "op" and t.text in ("@>", "<@") and not _array_operands(toks, i):
             raise UnsupportedSQL(
                 f"the jsonb containment operator {t.text} is not supported by colmz (only "
@@ -173,7 +194,9 @@ def _translate_tokens(sql: str) -> str:
             if up in UNSUPPORTED_FUNCTIONS:
                 raise UnsupportedSQL(
                     f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
-            if up in FUNCTION_REWRITES:
+            if up == "SUM":
+                last = _sum_argument(toks, i, pieces, sql, last, inserts)
+            elif up in FUNCTION_REWRITES:
                 end = _closing(toks, i + 1)
                 rewritten = _rewrite_call(up, sql, toks, i, end)
                 if rewritten is not None:
@@ -241,6 +264,8 @@ def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | No
         return _substr(name, args)
     if name == "ROUND" and len(args) == 1:
         return _round(_arguments(sql, toks, at + 1, close_at)[0], args[0])
+    if name == "ROUND" and len(args) == 2:
+        return _round_places(args[0], args[1])
     if name == "GENERATE_SERIES" and not _is_table_function(toks, at):
         inside = _conditional_around(toks, at)
         if inside:
@@ -663,7 +688,7 @@ def _like_escape(toks, at: int, inserts: dict[int, str]) -> None:
         return
     if end == at + 1 and nxt.kind == "string" and "\\" not in nxt.text:
         return  # a literal pattern without a backslash means the same under either escape
-    inserts[end] = " ESCAPE '\\'"
+    inserts[end] = " ESCAPE '\\'" + inserts.get(end, "")  # inside what ends there too
 
 
 def _pattern_end(toks, j: int) -> int | None:
@@ -753,26 +778,144 @@ def _float_digits(d: str, exponent_from: int) -> str:
     mantissa = (f"regexp_replace(rtrim(replace({text}, '.', ''), '0'), "
                 f"'^([0-9])([0-9]+)$', '\\1.\\2')")
     exponent = f"lpad(CAST(length(split_part({text}, '.', 1)) - 1 AS \"varchar\"), 2, '0')"
-    return (
+    text = (
         f"CASE WHEN isnan({d}) THEN 'NaN' "
         f"WHEN isinf({d}) THEN CASE WHEN {d} > 0 THEN 'Infinity' ELSE '-Infinity' END "
         f"WHEN abs({d}) >= 1e{exponent_from} AND abs({d}) < 1e16 THEN "
         f"CASE WHEN {d} < 0 THEN '-' ELSE '' END || {mantissa} || 'e+' || {exponent} "
         f"ELSE regexp_replace(CAST({d} AS \"varchar\"), '\\.0$', '') END"
     )
+    return text
 
 
-def _double_text(x: str, known: str | None = None) -> str:
+#: Calls whose DuckDB result is a double where PostgreSQL's is numeric for integer or
+#: numeric arguments (avg, the deviations and variances, numeric math, extract).
+_NUMERIC_CALLS = {"AVG", "STDDEV", "STDDEV_SAMP", "STDDEV_POP", "VARIANCE", "VAR_SAMP", "VAR_POP",
+                  "SQRT", "CBRT", "LN", "LOG", "LOG10", "EXP", "POWER", "POW", "EXTRACT"}
+_AGGREGATE_MEANS = {"AVG", "STDDEV", "STDDEV_SAMP", "STDDEV_POP", "VARIANCE", "VAR_SAMP", "VAR_POP"}
+_FLOAT_WORDS = {"FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE"}
+_NUMERIC_TEXT_REFUSAL = (
+    "error('the text of a numeric value colmz computes as a double (a division, avg, a "
+    "numeric function or a cast of a double to numeric) is not supported by colmz: "
+    "PostgreSQL prints its numeric digits and scale; cast it to float8 or round(x, n) first')")
+
+
+def _numeric_source(toks) -> bool:
+    # Whether a value of the expression may be one PostgreSQL types numeric while DuckDB
+    # computes it as a DOUBLE: a decimal literal not cast to a float type, a cast of a
+    # non-literal to numeric, a division, or a call of _NUMERIC_CALLS.
+    n = len(toks)
+    for j, t in enumerate(toks):
+        if t.kind == "number" and ("." in t.text or "e" in t.text.lower()):
+            if not (j + 2 < n and toks[j + 1].text == "::" and toks[j + 2].upper in _FLOAT_WORDS):
+                return True
+        elif t.kind == "op" and t.text == "/":
+            # x::float8 / y and x / 2::float8 divide doubles in PostgreSQL too
+            after = toks[j + 1 : j + 4]
+            if not ((j > 0 and toks[j - 1].upper in _FLOAT_WORDS | {"PRECISION"}) or (
+                    len(after) == 3 and after[0].kind in ("number", "word") and after[1].text == "::"
+                    and after[2].upper in _FLOAT_WORDS)):
+                return True
+        elif t.kind == "word" and t.upper in _NUMERIC_CALLS and j + 1 < n and toks[j + 1].text == "(":
+            return True
+        elif t.kind == "number" and t.text == "0" and j >= 3 and toks[j - 2].upper == "CAST" \
+                and j + 2 < n and toks[j + 2].upper == "DECIMAL":
+            return True  # a cast of a non-literal to numeric (NUMERIC_CAST)
+    return False
+
+
+def _mean_argument(operand: str, toks) -> str | None:
+    # The argument of ``avg(x)`` (or a deviation or variance) when that call is the whole
+    # operand: PostgreSQL's result is a double exactly when the argument is.
+    if (len(toks) >= 4 and toks[0].upper in _AGGREGATE_MEANS and toks[1].text == "("
+            and _closing(toks, 1) == len(toks) - 1):
+        arg = operand[toks[1].end : toks[-1].start].strip()
+        at = tokenize(arg)
+        if at and at[0].upper in ("DISTINCT", "ALL"):
+            arg = arg[at[0].end :].strip()
+        if "ORDER" not in arg.upper() and not _numeric_source(tokenize(arg)):
+            return arg
+    return None
+
+
+def _double_text(x: str, known: str | None = None, numeric: bool = False,
+                 mean_of: str | None = None) -> str:
     """PostgreSQL 15's text of ``x`` when it is a double or a real (see _float_digits);
-    other types cast as DuckDB casts them. ``known``: "double" or "real" when the
-    operand's own tokens say so (no test of DuckDB's type of the value then)."""
+    other types cast as DuckDB casts them, arrays, structs and maps refused (PostgreSQL
+    prints arrays as ``{1,2}``). ``known``: "double" or "real" when the operand's own tokens
+    say so (no test of DuckDB's type of the value then). ``numeric``: the operand may be a
+    PostgreSQL numeric computed as a DOUBLE (see _numeric_source), so a DOUBLE is refused
+    -- unless ``mean_of``, the argument of the avg that is the operand, is itself a double.
+    The expressions are the macros of :data:`TEXT_MACROS` (DuckDB expands them when it
+    binds the query, so the translated text stays short)."""
     if known == "double":
-        return f"({_float_digits(f'({x})', 15)})"
+        return f"{FLOAT8_TEXT}({x})"
     if known == "real":
-        return f"({_float_digits(f'({x})', 6)})"
-    return (f"(CASE WHEN typeof({x}) = 'DOUBLE' THEN {_float_digits(f'TRY_CAST({x} AS DOUBLE)', 15)} "
-            f"WHEN typeof({x}) = 'FLOAT' THEN {_float_digits(f'TRY_CAST({x} AS FLOAT)', 6)} "
-            f"ELSE CAST({x} AS \"varchar\") END)")
+        return f"{FLOAT4_TEXT}({x})"
+    if mean_of is not None:
+        return f"{MEAN_TEXT}({x}, typeof(min({mean_of})))"
+    return f"{NUMERIC_TEXT if numeric else ANY_TEXT}({x})"
+
+
+FLOAT8_TEXT = RESERVED_PREFIX + "float8_text"
+FLOAT8_TEXT_PY = RESERVED_PREFIX + "float8_text_py"
+FLOAT4_TEXT = RESERVED_PREFIX + "float4_text"
+ANY_TEXT = RESERVED_PREFIX + "text"
+NUMERIC_TEXT = RESERVED_PREFIX + "numeric_text"
+MEAN_TEXT = RESERVED_PREFIX + "mean_text"
+
+
+def _text_macro(name: str, double: str, extra: str = "") -> str:
+    # A macro printing x as PostgreSQL does, with ``double`` for a DOUBLE x.
+    return (
+        f"CREATE OR REPLACE TEMP MACRO {name}(x{extra}) AS CASE "
+        f"WHEN typeof(x) = 'DOUBLE' THEN {double} "
+        f"WHEN typeof(x) = 'FLOAT' THEN {FLOAT4_TEXT}(TRY_CAST(x AS FLOAT)) "
+        "WHEN typeof(x) LIKE '%[]' OR typeof(x) LIKE 'STRUCT%' OR typeof(x) LIKE 'MAP%' "
+        "THEN error('the text of an array, struct or map is not supported by colmz "
+        "(PostgreSQL prints arrays as {1,2})') "
+        "WHEN typeof(x) = 'BLOB' THEN error('the text of a bytea is not supported by colmz "
+        "(PostgreSQL prints it as \\x and hex digits, DuckDB escapes bytes)') "
+        "ELSE CAST(x AS \"varchar\") END")
+
+
+def _float8_text_arrow(values: pa.Array) -> pa.Array:
+    # FLOAT8_TEXT_PY over one vector of doubles (DuckDB passes no NULLs to it).
+    return pa.array([None if v is None else float8_text(v) for v in values.to_pylist()], pa.string())
+
+
+def _float4_text_arrow(values: pa.Array) -> pa.Array:
+    # FLOAT4_TEXT over one vector of reals.
+    return pa.array([None if v is None else float4_text(v) for v in values.to_pylist()], pa.string())
+
+
+#: Python functions every colmz connection registers (:func:`colmz.sql.connect`):
+#: ``(name, function over an Arrow array, DuckDB argument types, DuckDB result type)``.
+#: ``FLOAT8_TEXT_PY`` is :func:`colmz.sql.numeric.float8_text`, PostgreSQL's text of a
+#: double: its shortest digits differ from DuckDB's (and Python's) where those lie exactly
+#: halfway to the next double, which no short SQL expression finds. That happens only for
+#: whole doubles from 2^53 to about 1.5e23 (a short decimal equal to a halfway point has
+#: an odd part below 2^54), so ``FLOAT8_TEXT`` calls it there and prints every other
+#: double in SQL (_float_digits; a Python call per value is a hundred times slower).
+#: ``FLOAT4_TEXT`` is :func:`colmz.sql.numeric.float4_text` for every real: DuckDB's text of
+#: a FLOAT is not always the shortest (308148.125 where PostgreSQL prints 308148.12).
+FUNCTIONS = ((FLOAT8_TEXT_PY, _float8_text_arrow, ("DOUBLE",), "VARCHAR"),
+             (FLOAT4_TEXT, _float4_text_arrow, ("FLOAT",), "VARCHAR"))
+
+#: The macros of PostgreSQL's text of a value (defined on every colmz connection with
+#: :data:`MACROS`): of a value of any type
+#: (``ANY_TEXT``), of one that may be a numeric computed as a double (``NUMERIC_TEXT``: a
+#: DOUBLE is refused) and of an average whose argument's type is the second argument
+#: (``MEAN_TEXT``); of a double (``FLOAT8_TEXT``, with :data:`FUNCTIONS`; a real's is
+#: the function ``FLOAT4_TEXT``).
+TEXT_MACROS = (
+    f"CREATE OR REPLACE TEMP MACRO {FLOAT8_TEXT}(d) AS CASE WHEN abs(d) >= 9007199254740992 "
+    f"AND abs(d) < 1e38 THEN {FLOAT8_TEXT_PY}(d) ELSE {_float_digits('d', 15)} END",
+    _text_macro(ANY_TEXT, f"{FLOAT8_TEXT}(TRY_CAST(x AS DOUBLE))"),
+    _text_macro(NUMERIC_TEXT, _NUMERIC_TEXT_REFUSAL),
+    _text_macro(MEAN_TEXT, f"CASE WHEN t IN ('DOUBLE', 'FLOAT') THEN {FLOAT8_TEXT}(TRY_CAST(x AS DOUBLE)) "
+                           f"ELSE {_NUMERIC_TEXT_REFUSAL} END", ", t"),
+)
 
 
 def pg_float_text(x: str, kind: str) -> str:
@@ -810,9 +953,13 @@ def _rewrite_text_casts(sql: str) -> str:
     # _double_text), ``x::boolean`` reads text as PostgreSQL does (see _pg_boolean). The
     # casts found in one reading are rewritten together; a cast whose operand holds another
     # one (``x::text::text``) waits for the next reading of the rewritten text.
-    if "::" not in sql and "cast" not in sql.lower():
+    if not _MAY_CAST_TO_TEXT.search(sql):
         return sql
     return _rewrite_until_settled(sql, _text_casts, _cast_rewrite, "casts to text or boolean")
+
+
+#: Where a text may hold a cast to text or boolean (a superset: the tokens decide).
+_MAY_CAST_TO_TEXT = re.compile(r"::\s*(text|varchar|string|bool)|\bcast\s*\(", re.IGNORECASE)
 
 
 _KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
@@ -851,7 +998,7 @@ def _cast_rewrite(operand: str, target: str) -> str | None:
             return _double_text(operand, known="double")
         if toks[-1].upper in ("FLOAT4", "REAL"):
             return _double_text(operand, known="real")
-    return _double_text(operand)
+    return _double_text(operand, numeric=_numeric_source(toks), mean_of=_mean_argument(operand, toks))
 
 
 def _plain_number(toks) -> bool:
@@ -864,8 +1011,18 @@ def _plain_number(toks) -> bool:
 
 def _text_casts(sql: str, toks):
     # Every cast to text or boolean, in order: (start, end, operand, target).
+    return _casts_to(sql, toks, _TEXT_TYPES + _BOOL_TYPES)
+
+
+def _numeric_casts(sql: str, toks):
+    # Every cast to unconstrained numeric, in order: (start, end, operand, target).
+    return _casts_to(sql, toks, _NUMERIC_WORDS)
+
+
+def _casts_to(sql: str, toks, targets):
+    # Every cast ``x::t`` or ``CAST(x AS t)`` to a type in ``targets`` (not ``t(n)`` or
+    # ``t[]``), in order: (start, end, operand, target).
     n = len(toks)
-    targets = _TEXT_TYPES + _BOOL_TYPES
     for k, t in enumerate(toks):
         if t.kind == "op" and t.text == "::" and k + 1 < n and toks[k + 1].upper in targets:
             if k + 2 < n and toks[k + 2].kind == "op" and toks[k + 2].text in ("(", "["):
@@ -1310,3 +1467,303 @@ def arrow_type(type_sql: str) -> pa.DataType:
             "encoding): use BIGINT (e.g. cents) or DOUBLE"
         )
     raise UnsupportedSQL(f"column type {type_sql} is not supported by colmz")
+
+
+# ----------------------------------------------------------------------------- numeric
+
+_NUMERIC_WORDS = ("NUMERIC", "DECIMAL")
+#: The macro a ``sum``'s argument goes through (:data:`MACROS`).
+SUM_ARGUMENT = RESERVED_PREFIX + "sum_arg"
+_SMALL_INTS = ("TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER")
+_WIDE_INTS = ("BIGINT", "UBIGINT", "HUGEINT", "UHUGEINT")
+#: What PostgreSQL's unconstrained ``numeric`` cast of a non-literal ``x`` becomes: ``x``
+#: plus a zero of ``DECIMAL(1,0)`` (DuckDB's sum of decimals has the larger scale and of a
+#: double and a decimal is a double): an integer becomes a ``DECIMAL(p,0)``, a decimal
+#: keeps its scale, a double stays a double (PostgreSQL keeps its 15 significant digits at
+#: a scale that depends on the value, which no ``DECIMAL`` type holds -- its text is
+#: refused, see _numeric_source). Text has no such sum: DuckDB's binder error for it is
+#: turned into a refusal by :func:`colmz.sql.run.run_query` (PostgreSQL keeps each text
+#: value's own scale).
+NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
+
+#: Macros every colmz connection defines (:func:`colmz.sql.connect`), overloaded by the
+#: argument's type, which DuckDB resolves when it binds the query (a macro's argument
+#: holding an aggregate cannot be resolved so: these take row values only).
+#: :data:`SUM_ARGUMENT` makes ``sum`` of a ``bigint`` a ``DECIMAL(38,0)`` (PostgreSQL's
+#: sum of int8 is numeric, so dividing it is numeric division, not the integer division
+#: DuckDB's ``HUGEINT`` sum gets); smaller integers stay integers (their sum is bigint in
+#: PostgreSQL); other types are summed as they are.
+MACROS = TEXT_MACROS + (
+    f"CREATE OR REPLACE TEMP MACRO {SUM_ARGUMENT}"
+    + ", ".join(f"(x {t}) AS x" for t in _SMALL_INTS) + ", "
+    + ", ".join(f"(x {t}) AS CAST(x AS DECIMAL(38,0))" for t in _WIDE_INTS)
+    + ", (x) AS x",
+)
+#: :data:`SUM_ARGUMENT` where DuckDB has no typed macro parameters (before 1.4): a sum of
+#: a bigint is refused when it runs (its integer division would be a different answer).
+SUM_ARGUMENT_UNTYPED = (
+    f"CREATE OR REPLACE TEMP MACRO {SUM_ARGUMENT}(x) AS CASE WHEN typeof(x) IN "
+    f"({', '.join(repr(t) for t in _WIDE_INTS)}) THEN error('sum() of a bigint is not supported "
+    "by colmz with this DuckDB (PostgreSQL sums int8 as numeric; DuckDB 1.4 or later gives it "
+    "that type)') ELSE x END")
+
+
+#: Where a text may hold a cast to numeric (a superset: the tokens decide).
+_MAY_CAST_TO_NUMERIC = re.compile(r"numeric|decimal", re.IGNORECASE)
+
+
+def _numeric_cast(operand: str, target: str) -> str:
+    # PostgreSQL's unconstrained numeric of ``operand``: a literal exactly (its scale as
+    # written), anything else through the NUMERIC_CAST macro.
+    toks = tokenize(operand)
+    if len(toks) == 1 and toks[0].upper == "NULL":
+        return "CAST(NULL AS DECIMAL(38,0))"
+    if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
+        raw = toks[0].text[1:-1].replace("''", "'").strip()
+        if raw.lower().lstrip("+-") in ("nan", "infinity", "inf"):
+            raise UnsupportedSQL(f"numeric {toks[0].text} is not supported by colmz "
+                                 "(DuckDB's DECIMAL has no NaN or infinity)")
+        try:
+            if "_" in raw or not raw:
+                raise ValueError(raw)
+            value = parse_literal(raw if any(c in raw for c in ".eE") else raw + ".")
+        except (ValueError, ArithmeticError):
+            raise SQLError(f"invalid input syntax for type numeric: {toks[0].text}") from None
+        text = literal_text(value)
+        if text is None:
+            raise UnsupportedSQL(f"numeric {toks[0].text} is not supported by colmz (more than "
+                                 "the 38 digits of DuckDB's DECIMAL)")
+        return text
+    value = constant_value(toks) if all(t.kind in ("number", "op") for t in toks) else None
+    if value is not None:
+        # CAST(2.5 AS numeric) (the constant fold reads the :: form): the value exactly.
+        text = literal_text(value.as_numeric())
+        if text is None:
+            raise UnsupportedSQL(f"numeric {operand} is not supported by colmz (more than the 38 "
+                                 "digits of DuckDB's DECIMAL)")
+        return text
+    return f"({operand} + {NUMERIC_CAST})"
+
+
+def _rewrite_numeric_casts(sql: str) -> str:
+    # ``x::numeric`` and ``CAST(x AS numeric)``, unconstrained: see _numeric_cast.
+    if not _MAY_CAST_TO_NUMERIC.search(sql):
+        return sql
+    return _rewrite_until_settled(sql, _numeric_casts, _numeric_cast, "casts to numeric")
+
+
+def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dict) -> int:
+    # sum(x) as PostgreSQL types it: the argument goes through SUM_ARGUMENT, put around it
+    # in the token pass (DISTINCT/ALL before and an ORDER BY inside the call stay outside):
+    # the opening is appended to ``pieces`` now, the closing parenthesis is an insert after
+    # the argument's last token. The argument is translated by the token pass as usual.
+    # Returns where the text copied so far ends.
+    close = _closing(toks, at + 1)
+    first = at + 2
+    if first < close and toks[first].upper in ("DISTINCT", "ALL"):
+        first += 1
+    end, depth = close, 0
+    for j in range(first, close):
+        tok = toks[j]
+        if tok.kind == "op" and tok.text in "([":
+            depth += 1
+        elif tok.kind == "op" and tok.text in ")]":
+            depth -= 1
+        elif depth == 0 and (tok.upper == "ORDER" or (tok.kind == "op" and tok.text == ",")):
+            end = j
+            break
+    if end <= first or (toks[first].kind == "op" and toks[first].text == "*"):
+        return last
+    pieces.append(sql[last : toks[first].start])
+    pieces.append(SUM_ARGUMENT + "(")
+    inserts[end - 1] = ")" + inserts.get(end - 1, "")
+    return toks[first].start
+
+
+def _round_places(x: str, places: str) -> str:
+    # PostgreSQL's round(x, n) is numeric's (there is no round(float8, int)): its scale is
+    # n, where DuckDB keeps the argument's scale when it is smaller (round(2.5, 2) is 2.5
+    # there, 2.50 in PostgreSQL) and an integer stays an integer. A double (colmz's
+    # ``::numeric`` of a double) is rounded as a double.
+    ptoks = tokenize(places)
+    if not (len(ptoks) == 1 and ptoks[0].kind == "number" and ptoks[0].text.isdigit()
+            and int(ptoks[0].text) <= 37):
+        return f"round({x}, {places})"
+    n = int(ptoks[0].text)
+    # Adding a zero of scale n gives a decimal or integer the scale n and leaves a double a
+    # double (DuckDB's sum of decimals has the larger scale; of a double and a decimal, a
+    # double).
+    return f"(round({x}, {n}) + CAST(0 AS DECIMAL({n + 1},{n})))"
+
+
+# ----------------------------------------------------------------------------- concatenation
+
+#: Functions whose result is text: an operand of ``||`` that is one of their calls needs no
+#: cast.
+_TEXT_CALLS = {"UPPER", "LOWER", "CONCAT", "CONCAT_WS", "SUBSTR", "SUBSTRING", "TRIM", "LTRIM",
+               "RTRIM", "BTRIM", "REPLACE", "LPAD", "RPAD", "LEFT", "RIGHT", "REPEAT", "REVERSE",
+               "SPLIT_PART", "MD5", "CHR", "STRING_AGG", "REGEXP_REPLACE", "TRANSLATE", "TO_HEX",
+               "INITCAP", "QUOTE_IDENT", "QUOTE_LITERAL"}
+#: Words that end an operand of ``||`` (clause and predicate words).
+_OPERAND_STOPS = _NOT_CALLS | {"ESCAPE", "SIMILAR", "ORDER", "GROUP", "ASC", "DESC", "NULLS",
+                               "FIRST", "LAST", "WINDOW", "QUALIFY", "FETCH", "FOR", "COLLATE"}
+#: Operators an operand of ``||`` holds (they bind more tightly than ``||``).
+_OPERAND_OPS = {"+", "-", "*", "/", "%", "^", "::", "."}
+_TYPE_TAILS = {"PRECISION", "VARYING", "WITH", "WITHOUT", "TIME", "ZONE"}
+
+
+def _concat_left(toks, k: int) -> int:
+    # The first token of the left operand of the ``||`` at ``k``.
+    j = k - 1
+    while j >= 0:
+        t = toks[j]
+        if t.kind == "op" and t.text in ")]":
+            j = _opening(toks, j) - 1
+            continue
+        if t.upper == "END":
+            ends = 0
+            for o in range(j, -1, -1):
+                if toks[o].upper == "END":
+                    ends += 1
+                elif toks[o].upper == "CASE":
+                    ends -= 1
+                    if ends == 0:
+                        break
+            j = o - 1
+            continue
+        if t.kind == "op" and t.text not in _OPERAND_OPS:
+            break
+        if t.kind == "word" and t.upper in _OPERAND_STOPS:
+            break
+        j -= 1
+    return j + 1
+
+
+def _concat_right(toks, k: int) -> int:
+    # The last token of the right operand of the ``||`` at ``k``.
+    n, j, expect = len(toks), k + 1, True
+    last = k
+    while j < n:
+        t = toks[j]
+        if expect:
+            if t.kind == "op" and t.text in "+-":
+                j += 1
+                continue
+            if t.kind == "op" and t.text in "([":
+                j = _closing(toks, j)
+            elif t.upper == "CASE":
+                ends = 0
+                for o in range(j, n):
+                    if toks[o].upper == "CASE":
+                        ends += 1
+                    elif toks[o].upper == "END":
+                        ends -= 1
+                        if ends == 0:
+                            break
+                j = o
+            elif t.kind in ("word", "qident") and t.upper not in _OPERAND_STOPS:
+                if j + 1 < n and toks[j + 1].kind == "string" and t.upper in _TYPED_LITERALS:
+                    j += 1
+                elif j + 1 < n and toks[j + 1].text == "(":
+                    j = _closing(toks, j + 1)
+                    if j + 1 < n and toks[j + 1].upper in ("FILTER", "OVER"):
+                        break  # an aggregate's clauses: leave it to the caller as written
+            elif t.kind not in ("string", "number"):
+                break
+            last, expect = j, False
+            j += 1
+            continue
+        if t.kind == "op" and t.text == "::":
+            j += 2
+            while j < n and toks[j].upper in _TYPE_TAILS:
+                j += 1
+            if j < n and toks[j].text == "(":
+                j = _closing(toks, j) + 1
+            while j + 1 < n and toks[j].text == "[" and toks[j + 1].text == "]":
+                j += 2
+            last = j - 1
+            continue
+        if t.kind == "op" and t.text == "[":
+            last = j = _closing(toks, j)
+            j += 1
+            continue
+        if t.kind == "op" and t.text in ("+", "-", "*", "/", "%", "^", "."):
+            expect = True
+            j += 1
+            continue
+        break
+    return last
+
+
+_TEXT_CALLS |= {RESERVED_PREFIX.upper() + n for n in ("FLOAT8_TEXT", "FLOAT4_TEXT", "TEXT",
+                                                      "NUMERIC_TEXT", "MEAN_TEXT")}
+
+
+def _visibly_text(toks) -> bool:
+    # Whether the operand's tokens say it is text (or NULL): no cast needed.
+    if len(toks) == 1 and (toks[0].kind == "string" or toks[0].upper == "NULL"):
+        return True
+    if len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper in _TEXT_TYPES:
+        return True
+    if len(toks) >= 3 and toks[-1].text == ")" and toks[0].text != "(":
+        # a call spanning the operand: CAST(... AS text), or a text function
+        if toks[0].upper == "CAST" and toks[-2].upper in _TEXT_TYPES:
+            return True
+        return toks[0].upper in _TEXT_CALLS and toks[1].text == "(" and _closing(toks, 1) == len(toks) - 1
+    if toks and toks[0].text == "(" and _closing(toks, 0) == len(toks) - 1:
+        inner = toks[1:-1]
+        return any(t.kind == "op" and t.text == "||" for t in inner) or _visibly_text(inner)
+    return False
+
+
+def _concat_operands(sql: str, toks):
+    # Every operand of ``||`` (and argument of concat/concat_ws) that needs PostgreSQL's
+    # text: (start, end, operand).
+    n = len(toks)
+    seen = set()
+    found = []
+    for k, t in enumerate(toks):
+        if t.kind == "op" and t.text == "||":
+            spans = [(_concat_left(toks, k), k - 1), (k + 1, _concat_right(toks, k))]
+            if any(a > b for a, b in spans):
+                continue
+            # Arrays concatenate as arrays: the chain is left as written.
+            if any(toks[j].upper == "ARRAY" or (toks[j].text == "[" and j + 1 < n
+                                                and toks[j + 1].text == "]")
+                   for a, b in spans for j in range(a, b + 1)):
+                continue
+        elif t.upper in ("CONCAT", "CONCAT_WS") and _is_call(toks, k):
+            close = _closing(toks, k + 1)
+            spans, depth, begin = [], 0, k + 2
+            for j in range(k + 2, close + 1):
+                tok = toks[j]
+                if tok.kind == "op" and tok.text in "([" and j < close:
+                    depth += 1
+                elif tok.kind == "op" and tok.text in ")]" and j < close:
+                    depth -= 1
+                elif depth == 0 and (j == close or tok.text == ","):
+                    if j > begin:
+                        spans.append((begin, j - 1))
+                    begin = j + 1
+            if t.upper == "CONCAT_WS":
+                spans = spans[1:]
+        else:
+            continue
+        for a, b in spans:
+            if (a, b) in seen or _visibly_text(toks[a : b + 1]):
+                continue
+            seen.add((a, b))
+            found.append((toks[a].start, toks[b].end, sql[toks[a].start : toks[b].end]))
+    found.sort()
+    yield from found
+
+
+def _rewrite_concat(sql: str) -> str:
+    # PostgreSQL's ``||`` and concat() print a non-text operand with its type's output
+    # function (a double 2 as ``2``); DuckDB casts it to VARCHAR (``2.0``). Each such
+    # operand is written out as its cast to text would be (_cast_rewrite), or left as it is
+    # where DuckDB's own text of it is PostgreSQL's.
+    if "||" not in sql and "concat" not in sql.lower():
+        return sql
+    return _rewrite_until_settled(sql, _concat_operands, lambda x: _cast_rewrite(x, "TEXT"),
+                                  "concatenations")

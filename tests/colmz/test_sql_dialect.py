@@ -40,12 +40,6 @@ from colmz.sql import UnsupportedSQL  # noqa: E402
 
 #: Queries whose colmz answer differs from PostgreSQL's today, and why.
 KNOWN_WRONG = {
-    "concat_double_implicit": "'a' || 2.0::float8 prints the double as DuckDB does, 'a2.0' (PostgreSQL: "
-                              "'a2'): only explicit casts to text are rewritten",
-    "numeric_sum_text": "unconstrained numeric is DOUBLE in colmz, so 0.1::numeric + 0.2::numeric "
-                        "prints 0.30000000000000004 (PostgreSQL: exact decimal 0.3)",
-    "numeric_division_text": "7 / 2.0 is DOUBLE in DuckDB and prints 3.5 (PostgreSQL's numeric "
-                             "division keeps 16 places: 3.5000000000000000)",
 }
 
 #: Queries PostgreSQL answers where colmz raises DuckDB's own error, not UnsupportedSQL.

@@ -1,0 +1,455 @@
+"""PostgreSQL's ``numeric`` on constants: literal arithmetic folded with PostgreSQL's scales.
+
+PostgreSQL types ``0.1`` and ``7 / 2.0`` as ``numeric``: exact decimals, each value carrying
+its display scale (``dscale``, the digits printed after the point). DuckDB reads a decimal
+literal as a ``DECIMAL(p, s)`` with the same scale, and its ``+``, ``-`` and ``*`` of
+decimals keep PostgreSQL's scales (the larger one; the sum of both). Its division does not:
+a ``DECIMAL`` quotient is a ``DOUBLE`` in DuckDB, while PostgreSQL's is a ``numeric`` whose
+scale depends on the operands' values (``select_div_scale`` in
+src/backend/utils/adt/numeric.c: at least 16 significant digits, at least either operand's
+scale), so ``(7 / 2.0)::text`` is ``3.5000000000000000``.
+
+:func:`fold_constants` computes each constant arithmetic expression of a query that holds
+a ``numeric`` (a decimal literal, ``::numeric``) with those rules in Python's exact decimals
+and puts the result in as one decimal literal of PostgreSQL's scale, which DuckDB reads as a
+``DECIMAL`` with that scale (``3.5000000000000000``, or ``100000.`` for a scale of 0).
+Invariants: only a whole subexpression is replaced (the tokens on either side bind less
+tightly than its operators); an expression of integers alone is left to DuckDB (integer
+arithmetic is the same there); a value DuckDB's ``DECIMAL`` cannot hold (more than 38
+digits) is refused with ``UnsupportedSQL`` (a lone literal is left to DuckDB, which reads it
+as a double); a division by zero, an integer overflow, or anything else than numbers,
+``+ - * /``, parentheses and unconstrained ``::numeric``/``::decimal`` casts is left as
+written (DuckDB then raises or computes as PostgreSQL does).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from decimal import Context, Decimal
+from fractions import Fraction
+
+from colmz.sql.errors import UnsupportedSQL
+from colmz.sql.tokens import tokenize
+
+__all__ = ["PgNumeric", "constant_value", "divide", "float4_text", "float8_text", "fold_constants", "literal_text",
+           "parse_literal"]
+
+#: DuckDB's widest DECIMAL.
+MAX_DIGITS = 38
+#: PostgreSQL's NUMERIC_MIN_SIG_DIGITS and DEC_DIGITS (src/backend/utils/adt/numeric.c).
+_MIN_SIG_DIGITS = 16
+_DEC_DIGITS = 4
+_NUMERIC_TYPES = ("NUMERIC", "DECIMAL")
+#: Tokens a folded expression must not touch on either side: they bind as tightly as
+#: its operators or more.
+#: A digit next to a point or an exponent: the text may hold a numeric literal.
+_DECIMAL_LITERAL = re.compile(r"\d\.|\.\d|\d[eE]")
+#: Exact arithmetic for the digits a fold can keep (more are never put in a query); every
+#: operation on values goes through it (Decimal's default context rounds at 28 digits).
+_EXACT = Context(prec=2 * 1000 + 2 * MAX_DIGITS)
+_TIGHT = {"+", "-", "*", "/", "%", "^", "::", ".", "[", "]", "("}
+
+
+class PgNumeric:
+    """A constant as PostgreSQL types it: an integer (``scale is None``; ``bits`` 32 for
+    int4, 64 for int8) or a numeric ``value`` with display scale ``scale``."""
+
+    __slots__ = ("bits", "scale", "value")
+
+    def __init__(self, value: Decimal, scale: int | None, bits: int = 64) -> None:
+        self.value = value
+        self.scale = scale
+        self.bits = bits
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.scale is not None
+
+    def as_numeric(self) -> PgNumeric:
+        return self if self.scale is not None else PgNumeric(self.value, 0)
+
+    def __repr__(self) -> str:
+        return f"PgNumeric({self.value!r}, {self.scale!r})"
+
+
+def parse_literal(text: str) -> PgNumeric:
+    """A number literal as PostgreSQL reads it: an integer, or a numeric whose scale is
+    the digits after the point less the exponent.
+
+    >>> parse_literal("2.50"), parse_literal("1.5e-7"), parse_literal("1e5"), parse_literal("7")
+    (PgNumeric(Decimal('2.50'), 2), PgNumeric(Decimal('1.5E-7'), 8), PgNumeric(Decimal('1E+5'), 0), PgNumeric(Decimal('7'), None))
+    """
+    d = Decimal(text)
+    if "." in text or "e" in text.lower() or not (-(2**63) <= d < 2**63):
+        return PgNumeric(d, max(0, -d.as_tuple().exponent))
+    return PgNumeric(d, None, 32 if -(2**31) <= d < 2**31 else 64)
+
+
+def _integer(value: Decimal, a: PgNumeric, b: PgNumeric) -> PgNumeric:
+    # int4 with int4 is int4, else int8; PostgreSQL raises where the result leaves its type
+    # (and so does DuckDB: the expression is then left to it).
+    bits = max(a.bits, b.bits)
+    if not (-(2 ** (bits - 1)) <= value < 2 ** (bits - 1)):
+        raise OverflowError(f"integer out of range for {bits} bits")
+    return PgNumeric(value, None, bits)
+
+
+def _weight_and_first_digit(x: Decimal) -> tuple[int, int]:
+    # PostgreSQL stores numerics in base-10000 digits: the weight of the first non-zero
+    # digit and that digit (0, 0 for zero).
+    if x == 0:
+        return 0, 0
+    x = x.copy_abs()
+    weight = x.adjusted() // _DEC_DIGITS
+    return weight, int(_EXACT.scaleb(x, -_DEC_DIGITS * weight))
+
+
+def divide(a: PgNumeric, b: PgNumeric) -> PgNumeric:
+    """PostgreSQL's ``a / b``: integer division truncating toward zero for two integers,
+    else numeric division rounded (half away from zero) at ``select_div_scale``'s scale.
+
+    >>> divide(parse_literal("7"), parse_literal("2.0")).value
+    Decimal('3.5000000000000000')
+    >>> divide(parse_literal("1"), parse_literal("3.0")).value
+    Decimal('0.33333333333333333333')
+    >>> divide(parse_literal("-7"), parse_literal("2")).value
+    Decimal('-3')
+    """
+    if b.value == 0:
+        raise ZeroDivisionError("division by zero")
+    if not (a.is_numeric or b.is_numeric):
+        q = _EXACT.divide_int(a.value.copy_abs(), b.value.copy_abs())
+        return _integer(q if (a.value < 0) == (b.value < 0) else q.copy_negate(), a, b)
+    a, b = a.as_numeric(), b.as_numeric()
+    w1, f1 = _weight_and_first_digit(a.value)
+    w2, f2 = _weight_and_first_digit(b.value)
+    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
+    scale = max(_MIN_SIG_DIGITS - qweight * _DEC_DIGITS, a.scale, b.scale, 0)
+    scale = min(scale, 1000)
+    exact = Fraction(a.value) / Fraction(b.value) * 10**scale
+    n = (abs(exact.numerator) * 2 + exact.denominator) // (2 * exact.denominator)  # half up
+    return PgNumeric(_EXACT.scaleb(Decimal(n if exact >= 0 else -n), -scale), scale)
+
+
+def _combine(op: str, a: PgNumeric, b: PgNumeric) -> PgNumeric:
+    if op == "/":
+        return divide(a, b)
+    value = (_EXACT.add(a.value, b.value) if op == "+" else _EXACT.subtract(a.value, b.value)
+             if op == "-" else _EXACT.multiply(a.value, b.value))
+    if not (a.is_numeric or b.is_numeric):
+        return _integer(value, a, b)
+    s1, s2 = a.as_numeric().scale, b.as_numeric().scale
+    return PgNumeric(value, s1 + s2 if op == "*" else max(s1, s2))
+
+
+def literal_text(v: PgNumeric) -> str | None:
+    """The DuckDB literal holding ``v`` with PostgreSQL's scale (``100000.`` for a scale
+    of 0: a DECIMAL, not an integer), or None where DuckDB's DECIMAL cannot hold it.
+
+    >>> literal_text(parse_literal("1e5")), literal_text(PgNumeric(Decimal("-3.5"), 3))
+    ('100000.', '(-3.500)')
+    """
+    if v.scale is None:
+        return str(v.value)
+    whole = max(v.value.adjusted() + 1, 1) if v.value else 1
+    if whole + v.scale > MAX_DIGITS:
+        return None
+    q = _EXACT.quantize(v.value, Decimal(1).scaleb(-v.scale))
+    text = format(q.copy_abs(), "f")
+    if "." not in text:
+        text += "."
+    return f"(-{text})" if q < 0 else text
+
+
+class _Parser:
+    # Recursive descent over the tokens of one constant expression; None where a token
+    # is not part of one (the caller then leaves the text alone).
+    def __init__(self, toks) -> None:
+        self.toks = toks
+        self.i = 0
+
+    def peek(self):
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def expr(self) -> PgNumeric:
+        v = self.term()
+        while (t := self.peek()) is not None and t.kind == "op" and t.text in "+-":
+            self.i += 1
+            v = _combine(t.text, v, self.term())
+        return v
+
+    def term(self) -> PgNumeric:
+        v = self.unary()
+        while (t := self.peek()) is not None and t.kind == "op" and t.text in "*/":
+            self.i += 1
+            v = _combine(t.text, v, self.unary())
+        return v
+
+    def unary(self) -> PgNumeric:
+        t = self.peek()
+        if t is not None and t.kind == "op" and t.text in "+-":
+            self.i += 1
+            v = self.unary()
+            return v if t.text == "+" else PgNumeric(v.value.copy_negate(), v.scale, v.bits)
+        return self.postfix()
+
+    def postfix(self) -> PgNumeric:
+        v = self.primary()
+        while (t := self.peek()) is not None and t.text == "::":
+            self.i += 2  # the run holds only unconstrained numeric casts
+            v = v.as_numeric()
+        return v
+
+    def primary(self) -> PgNumeric:
+        t = self.peek()
+        if t is None:
+            raise ValueError("expression ends early")
+        self.i += 1
+        if t.kind == "number":
+            return parse_literal(t.text)
+        if t.kind == "op" and t.text == "(":
+            v = self.expr()
+            close = self.peek()
+            if close is None or close.text != ")":
+                raise ValueError("unpaired parenthesis")
+            self.i += 1
+            return v
+        raise ValueError(f"not a constant: {t.text!r}")
+
+
+def _run_end(toks, start: int) -> int:
+    # The end (exclusive) of the longest run of constant tokens from ``start``.
+    n, j, depth = len(toks), start, 0
+    while j < n:
+        t = toks[j]
+        if t.kind == "number" or (t.kind == "op" and t.text in ("+", "-", "*", "/")):
+            j += 1
+        elif t.kind == "op" and t.text == "(":
+            depth += 1
+            j += 1
+        elif t.kind == "op" and t.text == ")":
+            if depth == 0:
+                break
+            depth -= 1
+            j += 1
+        elif (t.kind == "op" and t.text == "::" and j + 1 < n and toks[j + 1].upper in _NUMERIC_TYPES
+              and not (j + 2 < n and toks[j + 2].text == "(")):
+            j += 2
+        else:
+            break
+    while depth and j > start:  # unclosed parentheses: not one expression
+        j -= 1
+        if toks[j].text == "(":
+            depth -= 1
+    return j
+
+
+def _boundary_before(toks, k: int) -> bool:
+    if k < 0:
+        return True
+    t = toks[k]
+    if t.kind == "op":
+        return t.text not in _TIGHT or t.text == "("
+    return t.kind == "word"  # a keyword (SELECT, WHEN, AND ...) or an alias-free position
+
+
+def _boundary_after(toks, k: int) -> bool:
+    if k >= len(toks):
+        return True
+    t = toks[k]
+    if t.kind == "op":
+        return t.text not in _TIGHT
+    return t.kind in ("word", "qident")
+
+
+def fold_constants(sql: str) -> str:
+    """``sql`` with each constant numeric expression replaced by its value as
+    PostgreSQL computes it (see the module docstring).
+
+    >>> fold_constants("SELECT (7 / 2.0)::text, 0.1::numeric + 0.2::numeric AS b, 7 / 2")
+    'SELECT (3.5000000000000000)::text, 0.3 AS b, 7 / 2'
+    """
+    if not _DECIMAL_LITERAL.search(sql):
+        return sql
+    toks = tokenize(sql)
+    if not any(t.kind == "number" and ("." in t.text or "e" in t.text.lower()) for t in toks):
+        return sql
+    pieces, last, i, n = [], 0, 0, len(toks)
+    while i < n:
+        t = toks[i]
+        starts = t.kind == "number" or (t.kind == "op" and t.text in ("(", "-", "+"))
+        if t.kind == "op" and t.text in "+-" and i > 0 and _operand_end(toks[i - 1]):
+            starts = False  # a binary + or -: its left operand is not constant
+        if not starts or not _boundary_before(toks, i - 1) or (
+                t.text == "(" and i > 0 and toks[i - 1].kind in ("word", "qident")
+                and not _keyword(toks[i - 1])):
+            i += 1
+            continue
+        end = _run_end(toks, i)
+        run = toks[i:end]
+        # A lone literal is a whole operand wherever it stands.
+        whole = end == i + 1 or _boundary_after(toks, end)
+        text = _fold(run) if end > i and whole else None
+        if text is None:
+            i += 1
+            continue
+        pieces.append(sql[last : t.start])
+        pieces.append(text)
+        last = toks[end - 1].end
+        i = end
+    if not pieces:
+        return sql
+    pieces.append(sql[last:])
+    return "".join(pieces)
+
+
+#: Words before a parenthesis that do not make it a call's (a fold may start there).
+_KEYWORDS = {"SELECT", "WHERE", "WHEN", "THEN", "ELSE", "AND", "OR", "NOT", "ON", "BY", "AS",
+             "HAVING", "IN", "IS", "BETWEEN", "LIKE", "ILIKE", "RETURNING", "SET", "DISTINCT",
+             "ALL", "LIMIT", "OFFSET", "END", "CASE", "FROM", "USING"}
+
+
+def _operand_end(t) -> bool:
+    # Whether a token can end an operand (so a + or - after it is binary).
+    return (t.kind in ("number", "string", "qident") or (t.kind == "op" and t.text in ")]")
+            or (t.kind == "word" and not _keyword(t)))
+
+
+def _keyword(t) -> bool:
+    return t.kind == "word" and t.upper in _KEYWORDS
+
+
+def constant_value(toks) -> PgNumeric | None:
+    """The value of tokens that are one constant arithmetic expression, else None.
+
+    >>> constant_value(tokenize("(-7) * 1.50"))
+    PgNumeric(Decimal('-10.50'), 2)
+    """
+    p = _Parser(toks)
+    try:
+        v = p.expr()
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None
+    return v if p.i == len(toks) else None
+
+
+def _fold(run) -> str | None:
+    # The literal for a constant run, or None to leave it as written.
+    numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
+                  or t.upper in _NUMERIC_TYPES for t in run)
+    if not numeric:
+        return None  # integers alone: DuckDB's integer arithmetic is PostgreSQL's
+    if len(run) == 1 and "e" not in run[0].text.lower():
+        return None  # a decimal literal: DuckDB reads it with its scale already
+    p = _Parser(run)
+    try:
+        v = p.expr()
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None
+    if p.i != len(run) or not v.is_numeric:
+        return None
+    text = literal_text(v)
+    if text is None and len(run) > 1:
+        # Left as written, DuckDB would compute it inexactly or fail on its 38 digits.
+        raise UnsupportedSQL(
+            f"a numeric value of {max(v.value.adjusted() + 1, 1)} integer digits and scale "
+            f"{v.scale} is not supported by colmz (DuckDB's DECIMAL holds {MAX_DIGITS} digits)")
+    return text
+
+
+def float8_text(v: float) -> str:
+    """PostgreSQL 15's text of a double (float8out with ``extra_float_digits = 1``): the
+    shortest digits that read back as ``v`` (src/common/d2s.c), fixed notation for decimal
+    exponents -4 to 14, else ``d.ddde+NN``; ``NaN``, ``Infinity``, ``-0``.
+
+    The shortest digits are Python's ``repr``'s except where those lie exactly halfway to
+    the neighbouring double: d2s does not accept that bound, and prints the 16 digits
+    closest to ``v`` where they read back as ``v`` (and are not ``repr``'s), else 17.
+
+    >>> [float8_text(x) for x in (2.0, 1e15, 1e14, 1.5e-7, -0.0, 1e23, 9.15e21, float("nan"))]
+    ['2', '1e+15', '100000000000000', '1.5e-07', '-0', '9.999999999999999e+22', '9.150000000000001e+21', 'NaN']
+    """
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0:
+        return "-0" if str(v).startswith("-") else "0"
+    a = abs(v)
+    digits = repr(a)
+    exact, short = Decimal(a), Decimal(digits)
+    if short != exact:
+        import math
+
+        neighbour = math.nextafter(a, math.inf if short > exact else 0.0)
+        if abs(short - exact) * 2 == abs(Decimal(neighbour) - exact):
+            p16 = f"{a:.15e}"
+            digits = p16 if float(p16) == a and Decimal(p16) != short else f"{a:.16e}"
+    _, ds, exp = Decimal(digits).as_tuple()
+    ds = "".join(map(str, ds)).rstrip("0") or "0"
+    e = len(Decimal(digits).as_tuple().digits) + exp - 1  # decimal exponent of the first digit
+    sign = "-" if v < 0 else ""
+    if -4 <= e < 15:
+        if e >= len(ds) - 1:
+            return sign + ds + "0" * (e - len(ds) + 1)
+        if e >= 0:
+            return sign + ds[: e + 1] + "." + ds[e + 1 :]
+        return sign + "0." + "0" * (-e - 1) + ds
+    mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
+    return f"{sign}{mant}e{'-' if e < 0 else '+'}{abs(e):02d}"
+
+
+def _float32(x: float) -> float:
+    # The nearest float32 of a double (struct rounds to nearest even).
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _next_float32(x: float, up: bool) -> float:
+    # The float32 next to the (positive, finite) float32 x.
+    bits = struct.unpack("I", struct.pack("f", x))[0]
+    return struct.unpack("f", struct.pack("I", bits + (1 if up else -1)))[0]
+
+
+def float4_text(v: float) -> str:
+    """PostgreSQL 15's text of a real (float4out): the shortest digits strictly within
+    half a float32 ulp of ``v`` (src/common/f2s.c; the closest of that length), fixed
+    notation for decimal exponents -4 to 5, else ``d.ddde+NN``.
+
+    >>> [float4_text(x) for x in (2.0, 1e6, 0.1, 308148.125, 3.75e9, float("inf"))]
+    ['2', '1e+06', '0.1', '308148.12', '3.7500001e+09', 'Infinity']
+    """
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0:
+        return "-0" if str(v).startswith("-") else "0"
+    a = _float32(abs(v))
+    exact = Decimal(a)
+    above = _next_float32(a, True)
+    below = _next_float32(a, False) if a > 1.4e-45 else 0.0
+    lo = (exact - Decimal(below)) / 2
+    hi = (Decimal(above) - exact) / 2 if above != float("inf") else lo  # the largest real
+    digits = None
+    for p in range(1, 10):
+        near = Decimal(f"{a:.{p - 1}e}")  # the p digits closest to a
+        step = Decimal(1).scaleb(near.adjusted() - p + 1)
+        for cand in (near, near - step, near + step):
+            if cand > 0 and -lo < cand - exact < hi and (
+                    digits is None or abs(cand - exact) < abs(digits - exact)):
+                digits = cand
+        if digits is not None:
+            break
+    _, ds, exp = digits.as_tuple()
+    ds = "".join(map(str, ds)).rstrip("0") or "0"
+    e = len(digits.as_tuple().digits) + exp - 1
+    sign = "-" if v < 0 else ""
+    if -4 <= e < 6:
+        if e >= len(ds) - 1:
+            return sign + ds + "0" * (e - len(ds) + 1)
+        if e >= 0:
+            return sign + ds[: e + 1] + "." + ds[e + 1 :]
+        return sign + "0." + "0" * (-e - 1) + ds
+    mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
+    return f"{sign}{mant}e{'-' if e < 0 else '+'}{abs(e):02d}"
