@@ -521,15 +521,58 @@ class CompactionMemory:
     track_peak_rss_mib.unit = "MiB"
 
 
+class ReadMemory:
+    """Peak RSS of a fresh process reading ``COLMZ_BENCH_READ_MIB`` (default 1024) MiB of
+    persist's shape held in ``COLMZ_BENCH_READ_RUNS`` (default 14) runs
+    (``merged_arrangement``) with ``read(as_of)``, over the result's size (target <= 2).
+
+    One process writes the arrangement; a fresh one opens it and reads it, reporting its
+    ``VmHWM`` (``/proc/self/status``) and the result's Arrow bytes.
+    """
+
+    timeout = 1800
+    number = 1
+    repeat = 1
+    MIB = int(os.environ.get("COLMZ_BENCH_READ_MIB", "1024"))
+    RUNS = int(os.environ.get("COLMZ_BENCH_READ_RUNS", "14"))
+
+    def setup_cache(self):
+        d = tempfile.mkdtemp(prefix="colmz-bench-readmem-")
+        rows = (self.MIB << 20) // 64
+        CompactionMemory._run(self, f"""
+            from bench_arrangement import merged_arrangement
+            merged_arrangement({os.path.join(d, "a")!r}, {self.RUNS}, "persist", n={rows})
+            """)
+        return d
+
+    def peak_and_result_mib(self, d) -> tuple[float, float]:
+        out = CompactionMemory._run(self, f"""
+            import colmz
+            arr = colmz.Arrangement.open({os.path.join(d, "a")!r})
+            res = arr.read(arr.get_seal() - 1)
+            hwm = [int(line.split()[1]) for line in open("/proc/self/status")
+                   if line.startswith("VmHWM")][0]
+            print(hwm / 1024, res.nbytes / 2**20)
+            """)
+        peak, result = map(float, out.split())
+        return peak, result
+
+    def track_peak_rss_over_result(self, d):
+        peak, result = self.peak_and_result_mib(d)
+        return peak / result
+
+    track_peak_rss_over_result.unit = "x"
+
+
 def _now() -> float:
     return time.perf_counter()
 
 
-def merge_matrix(ks=MERGE_KS, shapes=("persist", "sink"), reps: int = 7) -> list[dict]:
+def merge_matrix(ks=MERGE_KS, shapes=("persist", "sink"), reps: int = 5) -> list[dict]:
     """The figures of docs/arrangement.md's merged-read row: for each shape and ``k``, one
     loop timing ``read(as_of)``, ``pq.read_table``, ``snapshot()``, ``pq.read_table`` of the
     snapshot's rows, ``to_arrow``, ``to_pandas`` and ``pq.read_table(...).to_pandas()`` in
-    turn, ``reps`` times; rates from the best of each (``python bench_arrangement.py``)."""
+    turn, ``reps`` times; rates from the median of each (``python bench_arrangement.py``)."""
     return [_merge_row(shape, k, reps) for shape in shapes for k in ks]
 
 
@@ -547,21 +590,26 @@ def _merge_row(shape: str, k: int, reps: int) -> dict:
                  "to_arrow": lambda: arr.to_arrow(as_of),
                  "to_pandas": lambda: arr.to_pandas(as_of),
                  "pq_pandas": lambda: pq.read_table(f).to_pandas()}
-        best = dict.fromkeys(calls, float("inf"))
+        times: dict[str, list[float]] = {name: [] for name in calls}
         for _ in range(reps):
             for name, fn in calls.items():
                 t0 = _now()
                 fn()
-                best[name] = min(best[name], _now() - t0)
+                times[name].append(_now() - t0)
+        med = {name: float(np.median(ts)) for name, ts in times.items()}
         return {
             "shape": shape, "k": k, "result_mib": round(mib(res), 1),
-            "read_mib_s": round(mib(res) / best["read"]),
-            "pq_mib_s": round(mib(res) / best["pq"]),
-            "read_rate_over_pq": round(best["pq"] / best["read"], 2),
-            "to_arrow_rate_over_pq": round(best["pq"] / best["to_arrow"], 2),
-            "to_pandas_rate_over_pq": round(best["pq_pandas"] / best["to_pandas"], 2),
-            "snapshot_mib_s": round(mib(snap) / best["snapshot"]),
-            "snapshot_rate_over_pq": round(best["pq_snapshot"] / best["snapshot"], 2),
+            "snapshot_mib": round(mib(snap), 1),
+            "read_mib_s": round(mib(res) / med["read"]),
+            "pq_mib_s": round(mib(res) / med["pq"]),
+            "read_rate_over_pq": round(med["pq"] / med["read"], 2),
+            "to_arrow_rate_over_pq": round(med["pq"] / med["to_arrow"], 2),
+            "to_pandas_mib_s": round(mib(res) / med["to_pandas"]),
+            "pq_pandas_mib_s": round(mib(res) / med["pq_pandas"]),
+            "to_pandas_rate_over_pq": round(med["pq_pandas"] / med["to_pandas"], 2),
+            "snapshot_mib_s": round(mib(snap) / med["snapshot"]),
+            "pq_snapshot_mib_s": round(mib(snap) / med["pq_snapshot"]),
+            "snapshot_rate_over_pq": round(med["pq_snapshot"] / med["snapshot"], 2),
         }
     finally:
         shutil.rmtree(d, ignore_errors=True)
