@@ -14,7 +14,11 @@ Read side by side:
   (snappy) but leaves the rows unsorted and its file in the page cache (no fsync); the
   arrangement writes an uncompressed part, but sorts the rows by ``(data, time)``,
   consolidates them, and fsyncs the part, its directory and each metadata commit (SQLite),
-  returning only once the write and the seal are durable.
+  returning only once the write and the seal are durable. So
+  ``track_rate_over_parquet_write_fsync`` and ``track_rate_over_deltalake_write`` time
+  write + seal + drain, ``pq.write_table`` followed by an fsync of its file, and Delta
+  Lake's ``write_deltalake`` of the same Arrow table in one loop (medians of 5; ``deltalake``
+  is in the ``benchmark`` extra).
 * ``Snapshot.time_read`` / ``time_to_arrow`` beside ``time_parquet_read_table`` of the same
   rows (target >= 1 GiB/s; persist: about 450 MiB/s); ``track_mib_per_s_read`` /
   ``track_mib_per_s_parquet_read`` / ``track_read_over_parquet_read`` time both in one
@@ -22,6 +26,10 @@ Read side by side:
   (k = 2, 4, 8, 14; persist's shape and the streaming sink's: string keys, far-future
   retractions), which ``read(as_of)`` and ``snapshot()`` merge (target >= 0.5x the rate of
   ``pq.read_table`` of the result's rows).
+* ``SinkDrain.track_drain_over_parquet`` -- the streaming sink's drain of a closed tick
+  (``maintain()`` after a commit) beside ``pq.read_table`` + ``pq.write_table`` of the
+  tick's rows. ``ReadMemory.track_peak_rss_over_result`` -- peak RSS of a fresh process
+  reading 1 GiB from 14 runs over the result's size (target <= 2).
 * ``Trickle.track_write_amplification`` -- bytes written to blob / bytes of updates written,
   over 1,000 seals of 1,000 updates with ``maintain()`` between them (target <= 4x; persist
   after its compaction-policy fix: about 9x), and ``track_trace_batches`` at the end (bound
@@ -136,6 +144,54 @@ class EndToEnd:
         return float(np.median(bare) / np.median(ours))
 
     track_rate_over_parquet_write.unit = "x"
+
+    def _parquet_write_fsync(self) -> float:
+        f = os.path.join(tempfile.mkdtemp(dir=self.dir), "x.parquet")
+        t0 = _now()
+        pq.write_table(self.table, f)
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return _now() - t0
+
+    def _deltalake_write(self) -> float:
+        from deltalake import write_deltalake  # the benchmark extra
+
+        path = os.path.join(tempfile.mkdtemp(dir=self.dir), "t")
+        t0 = _now()
+        write_deltalake(path, self.table)
+        return _now() - t0
+
+    def interleaved_writes(self, n: int = 5) -> dict:
+        """Medians of ``n`` of write + seal + drain, ``pq.write_table`` + fsync of the file,
+        and Delta Lake's ``write_deltalake`` of the same Arrow table, in one loop."""
+        try:
+            import deltalake  # noqa: F401
+        except ImportError:
+            raise NotImplementedError("pip install colmz[benchmark] for deltalake") from None
+        times = {"arrangement": [], "parquet_fsync": [], "deltalake": []}
+        for _ in range(n):
+            times["arrangement"].append(self._write_seal_drain())
+            times["parquet_fsync"].append(self._parquet_write_fsync())
+            times["deltalake"].append(self._deltalake_write())
+        return {k: float(np.median(v)) for k, v in times.items()}
+
+    def track_rate_over_parquet_write_fsync(self):
+        """write + seal + drain rate / (``pq.write_table`` + fsync) rate (target >= 1, also
+        with the second core busy)."""
+        m = self.interleaved_writes()
+        return m["parquet_fsync"] / m["arrangement"]
+
+    track_rate_over_parquet_write_fsync.unit = "x"
+
+    def track_rate_over_deltalake_write(self):
+        """write + seal + drain rate / ``write_deltalake`` rate of the same rows."""
+        m = self.interleaved_writes()
+        return m["deltalake"] / m["arrangement"]
+
+    track_rate_over_deltalake_write.unit = "x"
 
 
 class Snapshot:
@@ -259,8 +315,8 @@ class SnapshotMerge:
     batches, a sealed batch not yet drained, and for the sink's shape far-future
     retractions), beside ``pq.read_table`` of a file holding the read's result.
 
-    ``track_read_over_parquet_read`` is the colmz read time / ``pq.read_table`` time, best of
-    5 of each interleaved in one loop so both see the same machine load (target <= 2, i.e.
+    ``track_read_over_parquet_read`` is the colmz read time / ``pq.read_table`` time, medians
+    of 5 of each interleaved in one loop so both see the same machine load (target <= 2, i.e.
     >= 0.5x the rate); ``track_snapshot_over_parquet_read`` the same for ``snapshot()``;
     ``track_mib_per_s_*`` the rates (MiB of the result's Arrow data) from that loop.
     """
@@ -296,16 +352,17 @@ class SnapshotMerge:
         pq.read_table(self.file)
 
     def _best_of(self, fn, file, n: int = 5) -> tuple[float, float]:
-        """Best seconds of ``fn()`` and of ``pq.read_table(file)``, interleaved."""
-        ours = bare = float("inf")
+        """Median seconds of ``fn()`` and of ``pq.read_table(file)``, interleaved."""
+        ours, bare = [], []
         for _ in range(n):
             t0 = _now()
             fn()
             t1 = _now()
             pq.read_table(file)
             t2 = _now()
-            ours, bare = min(ours, t1 - t0), min(bare, t2 - t1)
-        return ours, bare
+            ours.append(t1 - t0)
+            bare.append(t2 - t1)
+        return float(np.median(ours)), float(np.median(bare))
 
     def track_read_over_parquet_read(self, k, shape):
         r, p = self._best_of(lambda: self.arr.read(self.as_of), self.file)
@@ -328,6 +385,77 @@ class SnapshotMerge:
         return mib(self.result) / self._best_of(lambda: self.arr.read(self.as_of), self.file)[1]
 
     track_mib_per_s_parquet_read.unit = "MiB/s"
+
+
+class SinkDrain:
+    """The streaming sink's drain of a closed tick: an arrangement of the sink's shape
+    (``merged_arrangement(..., k, "sink")``: ``k - 1`` trace batches, the last tick's batch
+    sealed but not drained, far-future retractions beyond the seal), then ``maintain()``
+    -- what ``colmz.spark.stream`` runs after each micro-batch's commit -- beside the bare
+    floor of that work in Parquet: ``pq.read_table`` of the tick's rows and
+    ``pq.write_table`` of them (no merge, no fsync). ``track_drain_over_parquet`` is the
+    drain time over the floor's, medians of 5 interleaved (each drain on a fresh copy of
+    the arrangement's directory, copied outside the timing).
+    """
+
+    timeout = 900
+    params = ([2, 8],)
+    param_names = ["k"]
+
+    def setup(self, k):
+        self.k = k
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-drain-")
+        self.src = os.path.join(self.dir, "src")
+        arr = merged_arrangement(self.src, k, "sink")
+        tick = sink_records(N // k, seed=k - 1, time=k - 1)
+        self.file = os.path.join(self.dir, "tick.parquet")
+        pq.write_table(tick.to_arrow(), self.file)
+        self.mib = tick.nbytes / 2**20
+        del arr
+        self.n = 0
+
+    def teardown(self, k):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _copy(self) -> str:
+        self.n += 1
+        dst = os.path.join(self.dir, f"c{self.n}")
+        shutil.copytree(self.src, dst)
+        return dst
+
+    def _drain(self, path: str) -> float:
+        # the fan-in merged_arrangement opened with: the trace batches are not compacted
+        t0 = _now()
+        colmz.Arrangement.open(path, fan_in=max(16, self.k + 1)).maintain()
+        return _now() - t0
+
+    def _floor(self) -> float:
+        t0 = _now()
+        pq.write_table(pq.read_table(self.file), os.path.join(self.dir, f"w{self.n}.parquet"))
+        return _now() - t0
+
+    def time_drain(self, k):
+        self._drain(self._copy())
+
+    def track_drain_over_parquet(self, k):
+        ours, bare = [], []
+        for _ in range(5):
+            path = self._copy()
+            ours.append(self._drain(path))
+            bare.append(self._floor())
+            shutil.rmtree(path, ignore_errors=True)
+        return float(np.median(ours) / np.median(bare))
+
+    track_drain_over_parquet.unit = "x"
+
+    def track_drain_mib_per_s(self, k):
+        path = self._copy()
+        try:
+            return self.mib / self._drain(path)
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    track_drain_mib_per_s.unit = "MiB/s"
 
 
 class Trickle:
