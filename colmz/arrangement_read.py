@@ -133,8 +133,8 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     ``since``, sorted by ``(data, time)``.
 
     ``stats`` (optional) receives work counters: ``"runs"``, ``"rows_in"``, ``"merged"``
-    (whether a merge ran, False when the runs' ranges were disjoint), ``"tie_rows"`` (rows
-    resolved on their full encodings).
+    (whether a merge ran, False when the runs' ranges were disjoint), ``"words"`` (order
+    words a row), ``"tie_rows"`` (rows resolved on their full encodings).
 
     >>> import colmz
     >>> a = colmz.Updates({"k": ["b", "x"]}, time=[0, 1], diff=[1, 1])
@@ -174,6 +174,8 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     # ones from numpy, whose large arrays go back to the system as soon as they are dropped.
     empty = np.empty if release else pool_array
     words, exact = _order_words(pieces, schema, since, collapse, n, pool, empty)
+    if stats is not None:
+        stats["words"] = words.shape[1]
     clock.lap("words")
     diff = pieces[0].diff
     if len(pieces) > 1:
@@ -297,6 +299,13 @@ def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: i
         if not col_exact:
             exact = False
             break
+    if not exact and len(plans) > 1 and _distinct_within_runs(pieces, schema[0]):
+        # The words are not exact anyway (rows with equal words are resolved on their full
+        # encodings), and the first column is fixed-width with no two neighbours in a run
+        # equal -- random keys -- so its word alone orders almost every row: the later
+        # columns' words would be computed and moved through every merge round for the
+        # few rows whose keys meet across runs, which the resolution orders as well.
+        plans = plans[:1]
     has_nulls = exact and any(u.column(s.name).null_count for u in pieces for s in schema)
     timed = exact and not collapse
     w = sum(p[3] for p in plans) + int(has_nulls) + int(timed)
@@ -337,6 +346,26 @@ def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: i
         for f in [pool.submit(fill, p) for p in range(len(pieces))]:
             f.result()
     return words, exact
+
+
+#: Most neighbouring rows of a run with equal first-column values (a fraction of all rows)
+#: for which a merge whose words are not exact orders rows by the first column's word alone.
+FIRST_COLUMN_TIES = 1 / 1024
+
+
+def _distinct_within_runs(pieces: list[Updates], spec: ColumnSpec) -> bool:
+    # Whether a fixed-width first column without NULLs has (almost) no equal neighbours
+    # within the pieces: one vectorised comparison per piece.
+    if kind_of(spec.type, spec.name) in ("bytes", "null"):
+        return False
+    ties = 0
+    for u in pieces:
+        col = u.column(spec.name)
+        if col.null_count or not pa.types.is_primitive(col.type) or pa.types.is_boolean(col.type):
+            return False
+        a = col.to_numpy(zero_copy_only=True)
+        ties += int(np.count_nonzero(a[1:] == a[:-1]))
+    return ties <= FIRST_COLUMN_TIES * sum(len(u) for u in pieces)
 
 
 def _disjoint_order(words: np.ndarray, run_bounds: np.ndarray) -> list[int] | None:
