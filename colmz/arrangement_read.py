@@ -26,8 +26,14 @@ passes over the data that a read, which holds its whole result anyway, does not 
    (``consolidate_merged``): equal words are equal data when every word is exact, and the few
    groups that are not provably equal (long strings sharing 8 bytes past the prefix) are
    resolved on their full encodings;
-5. gathers each Arrow column once in that order (the runs' arrays concatenated, then Arrow's
-   ``take``), releasing each input column once it is gathered.
+5. gathers each column once in that order -- a string column straight from its pieces
+   (``gather_bytes``: each value copied by address, two threads on halves of the output),
+   other columns and every column of a large read by Arrow's ``take`` of the runs' arrays
+   concatenated -- releasing each input column once it is gathered.
+
+Words stop after the first column when they are inexact anyway and a fixed-width first
+column has (almost) no equal neighbours within a run (random keys): the rows whose keys meet
+across runs are then resolved on full encodings.
 
 So the work beyond reading the parts is one pass computing words, ``log2 k`` merge passes
 over row indices, one consolidation pass and one gather per column; nothing is encoded or
@@ -35,7 +41,10 @@ decoded in full.
 
 Memory: the inputs, the words (8 bytes a row and column) and the permutation exist together
 during the merge; the gather then drops each input column as its output is made, so the peak
-is about the inputs plus the largest output column plus the row and diff arrays.
+is about the inputs plus the largest output column plus the row and diff arrays. Reads of
+inputs below :data:`RELEASE_BYTES` take their temporaries from Arrow's pool and leave freed
+memory to the next read (fresh pages cost more than writing them on these machines); larger
+reads hand it back as they go (:func:`_release`).
 
 Invariants: the result is exactly what consolidating every update of the runs' windows with
 times advanced to ``since`` gives (``colmz.consolidate``), sorted by ``(data, time)``; a diff
