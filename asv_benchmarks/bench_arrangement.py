@@ -589,13 +589,13 @@ class Checksums:
         self.dir = tempfile.mkdtemp(prefix="colmz-bench-arr-")
 
     def teardown(self):
-        from colmz import arrangement_parts
+        from colmz.arrangement import parts as arrangement_parts
 
         arrangement_parts.PAGE_CHECKSUMS = True
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _write(self, checked: bool):
-        from colmz import arrangement_parts
+        from colmz.arrangement import parts as arrangement_parts
 
         arrangement_parts.PAGE_CHECKSUMS = checked
         path = pathlib.Path(tempfile.mkdtemp(dir=self.dir)) / "a"
@@ -607,7 +607,7 @@ class Checksums:
         return _now() - t0, arr
 
     def _read(self, arr, checked: bool) -> float:
-        from colmz import arrangement_parts
+        from colmz.arrangement import parts as arrangement_parts
 
         arrangement_parts.PAGE_CHECKSUMS = checked
         if checked:

@@ -11,22 +11,25 @@ to ``as_of=now``.
   ``DELETE``, ``UPDATE``) commit together at one time ``T`` -- ``now + 1``, or ``time=`` (never
   below ``now``: earlier times are sealed) -- each statement seeing the previous statements'
   writes. DDL (``CREATE``/``DROP``) takes effect at ``now``. ``time=now`` joins the commit that
-  sealed ``now`` (undone and redone with both transactions' writes) and is allowed only where
+  sealed ``now`` (rolled back and redone with both transactions' writes) and is allowed only where
   that revises no sealed output: every view and task must come out at ``now`` unchanged.
 * After the tables are written at ``T``, every derived object is brought to ``T`` in creation
   order, so an object only reads objects created before it and a task reading another task
   sees that task's write at ``T``. A materialized view is recomputed from its query when
   something it reads changed at ``T`` (always, when it calls ``mz_now()``) and the difference
   written at ``T``. A continual task runs :meth:`colmz.ContinualTask.run`.
-* A commit that raises (a bad statement, a continual task's guard rail) restores every
-  collection and task as it was: the catalog is unchanged.
+* A commit that raises (a bad statement, a continual task's guard rail) rolls every
+  collection and task back as it was (``colmz.rollback``: the catalog, its objects, their
+  collections and tasks declare ``ROLLBACK_FIELDS``): the catalog is unchanged. Saving that
+  state before a call costs the number of objects, not their history (a collection's
+  history is append-only, saved as its length).
 
 Every query runs in DuckDB over Arrow tables registered for the duration of the query: each
 collection the query names is read as of the evaluation time and expanded to rows. SQL is
 parsed and translated by :mod:`colmz.sql`.
 
 Storage is behind the collection interface of :mod:`colmz.continual`. Every object works
-on a :class:`colmz.continual.MemoryCollection`, so a failed commit can be undone. With
+on a :class:`colmz.continual.MemoryCollection`, so a failed commit can be rolled back. With
 ``path=DIR`` (or a storage URL, ``mem://name`` or ``s3://bucket/prefix`` with
 ``consensus=``; see ``colmz.storage.url``) the catalog is durable through a
 :class:`colmz.catalog_store.CatalogStore`: every object has a ``colmz.Arrangement`` there
@@ -83,19 +86,13 @@ from colmz.catalog_store import (
     CatalogStore,
     CompactedAway,
 )
-from colmz.continual import (
-    ContinualTask,
-    Delete,
-    Insert,
-    MemoryCollection,
-    NegativeMultiplicity,
-    conform,
-    expand,
-    rows_to_updates,
-)
+from colmz.continual import ContinualTask, Delete, Insert, MemoryCollection
+from colmz.errors import NegativeMultiplicity
 from colmz.frontier import MAX_TIME, Frontier, check_time
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
+from colmz.rollback import Saved, roll_back, save
+from colmz.rows import conform, expand, rows_to_updates
 from colmz.sql import (
     RESERVED_PREFIX,
     ContinualTaskStatement,
@@ -145,6 +142,11 @@ RETRY_BACKOFF = 0.01
 class CatalogObject:
     """One named object: its kind, storage, and the objects it reads."""
 
+    #: What a failing catalog call may change (``colmz.rollback``): the collection's and the
+    #: task's state, both rolled back in place (they are shared: a task writes the
+    #: collection, views and tasks read it), and a view's contents. The rest is its definition.
+    ROLLBACK_FIELDS = ("collection", "task", "contents")
+
     name: str
     kind: str  # "table", "materialized view", "continual task"
     collection: object
@@ -193,6 +195,13 @@ class Catalog:
     (2, [{'key': 1, 'val': 3}, {'key': 2, 'val': 4}])
     """
 
+    #: The in-memory state a failed call rolls back (``colmz.rollback``): the objects (each
+    #: rolled back in place, so a task's output and a view's inputs stay the same objects),
+    #: their order, ``now``, the definitions and how to reopen ``now``. The durable record's
+    #: mirror, the connection, configuration and stats are not (tests/colmz/test_rollback.py
+    #: says why for each).
+    ROLLBACK_FIELDS = ("_objects", "_order", "_now", "_defs", "_at_now")
+
     def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None,
                  maintain_every: int = 16, external_access: bool = True):
         if isinstance(maintain_every, bool) or not isinstance(maintain_every, int) or maintain_every < 0:
@@ -230,13 +239,12 @@ class Catalog:
         self._reopened_at: int | None = None  # the time a reopen loaded contents at
         self._defs: list[dict] = []
         self._durable: dict[str, ArrangementCollection] = {}
-        # How to reopen time ``now`` for a write at ``time=now``: the checkpoint from before
-        # the commit that sealed it and that commit's table changes (None: it cannot be).
+        # How to reopen time ``now`` for a write at ``time=now``: the state saved before the
+        # commit that sealed it and that commit's table changes (None: it cannot be; always
+        # in a durable catalog, where now is persisted sealed).
         self._at_now: tuple | None = None
         # The derived objects' changes at ``now`` a reopened commit must reproduce.
         self._expect: dict[str, list] | None = None
-        # What undoing a failed write at time=now must put back (see _undo).
-        self._redo: tuple | None = None
         # Durable: the definitions the record holds, and each arrangement's upper once the
         # record's intent is applied (by storage key) -- what the next commit builds on.
         self._committed_defs: list[dict] = []
@@ -398,7 +406,7 @@ class Catalog:
         commit_at = time if time is not None else self._now + 1
         if writes and commit_at > MAX_TIME - 1:
             raise OverflowError(f"a commit at time {commit_at} needs an upper past 2**64-1")
-        saved = self._checkpoint()
+        saved = save(self)
         try:
             pending: dict[str, Updates] = self._reopen_now() if commit_at == self._now else {}
             result = None
@@ -426,9 +434,8 @@ class Catalog:
                 self._commit(commit_at, pending)
             self._persist()
         except BaseException:
-            self._undo(saved)
+            self._roll_back(saved)
             raise
-        self._redo = None
         return result
 
     def _wrote(self, before, commit_at: int) -> bool:
@@ -483,7 +490,7 @@ class Catalog:
                              f"with columns {[c.name for c in obj.schema]}")
         if time < self._now:
             raise ValueError(f"time={time} is before cat.now={self._now}: times before now are sealed")
-        saved = self._checkpoint()
+        saved = save(self)
         try:
             pending = self._reopen_now() if time == self._now else {}
             prev = pending.get(name)
@@ -491,9 +498,8 @@ class Catalog:
             self._commit(time, pending)
             self._persist()
         except BaseException:
-            self._undo(saved)
+            self._roll_back(saved)
             raise
-        self._redo = None
 
     # ------------------------------------------------------------------ writes
 
@@ -566,7 +572,10 @@ class Catalog:
         """Write ``pending`` table changes at ``t``, then bring every derived object to ``t``."""
         if t <= self._now:
             raise ValueError(f"time {t} is not after cat.now={self._now}")
-        before = self._checkpoint()
+        # Kept only to reopen now for a write at time=now, which a durable catalog refuses
+        # (now is persisted sealed). Without _at_now itself: the saved state need not keep the
+        # previous commit's saved state alive (each would hold the one before).
+        before = save(self, exclude=("_at_now",)) if self._path is None else None
         changed = set()
         for name in self._order:
             obj = self._objects[name]
@@ -597,7 +606,7 @@ class Catalog:
                     f"{t}, already sealed: commit at a later time"
                 )
         self._now = t
-        self._at_now = (before, {k: v for k, v in pending.items() if len(v)})
+        self._at_now = None if before is None else (before, {k: v for k, v in pending.items() if len(v)})
 
     def _check_retractions(self, name: str, coll: MemoryCollection, change: Updates) -> None:
         """Refuse ``change`` if a row it retracts would be left with a negative
@@ -762,39 +771,17 @@ class Catalog:
             )
         before, pending = self._at_now
         expect = {n: _changes_at(o.collection, now) for n, o in self._objects.items() if o.kind != "table"}
-        # The collections' changes at now: a checkpoint only drops later appends, so undoing
-        # this reopened commit has to put these back (_undo).
-        self._redo = (before, {n: o.collection.updates(now, now + 1) for n, o in self._objects.items()}, now)
-        self._restore(before)
+        # Copies of the histories as they were before that commit: the lists themselves stay
+        # whole for this call's own saved state, which a failure rolls back to.
+        roll_back(self, before, copy=True)
         self._expect = expect
         return dict(pending)
 
-    def _undo(self, saved) -> None:
-        """Return to ``saved`` after a failed call (one that may have reopened ``now``)."""
-        redo, self._redo = self._redo, None
-        if redo is not None:
-            before, kept, now = redo
-            self._restore(before)
-            for name, u in kept.items():
-                c = self._objects[name].collection
-                c.compare_and_append(u, c.upper, now + 1)
-        self._restore(saved)
-
-    def _checkpoint(self):
-        objs = {}
-        for name, o in self._objects.items():
-            objs[name] = (o, o.collection.checkpoint(), o.task.checkpoint() if o.task else None, o.contents)
-        return (dict(self._objects), list(self._order), self._now, objs, list(self._defs), self._at_now)
-
-    def _restore(self, saved) -> None:
-        objects, order, now, objs, defs, self._at_now = saved
-        self._expect = None
-        self._objects, self._order, self._now, self._defs = dict(objects), list(order), now, defs
-        for o, cp, tcp, contents in objs.values():
-            o.collection.restore(cp)
-            if tcp is not None:
-                o.task.restore(tcp)
-            o.contents = contents
+    def _roll_back(self, saved: Saved) -> None:
+        """Return to ``saved`` (``colmz.rollback.save(self)`` at the start of a call) after it
+        failed: every object's collection and task in place, and the catalog's fields."""
+        roll_back(self, saved)
+        self._expect = None  # a reopened commit's check, for the call that reopened it only
 
     # ------------------------------------------------------------------ durability
 
@@ -837,7 +824,7 @@ class Catalog:
         self.stats["refreshes"] += 1
 
     def _transaction(self, call):
-        """Run ``call`` -- one transaction, which restores memory when it raises -- and on
+        """Run ``call`` -- one transaction, which rolls memory back when it raises -- and on
         a durable catalog bring the handle up to the record first; when its commit lost to
         another handle (or a read hit data another handle compacted away), refresh and run
         it again, at most :data:`RETRIES` times."""
@@ -883,7 +870,7 @@ class Catalog:
         lower is the upper the record gives it (never the arrangement handle's, which may be
         stale), the blob its changes. :meth:`CatalogStore.commit` compare-and-sets the record
         against the version this handle read: a lost race raises ``CommitConflict`` with
-        nothing visible, and the caller's undo restores memory. After the commit the call
+        nothing visible, and the caller rolls memory back. After the commit the call
         has succeeded: applying the intent and maintenance are retried by the next commit
         (or reopen) when they fail now.
         """

@@ -35,7 +35,7 @@ Invariants
    have landed (its blobs are kept: the record may name them) -- reload to learn which.
 3. No blob key is written twice: intent blobs carry a fresh token, parts fresh keys.
 
-**A catalog knows its identity** (``colmz.arrangement_identity``, as every arrangement
+**A catalog knows its identity** (``colmz.arrangement.identity``, as every arrangement
 does): its id is written once into its blob (``catalog/identity.json``, created with the
 first record) and into every record, and the record's consensus key is ``catalog/<id>``. So
 catalogs at different locations sharing one consensus database (one PostgreSQL for several
@@ -58,14 +58,14 @@ import uuid
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement_errors import (
+from colmz.arrangement.errors import (
     ArrangementError,
     IdentityMismatch,
     InvalidAsOf,
     MissingPart,
     SealMismatch,
 )
-from colmz.arrangement_identity import StoreIdentity, read_identity, write_identity
+from colmz.arrangement.identity import StoreIdentity, read_identity, write_identity
 from colmz.continual import UpperMismatch
 from colmz.frontier import Frontier, check_frontier
 from colmz.ops import concat, consolidate
@@ -188,7 +188,7 @@ class ArrangementCollection:
         self.arrangement.refresh()
 
     def compare_and_append(self, updates: Updates, expected_upper: Frontier, new_upper: Frontier) -> None:
-        from colmz.arrangement_runs import write_run
+        from colmz.arrangement.runs import write_run
 
         new_upper = check_frontier(new_upper, "new_upper")
         arr = self.arrangement
@@ -260,7 +260,7 @@ class ArrangementCollection:
         return self._read(lambda: self._updates(lower, upper), lower)
 
     def _updates(self, lower: int, upper: Frontier) -> Updates:
-        from colmz.arrangement_parts import read_part
+        from colmz.arrangement.parts import read_part
 
         arr = self.arrangement
         schema = self.schema

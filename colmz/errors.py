@@ -1,6 +1,6 @@
 """Errors shared across colmz's structure families.
 
-A family's own errors live beside it (``colmz.arrangement_errors`` for the arrangement);
+A family's own errors live beside it (``colmz.arrangement.errors`` for the arrangement);
 an error that several families raise, and that a caller catches across them, lives here, so
 that no family imports another one for its exceptions (the durable arrangement does not
 import the sink's correction buffer to share a regression error).
@@ -11,14 +11,14 @@ ValueError`` keeps working.
 
 from __future__ import annotations
 
-__all__ = ["SinceRegression"]
+__all__ = ["NegativeMultiplicity", "SinceRegression"]
 
 
 class SinceRegression(ValueError):
     """A compaction frontier (since) before the current one.
 
     ``Correction.advance_since`` raises it as it is; the arrangement raises its subclass
-    ``colmz.arrangement_errors.SinceRegression``, so one ``except colmz.SinceRegression``
+    ``colmz.arrangement.errors.SinceRegression``, so one ``except colmz.SinceRegression``
     catches the regressions of every colmz structure.
 
     >>> import colmz
@@ -28,4 +28,19 @@ class SinceRegression(ValueError):
     ... except colmz.SinceRegression as e:
     ...     print(type(e).__module__)
     colmz.errors
+    """
+
+
+class NegativeMultiplicity(ValueError):
+    """A change that would leave some row with a negative multiplicity.
+
+    Raised by a continual task's ``DELETE`` (``colmz.continual``), by a catalog write
+    (``colmz.catalog``) and by reading such contents as rows (``colmz.rows.expand``).
+
+    >>> import colmz, colmz.rows
+    >>> try:
+    ...     colmz.rows.expand(colmz.Updates({"k": [1]}, time=[0], diff=[-1]))
+    ... except NegativeMultiplicity as e:
+    ...     print(e)
+    collection holds row {'k': 1} with multiplicity -1
     """

@@ -3,7 +3,7 @@
 Design
 ------
 A part holds its updates sorted by ``(data, time)`` and consolidated
-(``colmz.arrangement_parts``). The general way there is ``colmz.consolidate(order="data")``,
+(``colmz.arrangement.parts``). The general way there is ``colmz.consolidate(order="data")``,
 which turns every data column into order-preserving key words (a string column into ranks)
 and sorts the rows by all of them. The common batch of a large write, however, starts with
 a 64-bit integer key that is unique or nearly so (a row id, a hash); its order alone then

@@ -3,11 +3,12 @@
 Design
 ------
 A structure whose calls must leave it exactly as it was when they raise (``Correction``,
-``Spine``, the correction buffer's ``Stage`` and ``BucketChain``) declares, as the class
-attribute ``ROLLBACK_FIELDS``, every field such a call may change. Everything else on the
-object is configuration set once by the constructor, or per-call scratch that no later call
-reads; the tests tie the declaration to ``vars()`` / ``__slots__`` so a new field cannot be
-forgotten silently.
+``Spine``, the correction buffer's ``Stage`` and ``BucketChain``; ``MemoryCollection``,
+``RowCounts``, ``SinkState`` and ``ContinualTask``; the ``Catalog`` and its objects) declares,
+as the class attribute ``ROLLBACK_FIELDS``, every field such a call may change. Everything
+else on the object is configuration set once by the constructor, or per-call scratch that no
+later call reads; the tests tie the declaration to ``vars()`` / ``__slots__`` so a new field
+cannot be forgotten silently.
 
 :func:`save` copies the declared fields into a :class:`Saved` value and :func:`roll_back`
 puts them back; :func:`undone_on_error` is the context manager a call wraps its work in.
@@ -16,15 +17,33 @@ The copier is :func:`saved_value`, one rule for every field:
 * a structure that declares ``ROLLBACK_FIELDS`` itself (the stage inside a correction
   buffer) is saved field by field and rolled back *in place*, so whoever shares it keeps
   a valid reference;
-* a container (``list``, ``dict``, ``deque``) is copied shallowly -- its elements are
-  immutable batches and frontiers, shared -- except that elements which declare
-  ``ROLLBACK_FIELDS`` (a Spine merge in progress) are saved too, in place;
+* a list the class also names in ``ROLLBACK_APPEND_ONLY`` (a history) is saved as the list
+  and its length -- no element is copied -- and rolled back by truncating it to that length;
+* any other container (``list``, ``dict``, ``deque``, ``set``) is copied shallowly -- its
+  elements are immutable batches, frontiers and times, shared -- except that elements which
+  declare ``ROLLBACK_FIELDS`` (a Spine merge in progress, a catalog's objects) are saved too,
+  in place;
 * a numpy array is copied, and written back into the same array (a merge's cursor is
   shared with the merge that advances it);
 * anything else (ints, ``None``, immutable batches) is kept by reference.
 
+Append-only fields. A save must not cost the history a structure holds (a collection's
+list of batches, one per time written): a field declared in ``ROLLBACK_APPEND_ONLY`` costs
+O(1) to save. The declaring class promises that between a save and its roll back the list
+*object* only grows at its end (``append``/``extend``); any other change (compaction
+rewriting a prefix, a lazily loaded base inserted in front, merging the last runs) assigns a
+*new* list to the field and leaves the old one as it was. Rolling back then puts the saved
+list object back, cut to its saved length: appends made to it are dropped, a replacement is
+undone. The last saved element is checked to be the same object, so a class that breaks its
+promise gets ``RuntimeError`` instead of a silently wrong state. ``Saved.copied`` counts the
+elements a save copied (a work counter: the tests check it does not grow with history).
+
 A :class:`Saved` value stays valid after a roll back, so one saved state can be rolled back
-to more than once.
+to more than once. Truncating in place drops what a *later* save of the same list holds;
+``roll_back(obj, saved, copy=True)`` puts copies of the saved prefixes back instead
+(O(their length)), leaving the lists intact for that later save -- the catalog's undo of the
+commit at ``now`` (to join it) does this, and its own failure then rolls back to the later
+save.
 
 Vocabulary. colmz keeps one meaning per word: *snapshot* is a collection's contents as of a
 time (``Arrangement.snapshot``), *restore* is upstream's restoring of the bucket chain's
@@ -44,7 +63,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Saved", "declared_fields", "roll_back", "save", "saved_value", "undone_on_error"]
+__all__ = ["Saved", "append_only_fields", "declared_fields", "roll_back", "save", "saved_value",
+           "undone_on_error"]
 
 
 def declared_fields(obj: Any) -> tuple[str, ...]:
@@ -60,6 +80,20 @@ def declared_fields(obj: Any) -> tuple[str, ...]:
     return fields
 
 
+def append_only_fields(obj: Any) -> tuple[str, ...]:
+    """The declared fields of ``obj`` that are append-only lists (``ROLLBACK_APPEND_ONLY``).
+
+    >>> from colmz.continual import MemoryCollection
+    >>> append_only_fields(MemoryCollection({"k": "bigint"}))
+    ('_times', '_batches')
+    """
+    fields = getattr(type(obj), "ROLLBACK_APPEND_ONLY", ())
+    extra = set(fields) - set(declared_fields(obj))
+    if extra:
+        raise TypeError(f"{type(obj).__name__}: ROLLBACK_APPEND_ONLY names undeclared fields {sorted(extra)}")
+    return fields
+
+
 def _declares(value: Any) -> bool:
     return getattr(type(value), "ROLLBACK_FIELDS", None) is not None
 
@@ -67,44 +101,81 @@ def _declares(value: Any) -> bool:
 class _InPlace:
     """A structure saved field by field, rolled back into the same object."""
 
-    __slots__ = ("target", "saved")
+    __slots__ = ("target", "saved", "copied")
 
     def __init__(self, target: Any) -> None:
         self.target = target
         self.saved = save(target)
+        self.copied = self.saved.copied
 
-    def put_back(self) -> Any:
-        roll_back(self.target, self.saved)
+    def put_back(self, copy: bool) -> Any:
+        roll_back(self.target, self.saved, copy=copy)
         return self.target
+
+
+class _Appended:
+    """An append-only list saved as itself and its length: rolled back by truncation."""
+
+    __slots__ = ("target", "n", "last", "field")
+
+    copied = 0
+
+    def __init__(self, target: list, field: str) -> None:
+        if type(target) is not list:
+            raise TypeError(f"append-only field {field!r} must be a list, got {type(target).__name__}")
+        self.target = target
+        self.n = len(target)
+        self.last = target[-1] if target else None
+        self.field = field
+
+    def put_back(self, copy: bool) -> list:
+        t, n = self.target, self.n
+        if len(t) < n or (n and t[n - 1] is not self.last):
+            raise RuntimeError(
+                f"append-only field {self.field!r} was changed in place other than at its end "
+                f"(length {len(t)}, saved {n}): a rewrite must assign a new list"
+            )
+        if copy:
+            return t[:n]
+        del t[n:]
+        return t
 
 
 class _Container:
     """A shallow copy of a container, with its rollback-declaring elements saved."""
 
-    __slots__ = ("items", "kind", "inner")
+    __slots__ = ("items", "kind", "inner", "copied")
 
-    def __init__(self, value: list | dict | deque) -> None:
+    def __init__(self, value: list | dict | deque | set) -> None:
         self.kind = type(value)
         self.items = self.kind(value)
         elems = value.values() if isinstance(value, dict) else value
-        self.inner = [_InPlace(e) for e in elems if _declares(e)]
+        # Most containers hold only immutable batches and ints: find the types present in
+        # one C-speed pass and look at the elements one by one only when one of those types
+        # declares ROLLBACK_FIELDS.
+        if any(getattr(t, "ROLLBACK_FIELDS", None) is not None for t in set(map(type, elems))):
+            self.inner = [_InPlace(e) for e in elems if _declares(e)]
+        else:
+            self.inner = []
+        self.copied = len(self.items) + sum(s.copied for s in self.inner)
 
-    def put_back(self) -> Any:
+    def put_back(self, copy: bool) -> Any:
         for s in self.inner:
-            s.put_back()
+            s.put_back(copy)
         return self.kind(self.items)
 
 
 class _Array:
     """A copy of a numpy array, written back into the array it was taken from."""
 
-    __slots__ = ("target", "copy")
+    __slots__ = ("target", "copy", "copied")
 
     def __init__(self, target: np.ndarray) -> None:
         self.target = target
         self.copy = target.copy()
+        self.copied = target.size
 
-    def put_back(self) -> np.ndarray:
+    def put_back(self, copy: bool) -> np.ndarray:
         if self.target.shape == self.copy.shape:
             self.target[...] = self.copy
             return self.target
@@ -115,34 +186,46 @@ def saved_value(value: Any) -> Any:
     """How a rollback keeps one field's value (see the module docstring for the rule)."""
     if _declares(value):
         return _InPlace(value)
-    if isinstance(value, (list, dict, deque)):
+    if isinstance(value, (list, dict, deque, set)):
         return _Container(value)
     if isinstance(value, np.ndarray):
         return _Array(value)
     return value
 
 
-def _put_back(saved: Any) -> Any:
-    if isinstance(saved, (_InPlace, _Container, _Array)):
-        return saved.put_back()
+_SAVED_KINDS = (_InPlace, _Appended, _Container, _Array)
+
+
+def _put_back(saved: Any, copy: bool) -> Any:
+    if isinstance(saved, _SAVED_KINDS):
+        return saved.put_back(copy)
     return saved
 
 
 class Saved:
-    """The declared fields of one object as :func:`save` found them."""
+    """The declared fields of one object as :func:`save` found them.
 
-    __slots__ = ("owner", "values")
+    ``fields`` names them (the declared ones, less any excluded); ``copied`` is how many
+    elements the save copied, nested structures included (a work counter).
+    """
 
-    def __init__(self, owner: type, values: tuple) -> None:
+    __slots__ = ("owner", "fields", "values", "copied")
+
+    def __init__(self, owner: type, fields: tuple[str, ...], values: tuple) -> None:
         self.owner = owner
+        self.fields = fields
         self.values = values
+        self.copied = sum(getattr(v, "copied", 0) for v in values if isinstance(v, _SAVED_KINDS))
 
     def __repr__(self) -> str:
-        return f"<Saved state of a {self.owner.__name__}: {len(self.values)} fields>"
+        return f"<Saved state of a {self.owner.__name__}: {len(self.values)} fields, {self.copied} elements copied>"
 
 
-def save(obj: Any) -> Saved:
+def save(obj: Any, exclude: tuple[str, ...] = ()) -> Saved:
     """Copy ``obj``'s declared fields, for :func:`roll_back` after a failed call.
+
+    Fields named in ``exclude`` are neither saved nor rolled back (a field holding saved
+    states itself, which a later save need not keep alive).
 
     >>> from colmz.stage import Stage
     >>> import colmz
@@ -151,15 +234,27 @@ def save(obj: Any) -> Saved:
     >>> roll_back(s, saved); len(s)
     0
     """
-    return Saved(type(obj), tuple(saved_value(getattr(obj, f)) for f in declared_fields(obj)))
+    declared = declared_fields(obj)
+    unknown = set(exclude) - set(declared)
+    if unknown:
+        raise ValueError(f"exclude names fields {type(obj).__name__} does not declare: {sorted(unknown)}")
+    appended = append_only_fields(obj)
+    fields = tuple(f for f in declared if f not in exclude)
+    values = tuple(_Appended(getattr(obj, f), f) if f in appended else saved_value(getattr(obj, f))
+                   for f in fields)
+    return Saved(type(obj), fields, values)
 
 
-def roll_back(obj: Any, saved: Saved) -> None:
-    """Return ``obj``'s declared fields to what :func:`save` found (``saved`` stays usable)."""
+def roll_back(obj: Any, saved: Saved, *, copy: bool = False) -> None:
+    """Return ``obj``'s declared fields to what :func:`save` found (``saved`` stays usable).
+
+    ``copy=True`` puts append-only fields back as copies of their saved prefix instead of
+    truncating the lists in place, so a later save of the same lists stays valid.
+    """
     if saved.owner is not type(obj):
         raise TypeError(f"a saved {saved.owner.__name__} cannot roll back a {type(obj).__name__}")
-    for f, value in zip(declared_fields(obj), saved.values):
-        setattr(obj, f, _put_back(value))
+    for f, value in zip(saved.fields, saved.values):
+        setattr(obj, f, _put_back(value, copy))
 
 
 @contextlib.contextmanager

@@ -217,10 +217,10 @@ def _arrangement_sort(reps: int) -> None:
 
 
 def _merged_reads(reps: int) -> None:
-    # An arrangement read of several runs (colmz.arrangement_read): order words of int64 and
+    # An arrangement read of several runs (colmz.arrangement.read): order words of int64 and
     # string columns (exact and prefix), the one-thread merge of small reads and the
     # two-thread merge (co_rank cuts) of reads of PARALLEL_ROWS rows and more.
-    from colmz.arrangement_read import PARALLEL_ROWS, merged_read
+    from colmz.arrangement.read import PARALLEL_ROWS, merged_read
 
     n = max(64, (PARALLEL_ROWS // 2 + 1) * (reps > 1))
     rng = np.random.default_rng(0)

@@ -7,11 +7,11 @@ An arrangement is parts in a blob store plus a metadata record changed by compar
 
 * **Reading** (:func:`read_parts`): the driver lists the parts of the state it opened
   (``Arrangement.parts()``); a DataFrame of those keys is spread over the executors, each
-  reads its parts from the blob store through colmz (``colmz.arrangement_parts.read_part``)
+  reads its parts from the blob store through colmz (``colmz.arrangement.parts.read_part``)
   and keeps the rows a reader must keep (``time >= min_time``). No Hadoop filesystem
   connector is involved, so the same code reads a local directory and an S3 bucket.
 * **Writing** (:func:`write_runs`): each partition of a DataFrame of updates is consolidated
-  and written as one run of parts (``colmz.arrangement_runs.write_run``); the task returns
+  and written as one run of parts (``colmz.arrangement.runs.write_run``); the task returns
   only the run's description. The driver collects them and commits them in one
   compare-and-set (``Arrangement.append_runs``). Spark's result handling keeps one successful
   attempt per partition, so a retried or speculative task's parts are never committed twice:
@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement_runs import WrittenRun, write_run
+from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.order import ColumnSpec
 
 __all__ = ["part_list", "read_parts", "read_parts_local", "spark_schema", "write_runs"]
@@ -78,7 +78,7 @@ def read_parts(spark, url: str, schema: Sequence[ColumnSpec], parts: Sequence[tu
     has the data columns, ``time`` and ``diff`` (both ``long``); an empty ``parts`` gives an
     empty DataFrame of that schema.
     """
-    from colmz.arrangement_parts import read_part
+    from colmz.arrangement.parts import read_part
     from colmz.storage.url import open_blob
 
     schema = tuple(schema)
@@ -105,7 +105,7 @@ def read_parts_local(url: str, schema: Sequence[ColumnSpec], parts: Sequence[tup
     The same rows and columns: the data columns, ``time`` and ``diff`` (``int64``).
 
     >>> import colmz, tempfile
-    >>> from colmz.arrangement_runs import write_run
+    >>> from colmz.arrangement.runs import write_run
     >>> from colmz.storage.url import open_blob
     >>> d = tempfile.mkdtemp()
     >>> u = colmz.Updates({"k": ["a", "b"]}, time=[1, 4], diff=[1, 1])
@@ -113,7 +113,7 @@ def read_parts_local(url: str, schema: Sequence[ColumnSpec], parts: Sequence[tup
     >>> read_parts_local(d, u.schema, [(k, 2) for k in run.keys]).to_pylist()
     [{'k': 'b', 'time': 4, 'diff': 1}]
     """
-    from colmz.arrangement_parts import read_parts as read_blob_parts
+    from colmz.arrangement.parts import read_parts as read_blob_parts
     from colmz.storage.url import open_blob
 
     schema = tuple(schema)
@@ -132,7 +132,7 @@ def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner
     ``diff``) as one run of parts into the store at ``url``; return the runs (an action).
 
     Nothing is committed: pass the runs to ``Arrangement.append_runs`` on the driver. Every
-    part key carries ``owner`` (``colmz.arrangement_runs.owned_keys``), so a job that fails
+    part key carries ``owner`` (``colmz.arrangement.runs.owned_keys``), so a job that fails
     before it commits can delete what its tasks wrote, failed attempts included.
     """
     import colmz

@@ -296,7 +296,7 @@ def stop_tasks(spark, timeout: float = 30.0) -> bool:
     running tasks: they are killed in the background and may still write for a moment.
     A job that discards its output after a failure calls this first, so the discard sees
     what those tasks wrote (a Python worker can outlive its task for a moment still:
-    ``colmz.arrangement_runs.discard_owned`` covers that).
+    ``colmz.arrangement.runs.discard_owned`` covers that).
 
     >>> stop_tasks(spark)  # doctest: +SKIP
     True

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from colmz.arrangement import Arrangement, ArrangementError, IdentityMismatch, MetadataLost
-from colmz.arrangement_runs import discard_owned
+from colmz.arrangement.runs import discard_owned
 from colmz.storage.base import StorageError, open_input
 from colmz.storage.url import local_path
 
@@ -188,7 +188,7 @@ def discard_run(store: SinkStore, owner: str) -> list[str]:
     created the arrangement while this one ran (two first runs into one new directory).
     When the committed state cannot be read, nothing is deleted (gc collects unreferenced
     parts after its lease). A task of the run that is still writing deletes its own parts
-    when it finishes (``colmz.arrangement_runs.discard_owned``).
+    when it finishes (``colmz.arrangement.runs.discard_owned``).
 
     A new store's directory is left in place, empty: deleting it could delete another
     job's first commit into it, and the next run starts from it as from a new store.

@@ -177,7 +177,7 @@ def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[st
     import pyarrow.compute as pc
 
     import colmz
-    from colmz.arrangement_runs import write_run
+    from colmz.arrangement.runs import write_run
     from colmz.storage.url import open_blob
 
     names = [s.name for s in schema]
@@ -519,7 +519,7 @@ def batch_writer(
 
 
 def _delete_owned(arr, owner: str) -> None:
-    from colmz.arrangement_runs import discard_owned
+    from colmz.arrangement.runs import discard_owned
 
     # Keep what committed state names, re-read: a commit that failed with an unknown
     # outcome may have landed. Best effort; gc collects whatever is left after its lease.

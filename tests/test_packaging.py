@@ -30,6 +30,7 @@ def test_wheel_maps_the_top_level_folders_into_the_package(wheel):
     assert "colmz/spark/cli/__init__.py" in names and "colmz/spark/cli/sink.py" in names
     assert "colmz/py.typed" in names
     assert "colmz/sql/parse.py" in names  # colmz.sql is a package
+    assert "colmz/continual/model.py" in names and "colmz/sql/lift.py" in names
     assert not any(n.startswith(("kernels/", "spark/")) for n in names)
 
 

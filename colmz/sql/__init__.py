@@ -26,6 +26,9 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    query of a ``DELETE``/``UPDATE`` predicate (:func:`select_where`, :func:`update_select`),
    the casts of ``VALUES`` literals, ``mz_now()``'s value. User text enters only as a part
    checked to be one expression.
+   :mod:`colmz.sql.lift` writes a continual task's batched queries (its statements lifted
+   over many times, one union per time) and reads the ``DELETE`` predicate shapes a batch
+   recognises; the continual-task code (``colmz.continual``) and the catalog build no SQL.
 5. :mod:`colmz.sql.run` runs it: :func:`connect` (PostgreSQL arithmetic, replacement scans
    off, configuration locked, ``external_access=False`` for no file or network access) and
    :func:`run_query`, which first has DuckDB confirm the text is exactly one ``SELECT``.

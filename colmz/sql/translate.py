@@ -32,7 +32,7 @@ import re
 
 import pyarrow as pa
 
-from colmz.sql.build import RESERVED_PREFIX, relation_name
+from colmz.sql.build import RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import closing, short_text_cache, tokenize
 
@@ -1091,7 +1091,7 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         if not (is_rel or (is_qualifier and t.name not in aliases)):
             continue
         out.append(translated[last : t.start])
-        out.append('"' + relation_name(order[t.name]) + '"')
+        out.append(identifier(relation_name(order[t.name])))
         last = t.end
     out.append(translated[last:])
     return "".join(out), tuple(order)
@@ -1117,7 +1117,7 @@ def bind_relations_as(translated: str, registered: tuple[tuple[str, str], ...]) 
     for t in tokenize(text):
         if t.kind == "qident" and t.name in rename:
             out.append(text[last : t.start])
-            out.append('"' + rename[t.name].replace('"', '""') + '"')
+            out.append(identifier(rename[t.name]))
             last = t.end
     out.append(text[last:])
     return "".join(out)

@@ -202,7 +202,7 @@ def run(args, out) -> dict:
 
 def _damaged_part(e: BaseException) -> str | None:
     """The line naming a part a Spark task found damaged (``CorruptPart``/``MissingPart``
-    raised by ``colmz.arrangement_parts.read_part`` in a Python worker), else None."""
+    raised by ``colmz.arrangement.parts.read_part`` in a Python worker), else None."""
     if isinstance(e, (KeyboardInterrupt, SystemExit)):
         return None
     found = re.findall(r"(?:CorruptPart|MissingPart): (part .+)", str(e))

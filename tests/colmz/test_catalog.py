@@ -413,7 +413,7 @@ def test_every_colmz_connection_is_locked_without_replacement_scans():
 
     src = MemoryCollection({"k": pa.int64()})
     task = ContinualTask("o", {"src": src}, [Insert("SELECT k FROM src")])
-    for con in (connect(), colmz.Catalog()._con, task._connection()):
+    for con in (connect(), colmz.Catalog()._con, task.duckdb.connection()):
         assert con.sql("SELECT current_setting('python_enable_replacements'), "
                        "current_setting('lock_configuration')").fetchall() == [(False, True)]
         with pytest.raises(Exception, match="locked"):

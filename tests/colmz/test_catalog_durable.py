@@ -268,8 +268,8 @@ def test_durable_catalog_refuses_time_now(tmp_path):
 def test_first_query_after_reopening_does_not_consolidate_the_durable_read_again(tmp_path, monkeypatch):
     # The contents a reopened catalog loads come from Arrangement.read, consolidated
     # already: the first query keeps them as they come (work counter: no consolidate call
-    # in colmz.continual) and answers as before.
-    import colmz.continual as continual_mod
+    # in colmz.continual.model) and answers as before.
+    import colmz.continual.model as continual_mod
 
     cat = colmz.Catalog(str(tmp_path / "c"))
     cat.execute("CREATE TABLE t (k BIGINT, v TEXT)")

@@ -14,12 +14,17 @@ import pkgutil
 from collections import deque
 
 import numpy as np
+import pyarrow as pa
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import colmz
 from colmz.buckets import BucketChain
+from colmz.catalog import Catalog
+from colmz.continual import MemoryCollection, NegativeMultiplicity, RowCounts, SinkState
 from colmz.correction import Correction
-from colmz.rollback import Saved, declared_fields, roll_back, save, undone_on_error
+from colmz.rollback import Saved, declared_fields, roll_back, save, saved_value, undone_on_error
 from colmz.spine import Spine
 from colmz.stage import Stage
 
@@ -34,6 +39,31 @@ NOT_ROLLED_BACK = {
     "Stage": set(),
     # set at construction and never changed: the merge's inputs, layout and output buffer
     "_Merge": {"a", "b", "runs", "adv", "lower", "upper", "since", "layout", "out"},
+    # the column types, whether its base comes consolidated (configuration), and the
+    # counters of reads done (work that happened, kept)
+    "MemoryCollection": {"_schema", "_base_consolidated", "stats"},
+    # the cumulative work counter
+    "RowCounts": {"work"},
+    "SinkState": set(),
+    # definition and plan, set by the constructor: names, collections (rolled back by their
+    # owner, a catalog), statements (compiled) and their union and lifted forms,
+    # configuration; its DuckDB side (``duckdb``: the connection and the tables left
+    # registered on it, which no roll back touches: rolling them back would make them lie
+    # about what is registered)
+    "ContinualTask": {"name", "input_name", "input", "references", "output", "schema",
+                      "statements", "snapshot", "initial_as_of", "as_of", "reads_input",
+                      "compiled", "duckdb", "_union", "_lifted"},
+    # its definition
+    "CatalogObject": {"name", "kind", "deps", "query", "uses_now"},
+    # configuration and durable handles (connection, path, store); the durable record's
+    # mirror (``_committed_defs``, ``_dur_upper``: what the record holds, changed only once a
+    # commit succeeded), the time a reopen loaded at, the arrangements; ``_stale`` (set
+    # *because* a commit failed indeterminately: the next call must refresh); the per-call
+    # check of a reopened commit (``_expect``, cleared by every roll back); cumulative stats
+    # and the persist counter that paces maintenance
+    "Catalog": {"_maintain_every", "_con", "_path", "_consensus", "_loc", "_blob", "_store",
+                "_committed_defs", "_dur_upper", "_reopened_at", "_durable", "_stale",
+                "_expect", "stats", "_persists"},
 }
 
 
@@ -67,17 +97,32 @@ def _example(name: str):
         merges = [st for st in s._layers if type(st).__name__ == "_Merge"]
         assert merges, "the example should hold a merge"
         return merges[0]
+    if name in ("Catalog", "CatalogObject", "ContinualTask"):
+        cat = _catalog()
+        return {"Catalog": cat, "CatalogObject": cat.object("ct"), "ContinualTask": cat.object("ct").task}[name]
     return {"Correction": Correction, "Spine": Spine, "Stage": Stage,
-            "BucketChain": lambda: BucketChain([1, 2], lambda b, mid: (b, b, 0), domain_bits=4)}[name]()
+            "BucketChain": lambda: BucketChain([1, 2], lambda b, mid: (b, b, 0), domain_bits=4),
+            "MemoryCollection": lambda: MemoryCollection({"k": pa.int64()}),
+            "RowCounts": RowCounts, "SinkState": SinkState}[name]()
+
+
+def _catalog() -> Catalog:
+    cat = Catalog()
+    cat.execute("CREATE TABLE t (k INT, v INT); CREATE TABLE w (x INT)")
+    cat.execute("""CREATE CONTINUAL TASK ct (k INT, v INT) ON INPUT t AS (
+        DELETE FROM ct WHERE k IN (SELECT k FROM t);
+        INSERT INTO ct SELECT k, max(v) FROM t GROUP BY k)""")
+    cat.execute("CREATE MATERIALIZED VIEW mv AS SELECT k, count(*) AS n FROM t GROUP BY k")
+    cat.execute("INSERT INTO t VALUES (1, 1), (2, 2)")
+    cat.execute("DELETE FROM t WHERE k = 2")  # a retraction: t's counts() index is built
+    return cat
 
 
 def test_every_declaring_class_is_known_here():
     assert set(_declaring_classes()) == set(NOT_ROLLED_BACK)
 
 
-@pytest.mark.parametrize("name", sorted(NOT_ROLLED_BACK))
-def test_declared_fields_cover_every_field(name):
-    obj = _example(name)
+def _check_declaration(name, obj):
     fields = _instance_fields(obj)
     declared = set(declared_fields(obj))
     assert declared <= fields, f"{name} declares fields it does not have: {declared - fields}"
@@ -87,8 +132,21 @@ def test_declared_fields_cover_every_field(name):
     )
 
 
+@pytest.mark.parametrize("name", sorted(NOT_ROLLED_BACK))
+def test_declared_fields_cover_every_field(name):
+    _check_declaration(name, _example(name))
+
+
+@pytest.mark.parametrize("name", ["MemoryCollection", "ContinualTask", "Catalog"])
+def test_a_field_added_undeclared_fails_the_declaration_test(name):
+    obj = _example(name)
+    obj.added_later = 0  # what a new field forgotten in ROLLBACK_FIELDS looks like
+    with pytest.raises(AssertionError, match="added_later"):
+        _check_declaration(name, obj)
+
+
 class _Holder:
-    ROLLBACK_FIELDS = ("items", "table", "queue", "arr", "inner", "n")
+    ROLLBACK_FIELDS = ("items", "table", "queue", "arr", "inner", "n", "seen")
 
     def __init__(self):
         self.items = [1, 2]
@@ -97,6 +155,7 @@ class _Holder:
         self.arr = np.arange(4)
         self.inner = Stage()
         self.n = 0
+        self.seen = {1}
 
 
 def test_roll_back_copies_containers_and_keeps_shared_structures_in_place():
@@ -109,13 +168,29 @@ def test_roll_back_copies_containers_and_keeps_shared_structures_in_place():
     h.arr[:] = 9
     h.inner.push(colmz.Updates({"k": [1]}, time=[0], diff=[1]).encode())
     h.n = 5
+    h.seen.add(2)
     roll_back(h, saved)
+    assert h.seen == {1}
     assert (h.items, h.table, list(h.queue), h.arr.tolist(), len(h.inner), h.n) == (
         [1, 2], {"a": 1}, [3], [0, 1, 2, 3], 0, 0)
     assert h.inner is inner and h.arr is arr  # whoever shares them sees the rollback
     h.items.append(7)
     roll_back(h, saved)  # a saved state can be rolled back to again
     assert h.items == [1, 2]
+
+
+def test_a_container_mixing_plain_and_declaring_elements_saves_the_declaring_ones():
+    st = Stage()
+    items = [1, "batch", st, 2.0]
+    saved = save(_Holder())  # warm: a holder of plain containers
+    assert saved.values[0].inner == []
+    h = _Holder()
+    h.items = items
+    saved = save(h)
+    st.push(colmz.Updates({"k": [1]}, time=[0], diff=[1]).encode())
+    h.items.append(3)
+    roll_back(h, saved)
+    assert h.items == [1, "batch", st, 2.0] and h.items[2] is st and len(st) == 0
 
 
 def test_undone_on_error_rolls_back_and_reraises_and_keeps_success():
@@ -153,3 +228,368 @@ def test_a_failed_spine_call_leaves_merges_in_progress_as_they_were():
     for (c0, done0, r0), (c1, done1, r1) in zip(before, after):
         assert c0.tolist() == c1.tolist() and done0 == done1 and r0 is r1
     assert s.check_invariants(deep=True) == []
+
+
+# ----------------------------------------------------------------------------- the catalog
+
+
+def _visible(cat: Catalog, keys: bool = True) -> dict:
+    """What the declared fields of a catalog, its objects, their collections and tasks show:
+    names, now, each collection's frontiers, history and counts index, each task's progress,
+    each view's contents."""
+    out = {"names": cat.names, "now": cat.now, "at_now": cat._at_now is not None,
+           "defs": [{k: v for k, v in d.items() if keys or k != "key"} for d in cat._defs]}
+    for name in cat.names:
+        o = cat.object(name)
+        c = o.collection
+        out[name] = {
+            "since": c.since, "upper": c.upper, "times": c.times(), "base": c.base_pending,
+            "history": c.updates(c.since, None).to_pylist(),
+            "counts": None if c._counts is None else [(k.tolist(), d.tolist()) for k, _, d in c._counts._runs],
+            "contents": None if o.contents is None else o.contents.to_pylist(),
+        }
+        if o.task is not None:
+            t, sk = o.task, o.task._sink
+            out[name]["task"] = (
+                t._next, t._snapshot_at, None if t._view is None else t._view.to_pylist(), dict(t.stats),
+                sorted(sk.append_times), sk.append_times_progress, [u.to_pylist() for u in sk.to_append],
+                sk.to_append_progress, sk.output_progress)
+    return out
+
+
+@pytest.mark.parametrize(("script", "error"), [
+    # the write commits (the task and the view run) before the failing query
+    ("INSERT INTO t VALUES (3, 3), (1, 9); SELECT * FROM ct; SELECT * FROM no_such_table", "no_such_table"),
+    # two tables written, the task read, then a statement DuckDB refuses while running
+    ("INSERT INTO t VALUES (3, 3); INSERT INTO w VALUES (1); SELECT * FROM ct; SELECT CAST('y' AS INT)",
+     "Could not convert"),
+    # DDL after a commit, then a failing statement: the new object goes too
+    ("INSERT INTO t VALUES (4, 4); CREATE TABLE u (x INT); SELECT * FROM no_such_table", "no_such_table"),
+    # the view refreshed, then the failure
+    ("INSERT INTO t VALUES (5, 5); SELECT * FROM mv; SELECT CAST('x' AS INT)", "Could not convert"),
+])
+def test_a_failed_execute_leaves_the_catalog_as_it_was(script, error):
+    cat = _catalog()
+    objects = {n: (cat.object(n), cat.object(n).collection, cat.object(n).task) for n in cat.names}
+    before = _visible(cat)
+    with pytest.raises(Exception, match=error):
+        cat.execute(script)
+    assert _visible(cat) == before
+    # rolled back in place: the task still writes the collection the catalog holds
+    assert {n: (cat.object(n), cat.object(n).collection, cat.object(n).task) for n in cat.names} == objects
+    assert cat.object("ct").task.output is cat.object("ct").collection
+    # and the catalog goes on as one that never ran the failed script
+    ref = _catalog()
+    for c in (cat, ref):
+        c.execute("INSERT INTO t VALUES (1, 7), (6, 6)")
+    assert _visible(cat, keys=False) == _visible(ref, keys=False)  # storage keys are random
+
+
+def test_a_failed_write_at_now_puts_the_reopened_commit_back():
+    # time=now reopens the commit that sealed now (rolled back to the state saved before
+    # it); the failing call rolls back to the state it saved first, which holds that commit.
+    cat = _catalog()
+    before = _visible(cat)
+    with pytest.raises(Exception, match="no_such_table"):
+        cat.execute("INSERT INTO w VALUES (7); SELECT * FROM w; SELECT * FROM no_such_table", time=cat.now)
+    assert _visible(cat) == before
+    cat.execute("INSERT INTO w VALUES (7)", time=cat.now)  # the commit can still be joined
+    ref = _catalog()
+    ref.execute("INSERT INTO w VALUES (7)", time=ref.now)
+    assert _visible(cat, keys=False) == _visible(ref, keys=False)
+    assert cat.now == 2 and cat.read("w").to_pylist() == [(7, 2, 1)]
+
+
+def test_a_failed_append_at_now_leaves_the_catalog_and_its_counts_index_as_they_were():
+    # The retraction check reads t's counts index (built by _catalog) after the reopened
+    # commit rolled it back; the refusal rolls everything back to before the append.
+    cat = _catalog()
+    before = _visible(cat)
+    assert before["t"]["counts"] is not None
+    with pytest.raises(NegativeMultiplicity, match="multiplicity -1"):
+        cat.append("t", colmz.Updates({"k": [1, 8], "v": [1, 8]}, time=[0, 0], diff=[-2, 1]), time=cat.now)
+    assert _visible(cat) == before
+
+
+# ----------------------------------------------------------------------------- append-only
+
+
+class _History:
+    ROLLBACK_FIELDS = ("log", "n")
+    ROLLBACK_APPEND_ONLY = ("log",)
+
+    def __init__(self, n: int = 0):
+        self.log = [f"batch {i}" for i in range(n)]
+        self.n = n
+
+
+def test_an_append_only_list_is_saved_as_its_length_and_truncated_back():
+    h = _History(3)
+    log = h.log
+    saved = save(h)
+    assert saved.copied == 0
+    h.log.extend(["batch 3", "batch 4"])
+    h.n = 5
+    roll_back(h, saved)
+    assert h.log is log and h.log == ["batch 0", "batch 1", "batch 2"] and h.n == 3
+    h.log.append("again")  # saved stays usable
+    roll_back(h, saved)
+    assert h.log == ["batch 0", "batch 1", "batch 2"]
+
+
+def test_a_rewrite_assigns_a_new_list_and_the_roll_back_puts_the_old_one_back():
+    h = _History(3)
+    log = h.log
+    saved = save(h)
+    h.log.append("batch 3")  # appended in place, then rewritten (compaction)
+    h.log = ["compacted", *h.log[2:]]
+    roll_back(h, saved)
+    assert h.log is log and h.log == ["batch 0", "batch 1", "batch 2"]
+
+
+@pytest.mark.parametrize("breach", ["overwrite the end", "truncate", "insert in front"])
+def test_an_in_place_change_other_than_appending_is_refused(breach):
+    h = _History(3)
+    saved = save(h)
+    if breach == "overwrite the end":
+        h.log[-1] = "other"
+    elif breach == "truncate":
+        del h.log[1:]
+    else:
+        h.log.insert(0, "front")
+    with pytest.raises(RuntimeError, match="append-only field 'log'"):
+        roll_back(h, saved)
+
+
+def test_roll_back_with_copy_leaves_the_lists_whole_for_a_later_save():
+    # The catalog's join of the commit at now: roll back to before that commit (copies),
+    # run, fail, roll back to the state saved at the call's start (which holds the commit).
+    h = _History(2)
+    before = save(h)
+    h.log.append("commit at now")
+    at_start = save(h)
+    roll_back(h, before, copy=True)
+    assert h.log == ["batch 0", "batch 1"]
+    h.log.append("the joined commit")
+    roll_back(h, at_start)
+    assert h.log == ["batch 0", "batch 1", "commit at now"]
+
+
+def test_exclude_and_the_append_only_declaration_are_checked():
+    h = _History(1)
+    saved = save(h, exclude=("n",))
+    h.n, h.log = 7, []
+    roll_back(h, saved)
+    assert (h.n, h.log) == (7, ["batch 0"])  # n neither saved nor rolled back
+    with pytest.raises(ValueError, match="does not declare"):
+        save(h, exclude=("nope",))
+
+    class Bad:
+        ROLLBACK_FIELDS = ("a",)
+        ROLLBACK_APPEND_ONLY = ("b",)
+
+    with pytest.raises(TypeError, match="undeclared fields"):
+        save(Bad())
+    h.log = (1, 2)
+    with pytest.raises(TypeError, match="must be a list"):
+        save(h)
+
+
+def _collection(times: int) -> MemoryCollection:
+    c = MemoryCollection({"k": pa.int64()})
+    for t in range(times):
+        c.compare_and_append(colmz.Updates({"k": [t]}, time=[t], diff=[1]), t, t + 1)
+    c.counts(colmz.Updates({"k": [0]}, time=[0], diff=[1]))  # the counts index, built
+    return c
+
+
+def test_a_save_copies_the_same_elements_whatever_the_history():
+    # Work counter: elements a save copies. A collection of 20 or 2,000 times costs the same,
+    # as a shallow copy of its history (what a save did before) would not.
+    short, long = _collection(20), _collection(2000)
+    assert len(long.times()) == 2000
+    assert save(short).copied == save(long).copied == 0
+    assert saved_value(long._times).copied == 2000  # the copy append-only saves avoid
+    # A catalog: its state (objects, their collections and tasks) after 5 or 200 commits.
+    costs = []
+    for commits in (5, 200):
+        cat = _catalog()
+        for i in range(commits):
+            cat.execute(f"INSERT INTO t VALUES ({i}, {i})")
+        costs.append(save(cat).copied)
+        assert len(cat.object("t").collection.times()) > commits
+    assert costs[0] == costs[1]
+
+
+def test_saved_states_do_not_chain_across_commits():
+    # Each in-memory commit keeps the state saved before it (to join it at time=now); that
+    # state must not hold the previous commit's saved state, and so on back to the first.
+    import gc
+
+    def alive() -> int:
+        gc.collect()
+        return sum(isinstance(o, Saved) for o in gc.get_objects())
+
+    cat = _catalog()
+    for i in range(5):
+        cat.execute(f"INSERT INTO t VALUES ({i}, 1)")
+    few = alive()
+    for i in range(60):
+        cat.execute(f"INSERT INTO t VALUES ({i}, 2)")
+    assert alive() == few
+    assert "_at_now" not in cat._at_now[0].fields
+
+
+# ----------------------------------------------------------------------------- durable
+
+
+def _storage(path) -> dict:
+    """Every blob (key and bytes) of a store directory and its catalog record's version."""
+    from colmz.catalog_store import CatalogStore
+    from colmz.storage.url import open_location
+
+    loc = open_location(str(path))
+    blobs = {k: loc.blob.get(k) for k in loc.blob.list_keys()}
+    return {"blobs": blobs, "record": CatalogStore(loc).head_seqno()}
+
+
+def _durable_catalog(path) -> Catalog:
+    cat = Catalog(path)  # the in-memory _catalog's objects, on a store
+    cat.execute("CREATE TABLE t (k INT, v INT); CREATE TABLE w (x INT)")
+    cat.execute("""CREATE CONTINUAL TASK ct (k INT, v INT) ON INPUT t AS (
+        DELETE FROM ct WHERE k IN (SELECT k FROM t);
+        INSERT INTO ct SELECT k, max(v) FROM t GROUP BY k)""")
+    cat.execute("CREATE MATERIALIZED VIEW mv AS SELECT k, count(*) AS n FROM t GROUP BY k")
+    cat.execute("INSERT INTO t VALUES (1, 1), (2, 2)")
+    return cat
+
+
+def _contents(cat: Catalog) -> dict:
+    return {"now": cat.now, **{n: sorted(cat.read(n).to_pylist()) for n in cat.names}}
+
+
+@pytest.mark.parametrize(("script", "error"), [
+    # statements fail mid-transaction: after the writes committed in memory and the task ran
+    ("INSERT INTO t VALUES (3, 3), (1, 9); SELECT * FROM ct; SELECT * FROM no_such_table", "no_such_table"),
+    ("INSERT INTO t VALUES (3, 3); INSERT INTO w VALUES (1); SELECT * FROM mv; SELECT CAST('y' AS INT)",
+     "Could not convert"),
+    # a rejected column name, after a commit and DDL in the same script
+    ("INSERT INTO t VALUES (4, 4); CREATE TABLE u (x INT); CREATE TABLE z (k INT, time INT)",
+     "column 'time' is reserved"),
+])
+def test_a_failed_durable_execute_leaves_memory_and_storage_unchanged(tmp_path, script, error):
+    cat = _durable_catalog(tmp_path)
+    memory, storage = _visible(cat), _storage(tmp_path)
+    with pytest.raises(Exception, match=error):
+        cat.execute(script)
+    assert _visible(cat) == memory
+    assert _storage(tmp_path) == storage
+    cat.execute("INSERT INTO t VALUES (1, 7)")  # and it goes on as if never called
+    ref = _durable_catalog(tmp_path / "ref")
+    ref.execute("INSERT INTO t VALUES (1, 7)")
+    assert _contents(Catalog(tmp_path)) == _contents(cat) == _contents(ref)
+
+
+def test_a_durable_execute_that_loses_every_compare_and_set_keeps_nothing(tmp_path, monkeypatch):
+    import colmz.catalog as catalog_mod
+    from colmz.storage.state import CommitConflict, StateLog
+
+    monkeypatch.setattr(catalog_mod, "RETRY_BACKOFF", 0.0)
+    monkeypatch.setattr(catalog_mod, "RETRIES", 2)
+    cat = _durable_catalog(tmp_path)
+    record = cat._store.log.key  # the catalog record's consensus key
+    contents, storage = _contents(cat), _storage(tmp_path)
+    real = StateLog.commit
+    lost = []
+
+    def lose(self, expected, state):
+        # The record's compare-and-set loses, as if another handle won each time; the
+        # intent's blobs are written before it (and must be deleted after).
+        if self.key == record:
+            lost.append(expected)
+            raise CommitConflict(self.key, expected, None)
+        return real(self, expected, state)
+
+    monkeypatch.setattr(StateLog, "commit", lose)
+    with pytest.raises(CommitConflict):
+        cat.execute("INSERT INTO t VALUES (3, 3), (1, 9); INSERT INTO w VALUES (5)")
+    assert len(lost) == 3 and cat.stats["retries"] == 2
+    # Memory: refreshed from the store before each retry, holding none of the call.
+    assert _contents(cat) == contents
+    assert _storage(tmp_path) == storage  # the intent's blobs were deleted
+    monkeypatch.setattr(StateLog, "commit", real)
+    cat.execute("INSERT INTO t VALUES (1, 7)")
+    ref = _durable_catalog(tmp_path / "ref")
+    ref.execute("INSERT INTO t VALUES (1, 7)")
+    assert _contents(Catalog(tmp_path)) == _contents(cat) == _contents(ref)
+
+
+# ----------------------------------------------------------------------------- a model
+
+
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.lists(st.integers(0, 6), min_size=0, max_size=4), st.integers(1, 3)),
+    st.tuples(st.just("retract"), st.integers(0, 6), st.integers(1, 3)),
+    st.tuples(st.just("advance"), st.integers(0, 3)),
+    st.tuples(st.just("counts"), st.integers(0, 6)),
+    st.tuples(st.just("snapshot"), st.integers(0, 3)),
+), max_size=8)
+
+
+def _apply(c: MemoryCollection, op) -> None:
+    kind = op[0]
+    if kind == "append":
+        _, ks, step = op
+        t = c.upper
+        c.compare_and_append(colmz.Updates({"k": pa.array(ks, pa.int64())}, time=[t] * len(ks),
+                                           diff=[1] * len(ks)), t, t + step)
+    elif kind == "retract":
+        _, k, step = op
+        t = c.upper
+        c.compare_and_append(colmz.Updates({"k": [k]}, time=[t], diff=[-1]), t, t + step)
+    elif kind == "advance":
+        c.advance_since(max(c.since, min(c.upper - 1, c.since + op[1])))
+    elif kind == "counts" and c.upper > c.since:
+        c.counts(colmz.Updates({"k": [op[1]]}, time=[0], diff=[1]))
+    elif kind == "snapshot" and c.upper > c.since:
+        c.snapshot(max(c.since, c.upper - 1 - op[1]))
+
+
+def _observed(c: MemoryCollection) -> tuple:
+    ks = colmz.Updates({"k": list(range(7))}, time=[0] * 7, diff=[1] * 7)
+    snaps = [c.snapshot(t).to_pylist() for t in range(c.since, c.upper)]
+    return (c.since, c.upper, c.times(), c.updates(0, None).to_pylist(), snaps, c.base_pending,
+            c.counts(ks).tolist() if c.upper > c.since else None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_OPS, _OPS, _OPS, st.booleans())
+# the base loaded by a failed read, in front of appends made before the save
+@example([("append", [2], 1)], [("snapshot", 0), ("append", [3], 1)], [("counts", 2)], True)
+# compaction and the counts index built inside the failed calls
+@example([("append", [1], 1), ("append", [1], 2)], [("advance", 2), ("counts", 1)], [("append", [4], 1)], False)
+def test_a_collection_rolled_back_is_the_collection_that_never_ran_the_calls(before, failed, after, base):
+    # The failed calls (appends, compaction, loading the base, building the counts index)
+    # rolled back leave a collection equal, now and under later calls, to one that never ran
+    # them; the lists it shares with the saved state are only ever appended to.
+    def make():
+        if not base:
+            return MemoryCollection({"k": pa.int64()})
+        return MemoryCollection({"k": pa.int64()}, since=0, upper=1,
+                                base=lambda: colmz.Updates({"k": [1, 1, 5]}, time=[0] * 3, diff=[1] * 3))
+
+    c, ref = make(), make()
+    for op in before:
+        _apply(c, op)
+        _apply(ref, op)
+    seen = _observed(ref)
+    saved = save(c)
+    assert saved.copied == 0 or c._counts is not None  # only the counts index's few runs
+    for op in failed:
+        _apply(c, op)
+    roll_back(c, saved)
+    assert _observed(c) == seen
+    for op in after:
+        _apply(c, op)
+        _apply(ref, op)
+    assert _observed(c) == _observed(ref)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import colmz
-from colmz.arrangement_runs import write_run
+from colmz.arrangement.runs import write_run
 from colmz.spark import cli
 from colmz.spark.cli import command_module
 from colmz.spark.store_v01 import Store
@@ -72,7 +72,7 @@ def committed(store) -> tuple:
 def unchanged_on_disk(store, before: tuple, settle: float = 30.0) -> bool:
     """The committed state is ``before`` and, within ``settle`` seconds, no part outside it
     is left behind: a failed job's Python worker can outlive its task for a moment, finish a
-    part and then delete it (colmz.arrangement_runs.discard_owned)."""
+    part and then delete it (colmz.arrangement.runs.discard_owned)."""
     deadline = time.monotonic() + settle
     while True:
         a = arrangement(store)

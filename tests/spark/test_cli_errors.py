@@ -81,7 +81,7 @@ def test_a_part_damaged_inside_a_spark_task_is_named():
     from colmz.spark.cli.sink import _damaged_part
 
     spark_text = ("Job aborted due to stage failure: ...\norg.apache.spark.api.python.PythonException: "
-                  "Traceback (most recent call last):\n  File ...\ncolmz.arrangement_errors.CorruptPart: "
+                  "Traceback (most recent call last):\n  File ...\ncolmz.arrangement.errors.CorruptPart: "
                   "part 'arrangement/parts/x.parquet' is not a readable Parquet file: bad page\n\tat org...")
     assert _damaged_part(RuntimeError(spark_text)) == (
         "part 'arrangement/parts/x.parquet' is not a readable Parquet file: bad page")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 import colmz
-from colmz.arrangement_runs import owned_keys, write_run
+from colmz.arrangement.runs import owned_keys, write_run
 from colmz.spark.sink_store import NAME, discard_run, open_sink_store
 from colmz.storage.url import open_blob
 

@@ -364,7 +364,7 @@ def test_mistakes_are_reported_before_spark_starts(tmp_path, no_spark, capsys, a
 @pytest.mark.spark
 def test_read_parts_keeps_only_rows_at_or_after_a_parts_min_time(spark, tmp_path):
     import colmz
-    from colmz.arrangement_runs import write_run
+    from colmz.arrangement.runs import write_run
     from colmz.spark.arrangement_io import read_parts
 
     url = str(tmp_path / "arr")

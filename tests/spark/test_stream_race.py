@@ -118,11 +118,11 @@ def committed_history(store: str, name: str = "arrangement") -> list[dict]:
     """Every live committed version of the arrangement's record, oldest first: seqno, seal,
     the stream properties and the owner tag (``b<batch>x<token>``) of each unsealed part.
     Versions before the newest rollup that truncated the record are gone."""
-    from colmz.arrangement_identity import read_identity
+    from colmz.arrangement.identity import read_identity
 
     loc = open_location(store, create=False)
     out, state = [], None
-    # the record's key is the store's (colmz.arrangement_identity), named by its blob
+    # the record's key is the store's (colmz.arrangement.identity), named by its blob
     for v in loc.consensus.scan(read_identity(loc.blob, name).consensus_key, 0):
         doc = json.loads(bytes(v.data))
         if "rollup" in doc:

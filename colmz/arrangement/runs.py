@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from colmz.arrangement_parts import (
+from colmz.arrangement.parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
     WRITE_COMPRESSION,
@@ -75,7 +75,7 @@ class WrittenRun:
     ts_upper: int
     size_bytes: int
     #: per key, what its writer recorded for reads to check (``[rows, diff_sum]``,
-    #: ``colmz.arrangement_parts.PartCheck``); None for a run described without them
+    #: ``colmz.arrangement.parts.PartCheck``); None for a run described without them
     checks: tuple[tuple[int, int], ...] | None = None
 
     def to_dict(self) -> dict:
@@ -238,7 +238,7 @@ def discard_owned(
     >>> write_run(blob, u.schema, u, owner="job7")
     Traceback (most recent call last):
     ...
-    colmz.arrangement_runs.RunDiscarded: the job 'job7' was discarded before this run was written
+    colmz.arrangement.runs.RunDiscarded: the job 'job7' was discarded before this run was written
     >>> blob.list_keys("arrangement/parts/")
     []
     """

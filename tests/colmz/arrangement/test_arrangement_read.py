@@ -1,4 +1,4 @@
-"""Reads that merge (``colmz.arrangement_read``) against a consolidating oracle.
+"""Reads that merge (``colmz.arrangement.read``) against a consolidating oracle.
 
 The oracle of a read is ``colmz.consolidate`` of every update written, the times kept at or
 before the as_of and advanced to it (or to the since), sorted by data: the read must equal it
@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import colmz
-import colmz.arrangement_read as read_mod
+import colmz.arrangement.read as read_mod
 from colmz.arrangement import Arrangement
-from colmz.arrangement_read import merged_read
+from colmz.arrangement.read import merged_read
 
 MAX = 2**64 - 1
 SCHEMA = {"s": pa.string(), "f": pa.float64(), "i": pa.int64()}

@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from colmz.arrangement_errors import CorruptPart, MissingPart
+from colmz.arrangement.errors import CorruptPart, MissingPart
 from colmz.kernels.merge import merge_runs
 from colmz.ops import concat
 from colmz.order import ColumnSpec, unify_layouts

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
-import colmz.arrangement as arrangement_mod
-import colmz.arrangement_parts as parts_mod
+import colmz.arrangement.handle as arrangement_mod
+import colmz.arrangement.parts as parts_mod
 from colmz.arrangement import Arrangement, CorruptPart, MissingPart
-from colmz.arrangement_parts import iter_part, read_ahead, read_part, read_parts, run_contents
+from colmz.arrangement.parts import iter_part, read_ahead, read_part, read_parts, run_contents
 from colmz.storage import LocalBlob, MemBlob
 
 SCHEMA = {"k": pa.string(), "n": pa.int64()}
@@ -201,7 +201,7 @@ def test_one_run_reads_do_not_merge_when_nothing_can_meet(tmp_path, monkeypatch)
     def no_merge(*args, **kwargs):
         raise AssertionError("the one-run read merged")
 
-    # a one-run read that needs consolidating merges by order words (colmz.arrangement_read)
+    # a one-run read that needs consolidating merges by order words (colmz.arrangement.read)
     monkeypatch.setattr(arrangement_mod, "stream_merge", no_merge)
     monkeypatch.setattr(arrangement_mod, "merged_read", no_merge)
     assert multiset(a.read()) == oracle(rows)

@@ -56,7 +56,7 @@ consolidated), so a trickle of write-seal-maintain writes each update once befor
 
 Garbage and leases
 ------------------
-A part key embeds its creation time (``colmz.arrangement_parts``). :meth:`gc` deletes parts
+A part key embeds its creation time (``colmz.arrangement.parts``). :meth:`gc` deletes parts
 under the arrangement's prefix that the committed state does not reference and that are
 older than ``lease_seconds``; a commit refuses (:class:`LeaseExpired`) when a part it is
 about to reference is older than half the lease. So a part an in-flight commit may still
@@ -68,13 +68,13 @@ read that finds a part missing reloads the state once and retries.
 Identity and integrity
 ----------------------
 A store opened by :meth:`open` has an id in its blob and its state, and its consensus key
-derives from it (``colmz.arrangement_identity``): stores sharing a consensus database keep
+derives from it (``colmz.arrangement.identity``): stores sharing a consensus database keep
 their own records, ``open`` never creates over parts it cannot account for, and :meth:`gc`
 refuses when its state cannot account for the parts. Every part read verifies its Parquet
 page checksums, the key its metadata names and the rows and diff sum the state records
-(``colmz.arrangement_parts``): damage is :class:`CorruptPart`, never an answer.
+(``colmz.arrangement.parts``): damage is :class:`CorruptPart`, never an answer.
 
-Invariants (:meth:`validate`; see ``colmz.arrangement_meta``) hold after every public call;
+Invariants (:meth:`validate`; see ``colmz.arrangement.meta``) hold after every public call;
 :meth:`validate_data` also reads every part and checks that trace parts are sorted,
 consolidated, free of zero diffs and inside their description.
 """
@@ -92,7 +92,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement_errors import (
+from colmz.arrangement.errors import (
     ArrangementError,
     CorruptMeta,
     CorruptPart,
@@ -114,7 +114,7 @@ from colmz.arrangement_errors import (
     TimeBeforeSeal,
     TimeBeforeTraceUpper,
 )
-from colmz.arrangement_meta import (
+from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
     Description,
@@ -129,7 +129,7 @@ from colmz.arrangement_meta import (
     properties_from_dict,
     validate_meta,
 )
-from colmz.arrangement_parts import (
+from colmz.arrangement.parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
     READ_THREADS,
@@ -150,8 +150,8 @@ from colmz.arrangement_parts import (
     run_contents,
     stream_merge,
 )
-from colmz.arrangement_read import merged_read, read_runs, window_part
-from colmz.arrangement_runs import abort_marker_prefix
+from colmz.arrangement.read import merged_read, read_runs, window_part
+from colmz.arrangement.runs import abort_marker_prefix
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
 from colmz.kernels.consolidate import sort_consolidate
 from colmz.ops import order_data
@@ -385,7 +385,7 @@ class Arrangement:
     write_compression : str
         Parquet codec of the parts a write creates (``"none"``: a write's caller waits for
         the encoding; compaction compresses what the trace keeps,
-        ``colmz.arrangement_parts.WRITE_COMPRESSION``).
+        ``colmz.arrangement.parts.WRITE_COMPRESSION``).
     clock : callable
         Wall-clock seconds (``time.time``), for part keys and leases.
     token : callable
@@ -439,7 +439,7 @@ class Arrangement:
         self._seqno: int | None = None
         self._url: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
-        self._identity = None  # colmz.arrangement_identity.StoreIdentity of a store opened
+        self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
         self._cas_started = False
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
@@ -458,7 +458,7 @@ class Arrangement:
         return a
 
     def meta(self) -> dict:
-        """The state as a plain dict (see ``colmz.arrangement_meta``)."""
+        """The state as a plain dict (see ``colmz.arrangement.meta``)."""
         return meta_to_dict(self._seal, self._since, self._unsealed, self._trace, self._properties)
 
     def properties(self) -> dict[str, str | int]:
@@ -922,7 +922,7 @@ class Arrangement:
         with contextlib.ExitStack() as stack:
             pool = (stack.enter_context(ThreadPoolExecutor(n))
                     if n > 1 and concurrent_reads(self._store) else None)
-            # colmz.arrangement_read: every part read whole, the runs merged by order words
+            # colmz.arrangement.read: every part read whole, the runs merged by order words
             # into a permutation and each column gathered once.
             runs = read_runs(self._store, batches, schema, pool)
         if sum(1 for r in runs if r) == 1:
@@ -1026,7 +1026,7 @@ class Arrangement:
         name : str
             The arrangement's name inside the store: its part prefix ``<name>/parts/`` and
             identity ``<name>/identity.json``, so several arrangements can share one store.
-            Its consensus key is ``<name>/<store id>`` (``colmz.arrangement_identity``), so
+            Its consensus key is ``<name>/<store id>`` (``colmz.arrangement.identity``), so
             several stores can share one consensus database.
 
         Raises
@@ -1052,7 +1052,7 @@ class Arrangement:
         >>> colmz.Arrangement.open(d).read().to_pylist()
         [(1, 0, 1), (2, 0, 1)]
         """
-        from colmz.arrangement_identity import read_identity, resolve, write_identity
+        from colmz.arrangement.identity import read_identity, resolve, write_identity
         from colmz.storage.state import StateLog
         from colmz.storage.url import Location, open_location
 
@@ -1120,7 +1120,7 @@ class Arrangement:
     def _check_identity_kept(self, where: str) -> None:
         # A blob without an atomic put-if-absent (S3) may have had a concurrent creator's
         # identity written over ours: then the record just committed is nobody's.
-        from colmz.arrangement_identity import read_identity
+        from colmz.arrangement.identity import read_identity
 
         found = read_identity(self._store, self._identity.name)
         if found != self._identity:
@@ -1133,7 +1133,7 @@ class Arrangement:
 
     @property
     def identity(self):
-        """The store's identity (``colmz.arrangement_identity.StoreIdentity``), or None for an
+        """The store's identity (``colmz.arrangement.identity.StoreIdentity``), or None for an
         arrangement not opened by :meth:`open`."""
         return self._identity
 
@@ -1147,7 +1147,7 @@ class Arrangement:
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or "meta" not in state:
             raise CorruptMeta(f"arrangement state at seqno {seqno} is not a colmz arrangement "
                               f"(format {state.get('format') if isinstance(state, dict) else state!r})")
-        from colmz.arrangement_identity import state_identity
+        from colmz.arrangement.identity import state_identity
 
         sid = state_identity(state)
         if sid is not None and self._identity is not None and sid != self._identity.id:
@@ -1290,8 +1290,8 @@ class Arrangement:
         :meth:`refresh` and call again, and its runs land at most once, right after
         ``expect`` (persist's ``compare_and_append``).
 
-        ``runs`` are :class:`colmz.arrangement_runs.WrittenRun` (or their dicts), written with
-        :func:`colmz.arrangement_runs.write_run` under this arrangement's :attr:`prefix` --
+        ``runs`` are :class:`colmz.arrangement.runs.WrittenRun` (or their dicts), written with
+        :func:`colmz.arrangement.runs.write_run` under this arrangement's :attr:`prefix` --
         e.g. by Spark executors while the driver commits. Everything is checked before
         anything changes: times at or after the seal (:class:`TimeBeforeSeal`), keys under the
         prefix, present in the blob store (:class:`MissingPart`) and not referenced yet, a seal
@@ -1301,7 +1301,7 @@ class Arrangement:
         the properties too -- is as before.
 
         >>> import colmz
-        >>> from colmz.arrangement_runs import write_run
+        >>> from colmz.arrangement.runs import write_run
         >>> a = colmz.Arrangement.open("mem://append-runs-doc", schema={"k": pa.int64()})
         >>> u = colmz.Updates({"k": [1, 2]}, time=[0, 3], diff=[1, 1])
         >>> run = write_run(a.store, a.schema, u, prefix=a.prefix)
@@ -1309,7 +1309,7 @@ class Arrangement:
         >>> a.read(as_of=3).to_pylist()
         [(1, 3, 1), (2, 3, 1)]
         """
-        from colmz.arrangement_runs import WrittenRun
+        from colmz.arrangement.runs import WrittenRun
 
         runs = [r if isinstance(r, WrittenRun) else WrittenRun.from_dict(r) for r in runs]
         if expect is not _KEEP and check_frontier(expect, "expect") != self._seal:
@@ -1638,7 +1638,7 @@ class Arrangement:
 
     def parts(self) -> list[PartInfo]:
         """Every part of the current state, trace batches first (module docstring of
-        ``colmz.arrangement_parts`` for the format)."""
+        ``colmz.arrangement.parts`` for the format)."""
         out = [PartInfo(self._store.url_of(k), k, "trace", 0) for b in self._trace for k in b.keys]
         tu = self.trace_ts_upper()
         if tu is not None:
@@ -1652,13 +1652,13 @@ class Arrangement:
         reference and that are older than the lease; return the deleted keys.
 
         Refuses, deleting nothing, when the committed state cannot account for the parts
-        (``colmz.arrangement_identity``): :class:`IdentityMismatch` when the blob's identity
+        (``colmz.arrangement.identity``): :class:`IdentityMismatch` when the blob's identity
         or the record's id is not this handle's store, :class:`MetadataLost` when the
         record is gone while parts remain, when unreferenced parts were written before the
         store was created (they are not this state's garbage), or when the state never held
         a batch while an unsealed or trace part past the lease is there.
         """
-        from colmz.arrangement_identity import read_identity, state_identity
+        from colmz.arrangement.identity import read_identity, state_identity
 
         lease = self.lease_seconds if lease_seconds is None else float(lease_seconds)
         listed = self._store.list_keys(self.prefix)
@@ -1704,7 +1704,7 @@ class Arrangement:
             # its state holds them (an unsealed or trace part, past the lease): the state
             # was made over another's data (a lost record recreated empty, a core handle on
             # a used store). Runs are left to the lease: a failed job's are garbage.
-            from colmz.arrangement_parts import part_kind
+            from colmz.arrangement.parts import part_kind
 
             old = [k for k in listed if now_ms - (key_created_ms(k) or now_ms) > lease * 1000]
             looking = next((k for k in old if part_kind(self._store, k) in ("unsealed", "trace")), None)
@@ -1734,7 +1734,7 @@ class Arrangement:
             self._store.delete(k)
             gone.append(k)
         forget_parts(self._store, gone)
-        # Abort markers of discarded jobs (colmz.arrangement_runs.discard_owned) matter only
+        # Abort markers of discarded jobs (colmz.arrangement.runs.discard_owned) matter only
         # while a task of the job may still be writing: past the lease gc takes its parts anyway.
         for k in self._store.list_keys(abort_marker_prefix(self.prefix)):
             value = self._store.get(k)

@@ -6,7 +6,7 @@ import importlib.util
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "examples", "continual_tasks.py")
+SCRIPT = os.path.join(HERE, "..", "..", "..", "examples", "continual_tasks.py")
 
 
 def test_example_runs_and_its_outputs_hold():

@@ -20,6 +20,7 @@ from colmz.continual import (
     UpperMismatch,
 )
 from colmz.frontier import MAX_TIME
+from colmz.rollback import roll_back, save
 
 KV = {"key": pa.int64(), "val": pa.int64()}
 
@@ -652,22 +653,59 @@ def test_inputs_as_updates_and_statement_forms():
         t2.run()
 
 
-def test_memory_collection_restore_drops_appends_since_checkpoint():
+def test_memory_collection_roll_back_drops_appends_and_compaction_since_save():
     c = MemoryCollection(KV)
     push(c, 1, kv([(1, 1)], 1))
     before = (contents(c, 1), c.times())
-    cp = c.checkpoint()
+    saved = save(c)
     push(c, 2, kv([(2, 2)], 2))
     push(c, 4, kv([(3, 3)], 4))
     assert contents(c, 4) == [((1, 1), 1), ((2, 2), 1), ((3, 3), 1)]
-    c.restore(cp)
+    roll_back(c, saved)
     assert (contents(c, 1), c.times(), c.upper) == (*before, 2)
     push(c, 2, kv([(9, 9)], 2))
     assert contents(c, 2) == [((1, 1), 1), ((9, 9), 1)]
-    cp = c.checkpoint()
-    c.advance_since(1)
-    with pytest.raises(ValueError, match="since advanced"):
-        c.restore(cp)
+    # Compaction is rolled back too (the history lists are saved, not only the upper).
+    saved = save(c)
+    c.advance_since(2)
+    assert (c.since, c.times()) == (2, [2])
+    roll_back(c, saved)
+    assert (c.since, c.times(), contents(c, 1)) == (0, [1, 2], [((1, 1), 1)])
+
+
+def test_memory_collection_roll_back_after_counts_built_keeps_the_index_right():
+    # counts() builds its index on first use; appends update it in place. A roll back
+    # must put the index back with the history, not leave the rolled-back rows counted.
+    c = MemoryCollection(KV)
+    push(c, 1, kv([(1, 1), (1, 1)], 1))
+    probe = kv([(1, 1), (2, 2)], 0)
+    assert c.counts(probe).tolist() == [2, 0]
+    index = c._counts
+    saved = save(c)
+    push(c, 2, kv([(2, 2), (1, 1)], 2))
+    assert c.counts(probe).tolist() == [3, 1]
+    roll_back(c, saved)
+    assert c._counts is index  # rolled back in place, not rebuilt
+    work = c._counts.work
+    assert c.counts(probe).tolist() == [2, 0]
+    assert c._counts.work - work <= 2 * 2  # a lookup, not a rebuild of the index
+    push(c, 2, kv([(1, 1)], 2))
+    assert c.counts(probe).tolist() == [3, 0]
+
+
+def test_memory_collection_roll_back_puts_a_lazy_base_back_unloaded():
+    loads = []
+
+    def base():
+        loads.append(1)
+        return kv([(5, 5)], 0)
+
+    c = MemoryCollection(KV, since=0, upper=1, base=base)
+    saved = save(c)
+    assert contents(c, 0) == [((5, 5), 1)] and not c.base_pending
+    roll_back(c, saved)
+    assert c.base_pending and c.times() == []  # consistent: loaded again on the next read
+    assert contents(c, 0) == [((5, 5), 1)] and len(loads) == 2
 
 
 # ----------------------------------------------------------------------------- batches

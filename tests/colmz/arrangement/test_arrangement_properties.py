@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 import colmz
 from colmz.arrangement import Arrangement, CommitConflict, SealRegression
-from colmz.arrangement_errors import CorruptMeta
-from colmz.arrangement_meta import meta_from_dict, properties_from_dict, validate_meta
-from colmz.arrangement_runs import write_run
+from colmz.arrangement.errors import CorruptMeta
+from colmz.arrangement.meta import meta_from_dict, properties_from_dict, validate_meta
+from colmz.arrangement.runs import write_run
 
 SCHEMA = {"k": pa.int64()}
 

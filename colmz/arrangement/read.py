@@ -61,7 +61,7 @@ from time import perf_counter
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement_parts import read_part
+from colmz.arrangement.parts import read_part
 from colmz.kernels.read_merge import (
     EXACT_WORDS,
     co_rank,

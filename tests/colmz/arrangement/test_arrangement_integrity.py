@@ -14,7 +14,7 @@ import pytest
 
 import colmz
 from colmz.arrangement import Arrangement, CorruptPart
-from colmz.arrangement_parts import (
+from colmz.arrangement.parts import (
     PART_METADATA_KEY,
     PartRun,
     expected_part,
@@ -151,7 +151,7 @@ def test_state_without_checks_still_loads(tmp_path):
     for b in state["meta"]["unsealed_batches"]:
         b.pop("checks")
     log.commit(seqno, state)
-    from colmz.arrangement_parts import forget_parts
+    from colmz.arrangement.parts import forget_parts
 
     b = Arrangement.open(a._url)
     forget_parts(b.store, [key])  # this process wrote it: forget what the writer recorded
@@ -165,7 +165,7 @@ def test_state_without_checks_still_loads(tmp_path):
 
 
 def test_written_runs_carry_checks(tmp_path):
-    from colmz.arrangement_runs import WrittenRun, write_run
+    from colmz.arrangement.runs import WrittenRun, write_run
 
     a = Arrangement.open(str(tmp_path / "s"), SCHEMA)
     run = write_run(a.store, a.schema, ups(200), prefix=a.prefix)

@@ -1,4 +1,4 @@
-"""``colmz.arrangement_parts``: the streaming merge of runs cut into parts, against the
+"""``colmz.arrangement.parts``: the streaming merge of runs cut into parts, against the
 multiset oracle, and the Parquet part round trip, on mixed column types."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from updates_strategies import as_dict, oracle, schemas, updates
 
 import colmz
-from colmz.arrangement_errors import CorruptPart, MissingPart
-from colmz.arrangement_parts import (
+from colmz.arrangement.errors import CorruptPart, MissingPart
+from colmz.arrangement.parts import (
     PartWriter,
     key_created_ms,
     make_key,

@@ -20,8 +20,8 @@ from colmz.arrangement import (
     SinceRegression,
     TimeBeforeTraceUpper,
 )
-from colmz.arrangement_errors import CorruptMeta, MissingPart
-from colmz.arrangement_meta import (
+from colmz.arrangement.errors import CorruptMeta, MissingPart
+from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
     Description,
@@ -262,7 +262,7 @@ def test_compaction_beyond_upper():
 
 
 def _write_batch(a: Arrangement, parts, d: Description, level=0) -> TraceBatchMeta:
-    from colmz.arrangement_parts import PartWriter
+    from colmz.arrangement.parts import PartWriter
 
     keys, n = [], 0
     for p in parts:
@@ -319,7 +319,7 @@ def test_compact_trace_vectors(case, part_rows):
     a.update_seal(3)
     a.allow_compaction(2)
     assert rows(a.trace_snapshot().updates) == EXPECTED
-    from colmz.arrangement_parts import part_metadata
+    from colmz.arrangement.parts import part_metadata
 
     assert [part_metadata(a.store, k)["index"] for k in m.keys] == list(range(len(m.keys)))
     assert all(part_metadata(a.store, k)["desc"] == [0, 3, 2] for k in m.keys)
@@ -557,7 +557,7 @@ def test_part_size_bound_and_order():
     m = a.unsealed_append(ups(data))
     assert len(m.keys) == -(-m.len // 3)
     for k in m.keys:
-        from colmz.arrangement_parts import read_part
+        from colmz.arrangement.parts import read_part
 
         assert len(read_part(a.store, k, a.schema)) <= 3
     a.validate_data()

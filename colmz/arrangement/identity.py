@@ -35,10 +35,10 @@ the arrangement's prefix, one of:
   none, no part in the blob either). The id is written into the blob with
   ``consensus_key = name`` and into the state by the next commit, so the record keeps its
   key and nothing is copied;
-* **refuse** with :class:`~colmz.arrangement_errors.IdentityMismatch` when the record the
+* **refuse** with :class:`~colmz.arrangement.errors.IdentityMismatch` when the record the
   blob names carries another id, or the legacy record carries an id (it was adopted by
   another blob) while this blob has parts; and with
-  :class:`~colmz.arrangement_errors.MetadataLost` when the blob holds parts and no record
+  :class:`~colmz.arrangement.errors.MetadataLost` when the blob holds parts and no record
   accounts for them. The messages name both sides and what to do.
 
 Invariants
@@ -56,7 +56,7 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from colmz.arrangement_errors import CorruptMeta, IdentityMismatch, MetadataLost
+from colmz.arrangement.errors import CorruptMeta, IdentityMismatch, MetadataLost
 from colmz.storage.base import Blob, set_if_absent
 
 __all__ = [
@@ -200,7 +200,7 @@ def committed_looking(blob: Blob, parts: list[str], now_ms: int, lease_ms: float
     (its metadata kind ``unsealed`` or ``trace``; runs, ``write_run``'s parts, are written
     before their first commit, e.g. by a Spark sink's executors into a new store).
     Stops at the first found; footers are read only while all are young runs."""
-    from colmz.arrangement_parts import key_created_ms, part_kind
+    from colmz.arrangement.parts import key_created_ms, part_kind
 
     old = [k for k in parts if now_ms - (key_created_ms(k) or 0) > lease_ms / 2]
     if old:
@@ -238,7 +238,7 @@ def resolve(blob: Blob, name: str, prefix: str, ident: StoreIdentity | None, loa
                     "metadata was lost (a deleted or truncated consensus database, or the wrong "
                     "consensus URL). Nothing was written. Open it with the consensus it was "
                     "created with, or restore that database from a backup; the parts are "
-                    "plain Parquet files (colmz.arrangement_parts) if the data must be salvaged"
+                    "plain Parquet files (colmz.arrangement.parts) if the data must be salvaged"
                 )
             return Resolution("create", ident), None, None
         sid = state_identity(state)

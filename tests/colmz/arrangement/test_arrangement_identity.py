@@ -1,4 +1,4 @@
-"""A store knows its identity (``colmz.arrangement_identity``): stores sharing one consensus
+"""A store knows its identity (``colmz.arrangement.identity``): stores sharing one consensus
 database keep their own records; a blob whose metadata is lost is refused, never taken for a
 new store; gc refuses what its state cannot account for; stores from before identities are
 adopted. Each test below failed on the code before identities (noted per test)."""
@@ -17,7 +17,7 @@ import pytest
 
 import colmz
 from colmz.arrangement import Arrangement, IdentityMismatch, MetadataLost
-from colmz.arrangement_identity import identity_key, read_identity
+from colmz.arrangement.identity import identity_key, read_identity
 from colmz.storage.state import StateLog
 from colmz.storage.url import open_location
 
@@ -142,7 +142,7 @@ def test_two_handles_create_one_store_deterministically(tmp_path):
     loc = open_location(str(tmp_path / "s"))
     first = Arrangement.open(loc, SCHEMA)
     # a second creator that read "no identity" before the first wrote it
-    from colmz.arrangement_identity import StoreIdentity, write_identity
+    from colmz.arrangement.identity import StoreIdentity, write_identity
 
     late = StoreIdentity.new("arrangement", 0)
     assert write_identity(loc.blob, late) == first.identity
@@ -350,7 +350,7 @@ def test_creation_race_without_put_if_absent_is_detected(monkeypatch):
     # can write its identity over the first one's; the first then finds, after committing
     # its (empty) record, that the blob is not its store, and says so instead of writing
     # into a record nobody reads.
-    from colmz.arrangement_identity import StoreIdentity
+    from colmz.arrangement.identity import StoreIdentity
     from colmz.storage import MemConsensus
     from colmz.storage.url import Location
 
@@ -393,7 +393,7 @@ def test_gc_of_an_empty_state_over_committed_parts_refuses():
     # A core handle (no consensus) made over a store another arrangement used: before, its
     # gc deleted every part past the lease. A trace or unsealed part past the lease is one
     # a state held: refused, nothing deleted. A failed job's old run parts are collected.
-    from colmz.arrangement_runs import write_run
+    from colmz.arrangement.runs import write_run
     from colmz.storage import MemBlob
 
     blob = MemBlob()

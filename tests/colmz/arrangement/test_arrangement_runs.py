@@ -1,4 +1,4 @@
-"""Runs written by one process and committed by another (``colmz.arrangement_runs`` and
+"""Runs written by one process and committed by another (``colmz.arrangement.runs`` and
 ``Arrangement.append_runs``): what a Spark job's executors and driver do."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import colmz
 from colmz.arrangement import MissingPart, SealRegression, TimeBeforeSeal
-from colmz.arrangement_runs import (
+from colmz.arrangement.runs import (
     RunDiscarded,
     WrittenRun,
     abort_marker_prefix,

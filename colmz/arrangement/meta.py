@@ -22,7 +22,7 @@ sees both or neither. It is absent when empty, so a record written before proper
 reads as having none (:func:`properties_from_dict`).
 
 ``checks`` holds, per key, what every read of that part verifies
-(``colmz.arrangement_parts.PartCheck``): its row count and the int64 sum of its diffs. It is
+(``colmz.arrangement.parts.PartCheck``): its row count and the int64 sum of its diffs. It is
 optional: a state written before checks existed loads, and its parts are read with the
 checks that need no state (Parquet page checksums, the key a part's own metadata names).
 
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from colmz.arrangement_errors import CorruptMeta
+from colmz.arrangement.errors import CorruptMeta
 from colmz.frontier import MAX_TIME, Frontier, frontier_le, frontier_lt
 
 __all__ = [

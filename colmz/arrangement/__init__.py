@@ -1,0 +1,81 @@
+"""``colmz.arrangement``: the durable arrangement, a package shaped like persist-client.
+
+The package's public names are re-exported here, so ``from colmz.arrangement import
+Arrangement, CommitConflict`` reads as before the family became a package. Its modules:
+
+* :mod:`colmz.arrangement.handle` -- :class:`Arrangement`: the upstream core operations and
+  the durable user API (``open``, ``write``, ``seal``, ``maintain``, ``read``, ``gc``);
+* :mod:`colmz.arrangement.meta` -- batch metadata, descriptions, requests and responses, the
+  invariants' validator, the metadata's dict form;
+* :mod:`colmz.arrangement.parts` -- Parquet parts in the blob store: keys, writing, checked
+  reading, merging;
+* :mod:`colmz.arrangement.read` -- the merged read of several sorted runs;
+* :mod:`colmz.arrangement.runs` -- runs of parts written by other processes (Spark
+  executors) for :meth:`Arrangement.append_runs`;
+* :mod:`colmz.arrangement.identity` -- the store's identity and its consensus key;
+* :mod:`colmz.arrangement.errors` -- the family's exceptions.
+"""
+
+from colmz.arrangement.handle import (
+    Arrangement,
+    ArrangementError,
+    CommitConflict,
+    CompactionJob,
+    CorruptMeta,
+    CorruptPart,
+    EmptyBatch,
+    IdentityMismatch,
+    InvalidAsOf,
+    InvalidBatchBounds,
+    InvalidSnapshotBounds,
+    LeaseExpired,
+    MetadataLost,
+    MissingPart,
+    NonContiguousMerge,
+    PartInfo,
+    SchemaMismatch,
+    SealMismatch,
+    SealRegression,
+    SeqNoMismatch,
+    SinceBehindInput,
+    SinceRegression,
+    TimeBeforeSeal,
+    TimeBeforeTraceUpper,
+    TraceSnapshot,
+    new_token,
+    normalize_schema,
+    schema_from_json,
+    schema_to_json,
+)
+
+__all__ = [
+    "Arrangement",
+    "ArrangementError",
+    "CommitConflict",
+    "CompactionJob",
+    "CorruptMeta",
+    "CorruptPart",
+    "EmptyBatch",
+    "IdentityMismatch",
+    "InvalidAsOf",
+    "InvalidBatchBounds",
+    "InvalidSnapshotBounds",
+    "LeaseExpired",
+    "MetadataLost",
+    "MissingPart",
+    "NonContiguousMerge",
+    "PartInfo",
+    "SchemaMismatch",
+    "SealMismatch",
+    "SealRegression",
+    "SeqNoMismatch",
+    "SinceBehindInput",
+    "SinceRegression",
+    "TimeBeforeSeal",
+    "TimeBeforeTraceUpper",
+    "TraceSnapshot",
+    "new_token",
+    "normalize_schema",
+    "schema_from_json",
+    "schema_to_json",
+]
