@@ -3,7 +3,7 @@ and consolidating the merged rows.
 
 Design
 ------
-A read of several sorted runs (``colmz.arrangement_read``) merges them without encoding
+A read of several sorted runs (``colmz.arrangement.read``) merges them without encoding
 every data column in full: each column becomes **one** ``uint64`` *order word* per row, the
 runs are merged by rows of those words (``colmz.kernels.merge.merge_rows_tree``, a
 permutation), and the Arrow columns are gathered once in the merged order. A word is a

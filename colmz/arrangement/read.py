@@ -6,7 +6,7 @@ An arrangement in use holds several runs -- trace batches (up to about ``2 log4`
 under the geometric policy) and unsealed batches beyond the trace's upper -- each a list of
 parts sorted by ``(data, time)`` and consolidated. :meth:`colmz.Arrangement.read` wants their
 union with times advanced to the since (or the as_of), consolidated and sorted. The
-streaming merge of compaction (``colmz.arrangement_parts.stream_merge``) encodes every data
+streaming merge of compaction (``colmz.arrangement.parts.stream_merge``) encodes every data
 column in full (a 40-byte string is six words), merges the words and decodes them back: five
 passes over the data that a read, which holds its whole result anyway, does not need.
 

@@ -145,7 +145,7 @@ def test_consolidate_merged_raises_on_int64_overflow():
 @given(st.lists(st.lists(BYTES, max_size=8), min_size=1, max_size=5), st.data())
 def test_gather_bytes_matches_reference(pieces, data):
     # Pieces as separate Arrow arrays (each its own buffers, some sliced so offsets do not
-    # start at 0), gathered by address in two halves, as arrangement_read lays them out.
+    # start at 0), gathered by address in two halves, as colmz.arrangement.read lays them out.
     arrays = []
     for p in pieces:
         pad = data.draw(st.integers(0, 2))
