@@ -14,7 +14,11 @@ Read side by side:
   (snappy) but leaves the rows unsorted and its file in the page cache (no fsync); the
   arrangement writes an uncompressed part, but sorts the rows by ``(data, time)``,
   consolidates them, and fsyncs the part, its directory and each metadata commit (SQLite),
-  returning only once the write and the seal are durable.
+  returning only once the write and the seal are durable. So
+  ``track_rate_over_parquet_write_fsync`` and ``track_rate_over_deltalake_write`` time
+  write + seal + drain, ``pq.write_table`` followed by an fsync of its file, and Delta
+  Lake's ``write_deltalake`` of the same Arrow table in one loop (medians of 5; ``deltalake``
+  is in the ``benchmark`` extra).
 * ``Snapshot.time_read`` / ``time_to_arrow`` beside ``time_parquet_read_table`` of the same
   rows (target >= 1 GiB/s; persist: about 450 MiB/s); ``track_mib_per_s_read`` /
   ``track_mib_per_s_parquet_read`` / ``track_read_over_parquet_read`` time both in one
@@ -22,6 +26,13 @@ Read side by side:
   (k = 2, 4, 8, 14; persist's shape and the streaming sink's: string keys, far-future
   retractions), which ``read(as_of)`` and ``snapshot()`` merge (target >= 0.5x the rate of
   ``pq.read_table`` of the result's rows).
+* ``SinkDrain.track_drain_over_parquet`` -- the streaming sink's drain of a closed tick
+  (``maintain()`` after a commit) beside ``pq.read_table`` + ``pq.write_table`` of the
+  tick's rows. ``ReadMemory.track_peak_rss_over_result`` -- peak RSS of a fresh process
+  reading 1 GiB from 14 runs over the result's size (target <= 2).
+  ``CatalogFirstQuery.track_first_query_over_read`` -- reopen of a durable catalog and its
+  first query over a table of 8 batches, over ``Arrangement.read`` of that table (target
+  <= 1).
 * ``Trickle.track_write_amplification`` -- bytes written to blob / bytes of updates written,
   over 1,000 seals of 1,000 updates with ``maintain()`` between them (target <= 4x; persist
   after its compaction-policy fix: about 9x), and ``track_trace_batches`` at the end (bound
@@ -136,6 +147,54 @@ class EndToEnd:
         return float(np.median(bare) / np.median(ours))
 
     track_rate_over_parquet_write.unit = "x"
+
+    def _parquet_write_fsync(self) -> float:
+        f = os.path.join(tempfile.mkdtemp(dir=self.dir), "x.parquet")
+        t0 = _now()
+        pq.write_table(self.table, f)
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return _now() - t0
+
+    def _deltalake_write(self) -> float:
+        from deltalake import write_deltalake  # the benchmark extra
+
+        path = os.path.join(tempfile.mkdtemp(dir=self.dir), "t")
+        t0 = _now()
+        write_deltalake(path, self.table)
+        return _now() - t0
+
+    def interleaved_writes(self, n: int = 5) -> dict:
+        """Medians of ``n`` of write + seal + drain, ``pq.write_table`` + fsync of the file,
+        and Delta Lake's ``write_deltalake`` of the same Arrow table, in one loop."""
+        try:
+            import deltalake  # noqa: F401
+        except ImportError:
+            raise NotImplementedError("pip install colmz[benchmark] for deltalake") from None
+        times = {"arrangement": [], "parquet_fsync": [], "deltalake": []}
+        for _ in range(n):
+            times["arrangement"].append(self._write_seal_drain())
+            times["parquet_fsync"].append(self._parquet_write_fsync())
+            times["deltalake"].append(self._deltalake_write())
+        return {k: float(np.median(v)) for k, v in times.items()}
+
+    def track_rate_over_parquet_write_fsync(self):
+        """write + seal + drain rate / (``pq.write_table`` + fsync) rate (target >= 1, also
+        with the second core busy)."""
+        m = self.interleaved_writes()
+        return m["parquet_fsync"] / m["arrangement"]
+
+    track_rate_over_parquet_write_fsync.unit = "x"
+
+    def track_rate_over_deltalake_write(self):
+        """write + seal + drain rate / ``write_deltalake`` rate of the same rows."""
+        m = self.interleaved_writes()
+        return m["deltalake"] / m["arrangement"]
+
+    track_rate_over_deltalake_write.unit = "x"
 
 
 class Snapshot:
@@ -259,8 +318,8 @@ class SnapshotMerge:
     batches, a sealed batch not yet drained, and for the sink's shape far-future
     retractions), beside ``pq.read_table`` of a file holding the read's result.
 
-    ``track_read_over_parquet_read`` is the colmz read time / ``pq.read_table`` time, best of
-    5 of each interleaved in one loop so both see the same machine load (target <= 2, i.e.
+    ``track_read_over_parquet_read`` is the colmz read time / ``pq.read_table`` time, medians
+    of 5 of each interleaved in one loop so both see the same machine load (target <= 2, i.e.
     >= 0.5x the rate); ``track_snapshot_over_parquet_read`` the same for ``snapshot()``;
     ``track_mib_per_s_*`` the rates (MiB of the result's Arrow data) from that loop.
     """
@@ -296,16 +355,17 @@ class SnapshotMerge:
         pq.read_table(self.file)
 
     def _best_of(self, fn, file, n: int = 5) -> tuple[float, float]:
-        """Best seconds of ``fn()`` and of ``pq.read_table(file)``, interleaved."""
-        ours = bare = float("inf")
+        """Median seconds of ``fn()`` and of ``pq.read_table(file)``, interleaved."""
+        ours, bare = [], []
         for _ in range(n):
             t0 = _now()
             fn()
             t1 = _now()
             pq.read_table(file)
             t2 = _now()
-            ours, bare = min(ours, t1 - t0), min(bare, t2 - t1)
-        return ours, bare
+            ours.append(t1 - t0)
+            bare.append(t2 - t1)
+        return float(np.median(ours)), float(np.median(bare))
 
     def track_read_over_parquet_read(self, k, shape):
         r, p = self._best_of(lambda: self.arr.read(self.as_of), self.file)
@@ -328,6 +388,124 @@ class SnapshotMerge:
         return mib(self.result) / self._best_of(lambda: self.arr.read(self.as_of), self.file)[1]
 
     track_mib_per_s_parquet_read.unit = "MiB/s"
+
+
+class SinkDrain:
+    """The streaming sink's drain of a closed tick: an arrangement of the sink's shape
+    (``merged_arrangement(..., k, "sink")``: ``k - 1`` trace batches, the last tick's batch
+    sealed but not drained, far-future retractions beyond the seal), then ``maintain()``
+    -- what ``colmz.spark.stream`` runs after each micro-batch's commit -- beside the bare
+    floor of that work in Parquet: ``pq.read_table`` of the tick's rows and
+    ``pq.write_table`` of them (no merge, no fsync). ``track_drain_over_parquet`` is the
+    drain time over the floor's, medians of 5 interleaved (each drain on a fresh copy of
+    the arrangement's directory, copied outside the timing). The tick's batch lies wholly
+    at or after the trace's upper and before the seal, so the drain moves it into the trace
+    as it stands -- a commit, no part read or rewritten -- and the far-future batch is not
+    touched (measured 4-5 ms for k = 2 and 8: 0.04-0.11x the floor).
+    """
+
+    timeout = 900
+    params = ([2, 8],)
+    param_names = ["k"]
+
+    def setup(self, k):
+        self.k = k
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-drain-")
+        self.src = os.path.join(self.dir, "src")
+        arr = merged_arrangement(self.src, k, "sink")
+        tick = sink_records(N // k, seed=k - 1, time=k - 1)
+        self.file = os.path.join(self.dir, "tick.parquet")
+        pq.write_table(tick.to_arrow(), self.file)
+        self.mib = tick.nbytes / 2**20
+        del arr
+        self.n = 0
+
+    def teardown(self, k):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _copy(self) -> str:
+        self.n += 1
+        dst = os.path.join(self.dir, f"c{self.n}")
+        shutil.copytree(self.src, dst)
+        return dst
+
+    def _drain(self, path: str) -> float:
+        # the fan-in merged_arrangement opened with: the trace batches are not compacted
+        t0 = _now()
+        colmz.Arrangement.open(path, fan_in=max(16, self.k + 1)).maintain()
+        return _now() - t0
+
+    def _floor(self) -> float:
+        t0 = _now()
+        pq.write_table(pq.read_table(self.file), os.path.join(self.dir, f"w{self.n}.parquet"))
+        return _now() - t0
+
+    def time_drain(self, k):
+        self._drain(self._copy())
+
+    def track_drain_over_parquet(self, k):
+        ours, bare = [], []
+        for _ in range(5):
+            path = self._copy()
+            ours.append(self._drain(path))
+            bare.append(self._floor())
+            shutil.rmtree(path, ignore_errors=True)
+        return float(np.median(ours) / np.median(bare))
+
+    track_drain_over_parquet.unit = "x"
+
+    def track_drain_mib_per_s(self, k):
+        path = self._copy()
+        try:
+            return self.mib / self._drain(path)
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    track_drain_mib_per_s.unit = "MiB/s"
+
+
+class CatalogFirstQuery:
+    """Reopen a durable ``colmz.Catalog`` whose table holds persist's 50 MiB shape in 8
+    batches and run a first query over all of it, beside ``Arrangement.read`` of the same
+    table, in one loop (medians of 5): ``track_first_query_over_read`` (target <= 1: the
+    query reads no slower than the arrangement read does).
+    """
+
+    timeout = 900
+    QUERY = "SELECT count(*) AS n, sum(length(v)) AS b FROM t"
+
+    def setup(self):
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-catalog-")
+        self.path = os.path.join(self.dir, "c")
+        cat = colmz.Catalog(self.path)
+        cat.execute("CREATE TABLE t (k BIGINT, v TEXT)")
+        for i in range(8):
+            cat.append("t", records(N // 8, seed=i, time=cat.now + 1))
+
+    def teardown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def time_reopen_and_first_query(self):
+        colmz.Catalog(self.path).sql(self.QUERY)
+
+    def interleaved(self, n: int = 5) -> dict:
+        times = {"first_query": [], "read": []}
+        for _ in range(n):
+            t0 = _now()
+            cat = colmz.Catalog(self.path)
+            cat.sql(self.QUERY)
+            times["first_query"].append(_now() - t0)
+            arr = cat._durable["t"].arrangement  # the table's arrangement (no public handle)
+            t0 = _now()
+            arr.read(arr.get_seal() - 1)
+            times["read"].append(_now() - t0)
+        return {k: float(np.median(v)) for k, v in times.items()}
+
+    def track_first_query_over_read(self):
+        m = self.interleaved()
+        return m["first_query"] / m["read"]
+
+    track_first_query_over_read.unit = "x"
 
 
 class Trickle:
@@ -521,15 +699,58 @@ class CompactionMemory:
     track_peak_rss_mib.unit = "MiB"
 
 
+class ReadMemory:
+    """Peak RSS of a fresh process reading ``COLMZ_BENCH_READ_MIB`` (default 1024) MiB of
+    persist's shape held in ``COLMZ_BENCH_READ_RUNS`` (default 14) runs
+    (``merged_arrangement``) with ``read(as_of)``, over the result's size (target <= 2).
+
+    One process writes the arrangement; a fresh one opens it and reads it, reporting its
+    ``VmHWM`` (``/proc/self/status``) and the result's Arrow bytes.
+    """
+
+    timeout = 1800
+    number = 1
+    repeat = 1
+    MIB = int(os.environ.get("COLMZ_BENCH_READ_MIB", "1024"))
+    RUNS = int(os.environ.get("COLMZ_BENCH_READ_RUNS", "14"))
+
+    def setup_cache(self):
+        d = tempfile.mkdtemp(prefix="colmz-bench-readmem-")
+        rows = (self.MIB << 20) // 64
+        CompactionMemory._run(self, f"""
+            from bench_arrangement import merged_arrangement
+            merged_arrangement({os.path.join(d, "a")!r}, {self.RUNS}, "persist", n={rows})
+            """)
+        return d
+
+    def peak_and_result_mib(self, d) -> tuple[float, float]:
+        out = CompactionMemory._run(self, f"""
+            import colmz
+            arr = colmz.Arrangement.open({os.path.join(d, "a")!r})
+            res = arr.read(arr.get_seal() - 1)
+            hwm = [int(line.split()[1]) for line in open("/proc/self/status")
+                   if line.startswith("VmHWM")][0]
+            print(hwm / 1024, res.nbytes / 2**20)
+            """)
+        peak, result = map(float, out.split())
+        return peak, result
+
+    def track_peak_rss_over_result(self, d):
+        peak, result = self.peak_and_result_mib(d)
+        return peak / result
+
+    track_peak_rss_over_result.unit = "x"
+
+
 def _now() -> float:
     return time.perf_counter()
 
 
-def merge_matrix(ks=MERGE_KS, shapes=("persist", "sink"), reps: int = 7) -> list[dict]:
+def merge_matrix(ks=MERGE_KS, shapes=("persist", "sink"), reps: int = 5) -> list[dict]:
     """The figures of docs/arrangement.md's merged-read row: for each shape and ``k``, one
     loop timing ``read(as_of)``, ``pq.read_table``, ``snapshot()``, ``pq.read_table`` of the
     snapshot's rows, ``to_arrow``, ``to_pandas`` and ``pq.read_table(...).to_pandas()`` in
-    turn, ``reps`` times; rates from the best of each (``python bench_arrangement.py``)."""
+    turn, ``reps`` times; rates from the median of each (``python bench_arrangement.py``)."""
     return [_merge_row(shape, k, reps) for shape in shapes for k in ks]
 
 
@@ -547,21 +768,26 @@ def _merge_row(shape: str, k: int, reps: int) -> dict:
                  "to_arrow": lambda: arr.to_arrow(as_of),
                  "to_pandas": lambda: arr.to_pandas(as_of),
                  "pq_pandas": lambda: pq.read_table(f).to_pandas()}
-        best = dict.fromkeys(calls, float("inf"))
+        times: dict[str, list[float]] = {name: [] for name in calls}
         for _ in range(reps):
             for name, fn in calls.items():
                 t0 = _now()
                 fn()
-                best[name] = min(best[name], _now() - t0)
+                times[name].append(_now() - t0)
+        med = {name: float(np.median(ts)) for name, ts in times.items()}
         return {
             "shape": shape, "k": k, "result_mib": round(mib(res), 1),
-            "read_mib_s": round(mib(res) / best["read"]),
-            "pq_mib_s": round(mib(res) / best["pq"]),
-            "read_rate_over_pq": round(best["pq"] / best["read"], 2),
-            "to_arrow_rate_over_pq": round(best["pq"] / best["to_arrow"], 2),
-            "to_pandas_rate_over_pq": round(best["pq_pandas"] / best["to_pandas"], 2),
-            "snapshot_mib_s": round(mib(snap) / best["snapshot"]),
-            "snapshot_rate_over_pq": round(best["pq_snapshot"] / best["snapshot"], 2),
+            "snapshot_mib": round(mib(snap), 1),
+            "read_mib_s": round(mib(res) / med["read"]),
+            "pq_mib_s": round(mib(res) / med["pq"]),
+            "read_rate_over_pq": round(med["pq"] / med["read"], 2),
+            "to_arrow_rate_over_pq": round(med["pq"] / med["to_arrow"], 2),
+            "to_pandas_mib_s": round(mib(res) / med["to_pandas"]),
+            "pq_pandas_mib_s": round(mib(res) / med["pq_pandas"]),
+            "to_pandas_rate_over_pq": round(med["pq_pandas"] / med["to_pandas"], 2),
+            "snapshot_mib_s": round(mib(snap) / med["snapshot"]),
+            "pq_snapshot_mib_s": round(mib(snap) / med["pq_snapshot"]),
+            "snapshot_rate_over_pq": round(med["pq_snapshot"] / med["snapshot"], 2),
         }
     finally:
         shutil.rmtree(d, ignore_errors=True)

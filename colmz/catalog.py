@@ -1302,7 +1302,7 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
     if up is not None and up > 0:
         start = min(start, up - 1)
     mem = MemoryCollection(dur.schema, since=start, upper=start + 1,
-                           base=lambda: dur.snapshot(start))
+                           base=lambda: dur.snapshot(start), base_consolidated=True)
     later = dur.updates(start + 1, up)
     mem.compare_and_append(later, start + 1, up)
     return mem

@@ -6,7 +6,7 @@ An arrangement in use holds several runs -- trace batches (up to about ``2 log4`
 under the geometric policy) and unsealed batches beyond the trace's upper -- each a list of
 parts sorted by ``(data, time)`` and consolidated. :meth:`colmz.Arrangement.read` wants their
 union with times advanced to the since (or the as_of), consolidated and sorted. The
-streaming merge of compaction (``colmz.arrangement_parts.stream_merge``) encodes every data
+streaming merge of compaction (``colmz.arrangement.parts.stream_merge``) encodes every data
 column in full (a 40-byte string is six words), merges the words and decodes them back: five
 passes over the data that a read, which holds its whole result anyway, does not need.
 
@@ -26,8 +26,14 @@ passes over the data that a read, which holds its whole result anyway, does not 
    (``consolidate_merged``): equal words are equal data when every word is exact, and the few
    groups that are not provably equal (long strings sharing 8 bytes past the prefix) are
    resolved on their full encodings;
-5. gathers each Arrow column once in that order (the runs' arrays concatenated, then Arrow's
-   ``take``), releasing each input column once it is gathered.
+5. gathers each column once in that order -- a string column straight from its pieces
+   (``gather_bytes``: each value copied by address, two threads on halves of the output),
+   other columns and every column of a large read by Arrow's ``take`` of the runs' arrays
+   concatenated -- releasing each input column once it is gathered.
+
+Words stop after the first column when they are inexact anyway and a fixed-width first
+column has (almost) no equal neighbours within a run (random keys): the rows whose keys meet
+across runs are then resolved on full encodings.
 
 So the work beyond reading the parts is one pass computing words, ``log2 k`` merge passes
 over row indices, one consolidation pass and one gather per column; nothing is encoded or
@@ -35,7 +41,10 @@ decoded in full.
 
 Memory: the inputs, the words (8 bytes a row and column) and the permutation exist together
 during the merge; the gather then drops each input column as its output is made, so the peak
-is about the inputs plus the largest output column plus the row and diff arrays.
+is about the inputs plus the largest output column plus the row and diff arrays. Reads of
+inputs below :data:`RELEASE_BYTES` take their temporaries from Arrow's pool and leave freed
+memory to the next read (fresh pages cost more than writing them on these machines); larger
+reads hand it back as they go (:func:`_release`).
 
 Invariants: the result is exactly what consolidating every update of the runs' windows with
 times advanced to ``since`` gives (``colmz.consolidate``), sorted by ``(data, time)``; a diff
@@ -57,6 +66,8 @@ from colmz.kernels.read_merge import (
     EXACT_WORDS,
     co_rank,
     consolidate_merged,
+    gather_bytes,
+    gather_lengths,
     merge_pair,
     merge_word_rows,
     string_words,
@@ -131,8 +142,8 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     ``since``, sorted by ``(data, time)``.
 
     ``stats`` (optional) receives work counters: ``"runs"``, ``"rows_in"``, ``"merged"``
-    (whether a merge ran, False when the runs' ranges were disjoint), ``"tie_rows"`` (rows
-    resolved on their full encodings).
+    (whether a merge ran, False when the runs' ranges were disjoint), ``"words"`` (order
+    words a row), ``"tie_rows"`` (rows resolved on their full encodings).
 
     >>> import colmz
     >>> a = colmz.Updates({"k": ["b", "x"]}, time=[0, 1], diff=[1, 1])
@@ -141,8 +152,9 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     [('a', 5, 1), ('b', 5, 1)]
     """
     schema = tuple(schema)
-    _release()  # what the part reads left in Arrow's allocator
     pieces = [u for run in runs for u in run if len(u)]
+    release = sum(u.nbytes for u in pieces) >= RELEASE_BYTES
+    _release(release)  # what the part reads left in Arrow's allocator
     run_lens = [sum(len(u) for u in run) for run in runs]
     run_lens = [n for n in run_lens if n]
     n = sum(run_lens)
@@ -154,10 +166,12 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     with contextlib.ExitStack() as stack:
         pool = (stack.enter_context(ThreadPoolExecutor(MERGE_THREADS))
                 if MERGE_THREADS > 1 and n >= PARALLEL_ROWS else None)
-        return _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats)
+        return _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats,
+                                 release)
 
 
-def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats) -> Updates:
+def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats,
+                      release) -> Updates:
     t_lo = min(int(u.time.min()) for u in pieces)
     t_hi = max(int(u.time.max()) for u in pieces)
     collapse = t_hi <= since or t_lo == t_hi
@@ -165,12 +179,20 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     np.cumsum([len(u) for u in pieces], out=bounds[1:])
     run_bounds = np.zeros(len(run_lens) + 1, np.int64)
     np.cumsum(run_lens, out=run_bounds[1:])
-    words, exact = _order_words(pieces, schema, since, collapse, n, pool)
+    # Small reads take their arrays from Arrow's pool, which keeps and reuses them; large
+    # ones from numpy, whose large arrays go back to the system as soon as they are dropped.
+    empty = np.empty if release else pool_array
+    words, exact = _order_words(pieces, schema, since, collapse, n, pool, empty)
+    if stats is not None:
+        stats["words"] = words.shape[1]
     clock.lap("words")
-    diff = np.concatenate([u.diff for u in pieces]) if len(pieces) > 1 else pieces[0].diff
+    diff = pieces[0].diff
+    if len(pieces) > 1:
+        diff = np.concatenate([u.diff for u in pieces], out=empty(n, np.int64))
     time = None
     if not collapse:
-        time = np.maximum(np.concatenate([u.time for u in pieces]), np.uint64(since))
+        time = np.concatenate([u.time for u in pieces], out=empty(n, np.uint64))
+        np.maximum(time, np.uint64(since), out=time)
     # From here on the pieces' data columns are all that is needed of the inputs: the
     # caller's lists are emptied so their times and diffs go now, and each column goes as
     # soon as it is gathered.
@@ -178,11 +200,11 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     pieces.clear()  # the caller's list too (merged_read's)
     for run in runs:
         run.clear()
-    _release()
+    _release(release)
 
     order = _disjoint_order(words, run_bounds)
     if order is None:
-        words, perm = _merge_runs(words, run_bounds, pool)
+        words, perm = _merge_runs(words, run_bounds, pool, empty)
         if stats is not None:
             stats["merged"] = True
         clock.lap("merge")
@@ -190,11 +212,11 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
         perm = np.concatenate([np.arange(run_bounds[r], run_bounds[r + 1], dtype=np.int64)
                                for r in order])
         words = words[perm] if order != sorted(order) else words
-    rows = np.empty(n, np.int64)
-    diffs = np.empty(n, np.int64)
-    g_lo = np.empty(n // 2 + 1, np.int64)
-    g_hi = np.empty(n // 2 + 1, np.int64)
-    g_at = np.empty(n // 2 + 1, np.int64)
+    rows = empty(n, np.int64)
+    diffs = empty(n, np.int64)
+    g_lo = empty(n // 2 + 1, np.int64)
+    g_hi = empty(n // 2 + 1, np.int64)
+    g_at = empty(n // 2 + 1, np.int64)
     k, g = consolidate_merged(words, perm, diff, exact, rows, diffs, g_lo, g_hi, g_at)
     del words
     if g:
@@ -223,9 +245,18 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
             columns[spec.name] = cols[0] if len(cols) == 1 else pa.concat_arrays(cols)
             del cols
     else:
-        taken = pa.array(rows)
+        taken = None
         for spec in schema:
-            columns[spec.name] = _gather_column(inputs.pop(spec.name), spec, taken)
+            cols = inputs.pop(spec.name)
+            # (large reads take Arrow's path: its per-row addresses and lengths would add
+            # 16 bytes a row to the peak, where concatenating frees the inputs first)
+            out = None if release else _gather_binary(cols, rows, bounds, pool)
+            if out is None:  # fixed-width (a fast take), NULLs, other layouts: Arrow's take
+                if taken is None:
+                    taken = pa.array(rows)
+                out = _gather_column(cols, spec, taken, release)
+            columns[spec.name] = out
+            del cols, out
     clock.lap("gather")
     if out_time is None:
         out_time = np.full(m, max(t_lo, since), np.uint64)
@@ -254,7 +285,8 @@ def _run_pieces(bounds: np.ndarray, run_bounds: np.ndarray, r: int) -> tuple[int
     return a, b
 
 
-def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: int, pool=None):
+def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: int, pool=None,
+                 empty=np.empty):
     # Order words per data column (kernels/read_merge.py), then colmz's null word when a
     # column has NULLs and the advanced time unless every time collapses to one. Words order
     # rows only up to the first column whose words are not exact (a long string's prefix):
@@ -276,10 +308,17 @@ def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: i
         if not col_exact:
             exact = False
             break
+    if not exact and len(plans) > 1 and _distinct_within_runs(pieces, schema[0]):
+        # The words are not exact anyway (rows with equal words are resolved on their full
+        # encodings), and the first column is fixed-width with no two neighbours in a run
+        # equal -- random keys -- so its word alone orders almost every row: the later
+        # columns' words would be computed and moved through every merge round for the
+        # few rows whose keys meet across runs, which the resolution orders as well.
+        plans = plans[:1]
     has_nulls = exact and any(u.column(s.name).null_count for u in pieces for s in schema)
     timed = exact and not collapse
     w = sum(p[3] for p in plans) + int(has_nulls) + int(timed)
-    words = np.empty((n, w), np.uint64)
+    words = empty(n * w, np.uint64).reshape(n, w)
     starts = np.cumsum([0] + [len(u) for u in pieces])
 
     def fill(p: int) -> None:
@@ -316,6 +355,26 @@ def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: i
         for f in [pool.submit(fill, p) for p in range(len(pieces))]:
             f.result()
     return words, exact
+
+
+#: Most neighbouring rows of a run with equal first-column values (a fraction of all rows)
+#: for which a merge whose words are not exact orders rows by the first column's word alone.
+FIRST_COLUMN_TIES = 1 / 1024
+
+
+def _distinct_within_runs(pieces: list[Updates], spec: ColumnSpec) -> bool:
+    # Whether a fixed-width first column without NULLs has (almost) no equal neighbours
+    # within the pieces: one vectorised comparison per piece.
+    if kind_of(spec.type, spec.name) in ("bytes", "null"):
+        return False
+    ties = 0
+    for u in pieces:
+        col = u.column(spec.name)
+        if col.null_count or not pa.types.is_primitive(col.type) or pa.types.is_boolean(col.type):
+            return False
+        a = col.to_numpy(zero_copy_only=True)
+        ties += int(np.count_nonzero(a[1:] == a[:-1]))
+    return ties <= FIRST_COLUMN_TIES * sum(len(u) for u in pieces)
 
 
 def _disjoint_order(words: np.ndarray, run_bounds: np.ndarray) -> list[int] | None:
@@ -362,7 +421,8 @@ def _resolve_ties(inputs, schema, perm, diff, time, since, rows, diffs, g_lo, g_
     return (np.insert(rows, at, new_rows), np.insert(diffs, at, new_diffs), len(tie))
 
 
-def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: pa.Array) -> pa.Array:
+def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: pa.Array,
+                   release: bool = False) -> pa.Array:
     # The runs' arrays concatenated, the inputs dropped, then one Arrow take in output order
     # (writes sequential, reads following the runs' ascending streams). At most two copies
     # of the column exist at once: Arrow's take of a chunked array concatenates internally,
@@ -370,33 +430,108 @@ def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: pa.Array) -> pa
     # strings from 8 runs: concatenation 4 ms, take 7 ms.
     whole = cols[0] if len(cols) == 1 else pa.concat_arrays(cols)
     cols.clear()
-    _release()
+    _release(release)
     taken = whole.take(rows)
     del whole
-    _release()
+    _release(release)
     return taken
 
 
-def _release() -> None:
-    # Hand memory freed back to the system now: Arrow's allocator keeps what the reader
-    # threads allocated and the main thread frees in those threads' heaps, where the
-    # gather's allocations do not reuse it (a 1 GiB read peaked 1.2 GiB higher without).
-    pa.default_memory_pool().release_unused()
+def _gather_binary(cols: list[pa.Array], rows: np.ndarray, bounds: np.ndarray,
+                   pool) -> pa.Array | None:
+    # A string or binary column without NULLs gathered in output order straight from its
+    # pieces (kernels/read_merge.gather_bytes: no concatenation, two threads on halves of
+    # the output); None for other columns. Empties ``cols`` when it gathers.
+    typ = cols[0].type
+    if not (pa.types.is_string(typ) or pa.types.is_binary(typ) or pa.types.is_large_string(typ)
+            or pa.types.is_large_binary(typ)) or any(c.null_count for c in cols):
+        return None
+    bufs = [_binary_buffers(c) for c in cols]
+    odt = bufs[0][0].dtype
+    if sum(int(o[-1]) - int(o[0]) for o, _ in bufs) > np.iinfo(odt).max:
+        return None
+    # each global row's value: its address (in its piece's data buffer) and its length
+    n = int(bounds[-1])
+    addresses = pool_array(n, np.int64)
+    lengths = pool_array(n, np.int64)
+    for p, c in enumerate(cols):
+        o = bufs[p][0]
+        data = c.buffers()[2]
+        np.add(o[:-1], data.address if data is not None else 0,
+               out=addresses[bounds[p]:bounds[p + 1]], dtype=np.int64)
+        np.subtract(o[1:], o[:-1], out=lengths[bounds[p]:bounds[p + 1]], dtype=np.int64)
+    m = len(rows)
+    offsets_buf = pa.allocate_buffer((m + 1) * odt.itemsize)
+    out_offsets = np.frombuffer(offsets_buf, odt)
+    out_offsets[0] = 0
+    ends = out_offsets[1:]
+    cuts = [0, m] if pool is None else [0, m // 2, m]
+    _halves(pool, cuts, lambda i0, i1: gather_lengths(rows, lengths, i0, i1, ends))
+    np.cumsum(ends, out=ends)
+    data_buf = pa.allocate_buffer(max(int(out_offsets[-1]), 1))
+    out_data = np.frombuffer(data_buf, np.uint8)
+    _halves(pool, cuts, lambda i0, i1: gather_bytes(rows, addresses, lengths, i0, i1,
+                                                    out_offsets, out_data))
+    out = pa.Array.from_buffers(typ, m, [None, offsets_buf, data_buf])
+    del bufs
+    cols.clear()  # the pieces' buffers, whose addresses the kernel read, were held till here
+    return out
 
 
-def _merge_runs(words: np.ndarray, run_bounds: np.ndarray, pool):
+def _halves(pool, cuts: list[int], fn) -> None:
+    # fn(i0, i1) over consecutive ranges of ``cuts``, side by side on ``pool`` when given.
+    if pool is None:
+        for i0, i1 in zip(cuts, cuts[1:]):
+            fn(i0, i1)
+        return
+    for f in [pool.submit(fn, i0, i1) for i0, i1 in zip(cuts, cuts[1:])]:
+        f.result()
+
+
+#: Reads whose inputs take at least this many bytes hand the memory Arrow's allocator holds
+#: back to the system as they go (:func:`_release`); smaller reads leave it to be reused.
+RELEASE_BYTES = 256 << 20
+
+
+def _release(release: bool = True) -> None:
+    # Hand memory freed back to the system now (when ``release``): Arrow's allocator keeps
+    # what the reader threads allocated and the main thread frees in those threads' heaps,
+    # where the gather's allocations do not reuse it (a 1 GiB read from 14 runs peaked at
+    # 2.52x its result's size without, 1.93x with). The price is paid by the next read, whose
+    # allocations then take fresh pages from the system (here slower than writing them):
+    # a 50 MiB read from 8 runs took 10-25% longer releasing than leaving the memory to be
+    # reused, so reads below RELEASE_BYTES -- whose held memory is bounded by it -- do not.
+    if release:
+        pa.default_memory_pool().release_unused()
+
+
+def pool_array(n: int, dtype) -> np.ndarray:
+    """A writable numpy array of ``n`` values of ``dtype`` in memory from Arrow's pool
+    (contents undefined).
+
+    Arrow's allocator keeps memory a read freed and hands it to the next read, where a numpy
+    array this large is a fresh ``mmap`` whose pages the system must supply first (on these
+    virtual machines slower than writing them; ``colmz.kernels.pool``).
+    """
+    dtype = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(max(n * dtype.itemsize, 1)), dtype, count=n)
+
+
+def _merge_runs(words: np.ndarray, run_bounds: np.ndarray, pool, empty=np.empty):
     # Rounds of pairwise merges moving rows of words with their row numbers; with a pool
     # each pairwise merge is cut at its middle output row (co_rank) into two merges that run
     # side by side. Returns the merged words and the permutation.
     n = len(words)
-    src_w, src_i = words, np.arange(n, dtype=np.int64)
+    src_w, src_i = words, empty(n, np.int64)
+    src_i[:] = np.arange(n, dtype=np.int64)
     if pool is None:
-        tmp_w, tmp_i = np.empty_like(words), np.empty(n, np.int64)
+        tmp_w, tmp_i = empty(words.size, np.uint64).reshape(words.shape), empty(n, np.int64)
         starts, ends = run_bounds[:-1].copy(), run_bounds[1:].copy()
         if merge_word_rows(src_w, src_i, starts, ends, tmp_w, tmp_i):
             return tmp_w, tmp_i
         return src_w, src_i
-    dst_w, dst_i = np.empty_like(words), np.empty(n, np.int64)
+    dst_w = empty(words.size, np.uint64).reshape(words.shape)
+    dst_i = empty(n, np.int64)
     bounds = [int(b) for b in run_bounds]
     while len(bounds) > 2:
         tasks = []

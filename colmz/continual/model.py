@@ -134,6 +134,9 @@ class MemoryCollection:
     base : callable, optional
         Returns the contents as of ``since`` (``upper`` must be past ``since``); called on
         the first read that needs them, so a reader of later changes only never pays for it.
+    base_consolidated : bool
+        ``base`` returns its contents already consolidated (a durable read's result, as
+        ``Arrangement.read``): they are kept as they come instead of consolidated again.
 
     Examples
     --------
@@ -155,7 +158,7 @@ class MemoryCollection:
     ROLLBACK_APPEND_ONLY = ("_times", "_batches")
 
     def __init__(self, schema, *, since: int = 0, upper: int = 0,
-                 base: Callable[[], Updates] | None = None):
+                 base: Callable[[], Updates] | None = None, base_consolidated: bool = False):
         self._schema = schema_of(schema)
         self._since = check_time(since, "since")
         self._upper: Frontier = check_frontier(upper, "upper")
@@ -166,6 +169,7 @@ class MemoryCollection:
         self._times: list[int] = []
         self._batches: list[Updates] = []
         self._base = base
+        self._base_consolidated = bool(base_consolidated)
         self._acc: Updates | None = None  # contents as of _times[_acc_n - 1]
         self._acc_n = 0
         self._counts: RowCounts | None = None  # built by the first counts() call
@@ -274,7 +278,10 @@ class MemoryCollection:
             return
         # Cleared only once read: a read that raises (a durable store racing a compaction)
         # must leave the contents still to load, not silently empty.
-        u = consolidate(at_time(cast_to(self._base(), self._schema), self._since))
+        got = self._base()
+        u = at_time(cast_to(got, self._schema), self._since)
+        if not (self._base_consolidated and u.schema == got.schema):  # (a cast: consolidate)
+            u = consolidate(u)
         self._base = None
         if len(u):
             # New lists (the history is append-only in place: colmz.rollback).
@@ -309,7 +316,11 @@ class MemoryCollection:
                 if self._acc is not None:
                     parts = [self._acc, *parts]
                 self._count(sum(len(p) for p in parts))
-                self._acc = consolidate(concat(parts), since=self._times[k - 1])
+                # One part (the base alone, say) is consolidated at one time already: its
+                # time advanced is the answer, with no sort (each batch held is consolidated
+                # at its time, as is the accumulation).
+                self._acc = (at_time(parts[0], self._times[k - 1]) if len(parts) == 1
+                             else consolidate(concat(parts), since=self._times[k - 1]))
                 self._acc_n = k
             else:
                 self._count(len(self._acc) if self._acc is not None else 0)

@@ -39,8 +39,9 @@ NOT_ROLLED_BACK = {
     "Stage": set(),
     # set at construction and never changed: the merge's inputs, layout and output buffer
     "_Merge": {"a", "b", "runs", "adv", "lower", "upper", "since", "layout", "out"},
-    # the column types, and the counters of reads done (work that happened, kept)
-    "MemoryCollection": {"_schema", "stats"},
+    # the column types, whether its base comes consolidated (configuration), and the
+    # counters of reads done (work that happened, kept)
+    "MemoryCollection": {"_schema", "_base_consolidated", "stats"},
     # the cumulative work counter
     "RowCounts": {"work"},
     "SinkState": set(),
