@@ -1,5 +1,15 @@
 """Reads that merge: an arrangement's contents from several sorted runs, at read speed.
 
+Layer
+-----
+The *read* layer of ``colmz.arrangement`` (``docs/arrangement.md``), beside the parts layer
+(:mod:`colmz.arrangement.parts`, whose ``read_part`` it calls) and below the handle, which
+hands it the runs of one state. It reads blobs and never writes or commits anything, so it
+needs no rollback: a read that raises changed nothing. Upstream, a read of a shard's
+batches as of a frontier is ``src/persist-client/src/fetch.rs`` with the consolidation of
+``src/persist-client/src/iter.rs``; the merge itself is colmz's own (a read holds its whole
+result, so it merges order words, not full encodings).
+
 Design
 ------
 An arrangement in use holds several runs -- trace batches (up to about ``2 log4`` of them
