@@ -527,6 +527,19 @@ def _opening(toks, close_at: int) -> int:
     raise SQLError("unpaired parenthesis")
 
 
+def _case_opening(toks, end_at: int) -> int | None:
+    # The ``CASE`` that the ``END`` at ``end_at`` closes (CASEs nest), or None.
+    ends = 0
+    for o in range(end_at, -1, -1):
+        if toks[o].upper == "END":
+            ends += 1
+        elif toks[o].upper == "CASE":
+            ends -= 1
+            if ends == 0:
+                return o
+    return None
+
+
 def _expand_row_comparison(op: str, left: list[str], right) -> str:
     if op in ("IS NULL", "IS NOT NULL"):
         return "(" + " AND ".join(f"({f}) {op}" for f in left) + ")"
@@ -1080,15 +1093,8 @@ def _operand_start(toks, k: int) -> int | None:
             else:
                 j = o
         elif t.upper == "END":  # CASE ... END: the operand is the whole CASE
-            ends = 0
-            for o in range(j, -1, -1):
-                if toks[o].upper == "END":
-                    ends += 1
-                elif toks[o].upper == "CASE":
-                    ends -= 1
-                    if ends == 0:
-                        break
-            else:
+            o = _case_opening(toks, j)
+            if o is None:
                 return None
             j = o
         elif t.kind in ("word", "qident", "number", "string"):
@@ -1621,15 +1627,8 @@ def _concat_left(toks, k: int) -> int:
             j = _opening(toks, j) - 1
             continue
         if t.upper == "END":
-            ends = 0
-            for o in range(j, -1, -1):
-                if toks[o].upper == "END":
-                    ends += 1
-                elif toks[o].upper == "CASE":
-                    ends -= 1
-                    if ends == 0:
-                        break
-            j = o - 1
+            o = _case_opening(toks, j)
+            j = (0 if o is None else o) - 1
             continue
         if t.kind == "op" and t.text not in _OPERAND_OPS:
             break
