@@ -47,6 +47,12 @@ QUERIES = [
     ("bool_logic_null", "SELECT NULL AND false AS a, NULL OR true AS b, NOT NULL::bool AS c"),
     # --- expressions and names
     ("col_names_expr", "SELECT id + 1, upper(name), 1 FROM people WHERE id = 1"),
+    ("col_names_casts", "SELECT (7 / 2)::text, 1::int, 2::bigint, id::text, CAST(id + 1 AS smallint), "
+                        "CASE WHEN id > 1 THEN 'a' END::varchar(3), 3::double precision, "
+                        "CAST(CAST(age AS text) AS integer) FROM people WHERE id = 1"),
+    ("col_names_calls", "SELECT sum(age) / count(*), count(*) FILTER (WHERE age > 30), max(id) + 1, "
+                        "coalesce(max(age), 0), ARRAY[1, 2], -id, (id), NOT true FROM people GROUP BY id "
+                        "HAVING id = 1"),
     ("values_names", "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v ORDER BY 1"),
     ("values_bare", "VALUES (1, 'a'), (2, 'b')"),
     ("alias", "SELECT id AS ident, name AS \"Full Name\" FROM people WHERE id < 3 ORDER BY 1"),

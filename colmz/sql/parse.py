@@ -657,8 +657,44 @@ def rename_like_postgres(table: pa.Table, query: str) -> pa.Table:
 
 
 def _item_name(item: list[Token]) -> str:
+    return _figure_name(item)[0]
+
+
+#: The names PostgreSQL's grammar gives the SQL spellings of its types; a cast names its
+#: column by them (``1::integer`` is ``int4``).
+_TYPE_NAMES = {
+    "int": "int4", "integer": "int4", "int4": "int4", "bigint": "int8", "int8": "int8",
+    "smallint": "int2", "int2": "int2", "real": "float4", "float4": "float4",
+    "double precision": "float8", "float8": "float8", "float": "float8", "numeric": "numeric",
+    "decimal": "numeric", "dec": "numeric", "boolean": "bool", "bool": "bool",
+    "character varying": "varchar", "varchar": "varchar", "character": "bpchar", "char": "bpchar",
+    "timestamp with time zone": "timestamptz", "timestamp without time zone": "timestamp",
+    "time with time zone": "timetz", "time without time zone": "time",
+}
+
+
+def _type_name(toks: list[Token]) -> str:
+    # The type of a cast as PostgreSQL names it: words joined, modifiers ``(..)`` and array
+    # bounds ``[]`` dropped, the grammar's spellings mapped (``_TYPE_NAMES``).
+    words, depth = [], 0
+    for t in toks:
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            depth -= 1
+        elif depth == 0 and t.kind in ("word", "qident"):
+            words.append(t.name if t.kind == "qident" else t.text.lower())
+    text = " ".join(words)
+    return _TYPE_NAMES.get(text, words[-1] if words else "?column?")
+
+
+def _figure_name(item: list[Token]) -> tuple[str, int]:
+    # PostgreSQL's FigureColnameInternal (src/backend/parser/parse_target.c): a name and its
+    # strength -- 2 for a column, a call or an alias, 1 for ``case`` and a cast's type name,
+    # 0 for ``?column?``. A cast names its column after its operand unless the operand's name
+    # is weaker than 2; then after the cast's type.
     if len(item) >= 2 and item[-2].upper == "AS" and item[-1].kind in ("word", "qident"):
-        return item[-1].name
+        return item[-1].name, 2
     if (
         len(item) >= 2
         and item[-1].kind in ("word", "qident")
@@ -666,13 +702,16 @@ def _item_name(item: list[Token]) -> str:
         and (item[-2].kind in ("word", "qident", "number", "string") or item[-2].text == ")")
         and item[-2].upper not in _NOT_ALIASES
     ):
-        return item[-1].name  # ``expr alias`` without AS
-    # strip trailing casts: expr::type[::type...]
-    while True:
-        idx = [j for j, t in enumerate(item) if t.text == "::" and _depth_at(item, j) == 0]
-        if not idx:
-            break
-        item = item[: idx[0]]
+        casts = [j for j, t in enumerate(item) if t.text == "::" and _depth_at(item, j) == 0]
+        if not (casts and " ".join(t.text.lower() for t in item[casts[-1] + 1 :]) in _TYPE_NAMES):
+            return item[-1].name, 2  # ``expr alias`` without AS (not ``x::double precision``)
+    casts = [j for j, t in enumerate(item) if t.text == "::" and _depth_at(item, j) == 0]
+    if casts:
+        name, strength = _figure_name(item[: casts[0]])
+        for a, b in zip(casts, [*casts[1:], len(item)]):
+            if strength <= 1:
+                name, strength = _type_name(item[a + 1 : b]), 1
+        return name, strength
     if len(item) >= 4 and item[0].upper == "CAST" and item[1].text == "(" and item[-1].text == ")":
         depth, j = 0, 2
         for j in range(2, len(item) - 1):
@@ -683,21 +722,40 @@ def _item_name(item: list[Token]) -> str:
                 depth -= 1
             elif depth == 0 and t.upper == "AS":
                 break
-        return _item_name(item[2:j])
-    if len(item) >= 2 and item[0].text == "(" and item[-1].text == ")" and _depth_at(item, len(item) - 1) == 1:
-        return _item_name(item[1:-1])
+        name, strength = _figure_name(item[2:j])
+        if strength <= 1:
+            return _type_name(item[j + 1 : -1]), 1
+        return name, strength
+    if len(item) >= 2 and item[0].text == "(" and closing(item, 0) == len(item) - 1:
+        return _figure_name(item[1:-1])
     if len(item) % 2 == 1 and all(
         (t.kind in ("word", "qident")) if j % 2 == 0 else t.text == "." for j, t in enumerate(item)
     ):
-        return item[-1].name
-    if len(item) >= 3 and item[0].kind in ("word", "qident") and item[1].text == "(" and item[-1].text == ")":
-        return item[0].name
-    if (len(item) >= 5 and item[-4].kind in ("word", "qident") and item[-5].text == "."
-            and item[-3].text == "(" and item[-1].text == ")"):
-        return item[-4].name
-    if item and item[0].upper == "CASE":
-        return "case"
-    return "?column?"
+        return item[-1].name, 2
+    for at in (0, 2):  # ``f(...)`` or ``schema.f(...)``, with FILTER/OVER/WITHIN GROUP after it
+        if (len(item) >= at + 3 and item[at].kind in ("word", "qident") and item[at + 1].text == "("
+                and all(t.text == "." if j % 2 else t.kind in ("word", "qident") for j, t in enumerate(item[:at]))):
+            end = closing(item, at + 1)
+            if end == len(item) - 1 or (end > 0 and item[end + 1].upper in ("FILTER", "OVER", "WITHIN")):
+                return item[at].name, 2
+    if len(item) >= 3 and item[0].upper == "ARRAY" and item[1].text == "[" and closing(item, 1) == len(item) - 1:
+        return "array", 2
+    if item and item[0].upper == "CASE" and _case_ends_item(item):
+        return "case", 1
+    return "?column?", 0
+
+
+def _case_ends_item(item: list[Token]) -> bool:
+    # whether the CASE at item[0] is the whole item (its END is the last token)
+    depth = 0
+    for j, t in enumerate(item):
+        if t.upper == "CASE":
+            depth += 1
+        elif t.upper == "END":
+            depth -= 1
+            if depth == 0:
+                return j == len(item) - 1
+    return False
 
 
 def _depth_at(item: list[Token], j: int) -> int:

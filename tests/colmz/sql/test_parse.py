@@ -100,6 +100,13 @@ def test_output_names_follow_postgres():
     assert output_names("SELECT a FROM t UNION SELECT b FROM u") is None
     assert output_names("VALUES (1)") is None
     assert output_names("SELECT x IS NULL FROM t") == ["?column?"]
+    # PostgreSQL's strength rule (src/backend/parser/parse_target.c): a cast is named by its
+    # operand unless that has no name of its own, then by its type; a call followed by an
+    # operator is an expression, not a call
+    assert output_names("SELECT (7/2.0)::text, 1::int, CAST(1 + 1 AS double precision), a::text::int, "
+                        "CASE WHEN a THEN 1 END::bigint, sum(a)/count(*), count(*) FILTER (WHERE a), "
+                        "s.f(x), s.f(x) + 1, ARRAY[1], (1 + 2) FROM t") == [
+        "text", "int4", "float8", "a", "int8", "?column?", "count", "f", "?column?", "array", "?column?"]
 
 
 def test_qualified_names_and_namespace_statements():
