@@ -53,6 +53,10 @@ QUERIES = [
     ("col_names_calls", "SELECT sum(age) / count(*), count(*) FILTER (WHERE age > 30), max(id) + 1, "
                         "coalesce(max(age), 0), ARRAY[1, 2], -id, (id), NOT true FROM people GROUP BY id "
                         "HAVING id = 1"),
+    ("bytea_hex_input", "SELECT '\\x0aff'::bytea AS a, bytea '\\x' AS b, 'ab'::bytea AS c, "
+                        "'\\x0AfF'::bytea = '\\x0aff'::bytea AS d"),
+    ("bytea_escape_input", "SELECT 'a\\\\b'::bytea AS a"),
+    ("bytea_cast_of_column", "SELECT name::bytea AS a FROM people WHERE id = 1"),
     ("values_names", "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v ORDER BY 1"),
     ("values_bare", "VALUES (1, 'a'), (2, 'b')"),
     ("alias", "SELECT id AS ident, name AS \"Full Name\" FROM people WHERE id < 3 ORDER BY 1"),

@@ -28,6 +28,7 @@ from colmz.sql.errors import SQLError
 from colmz.sql.tokens import check_expression
 
 __all__ = [
+    "BYTEA_IN",
     "NOW_FORMS",
     "RESERVED_PREFIX",
     "cast_select",
@@ -44,6 +45,11 @@ __all__ = [
 
 #: Names colmz gives its own tables, columns and placeholders; user text may not use them.
 RESERVED_PREFIX = "__colmz_"
+
+#: The macro reading text as PostgreSQL's bytea input (``\x`` and hex digits), defined on
+#: every colmz connection (``colmz.sql.translate.BYTEA_INPUT_MACRO``): literals written to a
+#: bytea column and ``'...'::bytea`` go through it, never DuckDB's escape-reading cast.
+BYTEA_IN = RESERVED_PREFIX + "bytea_in"
 
 #: ``mz_now()`` forms: the logical time as an integer, or -- when the query compares it with
 #: dates/timestamps -- as a ``timestamptz`` reading the time as milliseconds since the Unix
@@ -211,5 +217,8 @@ def cast_select(source: str, columns: Sequence[tuple[str, str | None]]) -> str:
         else:
             if not duck_type.replace(" ", "").isalnum():
                 raise SQLError(f"not a DuckDB type name: {duck_type!r}")
-            items.append(f"CAST({ref} AS {duck_type}) AS {identifier(name)}")
+            if duck_type == "BLOB":  # text to bytea is PostgreSQL's bytea input
+                items.append(f"{BYTEA_IN}({ref}) AS {identifier(name)}")
+            else:
+                items.append(f"CAST({ref} AS {duck_type}) AS {identifier(name)}")
     return f"SELECT {', '.join(items)} FROM {src}"

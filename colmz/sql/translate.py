@@ -47,7 +47,7 @@ import re
 
 import pyarrow as pa
 
-from colmz.sql.build import RESERVED_PREFIX, identifier, relation_name
+from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import (
@@ -178,6 +178,8 @@ def _translate_tokens(sql: str) -> str:
             last = toks[i + 2].end
             i += 3
             continue
+        if up == "BYTEA" and t.kind == "word":
+            last = _bytea_input(sql, toks, i, pieces, last)
         if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS") and (
                 up != "FLOAT" or ((toks[i - 1].text == "::" or _in_cast(toks, i))
                                   and not (i + 1 < len(toks) and toks[i + 1].text == "("))):
@@ -1475,6 +1477,41 @@ def arrow_type(type_sql: str) -> pa.DataType:
     raise UnsupportedSQL(f"column type {type_sql} is not supported by colmz")
 
 
+# ----------------------------------------------------------------------------- bytea
+
+#: PostgreSQL's input of a bytea from text (src/backend/utils/adt/varlena.c ``byteain``):
+#: ``\x`` and pairs of hex digits; the escape format (other text holding a backslash) is
+#: refused; text without a backslash is its bytes. DuckDB's own cast of text to BLOB reads
+#: ``\xNN`` as one escaped byte each, so ``'\x0aff'`` would be three bytes, not two.
+BYTEA_INPUT_MACRO = (
+    f"CREATE OR REPLACE TEMP MACRO {BYTEA_IN}(s) AS CASE WHEN s IS NULL THEN NULL "
+    "WHEN starts_with(s, '\\x') THEN CASE WHEN regexp_full_match(substr(s, 3), '([0-9a-fA-F]{2})*') "
+    "THEN unhex(substr(s, 3)) ELSE error('invalid input syntax for type bytea: ' || s) END "
+    "WHEN strpos(s, '\\') > 0 THEN error('bytea''s escape input format (a backslash not "
+    "starting \\x) is not supported by colmz') ELSE CAST(s AS BLOB) END")
+
+
+def _bytea_input(sql: str, toks, i: int, pieces: list[str], last: int) -> int:
+    # ``'...'::bytea`` and ``bytea '...'`` read their string as PostgreSQL's bytea input
+    # (:data:`BYTEA_INPUT_MACRO`); any other cast to bytea is refused. Returns the new
+    # ``last`` of translate's token pass.
+    cast_target = i > 0 and (toks[i - 1].text == "::" or (toks[i - 1].upper == "AS" and _in_cast(toks, i)))
+    if cast_target and i >= 2 and toks[i - 1].text == "::" and toks[i - 2].kind == "string" \
+            and toks[i - 2].start >= last and not (i + 1 < len(toks) and toks[i + 1].text == "["):
+        pieces.append(sql[last : toks[i - 2].start])
+        pieces.append(f"{BYTEA_IN}({toks[i - 2].text})")
+        return toks[i].end
+    if not cast_target and i + 1 < len(toks) and toks[i + 1].kind == "string" and toks[i].start >= last:
+        pieces.append(sql[last : toks[i].start])
+        pieces.append(f"{BYTEA_IN}({toks[i + 1].text})")
+        return toks[i + 1].end
+    if cast_target:
+        raise UnsupportedSQL(
+            "a cast to bytea of anything but a string literal is not supported by colmz "
+            "(PostgreSQL reads text as hex digits after \\x; DuckDB reads \\xNN escapes)")
+    return last
+
+
 # ----------------------------------------------------------------------------- numeric
 
 _NUMERIC_WORDS = ("NUMERIC", "DECIMAL")
@@ -1499,7 +1536,7 @@ NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 #: sum of int8 is numeric, so dividing it is numeric division, not the integer division
 #: DuckDB's ``HUGEINT`` sum gets); smaller integers stay integers (their sum is bigint in
 #: PostgreSQL); other types are summed as they are.
-MACROS = TEXT_MACROS + (
+MACROS = TEXT_MACROS + (BYTEA_INPUT_MACRO,
     f"CREATE OR REPLACE TEMP MACRO {SUM_ARGUMENT}"
     + ", ".join(f"(x {t}) AS x" for t in _SMALL_INTS) + ", "
     + ", ".join(f"(x {t}) AS CAST(x AS DECIMAL(38,0))" for t in _WIDE_INTS)

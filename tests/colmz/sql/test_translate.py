@@ -464,3 +464,20 @@ def test_bind_relations_resolves_qualified_names_as_materialize():
         ("a",), ("x", "b"), ("y", "z", "c"), ("d", "e"))
     with pytest.raises(SQLError, match="between 1 and 3 components: a.b.c.d"):
         bind_relations("SELECT * FROM a.b.c.d", names)
+
+
+def test_bytea_input_is_postgresqls_hex_format():
+    # Before: '\x0aff'::bytea was DuckDB's cast, which reads \x0a as one escaped byte and
+    # 'ff' as two characters -- three bytes where PostgreSQL's bytea input has two.
+    import colmz
+
+    cat = colmz.Catalog()
+    got = cat.sql(r"SELECT '\x0aff'::bytea AS a, bytea '\x' AS b, 'ab'::bytea AS c").to_pylist()
+    assert got == [{"a": b"\n\xff", "b": b"", "c": b"ab"}]
+    cat.execute(r"CREATE TABLE t (b BYTEA); INSERT INTO t VALUES ('\x0AFF'), ('abc'), (NULL)")
+    assert sorted(cat.sql("SELECT b FROM t").column(0).to_pylist(), key=repr) == [None, b"\n\xff", b"abc"]
+    with pytest.raises(SQLError, match="invalid input syntax for type bytea"):
+        cat.sql(r"SELECT '\x0af'::bytea")  # an odd number of hex digits, as PostgreSQL
+    for refused in (r"SELECT 'a\\b'::bytea", "SELECT CAST(b AS bytea) FROM t", "SELECT b::bytea FROM t"):
+        with pytest.raises(UnsupportedSQL, match="bytea"):
+            cat.sql(refused)
