@@ -133,6 +133,7 @@ from colmz.sql import (
     resolve_item,
     resolve_schema,
     run_query,
+    select_list_is_empty,
     select_where,
     sql_name,
     task_statement,
@@ -598,24 +599,32 @@ class Catalog:
         rel = _relation(key)
         what = f"INSERT INTO {display_name(key)}"
         if isinstance(s, InsertStatement):
+            if select_list_is_empty(s.query):
+                # PostgreSQL inserts a row of defaults per row of a zero-column SELECT, which
+                # DuckDB cannot parse
+                raise UnsupportedSQL(f"{what}: a SELECT without columns is not supported by colmz")
             rows = self._query(s.query, t, pending)
-            targets = list(schema)
-            if s.columns is not None:
-                names = [c.name for c in schema]
-                for c in s.columns:
+            names = [c.name for c in schema]
+            columns = s.columns
+            if columns is not None:
+                for c in columns:
                     if c not in names:
                         raise SQLError(f"INSERT INTO {s.table}: no column {c!r}; columns are {names}")
-                if rows.num_columns != len(s.columns):
-                    raise SchemaError(
-                        f"{what}: {len(s.columns)} column(s) named, the query gives {rows.num_columns}"
-                    )
-                targets = [next(c for c in schema if c.name == n) for n in s.columns]
+            elif rows.num_columns < len(schema):
+                # As PostgreSQL: the expressions fill the first columns, the rest take their
+                # default (NULL: colmz's tables have no DEFAULT)
+                columns = names[: rows.num_columns]
+            n = len(schema) if columns is None else len(columns)
+            if rows.num_columns != n:  # PostgreSQL's (and Materialize's) words
+                more = "expressions than target columns" if rows.num_columns > n else "target columns than expressions"
+                raise SchemaError(f"{what}: INSERT has more {more}")
+            targets = list(schema) if columns is None else [next(c for c in schema if c.name == n) for n in columns]
             if s.query.lstrip()[:6].upper() == "VALUES":
                 # As in PostgreSQL, literals take the type of the column they are written to.
                 rows = self._coerce_literals(rows, targets)
             rows = self._assign(rows, targets, what)
-            if s.columns is not None:
-                given = dict(zip(s.columns, rows.columns))
+            if columns is not None:
+                given = dict(zip(columns, rows.columns))
                 rows = pa.table({
                     c.name: given.get(c.name, pa.nulls(rows.num_rows, c.type)) for c in schema
                 })

@@ -144,3 +144,39 @@ def test_continual_task_inserts_convert_by_assignment(tmp_path, durable):
                                                'did not match: column "n" is of type integer but expression is of type text'):
         cat.execute("CREATE CONTINUAL TASK bad (n INT) ON INPUT input AS (INSERT INTO bad SELECT id::TEXT FROM input)")
     assert "bad" not in cat
+
+
+def test_insert_arity_as_postgresql_15(pg_url):
+    # Before: an INSERT without a column list giving fewer expressions than the table has
+    # columns raised SchemaError ("the task has 2 column(s)"); PostgreSQL fills the rest with
+    # their defaults. Too many expressions, or a column list of another length, now raise
+    # PostgreSQL's own words.
+    import psycopg
+    from storage_servers import fresh_schema_url
+
+    statements = ["INSERT INTO u SELECT k FROM t", "INSERT INTO u VALUES (5)", "INSERT INTO u (v) VALUES (7)",
+                  "INSERT INTO t SELECT k, k FROM t", "INSERT INTO u (v) VALUES (1, 2)",
+                  "INSERT INTO u (k, v) VALUES (1)", "INSERT INTO u (k, v) SELECT k FROM t"]
+    setup = "CREATE TABLE t (k INT); CREATE TABLE u (k INT, v INT); INSERT INTO t VALUES (1)"
+    cat = colmz.Catalog()
+    cat.execute(setup)
+    with psycopg.connect(fresh_schema_url(pg_url), autocommit=True) as conn:
+        conn.execute(setup)
+        for stmt in statements:
+            try:
+                conn.execute(stmt)
+                expected = None
+            except psycopg.Error as e:
+                expected = str(e).splitlines()[0]
+            try:
+                cat.execute(stmt)
+                got = None
+            except colmz.SchemaError as e:
+                got = str(e).split(": ", 1)[1]
+            assert got == expected, stmt
+        pg_rows = sorted(conn.execute("SELECT k, v FROM u").fetchall(), key=repr)
+    assert sorted(cat.sql("SELECT k, v FROM u").to_pylist(), key=repr) == sorted(
+        ({"k": k, "v": v} for k, v in pg_rows), key=repr)
+    assert len(pg_rows) == 3
+    with pytest.raises(colmz.sql.UnsupportedSQL, match="SELECT without columns"):
+        cat.execute("INSERT INTO t SELECT FROM t")  # PostgreSQL: a row of defaults per row
