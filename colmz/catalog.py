@@ -602,7 +602,7 @@ class Catalog:
             if select_list_is_empty(s.query):
                 # PostgreSQL inserts a row of defaults per row of a zero-column SELECT, which
                 # DuckDB cannot parse
-                raise UnsupportedSQL(f"{what}: a SELECT without columns is not supported by colmz")
+                raise UnsupportedSQL(f"{what}: an empty select list is not supported by colmz")
             rows = self._query(s.query, t, pending)
             names = [c.name for c in schema]
             columns = s.columns

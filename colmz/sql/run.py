@@ -148,7 +148,7 @@ def run_query(con, translated: str, t: int, form: str | None = None):
             m = _NO_TABLE.search(str(e))
             if m:
                 # DuckDB's hint names its own catalog tables: only the name matters here.
-                raise SQLError(f"no table, view or task named {m.group(1)!r} in this query") from None
+                raise SQLError(f"unknown catalog item {m.group(1)!r}") from None  # Materialize's words
             raise SQLError(str(e)) from None
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -405,10 +405,10 @@ def test_unknown_table_is_named_never_a_python_variable(cat):
     # ``t``, the time) and read it as a table, or refused it naming colmz's source file.
     cat.execute("CREATE TABLE t (k INT)")
     for name in ["forms", "translated", "nosuch", "np", "pa"]:
-        with pytest.raises(SQLError, match=f"no table, view or task named '{name}'") as e:
+        with pytest.raises(SQLError, match=f"^unknown catalog item '{name}'$") as e:
             cat.sql(f"SELECT * FROM {name}")
         assert "Python" not in str(e.value)
-    with pytest.raises(SQLError, match="named 'nosuch'"):
+    with pytest.raises(SQLError, match="unknown catalog item 'nosuch'"):
         cat.execute("INSERT INTO t SELECT k FROM nosuch")
     assert cat._con.sql("SELECT current_setting('python_enable_replacements')").fetchall() == [(False,)]
 
