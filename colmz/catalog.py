@@ -100,7 +100,7 @@ from colmz.frontier import MAX_TIME, Frontier, check_time
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.rollback import Saved, roll_back, save
-from colmz.rows import conform, expand, rows_to_updates
+from colmz.rows import conform, expand, rows_to_updates, storable
 from colmz.sql import (
     DEFAULT_DATABASE,
     DEFAULT_SCHEMA,
@@ -807,7 +807,7 @@ class Catalog:
             translated = translate(s.query)
             deps = self._reads(s.query)
             rows = rename_like_postgres(self._query_at(translated, now), s.query)
-            schema = [ColumnSpec(f.name, _storable(f.type, s.name)) for f in rows.schema]
+            schema = [ColumnSpec(f.name, storable(f.type, s.name)) for f in rows.schema]
             if s.columns is not None:
                 if len(s.columns) != len(schema):
                     raise SchemaError(
@@ -1387,21 +1387,6 @@ _OUT_OF_RANGE = re.compile(r"out of range for the destination type (\w+)")
 _PG_RANGE = {"INT16": "smallint out of range", "INT32": "integer out of range",
              "INT64": "bigint out of range", "UINT16": "uint2 out of range",
              "UINT32": "uint4 out of range", "UINT64": "uint8 out of range"}
-
-
-def _storable(t: pa.DataType, what: str) -> pa.DataType:
-    if pa.types.is_decimal(t):
-        if t.scale == 0:
-            return pa.int64()
-        raise SchemaError(
-            f"{what}: a column is DECIMAL({t.precision},{t.scale}); colmz has no decimal columns: "
-            "cast it (::DOUBLE or ::BIGINT)"
-        )
-    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return pa.string()
-    if pa.types.is_null(t):
-        raise SchemaError(f"{what}: a column is NULL of unknown type: cast it (e.g. NULL::INT)")
-    return t
 
 
 def _cast_column(col: pa.Array, spec: ColumnSpec, table: str) -> pa.Array:

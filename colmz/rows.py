@@ -236,20 +236,29 @@ def at_time(u: Updates, time: int) -> Updates:
     )
 
 
-def storable(t: pa.DataType) -> pa.DataType:
-    """The colmz column type for a query result type (a continual task's inferred columns).
+def storable(t: pa.DataType, what: str | None = None) -> pa.DataType:
+    """The colmz column type for a query result type: a continual task's inferred columns
+    (``what`` None: a scaled ``DECIMAL`` is stored as a double) and a materialized view's
+    (``what`` names the view, whose scaled ``DECIMAL`` is refused: colmz has no decimal
+    columns, and a view must not round what it maintains).
 
-    >>> storable(pa.decimal128(10, 0)), storable(pa.large_string())
-    (DataType(int64), DataType(string))
+    >>> storable(pa.decimal128(10, 0)), storable(pa.large_string()), storable(pa.decimal128(4, 2))
+    (DataType(int64), DataType(string), DataType(double))
     """
     if pa.types.is_decimal(t):
         if t.scale == 0:
             return pa.int64()
+        if what is not None:
+            raise SchemaError(
+                f"{what}: a column is DECIMAL({t.precision},{t.scale}); colmz has no decimal columns: "
+                "cast it (::DOUBLE or ::BIGINT)"
+            )
         return pa.float64()
     if pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return pa.string()
     if pa.types.is_null(t):
-        raise SchemaError("a column of the query is NULL of unknown type: cast it (e.g. NULL::INT)")
+        where = f"{what}: a column" if what is not None else "a column of the query"
+        raise SchemaError(f"{where} is NULL of unknown type: cast it (e.g. NULL::INT)")
     return t
 
 
