@@ -45,6 +45,9 @@ Read side by side:
   Parquet page checksums written and verified and each part checked against the state's
   record of it (rows, diff sum), over the same with both off (``PAGE_CHECKSUMS = False``
   and no recorded checks: the code before them), interleaved in one loop (medians of 5).
+* ``WriteSideBySide.track_rate_over_pq_fsync`` / ``track_rate_over_deltalake`` -- write + seal
+  + drain beside ``pq.write_table`` + fsync and ``write_deltalake`` of the same table, one
+  interleaved loop (medians of 5), quiet and with the second core busy (``load``).
 * ``CompactionMemory.track_peak_rss_mib`` -- peak RSS of a fresh process compacting
   ``COLMZ_BENCH_COMPACT_MIB`` (default 1024) MiB of updates, beside the size compacted; run
   it at 512, 1024 and 2048 to see that the bound does not grow with the size.
@@ -791,6 +794,112 @@ def _merge_row(shape: str, k: int, reps: int) -> dict:
         }
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+class WriteSideBySide:
+    """Write + seal + drain of the 50 MiB beside ``pq.write_table`` followed by an fsync of the
+    file and beside Delta Lake's ``write_deltalake`` of the same Arrow table (the ``benchmark``
+    extra), the three in one interleaved loop, medians of 5 -- on a quiet machine and with the
+    second core busy (``load="busy"``: a ``while True: pass`` process started in setup, stopped
+    in teardown). ``track_rate_over_pq_fsync`` / ``track_rate_over_deltalake`` are colmz's rate
+    over each peer's (target >= 1.0 over pq + fsync, busy included); ``track_mib_per_s_*`` the
+    rates from the same loop.
+    """
+
+    timeout = 900
+    number = 1
+    repeat = 1
+    params = (["quiet", "busy"],)
+    param_names = ["load"]
+
+    def setup(self, load):
+        try:
+            import deltalake  # noqa: F401
+        except ImportError:
+            raise NotImplementedError("needs the benchmark extra (deltalake)") from None
+        self.u = records()
+        self.table = self.u.to_arrow()
+        self.dir = tempfile.mkdtemp(prefix="colmz-bench-write-")
+        self.busy = None
+        if load == "busy":
+            self.busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            time.sleep(0.2)
+        self._cache = None
+
+    def teardown(self, load):
+        if self.busy is not None:
+            self.busy.terminate()
+            self.busy.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _colmz(self) -> float:
+        path = pathlib.Path(tempfile.mkdtemp(dir=self.dir)) / "a"
+        t0 = _now()
+        arr = colmz.Arrangement.open(str(path), schema={s.name: s.type for s in self.u.schema})
+        arr.write(self.u)
+        arr.seal(1)
+        arr.maintain()
+        return _now() - t0
+
+    def _pq_fsync(self) -> float:
+        path = os.path.join(tempfile.mkdtemp(dir=self.dir), "x.parquet")
+        t0 = _now()
+        pq.write_table(self.table, path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return _now() - t0
+
+    def _deltalake(self) -> float:
+        from deltalake import write_deltalake
+
+        path = os.path.join(tempfile.mkdtemp(dir=self.dir), "d")
+        t0 = _now()
+        write_deltalake(path, self.table)
+        return _now() - t0
+
+    def _medians(self, n: int = 5) -> dict[str, float]:
+        # one loop for all tracks of a run: the three see the same machine load
+        if self._cache is None:
+            times = {"colmz": [], "pq_fsync": [], "deltalake": []}
+            for _ in range(n):
+                times["colmz"].append(self._colmz())
+                times["pq_fsync"].append(self._pq_fsync())
+                times["deltalake"].append(self._deltalake())
+            self._cache = {k: float(np.median(v)) for k, v in times.items()}
+        return self._cache
+
+    def time_write_seal_drain(self, load):
+        self._colmz()
+
+    def track_rate_over_pq_fsync(self, load):
+        m = self._medians()
+        return m["pq_fsync"] / m["colmz"]
+
+    track_rate_over_pq_fsync.unit = "x"
+
+    def track_rate_over_deltalake(self, load):
+        m = self._medians()
+        return m["deltalake"] / m["colmz"]
+
+    track_rate_over_deltalake.unit = "x"
+
+    def track_mib_per_s_colmz(self, load):
+        return mib(self.u) / self._medians()["colmz"]
+
+    track_mib_per_s_colmz.unit = "MiB/s"
+
+    def track_mib_per_s_pq_fsync(self, load):
+        return mib(self.u) / self._medians()["pq_fsync"]
+
+    track_mib_per_s_pq_fsync.unit = "MiB/s"
+
+    def track_mib_per_s_deltalake(self, load):
+        return mib(self.u) / self._medians()["deltalake"]
+
+    track_mib_per_s_deltalake.unit = "MiB/s"
 
 
 if __name__ == "__main__":
