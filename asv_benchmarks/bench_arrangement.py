@@ -14,11 +14,9 @@ Read side by side:
   (snappy) but leaves the rows unsorted and its file in the page cache (no fsync); the
   arrangement writes an uncompressed part, but sorts the rows by ``(data, time)``,
   consolidates them, and fsyncs the part, its directory and each metadata commit (SQLite),
-  returning only once the write and the seal are durable. So
-  ``track_rate_over_parquet_write_fsync`` and ``track_rate_over_deltalake_write`` time
-  write + seal + drain, ``pq.write_table`` followed by an fsync of its file, and Delta
-  Lake's ``write_deltalake`` of the same Arrow table in one loop (medians of 5; ``deltalake``
-  is in the ``benchmark`` extra).
+  returning only once the write and the seal are durable. So ``WriteSideBySide`` (below)
+  times write + seal + drain beside ``pq.write_table`` followed by an fsync of its file, and
+  Delta Lake's ``write_deltalake``.
 * ``Snapshot.time_read`` / ``time_to_arrow`` beside ``time_parquet_read_table`` of the same
   rows (target >= 1 GiB/s; persist: about 450 MiB/s); ``track_mib_per_s_read`` /
   ``track_mib_per_s_parquet_read`` / ``track_read_over_parquet_read`` time both in one
@@ -150,54 +148,6 @@ class EndToEnd:
         return float(np.median(bare) / np.median(ours))
 
     track_rate_over_parquet_write.unit = "x"
-
-    def _parquet_write_fsync(self) -> float:
-        f = os.path.join(tempfile.mkdtemp(dir=self.dir), "x.parquet")
-        t0 = _now()
-        pq.write_table(self.table, f)
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return _now() - t0
-
-    def _deltalake_write(self) -> float:
-        from deltalake import write_deltalake  # the benchmark extra
-
-        path = os.path.join(tempfile.mkdtemp(dir=self.dir), "t")
-        t0 = _now()
-        write_deltalake(path, self.table)
-        return _now() - t0
-
-    def interleaved_writes(self, n: int = 5) -> dict:
-        """Medians of ``n`` of write + seal + drain, ``pq.write_table`` + fsync of the file,
-        and Delta Lake's ``write_deltalake`` of the same Arrow table, in one loop."""
-        try:
-            import deltalake  # noqa: F401
-        except ImportError:
-            raise NotImplementedError("pip install colmz[benchmark] for deltalake") from None
-        times = {"arrangement": [], "parquet_fsync": [], "deltalake": []}
-        for _ in range(n):
-            times["arrangement"].append(self._write_seal_drain())
-            times["parquet_fsync"].append(self._parquet_write_fsync())
-            times["deltalake"].append(self._deltalake_write())
-        return {k: float(np.median(v)) for k, v in times.items()}
-
-    def track_rate_over_parquet_write_fsync(self):
-        """write + seal + drain rate / (``pq.write_table`` + fsync) rate (target >= 1, also
-        with the second core busy)."""
-        m = self.interleaved_writes()
-        return m["parquet_fsync"] / m["arrangement"]
-
-    track_rate_over_parquet_write_fsync.unit = "x"
-
-    def track_rate_over_deltalake_write(self):
-        """write + seal + drain rate / ``write_deltalake`` rate of the same rows."""
-        m = self.interleaved_writes()
-        return m["deltalake"] / m["arrangement"]
-
-    track_rate_over_deltalake_write.unit = "x"
 
 
 class Snapshot:
