@@ -141,7 +141,7 @@ from colmz.sql import (
     update_select,
     uses_now,
 )
-from colmz.sql.assign import assignment_select
+from colmz.sql.assign import arrow_assignment, assignment_select
 from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
 from colmz.updates import SchemaError, Updates
@@ -652,6 +652,9 @@ class Catalog:
         has none, ``OverflowError`` when a value does not fit its column."""
         if rows.num_columns != len(targets):
             return rows  # conform says how the columns do not match
+        direct = arrow_assignment(rows, [c.type for c in targets])
+        if direct is not None:
+            return direct
         try:
             sel = assignment_select(identifier(_VALUES), [f.type for f in rows.schema],
                                     [(c.name, c.type) for c in targets])

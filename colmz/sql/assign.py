@@ -37,7 +37,7 @@ import pyarrow as pa
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
-__all__ = ["assignment_cast", "assignment_select", "pg_type_name"]
+__all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "pg_type_name"]
 
 _INTS = {
     pa.int8(): ("smallint", "SMALLINT"),  # Materialize has no 1-byte integer: DuckDB's TINYINT
@@ -174,3 +174,34 @@ def assignment_select(relation: str, sources: Sequence[pa.DataType],
         ref = f"{alias}.{col}"
         items.append(f"{ref if c is None else c.replace('{x}', ref)} AS {identifier(name)}")
     return f"SELECT {', '.join(items)} FROM {relation} AS {alias}({', '.join(cols)})"
+
+
+def arrow_assignment(table: pa.Table, targets: Sequence[pa.DataType]) -> pa.Table | None:
+    """``table`` converted by assignment to ``targets`` where Arrow's checked cast gives
+    PostgreSQL's answer exactly -- integers to integers in range, a real to a double, text
+    to text, equal types -- else ``None`` (then :func:`assignment_select` converts in
+    DuckDB, and says PostgreSQL's error for a value out of range). It spares a one-row
+    ``INSERT INTO t VALUES (1, 'x')`` into a ``bigint`` column a DuckDB query.
+
+    >>> arrow_assignment(pa.table({"k": pa.array([1], pa.int32())}), [pa.int64()]).schema.types
+    [DataType(int64)]
+    >>> arrow_assignment(pa.table({"k": [1]}), [pa.string()]) is None
+    True
+    """
+    if table.num_columns != len(targets):
+        return None
+    cols = []
+    for col, target in zip(table.columns, targets):
+        source = col.type
+        text = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+        exact = source == target or (pa.types.is_integer(source) and pa.types.is_integer(target)) or (
+            source == pa.float32() and target == pa.float64()) or (
+            any(f(source) for f in text) and any(f(target) for f in text))
+        if not exact:
+            return None
+        try:
+            cols.append(col if source == target else col.cast(target, safe=True))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None  # out of range: DuckDB's path raises PostgreSQL's message
+    return pa.table(cols, names=table.column_names)
+

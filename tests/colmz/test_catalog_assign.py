@@ -180,3 +180,23 @@ def test_insert_arity_as_postgresql_15(pg_url):
     assert len(pg_rows) == 3
     with pytest.raises(colmz.sql.UnsupportedSQL, match="an empty select list"):
         cat.execute("INSERT INTO t SELECT FROM t")  # PostgreSQL: a row of defaults per row
+
+
+def test_an_exact_assignment_runs_no_query(monkeypatch):
+    # Integers into a wider integer column, text into text: Arrow's checked cast is
+    # PostgreSQL's assignment there, so a one-row INSERT runs its VALUES query only (before:
+    # a second DuckDB query per INSERT converted int4 to int8, 2.5 -> 6.2 ms per insert).
+    # Out of range still takes DuckDB's path and PostgreSQL's message.
+    import colmz.catalog
+
+    calls = []
+    real = colmz.catalog.run_query
+    monkeypatch.setattr(colmz.catalog, "run_query", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k BIGINT, s TEXT); CREATE TABLE n (k SMALLINT)")
+    calls.clear()
+    cat.execute("INSERT INTO t VALUES (1, 'x')")
+    assert len(calls) == 1 and cat.sql("SELECT k, s FROM t").to_pylist() == [{"k": 1, "s": "x"}]
+    assert cat.object("t").schema[0].type == pa.int64()
+    with pytest.raises(OverflowError, match="smallint out of range"):
+        cat.execute("INSERT INTO n VALUES (40000)")
