@@ -695,17 +695,16 @@ def _figure_name(item: list[Token]) -> tuple[str, int]:
     # is weaker than 2; then after the cast's type.
     if len(item) >= 2 and item[-2].upper == "AS" and item[-1].kind in ("word", "qident"):
         return item[-1].name, 2
+    casts = [j for j, t in enumerate(item) if t.text == "::" and _depth_at(item, j) == 0]
     if (
         len(item) >= 2
         and item[-1].kind in ("word", "qident")
         and item[-1].upper not in _NOT_ALIASES
         and (item[-2].kind in ("word", "qident", "number", "string") or item[-2].text == ")")
         and item[-2].upper not in _NOT_ALIASES
+        and not (casts and " ".join(t.text.lower() for t in item[casts[-1] + 1 :]) in _TYPE_NAMES)
     ):
-        casts = [j for j, t in enumerate(item) if t.text == "::" and _depth_at(item, j) == 0]
-        if not (casts and " ".join(t.text.lower() for t in item[casts[-1] + 1 :]) in _TYPE_NAMES):
-            return item[-1].name, 2  # ``expr alias`` without AS (not ``x::double precision``)
-    casts = [j for j, t in enumerate(item) if t.text == "::" and _depth_at(item, j) == 0]
+        return item[-1].name, 2  # ``expr alias`` without AS (not ``x::double precision``)
     if casts:
         name, strength = _figure_name(item[: casts[0]])
         for a, b in zip(casts, [*casts[1:], len(item)]):
