@@ -104,15 +104,20 @@ class UnsealedBatchMeta:
     checks: tuple[tuple[int, int], ...] | None = None
 
     def to_dict(self) -> dict:
-        d = {"seqnos": list(self.seqnos), "ts_lower": self.ts_lower, "ts_upper": self.ts_upper,
-             "keys": list(self.keys)}
-        if self.len is not None:
-            d["len"] = self.len
-        if self.size_bytes is not None:
-            d["size_bytes"] = self.size_bytes
-        if self.checks is not None:
-            d["checks"] = [list(c) for c in self.checks]
-        return d
+        return _with_part_figures(self, {"seqnos": list(self.seqnos), "ts_lower": self.ts_lower,
+                                         "ts_upper": self.ts_upper, "keys": list(self.keys)})
+
+
+def _with_part_figures(batch, d: dict) -> dict:
+    # the optional figures a batch of either kind records (absent in states written before
+    # them, so absent from the dict when None)
+    if batch.len is not None:
+        d["len"] = batch.len
+    if batch.size_bytes is not None:
+        d["size_bytes"] = batch.size_bytes
+    if batch.checks is not None:
+        d["checks"] = [list(c) for c in batch.checks]
+    return d
 
 
 @dataclass(frozen=True)
@@ -127,14 +132,8 @@ class TraceBatchMeta:
     checks: tuple[tuple[int, int], ...] | None = None
 
     def to_dict(self) -> dict:
-        d = {"desc": self.desc.to_list(), "level": self.level, "keys": list(self.keys)}
-        if self.len is not None:
-            d["len"] = self.len
-        if self.size_bytes is not None:
-            d["size_bytes"] = self.size_bytes
-        if self.checks is not None:
-            d["checks"] = [list(c) for c in self.checks]
-        return d
+        return _with_part_figures(self, {"desc": self.desc.to_list(), "level": self.level,
+                                         "keys": list(self.keys)})
 
 
 @dataclass(frozen=True)
