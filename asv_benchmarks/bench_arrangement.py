@@ -92,6 +92,18 @@ def mib(u: colmz.Updates) -> float:
     return u.nbytes / 2**20
 
 
+def write_seal_drain(u: colmz.Updates, parent: str) -> float:
+    """Seconds to write ``u`` into a new arrangement under ``parent``, seal it and drain it
+    into the trace: what ``EndToEnd`` and ``WriteSideBySide`` time for colmz."""
+    path = pathlib.Path(tempfile.mkdtemp(dir=parent)) / "a"
+    t0 = _now()
+    arr = colmz.Arrangement.open(str(path), schema={s.name: s.type for s in u.schema})
+    arr.write(u)
+    arr.seal(1)
+    arr.maintain()
+    return _now() - t0
+
+
 class EndToEnd:
     timeout = 600
     number = 1
@@ -106,13 +118,7 @@ class EndToEnd:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _write_seal_drain(self) -> float:
-        path = pathlib.Path(tempfile.mkdtemp(dir=self.dir)) / "a"
-        t0 = _now()
-        arr = colmz.Arrangement.open(str(path), schema={s.name: s.type for s in self.u.schema})
-        arr.write(self.u)
-        arr.seal(1)
-        arr.maintain()
-        return _now() - t0
+        return write_seal_drain(self.u, self.dir)
 
     def time_write_seal_drain(self):
         self._write_seal_drain()
@@ -783,13 +789,7 @@ class WriteSideBySide:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _colmz(self) -> float:
-        path = pathlib.Path(tempfile.mkdtemp(dir=self.dir)) / "a"
-        t0 = _now()
-        arr = colmz.Arrangement.open(str(path), schema={s.name: s.type for s in self.u.schema})
-        arr.write(self.u)
-        arr.seal(1)
-        arr.maintain()
-        return _now() - t0
+        return write_seal_drain(self.u, self.dir)
 
     def _pq_fsync(self) -> float:
         path = os.path.join(tempfile.mkdtemp(dir=self.dir), "x.parquet")
