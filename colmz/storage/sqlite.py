@@ -35,6 +35,7 @@ import os
 import pathlib
 import sqlite3
 import threading
+import time
 
 from colmz.storage.base import (
     Determinate,
@@ -143,7 +144,7 @@ class SqliteConsensus:
                         check_same_thread=True,
                     )
                     conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-                    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                    mode = self._enable_wal(conn)
                     if mode.lower() != "wal":
                         raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
                     conn.execute("PRAGMA synchronous=FULL")
@@ -151,6 +152,27 @@ class SqliteConsensus:
                 raise Determinate(f"consensus database {str(self.path)!r}: {e}") from e
             local.conn, local.pid = conn, os.getpid()
         return local.conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> str:
+        # The journal mode is recorded in the database file, so a connection only reads it
+        # once anyone has set it. Setting it needs an exclusive lock, and while other
+        # processes are creating or converting the same new file at that moment SQLite
+        # answers "database is locked" at once instead of calling the busy handler (two
+        # processes opening one new store together hit it a few times in a hundred): such
+        # an answer is retried, with backoff, until the busy timeout has passed.
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if mode.lower() == "wal":
+                    return mode
+                return conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            except sqlite3.OperationalError as e:
+                if e.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
 
     def close(self) -> None:
         """Close this thread's connection (others close when their threads end)."""

@@ -239,7 +239,7 @@ def test_a_store_written_by_another_query_is_refused(tmp_path):
         tables.append(write_events(d, 2, seed=50 + i, far=200))
     writers = [Writer(tmp_path, i, str(tmp_path / f"in{i}"), store, cli=True) for i in range(2)]
     status = [w.finish() for w in writers]
-    assert sorted(status) == [0, 2], status
+    assert sorted(status) == [0, 2], (status, [w.text()[-4000:] for w in writers])
     win, lose = (0, 1) if status[0] == 0 else (1, 0)
     err = writers[lose].text()
     assert "colmz stream: bad input: " in err and "another query writes the store" in err, err[-3000:]
