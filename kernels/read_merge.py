@@ -70,6 +70,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from colmz.kernels.decorators import jit
+from colmz.kernels.strings import load8
 
 #: Most words a string column's exact order words take (values up to ``8 * EXACT_WORDS - 1``
 #: bytes past the shared prefix); longer values take one prefix word.
@@ -90,16 +91,6 @@ __all__ = [
     "string_words",
     "string_words_ref",
 ]
-
-
-@jit(inline=True)
-def _big_endian_word(data, p):
-    # bytes p .. p + 7 as one big-endian word, written out so the compiler makes one load
-    # and a byte swap of it (a loop over the bytes stays a loop)
-    return ((np.uint64(data[p]) << np.uint64(56)) | (np.uint64(data[p + 1]) << np.uint64(48))
-            | (np.uint64(data[p + 2]) << np.uint64(40)) | (np.uint64(data[p + 3]) << np.uint64(32))
-            | (np.uint64(data[p + 4]) << np.uint64(24)) | (np.uint64(data[p + 5]) << np.uint64(16))
-            | (np.uint64(data[p + 6]) << np.uint64(8)) | np.uint64(data[p + 7]))
 
 
 @jit
@@ -124,7 +115,7 @@ def string_words(offsets, data, valid, skip, nwords, exact, out, col):
         for q in range(nwords):
             base = start + 8 * q
             if base + 8 <= end:
-                w = _big_endian_word(data, base)
+                w = load8(data, base)
             else:  # the value ends within this word: zeros after its last byte
                 w = np.uint64(0)
                 for b in range(8):

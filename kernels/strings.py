@@ -64,7 +64,7 @@ from colmz.kernels.consolidate import read_only
 from colmz.kernels.decorators import jit
 from colmz.kernels.sort import radix_sort_pairs
 
-__all__ = ["assign_ranks", "compare_from", "rank_into", "rank_strings", "rank_strings_ref",
+__all__ = ["assign_ranks", "compare_from", "load8", "rank_into", "rank_strings", "rank_strings_ref",
            "valid_rows"]
 
 # Rows sampled to choose between sorting every row and numbering distinct values first.
@@ -348,9 +348,10 @@ def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
 
 
 @jit(inline=True)
-def _load8(data, p):
-    # Bytes p..p+7 as a big-endian word; written as one expression so the compiler can
-    # combine the byte loads into one load.
+def load8(data, p):
+    """Bytes ``p .. p + 7`` of ``data`` as one big-endian word (an internal API of the
+    kernels: string ranking here, order words in ``kernels/read_merge.py``). Written as one
+    expression so the compiler combines the byte loads into one load and a byte swap."""
     return ((np.uint64(data[p]) << np.uint64(56)) | (np.uint64(data[p + 1]) << np.uint64(48))
             | (np.uint64(data[p + 2]) << np.uint64(40)) | (np.uint64(data[p + 3]) << np.uint64(32))
             | (np.uint64(data[p + 4]) << np.uint64(24)) | (np.uint64(data[p + 5]) << np.uint64(16))
@@ -365,7 +366,7 @@ def _hash(offsets, data, row):
     h = np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(e - s)
     p = s
     while p + 8 <= e:
-        h = (h ^ _load8(data, p)) * np.uint64(0xFF51AFD7ED558CCD)
+        h = (h ^ load8(data, p)) * np.uint64(0xFF51AFD7ED558CCD)
         h ^= h >> np.uint64(32)
         p += 8
     if p < e:
@@ -387,7 +388,7 @@ def _equal(offsets, data, a, b):
         return False
     i = 0
     while i + 8 <= n:
-        if _load8(data, pa_ + i) != _load8(data, pb + i):
+        if load8(data, pa_ + i) != load8(data, pb + i):
             return False
         i += 8
     while i < n:
