@@ -618,7 +618,7 @@ class Catalog:
             if rows.num_columns != n:  # PostgreSQL's (and Materialize's) words
                 more = "expressions than target columns" if rows.num_columns > n else "target columns than expressions"
                 raise SchemaError(f"{what}: INSERT has more {more}")
-            targets = list(schema) if columns is None else [next(c for c in schema if c.name == n) for n in columns]
+            targets = list(schema) if columns is None else [next(c for c in schema if c.name == name) for name in columns]
             if s.query.lstrip()[:6].upper() == "VALUES":
                 # As in PostgreSQL, literals take the type of the column they are written to.
                 rows = self._coerce_literals(rows, targets)

@@ -193,10 +193,9 @@ def arrow_assignment(table: pa.Table, targets: Sequence[pa.DataType]) -> pa.Tabl
     cols = []
     for col, target in zip(table.columns, targets):
         source = col.type
-        text = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
-        exact = source == target or (pa.types.is_integer(source) and pa.types.is_integer(target)) or (
-            source == pa.float32() and target == pa.float64()) or (
-            any(f(source) for f in text) and any(f(target) for f in text))
+        families = (_family(source), _family(target))
+        exact = (source == target or families in (("int", "int"), ("text", "text"))
+                 or (source == pa.float32() and target == pa.float64()))
         if not exact:
             return None
         try:
@@ -204,4 +203,3 @@ def arrow_assignment(table: pa.Table, targets: Sequence[pa.DataType]) -> pa.Tabl
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None  # out of range: DuckDB's path raises PostgreSQL's message
     return pa.table(cols, names=table.column_names)
-
