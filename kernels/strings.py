@@ -61,10 +61,10 @@ import numpy as np
 
 from colmz.kernels import pool
 from colmz.kernels.consolidate import read_only
-from colmz.kernels.decorators import jit
+from colmz.kernels.decorators import jit, load8
 from colmz.kernels.sort import radix_sort_pairs
 
-__all__ = ["assign_ranks", "compare_from", "load8", "rank_into", "rank_strings", "rank_strings_ref",
+__all__ = ["assign_ranks", "compare_from", "rank_into", "rank_strings", "rank_strings_ref",
            "valid_rows"]
 
 # Rows sampled to choose between sorting every row and numbering distinct values first.
@@ -345,17 +345,6 @@ def _resolve(offsets, data, perm, keys, tk, tv, brk, a0, b0):
             if j - i > 1:
                 top = _split_run(offsets, perm, brk, tv, i, j, depth, st_a, st_b, st_d, top)
             i = j
-
-
-@jit(inline=True)
-def load8(data, p):
-    """Bytes ``p .. p + 7`` of ``data`` as one big-endian word (an internal API of the
-    kernels: string ranking here, order words in ``kernels/read_merge.py``). Written as one
-    expression so the compiler combines the byte loads into one load and a byte swap."""
-    return ((np.uint64(data[p]) << np.uint64(56)) | (np.uint64(data[p + 1]) << np.uint64(48))
-            | (np.uint64(data[p + 2]) << np.uint64(40)) | (np.uint64(data[p + 3]) << np.uint64(32))
-            | (np.uint64(data[p + 4]) << np.uint64(24)) | (np.uint64(data[p + 5]) << np.uint64(16))
-            | (np.uint64(data[p + 6]) << np.uint64(8)) | np.uint64(data[p + 7]))
 
 
 @jit(inline=True)
