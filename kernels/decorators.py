@@ -40,7 +40,7 @@ from numba.core.caching import FunctionCache
 from numba.extending import intrinsic, overload
 
 __all__ = ["jit", "JIT_OPTIONS", "DISPATCHERS", "LightCache", "enable_light_loading", "load8",
-           "copy_from_address"]
+           "copy_from_address", "SHORT_COPY"]
 
 JIT_OPTIONS: dict[str, object] = {
     "cache": True,
@@ -144,11 +144,42 @@ def _load8_compiled(data, p):
 def copy_from_address(dst, at, address, size):
     """Copy ``size`` bytes from the raw ``address`` (memory the caller keeps alive) into
     the ``uint8`` array ``dst`` at ``at``: a gather of string values straight from the
-    pieces' buffers (``kernels/read_merge.py``). Compiled, it is libc's ``memcpy`` (a byte
-    loop with Numba's index handling runs at a quarter of the speed); as Python,
-    ``ctypes.memmove``.
+    pieces' buffers (``kernels/read_merge.py``). As Python, ``ctypes.memmove``.
+
+    Compiled, a value of up to :data:`SHORT_COPY` bytes is copied 8 bytes at a time, then
+    byte by byte (fixed-size copies the compiler turns into single loads and stores), a
+    longer one by libc's ``memcpy``: the call to ``memcpy`` with a variable size cost more
+    than the copy for short keys (770,000 16-byte values gathered from 14 runs: 12.3 ms
+    against 8.9, with each value's address and length side by side). A byte loop with
+    Numba's index handling runs at a quarter of ``memcpy``'s speed.
     """
     ctypes.memmove(dst.ctypes.data + int(at), int(address), int(size))
+
+
+#: Longest value :func:`copy_from_address` copies in 8-byte words rather than by ``memcpy``.
+SHORT_COPY = 64
+
+
+def _raw_copy(n: int):
+    # An intrinsic copying n (a constant) bytes from a raw address to &dst[at].
+    @intrinsic
+    def copy(typingctx, dst, at, address):
+        sig = types.void(dst, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            out, where, origin = args
+            view = context.make_array(signature.args[0])(context, builder, out)
+            to = builder.gep(view.data, [where])
+            cgutils.raw_memcpy(builder, to, builder.inttoptr(origin, to.type),
+                               ir.Constant(ir.IntType(64), n), 1)
+
+        return sig, codegen
+
+    return copy
+
+
+_copy8 = _raw_copy(8)
+_copy1 = _raw_copy(1)
 
 
 @intrinsic
@@ -168,6 +199,18 @@ def _memcpy_from_address(typingctx, dst, at, address, size):
 @overload(copy_from_address, inline="always")
 def _copy_from_address_compiled(dst, at, address, size):
     def impl(dst, at, address, size):
-        _memcpy_from_address(dst, np.int64(at), np.int64(address), np.int64(size))
+        at = np.int64(at)
+        address = np.int64(address)
+        size = np.int64(size)
+        if size > SHORT_COPY:
+            _memcpy_from_address(dst, at, address, size)
+            return
+        q = np.int64(0)
+        while q + 8 <= size:
+            _copy8(dst, at + q, address + q)
+            q += 8
+        while q < size:
+            _copy1(dst, at + q, address + q)
+            q += 1
 
     return impl

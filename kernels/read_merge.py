@@ -5,7 +5,7 @@ Design
 ------
 A read of several sorted runs (``colmz.arrangement.read``) merges them without encoding
 every data column in full: each column becomes **one** ``uint64`` *order word* per row, the
-runs are merged by rows of those words (``colmz.kernels.merge.merge_rows_tree``, a
+runs are merged by rows of those words (:func:`merge_word_rows`, giving a
 permutation), and the Arrow columns are gathered once in the merged order. A word is a
 monotone coarsening of colmz's order on the column (``colmz.order``): ``a < b`` in words
 implies ``a < b`` in data, equal words may hide different values. Fixed-width columns take
@@ -24,13 +24,17 @@ bytes every value shares:
 
 NULL takes the word 0 (the caller adds colmz's null word when a column has NULLs).
 
-:func:`merge_word_rows` merges the runs' rows of words by rounds of pairwise merges that
-move the rows with their row numbers (sequential streams, no indirection);
-:func:`consolidate_merged` walks the merged rows: a group of rows with equal words is
-one data row at one time when every word is exact -- its diffs are summed, zero sums dropped,
-the group's first row stands for it -- and otherwise a *tie group* left to the caller to
-resolve on full encodings (rare: equal data, or long strings sharing 8 bytes past the
-skip).
+:func:`merge_word_rows` merges the runs by rounds of pairwise merges that move, per row,
+its *lead* word (the first) and its row number only: the words after the lead stay in
+``rest``, by row number, and are read where two leads are equal (rare when the first
+column's words tell its values apart: random keys, strings past their shared prefix). A
+round thus moves 16 bytes a row for any number of words -- 14 runs of 750,000 three-word
+rows moved 32 -- and ties read ``rest`` through a few ascending streams (every run keeps its
+rows' order). :func:`consolidate_merged` walks the merged rows the same way: a group of
+rows with equal words is one data row at one time when every word is exact -- its diffs are
+summed, zero sums dropped, the group's first row stands for it -- and otherwise a *tie
+group* left to the caller to resolve on full encodings (rare: equal data, or long strings
+sharing 8 bytes past the skip).
 
 Gathering string columns from the pieces
 ----------------------------------------
@@ -51,16 +55,18 @@ Spec (kernel / reference)
 ``string_words(offsets, data, valid, skip, nwords, exact, out, col)`` writes
 ``out[i, col:col + nwords]``; ``string_words_ref(values, skip, nwords, exact)`` takes a list
 of ``bytes`` or ``None``.
-``merge_word_rows(words, idx, starts, ends, tmp_words, tmp_idx)`` / ``merge_word_rows_ref(words,
-idx, starts, ends)``: the runs' rows of words merged, carrying their row numbers.
-``merge_pair(src_w, src_i, a0, a1, b0, b1, dst_w, dst_i, o)`` is one pairwise merge of a round,
-``co_rank(src_w, a0, a1, b0, b1, c)`` / ``co_rank_ref`` where it splits in two.
-``consolidate_merged(words, perm, diff, exact, rows, diffs, g_lo, g_hi, g_at)`` ->
-``(count, groups)`` / ``consolidate_merged_ref(words, perm, diff, exact)`` -> ``(rows, diffs,
-groups)`` with ``groups`` a list of ``(lo, hi, at)``: merged positions ``[lo, hi)`` to resolve,
-whose rows belong before output ``at``.
-``gather_lengths(rows, lengths, i0, i1, out_ends)`` and ``gather_bytes(rows, addresses,
-lengths, i0, i1, out_offsets, out_data)`` / ``gather_binary_ref(pieces, rows)``.
+``merge_word_rows(lead, idx, rest, starts, ends, tmp_lead, tmp_idx)`` /
+``merge_word_rows_ref(words, idx, starts, ends)``: the runs' rows of words (``words[r]`` is
+``lead[r]`` then ``rest[idx[r]]``) merged, carrying their row numbers.
+``merge_pair(src_l, src_i, rest, a0, a1, b0, b1, dst_l, dst_i, o)`` is one pairwise merge of
+a round, ``co_rank(src_l, src_i, rest, a0, a1, b0, b1, c)`` / ``co_rank_ref`` where it splits
+in two.
+``consolidate_merged(lead, perm, rest, diff, exact, rows, diffs, g_lo, g_hi, g_at)`` ->
+``(count, groups)`` / ``consolidate_merged_ref(words, perm, diff, exact)`` (``words`` the
+merged rows in full) -> ``(rows, diffs, groups)`` with ``groups`` a list of ``(lo, hi, at)``:
+merged positions ``[lo, hi)`` to resolve, whose rows belong before output ``at``.
+``gather_lengths(rows, spans, i0, i1, out_ends)`` and ``gather_bytes(rows, spans, i0, i1,
+out_offsets, out_data)`` (``spans[g]`` the address and length of global row ``g``) / ``gather_binary_ref(pieces, rows)``.
 """
 
 from __future__ import annotations
@@ -162,31 +168,34 @@ def _add_checked(a, b):
     return s
 
 
-@jit
-def consolidate_merged(words, perm, diff, exact, rows, diffs, g_lo, g_hi, g_at):
-    """Consolidate merged rows: ``words`` sorted (the merge's output), row ``i`` being input
-    row ``perm[i]`` with diff ``diff[perm[i]]``.
+@jit(inline=True)
+def _rest_equal(rest, r, q):
+    # Rows r and q of ``rest`` (the words after the lead, by input row) hold equal words.
+    for c in range(rest.shape[1]):  # noqa: SIM110 (a loop compiles; all() of a generator not)
+        if rest[r, c] != rest[q, c]:
+            return False
+    return True
 
-    Equal adjacent rows form a group. A single row is emitted (``rows[k] = perm[i]``,
-    ``diffs[k] = diff[perm[i]]``); a group of several is summed and emitted once (its first
-    row) when ``exact``, dropped when the sum is 0, and otherwise recorded as a tie group
-    ``(g_lo, g_hi, g_at)``: merged positions ``[lo, hi)``, to be placed before output
-    ``at``. Returns ``(count, groups)``.
+
+@jit
+def consolidate_merged(lead, perm, rest, diff, exact, rows, diffs, g_lo, g_hi, g_at):
+    """Consolidate merged rows: position ``i`` holds input row ``perm[i]``, whose words are
+    ``lead[i]`` (the merged lead words, ascending) then ``rest[perm[i]]`` (by input row),
+    and whose diff is ``diff[perm[i]]``.
+
+    Adjacent rows with equal words form a group (``rest`` is compared only where leads are
+    equal). A single row is emitted (``rows[k] = perm[i]``, ``diffs[k] = diff[perm[i]]``); a
+    group of several is summed and emitted once (its first row) when ``exact``, dropped
+    when the sum is 0, and otherwise recorded as a tie group ``(g_lo, g_hi, g_at)``: merged
+    positions ``[lo, hi)``, to be placed before output ``at``. Returns ``(count, groups)``.
     """
-    n, m = words.shape
+    n = lead.shape[0]
     k = 0
     g = 0
     i = 0
     while i < n:
         j = i + 1
-        while j < n:
-            same = True
-            for c in range(m):
-                if words[j, c] != words[i, c]:
-                    same = False
-                    break
-            if not same:
-                break
+        while j < n and lead[j] == lead[i] and _rest_equal(rest, perm[j], perm[i]):
             j += 1
         if j == i + 1:
             d = diff[perm[i]]
@@ -242,70 +251,82 @@ def consolidate_merged_ref(words, perm, diff, exact: bool):
 
 
 @jit(inline=True)
-def _row_less(src, a, b, w):
-    # Row a of src strictly before row b: lexicographic on words.
-    for c in range(w):
-        x = src[a, c]
-        y = src[b, c]
+def _rest_less(rest, r, q):
+    # Input row r strictly before input row q on the words after the lead.
+    for c in range(rest.shape[1]):
+        x = rest[r, c]
+        y = rest[q, c]
         if x != y:
             return x < y
     return False
 
 
-@jit
-def merge_pair(src_w, src_i, a0, a1, b0, b1, dst_w, dst_i, o):
-    """Merge rows ``[a0, a1)`` and ``[b0, b1)`` of ``src_w`` (each ascending), carrying
-    ``src_i``, into ``dst_w``/``dst_i`` from row ``o``; ties take the ``a`` side first.
+@jit(inline=True)
+def _before(src_l, src_i, rest, a, b):
+    # Merged position a strictly before position b: lead words, then the rest by input row.
+    x = src_l[a]
+    y = src_l[b]
+    if x != y:
+        return x < y
+    return _rest_less(rest, src_i[a], src_i[b])
 
-    Branch-free in the comparison (the row to copy is selected arithmetically): runs of
-    random keys interleave at random, and a branch on each comparison would mispredict on
-    about half of them. Rows of one word (a fixed-width first column of random keys) take a
-    loop of their own, a quarter faster than the general one, whose inner loops over the
-    words the compiler cannot unroll.
+
+@jit
+def merge_pair(src_l, src_i, rest, a0, a1, b0, b1, dst_l, dst_i, o):
+    """Merge positions ``[a0, a1)`` and ``[b0, b1)`` (each ascending) into ``dst_l``/``dst_i``
+    from position ``o``; ties take the ``a`` side first.
+
+    A position is a lead word ``src_l[p]`` and an input row ``src_i[p]``; rows with equal
+    leads are ordered by ``rest[src_i[p]]`` -- the row's remaining words, which stay where
+    the words were made and are read only on those ties. So each round moves 16 bytes a row
+    whatever the number of words (three-word rows moved 32), and a tie reads the rest from a
+    few ascending streams (each run keeps its rows' order). Branch-free in the comparison of
+    unequal leads (the position to copy is selected arithmetically): runs of random keys
+    interleave at random, and a branch there would mispredict on about half of them. Equal
+    leads, rare unless the first column repeats, leave that loop for one step: testing for
+    them inside it, even never taken, cost the loop its branch-free form (2,000,000 random
+    leads: 7.7 ms against 15.9).
     """
-    w = src_w.shape[1]
     i = a0
     j = b0
-    if w == 1:
+    while i < a1 and j < b1:
+        # unequal leads: the branch-free step
         while i < a1 and j < b1:
-            x = src_w[i, 0]
-            y = src_w[j, 0]
+            x = src_l[i]
+            y = src_l[j]
+            if x == y:
+                break
             take_b = np.int64(y < x)
-            dst_w[o, 0] = y if take_b else x
+            dst_l[o] = y if take_b else x
             dst_i[o] = src_i[i + (j - i) * take_b]
             j += take_b
             i += 1 - take_b
             o += 1
-    else:
-        while i < a1 and j < b1:
-            take_b = np.int64(_row_less(src_w, j, i, w))
+        if i < a1 and j < b1:  # equal leads: the rest decides (a first when equal too)
+            take_b = np.int64(_rest_less(rest, src_i[j], src_i[i]))
             r = i + (j - i) * take_b
-            for c in range(w):
-                dst_w[o, c] = src_w[r, c]
+            dst_l[o] = src_l[r]
             dst_i[o] = src_i[r]
             j += take_b
             i += 1 - take_b
             o += 1
     while i < a1:
-        for c in range(w):
-            dst_w[o, c] = src_w[i, c]
+        dst_l[o] = src_l[i]
         dst_i[o] = src_i[i]
         i += 1
         o += 1
     while j < b1:
-        for c in range(w):
-            dst_w[o, c] = src_w[j, c]
+        dst_l[o] = src_l[j]
         dst_i[o] = src_i[j]
         j += 1
         o += 1
 
 
 @jit
-def co_rank(src_w, a0, a1, b0, b1, c):
-    """How many of the first ``c`` rows :func:`merge_pair` outputs come from ``[a0, a1)``:
-    the merge of the two ranges splits there into two independent merges (the "merge
-    path"), which two threads run side by side."""
-    w = src_w.shape[1]
+def co_rank(src_l, src_i, rest, a0, a1, b0, b1, c):
+    """How many of the first ``c`` positions :func:`merge_pair` outputs come from
+    ``[a0, a1)``: the merge of the two ranges splits there into two independent merges (the
+    "merge path"), which two threads run side by side."""
     na = a1 - a0
     nb = b1 - b0
     lo = c - nb if c > nb else 0
@@ -315,7 +336,7 @@ def co_rank(src_w, a0, a1, b0, b1, c):
         j = c - i
         # Too few taken from a while a[i] still precedes b[j - 1] (b goes first only when
         # strictly smaller), i.e. not b[j - 1] < a[i].
-        if j > 0 and i < na and not _row_less(src_w, b0 + j - 1, a0 + i, w):
+        if j > 0 and i < na and not _before(src_l, src_i, rest, b0 + j - 1, a0 + i):
             lo = i + 1
         else:
             hi = i
@@ -323,20 +344,20 @@ def co_rank(src_w, a0, a1, b0, b1, c):
 
 
 @jit
-def merge_word_rows(words, idx, starts, ends, tmp_words, tmp_idx):
-    """Merge the ascending row slices ``words[starts[r]:ends[r]]`` (tiling ``words`` in
-    order), carrying ``idx``, by rounds of :func:`merge_pair` that move the rows themselves:
-    each round reads two ascending streams and writes one (no indirection). Stable: equal
-    rows keep run order. Returns ``True`` when the result is in ``tmp_words``/``tmp_idx``.
+def merge_word_rows(lead, idx, rest, starts, ends, tmp_lead, tmp_idx):
+    """Merge the ascending position ranges ``[starts[r], ends[r])`` (tiling ``lead`` in
+    order), carrying ``idx``, by rounds of :func:`merge_pair`: each round reads two
+    ascending streams and writes one. Stable: equal rows keep run order. Returns ``True``
+    when the result is in ``tmp_lead``/``tmp_idx``.
     """
     k = starts.shape[0]
     bounds = np.empty(k + 1, np.int64)
     for r in range(k):
         bounds[r] = starts[r]
     bounds[k] = ends[k - 1] if k > 0 else 0
-    src_w = words
+    src_l = lead
     src_i = idx
-    dst_w = tmp_words
+    dst_l = tmp_lead
     dst_i = tmp_idx
     in_tmp = False
     while k > 1:
@@ -345,12 +366,12 @@ def merge_word_rows(words, idx, starts, ends, tmp_words, tmp_idx):
             a0 = bounds[2 * p]
             a1 = bounds[2 * p + 1]
             b1 = bounds[2 * p + 2] if 2 * p + 1 < k else a1
-            merge_pair(src_w, src_i, a0, a1, a1, b1, dst_w, dst_i, a0)
+            merge_pair(src_l, src_i, rest, a0, a1, a1, b1, dst_l, dst_i, a0)
         for p in range(nk):
             bounds[p] = bounds[2 * p]
         bounds[nk] = bounds[k]
         k = nk
-        src_w, dst_w = dst_w, src_w
+        src_l, dst_l = dst_l, src_l
         src_i, dst_i = dst_i, src_i
         in_tmp = not in_tmp
     return in_tmp
@@ -385,23 +406,24 @@ def merge_word_rows_ref(words, idx, starts, ends):
 
 
 @jit
-def gather_lengths(rows, lengths, i0, i1, out_ends):
-    """``out_ends[i] = lengths[rows[i]]`` for ``i`` in ``[i0, i1)``: the output values'
+def gather_lengths(rows, spans, i0, i1, out_ends):
+    """``out_ends[i] = spans[rows[i], 1]`` for ``i`` in ``[i0, i1)``: the output values'
     lengths, whose running sum (``out_ends`` being ``out_offsets[1:]``) gives the offsets."""
     for i in range(i0, i1):
-        out_ends[i] = lengths[rows[i]]
+        out_ends[i] = spans[rows[i], 1]
 
 
 @jit
-def gather_bytes(rows, addresses, lengths, i0, i1, out_offsets, out_data):
-    """Copy the value of global row ``g = rows[i]`` for ``i`` in ``[i0, i1)`` -- ``lengths[g]``
-    bytes at address ``addresses[g]``, in a buffer the caller keeps alive -- to ``out_data``
-    at ``out_offsets[i]``."""
+def gather_bytes(rows, spans, i0, i1, out_offsets, out_data):
+    """Copy the value of global row ``g = rows[i]`` for ``i`` in ``[i0, i1)`` --
+    ``spans[g, 1]`` bytes at address ``spans[g, 0]``, in a buffer the caller keeps alive --
+    to ``out_data`` at ``out_offsets[i]``. A row's address and length lie side by side: the
+    rows come from the runs' streams interleaved, and one cache line a row serves both."""
     for i in range(i0, i1):
         g = rows[i]
-        size = lengths[g]
+        size = spans[g, 1]
         if size > 0:
-            copy_from_address(out_data, np.int64(out_offsets[i]), addresses[g], np.int64(size))
+            copy_from_address(out_data, np.int64(out_offsets[i]), spans[g, 0], size)
 
 
 def gather_binary_ref(pieces, rows) -> list[bytes]:

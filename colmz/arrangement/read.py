@@ -31,11 +31,13 @@ passes over the data that a read, which holds its whole result anyway, does not 
    a column has NULLs and the advanced time when times do not all collapse to one;
 3. proves when no merge is needed: runs whose word ranges do not meet are concatenated in
    order (the permutation is the identity up to run order);
-4. otherwise merges the runs' rows by those words (``merge_rows_tree``: ``log2 k`` passes of
-   a row-index merge) into a permutation, and consolidates along it
-   (``consolidate_merged``): equal words are equal data when every word is exact, and the few
-   groups that are not provably equal (long strings sharing 8 bytes past the prefix) are
-   resolved on their full encodings;
+4. otherwise merges the runs' rows by those words (``merge_word_rows``: ``log2 k`` rounds of
+   pairwise merges, each moving a row's first word and row number -- the later words are
+   read by row number where first words are equal) into a permutation, and consolidates
+   along it (``consolidate_merged``, two halves side by side, cut where the first word
+   changes): equal words are equal data when every word is exact, and the few groups that
+   are not provably equal (long strings sharing 8 bytes past the prefix) are resolved on
+   their full encodings;
 5. gathers each column once in that order -- a string column straight from its pieces
    (``gather_bytes``: each value copied by address, two threads on halves of the output),
    other columns and every column of a large read by Arrow's ``take`` of the runs' arrays
@@ -46,8 +48,8 @@ column has (almost) no equal neighbours within a run (random keys): the rows who
 across runs are then resolved on full encodings.
 
 So the work beyond reading the parts is one pass computing words, ``log2 k`` merge passes
-over row indices, one consolidation pass and one gather per column; nothing is encoded or
-decoded in full.
+over (first word, row number) pairs, one consolidation pass and one gather per column;
+nothing is encoded or decoded in full.
 
 Memory: the inputs, the words (8 bytes a row and column) and the permutation exist together
 during the merge; the gather then drops each input column as its output is made, so the peak
@@ -212,30 +214,27 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
         run.clear()
     _release(release)
 
+    # Every merge step moves a row's lead word and row number; the words after the lead
+    # stay here, by row number, read only where leads are equal (kernels/read_merge.py).
+    rest = words[:, 1:]
     order = _disjoint_order(words, run_bounds)
     if order is None:
-        words, perm = _merge_runs(words, run_bounds, pool, empty)
+        lead, perm = _merge_runs(words[:, 0], rest, run_bounds, pool, empty)
         if stats is not None:
             stats["merged"] = True
         clock.lap("merge")
     else:
         perm = np.concatenate([np.arange(run_bounds[r], run_bounds[r + 1], dtype=np.int64)
                                for r in order])
-        words = words[perm] if order != sorted(order) else words
-    rows = empty(n, np.int64)
-    diffs = empty(n, np.int64)
-    g_lo = empty(n // 2 + 1, np.int64)
-    g_hi = empty(n // 2 + 1, np.int64)
-    g_at = empty(n // 2 + 1, np.int64)
-    k, g = consolidate_merged(words, perm, diff, exact, rows, diffs, g_lo, g_hi, g_at)
-    del words
+        lead = words[perm, 0] if order != sorted(order) else words[:, 0]
+    rows, diffs, g_lo, g_hi, g_at = _consolidate(lead, perm, rest, diff, exact, pool, empty)
+    g = len(g_lo)
+    del words, lead, rest
     if g:
         rows, diffs, tie_rows = _resolve_ties(inputs, schema, perm, diff, time, since,
-                                              rows[:k], diffs[:k], g_lo[:g], g_hi[:g], g_at[:g])
+                                              rows, diffs, g_lo, g_hi, g_at)
         if stats is not None:
             stats["tie_rows"] = tie_rows
-    else:
-        rows, diffs = rows[:k], diffs[:k]
     clock.lap("consolidate")
     # Nothing merged or consolidated: the output is the runs' concatenation in that order.
     concatenated = order is not None and len(rows) == n
@@ -267,6 +266,7 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
                 out = _gather_column(cols, spec, taken, release)
             columns[spec.name] = out
             del cols, out
+            clock.lap(f"gather {spec.name}")
     clock.lap("gather")
     if out_time is None:
         out_time = np.full(m, max(t_lo, since), np.uint64)
@@ -328,7 +328,9 @@ def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: i
     has_nulls = exact and any(u.column(s.name).null_count for u in pieces for s in schema)
     timed = exact and not collapse
     w = sum(p[3] for p in plans) + int(has_nulls) + int(timed)
-    words = empty(n * w, np.uint64).reshape(n, w)
+    # column-major: each word column is contiguous (the lead word is the merge's input; the
+    # others are read by row number on ties only)
+    words = empty(n * w, np.uint64).reshape(w, n).T
     starts = np.cumsum([0] + [len(u) for u in pieces])
 
     def fill(p: int) -> None:
@@ -404,6 +406,43 @@ def _disjoint_order(words: np.ndarray, run_bounds: np.ndarray) -> list[int] | No
     return order
 
 
+def _consolidate(lead, perm, rest, diff, exact, pool, empty):
+    # consolidate_merged over the merged positions, in two halves side by side when there is
+    # a pool: the cut moves forward to where the lead word changes, so no group of equal
+    # words spans it, and the second half's output is moved down after the first's.
+    # Returns rows, diffs and the tie groups (lo, hi, at), each trimmed to its count.
+    n = len(lead)
+    cut = n // 2 if pool is not None else n
+    while 0 < cut < n and lead[cut] == lead[cut - 1]:
+        cut += 1
+    spans = [(0, cut), (cut, n)] if 0 < cut < n else [(0, n)]
+    rows = empty(n, np.int64)
+    diffs = empty(n, np.int64)
+    groups = [tuple(empty((b - a) // 2 + 1, np.int64) for _ in range(3)) for a, b in spans]
+
+    def run(h: int):
+        a, b = spans[h]
+        g_lo, g_hi, g_at = groups[h]
+        return consolidate_merged(lead[a:b], perm[a:b], rest, diff, exact, rows[a:b],
+                                  diffs[a:b], g_lo, g_hi, g_at)
+
+    if len(spans) == 1:
+        counts = [run(0)]
+    else:
+        futures = [pool.submit(run, h) for h in range(len(spans))]
+        counts = [f.result() for f in futures]
+    (k0, g0) = counts[0]
+    if len(spans) == 1:
+        return rows[:k0], diffs[:k0], *(x[:g0] for x in groups[0])
+    (k1, g1), a1 = counts[1], spans[1][0]
+    rows[k0:k0 + k1] = rows[a1:a1 + k1]  # (numpy copies overlapping ranges correctly)
+    diffs[k0:k0 + k1] = diffs[a1:a1 + k1]
+    lo = np.concatenate([groups[0][0][:g0], groups[1][0][:g1] + a1])
+    hi = np.concatenate([groups[0][1][:g0], groups[1][1][:g1] + a1])
+    at = np.concatenate([groups[0][2][:g0], groups[1][2][:g1] + k0])
+    return rows[:k0 + k1], diffs[:k0 + k1], lo, hi, at
+
+
 def _resolve_ties(inputs, schema, perm, diff, time, since, rows, diffs, g_lo, g_hi, g_at):
     # Tie groups (equal words, not provably equal data): sort their rows by the full
     # encoding and the advanced time, consolidate, and splice each group's result where
@@ -464,28 +503,27 @@ def _gather_binary(cols: list[pa.Array], rows: np.ndarray, bounds: np.ndarray,
     odt = bufs[0][0].dtype
     if sum(int(o[-1]) - int(o[0]) for o, _ in bufs) > np.iinfo(odt).max:
         return None
-    # each global row's value: its address (in its piece's data buffer) and its length
+    # each global row's value: its address (in its piece's data buffer) and its length,
+    # side by side (the gather reads both for each row)
     n = int(bounds[-1])
-    addresses = pool_array(n, np.int64)
-    lengths = pool_array(n, np.int64)
+    spans = pool_array(2 * n, np.int64).reshape(n, 2)
     for p, c in enumerate(cols):
         o = bufs[p][0]
         data = c.buffers()[2]
         np.add(o[:-1], data.address if data is not None else 0,
-               out=addresses[bounds[p]:bounds[p + 1]], dtype=np.int64)
-        np.subtract(o[1:], o[:-1], out=lengths[bounds[p]:bounds[p + 1]], dtype=np.int64)
+               out=spans[bounds[p]:bounds[p + 1], 0], dtype=np.int64)
+        np.subtract(o[1:], o[:-1], out=spans[bounds[p]:bounds[p + 1], 1], dtype=np.int64)
     m = len(rows)
     offsets_buf = pa.allocate_buffer((m + 1) * odt.itemsize)
     out_offsets = np.frombuffer(offsets_buf, odt)
     out_offsets[0] = 0
     ends = out_offsets[1:]
     cuts = [0, m] if pool is None else [0, m // 2, m]
-    _halves(pool, cuts, lambda i0, i1: gather_lengths(rows, lengths, i0, i1, ends))
+    _halves(pool, cuts, lambda i0, i1: gather_lengths(rows, spans, i0, i1, ends))
     np.cumsum(ends, out=ends)
     data_buf = pa.allocate_buffer(max(int(out_offsets[-1]), 1))
     out_data = np.frombuffer(data_buf, np.uint8)
-    _halves(pool, cuts, lambda i0, i1: gather_bytes(rows, addresses, lengths, i0, i1,
-                                                    out_offsets, out_data))
+    _halves(pool, cuts, lambda i0, i1: gather_bytes(rows, spans, i0, i1, out_offsets, out_data))
     out = pa.Array.from_buffers(typ, m, [None, offsets_buf, data_buf])
     del bufs
     cols.clear()  # the pieces' buffers, whose addresses the kernel read, were held till here
@@ -531,21 +569,21 @@ def pool_array(n: int, dtype) -> np.ndarray:
     return np.frombuffer(pa.allocate_buffer(max(n * dtype.itemsize, 1)), dtype, count=n)
 
 
-def _merge_runs(words: np.ndarray, run_bounds: np.ndarray, pool, empty=np.empty):
-    # Rounds of pairwise merges moving rows of words with their row numbers; with a pool
-    # each pairwise merge is cut at its middle output row (co_rank) into two merges that run
-    # side by side. Returns the merged words and the permutation.
-    n = len(words)
-    src_w, src_i = words, empty(n, np.int64)
+def _merge_runs(lead: np.ndarray, rest: np.ndarray, run_bounds: np.ndarray, pool,
+                empty=np.empty) -> tuple[np.ndarray, np.ndarray]:
+    # Rounds of pairwise merges moving each row's lead word with its row number (ties on
+    # the lead compare ``rest`` by row number); with a pool each pairwise merge is cut at
+    # its middle output row (co_rank) into two merges that run side by side. Returns the
+    # merged lead words and the permutation. ``lead``'s memory is reused as a buffer.
+    n = len(lead)
+    src_l, src_i = lead, empty(n, np.int64)
     src_i[:] = np.arange(n, dtype=np.int64)
+    dst_l, dst_i = empty(n, np.uint64), empty(n, np.int64)
     if pool is None:
-        tmp_w, tmp_i = empty(words.size, np.uint64).reshape(words.shape), empty(n, np.int64)
         starts, ends = run_bounds[:-1].copy(), run_bounds[1:].copy()
-        if merge_word_rows(src_w, src_i, starts, ends, tmp_w, tmp_i):
-            return tmp_w, tmp_i
-        return src_w, src_i
-    dst_w = empty(words.size, np.uint64).reshape(words.shape)
-    dst_i = empty(n, np.int64)
+        if merge_word_rows(src_l, src_i, rest, starts, ends, dst_l, dst_i):
+            return dst_l, dst_i
+        return src_l, src_i
     bounds = [int(b) for b in run_bounds]
     while len(bounds) > 2:
         tasks = []
@@ -555,17 +593,17 @@ def _merge_runs(words: np.ndarray, run_bounds: np.ndarray, pool, empty=np.empty)
             if p + 2 < len(bounds):
                 b1 = bounds[p + 2]
             c = (b1 - a0) // 2
-            i = int(co_rank(src_w, a0, a1, b0, b1, c)) if c else 0
+            i = int(co_rank(src_l, src_i, rest, a0, a1, b0, b1, c)) if c else 0
             tasks.append((a0, a0 + i, b0, b0 + c - i, a0))
             tasks.append((a0 + i, a1, b0 + c - i, b1, a0 + c))
-        futures = [pool.submit(merge_pair, src_w, src_i, a0, a1, b0, b1, dst_w, dst_i, o)
+        futures = [pool.submit(merge_pair, src_l, src_i, rest, a0, a1, b0, b1, dst_l, dst_i, o)
                    for a0, a1, b0, b1, o in tasks]
         for f in futures:
             f.result()
         bounds = bounds[::2] if len(bounds) % 2 else bounds[::2] + [bounds[-1]]
-        src_w, dst_w = dst_w, src_w
+        src_l, dst_l = dst_l, src_l
         src_i, dst_i = dst_i, src_i
-    return src_w, src_i
+    return src_l, src_i
 
 
 def _valid(col: pa.Array) -> np.ndarray:

@@ -80,18 +80,24 @@ def word_runs(draw):
     return words, ends - np.array(lengths, np.int64), ends
 
 
+def _lead_rest(words):
+    # The kernels' view of word rows: the lead words (moved by the merge) and the rest, by row.
+    return words[:, 0].copy(), words[:, 1:].copy()
+
+
 @settings(max_examples=200)
 @given(word_runs())
 def test_merge_word_rows_matches_reference(case):
     words, starts, ends = case
     n = len(words)
     idx = np.arange(n, dtype=np.int64)
-    w, i = words.copy(), idx.copy()
-    tw, ti = np.empty_like(w), np.empty(n, np.int64)
-    if merge_word_rows(w, i, starts, ends, tw, ti):
-        w, i = tw, ti
+    lead, rest = _lead_rest(words)
+    tl, ti = np.empty(n, np.uint64), np.empty(n, np.int64)
+    i = idx.copy()
+    if merge_word_rows(lead, i, rest, starts, ends, tl, ti):
+        lead, i = tl, ti
     rw, ri = merge_word_rows_ref(words, idx, starts, ends)
-    assert w.tolist() == rw.tolist() and i.tolist() == ri.tolist()
+    assert i.tolist() == ri.tolist() and lead.tolist() == rw[:, 0].tolist()
 
 
 @settings(max_examples=200)
@@ -102,17 +108,18 @@ def test_co_rank_cuts_a_pairwise_merge_into_two(case, data):
         return
     a0, a1, b0, b1 = int(starts[0]), int(ends[0]), int(starts[1]), int(ends[1])
     c = data.draw(st.integers(0, (a1 - a0) + (b1 - b0)))
-    i = int(co_rank(words, a0, a1, b0, b1, c))
-    assert i == co_rank_ref(words, a0, a1, b0, b1, c)
-    # the two halves merged independently equal the whole merge
     n = len(words)
     idx = np.arange(n, dtype=np.int64)
-    whole_w, whole_i = np.zeros_like(words), np.zeros(n, np.int64)
-    merge_pair(words, idx, a0, a1, b0, b1, whole_w, whole_i, a0)
-    cut_w, cut_i = np.zeros_like(words), np.zeros(n, np.int64)
-    merge_pair(words, idx, a0, a0 + i, b0, b0 + c - i, cut_w, cut_i, a0)
-    merge_pair(words, idx, a0 + i, a1, b0 + c - i, b1, cut_w, cut_i, a0 + c)
-    assert cut_w.tolist() == whole_w.tolist() and cut_i.tolist() == whole_i.tolist()
+    lead, rest = _lead_rest(words)
+    i = int(co_rank(lead, idx, rest, a0, a1, b0, b1, c))
+    assert i == co_rank_ref(words, a0, a1, b0, b1, c)
+    # the two halves merged independently equal the whole merge
+    whole_l, whole_i = np.zeros(n, np.uint64), np.zeros(n, np.int64)
+    merge_pair(lead, idx, rest, a0, a1, b0, b1, whole_l, whole_i, a0)
+    cut_l, cut_i = np.zeros(n, np.uint64), np.zeros(n, np.int64)
+    merge_pair(lead, idx, rest, a0, a0 + i, b0, b0 + c - i, cut_l, cut_i, a0)
+    merge_pair(lead, idx, rest, a0 + i, a1, b0 + c - i, b1, cut_l, cut_i, a0 + c)
+    assert cut_l.tolist() == whole_l.tolist() and cut_i.tolist() == whole_i.tolist()
 
 
 @settings(max_examples=200)
@@ -124,7 +131,9 @@ def test_consolidate_merged_matches_reference(case, exact, data):
     diff = np.array(data.draw(st.lists(st.integers(-2, 2), min_size=n, max_size=n)), np.int64)
     rows, diffs = np.empty(n, np.int64), np.empty(n, np.int64)
     g_lo, g_hi, g_at = (np.empty(n // 2 + 1, np.int64) for _ in range(3))
-    k, g = consolidate_merged(merged, perm, diff, exact, rows, diffs, g_lo, g_hi, g_at)
+    _, rest = _lead_rest(words)
+    lead = np.ascontiguousarray(merged[:, 0])
+    k, g = consolidate_merged(lead, perm, rest, diff, exact, rows, diffs, g_lo, g_hi, g_at)
     r_rows, r_diffs, r_groups = consolidate_merged_ref(merged, perm, diff, exact)
     assert rows[:k].tolist() == r_rows and diffs[:k].tolist() == r_diffs
     assert list(zip(g_lo[:g].tolist(), g_hi[:g].tolist(), g_at[:g].tolist())) == r_groups
@@ -136,39 +145,43 @@ def test_consolidate_merged_raises_on_int64_overflow():
     rows, diffs = np.empty(2, np.int64), np.empty(2, np.int64)
     g = np.empty(2, np.int64)
     with pytest.raises(OverflowError):
-        consolidate_merged(words, np.arange(2), diff, True, rows, diffs, g, g, g)
+        consolidate_merged(words[:, 0].copy(), np.arange(2), words[:, 1:], diff, True, rows,
+                           diffs, g, g, g)
     with pytest.raises(OverflowError):
         consolidate_merged_ref(words, np.arange(2), diff, True)
 
 
 @settings(max_examples=200)
-@given(st.lists(st.lists(BYTES, max_size=8), min_size=1, max_size=5), st.data())
+@given(st.lists(st.lists(BYTES | st.binary(min_size=60, max_size=100), max_size=8), min_size=1,
+                max_size=5), st.data())
 def test_gather_bytes_matches_reference(pieces, data):
     # Pieces as separate Arrow arrays (each its own buffers, some sliced so offsets do not
-    # start at 0), gathered by address in two halves, as colmz.arrangement.read lays them out.
+    # start at 0), gathered by address in two halves, as colmz.arrangement.read lays them out;
+    # values of 0-20 bytes (copied in words, then bytes) and of 60-100 (past SHORT_COPY,
+    # copied by memcpy).
     arrays = []
     for p in pieces:
         pad = data.draw(st.integers(0, 2))
         arrays.append(pa.array([b"pad"] * pad + p, pa.binary()).slice(pad))
     n = sum(len(p) for p in pieces)
     rows = np.array(data.draw(st.permutations(range(n))), np.int64)[:data.draw(st.integers(0, n))]
-    addresses, lengths = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    spans = np.zeros((n, 2), np.int64)
     g = 0
     for a in arrays:
         o = np.frombuffer(a.buffers()[1], np.int32, count=len(a) + 1,
                           offset=a.offset * 4).astype(np.int64)
         base = a.buffers()[2].address if a.buffers()[2] is not None else 0
-        addresses[g:g + len(a)] = o[:-1] + base
-        lengths[g:g + len(a)] = np.diff(o)
+        spans[g:g + len(a), 0] = o[:-1] + base
+        spans[g:g + len(a), 1] = np.diff(o)
         g += len(a)
     m = len(rows)
     out_offsets = np.zeros(m + 1, np.int32)
     cut = data.draw(st.integers(0, m))
-    gather_lengths(rows, lengths, 0, cut, out_offsets[1:])
-    gather_lengths(rows, lengths, cut, m, out_offsets[1:])
+    gather_lengths(rows, spans, 0, cut, out_offsets[1:])
+    gather_lengths(rows, spans, cut, m, out_offsets[1:])
     np.cumsum(out_offsets[1:], out=out_offsets[1:])
     out_data = np.zeros(max(int(out_offsets[-1]), 1), np.uint8)
-    gather_bytes(rows, addresses, lengths, cut, m, out_offsets, out_data)
-    gather_bytes(rows, addresses, lengths, 0, cut, out_offsets, out_data)
+    gather_bytes(rows, spans, cut, m, out_offsets, out_data)
+    gather_bytes(rows, spans, 0, cut, out_offsets, out_data)
     got = [out_data[out_offsets[i]:out_offsets[i + 1]].tobytes() for i in range(m)]
     assert got == gather_binary_ref(pieces, rows.tolist())
