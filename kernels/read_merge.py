@@ -91,6 +91,9 @@ __all__ = [
     "merge_pair",
     "merge_word_rows",
     "merge_word_rows_ref",
+    "pack_lead",
+    "pack_lead_ref",
+    "lead_plan",
     "string_words",
     "string_words_ref",
 ]
@@ -403,6 +406,67 @@ def merge_word_rows_ref(words, idx, starts, ends):
     w = words.shape[1]
     return (np.array([t[0] for t in rows], np.uint64).reshape(len(rows), w),
             np.array([t[2] for t in rows], np.int64))
+
+
+def lead_plan(lows, highs):
+    """How :func:`pack_lead` packs rows of words whose column ``c`` lies in
+    ``[lows[c], highs[c]]``: ``(lows, bits, take)`` with ``bits[c]`` the bit length of column
+    ``c``'s range and ``take[c]`` how many of its top bits the lead word holds (all of them
+    while they fit in the 64, then the top bits of the first column that does not, then
+    none).
+
+    >>> lead_plan([0, 10, 5], [3, 10 + 2**40, 5 + 2**62])
+    ([0, 10, 5], [2, 41, 63], [2, 41, 21])
+    """
+    lows = [int(x) for x in lows]
+    bits = [(int(h) - lo).bit_length() for lo, h in zip(lows, highs)]
+    take, room = [], 64
+    for b in bits:
+        t = min(b, room)
+        take.append(t)
+        room -= t
+    return lows, bits, take
+
+
+@jit
+def pack_lead(words, lows, bits, take, out):
+    """``out[i]``: row ``i``'s lead word -- each column's offset from its low
+    (``words[i, c] - lows[c]``), its top ``take[c]`` of ``bits[c]`` bits, the columns'
+    bits one after another from the high end.
+
+    Order-preserving: columns taken whole compare exactly and the first column taken in
+    part compares by its top bits, so a smaller lead is a smaller row, and rows with equal
+    leads are ordered by the columns after the first (which the merge compares in full
+    then). A first column of few values (a region, a flag) thus leaves room for the next
+    ones, where its word alone would tie on most rows.
+    """
+    n = words.shape[0]
+    m = bits.shape[0]
+    for i in range(n):
+        acc = np.uint64(0)
+        for c in range(m):
+            t = take[c]
+            if t == 0:
+                continue
+            v = (words[i, c] - lows[c]) >> np.uint64(bits[c] - t)
+            acc = v if t == 64 else (acc << np.uint64(t)) | v
+        out[i] = acc
+
+
+def pack_lead_ref(words, lows, highs) -> list[int]:
+    """Reference for :func:`pack_lead` with :func:`lead_plan`'s plan, on Python integers.
+
+    >>> pack_lead_ref(np.array([[1, 12]], np.uint64), [0, 10], [3, 13])
+    [6]
+    """
+    lows, bits, take = lead_plan(lows, highs)
+    out = []
+    for row in words:
+        acc = 0
+        for c, (lo, b, t) in enumerate(zip(lows, bits, take)):
+            acc = (acc << t) | ((int(row[c]) - lo) >> (b - t))
+        out.append(acc)
+    return out
 
 
 @jit

@@ -80,8 +80,10 @@ from colmz.kernels.read_merge import (
     consolidate_merged,
     gather_bytes,
     gather_lengths,
+    lead_plan,
     merge_pair,
     merge_word_rows,
+    pack_lead,
     string_words,
 )
 from colmz.order import ColumnSpec, encode_columns, kind_of
@@ -154,8 +156,9 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     ``since``, sorted by ``(data, time)``.
 
     ``stats`` (optional) receives work counters: ``"runs"``, ``"rows_in"``, ``"merged"``
-    (whether a merge ran, False when the runs' ranges were disjoint), ``"words"`` (order
-    words a row), ``"tie_rows"`` (rows resolved on their full encodings).
+    (whether a merge ran, False when the runs' ranges were disjoint), ``"packed_lead"``
+    (whether the merge moved words packed from several columns), ``"words"`` (order words a
+    row), ``"tie_rows"`` (rows resolved on their full encodings).
 
     >>> import colmz
     >>> a = colmz.Updates({"k": ["b", "x"]}, time=[0, 1], diff=[1, 1])
@@ -171,7 +174,7 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     run_lens = [n for n in run_lens if n]
     n = sum(run_lens)
     if stats is not None:
-        stats.update(runs=len(run_lens), rows_in=n, merged=False, tie_rows=0)
+        stats.update(runs=len(run_lens), rows_in=n, merged=False, packed_lead=False, tie_rows=0)
     if not n:
         return Updates.empty(schema)
     clock = _Clock(stats)
@@ -219,9 +222,10 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     rest = words[:, 1:]
     order = _disjoint_order(words, run_bounds)
     if order is None:
-        lead, perm = _merge_runs(words[:, 0], rest, run_bounds, pool, empty)
+        lead, packed = _lead_words(words, empty)
+        lead, perm = _merge_runs(lead, rest, run_bounds, pool, empty)
         if stats is not None:
-            stats["merged"] = True
+            stats.update(merged=True, packed_lead=packed)
         clock.lap("merge")
     else:
         perm = np.concatenate([np.arange(run_bounds[r], run_bounds[r + 1], dtype=np.int64)
@@ -404,6 +408,32 @@ def _disjoint_order(words: np.ndarray, run_bounds: np.ndarray) -> list[int] | No
     if any(lasts[a] >= firsts[b] for a, b in zip(order, order[1:])):
         return None
     return order
+
+
+#: Fewest bits of a lead word left over by the first column's range for which the merge's
+#: lead words are packed (:func:`colmz.kernels.read_merge.pack_lead`).
+PACK_ROOM = 16
+
+
+def _lead_words(words: np.ndarray, empty=np.empty) -> tuple[np.ndarray, bool]:
+    # The words the merge moves, one a row: the first column's (an array the merge then
+    # reuses), or -- when its range leaves PACK_ROOM bits or more of the 64 unused (a first
+    # column of few values) -- each row's columns packed by range into one word, so rows
+    # that tie on the first column are told apart by the next without reading them.
+    # Returns the lead words and whether they are packed.
+    if words.shape[1] == 1:
+        return words[:, 0], False
+    first = words[:, 0]
+    lo, hi = int(first.min()), int(first.max())
+    if 64 - (hi - lo).bit_length() < PACK_ROOM:
+        return first, False
+    lows = [lo] + [int(words[:, c].min()) for c in range(1, words.shape[1])]
+    highs = [hi] + [int(words[:, c].max()) for c in range(1, words.shape[1])]
+    lows, bits, take = lead_plan(lows, highs)
+    out = empty(len(words), np.uint64)
+    pack_lead(words, np.array(lows, np.uint64), np.array(bits, np.int64),
+              np.array(take, np.int64), out)
+    return out, True
 
 
 def _consolidate(lead, perm, rest, diff, exact, pool, empty):

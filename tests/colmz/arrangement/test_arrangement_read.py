@@ -262,3 +262,59 @@ def test_random_keys_are_ordered_by_their_word_alone():
     assert stats["merged"] and stats["words"] == 1
     want = colmz.consolidate(colmz.concat([r[0] for r in runs]), order="data", since=0)
     assert got == want
+
+
+@st.composite
+def low_card_runs(draw):
+    """Runs of (a first column of few values, int64, short string): first words that tie on
+    most rows, packed with the next columns' into the lead words the merge moves."""
+    runs = []
+    for _ in range(draw(st.integers(1, 5))):
+        rows = draw(st.lists(st.tuples(st.sampled_from([0, 1, 3, None]),
+                                       st.sampled_from([-(2**63), -5, 0, 9, 2**63 - 1]),
+                                       st.sampled_from(["", "a", "ab", "b"]),
+                                       st.integers(0, 3), st.integers(-2, 2)), max_size=14))
+        r, k, v, t, d = zip(*rows) if rows else ((), (), (), (), ())
+        u = colmz.Updates({"r": pa.array(r, pa.int8()), "k": pa.array(k, pa.int64()),
+                           "v": pa.array(v, pa.string())},
+                          time=np.array(t, np.uint64), diff=np.array(d, np.int64))
+        runs.append(colmz.consolidate(u, order="data"))
+    return runs
+
+
+@settings(max_examples=150, deadline=None)
+@given(low_card_runs(), st.integers(0, 4), st.booleans())
+def test_packed_lead_words_match_the_oracle(runs, since, always):
+    # PACK_ROOM = 0 packs every merge's lead words (even a full-range first column: nothing
+    # of the next columns fits, and the lead is the first word less its low).
+    with pytest.MonkeyPatch.context() as mp:
+        if always:
+            mp.setattr(read_mod, "PACK_ROOM", 0)
+        got = merged_read([[u] for u in runs], since, runs[0].schema)
+    want = colmz.consolidate(colmz.concat(runs), order="data", since=since)
+    assert got == want
+
+
+def test_a_first_column_of_few_values_is_packed_with_the_next():
+    # Four regions, then distinct ids: packed (work counter), and the merge equals the oracle.
+    rng = np.random.default_rng(9)
+    runs = []
+    for t in range(4):
+        region = rng.integers(0, 4, 500).astype(np.int8)
+        ids = rng.choice(2**40, 500, replace=False)
+        u = colmz.Updates({"r": pa.array(region), "id": pa.array(ids)},
+                          time=np.full(500, t, np.uint64), diff=np.ones(500, np.int64))
+        runs.append([colmz.consolidate(u, order="data")])
+    stats = {}
+    got = merged_read([list(r) for r in runs], 9, runs[0][0].schema, stats)
+    assert stats["merged"] and stats["packed_lead"]
+    want = colmz.consolidate(colmz.concat([r[0] for r in runs]), order="data", since=9)
+    assert got == want
+    # random 62-bit first words leave no room: the first column's words are the leads
+    keyed = [[colmz.Updates({"k": pa.array(np.sort(rng.choice(2**62, 300, replace=False))),
+                             "v": pa.array(np.arange(300))},
+                            time=np.full(300, t, np.uint64), diff=np.ones(300, np.int64))]
+             for t in range(3)]
+    stats = {}
+    merged_read(keyed, 0, keyed[0][0].schema, stats)
+    assert stats["merged"] and not stats["packed_lead"]
