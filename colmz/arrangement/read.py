@@ -337,21 +337,35 @@ def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: i
     words = empty(n * w, np.uint64).reshape(w, n).T
     starts = np.cumsum([0] + [len(u) for u in pieces])
 
-    def fill(p: int) -> None:
+    def fill_strings(p: int) -> None:
+        # the string columns' words of piece p: one kernel call each, without the GIL
         u = pieces[p]
-        m = len(u)
-        block = words[starts[p]:starts[p] + m]
+        block = words[starts[p]:starts[p] + len(u)]
         col_at = 0
         for spec, kind, skip, nwords, col_exact in plans:
-            col = u.column(spec.name)
             if kind == "bytes":
+                col = u.column(spec.name)
                 offsets, data = _binary_buffers(col)
                 valid = _valid(col).view(np.uint8) if col.null_count else np.empty(0, np.uint8)
                 string_words(offsets, data, valid, np.int64(skip), np.int64(nwords), col_exact,
                              block, col_at)
-            elif kind == "null":
+            col_at += nwords
+
+    def fill_fixed(p: int) -> None:
+        # the other words of piece p: fixed-width columns, the null word, the time
+        u = pieces[p]
+        m = len(u)
+        block = words[starts[p]:starts[p] + m]
+        col_at = 0
+        for spec, kind, _skip, nwords, _col_exact in plans:
+            col = u.column(spec.name)
+            if kind == "null":
                 block[:, col_at] = 0
-            else:
+            elif kind == "int" and col.type == pa.int64() and not col.null_count:
+                # colmz.order's int word (the sign bit flipped), made in place
+                np.bitwise_xor(col.to_numpy(zero_copy_only=True).view(np.uint64), SIGN_BIT,
+                               out=block[:, col_at])
+            elif kind != "bytes":
                 block[:, col_at] = encode_columns([col], [kind])[0][:, 0]
             col_at += nwords
         if has_nulls:
@@ -364,16 +378,24 @@ def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: i
         if timed:
             block[:, w - 1] = np.maximum(u.time, np.uint64(since))
 
-    # Pieces are filled side by side only when a string column's words are made: that
-    # kernel releases the GIL for its whole piece, where fixed-width words are a few short
-    # NumPy calls per piece, and two threads passing the GIL between those took three times
-    # as long as one thread (819,200 rows in 8 pieces: 9 ms against 3).
-    if pool is None or len(pieces) == 1 or all(p[1] != "bytes" for p in plans):
+    # The string words are made on the pool, piece by piece (each a kernel call that
+    # releases the GIL), while this thread makes the fixed-width words: those are a few
+    # short NumPy calls per piece, and two threads passing the GIL between them took three
+    # times as long as one (819,200 rows in 8 pieces: 9 ms against 3).
+    strings = any(p[1] == "bytes" for p in plans)
+    if pool is None or len(pieces) == 1 or not strings:
         for p in range(len(pieces)):
-            fill(p)
+            if strings:
+                fill_strings(p)
+            fill_fixed(p)
     else:
-        for f in [pool.submit(fill, p) for p in range(len(pieces))]:
-            f.result()
+        futures = [pool.submit(fill_strings, p) for p in range(len(pieces))]
+        try:
+            for p in range(len(pieces)):
+                fill_fixed(p)
+        finally:
+            for f in futures:
+                f.result()
     return words, exact
 
 
@@ -409,6 +431,9 @@ def _disjoint_order(words: np.ndarray, run_bounds: np.ndarray) -> list[int] | No
         return None
     return order
 
+
+#: The sign bit colmz.order flips to make an int64's word (its order as an unsigned word).
+SIGN_BIT = np.uint64(1 << 63)
 
 #: Fewest bits of a lead word left over by the first column's range for which the merge's
 #: lead words are packed (:func:`colmz.kernels.read_merge.pack_lead`).
