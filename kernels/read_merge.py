@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from colmz.kernels.decorators import copy_from_address, jit, load8
+from colmz.kernels.decorators import copy_from_address, jit, load8, prefetch
 
 #: Most words a string column's exact order words take (values up to ``8 * EXACT_WORDS - 1``
 #: bytes past the shared prefix); longer values take one prefix word.
@@ -171,6 +171,12 @@ def _add_checked(a, b):
     return s
 
 
+#: Rows ahead whose span and bytes (:func:`gather_bytes`) or diff
+#: (:func:`consolidate_merged`) are prefetched.
+SPAN_AHEAD = 64
+BYTES_AHEAD = 32
+
+
 @jit(inline=True)
 def _rest_equal(rest, r, q):
     # Rows r and q of ``rest`` (the words after the lead, by input row) hold equal words.
@@ -196,7 +202,10 @@ def consolidate_merged(lead, perm, rest, diff, exact, rows, diffs, g_lo, g_hi, g
     k = 0
     g = 0
     i = 0
+    diff_base = diff.ctypes.data
     while i < n:
+        if i + BYTES_AHEAD < n:  # the diffs are read by row number: from every run at once
+            prefetch(diff_base + perm[i + BYTES_AHEAD] * 8)
         j = i + 1
         while j < n and lead[j] == lead[i] and _rest_equal(rest, perm[j], perm[i]):
             j += 1
@@ -482,8 +491,16 @@ def gather_bytes(rows, spans, i0, i1, out_offsets, out_data):
     """Copy the value of global row ``g = rows[i]`` for ``i`` in ``[i0, i1)`` --
     ``spans[g, 1]`` bytes at address ``spans[g, 0]``, in a buffer the caller keeps alive --
     to ``out_data`` at ``out_offsets[i]``. A row's address and length lie side by side: the
-    rows come from the runs' streams interleaved, and one cache line a row serves both."""
+    rows come from the runs' streams interleaved, and one cache line a row serves both. The
+    span :data:`SPAN_AHEAD` rows ahead and the bytes :data:`BYTES_AHEAD` rows ahead are
+    prefetched: with more runs than the hardware follows streams, each row's reads would
+    otherwise wait on memory."""
+    span_base = spans.ctypes.data
     for i in range(i0, i1):
+        if i + SPAN_AHEAD < i1:
+            prefetch(span_base + rows[i + SPAN_AHEAD] * 16)
+        if i + BYTES_AHEAD < i1:
+            prefetch(spans[rows[i + BYTES_AHEAD], 0])
         g = rows[i]
         size = spans[g, 1]
         if size > 0:

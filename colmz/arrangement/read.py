@@ -74,6 +74,7 @@ import numpy as np
 import pyarrow as pa
 
 from colmz.arrangement.parts import read_part
+from colmz.kernels.pool import scratch
 from colmz.kernels.read_merge import (
     EXACT_WORDS,
     co_rank,
@@ -194,9 +195,11 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     np.cumsum([len(u) for u in pieces], out=bounds[1:])
     run_bounds = np.zeros(len(run_lens) + 1, np.int64)
     np.cumsum(run_lens, out=run_bounds[1:])
-    # Small reads take their arrays from Arrow's pool, which keeps and reuses them; large
-    # ones from numpy, whose large arrays go back to the system as soon as they are dropped.
-    empty = np.empty if release else pool_array
+    # Temporaries: a small read's stay in this thread's scratch pool for the next read
+    # (ScratchSlots); a middling read's come from Arrow's pool; a large read's from numpy,
+    # whose large arrays go back to the system as soon as they are dropped.
+    in_scratch = not release and sum(u.nbytes for u in pieces) < SCRATCH_BYTES
+    empty = np.empty if release else ScratchSlots() if in_scratch else pool_array
     words, exact = _order_words(pieces, schema, since, collapse, n, pool, empty)
     if stats is not None:
         stats["words"] = words.shape[1]
@@ -247,7 +250,8 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     # collapsed times are made after the gather, when the inputs are gone
     out_time = None if collapse else time[rows]
     del time, diff
-    out_diff = np.ascontiguousarray(diffs)
+    # (a copy when diffs are scratch: the result never shares the pool's memory)
+    out_diff = diffs.copy() if in_scratch else np.ascontiguousarray(diffs)
     del diffs
     columns = {}
     if concatenated:
@@ -263,7 +267,7 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
             cols = inputs.pop(spec.name)
             # (large reads take Arrow's path: its per-row addresses and lengths would add
             # 16 bytes a row to the peak, where concatenating frees the inputs first)
-            out = None if release else _gather_binary(cols, rows, bounds, pool)
+            out = None if release else _gather_binary(cols, rows, bounds, pool, empty)
             if out is None:  # fixed-width (a fast take), NULLs, other layouts: Arrow's take
                 if taken is None:
                     taken = pa.array(rows)
@@ -546,7 +550,7 @@ def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: pa.Array,
 
 
 def _gather_binary(cols: list[pa.Array], rows: np.ndarray, bounds: np.ndarray,
-                   pool) -> pa.Array | None:
+                   pool, empty=np.empty) -> pa.Array | None:
     # A string or binary column without NULLs gathered in output order straight from its
     # pieces (kernels/read_merge.gather_bytes: no concatenation, two threads on halves of
     # the output); None for other columns. Empties ``cols`` when it gathers.
@@ -561,7 +565,7 @@ def _gather_binary(cols: list[pa.Array], rows: np.ndarray, bounds: np.ndarray,
     # each global row's value: its address (in its piece's data buffer) and its length,
     # side by side (the gather reads both for each row)
     n = int(bounds[-1])
-    spans = pool_array(2 * n, np.int64).reshape(n, 2)
+    spans = empty(2 * n, np.int64).reshape(n, 2)
     for p, c in enumerate(cols):
         o = bufs[p][0]
         data = c.buffers()[2]
@@ -610,6 +614,33 @@ def _release(release: bool = True) -> None:
     # reused, so reads below RELEASE_BYTES -- whose held memory is bounded by it -- do not.
     if release:
         pa.default_memory_pool().release_unused()
+
+
+#: Reads whose inputs take fewer bytes than this keep their temporaries in the reading
+#: thread's scratch pool (:class:`ScratchSlots`).
+SCRATCH_BYTES = 64 << 20
+
+
+class ScratchSlots:
+    """An allocator for the temporaries of one read: the ``i``-th array asked for is slot
+    ``merged_read:i`` of this thread's scratch pool (``colmz.kernels.pool.scratch``), so a
+    read of the same shape gets the same memory again.
+
+    Memory an allocator frees goes back to the system after a short delay (Arrow's mimalloc
+    purges it), and on these virtual machines touching a fresh page costs far more than
+    writing one already mapped (``colmz.kernels.pool``): 100 MB took 10-15 ms to fault in,
+    5 ms to overwrite. A merged read of 900,000 rows makes about 80 MB of temporaries (order
+    words, lead words, row numbers, diffs, spans). The pool holds the largest read's
+    temporaries below :data:`SCRATCH_BYTES` of inputs until ``colmz.release_scratch``; arrays
+    handed out are valid until the thread's next read, so nothing returned may alias them.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, n: int, dtype) -> np.ndarray:
+        self.count += 1
+        return scratch(f"merged_read:{self.count}", n, dtype)
 
 
 def pool_array(n: int, dtype) -> np.ndarray:

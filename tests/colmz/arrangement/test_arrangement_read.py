@@ -318,3 +318,25 @@ def test_a_first_column_of_few_values_is_packed_with_the_next():
     stats = {}
     merged_read(keyed, 0, keyed[0][0].schema, stats)
     assert stats["merged"] and not stats["packed_lead"]
+
+
+def test_a_result_shares_no_memory_with_the_next_reads_scratch():
+    # Reads below SCRATCH_BYTES keep their temporaries in this thread's scratch pool: a result
+    # must not alias them, so a second read of the same shape leaves the first unchanged.
+    rng = np.random.default_rng(3)
+
+    def runs(seed_diff):
+        out = []
+        for t in range(3):
+            keys = np.sort(rng.choice(2**40, 400, replace=False))
+            out.append([colmz.Updates({"k": pa.array(keys), "v": pa.array([f"v{x}" for x in keys])},
+                                      time=np.full(400, t, np.uint64),
+                                      diff=np.full(400, seed_diff, np.int64))])
+        return out
+
+    a = runs(2)
+    want = colmz.consolidate(colmz.concat([r[0] for r in a]), order="data", since=5)
+    first = merged_read(a, 5, a[0][0].schema)
+    b = runs(-7)
+    second = merged_read(b, 5, b[0][0].schema)
+    assert first == want and set(second.diff.tolist()) == {-7}
