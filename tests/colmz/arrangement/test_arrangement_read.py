@@ -229,11 +229,16 @@ def keyed_runs(draw):
                                        st.sampled_from(["", "long-prefix-" * 2 + "a",
                                                         "long-prefix-" * 2 + "b", "z"]),
                                        st.integers(0, 4), st.integers(-2, 2)), max_size=12))
-        k, v, t, d = zip(*rows) if rows else ((), (), (), ())
-        u = colmz.Updates({"k": pa.array(k, pa.int64()), "v": pa.array(v, pa.string())},
-                          time=np.array(t, np.uint64), diff=np.array(d, np.int64))
-        runs.append(colmz.consolidate(u, order="data"))
+        runs.append(_sorted_run(rows, {"k": pa.int64(), "v": pa.string()}))
     return runs
+
+
+def _sorted_run(rows, types: dict) -> colmz.Updates:
+    # rows of (data..., time, diff) with data columns ``types``, consolidated and sorted
+    cols = list(zip(*rows)) if rows else [()] * (len(types) + 2)
+    u = colmz.Updates({name: pa.array(c, typ) for (name, typ), c in zip(types.items(), cols)},
+                      time=np.array(cols[-2], np.uint64), diff=np.array(cols[-1], np.int64))
+    return colmz.consolidate(u, order="data")
 
 
 @settings(max_examples=150, deadline=None)
@@ -241,12 +246,17 @@ def keyed_runs(draw):
 def test_words_of_the_first_column_alone_match_the_oracle(runs, since, force):
     # With FIRST_COLUMN_TIES = 1 every such read orders by the key's word alone (rows with
     # equal keys resolved on full encodings); with the default only keys distinct within runs.
+    _merge_matches_oracle(runs, since, ("FIRST_COLUMN_TIES", 1.0) if force else None)
+
+
+def _merge_matches_oracle(runs, since, setting=None) -> None:
+    # merged_read of one-piece runs (with read_mod's ``setting = (name, value)``) equals
+    # consolidating their concatenation.
     with pytest.MonkeyPatch.context() as mp:
-        if force:
-            mp.setattr(read_mod, "FIRST_COLUMN_TIES", 1.0)
+        if setting is not None:
+            mp.setattr(read_mod, *setting)
         got = merged_read([[u] for u in runs], since, runs[0].schema)
-    want = colmz.consolidate(colmz.concat(runs), order="data", since=since)
-    assert got == want
+    assert got == colmz.consolidate(colmz.concat(runs), order="data", since=since)
 
 
 def test_random_keys_are_ordered_by_their_word_alone():
@@ -274,11 +284,7 @@ def low_card_runs(draw):
                                        st.sampled_from([-(2**63), -5, 0, 9, 2**63 - 1]),
                                        st.sampled_from(["", "a", "ab", "b"]),
                                        st.integers(0, 3), st.integers(-2, 2)), max_size=14))
-        r, k, v, t, d = zip(*rows) if rows else ((), (), (), (), ())
-        u = colmz.Updates({"r": pa.array(r, pa.int8()), "k": pa.array(k, pa.int64()),
-                           "v": pa.array(v, pa.string())},
-                          time=np.array(t, np.uint64), diff=np.array(d, np.int64))
-        runs.append(colmz.consolidate(u, order="data"))
+        runs.append(_sorted_run(rows, {"r": pa.int8(), "k": pa.int64(), "v": pa.string()}))
     return runs
 
 
@@ -287,12 +293,7 @@ def low_card_runs(draw):
 def test_packed_lead_words_match_the_oracle(runs, since, always):
     # PACK_ROOM = 0 packs every merge's lead words (even a full-range first column: nothing
     # of the next columns fits, and the lead is the first word less its low).
-    with pytest.MonkeyPatch.context() as mp:
-        if always:
-            mp.setattr(read_mod, "PACK_ROOM", 0)
-        got = merged_read([[u] for u in runs], since, runs[0].schema)
-    want = colmz.consolidate(colmz.concat(runs), order="data", since=since)
-    assert got == want
+    _merge_matches_oracle(runs, since, ("PACK_ROOM", 0) if always else None)
 
 
 def test_a_first_column_of_few_values_is_packed_with_the_next():
