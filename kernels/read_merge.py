@@ -6,7 +6,8 @@ Design
 A read of several sorted runs (``colmz.arrangement.read``) merges them without encoding
 every data column in full: each column becomes **one** ``uint64`` *order word* per row, the
 runs are merged by rows of those words (:func:`merge_word_rows`, giving a
-permutation), and the Arrow columns are gathered once in the merged order. A word is a
+permutation), and the Arrow columns are gathered once in the merged order
+(``colmz.kernels.gather``). A word is a
 monotone coarsening of colmz's order on the column (``colmz.order``): ``a < b`` in words
 implies ``a < b`` in data, equal words may hide different values. Fixed-width columns take
 their full encoding word (exact). A string or binary column takes, after skipping ``skip``
@@ -36,20 +37,6 @@ summed, zero sums dropped, the group's first row stands for it -- and otherwise 
 group* left to the caller to resolve on full encodings (rare: equal data, or long strings
 sharing 8 bytes past the skip).
 
-Gathering string columns from the pieces
-----------------------------------------
-Arrow's ``take`` gathers from one array: a column in several pieces is first concatenated
-(a copy of the column, in fresh memory whose pages the system must first zero) and then
-taken (another). :func:`gather_bytes` takes from the pieces where they lie: output row ``i``
-is global row ``g = rows[i]``, whose value's address and length the caller lays out per
-row beforehand (a search over the pieces' row bounds per row mispredicts its branches: 40 ns
-a row), its bytes copied by address with libc's ``memcpy`` (a byte loop with Numba's index
-checks runs at a quarter of the speed). Reads follow the pieces' ascending streams (the
-merge keeps each run's order), writes are sequential, and row ranges of the output are
-independent, so two threads gather halves side by side. (A scatter -- each piece written to
-its rows' output positions -- reads each piece once but sweeps the whole output once per
-piece: measured 3x slower at 8 pieces.)
-
 Spec (kernel / reference)
 -------------------------
 ``string_words(offsets, data, valid, skip, nwords, exact, out, col)`` writes
@@ -65,15 +52,13 @@ in two.
 ``(count, groups)`` / ``consolidate_merged_ref(words, perm, diff, exact)`` (``words`` the
 merged rows in full) -> ``(rows, diffs, groups)`` with ``groups`` a list of ``(lo, hi, at)``:
 merged positions ``[lo, hi)`` to resolve, whose rows belong before output ``at``.
-``gather_lengths(rows, spans, i0, i1, out_ends)`` and ``gather_bytes(rows, spans, i0, i1,
-out_offsets, out_data)`` (``spans[g]`` the address and length of global row ``g``) / ``gather_binary_ref(pieces, rows)``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from colmz.kernels.decorators import copy_from_address, jit, load8, prefetch
+from colmz.kernels.decorators import jit, load8, prefetch
 
 #: Most words a string column's exact order words take (values up to ``8 * EXACT_WORDS - 1``
 #: bytes past the shared prefix); longer values take one prefix word.
@@ -83,9 +68,6 @@ __all__ = [
     "EXACT_WORDS",
     "consolidate_merged",
     "consolidate_merged_ref",
-    "gather_binary_ref",
-    "gather_bytes",
-    "gather_lengths",
     "co_rank",
     "co_rank_ref",
     "merge_pair",
@@ -171,10 +153,9 @@ def _add_checked(a, b):
     return s
 
 
-#: Rows ahead whose span and bytes (:func:`gather_bytes`) or diff
-#: (:func:`consolidate_merged`) are prefetched.
-SPAN_AHEAD = 64
-BYTES_AHEAD = 32
+#: Rows ahead whose diff :func:`consolidate_merged` prefetches (diffs are read by row
+#: number, from every run at once: more streams than the hardware prefetcher follows).
+DIFF_AHEAD = 32
 
 
 @jit(inline=True)
@@ -204,8 +185,8 @@ def consolidate_merged(lead, perm, rest, diff, exact, rows, diffs, g_lo, g_hi, g
     i = 0
     diff_base = diff.ctypes.data
     while i < n:
-        if i + BYTES_AHEAD < n:  # the diffs are read by row number: from every run at once
-            prefetch(diff_base + perm[i + BYTES_AHEAD] * 8)
+        if i + DIFF_AHEAD < n:
+            prefetch(diff_base + perm[i + DIFF_AHEAD] * 8)
         j = i + 1
         while j < n and lead[j] == lead[i] and _rest_equal(rest, perm[j], perm[i]):
             j += 1
@@ -476,43 +457,3 @@ def pack_lead_ref(words, lows, highs) -> list[int]:
             acc = (acc << t) | ((int(row[c]) - lo) >> (b - t))
         out.append(acc)
     return out
-
-
-@jit
-def gather_lengths(rows, spans, i0, i1, out_ends):
-    """``out_ends[i] = spans[rows[i], 1]`` for ``i`` in ``[i0, i1)``: the output values'
-    lengths, whose running sum (``out_ends`` being ``out_offsets[1:]``) gives the offsets."""
-    for i in range(i0, i1):
-        out_ends[i] = spans[rows[i], 1]
-
-
-@jit
-def gather_bytes(rows, spans, i0, i1, out_offsets, out_data):
-    """Copy the value of global row ``g = rows[i]`` for ``i`` in ``[i0, i1)`` --
-    ``spans[g, 1]`` bytes at address ``spans[g, 0]``, in a buffer the caller keeps alive --
-    to ``out_data`` at ``out_offsets[i]``. A row's address and length lie side by side: the
-    rows come from the runs' streams interleaved, and one cache line a row serves both. The
-    span :data:`SPAN_AHEAD` rows ahead and the bytes :data:`BYTES_AHEAD` rows ahead are
-    prefetched: with more runs than the hardware follows streams, each row's reads would
-    otherwise wait on memory."""
-    span_base = spans.ctypes.data
-    for i in range(i0, i1):
-        if i + SPAN_AHEAD < i1:
-            prefetch(span_base + rows[i + SPAN_AHEAD] * 16)
-        if i + BYTES_AHEAD < i1:
-            prefetch(spans[rows[i + BYTES_AHEAD], 0])
-        g = rows[i]
-        size = spans[g, 1]
-        if size > 0:
-            copy_from_address(out_data, np.int64(out_offsets[i]), spans[g, 0], size)
-
-
-def gather_binary_ref(pieces, rows) -> list[bytes]:
-    """Reference for :func:`gather_lengths` and :func:`gather_bytes` together: the value of
-    each global row (``pieces`` lists of ``bytes``, their rows numbered one after another).
-
-    >>> gather_binary_ref([[b"a", b"b"], [b"c"]], [2, 0])
-    [b'c', b'a']
-    """
-    flat = [v for piece in pieces for v in piece]
-    return [flat[g] for g in rows]

@@ -39,7 +39,8 @@ passes over the data that a read, which holds its whole result anyway, does not 
    are not provably equal (long strings sharing 8 bytes past the prefix) are resolved on
    their full encodings;
 5. gathers each column once in that order -- a string column straight from its pieces
-   (``gather_bytes``: each value copied by address, two threads on halves of the output),
+   (``colmz.kernels.gather.gather_bytes``: each value copied by address, two threads on
+   halves of the output),
    other columns and every column of a large read by Arrow's ``take`` of the runs' arrays
    concatenated -- releasing each input column once it is gathered.
 
@@ -73,14 +74,13 @@ from time import perf_counter
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement.parts import read_part
+from colmz.arrangement.parts import binary_buffers, read_part
+from colmz.kernels.gather import gather_bytes, gather_lengths
 from colmz.kernels.pool import scratch
 from colmz.kernels.read_merge import (
     EXACT_WORDS,
     co_rank,
     consolidate_merged,
-    gather_bytes,
-    gather_lengths,
     lead_plan,
     merge_pair,
     merge_word_rows,
@@ -349,7 +349,7 @@ def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: i
         for spec, kind, skip, nwords, col_exact in plans:
             if kind == "bytes":
                 col = u.column(spec.name)
-                offsets, data = _binary_buffers(col)
+                offsets, data = binary_buffers(col)
                 valid = _valid(col).view(np.uint8) if col.null_count else np.empty(0, np.uint8)
                 string_words(offsets, data, valid, np.int64(skip), np.int64(nwords), col_exact,
                              block, col_at)
@@ -552,13 +552,13 @@ def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: pa.Array,
 def _gather_binary(cols: list[pa.Array], rows: np.ndarray, bounds: np.ndarray,
                    pool, empty=np.empty) -> pa.Array | None:
     # A string or binary column without NULLs gathered in output order straight from its
-    # pieces (kernels/read_merge.gather_bytes: no concatenation, two threads on halves of
+    # pieces (kernels/gather.gather_bytes: no concatenation, two threads on halves of
     # the output); None for other columns. Empties ``cols`` when it gathers.
     typ = cols[0].type
     if not (pa.types.is_string(typ) or pa.types.is_binary(typ) or pa.types.is_large_string(typ)
             or pa.types.is_large_binary(typ)) or any(c.null_count for c in cols):
         return None
-    bufs = [_binary_buffers(c) for c in cols]
+    bufs = [binary_buffers(c) for c in cols]
     odt = bufs[0][0].dtype
     if sum(int(o[-1]) - int(o[0]) for o, _ in bufs) > np.iinfo(odt).max:
         return None
@@ -698,19 +698,10 @@ def _valid(col: pa.Array) -> np.ndarray:
     return np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool)
 
 
-def _binary_buffers(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    bufs = col.buffers()
-    large = pa.types.is_large_string(col.type) or pa.types.is_large_binary(col.type)
-    odt = np.int64 if large else np.int32
-    offsets = np.frombuffer(bufs[1], odt, count=len(col) + 1, offset=col.offset * odt().itemsize)
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return offsets, data
-
-
 def _max_length(col: pa.Array) -> int:
     if not len(col):
         return 0
-    offsets, _ = _binary_buffers(col)
+    offsets, _ = binary_buffers(col)
     if col.null_count:
         lengths = np.diff(offsets)[_valid(col)]
         return int(lengths.max()) if len(lengths) else 0

@@ -14,9 +14,6 @@ from colmz.kernels.read_merge import (
     co_rank_ref,
     consolidate_merged,
     consolidate_merged_ref,
-    gather_binary_ref,
-    gather_bytes,
-    gather_lengths,
     lead_plan,
     merge_pair,
     merge_word_rows,
@@ -152,42 +149,6 @@ def test_consolidate_merged_raises_on_int64_overflow():
                            diffs, g, g, g)
     with pytest.raises(OverflowError):
         consolidate_merged_ref(words, np.arange(2), diff, True)
-
-
-@settings(max_examples=200)
-@given(st.lists(st.lists(BYTES | st.binary(min_size=60, max_size=100), max_size=8), min_size=1,
-                max_size=5), st.data())
-def test_gather_bytes_matches_reference(pieces, data):
-    # Pieces as separate Arrow arrays (each its own buffers, some sliced so offsets do not
-    # start at 0), gathered by address in two halves, as colmz.arrangement.read lays them out;
-    # values of 0-20 bytes (copied in words, then bytes) and of 60-100 (past SHORT_COPY,
-    # copied by memcpy).
-    arrays = []
-    for p in pieces:
-        pad = data.draw(st.integers(0, 2))
-        arrays.append(pa.array([b"pad"] * pad + p, pa.binary()).slice(pad))
-    n = sum(len(p) for p in pieces)
-    rows = np.array(data.draw(st.permutations(range(n))), np.int64)[:data.draw(st.integers(0, n))]
-    spans = np.zeros((n, 2), np.int64)
-    g = 0
-    for a in arrays:
-        o = np.frombuffer(a.buffers()[1], np.int32, count=len(a) + 1,
-                          offset=a.offset * 4).astype(np.int64)
-        base = a.buffers()[2].address if a.buffers()[2] is not None else 0
-        spans[g:g + len(a), 0] = o[:-1] + base
-        spans[g:g + len(a), 1] = np.diff(o)
-        g += len(a)
-    m = len(rows)
-    out_offsets = np.zeros(m + 1, np.int32)
-    cut = data.draw(st.integers(0, m))
-    gather_lengths(rows, spans, 0, cut, out_offsets[1:])
-    gather_lengths(rows, spans, cut, m, out_offsets[1:])
-    np.cumsum(out_offsets[1:], out=out_offsets[1:])
-    out_data = np.zeros(max(int(out_offsets[-1]), 1), np.uint8)
-    gather_bytes(rows, spans, cut, m, out_offsets, out_data)
-    gather_bytes(rows, spans, 0, cut, out_offsets, out_data)
-    got = [out_data[out_offsets[i]:out_offsets[i + 1]].tobytes() for i in range(m)]
-    assert got == gather_binary_ref(pieces, rows.tolist())
 
 
 @settings(max_examples=200)

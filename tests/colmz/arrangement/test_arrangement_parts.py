@@ -141,3 +141,29 @@ def test_read_part_errors_name_the_key():
     store.set("p/z", sink.getvalue())
     with pytest.raises(CorruptPart, match="has columns"):
         read_part(store, "p/z", schema)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=12) | st.none(), max_size=60),
+       st.sampled_from(["string", "large_string", "binary"]), st.integers(1, 3), st.data())
+def test_take_rows_is_arrows_take(values, kind, chunks, data):
+    # A write's gather (take_rows): the prefetching kernels for string and binary columns of
+    # one chunk without NULLs, Arrow's take for the rest (NULLs, several chunks) -- the same
+    # table either way, in type and values.
+    import pyarrow as pa
+
+    from colmz.arrangement.parts import take_rows
+
+    typ = getattr(pa, kind)()
+    vals = [None if v is None else (v.encode() if kind == "binary" else v) for v in values]
+    cut = len(vals) // chunks
+    pieces = [vals[i * cut:(i + 1) * cut] if i < chunks - 1 else vals[i * cut:]
+              for i in range(chunks)] if vals else [[]]
+    col = pa.chunked_array([pa.array(p, typ) for p in pieces], typ)
+    table = pa.table({"s": col, "i": pa.array(range(len(vals)), pa.int64()),
+                      "c": pa.array([5] * len(vals), pa.uint64())})
+    n = len(vals)
+    rows = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=80)) if n else [], np.int64)
+    got = take_rows(table, rows, constant=["c"])  # c holds one value: sliced, not taken
+    want = table.take(pa.array(rows, pa.int64()))
+    assert got.schema == want.schema and got.to_pylist() == want.to_pylist()

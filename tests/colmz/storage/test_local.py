@@ -127,3 +127,39 @@ def test_set_streamed_failure_stores_nothing(tmp_path):
     with pytest.raises(Determinate, match="No space left"):
         b.set_streamed("k", full)
     assert b.get("k") == b"old" and not [p for p in tmp_path.iterdir() if TEMP_MARKER in p.name]
+
+
+def test_background_syncs_share_one_thread_and_report_their_error(tmp_path, monkeypatch):
+    # Every writeback() of a streamed value asks one helper thread for a sync (started once,
+    # ended before the rename), and a failed background sync is raised, nothing stored.
+    import threading
+
+    import colmz.storage.local as local
+
+    started = []
+    synced = []
+
+    class Counted(threading.Thread):
+        def start(self):
+            started.append(self.name)
+            super().start()
+
+    monkeypatch.setattr(local.threading, "Thread", Counted)
+    monkeypatch.setattr(local, "_FDATASYNC", lambda fd: synced.append(fd))
+    b = LocalBlob(tmp_path)
+
+    def fill(out, writeback):
+        for _ in range(20):
+            out.write(b"x" * 1000)
+            writeback()
+
+    assert b.set_streamed("p", fill) == 20_000 and b.get("p") == b"x" * 20_000
+    assert started == ["colmz-writeback"] and 1 <= len(synced) <= 20
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(local, "_FDATASYNC", failing)
+    with pytest.raises(Determinate, match="Input/output error"):
+        b.set_streamed("q", fill)
+    assert b.get("q") is None and b.get("p") == b"x" * 20_000

@@ -1,0 +1,133 @@
+"""Kernels gathering a string or binary column in a given row order.
+
+Design
+------
+Two callers put string values in an order other than the one they are stored in: a merged
+read (``colmz.arrangement.read``) gathers each column once in the merged order, from the
+runs' pieces; a write (``colmz.arrangement.parts``) gathers a batch's rows in sorted order,
+a row group at a time. Both are reads at scattered positions: the bytes of consecutive
+output rows lie far apart, and each row first needs its value's position. Arrow's ``take``
+waits on memory for each row in turn. These kernels instead *prefetch*
+(``colmz.kernels.decorators.prefetch``): the position of the row :data:`SPAN_AHEAD` rows
+ahead and the bytes of the row :data:`BYTES_AHEAD` ahead are requested while the current row
+is copied, so dozens of rows' memory accesses are in flight at once. Values are copied by
+address (``colmz.kernels.decorators.copy_from_address``: short values 8 bytes at a time).
+
+* :func:`gather_lengths` / :func:`gather_bytes` take from **several pieces** where they lie:
+  output row ``i`` is global row ``g = rows[i]``, whose value's address and length the
+  caller lays out per row beforehand in ``spans`` (a search over the pieces' row bounds per
+  row mispredicts its branches: 40 ns a row), side by side so one cache line serves both.
+  Concatenating the pieces first would copy the column once more, into fresh memory whose
+  pages the system must first supply. (A scatter -- each piece written to its rows' output
+  positions -- reads each piece once but sweeps the whole output once per piece: measured
+  3x slower at 8 pieces.) In a merged read each run keeps its order, so reads follow the
+  runs' ascending streams -- but interleaved, from more runs than the hardware prefetcher
+  follows: 16-byte values from 14 runs took 6.1 ms, 4.3 ms prefetched.
+* :func:`take_lengths` / :func:`take_bytes` take from **one array** by its offsets (no
+  per-row layout to build: a write's batch may be large). A write's sorted order of random
+  keys is a random permutation: 819,200 40-byte values in row groups of 65,536 took 83 ms
+  by Arrow's ``take``, 53 ms here.
+
+Output row ranges are independent, so callers may run halves side by side.
+
+Spec (kernel / reference)
+-------------------------
+``gather_lengths(rows, spans, i0, i1, out_ends)`` and ``gather_bytes(rows, spans, i0, i1,
+out_offsets, out_data)`` (``spans[g]`` the address and length of global row ``g``) /
+``gather_binary_ref(pieces, rows)``.
+``take_lengths(rows, offsets, i0, i1, out_ends)`` and ``take_bytes(rows, offsets, data, i0,
+i1, out_offsets, out_data)`` / ``gather_binary_ref([values], rows)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from colmz.kernels.decorators import copy_from_address, jit, prefetch
+
+__all__ = [
+    "BYTES_AHEAD",
+    "SPAN_AHEAD",
+    "gather_binary_ref",
+    "gather_bytes",
+    "gather_lengths",
+    "take_bytes",
+    "take_lengths",
+]
+
+#: Rows ahead of the copy whose position (span or offsets) is prefetched.
+SPAN_AHEAD = 64
+#: Rows ahead of the copy whose bytes are prefetched (their position has arrived by then).
+BYTES_AHEAD = 32
+
+
+@jit
+def gather_lengths(rows, spans, i0, i1, out_ends):
+    """``out_ends[i] = spans[rows[i], 1]`` for ``i`` in ``[i0, i1)``: the output values'
+    lengths, whose running sum (``out_ends`` being ``out_offsets[1:]``) gives the offsets."""
+    span_base = spans.ctypes.data
+    for i in range(i0, i1):
+        if i + SPAN_AHEAD < i1:
+            prefetch(span_base + rows[i + SPAN_AHEAD] * 16)
+        out_ends[i] = spans[rows[i], 1]
+
+
+@jit
+def gather_bytes(rows, spans, i0, i1, out_offsets, out_data):
+    """Copy the value of global row ``g = rows[i]`` for ``i`` in ``[i0, i1)`` --
+    ``spans[g, 1]`` bytes at address ``spans[g, 0]``, in a buffer the caller keeps alive --
+    to ``out_data`` at ``out_offsets[i]`` (``spans`` C-ordered)."""
+    span_base = spans.ctypes.data
+    for i in range(i0, i1):
+        if i + SPAN_AHEAD < i1:
+            prefetch(span_base + rows[i + SPAN_AHEAD] * 16)
+        if i + BYTES_AHEAD < i1:
+            prefetch(spans[rows[i + BYTES_AHEAD], 0])
+        g = rows[i]
+        size = spans[g, 1]
+        if size > 0:
+            copy_from_address(out_data, np.int64(out_offsets[i]), spans[g, 0], size)
+
+
+@jit
+def take_lengths(rows, offsets, i0, i1, out_ends):
+    """``out_ends[i]``: the length of value ``rows[i]`` of an array with Arrow ``offsets``,
+    for ``i`` in ``[i0, i1)``."""
+    base = offsets.ctypes.data
+    size = offsets.itemsize
+    for i in range(i0, i1):
+        if i + SPAN_AHEAD < i1:
+            prefetch(base + rows[i + SPAN_AHEAD] * size)
+        g = rows[i]
+        out_ends[i] = offsets[g + 1] - offsets[g]
+
+
+@jit
+def take_bytes(rows, offsets, data, i0, i1, out_offsets, out_data):
+    """Copy value ``rows[i]`` of the array with Arrow ``offsets`` into ``data`` to
+    ``out_data`` at ``out_offsets[i]``, for ``i`` in ``[i0, i1)``."""
+    base = offsets.ctypes.data
+    size = offsets.itemsize
+    data_base = data.ctypes.data
+    for i in range(i0, i1):
+        if i + SPAN_AHEAD < i1:
+            prefetch(base + rows[i + SPAN_AHEAD] * size)
+        if i + BYTES_AHEAD < i1:
+            prefetch(data_base + np.int64(offsets[rows[i + BYTES_AHEAD]]))
+        g = rows[i]
+        start = np.int64(offsets[g])
+        length = np.int64(offsets[g + 1]) - start
+        if length > 0:
+            copy_from_address(out_data, np.int64(out_offsets[i]), data_base + start, length)
+
+
+def gather_binary_ref(pieces, rows) -> list[bytes]:
+    """Reference for :func:`gather_lengths` and :func:`gather_bytes` together (and, with one
+    piece, for :func:`take_lengths` and :func:`take_bytes`): the value of each global row
+    (``pieces`` lists of ``bytes``, their rows numbered one after another).
+
+    >>> gather_binary_ref([[b"a", b"b"], [b"c"]], [2, 0])
+    [b'c', b'a']
+    """
+    flat = [v for piece in pieces for v in piece]
+    return [flat[g] for g in rows]
