@@ -689,22 +689,31 @@ class PartWriter:
                        write_page_checksum=PAGE_CHECKSUMS)
         sums = [0]
 
-        def counted(t: pa.Table) -> pa.Table:
+        def fetch(a: int, b: int) -> tuple[pa.Table, int]:
+            # a row group and its diffs' sum, both made on the helper thread: the encoding
+            # thread then only adds integers, and never waits there for the GIL to come back
+            # from a gathering thread (which under load cost a 50 MiB write 30 ms)
+            t = rows_of(a, b)
+            s = 0
             for c in t.column("diff").chunks:
-                sums[0] = _add_wrapped(sums[0], diff_sum(c.to_numpy()))
-            return t
+                s = _add_wrapped(s, diff_sum(c.to_numpy()))
+            return t, s
+
+        def counted(got: tuple[pa.Table, int]) -> pa.Table:
+            sums[0] = _add_wrapped(sums[0], got[1])
+            return got[0]
 
         def groups() -> Iterator[pa.Table]:
             if pool is None:
                 for a, b in bounds:
-                    yield counted(rows_of(a, b))
+                    yield counted(fetch(a, b))
                 return
-            ahead = deque(pool.submit(rows_of, *b) for b in bounds[:GATHER_AHEAD])
+            ahead = deque(pool.submit(fetch, *b) for b in bounds[:GATHER_AHEAD])
             try:
                 for i in range(len(bounds)):
                     got = ahead.popleft().result()
                     if i + GATHER_AHEAD < len(bounds):
-                        ahead.append(pool.submit(rows_of, *bounds[i + GATHER_AHEAD]))
+                        ahead.append(pool.submit(fetch, *bounds[i + GATHER_AHEAD]))
                     yield counted(got)
             finally:
                 for f in ahead:
