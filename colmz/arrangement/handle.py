@@ -94,12 +94,10 @@ consolidated, free of zero diffs and inside their description.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import time as _time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -173,6 +171,7 @@ from colmz.order import ColumnSpec, unify_layouts
 from colmz.progress import ProgressCallback, check_progress
 from colmz.storage.base import Blob
 from colmz.storage.state import CommitConflict
+from colmz.threads import shared_pool
 from colmz.updates import Encoded, Updates
 
 __all__ = [
@@ -949,12 +948,11 @@ class Arrangement:
             # a batch whose every time is at or beyond the read's upper adds nothing
             batches += [(b.keys, tu, hi) for b in unsealed if hi is None or b.ts_lower < hi]
         n = min(READ_THREADS, sum(len(keys) for keys, _, _ in batches))
-        with contextlib.ExitStack() as stack:
-            pool = (stack.enter_context(ThreadPoolExecutor(n))
-                    if n > 1 and concurrent_reads(self._store) else None)
-            # colmz.arrangement.read: every part read whole, the runs merged by order words
-            # into a permutation and each column gathered once.
-            runs = read_runs(self._store, batches, schema, pool)
+        pool = (shared_pool("read", READ_THREADS) if n > 1 and concurrent_reads(self._store)
+                else None)
+        # colmz.arrangement.read: every part read whole, the runs merged by order words into
+        # a permutation and each column gathered once.
+        runs = read_runs(self._store, batches, schema, pool)
         if sum(1 for r in runs if r) == 1:
             fast = run_contents(next(r for r in runs if r), None, since, schema)
             if fast is not None:
@@ -970,12 +968,11 @@ class Arrangement:
         # while this one merges), merged on full encodings (arrangement_parts.stream_merge).
         out: list[Encoded] = []
         n = min(READ_THREADS, sum(len(keys) for keys, _, _ in batches))
-        with contextlib.ExitStack() as stack:
-            pool = (stack.enter_context(ThreadPoolExecutor(n))
-                    if n > 1 and concurrent_reads(self._store) else None)
-            runs = [chunks_filtered(read_ahead(self._store, keys, schema, pool), lo, hi)
-                    for keys, lo, hi in batches]
-            stream_merge(runs, since, out.append)
+        pool = (shared_pool("read", READ_THREADS) if n > 1 and concurrent_reads(self._store)
+                else None)
+        runs = [chunks_filtered(read_ahead(self._store, keys, schema, pool), lo, hi)
+                for keys, lo, hi in batches]
+        stream_merge(runs, since, out.append)
         return self._decode_many(out, schema)
 
     # ================================================================== helpers

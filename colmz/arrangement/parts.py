@@ -64,6 +64,7 @@ from colmz.order import ColumnSpec, unify_layouts
 from colmz.storage.base import Blob, open_input
 from colmz.storage.local import LocalBlob
 from colmz.storage.s3 import S3Blob
+from colmz.threads import shared_pool
 from colmz.updates import Encoded, Updates, concat_encoded
 
 __all__ = [
@@ -349,8 +350,7 @@ def read_parts(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec]) -
     keys = list(keys)
     if len(keys) < 2 or not concurrent_reads(store):
         return [read_part(store, k, schema) for k in keys]
-    with ThreadPoolExecutor(min(len(keys), READ_THREADS)) as pool:
-        return list(pool.map(lambda k: read_part(store, k, schema), keys))
+    return list(shared_pool("read", READ_THREADS).map(lambda k: read_part(store, k, schema), keys))
 
 
 def run_contents(parts: Sequence[Updates], upper: int | None, since: int,
@@ -602,13 +602,12 @@ class PartWriter:
         # then any rows of them are a slice, with nothing to gather
         constant = [name for name, a in (("time", u.time), ("diff", u.diff))
                     if len(a) and a.min() == a.max()]
-        with ThreadPoolExecutor(GATHER_AHEAD) as pool:
-            for start in range(0, n, step):
-                part = rows[start:min(n, start + step)]
-                self._write_table(
-                    table, len(part),
-                    lambda a, b, part=part: take_rows(table, part[a:b], constant),
-                    u, pool)
+        pool = shared_pool("gather", GATHER_AHEAD)
+        for start in range(0, n, step):
+            part = rows[start:min(n, start + step)]
+            self._write_table(table, len(part),
+                              lambda a, b, part=part: take_rows(table, part[a:b], constant),
+                              u, pool)
 
     def write(self, u: Updates, rows: np.ndarray | None = None) -> list[str]:
         """Write a sorted, consolidated batch (with ``rows``: see :meth:`add_updates`) as

@@ -66,7 +66,6 @@ sum leaving int64 raises ``OverflowError`` (the caller then takes the exact stre
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
@@ -89,6 +88,7 @@ from colmz.kernels.read_merge import (
 )
 from colmz.order import ColumnSpec, encode_columns, kind_of
 from colmz.storage.base import Blob
+from colmz.threads import shared_pool
 from colmz.updates import Updates
 
 __all__ = ["ReadRun", "merged_read", "read_runs", "window_part"]
@@ -179,11 +179,8 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     if not n:
         return Updates.empty(schema)
     clock = _Clock(stats)
-    with contextlib.ExitStack() as stack:
-        pool = (stack.enter_context(ThreadPoolExecutor(MERGE_THREADS))
-                if MERGE_THREADS > 1 and n >= PARALLEL_ROWS else None)
-        return _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats,
-                                 release)
+    pool = shared_pool("merge", MERGE_THREADS) if MERGE_THREADS > 1 and n >= PARALLEL_ROWS else None
+    return _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats, release)
 
 
 def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats,
