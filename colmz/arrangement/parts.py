@@ -332,11 +332,14 @@ def read_ahead(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec],
 
     def parts() -> Iterator[Updates]:
         pending = first
-        for i in range(len(keys)):
-            u = pending.result()
-            if i + 1 < len(keys):
-                pending = pool.submit(read_part, store, keys[i + 1], schema)
-            yield u
+        try:
+            for i in range(len(keys)):
+                u = pending.result()
+                if i + 1 < len(keys):
+                    pending = pool.submit(read_part, store, keys[i + 1], schema)
+                yield u
+        finally:  # a caller that stops early leaves no read queued on the shared pool
+            pending.cancel()
 
     return parts()
 
