@@ -24,7 +24,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["shared_pool"]
+__all__ = ["shared_pool", "shutdown"]
 
 _pools: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _lock = threading.Lock()
@@ -49,6 +49,25 @@ def shared_pool(name: str, workers: int) -> ThreadPoolExecutor:
             if pool is None:
                 pool = _pools[key] = ThreadPoolExecutor(workers, thread_name_prefix=f"colmz-{name}")
     return pool
+
+
+def shutdown() -> None:
+    """Stop every pool's threads (after the work they hold) and forget the pools; the next
+    :func:`shared_pool` call makes a new one. Call it while no colmz call runs (a read then
+    in progress could not submit its next task). For a process about to fork children -- the
+    Spark worker daemon after loading the kernels (``colmz.spark.daemon.preload``): a thread
+    running at the fork may hold a lock the child then never sees released.
+
+    >>> pool = shared_pool("doc-shutdown", 1)
+    >>> shutdown()
+    >>> shared_pool("doc-shutdown", 1) is pool
+    False
+    """
+    with _lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.shutdown(wait=True)
 
 
 def _forget_in_child() -> None:

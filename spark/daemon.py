@@ -50,6 +50,11 @@ def preload() -> None:
     # A worker loads kernels on first use anyway: whatever fails here, the daemon must start.
     with contextlib.suppress(Exception):
         colmz.warmup(jobs=1)
+    # The warm-up's merged reads started colmz's thread pools; the daemon forks its workers
+    # next, with no other thread running (each worker makes its own pools).
+    import colmz.threads
+
+    colmz.threads.shutdown()
 
 
 def main() -> None:

@@ -62,3 +62,16 @@ def test_merged_reads_start_no_threads_after_the_first(tmp_path, monkeypatch):
     monkeypatch.setattr(threading.Thread, "start", counted)
     assert arr.read(3) == first and len(first) == 2000
     assert started == []
+
+
+def test_shutdown_stops_the_threads_and_pools_come_back():
+    from colmz.threads import shutdown
+
+    pool = shared_pool("test-shutdown", 2)
+    assert [f.result() for f in [pool.submit(abs, -i) for i in range(4)]] == [0, 1, 2, 3]
+    names = {t.name for t in threading.enumerate()}
+    assert any(n.startswith("colmz-test-shutdown") for n in names)
+    shutdown()
+    assert not any(t.name.startswith("colmz-") for t in threading.enumerate())
+    again = shared_pool("test-shutdown", 2)
+    assert again is not pool and again.submit(abs, -5).result() == 5
