@@ -66,6 +66,7 @@ from colmz.kernels.encode import (
 
 __all__ = [
     "ColumnSpec",
+    "SIGN_BIT",
     "array_from_numpy",
     "Layout",
     "decode_columns",
@@ -79,7 +80,8 @@ __all__ = [
     "unify_layouts",
 ]
 
-_SIGN = np.uint64(1 << 63)
+#: The bit an int64 word flips: a signed value plus the bit orders as an unsigned word.
+SIGN_BIT = np.uint64(1 << 63)
 
 #: Segment widths per column, then 1 if the null word is present else 0.
 Layout = tuple[int, ...]
@@ -191,12 +193,12 @@ def _float_words(x: np.ndarray) -> np.ndarray:
     x = np.where(np.isnan(x), np.nan, x)  # one NaN
     bits = x.view(np.uint64)
     neg = (bits >> np.uint64(63)).astype(bool)
-    return np.where(neg, ~bits, bits | _SIGN)
+    return np.where(neg, ~bits, bits | SIGN_BIT)
 
 
 def _float_from_words(w: np.ndarray) -> np.ndarray:
-    top = (w & _SIGN).astype(bool)
-    bits = np.where(top, w ^ _SIGN, ~w)
+    top = (w & SIGN_BIT).astype(bool)
+    bits = np.where(top, w ^ SIGN_BIT, ~w)
     return bits.view(np.float64)
 
 
@@ -262,7 +264,7 @@ def encode_columns(columns, kinds=None, *, n: int | None = None) -> tuple[np.nda
             continue
         if kind == "int":
             t = arr.type
-            v = _fixed_values(arr, _physical_int(t)).astype(np.int64).view(np.uint64) ^ _SIGN
+            v = _fixed_values(arr, _physical_int(t)).astype(np.int64).view(np.uint64) ^ SIGN_BIT
         elif kind == "uint":
             v = _fixed_values(arr, np.dtype(f"uint{arr.type.bit_width}")).astype(np.uint64)
         elif kind == "float":
@@ -316,7 +318,7 @@ def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
             raise TypeError(f"data column {spec.name!r} has values but type null")
         w = keys[:, col]
         if kind == "int":
-            v = (w ^ _SIGN).view(np.int64).astype(_physical_int(t), copy=False)
+            v = (w ^ SIGN_BIT).view(np.int64).astype(_physical_int(t), copy=False)
             arr = array_from_numpy(v, t, mask)
         elif kind == "uint":
             arr = array_from_numpy(w.astype(f"uint{t.bit_width}"), t, mask)
@@ -366,7 +368,7 @@ def raw_words(columns) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     t = col.type
     if t == _INT64:
-        flip = _SIGN
+        flip = SIGN_BIT
     elif t == _UINT64:
         flip = np.uint64(0)
     else:

@@ -81,6 +81,7 @@ __all__ = [
     "WRITE_COMPRESSION",
     "PartCheck",
     "binary_buffers",
+    "is_binary_type",
     "take_rows",
     "concurrent_reads",
     "expect_parts",
@@ -585,9 +586,9 @@ class PartWriter:
         """Add an already sorted, consolidated batch (cut by row slices, never re-encoded),
         or with ``rows``, ``u``'s rows in the order those positions give.
 
-        With ``rows`` the rows are gathered a row group at a time, each group by a helper
-        thread while the previous one is encoded (Arrow's take and Parquet encoder both run
-        without the GIL), so the gathered batch never exists whole.
+        With ``rows`` the rows are gathered a row group at a time (:func:`take_rows`), each
+        group by a helper thread while the previous one is encoded (the gathers and the
+        Parquet encoder run without the GIL), so the gathered batch never exists whole.
         """
         while self._pending_rows:
             self._flush(final=True)
@@ -932,6 +933,13 @@ def chunks_filtered(updates: Iterable[Updates], lower: int, upper) -> Iterator[E
             yield Encoded(enc.keys[mask], t[mask], enc.diff[mask], enc.layout)
 
 
+def is_binary_type(typ: pa.DataType) -> bool:
+    """Whether ``typ`` is a string or binary type of offsets and data (large or not): what
+    :func:`binary_buffers` reads."""
+    return (pa.types.is_string(typ) or pa.types.is_binary(typ) or pa.types.is_large_string(typ)
+            or pa.types.is_large_binary(typ))
+
+
 def binary_buffers(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The Arrow offsets (``int32``, or ``int64`` for large types; ``len(col) + 1`` of them,
     from the array's own offset) and the data bytes of a string or binary array, as numpy
@@ -962,10 +970,7 @@ def take_rows(table: pa.Table, rows: np.ndarray, constant: Sequence[str] = ()) -
         if name in constant and len(rows) <= len(col):
             columns.append(col.slice(0, len(rows)))
             continue
-        typ = col.type
-        binary = (pa.types.is_string(typ) or pa.types.is_binary(typ)
-                  or pa.types.is_large_string(typ) or pa.types.is_large_binary(typ))
-        if binary and col.num_chunks == 1 and not col.null_count:
+        if is_binary_type(col.type) and col.num_chunks == 1 and not col.null_count:
             columns.append(_take_binary(col.chunk(0), rows))
             continue
         if taken is None:

@@ -73,7 +73,7 @@ from time import perf_counter
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement.parts import binary_buffers, read_part
+from colmz.arrangement.parts import binary_buffers, is_binary_type, read_part
 from colmz.kernels.gather import gather_bytes, gather_lengths
 from colmz.kernels.pool import scratch
 from colmz.kernels.read_merge import (
@@ -86,7 +86,7 @@ from colmz.kernels.read_merge import (
     pack_lead,
     string_words,
 )
-from colmz.order import ColumnSpec, encode_columns, kind_of
+from colmz.order import SIGN_BIT, ColumnSpec, encode_columns, kind_of
 from colmz.storage.base import Blob
 from colmz.threads import shared_pool
 from colmz.updates import Updates
@@ -169,7 +169,8 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     """
     schema = tuple(schema)
     pieces = [u for run in runs for u in run if len(u)]
-    release = sum(u.nbytes for u in pieces) >= RELEASE_BYTES
+    nbytes = sum(u.nbytes for u in pieces)
+    release = nbytes >= RELEASE_BYTES
     _release(release)  # what the part reads left in Arrow's allocator
     run_lens = [sum(len(u) for u in run) for run in runs]
     run_lens = [n for n in run_lens if n]
@@ -180,11 +181,11 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
         return Updates.empty(schema)
     clock = _Clock(stats)
     pool = shared_pool("merge", MERGE_THREADS) if MERGE_THREADS > 1 and n >= PARALLEL_ROWS else None
-    return _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats, release)
+    return _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats, nbytes)
 
 
 def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats,
-                      release) -> Updates:
+                      nbytes) -> Updates:
     t_lo = min(int(u.time.min()) for u in pieces)
     t_hi = max(int(u.time.max()) for u in pieces)
     collapse = t_hi <= since or t_lo == t_hi
@@ -195,7 +196,8 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     # Temporaries: a small read's stay in this thread's scratch pool for the next read
     # (ScratchSlots); a middling read's come from Arrow's pool; a large read's from numpy,
     # whose large arrays go back to the system as soon as they are dropped.
-    in_scratch = not release and sum(u.nbytes for u in pieces) < SCRATCH_BYTES
+    release = nbytes >= RELEASE_BYTES
+    in_scratch = not release and nbytes < SCRATCH_BYTES
     empty = np.empty if release else ScratchSlots() if in_scratch else pool_array
     words, exact = _order_words(pieces, schema, since, collapse, n, pool, empty)
     if stats is not None:
@@ -271,7 +273,6 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
                 out = _gather_column(cols, spec, taken, release)
             columns[spec.name] = out
             del cols, out
-            clock.lap(f"gather {spec.name}")
     clock.lap("gather")
     if out_time is None:
         out_time = np.full(m, max(t_lo, since), np.uint64)
@@ -433,9 +434,6 @@ def _disjoint_order(words: np.ndarray, run_bounds: np.ndarray) -> list[int] | No
     return order
 
 
-#: The sign bit colmz.order flips to make an int64's word (its order as an unsigned word).
-SIGN_BIT = np.uint64(1 << 63)
-
 #: Fewest bits of a lead word left over by the first column's range for which the merge's
 #: lead words are packed (:func:`colmz.kernels.read_merge.pack_lead`).
 PACK_ROOM = 16
@@ -465,7 +463,7 @@ def _lead_words(words: np.ndarray, empty=np.empty) -> tuple[np.ndarray, bool]:
 def _consolidate(lead, perm, rest, diff, exact, pool, empty):
     # consolidate_merged over the merged positions, in two halves side by side when there is
     # a pool: the cut moves forward to where the lead word changes, so no group of equal
-    # words spans it, and the second half's output is moved down after the first's.
+    # words spans it.
     # Returns rows, diffs and the tie groups (lo, hi, at), each trimmed to its count.
     n = len(lead)
     cut = n // 2 if pool is not None else n
@@ -485,18 +483,20 @@ def _consolidate(lead, perm, rest, diff, exact, pool, empty):
     if len(spans) == 1:
         counts = [run(0)]
     else:
-        futures = [pool.submit(run, h) for h in range(len(spans))]
-        counts = [f.result() for f in futures]
-    (k0, g0) = counts[0]
-    if len(spans) == 1:
-        return rows[:k0], diffs[:k0], *(x[:g0] for x in groups[0])
-    (k1, g1), a1 = counts[1], spans[1][0]
-    rows[k0:k0 + k1] = rows[a1:a1 + k1]  # (numpy copies overlapping ranges correctly)
-    diffs[k0:k0 + k1] = diffs[a1:a1 + k1]
-    lo = np.concatenate([groups[0][0][:g0], groups[1][0][:g1] + a1])
-    hi = np.concatenate([groups[0][1][:g0], groups[1][1][:g1] + a1])
-    at = np.concatenate([groups[0][2][:g0], groups[1][2][:g1] + k0])
-    return rows[:k0 + k1], diffs[:k0 + k1], lo, hi, at
+        counts = [f.result() for f in [pool.submit(run, h) for h in range(len(spans))]]
+    # each span's output moved down after the previous ones' (numpy copies overlapping
+    # ranges correctly), its groups' positions made global
+    k = 0
+    lo, hi, at = [], [], []
+    for (a, _), (kh, gh), (g_lo, g_hi, g_at) in zip(spans, counts, groups):
+        if a != k:
+            rows[k:k + kh] = rows[a:a + kh]
+            diffs[k:k + kh] = diffs[a:a + kh]
+        lo.append(g_lo[:gh] + a)
+        hi.append(g_hi[:gh] + a)
+        at.append(g_at[:gh] + k)
+        k += kh
+    return rows[:k], diffs[:k], np.concatenate(lo), np.concatenate(hi), np.concatenate(at)
 
 
 def _resolve_ties(inputs, schema, perm, diff, time, since, rows, diffs, g_lo, g_hi, g_at):
@@ -552,8 +552,7 @@ def _gather_binary(cols: list[pa.Array], rows: np.ndarray, bounds: np.ndarray,
     # pieces (kernels/gather.gather_bytes: no concatenation, two threads on halves of
     # the output); None for other columns. Empties ``cols`` when it gathers.
     typ = cols[0].type
-    if not (pa.types.is_string(typ) or pa.types.is_binary(typ) or pa.types.is_large_string(typ)
-            or pa.types.is_large_binary(typ)) or any(c.null_count for c in cols):
+    if not is_binary_type(typ) or any(c.null_count for c in cols):
         return None
     bufs = [binary_buffers(c) for c in cols]
     odt = bufs[0][0].dtype
