@@ -73,6 +73,8 @@ __all__ = [
     "radix_digits",
     "counted_digits",
     "radix_sort_words",
+    "radix_scatter_top",
+    "radix_sort_buckets",
     "radix_sort_words_into",
     "radix_sort_words_ref",
     "radix_work_shape",
@@ -542,23 +544,49 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
             src, dst = dst, src
             in_tmp = not in_tmp
         return in_tmp
-    # Only the top digit was counted; each digit below it (digit r for r < rest) is counted,
-    # and skipped when it is constant, per bucket.
-    top = nd - 1
+    radix_scatter_top(keys, tmp, lo_bit, hist, work)
+    radix_sort_buckets(keys, tmp, lo_bit, nd, nb, work[2], 0, nb, work)
+    return (nd - 1) % 2 == 0
+
+
+@jit
+def radix_scatter_top(keys, tmp, lo_bit, hist, work):
+    """The first pass of :func:`radix_sort_words_into`'s MSD sort: ``keys`` scattered into
+    ``tmp`` by the top digit, whose histogram ``hist[-1]`` holds; ``work[2, :nb + 1]``
+    receives the buckets' starts (``work`` as for :func:`radix_sort_words_into`)."""
+    n = keys.shape[0]
+    nb = hist.shape[1]
+    top = hist.shape[0] - 1
     starts = work[2]
+    offs = work[1]
     acc = 0
     for b in range(nb):
         starts[b] = acc
         offs[b] = acc
         acc += hist[top, b]
     starts[nb] = n
-    _scatter(keys, tmp, np.int64(0), n, np.uint64(lo_bit + db * top), dmask, offs)
-    rest = top
+    _scatter(keys, tmp, np.int64(0), n, np.uint64(lo_bit + _digit_bits(hist) * top),
+             np.uint64(nb - 1), offs)
+
+
+@jit
+def radix_sort_buckets(keys, tmp, lo_bit, digits, nb, starts, b0, b1, work):
+    """Sort buckets ``[b0, b1)`` of the top digit after :func:`radix_scatter_top`: each by
+    the ``digits - 1`` digits below the top one (``nb`` values each), in the cache, ending in
+    ``tmp`` when ``digits - 1`` is even and in ``keys`` otherwise. Buckets are disjoint
+    ranges of both arrays, so two calls on different buckets may run side by side, each
+    with a ``work`` of its own (:func:`radix_work_shape`; rows 1 and 3 on are used)."""
+    db = 0
+    while (1 << db) < nb:
+        db += 1
+    dmask = np.uint64(nb - 1)
+    offs = work[1]
+    rest = digits - 1
     local = work[3:3 + rest]
     # Every bucket ends where `rest` passes from tmp leave it (tmp for an even number), so
     # the result has one place; a bucket that skips a pass or is insertion-sorted is put there.
     in_tmp = rest % 2 == 0
-    for bucket in range(nb):
+    for bucket in range(b0, b1):
         lo = starts[bucket]
         hi = starts[bucket + 1]
         if hi - lo <= RADIX_BUCKET_INSERTION_MAX:
@@ -591,7 +619,6 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
         if at_tmp != in_tmp:
             for i in range(lo, hi):
                 dst[i] = src[i]
-    return in_tmp
 
 
 @jit

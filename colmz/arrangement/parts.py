@@ -22,8 +22,10 @@ is what ``Arrangement.gc`` leases on: a part younger than the lease is never col
 whoever references it.
 
 A write (:meth:`PartWriter.write` with ``rows``) gathers its sorted rows a row group at a time on
-helper threads (:data:`GATHER_AHEAD` groups ahead) while the previous group is encoded, and a
-local part is encoded straight into its temporary file (``LocalBlob.set_streamed``); a
+helper threads (:data:`GATHER_AHEAD` groups ahead) while the previous group is encoded, a
+write of :data:`PARALLEL_WRITE_BYTES` or more is cut into parts encoded side by side
+(:data:`ENCODE_THREADS`), and a local part is encoded straight into its temporary file
+(``LocalBlob.set_streamed``); a
 write's parts are uncompressed by default (:data:`WRITE_COMPRESSION`), merges compress.
 Time and diff are dictionary-encoded (:data:`DICTIONARY_FIELDS`), and statistics are kept
 for every column but the string columns after the first.
@@ -72,8 +74,10 @@ __all__ = [
     "DEFAULT_PART_ROWS",
     "DATA_PAGE_BYTES",
     "DICTIONARY_FIELDS",
+    "ENCODE_THREADS",
     "GATHER_AHEAD",
     "PART_METADATA_KEY",
+    "PARALLEL_WRITE_BYTES",
     "MERGE_ROWS",
     "PartRun",
     "PartWriter",
@@ -124,6 +128,13 @@ DATA_PAGE_BYTES = 4 << 20
 #: own: a gather of rows in sorted order reads the batch at random, waiting on memory rather
 #: than computing, so two run side by side in about the time of one.
 GATHER_AHEAD = 2
+#: A sorted write of at least this many bytes is cut into (at least) :data:`ENCODE_THREADS`
+#: parts that are encoded side by side, one Parquet writer each (a Parquet file is written
+#: by one thread; its encoding is half a large write's CPU). Smaller writes stay one part:
+#: each part is a file, a footer and a key in the state.
+PARALLEL_WRITE_BYTES = 16 << 20
+#: Parts of one sorted write encoded at once.
+ENCODE_THREADS = 2
 #: Input rows a streaming merge holds in all, about: each of its ``k`` runs of parts is read
 #: ``MERGE_ROWS // k`` rows at a time (at least ``MIN_CHUNK_ROWS``), so the memory of a merge
 #: does not grow with its fan-in -- a drain of every unsealed batch at once included.
@@ -588,7 +599,9 @@ class PartWriter:
 
         With ``rows`` the rows are gathered a row group at a time (:func:`take_rows`), each
         group by a helper thread while the previous one is encoded (the gathers and the
-        Parquet encoder run without the GIL), so the gathered batch never exists whole.
+        Parquet encoder run without the GIL), so the gathered batch never exists whole; a
+        batch of :data:`PARALLEL_WRITE_BYTES` or more is cut into parts encoded
+        :data:`ENCODE_THREADS` at a time.
         """
         while self._pending_rows:
             self._flush(final=True)
@@ -601,17 +614,39 @@ class PartWriter:
             for start in range(0, n, step):
                 self._write_updates(u.slice(start, min(n, start + step)))
             return
+        if n > 1 and n * per_row >= PARALLEL_WRITE_BYTES:
+            parts = max(-(-n // step), ENCODE_THREADS)
+            step = -(-n // parts)
         table = u.to_arrow()
         # time and diff are often one value throughout (a write at one time, diffs of 1):
         # then any rows of them are a slice, with nothing to gather
         constant = [name for name, a in (("time", u.time), ("diff", u.diff))
                     if len(a) and a.min() == a.max()]
-        pool = shared_pool("gather", GATHER_AHEAD)
+        gather = shared_pool("gather", GATHER_AHEAD)
+        jobs = []
         for start in range(0, n, step):
             part = rows[start:min(n, start + step)]
-            self._write_table(table, len(part),
-                              lambda a, b, part=part: take_rows(table, part[a:b], constant),
-                              u, pool)
+            jobs.append((table, len(part),
+                         lambda a, b, part=part: take_rows(table, part[a:b], constant),
+                         u, gather))
+        if len(jobs) == 1:
+            self._write_table(*jobs[0])
+            return
+        # Keys and indexes are given in part order before any part is encoded; each part
+        # is recorded once written, in that order, so abort() finds every written one.
+        named = [self._name_part(len(self.keys) + i) for i in range(len(jobs))]
+        encode = shared_pool("encode", ENCODE_THREADS)
+        futures = [encode.submit(self._encode_part, *name, *job) for name, job in zip(named, jobs)]
+        failed = None
+        for (key, _info), job, f in zip(named, jobs, futures):
+            try:
+                check, size = f.result()
+            except BaseException as e:  # the others are still waited for, then recorded
+                failed = failed or e
+                continue
+            self._record(key, check, job[1], size)
+        if failed is not None:
+            raise failed
 
     def write(self, u: Updates, rows: np.ndarray | None = None) -> list[str]:
         """Write a sorted, consolidated batch (with ``rows``: see :meth:`add_updates`) as
@@ -665,13 +700,30 @@ class PartWriter:
 
     def _write_table(self, table: pa.Table, n: int, rows_of: Callable[[int, int], pa.Table],
                      values: Updates, pool: ThreadPoolExecutor | None = None) -> None:
-        # One part of ``n`` rows; ``rows_of(a, b)`` is its rows [a, b) as a table like
-        # ``table``; ``values`` holds the part's values (in any order: they only decide
-        # the encoding). With ``pool``, row groups are fetched there GATHER_AHEAD ahead.
+        key, info = self._name_part(len(self.keys))
+        check, size = self._encode_part(key, info, table, n, rows_of, values, pool)
+        self._record(key, check, n, size)
+
+    def _name_part(self, index: int) -> tuple[str, dict]:
         key = self.new_key()
         # The key in the part's own metadata: a part copied or renamed over another key is
         # recognised when read (_check_footer).
-        info = dict(self.info, index=len(self.keys), key=key)
+        return key, dict(self.info, index=index, key=key)
+
+    def _record(self, key: str, check: PartCheck, n: int, size: int) -> None:
+        expect_parts(self.store, {key: check})
+        self.keys.append(key)
+        self.checks.append(check)
+        self.rows += n
+        self.size_bytes += size
+
+    def _encode_part(self, key: str, info: dict, table: pa.Table, n: int,
+                     rows_of: Callable[[int, int], pa.Table], values: Updates,
+                     pool: ThreadPoolExecutor | None) -> tuple[PartCheck, int]:
+        # One part of ``n`` rows stored under ``key``; ``rows_of(a, b)`` is its rows [a, b)
+        # as a table like ``table``; ``values`` holds the part's values (in any order: they
+        # only decide the encoding). With ``pool``, row groups are fetched there
+        # GATHER_AHEAD ahead. Changes nothing of ``self`` (parts may be encoded side by side).
         schema = table.schema.with_metadata({PART_METADATA_KEY: json.dumps(info).encode()})
         # Dictionary pages pay off for time and diff (few distinct values: one time and
         # diff 1 in a typical write, constant times after compaction) and for strings that
@@ -741,12 +793,7 @@ class PartWriter:
             buf = sink.getvalue()
             self.store.set(key, buf)
             size = buf.size
-        check = PartCheck(n, sums[0])
-        expect_parts(self.store, {key: check})
-        self.keys.append(key)
-        self.checks.append(check)
-        self.rows += n
-        self.size_bytes += size
+        return PartCheck(n, sums[0]), size
 
 
 def repeats(col: pa.Array, sample: int = 2048) -> bool:
@@ -955,8 +1002,8 @@ def binary_buffers(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def take_rows(table: pa.Table, rows: np.ndarray, constant: Sequence[str] = ()) -> pa.Table:
     """``table``'s rows in the order ``rows`` gives: string and binary columns of one chunk
     without NULLs by ``colmz.kernels.gather.take_bytes`` (which prefetches the scattered
-    values a sorted write reads: 819,200 40-byte values in row groups of 65,536, 73 ms of
-    CPU by Arrow's ``take``, 36 ms), the columns named in ``constant`` -- which the caller
+    values a sorted write reads: 819,200 40-byte values in row groups of 65,536, 74-78 ms
+    of CPU by Arrow's ``take``, 24-32 ms), the columns named in ``constant`` -- which the caller
     knows to hold one value throughout -- as a slice, the others by Arrow's ``take``.
 
     >>> t = pa.table({"s": ["a", "bc", "d"], "i": [1, 2, 3], "c": [7, 7, 7]})

@@ -187,6 +187,40 @@ def test_sort_keys_is_a_stable_argsort(n, clusters, low_bits, wide, seed):
         assert sorted_keys.tolist() == np.sort(keys).tolist()
 
 
+def test_sort_keys_sorts_the_buckets_on_two_threads(monkeypatch):
+    # From PARALLEL_SORT_ROWS rows on, half the top digit's buckets are sorted by the "sort"
+    # pool's thread (counted), the result the same stable argsort: unique keys, ties, and
+    # keys so wide that offsets are shortened.
+    submitted = []
+    shared = first_column.shared_pool
+
+    class Counting:
+        def __init__(self, pool):
+            self.pool = pool
+
+        def submit(self, fn, *args):
+            submitted.append(fn)
+            return self.pool.submit(fn, *args)
+
+    monkeypatch.setattr(first_column, "shared_pool", lambda name, n: Counting(shared(name, n)))
+    monkeypatch.setattr(first_column, "PARALLEL_SORT_ROWS", 50_000)
+    rng = np.random.default_rng(21)
+    n = 80_000
+    for keys in (rng.permutation(n).astype(np.uint64) * np.uint64(977),
+                 rng.integers(0, n // 3, n).astype(np.uint64),
+                 clustered_keys(rng, n, 3, 20)):
+        before = len(submitted)
+        rows, sorted_keys = first_column.sort_keys(keys)
+        assert len(submitted) == before + 1
+        assert rows.tolist() == np.argsort(keys, kind="stable").tolist()
+        if sorted_keys is not None:
+            assert sorted_keys.tolist() == np.sort(keys).tolist()
+    small = rng.integers(0, 2**40, 40_000).astype(np.uint64)
+    before = len(submitted)
+    assert first_column.sort_keys(small)[0].tolist() == np.argsort(small, kind="stable").tolist()
+    assert len(submitted) == before  # below PARALLEL_SORT_ROWS: one thread
+
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 200), clusters=st.integers(2, 5), low_bits=st.integers(0, 10),
        seed=st.integers(0, 2**32 - 1))

@@ -21,10 +21,13 @@ from colmz.kernels.sort import (
     pack_ref,
     plan_packing,
     radix_digits,
+    radix_scatter_top,
+    radix_sort_buckets,
     radix_sort_pairs,
     radix_sort_pairs_ref,
     radix_sort_words,
     radix_sort_words_ref,
+    radix_work_shape,
     unpack,
     unpack_ref,
 )
@@ -243,6 +246,30 @@ def test_radix_sort_words_msd_first_large():
         words, tmp = keys.copy(), np.empty_like(keys)
         out = tmp if radix_sort_words(words, tmp, lo, hist, 1000) else words
         np.testing.assert_array_equal(out, expected)
+
+
+def test_radix_sort_buckets_in_two_ranges_is_the_whole_sort():
+    """After the top digit's scatter, buckets [0, mid) and [mid, nb) sorted by separate
+    calls, each with its own work space (what colmz.first_column does on two threads),
+    give the whole sort, for every split point kind: empty, inside, at the end."""
+    rng = np.random.default_rng(13)
+    for bits, digit_bits, lo in [(33, 11, 2), (22, 11, 0), (30, 10, 5)]:
+        n = 20000
+        keys = rng.integers(0, 2**bits, n, dtype=np.uint64) << np.uint64(lo)
+        digits = -(-bits // digit_bits)
+        hist = np.zeros((digits, 1 << digit_bits), np.int64)
+        np.add.at(hist[-1], keys >> np.uint64(lo + digit_bits * (digits - 1)), 1)
+        expected = keys[np.argsort(keys >> np.uint64(lo), kind="stable")]
+        nb = 1 << digit_bits
+        for mid in (0, nb // 3, nb):
+            words, tmp = keys.copy(), np.empty_like(keys)
+            work = np.empty(radix_work_shape(digits, nb), np.int64)
+            other = np.empty_like(work)
+            radix_scatter_top(words, tmp, np.int64(lo), hist, work)
+            radix_sort_buckets(words, tmp, np.int64(lo), digits, nb, work[2], 0, mid, other)
+            radix_sort_buckets(words, tmp, np.int64(lo), digits, nb, work[2], mid, nb, work)
+            out = tmp if (digits - 1) % 2 == 0 else words
+            np.testing.assert_array_equal(out, expected)
 
 
 def test_radix_sort_words_msd_first_skips_digits_constant_within_a_bucket():

@@ -167,3 +167,68 @@ def test_take_rows_is_arrows_take(values, kind, chunks, data):
     got = take_rows(table, rows, constant=["c"])  # c holds one value: sliced, not taken
     want = table.take(pa.array(rows, pa.int64()))
     assert got.schema == want.schema and got.to_pylist() == want.to_pylist()
+
+
+def _sorted_write(n: int, seed: int = 5):
+    import pyarrow as pa
+
+    from colmz.ops import order_data
+
+    rng = np.random.default_rng(seed)
+    u = colmz.Updates({"k": pa.array(rng.permutation(n)), "s": [f"value-{i:08d}" for i in range(n)]},
+                      time=np.full(n, 3, np.uint64), diff=np.ones(n, np.int64))
+    return u, order_data(u)
+
+
+def test_a_large_sorted_write_is_parts_encoded_side_by_side(monkeypatch):
+    # From PARALLEL_WRITE_BYTES on a sorted write is cut into ENCODE_THREADS parts or more,
+    # encoded on the "encode" pool; the parts keep their order (keys and indexes) and read
+    # back as the batch. Counted: the pool's submissions.
+    from colmz.arrangement import parts as parts_mod
+
+    u, (source, rows) = _sorted_write(6000)
+    monkeypatch.setattr(parts_mod, "PARALLEL_WRITE_BYTES", 1000)
+    submitted = []
+    shared = parts_mod.shared_pool
+
+    class Counting:
+        def __init__(self, pool):
+            self.pool = pool
+
+        def submit(self, fn, *args):
+            submitted.append(args[0])  # the part's key
+            return self.pool.submit(fn, *args)
+
+    monkeypatch.setattr(parts_mod, "shared_pool", lambda name, n: Counting(shared(name, n))
+                        if name == "encode" else shared(name, n))
+    store = MemBlob()
+    made = iter(range(100))
+    w = PartWriter(store, u.schema, lambda: f"p/{next(made):03d}.parquet", {"kind": "trace"})
+    keys = w.write(source, rows)
+    assert len(keys) == parts_mod.ENCODE_THREADS and submitted == keys
+    assert keys == sorted(keys)
+    assert [part_metadata(store, k)["index"] for k in keys] == list(range(len(keys)))
+    back = colmz.concat([read_part(store, k, u.schema) for k in keys])
+    assert back == colmz.consolidate(u, order="data")
+    assert w.rows == len(u) and sum(len(read_part(store, k, u.schema)) for k in keys) == len(u)
+
+
+def test_a_failed_part_of_a_side_by_side_write_leaves_nothing(monkeypatch):
+    # One of the parts encoded side by side fails: the error is raised once every part has
+    # finished, and write() deletes the parts that were written -- the store as before.
+    from colmz.arrangement import parts as parts_mod
+    from colmz.storage.faults import FaultPlan, FaultyBlob, InjectedDeterminate
+
+    u, (source, rows) = _sorted_write(6000)
+    monkeypatch.setattr(parts_mod, "PARALLEL_WRITE_BYTES", 1000)
+    for fail_at in (1, 2):
+        inner = MemBlob()
+        inner.set("other", b"kept")
+        plan = FaultPlan(fail_at=fail_at)
+        store = FaultyBlob(inner, plan)
+        made = iter(range(100))
+        w = PartWriter(store, u.schema, lambda made=made: f"p/{next(made):03d}.parquet", {})
+        with pytest.raises(InjectedDeterminate):
+            w.write(source, rows)
+        assert inner.list_keys() == ["other"], fail_at
+        assert [c[1] for c in plan.log].count("blob.set") == 2  # both parts were attempted
