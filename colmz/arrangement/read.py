@@ -73,7 +73,7 @@ from time import perf_counter
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement.parts import binary_buffers, is_binary_type, read_part
+from colmz.arrangement.parts import binary_buffers, is_binary_type, read_part, take_fixed_width
 from colmz.kernels.gather import gather_bytes, gather_lengths
 from colmz.kernels.pool import scratch
 from colmz.kernels.read_merge import (
@@ -532,15 +532,18 @@ def _resolve_ties(inputs, schema, perm, diff, time, since, rows, diffs, g_lo, g_
 
 def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: pa.Array,
                    release: bool = False) -> pa.Array:
-    # The runs' arrays concatenated, the inputs dropped, then one Arrow take in output order
-    # (writes sequential, reads following the runs' ascending streams). At most two copies
+    # The runs' arrays concatenated, the inputs dropped, then one take in output order
+    # (writes sequential, reads following the runs' ascending streams): take_fixed_width for
+    # fixed-width values without NULLs, Arrow's take for the others. At most two copies
     # of the column exist at once: Arrow's take of a chunked array concatenates internally,
     # holding the inputs, their concatenation and the output together. 819,200 40-byte
     # strings from 8 runs: concatenation 4 ms, take 7 ms.
     whole = cols[0] if len(cols) == 1 else pa.concat_arrays(cols)
     cols.clear()
     _release(release)
-    taken = whole.take(rows)
+    taken = take_fixed_width(whole, rows.to_numpy(zero_copy_only=True))
+    if taken is None:
+        taken = whole.take(rows)
     del whole
     _release(release)
     return taken

@@ -14,6 +14,8 @@ from colmz.kernels.gather import (
     gather_bytes,
     gather_lengths,
     take_bytes,
+    take_fixed,
+    take_fixed_ref,
     take_lengths,
 )
 
@@ -84,3 +86,19 @@ def test_take_bytes_matches_reference(values, large, data):
     take_bytes(rows, offsets, data_arr, cut, m, out_offsets, out_data)
     got = [out_data[out_offsets[i]:out_offsets[i + 1]].tobytes() for i in range(m)]
     assert got == gather_binary_ref([[v or b"" for v in values]], rows.tolist())
+
+
+@settings(max_examples=100)
+@given(st.sampled_from([np.uint8, np.int16, np.uint32, np.int64, np.float64]),
+       st.lists(st.integers(0, 255), max_size=40), st.data())
+def test_take_fixed_matches_reference(dtype, values, data):
+    # every width the arrangement takes, repeated and empty row lists, in two halves
+    src = np.array(values, dtype)
+    n = len(src)
+    rows = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=60)) if n else [], np.int64)
+    out = np.empty(len(rows), dtype)
+    half = len(rows) // 2
+    source = src if n else np.zeros(1, dtype)
+    take_fixed(rows, source, 0, half, out)
+    take_fixed(rows, source, half, len(rows), out)
+    assert out.tolist() == take_fixed_ref(rows.tolist(), src.tolist())

@@ -169,6 +169,46 @@ def test_take_rows_is_arrows_take(values, kind, chunks, data):
     assert got.schema == want.schema and got.to_pylist() == want.to_pylist()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["int8", "uint16", "int32", "int64", "float32", "float64", "date32",
+                        "timestamp", "bool", "decimal"]),
+       st.lists(st.integers(0, 100) | st.none(), max_size=40), st.integers(0, 3), st.data())
+def test_take_fixed_width_is_arrows_take(kind, values, pad, data):
+    # Fixed-width columns of whole bytes without NULLs (sliced ones too) are taken by the
+    # prefetching kernel, equal to Arrow's take in type and values; NULLs, booleans and
+    # decimals are left to Arrow (None).
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+
+    from colmz.arrangement.parts import take_fixed_width
+
+    typ = {"timestamp": pa.timestamp("us", "UTC"), "decimal": pa.decimal128(10, 2),
+           "bool": pa.bool_()}.get(kind) or getattr(pa, kind)()
+
+    def value(v):
+        if v is None:
+            return None
+        if kind == "date32":
+            return datetime.date(2020, 1, 1) + datetime.timedelta(days=v)
+        if kind == "timestamp":
+            return datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(seconds=v)
+        if kind == "decimal":
+            return decimal.Decimal(v) / 4
+        return bool(v % 2) if kind == "bool" else v
+
+    arr = pa.array([value(0)] * pad + [value(v) for v in values], typ).slice(pad)
+    n = len(arr)
+    rows = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=60)) if n else [], np.int64)
+    got = take_fixed_width(arr, rows)
+    if arr.null_count or kind in ("bool", "decimal"):
+        assert got is None
+    else:
+        want = arr.take(pa.array(rows, pa.int64()))
+        assert got.type == want.type and got.to_pylist() == want.to_pylist()
+
+
 def _sorted_write(n: int, seed: int = 5):
     import pyarrow as pa
 
