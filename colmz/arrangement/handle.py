@@ -149,7 +149,7 @@ from colmz.arrangement.parts import (
     PartRun,
     PartWriter,
     chunks_filtered,
-    concurrent_reads,
+    concurrent_calls,
     expect_parts,
     forget_parts,
     iter_merge,
@@ -948,7 +948,7 @@ class Arrangement:
             # a batch whose every time is at or beyond the read's upper adds nothing
             batches += [(b.keys, tu, hi) for b in unsealed if hi is None or b.ts_lower < hi]
         n = min(READ_THREADS, sum(len(keys) for keys, _, _ in batches))
-        pool = (shared_pool("read", READ_THREADS) if n > 1 and concurrent_reads(self._store)
+        pool = (shared_pool("read", READ_THREADS) if n > 1 and concurrent_calls(self._store)
                 else None)
         # colmz.arrangement.read: every part read whole, the runs merged by order words into
         # a permutation and each column gathered once.
@@ -968,7 +968,7 @@ class Arrangement:
         # while this one merges), merged on full encodings (arrangement_parts.stream_merge).
         out: list[Encoded] = []
         n = min(READ_THREADS, sum(len(keys) for keys, _, _ in batches))
-        pool = (shared_pool("read", READ_THREADS) if n > 1 and concurrent_reads(self._store)
+        pool = (shared_pool("read", READ_THREADS) if n > 1 and concurrent_calls(self._store)
                 else None)
         runs = [chunks_filtered(read_ahead(self._store, keys, schema, pool), lo, hi)
                 for keys, lo, hi in batches]

@@ -88,7 +88,7 @@ __all__ = [
     "is_binary_type",
     "take_fixed_width",
     "take_rows",
-    "concurrent_reads",
+    "concurrent_calls",
     "expect_parts",
     "expected_part",
     "forget_parts",
@@ -332,10 +332,11 @@ def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
 READ_THREADS = 8
 
 
-def concurrent_reads(store: Blob) -> bool:
-    """Whether reads of ``store`` run in threads (:func:`read_parts`, :func:`read_ahead`):
-    local and S3 stores, not the in-memory one or wrappers such as the fault injector, whose
-    calls must come in a repeatable order."""
+def concurrent_calls(store: Blob) -> bool:
+    """Whether calls on ``store`` run in threads -- part reads (:func:`read_parts`,
+    :func:`read_ahead`) and the parts of a large write encoded side by side
+    (:class:`PartWriter`): local and S3 stores, not the in-memory one or wrappers such as the
+    fault injector, whose calls must come in a repeatable order."""
     return type(store) in (LocalBlob, S3Blob)
 
 
@@ -370,7 +371,7 @@ def read_parts(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec]) -
     so their calls happen in a repeatable order. The first failing key's error is raised.
     """
     keys = list(keys)
-    if len(keys) < 2 or not concurrent_reads(store):
+    if len(keys) < 2 or not concurrent_calls(store):
         return [read_part(store, k, schema) for k in keys]
     return list(shared_pool("read", READ_THREADS).map(lambda k: read_part(store, k, schema), keys))
 
@@ -606,9 +607,10 @@ class PartWriter:
 
         With ``rows`` the rows are gathered a row group at a time (:func:`take_rows`), each
         group by a helper thread while the previous one is encoded (the gathers and the
-        Parquet encoder run without the GIL), so the gathered batch never exists whole; a
-        batch of :data:`PARALLEL_WRITE_BYTES` or more is cut into parts encoded
-        :data:`ENCODE_THREADS` at a time.
+        Parquet encoder run without the GIL), so the gathered batch never exists whole. A
+        batch of :data:`PARALLEL_WRITE_BYTES` or more is cut into at least
+        :data:`ENCODE_THREADS` parts, encoded that many at a time (on stores whose calls may
+        run in threads, :func:`concurrent_calls`).
         """
         while self._pending_rows:
             self._flush(final=True)
@@ -617,41 +619,47 @@ class PartWriter:
             return
         per_row = max(u.nbytes / max(len(u), 1), 1e-9)
         step = max(1, min(self.part_rows, int(self.part_bytes / per_row)))
-        if rows is None:
-            for start in range(0, n, step):
-                self._write_updates(u.slice(start, min(n, start + step)))
-            return
         if n > 1 and n * per_row >= PARALLEL_WRITE_BYTES:
             parts = max(-(-n // step), ENCODE_THREADS)
             step = -(-n // parts)
-        table = u.to_arrow()
-        # time and diff are often one value throughout (a write at one time, diffs of 1):
-        # then any rows of them are a slice, with nothing to gather
-        constant = [name for name, a in (("time", u.time), ("diff", u.diff))
-                    if len(a) and a.min() == a.max()]
-        gather = shared_pool("gather", GATHER_AHEAD)
-        jobs = []
-        for start in range(0, n, step):
-            part = rows[start:min(n, start + step)]
-            jobs.append((table, len(part),
-                         lambda a, b, part=part: take_rows(table, part[a:b], constant),
-                         u, gather))
-        if len(jobs) == 1:
-            self._write_table(*jobs[0])
+        # one job a part: its rows and what encodes it under a key (a part's table is made
+        # by its job, so a batch held encoded is decoded a part at a time)
+        jobs: list[tuple[int, Callable[[str, dict], tuple[PartCheck, int]]]] = []
+        if rows is None:
+            for start in range(0, n, step):
+                part = u.slice(start, min(n, start + step))
+                jobs.append((len(part), lambda key, info, part=part: self._encode_updates(key, info, part)))
+        else:
+            table = u.to_arrow()
+            # time and diff are often one value throughout (a write at one time, diffs of
+            # 1): then any rows of them are a slice, with nothing to gather
+            constant = [name for name, a in (("time", u.time), ("diff", u.diff))
+                        if len(a) and a.min() == a.max()]
+            gather = shared_pool("gather", GATHER_AHEAD)
+            for start in range(0, n, step):
+                part = rows[start:min(n, start + step)]
+                jobs.append((len(part), lambda key, info, part=part: self._encode_part(
+                    key, info, table, len(part),
+                    lambda a, b: take_rows(table, part[a:b], constant), u, gather)))
+        if len(jobs) == 1 or not concurrent_calls(self.store):
+            for m, encode in jobs:
+                key, info = self._name_part(len(self.keys))
+                check, size = encode(key, info)
+                self._record(key, check, m, size)
             return
         # Keys and indexes are given in part order before any part is encoded; each part
         # is recorded once written, in that order, so abort() finds every written one.
         named = [self._name_part(len(self.keys) + i) for i in range(len(jobs))]
-        encode = shared_pool("encode", ENCODE_THREADS)
-        futures = [encode.submit(self._encode_part, *name, *job) for name, job in zip(named, jobs)]
+        pool = shared_pool("encode", ENCODE_THREADS)
+        futures = [pool.submit(encode, key, info) for (key, info), (_, encode) in zip(named, jobs)]
         failed = None
-        for (key, _info), job, f in zip(named, jobs, futures):
+        for (key, _info), (m, _), f in zip(named, jobs, futures):
             try:
                 check, size = f.result()
             except BaseException as e:  # the others are still waited for, then recorded
                 failed = failed or e
                 continue
-            self._record(key, check, job[1], size)
+            self._record(key, check, m, size)
         if failed is not None:
             raise failed
 
@@ -702,14 +710,14 @@ class PartWriter:
         self._write_updates(Updates.decode(enc, self.schema))
 
     def _write_updates(self, u: Updates) -> None:
-        table = u.to_arrow()
-        self._write_table(table, len(u), lambda a, b: table.slice(a, b - a), u)
-
-    def _write_table(self, table: pa.Table, n: int, rows_of: Callable[[int, int], pa.Table],
-                     values: Updates, pool: ThreadPoolExecutor | None = None) -> None:
         key, info = self._name_part(len(self.keys))
-        check, size = self._encode_part(key, info, table, n, rows_of, values, pool)
-        self._record(key, check, n, size)
+        check, size = self._encode_updates(key, info, u)
+        self._record(key, check, len(u), size)
+
+    def _encode_updates(self, key: str, info: dict, u: Updates) -> tuple[PartCheck, int]:
+        table = u.to_arrow()
+        return self._encode_part(key, info, table, len(u), lambda a, b: table.slice(a, b - a), u,
+                                 None)
 
     def _name_part(self, index: int) -> tuple[str, dict]:
         key = self.new_key()

@@ -20,6 +20,7 @@ from colmz.arrangement.parts import (
     stream_merge,
 )
 from colmz.storage import MemBlob
+from colmz.storage.local import LocalBlob
 from colmz.updates import Encoded
 
 
@@ -220,7 +221,8 @@ def _sorted_write(n: int, seed: int = 5):
     return u, order_data(u)
 
 
-def test_a_large_sorted_write_is_parts_encoded_side_by_side(monkeypatch):
+@pytest.mark.parametrize("gather", [True, False])
+def test_a_large_sorted_write_is_parts_encoded_side_by_side(monkeypatch, tmp_path, gather):
     # From PARALLEL_WRITE_BYTES on a sorted write is cut into ENCODE_THREADS parts or more,
     # encoded on the "encode" pool; the parts keep their order (keys and indexes) and read
     # back as the batch. Counted: the pool's submissions.
@@ -241,16 +243,34 @@ def test_a_large_sorted_write_is_parts_encoded_side_by_side(monkeypatch):
 
     monkeypatch.setattr(parts_mod, "shared_pool", lambda name, n: Counting(shared(name, n))
                         if name == "encode" else shared(name, n))
-    store = MemBlob()
+    store = LocalBlob(str(tmp_path))
     made = iter(range(100))
     w = PartWriter(store, u.schema, lambda: f"p/{next(made):03d}.parquet", {"kind": "trace"})
-    keys = w.write(source, rows)
+    # gathered by rows, or already in order and cut by slices
+    keys = w.write(source, rows) if gather else w.write(colmz.consolidate(u, order="data"))
     assert len(keys) == parts_mod.ENCODE_THREADS and submitted == keys
     assert keys == sorted(keys)
     assert [part_metadata(store, k)["index"] for k in keys] == list(range(len(keys)))
     back = colmz.concat([read_part(store, k, u.schema) for k in keys])
     assert back == colmz.consolidate(u, order="data")
     assert w.rows == len(u) and sum(len(read_part(store, k, u.schema)) for k in keys) == len(u)
+
+
+def test_a_large_write_to_a_repeatable_store_encodes_its_parts_in_turn(monkeypatch):
+    # The in-memory store and the fault injector see their calls in a repeatable order: the
+    # parts of a large write are encoded one after another there, never on the pool.
+    from colmz.arrangement import parts as parts_mod
+
+    u, (source, rows) = _sorted_write(6000)
+    monkeypatch.setattr(parts_mod, "PARALLEL_WRITE_BYTES", 1000)
+    shared = parts_mod.shared_pool
+    used = []
+    monkeypatch.setattr(parts_mod, "shared_pool", lambda name, n: used.append(name) or shared(name, n))
+    store = MemBlob()
+    w = PartWriter(store, u.schema, lambda: f"p/{len(store.list_keys()):03d}.parquet", {})
+    keys = w.write(source, rows)
+    assert len(keys) == parts_mod.ENCODE_THREADS and "encode" not in used
+    assert colmz.concat([read_part(store, k, u.schema) for k in keys]) == colmz.consolidate(u, order="data")
 
 
 def test_a_failed_part_of_a_side_by_side_write_leaves_nothing(monkeypatch):
@@ -261,6 +281,8 @@ def test_a_failed_part_of_a_side_by_side_write_leaves_nothing(monkeypatch):
 
     u, (source, rows) = _sorted_write(6000)
     monkeypatch.setattr(parts_mod, "PARALLEL_WRITE_BYTES", 1000)
+    # the fault injector's calls are made one after another unless a test allows threads
+    monkeypatch.setattr(parts_mod, "concurrent_calls", lambda store: True)
     for fail_at in (1, 2):
         inner = MemBlob()
         inner.set("other", b"kept")
