@@ -22,11 +22,11 @@ is what ``Arrangement.gc`` leases on: a part younger than the lease is never col
 whoever references it.
 
 A write (:meth:`PartWriter.write` with ``rows``) gathers its sorted rows a row group at a time on
-helper threads (:data:`GATHER_AHEAD` groups ahead) while the previous group is encoded, a
-write of :data:`PARALLEL_WRITE_BYTES` or more is cut into parts encoded side by side
+helper threads (:data:`GATHER_AHEAD` groups ahead) while the previous group is encoded; a
+batch of :data:`PARALLEL_WRITE_BYTES` or more is cut into parts encoded side by side
 (:data:`ENCODE_THREADS`), and a local part is encoded straight into its temporary file
-(``LocalBlob.set_streamed``); a
-write's parts are uncompressed by default (:data:`WRITE_COMPRESSION`), merges compress.
+(``LocalBlob.set_streamed``). A write's parts are uncompressed by default
+(:data:`WRITE_COMPRESSION`), merges compress.
 Time and diff are dictionary-encoded (:data:`DICTIONARY_FIELDS`), and statistics are kept
 for every column but the string columns after the first.
 
@@ -129,10 +129,11 @@ DATA_PAGE_BYTES = 4 << 20
 #: own: a gather of rows in sorted order reads the batch at random, waiting on memory rather
 #: than computing, so two run side by side in about the time of one.
 GATHER_AHEAD = 2
-#: A sorted write of at least this many bytes is cut into (at least) :data:`ENCODE_THREADS`
-#: parts that are encoded side by side, one Parquet writer each (a Parquet file is written
-#: by one thread; its encoding is half a large write's CPU). Smaller writes stay one part:
-#: each part is a file, a footer and a key in the state.
+#: A batch of at least this many bytes handed to a writer whole (:meth:`PartWriter.write`:
+#: a write, the drain of one batch) is cut into (at least) :data:`ENCODE_THREADS` parts
+#: encoded side by side, one Parquet writer each (a Parquet file is written by one thread,
+#: and its encoding is half a large write's CPU). Smaller batches stay one part: each part
+#: is a file, a footer and a key in the state.
 PARALLEL_WRITE_BYTES = 16 << 20
 #: Parts of one sorted write encoded at once.
 ENCODE_THREADS = 2

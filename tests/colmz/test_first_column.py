@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pool_counting import count_submissions
 
 import colmz
 from colmz import first_column
@@ -191,18 +192,7 @@ def test_sort_keys_sorts_the_buckets_on_two_threads(monkeypatch):
     # From PARALLEL_SORT_ROWS rows on, half the top digit's buckets are sorted by the "sort"
     # pool's thread (counted), the result the same stable argsort: unique keys, ties, and
     # keys so wide that offsets are shortened.
-    submitted = []
-    shared = first_column.shared_pool
-
-    class Counting:
-        def __init__(self, pool):
-            self.pool = pool
-
-        def submit(self, fn, *args):
-            submitted.append(fn)
-            return self.pool.submit(fn, *args)
-
-    monkeypatch.setattr(first_column, "shared_pool", lambda name, n: Counting(shared(name, n)))
+    submitted = count_submissions(monkeypatch, first_column, "sort")
     monkeypatch.setattr(first_column, "PARALLEL_SORT_ROWS", 50_000)
     rng = np.random.default_rng(21)
     n = 80_000

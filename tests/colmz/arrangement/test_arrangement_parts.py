@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pool_counting import count_submissions
 from updates_strategies import as_dict, oracle, schemas, updates
 
 import colmz
@@ -230,25 +231,13 @@ def test_a_large_sorted_write_is_parts_encoded_side_by_side(monkeypatch, tmp_pat
 
     u, (source, rows) = _sorted_write(6000)
     monkeypatch.setattr(parts_mod, "PARALLEL_WRITE_BYTES", 1000)
-    submitted = []
-    shared = parts_mod.shared_pool
-
-    class Counting:
-        def __init__(self, pool):
-            self.pool = pool
-
-        def submit(self, fn, *args):
-            submitted.append(args[0])  # the part's key
-            return self.pool.submit(fn, *args)
-
-    monkeypatch.setattr(parts_mod, "shared_pool", lambda name, n: Counting(shared(name, n))
-                        if name == "encode" else shared(name, n))
+    submitted = count_submissions(monkeypatch, parts_mod, "encode")
     store = LocalBlob(str(tmp_path))
     made = iter(range(100))
     w = PartWriter(store, u.schema, lambda: f"p/{next(made):03d}.parquet", {"kind": "trace"})
     # gathered by rows, or already in order and cut by slices
     keys = w.write(source, rows) if gather else w.write(colmz.consolidate(u, order="data"))
-    assert len(keys) == parts_mod.ENCODE_THREADS and submitted == keys
+    assert len(keys) == parts_mod.ENCODE_THREADS and [a[0] for _, a in submitted] == keys
     assert keys == sorted(keys)
     assert [part_metadata(store, k)["index"] for k in keys] == list(range(len(keys)))
     back = colmz.concat([read_part(store, k, u.schema) for k in keys])
