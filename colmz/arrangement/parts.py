@@ -130,7 +130,7 @@ DATA_PAGE_BYTES = 4 << 20
 #: than computing, so two run side by side in about the time of one.
 GATHER_AHEAD = 2
 #: A batch of at least this many bytes handed to a writer whole (:meth:`PartWriter.write`:
-#: a write, the drain of one batch) is cut into (at least) :data:`ENCODE_THREADS` parts
+#: an arrangement's write, ``write_run``) is cut into (at least) :data:`ENCODE_THREADS` parts
 #: encoded side by side, one Parquet writer each (a Parquet file is written by one thread,
 #: and its encoding is half a large write's CPU). Smaller batches stay one part: each part
 #: is a file, a footer and a key in the state.
