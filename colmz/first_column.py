@@ -160,13 +160,13 @@ def _sort_words(words, tmp, lo_bit, hist, work) -> bool:
     starts = work[2, :buckets + 1]
     mid = int(np.searchsorted(starts, n // 2))
     other = np.empty_like(work)
-    first = shared_pool("sort", 1).submit(radix_sort_buckets, words, tmp, lo_bit, digits, buckets,
-                                          starts, 0, mid, other)
+    first = shared_pool("sort", 1).submit(radix_sort_buckets, words, tmp, lo_bit, hist, starts,
+                                          0, mid, other)
     try:
-        radix_sort_buckets(words, tmp, lo_bit, digits, buckets, starts, mid, buckets, work)
+        in_tmp = radix_sort_buckets(words, tmp, lo_bit, hist, starts, mid, buckets, work)
     finally:
         first.result()
-    return (digits - 1) % 2 == 0
+    return in_tmp
 
 
 def sort_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:

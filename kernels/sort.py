@@ -545,8 +545,7 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
             in_tmp = not in_tmp
         return in_tmp
     radix_scatter_top(keys, tmp, lo_bit, hist, work)
-    radix_sort_buckets(keys, tmp, lo_bit, nd, nb, work[2], 0, nb, work)
-    return (nd - 1) % 2 == 0
+    return radix_sort_buckets(keys, tmp, lo_bit, hist, work[2], 0, nb, work)
 
 
 @jit
@@ -570,18 +569,18 @@ def radix_scatter_top(keys, tmp, lo_bit, hist, work):
 
 
 @jit
-def radix_sort_buckets(keys, tmp, lo_bit, digits, nb, starts, b0, b1, work):
+def radix_sort_buckets(keys, tmp, lo_bit, hist, starts, b0, b1, work):
     """Sort buckets ``[b0, b1)`` of the top digit after :func:`radix_scatter_top`: each by
-    the ``digits - 1`` digits below the top one (``nb`` values each), in the cache, ending in
-    ``tmp`` when ``digits - 1`` is even and in ``keys`` otherwise. Buckets are disjoint
-    ranges of both arrays, so two calls on different buckets may run side by side, each
-    with a ``work`` of its own (:func:`radix_work_shape`; rows 1 and 3 on are used)."""
-    db = 0
-    while (1 << db) < nb:
-        db += 1
+    the digits below the top one (``hist``'s shape gives the digits and their values), in
+    the cache. Returns ``True`` when the sorted buckets are in ``tmp`` (an even number of
+    digits below the top), as for every bucket. Buckets are disjoint ranges of both arrays,
+    so two calls on different buckets may run side by side, each with a ``work`` of its own
+    (:func:`radix_work_shape`; rows 1 and 3 on are used)."""
+    nb = hist.shape[1]
+    db = _digit_bits(hist)
     dmask = np.uint64(nb - 1)
     offs = work[1]
-    rest = digits - 1
+    rest = hist.shape[0] - 1
     local = work[3:3 + rest]
     # Every bucket ends where `rest` passes from tmp leave it (tmp for an even number), so
     # the result has one place; a bucket that skips a pass or is insertion-sorted is put there.
@@ -619,6 +618,7 @@ def radix_sort_buckets(keys, tmp, lo_bit, digits, nb, starts, b0, b1, work):
         if at_tmp != in_tmp:
             for i in range(lo, hi):
                 dst[i] = src[i]
+    return in_tmp
 
 
 @jit

@@ -947,9 +947,7 @@ class Arrangement:
             hi = upper if upper is None or upper > tu else tu
             # a batch whose every time is at or beyond the read's upper adds nothing
             batches += [(b.keys, tu, hi) for b in unsealed if hi is None or b.ts_lower < hi]
-        n = min(READ_THREADS, sum(len(keys) for keys, _, _ in batches))
-        pool = (shared_pool("read", READ_THREADS) if n > 1 and concurrent_calls(self._store)
-                else None)
+        pool = self._read_pool(batches)
         # colmz.arrangement.read: every part read whole, the runs merged by order words into
         # a permutation and each column gathered once.
         runs = read_runs(self._store, batches, schema, pool)
@@ -967,15 +965,20 @@ class Arrangement:
         # Inputs come a whole part at a time (one Parquet read each, the next one fetched
         # while this one merges), merged on full encodings (arrangement_parts.stream_merge).
         out: list[Encoded] = []
-        n = min(READ_THREADS, sum(len(keys) for keys, _, _ in batches))
-        pool = (shared_pool("read", READ_THREADS) if n > 1 and concurrent_calls(self._store)
-                else None)
+        pool = self._read_pool(batches)
         runs = [chunks_filtered(read_ahead(self._store, keys, schema, pool), lo, hi)
                 for keys, lo, hi in batches]
         stream_merge(runs, since, out.append)
         return self._decode_many(out, schema)
 
     # ================================================================== helpers
+
+    def _read_pool(self, batches):
+        # The shared part-reading pool when more than one part is read from a store whose
+        # calls may run in threads; None reads in this thread.
+        parts = sum(len(keys) for keys, _, _ in batches)
+        return (shared_pool("read", READ_THREADS) if parts > 1 and concurrent_calls(self._store)
+                else None)
 
     def _read_schema(self) -> tuple[ColumnSpec, ...]:
         if self._schema is None:

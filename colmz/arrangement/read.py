@@ -170,8 +170,6 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     schema = tuple(schema)
     pieces = [u for run in runs for u in run if len(u)]
     nbytes = sum(u.nbytes for u in pieces)
-    release = nbytes >= RELEASE_BYTES
-    _release(release)  # what the part reads left in Arrow's allocator
     run_lens = [sum(len(u) for u in run) for run in runs]
     run_lens = [n for n in run_lens if n]
     n = sum(run_lens)
@@ -197,6 +195,7 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     # (ScratchSlots); a middling read's come from Arrow's pool; a large read's from numpy,
     # whose large arrays go back to the system as soon as they are dropped.
     release = nbytes >= RELEASE_BYTES
+    _release(release)  # what the part reads left in Arrow's allocator
     in_scratch = not release and nbytes < SCRATCH_BYTES
     empty = np.empty if release else ScratchSlots() if in_scratch else pool_array
     words, exact = _order_words(pieces, schema, since, collapse, n, pool, empty)
@@ -261,16 +260,13 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
             columns[spec.name] = cols[0] if len(cols) == 1 else pa.concat_arrays(cols)
             del cols
     else:
-        taken = None
         for spec in schema:
             cols = inputs.pop(spec.name)
             # (large reads take Arrow's path: its per-row addresses and lengths would add
             # 16 bytes a row to the peak, where concatenating frees the inputs first)
             out = None if release else _gather_binary(cols, rows, bounds, pool, empty)
-            if out is None:  # fixed-width (a fast take), NULLs, other layouts: Arrow's take
-                if taken is None:
-                    taken = pa.array(rows)
-                out = _gather_column(cols, spec, taken, release)
+            if out is None:  # fixed-width (a fast take), NULLs, other layouts
+                out = _gather_column(cols, spec, rows, release)
             columns[spec.name] = out
             del cols, out
     clock.lap("gather")
@@ -508,8 +504,7 @@ def _resolve_ties(inputs, schema, perm, diff, time, since, rows, diffs, g_lo, g_
     first = np.cumsum(sizes) - sizes  # where each group starts among the tie rows
     pos = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(g_lo - first, sizes)
     tie = perm[pos]
-    taken = pa.array(tie)
-    sub = Updates({s.name: _gather_column(list(inputs[s.name]), s, taken) for s in schema},
+    sub = Updates({s.name: _gather_column(list(inputs[s.name]), s, tie) for s in schema},
                   np.zeros(len(tie), np.uint64), np.zeros(len(tie), np.int64), copy=False)
     keys = sub.encode().keys
     t = (np.full(len(tie), since, np.uint64) if time is None else time[tie])
@@ -530,7 +525,7 @@ def _resolve_ties(inputs, schema, perm, diff, time, since, rows, diffs, g_lo, g_
     return (np.insert(rows, at, new_rows), np.insert(diffs, at, new_diffs), len(tie))
 
 
-def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: pa.Array,
+def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: np.ndarray,
                    release: bool = False) -> pa.Array:
     # The runs' arrays concatenated, the inputs dropped, then one take in output order
     # (writes sequential, reads following the runs' ascending streams): take_fixed_width for
@@ -541,9 +536,9 @@ def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: pa.Array,
     whole = cols[0] if len(cols) == 1 else pa.concat_arrays(cols)
     cols.clear()
     _release(release)
-    taken = take_fixed_width(whole, rows.to_numpy(zero_copy_only=True))
+    taken = take_fixed_width(whole, rows)
     if taken is None:
-        taken = whole.take(rows)
+        taken = whole.take(pa.array(rows, pa.int64()))
     del whole
     _release(release)
     return taken

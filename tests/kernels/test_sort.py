@@ -266,8 +266,9 @@ def test_radix_sort_buckets_in_two_ranges_is_the_whole_sort():
             work = np.empty(radix_work_shape(digits, nb), np.int64)
             other = np.empty_like(work)
             radix_scatter_top(words, tmp, np.int64(lo), hist, work)
-            radix_sort_buckets(words, tmp, np.int64(lo), digits, nb, work[2], 0, mid, other)
-            radix_sort_buckets(words, tmp, np.int64(lo), digits, nb, work[2], mid, nb, work)
+            radix_sort_buckets(words, tmp, np.int64(lo), hist, work[2], 0, mid, other)
+            in_tmp = radix_sort_buckets(words, tmp, np.int64(lo), hist, work[2], mid, nb, work)
+            assert in_tmp == ((digits - 1) % 2 == 0)
             out = tmp if (digits - 1) % 2 == 0 else words
             np.testing.assert_array_equal(out, expected)
 
