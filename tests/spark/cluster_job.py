@@ -22,7 +22,10 @@ def main(workdir: str) -> dict:
     from colmz.spark.session import worker_pid_env
     from colmz.spark.store_v01 import Store
 
-    cache = os.path.join(workdir, "numba-cache")
+    # The run's kernel cache when it has one (scripts/test warms it), so the driver loads the
+    # kernels instead of compiling all of them again; what is checked is that the executors
+    # get the driver's cache directory, whichever it is.
+    cache = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(workdir, "numba-cache")
     spark = colmz.spark.session("local-cluster[2,1,1024]", "colmz-cluster-test", numba_cache_dir=cache)
     driver_jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
