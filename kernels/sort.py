@@ -453,7 +453,8 @@ def pack_one_with_diff_ref(keys, time, diff, since, plan: PackPlan, flips, dmin,
 #: bucket while it sits in the cache (see :func:`radix_sort_words`).
 RADIX_MSD_MIN = 1 << 15
 
-#: Buckets of the top digit this small are insertion-sorted (:func:`radix_sort_words_into`).
+#: Buckets (and sub-buckets) of the top digit this small are insertion-sorted
+#: (:func:`radix_sort_buckets`).
 RADIX_BUCKET_INSERTION_MAX = 32
 
 
@@ -507,12 +508,12 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
 
     Below ``msd_min`` keys (or with one digit to sort) it is an LSD sort: one scatter pass per
     digit, least significant first. From ``msd_min`` keys on, the first pass scatters by the
-    *most* significant digit, and each of its buckets -- a few thousand keys, which fit in
-    the cache -- is then LSD-sorted by the remaining digits in place between ``tmp`` and
-    ``keys``: one pass over main memory instead of one per digit, the same stable order.
-    Within a bucket a digit that is the same for all its keys is skipped (keys that share
-    their top bits often share more), and a bucket of at most
-    :data:`RADIX_BUCKET_INSERTION_MAX` keys is insertion-sorted instead.
+    *most* significant digit, and each of its buckets -- at most a few thousand keys, which
+    fit in the cache -- is then sorted by the remaining bits in place between ``tmp`` and
+    ``keys`` (:func:`radix_sort_buckets`: one more pass by a digit sized to the bucket, then
+    insertion sorts of its tiny sub-buckets): one pass over main memory instead of one per
+    digit, the same stable order. A bucket of at most :data:`RADIX_BUCKET_INSERTION_MAX`
+    keys is insertion-sorted at once.
 
     ``work`` is ``int64`` of :func:`radix_work_shape`: the
     kernel allocates nothing, so its compiled code needs none of Numba's array support loaded.
@@ -571,54 +572,112 @@ def radix_scatter_top(keys, tmp, lo_bit, hist, work):
 @jit
 def radix_sort_buckets(keys, tmp, lo_bit, hist, starts, b0, b1, work):
     """Sort buckets ``[b0, b1)`` of the top digit after :func:`radix_scatter_top`: each by
-    the digits below the top one (``hist``'s shape gives the digits and their values), in
-    the cache. Returns ``True`` when the sorted buckets are in ``tmp`` (an even number of
-    digits below the top), as for every bucket. Buckets are disjoint ranges of both arrays,
-    so two calls on different buckets may run side by side, each with a ``work`` of its own
-    (:func:`radix_work_shape`; rows 1 and 3 on are used)."""
-    nb = hist.shape[1]
+    the bits below the top digit (``hist``'s shape gives the digits and their values), in
+    the cache. Returns where the sorted buckets are: ``True`` for ``tmp`` (one digit only,
+    which the top scatter sorted), else ``False`` (``keys``), the same for every bucket.
+    Buckets are disjoint ranges of both arrays, so two calls on different buckets may run
+    side by side, each with a ``work`` of its own (:func:`radix_work_shape`; rows 0, 1 and 3
+    are used).
+
+    A bucket holds about ``n / 2**b`` keys (a few hundred for a million keys and 11-bit
+    digits), too few for ``2**b``-counter histograms per digit: zeroing and summing them
+    would cost several times the keys' own passes. So each bucket takes one more
+    most-significant pass by a digit of about ``log2`` of its size -- sub-buckets of about
+    one key -- and each sub-bucket is then insertion-sorted (at most
+    :data:`RADIX_BUCKET_INSERTION_MAX` keys) or LSD-sorted by the bits left with digits sized
+    to it (:func:`_lsd_range`: crowded keys). Every step is stable."""
     db = _digit_bits(hist)
-    dmask = np.uint64(nb - 1)
+    bits = db * (hist.shape[0] - 1)  # each bucket's bits to sort, below the top digit
+    if bits == 0:
+        return True
     offs = work[1]
-    rest = hist.shape[0] - 1
-    local = work[3:3 + rest]
-    # Every bucket ends where `rest` passes from tmp leave it (tmp for an even number), so
-    # the result has one place; a bucket that skips a pass or is insertion-sorted is put there.
-    in_tmp = rest % 2 == 0
+    ends = work[0]
+    h = work[3]
     for bucket in range(b0, b1):
         lo = starts[bucket]
         hi = starts[bucket + 1]
-        if hi - lo <= RADIX_BUCKET_INSERTION_MAX:
-            if in_tmp:
-                _insertion_sort(tmp, lo, hi, lo_bit)
-            else:
-                for i in range(lo, hi):
-                    keys[i] = tmp[i]
-                _insertion_sort(keys, lo, hi, lo_bit)
+        m = hi - lo
+        if m <= RADIX_BUCKET_INSERTION_MAX:
+            for i in range(lo, hi):
+                keys[i] = tmp[i]
+            _insertion_sort(keys, lo, hi, lo_bit)
             continue
-        for r in range(rest):
-            h = local[r]
-            for b in range(nb):
-                h[b] = 0
-            sh = np.uint64(lo_bit + db * r)
-            for i in range(lo, hi):
-                h[(tmp[i] >> sh) & dmask] += 1
-        src, dst = tmp, keys
-        at_tmp = True
-        for r in range(rest):
-            if _constant_digit(local[r], hi - lo):
-                continue  # the same digit across this bucket: the pass would copy it
-            acc = lo
-            for b in range(nb):
-                offs[b] = acc
-                acc += local[r, b]
-            _scatter(src, dst, lo, hi, np.uint64(lo_bit + db * r), dmask, offs)
-            src, dst = dst, src
-            at_tmp = not at_tmp
-        if at_tmp != in_tmp:
-            for i in range(lo, hi):
-                dst[i] = src[i]
-    return in_tmp
+        w = min(db, bits, _bit_length(m))
+        sh = np.uint64(lo_bit + bits - w)
+        nsub = 1 << w
+        mask = np.uint64(nsub - 1)
+        for b in range(nsub):
+            offs[b] = 0
+        for i in range(lo, hi):
+            offs[(tmp[i] >> sh) & mask] += 1
+        acc = lo
+        most = 0
+        for b in range(nsub):
+            c = offs[b]
+            offs[b] = acc
+            acc += c
+            most = max(most, c)
+        _scatter(tmp, keys, lo, hi, sh, mask, offs)  # offs[b] is now sub-bucket b's end
+        if bits == w:
+            continue  # the keys of a sub-bucket are equal in every sorted bit
+        if most <= RADIX_BUCKET_INSERTION_MAX:
+            # Out of order only within sub-buckets of a few keys: one insertion sort of the
+            # whole bucket moves those few, without a branch per (mostly empty) sub-bucket.
+            _insertion_sort(keys, lo, hi, lo_bit)
+            continue
+        for b in range(nsub):
+            ends[b] = offs[b]
+        s = lo
+        for b in range(nsub):
+            e = ends[b]
+            if e - s > RADIX_BUCKET_INSERTION_MAX:
+                if _lsd_range(keys, tmp, s, e, lo_bit, bits - w, db, h, offs):
+                    for i in range(s, e):
+                        keys[i] = tmp[i]
+            elif e - s > 1:
+                _insertion_sort(keys, s, e, lo_bit)
+            s = e
+    return False
+
+
+@jit
+def _bit_length(m):
+    # Bits of the non-negative integer m (0 for 0).
+    b = 0
+    while m >> b:
+        b += 1
+    return b
+
+
+@jit
+def _lsd_range(a, b, lo, hi, lo_bit, bits, widest, h, offs):
+    # Stable LSD sort of a[lo:hi] by its bits [lo_bit, lo_bit + bits), b[lo:hi] the other
+    # buffer, with digits of about log2 of the range's size (at most `widest` bits), so a
+    # pass's counters cost no more than its keys; a digit the same for every key is skipped.
+    # Returns True when the sorted range is in b. Bits above the range's (a last digit may
+    # reach into them) are equal across it.
+    m = hi - lo
+    w = min(widest, bits, _bit_length(m))
+    nsub = 1 << w
+    mask = np.uint64(nsub - 1)
+    src, dst = a, b
+    in_b = False
+    for p in range((bits + w - 1) // w):
+        sh = np.uint64(lo_bit + p * w)
+        for x in range(nsub):
+            h[x] = 0
+        for i in range(lo, hi):
+            h[(src[i] >> sh) & mask] += 1
+        if _constant_digit(h[:nsub], m):
+            continue
+        acc = lo
+        for x in range(nsub):
+            offs[x] = acc
+            acc += h[x]
+        _scatter(src, dst, lo, hi, sh, mask, offs)
+        src, dst = dst, src
+        in_b = not in_b
+    return in_b
 
 
 @jit

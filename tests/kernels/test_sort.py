@@ -268,8 +268,8 @@ def test_radix_sort_buckets_in_two_ranges_is_the_whole_sort():
             radix_scatter_top(words, tmp, np.int64(lo), hist, work)
             radix_sort_buckets(words, tmp, np.int64(lo), hist, work[2], 0, mid, other)
             in_tmp = radix_sort_buckets(words, tmp, np.int64(lo), hist, work[2], mid, nb, work)
-            assert in_tmp == ((digits - 1) % 2 == 0)
-            out = tmp if (digits - 1) % 2 == 0 else words
+            assert in_tmp == (digits == 1)
+            out = tmp if in_tmp else words
             np.testing.assert_array_equal(out, expected)
 
 
@@ -292,6 +292,33 @@ def test_radix_sort_words_msd_first_skips_digits_constant_within_a_bucket():
         keys |= rng.integers(0, 1 << lo, n, dtype=np.uint64) if lo else np.uint64(0)
         hist = np.zeros((digits, 1 << digit_bits), np.int64)
         np.add.at(hist[-1], (keys >> np.uint64(lo + digit_bits * (digits - 1))), 1)
+        expected = keys[np.argsort(keys >> np.uint64(lo), kind="stable")]
+        words, tmp = keys.copy(), np.empty_like(keys)
+        out = tmp if radix_sort_words(words, tmp, lo, hist, 1000) else words
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_radix_sort_words_msd_first_crowded_sub_buckets():
+    """A bucket's second pass leaves sub-buckets of about one key for random keys; keys that
+    share more top bits crowd a sub-bucket (33, 100, 5,000 keys differing only below the
+    second digit, some of them equal), which is then sorted by the bits left, with digits
+    sized to it -- beside buckets of random keys, with an odd and an even number of digits."""
+    rng = np.random.default_rng(17)
+    for bits, digit_bits, lo in [(33, 11, 2), (44, 11, 20), (27, 9, 0)]:
+        digits = -(-bits // digit_bits)
+        n = 40000
+        keys = rng.integers(0, 2**bits, n, dtype=np.uint64)
+        below = bits - digit_bits - 6  # bits under the top digit and a 6-bit second digit
+        at = 0
+        for size in (33, 100, 5000):
+            head = rng.integers(0, 2**(bits - below), dtype=np.uint64) << np.uint64(below)
+            tail = rng.integers(0, 2**below, size, dtype=np.uint64)
+            tail[: size // 4] = tail[0]  # equal keys among them: the sort must keep row order
+            keys[at:at + size] = head | tail
+            at += size
+        keys = keys << np.uint64(lo) | (np.arange(n, dtype=np.uint64) & np.uint64((1 << lo) - 1))
+        hist = np.zeros((digits, 1 << digit_bits), np.int64)
+        np.add.at(hist[-1], keys >> np.uint64(lo + digit_bits * (digits - 1)), 1)
         expected = keys[np.argsort(keys >> np.uint64(lo), kind="stable")]
         words, tmp = keys.copy(), np.empty_like(keys)
         out = tmp if radix_sort_words(words, tmp, lo, hist, 1000) else words
