@@ -20,7 +20,8 @@ Read side by side:
 * ``Snapshot.time_read`` / ``time_to_arrow`` beside ``time_parquet_read_table`` of the same
   rows (target >= 1 GiB/s; persist: about 450 MiB/s); ``track_mib_per_s_read`` /
   ``track_mib_per_s_parquet_read`` / ``track_read_over_parquet_read`` time both in one
-  interleaved loop (best of 5 each). ``SnapshotMerge`` is the same with the rows in ``k`` runs
+  interleaved loop (best of 5 each). ``SnapshotMerge`` is the same (medians of :data:`REPS`)
+  with the rows in ``k`` runs
   (k = 2, 4, 8, 14; persist's shape and the streaming sink's: string keys, far-future
   retractions), which ``read(as_of)`` and ``snapshot()`` merge (target >= 0.5x the rate of
   ``pq.read_table`` of the result's rows).
@@ -45,7 +46,7 @@ Read side by side:
   and no recorded checks: the code before them), interleaved in one loop (medians of 5).
 * ``WriteSideBySide.track_rate_over_pq_fsync`` / ``track_rate_over_deltalake`` -- write + seal
   + drain beside ``pq.write_table`` + fsync and ``write_deltalake`` of the same table, one
-  interleaved loop (medians of 5), quiet and with the second core busy (``load``).
+  interleaved loop (medians of :data:`REPS`), quiet and with the second core busy (``load``).
 * ``CompactionMemory.track_peak_rss_mib`` -- peak RSS of a fresh process compacting
   ``COLMZ_BENCH_COMPACT_MIB`` (default 1024) MiB of updates, beside the size compacted; run
   it at 512, 1024 and 2048 to see that the bound does not grow with the size.
@@ -70,6 +71,11 @@ import colmz
 
 N = 819_200
 VALUE_BYTES = 40
+#: Interleaved repetitions behind the side-by-side ratios of reads that merge and of writes
+#: (``SnapshotMerge``, ``merge_matrix``, ``WriteSideBySide``): their medians. With 5, the
+#: ratio of one run moved by +-0.15 with this 2-core machine's load between runs of the same
+#: code; 9 halves the chance that two slow samples of one side set its median.
+REPS = 9
 
 
 def records(n: int = N, seed: int = 0, time: int = 0) -> colmz.Updates:
@@ -278,7 +284,7 @@ class SnapshotMerge:
     retractions), beside ``pq.read_table`` of a file holding the read's result.
 
     ``track_read_over_parquet_read`` is the colmz read time / ``pq.read_table`` time, medians
-    of 5 of each interleaved in one loop so both see the same machine load (target <= 2, i.e.
+    of :data:`REPS` of each interleaved in one loop so both see the same machine load (target <= 2, i.e.
     >= 0.5x the rate); ``track_snapshot_over_parquet_read`` the same for ``snapshot()``;
     ``track_mib_per_s_*`` the rates (MiB of the result's Arrow data) from that loop.
     """
@@ -313,7 +319,7 @@ class SnapshotMerge:
     def time_parquet_read_table(self, k, shape):
         pq.read_table(self.file)
 
-    def _best_of(self, fn, file, n: int = 5) -> tuple[float, float]:
+    def _best_of(self, fn, file, n: int = REPS) -> tuple[float, float]:
         """Median seconds of ``fn()`` and of ``pq.read_table(file)``, interleaved."""
         ours, bare = [], []
         for _ in range(n):
@@ -705,7 +711,7 @@ def _now() -> float:
     return time.perf_counter()
 
 
-def merge_matrix(ks=MERGE_KS, shapes=("persist", "sink"), reps: int = 5) -> list[dict]:
+def merge_matrix(ks=MERGE_KS, shapes=("persist", "sink"), reps: int = REPS) -> list[dict]:
     """The figures of docs/arrangement.md's merged-read row: for each shape and ``k``, one
     loop timing ``read(as_of)``, ``pq.read_table``, ``snapshot()``, ``pq.read_table`` of the
     snapshot's rows, ``to_arrow``, ``to_pandas`` and ``pq.read_table(...).to_pandas()`` in
@@ -755,7 +761,7 @@ def _merge_row(shape: str, k: int, reps: int) -> dict:
 class WriteSideBySide:
     """Write + seal + drain of the 50 MiB beside ``pq.write_table`` followed by an fsync of the
     file and beside Delta Lake's ``write_deltalake`` of the same Arrow table (the ``benchmark``
-    extra), the three in one interleaved loop, medians of 5 -- on a quiet machine and with the
+    extra), the three in one interleaved loop, medians of :data:`REPS` -- on a quiet machine and with the
     second core busy (``load="busy"``: a ``while True: pass`` process started in setup, stopped
     in teardown). ``track_rate_over_pq_fsync`` / ``track_rate_over_deltalake`` are colmz's rate
     over each peer's (target >= 1.0 over pq + fsync, busy included); ``track_mib_per_s_*`` the
@@ -810,7 +816,7 @@ class WriteSideBySide:
         write_deltalake(path, self.table)
         return _now() - t0
 
-    def _medians(self, n: int = 5) -> dict[str, float]:
+    def _medians(self, n: int = REPS) -> dict[str, float]:
         # one loop for all tracks of a run: the three see the same machine load
         if self._cache is None:
             times = {"colmz": [], "pq_fsync": [], "deltalake": []}
