@@ -184,9 +184,19 @@ def consolidate_merged(lead, perm, rest, diff, exact, rows, diffs, g_lo, g_hi, g
     g = 0
     i = 0
     diff_base = diff.ctypes.data
+    rest_base = rest.ctypes.data
+    row_step = rest.strides[0]
+    word_step = rest.strides[1]
     while i < n:
         if i + DIFF_AHEAD < n:
-            prefetch(diff_base + perm[i + DIFF_AHEAD] * 8)
+            a = i + DIFF_AHEAD
+            prefetch(diff_base + perm[a] * 8)
+            if lead[a] == lead[a - 1] or (a + 1 < n and lead[a] == lead[a + 1]):
+                # a row of a tie ahead: its rest words will be compared by row number (a
+                # sink's retractions beside the rows they retract: 79,400 ties in 895,259
+                # rows at k = 14; 7.6 -> 6.6-6.9 ms for one thread's pass over them)
+                for c in range(rest.shape[1]):
+                    prefetch(rest_base + perm[a] * row_step + c * word_step)
         j = i + 1
         while j < n and lead[j] == lead[i] and _rest_equal(rest, perm[j], perm[i]):
             j += 1
