@@ -41,8 +41,9 @@ passes over the data that a read, which holds its whole result anyway, does not 
 5. gathers each column once in that order -- a string column straight from its pieces
    (``colmz.kernels.gather.gather_bytes``: each value copied by address, two threads on
    halves of the output),
-   other columns and every column of a large read by Arrow's ``take`` of the runs' arrays
-   concatenated -- releasing each input column once it is gathered.
+   other columns (on the pool, beside the string gathers) and every column of a large read
+   (one at a time) by a take of the runs' arrays concatenated -- releasing each input
+   column once it is gathered.
 
 Words stop after the first column when they are inexact anyway and a fixed-width first
 column has (almost) no equal neighbours within a run (random keys): the rows whose keys meet
