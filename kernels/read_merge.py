@@ -190,13 +190,14 @@ def consolidate_merged(lead, perm, rest, diff, exact, rows, diffs, g_lo, g_hi, g
     while i < n:
         if i + DIFF_AHEAD < n:
             a = i + DIFF_AHEAD
-            prefetch(diff_base + perm[a] * 8)
+            row = np.int64(perm[a])  # (an int32 row number would overflow in the address)
+            prefetch(diff_base + row * 8)
             if lead[a] == lead[a - 1] or (a + 1 < n and lead[a] == lead[a + 1]):
                 # a row of a tie ahead: its rest words will be compared by row number (a
                 # sink's retractions beside the rows they retract: 79,400 ties in 895,259
                 # rows at k = 14; 7.6 -> 6.6-6.9 ms for one thread's pass over them)
                 for c in range(rest.shape[1]):
-                    prefetch(rest_base + perm[a] * row_step + c * word_step)
+                    prefetch(rest_base + row * row_step + c * word_step)
         j = i + 1
         while j < n and lead[j] == lead[i] and _rest_equal(rest, perm[j], perm[i]):
             j += 1
