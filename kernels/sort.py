@@ -537,10 +537,7 @@ def radix_sort_words_into(keys, tmp, lo_bit, hist, msd_min, work):
         in_tmp = False
         for a in range(na):
             d = active[a]
-            acc = 0
-            for b in range(nb):
-                offs[b] = acc
-                acc += hist[d, b]
+            _digit_starts(hist[d], 0, offs)
             _scatter(src, dst, np.int64(0), n, np.uint64(lo_bit + db * d), dmask, offs)
             src, dst = dst, src
             in_tmp = not in_tmp
@@ -606,17 +603,8 @@ def radix_sort_buckets(keys, tmp, lo_bit, hist, starts, b0, b1, work):
         sh = np.uint64(lo_bit + bits - w)
         nsub = 1 << w
         mask = np.uint64(nsub - 1)
-        for b in range(nsub):
-            offs[b] = 0
-        for i in range(lo, hi):
-            offs[(tmp[i] >> sh) & mask] += 1
-        acc = lo
-        most = 0
-        for b in range(nsub):
-            c = offs[b]
-            offs[b] = acc
-            acc += c
-            most = max(most, c)
+        _count_digit(tmp, lo, hi, sh, mask, h[:nsub])
+        most = _digit_starts(h[:nsub], lo, offs)
         _scatter(tmp, keys, lo, hi, sh, mask, offs)  # offs[b] is now sub-bucket b's end
         if bits == w:
             continue  # the keys of a sub-bucket are equal in every sorted bit
@@ -638,6 +626,29 @@ def radix_sort_buckets(keys, tmp, lo_bit, hist, starts, b0, b1, work):
                 _insertion_sort(keys, s, e, lo_bit)
             s = e
     return False
+
+
+@jit(inline=True)
+def _count_digit(src, lo, hi, sh, mask, h):
+    # h[b]: how many of src[lo:hi] have the digit b at sh (h's length is the digit's values).
+    for b in range(h.shape[0]):
+        h[b] = 0
+    for i in range(lo, hi):
+        h[(src[i] >> sh) & mask] += 1
+
+
+@jit(inline=True)
+def _digit_starts(h, lo, offs):
+    # offs[b]: where the keys of digit b start, counting from position lo (the counts h
+    # summed before b). Returns the largest count.
+    acc = lo
+    most = 0
+    for b in range(h.shape[0]):
+        c = h[b]
+        offs[b] = acc
+        acc += c
+        most = max(most, c)
+    return most
 
 
 @jit
@@ -664,16 +675,10 @@ def _lsd_range(a, b, lo, hi, lo_bit, bits, widest, h, offs):
     in_b = False
     for p in range((bits + w - 1) // w):
         sh = np.uint64(lo_bit + p * w)
-        for x in range(nsub):
-            h[x] = 0
-        for i in range(lo, hi):
-            h[(src[i] >> sh) & mask] += 1
+        _count_digit(src, lo, hi, sh, mask, h[:nsub])
         if _constant_digit(h[:nsub], m):
             continue
-        acc = lo
-        for x in range(nsub):
-            offs[x] = acc
-            acc += h[x]
+        _digit_starts(h[:nsub], lo, offs)
         _scatter(src, dst, lo, hi, sh, mask, offs)
         src, dst = dst, src
         in_b = not in_b

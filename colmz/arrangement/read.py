@@ -583,8 +583,8 @@ def _gather_binary(cols: list[pa.Array], rows: np.ndarray, bounds: np.ndarray,
     n = int(bounds[-1])
     spans = empty(2 * n, np.int64).reshape(n, 2)
 
-    sources = [(o, np.int64(c.buffers()[2].address if c.buffers()[2] is not None else 0))
-               for (o, _), c in zip(bufs, cols)]
+    # each piece's offsets and the address of its data (binary_buffers views the whole buffer)
+    sources = [(o, np.int64(data.ctypes.data)) for o, data in bufs]
 
     def fill(p0: int, p1: int) -> None:
         for p in range(p0, p1):
