@@ -123,7 +123,6 @@ from colmz.sql import (
     bind_relations,
     cast_select,
     catalog_key,
-    connect,
     display_name,
     identifier,
     parse,
@@ -135,6 +134,7 @@ from colmz.sql import (
     run_query,
     select_list_is_empty,
     select_where,
+    session,
     sql_name,
     task_statement,
     translate,
@@ -238,7 +238,7 @@ class Catalog:
             raise ValueError(f"maintain_every must be a non-negative int, got {maintain_every!r}")
         self._maintain_every = maintain_every
         self._persists = 0
-        self._con = connect(external_access=external_access)
+        self._con = session(external_access=external_access)
         self._path = None
         self._consensus = consensus
         self._reset()

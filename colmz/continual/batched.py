@@ -6,7 +6,7 @@ Design
 :mod:`colmz.continual.model` holds upstream's semantics -- collections, the sink state
 machine, the time loop -- and asks this module for the statements' rows. Here:
 
-* :class:`TaskDuckDB` is one task's DuckDB side: its connection (``colmz.sql.connect()``
+* :class:`TaskDuckDB` is one task's DuckDB side: its connection (``colmz.sql.session()``
   unless one is given), the names its collections are registered under
   (:func:`colmz.sql.relation_name`: DuckDB folds identifiers' case, so ``"T"`` and ``t``
   would be one table), and the Arrow tables left registered between steps on a connection
@@ -44,7 +44,6 @@ from colmz.sql import (
     UnsupportedSQL,
     bind_relations_as,
     check_expression,
-    connect,
     referenced_names,
     relation_name,
     relation_word,
@@ -52,6 +51,7 @@ from colmz.sql import (
     run_query,
     select_list_is_empty,
     select_where,
+    session,
     task_statement,
     tokenize,
     translate,
@@ -112,7 +112,7 @@ class TaskDuckDB:
     def connection(self):
         """The connection statements run on (opened on first use)."""
         if self._con is None:
-            self._con = connect()
+            self._con = session()
         return self._con
 
     def bind(self, translated: str) -> str:

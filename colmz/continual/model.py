@@ -574,7 +574,7 @@ class ContinualTask:
     as_of : int, optional
         The initial as-of ``I``; defaults to the input's last complete time on a first start.
     connection : DuckDB connection, optional
-        Where SQL statements run (a fresh ``colmz.sql.connect()`` when omitted: replacement
+        Where SQL statements run (a new ``colmz.sql.session()`` when omitted: replacement
         scans off, configuration locked). A connection given here is used as it is.
     batch : bool, default True
         Evaluate a run of consecutive times in one query per statement when the statements

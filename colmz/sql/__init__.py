@@ -38,7 +38,8 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    recognises; the continual-task code (``colmz.continual``) and the catalog build no SQL.
 5. :mod:`colmz.sql.run` runs it: :func:`connect` (PostgreSQL arithmetic, the macros and
    functions translated queries call, replacement scans off, configuration locked,
-   ``external_access=False`` for no file or network access) and
+   ``external_access=False`` for no file or network access), :func:`session` (a connection
+   to the process's database so made, what catalogs and tasks take) and
    :func:`run_query`, which first has DuckDB confirm the text is exactly one ``SELECT``.
 
 The rest DuckDB reads as PostgreSQL does (``::`` casts, ``INT8``/``TEXT``/``STRING``, ``->>``,
@@ -123,7 +124,7 @@ from colmz.sql.parse import (
     select_list_is_empty,
     task_statement,
 )
-from colmz.sql.run import check_one_query, clear_caches, connect, require_duckdb, run_query
+from colmz.sql.run import check_one_query, clear_caches, connect, require_duckdb, run_query, session
 from colmz.sql.tokens import CACHED_CHARS, Token, check_balanced, check_expression, tokenize
 from colmz.sql.translate import (
     MZ_NOW,
@@ -189,6 +190,7 @@ __all__ = [
     "run_query",
     "select_list_is_empty",
     "select_where",
+    "session",
     "sql_name",
     "substitute_now",
     "task_statement",

@@ -1,17 +1,29 @@
 """Running built SQL in DuckDB: colmz's connection and the one-query check.
 
-Every colmz connection (:func:`connect`) reads PostgreSQL arithmetic (``integer_division``,
+Every colmz connection reads PostgreSQL arithmetic (``integer_division``,
 ``error_on_division_by_zero``, UTC), has DuckDB's Python replacement scans off (a query sees
 only the tables colmz registers, never a Python variable that shares a name) and its
 configuration locked once set up; ``external_access=False`` also turns DuckDB's file system
-and network access off. :func:`run_query` runs a text only after DuckDB itself confirmed it
+and network access off. The settings are the database's (``SET GLOBAL``), so every
+connection to it has them.
+
+:func:`connect` makes a fresh in-memory database (20-30 ms of DuckDB's own start-up on the
+2-core machine); :func:`session` is a new connection to the process's colmz database for
+that ``external_access`` (made once, by ``connect``), which is what a ``colmz.Catalog`` and a
+continual task take: opening one costs microseconds. Sessions share only what ``connect``
+defines (the settings, :data:`colmz.sql.translate.MACROS` and
+:data:`colmz.sql.translate.FUNCTIONS`): the tables a session registers are its own
+(DuckDB's registrations are per connection), and nothing else is ever created there --
+every text run is one ``SELECT`` (:func:`check_one_query`). :func:`run_query` runs a text only after DuckDB itself confirmed it
 is exactly one ``SELECT`` (:func:`check_one_query`), then puts the evaluation time in for
 ``mz_now()`` (:func:`colmz.sql.substitute_now`, token by token).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 
 import pyarrow as pa
 
@@ -30,7 +42,7 @@ from colmz.sql.translate import (
     uses_now,
 )
 
-__all__ = ["check_one_query", "clear_caches", "connect", "require_duckdb", "run_query"]
+__all__ = ["check_one_query", "clear_caches", "connect", "require_duckdb", "run_query", "session"]
 
 
 def require_duckdb():
@@ -50,7 +62,8 @@ def require_duckdb():
 
 
 def connect(external_access: bool = True):
-    """A fresh in-memory DuckDB connection set up to read PostgreSQL arithmetic.
+    """A fresh in-memory DuckDB database set up to read PostgreSQL arithmetic, and its
+    connection (:func:`session` is a connection to the process's shared one).
 
     Every colmz connection turns DuckDB's Python *replacement scans* off (a query must see
     only the tables colmz registers, never a Python variable that happens to share a
@@ -66,18 +79,18 @@ def connect(external_access: bool = True):
     [(None,), (1,)]
     """
     duckdb = require_duckdb()
-    if not isinstance(external_access, bool):
-        raise TypeError(f"external_access must be a bool, got {external_access!r}")
+    _check_external_access(external_access)
     con = duckdb.connect(":memory:")
-    con.execute("SET python_enable_replacements = false")
-    con.execute("SET integer_division = true")
-    con.execute("SET TimeZone = 'UTC'")  # as Materialize's sessions; mz_now() casts in UTC
+    # GLOBAL: the database's settings, which every connection to it (session()) starts with
+    con.execute("SET GLOBAL python_enable_replacements = false")
+    con.execute("SET GLOBAL integer_division = true")
+    con.execute("SET GLOBAL TimeZone = 'UTC'")  # as Materialize's sessions; mz_now() casts in UTC
     # PostgreSQL orders NULL above every value: last under ASC, first under DESC (ORDER BY and
     # window orderings alike); DuckDB's default puts it last both ways.
-    con.execute("SET default_null_order = 'nulls_last_on_asc_first_on_desc'")
+    con.execute("SET GLOBAL default_null_order = 'nulls_last_on_asc_first_on_desc'")
     try:
         # PostgreSQL raises on a division by zero; DuckDB before this setting returned NULL.
-        con.execute("SET error_on_division_by_zero = true")
+        con.execute("SET GLOBAL error_on_division_by_zero = true")
     except Exception as e:  # pragma: no cover - older DuckDB without the setting
         if not type(e).__module__.startswith(("duckdb", "_duckdb")):
             raise
@@ -94,6 +107,45 @@ def connect(external_access: bool = True):
         con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
+
+
+def _check_external_access(external_access) -> None:
+    if not isinstance(external_access, bool):
+        raise TypeError(f"external_access must be a bool, got {external_access!r}")
+
+
+#: The process's colmz databases by ``external_access`` (:func:`session`), and the process
+#: they were made in: a child forked from this one makes its own (DuckDB's threads do not
+#: survive a fork).
+_DATABASES: dict[bool, object] = {}
+_DATABASES_PID = [os.getpid()]
+_DATABASES_LOCK = threading.Lock()
+
+
+def session(external_access: bool = True):
+    """A new connection to this process's colmz DuckDB database for ``external_access``.
+
+    The database is made by :func:`connect` the first time it is asked for; each session
+    is a cursor on it, with the database's locked settings, macros and functions, and
+    registrations of its own (a table one session registers, another does not see).
+
+    >>> a, b = session(), session()
+    >>> a.sql("SELECT 7 / 2 AS q").fetchall()
+    [(3,)]
+    >>> import pyarrow as pa; _ = a.register("x", pa.table({"k": [1]}))
+    >>> [s.sql("SELECT count(*) FROM duckdb_views() WHERE view_name = 'x'").fetchall() for s in (a, b)]
+    [[(1,)], [(0,)]]
+    """
+    require_duckdb()  # named even when a database was made before (an extra uninstalled)
+    _check_external_access(external_access)
+    with _DATABASES_LOCK:
+        if _DATABASES_PID[0] != os.getpid():
+            _DATABASES.clear()
+            _DATABASES_PID[0] = os.getpid()
+        base = _DATABASES.get(external_access)
+        if base is None:
+            base = _DATABASES[external_access] = connect(external_access=external_access)
+        return base.cursor()
 
 
 _NO_TABLE = re.compile(r"Table with name (.+?) does not exist")

@@ -883,7 +883,7 @@ MEAN_TEXT = RESERVED_PREFIX + "mean_text"
 def _text_macro(name: str, double: str, extra: str = "") -> str:
     # A macro printing x as PostgreSQL does, with ``double`` for a DOUBLE x.
     return (
-        f"CREATE OR REPLACE TEMP MACRO {name}(x{extra}) AS CASE "
+        f"CREATE OR REPLACE MACRO {name}(x{extra}) AS CASE "
         f"WHEN typeof(x) = 'DOUBLE' THEN {double} "
         f"WHEN typeof(x) = 'FLOAT' THEN {FLOAT4_TEXT}(TRY_CAST(x AS FLOAT)) "
         "WHEN typeof(x) LIKE '%[]' OR typeof(x) LIKE 'STRUCT%' OR typeof(x) LIKE 'MAP%' "
@@ -924,7 +924,7 @@ FUNCTIONS = ((FLOAT8_TEXT_PY, _float8_text_arrow, ("DOUBLE",), "VARCHAR"),
 #: (``MEAN_TEXT``); of a double (``FLOAT8_TEXT``, with :data:`FUNCTIONS`; a real's is
 #: the function ``FLOAT4_TEXT``).
 TEXT_MACROS = (
-    f"CREATE OR REPLACE TEMP MACRO {FLOAT8_TEXT}(d) AS CASE WHEN abs(d) >= 9007199254740992 "
+    f"CREATE OR REPLACE MACRO {FLOAT8_TEXT}(d) AS CASE WHEN abs(d) >= 9007199254740992 "
     f"AND abs(d) < 1e38 THEN {FLOAT8_TEXT_PY}(d) ELSE {_float_digits('d', 15)} END",
     _text_macro(ANY_TEXT, f"{FLOAT8_TEXT}(TRY_CAST(x AS DOUBLE))"),
     _text_macro(NUMERIC_TEXT, _NUMERIC_TEXT_REFUSAL),
@@ -1484,7 +1484,7 @@ def arrow_type(type_sql: str) -> pa.DataType:
 #: refused; text without a backslash is its bytes. DuckDB's own cast of text to BLOB reads
 #: ``\xNN`` as one escaped byte each, so ``'\x0aff'`` would be three bytes, not two.
 BYTEA_INPUT_MACRO = (
-    f"CREATE OR REPLACE TEMP MACRO {BYTEA_IN}(s) AS CASE WHEN s IS NULL THEN NULL "
+    f"CREATE OR REPLACE MACRO {BYTEA_IN}(s) AS CASE WHEN s IS NULL THEN NULL "
     "WHEN starts_with(s, '\\x') THEN CASE WHEN regexp_full_match(substr(s, 3), '([0-9a-fA-F]{2})*') "
     "THEN unhex(substr(s, 3)) ELSE error('invalid input syntax for type bytea: ' || s) END "
     "WHEN strpos(s, '\\') > 0 THEN error('bytea''s escape input format (a backslash not "
@@ -1537,7 +1537,7 @@ NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 #: DuckDB's ``HUGEINT`` sum gets); smaller integers stay integers (their sum is bigint in
 #: PostgreSQL); other types are summed as they are.
 MACROS = TEXT_MACROS + (BYTEA_INPUT_MACRO,
-    f"CREATE OR REPLACE TEMP MACRO {SUM_ARGUMENT}"
+    f"CREATE OR REPLACE MACRO {SUM_ARGUMENT}"
     + ", ".join(f"(x {t}) AS x" for t in _SMALL_INTS) + ", "
     + ", ".join(f"(x {t}) AS CAST(x AS DECIMAL(38,0))" for t in _WIDE_INTS)
     + ", (x) AS x",
@@ -1545,7 +1545,7 @@ MACROS = TEXT_MACROS + (BYTEA_INPUT_MACRO,
 #: :data:`SUM_ARGUMENT` where DuckDB has no typed macro parameters (before 1.4): a sum of
 #: a bigint is refused when it runs (its integer division would be a different answer).
 SUM_ARGUMENT_UNTYPED = (
-    f"CREATE OR REPLACE TEMP MACRO {SUM_ARGUMENT}(x) AS CASE WHEN typeof(x) IN "
+    f"CREATE OR REPLACE MACRO {SUM_ARGUMENT}(x) AS CASE WHEN typeof(x) IN "
     f"({', '.join(repr(t) for t in _WIDE_INTS)}) THEN error('sum() of a bigint is not supported "
     "by colmz with this DuckDB (PostgreSQL sums int8 as numeric; DuckDB 1.4 or later gives it "
     "that type)') ELSE x END")

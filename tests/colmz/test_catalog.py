@@ -623,3 +623,22 @@ def test_any_name_and_value_round_trips_and_none_ends_a_statement(name, col, val
     want = sorted(v + name for v in values if v != values[0])
     assert sorted(r[0] for r in cat.read(name).to_pylist() for _ in range(r[-1])) == want
     assert cat.names == [name] and cat.now == 3
+
+
+def test_catalogs_of_one_process_share_duckdb_not_tables():
+    # Every catalog is a session on the process's colmz database (colmz.sql.session): a
+    # table of one is never what a query of another reads, in threads too.
+    from concurrent.futures import ThreadPoolExecutor
+
+    cats = [colmz.Catalog() for _ in range(4)]
+    for i, c in enumerate(cats):
+        c.execute("CREATE TABLE t (k INT)")
+        c.execute(f"INSERT INTO t SELECT * FROM generate_series(1, {i + 1})")
+
+    def total(i):
+        return [cats[i].sql("SELECT sum(k) AS s, count(*) AS n FROM t").to_pylist()[0] for _ in range(20)]
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(total, range(4)))
+    for i, answers in enumerate(got):
+        assert answers == [{"s": (i + 1) * (i + 2) // 2, "n": i + 1}] * 20

@@ -42,3 +42,65 @@ def test_check_one_query_lets_through_one_select_only():
                       ("CALL pragma_version()", r"\(CALL\)"), ("SELECT * FROM", "syntax error")]:
         with pytest.raises(SQLError, match=what):
             check_one_query(con, bad)
+
+
+def test_sessions_share_the_database_settings_not_registrations():
+    import pyarrow as pa
+
+    from colmz.sql import session
+
+    a, b = session(), session()
+    for con in (a, b):  # the database's settings, not the first connection's
+        assert con.sql("SELECT 7 / 2, current_setting('TimeZone'), "
+                       "current_setting('python_enable_replacements')").fetchall() == [(3, "UTC", False)]
+        with pytest.raises(Exception, match="locked"):
+            con.execute("SET integer_division = false")
+    a.register("only_a", pa.table({"k": [1, 2]}))
+    assert a.sql("SELECT sum(k) FROM only_a").fetchall() == [(3,)]
+    with pytest.raises(Exception, match="only_a"):
+        b.sql("SELECT * FROM only_a").fetchall()
+    local = pa.table({"k": [9]})  # noqa: F841 -- replacement scans would find it
+    with pytest.raises(Exception, match="local"):
+        b.sql("SELECT * FROM local").fetchall()
+
+
+def test_session_without_external_access_is_its_own_database():
+    from colmz.sql import session
+
+    open_, closed = session(), session(external_access=False)
+    assert open_.sql("SELECT current_setting('enable_external_access')").fetchall() == [(True,)]
+    assert closed.sql("SELECT current_setting('enable_external_access')").fetchall() == [(False,)]
+    with pytest.raises(TypeError, match="external_access must be a bool, got 'no'"):
+        session(external_access="no")
+
+
+_FORK_CHILD = """
+import multiprocessing as mp
+from colmz.sql import run, session
+
+session()
+parent = run._DATABASES[True]
+
+def child(q):
+    got = session().sql("SELECT 7 / 2").fetchall()
+    q.put((run._DATABASES[True] is not parent, got))
+
+ctx = mp.get_context("fork")
+q = ctx.Queue()
+p = ctx.Process(target=child, args=(q,))
+p.start()
+print(q.get(timeout=60))
+p.join(60)
+assert p.exitcode == 0 and run._DATABASES[True] is parent
+"""
+
+
+def test_a_forked_child_opens_its_own_database():
+    # In a fresh interpreter: forking a process whose DuckDB threads are busy (other tests'
+    # databases) can leave the child waiting on a lock one of them held.
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FORK_CHILD], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "(True, [(3,)])"
