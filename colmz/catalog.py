@@ -100,7 +100,7 @@ from colmz.frontier import MAX_TIME, Frontier, check_time
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.rollback import Saved, roll_back, save
-from colmz.rows import conform, expand, rows_to_updates, storable
+from colmz.rows import conform, expand, relation_rows, rows_to_updates, storable
 from colmz.sql import (
     DEFAULT_DATABASE,
     DEFAULT_SCHEMA,
@@ -449,8 +449,16 @@ class Catalog:
         return f"{name!r} did not exist at time {as_of} (its since is {since})"
 
     def _rows(self, name: Key, as_of: int, pending) -> pa.Table:
-        return expand(self._contents(name, as_of, pending),
-                      f"{self._objects[name].kind} {display_name(name)!r}")
+        # A query reads an object as a relation: its rows, in no order. Without pending
+        # changes those come from the collection (MemoryCollection.snapshot_rows: a durable
+        # table only ever inserted into is read without merging its batches).
+        what = f"{self._objects[name].kind} {display_name(name)!r}"
+        if name in pending and len(pending[name]):
+            return expand(self._contents(name, as_of, pending), what)
+        obj = self._objects[name]
+        if as_of < obj.collection.since:
+            raise ValueError(self._unreadable(name, as_of))
+        return relation_rows(obj.collection, min(as_of, self._now), what)
 
     # ------------------------------------------------------------------ statements
 
@@ -767,7 +775,8 @@ class Catalog:
 
     def _query_at(self, translated: str, t: int) -> pa.Table:
         # A view's query, reading objects that are already complete at t (created before it).
-        return self._run_bound(translated, t, lambda n: expand(self._objects[n].collection.snapshot(t), f"{self._objects[n].kind} {n!r}"))
+        return self._run_bound(translated, t, lambda n: relation_rows(
+            self._objects[n].collection, t, f"{self._objects[n].kind} {n!r}"))
 
     # ------------------------------------------------------------------ DDL
 
@@ -1314,7 +1323,7 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
     if up is not None and up > 0:
         start = min(start, up - 1)
     mem = MemoryCollection(dur.schema, since=start, upper=start + 1,
-                           base=lambda: dur.snapshot(start), base_consolidated=True)
+                           base=lambda: dur.snapshot_unmerged(start), base_consolidated=True)
     later = dur.updates(start + 1, up)
     mem.compare_and_append(later, start + 1, up)
     return mem

@@ -3,7 +3,8 @@
 Design
 ------
 SQL reads a collection as rows: a table with one row per copy (:func:`expand` repeats each
-row by its multiplicity) and writes rows back as updates at one time with one diff
+row by its multiplicity; :func:`relation_rows` asks the collection first, which may have
+them without consolidating) and writes rows back as updates at one time with one diff
 (:func:`rows_to_updates`). Rows from a query, a callable or a user are first brought to a
 collection's columns (:func:`conform`: by position, as SQL ``INSERT``; types cast within a
 kind, :func:`family`, and refused across kinds), updates to a collection's types by
@@ -34,6 +35,7 @@ __all__ = [
     "conform",
     "empty_table",
     "expand",
+    "relation_rows",
     "family",
     "rows_to_updates",
     "schema_of",
@@ -108,6 +110,23 @@ def expand(updates: Updates, what: str = "collection") -> pa.Table:
         )
     idx = np.repeat(np.arange(len(diff), dtype=np.int64), diff)
     return table.take(pa.array(idx))
+
+
+def relation_rows(collection, as_of: int, what: str = "collection") -> pa.Table:
+    """The contents of ``collection`` as of ``as_of`` as the rows of a relation, in no
+    particular order: its own ``snapshot_rows`` when it has one
+    (``colmz.continual.MemoryCollection``, which reads a durable table only ever inserted
+    into without merging its batches), else ``expand(collection.snapshot(as_of), what)``.
+
+    >>> from colmz.continual import MemoryCollection
+    >>> c = MemoryCollection.from_updates(Updates({"k": [1, 2]}, time=[0, 0], diff=[2, 1]))
+    >>> sorted(relation_rows(c, 0).column("k").to_pylist())
+    [1, 1, 2]
+    """
+    rows = getattr(collection, "snapshot_rows", None)
+    if rows is not None:
+        return rows(as_of, what)
+    return expand(collection.snapshot(as_of), what)
 
 
 def rows_to_updates(rows: pa.Table, time: int, diff: int = 1) -> Updates:

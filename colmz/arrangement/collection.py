@@ -4,7 +4,7 @@ Layer
 -----
 The *collection* layer of ``colmz.arrangement`` (``docs/arrangement.md``): an adapter above
 the handle (:mod:`colmz.arrangement.handle`) that the durable :class:`colmz.Catalog` and the
-continual tasks use -- ``snapshot(as_of)``, ``updates(lower, upper)``,
+continual tasks use -- ``snapshot(as_of)`` (and ``snapshot_unmerged``), ``updates(lower, upper)``,
 ``compare_and_append(updates, expected_upper, new_upper)``, ``advance_since``,
 ``maintain``. It touches the arrangement only through the handle's public calls, and
 commits only through one of them (``Arrangement.append_runs`` with ``expect=``), so it
@@ -29,6 +29,7 @@ import contextlib
 import numpy as np
 
 from colmz.arrangement.errors import ArrangementError, InvalidAsOf, MissingPart, SealMismatch
+from colmz.arrangement.read import FetchedRuns
 from colmz.continual import UpperMismatch
 from colmz.frontier import Frontier, check_frontier
 from colmz.ops import concat, consolidate
@@ -129,8 +130,17 @@ class ArrangementCollection:
         return read()
 
     def snapshot(self, as_of: int) -> Updates:
-        def read() -> Updates:
-            out = self.arrangement.read(as_of)
+        return self._as_of(self.arrangement.read, as_of)
+
+    def snapshot_unmerged(self, as_of: int) -> FetchedRuns:
+        """:meth:`snapshot`'s runs fetched and not merged (``Arrangement.read_unmerged``):
+        ``.merge()`` is the snapshot, ``.rows()`` its rows without a merge when every diff
+        read is positive."""
+        return self._as_of(self.arrangement.read_unmerged, as_of)
+
+    def _as_of(self, read_as_of, as_of: int):
+        def read():
+            out = read_as_of(as_of)
             # Arrangement.read refreshes once on a missing part; past a since that moved
             # beyond as_of it would hold later changes too.
             if as_of < self.arrangement.since():

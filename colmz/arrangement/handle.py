@@ -161,7 +161,7 @@ from colmz.arrangement.parts import (
     run_contents,
     stream_merge,
 )
-from colmz.arrangement.read import merged_read, read_runs, window_part
+from colmz.arrangement.read import FetchedRuns, ReadRun, merged_read, read_runs, window_part
 from colmz.arrangement.runs import abort_marker_prefix
 from colmz.arrangement.state import ArrangementState
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
@@ -923,6 +923,29 @@ class Arrangement:
         ``(data, time)``. (A since beyond the seal forwards unsealed updates too.)"""
         return self._read_all(None)
 
+    def _read_plan(self, as_of: int | None) -> tuple[list[ReadRun], int, int | None]:
+        """The runs a read as of ``as_of`` takes (their part keys and the time window kept
+        of each: trace batches whole, unsealed batches from the trace's upper), the since
+        its times advance to, and the upper of its times (None: all)."""
+        tu = self.trace_ts_upper()
+        # times at or before as_of (as_of + 1 cannot wrap: Python ints)
+        upper = None if as_of is None or as_of == MAX_TIME else as_of + 1
+        since = self._since if as_of is None else max(self._since, as_of)
+        unsealed = self.unsealed_snapshot(tu, None).batches if tu is not None else ()
+        batches: list[ReadRun] = [(b.keys, 0, upper) for b in self._trace]
+        if unsealed:
+            hi = upper if upper is None or upper > tu else tu
+            # a batch whose every time is at or beyond the read's upper adds nothing
+            batches += [(b.keys, tu, hi) for b in unsealed if hi is None or b.ts_lower < hi]
+        return batches, since, upper
+
+    def _fetch(self, as_of: int | None) -> FetchedRuns:
+        schema = self._read_schema()
+        batches, since, _ = self._read_plan(as_of)
+        runs = read_runs(self._store, batches, schema, self._read_pool(batches))
+        return FetchedRuns(runs, since, schema,
+                           exact=lambda: self._read_streaming(batches, since, schema))
+
     def _read_all(self, as_of: int | None) -> Updates:
         schema = self._read_schema()
         tu = self.trace_ts_upper()
@@ -942,24 +965,10 @@ class Arrangement:
                 return merged_read([[window_part(p, 0, upper) for p in parts]], since, schema)
             except OverflowError:
                 return self._read_streaming([(self._trace[0].keys, 0, upper)], since, schema)
-        batches = [(b.keys, 0, upper) for b in self._trace]
-        if unsealed:
-            hi = upper if upper is None or upper > tu else tu
-            # a batch whose every time is at or beyond the read's upper adds nothing
-            batches += [(b.keys, tu, hi) for b in unsealed if hi is None or b.ts_lower < hi]
-        pool = self._read_pool(batches)
         # colmz.arrangement.read: every part read whole, the runs merged by order words into
-        # a permutation and each column gathered once.
-        runs = read_runs(self._store, batches, schema, pool)
-        if sum(1 for r in runs if r) == 1:
-            fast = run_contents(next(r for r in runs if r), None, since, schema)
-            if fast is not None:
-                return fast
-        try:
-            return merged_read(runs, since, schema)
-        except OverflowError:
-            pass  # a diff sum may leave int64: the exact merge below decides
-        return self._read_streaming(batches, since, schema)
+        # a permutation and each column gathered once (a diff sum leaving int64: the exact
+        # streaming merge).
+        return self._fetch(as_of).merge()
 
     def _read_streaming(self, batches, since: int, schema) -> Updates:
         # Inputs come a whole part at a time (one Parquet read each, the next one fetched
@@ -1656,6 +1665,28 @@ class Arrangement:
         >>> a.read(2).to_pylist()
         [('x', 2, 2)]
         """
+        return self._reading(self._read_all, as_of)
+
+    def read_unmerged(self, as_of: int | None = None) -> FetchedRuns:
+        """:meth:`read`'s runs, fetched but not merged (``colmz.arrangement.read.FetchedRuns``):
+        ``.merge()`` is ``read(as_of)``; ``.rows()`` is the contents as the rows of a
+        relation (one per copy, in no order) without any merge when every update read has a
+        positive diff -- what a query reading the arrangement as a table needs.
+
+        >>> import colmz
+        >>> a = colmz.Arrangement.open("mem://read-unmerged-doc")
+        >>> a.write(colmz.Updates({"k": ["y", "x"]}, time=[0, 2], diff=[1, 2]))
+        >>> a.seal(3)
+        >>> f = a.read_unmerged(2)
+        >>> sorted(f.rows().column("k").to_pylist())
+        ['x', 'x', 'y']
+        >>> f.merge().to_pylist()
+        [('x', 2, 2), ('y', 2, 1)]
+        """
+        return self._reading(self._fetch, as_of)
+
+    def _reading(self, read, as_of: int | None):
+        # the as_of checked once; a part another handle deleted: refresh and read once more
         if as_of is not None:
             as_of = check_time(as_of, "as_of")
             if as_of < self._since:
@@ -1663,7 +1694,7 @@ class Arrangement:
             if not (self._seal is None or as_of < self._seal):
                 raise InvalidAsOf(f"as_of {as_of} is not before the seal {self._seal}: not final yet")
         try:
-            return self._read_all(as_of)
+            return read(as_of)
         except MissingPart:
             if self._log is None:
                 raise
@@ -1671,7 +1702,7 @@ class Arrangement:
             self.refresh()
             if self._seqno == before:
                 raise
-            return self._read_all(as_of)
+            return read(as_of)
 
     def to_arrow(self, as_of: int | None = None) -> pa.Table:
         """:meth:`read` as an Arrow table (data columns, ``time``, ``diff``)."""

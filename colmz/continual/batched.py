@@ -37,7 +37,7 @@ import pyarrow as pa
 from colmz.frontier import MAX_TIME
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
-from colmz.rows import at_time, conform, empty_table, expand, storable
+from colmz.rows import at_time, conform, empty_table, expand, relation_rows, storable
 from colmz.sql import (
     RESERVED_PREFIX,
     SQLError,
@@ -463,7 +463,7 @@ class Lifted:
         inputs = expand(ins, f"input {task.input_name!r}")
         rep = ins.time if np.all(ins.diff == 1) else np.repeat(ins.time, ins.diff)
         inputs = inputs.append_column(lf.TIME, pa.array(rep, pa.uint64()))
-        refs = {k: expand(r.snapshot(t0), f"reference {k!r}") for k, r in task.references.items()
+        refs = {k: relation_rows(r, t0, f"reference {k!r}") for k, r in task.references.items()
                 if any(b.reads(k) for b in task.compiled)}
         names = [c.name for c in task.schema]
         what = f"CONTINUAL TASK {task.name}"

@@ -87,7 +87,7 @@ from colmz.order import (
     search_rows,
     unify_layouts,
 )
-from colmz.rows import at_time, cast_to, expand, rows_to_updates, schema_of
+from colmz.rows import at_time, cast_to, expand, relation_rows, rows_to_updates, schema_of
 from colmz.sql.names import display_name
 from colmz.updates import SchemaError, Updates
 
@@ -134,6 +134,9 @@ class MemoryCollection:
     base : callable, optional
         Returns the contents as of ``since`` (``upper`` must be past ``since``); called on
         the first read that needs them, so a reader of later changes only never pays for it.
+        It may return them unmerged (an object with ``merge()``, giving the contents, and
+        ``rows(what)``, giving them as relation rows or None: ``Arrangement.read_unmerged``):
+        :meth:`snapshot_rows` then reads the rows without the merge when it can.
     base_consolidated : bool
         ``base`` returns its contents already consolidated (a durable read's result, as
         ``Arrangement.read``): they are kept as they come instead of consolidated again.
@@ -151,7 +154,8 @@ class MemoryCollection:
     #: (``_acc``/``_acc_n``, consistent with the history they are saved with) and the
     #: row-count index (rolled back in place, so an index built before stays valid rather than
     #: being rebuilt). ``stats`` counts reads done and is kept.
-    ROLLBACK_FIELDS = ("_since", "_upper", "_times", "_batches", "_base", "_acc", "_acc_n", "_counts")
+    ROLLBACK_FIELDS = ("_since", "_upper", "_times", "_batches", "_base", "_base_fetched", "_acc",
+                       "_acc_n", "_counts")
     #: The history lists are append-only (``colmz.rollback``): ``compare_and_append`` only
     #: appends to them; compaction (``advance_since``) and loading the base, which change
     #: their front, assign new lists. So a save costs O(1) whatever the history's length.
@@ -170,6 +174,7 @@ class MemoryCollection:
         self._batches: list[Updates] = []
         self._base = base
         self._base_consolidated = bool(base_consolidated)
+        self._base_fetched = None  # what base() returned, while not loaded (snapshot_rows)
         self._acc: Updates | None = None  # contents as of _times[_acc_n - 1]
         self._acc_n = 0
         self._counts: RowCounts | None = None  # built by the first counts() call
@@ -278,17 +283,51 @@ class MemoryCollection:
             return
         # Cleared only once read: a read that raises (a durable store racing a compaction)
         # must leave the contents still to load, not silently empty.
-        got = self._base()
+        got = self._fetch_base()
+        if not isinstance(got, Updates):
+            got = got.merge()
         u = at_time(cast_to(got, self._schema), self._since)
         if not (self._base_consolidated and u.schema == got.schema):  # (a cast: consolidate)
             u = consolidate(u)
         self._base = None
+        self._base_fetched = None
         if len(u):
             # New lists (the history is append-only in place: colmz.rollback).
             self._times = [self._since, *self._times]
             self._batches = [u, *self._batches]
             if self._acc_n:
                 self._acc, self._acc_n = None, 0
+
+    def _fetch_base(self):
+        if self._base_fetched is None:
+            self._base_fetched = self._base()
+        return self._base_fetched
+
+    def snapshot_rows(self, as_of: int, what: str = "collection") -> pa.Table:
+        """The contents as of ``as_of`` as the rows of a relation: each data row repeated by
+        its multiplicity, in no particular order (``expand(snapshot(as_of), what)``).
+
+        While the base is still to load and no change is at or before ``as_of``, the
+        contents are the base alone: when it comes unmerged with every diff positive (a
+        durable table that was only ever inserted into), its rows are read without the merge
+        (``FetchedRuns.rows`` of ``colmz.arrangement.read``), and the base stays unloaded
+        until a read needs it consolidated (then merged from what was fetched, not read
+        again).
+
+        >>> c = MemoryCollection({"k": pa.int64()}, since=0, upper=1,
+        ...                      base=lambda: Updates({"k": [2, 1, 2]}, time=[0, 0, 0], diff=[1, 1, 1]))
+        >>> sorted(c.snapshot_rows(0).column("k").to_pylist())
+        [1, 2, 2]
+        """
+        as_of = self._check_read(as_of)
+        if self._base is not None and bisect.bisect_right(self._times, as_of) == 0:
+            got = self._fetch_base()
+            if not isinstance(got, Updates) and tuple(got.schema) == self._schema:
+                rows = got.rows(what)
+                if rows is not None:
+                    self._count(rows.num_rows)
+                    return rows
+        return expand(self.snapshot(as_of), what)
 
     def _count(self, n: int) -> None:
         self.stats["updates_read"] += n
@@ -912,7 +951,7 @@ class ContinualTask:
 
         def ref(name):
             if name not in refs_cache:
-                refs_cache[name] = expand(self.references[name].snapshot(t), f"reference {name!r}")
+                refs_cache[name] = relation_rows(self.references[name], t, f"reference {name!r}")
             return refs_cache[name]
 
         view_t = at_time(view, t)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import colmz
 import colmz.arrangement.read as read_mod
+import colmz.rows
 from colmz.arrangement import Arrangement
 from colmz.arrangement.read import merged_read
 
@@ -109,8 +110,30 @@ def _check_all_reads(a: Arrangement, written) -> None:
         if since <= as_of < seal:
             got = a.read(as_of)
             assert got == oracle(written, as_of, since), as_of
+            _check_unmerged(a, written, as_of, since)
     assert a.read() == oracle(written, None, since)
     assert a.snapshot() == oracle(written, None, since)
+    _check_unmerged(a, written, None, since)
+
+
+def _row_multiset(table: pa.Table) -> list[str]:
+    return sorted(map(repr, table.to_pylist()))
+
+
+def _check_unmerged(a: Arrangement, written, as_of, since) -> None:
+    # read_unmerged: its rows (when it has them) are the oracle's rows repeated by their
+    # multiplicities; it has them whenever every update written in the window is positive.
+    want = oracle(written, as_of, since)
+    f = a.read_unmerged(as_of)
+    rows = f.rows()
+    if all(r[4] > 0 for r in written if as_of is None or r[3] <= as_of):
+        assert rows is not None
+    if rows is not None:
+        assert rows.column_names == ["s", "f", "i"]
+        assert _row_multiset(rows) == _row_multiset(colmz.rows.expand(want))
+    assert f.merge() == want
+    if rows is not None:  # the merged contents answer rows() from then on
+        assert _row_multiset(f.rows()) == _row_multiset(rows)
 
 
 @settings(max_examples=80, deadline=None)
