@@ -440,27 +440,35 @@ class CatalogFirstQuery:
     the table's rows (its two columns), medians of
     :data:`REPS` interleaved (target >= 0.5); ``track_reopen_and_query_rate_over_parquet_read``
     the same with the reopen inside the time.
+
+    ``history``: ``"inserts"`` (8 appends: the query reads the fetched runs, no merge) or
+    ``"deletes"`` (then a ``DELETE`` of 100 rows: one retraction makes the read merge).
     """
 
     timeout = 900
     QUERY = "SELECT count(*) AS n, sum(length(v)) AS b FROM t"
+    params = (["inserts", "deletes"],)
+    param_names = ["history"]
 
-    def setup(self):
+    def setup(self, history="inserts"):
         self.dir = tempfile.mkdtemp(prefix="colmz-bench-catalog-")
         self.path = os.path.join(self.dir, "c")
         cat = colmz.Catalog(self.path)
         cat.execute("CREATE TABLE t (k BIGINT, v TEXT)")
         for i in range(8):
             cat.append("t", records(N // 8, seed=i, time=cat.now + 1))
+        if history == "deletes":
+            gone = cat.sql("SELECT k FROM t LIMIT 100").column("k").to_pylist()
+            cat.execute(f"DELETE FROM t WHERE k IN ({', '.join(map(str, gone))})")
         self.file = os.path.join(self.dir, "t.parquet")
         # the table's rows: its columns, not the arrangement's time and diff
         pq.write_table(cat.sql("SELECT * FROM t"), self.file)
         self._beside = None
 
-    def teardown(self):
+    def teardown(self, history="inserts"):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def time_reopen_and_first_query(self):
+    def time_reopen_and_first_query(self, history):
         colmz.Catalog(self.path).sql(self.QUERY)
 
     def interleaved(self, n: int = 5) -> dict:
@@ -476,7 +484,7 @@ class CatalogFirstQuery:
             times["read"].append(_now() - t0)
         return {k: float(np.median(v)) for k, v in times.items()}
 
-    def track_first_query_over_read(self):
+    def track_first_query_over_read(self, history="inserts"):
         m = self.interleaved()
         return m["first_query"] / m["read"]
 
@@ -502,13 +510,13 @@ class CatalogFirstQuery:
         self._beside = {k: float(np.median(v)) for k, v in times.items()}
         return self._beside
 
-    def track_query_rate_over_parquet_read(self):
+    def track_query_rate_over_parquet_read(self, history="inserts"):
         m = self.beside_parquet()
         return m["pq"] / m["query"]
 
     track_query_rate_over_parquet_read.unit = "x"
 
-    def track_reopen_and_query_rate_over_parquet_read(self):
+    def track_reopen_and_query_rate_over_parquet_read(self, history="inserts"):
         m = self.beside_parquet()
         return m["pq"] / (m["open"] + m["query"])
 

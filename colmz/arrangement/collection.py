@@ -29,7 +29,7 @@ import contextlib
 import numpy as np
 
 from colmz.arrangement.errors import ArrangementError, InvalidAsOf, MissingPart, SealMismatch
-from colmz.arrangement.read import FetchedRuns
+from colmz.arrangement.fetched import FetchedRuns
 from colmz.continual import UpperMismatch
 from colmz.frontier import Frontier, check_frontier
 from colmz.ops import concat, consolidate

@@ -125,6 +125,7 @@ from colmz.arrangement.errors import (
     TimeBeforeSeal,
     TimeBeforeTraceUpper,
 )
+from colmz.arrangement.fetched import FetchedRuns
 from colmz.arrangement.machine import STALE, Machine
 from colmz.arrangement.meta import (
     CompactTraceReq,
@@ -161,7 +162,7 @@ from colmz.arrangement.parts import (
     run_contents,
     stream_merge,
 )
-from colmz.arrangement.read import FetchedRuns, ReadRun, merged_read, read_runs, window_part
+from colmz.arrangement.read import ReadRun, merged_read, read_runs, window_part
 from colmz.arrangement.runs import abort_marker_prefix
 from colmz.arrangement.state import ArrangementState
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
@@ -1668,7 +1669,7 @@ class Arrangement:
         return self._reading(self._read_all, as_of)
 
     def read_unmerged(self, as_of: int | None = None) -> FetchedRuns:
-        """:meth:`read`'s runs, fetched but not merged (``colmz.arrangement.read.FetchedRuns``):
+        """:meth:`read`'s runs, fetched but not merged (``colmz.arrangement.fetched.FetchedRuns``):
         ``.merge()`` is ``read(as_of)``; ``.rows()`` is the contents as the rows of a
         relation (one per copy, in no order) without any merge when every update read has a
         positive diff -- what a query reading the arrangement as a table needs.

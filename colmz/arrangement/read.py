@@ -74,13 +74,7 @@ from time import perf_counter
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement.parts import (
-    binary_buffers,
-    is_binary_type,
-    read_part,
-    run_contents,
-    take_fixed_width,
-)
+from colmz.arrangement.parts import binary_buffers, is_binary_type, read_part, take_fixed_width
 from colmz.kernels.gather import fill_spans, gather_bytes, gather_lengths
 from colmz.kernels.pool import scratch
 from colmz.kernels.read_merge import (
@@ -93,14 +87,12 @@ from colmz.kernels.read_merge import (
     pack_lead,
     string_words,
 )
-from colmz.ops import concat
 from colmz.order import SIGN_BIT, ColumnSpec, encode_columns, kind_of
-from colmz.rows import expand
 from colmz.storage.base import Blob
 from colmz.threads import shared_pool
 from colmz.updates import Updates
 
-__all__ = ["FetchedRuns", "ReadRun", "merged_read", "read_runs", "window_part"]
+__all__ = ["ReadRun", "merged_read", "read_runs", "window_part"]
 
 #: A run to read: its part keys (one sorted run in order) and the time window kept.
 ReadRun = tuple[Sequence[str], int, "int | None"]
@@ -189,101 +181,6 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
     clock = _Clock(stats)
     pool = shared_pool("merge", MERGE_THREADS) if MERGE_THREADS > 1 and n >= PARALLEL_ROWS else None
     return _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats, nbytes)
-
-
-class FetchedRuns:
-    """The runs of a read, fetched and cut to their windows, not merged yet.
-
-    :meth:`merge` is the read (:func:`merged_read`, or the one run as it is when advancing
-    its times cannot make rows meet). A reader that wants the contents as rows of a
-    relation -- one row per copy, in no order, as SQL reads a table -- needs no merge when
-    every update fetched has a positive diff: consolidating could then only add diffs of
-    equal rows, never cancel one, so the rows of the pieces repeated by their diffs *are* the
-    rows of the contents (:meth:`rows`). Upstream, persist's ``ReadHandle::snapshot`` also
-    hands out a shard's batches unconsolidated, leaving consolidation to whoever needs it
-    (``src/persist-client/src/read.rs``).
-
-    ``exact`` is called instead of the merge when a diff sum leaves int64 (the handle's
-    streaming merge, :func:`merged_read`'s ``OverflowError``). The merge takes the pieces
-    (:func:`merged_read` drops each input as it is gathered): after it, the merged contents
-    are what :meth:`merge` and :meth:`rows` answer from.
-
-    >>> import colmz
-    >>> a = colmz.Updates({"k": ["b", "x"]}, time=[0, 1], diff=[1, 1])
-    >>> b = colmz.Updates({"k": ["a", "x"]}, time=[2, 2], diff=[1, 2])
-    >>> f = FetchedRuns([[a], [b]], 5, a.schema)
-    >>> sorted(f.rows().column("k").to_pylist())
-    ['a', 'b', 'x', 'x', 'x']
-    >>> f.merge().to_pylist()
-    [('a', 5, 1), ('b', 5, 1), ('x', 5, 3)]
-    >>> FetchedRuns([[a], [b.negated()]], 5, a.schema).rows() is None  # a retraction: merge
-    True
-    """
-
-    def __init__(self, runs: list[list[Updates]], since: int, schema: Sequence[ColumnSpec],
-                 exact=None):
-        self.runs = [[u for u in run if len(u)] for run in runs]
-        self.since = since
-        self.schema = tuple(schema)
-        self._exact = exact
-        self._merged: Updates | None = None
-
-    def __len__(self) -> int:
-        """Updates held: those fetched, or once merged the contents'."""
-        if self._merged is not None:
-            return len(self._merged)
-        return sum(len(u) for run in self.runs for u in run)
-
-    def __repr__(self) -> str:
-        runs = "merged" if self._merged is not None else f"{sum(1 for r in self.runs if r)} runs"
-        return f"FetchedRuns({runs}, {len(self)} updates, since={self.since})"
-
-    def positive(self) -> bool:
-        """Whether every update fetched (or merged) has a positive diff."""
-        if self._merged is not None:
-            return not len(self._merged) or int(self._merged.diff.min()) > 0
-        return all(int(u.diff.min()) > 0 for run in self.runs for u in run)
-
-    def merge(self) -> Updates:
-        """The contents: every update with its time advanced to ``since``, consolidated and
-        sorted by ``(data, time)``."""
-        if self._merged is None:
-            self._merged = self._merge()
-            self.runs = []
-        return self._merged
-
-    def _merge(self) -> Updates:
-        nonempty = [run for run in self.runs if run]
-        if len(nonempty) == 1:
-            fast = run_contents(nonempty[0], None, self.since, self.schema)
-            if fast is not None:
-                return fast
-        try:
-            return merged_read(self.runs, self.since, self.schema)
-        except OverflowError:
-            if self._exact is None:
-                raise
-            return self._exact()
-
-    def rows(self, what: str = "collection") -> pa.Table | None:
-        """The contents' data rows, each repeated by its multiplicity, in no particular
-        order -- or None when some update has a diff that is not positive (then only
-        :meth:`merge` can say what cancels). A table of the pieces' columns, chunk by chunk,
-        when every diff is 1 (nothing copied); ``what`` names the contents in
-        :func:`colmz.rows.expand`'s errors."""
-        if self._merged is not None:
-            return expand(self._merged, what) if self.positive() else None
-        pieces = [u for run in self.runs for u in run]
-        if not self.positive():
-            return None
-        names = [s.name for s in self.schema]
-        if not pieces:
-            return pa.Table.from_arrays([pa.array([], s.type) for s in self.schema], names=names)
-        if all(int(u.diff.max()) == 1 for u in pieces):
-            return pa.Table.from_batches(
-                [pa.RecordBatch.from_arrays([u.column(n) for n in names], names=names)
-                 for u in pieces])
-        return expand(concat(pieces), what)
 
 
 def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats,

@@ -22,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import colmz
+import colmz.arrangement.fetched as fetched_mod
 import colmz.arrangement.read as read_mod
 import colmz.rows
 from colmz.arrangement import Arrangement
 from colmz.arrangement.read import merged_read
+from colmz.errors import NegativeMultiplicity
 
 MAX = 2**64 - 1
 SCHEMA = {"s": pa.string(), "f": pa.float64(), "i": pa.int64()}
@@ -122,18 +124,33 @@ def _row_multiset(table: pa.Table) -> list[str]:
 
 def _check_unmerged(a: Arrangement, written, as_of, since) -> None:
     # read_unmerged: its rows (when it has them) are the oracle's rows repeated by their
-    # multiplicities; it has them whenever every update written in the window is positive.
+    # multiplicities; it has them whenever every update written in the window is positive,
+    # and with any share of retractions allowed (RETRACTED_FRACTION 1) whenever the oracle
+    # has no negative multiplicity. Cutting every piece by a filter (CUT_LIMIT 0) or around
+    # each reached row gives the same.
     want = oracle(written, as_of, since)
-    f = a.read_unmerged(as_of)
-    rows = f.rows()
-    if all(r[4] > 0 for r in written if as_of is None or r[3] <= as_of):
-        assert rows is not None
-    if rows is not None:
-        assert rows.column_names == ["s", "f", "i"]
-        assert _row_multiset(rows) == _row_multiset(colmz.rows.expand(want))
-    assert f.merge() == want
-    if rows is not None:  # the merged contents answer rows() from then on
-        assert _row_multiset(f.rows()) == _row_multiset(rows)
+    negative = bool(len(want)) and int(want.diff.min()) < 0
+    for fraction, cut in [(None, None), (1.0, None), (1.0, 0)]:
+        with pytest.MonkeyPatch.context() as mp:
+            if fraction is not None:
+                mp.setattr(fetched_mod, "RETRACTED_FRACTION", fraction)
+            if cut is not None:
+                mp.setattr(fetched_mod, "CUT_LIMIT", cut)
+            f = a.read_unmerged(as_of)
+            try:
+                rows = f.rows()
+            except NegativeMultiplicity:
+                assert negative
+                rows = None
+        if all(r[4] > 0 for r in written if as_of is None or r[3] <= as_of) or (
+                fraction == 1.0 and not negative):
+            assert rows is not None
+        if rows is not None:
+            assert rows.column_names == ["s", "f", "i"]
+            assert _row_multiset(rows) == _row_multiset(colmz.rows.expand(want))
+        assert f.merge() == want
+        if rows is not None:  # the merged contents answer rows() from then on
+            assert _row_multiset(f.rows()) == _row_multiset(rows)
 
 
 @settings(max_examples=80, deadline=None)
@@ -364,3 +381,47 @@ def test_a_result_shares_no_memory_with_the_next_reads_scratch():
     b = runs(-7)
     second = merged_read(b, 5, b[0][0].schema)
     assert first == want and set(second.diff.tolist()) == {-7}
+
+
+@st.composite
+def int_keyed_runs(draw):
+    """Runs of (int64 key, short string, time, diff), sorted and consolidated, keys repeating
+    within a run (some NULL, for the row-by-row match): few retractions or many."""
+    keys = st.sampled_from([-(2**63), -1, 0, 1, 7, 2**62, 2**63 - 1]) | (
+        st.none() if draw(st.booleans()) else st.nothing())
+    runs = []
+    for _ in range(draw(st.integers(1, 5))):
+        rows = draw(st.lists(st.tuples(keys, st.sampled_from(["a", "b", ""]), st.integers(0, 4),
+                                       st.integers(-2, 3)), max_size=14))
+        runs.append([_sorted_run(rows, {"k": pa.int64(), "v": pa.string()})])
+    return runs
+
+
+@settings(max_examples=150, deadline=None)
+@given(int_keyed_runs(), st.integers(0, 5), st.sampled_from([None, 1.0]), st.sampled_from([None, 0]))
+def test_fetched_rows_are_the_consolidated_rows(runs, since, fraction, cut):
+    # FetchedRuns.rows against expand(consolidate(...)): an integer first column is searched
+    # for the values its retractions reach (a NULL among them: matched row by row).
+    from colmz.arrangement.fetched import FetchedRuns
+
+    schema = (colmz.order.ColumnSpec("k", pa.int64()), colmz.order.ColumnSpec("v", pa.string()))
+    pieces = [u for run in runs for u in run if len(u)]
+    want = colmz.consolidate(colmz.concat(pieces), order="data", since=since) if pieces else None
+    negative = want is not None and len(want) and int(want.diff.min()) < 0
+    with pytest.MonkeyPatch.context() as mp:
+        if cut is not None:
+            mp.setattr(fetched_mod, "CUT_LIMIT", cut)
+        f = FetchedRuns(runs, since, schema, retracted=fraction)
+        try:
+            rows = f.rows()
+        except NegativeMultiplicity:
+            assert negative
+            return
+    if fraction == 1.0 or all(int(u.diff.min()) > 0 for u in pieces):
+        assert rows is not None
+    if rows is None:
+        return
+    expected = colmz.rows.expand(want) if want is not None else pa.table({"k": pa.array([], pa.int64()),
+                                                                          "v": pa.array([], pa.string())})
+    assert rows.schema == expected.schema
+    assert _row_multiset(rows) == _row_multiset(expected)

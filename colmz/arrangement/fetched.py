@@ -1,0 +1,217 @@
+"""A read's runs fetched and not merged, and the contents as the rows of a relation.
+
+Layer
+-----
+Beside the read layer of ``colmz.arrangement`` (:mod:`colmz.arrangement.read`, whose
+:func:`~colmz.arrangement.read.merged_read` it calls): ``Arrangement.read_unmerged`` returns
+a :class:`FetchedRuns`, the runs of ``read(as_of)`` read from storage and cut to their time
+windows, before any merge. Nothing here reads or writes storage, except the handle's exact
+streaming merge it may be given for a diff sum leaving int64. Upstream, persist's
+``ReadHandle::snapshot`` likewise hands out a shard's batches unconsolidated and leaves
+consolidation to whoever needs it (``src/persist-client/src/read.rs``).
+
+Design
+------
+:meth:`FetchedRuns.merge` is the read. A reader that wants the contents as the rows of a
+relation -- one row per copy, in no order, as SQL reads a table (``colmz.rows.expand``) --
+needs much less (:meth:`FetchedRuns.rows`):
+
+* When every update fetched has a positive diff, consolidating could only add the diffs of
+  equal rows, never cancel one: the pieces' rows repeated by their diffs *are* the
+  contents' rows. A table that was only ever inserted into is read so, with no merge and
+  (every diff 1) nothing copied.
+* Otherwise a retraction reaches only rows equal to it, and equal rows share their first
+  column's value. So when few updates are not positive (at most
+  :data:`RETRACTED_FRACTION` of them: a ``DELETE`` of some rows), the rows whose first
+  column holds a value of a non-positive update are *reached*: they are consolidated on
+  their own (``colmz.consolidate``), and every other row -- whose class of equal rows holds
+  positive diffs only -- passes through as above, cut around the reached rows without a
+  copy. Floating-point first columns are excluded: equality of values there (``0.0`` and
+  ``-0.0``) is not the equality of consolidation.
+* With more retractions than that, or a first column of another type, :meth:`rows` returns
+  None and the reader merges.
+
+Invariant: the rows of :meth:`FetchedRuns.rows`, as a multiset, are
+``expand(merge())``'s; a negative multiplicity raises ``NegativeMultiplicity`` from either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from colmz.arrangement.parts import run_contents
+from colmz.arrangement.read import merged_read
+from colmz.ops import concat, consolidate
+from colmz.order import ColumnSpec
+from colmz.rows import expand
+from colmz.updates import Updates
+
+__all__ = ["RETRACTED_FRACTION", "FetchedRuns"]
+
+#: Largest fraction of the fetched updates with a diff that is not positive for which
+#: :meth:`FetchedRuns.rows` consolidates only the rows they reach (beyond it, the merge).
+RETRACTED_FRACTION = 1 / 16
+#: Most reached rows a piece is cut around without a copy (beyond it the piece's other rows
+#: are copied by one filter, rather than handed on as thousands of slices).
+CUT_LIMIT = 256
+
+
+class FetchedRuns:
+    """The runs of a read, fetched and cut to their windows, not merged yet (module
+    docstring).
+
+    ``runs`` are lists of pieces, each list one run sorted by ``(data, time)`` and
+    consolidated; ``since`` is the time every update advances to. ``exact`` is called
+    instead of the merge when a diff sum leaves int64 (the handle's streaming merge, on
+    :func:`~colmz.arrangement.read.merged_read`'s ``OverflowError``); ``retracted`` is the
+    fraction of non-positive updates up to which :meth:`rows` settles only the rows they
+    reach (:data:`RETRACTED_FRACTION` when None). The merge takes the
+    pieces (``merged_read`` drops each input as it is gathered): after it, the merged
+    contents answer both :meth:`merge` and :meth:`rows`.
+
+    >>> import colmz
+    >>> a = colmz.Updates({"k": ["b", "x"]}, time=[0, 1], diff=[1, 1])
+    >>> b = colmz.Updates({"k": ["a", "x"]}, time=[2, 2], diff=[1, 2])
+    >>> f = FetchedRuns([[a], [b]], 5, a.schema)
+    >>> f
+    FetchedRuns(2 runs, 4 updates, since=5)
+    >>> sorted(f.rows().column("k").to_pylist())
+    ['a', 'b', 'x', 'x', 'x']
+    >>> f.merge().to_pylist()
+    [('a', 5, 1), ('b', 5, 1), ('x', 5, 3)]
+    >>> gone = colmz.Updates({"k": ["x"]}, time=[3], diff=[-1])  # reaches the x rows only
+    >>> sorted(FetchedRuns([[a], [b], [gone]], 5, a.schema, retracted=1.0).rows().column("k").to_pylist())
+    ['a', 'b', 'x', 'x']
+    """
+
+    def __init__(self, runs: list[list[Updates]], since: int, schema: Sequence[ColumnSpec],
+                 exact: Callable[[], Updates] | None = None, retracted: float | None = None):
+        self.runs = [[u for u in run if len(u)] for run in runs]
+        self.since = since
+        self.schema = tuple(schema)
+        self._exact = exact
+        self._retracted = RETRACTED_FRACTION if retracted is None else retracted
+        self._merged: Updates | None = None
+
+    def __len__(self) -> int:
+        """Updates held: those fetched, or once merged the contents'."""
+        if self._merged is not None:
+            return len(self._merged)
+        return sum(len(u) for run in self.runs for u in run)
+
+    def __repr__(self) -> str:
+        runs = "merged" if self._merged is not None else f"{sum(1 for r in self.runs if r)} runs"
+        return f"FetchedRuns({runs}, {len(self)} updates, since={self.since})"
+
+    def positive(self) -> bool:
+        """Whether every update fetched (or merged) has a positive diff."""
+        if self._merged is not None:
+            return not len(self._merged) or int(self._merged.diff.min()) > 0
+        return all(int(u.diff.min()) > 0 for run in self.runs for u in run)
+
+    def merge(self) -> Updates:
+        """The contents: every update with its time advanced to ``since``, consolidated and
+        sorted by ``(data, time)``."""
+        if self._merged is None:
+            self._merged = self._merge()
+            self.runs = []
+        return self._merged
+
+    def _merge(self) -> Updates:
+        nonempty = [run for run in self.runs if run]
+        if len(nonempty) == 1:
+            fast = run_contents(nonempty[0], None, self.since, self.schema)
+            if fast is not None:
+                return fast
+        try:
+            return merged_read(self.runs, self.since, self.schema)
+        except OverflowError:
+            if self._exact is None:
+                raise
+            return self._exact()
+
+    def rows(self, what: str = "collection") -> pa.Table | None:
+        """The contents' data rows, each repeated by its multiplicity, in no particular
+        order, without a merge -- or None when only the merge can say (module docstring).
+        ``what`` names the contents in ``colmz.rows.expand``'s errors."""
+        if self._merged is not None:
+            return expand(self._merged, what)
+        names = [s.name for s in self.schema]
+        pieces = [u for run in self.runs for u in run]
+        if not pieces:
+            return pa.Table.from_arrays([pa.array([], s.type) for s in self.schema], names=names)
+        negative = [np.flatnonzero(u.diff <= 0) for u in pieces]
+        n_negative = sum(len(i) for i in negative)
+        if n_negative:
+            if n_negative > self._retracted * sum(len(u) for u in pieces) or not _reachable(self.schema[0]):
+                return None
+            pieces = self._settle_reached(pieces, negative)
+        if all(int(u.diff.min()) == 1 and int(u.diff.max()) == 1 for u in pieces if len(u)):
+            return pa.Table.from_batches(
+                [pa.RecordBatch.from_arrays([u.column(n) for n in names], names=names)
+                 for u in pieces if len(u)], schema=_arrow_schema(self.schema))
+        # repeats (one limit on the rows repeated, in all) or what settling left negative
+        return expand(concat(pieces), what)
+
+    def _settle_reached(self, pieces: list[Updates], negative: list[np.ndarray]) -> list[Updates]:
+        # The rows whose first column holds a value of a non-positive update, consolidated on
+        # their own, after every other row (cut around them); all of them positive but for
+        # what the consolidation leaves negative (expand then raises, as after a merge).
+        first = self.schema[0].name
+        values = pa.concat_arrays([u.column(first).take(pa.array(i)) for u, i in zip(pieces, negative)
+                                   if len(i)])
+        reach = pc.unique(values)
+        out, reached = [], []
+        for u in pieces:
+            at = _reached_rows(u.column(first), reach)
+            if not len(at):
+                out.append(u)
+                continue
+            reached.append(u.take(at))
+            if len(at) <= CUT_LIMIT:
+                lo = 0
+                for i in at.tolist():
+                    if i > lo:
+                        out.append(u.slice(lo, i))
+                    lo = i + 1
+                if lo < len(u):
+                    out.append(u.slice(lo, len(u)))
+            else:
+                keep = np.ones(len(u), bool)
+                keep[at] = False
+                out.append(u.take(np.flatnonzero(keep)))
+        settled = consolidate(concat(reached), since=self.since)
+        return [*out, settled]
+
+
+def _reached_rows(col: pa.Array, reach: pa.Array) -> np.ndarray:
+    """The rows of ``col`` (a piece's first column, in the piece's sorted order) holding a
+    value of ``reach``, ascending. An integer column without NULLs is searched -- its
+    values ascend as colmz orders them -- in ``len(reach) log len(col)``; others are
+    matched row by row (``pc.is_in``, NULL matching NULL)."""
+    if pa.types.is_integer(col.type) and not col.null_count and not reach.null_count:
+        values = col.to_numpy(zero_copy_only=False)
+        keys = np.sort(reach.to_numpy(zero_copy_only=False))
+        lo = np.searchsorted(values, keys, "left")
+        hi = np.searchsorted(values, keys, "right")
+        spans = [np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist()) if b > a]
+        return np.concatenate(spans) if spans else np.empty(0, np.int64)
+    hit = pc.is_in(col, value_set=reach, skip_nulls=False)
+    return np.flatnonzero(hit.to_numpy(zero_copy_only=False))
+
+
+def _reachable(spec: ColumnSpec) -> bool:
+    # First-column types whose values are equal exactly when consolidation finds them equal
+    # (pc.is_in compares values: for floats 0.0 and -0.0 are equal there and not here).
+    t = spec.type
+    return (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_temporal(t))
+
+
+def _arrow_schema(schema: Sequence[ColumnSpec]) -> pa.Schema:
+    return pa.schema([pa.field(s.name, s.type) for s in schema])
