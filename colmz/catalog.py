@@ -451,7 +451,7 @@ class Catalog:
     def _rows(self, name: Key, as_of: int, pending) -> pa.Table:
         # A query reads an object as a relation: its rows, in no order. Without pending
         # changes those come from the collection (MemoryCollection.snapshot_rows: a durable
-        # table only ever inserted into is read without merging its batches).
+        # table with no or few retractions is read without merging its batches).
         what = f"{self._objects[name].kind} {display_name(name)!r}"
         if name in pending and len(pending[name]):
             return expand(self._contents(name, as_of, pending), what)

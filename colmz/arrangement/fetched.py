@@ -96,6 +96,7 @@ class FetchedRuns:
         self._exact = exact
         self._retracted = RETRACTED_FRACTION if retracted is None else retracted
         self._merged: Updates | None = None
+        self._rows: pa.Table | None = None  # rows() told without the merge, kept
 
     def __len__(self) -> int:
         """Updates held: those fetched, or once merged the contents'."""
@@ -119,6 +120,7 @@ class FetchedRuns:
         if self._merged is None:
             self._merged = self._merge()
             self.runs = []
+            self._rows = None
         return self._merged
 
     def _merge(self) -> Updates:
@@ -140,6 +142,11 @@ class FetchedRuns:
         ``what`` names the contents in ``colmz.rows.expand``'s errors."""
         if self._merged is not None:
             return expand(self._merged, what)
+        if self._rows is None:
+            self._rows = self._unmerged_rows(what)
+        return self._rows
+
+    def _unmerged_rows(self, what: str) -> pa.Table | None:
         names = [s.name for s in self.schema]
         pieces = [u for run in self.runs for u in run]
         if not pieces:

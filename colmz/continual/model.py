@@ -308,11 +308,11 @@ class MemoryCollection:
         its multiplicity, in no particular order (``expand(snapshot(as_of), what)``).
 
         While the base is still to load and no change is at or before ``as_of``, the
-        contents are the base alone: when it comes unmerged with every diff positive (a
-        durable table that was only ever inserted into), its rows are read without the merge
-        (``FetchedRuns.rows`` of ``colmz.arrangement.read``), and the base stays unloaded
-        until a read needs it consolidated (then merged from what was fetched, not read
-        again).
+        contents are the base alone: when it comes unmerged (a durable table's fetched runs)
+        and its rows can be told without the merge -- every diff positive, or few
+        retractions (``FetchedRuns.rows`` of ``colmz.arrangement.fetched``) -- they are, and
+        the base stays unloaded until a read needs it consolidated (then merged from what
+        was fetched, not read again).
 
         >>> c = MemoryCollection({"k": pa.int64()}, since=0, upper=1,
         ...                      base=lambda: Updates({"k": [2, 1, 2]}, time=[0, 0, 0], diff=[1, 1, 1]))

@@ -425,3 +425,17 @@ def test_fetched_rows_are_the_consolidated_rows(runs, since, fraction, cut):
                                                                           "v": pa.array([], pa.string())})
     assert rows.schema == expected.schema
     assert _row_multiset(rows) == _row_multiset(expected)
+
+
+def test_fetched_rows_are_told_once_and_merged_contents_answer_after():
+    from colmz.arrangement.fetched import FetchedRuns
+
+    a, b = _run([1, 2, 3]), _run([2], d=-1)
+    f = FetchedRuns([[a], [b]], 0, a.schema, retracted=1.0)
+    rows = f.rows()
+    assert sorted(rows.column("k").to_pylist()) == [1, 3]
+    assert f.rows() is rows  # kept: a second query settles nothing again
+    assert f.merge().to_pylist() == [(1, 0, 1), (3, 0, 1)]
+    assert repr(f) == "FetchedRuns(merged, 2 updates, since=0)"
+    assert sorted(f.rows().column("k").to_pylist()) == [1, 3]
+    assert FetchedRuns([[a], [b]], 0, a.schema).rows() is None  # 1 of 4 updates: above 1/16
