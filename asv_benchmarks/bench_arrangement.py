@@ -30,8 +30,11 @@ Read side by side:
   tick's rows. ``ReadMemory.track_peak_rss_over_result`` -- peak RSS of a fresh process
   reading 1 GiB from 14 runs over the result's size (target <= 2).
   ``CatalogFirstQuery.track_first_query_over_read`` -- reopen of a durable catalog and its
-  first query over a table of 8 batches, over ``Arrangement.read`` of that table (target
-  <= 1).
+  first query over a table of 8 batches (and, ``history="deletes"``, a ``DELETE`` after
+  them), over ``Arrangement.read`` of that table (target <= 1);
+  ``track_query_rate_over_parquet_read`` / ``track_reopen_and_query_rate_over_parquet_read``
+  -- the first query's rate, without and with the reopen, over ``pq.read_table`` of the
+  table's rows (target >= 0.5).
 * ``Trickle.track_write_amplification`` -- bytes written to blob / bytes of updates written,
   over 1,000 seals of 1,000 updates with ``maintain()`` between them (target <= 4x; persist
   after its compaction-policy fix: about 9x), and ``track_trace_batches`` at the end (bound
