@@ -438,4 +438,4 @@ def test_fetched_rows_are_told_once_and_merged_contents_answer_after():
     assert f.merge().to_pylist() == [(1, 0, 1), (3, 0, 1)]
     assert repr(f) == "FetchedRuns(merged, 2 updates, since=0)"
     assert sorted(f.rows().column("k").to_pylist()) == [1, 3]
-    assert FetchedRuns([[a], [b]], 0, a.schema).rows() is None  # 1 of 4 updates: above 1/16
+    assert FetchedRuns([[a], [b]], 0, a.schema).rows() is None  # 1 of 4 updates: above 1/1024
