@@ -292,8 +292,8 @@ class SnapshotMerge:
     >= 0.5x the rate); ``track_snapshot_over_parquet_read`` the same for ``snapshot()``;
     ``track_mib_per_s_*`` the rates (MiB of the result's Arrow data) from that loop.
     ``track_rows_over_parquet_read`` is the read of the contents as the rows of a relation,
-    what a catalog query takes (``Arrangement.read_unmerged(as_of).rows()``, the merge
-    expanded when it returns None), beside ``pq.read_table`` of a file of those rows (the
+    what a catalog query takes (``Arrangement.read_unmerged(as_of).rows()``: the merge
+    expanded when it cannot do without), beside ``pq.read_table`` of a file of those rows (the
     data columns).
     """
 
@@ -315,9 +315,7 @@ class SnapshotMerge:
         pq.write_table(colmz.rows.expand(self.result), self.rows_file)
 
     def _rows(self):
-        fetched = self.arr.read_unmerged(self.as_of)
-        rows = fetched.rows()
-        return rows if rows is not None else colmz.rows.expand(fetched.merge())
+        return self.arr.read_unmerged(self.as_of).rows()
 
     def teardown(self, k, shape):
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -134,8 +134,8 @@ class ArrangementCollection:
 
     def snapshot_unmerged(self, as_of: int) -> FetchedRuns:
         """:meth:`snapshot`'s runs fetched and not merged (``Arrangement.read_unmerged``):
-        ``.merge()`` is the snapshot, ``.rows()`` its rows without a merge when every diff
-        read is positive."""
+        ``.merge()`` is the snapshot, ``.rows()`` its rows, without a merge when no or few
+        retractions were read."""
         return self._as_of(self.arrangement.read_unmerged, as_of)
 
     def _as_of(self, read_as_of, as_of: int):

@@ -28,8 +28,8 @@ needs much less (:meth:`FetchedRuns.rows`):
   positive diffs only -- passes through as above, cut around the reached rows without a
   copy. Floating-point first columns are excluded: equality of values there (``0.0`` and
   ``-0.0``) is not the equality of consolidation.
-* With more retractions than that, or a first column of another type, :meth:`rows` returns
-  None and the reader merges.
+* With more retractions than that, or a first column of another type, :meth:`rows` merges
+  (:meth:`merge`) and expands the contents; :attr:`merged` says whether it had to.
 
 Invariant: the rows of :meth:`FetchedRuns.rows`, as a multiset, are
 ``expand(merge())``'s; a negative multiplicity raises ``NegativeMultiplicity`` from either.
@@ -58,7 +58,7 @@ __all__ = ["RETRACTED_FRACTION", "FetchedRuns"]
 #: strings here; a search for integers) and a sort of the reached rows, which grow with the
 #: retractions: the sink's shape with 4.8% of its updates retracting (k = 2 runs) was read
 #: as rows at 0.40-0.45x ``pq.read_table`` so and at 0.77-0.79x through the merge, a table
-#: of 819,200 rows with 100 deleted at 0.80-0.91x so and 0.52-0.53x through the merge.
+#: of 819,200 rows with 100 deleted at 0.79-0.97x so and 0.52-0.53x through the merge.
 RETRACTED_FRACTION = 1 / 1024
 #: Most reached rows a piece is cut around without a copy (beyond it the piece's other rows
 #: are copied by one filter, rather than handed on as thousands of slices).
@@ -74,9 +74,9 @@ class FetchedRuns:
     instead of the merge when a diff sum leaves int64 (the handle's streaming merge, on
     :func:`~colmz.arrangement.read.merged_read`'s ``OverflowError``); ``retracted`` is the
     fraction of non-positive updates up to which :meth:`rows` settles only the rows they
-    reach (:data:`RETRACTED_FRACTION` when None). The merge takes the
-    pieces (``merged_read`` drops each input as it is gathered): after it, the merged
-    contents answer both :meth:`merge` and :meth:`rows`.
+    reach (:data:`RETRACTED_FRACTION` when None). The merge takes the pieces
+    (``merged_read`` drops each input as it is gathered): after it, the merged contents
+    answer both :meth:`merge` and :meth:`rows`.
 
     >>> import colmz
     >>> a = colmz.Updates({"k": ["b", "x"]}, time=[0, 1], diff=[1, 1])
@@ -89,8 +89,12 @@ class FetchedRuns:
     >>> f.merge().to_pylist()
     [('a', 5, 1), ('b', 5, 1), ('x', 5, 3)]
     >>> gone = colmz.Updates({"k": ["x"]}, time=[3], diff=[-1])  # reaches the x rows only
-    >>> sorted(FetchedRuns([[a], [b], [gone]], 5, a.schema, retracted=1.0).rows().column("k").to_pylist())
-    ['a', 'b', 'x', 'x']
+    >>> g = FetchedRuns([[a], [b], [gone]], 5, a.schema, retracted=1.0)
+    >>> sorted(g.rows().column("k").to_pylist()), g.merged
+    (['a', 'b', 'x', 'x'], False)
+    >>> h = FetchedRuns([[a], [b], [gone]], 5, a.schema)  # 1 of 5 updates retracts: merged
+    >>> sorted(h.rows().column("k").to_pylist()), h.merged
+    (['a', 'b', 'x', 'x'], True)
     """
 
     def __init__(self, runs: list[list[Updates]], since: int, schema: Sequence[ColumnSpec],
@@ -101,7 +105,7 @@ class FetchedRuns:
         self._exact = exact
         self._retracted = RETRACTED_FRACTION if retracted is None else retracted
         self._merged: Updates | None = None
-        self._rows: pa.Table | None = None  # rows() told without the merge, kept
+        self._rows: pa.Table | None = None  # rows told without the merge, kept
 
     def __len__(self) -> int:
         """Updates held: those fetched, or once merged the contents'."""
@@ -113,19 +117,13 @@ class FetchedRuns:
         runs = "merged" if self._merged is not None else f"{sum(1 for r in self.runs if r)} runs"
         return f"FetchedRuns({runs}, {len(self)} updates, since={self.since})"
 
-    def positive(self) -> bool:
-        """Whether every update fetched (or merged) has a positive diff."""
-        if self._merged is not None:
-            return not len(self._merged) or int(self._merged.diff.min()) > 0
-        return all(int(u.diff.min()) > 0 for run in self.runs for u in run)
-
     def merge(self) -> Updates:
         """The contents: every update with its time advanced to ``since``, consolidated and
         sorted by ``(data, time)``."""
         if self._merged is None:
             self._merged = self._merge()
             self.runs = []
-            self._rows = None
+            self._rows = None  # the merged contents answer rows() from now on
         return self._merged
 
     def _merge(self) -> Updates:
@@ -141,15 +139,21 @@ class FetchedRuns:
                 raise
             return self._exact()
 
-    def rows(self, what: str = "collection") -> pa.Table | None:
+    @property
+    def merged(self) -> bool:
+        """Whether the runs were merged (:meth:`merge`, or :meth:`rows` that needed it)."""
+        return self._merged is not None
+
+    def rows(self, what: str = "collection") -> pa.Table:
         """The contents' data rows, each repeated by its multiplicity, in no particular
-        order, without a merge -- or None when only the merge can say (module docstring).
-        ``what`` names the contents in ``colmz.rows.expand``'s errors."""
-        if self._merged is not None:
-            return expand(self._merged, what)
-        if self._rows is None:
+        order: without a merge when the module docstring's cases allow, else by
+        :meth:`merge`. ``what`` names the contents in ``colmz.rows.expand``'s errors
+        (``NegativeMultiplicity`` for a negative multiplicity)."""
+        if self._merged is None and self._rows is None:
             self._rows = self._unmerged_rows(what)
-        return self._rows
+        if self._rows is not None:
+            return self._rows
+        return expand(self.merge(), what)
 
     def _unmerged_rows(self, what: str) -> pa.Table | None:
         names = [s.name for s in self.schema]

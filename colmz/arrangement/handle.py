@@ -1671,8 +1671,8 @@ class Arrangement:
     def read_unmerged(self, as_of: int | None = None) -> FetchedRuns:
         """:meth:`read`'s runs, fetched but not merged (``colmz.arrangement.fetched.FetchedRuns``):
         ``.merge()`` is ``read(as_of)``; ``.rows()`` is the contents as the rows of a
-        relation (one per copy, in no order) without any merge when every update read has a
-        positive diff -- what a query reading the arrangement as a table needs.
+        relation (one per copy, in no order), without any merge when no update read retracts
+        or few do -- what a query reading the arrangement as a table needs.
 
         >>> import colmz
         >>> a = colmz.Arrangement.open("mem://read-unmerged-doc")

@@ -135,8 +135,8 @@ class MemoryCollection:
         Returns the contents as of ``since`` (``upper`` must be past ``since``); called on
         the first read that needs them, so a reader of later changes only never pays for it.
         It may return them unmerged (an object with ``merge()``, giving the contents, and
-        ``rows(what)``, giving them as relation rows or None: ``Arrangement.read_unmerged``):
-        :meth:`snapshot_rows` then reads the rows without the merge when it can.
+        ``rows(what)``, giving them as relation rows, merging only when it must:
+        ``Arrangement.read_unmerged``): :meth:`snapshot_rows` then reads those rows.
     base_consolidated : bool
         ``base`` returns its contents already consolidated (a durable read's result, as
         ``Arrangement.read``): they are kept as they come instead of consolidated again.
@@ -323,10 +323,9 @@ class MemoryCollection:
         if self._base is not None and bisect.bisect_right(self._times, as_of) == 0:
             got = self._fetch_base()
             if not isinstance(got, Updates) and tuple(got.schema) == self._schema:
-                rows = got.rows(what)
-                if rows is not None:
-                    self._count(rows.num_rows)
-                    return rows
+                rows = got.rows(what)  # merged from the fetch (once) when it must be
+                self._count(rows.num_rows)
+                return rows
         return expand(self.snapshot(as_of), what)
 
     def _count(self, n: int) -> None:

@@ -123,11 +123,12 @@ def _row_multiset(table: pa.Table) -> list[str]:
 
 
 def _check_unmerged(a: Arrangement, written, as_of, since) -> None:
-    # read_unmerged: its rows (when it has them) are the oracle's rows repeated by their
-    # multiplicities; it has them whenever every update written in the window is positive,
-    # and with any share of retractions allowed (RETRACTED_FRACTION 1) whenever the oracle
-    # has no negative multiplicity. Cutting every piece by a filter (CUT_LIMIT 0) or around
-    # each reached row gives the same.
+    # read_unmerged: its rows are the oracle's rows repeated by their multiplicities
+    # (NegativeMultiplicity exactly when the oracle has a negative one); told without a
+    # merge whenever every update written in the window is positive, and with any share of
+    # retractions allowed (RETRACTED_FRACTION 1) whenever the oracle has no negative
+    # multiplicity. Cutting every piece by a filter (CUT_LIMIT 0) or around each reached row
+    # gives the same.
     want = oracle(written, as_of, since)
     negative = bool(len(want)) and int(want.diff.min()) < 0
     for fraction, cut in [(None, None), (1.0, None), (1.0, 0)]:
@@ -141,16 +142,15 @@ def _check_unmerged(a: Arrangement, written, as_of, since) -> None:
                 rows = f.rows()
             except NegativeMultiplicity:
                 assert negative
-                rows = None
-        if all(r[4] > 0 for r in written if as_of is None or r[3] <= as_of) or (
-                fraction == 1.0 and not negative):
-            assert rows is not None
-        if rows is not None:
-            assert rows.column_names == ["s", "f", "i"]
-            assert _row_multiset(rows) == _row_multiset(colmz.rows.expand(want))
+                assert f.merge() == want
+                continue
+        assert not negative
+        if all(r[4] > 0 for r in written if as_of is None or r[3] <= as_of) or fraction == 1.0:
+            assert not f.merged
+        assert rows.column_names == ["s", "f", "i"]
+        assert _row_multiset(rows) == _row_multiset(colmz.rows.expand(want))
         assert f.merge() == want
-        if rows is not None:  # the merged contents answer rows() from then on
-            assert _row_multiset(f.rows()) == _row_multiset(rows)
+        assert _row_multiset(f.rows()) == _row_multiset(rows)  # now from the merged contents
 
 
 @settings(max_examples=80, deadline=None)
@@ -417,10 +417,9 @@ def test_fetched_rows_are_the_consolidated_rows(runs, since, fraction, cut):
         except NegativeMultiplicity:
             assert negative
             return
+    assert not negative
     if fraction == 1.0 or all(int(u.diff.min()) > 0 for u in pieces):
-        assert rows is not None
-    if rows is None:
-        return
+        assert not f.merged
     expected = colmz.rows.expand(want) if want is not None else pa.table({"k": pa.array([], pa.int64()),
                                                                           "v": pa.array([], pa.string())})
     assert rows.schema == expected.schema
@@ -438,4 +437,5 @@ def test_fetched_rows_are_told_once_and_merged_contents_answer_after():
     assert f.merge().to_pylist() == [(1, 0, 1), (3, 0, 1)]
     assert repr(f) == "FetchedRuns(merged, 2 updates, since=0)"
     assert sorted(f.rows().column("k").to_pylist()) == [1, 3]
-    assert FetchedRuns([[a], [b]], 0, a.schema).rows() is None  # 1 of 4 updates: above 1/1024
+    g = FetchedRuns([[a], [b]], 0, a.schema)  # 1 of 4 updates retracts: above 1/1024, merged
+    assert sorted(g.rows().column("k").to_pylist()) == [1, 3] and g.merged
