@@ -163,8 +163,9 @@ class FetchedRuns:
         negative = [np.flatnonzero(u.diff <= 0) for u in pieces]
         n_negative = sum(len(i) for i in negative)
         if n_negative:
-            if n_negative > self._retracted * sum(len(u) for u in pieces) or not _reachable(self.schema[0]):
-                return None
+            if (n_negative > self._retracted * sum(len(u) for u in pieces) or not self.schema
+                    or not _reachable(self.schema[0])):
+                return None  # (no data columns: every row is equal, the merge sums them)
             pieces = self._settle_reached(pieces, negative)
         if all(int(u.diff.min()) == 1 and int(u.diff.max()) == 1 for u in pieces if len(u)):
             return pa.Table.from_batches(

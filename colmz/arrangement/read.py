@@ -87,6 +87,7 @@ from colmz.kernels.read_merge import (
     pack_lead,
     string_words,
 )
+from colmz.ops import concat, consolidate
 from colmz.order import SIGN_BIT, ColumnSpec, encode_columns, kind_of
 from colmz.storage.base import Blob
 from colmz.threads import shared_pool
@@ -178,6 +179,9 @@ def merged_read(runs: list[list[Updates]], since: int, schema: Sequence[ColumnSp
         stats.update(runs=len(run_lens), rows_in=n, merged=False, packed_lead=False, tie_rows=0)
     if not n:
         return Updates.empty(schema)
+    if not schema:
+        # no data columns: rows differ by their times alone, and there are no order words
+        return consolidate(concat(pieces), order="data", since=since)
     clock = _Clock(stats)
     pool = shared_pool("merge", MERGE_THREADS) if MERGE_THREADS > 1 and n >= PARALLEL_ROWS else None
     return _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, stats, nbytes)

@@ -439,3 +439,23 @@ def test_fetched_rows_are_told_once_and_merged_contents_answer_after():
     assert sorted(f.rows().column("k").to_pylist()) == [1, 3]
     g = FetchedRuns([[a], [b]], 0, a.schema)  # 1 of 4 updates retracts: above 1/1024, merged
     assert sorted(g.rows().column("k").to_pylist()) == [1, 3] and g.merged
+
+
+def test_reads_without_data_columns():
+    # No data columns: rows differ by their times alone (merged_read has no order words to
+    # merge by; the arrangement consolidates them by time).
+    from colmz.arrangement.fetched import FetchedRuns
+
+    a, b = colmz.Updates({}, time=[0, 1], diff=[1, 1]), colmz.Updates({}, time=[2], diff=[-1])
+    assert merged_read([[a], [b]], 1, a.schema).to_pylist() == [(1, 2), (2, -1)]
+    f = FetchedRuns([[a], [b]], 5, a.schema, retracted=1.0)
+    assert f.rows().num_columns == 0 and f.merged
+    assert f.merge().to_pylist() == [(5, 1)]
+    arr = Arrangement.open(f"mem://no-columns-{next(_names)}", fan_in=2)
+    for t in range(5):
+        arr.write(colmz.Updates({}, time=[t, t], diff=[1, 1 if t % 2 else -1]))
+        arr.seal(t + 1)
+        arr.maintain()
+    arr.advance_since(3)
+    arr.maintain()
+    assert arr.read(4).to_pylist() == [(4, 4)] and arr.read().to_pylist() == [(3, 4)]
