@@ -428,13 +428,17 @@ class Catalog:
             raise SQLError(f"unknown catalog item {sql_name(parts)!r}")
 
     def _contents(self, name: str, as_of: int, pending: Mapping[str, Updates]) -> Updates:
-        obj = self._objects[name]
-        if as_of < obj.collection.since:
-            raise ValueError(self._unreadable(name, as_of))
-        snap = obj.collection.snapshot(min(as_of, self._now))
+        snap = self._readable(name, as_of).snapshot(min(as_of, self._now))
         if name in pending and len(pending[name]):
             snap = consolidate(concat([snap, pending[name]]), since=as_of)
         return snap
+
+    def _readable(self, name: Key, as_of: int):
+        """The collection of ``name``, or ``ValueError`` when ``as_of`` is before its since."""
+        coll = self._objects[name].collection
+        if as_of < coll.since:
+            raise ValueError(self._unreadable(name, as_of))
+        return coll
 
     def _unreadable(self, name: str, as_of: int) -> str:
         """Why ``name`` cannot be read at ``as_of`` (before its since): not created yet, or
@@ -455,10 +459,7 @@ class Catalog:
         what = f"{self._objects[name].kind} {display_name(name)!r}"
         if name in pending and len(pending[name]):
             return expand(self._contents(name, as_of, pending), what)
-        obj = self._objects[name]
-        if as_of < obj.collection.since:
-            raise ValueError(self._unreadable(name, as_of))
-        return relation_rows(obj.collection, min(as_of, self._now), what)
+        return relation_rows(self._readable(name, as_of), min(as_of, self._now), what)
 
     # ------------------------------------------------------------------ statements
 

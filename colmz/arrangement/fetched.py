@@ -46,8 +46,8 @@ import pyarrow.compute as pc
 from colmz.arrangement.parts import run_contents
 from colmz.arrangement.read import merged_read
 from colmz.ops import concat, consolidate
-from colmz.order import ColumnSpec
-from colmz.rows import expand
+from colmz.order import ColumnSpec, kind_of
+from colmz.rows import empty_table, expand
 from colmz.updates import Updates
 
 __all__ = ["RETRACTED_FRACTION", "FetchedRuns"]
@@ -156,10 +156,9 @@ class FetchedRuns:
         return expand(self.merge(), what)
 
     def _unmerged_rows(self, what: str) -> pa.Table | None:
-        names = [s.name for s in self.schema]
         pieces = [u for run in self.runs for u in run]
         if not pieces:
-            return pa.Table.from_arrays([pa.array([], s.type) for s in self.schema], names=names)
+            return empty_table(self.schema)
         negative = [np.flatnonzero(u.diff <= 0) for u in pieces]
         n_negative = sum(len(i) for i in negative)
         if n_negative:
@@ -168,9 +167,8 @@ class FetchedRuns:
                 return None  # (no data columns: every row is equal, the merge sums them)
             pieces = self._settle_reached(pieces, negative)
         if all(int(u.diff.min()) == 1 and int(u.diff.max()) == 1 for u in pieces if len(u)):
-            return pa.Table.from_batches(
-                [pa.RecordBatch.from_arrays([u.column(n) for n in names], names=names)
-                 for u in pieces if len(u)], schema=_arrow_schema(self.schema))
+            # each piece's table shares its arrays (expand copies nothing when every diff is 1)
+            return pa.concat_tables([expand(u, what) for u in pieces if len(u)])
         # repeats (one limit on the rows repeated, in all) or what settling left negative
         return expand(concat(pieces), what)
 
@@ -222,13 +220,8 @@ def _reached_rows(col: pa.Array, reach: pa.Array) -> np.ndarray:
 
 
 def _reachable(spec: ColumnSpec) -> bool:
-    # First-column types whose values are equal exactly when consolidation finds them equal
-    # (pc.is_in compares values: for floats 0.0 and -0.0 are equal there and not here).
-    t = spec.type
-    return (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
-            or pa.types.is_temporal(t))
-
-
-def _arrow_schema(schema: Sequence[ColumnSpec]) -> pa.Schema:
-    return pa.schema([pa.field(s.name, s.type) for s in schema])
+    # First-column kinds whose values are equal exactly when consolidation finds them equal
+    # (pc.is_in compares values: for floats 0.0 and -0.0 are equal there and not here), and
+    # plain arrays (pc.is_in does not take dictionary-encoded ones).
+    return (not pa.types.is_dictionary(spec.type)
+            and kind_of(spec.type, spec.name) in ("int", "uint", "bool", "bytes"))

@@ -941,21 +941,19 @@ class Arrangement:
         return batches, since, upper
 
     def _fetch(self, as_of: int | None) -> FetchedRuns:
-        schema = self._read_schema()
         batches, since, _ = self._read_plan(as_of)
+        return self._fetched(self._read_schema(), batches, since)
+
+    def _fetched(self, schema, batches: list[ReadRun], since: int) -> FetchedRuns:
         runs = read_runs(self._store, batches, schema, self._read_pool(batches))
         return FetchedRuns(runs, since, schema,
                            exact=lambda: self._read_streaming(batches, since, schema))
 
     def _read_all(self, as_of: int | None) -> Updates:
         schema = self._read_schema()
-        tu = self.trace_ts_upper()
-        # times at or before as_of (as_of + 1 cannot wrap: Python ints)
-        upper = None if as_of is None or as_of == MAX_TIME else as_of + 1
-        since = self._since if as_of is None else max(self._since, as_of)
-        unsealed = self.unsealed_snapshot(tu, None).batches if tu is not None else ()
-        if len(self._trace) == 1 and not unsealed:
-            # The common shape after maintain(): one trace batch, nothing unsealed beyond it.
+        batches, since, upper = self._read_plan(as_of)
+        if len(batches) == 1 and len(self._trace) == 1:
+            # The common shape after maintain(): one trace batch, nothing unsealed read.
             # Its parts, read whole and concurrently, are the answer whenever advancing the
             # times cannot make two rows meet (run_contents): no merge, no encoding.
             parts = read_parts(self._store, self._trace[0].keys, schema)
@@ -969,7 +967,7 @@ class Arrangement:
         # colmz.arrangement.read: every part read whole, the runs merged by order words into
         # a permutation and each column gathered once (a diff sum leaving int64: the exact
         # streaming merge).
-        return self._fetch(as_of).merge()
+        return self._fetched(schema, batches, since).merge()
 
     def _read_streaming(self, batches, since: int, schema) -> Updates:
         # Inputs come a whole part at a time (one Parquet read each, the next one fetched
