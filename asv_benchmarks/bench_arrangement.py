@@ -44,9 +44,10 @@ Read side by side:
   (target p50 <= 20 ms; ``time_*`` time single calls).
 * ``Checksums.track_write_checked_over_unchecked`` / ``track_read_checked_over_unchecked``
   -- the cost of part integrity: write + seal + drain, and ``read()``, of the 50 MiB with
-  Parquet page checksums written and verified and each part checked against the state's
-  record of it (rows, diff sum), over the same with both off (``PAGE_CHECKSUMS = False``
-  and no recorded checks: the code before them), interleaved in one loop (medians of 5).
+  each part's digest made, recorded and verified (a local store: ``parts.writes_page_checksums``)
+  and each part checked against the state's record of it (rows, diff sum, digest), over the
+  same with all off (``PART_DIGESTS = PAGE_CHECKSUMS = False`` and no recorded checks),
+  interleaved in one loop (medians of 5).
 * ``WriteSideBySide.track_rate_over_pq_fsync`` / ``track_rate_over_deltalake`` -- write + seal
   + drain beside ``pq.write_table`` + fsync and ``write_deltalake`` of the same table, one
   interleaved loop (medians of :data:`REPS`), quiet and with the second core busy (``load``).
@@ -625,13 +626,13 @@ class Checksums:
     def teardown(self):
         from colmz.arrangement import parts as arrangement_parts
 
-        arrangement_parts.PAGE_CHECKSUMS = True
+        arrangement_parts.PAGE_CHECKSUMS = arrangement_parts.PART_DIGESTS = True
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _write(self, checked: bool):
         from colmz.arrangement import parts as arrangement_parts
 
-        arrangement_parts.PAGE_CHECKSUMS = checked
+        arrangement_parts.PAGE_CHECKSUMS = arrangement_parts.PART_DIGESTS = checked
         path = pathlib.Path(tempfile.mkdtemp(dir=self.dir)) / "a"
         t0 = _now()
         arr = colmz.Arrangement.open(str(path), schema={s.name: s.type for s in self.u.schema})
@@ -643,7 +644,7 @@ class Checksums:
     def _read(self, arr, checked: bool) -> float:
         from colmz.arrangement import parts as arrangement_parts
 
-        arrangement_parts.PAGE_CHECKSUMS = checked
+        arrangement_parts.PAGE_CHECKSUMS = arrangement_parts.PART_DIGESTS = checked
         if checked:
             arr.refresh()  # records the state's checks of its parts
         else:
@@ -657,21 +658,21 @@ class Checksums:
         for _ in range(n):
             secs, on = self._write(True)
             w_on.append(secs)
-            secs, off = self._write(False)  # parts without page checksums
+            secs, off = self._write(False)  # parts without digests or page checksums
             w_off.append(secs)
             r_on.append(self._read(on, True))
             r_off.append(self._read(off, False))
         return [float(np.median(x)) for x in (w_on, w_off, r_on, r_off)]
 
     def track_write_checked_over_unchecked(self):
-        """write + seal + drain with page checksums / without (median of 5, interleaved)."""
+        """write + seal + drain with digests / without (median of 5, interleaved)."""
         w_on, w_off, _, _ = self._interleaved()
         return w_on / w_off
 
     track_write_checked_over_unchecked.unit = "x"
 
     def track_read_checked_over_unchecked(self):
-        """``read()`` verifying page checksums and the state's checks / neither."""
+        """``read()`` verifying digests and the state's checks / neither."""
         _, _, r_on, r_off = self._interleaved()
         return r_on / r_off
 

@@ -40,7 +40,7 @@ from numba.core.caching import FunctionCache
 from numba.extending import intrinsic, overload
 
 __all__ = ["jit", "JIT_OPTIONS", "DISPATCHERS", "LightCache", "enable_light_loading", "load8",
-           "copy_from_address", "SHORT_COPY", "prefetch"]
+           "load8_le", "copy_from_address", "SHORT_COPY", "prefetch"]
 
 JIT_OPTIONS: dict[str, object] = {
     "cache": True,
@@ -117,26 +117,57 @@ def load8(data, p):
     return np.uint64(int.from_bytes(data[p:p + 8].tobytes(), "big"))
 
 
-@intrinsic
-def _load8_be(typingctx, data, p):
-    # An unaligned 8-byte load at &data[p], byte-swapped to big-endian order.
-    sig = types.uint64(data, types.int64)
+def _load8_intrinsic(byteswap: bool):
+    # An intrinsic making one unaligned 8-byte load at &data[p], byte-swapped to big-endian
+    # order when ``byteswap`` (else in the machine's little-endian order).
+    @intrinsic
+    def load(typingctx, data, p):
+        sig = types.uint64(data, types.int64)
 
-    def codegen(context, builder, signature, args):
-        array, at = args
-        view = context.make_array(signature.args[0])(context, builder, array)
-        word = builder.bitcast(builder.gep(view.data, [at]), ir.IntType(64).as_pointer())
-        value = builder.load(word, align=1)
-        bswap = builder.module.declare_intrinsic("llvm.bswap", [ir.IntType(64)])
-        return builder.call(bswap, [value])
+        def codegen(context, builder, signature, args):
+            array, at = args
+            view = context.make_array(signature.args[0])(context, builder, array)
+            word = builder.bitcast(builder.gep(view.data, [at]), ir.IntType(64).as_pointer())
+            value = builder.load(word, align=1)
+            if byteswap:
+                bswap = builder.module.declare_intrinsic("llvm.bswap", [ir.IntType(64)])
+                value = builder.call(bswap, [value])
+            return value
 
-    return sig, codegen
+        return sig, codegen
+
+    return load
+
+
+_load8_be = _load8_intrinsic(True)
+_load8_raw = _load8_intrinsic(False)
 
 
 @overload(load8, inline="always")
 def _load8_compiled(data, p):
     def impl(data, p):
         return _load8_be(data, np.int64(p))
+
+    return impl
+
+
+def load8_le(data, p):
+    """Bytes ``p .. p + 7`` of the ``uint8`` array ``data`` as one little-endian ``uint64``
+    (the caller keeps ``p + 8 <= len(data)``): the words a digest reads
+    (``kernels/digest.py``). Compiled, one unaligned 8-byte load (:func:`_load8_raw`): the
+    data may sit at any address (a part fetched into a ``bytes`` object). Run as Python, the
+    plain expression.
+
+    >>> int(load8_le(np.frombuffer(b"abcdefgh", np.uint8), 0)) == int.from_bytes(b"abcdefgh", "little")
+    True
+    """
+    return np.uint64(int.from_bytes(data[p:p + 8].tobytes(), "little"))
+
+
+@overload(load8_le, inline="always")
+def _load8_le_compiled(data, p):
+    def impl(data, p):
+        return _load8_raw(data, np.int64(p))
 
     return impl
 

@@ -16,10 +16,10 @@ recognised) and converts them to and from the plain dict that is stored durably:
     {"seal": int | None, "since": int,
      "unsealed_batches": [{"seqnos": [start, end], "ts_lower": int, "ts_upper": int,
                            "keys": [str, ...], "len": int, "size_bytes": int,
-                           "checks": [[rows, diff_sum], ...]}, ...],
+                           "checks": [[rows, diff_sum, digest], ...]}, ...],
      "trace_batches": [{"desc": [lower, upper | None, since], "level": int,
                         "keys": [str, ...], "len": int, "size_bytes": int,
-                        "checks": [[rows, diff_sum], ...]}, ...],
+                        "checks": [[rows, diff_sum, digest], ...]}, ...],
      "properties": {str: str | int, ...}}
 
 ``properties`` is the user's own small metadata (e.g. the id of the last stream batch the
@@ -28,9 +28,11 @@ sees both or neither. It is absent when empty, so a record written before proper
 reads as having none (:func:`properties_from_dict`).
 
 ``checks`` holds, per key, what every read of that part verifies
-(``colmz.arrangement.parts.PartCheck``): its row count and the int64 sum of its diffs. It is
-optional: a state written before checks existed loads, and its parts are read with the
-checks that need no state (Parquet page checksums, the key a part's own metadata names).
+(``colmz.arrangement.parts.PartCheck``): its row count, the int64 sum of its diffs and the
+XXH64 digest of its bytes (as an int64; parts written before digests have the first two
+only). It is optional: a state written before checks existed loads, and its parts are read
+with the checks that need no state (Parquet page checksums, the key a part's own metadata
+names).
 
 ``len`` (updates stored) and ``size_bytes`` (Parquet bytes) are optional when read: they are
 bookkeeping for the compaction policies and the repr, not part of the logic that
@@ -101,7 +103,7 @@ class UnsealedBatchMeta:
     keys: tuple[str, ...]
     len: int | None = field(default=None, compare=True)
     size_bytes: int | None = None
-    checks: tuple[tuple[int, int], ...] | None = None
+    checks: tuple[tuple[int, ...], ...] | None = None
 
     def to_dict(self) -> dict:
         return _with_part_figures(self, {"seqnos": list(self.seqnos), "ts_lower": self.ts_lower,
@@ -129,7 +131,7 @@ class TraceBatchMeta:
     keys: tuple[str, ...]
     len: int | None = None
     size_bytes: int | None = None
-    checks: tuple[tuple[int, int], ...] | None = None
+    checks: tuple[tuple[int, ...], ...] | None = None
 
     def to_dict(self) -> dict:
         return _with_part_figures(self, {"desc": self.desc.to_list(), "level": self.level,
@@ -223,11 +225,13 @@ def _checks(d: dict, keys: tuple[str, ...], where: str):
     if raw is None:
         return None
     ok = isinstance(raw, list) and len(raw) == len(keys) and all(
-        isinstance(c, list) and len(c) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in c)
-        and c[0] >= 0 for c in raw)
+        isinstance(c, list) and len(c) in (2, 3)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in c)
+        and c[0] >= 0 and all(-2**63 <= x < 2**63 for x in c[1:]) for c in raw)
     if not ok:
-        raise CorruptMeta(f"arrangement metadata {where}.checks must be one [rows, diff_sum] per key, got {raw!r:.200}")
-    return tuple((c[0], c[1]) for c in raw)
+        raise CorruptMeta(f"arrangement metadata {where}.checks must be one [rows, diff_sum] or "
+                          f"[rows, diff_sum, digest] per key, got {raw!r:.200}")
+    return tuple(tuple(c) for c in raw)
 
 
 def _field(d, name: str, where: str):

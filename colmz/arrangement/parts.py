@@ -59,6 +59,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from colmz.arrangement.errors import CorruptPart, MissingPart
+from colmz.kernels.digest import xxh64
 from colmz.kernels.gather import take_bytes, take_fixed, take_lengths
 from colmz.kernels.merge import merge_runs
 from colmz.ops import concat
@@ -91,6 +92,8 @@ __all__ = [
     "concurrent_calls",
     "expect_parts",
     "expected_part",
+    "part_digest",
+    "writes_page_checksums",
     "forget_parts",
     "key_created_ms",
     "iter_part",
@@ -147,10 +150,15 @@ MIN_CHUNK_ROWS = 1 << 10
 PAGE_BUFFER = 1 << 16
 #: The Parquet key-value metadata entry describing a part.
 PART_METADATA_KEY = b"colmz.arrangement"
-#: Parts are written with a CRC32 per Parquet page and read verifying it
-#: (``write_page_checksum`` / ``page_checksum_verification``), so a flipped bit in a page is
-#: a :class:`CorruptPart`, never a different answer.
+#: Parquet page CRC32s are verified on read wherever a part has them
+#: (``page_checksum_verification``) and no digest was checked instead; they are written
+#: into parts on stores read by ranges (:func:`writes_page_checksums`), so a flipped bit in
+#: a page is a :class:`CorruptPart`, never a different answer.
 PAGE_CHECKSUMS = True
+#: Parts are digested as they are written (:func:`part_digest`, recorded in their
+#: :class:`PartCheck`); with this and :data:`PAGE_CHECKSUMS` off, writes and reads skip both
+#: -- only to measure what integrity costs (``bench_arrangement.Checksums``).
+PART_DIGESTS = True
 
 _KEY_RE = re.compile(r"(?:^|/)(\d{13})-[0-9A-Za-z_]+\.parquet$")
 
@@ -178,13 +186,20 @@ def key_created_ms(key: str) -> int | None:
 
 
 class PartCheck(tuple):
-    """What a state records of one part, checked whenever the part is read: its row count
-    and the sum of its diffs (int64, wrapping), ``(rows, diff_sum)``."""
+    """What a state records of one part, checked whenever the part is read: its row count,
+    the sum of its diffs (int64, wrapping) and -- for parts written since digests -- the
+    XXH64 digest of its bytes (:func:`part_digest`): ``(rows, diff_sum)`` or
+    ``(rows, diff_sum, digest)``.
+
+    >>> PartCheck(3, 3), PartCheck(3, 3, -5).digest
+    ((3, 3), -5)
+    """
 
     __slots__ = ()
 
-    def __new__(cls, rows: int, diff_sum: int):
-        return super().__new__(cls, (int(rows), int(diff_sum)))
+    def __new__(cls, rows: int, diff_sum: int, digest: int | None = None):
+        values = (int(rows), int(diff_sum)) if digest is None else (int(rows), int(diff_sum), int(digest))
+        return super().__new__(cls, values)
 
     @property
     def rows(self) -> int:
@@ -193,6 +208,74 @@ class PartCheck(tuple):
     @property
     def diff_sum(self) -> int:
         return self[1]
+
+    @property
+    def digest(self) -> int | None:
+        return self[2] if len(self) > 2 else None
+
+
+def part_digest(data) -> int:
+    """The digest a state records of a part: XXH64 (``kernels/digest.py``, seed 0) of its
+    bytes -- any buffer -- as a signed int64.
+
+    >>> part_digest(b"") == 0xEF46DB3751D8E999 - 2**64
+    True
+    """
+    value = int(xxh64(np.frombuffer(data, np.uint8), np.uint64(0)))
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def writes_page_checksums(store: Blob) -> bool:
+    """Whether parts written to ``store`` carry Parquet page CRC32s besides their digest.
+
+    Every read path of a local part sees the whole file (memory-mapped), so it checks the
+    digest, at about three times the CRC's speed (``kernels/digest.py``). Other stores are
+    read by ranges in streaming merges (:func:`iter_part` on S3), where only the pages read
+    can be checked: their parts keep page checksums too.
+    """
+    return type(store) is not LocalBlob  # the type: a fault wrapper reads as another store
+
+
+class DigestCheck:
+    """The digest of a whole part (``f``: memory-mapped or in memory, at its start) beside
+    the one its state recorded (``expect``). ``done`` says whether there was one to check:
+    it then stands for the pages' CRCs. :meth:`raise_if_wrong` comes after the footer's own
+    checks (:func:`_check_footer`), whose errors say more (a part substituted by another)."""
+
+    def __init__(self, f, key: str, expect: PartCheck | None):
+        self.key = key
+        self.want = None if expect is None else expect.digest
+        self.got = None
+        if self.want is not None:
+            self.got = part_digest(f.read_buffer())
+            f.seek(0)
+
+    @property
+    def done(self) -> bool:
+        return self.want is not None
+
+    def raise_if_wrong(self) -> None:
+        if self.got != self.want:
+            raise CorruptPart(f"part {self.key!r} has digest {self.got % 2**64:016x}; its state "
+                              f"recorded {self.want % 2**64:016x}")
+
+
+def _whole_digest(store: Blob, key: str, expect: PartCheck) -> DigestCheck:
+    # The digest check of the part under ``key``, opened whole (open_part) for it.
+    whole = open_part(store, key)
+    if whole is None:
+        raise MissingPart(f"part {key!r} is missing from the blob store")
+    with whole:
+        return DigestCheck(whole, key, expect)
+
+
+def _has_page_checksums(pf) -> bool:
+    # What the part's own metadata says of its pages (parts from before it: checksummed).
+    raw = (pf.metadata.metadata or {}).get(PART_METADATA_KEY)
+    try:
+        return bool(json.loads(raw).get("page_checksums", True)) if raw else True
+    except (ValueError, AttributeError):
+        return True
 
 
 def diff_sum(diff: np.ndarray) -> int:
@@ -310,9 +393,12 @@ def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
     if f is None:
         raise MissingPart(f"part {key!r} is missing from the blob store")
     with f:
+        # the whole part is here: its digest, when recorded, stands for its pages' CRCs
+        digest = DigestCheck(f, key, expected_part(store, key))
         try:
-            pf = pq.ParquetFile(f, page_checksum_verification=PAGE_CHECKSUMS)
+            pf = pq.ParquetFile(f, page_checksum_verification=PAGE_CHECKSUMS and not digest.done)
             expect = _check_footer(pf, store, key)
+            digest.raise_if_wrong()
             if pf.metadata.num_row_groups == 1:
                 # 15 one-group parts of the sink's k = 14 read, one after another: 45-56 ms
                 # of CPU so, 57-84 by the batch reader
@@ -429,22 +515,35 @@ def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec],
     """The updates of the part under ``key``, one Parquet row group at a time -- or, with
     ``batch_rows``, in batches of that many rows, read page by page through a small buffer
     (what merges read, so that a merge of many parts holds a bounded slice of each); checked
-    as :func:`read_part` checks them. Local and S3 blobs are read by ranges, never whole."""
+    as :func:`read_part` checks them. Local and S3 blobs are read by ranges, never whole --
+    except that a local part whose digest is recorded is first checked whole, memory-mapped
+    (and one without page checksums on another store, fetched whole: only parts written to
+    a local directory lack them, :func:`writes_page_checksums`)."""
+    recorded = expected_part(store, key)
+    digest = None
+    if type(store) is LocalBlob and recorded is not None and recorded.digest is not None:
+        digest = _whole_digest(store, key, recorded)
+    verified = digest is not None
     f = open_input(store, key)
     if f is None:
         raise MissingPart(f"part {key!r} is missing from the blob store")
     with f:
         try:
             if batch_rows is None:
-                pf = pq.ParquetFile(f, page_checksum_verification=PAGE_CHECKSUMS)
+                pf = pq.ParquetFile(f, page_checksum_verification=PAGE_CHECKSUMS and not verified)
             else:
                 # No pre-buffering: a column chunk is read through PAGE_BUFFER bytes at a
                 # time instead of whole, so an open input costs about a page per column.
                 pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=PAGE_BUFFER,
-                                    page_checksum_verification=PAGE_CHECKSUMS)
+                                    page_checksum_verification=PAGE_CHECKSUMS and not verified)
             expect = _check_footer(pf, store, key)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
+        if digest is None and expect is not None and expect.digest is not None \
+                and not _has_page_checksums(pf):
+            digest = _whole_digest(store, key, expect)
+        if digest is not None:
+            digest.raise_if_wrong()
         if pf.metadata.num_row_groups == 0:
             yield _checked(pf.schema_arrow.empty_table(), key, schema)
             _check_diffs(expect, key, 0)
@@ -740,6 +839,8 @@ class PartWriter:
         # as a table like ``table``; ``values`` holds the part's values (in any order: they
         # only decide the encoding). With ``pool``, row groups are fetched there
         # GATHER_AHEAD ahead. Changes nothing of ``self`` (parts may be encoded side by side).
+        crc = PAGE_CHECKSUMS and writes_page_checksums(self.store)
+        info = dict(info, page_checksums=crc)
         schema = table.schema.with_metadata({PART_METADATA_KEY: json.dumps(info).encode()})
         # Dictionary pages pay off for time and diff (few distinct values: one time and
         # diff 1 in a typical write, constant times after compaction) and for strings that
@@ -757,7 +858,7 @@ class PartWriter:
         stats = True if len(stats) == len(self.schema) else stats + ["time", "diff"]
         options = dict(compression=self.compression, use_dictionary=dict_cols,
                        write_statistics=stats, data_page_size=DATA_PAGE_BYTES,
-                       write_page_checksum=PAGE_CHECKSUMS)
+                       write_page_checksum=crc)
         sums = [0]
 
         def fetch(a: int, b: int) -> tuple[pa.Table, int]:
@@ -801,15 +902,23 @@ class PartWriter:
                         w.write_table(t, row_group_size=group)
 
             size = self.store.set_streamed(key, fill)
+            digest = None
+            if PART_DIGESTS:  # read back memory-mapped, from the page cache the write filled
+                written = open_part(self.store, key)
+                if written is None:
+                    raise MissingPart(f"part {key!r} vanished as it was written")
+                with written:
+                    digest = part_digest(written.read_buffer())
         else:
             sink = pa.BufferOutputStream()
             with pq.ParquetWriter(sink, schema, **options) as w:
                 for t in groups():
                     w.write_table(t, row_group_size=group)
             buf = sink.getvalue()
+            digest = part_digest(buf) if PART_DIGESTS else None
             self.store.set(key, buf)
             size = buf.size
-        return PartCheck(n, sums[0]), size
+        return PartCheck(n, sums[0], digest), size
 
 
 def repeats(col: pa.Array, sample: int = 2048) -> bool:

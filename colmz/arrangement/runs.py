@@ -80,9 +80,9 @@ class WrittenRun:
     ts_lower: int
     ts_upper: int
     size_bytes: int
-    #: per key, what its writer recorded for reads to check (``[rows, diff_sum]``,
+    #: per key, what its writer recorded for reads to check (``[rows, diff_sum, digest]``,
     #: ``colmz.arrangement.parts.PartCheck``); None for a run described without them
-    checks: tuple[tuple[int, int], ...] | None = None
+    checks: tuple[tuple[int, ...], ...] | None = None
 
     def to_dict(self) -> dict:
         d = {"keys": list(self.keys), "len": self.len, "ts_lower": self.ts_lower,
@@ -119,11 +119,13 @@ class WrittenRun:
         checks = d.get("checks")
         if checks is not None:
             if not (isinstance(checks, (list, tuple)) and len(checks) == len(keys) and all(
-                    isinstance(c, (list, tuple)) and len(c) == 2
+                    isinstance(c, (list, tuple)) and len(c) in (2, 3)
                     and all(isinstance(x, int) and not isinstance(x, bool) for x in c) and c[0] >= 0
+                    and all(-2**63 <= x < 2**63 for x in c[1:])
                     for c in checks)):
-                raise ValueError(f"written run field 'checks' must be one [rows, diff_sum] per key, got {checks!r}")
-            checks = tuple((int(c[0]), int(c[1])) for c in checks)
+                raise ValueError(f"written run field 'checks' must be one [rows, diff_sum] or "
+                                 f"[rows, diff_sum, digest] per key, got {checks!r}")
+            checks = tuple(tuple(int(x) for x in c) for c in checks)
         return cls(tuple(keys), ints["len"], ints["ts_lower"], ints["ts_upper"], ints["size_bytes"], checks)
 
 

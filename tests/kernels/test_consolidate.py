@@ -297,7 +297,7 @@ def test_kernels_own_python_matches_references():
 
     here = os.path.dirname(os.path.abspath(__file__))
     files = [os.path.join(here, f"test_{m}.py")
-             for m in ("sort", "consolidate", "merge", "advance", "split", "encode", "read_merge",
+             for m in ("sort", "consolidate", "merge", "advance", "split", "encode", "read_merge", "digest",
                        "gather")]
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     r = subprocess.run(

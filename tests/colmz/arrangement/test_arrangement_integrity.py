@@ -1,6 +1,7 @@
-"""Integrity of parts: Parquet page checksums written and verified on every read path, and
-each part's own metadata and the state's record of it (rows, diff sum) checked on read; any
-mismatch is ``CorruptPart`` naming the key. Each test below read damaged data silently on
+"""Integrity of parts: a digest of each part (local parts) or Parquet page checksums (parts
+on stores read by ranges) verified on every read path, and each part's own metadata and the
+state's record of it (rows, diff sum, digest) checked on read; any mismatch is
+``CorruptPart`` naming the key. Each test below read damaged data silently on
 the code before these checks (noted per test)."""
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from colmz.arrangement import Arrangement, CorruptPart
 from colmz.arrangement.parts import (
     PART_METADATA_KEY,
     PartRun,
+    expect_parts,
     expected_part,
     iter_part,
+    part_digest,
     read_ahead,
     read_part,
 )
@@ -86,14 +89,55 @@ def test_flipped_byte_is_corrupt_part_on_every_read_path(tmp_path, seed):
     assert before  # the store read fine before the flip
 
 
-def test_parts_carry_page_checksums(tmp_path):
+def test_local_parts_carry_a_digest_instead_of_page_checksums(tmp_path):
     a, key = store_with_part(tmp_path)
-    md = pq.read_metadata(str(a.store.path_of(key)))
-    info = json.loads(md.metadata[PART_METADATA_KEY])
-    assert info["key"] == key
-    # page checksums: pyarrow reads them back verifying (no error) and the file has them
-    f = pq.ParquetFile(str(a.store.path_of(key)), page_checksum_verification=True)
-    assert f.read().num_rows == 5000
+    path = a.store.path_of(key)
+    info = json.loads(pq.read_metadata(str(path)).metadata[PART_METADATA_KEY])
+    assert info["key"] == key and info["page_checksums"] is False
+    check = expected_part(a.store, key)
+    assert check == (5000, 5000, part_digest(path.read_bytes()))
+    flip_data_byte(path, 0)
+    # no page checksum is there to fail: Parquet alone reads the flipped byte back...
+    pq.ParquetFile(str(path), page_checksum_verification=True).read()
+    # ...colmz's reads check the digest the state recorded
+    with pytest.raises(CorruptPart, match=f"{key}.*has digest"):
+        read_part(a.store, key, a.schema)
+
+
+def test_parts_on_other_stores_keep_page_checksums():
+    # A store read by ranges (S3; here the in-memory store, which is treated alike) gets
+    # page checksums as well: a streaming read checks the pages it reads.
+    from colmz.arrangement.runs import write_run
+    from colmz.storage import MemBlob
+
+    store = MemBlob()
+    run = write_run(store, ups(1).schema, ups(5000))
+    key = run.keys[0]
+    assert json.loads(pq.read_metadata(pa.BufferReader(store.get(key))).metadata[PART_METADATA_KEY])[
+        "page_checksums"] is True
+    path_bytes = bytearray(store.get(key))
+    col = pq.read_metadata(pa.BufferReader(bytes(path_bytes))).row_group(0).column(0)
+    path_bytes[col.data_page_offset + 100] ^= 0x10
+    store.set(key, bytes(path_bytes))
+    with pytest.raises(OSError, match="CRC"):
+        pq.ParquetFile(pa.BufferReader(bytes(path_bytes)), page_checksum_verification=True).read()
+    with pytest.raises(CorruptPart, match=f"{key}.*not readable"):
+        list(iter_part(store, key, ups(1).schema, batch_rows=1000))  # the page's CRC
+    with pytest.raises(CorruptPart, match=f"{key}.*has digest"):
+        read_part(store, key, ups(1).schema)  # the whole part's digest
+
+
+def test_a_local_part_streamed_through_another_store_is_checked_whole(tmp_path):
+    # A part written to a local directory has no page checksums; read by ranges through
+    # another store (here a pass-through wrapper), it is fetched whole for its digest.
+    from colmz.storage.faults import FaultPlan, FaultyBlob
+
+    a, key = store_with_part(tmp_path)
+    flip_data_byte(a.store.path_of(key), 1)
+    wrapped = FaultyBlob(a.store, FaultPlan(fail_at=None))
+    expect_parts(wrapped, {key: expected_part(a.store, key)})  # as a state loaded through it
+    with pytest.raises(CorruptPart, match=f"{key}.*has digest"):
+        list(iter_part(wrapped, key, a.schema, batch_rows=1000))
 
 
 def test_part_replaced_by_another_is_corrupt(tmp_path):
@@ -109,19 +153,35 @@ def test_part_replaced_by_another_is_corrupt(tmp_path):
 
 def test_part_rewritten_with_other_diffs_is_corrupt(tmp_path):
     # A part rewritten (here: without the key in its metadata, as an older colmz or another
-    # tool writes) with other diffs: the state's diff sum catches it; with other rows, the
-    # state's row count does.
+    # tool writes) with other diffs: the digest its state recorded catches it; in a state
+    # from before digests, the state's diff sum does, and with other rows its row count.
     a, key = store_with_part(tmp_path, n=500)
     t = pq.read_table(str(a.store.path_of(key)))
     md = {PART_METADATA_KEY: json.dumps({"kind": "unsealed", "seqnos": [0, 1], "index": 0}).encode()}
     doubled = t.set_column(t.schema.get_field_index("diff"), "diff",
                            pa.array(np.full(len(t), 2, np.int64))).replace_schema_metadata(md)
     pq.write_table(doubled, str(a.store.path_of(key)))
+    with pytest.raises(CorruptPart, match=f"{key}.*has digest [0-9a-f]{{16}}; its state recorded"):
+        Arrangement.open(a._url).read()
+    without_digests(a, key)
     with pytest.raises(CorruptPart, match=f"{key}.*diffs summing to 1000; its state recorded 500"):
         Arrangement.open(a._url).read()
     pq.write_table(t.slice(1).replace_schema_metadata(md), str(a.store.path_of(key)))
     with pytest.raises(CorruptPart, match=f"{key}.*499 rows; its state recorded 500"):
         Arrangement.open(a._url).read()
+
+
+def without_digests(a, key):
+    """Commit ``a``'s state with its checks cut to ``[rows, diff_sum]`` (a state written
+    before digests), and forget what this process's writer recorded of ``key``."""
+    from colmz.arrangement.parts import forget_parts
+
+    log = StateLog(a._log.consensus, a._log.key)
+    seqno, state = log.load()
+    for b in state["meta"]["unsealed_batches"] + state["meta"]["trace_batches"]:
+        b["checks"] = [c[:2] for c in b["checks"]]
+    log.commit(seqno, state)
+    forget_parts(a.store, [key])
 
 
 def test_checks_reach_the_state_and_survive_reopening_and_merges(tmp_path):
@@ -170,8 +230,28 @@ def test_written_runs_carry_checks(tmp_path):
     a = Arrangement.open(str(tmp_path / "s"), SCHEMA)
     run = write_run(a.store, a.schema, ups(200), prefix=a.prefix)
     d = run.to_dict()
-    assert d["checks"] == [[200, 200]]
+    digest = part_digest(a.store.get(run.keys[0]))
+    assert d["checks"] == [[200, 200, digest]]
     a.append_runs([WrittenRun.from_dict(d)], seal=1)
-    assert a.unsealed_batches[0].checks == ((200, 200),)
+    assert a.unsealed_batches[0].checks == ((200, 200, digest),)
+    # a run described before digests is taken as it is
+    assert WrittenRun.from_dict({**d, "checks": [[200, 200]]}).checks == ((200, 200),)
     with pytest.raises(ValueError, match="checks"):
         WrittenRun.from_dict({**d, "checks": [[1]]})
+
+
+def test_state_checks_with_and_without_digests_load_and_bad_ones_do_not():
+    from colmz.arrangement.errors import CorruptMeta
+    from colmz.arrangement.meta import empty_meta, meta_from_dict
+
+    def meta_with(checks):
+        m = empty_meta()
+        m["unsealed_batches"] = [{"seqnos": [0, 1], "ts_lower": 0, "ts_upper": 0,
+                                  "keys": ["p/1.parquet", "p/2.parquet"], "checks": checks}]
+        return m
+
+    _, _, unsealed, _ = meta_from_dict(meta_with([[3, 3, -2**63], [2, -1]]))
+    assert unsealed[0].checks == ((3, 3, -2**63), (2, -1))
+    for bad in ([[3, 3, 2**63], [2, 2]], [[3, 3, 1, 1], [2, 2]], [[3, 3, True], [2, 2]], [[3, 3]]):
+        with pytest.raises(CorruptMeta, match="checks"):
+            meta_from_dict(meta_with(bad))
