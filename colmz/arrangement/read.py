@@ -54,8 +54,8 @@ over (first word, row number) pairs, one consolidation pass and one gather per c
 nothing is encoded or decoded in full.
 
 Part reads come before the merge, not beside it. On two cores the part reads already keep
-both busy: Parquet decoding from the page cache, with each page's CRC verified, is CPU work
-(persist's shape at k = 8: 58 ms of CPU in 30 ms). Reading the first column, times and diffs
+both busy: Parquet decoding from the page cache is CPU work (persist's shape at k = 8, when
+each page's CRC was verified: 58 ms of CPU in 30 ms). Reading the first column, times and diffs
 first (7 ms) and the 40-byte strings while the merge ran, which that shape allows (the merge
 orders rows by the first column's words alone), made reads 4-13% slower at k = 2, 4, 8 and
 14 (the merge and the string decoding shared the cores: the merge took 21 ms instead of 7)
