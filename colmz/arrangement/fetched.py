@@ -159,26 +159,31 @@ class FetchedRuns:
         pieces = [u for run in self.runs for u in run]
         if not pieces:
             return empty_table(self.schema)
-        negative = [np.flatnonzero(u.diff <= 0) for u in pieces]
-        n_negative = sum(len(i) for i in negative)
+        lows = [int(u.diff.min()) for u in pieces]
+        negative = [np.flatnonzero(u.diff <= 0) if lo <= 0 else None for u, lo in zip(pieces, lows)]
+        n_negative = sum(len(i) for i in negative if i is not None)
         if n_negative:
             if (n_negative > self._retracted * sum(len(u) for u in pieces) or not self.schema
                     or not _reachable(self.schema[0])):
                 return None  # (no data columns: every row is equal, the merge sums them)
-            pieces = self._settle_reached(pieces, negative)
-        if all(int(u.diff.min()) == 1 and int(u.diff.max()) == 1 for u in pieces if len(u)):
+            pieces = [u for u in self._settle_reached(pieces, negative) if len(u)]
+            if not pieces:  # every row reached, and all cancelled
+                return empty_table(self.schema)
+            lows = [int(u.diff.min()) for u in pieces]
+        if all(lo == 1 for lo in lows) and all(int(u.diff.max()) == 1 for u in pieces):
             # each piece's table shares its arrays (expand copies nothing when every diff is 1)
-            return pa.concat_tables([expand(u, what) for u in pieces if len(u)])
+            return pa.concat_tables([expand(u, what) for u in pieces])
         # repeats (one limit on the rows repeated, in all) or what settling left negative
         return expand(concat(pieces), what)
 
-    def _settle_reached(self, pieces: list[Updates], negative: list[np.ndarray]) -> list[Updates]:
+    def _settle_reached(self, pieces: list[Updates],
+                        negative: list[np.ndarray | None]) -> list[Updates]:
         # The rows whose first column holds a value of a non-positive update, consolidated on
         # their own, after every other row (cut around them); all of them positive but for
         # what the consolidation leaves negative (expand then raises, as after a merge).
         first = self.schema[0].name
         values = pa.concat_arrays([u.column(first).take(pa.array(i)) for u, i in zip(pieces, negative)
-                                   if len(i)])
+                                   if i is not None and len(i)])
         reach = pc.unique(values)
         out, reached = [], []
         for u in pieces:

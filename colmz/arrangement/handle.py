@@ -159,11 +159,9 @@ from colmz.arrangement.parts import (
     key_created_ms,
     make_key,
     read_ahead,
-    read_parts,
-    run_contents,
     stream_merge,
 )
-from colmz.arrangement.read import ReadRun, merged_read, read_runs, window_part
+from colmz.arrangement.read import ReadRun, read_runs
 from colmz.arrangement.runs import abort_marker_prefix
 from colmz.arrangement.state import ArrangementState
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le, frontier_lt
@@ -952,22 +950,12 @@ class Arrangement:
 
     def _read_all(self, as_of: int | None) -> Updates:
         schema = self._read_schema()
-        batches, since, upper = self._read_plan(as_of)
-        if len(batches) == 1 and len(self._trace) == 1:
-            # The common shape after maintain(): one trace batch, nothing unsealed read.
-            # Its parts, read whole and concurrently, are the answer whenever advancing the
-            # times cannot make two rows meet (run_contents): no merge, no encoding.
-            parts = read_parts(self._store, self._trace[0].keys, schema)
-            fast = run_contents(parts, upper, since, schema)
-            if fast is not None:
-                return fast
-            try:
-                return merged_read([[window_part(p, 0, upper) for p in parts]], since, schema)
-            except OverflowError:
-                return self._read_streaming([(self._trace[0].keys, 0, upper)], since, schema)
+        batches, since, _ = self._read_plan(as_of)
         # colmz.arrangement.read: every part read whole, the runs merged by order words into
         # a permutation and each column gathered once (a diff sum leaving int64: the exact
-        # streaming merge).
+        # streaming merge). The common shape after maintain() -- one trace batch, nothing
+        # unsealed read -- is its parts as they are whenever advancing the times cannot make
+        # two rows meet (FetchedRuns.merge: run_contents): no merge, no encoding.
         return self._fetched(schema, batches, since).merge()
 
     def _read_streaming(self, batches, since: int, schema) -> Updates:

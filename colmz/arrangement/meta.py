@@ -70,6 +70,7 @@ __all__ = [
     "empty_meta",
     "check_properties",
     "meta_from_dict",
+    "is_part_check",
     "meta_to_dict",
     "properties_from_dict",
     "validate_meta",
@@ -220,14 +221,24 @@ def _keys(value, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def is_part_check(c) -> bool:
+    """Whether ``c`` is one part's check as a state stores it: ``[rows, diff_sum]`` or
+    ``[rows, diff_sum, digest]``, integers, ``rows`` not negative and the others int64.
+
+    >>> is_part_check([3, -1, 2**63 - 1]), is_part_check([3, 1, 2**63]), is_part_check([3])
+    (True, False, False)
+    """
+    return (isinstance(c, (list, tuple)) and len(c) in (2, 3)
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in c)
+            and c[0] >= 0 and all(-2**63 <= x < 2**63 for x in c[1:]))
+
+
 def _checks(d: dict, keys: tuple[str, ...], where: str):
     raw = d.get("checks")
     if raw is None:
         return None
     ok = isinstance(raw, list) and len(raw) == len(keys) and all(
-        isinstance(c, list) and len(c) in (2, 3)
-        and all(isinstance(x, int) and not isinstance(x, bool) for x in c)
-        and c[0] >= 0 and all(-2**63 <= x < 2**63 for x in c[1:]) for c in raw)
+        isinstance(c, list) and is_part_check(c) for c in raw)
     if not ok:
         raise CorruptMeta(f"arrangement metadata {where}.checks must be one [rows, diff_sum] or "
                           f"[rows, diff_sum, digest] per key, got {raw!r:.200}")

@@ -522,6 +522,9 @@ def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec],
     recorded = expected_part(store, key)
     digest = None
     if type(store) is LocalBlob and recorded is not None and recorded.digest is not None:
+        # hashed through a mapping closed at once, and read through a file of its own: the
+        # pages a mapping touched count in the process's memory while it is open, and a
+        # merge holds many parts open while it reads a slice of each
         digest = _whole_digest(store, key, recorded)
     verified = digest is not None
     f = open_input(store, key)

@@ -45,6 +45,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from colmz.arrangement.meta import is_part_check
 from colmz.arrangement.parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
@@ -118,11 +119,8 @@ class WrittenRun:
             raise ValueError(f"written run {dict(d)!r} has ts_lower > ts_upper or no updates")
         checks = d.get("checks")
         if checks is not None:
-            if not (isinstance(checks, (list, tuple)) and len(checks) == len(keys) and all(
-                    isinstance(c, (list, tuple)) and len(c) in (2, 3)
-                    and all(isinstance(x, int) and not isinstance(x, bool) for x in c) and c[0] >= 0
-                    and all(-2**63 <= x < 2**63 for x in c[1:])
-                    for c in checks)):
+            if not (isinstance(checks, (list, tuple)) and len(checks) == len(keys)
+                    and all(is_part_check(c) for c in checks)):
                 raise ValueError(f"written run field 'checks' must be one [rows, diff_sum] or "
                                  f"[rows, diff_sum, digest] per key, got {checks!r}")
             checks = tuple(tuple(int(x) for x in c) for c in checks)

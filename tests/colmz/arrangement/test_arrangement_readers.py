@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
+import colmz.arrangement.fetched as fetched_mod
 import colmz.arrangement.handle as arrangement_mod
 import colmz.arrangement.parts as parts_mod
 from colmz.arrangement import Arrangement, CorruptPart, MissingPart
@@ -203,7 +204,7 @@ def test_one_run_reads_do_not_merge_when_nothing_can_meet(tmp_path, monkeypatch)
 
     # a one-run read that needs consolidating merges by order words (colmz.arrangement.read)
     monkeypatch.setattr(arrangement_mod, "stream_merge", no_merge)
-    monkeypatch.setattr(arrangement_mod, "merged_read", no_merge)
+    monkeypatch.setattr(fetched_mod, "merged_read", no_merge)
     assert multiset(a.read()) == oracle(rows)
     assert multiset(a.read(2)) == oracle(rows, 2)
     a.advance_since(2)
