@@ -4,10 +4,14 @@ Kernels elsewhere are plain Python functions decorated with :func:`jit`. This mo
 how they compile (the reasons are in ``docs/kernels.md``):
 
 * ``cache=True`` always: compile cost is paid once per machine (or per Spark worker image), not
-  once per process. The cache lands in ``NUMBA_CACHE_DIR`` when that is set -- set it to a
-  writable, node-local directory on Spark executors (``docs/kernels.md``) -- and otherwise
-  next to the modules in ``__pycache__``. :func:`colmz.set_cache_dir` sets it for you, but only
-  before the first kernel is compiled, because Numba reads the variable once.
+  once per process. **One cache for every entry point**: ``NUMBA_CACHE_DIR`` when that is set
+  (set it to a writable, node-local directory on Spark executors, ``docs/kernels.md``), and
+  otherwise :func:`default_cache_dir` -- the same per-user directory for ``python``, the
+  ``colmz`` command, ``scripts/main`` and the Spark workers they start, which this module
+  exports as ``NUMBA_CACHE_DIR`` at import so child processes inherit it. (Numba's own
+  default, ``__pycache__`` beside each module, would give a second cache beside whatever a
+  command chose.) :func:`colmz.set_cache_dir` changes it, but only before the first kernel is
+  compiled, because Numba fixes a function's cache directory when it is decorated.
 * Never ``parallel=True``: Spark already runs one Python worker per core, and cached parallel
   kernels can crash when loaded with another thread count (``docs/kernels.md``).
 * ``nogil=True`` so a thread pool (Dask, notebook helpers) can run kernels side by side.
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import tempfile
 
 import numba
 import numpy as np
@@ -39,8 +44,48 @@ from numba.core import cgutils, types
 from numba.core.caching import FunctionCache
 from numba.extending import intrinsic, overload
 
-__all__ = ["jit", "JIT_OPTIONS", "DISPATCHERS", "LightCache", "enable_light_loading", "load8",
+__all__ = ["jit", "JIT_OPTIONS", "default_cache_dir", "DISPATCHERS", "LightCache", "enable_light_loading", "load8",
            "load8_le", "copy_from_address", "SHORT_COPY", "prefetch"]
+
+def default_cache_dir() -> str:
+    """The kernel cache directory every colmz entry point uses when ``NUMBA_CACHE_DIR`` is unset.
+
+    ``$XDG_CACHE_HOME/colmz/numba`` (``~/.cache/colmz/numba`` without ``XDG_CACHE_HOME``);
+    where no home directory can be written, ``<tmp>/colmz-numba-<uid>`` (per user, so two users
+    of one machine never share, or fight over, a cache). With ``NUMBA_CACHE_DIR`` set, that.
+
+    >>> isinstance(default_cache_dir(), str)
+    True
+    """
+    env = os.environ.get("NUMBA_CACHE_DIR")
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "colmz", "numba")
+    try:
+        os.makedirs(path, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
+    except OSError:  # no (writable) home: a container user, a read-only image
+        pass
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"colmz-numba-{uid}")
+
+
+def use_default_cache_dir() -> None:
+    """Point Numba's cache at :func:`default_cache_dir` when ``NUMBA_CACHE_DIR`` is unset, and
+    export it so processes started from here (Spark's Python workers) use the same cache.
+    Runs at import, before any kernel is decorated."""
+    if os.environ.get("NUMBA_CACHE_DIR") or os.environ.get("NUMBA_DISABLE_JIT") == "1":
+        return
+    path = default_cache_dir()
+    os.environ["NUMBA_CACHE_DIR"] = path
+    from numba.core import config
+
+    config.CACHE_DIR = path
+
+
+use_default_cache_dir()
 
 JIT_OPTIONS: dict[str, object] = {
     "cache": True,

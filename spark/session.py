@@ -40,11 +40,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from colmz.kernels.decorators import default_cache_dir as kernel_cache_dir
 from colmz.spark import class_archive
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -65,19 +65,15 @@ QUICK_START_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def default_cache_dir() -> str:
-    """The Numba cache directory colmz uses when none is given.
-
-    ``$NUMBA_CACHE_DIR`` if set, else ``<tmp>/colmz-numba-<uid>`` (per user, so two users
-    of one machine never share, or fight over, a cache).
+    """The Numba cache directory colmz uses when none is given: the one every entry point
+    shares (``colmz.kernels.decorators.default_cache_dir``: ``$NUMBA_CACHE_DIR`` if set, else
+    a per-user cache directory), so the driver and its Python workers load what any colmz
+    process compiled before.
 
     >>> isinstance(default_cache_dir(), str)
     True
     """
-    env = os.environ.get("NUMBA_CACHE_DIR")
-    if env:
-        return env
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(tempfile.gettempdir(), f"colmz-numba-{uid}")
+    return kernel_cache_dir()
 
 
 def executor_env(*, python: str | None = None, numba_cache_dir: str | None = None) -> dict[str, str]:

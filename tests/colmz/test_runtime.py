@@ -137,3 +137,33 @@ def test_cold_warmup_with_a_helper_process_fills_the_cache(tmp_path):
     assert second.returncode == 0, second.stderr
     misses, hits = map(int, second.stdout.split())
     assert misses == 0 and hits > 0
+
+
+def test_every_entry_point_shares_one_kernel_cache(tmp_path):
+    """Without NUMBA_CACHE_DIR, `python -c 'import colmz'`, the `colmz` command and Spark's
+    worker environment all use one directory (colmz's default under XDG_CACHE_HOME), and a
+    kernel compiled by one process is a cache hit in the next -- no `__pycache__` beside the
+    kernels, no per-command temporary cache."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    code = (
+        "import os, colmz\n"
+        "from colmz.kernels.split import lower_bound\n"
+        "from colmz.spark.session import default_cache_dir, executor_env\n"
+        "import numpy as np\n"
+        "lower_bound(np.arange(3, dtype=np.uint64), np.uint64(1))\n"
+        "print(os.environ['NUMBA_CACHE_DIR'])\n"
+        "print(default_cache_dir())\n"
+        "print(executor_env()['NUMBA_CACHE_DIR'])\n"
+        "print(sum(lower_bound.stats.cache_hits.values()))\n"
+    )
+    run = lambda: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,  # noqa: E731
+                                 text=True, timeout=300)
+    first, second = run(), run()
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert second.returncode == 0, second.stderr[-3000:]
+    want = str(tmp_path / "xdg" / "colmz" / "numba")
+    env_dir, spark_dir, worker_dir, _ = first.stdout.split()
+    assert env_dir == spark_dir == worker_dir == want
+    assert any(p.name.startswith("split.lower_bound") for p in (tmp_path / "xdg").rglob("*.nbi"))
+    assert int(second.stdout.split()[-1]) >= 1  # the second process loaded it: one cache
