@@ -215,22 +215,32 @@ def _mix(x):
     return x ^ (x >> np.uint64(31))
 
 
+#: The example log's time scale: ``n`` events per this many ticks, however many ticks are run.
+EXAMPLE_SPAN = 1000
+
+
 def example_events_table(n: int = 20_000, ticks: int = 1000, seed: int = 0):
     """A generated events log as a ``pyarrow.Table``: subscriptions ``(customer, region,
     plan)`` valid for a while.
 
-    Built in this process with numpy (no Spark job): each value is a 64-bit hash of the row
-    number, the seed and a per-column salt, so the log is deterministic for a given
-    ``(n, ticks, seed)``. Intervals start in ``[0, ticks)`` and last ``1 .. ticks/2`` times,
-    so some end after the last tick (their retractions stay in the buffer).
+    ``n`` is the log's density -- events per :data:`EXAMPLE_SPAN` (1000) ticks -- and ``ticks``
+    how far it runs: the table holds the events starting before ``ticks``. The log does not
+    depend on ``ticks``: a longer run extends the same log (its first rows are a shorter run's
+    rows), so a store kept by ``colmz sink`` over 1000 ticks goes on over 1200 with the same
+    events. Built in this process with numpy (no Spark job): event ``i`` starts at tick
+    ``i * 1000 // n``, and its values are 64-bit hashes of ``i``, the seed and a per-column
+    salt, so the log is deterministic for a given ``(n, seed)``. Nine intervals in ten last
+    1..50 ticks, the rest up to 550, so some end after the last tick (their retractions stay
+    in the buffer). Customers are drawn from ``n // 4`` ids.
 
     Returns a table ``customer int64, region string, plan string, valid_from int64,
     valid_to int64``.
 
     >>> t = example_events_table(1000, ticks=50, seed=1)
     >>> t.num_rows, t.column_names
-    (1000, ['customer', 'region', 'plan', 'valid_from', 'valid_to'])
-    >>> t.equals(example_events_table(1000, ticks=50, seed=1))
+    (50, ['customer', 'region', 'plan', 'valid_from', 'valid_to'])
+    >>> longer = example_events_table(1000, ticks=80, seed=1)
+    >>> longer.slice(0, t.num_rows).equals(t)
     True
     """
     import numpy as np
@@ -241,7 +251,10 @@ def example_events_table(n: int = 20_000, ticks: int = 1000, seed: int = 0):
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
-    base = np.arange(n, dtype=np.uint64) * np.uint64(_GOLDEN) + np.uint64((seed * _SEED_MUL) % 2**64)
+    # events starting before `ticks`: i * SPAN // n < ticks  <=>  i < ceil(ticks * n / SPAN)
+    count = -(-ticks * n // EXAMPLE_SPAN)
+    index = np.arange(count, dtype=np.uint64)
+    base = index * np.uint64(_GOLDEN) + np.uint64((seed * _SEED_MUL) % 2**64)
 
     def h(salt: int):
         return _mix(base + np.uint64((salt * _SALT_MUL) % 2**64))
@@ -250,8 +263,10 @@ def example_events_table(n: int = 20_000, ticks: int = 1000, seed: int = 0):
         codes = (h(salt) % np.uint64(len(options))).astype(np.int32)
         return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(options)).cast(pa.string())
 
-    start = (h(4) % np.uint64(ticks)).astype(np.int64)
-    length = 1 + (h(5) % np.uint64(max(ticks // 2, 1))).astype(np.int64)
+    start = (index * np.uint64(EXAMPLE_SPAN) // np.uint64(n)).astype(np.int64)
+    long_ = (h(6) % np.uint64(10)) == 0
+    length = 1 + (h(5) % np.uint64(50)).astype(np.int64) + np.where(
+        long_, (h(7) % np.uint64(500)).astype(np.int64), 0)
     return pa.table({
         "customer": (h(1) % np.uint64(max(n // 4, 1))).astype(np.int64),
         "region": pick(2, ["eu", "us", "ap", "sa"]),

@@ -112,7 +112,8 @@ def add_parser(sub, name: str, summary: str) -> argparse.ArgumentParser:
                    "Spark SQL jobs; 'auto' (default) is local when the events and the stored plus "
                    f"written updates are each at most {LOCAL_VERIFY_ROWS:,} rows")
     s.add_argument("--example-events", type=positive, default=20_000,
-                   help="size of the generated example (default: %(default)s)")
+                   help="density of the generated example: events per 1000 ticks, so a run over more "
+                   "--ticks extends the same log (default: %(default)s)")
     s.add_argument("--seed", type=int, default=0, help="seed of the generated example (default: %(default)s)")
     add_spark_options(s)
     return s

@@ -47,7 +47,7 @@ def main(workdir: str) -> dict:
     # 2. the sink job end to end (the CLI reuses this session)
     out = io.StringIO()
     store = os.path.join(workdir, "store")
-    argv = ["sink", "--store", store, "--ticks", "60", "--example-events", "3000", "--verify-ticks", "4",
+    argv = ["sink", "--store", store, "--ticks", "60", "--example-events", "50000", "--verify-ticks", "4",
             "--json", "--quiet"]
     status = cli.main(argv, out=out)
     summary = json.loads(out.getvalue().strip().splitlines()[-1]) if status == 0 else None
@@ -57,7 +57,7 @@ def main(workdir: str) -> dict:
     # 3. a task whose first attempt fails after emitting rows: the store must hold them once
     from colmz.spark.events import EventsSpec, desired_updates, example_events
 
-    events = example_events(spark, 2000, ticks=40, seed=3)
+    events = example_events(spark, 50_000, ticks=40, seed=3)
     desired = desired_updates(events, EventsSpec(("customer", "region"), "plan"))
     corrections = colmz.spark.sink(desired, None, range(40), data=["customer", "region", "plan"])
 

@@ -110,7 +110,7 @@ def test_help_everywhere():
 
 def test_example_end_to_end_and_idempotent(spark, tmp_path):
     store = tmp_path / "store"
-    status, s = run([*sink_args(store), "--example-events", "1500"], spark)
+    status, s = run([*sink_args(store), "--example-events", "50000"], spark)
     assert status == 0
     assert s["ticks"] == TICKS and s["events"] == 1500
     assert s["updates_written"] > 0 and s["sealed_through"] == TICKS - 1
@@ -119,12 +119,12 @@ def test_example_end_to_end_and_idempotent(spark, tmp_path):
     assert s["verified_ticks"] == [0, 14, 29] and s["verified_with"] == "local"  # small: in the driver
     before = committed(store)
     # the same events again: every tick is final, nothing to append, store untouched
-    status, s2 = run([*sink_args(store), "--example-events", "1500"], spark)
+    status, s2 = run([*sink_args(store), "--example-events", "50000"], spark)
     assert status == 0 and s2["updates_written"] == 0 and s2["live_ticks"] == 0
     assert committed(store) == before
     # human-readable output: progress and a summary, over ticks beyond the seal
     out = io.StringIO()
-    argv = ["sink", "--store", str(store), "--ticks", str(2 * TICKS), "--example-events", "1500", "--verify-ticks", "0"]
+    argv = ["sink", "--store", str(store), "--ticks", str(2 * TICKS), "--example-events", "50000", "--verify-ticks", "0"]
     assert cli.main(argv, out=out) == 0
     text = out.getvalue()
     for needle in ("reading events", f"sink over {TICKS} ticks", "updates written", "largest correction buffer",
@@ -146,7 +146,7 @@ class Terminal(io.StringIO):
 def test_progress_is_a_bar_on_a_terminal_and_quiet_with_quiet(spark, tmp_path):
     store = tmp_path / "store"
     tty = Terminal()
-    assert cli.main([*sink_args(store), "--example-events", "500"], out=tty) == 0
+    assert cli.main([*sink_args(store), "--example-events", "16000"], out=tty) == 0
     text = tty.getvalue()
     bar, summary = text.split("summary\n")
     assert "\n" not in bar  # one line, redrawn: no scroll of phase lines
@@ -159,7 +159,7 @@ def test_progress_is_a_bar_on_a_terminal_and_quiet_with_quiet(spark, tmp_path):
     assert "updates written" in summary
     # --quiet on a terminal: the summary only
     tty = Terminal()
-    argv = ["sink", "--store", str(store), "--ticks", str(TICKS + 5), "--example-events", "500", "--quiet"]
+    argv = ["sink", "--store", str(store), "--ticks", str(TICKS + 5), "--example-events", "16000", "--quiet"]
     assert cli.main(argv, out=tty) == 0
     assert "\r" not in tty.getvalue() and tty.getvalue().startswith("summary\n")
 
@@ -414,7 +414,7 @@ def test_old_store_is_refused_with_the_migration_and_migrates(spark, tmp_path, c
 
 def test_json_output_is_only_json(spark, tmp_path, capsys):
     out = io.StringIO()
-    status = cli.main(sink_args(tmp_path / "store", None, "--json", "--example-events", "200"), out=out)
+    status = cli.main(sink_args(tmp_path / "store", None, "--json", "--example-events", "6000"), out=out)
     assert status == 0
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["ticks"] == TICKS
@@ -462,7 +462,7 @@ def test_the_main_job_in_a_fresh_process(tmp_path):
     run over the same store appends nothing and starts no Spark."""
     exe = Path(sys.executable).parent / "colmz"
     base = [str(exe)] if exe.exists() else [sys.executable, "-m", "colmz.spark.cli"]
-    argv = [*base, "sink", "--store", str(tmp_path / "s"), "--ticks", "40", "--example-events", "800", "--json"]
+    argv = [*base, "sink", "--store", str(tmp_path / "s"), "--ticks", "40", "--example-events", "20000", "--json"]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)

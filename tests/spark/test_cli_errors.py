@@ -194,7 +194,7 @@ def test_a_part_with_damaged_pages_is_one_line_after_spark(tmp_path):
     exe = Path(sys.executable).parent / "colmz"
     base_cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "colmz.spark.cli"]
     r = subprocess.run([*base_cmd, "sink", "--store", str(tmp_path / "st"), "--ticks", "6",
-                        "--example-events", "200", "--quiet"], capture_output=True, text=True, timeout=600)
+                        "--example-events", "33000", "--quiet"], capture_output=True, text=True, timeout=600)
     assert r.returncode == base.EXIT_FAIL, r.stderr
     lines = r.stderr.strip().splitlines()
     assert key in lines[-1] and "is damaged" in lines[-1]

@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -119,22 +120,33 @@ def test_verify_local_names_cannot_clash_with_data_columns():
 
 
 def test_example_table_is_deterministic_and_valid():
-    t = example_events_table(5000, ticks=100, seed=7)
+    t = example_events_table(50_000, ticks=100, seed=7)  # 50 events a tick over 100 ticks
+    assert t.num_rows == 5000
     assert t.schema == pa.schema([("customer", pa.int64()), ("region", pa.string()), ("plan", pa.string()),
                                   ("valid_from", pa.int64()), ("valid_to", pa.int64())])
-    assert t.equals(example_events_table(5000, ticks=100, seed=7))
-    assert not t.equals(example_events_table(5000, ticks=100, seed=8))
+    assert t.equals(example_events_table(50_000, ticks=100, seed=7))
+    assert not t.equals(example_events_table(50_000, ticks=100, seed=8))
     f, u = t.column("valid_from").to_numpy(), t.column("valid_to").to_numpy()
-    assert f.min() >= 0 and f.max() < 100 and (u > f).all() and (u - f).max() <= 50
-    assert (u > 99).any()  # some retractions fall after the last tick
+    assert f.min() == 0 and f.max() == 99 and (u > f).all() and (u - f).max() <= 550
+    assert (u > 99).any() and (u <= 99).any()  # some retractions fall after the last tick, most before
     assert set(t.column("region").to_pylist()) == {"eu", "us", "ap", "sa"}
     c = t.column("customer").to_numpy()
-    assert c.min() >= 0 and c.max() < 1250 and len(np.unique(c)) > 1000
+    assert c.min() >= 0 and c.max() < 12_500 and len(np.unique(c)) > 4000
     assert check_event_values(t, EventsSpec(("customer", "region"), "plan")) == 5000
     with pytest.raises(ValueError, match="n must be a positive int"):
         example_events_table(0)
     with pytest.raises(TypeError, match="seed must be an int"):
         example_events_table(10, seed=1.5)
+
+
+def test_a_longer_example_extends_the_same_log():
+    """`colmz sink --ticks 1200` after a run over 1000 ticks sees the same events for the first
+    1000 ticks (issue: the log used to be drawn anew for every tick count)."""
+    short = example_events_table(20_000, ticks=1000, seed=0)
+    longer = example_events_table(20_000, ticks=1200, seed=0)
+    assert longer.num_rows == 24_000 and short.num_rows == 20_000
+    assert longer.slice(0, short.num_rows).equals(short)
+    assert pc.min(longer.slice(short.num_rows).column("valid_from")).as_py() == 1000
 
 
 BAD_ROWS = [("a", 1, -1, 3), ("b", 1, 4, 2), ("c", 1, None, 2), ("d", 1, 0, None), ("e", 1, 2, -3), ("f", 1, 0, 1)]
