@@ -129,10 +129,14 @@ def correction(c: Correction, ax: Axes | None = None) -> Axes:
     Each bucket ``[offset, offset + 2**bits)`` is a rectangle on the strip at the bottom
     (``gid="bucket"``; empty buckets light, occupied ones dark); above it, the bucket's
     chains are stacked bars of their update counts (``gid="chain"``), oldest (largest) chain
-    at the bottom. Vertical lines mark the ``since`` (``gid="since"``) and the ``boundary``,
-    the largest read upper so far (``gid="boundary"``). The title counts what lies outside
-    the bucket chain: staged updates, and updates below the boundary (``pending_low`` and the
-    last read's result).
+    at the bottom, as the legend says. The axis is logarithmic from the boundary, where each
+    bucket is twice as wide as the one before it, so every bucket draws about as wide: the
+    strip labels buckets with their widths (``2^k``, ``gid="width"``) so the doubling shows.
+    Vertical lines mark the ``since`` (``gid="since"``) and the ``boundary``, the largest
+    read upper so far (``gid="boundary"``); when they are equal, one line carries both names.
+    The title counts what the buffer holds outside the bucket chain -- staged updates and
+    updates below the boundary (``pending_low``), the same figures as
+    :func:`colmz.display.correction_html` -- and the last read's result separately.
 
     Parameters
     ----------
@@ -183,8 +187,15 @@ def correction(c: Correction, ax: Axes | None = None) -> Axes:
     cmap = require_matplotlib().get_cmap("viridis")
     colors = [cmap(i / max(depth - 1, 1)) for i in range(max(depth, 1))]
     strip = ax.get_xaxis_transform()  # x in data, y in axes fraction
+    # Width labels on the strip: every bucket while they fit, else every few (the doubling
+    # is what they show, so the first bucket of each new width is always labelled).
+    step = max(1, len(buckets) // 16)
     for i, b in enumerate(buckets):
         lo, width = b["offset"], 2**b["bits"]
+        if i % step == 0:
+            ax.text(lo + width / 2, 0.035, f"2^{b['bits']}",
+                    transform=strip, gid="width", ha="center", va="center", fontsize=6,
+                    color="white" if b["chains"] > 0 else "#555555")
         occupied = b["chains"] > 0
         ax.add_patch(Rectangle(
             (lo, 0.005), width, 0.06, transform=strip, gid="bucket",
@@ -195,25 +206,32 @@ def correction(c: Correction, ax: Axes | None = None) -> Axes:
         for j, n in enumerate(b["chain_counts"]):
             ax.add_patch(Rectangle(
                 (lo, bottom), width, n, gid="chain", facecolor=colors[j], edgecolor="black",
-                linewidth=0.4, label=f"chain {j}" + (" (oldest)" if j == 0 else ""),
+                linewidth=0.4,
+                label=f"chain {j}" + (" (oldest, stacked at the bottom)" if j == 0 else " (stacked above)"),
             ))
             bottom += n
-    if since is not None:
-        ax.axvline(since, color="#d62728", linewidth=1.5, gid="since", label=f"since = {since}")
-    if boundary is not None:
-        ax.axvline(boundary, color="black", linestyle="--", linewidth=1.2, gid="boundary",
-                   label=f"boundary (largest read upper) = {boundary}")
+    if since is not None and since == boundary:
+        ax.axvline(since, color="#d62728", linewidth=1.5, gid="since",
+                   label=f"since = boundary (largest read upper) = {since}")
+    else:
+        if since is not None:
+            ax.axvline(since, color="#d62728", linewidth=1.5, gid="since", label=f"since = {since}")
+        if boundary is not None:
+            ax.axvline(boundary, color="black", linestyle="--", linewidth=1.2, gid="boundary",
+                       label=f"boundary (largest read upper) = {boundary}")
     right = 2.0**64
     left = float(origin) - 1.0 if origin > 0 else float(origin)
     ax.set_xlim(left, right)
     ax.set_ylim(-0.13 * top, 1.08 * top)
-    ax.set_xlabel("time (log scale from the boundary; the strip: bucket ranges)")
+    ax.set_xlabel("time (log scale from the boundary; the strip: bucket ranges, each labelled "
+                  "with its width 2^k -- twice the one before)")
     ax.set_ylabel("updates per chain, stacked per bucket")
     occupied = sum(1 for b in buckets if b["chains"])
-    below = sum(s["pending_low"]) + s["emitted"]
+    below = sum(s["pending_low"])
     ax.set_title(
         f"Correction: {s['updates']} updates, {occupied} of {len(buckets)} buckets occupied; "
-        f"staged {s['stage']}, below the boundary {below}", fontsize=10,
+        f"staged {s['stage']}, below the boundary {below} (last read returned {s['emitted']})",
+        fontsize=10,
     )
     handles, labels = ax.get_legend_handles_labels()
     seen = {}

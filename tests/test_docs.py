@@ -3,14 +3,20 @@
 Design
 ------
 A documented command that nobody runs rots silently. This test walks the Markdown files,
-takes every block whose info string is ``bash``, ``sh`` or ``python`` and runs each file's
-blocks *in order, verbatim, in one fresh directory* -- as a reader following the page would:
+takes every block whose info string is ``bash``, ``sh``, ``python`` or ``sql`` and runs each
+file's blocks *in order, verbatim, in one fresh directory* -- as a reader following the page
+would, with nothing but the README's setup:
 
 * shell blocks run with ``bash -euo pipefail`` (the first failing line fails the test), with
   ``colmz`` on ``PATH`` and ``.venv`` in that directory linked to the interpreter's
   environment, so ``.venv/bin/colmz`` means what the README means by it;
 * Python blocks run with ``exec`` in one namespace per file, so a page's later blocks see
-  what its earlier ones defined.
+  what its earlier ones defined;
+* SQL blocks are scripts for colmz's catalog: they run with ``colmz.Catalog().execute`` in
+  one in-memory catalog per file, so a page's later SQL sees the tables its earlier SQL made.
+
+A block defines what it uses: there is no hidden input a test supplies (a page whose block
+needs a DataFrame or a file shows the lines that make it).
 
 HTML comments directly before a block (invisible on the rendered page) say what a block needs:
 
@@ -21,15 +27,12 @@ HTML comments directly before a block (invisible on the rendered page) say what 
 ``<!-- docs-test: skip -- REASON -->``
     not run here, for the reason given (a synopsis with placeholders, a fragment over the
     reader's own data, an install); a skip without a reason fails.
-``<!-- docs-test: given: PYTHON -->``
-    one line of Python run first, in the block's namespace and directory -- the input a page
-    assumes the reader has (an events file, a DataFrame) -- never a change to the block.
 ``<!-- docs-test: instead: COMMAND -->``
     runs COMMAND in place of the block: only for ``bash scripts/main``/``scripts/test``, which
     install into ``.venv`` (their job, ``colmz sink``, is what runs; the fresh-process test
     of it is tests/spark/test_cli.py::test_the_main_job_in_a_fresh_process).
 
-Blocks with another info string (``sql``, output, layouts) are text and are not run.
+Blocks with another info string (output, layouts) are text and are not run.
 """
 
 from __future__ import annotations
@@ -39,14 +42,14 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-RUN = {"bash": "shell", "sh": "shell", "python": "python"}
+RUN = {"bash": "shell", "sh": "shell", "python": "python", "sql": "sql"}
 MARK = re.compile(r"^<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
 
 
@@ -54,11 +57,10 @@ MARK = re.compile(r"^<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
 class Block:
     path: Path
     line: int  # 1-based line of the opening fence
-    kind: str  # "shell" or "python"
+    kind: str  # "shell", "python" or "sql"
     text: str
     spark: bool = False
     skip: str | None = None
-    given: list[str] = field(default_factory=list)
     instead: str | None = None
 
     @property
@@ -96,8 +98,6 @@ def _apply(b: Block, directive: str) -> None:
         reason = directive[len("skip"):].lstrip(" -")
         assert reason, f"{b.where}: a skipped block must say why (docs-test: skip -- REASON)"
         b.skip = reason
-    elif directive.startswith("given:"):
-        b.given.insert(0, directive[len("given:"):].strip())
     elif directive.startswith("instead:"):
         b.instead = directive[len("instead:"):].strip()
     else:
@@ -130,9 +130,14 @@ def run_sequence(seq: list[Block], work: Path, monkeypatch) -> None:
     monkeypatch.chdir(work)
     for var in ("NUMBA_CACHE_DIR",):
         monkeypatch.setenv(var, env[var])
+    catalog = None
     for b in seq:
-        for code in b.given:
-            exec(compile(code, f"{b.where} (given)", "exec"), namespace)
+        if b.kind == "sql":
+            import colmz
+
+            catalog = catalog if catalog is not None else colmz.Catalog()
+            catalog.execute(b.text)
+            continue
         if b.kind == "python":
             exec(compile(b.text, b.where, "exec"), namespace)
             continue
@@ -177,6 +182,18 @@ def test_every_block_is_run_or_says_why_not():
     readme = [b for b in ALL if b.path.name == "README.md"]
     assert any("colmz.consolidate(u)" in b.text and not b.spark and not b.skip for b in readme)
     assert any("--example-events events/" in b.text and b.spark for b in readme)
+    # ... and SQL blocks, which run too
+    assert any(b.kind == "sql" and "CREATE CONTINUAL TASK" in b.text for b in ALL)
+
+
+def test_no_block_takes_a_hidden_input():
+    """Each block runs with what the page shows: the `given:` directive (a line of Python a
+    test ran before a block, invisible to the reader) is gone, and an unknown directive
+    fails the walk."""
+    for p in DOCS:
+        assert "docs-test: given" not in p.read_text(), p
+    with pytest.raises(AssertionError, match="unknown docs-test directive"):
+        _apply(Block(DOCS[0], 1, "python", "x = 1\n"), "given: x = 2")
 
 
 @pytest.mark.parametrize("seq", _sequences(spark=False))

@@ -93,6 +93,12 @@ def check_correction_drawing(c, ax):
     for b in buckets:
         mine = [r for r in chains if int(r.get_x()) == b["offset"]]
         assert [int(r.get_y()) for r in mine] == list(np.cumsum([0, *b["chain_counts"]])[:-1])
+    if s["since"] is not None and s["since"] == s["boundary"]:
+        # one line, both names (two lines at one place hid each other)
+        lines = gids(ax.lines, "since")
+        assert len(lines) == 1 and lines[0].get_xdata()[0] == s["since"]
+        assert "boundary" in lines[0].get_label() and gids(ax.lines, "boundary") == []
+        return
     for name in ("since", "boundary"):
         lines = gids(ax.lines, name)
         if s[name] is None:
@@ -579,3 +585,25 @@ def test_arrangement_drawing_matches_meta(steps):
             a.advance_since(t // 2)
     check_arrangement_drawing(a, cplot.arrangement(a))
     plt.close("all")
+
+
+def test_correction_figure_agrees_with_the_summary_and_shows_the_doubling():
+    """The notebook's figure: since = boundary drawn once with both names; the strip labels
+    bucket widths (the doubling a log axis hides); the title's 'below the boundary' is the
+    buffer's pending_low, as in the HTML summary, with the last read's result apart; the
+    legend says chains are stacked."""
+    c = colmz.Correction()
+    c.insert(colmz.Updates({"k": np.arange(200)}, time=np.arange(200) * 7 % 500, diff=np.ones(200, np.int64)))
+    batch = colmz.concat(list(c.updates_before(40)))
+    c.insert_negated(batch)
+    c.advance_since(40)
+    s = c.stats()
+    assert s["since"] == s["boundary"] == 40 and s["emitted"] > 0
+    ax = colmz.plot.correction(c)
+    lines = [ln for ln in ax.get_lines() if ln.get_gid() in ("since", "boundary")]
+    assert len(lines) == 1 and "since = boundary" in lines[0].get_label()
+    widths = [t.get_text() for t in ax.texts if t.get_gid() == "width"]
+    bits = [b["bits"] for b in s["buckets"]]
+    assert widths and widths[0] == f"2^{bits[0]}" and len(set(widths)) > 1
+    assert f"below the boundary {sum(s['pending_low'])} (last read returned {s['emitted']})" in ax.get_title()
+    assert any("stacked" in t.get_text() for t in ax.get_legend().get_texts())
