@@ -14,7 +14,7 @@ Each command's module says what it does (``colmz.spark.cli.sink``: the main job,
 and guarantees); ``colmz.spark.sink_store`` says what ``colmz sink`` and ``colmz stream`` write.
 
 ``colmz read STORE [--as-of T] [--output FILE]`` prints (or writes) the view the store holds
-at a time, without Spark; ``colmz migrate OLD NEW`` converts a store of colmz 0.1.
+at a time, without Spark; ``colmz sql [CATALOG]`` is a psql-like shell on a catalog; ``colmz migrate OLD NEW`` converts a store of colmz 0.1.
 
 Every check that needs no Spark (arguments, paths, the store's metadata and the parts it
 names) runs before a session starts. With ``--json`` standard output carries only the JSON
@@ -62,6 +62,7 @@ COMMANDS: dict[str, CommandInfo] = {
     "stream": CommandInfo("colmz.spark.cli.stream",
                           "keep an arrangement equal to a temporal-filter view of streaming events"),
     "ct": CommandInfo("colmz.spark.cli.ct", "run a continual task over a Parquet file of its input's updates"),
+    "sql": CommandInfo("colmz.spark.cli.sql", "a psql-like shell on a colmz catalog (or run -c SQL / -f FILE)"),
 }
 
 
