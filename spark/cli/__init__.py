@@ -62,6 +62,8 @@ COMMANDS: dict[str, CommandInfo] = {
     "stream": CommandInfo("colmz.spark.cli.stream",
                           "keep an arrangement equal to a temporal-filter view of streaming events"),
     "ct": CommandInfo("colmz.spark.cli.ct", "run a continual task over a Parquet file of its input's updates"),
+    "maintain": CommandInfo("colmz.spark.cli.maintain",
+                            "compact a store in place and delete the parts no state names (no Spark)"),
     "sql": CommandInfo("colmz.spark.cli.sql", "a psql-like shell on a colmz catalog (or run -c SQL / -f FILE)"),
 }
 
