@@ -535,24 +535,29 @@ class Catalog:
             isinstance(x, (InsertStatement, DeleteStatement, UpdateStatement)) for x in before
         )
 
-    def append(self, name: str, updates: Updates, time: int | None = None) -> None:
+    def append(self, name: str, updates, time: int | None = None) -> None:
         """Apply a batch of updates (negative diffs included) to table ``name`` at one time.
 
-        The time is ``time`` when given (the batch's time column is then ignored), else the
-        batch's single time; it must not be below ``now`` (``now`` as in :meth:`execute`).
+        ``updates`` is a :class:`colmz.Updates`, or a pandas DataFrame / Arrow table (or
+        record batch) -- either of the table's columns alone, each row inserted once (diff
+        +1), or of the table's columns plus ``time`` and ``diff``, a batch of updates. The
+        time is ``time`` when given (the batch's time column is then ignored), else the
+        batch's single time, else (rows without times) the next commit, ``now + 1``; it must
+        not be below ``now`` (``now`` as in :meth:`execute`).
 
-        >>> import colmz
+        >>> import colmz, pandas as pd
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k BIGINT)")
         >>> cat.append("t", colmz.Updates({"k": [1, 1, 2]}, time=[3, 3, 3], diff=[1, 1, 1]))
         >>> cat.append("t", colmz.Updates({"k": [1]}, time=[0], diff=[-1]), time=4)
+        >>> cat.append("t", pd.DataFrame({"k": [7]}))           # rows: inserted at now + 1
         >>> cat.now, cat.read("t").to_pylist()
-        (4, [(1, 4, 1), (2, 4, 1)])
+        (5, [(1, 5, 1), (2, 5, 1), (7, 5, 1)])
         """
-        if not isinstance(updates, Updates):
-            raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
         obj = self.object(name)
         if obj.kind != "table":
             raise ValueError(f"cannot append to {name!r}: it is a {obj.kind}, written only by the catalog")
+        if not isinstance(updates, Updates):
+            updates, time = _frame_updates(updates, [c.name for c in obj.schema], name, time, self._now)
         if time is None:
             if len(updates) == 0:
                 raise ValueError("updates is empty and no time= is given: nothing says when to commit")
@@ -1409,3 +1414,34 @@ def _cast_column(col: pa.Array, spec: ColumnSpec, table: str) -> pa.Array:
         return conform(pa.table({spec.name: col}), (spec,), f"append to {table}").column(0)
     except SchemaError:
         raise
+
+
+def _frame_updates(frame, columns: list[str], name: str, time: int | None, now: int):
+    """``Catalog.append``'s DataFrame / Arrow input as updates and the time to commit at.
+
+    A frame of exactly the table's columns (in any order) is rows, each inserted once, at
+    ``time`` or ``now + 1``; one with ``time`` and ``diff`` besides is a batch of updates.
+    """
+    import pandas as pd
+
+    if isinstance(frame, pd.DataFrame):
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    elif isinstance(frame, pa.RecordBatch):
+        table = pa.Table.from_batches([frame])
+    elif isinstance(frame, pa.Table):
+        table = frame
+    else:
+        raise TypeError("updates must be colmz.Updates, a pandas DataFrame or an Arrow table, "
+                        f"got {type(frame).__name__}")
+    have = list(table.column_names)
+    if len(set(have)) != len(have):
+        raise SchemaError(f"updates for table {name!r} name a column twice: {have}")
+    if sorted(have) == sorted(columns):
+        time = now + 1 if time is None else check_time(time, "time")
+        n = table.num_rows
+        data = {c: table.column(c) for c in columns}
+        return Updates(data, np.full(n, min(time, MAX_TIME), np.uint64), np.ones(n, np.int64)), time
+    if sorted(have) == sorted([*columns, "time", "diff"]):
+        return Updates.from_arrow(table.select([*columns, "time", "diff"]), time="time", diff="diff"), time
+    raise SchemaError(f"updates for table {name!r} have columns {have}: give the table's columns "
+                      f"{columns} (rows, each inserted once) or those with 'time' and 'diff'")

@@ -642,3 +642,29 @@ def test_catalogs_of_one_process_share_duckdb_not_tables():
         got = list(pool.map(total, range(4)))
     for i, answers in enumerate(got):
         assert answers == [{"s": (i + 1) * (i + 2) // 2, "n": i + 1}] * 20
+
+
+def test_append_takes_pandas_and_arrow_frames():
+    """A pandas or Arrow user appends a frame of the table's columns (rows, inserted at the
+    next commit) or of its columns plus time and diff (updates); anything else is refused
+    naming the columns, and the catalog is unchanged."""
+    import pandas as pd
+
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k BIGINT, s TEXT)")
+    cat.append("t", pd.DataFrame({"s": ["a", None], "k": [1, 2]}))        # any column order
+    assert cat.now == 1
+    cat.append("t", pa.table({"k": [3], "s": ["c"]}), time=4)
+    cat.append("t", pa.table({"k": [1], "s": ["a"], "time": [5], "diff": [-1]}))
+    cat.append("t", pa.record_batch({"k": [9], "s": ["z"]}))
+    assert cat.now == 6
+    assert sorted(cat.sql("SELECT k, s FROM t").to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 2, "s": None}, {"k": 3, "s": "c"}, {"k": 9, "s": "z"}]
+    before = (cat.now, cat.read("t").to_pylist())
+    for bad, err in ((pd.DataFrame({"k": [1]}), colmz.updates.SchemaError),
+                     (pd.DataFrame({"k": [1], "s": ["x"], "extra": [0]}), colmz.updates.SchemaError),
+                     ([(1, "x")], TypeError),
+                     (pd.DataFrame({"k": ["not a number"], "s": ["x"]}), (TypeError, ValueError, colmz.updates.SchemaError))):
+        with pytest.raises(err):
+            cat.append("t", bad)
+        assert (cat.now, cat.read("t").to_pylist()) == before
