@@ -115,6 +115,7 @@ from colmz.sql import (
     InsertStatement,
     QualifiedName,
     Query,
+    Show,
     SQLError,
     UnsupportedSQL,
     UpdateStatement,
@@ -377,11 +378,44 @@ class Catalog:
         [{'t': 0, 'q': 3}]
         """
         stmts = parse(query)
-        if len(stmts) != 1 or not isinstance(stmts[0], Query):
-            raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES or TABLE); use cat.execute for statements")
-        return self._reading(
-            lambda: rename_like_postgres(self._query(stmts[0].sql, self._as_of(as_of), {}), stmts[0].sql)
-        )
+        if len(stmts) != 1 or not isinstance(stmts[0], (Query, Show)):
+            raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES, TABLE or SHOW); use cat.execute for statements")
+        s = stmts[0]
+        if isinstance(s, Show):
+            return self._reading(lambda: self._show(s))
+        if s.as_of is not None and as_of is not None and s.as_of != as_of:
+            raise ValueError(f"the query says AS OF {s.as_of} and as_of={as_of} is given: give one")
+        when = s.as_of if s.as_of is not None else as_of
+        return self._reading(lambda: rename_like_postgres(self._query(s.sql, self._as_of(when), {}), s.sql))
+
+    def _show(self, s: Show) -> pa.Table:
+        """``SHOW ...`` as Materialize answers it: ``name`` (and ``type`` for ``OBJECTS``) of
+        the objects of a schema, in creation order; ``SHOW COLUMNS``: ``name``, ``nullable``,
+        ``type`` (PostgreSQL's type names)."""
+        from colmz.sql.assign import pg_type_name
+
+        if s.columns_of is not None:
+            obj = self.object(s.columns_of if len(s.columns_of) > 1 else s.columns_of[0])
+            cols = list(obj.schema)
+            return pa.table({"name": [c.name for c in cols], "nullable": [True] * len(cols),
+                             "type": [pg_type_name(c.type) for c in cols]})
+        if s.schema is not None:
+            full = resolve_item((*s.schema, "x"))
+            if full.database not in self._schemas or full.schema not in self._schemas[full.database]:
+                raise SQLError(f"unknown schema {sql_name(s.schema)!r}")
+            where = (full.database, full.schema)
+        else:
+            where = (DEFAULT_DATABASE, DEFAULT_SCHEMA)
+        names, kinds = [], []
+        for key in self._order:
+            q = as_qualified(key)
+            obj = self._objects[key]
+            if (q.database, q.schema) == where and (s.kind is None or obj.kind == s.kind):
+                names.append(q.item)
+                kinds.append(obj.kind.replace(" ", "-"))
+        if s.kind is None:
+            return pa.table({"name": pa.array(names, pa.string()), "type": pa.array(kinds, pa.string())})
+        return pa.table({"name": pa.array(names, pa.string())})
 
     # ------------------------------------------------------------------ queries
 
@@ -509,11 +543,15 @@ class Catalog:
                         )
                     self._write(s, commit_at, pending)
                     result = None
-                elif isinstance(s, Query):
+                elif isinstance(s, (Query, Show)):
                     if pending or self._wrote(stmts[:i], commit_at):
                         self._commit(commit_at, pending)
                         pending = {}
-                    result = self._query(s.sql, self._now, {})
+                    if isinstance(s, Show):
+                        result = self._show(s)
+                    else:
+                        when = self._as_of(s.as_of)
+                        result = rename_like_postgres(self._query(s.sql, when, {}), s.sql)
                 else:
                     if pending or self._wrote(stmts[:i], commit_at):
                         self._commit(commit_at, pending)
@@ -786,6 +824,13 @@ class Catalog:
 
     # ------------------------------------------------------------------ DDL
 
+    def _exists(self, qualifier: tuple[str, ...], name: str) -> bool:
+        """Whether an object named ``qualifier.name`` exists (its schema must)."""
+        full = resolve_item((*qualifier, name))
+        if full.database not in self._schemas or full.schema not in self._schemas[full.database]:
+            return False
+        return catalog_key(full) in self._objects
+
     def _new_key(self, qualifier: tuple[str, ...], name: str) -> Key:
         """The key of a new object ``qualifier.name``: its schema must exist (Materialize:
         "unknown schema"), its name be free ("catalog item ... already exists")."""
@@ -811,6 +856,9 @@ class Catalog:
     def _ddl(self, s) -> None:
         now = self._now
         self._at_now = None  # DDL at now came after its commit: a write cannot join that commit
+        if isinstance(s, (CreateTable, CreateMaterializedView)) and s.if_not_exists and \
+                self._exists(s.qualifier, s.name):
+            return  # IF NOT EXISTS: Materialize leaves the object and notes "already exists, skipping"
         if isinstance(s, CreateTable):
             key = self._new_key(s.qualifier, s.name)
             schema = {n: arrow_type(t) for n, t in s.columns}
@@ -984,6 +1032,7 @@ class Catalog:
         kind = {CreateTable: "table", CreateMaterializedView: "materialized view",
                 ContinualTaskStatement: "continual task"}[type(stmt)]
         body = asdict(stmt)
+        body.pop("if_not_exists", None)  # how it was created, not what it is
         if kind == "continual task":
             body["body"] = [
                 {"insert": b.query} if isinstance(b, InsertStatement) else {"delete": b.where}

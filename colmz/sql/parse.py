@@ -27,6 +27,7 @@ __all__ = [
     "ContinualTaskStatement",
     "CreateDatabase",
     "CreateMaterializedView",
+    "Show",
     "CreateSchema",
     "CreateTable",
     "DeleteStatement",
@@ -43,9 +44,11 @@ __all__ = [
 
 @dataclass
 class Query:
-    """A query to run as it is (``SELECT``, ``VALUES``, ``WITH``, ``TABLE``)."""
+    """A query to run as it is (``SELECT``, ``VALUES``, ``WITH``, ``TABLE``); ``as_of`` is the
+    time of Materialize's trailing ``AS OF t`` (``None``: the catalog's ``now``)."""
 
     sql: str
+    as_of: int | None = None
 
 
 @dataclass
@@ -55,6 +58,8 @@ class CreateTable:
     #: The parts before the item name (``x`` of ``x.t``, ``y, z`` of ``y.z.t``); see
     #: :func:`colmz.sql.names.resolve_item`. Every statement naming an object has one.
     qualifier: tuple[str, ...] = ()
+    #: ``IF NOT EXISTS``: an existing object of the name is left as it is.
+    if_not_exists: bool = False
 
 
 @dataclass
@@ -90,6 +95,7 @@ class CreateMaterializedView:
     columns: list[str] | None
     query: str
     qualifier: tuple[str, ...] = ()
+    if_not_exists: bool = False
 
 
 @dataclass
@@ -117,6 +123,17 @@ class Drop:
     names: list[str | tuple[str, ...]]
     if_exists: bool = False
     cascade: bool = False
+
+
+@dataclass
+class Show:
+    """Materialize's ``SHOW OBJECTS | TABLES | MATERIALIZED VIEWS | CONTINUAL TASKS
+    [FROM schema]`` (``kind`` the objects' kind, ``None`` for every kind) and ``SHOW COLUMNS
+    FROM name`` (``columns_of`` the object's name parts)."""
+
+    kind: str | None
+    schema: tuple[str, ...] | None = None
+    columns_of: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -280,18 +297,21 @@ _QUERY_STARTS = {"SELECT", "WITH", "VALUES", "TABLE", "("}
 def _statement(cur: _Cursor):
     first = cur.peek()
     if first.upper in _QUERY_STARTS or first.text == "(":
-        return Query(cur.rest())
+        return _query(cur)
     if cur.accept("CREATE", "TABLE"):
-        cur.accept("IF", "NOT", "EXISTS") and _unsupported("CREATE TABLE IF NOT EXISTS")
+        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
         name, qual = cur.object_name()
         if not cur.at("("):
             raise SQLError(f"CREATE TABLE {name} needs a column list")
         cols = _column_defs(cur)
         _done(cur, "CREATE TABLE")
-        return CreateTable(name, cols, qual)
+        return CreateTable(name, cols, qual, if_not_exists)
+    if cur.at("SHOW"):
+        return _show(cur)
     if cur.accept("CREATE", "MATERIALIZED", "VIEW") or cur.accept(
         "CREATE", "OR", "REPLACE", "MATERIALIZED", "VIEW"
     ):
+        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
         name, qual = cur.object_name()
         cols = _name_list(cur) if cur.at("(") else None
         if cur.accept("IN", "CLUSTER"):
@@ -299,7 +319,7 @@ def _statement(cur: _Cursor):
         if cur.at("WITH"):
             _unsupported("CREATE MATERIALIZED VIEW ... WITH (options)")
         cur.expect("AS")
-        return CreateMaterializedView(name, cols, cur.rest(), qual)
+        return CreateMaterializedView(name, cols, cur.rest(), qual, if_not_exists)
     if cur.accept("CREATE", "SCHEMA"):
         if_not_exists = cur.accept("IF", "NOT", "EXISTS")
         parts = cur.qualified()
@@ -365,6 +385,51 @@ STATEMENT_WORDS = frozenset((
     "ROLLBACK", "SAVEPOINT", "SECURITY", "SELECT", "SET", "SHOW", "START", "TABLE", "TRUNCATE",
     "UNLISTEN", "UPDATE", "VACUUM", "VALUES", "WITH", "SUBSCRIBE", "TAIL",
 ))
+
+def _query(cur: _Cursor) -> Query:
+    """A query, with Materialize's trailing ``AS OF t`` taken off (``t`` an integer
+    literal; ``AS OF AT LEAST`` and expressions are not supported)."""
+    toks, end = cur.toks, cur.end
+    depth = 0
+    for j in range(cur.pos, end - 1):
+        t = toks[j]
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            depth -= 1
+        elif depth == 0 and t.upper == "AS" and toks[j + 1].upper == "OF":
+            when = toks[j + 2 : end]
+            if not when or not (when[0].kind == "number" or when[0].upper in ("AT", "NOW", "MZ_NOW")):
+                continue  # a column named "of" (SELECT x AS of), not Materialize's AS OF
+            if len(when) == 1 and when[0].kind == "number" and when[0].text.isdigit():
+                text = cur.text[toks[cur.pos].start : t.start].strip()
+                return Query(text, int(when[0].text))
+            _unsupported(f"AS OF {cur.text[toks[j + 2].start : toks[end - 1].end] if when else ''}".strip()
+                         + " (AS OF takes an integer time)")
+    return Query(cur.rest())
+
+
+#: ``SHOW`` kinds: the words after ``SHOW`` and the catalog kind they list.
+_SHOW_KINDS = {("OBJECTS",): None, ("TABLES",): "table", ("MATERIALIZED", "VIEWS"): "materialized view",
+               ("CONTINUAL", "TASKS"): "continual task"}
+
+
+def _show(cur: _Cursor) -> Show:
+    cur.expect("SHOW")
+    if cur.accept("COLUMNS"):
+        if not (cur.accept("FROM") or cur.accept("IN")):
+            raise SQLError("SHOW COLUMNS needs FROM name")
+        parts = cur.qualified()
+        _done(cur, "SHOW COLUMNS")
+        return Show(None, None, tuple(parts))
+    for words, kind in _SHOW_KINDS.items():
+        if cur.accept(*words):
+            schema = tuple(cur.qualified()) if (cur.accept("FROM") or cur.accept("IN")) else None
+            _done(cur, "SHOW " + " ".join(words))
+            return Show(kind, schema)
+    words = " ".join(t.text.upper() for t in cur.toks[cur.pos : min(cur.pos + 3, cur.end)])
+    _unsupported(f"SHOW {words}".strip())
+
 
 def _unsupported(what: str):
     raise UnsupportedSQL(f"{what} is not supported by colmz")

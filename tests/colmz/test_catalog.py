@@ -184,7 +184,7 @@ def test_script_is_one_transaction_at_one_time(cat):
     cat.execute("CREATE TABLE t (k INT)")
     out = cat.execute("INSERT INTO t VALUES (1); INSERT INTO t SELECT k + 10 FROM t; SELECT count(*) FROM t",
                       time=7)
-    assert cat.now == 7 and out.to_pylist() == [{"count_star()": 2}]
+    assert cat.now == 7 and out.to_pylist() == [{"count": 2}]  # named as PostgreSQL names it
     assert [r[1] for r in cat.read("t").to_pylist()] == [7, 7]
     with pytest.raises(ValueError, match="time=6 is before cat.now=7"):
         cat.execute("INSERT INTO t VALUES (3)", time=6)
@@ -302,7 +302,7 @@ def test_writes_to_derived_objects_and_unsupported_sql(cat):
     for bad, what in [
         ("CREATE VIEW v AS SELECT 1", "CREATE VIEW"),
         ("CREATE INDEX i ON t (k)", "CREATE INDEX"),
-        ("SELECT * FROM t AS OF 3", "AS OF"),
+        ("SELECT * FROM t AS OF AT LEAST 3", "AS OF"),
         ("SUBSCRIBE t", "SUBSCRIBE"),
         ("CREATE TABLE d (x NUMERIC)", "NUMERIC"),
         ("INSERT INTO t VALUES (1) RETURNING k", "RETURNING"),
@@ -668,3 +668,42 @@ def test_append_takes_pandas_and_arrow_frames():
         with pytest.raises(err):
             cat.append("t", bad)
         assert (cat.now, cat.read("t").to_pylist()) == before
+
+
+def test_if_not_exists_show_and_as_of_as_materialize_has_them(tmp_path):
+    """CREATE TABLE / MATERIALIZED VIEW IF NOT EXISTS leave an existing object as it is;
+    SHOW OBJECTS / TABLES / MATERIALIZED VIEWS [FROM schema] and SHOW COLUMNS FROM answer
+    as Materialize does; a query's trailing AS OF t reads at t; execute's query result is
+    named as PostgreSQL names it (count, not DuckDB's count_star()). Durable too."""
+    cat = colmz.Catalog(str(tmp_path / "c"))
+    cat.execute("CREATE TABLE t (k INT, s TEXT)")
+    cat.execute("CREATE TABLE IF NOT EXISTS t (other BIGINT)")      # skipped: t keeps k, s
+    cat.execute("INSERT INTO t VALUES (1, 'a')")
+    cat.execute("CREATE MATERIALIZED VIEW v AS SELECT count(*) FROM t")
+    cat.execute("CREATE MATERIALIZED VIEW IF NOT EXISTS v AS SELECT 1 AS one")
+    cat.execute("CREATE SCHEMA x; CREATE TABLE x.u (z BOOLEAN)")
+    cat.execute("INSERT INTO t VALUES (2, 'b')")
+    with pytest.raises(SQLError, match="already exists"):
+        cat.execute("CREATE TABLE t (k INT)")
+    assert cat.sql("SHOW OBJECTS").to_pylist() == [{"name": "t", "type": "table"},
+                                                   {"name": "v", "type": "materialized-view"}]
+    assert cat.sql("SHOW TABLES").to_pylist() == [{"name": "t"}]
+    assert cat.sql("SHOW TABLES FROM x").to_pylist() == [{"name": "u"}]
+    assert cat.sql("SHOW MATERIALIZED VIEWS").to_pylist() == [{"name": "v"}]
+    assert cat.execute("SHOW COLUMNS FROM t").to_pylist() == [
+        {"name": "k", "nullable": True, "type": "integer"}, {"name": "s", "nullable": True, "type": "text"}]
+    assert cat.execute("SELECT count(*) FROM t").to_pylist() == [{"count": 2}]
+    assert cat.sql("SELECT count(*) FROM t AS OF 1").to_pylist() == [{"count": 1}]
+    assert cat.execute("SELECT * FROM v AS OF 1").to_pylist() == [{"count": 1}]
+    assert cat.sql("SELECT 1 AS of").column_names == ["of"]  # a column named of
+    with pytest.raises(ValueError, match="not yet complete"):
+        cat.sql("SELECT 1 AS OF 99")
+    with pytest.raises(ValueError, match="give one"):
+        cat.sql("SELECT 1 AS OF 1", as_of=2)
+    with pytest.raises(SQLError, match="unknown schema"):
+        cat.sql("SHOW TABLES FROM nosuch")
+    again = colmz.Catalog(str(tmp_path / "c"))
+    assert again.sql("SHOW OBJECTS FROM materialize.x").to_pylist() == [{"name": "u", "type": "table"}]
+    assert [c.name for c in again.object("t").schema] == ["k", "s"]
+    again.execute("CREATE TABLE IF NOT EXISTS t (k INT)")
+    assert again.sql("SELECT * FROM v").to_pylist() == [{"count": 2}]
