@@ -53,15 +53,12 @@ So the work beyond reading the parts is one pass computing words, ``log2 k`` mer
 over (first word, row number) pairs, one consolidation pass and one gather per column;
 nothing is encoded or decoded in full.
 
-Part reads come before the merge, not beside it. On two cores the part reads already keep
-both busy: Parquet decoding from the page cache is CPU work (persist's shape at k = 8, when
-each page's CRC was verified: 58 ms of CPU in 30 ms). Reading the first column, times and
-diffs first (7 ms) and the 40-byte strings while the merge ran, which that shape allows (the
-merge orders rows by the first column's words alone), made reads 4-13% slower at k = 2, 4, 8
-and 14 (the merge and the string decoding shared the cores: the merge took 21 ms instead of
-7), and 8-18% slower at k = 2, 8, 14 once parts were checked by digest; it was not kept.
-Where reading waits instead of computing, reads do run beside the merge: drains and
-compactions read each input's next part while they merge (``parts.read_ahead``).
+Part reads come before the merge, not beside it: on two cores the part reads already keep
+both cores busy (Parquet decoding from the page cache is CPU work), so a merge running beside
+the decoding of later columns would share the cores rather than fill idle time
+(``docs/arrangement.md`` has the measurement). Where reading waits instead of computing,
+reads do run beside the merge: drains and compactions read each input's next part while
+they merge (``parts.read_ahead``).
 
 Memory: the inputs, the words (8 bytes a row and column) and the permutation exist together
 during the merge; the gather then drops each input column as its output is made, so the peak
