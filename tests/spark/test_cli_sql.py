@@ -135,3 +135,12 @@ def test_the_prompt_multi_line_history_and_describe(tmp_path):
     sh.expect(pexpect.EOF)
     sh.close()
     assert sh.exitstatus == 0
+
+
+def test_columns_sharing_a_name_are_both_printed(tmp_path):
+    """PostgreSQL names both columns of `count(*), count(s)` count; the shell prints both
+    (by position), as `to_pandas()` keeps both."""
+    r = colmz("sql", "-c", "CREATE TABLE t (k INT, s TEXT)", "-c", "INSERT INTO t VALUES (1, 'a'), (2, NULL)",
+              "-c", "SELECT count(*), count(s) FROM t")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-4:] == [" count | count", "-------+-------", "     2 |     1", "(1 row)"]
