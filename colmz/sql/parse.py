@@ -21,7 +21,8 @@ import pyarrow as pa
 from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import resolve_item, sql_name
-from colmz.sql.tokens import Token, check_balanced, check_expression, closing, tokenize
+from colmz.sql.tokens import Token, check_balanced, closing, tokenize
+from colmz.sql.tree import check_expression
 
 __all__ = [
     "ContinualTaskStatement",

@@ -5,9 +5,14 @@ identifiers, numbers, comments and operators, so a ``;`` or a keyword inside a s
 never taken for structure; bare identifiers fold to lower case, as in PostgreSQL. Each
 distinct text of up to :data:`CACHED_CHARS` characters is tokenized once (an LRU cache
 keyed by the text): the parser, the translation, :func:`colmz.sql.bind_relations` and the
-builder's checks all read the same token tuple; a longer text is not held. :func:`check_expression` is what makes user text one expression -- paired
-parentheses, no ``;``, no statement word at its top level -- before the builder puts it
-inside a statement.
+builder's checks all read the same token tuple; a longer text is not held.
+
+Comments and whitespace are read as DuckDB's lexer (PostgreSQL's ``scan.l``) reads them,
+so every token-level rule sees the text DuckDB runs: block comments nest (each ``/*``
+inside one opens a level, each ``*/`` closes one), a ``--`` comment ends at ``\\r`` or
+``\\n``, whitespace is space, tab, ``\\n``, ``\\r``, form feed and vertical tab only (any
+other character above ASCII is a letter). Whether a piece of user text is one expression
+is DuckDB's own decision, :func:`colmz.sql.tree.check_expression`.
 """
 
 from __future__ import annotations
@@ -18,8 +23,7 @@ from collections.abc import Sequence
 
 from colmz.sql.errors import SQLError
 
-__all__ = ["CACHED_CHARS", "Token", "check_balanced", "check_expression", "closing", "short_text_cache",
-           "tokenize"]
+__all__ = ["CACHED_CHARS", "Token", "check_balanced", "closing", "short_text_cache", "tokenize"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -103,10 +107,24 @@ _OPS = sorted(
 )
 #: One operator, the longest first (one regex match instead of a test per operator).
 _OP = re.compile("|".join(re.escape(op) for op in _OPS))
-_SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*")
+#: PostgreSQL's (and DuckDB's) whitespace; any other character above ASCII is a letter.
+_SPACE = re.compile(r"[ \t\n\r\f\v]+")
+_LINE_END = re.compile(r"[\r\n]")
+_COMMENT_MARK = re.compile(r"/\*|\*/")
+_WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
 _NUMBER = re.compile(r"(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)")
-_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+_DOLLAR = re.compile(r"\$([A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$")
+
+
+def _comment_end(text: str, i: int) -> int:
+    # Block comments nest, as in PostgreSQL's and DuckDB's lexers (scan.l's xc state): each
+    # "/*" inside opens one more level, each "*/" closes one.
+    depth = 0
+    for m in _COMMENT_MARK.finditer(text, i):
+        depth += 1 if m.group(0) == "/*" else -1
+        if depth == 0:
+            return m.end()
+    raise SQLError(f"unterminated comment at offset {i}")
 
 
 def _escaped(text: str, k: int) -> bool:
@@ -128,16 +146,13 @@ def tokenize(text: str) -> tuple[Token, ...]:
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c.isspace():
+        if c in " \t\n\r\f\v":
             i = _SPACE.match(text, i).end()
         elif text.startswith("--", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j + 1
+            m = _LINE_END.search(text, i)  # as DuckDB's lexer: \r ends it too
+            i = n if m is None else m.end()
         elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise SQLError(f"unterminated comment at offset {i}")
-            i = j + 2
+            i = _comment_end(text, i)
         elif c == "'" or (c in "eE" and text.startswith("'", i + 1)):
             j = i + (2 if c != "'" else 1)
             while True:
@@ -223,57 +238,3 @@ def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") ->
             stack.pop()
     if stack:
         raise SQLError(f"{what}: unclosed {stack[-1].text!r} at offset {stack[-1].start} in {text[:200]!r}")
-
-
-#: Words that cannot stand at the top level of one expression: they begin or continue a
-#: statement (PostgreSQL reserves the first group; the second are DuckDB statements).
-_NOT_IN_EXPRESSION = {
-    "SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "FETCH",
-    "UNION", "EXCEPT", "INTERSECT", "WINDOW", "QUALIFY", "RETURNING", "WITH", "TABLE",
-    "VALUES", "INTO", "CREATE", "GRANT",
-    "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "COPY", "ATTACH", "DETACH", "SET",
-    "RESET", "PRAGMA", "INSTALL", "LOAD", "EXPORT", "IMPORT", "CALL", "EXECUTE", "PREPARE",
-    "CHECKPOINT", "VACUUM", "BEGIN", "COMMIT", "ROLLBACK", "USE",
-}
-
-
-#: Those words where an expression has them: ``a IS DISTINCT FROM b``,
-#: ``f(x) WITHIN GROUP (ORDER BY ...)``.
-_EXPRESSION_PAIRS = {("DISTINCT", "FROM"), ("WITHIN", "GROUP")}
-
-
-def check_expression(text: str, what: str) -> tuple[Token, ...]:
-    """The tokens of ``text`` when it is one SQL expression, else :class:`SQLError`.
-
-    One expression: some tokens, parentheses and brackets paired, no ``;``, and none of
-    the words that begin or continue a statement at its top level (inside parentheses a
-    subquery may use them; a column with such a name is written quoted). ``what`` names
-    the expression in the message (e.g. ``"DELETE FROM t: predicate"``).
-
-    >>> [t.text for t in check_expression("k IN (SELECT k FROM u)", "predicate")]
-    ['k', 'IN', '(', 'SELECT', 'k', 'FROM', 'u', ')']
-    >>> check_expression("1=0); COPY (SELECT 1) TO 'f'; SELECT (1", "predicate")
-    Traceback (most recent call last):
-    ...
-    colmz.sql.SQLError: predicate: unbalanced ')' at offset 3 in "1=0); COPY (SELECT 1) TO 'f'; SELECT (1"
-    """
-    toks = tokenize(text)
-    if not toks:
-        raise SQLError(f"{what}: empty expression")
-    check_balanced(toks, text, what)
-    depth = 0
-    for j, t in enumerate(toks):
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            depth -= 1
-        elif t.kind == "op" and t.text == ";":
-            raise SQLError(f"{what}: one expression has no ';' (at offset {t.start} in {text[:200]!r})")
-        elif depth == 0 and t.upper in _NOT_IN_EXPRESSION and not (
-            j > 0 and (toks[j - 1].upper, t.upper) in _EXPRESSION_PAIRS
-        ):
-            raise SQLError(
-                f"{what}: {t.text} cannot stand in one expression (at offset {t.start} in "
-                f"{text[:200]!r}; a column of that name is written quoted)"
-            )
-    return toks

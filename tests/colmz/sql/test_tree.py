@@ -1,0 +1,69 @@
+"""``colmz.sql.tree``: DuckDB's parse tree as colmz's nodes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from colmz.sql import SQLError
+from colmz.sql.tree import check_expression, parse_tree
+
+
+def test_spans_cover_each_node_and_its_children():
+    text = "SELECT a IS NULL, x::INT, k IN (SELECT k FROM u), f(a, 'é') FROM t WHERE a BETWEEN 1 AND 2"
+    q, = parse_tree(text)
+    assert [text[e.start:e.end] for e in q.items] == ["a IS NULL", "x::INT", "k IN (SELECT k FROM u)", "f(a, 'é')"]
+    assert text[q.where.start:q.where.end] == "a BETWEEN 1 AND 2"
+    sub = q.items[2]
+    assert sub.cls == "SUBQUERY" and sub.subquery.from_.name == ("u",)
+    assert [(e.cls, e.name) for e in q.items[3].walk()] == [("FUNCTION", ("f",)), ("COLUMN_REF", ("a",)), ("CONSTANT", ())]
+
+
+def test_offsets_are_characters_not_bytes():
+    text = "SELECT 'ééé' || x AS y, z"
+    q, = parse_tree(text)
+    assert [text[e.start:e.end] for e in q.items] == ["'ééé' || x", "z"]
+    assert q.items[0].alias == "y"
+
+
+def test_queries_set_operations_ctes_and_tables():
+    a, b = parse_tree("WITH w AS (SELECT 1 AS k) SELECT k FROM w UNION ALL SELECT 2 ORDER BY 1; "
+                      "SELECT * FROM s.t AS x JOIN u ON x.k = u.k GROUP BY ALL")
+    assert a.type == "SET_OPERATION_NODE" and (a.setop, a.setop_all) == ("UNION", True)
+    assert len(a.children) == 2 and [m.type for m in a.modifiers] == ["ORDER_MODIFIER"]
+    assert [name for name, _ in a.ctes] == ["w"]
+    j = b.from_
+    assert j.type == "JOIN" and [c.name for c in j.children] == [("s", "t"), ("u",)]
+    assert j.children[0].alias == "x" and j.expressions[0].type == "COMPARE_EQUAL"
+    assert b.aggregate_handling == "FORCE_AGGREGATES"
+
+
+def test_nodes_are_frozen_and_cached():
+    q1, = parse_tree("SELECT 1")
+    assert parse_tree("SELECT 1")[0] is q1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        q1.items[0].cls = "X"
+
+
+def test_errors_are_sqlerror_and_type_checked():
+    with pytest.raises(SQLError, match="syntax error"):
+        parse_tree("SELECT FROM WHERE")
+    with pytest.raises(SQLError, match="Only SELECT"):
+        parse_tree("DELETE FROM t")
+    with pytest.raises(TypeError, match="must be a str, got bytes"):
+        parse_tree(b"SELECT 1")
+    with pytest.raises(TypeError, match="p: SQL text must be a str, got NoneType"):
+        check_expression(None, "p")
+
+
+def test_check_expression_counts_only_comments_and_parentheses_outside():
+    assert check_expression("((k = 1)) /* a /* b */ c */ -- d\r", "p").type == "COMPARE_EQUAL"
+    with pytest.raises(SQLError, match="reaching outside"):
+        check_expression("1) OR (2 = 2", "p")  # DuckDB places the OR at the wrapping parenthesis
+    with pytest.raises(SQLError, match="'WINDOW w AS"):
+        check_expression("1) WINDOW w AS (", "p")
+    with pytest.raises(SQLError, match="reaching outside"):
+        check_expression(") OR (", "p")  # the wrapping parentheses are not the predicate's
+    with pytest.raises(SQLError, match="empty"):
+        check_expression(" \n", "p")
