@@ -21,9 +21,10 @@ import functools
 import re
 from collections.abc import Sequence
 
-from colmz.sql.errors import SQLError
+from colmz.sql.errors import SQLError, UnsupportedSQL
 
-__all__ = ["CACHED_CHARS", "Token", "check_balanced", "closing", "short_text_cache", "tokenize"]
+__all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "nesting_depth",
+           "require_text", "short_text_cache", "tokenize"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -46,7 +47,9 @@ def short_text_cache(maxsize: int):
 
         @functools.wraps(fn)
         def call(text, *args):
-            return cached(text, *args) if len(text) <= CACHED_CHARS else fn(text, *args)
+            if isinstance(text, str) and len(text) <= CACHED_CHARS:
+                return cached(text, *args)
+            return fn(text, *args)  # which refuses what is not text
 
         call.cache_clear = cached.cache_clear
         call.cache_info = cached.cache_info
@@ -238,3 +241,79 @@ def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") ->
             stack.pop()
     if stack:
         raise SQLError(f"{what}: unclosed {stack[-1].text!r} at offset {stack[-1].start} in {text[:200]!r}")
+
+
+#: The deepest nesting colmz reads: parentheses, brackets and chained ``::`` casts counted
+#: together (``CAST(CAST(x AS t) AS t)`` and ``x::t::t`` are both 2 deep). Materialize's
+#: parser refuses a statement past 128 recursions (``RECURSION_LIMIT`` in
+#: ``src/sql-parser/src/parser.rs``) and each parenthesised level takes two of them; colmz's
+#: rewrites (:mod:`colmz.sql.translate`) read a nested construct once per level, so what is
+#: deeper is refused before any of them runs.
+MAX_NESTING = 64
+#: Words that continue a type name after ``::`` (``double precision``, ``timestamp with time
+#: zone``): they do not end a chain of casts.
+_TYPE_TAIL_WORDS = frozenset({"PRECISION", "VARYING", "WITH", "WITHOUT", "TIME", "ZONE"})
+
+
+def nesting_depth(toks: Sequence[Token]) -> int:
+    """How deep ``toks`` nest: open parentheses and brackets plus the casts of a ``::``
+    chain at each level, at the deepest token. One pass over the tokens.
+
+    >>> nesting_depth(tokenize("f((a)) + CAST(CAST(b AS numeric) AS text)")), nesting_depth(tokenize("x::a::b[]"))
+    (2, 3)
+    """
+    chains = [0]  # per open level: the casts chained at that level so far
+    depth = deepest = 0
+    prev = None
+    for t in toks:
+        if t.kind == "op":
+            if t.text in "([":
+                chains.append(0)
+                depth += 1
+            elif t.text in ")]":
+                if len(chains) > 1:
+                    depth -= 1 + chains.pop()
+            elif t.text == "::":
+                chains[-1] += 1
+                depth += 1
+            elif t.text != ".":  # another operator ends the chain: its operand is whole
+                depth -= chains[-1]
+                chains[-1] = 0
+        elif (t.kind == "word" and (prev is None or prev.text != "::")
+              and t.upper not in _TYPE_TAIL_WORDS):
+            depth -= chains[-1]  # a keyword (AS, AND, THEN, ...) ends it too
+            chains[-1] = 0
+        if depth > deepest:
+            deepest = depth
+        prev = t
+    return deepest
+
+
+def check_nesting(toks: Sequence[Token], text: str) -> None:
+    """Refuse ``text`` (:class:`colmz.sql.UnsupportedSQL`) when its tokens nest deeper than
+    :data:`MAX_NESTING` (:func:`nesting_depth`).
+
+    >>> check_nesting(tokenize("SELECT " + "(" * 65 + "1" + ")" * 65), "...")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.UnsupportedSQL: expressions nested 65 deep (parentheses, brackets and :: casts) are not supported by colmz: at most 64, in '...'
+    """
+    depth = nesting_depth(toks)
+    if depth > MAX_NESTING:
+        raise UnsupportedSQL(
+            f"expressions nested {depth} deep (parentheses, brackets and :: casts) are not "
+            f"supported by colmz: at most {MAX_NESTING}, in {text[:80]!r}")
+
+
+def require_text(value, name: str) -> str:
+    """``value`` when it is a ``str``, else ``TypeError`` naming ``name`` and the type given
+    (SQL text enters colmz only as ``str``: bytes are not decoded on a guess).
+
+    >>> require_text(b"SELECT 1", "sql")
+    Traceback (most recent call last):
+    ...
+    TypeError: sql must be a str of SQL text, got bytes
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str of SQL text, got {type(value).__name__}")
+    return value

@@ -54,7 +54,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from colmz.sql.errors import SQLError
+from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import short_text_cache
 
 __all__ = ["Expression", "Modifier", "Query", "Table", "check_expression", "parse_tree"]
@@ -299,7 +299,9 @@ def parse_tree(text: str) -> tuple[Query, ...]:
     """DuckDB's parse of ``text`` (``SELECT`` statements): one :class:`Query` per statement.
 
     Raises :class:`colmz.sql.SQLError` with DuckDB's parser message when DuckDB cannot
-    parse the text or it holds a statement other than a query.
+    parse the text or it holds a statement other than a query, and
+    :class:`colmz.sql.UnsupportedSQL` when the tree nests deeper than Python's recursion
+    limit lets it be read (some hundred chained ``||`` or ``+``).
 
     >>> [q.setop for q in parse_tree("SELECT 1 UNION ALL SELECT 2; SELECT 3")]
     ['UNION', '']
@@ -310,11 +312,19 @@ def parse_tree(text: str) -> tuple[Query, ...]:
     """
     if not isinstance(text, str):
         raise TypeError(f"SQL text must be a str, got {type(text).__name__}")
-    out = _serialized(text)
-    if out.get("error"):
-        raise SQLError(out.get("error_message") or "DuckDB cannot parse this text")
-    reader = _Reader(text)
-    return tuple(reader.query(s["node"]) for s in out["statements"])
+    try:
+        out = _serialized(text)
+        if out.get("error"):
+            raise SQLError(out.get("error_message") or "DuckDB cannot parse this text")
+        reader = _Reader(text)
+        return tuple(reader.query(s["node"]) for s in out["statements"])
+    except RecursionError:
+        # DuckDB nests a chain of binary operators (a || b || ..., a + b + ...) one level
+        # per operator; its JSON and this reader recurse per level.
+        raise UnsupportedSQL(
+            f"a text nested deeper than colmz reads DuckDB's parse tree (a chain of some hundred "
+            f"|| or + operators nests one level each) is not supported by colmz: {text[:80]!r}"
+        ) from None
 
 
 #: The text :func:`check_expression` has DuckDB parse: the expression as one select item.
@@ -344,6 +354,8 @@ def _one_expression(text: str) -> str | None:
     wrapped = f"{_HEAD}{text})"
     try:
         stmts = parse_tree(wrapped)
+    except UnsupportedSQL:  # too deep to read: refused as such
+        raise
     except SQLError as e:
         if "Only SELECT statements" in str(e):
             return "DuckDB reads a statement other than a query in it"

@@ -67,3 +67,16 @@ def test_check_expression_counts_only_comments_and_parentheses_outside():
         check_expression(") OR (", "p")  # the wrapping parentheses are not the predicate's
     with pytest.raises(SQLError, match="empty"):
         check_expression(" \n", "p")
+
+
+def test_a_tree_too_deep_to_read_is_refused_by_name():
+    # DuckDB nests a || chain one level per operator; Python's JSON reader recursed past
+    # its limit (a raw RecursionError) on some hundred.
+    from colmz.sql import UnsupportedSQL
+
+    deep = " || ".join(["a"] * 600)  # DuckDB itself refuses past 1000
+    with pytest.raises(UnsupportedSQL, match="nested deeper than colmz reads DuckDB's parse tree"):
+        parse_tree("SELECT " + deep)
+    with pytest.raises(UnsupportedSQL, match="nested deeper"):
+        check_expression(deep + " = 'x'", "p")
+    assert check_expression(" AND ".join(["a"] * 2000), "p").type == "CONJUNCTION_AND"  # flat
