@@ -55,7 +55,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.tokens import short_text_cache
+from colmz.sql.tokens import require_text, short_text_cache
 
 __all__ = ["Expression", "Modifier", "Query", "Table", "check_expression", "parse_tree"]
 
@@ -310,8 +310,7 @@ def parse_tree(text: str) -> tuple[Query, ...]:
     ...
     colmz.sql.SQLError: syntax error at or near "1"
     """
-    if not isinstance(text, str):
-        raise TypeError(f"SQL text must be a str, got {type(text).__name__}")
+    require_text(text, "text")
     try:
         out = _serialized(text)
         if out.get("error"):
@@ -404,8 +403,7 @@ def check_expression(text: str, what: str) -> Expression:
     ...
     colmz.sql.SQLError: predicate: not one expression, DuckDB reads a set operation in it: '1=0 /* /* */ (( */ ) UNION ALL (SELECT 2 /* /* */ )) */'
     """
-    if not isinstance(text, str):
-        raise TypeError(f"{what}: SQL text must be a str, got {type(text).__name__}")
+    require_text(text, what)
     if not text.strip():
         raise SQLError(f"{what}: empty expression")
     why = _one_expression(text)

@@ -51,9 +51,9 @@ def test_errors_are_sqlerror_and_type_checked():
         parse_tree("SELECT FROM WHERE")
     with pytest.raises(SQLError, match="Only SELECT"):
         parse_tree("DELETE FROM t")
-    with pytest.raises(TypeError, match="must be a str, got bytes"):
+    with pytest.raises(TypeError, match="text must be a str of SQL text, got bytes"):
         parse_tree(b"SELECT 1")
-    with pytest.raises(TypeError, match="p: SQL text must be a str, got NoneType"):
+    with pytest.raises(TypeError, match="p must be a str of SQL text, got NoneType"):
         check_expression(None, "p")
 
 
