@@ -223,3 +223,23 @@ def test_colmz_and_duckdb_agree_on_one_expression(case):
 @given(predicates())
 def test_colmz_and_duckdb_agree_on_one_expression_many(case):
     _check(*case)
+
+
+def test_a_durable_catalog_refuses_a_stored_predicate_that_hides_code(tmp_path):
+    # A definition stored by a colmz that read comments its old way (the issue's \r form,
+    # run at every time before) is checked again when the catalog is opened, and refused.
+    from colmz.catalog_store import CatalogStore
+    from colmz.storage.url import open_location
+
+    cat = colmz.Catalog(tmp_path, external_access=False)
+    cat.execute("CREATE TABLE src (k INT); INSERT INTO src VALUES (1), (2)")
+    cat.execute("CREATE CONTINUAL TASK o (k INT) ON INPUT src AS (DELETE FROM o WHERE k = -1; "
+                "INSERT INTO o SELECT k FROM src)")
+    store = CatalogStore(open_location(str(tmp_path)))
+    record = store.load()
+    (task,) = [d for d in record["objects"] if d["name"] == "o"]
+    (delete,) = [b for b in task["stmt"]["body"] if "delete" in b]
+    delete["delete"] = CARRIAGE_RETURN
+    store.commit(record["objects"], [])
+    with pytest.raises(SQLError, match=r"DELETE FROM .*o.*: predicate: not one expression, DuckDB reads a set operation"):
+        colmz.Catalog(tmp_path, external_access=False)
