@@ -24,9 +24,11 @@ Invariants:
 * Spans are character offsets into the text parsed, half-open ``[start, end)``, and cover
   the node *and everything under it*: DuckDB places an operator node at its operator
   (``a IS NULL`` at ``IS``), so a node's span is the union of its own position and its
-  children's. DuckDB's byte offsets are turned into character offsets. A node DuckDB gives
-  no position, with no positioned child, has ``start == end == -1``. Parentheses around
-  an expression are outside its span (DuckDB keeps no node for them).
+  children's, with the parentheses written around a child (``(a + b)::text`` spans all of
+  it). Parentheses around the node itself are outside its own span (DuckDB keeps no node
+  for them): ``(1)`` is a constant spanning ``1``. DuckDB's byte offsets are turned into
+  character offsets. A node DuckDB gives no position, with no positioned child, has
+  ``start == end == -1``.
 * Nodes are frozen and shared through the cache: never mutate one.
 * The parse is DuckDB's, so the text the tree describes is the text DuckDB runs: comments
   (nested ``/* */``, ``--`` ending at ``\\r`` or ``\\n``), strings and dollar quotes are
@@ -48,6 +50,7 @@ a comment or a parenthesis.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import threading
@@ -55,7 +58,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.tokens import require_text, short_text_cache
+from colmz.sql.tokens import require_text, short_text_cache, tokenize
 
 __all__ = ["Expression", "Modifier", "Query", "Table", "check_expression", "parse_tree"]
 
@@ -169,6 +172,34 @@ class _Reader:
 
     def __init__(self, text: str) -> None:
         self.chars = _char_offsets(text)
+        # The parentheses of the text, as colmz's tokenizer reads it (DuckDB's lexer's
+        # reading): token starts, and each "(" token's matching ")" token.
+        try:
+            toks = tokenize(text)
+        except SQLError:  # pragma: no cover - DuckDB parsed what colmz cannot split
+            toks = ()
+        self.starts = [t.start for t in toks]
+        self.ends = [t.end for t in toks]
+        self.match: dict[int, int] = {}
+        stack: list[int] = []
+        for i, t in enumerate(toks):
+            if t.kind == "op" and t.text == "(":
+                stack.append(i)
+            elif t.kind == "op" and t.text == ")" and stack:
+                self.match[stack.pop()] = i
+
+    def around(self, start: int, end: int) -> tuple[int, int]:
+        """``[start, end)`` widened by the parentheses written around it: DuckDB keeps no
+        node for them, so a child's span leaves them out, and its parent's must not."""
+        if start < 0:
+            return start, end
+        while True:
+            i = bisect.bisect_left(self.starts, start)
+            j = bisect.bisect_left(self.starts, end)
+            if not (0 < i <= len(self.starts) and i < len(self.starts) and self.starts[i] == start
+                    and self.match.get(i - 1) == j):
+                return start, end
+            start, end = self.starts[i - 1], self.ends[j]
 
     def offset(self, b: int) -> int:
         return b if self.chars is None else self.chars[min(b, len(self.chars) - 1)]
@@ -185,11 +216,18 @@ class _Reader:
         for key, value in node.items():
             if key not in ("class", "type", "alias", "query_location", "query_location_length"):
                 self._collect(value, children, sub)
-        start, end = self.span(node)
+        own = start, end = self.span(node)
         for c in children:
             if c.start >= 0:
-                start = c.start if start < 0 else min(start, c.start)
-                end = max(end, c.end)
+                # Parentheses around a child are the parent's text -- unless DuckDB places
+                # the parent inside the child's span (``a NOT IN (...)`` is a NOT spanning
+                # its IN child): then they may be around the parent too, and stay out.
+                if own[0] >= 0 and not (c.start <= own[0] and own[1] <= c.end):
+                    c_start, c_end = self.around(c.start, c.end)
+                else:
+                    c_start, c_end = c.start, c.end
+                start = c_start if start < 0 else min(start, c_start)
+                end = max(end, c_end)
         cls = node["class"]
         if cls == "COLUMN_REF":
             name = tuple(node.get("column_names", ()))

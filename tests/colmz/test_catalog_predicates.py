@@ -114,6 +114,7 @@ def _inside(node, lo: int, hi: int) -> bool:
 
 #: Predicates over t(k INT), with the rows (of 1, 2, 3, NULL) each selects.
 BASES = [("k = 1", {1}), ("k > 1", {2, 3}), ("k IS NULL", {None}), ("k IN (1, 3)", {1, 3}),
+         ("k NOT IN (1, 3)", {2}), ("NOT (k = 1)", {2, 3}), ("(k + 1)::TEXT = '2'", {1}),
          ("k = (SELECT 2)", {2}), ("coalesce(k, 0) = 0", {None}), ("k::TEXT = '3'", {3})]
 #: Text a comment or a string may hold: code that would change the statement if read as code.
 PAYLOADS = [") UNION ALL (SELECT 2", ") OR (1=1", "); DELETE FROM t; SELECT (1", "*/", "/*", "/* */",

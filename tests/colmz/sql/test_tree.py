@@ -18,6 +18,10 @@ def test_spans_cover_each_node_and_its_children():
     sub = q.items[2]
     assert sub.cls == "SUBQUERY" and sub.subquery.from_.name == ("u",)
     assert [(e.cls, e.name) for e in q.items[3].walk()] == [("FUNCTION", ("f",)), ("COLUMN_REF", ("a",)), ("CONSTANT", ())]
+    # parentheses around a child are its parent's text; around the node itself, not
+    text = "SELECT ((a + b))::text, (a) NOT IN ((1), 2), f((x)), ((y))"
+    q, = parse_tree(text)
+    assert [text[e.start:e.end] for e in q.items] == ["((a + b))::text", "(a) NOT IN ((1), 2)", "f((x))", "y"]
 
 
 def test_offsets_are_characters_not_bytes():
@@ -80,3 +84,39 @@ def test_a_tree_too_deep_to_read_is_refused_by_name():
     with pytest.raises(UnsupportedSQL, match="nested deeper"):
         check_expression(deep + " = 'x'", "p")
     assert check_expression(" AND ".join(["a"] * 2000), "p").type == "CONJUNCTION_AND"  # flat
+
+
+def test_every_span_of_the_corpus_is_one_expression():
+    # A node's span is all of its text (its children's parentheses included, as in
+    # (a + b)::text): cut out of the dialect corpus's queries, each is one expression again.
+    # DuckDB's simple CASE (CASE x WHEN v ...) makes comparisons x = v of no text of their own.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[2]))
+    from sql_corpus import QUERIES
+
+    def expressions(q):
+        yield from q.items
+        yield from (e for e in (q.where, q.having, q.qualify) if e is not None)
+        yield from q.group_by
+        for m in q.modifiers:
+            yield from m.expressions
+        for c in (*q.children, *(c for _, c in q.ctes)):
+            yield from expressions(c)
+
+    checked = 0
+    for _, text in QUERIES:
+        try:
+            stmts = parse_tree(text)
+        except SQLError:  # jsonb operators DuckDB does not parse
+            continue
+        for q in stmts:
+            for top in expressions(q):
+                for e in top.walk():
+                    frag = text[e.start:e.end]
+                    if e.start < 0 or e.cls in ("TYPE", "STAR") or frag.split()[1:2] == ["WHEN"]:
+                        continue
+                    assert check_expression(frag, "p") is not None, frag
+                    checked += 1
+    assert checked > 1500
