@@ -143,6 +143,7 @@ from colmz.sql import (
     uses_now,
 )
 from colmz.sql.assign import arrow_assignment, assignment_select
+from colmz.sql.tokens import require_text
 from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
 from colmz.updates import SchemaError, Updates
@@ -377,7 +378,7 @@ class Catalog:
         >>> Catalog().sql("SELECT mz_now() AS t, 7 / 2 AS q").to_pylist()
         [{'t': 0, 'q': 3}]
         """
-        stmts = parse(query)
+        stmts = parse(require_text(query, "query"))
         if len(stmts) != 1 or not isinstance(stmts[0], (Query, Show)):
             raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES, TABLE or SHOW); use cat.execute for statements")
         s = stmts[0]
@@ -513,7 +514,7 @@ class Catalog:
         >>> cat.now, sorted(cat.sql("SELECT k FROM t").column("k").to_pylist())
         (5, [1, 2])
         """
-        first = [parse(sql)]
+        first = [parse(require_text(sql, "sql"))]
         # A retry parses again: running a statement may fill it in (a task's AS OF).
         return self._transaction(lambda: self._execute(first.pop() if first else parse(sql), time))
 

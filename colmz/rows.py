@@ -278,6 +278,12 @@ def storable(t: pa.DataType, what: str | None = None) -> pa.DataType:
     if pa.types.is_null(t):
         where = f"{what}: a column" if what is not None else "a column of the query"
         raise SchemaError(f"{where} is NULL of unknown type: cast it (e.g. NULL::INT)")
+    if pa.types.is_interval(t):
+        from colmz.sql.errors import UnsupportedSQL
+
+        where = f"{what}: a column" if what is not None else "a column of the query"
+        raise UnsupportedSQL(f"{where} is an INTERVAL, which is not supported by colmz (its columns "
+                             "have no interval kind): store its parts or its text")
     return t
 
 

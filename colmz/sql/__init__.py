@@ -6,8 +6,10 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
 **tokens -> statements -> one builder that produces every text colmz runs**.
 
 1. :mod:`colmz.sql.tokens` splits text into tokens once (strings, quoted names, numbers,
-   comments, operators: a ``;`` or a keyword in a string is never structure) and says when
-   a piece of text is one expression (:func:`check_expression`).
+   comments, operators: a ``;`` or a keyword in a string is never structure), reading
+   comments as DuckDB's lexer does. :mod:`colmz.sql.tree` reads DuckDB's own parse tree of
+   a query (:func:`parse_tree`: frozen nodes with their spans in the text) and decides with
+   it when a piece of user text is one expression (:func:`check_expression`).
 2. :mod:`colmz.sql.parse` reads statements from the tokens: Materialize's ``CREATE
    CONTINUAL TASK`` (column list, ``WITH (SNAPSHOT = ...)``, ``ON INPUT ... AS (...)``, the
    ``FROM TRANSFORM``/``FROM RETAIN`` sugar), ``CREATE MATERIALIZED VIEW``, ``CREATE
@@ -59,7 +61,8 @@ persisted and re-run), and token positions to rewrite a few names in place. Duck
 ``json_serialize_sql`` parses only ``SELECT`` and DuckDB's dialect -- none of Materialize's
 statements -- and its round trip through ``json_deserialize_sql`` re-prints queries in
 DuckDB's form, so it can confirm (``extract_statements``, used by :func:`check_one_query`)
-but not parse. sqlglot parses PostgreSQL into a tree and prints DuckDB, but has no
+and describe a query's structure (:mod:`colmz.sql.tree`, which decides what one user
+expression is) but not replace the statement parser. sqlglot parses PostgreSQL into a tree and prints DuckDB, but has no
 continual tasks either (its ``Command`` fallback keeps them as text), and a transpile
 re-prints every query rather than rewriting a token. The cost of each path per statement
 is measured by ``asv_benchmarks/bench_sql.py`` (sqlglot is not a colmz dependency; the
@@ -126,7 +129,7 @@ from colmz.sql.parse import (
     task_statement,
 )
 from colmz.sql.run import check_one_query, clear_caches, connect, require_duckdb, run_query, session
-from colmz.sql.tokens import CACHED_CHARS, Token, check_balanced, check_expression, tokenize
+from colmz.sql.tokens import CACHED_CHARS, Token, check_balanced, tokenize
 from colmz.sql.translate import (
     MZ_NOW,
     arrow_type,
@@ -138,6 +141,8 @@ from colmz.sql.translate import (
     translate,
     uses_now,
 )
+from colmz.sql.tree import Expression, check_expression, parse_tree
+from colmz.sql.tree import Query as QueryNode
 
 __all__ = [
     "CACHED_CHARS",
@@ -154,9 +159,11 @@ __all__ = [
     "Show",
     "DeleteStatement",
     "Drop",
+    "Expression",
     "InsertStatement",
     "QualifiedName",
     "Query",
+    "QueryNode",
     "SQLError",
     "Token",
     "UnsupportedSQL",
@@ -180,6 +187,7 @@ __all__ = [
     "now_value",
     "output_names",
     "parse",
+    "parse_tree",
     "referenced_names",
     "relation",
     "relation_name",

@@ -8,9 +8,9 @@ user text gets into it only through these functions:
   :func:`literal` the one quoting of a value (``'...'`` with ``''``; numbers, booleans,
   ``NULL``). No text of colmz's quotes a name or a value any other way.
 * A predicate or an expression written by a user is checked to be one expression
-  (:func:`colmz.sql.check_expression`: paired parentheses, no ``;``, no statement word at
-  its top level) before it is put inside the statement; what is not raises
-  :class:`colmz.sql.SQLError` naming it.
+  (:func:`colmz.sql.check_expression`: DuckDB's own parser reads it as exactly one
+  expression node, nothing outside it but comments and parentheses) before it is put
+  inside the statement; what is not raises :class:`colmz.sql.SQLError` naming it.
 * Names beginning with :data:`RESERVED_PREFIX` are colmz's own: the relations a query
   reads are registered under :func:`relation_name` names, and ``mz_now()``'s placeholder
   is one of them. User text cannot use them (:func:`colmz.sql.translate` refuses).
@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from colmz.sql.errors import SQLError
-from colmz.sql.tokens import check_expression
+from colmz.sql.tree import check_expression
 
 __all__ = [
     "BYTEA_IN",
@@ -168,7 +168,7 @@ def select_where(table: str | Sequence[str], predicate: str | None = None, what:
     >>> select_where("t", "1=0); COPY (SELECT 1) TO 'f'; SELECT (1")
     Traceback (most recent call last):
     ...
-    colmz.sql.SQLError: DELETE FROM t: predicate: unbalanced ')' at offset 3 in "1=0); COPY (SELECT 1) TO 'f'; SELECT (1"
+    colmz.sql.SQLError: DELETE FROM t: predicate: not one expression, DuckDB reads a statement other than a query in it: "1=0); COPY (SELECT 1) TO 'f'; SELECT (1"
     """
     text = f"SELECT * FROM {relation(table)}"
     if predicate is None:

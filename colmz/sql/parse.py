@@ -21,7 +21,8 @@ import pyarrow as pa
 from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import resolve_item, sql_name
-from colmz.sql.tokens import Token, check_balanced, check_expression, closing, tokenize
+from colmz.sql.tokens import Token, check_balanced, check_nesting, closing, require_text, tokenize
+from colmz.sql.tree import check_expression
 
 __all__ = [
     "ContinualTaskStatement",
@@ -283,8 +284,9 @@ def parse(text: str) -> list:
     >>> s.name, s.input, s.snapshot, s.body[0].query
     ('up', 't', True, 'SELECT k FROM t')
     """
-    toks = tokenize(text)
+    toks = tokenize(require_text(text, "text"))
     check_balanced(toks, text)
+    check_nesting(toks, text)
     out = []
     for a, b in _split(toks, 0, len(toks), ";"):
         out.append(_statement(_Cursor(text, toks, a, b)))

@@ -5,9 +5,14 @@ identifiers, numbers, comments and operators, so a ``;`` or a keyword inside a s
 never taken for structure; bare identifiers fold to lower case, as in PostgreSQL. Each
 distinct text of up to :data:`CACHED_CHARS` characters is tokenized once (an LRU cache
 keyed by the text): the parser, the translation, :func:`colmz.sql.bind_relations` and the
-builder's checks all read the same token tuple; a longer text is not held. :func:`check_expression` is what makes user text one expression -- paired
-parentheses, no ``;``, no statement word at its top level -- before the builder puts it
-inside a statement.
+builder's checks all read the same token tuple; a longer text is not held.
+
+Comments and whitespace are read as DuckDB's lexer (PostgreSQL's ``scan.l``) reads them,
+so every token-level rule sees the text DuckDB runs: block comments nest (each ``/*``
+inside one opens a level, each ``*/`` closes one), a ``--`` comment ends at ``\\r`` or
+``\\n``, whitespace is space, tab, ``\\n``, ``\\r``, form feed and vertical tab only (any
+other character above ASCII is a letter). Whether a piece of user text is one expression
+is DuckDB's own decision, :func:`colmz.sql.tree.check_expression`.
 """
 
 from __future__ import annotations
@@ -16,10 +21,10 @@ import functools
 import re
 from collections.abc import Sequence
 
-from colmz.sql.errors import SQLError
+from colmz.sql.errors import SQLError, UnsupportedSQL
 
-__all__ = ["CACHED_CHARS", "Token", "check_balanced", "check_expression", "closing", "short_text_cache",
-           "tokenize"]
+__all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "nesting_depth",
+           "require_text", "short_text_cache", "tokenize"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -42,7 +47,9 @@ def short_text_cache(maxsize: int):
 
         @functools.wraps(fn)
         def call(text, *args):
-            return cached(text, *args) if len(text) <= CACHED_CHARS else fn(text, *args)
+            if isinstance(text, str) and len(text) <= CACHED_CHARS:
+                return cached(text, *args)
+            return fn(text, *args)  # which refuses what is not text
 
         call.cache_clear = cached.cache_clear
         call.cache_info = cached.cache_info
@@ -103,10 +110,24 @@ _OPS = sorted(
 )
 #: One operator, the longest first (one regex match instead of a test per operator).
 _OP = re.compile("|".join(re.escape(op) for op in _OPS))
-_SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*")
+#: PostgreSQL's (and DuckDB's) whitespace; any other character above ASCII is a letter.
+_SPACE = re.compile(r"[ \t\n\r\f\v]+")
+_LINE_END = re.compile(r"[\r\n]")
+_COMMENT_MARK = re.compile(r"/\*|\*/")
+_WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
 _NUMBER = re.compile(r"(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)")
-_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+_DOLLAR = re.compile(r"\$([A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$")
+
+
+def _comment_end(text: str, i: int) -> int:
+    # Block comments nest, as in PostgreSQL's and DuckDB's lexers (scan.l's xc state): each
+    # "/*" inside opens one more level, each "*/" closes one.
+    depth = 0
+    for m in _COMMENT_MARK.finditer(text, i):
+        depth += 1 if m.group(0) == "/*" else -1
+        if depth == 0:
+            return m.end()
+    raise SQLError(f"unterminated comment at offset {i}")
 
 
 def _escaped(text: str, k: int) -> bool:
@@ -128,16 +149,13 @@ def tokenize(text: str) -> tuple[Token, ...]:
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c.isspace():
+        if c in " \t\n\r\f\v":
             i = _SPACE.match(text, i).end()
         elif text.startswith("--", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j + 1
+            m = _LINE_END.search(text, i)  # as DuckDB's lexer: \r ends it too
+            i = n if m is None else m.end()
         elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise SQLError(f"unterminated comment at offset {i}")
-            i = j + 2
+            i = _comment_end(text, i)
         elif c == "'" or (c in "eE" and text.startswith("'", i + 1)):
             j = i + (2 if c != "'" else 1)
             while True:
@@ -225,55 +243,77 @@ def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") ->
         raise SQLError(f"{what}: unclosed {stack[-1].text!r} at offset {stack[-1].start} in {text[:200]!r}")
 
 
-#: Words that cannot stand at the top level of one expression: they begin or continue a
-#: statement (PostgreSQL reserves the first group; the second are DuckDB statements).
-_NOT_IN_EXPRESSION = {
-    "SELECT", "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "FETCH",
-    "UNION", "EXCEPT", "INTERSECT", "WINDOW", "QUALIFY", "RETURNING", "WITH", "TABLE",
-    "VALUES", "INTO", "CREATE", "GRANT",
-    "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "COPY", "ATTACH", "DETACH", "SET",
-    "RESET", "PRAGMA", "INSTALL", "LOAD", "EXPORT", "IMPORT", "CALL", "EXECUTE", "PREPARE",
-    "CHECKPOINT", "VACUUM", "BEGIN", "COMMIT", "ROLLBACK", "USE",
-}
+#: The deepest nesting colmz reads: parentheses, brackets and chained ``::`` casts counted
+#: together (``CAST(CAST(x AS t) AS t)`` and ``x::t::t`` are both 2 deep). Materialize's
+#: parser refuses a statement past 128 recursions (``RECURSION_LIMIT`` in
+#: ``src/sql-parser/src/parser.rs``) and each parenthesised level takes two of them; colmz's
+#: rewrites (:mod:`colmz.sql.translate`) read a nested construct once per level, so what is
+#: deeper is refused before any of them runs.
+MAX_NESTING = 64
+#: Words that continue a type name after ``::`` (``double precision``, ``timestamp with time
+#: zone``): they do not end a chain of casts.
+_TYPE_TAIL_WORDS = frozenset({"PRECISION", "VARYING", "WITH", "WITHOUT", "TIME", "ZONE"})
 
 
-#: Those words where an expression has them: ``a IS DISTINCT FROM b``,
-#: ``f(x) WITHIN GROUP (ORDER BY ...)``.
-_EXPRESSION_PAIRS = {("DISTINCT", "FROM"), ("WITHIN", "GROUP")}
+def nesting_depth(toks: Sequence[Token]) -> int:
+    """How deep ``toks`` nest: open parentheses and brackets plus the casts of a ``::``
+    chain at each level, at the deepest token. One pass over the tokens.
+
+    >>> nesting_depth(tokenize("f((a)) + CAST(CAST(b AS numeric) AS text)")), nesting_depth(tokenize("x::a::b[]"))
+    (2, 3)
+    """
+    chains = [0]  # per open level: the casts chained at that level so far
+    depth = deepest = 0
+    prev = None
+    for t in toks:
+        if t.kind == "op":
+            if t.text in "([":
+                chains.append(0)
+                depth += 1
+            elif t.text in ")]":
+                if len(chains) > 1:
+                    depth -= 1 + chains.pop()
+            elif t.text == "::":
+                chains[-1] += 1
+                depth += 1
+            elif t.text != ".":  # another operator ends the chain: its operand is whole
+                depth -= chains[-1]
+                chains[-1] = 0
+        elif (t.kind == "word" and (prev is None or prev.text != "::")
+              and t.upper not in _TYPE_TAIL_WORDS):
+            depth -= chains[-1]  # a keyword (AS, AND, THEN, ...) ends it too
+            chains[-1] = 0
+        if depth > deepest:
+            deepest = depth
+        prev = t
+    return deepest
 
 
-def check_expression(text: str, what: str) -> tuple[Token, ...]:
-    """The tokens of ``text`` when it is one SQL expression, else :class:`SQLError`.
+def check_nesting(toks: Sequence[Token], text: str) -> None:
+    """Refuse ``text`` (:class:`colmz.sql.UnsupportedSQL`) when its tokens nest deeper than
+    :data:`MAX_NESTING` (:func:`nesting_depth`).
 
-    One expression: some tokens, parentheses and brackets paired, no ``;``, and none of
-    the words that begin or continue a statement at its top level (inside parentheses a
-    subquery may use them; a column with such a name is written quoted). ``what`` names
-    the expression in the message (e.g. ``"DELETE FROM t: predicate"``).
-
-    >>> [t.text for t in check_expression("k IN (SELECT k FROM u)", "predicate")]
-    ['k', 'IN', '(', 'SELECT', 'k', 'FROM', 'u', ')']
-    >>> check_expression("1=0); COPY (SELECT 1) TO 'f'; SELECT (1", "predicate")
+    >>> check_nesting(tokenize("SELECT " + "(" * 65 + "1" + ")" * 65), "...")
     Traceback (most recent call last):
     ...
-    colmz.sql.SQLError: predicate: unbalanced ')' at offset 3 in "1=0); COPY (SELECT 1) TO 'f'; SELECT (1"
+    colmz.sql.UnsupportedSQL: expressions nested 65 deep (parentheses, brackets and :: casts) are not supported by colmz: at most 64, in '...'
     """
-    toks = tokenize(text)
-    if not toks:
-        raise SQLError(f"{what}: empty expression")
-    check_balanced(toks, text, what)
-    depth = 0
-    for j, t in enumerate(toks):
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            depth -= 1
-        elif t.kind == "op" and t.text == ";":
-            raise SQLError(f"{what}: one expression has no ';' (at offset {t.start} in {text[:200]!r})")
-        elif depth == 0 and t.upper in _NOT_IN_EXPRESSION and not (
-            j > 0 and (toks[j - 1].upper, t.upper) in _EXPRESSION_PAIRS
-        ):
-            raise SQLError(
-                f"{what}: {t.text} cannot stand in one expression (at offset {t.start} in "
-                f"{text[:200]!r}; a column of that name is written quoted)"
-            )
-    return toks
+    depth = nesting_depth(toks)
+    if depth > MAX_NESTING:
+        raise UnsupportedSQL(
+            f"expressions nested {depth} deep (parentheses, brackets and :: casts) are not "
+            f"supported by colmz: at most {MAX_NESTING}, in {text[:80]!r}")
+
+
+def require_text(value, name: str) -> str:
+    """``value`` when it is a ``str``, else ``TypeError`` naming ``name`` and the type given
+    (SQL text enters colmz only as ``str``: bytes are not decoded on a guess).
+
+    >>> require_text(b"SELECT 1", "sql")
+    Traceback (most recent call last):
+    ...
+    TypeError: sql must be a str of SQL text, got bytes
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str of SQL text, got {type(value).__name__}")
+    return value

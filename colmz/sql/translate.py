@@ -58,7 +58,7 @@ from colmz.sql.numeric import (
     literal_text,
     parse_literal,
 )
-from colmz.sql.tokens import closing, short_text_cache, tokenize
+from colmz.sql.tokens import check_nesting, closing, require_text, short_text_cache, tokenize
 
 __all__ = [
     "FUNCTIONS",
@@ -127,6 +127,9 @@ def translate(sql: str) -> str:
     >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
     "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
     """
+    # Nesting is measured first, in one pass over the tokens: every rewrite below reads a
+    # nested construct once per level, so a text nested deeper is refused before any runs.
+    check_nesting(tokenize(require_text(sql, "text")), sql)
     # Constants are folded first (PostgreSQL's numeric scales, on the user's own text);
     # casts to numeric, concatenations, casts to text/boolean and row comparisons are
     # rewritten after the token pass, on its (short) output, in that order.
@@ -1450,7 +1453,6 @@ _TYPES = {
     "TIMESTAMP WITHOUT TIME ZONE": pa.timestamp("us"),
     "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
     "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
-    "INTERVAL": pa.duration("us"),
 }
 
 
@@ -1470,6 +1472,14 @@ def arrow_type(type_sql: str) -> pa.DataType:
         raise UnsupportedSQL(
             f"column type {type_sql} is not supported by colmz (blank-padded, and DuckDB "
             "compares it as VARCHAR): use TEXT or VARCHAR"
+        )
+    if key == "INTERVAL" or key.startswith("INTERVAL "):
+        # PostgreSQL's interval holds months, days and microseconds apart (DuckDB's and
+        # Arrow's month_day_nano too); colmz's column encoding has no kind for it, and a
+        # duration of microseconds would hold no '1 month'.
+        raise UnsupportedSQL(
+            f"column type {type_sql} is not supported by colmz (its columns have no interval "
+            "kind): store the interval's parts (e.g. BIGINT microseconds) or its text"
         )
     if key in ("NUMERIC", "DECIMAL"):
         # DuckDB's DECIMAL and Arrow's decimal128 would carry it exactly, but colmz's column
@@ -1805,5 +1815,81 @@ def _rewrite_concat(sql: str) -> str:
     # where DuckDB's own text of it is PostgreSQL's.
     if "||" not in sql and "concat" not in sql.lower():
         return sql
-    return _rewrite_until_settled(sql, _concat_operands, lambda x: _cast_rewrite(x, "TEXT"),
-                                  "concatenations")
+    sql = _rewrite_until_settled(sql, _concat_operands, lambda x: _cast_rewrite(x, "TEXT"),
+                                 "concatenations")
+    return _balance_concat_chains(sql) if "||" in sql else sql
+
+
+#: A chain of ``||`` longer than this many operands is regrouped as a balanced tree
+#: (:func:`_balance_concat_chains`); a shorter one stays as written.
+BALANCED_CHAIN = 16
+#: What may stand just before / after a chain that is regrouped: tokens that bind more
+#: loosely than ``||`` (PostgreSQL's precedence), so parentheses around the chain change
+#: nothing.
+_CHAIN_BEFORE = {"(", ",", "=", "<", ">", "<=", ">=", "<>", "!=", "SELECT", "WHERE", "AND", "OR", "NOT",
+                 "WHEN", "THEN", "ELSE", "ON", "HAVING", "BY", "DISTINCT"}
+_CHAIN_AFTER = {")", ",", "=", "<", ">", "<=", ">=", "<>", "!=", "FROM", "WHERE", "AND", "OR", "THEN",
+                "ELSE", "END", "WHEN", "AS", "GROUP", "ORDER", "HAVING", "LIMIT", "UNION", "EXCEPT",
+                "INTERSECT", "IS", "LIKE", "ILIKE", "IN", "BETWEEN", "ASC", "DESC", "NULLS"}
+
+
+def _chain_operand_is_text(toks) -> bool:
+    # After _rewrite_concat every operand is text unless it was left as written (arrays, an
+    # aggregate with FILTER/OVER, a parenthesised group): only plain text operands regroup.
+    if any(t.upper == "ARRAY" or (t.kind == "op" and t.text in "[]") for t in toks):
+        return False
+    if toks[0].text == "(" or toks[-1].upper in ("FILTER", "OVER"):
+        return False
+    return _visibly_text(toks)
+
+
+def _balance_concat_chains(sql: str) -> str:
+    # DuckDB binds a chain of n text operands ``a || b || c ...`` -- a left-deep tree n
+    # deep, each operand a call of the text macro -- in time growing with n times its
+    # depth (900 operands: over a minute). Text concatenation is associative (NULL in, NULL
+    # out, either way), so a long chain of text operands is regrouped as a balanced tree,
+    # log2(n) deep: the same value, bound in time linear in n. One pass over the tokens.
+    toks = tokenize(sql)
+    n = len(toks)
+    out, last, k = [], 0, 0
+    while k < n:
+        if not (toks[k].kind == "op" and toks[k].text == "||"):
+            k += 1
+            continue
+        first = _concat_left(toks, k)
+        spans = [(first, k - 1)]
+        j = k
+        while True:  # the chain's operands, one || after another
+            right = _concat_right(toks, j)
+            if right < j + 1:
+                break
+            spans.append((j + 1, right))
+            if right + 1 < n and toks[right + 1].kind == "op" and toks[right + 1].text == "||":
+                j = right + 1
+                continue
+            break
+        end = spans[-1][1]
+        before = toks[first - 1] if first > 0 else None
+        after = toks[end + 1] if end + 1 < n else None
+        if (len(spans) > BALANCED_CHAIN and spans[0][0] <= spans[0][1]
+                and (before is None or (before.upper or before.text) in _CHAIN_BEFORE)
+                and (after is None or (after.upper or after.text) in _CHAIN_AFTER)
+                and all(a <= b and _chain_operand_is_text(toks[a : b + 1]) for a, b in spans)):
+            texts = [sql[toks[a].start : toks[b].end] for a, b in spans]
+            out.append(sql[last : toks[first].start])
+            out.append(_balanced(texts))
+            last = toks[end].end
+        k = max(end + 1, k + 1)
+    if not out:
+        return sql
+    out.append(sql[last:])
+    return "".join(out)
+
+
+def _balanced(texts: list[str]) -> str:
+    # ``(t0 || t1 ...)`` grouped as a balanced tree (iteratively: no recursion on length).
+    level = list(texts)
+    while len(level) > 1:
+        level = [f"({level[i]} || {level[i + 1]})" if i + 1 < len(level) else level[i]
+                 for i in range(0, len(level), 2)]
+    return level[0] if level[0].startswith("(") else f"({level[0]})"

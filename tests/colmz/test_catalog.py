@@ -383,7 +383,7 @@ def test_a_predicate_is_one_expression(cat, tmp_path):
     from colmz.continual import ContinualTask, Delete, MemoryCollection
 
     src = MemoryCollection({"k": pa.int64()})
-    with pytest.raises(SQLError, match=r"CONTINUAL TASK o statement 1 \(DELETE FROM o WHERE \.\.\.\): predicate: unbalanced"):
+    with pytest.raises(SQLError, match=r"CONTINUAL TASK o statement 1 \(DELETE FROM o WHERE \.\.\.\): predicate: not one expression"):
         ContinualTask("o", {"src": src}, [Delete(f"1=0); COPY (SELECT 1) TO '{tmp_path / 'f'}'; SELECT (1")],
                       columns={"k": pa.int64()})
     assert list(tmp_path.iterdir()) == []

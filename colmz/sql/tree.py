@@ -1,0 +1,450 @@
+"""The tree: DuckDB's own parse of a query, as colmz's small frozen node classes.
+
+DuckDB parses PostgreSQL's grammar (its ``libpg_query`` fork) and serializes a ``SELECT``
+statement's parse tree as JSON (``json_serialize_sql``), every expression with its position
+in the text. :func:`parse_tree` reads that JSON once per distinct text (an LRU cache keyed by
+the text, :func:`colmz.sql.tokens.short_text_cache`) into three node classes:
+
+* :class:`Query` -- a query node (``SELECT_NODE``, ``SET_OPERATION_NODE``, the CTE nodes):
+  its select list, ``FROM`` (a :class:`Table`), ``WHERE``, ``GROUP BY``, ``HAVING``,
+  ``QUALIFY``, result modifiers, ``WITH`` list and, for a set operation, its branches.
+* :class:`Table` -- a table reference of ``FROM`` (a base table, a join, a subquery, a
+  table function, a ``VALUES`` list).
+* :class:`Expression` -- an expression node: DuckDB's expression class (``COMPARISON``,
+  ``FUNCTION``, ``COLUMN_REF``, ``CAST``, ``SUBQUERY``, ...) and type (``COMPARE_EQUAL``,
+  ...), its span, its child expressions in DuckDB's serialization order, its name (a
+  function's, a column reference's parts), alias and, for a subquery, the :class:`Query`.
+
+Invariants:
+
+* One tree: what colmz needs to know about a query's structure is read off this tree, not
+  re-derived from tokens; a node kind DuckDB adds later is still an :class:`Expression`
+  (children are found generically: every expression under a node's fields, in order), so
+  an unknown kind is never silently dropped.
+* Spans are character offsets into the text parsed, half-open ``[start, end)``, and cover
+  the node *and everything under it*: DuckDB places an operator node at its operator
+  (``a IS NULL`` at ``IS``), so a node's span is the union of its own position and its
+  children's, with the parentheses written around a child (``(a + b)::text`` spans all of
+  it). Parentheses around the node itself are outside its own span (DuckDB keeps no node
+  for them): ``(1)`` is a constant spanning ``1``. DuckDB's byte offsets are turned into
+  character offsets. A node DuckDB gives no position, with no positioned child, has
+  ``start == end == -1``.
+* Nodes are frozen and shared through the cache: never mutate one.
+* The parse is DuckDB's, so the text the tree describes is the text DuckDB runs: comments
+  (nested ``/* */``, ``--`` ending at ``\\r`` or ``\\n``), strings and dollar quotes are
+  read by DuckDB's lexer.
+
+:func:`check_expression` is where a fragment of user text (a ``DELETE``/``UPDATE``
+predicate, an ``UPDATE`` value) is decided to be one expression before colmz puts it inside
+a statement: DuckDB parses ``SELECT (<text>)``; it must be exactly one select node with one
+select item and nothing else, and every DuckDB token of the text outside that item's span
+a comment or a parenthesis.
+
+>>> q, = parse_tree("SELECT k + 1 AS j FROM t WHERE k IS NULL")
+>>> q.type, [e.name for e in q.items[0].children], q.items[0].alias, q.from_.name
+('SELECT_NODE', [('k',), ()], 'j', ('t',))
+>>> w = q.where
+>>> w.type, w.start, w.end, "SELECT k + 1 AS j FROM t WHERE k IS NULL"[w.start:w.end]
+('OPERATOR_IS_NULL', 31, 40, 'k IS NULL')
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.tokens import require_text, short_text_cache, tokenize
+
+__all__ = ["Expression", "Modifier", "Query", "Table", "check_expression", "parse_tree"]
+
+#: DuckDB's "no position" (``optional_idx`` invalid).
+_NO_POSITION = (1 << 64) - 1
+#: The query node types (``QueryNodeType``).
+_QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE",
+                          "BOUND_SUBQUERY_NODE", "STATEMENT_NODE"})
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    """An expression node: ``cls``/``type`` are DuckDB's expression class and type.
+
+    ``start``/``end`` span the node and everything under it (``-1`` when unknown);
+    ``children`` are its child expressions in DuckDB's order (a function's arguments, a
+    comparison's two sides, a ``CASE``'s whens and thens, a cast's operand and type);
+    ``name`` is a function's name (``schema``, ``name``) or a column reference's parts;
+    ``subquery`` the query of a ``SUBQUERY`` node.
+    """
+
+    cls: str
+    type: str
+    start: int
+    end: int
+    children: tuple[Expression, ...] = ()
+    name: tuple[str, ...] = ()
+    alias: str = ""
+    subquery: Query | None = None
+
+    def walk(self) -> Iterator[Expression]:
+        """This node and every expression under it (not inside subqueries), depth first.
+
+        >>> [e.cls for e in parse_tree("SELECT f(a, 1)")[0].items[0].walk()]
+        ['FUNCTION', 'COLUMN_REF', 'CONSTANT']
+        """
+        stack = [self]
+        while stack:
+            e = stack.pop()
+            yield e
+            stack.extend(reversed(e.children))
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A table reference: ``type`` is DuckDB's (``BASE_TABLE``, ``JOIN``, ``SUBQUERY``,
+    ``TABLE_FUNCTION``, ``EXPRESSION_LIST``, ...); ``name`` a base table's qualified name;
+    ``children`` a join's two sides; ``expressions`` a join's condition, a table function's
+    call or a ``VALUES`` list's values; ``subquery`` a subquery's query."""
+
+    type: str
+    start: int
+    end: int
+    name: tuple[str, ...] = ()
+    alias: str = ""
+    children: tuple[Table, ...] = ()
+    expressions: tuple[Expression, ...] = ()
+    subquery: Query | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Modifier:
+    """A result modifier: ``type`` is ``ORDER_MODIFIER``, ``LIMIT_MODIFIER``,
+    ``LIMIT_PERCENT_MODIFIER`` or ``DISTINCT_MODIFIER``; ``expressions`` what it holds."""
+
+    type: str
+    expressions: tuple[Expression, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A query node. ``items`` is the select list; ``from_`` ``None`` when there is no
+    ``FROM``; ``children`` a set operation's branches (``setop`` ``UNION``, ``EXCEPT``,
+    ``INTERSECT``; ``setop_all`` for ``ALL``); ``ctes`` the ``WITH`` list as ``(name, query)``;
+    ``sampled`` whether a ``USING SAMPLE`` applies; ``aggregate_handling`` DuckDB's
+    (``FORCE_AGGREGATES`` for ``GROUP BY ALL``)."""
+
+    type: str
+    items: tuple[Expression, ...] = ()
+    from_: Table | None = None
+    where: Expression | None = None
+    group_by: tuple[Expression, ...] = ()
+    having: Expression | None = None
+    qualify: Expression | None = None
+    modifiers: tuple[Modifier, ...] = ()
+    ctes: tuple[tuple[str, Query], ...] = ()
+    children: tuple[Query, ...] = ()
+    setop: str = ""
+    setop_all: bool = False
+    sampled: bool = False
+    aggregate_handling: str = "STANDARD_HANDLING"
+
+
+# ---------------------------------------------------------------------------- reading JSON
+
+
+def _char_offsets(text: str) -> list[int] | None:
+    """The character offset of each UTF-8 byte offset of ``text`` (DuckDB's positions are
+    bytes); ``None`` for ASCII text, where the two are one."""
+    if text.isascii():
+        return None
+    table = []
+    for i, ch in enumerate(text):
+        table.extend([i] * len(ch.encode("utf-8")))
+    table.append(len(text))
+    return table
+
+
+class _Reader:
+    """Turns one statement's JSON into nodes; offsets from bytes to characters."""
+
+    def __init__(self, text: str) -> None:
+        self.chars = _char_offsets(text)
+        # The parentheses of the text, as colmz's tokenizer reads it (DuckDB's lexer's
+        # reading): token starts, and each "(" token's matching ")" token.
+        try:
+            toks = tokenize(text)
+        except SQLError:  # pragma: no cover - DuckDB parsed what colmz cannot split
+            toks = ()
+        self.starts = [t.start for t in toks]
+        self.ends = [t.end for t in toks]
+        self.match: dict[int, int] = {}
+        stack: list[int] = []
+        for i, t in enumerate(toks):
+            if t.kind == "op" and t.text == "(":
+                stack.append(i)
+            elif t.kind == "op" and t.text == ")" and stack:
+                self.match[stack.pop()] = i
+
+    def around(self, start: int, end: int) -> tuple[int, int]:
+        """``[start, end)`` widened by the parentheses written around it: DuckDB keeps no
+        node for them, so a child's span leaves them out, and its parent's must not."""
+        if start < 0:
+            return start, end
+        while True:
+            i = bisect.bisect_left(self.starts, start)
+            j = bisect.bisect_left(self.starts, end)
+            if not (0 < i <= len(self.starts) and i < len(self.starts) and self.starts[i] == start
+                    and self.match.get(i - 1) == j):
+                return start, end
+            start, end = self.starts[i - 1], self.ends[j]
+
+    def offset(self, b: int) -> int:
+        return b if self.chars is None else self.chars[min(b, len(self.chars) - 1)]
+
+    def span(self, node: dict) -> tuple[int, int]:
+        loc = node.get("query_location", _NO_POSITION)
+        if loc is None or loc == _NO_POSITION:
+            return -1, -1
+        return self.offset(loc), self.offset(loc + (node.get("query_location_length") or 0))
+
+    def expression(self, node: dict) -> Expression:
+        children: list[Expression] = []
+        sub: list[Query] = []
+        for key, value in node.items():
+            if key not in ("class", "type", "alias", "query_location", "query_location_length"):
+                self._collect(value, children, sub)
+        own = start, end = self.span(node)
+        for c in children:
+            if c.start >= 0:
+                # Parentheses around a child are the parent's text -- unless DuckDB places
+                # the parent inside the child's span (``a NOT IN (...)`` is a NOT spanning
+                # its IN child): then they may be around the parent too, and stay out.
+                if own[0] >= 0 and not (c.start <= own[0] and own[1] <= c.end):
+                    c_start, c_end = self.around(c.start, c.end)
+                else:
+                    c_start, c_end = c.start, c.end
+                start = c_start if start < 0 else min(start, c_start)
+                end = max(end, c_end)
+        cls = node["class"]
+        if cls == "COLUMN_REF":
+            name = tuple(node.get("column_names", ()))
+        elif "function_name" in node:
+            name = tuple(p for p in (node.get("schema", ""), node["function_name"]) if p)
+        else:
+            name = ()
+        return Expression(cls, node["type"], start, end, tuple(children), name, node.get("alias", ""),
+                          sub[0] if sub else None)
+
+    def _collect(self, value, children: list, sub: list) -> None:
+        if isinstance(value, dict):
+            if "class" in value and "type" in value:
+                children.append(self.expression(value))
+            elif value.get("type") in _QUERY_NODES:
+                sub.append(self.query(value))
+            else:
+                for v in value.values():
+                    self._collect(v, children, sub)
+        elif isinstance(value, list):
+            for v in value:
+                self._collect(v, children, sub)
+
+    def expressions(self, value) -> tuple[Expression, ...]:
+        out: list[Expression] = []
+        sub: list[Query] = []
+        self._collect(value, out, sub)
+        return tuple(out)
+
+    def table(self, node: dict | None) -> Table | None:
+        if node is None or node.get("type") == "EMPTY":
+            return None
+        kind = node["type"]
+        start, end = self.span(node)
+        name: tuple[str, ...] = ()
+        children: tuple[Table, ...] = ()
+        exprs: tuple[Expression, ...] = ()
+        sub = None
+        if kind == "BASE_TABLE":
+            name = tuple(p for p in (node.get("catalog_name", ""), node.get("schema_name", ""),
+                                     node.get("table_name", "")) if p)
+        elif kind == "JOIN":
+            children = (self.table(node["left"]), self.table(node["right"]))
+            exprs = self.expressions(node.get("condition"))
+        elif kind == "SUBQUERY":
+            sub = self.query(node["subquery"]["node"])
+        elif kind == "TABLE_FUNCTION":
+            exprs = self.expressions(node.get("function"))
+        else:
+            exprs = self.expressions({k: v for k, v in node.items() if k != "sample"})
+        return Table(kind, start, end, name, node.get("alias", ""), children, exprs, sub)
+
+    def query(self, node: dict) -> Query:
+        kind = node["type"]
+        modifiers = tuple(
+            Modifier(m["type"], self.expressions({k: v for k, v in m.items() if k != "type"}))
+            for m in node.get("modifiers", ())
+        )
+        ctes = tuple((c["key"], self.query(c["value"]["query_node"]))
+                     for c in node.get("cte_map", {}).get("map", ()))
+        if kind == "SELECT_NODE":
+            def one(key):
+                v = node.get(key)
+                return self.expression(v) if v else None
+
+            return Query(
+                kind, tuple(self.expression(e) for e in node["select_list"]),
+                self.table(node.get("from_table")), one("where_clause"),
+                self.expressions(node.get("group_expressions", [])), one("having"), one("qualify"),
+                modifiers, ctes, sampled=node.get("sample") is not None,
+                aggregate_handling=node.get("aggregate_handling", "STANDARD_HANDLING"),
+            )
+        if kind == "SET_OPERATION_NODE":
+            branches = node.get("children") or [node["left"], node["right"]]
+            return Query(kind, modifiers=modifiers, ctes=ctes,
+                         children=tuple(self.query(b) for b in branches),
+                         setop=node.get("setop_type", ""), setop_all=bool(node.get("setop_all")))
+        # CTE nodes: the query and the (recursive) parts, as branches
+        parts = [node[k] for k in ("left", "right", "query", "child") if isinstance(node.get(k), dict)]
+        return Query(kind, modifiers=modifiers, ctes=ctes, children=tuple(self.query(p) for p in parts))
+
+
+# ---------------------------------------------------------------------------- DuckDB access
+
+_LOCAL = threading.local()
+
+
+def _cursor():
+    # One cursor per thread on the process's colmz database (a DuckDB connection is not
+    # for concurrent use); remade in a forked child, whose DuckDB threads are gone.
+    pid = os.getpid()
+    cur = getattr(_LOCAL, "cursor", None)
+    if cur is None or _LOCAL.pid != pid:
+        from colmz.sql.run import session  # run imports the translation, which imports this
+
+        cur = _LOCAL.cursor = session(external_access=False)
+        _LOCAL.pid = pid
+    return cur
+
+
+def _serialized(text: str) -> dict:
+    return json.loads(_cursor().execute("SELECT json_serialize_sql(?)", [text]).fetchone()[0])
+
+
+@short_text_cache(1024)
+def parse_tree(text: str) -> tuple[Query, ...]:
+    """DuckDB's parse of ``text`` (``SELECT`` statements): one :class:`Query` per statement.
+
+    Raises :class:`colmz.sql.SQLError` with DuckDB's parser message when DuckDB cannot
+    parse the text or it holds a statement other than a query, and
+    :class:`colmz.sql.UnsupportedSQL` when the tree nests deeper than Python's recursion
+    limit lets it be read (some hundred chained ``||`` or ``+``).
+
+    >>> [q.setop for q in parse_tree("SELECT 1 UNION ALL SELECT 2; SELECT 3")]
+    ['UNION', '']
+    >>> parse_tree("SELECT (1")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: syntax error at or near "1"
+    """
+    require_text(text, "text")
+    try:
+        out = _serialized(text)
+        if out.get("error"):
+            raise SQLError(out.get("error_message") or "DuckDB cannot parse this text")
+        reader = _Reader(text)
+        return tuple(reader.query(s["node"]) for s in out["statements"])
+    except RecursionError:
+        # DuckDB nests a chain of binary operators (a || b || ..., a + b + ...) one level
+        # per operator; its JSON and this reader recurse per level.
+        raise UnsupportedSQL(
+            f"a text nested deeper than colmz reads DuckDB's parse tree (a chain of some hundred "
+            f"|| or + operators nests one level each) is not supported by colmz: {text[:80]!r}"
+        ) from None
+
+
+#: The text :func:`check_expression` has DuckDB parse: the expression as one select item.
+_HEAD = "SELECT ("
+
+
+def _outside_tokens(wrapped: str, lo: int, hi: int, start: int, end: int) -> str | None:
+    """The first DuckDB token of ``wrapped[lo:hi]`` outside ``[start, end)`` that is not a
+    comment or a parenthesis, or ``None``."""
+    from colmz.sql.run import require_duckdb
+
+    chars = _char_offsets(wrapped)
+    for at, kind in require_duckdb().tokenize(wrapped):
+        if chars is not None:  # DuckDB's token offsets are bytes
+            at = chars[at]
+        if at < lo or at >= hi or start <= at < end or kind.name == "comment":
+            continue
+        if wrapped[at] in "()":
+            continue
+        return wrapped[at:hi][:40]
+    return None
+
+
+@short_text_cache(4096)
+def _one_expression(text: str) -> str | None:
+    """``None`` when DuckDB reads ``text`` as exactly one expression, else why not."""
+    wrapped = f"{_HEAD}{text})"
+    try:
+        stmts = parse_tree(wrapped)
+    except UnsupportedSQL:  # too deep to read: refused as such
+        raise
+    except SQLError as e:
+        if "Only SELECT statements" in str(e):
+            return "DuckDB reads a statement other than a query in it"
+        return f"DuckDB cannot parse it as one expression ({e})"
+    if len(stmts) != 1:
+        return f"DuckDB reads {len(stmts)} statements"
+    q = stmts[0]
+    extra = [name for name, present in (
+        ("a set operation", q.type != "SELECT_NODE"), ("FROM", q.from_ is not None),
+        ("WHERE", q.where is not None), ("GROUP BY", bool(q.group_by)), ("HAVING", q.having is not None),
+        ("QUALIFY", q.qualify is not None), ("ORDER BY, LIMIT or DISTINCT", bool(q.modifiers)),
+        ("WITH", bool(q.ctes)), ("USING SAMPLE", q.sampled),
+        ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING"),
+    ) if present]
+    if extra:
+        return f"DuckDB reads {extra[0]} in it"
+    if len(q.items) != 1:
+        return f"DuckDB reads {len(q.items)} expressions in it"
+    item = q.items[0]
+    if item.alias:
+        return f"DuckDB reads an alias {item.alias!r} in it"
+    lo, hi = len(_HEAD), len(_HEAD) + len(text)
+    if item.start < lo or item.end > hi:
+        return "DuckDB reads an expression reaching outside it"
+    stray = _outside_tokens(wrapped, lo, hi, item.start, item.end)
+    if stray is not None:
+        return f"DuckDB reads {stray!r} outside its one expression"
+    return None
+
+
+def check_expression(text: str, what: str) -> Expression:
+    """The expression node of ``text`` when DuckDB reads it as one expression, else
+    :class:`colmz.sql.SQLError` naming ``what`` and the text.
+
+    DuckDB parses ``SELECT (<text>)``: one select node, one select item without alias,
+    no ``FROM``, ``WHERE``, set operation or any other clause, and nothing of ``text``
+    outside the item's span but comments and parentheses, as DuckDB's lexer reads them --
+    so what colmz decides is one expression is what DuckDB will run as one.
+
+    >>> check_expression("k IN (SELECT k FROM u) /* ok */", "predicate").cls
+    'SUBQUERY'
+    >>> check_expression("1=0 /* /* */ ) UNION ALL (SELECT 2 */", "predicate").type  # all a comment
+    'COMPARE_EQUAL'
+    >>> check_expression("1=0 /* /* */ (( */ ) UNION ALL (SELECT 2 /* /* */ )) */", "predicate")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: predicate: not one expression, DuckDB reads a set operation in it: '1=0 /* /* */ (( */ ) UNION ALL (SELECT 2 /* /* */ )) */'
+    """
+    require_text(text, what)
+    if not text.strip():
+        raise SQLError(f"{what}: empty expression")
+    why = _one_expression(text)
+    if why is not None:
+        raise SQLError(f"{what}: not one expression, {why}: {text[:200]!r}")
+    return parse_tree(f"{_HEAD}{text})")[0].items[0]

@@ -1,0 +1,137 @@
+"""Texts that cost colmz's SQL front end more than their length (issue 36.8): deep nesting
+is refused before any rewrite, long ``||`` chains bind in linear work, intervals are
+refused by name, SQL text is a ``str``."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import pyarrow as pa
+import pytest
+
+import colmz
+from colmz.sql import UnsupportedSQL, parse, translate
+from colmz.sql.tokens import MAX_NESTING, nesting_depth, tokenize
+from colmz.sql.tree import parse_tree
+
+translate_mod = importlib.import_module("colmz.sql.translate")  # colmz.sql.translate is the function
+
+
+@pytest.fixture
+def rewrites(monkeypatch):
+    """Counts of the rewrites translate runs: the constant folding and the fixpoint loop."""
+    calls = {"fold": 0, "settle": 0}
+    fold, settle = translate_mod.fold_constants, translate_mod._rewrite_until_settled
+
+    def counted_fold(sql):
+        calls["fold"] += 1
+        return fold(sql)
+
+    def counted_settle(*a, **k):
+        calls["settle"] += 1
+        return settle(*a, **k)
+
+    monkeypatch.setattr(translate_mod, "fold_constants", counted_fold)
+    monkeypatch.setattr(translate_mod, "_rewrite_until_settled", counted_settle)
+    translate.cache_clear()
+    return calls
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT " + "CAST(" * 3000 + "1" + " AS numeric)" * 3000,   # 45 KB, the issue's: 197 s before
+    "SELECT " + "CAST(" * 3000 + "1" + " AS text)" * 3000,
+    "SELECT 1" + "::numeric" * 3000,
+    "SELECT " + "round(" * 200 + "1" + ")" * 200,                # was Python's RecursionError
+])
+def test_deep_nesting_is_refused_before_any_rewrite(rewrites, text):
+    with pytest.raises(UnsupportedSQL, match=rf"nested \d+ deep .* at most {MAX_NESTING}"):
+        translate(text)
+    assert rewrites == {"fold": 0, "settle": 0}
+    with pytest.raises(UnsupportedSQL, match="at most 64"):
+        parse(text)  # a script is measured before its statements are read
+
+
+def test_nesting_up_to_the_limit_still_translates(rewrites):
+    for text in ("SELECT " + "CAST(" * MAX_NESTING + "1" + " AS numeric)" * MAX_NESTING,
+                 "SELECT 1" + "::numeric" * MAX_NESTING, "SELECT " + " + ".join(["a::int"] * 500)):
+        translate(text)
+    assert rewrites["fold"] == 3
+
+
+def test_nesting_depth_counts_parentheses_brackets_and_cast_chains():
+    depth = lambda s: nesting_depth(tokenize(s))  # noqa: E731
+    assert depth("x") == 0 and depth("f(a, (b))") == 2 and depth("a[1]") == 1
+    assert depth("x::numeric(10, 2)::text") == 2 and depth("x::t::numeric(10, (2))") == 4  # chain + parentheses
+    assert depth("x::double precision::text AS y, z::int") == 2  # AS and ',' end a chain
+    assert depth("x::timestamp with time zone::text") == 2
+    assert depth("(x::int)::text") == 2 and depth("a::int + b::int + c::int") == 1
+
+
+def _concat_depth(expr) -> int:
+    # The depth of nested || calls in DuckDB's parse of the translated text: what DuckDB's
+    # binder walks per operand.
+    best, stack = 0, [(expr, 0)]
+    while stack:
+        e, d = stack.pop()
+        d += e.cls == "FUNCTION" and e.name == ("||",)
+        best = max(best, d)
+        stack.extend((c, d) for c in e.children)
+    return best
+
+
+def test_a_long_concatenation_binds_as_a_balanced_tree():
+    n = 900  # the issue's: 80 s before, DuckDB binding a chain 899 deep
+    out = translate("SELECT " + " || ".join(["s"] * n) + " AS x FROM t")
+    assert out.count("__colmz_text(s)") == n
+    q, = parse_tree(out)
+    assert _concat_depth(q.items[0]) == math.ceil(math.log2(n))  # before: n - 1
+    # a short chain stays as written
+    assert translate("SELECT a || b || c FROM t") == "SELECT __colmz_text(a) || __colmz_text(b) || __colmz_text(c) FROM t"
+
+
+def test_a_regrouped_concatenation_gives_postgresqls_answer():
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (s TEXT, i INT)")
+    cat.execute("INSERT INTO t VALUES ('a', 1), (NULL, 2), ('b', NULL)")
+    terms = ["s", "i::text", "'-'", "upper(s)"] * 10
+    got = cat.sql("SELECT i, " + " || ".join(terms) + " AS x FROM t").to_pylist()
+    by_i = {r["i"]: r["x"] for r in got}
+    assert by_i == {1: "a1-A" * 10, 2: None, None: None}
+    assert cat.sql("SELECT 'x' = " + " || ".join(["'x'"] + ["''"] * 20) + " AS e").to_pylist() == [{"e": True}]
+    # not regrouped where a neighbour binds tighter, or an operand is not text
+    assert "((" not in translate("SELECT a -> " + " || ".join(["s"] * 20) + " FROM t")
+    assert "((" not in translate("SELECT " + " || ".join(["ARRAY[1]"] * 20))
+
+
+def test_interval_columns_are_refused_by_name():
+    cat = colmz.Catalog()
+    for stmt in ("CREATE TABLE t (k INTERVAL)", "CREATE TABLE t (k INTERVAL DAY)",
+                 "CREATE TABLE s (k INT); CREATE CONTINUAL TASK c (i INTERVAL) ON INPUT s AS "
+                 "(INSERT INTO c SELECT INTERVAL '1 day' * k FROM s)"):
+        with pytest.raises(UnsupportedSQL, match=r"(?i)column type INTERVAL.* not supported by colmz"):
+            cat.execute(stmt)
+    with pytest.raises(UnsupportedSQL, match="v: a column is an INTERVAL, which is not supported"):
+        cat.execute("CREATE MATERIALIZED VIEW v AS SELECT INTERVAL '1 day' AS i")
+    cat.execute("CREATE TABLE t (k INT); CREATE TABLE s (k INT); CREATE TABLE v (k INT)")  # none was made
+    # a query may still compute with intervals and return them
+    got = cat.sql("SELECT (DATE '2020-01-01' + INTERVAL '1 day')::date AS d").to_pylist()
+    assert str(got[0]["d"]) == "2020-01-02"
+
+
+@pytest.mark.parametrize("bad", [b"SELECT 1", None, 7])
+def test_sql_text_must_be_a_str(bad):
+    cat = colmz.Catalog()
+    name = type(bad).__name__
+    with pytest.raises(TypeError, match=f"sql must be a str of SQL text, got {name}"):
+        cat.execute(bad)
+    with pytest.raises(TypeError, match=f"query must be a str of SQL text, got {name}"):
+        cat.sql(bad)
+    with pytest.raises(TypeError, match=f"text must be a str of SQL text, got {name}"):
+        translate(bad)
+    from colmz.continual import ContinualTask, Delete, Insert, MemoryCollection
+
+    src = MemoryCollection({"k": pa.int64()})
+    for stmt in (Insert(bad), Delete(bad)) if bad is not None else (Insert(bad),):
+        with pytest.raises((TypeError, ValueError), match=f"got {name}|needs a query"):
+            ContinualTask("o", {"src": src}, [stmt], columns={"k": pa.int64()})
