@@ -25,7 +25,7 @@ from colmz.catalog_store import (
     LEGACY_RECORD_KEY,
     CatalogStore,
     MissingDefinitions,
-    encode_updates,
+    UnverifiedIntent,
 )
 from colmz.continual import NegativeMultiplicity
 from colmz.sql import SQLError
@@ -317,19 +317,39 @@ def test_record_is_the_commit_point_and_no_blob_key_is_rewritten(tmp_path):
         loc.blob.set = real_set.__get__(loc.blob)
     assert len(written) == len(set(written)), "a blob key was written twice"
     assert LEGACY_RECORD_KEY not in written
-    # Only the last intent's blobs are live: each commit deleted the one it replaced.
-    live = loc.blob.list_keys(INTENT_PREFIX)
+    # Rows land once: no intent blob; the intent names runs of parts, which the apply
+    # adopted into the arrangements (the parts written are exactly the ones they hold).
+    assert not [k for k in written if k.startswith(INTENT_PREFIX)]
     store = CatalogStore(loc)
     state = store.load()
-    named = {e["blob"] for e in state["intent"]["entries"] if e["blob"]}
-    assert set(live) == named and len(named) == 2
+    runs = [r for e in state["intent"]["entries"] for r in e["runs"]]
+    assert len(runs) == 2 and all(len(c) == 3 for r in runs for c in r["checks"])
+    held = set()
+    for d in state["objects"]:
+        held |= store.arrangement(d["key"]).arrangement.referenced_keys()
+    parts = {k for k in written if "/parts/" in k}
+    assert {k for r in runs for k in r["keys"]} <= held and parts <= held | set(loc.blob.list_keys(""))
     assert [d["name"] for d in state["objects"]] == ["t", "u"]
 
 
-def _write_legacy_store(path):
-    """A store in the previous layout, written as its code wrote it: each object's
-    arrangement, the definitions in the blob ``catalog/record.json`` and a committed,
-    not yet applied intent at the consensus key ``catalog/intent``."""
+def _ipc_blob(u):
+    """``u`` as the previous layout's intent blob: uncompressed Arrow IPC, data columns,
+    then ``__colmz_time`` and ``__colmz_diff``, no check."""
+    cols = {n: u.column(n) for n in u.column_names}
+    cols["__colmz_time"] = pa.array(u.time, pa.uint64())
+    cols["__colmz_diff"] = pa.array(u.diff, pa.int64())
+    table = pa.table(cols)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _write_legacy_store(path, landed=False):
+    """A store in the layout before records, written as its code wrote it: each object's
+    arrangement, the definitions in the blob ``catalog/record.json`` and a committed
+    intent at the consensus key ``catalog/intent``, not yet applied (or, ``landed``,
+    applied and not yet cleared)."""
     from colmz.arrangement import Arrangement
     from colmz.catalog_store import ArrangementCollection
 
@@ -350,7 +370,9 @@ def _write_legacy_store(path):
     for d in defs:
         blob = f"catalog/txn/{uuid.uuid4().hex}/{d['key']}"
         u = colmz.Updates({"k": pa.array([2], pa.int32())}, time=[2], diff=[1])
-        loc.blob.set(blob, encode_updates(u))
+        loc.blob.set(blob, _ipc_blob(u))
+        if landed:
+            ArrangementCollection(Arrangement.open(loc, name=d["key"])).compare_and_append(u, 2, 3)
         entries.append({"name": d["name"], "key": d["key"], "lower": 2, "upper": 3, "blob": blob})
     assert loc.consensus.compare_and_set(
         LEGACY_INTENT_KEY, None, VersionedData(1, json.dumps({"entries": entries}).encode()))
@@ -358,16 +380,84 @@ def _write_legacy_store(path):
 
 
 def test_a_store_of_the_previous_layout_is_converted_on_open(tmp_path):
-    loc, entries = _write_legacy_store(tmp_path)
+    loc, entries = _write_legacy_store(tmp_path, landed=True)
     cat = colmz.Catalog(tmp_path)
     assert cat.names == ["a", "b"] and cat.now == 2
     assert rows(cat, "a") == [1, 2] and rows(cat, "b") == [1, 2]
     assert loc.blob.get(LEGACY_RECORD_KEY) is None
-    assert not loc.consensus.head(LEGACY_INTENT_KEY).data  # applied and cleared
+    assert not loc.consensus.head(LEGACY_INTENT_KEY).data  # cleared
     assert all(loc.blob.get(e["blob"]) is None for e in entries)
     assert loc.consensus.head(CatalogStore(loc).key) is not None
     cat.execute("INSERT INTO a VALUES (3)")
     assert rows(colmz.Catalog(tmp_path), "a") == [1, 2, 3]
+
+
+def test_an_unapplied_intent_of_the_previous_layout_is_refused_not_decoded(tmp_path):
+    loc, entries = _write_legacy_store(tmp_path)
+    # Its blob is unchecked: a flipped byte would be applied as found, so none is decoded.
+    with pytest.raises(UnverifiedIntent, match=rf"{tmp_path}.*no\s+digest.*nothing was changed"):
+        colmz.Catalog(tmp_path)
+    assert loc.blob.get(LEGACY_RECORD_KEY) is not None
+    assert loc.consensus.head(LEGACY_INTENT_KEY).data
+    assert all(loc.blob.get(e["blob"]) is not None for e in entries)
+
+
+def _main_catalog_store():
+    """``colmz/catalog_store.py`` as committed before rows landed once (``git show
+    672fb67:...``): its record (format 2) names intent blobs of unchecked Arrow IPC."""
+    import importlib.util
+    import pathlib
+    import subprocess
+    import sys
+    import tempfile
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    try:
+        src = subprocess.run(["git", "show", "672fb67:colmz/catalog_store.py"], cwd=root, check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("no git history to take the previous catalog store module from")
+    path = pathlib.Path(tempfile.mkdtemp()) / "old_catalog_store.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("colmz_old_catalog_store", path)
+    old = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old
+    try:
+        spec.loader.exec_module(old)
+    finally:
+        del sys.modules[spec.name]
+    return old
+
+
+@pytest.mark.parametrize("landed", [False, True])
+def test_a_format_2_intent_is_refused_unless_it_landed(tmp_path, landed):
+    """A store the previous code wrote, whose writer died between the record's commit and
+    the apply: its IPC intent is never decoded; once landed (applied by that code) it opens."""
+    old = _main_catalog_store()
+    loc = open_location(str(tmp_path))
+    store = old.CatalogStore(loc)
+    assert store.load() is None
+    d = {"name": "t", "kind": "table", "since": 0, "key": f"t-{uuid.uuid4().hex[:12]}",
+         "stmt": {"name": "t", "columns": [["k", "INT"]]}}
+    store.arrangement(d["key"], {"k": pa.int32()})
+    for up in (1, 2):  # the row 1 at time 0, applied; the row 2 at time 1, committed only
+        u = colmz.Updates({"k": pa.array([up], pa.int32())}, time=[up - 1], diff=[1])
+        store.commit([d], [("t", d["key"], up - 1, up, u)])
+        if up == 1:
+            store.apply(store.state)
+    up = 1
+    assert store.state["format"] == 2 and loc.blob.list_keys(INTENT_PREFIX)
+    if landed:
+        store.apply(store.state)
+        again = colmz.Catalog(tmp_path)
+        assert rows(again, "t") == [1, 2]
+        again.execute("INSERT INTO t VALUES (3)")
+        assert rows(colmz.Catalog(tmp_path), "t") == [1, 2, 3]
+        assert not loc.blob.list_keys(INTENT_PREFIX)  # the next commit deleted the blob
+        return
+    with pytest.raises(UnverifiedIntent, match=rf"{tmp_path}.*object 't'.*catalog/txn/"):
+        colmz.Catalog(tmp_path)
+    assert store.arrangement(d["key"]).upper == up  # nothing applied
 
 
 def test_a_store_of_the_previous_layout_written_by_its_code_is_converted(tmp_path):
