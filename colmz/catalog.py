@@ -1331,7 +1331,7 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
 
 
 #: Column names colmz keeps for itself: every update's ``time`` and ``diff`` (``colmz.Updates``),
-#: and the ``__colmz_`` prefix of the columns its own queries and intent blobs add.
+#: and the ``__colmz_`` prefix of the columns its own queries add.
 RESERVED_COLUMNS = ("time", "diff")
 
 

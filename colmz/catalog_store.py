@@ -47,7 +47,8 @@ Invariants
    runs, and the next apply lands them.
 3. No blob key is written twice: parts carry fresh keys.
 4. No byte colmz reads back from an intent is used unchecked: runs carry the digest, row
-   count and diff sum of each part. An intent of the previous layout (changes in an
+   count and diff sum of each part, and the record itself carries the digest of its
+   definitions and intent (:func:`record_check`), verified on every load (``CorruptMeta``). An intent of the previous layout (changes in an
    unchecked Arrow IPC blob ``catalog/txn/<token>/<key>``, record format 2) that still has
    to be applied is refused (:class:`UnverifiedIntent`), never decoded; one already landed
    is only deleted.
@@ -74,7 +75,7 @@ import uuid
 from colmz.arrangement.collection import ArrangementCollection, CompactedAway
 from colmz.arrangement.errors import CorruptMeta, IdentityMismatch, LeaseExpired, SealMismatch
 from colmz.arrangement.identity import StoreIdentity, read_identity, write_identity
-from colmz.arrangement.parts import PartCheck, expect_parts, read_part
+from colmz.arrangement.parts import PartCheck, expect_parts, part_digest, read_part
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.ops import concat
 from colmz.storage.base import Indeterminate, StorageError, VersionedData
@@ -92,6 +93,7 @@ __all__ = [
     "MissingDefinitions",
     "StoreChanged",
     "UnverifiedIntent",
+    "record_check",
 ]
 
 #: The name of a catalog's identity: ``catalog/identity.json`` in its blob, and the prefix of
@@ -124,6 +126,18 @@ class MissingDefinitions(RuntimeError):
 class UnverifiedIntent(RuntimeError):
     """A committed intent still to apply holds its changes in a blob of the previous layout,
     which carries no check (digest, rows, diff sum): colmz refuses to decode it."""
+
+
+def record_check(record: dict) -> int:
+    """The check a catalog record carries (its ``"check"`` field): the XXH64 digest
+    (``colmz.arrangement.parts.part_digest``) of the rest of it as canonical JSON, so a
+    changed byte anywhere in the definitions or the intent is refused on load.
+
+    >>> record_check({"format": 3, "objects": []}) == record_check({"objects": [], "format": 3, "check": 1})
+    True
+    """
+    rest = {k: v for k, v in record.items() if k != "check"}
+    return part_digest(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode())
 
 
 # ----------------------------------------------------------------------------- the store
@@ -207,8 +221,10 @@ class CatalogStore:
             self.log = StateLog(self.loc.consensus, self.identity.consensus_key)
 
     def _record(self, objects: list[dict], intent) -> dict:
-        return json.loads(json.dumps({"format": FORMAT, "identity": self.identity.id, "objects": objects,
-                                      "intent": intent}))
+        record = json.loads(json.dumps({"format": FORMAT, "identity": self.identity.id, "objects": objects,
+                                        "intent": intent}))
+        record["check"] = record_check(record)
+        return record
 
     # -- reading -----------------------------------------------------------------------
 
@@ -218,12 +234,24 @@ class CatalogStore:
         but no record names them."""
         self._find_identity()
         for _ in range(3):
-            seqno, state = (None, None) if self.log is None else self.log.load()
+            try:
+                seqno, state = (None, None) if self.log is None else self.log.load()
+            except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+                # versions that no longer fit together (a changed byte in a diff)
+                raise CorruptMeta(f"catalog record at consensus key {self.key!r} of {self.loc.url!r} "
+                                  f"is unreadable: {type(e).__name__}: {e}") from None
             if state is not None:
                 if state.get("format") not in READ_FORMATS or not isinstance(state.get("objects"), list):
-                    raise ValueError(
+                    raise CorruptMeta(
                         f"consensus key {self.key!r} of {self.loc.url!r} is not a colmz catalog "
                         f"record (format {state.get('format')!r}, expected one of {READ_FORMATS})"
+                    )
+                if (state["format"] >= 3 or "check" in state) and state.get("check") != record_check(state):
+                    raise CorruptMeta(
+                        f"catalog record at consensus key {self.key!r} of {self.loc.url!r} (version "
+                        f"{seqno}) does not match its check ({state.get('check')!r}, its contents "
+                        f"digest to {record_check(state)}): it was changed after it was written; "
+                        "nothing was read from it"
                     )
                 if state.get("identity") != self.identity.id:
                     raise IdentityMismatch(
@@ -295,13 +323,22 @@ class CatalogStore:
         return True
 
     def arrangement(self, key: str, schema=None) -> ArrangementCollection:
-        """The arrangement called ``key`` (opened once per store; created with ``schema``
-        when absent)."""
+        """The arrangement called ``key``, opened once per store: created with ``schema``
+        when given and absent (a new object's), else it must exist (``CorruptMeta``: the
+        record names an arrangement the store does not hold, or whose identity changed)."""
         from colmz.arrangement import Arrangement
 
         dur = self._arrangements.get(key)
         if dur is None:
-            dur = self._arrangements[key] = ArrangementCollection(Arrangement.open(self.loc, schema, name=key))
+            try:
+                arr = Arrangement.open(self.loc, schema, name=key, create=schema is not None)
+            except FileNotFoundError as e:
+                raise CorruptMeta(
+                    f"catalog at {self.loc.url!r}: its record names the arrangement {key!r}, which "
+                    f"the store does not hold under its identity {key}/identity.json ({e}); "
+                    "nothing was changed"
+                ) from None
+            dur = self._arrangements[key] = ArrangementCollection(arr)
         return dur
 
     def forget(self, keep) -> None:
