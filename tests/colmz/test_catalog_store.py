@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import colmz
 import colmz.arrangement.errors
+from colmz.arrangement.runs import write_run
 from colmz.catalog_store import (
     INTENT_PREFIX,
     LEGACY_INTENT_KEY,
@@ -833,3 +834,91 @@ def test_opening_to_read_writes_no_identity(tmp_path):
     assert CatalogStore(loc).load() is None
     assert colmz.Catalog(tmp_path).names == []
     assert loc.blob.list_keys("") == []  # the identity comes with the first commit
+
+
+# ----------------------------------------------------------------------------- intents of runs
+
+
+def _pending(path, monkeypatch, sql, *, clock=None):
+    """Run ``sql`` on the catalog at ``path`` as a writer that dies after the record's commit
+    and before the apply (its runs' keys stamped by ``clock``); the record's intent."""
+    import colmz.catalog_store as cs
+
+    cat = colmz.Catalog(path)
+    with monkeypatch.context() as m:
+        m.setattr(CatalogStore, "apply", lambda self, state: None)
+        if clock is not None:
+            m.setattr(cs, "write_run", lambda *a, **k: write_run(*a, **k, clock=clock))
+        cat.execute(sql)
+    return CatalogStore(open_location(str(path))).load()["intent"]
+
+
+def test_an_intent_older_than_the_lease_is_written_again_and_lands(tmp_path, monkeypatch):
+    import time
+
+    cat = colmz.Catalog(tmp_path)
+    cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+    # a crash three hours before the reopen: the runs are older than the gc lease
+    intent = _pending(tmp_path, monkeypatch, "INSERT INTO t VALUES (2), (3)", clock=lambda: time.time() - 3 * 3600)
+    old = {k for e in intent["entries"] for r in e["runs"] for k in r["keys"]}
+    assert old
+    again = colmz.Catalog(tmp_path)
+    assert rows(again, "t") == [1, 2, 3]
+    arr = again._store.arrangement(intent["entries"][0]["key"]).arrangement
+    assert arr.referenced_keys() and not old & arr.referenced_keys()  # fresh keys, not the old
+    assert rows(colmz.Catalog(tmp_path), "t") == [1, 2, 3]
+
+
+def test_a_corrupt_pending_run_is_refused_before_anything_is_appended(tmp_path, monkeypatch):
+    from colmz.arrangement.errors import CorruptPart
+
+    cat = colmz.Catalog(tmp_path)
+    cat.execute("CREATE TABLE t (k INT, v TEXT); INSERT INTO t VALUES (1, 'a')")
+    intent = _pending(tmp_path, monkeypatch, "INSERT INTO t SELECT i, 'v' || i FROM generate_series(2, 300) g(i)")
+    (e,) = [e for e in intent["entries"] if e["runs"]]
+    key = e["runs"][0]["keys"][0]
+    loc = open_location(str(tmp_path))
+    data = bytearray(loc.blob.get(key))
+    data[len(data) // 3] ^= 0x10
+    loc.blob.set(key, bytes(data))
+    with pytest.raises(CorruptPart, match=key):
+        colmz.Catalog(tmp_path)
+    from colmz.arrangement import Arrangement
+
+    assert Arrangement.open(loc, name=e["key"]).get_seal() == e["lower"]  # nothing appended
+
+
+def test_appliers_racing_on_one_intent_land_it_once(tmp_path, monkeypatch):
+    cat = colmz.Catalog(tmp_path)
+    cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+    intent = _pending(tmp_path, monkeypatch, "INSERT INTO t VALUES (2)")
+    loc = open_location(str(tmp_path))
+    a, b = CatalogStore(loc), CatalogStore(loc)
+    sa, sb = a.load(), b.load()
+    for e in intent["entries"]:  # both hold the arrangements before either applies
+        a.arrangement(e["key"]), b.arrangement(e["key"])
+    a.apply(sa)
+    b.apply(sb)  # a stale handle: its compare-and-set loses, it finds the entry landed
+    assert b.stats["entries_landed"] >= 1 and a.stats["entries_applied"] >= 1
+    keys = {k for e in intent["entries"] for r in e["runs"] for k in r["keys"]}
+    assert keys and all(loc.blob.get(k) is not None for k in keys)  # the loser deleted none
+    assert rows(colmz.Catalog(tmp_path), "t") == [1, 2]
+
+
+def test_a_conflicting_commit_deletes_the_runs_it_wrote(tmp_path):
+    a, b = colmz.Catalog(tmp_path), colmz.Catalog(tmp_path)
+    a.execute("CREATE TABLE t (k INT)")
+    b.refresh()
+    loc = open_location(str(tmp_path))
+    before = set(loc.blob.list_keys(""))
+    a.execute("INSERT INTO t VALUES (1)")
+    store = b._store  # b's record version is now stale: its commit must lose
+    objects = store.state["objects"]
+    d = next(d for d in objects if d.get("name") == "t")
+    u = colmz.Updates({"k": pa.array([9], pa.int32())}, time=[1], diff=[1])
+    with pytest.raises(CommitConflict):
+        store.commit(objects, [("t", d["key"], 1, 2, u)])
+    after = set(loc.blob.list_keys(""))
+    named = {k for e in CatalogStore(loc).load()["intent"]["entries"] for r in e["runs"] for k in r["keys"]}
+    assert after - before == named  # a's run only: b's was deleted
+    assert rows(colmz.Catalog(tmp_path), "t") == [1]
