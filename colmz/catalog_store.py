@@ -71,6 +71,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import Path
 
 from colmz.arrangement.collection import ArrangementCollection, CompactedAway
 from colmz.arrangement.errors import CorruptMeta, IdentityMismatch, LeaseExpired, SealMismatch
@@ -91,8 +92,10 @@ __all__ = [
     "CatalogStore",
     "CompactedAway",
     "MissingDefinitions",
+    "NestedStore",
     "StoreChanged",
     "UnverifiedIntent",
+    "check_catalog_location",
     "record_check",
 ]
 
@@ -123,6 +126,10 @@ class MissingDefinitions(RuntimeError):
     """The store holds arrangements but no catalog record names them."""
 
 
+class NestedStore(ValueError):
+    """A new catalog would lie inside another store: in its directory or its blob."""
+
+
 class UnverifiedIntent(RuntimeError):
     """A committed intent still to apply holds its changes in a blob of the previous layout,
     which carries no check (digest, rows, diff sum): colmz refuses to decode it."""
@@ -138,6 +145,48 @@ def record_check(record: dict) -> int:
     """
     rest = {k: v for k, v in record.items() if k != "check"}
     return part_digest(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode())
+
+
+def _is_store_dir(path: Path) -> bool:
+    # a local store: its SQLite consensus, or a blob holding an arrangement's or a catalog's
+    # identity (a store whose consensus lives elsewhere)
+    blob = path / "blob"
+    return (path / "consensus.sqlite").is_file() or (blob.is_dir() and any(blob.glob("*/identity.json")))
+
+
+def check_catalog_location(url: str, *, consensus: str | None = None, create: bool = True) -> None:
+    """Refuse, before anything is created, a local catalog location that would lie inside
+    another store (:class:`NestedStore`, naming it: in its directory, or in its blob, where
+    a catalog's files would be taken for that store's), and with ``create=False`` one that
+    holds no store (``FileNotFoundError``). An existing store at ``url`` itself is opened as
+    it is. Other schemes are not checked here.
+
+    >>> import tempfile, colmz
+    >>> d = tempfile.mkdtemp()
+    >>> _ = colmz.Catalog(d)
+    >>> check_catalog_location(d)
+    >>> check_catalog_location(d + "/blob")
+    Traceback (most recent call last):
+    ...
+    colmz.catalog_store.NestedStore: catalog location '...' lies inside the store at '...': ...
+    """
+    from colmz.storage.url import local_path
+
+    path = local_path(url)
+    if path is None:
+        return
+    path = path.absolute()
+    if _is_store_dir(path):
+        return
+    if not create and consensus is None:
+        raise FileNotFoundError(f"no catalog at {url!r} (create=False: nothing was created)")
+    for above in path.parents:
+        if _is_store_dir(above):
+            raise NestedStore(
+                f"catalog location {url!r} lies inside the store at {str(above)!r}: a catalog "
+                "there would write into that store's directory or blob; choose a location "
+                "outside it (nothing was created)"
+            )
 
 
 # ----------------------------------------------------------------------------- the store
@@ -405,6 +454,20 @@ class CatalogStore:
         for e in intent["entries"]:
             if e["key"] in live:
                 self._apply_entry(e, mine)
+
+    def unapplied(self, state: dict | None) -> list[str]:
+        """The names of the objects ``state``'s intent has not landed on yet."""
+        intent = (state or {}).get("intent")
+        if not intent:
+            return []
+        live = {d["key"] for d in state["objects"] if "key" in d}
+        out = []
+        for e in intent["entries"]:
+            if e["key"] in live:
+                up = self.arrangement(e["key"]).upper
+                if up is not None and (e["upper"] is None or up < e["upper"]):
+                    out.append(e["name"])
+        return out
 
     def _apply_entry(self, e: dict, mine: bool = False) -> None:
         dur = self.arrangement(e["key"])

@@ -525,8 +525,8 @@ def test_missing_definitions_are_refused_naming_what_was_found(tmp_path):
     assert loc.consensus.head(key) is None
     with pytest.raises(MissingDefinitions, match=r"blob\(s\) of arrangements .*restore the definitions"):
         colmz.Catalog(tmp_path)
-    # An empty location opens empty, as before.
-    assert colmz.Catalog(tmp_path / "fresh").names == []
+    # An empty location opens empty, as before (beside the store: not inside it).
+    assert colmz.Catalog(tmp_path.parent / f"{tmp_path.name}-fresh").names == []
 
 
 # ----------------------------------------------------------------------------- validation
