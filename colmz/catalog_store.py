@@ -15,7 +15,9 @@ the "lightweight pointer" to a batch written once, into its data shard.
   object's arrangement prefix (``colmz.arrangement.runs.write_run``: the same Parquet parts
   every arrangement holds, each with its check -- rows, diff sum, XXH64 digest -- in a
   :class:`~colmz.arrangement.runs.WrittenRun`), and the intent entry records those runs.
-  No arrangement names the parts yet; nothing is visible.
+  No arrangement names the parts yet; nothing is visible. A run is compressed with the
+  arrangement's codec for parts it keeps (``Arrangement.compression``, snappy), not the
+  uncompressed codec of a latency-bound write: it is kept until compaction.
 * **The record's compare-and-set is the commit point** of every durable catalog write (DDL
   and data alike). A writer builds its commit against the record version it read
   (:attr:`CatalogStore.seqno`), then :meth:`CatalogStore.commit` sets the version after it.
@@ -415,7 +417,9 @@ class CatalogStore:
                 runs = []
                 if len(u):
                     arr = self.arrangement(key).arrangement
-                    run = write_run(arr.store, arr.schema, u, prefix=arr.prefix)
+                    # compressed with the arrangement's codec for what it keeps (snappy): a
+                    # run is written once and kept until compaction, which would compress it
+                    run = write_run(arr.store, arr.schema, u, prefix=arr.prefix, compression=arr.compression)
                     if run is not None:
                         written.append((arr, run))
                         runs.append(run.to_dict())
@@ -558,7 +562,7 @@ class CatalogStore:
         parts = [p for p in self._verify(arr, runs) if len(p)]
         if not parts:
             return []
-        run = write_run(arr.store, arr.schema, concat(parts), prefix=arr.prefix)
+        run = write_run(arr.store, arr.schema, concat(parts), prefix=arr.prefix, compression=arr.compression)
         self.stats["runs_written"] += 1
         return [] if run is None else [run]
 
