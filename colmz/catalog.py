@@ -1138,9 +1138,10 @@ class Catalog:
         """Commit what the in-memory collections hold beyond the record, and the
         definitions, as one version of the catalog record; then apply it.
 
-        Every object whose upper moved gets an intent entry ``(lower, upper, blob)``: the
+        Every object whose upper moved gets an intent entry ``(lower, upper, runs)``: the
         lower is the upper the record gives it (never the arrangement handle's, which may be
-        stale), the blob its changes. :meth:`CatalogStore.commit` compare-and-sets the record
+        stale), the runs its changes, written once as parts under its arrangement's prefix
+        (the apply adopts them). :meth:`CatalogStore.commit` compare-and-sets the record
         against the version this handle read: a lost race raises ``CommitConflict`` with
         nothing visible, and the caller rolls memory back. After the commit the call
         has succeeded: applying the intent and maintenance are retried by the next commit
