@@ -4,11 +4,11 @@ Each store -- a durable catalog holding a committed intent not yet applied (its 
 between the record's compare-and-set and the apply), and an arrangement with trace and
 unsealed parts -- is copied once per case, one byte of one thing colmz reads back is
 changed, and a child process reopens the copy and reads everything: the parts, the runs an
-intent names, every ``identity.json``, and the catalog record's versions in the consensus.
+intent names, every ``identity.json``, and the versions of the catalog's record and of the
+arrangement's state in the consensus.
 Each reopen must either raise a specific error (:data:`CLEAR`) or return exactly the
 model's rows; a child killed by a signal (a SIGSEGV in a decoder) fails the test, naming
-the case. The arrangement's own consensus state is not changed here: it carries no digest
-of its own yet.
+the case.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _cases(store: Path, out: Path, record_key: str | None, rng: random.Random, p
                 copy = out / f"c{len(cases)}"
                 shutil.copytree(store, copy)
                 _flip_version(copy / "consensus.sqlite", record_key, seqno, pos)
-                cases.append((f"catalog record version {seqno} byte {pos}", copy))
+                cases.append((f"record {record_key} version {seqno} byte {pos}", copy))
     return cases
 
 
@@ -170,7 +170,7 @@ def test_a_changed_byte_in_an_arrangement_is_refused_or_harmless(tmp_path):
         if t == 3:
             a.maintain()  # trace parts beside the unsealed ones
     model = sorted(map(list, a.read().to_pylist()))
-    cases = _cases(store, tmp_path / "cases", None, random.Random(37), per=5)
-    assert len(cases) > 30
+    cases = _cases(store, tmp_path / "cases", a.identity.consensus_key, random.Random(37), per=4)
+    assert len(cases) > 60
     seen = _check("arrangement", cases, _reopen_each("arrangement", cases, tmp_path), model)
     assert seen.get("CorruptPart", 0) > 10, seen
