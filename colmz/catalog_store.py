@@ -77,7 +77,13 @@ from pathlib import Path
 
 from colmz.arrangement.collection import ArrangementCollection, CompactedAway
 from colmz.arrangement.errors import CorruptMeta, IdentityMismatch, LeaseExpired, SealMismatch
-from colmz.arrangement.identity import StoreIdentity, read_identity, write_identity
+from colmz.arrangement.identity import (
+    StoreIdentity,
+    consensus_key_of,
+    identity_key,
+    read_identity,
+    write_identity,
+)
 from colmz.arrangement.parts import PartCheck, expect_parts, part_digest, read_part
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.ops import concat
@@ -225,7 +231,7 @@ class CatalogStore:
         self.blob = loc.blob
         # The identity, and with it the record's key, once the blob has one (a new catalog's
         # is written by its first commit: opening to read writes nothing).
-        self.identity: StoreIdentity | None = read_identity(self.blob, IDENTITY_NAME)
+        self.identity: StoreIdentity | None = self._read_identity()
         self.log = None if self.identity is None else StateLog(loc.consensus, self.identity.consensus_key)
         self._seqno: int | None = None
         self._state: dict | None = None
@@ -250,10 +256,22 @@ class CatalogStore:
         """The consensus key of the catalog record (None: no catalog was created here yet)."""
         return None if self.identity is None else self.identity.consensus_key
 
+    def _read_identity(self) -> StoreIdentity | None:
+        ident = read_identity(self.blob, IDENTITY_NAME)
+        # a catalog's identity is always a new one's: its record's key follows from its id
+        if ident is not None and (ident.name != IDENTITY_NAME
+                                  or ident.consensus_key != consensus_key_of(IDENTITY_NAME, ident.id)):
+            raise CorruptMeta(
+                f"catalog at {self.loc.url!r}: its identity {identity_key(IDENTITY_NAME)!r} names "
+                f"{ident.name!r} and consensus key {ident.consensus_key!r}, not those of id "
+                f"{ident.id!r}: it was changed after it was written"
+            )
+        return ident
+
     def _find_identity(self) -> None:
         # A catalog another handle created since this one looked has an identity now.
         if self.identity is None:
-            self.identity = read_identity(self.blob, IDENTITY_NAME)
+            self.identity = self._read_identity()
             if self.identity is not None:
                 self.log = StateLog(self.loc.consensus, self.identity.consensus_key)
 
