@@ -93,6 +93,7 @@ from colmz.catalog_store import (
     ArrangementCollection,
     CatalogStore,
     CompactedAway,
+    check_catalog_location,
 )
 from colmz.continual import ContinualTask, Delete, Insert, MemoryCollection
 from colmz.errors import NegativeMultiplicity
@@ -213,6 +214,19 @@ class Catalog:
         read only the catalog's objects -- no ``read_csv``, ``glob``, ``COPY``, ``ATTACH``.
         With the default, as in DuckDB, a query can read any local file the process can:
         pass ``False`` where the SQL comes from someone who should not.
+    create : bool, default True
+        ``False`` opens an existing durable catalog only (``FileNotFoundError`` when there is
+        none; nothing is created), as ``colmz.Arrangement.open(create=False)``. A catalog
+        whose store colmz cannot write (a read-only directory: its consensus opens
+        read-only) is then opened to read: the reopen commits nothing and a write raises
+        ``PermissionError`` with the catalog unchanged.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``create=False`` and no catalog at ``path``.
+    colmz.catalog_store.NestedStore
+        A new catalog at ``path`` would lie inside another store's directory or blob.
 
     Examples
     --------
@@ -235,14 +249,17 @@ class Catalog:
     ROLLBACK_FIELDS = ("_objects", "_order", "_now", "_defs", "_at_now", "_schemas")
 
     def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None,
-                 maintain_every: int = 16, external_access: bool = True):
+                 maintain_every: int = 16, external_access: bool = True, create: bool = True):
         if isinstance(maintain_every, bool) or not isinstance(maintain_every, int) or maintain_every < 0:
             raise ValueError(f"maintain_every must be a non-negative int, got {maintain_every!r}")
+        if not isinstance(create, bool):
+            raise TypeError(f"create must be a bool, got {create!r}")
         self._maintain_every = maintain_every
         self._persists = 0
         self._con = session(external_access=external_access)
         self._path = None
         self._consensus = consensus
+        self._read_only = False
         self._reset()
         if path is None and consensus is not None:
             raise ValueError("consensus= needs a path (the blob store of a durable catalog)")
@@ -256,12 +273,19 @@ class Catalog:
                 self._path = path.url
             elif isinstance(path, (str, os.PathLike)):
                 self._path = os.fspath(path)
-                self._loc = open_location(self._path, consensus=consensus)
+                # before anything is created: not inside another store, not a new one when
+                # create=False
+                check_catalog_location(self._path, consensus=consensus, create=create)
+                self._loc = open_location(self._path, consensus=consensus, create=create)
             else:
                 raise TypeError(f"path must be a directory, storage URL or Location, got {type(path).__name__}")
             self._blob = self._loc.blob
+            # a store colmz cannot write (a read-only directory's consensus opens read-only)
+            self._read_only = bool(getattr(self._loc.consensus, "read_only", False))
             self._store = CatalogStore(self._loc)
             self._open()
+            if not create and self._store.seqno is None:
+                raise FileNotFoundError(f"no catalog at {self._path!r} (create=False: nothing was created)")
 
     def _reset(self) -> None:
         """The in-memory state of an empty catalog (a durable one: before loading)."""
@@ -1169,9 +1193,10 @@ class Catalog:
         """Commit what the in-memory collections hold beyond the record, and the
         definitions, as one version of the catalog record; then apply it.
 
-        Every object whose upper moved gets an intent entry ``(lower, upper, blob)``: the
+        Every object whose upper moved gets an intent entry ``(lower, upper, runs)``: the
         lower is the upper the record gives it (never the arrangement handle's, which may be
-        stale), the blob its changes. :meth:`CatalogStore.commit` compare-and-sets the record
+        stale), the runs its changes, written once as parts under its arrangement's prefix
+        (the apply adopts them). :meth:`CatalogStore.commit` compare-and-sets the record
         against the version this handle read: a lost race raises ``CommitConflict`` with
         nothing visible, and the caller rolls memory back. After the commit the call
         has succeeded: applying the intent and maintenance are retried by the next commit
@@ -1196,6 +1221,11 @@ class Catalog:
                 moves.append((shown, d["key"], lo, mem.upper, mem.updates(lo, mem.upper)))
         if not moves and self._defs == self._committed_defs and self._schemas == self._committed_schemas:
             return
+        if self._read_only:
+            raise PermissionError(
+                f"catalog at {self._path!r} is read-only (its store cannot be written: "
+                f"{self._loc.consensus!r}); nothing was changed"
+            )
         # The record's intent lands before another is built on it (a no-op when this handle
         # applied it; after a crash or a failed apply, the work left).
         store.apply(store.state)
@@ -1246,6 +1276,14 @@ class Catalog:
         state = self._store.load()
         if state is None:
             return
+        if self._read_only:
+            pending = self._store.unapplied(state)
+            if pending:
+                raise PermissionError(
+                    f"catalog at {self._path!r}: a committed transaction is not applied yet "
+                    f"(objects {pending}) and its read-only store cannot take it: open the "
+                    "catalog once where it can be written; nothing was read"
+                )
         self._store.apply(state)  # a committed intent a crash (or a failed apply) left
         defs = [d for d in state["objects"] if d.get("kind") != NAMESPACES]
         for d in state["objects"]:
@@ -1312,7 +1350,8 @@ class Catalog:
                 obj.contents = new
             elif obj.kind == "continual task":
                 obj.task.run()
-        self._persist()
+        if not self._read_only:  # a read-only handle brings memory forward, commits nothing
+            self._persist()
 
     # ------------------------------------------------------------------ display
 
@@ -1386,7 +1425,7 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
 
 
 #: Column names colmz keeps for itself: every update's ``time`` and ``diff`` (``colmz.Updates``),
-#: and the ``__colmz_`` prefix of the columns its own queries and intent blobs add.
+#: and the ``__colmz_`` prefix of the columns its own queries add.
 RESERVED_COLUMNS = ("time", "diff")
 
 

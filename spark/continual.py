@@ -122,7 +122,9 @@ def define_task(catalog_or_path, sql: str) -> TaskDefinition:
     else:
         if catalog_or_path is None:
             raise ValueError(f"the task's input {task.input!r} is not created in sql and no catalog is given")
-        cat = catalog_or_path if isinstance(catalog_or_path, Catalog) else Catalog(os.fspath(catalog_or_path))
+        # read only: a path that holds no catalog is refused, never created
+        cat = (catalog_or_path if isinstance(catalog_or_path, Catalog)
+               else Catalog(os.fspath(catalog_or_path), create=False))
         obj = cat.object(task.input)
         if obj.kind != "table":
             raise ValueError(f"the task's input {task.input!r} is a {obj.kind}; a table is needed")

@@ -1303,7 +1303,8 @@ class Arrangement:
         self._durably(cmd)
 
     def append_runs(self, runs, *, seal: Frontier | object = _KEEP, properties: dict | None = None,
-                    expect: Frontier | object = _KEEP, expect_properties: dict | None = None) -> None:
+                    expect: Frontier | object = _KEEP, expect_properties: dict | None = None,
+                    keep_runs: bool = False) -> None:
         """Commit runs of parts written by other processes as unsealed batches, one per run,
         in one compare-and-set; with ``seal``, advance the seal in the same commit, and with
         ``properties`` (a dict of str to str or int; None removes a key) update
@@ -1326,7 +1327,9 @@ class Arrangement:
         On any failure nothing is committed and memory -- the properties too -- is as before
         (or, after a lost compare-and-set, the state another writer committed). The runs'
         parts are the caller's until the call commits them; a call that refused them after a
-        lost compare-and-set (or lost it ``ATTEMPTS`` times) deleted them.
+        lost compare-and-set (or lost it ``ATTEMPTS`` times) deleted them -- unless
+        ``keep_runs``: then the call never deletes them (another record names them and applies
+        them again: a durable catalog's committed intent, ``colmz.catalog_store``).
 
         >>> import colmz
         >>> from colmz.arrangement.runs import write_run
@@ -1405,7 +1408,7 @@ class Arrangement:
         # what the runs' writers recorded of their parts, checked when they are read
         expect_parts(self._store, {k: PartCheck(*c) for r in runs if r.checks
                                    for k, c in zip(r.keys, r.checks)})
-        if self._durably(cmd, written=keys) is STALE:
+        if self._machine.apply(cmd, written=keys, keep=keys if keep_runs else ()) is STALE:
             return
         self._counters["parts_written"] += len(keys)
         self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)

@@ -137,17 +137,20 @@ class Machine:
     def __init__(self, target: MachineTarget):
         self.target = target
 
-    def apply(self, cmd: Callable[[], Any], *, written: Iterable[str] = (),
+    def apply(self, cmd: Callable[[], Any], *, written: Iterable[str] = (), keep: Iterable[str] = (),
               attempts: int = ATTEMPTS, on_conflict: Callable[[], None] | None = None) -> Any:
         """Apply ``cmd`` and commit its state; return what it returned (:data:`STALE`: it no
         longer applied, nothing committed).
 
-        ``written`` are parts written for the command before it was applied; ``attempts``
-        bounds the compare-and-sets; ``on_conflict()`` is called after each lost one that is
+        ``written`` are parts written for the command before it was applied; ``keep`` parts
+        that are never deleted here, whatever happens (another record names them: a
+        catalog's committed intent, applied again later); ``attempts`` bounds the
+        compare-and-sets; ``on_conflict()`` is called after each lost one that is
         retried.
         """
         t = self.target
         written = frozenset(written)
+        keep = frozenset(keep)
         retry = not t.dirty()
         for attempt in range(attempts):
             saved = t.capture()
@@ -171,9 +174,9 @@ class Machine:
                 new = t.referenced_keys() - before
                 t.reset(saved)
                 if not retry or attempt == attempts - 1:
-                    self._drop(written | new)
+                    self._drop(written | new, keep)
                     raise
-                self._drop(new - written)  # parts the command itself wrote are rewritten
+                self._drop(new - written, keep)  # parts the command itself wrote are rewritten
                 if on_conflict is not None:
                     on_conflict()
                 t.refresh()
@@ -184,17 +187,17 @@ class Machine:
                 # A compare-and-set that was sent and failed indeterminately may have landed
                 # (StateLog re-read the head and could not tell): its parts are gc's.
                 if not sent or isinstance(e, Determinate):
-                    self._drop(new)
+                    self._drop(new, keep)
                 raise
             t.delete_parts(before - t.referenced_keys())
             return out
-        self._drop(written)
+        self._drop(written, keep)
         return STALE
 
-    def _drop(self, keys) -> None:
+    def _drop(self, keys, keep: frozenset[str]) -> None:
         # parts no state this handle knows names (the committed one included)
         t = self.target
-        gone = set(keys) - t.referenced_keys() - t.committed_keys()
+        gone = set(keys) - t.referenced_keys() - t.committed_keys() - keep
         if gone:
             with contextlib.suppress(Exception):
                 t.delete_parts(gone)

@@ -6,7 +6,9 @@ Design
 updates and writes the task's output updates as Parquet. Everything that can be checked
 before Spark starts is checked first and reported as bad input (exit status 2): missing paths,
 SQL that does not define one continual task (a syntax error is said to be one), an existing
-output.
+output, a ``--catalog`` that holds no catalog. The catalog is only read: it is opened with
+``create=False``, so a failed command never leaves a new catalog behind, and a catalog on a
+read-only directory serves.
 """
 
 from __future__ import annotations
@@ -58,11 +60,19 @@ def run(args, out) -> dict:
         raise InputError(f"--output {args.output!r} exists (use --overwrite to replace it)")
     with open(args.sql) as f:
         sql = f.read()
+    catalog = None
+    if args.catalog is not None:
+        from colmz import Catalog
+
+        try:
+            catalog = Catalog(args.catalog, create=False)  # read only: nothing is created
+        except (FileNotFoundError, NotADirectoryError, ValueError) as e:
+            raise InputError(f"--catalog {args.catalog!r}: {e}") from e
     try:
-        define_task(args.catalog, sql)  # refuse a bad definition before Spark starts
+        define_task(catalog, sql)  # refuse a bad definition before Spark starts
         spark = start_spark(args)
         df = spark.read.parquet(args.input)
-        result = continual_task(args.catalog, sql, df, partition_by=args.partition_by,
+        result = continual_task(catalog, sql, df, partition_by=args.partition_by,
                                 time=args.time, diff=args.diff, buckets=args.buckets)
     except (SQLError, TypeError, ValueError, KeyError) as e:
         raise InputError(str(e).strip("'\"")) from e

@@ -259,6 +259,65 @@ def test_sigkill_mid_transaction_reopens_all_or_nothing(tmp_path):
         assert a == list(range(1, cat.now + 1)) and a  # no time lost, some committed
 
 
+_KILL_AFTER_COMMIT = """
+import os, signal, sys
+import colmz
+from colmz.catalog_store import CatalogStore
+
+path, kill_at = sys.argv[1], int(sys.argv[2])
+cat = colmz.Catalog(path)
+if "a" not in cat:
+    cat.execute("CREATE TABLE a (k INT); CREATE TABLE b (k BIGINT);"
+                "CREATE CONTINUAL TASK log ON INPUT b AS (INSERT INTO log SELECT * FROM b)")
+commit, commits = CatalogStore.commit, [0]
+
+
+def commit_then_die(self, objects, moves):
+    seqno = commit(self, objects, moves)  # the record's compare-and-set landed
+    commits[0] += 1
+    if commits[0] == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)  # before the apply
+    return seqno
+
+
+CatalogStore.commit = commit_then_die
+i = cat.now
+while True:
+    i += 1
+    cat.execute(f"INSERT INTO a VALUES ({i}); INSERT INTO b SELECT {i} * 1000 + g FROM generate_series(0, 99) s(g)")
+"""
+
+
+def test_sigkill_between_the_record_commit_and_the_apply_lands_the_intent_whole(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from colmz.catalog_store import CatalogStore
+    from colmz.storage.url import open_location
+
+    script = tmp_path / "child.py"
+    script.write_text(_KILL_AFTER_COMMIT)
+    store = tmp_path / "store"
+    for kill_at in (1, 4, 2):
+        child = subprocess.run([sys.executable, str(script), str(store), str(kill_at)], capture_output=True,
+                               text=True, timeout=300)
+        assert child.returncode == -signal.SIGKILL, child.stderr
+        # The record names an intent the arrangements do not hold yet: runs of checked parts.
+        cs = CatalogStore(open_location(str(store)))
+        state = cs.load()
+        pending = [e for e in state["intent"]["entries"] if cs.arrangement(e["key"]).upper == e["lower"]]
+        assert pending and all(c for e in pending for r in e["runs"] for c in r["checks"])
+        cat = colmz.Catalog(store)  # lands it whole
+        a = [r[0] for r in q(cat, "SELECT * FROM a")]
+        b = [r[0] for r in q(cat, "SELECT * FROM b")]
+        assert a == list(range(1, cat.now + 1)) and a  # every committed time, the last one too
+        assert b == sorted(i * 1000 + g for i in a for g in range(100))
+        assert [r[0] for r in q(cat, "SELECT * FROM log")] == b
+        assert all(cs.arrangement(e["key"]).arrangement.refresh() is None for e in pending)
+        assert all(cs.arrangement(e["key"]).upper == e["upper"] for e in pending)
+
+
 def test_durable_catalog_refuses_time_now(tmp_path):
     cat = colmz.Catalog(tmp_path / "c")
     cat.execute("CREATE TABLE t (k INT)")

@@ -19,13 +19,14 @@ from hypothesis import strategies as st
 
 import colmz
 import colmz.arrangement.errors
+from colmz.arrangement.runs import write_run
 from colmz.catalog_store import (
     INTENT_PREFIX,
     LEGACY_INTENT_KEY,
     LEGACY_RECORD_KEY,
     CatalogStore,
     MissingDefinitions,
-    encode_updates,
+    UnverifiedIntent,
 )
 from colmz.continual import NegativeMultiplicity
 from colmz.sql import SQLError
@@ -317,19 +318,39 @@ def test_record_is_the_commit_point_and_no_blob_key_is_rewritten(tmp_path):
         loc.blob.set = real_set.__get__(loc.blob)
     assert len(written) == len(set(written)), "a blob key was written twice"
     assert LEGACY_RECORD_KEY not in written
-    # Only the last intent's blobs are live: each commit deleted the one it replaced.
-    live = loc.blob.list_keys(INTENT_PREFIX)
+    # Rows land once: no intent blob; the intent names runs of parts, which the apply
+    # adopted into the arrangements (the parts written are exactly the ones they hold).
+    assert not [k for k in written if k.startswith(INTENT_PREFIX)]
     store = CatalogStore(loc)
     state = store.load()
-    named = {e["blob"] for e in state["intent"]["entries"] if e["blob"]}
-    assert set(live) == named and len(named) == 2
+    runs = [r for e in state["intent"]["entries"] for r in e["runs"]]
+    assert len(runs) == 2 and all(len(c) == 3 for r in runs for c in r["checks"])
+    held = set()
+    for d in state["objects"]:
+        held |= store.arrangement(d["key"]).arrangement.referenced_keys()
+    parts = {k for k in written if "/parts/" in k}
+    assert {k for r in runs for k in r["keys"]} <= held and parts <= held | set(loc.blob.list_keys(""))
     assert [d["name"] for d in state["objects"]] == ["t", "u"]
 
 
-def _write_legacy_store(path):
-    """A store in the previous layout, written as its code wrote it: each object's
-    arrangement, the definitions in the blob ``catalog/record.json`` and a committed,
-    not yet applied intent at the consensus key ``catalog/intent``."""
+def _ipc_blob(u):
+    """``u`` as the previous layout's intent blob: uncompressed Arrow IPC, data columns,
+    then ``__colmz_time`` and ``__colmz_diff``, no check."""
+    cols = {n: u.column(n) for n in u.column_names}
+    cols["__colmz_time"] = pa.array(u.time, pa.uint64())
+    cols["__colmz_diff"] = pa.array(u.diff, pa.int64())
+    table = pa.table(cols)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _write_legacy_store(path, landed=False):
+    """A store in the layout before records, written as its code wrote it: each object's
+    arrangement, the definitions in the blob ``catalog/record.json`` and a committed
+    intent at the consensus key ``catalog/intent``, not yet applied (or, ``landed``,
+    applied and not yet cleared)."""
     from colmz.arrangement import Arrangement
     from colmz.catalog_store import ArrangementCollection
 
@@ -350,7 +371,9 @@ def _write_legacy_store(path):
     for d in defs:
         blob = f"catalog/txn/{uuid.uuid4().hex}/{d['key']}"
         u = colmz.Updates({"k": pa.array([2], pa.int32())}, time=[2], diff=[1])
-        loc.blob.set(blob, encode_updates(u))
+        loc.blob.set(blob, _ipc_blob(u))
+        if landed:
+            ArrangementCollection(Arrangement.open(loc, name=d["key"])).compare_and_append(u, 2, 3)
         entries.append({"name": d["name"], "key": d["key"], "lower": 2, "upper": 3, "blob": blob})
     assert loc.consensus.compare_and_set(
         LEGACY_INTENT_KEY, None, VersionedData(1, json.dumps({"entries": entries}).encode()))
@@ -358,16 +381,84 @@ def _write_legacy_store(path):
 
 
 def test_a_store_of_the_previous_layout_is_converted_on_open(tmp_path):
-    loc, entries = _write_legacy_store(tmp_path)
+    loc, entries = _write_legacy_store(tmp_path, landed=True)
     cat = colmz.Catalog(tmp_path)
     assert cat.names == ["a", "b"] and cat.now == 2
     assert rows(cat, "a") == [1, 2] and rows(cat, "b") == [1, 2]
     assert loc.blob.get(LEGACY_RECORD_KEY) is None
-    assert not loc.consensus.head(LEGACY_INTENT_KEY).data  # applied and cleared
+    assert not loc.consensus.head(LEGACY_INTENT_KEY).data  # cleared
     assert all(loc.blob.get(e["blob"]) is None for e in entries)
     assert loc.consensus.head(CatalogStore(loc).key) is not None
     cat.execute("INSERT INTO a VALUES (3)")
     assert rows(colmz.Catalog(tmp_path), "a") == [1, 2, 3]
+
+
+def test_an_unapplied_intent_of_the_previous_layout_is_refused_not_decoded(tmp_path):
+    loc, entries = _write_legacy_store(tmp_path)
+    # Its blob is unchecked: a flipped byte would be applied as found, so none is decoded.
+    with pytest.raises(UnverifiedIntent, match=rf"{tmp_path}.*no\s+digest.*nothing was changed"):
+        colmz.Catalog(tmp_path)
+    assert loc.blob.get(LEGACY_RECORD_KEY) is not None
+    assert loc.consensus.head(LEGACY_INTENT_KEY).data
+    assert all(loc.blob.get(e["blob"]) is not None for e in entries)
+
+
+def _main_catalog_store():
+    """``colmz/catalog_store.py`` as committed before rows landed once (``git show
+    672fb67:...``): its record (format 2) names intent blobs of unchecked Arrow IPC."""
+    import importlib.util
+    import pathlib
+    import subprocess
+    import sys
+    import tempfile
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    try:
+        src = subprocess.run(["git", "show", "672fb67:colmz/catalog_store.py"], cwd=root, check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("no git history to take the previous catalog store module from")
+    path = pathlib.Path(tempfile.mkdtemp()) / "old_catalog_store.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("colmz_old_catalog_store", path)
+    old = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old
+    try:
+        spec.loader.exec_module(old)
+    finally:
+        del sys.modules[spec.name]
+    return old
+
+
+@pytest.mark.parametrize("landed", [False, True])
+def test_a_format_2_intent_is_refused_unless_it_landed(tmp_path, landed):
+    """A store the previous code wrote, whose writer died between the record's commit and
+    the apply: its IPC intent is never decoded; once landed (applied by that code) it opens."""
+    old = _main_catalog_store()
+    loc = open_location(str(tmp_path))
+    store = old.CatalogStore(loc)
+    assert store.load() is None
+    d = {"name": "t", "kind": "table", "since": 0, "key": f"t-{uuid.uuid4().hex[:12]}",
+         "stmt": {"name": "t", "columns": [["k", "INT"]]}}
+    store.arrangement(d["key"], {"k": pa.int32()})
+    for up in (1, 2):  # the row 1 at time 0, applied; the row 2 at time 1, committed only
+        u = colmz.Updates({"k": pa.array([up], pa.int32())}, time=[up - 1], diff=[1])
+        store.commit([d], [("t", d["key"], up - 1, up, u)])
+        if up == 1:
+            store.apply(store.state)
+    up = 1
+    assert store.state["format"] == 2 and loc.blob.list_keys(INTENT_PREFIX)
+    if landed:
+        store.apply(store.state)
+        again = colmz.Catalog(tmp_path)
+        assert rows(again, "t") == [1, 2]
+        again.execute("INSERT INTO t VALUES (3)")
+        assert rows(colmz.Catalog(tmp_path), "t") == [1, 2, 3]
+        assert not loc.blob.list_keys(INTENT_PREFIX)  # the next commit deleted the blob
+        return
+    with pytest.raises(UnverifiedIntent, match=rf"{tmp_path}.*object 't'.*catalog/txn/"):
+        colmz.Catalog(tmp_path)
+    assert store.arrangement(d["key"]).upper == up  # nothing applied
 
 
 def test_a_store_of_the_previous_layout_written_by_its_code_is_converted(tmp_path):
@@ -434,8 +525,8 @@ def test_missing_definitions_are_refused_naming_what_was_found(tmp_path):
     assert loc.consensus.head(key) is None
     with pytest.raises(MissingDefinitions, match=r"blob\(s\) of arrangements .*restore the definitions"):
         colmz.Catalog(tmp_path)
-    # An empty location opens empty, as before.
-    assert colmz.Catalog(tmp_path / "fresh").names == []
+    # An empty location opens empty, as before (beside the store: not inside it).
+    assert colmz.Catalog(tmp_path.parent / f"{tmp_path.name}-fresh").names == []
 
 
 # ----------------------------------------------------------------------------- validation
@@ -743,3 +834,91 @@ def test_opening_to_read_writes_no_identity(tmp_path):
     assert CatalogStore(loc).load() is None
     assert colmz.Catalog(tmp_path).names == []
     assert loc.blob.list_keys("") == []  # the identity comes with the first commit
+
+
+# ----------------------------------------------------------------------------- intents of runs
+
+
+def _pending(path, monkeypatch, sql, *, clock=None):
+    """Run ``sql`` on the catalog at ``path`` as a writer that dies after the record's commit
+    and before the apply (its runs' keys stamped by ``clock``); the record's intent."""
+    import colmz.catalog_store as cs
+
+    cat = colmz.Catalog(path)
+    with monkeypatch.context() as m:
+        m.setattr(CatalogStore, "apply", lambda self, state: None)
+        if clock is not None:
+            m.setattr(cs, "write_run", lambda *a, **k: write_run(*a, **k, clock=clock))
+        cat.execute(sql)
+    return CatalogStore(open_location(str(path))).load()["intent"]
+
+
+def test_an_intent_older_than_the_lease_is_written_again_and_lands(tmp_path, monkeypatch):
+    import time
+
+    cat = colmz.Catalog(tmp_path)
+    cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+    # a crash three hours before the reopen: the runs are older than the gc lease
+    intent = _pending(tmp_path, monkeypatch, "INSERT INTO t VALUES (2), (3)", clock=lambda: time.time() - 3 * 3600)
+    old = {k for e in intent["entries"] for r in e["runs"] for k in r["keys"]}
+    assert old
+    again = colmz.Catalog(tmp_path)
+    assert rows(again, "t") == [1, 2, 3]
+    arr = again._store.arrangement(intent["entries"][0]["key"]).arrangement
+    assert arr.referenced_keys() and not old & arr.referenced_keys()  # fresh keys, not the old
+    assert rows(colmz.Catalog(tmp_path), "t") == [1, 2, 3]
+
+
+def test_a_corrupt_pending_run_is_refused_before_anything_is_appended(tmp_path, monkeypatch):
+    from colmz.arrangement.errors import CorruptPart
+
+    cat = colmz.Catalog(tmp_path)
+    cat.execute("CREATE TABLE t (k INT, v TEXT); INSERT INTO t VALUES (1, 'a')")
+    intent = _pending(tmp_path, monkeypatch, "INSERT INTO t SELECT i, 'v' || i FROM generate_series(2, 300) g(i)")
+    (e,) = [e for e in intent["entries"] if e["runs"]]
+    key = e["runs"][0]["keys"][0]
+    loc = open_location(str(tmp_path))
+    data = bytearray(loc.blob.get(key))
+    data[len(data) // 3] ^= 0x10
+    loc.blob.set(key, bytes(data))
+    with pytest.raises(CorruptPart, match=key):
+        colmz.Catalog(tmp_path)
+    from colmz.arrangement import Arrangement
+
+    assert Arrangement.open(loc, name=e["key"]).get_seal() == e["lower"]  # nothing appended
+
+
+def test_appliers_racing_on_one_intent_land_it_once(tmp_path, monkeypatch):
+    cat = colmz.Catalog(tmp_path)
+    cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+    intent = _pending(tmp_path, monkeypatch, "INSERT INTO t VALUES (2)")
+    loc = open_location(str(tmp_path))
+    a, b = CatalogStore(loc), CatalogStore(loc)
+    sa, sb = a.load(), b.load()
+    for e in intent["entries"]:  # both hold the arrangements before either applies
+        a.arrangement(e["key"]), b.arrangement(e["key"])
+    a.apply(sa)
+    b.apply(sb)  # a stale handle: its compare-and-set loses, it finds the entry landed
+    assert b.stats["entries_landed"] >= 1 and a.stats["entries_applied"] >= 1
+    keys = {k for e in intent["entries"] for r in e["runs"] for k in r["keys"]}
+    assert keys and all(loc.blob.get(k) is not None for k in keys)  # the loser deleted none
+    assert rows(colmz.Catalog(tmp_path), "t") == [1, 2]
+
+
+def test_a_conflicting_commit_deletes_the_runs_it_wrote(tmp_path):
+    a, b = colmz.Catalog(tmp_path), colmz.Catalog(tmp_path)
+    a.execute("CREATE TABLE t (k INT)")
+    b.refresh()
+    loc = open_location(str(tmp_path))
+    before = set(loc.blob.list_keys(""))
+    a.execute("INSERT INTO t VALUES (1)")
+    store = b._store  # b's record version is now stale: its commit must lose
+    objects = store.state["objects"]
+    d = next(d for d in objects if d.get("name") == "t")
+    u = colmz.Updates({"k": pa.array([9], pa.int32())}, time=[1], diff=[1])
+    with pytest.raises(CommitConflict):
+        store.commit(objects, [("t", d["key"], 1, 2, u)])
+    after = set(loc.blob.list_keys(""))
+    named = {k for e in CatalogStore(loc).load()["intent"]["entries"] for r in e["runs"] for k in r["keys"]}
+    assert after - before == named  # a's run only: b's was deleted
+    assert rows(colmz.Catalog(tmp_path), "t") == [1]

@@ -60,8 +60,9 @@ NOT_ROLLED_BACK = {
     # commit succeeded), the time a reopen loaded at, the arrangements; ``_stale`` (set
     # *because* a commit failed indeterminately: the next call must refresh); the per-call
     # check of a reopened commit (``_expect``, cleared by every roll back); cumulative stats
-    # and the persist counter that paces maintenance
-    "Catalog": {"_maintain_every", "_con", "_path", "_consensus", "_loc", "_blob", "_store",
+    # and the persist counter that paces maintenance; whether the store is read-only (how it
+    # was opened)
+    "Catalog": {"_maintain_every", "_con", "_path", "_consensus", "_loc", "_blob", "_store", "_read_only",
                 "_committed_defs", "_committed_schemas", "_dur_upper", "_reopened_at", "_durable", "_stale",
                 "_expect", "stats", "_persists"},
 }
@@ -485,7 +486,7 @@ def test_a_failed_durable_execute_leaves_memory_and_storage_unchanged(tmp_path, 
     assert _visible(cat) == memory
     assert _storage(tmp_path) == storage
     cat.execute("INSERT INTO t VALUES (1, 7)")  # and it goes on as if never called
-    ref = _durable_catalog(tmp_path / "ref")
+    ref = _durable_catalog(tmp_path.parent / f"{tmp_path.name}-ref")  # beside the store, not in it
     ref.execute("INSERT INTO t VALUES (1, 7)")
     assert _contents(Catalog(tmp_path)) == _contents(cat) == _contents(ref)
 
@@ -519,7 +520,7 @@ def test_a_durable_execute_that_loses_every_compare_and_set_keeps_nothing(tmp_pa
     assert _storage(tmp_path) == storage  # the intent's blobs were deleted
     monkeypatch.setattr(StateLog, "commit", real)
     cat.execute("INSERT INTO t VALUES (1, 7)")
-    ref = _durable_catalog(tmp_path / "ref")
+    ref = _durable_catalog(tmp_path.parent / f"{tmp_path.name}-ref")  # beside the store, not in it
     ref.execute("INSERT INTO t VALUES (1, 7)")
     assert _contents(Catalog(tmp_path)) == _contents(cat) == _contents(ref)
 
