@@ -52,13 +52,18 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import pyarrow as pa
 
 from colmz.arrangement.collection import ArrangementCollection, CompactedAway
 from colmz.arrangement.errors import IdentityMismatch
-from colmz.arrangement.identity import StoreIdentity, read_identity, write_identity
+from colmz.arrangement.identity import (
+    StoreIdentity,
+    check_catalog_history,
+    intent_token,
+    read_identity,
+    write_identity,
+)
 from colmz.continual import UpperMismatch
 from colmz.storage.base import Indeterminate, StorageError, VersionedData
 from colmz.storage.state import CommitConflict, StateLog
@@ -232,6 +237,7 @@ class CatalogStore:
                         f"{state.get('identity')!r}: the consensus given is not this catalog's "
                         "(open it with the consensus it was created with)"
                     )
+                check_catalog_history(self.loc, self.key, seqno, state, intent_prefix=INTENT_PREFIX, known=self._seqno)
                 self._seqno, self._state = seqno, state
                 return state
             if self._convert_legacy():
@@ -319,7 +325,7 @@ class CatalogStore:
         (nothing visible; the blobs deleted). Returns the new seqno; the intent is then
         :meth:`apply`'s to land.
         """
-        token = uuid.uuid4().hex
+        token = intent_token(self._seqno)  # records the version written against
         entries, written = [], []
         self._identify()
         try:
