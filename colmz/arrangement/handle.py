@@ -451,6 +451,7 @@ class Arrangement:
         self._log = None
         self._seqno: int | None = None
         self._url: str | None = None
+        self._home: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
         self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
@@ -1088,9 +1089,10 @@ class Arrangement:
         >>> colmz.Arrangement.open(d).read().to_pylist()
         [(1, 0, 1), (2, 0, 1)]
         """
-        from colmz.arrangement.identity import read_identity, resolve, write_identity
+        from colmz.arrangement.identity import identity_key, read_identity, resolve, write_identity
+        from colmz.storage.sqlite import SqliteConsensus
         from colmz.storage.state import StateLog
-        from colmz.storage.url import Location, open_location
+        from colmz.storage.url import Location, local_path, open_location
 
         schema = normalize_schema(schema)
         if isinstance(url, Location):
@@ -1113,17 +1115,22 @@ class Arrangement:
             head = loc.consensus.head(key)
             return None if head is None else head.seqno
 
+        # A directory's own consensus.sqlite is copied with it: a copy is a store of its own.
+        root = local_path(loc.url) if isinstance(loc.url, str) else None
+        own_consensus = (root is not None and isinstance(loc.consensus, SqliteConsensus)
+                         and loc.consensus.path == (root / "consensus.sqlite").resolve())
         for attempt in range(3):
             ident = read_identity(loc.blob, name)
             res, seqno, state = resolve(loc.blob, name, kwargs["prefix"], ident, load,
                                         where=str(where), consensus=repr(loc.consensus),
                                         now_ms=int(clock() * 1000),
                                         lease_ms=float(kwargs.get("lease_seconds", 3600.0)) * 1000,
-                                        head_seqno=head_seqno)
+                                        head_seqno=head_seqno, own_consensus=own_consensus)
             if res.action == "create" and not create:
                 raise FileNotFoundError(f"no arrangement {name!r} at {where!r}")
             a = cls(loc.blob, schema=schema if state is None else None, **kwargs)
             a._url = loc.url
+            a._home = loc.blob.url_of(identity_key(name))
             if res.action != "open":
                 # The identity first (written once: a concurrent creator's wins, and the
                 # next round opens with it), then the state naming it.
@@ -1184,6 +1191,9 @@ class Arrangement:
         doc = {"format": STATE_FORMAT, "schema": schema_to_json(self._schema), "meta": self.meta()}
         if self._identity is not None:
             doc["identity"] = self._identity.state_doc()
+            if self._home is not None:
+                # where the blob committing this state is (identity.check_not_a_copy)
+                doc["identity"]["blob"] = self._home
         return doc
 
     def _load_state(self, seqno, state) -> None:

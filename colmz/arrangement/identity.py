@@ -92,6 +92,18 @@ state. Even then ``gc`` deletes no such part (its seqno is not below the head), 
 commit made after the restore moves the head past it. Parts written before seqnos were
 recorded, and runs written without one (``write_run`` without ``seqno``), prove nothing.
 
+Copies sharing one record
+-------------------------
+A store directory copied while its consensus is outside it (PostgreSQL, a SQLite file
+elsewhere) gives two blobs with one identity, hence one record: a write through the copy
+commits parts the original lacks, and the original's reads then fail. So the state records
+where the blob that last committed it is (``identity.blob``: ``Blob.url_of`` of the
+identity file), and :func:`check_not_a_copy` refuses (:class:`IdentityMismatch`) to open a
+blob elsewhere while the recorded local one still holds the same identity. A blob that was
+moved (nothing left at the recorded place) opens, and its next commit records its new
+place; a copy of an object-store prefix cannot be told from a move (the other place is not
+checked) and is not refused.
+
 The catalog's record (``colmz.catalog_store``) is checked alike on open
 (:func:`check_catalog_history`): its intent blobs record the record version they were
 written against (:func:`intent_token`), and every arrangement it names is checked against
@@ -111,6 +123,7 @@ Invariants
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterable
@@ -123,6 +136,7 @@ __all__ = [
     "IDENTITY_FORMAT",
     "StoreIdentity",
     "check_catalog_history",
+    "check_not_a_copy",
     "check_not_rolled_back",
     "consensus_key_of",
     "intent_seqno",
@@ -279,13 +293,16 @@ def committed_looking(blob: Blob, parts: list[str], now_ms: int, lease_ms: float
 
 def resolve(blob: Blob, name: str, prefix: str, ident: StoreIdentity | None, load, *,
             where: str, consensus: str, now_ms: int, lease_ms: float,
-            head_seqno: Callable[[str], int | None]) -> tuple[Resolution, int | None, dict | None]:
+            head_seqno: Callable[[str], int | None],
+            own_consensus: bool = False) -> tuple[Resolution, int | None, dict | None]:
     """Decide how to open arrangement ``name`` in ``blob`` (module docstring); return the
     decision and the record it uses, ``(seqno, state)`` from ``load(key)``.
 
     ``ident`` is the blob's identity (:func:`read_identity`), ``where`` and ``consensus``
     name the blob and the consensus store in messages, ``lease_ms`` is the gc lease
-    (:func:`committed_looking`), ``head_seqno(key)`` reads a record's head seqno alone.
+    (:func:`committed_looking`), ``head_seqno(key)`` reads a record's head seqno alone;
+    ``own_consensus`` says the consensus lives inside the store (a directory's
+    ``consensus.sqlite``), so a copy of the store has its own (:func:`check_not_a_copy`).
     Raises :class:`IdentityMismatch`, :class:`MetadataLost` or
     :class:`MetadataRolledBack`; reads only.
     """
@@ -319,6 +336,9 @@ def resolve(blob: Blob, name: str, prefix: str, ident: StoreIdentity | None, loa
             )
         check_not_rolled_back(parts, seqno, state, lambda: head_seqno(ident.consensus_key),
                               where=where, consensus=consensus, key=ident.consensus_key)
+        if not own_consensus:
+            check_not_a_copy(state, ident, blob.url_of(identity_key(name)), where=where,
+                             consensus=consensus)
         return Resolution("open", ident), seqno, state
     # No identity: a new store, a store from before identities, or one whose identity is lost.
     seqno, state = load(name)
@@ -491,3 +511,33 @@ def check_catalog_history(loc, key: str, seqno: int | None, state: dict, *, inte
         check_not_rolled_back(parts, None if h is None else h.seqno, None, lambda k=ckey: head(k),
                               where=f"{where} object {obj.get('name')!r}", consensus=repr(cons),
                               key=ckey, what="catalog")
+
+
+def check_not_a_copy(state, ident: StoreIdentity, here: str, *, where: str, consensus: str) -> None:
+    """Refuse (:class:`IdentityMismatch`) to open the record of ``state`` through the blob
+    at ``here`` (``Blob.url_of`` of its identity file) when the record was last committed
+    through another local blob that still holds this identity: the two are copies sharing
+    one record (module docstring, "Copies sharing one record")."""
+    recorded = state.get("identity", {}).get("blob") if isinstance(state, dict) else None
+    if not isinstance(recorded, str) or recorded == here or not recorded.startswith("/"):
+        return
+    try:
+        with open(recorded, "rb") as f:
+            other = StoreIdentity.from_bytes(f.read(), repr(recorded))
+    except (OSError, CorruptMeta):
+        return  # moved away (or unreadable there): this blob is the store now
+    if other.id != ident.id:
+        return
+    try:
+        if os.path.samefile(recorded, here):
+            return  # one directory under two spellings (a symlink, a bind mount)
+    except OSError:
+        pass
+    raise IdentityMismatch(
+        f"store {where!r} (id {ident.id}) is a copy of the store whose identity is "
+        f"{recorded!r}: both name the consensus record {ident.consensus_key!r} in {consensus}, "
+        "which was last committed through the other one, and a write through either would "
+        "break the other. Nothing was read or written. Open the original; to keep the copy as a "
+        "store of its own, give it its own consensus (copy the record into a new database and "
+        "open the copy with that consensus) or remove the original"
+    )

@@ -238,3 +238,53 @@ def test_restored_older_catalog_is_refused(tmp_path, kind):
     with pytest.raises(MetadataRolledBack):
         cat.execute("INSERT INTO t VALUES (4)")  # the open catalog finds its record went back
     assert sorted(cat._store.blob.list_keys("")) == keys
+
+
+def test_a_copied_directory_sharing_a_postgres_record_is_refused(tmp_path):
+    # Before: the copy opened the original's record; its write then compacted away parts
+    # only the copy's blob had and the original reported CompactedAway / MissingPart.
+    import shutil
+
+    from storage_servers import fresh_schema_url, postgres_url
+
+    from colmz.arrangement import IdentityMismatch
+
+    cons = fresh_schema_url(postgres_url())
+    orig, copy = str(tmp_path / "orig"), str(tmp_path / "copy")
+    a = Arrangement.open(orig, SCHEMA, consensus=cons)
+    a.write(ups([1, 2]))
+    a.seal(1)
+    shutil.copytree(orig, copy)
+    with pytest.raises(IdentityMismatch, match=r"is a copy of the store whose identity is '.*orig"):
+        Arrangement.open(copy, SCHEMA, consensus=cons)
+    assert sorted(Arrangement.open(orig, SCHEMA, consensus=cons).read().to_pylist()) == [(1, 0, 1), (2, 0, 1)]
+    # one directory under another spelling is no copy
+    os.symlink(orig, str(tmp_path / "link"))
+    Arrangement.open(str(tmp_path / "link"), SCHEMA, consensus=cons).write(ups([3], 1))
+    # a move: nothing left at the recorded place; the moved store opens and records its place
+    moved = str(tmp_path / "moved")
+    os.unlink(str(tmp_path / "link"))
+    shutil.rmtree(copy)
+    os.rename(orig, moved)
+    m = Arrangement.open(moved, SCHEMA, consensus=cons)
+    m.seal(2)
+    assert len(m.read()) == 3
+    shutil.copytree(moved, orig)  # a copy of the moved store, at the old place: refused
+    with pytest.raises(IdentityMismatch):
+        Arrangement.open(orig, SCHEMA, consensus=cons)
+
+
+def test_a_copied_directory_with_its_own_sqlite_is_a_store_of_its_own(tmp_path):
+    import shutil
+
+    orig, copy = str(tmp_path / "orig"), str(tmp_path / "copy")
+    a = Arrangement.open(orig, SCHEMA)
+    a.write(ups([1]))
+    a.seal(1)
+    shutil.copytree(orig, copy)
+    c = Arrangement.open(copy, SCHEMA)
+    c.write(ups([2], 1))
+    c.seal(2)
+    c.maintain()
+    assert sorted(Arrangement.open(orig, SCHEMA).read().to_pylist()) == [(1, 0, 1)]
+    assert len(Arrangement.open(copy, SCHEMA).read()) == 2
