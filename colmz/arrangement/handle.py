@@ -83,7 +83,10 @@ Identity and integrity
 A store opened by :meth:`open` has an id in its blob and its state, and its consensus key
 derives from it (``colmz.arrangement.identity``): stores sharing a consensus database keep
 their own records, ``open`` never creates over parts it cannot account for, and :meth:`gc`
-refuses when its state cannot account for the parts. Every part read verifies the digest
+refuses when its state cannot account for the parts. Each part's key records the seqno of
+the state its writer read, so a record rolled back to an older copy is refused
+(:class:`MetadataRolledBack`) when a part proves a newer version existed, and ``gc`` never
+deletes a part recorded at or above the version it read. Every part read verifies the digest
 of its bytes the state records (or, read by ranges from an object store, its Parquet page
 checksums), the key its metadata names and the rows and diff sum the state records
 (``colmz.arrangement.parts``): damage is :class:`CorruptPart`, never an answer.
