@@ -439,7 +439,9 @@ def check_not_rolled_back(keys: Iterable[str], seqno: int | None, state, reread:
         "older copy (a consensus restored from a backup, a copy of the store that took the "
         "consensus before the blob, a point-in-time restore under newer parts). Nothing was "
         "written or deleted: opening it would accept writes at times that were final and gc "
-        "would delete the newer data. Restore the newest copy of the consensus database"
+        "would delete the newer data. Restore the newest copy of the consensus database; "
+        f"without one, to accept the older state, move the blobs written against versions "
+        f"above {seqno} (key suffix _s<seqno>) out of the store first"
     )
 
 
