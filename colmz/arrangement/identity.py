@@ -55,7 +55,10 @@ through it (a run, ``write_run``'s part, is committed by a handle that opened th
 so its record existed). So a blob holding an identity whose record is missing, beside any
 part -- whatever its kind or age -- lost its record: :class:`MetadataLost`. Only a blob
 holding no identity may have young runs and no record (a job writing into a new prefix
-before its driver creates the store): :func:`committed_looking` tells those apart.
+before its driver creates the store): :func:`committed_looking` tells those apart. (A driver
+killed between writing the identity and committing the record over such runs is refused
+too: then nothing is lost, and removing ``<name>/identity.json`` lets the next open create
+the store.)
 
 Rolled-back metadata
 --------------------
