@@ -109,8 +109,8 @@ checked) and is not refused.
 
 The catalog's record (``colmz.catalog_store``) is checked alike on open
 (:func:`check_catalog_history`): its intent blobs record the record version they were
-written against (:func:`intent_token`), and every arrangement it names is checked against
-its own record.
+written against (:func:`intent_token`); every arrangement it names is checked by its own
+open, which the catalog makes for each object before applying the record's intent.
 
 Invariants
 ----------
@@ -477,9 +477,10 @@ def check_catalog_history(loc, key: str, seqno: int | None, state: dict, *, inte
                           known: int | None = None) -> None:
     """Refuse (:class:`MetadataRolledBack`) a catalog record at ``seqno`` (consensus key
     ``key`` of the store ``loc``) older than what its blob proves existed: an intent blob
-    (under ``intent_prefix``) written against a newer version, or an arrangement the
-    record names whose parts prove its own record was rolled back (module docstring).
-    One listing of the intents, and per arrangement one listing and one head read.
+    (under ``intent_prefix``) written against a newer version (module docstring). One
+    listing of the intents. The arrangements the record names are checked by their own
+    ``Arrangement.open`` (:func:`resolve`), which a catalog calls for every object it opens
+    -- before it applies the record's intent to them.
 
     ``known`` is the version the caller read before (a reload): then only a seqno gone
     down is checked (no read at all).
@@ -495,27 +496,13 @@ def check_catalog_history(loc, key: str, seqno: int | None, state: dict, *, inte
             )
         return
 
-    def head(k: str) -> int | None:
-        h = cons.head(k)
+    def head() -> int | None:
+        h = cons.head(key)
         return None if h is None else h.seqno
 
-    where = str(loc.url)
-    check_not_rolled_back(loc.blob.list_keys(intent_prefix), seqno, state, lambda: head(key),
-                          where=where, consensus=repr(cons), key=key, seqno_of=intent_seqno,
+    check_not_rolled_back(loc.blob.list_keys(intent_prefix), seqno, state, head,
+                          where=str(loc.url), consensus=repr(cons), key=key, seqno_of=intent_seqno,
                           what="catalog")
-    for obj in state.get("objects") or ():
-        name = obj.get("key") if isinstance(obj, dict) else None
-        if not isinstance(name, str):
-            continue
-        ident = read_identity(loc.blob, name)
-        if ident is None:
-            continue
-        ckey = ident.consensus_key
-        h = cons.head(ckey)
-        parts = loc.blob.list_keys(f"{name}/parts/")
-        check_not_rolled_back(parts, None if h is None else h.seqno, None, lambda k=ckey: head(k),
-                              where=f"{where} object {obj.get('name')!r}", consensus=repr(cons),
-                              key=ckey, what="catalog")
 
 
 def check_not_a_copy(state, ident: StoreIdentity, here: str, *, where: str, consensus: str) -> None:

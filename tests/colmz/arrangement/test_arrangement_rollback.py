@@ -288,3 +288,26 @@ def test_a_copied_directory_with_its_own_sqlite_is_a_store_of_its_own(tmp_path):
     c.maintain()
     assert sorted(Arrangement.open(orig, SCHEMA).read().to_pylist()) == [(1, 0, 1)]
     assert len(Arrangement.open(copy, SCHEMA).read()) == 2
+
+
+def test_restored_older_catalog_is_refused_by_its_tables_when_no_intent_tells(tmp_path):
+    # The last commit was DDL (no intent blob, the previous intent's blobs deleted): the
+    # tables' own parts tell, when the catalog opens their arrangements.
+    from colmz.arrangement.identity import intent_seqno
+    from colmz.catalog_store import INTENT_PREFIX
+
+    url, cons, backup = make_store("local+sqlite", tmp_path)
+    cat = colmz.Catalog(url)
+    cat.execute("CREATE TABLE t (k BIGINT)")
+    cat.execute("INSERT INTO t VALUES (1)")
+    backup.take()
+    old = cat._store.seqno
+    cat.execute("INSERT INTO t VALUES (2)")
+    cat.execute("INSERT INTO t VALUES (3)")
+    cat.execute("CREATE TABLE u (k BIGINT)")
+    assert not [k for k in cat._store.blob.list_keys(INTENT_PREFIX) if (intent_seqno(k) or 0) > old]
+    keys = sorted(cat._store.blob.list_keys(""))
+    backup.restore()
+    with pytest.raises(MetadataRolledBack, match="rolled back"):
+        colmz.Catalog(url)
+    assert sorted(cat._store.blob.list_keys("")) == keys
