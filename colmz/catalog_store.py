@@ -72,15 +72,16 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from pathlib import Path
 
 from colmz.arrangement.collection import ArrangementCollection, CompactedAway
 from colmz.arrangement.errors import CorruptMeta, IdentityMismatch, LeaseExpired, SealMismatch
 from colmz.arrangement.identity import (
     StoreIdentity,
+    check_catalog_history,
     consensus_key_of,
     identity_key,
+    intent_token,
     read_identity,
     write_identity,
 )
@@ -329,6 +330,7 @@ class CatalogStore:
                         f"{state.get('identity')!r}: the consensus given is not this catalog's "
                         "(open it with the consensus it was created with)"
                     )
+                check_catalog_history(self.loc, self.key, seqno, state, intent_prefix=INTENT_PREFIX, known=self._seqno)
                 self._seqno, self._state = seqno, state
                 return state
             if self._convert_legacy():
@@ -427,7 +429,7 @@ class CatalogStore:
         writer committed since this store read (nothing visible; the runs deleted). Returns
         the new seqno; the intent is then :meth:`apply`'s to land.
         """
-        token = uuid.uuid4().hex
+        token = intent_token(self._seqno)  # records the version written against
         entries, written = [], []
         self._identify()
         try:
@@ -437,7 +439,10 @@ class CatalogStore:
                     arr = self.arrangement(key).arrangement
                     # compressed with the arrangement's codec for what it keeps (snappy): a
                     # run is written once and kept until compaction, which would compress it
-                    run = write_run(arr.store, arr.schema, u, prefix=arr.prefix, compression=arr.compression)
+                    # seqno: the arrangement version this writer read, recorded in the parts'
+                    # keys, so a consensus restored to before it is noticed (identity.py)
+                    run = write_run(arr.store, arr.schema, u, prefix=arr.prefix, compression=arr.compression,
+                                    seqno=arr.seqno)
                     if run is not None:
                         written.append((arr, run))
                         runs.append(run.to_dict())
@@ -580,7 +585,8 @@ class CatalogStore:
         parts = [p for p in self._verify(arr, runs) if len(p)]
         if not parts:
             return []
-        run = write_run(arr.store, arr.schema, concat(parts), prefix=arr.prefix, compression=arr.compression)
+        run = write_run(arr.store, arr.schema, concat(parts), prefix=arr.prefix, compression=arr.compression,
+                        seqno=arr.seqno)
         self.stats["runs_written"] += 1
         return [] if run is None else [run]
 

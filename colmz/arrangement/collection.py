@@ -96,7 +96,8 @@ class ArrangementCollection:
             if expected_upper != arr.get_seal():
                 raise UpperMismatch(expected_upper, arr.get_seal())
         arr.validate_seal(new_upper)
-        run = write_run(arr.store, arr.schema, updates, prefix=arr.prefix) if len(updates) else None
+        run = (write_run(arr.store, arr.schema, updates, prefix=arr.prefix, seqno=arr.seqno)
+               if len(updates) else None)
         try:
             arr.append_runs([run] if run is not None else [], seal=new_upper, expect=expected_upper)
         except SealMismatch:

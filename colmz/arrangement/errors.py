@@ -30,6 +30,7 @@ __all__ = [
     "InvalidSnapshotBounds",
     "LeaseExpired",
     "MetadataLost",
+    "MetadataRolledBack",
     "MissingPart",
     "NonContiguousMerge",
     "SchemaMismatch",
@@ -130,3 +131,12 @@ class MetadataLost(ArrangementError, RuntimeError):
     """A blob holds parts of an arrangement but no consensus record accounts for them (a
     deleted or truncated ``consensus.sqlite``, a wrong ``consensus=`` URL): creating a new
     arrangement there, or collecting its garbage, would lose them. Nothing was written."""
+
+
+class MetadataRolledBack(MetadataLost):
+    """The consensus record is older than a state this store's blob proves existed (a
+    consensus restored from a backup, a directory copy that took ``consensus.sqlite`` before
+    ``blob/``, a point-in-time restore of PostgreSQL under a bucket that kept its newer
+    parts): opening it would accept writes at times that were final and collecting its
+    garbage would delete the newer parts. Nothing was written
+    (``colmz.arrangement.identity``, "Rolled-back metadata")."""

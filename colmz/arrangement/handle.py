@@ -83,7 +83,10 @@ Identity and integrity
 A store opened by :meth:`open` has an id in its blob and its state, and its consensus key
 derives from it (``colmz.arrangement.identity``): stores sharing a consensus database keep
 their own records, ``open`` never creates over parts it cannot account for, and :meth:`gc`
-refuses when its state cannot account for the parts. Every part read verifies the digest
+refuses when its state cannot account for the parts. Each part's key records the seqno of
+the state its writer read, so a record rolled back to an older copy is refused
+(:class:`MetadataRolledBack`) when a part proves a newer version existed, and ``gc`` never
+deletes a part recorded at or above the version it read. Every part read verifies the digest
 of its bytes the state records (or, read by ranges from an object store, its Parquet page
 checksums), the key its metadata names and the rows and diff sum the state records
 (``colmz.arrangement.parts``): damage is :class:`CorruptPart`, never an answer.
@@ -115,6 +118,7 @@ from colmz.arrangement.errors import (
     InvalidSnapshotBounds,
     LeaseExpired,
     MetadataLost,
+    MetadataRolledBack,
     MissingPart,
     NonContiguousMerge,
     SchemaMismatch,
@@ -157,6 +161,7 @@ from colmz.arrangement.parts import (
     iter_merge,
     iter_part,
     key_created_ms,
+    key_seqno,
     make_key,
     read_ahead,
     stream_merge,
@@ -188,6 +193,7 @@ __all__ = [
     "InvalidSnapshotBounds",
     "LeaseExpired",
     "MetadataLost",
+    "MetadataRolledBack",
     "MissingPart",
     "NonContiguousMerge",
     "PartInfo",
@@ -448,6 +454,7 @@ class Arrangement:
         self._log = None
         self._seqno: int | None = None
         self._url: str | None = None
+        self._home: str | None = None
         self._committed_keys: frozenset[str] = frozenset()
         self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
@@ -605,8 +612,11 @@ class Arrangement:
         return self._since
 
     def new_blob_key(self) -> str:
-        """A fresh part key (creation time and a unique token)."""
-        return make_key(self.prefix, int(self.clock() * 1000), self.token())
+        """A fresh part key: its creation time, a unique token and, on a durable arrangement,
+        the seqno of the state this handle holds -- the version its next commit expects
+        (``colmz.arrangement.parts.make_key``; rolled-back metadata is told by it)."""
+        seqno = self._seqno if self._log is not None else None
+        return make_key(self.prefix, int(self.clock() * 1000), self.token(), seqno)
 
     # ================================================================== seal and since
 
@@ -1082,9 +1092,10 @@ class Arrangement:
         >>> colmz.Arrangement.open(d).read().to_pylist()
         [(1, 0, 1), (2, 0, 1)]
         """
-        from colmz.arrangement.identity import read_identity, resolve, write_identity
+        from colmz.arrangement.identity import identity_key, read_identity, resolve, write_identity
+        from colmz.storage.sqlite import SqliteConsensus
         from colmz.storage.state import StateLog
-        from colmz.storage.url import Location, open_location
+        from colmz.storage.url import Location, local_path, open_location
 
         schema = normalize_schema(schema)
         if isinstance(url, Location):
@@ -1103,16 +1114,26 @@ class Arrangement:
             logs[key] = StateLog(loc.consensus, key, rollup_every=rollup_every)
             return logs[key].load()
 
+        def head_seqno(key: str) -> int | None:
+            head = loc.consensus.head(key)
+            return None if head is None else head.seqno
+
+        # A directory's own consensus.sqlite is copied with it: a copy is a store of its own.
+        root = local_path(loc.url) if isinstance(loc.url, str) else None
+        own_consensus = (root is not None and isinstance(loc.consensus, SqliteConsensus)
+                         and loc.consensus.path == (root / "consensus.sqlite").resolve())
         for attempt in range(3):
             ident = read_identity(loc.blob, name)
             res, seqno, state = resolve(loc.blob, name, kwargs["prefix"], ident, load,
                                         where=str(where), consensus=repr(loc.consensus),
                                         now_ms=int(clock() * 1000),
-                                        lease_ms=float(kwargs.get("lease_seconds", 3600.0)) * 1000)
+                                        lease_ms=float(kwargs.get("lease_seconds", 3600.0)) * 1000,
+                                        head_seqno=head_seqno, own_consensus=own_consensus)
             if res.action == "create" and not create:
                 raise FileNotFoundError(f"no arrangement {name!r} at {where!r}")
             a = cls(loc.blob, schema=schema if state is None else None, **kwargs)
             a._url = loc.url
+            a._home = loc.blob.url_of(identity_key(name))
             if res.action != "open":
                 # The identity first (written once: a concurrent creator's wins, and the
                 # next round opens with it), then the state naming it.
@@ -1173,6 +1194,9 @@ class Arrangement:
         doc = {"format": STATE_FORMAT, "schema": schema_to_json(self._schema), "meta": self.meta()}
         if self._identity is not None:
             doc["identity"] = self._identity.state_doc()
+            if self._home is not None:
+                # where the blob committing this state is (identity.check_not_a_copy)
+                doc["identity"]["blob"] = self._home
         return doc
 
     def _load_state(self, seqno, state) -> None:
@@ -1215,7 +1239,22 @@ class Arrangement:
         seqno, state = self._log.load()
         if state is None:
             raise CorruptMeta("the arrangement's consensus record is gone")
+        self._check_not_behind(seqno, state)
         self._load_state(seqno, state)
+
+    def _check_not_behind(self, seqno: int, state) -> None:
+        """Refuse a record whose seqno went down under this handle: seqnos never decrease,
+        so it was rolled back to an older copy (``colmz.arrangement.identity``)."""
+        if self._seqno is not None and seqno < self._seqno:
+            from colmz.arrangement.identity import seal_of_state
+
+            raise MetadataRolledBack(
+                f"store {self._url!r}: its consensus record {self._log.key!r} is at seqno "
+                f"{seqno} (seal {seal_of_state(state)}), behind seqno {self._seqno} this handle "
+                "read or committed: the record was rolled back to an older copy (a consensus "
+                "restored from a backup). Nothing was written; restore the newest copy of the "
+                "consensus database"
+            )
 
     def commit(self) -> int | None:
         """Commit the in-memory state (after core operations on a durable arrangement).
@@ -1723,9 +1762,12 @@ class Arrangement:
         or the record's id is not this handle's store, :class:`MetadataLost` when the
         record is gone while parts remain, when unreferenced parts were written before the
         store was created (they are not this state's garbage), or when the state never held
-        a batch while an unsealed or trace part past the lease is there.
+        a batch while an unsealed or trace part past the lease is there; and
+        :class:`MetadataRolledBack` when a part records a newer version than the record's
+        (or the record's seqno went down under this handle). A part recording the version
+        gc read, or a newer one, is never deleted (it may be a commit's in flight).
         """
-        from colmz.arrangement.identity import read_identity, state_identity
+        from colmz.arrangement.identity import check_not_rolled_back, read_identity, state_identity
 
         lease = self.lease_seconds if lease_seconds is None else float(lease_seconds)
         listed = self._store.list_keys(self.prefix)
@@ -1759,12 +1801,19 @@ class Arrangement:
             if not isinstance(state, dict) or "meta" not in state:
                 raise CorruptMeta(f"gc of store {self._url!r}: the state at seqno {seqno} is not "
                                   "an arrangement's; nothing was deleted")
+            # The listing was taken before this read: a part recording a newer seqno
+            # than the record's proves the record was rolled back (identity module).
+            self._check_not_behind(seqno, state)
+            check_not_rolled_back(listed, seqno, state, lambda: seqno, where=str(self._url),
+                                  consensus=repr(self._log.consensus), key=self._log.key)
             _, _, unsealed, trace = meta_from_dict(state["meta"])
             referenced = {k for b in (*unsealed, *trace) for k in b.keys}
             empty = not unsealed and not trace
+            gc_seqno = seqno
         else:
             referenced = set(self.referenced_keys())
             empty = not self._unsealed and not self._trace
+            gc_seqno = None
         now_ms = self.clock() * 1000
         if empty and listed:
             # A state that never held a batch, over parts an arrangement writes only once
@@ -1797,6 +1846,11 @@ class Arrangement:
         for k in listed:
             ms = key_created_ms(k)
             if k in referenced or ms is None or now_ms - ms <= lease * 1000:
+                continue
+            s = key_seqno(k)
+            if s is not None and gc_seqno is not None and s >= gc_seqno:
+                # written against the version gc read (a commit may be in flight) or a
+                # newer one: not this state's garbage, whatever its age
                 continue
             self._store.delete(k)
             gone.append(k)

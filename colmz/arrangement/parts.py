@@ -17,9 +17,13 @@ is larger is a list of parts that, read in order, is one sorted run. The file's 
 metadata ``colmz.arrangement`` names what it is (``{"kind", "desc" or "seqnos", "index"}``),
 so a part found on its own can be placed; any Parquet reader reads the rows.
 
-Keys are ``<prefix><creation ms, 13 digits>-<token>.parquet``. The creation time in the key
-is what ``Arrangement.gc`` leases on: a part younger than the lease is never collected,
-whoever references it.
+Keys are ``<prefix><creation ms, 13 digits>-<token>[_s<seqno>].parquet``. The creation
+time in the key is what ``Arrangement.gc`` leases on: a part younger than the lease is never
+collected, whoever references it. ``seqno`` (:func:`key_seqno`) is the version of the state
+its writer read -- the version its commit expects to replace -- so the part can become
+visible only through a later version: a blob holding a part at ``s`` proves that the
+store's record reached ``s`` (``colmz.arrangement.identity``, rolled-back metadata). Parts
+written before seqnos were recorded, and runs written without one, carry none.
 
 A write (:meth:`PartWriter.write` with ``rows``) gathers its sorted rows a row group at a time on
 helper threads (:data:`GATHER_AHEAD` groups ahead) while the previous group is encoded; a
@@ -96,6 +100,7 @@ __all__ = [
     "writes_page_checksums",
     "forget_parts",
     "key_created_ms",
+    "key_seqno",
     "iter_part",
     "make_key",
     "part_kind",
@@ -161,15 +166,30 @@ PAGE_CHECKSUMS = True
 PART_DIGESTS = True
 
 _KEY_RE = re.compile(r"(?:^|/)(\d{13})-[0-9A-Za-z_]+\.parquet$")
+_SEQNO_RE = re.compile(r"(?:^|/)\d{13}-[0-9A-Za-z_]*_s(\d+)\.parquet$")
 
 
-def make_key(prefix: str, ms: int, token: str) -> str:
-    """The blob key of a part created at epoch millisecond ``ms``.
+def make_key(prefix: str, ms: int, token: str, seqno: int | None = None) -> str:
+    """The blob key of a part created at epoch millisecond ``ms`` by a writer that read the
+    state at ``seqno`` (None: no state, or not recorded). ``token`` is letters, digits and
+    ``_`` without an ``s`` after its last ``_`` (a uuid's hex, ``<owner>_<hex>``).
 
-    >>> make_key("parts/", 1700000000000, "ab12")
-    'parts/1700000000000-ab12.parquet'
+    >>> make_key("parts/", 1700000000000, "ab12"), make_key("parts/", 1700000000000, "ab12", 7)
+    ('parts/1700000000000-ab12.parquet', 'parts/1700000000000-ab12_s7.parquet')
     """
-    return f"{prefix}{int(ms):013d}-{token}.parquet"
+    tail = "" if seqno is None else f"_s{int(seqno)}"
+    return f"{prefix}{int(ms):013d}-{token}{tail}.parquet"
+
+
+def key_seqno(key: str) -> int | None:
+    """The seqno of the state a part's writer read, from its key (:func:`make_key`); None
+    when the key records none.
+
+    >>> key_seqno("parts/1700000000000-ab12_s7.parquet"), key_seqno("parts/1700000000000-ab12.parquet")
+    (7, None)
+    """
+    m = _SEQNO_RE.search(key)
+    return int(m.group(1)) if m else None
 
 
 def key_created_ms(key: str) -> int | None:

@@ -138,6 +138,7 @@ def write_run(
     compression: str = WRITE_COMPRESSION,
     clock: Callable[[], float] = _time.time,
     owner: str = "",
+    seqno: int | None = None,
 ) -> WrittenRun | None:
     """Write ``updates`` (any order) as one run of parts under ``prefix``; None if they
     consolidate to nothing.
@@ -146,6 +147,9 @@ def write_run(
     ``Arrangement.open(url, name=NAME)`` it is ``NAME/parts/``) so that its gc sees the parts.
     ``owner`` (letters and digits) is put into every key (:func:`owned_keys` finds them),
     so a job that fails before committing can delete exactly the parts it wrote.
+    ``seqno``, when known, is the version of the arrangement's state the run is written
+    against (``Arrangement.seqno`` as the writer read it): recorded in the keys
+    (``colmz.arrangement.parts.make_key``), it lets a rolled-back consensus be told.
 
     Examples
     --------
@@ -171,7 +175,7 @@ def write_run(
     t = source.time if rows is None else source.time[rows]
     tag = f"{owner}_" if owner else ""
     writer = PartWriter(
-        store, schema, lambda: make_key(prefix, int(clock() * 1000), tag + uuid.uuid4().hex),
+        store, schema, lambda: make_key(prefix, int(clock() * 1000), tag + uuid.uuid4().hex, seqno),
         {"kind": "run"}, part_rows=part_rows, part_bytes=part_bytes, compression=compression,
     )
     writer.write(source, rows)

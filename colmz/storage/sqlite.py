@@ -79,6 +79,9 @@ class SqliteConsensus:
     read_only : bool, optional
         Open without writing anything (module docstring); by default, exactly when the file
         or its directory is not writable.
+    create : bool
+        Create the database when it is missing (the default); False refuses a missing file
+        with ``FileNotFoundError`` and creates nothing (a store opened to read).
 
     Examples
     --------
@@ -91,13 +94,18 @@ class SqliteConsensus:
     """
 
     def __init__(self, path: str | os.PathLike, *, busy_timeout: float = 30.0,
-                 read_only: bool | None = None) -> None:
+                 read_only: bool | None = None, create: bool = True) -> None:
         p = pathlib.Path(path)
         if p.is_dir():
             raise IsADirectoryError(f"consensus database path {str(p)!r} is a directory")
         if not p.parent.is_dir():
             raise FileNotFoundError(f"directory of consensus database {str(p)!r} does not exist")
         self.path = p.resolve()
+        if not create and not self.path.is_file():
+            raise FileNotFoundError(
+                f"consensus database {str(self.path)!r} does not exist; it was opened to read "
+                "(create=False), so nothing was created: give the path of the store's existing "
+                "consensus database")
         self.busy_timeout = float(busy_timeout)
         if read_only is None:
             read_only = not _writable(self.path)

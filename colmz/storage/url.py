@@ -20,7 +20,8 @@ writers that share a network filesystem).
 Errors name the offending value: an unknown scheme is ``ValueError``; a store path that is a
 file ``NotADirectoryError``; an unwritable one ``PermissionError`` (with ``create=False`` an
 unwritable store opens read-only: reads work, commits fail saying so); a missing one with
-``create=False`` ``FileNotFoundError``; a backend whose optional dependency is missing
+``create=False`` ``FileNotFoundError``, and so is a missing SQLite consensus database (opening
+to read creates no file); a backend whose optional dependency is missing
 ``ImportError`` naming the extra to install.
 """
 
@@ -141,8 +142,11 @@ def sqlite_path(url: str) -> str:
     return path
 
 
-def open_consensus(url: str) -> Consensus:
+def open_consensus(url: str, *, create: bool = True) -> Consensus:
     """A Consensus from ``sqlite:///abs/path.sqlite`` or ``postgresql://user@host:port/db``.
+
+    With ``create=False`` a missing SQLite database is ``FileNotFoundError`` and nothing is
+    created (a store opened to read must not leave a new empty database behind).
 
     >>> import tempfile
     >>> c = open_consensus("sqlite:///" + tempfile.mkdtemp() + "/c.sqlite")
@@ -160,7 +164,7 @@ def open_consensus(url: str) -> Consensus:
         path = sqlite_path(url)
         from colmz.storage.sqlite import SqliteConsensus
 
-        return SqliteConsensus(path)
+        return SqliteConsensus(path, create=create)
     if scheme in ("postgresql", "postgres"):
         _need("postgres", "psycopg", "a postgresql:// consensus")
         from colmz.storage.postgres import PostgresConsensus
@@ -200,8 +204,8 @@ def open_location(url: str, *, consensus: str | None = None, create: bool = True
         path = _path_of_file_url(url) if scheme == "file" else pathlib.Path(url)
         root = _check_dir(path.absolute(), url, create)
         blob = LocalBlob(root / "blob")
-        cons = open_consensus(consensus) if consensus is not None else SqliteConsensus(
-            root / "consensus.sqlite"
+        cons = open_consensus(consensus, create=create) if consensus is not None else SqliteConsensus(
+            root / "consensus.sqlite", create=create
         )
         return Location(blob, cons, url)
     if scheme == "mem":
@@ -227,7 +231,7 @@ def open_location(url: str, *, consensus: str | None = None, create: bool = True
         from colmz.storage.s3 import S3Blob
 
         blob = S3Blob.from_url(url, create=create)
-        return Location(blob, open_consensus(consensus), url)
+        return Location(blob, open_consensus(consensus, create=create), url)
     raise ValueError(
         f"unknown store URL scheme {scheme!r} in {url!r} (expected a path, file://, mem:// or s3://)"
     )

@@ -10,7 +10,10 @@ nothing is duplicated, nothing is half-visible. Then it starts a new child that 
 from there, so an arrangement survives many crashes in a row (and reopen follows every one).
 
 ``COLMZ_CRASH_KILLS`` sets the number of kills of the CI test (default 12); the slow test
-makes 120 (each run prints its counts).
+makes 120 (each run prints its counts). The campaigns with rollbacks (:class:`Rollbacks`)
+also restore an older copy of ``consensus.sqlite`` at random points and check that nothing
+newer is lost or overwritten: open refuses, or -- where the documented rule cannot tell --
+gc deletes nothing newer.
 """
 
 from __future__ import annotations
@@ -86,10 +89,86 @@ def _run_child(url, seed, start, journal, mode, n, rng) -> int:
     return code
 
 
-def crash_campaign(tmp_path, kills: int, seed: int) -> dict:
-    """Kill children until ``kills`` kills happened; return counts for the report."""
+def _sqlite_copy(src: str, dst: str) -> None:
+    import sqlite3
+
+    with sqlite3.connect(src) as s, sqlite3.connect(dst) as d:
+        s.backup(d)  # a consistent copy, its write-ahead log included
+
+
+class Rollbacks:
+    """Restoring an older copy of the consensus at random points of a campaign
+    (``colmz.arrangement.identity``, "Rolled-back metadata"): a copy is taken between two
+    children; after at least one more child ran, the newest consensus is kept aside, the
+    older copy restored, and then
+
+    * a fresh open refuses with ``MetadataRolledBack`` exactly when the blob holds a part
+      recording a seqno above the restored one (the documented rule), writing nothing;
+    * where it does not (undetectable by that rule), it opens at the older seqno and its
+      ``gc(lease_seconds=0)`` deletes no part written after the copy and none the newest
+      state names;
+    * the handle that read the newer state refuses (its seqno went down);
+
+    and the newest consensus is put back: the contents are exactly as before the rollback.
+    """
+
+    def __init__(self, rng: random.Random, stats: dict):
+        self.rng, self.stats, self.taken = rng, stats, None
+        stats.update(rollbacks=0, rollbacks_refused=0, rollbacks_undetected=0, rollback_noop=0)
+
+    def step(self, url: str, arr, got, tmp_path, last: bool) -> None:
+        """After a reopen in the trial of ``url`` (``last``: its final one)."""
+        from colmz.arrangement.errors import MetadataRolledBack
+        from colmz.arrangement.identity import rollback_evidence
+
+        db = os.path.join(url, "consensus.sqlite")
+        if self.taken is not None and self.taken[0] != url:
+            self.taken = None  # a new trial: a new store
+        if self.taken is None:
+            if not last and self.rng.random() < 0.6:
+                bak = str(tmp_path / f"bak-{self.stats['runs']}.sqlite")
+                _sqlite_copy(db, bak)
+                self.taken = (url, bak, arr.seqno, set(arr.store.list_keys(arr.prefix)))
+            return
+        if not last and self.rng.random() < 0.4:
+            return
+        _, bak, old_seqno, keys_then = self.taken
+        self.taken = None
+        newest = bak + ".newest"
+        _sqlite_copy(db, newest)
+        keys_now = set(arr.store.list_keys(arr.prefix))
+        named_now = set(arr.referenced_keys())
+        _sqlite_copy(bak, db)
+        self.stats["rollbacks"] += 1
+        evidence = rollback_evidence(keys_now, old_seqno)
+        try:
+            old = colmz.Arrangement.open(url)
+        except MetadataRolledBack:
+            assert evidence, "refused without a part recording a newer seqno"
+            self.stats["rollbacks_refused"] += 1
+        else:
+            assert not evidence, f"opened at seqno {old.seqno} over {evidence[:1]}"
+            assert old.seqno == old_seqno
+            gone = set(old.gc(lease_seconds=0))
+            assert not gone & (keys_now - keys_then), "gc deleted a part written after the copy"
+            assert not gone & named_now, "gc deleted a part of the newest state"
+            self.stats["rollbacks_undetected" if arr.seqno > old_seqno else "rollback_noop"] += 1
+        assert set(arr.store.list_keys(arr.prefix)) >= keys_now & (named_now | (keys_now - keys_then))
+        if arr.seqno > old_seqno:
+            with pytest.raises(MetadataRolledBack):
+                arr.gc(lease_seconds=0)
+        _sqlite_copy(newest, db)
+        back = colmz.Arrangement.open(url)
+        back.validate_data()
+        assert back.seqno == arr.seqno and sorted(back.read().to_pylist(), key=repr) == sorted(got.to_pylist(), key=repr)
+
+
+def crash_campaign(tmp_path, kills: int, seed: int, rollbacks: bool = False) -> dict:
+    """Kill children until ``kills`` kills happened; return counts for the report.
+    ``rollbacks``: restore older consensus copies at random points too (:class:`Rollbacks`)."""
     rng = random.Random(seed)
     stats = {"kills": 0, "runs": 0, "reopens": 0, "landed_in_flight": 0, "trials": 0}
+    rb = Rollbacks(random.Random(seed + 1), stats) if rollbacks else None
     trial = 0
     most_calls = 60  # storage calls of a whole run, learnt from runs that finished
     while stats["kills"] < kills:
@@ -121,6 +200,8 @@ def crash_campaign(tmp_path, kills: int, seed: int) -> dict:
             )
             assert arr.get_seal() in (ms[acked].seal, ms[min(acked + 1, N_OPS)].seal)
             stats["landed_in_flight"] += (after and not before)
+            if rb is not None:
+                rb.step(url, arr, got, tmp_path, last=code == 0 or stats["kills"] >= kills)
             # carry on: re-run the operation in flight unless it visibly landed
             start = acked if before else acked + 1
             if code == 0:
@@ -139,6 +220,19 @@ def test_sigkill_campaign_thorough(tmp_path):
     stats = crash_campaign(tmp_path, 120, seed=2)
     assert stats["kills"] == 120
     print("crash campaign:", stats)
+
+
+def test_sigkill_with_restored_older_consensus_loses_nothing(tmp_path):
+    stats = crash_campaign(tmp_path, max(4, CI_KILLS // 2), seed=3, rollbacks=True)
+    print("crash campaign with rollbacks:", stats)
+    assert stats["rollbacks"] >= 1 and stats["rollbacks_refused"] >= 1
+
+
+@pytest.mark.slow
+def test_sigkill_with_restored_older_consensus_thorough(tmp_path):
+    stats = crash_campaign(tmp_path, 60, seed=4, rollbacks=True)
+    assert stats["kills"] == 60 and stats["rollbacks"] >= 10
+    print("crash campaign with rollbacks:", stats)
 
 
 # ---------------------------------------------------------------------------- fault sweeps

@@ -27,6 +27,28 @@ def test_plain_path_is_one_directory_and_reopens(tmp_path):
     assert open_location(tmp_path / "a" / "store").url == str(tmp_path / "a" / "store")
 
 
+def test_opening_to_read_creates_no_consensus_database(tmp_path):
+    # Before: `colmz read --consensus sqlite:///new.sqlite` (create=False) created the file.
+    store = tmp_path / "store"
+    a = colmz.Arrangement.open(str(store))
+    a.write(colmz.Updates({"k": [1]}, time=[0], diff=[1]))
+    new = tmp_path / "new.sqlite"
+    with pytest.raises(FileNotFoundError, match=r"consensus database '.*new.sqlite' does not exist.*create=False"):
+        open_location(str(store), consensus=f"sqlite:///{new}", create=False)
+    with pytest.raises(FileNotFoundError, match="nothing was created"):
+        colmz.Arrangement.open(str(store), consensus=f"sqlite:///{new}", create=False)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        open_consensus(f"sqlite:///{new}", create=False)
+    assert not new.exists() and sorted(os.listdir(tmp_path)) == ["store"]
+    # a store directory without its consensus.sqlite, opened to read: nothing created either
+    os.remove(store / "consensus.sqlite")
+    with pytest.raises(FileNotFoundError, match="consensus.sqlite' does not exist"):
+        colmz.Arrangement.open(str(store), create=False)
+    assert not (store / "consensus.sqlite").exists()
+    # creating opens still create it
+    assert type(open_consensus(f"sqlite:///{new}")).__name__ == "SqliteConsensus" and new.exists()
+
+
 def test_bad_local_paths(tmp_path, monkeypatch):
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(NotADirectoryError, match=r"store path '.*file' .* is a file"):
