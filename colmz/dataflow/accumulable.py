@@ -48,9 +48,15 @@ from colmz.dataflow.exact import (
     narrowed,
     zeros_like_kind,
 )
-from colmz.dataflow.step import Clock, as_schema, check_columns, check_delta, consolidated_at
+from colmz.dataflow.step import (
+    Clock,
+    as_schema,
+    check_columns,
+    check_delta,
+    column_values,
+    consolidated_at,
+)
 from colmz.errors import NegativeMultiplicity
-from colmz.ops import concat
 from colmz.order import (
     ColumnSpec,
     Layout,
@@ -68,16 +74,6 @@ __all__ = ["AccumulableReduce", "Accumulators", "Avg", "BoolAnd", "BoolOr", "Cou
 
 
 # ----------------------------------------------------------------------------- aggregates
-
-
-def _valid(col: pa.Array) -> np.ndarray:
-    if not col.null_count:
-        return np.ones(len(col), bool)
-    return col.is_valid().to_numpy(zero_copy_only=False)
-
-
-def _values(col: pa.Array, dtype) -> np.ndarray:
-    return col.fill_null(0 if dtype != np.bool_ else False).to_numpy(zero_copy_only=False).astype(dtype)
 
 
 class _Aggregate:
@@ -98,7 +94,9 @@ class _Aggregate:
         """Check the column's type; set ``slots`` (kinds) and ``type`` (the output's)."""
         raise NotImplementedError  # every aggregate below defines it
 
-    def contributions(self, col: pa.Array | None, diff: np.ndarray) -> list[np.ndarray]:
+    def contributions(self, values: np.ndarray | None, valid: np.ndarray | None,
+                      diff: np.ndarray) -> list[np.ndarray]:
+        """Per delta row, what it adds to each slot (``values`` NULLs as 0, ``valid``)."""
         raise NotImplementedError
 
     def output(self, rows: np.ndarray, slots: list[np.ndarray], where: str) -> pa.Array:
@@ -129,8 +127,8 @@ class Count(_Aggregate):
         self.slots = () if self.column is None else ("int",)
         self.type = pa.int64()
 
-    def contributions(self, col, diff):
-        return [] if col is None else [diff * _valid(col)]
+    def contributions(self, values, valid, diff):
+        return [] if values is None else [diff * valid]
 
     def output(self, rows, slots, where):
         return _int64_output(rows if self.column is None else slots[0], None, f"count of {where}")
@@ -153,12 +151,11 @@ class _SumLike(_Aggregate):
                             "float columns are summed natively; others need SQL")
         self.type = pa.int64() if (self.exact and isinstance(self, Sum)) else pa.float64()
 
-    def contributions(self, col, diff):
-        valid = _valid(col)
+    def contributions(self, values, valid, diff):
         nonnull = diff * valid
         if self.exact:
-            return [nonnull, exact_products(_values(col, np.int64), diff)]
-        v = _values(col, np.float64)
+            return [nonnull, exact_products(values.astype(np.int64), diff)]
+        v = values.astype(np.float64)
         finite = np.isfinite(v)
         return [nonnull, np.where(finite & valid, v * diff, 0.0), nonnull * np.isnan(v),
                 nonnull * (v == np.inf), nonnull * (v == -np.inf)]
@@ -208,9 +205,9 @@ class _BoolAgg(_Aggregate):
         self.slots = ("int", "int")  # non-NULL, true
         self.type = pa.bool_()
 
-    def contributions(self, col, diff):
-        nonnull = diff * _valid(col)
-        return [nonnull, nonnull * _values(col, np.bool_)]
+    def contributions(self, values, valid, diff):
+        nonnull = diff * valid
+        return [nonnull, nonnull * values]
 
 
 class BoolAnd(_BoolAgg):
@@ -263,7 +260,7 @@ class Accumulators:
     def lookup(self, q: np.ndarray, ql: Layout) -> list[np.ndarray]:
         """The accumulators of each key of ``q`` (zeros where absent)."""
         m = len(q)
-        out = [zeros_like_kind(k, m) for k in self.kinds]
+        where, found = [], [[] for _ in self.kinds]
         for keys, layout, cols in self._runs:
             mine, present = narrow_rows(q, ql, layout)
             pos = search_rows(keys, mine, "left")
@@ -271,13 +268,26 @@ class Accumulators:
             inside = pos < len(keys)
             hit = present & inside
             hit[inside] &= (keys[pos[inside]] == mine[inside]).all(axis=1)
-            if not hit.any():
-                continue
             idx = np.flatnonzero(hit)
-            for s, c in enumerate(cols):
-                add = zeros_like_kind(self.kinds[s], m) if c.dtype != object else np.zeros(m, object)
-                add[idx] = c[pos[idx]]
-                out[s] = exact_add(out[s], add) if self.kinds[s] == "int" else out[s] + add
+            if len(idx):
+                where.append(idx)
+                for s, c in enumerate(cols):
+                    found[s].append(c[pos[idx]])
+        out = []
+        at = np.concatenate(where) if where else np.zeros(0, np.int64)
+        for kind, parts in zip(self.kinds, found):
+            acc = zeros_like_kind(kind, m)
+            if parts:
+                vals = np.concatenate(parts)
+                if kind == "int" and (vals.dtype == object
+                                      or np.abs(vals.astype(np.float64)).max() * len(vals) >= 2.0**62):
+                    # Exact beyond int64: Python ints (colmz.dataflow.exact).
+                    acc = acc.astype(object)
+                    np.add.at(acc, at, vals.astype(object))
+                    acc = narrowed(acc)
+                else:
+                    np.add.at(acc, at, vals)
+            out.append(acc)
         return out
 
     def insert(self, keys: np.ndarray, layout: Layout, cols: Sequence[np.ndarray]) -> None:
@@ -323,9 +333,11 @@ def sort_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return keys, np.zeros(0, np.int64), np.zeros(0, np.int64)
     if w == 0:
         return keys, np.zeros(1, np.int64), np.arange(n)
+    if n == 1:
+        return keys, np.zeros(1, np.int64), np.zeros(1, np.int64)
     order = np.argsort(keys[:, 0], kind="stable") if w == 1 else np.lexsort(keys.T[::-1])
     ks = keys[order]
-    starts = np.flatnonzero(np.r_[True, (ks[1:] != ks[:-1]).any(axis=1)])
+    starts = np.flatnonzero(np.concatenate(([True], (ks[1:] != ks[:-1]).any(axis=1))))
     return ks, starts, order
 
 
@@ -410,10 +422,13 @@ class AccumulableReduce:
         ukeys = np.ascontiguousarray(keys[starts]) if n else keys
         m = len(ukeys)
         contrib: list[np.ndarray] = [exact_group_sums(diff, starts) if n else np.zeros(m, np.int64)]
-        take = pa.array(order)
         for a in self.aggregates.values():
-            col = delta.column(a.column).take(take) if a.column is not None else None
-            for c, k in zip(a.contributions(col, diff), a.slots):
+            if a.column is not None:
+                values, valid = column_values(delta.column(a.column))
+                values, valid = values[order], valid[order]
+            else:
+                values = valid = None
+            for c, k in zip(a.contributions(values, valid, diff), a.slots):
                 if not n:
                     contrib.append(zeros_like_kind(k, m))
                 elif k == "int":
@@ -427,18 +442,20 @@ class AccumulableReduce:
         dead = new[0] == 0
         if dead.any():
             # A group leaving resets its accumulators to exactly zero (no float residue).
-            contrib = [np.where(dead, _negated(o), c) if o.dtype != object and c.dtype != object
+            contrib = [np.where(dead, -o, c) if o.dtype != object and c.dtype != object
                        else narrowed(np.where(dead, -o.astype(object), c.astype(object)))
                        for o, c in zip(old, contrib)]
-        group_cols = decode_columns(ukeys, kl, self._group_specs)
-        out = []
         old_present = (old[0] > 0) | (glob and not first)
         new_present = (new[0] > 0) | glob
-        for accs, present, sign in ((old, old_present, -1), (new, new_present, 1)):
-            idx = np.flatnonzero(present)
-            if len(idx):
-                out.append(self._rows(group_cols, accs, idx, sign, time))
-        result = consolidated_at(concat(out), time) if out else Updates.empty(self.schema)
+        same = old_present & new_present
+        for o, x in zip(old, new):
+            same &= np.asarray(o == x, bool)
+        old_idx = np.flatnonzero(old_present & ~same)
+        new_idx = np.flatnonzero(new_present & ~same)
+        if len(old_idx) or len(new_idx):
+            result = consolidated_at(self._rows(ukeys, kl, old, old_idx, new, new_idx, time), time)
+        else:
+            result = Updates.empty(self.schema)
         self._state.insert(ukeys, kl, contrib)
         self._clock.advance(time)
         return result
@@ -465,15 +482,17 @@ class AccumulableReduce:
                 out.add(idx[1])
         return sorted(out)
 
-    def _rows(self, group_cols, accs, idx, sign, time) -> Updates:
-        take = pa.array(idx)
-        data = {s.name: c.take(take) for s, c in zip(self._group_specs, group_cols)}
-        rows = accs[0][idx]
+    def _rows(self, ukeys, kl, old, old_idx, new, new_idx, time) -> Updates:
+        """``−(key, old values)`` for ``old_idx`` and ``+(key, new values)`` for ``new_idx``."""
+        idx = np.concatenate([old_idx, new_idx])
+        accs = [np.concatenate([o[old_idx], x[new_idx]]) for o, x in zip(old, new)]
+        cols = decode_columns(np.ascontiguousarray(ukeys[idx]), kl, self._group_specs)
+        data = {s.name: c for s, c in zip(self._group_specs, cols)}
+        where = "the group" if self.group_by else "the input"
         for (name, a), sl in zip(self.aggregates.items(), self._slices):
-            where = "the group" if self.group_by else "the input"
-            data[name] = a.output(rows, [x[idx] for x in accs[sl]], where)
-        return Updates(data, np.full(len(idx), time, np.uint64), np.full(len(idx), sign, np.int64),
-                       schema=self.schema, copy=False)
+            data[name] = a.output(accs[0], accs[sl], where)
+        diff = np.concatenate([np.full(len(old_idx), -1, np.int64), np.ones(len(new_idx), np.int64)])
+        return Updates(data, np.full(len(idx), time, np.uint64), diff, copy=False)
 
     def __repr__(self) -> str:
         return f"AccumulableReduce(group_by={list(self.group_by)}, aggregates={self.aggregates})"

@@ -95,8 +95,10 @@ def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, 
     ([[1, 9]], [1])
     """
     n, width = words.shape
-    if n == 0:
-        return words, np.asarray(diff, np.int64)
+    diff = np.asarray(diff, np.int64)
+    if n <= 1:  # one row is consolidated (a one-row step's insert skips the kernels' set-up)
+        keep = diff != 0
+        return words[keep], diff[keep]
     if width == 0:
         total = int(np.sum(diff, dtype=object))
         if not -(2**63) <= total < 2**63:
