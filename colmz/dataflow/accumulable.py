@@ -53,6 +53,7 @@ from colmz.dataflow.step import (
     as_schema,
     check_columns,
     check_delta,
+    column_validity,
     column_values,
     consolidated_at,
 )
@@ -424,8 +425,13 @@ class AccumulableReduce:
         contrib: list[np.ndarray] = [exact_group_sums(diff, starts) if n else np.zeros(m, np.int64)]
         for a in self.aggregates.values():
             if a.column is not None:
-                values, valid = column_values(delta.column(a.column))
-                values, valid = values[order], valid[order]
+                col = delta.column(a.column)
+                if isinstance(a, Count):  # count(col) reads validity only: any column type
+                    valid = column_validity(col)[order]
+                    values = valid
+                else:
+                    values, valid = column_values(col)
+                    values, valid = values[order], valid[order]
             else:
                 values = valid = None
             for c, k in zip(a.contributions(values, valid, diff), a.slots):

@@ -25,8 +25,8 @@ from colmz.order import ColumnSpec
 from colmz.rows import at_time, cast_to, schema_of
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["Clock", "as_schema", "check_columns", "check_delta", "column_values", "consolidated_at",
-           "multiply_diffs"]
+__all__ = ["Clock", "as_schema", "check_columns", "check_delta", "column_validity", "column_values",
+           "consolidated_at", "multiply_diffs"]
 
 Schema = tuple[ColumnSpec, ...]
 
@@ -134,6 +134,23 @@ def multiply_diffs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a * b
 
 
+def column_validity(col: pa.Array) -> np.ndarray:
+    """Which values of a column (any type) are not NULL, from its validity bitmap.
+
+    >>> column_validity(pa.array(["a", None])).tolist()
+    [True, False]
+    """
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    n = len(col)
+    if not col.null_count:
+        return np.ones(n, bool)
+    if pa.types.is_null(col.type):
+        return np.zeros(n, bool)
+    bits = np.frombuffer(col.buffers()[0], np.uint8)
+    return np.unpackbits(bits, bitorder="little")[col.offset:col.offset + n].astype(bool)
+
+
 def column_values(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """A numeric or boolean column as ``(values, valid)`` numpy arrays, NULLs as 0 / False.
 
@@ -148,10 +165,7 @@ def column_values(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     n = len(col)
     t = col.type
     bufs = col.buffers()
-    if col.null_count:
-        valid = np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")[col.offset:col.offset + n].astype(bool)
-    else:
-        valid = np.ones(n, bool)
+    valid = column_validity(col)
     if pa.types.is_boolean(t):
         values = np.unpackbits(np.frombuffer(bufs[1], np.uint8), bitorder="little")[col.offset:col.offset + n].astype(bool)
     else:

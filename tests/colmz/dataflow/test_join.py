@@ -143,3 +143,16 @@ def test_a_failed_step_changes_nothing():
     assert out.to_pylist() == [(1, 1, 1, 2**40 + 2)]
     with pytest.raises(ValueError, match="before the last step"):
         j.step(0, colmz.Updates.empty({"a": pa.int64()}), colmz.Updates.empty({"b": pa.int64()}))
+
+
+BIG_T = [(k, float(v)) for k in (None, *range(6)) for v in range(6)]
+BIG_U = [(k, w) for k in (None, *range(6)) for w in ("x", "y" * 9, "z" * 20)]
+
+
+@settings(max_examples=us.examples(15))
+@given(dm.change_steps(BIG_T, max_steps=14, max_rows=60, valid=False),
+       dm.change_steps(BIG_U, max_steps=14, max_rows=60, valid=False))
+def test_bulk_changes_through_many_runs_match_the_model(ts, us_):
+    # Batches above the small-batch paths, strings of several widths (runs of different
+    # layouts merged and searched), many runs merged geometrically.
+    run_against_model([T, U], [ts, us_], [("tk", "uk")])

@@ -227,3 +227,21 @@ def test_minmax_refuses_text_and_negative_counts():
     with pytest.raises(NegativeMultiplicity):
         r.step(0, dm.batch(S, [POOL[1]], [-1], 0))
     assert r.step(0, dm.batch(S, [POOL[1]], [1], 0)).to_pylist() == [("a", -3, 0, 1)]
+
+
+def test_count_of_a_text_column_counts_its_non_null_values():
+    r = AccumulableReduce(S, ["b"], {"n": Count("k"), "c": Count()})
+    out = r.step(0, dm.batch(S, POOL[:3], [1, 1, 2], 0))  # k: None, 'a', 'a'
+    assert sorted(out.to_pylist(), key=str) == sorted([(True, 0, 1, 0, 1), (False, 1, 1, 0, 1), (None, 2, 2, 0, 1)],
+                                                      key=str)
+
+
+BIG_POOL = [(k, g, v, f, b) for k in (None, "a", "b" * 12) for g in (1.0, float("nan"))
+            for v, f, b in ((None, 1.0, True), (3, None, False), (-7, 2.5, None), (2**40, float("inf"), True))]
+
+
+@settings(max_examples=us.examples(15))
+@given(dm.change_steps(BIG_POOL, max_steps=14, max_rows=60))
+def test_bulk_changes_match_the_models(steps):
+    run(AccumulableReduce(S, ["k", "g"], AGGS), steps, lambda h: model_accumulable(h, [0, 1], False))
+    run(MinMaxReduce(S, ["k"], MINMAX), steps, lambda h: model_minmax(h, False))
