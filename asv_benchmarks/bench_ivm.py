@@ -12,6 +12,8 @@ time per change. Read side by side:
 
 * ``track_step_us`` -- the operator's ``step`` for the change (median of :data:`CHANGES`);
 * ``track_sink_us`` -- the sink's ``step`` writing the operator's output (median);
+* ``track_step_max_us`` -- the slowest of those steps (a merge of the arrangement's runs
+  lands on some step: merges are not fueled yet);
 * ``track_duckdb_recompute_ms`` -- DuckDB (native tables) inserting the row and recomputing
   the view into a temporary table, the naive baseline (median of :data:`RECOMPUTES`);
 * ``track_matches_duckdb`` -- 1 when the maintained view equals DuckDB's answer after the
@@ -137,12 +139,14 @@ def measure(view: str, n: int) -> dict:
     return {
         "step_us": 1e6 * float(np.median(steps)),
         "sink_us": 1e6 * float(np.median(sinks)),
+        "step_max_us": 1e6 * float(np.max(steps)),
         "duckdb_recompute_ms": 1e3 * float(np.median(recompute)),
         "matches": int(got == want),
     }
 
 
 class IvmOneRowChange:
+    # 10 M rows (the target size) build in tens of seconds: run it by hand.
     params = [["sum", "join"], [10_000, 100_000, 1_000_000]]
     param_names = ["view", "n"]
     number = 1
@@ -162,6 +166,11 @@ class IvmOneRowChange:
 
     track_sink_us.unit = "us"
 
+    def track_step_max_us(self, view, n):
+        return self.figures["step_max_us"]
+
+    track_step_max_us.unit = "us"
+
     def track_duckdb_recompute_ms(self, view, n):
         return self.figures["duckdb_recompute_ms"]
 
@@ -178,5 +187,5 @@ if __name__ == "__main__":
     views = sys.argv[2:] or ["sum", "join"]
     for v in views:
         f = measure(v, n)
-        print(f"{v:5s} n={n:>9,}: step {f['step_us']:.0f} us, sink {f['sink_us']:.0f} us, "
+        print(f"{v:5s} n={n:>9,}: step {f['step_us']:.0f} us (max {f['step_max_us']:.0f}), sink {f['sink_us']:.0f} us, "
               f"DuckDB recompute {f['duckdb_recompute_ms']:.2f} ms, matches {f['matches']}")
