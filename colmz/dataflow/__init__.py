@@ -37,7 +37,7 @@ from colmz.dataflow.distinct import Distinct, Threshold
 from colmz.dataflow.join import DeltaJoin
 from colmz.dataflow.keyed import KeyedArrangement, Matches
 from colmz.dataflow.linear import Negate, Union
-from colmz.dataflow.mapfilter import Column, Compare, IsNull, MapFilter, Predicate
+from colmz.dataflow.mapfilter import Column, Compare, IsNull, MapFilter, Output, Predicate
 from colmz.dataflow.minmax import Max, Min, MinMaxReduce
 from colmz.dataflow.sink import ViewSink
 from colmz.dataflow.topk import OrderBy, TopK
@@ -62,6 +62,7 @@ __all__ = [
     "MinMaxReduce",
     "Negate",
     "OrderBy",
+    "Output",
     "Predicate",
     "Sum",
     "Threshold",

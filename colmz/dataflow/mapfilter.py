@@ -17,11 +17,12 @@ exactly that order. Text compares by ``=`` and ``<>`` only: its ordering depends
 collation, which is SQL's business.
 
 The hook for everything else. A predicate is any object with the :class:`Predicate`
-protocol (``check(schema)`` once at construction, ``mask(updates)`` per delta). Scalar
-expressions needing SQL -- casts, functions, arithmetic, text ordering -- will come with the
-relational plan as predicates and columns holding the user's PostgreSQL text, evaluated
-through ``colmz.sql.translate`` in one DuckDB call per fused segment; they are absent today,
-and nothing here pretends otherwise.
+protocol (``check(schema)`` once at construction, ``mask(updates)`` per delta), an output
+column any object with the :class:`Output` protocol (``bind(schema)`` giving its type,
+``evaluate(updates)`` its values). Scalar expressions needing SQL -- casts, functions,
+arithmetic, text ordering -- will come with the relational plan as predicates and outputs
+holding the user's PostgreSQL text, evaluated through ``colmz.sql.translate`` in one DuckDB
+call per fused segment; they are absent today, and nothing here pretends otherwise.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from colmz.dataflow.step import Clock, as_schema, check_delta, consolidated_at
 from colmz.order import ColumnSpec, encode_columns, kind_of
 from colmz.updates import Updates
 
-__all__ = ["Column", "Compare", "IsNull", "MapFilter", "Predicate"]
+__all__ = ["Column", "Compare", "IsNull", "MapFilter", "Output", "Predicate"]
 
 Schema = tuple[ColumnSpec, ...]
 
@@ -52,6 +53,19 @@ class Predicate(Protocol):
     def check(self, schema: Schema) -> None: ...
 
     def mask(self, updates: Updates) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Output(Protocol):
+    """An output column of a segment: its ``name``, its type given the input's columns
+    (``bind``, once at construction; raises for what it cannot compute) and its values for
+    each (filtered) delta (``evaluate``)."""
+
+    name: str
+
+    def bind(self, schema: Schema) -> pa.DataType: ...
+
+    def evaluate(self, updates: Updates) -> pa.Array: ...
 
 
 class Column:
@@ -70,6 +84,12 @@ class Column:
             raise TypeError(f"name must be a str, got {name!r}")
         self.source = source
         self.name = source if name is None else name
+
+    def bind(self, schema: Schema) -> pa.DataType:
+        return _column_type(schema, self.source, "select")
+
+    def evaluate(self, updates: Updates) -> pa.Array:
+        return updates.column(self.source)
 
     def __repr__(self) -> str:
         return f"Column({self.source!r}, {self.name!r})"
@@ -205,7 +225,7 @@ class MapFilter:
     ----------
     schema : the input's columns (mapping of name to Arrow type, or ``ColumnSpec`` s)
     where : sequence of :class:`Predicate` (``Compare``, ``IsNull``), ANDed
-    select : sequence of column names or :class:`Column` (renaming), optional
+    select : sequence of column names or :class:`Output` s (:class:`Column`: renaming), optional
         The output columns, in order (repeats allowed under distinct names); default: all.
 
     Examples
@@ -235,9 +255,9 @@ class MapFilter:
         cols = tuple(Column(c) if isinstance(c, str) else c for c in select)
         out = []
         for c in cols:
-            if not isinstance(c, Column):
-                raise TypeError(f"select holds {c!r}, neither a column name nor a Column")
-            out.append(ColumnSpec(c.name, _column_type(self.input_schema, c.source, "select")))
+            if not isinstance(c, Output):
+                raise TypeError(f"select holds {c!r}, neither a column name nor an Output (Column)")
+            out.append(ColumnSpec(c.name, c.bind(self.input_schema)))
         names = [c.name for c in out]
         if len(set(names)) != len(names):
             raise ValueError(f"select gives output columns with one name twice: {names}")
@@ -256,7 +276,7 @@ class MapFilter:
                 keep &= p.mask(delta)
             if not keep.all():
                 delta = delta.take(np.flatnonzero(keep))
-        out = Updates({c.name: delta.column(c.source) for c in self.select}, delta.time, delta.diff,
+        out = Updates({c.name: c.evaluate(delta) for c in self.select}, delta.time, delta.diff,
                       schema=self.schema, copy=False)
         return consolidated_at(out, time)
 

@@ -8,13 +8,14 @@ from collections import Counter
 
 import dataflow_model as dm
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute in a custom Output
 import pytest
 import updates_strategies as us
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
-from colmz.dataflow import Column, Compare, IsNull, MapFilter, Negate, Predicate, Union
+from colmz.dataflow import Column, Compare, IsNull, MapFilter, Negate, Output, Predicate, Union
 
 NAN = dm.NAN
 S = {"i": pa.int32(), "f": pa.float64(), "s": pa.string(), "b": pa.bool_()}
@@ -103,9 +104,20 @@ def test_a_custom_predicate_plugs_in_through_the_protocol():
             col = updates.column("i").fill_null(1).to_numpy(zero_copy_only=False)
             return col % 2 == 0
 
-    assert isinstance(Even(), Predicate)
-    mf = MapFilter(S, where=[Even()], select=["i"])
-    assert mf.step(0, dm.batch(S, POOL, [1] * len(POOL), 0)).to_pylist() == [(0, 0, 2)]
+    class Doubled:
+        name = "i2"
+
+        def bind(self, schema):
+            return pa.int64()
+
+        def evaluate(self, updates):
+            return pa.compute.multiply(updates.column("i").cast(pa.int64()), 2)
+
+    assert isinstance(Even(), Predicate) and isinstance(Doubled(), Output)
+    mf = MapFilter(S, where=[Even()], select=["i", Doubled()])
+    assert mf.step(0, dm.batch(S, POOL, [1] * len(POOL), 0)).to_pylist() == [(0, 0, 0, 2)]
+    with pytest.raises(TypeError, match="neither a column name nor an Output"):
+        MapFilter(S, select=[3])
 
 
 def test_union_and_negate():
