@@ -261,15 +261,37 @@ class KeyedArrangement:
 
     def counts(self, columns: Sequence[pa.Array]) -> np.ndarray:
         """The summed diffs of the rows of each query key (its multiplicity, for a key of all
-        columns). Cost: queries times ``log`` of each run; rows are not gathered."""
-        ranges = self._ranges(columns)
-        n = len(columns[0])
+        columns). Cost: queries times ``log`` of each run, plus the diffs of the rows found
+        (counted in ``rows_found``; the rows themselves are not decoded)."""
+        return self._sums(self._ranges(columns), len(columns[0]) if columns else 0)
+
+    def counts_words(self, q: np.ndarray, layout: Layout) -> np.ndarray:
+        """:meth:`counts` of keys already encoded."""
+        return self._sums(self._ranges_of(q, layout), len(q))
+
+    def _sums(self, ranges, n: int) -> np.ndarray:
         out = np.zeros(n, np.int64)
         for run, lo, hi in ranges:
-            if not len(run.diff):
+            cnt = hi - lo
+            total = int(cnt.sum())
+            if not total:
                 continue
-            prefix = np.concatenate([[0], np.cumsum(run.diff)])
-            out += prefix[hi] - prefix[lo]
+            ends = np.cumsum(cnt)
+            rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(total)
+            self.rows_found += total
+            # A key's rows (distinct payloads, several runs) may sum beyond int64 only when the
+            # collection's multiplicities do: summed exactly when that is possible at all.
+            d = run.diff[rows]
+            q = np.repeat(np.arange(n), cnt)
+            if np.abs(d.astype(np.float64)).sum() >= 2.0**62:
+                acc = np.zeros(n, object)
+                np.add.at(acc, q, d.astype(object))
+                acc = acc + out.astype(object)
+                if any(not -(2**63) <= int(x) < 2**63 for x in acc):
+                    raise OverflowError("diff overflow: the multiplicity of a key leaves int64")
+                out = acc.astype(np.int64)
+            else:
+                np.add.at(out, q, d)
         return out
 
     def _gather(self, ranges) -> Matches:

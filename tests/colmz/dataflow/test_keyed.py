@@ -113,3 +113,13 @@ def test_rollback_restores_runs():
     a.insert(9, colmz.Updates({"k": [0, 9]}, time=[9, 9], diff=[-1, 1]))
     roll_back(a, saved)
     assert dm.counter_of(a.snapshot()) == before and a.since == 4
+
+
+def test_counts_read_the_keys_rows_only():
+    n = 100_000
+    a = KeyedArrangement({"k": pa.int64()}, key=["k"])
+    a.insert(0, colmz.Updates({"k": np.arange(n) % 1000}, time=np.zeros(n, np.uint64), diff=np.ones(n, np.int64)))
+    a.insert(1, colmz.Updates({"k": [5]}, time=[1], diff=[-1]))
+    found = a.rows_found
+    assert a.counts([pa.array([5, 1001])]).tolist() == [99, 0]
+    assert a.rows_found - found == 2  # one consolidated row per run holding key 5
