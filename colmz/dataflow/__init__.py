@@ -12,6 +12,7 @@ operator                 rule                                        state
 ``MapFilter``            linear (native trivial segments)            none
 ``Union``, ``Negate``    linear                                      none
 ``DeltaJoin``            one path per input, ``<``/``<=`` order      inputs arranged by key
+``OuterJoin``            inner ∪ unmatched rows padded with NULLs    the inner join's
 ``AccumulableReduce``    accumulators += Σ value·diff per group      ``Accumulators`` by group
 ``MinMaxReduce``         re-reduce affected groups                   input arranged by group
 ``Distinct``             count 0 ↔ >0                                counts by row
@@ -39,6 +40,7 @@ from colmz.dataflow.keyed import KeyedArrangement, Matches
 from colmz.dataflow.linear import Negate, Union
 from colmz.dataflow.mapfilter import Column, Compare, IsNull, MapFilter, Output, Predicate
 from colmz.dataflow.minmax import Max, Min, MinMaxReduce
+from colmz.dataflow.outer import OuterJoin
 from colmz.dataflow.sink import ViewSink
 from colmz.dataflow.topk import OrderBy, TopK
 
@@ -62,6 +64,7 @@ __all__ = [
     "MinMaxReduce",
     "Negate",
     "OrderBy",
+    "OuterJoin",
     "Output",
     "Predicate",
     "Sum",

@@ -151,7 +151,7 @@ class DeltaJoin:
         time = self._clock.check(time)
         if len(deltas) != len(self.input_schemas):
             raise ValueError(f"a step of this join takes {len(self.input_schemas)} deltas, got {len(deltas)}")
-        checked = [self._joinable(check_delta(d, s, time, f"deltas[{i}]"), i)
+        checked = [self.joinable(check_delta(d, s, time, f"deltas[{i}]"), i)
                    for i, (d, s) in enumerate(zip(deltas, self.input_schemas))]
         with undone_on_error(self):
             out = []
@@ -166,8 +166,9 @@ class DeltaJoin:
                 return Updates.empty(self.schema)
             return consolidated_at(concat(out), time)
 
-    def _joinable(self, delta: Updates, i: int) -> Updates:
-        """``delta`` without its rows holding a NULL in a join column (they join nothing)."""
+    def joinable(self, delta: Updates, i: int) -> Updates:
+        """Input ``i``'s ``delta`` without its rows holding a NULL in a join column (they join
+        nothing)."""
         if not len(delta):
             return delta
         null = np.zeros(len(delta), bool)

@@ -80,6 +80,8 @@ NOT_ROLLED_BACK.update({
     "Union": {"input_schemas", "schema"},
     "Negate": {"schema"},
     "DeltaJoin": {"input_schemas", "schema", "on", "_key_columns", "_paths"},
+    # the inner join's arrangements, rolled back in place through the inner join
+    "OuterJoin": {"kind", "input_schemas", "schema", "_keys", "_arranged"},
     "AccumulableReduce": {"input_schema", "group_by", "aggregates", "_group_specs", "schema", "_slices",
                           "_count_slots", "rows_touched"},
     "MinMaxReduce": {"input_schema", "group_by", "aggregates", "_arranged_columns", "_group_specs", "schema"},
@@ -89,7 +91,7 @@ NOT_ROLLED_BACK.update({
 })
 
 
-_DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "MapFilter", "Union", "Negate", "DeltaJoin",
+_DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
              "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink"}
 
 
@@ -106,6 +108,7 @@ def _dataflow_example(name: str):
         "Union": lambda: df.Union([k, k]),
         "Negate": lambda: df.Negate(k),
         "DeltaJoin": lambda: df.DeltaJoin([k, {"uk": pa.int64()}], on=[("k", "uk")]),
+        "OuterJoin": lambda: df.OuterJoin([k, {"uk": pa.int64()}], on=[("k", "uk")], kind="full"),
         "AccumulableReduce": lambda: df.AccumulableReduce(k, ["k"], {"s": df.Sum("v")}),
         "MinMaxReduce": lambda: df.MinMaxReduce(k, ["k"], {"m": df.Min("v")}),
         "_ByCount": lambda: df.Distinct(k),

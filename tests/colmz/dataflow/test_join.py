@@ -11,9 +11,10 @@ import pyarrow as pa
 import pytest
 import updates_strategies as us
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import colmz
-from colmz.dataflow import DeltaJoin
+from colmz.dataflow import DeltaJoin, OuterJoin
 
 T = {"tk": pa.int64(), "tv": pa.float64()}
 U = {"uk": pa.int64(), "uw": pa.string()}
@@ -156,3 +157,64 @@ def test_bulk_changes_through_many_runs_match_the_model(ts, us_):
     # Batches above the small-batch paths, strings of several widths (runs of different
     # layouts merged and searched), many runs merged geometrically.
     run_against_model([T, U], [ts, us_], [("tk", "uk")])
+
+
+# ----------------------------------------------------------------------------- outer joins
+
+
+def model_outer(held: list[Counter], kind: str) -> Counter:
+    inner = model_join(held, [T, U], [("tk", "uk")])
+    out = Counter(inner)
+    pads = {0: (None, None), 1: (None, None)}
+    for p in {"left": (0,), "right": (1,), "full": (0, 1)}[kind]:
+        o = 1 - p
+        other_keys = {r[0] for r, c in held[o].items() if c and r[0] is not None}
+        for row, c in held[p].items():
+            if row[0] is None or row[0] not in other_keys:
+                out[row + pads[o] if p == 0 else pads[o] + row] += c
+    return Counter({k: v for k, v in out.items() if v})
+
+
+@settings(max_examples=us.examples(80))
+@given(dm.change_steps(T_POOL), dm.change_steps(U_POOL), st.sampled_from(["left", "right", "full"]))
+def test_outer_joins_match_the_model(ts, us_, kind):
+    j = OuterJoin([T, U], on=[("tk", "uk")], kind=kind)
+    held = [Counter(), Counter()]
+    prev: Counter = Counter()
+    for t in range(max(len(ts), len(us_))):
+        deltas = []
+        for i, (steps, schema) in enumerate(((ts, T), (us_, U))):
+            step = steps[t] if t < len(steps) else []
+            b = dm.batch(schema, [r for r, _ in step], [d for _, d in step], t)
+            deltas.append(b)
+            held[i].update(dm.counter_of(b))
+            held[i] = Counter({k: v for k, v in held[i].items() if v})
+        got = dm.as_delta(j.step(t, *deltas), t)
+        now = model_outer(held, kind)
+        assert got == dm.diff_of(prev, now), f"step {t}"
+        prev = now
+
+
+def test_outer_join_work_is_the_flipping_key():
+    n = 100_000
+    schema_t, schema_u = {"tk": pa.int64(), "tv": pa.int64()}, {"uk": pa.int64()}
+    j = OuterJoin([schema_t, schema_u], on=[("tk", "uk")], kind="left")
+    j.step(0, colmz.Updates({"tk": np.arange(n) % 10_000, "tv": np.arange(n)}, time=np.zeros(n, np.uint64),
+                            diff=np.ones(n, np.int64)), colmz.Updates.empty(schema_u))
+    arrs = list(j.arrangements.values())
+    found = sum(a.rows_found for a in arrs)
+    out = j.step(1, colmz.Updates.empty(schema_t), colmz.Updates({"uk": [7]}, time=[1], diff=[1]))
+    assert len(out) == 20  # key 7's ten rows leave the unmatched part and join
+    assert sum(a.rows_found for a in arrs) - found <= 2 * 10 + 4
+    with pytest.raises(ValueError, match="kind must be one of"):
+        OuterJoin([schema_t, schema_u], on=[("tk", "uk")], kind="inner")
+
+
+def test_a_failed_outer_step_changes_nothing():
+    j = OuterJoin([{"a": pa.int64()}, {"b": pa.int64()}], on=[("a", "b")], kind="full")
+    j.step(0, colmz.Updates({"a": [1]}, time=[0], diff=[2**40]), colmz.Updates.empty({"b": pa.int64()}))
+    with pytest.raises(OverflowError, match="diff overflow"):
+        j.step(1, colmz.Updates({"a": [1]}, time=[1], diff=[1]), colmz.Updates({"b": [1]}, time=[1], diff=[2**40]))
+    # As if the failed step never ran: a's 2**40 + 1 rows of key 1 meet b's first row.
+    out = j.step(1, colmz.Updates({"a": [1]}, time=[1], diff=[1]), colmz.Updates({"b": [1]}, time=[1], diff=[1]))
+    assert out.to_pylist() == [(1, None, 1, -(2**40)), (1, 1, 1, 2**40 + 1)]
