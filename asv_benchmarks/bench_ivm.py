@@ -1,6 +1,6 @@
 """Views kept by delta rules (``colmz.dataflow``): one-row change, beside DuckDB recomputing.
 
-The two views of ``VIEWS.md`` §1 over ``t(k bigint, v bigint)`` of ``n`` rows in ``n / 10``
+The two views of issue 39's measurements over ``t(k bigint, v bigint)`` of ``n`` rows in ``n / 10``
 groups and ``u(uk bigint, w bigint)`` of ``n / 10`` rows, one per key:
 
 * ``sum``: ``SELECT k, sum(v), count(*) FROM t GROUP BY k`` -- ``AccumulableReduce``;

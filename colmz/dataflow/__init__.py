@@ -4,7 +4,7 @@ Each operator is a type holding its state with ``step(time, delta) -> Updates``:
 its output at ``time`` given the change of its input(s), consolidated, every update at
 ``time`` (Materialize's dataflow operators, ``src/compute/src/render/``; the delta rules are
 DBSP's). Steps go forward in time; state is the input integrated up to the last step. A step
-that raises leaves the operator's state as it was. See ``VIEWS.md`` §4.
+that raises leaves the operator's state as it was.
 
 =======================  ==========================================  ============================
 operator                 rule                                        state

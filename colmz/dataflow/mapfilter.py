@@ -7,10 +7,9 @@ Map, filter and project are linear: the change of ``project(filter(X))`` is
 them per pipeline (``MapFilterProject``); so does this type: all predicates, ANDed, then the
 output columns.
 
-Native segments only. This module evaluates what DuckDB and PostgreSQL agree on bit for bit
-(``VIEWS.md`` §4.3), without SQL: a column projected or renamed (:class:`Column`), a column
-compared with a constant of its own type (:class:`Compare`) and ``IS [NOT] NULL``
-(:class:`IsNull`). Comparisons follow PostgreSQL: a NULL operand makes the predicate unknown
+Native segments only. This module evaluates, without SQL, what DuckDB and PostgreSQL agree
+on bit for bit: a column projected or renamed (:class:`Column`), a column compared with a
+constant of its own type (:class:`Compare`) and ``IS [NOT] NULL`` (:class:`IsNull`). Comparisons follow PostgreSQL: a NULL operand makes the predicate unknown
 and drops the row; floats compare in PostgreSQL's total order (``NaN`` equals ``NaN`` and is
 above every number, ``-0.0 = 0.0``) -- both read off ``colmz.order``'s words, which encode
 exactly that order. Text compares by ``=`` and ``<>`` only: its ordering depends on the

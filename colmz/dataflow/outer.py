@@ -3,7 +3,8 @@
 Design
 ------
 Materialize lowers an outer join to the inner join plus the preserved side's rows that
-match nothing, padded with NULLs (``VIEWS.md`` §2, ``semijoin_idempotence.spec``). Here
+match nothing, padded with NULLs (``src/sql/src/plan/lowering.rs``,
+``src/transform/tests/test_transforms/semijoin_idempotence.spec``). Here
 that union is one operator around a :class:`~colmz.dataflow.DeltaJoin` of the two inputs,
 reusing its arrangements (each input arranged by its join columns).
 

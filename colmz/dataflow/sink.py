@@ -2,8 +2,8 @@
 
 Design
 ------
-Materialize's materialized-view sink (``VIEWS.md`` §4.4; ``colmz.Correction`` is its
-``correction_v2``): the dataflow's output change at ``T`` is inserted into a
+Materialize's materialized-view sink (``src/compute/src/sink/materialized_view.rs``;
+``colmz.Correction`` is its ``correction_v2``): the dataflow's output change at ``T`` is inserted into a
 :class:`~colmz.Correction` as *desired*; what the collection holds is fed back negated as
 *persisted*; the sink writes ``updates_before(T + 1)`` -- ``desired − persisted``, consolidated
 -- with ``compare_and_append(·, upper, T + 1)`` and feeds that write back, so the buffer holds
