@@ -32,7 +32,11 @@ from colmz.dataflow.accumulable import (
     BoolAnd,
     BoolOr,
     Count,
+    StddevPop,
+    StddevSamp,
     Sum,
+    VarPop,
+    VarSamp,
 )
 from colmz.dataflow.distinct import Distinct, Threshold
 from colmz.dataflow.join import DeltaJoin
@@ -67,9 +71,13 @@ __all__ = [
     "OuterJoin",
     "Output",
     "Predicate",
+    "StddevPop",
+    "StddevSamp",
     "Sum",
     "Threshold",
     "TopK",
     "Union",
+    "VarPop",
+    "VarSamp",
     "ViewSink",
 ]

@@ -1,11 +1,11 @@
-"""``AccumulableReduce``: ``count``, ``sum``, ``avg``, ``bool_and``/``bool_or`` per group,
-updated in place from each delta.
+"""``AccumulableReduce``: ``count``, ``sum``, ``avg``, ``bool_and``/``bool_or``, variances and
+standard deviations per group, updated in place from each delta.
 
 Design
 ------
 Materialize's *accumulable* reductions (``src/compute-types/src/plan/reduce.rs``): each
 aggregate is a vector of sums over an abelian group -- ``Σ diff`` (rows), ``Σ diff·[v not
-NULL]``, ``Σ v·diff``, ``Σ diff·[v]`` -- so a delta adds to the accumulators of the groups it
+NULL]``, ``Σ v·diff``, ``Σ v²·diff``, ``Σ diff·[v]`` -- so a delta adds to the accumulators of the groups it
 touches and nothing else is read. Per step: the delta's rows are grouped by the group key and
 summed; the old accumulators of those groups are looked up; the output is ``−(key, old
 values)`` and ``+(key, new values)`` for each affected group (consolidation cancels a group
@@ -19,8 +19,10 @@ Materialize), for booleans the count of ``true``. Outputs: ``count`` → ``int64
 integers → ``int64`` (``OverflowError`` naming the group when the exact sum does not fit:
 PostgreSQL's ``numeric`` result has no colmz column type yet); ``sum`` of floats and ``avg``
 → ``float64`` (``avg`` = exact sum / count, rounded once; float sums drift from a recompute by
-rounding, as pg_ivm and OpenIVM document); ``bool_and``/``bool_or`` → ``bool``. A sum or
-``avg`` or ``bool_*`` of no non-NULL value is NULL; ``count`` of nothing is 0.
+rounding, as pg_ivm and OpenIVM document); ``bool_and``/``bool_or`` → ``bool``;
+``var_*``/``stddev_*`` of integer columns → ``float64`` from the exact ``Σx``, ``Σx²``
+(rounded once; float columns refused). A sum, ``avg``, ``bool_*``, ``var_*`` or ``stddev_*``
+of too few non-NULL values is NULL; ``count`` of nothing is 0.
 
 Groups. Keys compare with NULL = NULL and NaN = NaN (``colmz.order``'s words), as SQL's GROUP
 BY does. A group whose row count returns to 0 disappears (its accumulators are reset to
@@ -36,6 +38,7 @@ geometrically like ``KeyedArrangement``'s, summed over runs on lookup. Cost per 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -71,7 +74,8 @@ from colmz.order import (
 )
 from colmz.updates import Updates
 
-__all__ = ["AccumulableReduce", "Accumulators", "Avg", "BoolAnd", "BoolOr", "Count", "Sum"]
+__all__ = ["AccumulableReduce", "Accumulators", "Avg", "BoolAnd", "BoolOr", "Count", "StddevPop", "StddevSamp",
+           "Sum", "VarPop", "VarSamp"]
 
 
 # ----------------------------------------------------------------------------- aggregates
@@ -229,6 +233,69 @@ class BoolOr(_BoolAgg):
         return array_from_numpy(t > 0, pa.bool_(), mask if mask.any() else None)
 
 
+class _Spread(_Aggregate):
+    """Shared accumulators of the variances and standard deviations of an integer column:
+    the non-NULL count, ``Σx`` and ``Σx²``, all exact; the output is computed from the exact
+    rational ``(nΣx² − (Σx)²) / (n·d)`` and rounded once (then its square root for a standard
+    deviation). Float columns are refused: ``Σx²`` of floats under retraction loses what
+    PostgreSQL's algorithm keeps."""
+
+    sample = True
+    root = False
+
+    def bind(self, t):
+        if t is None or not _int_column(t):
+            raise TypeError(f"{type(self).__name__}({self.column}) of a {t} column: integer columns "
+                            "only (exact sums); float variances need SQL")
+        self.slots = ("int", "int", "int")
+        self.type = pa.float64()
+
+    def contributions(self, values, valid, diff):
+        v = values.astype(np.int64)
+        if len(v) and np.abs(v.astype(np.float64)).max() >= 2.0**31:
+            square = v.astype(object) * v.astype(object)
+        else:
+            square = v * v
+        return [diff * valid, exact_products(v, diff), exact_products(square, diff)
+                if square.dtype != object else square * diff.astype(object)]
+
+    def output(self, rows, slots, where):
+        n, s, q = slots
+        out = np.zeros(len(n), np.float64)
+        mask = n <= (1 if self.sample else 0)
+        for i, (ni, si, qi) in enumerate(zip(n.tolist(), s.tolist(), q.tolist())):
+            if mask[i]:
+                continue
+            num = ni * qi - si * si
+            den = ni * (ni - 1) if self.sample else ni * ni
+            value = num / den  # int / int: correctly rounded however large
+            out[i] = math.sqrt(value) if self.root else value
+        return array_from_numpy(out, pa.float64(), mask if mask.any() else None)
+
+
+class VarSamp(_Spread):
+    """``var_samp(column)`` (``variance``): NULL below two non-NULL values."""
+
+
+class VarPop(_Spread):
+    """``var_pop(column)``: NULL without non-NULL values."""
+
+    sample = False
+
+
+class StddevSamp(_Spread):
+    """``stddev_samp(column)`` (``stddev``)."""
+
+    root = True
+
+
+class StddevPop(_Spread):
+    """``stddev_pop(column)``."""
+
+    sample = False
+    root = True
+
+
 # ----------------------------------------------------------------------------- state
 
 
@@ -381,7 +448,7 @@ class AccumulableReduce:
         for name, agg in aggregates.items():
             if not isinstance(agg, _Aggregate):
                 raise TypeError(f"aggregates[{name!r}] is {agg!r}, not an accumulable aggregate "
-                                "(Count, Sum, Avg, BoolAnd, BoolOr)")
+                                "(Count, Sum, Avg, BoolAnd, BoolOr, VarSamp, VarPop, StddevSamp, StddevPop)")
             if agg.column is not None and agg.column not in types:
                 raise ValueError(f"aggregates[{name!r}] reads column {agg.column!r}, which is not among "
                                  f"the input's columns {list(types)}")

@@ -23,7 +23,11 @@ from colmz.dataflow import (
     Max,
     Min,
     MinMaxReduce,
+    StddevPop,
+    StddevSamp,
     Sum,
+    VarPop,
+    VarSamp,
 )
 from colmz.errors import NegativeMultiplicity
 
@@ -245,3 +249,42 @@ BIG_POOL = [(k, g, v, f, b) for k in (None, "a", "b" * 12) for g in (1.0, float(
 def test_bulk_changes_match_the_models(steps):
     run(AccumulableReduce(S, ["k", "g"], AGGS), steps, lambda h: model_accumulable(h, [0, 1], False))
     run(MinMaxReduce(S, ["k"], MINMAX), steps, lambda h: model_minmax(h, False))
+
+
+SPREAD_POOL = [(k, None, v, None, None) for k in (None, "a") for v in (None, -3, 0, 5, 2**40, -(2**40) + 7)]
+
+
+@settings(max_examples=us.examples(60))
+@given(dm.change_steps(SPREAD_POOL, max_steps=8))
+def test_variances_match_pythons_statistics(steps):
+    import statistics
+
+    aggs = {"vs": VarSamp("v"), "vp": VarPop("v"), "ss": StddevSamp("v"), "sp": StddevPop("v")}
+    r = AccumulableReduce(S, ["k"], aggs)
+    held: Counter = Counter()
+    view: Counter = Counter()
+    for t, step in enumerate(steps):
+        b = dm.batch(S, [x for x, _ in step], [d for _, d in step], t)
+        held.update(dm.counter_of(b))
+        held = Counter({k: v for k, v in held.items() if v})
+        for row, d in dm.as_delta(r.step(t, b), t).items():
+            view[row] += d
+        view = Counter({k: v for k, v in view.items() if v})
+        groups: dict = {}
+        for row, c in held.items():
+            groups.setdefault(row[0], []).extend([row[2]] * c)
+        assert len(view) == len(groups)
+        for (k, *got), c in view.items():
+            assert c == 1
+            vals = [v for v in groups[k] if v is not None]
+            want = [statistics.variance(vals) if len(vals) > 1 else None,
+                    statistics.pvariance(vals) if vals else None,
+                    statistics.stdev(vals) if len(vals) > 1 else None,
+                    statistics.pstdev(vals) if vals else None]
+            for g, w in zip(got, want):
+                assert (g is None and w is None) or math.isclose(g, w, rel_tol=1e-15, abs_tol=0.0)
+
+
+def test_variance_of_floats_is_refused():
+    with pytest.raises(TypeError, match="integer columns only"):
+        AccumulableReduce(S, [], {"v": VarSamp("f")})
