@@ -19,7 +19,13 @@ time per change. Read side by side:
 * ``track_matches_duckdb`` -- 1 when the maintained view equals DuckDB's answer after the
   changes (a benchmark of a wrong answer is no benchmark).
 
-Targets (issue 39): view maintenance <= 1 ms at 10 M rows, growth 10 k -> 10 M <= 1.5x.
+``IvmBulk.track_bulk_step_ms`` times a 1 % change (``n / 100`` rows inserted into ``t`` at one
+time) through the operator, beside the same DuckDB recompute; ``IvmMinMax`` deletes the
+current minimum of a 10 k-row group (``MinMaxReduce`` re-reduces that group).
+
+Targets (issue 39): view maintenance <= 1 ms at 10 M rows, growth 10 k -> 10 M <= 1.5x; a
+1 % bulk change <= 30 % of DuckDB recomputing; min/max deleting the extreme of a 10 k-row
+group <= 5 ms.
 Run one shape by hand: ``python asv_benchmarks/bench_ivm.py 1000000 sum``.
 """
 
@@ -180,6 +186,70 @@ class IvmOneRowChange:
         return self.figures["matches"]
 
 
+#: Bulk changes timed per shape.
+BULKS = 5
+
+
+def measure_bulk(view: str, n: int) -> float:
+    """Median milliseconds of the operator's step for a change of ``n / 100`` inserted rows."""
+    import colmz
+
+    colmz.warmup()
+    t, u = tables(n)
+    p = Pipeline(view, t, u)
+    rng = np.random.default_rng(SEED + 2)
+    b = max(n // 100, 1)
+    times = []
+    for i in range(1, BULKS + 1):
+        rows = pa.table({"k": rng.integers(0, max(n // 10, 1), b), "v": rng.integers(0, 1000, b)})
+        delta = at(rows, i)
+        a = time.perf_counter()
+        p.step(i, delta)
+        times.append(time.perf_counter() - a)
+    return 1e3 * float(np.median(times))
+
+
+def measure_extreme(group: int = 10_000) -> float:
+    """Median milliseconds of a ``MinMaxReduce`` step deleting its group's current minimum."""
+    import colmz
+    from colmz.dataflow import Max, Min, MinMaxReduce
+
+    colmz.warmup()
+    m = MinMaxReduce(T, ["k"], {"lo": Min("v"), "hi": Max("v")})
+    m.step(0, colmz.Updates({"k": np.zeros(group, np.int64), "v": np.arange(group, dtype=np.int64)},
+                            time=np.zeros(group, np.uint64), diff=np.ones(group, np.int64)))
+    times = []
+    for i in range(1, 12):
+        delta = colmz.Updates({"k": [0], "v": [i - 1]}, time=[i], diff=[-1])
+        a = time.perf_counter()
+        m.step(i, delta)
+        times.append(time.perf_counter() - a)
+    return 1e3 * float(np.median(times))
+
+
+class IvmBulk:
+    params = [["sum", "join"], [100_000, 1_000_000]]
+    param_names = ["view", "n"]
+    number = 1
+    repeat = 1
+    timeout = 1800
+
+    def track_bulk_step_ms(self, view, n):
+        return measure_bulk(view, n)
+
+    track_bulk_step_ms.unit = "ms"
+
+
+class IvmMinMax:
+    number = 1
+    repeat = 1
+
+    def track_delete_extreme_of_10k_group_ms(self):
+        return measure_extreme()
+
+    track_delete_extreme_of_10k_group_ms.unit = "ms"
+
+
 if __name__ == "__main__":
     import sys
 
@@ -189,3 +259,5 @@ if __name__ == "__main__":
         f = measure(v, n)
         print(f"{v:5s} n={n:>9,}: step {f['step_us']:.0f} us (max {f['step_max_us']:.0f}), sink {f['sink_us']:.0f} us, "
               f"DuckDB recompute {f['duckdb_recompute_ms']:.2f} ms, matches {f['matches']}")
+        print(f"{v:5s} n={n:>9,}: 1 % bulk change ({max(n // 100, 1):,} rows) step {measure_bulk(v, n):.1f} ms")
+    print(f"min/max deleting the minimum of a 10,000-row group: {measure_extreme():.2f} ms")
