@@ -68,6 +68,56 @@ NOT_ROLLED_BACK = {
 }
 
 
+# colmz.dataflow: each operator's configuration (schemas, keys, aggregates, plans), set by
+# its constructor, and cumulative work counters; the sink's collection, whose own calls
+# leave it unchanged when they raise.
+_ARRANGEMENT_CONFIG = {"schema", "key", "_key_pos", "_val_pos", "_key_specs", "_val_specs", "_key_kinds",
+                       "_val_kinds", "rows_inserted", "merges", "rows_merged", "keys_searched", "rows_found"}
+NOT_ROLLED_BACK.update({
+    "Clock": set(),
+    "KeyedArrangement": _ARRANGEMENT_CONFIG,
+    "Accumulators": {"kinds", "rows_inserted", "merges", "rows_merged", "keys_searched"},
+    "MapFilter": {"input_schema", "where", "select", "schema"},
+    "Union": {"input_schemas", "schema"},
+    "Negate": {"schema"},
+    "DeltaJoin": {"input_schemas", "schema", "on", "_key_columns", "_paths"},
+    # the inner join's arrangements, rolled back in place through the inner join
+    "OuterJoin": {"kind", "input_schemas", "schema", "_keys", "_arranged"},
+    "AccumulableReduce": {"input_schema", "group_by", "aggregates", "_group_specs", "schema", "_slices",
+                          "_count_slots", "rows_touched"},
+    "MinMaxReduce": {"input_schema", "group_by", "aggregates", "_arranged_columns", "_group_specs", "schema"},
+    "_ByCount": {"schema"},
+    "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs"},
+    "ViewSink": {"schema", "collection"},
+})
+
+
+_DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
+             "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink"}
+
+
+def _dataflow_example(name: str):
+    from colmz import dataflow as df
+    from colmz.dataflow.step import Clock
+
+    k = {"k": pa.int64(), "v": pa.int64()}
+    return {
+        "Clock": Clock,
+        "KeyedArrangement": lambda: df.KeyedArrangement(k, ["k"]),
+        "Accumulators": lambda: df.Accumulators(["int", "float"]),
+        "MapFilter": lambda: df.MapFilter(k, where=[df.IsNull("v")]),
+        "Union": lambda: df.Union([k, k]),
+        "Negate": lambda: df.Negate(k),
+        "DeltaJoin": lambda: df.DeltaJoin([k, {"uk": pa.int64()}], on=[("k", "uk")]),
+        "OuterJoin": lambda: df.OuterJoin([k, {"uk": pa.int64()}], on=[("k", "uk")], kind="full"),
+        "AccumulableReduce": lambda: df.AccumulableReduce(k, ["k"], {"s": df.Sum("v")}),
+        "MinMaxReduce": lambda: df.MinMaxReduce(k, ["k"], {"m": df.Min("v")}),
+        "_ByCount": lambda: df.Distinct(k),
+        "TopK": lambda: df.TopK(k, ["k"], ["v"], limit=1),
+        "ViewSink": lambda: df.ViewSink(k),
+    }[name]()
+
+
 def _declaring_classes() -> dict[str, type]:
     found = {}
     for info in pkgutil.walk_packages(colmz.__path__, "colmz."):
@@ -98,6 +148,8 @@ def _example(name: str):
         merges = [st for st in s._layers if type(st).__name__ == "_Merge"]
         assert merges, "the example should hold a merge"
         return merges[0]
+    if name in _DATAFLOW:
+        return _dataflow_example(name)
     if name in ("Catalog", "CatalogObject", "ContinualTask"):
         cat = _catalog()
         return {"Catalog": cat, "CatalogObject": cat.object("ct"), "ContinualTask": cat.object("ct").task}[name]

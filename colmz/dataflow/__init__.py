@@ -1,0 +1,83 @@
+"""Views kept by delta rules: operators over ``colmz.Updates`` and the state they own.
+
+Each operator is a type holding its state with ``step(time, delta) -> Updates``: the change of
+its output at ``time`` given the change of its input(s), consolidated, every update at
+``time`` (Materialize's dataflow operators, ``src/compute/src/render/``; the delta rules are
+DBSP's). Steps go forward in time; state is the input integrated up to the last step. A step
+that raises leaves the operator's state as it was.
+
+=======================  ==========================================  ============================
+operator                 rule                                        state
+=======================  ==========================================  ============================
+``MapFilter``            linear (native trivial segments)            none
+``Union``, ``Negate``    linear                                      none
+``DeltaJoin``            one path per input, ``<``/``<=`` order      inputs arranged by key
+``OuterJoin``            inner ∪ unmatched rows padded with NULLs    the inner join's
+``AccumulableReduce``    accumulators += Σ value·diff per group      ``Accumulators`` by group
+``MinMaxReduce``         re-reduce affected groups                   input arranged by group
+``Distinct``             count 0 ↔ >0                                counts by row
+``Threshold``            ``max(count, 0)``                           counts by row
+``TopK``                 recompute affected groups' windows          input arranged by group
+``ViewSink``             desired − persisted via ``Correction``       the correction buffer
+=======================  ==========================================  ============================
+
+The relational plan that builds these from a view's SQL, scalar expressions through
+``colmz.sql.translate`` and durable state are not here yet.
+"""
+
+from colmz.dataflow.accumulable import (
+    AccumulableReduce,
+    Accumulators,
+    Avg,
+    BoolAnd,
+    BoolOr,
+    Count,
+    StddevPop,
+    StddevSamp,
+    Sum,
+    VarPop,
+    VarSamp,
+)
+from colmz.dataflow.distinct import Distinct, Threshold
+from colmz.dataflow.join import DeltaJoin
+from colmz.dataflow.keyed import KeyedArrangement, Matches
+from colmz.dataflow.linear import Negate, Union
+from colmz.dataflow.mapfilter import Column, Compare, IsNull, MapFilter, Output, Predicate
+from colmz.dataflow.minmax import Max, Min, MinMaxReduce
+from colmz.dataflow.outer import OuterJoin
+from colmz.dataflow.sink import ViewSink
+from colmz.dataflow.topk import OrderBy, TopK
+
+__all__ = [
+    "AccumulableReduce",
+    "Accumulators",
+    "Avg",
+    "BoolAnd",
+    "BoolOr",
+    "Column",
+    "Compare",
+    "Count",
+    "DeltaJoin",
+    "Distinct",
+    "IsNull",
+    "KeyedArrangement",
+    "MapFilter",
+    "Matches",
+    "Max",
+    "Min",
+    "MinMaxReduce",
+    "Negate",
+    "OrderBy",
+    "OuterJoin",
+    "Output",
+    "Predicate",
+    "StddevPop",
+    "StddevSamp",
+    "Sum",
+    "Threshold",
+    "TopK",
+    "Union",
+    "VarPop",
+    "VarSamp",
+    "ViewSink",
+]

@@ -1,0 +1,349 @@
+"""``KeyedArrangement``: a collection arranged by key columns, for lookups by key.
+
+Design
+------
+The state of a delta join, a min/max reduce, a top-k and distinct: updates ``(row, diff)``
+indexed by some of their columns (the *key*) so that the rows of a few keys are found in time
+proportional to those keys and rows, not to the collection (Materialize's arrangements,
+``src/compute/src/render/``; colmz's ``RowCounts`` generalised to a key and a payload).
+
+A row is held as two matrices of order-preserving ``uint64`` words (``colmz.order``): its key
+columns' words and its other (*payload*) columns' words, each with its own layout. The
+collection is a list of *runs*; each run is sorted by ``(key words, payload words)``,
+consolidated (each row once, no zero diff) and holds its diffs. An insert is a new run; while
+the run before the last is at most twice the last one's size the two are merged -- padded to a
+common layout, concatenated and consolidated by ``colmz.consolidate`` (the Numba kernels), so
+there are ``O(log n)`` runs and a row is merged ``O(log n)`` times, amortised. A lookup encodes
+the keys asked for and binary-searches every run for each key's range (``colmz.order.search_rows``;
+a query key is narrowed to each run's key layout, and one that cannot occur there is skipped).
+A key with no columns arranges every row under one key (a cross join, a global aggregate).
+
+Times. An arrangement holds its contents as of ``since``, the time of the last insert: each
+insert at ``time >= since`` folds its updates to that time (compaction with ``since = now``),
+which is all an operator stepping forward in time reads. Different rows of one key may sit in
+different runs, and one row may sit in several runs with diffs that sum to zero until a merge
+cancels them; :meth:`lookup` returns what the runs hold, :meth:`counts` the sums.
+
+Work counters (cumulative, never rolled back): ``rows_inserted``, ``merges`` and
+``rows_merged`` (rows fed to merges), ``keys_searched`` (query keys times runs searched),
+``rows_found`` (rows returned by lookups). Complexity is tested by counting these.
+
+Invariants: every run is sorted, consolidated and non-empty; its key and payload matrices
+are C-contiguous (a lookup's binary search reads single rows, never copying a run); runs
+shrink geometrically from first to last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.dataflow.step import as_schema, check_columns
+from colmz.frontier import check_time
+from colmz.ops import consolidate
+from colmz.order import (
+    ColumnSpec,
+    Layout,
+    decode_columns,
+    encode_columns,
+    narrow_rows,
+    pad_keys,
+    search_rows,
+    unify_layouts,
+)
+from colmz.rows import cast_to
+from colmz.updates import Encoded, SchemaError, Updates
+
+__all__ = ["KeyedArrangement", "Matches", "Run", "consolidate_words", "encode_key"]
+
+
+class Run(NamedTuple):
+    """One sorted, consolidated run: key words, payload words, their layouts, diffs."""
+
+    keys: np.ndarray
+    key_layout: Layout
+    vals: np.ndarray
+    val_layout: Layout
+    diff: np.ndarray
+
+
+class Matches(NamedTuple):
+    """What a lookup found: for each row, the position of its query key, the row
+    (``Updates`` of the arrangement's columns, at the arrangement's ``since``) and its diff
+    (``rows.diff``)."""
+
+    query: np.ndarray
+    rows: Updates
+
+
+def encode_key(columns: Sequence[pa.Array], n: int) -> tuple[np.ndarray, Layout]:
+    """Key words of ``columns`` (``n`` rows; no columns: ``n`` empty keys)."""
+    return encode_columns(list(columns), n=n)
+
+
+def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``uint64`` words sorted lexicographically, equal rows' diffs summed, zero sums
+    dropped -- through ``colmz.consolidate`` (each word a ``uint64`` column, whose encoding is
+    the word itself, so the kernel sorts the words as they are).
+
+    >>> w = np.array([[2, 1], [1, 9], [2, 1]], np.uint64)
+    >>> k, d = consolidate_words(w, np.array([1, 1, -1]))
+    >>> k.tolist(), d.tolist()
+    ([[1, 9]], [1])
+    """
+    n, width = words.shape
+    diff = np.asarray(diff, np.int64)
+    if n <= 1:  # one row is consolidated (a one-row step's insert skips the kernels' set-up)
+        keep = diff != 0
+        return words[keep], diff[keep]
+    if width == 0:
+        total = int(np.sum(diff, dtype=object))
+        if not -(2**63) <= total < 2**63:
+            raise OverflowError(f"diff overflow: the diffs of one row sum to {total}, outside int64")
+        return (words[:1], np.array([total], np.int64)) if total else (words[:0], np.zeros(0, np.int64))
+    schema = tuple(ColumnSpec(f"w{i}", pa.uint64()) for i in range(width))
+    enc = Encoded(np.ascontiguousarray(words), np.zeros(n, np.uint64), np.asarray(diff, np.int64),
+                  (1,) * width + (0,))
+    out = consolidate(Updates.decode(enc, schema), order="data").encode()
+    return out.keys, out.diff
+
+
+class KeyedArrangement:
+    """Updates arranged by key columns: inserts at forward times, lookups of keys.
+
+    Parameters
+    ----------
+    schema : mapping of column name to Arrow type (or SQL type name), or ``ColumnSpec`` s
+        The arranged collection's columns.
+    key : sequence of str
+        The key columns (any of ``schema``'s, in the order lookups give them; may be empty).
+
+    Examples
+    --------
+    >>> import colmz
+    >>> a = KeyedArrangement({"k": pa.int64(), "v": pa.string()}, key=["k"])
+    >>> a.insert(1, colmz.Updates({"k": [1, 2, 1], "v": ["x", "y", "z"]}, time=[1, 1, 1], diff=[1, 1, 2]))
+    >>> m = a.lookup([pa.array([1, 3])])
+    >>> m.query.tolist(), m.rows.to_pylist()
+    ([0, 0], [(1, 'x', 1, 1), (1, 'z', 1, 2)])
+    >>> a.counts([pa.array([1, 2, 3])]).tolist()
+    [3, 1, 0]
+    """
+
+    #: What an insert changes, for ``colmz.rollback`` (the runs list is append-only in
+    #: place: merges assign a new list).
+    ROLLBACK_FIELDS = ("_runs", "_since")
+    ROLLBACK_APPEND_ONLY = ("_runs",)
+
+    def __init__(self, schema, key: Sequence[str]):
+        self.schema: tuple[ColumnSpec, ...] = as_schema(schema, "schema")
+        self.key: tuple[str, ...] = check_columns(key, self.schema, "key")
+        by_name = {c.name: i for i, c in enumerate(self.schema)}
+        self._key_pos = [by_name[n] for n in self.key]
+        self._val_pos = [i for i in range(len(self.schema)) if i not in self._key_pos]
+        self._key_specs = tuple(self.schema[i] for i in self._key_pos)
+        self._val_specs = tuple(self.schema[i] for i in self._val_pos)
+        self._key_kinds = [s.kind for s in self._key_specs]
+        self._val_kinds = [s.kind for s in self._val_specs]
+        self._runs: list[Run] = []
+        self._since: int | None = None
+        self.rows_inserted = 0
+        self.merges = 0
+        self.rows_merged = 0
+        self.keys_searched = 0
+        self.rows_found = 0
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def since(self) -> int | None:
+        """The time the contents are as of (the last insert's), ``None`` before any."""
+        return self._since
+
+    @property
+    def runs(self) -> int:
+        """How many runs hold the contents (``O(log n)``)."""
+        return len(self._runs)
+
+    @property
+    def run_sizes(self) -> list[int]:
+        """Rows per run, oldest (largest) first."""
+        return [len(r.diff) for r in self._runs]
+
+    def __len__(self) -> int:
+        """Rows held over all runs (a row in two runs counts twice)."""
+        return sum(len(r.diff) for r in self._runs)
+
+    def __repr__(self) -> str:
+        return (f"KeyedArrangement(key={list(self.key)}, {len(self)} rows in {len(self._runs)} runs, "
+                f"since {self._since})")
+
+    # ------------------------------------------------------------------ inserting
+
+    def insert(self, time, updates: Updates) -> None:
+        """Add ``updates`` (any times; folded to ``time``, which must not be before
+        :attr:`since`)."""
+        time = check_time(time, "time")
+        if self._since is not None and time < self._since:
+            raise ValueError(f"time {time} is before the arrangement's since {self._since}")
+        if not isinstance(updates, Updates):
+            raise TypeError(f"updates must be colmz.Updates, got {type(updates).__name__}")
+        if len(updates) and updates.column_names != [c.name for c in self.schema]:
+            raise SchemaError(f"updates have columns {updates.column_names}, the arrangement "
+                              f"{[c.name for c in self.schema]}")
+        if len(updates):
+            self.insert_checked(time, cast_to(updates, self.schema))
+        else:
+            self._since = time
+
+    def insert_checked(self, time: int, updates: Updates) -> None:
+        """:meth:`insert` of values an operator has checked already (its own state)."""
+        n = len(updates)
+        if n:
+            cols = [updates.column(c.name) for c in self.schema]
+            kw, kl = encode_columns([cols[i] for i in self._key_pos], self._key_kinds, n=n)
+            vw, vl = encode_columns([cols[i] for i in self._val_pos], self._val_kinds, n=n)
+            self.rows_inserted += n
+            run = _run(kw, kl, vw, vl, np.asarray(updates.diff, np.int64))
+            runs = self._runs
+            if len(run.diff):
+                runs.append(run)
+                while len(runs) > 1 and len(runs[-2].diff) <= 2 * len(runs[-1].diff):
+                    merged = self._merge(runs[-2], runs[-1])
+                    runs = runs[:-2] + ([merged] if len(merged.diff) else [])  # a new list
+                self._runs = runs
+        self._since = time
+
+    def _merge(self, a: Run, b: Run) -> Run:
+        kl = unify_layouts(a.key_layout, b.key_layout)
+        vl = unify_layouts(a.val_layout, b.val_layout)
+        kw = np.concatenate([pad_keys(a.keys, a.key_layout, kl), pad_keys(b.keys, b.key_layout, kl)])
+        vw = np.concatenate([pad_keys(a.vals, a.val_layout, vl), pad_keys(b.vals, b.val_layout, vl)])
+        self.merges += 1
+        self.rows_merged += len(kw)
+        return _run(kw, kl, vw, vl, np.concatenate([a.diff, b.diff]))
+
+    # ------------------------------------------------------------------ reading
+
+    def _ranges(self, columns: Sequence[pa.Array]):
+        """Per run: ``(run, lo, hi)`` ranges of each query key (``hi - lo`` = 0 if absent)."""
+        if len(columns) != len(self.key):
+            raise ValueError(f"a lookup gives {len(columns)} key columns, the key is {list(self.key)}")
+        n = len(columns[0]) if columns else None
+        if n is None:
+            raise ValueError("a lookup of an empty key needs the number of queries: use lookup_all")
+        q, ql = encode_columns(list(columns), n=n)
+        return self._ranges_of(q, ql)
+
+    def _ranges_of(self, q: np.ndarray, ql: Layout):
+        out = []
+        for run in self._runs:
+            mine, present = narrow_rows(q, ql, run.key_layout)
+            lo = search_rows(run.keys, mine, "left")
+            hi = search_rows(run.keys, mine, "right")
+            self.keys_searched += len(q)
+            out.append((run, lo, np.where(present, hi, lo)))
+        return out
+
+    def lookup(self, columns: Sequence[pa.Array]) -> Matches:
+        """The rows whose key equals each query key (``columns``: the key's columns, in
+        :attr:`key` order; equality with NULL = NULL, NaN = NaN). Cost: queries times
+        ``log`` of each run, plus the rows found."""
+        return self._gather(self._ranges(columns))
+
+    def lookup_words(self, q: np.ndarray, layout: Layout) -> Matches:
+        """:meth:`lookup` of keys already encoded (``colmz.order``); for an empty key, ``q`` is
+        ``(m, 0)`` and every query matches every row."""
+        return self._gather(self._ranges_of(q, layout))
+
+    def counts(self, columns: Sequence[pa.Array]) -> np.ndarray:
+        """The summed diffs of the rows of each query key (its multiplicity, for a key of all
+        columns). Cost: queries times ``log`` of each run, plus the diffs of the rows found
+        (counted in ``rows_found``; the rows themselves are not decoded)."""
+        return self._sums(self._ranges(columns), len(columns[0]) if columns else 0)
+
+    def counts_words(self, q: np.ndarray, layout: Layout) -> np.ndarray:
+        """:meth:`counts` of keys already encoded."""
+        return self._sums(self._ranges_of(q, layout), len(q))
+
+    def _sums(self, ranges, n: int) -> np.ndarray:
+        out = np.zeros(n, np.int64)
+        for run, lo, hi in ranges:
+            cnt = hi - lo
+            total = int(cnt.sum())
+            if not total:
+                continue
+            ends = np.cumsum(cnt)
+            rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(total)
+            self.rows_found += total
+            # A key's rows (distinct payloads, several runs) may sum beyond int64 only when the
+            # collection's multiplicities do: summed exactly when that is possible at all.
+            d = run.diff[rows]
+            q = np.repeat(np.arange(n), cnt)
+            if np.abs(d.astype(np.float64)).sum() >= 2.0**62:
+                acc = np.zeros(n, object)
+                np.add.at(acc, q, d.astype(object))
+                acc = acc + out.astype(object)
+                if any(not -(2**63) <= int(x) < 2**63 for x in acc):
+                    raise OverflowError("diff overflow: the multiplicity of a key leaves int64")
+                out = acc.astype(np.int64)
+            else:
+                np.add.at(out, q, d)
+        return out
+
+    def _gather(self, ranges) -> Matches:
+        qs, keys, vals, diffs, kls, vls = [], [], [], [], [], []
+        for run, lo, hi in ranges:
+            cnt = hi - lo
+            total = int(cnt.sum())
+            if not total:
+                continue
+            q = np.repeat(np.arange(len(lo)), cnt)
+            ends = np.cumsum(cnt)
+            rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(total)
+            qs.append(q)
+            keys.append(run.keys[rows])
+            vals.append(run.vals[rows])
+            diffs.append(run.diff[rows])
+            kls.append(run.key_layout)
+            vls.append(run.val_layout)
+        if not qs:
+            return Matches(np.zeros(0, np.int64), Updates.empty(self.schema))
+        kl, vl = unify_layouts(*kls), unify_layouts(*vls)
+        kw = np.concatenate([pad_keys(k, a, kl) for k, a in zip(keys, kls)])
+        vw = np.concatenate([pad_keys(v, a, vl) for v, a in zip(vals, vls)])
+        diff = np.concatenate(diffs)
+        self.rows_found += len(diff)
+        return Matches(np.concatenate(qs), self._decode(kw, kl, vw, vl, diff))
+
+    def _decode(self, kw, kl, vw, vl, diff) -> Updates:
+        kc = decode_columns(kw, kl, self._key_specs)
+        vc = decode_columns(vw, vl, self._val_specs)
+        cols: list = [None] * len(self.schema)
+        for i, c in zip(self._key_pos, kc):
+            cols[i] = c
+        for i, c in zip(self._val_pos, vc):
+            cols[i] = c
+        time = np.full(len(diff), self._since or 0, np.uint64)
+        return Updates({s.name: c for s, c in zip(self.schema, cols)}, time, diff, copy=False)
+
+    def snapshot(self) -> Updates:
+        """Every row with its multiplicity (consolidated), at :attr:`since`: reads every run,
+        for tests and inspection."""
+        if not self._runs:
+            return Updates.empty(self.schema)
+        rows = self._gather([(r, np.zeros(1, np.int64), np.array([len(r.diff)])) for r in self._runs]).rows
+        return consolidate(rows)
+
+
+def _run(kw: np.ndarray, kl: Layout, vw: np.ndarray, vl: Layout, diff: np.ndarray) -> Run:
+    """A run of the rows ``(kw | vw)``: sorted, consolidated, split back into key and payload."""
+    width = kw.shape[1]
+    words, diff = consolidate_words(np.hstack([kw, vw]) if vw.shape[1] else kw, diff)
+    keys = np.ascontiguousarray(words[:, :width])
+    vals = np.ascontiguousarray(words[:, width:])
+    return Run(keys, kl, vals, vl, diff)
+

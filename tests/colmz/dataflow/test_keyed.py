@@ -1,0 +1,125 @@
+"""``KeyedArrangement``: lookups against a multiset model, geometric runs, work counters."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import dataflow_model as dm
+import numpy as np
+import pyarrow as pa
+import pytest
+import updates_strategies as us
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import colmz
+from colmz.dataflow import KeyedArrangement
+from colmz.dataflow.keyed import consolidate_words
+from colmz.rollback import roll_back, save
+
+SCHEMA = {"k": pa.string(), "j": pa.int64(), "v": pa.float64()}
+POOL = [(k, j, v) for k in (None, "", "a", "a" * 15, "b\x00") for j in (None, 1, -(2**63))
+        for v in (None, 0.0, float("nan"), 1.5)]
+
+
+def model_lookup(held: Counter, keys: list[tuple]) -> Counter:
+    out: Counter = Counter()
+    for qi, key in enumerate(keys):
+        for row, d in held.items():
+            if row[:2] == key:
+                out[(qi, row)] += d
+    return Counter({k: v for k, v in out.items() if v})
+
+
+@settings(max_examples=us.examples(60))
+@given(dm.change_steps(POOL, max_steps=8, valid=False), st.lists(st.sampled_from(POOL), max_size=5))
+def test_lookup_and_counts_match_the_model(steps, queries):
+    a = KeyedArrangement(SCHEMA, key=["k", "j"])
+    held: Counter = Counter()
+    for t, step in enumerate(steps):
+        a.insert(t, dm.batch(SCHEMA, [r for r, _ in step], [d for _, d in step], t))
+        for r, d in step:
+            held[us.canon_rows(dm.batch(SCHEMA, [r], [1], 0))[0]] += d
+        held = Counter({k: v for k, v in held.items() if v})
+        keys = [q[:2] for q in queries]
+        cols = [pa.array([q[0] for q in queries], pa.string()), pa.array([q[1] for q in queries], pa.int64())]
+        found = a.lookup(cols)
+        got: Counter = Counter()
+        for qi, row, d in zip(found.query.tolist(), us.canon_rows(found.rows), found.rows.diff.tolist()):
+            got[(qi, row)] += d
+        assert Counter({k: v for k, v in got.items() if v}) == model_lookup(held, keys)
+        expect = [sum(d for row, d in held.items() if row[:2] == key) for key in keys]
+        assert a.counts(cols).tolist() == expect
+        assert dm.counter_of(a.snapshot()) == held
+        # Geometric runs: each at least twice the next (so O(log n) of them).
+        sizes = a.run_sizes
+        assert all(x > 2 * y for x, y in zip(sizes, sizes[1:]))
+
+
+def test_one_key_lookup_touches_log_n_rows_of_100k():
+    n = 100_000
+    a = KeyedArrangement({"k": pa.int64(), "v": pa.int64()}, key=["k"])
+    rng = np.random.default_rng(1)
+    a.insert(0, colmz.Updates({"k": rng.integers(0, n // 10, n), "v": np.arange(n)}, time=np.zeros(n, np.uint64),
+                              diff=np.ones(n, np.int64)))
+    for t in range(1, 40):  # small inserts: runs stay O(log n)
+        a.insert(t, colmz.Updates({"k": [t], "v": [-t]}, time=[t], diff=[1]))
+    assert a.runs <= 2 + int(np.log2(n))
+    merged, searched, found = a.rows_merged, a.keys_searched, a.rows_found
+    m = a.lookup([pa.array([7])])
+    assert a.keys_searched - searched == a.runs  # one key searched in each run
+    assert a.rows_found - found == len(m.rows) <= 40  # the key's ~10 rows (plus its insert)
+    a.insert(40, colmz.Updates({"k": [7], "v": [0]}, time=[40], diff=[1]))
+    # One-row insert: amortised merging, but never the 100 k run (it is far more than twice).
+    assert a.rows_merged - merged < 200
+
+
+def test_consolidate_words_sums_and_drops_zeros():
+    w = np.array([[3, 1], [1, 2], [3, 1], [1, 2]], np.uint64)
+    k, d = consolidate_words(w, np.array([1, 2, 1, -2]))
+    assert k.tolist() == [[3, 1]] and d.tolist() == [2]
+    k, d = consolidate_words(np.zeros((3, 0), np.uint64), np.array([1, -1, 4]))
+    assert k.shape == (1, 0) and d.tolist() == [4]
+
+
+def test_empty_key_arranges_every_row_under_one_key():
+    a = KeyedArrangement({"v": pa.int64()}, key=[])
+    a.insert(0, colmz.Updates({"v": [1, 2, 2]}, time=[0, 0, 0], diff=[1, 1, 1]))
+    m = a.lookup_words(np.zeros((2, 0), np.uint64), (0,))
+    assert sorted(zip(m.query.tolist(), m.rows.column("v").to_pylist(), m.rows.diff.tolist())) == [
+        (0, 1, 1), (0, 2, 2), (1, 1, 1), (1, 2, 2)]
+
+
+def test_bad_input_raises_and_changes_nothing():
+    a = KeyedArrangement({"k": pa.int64()}, key=["k"])
+    a.insert(5, colmz.Updates({"k": [1]}, time=[5], diff=[1]))
+    with pytest.raises(ValueError, match="before the arrangement's since 5"):
+        a.insert(4, colmz.Updates({"k": [2]}, time=[4], diff=[1]))
+    with pytest.raises(colmz.SchemaError, match="columns"):
+        a.insert(6, colmz.Updates({"x": [2]}, time=[6], diff=[1]))
+    with pytest.raises(ValueError, match="not among the columns"):
+        KeyedArrangement({"k": pa.int64()}, key=["nope"])
+    with pytest.raises(ValueError, match="twice"):
+        KeyedArrangement({"k": pa.int64()}, key=["k", "k"])
+    assert a.since == 5 and a.counts([pa.array([1, 2])]).tolist() == [1, 0]
+
+
+def test_rollback_restores_runs():
+    a = KeyedArrangement({"k": pa.int64()}, key=["k"])
+    for t in range(5):
+        a.insert(t, colmz.Updates({"k": [t]}, time=[t], diff=[1]))
+    saved = save(a)
+    before = dm.counter_of(a.snapshot())
+    a.insert(9, colmz.Updates({"k": [0, 9]}, time=[9, 9], diff=[-1, 1]))
+    roll_back(a, saved)
+    assert dm.counter_of(a.snapshot()) == before and a.since == 4
+
+
+def test_counts_read_the_keys_rows_only():
+    n = 100_000
+    a = KeyedArrangement({"k": pa.int64()}, key=["k"])
+    a.insert(0, colmz.Updates({"k": np.arange(n) % 1000}, time=np.zeros(n, np.uint64), diff=np.ones(n, np.int64)))
+    a.insert(1, colmz.Updates({"k": [5]}, time=[1], diff=[-1]))
+    found = a.rows_found
+    assert a.counts([pa.array([5, 1001])]).tolist() == [99, 0]
+    assert a.rows_found - found == 2  # one consolidated row per run holding key 5

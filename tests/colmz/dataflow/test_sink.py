@@ -1,0 +1,101 @@
+"""``ViewSink``: the collection equals the view's model after every step; self-correcting."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import dataflow_model as dm
+import pyarrow as pa
+import pytest
+import updates_strategies as us
+from hypothesis import given, settings
+
+import colmz
+from colmz.continual.model import MemoryCollection
+from colmz.dataflow import AccumulableReduce, Count, DeltaJoin, Sum, ViewSink
+
+T = {"k": pa.int64(), "v": pa.int64()}
+U = {"uk": pa.int64(), "w": pa.string()}
+T_POOL = [(k, v) for k in (None, 1, 2, 3) for v in (None, 4, -2)]
+U_POOL = [(k, w) for k in (None, 1, 2) for w in ("x", "y")]
+
+
+@settings(max_examples=us.examples(40))
+@given(dm.change_steps(T_POOL, max_steps=8))
+def test_sum_view_collection_equals_the_model_at_every_time(steps):
+    r = AccumulableReduce(T, ["k"], {"s": Sum("v"), "c": Count()})
+    sink = ViewSink(r.schema)
+    held: Counter = Counter()
+    for i, step in enumerate(steps):
+        t = 2 * i + 1  # times with gaps: the upper moves to t + 1 each step
+        b = dm.batch(T, [r_ for r_, _ in step], [d for _, d in step], t)
+        held.update(dm.counter_of(b))
+        held = Counter({k: v for k, v in held.items() if v})
+        sink.step(t, r.step(t, b))
+        assert sink.collection.upper == t + 1
+        expect: Counter = Counter()
+        groups: dict = {}
+        for (k, v), c in held.items():
+            groups.setdefault(k, []).append((v, c))
+        for k, rows in groups.items():
+            vs = [(v, c) for v, c in rows if v is not None]
+            expect[(k, sum(v * c for v, c in vs) if vs else None, sum(c for _, c in rows))] += 1
+        assert dm.counter_of(sink.collection.snapshot(t)) == expect
+
+
+@settings(max_examples=us.examples(30))
+@given(dm.change_steps(T_POOL, max_steps=5), dm.change_steps(U_POOL, max_steps=5))
+def test_rebuilt_join_over_an_existing_view_writes_only_the_difference(ts, us_):
+    j = DeltaJoin([T, U], on=[("k", "uk")])
+    sink = ViewSink(j.schema)
+    for t in range(max(len(ts), len(us_))):
+        a = ts[t] if t < len(ts) else []
+        b = us_[t] if t < len(us_) else []
+        sink.step(t, j.step(t, dm.batch(T, [r for r, _ in a], [d for _, d in a], t),
+                            dm.batch(U, [r for r, _ in b], [d for _, d in b], t)))
+    last = sink.collection.upper - 1
+    before = dm.counter_of(sink.collection.snapshot(last))
+    # A new dataflow over the same inputs, its whole output at once, into the same collection.
+    j2 = DeltaJoin([T, U], on=[("k", "uk")])
+    full_t: Counter = Counter()
+    full_u: Counter = Counter()
+    for steps, full in ((ts, full_t), (us_, full_u)):
+        for step in steps:
+            for row, d in step:
+                full[row] += d
+    ta = dm.batch(T, [r for r, c in full_t.items() if c], [c for c in full_t.values() if c], last + 1)
+    ub = dm.batch(U, [r for r, c in full_u.items() if c], [c for c in full_u.values() if c], last + 1)
+    again = ViewSink(j2.schema, sink.collection)
+    written = again.step(last + 1, j2.step(last + 1, ta, ub))
+    assert len(written) == 0
+    assert dm.counter_of(sink.collection.snapshot(last + 1)) == before
+
+
+class FailingCollection(MemoryCollection):
+    """A collection whose next ``compare_and_append`` fails when told to."""
+
+    fail = False
+
+    def compare_and_append(self, updates, expected_upper, new_upper):
+        if self.fail:
+            raise OSError("injected: the write failed")
+        super().compare_and_append(updates, expected_upper, new_upper)
+
+
+def test_a_failed_write_changes_nothing_and_bad_times_are_refused():
+    c = FailingCollection(T)
+    sink = ViewSink(T, c)
+    sink.step(0, colmz.Updates({"k": [1], "v": [1]}, time=[0], diff=[1]))
+    c.fail = True
+    with pytest.raises(OSError, match="injected"):
+        sink.step(1, colmz.Updates({"k": [1], "v": [1]}, time=[1], diff=[-1]))
+    c.fail = False
+    # The failed step's desired change left the buffer: a later step writes only its own.
+    assert sink.step(2, colmz.Updates({"k": [2], "v": [2]}, time=[2], diff=[1])).to_pylist() == [(2, 2, 2, 1)]
+    assert dm.counter_of(c.snapshot(2)) == Counter({(1, 1): 1, (2, 2): 1})
+    with pytest.raises(ValueError, match="below the collection's upper 3"):
+        sink.step(2, colmz.Updates({"k": [2], "v": [2]}, time=[2], diff=[1]))
+    with pytest.raises(ValueError, match="times other than 4"):
+        sink.step(4, colmz.Updates({"k": [2], "v": [2]}, time=[5], diff=[1]))
+    with pytest.raises(colmz.SchemaError):
+        ViewSink({"x": pa.int64()}, c)

@@ -1,0 +1,147 @@
+"""``TopK``, ``Distinct`` and ``Threshold`` against recomputes in Python."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+
+import dataflow_model as dm
+import numpy as np
+import pyarrow as pa
+import pytest
+import updates_strategies as us
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import colmz
+from colmz.dataflow import Distinct, OrderBy, Threshold, TopK
+from colmz.errors import NegativeMultiplicity
+
+NAN = dm.NAN
+S = {"g": pa.int64(), "x": pa.float64(), "y": pa.int64(), "s": pa.string()}
+POOL = [(g, x, y, s) for g, x, y, s in zip(
+    [None, 1, 1, 2, 1, None, 2, 1, 1, 2],
+    [1.0, float("nan"), None, -0.0, 1.0, 2.0, None, float("nan"), 0.0, 3.5],
+    [5, 5, None, 1, 2, 5, 7, None, 2, 1],
+    ["a", "b", "", None, "a", "c", "b", "d", "e", "a"])]
+KINDS = [colmz.ColumnSpec(n, t).kind for n, t in S.items()]
+
+
+def _cmp_value(a, b, o: OrderBy) -> int:
+    if a is None or b is None:
+        if a is None and b is None:
+            return 0
+        first = -1 if o.nulls_first else 1
+        return first if a is None else -first
+    ka, kb = ((1, 0.0) if a is NAN else (0, a)), ((1, 0.0) if b is NAN else (0, b))
+    c = (ka > kb) - (ka < kb)
+    return -c if o.descending else c
+
+
+def model_topk(held: Counter, group: list[int], order: list[OrderBy], limit, offset) -> Counter:
+    cols = list(S)
+    groups: dict = {}
+    for row, c in held.items():
+        groups.setdefault(tuple(row[i] for i in group), []).extend([row] * c)
+
+    def cmp(a, b):
+        for o in order:
+            i = cols.index(o.column)
+            c = _cmp_value(a[i], b[i], o)
+            if c:
+                return c
+        ka, kb = us.ref_key(KINDS, a), us.ref_key(KINDS, b)
+        return (ka > kb) - (ka < kb)
+
+    out: Counter = Counter()
+    for rows in groups.values():
+        rows.sort(key=functools.cmp_to_key(cmp))
+        end = None if limit is None else offset + limit
+        out.update(rows[offset:end])
+    return out
+
+
+def run(op, steps, model):
+    held: Counter = Counter()
+    prev: Counter = Counter()
+    for t, step in enumerate(steps):
+        b = dm.batch(S, [r for r, _ in step], [d for _, d in step], t)
+        held.update(dm.counter_of(b))
+        held = Counter({k: v for k, v in held.items() if v})
+        got = dm.as_delta(op.step(t, b), t)
+        now = model(held)
+        assert got == dm.diff_of(prev, now), f"step {t}"
+        prev = now
+
+
+orders = st.lists(st.builds(OrderBy, st.sampled_from(["x", "y", "g"]), st.booleans(),
+                            st.one_of(st.none(), st.booleans())), min_size=1, max_size=2)
+
+
+@settings(max_examples=us.examples(80))
+@given(dm.change_steps(POOL, max_steps=8), orders, st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 2),
+       st.booleans())
+def test_topk_matches_the_model(steps, order, limit, offset, grouped):
+    group = ["g"] if grouped else []
+    op = TopK(S, group, order, limit=limit, offset=offset)
+    run(op, steps, lambda h: model_topk(h, [0] if grouped else [], order, limit, offset))
+
+
+def test_topk_work_is_the_affected_group():
+    n = 100_000
+    schema = {"g": pa.int64(), "v": pa.int64()}
+    t = TopK(schema, ["g"], [OrderBy("v", descending=True)], limit=2)
+    t.step(0, colmz.Updates({"g": np.arange(n) % 10_000, "v": np.arange(n)}, time=np.zeros(n, np.uint64),
+                            diff=np.ones(n, np.int64)))
+    before = t.arrangement.rows_found
+    out = t.step(1, colmz.Updates({"g": [3], "v": [90_003]}, time=[1], diff=[-1]))  # group 3's first
+    assert out.to_pylist() == [(3, 70_003, 1, 1), (3, 90_003, 1, -1)]
+    assert t.arrangement.rows_found - before == 10 + 11
+
+
+def test_topk_refuses_text_order_and_bad_limits():
+    with pytest.raises(TypeError, match="collation"):
+        TopK(S, [], ["s"], limit=1)
+    with pytest.raises(ValueError, match="limit must be a non-negative int"):
+        TopK(S, [], ["x"], limit=-1)
+    with pytest.raises(ValueError, match="offset"):
+        TopK(S, [], ["x"], limit=1, offset=1.5)
+
+
+def model_distinct(held: Counter) -> Counter:
+    return Counter({r: 1 for r, c in held.items() if c > 0})
+
+
+def model_threshold(held: Counter) -> Counter:
+    return Counter({r: c for r, c in held.items() if c > 0})
+
+
+@settings(max_examples=us.examples(80))
+@given(dm.change_steps(POOL, max_steps=8))
+def test_distinct_matches_the_model(steps):
+    run(Distinct(S), steps, model_distinct)
+
+
+@settings(max_examples=us.examples(80))
+@given(dm.change_steps(POOL, max_steps=8, valid=False))
+def test_threshold_matches_the_model_with_negative_counts(steps):
+    run(Threshold(S), steps, model_threshold)
+
+
+def test_distinct_refuses_negative_counts_and_changes_nothing():
+    d = Distinct(S)
+    d.step(0, dm.batch(S, [POOL[0]], [1], 0))
+    with pytest.raises(NegativeMultiplicity):
+        d.step(1, dm.batch(S, [POOL[0]], [-2], 1))
+    assert d.step(1, dm.batch(S, [POOL[0]], [-1], 1)).to_pylist() == [(None, 1.0, 5, "a", 1, -1)]
+
+
+def test_distinct_one_row_change_touches_log_n():
+    n = 100_000
+    d = Distinct({"k": pa.int64()})
+    d.step(0, colmz.Updates({"k": np.arange(n) % 50_000}, time=np.zeros(n, np.uint64), diff=np.ones(n, np.int64)))
+    a = d.arrangement
+    before = a.keys_searched + a.rows_found + a.rows_merged
+    assert d.step(1, colmz.Updates({"k": [7]}, time=[1], diff=[-1])).to_pylist() == []
+    assert d.step(2, colmz.Updates({"k": [7]}, time=[2], diff=[-1])).to_pylist() == [(7, 2, -1)]
+    assert a.keys_searched + a.rows_found + a.rows_merged - before <= 2 * a.runs + 4
