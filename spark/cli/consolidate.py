@@ -27,11 +27,15 @@ from colmz.spark.cli.base import (
     Progress,
     add_spark_options,
     as_input_error,
-    check_exists,
+    check_apart,
+    check_as_of,
+    check_store_url,
     consensus_url,
     csv_list,
     nonneg,
     open_input_store,
+    output_path,
+    parquet_schema,
     read_parquet,
     start_spark,
 )
@@ -62,13 +66,12 @@ def add_parser(sub, name: str, summary: str) -> argparse.ArgumentParser:
     return c
 
 
-def _write_atomic(df, output: str, overwrite: bool) -> int:
-    """Write ``df`` as Parquet to ``output`` via a sibling staging directory and a rename."""
+def _write_atomic(df, target: Path, overwrite: bool) -> int:
+    """Write ``df`` as Parquet to ``target`` via a sibling staging directory and a rename."""
     import pyarrow.parquet as pq
 
-    target = Path(output).absolute()
     if target.exists() and not overwrite:
-        raise InputError(f"output {output!r} exists; pass --overwrite to replace it")
+        raise InputError(f"output {str(target)!r} exists; pass --overwrite to replace it")
     staging = target.parent / f".{target.name}.colmz-staging-{uuid.uuid4().hex}"
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -79,7 +82,10 @@ def _write_atomic(df, output: str, overwrite: bool) -> int:
             old = target.parent / f".{target.name}.colmz-old-{uuid.uuid4().hex}"
             os.rename(target, old)
             os.rename(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink()
         else:
             os.rename(staging, target)
     except BaseException:
@@ -89,29 +95,59 @@ def _write_atomic(df, output: str, overwrite: bool) -> int:
 
 
 def run(args, out) -> dict:
-    """``colmz consolidate`` / ``colmz snapshot`` for parsed ``args``; return a summary."""
+    """``colmz consolidate`` / ``colmz snapshot`` for parsed ``args``; return a summary.
+
+    Everything that needs no Spark is checked first: the input (a store's metadata and parts,
+    or the Parquet footers: the columns), the output's place (never at, inside or above the
+    input store), ``--as-of`` against the store's final ticks, ``--since``/``--upper``.
+    """
     t0 = _time.perf_counter()
-    if "://" not in args.input:
-        check_exists(args.input, "input")
-    if Path(args.output).exists() and not args.overwrite:
+    if "://" in args.input or args.consensus is not None:
+        check_store_url(args.input, args.consensus, "input")
+    target = output_path(args.output, "output", directory=True)
+    if target.exists() and not args.overwrite:
         raise InputError(f"output {args.output!r} exists; pass --overwrite to replace it")
+    since, upper = getattr(args, "since", None), getattr(args, "upper", None)
+    if since is not None and upper is not None and since >= upper:
+        raise InputError(f"--since {since} is not below --upper {upper}: every time is advanced to at "
+                         "least --since and only times before --upper are kept, so nothing would be left")
     store = open_input_store(args.input, args.consensus)  # a store is read through its metadata
+    if store is not None:
+        check_apart(args.output, "output", [args.input])
+        arr = store.arrangement
+        if arr.schema is None:
+            raise InputError(f"store {args.input!r} holds nothing yet")
+        if args.command == "snapshot":
+            check_as_of(arr, args.as_of, args.input)
+        schema = _store_schema(arr)
+    else:
+        schema = parquet_schema(args.input, "input")
+    if schema is not None:
+        with as_input_error():
+            check_update_columns(schema, args.data, args.time, args.diff)
     progress = Progress(out, quiet=args.quiet)
     try:
-        return _consolidate(args, store, progress, t0)
+        return _consolidate(args, store, target, progress, t0)
     finally:
         progress.close()
 
 
-def _consolidate(args, store, progress: Progress, t0: float) -> dict:
+def _store_schema(arr):
+    """The Spark schema of a store's updates (its data columns, ``time``, ``diff``)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(pa.schema([(c.name, c.type) for c in arr.schema]
+                                       + [("time", pa.int64()), ("diff", pa.int64())]))
+
+
+def _consolidate(args, store, target: Path, progress: Progress, t0: float) -> dict:
     with progress.phase("starting Spark"):
         spark = progress.spark = start_spark(args)
     with progress.phase(f"reading {args.input}"):
         if store is not None:
             arr = store.arrangement
-            df = None if arr.schema is None else read_parts(spark, store.url, arr.schema, part_list(arr))
-            if df is None:
-                raise InputError(f"store {args.input!r} holds nothing yet")
+            df = read_parts(spark, store.url, arr.schema, part_list(arr))
         else:
             df = read_parquet(spark, args.input, "input")
         with as_input_error():
@@ -125,8 +161,8 @@ def _consolidate(args, store, progress: Progress, t0: float) -> dict:
             else:
                 result = consolidate(df, data, args.time, args.diff, since=args.since, upper=args.upper,
                                      buckets=args.buckets, partial=args.partial)
-        rows_out = _write_atomic(result, args.output, args.overwrite)
-    return {"input_rows": rows_in, "output_rows": rows_out, "output": str(Path(args.output).absolute()),
+        rows_out = _write_atomic(result, target, args.overwrite)
+    return {"input_rows": rows_in, "output_rows": rows_out, "output": str(target),
             "seconds": round(_time.perf_counter() - t0, 3)}
 
 

@@ -44,14 +44,16 @@ from colmz.spark.cli.base import (
     VerificationError,
     add_spark_options,
     as_input_error,
-    check_exists,
     check_store_url,
     consensus_url,
     csv_list,
     nonneg,
+    parquet_schema,
     positive,
+    probe_store_writes,
     read_parquet,
     start_spark,
+    url_scheme,
 )
 from colmz.spark.events import (
     EventsSpec,
@@ -219,9 +221,8 @@ def _plan_sink(args) -> _SinkRun:
     if args.input is not None:
         if args.keys is None:
             raise InputError("--keys is required with --input (the key columns of the events)")
-        check_exists(args.input, "events")
         _check_events_schema(args)
-    check_store_url(args.store, args.consensus)
+    check_store_url(args.store, args.consensus, "--store")
     store = open_sink_store(args.store, args.consensus)
     run = _SinkRun(args, ticks, store)
     arr = store.arrangement
@@ -231,21 +232,17 @@ def _plan_sink(args) -> _SinkRun:
     run.floor = 0 if arr is None else max(arr.get_seal(), arr.since())
     run.seal = 0 if arr is None else arr.get_seal()
     run.live = [t for t in ticks if t >= run.floor]
+    if run.live and url_scheme(args.store) == "s3":
+        probe_store_writes(store.url)  # e.g. no AWS credentials: said before any part is written
     return run
 
 
 def _check_events_schema(args) -> None:
-    """The events' columns, checked from their Parquet footers before Spark starts.
-
-    Only when pyarrow reads the schema and Spark can type it; otherwise Spark's read reports
-    the problem (the same check runs again on the schema Spark reads).
-    """
-    try:
-        import pyarrow.dataset as ds
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        schema = from_arrow_schema(ds.dataset(args.input, format="parquet").schema)
-    except Exception:  # noqa: BLE001 - not readable here: Spark reads and reports it
+    """The events' columns, checked from their Parquet footers before Spark starts (an empty
+    directory or a file that is not Parquet is said here too); the same check runs again on
+    the schema Spark reads."""
+    schema = parquet_schema(args.input, "events")
+    if schema is None:
         return
     spec = EventsSpec(tuple(args.keys), args.value, args.valid_from, args.valid_to)
     with as_input_error():

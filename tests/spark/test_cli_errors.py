@@ -201,3 +201,142 @@ def test_a_part_with_damaged_pages_is_one_line_after_spark(tmp_path):
     assert "Traceback" not in r.stderr and " ERROR " not in r.stderr, r.stderr
     again = colmz.Arrangement.open(str(tmp_path / "st"), create=False)
     assert (again.seqno, again.meta()) == before
+
+
+# ----------------------------------------------------------------------------- the real entry point
+
+
+def colmz_command() -> list[str]:
+    """The installed ``colmz`` console script (else ``python -m colmz.spark.cli``)."""
+    import sys
+
+    exe = Path(sys.executable).parent / "colmz"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "colmz.spark.cli"]
+
+
+def run_colmz(argv, cwd, env=None, **kw):
+    import os
+    import subprocess
+
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([*colmz_command(), *argv], cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    """A workspace every error case runs in: a store ``st`` (sealed through 1), a link to it,
+    a file, an empty directory, a file that is not Parquet, updates and events as Parquet, a
+    store streamed with event ticks, and a ``psycopg`` that cannot be imported."""
+    from colmz.spark.stream import TICK
+
+    d = tmp_path_factory.mktemp("ws")
+    sink_store(d / "st")
+    (d / "link").symlink_to(d / "st")
+    (d / "afile").write_text("not a directory\n")
+    (d / "empty").mkdir()
+    (d / "bad.parquet").write_text("not parquet\n")
+    pq.write_table(pa.table({"k": ["a"], "time": [1], "diff": [1]}), d / "updates.parquet")
+    (d / "events").mkdir()
+    pq.write_table(pa.table({"customer": [1], "plan": ["pro"], "valid_from": [0], "valid_to": [3]}),
+                   d / "events" / "e.parquet")
+    ev = colmz.Arrangement.open(str(d / "evst"), schema={"customer": pa.int64(), "plan": pa.string()})
+    ev.seal(3, properties={TICK: "event"})
+    (d / "nopsycopg" / "psycopg").mkdir(parents=True)
+    (d / "nopsycopg" / "psycopg" / "__init__.py").write_text("raise ImportError(\"No module named 'psycopg'\")\n")
+    return d
+
+
+#: (argv, what stderr's one line says); ``{d}`` is the workspace. Each was a traceback with
+#: status 1, a wrong answer with status 0, or found only after Spark had started.
+ERROR_CASES = {
+    # unknown or unusable store URLs
+    "s3x": (["read", "s3x://bucket/p"], "scheme 's3x'"),
+    "gs": (["read", "gs://bucket/p"], "scheme 'gs'"),
+    "ftp": (["sink", "--store", "ftp://host/p"], "scheme 'ftp'"),
+    "http": (["consolidate", "http://host/p", "{d}/out"], "scheme 'http'"),
+    "sqlite-store": (["read", "sqlite:///{d}/c.sqlite"], "give it with --consensus"),
+    "file-host": (["read", "file://host/data/st"], "file:///absolute/path"),
+    "mem": (["read", "mem://x"], "inside one process"),
+    "no-psycopg": (["read", "{d}/st", "--consensus", "postgresql://u@127.0.0.1:9/db"],
+                   "pip install 'colmz[postgres]'"),
+    # a file where a directory is due, a directory under a file
+    "store-file": (["sink", "--store", "{d}/afile"], "is a file"),
+    "store-under-file": (["sink", "--store", "{d}/afile/st"], "lies under the file"),
+    "checkpoint-file": (["stream", "--input", "{d}/events", "--store", "{d}/st2", "--checkpoint", "{d}/afile",
+                         "--keys", "customer", "--value", "plan"], "--checkpoint"),
+    "read-o-under-file": (["read", "{d}/st", "-o", "{d}/afile/x.parquet"], "lies under the file"),
+    # outputs at, inside or above their input store (issue 36 item 5), whatever --overwrite says
+    "read-o-store": (["read", "{d}/st", "-o", "{d}/st"], "is the store"),
+    "read-o-consensus": (["read", "{d}/st", "-o", "{d}/st/consensus.sqlite", "--overwrite"], "inside the store"),
+    "snapshot-into-blob": (["snapshot", "{d}/st", "{d}/st/blob", "--as-of", "1", "--overwrite"], "inside the store"),
+    "snapshot-via-link": (["snapshot", "{d}/st", "{d}/link/blob", "--as-of", "1", "--overwrite"],
+                          "inside the store"),
+    "snapshot-via-file-url": (["snapshot", "file://{d}/st", "{d}/st/blob", "--as-of", "1", "--overwrite"],
+                              "inside the store"),
+    "consolidate-in-place": (["consolidate", "{d}/st", "{d}/st", "--overwrite"], "is the store"),
+    "consolidate-above": (["consolidate", "{d}/link", "{d}", "--overwrite"], "a directory holding the store"),
+    # --as-of past the seal (issue 36 item 6): every command taking it refuses it alike
+    "snapshot-past-seal": (["snapshot", "{d}/st", "{d}/out", "--as-of", "5000"], "outside the final"),
+    "read-past-seal": (["read", "{d}/st", "--as-of", "5000"], "outside the final"),
+    # inputs
+    "empty-dir": (["consolidate", "{d}/empty", "{d}/out"], "holds no Parquet files"),
+    "events-empty-dir": (["sink", "--input", "{d}/empty", "--keys", "customer", "--store", "{d}/st3"],
+                         "holds no Parquet files"),
+    "not-parquet": (["consolidate", "{d}/bad.parquet", "{d}/out"], "magic bytes not found"),
+    "not-a-store-sqlite": (["read", "{d}/empty", "--consensus", "sqlite:///{d}/c.sqlite"],
+                           "the consensus 'sqlite:///"),
+    "since-above-upper": (["consolidate", "{d}/updates.parquet", "{d}/out", "--since", "100", "--upper", "50"],
+                          "--since 100 is not below --upper 50"),
+    # column and store errors found from metadata, before Spark starts
+    "consolidate-data": (["consolidate", "{d}/updates.parquet", "{d}/out", "--data", "nosuch"], "'nosuch'"),
+    "consolidate-store-data": (["consolidate", "{d}/st", "{d}/out", "--data", "nosuch"], "'nosuch'"),
+    "stream-keys": (["stream", "--input", "{d}/events", "--store", "{d}/st4", "--checkpoint", "{d}/ck",
+                     "--keys", "nosuch", "--value", "plan"], "key column 'nosuch'"),
+    "stream-tick": (["stream", "--input", "{d}/events", "--store", "{d}/evst", "--checkpoint", "{d}/ck",
+                     "--keys", "customer", "--value", "plan"], "written with event ticks"),
+    # usage
+    "usage": (["read"], "the following arguments are required: store"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERROR_CASES))
+def test_error_paths_are_one_line_and_status_2(ws, case):
+    # The real console script: one line `colmz CMD: ...` naming the fix, status 2, no
+    # traceback, and no Spark session (its start prints lines of its own on stderr).
+    argv, says = ERROR_CASES[case]
+    argv = [a.format(d=ws) for a in argv]
+    before = (sink_store_state(ws / "st"), sorted(p.name for p in ws.iterdir()))
+    env = {"PYTHONPATH": str(ws / "nopsycopg")} if case == "no-psycopg" else None
+    r = run_colmz(argv, cwd=ws, env=env)
+    assert r.returncode == base.EXIT_INPUT, r.stderr
+    line = one_line(r.stderr)
+    assert line.startswith(f"colmz {argv[0]}:") and says.format(d=ws) in line, line
+    assert r.stdout == ""
+    # nothing written: the store as it was, no new file beside it
+    assert (sink_store_state(ws / "st"), sorted(p.name for p in ws.iterdir())) == before
+
+
+def sink_store_state(path: Path) -> tuple:
+    a = colmz.Arrangement.open(str(path), create=False)
+    return a.seqno, a.meta(), sorted(p.name for p in (path / "blob").rglob("*"))
+
+
+def test_version_and_a_closed_pipe(ws):
+    import subprocess
+
+    r = run_colmz(["--version"], cwd=ws)
+    assert r.returncode == 0 and r.stdout.startswith("colmz ") and r.stderr == ""
+    # `colmz read STORE | head -2`: the reader goes away after two lines. Was a BrokenPipeError
+    # traceback (2 runs in 3); now quiet, as cat is. A store with many rows, so the pipe fills.
+    big = colmz.Arrangement.open(str(ws / "big"), schema={"k": pa.int64()})
+    n = 20_000
+    big.write(colmz.Updates({"k": list(range(n))}, time=[0] * n, diff=[1] * n))
+    big.seal(1)
+    for _ in range(3):
+        p = subprocess.Popen([*colmz_command(), "read", str(ws / "big"), "--limit", str(n)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.stdout.readline() and p.stdout.readline()
+        p.stdout.close()  # as head does after its lines
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=120) in (0, 141) and err == "", err
