@@ -293,7 +293,7 @@ def check_tick(properties: dict, tick: str) -> None:
     >>> try:
     ...     check_tick({TICK: "event"}, "processing")
     ... except StreamBindingError as e:
-    ...     print(str(e)[:59])
+    ...     print(str(e)[:60])
     the store was written with event ticks, not processing ticks
     """
     mode = properties.get(TICK)
