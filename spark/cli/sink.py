@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from colmz.arrangement import Arrangement, CommitConflict, SealMismatch
+from colmz.arrangement import Arrangement, ArrangementError, CommitConflict, SealMismatch
 from colmz.order import ColumnSpec
 from colmz.spark.arrangement_io import part_list, read_parts, read_parts_local, write_runs
 from colmz.spark.cli.base import (
@@ -70,7 +70,7 @@ from colmz.spark.session import start_python_workers, stop_tasks
 from colmz.spark.sink import SinkStats, check_ticks, sink
 from colmz.spark.sink_store import NAME, SinkStore, SinkStoreError, discard_run, open_sink_store
 
-__all__ = ["LOCAL_VERIFY_ROWS", "add_parser", "render", "run", "sample_ticks"]
+__all__ = ["LOCAL_VERIFY_ROWS", "add_parser", "render", "run", "sample_ticks", "written_part_unreadable"]
 
 
 #: Most events, and most stored plus written updates, ``--verify-with auto`` evaluates in
@@ -193,6 +193,9 @@ def run(args, out) -> dict:
                 with contextlib.suppress(Exception):  # e.g. the JVM is gone: nothing runs then
                     stop_tasks(spark)  # a failed job's other tasks may still be writing parts
                 discard_run(run.store, run.owner)  # the parts this run wrote, failed attempts included
+            written = written_part_unreadable(e, run.owner, args.store)
+            if written is not None:
+                raise SinkStoreError(written) from None
             damaged = _damaged_part(e)
             if damaged is not None:
                 raise SinkStoreError(f"store {args.store!r} is damaged: {damaged}") from None
@@ -210,6 +213,21 @@ def _damaged_part(e: BaseException) -> str | None:
         return None
     found = re.findall(r"(?:CorruptPart|MissingPart): (part .+)", str(e))
     return found[-1].strip() if found else None
+
+
+def written_part_unreadable(e: BaseException, owner: str, store: str) -> str | None:
+    """The line for a part this run's own tasks wrote that reads back damaged (its key carries
+    the run's ``owner``), else None. On S3 that is what unsigned requests leave on some
+    servers: the executors lack the AWS credentials the driver has (its write probe passed).
+    """
+    found = _damaged_part(e)  # found by a Spark task
+    if found is None and isinstance(e, ArrangementError) and str(e).strip():
+        found = str(e).strip().splitlines()[0]  # found in the driver
+    if found is None or f"-{owner}_" not in found:
+        return None
+    hint = ("; the executors' S3 requests may be unsigned: give them AWS credentials (e.g. "
+            "spark.executorEnv.AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)") if url_scheme(store) == "s3" else ""
+    return f"a part this run wrote reads back damaged: {found}{hint}; the parts it wrote are deleted"
 
 
 def _plan_sink(args) -> _SinkRun:
