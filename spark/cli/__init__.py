@@ -42,7 +42,15 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from colmz.spark.cli.base import EXIT_FAIL, EXIT_INPUT, EXIT_OK, FAILURES, InputError, print_json
+from colmz.spark.cli.base import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    FAILURES,
+    InputError,
+    print_json,
+    stop_started_sessions,
+)
 
 __all__ = ["COMMANDS", "EXIT_PIPE", "PATH_ERRORS", "CommandInfo", "Parser", "build_parser", "main", "version"]
 
@@ -128,6 +136,8 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_PIPE
+    finally:
+        stop_started_sessions()
     return status
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "InputError",
     "Phase",
     "Progress",
+    "STARTED",
     "VerificationError",
     "STORE_SCHEMES",
     "add_spark_options",
@@ -70,6 +71,7 @@ __all__ = [
     "read_parquet",
     "redact",
     "start_spark",
+    "stop_started_sessions",
     "url_scheme",
 ]
 
@@ -446,15 +448,41 @@ def read_parquet(spark, path: str, what: str):
         raise InputError(f"cannot read {what} {path!r} as Parquet: {_first_line(e)}") from None
 
 
+#: The sessions commands started in this process (not one a caller had running): stopped by
+#: :func:`stop_started_sessions` when the command ends.
+STARTED: list = []
+
+
 def start_spark(args):
     """The session a command runs on (``--master``, ``--partitions``)."""
+    from pyspark import SparkContext
+
     from colmz.spark.session import session
 
+    running = SparkContext._active_spark_context is not None
     # A command is a short job: on a local master, the quick-start JVM (session's docs).
     spark = session(args.master, "colmz-" + args.command, shuffle_partitions=args.partitions,
                     quick_start=args.master.startswith("local"))
+    if not running:
+        STARTED.append(spark)
     quiet_task_failures(spark)
     return spark
+
+
+def stop_started_sessions() -> None:
+    """Stop the sessions :func:`start_spark` started, before the process exits.
+
+    A job can return while some of its tasks still run (a job that needs only some
+    partitions); their completions reach the driver's scheduler later and merge the Python
+    accumulators through a socket to this process. Left to the process's exit, that socket
+    may already be closed when one arrives: the JVM then prints a stack trace from
+    ``PythonAccumulatorV2.merge``. ``SparkContext.stop`` stops the scheduler first and the
+    accumulator server after it (pyspark's ``SparkContext.stop``), so no merge is left to fail.
+    """
+    while STARTED:
+        spark = STARTED.pop()
+        with contextlib.suppress(Exception):  # the JVM may be gone already (a crash): nothing to stop
+            spark.stop()
 
 
 #: Spark's loggers that print a failed task's whole Python and JVM traceback (about 40 lines)
