@@ -7,9 +7,11 @@ through its metadata, never its folder). ``consolidate`` sums equal ``(data, tim
 zero diffs (``--since`` advances times first, ``--upper`` keeps times before it);
 ``snapshot`` is the collection at ``--as-of``: updates with ``time`` the as-of and ``diff``
 the multiplicity (``colmz read`` shows the same collection as a view with a ``count``
-column). The output directory is written by Spark into a sibling staging directory and
-renamed into place, so it is whole or absent; an existing output is refused unless
-``--overwrite``.
+column). A store of at most :data:`LOCAL_ROWS` updates is consolidated in this process with
+pyarrow, as ``colmz read`` reads it (``--spark``: on Spark anyway); anything else on Spark.
+The output directory is written into a sibling staging directory and renamed into place, so
+it is whole or absent; an existing output is refused unless ``--overwrite``, and an output
+at, inside or above the input store always.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time as _time
 import uuid
 from pathlib import Path
 
-from colmz.spark.arrangement_io import part_list, read_parts
+from colmz.spark.arrangement_io import part_list, read_parts, read_parts_local
 from colmz.spark.cli.base import (
     InputError,
     Progress,
@@ -42,7 +44,11 @@ from colmz.spark.cli.base import (
 from colmz.spark.frames import consolidate, snapshot
 from colmz.spark.schemas import check_update_columns, check_update_values
 
-__all__ = ["add_parser", "render", "run"]
+__all__ = ["LOCAL_ROWS", "add_parser", "render", "run"]
+
+#: Most stored updates of an input store consolidated in this process (pyarrow; a few hundred
+#: MB of Arrow at most) rather than on Spark, whose start alone costs seconds.
+LOCAL_ROWS = 2_000_000
 
 def add_parser(sub, name: str, summary: str) -> argparse.ArgumentParser:
     """Add ``colmz consolidate`` or ``colmz snapshot`` (``name``) to the subparsers ``sub``."""
@@ -62,12 +68,16 @@ def add_parser(sub, name: str, summary: str) -> argparse.ArgumentParser:
     c.add_argument("--partial", action="store_true",
                    help="also consolidate each input partition before the shuffle")
     c.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    c.add_argument("--spark", action="store_true",
+                   help=f"run on Spark also when the input is a store of at most {LOCAL_ROWS:,} updates "
+                   "(by default consolidated in this process, as colmz read reads)")
     add_spark_options(c)
     return c
 
 
-def _write_atomic(df, target: Path, overwrite: bool) -> int:
-    """Write ``df`` as Parquet to ``target`` via a sibling staging directory and a rename."""
+def _write_atomic(write, target: Path, overwrite: bool) -> int:
+    """Have ``write(staging)`` write Parquet files into a sibling staging directory, then
+    rename it to ``target`` (replacing it with ``overwrite``); return the rows written."""
     import pyarrow.parquet as pq
 
     if target.exists() and not overwrite:
@@ -75,7 +85,7 @@ def _write_atomic(df, target: Path, overwrite: bool) -> int:
     staging = target.parent / f".{target.name}.colmz-staging-{uuid.uuid4().hex}"
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        df.write.mode("errorifexists").parquet(str(staging))
+        write(staging)
         rows = sum(pq.ParquetFile(f).metadata.num_rows for f in staging.glob("part-*.parquet"))
         if target.exists():
             # Replace: move the old output aside first so the rename below cannot fail on it.
@@ -127,9 +137,52 @@ def run(args, out) -> dict:
             check_update_columns(schema, args.data, args.time, args.diff)
     progress = Progress(out, quiet=args.quiet)
     try:
+        if store is not None and not args.spark and int(store.arrangement.stats()["stored_updates"]) <= LOCAL_ROWS:
+            summary = _consolidate_local(args, store, target, progress)
+            if summary is not None:
+                summary["seconds"] = round(_time.perf_counter() - t0, 3)
+                return summary
         return _consolidate(args, store, target, progress, t0)
     finally:
         progress.close()
+
+
+def _bounds(args) -> tuple[int | None, int | None]:
+    """``(since, upper)`` of the consolidation: a snapshot at ``t`` is ``(t, t + 1)``."""
+    if args.command == "snapshot":
+        return args.as_of, args.as_of + 1
+    return args.since, args.upper
+
+
+def _consolidate_local(args, store, target: Path, progress: Progress) -> dict | None:
+    """A store of at most :data:`LOCAL_ROWS` updates, consolidated in this process with pyarrow
+    (what ``colmz read`` does; no Spark session). None when pyarrow cannot group by the
+    data columns' types: Spark then does it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    arr = store.arrangement
+    data = [c.name for c in arr.schema] if args.data is None else list(args.data)
+    since, upper = _bounds(args)
+    with progress.phase(f"reading {args.input} (in process)"):
+        table = read_parts_local(store.url, arr.schema, part_list(arr))
+        rows_in = table.num_rows
+    with progress.phase(f"{args.command} -> {args.output}"):
+        t = table.select([*data, args.time, args.diff])
+        if since is not None:
+            t = t.set_column(len(data), args.time, pc.max_element_wise(t.column(args.time), pa.scalar(since, pa.int64())))
+        if upper is not None:
+            t = t.filter(pc.less(t.column(args.time), upper))
+        try:
+            g = t.group_by([*data, args.time], use_threads=False).aggregate([(args.diff, "sum")])
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+        g = g.select([*data, args.time, f"{args.diff}_sum"]).rename_columns([*data, args.time, args.diff])
+        g = g.filter(pc.not_equal(g.column(args.diff), 0))
+        rows_out = _write_atomic(lambda d: (d.mkdir(), pq.write_table(g, d / "part-00000.parquet")),
+                                 target, args.overwrite)
+    return {"input_rows": rows_in, "output_rows": rows_out, "output": str(target), "ran_on": "local"}
 
 
 def _store_schema(arr):
@@ -161,8 +214,9 @@ def _consolidate(args, store, target: Path, progress: Progress, t0: float) -> di
             else:
                 result = consolidate(df, data, args.time, args.diff, since=args.since, upper=args.upper,
                                      buckets=args.buckets, partial=args.partial)
-        rows_out = _write_atomic(result, target, args.overwrite)
-    return {"input_rows": rows_in, "output_rows": rows_out, "output": str(target),
+        rows_out = _write_atomic(lambda d: result.write.mode("errorifexists").parquet(str(d)), target,
+                                 args.overwrite)
+    return {"input_rows": rows_in, "output_rows": rows_out, "output": str(target), "ran_on": "spark",
             "seconds": round(_time.perf_counter() - t0, 3)}
 
 

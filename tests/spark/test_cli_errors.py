@@ -455,3 +455,22 @@ def test_a_bad_micro_batch_is_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert lines[-1].startswith("colmz stream: bad input:") and "valid_to" in lines[-1], r.stderr
     assert "Traceback" not in r.stderr and " ERROR " not in r.stderr and "\tat " not in r.stderr, r.stderr
+
+
+def test_snapshot_of_a_small_store_needs_no_spark(no_spark, tmp_path):
+    # Was: a Spark session (5-8 s) for what colmz read answers in 0.04 s.
+    a = sink_store(tmp_path / "st")
+    a.write(colmz.Updates({"customer": [1, 3], "region": ["eu", "eu"], "plan": ["pro", "pro"]},
+                          time=[2, 2], diff=[-1, 2]))
+    a.seal(4)
+    out = io.StringIO()
+    assert no_spark.main(["snapshot", str(tmp_path / "st"), str(tmp_path / "snap"), "--as-of", "3", "--json",
+                          "-q"], out=out) == 0
+    s = json.loads(out.getvalue())
+    assert s["ran_on"] == "local" and s["input_rows"] == 4 and s["output_rows"] == 2
+    got = sorted(tuple(r.values()) for r in pq.read_table(tmp_path / "snap").to_pylist())
+    assert got == [(2, "us", "free", 3, 1), (3, "eu", "pro", 3, 2)]
+    assert no_spark.main(["consolidate", str(tmp_path / "st"), str(tmp_path / "c"), "--since", "1", "-q"],
+                         out=io.StringIO()) == 0
+    got = sorted(tuple(r.values()) for r in pq.read_table(tmp_path / "c").to_pylist())
+    assert got == [(1, "eu", "pro", 1, 1), (1, "eu", "pro", 2, -1), (2, "us", "free", 1, 1), (3, "eu", "pro", 2, 2)]
