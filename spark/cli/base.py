@@ -276,9 +276,10 @@ def location_key(url: str) -> tuple[str, tuple[str, ...]]:
     >>> location_key("s3://b/p/q?region=x")
     ('s3://b', ('p', 'q'))
     """
-    if url_scheme(url) == "s3":
+    scheme = url_scheme(url)
+    if scheme not in ("", "file"):
         parts = urllib.parse.urlsplit(url)
-        return f"s3://{parts.netloc}", tuple(x for x in parts.path.split("/") if x)
+        return f"{scheme}://{parts.netloc}", tuple(x for x in parts.path.split("/") if x)
     return "file", Path(os.path.realpath(local_path(url))).parts
 
 
@@ -286,10 +287,15 @@ def check_apart(output: str, flag: str, stores: Sequence[str]) -> None:
     """Refuse an ``output`` that is, lies inside or contains one of ``stores`` (input stores):
     writing it would replace the store's parts or metadata, whatever ``--overwrite`` says.
 
+    >>> check_apart("s3://b/st2", "output", ["s3://b/st?region=x"])  # another prefix
     >>> check_apart("/data/st/blob", "output", ["/data/st"])
     Traceback (most recent call last):
     ...
     colmz.spark.schemas.InputError: output '/data/st/blob' is inside the store '/data/st': writing it would overwrite the store (refused whatever --overwrite says); write it elsewhere
+    >>> check_apart("s3://b", "output", ["s3://b/st?region=x"])
+    Traceback (most recent call last):
+    ...
+    colmz.spark.schemas.InputError: output 's3://b' is a directory holding the store 's3://b/st?region=x': writing it would overwrite the store (refused whatever --overwrite says); write it elsewhere
     """
     out_scheme, out = location_key(output)
     for store in stores:

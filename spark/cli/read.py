@@ -72,8 +72,10 @@ def run(args, out) -> dict:
         check_exists(str(local_path(args.store)), "store")
     target = None
     if args.output is not None:
+        target = output_path(args.output, "--output", directory=True)
         check_apart(args.output, "--output", [args.store])
-        target = output_path(args.output, "--output", directory=False)
+        if target.is_dir():
+            raise InputError(f"--output {args.output!r} is a directory; give the Parquet file to write")
         if target.exists() and not args.overwrite:
             raise InputError(f"output {args.output!r} exists; pass --overwrite to replace it")
     store = open_input_store(args.store, args.consensus)

@@ -266,6 +266,9 @@ ERROR_CASES = {
     "checkpoint-file": (["stream", "--input", "{d}/events", "--store", "{d}/st2", "--checkpoint", "{d}/afile",
                          "--keys", "customer", "--value", "plan"], "--checkpoint"),
     "read-o-under-file": (["read", "{d}/st", "-o", "{d}/afile/x.parquet"], "lies under the file"),
+    "read-o-url": (["read", "{d}/st", "-o", "gs://bucket/x.parquet"], "local path"),
+    "read-o-dir": (["read", "{d}/st", "-o", "{d}/empty"], "is a directory"),
+    "migrate-into-old": (["migrate", "{d}/st", "{d}/st/new"], "inside the store"),
     # outputs at, inside or above their input store (issue 36 item 5), whatever --overwrite says
     "read-o-store": (["read", "{d}/st", "-o", "{d}/st"], "is the store"),
     "read-o-consensus": (["read", "{d}/st", "-o", "{d}/st/consensus.sqlite", "--overwrite"], "inside the store"),
