@@ -162,8 +162,6 @@ def add_spark_options(sp: argparse.ArgumentParser) -> None:
                     help="key buckets of the shuffle (default: --partitions)")
     sp.add_argument("--quiet", "-q", action="store_true", help="print only the summary")
     sp.add_argument("--json", action="store_true", help="print the summary as JSON")
-    sp.add_argument("--verbose", "-v", action="store_true",
-                    help="on a failure, also print Spark's whole trace (default: one line)")
 
 
 # ----------------------------------------------------------------------------- checks

@@ -14,12 +14,14 @@ walk-through in ``docs/streaming.md`` starts from nothing. Its times are ticks: 
 ``--tick event`` one micro-batch over them closes every tick up to the greatest
 ``valid_from``; with ``--tick processing`` micro-batch ``n`` closes tick ``n`` only.
 
-Everything that can be checked before Spark writes is checked first and reported as bad input
-(exit status 2): missing flags and paths, no event files, columns, a checkpoint bound to
-another store. A micro-batch with bad events, or one that finds the store written by another
-query (another input, another tick kind), fails the query before that batch commits anything
+Everything that needs no Spark is checked before a session starts and reported as bad input
+(exit status 2): missing flags, paths (a file given as --checkpoint), no event files, the
+events' columns (from their Parquet footers), an existing store's tick kind and columns (from
+its metadata). A checkpoint bound to another store, a micro-batch with bad events, or one that
+finds the store written by another query fails the query before that batch commits anything
 (also exit status 2); any other failure of a micro-batch leaves the store as its last
-committed batch left it (exit status 1).
+committed batch left it (exit status 1). Either is one line on standard error; Spark's trace
+of it only with ``--verbose``.
 
 **Ctrl-C (SIGINT)** stops ``colmz stream`` promptly, also while it races another writer for a
 batch's compare-and-set: the first SIGINT only sets a flag (a ``KeyboardInterrupt`` raised
@@ -58,6 +60,7 @@ from colmz.spark.cli.base import (
     positive,
     print_json,
     start_spark,
+    url_scheme,
 )
 from colmz.spark.sink_store import SinkStoreError
 
@@ -110,6 +113,8 @@ def add_parser(sub, name: str, summary: str) -> argparse.ArgumentParser:
                    help="write a generated example log of events (customer, region, plan, valid_from, "
                    "valid_to; times 0..99) into DIR as Parquet files, and stop; then stream it with "
                    "--input DIR --keys customer --value plan --tick event")
+    s.add_argument("--verbose", "-v", action="store_true",
+                   help="when a micro-batch fails, also print Spark's whole trace (default: one line)")
     add_spark_options(s)
     return s
 
@@ -225,6 +230,8 @@ def _check_before_spark(args) -> Path:
     from colmz.arrangement import Arrangement
     from colmz.spark.events import EventsSpec, check_schema
     from colmz.spark.stream import StreamBindingError, check_tick
+    from colmz.storage.base import StorageError
+    from colmz.storage.url import local_path
 
     check_store_url(args.store, args.consensus, "--store")
     for flag, path in (("--checkpoint", args.checkpoint), ("--input", args.input)):
@@ -243,10 +250,15 @@ def _check_before_spark(args) -> Path:
             check_schema(schema, spec)
     if args.delay and args.tick != "event":
         raise InputError(f"--delay {args.delay} needs --tick event (a processing tick closes every micro-batch)")
+    local = local_path(args.store) if url_scheme(args.store) in ("", "file") else None
+    if local is not None and args.consensus is None and not (local / "consensus.sqlite").is_file():
+        return indir  # a new store (opening it here would create its files)
     try:
         arr = Arrangement.open(args.store, consensus=args.consensus, name=args.name, create=False)
     except FileNotFoundError:
         return indir  # a new store
+    except StorageError as e:
+        raise SinkStoreError(f"store {args.store!r} is unreachable: {e}") from None
     try:
         check_tick(arr.properties(), args.tick)
     except StreamBindingError as e:
