@@ -458,6 +458,11 @@ def test_a_bad_micro_batch_is_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert lines[-1].startswith("colmz stream: bad input:") and "valid_to" in lines[-1], r.stderr
     assert "Traceback" not in r.stderr and " ERROR " not in r.stderr and "\tat " not in r.stderr, r.stderr
+    # --verbose: the same line last, Spark's trace of the failed batch before it
+    v = run_colmz(["stream", "--input", "events", "--store", "st", "--checkpoint", "ck", "--keys", "customer",
+                   "--value", "plan", "--available-now", "--quiet", "--verbose"], cwd=tmp_path)
+    assert v.returncode == base.EXIT_INPUT and v.stderr.strip().splitlines()[-1] == lines[-1], v.stderr
+    assert "Traceback" in v.stderr and "InputError" in v.stderr
 
 
 def test_snapshot_of_a_small_store_needs_no_spark(no_spark, tmp_path):
