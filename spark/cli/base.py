@@ -55,10 +55,13 @@ __all__ = [
     "check_apart",
     "check_as_of",
     "check_exists",
+    "check_outside_stores",
     "check_store_url",
     "consensus_url",
     "credential_hint",
     "csv_list",
+    "enclosing_store",
+    "is_store_dir",
     "location_key",
     "nonneg",
     "not_a_store",
@@ -346,6 +349,52 @@ def credential_hint() -> str:
         return ""
     return ("; no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) "
             "in the environment. Nothing was written")
+
+
+def is_store_dir(path: Path) -> bool:
+    """Whether the local directory ``path`` holds a colmz store: an arrangement's
+    ``consensus.sqlite`` beside ``blob/``, or a colmz 0.1 manifest."""
+    return ((path / "consensus.sqlite").is_file() and (path / "blob").is_dir()) or (path / OLD_MANIFEST).is_file()
+
+
+def enclosing_store(url: str) -> Path | None:
+    """The local store directory that ``url`` lies strictly inside (real paths), else None.
+
+    >>> import tempfile, colmz, pyarrow as pa
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = colmz.Arrangement.open(str(d / "st"), schema={"k": pa.int64()})
+    >>> enclosing_store(str(d / "st" / "blob" / "x")) == (d / "st").resolve(), enclosing_store(str(d / "st"))
+    (True, None)
+    """
+    if url_scheme(url) not in ("", "file"):
+        return None
+    try:
+        path = Path(os.path.realpath(local_path(url)))
+    except ValueError:
+        return None
+    for parent in path.parents:
+        if is_store_dir(parent):
+            return parent
+    return None
+
+
+def check_outside_stores(url: str, flag: str, *, replaced: bool = False) -> None:
+    """Refuse a path the command writes that lies inside any colmz store (its ``blob/`` is the
+    store's: gc deletes what no commit names) or, when the command replaces it (``replaced``:
+    an existing output with ``--overwrite``), that holds one."""
+    inside = enclosing_store(url)
+    if inside is not None:
+        raise InputError(f"{flag} {url!r} is inside the colmz store {str(inside)!r}: writing there could "
+                         "damage it or be deleted by its gc; give a path outside it")
+    if not replaced or url_scheme(url) not in ("", "file"):
+        return
+    path = local_path(url)
+    if path.is_dir():
+        for marker in ("consensus.sqlite", OLD_MANIFEST):
+            found = next(path.rglob(marker), None)
+            if found is not None and is_store_dir(found.parent):
+                raise InputError(f"{flag} {url!r} holds the colmz store {str(found.parent)!r}: replacing it "
+                                 "would delete the store (refused whatever --overwrite says)")
 
 
 def check_as_of(arr, as_of: int | None, url: str) -> int:

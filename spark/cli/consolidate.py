@@ -31,6 +31,7 @@ from colmz.spark.cli.base import (
     as_input_error,
     check_apart,
     check_as_of,
+    check_outside_stores,
     check_store_url,
     consensus_url,
     csv_list,
@@ -124,6 +125,8 @@ def run(args, out) -> dict:
     store = open_input_store(args.input, args.consensus)  # a store is read through its metadata
     if store is not None:
         check_apart(args.output, "output", [args.input])
+    check_outside_stores(args.output, "output", replaced=target.exists())
+    if store is not None:
         arr = store.arrangement
         if arr.schema is None:
             raise InputError(f"store {args.input!r} holds nothing yet")

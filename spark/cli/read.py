@@ -23,6 +23,7 @@ from colmz.spark.cli.base import (
     check_apart,
     check_as_of,
     check_exists,
+    check_outside_stores,
     check_store_url,
     consensus_url,
     nonneg,
@@ -74,6 +75,7 @@ def run(args, out) -> dict:
     if args.output is not None:
         target = output_path(args.output, "--output", directory=True)
         check_apart(args.output, "--output", [args.store])
+        check_outside_stores(args.output, "--output")
         if target.is_dir():
             raise InputError(f"--output {args.output!r} is a directory; give the Parquet file to write")
         if target.exists() and not args.overwrite:

@@ -44,6 +44,7 @@ from colmz.spark.cli.base import (
     VerificationError,
     add_spark_options,
     as_input_error,
+    check_outside_stores,
     check_store_url,
     consensus_url,
     csv_list,
@@ -241,6 +242,7 @@ def _plan_sink(args) -> _SinkRun:
             raise InputError("--keys is required with --input (the key columns of the events)")
         _check_events_schema(args)
     check_store_url(args.store, args.consensus, "--store")
+    check_outside_stores(args.store, "--store")
     store = open_sink_store(args.store, args.consensus)
     run = _SinkRun(args, ticks, store)
     arr = store.arrangement

@@ -52,9 +52,11 @@ from colmz.spark.cli.base import (
     InputError,
     add_spark_options,
     as_input_error,
+    check_outside_stores,
     check_store_url,
     consensus_url,
     csv_list,
+    is_store_dir,
     output_path,
     parquet_schema,
     positive,
@@ -234,6 +236,10 @@ def _check_before_spark(args) -> Path:
     from colmz.storage.url import local_path
 
     check_store_url(args.store, args.consensus, "--store")
+    check_outside_stores(args.store, "--store")
+    check_outside_stores(args.checkpoint, "--checkpoint")
+    if is_store_dir(Path(args.checkpoint)):
+        raise InputError(f"--checkpoint {args.checkpoint!r} is a colmz store; give Spark's checkpoint its own directory")
     for flag, path in (("--checkpoint", args.checkpoint), ("--input", args.input)):
         checked = output_path(path, flag, directory=True)
         if checked.exists() and not checked.is_dir():

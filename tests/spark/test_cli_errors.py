@@ -242,6 +242,8 @@ def ws(tmp_path_factory):
                    d / "events" / "e.parquet")
     ev = colmz.Arrangement.open(str(d / "evst"), schema={"customer": pa.int64(), "plan": pa.string()})
     ev.seal(3, properties={TICK: "event"})
+    (d / "holder").mkdir()
+    sink_store(d / "holder" / "inner")
     (d / "nopsycopg" / "psycopg").mkdir(parents=True)
     (d / "nopsycopg" / "psycopg" / "__init__.py").write_text("raise ImportError(\"No module named 'psycopg'\")\n")
     return d
@@ -269,6 +271,16 @@ ERROR_CASES = {
     "read-o-url": (["read", "{d}/st", "-o", "gs://bucket/x.parquet"], "local path"),
     "read-o-dir": (["read", "{d}/st", "-o", "{d}/empty"], "is a directory"),
     "migrate-into-old": (["migrate", "{d}/st", "{d}/st/new"], "inside the store"),
+    # a path a command writes inside another store's directory, or a replaced output holding one
+    "sink-store-in-blob": (["sink", "--store", "{d}/st/blob/new"], "inside the colmz store"),
+    "stream-checkpoint-in-store": (["stream", "--input", "{d}/events", "--store", "{d}/st5", "--checkpoint",
+                                    "{d}/st/blob/ck", "--keys", "customer", "--value", "plan"],
+                                   "inside the colmz store"),
+    "snapshot-into-other-store": (["snapshot", "{d}/evst", "{d}/st/blob/x", "--as-of", "1"],
+                                  "inside the colmz store"),
+    "read-o-other-store": (["read", "{d}/evst", "-o", "{d}/link/v.parquet"], "inside the colmz store"),
+    "consolidate-over-stores": (["consolidate", "{d}/updates.parquet", "{d}/holder", "--overwrite"],
+                                "holds the colmz store"),
     # outputs at, inside or above their input store (issue 36 item 5), whatever --overwrite says
     "read-o-store": (["read", "{d}/st", "-o", "{d}/st"], "is the store"),
     "read-o-consensus": (["read", "{d}/st", "-o", "{d}/st/consensus.sqlite", "--overwrite"], "inside the store"),
