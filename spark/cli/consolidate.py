@@ -183,6 +183,9 @@ def _consolidate_local(args, store, target: Path, progress: Progress) -> dict | 
             return None
         g = g.select([*data, args.time, f"{args.diff}_sum"]).rename_columns([*data, args.time, args.diff])
         g = g.filter(pc.not_equal(g.column(args.diff), 0))
+        # time and diff are never null: said in the schema, as Spark's output says it
+        g = g.cast(pa.schema([*g.schema][: len(data)] + [pa.field(args.time, pa.int64(), nullable=False),
+                                                          pa.field(args.diff, pa.int64(), nullable=False)]))
         rows_out = _write_atomic(lambda d: (d.mkdir(), pq.write_table(g, d / "part-00000.parquet")),
                                  target, args.overwrite)
     return {"input_rows": rows_in, "output_rows": rows_out, "output": str(target), "ran_on": "local"}

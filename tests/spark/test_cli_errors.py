@@ -490,6 +490,9 @@ def test_snapshot_of_a_small_store_needs_no_spark(no_spark, tmp_path):
     assert s["ran_on"] == "local" and s["input_rows"] == 4 and s["output_rows"] == 2
     got = sorted(tuple(r.values()) for r in pq.read_table(tmp_path / "snap").to_pylist())
     assert got == [(2, "us", "free", 3, 1), (3, "eu", "pro", 3, 2)]
+    schema = pq.read_schema(next((tmp_path / "snap").glob("part-*.parquet")))
+    assert [(f.name, str(f.type), f.nullable) for f in schema][-2:] == [("time", "int64", False),
+                                                                         ("diff", "int64", False)]
     assert no_spark.main(["consolidate", str(tmp_path / "st"), str(tmp_path / "c"), "--since", "1", "-q"],
                          out=io.StringIO()) == 0
     got = sorted(tuple(r.values()) for r in pq.read_table(tmp_path / "c").to_pylist())
