@@ -242,6 +242,7 @@ def ws(tmp_path_factory):
                    d / "events" / "e.parquet")
     ev = colmz.Arrangement.open(str(d / "evst"), schema={"customer": pa.int64(), "plan": pa.string()})
     ev.seal(3, properties={TICK: "event"})
+    (d / "task.sql").write_text("CREATE CONTINUAL TASK c (k text) ON INPUT t AS (INSERT INTO c SELECT * FROM t);\n")
     (d / "holder").mkdir()
     sink_store(d / "holder" / "inner")
     (d / "nopsycopg" / "psycopg").mkdir(parents=True)
@@ -265,6 +266,8 @@ ERROR_CASES = {
     # a file where a directory is due, a directory under a file
     "store-file": (["sink", "--store", "{d}/afile"], "is a file"),
     "store-under-file": (["sink", "--store", "{d}/afile/st"], "lies under the file"),
+    "catalog-file": (["ct", "--sql", "{d}/task.sql", "--input", "{d}/updates.parquet", "-o", "{d}/out",
+                      "--catalog", "{d}/afile"], "is a file"),
     "checkpoint-file": (["stream", "--input", "{d}/events", "--store", "{d}/st2", "--checkpoint", "{d}/afile",
                          "--keys", "customer", "--value", "plan"], "--checkpoint"),
     "read-o-under-file": (["read", "{d}/st", "-o", "{d}/afile/x.parquet"], "lies under the file"),
