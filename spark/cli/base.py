@@ -11,11 +11,22 @@ its summary; this module holds what they have in common, so no command imports a
   cannot be used, a failed verification: status 1); both print one line and no traceback.
   Anything else is a bug and keeps its traceback.
 * **Argument types** -- :func:`csv_list`, :func:`nonneg`, :func:`positive`,
-  :func:`consensus_url`: argparse calls them, so a bad value is one usage line and status 2.
+  :func:`consensus_url` (a ``postgresql://`` URL needs psycopg installed): argparse calls
+  them, so a bad value is one usage line and status 2.
+* **Checks before Spark** -- each a one-line :class:`InputError`: :func:`check_store_url`
+  (schemes the command line can use, a file given as a store), :func:`output_path` (local,
+  not under a file), :func:`check_apart` (an output never at, inside or above an input store,
+  real paths and symlinks resolved; ``s3://`` by bucket and prefix) and
+  :func:`check_outside_stores` (nothing written inside any store's directory, no store
+  replaced by ``--overwrite``), :func:`check_as_of` (the one ``--as-of`` rule: a final,
+  uncompacted tick), :func:`parquet_schema` (an input's columns from its footers),
+  :func:`probe_store_writes` (an ``s3://`` store that cannot take parts, e.g. no AWS
+  credentials, named before a job writes any).
 * **Progress** -- :class:`Progress` (a bar on a terminal, a line per phase elsewhere, nothing
   with ``--quiet``) and its :class:`Phase`.
 * **Spark** -- :func:`start_spark`: the session a command runs on (the quick-start JVM on a
-  local master).
+  local master); :func:`stop_started_sessions` stops it when the command ends (a session the
+  caller had running is left running).
 """
 
 from __future__ import annotations
