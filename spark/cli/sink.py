@@ -11,14 +11,16 @@ writing only corrections::
 The store is a ``colmz.Arrangement`` (``colmz.spark.sink_store`` says what it holds): a
 directory, or ``s3://bucket/prefix`` with ``--consensus postgresql://...``. Steps: check the
 arguments, the events' schema (a Parquet footer) and the store (metadata, the parts it names
-and their footers) without Spark; read and validate the events (nothing is written when they
+and their footers; on S3, one small object written, read back and deleted, so missing
+credentials are named before any part is written) without Spark; read and validate the events (nothing is written when they
 are bad); read the store on the executors; run :func:`colmz.spark.sink` over the ticks not yet
 final in the store, the executors writing the corrections as parts; verify store plus
 corrections against the view evaluated straight from the events at a sample of ticks
 (``--verify-with``: pyarrow in the driver for small inputs, Spark SQL otherwise; both count
 rows with their multiplicity, as ``colmz read``'s ``total_count``); commit the parts and the
 new seal (the last tick + 1) in one compare-and-set on the driver; compact; print a summary.
-A run that fails or loses the compare-and-set commits nothing and deletes the parts it wrote.
+A run that fails or loses the compare-and-set commits nothing and deletes the parts it wrote
+(also in a new store, whose own parts then look like lost metadata: no record names them).
 
 Ticks before the store's seal are final: a re-run over the same ticks has nothing to do (and
 needs no Spark), and a run over changed events writes the difference at its first tick at or
