@@ -204,6 +204,13 @@ def discard_run(store: SinkStore, owner: str) -> list[str]:
             referenced = other.referenced_keys()
     except FileNotFoundError:
         referenced = frozenset()  # no arrangement: nothing is committed
+    except MetadataLost:
+        if store.arrangement is not None:
+            return []  # the store this run read lost its record: leave everything as found
+        # A new store: this run's own parts, with no record in consensus, are what makes its
+        # opening look like lost metadata. No record means no commit names any part: delete
+        # them, or the prefix stays refused as MetadataLost for every later run.
+        referenced = frozenset()
     except Exception:  # noqa: BLE001 - committed state unknown: leave the parts to gc
         return []
     try:

@@ -88,7 +88,7 @@ from colmz.spark.schemas import InputError, check_rows
 from colmz.spark.sink_store import NAME
 
 __all__ = ["ATTEMPTS", "BATCH", "BINDING", "EVENT_MAX", "RECENT", "RECENT_BATCHES", "TICK", "TICKS",
-           "StreamBindingError", "StreamConflict", "StreamStopped",
+           "StreamBindingError", "StreamConflict", "StreamStopped", "check_tick",
            "batch_fingerprint", "batch_status", "checkpoint_inputs", "batch_writer", "bind_checkpoint", "range_starts", "stream_sink"]
 
 #: File in the checkpoint directory naming the store and columns the query writes.
@@ -284,6 +284,24 @@ def checkpoint_inputs(checkpoint: str, batch_id: int) -> list[str]:
     return out
 
 
+def check_tick(properties: dict, tick: str) -> None:
+    """Refuse to go on with ``tick`` a store whose properties say it was written with the
+    other tick kind (its ticks would mean something else). ``colmz stream`` checks this before
+    Spark starts; every micro-batch checks it again.
+
+    >>> check_tick({TICK: "event"}, "event")
+    >>> try:
+    ...     check_tick({TICK: "event"}, "processing")
+    ... except StreamBindingError as e:
+    ...     print(str(e)[:60])
+    the store was written with event ticks, not processing ticks
+    """
+    mode = properties.get(TICK)
+    if mode is not None and mode != tick:
+        raise StreamBindingError(f"the store was written with {mode} ticks, not {tick} ticks (tick={mode!r}, "
+                                 f"colmz stream --tick {mode}, or another store); nothing was written")
+
+
 def batch_status(properties: dict, seal, batch_id: int, fingerprint: str, tick: str) -> bool:
     """Whether micro-batch ``batch_id`` is already in the store (True: write nothing) or is
     the next one to commit (False), from the store's properties and seal.
@@ -305,9 +323,7 @@ def batch_status(properties: dict, seal, batch_id: int, fingerprint: str, tick: 
     True
     """
     where = f"micro-batch {batch_id} does not follow the store's"
-    mode = properties.get(TICK)
-    if mode is not None and mode != tick:
-        raise StreamBindingError(f"the store was written with {mode} ticks, not {tick} ticks; nothing was written")
+    check_tick(properties, tick)
     last = properties.get(BATCH)
     if last is None and tick == "processing" and seal:
         last = seal - 1  # a store written before batch ids were recorded: seal = batch + 1

@@ -26,20 +26,36 @@ and time left, and the compaction's updates read; it is wiped before the summary
 output is not a terminal (a pipe, a log file) each finished phase prints one line -- its
 name, its time and what it found -- and no bar. ``--quiet`` prints only the summary.
 
-Exit status: 0 success, 2 bad input or usage, 1 any other failure (the store is unchanged).
+Errors are one line on standard error, ``colmz CMD: ...``, naming the fix; a traceback means
+a bug. Exit status: 0 success, 2 bad input or usage (also a missing optional dependency, a
+path of the wrong kind), 1 any other failure (the store is unchanged), 130 interrupted, 141
+standard output closed by its reader.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from colmz.spark.cli.base import EXIT_FAIL, EXIT_INPUT, EXIT_OK, FAILURES, InputError, print_json
+from colmz.spark.cli.base import (
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    FAILURES,
+    InputError,
+    print_json,
+    stop_started_sessions,
+)
 
-__all__ = ["COMMANDS", "CommandInfo", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_PIPE", "PATH_ERRORS", "CommandInfo", "Parser", "build_parser", "main", "version"]
+
+#: Exit status when standard output's reader went away (128 + SIGPIPE, as a shell reports ``cat``'s).
+EXIT_PIPE = 128 + signal.SIGPIPE
 
 
 class CommandInfo(NamedTuple):
@@ -73,22 +89,72 @@ def command_module(name: str):
     return importlib.import_module(COMMANDS[name].module)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, its usage errors said in one line naming ``--help`` (status 2)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def version() -> str:
+    """The installed colmz's version (``colmz --version``)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("colmz")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``colmz`` argument parser (``colmz --help``, ``colmz sink --help``, ...)."""
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="colmz",
         description="colmz on Spark: a self-correcting materialized-view sink, and "
         "consolidate/snapshot over Parquet files of updates (data..., time, diff).",
     )
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("--version", action="version", version=f"colmz {version()}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name, info in COMMANDS.items():
         command_module(name).add_parser(sub, name, info.summary)
     return p
 
 
+#: What a path given on the command line can raise when it is the wrong kind of thing (a file
+#: given as a directory, a directory under a file): bad input, reported in one line.
+PATH_ERRORS = (NotADirectoryError, FileExistsError, IsADirectoryError)
+
+
 def main(argv: Sequence[str] | None = None, out=None) -> int:
-    """Entry point of the ``colmz`` console script; returns the exit status."""
+    """Entry point of the ``colmz`` console script; returns the exit status.
+
+    Output cut short by its reader (``colmz read STORE | head -2``) ends the command quietly,
+    as ``cat`` ends, with the status of a SIGPIPE (141).
+    """
     out = out or sys.stdout
+    try:
+        status = _main(argv, out)
+        out.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE
+    finally:
+        stop_started_sessions()
+    return status
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's flush at exit cannot raise
+    ``BrokenPipeError`` again (Python's documented way, docs.python.org/3/library/signal.html)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (an in-process caller's stream)
+        pass
+
+
+def _main(argv: Sequence[str] | None, out) -> int:
     args = build_parser().parse_args(argv)
     module = command_module(args.command)
     # With --json, stdout carries only the JSON summary; progress goes to stderr.
@@ -97,6 +163,14 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
         summary = module.run(args, progress_out)
     except InputError as e:
         print(f"colmz {args.command}: bad input: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except PATH_ERRORS as e:
+        print(f"colmz {args.command}: bad input: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except ImportError as e:
+        if "pip install" not in str(e):
+            raise  # not a missing optional dependency: a bug
+        print(f"colmz {args.command}: {e}", file=sys.stderr)
         return EXIT_INPUT
     except FAILURES as e:
         print(f"colmz {args.command}: failed, store unchanged: {e}", file=sys.stderr)

@@ -13,7 +13,14 @@ from __future__ import annotations
 import argparse
 import time as _time
 
-from colmz.spark.cli.base import Progress, check_exists, check_store_url, consensus_url
+from colmz.spark.cli.base import (
+    Progress,
+    check_apart,
+    check_exists,
+    check_outside_stores,
+    check_store_url,
+    consensus_url,
+)
 from colmz.spark.sink_store import migrate
 
 __all__ = ["add_parser", "render", "run"]
@@ -41,7 +48,9 @@ def run(args, out) -> dict:
     """``colmz migrate OLD NEW``: return a summary (updates copied, seal)."""
     t0 = _time.perf_counter()
     check_exists(args.old, "store")
-    check_store_url(args.new, args.consensus)
+    check_store_url(args.new, args.consensus, "NEW")
+    check_apart(args.new, "NEW", [args.old])
+    check_outside_stores(args.new, "NEW")
     progress = Progress(out, quiet=args.quiet)
     try:
         with progress.phase(f"migrating {args.old} -> {args.new}"):

@@ -17,17 +17,24 @@ import argparse
 import os
 import time as _time
 import uuid
-from pathlib import Path
 
 from colmz.spark.cli.base import (
     InputError,
+    check_apart,
+    check_as_of,
     check_exists,
+    check_outside_stores,
+    check_store_url,
     consensus_url,
     nonneg,
+    not_a_store,
     open_input_store,
+    output_path,
     positive,
+    url_scheme,
 )
-from colmz.spark.sink_store import SinkStore, view_table
+from colmz.spark.sink_store import view_table
+from colmz.storage.url import local_path
 
 __all__ = ["add_parser", "render", "run"]
 
@@ -61,23 +68,31 @@ def run(args, out) -> dict:
     import pyarrow.parquet as pq
 
     t0 = _time.perf_counter()
-    if "://" not in args.store:
-        check_exists(args.store, "store")
-    store = open_input_store(args.store, args.consensus)
-    if store is None:
-        raise InputError(f"{args.store!r} is not a colmz store (no arrangement: no consensus.sqlite)")
-    view, as_of = _arrangement_view(store, args.as_of)
-    summary = {"store": store.url, "as_of": as_of, "rows": view.num_rows,
-               "total_count": int(sum(view.column("count").to_pylist()))}
+    check_store_url(args.store, args.consensus)
+    if url_scheme(args.store) in ("", "file"):
+        check_exists(str(local_path(args.store)), "store")
+    target = None
     if args.output is not None:
-        target = Path(args.output)
+        target = output_path(args.output, "--output", directory=True)
+        check_apart(args.output, "--output", [args.store])
+        check_outside_stores(args.output, "--output")
+        if target.is_dir():
+            raise InputError(f"--output {args.output!r} is a directory; give the Parquet file to write")
         if target.exists() and not args.overwrite:
             raise InputError(f"output {args.output!r} exists; pass --overwrite to replace it")
+    store = open_input_store(args.store, args.consensus)
+    if store is None:
+        raise not_a_store(args.store, args.consensus)
+    as_of = check_as_of(store.arrangement, args.as_of, store.url)
+    view = view_table(store.arrangement.read(as_of))  # read(as_of) is consolidated, in data order
+    summary = {"store": store.url, "as_of": as_of, "rows": view.num_rows,
+               "total_count": int(sum(view.column("count").to_pylist()))}
+    if target is not None:
         tmp = target.parent / f".{target.name}.colmz-{uuid.uuid4().hex}.tmp"
         target.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(view, tmp)
         os.replace(tmp, target)
-        summary["output"] = str(target.absolute())
+        summary["output"] = str(target)
     elif not args.json:
         _print_table(view, out, args.limit)
     summary["seconds"] = round(_time.perf_counter() - t0, 3)
@@ -89,23 +104,6 @@ def render(summary: dict, out) -> None:
     if "output" in summary:
         print(f"{summary['rows']} rows as of {summary['as_of']} (columns: data..., count) -> "
               f"{summary['output']}", file=out)
-
-
-def _arrangement_view(store: SinkStore, as_of: int | None):
-    """The view an arrangement store holds at ``as_of`` (default: its last final tick)."""
-    arr = store.arrangement
-    seal = arr.get_seal()
-    if seal == 0 or arr.schema is None:
-        raise InputError(f"store {store.url!r} holds nothing final yet (nothing sealed)")
-    last = (seal - 1) if seal is not None else None
-    if as_of is None:
-        if last is None:
-            raise InputError(f"store {store.url!r} is closed for good; give --as-of")
-        as_of = last
-    if as_of < arr.since() or (last is not None and as_of > last):
-        raise InputError(f"--as-of {as_of} is outside the final, uncompacted ticks of store "
-                         f"{store.url!r}: [{arr.since()}, {last}]")
-    return view_table(arr.read(as_of)), as_of  # read(as_of) is consolidated, in data order
 
 
 def _print_table(table, out, limit: int) -> None:

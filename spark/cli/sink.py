@@ -11,14 +11,16 @@ writing only corrections::
 The store is a ``colmz.Arrangement`` (``colmz.spark.sink_store`` says what it holds): a
 directory, or ``s3://bucket/prefix`` with ``--consensus postgresql://...``. Steps: check the
 arguments, the events' schema (a Parquet footer) and the store (metadata, the parts it names
-and their footers) without Spark; read and validate the events (nothing is written when they
+and their footers; on S3, one small object written, read back and deleted, so missing
+credentials are named before any part is written) without Spark; read and validate the events (nothing is written when they
 are bad); read the store on the executors; run :func:`colmz.spark.sink` over the ticks not yet
 final in the store, the executors writing the corrections as parts; verify store plus
 corrections against the view evaluated straight from the events at a sample of ticks
 (``--verify-with``: pyarrow in the driver for small inputs, Spark SQL otherwise; both count
 rows with their multiplicity, as ``colmz read``'s ``total_count``); commit the parts and the
 new seal (the last tick + 1) in one compare-and-set on the driver; compact; print a summary.
-A run that fails or loses the compare-and-set commits nothing and deletes the parts it wrote.
+A run that fails or loses the compare-and-set commits nothing and deletes the parts it wrote
+(also in a new store, whose own parts then look like lost metadata: no record names them).
 
 Ticks before the store's seal are final: a re-run over the same ticks has nothing to do (and
 needs no Spark), and a run over changed events writes the difference at its first tick at or
@@ -35,7 +37,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from colmz.arrangement import Arrangement, CommitConflict, SealMismatch
+from colmz.arrangement import Arrangement, ArrangementError, CommitConflict, SealMismatch
 from colmz.order import ColumnSpec
 from colmz.spark.arrangement_io import part_list, read_parts, read_parts_local, write_runs
 from colmz.spark.cli.base import (
@@ -44,14 +46,17 @@ from colmz.spark.cli.base import (
     VerificationError,
     add_spark_options,
     as_input_error,
-    check_exists,
+    check_outside_stores,
     check_store_url,
     consensus_url,
     csv_list,
     nonneg,
+    parquet_schema,
     positive,
+    probe_store_writes,
     read_parquet,
     start_spark,
+    url_scheme,
 )
 from colmz.spark.events import (
     EventsSpec,
@@ -68,7 +73,7 @@ from colmz.spark.session import start_python_workers, stop_tasks
 from colmz.spark.sink import SinkStats, check_ticks, sink
 from colmz.spark.sink_store import NAME, SinkStore, SinkStoreError, discard_run, open_sink_store
 
-__all__ = ["LOCAL_VERIFY_ROWS", "add_parser", "render", "run", "sample_ticks"]
+__all__ = ["LOCAL_VERIFY_ROWS", "add_parser", "render", "run", "sample_ticks", "written_part_unreadable"]
 
 
 #: Most events, and most stored plus written updates, ``--verify-with auto`` evaluates in
@@ -192,6 +197,9 @@ def run(args, out) -> dict:
                 with contextlib.suppress(Exception):  # e.g. the JVM is gone: nothing runs then
                     stop_tasks(spark)  # a failed job's other tasks may still be writing parts
                 discard_run(run.store, run.owner)  # the parts this run wrote, failed attempts included
+            written = written_part_unreadable(e, run.owner, args.store)
+            if written is not None:
+                raise SinkStoreError(written) from None
             damaged = _damaged_part(e)
             if damaged is not None:
                 raise SinkStoreError(f"store {args.store!r} is damaged: {damaged}") from None
@@ -211,6 +219,21 @@ def _damaged_part(e: BaseException) -> str | None:
     return found[-1].strip() if found else None
 
 
+def written_part_unreadable(e: BaseException, owner: str, store: str) -> str | None:
+    """The line for a part this run's own tasks wrote that reads back damaged (its key carries
+    the run's ``owner``), else None. On S3 that is what unsigned requests leave on some
+    servers: the executors lack the AWS credentials the driver has (its write probe passed).
+    """
+    found = _damaged_part(e)  # found by a Spark task
+    if found is None and isinstance(e, ArrangementError) and str(e).strip():
+        found = str(e).strip().splitlines()[0]  # found in the driver
+    if found is None or f"-{owner}_" not in found:
+        return None
+    hint = ("; the executors' S3 requests may be unsigned: give them AWS credentials (e.g. "
+            "spark.executorEnv.AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)") if url_scheme(store) == "s3" else ""
+    return f"a part this run wrote reads back damaged: {found}{hint}; the parts it wrote are deleted"
+
+
 def _plan_sink(args) -> _SinkRun:
     """Check the arguments, the input path and the store (metadata, parts) without Spark."""
     last = args.first_tick + (args.ticks - 1) * args.tick_step
@@ -220,9 +243,9 @@ def _plan_sink(args) -> _SinkRun:
     if args.input is not None:
         if args.keys is None:
             raise InputError("--keys is required with --input (the key columns of the events)")
-        check_exists(args.input, "events")
         _check_events_schema(args)
-    check_store_url(args.store, args.consensus)
+    check_store_url(args.store, args.consensus, "--store")
+    check_outside_stores(args.store, "--store")
     store = open_sink_store(args.store, args.consensus)
     run = _SinkRun(args, ticks, store)
     arr = store.arrangement
@@ -232,21 +255,17 @@ def _plan_sink(args) -> _SinkRun:
     run.floor = 0 if arr is None else max(arr.get_seal(), arr.since())
     run.seal = 0 if arr is None else arr.get_seal()
     run.live = [t for t in ticks if t >= run.floor]
+    if run.live and url_scheme(args.store) == "s3":
+        probe_store_writes(store.url)  # e.g. no AWS credentials: said before any part is written
     return run
 
 
 def _check_events_schema(args) -> None:
-    """The events' columns, checked from their Parquet footers before Spark starts.
-
-    Only when pyarrow reads the schema and Spark can type it; otherwise Spark's read reports
-    the problem (the same check runs again on the schema Spark reads).
-    """
-    try:
-        import pyarrow.dataset as ds
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        schema = from_arrow_schema(ds.dataset(args.input, format="parquet").schema)
-    except Exception:  # noqa: BLE001 - not readable here: Spark reads and reports it
+    """The events' columns, checked from their Parquet footers before Spark starts (an empty
+    directory or a file that is not Parquet is said here too); the same check runs again on
+    the schema Spark reads."""
+    schema = parquet_schema(args.input, "events")
+    if schema is None:
         return
     spec = EventsSpec(tuple(args.keys), args.value, args.valid_from, args.valid_to)
     with as_input_error():

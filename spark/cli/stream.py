@@ -14,12 +14,14 @@ walk-through in ``docs/streaming.md`` starts from nothing. Its times are ticks: 
 ``--tick event`` one micro-batch over them closes every tick up to the greatest
 ``valid_from``; with ``--tick processing`` micro-batch ``n`` closes tick ``n`` only.
 
-Everything that can be checked before Spark writes is checked first and reported as bad input
-(exit status 2): missing flags and paths, no event files, columns, a checkpoint bound to
-another store. A micro-batch with bad events, or one that finds the store written by another
-query (another input, another tick kind), fails the query before that batch commits anything
+Everything that needs no Spark is checked before a session starts and reported as bad input
+(exit status 2): missing flags, paths (a file given as --checkpoint), no event files, the
+events' columns (from their Parquet footers), an existing store's tick kind and columns (from
+its metadata). A checkpoint bound to another store, a micro-batch with bad events, or one that
+finds the store written by another query fails the query before that batch commits anything
 (also exit status 2); any other failure of a micro-batch leaves the store as its last
-committed batch left it (exit status 1).
+committed batch left it (exit status 1). Either is one line on standard error; Spark's trace
+of it only with ``--verbose``.
 
 **Ctrl-C (SIGINT)** stops ``colmz stream`` promptly, also while it races another writer for a
 batch's compare-and-set: the first SIGINT only sets a flag (a ``KeyboardInterrupt`` raised
@@ -49,12 +51,18 @@ from colmz.spark.cli.base import (
     EXIT_INTERRUPTED,
     InputError,
     add_spark_options,
+    as_input_error,
+    check_outside_stores,
     check_store_url,
     consensus_url,
     csv_list,
+    is_store_dir,
+    output_path,
+    parquet_schema,
     positive,
     print_json,
     start_spark,
+    url_scheme,
 )
 from colmz.spark.sink_store import SinkStoreError
 
@@ -107,6 +115,8 @@ def add_parser(sub, name: str, summary: str) -> argparse.ArgumentParser:
                    help="write a generated example log of events (customer, region, plan, valid_from, "
                    "valid_to; times 0..99) into DIR as Parquet files, and stop; then stream it with "
                    "--input DIR --keys customer --value plan --tick event")
+    s.add_argument("--verbose", "-v", action="store_true",
+                   help="when a micro-batch fails, also print Spark's whole trace (default: one line)")
     add_spark_options(s)
     return s
 
@@ -124,16 +134,13 @@ def run(args, out) -> dict:
     if missing:
         raise InputError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required "
                          "(or --example-events DIR to write example events)")
-    check_store_url(args.store, args.consensus)
     from colmz.spark.stream import StreamBindingError, stream_sink
 
     started = _time.perf_counter()
-    indir = Path(args.input)
-    if not indir.is_dir():
-        raise InputError(f"--input {args.input!r} is not a directory")
-    if not any(p.suffix == ".parquet" for p in indir.rglob("*.parquet")):
-        raise InputError(f"--input {args.input!r} holds no .parquet files (their schema is the stream's)")
+    indir = _check_before_spark(args)
     spark = start_spark(args)
+    if not args.verbose:
+        quiet_query_failures(spark)
     schema = spark.read.parquet(str(indir)).schema
     reader = spark.readStream.schema(schema)
     if args.files_per_batch:
@@ -210,10 +217,83 @@ def run(args, out) -> dict:
         reason = found[-1][1].strip() if found else (msg.splitlines()[0] if msg else type(e).__name__)
         # Bad events, or a store another query writes: retrying cannot help (exit status 2).
         refused = [f for f in found if f[0] in ("InputError", "StreamBindingError")]
+        if args.verbose:
+            print(msg, file=sys.stderr)  # Spark's and the batch's whole trace
         if refused:
-            raise InputError(refused[-1][1].strip()) from e
-        raise StreamFailed(f"{found[-1][0]}: {reason}" if found else reason) from e
+            raise InputError(refused[-1][1].strip()) from None
+        raise StreamFailed(f"{found[-1][0]}: {reason}" if found else reason) from None
     return summary()
+
+
+def _check_before_spark(args) -> Path:
+    """Everything about the flags, paths, columns and store that needs no Spark; the input
+    directory. The store's tick kind and columns are read from its metadata (an existing
+    store), the events' columns from their Parquet footers."""
+    from colmz.arrangement import Arrangement
+    from colmz.spark.events import EventsSpec, check_schema
+    from colmz.spark.stream import StreamBindingError, check_tick
+    from colmz.storage.base import StorageError
+    from colmz.storage.url import local_path
+
+    check_store_url(args.store, args.consensus, "--store")
+    check_outside_stores(args.store, "--store")
+    check_outside_stores(args.checkpoint, "--checkpoint")
+    if is_store_dir(Path(args.checkpoint)):
+        raise InputError(f"--checkpoint {args.checkpoint!r} is a colmz store; give Spark's checkpoint its own directory")
+    for flag, path in (("--checkpoint", args.checkpoint), ("--input", args.input)):
+        checked = output_path(path, flag, directory=True)
+        if checked.exists() and not checked.is_dir():
+            raise InputError(f"{flag} {path!r} is a file; give a directory")
+    indir = Path(args.input)
+    if not indir.is_dir():
+        raise InputError(f"--input {args.input!r} is not a directory")
+    if not any(p.suffix == ".parquet" for p in indir.rglob("*.parquet")):
+        raise InputError(f"--input {args.input!r} holds no .parquet files (their schema is the stream's)")
+    spec = EventsSpec(tuple(args.keys), args.value, args.valid_from, args.valid_to)
+    schema = parquet_schema(str(indir), "--input")
+    if schema is not None:
+        with as_input_error():
+            check_schema(schema, spec)
+    if args.delay and args.tick != "event":
+        raise InputError(f"--delay {args.delay} needs --tick event (a processing tick closes every micro-batch)")
+    local = local_path(args.store) if url_scheme(args.store) in ("", "file") else None
+    if local is not None and args.consensus is None and not (local / "consensus.sqlite").is_file():
+        return indir  # a new store (opening it here would create its files)
+    try:
+        arr = Arrangement.open(args.store, consensus=args.consensus, name=args.name, create=False)
+    except FileNotFoundError:
+        return indir  # a new store
+    except StorageError as e:
+        raise SinkStoreError(f"store {args.store!r} is unreachable: {e}") from None
+    try:
+        check_tick(arr.properties(), args.tick)
+    except StreamBindingError as e:
+        raise InputError(f"store {args.store!r}: {e}") from None
+    if arr.schema is not None and [c.name for c in arr.schema] != list(spec.data):
+        raise InputError(f"store {args.store!r} holds columns {[c.name for c in arr.schema]}, the view has "
+                         f"{list(spec.data)} (give the store's --keys and --value, or another store)")
+    return indir
+
+
+#: Spark's loggers that print a failed streaming query's whole JVM and Python trace (~80 lines)
+#: as it ends; ``colmz stream`` reports the failure itself in one line (``--verbose``: both).
+QUERY_FAILURE_LOGGERS = ("org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+                         "org.apache.spark.sql.execution.streaming.StreamExecution",
+                         "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+                         "org.apache.spark.sql.execution.streaming.runtime.StreamExecution")
+
+
+def quiet_query_failures(spark) -> None:
+    """Silence :data:`QUERY_FAILURE_LOGGERS` and py4j's logging of the failed ``foreachBatch``
+    call (best effort: a log4j 2 JVM)."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    try:
+        jvm = spark.sparkContext._jvm
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in QUERY_FAILURE_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
+    except Exception:  # noqa: BLE001 - another logging backend: Spark's lines stay
+        pass
 
 
 class _interruptible:

@@ -384,16 +384,27 @@ def test_snapshot_and_consolidate_read_a_store_through_its_metadata(spark, tmp_p
     # a crashed run's part that no commit names must not be read
     stray = write_run(a.store, a.schema, a.read().slice(0, 5), prefix=a.prefix, owner="crashed")
     assert stray is not None
-    for at in (0, 13, TICKS - 1):
-        out = tmp_path / f"snap{at}"
-        status, s = run(["snapshot", str(store), str(out), "--as-of", str(at)], spark)
-        assert status == 0 and s["input_rows"] == a.stats()["stored_updates"]
+    # a small store is consolidated in process (as colmz read reads it), --spark on Spark: equal
+    for at, engine in ((0, "local"), (13, "local"), (13, "spark"), (TICKS - 1, "spark")):
+        out = tmp_path / f"snap{at}{engine}"
+        status, s = run(["snapshot", str(store), str(out), "--as-of", str(at),
+                         *(["--spark"] if engine == "spark" else [])], spark)
+        assert status == 0 and s["input_rows"] == a.stats()["stored_updates"] and s["ran_on"] == engine
         got = Counter()
         for r in pq.read_table(out).to_pylist():
+            assert r["time"] == at
             got[(r["customer"], r["region"], r["plan"])] += r["diff"]
         assert {k: v for k, v in got.items() if v} == stored_state(store, at) == view(random_events(11, 60), at)
-    out = tmp_path / "cons"
-    status, s = run(["consolidate", str(store), str(out)], spark)
+    outs = {}
+    for engine in ("local", "spark"):
+        out = tmp_path / f"cons{engine}"
+        status, s = run(["consolidate", str(store), str(out), "--since", "4", "--upper", "20",
+                         *(["--spark"] if engine == "spark" else [])], spark)
+        assert status == 0 and s["ran_on"] == engine
+        outs[engine] = sorted(tuple(r.values()) for r in pq.read_table(out).to_pylist())
+    assert outs["local"] == outs["spark"] and outs["local"]
+    assert {r[3] for r in outs["local"]} <= set(range(4, 20)) and all(r[4] for r in outs["local"])
+    status, s = run(["consolidate", str(store), str(tmp_path / "cons")], spark)
     assert status == 0 and s["output_rows"] == a.stats()["stored_updates"]
 
 
