@@ -1116,9 +1116,11 @@ class Catalog:
         """Reload this handle from the store: the definitions and contents every handle
         committed, as a reopen would (reads before the new ``now`` are no longer possible).
 
-        A durable call does this by itself when its commit lost to another handle; call it
-        to read other handles' commits. A refresh that raises leaves the handle as it was.
-        In memory: nothing to do.
+        A durable call does this by itself before it reads or writes when another handle
+        committed since (one read of the consensus head tells), and when its commit lost to
+        another handle; call it to bring attributes such as :attr:`names` and :attr:`now`
+        up to date without a call. A refresh that raises leaves the handle as it was. In
+        memory: nothing to do.
 
         >>> import tempfile
         >>> d = tempfile.mkdtemp()
@@ -1126,6 +1128,9 @@ class Catalog:
         >>> a.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
         >>> b.names, (b.refresh(), b.names)[1]
         ([], ['t'])
+        >>> a.execute("INSERT INTO t VALUES (2)")
+        >>> b.sql("SELECT count(*) AS n FROM t").to_pylist()   # a read sees every commit
+        [{'n': 2}]
         """
         if self._path is None:
             return
@@ -1177,8 +1182,12 @@ class Catalog:
         raise AssertionError("unreachable")
 
     def _reading(self, call):
-        """Run a read; on a durable catalog, one that hit data another handle compacted away
-        refreshes the handle and reads again (at most :data:`RETRIES` times)."""
+        """Run a read; on a durable catalog, first bring the handle up to the record (one
+        read of the consensus head: a read sees every write committed before it, by any
+        handle, as Materialize's reads do), and when it hit data another handle compacted
+        away, refresh the handle and read again (at most :data:`RETRIES` times)."""
+        if self._path is not None and (self._stale or self._store.head_seqno() != self._store.seqno):
+            self.refresh()
         for attempt in range(RETRIES + 1):
             try:
                 return call()

@@ -922,3 +922,21 @@ def test_a_conflicting_commit_deletes_the_runs_it_wrote(tmp_path):
     named = {k for e in CatalogStore(loc).load()["intent"]["entries"] for r in e["runs"] for k in r["keys"]}
     assert after - before == named  # a's run only: b's was deleted
     assert rows(colmz.Catalog(tmp_path), "t") == [1]
+
+
+def test_every_read_sees_every_committed_write(tmp_path):
+    """A second handle's reads (cat.sql, cat.read, a query in execute) see what another
+    handle committed, with no refresh() call: each checks the record's head first (one read)
+    and reloads only when it moved."""
+    a, b = colmz.Catalog(tmp_path), colmz.Catalog(tmp_path)
+    a.execute("CREATE TABLE t (k INT)")
+    a.execute("INSERT INTO t VALUES (1)")
+    assert b.sql("SELECT k FROM t").to_pylist() == [{"k": 1}]
+    a.execute("INSERT INTO t VALUES (2)")
+    assert sorted(r[0] for r in b.read("t").to_pylist()) == [1, 2]
+    a.execute("DELETE FROM t WHERE k = 1")
+    assert b.execute("SELECT k FROM t").to_pylist() == [{"k": 2}]
+    refreshes = b.stats["refreshes"]
+    for _ in range(3):  # nothing new: no reload
+        assert b.sql("SELECT k FROM t").to_pylist() == [{"k": 2}]
+    assert b.stats["refreshes"] == refreshes
