@@ -127,13 +127,15 @@ def read_parts_local(url: str, schema: Sequence[ColumnSpec], parts: Sequence[tup
 
 
 def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner: str = "",
-               time: str = "time", diff: str = "diff") -> list[WrittenRun]:
+               time: str = "time", diff: str = "diff", seqno: int | None = None) -> list[WrittenRun]:
     """Write each partition of ``df`` (updates: the data columns of ``schema``, ``time``,
     ``diff``) as one run of parts into the store at ``url``; return the runs (an action).
 
     Nothing is committed: pass the runs to ``Arrangement.append_runs`` on the driver. Every
     part key carries ``owner`` (``colmz.arrangement.runs.owned_keys``), so a job that fails
-    before it commits can delete what its tasks wrote, failed attempts included.
+    before it commits can delete what its tasks wrote, failed attempts included. ``seqno``
+    is the arrangement version the driver read (``Arrangement.seqno``): every part records it,
+    so a consensus later restored to an older copy is noticed (``colmz.arrangement.identity``).
     """
     import colmz
     from colmz.storage.url import open_blob
@@ -151,7 +153,7 @@ def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner
                 parts.append(colmz.Updates(cols, t.column(time), t.column(diff)))
         if not parts:
             return
-        run = write_run(open_blob(url), schema, colmz.concat(parts), prefix=prefix, owner=owner)
+        run = write_run(open_blob(url), schema, colmz.concat(parts), prefix=prefix, owner=owner, seqno=seqno)
         if run is not None:
             d = run.to_dict()
             yield pa.RecordBatch.from_pylist([d], schema=pa.schema([

@@ -173,7 +173,8 @@ def bind_checkpoint(checkpoint: str, binding: dict, *, record: bool = True) -> N
     os.replace(tmp, path)
 
 
-def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[str], tick: int):
+def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[str], tick: int,
+                    seqno: int | None = None):
     """The per-bucket function: consolidate, split by time range, write one run per range."""
     import pyarrow.compute as pc
 
@@ -212,7 +213,7 @@ def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[st
         for s in np.unique(starts):
             idx = np.flatnonzero(starts == s)
             piece = colmz.Updates.from_arrow(table.take(pa.array(idx)))
-            run = write_run(blob, schema, piece, prefix=prefix, owner=owner)
+            run = write_run(blob, schema, piece, prefix=prefix, owner=owner, seqno=seqno)
             if run is not None:
                 rows.append({**run.to_dict(), "event_max": event_max})
         if not rows:
@@ -434,7 +435,8 @@ def batch_writer(
         minus = df.select(*data, F.greatest(vt.cast("long"), t0).alias("time"), F.lit(-1).cast("long").alias("diff"))
         upd = plus.unionByName(minus)
         upd = upd.repartition(buckets, *bucket_columns(upd, spec.data))
-        fn = _runs_partition(str(url), schema, arr.prefix, owner, spec.data, open_tick)
+        # the parts record the version the driver read (a restored older consensus is noticed)
+        fn = _runs_partition(str(url), schema, arr.prefix, owner, spec.data, open_tick, arr.seqno)
         rows = upd.mapInArrow(
             fn, "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long, event_max long"
         ).collect()

@@ -54,6 +54,8 @@ def run(args, out) -> dict:
     started = _time.perf_counter()
     if not os.path.isfile(args.sql):
         raise InputError(f"--sql {args.sql!r} is not a file")
+    if args.catalog is not None and os.path.isfile(args.catalog):
+        raise InputError(f"--catalog {args.catalog!r} is a file, not a catalog directory")
     if not os.path.exists(args.input):
         raise InputError(f"--input {args.input!r} does not exist")
     if os.path.exists(args.output) and not args.overwrite:

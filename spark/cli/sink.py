@@ -331,7 +331,8 @@ def _write_corrections(spark, run: _SinkRun, progress) -> None:
             raise InputError(f"the view's column types {_describe_specs(schema)} differ from the store's "
                              f"{_describe_specs(arr.schema)}")
         run.store.prepare()
-        run.runs = write_runs(corrections, run.store.url, schema, prefix=f"{NAME}/parts/", owner=run.owner)
+        run.runs = write_runs(corrections, run.store.url, schema, prefix=f"{NAME}/parts/", owner=run.owner,
+                              seqno=None if arr is None else arr.seqno)
         n = sum(r.len for r in run.runs)
         progress.say(f"{n} corrections in {len(run.runs)} runs; largest correction buffer "
                      f"{run.stats.largest_buffer} updates")

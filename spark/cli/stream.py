@@ -349,8 +349,9 @@ def write_example_events(directory: str, events: int = 2000, ticks: int = 100, f
                          seed: int = 0) -> dict:
     """Write a generated events log into ``directory`` as ``files`` Parquet files.
 
-    The events are ``colmz.spark.events.example_events_table(events, ticks, seed)``
-    (``customer, region, plan, valid_from, valid_to``), split by ``valid_from`` into equal time
+    The events are the first ``events`` of ``colmz.spark.events.example_events_table`` at the
+    density that puts that many over ``ticks`` (``customer, region, plan, valid_from,
+    valid_to``), split by ``valid_from`` into equal time
     ranges, one file per range, in time order (file modification times too, so Spark's file
     source reads them in that order). Refuses a directory that holds Parquet files already.
 
@@ -363,7 +364,7 @@ def write_example_events(directory: str, events: int = 2000, ticks: int = 100, f
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from colmz.spark.events import example_events_table
+    from colmz.spark.events import EXAMPLE_SPAN, example_events_table
 
     target = Path(directory)
     if target.exists() and not target.is_dir():
@@ -371,7 +372,8 @@ def write_example_events(directory: str, events: int = 2000, ticks: int = 100, f
     if target.is_dir() and any(target.rglob("*.parquet")):
         raise InputError(f"--example-events {directory!r} holds Parquet files already; give a new directory")
     target.mkdir(parents=True, exist_ok=True)
-    table = example_events_table(events, ticks=ticks, seed=seed)
+    density = -(-events * EXAMPLE_SPAN // ticks)  # events per EXAMPLE_SPAN ticks
+    table = example_events_table(density, ticks=ticks, seed=seed).slice(0, events)
     table = table.take(pc.sort_indices(table, [("valid_from", "ascending")]))
     start = _time.time() - files
     width = -(-ticks // files)

@@ -149,3 +149,30 @@ def test_sink_errors(spark):
         colmz.spark.sink(d, None, [1], tunables={"chain_proportionality": 0.5})
     with pytest.raises(colmz.spark.ColumnMissingError, match="diff column 'diff'"):
         colmz.spark.sink(d.drop("diff"), None, [1])
+
+
+def test_runs_written_on_executors_record_the_version_the_driver_read(spark, tmp_path):
+    """Parts written by Spark tasks carry the arrangement version the driver read (as the
+    driver's own writes do), so a consensus later restored to an older copy is refused
+    instead of trusted -- and a run written against the current head is still appended."""
+    import pyarrow as pa
+
+    import colmz
+    from colmz.arrangement import MetadataRolledBack
+    from colmz.arrangement.parts import key_seqno
+    from colmz.spark.arrangement_io import write_runs
+
+    url = str(tmp_path / "st")
+    arr = colmz.Arrangement.open(url, schema={"k": pa.int64()})
+    arr.write(colmz.Updates({"k": [1]}, time=[0], diff=[1]))
+    arr.seal(1)
+    df = spark.createDataFrame([(2, 1, 1), (3, 1, 1)], "k long, time long, diff long")
+    runs = write_runs(df, url, arr.schema, prefix=arr.prefix, seqno=arr.seqno)
+    assert runs and all(key_seqno(k) == arr.seqno for r in runs for k in r.keys)
+    arr.append_runs(runs, seal=2)
+    assert sorted(r[0] for r in arr.read().to_pylist()) == [1, 2, 3]
+    # a run recording a version above the record's head proves the record went back
+    ahead = write_runs(df, url, arr.schema, prefix=arr.prefix, seqno=arr.seqno + 5)
+    assert ahead
+    with pytest.raises(MetadataRolledBack):
+        colmz.Arrangement.open(url, create=False)
