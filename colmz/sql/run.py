@@ -148,6 +148,12 @@ def session(external_access: bool = True):
         return base.cursor()
 
 
+#: DuckDB's error for text that does not read as a number or boolean, and PostgreSQL's name
+#: of each target type (its message: ``invalid input syntax for type integer: "x"``).
+_CONVERT = re.compile(r"Could not convert string '(.*?)' to (INT8|INT16|INT32|INT64|FLOAT|DOUBLE|BOOL)\b",
+                      re.DOTALL)
+_PG_TYPE_OF_DUCK = {"INT8": "smallint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint",
+                    "FLOAT": "real", "DOUBLE": "double precision", "BOOL": "boolean"}
 _NO_TABLE = re.compile(r"Table with name (.+?) does not exist")
 _REFUSAL = re.compile(r"Invalid Input Error: (.* is not supported by colmz.*)", re.DOTALL)
 #: DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``).
@@ -197,6 +203,11 @@ def run_query(con, translated: str, t: int, form: str | None = None):
                 raise UnsupportedSQL(
                     "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the "
                     "scale each value is written with): cast to numeric(p, s) or float8") from None
+            m = _CONVERT.search(str(e))
+            if m and m.group(2) in _PG_TYPE_OF_DUCK:
+                # PostgreSQL's words, without the text colmz generated around the cast
+                raise SQLError(f'invalid input syntax for type {_PG_TYPE_OF_DUCK[m.group(2)]}: '
+                               f'"{m.group(1)}"') from None
             m = _NO_TABLE.search(str(e))
             if m:
                 # DuckDB's hint names its own catalog tables: only the name matters here.

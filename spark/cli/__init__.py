@@ -48,6 +48,7 @@ from colmz.spark.cli.base import (
     EXIT_OK,
     FAILURES,
     InputError,
+    one_line,
     print_json,
     stop_started_sessions,
 )
@@ -162,18 +163,18 @@ def _main(argv: Sequence[str] | None, out) -> int:
     try:
         summary = module.run(args, progress_out)
     except InputError as e:
-        print(f"colmz {args.command}: bad input: {e}", file=sys.stderr)
+        print(f"colmz {args.command}: bad input: {one_line(e)}", file=sys.stderr)
         return EXIT_INPUT
     except PATH_ERRORS as e:
-        print(f"colmz {args.command}: bad input: {e}", file=sys.stderr)
+        print(f"colmz {args.command}: bad input: {one_line(e)}", file=sys.stderr)
         return EXIT_INPUT
     except ImportError as e:
         if "pip install" not in str(e):
             raise  # not a missing optional dependency: a bug
-        print(f"colmz {args.command}: {e}", file=sys.stderr)
+        print(f"colmz {args.command}: {one_line(e)}", file=sys.stderr)
         return EXIT_INPUT
     except FAILURES as e:
-        print(f"colmz {args.command}: failed, store unchanged: {e}", file=sys.stderr)
+        print(f"colmz {args.command}: failed, store unchanged: {one_line(e)}", file=sys.stderr)
         return EXIT_FAIL
     if args.json:
         print_json(summary, out)

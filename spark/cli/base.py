@@ -105,6 +105,18 @@ FAILURES: tuple[type[BaseException], ...] = (SinkStoreError, VerificationError, 
 # ----------------------------------------------------------------------------- argument types
 
 
+def one_line(message: object) -> str:
+    r"""``message`` as the one line a command's error is printed on: DuckDB's context lines
+    (``LINE 1: ...`` and the carets under it) dropped, the rest joined.
+
+    >>> one_line('Binder Error: no "x"\nCandidate bindings: "key"\n\nLINE 1: SELECT x\n               ^')
+    'Binder Error: no "x" Candidate bindings: "key"'
+    """
+    lines = [ln.strip() for ln in str(message).splitlines()]
+    kept = [ln for ln in lines if ln and not ln.startswith("LINE ") and set(ln) != {"^"}]
+    return " ".join(kept)
+
+
 def csv_list(s: str) -> list[str]:
     """``"a, b,,c"`` -> ``["a", "b", "c"]`` (column lists)."""
     return [x.strip() for x in s.split(",") if x.strip()]

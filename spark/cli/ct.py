@@ -77,7 +77,9 @@ def run(args, out) -> dict:
         result = continual_task(catalog, sql, df, partition_by=args.partition_by,
                                 time=args.time, diff=args.diff, buckets=args.buckets)
     except (SQLError, TypeError, ValueError, KeyError) as e:
-        raise InputError(str(e).strip("'\"")) from e
+        # a KeyError's str() is its repr (quoted); any other message is whole -- stripping
+        # quotes from it cut DuckDB's "Candidate bindings: \"key\"" mid-string
+        raise InputError(e.args[0] if isinstance(e, KeyError) and e.args else str(e)) from e
     result.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(args.output)
     rows = spark.read.parquet(args.output).count()
     summary = {"output": args.output, "rows": rows, "seconds": round(_time.perf_counter() - started, 3)}

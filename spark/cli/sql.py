@@ -40,7 +40,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 
-from colmz.spark.cli.base import InputError, consensus_url
+from colmz.spark.cli.base import InputError, consensus_url, one_line
 
 __all__ = ["Shell", "add_parser", "aligned", "command_tag", "render", "run", "split_statements"]
 
@@ -280,7 +280,7 @@ def _open_catalog(args):
 
 
 def _error_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
+    return one_line(e) or type(e).__name__
 
 
 def run(args, out) -> dict:

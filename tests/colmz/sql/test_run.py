@@ -104,3 +104,21 @@ def test_a_forked_child_opens_its_own_database():
     out = subprocess.run([sys.executable, "-c", _FORK_CHILD], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "(True, [(3,)])"
+
+
+def test_text_that_is_no_number_is_said_as_postgresql_says_it():
+    """A failed cast of text to a number or boolean is PostgreSQL's message, without the SQL
+    colmz generated around it (`CAST("__colmz_values"."column1" AS INTEGER)`)."""
+    import colmz
+    from colmz.sql import SQLError
+
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k INT, b BOOLEAN)")
+    for sql, want in (("INSERT INTO t VALUES ('x', true)", 'invalid input syntax for type integer: "x"'),
+                      ("INSERT INTO t VALUES (1, 'maybe')", 'invalid input syntax for type boolean: "maybe"'),
+                      ("SELECT 'it''s'::bigint", 'invalid input syntax for type bigint: "it\'s"'),
+                      ("SELECT 'x'::float8", 'invalid input syntax for type double precision: "x"')):
+        with pytest.raises(SQLError) as e:
+            cat.execute(sql)
+        assert str(e.value) == want
+    assert cat.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 0}]
