@@ -17,7 +17,13 @@ import argparse
 import os
 import time as _time
 
-from colmz.spark.cli.base import InputError, add_spark_options, csv_list, start_spark
+from colmz.spark.cli.base import (
+    InputError,
+    add_spark_options,
+    csv_list,
+    parquet_schema,
+    start_spark,
+)
 
 __all__ = ["add_parser", "render", "run"]
 
@@ -71,7 +77,15 @@ def run(args, out) -> dict:
         except (FileNotFoundError, NotADirectoryError, ValueError) as e:
             raise InputError(f"--catalog {args.catalog!r}: {e}") from e
     try:
-        define_task(catalog, sql)  # refuse a bad definition before Spark starts
+        defn = define_task(catalog, sql)  # refuse a bad definition before Spark starts
+        # ... and input updates that lack the input's columns (the Parquet schema tells)
+        found = parquet_schema(args.input, "--input")  # None: types only Spark can say
+        have = found.names if found is not None else None
+        want = [c.name for c in defn.input_schema] + [args.time, args.diff]
+        missing = [] if have is None else [c for c in want if c not in have]
+        if missing:
+            raise InputError(f"--input {args.input!r} lacks the column(s) {missing} of the task's input "
+                             f"{defn.input!r} (its columns, then --time and --diff); it has {have}")
         spark = start_spark(args)
         df = spark.read.parquet(args.input)
         result = continual_task(catalog, sql, df, partition_by=args.partition_by,

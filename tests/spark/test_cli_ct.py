@@ -52,3 +52,16 @@ def test_a_failed_command_leaves_the_catalog_as_it_was(no_spark, tmp_path, capsy
     assert no_spark.main(_argv(tmp_path, tmp_path / "cat")) == base.EXIT_INPUT
     assert "'t'" in capsys.readouterr().err
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "cat").rglob("*")) == before
+
+
+def test_input_columns_are_checked_before_spark_starts(no_spark, tmp_path, capsys):
+    """`ct` with input updates lacking a column of the task's input is bad input in one line,
+    read off the Parquet footer before any Spark session starts (it came 4-8 s into Spark)."""
+    (tmp_path / "task.sql").write_text("CREATE TABLE t (k BIGINT, v BIGINT); " + TASK)
+    pq.write_table(pa.table({"k": [1], "time": [1], "diff": [1]}), tmp_path / "in.parquet")
+    argv = ["ct", "--sql", str(tmp_path / "task.sql"), "-i", str(tmp_path / "in.parquet"), "-o", str(tmp_path / "out")]
+    assert no_spark.main(argv) == base.EXIT_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "lacks the column(s) ['v']" in err[0]
+    assert no_spark.main([*argv[:-2], "-o", str(tmp_path / "out2"), "--diff", "d"]) == base.EXIT_INPUT
+    assert "['v', 'd']" in capsys.readouterr().err
