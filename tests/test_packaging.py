@@ -49,3 +49,13 @@ def test_installed_wheel_imports_all_three_packages(wheel, tmp_path):
     files = out.stdout.split()
     assert len(files) == 3
     assert all(f.startswith(str(target)) for f in files), files
+
+
+def test_test_modules_have_unique_names():
+    """pytest imports test modules by basename (no __init__.py in tests/): two files of one
+    name in different folders stop the whole run at collection ("import file mismatch")."""
+    from collections import Counter
+    from pathlib import Path
+
+    names = Counter(p.name for p in (Path(__file__).parent).rglob("test_*.py"))
+    assert [n for n, c in names.items() if c > 1] == []
