@@ -75,7 +75,13 @@ import time
 from pathlib import Path
 
 from colmz.arrangement.collection import ArrangementCollection, CompactedAway
-from colmz.arrangement.errors import CorruptMeta, IdentityMismatch, LeaseExpired, SealMismatch
+from colmz.arrangement.errors import (
+    CorruptMeta,
+    IdentityMismatch,
+    LeaseExpired,
+    MissingPart,
+    SealMismatch,
+)
 from colmz.arrangement.identity import (
     StoreIdentity,
     check_catalog_history,
@@ -524,11 +530,11 @@ class CatalogStore:
             raise store_changed()
         arr = dur.arrangement
         runs = self._entry_runs(e, arr.prefix)
-        if not mine:
-            # Written by another handle (or a process that crashed): every byte is checked
-            # before anything is appended.
-            self._verify(arr, runs)
         try:
+            if not mine:
+                # Written by another handle (or a process that crashed): every byte is
+                # checked before anything is appended.
+                self._verify(arr, runs)
             try:
                 arr.append_runs(runs, seal=upper, expect=lower, keep_runs=True)
             except LeaseExpired:
@@ -537,12 +543,16 @@ class CatalogStore:
                 # old parts are the arrangement's gc's.
                 arr.append_runs(self._rewrite(arr, runs), seal=upper, expect=lower)
             self.stats["entries_applied"] += 1
-        except SealMismatch:
-            # the seal moved: another applier landed this entry first, or a writer behind the
-            # catalog's back moved it elsewhere
+        except (SealMismatch, MissingPart) as err:
+            # The seal moved: another applier landed this entry first (and its parts may
+            # since have been compacted into others and deleted: MissingPart), or a writer
+            # behind the catalog's back moved it elsewhere. A missing part of an entry that
+            # has not landed is a real loss, and raised as one.
             dur.refresh()
             if not landed():
-                raise store_changed() from None
+                if isinstance(err, SealMismatch):
+                    raise store_changed() from None
+                raise
             self.stats["entries_landed"] += 1
 
     def _entry_runs(self, e: dict, prefix: str) -> list[WrittenRun]:
