@@ -169,7 +169,7 @@ class ArrangementCollection:
                 continue
             if b.desc.since > lower:
                 raise _Compacted(f"changes before {b.desc.since} were compacted: cannot read from {lower}")
-            parts += [read_part(arr.store, k, schema) for k in b.keys]
+            parts += [read_part(arr.store, k, schema) for k in b.parts]
         tu = arr.trace_ts_upper()
         if tu is not None:
             lo = max(lower, tu)
