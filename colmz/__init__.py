@@ -29,6 +29,7 @@ from colmz.as_of import (
     select_as_ofs,
 )
 from colmz.catalog import Catalog
+from colmz.collection import MemoryCollection, UpperMismatch
 from colmz.continual import ContinualTask
 from colmz.correction import Correction
 from colmz.errors import SinceRegression
@@ -66,6 +67,8 @@ __all__ = [
     "select_as_ofs",
     "MAX_TIME",
     "Catalog",
+    "MemoryCollection",
+    "UpperMismatch",
     "ColumnSpec",
     "ContinualTask",
     "Correction",

@@ -91,7 +91,7 @@ from colmz.arrangement.identity import (
     read_identity,
     write_identity,
 )
-from colmz.arrangement.parts import PartCheck, expect_parts, part_digest, read_part
+from colmz.arrangement.parts import part_digest, read_part
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.ops import concat
 from colmz.storage.base import Indeterminate, StorageError, VersionedData
@@ -587,9 +587,8 @@ class CatalogStore:
     def _verify(self, arr, runs: list[WrittenRun]) -> list[Updates]:
         """Read every part of ``runs``, checked against what their writer recorded
         (``CorruptPart``/``MissingPart`` on any difference); their updates."""
-        expect_parts(arr.store, {k: PartCheck(*c) for r in runs for k, c in zip(r.keys, r.checks)})
         schema = tuple(arr.schema or ())
-        return [read_part(arr.store, k, schema) for r in runs for k in r.keys]
+        return [read_part(arr.store, p, schema) for r in runs for p in r.parts]
 
     def _rewrite(self, arr, runs: list[WrittenRun]) -> list[WrittenRun]:
         parts = [p for p in self._verify(arr, runs) if len(p)]

@@ -113,7 +113,7 @@ from colmz.kernels.small_read import sort_consolidate_cut
 from colmz.kernels.split import lower_bound
 from colmz.ops import diff_overflow_error
 from colmz.order import Layout, unify_layouts
-from colmz.rollback import roll_back, save
+from colmz.rollback import roll_back, save, undone_on_error
 from colmz.stage import Stage
 from colmz.updates import (
     Encoded,
@@ -315,13 +315,9 @@ class Correction:
         if stage.count + n < self.stage_size:
             stage.push(enc)
             return
-        state = save(self)
-        stage.push(enc)
-        try:
+        with undone_on_error(self):
+            stage.push(enc)
             self._flush_stage()
-        except BaseException:
-            roll_back(self, state)
-            raise
 
     def _flush_stage(self) -> None:
         """Sort and consolidate the stage (times advanced to the since), then route it."""
@@ -536,8 +532,7 @@ class Correction:
         for u in checked:
             if u != last:
                 prev = u
-        state = save(self)
-        try:
+        with undone_on_error(self):
             self._consolidate_before(last)
             everything = self._emitted
             self._fed_back = False
@@ -557,9 +552,6 @@ class Correction:
                 self._stage.clear()
             elif tail:
                 self._pending_low.append(negated(tail))
-        except BaseException:
-            roll_back(self, state)
-            raise
         if not everything:
             return nothing
         return Updates._from_encoded(Encoded(keys, time, diff, layout), self._schema)
@@ -575,12 +567,8 @@ class Correction:
         if self._read_small(upper):
             return
         # A diff overflow in a merge must leave the buffer as it was.
-        state = save(self)
-        try:
+        with undone_on_error(self):
             self._consolidate_before(upper)
-        except BaseException:
-            roll_back(self, state)
-            raise
 
     def _iter_emitted(self) -> Iterator[Updates]:
         chunks = self._emitted.chunks

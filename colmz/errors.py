@@ -11,7 +11,7 @@ ValueError`` keeps working.
 
 from __future__ import annotations
 
-__all__ = ["NegativeMultiplicity", "SinceRegression"]
+__all__ = ["NegativeMultiplicity", "SQLError", "SinceRegression", "UnsupportedSQL"]
 
 
 class SinceRegression(ValueError):
@@ -44,3 +44,27 @@ class NegativeMultiplicity(ValueError):
     ...     print(e)
     collection holds row {'k': 1} with multiplicity -1
     """
+
+
+class SQLError(ValueError):
+    """A statement colmz cannot parse or run; the message names the construct.
+
+    Users import it from ``colmz.sql``; it is defined here because a SQL column type name
+    is read below the SQL layer too (:mod:`colmz.column_types`).
+    """
+
+
+class UnsupportedSQL(SQLError):
+    """A valid Materialize construct that colmz does not implement.
+
+    >>> from colmz.column_types import arrow_type
+    >>> try:
+    ...     arrow_type("interval")
+    ... except UnsupportedSQL as e:
+    ...     print(type(e).__module__, type(e).__name__)
+    colmz.sql UnsupportedSQL
+    """
+
+
+# Shown (and pickled) under the package users import them from.
+SQLError.__module__ = UnsupportedSQL.__module__ = "colmz.sql"

@@ -83,7 +83,7 @@ def declared_fields(obj: Any) -> tuple[str, ...]:
 def append_only_fields(obj: Any) -> tuple[str, ...]:
     """The declared fields of ``obj`` that are append-only lists (``ROLLBACK_APPEND_ONLY``).
 
-    >>> from colmz.continual import MemoryCollection
+    >>> from colmz.collection import MemoryCollection
     >>> append_only_fields(MemoryCollection({"k": "bigint"}))
     ('_times', '_batches')
     """

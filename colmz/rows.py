@@ -9,7 +9,10 @@ them without consolidating) and writes rows back as updates at one time with one
 collection's columns (:func:`conform`: by position, as SQL ``INSERT``; types cast within a
 kind, :func:`family`, and refused across kinds), updates to a collection's types by
 :func:`cast_to`. The catalog (``colmz.catalog``) and continual tasks (``colmz.continual``)
-both use these functions; neither converts rows another way.
+both use these functions; neither converts rows another way. This module sits below the SQL
+layer (a SQL column type name is read through :mod:`colmz.column_types`), so collections
+(:mod:`colmz.collection`) and the durable arrangement use it without importing
+:mod:`colmz.sql`.
 
 Invariants: :func:`expand` never materialises more than :data:`EXPAND_LIMIT` rows, and a
 negative multiplicity raises :class:`colmz.errors.NegativeMultiplicity` rather than being
@@ -24,7 +27,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from colmz.errors import NegativeMultiplicity
+from colmz.column_types import arrow_type
+from colmz.errors import NegativeMultiplicity, UnsupportedSQL
 from colmz.order import ColumnSpec
 from colmz.updates import SchemaError, Updates
 
@@ -61,8 +65,6 @@ def schema_of(columns) -> tuple[ColumnSpec, ...]:
     out = []
     for name, typ in items:
         if isinstance(typ, str):
-            from colmz.sql import arrow_type
-
             typ = arrow_type(typ)
         if not isinstance(typ, pa.DataType):
             raise TypeError(f"column {name!r} type must be a pyarrow DataType or SQL type name, got {typ!r}")
@@ -115,10 +117,10 @@ def expand(updates: Updates, what: str = "collection") -> pa.Table:
 def relation_rows(collection, as_of: int, what: str = "collection") -> pa.Table:
     """The contents of ``collection`` as of ``as_of`` as the rows of a relation, in no
     particular order: its own ``snapshot_rows`` when it has one
-    (``colmz.continual.MemoryCollection``, which reads a durable table only ever inserted
+    (``colmz.collection.MemoryCollection``, which reads a durable table only ever inserted
     into without merging its batches), else ``expand(collection.snapshot(as_of), what)``.
 
-    >>> from colmz.continual import MemoryCollection
+    >>> from colmz.collection import MemoryCollection
     >>> c = MemoryCollection.from_updates(Updates({"k": [1, 2]}, time=[0, 0], diff=[2, 1]))
     >>> sorted(relation_rows(c, 0).column("k").to_pylist())
     [1, 1, 2]
@@ -279,8 +281,6 @@ def storable(t: pa.DataType, what: str | None = None) -> pa.DataType:
         where = f"{what}: a column" if what is not None else "a column of the query"
         raise SchemaError(f"{where} is NULL of unknown type: cast it (e.g. NULL::INT)")
     if pa.types.is_interval(t):
-        from colmz.sql.errors import UnsupportedSQL
-
         where = f"{what}: a column" if what is not None else "a column of the query"
         raise UnsupportedSQL(f"{where} is an INTERVAL, which is not supported by colmz (its columns "
                              "have no interval kind): store its parts or its text")

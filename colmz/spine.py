@@ -124,7 +124,7 @@ from colmz.kernels.fueled import new_cursor, run_merge
 from colmz.kernels.merge import merge_runs
 from colmz.ops import DiffOverflowError, describe_row, diff_overflow_error
 from colmz.order import narrow_rows, search_rows, unify_layouts
-from colmz.rollback import roll_back, save
+from colmz.rollback import undone_on_error
 from colmz.updates import Encoded, Updates, unify_schemas
 
 __all__ = [
@@ -557,18 +557,14 @@ class Spine:
         since = self._logical
         batch = _Batch(lower, upper, since, Encoded(np.ascontiguousarray(keys), time, diff, enc.layout))
 
-        state = save(self)
-        self._call_work = 0
-        try:
+        with undone_on_error(self):
+            self._call_work = 0
             self._schema = schema
             self._upper = upper
             self._pending.append(batch)
             if self._auto_physical:
                 self._physical = join(self._physical, upper)
             self._consider_merges()
-        except BaseException:
-            roll_back(self, state)
-            raise
         st = self._stats
         st["inserted_updates"] += n
         st["inserted_batches"] += 1
@@ -654,14 +650,10 @@ class Spine:
         0
         """
         f = self._check_physical_compaction(frontier)
-        state = save(self)
-        self._call_work = 0
-        try:
+        with undone_on_error(self):
+            self._call_work = 0
             self._physical = f
             self._consider_merges()
-        except BaseException:
-            roll_back(self, state)
-            raise
         self._stats["max_call_work"] = max(self._stats["max_call_work"], self._call_work)
 
     def _check_physical_compaction(self, frontier: Frontier) -> Frontier:
@@ -703,9 +695,8 @@ class Spine:
             if effort < 1:
                 raise ValueError(f"effort must be >= 1, got {effort}")
             effort = int(effort)
-        state = save(self)
-        self._call_work = 0
-        try:
+        with undone_on_error(self):
+            self._call_work = 0
             self._tidy_layers()
             if effort is None and self._exert_logic is not None:
                 effort = self._exert_logic(self.layers())
@@ -720,9 +711,6 @@ class Spine:
                     self._apply_fuel(effort)
                 else:
                     self._introduce(None, _level(effort))
-        except BaseException:
-            roll_back(self, state)
-            raise
         self._stats["max_call_work"] = max(self._stats["max_call_work"], self._call_work)
         return effort
 

@@ -6,13 +6,15 @@ An arrangement is parts in a blob store plus a metadata record changed by compar
 (``colmz.arrangement``). On Spark the two halves go to different processes:
 
 * **Reading** (:func:`read_parts`): the driver lists the parts of the state it opened
-  (``Arrangement.parts()``); a DataFrame of those keys is spread over the executors, each
-  reads its parts from the blob store through colmz (``colmz.arrangement.parts.read_part``)
-  and keeps the rows a reader must keep (``time >= min_time``). No Hadoop filesystem
+  (``Arrangement.parts()``), each with the check its state recorded (row count, diff sum,
+  digest); a DataFrame of those references is spread over the executors, each reads its
+  parts from the blob store through colmz (``colmz.arrangement.parts.read_part``), which
+  verifies every part against its check (``CorruptPart`` on any difference), and keeps the
+  rows a reader must keep (``time >= min_time``). No Hadoop filesystem
   connector is involved, so the same code reads a local directory and an S3 bucket.
 * **Writing** (:func:`write_runs`): each partition of a DataFrame of updates is consolidated
   and written as one run of parts (``colmz.arrangement.runs.write_run``); the task returns
-  only the run's description. The driver collects them and commits them in one
+  only the run's description, with each part's check. The driver collects them and commits them in one
   compare-and-set (``Arrangement.append_runs``). Spark's result handling keeps one successful
   attempt per partition, so a retried or speculative task's parts are never committed twice:
   they are unreferenced garbage that ``Arrangement.gc`` collects after its lease.
@@ -28,13 +30,18 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from colmz.arrangement.parts import PartRef
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.order import ColumnSpec
 
 __all__ = ["part_list", "read_parts", "read_parts_local", "spark_schema", "write_runs"]
 
 _SPARK_MAX_TIME = 2**63 - 1
-_RUN_SCHEMA = "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long"
+_RUN_SCHEMA = ("keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long, "
+               "checks array<array<long>>")
+#: The parts a :func:`read_parts` DataFrame spreads over the executors: each key with its
+#: recorded check (null fields: a part given as a bare key, read without one).
+_PART_SCHEMA = "key string, min_time long, rows long, diff_sum long, digest long"
 
 
 def spark_schema(schema: Sequence[ColumnSpec], time: str = "time", diff: str = "diff"):
@@ -64,45 +71,67 @@ def _part_table(u, schema: Sequence[ColumnSpec], key: str, lo: int) -> pa.Table:
     return table
 
 
-def part_list(arrangement) -> list[tuple[str, int]]:
-    """``(key, min_time)`` of every part of an arrangement's current state (for :func:`read_parts`)."""
-    return [(p.key, int(p.min_time or 0)) for p in arrangement.parts()]
+def part_list(arrangement) -> list[tuple[PartRef, int]]:
+    """``(part, min_time)`` of every part of an arrangement's current state (for
+    :func:`read_parts`): ``part`` is the :class:`~colmz.arrangement.parts.PartRef` carrying
+    the check its state recorded, which every read verifies."""
+    return [(PartRef(p.key, p.check), int(p.min_time or 0)) for p in arrangement.parts()]
 
 
-def read_parts(spark, url: str, schema: Sequence[ColumnSpec], parts: Sequence[tuple[str, int]], *,
+def _part_row(part: PartRef | str, lo: int) -> tuple:
+    key, check = PartRef.of(part)
+    if check is None:
+        return (key, int(lo), None, None, None)
+    return (key, int(lo), check.rows, check.diff_sum, check.digest)
+
+
+def _row_part(key: str, rows, diff_sum, digest) -> PartRef:
+    if rows is None:
+        return PartRef(key)
+    return PartRef(key, (rows, diff_sum) if digest is None else (rows, diff_sum, digest))
+
+
+def read_parts(spark, url: str, schema: Sequence[ColumnSpec], parts: Sequence[tuple[PartRef | str, int]], *,
                partitions: int | None = None):
-    """The updates in ``parts`` -- ``(key, min_time)`` pairs: rows with ``time >= min_time``
-    of the part under ``key`` -- as a DataFrame (:func:`part_list` gives an arrangement's).
+    """The updates in ``parts`` -- ``(part, min_time)`` pairs: rows with ``time >= min_time``
+    of the part -- as a DataFrame (:func:`part_list` gives an arrangement's).
 
-    ``url`` is the arrangement's store URL (executors open its blob store only). The result
-    has the data columns, ``time`` and ``diff`` (both ``long``); an empty ``parts`` gives an
-    empty DataFrame of that schema.
+    ``part`` is a :class:`~colmz.arrangement.parts.PartRef` (the key and the check its state
+    or writer recorded: every executor verifies the part it reads against it, and a part
+    that differs fails the job with ``CorruptPart``) or a bare key (read with only the checks
+    that need no record). ``url`` is the arrangement's store URL (executors open its blob
+    store only). The result has the data columns, ``time`` and ``diff`` (both ``long``); an
+    empty ``parts`` gives an empty DataFrame of that schema.
     """
     from colmz.arrangement.parts import read_part
     from colmz.storage.url import open_blob
 
     schema = tuple(schema)
     out_schema = spark_schema(schema)
-    rows = [(str(k), int(lo)) for k, lo in parts]
+    rows = [_part_row(p, lo) for p, lo in parts]
     if not rows:
         return spark.createDataFrame([], out_schema)
     n = partitions or min(len(rows), max(1, spark.sparkContext.defaultParallelism))
-    keys = spark.createDataFrame(rows, "key string, min_time long").repartition(n, "key")
+    refs = spark.createDataFrame(rows, _PART_SCHEMA).repartition(n, "key")
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         blob = open_blob(url)
         for b in batches:
-            for key, lo in zip(b.column("key").to_pylist(), b.column("min_time").to_pylist()):
-                yield from _part_table(read_part(blob, key, schema), schema, key, lo).to_batches()
+            cols = [b.column(c).to_pylist() for c in ("key", "min_time", "rows", "diff_sum", "digest")]
+            for key, lo, n_rows, total, digest in zip(*cols):
+                part = _row_part(key, n_rows, total, digest)
+                yield from _part_table(read_part(blob, part, schema), schema, key, lo).to_batches()
 
-    return keys.mapInArrow(read, out_schema)
+    return refs.mapInArrow(read, out_schema)
 
 
-def read_parts_local(url: str, schema: Sequence[ColumnSpec], parts: Sequence[tuple[str, int]]) -> pa.Table:
+def read_parts_local(url: str, schema: Sequence[ColumnSpec],
+                     parts: Sequence[tuple[PartRef | str, int]]) -> pa.Table:
     """:func:`read_parts` in this process, as one ``pyarrow.Table`` (no Spark job): for
     updates that fit in the driver's memory, such as a small job's verification.
 
-    The same rows and columns: the data columns, ``time`` and ``diff`` (``int64``).
+    The same rows and columns: the data columns, ``time`` and ``diff`` (``int64``), and the
+    same checks (each part verified against the check its reference carries).
 
     >>> import colmz, tempfile
     >>> from colmz.arrangement.runs import write_run
@@ -110,15 +139,16 @@ def read_parts_local(url: str, schema: Sequence[ColumnSpec], parts: Sequence[tup
     >>> d = tempfile.mkdtemp()
     >>> u = colmz.Updates({"k": ["a", "b"]}, time=[1, 4], diff=[1, 1])
     >>> run = write_run(open_blob(d), u.schema, u, prefix="p/")
-    >>> read_parts_local(d, u.schema, [(k, 2) for k in run.keys]).to_pylist()
+    >>> read_parts_local(d, u.schema, [(p, 2) for p in run.parts]).to_pylist()
     [{'k': 'b', 'time': 4, 'diff': 1}]
     """
     from colmz.arrangement.parts import read_parts as read_blob_parts
     from colmz.storage.url import open_blob
 
     schema = tuple(schema)
-    read = read_blob_parts(open_blob(url), [str(k) for k, _ in parts], schema) if parts else []
-    tables = [_part_table(u, schema, key, lo) for (key, lo), u in zip(parts, read)]
+    refs = [PartRef.of(p) for p, _ in parts]
+    read = read_blob_parts(open_blob(url), refs, schema) if parts else []
+    tables = [_part_table(u, schema, r.key, lo) for r, (_, lo), u in zip(refs, parts, read)]
     if not tables:
         arrow = pa.schema([pa.field(s.name, s.type) for s in schema]
                           + [pa.field("time", pa.int64()), pa.field("diff", pa.int64())])
@@ -158,7 +188,8 @@ def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner
             d = run.to_dict()
             yield pa.RecordBatch.from_pylist([d], schema=pa.schema([
                 ("keys", pa.list_(pa.string())), ("len", pa.int64()), ("ts_lower", pa.int64()),
-                ("ts_upper", pa.int64()), ("size_bytes", pa.int64())]))
+                ("ts_upper", pa.int64()), ("size_bytes", pa.int64()),
+                ("checks", pa.list_(pa.list_(pa.int64())))]))
 
     rows = df.mapInArrow(write, _RUN_SCHEMA).collect()
     return [WrittenRun.from_dict(r.asDict()) for r in rows]

@@ -185,7 +185,8 @@ def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[st
     names = [s.name for s in schema]
     out_schema = pa.schema([("keys", pa.list_(pa.string())), ("len", pa.int64()),
                             ("ts_lower", pa.int64()), ("ts_upper", pa.int64()),
-                            ("size_bytes", pa.int64()), ("event_max", pa.int64())])
+                            ("size_bytes", pa.int64()), ("event_max", pa.int64()),
+                            ("checks", pa.list_(pa.list_(pa.int64())))])
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parts = []
@@ -438,7 +439,8 @@ def batch_writer(
         # the parts record the version the driver read (a restored older consensus is noticed)
         fn = _runs_partition(str(url), schema, arr.prefix, owner, spec.data, open_tick, arr.seqno)
         rows = upd.mapInArrow(
-            fn, "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long, event_max long"
+            fn, "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long, event_max long, "
+                "checks array<array<long>>"
         ).collect()
         runs = [{k: v for k, v in r.asDict().items() if k != "event_max"} for r in rows if r["len"]]
         maxes = [r["event_max"] for r in rows if r["event_max"] is not None]

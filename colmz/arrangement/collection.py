@@ -1,4 +1,4 @@
-"""``ArrangementCollection``: a durable arrangement as a collection of :mod:`colmz.continual`.
+"""``ArrangementCollection``: a durable arrangement as a collection (:mod:`colmz.collection`).
 
 Layer
 -----
@@ -30,7 +30,7 @@ import numpy as np
 
 from colmz.arrangement.errors import ArrangementError, InvalidAsOf, MissingPart, SealMismatch
 from colmz.arrangement.fetched import FetchedRuns
-from colmz.continual import UpperMismatch
+from colmz.collection import UpperMismatch
 from colmz.frontier import Frontier, check_frontier
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
@@ -46,7 +46,7 @@ class CompactedAway(RuntimeError):
 
 
 class ArrangementCollection:
-    """The collection interface of :mod:`colmz.continual` over a durable ``colmz.Arrangement``.
+    """The collection protocol (:class:`colmz.collection.Collection`) over a durable ``colmz.Arrangement``.
 
     Each :meth:`compare_and_append` is one commit through the arrangement's own durable
     call, ``Arrangement.append_runs(runs, seal=new_upper, expect=expected_upper)``: the
@@ -55,7 +55,7 @@ class ArrangementCollection:
     ``expected_upper``. A compare-and-set lost to another writer of the arrangement (an
     applier of the same catalog intent, a compaction) is retried by the arrangement's
     machine (``colmz.arrangement.machine``), not here; a seal found elsewhere is
-    :class:`~colmz.continual.UpperMismatch`.
+    :class:`~colmz.collection.UpperMismatch`.
     Reads that hit a part another handle compacted away refresh and read again; when the
     times asked for are gone (the since passed them) they raise :class:`CompactedAway`.
     """
@@ -169,7 +169,7 @@ class ArrangementCollection:
                 continue
             if b.desc.since > lower:
                 raise _Compacted(f"changes before {b.desc.since} were compacted: cannot read from {lower}")
-            parts += [read_part(arr.store, k, schema) for k in b.keys]
+            parts += [read_part(arr.store, k, schema) for k in b.parts]
         tu = arr.trace_ts_upper()
         if tu is not None:
             lo = max(lower, tu)

@@ -156,8 +156,6 @@ from colmz.arrangement.parts import (
     PartWriter,
     chunks_filtered,
     concurrent_calls,
-    expect_parts,
-    forget_parts,
     iter_merge,
     iter_part,
     key_created_ms,
@@ -263,7 +261,7 @@ class CompactionJob:
         self.desc = Description(batches[0].desc.lower, batches[-1].desc.upper, since)
         schema = arrangement._read_schema()
         self.writer = arrangement._writer(schema, {"kind": "trace", "desc": self.desc.to_list()})
-        runs = [arrangement._run_chunks(b.keys, schema, 0, None) for b in batches]
+        runs = [arrangement._run_chunks(b.parts, schema, 0, None) for b in batches]
         self._steps = iter_merge(runs, since, self.writer.add, arrangement._counters)
         self.rows_read = 0
         self._read: list[int] | None = None
@@ -317,12 +315,16 @@ class PartInfo:
     ``url`` is where the part is (``Blob.url_of``); a reader keeps the rows with
     ``time >= min_time`` (trace parts: 0; unsealed parts: the trace's upper, because times
     before it are already in the trace) and advances every time to the arrangement's since.
+    ``check`` is what the state recorded of the part (``colmz.arrangement.parts.PartCheck``:
+    rows, diff sum, digest; None for a part recorded without one): a reader passes
+    ``PartRef(key, check)`` to ``read_part``, which verifies it.
     """
 
     url: str
     key: str
     kind: str
     min_time: int
+    check: PartCheck | None = None
 
 
 def schema_to_json(schema: Sequence[ColumnSpec] | None) -> dict | None:
@@ -560,7 +562,7 @@ class Arrangement:
         schema = self._read_schema()
         for i, b in enumerate(self._trace):
             d = b.desc
-            for u in self._batch_parts(b.keys, schema):
+            for u in self._batch_parts(b.parts, schema):
                 t = u.time
                 if len(t) and int(t.min()) < d.lower:
                     raise CorruptMeta(f"trace batch {i} holds time {int(t.min())} before its lower {d.lower}")
@@ -569,13 +571,13 @@ class Arrangement:
                         raise CorruptMeta(f"trace batch {i} holds time {int(t.max())} at or after its upper {d.upper}")
                 elif len(t) and int(t.max()) > d.since:
                     raise CorruptMeta(f"trace batch {i} holds time {int(t.max())} after its since {d.since}")
-            self._check_run(b.keys, schema, f"trace batch {i}")
+            self._check_run(b.parts, schema, f"trace batch {i}")
         for i, b in enumerate(self._unsealed):
-            for u in self._batch_parts(b.keys, schema):
+            for u in self._batch_parts(b.parts, schema):
                 t = u.time
                 if len(t) and (int(t.min()) < b.ts_lower or int(t.max()) > b.ts_upper):
                     raise CorruptMeta(f"unsealed batch {i} holds times outside [{b.ts_lower}, {b.ts_upper}]")
-            self._check_run(b.keys, schema, f"unsealed batch {i}")
+            self._check_run(b.parts, schema, f"unsealed batch {i}")
 
     def _check_run(self, keys, schema, what: str) -> None:
         parts = [u.encode() for u in self._batch_parts(keys, schema)]
@@ -751,7 +753,7 @@ class Arrangement:
         schema = self._read_schema()
         out = []
         for b in snap.batches:
-            for u in self._batch_parts(b.keys, schema):
+            for u in self._batch_parts(b.parts, schema):
                 for enc in chunks_filtered([u], snap.lower, snap.upper):
                     out.append(Updates.decode(enc, schema))
         return self._concat(out, schema)
@@ -782,7 +784,7 @@ class Arrangement:
         writer = self._writer(schema, {"kind": "unsealed", "seqnos": list(b.seqnos)})
         lo = hi = None
         try:
-            for u in self._batch_parts(b.keys, schema):
+            for u in self._batch_parts(b.parts, schema):
                 for enc in chunks_filtered([u], tu, None):
                     writer.add(enc)
                     lo = int(enc.time.min()) if lo is None else min(lo, int(enc.time.min()))
@@ -831,7 +833,7 @@ class Arrangement:
                 return DrainUnsealedRes(req, TraceBatchMeta(desc, 0, b.keys, b.len, b.size_bytes, b.checks))
         schema = self._read_schema()
         writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
-        runs = [self._run_chunks(b.keys, schema, desc.lower, desc.upper) for b in snap.batches]
+        runs = [self._run_chunks(b.parts, schema, desc.lower, desc.upper) for b in snap.batches]
         try:
             read = stream_merge(runs, None, writer.add, self._counters)
             writer.finish()
@@ -867,7 +869,7 @@ class Arrangement:
     def trace_snapshot(self) -> TraceSnapshot:
         """The trace's batches and their updates with stored times (not advanced)."""
         schema = self._read_schema()
-        runs = [self._run_chunks(b.keys, schema, 0, None) for b in self._trace]
+        runs = [self._run_chunks(b.parts, schema, 0, None) for b in self._trace]
         out: list[Encoded] = []
         stream_merge(runs, None, out.append)
         return TraceSnapshot(self.trace_ts_upper(), self._since, tuple(self._trace),
@@ -942,11 +944,11 @@ class Arrangement:
         upper = None if as_of is None or as_of == MAX_TIME else as_of + 1
         since = self._since if as_of is None else max(self._since, as_of)
         unsealed = self.unsealed_snapshot(tu, None).batches if tu is not None else ()
-        batches: list[ReadRun] = [(b.keys, 0, upper) for b in self._trace]
+        batches: list[ReadRun] = [(b.parts, 0, upper) for b in self._trace]
         if unsealed:
             hi = upper if upper is None or upper > tu else tu
             # a batch whose every time is at or beyond the read's upper adds nothing
-            batches += [(b.keys, tu, hi) for b in unsealed if hi is None or b.ts_lower < hi]
+            batches += [(b.parts, tu, hi) for b in unsealed if hi is None or b.ts_lower < hi]
         return batches, since, upper
 
     def _fetch(self, as_of: int | None) -> FetchedRuns:
@@ -1219,8 +1221,6 @@ class Arrangement:
         self._seqno = seqno
         self._committed_keys = self.referenced_keys()
         self._committed_value = self._save()
-        expect_parts(self._store, {k: PartCheck(*c) for b in (*unsealed, *trace) if b.checks
-                                   for k, c in zip(b.keys, b.checks)})
 
     @property
     def durable(self) -> bool:
@@ -1294,7 +1294,6 @@ class Arrangement:
         return self._machine.apply(cmd, written=written)
 
     def _delete_keys(self, keys) -> None:
-        forget_parts(self._store, keys)
         for k in keys:
             try:
                 self._store.delete(k)
@@ -1444,9 +1443,6 @@ class Arrangement:
             self._state = state.with_properties(new_properties)
             return None
 
-        # what the runs' writers recorded of their parts, checked when they are read
-        expect_parts(self._store, {k: PartCheck(*c) for r in runs if r.checks
-                                   for k, c in zip(r.keys, r.checks)})
         if self._machine.apply(cmd, written=keys, keep=keys if keep_runs else ()) is STALE:
             return
         self._counters["parts_written"] += len(keys)
@@ -1745,12 +1741,12 @@ class Arrangement:
     def parts(self) -> list[PartInfo]:
         """Every part of the current state, trace batches first (module docstring of
         ``colmz.arrangement.parts`` for the format)."""
-        out = [PartInfo(self._store.url_of(k), k, "trace", 0) for b in self._trace for k in b.keys]
+        out = [PartInfo(self._store.url_of(k), k, "trace", 0, c) for b in self._trace for k, c in b.parts]
         tu = self.trace_ts_upper()
         if tu is not None:
             for b in self._unsealed:
                 if tu <= b.ts_upper:
-                    out += [PartInfo(self._store.url_of(k), k, "unsealed", tu) for k in b.keys]
+                    out += [PartInfo(self._store.url_of(k), k, "unsealed", tu, c) for k, c in b.parts]
         return out
 
     def gc(self, lease_seconds: float | None = None) -> list[str]:
@@ -1854,7 +1850,6 @@ class Arrangement:
                 continue
             self._store.delete(k)
             gone.append(k)
-        forget_parts(self._store, gone)
         # Abort markers of discarded jobs (colmz.arrangement.runs.discard_owned) matter only
         # while a task of the job may still be writing: past the lease gc takes its parts anyway.
         for k in self._store.list_keys(abort_marker_prefix(self.prefix)):

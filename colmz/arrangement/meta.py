@@ -56,6 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from colmz.arrangement.errors import CorruptMeta
+from colmz.arrangement.parts import PartRef, part_refs
 from colmz.frontier import MAX_TIME, Frontier, frontier_le, frontier_lt
 
 __all__ = [
@@ -110,6 +111,11 @@ class UnsealedBatchMeta:
         return _with_part_figures(self, {"seqnos": list(self.seqnos), "ts_lower": self.ts_lower,
                                          "ts_upper": self.ts_upper, "keys": list(self.keys)})
 
+    @property
+    def parts(self) -> tuple[PartRef, ...]:
+        """The batch's parts, each with the check every read of it verifies."""
+        return part_refs(self.keys, self.checks)
+
 
 def _with_part_figures(batch, d: dict) -> dict:
     # the optional figures a batch of either kind records (absent in states written before
@@ -137,6 +143,11 @@ class TraceBatchMeta:
     def to_dict(self) -> dict:
         return _with_part_figures(self, {"desc": self.desc.to_list(), "level": self.level,
                                          "keys": list(self.keys)})
+
+    @property
+    def parts(self) -> tuple[PartRef, ...]:
+        """The batch's parts, each with the check every read of it verifies."""
+        return part_refs(self.keys, self.checks)
 
 
 @dataclass(frozen=True)

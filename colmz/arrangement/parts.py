@@ -51,8 +51,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import threading
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -84,6 +82,7 @@ __all__ = [
     "PART_METADATA_KEY",
     "PARALLEL_WRITE_BYTES",
     "MERGE_ROWS",
+    "PartRef",
     "PartRun",
     "PartWriter",
     "READ_THREADS",
@@ -94,11 +93,9 @@ __all__ = [
     "take_fixed_width",
     "take_rows",
     "concurrent_calls",
-    "expect_parts",
-    "expected_part",
     "part_digest",
+    "part_refs",
     "writes_page_checksums",
-    "forget_parts",
     "key_created_ms",
     "key_seqno",
     "iter_part",
@@ -221,6 +218,9 @@ class PartCheck(tuple):
         values = (int(rows), int(diff_sum)) if digest is None else (int(rows), int(diff_sum), int(digest))
         return super().__new__(cls, values)
 
+    def __getnewargs__(self) -> tuple[int, ...]:  # pickling (a check sent to another process)
+        return tuple(self)
+
     @property
     def rows(self) -> int:
         return self[0]
@@ -313,52 +313,61 @@ def _add_wrapped(a: int, b: int) -> int:
     return (a + b + 2**63) % 2**64 - 2**63
 
 
-# What the states loaded or committed in this process (and the writers that wrote them)
-# know of each part: a part key is written once, so its check is the same in every state
-# that names it, and one registry per store serves every handle and every read path
-# (read_part, iter_part and the merges built on them) without threading it through.
-_EXPECTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_EXPECTED_LOCK = threading.Lock()
+class PartRef(tuple):
+    """One part as a state or a :class:`~colmz.arrangement.runs.WrittenRun` names it: its
+    ``key`` and what a read of it verifies, ``check`` (a :class:`PartCheck`, or None for a
+    part named by a state from before checks were recorded). What persist carries in a
+    ``HollowBatchPart`` (``src/persist-client/src/internal/state.rs``): every read path
+    takes one, so a part is checked against its own record wherever it is read -- in any
+    process, a Spark executor's included -- and nothing is remembered between reads.
+
+    >>> r = PartRef("p/1.parquet", PartCheck(3, 3, -5))
+    >>> r.key, r.check.rows, PartRef.of("p/2.parquet").check is None
+    ('p/1.parquet', 3, True)
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, key: str, check: PartCheck | Sequence[int] | None = None):
+        if not isinstance(key, str):
+            raise TypeError(f"a part's key must be a str, got {type(key).__name__}")
+        if check is not None and not isinstance(check, PartCheck):
+            check = PartCheck(*check)
+        return super().__new__(cls, (key, check))
+
+    def __getnewargs__(self) -> tuple[str, PartCheck | None]:
+        return (self[0], self[1])
+
+    @property
+    def key(self) -> str:
+        return self[0]
+
+    @property
+    def check(self) -> PartCheck | None:
+        return self[1]
+
+    @classmethod
+    def of(cls, part: PartRef | str) -> PartRef:
+        """``part`` as a reference: a bare key is a part with no recorded check (read with
+        the checks that need no state: Parquet page checksums, the key in its metadata)."""
+        return part if isinstance(part, PartRef) else cls(part)
 
 
-def expect_parts(store: Blob, checks: dict[str, PartCheck]) -> None:
-    """Record what the parts ``checks`` names must hold when read from ``store``."""
-    if not checks:
-        return
-    with _EXPECTED_LOCK:
-        try:
-            known = _EXPECTED.setdefault(store, {})
-        except TypeError:  # a store that cannot be weakly referenced: no checks kept
-            return
-        known.update(checks)
+def part_refs(keys: Sequence[str], checks: Sequence[Sequence[int]] | None) -> tuple[PartRef, ...]:
+    """The references of a run's parts: ``keys`` with their ``checks`` (one per key, or None
+    when the run records none).
+
+    >>> part_refs(["a", "b"], [(1, 1), (2, 0, 7)])[1].check.digest, part_refs(["a"], None)[0].check
+    (7, None)
+    """
+    if checks is None:
+        return tuple(PartRef(k) for k in keys)
+    if len(checks) != len(keys):
+        raise ValueError(f"{len(checks)} checks for {len(keys)} keys")
+    return tuple(PartRef(k, c) for k, c in zip(keys, checks))
 
 
-def forget_parts(store: Blob, keys: Iterable[str]) -> None:
-    """Drop the checks of deleted parts."""
-    with _EXPECTED_LOCK:
-        known = _EXPECTED.get(store) if _weakrefable(store) else None
-        if known:
-            for k in keys:
-                known.pop(k, None)
-
-
-def _weakrefable(store) -> bool:
-    try:
-        weakref.ref(store)
-    except TypeError:
-        return False
-    return True
-
-
-def expected_part(store: Blob, key: str) -> PartCheck | None:
-    """The check recorded for ``key`` in ``store`` (None: nothing known, e.g. a part named
-    by a state from before checks were recorded)."""
-    with _EXPECTED_LOCK:
-        known = _EXPECTED.get(store) if _weakrefable(store) else None
-        return None if known is None else known.get(key)
-
-
-def _check_footer(pf, store: Blob, key: str) -> PartCheck | None:
+def _check_footer(pf, key: str, expect: PartCheck | None) -> PartCheck | None:
     # The part's own metadata names the key it was written under (parts written before it
     # did are not checked for it), and its row count must be what the state recorded.
     md = pf.metadata
@@ -370,7 +379,6 @@ def _check_footer(pf, store: Blob, key: str) -> PartCheck | None:
             raise CorruptPart(f"part {key!r} has unreadable {PART_METADATA_KEY.decode()} metadata") from None
         if written_as is not None and written_as != key:
             raise CorruptPart(f"part {key!r} holds the part written as {written_as!r}")
-    expect = expected_part(store, key)
     if expect is not None and md.num_rows != expect.rows:
         raise CorruptPart(f"part {key!r} holds {md.num_rows} rows; its state recorded {expect.rows}")
     return expect
@@ -398,8 +406,9 @@ def open_part(store: Blob, key: str):
     return None if data is None else pa.BufferReader(data)
 
 
-def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
-    """The updates of the part under ``key``, checked against ``schema``.
+def read_part(store: Blob, part: PartRef | str, schema: Sequence[ColumnSpec]) -> Updates:
+    """The updates of ``part`` (a :class:`PartRef`: its key and recorded check; a bare key
+    reads with no recorded check), checked against ``schema`` and the check.
 
     The whole part is decoded by one Parquet read into contiguous columns: a part of one row
     group by ``ParquetFile.read`` (its columns decoded side by side), a longer one as one
@@ -407,17 +416,19 @@ def read_part(store: Blob, key: str, schema: Sequence[ColumnSpec]) -> Updates:
     and no concatenation copies them again.
 
     Raises :class:`MissingPart` when the key is absent and :class:`CorruptPart` when the
-    value is not a Parquet file with the schema's data columns, ``time`` and ``diff``.
+    value is not a Parquet file with the schema's data columns, ``time`` and ``diff``, or
+    its digest, row count or diff sum is not the one recorded.
     """
+    key, recorded = PartRef.of(part)
     f = open_part(store, key)
     if f is None:
         raise MissingPart(f"part {key!r} is missing from the blob store")
     with f:
         # the whole part is here: its digest, when recorded, stands for its pages' CRCs
-        digest = DigestCheck(f, key, expected_part(store, key))
+        digest = DigestCheck(f, key, recorded)
         try:
             pf = pq.ParquetFile(f, page_checksum_verification=PAGE_CHECKSUMS and not digest.done)
-            expect = _check_footer(pf, store, key)
+            expect = _check_footer(pf, key, recorded)
             digest.raise_if_wrong()
             if pf.metadata.num_row_groups == 1:
                 # 15 one-group parts of the sink's k = 14 read, one after another: 45-56 ms
@@ -447,9 +458,9 @@ def concurrent_calls(store: Blob) -> bool:
     return type(store) in (LocalBlob, S3Blob)
 
 
-def read_ahead(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec],
+def read_ahead(store: Blob, keys: Sequence[PartRef | str], schema: Sequence[ColumnSpec],
                pool: ThreadPoolExecutor | None) -> Iterator[Updates]:
-    """:func:`read_part` of each key in order, the next part read by ``pool`` while the
+    """:func:`read_part` of each part (``keys``: references, or bare keys) in order, the next part read by ``pool`` while the
     caller works on this one (the first is requested at once, so the runs of a merge are
     fetched together); with ``pool=None``, one after another."""
     keys = list(keys)
@@ -471,8 +482,8 @@ def read_ahead(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec],
     return parts()
 
 
-def read_parts(store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec]) -> list[Updates]:
-    """:func:`read_part` of every key, in order; parts of a local or S3 store are read by
+def read_parts(store: Blob, keys: Sequence[PartRef | str], schema: Sequence[ColumnSpec]) -> list[Updates]:
+    """:func:`read_part` of every part (references, or bare keys), in order; parts of a local or S3 store are read by
     concurrent threads (Arrow decodes and fetches without the GIL). Other stores -- the
     in-memory one, wrappers such as the fault injector -- are read one key after another,
     so their calls happen in a repeatable order. The first failing key's error is raised.
@@ -530,16 +541,16 @@ def run_contents(parts: Sequence[Updates], upper: int | None, since: int,
     return out
 
 
-def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec],
+def iter_part(store: Blob, part: PartRef | str, schema: Sequence[ColumnSpec],
               batch_rows: int | None = None) -> Iterator[Updates]:
-    """The updates of the part under ``key``, one Parquet row group at a time -- or, with
+    """The updates of ``part`` (a :class:`PartRef`, or a bare key), one Parquet row group at a time -- or, with
     ``batch_rows``, in batches of that many rows, read page by page through a small buffer
     (what merges read, so that a merge of many parts holds a bounded slice of each); checked
     as :func:`read_part` checks them. Local and S3 blobs are read by ranges, never whole --
     except that a local part whose digest is recorded is first checked whole, memory-mapped
     (and one without page checksums on another store, fetched whole: only parts written to
     a local directory lack them, :func:`writes_page_checksums`)."""
-    recorded = expected_part(store, key)
+    key, recorded = PartRef.of(part)
     digest = None
     if type(store) is LocalBlob and recorded is not None and recorded.digest is not None:
         # hashed through a mapping closed at once, and read through a file of its own: the
@@ -559,7 +570,7 @@ def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec],
                 # time instead of whole, so an open input costs about a page per column.
                 pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=PAGE_BUFFER,
                                     page_checksum_verification=PAGE_CHECKSUMS and not verified)
-            expect = _check_footer(pf, store, key)
+            expect = _check_footer(pf, key, recorded)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
         if digest is None and expect is not None and expect.digest is not None \
@@ -599,7 +610,8 @@ def iter_part(store: Blob, key: str, schema: Sequence[ColumnSpec],
 
 
 class PartRun:
-    """One sorted run stored as parts (``keys`` in order), read as encoded chunks with the
+    """One sorted run stored as parts (``keys``: their :class:`PartRef` s, or bare keys, in
+    order), read as encoded chunks with the
     times in ``[lower, upper)``; iterable, and re-iterable from the start.
 
     ``chunk_rows`` is how many rows each read takes (None: a Parquet row group).
@@ -609,10 +621,10 @@ class PartRun:
 
     __slots__ = ("store", "keys", "schema", "lower", "upper", "chunk_rows")
 
-    def __init__(self, store: Blob, keys: Sequence[str], schema: Sequence[ColumnSpec],
+    def __init__(self, store: Blob, keys: Sequence[PartRef | str], schema: Sequence[ColumnSpec],
                  lower: int = 0, upper: int | None = None, chunk_rows: int | None = None):
         self.store = store
-        self.keys = tuple(keys)
+        self.keys = tuple(PartRef.of(k) for k in keys)
         self.schema = tuple(schema)
         self.lower = lower
         self.upper = upper
@@ -797,6 +809,11 @@ class PartWriter:
             self.abort()
             raise
 
+    @property
+    def parts(self) -> tuple[PartRef, ...]:
+        """The parts written so far, each with the check its reads verify."""
+        return part_refs(self.keys, self.checks)
+
     def finish(self) -> list[str]:
         while self._pending_rows:
             self._flush(final=True)
@@ -806,7 +823,6 @@ class PartWriter:
         for k in self.keys:
             with contextlib.suppress(Exception):  # best effort; gc collects the rest
                 self.store.delete(k)
-        forget_parts(self.store, self.keys)
         self.keys = []
         self.checks = []
 
@@ -849,7 +865,6 @@ class PartWriter:
         return key, dict(self.info, index=index, key=key)
 
     def _record(self, key: str, check: PartCheck, n: int, size: int) -> None:
-        expect_parts(self.store, {key: check})
         self.keys.append(key)
         self.checks.append(check)
         self.rows += n

@@ -81,7 +81,13 @@ from time import perf_counter
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement.parts import binary_buffers, is_binary_type, read_part, take_fixed_width
+from colmz.arrangement.parts import (
+    PartRef,
+    binary_buffers,
+    is_binary_type,
+    read_part,
+    take_fixed_width,
+)
 from colmz.kernels.gather import fill_spans, gather_bytes, gather_lengths
 from colmz.kernels.pool import scratch
 from colmz.kernels.read_merge import (
@@ -102,8 +108,9 @@ from colmz.updates import Updates
 
 __all__ = ["ReadRun", "merged_read", "read_runs", "window_part"]
 
-#: A run to read: its part keys (one sorted run in order) and the time window kept.
-ReadRun = tuple[Sequence[str], int, "int | None"]
+#: A run to read: its parts (``PartRef``, each with its check; one sorted run in order) and
+#: the time window kept.
+ReadRun = tuple[Sequence[PartRef], int, "int | None"]
 
 #: Threads a merged read computes words, merges and gathers on (each pairwise merge is cut
 #: in two at its middle output row; a gather in two halves of its output).
@@ -118,7 +125,7 @@ def read_runs(store: Blob, runs: Sequence[ReadRun], schema: Sequence[ColumnSpec]
     ``pool``), each cut to its run's time window; empty pieces dropped."""
     jobs = [(r, k) for r, (keys, _, _) in enumerate(runs) for k in keys]
 
-    def read(r: int, key: str) -> Updates:
+    def read(r: int, key: PartRef) -> Updates:
         # cut to the window as soon as read, so a part's rows outside it are not held
         _, lower, upper = runs[r]
         return window_part(read_part(store, key, schema), lower, upper)

@@ -50,8 +50,10 @@ from colmz.arrangement.parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
     WRITE_COMPRESSION,
+    PartRef,
     PartWriter,
     make_key,
+    part_refs,
 )
 from colmz.ops import order_data
 from colmz.order import ColumnSpec
@@ -84,6 +86,11 @@ class WrittenRun:
     #: per key, what its writer recorded for reads to check (``[rows, diff_sum, digest]``,
     #: ``colmz.arrangement.parts.PartCheck``); None for a run described without them
     checks: tuple[tuple[int, ...], ...] | None = None
+
+    @property
+    def parts(self) -> tuple[PartRef, ...]:
+        """The run's parts, each with the check its writer recorded for reads to verify."""
+        return part_refs(self.keys, self.checks)
 
     def to_dict(self) -> dict:
         d = {"keys": list(self.keys), "len": self.len, "ts_lower": self.ts_lower,

@@ -17,7 +17,7 @@ upper (steps come at forward times; the write moves the upper to ``T + 1``).
 
 from __future__ import annotations
 
-from colmz.continual.model import MemoryCollection
+from colmz.collection import MemoryCollection
 from colmz.correction import Correction
 from colmz.dataflow.step import as_schema
 from colmz.frontier import check_time

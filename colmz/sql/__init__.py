@@ -64,16 +64,10 @@ DuckDB's form, so it can confirm (``extract_statements``, used by :func:`check_o
 and describe a query's structure (:mod:`colmz.sql.tree`, which decides what one user
 expression is) but not replace the statement parser. sqlglot parses PostgreSQL into a tree and prints DuckDB, but has no
 continual tasks either (its ``Command`` fallback keeps them as text), and a transpile
-re-prints every query rather than rewriting a token. The cost of each path per statement
-is measured by ``asv_benchmarks/bench_sql.py`` (sqlglot is not a colmz dependency; the
-benchmark skips it when absent). One run of it (``flock /tmp/colmz_bench.lock
-.venv/bin/python asv_benchmarks/bench_sql.py --before DIR``, DIR holding 71916de's
-``colmz/``: the same 12 statements, 14 queries, before and after PostgreSQL's numeric and
-float8 text were added, DuckDB 2.0.1, sqlglot 30.30.0, 2 shared cores): colmz's parse +
-translate + bind 171 us per query on first sight (71916de: 185) and 17.8 us cached (18.3);
-sqlglot's parse + transpile 473-520 us; DuckDB's ``json_serialize_sql`` 478 us; DuckDB's
-``extract_statements`` (the one-query confirmation, once per text) 61 us. So colmz keeps
-its tokenizer: it is cheaper, keeps the user's text, and knows Materialize's statements.
+re-prints every query rather than rewriting a token. colmz's own tokenizer keeps the user's
+text, knows Materialize's statements, and costs less per statement than either; the cost of
+each path is measured by ``asv_benchmarks/bench_sql.py`` (sqlglot is not a colmz
+dependency; the benchmark skips it when absent), where the figures live.
 Where PostgreSQL's meaning depends on a value's type (numeric or double, the text of a
 double) the tokens alone cannot say it; rather than infer types over a tree, the
 translation leaves that choice to DuckDB's binder, which knows every type (the macros of

@@ -1,17 +1,12 @@
-"""The two exceptions of colmz's SQL, importable from ``colmz.sql``."""
+"""The two exceptions of colmz's SQL, importable from ``colmz.sql``.
+
+They are defined in :mod:`colmz.errors` (a SQL column type name is read below the SQL
+layer too, by :mod:`colmz.column_types`) and re-exported here; their ``__module__`` is
+``colmz.sql``, where they are shown and pickled.
+"""
 
 from __future__ import annotations
 
+from colmz.errors import SQLError, UnsupportedSQL
+
 __all__ = ["SQLError", "UnsupportedSQL"]
-
-
-class SQLError(ValueError):
-    """A statement colmz cannot parse or run; the message names the construct."""
-
-
-class UnsupportedSQL(SQLError):
-    """A valid Materialize construct that colmz does not implement."""
-
-
-# Shown (and pickled) under the package users import them from.
-SQLError.__module__ = UnsupportedSQL.__module__ = "colmz.sql"

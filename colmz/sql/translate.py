@@ -38,7 +38,8 @@
   :func:`colmz.sql.run.run_query` raises as ``UnsupportedSQL``.
 * :func:`bind_relations` binds the relations a query reads to the names colmz registers
   them under (:func:`colmz.sql.relation_name`), since DuckDB folds every identifier's case.
-* :func:`arrow_type` is the Arrow type colmz stores for a SQL column type.
+* :func:`arrow_type` (defined in :mod:`colmz.column_types`, below the SQL layer) is the
+  Arrow type colmz stores for a SQL column type.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import re
 
 import pyarrow as pa
 
+from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import as_qualified, resolve_item
@@ -1433,62 +1435,6 @@ def referenced_names(sql: str) -> set[str]:
         elif t.kind == "qident":
             names.add(t.name)
     return names
-
-
-_TYPES = {
-    "BOOL": pa.bool_(), "BOOLEAN": pa.bool_(),
-    "SMALLINT": pa.int16(), "INT2": pa.int16(),
-    "INT": pa.int32(), "INTEGER": pa.int32(), "INT4": pa.int32(),
-    "BIGINT": pa.int64(), "INT8": pa.int64(),
-    "UINT2": pa.uint16(), "UINT4": pa.uint32(), "UINT8": pa.uint64(),
-    "UBIGINT": pa.uint64(), "MZ_TIMESTAMP": pa.uint64(),
-    "REAL": pa.float32(), "FLOAT4": pa.float32(),
-    "DOUBLE": pa.float64(), "FLOAT8": pa.float64(), "FLOAT": pa.float64(),
-    "DOUBLE PRECISION": pa.float64(),
-    "TEXT": pa.string(), "STRING": pa.string(), "VARCHAR": pa.string(),
-    "CHARACTER VARYING": pa.string(), "JSON": pa.string(), "JSONB": pa.string(),
-    "BYTEA": pa.binary(), "BLOB": pa.binary(),
-    "DATE": pa.date32(),
-    "TIMESTAMP": pa.timestamp("us"),
-    "TIMESTAMP WITHOUT TIME ZONE": pa.timestamp("us"),
-    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
-    "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
-}
-
-
-def arrow_type(type_sql: str) -> pa.DataType:
-    """The Arrow type colmz stores for a SQL column type.
-
-    >>> arrow_type("int8"), arrow_type("varchar(10)"), arrow_type("TIMESTAMPTZ")
-    (DataType(int64), DataType(string), TimestampType(timestamp[us, tz=UTC]))
-    """
-    key = re.sub(r"\s+", " ", type_sql.strip()).upper()
-    key = re.sub(r"\s*\(\s*\d+\s*(,\s*\d+\s*)?\)$", "", key)  # varchar(10), char(3)
-    if key in _TYPES:
-        return _TYPES[key]
-    if key in ("CHAR", "CHARACTER", "BPCHAR"):
-        # PostgreSQL pads CHAR(n) with blanks and ignores trailing blanks in comparisons;
-        # DuckDB reads CHAR as VARCHAR, so no mapping gives PostgreSQL's answers.
-        raise UnsupportedSQL(
-            f"column type {type_sql} is not supported by colmz (blank-padded, and DuckDB "
-            "compares it as VARCHAR): use TEXT or VARCHAR"
-        )
-    if key == "INTERVAL" or key.startswith("INTERVAL "):
-        # PostgreSQL's interval holds months, days and microseconds apart (DuckDB's and
-        # Arrow's month_day_nano too); colmz's column encoding has no kind for it, and a
-        # duration of microseconds would hold no '1 month'.
-        raise UnsupportedSQL(
-            f"column type {type_sql} is not supported by colmz (its columns have no interval "
-            "kind): store the interval's parts (e.g. BIGINT microseconds) or its text"
-        )
-    if key in ("NUMERIC", "DECIMAL"):
-        # DuckDB's DECIMAL and Arrow's decimal128 would carry it exactly, but colmz's column
-        # encoding (colmz.order.kind_of) has no decimal kind to sort, consolidate and store.
-        raise UnsupportedSQL(
-            f"column type {type_sql} is not supported by colmz (no decimal columns in colmz's "
-            "encoding): use BIGINT (e.g. cents) or DOUBLE"
-        )
-    raise UnsupportedSQL(f"column type {type_sql} is not supported by colmz")
 
 
 # ----------------------------------------------------------------------------- bytea

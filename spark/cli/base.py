@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 import time as _time
@@ -55,6 +56,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "FAILURES",
+    "damaged_part",
     "InputError",
     "Phase",
     "Progress",
@@ -100,6 +102,15 @@ class VerificationError(RuntimeError):
 
 #: Failures reported as ``colmz CMD: failed, store unchanged: ...`` with status 1.
 FAILURES: tuple[type[BaseException], ...] = (SinkStoreError, VerificationError, ArrangementError)
+
+
+def damaged_part(e: BaseException) -> str | None:
+    """The line naming a part a Spark task found damaged (``CorruptPart``/``MissingPart``
+    raised by ``colmz.arrangement.parts.read_part`` in a Python worker), else None."""
+    if isinstance(e, (KeyboardInterrupt, SystemExit)):
+        return None
+    found = re.findall(r"(?:CorruptPart|MissingPart): (part .+)", str(e))
+    return found[-1].strip() if found else None
 
 
 # ----------------------------------------------------------------------------- argument types

@@ -35,6 +35,7 @@ from colmz.spark.cli.base import (
     check_store_url,
     consensus_url,
     csv_list,
+    damaged_part,
     nonneg,
     open_input_store,
     output_path,
@@ -44,6 +45,7 @@ from colmz.spark.cli.base import (
 )
 from colmz.spark.frames import consolidate, snapshot
 from colmz.spark.schemas import check_update_columns, check_update_values
+from colmz.spark.sink_store import SinkStoreError
 
 __all__ = ["LOCAL_ROWS", "add_parser", "render", "run"]
 
@@ -145,7 +147,15 @@ def run(args, out) -> dict:
             if summary is not None:
                 summary["seconds"] = round(_time.perf_counter() - t0, 3)
                 return summary
-        return _consolidate(args, store, target, progress, t0)
+        try:
+            return _consolidate(args, store, target, progress, t0)
+        except Exception as e:
+            # a part an executor found damaged (CorruptPart/MissingPart inside Spark's
+            # error): the line naming it, as colmz read and colmz sink give
+            damaged = damaged_part(e) if store is not None else None
+            if damaged is None:
+                raise
+            raise SinkStoreError(f"store {args.input!r} is damaged: {damaged}") from None
     finally:
         progress.close()
 

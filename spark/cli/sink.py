@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import time as _time
 import uuid
 from collections.abc import Sequence
@@ -50,6 +49,7 @@ from colmz.spark.cli.base import (
     check_store_url,
     consensus_url,
     csv_list,
+    damaged_part,
     nonneg,
     parquet_schema,
     positive,
@@ -200,7 +200,7 @@ def run(args, out) -> dict:
             written = written_part_unreadable(e, run.owner, args.store)
             if written is not None:
                 raise SinkStoreError(written) from None
-            damaged = _damaged_part(e)
+            damaged = damaged_part(e)
             if damaged is not None:
                 raise SinkStoreError(f"store {args.store!r} is damaged: {damaged}") from None
             raise
@@ -210,21 +210,12 @@ def run(args, out) -> dict:
     return _summary(run, progress, t_start)
 
 
-def _damaged_part(e: BaseException) -> str | None:
-    """The line naming a part a Spark task found damaged (``CorruptPart``/``MissingPart``
-    raised by ``colmz.arrangement.parts.read_part`` in a Python worker), else None."""
-    if isinstance(e, (KeyboardInterrupt, SystemExit)):
-        return None
-    found = re.findall(r"(?:CorruptPart|MissingPart): (part .+)", str(e))
-    return found[-1].strip() if found else None
-
-
 def written_part_unreadable(e: BaseException, owner: str, store: str) -> str | None:
     """The line for a part this run's own tasks wrote that reads back damaged (its key carries
     the run's ``owner``), else None. On S3 that is what unsigned requests leave on some
     servers: the executors lack the AWS credentials the driver has (its write probe passed).
     """
-    found = _damaged_part(e)  # found by a Spark task
+    found = damaged_part(e)  # found by a Spark task
     if found is None and isinstance(e, ArrangementError) and str(e).strip():
         found = str(e).strip().splitlines()[0]  # found in the driver
     if found is None or f"-{owner}_" not in found:
@@ -362,7 +353,7 @@ def _verify(spark, run: _SinkRun, progress) -> None:
     run.verified_with = where = _verify_where(run)
     against = "a local evaluation" if where == "local" else "Spark SQL"
     with progress.phase(f"verifying {len(sample)} ticks against {against}"):
-        written = [(k, 0) for r in run.runs for k in r.keys]
+        written = [(p, 0) for r in run.runs for p in r.parts]
         if where == "local":
             # The events (collected when Spark holds them) and the store's parts plus the
             # written ones, read in the driver; the view is counted with pyarrow.

@@ -169,8 +169,13 @@ def test_runs_written_on_executors_record_the_version_the_driver_read(spark, tmp
     df = spark.createDataFrame([(2, 1, 1), (3, 1, 1)], "k long, time long, diff long")
     runs = write_runs(df, url, arr.schema, prefix=arr.prefix, seqno=arr.seqno)
     assert runs and all(key_seqno(k) == arr.seqno for r in runs for k in r.keys)
+    # and each part's check comes back with the run (it was dropped on the way back to the
+    # driver before, so the state recorded no check for parts written on executors)
+    assert all(r.checks is not None and len(r.checks) == len(r.keys) and len(r.checks[0]) == 3 for r in runs)
     arr.append_runs(runs, seal=2)
     assert sorted(r[0] for r in arr.read().to_pylist()) == [1, 2, 3]
+    recorded = {k: c for b in arr.unsealed_batches for k, c in zip(b.keys, b.checks or [None] * len(b.keys))}
+    assert all(recorded[k] is not None for r in runs for k in r.keys)
     # a run recording a version above the record's head proves the record went back
     ahead = write_runs(df, url, arr.schema, prefix=arr.prefix, seqno=arr.seqno + 5)
     assert ahead

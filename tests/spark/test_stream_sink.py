@@ -211,6 +211,9 @@ def test_stream_sink_equals_oracle_and_replay_writes_nothing(spark, tmp_path):
                 if max(vf, i) <= tick < max(vt, i):
                     view[(k, v)] += 1
         assert Counter({(k, v): d for k, v, _, d in a.read(as_of=tick).to_pylist()}) == view
+    # each part the executors wrote is committed with its check (the runs' schema dropped it)
+    batches = (*a.unsealed_batches, *a.trace_batches)
+    assert batches and all(p.check is not None and p.check.digest is not None for b in batches for p in b.parts)
     # the batch ids and input fingerprints are committed with the output
     props = a.properties()
     assert props[BATCH] == 4 and props[TICK] == "processing"

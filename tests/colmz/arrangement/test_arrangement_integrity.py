@@ -17,9 +17,8 @@ import colmz
 from colmz.arrangement import Arrangement, CorruptPart
 from colmz.arrangement.parts import (
     PART_METADATA_KEY,
+    PartRef,
     PartRun,
-    expect_parts,
-    expected_part,
     iter_part,
     part_digest,
     read_ahead,
@@ -45,19 +44,26 @@ def store_with_part(tmp_path, n=5000, **kw):
     return a, key
 
 
+def ref_of(a, key) -> PartRef:
+    """The reference ``a``'s state holds of the part ``key``: the key and its check."""
+    (ref,) = [p for b in (*a.trace_batches, *a.unsealed_batches) for p in b.parts if p.key == key]
+    return ref
+
+
 def all_read_paths(a, key):
     """Every way a part is read: whole (memory-mapped), row groups, streaming batches, read
     ahead in a pool, and through the arrangement's read and merge."""
     schema = a.schema
-    yield lambda: read_part(a.store, key, schema)
-    yield lambda: list(iter_part(a.store, key, schema))
-    yield lambda: list(iter_part(a.store, key, schema, batch_rows=1000))
-    yield lambda: list(PartRun(a.store, [key], schema, 0, None, 1000))
+    ref = ref_of(a, key)
+    yield lambda: read_part(a.store, ref, schema)
+    yield lambda: list(iter_part(a.store, ref, schema))
+    yield lambda: list(iter_part(a.store, ref, schema, batch_rows=1000))
+    yield lambda: list(PartRun(a.store, [ref], schema, 0, None, 1000))
     from concurrent.futures import ThreadPoolExecutor
 
     def ahead():
         with ThreadPoolExecutor(2) as pool:
-            return list(read_ahead(a.store, [key], schema, pool))
+            return list(read_ahead(a.store, [ref], schema, pool))
     yield ahead
     yield lambda: Arrangement.open(a._url).read()
 
@@ -94,14 +100,36 @@ def test_local_parts_carry_a_digest_instead_of_page_checksums(tmp_path):
     path = a.store.path_of(key)
     info = json.loads(pq.read_metadata(str(path)).metadata[PART_METADATA_KEY])
     assert info["key"] == key and info["page_checksums"] is False
-    check = expected_part(a.store, key)
+    check = ref_of(a, key).check
     assert check == (5000, 5000, part_digest(path.read_bytes()))
     flip_data_byte(path, 0)
     # no page checksum is there to fail: Parquet alone reads the flipped byte back...
     pq.ParquetFile(str(path), page_checksum_verification=True).read()
     # ...colmz's reads check the digest the state recorded
     with pytest.raises(CorruptPart, match=f"{key}.*has digest"):
-        read_part(a.store, key, a.schema)
+        read_part(a.store, ref_of(a, key), a.schema)
+
+
+def test_a_part_is_checked_by_any_store_object_given_its_reference(tmp_path):
+    # A reader that never loaded the state -- a Spark executor, another process -- opens the
+    # blob store afresh and gets the part's reference from whoever read the state. Before,
+    # the checks lived in a registry keyed by the store object a handle loaded through, so
+    # this read (a new store object) returned the flipped byte's value silently.
+    from colmz.storage.local import LocalBlob
+
+    a, key = store_with_part(tmp_path)
+    ref = ref_of(a, key)
+    flip_data_byte(a.store.path_of(key), 2)
+    fresh = LocalBlob(a.store.root)
+    assert fresh is not a.store
+    with pytest.raises(CorruptPart, match=f"{key}.*has digest"):
+        read_part(fresh, ref, a.schema)
+    with pytest.raises(CorruptPart, match=f"{key}.*has digest"):
+        list(iter_part(fresh, ref, a.schema, batch_rows=1000))
+    # the reference is all a read needs, and it pickles (what a Spark task is sent)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(ref)) == ref and pickle.loads(pickle.dumps(ref)).check == ref.check
 
 
 def test_parts_on_other_stores_keep_page_checksums():
@@ -124,7 +152,7 @@ def test_parts_on_other_stores_keep_page_checksums():
     with pytest.raises(CorruptPart, match=f"{key}.*not readable"):
         list(iter_part(store, key, ups(1).schema, batch_rows=1000))  # the page's CRC
     with pytest.raises(CorruptPart, match=f"{key}.*has digest"):
-        read_part(store, key, ups(1).schema)  # the whole part's digest
+        read_part(store, run.parts[0], ups(1).schema)  # the whole part's digest, from the run
 
 
 def test_a_local_part_streamed_through_another_store_is_checked_whole(tmp_path):
@@ -135,9 +163,8 @@ def test_a_local_part_streamed_through_another_store_is_checked_whole(tmp_path):
     a, key = store_with_part(tmp_path)
     flip_data_byte(a.store.path_of(key), 1)
     wrapped = FaultyBlob(a.store, FaultPlan(fail_at=None))
-    expect_parts(wrapped, {key: expected_part(a.store, key)})  # as a state loaded through it
     with pytest.raises(CorruptPart, match=f"{key}.*has digest"):
-        list(iter_part(wrapped, key, a.schema, batch_rows=1000))
+        list(iter_part(wrapped, ref_of(a, key), a.schema, batch_rows=1000))
 
 
 def test_part_replaced_by_another_is_corrupt(tmp_path):
@@ -173,15 +200,12 @@ def test_part_rewritten_with_other_diffs_is_corrupt(tmp_path):
 
 def without_digests(a, key):
     """Commit ``a``'s state with its checks cut to ``[rows, diff_sum]`` (a state written
-    before digests), and forget what this process's writer recorded of ``key``."""
-    from colmz.arrangement.parts import forget_parts
-
+    before digests)."""
     log = StateLog(a._log.consensus, a._log.key)
     seqno, state = log.load()
     for b in state["meta"]["unsealed_batches"] + state["meta"]["trace_batches"]:
         b["checks"] = [c[:2] for c in b["checks"]]
     log.commit(seqno, state)
-    forget_parts(a.store, [key])
 
 
 def test_checks_reach_the_state_and_survive_reopening_and_merges(tmp_path):
@@ -196,9 +220,13 @@ def test_checks_reach_the_state_and_survive_reopening_and_merges(tmp_path):
     for b in batches:
         assert sum(c[0] for c in b["checks"]) == b["len"]
     fresh = Arrangement.open(str(tmp_path / "s"))
-    for b in fresh.trace_batches:
-        for k, c in zip(b.keys, b.checks):
-            assert expected_part(fresh.store, k) == tuple(c)
+    recorded = {k: tuple(c) for b in batches for k, c in zip(b["keys"], b["checks"])}
+    # what a reader outside the handle gets (Arrangement.parts: spark's part_list) and what
+    # the handle's own reads pass to read_part (the batches' parts) carry the same checks
+    listed = fresh.parts()
+    assert listed and all(tuple(p.check) == recorded[p.key] for p in listed)
+    assert {p.key: tuple(p.check) for b in (*fresh.trace_batches, *fresh.unsealed_batches)
+            for p in b.parts} == recorded
     assert sorted(fresh.read().to_pylist()) == sorted(a.read().to_pylist())
 
 
@@ -211,10 +239,7 @@ def test_state_without_checks_still_loads(tmp_path):
     for b in state["meta"]["unsealed_batches"]:
         b.pop("checks")
     log.commit(seqno, state)
-    from colmz.arrangement.parts import forget_parts
-
     b = Arrangement.open(a._url)
-    forget_parts(b.store, [key])  # this process wrote it: forget what the writer recorded
     assert b.unsealed_batches[0].checks is None
     assert len(b.read()) == 50
     # the next commit (a new batch) records checks for its own parts only

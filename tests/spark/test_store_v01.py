@@ -1,4 +1,5 @@
-"""The atomic Parquet store: stage, commit, refuse stale or mismatched commits, clean up."""
+"""``colmz.spark.store_v01``, the atomic Parquet store of 0.1: stage, commit, refuse stale or
+mismatched commits, clean up."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Spark adapters against in-process colmz: consolidate, snapshot, grouped functions."""
+"""``colmz.spark.frames`` (consolidate, snapshot, bucket_columns) and the grouped functions of
+``colmz.spark.grouped`` they run, against in-process colmz."""
 
 from __future__ import annotations
 
