@@ -13,7 +13,8 @@ Arrangement, CommitConflict`` reads as before the family became a package. Its m
 * :mod:`colmz.arrangement.schema` -- the schema's specs and JSON form;
 * :mod:`colmz.arrangement.state` -- :class:`ArrangementState`, the state as one frozen value
   with pure transitions;
-* :mod:`colmz.arrangement.machine` -- the one command loop: apply, compare-and-set, retry;
+* :mod:`colmz.arrangement.machine` -- ``Machine``: owns the state; the one command loop:
+  apply a pure command, compare-and-set, retry on the new head;
 * :mod:`colmz.arrangement.collection` -- ``ArrangementCollection``, the arrangement as a
   collection of continual tasks and the durable catalog;
 * :mod:`colmz.arrangement.meta` -- batch metadata, descriptions, requests and responses, the

@@ -127,7 +127,8 @@ class ArrangementCore:
 
     @property
     def _schema(self) -> tuple[ColumnSpec, ...] | None:
-        return self._state.schema
+        # a state without a pinned schema (runs appended from elsewhere) has its parts' one
+        return self._state.schema if self._state.schema is not None else self._part_schema
 
     @property
     def _properties(self):
@@ -325,29 +326,32 @@ class ArrangementCore:
             raise SeqNoMismatch(f"batch seqnos {[start, end]} are an empty range")
         if not len(updates):
             raise EmptyBatch(f"cannot append an empty batch (seqnos {[start, end]})")
-        return self._append_normal(updates, order_data(updates), (start, end))
+        meta, self._state = self._append_normal(self._state, updates, order_data(updates), (start, end))
+        return meta
 
-    def _append_normal(self, updates: Updates, normal: tuple, seqnos) -> UnsealedBatchMeta:
+    def _append_normal(self, state: ArrangementState, updates: Updates, normal: tuple,
+                       seqnos) -> tuple[UnsealedBatchMeta, ArrangementState]:
         # ``normal`` is ``updates`` consolidated in data order, as ``order_data`` gives it
-        # (source, rows); checks are done
+        # (source, rows); checks are done. Writes the batch's parts; returns the batch and
+        # ``state`` with it appended (the caller takes the state)
         if seqnos is None:
-            upper = self.unsealed_seqno_upper()
+            upper = state.unsealed_seqno_upper()
             seqnos = (upper, upper + 1)
         start, end = seqnos
         t = updates.time
         lo, hi = int(t.min()), int(t.max())
-        tu = self.trace_ts_upper()
+        tu = state.trace_ts_upper()
         if tu is None or lo < tu:
             raise TimeBeforeTraceUpper(f"batch holds time {lo} before the trace upper {tu}")
-        schema = self._schema if self._schema is not None else updates.schema
+        schema = next(s for s in (state.schema, self._part_schema, updates.schema) if s is not None)
         writer = self._writer(schema, {"kind": "unsealed", "seqnos": [start, end]},
                               self.write_compression)
         writer.write(*normal)
         meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes,
                                  tuple(writer.checks))
-        self._state = self._state.with_schema(schema).unsealed_append(meta)
+        new = state.with_schema(schema).unsealed_append(meta)
         self._count_write(writer, updates)
-        return meta
+        return meta, new
 
     def unsealed_snapshot(self, lo: int, hi: Frontier) -> UnsealedSnapshot:
         """The unsealed batches that may hold times in ``[lo, hi)`` (upstream's overlap test:
@@ -431,7 +435,9 @@ class ArrangementCore:
                 (k for b in self._unsealed for k in b.keys), None)
             if key is None:
                 return ()
-            self._state = self._state.with_schema(self._read_schema_of(key))
+            # kept beside the state, not in it: a read changes no state (the next commit
+            # records it, colmz.arrangement.handle)
+            self._part_schema = self._read_schema_of(key)
         return self._schema
 
     def _batch_parts(self, keys, schema) -> Iterator[Updates]:
@@ -467,10 +473,6 @@ class ArrangementCore:
         if not encs:
             return Updates.empty(schema)
         return self._concat([Updates.decode(e, schema) for e in encs], schema)
-
-    def _dirty(self) -> bool:
-        # whether memory holds changes no commit made (core operations without commit())
-        return self._state is not self._committed_value and self._state != self._committed_value
 
     def referenced_keys(self) -> frozenset[str]:
         """Every part key the current (in-memory) state names."""

@@ -19,9 +19,12 @@ together, each in its module:
   policies;
 * gc and leases (:mod:`colmz.arrangement.gc`);
 
-and keeps here the constructor and what ties the state to its durable record: :meth:`open`,
-:meth:`refresh`, :meth:`commit`, the state document, the counters and the display. The handle
-may touch the blob store (parts), its consensus record (through the machine and
+and keeps here the constructor and what ties the state to its durable record. The state is
+the machine's (``Machine(log, state, seqno)``): the handle reads it there, its core
+operations change it in memory, and its durable calls are pure commands the machine applies;
+the handle gives the machine the state document's codec, the lease check and part deletion.
+Here are :meth:`open`, :meth:`refresh`, :meth:`commit`, the state document, the counters and
+the display. The handle may touch the blob store (parts), its consensus record (through the machine and
 ``StateLog``) and nothing else.
 
 Identity and integrity
@@ -97,6 +100,7 @@ from colmz.arrangement.schema import (
 )
 from colmz.arrangement.state import ArrangementState
 from colmz.arrangement.write_handle import WriteHandle
+from colmz.order import ColumnSpec
 from colmz.storage.base import Blob
 from colmz.storage.state import CommitConflict
 
@@ -208,32 +212,52 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         self.write_compression = write_compression
         self.clock = clock
         self.token = token if token is not None else new_token
-        # the whole state, one frozen value (colmz.arrangement.state): every change replaces
-        # it with what a transition returns, so a failed call keeps the value it started from
-        self._state = ArrangementState(schema=normalize_schema(schema))
-        # durable handle (None for an in-memory core)
-        self._log = None
-        self._seqno: int | None = None
         self._url: str | None = None
         self._home: str | None = None
-        self._committed_keys: frozenset[str] = frozenset()
+        # the schema read from a part while the state has none (runs appended from
+        # elsewhere): a read changes no state; the next commit records it
+        self._part_schema: tuple[ColumnSpec, ...] | None = None
         self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
+        # (the commits are counted by the machine)
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
                       "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0, "rows_written": 0,
                       "merge_peak_rows": 0}
-        # the state last loaded or committed (a fresh core: its initial state), and the one
-        # command loop every durable change goes through (colmz.arrangement.machine)
-        self._committed_value = self._state
-        self._machine = Machine(_Target(self))
+        # The machine owns the state (colmz.arrangement.machine): the whole state as one
+        # frozen value (colmz.arrangement.state), its consensus record (None for an
+        # in-memory core, until open) and its version; every durable change is a command it
+        # applies.
+        self._machine = Machine(None, ArrangementState(schema=normalize_schema(schema)), None,
+                                encode=self._state_doc, decode=self._decode_state,
+                                check_lease=self._check_lease, delete_parts=self._delete_keys)
+
+    @property
+    def _state(self) -> ArrangementState:
+        return self._machine.state
+
+    @_state.setter
+    def _state(self, state: ArrangementState) -> None:
+        # the core operations change the machine's state in memory (commit() persists it)
+        self._machine.state = state
+
+    @property
+    def _log(self):
+        return self._machine.log
+
+    @_log.setter
+    def _log(self, log) -> None:
+        self._machine.log = log
+
+    @property
+    def _seqno(self) -> int | None:
+        return self._machine.seqno
 
     @classmethod
     def from_meta(cls, meta: dict, store: Blob, **kwargs) -> Arrangement:
         """Rebuild an arrangement from :meth:`meta`'s dict (shape-checked, not validated:
         call :meth:`validate`). Keyword arguments are the constructor's."""
         a = cls(store, **kwargs)
-        a._state = ArrangementState.from_meta(meta, a._state.schema)
-        a._committed_value = a._state
+        a._machine.loaded(None, ArrangementState.from_meta(meta, a._state.schema))
         return a
 
     @classmethod
@@ -333,7 +357,7 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
             key = res.identity.consensus_key
             a._log = logs.get(key) or StateLog(loc.consensus, key, rollup_every=rollup_every)
             if state is not None:
-                a._load_state(seqno, state)
+                a._machine.loaded(seqno, a._decode_state(seqno, state))
                 if schema is not None and a._schema is not None and tuple(a._schema) != tuple(schema):
                     raise SchemaMismatch(
                         f"arrangement {name!r} at {where!r} has schema "
@@ -346,7 +370,7 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
             try:
                 # create the record, adopt a record from before identities (the id goes
                 # into its state), or pin the schema of one created without
-                a._commit_state()
+                a._machine.commit()
             except CommitConflict:
                 # another process created, adopted or pinned it first: read what it committed.
                 # Not the machine's retry (no command is re-applied): which store and record
@@ -379,8 +403,11 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         arrangement not opened by :meth:`open`."""
         return self._identity
 
-    def _state_doc(self) -> dict:
-        doc = {"format": STATE_FORMAT, "schema": schema_to_json(self._schema), "meta": self.meta()}
+    def _state_doc(self, state: ArrangementState | None = None) -> dict:
+        # the document committed for ``state`` (Machine's encode; default: the handle's)
+        state = self._state if state is None else state
+        schema = state.schema if state.schema is not None else self._part_schema
+        doc = {"format": STATE_FORMAT, "schema": schema_to_json(schema), "meta": state.meta()}
         if self._identity is not None:
             doc["identity"] = self._identity.state_doc()
             if self._home is not None:
@@ -388,7 +415,10 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
                 doc["identity"]["blob"] = self._home
         return doc
 
-    def _load_state(self, seqno, state) -> None:
+    def _decode_state(self, seqno: int, state) -> ArrangementState:
+        # a loaded document, checked (Machine's decode): not behind the version this handle
+        # read, a colmz arrangement, this store's, valid; its parts' checks are expected
+        self._check_not_behind(seqno, state)
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or "meta" not in state:
             raise CorruptMeta(f"arrangement state at seqno {seqno} is not a colmz arrangement "
                               f"(format {state.get('format') if isinstance(state, dict) else state!r})")
@@ -404,12 +434,9 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         seal, since, unsealed, trace = meta_from_dict(state["meta"])
         properties = properties_from_dict(state["meta"])
         validate_meta(seal, since, unsealed, trace)
-        self._state = ArrangementState(seal, since, unsealed, trace, schema, properties)
-        self._seqno = seqno
-        self._committed_keys = self.referenced_keys()
-        self._committed_value = self._state
         expect_parts(self._store, {k: PartCheck(*c) for b in (*unsealed, *trace) if b.checks
                                    for k, c in zip(b.keys, b.checks)})
+        return ArrangementState(seal, since, unsealed, trace, schema, properties)
 
     @property
     def durable(self) -> bool:
@@ -423,13 +450,7 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
 
     def refresh(self) -> None:
         """Reload the committed state (discarding uncommitted in-memory changes)."""
-        if self._log is None:
-            return
-        seqno, state = self._log.load()
-        if state is None:
-            raise CorruptMeta("the arrangement's consensus record is gone")
-        self._check_not_behind(seqno, state)
-        self._load_state(seqno, state)
+        self._machine.refresh()
 
     def _check_not_behind(self, seqno: int, state) -> None:
         """Refuse a record whose seqno went down under this handle: seqnos never decrease,
@@ -452,19 +473,7 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         lease; raises ``CommitConflict`` when another writer committed first. Either way
         nothing is committed and the in-memory state is left as it is.
         """
-        if self._log is None:
-            return None
-        self._commit_state()
-        return self._seqno
-
-    def _commit_state(self) -> None:
-        # the one compare-and-set of the arrangement's state (StateLog.commit); the retry of
-        # a lost one is the machine's (colmz.arrangement.machine), never the caller's
-        self._check_lease(self.referenced_keys() - self._committed_keys)
-        self._seqno = self._log.commit(self._seqno, self._state_doc())
-        self._committed_keys = self.referenced_keys()
-        self._committed_value = self._state
-        self._counters["commits"] += 1
+        return self._machine.commit()
 
     def stats(self) -> dict:
         """Work counters and sizes.
@@ -481,7 +490,7 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         0
         """
         parts, rows = self._counts()
-        return {**self._counters, "trace_batches": len(self._trace),
+        return {**self._counters, "commits": self._machine.commits, "trace_batches": len(self._trace),
                 "unsealed_batches": len(self._unsealed), "parts": parts, "stored_updates": rows}
 
     def plot(self, ax=None):
@@ -522,40 +531,3 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
                 "<table><tr><th>kind</th><th>times</th><th>since</th><th>level</th><th>parts</th>"
                 f"<th>updates</th></tr>{rows_html}</table>")
 
-
-class _Target:
-    """The handle as the machine sees it (``colmz.arrangement.machine.MachineTarget``)."""
-
-    def __init__(self, arrangement: Arrangement):
-        self.a = arrangement
-
-    @property
-    def durable(self) -> bool:
-        return self.a.durable
-
-    def capture(self):
-        return self.a._state
-
-    def reset(self, saved) -> None:
-        self.a._state = saved
-
-    def dirty(self) -> bool:
-        return self.a._dirty()
-
-    def referenced_keys(self) -> frozenset[str]:
-        return self.a.referenced_keys()
-
-    def committed_keys(self) -> frozenset[str]:
-        return self.a._committed_keys
-
-    def check_lease(self, keys) -> None:
-        self.a._check_lease(keys)
-
-    def commit_state(self) -> None:
-        self.a._commit_state()
-
-    def refresh(self) -> None:
-        self.a.refresh()
-
-    def delete_parts(self, keys) -> None:
-        self.a._delete_keys(keys)

@@ -313,14 +313,15 @@ class Maintenance:
 
     def _drop_unreferenced(self, keys) -> None:
         # parts of a response that was never committed (and no committed state names)
-        self._delete_keys(set(keys) - self.referenced_keys() - self._committed_keys)
+        self._delete_keys(set(keys) - self.referenced_keys() - self._machine.committed.referenced_keys())
 
     def _maintain(self, fuel, policy, report, retries, progress=None) -> None:
 
         def commit_step(apply, new_keys) -> bool:
             # A step's response applied to the state and committed through the machine.
-            # ``apply()`` changes the state from the response and says whether it still fits
-            # (a response is stale once another commit changed what it was computed from).
+            # ``apply(state)`` is the state with the response applied, or None when it no
+            # longer fits (a response is stale once another commit changed what it was
+            # computed from).
             # A lost compare-and-set reloads the state and applies the same response again --
             # its parts (``new_keys``) are already written, so a long compaction is never
             # thrown away because a small write landed meanwhile. A response that no longer
@@ -328,8 +329,11 @@ class Maintenance:
             def lost() -> None:
                 report["conflicts"] += 1
 
-            out = self._machine.apply(lambda: None if apply() else STALE, written=new_keys,
-                                      attempts=retries + 1, on_conflict=lost)
+            def cmd(state):
+                new = apply(state)
+                return STALE if new is None else (new, None)
+
+            out = self._machine.apply(cmd, written=new_keys, attempts=retries + 1, on_conflict=lost)
             return out is not STALE
 
         def spent() -> bool:
@@ -353,19 +357,19 @@ class Maintenance:
             res = self.drain_unsealed(self.unsealed_next_drain_req())
             d = res.drained
             if d is not None:
-                def apply_drain(d=d):
+                def apply_drain(state, d=d, res=res):
                     # still the next interval, and still sealed (no revert since)
-                    if self.trace_ts_upper() != d.desc.lower or not frontier_le(d.desc.upper, self._seal):
-                        return False
-                    self._state, _ = self._state.handle_drain_response(res).unsealed_evict()
-                    return True
+                    if state.trace_ts_upper() != d.desc.lower or not frontier_le(d.desc.upper, state.seal):
+                        return None
+                    return state.handle_drain_response(res).unsealed_evict()[0]
                 if commit_step(apply_drain, set(d.keys)):
                     report["drains"] += 1
                     report["rows"] += d.len or 0
 
         # 2. evict, then trim unsealed batches, one per commit
-        def apply_evict():
-            return bool(self.unsealed_evict())
+        def apply_evict(state):
+            new, gone = state.unsealed_evict()
+            return new if gone else None
         if commit_step(apply_evict, ()):
             report["evictions"] += 1
         while not spent():
@@ -376,11 +380,10 @@ class Maintenance:
             tell("trim", old.len or 0)
             new = self._trim(old, tu)
 
-            def apply_trim(old=old, new=new, tu=tu):
-                if old not in self._unsealed or self.trace_ts_upper() != tu:
-                    return False
-                self._state = self._state.unsealed_replace(old, new)
-                return True
+            def apply_trim(state, old=old, new=new, tu=tu):
+                if old not in state.unsealed or state.trace_ts_upper() != tu:
+                    return None
+                return state.unsealed_replace(old, new)
             if not commit_step(apply_trim, set(new.keys)):
                 continue
             report["trims"] += 1
@@ -434,8 +437,9 @@ class Maintenance:
             self._job = None
             res = job.result()
 
-            def apply_compaction(res=res):
-                return bool(self.trace_handle_compact_response(res))
+            def apply_compaction(state, res=res):
+                new, replaced = state.handle_compact_response(res)
+                return new if replaced else None
             try:
                 if commit_step(apply_compaction, set(res.merged.keys)):
                     report["compactions"] += 1

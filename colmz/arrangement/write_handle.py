@@ -4,12 +4,13 @@
 
 Design
 ------
-Each call validates its arguments, writes its parts, then hands one *command* -- a function
-of the state the handle holds, which checks what it needs and applies core operations -- to
-the machine (``colmz.arrangement.machine``), which commits it with one compare-and-set and
-re-applies it to the newer state when the compare-and-set is lost. On any failure the
-in-memory state is put back and the parts written for the call are deleted, so nothing is
-visible; each call is durable when it returns.
+Each call validates its arguments, writes its parts, then hands one *command* -- a pure
+function of the machine's state, which checks what it needs and returns the state with the
+call applied (an append writes its batch's parts inside it) -- to the machine
+(``colmz.arrangement.machine``), which commits it with one compare-and-set and re-applies it
+to the newer head when the compare-and-set is lost. On any failure the state is as it was
+(a command changes nothing it is given) and the parts written for the call are deleted, so
+nothing is visible; each call is durable when it returns.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import pyarrow as pa
 from colmz.arrangement.errors import (
     MissingPart,
     SealMismatch,
+    SealRegression,
+    SinceRegression,
     TimeBeforeSeal,
     TimeBeforeTraceUpper,
 )
@@ -31,7 +34,7 @@ from colmz.arrangement.parts import (
     PartCheck,
     expect_parts,
 )
-from colmz.frontier import Frontier, check_frontier
+from colmz.frontier import Frontier, check_frontier, frontier_le
 from colmz.ops import order_data
 from colmz.order import ColumnSpec
 
@@ -68,19 +71,20 @@ class WriteHandle:
             return
         lo = int(updates.time.min())
 
-        def check() -> None:
-            if self._seal is None or lo < self._seal:
-                raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {self._seal}")
+        def check(seal: Frontier) -> None:
+            if seal is None or lo < seal:
+                raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {seal}")
 
-        check()
+        check(self._seal)
         normal = order_data(updates)
         if not len(normal[0] if normal[1] is None else normal[1]):
             return
 
-        def cmd():
+        def cmd(state):
             # on a retry the state is another writer's: its seal and schema are checked again
-            check()
-            return self._append_normal(self._conform(updates), normal, None)
+            check(state.seal)
+            _, new = self._append_normal(state, self._conform(updates), normal, None)
+            return new, None
 
         self._machine.apply(cmd)
 
@@ -161,7 +165,7 @@ class WriteHandle:
                     raise TimeBeforeSeal(f"a run holds time {r.ts_lower}, before the seal {self._seal}")
             return new_properties
 
-        if not expected() and self.durable and not self._dirty():
+        if not expected() and self.durable and self._machine.state == self._machine.committed:
             self.refresh()  # this handle may be behind the seal it is told to expect
         check()
         if keys:
@@ -170,11 +174,11 @@ class WriteHandle:
             if missing:
                 raise MissingPart(f"part {missing[0]!r} of a run is missing from the blob store")
 
-        def cmd():
+        def cmd(state):
+            # the checks read the handle's state: the machine's, which ``state`` is
             new_properties = check()
-            if not runs and (seal is KEEP or seal == self._seal) and new_properties == self._properties:
+            if not runs and (seal is KEEP or seal == state.seal) and new_properties == state.properties:
                 return STALE  # nothing to commit
-            state = self._state
             tu = state.trace_ts_upper()
             for r in runs:
                 if tu is None or r.ts_lower < tu:
@@ -184,8 +188,7 @@ class WriteHandle:
                                                                 tuple(r.keys), r.len, r.size_bytes, r.checks))
             if seal is not KEEP:
                 state = state.update_seal(seal)
-            self._state = state.with_properties(new_properties)
-            return None
+            return state.with_properties(new_properties), None
 
         # what the runs' writers recorded of their parts, checked when they are read
         expect_parts(self._store, {k: PartCheck(*c) for r in runs if r.checks
@@ -203,14 +206,14 @@ class WriteHandle:
         Raises :class:`SealRegression` for an upper before the current seal and
         ``TypeError`` for bad properties, committing nothing.
         """
-        def cmd():
+        def cmd(state):
             # checked on the state found: a retry after a lost compare-and-set checks again
-            self.validate_seal(upper)
-            new_properties = self._properties if properties is None else check_properties(properties, self._properties)
-            if checked == self._seal and new_properties == self._properties:
+            if not frontier_le(state.seal, checked):
+                raise SealRegression(f"seal {checked} is before the current seal {state.seal}")
+            new_properties = state.properties if properties is None else check_properties(properties, state.properties)
+            if checked == state.seal and new_properties == state.properties:
                 return STALE  # nothing to commit
-            self._state = self._state.update_seal(checked).with_properties(new_properties)
-            return None
+            return state.update_seal(checked).with_properties(new_properties), None
 
         self.validate_seal(upper)
         checked = check_frontier(upper, "seal")
@@ -220,12 +223,12 @@ class WriteHandle:
 
     def advance_since(self, since: int) -> None:
         """Allow compaction up to ``since`` durably (:meth:`validate_allow_compaction` first)."""
-        def cmd():
-            self.validate_allow_compaction(since)
-            if checked == self._since:
+        def cmd(state):
+            if checked < state.since:
+                raise SinceRegression(f"since {checked} is before the current since {state.since}")
+            if checked == state.since:
                 return STALE  # nothing to commit
-            self.allow_compaction(checked)
-            return None
+            return state.allow_compaction(checked), None
 
         self.validate_allow_compaction(since)
         checked = self._check_since(since)
