@@ -3,11 +3,18 @@
 The package's public names are re-exported here, so ``from colmz.arrangement import
 Arrangement, CommitConflict`` reads as before the family became a package. Its modules:
 
-* :mod:`colmz.arrangement.handle` -- :class:`Arrangement`: the upstream core operations and
-  the durable user API (``open``, ``write``, ``seal``, ``maintain``, ``read``, ``gc``);
+* :mod:`colmz.arrangement.handle` -- :class:`Arrangement`, the handle: ``open``,
+  ``refresh``, ``commit``, the state document; it puts together
+  :mod:`colmz.arrangement.core` (the upstream core operations),
+  :mod:`colmz.arrangement.write_handle` (``write``, ``append_runs``, ``seal``,
+  ``advance_since``), :mod:`colmz.arrangement.read_handle` (``read``, ``parts``),
+  :mod:`colmz.arrangement.maintain` (``maintain``, ``CompactionJob``, the policies) and
+  :mod:`colmz.arrangement.gc` (``gc``, leases);
+* :mod:`colmz.arrangement.schema` -- the schema's specs and JSON form;
 * :mod:`colmz.arrangement.state` -- :class:`ArrangementState`, the state as one frozen value
   with pure transitions;
-* :mod:`colmz.arrangement.machine` -- the one command loop: apply, compare-and-set, retry;
+* :mod:`colmz.arrangement.machine` -- ``Machine``: owns the state; the one command loop:
+  apply a pure command, compare-and-set, retry on the new head;
 * :mod:`colmz.arrangement.collection` -- ``ArrangementCollection``, the arrangement as a
   collection of continual tasks and the durable catalog;
 * :mod:`colmz.arrangement.meta` -- batch metadata, descriptions, requests and responses, the

@@ -687,3 +687,25 @@ def test_a_drain_hands_over_committed_parts_older_than_half_the_lease(tmp_path):
     r = a.maintain()
     assert r["drains"] == 1 and a.trace_ts_upper() == 1
     assert Arrangement.open(str(tmp_path / "a")).read().to_pylist() == [("a", 1, 0, 1)]
+
+
+def test_a_read_changes_no_state_so_a_lost_compare_and_set_is_retried():
+    # A state naming no schema (runs appended from elsewhere) has a read take the schema
+    # from a part. That is no change of the state: the handle's next durable call, losing its
+    # compare-and-set to another writer, is applied again to the new head like any other
+    # (a handle holding uncommitted core changes is the one that is not retried).
+    from colmz.arrangement.runs import write_run
+    from colmz.order import ColumnSpec
+
+    a = Arrangement.open("mem://read-changes-no-state")
+    assert a.schema is None
+    u = colmz.Updates({"k": [1]}, time=[0], diff=[1])
+    a.append_runs([write_run(a.store, (ColumnSpec("k", pa.int64()),), u, prefix=a.prefix)], seal=1)
+    assert a.state.schema is None
+    b = Arrangement.open("mem://read-changes-no-state")
+    assert a.read().to_pylist() == [(1, 0, 1)]
+    b.seal(2)  # a is behind: its next compare-and-set is lost
+    a.seal(3)
+    assert a.get_seal() == 3 and a.stats()["commits"] == 3  # create, append, seal
+    assert Arrangement.open("mem://read-changes-no-state").get_seal() == 3
+    assert Arrangement.open("mem://read-changes-no-state").read().to_pylist() == [(1, 0, 1)]

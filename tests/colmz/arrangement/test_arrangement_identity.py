@@ -357,14 +357,16 @@ def test_creation_race_without_put_if_absent_is_detected(monkeypatch):
     blob = PlainBlob()
     loc = Location(blob, MemConsensus(), "mem://plain")
     other = StoreIdentity.new("arrangement", 0)
-    real = Arrangement._commit_state
+    from colmz.arrangement.machine import Machine
+
+    real = Machine.commit  # open's creating commit
 
     def racing_commit(self):
         blob.set(identity_key("arrangement"), other.to_bytes())  # the other creator's write
-        monkeypatch.setattr(Arrangement, "_commit_state", real)
+        monkeypatch.setattr(Machine, "commit", real)
         return real(self)
 
-    monkeypatch.setattr(Arrangement, "_commit_state", racing_commit)
+    monkeypatch.setattr(Machine, "commit", racing_commit)
     with pytest.raises(IdentityMismatch, match="created by two processes at once"):
         Arrangement.open(loc, SCHEMA)
     assert read_identity(blob, "arrangement") == other

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import colmz
 import colmz.arrangement.fetched as fetched_mod
-import colmz.arrangement.handle as arrangement_mod
 import colmz.arrangement.parts as parts_mod
+import colmz.arrangement.read_handle as read_handle_mod
 from colmz.arrangement import Arrangement, CorruptPart, MissingPart
 from colmz.arrangement.parts import iter_part, read_ahead, read_part, read_parts, run_contents
 from colmz.storage import LocalBlob, MemBlob
@@ -203,7 +203,7 @@ def test_one_run_reads_do_not_merge_when_nothing_can_meet(tmp_path, monkeypatch)
         raise AssertionError("the one-run read merged")
 
     # a one-run read that needs consolidating merges by order words (colmz.arrangement.read)
-    monkeypatch.setattr(arrangement_mod, "stream_merge", no_merge)
+    monkeypatch.setattr(read_handle_mod, "stream_merge", no_merge)
     monkeypatch.setattr(fetched_mod, "merged_read", no_merge)
     assert multiset(a.read()) == oracle(rows)
     assert multiset(a.read(2)) == oracle(rows, 2)

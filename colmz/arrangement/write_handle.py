@@ -1,0 +1,228 @@
+"""The write side of :class:`colmz.arrangement.Arrangement`, after persist-client's
+``WriteHandle`` (``src/persist-client/src/write.rs``): ``write``, ``append_runs`` (persist's
+``compare_and_append``), ``seal`` and ``advance_since``.
+
+Design
+------
+Each call validates its arguments, writes its parts, then hands one *command* -- a pure
+function of the machine's state, which checks what it needs and returns the state with the
+call applied (an append writes its batch's parts inside it) -- to the machine
+(``colmz.arrangement.machine``), which commits it with one compare-and-set and re-applies it
+to the newer head when the compare-and-set is lost. On any failure the state is as it was
+(a command changes nothing it is given) and the parts written for the call are deleted, so
+nothing is visible; each call is durable when it returns.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from colmz.arrangement.errors import (
+    MissingPart,
+    SealMismatch,
+    SealRegression,
+    SinceRegression,
+    TimeBeforeSeal,
+    TimeBeforeTraceUpper,
+)
+from colmz.arrangement.machine import STALE
+from colmz.arrangement.meta import (
+    UnsealedBatchMeta,
+    check_properties,
+)
+from colmz.frontier import Frontier, check_frontier, frontier_le
+from colmz.ops import order_data
+from colmz.order import ColumnSpec
+
+__all__ = ["KEEP", "WriteHandle"]
+
+
+KEEP = object()  # append_runs: leave the seal as it is
+
+
+class WriteHandle:
+    """The write side of the handle (module docstring); a base of
+    :class:`colmz.arrangement.Arrangement`."""
+
+    def _read_schema_of(self, key: str) -> tuple[ColumnSpec, ...]:
+        import pyarrow.parquet as pq
+
+        data = self._store.get(key)
+        if data is None:
+            raise MissingPart(f"part {key!r} is missing from the blob store")
+        s = pq.read_schema(pa.BufferReader(data))
+        return tuple(ColumnSpec(f.name, f.type) for f in s if f.name not in ("time", "diff"))
+
+    def write(self, updates) -> None:
+        """Add ``updates`` durably (one unsealed batch, one commit).
+
+        ``updates`` is a :class:`colmz.Updates`, an Arrow table or a pandas DataFrame (with
+        ``time`` and ``diff`` columns; the others are data).
+
+        Raises :class:`SchemaMismatch` for other columns and :class:`TimeBeforeSeal` for a
+        time before the seal. Updates that consolidate to nothing write nothing.
+        """
+        updates = self._conform(updates)
+        if not len(updates):
+            return
+        lo = int(updates.time.min())
+
+        def check(seal: Frontier) -> None:
+            if seal is None or lo < seal:
+                raise TimeBeforeSeal(f"updates hold time {lo}, before the seal {seal}")
+
+        check(self._seal)
+        normal = order_data(updates)
+        if not len(normal[0] if normal[1] is None else normal[1]):
+            return
+
+        def cmd(state):
+            # on a retry the state is another writer's: its seal and schema are checked again
+            check(state.seal)
+            _, new = self._append_normal(state, self._conform(updates), normal, None)
+            return new, None
+
+        self._machine.apply(cmd)
+
+    def append_runs(self, runs, *, seal: Frontier | object = KEEP, properties: dict | None = None,
+                    expect: Frontier | object = KEEP, expect_properties: dict | None = None,
+                    keep_runs: bool = False) -> None:
+        """Commit runs of parts written by other processes as unsealed batches, one per run,
+        in one compare-and-set; with ``seal``, advance the seal in the same commit, and with
+        ``properties`` (a dict of str to str or int; None removes a key) update
+        :meth:`properties` in it too. With ``expect``, the commit happens only if the seal is
+        ``expect``, and with ``expect_properties`` only if the properties are exactly those
+        (else :class:`SealMismatch`): the runs land at most once, right after ``expect``
+        (persist's ``compare_and_append``). A handle whose seal is not ``expect`` is
+        refreshed once before it refuses (it may be behind); a compare-and-set lost to another
+        writer refreshes and applies the call again to the newer state, where its checks run
+        again (``colmz.arrangement.machine``, at most ``ATTEMPTS`` compare-and-sets, then
+        ``CommitConflict``).
+
+        ``runs`` are :class:`colmz.arrangement.runs.WrittenRun` (or their dicts), written with
+        :func:`colmz.arrangement.runs.write_run` under this arrangement's :attr:`prefix` --
+        e.g. by Spark executors while the driver commits. Everything is checked before
+        anything changes: times at or after the seal (:class:`TimeBeforeSeal`), keys under the
+        prefix, present in the blob store (:class:`MissingPart`) and not referenced yet, a seal
+        not before the current one (:class:`SealRegression`), properties of the right types
+        (``TypeError``); the lease check of every commit applies too (:class:`LeaseExpired`).
+        On any failure nothing is committed and memory -- the properties too -- is as before
+        (or, after a lost compare-and-set, the state another writer committed). The runs'
+        parts are the caller's until the call commits them; a call that refused them after a
+        lost compare-and-set (or lost it ``ATTEMPTS`` times) deleted them -- unless
+        ``keep_runs``: then the call never deletes them (another record names them and applies
+        them again: a durable catalog's committed intent, ``colmz.catalog_store``).
+
+        >>> import colmz
+        >>> from colmz.arrangement.runs import write_run
+        >>> a = colmz.Arrangement.open("mem://append-runs-doc", schema={"k": pa.int64()})
+        >>> u = colmz.Updates({"k": [1, 2]}, time=[0, 3], diff=[1, 1])
+        >>> run = write_run(a.store, a.schema, u, prefix=a.prefix)
+        >>> a.append_runs([run], seal=4)
+        >>> a.read(as_of=3).to_pylist()
+        [(1, 3, 1), (2, 3, 1)]
+        """
+        from colmz.arrangement.runs import WrittenRun
+
+        runs = [r if isinstance(r, WrittenRun) else WrittenRun.from_dict(r) for r in runs]
+        if expect is not KEEP:
+            expect = check_frontier(expect, "expect")
+        if expect_properties is not None:
+            expect_properties = check_properties(expect_properties, {})
+        if properties is not None:
+            check_properties(properties, {})
+        if seal is not KEEP:
+            seal = check_frontier(seal, "seal")
+        keys = [k for r in runs for k in r.keys]
+        for k in keys:
+            if not k.startswith(self.prefix):
+                raise ValueError(f"part {k!r} is not under this arrangement's prefix {self.prefix!r}")
+        if len(set(keys)) != len(keys):
+            raise ValueError("runs name a part twice, or a part the arrangement already holds")
+
+        def expected() -> bool:
+            return ((expect is KEEP or expect == self._seal)
+                    and (expect_properties is None or expect_properties == self._properties))
+
+        def check() -> dict:
+            # what depends on the state: run again on a retry, against another writer's state
+            if expect is not KEEP and expect != self._seal:
+                raise SealMismatch(f"append_runs expected the seal at {expect}, it is at {self._seal}")
+            if expect_properties is not None and expect_properties != self._properties:
+                raise SealMismatch(f"append_runs expected the properties {expect_properties}, "
+                                   f"they are {self._properties}")
+            new_properties = self._properties if properties is None else check_properties(properties, self._properties)
+            if seal is not KEEP:
+                self.validate_seal(seal)
+            if set(keys) & self.referenced_keys():
+                raise ValueError("runs name a part twice, or a part the arrangement already holds")
+            for r in runs:
+                if self._seal is None or r.ts_lower < self._seal:
+                    raise TimeBeforeSeal(f"a run holds time {r.ts_lower}, before the seal {self._seal}")
+            return new_properties
+
+        if not expected() and self.durable and self._machine.state == self._machine.committed:
+            self.refresh()  # this handle may be behind the seal it is told to expect
+        check()
+        if keys:
+            present = set(self._store.list_keys(self.prefix))
+            missing = [k for k in keys if k not in present]
+            if missing:
+                raise MissingPart(f"part {missing[0]!r} of a run is missing from the blob store")
+
+        def cmd(state):
+            # the checks read the handle's state: the machine's, which ``state`` is
+            new_properties = check()
+            if not runs and (seal is KEEP or seal == state.seal) and new_properties == state.properties:
+                return STALE  # nothing to commit
+            tu = state.trace_ts_upper()
+            for r in runs:
+                if tu is None or r.ts_lower < tu:
+                    raise TimeBeforeTraceUpper(f"a run holds time {r.ts_lower} before the trace upper {tu}")
+                upper = state.unsealed_seqno_upper()
+                state = state.unsealed_append(UnsealedBatchMeta((upper, upper + 1), r.ts_lower, r.ts_upper,
+                                                                tuple(r.keys), r.len, r.size_bytes, r.checks))
+            if seal is not KEEP:
+                state = state.update_seal(seal)
+            return state.with_properties(new_properties), None
+
+        if self._machine.apply(cmd, written=keys, keep=keys if keep_runs else ()) is STALE:
+            return
+        self._counters["parts_written"] += len(keys)
+        self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
+
+    def seal(self, upper: Frontier, *, properties: dict | None = None) -> None:
+        """Close the times before ``upper`` durably (a metadata commit; no part is written);
+        with ``properties`` (a dict of str to str or int; None removes a key), update
+        :meth:`properties` in the same commit.
+
+        Raises :class:`SealRegression` for an upper before the current seal and
+        ``TypeError`` for bad properties, committing nothing.
+        """
+        def cmd(state):
+            # checked on the state found: a retry after a lost compare-and-set checks again
+            if not frontier_le(state.seal, checked):
+                raise SealRegression(f"seal {checked} is before the current seal {state.seal}")
+            new_properties = state.properties if properties is None else check_properties(properties, state.properties)
+            if checked == state.seal and new_properties == state.properties:
+                return STALE  # nothing to commit
+            return state.update_seal(checked).with_properties(new_properties), None
+
+        self.validate_seal(upper)
+        checked = check_frontier(upper, "seal")
+        if properties is not None:
+            check_properties(properties, self._properties)
+        self._machine.apply(cmd)
+
+    def advance_since(self, since: int) -> None:
+        """Allow compaction up to ``since`` durably (:meth:`validate_allow_compaction` first)."""
+        def cmd(state):
+            if checked < state.since:
+                raise SinceRegression(f"since {checked} is before the current since {state.since}")
+            if checked == state.since:
+                return STALE  # nothing to commit
+            return state.allow_compaction(checked), None
+
+        self.validate_allow_compaction(since)
+        checked = self._check_since(since)
+        self._machine.apply(cmd)
