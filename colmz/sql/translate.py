@@ -203,6 +203,13 @@ def _translate_tokens(sql: str) -> str:
             if up in UNSUPPORTED_FUNCTIONS:
                 raise UnsupportedSQL(
                     f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
+            if up in CHECKED_MATH:
+                # PostgreSQL raises where DuckDB answers NaN or an infinity: the checked macro.
+                pieces.append(sql[last : t.start])
+                pieces.append(CHECKED_MATH[up])
+                last = t.end
+                i += 1
+                continue
             if up == "SUM":
                 last = _sum_argument(toks, i, pieces, sql, last, inserts)
             elif up in FUNCTION_REWRITES:
@@ -1543,6 +1550,41 @@ _WIDE_INTS = ("BIGINT", "UBIGINT", "HUGEINT", "UHUGEINT")
 #: value's own scale).
 NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 
+#: Math functions whose domain PostgreSQL checks (it raises where DuckDB answers NaN or an
+#: infinity), called through the macros of :data:`MATH_MACROS` of the same arguments.
+CHECKED_MATH = {f: RESERVED_PREFIX + f.lower() for f in ("LN", "LOG", "LOG10", "SQRT", "EXP", "POWER", "POW")}
+_LOG_DOMAIN = ("WHEN {x} = 0 THEN error('cannot take logarithm of zero') "
+               "WHEN {x} < 0 THEN error('cannot take logarithm of a negative number') ")
+_FLOAT_RANGE = ("CASE WHEN typeof({x}) LIKE 'DECIMAL%' THEN error('{f}() of a numeric whose result is "
+                "past the range of a double is not supported by colmz') "
+                "ELSE error('value out of range: {how}') END")
+_POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a negative power is undefined') "
+          "WHEN x < 0 AND y <> floor(y) THEN error('a negative number raised to a non-integer power "
+          "yields a complex result') WHEN isinf(power(x, y)) AND NOT isinf(CAST(x AS DOUBLE)) "
+          "AND NOT isinf(CAST(y AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x + y", f="power", how="overflow")
+          + " ELSE power(x, y) END")
+#: PostgreSQL's domain errors, with its messages (``src/backend/utils/adt/float.c`` and
+#: ``numeric.c``): a logarithm of zero or a negative, a square root of a negative, a power
+#: that is complex or undefined, an ``exp`` or ``power`` past the range of a double
+#: (refused for a numeric argument, whose PostgreSQL result is a numeric beyond it; its
+#: underflow answers 0). NaN passes through as in PostgreSQL. An argument appears more than
+#: once in a macro: a volatile one (``random()``) is evaluated more than once.
+MATH_MACROS = (
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LN']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LOG10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LOG']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")
+    + "ELSE log10(x) END, (b, x) AS CASE " + _LOG_DOMAIN.format(x="b") + _LOG_DOMAIN.format(x="x")
+    + "WHEN b = 1 THEN error('division by zero') ELSE ln(x) / ln(b) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['SQRT']}(x) AS CASE WHEN x < 0 THEN "
+    "error('cannot take square root of a negative number') ELSE sqrt(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['EXP']}(x) AS CASE WHEN isinf(exp(x)) AND NOT "
+    "isinf(CAST(x AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x", f="exp", how="overflow")
+    + " WHEN exp(x) = 0 AND NOT isinf(CAST(x AS DOUBLE)) AND typeof(x) NOT LIKE 'DECIMAL%' "
+    "THEN error('value out of range: underflow') ELSE exp(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['POWER']}" + _POWER,
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['POW']}" + _POWER,
+)
+
 #: Macros every colmz connection defines (:func:`colmz.sql.connect`), overloaded by the
 #: argument's type, which DuckDB resolves when it binds the query (a macro's argument
 #: holding an aggregate cannot be resolved so: these take row values only).
@@ -1550,7 +1592,7 @@ NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 #: sum of int8 is numeric, so dividing it is numeric division, not the integer division
 #: DuckDB's ``HUGEINT`` sum gets); smaller integers stay integers (their sum is bigint in
 #: PostgreSQL); other types are summed as they are.
-MACROS = TEXT_MACROS + (BYTEA_INPUT_MACRO,
+MACROS = TEXT_MACROS + MATH_MACROS + (BYTEA_INPUT_MACRO,
     f"CREATE OR REPLACE MACRO {SUM_ARGUMENT}"
     + ", ".join(f"(x {t}) AS x" for t in _SMALL_INTS) + ", "
     + ", ".join(f"(x {t}) AS CAST(x AS DECIMAL(38,0))" for t in _WIDE_INTS)

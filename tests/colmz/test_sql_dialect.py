@@ -60,14 +60,6 @@ from colmz.sql import UnsupportedSQL  # noqa: E402
 
 #: Queries whose colmz answer differs from PostgreSQL's today, and why.
 KNOWN_WRONG = {
-    "ne_ln_zero": "PostgreSQL raises for the logarithm of zero; colmz answers -Infinity",
-    "ne_ln_negative": "PostgreSQL raises for the logarithm of a negative; colmz answers NaN",
-    "ne_log_zero": "PostgreSQL raises for the logarithm of zero; colmz answers -Infinity",
-    "ne_log10_negative_float": "PostgreSQL raises for the logarithm of a negative; colmz answers NaN",
-    "ne_sqrt_negative": "PostgreSQL raises for the square root of a negative; colmz answers NaN",
-    "ne_sqrt_negative_float": "PostgreSQL raises for the square root of a negative; colmz answers NaN",
-    "ne_exp_overflow": "PostgreSQL raises when exp overflows; colmz answers Infinity",
-    "ne_power_complex": "PostgreSQL raises for a complex power; colmz answers NaN",
     "ne_float_text_out_of_range": "PostgreSQL raises for '1e400'::float8; colmz answers Infinity",
     "ne_text_fraction_to_int": "PostgreSQL raises for '2.5'::int; colmz rounds",
     "ne_text_column_fraction_to_int": "PostgreSQL raises for text with a fraction cast to int; colmz rounds",
