@@ -96,6 +96,7 @@ _TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT", "FLOAT": "DOUBLE"}
 UNSUPPORTED_FUNCTIONS = {
     "INITCAP": "DuckDB has no initcap",
     "REGEXP_MATCH": "DuckDB's regexp functions return other shapes than its text[]",
+    "REGEXP_MATCHES": "DuckDB's regexp_matches is a boolean test, not PostgreSQL's rows of text[]",
     "TO_CHAR": "DuckDB's strftime patterns are not PostgreSQL's templates",
     "DATE_BIN": "DuckDB has no date_bin",
     "OCTET_LENGTH": "DuckDB counts octets of BLOBs only",
@@ -106,11 +107,12 @@ UNSUPPORTED_FUNCTIONS = {
         "JSONB_ARRAY_LENGTH", "JSONB_AGG", "JSONB_OBJECT_AGG", "JSONB_STRIP_NULLS", "JSONB_SET",
         "JSONB_INSERT", "JSONB_PRETTY", "JSONB_PATH_QUERY", "TO_JSONB")},
 }
-#: jsonb operators DuckDB's JSON does not have, and what they are.
+#: Operators DuckDB lacks (jsonb's, integer xor), and what they are.
 UNSUPPORTED_OPERATORS = {
     "#>": "the jsonb path operator #>",
     "#>>": "the jsonb path operator #>>",
     "?": "the jsonb key operators ?, ?| and ?&",
+    "#": "the bitwise xor operator #",
 }
 #: Calls rewritten to PostgreSQL's meaning (see :func:`_rewrite_call`).
 FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT", "SUBSTR", "SUBSTRING",
@@ -197,16 +199,34 @@ def _translate_tokens(sql: str) -> str:
             raise UnsupportedSQL(
                 f"the jsonb containment operator {t.text} is not supported by colmz (only "
                 "between ARRAY[...] constructors or array casts, as DuckDB's list containment)")
+        if t.kind == "string" and _ARRAY_TEXT.match(t.text) and _array_cast_follows(toks, i):
+            # PostgreSQL's array text '{1,2}' cast to an array: DuckDB reads lists as '[1,2]'.
+            pieces.append(sql[last : t.start])
+            pieces.append("'[" + t.text[2:-2] + "]'")
+            last = t.end
+            i += 1
+            continue
         if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
             raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
         if _is_call(toks, i):
             if up in UNSUPPORTED_FUNCTIONS:
                 raise UnsupportedSQL(
                     f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
-            if up in CHECKED_MATH:
-                # PostgreSQL raises where DuckDB answers NaN or an infinity: the checked macro.
+            if up == "EVERY":  # PostgreSQL's every is bool_and
                 pieces.append(sql[last : t.start])
-                pieces.append(CHECKED_MATH[up])
+                pieces.append("bool_and")
+                last = t.end
+                i += 1
+                continue
+            if up in ("ARRAY_TO_STRING", "STRING_TO_ARRAY") and len(
+                    _arguments(sql, toks, i + 1, _closing(toks, i + 1))) == 3:
+                raise UnsupportedSQL(f"{t.text}() with a third argument (the text of NULL "
+                                     "elements) is not supported by colmz (DuckDB has no such argument)")
+            if up in CALL_MACROS:
+                # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an
+                # infinity where PostgreSQL raises; 0 for an empty array's length): the macro.
+                pieces.append(sql[last : t.start])
+                pieces.append(CALL_MACROS[up])
                 last = t.end
                 i += 1
                 continue
@@ -243,6 +263,20 @@ def _closing(toks, open_at: int) -> int:
     if at < 0:
         raise SQLError(f"unclosed parenthesis after {toks[open_at - 1].text!r}")
     return at
+
+
+#: PostgreSQL's text of a one-dimensional array whose elements need no quoting.
+_ARRAY_TEXT = re.compile(r"^'\{[^{}\[\]\"'\\]*\}'$")
+
+
+def _array_cast_follows(toks, i: int) -> bool:
+    # Whether the literal at ``i`` is cast to an array type (``::int[]``, ``::double precision[]``).
+    j = i + 2
+    if j >= len(toks) or toks[i + 1].text != "::":
+        return False
+    while j < len(toks) and toks[j].kind == "word":
+        j += 1
+    return j + 1 < len(toks) and j > i + 2 and toks[j].text == "[" and toks[j + 1].text == "]"
 
 
 def _arguments(sql: str, toks, open_at: int, close_at: int) -> list[str]:
@@ -1106,6 +1140,8 @@ def _operand_start(toks, k: int) -> int | None:
             elif o > 0 and (toks[o - 1].kind == "qident" or (
                     toks[o - 1].kind == "word" and toks[o - 1].upper not in _NOT_CALLS)):
                 j = o - 1  # a call's name
+            elif o > 0 and toks[o - 1].upper in ("EXISTS", "ARRAY"):
+                j = o - 1  # EXISTS (...) and ARRAY (...) are one operand in PostgreSQL's grammar
             else:
                 j = o
         elif t.upper == "END":  # CASE ... END: the operand is the whole CASE
@@ -1583,7 +1619,11 @@ MATH_MACROS = (
     "THEN error('value out of range: underflow') ELSE exp(x) END",
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['POWER']}" + _POWER,
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['POW']}" + _POWER,
+    # PostgreSQL's array_length of an empty array (of the dimension asked) is NULL.
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS nullif(array_length(a, d), 0)",
 )
+#: Calls made calls of a colmz macro of the same arguments (:data:`MATH_MACROS`).
+CALL_MACROS = {**CHECKED_MATH, "ARRAY_LENGTH": RESERVED_PREFIX + "array_length"}
 
 #: Macros every colmz connection defines (:func:`colmz.sql.connect`), overloaded by the
 #: argument's type, which DuckDB resolves when it binds the query (a macro's argument

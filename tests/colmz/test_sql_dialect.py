@@ -78,33 +78,6 @@ KNOWN_WRONG = {
 
 #: Queries PostgreSQL answers where colmz raises DuckDB's own error, not UnsupportedSQL.
 KNOWN_RAW = {
-    "w_sum_of_sum": "a window function over an aggregate: DuckDB binder error on colmz's sum macro",
-    "agg_every": "every() does not exist in DuckDB",
-    "cs_exists_cast_text": "EXISTS (...)::text reaches DuckDB as a parser error",
-    "n_any_array_nulls": "'{}'::int[] (PostgreSQL's array text) fails DuckDB's cast",
-    "n_all_array_nulls": "'{}'::int[] (PostgreSQL's array text) fails DuckDB's cast",
-    "ne_xor": "# (xor) is a DuckDB parser error",
-    "ne_shift_negative": "<< of a negative is a DuckDB range error",
-    "dt_interval_div": "interval / number has no DuckDB function",
-    "dt_justify": "justify_hours does not exist in DuckDB",
-    "s_string_to_array_null_str": "3-argument string_to_array has no DuckDB function",
-    "s_array_to_string_null_text": "3-argument array_to_string has no DuckDB function",
-    "s_quote": "quote_literal does not exist in DuckDB",
-    "r_matches_g": "regexp_matches(..., 'g') is refused by DuckDB",
-    "r_count": "regexp_count does not exist in DuckDB",
-    "r_like_fn": "regexp_like does not exist in DuckDB",
-    "j_eq_precedence": "jsonb -> 'k' = '...'::jsonb: = binds before -> in DuckDB",
-    "j_json_null": "jsonb -> 'k' IS NULL: IS NULL binds before -> in DuckDB",
-    "j_minus_key": "jsonb - text has no DuckDB function",
-    "j_eq_object": "jsonb -> 'k' = '...'::jsonb: = binds before -> in DuckDB",
-    "a_literal_text": "'{1,2,3}'::int[] (PostgreSQL's array text) fails DuckDB's cast",
-    "a_length_empty": "'{}'::int[] (PostgreSQL's array text) fails DuckDB's cast",
-    "a_cardinality": "'{}'::int[] (PostgreSQL's array text) fails DuckDB's cast",
-    "a_remove": "array_remove does not exist in DuckDB",
-    "a_upper_lower": "array_upper does not exist in DuckDB",
-    "a_dims": "array_dims does not exist in DuckDB",
-    "v_later_decimal": "a VALUES list whose later rows hold decimals reaches DuckDB as a parser error",
-    "v_types_sum": "a VALUES list whose later rows hold decimals reaches DuckDB as a parser error",
 }
 
 

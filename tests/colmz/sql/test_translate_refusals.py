@@ -1,0 +1,52 @@
+"""Where DuckDB would raise its own error for a query PostgreSQL answers, colmz answers as
+PostgreSQL does or refuses the construct by name (``UnsupportedSQL``): answers and refusals
+pinned by running them (colmz/sql/translate.py's rules, colmz/sql/run.py's reading of
+DuckDB's errors, colmz/sql/numeric.py's fold of parenthesized constants).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("duckdb", reason="colmz's SQL needs duckdb (pip install 'colmz[sql]')")
+
+from colmz.sql import UnsupportedSQL, connect, run_query, translate  # noqa: E402
+
+_CON = []
+
+
+def run(sql: str):
+    if not _CON:
+        _CON.append(connect())
+    table, _ = run_query(_CON[0], translate(sql), 0)
+    return table.column_names, [tuple(c[i].as_py() for c in table.columns) for i in range(table.num_rows)]
+
+
+@pytest.mark.parametrize(("sql", "rows"), [
+    ("SELECT every(x > 1) AS e, every(x > 0) AS f FROM (VALUES (1), (2)) v(x)", [(False, True)]),
+    ("SELECT EXISTS (SELECT 1)::text AS t, EXISTS (SELECT 1 WHERE false)::text AS f", [("true", "false")]),
+    ("SELECT '{1,2,3}'::int[] AS a, '{}'::int[] AS b, '{a, b}'::text[] AS c", [([1, 2, 3], [], ["a", "b"])]),
+    ("SELECT 1 = ANY ('{}'::int[]) AS a, 2 = ANY ('{1,2}'::bigint[]) AS b", [(False, True)]),
+    ("SELECT array_length('{}'::int[], 1) AS e, array_length(ARRAY[1, 2], 1) AS l", [(None, 2)]),
+    ("SELECT * FROM (VALUES (1), (2.5)) v(x) ORDER BY 1", [(1, ), (2.5, )]),
+    ("SELECT sum(x) AS s FROM (VALUES (1), (2), (3.5)) v(x)", [(6.5,)]),
+])
+def test_answers_as_postgres(sql, rows):
+    _, got = run(sql)
+    assert [tuple(float(v) if type(v).__name__ == "Decimal" else v for v in r) for r in got] == rows
+
+
+@pytest.mark.parametrize(("sql", "construct"), [
+    ("SELECT 5 # 3", "the bitwise xor operator #"),
+    ("SELECT array_to_string(ARRAY['a', NULL], ',', '*')", r"array_to_string\(\) with a third argument"),
+    ("SELECT string_to_array('a,b', ',', 'b')", r"string_to_array\(\) with a third argument"),
+    ("SELECT regexp_matches('a1', '[0-9]')", r"regexp_matches\(\)"),
+    ("SELECT quote_literal('x')", r"quote_literal\(\) is not supported by colmz \(DuckDB has no such function\)"),
+    ("SELECT INTERVAL '1 hour' / 2", r"/\(INTERVAL, INTEGER_LITERAL\) is not supported by colmz"),
+    ("SELECT s, sum(sum(x)) OVER () FROM (VALUES ('a', 1::bigint)) v(s, x) GROUP BY s",
+     r"sum\(\) of an aggregate"),
+    ("SELECT -1 << 2", "a left shift of a negative number"),
+])
+def test_refused_by_name(sql, construct):
+    with pytest.raises(UnsupportedSQL, match=construct):
+        run(sql)
