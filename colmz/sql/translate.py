@@ -199,6 +199,9 @@ def _translate_tokens(sql: str) -> str:
             raise UnsupportedSQL(
                 f"the jsonb containment operator {t.text} is not supported by colmz (only "
                 "between ARRAY[...] constructors or array casts, as DuckDB's list containment)")
+        if (t.kind == "string" and t.text.startswith("'") and i + 2 < len(toks)
+                and toks[i + 1].text == "::" and toks[i + 2].upper in _FLOAT_NAMES):
+            _check_float_literal(t.text, toks[i + 2].upper)
         if t.kind == "string" and _ARRAY_TEXT.match(t.text) and _array_cast_follows(toks, i):
             # PostgreSQL's array text '{1,2}' cast to an array: DuckDB reads lists as '[1,2]'.
             pieces.append(sql[last : t.start])
@@ -1022,7 +1025,8 @@ def _rewrite_text_casts(sql: str) -> str:
 
 
 #: Where a text may hold a cast to text or boolean (a superset: the tokens decide).
-_MAY_CAST_TO_TEXT = re.compile(r"::\s*(text|varchar|string|bool)|\bcast\s*\(", re.IGNORECASE)
+_MAY_CAST_TO_TEXT = re.compile(r"::\s*(text|varchar|string|bool|int|bigint|smallint)"
+                               r"|\bcast\s*\(", re.IGNORECASE)
 
 
 _KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
@@ -1037,6 +1041,8 @@ def _cast_rewrite(operand: str, target: str) -> str | None:
     toks = tokenize(operand)
     if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
         return None  # DuckDB reads 1.5 as DECIMAL (1e5 as DOUBLE: not plain), NULL as NULL
+    if target in _INT_TYPES:
+        return _pg_integer(operand, target) if _int_cast_checked(toks, target) else None
     if target in _BOOL_TYPES:
         if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
             word = toks[0].text[1:-1].replace("''", "'").strip().lower()
@@ -1046,7 +1052,8 @@ def _cast_rewrite(operand: str, target: str) -> str | None:
                 return "false"
             raise SQLError(f"invalid input syntax for type boolean: {toks[0].text}")
         if (len(toks) == 1 and toks[0].kind == "number") or (
-                len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES):
+                len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES) or (
+                toks[0].text in INT_MACROS.values() and _closing(toks, 1) == len(toks) - 1):
             return None  # a number, or a cast to a non-text type
         return _pg_boolean(operand)
     if len(toks) == 1 and (toks[0].kind == "string" or (
@@ -1054,6 +1061,8 @@ def _cast_rewrite(operand: str, target: str) -> str | None:
         return None  # a literal's text (DuckDB reads 1.5 as DECIMAL, 1e5 as DOUBLE)
     if len(toks) == 2 and toks[0].upper in _TYPED_LITERALS and toks[1].kind == "string":
         return None
+    if toks[0].text in INT_MACROS.values() and _closing(toks, 1) == len(toks) - 1:
+        return None  # an integer's text is DuckDB's
     if len(toks) >= 3 and toks[-2].text == "::":
         if toks[-1].upper in _KEPT_TEXT_TYPES:
             return None
@@ -1073,8 +1082,61 @@ def _plain_number(toks) -> bool:
 
 
 def _text_casts(sql: str, toks):
-    # Every cast to text or boolean, in order: (start, end, operand, target).
-    return _casts_to(sql, toks, _TEXT_TYPES + _BOOL_TYPES)
+    # Every cast to text, boolean, an integer or a float, in order: (start, end, operand, target).
+    return _casts_to(sql, toks, _TEXT_TYPES + _BOOL_TYPES + tuple(_INT_TYPES))
+
+
+#: Integer types and PostgreSQL's names of them (its messages name the type).
+_INT_TYPES = {"INT": "integer", "INTEGER": "integer", "INT4": "integer", "BIGINT": "bigint",
+              "INT8": "bigint", "SMALLINT": "smallint", "INT2": "smallint"}
+#: Float types (one-word spellings) and PostgreSQL's names of them.
+_FLOAT_NAMES = {"FLOAT8": "double precision", "FLOAT": "double precision", "DOUBLE": "double precision",
+                "FLOAT4": "real", "REAL": "real"}
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
+_FLOAT_SPECIALS = {"nan", "infinity", "inf", "+infinity", "+inf", "-infinity", "-inf"}
+
+
+#: The macro casting to each integer type as PostgreSQL reads text: digits only, blanks
+#: around them allowed (DuckDB rounds '2.5' to 3); other types cast as DuckDB casts them.
+#: DuckDB's spellings INT32 ... are not ones the cast rewrites read again.
+INT_MACROS = {name: f"{RESERVED_PREFIX}{duck.lower()}" for name, duck in (
+    ("integer", "INT32"), ("bigint", "INT64"), ("smallint", "INT16"))}
+_INT_TEXT_MACROS = tuple(
+    f"CREATE OR REPLACE MACRO {macro}(x) AS CASE WHEN typeof(x) = 'VARCHAR' AND NOT "
+    f"regexp_full_match(CAST(x AS VARCHAR), '\\s*[+-]?[0-9]+\\s*') THEN error('invalid input "
+    f"syntax for type {name}: \"' || CAST(x AS VARCHAR) || '\"') ELSE CAST(x AS {macro[len(RESERVED_PREFIX):].upper()}) END"
+    for name, macro in INT_MACROS.items())
+
+
+def _int_cast_checked(toks, target: str) -> bool:
+    # Whether the cast of ``toks`` to the integer ``target`` must check, when it runs, that
+    # text holds digits only (DuckDB rounds '2.5' to 3; PostgreSQL raises). A text literal
+    # is checked here (SQLError as PostgreSQL's); a number or a non-text cast needs nothing.
+    if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
+        raw = toks[0].text[1:-1].replace("''", "'")
+        if not _INT_TEXT.fullmatch(raw):
+            raise SQLError(f'invalid input syntax for type {_INT_TYPES[target]}: "{raw}"')
+        return False
+    return not (len(toks) == 1 and toks[0].kind == "number") and not (
+        len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES)
+
+
+def _check_float_literal(literal: str, target: str) -> None:
+    # PostgreSQL raises for a finite text past a float type's range ('1e400'::float8); DuckDB
+    # reads it as an infinity.
+    raw = literal[1:-1].replace("''", "'")
+    try:
+        value = float(raw)
+    except ValueError:
+        return  # DuckDB's cast rejects it as PostgreSQL does
+    limit = 3.4028234663852886e38 if _FLOAT_NAMES[target] == "real" else 1.7976931348623157e308
+    if raw.strip().lower() not in _FLOAT_SPECIALS and abs(value) > limit:
+        raise SQLError(f'"{raw}" is out of range for type {_FLOAT_NAMES[target]}')
+
+
+def _pg_integer(x: str, target: str) -> str:
+    # PostgreSQL's reading of ``x`` as an integer of ``target`` (see INT_MACROS).
+    return f"{INT_MACROS[_INT_TYPES[target]]}({x})"
 
 
 def _numeric_casts(sql: str, toks):
@@ -1632,7 +1694,7 @@ CALL_MACROS = {**CHECKED_MATH, "ARRAY_LENGTH": RESERVED_PREFIX + "array_length"}
 #: sum of int8 is numeric, so dividing it is numeric division, not the integer division
 #: DuckDB's ``HUGEINT`` sum gets); smaller integers stay integers (their sum is bigint in
 #: PostgreSQL); other types are summed as they are.
-MACROS = TEXT_MACROS + MATH_MACROS + (BYTEA_INPUT_MACRO,
+MACROS = TEXT_MACROS + MATH_MACROS + _INT_TEXT_MACROS + (BYTEA_INPUT_MACRO,
     f"CREATE OR REPLACE MACRO {SUM_ARGUMENT}"
     + ", ".join(f"(x {t}) AS x" for t in _SMALL_INTS) + ", "
     + ", ".join(f"(x {t}) AS CAST(x AS DECIMAL(38,0))" for t in _WIDE_INTS)

@@ -60,9 +60,6 @@ from colmz.sql import UnsupportedSQL  # noqa: E402
 
 #: Queries whose colmz answer differs from PostgreSQL's today, and why.
 KNOWN_WRONG = {
-    "ne_float_text_out_of_range": "PostgreSQL raises for '1e400'::float8; colmz answers Infinity",
-    "ne_text_fraction_to_int": "PostgreSQL raises for '2.5'::int; colmz rounds",
-    "ne_text_column_fraction_to_int": "PostgreSQL raises for text with a fraction cast to int; colmz rounds",
     "dt_date_trunc_date": "date_trunc of a date is timestamptz in PostgreSQL; colmz answers a timestamp",
     "dt_interval_text_negative": "PostgreSQL prints -1 days; colmz -1 day",
     "dt_interval_text_forms": "PostgreSQL prints mons; colmz months",

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("duckdb", reason="colmz's SQL needs duckdb (pip install 'colmz[sql]')")
 
-from colmz.sql import UnsupportedSQL, connect, run_query, translate  # noqa: E402
+from colmz.sql import SQLError, UnsupportedSQL, connect, run_query, translate  # noqa: E402
 
 _CON = []
 
@@ -50,3 +50,24 @@ def test_answers_as_postgres(sql, rows):
 def test_refused_by_name(sql, construct):
     with pytest.raises(UnsupportedSQL, match=construct):
         run(sql)
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("SELECT '2.5'::int", 'invalid input syntax for type integer: "2.5"'),
+    ("SELECT CAST('1e2' AS bigint)", 'invalid input syntax for type bigint: "1e2"'),
+    ("SELECT t::smallint FROM (VALUES ('7'), ('2.5')) v(t)", 'invalid input syntax for type smallint: "2.5"'),
+    ("SELECT '1e400'::float8", '"1e400" is out of range for type double precision'),
+    ("SELECT '-1e39'::real", '"-1e39" is out of range for type real'),
+])
+def test_text_casts_postgres_rejects_raise(sql, message):
+    # DuckDB rounds text with a fraction to an integer and reads a float past its range as
+    # an infinity; PostgreSQL raises, and so does colmz, with PostgreSQL's message.
+    with pytest.raises(SQLError, match=message) as e:
+        run(sql)
+    assert not isinstance(e.value, UnsupportedSQL)
+
+
+def test_text_casts_postgres_accepts_answer():
+    assert run("SELECT ' 42 '::int AS a, '+7'::int8 AS b, 2.5::int AS c, CAST(CAST(x AS text) AS integer) AS d, "
+               "'Infinity'::float8 AS e, '1e300'::float8 AS f, t::int AS g "
+               "FROM (VALUES (5, '-3')) v(x, t)")[1] == [(42, 7, 3, 5, float("inf"), 1e300, -3)]
