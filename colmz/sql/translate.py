@@ -1199,6 +1199,12 @@ def _operand_start(toks, k: int) -> int | None:
                 else:
                     j = o - 1  # a subscript: its operand comes before
                     continue
+            elif o > 1 and toks[o - 1].upper in ("OVER", "FILTER") and toks[o - 2].text == ")":
+                j = o - 2  # f(...) OVER (...), f(...) FILTER (...): the call comes before
+                continue
+            elif o > 2 and toks[o - 1].upper == "GROUP" and toks[o - 2].upper == "WITHIN":
+                j = o - 3  # f(...) WITHIN GROUP (...)
+                continue
             elif o > 0 and (toks[o - 1].kind == "qident" or (
                     toks[o - 1].kind == "word" and toks[o - 1].upper not in _NOT_CALLS)):
                 j = o - 1  # a call's name

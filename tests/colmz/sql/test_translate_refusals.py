@@ -71,3 +71,14 @@ def test_text_casts_postgres_accepts_answer():
     assert run("SELECT ' 42 '::int AS a, '+7'::int8 AS b, 2.5::int AS c, CAST(CAST(x AS text) AS integer) AS d, "
                "'Infinity'::float8 AS e, '1e300'::float8 AS f, t::int AS g "
                "FROM (VALUES (5, '-3')) v(x, t)")[1] == [(42, 7, 3, 5, float("inf"), 1e300, -3)]
+
+
+def test_cast_of_a_window_filter_or_ordered_set_call_takes_the_whole_call():
+    # f(...) OVER (...)::t casts the window function's value (the cast's operand reached
+    # back only to the OVER's parentheses: a parser error).
+    names, rows = run("SELECT row_number() OVER (ORDER BY x)::bigint AS r, "
+                      "count(*) FILTER (WHERE x > 1) OVER ()::text AS c "
+                      "FROM (VALUES (1), (2), (3)) v(x) ORDER BY 1")
+    assert names == ["r", "c"] and rows == [(1, "2"), (2, "2"), (3, "2")]
+    assert run("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x)::text AS m "
+               "FROM (VALUES (1), (2), (3)) v(x)")[1] == [("2",)]
