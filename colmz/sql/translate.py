@@ -209,6 +209,9 @@ def _translate_tokens(sql: str) -> str:
             last = t.end
             i += 1
             continue
+        if up == "SIMILAR" and i + 1 < len(toks) and toks[i + 1].upper == "TO":
+            raise UnsupportedSQL("SIMILAR TO is not supported by colmz (DuckDB reads its pattern as "
+                                 "a regular expression: % and _ are not wildcards there)")
         if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
             raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
         if _is_call(toks, i):
@@ -306,8 +309,13 @@ def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | No
         return f"trim({', '.join(args)})"
     if name in ("LPAD", "RPAD") and len(args) == 2:  # PostgreSQL pads with spaces by default
         return f"{name.lower()}({args[0]}, {args[1]}, ' ')"
-    if name == "TO_HEX":  # PostgreSQL prints lower-case digits
-        return f"lower(to_hex({', '.join(args)}))"
+    if name == "TO_HEX" and len(args) == 1:
+        # PostgreSQL prints lower-case digits, and an int4 (or int2) in 32 bits (-1 is ffffffff)
+        x = args[0]
+        if x.strip().isdigit():
+            return f"lower(to_hex({x}))"
+        return (f"lower(to_hex(CASE WHEN typeof({x}) IN ('INTEGER', 'SMALLINT', 'TINYINT') AND {x} < 0 "
+                f"THEN CAST({x} AS BIGINT) + 4294967296 ELSE {x} END))")
     if name == "EXTRACT" and len(args) == 1:
         words = args[0].split(None, 2)
         if len(words) == 3 and words[0].upper() == "SECOND" and words[1].upper() == "FROM":

@@ -63,8 +63,6 @@ KNOWN_WRONG = {
     "dt_date_trunc_date": "date_trunc of a date is timestamptz in PostgreSQL; colmz answers a timestamp",
     "dt_interval_text_negative": "PostgreSQL prints -1 days; colmz -1 day",
     "dt_interval_text_forms": "PostgreSQL prints mons; colmz months",
-    "s_similar_to": "SIMILAR TO reaches DuckDB as a regular expression: '%' is not its wildcard",
-    "s_to_hex_negative": "to_hex of a negative int4 prints 32 bits in PostgreSQL; colmz 64",
     "r_dot_newline": "'.' matches a newline in PostgreSQL's regular expressions, not in RE2's",
     "j_text_normalized": "jsonb text is normalized (sorted keys, spaces) in PostgreSQL; colmz keeps the input text",
     "j_concat": "jsonb || jsonb merges objects in PostgreSQL; colmz concatenates the text",

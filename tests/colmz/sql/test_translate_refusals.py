@@ -82,3 +82,15 @@ def test_cast_of_a_window_filter_or_ordered_set_call_takes_the_whole_call():
     assert names == ["r", "c"] and rows == [(1, "2"), (2, "2"), (3, "2")]
     assert run("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x)::text AS m "
                "FROM (VALUES (1), (2), (3)) v(x)")[1] == [("2",)]
+
+
+def test_to_hex_prints_an_int4_in_32_bits():
+    assert run("SELECT to_hex(-1) AS a, to_hex(-1::bigint) AS b, to_hex(255) AS c, to_hex(x) AS d "
+               "FROM (VALUES (-2::smallint)) v(x)")[1] == [("ffffffff", "ffffffffffffffff", "ff", "fffffffe")]
+
+
+def test_similar_to_is_refused():
+    # DuckDB's SIMILAR TO reads the pattern as a regular expression: 'abc' SIMILAR TO 'a%'
+    # was false (PostgreSQL: true).
+    with pytest.raises(UnsupportedSQL, match="SIMILAR TO is not supported by colmz"):
+        run("SELECT 'abc' SIMILAR TO 'a%'")
