@@ -950,6 +950,7 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "(PostgreSQL prints arrays as {1,2})') "
         "WHEN typeof(x) = 'BLOB' THEN error('the text of a bytea is not supported by colmz "
         "(PostgreSQL prints it as \\x and hex digits, DuckDB escapes bytes)') "
+        f"WHEN typeof(x) = 'INTERVAL' THEN {INTERVAL_TEXT}(TRY_CAST(x AS INTERVAL)) "
         "ELSE CAST(x AS \"varchar\") END")
 
 
@@ -982,7 +983,12 @@ FUNCTIONS = ((FLOAT8_TEXT_PY, _float8_text_arrow, ("DOUBLE",), "VARCHAR"),
 #: DOUBLE is refused) and of an average whose argument's type is the second argument
 #: (``MEAN_TEXT``); of a double (``FLOAT8_TEXT``, with :data:`FUNCTIONS`; a real's is
 #: the function ``FLOAT4_TEXT``).
+#: PostgreSQL's text of an interval from DuckDB's: months are ``mon(s)``, and -1 of a unit is
+#: plural (``-1 days``) as PostgreSQL prints it.
+INTERVAL_TEXT = RESERVED_PREFIX + "interval_text"
 TEXT_MACROS = (
+    f"CREATE OR REPLACE MACRO {INTERVAL_TEXT}(i) AS regexp_replace(replace(CAST(i AS VARCHAR), "
+    "' month', ' mon'), '(-1 (year|mon|day))\\b', '\\1s', 'g')",
     f"CREATE OR REPLACE MACRO {FLOAT8_TEXT}(d) AS CASE WHEN abs(d) >= 9007199254740992 "
     f"AND abs(d) < 1e38 THEN {FLOAT8_TEXT_PY}(d) ELSE {_float_digits('d', 15)} END",
     _text_macro(ANY_TEXT, f"{FLOAT8_TEXT}(TRY_CAST(x AS DOUBLE))"),
@@ -1068,7 +1074,9 @@ def _cast_rewrite(operand: str, target: str) -> str | None:
             toks[0].kind == "number" and "e" not in toks[0].text.lower())):
         return None  # a literal's text (DuckDB reads 1.5 as DECIMAL, 1e5 as DOUBLE)
     if len(toks) == 2 and toks[0].upper in _TYPED_LITERALS and toks[1].kind == "string":
-        return None
+        return f"{INTERVAL_TEXT}({operand})" if toks[0].upper == "INTERVAL" else None
+    if len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper == "INTERVAL":
+        return f"{INTERVAL_TEXT}({operand})"
     if toks[0].text in INT_MACROS.values() and _closing(toks, 1) == len(toks) - 1:
         return None  # an integer's text is DuckDB's
     if len(toks) >= 3 and toks[-2].text == "::":

@@ -61,8 +61,6 @@ from colmz.sql import UnsupportedSQL  # noqa: E402
 #: Queries whose colmz answer differs from PostgreSQL's today, and why.
 KNOWN_WRONG = {
     "dt_date_trunc_date": "date_trunc of a date is timestamptz in PostgreSQL; colmz answers a timestamp",
-    "dt_interval_text_negative": "PostgreSQL prints -1 days; colmz -1 day",
-    "dt_interval_text_forms": "PostgreSQL prints mons; colmz months",
     "r_dot_newline": "'.' matches a newline in PostgreSQL's regular expressions, not in RE2's",
     "j_text_normalized": "jsonb text is normalized (sorted keys, spaces) in PostgreSQL; colmz keeps the input text",
     "j_concat": "jsonb || jsonb merges objects in PostgreSQL; colmz concatenates the text",

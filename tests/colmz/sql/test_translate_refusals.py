@@ -94,3 +94,11 @@ def test_similar_to_is_refused():
     # was false (PostgreSQL: true).
     with pytest.raises(UnsupportedSQL, match="SIMILAR TO is not supported by colmz"):
         run("SELECT 'abc' SIMILAR TO 'a%'")
+
+
+def test_interval_text_is_postgres():
+    # PostgreSQL prints months as mon(s) and -1 of a unit as plural; DuckDB as month(s), -1 day.
+    assert run("SELECT (-INTERVAL '1 day')::text AS a, INTERVAL '1 year 2 months'::text AS b, "
+               "CAST(INTERVAL '1 month' AS text) AS c, 'x' || INTERVAL '-1 year -1 month' AS d, "
+               "'-11 days'::interval::text AS e, INTERVAL '90 seconds'::text AS f")[1] == [
+        ("-1 days", "1 year 2 mons", "1 mon", "x-1 years -1 mons", "-11 days", "00:01:30")]
