@@ -14,6 +14,14 @@
   runs differently are refused by name (:data:`UNSUPPORTED_FUNCTIONS`,
   :data:`UNSUPPORTED_OPERATORS`, jsonb ``@>``) with ``UnsupportedSQL``, never left to DuckDB's
   own error or a different answer.
+* PostgreSQL's errors and types where DuckDB answers otherwise: math functions whose domain
+  PostgreSQL checks (:data:`CHECKED_MATH`: a logarithm of zero raises, not ``-inf``), integer
+  casts of what may be text (:data:`INT_MACROS`: digits only, ``'2.5'::int`` raises), float
+  literals past their type's range, ``array_length`` of an empty array (NULL), ``every``
+  (``bool_and``), PostgreSQL's array text ``'{1,2}'::int[]``, interval text
+  (:data:`INTERVAL_TEXT`: ``-1 days``, ``mons``). Constructs DuckDB lacks (``#``, ``SIMILAR
+  TO``, three-argument ``array_to_string``) are refused by name; DuckDB's own "no such
+  function" errors become refusals naming the call in :func:`colmz.sql.run.run_query`.
 * Constructs rather than calls: LIKE/ILIKE get PostgreSQL's default backslash escape (an
   ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than LIKE);
   ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...; row comparisons
