@@ -294,6 +294,8 @@ def fold_constants(sql: str) -> str:
         if text is None:
             i += 1
             continue
+        if run[0].text == "(" and run[-1].text == ")" and not text.startswith("("):
+            text = f"({text})"  # the parentheses may be a VALUES row's: (1), (2.5)
         pieces.append(sql[last : t.start])
         pieces.append(text)
         last = toks[end - 1].end

@@ -663,11 +663,19 @@ def output_names(query: str) -> list[str | None] | None:
     """The column names PostgreSQL (and Materialize) give a ``SELECT``'s results.
 
     One entry per select-list item: its alias, else the column or function name (casts look
-    through to their operand), else ``?column?``. ``None`` when the query is not one plain
-    ``SELECT`` or its list holds a ``*`` -- then DuckDB's names stand.
+    through to their operand), else ``?column?``. A set operation (``UNION``, ``EXCEPT``,
+    ``INTERSECT``) is named by its first ``SELECT``, as PostgreSQL names it. ``None`` when the
+    query does not start with a plain ``SELECT`` or its list holds a ``*`` -- then DuckDB's
+    names stand.
 
     >>> output_names("SELECT sum(key)::INT, b.v AS w, k + 1, CAST(x AS TEXT) FROM t")
     ['sum', 'w', '?column?', 'x']
+    >>> output_names("SELECT 1 UNION SELECT 2 AS b")
+    ['?column?']
+    >>> output_names("SELECT NULL, NULL::int, trim(x), (SELECT max(v) FROM t), DATE '2024-01-01'")
+    ['?column?', 'int4', 'btrim', 'max', 'date']
+    >>> output_names("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS m FROM t")
+    ['m']
     """
     toks = tokenize(query)
     if not toks or toks[0].upper != "SELECT":
@@ -676,7 +684,10 @@ def output_names(query: str) -> list[str | None] | None:
     if cur.at("DISTINCT") or cur.at("ALL"):
         cur.pos += 1
         if cur.at("ON"):
-            return None
+            cur.pos += 1
+            if not cur.at("("):
+                return None
+            cur.pos = cur.matching() + 1
     stop = len(toks)
     depth = 0
     for j in range(cur.pos, len(toks)):
@@ -686,14 +697,21 @@ def output_names(query: str) -> list[str | None] | None:
         elif t.kind == "op" and t.text in ")]":
             depth -= 1
         elif depth == 0 and t.upper in ("FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT",
-                                        "UNION", "EXCEPT", "INTERSECT", "WINDOW", "OFFSET"):
+                                        "UNION", "EXCEPT", "INTERSECT", "WINDOW", "OFFSET") and not (
+                t.upper == "GROUP" and toks[j - 1].upper == "WITHIN"):  # an ordered-set aggregate's
             if t.upper in ("UNION", "EXCEPT", "INTERSECT"):
-                return None
+                return output_names(query[: t.start])
             stop = j
             break
+    depth = 0
     for j in range(stop, len(toks)):
-        if toks[j].upper in ("UNION", "EXCEPT", "INTERSECT"):
-            return None
+        t = toks[j]
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            depth -= 1
+        elif depth == 0 and t.upper in ("UNION", "EXCEPT", "INTERSECT"):
+            return output_names(query[: t.start])
     names: list[str | None] = []
     for a, b in _split(toks, cur.pos, stop, ","):
         item = toks[a:b]
@@ -793,7 +811,14 @@ def _figure_name(item: list[Token]) -> tuple[str, int]:
             return _type_name(item[j + 1 : -1]), 1
         return name, strength
     if len(item) >= 2 and item[0].text == "(" and closing(item, 0) == len(item) - 1:
+        if item[1].upper in ("SELECT", "WITH"):  # a scalar subquery: its own column's name
+            names = output_names(" ".join(t.text for t in item[1:-1]))
+            return (names[0], 2) if names and names[0] not in (None, "?column?") else ("?column?", 0)
         return _figure_name(item[1:-1])
+    if len(item) == 1 and item[0].kind == "word" and item[0].upper in ("NULL", "TRUE", "FALSE"):
+        return "?column?", 0
+    if len(item) == 2 and item[0].kind == "word" and item[1].kind == "string":
+        return _type_name(item[:1]), 1  # a typed literal (DATE '...') is named as a cast is
     if len(item) % 2 == 1 and all(
         (t.kind in ("word", "qident")) if j % 2 == 0 else t.text == "." for j, t in enumerate(item)
     ):
@@ -803,11 +828,20 @@ def _figure_name(item: list[Token]) -> tuple[str, int]:
                 and all(t.text == "." if j % 2 else t.kind in ("word", "qident") for j, t in enumerate(item[:at]))):
             end = closing(item, at + 1)
             if end == len(item) - 1 or (end > 0 and item[end + 1].upper in ("FILTER", "OVER", "WITHIN")):
+                if at == 0 and item[0].upper == "TRIM":  # PostgreSQL's grammar calls btrim/ltrim/rtrim
+                    return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(item[2].upper, "btrim"), 2
                 return item[at].name, 2
     if len(item) >= 3 and item[0].upper == "ARRAY" and item[1].text == "[" and closing(item, 1) == len(item) - 1:
         return "array", 2
     if item and item[0].upper == "CASE" and _case_ends_item(item):
         return "case", 1
+    if len(item) >= 4 and item[-1].text == "]":  # x[i]: subscripts name nothing, x does
+        depth = 0
+        for k in range(len(item) - 1, 0, -1):
+            depth += item[k].text == "]"
+            depth -= item[k].text == "["
+            if depth == 0:
+                return _figure_name(item[:k]) if item[k - 1].upper != "ARRAY" else ("?column?", 0)
     return "?column?", 0
 
 

@@ -158,6 +158,12 @@ _NO_TABLE = re.compile(r"Table with name (.+?) does not exist")
 _REFUSAL = re.compile(r"Invalid Input Error: (.* is not supported by colmz.*)", re.DOTALL)
 #: DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``).
 _TEXT_TO_NUMERIC = re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'")
+#: DuckDB's errors for a function it lacks, or lacks for these argument types: PostgreSQL
+#: has it (or raises its own error), so colmz refuses it by name rather than pass DuckDB's on.
+_NO_FUNCTION = re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name \"?(\w+)\"? does not exist")
+_NO_OVERLOAD = re.compile(r"Binder Error: No function matches the given name and argument types '(.+?)'\.")
+_NO_MACRO_OVERLOAD = re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)")
+_SHIFT_NEGATIVE = re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number")
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
 
 
@@ -208,12 +214,35 @@ def run_query(con, translated: str, t: int, form: str | None = None):
                 # PostgreSQL's words, without the text colmz generated around the cast
                 raise SQLError(f'invalid input syntax for type {_PG_TYPE_OF_DUCK[m.group(2)]}: '
                                f'"{m.group(1)}"') from None
+            refused = _refusal_of(str(e))
+            if refused:
+                raise UnsupportedSQL(refused) from None
             m = _NO_TABLE.search(str(e))
             if m:
                 # DuckDB's hint names its own catalog tables: only the name matters here.
                 raise SQLError(f"unknown catalog item {m.group(1)!r}") from None  # Materialize's words
             raise SQLError(str(e)) from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _refusal_of(error: str) -> str | None:
+    # The construct a DuckDB error shows colmz does not run as PostgreSQL does, named.
+    m = _NO_FUNCTION.search(error)
+    if m:
+        return f"{m.group(1)}() is not supported by colmz (DuckDB has no such function)"
+    m = _NO_OVERLOAD.search(error)
+    if m:
+        return (f"{m.group(1).replace('//', '/')} is not supported by colmz (DuckDB has no "
+                "function for these argument types)")
+    m = _NO_MACRO_OVERLOAD.search(error)
+    if m:
+        what = ("sum() of an aggregate (a window function over an aggregate)"
+                if m.group(1) == SUM_ARGUMENT else f"{m.group(1).removeprefix('__colmz_')}() with these arguments")
+        return f"{what} is not supported by colmz"
+    m = _SHIFT_NEGATIVE.search(error)
+    if m:
+        return f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"
+    return None
 
 
 #: Texts DuckDB confirmed to be one query (``check_one_query``), bounded.

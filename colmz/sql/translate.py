@@ -14,6 +14,14 @@
   runs differently are refused by name (:data:`UNSUPPORTED_FUNCTIONS`,
   :data:`UNSUPPORTED_OPERATORS`, jsonb ``@>``) with ``UnsupportedSQL``, never left to DuckDB's
   own error or a different answer.
+* PostgreSQL's errors and types where DuckDB answers otherwise: math functions whose domain
+  PostgreSQL checks (:data:`CHECKED_MATH`: a logarithm of zero raises, not ``-inf``), integer
+  casts of what may be text (:data:`INT_MACROS`: digits only, ``'2.5'::int`` raises), float
+  literals past their type's range, ``array_length`` of an empty array (NULL), ``every``
+  (``bool_and``), PostgreSQL's array text ``'{1,2}'::int[]``, interval text
+  (:data:`INTERVAL_TEXT`: ``-1 days``, ``mons``). Constructs DuckDB lacks (``#``, ``SIMILAR
+  TO``, three-argument ``array_to_string``) are refused by name; DuckDB's own "no such
+  function" errors become refusals naming the call in :func:`colmz.sql.run.run_query`.
 * Constructs rather than calls: LIKE/ILIKE get PostgreSQL's default backslash escape (an
   ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than LIKE);
   ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...; row comparisons
@@ -98,6 +106,7 @@ _TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT", "FLOAT": "DOUBLE"}
 UNSUPPORTED_FUNCTIONS = {
     "INITCAP": "DuckDB has no initcap",
     "REGEXP_MATCH": "DuckDB's regexp functions return other shapes than its text[]",
+    "REGEXP_MATCHES": "DuckDB's regexp_matches is a boolean test, not PostgreSQL's rows of text[]",
     "TO_CHAR": "DuckDB's strftime patterns are not PostgreSQL's templates",
     "DATE_BIN": "DuckDB has no date_bin",
     "OCTET_LENGTH": "DuckDB counts octets of BLOBs only",
@@ -108,11 +117,12 @@ UNSUPPORTED_FUNCTIONS = {
         "JSONB_ARRAY_LENGTH", "JSONB_AGG", "JSONB_OBJECT_AGG", "JSONB_STRIP_NULLS", "JSONB_SET",
         "JSONB_INSERT", "JSONB_PRETTY", "JSONB_PATH_QUERY", "TO_JSONB")},
 }
-#: jsonb operators DuckDB's JSON does not have, and what they are.
+#: Operators DuckDB lacks (jsonb's, integer xor), and what they are.
 UNSUPPORTED_OPERATORS = {
     "#>": "the jsonb path operator #>",
     "#>>": "the jsonb path operator #>>",
     "?": "the jsonb key operators ?, ?| and ?&",
+    "#": "the bitwise xor operator #",
 }
 #: Calls rewritten to PostgreSQL's meaning (see :func:`_rewrite_call`).
 FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT", "SUBSTR", "SUBSTRING",
@@ -199,12 +209,43 @@ def _translate_tokens(sql: str) -> str:
             raise UnsupportedSQL(
                 f"the jsonb containment operator {t.text} is not supported by colmz (only "
                 "between ARRAY[...] constructors or array casts, as DuckDB's list containment)")
+        if (t.kind == "string" and t.text.startswith("'") and i + 2 < len(toks)
+                and toks[i + 1].text == "::" and toks[i + 2].upper in _FLOAT_NAMES):
+            _check_float_literal(t.text, toks[i + 2].upper)
+        if t.kind == "string" and _ARRAY_TEXT.match(t.text) and _array_cast_follows(toks, i):
+            # PostgreSQL's array text '{1,2}' cast to an array: DuckDB reads lists as '[1,2]'.
+            pieces.append(sql[last : t.start])
+            pieces.append("'[" + t.text[2:-2] + "]'")
+            last = t.end
+            i += 1
+            continue
+        if up == "SIMILAR" and i + 1 < len(toks) and toks[i + 1].upper == "TO":
+            raise UnsupportedSQL("SIMILAR TO is not supported by colmz (DuckDB reads its pattern as "
+                                 "a regular expression: % and _ are not wildcards there)")
         if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
             raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
         if _is_call(toks, i):
             if up in UNSUPPORTED_FUNCTIONS:
                 raise UnsupportedSQL(
                     f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
+            if up == "EVERY":  # PostgreSQL's every is bool_and
+                pieces.append(sql[last : t.start])
+                pieces.append("bool_and")
+                last = t.end
+                i += 1
+                continue
+            if up in ("ARRAY_TO_STRING", "STRING_TO_ARRAY") and len(
+                    _arguments(sql, toks, i + 1, _closing(toks, i + 1))) == 3:
+                raise UnsupportedSQL(f"{t.text}() with a third argument (the text of NULL "
+                                     "elements) is not supported by colmz (DuckDB has no such argument)")
+            if up in CALL_MACROS:
+                # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an
+                # infinity where PostgreSQL raises; 0 for an empty array's length): the macro.
+                pieces.append(sql[last : t.start])
+                pieces.append(CALL_MACROS[up])
+                last = t.end
+                i += 1
+                continue
             if up == "SUM":
                 last = _sum_argument(toks, i, pieces, sql, last, inserts)
             elif up in FUNCTION_REWRITES:
@@ -240,6 +281,20 @@ def _closing(toks, open_at: int) -> int:
     return at
 
 
+#: PostgreSQL's text of a one-dimensional array whose elements need no quoting.
+_ARRAY_TEXT = re.compile(r"^'\{[^{}\[\]\"'\\]*\}'$")
+
+
+def _array_cast_follows(toks, i: int) -> bool:
+    # Whether the literal at ``i`` is cast to an array type (``::int[]``, ``::double precision[]``).
+    j = i + 2
+    if j >= len(toks) or toks[i + 1].text != "::":
+        return False
+    while j < len(toks) and toks[j].kind == "word":
+        j += 1
+    return j + 1 < len(toks) and j > i + 2 and toks[j].text == "[" and toks[j + 1].text == "]"
+
+
 def _arguments(sql: str, toks, open_at: int, close_at: int) -> list[str]:
     # The text of each top-level argument of the call whose parentheses are at the two tokens.
     args, depth, start = [], 0, toks[open_at].end
@@ -264,8 +319,13 @@ def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | No
         return f"trim({', '.join(args)})"
     if name in ("LPAD", "RPAD") and len(args) == 2:  # PostgreSQL pads with spaces by default
         return f"{name.lower()}({args[0]}, {args[1]}, ' ')"
-    if name == "TO_HEX":  # PostgreSQL prints lower-case digits
-        return f"lower(to_hex({', '.join(args)}))"
+    if name == "TO_HEX" and len(args) == 1:
+        # PostgreSQL prints lower-case digits, and an int4 (or int2) in 32 bits (-1 is ffffffff)
+        x = args[0]
+        if x.strip().isdigit():
+            return f"lower(to_hex({x}))"
+        return (f"lower(to_hex(CASE WHEN typeof({x}) IN ('INTEGER', 'SMALLINT', 'TINYINT') AND {x} < 0 "
+                f"THEN CAST({x} AS BIGINT) + 4294967296 ELSE {x} END))")
     if name == "EXTRACT" and len(args) == 1:
         words = args[0].split(None, 2)
         if len(words) == 3 and words[0].upper() == "SECOND" and words[1].upper() == "FROM":
@@ -900,6 +960,7 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "(PostgreSQL prints arrays as {1,2})') "
         "WHEN typeof(x) = 'BLOB' THEN error('the text of a bytea is not supported by colmz "
         "(PostgreSQL prints it as \\x and hex digits, DuckDB escapes bytes)') "
+        f"WHEN typeof(x) = 'INTERVAL' THEN {INTERVAL_TEXT}(TRY_CAST(x AS INTERVAL)) "
         "ELSE CAST(x AS \"varchar\") END")
 
 
@@ -932,7 +993,12 @@ FUNCTIONS = ((FLOAT8_TEXT_PY, _float8_text_arrow, ("DOUBLE",), "VARCHAR"),
 #: DOUBLE is refused) and of an average whose argument's type is the second argument
 #: (``MEAN_TEXT``); of a double (``FLOAT8_TEXT``, with :data:`FUNCTIONS`; a real's is
 #: the function ``FLOAT4_TEXT``).
+#: PostgreSQL's text of an interval from DuckDB's: months are ``mon(s)``, and -1 of a unit is
+#: plural (``-1 days``) as PostgreSQL prints it.
+INTERVAL_TEXT = RESERVED_PREFIX + "interval_text"
 TEXT_MACROS = (
+    f"CREATE OR REPLACE MACRO {INTERVAL_TEXT}(i) AS regexp_replace(replace(CAST(i AS VARCHAR), "
+    "' month', ' mon'), '(-1 (year|mon|day))\\b', '\\1s', 'g')",
     f"CREATE OR REPLACE MACRO {FLOAT8_TEXT}(d) AS CASE WHEN abs(d) >= 9007199254740992 "
     f"AND abs(d) < 1e38 THEN {FLOAT8_TEXT_PY}(d) ELSE {_float_digits('d', 15)} END",
     _text_macro(ANY_TEXT, f"{FLOAT8_TEXT}(TRY_CAST(x AS DOUBLE))"),
@@ -983,7 +1049,8 @@ def _rewrite_text_casts(sql: str) -> str:
 
 
 #: Where a text may hold a cast to text or boolean (a superset: the tokens decide).
-_MAY_CAST_TO_TEXT = re.compile(r"::\s*(text|varchar|string|bool)|\bcast\s*\(", re.IGNORECASE)
+_MAY_CAST_TO_TEXT = re.compile(r"::\s*(text|varchar|string|bool|int|bigint|smallint)"
+                               r"|\bcast\s*\(", re.IGNORECASE)
 
 
 _KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
@@ -998,6 +1065,8 @@ def _cast_rewrite(operand: str, target: str) -> str | None:
     toks = tokenize(operand)
     if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
         return None  # DuckDB reads 1.5 as DECIMAL (1e5 as DOUBLE: not plain), NULL as NULL
+    if target in _INT_TYPES:
+        return _pg_integer(operand, target) if _int_cast_checked(toks, target) else None
     if target in _BOOL_TYPES:
         if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
             word = toks[0].text[1:-1].replace("''", "'").strip().lower()
@@ -1007,14 +1076,19 @@ def _cast_rewrite(operand: str, target: str) -> str | None:
                 return "false"
             raise SQLError(f"invalid input syntax for type boolean: {toks[0].text}")
         if (len(toks) == 1 and toks[0].kind == "number") or (
-                len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES):
+                len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES) or (
+                toks[0].text in INT_MACROS.values() and _closing(toks, 1) == len(toks) - 1):
             return None  # a number, or a cast to a non-text type
         return _pg_boolean(operand)
     if len(toks) == 1 and (toks[0].kind == "string" or (
             toks[0].kind == "number" and "e" not in toks[0].text.lower())):
         return None  # a literal's text (DuckDB reads 1.5 as DECIMAL, 1e5 as DOUBLE)
     if len(toks) == 2 and toks[0].upper in _TYPED_LITERALS and toks[1].kind == "string":
-        return None
+        return f"{INTERVAL_TEXT}({operand})" if toks[0].upper == "INTERVAL" else None
+    if len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper == "INTERVAL":
+        return f"{INTERVAL_TEXT}({operand})"
+    if toks[0].text in INT_MACROS.values() and _closing(toks, 1) == len(toks) - 1:
+        return None  # an integer's text is DuckDB's
     if len(toks) >= 3 and toks[-2].text == "::":
         if toks[-1].upper in _KEPT_TEXT_TYPES:
             return None
@@ -1034,8 +1108,61 @@ def _plain_number(toks) -> bool:
 
 
 def _text_casts(sql: str, toks):
-    # Every cast to text or boolean, in order: (start, end, operand, target).
-    return _casts_to(sql, toks, _TEXT_TYPES + _BOOL_TYPES)
+    # Every cast to text, boolean, an integer or a float, in order: (start, end, operand, target).
+    return _casts_to(sql, toks, _TEXT_TYPES + _BOOL_TYPES + tuple(_INT_TYPES))
+
+
+#: Integer types and PostgreSQL's names of them (its messages name the type).
+_INT_TYPES = {"INT": "integer", "INTEGER": "integer", "INT4": "integer", "BIGINT": "bigint",
+              "INT8": "bigint", "SMALLINT": "smallint", "INT2": "smallint"}
+#: Float types (one-word spellings) and PostgreSQL's names of them.
+_FLOAT_NAMES = {"FLOAT8": "double precision", "FLOAT": "double precision", "DOUBLE": "double precision",
+                "FLOAT4": "real", "REAL": "real"}
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
+_FLOAT_SPECIALS = {"nan", "infinity", "inf", "+infinity", "+inf", "-infinity", "-inf"}
+
+
+#: The macro casting to each integer type as PostgreSQL reads text: digits only, blanks
+#: around them allowed (DuckDB rounds '2.5' to 3); other types cast as DuckDB casts them.
+#: DuckDB's spellings INT32 ... are not ones the cast rewrites read again.
+INT_MACROS = {name: f"{RESERVED_PREFIX}{duck.lower()}" for name, duck in (
+    ("integer", "INT32"), ("bigint", "INT64"), ("smallint", "INT16"))}
+_INT_TEXT_MACROS = tuple(
+    f"CREATE OR REPLACE MACRO {macro}(x) AS CASE WHEN typeof(x) = 'VARCHAR' AND NOT "
+    f"regexp_full_match(CAST(x AS VARCHAR), '\\s*[+-]?[0-9]+\\s*') THEN error('invalid input "
+    f"syntax for type {name}: \"' || CAST(x AS VARCHAR) || '\"') ELSE CAST(x AS {macro[len(RESERVED_PREFIX):].upper()}) END"
+    for name, macro in INT_MACROS.items())
+
+
+def _int_cast_checked(toks, target: str) -> bool:
+    # Whether the cast of ``toks`` to the integer ``target`` must check, when it runs, that
+    # text holds digits only (DuckDB rounds '2.5' to 3; PostgreSQL raises). A text literal
+    # is checked here (SQLError as PostgreSQL's); a number or a non-text cast needs nothing.
+    if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
+        raw = toks[0].text[1:-1].replace("''", "'")
+        if not _INT_TEXT.fullmatch(raw):
+            raise SQLError(f'invalid input syntax for type {_INT_TYPES[target]}: "{raw}"')
+        return False
+    return not (len(toks) == 1 and toks[0].kind == "number") and not (
+        len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES)
+
+
+def _check_float_literal(literal: str, target: str) -> None:
+    # PostgreSQL raises for a finite text past a float type's range ('1e400'::float8); DuckDB
+    # reads it as an infinity.
+    raw = literal[1:-1].replace("''", "'")
+    try:
+        value = float(raw)
+    except ValueError:
+        return  # DuckDB's cast rejects it as PostgreSQL does
+    limit = 3.4028234663852886e38 if _FLOAT_NAMES[target] == "real" else 1.7976931348623157e308
+    if raw.strip().lower() not in _FLOAT_SPECIALS and abs(value) > limit:
+        raise SQLError(f'"{raw}" is out of range for type {_FLOAT_NAMES[target]}')
+
+
+def _pg_integer(x: str, target: str) -> str:
+    # PostgreSQL's reading of ``x`` as an integer of ``target`` (see INT_MACROS).
+    return f"{INT_MACROS[_INT_TYPES[target]]}({x})"
 
 
 def _numeric_casts(sql: str, toks):
@@ -1098,9 +1225,17 @@ def _operand_start(toks, k: int) -> int | None:
                 else:
                     j = o - 1  # a subscript: its operand comes before
                     continue
+            elif o > 1 and toks[o - 1].upper in ("OVER", "FILTER") and toks[o - 2].text == ")":
+                j = o - 2  # f(...) OVER (...), f(...) FILTER (...): the call comes before
+                continue
+            elif o > 2 and toks[o - 1].upper == "GROUP" and toks[o - 2].upper == "WITHIN":
+                j = o - 3  # f(...) WITHIN GROUP (...)
+                continue
             elif o > 0 and (toks[o - 1].kind == "qident" or (
                     toks[o - 1].kind == "word" and toks[o - 1].upper not in _NOT_CALLS)):
                 j = o - 1  # a call's name
+            elif o > 0 and toks[o - 1].upper in ("EXISTS", "ARRAY"):
+                j = o - 1  # EXISTS (...) and ARRAY (...) are one operand in PostgreSQL's grammar
             else:
                 j = o
         elif t.upper == "END":  # CASE ... END: the operand is the whole CASE
@@ -1489,6 +1624,45 @@ _WIDE_INTS = ("BIGINT", "UBIGINT", "HUGEINT", "UHUGEINT")
 #: value's own scale).
 NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 
+#: Math functions whose domain PostgreSQL checks (it raises where DuckDB answers NaN or an
+#: infinity), called through the macros of :data:`MATH_MACROS` of the same arguments.
+CHECKED_MATH = {f: RESERVED_PREFIX + f.lower() for f in ("LN", "LOG", "LOG10", "SQRT", "EXP", "POWER", "POW")}
+_LOG_DOMAIN = ("WHEN {x} = 0 THEN error('cannot take logarithm of zero') "
+               "WHEN {x} < 0 THEN error('cannot take logarithm of a negative number') ")
+_FLOAT_RANGE = ("CASE WHEN typeof({x}) LIKE 'DECIMAL%' THEN error('{f}() of a numeric whose result is "
+                "past the range of a double is not supported by colmz') "
+                "ELSE error('value out of range: {how}') END")
+_POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a negative power is undefined') "
+          "WHEN x < 0 AND y <> floor(y) THEN error('a negative number raised to a non-integer power "
+          "yields a complex result') WHEN isinf(power(x, y)) AND NOT isinf(CAST(x AS DOUBLE)) "
+          "AND NOT isinf(CAST(y AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x + y", f="power", how="overflow")
+          + " ELSE power(x, y) END")
+#: PostgreSQL's domain errors, with its messages (``src/backend/utils/adt/float.c`` and
+#: ``numeric.c``): a logarithm of zero or a negative, a square root of a negative, a power
+#: that is complex or undefined, an ``exp`` or ``power`` past the range of a double
+#: (refused for a numeric argument, whose PostgreSQL result is a numeric beyond it; its
+#: underflow answers 0). NaN passes through as in PostgreSQL. An argument appears more than
+#: once in a macro: a volatile one (``random()``) is evaluated more than once.
+MATH_MACROS = (
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LN']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LOG10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LOG']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")
+    + "ELSE log10(x) END, (b, x) AS CASE " + _LOG_DOMAIN.format(x="b") + _LOG_DOMAIN.format(x="x")
+    + "WHEN b = 1 THEN error('division by zero') ELSE ln(x) / ln(b) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['SQRT']}(x) AS CASE WHEN x < 0 THEN "
+    "error('cannot take square root of a negative number') ELSE sqrt(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['EXP']}(x) AS CASE WHEN isinf(exp(x)) AND NOT "
+    "isinf(CAST(x AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x", f="exp", how="overflow")
+    + " WHEN exp(x) = 0 AND NOT isinf(CAST(x AS DOUBLE)) AND typeof(x) NOT LIKE 'DECIMAL%' "
+    "THEN error('value out of range: underflow') ELSE exp(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['POWER']}" + _POWER,
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['POW']}" + _POWER,
+    # PostgreSQL's array_length of an empty array (of the dimension asked) is NULL.
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS nullif(array_length(a, d), 0)",
+)
+#: Calls made calls of a colmz macro of the same arguments (:data:`MATH_MACROS`).
+CALL_MACROS = {**CHECKED_MATH, "ARRAY_LENGTH": RESERVED_PREFIX + "array_length"}
+
 #: Macros every colmz connection defines (:func:`colmz.sql.connect`), overloaded by the
 #: argument's type, which DuckDB resolves when it binds the query (a macro's argument
 #: holding an aggregate cannot be resolved so: these take row values only).
@@ -1496,7 +1670,7 @@ NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 #: sum of int8 is numeric, so dividing it is numeric division, not the integer division
 #: DuckDB's ``HUGEINT`` sum gets); smaller integers stay integers (their sum is bigint in
 #: PostgreSQL); other types are summed as they are.
-MACROS = TEXT_MACROS + (BYTEA_INPUT_MACRO,
+MACROS = TEXT_MACROS + MATH_MACROS + _INT_TEXT_MACROS + (BYTEA_INPUT_MACRO,
     f"CREATE OR REPLACE MACRO {SUM_ARGUMENT}"
     + ", ".join(f"(x {t}) AS x" for t in _SMALL_INTS) + ", "
     + ", ".join(f"(x {t}) AS CAST(x AS DECIMAL(38,0))" for t in _WIDE_INTS)

@@ -1,0 +1,104 @@
+"""Where DuckDB would raise its own error for a query PostgreSQL answers, colmz answers as
+PostgreSQL does or refuses the construct by name (``UnsupportedSQL``): answers and refusals
+pinned by running them (colmz/sql/translate.py's rules, colmz/sql/run.py's reading of
+DuckDB's errors, colmz/sql/numeric.py's fold of parenthesized constants).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("duckdb", reason="colmz's SQL needs duckdb (pip install 'colmz[sql]')")
+
+from colmz.sql import SQLError, UnsupportedSQL, connect, run_query, translate  # noqa: E402
+
+_CON = []
+
+
+def run(sql: str):
+    if not _CON:
+        _CON.append(connect())
+    table, _ = run_query(_CON[0], translate(sql), 0)
+    return table.column_names, [tuple(c[i].as_py() for c in table.columns) for i in range(table.num_rows)]
+
+
+@pytest.mark.parametrize(("sql", "rows"), [
+    ("SELECT every(x > 1) AS e, every(x > 0) AS f FROM (VALUES (1), (2)) v(x)", [(False, True)]),
+    ("SELECT EXISTS (SELECT 1)::text AS t, EXISTS (SELECT 1 WHERE false)::text AS f", [("true", "false")]),
+    ("SELECT '{1,2,3}'::int[] AS a, '{}'::int[] AS b, '{a, b}'::text[] AS c", [([1, 2, 3], [], ["a", "b"])]),
+    ("SELECT 1 = ANY ('{}'::int[]) AS a, 2 = ANY ('{1,2}'::bigint[]) AS b", [(False, True)]),
+    ("SELECT array_length('{}'::int[], 1) AS e, array_length(ARRAY[1, 2], 1) AS l", [(None, 2)]),
+    ("SELECT * FROM (VALUES (1), (2.5)) v(x) ORDER BY 1", [(1, ), (2.5, )]),
+    ("SELECT sum(x) AS s FROM (VALUES (1), (2), (3.5)) v(x)", [(6.5,)]),
+])
+def test_answers_as_postgres(sql, rows):
+    _, got = run(sql)
+    assert [tuple(float(v) if type(v).__name__ == "Decimal" else v for v in r) for r in got] == rows
+
+
+@pytest.mark.parametrize(("sql", "construct"), [
+    ("SELECT 5 # 3", "the bitwise xor operator #"),
+    ("SELECT array_to_string(ARRAY['a', NULL], ',', '*')", r"array_to_string\(\) with a third argument"),
+    ("SELECT string_to_array('a,b', ',', 'b')", r"string_to_array\(\) with a third argument"),
+    ("SELECT regexp_matches('a1', '[0-9]')", r"regexp_matches\(\)"),
+    ("SELECT quote_literal('x')", r"quote_literal\(\) is not supported by colmz \(DuckDB has no such function\)"),
+    ("SELECT INTERVAL '1 hour' / 2", r"/\(INTERVAL, INTEGER_LITERAL\) is not supported by colmz"),
+    ("SELECT s, sum(sum(x)) OVER () FROM (VALUES ('a', 1::bigint)) v(s, x) GROUP BY s",
+     r"sum\(\) of an aggregate"),
+    ("SELECT -1 << 2", "a left shift of a negative number"),
+])
+def test_refused_by_name(sql, construct):
+    with pytest.raises(UnsupportedSQL, match=construct):
+        run(sql)
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("SELECT '2.5'::int", 'invalid input syntax for type integer: "2.5"'),
+    ("SELECT CAST('1e2' AS bigint)", 'invalid input syntax for type bigint: "1e2"'),
+    ("SELECT t::smallint FROM (VALUES ('7'), ('2.5')) v(t)", 'invalid input syntax for type smallint: "2.5"'),
+    ("SELECT '1e400'::float8", '"1e400" is out of range for type double precision'),
+    ("SELECT '-1e39'::real", '"-1e39" is out of range for type real'),
+])
+def test_text_casts_postgres_rejects_raise(sql, message):
+    # DuckDB rounds text with a fraction to an integer and reads a float past its range as
+    # an infinity; PostgreSQL raises, and so does colmz, with PostgreSQL's message.
+    with pytest.raises(SQLError, match=message) as e:
+        run(sql)
+    assert not isinstance(e.value, UnsupportedSQL)
+
+
+def test_text_casts_postgres_accepts_answer():
+    assert run("SELECT ' 42 '::int AS a, '+7'::int8 AS b, 2.5::int AS c, CAST(CAST(x AS text) AS integer) AS d, "
+               "'Infinity'::float8 AS e, '1e300'::float8 AS f, t::int AS g "
+               "FROM (VALUES (5, '-3')) v(x, t)")[1] == [(42, 7, 3, 5, float("inf"), 1e300, -3)]
+
+
+def test_cast_of_a_window_filter_or_ordered_set_call_takes_the_whole_call():
+    # f(...) OVER (...)::t casts the window function's value (the cast's operand reached
+    # back only to the OVER's parentheses: a parser error).
+    names, rows = run("SELECT row_number() OVER (ORDER BY x)::bigint AS r, "
+                      "count(*) FILTER (WHERE x > 1) OVER ()::text AS c "
+                      "FROM (VALUES (1), (2), (3)) v(x) ORDER BY 1")
+    assert names == ["r", "c"] and rows == [(1, "2"), (2, "2"), (3, "2")]
+    assert run("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x)::text AS m "
+               "FROM (VALUES (1), (2), (3)) v(x)")[1] == [("2",)]
+
+
+def test_to_hex_prints_an_int4_in_32_bits():
+    assert run("SELECT to_hex(-1) AS a, to_hex(-1::bigint) AS b, to_hex(255) AS c, to_hex(x) AS d "
+               "FROM (VALUES (-2::smallint)) v(x)")[1] == [("ffffffff", "ffffffffffffffff", "ff", "fffffffe")]
+
+
+def test_similar_to_is_refused():
+    # DuckDB's SIMILAR TO reads the pattern as a regular expression: 'abc' SIMILAR TO 'a%'
+    # was false (PostgreSQL: true).
+    with pytest.raises(UnsupportedSQL, match="SIMILAR TO is not supported by colmz"):
+        run("SELECT 'abc' SIMILAR TO 'a%'")
+
+
+def test_interval_text_is_postgres():
+    # PostgreSQL prints months as mon(s) and -1 of a unit as plural; DuckDB as month(s), -1 day.
+    assert run("SELECT (-INTERVAL '1 day')::text AS a, INTERVAL '1 year 2 months'::text AS b, "
+               "CAST(INTERVAL '1 month' AS text) AS c, 'x' || INTERVAL '-1 year -1 month' AS d, "
+               "'-11 days'::interval::text AS e, INTERVAL '90 seconds'::text AS f")[1] == [
+        ("-1 days", "1 year 2 mons", "1 mon", "x-1 years -1 mons", "-11 days", "00:01:30")]
