@@ -21,8 +21,10 @@ operator                 rule                                        state
 ``ViewSink``             desired − persisted via ``Correction``       the correction buffer
 =======================  ==========================================  ============================
 
-The relational plan that builds these from a view's SQL, scalar expressions through
-``colmz.sql.translate`` and durable state are not here yet.
+``colmz.dataflow.plan`` builds a view's relational plan from its SQL (``plan``), prints it
+(``Plan.explain``) and renders it into these operators (``render``) for the incremental
+subset its docstring lists; the rest is a ``Fallback`` naming its reason. Scalar expressions
+through ``colmz.sql.translate``, rendering a Fallback and durable state are not here yet.
 """
 
 from colmz.dataflow.accumulable import (
