@@ -79,6 +79,7 @@ from colmz.dataflow.step import as_schema
 from colmz.dataflow.topk import OrderBy
 from colmz.dataflow.topk import TopK as TopKOp
 from colmz.order import ColumnSpec
+from colmz.rollback import undone_on_error
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 from colmz.updates import SchemaError, Updates, widen
 
@@ -405,6 +406,23 @@ class _Scope:
 
     def column(self, e: Expression) -> str:
         parts = e.name
+        try:
+            return self.exact(parts)
+        except PlanError:
+            # DuckDB's tree does not tell "K" from K: a name found only ignoring case may be
+            # an unquoted identifier PostgreSQL folds to lower case -- not decided here.
+            folded = tuple(p.lower() for p in parts)
+            if folded != parts:
+                try:
+                    self.exact(folded)
+                except PlanError:
+                    pass
+                else:
+                    raise _Unsupported(f"column reference {'.'.join(parts)!r} matched only ignoring case "
+                                       "(quoted and unquoted identifiers are not told apart)") from None
+            raise
+
+    def exact(self, parts: tuple[str, ...]) -> str:
         if len(parts) == 1:
             hits = [s.columns[parts[0]][0] for s in self.sources if parts[0] in s.columns]
             if len(hits) > 1:
@@ -517,6 +535,9 @@ class _Planner:
             if len(t.name) != 1:
                 raise _Unsupported(f"table name {'.'.join(t.name)!r} with a schema or catalog")
             name = t.name[0]
+            if name not in self.schemas and name.lower() in self.schemas:
+                raise _Unsupported(f"table {name!r} matched only ignoring case "
+                                   "(quoted and unquoted identifiers are not told apart)")
             if name not in self.schemas:
                 raise PlanError(f"relation {name!r} does not exist among the schemas {sorted(self.schemas)}")
             if t.column_aliases:
@@ -556,6 +577,9 @@ class _Planner:
             raise _Unsupported(f"{t.join_type} join")
         left, lsrc, lconds = self.table(t.children[0])
         right, rsrc, rconds = self.table(t.children[1])
+        twice = {s.alias for s in lsrc} & {s.alias for s in rsrc}
+        if twice:
+            raise PlanError(f"table name {sorted(twice)[0]!r} specified more than once (give each an alias)")
         conds = [c for e in t.expressions for c in _conjuncts(e)]
         if kind == "inner":
             # one multiway inner join; conditions placed once the whole FROM is known
@@ -707,6 +731,15 @@ class _Planner:
                 if not 1 <= i <= len(q.items):
                     raise PlanError(f"GROUP BY position {i} is not in the select list")
                 g = q.items[i - 1]
+            if g.cls == "COLUMN_REF" and len(g.name) == 1:
+                # PostgreSQL reads an input column first, then a select item's alias
+                try:
+                    scope.column(g)
+                except PlanError:
+                    named = [e for e in q.items if e.alias == g.name[0]]
+                    if not named:
+                        raise
+                    g = named[0]
             if g.cls != "COLUMN_REF":
                 raise _Unsupported(f"GROUP BY {self.span(g)!r}: an expression needing SQL")
             c = scope.column(g)
@@ -1005,11 +1038,26 @@ class Pipeline:
     delta at ``time`` (``deltas``: table name -> ``Updates`` of that table's columns; a table
     without one has an empty delta). ``schema`` is the view's columns."""
 
+    #: Every operator, each saved and rolled back in place: a step that raises in one
+    #: operator leaves all of them as they were.
+    ROLLBACK_FIELDS = ("_operators",)
+
     def __init__(self, p: Plan):
         self.plan = p
         self.tables = dict(p.tables)
         self._root = _render(p.root, self.tables)
         self.schema: Schema = self._root.schema
+        self._operators: list = []
+        stack = [self._root]
+        while stack:
+            s = stack.pop()
+            self._operators.append(s.op)
+            stack.extend(s.inputs)
+
+    @property
+    def operators(self) -> list:
+        """The operators, root first (for inspection and their work counters)."""
+        return list(self._operators)
 
     def step(self, time, deltas: Mapping[str, Updates]) -> Updates:
         if not isinstance(deltas, Mapping):
@@ -1018,7 +1066,8 @@ class Pipeline:
             if name not in self.tables:
                 raise ValueError(f"deltas names table {name!r}, which the view does not read "
                                  f"(it reads {sorted(self.tables)})")
-        return self._root.step(time, deltas, self.tables)
+        with undone_on_error(self):
+            return self._root.step(time, deltas, self.tables)
 
 
 def render(p: Plan) -> Pipeline:
