@@ -26,8 +26,8 @@ The incremental subset today: single-table queries and equi-joins (inner, ``LEFT
 ``RIGHT``, ``FULL``; comma joins with ``WHERE`` equalities); ``WHERE`` and ``HAVING``
 conjunctions of a column compared with a constant of its type and ``IS [NOT] NULL`` (what
 :class:`colmz.dataflow.MapFilter` evaluates natively); ``GROUP BY`` columns with ``count``,
-``sum``, ``avg``, ``bool_and``, ``bool_or``, the variances (one reduce type per query:
-accumulable or min/max); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OFFSET``
+``sum``, ``avg``, ``bool_and``, ``bool_or``, the variances, ``min``, ``max`` (both types in one
+query as a collation of two reduces joined per group, as Materialize does); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OFFSET``
 (``ORDER BY`` without them orders nothing a view keeps and is dropped, as Materialize does);
 ``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming. Every other construct --
 scalar expressions needing SQL, ``WITH``, subqueries in expressions, window functions,
@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from colmz.dataflow import accumulable as acc
+from colmz.dataflow.collate import Collation
 from colmz.dataflow.distinct import Distinct as DistinctOp
 from colmz.dataflow.distinct import Threshold as ThresholdOp
 from colmz.dataflow.join import DeltaJoin
@@ -83,7 +84,7 @@ from colmz.rollback import undone_on_error
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 from colmz.updates import SchemaError, Updates, widen
 
-__all__ = ["Aggregate", "Distinct", "Fallback", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
+__all__ = ["Aggregate", "CollatedReduce", "Distinct", "Fallback", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
            "Node", "Pipeline", "Plan", "PlanError", "Reduce", "Comparison", "Threshold", "TopK", "Union",
            "plan", "render"]
 
@@ -226,7 +227,9 @@ class Reduce(Node):
         return (self.input,)
 
     def describe(self) -> str:
-        return f"Reduce group_by=[{', '.join(self.group_by)}] aggregates=[{', '.join(map(str, self.aggregates))}]"
+        kinds = {a.reduction for a in self.aggregates}
+        how = " (collation of accumulable and hierarchical)" if len(kinds) > 1 else ""
+        return f"Reduce group_by=[{', '.join(self.group_by)}] aggregates=[{', '.join(map(str, self.aggregates))}]{how}"
 
     def cost(self) -> str:
         return INCREMENTAL if all(a.reduction == "accumulable" for a in self.aggregates) else PER_GROUP
@@ -809,9 +812,6 @@ class _Planner:
                 for c in h.children:
                     if c.cls == "FUNCTION":
                         having_column(c)
-        kinds = {a.reduction for a in aggs}
-        if len(kinds) > 1:
-            raise _Unsupported("a GROUP BY mixing min/max with accumulable aggregates (collation of reduce types absent)")
         out_schema = self.reduce_schema(node.schema, group, aggs)
         red = Reduce(out_schema, node, tuple(group), tuple(aggs))
         if having:
@@ -962,8 +962,31 @@ def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
 # ---------------------------------------------------------------------------- rendering
 
 
+class CollatedReduce:
+    """A reduce whose aggregates are of both types: an ``AccumulableReduce`` and a
+    ``MinMaxReduce`` over the same input, their rows joined per group by a
+    :class:`~colmz.dataflow.collate.Collation` (Materialize's ``ReducePlan::Collation``),
+    output columns in the order of ``order``."""
+
+    ROLLBACK_FIELDS = ("accumulable", "hierarchical", "collation", "project")
+
+    def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
+        self.accumulable = _reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "accumulable"))
+        self.hierarchical = _reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "hierarchical"))
+        self.collation = Collation([self.accumulable.schema, self.hierarchical.schema], list(group))
+        self.project = MapFilterOp(self.collation.schema, select=[*group, *(a.name for a in aggs)])
+        self.schema = self.project.schema
+
+    def step(self, time, delta: Updates) -> Updates:
+        return self.project.step(time, self.collation.step(
+            time, self.accumulable.step(time, delta), self.hierarchical.step(time, delta)))
+
+
 def _reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
-    if all(a.reduction == "hierarchical" for a in aggs) and aggs:
+    kinds = {a.reduction for a in aggs}
+    if len(kinds) > 1:
+        return CollatedReduce(schema, group, aggs)
+    if kinds == {"hierarchical"}:
         return MinMaxReduce(schema, list(group), {a.name: _HIERARCHICAL[a.function](a.column) for a in aggs})
     return acc.AccumulableReduce(schema, list(group),
                                  {a.name: (_ACCUMULABLE[a.function](a.column) if a.column is not None
