@@ -13,7 +13,9 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
 * :class:`MapFilter` -- a fused segment: native predicates ANDed, then a projection;
 * :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates. Inner
   joins are flattened into one multiway join whose keys are the ``ON`` and ``WHERE``
-  equalities between inputs (so ``FROM t, u WHERE t.k = u.k`` is an equi-join);
+  equalities between inputs (so ``FROM t, u WHERE t.k = u.k`` is an equi-join); their other
+  native conjuncts each read one input and are pushed below the join onto it (so the
+  residual is empty today: it is where predicates over several inputs will go);
 * :class:`Reduce` -- ``GROUP BY`` columns and aggregates, each classified as
   ``src/compute-types/src/plan/reduce.rs`` does: *accumulable* (``count``, ``sum``, ``avg``,
   ``bool_and/or``, variances), *hierarchical* (``min``, ``max``) or *basic* (the rest);
@@ -661,7 +663,14 @@ class _Planner:
         if len(reach) != len(node.inputs_):
             raise _Unsupported("a cross join (inputs not connected by equalities)")
         self.check_keys(on, node.schema)
-        return Join(node.schema, node.inputs_, "inner", tuple(on), tuple(residual))
+        # a native predicate reads one column, so one input: pushed below the join (its
+        # arrangement holds only the rows that can match), as Materialize's predicate pushdown
+        pushed: dict[int, list[Predicate]] = {}
+        for p in residual:
+            pushed.setdefault(owner[p.column], []).append(p)
+        inputs = tuple(MapFilter(n.schema, n, tuple(pushed[i]), None) if i in pushed else n
+                       for i, n in enumerate(node.inputs_))
+        return Join(node.schema, inputs, "inner", tuple(on))
 
     # ---- SELECT
 
@@ -938,9 +947,10 @@ def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
     ...          {"t": {"k": pa.int64()}, "u": {"k": pa.int64(), "w": pa.string()}})
     >>> print(p.explain())
     MapFilter select=[t.k AS k, u.w AS w]  -- incremental O(delta)
-      Join inner on=[t.k = u.k] residual=[u.w IS NOT NULL] (delta join, inputs arranged by key)  -- incremental O(delta)
+      Join inner on=[t.k = u.k] (delta join, inputs arranged by key)  -- incremental O(delta)
         Get t AS t (k AS t.k)  -- incremental O(delta)
-        Get u AS u (k AS u.k, w AS u.w)  -- incremental O(delta)
+        MapFilter where=[u.w IS NOT NULL]  -- incremental O(delta)
+          Get u AS u (k AS u.k, w AS u.w)  -- incremental O(delta)
     >>> plan("SELECT upper(w) FROM u", {"u": {"w": pa.string()}}).fallbacks()[0].reason
     "select item 'upper(w)': a scalar expression needing SQL"
     """

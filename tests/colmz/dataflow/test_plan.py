@@ -149,7 +149,9 @@ def test_plan_shapes():
     # comma join with WHERE equalities: one inner join, the other conjunct a residual
     p = plan("SELECT a.k, b.w FROM t AS a, u AS b WHERE a.k = b.k AND b.w <> 'x'", SCHEMAS)
     j = p.root.input
-    assert isinstance(j, Join) and j.kind == "inner" and j.on == (("a.k", "b.k"),) and len(j.residual) == 1
+    assert isinstance(j, Join) and j.kind == "inner" and j.on == (("a.k", "b.k"),) and j.residual == ()
+    assert [type(i).__name__ for i in j.inputs] == ["Get", "MapFilter"]  # b.w <> 'x' pushed onto b
+    assert [str(p) for p in j.inputs[1].where] == ["b.w <> 'x'"]
     # three inner joins flatten into one multiway join
     j = plan("SELECT t.k FROM t JOIN u ON t.k = u.k JOIN r ON r.k = u.k", SCHEMAS).root.input
     assert isinstance(j, Join) and len(j.inputs) == 3
