@@ -86,7 +86,7 @@ from colmz.rollback import undone_on_error
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 from colmz.updates import SchemaError, Updates, widen
 
-__all__ = ["Aggregate", "CollatedReduce", "Distinct", "Fallback", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
+__all__ = ["Aggregate", "CollatedReduce", "Distinct", "Fallback", "fused", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
            "Node", "Pipeline", "Plan", "PlanError", "Reduce", "Comparison", "Threshold", "TopK", "Union",
            "plan", "render"]
 
@@ -364,6 +364,29 @@ class Plan:
         return "\n".join(lines)
 
 
+def _renamed(p: Predicate, source: dict[str, str]) -> Predicate:
+    if isinstance(p, Comparison):
+        return Comparison(source[p.column], p.op, p.value)
+    return IsNullPredicate(source[p.column], p.negated)
+
+
+def fused(schema: Schema, input: Node, where: tuple[Predicate, ...], select) -> MapFilter:
+    """A :class:`MapFilter` node over ``input``, fused with ``input`` when it is one: one
+    segment filters then projects, so ``select(where2(select1(where1(X))))`` is
+    ``select'(where1 AND where2'(X))`` with ``where2``'s and ``select``'s columns read
+    through ``select1`` (Materialize fuses MapFilterProject the same way)."""
+    where = tuple(where)
+    select = None if select is None else tuple(select)
+    if isinstance(input, MapFilter):
+        inner = input
+        if inner.select is not None:
+            source = {n: s for s, n in inner.select}
+            where = tuple(_renamed(p, source) for p in where)
+            select = inner.select if select is None else tuple((source[s], n) for s, n in select)
+        return MapFilter(schema, inner.input, inner.where + where, select)
+    return MapFilter(schema, input, where, select)
+
+
 # ---------------------------------------------------------------------------- binding
 
 _COMPARE_OPS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
@@ -563,7 +586,7 @@ class _Planner:
             if isinstance(inner, Fallback):
                 raise _Unsupported(f"subquery {t.alias!r}: {inner.reason}")
             cols = tuple((c.name, f"{t.alias}.{c.name}") for c in inner.schema)
-            node = MapFilter(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner,
+            node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner,
                              (), cols)
             return node, [_Source(t.alias, {c.name: (p, c.type) for (_, p), c in zip(cols, inner.schema)})], []
         if t.type == "JOIN":
@@ -637,7 +660,7 @@ class _Planner:
                 return node
             types = {c.name: c.type for c in node.schema}
             preds = tuple(self.predicate(c, scope.column, types) for c in conds)
-            return MapFilter(node.schema, node, preds, None)
+            return fused(node.schema, node, preds, None)
         owner = {c.name: i for i, n in enumerate(node.inputs_) for c in n.schema}
         types = {c.name: c.type for c in node.schema}
         on, residual = [], []
@@ -668,7 +691,7 @@ class _Planner:
         pushed: dict[int, list[Predicate]] = {}
         for p in residual:
             pushed.setdefault(owner[p.column], []).append(p)
-        inputs = tuple(MapFilter(n.schema, n, tuple(pushed[i]), None) if i in pushed else n
+        inputs = tuple(fused(n.schema, n, tuple(pushed[i]), None) if i in pushed else n
                        for i, n in enumerate(node.inputs_))
         return Join(node.schema, inputs, "inner", tuple(on))
 
@@ -714,7 +737,7 @@ class _Planner:
             node = self.place(node, sources, conds)
             if where:
                 types = {c.name: c.type for c in node.schema}
-                node = MapFilter(node.schema, node, tuple(self.predicate(c, scope.column, types) for c in where), None)
+                node = fused(node.schema, node, tuple(self.predicate(c, scope.column, types) for c in where), None)
         aggregated = bool(q.group_by) or q.having is not None or any(
             _is_aggregate(s) for e in q.items for s in e.walk())
         if aggregated:
@@ -732,7 +755,7 @@ class _Planner:
                     raise _Unsupported(f"select item {self.span(e)!r}: a scalar expression needing SQL")
         select = _unique(select)
         types = {c.name: c.type for c in node.schema}
-        node = MapFilter(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
+        node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
         return self.modifiers(node, q)
 
     def reduce(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
@@ -826,7 +849,7 @@ class _Planner:
         if having:
             rtypes = {c.name: c.type for c in out_schema}
             preds = tuple(self.predicate(h, having_column, rtypes) for h in having)
-            return MapFilter(out_schema, red, preds, None), select
+            return fused(out_schema, red, preds, None), select
         return red, select
 
     def reduce_schema(self, schema: Schema, group: list[str], aggs: list[Aggregate]) -> Schema:
@@ -895,7 +918,7 @@ class _Planner:
                 raise PlanError(f"each {q.setop} query must have the same number of columns: "
                                 f"{len(first)} and {len(b.schema)}")
             if [c.name for c in b.schema] != names:
-                b = MapFilter(tuple(ColumnSpec(n, c.type) for n, c in zip(names, b.schema)), b, (),
+                b = fused(tuple(ColumnSpec(n, c.type) for n, c in zip(names, b.schema)), b, (),
                               tuple((c.name, n) for c, n in zip(b.schema, names)))
             aligned.append(b)
         schema = aligned[0].schema

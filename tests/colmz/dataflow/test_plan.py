@@ -62,6 +62,7 @@ INCREMENTAL = [
     "SELECT t.*, u.w FROM t JOIN u ON t.k = u.k WHERE t.k > 1",
     "SELECT k, x FROM r WHERE x > 0.5 AND b = true",
     "SELECT v, k FROM t WHERE k = 1 AND 3 < v",
+    "SELECT q.j, q.v FROM (SELECT k AS j, v FROM t WHERE v > 0) q WHERE q.j IS NOT NULL",
     "SELECT t.k, r.x, u.w FROM t FULL JOIN r ON t.k = r.k JOIN u ON u.k = r.k",
     "SELECT max(v) AS hi, k, sum(v), count(*) FROM t GROUP BY k HAVING min(v) < 7",
     "SELECT min(x), count(*), max(k), bool_or(b) FROM r",
@@ -94,7 +95,7 @@ def test_corpus_coverage():
     planned = [plan(q, SCHEMAS) for q in INCREMENTAL]
     assert [p.fallbacks() for p in planned] == [[] for _ in planned]
     assert all(p.incremental for p in planned)
-    assert len(INCREMENTAL) == 32 and len(FALLBACK) == 18
+    assert len(INCREMENTAL) == 33 and len(FALLBACK) == 18
 
 
 @pytest.mark.parametrize("text,word", FALLBACK)
@@ -117,11 +118,14 @@ def test_explain_pins():
         "    MapFilter where=[t.v >= 0]  -- incremental O(delta)\n"
         "      Get t AS t (k AS t.k, v AS t.v, s AS t.s)  -- incremental O(delta)")
     assert plan("SELECT s, min(v) AS lo FROM t GROUP BY s HAVING max(k) IS NOT NULL", SCHEMAS).explain() == (
-        "MapFilter select=[t.s AS s, agg1 AS lo]  -- incremental O(delta)\n"
-        "  MapFilter where=[agg2 IS NOT NULL]  -- incremental O(delta)\n"
-        "    Reduce group_by=[t.s] aggregates=[agg1: min(t.v) hierarchical, agg2: max(t.k) hierarchical]"
+        "MapFilter where=[agg2 IS NOT NULL] select=[t.s AS s, agg1 AS lo]  -- incremental O(delta)\n"
+        "  Reduce group_by=[t.s] aggregates=[agg1: min(t.v) hierarchical, agg2: max(t.k) hierarchical]"
         "  -- per affected group\n"
-        "      Get t AS t (k AS t.k, v AS t.v, s AS t.s)  -- incremental O(delta)")
+        "    Get t AS t (k AS t.k, v AS t.v, s AS t.s)  -- incremental O(delta)")
+    # one fused segment: the subquery's filter and projection, the rename to q, the outer filter
+    assert plan("SELECT q.j FROM (SELECT k AS j, v FROM t WHERE v > 0) q WHERE q.j IS NULL", SCHEMAS).explain() == (
+        "MapFilter where=[t.v > 0 AND t.k IS NULL] select=[t.k AS j]  -- incremental O(delta)\n"
+        "  Get t AS t (k AS t.k, v AS t.v, s AS t.s)  -- incremental O(delta)")
     assert plan("SELECT a.k, b.w FROM t a LEFT JOIN u b ON a.k = b.k ORDER BY 1 DESC LIMIT 5", SCHEMAS).explain() == (
         "TopK order_by=[k DESC NULLS FIRST] limit=5 offset=0  -- per affected group\n"
         "  MapFilter select=[a.k AS k, b.w AS w]  -- incremental O(delta)\n"
