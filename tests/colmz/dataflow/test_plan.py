@@ -299,3 +299,25 @@ def test_a_step_that_raises_leaves_every_operator_as_it_was():
         pipe.step(2, {"t": dm.batch(T, [(1, big, "b")], [1], 2)})
     # had the join kept the failed row, deleting u's row would retract two joined rows
     assert pipe.step(3, {"u": dm.batch(U, [(1, "x")], [-1], 3)}).to_pylist() == [(1, big, 3, -1)]
+
+
+def test_a_one_row_change_costs_what_it_touches():
+    # 20 k rows of t in 2 k groups, u one row per key; then one row of t changes: the
+    # rendered join looks up one key, the reduce touches one group (work counters, not time).
+    from colmz.dataflow import AccumulableReduce, DeltaJoin
+
+    n = 20_000
+    p = plan("SELECT u.w, t.k, sum(t.v) AS s FROM t JOIN u ON t.k = u.k GROUP BY u.w, t.k", SCHEMAS)
+    pipe = render(p)
+    t_rows = [(i % 2000, i, "a") for i in range(n)]
+    u_rows = [(i, f"w{i % 7}") for i in range(2000)]
+    pipe.step(1, {"t": dm.batch(T, t_rows, [1] * n, 1), "u": dm.batch(U, u_rows, [1] * len(u_rows), 1)})
+    join = next(op for op in pipe.operators if isinstance(op, DeltaJoin))
+    reduce = next(op for op in pipe.operators if isinstance(op, AccumulableReduce))
+    found = sum(a.rows_found for a in join.arrangements.values())
+    touched = reduce.rows_touched
+    out = pipe.step(2, {"t": dm.batch(T, [(5, 5, "a")], [-1], 2)})
+    assert sorted(out.to_pylist()) == [("w5", 5, sum(range(5, n, 2000)) - 5, 2, 1),
+                                       ("w5", 5, sum(range(5, n, 2000)), 2, -1)]
+    assert sum(a.rows_found for a in join.arrangements.values()) - found == 1
+    assert reduce.rows_touched - touched <= 4
