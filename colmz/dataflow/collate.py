@@ -11,32 +11,32 @@ query's rows. Both hold one row per group that has input rows (and, without grou
 one global row from the first step on), so after a step a group has a row in both or in
 neither.
 
-State: the current row of each reduce per group, keyed by the group's values (``NULL`` is a
-key like any other, ``NaN`` equals ``NaN``, ``-0.0`` equals ``0.0``: the groups of
-``GROUP BY``, not the equalities of a join). A step applies each input's change (a group's
-old row retracted, its new row inserted) and, for the groups it touches, emits the old
-combined row retracted and the new one inserted: the cost is the affected groups'.
-A step that raises leaves the state as it was.
+State: each input arranged by the group key (a :class:`~colmz.dataflow.KeyedArrangement`,
+as ``MinMaxReduce`` arranges its input), so a step looks up only the groups its deltas touch
+and saving the state for a rollback costs the number of runs, not the groups. Groups are
+``GROUP BY``'s: ``NULL`` is a key like any other, ``NaN`` equals ``NaN``. A step reads each
+affected group's row of every input before and after applying the deltas and emits the old
+combined row retracted and the new one inserted: the cost is the affected groups'. A step
+that raises leaves the state as it was.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
+import numpy as np
+import pyarrow as pa
+
+from colmz.dataflow.keyed import KeyedArrangement
+from colmz.dataflow.regroup import affected_groups, group_rows
 from colmz.dataflow.step import Clock, as_schema, check_columns, check_delta, consolidated_at
 from colmz.errors import NegativeMultiplicity
-from colmz.order import ColumnSpec
+from colmz.ops import concat
+from colmz.order import ColumnSpec, decode_columns
 from colmz.rollback import undone_on_error
 from colmz.updates import Updates
 
 __all__ = ["Collation"]
-
-_NAN = ("NaN",)  # one key for every NaN (a tuple: no value of a column equals it)
-
-
-def _key(values: tuple) -> tuple:
-    return tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in values)
 
 
 class Collation:
@@ -60,7 +60,7 @@ class Collation:
     [(1, 5, 5, 2, -1), (1, 12, 7, 2, 1)]
     """
 
-    ROLLBACK_FIELDS = ("_rows", "_clock")
+    ROLLBACK_FIELDS = ("_arranged", "_clock")
 
     def __init__(self, inputs: Sequence, group_by: Sequence[str]):
         schemas = tuple(as_schema(s, f"inputs[{i}]") for i, s in enumerate(inputs))
@@ -80,8 +80,14 @@ class Collation:
         self.group_by = group
         self.input_schemas = schemas
         self.schema: tuple[ColumnSpec, ...] = head + tuple(c for s in schemas for c in s[len(group):])
-        self._rows: dict[tuple, tuple] = {}  # group key -> (group values, one row tuple or None per input)
+        self._group_specs = head
+        self._arranged = [KeyedArrangement(sch, group) for sch in schemas]
         self._clock = Clock()
+
+    @property
+    def arrangements(self) -> list[KeyedArrangement]:
+        """Each input arranged by the group key (for inspection and their work counters)."""
+        return list(self._arranged)
 
     def step(self, time, *deltas: Updates) -> Updates:
         """The combined rows' change at ``time`` for each input's change."""
@@ -89,47 +95,52 @@ class Collation:
         if len(deltas) != len(self.input_schemas):
             raise ValueError(f"a step of this collation takes {len(self.input_schemas)} deltas, got {len(deltas)}")
         checked = [check_delta(d, s, time, f"deltas[{i}]") for i, (d, s) in enumerate(zip(deltas, self.input_schemas))]
-        g = len(self.group_by)
+        groups = concat([Updates({g: d.column(g) for g in self.group_by}, d.time, d.diff, schema=self._group_specs,
+                                 copy=False) for d in checked if len(d)] or [Updates.empty(self._group_specs)])
+        if not len(groups):
+            self._clock.advance(time)
+            return Updates.empty(self.schema)
+        keys, layout = affected_groups(groups, self.group_by, False)
+        group_cols = decode_columns(keys, layout, self._group_specs)
         with undone_on_error(self):
-            before: dict[tuple, tuple] = {}
-            for i, d in enumerate(checked):
-                if not len(d):
+            before = self._rows_of(keys, layout)
+            for arr, d in zip(self._arranged, checked):
+                if len(d):
+                    arr.insert_checked(time, d)
+            after = self._rows_of(keys, layout)
+            out = []
+            for rows, diff in ((before, -1), (after, 1)):
+                both = np.flatnonzero(np.all([r >= 0 for r, _ in rows], axis=0))
+                if not len(both):
                     continue
-                names = [c.name for c in self.input_schemas[i]]
-                cols = [d.column(n).to_pylist() for n in names]
-                diffs = d.diff.tolist()
-                # a group's old row retracted before its new row is inserted
-                for r in sorted(range(len(diffs)), key=lambda r: diffs[r]):
-                    diff = diffs[r]
-                    row = tuple(c[r] for c in cols)
-                    key = _key(row[:g])
-                    entry = self._rows.get(key)
-                    if key not in before:
-                        before[key] = entry
-                    values, parts = entry if entry is not None else (row[:g], (None,) * len(checked))
-                    parts = list(parts)
-                    if diff == -1 and parts[i] is not None and _key(parts[i]) == _key(row[g:]):
-                        parts[i] = None
-                    elif diff == 1 and parts[i] is None:
-                        parts[i] = row[g:]
-                    else:
-                        raise NegativeMultiplicity(f"deltas[{i}] changes group {row[:g]} by {diff} where the "
-                                                   "group holds one row or none")
-                    if all(p is None for p in parts):
-                        self._rows.pop(key, None)
-                    else:
-                        self._rows[key] = (values, tuple(parts))
-            out_rows, out_diffs = [], []
-            for key, old in before.items():
-                new = self._rows.get(key)
-                for entry, diff in ((old, -1), (new, 1)):
-                    if entry is not None and all(p is not None for p in entry[1]):
-                        out_rows.append(entry[0] + tuple(v for p in entry[1] for v in p))
-                        out_diffs.append(diff)
-            result = consolidated_at(Updates({c.name: [r[j] for r in out_rows] for j, c in enumerate(self.schema)},
-                                             time=[time] * len(out_rows), diff=out_diffs, schema=self.schema), time)
+                take = pa.array(both)
+                cols = [c.take(take) for c in group_cols]
+                for (r, values) in rows:
+                    idx = pa.array(r[both])
+                    cols.extend(v.take(idx) for v in values)
+                out.append(Updates({c.name: col for c, col in zip(self.schema, cols)},
+                                   np.full(len(both), time, np.uint64), np.full(len(both), diff, np.int64),
+                                   schema=self.schema, copy=False))
+            result = consolidated_at(concat(out), time) if out else Updates.empty(self.schema)
             self._clock.advance(time)
         return result
+
+    def _rows_of(self, keys: np.ndarray, layout) -> list[tuple[np.ndarray, list[pa.Array]]]:
+        """Per input: the position of each key's one row among the found rows (-1: none)
+        and the found rows' value columns."""
+        g = len(self.group_by)
+        out = []
+        for i, arr in enumerate(self._arranged):
+            names = [c.name for c in self.input_schemas[i][g:]]
+            rows = group_rows(arr.lookup_words(keys, layout), names)
+            q = rows.column(rows.column_names[0]).to_numpy()
+            if len(q) and ((rows.diff != 1).any() or (q[1:] == q[:-1]).any()):
+                raise NegativeMultiplicity(f"deltas[{i}] leaves a group with more than one row: the "
+                                           "input of a collation holds one row per group")
+            pos = np.full(len(keys), -1, np.int64)
+            pos[q] = np.arange(len(q))
+            out.append((pos, [rows.column(n) for n in names]))
+        return out
 
     def __repr__(self) -> str:
         return f"Collation(group_by={list(self.group_by)}, inputs={len(self.input_schemas)})"

@@ -89,7 +89,7 @@ NOT_ROLLED_BACK.update({
     "_ByCount": {"schema"},
     "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs"},
     "ViewSink": {"schema", "collection"},
-    "Collation": {"group_by", "input_schemas", "schema"},
+    "Collation": {"group_by", "input_schemas", "schema", "_group_specs"},
     "CollatedReduce": {"schema"},
     # the plan, its tables and the rendered tree (whose operators are the rolled-back list)
     "Pipeline": {"plan", "tables", "_root", "schema"},

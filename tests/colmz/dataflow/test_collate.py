@@ -38,7 +38,7 @@ def test_groups_are_group_by_groups_null_and_nan_included():
 def test_a_step_that_raises_changes_nothing():
     c = Collation([A, B], ["g"])
     c.step(1, up(A, [(1.0, 1)], [1], 1), up(B, [(1.0, 5)], [1], 1))
-    with pytest.raises(NegativeMultiplicity, match="holds one row or none"):
+    with pytest.raises(NegativeMultiplicity, match="retracts rows it does not hold"):
         c.step(2, up(A, [(1.0, 1), (2.0, 7)], [-1, 1], 2), up(B, [(1.0, 9)], [-1], 2))  # (1.0, 9) never held
     out = c.step(2, up(A, [(1.0, 1)], [-1], 2), up(B, [(1.0, 5)], [-1], 2))
     assert out.to_pylist() == [(1.0, 1, 5, 2, -1)]
@@ -53,3 +53,20 @@ def test_a_step_that_raises_changes_nothing():
 def test_bad_inputs(inputs, group, match):
     with pytest.raises(ValueError, match=match):
         Collation(inputs, group)
+
+
+def test_two_rows_in_a_group_are_refused():
+    c = Collation([A, B], ["g"])
+    with pytest.raises(NegativeMultiplicity, match="more than one row"):
+        c.step(1, up(A, [(1.0, 1), (1.0, 2)], [1, 1], 1), up(B, [(1.0, 5)], [1], 1))
+    assert c.step(1, up(A, [(1.0, 1)], [1], 1), up(B, [(1.0, 5)], [1], 1)).to_pylist() == [(1.0, 1, 5, 1, 1)]
+
+
+def test_a_step_looks_up_only_the_groups_it_touches():
+    c = Collation([A, B], ["g"])
+    n = 5000
+    c.step(1, up(A, [(float(i), i) for i in range(n)], [1] * n, 1), up(B, [(float(i), i) for i in range(n)], [1] * n, 1))
+    found = sum(a.rows_found for a in c.arrangements)
+    out = c.step(2, up(A, [(7.0, 7), (7.0, 8)], [-1, 1], 2), up(B, [], [], 2))
+    assert out.to_pylist() == [(7.0, 7, 7, 2, -1), (7.0, 8, 7, 2, 1)]
+    assert sum(a.rows_found for a in c.arrangements) - found <= 6  # one group, both inputs, before and after
