@@ -15,6 +15,7 @@ operator                 rule                                        state
 ``OuterJoin``            inner ∪ unmatched rows padded with NULLs    the inner join's
 ``AccumulableReduce``    accumulators += Σ value·diff per group      ``Accumulators`` by group
 ``MinMaxReduce``         re-reduce affected groups                   input arranged by group
+``Collation``            reduces of both types joined per group      inputs arranged by group
 ``Distinct``             count 0 ↔ >0                                counts by row
 ``Threshold``            ``max(count, 0)``                           counts by row
 ``TopK``                 recompute affected groups' windows          input arranged by group
@@ -40,6 +41,7 @@ from colmz.dataflow.accumulable import (
     VarPop,
     VarSamp,
 )
+from colmz.dataflow.collate import Collation
 from colmz.dataflow.distinct import Distinct, Threshold
 from colmz.dataflow.join import DeltaJoin
 from colmz.dataflow.keyed import KeyedArrangement, Matches
@@ -56,6 +58,7 @@ __all__ = [
     "Avg",
     "BoolAnd",
     "BoolOr",
+    "Collation",
     "Column",
     "Compare",
     "Count",
