@@ -529,7 +529,27 @@ class _Planner:
 
     # ---- predicates
 
-    def predicate(self, e: Expression, column_of, types: dict[str, pa.DataType]) -> Predicate:
+    def predicates(self, e: Expression, column_of, types: dict[str, pa.DataType]) -> tuple[Predicate, ...]:
+        """The native predicates one conjunct is: ``x BETWEEN a AND b`` is ``x >= a AND x <= b``
+        (PostgreSQL's definition), a boolean column ``b`` is ``b = true`` and ``NOT b`` is
+        ``b = false`` (NULL drops the row either way); otherwise :meth:`predicate`."""
+        if e.cls == "BETWEEN" and e.type == "COMPARE_BETWEEN" and len(e.children) == 3:
+            x, lo, hi = e.children
+            if lo.cls == "CONSTANT" and hi.cls == "CONSTANT":
+                return tuple(self.predicate(Expression("COMPARISON", kind, e.start, e.end, (x, bound)),
+                                            column_of, types, self.span(e))
+                             for kind, bound in (("COMPARE_GREATERTHANOREQUALTO", lo),
+                                                 ("COMPARE_LESSTHANOREQUALTO", hi)))
+        negated = e.cls == "OPERATOR" and e.type == "OPERATOR_NOT" and len(e.children) == 1
+        bare = e.children[0] if negated else e
+        if bare.cls in ("COLUMN_REF", "FUNCTION") and (bare.cls == "COLUMN_REF" or _is_aggregate(bare)):
+            col = column_of(bare)
+            if not pa.types.is_boolean(types[col]):
+                raise _Unsupported(f"predicate {self.span(e)!r}: a {types[col]} value as a condition")
+            return (Comparison(col, "=", not negated),)
+        return (self.predicate(e, column_of, types),)
+
+    def predicate(self, e: Expression, column_of, types: dict[str, pa.DataType], text: str = "") -> Predicate:
         """A native predicate for ``e``; ``column_of(expr)`` binds its column side."""
         if e.cls == "OPERATOR" and e.type in ("OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL") and len(e.children) == 1:
             return IsNullPredicate(column_of(e.children[0]), e.type == "OPERATOR_IS_NOT_NULL")
@@ -538,20 +558,21 @@ class _Planner:
             op = _COMPARE_OPS[e.type]
             if a.cls == "CONSTANT" and b.cls != "CONSTANT":
                 a, b, op = b, a, _FLIPPED[op]
+            what = text or self.span(e)
             if b.cls != "CONSTANT" or b.literal is None:
-                raise _Unsupported(f"predicate {self.span(e)!r}: not a column compared with a constant")
+                raise _Unsupported(f"predicate {what!r}: not a column compared with a constant")
             col = column_of(a)
             value = b.literal.value if b.literal.kind != "NULL_LITERAL" else None
             if value is None:
-                raise _Unsupported(f"predicate {self.span(e)!r}: a comparison with NULL")
+                raise _Unsupported(f"predicate {what!r}: a comparison with NULL")
             t = types[col]
             v = _constant(value, t)
             if v is None:
-                raise _Unsupported(f"predicate {self.span(e)!r}: the constant is not of the column's type {t}")
+                raise _Unsupported(f"predicate {what!r}: the constant is not of the column's type {t}")
             if isinstance(v, float) and math.isnan(v):
-                raise _Unsupported(f"predicate {self.span(e)!r}: a NaN constant")
+                raise _Unsupported(f"predicate {what!r}: a NaN constant")
             if isinstance(v, str) and op not in ("=", "<>"):
-                raise _Unsupported(f"predicate {self.span(e)!r}: text ordered by the collation")
+                raise _Unsupported(f"predicate {what!r}: text ordered by the collation")
             return Comparison(col, op, v)
         raise _Unsupported(f"predicate {self.span(e)!r}: not a column compared with a constant or IS [NOT] NULL")
 
@@ -659,7 +680,7 @@ class _Planner:
             if not conds:
                 return node
             types = {c.name: c.type for c in node.schema}
-            preds = tuple(self.predicate(c, scope.column, types) for c in conds)
+            preds = tuple(q for c in conds for q in self.predicates(c, scope.column, types))
             return fused(node.schema, node, preds, None)
         owner = {c.name: i for i, n in enumerate(node.inputs_) for c in n.schema}
         types = {c.name: c.type for c in node.schema}
@@ -671,7 +692,7 @@ class _Planner:
                     raise _Unsupported(f"join condition {self.span(c)!r}: equates two columns of one input")
                 on.append(pair)
             else:
-                residual.append(self.predicate(c, scope.column, types))
+                residual.extend(self.predicates(c, scope.column, types))
         if not on:
             raise _Unsupported("a cross join (inputs not connected by equalities)")
         # connected?
@@ -737,7 +758,7 @@ class _Planner:
             node = self.place(node, sources, conds)
             if where:
                 types = {c.name: c.type for c in node.schema}
-                node = fused(node.schema, node, tuple(self.predicate(c, scope.column, types) for c in where), None)
+                node = fused(node.schema, node, tuple(q for c in where for q in self.predicates(c, scope.column, types)), None)
         aggregated = bool(q.group_by) or q.having is not None or any(
             _is_aggregate(s) for e in q.items for s in e.walk())
         if aggregated:
@@ -840,15 +861,14 @@ class _Planner:
         # HAVING may read aggregates the select list does not: add them before the reduce
         # is built (the predicates need its output types).
         for h in having:
-            if h.cls in ("COMPARISON", "OPERATOR"):
-                for c in h.children:
-                    if c.cls == "FUNCTION":
-                        having_column(c)
+            for sub in h.walk():
+                if _is_aggregate(sub):
+                    having_column(sub)
         out_schema = self.reduce_schema(node.schema, group, aggs)
         red = Reduce(out_schema, node, tuple(group), tuple(aggs))
         if having:
             rtypes = {c.name: c.type for c in out_schema}
-            preds = tuple(self.predicate(h, having_column, rtypes) for h in having)
+            preds = tuple(q for h in having for q in self.predicates(h, having_column, rtypes))
             return fused(out_schema, red, preds, None), select
         return red, select
 

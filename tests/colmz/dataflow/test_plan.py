@@ -66,6 +66,11 @@ INCREMENTAL = [
     "SELECT t.k, r.x, u.w FROM t FULL JOIN r ON t.k = r.k JOIN u ON u.k = r.k",
     "SELECT max(v) AS hi, k, sum(v), count(*) FROM t GROUP BY k HAVING min(v) < 7",
     "SELECT min(x), count(*), max(k), bool_or(b) FROM r",
+    "SELECT k, v FROM t WHERE v BETWEEN 0 AND 7 AND k BETWEEN 2 AND 1",
+    "SELECT k, v FROM t WHERE v BETWEEN -2 AND 4",
+    "SELECT k, x FROM r WHERE b AND x >= 0",
+    "SELECT k, x FROM r WHERE NOT b",
+    "SELECT k, count(*) FROM r GROUP BY k HAVING bool_or(b)",
 ]
 
 #: View bodies that must fall back, with a word their reason must hold.
@@ -88,6 +93,8 @@ FALLBACK = [
     ("SELECT k FROM t WHERE v > 1.5", "not of the column's type"),
     ("SELECT k, sum(v) FROM t GROUP BY k HAVING sum(v) > count(*)", "not a column compared with a constant"),
     ("SELECT 1", "without FROM"),
+    ("SELECT k FROM t WHERE v NOT BETWEEN 1 AND 2", "not a column compared with a constant"),
+    ("SELECT k FROM t WHERE v", "a int64 value as a condition"),
 ]
 
 
@@ -95,7 +102,7 @@ def test_corpus_coverage():
     planned = [plan(q, SCHEMAS) for q in INCREMENTAL]
     assert [p.fallbacks() for p in planned] == [[] for _ in planned]
     assert all(p.incremental for p in planned)
-    assert len(INCREMENTAL) == 33 and len(FALLBACK) == 18
+    assert len(INCREMENTAL) == 38 and len(FALLBACK) == 20
 
 
 @pytest.mark.parametrize("text,word", FALLBACK)
