@@ -25,16 +25,23 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   Fallback, never an approximation.
 
 The incremental subset today: single-table queries and equi-joins (inner, ``LEFT``,
-``RIGHT``, ``FULL``; comma joins with ``WHERE`` equalities); ``WHERE`` and ``HAVING``
-conjunctions of a column compared with a constant of its type and ``IS [NOT] NULL`` (what
+``RIGHT``, ``FULL``; comma joins with ``WHERE`` equalities; ``FROM`` subqueries);
+``WHERE`` and ``HAVING`` conjunctions of a column compared with a constant of its type,
+``IS [NOT] NULL``, ``BETWEEN`` constants and a boolean column as a condition (what
 :class:`colmz.dataflow.MapFilter` evaluates natively); ``GROUP BY`` columns with ``count``,
-``sum``, ``avg``, ``bool_and``, ``bool_or``, the variances, ``min``, ``max`` (both types in one
-query as a collation of two reduces joined per group, as Materialize does); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OFFSET``
+``sum``, ``avg``, ``bool_and``, ``bool_or``, the variances, ``min``, ``max`` (both reduction
+types in one query as a :class:`~colmz.dataflow.collate.Collation` of two reduces, as
+Materialize does); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OFFSET``
 (``ORDER BY`` without them orders nothing a view keeps and is dropped, as Materialize does);
 ``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming. Every other construct --
 scalar expressions needing SQL, ``WITH``, subqueries in expressions, window functions,
-``DISTINCT`` / ``FILTER`` aggregates, ``USING`` / ``NATURAL`` / cross joins, ... -- is a
-:class:`Fallback` whose reason names it.
+``DISTINCT`` / ``FILTER`` aggregates, ``USING`` / ``NATURAL`` / cross joins, ``INTERSECT``,
+text ordered by a collation, ... -- is a :class:`Fallback` whose reason names it.
+
+Adjacent MapFilter nodes are fused into one segment (:func:`fused`). ``Plan.explain()``
+prints one line per node, children indented, with its cost class: ``incremental O(delta)``
+(linear segments, joins, accumulable reduces, distinct), ``per affected group`` (reduces
+with ``min``/``max``, top-k) or ``recompute: <reason>`` (a Fallback).
 
 Names: a binding error (an unknown table or column, an ambiguous column) raises
 :class:`PlanError` naming it; an output column's name is its alias, its column's name or its
