@@ -102,6 +102,11 @@ def test_corpus_coverage():
     planned = [plan(q, SCHEMAS) for q in INCREMENTAL]
     assert [p.fallbacks() for p in planned] == [[] for _ in planned]
     assert all(p.incremental for p in planned)
+    for p in planned:  # one line per node, each with its cost class, children indented by two
+        lines = p.explain().splitlines()
+        assert all(ln.endswith(("-- incremental O(delta)", "-- per affected group")) for ln in lines), p.text
+        depths = [(len(ln) - len(ln.lstrip(" "))) // 2 for ln in lines]
+        assert depths[0] == 0 and all(b <= a + 1 for a, b in zip(depths, depths[1:])), p.text
     assert len(INCREMENTAL) == 38 and len(FALLBACK) == 20
 
 
