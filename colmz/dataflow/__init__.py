@@ -15,14 +15,17 @@ operator                 rule                                        state
 ``OuterJoin``            inner ∪ unmatched rows padded with NULLs    the inner join's
 ``AccumulableReduce``    accumulators += Σ value·diff per group      ``Accumulators`` by group
 ``MinMaxReduce``         re-reduce affected groups                   input arranged by group
+``Collation``            reduces of both types joined per group      inputs arranged by group
 ``Distinct``             count 0 ↔ >0                                counts by row
 ``Threshold``            ``max(count, 0)``                           counts by row
 ``TopK``                 recompute affected groups' windows          input arranged by group
 ``ViewSink``             desired − persisted via ``Correction``       the correction buffer
 =======================  ==========================================  ============================
 
-The relational plan that builds these from a view's SQL, scalar expressions through
-``colmz.sql.translate`` and durable state are not here yet.
+``colmz.dataflow.plan`` builds a view's relational plan from its SQL (``plan``), prints it
+(``Plan.explain``) and renders it into these operators (``render``) for the incremental
+subset its docstring lists; the rest is a ``Fallback`` naming its reason. Scalar expressions
+through ``colmz.sql.translate``, rendering a Fallback and durable state are not here yet.
 """
 
 from colmz.dataflow.accumulable import (
@@ -38,6 +41,7 @@ from colmz.dataflow.accumulable import (
     VarPop,
     VarSamp,
 )
+from colmz.dataflow.collate import Collation
 from colmz.dataflow.distinct import Distinct, Threshold
 from colmz.dataflow.join import DeltaJoin
 from colmz.dataflow.keyed import KeyedArrangement, Matches
@@ -54,6 +58,7 @@ __all__ = [
     "Avg",
     "BoolAnd",
     "BoolOr",
+    "Collation",
     "Column",
     "Compare",
     "Count",

@@ -60,13 +60,57 @@ from dataclasses import dataclass
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import require_text, short_text_cache, tokenize
 
-__all__ = ["Expression", "Modifier", "Query", "Table", "check_expression", "parse_tree"]
+__all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "check_expression", "parse_tree"]
 
 #: DuckDB's "no position" (``optional_idx`` invalid).
 _NO_POSITION = (1 << 64) - 1
 #: The query node types (``QueryNodeType``).
 _QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE",
                           "BOUND_SUBQUERY_NODE", "STATEMENT_NODE"})
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A constant as written: DuckDB's literal ``kind`` (``INTEGER``, ``NUMERIC``, ``STRING``,
+    ``BOOLEAN``, ``NULL_LITERAL``, ...) and its ``text`` (``-3``, ``1.5``, ``1e3``, ``a``).
+
+    >>> parse_tree("SELECT -3, 1.5, 'a', true, NULL")[0].items[1].literal
+    Literal(kind='NUMERIC', text='1.5')
+    >>> [e.literal.value for e in parse_tree("SELECT -3, 1.5, 'a', true, NULL")[0].items]
+    [-3, Decimal('1.5'), 'a', True, None]
+    """
+
+    kind: str
+    text: str
+
+    @property
+    def value(self):
+        """The constant as a Python value: ``int`` for ``INTEGER``, ``decimal.Decimal`` for
+        ``NUMERIC`` (exact, as PostgreSQL reads ``1.5``), ``str`` for ``STRING``, ``bool`` for
+        ``BOOLEAN``, ``None`` for ``NULL``; ``ValueError`` for another kind."""
+        if self.kind == "INTEGER":
+            return int(self.text)
+        if self.kind == "NUMERIC":
+            import decimal
+
+            return decimal.Decimal(self.text)
+        if self.kind == "STRING":
+            return self.text
+        if self.kind == "BOOLEAN":
+            return self.text.lower() in ("true", "t")
+        if self.kind == "NULL_LITERAL":
+            return None
+        raise ValueError(f"a {self.kind} literal has no Python value here: {self.text!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """One ``ORDER BY`` item: ``direction`` ``ASCENDING``, ``DESCENDING`` or ``ORDER_DEFAULT``
+    (as written: none); ``nulls`` ``NULLS FIRST``, ``NULLS LAST`` or ``ORDER_DEFAULT``."""
+
+    expression: Expression
+    direction: str = "ORDER_DEFAULT"
+    nulls: str = "ORDER_DEFAULT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +122,12 @@ class Expression:
     comparison's two sides, a ``CASE``'s whens and thens, a cast's operand and type);
     ``name`` is a function's name (``schema``, ``name``) or a column reference's parts;
     ``subquery`` the query of a ``SUBQUERY`` node.
+
+    ``literal`` is a ``CONSTANT``'s value as written (:class:`Literal`). For a ``FUNCTION``:
+    ``distinct`` (``count(DISTINCT x)``), ``filter`` (its ``FILTER (WHERE ...)``, also among
+    ``children``) and ``order_by`` (``string_agg(x ORDER BY y)``). For a ``STAR``:
+    ``relation`` (``t.*``) and ``star_modified`` (an ``EXCLUDE``, ``REPLACE``, ``RENAME`` or
+    ``COLUMNS(...)`` applies).
     """
 
     cls: str
@@ -88,6 +138,12 @@ class Expression:
     name: tuple[str, ...] = ()
     alias: str = ""
     subquery: Query | None = None
+    literal: Literal | None = None
+    distinct: bool = False
+    filter: Expression | None = None
+    order_by: tuple[Order, ...] = ()
+    relation: str = ""
+    star_modified: bool = False
 
     def walk(self) -> Iterator[Expression]:
         """This node and every expression under it (not inside subqueries), depth first.
@@ -107,7 +163,12 @@ class Table:
     """A table reference: ``type`` is DuckDB's (``BASE_TABLE``, ``JOIN``, ``SUBQUERY``,
     ``TABLE_FUNCTION``, ``EXPRESSION_LIST``, ...); ``name`` a base table's qualified name;
     ``children`` a join's two sides; ``expressions`` a join's condition, a table function's
-    call or a ``VALUES`` list's values; ``subquery`` a subquery's query."""
+    call or a ``VALUES`` list's values; ``subquery`` a subquery's query.
+
+    For a ``JOIN``: ``join_type`` is DuckDB's (``INNER``, ``LEFT``, ``RIGHT``, ``FULL``,
+    ``SEMI``, ``ANTI``, ...); ``ref_type`` ``REGULAR``, ``CROSS`` (``CROSS JOIN`` and the
+    comma), ``NATURAL``, ``ASOF``, ``POSITIONAL``, ...; ``implicit`` for the comma;
+    ``using`` the ``USING`` columns. ``column_aliases`` are ``AS t(a, b)``'s names."""
 
     type: str
     start: int
@@ -117,15 +178,31 @@ class Table:
     children: tuple[Table, ...] = ()
     expressions: tuple[Expression, ...] = ()
     subquery: Query | None = None
+    join_type: str = ""
+    ref_type: str = ""
+    implicit: bool = False
+    using: tuple[str, ...] = ()
+    column_aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Modifier:
     """A result modifier: ``type`` is ``ORDER_MODIFIER``, ``LIMIT_MODIFIER``,
-    ``LIMIT_PERCENT_MODIFIER`` or ``DISTINCT_MODIFIER``; ``expressions`` what it holds."""
+    ``LIMIT_PERCENT_MODIFIER`` or ``DISTINCT_MODIFIER``; ``expressions`` what it holds.
+
+    ``orders`` are an ``ORDER_MODIFIER``'s items with their direction and NULLs order;
+    ``limit`` and ``offset`` a ``LIMIT_MODIFIER``'s (``None`` when absent).
+
+    >>> m = parse_tree("SELECT a FROM t ORDER BY a DESC NULLS FIRST, b LIMIT 3")[0].modifiers
+    >>> [(o.direction, o.nulls) for o in m[0].orders], m[1].limit.literal.value, m[1].offset
+    ([('DESCENDING', 'NULLS FIRST'), ('ORDER_DEFAULT', 'ORDER_DEFAULT')], 3, None)
+    """
 
     type: str
     expressions: tuple[Expression, ...] = ()
+    orders: tuple[Order, ...] = ()
+    limit: Expression | None = None
+    offset: Expression | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +312,29 @@ class _Reader:
             name = tuple(p for p in (node.get("schema", ""), node["function_name"]) if p)
         else:
             name = ()
+        extra: dict = {}
+        lit = node.get("literal")
+        if cls == "CONSTANT" and isinstance(lit, dict) and "kind" in lit:
+            extra["literal"] = Literal(str(lit["kind"]), str(lit.get("text", "")))
+        if cls == "FUNCTION":
+            extra["distinct"] = bool(node.get("distinct"))
+            if isinstance(node.get("filter"), dict):
+                extra["filter"] = self.expression(node["filter"])
+            extra["order_by"] = self.orders(node.get("order_bys"))
+        if cls == "STAR":
+            extra["relation"] = node.get("relation_name") or ""
+            extra["star_modified"] = bool(node.get("exclude_list") or node.get("replace_list")
+                                          or node.get("rename_list") or node.get("qualified_exclude_list")
+                                          or node.get("columns") or node.get("expr"))
         return Expression(cls, node["type"], start, end, tuple(children), name, node.get("alias", ""),
-                          sub[0] if sub else None)
+                          sub[0] if sub else None, **extra)
+
+    def orders(self, modifier) -> tuple[Order, ...]:
+        if not isinstance(modifier, dict):
+            return ()
+        return tuple(Order(self.expression(o["expression"]), o.get("type", "ORDER_DEFAULT"),
+                           o.get("null_order", "ORDER_DEFAULT"))
+                     for o in modifier.get("orders", ()) if isinstance(o.get("expression"), dict))
 
     def _collect(self, value, children: list, sub: list) -> None:
         if isinstance(value, dict):
@@ -262,6 +360,7 @@ class _Reader:
             return None
         kind = node["type"]
         start, end = self.span(node)
+        join: dict = {}
         name: tuple[str, ...] = ()
         children: tuple[Table, ...] = ()
         exprs: tuple[Expression, ...] = ()
@@ -272,18 +371,25 @@ class _Reader:
         elif kind == "JOIN":
             children = (self.table(node["left"]), self.table(node["right"]))
             exprs = self.expressions(node.get("condition"))
+            join = dict(join_type=node.get("join_type", ""), ref_type=node.get("ref_type", ""),
+                        implicit=bool(node.get("is_implicit")),
+                        using=tuple(node.get("using_columns") or ()))
         elif kind == "SUBQUERY":
             sub = self.query(node["subquery"]["node"])
         elif kind == "TABLE_FUNCTION":
             exprs = self.expressions(node.get("function"))
         else:
             exprs = self.expressions({k: v for k, v in node.items() if k != "sample"})
-        return Table(kind, start, end, name, node.get("alias", ""), children, exprs, sub)
+        return Table(kind, start, end, name, node.get("alias", ""), children, exprs, sub,
+                     column_aliases=tuple(node.get("column_name_alias") or ()), **join)
 
     def query(self, node: dict) -> Query:
         kind = node["type"]
         modifiers = tuple(
-            Modifier(m["type"], self.expressions({k: v for k, v in m.items() if k != "type"}))
+            Modifier(m["type"], self.expressions({k: v for k, v in m.items() if k != "type"}),
+                     self.orders(m) if m["type"] == "ORDER_MODIFIER" else (),
+                     self.expression(m["limit"]) if isinstance(m.get("limit"), dict) else None,
+                     self.expression(m["offset"]) if isinstance(m.get("offset"), dict) else None)
             for m in node.get("modifiers", ())
         )
         ctes = tuple((c["key"], self.query(c["value"]["query_node"]))

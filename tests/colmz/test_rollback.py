@@ -89,15 +89,22 @@ NOT_ROLLED_BACK.update({
     "_ByCount": {"schema"},
     "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs"},
     "ViewSink": {"schema", "collection"},
+    "Collation": {"group_by", "input_schemas", "schema", "_group_specs"},
+    "CollatedReduce": {"schema"},
+    # the plan, its tables and the rendered tree (whose operators are the rolled-back list)
+    "Pipeline": {"plan", "tables", "_root", "schema"},
 })
 
 
 _DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
-             "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink"}
+             "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink", "Collation", "CollatedReduce",
+             "Pipeline"}
 
 
 def _dataflow_example(name: str):
     from colmz import dataflow as df
+    from colmz.dataflow import plan
+    from colmz.dataflow.collate import Collation
     from colmz.dataflow.step import Clock
 
     k = {"k": pa.int64(), "v": pa.int64()}
@@ -115,6 +122,10 @@ def _dataflow_example(name: str):
         "_ByCount": lambda: df.Distinct(k),
         "TopK": lambda: df.TopK(k, ["k"], ["v"], limit=1),
         "ViewSink": lambda: df.ViewSink(k),
+        "Collation": lambda: Collation([k, {"k": pa.int64(), "m": pa.int64()}], ["k"]),
+        "CollatedReduce": lambda: plan.CollatedReduce(
+            k, ("k",), (plan.Aggregate("s", "sum", "v", "accumulable"), plan.Aggregate("m", "max", "v", "hierarchical"))),
+        "Pipeline": lambda: plan.render(plan.plan("SELECT k, sum(v) FROM t GROUP BY k", {"t": k})),
     }[name]()
 
 

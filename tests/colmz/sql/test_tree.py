@@ -120,3 +120,70 @@ def test_every_span_of_the_corpus_is_one_expression():
                     assert check_expression(frag, "p") is not None, frag
                     checked += 1
     assert checked > 1500
+
+
+# ---------------------------------------------------------------- what a relational plan reads
+
+
+def test_join_type_and_reference_kind():
+    q, = parse_tree("SELECT * FROM t LEFT JOIN u ON t.k = u.k, v")
+    comma = q.from_
+    assert (comma.join_type, comma.ref_type, comma.implicit) == ("INNER", "CROSS", True)
+    left = comma.children[0]
+    assert (left.join_type, left.ref_type, left.implicit) == ("LEFT", "REGULAR", False)
+    kinds = {}
+    for sql, want in [("t JOIN u ON a = b", ("INNER", "REGULAR")), ("t INNER JOIN u ON a = b", ("INNER", "REGULAR")),
+                      ("t RIGHT JOIN u ON a = b", ("RIGHT", "REGULAR")),
+                      ("t FULL OUTER JOIN u ON a = b", ("FULL", "REGULAR")),
+                      ("t CROSS JOIN u", ("INNER", "CROSS")), ("t NATURAL JOIN u", ("INNER", "NATURAL"))]:
+        j = parse_tree(f"SELECT * FROM {sql}")[0].from_
+        kinds[sql] = (j.join_type, j.ref_type)
+        assert kinds[sql] == want, sql
+        assert not j.implicit
+    j = parse_tree("SELECT * FROM t JOIN u USING (a, b)")[0].from_
+    assert j.using == ("a", "b") and j.expressions == ()
+    assert parse_tree("SELECT * FROM t AS x(a, b)")[0].from_.column_aliases == ("a", "b")
+    assert parse_tree("SELECT * FROM t")[0].from_.join_type == ""
+
+
+def test_order_by_direction_and_nulls_and_limit():
+    q, = parse_tree("SELECT a FROM t ORDER BY a DESC NULLS FIRST, b ASC, c NULLS LAST LIMIT 5 OFFSET 2")
+    order, limit = q.modifiers
+    assert [(o.expression.name, o.direction, o.nulls) for o in order.orders] == [
+        (("a",), "DESCENDING", "NULLS FIRST"), (("b",), "ASCENDING", "ORDER_DEFAULT"),
+        (("c",), "ORDER_DEFAULT", "NULLS LAST")]
+    assert order.expressions == tuple(o.expression for o in order.orders)  # unchanged
+    assert (limit.limit.literal.value, limit.offset.literal.value) == (5, 2)
+    q, = parse_tree("SELECT a FROM t OFFSET 4")
+    assert q.modifiers[0].limit is None and q.modifiers[0].offset.literal.value == 4
+
+
+def test_aggregate_distinct_filter_and_order_flags():
+    text = "SELECT count(DISTINCT x) FILTER (WHERE y > 1), sum(x), string_agg(s, ',' ORDER BY y DESC) FROM t"
+    a, b, c = parse_tree(text)[0].items
+    assert a.distinct and a.filter is not None and text[a.filter.start:a.filter.end] == "y > 1"
+    assert a.filter in a.children  # still among the children, as before
+    assert not b.distinct and b.filter is None and b.order_by == ()
+    assert [(o.expression.name, o.direction) for o in c.order_by] == [(("y",), "DESCENDING")]
+    # a column or an operator carries none of them
+    assert not parse_tree("SELECT x")[0].items[0].distinct
+
+
+def test_constant_values_and_kinds():
+    import decimal
+
+    items = parse_tree("SELECT 1, -3, 10000000000, 1.5, 1e3, 'it''s', true, false, NULL")[0].items
+    assert [e.literal.kind for e in items] == ["INTEGER", "INTEGER", "INTEGER", "NUMERIC", "NUMERIC",
+                                               "STRING", "BOOLEAN", "BOOLEAN", "NULL_LITERAL"]
+    assert [e.literal.value for e in items] == [1, -3, 10000000000, decimal.Decimal("1.5"), decimal.Decimal("1e3"),
+                                                "it's", True, False, None]
+    assert parse_tree("SELECT x")[0].items[0].literal is None
+    cast = parse_tree("SELECT DATE '2020-01-01'")[0].items[0]
+    assert cast.cls == "CAST" and cast.children[0].literal.kind == "STRING"
+
+
+def test_star_relation_and_modifiers():
+    a, b, c = parse_tree("SELECT t.*, *, * EXCLUDE (k) FROM t")[0].items
+    assert (a.relation, a.star_modified) == ("t", False)
+    assert (b.relation, b.star_modified) == ("", False)
+    assert c.star_modified

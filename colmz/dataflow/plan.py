@@ -1,0 +1,1167 @@
+"""The relational plan of a view's query, and the pipeline of operators it renders to.
+
+Design
+------
+:func:`plan` reads a query through DuckDB's own parse tree (:func:`colmz.sql.tree.parse_tree`),
+binds its column names against the schemas it is given (Materialize's name resolution: ``FROM``
+scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqueries in
+``FROM`` as scopes of their output columns) and builds a tree of frozen nodes -- Materialize's
+``MirRelationExpr`` kinds lowered the way ``src/compute-types/src/plan/`` lowers them:
+
+* :class:`Get` -- a table's columns under the plan's own names (``alias.column``, so the inputs
+  of a join never share a name);
+* :class:`MapFilter` -- a fused segment: native predicates ANDed, then a projection;
+* :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates. Inner
+  joins are flattened into one multiway join whose keys are the ``ON`` and ``WHERE``
+  equalities between inputs (so ``FROM t, u WHERE t.k = u.k`` is an equi-join); their other
+  native conjuncts each read one input and are pushed below the join onto it (so the
+  residual is empty today: it is where predicates over several inputs will go);
+* :class:`Reduce` -- ``GROUP BY`` columns and aggregates, each classified as
+  ``src/compute-types/src/plan/reduce.rs`` does: *accumulable* (``count``, ``sum``, ``avg``,
+  ``bool_and/or``, variances), *hierarchical* (``min``, ``max``) or *basic* (the rest);
+* :class:`Distinct`, :class:`Threshold`, :class:`TopK`, :class:`Union`, :class:`Negate`;
+* :class:`Fallback` -- a subtree not yet maintained incrementally, with the reason naming the
+  construct. A plan is never a wrong answer: what is not in the incremental subset is a
+  Fallback, never an approximation.
+
+The incremental subset today: single-table queries and equi-joins (inner, ``LEFT``,
+``RIGHT``, ``FULL``; comma joins with ``WHERE`` equalities; ``FROM`` subqueries);
+``WHERE`` and ``HAVING`` conjunctions of a column compared with a constant of its type,
+``IS [NOT] NULL``, ``BETWEEN`` constants and a boolean column as a condition (what
+:class:`colmz.dataflow.MapFilter` evaluates natively); ``GROUP BY`` columns with ``count``,
+``sum``, ``avg``, ``bool_and``, ``bool_or``, the variances, ``min``, ``max`` (both reduction
+types in one query as a :class:`~colmz.dataflow.collate.Collation` of two reduces, as
+Materialize does); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OFFSET``
+(``ORDER BY`` without them orders nothing a view keeps and is dropped, as Materialize does);
+``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming. Every other construct --
+scalar expressions needing SQL, ``WITH``, subqueries in expressions, window functions,
+``DISTINCT`` / ``FILTER`` aggregates, ``USING`` / ``NATURAL`` / cross joins, ``INTERSECT``,
+text ordered by a collation, ... -- is a :class:`Fallback` whose reason names it.
+
+Adjacent MapFilter nodes are fused into one segment (:func:`fused`). ``Plan.explain()``
+prints one line per node, children indented, with its cost class: ``incremental O(delta)``
+(linear segments, joins, accumulable reduces, distinct), ``per affected group`` (reduces
+with ``min``/``max``, top-k) or ``recompute: <reason>`` (a Fallback).
+
+Names: a binding error (an unknown table or column, an ambiguous column) raises
+:class:`PlanError` naming it; an output column's name is its alias, its column's name or its
+text, made unique with ``_2``, ``_3`` suffixes. Semantics are PostgreSQL's (``ORDER BY``'s
+default NULLs order is last ascending, first descending).
+
+:func:`render` builds the operators of a plan without Fallback and returns a
+:class:`Pipeline`: ``step(time, deltas)`` steps every operator once for ``time`` given each
+table's delta (a table without one has an empty delta) and returns the view's delta.
+Rendering a Fallback (recomputing its subtree) is absent: :func:`render` refuses such a plan
+with the Fallback's reason. Not here yet: the catalog's use of plans, durable operator state,
+``SUBSCRIBE``.
+
+>>> import pyarrow as pa
+>>> p = plan("SELECT k, sum(v) AS s FROM t WHERE v >= 0 GROUP BY k", {"t": {"k": pa.int64(), "v": pa.int64()}})
+>>> print(p.explain())
+MapFilter select=[t.k AS k, agg1 AS s]  -- incremental O(delta)
+  Reduce group_by=[t.k] aggregates=[agg1: sum(t.v) accumulable]  -- incremental O(delta)
+    MapFilter where=[t.v >= 0]  -- incremental O(delta)
+      Get t AS t (k AS t.k, v AS t.v)  -- incremental O(delta)
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from colmz.dataflow import accumulable as acc
+from colmz.dataflow.collate import Collation
+from colmz.dataflow.distinct import Distinct as DistinctOp
+from colmz.dataflow.distinct import Threshold as ThresholdOp
+from colmz.dataflow.join import DeltaJoin
+from colmz.dataflow.linear import Negate as NegateOp
+from colmz.dataflow.linear import Union as UnionOp
+from colmz.dataflow.mapfilter import Column, Compare, IsNull
+from colmz.dataflow.mapfilter import MapFilter as MapFilterOp
+from colmz.dataflow.minmax import Max, Min, MinMaxReduce
+from colmz.dataflow.outer import OuterJoin
+from colmz.dataflow.step import as_schema
+from colmz.dataflow.topk import OrderBy
+from colmz.dataflow.topk import TopK as TopKOp
+from colmz.order import ColumnSpec
+from colmz.rollback import undone_on_error
+from colmz.sql.tree import Expression, Query, Table, parse_tree
+from colmz.updates import SchemaError, Updates, widen
+
+__all__ = ["Aggregate", "CollatedReduce", "Distinct", "Fallback", "fused", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
+           "Node", "Pipeline", "Plan", "PlanError", "Reduce", "Comparison", "Threshold", "TopK", "Union",
+           "plan", "render"]
+
+Schema = tuple[ColumnSpec, ...]
+
+INCREMENTAL = "incremental O(delta)"
+PER_GROUP = "per affected group"
+
+
+class PlanError(ValueError):
+    """The query does not bind against the schemas (an unknown table or column, an ambiguous
+    column, a select list of the wrong width): an error in the query, not a Fallback."""
+
+
+class _Unsupported(Exception):
+    """Raised inside the planner: the construct is outside the incremental subset."""
+
+
+# ---------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``column op value``, ``value`` a constant of the column's type (native)."""
+
+    column: str
+    op: str
+    value: object
+
+    def __str__(self) -> str:
+        return f"{self.column} {self.op} {self.value!r}"
+
+
+@dataclass(frozen=True)
+class IsNullPredicate:
+    """``column IS [NOT] NULL`` (native)."""
+
+    column: str
+    negated: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.column} IS {'NOT ' if self.negated else ''}NULL"
+
+
+Predicate = Comparison | IsNullPredicate
+
+
+@dataclass(frozen=True)
+class Node:
+    """A plan node: ``schema`` is its output's columns."""
+
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return ()
+
+    def describe(self) -> str:
+        raise NotImplementedError  # every node kind below defines it
+
+    def cost(self) -> str:
+        return INCREMENTAL
+
+
+@dataclass(frozen=True)
+class Get(Node):
+    """Table ``table`` read as ``alias``: its columns renamed ``(source, name)``."""
+
+    table: str = ""
+    alias: str = ""
+    columns: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        return f"Get {self.table} AS {self.alias} ({', '.join(f'{s} AS {n}' for s, n in self.columns)})"
+
+
+@dataclass(frozen=True)
+class MapFilter(Node):
+    """``where`` (native predicates, ANDed) then ``select`` as ``(source, name)`` pairs."""
+
+    input: Node | None = None
+    where: tuple[Predicate, ...] = ()
+    select: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        parts = []
+        if self.where:
+            parts.append(f"where=[{' AND '.join(str(p) for p in self.where)}]")
+        if self.select is not None:
+            parts.append(f"select=[{', '.join(s if s == n else f'{s} AS {n}' for s, n in self.select)}]")
+        return "MapFilter " + " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Join(Node):
+    """``kind`` ``inner`` (any number of inputs), ``left``, ``right`` or ``full`` (two);
+    ``on`` the equi keys; ``residual`` predicates applied after an inner join."""
+
+    inputs_: tuple[Node, ...] = ()
+    kind: str = "inner"
+    on: tuple[tuple[str, str], ...] = ()
+    residual: tuple[Predicate, ...] = ()
+
+    @property
+    def inputs(self):
+        return self.inputs_
+
+    def describe(self) -> str:
+        keys = ", ".join(f"{a} = {b}" for a, b in self.on)
+        res = f" residual=[{' AND '.join(map(str, self.residual))}]" if self.residual else ""
+        return f"Join {self.kind} on=[{keys}]{res} (delta join, inputs arranged by key)"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate: output ``name``, ``function``, input ``column`` (``None``: ``count(*)``)
+    and its reduction type (``accumulable``, ``hierarchical``, ``basic``)."""
+
+    name: str
+    function: str
+    column: str | None
+    reduction: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.function}({self.column or '*'}) {self.reduction}"
+
+
+@dataclass(frozen=True)
+class Reduce(Node):
+    input: Node | None = None
+    group_by: tuple[str, ...] = ()
+    aggregates: tuple[Aggregate, ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        kinds = {a.reduction for a in self.aggregates}
+        how = " (collation of accumulable and hierarchical)" if len(kinds) > 1 else ""
+        return f"Reduce group_by=[{', '.join(self.group_by)}] aggregates=[{', '.join(map(str, self.aggregates))}]{how}"
+
+    def cost(self) -> str:
+        return INCREMENTAL if all(a.reduction == "accumulable" for a in self.aggregates) else PER_GROUP
+
+
+@dataclass(frozen=True)
+class Distinct(Node):
+    input: Node | None = None
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return "Distinct"
+
+
+@dataclass(frozen=True)
+class Threshold(Node):
+    input: Node | None = None
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return "Threshold"
+
+
+@dataclass(frozen=True)
+class TopK(Node):
+    """``order_by`` as ``(column, descending, nulls_first)``, ``limit`` (``None``: none), ``offset``."""
+
+    input: Node | None = None
+    order_by: tuple[tuple[str, bool, bool], ...] = ()
+    limit: int | None = None
+    offset: int = 0
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        keys = ", ".join(f"{c}{' DESC' if d else ''} NULLS {'FIRST' if n else 'LAST'}" for c, d, n in self.order_by)
+        return f"TopK order_by=[{keys}] limit={self.limit} offset={self.offset}"
+
+    def cost(self) -> str:
+        return PER_GROUP
+
+
+@dataclass(frozen=True)
+class Union(Node):
+    inputs_: tuple[Node, ...] = ()
+
+    @property
+    def inputs(self):
+        return self.inputs_
+
+    def describe(self) -> str:
+        return "Union"
+
+
+@dataclass(frozen=True)
+class Negate(Node):
+    input: Node | None = None
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return "Negate"
+
+
+@dataclass(frozen=True)
+class Fallback(Node):
+    """A subtree (``text``, the query block) not maintained incrementally, and why."""
+
+    text: str = ""
+    reason: str = ""
+
+    def describe(self) -> str:
+        return f"Fallback {self.text!r}"
+
+    def cost(self) -> str:
+        return f"recompute: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A view's plan: the ``root`` node, the query ``text`` and the ``tables`` it reads.
+
+    ``names`` are the view's output column names (the root's schema's names).
+    """
+
+    root: Node
+    text: str
+    tables: Mapping[str, Schema] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.root.schema]
+
+    def fallbacks(self) -> list[Fallback]:
+        """Every Fallback node, preorder."""
+        out = []
+        stack = [self.root]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Fallback):
+                out.append(n)
+            stack.extend(reversed(n.inputs))
+        return out
+
+    @property
+    def incremental(self) -> bool:
+        """Whether no node is a Fallback."""
+        return not self.fallbacks()
+
+    def explain(self) -> str:
+        """One line per node, children indented, each with its strategy and cost class."""
+        lines: list[str] = []
+
+        def walk(n: Node, depth: int) -> None:
+            lines.append(f"{'  ' * depth}{n.describe()}  -- {n.cost()}")
+            for c in n.inputs:
+                walk(c, depth + 1)
+
+        walk(self.root, 0)
+        return "\n".join(lines)
+
+
+def _renamed(p: Predicate, source: dict[str, str]) -> Predicate:
+    if isinstance(p, Comparison):
+        return Comparison(source[p.column], p.op, p.value)
+    return IsNullPredicate(source[p.column], p.negated)
+
+
+def fused(schema: Schema, input: Node, where: tuple[Predicate, ...], select) -> MapFilter:
+    """A :class:`MapFilter` node over ``input``, fused with ``input`` when it is one: one
+    segment filters then projects, so ``select(where2(select1(where1(X))))`` is
+    ``select'(where1 AND where2'(X))`` with ``where2``'s and ``select``'s columns read
+    through ``select1`` (Materialize fuses MapFilterProject the same way)."""
+    where = tuple(where)
+    select = None if select is None else tuple(select)
+    if isinstance(input, MapFilter):
+        inner = input
+        if inner.select is not None:
+            source = {n: s for s, n in inner.select}
+            where = tuple(_renamed(p, source) for p in where)
+            select = inner.select if select is None else tuple((source[s], n) for s, n in select)
+        return MapFilter(schema, inner.input, inner.where + where, select)
+    return MapFilter(schema, input, where, select)
+
+
+# ---------------------------------------------------------------------------- binding
+
+_COMPARE_OPS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
+                "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
+                "COMPARE_GREATERTHANOREQUALTO": ">="}
+_FLIPPED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+#: Aggregates by reduction type (src/compute-types/src/plan/reduce.rs, ``reduction_type``).
+_ACCUMULABLE = {"count": acc.Count, "count_star": acc.Count, "sum": acc.Sum, "avg": acc.Avg,
+                "bool_and": acc.BoolAnd, "bool_or": acc.BoolOr, "every": acc.BoolAnd,
+                "var_samp": acc.VarSamp, "variance": acc.VarSamp, "var_pop": acc.VarPop,
+                "stddev_samp": acc.StddevSamp, "stddev": acc.StddevSamp, "stddev_pop": acc.StddevPop}
+_HIERARCHICAL = {"min": Min, "max": Max}
+
+
+@functools.cache
+def aggregate_names() -> frozenset[str]:
+    """DuckDB's aggregate function names (``duckdb_functions()``), with ``count_star``: a
+    call of one of these makes a query aggregate."""
+    from colmz.sql.run import session
+
+    cur = session(external_access=False)
+    try:
+        rows = cur.execute("SELECT DISTINCT function_name FROM duckdb_functions() "
+                           "WHERE function_type = 'aggregate'").fetchall()
+    finally:
+        cur.close()
+    return frozenset(r[0] for r in rows) | {"count_star"} | set(_ACCUMULABLE) | set(_HIERARCHICAL)
+
+
+def _is_aggregate(e: Expression) -> bool:
+    return e.cls == "FUNCTION" and len(e.name) >= 1 and e.name[-1] in aggregate_names()
+
+
+@dataclass
+class _Source:
+    """One ``FROM`` item in scope: its alias and its columns (name -> plan name, type)."""
+
+    alias: str
+    columns: dict[str, tuple[str, pa.DataType]]
+
+
+class _Scope:
+    def __init__(self, sources: list[_Source]):
+        self.sources = sources
+
+    def column(self, e: Expression) -> str:
+        parts = e.name
+        try:
+            return self.exact(parts)
+        except PlanError:
+            # DuckDB's tree does not tell "K" from K: a name found only ignoring case may be
+            # an unquoted identifier PostgreSQL folds to lower case -- not decided here.
+            folded = tuple(p.lower() for p in parts)
+            if folded != parts:
+                try:
+                    self.exact(folded)
+                except PlanError:
+                    pass
+                else:
+                    raise _Unsupported(f"column reference {'.'.join(parts)!r} matched only ignoring case "
+                                       "(quoted and unquoted identifiers are not told apart)") from None
+            raise
+
+    def exact(self, parts: tuple[str, ...]) -> str:
+        if len(parts) == 1:
+            hits = [s.columns[parts[0]][0] for s in self.sources if parts[0] in s.columns]
+            if len(hits) > 1:
+                raise PlanError(f"column reference {parts[0]!r} is ambiguous: it is a column of "
+                                f"{[s.alias for s in self.sources if parts[0] in s.columns]}")
+            if not hits:
+                raise PlanError(f"column {parts[0]!r} does not exist in "
+                                f"{[s.alias for s in self.sources]}")
+            return hits[0]
+        if len(parts) == 2:
+            for s in self.sources:
+                if s.alias == parts[0]:
+                    if parts[1] not in s.columns:
+                        raise PlanError(f"column {parts[1]!r} does not exist in {parts[0]!r}")
+                    return s.columns[parts[1]][0]
+            raise PlanError(f"missing FROM-clause entry for table {parts[0]!r} (in {'.'.join(parts)})")
+        raise _Unsupported(f"column reference {'.'.join(parts)!r} with a schema or catalog")
+
+    def star(self, relation: str) -> list[tuple[str, str]]:
+        """``(name, plan name)`` of ``*`` or ``relation.*``."""
+        out = []
+        for s in self.sources:
+            if relation and s.alias != relation:
+                continue
+            out.extend((n, p) for n, (p, _) in s.columns.items())
+        if relation and not out:
+            raise PlanError(f"missing FROM-clause entry for table {relation!r} (in {relation}.*)")
+        return out
+
+
+def _conjuncts(e: Expression | None) -> list[Expression]:
+    if e is None:
+        return []
+    if e.cls == "CONJUNCTION" and e.type == "CONJUNCTION_AND":
+        return [c for child in e.children for c in _conjuncts(child)]
+    return [e]
+
+
+def _constant(value, t: pa.DataType):
+    """``value`` (a literal's) as a constant of column type ``t``, or ``None`` when the
+    comparison is not native (the constant's type is not the column's)."""
+    if isinstance(value, bool):
+        return value if pa.types.is_boolean(t) else None
+    if isinstance(value, int):
+        if pa.types.is_integer(t):
+            info = (pa.types.is_signed_integer(t), t.bit_width)
+            lo, hi = (-(2 ** (info[1] - 1)), 2 ** (info[1] - 1)) if info[0] else (0, 2 ** info[1])
+            return value if lo <= value < hi else None
+        if pa.types.is_float64(t):
+            f = float(value)
+            return f if int(f) == value else None
+        return None
+    if isinstance(value, decimal.Decimal):
+        # PostgreSQL compares a float8 column with a numeric literal as float8.
+        if pa.types.is_float64(t) and value.is_finite():
+            return float(value)
+        return None
+    if isinstance(value, str):
+        return value if (pa.types.is_string(t) or pa.types.is_large_string(t)) else None
+    return None
+
+
+class _Planner:
+    def __init__(self, text: str, schemas: Mapping[str, Schema]):
+        self.text = text
+        self.schemas = schemas
+        self.used: dict[str, Schema] = {}
+        self.counter = 0
+
+    def span(self, e) -> str:
+        return self.text[e.start:e.end] if e.start >= 0 else e.type
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    # ---- predicates
+
+    def predicates(self, e: Expression, column_of, types: dict[str, pa.DataType]) -> tuple[Predicate, ...]:
+        """The native predicates one conjunct is: ``x BETWEEN a AND b`` is ``x >= a AND x <= b``
+        (PostgreSQL's definition), a boolean column ``b`` is ``b = true`` and ``NOT b`` is
+        ``b = false`` (NULL drops the row either way); otherwise :meth:`predicate`."""
+        if e.cls == "BETWEEN" and e.type == "COMPARE_BETWEEN" and len(e.children) == 3:
+            x, lo, hi = e.children
+            if lo.cls == "CONSTANT" and hi.cls == "CONSTANT":
+                return tuple(self.predicate(Expression("COMPARISON", kind, e.start, e.end, (x, bound)),
+                                            column_of, types, self.span(e))
+                             for kind, bound in (("COMPARE_GREATERTHANOREQUALTO", lo),
+                                                 ("COMPARE_LESSTHANOREQUALTO", hi)))
+        negated = e.cls == "OPERATOR" and e.type == "OPERATOR_NOT" and len(e.children) == 1
+        bare = e.children[0] if negated else e
+        if bare.cls in ("COLUMN_REF", "FUNCTION") and (bare.cls == "COLUMN_REF" or _is_aggregate(bare)):
+            col = column_of(bare)
+            if not pa.types.is_boolean(types[col]):
+                raise _Unsupported(f"predicate {self.span(e)!r}: a {types[col]} value as a condition")
+            return (Comparison(col, "=", not negated),)
+        return (self.predicate(e, column_of, types),)
+
+    def predicate(self, e: Expression, column_of, types: dict[str, pa.DataType], text: str = "") -> Predicate:
+        """A native predicate for ``e``; ``column_of(expr)`` binds its column side."""
+        if e.cls == "OPERATOR" and e.type in ("OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL") and len(e.children) == 1:
+            return IsNullPredicate(column_of(e.children[0]), e.type == "OPERATOR_IS_NOT_NULL")
+        if e.cls == "COMPARISON" and e.type in _COMPARE_OPS and len(e.children) == 2:
+            a, b = e.children
+            op = _COMPARE_OPS[e.type]
+            if a.cls == "CONSTANT" and b.cls != "CONSTANT":
+                a, b, op = b, a, _FLIPPED[op]
+            what = text or self.span(e)
+            if b.cls != "CONSTANT" or b.literal is None:
+                raise _Unsupported(f"predicate {what!r}: not a column compared with a constant")
+            col = column_of(a)
+            value = b.literal.value if b.literal.kind != "NULL_LITERAL" else None
+            if value is None:
+                raise _Unsupported(f"predicate {what!r}: a comparison with NULL")
+            t = types[col]
+            v = _constant(value, t)
+            if v is None:
+                raise _Unsupported(f"predicate {what!r}: the constant is not of the column's type {t}")
+            if isinstance(v, float) and math.isnan(v):
+                raise _Unsupported(f"predicate {what!r}: a NaN constant")
+            if isinstance(v, str) and op not in ("=", "<>"):
+                raise _Unsupported(f"predicate {what!r}: text ordered by the collation")
+            return Comparison(col, op, v)
+        raise _Unsupported(f"predicate {self.span(e)!r}: not a column compared with a constant or IS [NOT] NULL")
+
+    # ---- FROM
+
+    def table(self, t: Table) -> tuple[Node, list[_Source], list[Expression]]:
+        """The node of a ``FROM`` item, its scope and the inner-join conditions still to place."""
+        if t.type == "BASE_TABLE":
+            if len(t.name) != 1:
+                raise _Unsupported(f"table name {'.'.join(t.name)!r} with a schema or catalog")
+            name = t.name[0]
+            if name not in self.schemas and name.lower() in self.schemas:
+                raise _Unsupported(f"table {name!r} matched only ignoring case "
+                                   "(quoted and unquoted identifiers are not told apart)")
+            if name not in self.schemas:
+                raise PlanError(f"relation {name!r} does not exist among the schemas {sorted(self.schemas)}")
+            if t.column_aliases:
+                raise _Unsupported(f"column aliases on table {name!r}")
+            schema = self.schemas[name]
+            self.used[name] = schema
+            alias = t.alias or name
+            cols = tuple((c.name, f"{alias}.{c.name}") for c in schema)
+            node = Get(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, schema)), name, alias, cols)
+            src = _Source(alias, {c.name: (p, c.type) for (_, p), c in zip(cols, schema)})
+            return node, [src], []
+        if t.type == "SUBQUERY":
+            if not t.alias:
+                raise _Unsupported("a subquery in FROM without an alias")
+            if t.column_aliases:
+                raise _Unsupported(f"column aliases on subquery {t.alias!r}")
+            inner = self.query(t.subquery)
+            if isinstance(inner, Fallback):
+                raise _Unsupported(f"subquery {t.alias!r}: {inner.reason}")
+            cols = tuple((c.name, f"{t.alias}.{c.name}") for c in inner.schema)
+            node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner,
+                             (), cols)
+            return node, [_Source(t.alias, {c.name: (p, c.type) for (_, p), c in zip(cols, inner.schema)})], []
+        if t.type == "JOIN":
+            return self.join(t)
+        raise _Unsupported(f"FROM item of type {t.type} ({self.span(t)!r})")
+
+    def join(self, t: Table) -> tuple[Node, list[_Source], list[Expression]]:
+        if t.ref_type == "NATURAL":
+            raise _Unsupported("NATURAL JOIN")
+        if t.using:
+            raise _Unsupported("JOIN ... USING")
+        if t.ref_type not in ("REGULAR", "CROSS"):
+            raise _Unsupported(f"{t.ref_type} join")
+        kind = {"INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(t.join_type)
+        if kind is None:
+            raise _Unsupported(f"{t.join_type} join")
+        left, lsrc, lconds = self.table(t.children[0])
+        right, rsrc, rconds = self.table(t.children[1])
+        twice = {s.alias for s in lsrc} & {s.alias for s in rsrc}
+        if twice:
+            raise PlanError(f"table name {sorted(twice)[0]!r} specified more than once (give each an alias)")
+        conds = [c for e in t.expressions for c in _conjuncts(e)]
+        if kind == "inner":
+            # one multiway inner join; conditions placed once the whole FROM is known
+            ins = []
+            for side in (left, right):
+                if isinstance(side, Join) and side.kind == "inner" and not side.on:
+                    ins.extend(side.inputs_)
+                else:
+                    ins.append(side)
+            node = Join(tuple(c for n in ins for c in n.schema), tuple(ins), "inner")
+            return node, lsrc + rsrc, lconds + rconds + conds
+        # an outer join: its sides are complete (their own conditions placed)
+        left = self.place(left, lsrc, lconds)
+        right = self.place(right, rsrc, rconds)
+        scope = _Scope(lsrc + rsrc)
+        lnames = {c.name for c in left.schema}
+        on = []
+        for c in conds:
+            pair = self.equality(c, scope)
+            if pair is None:
+                raise _Unsupported(f"{kind.upper()} JOIN condition {self.span(c)!r}: not an equality of columns")
+            a, b = pair
+            if (a in lnames) == (b in lnames):
+                raise _Unsupported(f"{kind.upper()} JOIN condition {self.span(c)!r}: both columns on one side")
+            on.append((a, b) if a in lnames else (b, a))
+        if not on:
+            raise _Unsupported(f"{kind.upper()} JOIN without an equality of columns")
+        self.check_keys(on, left.schema + right.schema)
+        return Join(left.schema + right.schema, (left, right), kind, tuple(on)), lsrc + rsrc, []
+
+    def equality(self, e: Expression, scope: _Scope) -> tuple[str, str] | None:
+        if (e.cls == "COMPARISON" and e.type == "COMPARE_EQUAL" and len(e.children) == 2
+                and all(c.cls == "COLUMN_REF" for c in e.children)):
+            return scope.column(e.children[0]), scope.column(e.children[1])
+        return None
+
+    def check_keys(self, on, schema: Schema) -> None:
+        types = {c.name: c.type for c in schema}
+        for a, b in on:
+            ta, tb = types[a], types[b]
+            if ta != tb and (widen(ta, tb) is None or pa.types.is_temporal(ta) != pa.types.is_temporal(tb)):
+                raise _Unsupported(f"join of {a} ({ta}) with {b} ({tb}): a cast")
+
+    def place(self, node: Node, sources: list[_Source], conds: list[Expression]) -> Node:
+        """An inner join's conditions placed: equalities between inputs as keys, native
+        predicates as a filter; a single-input node with conditions gets a filter."""
+        scope = _Scope(sources)
+        if not isinstance(node, Join) or node.kind != "inner" or node.on:
+            if not conds:
+                return node
+            types = {c.name: c.type for c in node.schema}
+            preds = tuple(q for c in conds for q in self.predicates(c, scope.column, types))
+            return fused(node.schema, node, preds, None)
+        owner = {c.name: i for i, n in enumerate(node.inputs_) for c in n.schema}
+        types = {c.name: c.type for c in node.schema}
+        on, residual = [], []
+        for c in conds:
+            pair = self.equality(c, scope)
+            if pair is not None:
+                if owner[pair[0]] == owner[pair[1]]:
+                    raise _Unsupported(f"join condition {self.span(c)!r}: equates two columns of one input")
+                on.append(pair)
+            else:
+                residual.extend(self.predicates(c, scope.column, types))
+        if not on:
+            raise _Unsupported("a cross join (inputs not connected by equalities)")
+        # connected?
+        reach = {0}
+        changed = True
+        while changed:
+            changed = False
+            for a, b in on:
+                if (owner[a] in reach) != (owner[b] in reach):
+                    reach |= {owner[a], owner[b]}
+                    changed = True
+        if len(reach) != len(node.inputs_):
+            raise _Unsupported("a cross join (inputs not connected by equalities)")
+        self.check_keys(on, node.schema)
+        # a native predicate reads one column, so one input: pushed below the join (its
+        # arrangement holds only the rows that can match), as Materialize's predicate pushdown
+        pushed: dict[int, list[Predicate]] = {}
+        for p in residual:
+            pushed.setdefault(owner[p.column], []).append(p)
+        inputs = tuple(fused(n.schema, n, tuple(pushed[i]), None) if i in pushed else n
+                       for i, n in enumerate(node.inputs_))
+        return Join(node.schema, inputs, "inner", tuple(on))
+
+    # ---- SELECT
+
+    def query(self, q: Query) -> Node:
+        try:
+            return self.query_checked(q)
+        except _Unsupported as e:
+            return Fallback((), self.query_text(q), str(e))
+
+    def query_text(self, q: Query) -> str:
+        spans = [e for e in (*q.items, q.where, q.having) if e is not None and e.start >= 0]
+        if not spans:
+            return self.text
+        return self.text[min(e.start for e in spans):max(e.end for e in spans)]
+
+    def query_checked(self, q: Query) -> Node:
+        if q.ctes:
+            raise _Unsupported("WITH (common table expressions)")
+        if q.type == "SET_OPERATION_NODE":
+            return self.modifiers(self.setop(q), q)
+        if q.type != "SELECT_NODE":
+            raise _Unsupported(f"a {q.type}")
+        if q.from_ is None:
+            raise _Unsupported("SELECT without FROM (a constant relation)")
+        for what, present in (("QUALIFY", q.qualify is not None), ("USING SAMPLE", q.sampled),
+                              ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING")):
+            if present:
+                raise _Unsupported(what)
+        for e in (*q.items, *(x for x in (q.where, q.having) if x is not None), *q.group_by):
+            for sub in e.walk():
+                if sub.cls == "SUBQUERY":
+                    raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
+                if sub.cls == "WINDOW":
+                    raise _Unsupported(f"a window function ({self.span(sub)!r})")
+        node, sources, conds = self.table(q.from_)
+        scope = _Scope(sources)
+        where = _conjuncts(q.where)
+        if isinstance(node, Join) and node.kind == "inner" and not node.on:
+            node = self.place(node, sources, conds + where)
+        else:
+            node = self.place(node, sources, conds)
+            if where:
+                types = {c.name: c.type for c in node.schema}
+                node = fused(node.schema, node, tuple(q for c in where for q in self.predicates(c, scope.column, types)), None)
+        aggregated = bool(q.group_by) or q.having is not None or any(
+            _is_aggregate(s) for e in q.items for s in e.walk())
+        if aggregated:
+            node, select = self.reduce(q, node, scope)
+        else:
+            select = []
+            for e in q.items:
+                if e.cls == "STAR":
+                    if e.star_modified:
+                        raise _Unsupported(f"{self.span(e)!r} (EXCLUDE/REPLACE/RENAME/COLUMNS)")
+                    select.extend((p, n) for n, p in scope.star(e.relation))
+                elif e.cls == "COLUMN_REF":
+                    select.append((scope.column(e), e.alias or e.name[-1]))
+                else:
+                    raise _Unsupported(f"select item {self.span(e)!r}: a scalar expression needing SQL")
+        select = _unique(select)
+        types = {c.name: c.type for c in node.schema}
+        node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
+        return self.modifiers(node, q)
+
+    def reduce(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
+        group: list[str] = []
+        for g in q.group_by:
+            if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER":
+                i = g.literal.value
+                if not 1 <= i <= len(q.items):
+                    raise PlanError(f"GROUP BY position {i} is not in the select list")
+                g = q.items[i - 1]
+            if g.cls == "COLUMN_REF" and len(g.name) == 1:
+                # PostgreSQL reads an input column first, then a select item's alias
+                try:
+                    scope.column(g)
+                except PlanError:
+                    named = [e for e in q.items if e.alias == g.name[0]]
+                    if not named:
+                        raise
+                    g = named[0]
+            if g.cls != "COLUMN_REF":
+                raise _Unsupported(f"GROUP BY {self.span(g)!r}: an expression needing SQL")
+            c = scope.column(g)
+            if c not in group:
+                group.append(c)
+        aggs: list[Aggregate] = []
+
+        def aggregate(e: Expression) -> str:
+            fn = e.name[-1] if e.name else ""
+            if len(e.name) != 1:
+                raise _Unsupported(f"aggregate {self.span(e)!r} with a schema")
+            if e.distinct:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: DISTINCT aggregates (basic)")
+            if e.filter is not None:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: FILTER (WHERE ...)")
+            if e.order_by:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: ORDER BY inside an aggregate")
+            if fn in _ACCUMULABLE:
+                reduction = "accumulable"
+            elif fn in _HIERARCHICAL:
+                reduction = "hierarchical"
+            else:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: {fn} (basic, recomputed per group: absent)")
+            if fn == "count_star":
+                column, fn = None, "count"
+            elif len(e.children) == 1 and e.children[0].cls == "COLUMN_REF":
+                column = scope.column(e.children[0])
+            elif fn == "count" and not e.children:
+                column = None
+            else:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: an argument other than one column")
+            for a in aggs:
+                if (a.function, a.column) == (fn, column):
+                    return a.name
+            a = Aggregate(self.fresh("agg"), fn, column, reduction)
+            aggs.append(a)
+            return a.name
+
+        def group_column(e: Expression) -> str:
+            c = scope.column(e)
+            if c not in group:
+                raise PlanError(f"column {'.'.join(e.name)!r} must appear in the GROUP BY clause "
+                                "or be used in an aggregate function")
+            return c
+
+        select: list[tuple[str, str]] = []
+        for e in q.items:
+            if e.cls == "COLUMN_REF":
+                select.append((group_column(e), e.alias or e.name[-1]))
+            elif _is_aggregate(e):
+                select.append((aggregate(e), e.alias or self.span(e)))
+            else:
+                raise _Unsupported(f"select item {self.span(e)!r}: an expression needing SQL over a GROUP BY")
+        having = _conjuncts(q.having)
+
+        def having_column(e: Expression) -> str:
+            if e.cls == "FUNCTION":
+                return aggregate(e)
+            if e.cls == "COLUMN_REF":
+                return group_column(e)
+            raise _Unsupported(f"HAVING {self.span(e)!r}: not an aggregate or a group column")
+
+        # HAVING may read aggregates the select list does not: add them before the reduce
+        # is built (the predicates need its output types).
+        for h in having:
+            for sub in h.walk():
+                if _is_aggregate(sub):
+                    having_column(sub)
+        out_schema = self.reduce_schema(node.schema, group, aggs)
+        red = Reduce(out_schema, node, tuple(group), tuple(aggs))
+        if having:
+            rtypes = {c.name: c.type for c in out_schema}
+            preds = tuple(q for h in having for q in self.predicates(h, having_column, rtypes))
+            return fused(out_schema, red, preds, None), select
+        return red, select
+
+    def reduce_schema(self, schema: Schema, group: list[str], aggs: list[Aggregate]) -> Schema:
+        """The reduce's output columns, by the operator's own type rules."""
+        try:
+            return _reduce_operator(schema, tuple(group), tuple(aggs)).schema
+        except (TypeError, ValueError) as e:
+            raise _Unsupported(f"aggregates over these column types: {e}") from None
+
+    def modifiers(self, node: Node, q: Query) -> Node:
+        names = [c.name for c in node.schema]
+        order, limit, offset, distinct = (), None, 0, False
+        for m in q.modifiers:
+            if m.type == "DISTINCT_MODIFIER":
+                if m.expressions:
+                    raise _Unsupported("DISTINCT ON")
+                distinct = True
+            elif m.type == "ORDER_MODIFIER":
+                order = m.orders
+            elif m.type == "LIMIT_MODIFIER":
+                for what, e in (("LIMIT", m.limit), ("OFFSET", m.offset)):
+                    if e is None:
+                        continue
+                    if e.cls != "CONSTANT" or e.literal is None or e.literal.kind != "INTEGER" or e.literal.value < 0:
+                        raise _Unsupported(f"{what} {self.span(e)!r}: not a non-negative integer constant")
+                    if what == "LIMIT":
+                        limit = e.literal.value
+                    else:
+                        offset = e.literal.value
+            else:
+                raise _Unsupported(m.type.replace("_MODIFIER", "").replace("_", " "))
+        if distinct:
+            node = Distinct(node.schema, node)
+        if limit is None and offset == 0:
+            return node  # ORDER BY alone orders nothing a view keeps
+        keys = []
+        for o in order:
+            e = o.expression
+            if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER":
+                i = e.literal.value
+                if not 1 <= i <= len(names):
+                    raise PlanError(f"ORDER BY position {i} is not in the select list")
+                col = names[i - 1]
+            elif e.cls == "COLUMN_REF" and len(e.name) == 1 and e.name[0] in names:
+                col = e.name[0]
+            else:
+                raise _Unsupported(f"ORDER BY {self.span(e)!r}: not an output column")
+            t = next(c.type for c in node.schema if c.name == col)
+            if pa.types.is_string(t) or pa.types.is_large_string(t):
+                raise _Unsupported(f"ORDER BY {self.span(e)!r}: text ordered by the collation")
+            desc = o.direction == "DESCENDING"
+            nulls_first = desc if o.nulls == "ORDER_DEFAULT" else o.nulls == "NULLS FIRST"
+            keys.append((col, desc, nulls_first))
+        return TopK(node.schema, node, tuple(keys), limit, offset)
+
+    def setop(self, q: Query) -> Node:
+        branches = [self.query(b) for b in q.children]
+        for b in branches:
+            if isinstance(b, Fallback):
+                raise _Unsupported(f"{q.setop} branch: {b.reason}")
+        first = branches[0].schema
+        names = [c.name for c in first]
+        aligned = []
+        for b in branches:
+            if len(b.schema) != len(first):
+                raise PlanError(f"each {q.setop} query must have the same number of columns: "
+                                f"{len(first)} and {len(b.schema)}")
+            if [c.name for c in b.schema] != names:
+                b = fused(tuple(ColumnSpec(n, c.type) for n, c in zip(names, b.schema)), b, (),
+                              tuple((c.name, n) for c, n in zip(b.schema, names)))
+            aligned.append(b)
+        schema = aligned[0].schema
+        try:
+            for b in aligned[1:]:
+                schema = _unify(schema, b.schema)
+        except SchemaError as e:
+            raise _Unsupported(f"{q.setop} of columns of different types ({e})") from None
+        if q.setop == "UNION":
+            node: Node = Union(schema, tuple(aligned))
+            return node if q.setop_all else Distinct(schema, node)
+        if q.setop == "EXCEPT" and len(aligned) == 2:
+            a, b = aligned
+            if not q.setop_all:
+                a, b = Distinct(a.schema, a), Distinct(b.schema, b)
+            return Threshold(schema, Union(schema, (a, Negate(b.schema, b))))
+        raise _Unsupported(f"{q.setop}{' ALL' if q.setop_all else ''}")
+
+
+def _unify(a: Schema, b: Schema) -> Schema:
+    from colmz.updates import unify_schemas
+
+    return unify_schemas(a, b)
+
+
+def _unique(select: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    seen: set[str] = set()
+    out = []
+    for s, n in select:
+        name, i = n, 1
+        while name in seen:
+            i += 1
+            name = f"{n}_{i}"
+        seen.add(name)
+        out.append((s, name))
+    return out
+
+
+def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
+    """The relational plan of ``query_text`` (one ``SELECT``) over tables ``schemas``
+    (a mapping of table name to its columns: a mapping of name to Arrow type, or ``ColumnSpec`` s).
+
+    Raises :class:`colmz.sql.SQLError` when DuckDB cannot parse the text or it is not one
+    query, :class:`PlanError` when a name does not bind. What is outside the incremental
+    subset is a :class:`Fallback` node (see the module docstring).
+
+    >>> import pyarrow as pa
+    >>> p = plan("SELECT t.k, u.w FROM t JOIN u ON t.k = u.k WHERE u.w IS NOT NULL",
+    ...          {"t": {"k": pa.int64()}, "u": {"k": pa.int64(), "w": pa.string()}})
+    >>> print(p.explain())
+    MapFilter select=[t.k AS k, u.w AS w]  -- incremental O(delta)
+      Join inner on=[t.k = u.k] (delta join, inputs arranged by key)  -- incremental O(delta)
+        Get t AS t (k AS t.k)  -- incremental O(delta)
+        MapFilter where=[u.w IS NOT NULL]  -- incremental O(delta)
+          Get u AS u (k AS u.k, w AS u.w)  -- incremental O(delta)
+    >>> plan("SELECT upper(w) FROM u", {"u": {"w": pa.string()}}).fallbacks()[0].reason
+    "select item 'upper(w)': a scalar expression needing SQL"
+    """
+    if not isinstance(schemas, Mapping):
+        raise TypeError(f"schemas must be a mapping of table name to columns, got {type(schemas).__name__}")
+    checked = {}
+    for name, s in schemas.items():
+        if not isinstance(name, str):
+            raise TypeError(f"schemas must be keyed by table name (str), got {name!r}")
+        checked[name] = as_schema(s, f"schemas[{name!r}]")
+    stmts = parse_tree(query_text)
+    if len(stmts) != 1:
+        raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
+    p = _Planner(query_text, checked)
+    root = p.query(stmts[0])
+    return Plan(root, query_text, dict(p.used))
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+class CollatedReduce:
+    """A reduce whose aggregates are of both types: an ``AccumulableReduce`` and a
+    ``MinMaxReduce`` over the same input, their rows joined per group by a
+    :class:`~colmz.dataflow.collate.Collation` (Materialize's ``ReducePlan::Collation``),
+    output columns in the order of ``order``."""
+
+    ROLLBACK_FIELDS = ("accumulable", "hierarchical", "collation", "project")
+
+    def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
+        self.accumulable = _reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "accumulable"))
+        self.hierarchical = _reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "hierarchical"))
+        self.collation = Collation([self.accumulable.schema, self.hierarchical.schema], list(group))
+        self.project = MapFilterOp(self.collation.schema, select=[*group, *(a.name for a in aggs)])
+        self.schema = self.project.schema
+
+    def step(self, time, delta: Updates) -> Updates:
+        return self.project.step(time, self.collation.step(
+            time, self.accumulable.step(time, delta), self.hierarchical.step(time, delta)))
+
+
+def _reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
+    kinds = {a.reduction for a in aggs}
+    if len(kinds) > 1:
+        return CollatedReduce(schema, group, aggs)
+    if kinds == {"hierarchical"}:
+        return MinMaxReduce(schema, list(group), {a.name: _HIERARCHICAL[a.function](a.column) for a in aggs})
+    return acc.AccumulableReduce(schema, list(group),
+                                 {a.name: (_ACCUMULABLE[a.function](a.column) if a.column is not None
+                                           else acc.Count()) for a in aggs})
+
+
+def _predicate_operator(p: Predicate):
+    if isinstance(p, Comparison):
+        return Compare(p.column, p.op, p.value)
+    return IsNull(p.column, p.negated)
+
+
+class _Step:
+    """A rendered node: its operator and its inputs' rendered nodes."""
+
+    def __init__(self, node: Node, op, inputs: list[_Step], table: str | None = None):
+        self.node = node
+        self.op = op
+        self.inputs = inputs
+        self.table = table
+        self.schema = node.schema
+
+    def step(self, time: int, deltas: Mapping[str, Updates], tables: Mapping[str, Schema]) -> Updates:
+        if self.table is not None:
+            d = deltas.get(self.table)
+            if d is None:
+                d = Updates.empty(tables[self.table])
+            return self.op.step(time, d)
+        ins = [i.step(time, deltas, tables) for i in self.inputs]
+        return self.op.step(time, *ins)
+
+
+def _render(node: Node, tables: Mapping[str, Schema]) -> _Step:
+    if isinstance(node, Fallback):
+        raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering a recomputed subtree is absent")
+    if isinstance(node, Get):
+        op = MapFilterOp(tables[node.table], select=[Column(s, n) for s, n in node.columns])
+        return _Step(node, op, [], node.table)
+    ins = [_render(i, tables) for i in node.inputs]
+    if isinstance(node, MapFilter):
+        op = MapFilterOp(ins[0].schema, where=[_predicate_operator(p) for p in node.where],
+                         select=None if node.select is None else [Column(s, n) for s, n in node.select])
+    elif isinstance(node, Join):
+        schemas = [i.schema for i in ins]
+        op = (DeltaJoin(schemas, node.on) if node.kind == "inner"
+              else OuterJoin(schemas, node.on, kind=node.kind))
+        step = _Step(node, op, ins)
+        if node.residual:
+            filt = MapFilterOp(op.schema, where=[_predicate_operator(p) for p in node.residual])
+            return _Step(node, filt, [step])
+        return step
+    elif isinstance(node, Reduce):
+        op = _reduce_operator(ins[0].schema, node.group_by, node.aggregates)
+    elif isinstance(node, Distinct):
+        op = DistinctOp(ins[0].schema)
+    elif isinstance(node, Threshold):
+        op = ThresholdOp(ins[0].schema)
+    elif isinstance(node, Negate):
+        op = NegateOp(ins[0].schema)
+    elif isinstance(node, Union):
+        op = UnionOp([i.schema for i in ins])
+    elif isinstance(node, TopK):
+        op = TopKOp(ins[0].schema, [], [OrderBy(c, d, n) for c, d, n in node.order_by],
+                    limit=node.limit, offset=node.offset)
+    else:  # pragma: no cover - every node kind is above
+        raise TypeError(f"no operator for {type(node).__name__}")
+    return _Step(node, op, ins)
+
+
+class Pipeline:
+    """The operators of a plan: ``step(time, deltas)`` steps each once and returns the view's
+    delta at ``time`` (``deltas``: table name -> ``Updates`` of that table's columns; a table
+    without one has an empty delta). ``schema`` is the view's columns."""
+
+    #: Every operator, each saved and rolled back in place: a step that raises in one
+    #: operator leaves all of them as they were.
+    ROLLBACK_FIELDS = ("_operators",)
+
+    def __init__(self, p: Plan):
+        self.plan = p
+        self.tables = dict(p.tables)
+        self._root = _render(p.root, self.tables)
+        self.schema: Schema = self._root.schema
+        self._operators: list = []
+        stack = [self._root]
+        while stack:
+            s = stack.pop()
+            self._operators.append(s.op)
+            stack.extend(s.inputs)
+
+    @property
+    def operators(self) -> list:
+        """The operators, root first (for inspection and their work counters)."""
+        return list(self._operators)
+
+    def step(self, time, deltas: Mapping[str, Updates]) -> Updates:
+        if not isinstance(deltas, Mapping):
+            raise TypeError(f"deltas must be a mapping of table name to Updates, got {type(deltas).__name__}")
+        for name in deltas:
+            if name not in self.tables:
+                raise ValueError(f"deltas names table {name!r}, which the view does not read "
+                                 f"(it reads {sorted(self.tables)})")
+        with undone_on_error(self):
+            return self._root.step(time, deltas, self.tables)
+
+
+def render(p: Plan) -> Pipeline:
+    """The :class:`Pipeline` of plan ``p``; ``ValueError`` naming the reason when ``p`` holds
+    a :class:`Fallback` (recomputing a subtree is absent).
+
+    >>> import colmz, pyarrow as pa
+    >>> pipe = render(plan("SELECT k, count(*) AS c FROM t GROUP BY k", {"t": {"k": pa.int64()}}))
+    >>> pipe.step(1, {"t": colmz.Updates({"k": [1, 1, 2]}, time=[1] * 3, diff=[1] * 3)}).to_pylist()
+    [(1, 2, 1, 1), (2, 1, 1, 1)]
+    """
+    if not isinstance(p, Plan):
+        raise TypeError(f"render takes a Plan, got {type(p).__name__}")
+    return Pipeline(p)
