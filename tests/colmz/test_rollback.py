@@ -326,11 +326,11 @@ def _visible(cat: Catalog, keys: bool = True) -> dict:
     ("INSERT INTO t VALUES (3, 3), (1, 9); SELECT * FROM ct; SELECT * FROM no_such_table", "no_such_table"),
     # two tables written, the task read, then a statement DuckDB refuses while running
     ("INSERT INTO t VALUES (3, 3); INSERT INTO w VALUES (1); SELECT * FROM ct; SELECT CAST('y' AS INT)",
-     "Could not convert"),
+     "invalid input syntax for type integer"),
     # DDL after a commit, then a failing statement: the new object goes too
     ("INSERT INTO t VALUES (4, 4); CREATE TABLE u (x INT); SELECT * FROM no_such_table", "no_such_table"),
     # the view refreshed, then the failure
-    ("INSERT INTO t VALUES (5, 5); SELECT * FROM mv; SELECT CAST('x' AS INT)", "Could not convert"),
+    ("INSERT INTO t VALUES (5, 5); SELECT * FROM mv; SELECT CAST('x' AS INT)", "invalid input syntax for type integer"),
 ])
 def test_a_failed_execute_leaves_the_catalog_as_it_was(script, error):
     cat = _catalog()
@@ -536,7 +536,7 @@ def _contents(cat: Catalog) -> dict:
     # statements fail mid-transaction: after the writes committed in memory and the task ran
     ("INSERT INTO t VALUES (3, 3), (1, 9); SELECT * FROM ct; SELECT * FROM no_such_table", "no_such_table"),
     ("INSERT INTO t VALUES (3, 3); INSERT INTO w VALUES (1); SELECT * FROM mv; SELECT CAST('y' AS INT)",
-     "Could not convert"),
+     "invalid input syntax for type integer"),
     # a rejected column name, after a commit and DDL in the same script
     ("INSERT INTO t VALUES (4, 4); CREATE TABLE u (x INT); CREATE TABLE z (k INT, time INT)",
      "column 'time' is reserved"),
