@@ -78,14 +78,14 @@ def test_a_corrupt_part_is_one_line_before_spark(no_spark, tmp_path, capsys):
 def test_a_part_damaged_inside_a_spark_task_is_named():
     # A part whose footer reads but whose pages do not fails inside a Python worker; the
     # sink turns the worker's CorruptPart into the one line colmz read gives.
-    from colmz.spark.cli.sink import _damaged_part
+    from colmz.spark.cli.base import damaged_part
 
     spark_text = ("Job aborted due to stage failure: ...\norg.apache.spark.api.python.PythonException: "
                   "Traceback (most recent call last):\n  File ...\ncolmz.arrangement.errors.CorruptPart: "
                   "part 'arrangement/parts/x.parquet' is not a readable Parquet file: bad page\n\tat org...")
-    assert _damaged_part(RuntimeError(spark_text)) == (
+    assert damaged_part(RuntimeError(spark_text)) == (
         "part 'arrangement/parts/x.parquet' is not a readable Parquet file: bad page")
-    assert _damaged_part(RuntimeError("executor lost")) is None
+    assert damaged_part(RuntimeError("executor lost")) is None
 
 
 @pytest.mark.parametrize("ticks", ["0", "-5", "x"])
