@@ -1,6 +1,6 @@
 """Views kept by delta rules (``colmz.dataflow``): one-row change, beside DuckDB recomputing.
 
-The two views of issue 39's measurements over ``t(k bigint, v bigint)`` of ``n`` rows in ``n / 10``
+Two views over ``t(k bigint, v bigint)`` of ``n`` rows in ``n / 10``
 groups and ``u(uk bigint, w bigint)`` of ``n / 10`` rows, one per key:
 
 * ``sum``: ``SELECT k, sum(v), count(*) FROM t GROUP BY k`` -- ``AccumulableReduce``;
@@ -23,7 +23,7 @@ time per change. Read side by side:
 time) through the operator, beside the same DuckDB recompute; ``IvmMinMax`` deletes the
 current minimum of a 10 k-row group (``MinMaxReduce`` re-reduces that group).
 
-Targets (issue 39): view maintenance <= 1 ms at 10 M rows, growth 10 k -> 10 M <= 1.5x; a
+Targets: view maintenance <= 1 ms at 10 M rows, growth 10 k -> 10 M <= 1.5x; a
 1 % bulk change <= 30 % of DuckDB recomputing; min/max deleting the extreme of a 10 k-row
 group <= 5 ms.
 Run one shape by hand: ``python asv_benchmarks/bench_ivm.py 1000000 sum``.
@@ -152,7 +152,7 @@ def measure(view: str, n: int) -> dict:
 
 
 class IvmOneRowChange:
-    # 10 M rows (the issue's target size) build in tens of seconds: run it by hand.
+    # 10 M rows (the target size) build in tens of seconds: run it by hand.
     params = [["sum", "join"], [10_000, 100_000, 1_000_000]]
     param_names = ["view", "n"]
     number = 1

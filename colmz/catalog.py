@@ -425,10 +425,9 @@ class Catalog:
             return pa.table({"name": [c.name for c in cols], "nullable": [True] * len(cols),
                              "type": [pg_type_name(c.type) for c in cols]})
         if s.schema is not None:
-            full = resolve_item((*s.schema, "x"))
-            if full.database not in self._schemas or full.schema not in self._schemas[full.database]:
+            where = resolve_schema(s.schema)
+            if where[0] not in self._schemas or where[1] not in self._schemas[where[0]]:
                 raise SQLError(f"unknown schema {sql_name(s.schema)!r}")
-            where = (full.database, full.schema)
         else:
             where = (DEFAULT_DATABASE, DEFAULT_SCHEMA)
         names, kinds = [], []
@@ -1163,8 +1162,7 @@ class Catalog:
         if self._path is None:
             return call()
         for attempt in range(RETRIES + 1):
-            if self._stale or self._store.head_seqno() != self._store.seqno:
-                self.refresh()
+            self._catch_up()
             try:
                 return call()
             except (CommitConflict, CompactedAway) as e:
@@ -1181,13 +1179,18 @@ class Catalog:
                 raise
         raise AssertionError("unreachable")
 
+    def _catch_up(self) -> None:
+        """On a durable catalog, reload when another handle committed since this one read
+        the record (one read of its head) or an earlier call left the handle stale."""
+        if self._path is not None and (self._stale or self._store.head_seqno() != self._store.seqno):
+            self.refresh()
+
     def _reading(self, call):
         """Run a read; on a durable catalog, first bring the handle up to the record (one
         read of the consensus head: a read sees every write committed before it, by any
         handle, as Materialize's reads do), and when it hit data another handle compacted
         away, refresh the handle and read again (at most :data:`RETRIES` times)."""
-        if self._path is not None and (self._stale or self._store.head_seqno() != self._store.seqno):
-            self.refresh()
+        self._catch_up()
         for attempt in range(RETRIES + 1):
             try:
                 return call()

@@ -285,12 +285,11 @@ def _error_line(e: BaseException) -> str:
 
 def run(args, out) -> dict:
     """``colmz sql``: returns a summary (statements run, errors)."""
-    from colmz.sql import SQLError
 
     catalog = _open_catalog(args)
     shell = Shell(catalog, out)
     ran = 0
-    failures = (SQLError, ValueError, TypeError, KeyError, OverflowError, InputError, RuntimeError)
+    failures = _failures()
     if args.commands or args.files:
         for sql in args.commands:
             try:
@@ -302,7 +301,7 @@ def run(args, out) -> dict:
         for path in args.files:
             if path != "-" and not os.path.isfile(path):
                 raise InputError(f"-f {path!r} is not a file")
-            with (open(path) if path != "-" else _stdin()) as f:
+            with open(path) if path != "-" else contextlib.nullcontext(sys.stdin) as f:
                 ran += _run_lines(shell, f, stop=True)
         return {"statements": ran, "interactive": False}
     if not sys.stdin.isatty():
@@ -310,23 +309,20 @@ def run(args, out) -> dict:
     return {"statements": _interactive(shell), "interactive": True}
 
 
-class _stdin:
-    def __enter__(self):
-        return sys.stdin
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _run_lines(shell: Shell, lines: Iterable[str], stop: bool) -> int:
     return _run_statements(shell, shell.statements(line.rstrip("\n") for line in lines), stop)
 
 
-def _run_statements(shell: Shell, statements: Iterable[str], stop: bool) -> int:
+def _failures() -> tuple[type[BaseException], ...]:
+    """What a statement may raise that is the user's error, said in one line."""
     from colmz.sql import SQLError
 
+    return (SQLError, ValueError, TypeError, KeyError, OverflowError, InputError, RuntimeError)
+
+
+def _run_statements(shell: Shell, statements: Iterable[str], stop: bool) -> int:
     ran = 0
-    failures = (SQLError, ValueError, TypeError, KeyError, OverflowError, InputError, RuntimeError)
+    failures = _failures()
     for stmt in statements:
         try:
             if stmt.startswith("\\"):

@@ -1,8 +1,8 @@
 """Operator pipelines of whole views against DuckDB recomputing the view's SQL.
 
 After every step, the view's collection (written through ``ViewSink``) must equal DuckDB's
-answer to the view's query over the integrated tables -- the differential check issue 39
-asks of maintained views, here for the pipelines the operators make without a plan.
+answer to the view's query over the integrated tables -- the differential check of maintained
+views, here for the pipelines the operators make without a plan.
 """
 
 from __future__ import annotations
