@@ -498,7 +498,7 @@ class CatalogFirstQuery:
             cat = colmz.Catalog(self.path)
             cat.sql(self.QUERY)
             times["first_query"].append(_now() - t0)
-            arr = cat._durable["t"].arrangement  # the table's arrangement (no public handle)
+            arr = cat._mirror.arrangements["t"].arrangement  # the table's arrangement (no public handle)
             t0 = _now()
             arr.read(arr.get_seal() - 1)
             times["read"].append(_now() - t0)

@@ -438,7 +438,7 @@ def task_output(store: str, name: str, *, consensus: str | None = None):
     [(7, 2, 1)]
     """
     from colmz.arrangement import Arrangement
-    from colmz.catalog_store import CatalogStore
+    from colmz.catalog.store import CatalogStore
     from colmz.storage.url import open_location
 
     record = CatalogStore(open_location(store, consensus=consensus, create=False)).load()

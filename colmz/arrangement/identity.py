@@ -107,7 +107,7 @@ moved (nothing left at the recorded place) opens, and its next commit records it
 place; a copy of an object-store prefix cannot be told from a move (the other place is not
 checked) and is not refused.
 
-The catalog's record (``colmz.catalog_store``) is checked alike on open
+The catalog's record (``colmz.catalog.store``) is checked alike on open
 (:func:`check_catalog_history`): its intent blobs record the record version they were
 written against (:func:`intent_token`); every arrangement it names is checked by its own
 open, which the catalog makes for each object before applying the record's intent.

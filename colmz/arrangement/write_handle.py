@@ -111,7 +111,7 @@ class WriteHandle:
         parts are the caller's until the call commits them; a call that refused them after a
         lost compare-and-set (or lost it ``ATTEMPTS`` times) deleted them -- unless
         ``keep_runs``: then the call never deletes them (another record names them and applies
-        them again: a durable catalog's committed intent, ``colmz.catalog_store``).
+        them again: a durable catalog's committed intent, ``colmz.catalog.store``).
 
         >>> import colmz
         >>> from colmz.arrangement.runs import write_run

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import colmz
-from colmz.catalog_store import CatalogStore
+from colmz.catalog.store import CatalogStore
 
 #: The errors a changed byte may raise: each names what is wrong and where.
 CLEAR = {"CorruptPart", "CorruptMeta", "CorruptState", "MissingPart", "IdentityMismatch",

@@ -187,11 +187,13 @@ def test_an_exact_assignment_runs_no_query(monkeypatch):
     # PostgreSQL's assignment there, so a one-row INSERT runs its VALUES query only (before:
     # a second DuckDB query per INSERT converted int4 to int8, 2.5 -> 6.2 ms per insert).
     # Out of range still takes DuckDB's path and PostgreSQL's message.
-    import colmz.catalog
+    import colmz.catalog.queries
+    import colmz.sql.write
 
     calls = []
-    real = colmz.catalog.run_query
-    monkeypatch.setattr(colmz.catalog, "run_query", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    real = colmz.sql.write.run_query
+    for module in (colmz.catalog.queries, colmz.sql.write):  # the statement's query, the casts
+        monkeypatch.setattr(module, "run_query", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
     cat = colmz.Catalog()
     cat.execute("CREATE TABLE t (k BIGINT, s TEXT); CREATE TABLE n (k SMALLINT)")
     calls.clear()

@@ -24,7 +24,7 @@ def q(cat, sql, as_of=None):
 
 
 def key_of(path, name):
-    from colmz.catalog_store import CatalogStore
+    from colmz.catalog.store import CatalogStore
     from colmz.storage.url import open_location
 
     record = CatalogStore(open_location(str(path))).load()
@@ -113,9 +113,9 @@ def test_reopen_resumes_tasks_without_reading_input_history(tmp_path, history):
     # Work: the input's durable reads are the three new updates, whatever its history; the
     # task's own state is read once: each update its arrangement holds, fetched once (and
     # merged in memory to its contents, at most 4 keys).
-    dur_in = again._durable["append_only"].stats  # noqa: SLF001 - white-box work counter
+    dur_in = again._mirror.arrangements["append_only"].stats  # noqa: SLF001 - white-box work counter
     assert dur_in["updates_read"] == 3
-    out = again._durable["upsert"]  # noqa: SLF001
+    out = again._mirror.arrangements["upsert"]  # noqa: SLF001
     assert out.stats["updates_read"] == len(out.arrangement.read_unmerged(task_out.since))
     assert len(task_out.snapshot(task_out.since)) <= 4
 
@@ -156,7 +156,7 @@ def test_maintenance_compacts_durable_history(tmp_path):
     cat.execute(UPSERT)
     for t in range(40):
         cat.execute(f"INSERT INTO append_only VALUES ({t % 3}, {t})")
-    arr = cat._durable["upsert"].arrangement  # noqa: SLF001 - white-box: the durable layout
+    arr = cat._mirror.arrangements["upsert"].arrangement  # noqa: SLF001 - white-box: the durable layout
     assert arr.since() >= 36 and len(arr.unsealed_batches) <= 4
     again = colmz.Catalog(tmp_path)
     assert q(again, "SELECT * FROM upsert") == [(0, 39), (1, 37), (2, 38)]
@@ -262,7 +262,7 @@ def test_sigkill_mid_transaction_reopens_all_or_nothing(tmp_path):
 _KILL_AFTER_COMMIT = """
 import os, signal, sys
 import colmz
-from colmz.catalog_store import CatalogStore
+from colmz.catalog.store import CatalogStore
 
 path, kill_at = sys.argv[1], int(sys.argv[2])
 cat = colmz.Catalog(path)
@@ -293,7 +293,7 @@ def test_sigkill_between_the_record_commit_and_the_apply_lands_the_intent_whole(
     import subprocess
     import sys
 
-    from colmz.catalog_store import CatalogStore
+    from colmz.catalog.store import CatalogStore
     from colmz.storage.url import open_location
 
     script = tmp_path / "child.py"
@@ -362,7 +362,7 @@ def test_a_query_reads_an_insert_only_table_without_merging_its_batches(tmp_path
         rows += batch
     again = colmz.Catalog(tmp_path)
     table = again.object("t").collection
-    durable = again._durable["t"]  # noqa: SLF001 - white-box work counter
+    durable = again._mirror.arrangements["t"]  # noqa: SLF001 - white-box work counter
     got = again.sql("SELECT k, v FROM t")
     assert sorted(map(tuple, (r.values() for r in got.to_pylist()))) == sorted(rows)
     assert q(again, "SELECT count(*) AS n, count(DISTINCT k) AS d FROM t WHERE v = 'dup'") == [(6, 1)]
@@ -385,7 +385,7 @@ def test_a_query_over_a_table_with_retractions_merges_it(tmp_path):
     cat.execute("DELETE FROM t WHERE k = 2")
     cat.execute("INSERT INTO t VALUES (4)")
     again = colmz.Catalog(tmp_path)
-    durable = again._durable["t"]  # noqa: SLF001 - white-box work counter
+    durable = again._mirror.arrangements["t"]  # noqa: SLF001 - white-box work counter
     assert q(again, "SELECT k FROM t ORDER BY k") == [(1,), (3,), (4,)]  # merged to know
     reads = durable.stats["reads"]
     # the contents, consolidated, come from that merge: storage is not read again

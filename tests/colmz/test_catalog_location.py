@@ -14,7 +14,8 @@ import textwrap
 import pytest
 
 import colmz
-from colmz.catalog_store import CatalogStore, NestedStore
+from colmz.catalog.location import NestedStore
+from colmz.catalog.store import CatalogStore
 from colmz.storage.url import Location, open_location
 
 

@@ -93,7 +93,7 @@ def test_durable_catalog_keeps_schemas_and_names_across_reopen(tmp_path):
 def test_a_catalog_without_schemas_writes_the_record_it_always_wrote(tmp_path):
     # A record written before namespaces has no namespaces entry and definitions without
     # database/schema: every name in it is a public one. One without schemas is still that.
-    from colmz.catalog_store import CatalogStore
+    from colmz.catalog.store import CatalogStore
     from colmz.storage.url import open_location
 
     cat = colmz.Catalog(tmp_path)
@@ -114,7 +114,7 @@ def test_a_record_written_before_schemas_opens_with_public_names(tmp_path):
     # The definitions a catalog wrote before schemas existed: no namespaces entry, no
     # database/schema, statements without qualifiers. Rewritten so, the record opens with
     # every name public and its task resumes.
-    from colmz.catalog_store import CatalogStore
+    from colmz.catalog.store import CatalogStore
     from colmz.storage.url import open_location
 
     cat = colmz.Catalog(tmp_path)

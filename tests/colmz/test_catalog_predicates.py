@@ -232,7 +232,7 @@ def test_colmz_and_duckdb_agree_on_one_expression_many(case):
 def test_a_durable_catalog_refuses_a_stored_predicate_that_hides_code(tmp_path):
     # A definition stored by a colmz that read comments its old way (the issue's \r form,
     # run at every time before) is checked again when the catalog is opened, and refused.
-    from colmz.catalog_store import CatalogStore
+    from colmz.catalog.store import CatalogStore
     from colmz.storage.url import open_location
 
     cat = colmz.Catalog(tmp_path, external_access=False)

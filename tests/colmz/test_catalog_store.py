@@ -1,4 +1,4 @@
-"""``colmz.catalog_store.CatalogStore``: nothing acknowledged is lost, nothing refused is kept.
+"""``colmz.catalog.store.CatalogStore``: nothing acknowledged is lost, nothing refused is kept.
 
 Every probe runs twice: two handles in one process, interleaved deterministically, and two
 real processes (``multiprocessing``) racing on one directory. Each call is recorded as
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import colmz
 import colmz.arrangement.errors
 from colmz.arrangement.runs import write_run
-from colmz.catalog_store import (
+from colmz.catalog.store import (
     INTENT_PREFIX,
     LEGACY_INTENT_KEY,
     LEGACY_RECORD_KEY,
@@ -244,7 +244,7 @@ def test_disk_full_at_commit_keeps_nothing_in_memory(tmp_path):
 
 
 def test_lost_race_refreshes_and_retries_within_the_bound(tmp_path, monkeypatch):
-    import colmz.catalog as catalog_mod
+    import colmz.catalog.durable as catalog_mod
 
     monkeypatch.setattr(catalog_mod, "RETRY_BACKOFF", 0.0)  # the bound, not the waits
     a, b = colmz.Catalog(tmp_path), colmz.Catalog(tmp_path)
@@ -355,7 +355,7 @@ def _write_legacy_store(path, landed=False):
     intent at the consensus key ``catalog/intent``, not yet applied (or, ``landed``,
     applied and not yet cleared)."""
     from colmz.arrangement import Arrangement
-    from colmz.catalog_store import ArrangementCollection
+    from colmz.arrangement.collection import ArrangementCollection
 
     loc = open_location(str(path))
     schema = {"k": pa.int32()}
@@ -693,7 +693,7 @@ def test_arrangement_collection_appends_once_through_a_stale_handle(tmp_path):
     the expected upper; an append expecting an upper already passed is refused, and leaves
     no part behind."""
     from colmz.arrangement import Arrangement
-    from colmz.catalog_store import ArrangementCollection
+    from colmz.arrangement.collection import ArrangementCollection
     from colmz.continual import UpperMismatch
 
     loc = open_location(str(tmp_path))
@@ -845,7 +845,7 @@ def test_opening_to_read_writes_no_identity(tmp_path):
 def _pending(path, monkeypatch, sql, *, clock=None):
     """Run ``sql`` on the catalog at ``path`` as a writer that dies after the record's commit
     and before the apply (its runs' keys stamped by ``clock``); the record's intent."""
-    import colmz.catalog_store as cs
+    import colmz.catalog.store as cs
 
     cat = colmz.Catalog(path)
     with monkeypatch.context() as m:

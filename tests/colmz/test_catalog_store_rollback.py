@@ -1,5 +1,5 @@
 """A durable catalog whose consensus is restored from an older copy, between SIGKILLs of
-its writer (``colmz.arrangement.identity``, "Rolled-back metadata"; ``colmz.catalog_store``).
+its writer (``colmz.arrangement.identity``, "Rolled-back metadata"; ``colmz.catalog.store``).
 
 A child process commits transactions in a loop (each writes ``i`` into ``a`` and ``i, -i``
 into ``b`` at time ``i``, with maintenance every 4); the parent kills it at a random moment,
@@ -27,7 +27,7 @@ import pytest
 import colmz
 from colmz.arrangement import Arrangement
 from colmz.arrangement.errors import MetadataRolledBack
-from colmz.catalog_store import CatalogStore
+from colmz.catalog.store import CatalogStore
 from colmz.storage.url import open_location
 
 _CHILD = """

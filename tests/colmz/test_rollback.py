@@ -55,16 +55,13 @@ NOT_ROLLED_BACK = {
                       "compiled", "duckdb", "_union", "_lifted"},
     # its definition
     "CatalogObject": {"name", "kind", "deps", "query", "uses_now"},
-    # configuration and durable handles (connection, path, store); the durable record's
-    # mirror (``_committed_defs``, ``_committed_schemas``, ``_dur_upper``: what the record holds, changed only once a
-    # commit succeeded), the time a reopen loaded at, the arrangements; ``_stale`` (set
-    # *because* a commit failed indeterminately: the next call must refresh); the per-call
-    # check of a reopened commit (``_expect``, cleared by every roll back); cumulative stats
-    # and the persist counter that paces maintenance; whether the store is read-only (how it
-    # was opened)
-    "Catalog": {"_maintain_every", "_con", "_path", "_consensus", "_loc", "_blob", "_store", "_read_only",
-                "_committed_defs", "_committed_schemas", "_dur_upper", "_reopened_at", "_durable", "_stale",
-                "_expect", "stats", "_persists"},
+    # the catalog's engine: configuration (connection, whether it is driven durably), the
+    # time a reopen loaded at (set by loading only), and the per-call check of a reopened
+    # commit (``_expect``, cleared by every roll back). The durable Catalog around it is
+    # not rolled back: its engine, store and mirror of the record are replaced together by
+    # a reload, and the mirror changes only once a commit succeeded
+    # (tests/colmz/catalog/test_catalog_refresh.py)
+    "Engine": {"_con", "_durable", "_reopened_at", "_expect"},
 }
 
 
@@ -161,9 +158,9 @@ def _example(name: str):
         return merges[0]
     if name in _DATAFLOW:
         return _dataflow_example(name)
-    if name in ("Catalog", "CatalogObject", "ContinualTask"):
+    if name in ("Engine", "CatalogObject", "ContinualTask"):
         cat = _catalog()
-        return {"Catalog": cat, "CatalogObject": cat.object("ct"), "ContinualTask": cat.object("ct").task}[name]
+        return {"Engine": cat._engine, "CatalogObject": cat.object("ct"), "ContinualTask": cat.object("ct").task}[name]
     return {"Correction": Correction, "Spine": Spine, "Stage": Stage,
             "BucketChain": lambda: BucketChain([1, 2], lambda b, mid: (b, b, 0), domain_bits=4),
             "MemoryCollection": lambda: MemoryCollection({"k": pa.int64()}),
@@ -201,7 +198,7 @@ def test_declared_fields_cover_every_field(name):
     _check_declaration(name, _example(name))
 
 
-@pytest.mark.parametrize("name", ["MemoryCollection", "ContinualTask", "Catalog"])
+@pytest.mark.parametrize("name", ["MemoryCollection", "ContinualTask", "Engine"])
 def test_a_field_added_undeclared_fails_the_declaration_test(name):
     obj = _example(name)
     obj.added_later = 0  # what a new field forgotten in ROLLBACK_FIELDS looks like
@@ -301,8 +298,8 @@ def _visible(cat: Catalog, keys: bool = True) -> dict:
     """What the declared fields of a catalog, its objects, their collections and tasks show:
     names, now, each collection's frontiers, history and counts index, each task's progress,
     each view's contents."""
-    out = {"names": cat.names, "now": cat.now, "at_now": cat._at_now is not None,
-           "defs": [{k: v for k, v in d.items() if keys or k != "key"} for d in cat._defs]}
+    out = {"names": cat.names, "now": cat.now, "at_now": cat._engine._at_now is not None,
+           "defs": [{k: v for k, v in d.items() if keys or k != "key"} for d in cat._engine._defs]}
     for name in cat.names:
         o = cat.object(name)
         c = o.collection
@@ -480,7 +477,7 @@ def test_a_save_copies_the_same_elements_whatever_the_history():
         cat = _catalog()
         for i in range(commits):
             cat.execute(f"INSERT INTO t VALUES ({i}, {i})")
-        costs.append(save(cat).copied)
+        costs.append(save(cat._engine).copied)
         assert len(cat.object("t").collection.times()) > commits
     assert costs[0] == costs[1]
 
@@ -501,7 +498,7 @@ def test_saved_states_do_not_chain_across_commits():
     for i in range(60):
         cat.execute(f"INSERT INTO t VALUES ({i}, 2)")
     assert alive() == few
-    assert "_at_now" not in cat._at_now[0].fields
+    assert "_at_now" not in cat._engine._at_now[0].fields
 
 
 # ----------------------------------------------------------------------------- durable
@@ -509,7 +506,7 @@ def test_saved_states_do_not_chain_across_commits():
 
 def _storage(path) -> dict:
     """Every blob (key and bytes) of a store directory and its catalog record's version."""
-    from colmz.catalog_store import CatalogStore
+    from colmz.catalog.store import CatalogStore
     from colmz.storage.url import open_location
 
     loc = open_location(str(path))
@@ -555,7 +552,7 @@ def test_a_failed_durable_execute_leaves_memory_and_storage_unchanged(tmp_path, 
 
 
 def test_a_durable_execute_that_loses_every_compare_and_set_keeps_nothing(tmp_path, monkeypatch):
-    import colmz.catalog as catalog_mod
+    import colmz.catalog.durable as catalog_mod
     from colmz.storage.state import CommitConflict, StateLog
 
     monkeypatch.setattr(catalog_mod, "RETRY_BACKOFF", 0.0)

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colmz
-import colmz.catalog
+import colmz.catalog.ddl
+import colmz.catalog.engine
 import colmz.continual.batched
 import colmz.continual.model
 from colmz.errors import NegativeMultiplicity
@@ -62,8 +63,8 @@ def test_cast_to_and_at_time():
 
 
 def test_the_catalog_and_the_tasks_convert_rows_with_these_functions():
-    for module in (colmz.catalog, colmz.continual.model, colmz.continual.batched):
+    for module in (colmz.catalog.engine, colmz.catalog.ddl, colmz.continual.model, colmz.continual.batched):
         for name in ("conform", "expand", "rows_to_updates"):
             if hasattr(module, name):
                 assert getattr(module, name) is getattr(colmz.rows, name), (module.__name__, name)
-    assert colmz.catalog.conform is colmz.rows.conform and colmz.continual.batched.expand is colmz.rows.expand
+    assert colmz.catalog.engine.conform is colmz.rows.conform and colmz.continual.batched.expand is colmz.rows.expand

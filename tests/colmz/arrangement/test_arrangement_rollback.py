@@ -294,7 +294,7 @@ def test_restored_older_catalog_is_refused_by_its_tables_when_no_intent_tells(tm
     # The last commit was DDL (no intent blob, the previous intent's blobs deleted): the
     # tables' own parts tell, when the catalog opens their arrangements.
     from colmz.arrangement.identity import intent_seqno
-    from colmz.catalog_store import INTENT_PREFIX
+    from colmz.catalog.store import INTENT_PREFIX
 
     url, cons, backup = make_store("local+sqlite", tmp_path)
     cat = colmz.Catalog(url)

@@ -72,9 +72,8 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
-from colmz.arrangement.collection import ArrangementCollection, CompactedAway
+from colmz.arrangement.collection import ArrangementCollection
 from colmz.arrangement.errors import (
     CorruptMeta,
     IdentityMismatch,
@@ -103,14 +102,10 @@ __all__ = [
     "LEGACY_INTENT_KEY",
     "LEGACY_RECORD_KEY",
     "IDENTITY_NAME",
-    "ArrangementCollection",
     "CatalogStore",
-    "CompactedAway",
     "MissingDefinitions",
-    "NestedStore",
     "StoreChanged",
     "UnverifiedIntent",
-    "check_catalog_location",
     "record_check",
 ]
 
@@ -141,10 +136,6 @@ class MissingDefinitions(RuntimeError):
     """The store holds arrangements but no catalog record names them."""
 
 
-class NestedStore(ValueError):
-    """A new catalog would lie inside another store: in its directory or its blob."""
-
-
 class UnverifiedIntent(RuntimeError):
     """A committed intent still to apply holds its changes in a blob of the previous layout,
     which carries no check (digest, rows, diff sum): colmz refuses to decode it."""
@@ -160,48 +151,6 @@ def record_check(record: dict) -> int:
     """
     rest = {k: v for k, v in record.items() if k != "check"}
     return part_digest(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode())
-
-
-def _is_store_dir(path: Path) -> bool:
-    # a local store: its SQLite consensus, or a blob holding an arrangement's or a catalog's
-    # identity (a store whose consensus lives elsewhere)
-    blob = path / "blob"
-    return (path / "consensus.sqlite").is_file() or (blob.is_dir() and any(blob.glob("*/identity.json")))
-
-
-def check_catalog_location(url: str, *, consensus: str | None = None, create: bool = True) -> None:
-    """Refuse, before anything is created, a local catalog location that would lie inside
-    another store (:class:`NestedStore`, naming it: in its directory, or in its blob, where
-    a catalog's files would be taken for that store's), and with ``create=False`` one that
-    holds no store (``FileNotFoundError``). An existing store at ``url`` itself is opened as
-    it is. Other schemes are not checked here.
-
-    >>> import tempfile, colmz
-    >>> d = tempfile.mkdtemp()
-    >>> _ = colmz.Catalog(d)
-    >>> check_catalog_location(d)
-    >>> check_catalog_location(d + "/blob")
-    Traceback (most recent call last):
-    ...
-    colmz.catalog_store.NestedStore: catalog location '...' lies inside the store at '...': ...
-    """
-    from colmz.storage.url import local_path
-
-    path = local_path(url)
-    if path is None:
-        return
-    path = path.absolute()
-    if _is_store_dir(path):
-        return
-    if not create and consensus is None:
-        raise FileNotFoundError(f"no catalog at {url!r} (create=False: nothing was created)")
-    for above in path.parents:
-        if _is_store_dir(above):
-            raise NestedStore(
-                f"catalog location {url!r} lies inside the store at {str(above)!r}: a catalog "
-                "there would write into that store's directory or blob; choose a location "
-                "outside it (nothing was created)"
-            )
 
 
 # ----------------------------------------------------------------------------- the store

@@ -1,0 +1,530 @@
+"""``Catalog``: the catalog users open -- an engine (:class:`colmz.catalog.engine.Engine`)
+in memory, or driven durably through a :class:`colmz.catalog.store.CatalogStore`.
+
+Design
+------
+With ``path=DIR`` (or a storage URL, ``mem://name`` or ``s3://bucket/prefix`` with
+``consensus=``; see ``colmz.storage.url``) every object has a ``colmz.Arrangement`` in the
+store (:class:`colmz.arrangement.collection.ArrangementCollection`), and one versioned
+record (consensus key ``catalog/<id>``, the catalog's identity) holds the definitions and
+the last transaction's intent, as persist's txn-wal keeps a txns shard beside its data
+shards (``src/txn-wal/src/lib.rs`` upstream). The store owns the record; this handle holds
+what one load of it gave -- the engine, the store it loaded through and the :class:`Mirror`
+of the record -- and replaces the three together. Every durable call is one transaction:
+
+* it runs in the engine against the record version the handle read, then its changes
+  (every object's, and its DDL) are committed by one compare-and-set of the record -- the
+  commit point -- and only then applied to the arrangements, idempotently (by this handle,
+  or by the next handle or reopen when this one crashed);
+* when another handle committed since this one read (the compare-and-set lost), nothing is
+  visible: the handle is refreshed (:meth:`Catalog.refresh`) and the call's statements run
+  again against the new state, at most :data:`RETRIES` times, as a serializable
+  transaction is retried (``src/persist-client/src/internal/machine.rs`` upstream: read the
+  head, apply the command, compare-and-set, on a lost race refresh and retry);
+* a call that raises keeps nothing of itself, in memory or in storage (the engine rolls
+  back; the handle may have been caught up with other handles' commits first, as every
+  write call is); a handle that cannot know (an indeterminate compare-and-set) refreshes
+  itself before its next call.
+
+**Refresh builds, then swaps.** :meth:`Catalog.refresh` (and opening) loads through a new
+store handle into a new engine and mirror -- reading the record, applying its intent,
+loading each object's contents, bringing every object forward and committing that -- and
+only when all of it succeeded replaces the handle's three; a refresh that raises leaves
+the handle (memory and storage) as it was, and nothing is copied back.
+
+A write call first compares the record's version with the one it holds (one consensus
+read) and refreshes when another handle moved it. Reads (:meth:`Catalog.sql`,
+:meth:`Catalog.read`) do the same, then read the engine; a read that needs data another
+handle compacted away refreshes and reads again (bounded). Loading reads each object's
+contents as of the oldest upper (plus the few changes after it) -- not its history -- and
+resumes: tables written past a task's output are processed by the task from the output's
+upper on (no snapshot replayed), views are recomputed. Reads before the load time are no
+longer possible. A store written by the previous layout is converted on open (only when
+its marker is there, :meth:`colmz.catalog.store.CatalogStore.load`); a store holding
+arrangements but no definitions is refused (:class:`colmz.catalog.store.MissingDefinitions`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from colmz.arrangement.collection import ArrangementCollection, CompactedAway
+from colmz.catalog.engine import Engine
+from colmz.catalog.frames import table_batch
+from colmz.catalog.location import check_catalog_location
+from colmz.catalog.objects import (
+    NAMESPACES,
+    CatalogObject,
+    Key,
+    definition_key,
+    load_collection,
+    namespaces_entry,
+)
+from colmz.catalog.store import CatalogStore
+from colmz.continual import ContinualTask
+from colmz.frontier import Frontier
+from colmz.sql import DEFAULT_DATABASE, DEFAULT_SCHEMA, display_name, parse, session
+from colmz.sql.tokens import require_text
+from colmz.storage.base import Indeterminate
+from colmz.storage.state import CommitConflict
+from colmz.updates import Updates
+
+__all__ = ["RETRIES", "RETRY_BACKOFF", "Catalog", "Mirror"]
+
+#: How many times a durable call whose commit lost to another handle (or whose read hit data
+#: compacted away by another handle) is refreshed and run again before it raises.
+RETRIES = 16
+#: The first retry waits up to this many seconds, each next one up to twice as long (at most
+#: 1 s), uniformly at random: the loser of a race does not retry in step with the winner
+#: (persist's ``src/persist-client/src/retry.rs`` upstream backs off with jitter too).
+RETRY_BACKOFF = 0.01
+
+
+@dataclass
+class Mirror:
+    """What the catalog record holds, as this handle last loaded or committed it: changed
+    only once a commit succeeded, so the next commit builds on it."""
+
+    #: The definitions the record holds.
+    defs: list[dict] = field(default_factory=list)
+    #: The databases and schemas the record holds.
+    schemas: dict[str, list[str]] = field(default_factory=lambda: {DEFAULT_DATABASE: [DEFAULT_SCHEMA]})
+    #: Each arrangement's upper once the record's intent is applied (by storage key).
+    uppers: dict[str, Frontier] = field(default_factory=dict)
+    #: Each object's arrangement (by catalog key).
+    arrangements: dict[Key, ArrangementCollection] = field(default_factory=dict)
+
+
+class Catalog:
+    """Named collections at logical times, queried and maintained with SQL.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or ``colmz.storage.url.Location``, optional
+        ``None`` keeps everything in memory; a directory or storage URL (or a store already
+        opened) keeps every object durable as a ``colmz.Arrangement`` and reopening resumes
+        where the catalog stopped.
+    consensus : str, optional
+        The consensus URL for an ``s3://`` path (as ``colmz.Arrangement.open``).
+    maintain_every : int, default 16
+        Durable catalogs compact their arrangements up to ``now`` every this many commits
+        (0: never), so reopening reads each object's contents rather than its history.
+    external_access : bool, default True
+        ``False`` runs the catalog's DuckDB connection with ``enable_external_access``
+        off (and, as every colmz connection, its configuration locked): a query can then
+        read only the catalog's objects -- no ``read_csv``, ``glob``, ``COPY``, ``ATTACH``.
+        With the default, as in DuckDB, a query can read any local file the process can:
+        pass ``False`` where the SQL comes from someone who should not.
+    create : bool, default True
+        ``False`` opens an existing durable catalog only (``FileNotFoundError`` when there is
+        none; nothing is created), as ``colmz.Arrangement.open(create=False)``. A catalog
+        whose store colmz cannot write (a read-only directory: its consensus opens
+        read-only) is then opened to read: the reopen commits nothing and a write raises
+        ``PermissionError`` with the catalog unchanged.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``create=False`` and no catalog at ``path``.
+    colmz.catalog.location.NestedStore
+        A new catalog at ``path`` would lie inside another store's directory or blob.
+
+    Examples
+    --------
+    >>> cat = Catalog()
+    >>> cat.execute("CREATE TABLE append_only (key INT, val INT)")
+    >>> cat.execute('''CREATE CONTINUAL TASK upsert (key INT, val INT) ON INPUT append_only AS (
+    ...     DELETE FROM upsert WHERE key IN (SELECT key FROM append_only);
+    ...     INSERT INTO upsert SELECT key, max(val) FROM append_only GROUP BY key)''')
+    >>> cat.execute("INSERT INTO append_only VALUES (1, 2), (1, 1)")
+    >>> cat.execute("INSERT INTO append_only VALUES (1, 3), (2, 4)")
+    >>> cat.now, cat.sql("SELECT * FROM upsert ORDER BY key").to_pylist()
+    (2, [{'key': 1, 'val': 3}, {'key': 2, 'val': 4}])
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None,
+                 maintain_every: int = 16, external_access: bool = True, create: bool = True):
+        if isinstance(maintain_every, bool) or not isinstance(maintain_every, int) or maintain_every < 0:
+            raise ValueError(f"maintain_every must be a non-negative int, got {maintain_every!r}")
+        if not isinstance(create, bool):
+            raise TypeError(f"create must be a bool, got {create!r}")
+        self._maintain_every = maintain_every
+        self._persists = 0  # paces maintenance
+        self._con = session(external_access=external_access)
+        self._path = None
+        self._consensus = consensus
+        self._read_only = False
+        # A commit whose outcome is unknown (indeterminate): refresh before the next call.
+        self._stale = False
+        self.stats = {"commits": 0, "retries": 0, "refreshes": 0, "apply_deferred": 0,
+                      "maintain_failed": 0}
+        # What one load gave (durable), replaced together: the engine, the store it loaded
+        # through and the mirror of the record. In memory: an engine alone.
+        self._engine = Engine(self._con)
+        self._store: CatalogStore | None = None
+        self._mirror: Mirror | None = None
+        if path is None and consensus is not None:
+            raise ValueError("consensus= needs a path (the blob store of a durable catalog)")
+        if path is not None:
+            from colmz.storage.url import Location, open_location
+
+            if isinstance(path, Location):
+                if consensus is not None:
+                    raise ValueError("give consensus= with a URL, not with an opened Location")
+                self._loc = path
+                self._path = path.url
+            elif isinstance(path, (str, os.PathLike)):
+                self._path = os.fspath(path)
+                # before anything is created: not inside another store, not a new one when
+                # create=False
+                check_catalog_location(self._path, consensus=consensus, create=create)
+                self._loc = open_location(self._path, consensus=consensus, create=create)
+            else:
+                raise TypeError(f"path must be a directory, storage URL or Location, got {type(path).__name__}")
+            # a store colmz cannot write (a read-only directory's consensus opens read-only)
+            self._read_only = bool(getattr(self._loc.consensus, "read_only", False))
+            self._engine, self._store, self._mirror = self._open(self.stats)
+            if not create and self._store.seqno is None:
+                raise FileNotFoundError(f"no catalog at {self._path!r} (create=False: nothing was created)")
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def now(self) -> int:
+        """The latest committed time: every collection is complete up to it."""
+        return self._engine.now
+
+    @property
+    def names(self) -> list[Key]:
+        """Object names in creation order: an object of the default schema
+        ``materialize.public`` by its name (a ``str``), any other by its
+        :class:`colmz.sql.QualifiedName` (whose ``str`` is its SQL name).
+
+        >>> cat = Catalog(); cat.execute("CREATE SCHEMA x; CREATE TABLE t (k INT); CREATE TABLE x.t (k INT)")
+        >>> [str(n) for n in cat.names]
+        ['t', 'materialize.x.t']
+        """
+        return self._engine.names
+
+    @property
+    def schemas(self) -> list[tuple[str, str]]:
+        """The catalog's schemas as ``(database, schema)``, each database's in creation order.
+
+        >>> cat = Catalog(); cat.execute("CREATE DATABASE y; CREATE SCHEMA y.z; CREATE SCHEMA x")
+        >>> cat.schemas
+        [('materialize', 'public'), ('materialize', 'x'), ('y', 'public'), ('y', 'z')]
+        """
+        return self._engine.schemas
+
+    @property
+    def path(self) -> str | None:
+        """The catalog's directory, or ``None`` in memory."""
+        return self._path
+
+    def __contains__(self, name) -> bool:
+        return name in self._engine
+
+    def object(self, name: Key | tuple[str, ...]) -> CatalogObject:
+        """The catalog entry called ``name`` (``KeyError`` naming the known ones).
+
+        ``name`` is an object's name in the default schema (a ``str``, exactly: ``"a.b"`` is
+        the object whose name holds a dot) or the parts of a qualified name (``("x", "t")``,
+        ``("y", "z", "t")``, a :class:`colmz.sql.QualifiedName`).
+        """
+        return self._engine.object(name)
+
+    def task(self, name: Key | tuple[str, ...]) -> ContinualTask:
+        """The :class:`colmz.ContinualTask` behind continual task ``name``."""
+        return self._engine.task(name)
+
+    # ------------------------------------------------------------------ reads and writes
+
+    def read(self, name: Key | tuple[str, ...], as_of: int | None = None) -> Updates:
+        """The contents of ``name`` as of ``as_of`` (default ``now``), consolidated.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k TEXT)")
+        >>> cat.execute("INSERT INTO t VALUES ('a'), ('a')")
+        >>> cat.read("t").to_pylist()
+        [('a', 1, 2)]
+        """
+        return self._reading(lambda: self._engine.read(name, as_of))
+
+    def sql(self, query: str, as_of: int | None = None) -> pa.Table:
+        """Run a query (``SELECT``/``WITH``/``VALUES``/``TABLE``, or ``SHOW``) as of ``as_of``.
+
+        ``mz_now()`` is ``as_of``. Returns a ``pyarrow.Table``.
+
+        >>> Catalog().sql("SELECT mz_now() AS t, 7 / 2 AS q").to_pylist()
+        [{'t': 0, 'q': 3}]
+        """
+        s = Engine.query_statement(query)
+        return self._reading(lambda: self._engine.answer(s, as_of))
+
+    def execute(self, sql: str, time: int | None = None) -> pa.Table | None:
+        """Run a script of statements; its writes commit together at one time.
+
+        The writes commit at ``now + 1``, or at ``time`` (never below ``now``). ``time=now``
+        joins the commit that sealed ``now``: its statements see that commit's writes, and it
+        is allowed only where it revises no sealed output -- every materialized view and
+        continual task must come out at ``now`` exactly as before (else ``ValueError``); it
+        needs an in-memory catalog whose last step was a commit at ``now`` (no DDL since). A
+        script ending in a query returns that query's result (as of the commit). A script
+        that raises changes nothing.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")
+        >>> cat.execute("INSERT INTO t VALUES (1); INSERT INTO t SELECT k + 1 FROM t", time=5)
+        >>> cat.now, sorted(cat.sql("SELECT k FROM t").column("k").to_pylist())
+        (5, [1, 2])
+        """
+        first = [parse(require_text(sql, "sql"))]
+        # A retry parses again: running a statement may fill it in (a task's AS OF).
+        return self._transaction(
+            lambda: self._engine.execute(first.pop() if first else parse(sql), time, self._persist_step()))
+
+    def append(self, name: str, updates, time: int | None = None) -> None:
+        """Apply a batch of updates (negative diffs included) to table ``name`` at one time.
+
+        ``updates`` is a :class:`colmz.Updates`, or a pandas DataFrame / Arrow table (or
+        record batch) -- either of the table's columns alone, each row inserted once (diff
+        +1), or of the table's columns plus ``time`` and ``diff``, a batch of updates. The
+        time is ``time`` when given (the batch's time column is then ignored), else the
+        batch's single time, else (rows without times) the next commit, ``now + 1``; it must
+        not be below ``now`` (``now`` as in :meth:`execute`).
+
+        >>> import colmz, pandas as pd
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k BIGINT)")
+        >>> cat.append("t", colmz.Updates({"k": [1, 1, 2]}, time=[3, 3, 3], diff=[1, 1, 1]))
+        >>> cat.append("t", colmz.Updates({"k": [1]}, time=[0], diff=[-1]), time=4)
+        >>> cat.append("t", pd.DataFrame({"k": [7]}))           # rows: inserted at now + 1
+        >>> cat.now, cat.read("t").to_pylist()
+        (5, [(1, 5, 1), (2, 5, 1), (7, 5, 1)])
+        """
+        obj = self.object(name)
+        if obj.kind != "table":
+            raise ValueError(f"cannot append to {name!r}: it is a {obj.kind}, written only by the catalog")
+        batch, time = table_batch(name, obj.schema, updates, time, self.now)
+        self._transaction(lambda: self._engine.append(obj.name, batch, time, self._persist_step()))
+
+    # ------------------------------------------------------------------ durability
+
+    def refresh(self) -> None:
+        """Reload this handle from the store: the definitions and contents every handle
+        committed, as a reopen would (reads before the new ``now`` are no longer possible).
+
+        A durable call does this by itself before it reads or writes when another handle
+        committed since (one read of the consensus head tells), and when its commit lost to
+        another handle; call it to bring attributes such as :attr:`names` and :attr:`now`
+        up to date without a call. A refresh that raises leaves the handle as it was: the
+        new state is built beside the old and swapped in only when complete. In memory:
+        nothing to do.
+
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> a, b = Catalog(d), Catalog(d)
+        >>> a.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+        >>> b.names, (b.refresh(), b.names)[1]
+        ([], ['t'])
+        >>> a.execute("INSERT INTO t VALUES (2)")
+        >>> b.sql("SELECT count(*) AS n FROM t").to_pylist()   # a read sees every commit
+        [{'n': 2}]
+        """
+        if self._store is None:
+            return
+        # A reload's own commit (bringing objects forward) is not a call's: counted apart.
+        loaded = self._open(dict(self.stats))
+        self._engine, self._store, self._mirror = loaded
+        self._stale = False
+        self.stats["refreshes"] += 1
+
+    def _open(self, stats: dict) -> tuple[Engine, CatalogStore, Mirror]:
+        """Load the catalog through a new store handle (:meth:`_load`); when bringing it
+        forward loses its commit to another handle, load again (bounded)."""
+        for attempt in range(RETRIES + 1):
+            try:
+                return self._load(stats)
+            except (CommitConflict, CompactedAway):
+                if attempt == RETRIES:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _load(self, stats: dict) -> tuple[Engine, CatalogStore, Mirror]:
+        """A new engine, store handle and mirror holding the record's definitions and each
+        object's contents, every task resumed and the result committed; nothing of this
+        handle is changed."""
+        store = CatalogStore(self._loc)
+        engine = Engine(self._con, durable=True)
+        mirror = Mirror()
+        state = store.load()
+        if state is None:
+            return engine, store, mirror
+        if self._read_only:
+            pending = store.unapplied(state)
+            if pending:
+                raise PermissionError(
+                    f"catalog at {self._path!r}: a committed transaction is not applied yet "
+                    f"(objects {pending}) and its read-only store cannot take it: open the "
+                    "catalog once where it can be written; nothing was read"
+                )
+        store.apply(state)  # a committed intent a crash (or a failed apply) left
+        defs = [d for d in state["objects"] if d.get("kind") != NAMESPACES]
+        for d in state["objects"]:
+            if d.get("kind") == NAMESPACES:
+                mirror.schemas = {db: list(scs) for db, scs in d["databases"]}
+        durs = {definition_key(d): store.arrangement(d["key"]) for d in defs}
+        uppers = [c.upper for c in durs.values() if c.upper is not None]
+        if not uppers:
+            engine.load([], {}, mirror.schemas, None, 0)
+            return engine, store, mirror
+        start = max(0, min(uppers) - 1)
+        collections = {key: load_collection(dur, max(start, dur.since)) for key, dur in durs.items()}
+        engine.load(defs, collections, mirror.schemas, start, max(uppers) - 1)
+        mirror.defs = list(defs)
+        mirror.uppers = {d["key"]: durs[definition_key(d)].upper for d in defs}
+        mirror.arrangements = durs
+        if not self._read_only:  # a read-only handle brings memory forward, commits nothing
+            self._persist(engine, store, mirror, stats)
+        return engine, store, mirror
+
+    def _persist_step(self):
+        """The step a call's transaction ends with: commit what it did (None in memory)."""
+        if self._store is None:
+            return None
+        return lambda: self._persist(self._engine, self._store, self._mirror, self.stats)
+
+    def _transaction(self, call):
+        """Run ``call`` -- one transaction, which the engine rolls back when it raises -- and
+        on a durable catalog bring the handle up to the record first; when its commit lost to
+        another handle (or a read hit data another handle compacted away), refresh and run
+        it again, at most :data:`RETRIES` times.
+
+        This is a transaction-level retry, not a second copy of the arrangement's
+        compare-and-set loop (``colmz.arrangement.machine``, which re-applies one command to a
+        newer state of one arrangement): a lost catalog commit invalidates the whole
+        statement -- what it read, the checks it made, the intent built from them -- so the
+        serializable statement runs again from the top on the refreshed catalog. The
+        record's compare-and-set itself (``CatalogStore.commit``) is tried once per run.
+        """
+        if self._store is None:
+            return call()
+        for attempt in range(RETRIES + 1):
+            self._catch_up()
+            try:
+                return call()
+            except (CommitConflict, CompactedAway) as e:
+                self._stale = True
+                if attempt == RETRIES:
+                    e.add_note(f"colmz.Catalog: the call was refreshed and run again {RETRIES} times "
+                               "and lost each time; nothing of it was kept. The handle refreshes "
+                               "itself before its next call (or call cat.refresh()).")
+                    raise
+                self.stats["retries"] += 1
+                time.sleep(random.uniform(0, min(RETRY_BACKOFF * 2**attempt, 1.0)))
+            except Indeterminate:
+                self._stale = True  # the commit may have landed: reload before the next call
+                raise
+        raise AssertionError("unreachable")
+
+    def _catch_up(self) -> None:
+        """On a durable catalog, reload when another handle committed since this one read
+        the record (one read of its head) or an earlier call left the handle stale."""
+        if self._store is not None and (self._stale or self._store.head_seqno() != self._store.seqno):
+            self.refresh()
+
+    def _reading(self, call):
+        """Run a read; on a durable catalog, first bring the handle up to the record (one
+        read of the consensus head: a read sees every write committed before it, by any
+        handle, as Materialize's reads do), and when it hit data another handle compacted
+        away, refresh the handle and read again (at most :data:`RETRIES` times)."""
+        self._catch_up()
+        for attempt in range(RETRIES + 1):
+            try:
+                return call()
+            except CompactedAway:
+                if self._store is None or attempt == RETRIES:
+                    raise
+                self.stats["retries"] += 1
+                self.refresh()
+        raise AssertionError("unreachable")
+
+    def _persist(self, engine: Engine, store: CatalogStore, mirror: Mirror, stats: dict) -> None:
+        """Commit what ``engine``'s collections hold beyond the record (``mirror``), and
+        the definitions, as one version of the catalog record; then apply it.
+
+        Every object whose upper moved gets an intent entry ``(lower, upper, runs)``: the
+        lower is the upper the record gives it (never the arrangement handle's, which may be
+        stale), the runs its changes, written once as parts under its arrangement's prefix
+        (the apply adopts them). :meth:`CatalogStore.commit` compare-and-sets the record
+        against the version ``store`` read: a lost race raises ``CommitConflict`` with
+        nothing visible, and the caller rolls memory back. ``mirror`` changes only after the
+        commit; from then on the call has succeeded: applying the intent and maintenance are
+        retried by the next commit (or reopen) when they fail now.
+        """
+        defs = engine.definitions
+        schemas = engine.namespaces
+        moves = []
+        for d in defs:
+            key = definition_key(d)
+            mem = engine.collection(key)
+            lo = mirror.uppers.get(d["key"])
+            shown = display_name(key)
+            if lo is None:
+                # A new object: its arrangement exists before the record names it (an orphan
+                # arrangement, holding nothing, when the commit then loses).
+                store.arrangement(d["key"], tuple(mem.schema))
+                moves.append((shown, d["key"], 0, mem.upper, mem.updates(mem.since, mem.upper)))
+            elif mem.upper != lo:
+                moves.append((shown, d["key"], lo, mem.upper, mem.updates(lo, mem.upper)))
+        if not moves and defs == mirror.defs and schemas == mirror.schemas:
+            return
+        if self._read_only:
+            raise PermissionError(
+                f"catalog at {self._path!r} is read-only (its store cannot be written: "
+                f"{self._loc.consensus!r}); nothing was changed"
+            )
+        # The record's intent lands before another is built on it (a no-op when this handle
+        # applied it; after a crash or a failed apply, the work left).
+        store.apply(store.state)
+        store.commit(namespaces_entry(schemas) + defs, moves)
+        # -- committed: from here on nothing raises --
+        mirror.defs, mirror.schemas = defs, schemas
+        keys = {d["key"] for d in defs}
+        uppers = {**mirror.uppers, **{key: up for _, key, _, up, _ in moves}}
+        mirror.uppers = {k: v for k, v in uppers.items() if k in keys}
+        mirror.arrangements = {definition_key(d): store.arrangement(d["key"]) for d in defs}
+        store.forget(keys)
+        stats["commits"] += 1
+        try:
+            store.apply(store.state)
+        except Exception:  # noqa: BLE001 - committed; the next commit or reopen applies it
+            stats["apply_deferred"] += 1
+            return
+        self._persists += 1
+        if self._maintain_every and self._persists % self._maintain_every == 0:
+            # Compact the durable history up to now: a reopen reads contents, not history.
+            for name, dur in mirror.arrangements.items():
+                mem = engine.collection(name)
+                # Contents not yet loaded from the store are read as of mem.since: keep it.
+                try:
+                    dur.maintain(mem.since if mem.base_pending else engine.now)
+                except Exception:  # noqa: BLE001 - compaction only saves space; retried later
+                    stats["maintain_failed"] += 1
+                    with contextlib.suppress(Exception):
+                        dur.refresh()
+
+    # ------------------------------------------------------------------ display
+
+    def __repr__(self) -> str:
+        objects = ", ".join(f"{n} ({self.object(n).kind})" for n in self.names) or "no objects"
+        where = f"path={self._path!r}" if self._path is not None else "in memory"
+        return f"Catalog({where}, now={self.now}: {objects})"
+
+    def _repr_html_(self) -> str:
+        from colmz.display import catalog_html
+
+        return catalog_html(self)

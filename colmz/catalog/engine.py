@@ -1,0 +1,503 @@
+"""The catalog's engine: named collections at logical times, read, queried and written in
+memory, with SQL (DuckDB) and continual tasks.
+
+Design
+------
+An :class:`Engine` holds tables, materialized views and continual tasks, each a collection
+of updates at ``uint64`` times, every one a :class:`colmz.continual.MemoryCollection`. It
+keeps one clock, :attr:`Engine.now`: every collection is complete (sealed) up to and
+including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=now``.
+
+* A script given to :meth:`Engine.execute` is one transaction: its writes (``INSERT``,
+  ``DELETE``, ``UPDATE``, planned by :mod:`colmz.sql.write`) commit together at one time
+  ``T`` -- ``now + 1``, or ``time=`` (never below ``now``: earlier times are sealed) -- each
+  statement seeing the previous statements' writes. DDL (``CREATE``/``DROP``,
+  :mod:`colmz.catalog.ddl`) takes effect at ``now``. ``time=now`` joins the commit that
+  sealed ``now`` (rolled back and redone with both transactions' writes) and is allowed only
+  where that revises no sealed output: every view and task must come out at ``now``
+  unchanged; a durable catalog has persisted ``now`` sealed and refuses it.
+* After the tables are written at ``T``, every derived object is brought to ``T`` in creation
+  order, so an object only reads objects created before it and a task reading another task
+  sees that task's write at ``T``. A materialized view is recomputed from its query when
+  something it reads changed at ``T`` (always, when it calls ``mz_now()``) and the difference
+  written at ``T``. A continual task runs :meth:`colmz.ContinualTask.run`.
+* A call that raises -- a bad statement, a continual task's guard rail, or the ``persist``
+  step a durable catalog passes (its commit) -- rolls every collection and task back as it
+  was (``colmz.rollback``: the engine, its objects, their collections and tasks declare
+  ``ROLLBACK_FIELDS``): the engine is unchanged. Saving that state before a call costs the
+  number of objects, not their history (a collection's history is append-only, saved as its
+  length).
+
+Every query runs in DuckDB over Arrow tables registered for the duration of the query: each
+collection the query names is read as of the evaluation time and expanded to rows
+(:func:`colmz.sql.bind_relations` gives each its own DuckDB name). SQL is parsed and
+translated by :mod:`colmz.sql`. The durable catalog (:class:`colmz.catalog.Catalog`) drives
+an engine and commits what it holds to the store; an engine knows nothing of storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.catalog.ddl import Definitions
+from colmz.catalog.objects import (
+    CatalogObject,
+    Key,
+    changes_at,
+    copy_schemas,
+    key_of,
+    relation_of,
+)
+from colmz.catalog.queries import Queries
+from colmz.continual import ContinualTask, MemoryCollection
+from colmz.errors import NegativeMultiplicity
+from colmz.frontier import MAX_TIME, check_time
+from colmz.ops import concat, consolidate
+from colmz.rollback import Saved, roll_back, save
+from colmz.rows import conform, rows_to_updates
+from colmz.sql import (
+    DEFAULT_DATABASE,
+    DEFAULT_SCHEMA,
+    DeleteStatement,
+    InsertStatement,
+    Query,
+    Show,
+    SQLError,
+    UnsupportedSQL,
+    UpdateStatement,
+    display_name,
+    parse,
+    rename_like_postgres,
+    select_list_is_empty,
+    select_where,
+    sql_name,
+    update_select,
+)
+from colmz.sql.tokens import require_text
+from colmz.sql.write import assign, insert_rows
+from colmz.updates import Updates
+
+__all__ = ["Engine"]
+
+#: The step a durable catalog runs at the end of a call, inside its transaction: when it
+#: raises, the call is rolled back (None: nothing to run).
+Persist = Callable[[], None] | None
+
+
+class Engine(Definitions, Queries):
+    """Named collections at logical times, in memory (module docstring).
+
+    Parameters
+    ----------
+    connection : duckdb.DuckDBPyConnection
+        The DuckDB connection every query runs on (``colmz.sql.session()``).
+    durable : bool, default False
+        Whether a durable catalog drives this engine: ``now`` is then persisted sealed, so
+        a write at ``time=now`` is refused.
+
+    Examples
+    --------
+    >>> from colmz.sql import session
+    >>> eng = Engine(session())
+    >>> eng.execute(parse("CREATE TABLE t (k INT); INSERT INTO t VALUES (1), (2)"), None)
+    >>> eng.now, eng.read("t").to_pylist()
+    (1, [(1, 1, 1), (2, 1, 1)])
+    """
+
+    #: The in-memory state a failed call rolls back (``colmz.rollback``): the objects (each
+    #: rolled back in place, so a task's output and a view's inputs stay the same objects),
+    #: their order, ``now``, the definitions and how to reopen ``now``. The connection and
+    #: configuration are not (tests/colmz/test_rollback.py says why for each).
+    ROLLBACK_FIELDS = ("_objects", "_order", "_now", "_defs", "_at_now", "_schemas")
+
+    def __init__(self, connection, *, durable: bool = False):
+        self._con = connection
+        self._durable = durable
+        self._objects: dict[Key, CatalogObject] = {}
+        self._order: list[Key] = []
+        # Databases and their schemas, in creation order: Materialize's default ones until
+        # a CREATE/DROP SCHEMA or DATABASE.
+        self._schemas: dict[str, list[str]] = {DEFAULT_DATABASE: [DEFAULT_SCHEMA]}
+        self._now = 0
+        self._reopened_at: int | None = None  # the time a reopen loaded contents at
+        self._defs: list[dict] = []
+        # How to reopen time ``now`` for a write at ``time=now``: the state saved before the
+        # commit that sealed it and that commit's table changes (None: it cannot be; always
+        # in a durable catalog, where now is persisted sealed).
+        self._at_now: tuple | None = None
+        # The derived objects' changes at ``now`` a reopened commit must reproduce.
+        self._expect: dict[str, list] | None = None
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def now(self) -> int:
+        """The latest committed time: every collection is complete up to it."""
+        return self._now
+
+    @property
+    def names(self) -> list[Key]:
+        """Object keys in creation order (``colmz.Catalog.names``)."""
+        return list(self._order)
+
+    @property
+    def schemas(self) -> list[tuple[str, str]]:
+        """The schemas as ``(database, schema)``, each database's in creation order."""
+        return [(db, sc) for db, scs in self._schemas.items() for sc in scs]
+
+    def __contains__(self, name) -> bool:
+        try:
+            return key_of(name) in self._objects
+        except (TypeError, SQLError):
+            return False
+
+    def object(self, name: Key | tuple[str, ...]) -> CatalogObject:
+        """The entry called ``name`` (``colmz.Catalog.object``; ``KeyError`` naming the known ones)."""
+        try:
+            return self._objects[key_of(name)]
+        except KeyError:
+            shown = [display_name(n) for n in self._order]
+            raise KeyError(f"no object {name!r} in the catalog; objects are {shown}") from None
+
+    def task(self, name: Key | tuple[str, ...]) -> ContinualTask:
+        """The :class:`colmz.ContinualTask` behind continual task ``name``."""
+        obj = self.object(name)
+        if obj.task is None:
+            raise KeyError(f"{name!r} is a {obj.kind}, not a continual task")
+        return obj.task
+
+    def as_of(self, as_of: int | None) -> int:
+        """The time a read ``as_of`` reads at: ``now`` by default, never after it."""
+        if as_of is None:
+            return self._now
+        as_of = check_time(as_of, "as_of")
+        if as_of > self._now:
+            raise ValueError(f"as_of {as_of} is after cat.now {self._now}: not yet complete")
+        return as_of
+
+    def read(self, name: Key | tuple[str, ...], as_of: int | None = None) -> Updates:
+        """The contents of ``name`` as of ``as_of`` (default ``now``), consolidated.
+
+        >>> from colmz.sql import session
+        >>> eng = Engine(session()); eng.execute(parse("CREATE TABLE t (k TEXT)"), None)
+        >>> eng.execute(parse("INSERT INTO t VALUES ('a'), ('a')"), None)
+        >>> eng.read("t").to_pylist()
+        [('a', 1, 2)]
+        """
+        obj = self.object(name)
+        at = self.as_of(as_of)
+        if at < obj.collection.since:
+            raise ValueError(self._unreadable(obj.name, at))
+        return obj.collection.snapshot(at)
+
+    def sql(self, query: str, as_of: int | None = None) -> pa.Table:
+        """Run a query (``SELECT``/``WITH``/``VALUES``/``TABLE``, or ``SHOW``) as of ``as_of``.
+
+        >>> from colmz.sql import session
+        >>> Engine(session()).sql("SELECT mz_now() AS t, 7 / 2 AS q").to_pylist()
+        [{'t': 0, 'q': 3}]
+        """
+        return self.answer(self.query_statement(query), as_of)
+
+    @staticmethod
+    def query_statement(query: str) -> Query | Show:
+        """The one query (or ``SHOW``) ``query`` holds, parsed (``SQLError`` otherwise)."""
+        stmts = parse(require_text(query, "query"))
+        if len(stmts) != 1 or not isinstance(stmts[0], (Query, Show)):
+            raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES, TABLE or SHOW); use cat.execute for statements")
+        return stmts[0]
+
+    def answer(self, s: Query | Show, as_of: int | None = None) -> pa.Table:
+        """The result of the parsed query ``s`` (:meth:`query_statement`) as of ``as_of``."""
+        if isinstance(s, Show):
+            return self._show(s)
+        if s.as_of is not None and as_of is not None and s.as_of != as_of:
+            raise ValueError(f"the query says AS OF {s.as_of} and as_of={as_of} is given: give one")
+        when = s.as_of if s.as_of is not None else as_of
+        return rename_like_postgres(self._query(s.sql, self.as_of(when), {}), s.sql)
+
+    # ------------------------------------------------------------------ statements
+
+    def execute(self, stmts: list, time: int | None, persist: Persist = None) -> pa.Table | None:
+        """Run the parsed script ``stmts`` (``colmz.sql.parse``) as one transaction: its
+        writes commit together at ``time`` or ``now + 1`` (``colmz.Catalog.execute`` says
+        how), then ``persist`` runs. A call that raises -- ``persist`` too -- changes
+        nothing. Returns the result of a script ending in a query."""
+        writes = [s for s in stmts if isinstance(s, (InsertStatement, DeleteStatement, UpdateStatement))]
+        if time is not None:
+            time = check_time(time, "time")
+            if not writes:
+                raise ValueError(f"time={time} given but the script writes nothing")
+            if time < self._now:
+                raise ValueError(
+                    f"time={time} is before cat.now={self._now}: times before now are sealed"
+                )
+        commit_at = time if time is not None else self._now + 1
+        if writes and commit_at > MAX_TIME - 1:
+            raise OverflowError(f"a commit at time {commit_at} needs an upper past 2**64-1")
+        saved = save(self)
+        try:
+            pending: dict[str, Updates] = self._reopen_now() if commit_at == self._now else {}
+            result = None
+            for i, s in enumerate(stmts):
+                if isinstance(s, (InsertStatement, DeleteStatement, UpdateStatement)):
+                    if self._now >= commit_at:
+                        raise SQLError(
+                            "a script's writes commit at one time: a write cannot follow a query "
+                            "or DDL that followed writes (run it in another execute)"
+                        )
+                    self._write(s, commit_at, pending)
+                    result = None
+                elif isinstance(s, (Query, Show)):
+                    if pending or self._wrote(stmts[:i], commit_at):
+                        self._commit(commit_at, pending)
+                        pending = {}
+                    if isinstance(s, Show):
+                        result = self._show(s)
+                    else:
+                        when = self.as_of(s.as_of)
+                        result = rename_like_postgres(self._query(s.sql, when, {}), s.sql)
+                else:
+                    if pending or self._wrote(stmts[:i], commit_at):
+                        self._commit(commit_at, pending)
+                        pending = {}
+                    self._ddl(s)
+                    result = None
+            if writes and self._now < commit_at:
+                self._commit(commit_at, pending)
+            if persist is not None:
+                persist()
+        except BaseException:
+            self._roll_back(saved)
+            raise
+        return result
+
+    def _wrote(self, before, commit_at: int) -> bool:
+        # Whether a write statement in ``before`` is still uncommitted (even one that changed
+        # nothing commits its time).
+        return self._now < commit_at and any(
+            isinstance(x, (InsertStatement, DeleteStatement, UpdateStatement)) for x in before
+        )
+
+    def append(self, name: Key, batch: Updates, time: int, persist: Persist = None) -> None:
+        """Commit ``batch`` (``colmz.catalog.frames.table_batch``) to table ``name`` at
+        ``time``, then run ``persist``; a call that raises changes nothing."""
+        # Checked here, not only by the caller: a durable retry runs against a refreshed
+        # engine (another handle may have committed later times, or dropped and recreated
+        # the table).
+        obj = self.object(name)
+        if obj.kind != "table" or tuple(obj.schema) != tuple(batch.schema):
+            raise ValueError(f"cannot append to {display_name(name)!r}: another handle changed it to a {obj.kind} "
+                             f"with columns {[c.name for c in obj.schema]}")
+        if time < self._now:
+            raise ValueError(f"time={time} is before cat.now={self._now}: times before now are sealed")
+        saved = save(self)
+        try:
+            pending = self._reopen_now() if time == self._now else {}
+            prev = pending.get(name)
+            pending[name] = consolidate(concat([prev, batch])) if prev is not None else batch
+            self._commit(time, pending)
+            if persist is not None:
+                persist()
+        except BaseException:
+            self._roll_back(saved)
+            raise
+
+    # ------------------------------------------------------------------ writes
+
+    def _table(self, name: Key, written: str) -> CatalogObject:
+        obj = self._objects.get(name)
+        if obj is None:
+            raise SQLError(f"unknown catalog item {written!r}")
+        if obj.kind != "table":
+            raise SQLError(f"cannot write to {display_name(name)!r}: it is a {obj.kind}")
+        return obj
+
+    def _write(self, s, t: int, pending: dict[Key, Updates]) -> None:
+        key = key_of((*s.qualifier, s.table))
+        obj = self._table(key, sql_name((*s.qualifier, s.table)) if s.qualifier else s.table)
+        schema = obj.schema
+        rel = relation_of(key)
+        what = f"INSERT INTO {display_name(key)}"
+        if isinstance(s, InsertStatement):
+            if select_list_is_empty(s.query):
+                # PostgreSQL inserts a row of defaults per row of a zero-column SELECT, which
+                # DuckDB cannot parse
+                raise UnsupportedSQL(f"{what}: an empty select list is not supported by colmz")
+            rows = insert_rows(self._con, self._query(s.query, t, pending), schema, s.columns,
+                               literals=s.query.lstrip()[:6].upper() == "VALUES", what=what,
+                               table=s.table, t=self._now)
+            change = rows_to_updates(conform(rows, schema, what), t, 1)
+        elif isinstance(s, DeleteStatement):
+            rows = self._query(select_where(rel, s.where), t, pending)
+            change = rows_to_updates(conform(rows, schema, f"DELETE FROM {s.table}"), t, -1)
+        else:
+            names = [c.name for c in schema]
+            assigned = dict(s.assignments)
+            new_sql = update_select(rel, names, assigned, s.where)  # checks every part first
+            old = self._query(select_where(rel, s.where, f"UPDATE {s.table}: predicate"), t, pending)
+            # As an INSERT, an UPDATE's values convert to their columns by assignment.
+            new = assign(self._con, self._query(new_sql, t, pending), list(schema), f"UPDATE {s.table}", self._now)
+            change = concat([
+                rows_to_updates(conform(old, schema, f"UPDATE {s.table}"), t, -1),
+                rows_to_updates(conform(new, schema, f"UPDATE {s.table}"), t, 1),
+            ])
+        prev = pending.get(key)
+        pending[key] = consolidate(concat([prev, change])) if prev is not None else consolidate(change)
+
+    def _commit(self, t: int, pending: Mapping[str, Updates]) -> None:
+        """Write ``pending`` table changes at ``t``, then bring every derived object to ``t``."""
+        if t <= self._now:
+            raise ValueError(f"time {t} is not after cat.now={self._now}")
+        # Kept only to reopen now for a write at time=now, which a durable catalog refuses
+        # (now is persisted sealed). Without _at_now itself: the saved state need not keep the
+        # previous commit's saved state alive (each would hold the one before).
+        before = None if self._durable else save(self, exclude=("_at_now",))
+        changed = set()
+        for name in self._order:
+            obj = self._objects[name]
+            if obj.kind != "table":
+                continue
+            change = pending.get(name)
+            if change is not None and len(change):
+                self._check_retractions(name, obj.collection, change)
+                obj.collection.compare_and_append(change, obj.collection.upper, t + 1)
+                changed.add(name)
+            else:
+                obj.collection.compare_and_append(Updates.empty(obj.schema), obj.collection.upper, t + 1)
+        for name in self._order:
+            obj = self._objects[name]
+            if obj.kind == "materialized view":
+                if self._recompute(obj, t, force=obj.uses_now or bool(obj.deps & changed)):
+                    changed.add(name)
+            elif obj.kind == "continual task":
+                done = obj.task.stats["times_processed"]
+                obj.task.run()
+                if obj.task.stats["times_processed"] != done and len(obj.collection.updates(t, t + 1)):
+                    changed.add(name)
+        expect, self._expect = self._expect, None
+        for name, old in (expect or {}).items():
+            if changes_at(self._objects[name].collection, t) != old:
+                raise ValueError(
+                    f"time={t} (cat.now) would revise {self._objects[name].kind} {display_name(name)!r} at time "
+                    f"{t}, already sealed: commit at a later time"
+                )
+        self._now = t
+        self._at_now = None if before is None else (before, {k: v for k, v in pending.items() if len(v)})
+
+    def _check_retractions(self, name: str, coll: MemoryCollection, change: Updates) -> None:
+        """Refuse ``change`` if a row it retracts would be left with a negative
+        multiplicity. Only the retracted rows are looked up (inserts cannot go negative),
+        so the check costs the change, not the table (``MemoryCollection.counts``)."""
+        if not len(change) or change.diff.min() >= 0:
+            return
+        change = consolidate(change, order="data")
+        neg = np.flatnonzero(change.diff < 0)
+        if not len(neg):
+            return
+        out = change.take(neg)
+        after = coll.counts(out) + out.diff
+        if after.min() < 0:
+            i = int(np.argmax(after < 0))
+            row = out.slice(i, i + 1).to_pylist()[0][:-2]
+            raise NegativeMultiplicity(f"table {display_name(name)!r} would hold row {row} with multiplicity "
+                                       f"{int(after[i])}")
+
+    def _recompute(self, obj: CatalogObject, t: int, force: bool) -> bool:
+        coll = obj.collection
+        if not force:
+            coll.compare_and_append(Updates.empty(obj.schema), coll.upper, t + 1)
+            return False
+        rows = conform(self._query_at(obj.query, t), obj.schema, f"MATERIALIZED VIEW {obj.name}")
+        new = consolidate(rows_to_updates(rows, t, 1))
+        old = obj.contents
+        delta = consolidate(concat([old.negated(), new]), since=t) if len(old) else new
+        coll.compare_and_append(delta, coll.upper, t + 1)
+        obj.contents = new
+        return len(delta) > 0
+
+    # ------------------------------------------------------------------ transactions
+
+    def _reopen_now(self) -> dict[str, Updates]:
+        """Undo the commit that sealed ``now`` and return its table changes, for a write at
+        ``time=now`` to join; the derived objects' changes at ``now`` are kept in
+        ``_expect`` for :meth:`_commit` to check that the joined commit reproduces them."""
+        now = self._now
+        if self._durable:
+            raise ValueError(
+                f"time={now} (cat.now): a durable catalog has persisted time {now} sealed; "
+                "commit at a later time"
+            )
+        if self._at_now is None:
+            raise ValueError(
+                f"time={now} (cat.now): no commit at {now} to join (it was reached by DDL, a "
+                "reopen, or no write yet); commit at a later time"
+            )
+        before, pending = self._at_now
+        expect = {n: changes_at(o.collection, now) for n, o in self._objects.items() if o.kind != "table"}
+        # Copies of the histories as they were before that commit: the lists themselves stay
+        # whole for this call's own saved state, which a failure rolls back to.
+        roll_back(self, before, copy=True)
+        self._expect = expect
+        return dict(pending)
+
+    def _roll_back(self, saved: Saved) -> None:
+        """Return to ``saved`` (``colmz.rollback.save(self)`` at the start of a call) after it
+        failed: every object's collection and task in place, and the catalog's fields."""
+        roll_back(self, saved)
+        self._expect = None  # a reopened commit's check, for the call that reopened it only
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self, defs: list[dict], collections: dict[Key, MemoryCollection],
+             schemas: dict[str, list[str]], start: int | None, now: int) -> None:
+        """Become the catalog of the stored definitions ``defs`` on ``collections`` (each
+        object's contents from ``start`` on, :func:`colmz.catalog.objects.load_collection`),
+        at ``now``, then bring every object to ``now`` (:meth:`bring_forward`). Called on a
+        new engine only; reads before ``start`` are refused from then on."""
+        self._schemas = copy_schemas(schemas)
+        self._now = now
+        self._reopened_at = start
+        self.restore(defs, collections)
+        self.bring_forward()
+
+    def bring_forward(self) -> None:
+        """Bring every object to ``now``: tables written behind the catalog's back leave the
+        others behind; they advance empty, views are recomputed, tasks resume from their
+        outputs' uppers."""
+        for name in self._order:
+            obj = self._objects[name]
+            c = obj.collection
+            if obj.kind == "table" and c.upper < self._now + 1:
+                c.compare_and_append(Updates.empty(obj.schema), c.upper, self._now + 1)
+            elif obj.kind == "materialized view" and c.upper < self._now + 1:
+                rows = conform(self._query_at(obj.query, self._now), obj.schema,
+                               f"MATERIALIZED VIEW {display_name(name)}")
+                new = consolidate(rows_to_updates(rows, self._now, 1))
+                old = obj.contents
+                delta = consolidate(concat([old.negated(), new]), since=self._now) if len(old) else new
+                c.compare_and_append(delta, c.upper, self._now + 1)
+                obj.contents = new
+            elif obj.kind == "continual task":
+                obj.task.run()
+
+    def collection(self, key: Key) -> MemoryCollection:
+        """The collection of the object keyed ``key`` (exactly: a :data:`Key`)."""
+        return self._objects[key].collection
+
+    @property
+    def definitions(self) -> list[dict]:
+        """The stored definitions of the objects, in creation order (a copy)."""
+        return list(self._defs)
+
+    @property
+    def namespaces(self) -> dict[str, list[str]]:
+        """The databases and their schemas, in creation order (a copy)."""
+        return copy_schemas(self._schemas)
+
+    def __repr__(self) -> str:
+        objects = ", ".join(f"{n} ({self._objects[n].kind})" for n in self._order) or "no objects"
+        return f"Engine(now={self._now}: {objects})"

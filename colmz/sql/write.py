@@ -1,0 +1,229 @@
+"""Write planning: how an ``INSERT``'s (or ``UPDATE``'s) query result becomes rows of its
+target's columns, as PostgreSQL and Materialize plan it.
+
+Design
+------
+One implementation for every writer: a catalog ``INSERT``/``UPDATE`` into a table
+(``colmz.catalog``) and a continual task's ``INSERT INTO`` its output
+(``colmz.continual.batched``). The steps, in PostgreSQL's order
+(``src/backend/parser/analyze.c`` ``transformInsertStmt`` upstream):
+
+1. **Target columns** (:func:`insert_targets`): the column list names columns of the
+   target (``no column``); without one, the expressions fill the first columns and the rest
+   take their default (``NULL``: colmz's tables have no ``DEFAULT``). The arity must match,
+   in PostgreSQL's words (:func:`arity_message`: ``INSERT has more expressions than target
+   columns``).
+2. **Literals** (:func:`coerce_literals`): an ``INSERT ... VALUES`` literal takes the type
+   of the column it is written to (PostgreSQL types an unknown-typed literal by its
+   target), so ``'2024-01-02'`` into a ``date`` column is a date, not text.
+3. **Assignment casts** (:func:`assignment_query`, :func:`assign`): every value converts to
+   its column's type by PostgreSQL's assignment casts (:mod:`colmz.sql.assign`), or the
+   write is refused with PostgreSQL's message (``SchemaError``); a value outside a narrower
+   integer type is PostgreSQL's ``integer out of range`` (``OverflowError``).
+4. **Values to columns** (:func:`insert_rows`): the rows of the named columns, in the
+   target's order, ``NULL`` in the others.
+
+A continual task converts inside each statement's own query (:func:`assignment_query` over
+the statement's text); a catalog converts a result already computed, in Arrow when it can
+(``colmz.sql.assign.arrow_assignment``), else in DuckDB over the rows registered under
+:data:`VALUES_RELATION` for the one query.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from colmz.order import ColumnSpec
+from colmz.sql.assign import arrow_assignment, assignment_select
+from colmz.sql.build import RESERVED_PREFIX, cast_select, identifier
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.run import run_query
+from colmz.updates import SchemaError
+
+__all__ = ["VALUES_RELATION", "arity_message", "assign", "assignment_query", "coerce_literals",
+           "duckdb_type", "insert_rows", "insert_targets"]
+
+#: Where rows are registered for the one query that converts them (:func:`assign`,
+#: :func:`coerce_literals`).
+VALUES_RELATION = RESERVED_PREFIX + "values"
+#: DuckDB's message for a value outside its target type, and PostgreSQL's for each type.
+_OUT_OF_RANGE = re.compile(r"out of range for the destination type (\w+)")
+_PG_RANGE = {"INT16": "smallint out of range", "INT32": "integer out of range",
+             "INT64": "bigint out of range", "UINT16": "uint2 out of range",
+             "UINT32": "uint4 out of range", "UINT64": "uint8 out of range"}
+
+
+def arity_message(expressions: int, targets: int) -> str | None:
+    """PostgreSQL's (and Materialize's) words for an ``INSERT`` of ``expressions`` values
+    into ``targets`` columns, or ``None`` when they match.
+
+    >>> arity_message(3, 2)
+    'INSERT has more expressions than target columns'
+    >>> arity_message(2, 2) is None
+    True
+    """
+    if expressions == targets:
+        return None
+    more = "expressions than target columns" if expressions > targets else "target columns than expressions"
+    return f"INSERT has more {more}"
+
+
+def insert_targets(schema: Sequence[ColumnSpec], columns: Sequence[str] | None, expressions: int,
+                   what: str, table: str) -> tuple[list[ColumnSpec], list[str] | None]:
+    """The target columns of an ``INSERT INTO table [(columns)]`` of ``expressions`` values
+    into a relation of columns ``schema`` (step 1), and the column list in force (``None``:
+    every column, in order).
+
+    >>> s = (ColumnSpec("a", pa.int32()), ColumnSpec("b", pa.string()))
+    >>> [c.name for c in insert_targets(s, None, 1, "INSERT INTO t", "t")[0]]
+    ['a']
+    >>> insert_targets(s, ["c"], 1, "INSERT INTO t", "t")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: INSERT INTO t: no column 'c'; columns are ['a', 'b']
+    """
+    names = [c.name for c in schema]
+    if columns is not None:
+        for c in columns:
+            if c not in names:
+                raise SQLError(f"INSERT INTO {table}: no column {c!r}; columns are {names}")
+    elif expressions < len(schema):
+        # As PostgreSQL: the expressions fill the first columns, the rest take their
+        # default (NULL: colmz's tables have no DEFAULT)
+        columns = names[:expressions]
+    n = len(schema) if columns is None else len(columns)
+    message = arity_message(expressions, n)
+    if message is not None:
+        raise SchemaError(f"{what}: {message}")
+    if columns is None:
+        return list(schema), None
+    return [next(c for c in schema if c.name == name) for name in columns], list(columns)
+
+
+def assignment_query(relation: str, sources: Sequence[pa.DataType], targets: Sequence[ColumnSpec],
+                     what: str) -> str | None:
+    """The ``SELECT`` converting ``relation``'s columns (of types ``sources``, by position)
+    to ``targets`` by assignment casts (step 3), or ``None`` when nothing converts;
+    ``SchemaError`` naming ``what`` and PostgreSQL's message when a column has no
+    assignment cast (``UnsupportedSQL`` as raised).
+
+    >>> assignment_query("r", [pa.int64()], [ColumnSpec("k", pa.int32())], "t")
+    'SELECT CAST("__colmz_a"."__colmz_c0" AS INTEGER) AS "k" FROM r AS "__colmz_a"("__colmz_c0")'
+    >>> assignment_query("r", [pa.bool_()], [ColumnSpec("k", pa.int32())], "t")
+    Traceback (most recent call last):
+    ...
+    colmz.updates.SchemaError: t: column "k" is of type integer but expression is of type boolean
+    """
+    try:
+        return assignment_select(relation, list(sources), [(c.name, c.type) for c in targets])
+    except UnsupportedSQL:
+        raise
+    except SQLError as e:
+        raise SchemaError(f"{what}: {e}") from None
+
+
+def assign(con, rows: pa.Table, targets: Sequence[ColumnSpec], what: str, t: int = 0) -> pa.Table:
+    """``rows`` converted to the types of ``targets`` by PostgreSQL's assignment casts
+    (step 3), in Arrow when it can, else in one DuckDB query on ``con`` (``mz_now()`` is
+    ``t``): ``SchemaError`` with PostgreSQL's message when a column has none,
+    ``OverflowError`` when a value does not fit its column. Rows of another arity are
+    returned as they are (``colmz.rows.conform`` says how they do not match).
+
+    >>> from colmz.sql import session
+    >>> out = assign(session(), pa.table({"x": [1.5, 2.5]}), [ColumnSpec("k", pa.int32())], "t")
+    >>> out.column(0).to_pylist(), out.schema.types
+    ([2, 2], [DataType(int32)])
+    """
+    if rows.num_columns != len(targets):
+        return rows
+    direct = arrow_assignment(rows, [c.type for c in targets])
+    if direct is not None:
+        return direct
+    sel = assignment_query(identifier(VALUES_RELATION), [f.type for f in rows.schema], targets, what)
+    if sel is None:
+        return rows
+    con.register(VALUES_RELATION, rows)
+    try:
+        out = run_query(con, sel, t)[0]
+    except SQLError as e:
+        m = _OUT_OF_RANGE.search(str(e))
+        if m:
+            raise OverflowError(f"{what}: {_PG_RANGE.get(m.group(1), m.group(1) + ' out of range')}") from None
+        raise
+    finally:
+        con.unregister(VALUES_RELATION)
+    # Result columns keep the query's names (conform matches by position).
+    return out.rename_columns(rows.column_names)
+
+
+def coerce_literals(con, rows: pa.Table, targets: Sequence[ColumnSpec], t: int = 0) -> pa.Table:
+    """An ``INSERT ... VALUES``'s text literals cast to their target columns' types (step
+    2), in one DuckDB query on ``con``; other columns as they are.
+
+    >>> from colmz.sql import session
+    >>> coerce_literals(session(), pa.table({"d": ["2024-01-02"]}), [ColumnSpec("d", pa.date32())]).schema.types
+    [DataType(date32[day])]
+    """
+    casts, need = [], False
+    for name, spec, col in zip(rows.column_names, targets, rows.columns):
+        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and \
+                not (pa.types.is_string(spec.type) or pa.types.is_large_string(spec.type)):
+            casts.append((name, duckdb_type(spec.type)))
+            need = True
+        else:
+            casts.append((name, None))
+    if not need or rows.num_columns != len(targets):
+        return rows
+    con.register(VALUES_RELATION, rows)
+    try:
+        return run_query(con, cast_select(VALUES_RELATION, casts), t)[0]
+    finally:
+        con.unregister(VALUES_RELATION)
+
+
+def insert_rows(con, rows: pa.Table, schema: Sequence[ColumnSpec], columns: Sequence[str] | None,
+                *, literals: bool, what: str, table: str, t: int = 0) -> pa.Table:
+    """The rows an ``INSERT INTO table [(columns)]`` writes into a relation of columns
+    ``schema``, from its query's result ``rows``: steps 1 to 4 of the module docstring
+    (``literals``: the query is a ``VALUES`` list, whose literals take their columns'
+    types). The result has ``schema``'s columns, in order, ``NULL`` in those not written.
+
+    >>> from colmz.sql import session
+    >>> s = (ColumnSpec("a", pa.int32()), ColumnSpec("b", pa.string()))
+    >>> insert_rows(session(), pa.table({"x": [7]}), s, ["b"], literals=False, what="INSERT INTO t",
+    ...             table="t").to_pylist()
+    [{'a': None, 'b': '7'}]
+    """
+    targets, columns = insert_targets(schema, columns, rows.num_columns, what, table)
+    if literals:
+        # As in PostgreSQL, literals take the type of the column they are written to.
+        rows = coerce_literals(con, rows, targets, t)
+    rows = assign(con, rows, targets, what, t)
+    if columns is None:
+        return rows
+    given = dict(zip(columns, rows.columns))
+    return pa.table({c.name: given.get(c.name, pa.nulls(rows.num_rows, c.type)) for c in schema})
+
+
+def duckdb_type(t: pa.DataType) -> str:
+    """The DuckDB type a literal written to a column of Arrow type ``t`` is cast to.
+
+    >>> duckdb_type(pa.timestamp("us", tz="UTC"))
+    'TIMESTAMPTZ'
+    """
+    simple = {
+        pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+        pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT",
+        pa.float32(): "REAL", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
+        pa.binary(): "BLOB",
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    if pa.types.is_duration(t):
+        return "INTERVAL"
+    raise SchemaError(f"no DuckDB type for a literal written to a {t} column")
