@@ -71,7 +71,12 @@ def test_a_replaced_state_names_the_parts_it_dropped():
 
 
 def _drained(state):
-    from colmz.arrangement.meta import Description, DrainUnsealedReq, DrainUnsealedRes, TraceBatchMeta
+    from colmz.arrangement.meta import (
+        Description,
+        DrainUnsealedReq,
+        DrainUnsealedRes,
+        TraceBatchMeta,
+    )
 
     b = state.unsealed[0]
     desc = Description(0, 1, 0)
