@@ -20,8 +20,8 @@ The user-facing names:
 
 Modules: ``schemas`` (checks), ``batches`` (Arrow <-> Updates in workers), ``grouped``
 (grouped functions), ``frames`` (DataFrame operations), ``sink``/``stream``/``continual``
-(jobs), ``sink_store`` (what the sink writes), ``cli`` (the ``colmz`` command: one module per
-command), ``store_v01`` (colmz 0.1's store, read only by ``colmz migrate``).
+(jobs), ``sink_store`` (what the sink writes), ``arrangement_io`` (executors reading and
+writing an arrangement's parts), ``cli`` (the ``colmz`` command: one module per command).
 
 pyspark is imported only when a function needs it, so ``import colmz.spark`` is cheap.
 """

@@ -12,8 +12,10 @@ An arrangement is parts in a blob store plus a metadata record changed by compar
   verifies every part against its check (``CorruptPart`` on any difference), and keeps the
   rows a reader must keep (``time >= min_time``). No Hadoop filesystem
   connector is involved, so the same code reads a local directory and an S3 bucket.
-* **Writing** (:func:`write_runs`): each partition of a DataFrame of updates is consolidated
-  and written as one run of parts (``colmz.arrangement.runs.write_run``); the task returns
+* **Writing** (:func:`write_runs`, the one run writer of the batch and the streaming sink):
+  each partition of a DataFrame of updates is consolidated and written as one run of parts
+  (``colmz.arrangement.runs.write_run``), or one per aligned time range (``split_from``,
+  :func:`range_starts`); the task returns
   only the run's description, with each part's check. The driver collects them and commits them in one
   compare-and-set (``Arrangement.append_runs``). Spark's result handling keeps one successful
   attempt per partition, so a retried or speculative task's parts are never committed twice:
@@ -34,10 +36,12 @@ from colmz.arrangement.parts import PartRef
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.order import ColumnSpec
 
-__all__ = ["part_list", "read_parts", "read_parts_local", "spark_schema", "write_runs"]
+__all__ = ["RUN_SCHEMA", "part_list", "partition_runs", "range_starts", "read_parts", "read_parts_local",
+           "spark_schema", "write_runs"]
 
 _SPARK_MAX_TIME = 2**63 - 1
-_RUN_SCHEMA = ("keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long, "
+#: The row :func:`write_runs`' tasks return per run written (``WrittenRun.to_dict``).
+RUN_SCHEMA = ("keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long, "
                "checks array<array<long>>")
 #: The parts a :func:`read_parts` DataFrame spreads over the executors: each key with its
 #: recorded check (null fields: a part given as a bare key, read without one).
@@ -156,22 +160,42 @@ def read_parts_local(url: str, schema: Sequence[ColumnSpec],
     return pa.concat_tables(tables)
 
 
-def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner: str = "",
-               time: str = "time", diff: str = "diff", seqno: int | None = None) -> list[WrittenRun]:
-    """Write each partition of ``df`` (updates: the data columns of ``schema``, ``time``,
-    ``diff``) as one run of parts into the store at ``url``; return the runs (an action).
+def range_starts(t: np.ndarray, tick: int) -> tuple[np.ndarray, np.ndarray]:
+    """The aligned time range ``[start, start + width)`` of each time ``t >= tick``.
 
-    Nothing is committed: pass the runs to ``Arrangement.append_runs`` on the driver. Every
-    part key carries ``owner`` (``colmz.arrangement.runs.owned_keys``), so a job that fails
-    before it commits can delete what its tasks wrote, failed attempts included. ``seqno``
-    is the arrangement version the driver read (``Arrangement.seqno``): every part records it,
-    so a consensus later restored to an older copy is noticed (``colmz.arrangement.identity``).
+    ``width = 2**floor(log2(t - tick + 1))``; ``start = t - t % width``. Near times get narrow
+    ranges, far ones wide ranges, so a tick's runs hold little of the far future
+    (:func:`write_runs` with ``split_from``).
+
+    >>> s, w = range_starts(np.array([5, 6, 8, 100], np.uint64), 5)
+    >>> s.tolist(), w.tolist()
+    ([5, 6, 8, 64], [1, 2, 4, 64])
     """
+    t = np.asarray(t, dtype=np.uint64)
+    d = t - np.uint64(tick) + np.uint64(1)
+    k = np.floor(np.log2(d.astype(np.float64))).astype(np.int64)
+    # float log2 may round up at exact powers of two minus one: correct both ways
+    width = np.left_shift(np.uint64(1), k.astype(np.uint64))
+    too_big = width > d
+    width[too_big] >>= np.uint64(1)
+    too_small = (width << np.uint64(1)) <= d
+    width[too_small] <<= np.uint64(1)
+    return t - t % width, width
+
+
+def partition_runs(url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner: str = "",
+                   time: str = "time", diff: str = "diff", seqno: int | None = None,
+                   split_from: int | None = None):
+    """The ``mapInArrow`` function of :func:`write_runs`: a partition's updates in, one
+    :data:`RUN_SCHEMA` row per run written out."""
     import colmz
     from colmz.storage.url import open_blob
 
     schema = tuple(schema)
     names = [s.name for s in schema]
+    out_schema = pa.schema([("keys", pa.list_(pa.string())), ("len", pa.int64()), ("ts_lower", pa.int64()),
+                            ("ts_upper", pa.int64()), ("size_bytes", pa.int64()),
+                            ("checks", pa.list_(pa.list_(pa.int64())))])
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parts = []
@@ -183,13 +207,47 @@ def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner
                 parts.append(colmz.Updates(cols, t.column(time), t.column(diff)))
         if not parts:
             return
-        run = write_run(open_blob(url), schema, colmz.concat(parts), prefix=prefix, owner=owner, seqno=seqno)
-        if run is not None:
-            d = run.to_dict()
-            yield pa.RecordBatch.from_pylist([d], schema=pa.schema([
-                ("keys", pa.list_(pa.string())), ("len", pa.int64()), ("ts_lower", pa.int64()),
-                ("ts_upper", pa.int64()), ("size_bytes", pa.int64()),
-                ("checks", pa.list_(pa.list_(pa.int64())))]))
+        u = colmz.concat(parts)
+        if split_from is None:
+            pieces = [u]
+        else:
+            u = colmz.consolidate(u)
+            starts, _ = range_starts(u.time, split_from)
+            table = u.to_arrow()
+            pieces = [colmz.Updates.from_arrow(table.take(pa.array(np.flatnonzero(starts == s))))
+                      for s in np.unique(starts)]
+        blob = open_blob(url)
+        rows = []
+        for piece in pieces:
+            run = write_run(blob, schema, piece, prefix=prefix, owner=owner, seqno=seqno)
+            if run is not None:
+                rows.append(run.to_dict())
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
 
-    rows = df.mapInArrow(write, _RUN_SCHEMA).collect()
+    return write
+
+
+def write_runs(df, url: str, schema: Sequence[ColumnSpec], *, prefix: str, owner: str = "",
+               time: str = "time", diff: str = "diff", seqno: int | None = None,
+               split_from: int | None = None) -> list[WrittenRun]:
+    """Write each partition of ``df`` (updates: the data columns of ``schema``, ``time``,
+    ``diff``) as runs of parts into the store at ``url``; return the runs (an action).
+
+    One run per partition; with ``split_from`` (a time at or before every time of ``df``),
+    one run per aligned time range of :func:`range_starts` from it, so a run near
+    ``split_from`` holds little of the far future (the streaming sink's layout,
+    ``colmz.spark.stream``). Nothing is committed: pass the runs to
+    ``Arrangement.append_runs`` on the driver. Every part key carries ``owner``
+    (``colmz.arrangement.runs.owned_keys``), so a job that fails before it commits can delete
+    what its tasks wrote, failed attempts included. ``seqno`` is the arrangement version the
+    driver read (``Arrangement.seqno``): every part records it, so a consensus later restored
+    to an older copy is noticed (``colmz.arrangement.identity``).
+
+    This is the one run writer of the Spark jobs: the batch sink (``colmz sink``) and the
+    streaming sink both write through it.
+    """
+    fn = partition_runs(url, schema, prefix=prefix, owner=owner, time=time, diff=diff, seqno=seqno,
+                        split_from=split_from)
+    rows = df.mapInArrow(fn, RUN_SCHEMA).collect()
     return [WrittenRun.from_dict(r.asDict()) for r in rows]

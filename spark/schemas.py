@@ -23,6 +23,7 @@ __all__ = [
     "check_rows",
     "check_update_columns",
     "check_update_values",
+    "checked_aggregate",
     "spark_types",
     "updates_schema",
 ]
@@ -155,6 +156,13 @@ def check_rows(df, problems, what: str) -> int:
     ``problems`` maps a description to a boolean Column. When any row matches, raises
     :class:`InputError` ``"<what>: <n> row(s) with <description>, e.g. <row as JSON>; ..."``.
     """
+    return checked_aggregate(df, problems, what, {})["rows"]
+
+
+def checked_aggregate(df, problems, what: str, aggregates) -> dict:
+    """:func:`check_rows` and more aggregates in the same Spark job: ``aggregates`` maps a
+    name to an aggregate Column; returns ``{"rows": n, name: value, ...}`` once no row has
+    a problem (else :class:`InputError` as :func:`check_rows`)."""
     from pyspark.sql import functions as F
 
     row = F.to_json(F.struct(*[F.col(c) for c in df.columns]))
@@ -162,6 +170,8 @@ def check_rows(df, problems, what: str) -> int:
     for i, cond in enumerate(problems.values()):
         aggs.append(F.sum(F.when(cond, 1).otherwise(0)).alias(f"n{i}"))
         aggs.append(F.first(F.when(cond, row), ignorenulls=True).alias(f"e{i}"))
+    names = list(aggregates)
+    aggs.extend(c.alias(f"a{i}") for i, c in enumerate(aggregates.values()))
     r = df.agg(*aggs).collect()[0]
     found = [
         f"{r[f'n{i}']} row(s) with {desc}, e.g. {r[f'e{i}']}"
@@ -170,7 +180,7 @@ def check_rows(df, problems, what: str) -> int:
     ]
     if found:
         raise InputError(f"{what}: " + "; ".join(found))
-    return int(r["rows"])
+    return {"rows": int(r["rows"]), **{n: r[f"a{i}"] for i, n in enumerate(names)}}
 
 
 def updates_schema(schema, data: Sequence[str], time: str = "time", diff: str = "diff"):

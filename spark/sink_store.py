@@ -27,10 +27,6 @@ The sink keeps its output in an arrangement (``colmz.arrangement``): a directory
 The seal is the sink's promise: ticks before it are final. A later run over changed events
 cannot rewrite them; it writes the difference at its first tick at or after the seal, as
 Materialize's sink writes corrections at the current upper of its output.
-
-A store written by colmz 0.1 (a ``_colmz_store.json`` manifest and ``commits/`` folders) is
-recognised and refused with the command that converts it (:func:`migrate`, ``colmz migrate``);
-only that conversion reads the old layout (``colmz.spark.store_v01``).
 """
 
 from __future__ import annotations
@@ -42,13 +38,11 @@ from colmz.arrangement.runs import discard_owned
 from colmz.storage.base import StorageError, open_input
 from colmz.storage.url import local_path
 
-__all__ = ["MIGRATE_STEPS", "NAME", "SinkStore", "SinkStoreError", "check_part_footers", "discard_run",
-           "migrate", "open_sink_store", "view_table"]
+__all__ = ["NAME", "SinkStore", "SinkStoreError", "check_part_footers", "discard_run", "open_sink_store",
+           "view_table"]
 
 #: The arrangement's name in a sink store.
 NAME = "arrangement"
-#: The manifest of a colmz 0.1 store (``colmz.spark.store_v01``): recognised to point to ``colmz migrate``.
-OLD_MANIFEST = "_colmz_store.json"
 
 
 class SinkStoreError(RuntimeError):
@@ -104,14 +98,6 @@ class SinkStore:
                 f"{st['parts']} parts, {through}")
 
 
-def _old_layout_error(url: str) -> SinkStoreError:
-    return SinkStoreError(
-        f"store {url!r} is in the layout of colmz 0.1 ({OLD_MANIFEST} and commits/); the sink now "
-        f"keeps an arrangement. Convert it with `colmz migrate {url} NEW_STORE` and pass "
-        "--store NEW_STORE"
-    )
-
-
 def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
     """Open and check the store at ``url`` (no Spark): validated metadata, every part present.
 
@@ -122,8 +108,6 @@ def open_sink_store(url: str, consensus: str | None = None) -> SinkStore:
         url = str(path)  # executors may run elsewhere in the file tree
         if path.exists() and not path.is_dir():
             raise SinkStoreError(f"store path {str(path)!r} exists and is not a directory")
-        if (path / OLD_MANIFEST).is_file():
-            raise _old_layout_error(url)
         if not path.exists() or (not any(path.iterdir()) and consensus is None):
             return SinkStore(url, consensus, None)
         if consensus is None and not (path / "consensus.sqlite").is_file():
@@ -219,55 +203,3 @@ def discard_run(store: SinkStore, owner: str) -> list[str]:
         return []
     return discard_owned(blob, f"{NAME}/parts/", owner, referenced)
 
-
-#: The steps :func:`migrate` reports to a progress callback, in order.
-MIGRATE_STEPS = ("verifying", "reading", "writing", "sealing", "compacting")
-
-
-def migrate(old: str, new: str, *, consensus: str | None = None, progress=None) -> dict:
-    """Convert a colmz 0.1 store (manifest + commits) at ``old`` into an arrangement at ``new``.
-
-    Every update is copied (the old store is left as it is), then sealed after its last time
-    and compacted. Returns a summary. ``new`` must not hold a store yet. ``progress(done,
-    total, label)`` (``colmz.progress``) is called as each of :data:`MIGRATE_STEPS` starts and
-    once at the end with ``done == total``.
-    """
-    import colmz
-    from colmz.progress import check_progress
-    from colmz.spark.store_v01 import MANIFEST, Store, StoreError
-
-    progress = check_progress(progress)
-
-    def step(i: int) -> None:
-        if progress is not None:
-            progress(i, len(MIGRATE_STEPS), MIGRATE_STEPS[i] if i < len(MIGRATE_STEPS) else "done")
-
-    step(0)
-    try:
-        src = Store(old)
-        if not src.exists():
-            raise SinkStoreError(f"{old!r} is not a colmz 0.1 store (no {MANIFEST})")
-        src.verify()
-        target = open_sink_store(new, consensus)
-        if target.exists:
-            raise SinkStoreError(f"{new!r} already holds a store; migrate into a new location")
-        step(1)
-        table = src.read_arrow()
-    except StoreError as e:  # the old layout's own errors, said as the sink store's
-        raise SinkStoreError(f"colmz 0.1 store {old!r}: {e}") from None
-    # The old store's Parquet files carry the Arrow types Spark wrote; the arrangement keeps them.
-    schema = None if table is None else {f.name: f.type for f in table.schema if f.name not in ("time", "diff")}
-    arr = Arrangement.open(new, schema=schema, consensus=consensus, name=NAME)
-    last = -1
-    step(2)
-    if table is not None and table.num_rows:
-        u = colmz.Updates.from_arrow(table)
-        arr.write(u)
-        last = int(u.time.max())
-    step(3)
-    arr.seal(last + 1)
-    step(4)
-    arr.maintain()
-    step(len(MIGRATE_STEPS))
-    return {"from": old, "to": new, "updates": 0 if table is None else table.num_rows,
-            "sealed_through": last, "version": arr.seqno}

@@ -32,27 +32,32 @@ compare-and-set: ``Arrangement.append_runs(runs, seal=..., properties=...)``, th
 fingerprints (of the last :data:`RECENT_BATCHES` batches) in the arrangement's properties.
 Spark's offset log fixes each batch id's input, so a batch replayed after a crash sees the
 same events; one the store already holds (same id, same fingerprint) writes nothing
-(:func:`batch_status`). The same rule lets several queries over one stream write one store:
-the first to commit a batch wins, a loser re-reads the store, finds its batch there and
-moves on. The runs depend only on the seal they were advanced to, so the commit is one
-durable call, ``append_runs(..., expect=seal, expect_properties=properties)``, which the
-arrangement's machine re-applies to the store's latest state when it loses a
-compare-and-set: another writer's maintenance meanwhile does not make the batch recompute,
-only another batch does (:data:`ATTEMPTS` times at most, then :class:`StreamConflict`,
-nothing written). Event ticks keep their watermark's input, the
+(:func:`batch_status`). The runs depend only on the seal they were advanced to, so each
+micro-batch commits with one durable call, ``append_runs(runs, expect=seal, seal=upper,
+expect_properties=properties, properties=...)`` (persist's ``compare_and_append``), and has no
+retry of its own: a compare-and-set lost to a commit that changed neither seal nor
+properties (another writer's maintenance) is applied again to the store's latest state by the
+arrangement's machine (``colmz.arrangement.machine``). A ``SealMismatch`` -- another writer
+committed a batch first -- is decided by idempotence: when the store now holds this very
+batch (same id, same fingerprint: a racing query over the same stream won), the batch is a
+replay and writes nothing; anything else is :class:`StreamBindingError`, nothing written.
+So several queries over one stream can write one store: the first to commit a batch wins,
+the other finds it there and moves on. Event ticks keep their watermark's input, the
 greatest ``valid_from``, in the properties too, so a restarted query resumes it exactly.
 
 **Per micro-batch** (``foreachBatch``):
 
 1. refresh the arrangement; a batch it already holds (:func:`batch_status`) returns at once;
 2. check the batch's schema (it must not change between batches) and values (NULL or
-   negative times, ``valid_to < valid_from``) with one aggregation -- nothing is written yet;
-3. per key bucket (a hash shuffle by the data columns, ``mapInArrow``): consolidate the
-   bucket's updates (times advanced to the tick), split them by *time range*, and write one
-   run of parts per range into the arrangement's blob store (``write_run``); only run
-   descriptions go back to the driver;
-4. the driver commits all runs, the new seal and the batch's properties in one
-   compare-and-set, then drains the newly sealed ticks into the trace
+   negative times, ``valid_to < valid_from``) with one aggregation, which also finds the
+   greatest insertion time (the event watermark's input) -- nothing is written yet;
+3. per key bucket (a hash shuffle by the data columns): consolidate the bucket's updates
+   (times advanced to the tick), split them by *time range*, and write one run of parts per
+   range into the arrangement's blob store -- ``colmz.spark.arrangement_io.write_runs(...,
+   split_from=tick)``, the run writer of the batch sink too; only run descriptions go back
+   to the driver;
+4. the driver commits all runs, the new seal and the batch's properties with one
+   ``append_runs``, then drains the newly sealed ticks into the trace
    (``Arrangement.maintain``). A failure before the commit deletes the batch's parts (their
    keys carry the batch's owner tag).
 
@@ -78,18 +83,16 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
-import numpy as np
-import pyarrow as pa
-
+from colmz.arrangement.runs import WrittenRun
 from colmz.spark.events import EventsSpec, check_schema, event_problems
-from colmz.spark.schemas import InputError, check_rows
+from colmz.spark.schemas import InputError, checked_aggregate
 from colmz.spark.sink_store import NAME
 
-__all__ = ["ATTEMPTS", "BATCH", "BINDING", "EVENT_MAX", "RECENT", "RECENT_BATCHES", "TICK", "TICKS",
-           "StreamBindingError", "StreamConflict", "StreamStopped", "check_tick",
-           "batch_fingerprint", "batch_status", "checkpoint_inputs", "batch_writer", "bind_checkpoint", "range_starts", "stream_sink"]
+__all__ = ["BATCH", "BINDING", "EVENT_MAX", "RECENT", "RECENT_BATCHES", "TICK", "TICKS",
+           "StreamBindingError", "StreamStopped", "batch_fingerprint", "batch_status", "batch_writer",
+           "bind_checkpoint", "check_tick", "checkpoint_inputs", "stream_sink"]
 
 #: File in the checkpoint directory naming the store and columns the query writes.
 BINDING = "colmz_stream.json"
@@ -100,40 +103,9 @@ class StreamBindingError(ValueError):
     holds another query's batches."""
 
 
-class StreamConflict(RuntimeError):
-    """A micro-batch lost the store's compare-and-set :data:`ATTEMPTS` times in a row to other
-    writers' commits that changed the seal or the batch; nothing of it was written."""
-
-
 class StreamStopped(RuntimeError):
     """The query was asked to stop (``stop=`` set) while a micro-batch was in flight: the batch
     stopped before its commit and nothing of it was written."""
-
-
-#: How many times a micro-batch is computed before it gives up racing other writers.
-ATTEMPTS = 5
-
-
-def range_starts(t: np.ndarray, tick: int) -> tuple[np.ndarray, np.ndarray]:
-    """The aligned time range ``[start, start + width)`` of each time ``t >= tick``.
-
-    ``width = 2**floor(log2(t - tick + 1))``; ``start = t - t % width``. Near times get narrow
-    ranges, far ones wide ranges, so a tick's runs hold little of the far future.
-
-    >>> s, w = range_starts(np.array([5, 6, 8, 100], np.uint64), 5)
-    >>> s.tolist(), w.tolist()
-    ([5, 6, 8, 64], [1, 2, 4, 64])
-    """
-    t = np.asarray(t, dtype=np.uint64)
-    d = t - np.uint64(tick) + np.uint64(1)
-    k = np.floor(np.log2(d.astype(np.float64))).astype(np.int64)
-    # float log2 may round up at exact powers of two minus one: correct both ways
-    width = np.left_shift(np.uint64(1), k.astype(np.uint64))
-    too_big = width > d
-    width[too_big] >>= np.uint64(1)
-    too_small = (width << np.uint64(1)) <= d
-    width[too_small] <<= np.uint64(1)
-    return t - t % width, width
 
 
 def bind_checkpoint(checkpoint: str, binding: dict, *, record: bool = True) -> None:
@@ -171,58 +143,6 @@ def bind_checkpoint(checkpoint: str, binding: dict, *, record: bool = True) -> N
     with open(tmp, "w") as f:
         json.dump(binding, f, sort_keys=True)
     os.replace(tmp, path)
-
-
-def _runs_partition(url: str, schema, prefix: str, owner: str, data: Sequence[str], tick: int,
-                    seqno: int | None = None):
-    """The per-bucket function: consolidate, split by time range, write one run per range."""
-    import pyarrow.compute as pc
-
-    import colmz
-    from colmz.arrangement.runs import write_run
-    from colmz.storage.url import open_blob
-
-    names = [s.name for s in schema]
-    out_schema = pa.schema([("keys", pa.list_(pa.string())), ("len", pa.int64()),
-                            ("ts_lower", pa.int64()), ("ts_upper", pa.int64()),
-                            ("size_bytes", pa.int64()), ("event_max", pa.int64()),
-                            ("checks", pa.list_(pa.list_(pa.int64())))])
-
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        parts = []
-        event_max = None  # the greatest insertion time: the event-time watermark's input
-        for b in batches:
-            if b.num_rows:
-                cols = {n: (b.column(n).cast(s.type) if b.schema.field(n).type != s.type else b.column(n))
-                        for n, s in zip(names, schema)}
-                parts.append(colmz.Updates(cols, b.column("time"), b.column("diff")))
-                m = pc.max(pc.filter(b.column("time"), pc.greater(b.column("diff"), 0))).as_py()
-                if m is not None:
-                    event_max = m if event_max is None else max(event_max, m)
-        if not parts:
-            return
-        u = colmz.consolidate(colmz.concat(parts))
-        if not len(u):
-            # the events cancelled out (empty intervals), but they still move the watermark
-            yield pa.RecordBatch.from_pylist([{"keys": [], "len": 0, "ts_lower": 0, "ts_upper": 0,
-                                               "size_bytes": 0, "event_max": event_max}], schema=out_schema)
-            return
-        starts, _ = range_starts(u.time, tick)
-        blob = open_blob(url)
-        table = u.to_arrow()
-        rows = []
-        for s in np.unique(starts):
-            idx = np.flatnonzero(starts == s)
-            piece = colmz.Updates.from_arrow(table.take(pa.array(idx)))
-            run = write_run(blob, schema, piece, prefix=prefix, owner=owner, seqno=seqno)
-            if run is not None:
-                rows.append({**run.to_dict(), "event_max": event_max})
-        if not rows:
-            rows.append({"keys": [], "len": 0, "ts_lower": 0, "ts_upper": 0, "size_bytes": 0,
-                         "event_max": event_max})
-        yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
-
-    return write
 
 
 #: Arrangement properties committed with every micro-batch (``Arrangement.properties``).
@@ -382,13 +302,14 @@ def batch_writer(
     each call does one micro-batch as the module docstring says. A batch already in the store
     (:func:`batch_status`: a replay, or a racing writer's batch with the same input) writes
     nothing; one that does not follow the store's last batch raises
-    :class:`StreamBindingError` before writing. A lost compare-and-set (another writer
-    committed meanwhile) is re-examined: the batch is then either in the store or retried.
+    :class:`StreamBindingError` before writing. The batch commits with one ``append_runs``;
+    when another writer committed first (``SealMismatch``) the batch is a replay if the store
+    now holds it (``conflicts`` is 1 in its figures), else :class:`StreamBindingError`.
 
     Once ``stop`` is set, a batch in flight raises :class:`StreamStopped` at its next step
     instead of committing (a commit already under way completes): the way to stop a query
     promptly -- set ``stop``, then ``StreamingQuery.stop()``, which cancels the batch's Spark
-    jobs -- without a batch that races other writers computing again and again meanwhile.
+    jobs.
 
     >>> fn = batch_writer(events.schema, store, ckpt, keys=["k"], value="v")  # doctest: +SKIP
     >>> fn(spark.read.parquet(f), 0); fn(spark.read.parquet(f), 0)  # the second writes nothing  # doctest: +SKIP
@@ -400,6 +321,7 @@ def batch_writer(
 
     from colmz.arrangement import Arrangement, CommitConflict, SealMismatch
     from colmz.order import ColumnSpec
+    from colmz.spark.arrangement_io import write_runs
     from colmz.spark.frames import bucket_columns
 
     spec = EventsSpec(tuple([keys] if isinstance(keys, str) else keys), value, valid_from, valid_to)
@@ -426,9 +348,9 @@ def batch_writer(
     arr = Arrangement.open(url, schema, consensus=consensus, name=name)
     bind_checkpoint(checkpoint, binding)
 
-    def write_runs(df, open_tick: int, owner: str) -> tuple[list[dict], int | None]:
-        """Write the batch's runs (not committed, their keys tagged with ``owner``); their
-        descriptions and the batch's greatest insertion time."""
+    def batch_runs(df, open_tick: int, owner: str) -> list[WrittenRun]:
+        """Write the batch's runs (not committed, their keys tagged with ``owner``), one per
+        key bucket and time range (``colmz.spark.arrangement_io.write_runs``)."""
         vf, vt = F.col(valid_from), F.col(valid_to)
         data = [F.col(c) for c in spec.data]
         t0 = F.lit(open_tick).cast("long")
@@ -437,14 +359,8 @@ def batch_writer(
         upd = plus.unionByName(minus)
         upd = upd.repartition(buckets, *bucket_columns(upd, spec.data))
         # the parts record the version the driver read (a restored older consensus is noticed)
-        fn = _runs_partition(str(url), schema, arr.prefix, owner, spec.data, open_tick, arr.seqno)
-        rows = upd.mapInArrow(
-            fn, "keys array<string>, len long, ts_lower long, ts_upper long, size_bytes long, event_max long, "
-                "checks array<array<long>>"
-        ).collect()
-        runs = [{k: v for k, v in r.asDict().items() if k != "event_max"} for r in rows if r["len"]]
-        maxes = [r["event_max"] for r in rows if r["event_max"] is not None]
-        return runs, (max(maxes) if maxes else None)
+        return write_runs(upd, str(url), schema, prefix=arr.prefix, owner=owner, seqno=arr.seqno,
+                          split_from=open_tick)
 
     def stopped(batch_id: int) -> StreamStopped:
         return StreamStopped(f"micro-batch {batch_id} stopped before its commit: the query was asked "
@@ -454,78 +370,83 @@ def batch_writer(
         if stop is not None and stop.is_set():
             raise stopped(batch_id)
 
+    def replayed(figures: dict, seal, started: float) -> None:
+        figures["replayed"] = True
+        figures["seal"] = seal
+        figures["seconds"] = _time.perf_counter() - started
+        if on_batch is not None:
+            on_batch(figures)
+
     def one_batch(df, batch_id: int) -> None:
         started = _time.perf_counter()
         batch_id = int(batch_id)
         figures = {"batch": batch_id, "replayed": False, "events": 0, "runs": 0,
                    "updates": 0, "seconds": 0.0, "seal": None, "conflicts": 0}
         fingerprint = batch_fingerprint(checkpoint_inputs(checkpoint, batch_id))
-        checked = False
-        for _attempt in range(ATTEMPTS):
-            stopping(batch_id)
-            arr.refresh()
-            seal, props = arr.get_seal(), arr.properties()
-            if batch_status(props, seal, batch_id, fingerprint, tick):
-                figures["replayed"] = True
-                figures["seal"] = seal
-                figures["seconds"] = _time.perf_counter() - started
-                if on_batch is not None:
-                    on_batch(figures)
-                return
-            if not checked:
-                if df.schema != first_schema:
-                    raise InputError(f"micro-batch {batch_id} has schema {df.schema.simpleString()}, "
-                                     f"not the query's {first_schema.simpleString()}")
-                problems = event_problems(spec, F.col(valid_from), F.col(valid_to),
-                                          lambda c: c.isNull(), lambda a, b: a < b)
-                figures["events"] = check_rows(df, problems, f"bad events in micro-batch {batch_id}")
-                checked = True
-            # The first open tick: events about closed ticks are corrected there.
-            open_tick = int(seal)
-            runs, batch_max = [], None
-            owner = f"b{batch_id}x{uuid.uuid4().hex[:12]}"
-            try:
-                if figures["events"]:
-                    runs, batch_max = write_runs(df, open_tick, owner)
-                recent = (props.get(RECENT, "").split() + [fingerprint])[-RECENT_BATCHES:]
-                new_props = {BATCH: batch_id, TICK: tick, RECENT: " ".join(recent)}
-                if tick == "processing":
-                    new_seal = batch_id + 1
-                else:
-                    event_max = props.get(EVENT_MAX)
-                    if batch_max is not None:
-                        event_max = batch_max if event_max is None else max(event_max, batch_max)
-                    if event_max is not None:
-                        new_props[EVENT_MAX] = event_max
-                    new_seal = open_tick if event_max is None else max(open_tick, event_max - delay)
-                # The runs depend only on the seal they were advanced to, the new properties
-                # only on the old ones: one durable call commits them only on that seal and
-                # those properties (expect=, expect_properties=). A compare-and-set lost to a
-                # commit that changed neither (a racing writer's maintenance) is retried by the
-                # arrangement's machine on the latest state; another batch landing meanwhile
-                # refuses it (SealMismatch), and the batch is computed again.
-                stopping(batch_id)
-                arr.append_runs(runs, seal=new_seal, properties=new_props, expect=seal,
-                                expect_properties=props)
-                break
-            except (SealMismatch, CommitConflict):
-                # another batch landed first, or racing commits outlasted the machine's bound
-                pass
-            except BaseException as e:
-                _delete_owned(arr, owner)
-                if stop is not None and stop.is_set() and not isinstance(e, StreamStopped):
-                    # a Spark job of the batch cancelled by StreamingQuery.stop(): say so
-                    # briefly (Spark's long interruption trace is of no use here)
-                    raise stopped(batch_id) from None
-                raise
-            # another batch committed first: it may be this very batch
-            figures["conflicts"] += 1
-            _delete_owned(arr, owner)
+        stopping(batch_id)
+        arr.refresh()
+        seal, props = arr.get_seal(), arr.properties()
+        if batch_status(props, seal, batch_id, fingerprint, tick):
+            replayed(figures, seal, started)
+            return
+        if df.schema != first_schema:
+            raise InputError(f"micro-batch {batch_id} has schema {df.schema.simpleString()}, "
+                             f"not the query's {first_schema.simpleString()}")
+        # The first open tick: events about closed ticks are corrected there.
+        open_tick = int(seal)
+        problems = event_problems(spec, F.col(valid_from), F.col(valid_to),
+                                  lambda c: c.isNull(), lambda a, b: a < b)
+        # the greatest insertion time (the event-time watermark's input) in the same job
+        checked = checked_aggregate(df, problems, f"bad events in micro-batch {batch_id}", {
+            "event_max": F.max(F.greatest(F.col(valid_from).cast("long"), F.lit(open_tick).cast("long")))})
+        figures["events"] = checked["rows"]
+        runs: list[WrittenRun] = []
+        owner = f"b{batch_id}x{uuid.uuid4().hex[:12]}"
+        recent = (props.get(RECENT, "").split() + [fingerprint])[-RECENT_BATCHES:]
+        new_props = {BATCH: batch_id, TICK: tick, RECENT: " ".join(recent)}
+        if tick == "processing":
+            new_seal = batch_id + 1
         else:
-            raise StreamConflict(f"micro-batch {batch_id} lost the store's compare-and-set {ATTEMPTS} times "
-                                 "to other writers' batches; nothing was written (restart the query)")
+            event_max, batch_max = props.get(EVENT_MAX), checked["event_max"]
+            if batch_max is not None:
+                event_max = batch_max if event_max is None else max(event_max, batch_max)
+            if event_max is not None:
+                new_props[EVENT_MAX] = event_max
+            new_seal = open_tick if event_max is None else max(open_tick, event_max - delay)
+        try:
+            if figures["events"]:
+                runs = batch_runs(df, open_tick, owner)
+            # The runs depend only on the seal they were advanced to, the new properties only
+            # on the old ones: one durable call commits them only on that seal and those
+            # properties. A compare-and-set lost to a commit that changed neither (a racing
+            # writer's maintenance) is applied again by the arrangement's machine to the
+            # latest state; one that did is SealMismatch, decided below.
+            stopping(batch_id)
+            arr.append_runs(runs, seal=new_seal, properties=new_props, expect=seal, expect_properties=props)
+        except SealMismatch as e:
+            # Another writer committed first. Exactly once: when it committed this very batch
+            # (a racing query over the same input), this one is a replay; anything else is
+            # not this query's to overwrite.
+            _delete_owned(arr, owner)
+            arr.refresh()
+            now, now_props = arr.get_seal(), arr.properties()
+            if batch_status(now_props, now, batch_id, fingerprint, tick):
+                figures["conflicts"] = 1
+                replayed(figures, now, started)
+                return
+            raise StreamBindingError(
+                f"micro-batch {batch_id}: another writer moved the store from seal {seal} to {now} "
+                f"(properties {now_props}) while the batch was written, without committing this "
+                "batch; nothing of it was written (restart the query, or stop the other writer)") from e
+        except BaseException as e:
+            _delete_owned(arr, owner)
+            if stop is not None and stop.is_set() and not isinstance(e, StreamStopped):
+                # a Spark job of the batch cancelled by StreamingQuery.stop(): say so
+                # briefly (Spark's long interruption trace is of no use here)
+                raise stopped(batch_id) from None
+            raise
         figures["runs"] = len(runs)
-        figures["updates"] = sum(r["len"] for r in runs)
+        figures["updates"] = sum(r.len for r in runs)
         figures["seal"] = new_seal
         if maintain:
             # After the commit: a crash here loses nothing, the next batch drains it; a writer

@@ -326,17 +326,16 @@ class ArrangementCore:
             raise SeqNoMismatch(f"batch seqnos {[start, end]} are an empty range")
         if not len(updates):
             raise EmptyBatch(f"cannot append an empty batch (seqnos {[start, end]})")
-        meta, self._state = self._append_normal(self._state, updates, order_data(updates), (start, end))
+        meta, schema = self._write_unsealed(self._state, updates, order_data(updates), (start, end))
+        self._state = self._state.with_schema(schema).unsealed_append(meta)
         return meta
 
-    def _append_normal(self, state: ArrangementState, updates: Updates, normal: tuple,
-                       seqnos) -> tuple[UnsealedBatchMeta, ArrangementState]:
+    def _write_unsealed(self, state: ArrangementState, updates: Updates, normal: tuple,
+                        seqnos: tuple[int, int]) -> tuple[UnsealedBatchMeta, tuple[ColumnSpec, ...]]:
         # ``normal`` is ``updates`` consolidated in data order, as ``order_data`` gives it
-        # (source, rows); checks are done. Writes the batch's parts; returns the batch and
-        # ``state`` with it appended (the caller takes the state)
-        if seqnos is None:
-            upper = state.unsealed_seqno_upper()
-            seqnos = (upper, upper + 1)
+        # (source, rows); checks are done. Writes the parts of an unsealed batch to be
+        # appended to ``state``; returns the batch and the schema it pins (the caller moves
+        # the state: ``state.with_schema(schema).unsealed_append(batch)``)
         start, end = seqnos
         t = updates.time
         lo, hi = int(t.min()), int(t.max())
@@ -349,9 +348,8 @@ class ArrangementCore:
         writer.write(*normal)
         meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes,
                                  tuple(writer.checks))
-        new = state.with_schema(schema).unsealed_append(meta)
         self._count_write(writer, updates)
-        return meta, new
+        return meta, tuple(schema)
 
     def unsealed_snapshot(self, lo: int, hi: Frontier) -> UnsealedSnapshot:
         """The unsealed batches that may hold times in ``[lo, hi)`` (upstream's overlap test:

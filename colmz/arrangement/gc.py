@@ -115,7 +115,7 @@ class GarbageCollection:
                                   "an arrangement's; nothing was deleted")
             # The listing was taken before this read: a part recording a newer seqno
             # than the record's proves the record was rolled back (identity module).
-            self._check_not_behind(seqno, state)
+            self._machine.check_not_behind(seqno, state)
             check_not_rolled_back(listed, seqno, state, lambda: seqno, where=str(self._url),
                                   consensus=repr(self._log.consensus), key=self._log.key)
             _, _, unsealed, trace = meta_from_dict(state["meta"])

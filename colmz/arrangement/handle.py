@@ -20,11 +20,12 @@ together, each in its module:
 * gc and leases (:mod:`colmz.arrangement.gc`);
 
 and keeps here the constructor and what ties the state to its durable record. The state is
-the machine's (``Machine(log, state, seqno)``): the handle reads it there, its core
-operations change it in memory, and its durable calls are pure commands the machine applies;
-the handle gives the machine the state document's codec, the lease check and part deletion.
-Here are :meth:`open`, :meth:`refresh`, :meth:`commit`, the state document, the counters and
-the display. The handle may touch the blob store (parts), its consensus record (through the machine and
+the machine's (``Machine(log, state, seqno)``, which also encodes and decodes the state
+document): the handle reads it there, its core operations change it in memory, and its
+durable calls are pure commands handed to the machine by :meth:`_apply`, which checks the
+lease of their parts before and deletes the parts the machine says are garbage after. Here
+are :meth:`open`, :meth:`refresh`, :meth:`commit`, :meth:`_apply`, the counters and the
+display. The handle may touch the blob store (parts), its consensus record (through the machine and
 ``StateLog``) and nothing else.
 
 Identity and integrity
@@ -77,13 +78,8 @@ from colmz.arrangement.errors import (
     TimeBeforeTraceUpper,
 )
 from colmz.arrangement.gc import GarbageCollection
-from colmz.arrangement.machine import Machine
+from colmz.arrangement.machine import ATTEMPTS, Machine, Outcome
 from colmz.arrangement.maintain import CompactionJob, Maintenance
-from colmz.arrangement.meta import (
-    meta_from_dict,
-    properties_from_dict,
-    validate_meta,
-)
 from colmz.arrangement.parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
@@ -134,10 +130,6 @@ __all__ = [
     "schema_from_json",
     "schema_to_json",
 ]
-
-#: The ``format`` of the durable state document.
-STATE_FORMAT = 1
-
 
 def new_token() -> str:
     """A fresh unique part token (``uuid4().hex``); a module function so handles pickle."""
@@ -211,10 +203,6 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         self.clock = clock
         self.token = token if token is not None else new_token
         self._url: str | None = None
-        self._home: str | None = None
-        # the schema read from a part while the state has none (runs appended from
-        # elsewhere): a read changes no state; the next commit records it
-        self._part_schema: tuple[ColumnSpec, ...] | None = None
         self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
         # (the commits are counted by the machine)
@@ -223,11 +211,9 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
                       "merge_peak_rows": 0}
         # The machine owns the state (colmz.arrangement.machine): the whole state as one
         # frozen value (colmz.arrangement.state), its consensus record (None for an
-        # in-memory core, until open) and its version; every durable change is a command it
-        # applies.
-        self._machine = Machine(None, ArrangementState(schema=normalize_schema(schema)), None,
-                                encode=self._state_doc, decode=self._decode_state,
-                                check_lease=self._check_lease, delete_parts=self._delete_keys)
+        # in-memory core, until open), its version and its document's codec; every durable
+        # change is a command it applies (self._apply).
+        self._machine = Machine(None, ArrangementState(schema=normalize_schema(schema)), None)
 
     @property
     def _state(self) -> ArrangementState:
@@ -249,6 +235,34 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
     @property
     def _seqno(self) -> int | None:
         return self._machine.seqno
+
+    @property
+    def _part_schema(self) -> tuple[ColumnSpec, ...] | None:
+        # the schema a read took from a part while the state names none: kept beside the
+        # state (a read changes no state), recorded by the machine's next commit
+        return self._machine.part_schema
+
+    @_part_schema.setter
+    def _part_schema(self, schema: tuple[ColumnSpec, ...] | None) -> None:
+        self._machine.part_schema = schema
+
+    def _apply(self, cmd, *, written=(), keep=(), attempts: int = ATTEMPTS) -> Outcome:
+        """Hand the command ``cmd`` to the machine (``colmz.arrangement.machine``) and
+        return its outcome, raising its error: the lease of the parts written for it is
+        checked first (``LeaseExpired``), and the parts the outcome says are garbage are
+        deleted (the written ones when it did not land, the ones it stopped naming when it
+        did)."""
+        written = frozenset(written)
+        try:
+            self._check_lease(written - self._machine.committed.referenced_keys())
+        except BaseException:
+            self._delete_keys(written - frozenset(keep) - self.referenced_keys()
+                              - self._machine.committed.referenced_keys())
+            raise
+        out = self._machine.apply(cmd, written=written, keep=keep, attempts=attempts)
+        self._delete_keys(out.garbage)
+        out.result()
+        return out
 
     @classmethod
     def from_meta(cls, meta: dict, store: Blob, **kwargs) -> Arrangement:
@@ -343,19 +357,19 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
             if res.action == "create" and not create:
                 raise FileNotFoundError(f"no arrangement {name!r} at {where!r}")
             a = cls(loc.blob, schema=schema if state is None else None, **kwargs)
-            a._url = loc.url
-            a._home = loc.blob.url_of(identity_key(name))
+            a._url = a._machine.where = loc.url
+            a._machine.home = loc.blob.url_of(identity_key(name))
             if res.action != "open":
                 # The identity first (written once: a concurrent creator's wins, and the
                 # next round opens with it), then the state naming it.
                 written = write_identity(loc.blob, res.identity)
                 if written != res.identity:
                     continue
-            a._identity = res.identity
+            a._identity = a._machine.identity = res.identity
             key = res.identity.consensus_key
             a._log = logs.get(key) or StateLog(loc.consensus, key, rollup_every=rollup_every)
             if state is not None:
-                a._machine.loaded(seqno, a._decode_state(seqno, state))
+                a._machine.loaded(seqno, a._machine.decode(seqno, state))
                 if schema is not None and a._schema is not None and tuple(a._schema) != tuple(schema):
                     raise SchemaMismatch(
                         f"arrangement {name!r} at {where!r} has schema "
@@ -368,7 +382,7 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
             try:
                 # create the record, adopt a record from before identities (the id goes
                 # into its state), or pin the schema of one created without
-                a._machine.commit()
+                a.commit()
             except CommitConflict:
                 # another process created, adopted or pinned it first: read what it committed.
                 # Not the machine's retry (no command is re-applied): which store and record
@@ -401,39 +415,6 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         arrangement not opened by :meth:`open`."""
         return self._identity
 
-    def _state_doc(self, state: ArrangementState | None = None) -> dict:
-        # the document committed for ``state`` (Machine's encode; default: the handle's)
-        state = self._state if state is None else state
-        schema = state.schema if state.schema is not None else self._part_schema
-        doc = {"format": STATE_FORMAT, "schema": schema_to_json(schema), "meta": state.meta()}
-        if self._identity is not None:
-            doc["identity"] = self._identity.state_doc()
-            if self._home is not None:
-                # where the blob committing this state is (identity.check_not_a_copy)
-                doc["identity"]["blob"] = self._home
-        return doc
-
-    def _decode_state(self, seqno: int, state) -> ArrangementState:
-        # a loaded document, checked (Machine's decode): not behind the version this handle
-        # read, a colmz arrangement, this store's, valid; its parts' checks are expected
-        self._check_not_behind(seqno, state)
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or "meta" not in state:
-            raise CorruptMeta(f"arrangement state at seqno {seqno} is not a colmz arrangement "
-                              f"(format {state.get('format') if isinstance(state, dict) else state!r})")
-        from colmz.arrangement.identity import state_identity
-
-        sid = state_identity(state)
-        if sid is not None and self._identity is not None and sid != self._identity.id:
-            raise IdentityMismatch(
-                f"arrangement state at seqno {seqno} (consensus key {self._identity.consensus_key!r}) "
-                f"belongs to store {sid}, not to this store {self._identity.id}"
-            )
-        schema = schema_from_json(state.get("schema"))
-        seal, since, unsealed, trace = meta_from_dict(state["meta"])
-        properties = properties_from_dict(state["meta"])
-        validate_meta(seal, since, unsealed, trace)
-        return ArrangementState(seal, since, unsealed, trace, schema, properties)
-
     @property
     def durable(self) -> bool:
         """Whether this arrangement commits to a consensus store (opened by :meth:`open`)."""
@@ -448,20 +429,6 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         """Reload the committed state (discarding uncommitted in-memory changes)."""
         self._machine.refresh()
 
-    def _check_not_behind(self, seqno: int, state) -> None:
-        """Refuse a record whose seqno went down under this handle: seqnos never decrease,
-        so it was rolled back to an older copy (``colmz.arrangement.identity``)."""
-        if self._seqno is not None and seqno < self._seqno:
-            from colmz.arrangement.identity import seal_of_state
-
-            raise MetadataRolledBack(
-                f"store {self._url!r}: its consensus record {self._log.key!r} is at seqno "
-                f"{seqno} (seal {seal_of_state(state)}), behind seqno {self._seqno} this handle "
-                "read or committed: the record was rolled back to an older copy (a consensus "
-                "restored from a backup). Nothing was written; restore the newest copy of the "
-                "consensus database"
-            )
-
     def commit(self) -> int | None:
         """Commit the in-memory state (after core operations on a durable arrangement).
 
@@ -469,6 +436,7 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         lease; raises ``CommitConflict`` when another writer committed first. Either way
         nothing is committed and the in-memory state is left as it is.
         """
+        self._check_lease(self._state.referenced_keys() - self._machine.committed.referenced_keys())
         return self._machine.commit()
 
     def stats(self) -> dict:

@@ -6,36 +6,44 @@ The *machine* layer of ``colmz.arrangement`` (``docs/arrangement.md``), after
 ``src/persist-client/src/internal/machine.rs`` (``Machine::apply_unbatched_idempotent_cmd``).
 It sits between the handle (:mod:`colmz.arrangement.handle`, which builds commands) and the
 storage (``colmz.storage.state.StateLog``, which does one compare-and-set). The machine owns
-the state: the handle reads it from :attr:`Machine.state`. It never writes a part itself; it
-deletes the parts of a command that certainly did not land.
+the state: the handle reads it from :attr:`Machine.state`. It never writes nor deletes a
+part: it tells the handle which parts are garbage.
 
 Design
 ------
 A :class:`Machine` holds the state log (None for an in-memory core), the state the handle
 works on (:attr:`~Machine.state`), the state last loaded or committed
-(:attr:`~Machine.committed`) and its version (:attr:`~Machine.seqno`). A *command* is a pure
-function of an :class:`~colmz.arrangement.state.ArrangementState`: it returns ``(new state,
-result)``, returns :data:`STALE` when it no longer applies (a compaction response whose inputs
-left the trace; nothing to commit), or raises (a check failed:
-:class:`~colmz.arrangement.errors.SealMismatch`, ``TimeBeforeSeal``, ...). The parts a command
-references are written before it is applied, or by the command itself (an append's parts).
+(:attr:`~Machine.committed`), its version (:attr:`~Machine.seqno`) and what its state
+document names besides the state: the store's identity and the schema a read took from a
+part. It encodes and decodes that document itself
+(:func:`colmz.arrangement.state.encode_state`, :func:`~colmz.arrangement.state.decode_state`).
+
+A *command* is a pure function of an :class:`~colmz.arrangement.state.ArrangementState`: it
+returns the new state, :data:`STALE` when it no longer applies (a compaction response whose
+inputs left the trace; nothing to commit), or raises (a check failed:
+:class:`~colmz.arrangement.errors.SealMismatch`, ``TimeBeforeSeal``, ...). Every part it
+references is written before it is applied: the command only names them (``written``).
 :meth:`Machine.apply` runs one:
 
 1. ``cmd(state)`` on the machine's state -- the state last loaded or committed;
-2. the lease check of every part the new state newly references
-   (:class:`~colmz.arrangement.errors.LeaseExpired`);
-3. the compare-and-set of the new state against the version read (``StateLog.commit``);
-4. on success the new state is the machine's, and the parts it no longer references are
-   deleted (best effort: ``gc`` collects the rest).
+2. the compare-and-set of the new state against the version read (``StateLog.commit``);
+3. on success the new state is the machine's.
 
 When the compare-and-set is lost to another writer (:class:`CommitConflict`), the state is
 reloaded from consensus (:meth:`Machine.refresh`) and the *same* command applied again to the
 newer state -- its own checks run again there, so a conditional command (``expect=``) refuses
-once another writer moved what it expected, and an unconditional one lands once. Parts a
-command wrote before it was applied (a drain's or a compaction's output, a run of an append)
-are kept across the retries: a long merge is never thrown away because a small write landed
-meanwhile. At most :data:`ATTEMPTS` compare-and-sets are tried; then the last
-:class:`CommitConflict` is raised.
+once another writer moved what it expected, and an unconditional one lands once. The parts
+written for it are kept across the retries: a long merge is never thrown away because a
+small write landed meanwhile. At most :data:`ATTEMPTS` compare-and-sets are tried; then the
+last :class:`CommitConflict` is the outcome.
+
+The machine touches no part. :meth:`Machine.apply` returns an :class:`Outcome`: whether the
+command landed, its error, and the parts that are now garbage -- the ones the new state no
+longer names, or the ones written for a command that certainly did not land. The handle,
+which checked the lease of the parts before handing the command over
+(``colmz.arrangement.gc``), deletes them and raises the error (persist's
+``apply_unbatched_idempotent_cmd`` likewise returns its result and the routine maintenance
+its caller runs).
 
 The handle's core operations (``unsealed_append`` and the others without
 :meth:`~colmz.arrangement.Arrangement.commit`) change :attr:`Machine.state` in memory only.
@@ -49,12 +57,11 @@ Invariants
    before the attempt that raised -- the state last read from consensus when a lost
    compare-and-set refreshed it -- and commits nothing (a command is pure: there is nothing
    to put back).
-2. The parts a command wrote (``written``) and the parts its state newly references are
-   deleted when it certainly did not land (any error before the compare-and-set was sent, a
-   lost compare-and-set, a ``Determinate`` failure). When the outcome is unknown
-   (``Indeterminate``: ``StateLog`` could not tell by re-reading the head whether the commit
-   landed) they are left for ``gc``, which respects the lease.
-3. A part the committed state names is never deleted here.
+2. The parts written for a command are garbage when it certainly did not land (any error
+   before the compare-and-set was sent, a lost compare-and-set, a ``Determinate`` failure).
+   When the outcome is unknown (``Indeterminate``: ``StateLog`` could not tell by re-reading
+   the head whether the commit landed) they are not: ``gc`` decides, respecting the lease.
+3. A part the committed state, the machine's state or ``keep`` names is never garbage.
 
 This is the only compare-and-set retry of the arrangement family and its callers (the
 catalog's ``ArrangementCollection``, the streaming sink, the batch sink): they commit
@@ -63,16 +70,16 @@ through one durable call and get its result or its exception.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from colmz.arrangement.errors import CorruptMeta
-from colmz.arrangement.state import ArrangementState
+from colmz.arrangement.errors import CorruptMeta, MetadataRolledBack
+from colmz.arrangement.state import ArrangementState, decode_state, encode_state
 from colmz.storage.base import Determinate
 from colmz.storage.state import CommitConflict
 
-__all__ = ["ATTEMPTS", "STALE", "Command", "Machine"]
+__all__ = ["ATTEMPTS", "STALE", "Command", "Machine", "Outcome"]
 
 #: Compare-and-sets tried per command before its :class:`CommitConflict` is raised: enough
 #: for a writer racing a few others (each loss means another writer's commit landed), small
@@ -88,8 +95,26 @@ class _Stale:
 #: What a command returns when it no longer applies to the state (nothing is committed).
 STALE: Any = _Stale()
 
-#: A command: the state it applies to -> ``(new state, result)``, or :data:`STALE`.
+#: A command: the state it applies to -> the new state, or :data:`STALE`.
 Command = Callable[[ArrangementState], Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What :meth:`Machine.apply` did: ``applied`` (the new state is the machine's),
+    ``garbage`` (parts to delete now), ``conflicts`` (compare-and-sets lost) and ``error``
+    (what the command or the commit raised; None when it landed or was stale)."""
+
+    applied: bool
+    garbage: frozenset[str] = frozenset()
+    conflicts: int = 0
+    error: BaseException | None = None
+
+    def result(self) -> bool:
+        """``applied``, or raise ``error``."""
+        if self.error is not None:
+            raise self.error
+        return self.applied
 
 
 class Machine:
@@ -103,14 +128,18 @@ class Machine:
         The state loaded (or the initial state of a new core).
     seqno : int or None
         The version ``state`` was loaded at (None: not loaded from a record).
-    encode : callable
-        ``encode(state) -> dict``, the state document committed.
-    decode : callable
-        ``decode(seqno, doc) -> ArrangementState``, a loaded document checked and read.
-    check_lease : callable
-        ``check_lease(keys)`` refuses (``LeaseExpired``) parts gc may already have collected.
-    delete_parts : callable
-        ``delete_parts(keys)`` deletes parts, best effort.
+
+    Attributes
+    ----------
+    identity : colmz.arrangement.identity.StoreIdentity or None
+        The store's identity: committed in every document, checked in every one loaded.
+    home : str or None
+        Where the blob of this store is (``identity.check_not_a_copy``).
+    where : str or None
+        The store's URL, for messages.
+    part_schema : tuple or None
+        The schema a read took from a part while the state names none (a read changes no
+        state; the next commit records it).
 
     Examples
     --------
@@ -119,30 +148,57 @@ class Machine:
 
     >>> import colmz
     >>> a = colmz.Arrangement.open("mem://machine-doc")
-    >>> a._machine.apply(lambda state: (state.update_seal(3), None))
+    >>> a._machine.apply(lambda state: state.update_seal(3)).result()
+    True
     >>> colmz.Arrangement.open("mem://machine-doc").get_seal()
     3
     """
 
-    def __init__(self, log, state: ArrangementState, seqno: int | None = None, *,
-                 encode: Callable[[ArrangementState], dict],
-                 decode: Callable[[int, Any], ArrangementState],
-                 check_lease: Callable[[Iterable[str]], None],
-                 delete_parts: Callable[[Iterable[str]], None]):
+    def __init__(self, log, state: ArrangementState, seqno: int | None = None):
         self.log = log
         self.state = state
         self.committed = state
         self.seqno = seqno
         self.commits = 0
-        self._encode = encode
-        self._decode = decode
-        self._check_lease = check_lease
-        self._delete_parts = delete_parts
+        self.identity = None
+        self.home: str | None = None
+        self.where: str | None = None
+        self.part_schema = None
 
     @property
     def durable(self) -> bool:
         """Whether the state is committed to a consensus record."""
         return self.log is not None
+
+    def encode(self, state: ArrangementState) -> dict:
+        """The document committed for ``state``."""
+        ident = None
+        if self.identity is not None:
+            ident = self.identity.state_doc()
+            if self.home is not None:
+                ident["blob"] = self.home  # where the blob committing it is (identity.check_not_a_copy)
+        return encode_state(state, schema=self.part_schema, identity=ident)
+
+    def decode(self, seqno: int, doc) -> ArrangementState:
+        """The state of a document loaded at ``seqno``: not behind the version this machine
+        read (:meth:`check_not_behind`), a colmz arrangement's, this store's, valid."""
+        self.check_not_behind(seqno, doc)
+        return decode_state(seqno, doc, store_id=None if self.identity is None else self.identity.id,
+                            key=None if self.identity is None else self.identity.consensus_key)
+
+    def check_not_behind(self, seqno: int, doc) -> None:
+        """Refuse a record whose seqno went down under this machine: seqnos never decrease,
+        so it was rolled back to an older copy (``colmz.arrangement.identity``)."""
+        if self.seqno is not None and seqno < self.seqno:
+            from colmz.arrangement.identity import seal_of_state
+
+            raise MetadataRolledBack(
+                f"store {self.where!r}: its consensus record {self.log.key!r} is at seqno "
+                f"{seqno} (seal {seal_of_state(doc)}), behind seqno {self.seqno} this handle "
+                "read or committed: the record was rolled back to an older copy (a consensus "
+                "restored from a backup). Nothing was written; restore the newest copy of the "
+                "consensus database"
+            )
 
     def loaded(self, seqno: int | None, state: ArrangementState) -> None:
         """Take ``state``, read at version ``seqno``, as both the state and the committed one."""
@@ -156,10 +212,11 @@ class Machine:
         seqno, doc = self.log.load()
         if doc is None:
             raise CorruptMeta("the arrangement's consensus record is gone")
-        self.loaded(seqno, self._decode(seqno, doc))
+        self.loaded(seqno, self.decode(seqno, doc))
 
     def commit(self) -> int | None:
-        """Compare-and-set :attr:`state` against the version read (the lease check first)."""
+        """Compare-and-set :attr:`state` against the version read (the caller checked the
+        lease of the parts it newly names)."""
         if self.log is None:
             return None
         self._commit(self.state)
@@ -167,70 +224,52 @@ class Machine:
 
     def _commit(self, state: ArrangementState) -> None:
         # the one compare-and-set of the arrangement's state (StateLog.commit)
-        self._check_lease(state.referenced_keys() - self.committed.referenced_keys())
-        self.seqno = self.log.commit(self.seqno, self._encode(state))
+        self.seqno = self.log.commit(self.seqno, self.encode(state))
         self.state = self.committed = state
         self.commits += 1
 
     def apply(self, cmd: Command, *, written: Iterable[str] = (), keep: Iterable[str] = (),
-              attempts: int = ATTEMPTS, on_conflict: Callable[[], None] | None = None) -> Any:
-        """Apply ``cmd`` to the state and commit what it returns; return its result
-        (:data:`STALE`: it no longer applied, nothing committed).
+              attempts: int = ATTEMPTS) -> Outcome:
+        """Apply ``cmd`` to the state and commit what it returns (module docstring).
 
-        ``written`` are parts written for the command before it was applied; ``keep`` parts
-        that are never deleted here, whatever happens (another record names them: a
-        catalog's committed intent, applied again later); ``attempts`` bounds the
-        compare-and-sets; ``on_conflict()`` is called after each lost one that is
-        retried.
+        ``written`` are the parts written for the command; ``keep`` parts that are never
+        garbage here, whatever happens (another record names them: a catalog's committed
+        intent, applied again later); ``attempts`` bounds the compare-and-sets.
         """
         written = frozenset(written)
         keep = frozenset(keep)
         retry = self.state == self.committed
+        conflicts = 0
         for attempt in range(attempts):
             before = self.state
-            before_keys = before.referenced_keys()
-            new_keys: frozenset[str] = frozenset()
             sent = False
             try:
-                out = cmd(before)
-                if out is STALE:
+                state = cmd(before)
+                if state is STALE:
                     break
-                state, result = out
-                new_keys = state.referenced_keys() - before_keys
-                # also without a consensus store: the parts the commit newly references must
-                # still be leased (a part the committed state names is safe from gc: a drain
-                # handing an old unsealed batch's parts to the trace is no new reference)
-                # (for an in-memory core, the state before the command is the one gc sees)
-                safe = self.committed.referenced_keys() if self.durable else before_keys
-                self._check_lease((new_keys | written) - safe)
                 if self.durable:
                     sent = True
                     self._commit(state)
                 else:
                     self.state = state
-            except CommitConflict:
+            except CommitConflict as e:
+                conflicts += 1
                 if not retry or attempt == attempts - 1:
-                    self._drop(written | new_keys, keep)
-                    raise
-                self._drop(new_keys - written, keep)  # parts the command itself wrote are rewritten
-                if on_conflict is not None:
-                    on_conflict()
-                self.refresh()
+                    return Outcome(False, self._unnamed(written, keep), conflicts, e)
+                try:
+                    self.refresh()
+                except BaseException as e2:  # the compare-and-set was lost all the same
+                    return Outcome(False, self._unnamed(written, keep), conflicts, e2)
                 continue
             except BaseException as e:
                 # A compare-and-set that was sent and failed indeterminately may have landed
                 # (StateLog re-read the head and could not tell): its parts are gc's.
-                if not sent or isinstance(e, Determinate):
-                    self._drop(new_keys | written, keep)
-                raise
-            self._delete_parts(before_keys - state.referenced_keys())
-            return result
-        self._drop(written, keep)
-        return STALE
+                landed = sent and not isinstance(e, Determinate)
+                return Outcome(False, frozenset() if landed else self._unnamed(written, keep),
+                               conflicts, e)
+            return Outcome(True, before.referenced_keys() - state.referenced_keys() - keep, conflicts)
+        return Outcome(False, self._unnamed(written, keep), conflicts)
 
-    def _drop(self, keys, keep: frozenset[str]) -> None:
+    def _unnamed(self, keys: frozenset[str], keep: frozenset[str]) -> frozenset[str]:
         # parts no state the machine knows names (the committed one included)
-        gone = set(keys) - self.state.referenced_keys() - self.committed.referenced_keys() - keep
-        if gone:
-            with contextlib.suppress(Exception):
-                self._delete_parts(gone)
+        return keys - self.state.referenced_keys() - self.committed.referenced_keys() - keep

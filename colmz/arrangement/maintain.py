@@ -311,10 +311,6 @@ class Maintenance:
         k = len(batches)
         return any(tuple(self._trace[i:i + k]) == tuple(batches) for i in range(len(self._trace) - k + 1))
 
-    def _drop_unreferenced(self, keys) -> None:
-        # parts of a response that was never committed (and no committed state names)
-        self._delete_keys(set(keys) - self.referenced_keys() - self._machine.committed.referenced_keys())
-
     def _maintain(self, fuel, policy, report, retries, progress=None) -> None:
 
         def commit_step(apply, new_keys) -> bool:
@@ -326,15 +322,13 @@ class Maintenance:
             # its parts (``new_keys``) are already written, so a long compaction is never
             # thrown away because a small write landed meanwhile. A response that no longer
             # fits has its parts deleted.
-            def lost() -> None:
-                report["conflicts"] += 1
-
             def cmd(state):
                 new = apply(state)
-                return STALE if new is None else (new, None)
+                return STALE if new is None else new
 
-            out = self._machine.apply(cmd, written=new_keys, attempts=retries + 1, on_conflict=lost)
-            return out is not STALE
+            out = self._apply(cmd, written=new_keys, attempts=retries + 1)
+            report["conflicts"] += out.conflicts
+            return out.applied
 
         def spent() -> bool:
             return fuel is not None and report["rows"] >= fuel

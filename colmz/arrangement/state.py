@@ -20,6 +20,14 @@ state or raises, never changing its input. So a call that fails simply keeps the
 started from: there is nothing to roll back, and the handle's "put back" is keeping a
 reference.
 
+The state document
+------------------
+:func:`encode_state` and :func:`decode_state` are the codec of the document committed to the
+consensus record: ``{"format", "schema", "meta"}`` and, for a store opened by
+``Arrangement.open``, its ``"identity"`` (``colmz.arrangement.identity``). Decoding checks
+the format, the store the document belongs to and the metadata's invariants. The machine
+(:mod:`colmz.arrangement.machine`) is their only caller.
+
 Invariants
 ----------
 1. A transition never mutates ``self`` (nor anything it references).
@@ -34,7 +42,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from colmz.arrangement.errors import SeqNoMismatch, TimeBeforeTraceUpper
+from colmz.arrangement.errors import (
+    CorruptMeta,
+    IdentityMismatch,
+    SeqNoMismatch,
+    TimeBeforeTraceUpper,
+)
 from colmz.arrangement.meta import (
     CompactTraceRes,
     DrainUnsealedRes,
@@ -45,10 +58,14 @@ from colmz.arrangement.meta import (
     properties_from_dict,
     validate_meta,
 )
+from colmz.arrangement.schema import schema_from_json, schema_to_json
 from colmz.frontier import Frontier, check_frontier, check_time
 from colmz.order import ColumnSpec
 
-__all__ = ["ArrangementState"]
+__all__ = ["STATE_FORMAT", "ArrangementState", "decode_state", "encode_state"]
+
+#: The ``format`` of the durable state document.
+STATE_FORMAT = 1
 
 
 def _frozen_properties(props: Mapping[str, str | int] | None) -> Mapping[str, str | int]:
@@ -180,3 +197,41 @@ class ArrangementState:
                 trace = (*self.trace[:i], res.merged, *self.trace[i + k:])
                 return replace(self, trace=trace), list(reversed(want))
         return self, []
+
+
+def encode_state(state: ArrangementState, *, schema=None, identity: dict | None = None) -> dict:
+    """The document committed for ``state``: its schema (``schema`` when the state names
+    none: the one a read took from a part), its metadata and, given, the store's identity
+    section (``StoreIdentity.state_doc()``).
+
+    >>> encode_state(ArrangementState().update_seal(2))["meta"]["seal"]
+    2
+    """
+    schema = state.schema if state.schema is not None else schema
+    doc = {"format": STATE_FORMAT, "schema": schema_to_json(schema), "meta": state.meta()}
+    if identity is not None:
+        doc["identity"] = dict(identity)
+    return doc
+
+
+def decode_state(seqno: int, doc, *, store_id: str | None = None, key: str | None = None) -> ArrangementState:
+    """The state of a document loaded at ``seqno``, checked: a colmz arrangement's
+    (``CorruptMeta``), of store ``store_id`` when given (``IdentityMismatch``; ``key`` is
+    the consensus key, for the message), its metadata valid (``CorruptMeta``).
+
+    >>> decode_state(3, encode_state(ArrangementState().update_seal(2))).seal
+    2
+    """
+    if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or "meta" not in doc:
+        raise CorruptMeta(f"arrangement state at seqno {seqno} is not a colmz arrangement "
+                          f"(format {doc.get('format') if isinstance(doc, dict) else doc!r})")
+    from colmz.arrangement.identity import state_identity
+
+    sid = state_identity(doc)
+    if sid is not None and store_id is not None and sid != store_id:
+        raise IdentityMismatch(f"arrangement state at seqno {seqno} (consensus key {key!r}) "
+                               f"belongs to store {sid}, not to this store {store_id}")
+    schema = schema_from_json(doc.get("schema"))
+    seal, since, unsealed, trace = meta_from_dict(doc["meta"])
+    validate_meta(seal, since, unsealed, trace)
+    return ArrangementState(seal, since, unsealed, trace, schema, properties_from_dict(doc["meta"]))

@@ -6,19 +6,22 @@ Design
 ------
 Each call validates its arguments, writes its parts, then hands one *command* -- a pure
 function of the machine's state, which checks what it needs and returns the state with the
-call applied (an append writes its batch's parts inside it) -- to the machine
-(``colmz.arrangement.machine``), which commits it with one compare-and-set and re-applies it
-to the newer head when the compare-and-set is lost. On any failure the state is as it was
-(a command changes nothing it is given) and the parts written for the call are deleted, so
-nothing is visible; each call is durable when it returns.
+call applied, naming the parts already written -- to the machine
+(``colmz.arrangement.machine``, through ``Arrangement._apply``), which commits it with one
+compare-and-set and re-applies it to the newer head when the compare-and-set is lost. On any
+failure the state is as it was (a command changes nothing it is given) and the parts written
+for the call are deleted, so nothing is visible; each call is durable when it returns.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pyarrow as pa
 
 from colmz.arrangement.errors import (
     MissingPart,
+    SchemaMismatch,
     SealMismatch,
     SealRegression,
     SinceRegression,
@@ -30,6 +33,7 @@ from colmz.arrangement.meta import (
     UnsealedBatchMeta,
     check_properties,
 )
+from colmz.arrangement.schema import describe_schema
 from colmz.frontier import Frontier, check_frontier, frontier_le
 from colmz.ops import order_data
 from colmz.order import ColumnSpec
@@ -75,14 +79,19 @@ class WriteHandle:
         normal = order_data(updates)
         if not len(normal[0] if normal[1] is None else normal[1]):
             return
+        upper = self.unsealed_seqno_upper()
+        batch, schema = self._write_unsealed(self._state, updates, normal, (upper, upper + 1))
 
         def cmd(state):
             # on a retry the state is another writer's: its seal and schema are checked again
             check(state.seal)
-            _, new = self._append_normal(state, self._conform(updates), normal, None)
-            return new, None
+            if state.schema is not None and tuple(state.schema) != schema:
+                raise SchemaMismatch(f"updates have columns {describe_schema(schema)} but the "
+                                     f"arrangement's schema is now {describe_schema(state.schema)}")
+            upper = state.unsealed_seqno_upper()
+            return state.with_schema(schema).unsealed_append(replace(batch, seqnos=(upper, upper + 1)))
 
-        self._machine.apply(cmd)
+        self._apply(cmd, written=batch.keys)
 
     def append_runs(self, runs, *, seal: Frontier | object = KEEP, properties: dict | None = None,
                     expect: Frontier | object = KEEP, expect_properties: dict | None = None,
@@ -140,30 +149,31 @@ class WriteHandle:
         if len(set(keys)) != len(keys):
             raise ValueError("runs name a part twice, or a part the arrangement already holds")
 
-        def expected() -> bool:
-            return ((expect is KEEP or expect == self._seal)
-                    and (expect_properties is None or expect_properties == self._properties))
-
-        def check() -> dict:
+        def check(state) -> dict:
             # what depends on the state: run again on a retry, against another writer's state
-            if expect is not KEEP and expect != self._seal:
-                raise SealMismatch(f"append_runs expected the seal at {expect}, it is at {self._seal}")
-            if expect_properties is not None and expect_properties != self._properties:
+            if expect is not KEEP and expect != state.seal:
+                raise SealMismatch(f"append_runs expected the seal at {expect}, it is at {state.seal}")
+            if expect_properties is not None and expect_properties != state.properties:
                 raise SealMismatch(f"append_runs expected the properties {expect_properties}, "
-                                   f"they are {self._properties}")
-            new_properties = self._properties if properties is None else check_properties(properties, self._properties)
-            if seal is not KEEP:
-                self.validate_seal(seal)
-            if set(keys) & self.referenced_keys():
+                                   f"they are {dict(state.properties)}")
+            new_properties = (state.properties if properties is None
+                              else check_properties(properties, state.properties))
+            if seal is not KEEP and not frontier_le(state.seal, seal):
+                raise SealRegression(f"seal {seal} is before the current seal {state.seal}")
+            if set(keys) & state.referenced_keys():
                 raise ValueError("runs name a part twice, or a part the arrangement already holds")
             for r in runs:
-                if self._seal is None or r.ts_lower < self._seal:
-                    raise TimeBeforeSeal(f"a run holds time {r.ts_lower}, before the seal {self._seal}")
+                if state.seal is None or r.ts_lower < state.seal:
+                    raise TimeBeforeSeal(f"a run holds time {r.ts_lower}, before the seal {state.seal}")
             return new_properties
 
-        if not expected() and self.durable and self._machine.state == self._machine.committed:
+        def expected(state) -> bool:
+            return ((expect is KEEP or expect == state.seal)
+                    and (expect_properties is None or expect_properties == state.properties))
+
+        if not expected(self._state) and self.durable and self._machine.state == self._machine.committed:
             self.refresh()  # this handle may be behind the seal it is told to expect
-        check()
+        check(self._state)
         if keys:
             present = set(self._store.list_keys(self.prefix))
             missing = [k for k in keys if k not in present]
@@ -171,8 +181,7 @@ class WriteHandle:
                 raise MissingPart(f"part {missing[0]!r} of a run is missing from the blob store")
 
         def cmd(state):
-            # the checks read the handle's state: the machine's, which ``state`` is
-            new_properties = check()
+            new_properties = check(state)
             if not runs and (seal is KEEP or seal == state.seal) and new_properties == state.properties:
                 return STALE  # nothing to commit
             tu = state.trace_ts_upper()
@@ -184,9 +193,9 @@ class WriteHandle:
                                                                 tuple(r.keys), r.len, r.size_bytes, r.checks))
             if seal is not KEEP:
                 state = state.update_seal(seal)
-            return state.with_properties(new_properties), None
+            return state.with_properties(new_properties)
 
-        if self._machine.apply(cmd, written=keys, keep=keys if keep_runs else ()) is STALE:
+        if not self._apply(cmd, written=keys, keep=keys if keep_runs else ()).applied:
             return
         self._counters["parts_written"] += len(keys)
         self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
@@ -206,13 +215,13 @@ class WriteHandle:
             new_properties = state.properties if properties is None else check_properties(properties, state.properties)
             if checked == state.seal and new_properties == state.properties:
                 return STALE  # nothing to commit
-            return state.update_seal(checked).with_properties(new_properties), None
+            return state.update_seal(checked).with_properties(new_properties)
 
         self.validate_seal(upper)
         checked = check_frontier(upper, "seal")
         if properties is not None:
             check_properties(properties, self._properties)
-        self._machine.apply(cmd)
+        self._apply(cmd)
 
     def advance_since(self, since: int) -> None:
         """Allow compaction up to ``since`` durably (:meth:`validate_allow_compaction` first)."""
@@ -221,8 +230,8 @@ class WriteHandle:
                 raise SinceRegression(f"since {checked} is before the current since {state.since}")
             if checked == state.since:
                 return STALE  # nothing to commit
-            return state.allow_compaction(checked), None
+            return state.allow_compaction(checked)
 
         self.validate_allow_compaction(since)
         checked = self._check_since(since)
-        self._machine.apply(cmd)
+        self._apply(cmd)

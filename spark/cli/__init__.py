@@ -1,10 +1,10 @@
 """The ``colmz`` command: the self-correcting sink job, reading its store back,
-consolidate/snapshot over Parquet files or stores, streaming, continual tasks, migration.
+consolidate/snapshot over Parquet files or stores, streaming, continual tasks, SQL.
 
 Layout (as pip lays out its commands): :data:`COMMANDS` maps each command's name to its
 module and one-line summary; ``colmz.spark.cli.base`` holds what commands share (exit codes,
 argument types, errors, progress, starting Spark); each command is one module --
-``sink``, ``read``, ``consolidate`` (also ``snapshot``), ``migrate``, ``stream``, ``ct`` --
+``sink``, ``read``, ``consolidate`` (also ``snapshot``), ``stream``, ``ct``, ``maintain``, ``sql`` --
 with ``add_parser(sub, name, summary)``, ``run(args, out) -> summary`` and
 ``render(summary, out)``. :func:`main` parses, runs, prints the summary (``--json``: the
 dict as JSON, else ``render``) and turns the errors ``base`` names into one line and an exit
@@ -14,7 +14,7 @@ Each command's module says what it does (``colmz.spark.cli.sink``: the main job,
 and guarantees); ``colmz.spark.sink_store`` says what ``colmz sink`` and ``colmz stream`` write.
 
 ``colmz read STORE [--as-of T] [--output FILE]`` prints (or writes) the view the store holds
-at a time, without Spark; ``colmz sql [CATALOG]`` is a psql-like shell on a catalog; ``colmz migrate OLD NEW`` converts a store of colmz 0.1.
+at a time, without Spark; ``colmz sql [CATALOG]`` is a psql-like shell on a catalog.
 
 Every check that needs no Spark (arguments, paths, the store's metadata and the parts it
 names) runs before a session starts. With ``--json`` standard output carries only the JSON
@@ -75,7 +75,6 @@ COMMANDS: dict[str, CommandInfo] = {
                                "consolidate a Parquet file of updates (or a store)"),
     "snapshot": CommandInfo("colmz.spark.cli.consolidate",
                             "the collection a Parquet file of updates (or a store) holds at a time, as updates"),
-    "migrate": CommandInfo("colmz.spark.cli.migrate", "convert a store written by colmz 0.1 into an arrangement"),
     "stream": CommandInfo("colmz.spark.cli.stream",
                           "keep an arrangement equal to a temporal-filter view of streaming events"),
     "ct": CommandInfo("colmz.spark.cli.ct", "run a continual task over a Parquet file of its input's updates"),

@@ -47,7 +47,7 @@ from pathlib import Path
 from colmz.arrangement import ArrangementError
 from colmz.progress import Bar
 from colmz.spark.schemas import InputError
-from colmz.spark.sink_store import OLD_MANIFEST, SinkStore, SinkStoreError, open_sink_store
+from colmz.spark.sink_store import SinkStore, SinkStoreError, open_sink_store
 from colmz.storage.url import local_path
 
 __all__ = [
@@ -387,8 +387,8 @@ def credential_hint() -> str:
 
 def is_store_dir(path: Path) -> bool:
     """Whether the local directory ``path`` holds a colmz store: an arrangement's
-    ``consensus.sqlite`` beside ``blob/``, or a colmz 0.1 manifest."""
-    return ((path / "consensus.sqlite").is_file() and (path / "blob").is_dir()) or (path / OLD_MANIFEST).is_file()
+    ``consensus.sqlite`` beside ``blob/``."""
+    return (path / "consensus.sqlite").is_file() and (path / "blob").is_dir()
 
 
 def enclosing_store(url: str) -> Path | None:
@@ -424,11 +424,10 @@ def check_outside_stores(url: str, flag: str, *, replaced: bool = False) -> None
         return
     path = local_path(url)
     if path.is_dir():
-        for marker in ("consensus.sqlite", OLD_MANIFEST):
-            found = next(path.rglob(marker), None)
-            if found is not None and is_store_dir(found.parent):
-                raise InputError(f"{flag} {url!r} holds the colmz store {str(found.parent)!r}: replacing it "
-                                 "would delete the store (refused whatever --overwrite says)")
+        found = next(path.rglob("consensus.sqlite"), None)
+        if found is not None and is_store_dir(found.parent):
+            raise InputError(f"{flag} {url!r} holds the colmz store {str(found.parent)!r}: replacing it "
+                             "would delete the store (refused whatever --overwrite says)")
 
 
 def check_as_of(arr, as_of: int | None, url: str) -> int:
@@ -454,7 +453,7 @@ def check_as_of(arr, as_of: int | None, url: str) -> int:
 
 def open_input_store(path: str, consensus: str | None = None) -> SinkStore | None:
     """The store at ``path`` when it is one (what ``colmz sink`` writes), checked; None for
-    anything else (a Parquet path). A colmz 0.1 store is refused with ``colmz migrate``."""
+    anything else (a Parquet path)."""
     scheme = url_scheme(path)
     if scheme not in ("", "file") or consensus is not None:
         check_store_url(path, consensus, "input" if scheme in ("", "file") else "store")
@@ -464,7 +463,7 @@ def open_input_store(path: str, consensus: str | None = None) -> SinkStore | Non
         if not Path(sqlite_path(consensus)).is_file():  # a reader creates no database
             raise not_a_store(path, consensus)
     p = local_path(path) if scheme in ("", "file") else None
-    if p is None or (p / "consensus.sqlite").is_file() or (p / OLD_MANIFEST).is_file() or consensus is not None:
+    if p is None or (p / "consensus.sqlite").is_file() or consensus is not None:
         store = open_sink_store(path, consensus)
         return store if store.exists else None
     return None

@@ -20,7 +20,6 @@ def main(workdir: str) -> dict:
     import colmz.spark
     from colmz.spark import cli
     from colmz.spark.session import worker_pid_env
-    from colmz.spark.store_v01 import Store
 
     # The run's kernel cache when it has one (scripts/test warms it), so the driver loads the
     # kernels instead of compiling all of them again; what is checked is that the executors
@@ -67,13 +66,30 @@ def main(workdir: str) -> dict:
         ctx = TaskContext.get()
         yield from batches
         if ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
-            raise RuntimeError("first attempt dies after writing its rows")
+            raise RuntimeError("first attempt dies after writing its run")
 
-    st = Store(os.path.join(workdir, "retry-store"))
-    staged = st.stage(corrections.mapInArrow(flaky, corrections.schema))
-    st.commit(staged)
-    stored = sorted(tuple(d.values()) for d in st.read_arrow().to_pylist()) if st.rows else []
-    direct = sorted(tuple(r) for r in corrections.collect())
+    from collections import Counter
+
+    from colmz.arrangement.runs import WrittenRun
+    from colmz.spark.arrangement_io import RUN_SCHEMA, part_list, partition_runs, read_parts_local
+
+    url = os.path.join(workdir, "retry-store")
+    schema = {"customer": pa.int64(), "region": pa.string(), "plan": pa.string()}
+    arr = colmz.Arrangement.open(url, schema=schema)
+    # the run writer's tasks, the first attempt of one dying after its parts are written
+    write = partition_runs(url, arr.schema, prefix=arr.prefix, seqno=arr.seqno)
+    rows = corrections.mapInArrow(write, RUN_SCHEMA).mapInArrow(flaky, RUN_SCHEMA).collect()
+    arr.append_runs([WrittenRun.from_dict(r.asDict()) for r in rows], seal=40)
+
+    def consolidated(items) -> Counter:
+        c: Counter = Counter()
+        for *data, time, diff in items:
+            c[(*data, time)] += diff
+        return Counter({k: d for k, d in c.items() if d})
+
+    table = read_parts_local(url, arr.schema, part_list(arr))
+    stored = consolidated(tuple(d.values()) for d in table.to_pylist())
+    direct = consolidated(tuple(r) for r in corrections.select(*schema, "time", "diff").collect())
     spark.stop()
     return {
         "driver_python": sys.executable,

@@ -19,7 +19,6 @@ import colmz
 from colmz.arrangement.runs import write_run
 from colmz.spark import cli
 from colmz.spark.cli import command_module
-from colmz.spark.store_v01 import Store
 
 pytestmark = pytest.mark.spark
 
@@ -408,21 +407,6 @@ def test_snapshot_and_consolidate_read_a_store_through_its_metadata(spark, tmp_p
     assert status == 0 and s["output_rows"] == a.stats()["stored_updates"]
 
 
-def test_old_store_is_refused_with_the_migration_and_migrates(spark, tmp_path, capsys):
-    old = Store(tmp_path / "old")
-    old.commit(old.stage_arrow(pa.table({
-        "customer": pa.array([1, 2], pa.int64()), "region": ["eu", "us"], "plan": ["pro", "free"],
-        "time": pa.array([0, 3], pa.int64()), "diff": pa.array([1, 1], pa.int64())})))
-    status, _ = run(sink_args(old.path), spark)
-    assert status == 1 and "colmz migrate" in capsys.readouterr().err
-    new = tmp_path / "new"
-    assert cli.main(["migrate", str(old.path), str(new)], out=io.StringIO()) == 0
-    assert stored_state(new, 3) == {(1, "eu", "pro"): 1, (2, "us", "free"): 1}
-    assert stored_state(new, 0) == {(1, "eu", "pro"): 1}
-    assert arrangement(new).get_seal() == 4
-    assert cli.main(["migrate", str(old.path), str(new)], out=io.StringIO()) == 1  # not twice
-
-
 def test_json_output_is_only_json(spark, tmp_path, capsys):
     out = io.StringIO()
     status = cli.main(sink_args(tmp_path / "store", None, "--json", "--example-events", "6000"), out=out)
@@ -430,41 +414,6 @@ def test_json_output_is_only_json(spark, tmp_path, capsys):
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["ticks"] == TICKS
     assert "reading events" in capsys.readouterr().err  # progress went to stderr
-
-
-def test_migrate_reports_progress(tmp_path):
-    # No Spark: the library call reports its steps; the command draws them as a bar on a
-    # terminal, one line elsewhere, and nothing but the summary with --quiet.
-    from colmz.spark.sink_store import MIGRATE_STEPS, migrate
-
-    def old_store(name):
-        old = Store(tmp_path / name)
-        old.commit(old.stage_arrow(pa.table({
-            "customer": pa.array([1, 2], pa.int64()), "region": ["eu", "us"],
-            "time": pa.array([0, 3], pa.int64()), "diff": pa.array([1, 1], pa.int64())})))
-        return old
-
-    seen = []
-    migrate(str(old_store("a").path), str(tmp_path / "a_new"), progress=lambda *a: seen.append(a))
-    total = len(MIGRATE_STEPS)
-    assert seen == [(i, total, MIGRATE_STEPS[i]) for i in range(total)] + [(total, total, "done")]
-
-    term = Terminal()
-    assert cli.main(["migrate", str(old_store("b").path), str(tmp_path / "b_new")], out=term) == 0
-    text = term.getvalue()
-    assert "\r" in text and "migrating: compacting" in text
-    assert text.rstrip().endswith("(sealed through tick 3)")
-
-    plain = io.StringIO()
-    assert cli.main(["migrate", str(old_store("c").path), str(tmp_path / "c_new")], out=plain) == 0
-    lines = plain.getvalue().splitlines()
-    assert "\r" not in plain.getvalue() and len(lines) == 2 and lines[0].startswith("[")
-    assert "migrating" in lines[0]
-
-    quiet = Terminal()
-    assert cli.main(["migrate", "-q", str(old_store("d").path), str(tmp_path / "d_new")], out=quiet) == 0
-    assert quiet.getvalue() == "2 updates from {} -> {} (sealed through tick 3)\n".format(
-        tmp_path / "d", tmp_path / "d_new")
 
 
 def test_the_main_job_in_a_fresh_process(tmp_path):

@@ -119,18 +119,14 @@ def test_unknown_key_columns_are_refused_before_spark(no_spark, tmp_path, capsys
     assert not (tmp_path / "st").exists()
 
 
-def test_an_old_store_is_read_only_by_migrate(no_spark, tmp_path, capsys):
-    from colmz.spark.store_v01 import Store
+def test_there_is_no_migrate_command(no_spark, capsys):
+    # colmz 0.1 was never released: its store, and the command converting it, are gone
+    from colmz.spark.cli import COMMANDS
 
-    old = Store(tmp_path / "old")
-    old.commit(old.stage_arrow(pa.table({"k": ["a"], "time": pa.array([0], pa.int64()),
-                                         "diff": pa.array([1], pa.int64())})))
-    assert no_spark.main(["read", str(old.path)]) == base.EXIT_FAIL
-    assert "colmz migrate" in one_line(capsys.readouterr().err)
-    assert no_spark.main(["migrate", str(old.path), str(tmp_path / "new"), "-q"], out=io.StringIO()) == 0
-    out = io.StringIO()
-    assert no_spark.main(["read", str(tmp_path / "new"), "--json"], out=out) == 0
-    assert json.loads(out.getvalue())["total_count"] == 1
+    assert "migrate" not in COMMANDS
+    with pytest.raises(SystemExit) as e:
+        no_spark.main(["migrate", "old", "new"])
+    assert e.value.code == 2 and "invalid choice: 'migrate'" in capsys.readouterr().err
 
 
 def test_stream_writes_example_events_and_names_missing_flags(no_spark, tmp_path, capsys):
@@ -273,7 +269,6 @@ ERROR_CASES = {
     "read-o-under-file": (["read", "{d}/st", "-o", "{d}/afile/x.parquet"], "lies under the file"),
     "read-o-url": (["read", "{d}/st", "-o", "gs://bucket/x.parquet"], "local path"),
     "read-o-dir": (["read", "{d}/st", "-o", "{d}/empty"], "is a directory"),
-    "migrate-into-old": (["migrate", "{d}/st", "{d}/st/new"], "inside the store"),
     # a path a command writes inside another store's directory, or a replaced output holding one
     "sink-store-in-blob": (["sink", "--store", "{d}/st/blob/new"], "inside the colmz store"),
     "stream-checkpoint-in-store": (["stream", "--input", "{d}/events", "--store", "{d}/st5", "--checkpoint",

@@ -1,5 +1,5 @@
 """End to end on ``local-cluster[2,1,1024]``: separate executor JVMs get their environment,
-the UDFs serialize, the sink job verifies, and retried tasks do not duplicate output."""
+the UDFs serialize, the sink job verifies, and a retried run-writing task does not duplicate output."""
 
 from __future__ import annotations
 

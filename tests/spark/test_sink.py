@@ -181,3 +181,46 @@ def test_runs_written_on_executors_record_the_version_the_driver_read(spark, tmp
     assert ahead
     with pytest.raises(MetadataRolledBack):
         colmz.Arrangement.open(url, create=False)
+
+
+def test_one_run_writer_for_batch_and_stream(spark, tmp_path):
+    """``write_runs`` is the run writer of the batch sink (one run per partition) and of the
+    streaming sink (``split_from``: one run per aligned time range, ``range_starts``); both
+    write the same updates, consolidated."""
+    from collections import Counter
+
+    import numpy as np
+    import pyarrow as pa
+
+    import colmz
+    from colmz.arrangement.parts import read_parts
+    from colmz.spark.arrangement_io import range_starts, write_runs
+
+    url = str(tmp_path / "st")
+    arr = colmz.Arrangement.open(url, schema={"k": pa.int64()})
+    rows = [(k, t, d) for k, t, d in zip(range(40), [3, 4, 5, 9, 17, 40, 300, 301] * 5, [1, -1] * 20)]
+    rows += [(0, 3, -1)]  # cancels (0, 3, +1)
+    df = spark.createDataFrame(rows, "k long, time long, diff long").repartition(2)
+    want = Counter()
+    for k, t, d in rows:
+        want[(k, t)] += d
+    want = Counter({key: d for key, d in want.items() if d})
+
+    def contents(runs):
+        got = Counter()
+        for r in runs:
+            for u in read_parts(arr.store, list(r.parts), arr.schema):
+                for row in u.to_arrow().to_pylist():
+                    got[(row["k"], row["time"])] += row["diff"]
+        return got
+
+    whole = write_runs(df, url, arr.schema, prefix=arr.prefix, seqno=arr.seqno)
+    assert len(whole) == 2 and contents(whole) == want
+    split = write_runs(df, url, arr.schema, prefix=arr.prefix, seqno=arr.seqno, split_from=3)
+    assert contents(split) == want
+    for r in split:  # each run is inside one aligned range
+        starts, _ = range_starts(np.array([r.ts_lower, r.ts_upper], np.uint64), 3)
+        assert starts[0] == starts[1]
+    assert len(split) > len(whole)
+    arr.append_runs(whole + split, seal=1000)  # both commit alike
+    assert arr.stats()["stored_updates"] == 2 * len(want)

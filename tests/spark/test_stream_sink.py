@@ -21,6 +21,7 @@ import pytest
 
 import colmz
 import colmz.spark
+from colmz.spark.arrangement_io import range_starts
 from colmz.spark.stream import (
     BATCH,
     EVENT_MAX,
@@ -29,7 +30,6 @@ from colmz.spark.stream import (
     StreamBindingError,
     batch_status,
     batch_writer,
-    range_starts,
     stream_sink,
 )
 
@@ -289,6 +289,69 @@ def test_commits_of_other_writers_that_keep_the_seal_do_not_make_a_batch_recompu
     assert colmz.Arrangement.open(store, create=False).seqno > head + len(tables[1])  # they did commit
     assert [f["replayed"] for f in seen] == [False, False] and seen[1]["conflicts"] == 0
     assert stored(store) == (oracle(tables), 2)
+
+
+def blob_keys(store: str) -> list[str]:
+    a = colmz.Arrangement.open(store, create=False)
+    return sorted(a.store.list_keys(a.prefix))
+
+
+def test_a_micro_batch_commits_with_one_append_runs_and_no_retry_of_its_own(spark, tmp_path, monkeypatch):
+    """Each micro-batch is one ``append_runs`` call (the arrangement's machine retries a lost
+    compare-and-set, the sink does not recompute): a CommitConflict the machine gives up on
+    fails the batch after that one call, nothing written. A SealMismatch is decided by
+    idempotence: the store now holding this very batch makes it a replay; a seal moved by a
+    writer that committed no such batch is refused. (Before, the sink looped ATTEMPTS = 5
+    times around append_runs and raised StreamConflict.)"""
+    from colmz.arrangement import Arrangement, CommitConflict
+
+    indir, store, ckpt = (str(tmp_path / n) for n in ("in", "store", "ck"))
+    tables = write_events(indir, 3, seed=9, far=300)
+    files = sorted(os.listdir(indir))
+    seen = []
+    fn = batch_writer(spark.read.parquet(indir).schema, store, ckpt, keys=["k"], value="v", on_batch=seen.append)
+    fn(spark.read.parquet(os.path.join(indir, files[0])), 0)
+    before = stored(store), blob_keys(store)
+    df1 = spark.read.parquet(os.path.join(indir, files[1]))
+    real = Arrangement.append_runs
+    calls = []
+
+    def losing(self, runs, **kw):
+        calls.append(len(runs))
+        raise CommitConflict(self._log.key, self.seqno, self.seqno + 1)
+
+    monkeypatch.setattr(Arrangement, "append_runs", losing)
+    with pytest.raises(CommitConflict):
+        fn(df1, 1)
+    assert len(calls) == 1 and calls[0] > 0
+    assert (stored(store), blob_keys(store)) == before  # the batch's parts are gone
+
+    # another writer commits this very batch while it is written: a replay, exactly once
+    def racing(self, runs, **kw):
+        monkeypatch.setattr(Arrangement, "append_runs", real)
+        other = colmz.Arrangement.open(store, create=False)
+        props = other.properties()
+        other.seal(2, properties={BATCH: 1, TICK: "processing", RECENT: props[RECENT] + " -"})
+        calls.append(len(runs))
+        return real(self, runs, **kw)
+
+    monkeypatch.setattr(Arrangement, "append_runs", racing)
+    fn(df1, 1)
+    assert len(calls) == 2
+    assert seen[-1]["batch"] == 1 and seen[-1]["replayed"] and seen[-1]["conflicts"] == 1
+    assert stored(store) == (before[0][0], 2) and blob_keys(store) == before[1]
+
+    # a writer that moves the seal without committing a batch: refused, nothing written
+    def foreign(self, runs, **kw):
+        monkeypatch.setattr(Arrangement, "append_runs", real)
+        colmz.Arrangement.open(store, create=False).seal(5)
+        return real(self, runs, **kw)
+
+    monkeypatch.setattr(Arrangement, "append_runs", foreign)
+    with pytest.raises(StreamBindingError, match="another writer"):
+        fn(spark.read.parquet(os.path.join(indir, files[2])), 2)
+    assert stored(store) == (before[0][0], 5) and blob_keys(store) == before[1]
+    assert len(tables) == 3
 
 
 @pytest.mark.parametrize("row, message", [

@@ -245,7 +245,7 @@ def _legacy_store(url, keys, consensus=None, name="arrangement"):
     a.validate_seal(1)
     a.update_seal(1)
     a.drain()
-    doc = a._state_doc()
+    doc = a._machine.encode(a.state)
     assert "identity" not in doc
     StateLog(loc.consensus, name).commit(None, doc)
     return loc
