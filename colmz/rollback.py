@@ -4,11 +4,11 @@ Design
 ------
 A structure whose calls must leave it exactly as it was when they raise (``Correction``,
 ``Spine``, the correction buffer's ``Stage`` and ``BucketChain``; ``MemoryCollection``,
-``RowCounts``, ``SinkState`` and ``ContinualTask``; the ``Catalog`` and its objects) declares,
-as the class attribute ``ROLLBACK_FIELDS``, every field such a call may change. Everything
-else on the object is configuration set once by the constructor, or per-call scratch that no
-later call reads; the tests tie the declaration to ``vars()`` / ``__slots__`` so a new field
-cannot be forgotten silently.
+``RowCounts``, ``SinkState`` and ``ContinualTask``; the catalog's ``Engine`` and its
+objects) declares, as the class attribute ``ROLLBACK_FIELDS``, every field such a call may
+change. Everything else on the object is configuration set once by the constructor, or
+per-call scratch that no later call reads; the tests tie the declaration to ``vars()`` /
+``__slots__`` so a new field cannot be forgotten silently.
 
 :func:`save` copies the declared fields into a :class:`Saved` value and :func:`roll_back`
 puts them back; :func:`undone_on_error` is the context manager a call wraps its work in.

@@ -64,8 +64,13 @@ S3 prefixes) never share a record, and a record whose id is not the blob's is re
 
 A store written by the layout before records (definitions in the blob
 :data:`LEGACY_RECORD_KEY`, a pending intent at the consensus key :data:`LEGACY_INTENT_KEY`)
-is converted on open: an intent of it already landed is cleared (one still to apply is
-refused, as above), then one compare-and-set creates the catalog record.
+is converted on open, and only such a store: the conversion runs when a load finds no
+record *and* that layout's marker, the definitions blob (also after the identity was
+written, so a conversion cut by a crash or racing another handle's is finished). An intent
+of it already landed is cleared (one still to apply is refused, as above), then one
+compare-and-set creates the catalog record. A store with no record and no marker is empty
+-- or, when it holds arrangements' parts or a previous layout's pending intent,
+:class:`MissingDefinitions`.
 """
 
 from __future__ import annotations
@@ -288,7 +293,13 @@ class CatalogStore:
                 check_catalog_history(self.loc, self.key, seqno, state, intent_prefix=INTENT_PREFIX, known=self._seqno)
                 self._seqno, self._state = seqno, state
                 return state
-            if self._convert_legacy():
+            # No record. Only a store of the previous layout -- its marker, the definitions
+            # blob, present -- is converted (a conversion another handle started, or one a
+            # crash cut after the identity was written, is finished so); any other store
+            # without a record is empty, or refused when it holds data no record names.
+            legacy = self._legacy_definitions()
+            if legacy is not None:
+                self._convert_legacy(legacy)
                 continue
             self._refuse_orphans()
             self._seqno, self._state = None, None
@@ -312,18 +323,24 @@ class CatalogStore:
                 "colmz.Arrangement.open(url, name=<its key>))"
             )
 
-    def _convert_legacy(self) -> bool:
-        """Create the record from a store of the previous layout; whether there was one."""
+    def _legacy_definitions(self) -> list[dict] | None:
+        """The definitions of a store of the previous layout (its marker: the blob
+        :data:`LEGACY_RECORD_KEY`), or None when the store is not one."""
         raw = self.blob.get(LEGACY_RECORD_KEY)
         if raw is None:
-            return False
+            return None
         try:
             record = json.loads(bytes(raw))
         except ValueError:
             record = None
         if not isinstance(record, dict) or record.get("format") != 1 or not isinstance(record.get("objects"), list):
             raise ValueError(f"{self.blob.url_of(LEGACY_RECORD_KEY)} is not a colmz catalog record")
-        defs = record["objects"]
+        return record["objects"]
+
+    def _convert_legacy(self, defs: list[dict]) -> None:
+        """Create the record from the definitions ``defs`` of a store of the previous
+        layout (or leave it to the handle converting it at the same time: the caller loads
+        again either way)."""
         self._identify()
         cons = self.loc.consensus
         head = cons.head(LEGACY_INTENT_KEY)
@@ -338,15 +355,14 @@ class CatalogStore:
                     self._apply_entry(e)
             blobs = [e["blob"] for e in entries if e.get("blob")]
             if not cons.compare_and_set(LEGACY_INTENT_KEY, head.seqno, VersionedData(head.seqno + 1, b"")):
-                return True  # another handle cleared it: read again
+                return  # another handle cleared it: read again
         try:
             self.log.commit(None, self._record(defs, None))
         except CommitConflict:
-            return True  # another handle converted it first
+            return  # another handle converted it first
         self.stats["converted"] += 1
         for k in [*blobs, LEGACY_RECORD_KEY]:
             self._delete(k)
-        return True
 
     def arrangement(self, key: str, schema=None) -> ArrangementCollection:
         """The arrangement called ``key``, opened once per store: created with ``schema``

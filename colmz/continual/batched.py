@@ -41,7 +41,6 @@ from colmz.rows import at_time, conform, empty_table, expand, relation_rows, sto
 from colmz.sql import (
     RESERVED_PREFIX,
     SQLError,
-    UnsupportedSQL,
     bind_relations_as,
     check_expression,
     referenced_names,
@@ -58,7 +57,7 @@ from colmz.sql import (
     uses_now,
 )
 from colmz.sql import lift as sql_lift
-from colmz.sql.assign import assignment_select
+from colmz.sql.write import arity_message, assignment_query
 from colmz.updates import SchemaError, Updates
 
 if TYPE_CHECKING:
@@ -192,8 +191,8 @@ class CompiledStatement:
                 if select_list_is_empty(q):
                     # PostgreSQL's zero-column SELECT, which DuckDB cannot parse: an INSERT
                     # into the task's (one or more) columns has too few expressions.
-                    raise SchemaError(f"{self.label} query columns did not match: INSERT has "
-                                      "more target columns than expressions")
+                    raise SchemaError(f"{self.label} query columns did not match: "
+                                      f"{arity_message(0, 1)}")
                 self.sql = duck.bind(translate(q))
                 self.names = referenced_names(q)
             else:
@@ -211,18 +210,14 @@ class CompiledStatement:
 
     def assign_to(self, raw: pa.Table, schema) -> bool:
         """Convert this INSERT's result to the task's column types by PostgreSQL's
-        assignment casts (:mod:`colmz.sql.assign`), inside its own query; whether the query
-        changed. ``raw`` is the query's result (its types); a column without an assignment
-        cast raises ``SchemaError`` naming the statement and PostgreSQL's message."""
+        assignment casts, inside its own query (:func:`colmz.sql.write.assignment_query`,
+        as every writer plans them); whether the query changed. ``raw`` is the query's
+        result (its types); a column without an assignment cast raises ``SchemaError``
+        naming the statement and PostgreSQL's message."""
         if raw.num_columns != len(schema):
             return False  # conform says how the columns do not match
-        try:
-            sel = assignment_select(f"({self.sql})", [f.type for f in raw.schema],
-                                    [(c.name, c.type) for c in schema])
-        except UnsupportedSQL:
-            raise
-        except SQLError as e:
-            raise SchemaError(f"{self.label} query columns did not match: {e}") from None
+        sel = assignment_query(f"({self.sql})", [f.type for f in raw.schema], schema,
+                               f"{self.label} query columns did not match")
         if sel is None:
             return False
         self.sql = sel
@@ -289,12 +284,10 @@ def check_statements(task: ContinualTask) -> None:
                 if b.kind == "insert" and b.assign_to(raw, task.schema):
                     raw = b.run_sql(reg, 0, empty, b_refs, view)
                 b.raw_types = [f.type for f in raw.schema]
-                if b.kind == "insert" and raw.num_columns != len(task.schema):
-                    # Materialize's (and PostgreSQL's) words for an INSERT of another arity
-                    more = ("expressions than target columns" if raw.num_columns > len(task.schema)
-                            else "target columns than expressions")
+                message = arity_message(raw.num_columns, len(task.schema)) if b.kind == "insert" else None
+                if message is not None:
                     raise SchemaError(
-                        f"{b.label} query columns did not match: INSERT has more {more} (the task "
+                        f"{b.label} query columns did not match: {message} (the task "
                         f"has {len(task.schema)} column(s) {[c.name for c in task.schema]}, the "
                         f"query gives {raw.num_columns} {raw.column_names})")
                 conform(raw, task.schema, b.label)
