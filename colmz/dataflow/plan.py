@@ -747,7 +747,8 @@ class _Planner:
         if q.from_ is None:
             raise _Unsupported("SELECT without FROM (a constant relation)")
         for what, present in (("QUALIFY", q.qualify is not None), ("USING SAMPLE", q.sampled),
-                              ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING")):
+                              ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING"),
+                              ("GROUPING SETS / ROLLUP / CUBE", len(q.grouping_sets) > 1)):
             if present:
                 raise _Unsupported(what)
         for e in (*q.items, *(x for x in (q.where, q.having) if x is not None), *q.group_by):
@@ -1068,15 +1069,22 @@ class _Step:
         self.inputs = inputs
         self.table = table
         self.schema = node.schema
+        # rows into and out of the operator at its last step (EXPLAIN's rows touched)
+        self.rows_in = 0
+        self.rows_out = 0
 
     def step(self, time: int, deltas: Mapping[str, Updates], tables: Mapping[str, Schema]) -> Updates:
         if self.table is not None:
             d = deltas.get(self.table)
             if d is None:
                 d = Updates.empty(tables[self.table])
-            return self.op.step(time, d)
+            out = self.op.step(time, d)
+            self.rows_in, self.rows_out = len(d), len(out)
+            return out
         ins = [i.step(time, deltas, tables) for i in self.inputs]
-        return self.op.step(time, *ins)
+        out = self.op.step(time, *ins)
+        self.rows_in, self.rows_out = sum(len(i) for i in ins), len(out)
+        return out
 
 
 def _render(node: Node, tables: Mapping[str, Schema]) -> _Step:
@@ -1141,6 +1149,19 @@ class Pipeline:
     def operators(self) -> list:
         """The operators, root first (for inspection and their work counters)."""
         return list(self._operators)
+
+    def steps(self) -> list[tuple[int, Node, object, int, int]]:
+        """``(depth, node, operator, rows in, rows out at the last step)`` per rendered
+        operator, preorder (a join's residual filter is a step of the join's node, above it)."""
+        out: list[tuple[int, Node, object, int, int]] = []
+
+        def walk(s: _Step, depth: int) -> None:
+            out.append((depth, s.node, s.op, s.rows_in, s.rows_out))
+            for i in s.inputs:
+                walk(i, depth + 1)
+
+        walk(self._root, 0)
+        return out
 
     def step(self, time, deltas: Mapping[str, Updates]) -> Updates:
         if not isinstance(deltas, Mapping):

@@ -96,6 +96,9 @@ FALLBACK = [
     ("SELECT 1", "without FROM"),
     ("SELECT k FROM t WHERE v NOT BETWEEN 1 AND 2", "not a column compared with a constant"),
     ("SELECT k FROM t WHERE v", "a int64 value as a condition"),
+    ("SELECT k, s, sum(v) FROM t GROUP BY ROLLUP (k, s)", "ROLLUP"),
+    ("SELECT k, count(*) FROM t GROUP BY GROUPING SETS ((k), ())", "GROUPING SETS"),
+    ("SELECT k, count(*) FROM t GROUP BY CUBE (k)", "CUBE"),
 ]
 
 
@@ -108,7 +111,7 @@ def test_corpus_coverage():
         assert all(ln.endswith(("-- incremental O(delta)", "-- per affected group")) for ln in lines), p.text
         depths = [(len(ln) - len(ln.lstrip(" "))) // 2 for ln in lines]
         assert depths[0] == 0 and all(b <= a + 1 for a, b in zip(depths, depths[1:])), p.text
-    assert len(INCREMENTAL) == 39 and len(FALLBACK) == 20
+    assert len(INCREMENTAL) == 39 and len(FALLBACK) == 23
 
 
 @pytest.mark.parametrize("text,word", FALLBACK)
