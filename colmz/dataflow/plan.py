@@ -33,8 +33,12 @@ The incremental subset today: single-table queries and equi-joins (inner, ``LEFT
 types in one query as a :class:`~colmz.dataflow.collate.Collation` of two reduces, as
 Materialize does); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OFFSET``
 (``ORDER BY`` without them orders nothing a view keeps and is dropped, as Materialize does);
-``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming. Every other construct --
-scalar expressions needing SQL, ``WITH``, subqueries in expressions, window functions,
+``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming; select items and
+``WHERE`` (and inner-join ``ON``) conjuncts needing SQL -- a :class:`SqlMapFilter`, the
+user's text with column references as placeholders, translated and run by DuckDB on each
+delta (:mod:`colmz.dataflow.sqlmap`), unless it calls a volatile function. Every other
+construct -- expressions in aggregates, ``GROUP BY`` or ``HAVING``, ``WITH``, subqueries in
+expressions, window functions,
 ``DISTINCT`` / ``FILTER`` aggregates, ``USING`` / ``NATURAL`` / cross joins, ``INTERSECT``,
 text ordered by a collation, ... -- is a :class:`Fallback` whose reason names it.
 
@@ -85,6 +89,8 @@ from colmz.dataflow.mapfilter import Column, Compare, IsNull
 from colmz.dataflow.mapfilter import MapFilter as MapFilterOp
 from colmz.dataflow.minmax import Max, Min, MinMaxReduce
 from colmz.dataflow.outer import OuterJoin
+from colmz.dataflow.sqlmap import SqlMapFilter as SqlMapFilterOp
+from colmz.dataflow.sqlmap import placeholder
 from colmz.dataflow.step import as_schema
 from colmz.dataflow.topk import OrderBy
 from colmz.dataflow.topk import TopK as TopKOp
@@ -94,7 +100,7 @@ from colmz.sql.tree import Expression, Query, Table, parse_tree
 from colmz.updates import SchemaError, Updates, widen
 
 __all__ = ["Aggregate", "CollatedReduce", "Distinct", "Fallback", "fused", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
-           "Node", "Pipeline", "Plan", "PlanError", "Reduce", "Comparison", "Threshold", "TopK", "Union",
+           "Node", "Pipeline", "Plan", "PlanError", "Reduce", "Comparison", "SqlMapFilter", "Threshold", "TopK", "Union",
            "plan", "render"]
 
 Schema = tuple[ColumnSpec, ...]
@@ -314,6 +320,26 @@ class Negate(Node):
 
 
 @dataclass(frozen=True)
+class SqlMapFilter(Node):
+    """A Map/Filter segment whose expressions need SQL (:mod:`colmz.dataflow.sqlmap`):
+    ``where`` predicates and ``select`` ``(text, name)`` items, the user's PostgreSQL text
+    with each column reference replaced by the placeholder of its input column; ``shown``
+    the user's text of each, for EXPLAIN."""
+
+    input: Node | None = None
+    where: tuple[str, ...] = ()
+    select: tuple[tuple[str, str], ...] | None = None
+    shown: tuple[str, ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"MapFilter via SQL [{', '.join(self.shown)}] (one DuckDB call per commit)"
+
+
+@dataclass(frozen=True)
 class Fallback(Node):
     """A subtree (``text``, the query block) not maintained incrementally, and why."""
 
@@ -406,6 +432,11 @@ _ACCUMULABLE = {"count": acc.Count, "count_star": acc.Count, "sum": acc.Sum, "av
                 "var_samp": acc.VarSamp, "variance": acc.VarSamp, "var_pop": acc.VarPop,
                 "stddev_samp": acc.StddevSamp, "stddev": acc.StddevSamp, "stddev_pop": acc.StddevPop}
 _HIERARCHICAL = {"min": Min, "max": Max}
+#: Functions whose value is not a function of their arguments: never evaluated on a delta.
+_VOLATILE = frozenset({"random", "setseed", "gen_random_uuid", "uuid", "uuidv4", "uuidv7", "now",
+                       "current_timestamp", "current_date", "current_time", "localtime", "localtimestamp",
+                       "clock_timestamp", "statement_timestamp", "transaction_timestamp", "timeofday",
+                       "nextval", "currval", "mz_now", "get_current_time", "today", "txid_current"})
 
 
 @functools.cache
@@ -760,15 +791,26 @@ class _Planner:
         node, sources, conds = self.table(q.from_)
         scope = _Scope(sources)
         where = _conjuncts(q.where)
-        if isinstance(node, Join) and node.kind == "inner" and not node.on:
+        # conjuncts the operators cannot evaluate natively: SQL over the delta, after the FROM
+        inner = isinstance(node, Join) and node.kind == "inner" and not node.on
+        sql_where = [c for c in (conds + where if inner else where) if not self.native(c, scope, sources)]
+        if inner:
+            conds = [c for c in conds if not any(c is x for x in sql_where)]
+        where = [c for c in where if not any(c is x for x in sql_where)]
+        if inner:
             node = self.place(node, sources, conds + where)
         else:
             node = self.place(node, sources, conds)
             if where:
                 types = {c.name: c.type for c in node.schema}
                 node = fused(node.schema, node, tuple(q for c in where for q in self.predicates(c, scope.column, types)), None)
+        if sql_where:
+            names = [c.name for c in node.schema]
+            node = self.sql_segment(node, tuple(self.sql_text(c, names, scope.column) for c in sql_where), None,
+                                    [self.span(c) for c in sql_where])
         aggregated = bool(q.group_by) or q.having is not None or any(
             _is_aggregate(s) for e in q.items for s in e.walk())
+        sql_items: dict[int, Expression] = {}
         if aggregated:
             node, select = self.reduce(q, node, scope)
         else:
@@ -780,12 +822,76 @@ class _Planner:
                     select.extend((p, n) for n, p in scope.star(e.relation))
                 elif e.cls == "COLUMN_REF":
                     select.append((scope.column(e), e.alias or e.name[-1]))
-                else:
-                    raise _Unsupported(f"select item {self.span(e)!r}: a scalar expression needing SQL")
+                else:  # a scalar expression: SQL over the delta (one DuckDB call per commit)
+                    sql_items[len(select)] = e
+                    select.append(("", e.alias or self.span(e)))
         select = _unique(select)
+        if sql_items:
+            names = [c.name for c in node.schema]
+            items = [(self.sql_text(sql_items[i], names, scope.column) if i in sql_items
+                      else placeholder(names.index(src)), n) for i, (src, n) in enumerate(select)]
+            node = self.sql_segment(node, (), items, [self.span(e) for e in sql_items.values()])
+            return self.modifiers(node, q)
         types = {c.name: c.type for c in node.schema}
         node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
         return self.modifiers(node, q)
+
+    def native(self, e: Expression, scope: _Scope, sources: list[_Source]) -> bool:
+        """Whether conjunct ``e`` is an equality of columns or a native predicate."""
+        try:
+            if self.equality(e, scope) is not None:
+                return True
+            types = {p: t for s in sources for p, t in s.columns.values()}
+            self.predicates(e, scope.column, types)
+            return True
+        except (_Unsupported, PlanError):
+            # PlanError: the predicate binds an expression where a column goes (``v % 2 = 0``);
+            # an unknown column is refused by binding the SQL text's column references
+            return False
+
+    def sql_text(self, e: Expression, names: list[str], column_of) -> str:
+        """The user's text of ``e`` with each column reference replaced by the placeholder of
+        its column among ``names`` (the segment's input); ``_Unsupported`` for what SQL over
+        a delta cannot evaluate (subqueries, window functions, aggregates, volatile functions)."""
+        if e.start < 0:
+            raise _Unsupported(f"expression {e.type}: no position in the text")
+        refs = []
+        for sub in e.walk():
+            if sub.cls == "SUBQUERY":
+                raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
+            if sub.cls == "WINDOW":
+                raise _Unsupported(f"a window function ({self.span(sub)!r})")
+            if sub.cls == "STAR":
+                raise _Unsupported(f"{self.span(e)!r}: a * inside an expression")
+            if _is_aggregate(sub):
+                raise _Unsupported(f"{self.span(e)!r}: an aggregate inside an expression")
+            if sub.cls == "FUNCTION" and sub.name and sub.name[-1].lower() in _VOLATILE:
+                raise _Unsupported(f"{self.span(e)!r}: {sub.name[-1]} is volatile")
+            if sub.cls == "COLUMN_REF":
+                refs.append(sub)
+        out, at = [], e.start
+        for c in sorted(refs, key=lambda c: c.start):
+            if c.start < at or c.end > e.end:
+                raise _Unsupported(f"{self.span(e)!r}: a column reference without its own position")
+            out += [self.text[at:c.start], placeholder(names.index(column_of(c)))]
+            at = c.end
+        out.append(self.text[at:e.end])
+        return "".join(out)
+
+    def sql_segment(self, node: Node, where: tuple[str, ...], select, shown: list[str]) -> Node:
+        """A :class:`SqlMapFilter` over ``node``, its output types DuckDB's for the
+        translated segment (``_Unsupported`` naming the error when it does not translate or bind)."""
+        from colmz.sql.errors import SQLError
+
+        if isinstance(node, SqlMapFilter) and node.select is None:
+            # one segment: a filter's output columns are its input's, so the placeholders of
+            # ``where`` and ``select`` read the same columns (one DuckDB call, not two)
+            where, shown, node = node.where + where, [*node.shown, *shown], node.input
+        try:
+            schema = SqlMapFilterOp(node.schema, where, select).schema
+        except (SQLError, TypeError, ValueError) as e:
+            raise _Unsupported(f"{', '.join(repr(x) for x in shown)}: {e}") from None
+        return SqlMapFilter(schema, node, where, None if select is None else tuple(select), tuple(shown))
 
     def reduce(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
         group: list[str] = []
@@ -1002,8 +1108,8 @@ def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
         Get t AS t (k AS t.k)  -- incremental O(delta)
         MapFilter where=[u.w IS NOT NULL]  -- incremental O(delta)
           Get u AS u (k AS u.k, w AS u.w)  -- incremental O(delta)
-    >>> plan("SELECT upper(w) FROM u", {"u": {"w": pa.string()}}).fallbacks()[0].reason
-    "select item 'upper(w)': a scalar expression needing SQL"
+    >>> plan("SELECT upper(w) || random() FROM u", {"u": {"w": pa.string()}}).fallbacks()[0].reason
+    "'upper(w) || random()': random is volatile"
     """
     if not isinstance(schemas, Mapping):
         raise TypeError(f"schemas must be a mapping of table name to columns, got {type(schemas).__name__}")
@@ -1106,6 +1212,8 @@ def _render(node: Node, tables: Mapping[str, Schema]) -> _Step:
             filt = MapFilterOp(op.schema, where=[_predicate_operator(p) for p in node.residual])
             return _Step(node, filt, [step])
         return step
+    elif isinstance(node, SqlMapFilter):
+        op = SqlMapFilterOp(ins[0].schema, node.where, node.select)
     elif isinstance(node, Reduce):
         op = _reduce_operator(ins[0].schema, node.group_by, node.aggregates)
     elif isinstance(node, Distinct):

@@ -98,12 +98,15 @@ NOT_ROLLED_BACK.update({
     "MaintainedView": {"schema", "inputs", "plan", "reasons", "uses_now", "last_work", "last_time"},
     # configuration, the evaluation callback, the last recompute's size (a work counter)
     "Recompute": {"schema", "reason", "_evaluate", "rows_recomputed"},
+    # its SQL (text, translated), schemas, DuckDB session and runner (configuration), the
+    # DuckDB calls made (a work counter)
+    "SqlMapFilter": {"input_schema", "where", "select", "sql", "translated", "_run", "_con", "schema", "calls"},
 })
 
 
 _DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
              "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink", "Collation", "CollatedReduce",
-             "Pipeline", "MaintainedView", "Recompute"}
+             "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter"}
 
 
 def _dataflow_example(name: str):
@@ -111,6 +114,7 @@ def _dataflow_example(name: str):
     from colmz.dataflow import plan
     from colmz.dataflow.collate import Collation
     from colmz.dataflow.maintained import Recompute
+    from colmz.dataflow.sqlmap import SqlMapFilter
     from colmz.dataflow.step import Clock
 
     k = {"k": pa.int64(), "v": pa.int64()}
@@ -134,6 +138,7 @@ def _dataflow_example(name: str):
         "Pipeline": lambda: plan.render(plan.plan("SELECT k, sum(v) FROM t GROUP BY k", {"t": k})),
         "MaintainedView": lambda: _maintained(k),
         "Recompute": lambda: Recompute(k, "why", lambda t: colmz.Updates.empty(k)),
+        "SqlMapFilter": lambda: SqlMapFilter(k, ['"colmz_c0" % 2 = 0'], [('"colmz_c1" + 1', "w")]),
     }[name]()
 
 
