@@ -879,8 +879,21 @@ class Catalog:
         def evaluate(at: int) -> Updates:
             return rows_to_updates(conform(self._query_at(translated, at), coll.schema, what), at, 1)
 
+        def subquery_schema(text: str):
+            # a FROM subquery that falls back, typed as the recompute path types its rows
+            try:
+                rows = rename_like_postgres(self._query_at(translate(text), t), text)
+                cols = [ColumnSpec(f.name, storable(f.type, what)) for f in rows.schema]
+            except Exception:  # noqa: BLE001 - untyped: the enclosing query falls back whole
+                return None
+            return cols if len({c.name for c in cols}) == len(cols) else None
+
+        def subquery_evaluate(text: str, schema, at: int) -> Updates:
+            return rows_to_updates(conform(self._query_at(translate(text), at), schema, what), at, 1)
+
         mv = MaintainedView.create(query, coll.schema, inputs, coll, evaluate=evaluate, require=require,
-                                   uses_now=uses_now(translated), reads=set(deps), name=display_name(key))
+                                   uses_now=uses_now(translated), reads=set(deps), name=display_name(key),
+                                   subquery_schema=subquery_schema, subquery_evaluate=subquery_evaluate)
         mv.initialize(t, {n: self._objects[n].collection.snapshot(t) for n in inputs})
         return mv
 

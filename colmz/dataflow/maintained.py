@@ -21,10 +21,10 @@ types, as the recompute path gives them), or whose names resolve differently fro
 catalog's, is maintained by :class:`Recompute`: at a commit changing one of its inputs (every
 commit for a view calling ``mz_now()``), the query is recomputed through DuckDB
 (``colmz.sql.translate``, the catalog's evaluation) and diffed against the previous
-output, which that operator keeps. Today's planner makes a Fallback only of a whole query
-(a construct inside a subquery or a set operation's branch falls back its enclosing
-query), so this is the whole view; a plan whose Fallback is a subtree is recomputed whole
-too. ``require=True`` (``WITH (INCREMENTAL = 'require')``) refuses such a plan with
+output, which that operator keeps. A ``FROM`` subquery that falls back, typed by the
+catalog (``subquery_schema``), is a Fallback leaf of its own: a :class:`Recompute` of that
+subquery alone, its change fed to the operators above it. Other subtrees (a set operation's
+branch) fall back their enclosing query. ``require=True`` (``WITH (INCREMENTAL = 'require')``) refuses such a plan with
 ``UnsupportedSQL`` naming the node and its reason; the default maintains it with a
 :class:`FallbackWarning` naming the reason.
 
@@ -110,7 +110,7 @@ class Recompute:
     def nbytes(self) -> int:
         return sum(self._previous.column(c.name).nbytes for c in self.schema) + self._previous.diff.nbytes
 
-    def step(self, time, changed: bool) -> Updates:
+    def step(self, time, changed: bool = True) -> Updates:
         t = self._clock.check(time)
         if not changed:
             self._clock.advance(t)
@@ -181,7 +181,7 @@ class MaintainedView:
 
     def __init__(self, schema: Schema, collection: MemoryCollection, inputs: Mapping[str, Schema],
                  plan_: Plan | None, reasons: list[str], evaluate: Callable[[int], Updates] | None,
-                 uses_now: bool):
+                 uses_now: bool, subquery_evaluate=None):
         self.schema = schema
         self.inputs = dict(inputs)
         self.plan = plan_
@@ -194,7 +194,12 @@ class MaintainedView:
                 raise ValueError(f"the view is recomputed ({reasons[0]}) and no evaluate= is given")
             self._recompute = Recompute(schema, "; ".join(reasons), evaluate)
         else:
-            self._pipeline = render(plan_)
+            def subtree(node) -> Recompute:
+                # a FROM subquery that falls back: its own query recomputed, diffed into the dataflow
+                return Recompute(node.schema, node.reason,
+                                 lambda t, q=node.query, s=node.schema: subquery_evaluate(q, s, t))
+
+            self._pipeline = render(plan_, fallback=subtree if subquery_evaluate is not None else None)
         self._sink = ViewSink(schema, collection)
         #: per rendered step: (rows in, rows out, work counters) at the last commit
         self.last_work: list[tuple[int, int, int]] | None = None
@@ -205,46 +210,58 @@ class MaintainedView:
     @classmethod
     def create(cls, query: str, schema, inputs: Mapping[str, object], collection: MemoryCollection, *,
                evaluate: Callable[[int], Updates] | None = None, require: bool = False,
-               uses_now: bool = False, reads: set | None = None, name: str = "view") -> MaintainedView:
+               uses_now: bool = False, reads: set | None = None, name: str = "view",
+               subquery_schema: Callable[[str], Schema | None] | None = None,
+               subquery_evaluate: Callable[[str, Schema, int], Updates] | None = None) -> MaintainedView:
         """Plan ``query`` over ``inputs`` (object name -> its columns) and render it for a view
         of columns ``schema`` written into ``collection``.
 
         ``evaluate(time)`` recomputes the query's rows at ``time`` (as ``+1`` updates) for a
         view that is not incremental; ``reads`` (the catalog's resolution of the names the
-        query reads), when given, must be the plan's inputs. ``require=True`` raises
+        query reads), when given, must be the plan's inputs. With ``subquery_schema(text)``
+        (a ``FROM`` subquery's output columns) and ``subquery_evaluate(text, schema, time)``
+        (its rows at ``time``), a subquery that falls back is recomputed alone, at each commit
+        changing the view's inputs, its change fed into the operators above it. ``require=True`` raises
         ``UnsupportedSQL`` naming the construct when the view would be recomputed; otherwise
         a :class:`FallbackWarning` says why it is.
         """
         schema = as_schema(schema, "schema")
         checked = {n: as_schema(s, f"inputs[{n!r}]") for n, s in inputs.items()}
         reasons: list[str] = []
+        subtrees: list[str] = []
         p: Plan | None = None
         if uses_now:
             reasons.append("mz_now() (a temporal filter): recomputed at every commit")
         else:
+            typer = subquery_schema if subquery_evaluate is not None else None
             try:
-                p = plan(query, checked)
+                p = plan(query, checked, subquery_schema=typer)
             except (PlanError, SQLError) as e:
                 reasons.append(f"the planner cannot read the query ({e})")
             if p is not None:
-                reasons.extend(f"{f.describe()}: {f.reason}" for f in p.fallbacks())
+                reasons.extend(f"{f.describe()}: {f.reason}" for f in p.fallbacks() if not f.query)
+                subtrees = [f"{f.describe()}: {f.reason}" for f in p.fallbacks() if f.query]
                 if not reasons and reads is not None and set(p.tables) != set(reads):
                     reasons.append(f"the plan reads {sorted(p.tables)}, the catalog resolves "
                                    f"{sorted(map(str, reads))}")
                 if not reasons:
                     reasons.extend(_type_mismatches(p.root.schema, schema))
-                if not reasons:
-                    try:
-                        render(p)
-                    except (TypeError, ValueError) as e:  # pragma: no cover - a plan the operators refuse
-                        reasons.append(f"the operators refuse the plan ({e})")
-        if reasons and require:
+        subtrees = subtrees if not reasons else []
+        if (reasons or subtrees) and require:
             raise UnsupportedSQL(f"MATERIALIZED VIEW {name} WITH (INCREMENTAL = 'require'): "
-                                 f"not maintained incrementally: {'; '.join(reasons)}")
+                                 f"not maintained incrementally: {'; '.join(reasons or subtrees)}")
         if reasons:
             warnings.warn(f"materialized view {name} is recomputed at each commit that changes its "
                           f"inputs: {'; '.join(reasons)}", FallbackWarning, stacklevel=2)
-        return cls(schema, collection, checked, p, reasons, evaluate, uses_now)
+        elif subtrees:
+            warnings.warn(f"materialized view {name}: a subquery is recomputed at each commit that "
+                          f"changes the view's inputs: {'; '.join(subtrees)}", FallbackWarning, stacklevel=2)
+        try:
+            return cls(schema, collection, checked, p, reasons, evaluate, uses_now, subquery_evaluate)
+        except (TypeError, ValueError) as e:  # pragma: no cover - a plan the operators refuse
+            if reasons or require:
+                raise
+            return cls(schema, collection, checked, p, [f"the operators refuse the plan ({e})"], evaluate, uses_now)
 
     @property
     def incremental(self) -> bool:
@@ -260,7 +277,7 @@ class MaintainedView:
     def _output(self, time: int, deltas: Mapping[str, Updates], changed: bool) -> Updates:
         if self._pipeline is None:
             return self._recompute.step(time, changed or self.uses_now)
-        if not deltas:
+        if not changed:
             return Updates.empty(self.schema)
         before = [_work(op) for _, _, op, _, _ in self._pipeline.steps()]
         out = self._pipeline.step(time, deltas)
@@ -289,6 +306,7 @@ class MaintainedView:
         if self._pipeline is not None:
             deltas = {n: u for n, u in deltas.items() if n in self._pipeline.tables}
         self._write(time, self._output(time, deltas, True))
+        self.last_work = self.last_time = None  # "last commit" counts commits, not this
 
     def step(self, time: int, deltas: Mapping[str, Updates]) -> Updates:
         """Feed the inputs' changes committed at ``time`` (name -> ``Updates`` at ``time``;
@@ -296,10 +314,11 @@ class MaintainedView:
         was written. A step that raises leaves the view (operators, sink, collection) as it
         was."""
         deltas = {n: u for n, u in deltas.items() if len(u)}
+        changed = bool(deltas)  # any input: a subquery recomputed reads inputs the plan does not
         if self._pipeline is not None:
             deltas = {n: u for n, u in deltas.items() if n in self._pipeline.tables}
         with undone_on_error(self):
-            return self._write(time, self._output(time, deltas, bool(deltas)))
+            return self._write(time, self._output(time, deltas, changed))
 
     # ------------------------------------------------------------------ explaining
 
@@ -316,7 +335,9 @@ class MaintainedView:
                 lines.append("plan:")
                 lines.extend("  " + s for s in self.plan.explain().splitlines())
             return ViewExplanation(lines)
-        lines.append(f"{title}: incremental (each commit's deltas through the operators)")
+        redone = sum(isinstance(op, Recompute) for _, _, op, _, _ in self._pipeline.steps())
+        also = f"; {redone} subquery recomputed" if redone else ""
+        lines.append(f"{title}: incremental (each commit's deltas through the operators{also})")
         work = self.last_work
         for k, (depth, node, op, _, _) in enumerate(self._pipeline.steps()):
             notes = []
@@ -327,6 +348,9 @@ class MaintainedView:
             if state:
                 notes.append("state: " + ", ".join(f"own {type(a).__name__} {len(a)} rows, {a.nbytes} bytes"
                                                    for a in state))
+            if isinstance(op, Recompute):
+                notes.append(f"state: own previous output {op.rows} rows, {op.nbytes} bytes; "
+                             f"last recompute {op.rows_recomputed} rows")
             extra = f"  [{'; '.join(notes)}]" if notes else ""
             lines.append(f"{'  ' * depth}{node.describe()}  -- {node.cost()}{extra}")
         return ViewExplanation(lines)

@@ -341,10 +341,15 @@ class SqlMapFilter(Node):
 
 @dataclass(frozen=True)
 class Fallback(Node):
-    """A subtree (``text``, the query block) not maintained incrementally, and why."""
+    """A subtree (``text``, the query block) not maintained incrementally, and why.
+
+    ``query`` is the subtree's runnable query (a ``FROM`` subquery's text) when the planner
+    was given ``subquery_schema`` to type it: such a Fallback has its output ``schema`` and
+    renders (``render(..., fallback=)``) as that query recomputed; ``""`` otherwise."""
 
     text: str = ""
     reason: str = ""
+    query: str = ""
 
     def describe(self) -> str:
         return f"Fallback {self.text!r}"
@@ -552,9 +557,10 @@ def _constant(value, t: pa.DataType):
 
 
 class _Planner:
-    def __init__(self, text: str, schemas: Mapping[str, Schema]):
+    def __init__(self, text: str, schemas: Mapping[str, Schema], subquery_schema=None):
         self.text = text
         self.schemas = schemas
+        self.subquery_schema = subquery_schema
         self.used: dict[str, Schema] = {}
         self.counter = 0
 
@@ -643,7 +649,7 @@ class _Planner:
                 raise _Unsupported(f"column aliases on subquery {t.alias!r}")
             inner = self.query(t.subquery)
             if isinstance(inner, Fallback):
-                raise _Unsupported(f"subquery {t.alias!r}: {inner.reason}")
+                inner = self.subtree(inner, t)
             cols = tuple((c.name, f"{t.alias}.{c.name}") for c in inner.schema)
             node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner,
                              (), cols)
@@ -835,6 +841,18 @@ class _Planner:
         types = {c.name: c.type for c in node.schema}
         node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
         return self.modifiers(node, q)
+
+    def subtree(self, f: Fallback, t: Table) -> Fallback:
+        """A ``FROM`` subquery that falls back, as a Fallback leaf recomputing its own query
+        (typed by ``subquery_schema``); ``_Unsupported`` (the enclosing query falls back) when
+        the planner has no way to type it or the typing refuses."""
+        text = self.text[t.start:t.end].strip() if t.start >= 0 else ""
+        if text.startswith("(") and text.endswith(")"):
+            text = text[1:-1].strip()
+        schema = self.subquery_schema(text) if (self.subquery_schema is not None and text) else None
+        if schema is None:
+            raise _Unsupported(f"subquery {t.alias!r}: {f.reason}")
+        return Fallback(as_schema(schema, f"subquery {t.alias!r}"), f.text, f.reason, text)
 
     def native(self, e: Expression, scope: _Scope, sources: list[_Source]) -> bool:
         """Whether conjunct ``e`` is an equality of columns or a native predicate."""
@@ -1091,13 +1109,16 @@ def _unique(select: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
+def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None) -> Plan:
     """The relational plan of ``query_text`` (one ``SELECT``) over tables ``schemas``
     (a mapping of table name to its columns: a mapping of name to Arrow type, or ``ColumnSpec`` s).
 
     Raises :class:`colmz.sql.SQLError` when DuckDB cannot parse the text or it is not one
     query, :class:`PlanError` when a name does not bind. What is outside the incremental
-    subset is a :class:`Fallback` node (see the module docstring).
+    subset is a :class:`Fallback` node (see the module docstring). ``subquery_schema(text)``,
+    when given, types a ``FROM`` subquery that falls back (its output columns, or ``None``):
+    that subquery becomes a Fallback leaf of its own (``Fallback.query``) and the query
+    around it is planned.
 
     >>> import pyarrow as pa
     >>> p = plan("SELECT t.k, u.w FROM t JOIN u ON t.k = u.k WHERE u.w IS NOT NULL",
@@ -1121,7 +1142,7 @@ def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
     stmts = parse_tree(query_text)
     if len(stmts) != 1:
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
-    p = _Planner(query_text, checked)
+    p = _Planner(query_text, checked, subquery_schema)
     root = p.query(stmts[0])
     return Plan(root, query_text, dict(p.used))
 
@@ -1193,13 +1214,16 @@ class _Step:
         return out
 
 
-def _render(node: Node, tables: Mapping[str, Schema]) -> _Step:
+def _render(node: Node, tables: Mapping[str, Schema], fallback=None) -> _Step:
     if isinstance(node, Fallback):
-        raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering a recomputed subtree is absent")
+        if fallback is None or not node.query:
+            raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering it needs fallback= "
+                             "and a Fallback with its own query")
+        return _Step(node, fallback(node), [])
     if isinstance(node, Get):
         op = MapFilterOp(tables[node.table], select=[Column(s, n) for s, n in node.columns])
         return _Step(node, op, [], node.table)
-    ins = [_render(i, tables) for i in node.inputs]
+    ins = [_render(i, tables, fallback) for i in node.inputs]
     if isinstance(node, MapFilter):
         op = MapFilterOp(ins[0].schema, where=[_predicate_operator(p) for p in node.where],
                          select=None if node.select is None else [Column(s, n) for s, n in node.select])
@@ -1241,10 +1265,10 @@ class Pipeline:
     #: operator leaves all of them as they were.
     ROLLBACK_FIELDS = ("_operators",)
 
-    def __init__(self, p: Plan):
+    def __init__(self, p: Plan, fallback=None):
         self.plan = p
         self.tables = dict(p.tables)
-        self._root = _render(p.root, self.tables)
+        self._root = _render(p.root, self.tables, fallback)
         self.schema: Schema = self._root.schema
         self._operators: list = []
         stack = [self._root]
@@ -1282,9 +1306,11 @@ class Pipeline:
             return self._root.step(time, deltas, self.tables)
 
 
-def render(p: Plan) -> Pipeline:
+def render(p: Plan, fallback=None) -> Pipeline:
     """The :class:`Pipeline` of plan ``p``; ``ValueError`` naming the reason when ``p`` holds
-    a :class:`Fallback` (recomputing a subtree is absent).
+    a :class:`Fallback` and no ``fallback``. ``fallback(node)`` gives the operator of a
+    Fallback leaf with its own query (``step(time) -> Updates`` of its output's change:
+    ``colmz.dataflow.maintained`` recomputes the subquery).
 
     >>> import colmz, pyarrow as pa
     >>> pipe = render(plan("SELECT k, count(*) AS c FROM t GROUP BY k", {"t": {"k": pa.int64()}}))
@@ -1293,4 +1319,4 @@ def render(p: Plan) -> Pipeline:
     """
     if not isinstance(p, Plan):
         raise TypeError(f"render takes a Plan, got {type(p).__name__}")
-    return Pipeline(p)
+    return Pipeline(p, fallback)

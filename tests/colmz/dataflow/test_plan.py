@@ -369,3 +369,32 @@ def test_a_sql_segment_makes_one_duckdb_call_per_step():
                           time=[t] * len(rows), diff=[1] * len(rows), schema=T)
         pipe.step(t, {"t": d})
     assert ops[0].calls == 2  # none for the empty delta
+
+
+def test_a_typed_subquery_that_falls_back_is_a_leaf_of_its_own():
+    from colmz.dataflow.maintained import Recompute
+    from colmz.order import ColumnSpec
+
+    seen = []
+
+    def typer(text):
+        seen.append(text)
+        return [ColumnSpec("k", pa.int64()), ColumnSpec("j", pa.string())]
+
+    text = "SELECT q.k, q.j FROM (SELECT k, string_agg(s, ',') AS j FROM t GROUP BY k) AS q WHERE q.k > 1"
+    p = plan(text, SCHEMAS, subquery_schema=typer)
+    assert seen == ["SELECT k, string_agg(s, ',') AS j FROM t GROUP BY k"]
+    (f,) = p.fallbacks()
+    assert f.query == seen[0] and not isinstance(p.root, Fallback)
+    with pytest.raises(ValueError, match="fallback="):
+        render(p)
+    rows = {1: [(1, "a"), (2, "b")], 2: [(2, "b,c")]}
+
+    def sub(t):
+        return colmz.Updates({"k": [r[0] for r in rows[t]], "j": [r[1] for r in rows[t]]},
+                             time=[t] * len(rows[t]), diff=[1] * len(rows[t]), schema={"k": pa.int64(), "j": pa.string()})
+
+    pipe = render(p, fallback=lambda node: Recompute(node.schema, node.reason, sub))
+    assert pipe.step(1, {}).to_pylist() == [(2, "b", 1, 1)]
+    assert pipe.step(2, {}).to_pylist() == [(2, "b", 2, -1), (2, "b,c", 2, 1)]
+    assert plan(text, SCHEMAS, subquery_schema=lambda text: None).fallbacks()[0].query == ""
