@@ -15,9 +15,12 @@ to ``as_of=now``.
   that revises no sealed output: every view and task must come out at ``now`` unchanged.
 * After the tables are written at ``T``, every derived object is brought to ``T`` in creation
   order, so an object only reads objects created before it and a task reading another task
-  sees that task's write at ``T``. A materialized view is recomputed from its query when
-  something it reads changed at ``T`` (always, when it calls ``mz_now()``) and the difference
-  written at ``T``. A continual task runs :meth:`colmz.ContinualTask.run`.
+  sees that task's write at ``T``. A materialized view is fed the changes its inputs
+  committed at ``T`` through its operators and writes its own change at ``T``
+  (:mod:`colmz.dataflow.maintained`; with ``views="recompute"``, or for a view outside the
+  operators' subset, its query is recomputed when something it reads changed at ``T`` --
+  always, when it calls ``mz_now()`` -- and the difference written). A continual task runs
+  :meth:`colmz.ContinualTask.run`.
 * A commit that raises (a bad statement, a continual task's guard rail) rolls every
   collection and task back as it was (``colmz.rollback``: the catalog, its objects, their
   collections and tasks declare ``ROLLBACK_FIELDS``): the catalog is unchanged. Saving that
@@ -65,8 +68,9 @@ read) and refreshes when another handle moved it. Reads (:meth:`Catalog.sql`,
 handles' commits; a read that needs data another handle compacted away refreshes and reads
 again (bounded). Reopening loads each object's contents as of the oldest upper (plus the few
 changes after it) -- not its history -- and resumes: tables written past a task's output are
-processed by the task from the output's upper on (no snapshot replayed), views are
-recomputed. Reads before the reopen (or refresh) time are no longer possible. A store
+processed by the task from the output's upper on (no snapshot replayed), a view's operators
+are rebuilt by one computation over its inputs (its sink writes only a difference from the
+persisted view; ``views="recompute"``: views are recomputed). Reads before the reopen (or refresh) time are no longer possible. A store
 written by the previous layout (definitions in the blob :data:`RECORD_KEY`) is converted on
 open; a store holding arrangements but no definitions is refused
 (:class:`colmz.catalog_store.MissingDefinitions`).
