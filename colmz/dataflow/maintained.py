@@ -63,13 +63,16 @@ from colmz.rows import at_time
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.updates import Updates
 
-__all__ = ["MODES", "FallbackWarning", "MaintainedView", "Recompute", "ViewExplanation"]
+__all__ = ["CONSTANT", "MODES", "FallbackWarning", "MaintainedView", "Recompute", "ViewExplanation"]
 
 #: The ways a catalog maintains its materialized views (``colmz.Catalog(views=...)``):
 #: ``"incremental"`` by their operators (:class:`MaintainedView`), ``"recompute"`` by
 #: recomputing the query at every commit touching an input and diffing against the view's
 #: previous contents (the oracle the incremental path is tested against).
 MODES = ("incremental", "recompute")
+
+#: The reason of a view that reads nothing: computed once, at ``CREATE``.
+CONSTANT = "a constant relation (the query reads no object): computed once, at CREATE"
 
 Schema = tuple[ColumnSpec, ...]
 
@@ -247,6 +250,12 @@ class MaintainedView:
                 if not reasons:
                     reasons.extend(_type_mismatches(p.root.schema, schema))
         subtrees = subtrees if not reasons else []
+        if reasons and reads is not None and not reads and not uses_now:
+            # reads nothing (a constant relation, SELECT without FROM): computed once at
+            # CREATE, never again -- no commit changes it
+            reasons, subtrees = [], []
+            mv = cls(schema, collection, checked, None, [CONSTANT], evaluate, uses_now)
+            return mv
         if (reasons or subtrees) and require:
             raise UnsupportedSQL(f"MATERIALIZED VIEW {name} WITH (INCREMENTAL = 'require'): "
                                  f"not maintained incrementally: {'; '.join(reasons or subtrees)}")
@@ -265,8 +274,8 @@ class MaintainedView:
 
     @property
     def incremental(self) -> bool:
-        """Whether the view is maintained by operators (no Fallback)."""
-        return self._pipeline is not None
+        """Whether the view is maintained by operators (no Fallback), or is constant."""
+        return self._pipeline is not None or self.reasons == [CONSTANT]
 
     @property
     def sink(self) -> ViewSink:
@@ -307,6 +316,9 @@ class MaintainedView:
             deltas = {n: u for n, u in deltas.items() if n in self._pipeline.tables}
         self._write(time, self._output(time, deltas, True))
         self.last_work = self.last_time = None  # "last commit" counts commits, not this
+        if self.reasons == [CONSTANT]:
+            # nothing changes a view that reads nothing: no previous output to diff against
+            self._recompute._previous = Updates.empty(self.schema)
 
     def step(self, time: int, deltas: Mapping[str, Updates]) -> Updates:
         """Feed the inputs' changes committed at ``time`` (name -> ``Updates`` at ``time``;
@@ -326,6 +338,10 @@ class MaintainedView:
         """The plan with each node's strategy, cost class, state and last commit's work."""
         title = f"materialized view {name}".rstrip()
         lines: list[str] = []
+        if self.reasons == [CONSTANT]:
+            r = self._recompute
+            return ViewExplanation([f"{title}: constant", f"Constant  -- {CONSTANT}  [state: none beyond the view; "
+                                                           f"{r.rows_recomputed} rows]"])
         if self._pipeline is None:
             r = self._recompute
             lines.append(f"{title}: recompute at each commit changing an input")

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import colmz
 import colmz.rows
-from colmz.dataflow.maintained import FallbackWarning, MaintainedView
+from colmz.dataflow.maintained import CONSTANT, FallbackWarning, MaintainedView
 from colmz.sql import SQLError, UnsupportedSQL
 
 pytestmark = pytest.mark.filterwarnings("ignore::colmz.dataflow.maintained.FallbackWarning")
@@ -542,3 +542,21 @@ def test_reopened_durable_views_equal_the_recompute(tmp_path):
         if i % 2 == 0:
             dur = colmz.Catalog(tmp_path)  # operators rebuilt from the persisted inputs
         check_equal([dur, rec], text)
+
+
+def test_a_view_reading_nothing_is_constant():
+    cat = colmz.Catalog()
+    cat.execute(TABLES[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cat.execute("CREATE MATERIALIZED VIEW c WITH (INCREMENTAL = 'require') AS SELECT 1 AS one, 'x' AS s")
+    mv = cat.object("c").maintained
+    assert mv.incremental and mv.reasons == [CONSTANT]
+    cat.execute("INSERT INTO t VALUES (1, 2, 'a')")
+    assert contents(cat, "c") == Counter({(1, "x"): 1})
+    assert str(cat.explain("c")).splitlines() == [
+        "materialized view c: constant",
+        f"Constant  -- {CONSTANT}  [state: none beyond the view; 1 rows]"]
+    cat.execute("CREATE MATERIALIZED VIEW n AS SELECT mz_now() AS t")  # not constant: recomputed
+    cat.execute("INSERT INTO t VALUES (1, 2, 'a')")
+    assert contents(cat, "n") == Counter({(cat.now,): 1}) and not cat.object("n").maintained.incremental
