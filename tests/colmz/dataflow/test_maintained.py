@@ -494,8 +494,8 @@ def test_one_row_insert_touches_a_bounded_number_of_rows(n):
         assert steps[0][:2] == (1, 1)  # one row in, one out at the root
         # rows inserted, merged, searched and found in the arrangements: a few per run,
         # whatever n (a merge of the last runs may add the small runs' rows)
-        assert sum(_touched(cat, "j")) <= 64, (n, _touched(cat, "j"))
-        assert sum(_touched(cat, "s")) <= 64, (n, _touched(cat, "s"))
+        assert sum(_touched(cat, "j")) <= 32, (n, _touched(cat, "j"))
+        assert sum(_touched(cat, "s")) <= 32, (n, _touched(cat, "s"))
         assert contents(cat, "j")[(i, -1, i)] == 1
 
 
