@@ -36,8 +36,10 @@ Materialize does); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OF
 ``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming; select items and
 ``WHERE`` (and inner-join ``ON``) conjuncts needing SQL -- a :class:`SqlMapFilter`, the
 user's text with column references as placeholders, translated and run by DuckDB on each
-delta (:mod:`colmz.dataflow.sqlmap`), unless it calls a volatile function. Every other
-construct -- expressions in aggregates, ``GROUP BY`` or ``HAVING``, ``WITH``, subqueries in
+delta (:mod:`colmz.dataflow.sqlmap`), unless it calls a volatile function -- select items
+over a ``GROUP BY``'s columns and aggregates are such a segment over the reduce's output.
+Every other construct -- expressions inside aggregates, in ``GROUP BY`` or ``HAVING``,
+``WITH``, subqueries in
 expressions, window functions,
 ``DISTINCT`` / ``FILTER`` aggregates, ``USING`` / ``NATURAL`` / cross joins, ``INTERSECT``,
 text ordered by a collation, ... -- is a :class:`Fallback` whose reason names it.
@@ -817,8 +819,9 @@ class _Planner:
         aggregated = bool(q.group_by) or q.having is not None or any(
             _is_aggregate(s) for e in q.items for s in e.walk())
         sql_items: dict[int, Expression] = {}
+        agg_sql: dict[int, str] = {}
         if aggregated:
-            node, select = self.reduce(q, node, scope)
+            node, select, agg_sql, shown_agg = self.reduce(q, node, scope)
         else:
             select = []
             for e in q.items:
@@ -832,11 +835,13 @@ class _Planner:
                     sql_items[len(select)] = e
                     select.append(("", e.alias or self.span(e)))
         select = _unique(select)
-        if sql_items:
+        if sql_items or agg_sql:
             names = [c.name for c in node.schema]
-            items = [(self.sql_text(sql_items[i], names, scope.column) if i in sql_items
+            items = [(agg_sql[i] if i in agg_sql else
+                      self.sql_text(sql_items[i], names, scope.column) if i in sql_items
                       else placeholder(names.index(src)), n) for i, (src, n) in enumerate(select)]
-            node = self.sql_segment(node, (), items, [self.span(e) for e in sql_items.values()])
+            shown = [self.span(e) for e in sql_items.values()] if sql_items else shown_agg
+            node = self.sql_segment(node, (), items, shown)
             return self.modifiers(node, q)
         types = {c.name: c.type for c in node.schema}
         node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
@@ -867,14 +872,17 @@ class _Planner:
             # an unknown column is refused by binding the SQL text's column references
             return False
 
-    def sql_text(self, e: Expression, names: list[str], column_of) -> str:
+    def sql_text(self, e: Expression, names: list[str], column_of, aggregate_of=None) -> str:
         """The user's text of ``e`` with each column reference replaced by the placeholder of
-        its column among ``names`` (the segment's input); ``_Unsupported`` for what SQL over
-        a delta cannot evaluate (subqueries, window functions, aggregates, volatile functions)."""
+        its column among ``names`` (the segment's input) -- and, with ``aggregate_of`` (over a
+        reduce's output), each aggregate call by its output column's; ``_Unsupported`` for
+        what SQL over a delta cannot evaluate (subqueries, window functions, aggregates
+        without ``aggregate_of``, volatile functions)."""
         if e.start < 0:
             raise _Unsupported(f"expression {e.type}: no position in the text")
-        refs = []
-        for sub in e.walk():
+        refs: list[tuple[Expression, str]] = []
+
+        def visit(sub: Expression) -> None:
             if sub.cls == "SUBQUERY":
                 raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
             if sub.cls == "WINDOW":
@@ -882,16 +890,24 @@ class _Planner:
             if sub.cls == "STAR":
                 raise _Unsupported(f"{self.span(e)!r}: a * inside an expression")
             if _is_aggregate(sub):
-                raise _Unsupported(f"{self.span(e)!r}: an aggregate inside an expression")
+                if aggregate_of is None:
+                    raise _Unsupported(f"{self.span(e)!r}: an aggregate inside an expression")
+                refs.append((sub, aggregate_of(sub)))
+                return
             if sub.cls == "FUNCTION" and sub.name and sub.name[-1].lower() in _VOLATILE:
                 raise _Unsupported(f"{self.span(e)!r}: {sub.name[-1]} is volatile")
             if sub.cls == "COLUMN_REF":
-                refs.append(sub)
+                refs.append((sub, column_of(sub)))
+                return
+            for c in sub.children:
+                visit(c)
+
+        visit(e)
         out, at = [], e.start
-        for c in sorted(refs, key=lambda c: c.start):
+        for c, col in sorted(refs, key=lambda r: r[0].start):
             if c.start < at or c.end > e.end:
-                raise _Unsupported(f"{self.span(e)!r}: a column reference without its own position")
-            out += [self.text[at:c.start], placeholder(names.index(column_of(c)))]
+                raise _Unsupported(f"{self.span(e)!r}: a reference without its own position")
+            out += [self.text[at:c.start], placeholder(names.index(col))]
             at = c.end
         out.append(self.text[at:e.end])
         return "".join(out)
@@ -911,7 +927,10 @@ class _Planner:
             raise _Unsupported(f"{', '.join(repr(x) for x in shown)}: {e}") from None
         return SqlMapFilter(schema, node, where, None if select is None else tuple(select), tuple(shown))
 
-    def reduce(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
+    def reduce(self, q: Query, node: Node, scope: _Scope):
+        """The reduce of an aggregated query: its node (with ``HAVING``), the select list as
+        ``(source, name)``, the SQL text of select items that are expressions over group
+        columns and aggregates (by position; their ``source`` is ``""``), and those items' text."""
         group: list[str] = []
         for g in q.group_by:
             if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER":
@@ -974,13 +993,20 @@ class _Planner:
             return c
 
         select: list[tuple[str, str]] = []
+        mapped: dict[int, Expression] = {}
         for e in q.items:
             if e.cls == "COLUMN_REF":
                 select.append((group_column(e), e.alias or e.name[-1]))
             elif _is_aggregate(e):
                 select.append((aggregate(e), e.alias or self.span(e)))
             else:
-                raise _Unsupported(f"select item {self.span(e)!r}: an expression needing SQL over a GROUP BY")
+                # an expression over the groups: SQL over the reduce's output (its aggregates
+                # added to the reduce first: the map reads their columns)
+                for sub in e.walk():
+                    if _is_aggregate(sub):
+                        aggregate(sub)
+                mapped[len(select)] = e
+                select.append(("", e.alias or self.span(e)))
         having = _conjuncts(q.having)
 
         def having_column(e: Expression) -> str:
@@ -997,12 +1023,14 @@ class _Planner:
                 if _is_aggregate(sub):
                     having_column(sub)
         out_schema = self.reduce_schema(node.schema, group, aggs)
-        red = Reduce(out_schema, node, tuple(group), tuple(aggs))
+        red: Node = Reduce(out_schema, node, tuple(group), tuple(aggs))
         if having:
             rtypes = {c.name: c.type for c in out_schema}
             preds = tuple(q for h in having for q in self.predicates(h, having_column, rtypes))
-            return fused(out_schema, red, preds, None), select
-        return red, select
+            red = fused(out_schema, red, preds, None)
+        names = [c.name for c in out_schema]
+        texts = {i: self.sql_text(e, names, group_column, aggregate) for i, e in mapped.items()}
+        return red, select, texts, [self.span(e) for e in mapped.values()]
 
     def reduce_schema(self, schema: Schema, group: list[str], aggs: list[Aggregate]) -> Schema:
         """The reduce's output columns, by the operator's own type rules."""
