@@ -133,6 +133,11 @@ class Definitions:
             if len(set(names)) != len(names):
                 raise SchemaError(f"MATERIALIZED VIEW {s.name}: duplicate column names {names}: alias them")
             coll = self._new_collection(schema)
+            if self._views == "incremental":  # its operators write its contents (colmz.catalog.views)
+                mv = self._maintain(key, s.query, translated, coll, deps, now, s.incremental == "require")
+                self._add(CatalogObject(key, "materialized view", coll, deps, translated,
+                                        uses_now=uses_now(translated), maintained=mv), s)
+                return
             new = consolidate(rows_to_updates(conform(rows, coll.schema, f"MATERIALIZED VIEW {s.name}"), now, 1))
             coll.compare_and_append(new, now, now + 1)
             self._add(CatalogObject(key, "materialized view", coll, deps, translated,
@@ -282,6 +287,8 @@ class Definitions:
                 ContinualTaskStatement: "continual task"}[type(stmt)]
         body = asdict(stmt)
         body.pop("if_not_exists", None)  # how it was created, not what it is
+        if body.get("incremental", "") is None:
+            body.pop("incremental")  # said only when WITH (INCREMENTAL = ...) is
         if kind == "continual task":
             body["body"] = [
                 {"insert": b.query} if isinstance(b, InsertStatement) else {"delete": b.where}

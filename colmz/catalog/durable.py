@@ -68,6 +68,8 @@ from colmz.catalog.objects import (
 )
 from colmz.catalog.store import CatalogStore
 from colmz.continual import ContinualTask
+from colmz.dataflow.maintained import MODES as VIEW_MODES
+from colmz.dataflow.maintained import ViewExplanation
 from colmz.frontier import Frontier
 from colmz.sql import DEFAULT_DATABASE, DEFAULT_SCHEMA, display_name, parse, session
 from colmz.sql.tokens import require_text
@@ -121,6 +123,12 @@ class Catalog:
         read only the catalog's objects -- no ``read_csv``, ``glob``, ``COPY``, ``ATTACH``.
         With the default, as in DuckDB, a query can read any local file the process can:
         pass ``False`` where the SQL comes from someone who should not.
+    views : {"incremental", "recompute"}, default "incremental"
+        How materialized views are maintained (``colmz.dataflow.maintained.MODES``):
+        ``"incremental"`` feeds each commit's changes through the view's operators
+        (``colmz.dataflow``; a view outside their subset is recomputed, with a
+        ``FallbackWarning``), ``"recompute"`` recomputes every view's query at each commit
+        that changes its inputs and diffs it against the previous contents (the oracle).
     create : bool, default True
         ``False`` opens an existing durable catalog only (``FileNotFoundError`` when there is
         none; nothing is created), as ``colmz.Arrangement.open(create=False)``. A catalog
@@ -149,7 +157,11 @@ class Catalog:
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, consensus: str | None = None,
-                 maintain_every: int = 16, external_access: bool = True, create: bool = True):
+                 maintain_every: int = 16, external_access: bool = True, create: bool = True,
+                 views: str = "incremental"):
+        if views not in VIEW_MODES:
+            raise ValueError(f"views must be one of {list(VIEW_MODES)}, got {views!r}")
+        self._views = views
         if isinstance(maintain_every, bool) or not isinstance(maintain_every, int) or maintain_every < 0:
             raise ValueError(f"maintain_every must be a non-negative int, got {maintain_every!r}")
         if not isinstance(create, bool):
@@ -166,7 +178,7 @@ class Catalog:
                       "maintain_failed": 0}
         # What one load gave (durable), replaced together: the engine, the store it loaded
         # through and the mirror of the record. In memory: an engine alone.
-        self._engine = Engine(self._con)
+        self._engine = Engine(self._con, views=views)
         self._store: CatalogStore | None = None
         self._mirror: Mirror | None = None
         if path is None and consensus is not None:
@@ -242,6 +254,18 @@ class Catalog:
     def task(self, name: Key | tuple[str, ...]) -> ContinualTask:
         """The :class:`colmz.ContinualTask` behind continual task ``name``."""
         return self._engine.task(name)
+
+    def explain(self, name: Key | tuple[str, ...]) -> ViewExplanation:
+        """How materialized view ``name`` is maintained: its plan, each node's strategy and
+        cost class, the state it holds and the rows it touched at the last commit (the text
+        of ``EXPLAIN MATERIALIZED VIEW name``).
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k BIGINT, v BIGINT)")
+        >>> cat.execute("CREATE MATERIALIZED VIEW s AS SELECT k, count(*) AS n FROM t GROUP BY k")
+        >>> print(cat.explain("s").lines[0])
+        materialized view s: incremental (each commit's deltas through the operators)
+        """
+        return self._reading(lambda: self._engine.explain(name))
 
     # ------------------------------------------------------------------ reads and writes
 
@@ -358,7 +382,7 @@ class Catalog:
         object's contents, every task resumed and the result committed; nothing of this
         handle is changed."""
         store = CatalogStore(self._loc)
-        engine = Engine(self._con, durable=True)
+        engine = Engine(self._con, durable=True, views=self._views)
         mirror = Mirror()
         state = store.load()
         if state is None:

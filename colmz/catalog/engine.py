@@ -18,9 +18,12 @@ including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=no
   unchanged; a durable catalog has persisted ``now`` sealed and refuses it.
 * After the tables are written at ``T``, every derived object is brought to ``T`` in creation
   order, so an object only reads objects created before it and a task reading another task
-  sees that task's write at ``T``. A materialized view is recomputed from its query when
-  something it reads changed at ``T`` (always, when it calls ``mz_now()``) and the difference
-  written at ``T``. A continual task runs :meth:`colmz.ContinualTask.run`.
+  sees that task's write at ``T``. A materialized view is fed the changes its inputs
+  committed at ``T`` through its operators and writes its own change at ``T``
+  (:mod:`colmz.catalog.views`); with ``views="recompute"``, or for a view outside the
+  operators' subset, its query is recomputed when something it reads changed at ``T``
+  (always, when it calls ``mz_now()``) and the difference written. A continual task runs
+  :meth:`colmz.ContinualTask.run`.
 * A call that raises -- a bad statement, a continual task's guard rail, or the ``persist``
   step a durable catalog passes (its commit) -- rolls every collection and task back as it
   was (``colmz.rollback``: the engine, its objects, their collections and tasks declare
@@ -37,6 +40,7 @@ an engine and commits what it holds to the store; an engine knows nothing of sto
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -48,11 +52,15 @@ from colmz.catalog.objects import (
     Key,
     changes_at,
     copy_schemas,
+    definition_key,
     key_of,
     relation_of,
 )
 from colmz.catalog.queries import Queries
+from colmz.catalog.views import Views
 from colmz.continual import ContinualTask, MemoryCollection
+from colmz.dataflow.maintained import MODES as VIEW_MODES
+from colmz.dataflow.maintained import FallbackWarning
 from colmz.errors import NegativeMultiplicity
 from colmz.frontier import MAX_TIME, check_time
 from colmz.ops import concat, consolidate
@@ -62,6 +70,7 @@ from colmz.sql import (
     DEFAULT_DATABASE,
     DEFAULT_SCHEMA,
     DeleteStatement,
+    ExplainView,
     InsertStatement,
     Query,
     Show,
@@ -87,7 +96,7 @@ __all__ = ["Engine"]
 Persist = Callable[[], None] | None
 
 
-class Engine(Definitions, Queries):
+class Engine(Definitions, Queries, Views):
     """Named collections at logical times, in memory (module docstring).
 
     Parameters
@@ -97,6 +106,8 @@ class Engine(Definitions, Queries):
     durable : bool, default False
         Whether a durable catalog drives this engine: ``now`` is then persisted sealed, so
         a write at ``time=now`` is refused.
+    views : {"incremental", "recompute"}, default "incremental"
+        How materialized views are maintained (``colmz.Catalog``'s ``views``).
 
     Examples
     --------
@@ -113,7 +124,10 @@ class Engine(Definitions, Queries):
     #: configuration are not (tests/colmz/test_rollback.py says why for each).
     ROLLBACK_FIELDS = ("_objects", "_order", "_now", "_defs", "_at_now", "_schemas")
 
-    def __init__(self, connection, *, durable: bool = False):
+    def __init__(self, connection, *, durable: bool = False, views: str = "incremental"):
+        if views not in VIEW_MODES:
+            raise ValueError(f"views must be one of {list(VIEW_MODES)}, got {views!r}")
+        self._views = views
         self._con = connection
         self._durable = durable
         self._objects: dict[Key, CatalogObject] = {}
@@ -203,17 +217,19 @@ class Engine(Definitions, Queries):
         return self.answer(self.query_statement(query), as_of)
 
     @staticmethod
-    def query_statement(query: str) -> Query | Show:
-        """The one query (or ``SHOW``) ``query`` holds, parsed (``SQLError`` otherwise)."""
+    def query_statement(query: str) -> Query | Show | ExplainView:
+        """The one query (or ``SHOW``, ``EXPLAIN``) ``query`` holds, parsed (``SQLError`` otherwise)."""
         stmts = parse(require_text(query, "query"))
-        if len(stmts) != 1 or not isinstance(stmts[0], (Query, Show)):
+        if len(stmts) != 1 or not isinstance(stmts[0], (Query, Show, ExplainView)):
             raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES, TABLE or SHOW); use cat.execute for statements")
         return stmts[0]
 
-    def answer(self, s: Query | Show, as_of: int | None = None) -> pa.Table:
+    def answer(self, s: Query | Show | ExplainView, as_of: int | None = None) -> pa.Table:
         """The result of the parsed query ``s`` (:meth:`query_statement`) as of ``as_of``."""
         if isinstance(s, Show):
             return self._show(s)
+        if isinstance(s, ExplainView):
+            return self.explain_rows(s)
         if s.as_of is not None and as_of is not None and s.as_of != as_of:
             raise ValueError(f"the query says AS OF {s.as_of} and as_of={as_of} is given: give one")
         when = s.as_of if s.as_of is not None else as_of
@@ -251,12 +267,14 @@ class Engine(Definitions, Queries):
                         )
                     self._write(s, commit_at, pending)
                     result = None
-                elif isinstance(s, (Query, Show)):
+                elif isinstance(s, (Query, Show, ExplainView)):
                     if pending or self._wrote(stmts[:i], commit_at):
                         self._commit(commit_at, pending)
                         pending = {}
                     if isinstance(s, Show):
                         result = self._show(s)
+                    elif isinstance(s, ExplainView):
+                        result = self.explain_rows(s)
                     else:
                         when = self.as_of(s.as_of)
                         result = rename_like_postgres(self._query(s.sql, when, {}), s.sql)
@@ -371,7 +389,10 @@ class Engine(Definitions, Queries):
         for name in self._order:
             obj = self._objects[name]
             if obj.kind == "materialized view":
-                if self._recompute(obj, t, force=obj.uses_now or bool(obj.deps & changed)):
+                if obj.maintained is not None:  # its operators, fed the deltas (colmz.catalog.views)
+                    if len(obj.maintained.step(t, self._deltas_at(obj.deps & changed, t))):
+                        changed.add(name)
+                elif self._recompute(obj, t, force=obj.uses_now or bool(obj.deps & changed)):
                     changed.add(name)
             elif obj.kind == "continual task":
                 done = obj.task.stats["times_processed"]
@@ -473,6 +494,14 @@ class Engine(Definitions, Queries):
             c = obj.collection
             if obj.kind == "table" and c.upper < self._now + 1:
                 c.compare_and_append(Updates.empty(obj.schema), c.upper, self._now + 1)
+            elif obj.kind == "materialized view" and self._views == "incremental":
+                # The operators' state is rebuilt by one computation over the inputs; the sink
+                # writes only a difference from the persisted view.
+                st = next(d["stmt"] for d in self._defs if definition_key(d) == name)
+                with warnings.catch_warnings():  # CREATE warned of a Fallback already
+                    warnings.simplefilter("ignore", FallbackWarning)
+                    obj.maintained = self._maintain(name, st["query"], obj.query, c, obj.deps, self._now)
+                obj.contents = None
             elif obj.kind == "materialized view" and c.upper < self._now + 1:
                 rows = conform(self._query_at(obj.query, self._now), obj.schema,
                                f"MATERIALIZED VIEW {display_name(name)}")

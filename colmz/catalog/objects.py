@@ -63,8 +63,9 @@ class CatalogObject:
 
     #: What a failing catalog call may change (``colmz.rollback``): the collection's and the
     #: task's state, both rolled back in place (they are shared: a task writes the
-    #: collection, views and tasks read it), and a view's contents. The rest is its definition.
-    ROLLBACK_FIELDS = ("collection", "task", "contents")
+    #: collection, views and tasks read it), a view's contents and its operators' state. The
+    #: rest is its definition.
+    ROLLBACK_FIELDS = ("collection", "task", "contents", "maintained")
 
     name: Key
     kind: str  # "table", "materialized view", "continual task"
@@ -73,7 +74,8 @@ class CatalogObject:
     query: str | None = None  # a materialized view's translated query
     uses_now: bool = False
     task: ContinualTask | None = None
-    contents: Updates | None = None  # a materialized view's contents at now
+    contents: Updates | None = None  # a materialized view's contents at now (views="recompute")
+    maintained: object = None  # a materialized view's operators (colmz.dataflow.maintained.MaintainedView)
 
     @property
     def schema(self) -> tuple[ColumnSpec, ...]:

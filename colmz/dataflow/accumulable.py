@@ -325,6 +325,11 @@ class Accumulators:
     def runs(self) -> int:
         return len(self._runs)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the runs' arrays (encoded keys and accumulator columns)."""
+        return sum(keys.nbytes + sum(c.nbytes for c in cols) for keys, _, cols in self._runs)
+
     def lookup(self, q: np.ndarray, ql: Layout) -> list[np.ndarray]:
         """The accumulators of each key of ``q`` (zeros where absent)."""
         m = len(q)

@@ -177,6 +177,11 @@ class KeyedArrangement:
         """Rows held over all runs (a row in two runs counts twice)."""
         return sum(len(r.diff) for r in self._runs)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the runs' arrays (encoded keys, values and diffs)."""
+        return sum(a.nbytes for r in self._runs for a in (r.keys, r.vals, r.diff))
+
     def __repr__(self) -> str:
         return (f"KeyedArrangement(key={list(self.key)}, {len(self)} rows in {len(self._runs)} runs, "
                 f"since {self._since})")

@@ -33,8 +33,14 @@ The incremental subset today: single-table queries and equi-joins (inner, ``LEFT
 types in one query as a :class:`~colmz.dataflow.collate.Collation` of two reduces, as
 Materialize does); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OFFSET``
 (``ORDER BY`` without them orders nothing a view keeps and is dropped, as Materialize does);
-``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming. Every other construct --
-scalar expressions needing SQL, ``WITH``, subqueries in expressions, window functions,
+``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming; select items and
+``WHERE`` (and inner-join ``ON``) conjuncts needing SQL -- a :class:`SqlMapFilter`, the
+user's text with column references as placeholders, translated and run by DuckDB on each
+delta (:mod:`colmz.dataflow.sqlmap`), unless it calls a volatile function -- select items
+over a ``GROUP BY``'s columns and aggregates are such a segment over the reduce's output.
+Every other construct -- expressions inside aggregates, in ``GROUP BY`` or ``HAVING``,
+``WITH``, subqueries in
+expressions, window functions,
 ``DISTINCT`` / ``FILTER`` aggregates, ``USING`` / ``NATURAL`` / cross joins, ``INTERSECT``,
 text ordered by a collation, ... -- is a :class:`Fallback` whose reason names it.
 
@@ -85,6 +91,8 @@ from colmz.dataflow.mapfilter import Column, Compare, IsNull
 from colmz.dataflow.mapfilter import MapFilter as MapFilterOp
 from colmz.dataflow.minmax import Max, Min, MinMaxReduce
 from colmz.dataflow.outer import OuterJoin
+from colmz.dataflow.sqlmap import SqlMapFilter as SqlMapFilterOp
+from colmz.dataflow.sqlmap import placeholder
 from colmz.dataflow.step import as_schema
 from colmz.dataflow.topk import OrderBy
 from colmz.dataflow.topk import TopK as TopKOp
@@ -94,7 +102,7 @@ from colmz.sql.tree import Expression, Query, Table, parse_tree
 from colmz.updates import SchemaError, Updates, widen
 
 __all__ = ["Aggregate", "CollatedReduce", "Distinct", "Fallback", "fused", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
-           "Node", "Pipeline", "Plan", "PlanError", "Reduce", "Comparison", "Threshold", "TopK", "Union",
+           "Node", "Pipeline", "Plan", "PlanError", "Reduce", "Comparison", "SqlMapFilter", "Threshold", "TopK", "Union",
            "plan", "render"]
 
 Schema = tuple[ColumnSpec, ...]
@@ -314,11 +322,36 @@ class Negate(Node):
 
 
 @dataclass(frozen=True)
+class SqlMapFilter(Node):
+    """A Map/Filter segment whose expressions need SQL (:mod:`colmz.dataflow.sqlmap`):
+    ``where`` predicates and ``select`` ``(text, name)`` items, the user's PostgreSQL text
+    with each column reference replaced by the placeholder of its input column; ``shown``
+    the user's text of each, for EXPLAIN."""
+
+    input: Node | None = None
+    where: tuple[str, ...] = ()
+    select: tuple[tuple[str, str], ...] | None = None
+    shown: tuple[str, ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"MapFilter via SQL [{', '.join(self.shown)}] (one DuckDB call per commit)"
+
+
+@dataclass(frozen=True)
 class Fallback(Node):
-    """A subtree (``text``, the query block) not maintained incrementally, and why."""
+    """A subtree (``text``, the query block) not maintained incrementally, and why.
+
+    ``query`` is the subtree's runnable query (a ``FROM`` subquery's text) when the planner
+    was given ``subquery_schema`` to type it: such a Fallback has its output ``schema`` and
+    renders (``render(..., fallback=)``) as that query recomputed; ``""`` otherwise."""
 
     text: str = ""
     reason: str = ""
+    query: str = ""
 
     def describe(self) -> str:
         return f"Fallback {self.text!r}"
@@ -406,6 +439,11 @@ _ACCUMULABLE = {"count": acc.Count, "count_star": acc.Count, "sum": acc.Sum, "av
                 "var_samp": acc.VarSamp, "variance": acc.VarSamp, "var_pop": acc.VarPop,
                 "stddev_samp": acc.StddevSamp, "stddev": acc.StddevSamp, "stddev_pop": acc.StddevPop}
 _HIERARCHICAL = {"min": Min, "max": Max}
+#: Functions whose value is not a function of their arguments: never evaluated on a delta.
+_VOLATILE = frozenset({"random", "setseed", "gen_random_uuid", "uuid", "uuidv4", "uuidv7", "now",
+                       "current_timestamp", "current_date", "current_time", "localtime", "localtimestamp",
+                       "clock_timestamp", "statement_timestamp", "transaction_timestamp", "timeofday",
+                       "nextval", "currval", "mz_now", "get_current_time", "today", "txid_current"})
 
 
 @functools.cache
@@ -521,9 +559,10 @@ def _constant(value, t: pa.DataType):
 
 
 class _Planner:
-    def __init__(self, text: str, schemas: Mapping[str, Schema]):
+    def __init__(self, text: str, schemas: Mapping[str, Schema], subquery_schema=None):
         self.text = text
         self.schemas = schemas
+        self.subquery_schema = subquery_schema
         self.used: dict[str, Schema] = {}
         self.counter = 0
 
@@ -612,7 +651,7 @@ class _Planner:
                 raise _Unsupported(f"column aliases on subquery {t.alias!r}")
             inner = self.query(t.subquery)
             if isinstance(inner, Fallback):
-                raise _Unsupported(f"subquery {t.alias!r}: {inner.reason}")
+                inner = self.subtree(inner, t)
             cols = tuple((c.name, f"{t.alias}.{c.name}") for c in inner.schema)
             node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner,
                              (), cols)
@@ -747,7 +786,8 @@ class _Planner:
         if q.from_ is None:
             raise _Unsupported("SELECT without FROM (a constant relation)")
         for what, present in (("QUALIFY", q.qualify is not None), ("USING SAMPLE", q.sampled),
-                              ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING")):
+                              ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING"),
+                              ("GROUPING SETS / ROLLUP / CUBE", len(q.grouping_sets) > 1)):
             if present:
                 raise _Unsupported(what)
         for e in (*q.items, *(x for x in (q.where, q.having) if x is not None), *q.group_by):
@@ -759,17 +799,29 @@ class _Planner:
         node, sources, conds = self.table(q.from_)
         scope = _Scope(sources)
         where = _conjuncts(q.where)
-        if isinstance(node, Join) and node.kind == "inner" and not node.on:
+        # conjuncts the operators cannot evaluate natively: SQL over the delta, after the FROM
+        inner = isinstance(node, Join) and node.kind == "inner" and not node.on
+        sql_where = [c for c in (conds + where if inner else where) if not self.native(c, scope, sources)]
+        if inner:
+            conds = [c for c in conds if not any(c is x for x in sql_where)]
+        where = [c for c in where if not any(c is x for x in sql_where)]
+        if inner:
             node = self.place(node, sources, conds + where)
         else:
             node = self.place(node, sources, conds)
             if where:
                 types = {c.name: c.type for c in node.schema}
                 node = fused(node.schema, node, tuple(q for c in where for q in self.predicates(c, scope.column, types)), None)
+        if sql_where:
+            names = [c.name for c in node.schema]
+            node = self.sql_segment(node, tuple(self.sql_text(c, names, scope.column) for c in sql_where), None,
+                                    [self.span(c) for c in sql_where])
         aggregated = bool(q.group_by) or q.having is not None or any(
             _is_aggregate(s) for e in q.items for s in e.walk())
+        sql_items: dict[int, Expression] = {}
+        agg_sql: dict[int, str] = {}
         if aggregated:
-            node, select = self.reduce(q, node, scope)
+            node, select, agg_sql, shown_agg = self.reduce(q, node, scope)
         else:
             select = []
             for e in q.items:
@@ -779,14 +831,106 @@ class _Planner:
                     select.extend((p, n) for n, p in scope.star(e.relation))
                 elif e.cls == "COLUMN_REF":
                     select.append((scope.column(e), e.alias or e.name[-1]))
-                else:
-                    raise _Unsupported(f"select item {self.span(e)!r}: a scalar expression needing SQL")
+                else:  # a scalar expression: SQL over the delta (one DuckDB call per commit)
+                    sql_items[len(select)] = e
+                    select.append(("", e.alias or self.span(e)))
         select = _unique(select)
+        if sql_items or agg_sql:
+            names = [c.name for c in node.schema]
+            items = [(agg_sql[i] if i in agg_sql else
+                      self.sql_text(sql_items[i], names, scope.column) if i in sql_items
+                      else placeholder(names.index(src)), n) for i, (src, n) in enumerate(select)]
+            shown = [self.span(e) for e in sql_items.values()] if sql_items else shown_agg
+            node = self.sql_segment(node, (), items, shown)
+            return self.modifiers(node, q)
         types = {c.name: c.type for c in node.schema}
         node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
         return self.modifiers(node, q)
 
-    def reduce(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
+    def subtree(self, f: Fallback, t: Table) -> Fallback:
+        """A ``FROM`` subquery that falls back, as a Fallback leaf recomputing its own query
+        (typed by ``subquery_schema``); ``_Unsupported`` (the enclosing query falls back) when
+        the planner has no way to type it or the typing refuses."""
+        text = self.text[t.start:t.end].strip() if t.start >= 0 else ""
+        if text.startswith("(") and text.endswith(")"):
+            text = text[1:-1].strip()
+        schema = self.subquery_schema(text) if (self.subquery_schema is not None and text) else None
+        if schema is None:
+            raise _Unsupported(f"subquery {t.alias!r}: {f.reason}")
+        return Fallback(as_schema(schema, f"subquery {t.alias!r}"), f.text, f.reason, text)
+
+    def native(self, e: Expression, scope: _Scope, sources: list[_Source]) -> bool:
+        """Whether conjunct ``e`` is an equality of columns or a native predicate."""
+        try:
+            if self.equality(e, scope) is not None:
+                return True
+            types = {p: t for s in sources for p, t in s.columns.values()}
+            self.predicates(e, scope.column, types)
+            return True
+        except (_Unsupported, PlanError):
+            # PlanError: the predicate binds an expression where a column goes (``v % 2 = 0``);
+            # an unknown column is refused by binding the SQL text's column references
+            return False
+
+    def sql_text(self, e: Expression, names: list[str], column_of, aggregate_of=None) -> str:
+        """The user's text of ``e`` with each column reference replaced by the placeholder of
+        its column among ``names`` (the segment's input) -- and, with ``aggregate_of`` (over a
+        reduce's output), each aggregate call by its output column's; ``_Unsupported`` for
+        what SQL over a delta cannot evaluate (subqueries, window functions, aggregates
+        without ``aggregate_of``, volatile functions)."""
+        if e.start < 0:
+            raise _Unsupported(f"expression {e.type}: no position in the text")
+        refs: list[tuple[Expression, str]] = []
+
+        def visit(sub: Expression) -> None:
+            if sub.cls == "SUBQUERY":
+                raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
+            if sub.cls == "WINDOW":
+                raise _Unsupported(f"a window function ({self.span(sub)!r})")
+            if sub.cls == "STAR":
+                raise _Unsupported(f"{self.span(e)!r}: a * inside an expression")
+            if _is_aggregate(sub):
+                if aggregate_of is None:
+                    raise _Unsupported(f"{self.span(e)!r}: an aggregate inside an expression")
+                refs.append((sub, aggregate_of(sub)))
+                return
+            if sub.cls == "FUNCTION" and sub.name and sub.name[-1].lower() in _VOLATILE:
+                raise _Unsupported(f"{self.span(e)!r}: {sub.name[-1]} is volatile")
+            if sub.cls == "COLUMN_REF":
+                refs.append((sub, column_of(sub)))
+                return
+            for c in sub.children:
+                visit(c)
+
+        visit(e)
+        out, at = [], e.start
+        for c, col in sorted(refs, key=lambda r: r[0].start):
+            if c.start < at or c.end > e.end:
+                raise _Unsupported(f"{self.span(e)!r}: a reference without its own position")
+            out += [self.text[at:c.start], placeholder(names.index(col))]
+            at = c.end
+        out.append(self.text[at:e.end])
+        return "".join(out)
+
+    def sql_segment(self, node: Node, where: tuple[str, ...], select, shown: list[str]) -> Node:
+        """A :class:`SqlMapFilter` over ``node``, its output types DuckDB's for the
+        translated segment (``_Unsupported`` naming the error when it does not translate or bind)."""
+        from colmz.sql.errors import SQLError
+
+        if isinstance(node, SqlMapFilter) and node.select is None:
+            # one segment: a filter's output columns are its input's, so the placeholders of
+            # ``where`` and ``select`` read the same columns (one DuckDB call, not two)
+            where, shown, node = node.where + where, [*node.shown, *shown], node.input
+        try:
+            schema = SqlMapFilterOp(node.schema, where, select).schema
+        except (SQLError, TypeError, ValueError) as e:
+            raise _Unsupported(f"{', '.join(repr(x) for x in shown)}: {e}") from None
+        return SqlMapFilter(schema, node, where, None if select is None else tuple(select), tuple(shown))
+
+    def reduce(self, q: Query, node: Node, scope: _Scope):
+        """The reduce of an aggregated query: its node (with ``HAVING``), the select list as
+        ``(source, name)``, the SQL text of select items that are expressions over group
+        columns and aggregates (by position; their ``source`` is ``""``), and those items' text."""
         group: list[str] = []
         for g in q.group_by:
             if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER":
@@ -849,13 +993,20 @@ class _Planner:
             return c
 
         select: list[tuple[str, str]] = []
+        mapped: dict[int, Expression] = {}
         for e in q.items:
             if e.cls == "COLUMN_REF":
                 select.append((group_column(e), e.alias or e.name[-1]))
             elif _is_aggregate(e):
                 select.append((aggregate(e), e.alias or self.span(e)))
             else:
-                raise _Unsupported(f"select item {self.span(e)!r}: an expression needing SQL over a GROUP BY")
+                # an expression over the groups: SQL over the reduce's output (its aggregates
+                # added to the reduce first: the map reads their columns)
+                for sub in e.walk():
+                    if _is_aggregate(sub):
+                        aggregate(sub)
+                mapped[len(select)] = e
+                select.append(("", e.alias or self.span(e)))
         having = _conjuncts(q.having)
 
         def having_column(e: Expression) -> str:
@@ -872,12 +1023,14 @@ class _Planner:
                 if _is_aggregate(sub):
                     having_column(sub)
         out_schema = self.reduce_schema(node.schema, group, aggs)
-        red = Reduce(out_schema, node, tuple(group), tuple(aggs))
+        red: Node = Reduce(out_schema, node, tuple(group), tuple(aggs))
         if having:
             rtypes = {c.name: c.type for c in out_schema}
             preds = tuple(q for h in having for q in self.predicates(h, having_column, rtypes))
-            return fused(out_schema, red, preds, None), select
-        return red, select
+            red = fused(out_schema, red, preds, None)
+        names = [c.name for c in out_schema]
+        texts = {i: self.sql_text(e, names, group_column, aggregate) for i, e in mapped.items()}
+        return red, select, texts, [self.span(e) for e in mapped.values()]
 
     def reduce_schema(self, schema: Schema, group: list[str], aggs: list[Aggregate]) -> Schema:
         """The reduce's output columns, by the operator's own type rules."""
@@ -984,13 +1137,16 @@ def _unique(select: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
+def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None) -> Plan:
     """The relational plan of ``query_text`` (one ``SELECT``) over tables ``schemas``
     (a mapping of table name to its columns: a mapping of name to Arrow type, or ``ColumnSpec`` s).
 
     Raises :class:`colmz.sql.SQLError` when DuckDB cannot parse the text or it is not one
     query, :class:`PlanError` when a name does not bind. What is outside the incremental
-    subset is a :class:`Fallback` node (see the module docstring).
+    subset is a :class:`Fallback` node (see the module docstring). ``subquery_schema(text)``,
+    when given, types a ``FROM`` subquery that falls back (its output columns, or ``None``):
+    that subquery becomes a Fallback leaf of its own (``Fallback.query``) and the query
+    around it is planned.
 
     >>> import pyarrow as pa
     >>> p = plan("SELECT t.k, u.w FROM t JOIN u ON t.k = u.k WHERE u.w IS NOT NULL",
@@ -1001,8 +1157,8 @@ def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
         Get t AS t (k AS t.k)  -- incremental O(delta)
         MapFilter where=[u.w IS NOT NULL]  -- incremental O(delta)
           Get u AS u (k AS u.k, w AS u.w)  -- incremental O(delta)
-    >>> plan("SELECT upper(w) FROM u", {"u": {"w": pa.string()}}).fallbacks()[0].reason
-    "select item 'upper(w)': a scalar expression needing SQL"
+    >>> plan("SELECT upper(w) || random() FROM u", {"u": {"w": pa.string()}}).fallbacks()[0].reason
+    "'upper(w) || random()': random is volatile"
     """
     if not isinstance(schemas, Mapping):
         raise TypeError(f"schemas must be a mapping of table name to columns, got {type(schemas).__name__}")
@@ -1014,7 +1170,7 @@ def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
     stmts = parse_tree(query_text)
     if len(stmts) != 1:
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
-    p = _Planner(query_text, checked)
+    p = _Planner(query_text, checked, subquery_schema)
     root = p.query(stmts[0])
     return Plan(root, query_text, dict(p.used))
 
@@ -1068,24 +1224,34 @@ class _Step:
         self.inputs = inputs
         self.table = table
         self.schema = node.schema
+        # rows into and out of the operator at its last step (EXPLAIN's rows touched)
+        self.rows_in = 0
+        self.rows_out = 0
 
     def step(self, time: int, deltas: Mapping[str, Updates], tables: Mapping[str, Schema]) -> Updates:
         if self.table is not None:
             d = deltas.get(self.table)
             if d is None:
                 d = Updates.empty(tables[self.table])
-            return self.op.step(time, d)
+            out = self.op.step(time, d)
+            self.rows_in, self.rows_out = len(d), len(out)
+            return out
         ins = [i.step(time, deltas, tables) for i in self.inputs]
-        return self.op.step(time, *ins)
+        out = self.op.step(time, *ins)
+        self.rows_in, self.rows_out = sum(len(i) for i in ins), len(out)
+        return out
 
 
-def _render(node: Node, tables: Mapping[str, Schema]) -> _Step:
+def _render(node: Node, tables: Mapping[str, Schema], fallback=None) -> _Step:
     if isinstance(node, Fallback):
-        raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering a recomputed subtree is absent")
+        if fallback is None or not node.query:
+            raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering it needs fallback= "
+                             "and a Fallback with its own query")
+        return _Step(node, fallback(node), [])
     if isinstance(node, Get):
         op = MapFilterOp(tables[node.table], select=[Column(s, n) for s, n in node.columns])
         return _Step(node, op, [], node.table)
-    ins = [_render(i, tables) for i in node.inputs]
+    ins = [_render(i, tables, fallback) for i in node.inputs]
     if isinstance(node, MapFilter):
         op = MapFilterOp(ins[0].schema, where=[_predicate_operator(p) for p in node.where],
                          select=None if node.select is None else [Column(s, n) for s, n in node.select])
@@ -1098,6 +1264,8 @@ def _render(node: Node, tables: Mapping[str, Schema]) -> _Step:
             filt = MapFilterOp(op.schema, where=[_predicate_operator(p) for p in node.residual])
             return _Step(node, filt, [step])
         return step
+    elif isinstance(node, SqlMapFilter):
+        op = SqlMapFilterOp(ins[0].schema, node.where, node.select)
     elif isinstance(node, Reduce):
         op = _reduce_operator(ins[0].schema, node.group_by, node.aggregates)
     elif isinstance(node, Distinct):
@@ -1125,10 +1293,10 @@ class Pipeline:
     #: operator leaves all of them as they were.
     ROLLBACK_FIELDS = ("_operators",)
 
-    def __init__(self, p: Plan):
+    def __init__(self, p: Plan, fallback=None):
         self.plan = p
         self.tables = dict(p.tables)
-        self._root = _render(p.root, self.tables)
+        self._root = _render(p.root, self.tables, fallback)
         self.schema: Schema = self._root.schema
         self._operators: list = []
         stack = [self._root]
@@ -1142,6 +1310,19 @@ class Pipeline:
         """The operators, root first (for inspection and their work counters)."""
         return list(self._operators)
 
+    def steps(self) -> list[tuple[int, Node, object, int, int]]:
+        """``(depth, node, operator, rows in, rows out at the last step)`` per rendered
+        operator, preorder (a join's residual filter is a step of the join's node, above it)."""
+        out: list[tuple[int, Node, object, int, int]] = []
+
+        def walk(s: _Step, depth: int) -> None:
+            out.append((depth, s.node, s.op, s.rows_in, s.rows_out))
+            for i in s.inputs:
+                walk(i, depth + 1)
+
+        walk(self._root, 0)
+        return out
+
     def step(self, time, deltas: Mapping[str, Updates]) -> Updates:
         if not isinstance(deltas, Mapping):
             raise TypeError(f"deltas must be a mapping of table name to Updates, got {type(deltas).__name__}")
@@ -1153,9 +1334,11 @@ class Pipeline:
             return self._root.step(time, deltas, self.tables)
 
 
-def render(p: Plan) -> Pipeline:
+def render(p: Plan, fallback=None) -> Pipeline:
     """The :class:`Pipeline` of plan ``p``; ``ValueError`` naming the reason when ``p`` holds
-    a :class:`Fallback` (recomputing a subtree is absent).
+    a :class:`Fallback` and no ``fallback``. ``fallback(node)`` gives the operator of a
+    Fallback leaf with its own query (``step(time) -> Updates`` of its output's change:
+    ``colmz.dataflow.maintained`` recomputes the subquery).
 
     >>> import colmz, pyarrow as pa
     >>> pipe = render(plan("SELECT k, count(*) AS c FROM t GROUP BY k", {"t": {"k": pa.int64()}}))
@@ -1164,4 +1347,4 @@ def render(p: Plan) -> Pipeline:
     """
     if not isinstance(p, Plan):
         raise TypeError(f"render takes a Plan, got {type(p).__name__}")
-    return Pipeline(p)
+    return Pipeline(p, fallback)

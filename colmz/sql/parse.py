@@ -28,6 +28,7 @@ __all__ = [
     "ContinualTaskStatement",
     "CreateDatabase",
     "CreateMaterializedView",
+    "ExplainView",
     "Show",
     "CreateSchema",
     "CreateTable",
@@ -97,6 +98,17 @@ class CreateMaterializedView:
     query: str
     qualifier: tuple[str, ...] = ()
     if_not_exists: bool = False
+    #: ``WITH (INCREMENTAL = 'require' | 'allow')``: ``'require'`` refuses a view its
+    #: operators cannot maintain (``colmz.dataflow.maintained``); ``None``: not said (allow).
+    incremental: str | None = None
+
+
+@dataclass
+class ExplainView:
+    """``EXPLAIN MATERIALIZED VIEW name``: how the view is maintained (rows of text)."""
+
+    name: str
+    qualifier: tuple[str, ...] = ()
 
 
 @dataclass
@@ -270,6 +282,26 @@ def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
     return cols
 
 
+def _view_options(cur: _Cursor, view: str) -> str:
+    """``WITH (INCREMENTAL [=] 'require' | 'allow')`` after a view's name: the mode; any
+    other option is unsupported."""
+    cur.expect("WITH")
+    if not cur.at("("):
+        raise SQLError(f"CREATE MATERIALIZED VIEW {view} WITH: expected (options)")
+    close = cur.matching()
+    toks = cur.toks[cur.pos + 1:close]
+    if toks and toks[-1].kind == "string" and toks[0].upper == "INCREMENTAL" and (
+            len(toks) == 2 or (len(toks) == 3 and toks[1].text == "=")):
+        value = toks[-1].text[1:-1].lower()
+        if value not in ("require", "allow"):
+            raise SQLError(f"CREATE MATERIALIZED VIEW {view}: INCREMENTAL takes 'require' or 'allow', "
+                           f"got {toks[-1].text}")
+        cur.pos = close + 1
+        return value
+    _unsupported(f"CREATE MATERIALIZED VIEW ... WITH ({cur.span(cur.pos + 1, close)}) "
+                 "(the option colmz reads is INCREMENTAL = 'require' | 'allow')")
+
+
 def _name_list(cur: _Cursor) -> list[str]:
     close = cur.matching()
     names = [cur.toks[a].name for a, b in _split(cur.toks, cur.pos + 1, close, ",")]
@@ -318,10 +350,13 @@ def _statement(cur: _Cursor):
         cols = _name_list(cur) if cur.at("(") else None
         if cur.accept("IN", "CLUSTER"):
             cur.name()
-        if cur.at("WITH"):
-            _unsupported("CREATE MATERIALIZED VIEW ... WITH (options)")
+        incremental = _view_options(cur, name) if cur.at("WITH") else None
         cur.expect("AS")
-        return CreateMaterializedView(name, cols, cur.rest(), qual, if_not_exists)
+        return CreateMaterializedView(name, cols, cur.rest(), qual, if_not_exists, incremental)
+    if cur.accept("EXPLAIN", "MATERIALIZED", "VIEW"):
+        name, qual = cur.object_name()
+        _done(cur, "EXPLAIN MATERIALIZED VIEW")
+        return ExplainView(name, qual)
     if cur.accept("CREATE", "SCHEMA"):
         if_not_exists = cur.accept("IF", "NOT", "EXISTS")
         parts = cur.qualified()

@@ -227,6 +227,9 @@ class Query:
     setop_all: bool = False
     sampled: bool = False
     aggregate_handling: str = "STANDARD_HANDLING"
+    #: The grouping sets, each as positions in ``group_by`` (one set for a plain
+    #: ``GROUP BY``; several for ``ROLLUP``, ``CUBE``, ``GROUPING SETS``).
+    grouping_sets: tuple[tuple[int, ...], ...] = ()
 
 
 # ---------------------------------------------------------------------------- reading JSON
@@ -405,6 +408,7 @@ class _Reader:
                 self.expressions(node.get("group_expressions", [])), one("having"), one("qualify"),
                 modifiers, ctes, sampled=node.get("sample") is not None,
                 aggregate_handling=node.get("aggregate_handling", "STANDARD_HANDLING"),
+                grouping_sets=tuple(tuple(g) for g in node.get("group_sets", ())),
             )
         if kind == "SET_OPERATION_NODE":
             branches = node.get("children") or [node["left"], node["right"]]

@@ -1,0 +1,413 @@
+"""``MaintainedView``: a materialized view kept by its operators, fed each commit's deltas.
+
+Design
+------
+A catalog's ``CREATE MATERIALIZED VIEW`` (``colmz.Catalog(views="incremental")``, the
+default) builds one :class:`MaintainedView`: the query is planned (:func:`colmz.dataflow.plan.plan`)
+against the schemas of the objects it reads, rendered into operators
+(:func:`colmz.dataflow.plan.render`) and fed once the inputs' contents at the creation time
+(one initial computation); from then on, at each commit ``T``, :meth:`MaintainedView.step`
+feeds the operators the changes its inputs -- tables, views, continual tasks -- committed at
+``T`` (the catalog steps views in creation order, so an input view has written its change
+at ``T`` before a view reading it steps). The root's change goes through a
+:class:`~colmz.dataflow.ViewSink` into the view's collection: *desired* into a
+``Correction``, what was written fed back as *persisted*, ``updates_before(T + 1)``
+appended (Materialize's materialized-view sink). Neither the view nor its sink keeps the
+view's previous result to diff against; the operators' state is their arrangements.
+
+A plan holding a ``Fallback`` (a construct outside the operators' subset, named by its
+reason), whose output columns the operators type differently from the query (PostgreSQL's
+types, as the recompute path gives them), or whose names resolve differently from the
+catalog's, is maintained by :class:`Recompute`: at a commit changing one of its inputs (every
+commit for a view calling ``mz_now()``), the query is recomputed through DuckDB
+(``colmz.sql.translate``, the catalog's evaluation) and diffed against the previous
+output, which that operator keeps. A ``FROM`` subquery that falls back, typed by the
+catalog (``subquery_schema``), is a Fallback leaf of its own: a :class:`Recompute` of that
+subquery alone, its change fed to the operators above it. Other subtrees (a set operation's
+branch) fall back their enclosing query. ``require=True`` (``WITH (INCREMENTAL = 'require')``) refuses such a plan with
+``UnsupportedSQL`` naming the node and its reason; the default maintains it with a
+:class:`FallbackWarning` naming the reason.
+
+Rollback. ``MaintainedView`` declares ``ROLLBACK_FIELDS``: the catalog saves it with its
+object (in place, with every operator's state: append-only runs, saved as their length)
+and a failed commit rolls the operators back with the collections. The work counters
+(``last_work``) are diagnostics, not state.
+
+Durability. Operator state lives in memory: a durable catalog rebuilds it when it opens by
+one initial computation over its inputs' contents, the sink feeding the persisted view back
+first so that only a difference is written (none when the view was current). Durable
+operator state is not here yet.
+
+:meth:`MaintainedView.explain` gives a :class:`ViewExplanation`: the plan with each node's
+strategy and cost class, the state each operator holds (every arrangement is the
+operator's own: sharing between views is not here yet), its rows and bytes, and the rows in,
+out and touched (arrangement work counters) per node at the last commit.
+"""
+
+from __future__ import annotations
+
+import html
+import warnings
+from collections.abc import Callable, Mapping
+
+import pyarrow as pa
+
+from colmz.collection import MemoryCollection
+from colmz.dataflow.plan import Plan, PlanError, plan, render
+from colmz.dataflow.sink import ViewSink
+from colmz.dataflow.step import Clock, as_schema
+from colmz.ops import concat, consolidate
+from colmz.order import ColumnSpec
+from colmz.rollback import undone_on_error
+from colmz.rows import at_time
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.updates import Updates
+
+__all__ = ["CONSTANT", "MODES", "FallbackWarning", "MaintainedView", "Recompute", "ViewExplanation"]
+
+#: The ways a catalog maintains its materialized views (``colmz.Catalog(views=...)``):
+#: ``"incremental"`` by their operators (:class:`MaintainedView`), ``"recompute"`` by
+#: recomputing the query at every commit touching an input and diffing against the view's
+#: previous contents (the oracle the incremental path is tested against).
+MODES = ("incremental", "recompute")
+
+#: The reason of a view that reads nothing: computed once, at ``CREATE``.
+CONSTANT = "a constant relation (the query reads no object): computed once, at CREATE"
+
+Schema = tuple[ColumnSpec, ...]
+
+
+class FallbackWarning(UserWarning):
+    """A materialized view is recomputed at each commit touching its inputs (its plan holds
+    a Fallback); the message names the construct."""
+
+
+class Recompute:
+    """A Fallback rendered: the query recomputed by ``evaluate(time) -> Updates`` (the rows
+    at ``time``, each ``+1``) when ``changed``, and diffed against its previous output.
+
+    >>> import colmz, pyarrow as pa
+    >>> rows = {1: [1, 2], 2: [2, 3]}
+    >>> r = Recompute({"k": pa.int64()}, "k*2", lambda t: colmz.Updates({"k": rows[t]}, time=[t, t], diff=[1, 1]))
+    >>> r.step(1, True).to_pylist(), r.step(2, True).to_pylist()
+    ([(1, 1, 1), (2, 1, 1)], [(1, 2, -1), (3, 2, 1)])
+    """
+
+    ROLLBACK_FIELDS = ("_previous", "_clock")
+
+    def __init__(self, schema, reason: str, evaluate: Callable[[int], Updates]):
+        self.schema: Schema = as_schema(schema, "schema")
+        self.reason = reason
+        self._evaluate = evaluate
+        self._previous = Updates.empty(self.schema)
+        self._clock = Clock()
+        #: rows recomputed at the last step that recomputed (a work counter)
+        self.rows_recomputed = 0
+
+    @property
+    def rows(self) -> int:
+        """Rows of the previous output it keeps."""
+        return len(self._previous)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self._previous.column(c.name).nbytes for c in self.schema) + self._previous.diff.nbytes
+
+    def step(self, time, changed: bool = True) -> Updates:
+        t = self._clock.check(time)
+        if not changed:
+            self._clock.advance(t)
+            return Updates.empty(self.schema)
+        new = consolidate(at_time(self._evaluate(t), t))
+        self.rows_recomputed = len(new)
+        prev = self._previous
+        delta = consolidate(concat([at_time(prev.negated(), t), new])) if len(prev) else new
+        self._previous = new
+        self._clock.advance(t)
+        return delta
+
+
+def _work(op) -> int:
+    """The cumulative work counters of ``op``'s state: rows inserted, merged, searched, found
+    in its arrangements and accumulators, rows it recomputed."""
+    total = 0
+    for a in _arrangements(op):
+        total += sum(getattr(a, f, 0) for f in ("rows_inserted", "rows_merged", "keys_searched", "rows_found"))
+    total += getattr(op, "rows_touched", 0)
+    return total
+
+
+def _arrangements(op) -> list:
+    """The state structures an operator holds (``KeyedArrangement`` s, ``Accumulators``),
+    found through their public properties, nested reduces included."""
+    out = []
+    for attr in ("arrangement", "state"):
+        v = getattr(type(op), attr, None)
+        if isinstance(v, property):
+            out.append(getattr(op, attr))
+    v = getattr(type(op), "arrangements", None)
+    if isinstance(v, property) or callable(v):
+        got = op.arrangements
+        got = got() if callable(got) else got
+        out.extend(got.values() if isinstance(got, dict) else got)
+    for attr in ("accumulable", "hierarchical", "collation"):  # a CollatedReduce's parts
+        inner = getattr(op, attr, None)
+        if inner is not None and not isinstance(inner, (int, str)):
+            out.extend(_arrangements(inner))
+    return out
+
+
+class MaintainedView:
+    """A materialized view maintained by its operators (or, for a Fallback, recomputed).
+
+    Build one with :meth:`create`, feed the inputs' contents once with :meth:`initialize`,
+    then one :meth:`step` per commit.
+
+    Examples
+    --------
+    >>> import colmz, pyarrow as pa
+    >>> t = {"k": pa.int64(), "v": pa.int64()}
+    >>> view = (ColumnSpec("k", pa.int64()), ColumnSpec("s", pa.int64()))
+    >>> mv = MaintainedView.create("SELECT k, sum(v) AS s FROM t GROUP BY k", view, {"t": t},
+    ...                            MemoryCollection(view, since=1, upper=1))
+    >>> mv.initialize(1, {"t": colmz.Updates({"k": [1, 1], "v": [2, 3]}, time=[1, 1], diff=[1, 1])})
+    >>> mv.step(2, {"t": colmz.Updates({"k": [1], "v": [4]}, time=[2], diff=[1])}).to_pylist()
+    [(1, 5, 2, -1), (1, 9, 2, 1)]
+    >>> print(mv.explain())
+    materialized view: incremental (each commit's deltas through the operators)
+    MapFilter select=[t.k AS k, agg1 AS s]  -- incremental O(delta)  [last commit: 2 in, 2 out]
+      Reduce group_by=[t.k] aggregates=[agg1: sum(t.v) accumulable]  -- incremental O(delta)  [last commit: 1 in, 2 out, 6 touched; state: own Accumulators 1 rows, 32 bytes]
+        Get t AS t (k AS t.k, v AS t.v)  -- incremental O(delta)  [last commit: 1 in, 1 out]
+    """
+
+    ROLLBACK_FIELDS = ("_pipeline", "_recompute", "_sink")
+
+    def __init__(self, schema: Schema, collection: MemoryCollection, inputs: Mapping[str, Schema],
+                 plan_: Plan | None, reasons: list[str], evaluate: Callable[[int], Updates] | None,
+                 uses_now: bool, subquery_evaluate=None):
+        self.schema = schema
+        self.inputs = dict(inputs)
+        self.plan = plan_
+        self.reasons = reasons
+        self.uses_now = uses_now
+        self._pipeline = None
+        self._recompute = None
+        if reasons:
+            if evaluate is None:
+                raise ValueError(f"the view is recomputed ({reasons[0]}) and no evaluate= is given")
+            self._recompute = Recompute(schema, "; ".join(reasons), evaluate)
+        else:
+            def subtree(node) -> Recompute:
+                # a FROM subquery that falls back: its own query recomputed, diffed into the dataflow
+                return Recompute(node.schema, node.reason,
+                                 lambda t, q=node.query, s=node.schema: subquery_evaluate(q, s, t))
+
+            self._pipeline = render(plan_, fallback=subtree if subquery_evaluate is not None else None)
+        self._sink = ViewSink(schema, collection)
+        #: per rendered step: (rows in, rows out, work counters) at the last commit
+        self.last_work: list[tuple[int, int, int]] | None = None
+        self.last_time: int | None = None
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def create(cls, query: str, schema, inputs: Mapping[str, object], collection: MemoryCollection, *,
+               evaluate: Callable[[int], Updates] | None = None, require: bool = False,
+               uses_now: bool = False, reads: set | None = None, name: str = "view",
+               subquery_schema: Callable[[str], Schema | None] | None = None,
+               subquery_evaluate: Callable[[str, Schema, int], Updates] | None = None) -> MaintainedView:
+        """Plan ``query`` over ``inputs`` (object name -> its columns) and render it for a view
+        of columns ``schema`` written into ``collection``.
+
+        ``evaluate(time)`` recomputes the query's rows at ``time`` (as ``+1`` updates) for a
+        view that is not incremental; ``reads`` (the catalog's resolution of the names the
+        query reads), when given, must be the plan's inputs. With ``subquery_schema(text)``
+        (a ``FROM`` subquery's output columns) and ``subquery_evaluate(text, schema, time)``
+        (its rows at ``time``), a subquery that falls back is recomputed alone, at each commit
+        changing the view's inputs, its change fed into the operators above it. ``require=True`` raises
+        ``UnsupportedSQL`` naming the construct when the view would be recomputed; otherwise
+        a :class:`FallbackWarning` says why it is.
+        """
+        schema = as_schema(schema, "schema")
+        checked = {n: as_schema(s, f"inputs[{n!r}]") for n, s in inputs.items()}
+        reasons: list[str] = []
+        subtrees: list[str] = []
+        p: Plan | None = None
+        if uses_now:
+            reasons.append("mz_now() (a temporal filter): recomputed at every commit")
+        else:
+            typer = subquery_schema if subquery_evaluate is not None else None
+            try:
+                p = plan(query, checked, subquery_schema=typer)
+            except (PlanError, SQLError) as e:
+                reasons.append(f"the planner cannot read the query ({e})")
+            if p is not None:
+                reasons.extend(f"{f.describe()}: {f.reason}" for f in p.fallbacks() if not f.query)
+                subtrees = [f"{f.describe()}: {f.reason}" for f in p.fallbacks() if f.query]
+                if not reasons and reads is not None and set(p.tables) != set(reads):
+                    reasons.append(f"the plan reads {sorted(p.tables)}, the catalog resolves "
+                                   f"{sorted(map(str, reads))}")
+                if not reasons:
+                    reasons.extend(_type_mismatches(p.root.schema, schema))
+        subtrees = subtrees if not reasons else []
+        if reasons and reads is not None and not reads and not uses_now:
+            # reads nothing (a constant relation, SELECT without FROM): computed once at
+            # CREATE, never again -- no commit changes it
+            reasons, subtrees = [], []
+            mv = cls(schema, collection, checked, None, [CONSTANT], evaluate, uses_now)
+            return mv
+        if (reasons or subtrees) and require:
+            raise UnsupportedSQL(f"MATERIALIZED VIEW {name} WITH (INCREMENTAL = 'require'): "
+                                 f"not maintained incrementally: {'; '.join(reasons or subtrees)}")
+        if reasons:
+            warnings.warn(f"materialized view {name} is recomputed at each commit that changes its "
+                          f"inputs: {'; '.join(reasons)}", FallbackWarning, stacklevel=2)
+        elif subtrees:
+            warnings.warn(f"materialized view {name}: a subquery is recomputed at each commit that "
+                          f"changes the view's inputs: {'; '.join(subtrees)}", FallbackWarning, stacklevel=2)
+        try:
+            return cls(schema, collection, checked, p, reasons, evaluate, uses_now, subquery_evaluate)
+        except (TypeError, ValueError) as e:  # pragma: no cover - a plan the operators refuse
+            if reasons or require:
+                raise
+            return cls(schema, collection, checked, p, [f"the operators refuse the plan ({e})"], evaluate, uses_now)
+
+    @property
+    def incremental(self) -> bool:
+        """Whether the view is maintained by operators (no Fallback), or is constant."""
+        return self._pipeline is not None or self.reasons == [CONSTANT]
+
+    @property
+    def sink(self) -> ViewSink:
+        return self._sink
+
+    # ------------------------------------------------------------------ stepping
+
+    def _output(self, time: int, deltas: Mapping[str, Updates], changed: bool) -> Updates:
+        if self._pipeline is None:
+            return self._recompute.step(time, changed or self.uses_now)
+        if not changed:
+            return Updates.empty(self.schema)
+        before = [_work(op) for _, _, op, _, _ in self._pipeline.steps()]
+        out = self._pipeline.step(time, deltas)
+        after = self._pipeline.steps()
+        self.last_work = [(i, o, _work(op) - b) for (_, _, op, i, o), b in zip(after, before)]
+        self.last_time = time
+        # the plan's output columns under the view's names (by position), in its types
+        cols = {c.name: out.column(o.name) for c, o in zip(self.schema, self._pipeline.schema)}
+        renamed = Updates(cols, out.time, out.diff, copy=False)
+        return _cast_exact(renamed, self.schema)
+
+    def _write(self, time: int, out: Updates) -> Updates:
+        coll = self._sink.collection
+        if time >= coll.upper:
+            return self._sink.step(time, out)
+        # The collection is written past ``time`` already (a reopened view that was current):
+        # the output is desired as of the upper, and the next step writes any difference.
+        if len(out):
+            self._sink.correction.insert(at_time(out, coll.upper))
+        return Updates.empty(self.schema)
+
+    def initialize(self, time: int, contents: Mapping[str, Updates]) -> None:
+        """Feed every input's contents as of ``time`` (one initial computation) and write the
+        view's contents; a collection holding the view already gets only the difference."""
+        deltas = {n: at_time(u, time) for n, u in contents.items() if len(u)}
+        if self._pipeline is not None:
+            deltas = {n: u for n, u in deltas.items() if n in self._pipeline.tables}
+        self._write(time, self._output(time, deltas, True))
+        self.last_work = self.last_time = None  # "last commit" counts commits, not this
+        if self.reasons == [CONSTANT]:
+            # nothing changes a view that reads nothing: no previous output to diff against
+            self._recompute._previous = Updates.empty(self.schema)
+
+    def step(self, time: int, deltas: Mapping[str, Updates]) -> Updates:
+        """Feed the inputs' changes committed at ``time`` (name -> ``Updates`` at ``time``;
+        an input without a change may be absent) and write the view's change; returns what
+        was written. A step that raises leaves the view (operators, sink, collection) as it
+        was."""
+        deltas = {n: u for n, u in deltas.items() if len(u)}
+        changed = bool(deltas)  # any input: a subquery recomputed reads inputs the plan does not
+        if self._pipeline is not None:
+            deltas = {n: u for n, u in deltas.items() if n in self._pipeline.tables}
+        with undone_on_error(self):
+            return self._write(time, self._output(time, deltas, changed))
+
+    # ------------------------------------------------------------------ explaining
+
+    def explain(self, name: str = "") -> ViewExplanation:
+        """The plan with each node's strategy, cost class, state and last commit's work."""
+        title = f"materialized view {name}".rstrip()
+        lines: list[str] = []
+        if self.reasons == [CONSTANT]:
+            r = self._recompute
+            return ViewExplanation([f"{title}: constant", f"Constant  -- {CONSTANT}  [state: none beyond the view; "
+                                                           f"{r.rows_recomputed} rows]"])
+        if self._pipeline is None:
+            r = self._recompute
+            lines.append(f"{title}: recompute at each commit changing an input")
+            lines.append(f"Recompute  -- recompute O(inputs): {r.reason}  [state: own previous output "
+                         f"{r.rows} rows, {r.nbytes} bytes; last recompute {r.rows_recomputed} rows]")
+            if self.plan is not None:
+                lines.append("plan:")
+                lines.extend("  " + s for s in self.plan.explain().splitlines())
+            return ViewExplanation(lines)
+        redone = sum(isinstance(op, Recompute) for _, _, op, _, _ in self._pipeline.steps())
+        also = f"; {redone} subquery recomputed" if redone else ""
+        lines.append(f"{title}: incremental (each commit's deltas through the operators{also})")
+        work = self.last_work
+        for k, (depth, node, op, _, _) in enumerate(self._pipeline.steps()):
+            notes = []
+            if work is not None:
+                i, o, w = work[k]
+                notes.append(f"last commit: {i} in, {o} out" + (f", {w} touched" if w else ""))
+            state = _arrangements(op)
+            if state:
+                notes.append("state: " + ", ".join(f"own {type(a).__name__} {len(a)} rows, {a.nbytes} bytes"
+                                                   for a in state))
+            if isinstance(op, Recompute):
+                notes.append(f"state: own previous output {op.rows} rows, {op.nbytes} bytes; "
+                             f"last recompute {op.rows_recomputed} rows")
+            extra = f"  [{'; '.join(notes)}]" if notes else ""
+            lines.append(f"{'  ' * depth}{node.describe()}  -- {node.cost()}{extra}")
+        return ViewExplanation(lines)
+
+
+def _type_mismatches(have: Schema, want: Schema) -> list[str]:
+    """Why the operators' output columns cannot be the view's (their types differ beyond an
+    exact integer widening); empty when they can."""
+    if len(have) != len(want):
+        return [f"the plan gives {len(have)} columns, the query {len(want)}"]
+    out = []
+    for h, w in zip(have, want):
+        if h.type == w.type:
+            continue
+        if pa.types.is_integer(h.type) and pa.types.is_integer(w.type) and (
+                pa.types.is_signed_integer(w.type) and w.type.bit_width >= h.type.bit_width):
+            continue
+        out.append(f"output column {w.name!r}: the operators give {h.type}, the query {w.type}")
+    return out
+
+
+def _cast_exact(u: Updates, schema: Schema) -> Updates:
+    if tuple(u.schema) == tuple(schema):
+        return u
+    cols = {c.name: u.column(c.name).cast(c.type, safe=True) if u.column(c.name).type != c.type
+            else u.column(c.name) for c in schema}
+    return Updates(cols, u.time, u.diff, copy=False)
+
+
+class ViewExplanation:
+    """The text of ``EXPLAIN MATERIALIZED VIEW``: ``str`` / ``repr`` the lines, and an HTML
+    ``<pre>`` in notebooks; :attr:`lines` one line per node."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = list(lines)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(str(self))}</pre>"
