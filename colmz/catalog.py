@@ -118,6 +118,7 @@ from colmz.sql import (
     Query,
     Show,
     SQLError,
+    Subscribe,
     UnsupportedSQL,
     UpdateStatement,
     arrow_type,
@@ -403,9 +404,12 @@ class Catalog:
         [{'t': 0, 'q': 3}]
         """
         stmts = parse(require_text(query, "query"))
-        if len(stmts) != 1 or not isinstance(stmts[0], (Query, Show)):
-            raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES, TABLE or SHOW); use cat.execute for statements")
+        if len(stmts) != 1 or not isinstance(stmts[0], (Query, Show, Subscribe)):
+            raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES, TABLE, SHOW or SUBSCRIBE); "
+                           "use cat.execute for statements")
         s = stmts[0]
+        if isinstance(s, Subscribe):  # SUBSCRIBE hook (colmz.subscribe)
+            return self._reading(lambda: self._subscribe_table(s, as_of))
         if isinstance(s, Show):
             return self._reading(lambda: self._show(s))
         if s.as_of is not None and as_of is not None and s.as_of != as_of:
@@ -440,6 +444,76 @@ class Catalog:
         if s.kind is None:
             return pa.table({"name": pa.array(names, pa.string()), "type": pa.array(kinds, pa.string())})
         return pa.table({"name": pa.array(names, pa.string())})
+
+    # ------------------------------------------------------------------ SUBSCRIBE (hooks; the
+    # logic is colmz.subscribe)
+
+    def subscribe(self, target, as_of: int | None = None, *, snapshot: bool = True,
+                  up_to: int | None = None):
+        """Materialize's ``SUBSCRIBE``: the contents of ``target`` as of ``as_of`` (default
+        ``now``), then its changes at each later time, as a :class:`colmz.subscribe.Subscription`
+        of ``Updates`` batches.
+
+        ``target`` is an object's name (as :meth:`object` takes it) or a query. ``snapshot=False``
+        skips the contents at ``as_of`` (changes after it only); ``up_to`` ends the subscription
+        before that time. ``for batch in sub`` yields what is committed so far and stops;
+        ``sub.follow(timeout=...)`` waits for later commits (a durable catalog's, by any handle
+        or process); ``sub.fetch()`` gives the ready batches as one table with ``mz_timestamp``
+        and ``mz_diff`` columns first. ``KeyError`` names an unknown object, ``ValueError`` an
+        ``as_of`` before the object's since or after ``now``.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+        >>> sub = cat.subscribe("SELECT count(*) AS n FROM t")
+        >>> cat.execute("INSERT INTO t VALUES (2)")
+        >>> [b.to_pylist() for b in sub]
+        [[(1, 1, 1)], [(1, 2, -1), (2, 2, 1)]]
+        """
+        from colmz.subscribe import Subscription
+
+        return Subscription(self, target, as_of, snapshot=snapshot, up_to=up_to)
+
+    def _subscribe_table(self, s: Subscribe, as_of: int | None = None) -> pa.Table:
+        """The finite part of ``SUBSCRIBE`` (snapshot and changes up to ``now``) as a table;
+        inside a transaction: reads this handle's state, never catching up mid-call."""
+        from colmz.subscribe import Subscription
+
+        if s.as_of is not None and as_of is not None and s.as_of != as_of:
+            raise ValueError(f"the statement says AS OF {s.as_of} and as_of={as_of} is given: give one")
+        when = s.as_of if s.as_of is not None else as_of
+        target = s.query if s.query is not None else (s.name if len(s.name) > 1 else s.name[0])
+        if s.query is None and target not in self:
+            raise SQLError(f"unknown catalog item {sql_name(s.name)!r}")
+        sub = Subscription(self, target, when, snapshot=s.snapshot, up_to=s.up_to, sync=False)
+        return sub.fetch(progress=s.progress)
+
+    def catch_up(self) -> int:
+        """Bring a durable handle up to the record when another handle committed since it read
+        (one read of the consensus head); returns :attr:`now`. In memory: ``now``."""
+        self._reading(lambda: None)
+        return self._now
+
+    def changes(self, name, lower: int, upper: int) -> Updates:
+        """The updates of object ``name`` at times ``lower <= t < upper`` as written (``upper``
+        at most ``now + 1``; ``lower`` after the object's since: its history), from this
+        handle's memory or, for history older than its last reopen, the durable arrangement.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+        >>> cat.execute("DELETE FROM t"); cat.changes("t", 1, 3).to_pylist()
+        [(1, 1, 1), (1, 2, -1)]
+        """
+        obj = self.object(name)
+        lower, upper = check_time(lower, "lower"), check_time(upper, "upper")
+        if upper > self._now + 1:
+            raise ValueError(f"upper {upper} is after cat.now + 1 = {self._now + 1}: not yet complete")
+        coll = obj.collection
+        if lower > coll.since or lower >= upper:
+            return coll.updates(lower, upper) if lower < upper else Updates.empty(obj.schema)
+        dur = self._durable.get(obj.name)
+        if dur is not None and lower > dur.since:
+            return dur.updates(lower, upper)
+        since = coll.since if dur is None else dur.since
+        raise CompactedAway(f"{obj.kind} {display_name(obj.name)!r}: its changes from time {lower} are no "
+                            f"longer held (its since is {since}: created, reopened or compacted later)")
 
     # ------------------------------------------------------------------ queries
 
@@ -567,12 +641,14 @@ class Catalog:
                         )
                     self._write(s, commit_at, pending)
                     result = None
-                elif isinstance(s, (Query, Show)):
+                elif isinstance(s, (Query, Show, Subscribe)):
                     if pending or self._wrote(stmts[:i], commit_at):
                         self._commit(commit_at, pending)
                         pending = {}
                     if isinstance(s, Show):
                         result = self._show(s)
+                    elif isinstance(s, Subscribe):  # SUBSCRIBE hook (colmz.subscribe)
+                        result = self._subscribe_table(s)
                     else:
                         when = self._as_of(s.as_of)
                         result = rename_like_postgres(self._query(s.sql, when, {}), s.sql)
