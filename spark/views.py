@@ -80,8 +80,8 @@ from colmz.dataflow.accumulable import (
 from colmz.frontier import check_time
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, schema_of
-from colmz.storage.base import VersionedData
-from colmz.storage.url import open_blob, open_location
+from colmz.storage.base import Indeterminate, VersionedData
+from colmz.storage.url import Location, open_blob, open_location
 
 __all__ = ["COMPACT_RUNS", "BucketState", "BucketStateConflict", "BucketedView", "join_view", "step_bucket",
            "step_buckets", "sum_view"]
@@ -255,7 +255,12 @@ class BucketState:
             raise ValueError(f"buckets must be a positive int, got {buckets!r}")
         if not isinstance(name, str) or not name or "/" in name:
             raise ValueError(f"name must be a non-empty name without '/', got {name!r}")
-        loc = open_location(url, consensus=consensus)
+        if isinstance(url, Location):  # a store opened already (a fault-injecting wrapper's)
+            if consensus is not None:
+                raise ValueError("give consensus= with a URL, not with an opened Location")
+            loc = url
+        else:
+            loc = open_location(url, consensus=consensus)
         head = loc.consensus.head(f"{name}/state")
         if head is not None:
             record = json.loads(head.data)
@@ -289,8 +294,25 @@ class BucketState:
         record = {"view": self.view.describe(), "buckets": self.buckets, "time": time,
                   "runs": {k: [r.to_dict() for r in v] for k, v in sorted(runs.items())}}
         seqno = 1 if self.seqno is None else self.seqno + 1
-        if not self._consensus.compare_and_set(self.key, self.seqno,
-                                               VersionedData(seqno, json.dumps(record).encode())):
+        data = json.dumps(record).encode()
+        try:
+            landed = self._consensus.compare_and_set(self.key, self.seqno, VersionedData(seqno, data))
+        except Indeterminate as e:
+            # The request may have landed: the head says. When it cannot be read the outcome
+            # stays unknown and an Indeterminate goes to the caller, which keeps the parts.
+            try:
+                head = self._consensus.head(self.key)
+            except Exception as read_error:  # noqa: BLE001 - any failure leaves the outcome unknown
+                raise Indeterminate(f"the commit of state {self.name!r} may or may not have landed "
+                                    f"({e}); reading it back failed: {read_error}") from read_error
+            if head is not None and head.seqno == seqno and bytes(head.data) == data:
+                landed = True
+            elif (head.seqno if head is not None else None) == self.seqno:
+                raise RuntimeError(f"the commit of state {self.name!r} did not land ({e}): nothing "
+                                   "committed") from e
+            else:
+                landed = False
+        if not landed:
             raise BucketStateConflict(f"the state {self.name!r} at {self.url!r} was committed by another "
                                       f"writer since version {self.seqno}: nothing committed (open it again)")
         self.seqno, self.time, self._runs = seqno, time, runs
@@ -378,6 +400,8 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
                     written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
         dropped = state.referenced()
         state._commit(time, written)
+    except Indeterminate:
+        raise  # the record may name the step's parts: they stay (unreferenced ones are garbage)
     except BaseException:
         discard_owned(open_blob(state.url), state.prefix, owner, state.referenced())
         raise

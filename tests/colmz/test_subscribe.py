@@ -263,3 +263,23 @@ def test_a_subscription_behind_a_compaction_says_so_and_keeps_its_frontier(tmp_p
     with pytest.raises(CompactedAway, match="'t': its changes from time 2 are no longer held"):
         list(sub)
     assert sub.frontier == before
+
+
+def test_follow_sees_commits_of_another_process(tmp_path):
+    import subprocess
+    import sys
+
+    cat = colmz.Catalog(tmp_path)
+    cat.execute("CREATE TABLE t (k BIGINT); INSERT INTO t VALUES (1)")
+    sub = cat.subscribe("SELECT count(*) AS n FROM t")
+    assert [b.to_pylist() for b in sub] == [[(1, 1, 1)]]
+    child = subprocess.run(
+        [sys.executable, "-c", "import colmz, sys; c = colmz.Catalog(sys.argv[1]); "
+         "c.execute('INSERT INTO t VALUES (2)'); c.execute('INSERT INTO t VALUES (3), (4)')", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr
+    got = []
+    for b in sub.follow(timeout=0):
+        got.append(b.to_pylist())
+    assert got == [[(1, 2, -1), (2, 2, 1)], [(2, 3, -1), (4, 3, 1)]]
+    assert sub.frontier == cat.now + 1 == 4

@@ -166,3 +166,49 @@ def test_join_view_per_bucket_equals_the_in_process_delta_join(spark, tmp_path):
         assert rows(out) == rows(ref.step(t, updates(dt, T), updates(du, U))), t
         again = BucketState.open(url, view, 2, name="joined")
         assert contents(again, 1) == sorted(((*r, n) for r, n in held_u.items()), key=repr)
+
+
+@pytest.mark.spark
+def test_a_commit_failing_before_or_after_the_compare_and_set(spark, tmp_path):
+    from colmz.storage.base import Indeterminate
+    from colmz.storage.faults import FaultPlan, FaultyConsensus, InjectedDeterminate
+    from colmz.storage.url import Location, open_location
+
+    view = sum_view(T, ["k"], {"s": Sum("v")})
+    url = str(tmp_path / "store")
+    ref = view.operator()
+
+    def faulty(plan):
+        loc = open_location(url)
+        return BucketState.open(Location(loc.blob, FaultyConsensus(loc.consensus, plan), loc.url), view, 2)
+
+    def step(state, t, data, **kw):
+        return step_buckets(spark, state, [spark.createDataFrame(data, SPARK_T)], t, **kw)
+
+    first = [(1, 2, 1, 1), (2, 3, 1, 1), (3, 4, 1, 1)]
+    assert rows(step(BucketState.open(url, view, 2), 1, first)) == rows(ref.step(1, updates(first, T)))
+    blob = open_blob(url)
+    # Call 1 is the open's read of the record, call 2 the step's compare-and-set.
+    # Refused before it applies: nothing committed, the step's parts deleted.
+    with pytest.raises(InjectedDeterminate):
+        step(faulty(FaultPlan(fail_at=2, mode="before")), 2, [(1, 9, 2, 1)], owner="refused")
+    state = BucketState.open(url, view, 2)
+    assert (state.seqno, state.time) == (1, 1)
+    assert [k for k in blob.list_keys(state.prefix) if "refused" in k] == []
+    # Applied, reply lost: the head read back says it landed; the step succeeds.
+    second = [(1, 9, 2, 1), (3, 4, 2, -1)]
+    out = step(faulty(FaultPlan(fail_at=2, mode="after")), 2, second)
+    assert rows(out) == rows(ref.step(2, updates(second, T)))
+    assert BucketState.open(url, view, 2).seqno == 2
+    # Applied, and the read back fails too: unknown outcome, so the parts stay -- the record
+    # names them, and reopening reads the committed state whole.
+    third = [(2, 1, 3, 1)]
+    with pytest.raises(Indeterminate):
+        step(faulty(FaultPlan(fail_at=2, mode="after", count=2)), 3, third)
+    state = BucketState.open(url, view, 2)
+    assert (state.seqno, state.time) == (3, 3)
+    assert set(blob.list_keys(state.prefix)) >= state.referenced()
+    assert contents(state, 0) == [(1, 2, 1), (1, 9, 1), (2, 1, 1), (2, 3, 1)]
+    ref.step(3, updates(third, T))  # it committed: the reference takes it too
+    fourth = [(2, 3, 4, -1)]
+    assert rows(step(state, 4, fourth)) == rows(ref.step(4, updates(fourth, T)))
