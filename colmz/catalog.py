@@ -492,6 +492,27 @@ class Catalog:
         self._reading(lambda: None)
         return self._now
 
+    def contents(self, name, as_of: int) -> Updates:
+        """The contents of object ``name`` as of ``as_of``, as :meth:`read` gives them (from
+        this handle's state, without catching up), and on a durable catalog also as of times
+        before this handle's reopen while the object's arrangement holds them (its since).
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+        >>> cat.contents("t", 1).to_pylist()
+        [(1, 1, 1)]
+        """
+        obj = self.object(name)
+        as_of = check_time(as_of, "as_of")
+        if as_of > self._now:
+            raise ValueError(f"as_of {as_of} is after cat.now {self._now}: not yet complete")
+        coll = obj.collection
+        if as_of >= coll.since:
+            return coll.snapshot(as_of)
+        dur = self._durable.get(obj.name)
+        if dur is not None and as_of >= dur.since:
+            return dur.snapshot(as_of)
+        raise ValueError(self._unreadable(obj.name, as_of))
+
     def changes(self, name, lower: int, upper: int) -> Updates:
         """The updates of object ``name`` at times ``lower <= t < upper`` as written (``upper``
         at most ``now + 1``; ``lower`` after the object's since: its history), from this

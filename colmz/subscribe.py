@@ -34,8 +34,8 @@ with Materialize's columns (``mz_timestamp``, ``mz_progressed`` with ``PROGRESS`
 ``mz_diff``, then the data), which is what the SQL statement returns (its finite part).
 
 A durable catalog's memory holds history only from its last reopen or refresh; older
-changes are read from the object's durable arrangement, which keeps them until the catalog
-compacts (every ``maintain_every`` commits, up to ``now``). A subscription that falls behind
+contents and changes are read from the object's durable arrangement, which keeps them until
+the catalog compacts (every ``maintain_every`` commits, up to ``now``). A subscription that falls behind
 a compaction raises :class:`colmz.arrangement.collection.CompactedAway`, as Materialize
 fails a subscription whose as-of was compacted; so does one over an object dropped (a
 ``KeyError`` naming it) or created again under its name after the frontier.
@@ -154,11 +154,7 @@ class Subscription:
         self.strategy = "collection"
         self.schema = obj.schema
         self._inputs = (obj.name,)
-        coll = obj.collection
-        if self.as_of < coll.since:
-            raise ValueError(f"{self.name!r} cannot be read as of {self.as_of}: its since is {coll.since} "
-                             "(it was created, or this catalog reopened, later)")
-        self._snapshot = at_time(coll.snapshot(self.as_of), self.as_of)
+        self._snapshot = at_time(self._cat.contents(obj.name, self.as_of), self.as_of)
 
     def _init_query(self, text: str) -> None:
         stmts = parse(text)
@@ -174,13 +170,7 @@ class Subscription:
         keys = frozenset(self._cat.names)
         self._bound_text, bound = bind_relations(self._translated, keys)
         self._inputs = tuple(bound)
-        contents = {}
-        for k in self._inputs:
-            coll = self._cat.object(k).collection
-            if self.as_of < coll.since:
-                raise ValueError(f"{display_name(k)!r} (read by the query) cannot be read as of {self.as_of}: "
-                                 f"its since is {coll.since}")
-            contents[k] = coll.snapshot(self.as_of)
+        contents = {k: self._cat.contents(k, self.as_of) for k in self._inputs}
         self._con = session(external_access=False)
         rows = self._evaluate(contents, self.as_of)
         # A query's result types as a materialized view stores them (colmz.rows.storable).
