@@ -492,6 +492,18 @@ class Catalog:
         self._reading(lambda: None)
         return self._now
 
+    def identity(self, name) -> str:
+        """The storage key of object ``name``: the same over the object's life (across
+        reopens), another for an object created again under its name.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")
+        >>> a = cat.identity("t"); cat.execute("DROP TABLE t; CREATE TABLE t (k INT)")
+        >>> a == cat.identity("t")
+        False
+        """
+        key = self.object(name).name
+        return next(d["key"] for d in self._defs if _def_key(d) == key)
+
     def contents(self, name, as_of: int) -> Updates:
         """The contents of object ``name`` as of ``as_of``, as :meth:`read` gives them (from
         this handle's state, without catching up), and on a durable catalog also as of times

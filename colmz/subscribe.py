@@ -37,8 +37,9 @@ A durable catalog's memory holds history only from its last reopen or refresh; o
 contents and changes are read from the object's durable arrangement, which keeps them until
 the catalog compacts (every ``maintain_every`` commits, up to ``now``). A subscription that falls behind
 a compaction raises :class:`colmz.arrangement.collection.CompactedAway`, as Materialize
-fails a subscription whose as-of was compacted; so does one over an object dropped (a
-``KeyError`` naming it) or created again under its name after the frontier.
+fails a subscription whose as-of was compacted; one over an object dropped raises a
+``KeyError`` naming it, and one over an object dropped and created again under its name a
+``ValueError`` saying so (:meth:`colmz.Catalog.identity` tells the two apart).
 
 Invariants: batches come in strictly increasing time order, each consolidated, at one time;
 the snapshot batch (first, at ``as_of``; possibly empty) plus every later batch sums to the
@@ -140,6 +141,7 @@ class Subscription:
             self._init_query(target)
         else:
             raise TypeError(f"subscribe takes an object name or a query (str), got {type(target).__name__}")
+        self._identity = {k: catalog.identity(k) for k in self._inputs}
         self.frontier: int = self.as_of + 1
         if snapshot:
             self._ready.append(self._snapshot)
@@ -231,6 +233,10 @@ class Subscription:
         lo = self.frontier
         if hi <= lo:
             return
+        for k, ident in self._identity.items():
+            if self._cat.identity(k) != ident:
+                raise ValueError(f"{display_name(k)!r} was dropped and created again since the subscription "
+                                 "started: its changes are another object's (subscribe again)")
         changes = {k: self._cat.changes(k, lo, hi) for k in self._inputs}
         times = sorted({int(x) for u in changes.values() for x in np.unique(u.time)})
         if self.strategy == "collection":

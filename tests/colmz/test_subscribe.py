@@ -91,6 +91,29 @@ def test_iterating_again_gives_only_new_commits_and_snapshot_false_skips_the_con
     assert list(sub) == []
 
 
+def test_a_dropped_or_recreated_input_ends_the_subscription(cat):
+    def subs():
+        out = [cat.subscribe("t"), cat.subscribe("SELECT count(*) AS n FROM t")]
+        for s in out:
+            list(s)
+        return out
+
+    first = subs()
+    cat.execute("DROP TABLE t; INSERT INTO u VALUES (7, 'g')")  # time 2
+    for s in first:
+        with pytest.raises(KeyError, match="no object 't'"):
+            s.poll()
+        assert s.frontier == 2
+    cat.execute("CREATE TABLE t (k BIGINT, v BIGINT)")
+    second = subs()
+    cat.execute("DROP TABLE t; CREATE TABLE t (k BIGINT, v BIGINT)")
+    cat.execute("INSERT INTO t VALUES (5, 5)")  # time 3, into another t
+    for s in second:
+        with pytest.raises(ValueError, match="'t' was dropped and created again"):
+            s.poll()
+        assert s.frontier == 3
+
+
 def test_up_to_ends_the_subscription(cat):
     for _ in range(3):
         cat.execute("INSERT INTO t VALUES (4, 4)")
