@@ -50,10 +50,14 @@ def random_commits(cat, rng, n):
                 stmts.append(f"INSERT INTO u VALUES ({rng.randint(1, 3)}, '{rng.choice('abc')}')")
             else:
                 stmts.append(f"DELETE FROM u WHERE w = '{rng.choice('abc')}'")
-        if stmts:
-            cat.execute("; ".join(stmts))
-        else:
+        r = rng.random()
+        if r < 0.1:  # a failing script: rolled back, no time is committed
+            with pytest.raises(SQLError):
+                cat.execute("; ".join([*stmts, "INSERT INTO nosuch VALUES (1)"]))
+        elif not stmts:
             cat.execute("INSERT INTO t SELECT * FROM t WHERE false")  # an empty commit
+        else:  # at the next time, or later (times in between hold nothing)
+            cat.execute("; ".join(stmts), time=cat.now + (1 if r < 0.8 else rng.randint(2, 4)))
 
 
 @pytest.fixture
