@@ -100,6 +100,10 @@ class Subscription:
     strategy : str
         ``"collection"`` (an object's own history), ``"dataflow"`` (a query's rendered
         operators) or ``"recompute: <reason>"``.
+    stats : dict
+        Work counters: ``evaluations`` (the query run over its inputs whole: the snapshot,
+        and each time on the recompute path), ``steps`` (dataflow steps), ``updates_read``
+        (input updates read after the snapshot).
 
     Examples
     --------
@@ -122,6 +126,7 @@ class Subscription:
             raise TypeError(f"snapshot must be a bool, got {snapshot!r}")
         self._cat = catalog
         self._sync = sync
+        self.stats = {"evaluations": 0, "steps": 0, "updates_read": 0}
         now = catalog.catch_up() if sync else catalog.now
         if as_of is not None:
             as_of = check_time(as_of, "as_of")
@@ -212,6 +217,7 @@ class Subscription:
         """The query's rows over ``contents`` (each input's contents as of ``t``), as the
         catalog runs a query: translated, each input registered under its bound name."""
         registered = []
+        self.stats["evaluations"] += 1
         try:
             for i, k in enumerate(self._inputs):
                 name = relation_name(i)
@@ -238,6 +244,7 @@ class Subscription:
                 raise ValueError(f"{display_name(k)!r} was dropped and created again since the subscription "
                                  "started: its changes are another object's (subscribe again)")
         changes = {k: self._cat.changes(k, lo, hi) for k in self._inputs}
+        self.stats["updates_read"] += sum(len(u) for u in changes.values())
         times = sorted({int(x) for u in changes.values() for x in np.unique(u.time)})
         if self.strategy == "collection":
             batches = [_at(changes[self._key], t) for t in times]
@@ -255,6 +262,7 @@ class Subscription:
                 for t in times:
                     deltas = {k: _at(changes[k], t) for k in self._inputs if k in self._pipeline.tables}
                     out.append(consolidate(cast_to(self._pipeline.step(t, deltas), self.schema)))
+                    self.stats["steps"] += 1
             except BaseException:
                 roll_back(self._pipeline, saved)
                 raise
