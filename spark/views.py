@@ -83,8 +83,8 @@ from colmz.rows import at_time, schema_of
 from colmz.storage.base import Indeterminate, VersionedData
 from colmz.storage.url import Location, open_blob, open_location
 
-__all__ = ["COMPACT_RUNS", "BucketState", "BucketStateConflict", "BucketedView", "join_view", "step_bucket",
-           "step_buckets", "sum_view"]
+__all__ = ["COMPACT_RUNS", "BucketState", "BucketStateConflict", "BucketedView", "bucketed_view", "join_view",
+           "step_bucket", "step_buckets", "sum_view"]
 
 #: A bucket input holding this many runs is written whole, consolidated, as one run.
 COMPACT_RUNS = 8
@@ -103,36 +103,68 @@ class BucketStateConflict(RuntimeError):
 class BucketedView:
     """A view whose one stateful operator runs per key bucket: ``kind`` ``"sum"`` (an
     :class:`~colmz.dataflow.AccumulableReduce`) or ``"join"`` (a
-    :class:`~colmz.dataflow.DeltaJoin`); ``inputs`` the inputs' schemas, ``keys`` each
-    input's bucket key. Made by :func:`sum_view` and :func:`join_view`."""
+    :class:`~colmz.dataflow.DeltaJoin`); ``inputs`` the inputs' schemas (the delta
+    DataFrames' columns), ``keys`` each input's bucket key. Made by :func:`sum_view`,
+    :func:`join_view` and :func:`bucketed_view` (from SQL)."""
 
     kind: str
     inputs: tuple[tuple[ColumnSpec, ...], ...]
     keys: tuple[tuple[str, ...], ...]
     #: ``"sum"``: ``(output name, aggregate class name, column or None)`` per aggregate.
     aggregates: tuple[tuple[str, str, str | None], ...] = ()
-    #: ``"join"``: the equated column pairs.
+    #: ``"join"``: the equated column pairs (operator column names).
     on: tuple[tuple[str, str], ...] = ()
+    #: Per input, the operator's names of its columns, by position (empty: their own).
+    names: tuple[tuple[str, ...], ...] = ()
+    #: The output: ``(operator output column, name)`` pairs (empty: the operator's columns).
+    project: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def operator_inputs(self) -> tuple[tuple[ColumnSpec, ...], ...]:
+        """The inputs' schemas under the operator's column names."""
+        if not self.names:
+            return self.inputs
+        return tuple(tuple(ColumnSpec(n, c.type) for n, c in zip(names, s)) for names, s in zip(self.names, self.inputs))
 
     def operator(self):
         """A new in-process operator of this view (empty state)."""
+        ins = self.operator_inputs
         if self.kind == "sum":
             aggs = {name: (_AGGREGATES[cls](col) if col is not None else _AGGREGATES[cls]())
                     for name, cls, col in self.aggregates}
-            return AccumulableReduce(self.inputs[0], list(self.keys[0]), aggs)
-        return DeltaJoin(list(self.inputs), list(self.on))
+            pos = {c.name: j for j, c in enumerate(self.inputs[0])}
+            return AccumulableReduce(ins[0], [ins[0][pos[k]].name for k in self.keys[0]], aggs)
+        return DeltaJoin(list(ins), list(self.on))
 
     @property
     def schema(self) -> tuple[ColumnSpec, ...]:
         """The output's columns."""
-        return tuple(self.operator().schema)
+        out = tuple(self.operator().schema)
+        if not self.project:
+            return out
+        types = {c.name: c.type for c in out}
+        return tuple(ColumnSpec(n, types[src]) for src, n in self.project)
 
     def describe(self) -> dict:
         """The view as JSON-able data (kept in the state's record: a state opened with
         another view is refused)."""
         return {"kind": self.kind, "inputs": [[[c.name, str(c.type)] for c in s] for s in self.inputs],
                 "keys": [list(k) for k in self.keys], "aggregates": [list(a) for a in self.aggregates],
-                "on": [list(p) for p in self.on]}
+                "on": [list(p) for p in self.on], "names": [list(n) for n in self.names],
+                "project": [list(p) for p in self.project]}
+
+    def operator_delta(self, u: colmz.Updates, i: int) -> colmz.Updates:
+        """Input ``i``'s updates under the operator's column names."""
+        if not self.names:
+            return u
+        return colmz.Updates({n: u.column(c.name) for n, c in zip(self.names[i], self.inputs[i])},
+                             u.time, u.diff, copy=False)
+
+    def output(self, u: colmz.Updates) -> colmz.Updates:
+        """The operator's output as the view's columns (projected, consolidated)."""
+        if not self.project:
+            return u
+        return colmz.consolidate(colmz.Updates({n: u.column(src) for src, n in self.project}, u.time, u.diff))
 
 
 def sum_view(schema, group_by: Sequence[str], aggregates: Mapping) -> BucketedView:
@@ -185,6 +217,68 @@ def join_view(left, right, on: Sequence[tuple[str, str]]) -> BucketedView:
     return view
 
 
+#: The plan's accumulable aggregate functions (``colmz.dataflow.plan``) and their classes.
+_PLAN_AGGREGATES = {"count": Count, "count_star": Count, "sum": Sum, "avg": Avg, "bool_and": BoolAnd,
+                    "bool_or": BoolOr, "every": BoolAnd, "var_samp": VarSamp, "variance": VarSamp,
+                    "var_pop": VarPop, "stddev_samp": StddevSamp, "stddev": StddevSamp, "stddev_pop": StddevPop}
+
+
+def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
+    """The :class:`BucketedView` of a view's SQL over tables ``schemas`` (as
+    :func:`colmz.dataflow.plan.plan` takes them): ``SELECT ... FROM t GROUP BY ...`` with
+    accumulable aggregates only, or ``SELECT ... FROM a JOIN b ON a.x = b.y [AND ...]`` (an
+    inner equi-join of two tables), with no ``WHERE`` -- the shapes bucketed today; any other
+    plan is refused naming its root. The delta DataFrames carry the tables' own columns.
+
+    >>> import pyarrow as pa
+    >>> v = bucketed_view("SELECT k, sum(v) AS s, count(*) AS c FROM t GROUP BY k",
+    ...                   {"t": {"k": pa.int64(), "v": pa.int64()}})
+    >>> v.kind, v.keys, [c.name for c in v.schema]
+    ('sum', (('k',),), ['k', 's', 'c'])
+    """
+    from colmz.dataflow.plan import Get, Join, MapFilter, Reduce, plan
+
+    p = plan(query, schemas)
+    root, project = p.root, ()
+    if isinstance(root, MapFilter) and not root.where and root.select is not None:
+        root, project = root.input, tuple(root.select)
+    tables = {name: schema_of(s) for name, s in schemas.items()}
+
+    def refuse(why: str):
+        return ValueError(f"bucketed_view takes a GROUP BY of accumulable aggregates over one table, or an "
+                          f"inner equi-join of two tables, without WHERE; this plan {why}:\n{p.explain()}")
+
+    if isinstance(root, Reduce):
+        get = root.input
+        if not isinstance(get, Get) or not root.group_by:
+            raise refuse("reduces something other than one table, or has no GROUP BY")
+        if any(a.reduction != "accumulable" or a.function not in _PLAN_AGGREGATES for a in root.aggregates):
+            raise refuse("has a non-accumulable aggregate")
+        col = {q: c for c, q in get.columns}
+        aggs = {a.name: (_PLAN_AGGREGATES[a.function](col[a.column]) if a.column is not None
+                         else _PLAN_AGGREGATES[a.function]()) for a in root.aggregates}
+        view = sum_view(tables[get.table], [col[g] for g in root.group_by], aggs)
+        project = tuple((col.get(src, src), name) for src, name in project)
+        return BucketedView(view.kind, view.inputs, view.keys, view.aggregates, project=project)
+    if isinstance(root, Join):
+        gets = root.inputs
+        if root.kind != "inner" or root.residual or len(gets) != 2 or not all(isinstance(g, Get) for g in gets):
+            raise refuse("is not an inner equi-join of two tables")
+        schemas2 = [tables[g.table] for g in gets]
+        names = []
+        for g, sch in zip(gets, schemas2):
+            qual = dict(g.columns)
+            names.append(tuple(qual[c.name] for c in sch))
+        col0, col1 = ({q: c for c, q in g.columns} for g in gets)
+        first = {q for _, q in gets[0].columns}
+        pairs = tuple((a, b) if a in first else (b, a) for a, b in root.on)
+        keys = (tuple(col0[a] for a, _ in pairs), tuple(col1[b] for _, b in pairs))
+        view = BucketedView("join", tuple(schemas2), keys, on=pairs, names=tuple(names), project=project)
+        view.operator()
+        return view
+    raise refuse(f"has a {type(root).__name__} at its root")
+
+
 def step_bucket(view: BucketedView, state: Sequence, state_time, deltas: Sequence, time: int):
     """The output delta at ``time`` of ``view``'s operator over one bucket: built from
     ``state`` (each input's consolidated contents as of ``state_time``; ``None`` before the
@@ -204,8 +298,8 @@ def step_bucket(view: BucketedView, state: Sequence, state_time, deltas: Sequenc
         state_time = check_time(state_time, "state_time")
         if state_time >= time:
             raise ValueError(f"time {time} is not after the state's time {state_time}")
-        op.step(state_time, *[at_time(s, state_time) for s in state])
-    return op.step(time, *[at_time(d, time) for d in deltas])
+        op.step(state_time, *[view.operator_delta(at_time(s, state_time), i) for i, s in enumerate(state)])
+    return view.output(op.step(time, *[view.operator_delta(at_time(d, time), i) for i, d in enumerate(deltas)]))
 
 
 # ----------------------------------------------------------------------------- durable state

@@ -14,6 +14,7 @@ from colmz.dataflow import Avg, Count, Sum
 from colmz.spark.views import (
     BucketState,
     BucketStateConflict,
+    bucketed_view,
     join_view,
     step_bucket,
     step_buckets,
@@ -84,6 +85,43 @@ def test_bad_views_and_states_are_named(tmp_path):
         BucketState.open(str(tmp_path), view, 3)
     with pytest.raises(ValueError, match="not .*'s'"):
         BucketState.open(str(tmp_path), sum_view(T, ["k"], {"s": Sum("v")}), 2)
+
+
+def test_bucketed_view_reads_the_sum_and_join_shapes_from_sql():
+    schemas = {"t": T, "u": {"k": pa.int64(), "w": pa.string()}}
+    for bad, why in [("SELECT k, max(v) AS m FROM t GROUP BY k", "non-accumulable"),
+                     ("SELECT count(*) AS n FROM t", "no GROUP BY"),
+                     ("SELECT k FROM t WHERE v > 1", "MapFilter at its root"),
+                     ("SELECT t.k FROM t LEFT JOIN u ON t.k = u.k", "not an inner equi-join")]:
+        with pytest.raises(ValueError, match=why):
+            bucketed_view(bad, schemas)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("query", [
+    "SELECT sum(v) AS s, k AS key, avg(v) AS a FROM t GROUP BY k",
+    "SELECT u.w, t.v, t.k FROM t JOIN u ON u.k = t.k",
+])
+def test_a_view_from_sql_per_bucket_equals_its_rendered_plan(spark, tmp_path, query):
+    from colmz.dataflow.plan import plan, render
+
+    U = {"k": pa.int64(), "w": pa.string()}
+    schemas = {"t": T, "u": U}
+    view = bucketed_view(query, schemas)
+    ref = render(plan(query, schemas))
+    url = str(tmp_path / "store")
+    rng = random.Random(3)
+    held_t: Counter = Counter()
+    for t in range(1, 4):
+        dt = random_delta(rng, held_t, t)
+        du = [(rng.choice([1, 2, 3]), rng.choice("xy"), t, 1)]
+        frames = [spark.createDataFrame(dt, SPARK_T)]
+        deltas = {"t": updates(dt, T)}
+        if view.kind == "join":
+            frames.append(spark.createDataFrame(du, "k long, w string, time long, diff long"))
+            deltas["u"] = updates(du, U)
+        out = step_buckets(spark, BucketState.open(url, view, 2), frames, t)
+        assert rows(out) == rows(ref.step(t, deltas)), (query, t)
 
 
 @pytest.mark.spark
