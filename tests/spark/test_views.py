@@ -3,6 +3,7 @@ step's output and committed state compared with the in-process operators'."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections import Counter
 
@@ -250,3 +251,44 @@ def test_a_commit_failing_before_or_after_the_compare_and_set(spark, tmp_path):
     ref.step(3, updates(third, T))  # it committed: the reference takes it too
     fourth = [(2, 3, 4, -1)]
     assert rows(step(state, 4, fourth)) == rows(ref.step(4, updates(fourth, T)))
+
+
+@pytest.mark.spark
+def test_a_driver_killed_between_the_part_writes_and_the_commit_leaves_the_state(spark, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    view = sum_view(T, ["k"], {"s": Sum("v")})
+    url = str(tmp_path / "store")
+    ref = view.operator()
+    first = [(1, 2, 1, 1), (2, 3, 1, 1)]
+    step_buckets(spark, BucketState.open(url, view, 2), [spark.createDataFrame(first, SPARK_T)], 1)
+    ref.step(1, updates(first, T))
+    code = textwrap.dedent(f"""
+        import os, signal, pyarrow as pa, colmz.spark
+        from colmz.dataflow import Sum
+        from colmz.spark import views
+        spark = colmz.spark.session("local[1]", "killed", numba_cache_dir=colmz.spark.default_cache_dir())
+        view = views.sum_view({{"k": pa.int64(), "v": pa.int64()}}, ["k"], {{"s": Sum("v")}})
+        state = views.BucketState.open({url!r}, view, 2)
+        views.BucketState._commit = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # after the tasks
+        df = spark.createDataFrame([(1, 50, 2, 1), (2, 50, 2, 1)], "k long, v long, time long, diff long")
+        views.step_buckets(spark, state, [df], 2)
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        assert proc.wait(timeout=600) == -signal.SIGKILL
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the dead driver's JVM
+    state = BucketState.open(url, view, 2)
+    assert (state.seqno, state.time) == (1, 1)
+    orphans = set(open_blob(url).list_keys(state.prefix)) - state.referenced()
+    assert orphans  # the killed step wrote its parts; no record names them
+    assert contents(state, 0) == [(1, 2, 1), (2, 3, 1)]
+    second = [(1, 7, 2, 1)]
+    out = step_buckets(spark, state, [spark.createDataFrame(second, SPARK_T)], 2)
+    assert rows(out) == rows(ref.step(2, updates(second, T)))
