@@ -48,7 +48,7 @@ cost only the delta; this module trades that for state spread over machines.
 
 Invariants: a committed record's time only grows; every part the record names was written
 and checked before the compare-and-set that names it; the output of a step equals the
-in-process operator's output for the same deltas (``tests/spark/test_views.py``).
+in-process operator's output for the same deltas (``tests/spark/test_spark_views.py``).
 """
 
 # No ``from __future__ import annotations``: pyspark reads the UDF's type hints at runtime.
