@@ -267,6 +267,71 @@ class Catalog:
         """
         return self._reading(lambda: self._engine.explain(name))
 
+    # ------------------------------------------------------------------ SUBSCRIBE
+
+    def subscribe(self, target, as_of: int | None = None, *, snapshot: bool = True,
+                  up_to: int | None = None):
+        """Materialize's ``SUBSCRIBE``: the contents of ``target`` as of ``as_of`` (default
+        ``now``), then its changes at each later time, as a :class:`colmz.subscribe.Subscription`
+        of ``Updates`` batches.
+
+        ``target`` is an object's name (as :meth:`object` takes it) or a query. ``snapshot=False``
+        skips the contents at ``as_of`` (changes after it only); ``up_to`` ends the subscription
+        before that time. ``for batch in sub`` yields what is committed so far and stops;
+        ``sub.follow(timeout=...)`` waits for later commits (a durable catalog's, by any handle
+        or process); ``sub.fetch()`` gives the ready batches as one table with ``mz_timestamp``
+        and ``mz_diff`` columns first. ``KeyError`` names an unknown object, ``ValueError`` an
+        ``as_of`` before the object's since or after ``now``.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+        >>> sub = cat.subscribe("SELECT count(*) AS n FROM t")
+        >>> cat.execute("INSERT INTO t VALUES (2)")
+        >>> [b.to_pylist() for b in sub]
+        [[(1, 1, 1)], [(1, 2, -1), (2, 2, 1)]]
+        """
+        from colmz.subscribe import Subscription  # above the catalog: it plans queries
+
+        return Subscription(self, target, as_of, snapshot=snapshot, up_to=up_to)
+
+    def catch_up(self) -> int:
+        """Bring a durable handle up to the record when another handle committed since it read
+        (one read of the consensus head); returns :attr:`now`. In memory: ``now``."""
+        self._reading(lambda: None)
+        return self.now
+
+    def identity(self, name) -> str:
+        """The storage key of object ``name``: the same over the object's life (across
+        reopens), another for an object created again under its name.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")
+        >>> a = cat.identity("t"); cat.execute("DROP TABLE t; CREATE TABLE t (k INT)")
+        >>> a == cat.identity("t")
+        False
+        """
+        return self._engine.identity(name)
+
+    def contents(self, name, as_of: int) -> Updates:
+        """The contents of object ``name`` as of ``as_of``, as :meth:`read` gives them (from
+        this handle's state, without catching up), and on a durable catalog also as of times
+        before this handle's reopen while the object's arrangement holds them (its since).
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+        >>> cat.contents("t", 1).to_pylist()
+        [(1, 1, 1)]
+        """
+        return self._engine.contents(name, as_of)
+
+    def changes(self, name, lower: int, upper: int) -> Updates:
+        """The updates of object ``name`` at times ``lower <= t < upper`` as written (``upper``
+        at most ``now + 1``; ``lower`` after the object's since: its history), from this
+        handle's memory or, for history older than its last reopen, the durable arrangement.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
+        >>> cat.execute("DELETE FROM t"); cat.changes("t", 1, 3).to_pylist()
+        [(1, 1, 1), (1, 2, -1)]
+        """
+        return self._engine.changes(name, lower, upper)
+
     # ------------------------------------------------------------------ reads and writes
 
     def read(self, name: Key | tuple[str, ...], as_of: int | None = None) -> Updates:
@@ -383,6 +448,8 @@ class Catalog:
         handle is changed."""
         store = CatalogStore(self._loc)
         engine = Engine(self._con, durable=True, views=self._views)
+        # history older than this load: the arrangements of whichever mirror is current
+        engine.history = lambda key: None if self._mirror is None else self._mirror.arrangements.get(key)
         mirror = Mirror()
         state = store.load()
         if state is None:

@@ -57,6 +57,7 @@ from colmz.catalog.objects import (
     relation_of,
 )
 from colmz.catalog.queries import Queries
+from colmz.catalog.subscriptions import Subscriptions
 from colmz.catalog.views import Views
 from colmz.continual import ContinualTask, MemoryCollection
 from colmz.dataflow.maintained import MODES as VIEW_MODES
@@ -75,6 +76,7 @@ from colmz.sql import (
     Query,
     Show,
     SQLError,
+    Subscribe,
     UnsupportedSQL,
     UpdateStatement,
     display_name,
@@ -96,7 +98,7 @@ __all__ = ["Engine"]
 Persist = Callable[[], None] | None
 
 
-class Engine(Definitions, Queries, Views):
+class Engine(Definitions, Queries, Views, Subscriptions):
     """Named collections at logical times, in memory (module docstring).
 
     Parameters
@@ -217,19 +219,23 @@ class Engine(Definitions, Queries, Views):
         return self.answer(self.query_statement(query), as_of)
 
     @staticmethod
-    def query_statement(query: str) -> Query | Show | ExplainView:
-        """The one query (or ``SHOW``, ``EXPLAIN``) ``query`` holds, parsed (``SQLError`` otherwise)."""
+    def query_statement(query: str) -> Query | Show | ExplainView | Subscribe:
+        """The one query (or ``SHOW``, ``EXPLAIN``, ``SUBSCRIBE``) ``query`` holds, parsed
+        (``SQLError`` otherwise)."""
         stmts = parse(require_text(query, "query"))
-        if len(stmts) != 1 or not isinstance(stmts[0], (Query, Show, ExplainView)):
-            raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES, TABLE or SHOW); use cat.execute for statements")
+        if len(stmts) != 1 or not isinstance(stmts[0], (Query, Show, ExplainView, Subscribe)):
+            raise SQLError("cat.sql runs one query (SELECT, WITH, VALUES, TABLE, SHOW, EXPLAIN or SUBSCRIBE); "
+                           "use cat.execute for statements")
         return stmts[0]
 
-    def answer(self, s: Query | Show | ExplainView, as_of: int | None = None) -> pa.Table:
+    def answer(self, s: Query | Show | ExplainView | Subscribe, as_of: int | None = None) -> pa.Table:
         """The result of the parsed query ``s`` (:meth:`query_statement`) as of ``as_of``."""
         if isinstance(s, Show):
             return self._show(s)
         if isinstance(s, ExplainView):
             return self.explain_rows(s)
+        if isinstance(s, Subscribe):
+            return self.subscribe_table(s, as_of)
         if s.as_of is not None and as_of is not None and s.as_of != as_of:
             raise ValueError(f"the query says AS OF {s.as_of} and as_of={as_of} is given: give one")
         when = s.as_of if s.as_of is not None else as_of
@@ -267,7 +273,7 @@ class Engine(Definitions, Queries, Views):
                         )
                     self._write(s, commit_at, pending)
                     result = None
-                elif isinstance(s, (Query, Show, ExplainView)):
+                elif isinstance(s, (Query, Show, ExplainView, Subscribe)):
                     if pending or self._wrote(stmts[:i], commit_at):
                         self._commit(commit_at, pending)
                         pending = {}
@@ -275,6 +281,8 @@ class Engine(Definitions, Queries, Views):
                         result = self._show(s)
                     elif isinstance(s, ExplainView):
                         result = self.explain_rows(s)
+                    elif isinstance(s, Subscribe):
+                        result = self.subscribe_table(s)
                     else:
                         when = self.as_of(s.as_of)
                         result = rename_like_postgres(self._query(s.sql, when, {}), s.sql)

@@ -30,6 +30,7 @@ __all__ = [
     "CreateMaterializedView",
     "ExplainView",
     "Show",
+    "Subscribe",
     "CreateSchema",
     "CreateTable",
     "DeleteStatement",
@@ -147,6 +148,21 @@ class Show:
     kind: str | None
     schema: tuple[str, ...] | None = None
     columns_of: tuple[str, ...] | None = None
+
+
+@dataclass
+class Subscribe:
+    """Materialize's ``SUBSCRIBE [TO] name | (query) [WITH (SNAPSHOT [= bool], PROGRESS [=
+    bool])] [AS OF t] [UP TO t]``: exactly one of ``name`` (the object's name parts) and
+    ``query`` (the text inside the parentheses); ``as_of``/``up_to`` integer times or ``None``.
+    """
+
+    name: tuple[str, ...] | None
+    query: str | None
+    as_of: int | None = None
+    up_to: int | None = None
+    snapshot: bool = True
+    progress: bool = False
 
 
 @dataclass
@@ -342,6 +358,8 @@ def _statement(cur: _Cursor):
         return CreateTable(name, cols, qual, if_not_exists)
     if cur.at("SHOW"):
         return _show(cur)
+    if cur.accept("SUBSCRIBE"):
+        return _subscribe(cur)
     if cur.accept("CREATE", "MATERIALIZED", "VIEW") or cur.accept(
         "CREATE", "OR", "REPLACE", "MATERIALIZED", "VIEW"
     ):
@@ -466,6 +484,57 @@ def _show(cur: _Cursor) -> Show:
             return Show(kind, schema)
     words = " ".join(t.text.upper() for t in cur.toks[cur.pos : min(cur.pos + 3, cur.end)])
     _unsupported(f"SHOW {words}".strip())
+
+
+def _subscribe(cur: _Cursor) -> Subscribe:
+    """The rest of ``SUBSCRIBE`` (after the word), as ``src/sql-parser/src/parser.rs``
+    upstream reads it: ``[TO] name | (query)``, then ``WITH (...)``, ``AS OF``, ``UP TO``."""
+    cur.accept("TO")
+    name = query = None
+    if cur.at("("):
+        close = cur.matching()
+        query = cur.span(cur.pos + 1, close).strip()
+        if not query:
+            raise SQLError("SUBSCRIBE (): the parentheses hold no query")
+        cur.pos = close + 1
+    else:
+        if cur.peek() is None:
+            raise SQLError("SUBSCRIBE needs an object name or a (query)")
+        name = cur.qualified()
+        if len(name) > 3:
+            raise SQLError(f"qualified name did not have between 1 and 3 components: {sql_name(name)}")
+    out = Subscribe(name, query)
+    if cur.at("ENVELOPE") or cur.at("WITHIN"):
+        _unsupported(f"SUBSCRIBE ... {cur.peek().text.upper()}")
+    if cur.accept("WITH"):
+        if not cur.at("("):
+            raise SQLError("SUBSCRIBE ... WITH needs an option list in parentheses")
+        close = cur.matching()
+        for a, b in _split(cur.toks, cur.pos + 1, close, ","):
+            opt = cur.toks[a].upper if b > a else ""
+            if opt not in ("SNAPSHOT", "PROGRESS"):
+                _unsupported(f"SUBSCRIBE option {cur.span(a, b)!r} (colmz knows SNAPSHOT and PROGRESS)")
+            value = True
+            if b - a == 3 and cur.toks[a + 1].text == "=" and cur.toks[a + 2].upper in ("TRUE", "FALSE"):
+                value = cur.toks[a + 2].upper == "TRUE"
+            elif b - a == 2 and cur.toks[a + 1].upper in ("TRUE", "FALSE"):
+                value = cur.toks[a + 1].upper == "TRUE"
+            elif b - a != 1:
+                raise SQLError(f"SUBSCRIBE option {opt}: expected {opt} [= true | false], got {cur.span(a, b)!r}")
+            setattr(out, opt.lower(), value)
+        cur.pos = close + 1
+    for words, field_name in ((("AS", "OF"), "as_of"), (("UP", "TO"), "up_to")):
+        if cur.accept(*words):
+            t = cur.peek()
+            if t is not None and t.upper == "AT":
+                _unsupported("SUBSCRIBE ... AS OF AT LEAST (AS OF takes an integer time)")
+            if t is None or t.kind != "number" or not t.text.isdigit():
+                raise SQLError(f"SUBSCRIBE ... {' '.join(words)} takes an integer time, got "
+                               f"{t.text if t else 'end of statement'!r}")
+            cur.pos += 1
+            setattr(out, field_name, int(t.text))
+    _done(cur, "SUBSCRIBE")
+    return out
 
 
 def _unsupported(what: str):

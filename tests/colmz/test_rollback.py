@@ -56,13 +56,13 @@ NOT_ROLLED_BACK = {
     # its definition
     "CatalogObject": {"name", "kind", "deps", "query", "uses_now"},
     # the catalog's engine: configuration (connection, whether it is driven durably, how views
-    # are maintained), the
+    # are maintained, where a durable catalog keeps older history), the
     # time a reopen loaded at (set by loading only), and the per-call check of a reopened
     # commit (``_expect``, cleared by every roll back). The durable Catalog around it is
     # not rolled back: its engine, store and mirror of the record are replaced together by
     # a reload, and the mirror changes only once a commit succeeded
     # (tests/colmz/catalog/test_catalog_refresh.py)
-    "Engine": {"_views", "_con", "_durable", "_reopened_at", "_expect"},
+    "Engine": {"_views", "_con", "_durable", "_reopened_at", "_expect", "history"},
 }
 
 

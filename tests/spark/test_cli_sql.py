@@ -149,3 +149,23 @@ def test_columns_sharing_a_name_are_both_printed(tmp_path):
               "-c", "SELECT count(*), count(s) FROM t")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-4:] == [" count | count", "-------+-------", "     2 |     1", "(1 row)"]
+
+
+def test_subscribe_from_a_fresh_process_reads_the_stored_history(tmp_path):
+    cat = tmp_path / "cat"
+    assert colmz("sql", str(cat), "--create", "-c", "CREATE TABLE t (k INT); INSERT INTO t VALUES (1)").returncode == 0
+    assert colmz("sql", str(cat), "-c", "DELETE FROM t; INSERT INTO t VALUES (2)").returncode == 0
+    r = colmz("sql", str(cat), "-c", "SUBSCRIBE t WITH (PROGRESS) AS OF 1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        " mz_timestamp | mz_progressed | mz_diff | k",
+        "--------------+---------------+---------+---",
+        "            1 | f             |       1 | 1",
+        "            2 | t             |         |",
+        "            2 | f             |      -1 | 1",
+        "            2 | f             |       1 | 2",
+        "            3 | t             |         |",
+        "(5 rows)",
+    ]
+    r = colmz("sql", str(cat), "-c", "SUBSCRIBE nosuch")
+    assert r.returncode == 2 and "unknown catalog item 'nosuch'" in r.stderr

@@ -303,7 +303,7 @@ def test_writes_to_derived_objects_and_unsupported_sql(cat):
         ("CREATE VIEW v AS SELECT 1", "CREATE VIEW"),
         ("CREATE INDEX i ON t (k)", "CREATE INDEX"),
         ("SELECT * FROM t AS OF AT LEAST 3", "AS OF"),
-        ("SUBSCRIBE t", "SUBSCRIBE"),
+        ("SUBSCRIBE t ENVELOPE UPSERT (KEY (k))", "ENVELOPE"),
         ("CREATE TABLE d (x NUMERIC)", "NUMERIC"),
         ("INSERT INTO t VALUES (1) RETURNING k", "RETURNING"),
         ("CREATE CONTINUAL TASK x WITH (FOO = 1) ON INPUT t AS (INSERT INTO x SELECT * FROM t)", "FOO"),

@@ -1,0 +1,558 @@
+"""Views kept by delta rules on Spark: one operator step per key bucket, state committed by the driver.
+
+Design
+------
+For users who outgrow one machine (``docs/dataflow.md``): a stateful operator of
+``colmz.dataflow`` -- the sum view's :class:`~colmz.dataflow.AccumulableReduce`, the join
+view's :class:`~colmz.dataflow.DeltaJoin` -- is run per *key bucket*. Each input's rows are
+bucketed by the operator's key (the group key of a reduce, the join key of a join), ``bucket
+= pmod(xxhash64(key columns), buckets)`` computed by Spark, so every row a key's output
+depends on meets in one bucket; the inputs of a join are bucketed by their join columns cast
+to one type, so ``ΔA``'s bucket ``b`` meets only ``B``'s bucket ``b`` (co-partitioned, no
+broadcast).
+
+A step at time ``t`` is a pure function of (the bucket's state, the bucket's delta):
+:func:`step_bucket`. The state of a bucket is each input's collection integrated up to the
+last committed time (the input's consolidated rows: what the operator's arrangements or
+accumulators are built from); the step builds the operator from it (one step at the state's
+time, output discarded), steps the delta at ``t`` and returns the output delta. The new
+state is the old plus the delta, so the state of an input grows by *appending* the delta as
+a run of parts; when a bucket input holds :data:`COMPACT_RUNS` runs the task writes its
+consolidated state as one run instead (a compaction), and the old runs are dropped from the
+state.
+
+Durable state (:class:`BucketState`): parts under ``<name>/parts/`` in a blob store and one
+consensus record ``<name>/state`` -- the view's description, the number of buckets, the last
+committed time and, per bucket and input, the runs (``WrittenRun`` with every part's check).
+:func:`step_buckets` runs one step as Materialize's sink and ``colmz sink`` commit
+(``colmz.spark.sink``, ``colmz.spark.cli.sink``), in named phases with one durable call:
+
+1. **bucketing** -- each delta DataFrame gets its bucket column;
+2. **stepping buckets** -- ``groupBy(bucket).applyInArrow`` (``cogroup`` for a join): each
+   task of a bucket with a delta reads its state parts (checked against the recorded
+   checks), steps, writes its state run (parts carry the step's owner token) and returns its
+   output rows and a description of its run; untouched buckets are not read;
+3. **committing** -- the driver collects the output and the runs and compare-and-sets the
+   record from the version it read: the new time and each touched bucket's runs. This is the
+   only durable change: a task that raises, a lost compare-and-set or a crash before it
+   leaves the committed state as it was, and the parts the step wrote are deleted
+   (``colmz.arrangement.runs.discard_owned``, by the owner token; a crash leaves them
+   unreferenced). After the commit, the parts of runs a compaction replaced are deleted:
+   a handle still holding an older version then fails to read them (open the state again;
+   its commit would lose the compare-and-set anyway).
+
+Cost of a step: the touched buckets' state (read and rebuilt: Spark tasks keep nothing
+between steps) plus the delta; untouched buckets cost nothing. More buckets mean smaller
+states per touched bucket. The in-process operators keep their state between steps and
+cost only the delta; this module trades that for state spread over machines.
+
+Invariants: a committed record's time only grows; every part the record names was written
+and checked before the compare-and-set that names it; the output of a step equals the
+in-process operator's output for the same deltas (``tests/spark/test_spark_views.py``).
+"""
+
+# No ``from __future__ import annotations``: pyspark reads the UDF's type hints at runtime.
+import contextlib
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import colmz
+from colmz.arrangement.parts import read_parts as read_blob_parts
+from colmz.arrangement.runs import WrittenRun, discard_owned, write_run
+from colmz.dataflow import AccumulableReduce, DeltaJoin
+from colmz.dataflow.accumulable import (
+    Avg,
+    BoolAnd,
+    BoolOr,
+    Count,
+    StddevPop,
+    StddevSamp,
+    Sum,
+    VarPop,
+    VarSamp,
+)
+from colmz.frontier import check_time
+from colmz.order import ColumnSpec
+from colmz.rows import at_time, schema_of
+from colmz.storage.base import Indeterminate, VersionedData
+from colmz.storage.url import Location, open_blob, open_location
+
+__all__ = ["COMPACT_RUNS", "BucketState", "BucketStateConflict", "BucketedView", "bucketed_view", "join_view",
+           "step_bucket", "step_buckets", "sum_view"]
+
+#: A bucket input holding this many runs is written whole, consolidated, as one run.
+COMPACT_RUNS = 8
+
+_AGGREGATES = {c.__name__: c for c in (Avg, BoolAnd, BoolOr, Count, StddevPop, StddevSamp, Sum, VarPop, VarSamp)}
+_BUCKET = "_colmz_bucket"
+_RUNS = "_colmz_runs"
+
+
+class BucketStateConflict(RuntimeError):
+    """Another writer committed the view's state since this handle read it: the step
+    committed nothing (open the state again and re-run the step)."""
+
+
+@dataclass(frozen=True)
+class BucketedView:
+    """A view whose one stateful operator runs per key bucket: ``kind`` ``"sum"`` (an
+    :class:`~colmz.dataflow.AccumulableReduce`) or ``"join"`` (a
+    :class:`~colmz.dataflow.DeltaJoin`); ``inputs`` the inputs' schemas (the delta
+    DataFrames' columns), ``keys`` each input's bucket key. Made by :func:`sum_view`,
+    :func:`join_view` and :func:`bucketed_view` (from SQL)."""
+
+    kind: str
+    inputs: tuple[tuple[ColumnSpec, ...], ...]
+    keys: tuple[tuple[str, ...], ...]
+    #: ``"sum"``: ``(output name, aggregate class name, column or None)`` per aggregate.
+    aggregates: tuple[tuple[str, str, str | None], ...] = ()
+    #: ``"join"``: the equated column pairs (operator column names).
+    on: tuple[tuple[str, str], ...] = ()
+    #: Per input, the operator's names of its columns, by position (empty: their own).
+    names: tuple[tuple[str, ...], ...] = ()
+    #: The output: ``(operator output column, name)`` pairs (empty: the operator's columns).
+    project: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def operator_inputs(self) -> tuple[tuple[ColumnSpec, ...], ...]:
+        """The inputs' schemas under the operator's column names."""
+        if not self.names:
+            return self.inputs
+        return tuple(tuple(ColumnSpec(n, c.type) for n, c in zip(names, s)) for names, s in zip(self.names, self.inputs))
+
+    def operator(self):
+        """A new in-process operator of this view (empty state)."""
+        ins = self.operator_inputs
+        if self.kind == "sum":
+            aggs = {name: (_AGGREGATES[cls](col) if col is not None else _AGGREGATES[cls]())
+                    for name, cls, col in self.aggregates}
+            pos = {c.name: j for j, c in enumerate(self.inputs[0])}
+            return AccumulableReduce(ins[0], [ins[0][pos[k]].name for k in self.keys[0]], aggs)
+        return DeltaJoin(list(ins), list(self.on))
+
+    @property
+    def schema(self) -> tuple[ColumnSpec, ...]:
+        """The output's columns."""
+        out = tuple(self.operator().schema)
+        if not self.project:
+            return out
+        types = {c.name: c.type for c in out}
+        return tuple(ColumnSpec(n, types[src]) for src, n in self.project)
+
+    def describe(self) -> dict:
+        """The view as JSON-able data (kept in the state's record: a state opened with
+        another view is refused)."""
+        return {"kind": self.kind, "inputs": [[[c.name, str(c.type)] for c in s] for s in self.inputs],
+                "keys": [list(k) for k in self.keys], "aggregates": [list(a) for a in self.aggregates],
+                "on": [list(p) for p in self.on], "names": [list(n) for n in self.names],
+                "project": [list(p) for p in self.project]}
+
+    def operator_delta(self, u: colmz.Updates, i: int) -> colmz.Updates:
+        """Input ``i``'s updates under the operator's column names."""
+        if not self.names:
+            return u
+        return colmz.Updates({n: u.column(c.name) for n, c in zip(self.names[i], self.inputs[i])},
+                             u.time, u.diff, copy=False)
+
+    def output(self, u: colmz.Updates) -> colmz.Updates:
+        """The operator's output as the view's columns (projected, consolidated)."""
+        if not self.project:
+            return u
+        return colmz.consolidate(colmz.Updates({n: u.column(src) for src, n in self.project}, u.time, u.diff))
+
+
+def sum_view(schema, group_by: Sequence[str], aggregates: Mapping) -> BucketedView:
+    """``SELECT group_by..., aggregates FROM input GROUP BY group_by`` bucketed by the group
+    key; ``aggregates`` maps output names to ``colmz.dataflow`` accumulable aggregates
+    (``Sum("v")``, ``Count()``, ``Avg("v")``, ...).
+
+    >>> import pyarrow as pa
+    >>> from colmz.dataflow import Count, Sum
+    >>> v = sum_view({"k": pa.int64(), "v": pa.int64()}, ["k"], {"s": Sum("v"), "c": Count()})
+    >>> [c.name for c in v.schema]
+    ['k', 's', 'c']
+    """
+    schema = schema_of(schema)
+    if isinstance(group_by, str) or not group_by:
+        raise ValueError(f"group_by must name at least one column (a global aggregate has one bucket), "
+                         f"got {group_by!r}")
+    aggs = []
+    for name, a in dict(aggregates).items():
+        if type(a).__name__ not in _AGGREGATES or type(a) is not _AGGREGATES[type(a).__name__]:
+            raise TypeError(f"aggregates[{name!r}] must be an accumulable aggregate of colmz.dataflow "
+                            f"({sorted(_AGGREGATES)}), got {a!r}")
+        aggs.append((name, type(a).__name__, a.column))
+    view = BucketedView("sum", (schema,), (tuple(group_by),), tuple(aggs))
+    view.operator()  # checks the columns and types once, here
+    return view
+
+
+def join_view(left, right, on: Sequence[tuple[str, str]]) -> BucketedView:
+    """``SELECT * FROM left JOIN right ON left.a = right.b AND ...`` bucketed by the join
+    key (every pair of ``on``; columns distinct across the inputs, as ``DeltaJoin`` takes
+    them).
+
+    >>> import pyarrow as pa
+    >>> v = join_view({"tk": pa.int64(), "v": pa.int64()}, {"uk": pa.int64(), "w": pa.string()}, [("tk", "uk")])
+    >>> v.keys
+    (('tk',), ('uk',))
+    """
+    left, right = schema_of(left), schema_of(right)
+    pairs = tuple((a, b) for a, b in on)
+    if not pairs:
+        raise ValueError("on must equate at least one pair of columns (a cross join cannot be bucketed)")
+    lnames, rnames = {c.name for c in left}, {c.name for c in right}
+    for a, b in pairs:
+        if a not in lnames or b not in rnames:
+            raise ValueError(f"on pair ({a!r}, {b!r}) must name a column of left, then one of right")
+    view = BucketedView("join", (left, right), (tuple(a for a, _ in pairs), tuple(b for _, b in pairs)),
+                        on=pairs)
+    view.operator()
+    return view
+
+
+#: The plan's accumulable aggregate functions (``colmz.dataflow.plan``) and their classes.
+_PLAN_AGGREGATES = {"count": Count, "count_star": Count, "sum": Sum, "avg": Avg, "bool_and": BoolAnd,
+                    "bool_or": BoolOr, "every": BoolAnd, "var_samp": VarSamp, "variance": VarSamp,
+                    "var_pop": VarPop, "stddev_samp": StddevSamp, "stddev": StddevSamp, "stddev_pop": StddevPop}
+
+
+def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
+    """The :class:`BucketedView` of a view's SQL over tables ``schemas`` (as
+    :func:`colmz.dataflow.plan.plan` takes them): ``SELECT ... FROM t GROUP BY ...`` with
+    accumulable aggregates only, or ``SELECT ... FROM a JOIN b ON a.x = b.y [AND ...]`` (an
+    inner equi-join of two tables), with no ``WHERE`` -- the shapes bucketed today; any other
+    plan is refused naming its root. The delta DataFrames carry the tables' own columns.
+
+    >>> import pyarrow as pa
+    >>> v = bucketed_view("SELECT k, sum(v) AS s, count(*) AS c FROM t GROUP BY k",
+    ...                   {"t": {"k": pa.int64(), "v": pa.int64()}})
+    >>> v.kind, v.keys, [c.name for c in v.schema]
+    ('sum', (('k',),), ['k', 's', 'c'])
+    """
+    from colmz.dataflow.plan import Get, Join, MapFilter, Reduce, plan
+
+    p = plan(query, schemas)
+    root, project = p.root, ()
+    if isinstance(root, MapFilter) and not root.where and root.select is not None:
+        root, project = root.input, tuple(root.select)
+    tables = {name: schema_of(s) for name, s in schemas.items()}
+
+    def refuse(why: str):
+        return ValueError(f"bucketed_view takes a GROUP BY of accumulable aggregates over one table, or an "
+                          f"inner equi-join of two tables, without WHERE; this plan {why}:\n{p.explain()}")
+
+    if isinstance(root, Reduce):
+        get = root.input
+        if not isinstance(get, Get) or not root.group_by:
+            raise refuse("reduces something other than one table, or has no GROUP BY")
+        if any(a.reduction != "accumulable" or a.function not in _PLAN_AGGREGATES for a in root.aggregates):
+            raise refuse("has a non-accumulable aggregate")
+        col = {q: c for c, q in get.columns}
+        aggs = {a.name: (_PLAN_AGGREGATES[a.function](col[a.column]) if a.column is not None
+                         else _PLAN_AGGREGATES[a.function]()) for a in root.aggregates}
+        view = sum_view(tables[get.table], [col[g] for g in root.group_by], aggs)
+        project = tuple((col.get(src, src), name) for src, name in project)
+        return BucketedView(view.kind, view.inputs, view.keys, view.aggregates, project=project)
+    if isinstance(root, Join):
+        gets = root.inputs
+        if root.kind != "inner" or root.residual or len(gets) != 2 or not all(isinstance(g, Get) for g in gets):
+            raise refuse("is not an inner equi-join of two tables")
+        schemas2 = [tables[g.table] for g in gets]
+        names = []
+        for g, sch in zip(gets, schemas2):
+            qual = dict(g.columns)
+            names.append(tuple(qual[c.name] for c in sch))
+        col0, col1 = ({q: c for c, q in g.columns} for g in gets)
+        first = {q for _, q in gets[0].columns}
+        pairs = tuple((a, b) if a in first else (b, a) for a, b in root.on)
+        keys = (tuple(col0[a] for a, _ in pairs), tuple(col1[b] for _, b in pairs))
+        view = BucketedView("join", tuple(schemas2), keys, on=pairs, names=tuple(names), project=project)
+        view.operator()
+        return view
+    raise refuse(f"has a {type(root).__name__} at its root")
+
+
+def step_bucket(view: BucketedView, state: Sequence, state_time, deltas: Sequence, time: int):
+    """The output delta at ``time`` of ``view``'s operator over one bucket: built from
+    ``state`` (each input's consolidated contents as of ``state_time``; ``None`` before the
+    first step) and stepped with ``deltas`` (each input's updates, all moved to ``time``).
+    Pure: nothing is kept.
+
+    >>> import colmz, pyarrow as pa
+    >>> from colmz.dataflow import Sum
+    >>> v = sum_view({"k": pa.int64(), "v": pa.int64()}, ["k"], {"s": Sum("v")})
+    >>> old = colmz.Updates({"k": [1, 1], "v": [5, 7]}, time=[1, 1], diff=[1, 1])
+    >>> step_bucket(v, [old], 1, [colmz.Updates({"k": [1], "v": [5]}, time=[2], diff=[-1])], 2).to_pylist()
+    [(1, 7, 2, 1), (1, 12, 2, -1)]
+    """
+    time = check_time(time, "time")
+    op = view.operator()
+    if state_time is not None:
+        state_time = check_time(state_time, "state_time")
+        if state_time >= time:
+            raise ValueError(f"time {time} is not after the state's time {state_time}")
+        op.step(state_time, *[view.operator_delta(at_time(s, state_time), i) for i, s in enumerate(state)])
+    return view.output(op.step(time, *[view.operator_delta(at_time(d, time), i) for i, d in enumerate(deltas)]))
+
+
+# ----------------------------------------------------------------------------- durable state
+
+
+class BucketState:
+    """The durable state of a :class:`BucketedView`: runs of parts per bucket and input,
+    named by one consensus record (see the module docstring).
+
+    Open with :meth:`open`; :attr:`time` is the last committed step's time (``None``
+    before the first), :attr:`seqno` the record version read, :meth:`runs` a bucket input's
+    runs and :meth:`contents` its consolidated contents (read in this process).
+    """
+
+    def __init__(self, url: str, consensus, name: str, view: BucketedView, buckets: int, head):
+        self.url = url
+        self.name = name
+        self.view = view
+        self.buckets = buckets
+        self._consensus = consensus
+        self.seqno = None if head is None else head.seqno
+        record = None if head is None else json.loads(head.data)
+        self.time = None if record is None else record["time"]
+        self._runs = {} if record is None else {k: [WrittenRun.from_dict(r) for r in v]
+                                                for k, v in record["runs"].items()}
+
+    @property
+    def key(self) -> str:
+        """The consensus key of the record."""
+        return f"{self.name}/state"
+
+    @property
+    def prefix(self) -> str:
+        """Where the state's parts are written."""
+        return f"{self.name}/parts/"
+
+    @classmethod
+    def open(cls, url: str, view: BucketedView, buckets: int, *, name: str = "view",
+             consensus: str | None = None) -> "BucketState":
+        """The state of ``view`` at ``url`` (a directory, ``mem://`` or ``s3://`` with
+        ``consensus=``), ``buckets`` buckets; a new one when there is none (nothing is
+        written until the first commit). A state of another view or bucket count is refused
+        (``ValueError`` naming both)."""
+        if not isinstance(view, BucketedView):
+            raise TypeError(f"view must be a BucketedView (sum_view, join_view), got {type(view).__name__}")
+        if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+            raise ValueError(f"buckets must be a positive int, got {buckets!r}")
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"name must be a non-empty name without '/', got {name!r}")
+        if isinstance(url, Location):  # a store opened already (a fault-injecting wrapper's)
+            if consensus is not None:
+                raise ValueError("give consensus= with a URL, not with an opened Location")
+            loc = url
+        else:
+            loc = open_location(url, consensus=consensus)
+        head = loc.consensus.head(f"{name}/state")
+        if head is not None:
+            record = json.loads(head.data)
+            if record["view"] != view.describe() or record["buckets"] != buckets:
+                raise ValueError(f"the state {name!r} at {url!r} is of view {record['view']} with "
+                                 f"{record['buckets']} buckets, not {view.describe()} with {buckets}")
+        return cls(loc.url, loc.consensus, name, view, buckets, head)
+
+    def runs(self, bucket: int, i: int) -> list[WrittenRun]:
+        """The runs holding input ``i``'s state in ``bucket``."""
+        return list(self._runs.get(f"{bucket}/{i}", ()))
+
+    def contents(self, bucket: int, i: int) -> colmz.Updates:
+        """Input ``i``'s consolidated contents in ``bucket`` (read here, every part checked)."""
+        return _read_state(open_blob(self.url), self.view.inputs[i],
+                           [p for r in self.runs(bucket, i) for p in r.parts], self.time)
+
+    def referenced(self) -> set[str]:
+        """Every part key the record names."""
+        return {k for runs in self._runs.values() for r in runs for k in r.keys}
+
+    def _commit(self, time: int, written: Mapping[str, tuple[WrittenRun | None, bool]]) -> None:
+        """One compare-and-set of the record from :attr:`seqno`: ``time`` and, per
+        ``"bucket/input"``, its new run (``replace``: instead of the old runs)."""
+        runs = {k: list(v) for k, v in self._runs.items()}
+        for k, (run, replace) in written.items():
+            old = [] if replace else runs.get(k, [])
+            runs[k] = old + ([run] if run is not None else [])
+            if not runs[k]:
+                del runs[k]
+        record = {"view": self.view.describe(), "buckets": self.buckets, "time": time,
+                  "runs": {k: [r.to_dict() for r in v] for k, v in sorted(runs.items())}}
+        seqno = 1 if self.seqno is None else self.seqno + 1
+        data = json.dumps(record).encode()
+        try:
+            landed = self._consensus.compare_and_set(self.key, self.seqno, VersionedData(seqno, data))
+        except Indeterminate as e:
+            # The request may have landed: the head says. When it cannot be read the outcome
+            # stays unknown and an Indeterminate goes to the caller, which keeps the parts.
+            try:
+                head = self._consensus.head(self.key)
+            except Exception as read_error:  # noqa: BLE001 - any failure leaves the outcome unknown
+                raise Indeterminate(f"the commit of state {self.name!r} may or may not have landed "
+                                    f"({e}); reading it back failed: {read_error}") from read_error
+            if head is not None and head.seqno == seqno and bytes(head.data) == data:
+                landed = True
+            elif (head.seqno if head is not None else None) == self.seqno:
+                raise RuntimeError(f"the commit of state {self.name!r} did not land ({e}): nothing "
+                                   "committed") from e
+            else:
+                landed = False
+        if not landed:
+            raise BucketStateConflict(f"the state {self.name!r} at {self.url!r} was committed by another "
+                                      f"writer since version {self.seqno}: nothing committed (open it again)")
+        self.seqno, self.time, self._runs = seqno, time, runs
+
+
+def _read_state(blob, schema, parts, time) -> colmz.Updates:
+    if not parts:
+        return colmz.Updates.empty(schema)
+    return colmz.consolidate(colmz.concat(read_blob_parts(blob, parts, schema)), since=time)
+
+
+# ----------------------------------------------------------------------------- Spark
+
+
+def _bucketed(df, view: BucketedView, i: int, buckets: int):
+    """Input ``i``'s delta DataFrame with its bucket column (join keys cast to the first
+    input's types, so equal keys hash equally)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    cols = []
+    for k, k0 in zip(view.keys[i], view.keys[0]):
+        t0 = next(c.type for c in view.inputs[0] if c.name == k0)
+        cols.append(F.col(k).cast(from_arrow_type(t0)))
+    names = [c.name for c in view.inputs[i]]
+    missing = [n for n in (*names, "time", "diff") if n not in df.columns]
+    if missing:
+        raise ValueError(f"deltas[{i}] lacks columns {missing} (it needs {names} + time, diff)")
+    return df.select(*names, "time", "diff").withColumn(_BUCKET, F.pmod(F.xxhash64(*cols), F.lit(buckets)))
+
+
+def _updates_of(table: pa.Table, schema) -> colmz.Updates:
+    cols = {c.name: table.column(c.name).cast(c.type) for c in schema}
+    return colmz.Updates(cols, table.column("time").cast(pa.uint64()), table.column("diff"))
+
+
+def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owner: str | None = None,
+                 compact_runs: int = COMPACT_RUNS) -> colmz.Updates:
+    """Step ``state``'s view at ``time`` with ``deltas`` (one DataFrame per input: its data
+    columns, ``time`` and ``diff``; every row is taken at ``time``), each touched bucket on
+    an executor; commit the new state in one compare-and-set and return the view's output
+    delta (collected to the driver).
+
+    Raises ``ValueError`` for a ``time`` not after the committed one; whatever a task raises
+    (``colmz.errors.NegativeMultiplicity`` for a retraction of rows a bucket does not hold,
+    an overflow) and :class:`BucketStateConflict` leave the committed state as it was, the
+    step's parts deleted. ``owner`` (letters and digits) tags the parts the step writes;
+    a bucket input reaching ``compact_runs`` runs is written whole as one.
+    """
+    view = state.view
+    time = check_time(time, "time")
+    if state.time is not None and time <= state.time:
+        raise ValueError(f"time {time} is not after the state's committed time {state.time}")
+    if len(deltas) != len(view.inputs):
+        raise ValueError(f"a step of this {view.kind} view takes {len(view.inputs)} delta DataFrames, got {len(deltas)}")
+    if isinstance(compact_runs, bool) or not isinstance(compact_runs, int) or compact_runs < 1:
+        raise ValueError(f"compact_runs must be a positive int, got {compact_runs!r}")
+    if owner is not None and (not isinstance(owner, str) or not owner.isascii() or not owner.isalnum()):
+        raise ValueError(f"owner must be letters and digits, got {owner!r}")
+    owner = owner or uuid.uuid4().hex
+    frames = [_bucketed(d, view, i, state.buckets) for i, d in enumerate(deltas)]
+    task = _BucketTask(view, state.url, state.prefix, owner, state.time, time,
+                       {k: [list(p) for r in v for p in r.parts] for k, v in state._runs.items()},
+                       {k: len(v) for k, v in state._runs.items()}, compact_runs)
+    out_schema = _task_schema(view)
+
+    # Plain functions: pyspark tells (table) from (key, table) by the number of parameters.
+    def one(table: pa.Table) -> pa.Table:
+        return task.run([table])
+
+    def two(left: pa.Table, right: pa.Table) -> pa.Table:
+        return task.run([left, right])
+
+    try:
+        if len(frames) == 1:
+            result = frames[0].groupBy(_BUCKET).applyInArrow(one, out_schema).toArrow()
+        else:
+            result = (frames[0].groupBy(_BUCKET).cogroup(frames[1].groupBy(_BUCKET))
+                      .applyInArrow(two, out_schema).toArrow())
+        runs = result.column(_RUNS).to_pylist()
+        written = {}
+        for r in runs:
+            if r is not None:
+                for k, (run, replace) in json.loads(r).items():
+                    written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
+        dropped = state.referenced()
+        state._commit(time, written)
+    except Indeterminate:
+        raise  # the record may name the step's parts: they stay (unreferenced ones are garbage)
+    except BaseException:
+        discard_owned(open_blob(state.url), state.prefix, owner, state.referenced())
+        raise
+    # Committed. The runs a compaction replaced are named by no record from here on.
+    blob = open_blob(state.url)
+    for k in dropped - state.referenced():
+        with contextlib.suppress(Exception):  # best effort: an unreferenced part is garbage only
+            blob.delete(k)
+    data = result.filter(pc.is_null(result.column(_RUNS)))
+    out = _updates_of(data, view.schema)
+    return colmz.consolidate(out)
+
+
+def _task_schema(view: BucketedView) -> str:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    arrow = pa.schema([pa.field(c.name, c.type) for c in view.schema]
+                      + [pa.field("time", pa.int64()), pa.field("diff", pa.int64()), pa.field(_RUNS, pa.string())])
+    return from_arrow_schema(arrow)
+
+
+class _BucketTask:
+    """What a bucket's task runs (pickled to the executors): read the bucket's state, step,
+    write the state's new run, return the output rows and one row describing the run."""
+
+    def __init__(self, view, url, prefix, owner, state_time, time, parts, nruns, compact_runs):
+        self.view, self.url, self.prefix, self.owner = view, url, prefix, owner
+        self.state_time, self.time, self.parts, self.nruns = state_time, time, parts, nruns
+        self.compact_runs = compact_runs
+
+    def run(self, tables: list) -> pa.Table:
+        from colmz.arrangement.parts import PartRef
+
+        bucket = next(int(t.column(_BUCKET)[0].as_py()) for t in tables if t.num_rows)
+        blob = open_blob(self.url)
+        view = self.view
+        states, deltas = [], []
+        for i, (t, schema) in enumerate(zip(tables, view.inputs)):
+            refs = [PartRef(k, tuple(c) if c is not None else None) for k, c in self.parts.get(f"{bucket}/{i}", [])]
+            states.append(_read_state(blob, schema, refs, self.state_time))
+            d = _updates_of(t, schema) if t.num_rows else colmz.Updates.empty(schema)
+            deltas.append(colmz.consolidate(at_time(d, self.time)))
+        out = step_bucket(view, states, self.state_time, deltas, self.time)
+        runs = {}
+        for i, (s, d, schema) in enumerate(zip(states, deltas, view.inputs)):
+            key = f"{bucket}/{i}"
+            if not len(d):
+                continue
+            replace = self.nruns.get(key, 0) + 1 >= self.compact_runs
+            new = colmz.consolidate(colmz.concat([at_time(s, self.time), d])) if replace else d
+            run = write_run(blob, schema, new, prefix=self.prefix, owner=self.owner)
+            runs[key] = (None if run is None else run.to_dict(), replace)
+        cols = {c.name: out.column(c.name) for c in view.schema}
+        n = len(out)
+        table = pa.table({**cols, "time": pa.array(np.asarray(out.time, np.int64)),
+                          "diff": pa.array(np.asarray(out.diff, np.int64)), _RUNS: pa.nulls(n, pa.string())})
+        row = {c.name: pa.nulls(1, c.type) for c in view.schema}
+        row.update({"time": pa.array([self.time], pa.int64()), "diff": pa.array([0], pa.int64()),
+                    _RUNS: pa.array([json.dumps(runs)], pa.string())})
+        return pa.concat_tables([table, pa.table(row)])
