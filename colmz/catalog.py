@@ -512,7 +512,7 @@ class Catalog:
 
     def _rows(self, name: Key, as_of: int, pending) -> pa.Table:
         # A query reads an object as a relation: its rows, in no order. Without pending
-        # changes those come from the collection (MemoryCollection.snapshot_rows: a durable
+        # changes those come from the collection (MemoryCollection.relation_rows: a durable
         # table with no or few retractions is read without merging its batches).
         what = f"{self._objects[name].kind} {display_name(name)!r}"
         if name in pending and len(pending[name]):
@@ -1430,7 +1430,7 @@ def _load(dur: ArrangementCollection, start: int) -> MemoryCollection:
     if up is not None and up > 0:
         start = min(start, up - 1)
     mem = MemoryCollection(dur.schema, since=start, upper=start + 1,
-                           base=lambda: dur.snapshot_unmerged(start), base_consolidated=True)
+                           base=lambda: dur.read_unmerged(start), base_consolidated=True)
     later = dur.updates(start + 1, up)
     mem.compare_and_append(later, start + 1, up)
     return mem

@@ -20,7 +20,10 @@ merges adjacent trace batches, advancing their times to the since and consolidat
 -- drain, trim, compaction -- are in :mod:`colmz.arrangement.maintain`).
 
 Reads see everything: :meth:`ArrangementCore.snapshot` merges the trace with the unsealed
-updates at or beyond the trace's upper, times advanced to the since.
+updates at or beyond the trace's upper, times advanced to the since. The three reads keep
+upstream's names and its one meaning of *snapshot*, a consistent read: ``snapshot`` (of
+everything), ``unsealed_snapshot`` (of the unsealed batches overlapping ``[lo, hi)``, read by
+``fetch_unsealed``) and ``trace_snapshot`` (of the trace).
 
 Invariants
 ----------
