@@ -43,6 +43,7 @@ from colmz.arrangement.errors import (
     SinceBehindInput,
 )
 from colmz.arrangement.machine import STALE
+from colmz.arrangement.merge import chunks_filtered, iter_merge, stream_merge
 from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
@@ -51,11 +52,6 @@ from colmz.arrangement.meta import (
     DrainUnsealedRes,
     TraceBatchMeta,
     UnsealedBatchMeta,
-)
-from colmz.arrangement.parts import (
-    chunks_filtered,
-    iter_merge,
-    stream_merge,
 )
 from colmz.frontier import check_time, frontier_le, frontier_lt
 from colmz.progress import ProgressCallback, check_progress
