@@ -23,9 +23,9 @@ Invariants: times below ``upper`` are complete and never change; reads before ``
 are refused; a call that raises leaves the collection unchanged (the fields it may change
 are declared for :mod:`colmz.rollback`).
 
-The names are re-exported where users imported them before this module existed
+The names are re-exported from ``colmz`` and from ``colmz.continual``
 (``colmz.continual.MemoryCollection``, ``colmz.continual.UpperMismatch``,
-``colmz.continual.RowCounts``) and from ``colmz``.
+``colmz.continual.RowCounts``), beside the continual tasks that take them.
 """
 
 from __future__ import annotations

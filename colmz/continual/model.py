@@ -46,7 +46,7 @@ Storage sits behind the collection protocol of :mod:`colmz.collection` (``schema
 :class:`~colmz.collection.MemoryCollection` is the default output; a durable collection
 (``colmz.arrangement.collection.ArrangementCollection``) provides the same members.
 ``MemoryCollection``, ``RowCounts`` and ``UpperMismatch`` are re-exported here (and from
-:mod:`colmz.continual`), where they were defined before :mod:`colmz.collection` existed.
+:mod:`colmz.continual`), beside the tasks that take them.
 
 Guard rails (each raises before anything is written): the output may not be the input
 (``ValueError``); an ``INSERT`` whose result types differ from the task's columns is
