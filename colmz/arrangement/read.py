@@ -5,8 +5,8 @@ Layer
 The *read* layer of ``colmz.arrangement`` (``docs/arrangement.md``), beside the parts layer
 (:mod:`colmz.arrangement.parts`, whose ``read_part`` it calls) and below the handle, which
 hands it the runs of one state; the order words are :mod:`colmz.arrangement.read_words`'s,
-the gathers :mod:`colmz.arrangement.gather`'s. It reads blobs and never writes or commits anything, so it
-needs no rollback: a read that raises changed nothing. Upstream, a read of a shard's
+the gathers :mod:`colmz.arrangement.gather`'s. It reads blobs and never writes or commits
+anything, so it needs no rollback: a read that raises changed nothing. Upstream, a read of a shard's
 batches as of a frontier is ``src/persist-client/src/fetch.rs`` with the consolidation of
 ``src/persist-client/src/iter.rs``; the merge itself is colmz's own (a read holds its whole
 result, so it merges order words, not full encodings).
@@ -64,7 +64,7 @@ Memory: the inputs, the words (8 bytes a row and column) and the permutation exi
 during the merge; the gather then drops each input column as its output is made, so the peak
 is about the inputs plus the largest output column plus the row and diff arrays. Reads of
 inputs below :data:`RELEASE_BYTES` take their temporaries from Arrow's pool and leave freed
-memory to the next read (fresh pages cost more than writing them on these machines); larger
+memory to the next read (a fresh page can cost more to fault in than to write); larger
 reads hand it back as they go (``colmz.arrangement.gather.release_memory``).
 
 Invariants: the result is exactly what consolidating every update of the runs' windows with
