@@ -44,7 +44,7 @@ Read side by side:
   (target p50 <= 20 ms; ``time_*`` time single calls).
 * ``Checksums.track_write_checked_over_unchecked`` / ``track_read_checked_over_unchecked``
   -- the cost of part integrity: write + seal + drain, and ``read()``, of the 50 MiB with
-  each part's digest made, recorded and verified (a local store: ``parts.writes_page_checksums``)
+  each part's digest made, recorded and verified (a local store: ``part_ref.writes_page_checksums``)
   and each part checked against the state's record of it (rows, diff sum, digest), over the
   same with all off (``PART_DIGESTS = PAGE_CHECKSUMS = False`` and no recorded checks),
   interleaved in one loop (medians of 5).
@@ -624,15 +624,15 @@ class Checksums:
         self.dir = tempfile.mkdtemp(prefix="colmz-bench-arr-")
 
     def teardown(self):
-        from colmz.arrangement import parts as arrangement_parts
+        from colmz.arrangement import part_ref
 
-        arrangement_parts.PAGE_CHECKSUMS = arrangement_parts.PART_DIGESTS = True
+        part_ref.PAGE_CHECKSUMS = part_ref.PART_DIGESTS = True
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _write(self, checked: bool):
-        from colmz.arrangement import parts as arrangement_parts
+        from colmz.arrangement import part_ref
 
-        arrangement_parts.PAGE_CHECKSUMS = arrangement_parts.PART_DIGESTS = checked
+        part_ref.PAGE_CHECKSUMS = part_ref.PART_DIGESTS = checked
         path = pathlib.Path(tempfile.mkdtemp(dir=self.dir)) / "a"
         t0 = _now()
         arr = colmz.Arrangement.open(str(path), schema={s.name: s.type for s in self.u.schema})
@@ -642,11 +642,11 @@ class Checksums:
         return _now() - t0, arr
 
     def _read(self, arr, checked: bool) -> float:
-        from colmz.arrangement import parts as arrangement_parts
+        from colmz.arrangement import part_ref
 
         # parts written unchecked record no digest: their reads check the footer's row
         # count and the diff sum only (the state's check, carried by each part's reference)
-        arrangement_parts.PAGE_CHECKSUMS = arrangement_parts.PART_DIGESTS = checked
+        part_ref.PAGE_CHECKSUMS = part_ref.PART_DIGESTS = checked
         t0 = _now()
         arr.read()
         return _now() - t0

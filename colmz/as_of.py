@@ -66,7 +66,7 @@ failure records are identical however the input is ordered.
 **Trade-offs.** Internally a frontier is a Python ``int`` with ``None`` encoded as ``2**64``
 (one past the largest time, so never confused with the legal frontier ``{2**64 - 1}``); the
 frontier order is then plain integer order, which keeps the inner loops to one comparison per
-edge. The encoding never leaves this module. Every step snapshots all bounds (a list copy per
+edge. The encoding never leaves this module. Every step records all bounds (a list copy per
 step) so that :meth:`AsOfSelection.explain` can show how each as-of came about; that costs a
 few MB for 10,000 dataflows and buys the debugging table the original only logs.
 
@@ -614,7 +614,9 @@ class ConstraintFailure:
 # --------------------------------------------------------------------------------------------
 
 
-class _Snapshot(NamedTuple):
+class _StepBounds(NamedTuple):
+    """Every node's bounds after one step, kept for :meth:`AsOfSelection.explain`."""
+
     step: str
     lower: list[int]
     upper: list[int]
@@ -949,14 +951,14 @@ class _Selector:
         self.export_active = [True] * len(exports)
         self.node_active = [bool(node_exports[n]) for n in range(nn)]
         self.failures: list[ConstraintFailure] = []
-        self.history: list[_Snapshot] = []
+        self.history: list[_StepBounds] = []
         self.step = "initial"
         self.causes: dict[int, tuple] = {}
         self.failed: dict[int, ConstraintKind] = {}
         for n, i in enumerate(order):
             if flows[i].as_of is not UNSET:
                 self.causes[n] = ("preset", None, self.lower[n], None)
-        self._snapshot()
+        self._record_step()
 
     # -- graph --------------------------------------------------------------------------------
 
@@ -1130,9 +1132,9 @@ class _Selector:
 
     # -- steps ---------------------------------------------------------------------------------
 
-    def _snapshot(self) -> None:
+    def _record_step(self) -> None:
         self.history.append(
-            _Snapshot(
+            _StepBounds(
                 self.step, self.lower[:], self.upper[:], self.sealed[:],
                 self.export_active[:], self.causes, self.failed,
             )
@@ -1145,11 +1147,11 @@ class _Selector:
     def run(self) -> None:
         self._begin("prune_sealed_sinks")
         self.prune_sealed_sinks()
-        self._snapshot()
+        self._record_step()
         if self.read_only:
             self._begin("prune_dropped_inputs")
             self.prune_dropped_inputs()
-            self._snapshot()
+            self._record_step()
         self._build_graph()
         for step, fn in (
             ("upstream_storage", self.upstream_storage),
@@ -1160,7 +1162,7 @@ class _Selector:
         ):
             self._begin(step)
             fn()
-            self._snapshot()
+            self._record_step()
 
     def _deactivate(self, n: int, code: str, ref: Any) -> None:
         self.node_active[n] = False

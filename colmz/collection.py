@@ -23,9 +23,9 @@ Invariants: times below ``upper`` are complete and never change; reads before ``
 are refused; a call that raises leaves the collection unchanged (the fields it may change
 are declared for :mod:`colmz.rollback`).
 
-The names are re-exported where users imported them before this module existed
+The names are re-exported from ``colmz`` and from ``colmz.continual``
 (``colmz.continual.MemoryCollection``, ``colmz.continual.UpperMismatch``,
-``colmz.continual.RowCounts``) and from ``colmz``.
+``colmz.continual.RowCounts``), beside the continual tasks that take them.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class MemoryCollection:
         the first read that needs them, so a reader of later changes only never pays for it.
         It may return them unmerged (an object with ``merge()``, giving the contents, and
         ``rows(what)``, giving them as relation rows, merging only when it must:
-        ``Arrangement.read_unmerged``): :meth:`snapshot_rows` then reads those rows.
+        ``Arrangement.read_unmerged``): :meth:`relation_rows` then reads those rows.
     base_consolidated : bool
         ``base`` returns its contents already consolidated (a durable read's result, as
         ``Arrangement.read``): they are kept as they come instead of consolidated again.
@@ -156,7 +156,7 @@ class MemoryCollection:
         self._batches: list[Updates] = []
         self._base = base
         self._base_consolidated = bool(base_consolidated)
-        self._base_fetched = None  # what base() returned, while not loaded (snapshot_rows)
+        self._base_fetched = None  # what base() returned, while not loaded (relation_rows)
         self._acc: Updates | None = None  # contents as of _times[_acc_n - 1]
         self._acc_n = 0
         self._counts: RowCounts | None = None  # built by the first counts() call
@@ -285,7 +285,7 @@ class MemoryCollection:
             self._base_fetched = self._base()
         return self._base_fetched
 
-    def snapshot_rows(self, as_of: int, what: str = "collection") -> pa.Table:
+    def relation_rows(self, as_of: int, what: str = "collection") -> pa.Table:
         """The contents as of ``as_of`` as the rows of a relation: each data row repeated by
         its multiplicity, in no particular order (``expand(snapshot(as_of), what)``).
 
@@ -298,7 +298,7 @@ class MemoryCollection:
 
         >>> c = MemoryCollection({"k": pa.int64()}, since=0, upper=1,
         ...                      base=lambda: Updates({"k": [2, 1, 2]}, time=[0, 0, 0], diff=[1, 1, 1]))
-        >>> sorted(c.snapshot_rows(0).column("k").to_pylist())
+        >>> sorted(c.relation_rows(0).column("k").to_pylist())
         [1, 2, 2]
         """
         as_of = self._check_read(as_of)

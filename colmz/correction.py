@@ -73,7 +73,7 @@ Per-read Python overhead matters as much as kernel speed at 16 updates a tick, s
 at most 48 updates sort their union in one compiled call (same result as the strategies); a
 read that gathers at most 48 updates (stage, ``pending_low``, ``emitted`` and the buckets
 below the upper) is one compiled call that sorts, consolidates and cuts them at the upper
-(``colmz.kernels.small_read``), with no flush and no rollback snapshot unless something is
+(``colmz.kernels.small_read``), with no flush and no rollback save unless something is
 routed (:meth:`Correction._read_small`); that call also notes whether the read holds a diff
 ``-2**63``, so feeding the read back needs no scan; reads hand out ``Updates`` decoded only
 when their columns are asked for, so feeding a read back encodes nothing; and the bucket
@@ -139,7 +139,7 @@ _NO_CHAIN = Chain()
 class _Bucket:
     """The chains of one bucket of the bucket chain, kept under the chain invariant.
 
-    Immutable: pushing a chain or splitting makes new buckets, so a rollback snapshot of the
+    Immutable: pushing a chain or splitting makes new buckets, so a rollback save of the
     bucket chain shares them."""
 
     __slots__ = ("chains",)
@@ -366,7 +366,7 @@ class Correction:
             merged = self._merge([a, b], None)
             if merged:
                 chains.append(merged)
-        # A new bucket: the old one may be shared with a rollback snapshot.
+        # A new bucket: the old one may be shared with a rollback save.
         self._buckets.replace(offset, _Bucket(tuple(chains)))
 
     def _raise_overflow(self, runs, layout: Layout, since: Frontier, where: str) -> None:
@@ -625,7 +625,7 @@ class Correction:
         bucket beyond it, what a regressed upper left in ``pending_low``) is routed as a flush
         routes. The answer is the general path's: both consolidate the same updates. The
         kernel, the one step that can fail (diff overflow), runs before anything changes, so
-        no rollback snapshot is needed unless something must be routed; on an overflow the
+        no rollback save is needed unless something must be routed; on an overflow the
         general path runs instead and reports it where it arises.
         """
         stage = self._stage

@@ -116,7 +116,7 @@ def expand(updates: Updates, what: str = "collection") -> pa.Table:
 
 def relation_rows(collection, as_of: int, what: str = "collection") -> pa.Table:
     """The contents of ``collection`` as of ``as_of`` as the rows of a relation, in no
-    particular order: its own ``snapshot_rows`` when it has one
+    particular order: its own ``relation_rows`` when it has one
     (``colmz.collection.MemoryCollection``, which reads a durable table only ever inserted
     into without merging its batches), else ``expand(collection.snapshot(as_of), what)``.
 
@@ -125,7 +125,7 @@ def relation_rows(collection, as_of: int, what: str = "collection") -> pa.Table:
     >>> sorted(relation_rows(c, 0).column("k").to_pylist())
     [1, 1, 2]
     """
-    rows = getattr(collection, "snapshot_rows", None)
+    rows = getattr(collection, "relation_rows", None)
     if rows is not None:
         return rows(as_of, what)
     return expand(collection.snapshot(as_of), what)

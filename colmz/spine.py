@@ -34,7 +34,7 @@ climbs, ``O(log N)`` amortized (tested: at most ``2 * log2(N)`` copies per updat
 insert at layer ``i`` does at most ``(8 << i) * effort`` work per merge in progress plus the
 roll-up of the fewer than ``2**i`` updates below it, so the largest single insert costs a
 small fraction of an eager merge cascade (tested: under a tenth of it for ``10**6`` updates in
-batches of 1000; measured about 2%).
+batches of 1000).
 
 **Resumable merges.** A merge in progress owns preallocated output arrays and a cursor
 ``(i, j, o)`` into its two inputs and its output; the Numba kernel

@@ -3,11 +3,12 @@
 Reads and writes of an arrangement hand work to threads: part reads side by side
 (``colmz.arrangement.read.read_runs``), the two halves of each merge step, the gathers of a
 write's row groups, the parts of a large write encoded side by side
-(``colmz.arrangement.parts.PartWriter``), half the buckets of a large sort
+(``colmz.arrangement.part_writer.PartWriter``), half the buckets of a large sort
 (``colmz.first_column.sort_keys``). A pool made for each call starts its threads in that call, and
 ``Thread.start`` returns only once the new thread has run -- which, while other threads
-decode Parquet and gather columns, means waiting for the GIL: the threads started by one
-merged read of 14 runs (up to 8 part readers, 2 merge threads) cost it 8-10 ms of 70-85.
+decode Parquet and gather columns, means waiting for the GIL: a merged read of 14 runs
+(up to 8 part readers, 2 merge threads) would spend a noticeable share of its time starting
+threads.
 :func:`shared_pool` instead keeps one pool per name and size for the life of the process.
 
 Rules for callers, which keep shared pools free of deadlock and leaks:

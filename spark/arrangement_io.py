@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement.parts import PartRef
+from colmz.arrangement.part_ref import PartRef
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.order import ColumnSpec
 
@@ -77,7 +77,7 @@ def _part_table(u, schema: Sequence[ColumnSpec], key: str, lo: int) -> pa.Table:
 
 def part_list(arrangement) -> list[tuple[PartRef, int]]:
     """``(part, min_time)`` of every part of an arrangement's current state (for
-    :func:`read_parts`): ``part`` is the :class:`~colmz.arrangement.parts.PartRef` carrying
+    :func:`read_parts`): ``part`` is the :class:`~colmz.arrangement.part_ref.PartRef` carrying
     the check its state recorded, which every read verifies."""
     return [(PartRef(p.key, p.check), int(p.min_time or 0)) for p in arrangement.parts()]
 
@@ -100,7 +100,7 @@ def read_parts(spark, url: str, schema: Sequence[ColumnSpec], parts: Sequence[tu
     """The updates in ``parts`` -- ``(part, min_time)`` pairs: rows with ``time >= min_time``
     of the part -- as a DataFrame (:func:`part_list` gives an arrangement's).
 
-    ``part`` is a :class:`~colmz.arrangement.parts.PartRef` (the key and the check its state
+    ``part`` is a :class:`~colmz.arrangement.part_ref.PartRef` (the key and the check its state
     or writer recorded: every executor verifies the part it reads against it, and a part
     that differs fails the job with ``CorruptPart``) or a bare key (read with only the checks
     that need no record). ``url`` is the arrangement's store URL (executors open its blob

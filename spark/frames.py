@@ -7,8 +7,8 @@ They shuffle by a hash of the data columns (:func:`bucket_columns`: ``repartitio
 sort by group key is needed as ``groupBy().applyIn*`` would add) and consolidate each bucket
 with ``mapInArrow``. Optionally (``partial=True``) each input partition is consolidated
 *before* the shuffle too; it switches itself to a pass-through when a probe shows the
-partition barely shrinks. It is off by default because the extra Arrow hand-off measured
-costlier than the shuffle it saves on this machine (see :func:`consolidate`).
+partition barely shrinks. It is off by default because the extra Arrow hand-off can cost
+more than the shuffle it saves (see :func:`consolidate`).
 
 Equality of data follows colmz (SQL ``GROUP BY``): NULL = NULL, NaN = NaN, -0.0 = 0.0. Spark's
 hash distinguishes -0.0 from 0.0, so the bucket expressions map -0.0 to 0.0 first.

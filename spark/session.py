@@ -5,19 +5,19 @@ Design
 colmz runs inside Spark's Python workers (grouped and mapped Arrow UDFs), so a session must
 give those workers three things, and two of them only count if they are in place *before the
 JVM starts* -- in local mode the Python workers inherit the JVM's environment, and setting
-``os.environ`` after ``getOrCreate()`` has no effect on them (measured with pyspark 4 here):
+``os.environ`` after ``getOrCreate()`` has no effect on them (pyspark 4):
 
 * ``PYSPARK_PYTHON`` = the running interpreter. Otherwise workers start the system
   ``python3``, which has neither colmz nor pyarrow.
 * ``NUMBA_CACHE_DIR`` = a writable directory. colmz's kernels are compiled with
-  ``cache=True``; a cold Python worker then loads them in about 0.4 s instead of compiling
-  for about 1 s, and a read-only site-packages would otherwise disable the cache.
+  ``cache=True``; a cold Python worker then loads them instead of compiling them, and a
+  read-only site-packages would otherwise disable the cache.
 * ``NUMBA_NUM_THREADS=1``: Spark already runs one Python worker per core.
 
 :func:`session` sets all three in ``os.environ`` (inherited in local mode) *and* as
 ``spark.executorEnv.*`` (what executors launched by a cluster manager get, including the
-separate executor JVMs of ``local-cluster[...]``), and adds the local defaults measured on
-this machine: loopback binding, UTC, Arrow on, few shuffle partitions, no UI.
+separate executor JVMs of ``local-cluster[...]``), and adds local defaults: loopback
+binding, UTC, Arrow on, few shuffle partitions, no UI.
 
 Cluster recipe
 --------------

@@ -1,7 +1,7 @@
 """``colmz.arrangement``: the durable arrangement, a package shaped like persist-client.
 
 The package's public names are re-exported here, so ``from colmz.arrangement import
-Arrangement, CommitConflict`` reads as before the family became a package. Its modules:
+Arrangement, CommitConflict`` needs no module path. Its modules:
 
 * :mod:`colmz.arrangement.handle` -- :class:`Arrangement`, the handle: ``open``,
   ``refresh``, ``commit``, the state document; it puts together
@@ -19,9 +19,13 @@ Arrangement, CommitConflict`` reads as before the family became a package. Its m
   collection of continual tasks and the durable catalog;
 * :mod:`colmz.arrangement.meta` -- batch metadata, descriptions, requests and responses, the
   invariants' validator, the metadata's dict form;
-* :mod:`colmz.arrangement.parts` -- Parquet parts in the blob store: keys, writing, checked
-  reading, merging;
-* :mod:`colmz.arrangement.read` -- the merged read of several sorted runs;
+* :mod:`colmz.arrangement.parts` -- Parquet parts in the blob store: the format, keys,
+  checked reading; :mod:`colmz.arrangement.part_ref` -- ``PartRef``, a part's key with the
+  check its reads verify; :mod:`colmz.arrangement.part_writer` -- ``PartWriter``, writing
+  parts; :mod:`colmz.arrangement.merge` -- the streaming merge of runs of parts (drains,
+  compactions); :mod:`colmz.arrangement.gather` -- rows gathered by position;
+* :mod:`colmz.arrangement.read` -- the merged read of several sorted runs, ordered by the
+  words of :mod:`colmz.arrangement.read_words`;
 * :mod:`colmz.arrangement.runs` -- runs of parts written by other processes (Spark
   executors) for :meth:`Arrangement.append_runs`;
 * :mod:`colmz.arrangement.identity` -- the store's identity and its consensus key;

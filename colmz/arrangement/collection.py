@@ -4,7 +4,7 @@ Layer
 -----
 The *collection* layer of ``colmz.arrangement`` (``docs/arrangement.md``): an adapter above
 the handle (:mod:`colmz.arrangement.handle`) that the durable :class:`colmz.Catalog` and the
-continual tasks use -- ``snapshot(as_of)`` (and ``snapshot_unmerged``), ``updates(lower, upper)``,
+continual tasks use -- ``snapshot(as_of)`` (and ``read_unmerged``), ``updates(lower, upper)``,
 ``compare_and_append(updates, expected_upper, new_upper)``, ``advance_since``,
 ``maintain``. It touches the arrangement only through the handle's public calls, and
 commits only through one of them (``Arrangement.append_runs`` with ``expect=``), so it
@@ -133,7 +133,7 @@ class ArrangementCollection:
     def snapshot(self, as_of: int) -> Updates:
         return self._as_of(self.arrangement.read, as_of)
 
-    def snapshot_unmerged(self, as_of: int) -> FetchedRuns:
+    def read_unmerged(self, as_of: int) -> FetchedRuns:
         """:meth:`snapshot`'s runs fetched and not merged (``Arrangement.read_unmerged``):
         ``.merge()`` is the snapshot, ``.rows()`` its rows, without a merge when no or few
         retractions were read."""

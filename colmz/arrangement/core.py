@@ -20,7 +20,10 @@ merges adjacent trace batches, advancing their times to the since and consolidat
 -- drain, trim, compaction -- are in :mod:`colmz.arrangement.maintain`).
 
 Reads see everything: :meth:`ArrangementCore.snapshot` merges the trace with the unsealed
-updates at or beyond the trace's upper, times advanced to the since.
+updates at or beyond the trace's upper, times advanced to the since. The three reads keep
+upstream's names and its one meaning of *snapshot*, a consistent read: ``snapshot`` (of
+everything), ``unsealed_snapshot`` (of the unsealed batches overlapping ``[lo, hi)``, read by
+``fetch_unsealed``) and ``trace_snapshot`` (of the trace).
 
 Invariants
 ----------
@@ -51,6 +54,7 @@ from colmz.arrangement.errors import (
     SinceRegression,
     TimeBeforeTraceUpper,
 )
+from colmz.arrangement.merge import PartRun, chunks_filtered, stream_merge
 from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
@@ -62,14 +66,8 @@ from colmz.arrangement.meta import (
     UnsealedSnapshot,
     validate_meta,
 )
-from colmz.arrangement.parts import (
-    PartRun,
-    PartWriter,
-    chunks_filtered,
-    iter_part,
-    make_key,
-    stream_merge,
-)
+from colmz.arrangement.part_writer import PartWriter
+from colmz.arrangement.parts import iter_part, make_key
 from colmz.arrangement.schema import (
     describe_schema,
 )
@@ -443,7 +441,7 @@ class ArrangementCore:
             yield from iter_part(self._store, k, schema)
 
     def _run_chunks(self, keys, schema, lower: int, upper: Frontier) -> PartRun:
-        # a merge sizes the reads of a PartRun by its fan-in (arrangement_parts.iter_merge)
+        # a merge sizes the reads of a PartRun by its fan-in (colmz.arrangement.merge.iter_merge)
         return PartRun(self._store, keys, schema, lower, upper)
 
     def _writer(self, schema, info, compression: str | None = None) -> PartWriter:

@@ -10,14 +10,14 @@ handle opens; it writes no state. Follows the shard id kept in the state of
 Design
 ------
 An arrangement lives in two places: its parts in a blob store, its state in a consensus
-record. Nothing tied one to the other before: the record's key was the arrangement's
-``name``, so two blobs opened with one ``consensus=`` URL (one PostgreSQL database for
-several stores) shared one record -- the second showed the first one's contents, and a write
-through it committed a state naming parts the first blob lacks. And a blob whose record was
-lost (``consensus.sqlite`` deleted or truncated) looked like a new store, so ``open`` created
-an empty arrangement over its parts and ``gc`` then deleted them.
+record, and something must tie one to the other. Were the record's key the arrangement's
+``name`` alone, two blobs opened with one ``consensus=`` URL (one PostgreSQL database for
+several stores) would share one record -- the second would show the first one's contents,
+and a write through it would commit a state naming parts the first blob lacks. And a blob
+whose record is lost (``consensus.sqlite`` deleted or truncated) would look like a new store,
+so ``open`` would create an empty arrangement over its parts and ``gc`` then delete them.
 
-Now a store has an **id**, written once into its blob at creation, under
+So a store has an **id**, written once into its blob at creation, under
 ``<name>/identity.json`` (:func:`identity_key`), never rewritten::
 
     {"format": 1, "id": "<uuid4 hex>", "name": "<name>", "consensus_key": "<key>",

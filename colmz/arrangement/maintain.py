@@ -21,12 +21,10 @@ of the next level, whether or not the since has passed them (their times advance
 current since, which is what any merge may do). Each update is then rewritten about
 ``log_fan_in(batches)`` times instead of ``log2``; ``policy="levels"`` runs the upstream rule.
 
-Measured over 1,000 seals of 1,000 ``(int64, int64)`` updates with ``maintain()`` after each
-(in-memory store): fan-in 4 (the default) wrote 1.5x the updates' in-memory bytes to blob
-(each update's Parquet bytes written 4.3 times in all, the first write included) and held at
-most 14 trace batches, never more than ``2 log2(batches drained)``; fan-in 6 and 8 write less
-(1.2x, 1.1x) but exceed that bound early on (18 and 21 batches at most); the upstream level
-rule, with the since following the seal, wrote 2.75x (7.8 rewrites) with at most 9 batches.
+The default fan-in, 4, is the widest that keeps the trace within ``2 log2(batches
+drained)`` batches from the first seals on; wider fan-ins write less but exceed that bound
+early. The write amplification and trace length of the policies are measured by
+``asv_benchmarks/bench_arrangement.py`` (``Trickle``) and reported in ``docs/arrangement.md``.
 
 A drain whose interval holds exactly one unsealed batch, entirely inside it, hands that
 batch's parts to the trace instead of rewriting them (they are already sorted and
@@ -43,6 +41,7 @@ from colmz.arrangement.errors import (
     SinceBehindInput,
 )
 from colmz.arrangement.machine import STALE
+from colmz.arrangement.merge import chunks_filtered, iter_merge, stream_merge
 from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
@@ -51,11 +50,6 @@ from colmz.arrangement.meta import (
     DrainUnsealedRes,
     TraceBatchMeta,
     UnsealedBatchMeta,
-)
-from colmz.arrangement.parts import (
-    chunks_filtered,
-    iter_merge,
-    stream_merge,
 )
 from colmz.frontier import check_time, frontier_le, frontier_lt
 from colmz.progress import ProgressCallback, check_progress

@@ -28,7 +28,7 @@ sees both or neither. It is absent when empty, so a record written before proper
 reads as having none (:func:`properties_from_dict`).
 
 ``checks`` holds, per key, what every read of that part verifies
-(``colmz.arrangement.parts.PartCheck``): its row count, the int64 sum of its diffs and the
+(``colmz.arrangement.part_ref.PartCheck``): its row count, the int64 sum of its diffs and the
 XXH64 digest of its bytes (as an int64; parts written before digests have the first two
 only). It is optional: a state written before checks existed loads, and its parts are read
 with the checks that need no state (Parquet page checksums, the key a part's own metadata
@@ -56,7 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from colmz.arrangement.errors import CorruptMeta
-from colmz.arrangement.parts import PartRef, part_refs
+from colmz.arrangement.part_ref import PartRef, part_refs
 from colmz.frontier import MAX_TIME, Frontier, frontier_le, frontier_lt
 
 __all__ = [

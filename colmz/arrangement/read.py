@@ -4,8 +4,9 @@ Layer
 -----
 The *read* layer of ``colmz.arrangement`` (``docs/arrangement.md``), beside the parts layer
 (:mod:`colmz.arrangement.parts`, whose ``read_part`` it calls) and below the handle, which
-hands it the runs of one state. It reads blobs and never writes or commits anything, so it
-needs no rollback: a read that raises changed nothing. Upstream, a read of a shard's
+hands it the runs of one state; the order words are :mod:`colmz.arrangement.read_words`'s,
+the gathers :mod:`colmz.arrangement.gather`'s. It reads blobs and never writes or commits
+anything, so it needs no rollback: a read that raises changed nothing. Upstream, a read of a shard's
 batches as of a frontier is ``src/persist-client/src/fetch.rs`` with the consolidation of
 ``src/persist-client/src/iter.rs``; the merge itself is colmz's own (a read holds its whole
 result, so it merges order words, not full encodings).
@@ -16,7 +17,7 @@ An arrangement in use holds several runs -- trace batches (up to about ``2 log4`
 under the geometric policy) and unsealed batches beyond the trace's upper -- each a list of
 parts sorted by ``(data, time)`` and consolidated. :meth:`colmz.Arrangement.read` wants their
 union with times advanced to the since (or the as_of), consolidated and sorted. The
-streaming merge of compaction (``colmz.arrangement.parts.stream_merge``) encodes every data
+streaming merge of compaction (``colmz.arrangement.merge.stream_merge``) encodes every data
 column in full (a 40-byte string is six words), merges the words and decodes them back: five
 passes over the data that a read, which holds its whole result anyway, does not need.
 
@@ -53,19 +54,18 @@ So the work beyond reading the parts is one pass computing words, ``log2 k`` mer
 over (first word, row number) pairs, one consolidation pass and one gather per column;
 nothing is encoded or decoded in full.
 
-Part reads come before the merge, not beside it: on two cores the part reads already keep
-both cores busy (Parquet decoding from the page cache is CPU work), so a merge running beside
-the decoding of later columns would share the cores rather than fill idle time
-(``docs/arrangement.md`` has the measurement). Where reading waits instead of computing,
-reads do run beside the merge: drains and compactions read each input's next part while
-they merge (``parts.read_ahead``).
+Part reads come before the merge, not beside it: on two cores the part reads keep both
+cores busy (Parquet decoding from the page cache is CPU work), so a merge beside them would
+share the cores rather than fill idle time. Where reading waits instead of computing, reads
+do run beside the merge: drains and compactions read each input's next part while they
+merge (``parts.read_ahead``).
 
 Memory: the inputs, the words (8 bytes a row and column) and the permutation exist together
 during the merge; the gather then drops each input column as its output is made, so the peak
 is about the inputs plus the largest output column plus the row and diff arrays. Reads of
 inputs below :data:`RELEASE_BYTES` take their temporaries from Arrow's pool and leave freed
-memory to the next read (fresh pages cost more than writing them on these machines); larger
-reads hand it back as they go (:func:`_release`).
+memory to the next read (a fresh page can cost more to fault in than to write); larger
+reads hand it back as they go (``colmz.arrangement.gather.release_memory``).
 
 Invariants: the result is exactly what consolidating every update of the runs' windows with
 times advanced to ``since`` gives (``colmz.consolidate``), sorted by ``(data, time)``; a diff
@@ -81,27 +81,20 @@ from time import perf_counter
 import numpy as np
 import pyarrow as pa
 
-from colmz.arrangement.parts import (
-    PartRef,
-    binary_buffers,
-    is_binary_type,
-    read_part,
-    take_fixed_width,
+from colmz.arrangement.gather import (
+    RELEASE_BYTES,
+    binary_without_nulls,
+    gather_binary,
+    gather_column,
+    release_memory,
 )
-from colmz.kernels.gather import fill_spans, gather_bytes, gather_lengths
+from colmz.arrangement.part_ref import PartRef
+from colmz.arrangement.parts import read_part
+from colmz.arrangement.read_words import disjoint_order, lead_words, order_words
 from colmz.kernels.pool import scratch
-from colmz.kernels.read_merge import (
-    EXACT_WORDS,
-    co_rank,
-    consolidate_merged,
-    lead_plan,
-    merge_pair,
-    merge_word_rows,
-    pack_lead,
-    string_words,
-)
+from colmz.kernels.read_merge import co_rank, consolidate_merged, merge_pair, merge_word_rows
 from colmz.ops import concat, consolidate
-from colmz.order import SIGN_BIT, ColumnSpec, encode_columns, kind_of
+from colmz.order import ColumnSpec
 from colmz.storage.base import Blob
 from colmz.threads import shared_pool
 from colmz.updates import Updates
@@ -214,10 +207,10 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     # (ScratchSlots); a middling read's come from Arrow's pool; a large read's from numpy,
     # whose large arrays go back to the system as soon as they are dropped.
     release = nbytes >= RELEASE_BYTES
-    _release(release)  # what the part reads left in Arrow's allocator
+    release_memory(release)  # what the part reads left in Arrow's allocator
     in_scratch = not release and nbytes < SCRATCH_BYTES
     empty = np.empty if release else ScratchSlots() if in_scratch else pool_array
-    words, exact = _order_words(pieces, schema, since, collapse, n, pool, empty)
+    words, exact = order_words(pieces, schema, since, collapse, n, pool, empty)
     if stats is not None:
         stats["words"] = words.shape[1]
     clock.lap("words")
@@ -235,14 +228,14 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
     pieces.clear()  # the caller's list too (merged_read's)
     for run in runs:
         run.clear()
-    _release(release)
+    release_memory(release)
 
     # Every merge step moves a row's lead word and row number; the words after the lead
     # stay here, by row number, read only where leads are equal (kernels/read_merge.py).
     rest = words[:, 1:]
-    order = _disjoint_order(words, run_bounds)
+    order = disjoint_order(words, run_bounds)
     if order is None:
-        lead, packed = _lead_words(words, empty)
+        lead, packed = lead_words(words, empty)
         lead, perm = _merge_runs(lead, rest, run_bounds, pool, empty)
         if stats is not None:
             stats.update(merged=True, packed_lead=packed)
@@ -286,8 +279,8 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
         aside = {}
         if pool is not None and not release:
             for spec in schema:
-                if not _binary_without_nulls(inputs[spec.name]):
-                    aside[spec.name] = pool.submit(_gather_column, inputs.pop(spec.name), spec, rows)
+                if not binary_without_nulls(inputs[spec.name]):
+                    aside[spec.name] = pool.submit(gather_column, inputs.pop(spec.name), spec, rows)
         try:
             for spec in schema:
                 if spec.name in aside:
@@ -295,9 +288,9 @@ def _merge_and_gather(runs, pieces, run_lens, n, since, schema, pool, clock, sta
                 cols = inputs.pop(spec.name)
                 # (large reads take Arrow's path: its per-row addresses and lengths would add
                 # 16 bytes a row to the peak, where concatenating frees the inputs first)
-                out = None if release else _gather_binary(cols, rows, bounds, pool, empty)
+                out = None if release else gather_binary(cols, rows, bounds, pool, empty)
                 if out is None:  # fixed-width (a fast take), NULLs, other layouts
-                    out = _gather_column(cols, spec, rows, release)
+                    out = gather_column(cols, spec, rows, release)
                 columns[spec.name] = out
                 del cols, out
         finally:
@@ -330,165 +323,6 @@ def _run_pieces(bounds: np.ndarray, run_bounds: np.ndarray, r: int) -> tuple[int
     a = int(np.searchsorted(bounds, run_bounds[r]))
     b = int(np.searchsorted(bounds, run_bounds[r + 1]))
     return a, b
-
-
-def _order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: int, pool=None,
-                 empty=np.empty):
-    # Order words per data column (kernels/read_merge.py), then colmz's null word when a
-    # column has NULLs and the advanced time unless every time collapses to one. Words order
-    # rows only up to the first column whose words are not exact (a long string's prefix):
-    # rows tied there may differ in it, so the later columns cannot order them, and the
-    # words stop after that column (its ties are resolved on full encodings).
-    plans = []
-    exact = True
-    for c, spec in enumerate(schema):
-        kind = kind_of(spec.type, spec.name)
-        if kind != "bytes":
-            plans.append((spec, kind, 0, 1, True))
-            continue
-        cols = [u.column(spec.name) for u in pieces]
-        skip = _shared_prefix(cols) if c == 0 else 0
-        need = max(_max_length(col) for col in cols) - skip + 1  # bytes and the length
-        nwords = max(1, -(-need // 8))
-        col_exact = nwords <= EXACT_WORDS
-        plans.append((spec, kind, skip, nwords if col_exact else 1, col_exact))
-        if not col_exact:
-            exact = False
-            break
-    if not exact and len(plans) > 1 and _distinct_within_runs(pieces, schema[0]):
-        # The words are not exact anyway (rows with equal words are resolved on their full
-        # encodings), and the first column is fixed-width with no two neighbours in a run
-        # equal -- random keys -- so its word alone orders almost every row: the later
-        # columns' words would be computed and moved through every merge round for the
-        # few rows whose keys meet across runs, which the resolution orders as well.
-        plans = plans[:1]
-    has_nulls = exact and any(u.column(s.name).null_count for u in pieces for s in schema)
-    timed = exact and not collapse
-    w = sum(p[3] for p in plans) + int(has_nulls) + int(timed)
-    # column-major: each word column is contiguous (the lead word is the merge's input; the
-    # others are read by row number on ties only)
-    words = empty(n * w, np.uint64).reshape(w, n).T
-    starts = np.cumsum([0] + [len(u) for u in pieces])
-
-    def fill_strings(p: int) -> None:
-        # the string columns' words of piece p: one kernel call each, without the GIL
-        u = pieces[p]
-        block = words[starts[p]:starts[p] + len(u)]
-        col_at = 0
-        for spec, kind, skip, nwords, col_exact in plans:
-            if kind == "bytes":
-                col = u.column(spec.name)
-                offsets, data = binary_buffers(col)
-                valid = _valid(col).view(np.uint8) if col.null_count else np.empty(0, np.uint8)
-                string_words(offsets, data, valid, np.int64(skip), np.int64(nwords), col_exact,
-                             block, col_at)
-            col_at += nwords
-
-    def fill_fixed(p: int) -> None:
-        # the other words of piece p: fixed-width columns, the null word, the time
-        u = pieces[p]
-        m = len(u)
-        block = words[starts[p]:starts[p] + m]
-        col_at = 0
-        for spec, kind, _skip, nwords, _col_exact in plans:
-            col = u.column(spec.name)
-            if kind == "null":
-                block[:, col_at] = 0
-            elif kind == "int" and col.type == pa.int64() and not col.null_count:
-                # colmz.order's int word (the sign bit flipped), made in place
-                np.bitwise_xor(col.to_numpy(zero_copy_only=True).view(np.uint64), SIGN_BIT,
-                               out=block[:, col_at])
-            elif kind != "bytes":
-                block[:, col_at] = encode_columns([col], [kind])[0][:, 0]
-            col_at += nwords
-        if has_nulls:
-            null_word = np.zeros(m, np.uint64)
-            for c, spec in enumerate(schema):
-                col = u.column(spec.name)
-                if col.null_count:
-                    null_word |= (~_valid(col)).astype(np.uint64) << np.uint64(c)
-            block[:, col_at] = null_word
-        if timed:
-            block[:, w - 1] = np.maximum(u.time, np.uint64(since))
-
-    # The string words are made on the pool, piece by piece (each a kernel call that
-    # releases the GIL), while this thread makes the fixed-width words: those are a few
-    # short NumPy calls per piece, and two threads passing the GIL between them took three
-    # times as long as one (819,200 rows in 8 pieces: 9 ms against 3).
-    strings = any(p[1] == "bytes" for p in plans)
-    if pool is None or len(pieces) == 1 or not strings:
-        for p in range(len(pieces)):
-            if strings:
-                fill_strings(p)
-            fill_fixed(p)
-    else:
-        futures = [pool.submit(fill_strings, p) for p in range(len(pieces))]
-        try:
-            for p in range(len(pieces)):
-                fill_fixed(p)
-        finally:
-            for f in futures:
-                f.result()
-    return words, exact
-
-
-#: Most neighbouring rows of a run with equal first-column values (a fraction of all rows)
-#: for which a merge whose words are not exact orders rows by the first column's word alone.
-FIRST_COLUMN_TIES = 1 / 1024
-
-
-def _distinct_within_runs(pieces: list[Updates], spec: ColumnSpec) -> bool:
-    # Whether a fixed-width first column without NULLs has (almost) no equal neighbours
-    # within the pieces: one vectorised comparison per piece.
-    if kind_of(spec.type, spec.name) in ("bytes", "null"):
-        return False
-    ties = 0
-    for u in pieces:
-        col = u.column(spec.name)
-        if col.null_count or not pa.types.is_primitive(col.type) or pa.types.is_boolean(col.type):
-            return False
-        a = col.to_numpy(zero_copy_only=True)
-        ties += int(np.count_nonzero(a[1:] == a[:-1]))
-    return ties <= FIRST_COLUMN_TIES * sum(len(u) for u in pieces)
-
-
-def _disjoint_order(words: np.ndarray, run_bounds: np.ndarray) -> list[int] | None:
-    # The no-merge proof: ordered by their first rows, each run's last row is strictly below
-    # the next run's first row (words order data monotonically, so strictly smaller words
-    # are strictly smaller data): the runs' concatenation in that order is the merge.
-    k = len(run_bounds) - 1
-    firsts = [tuple(int(x) for x in words[run_bounds[r]]) for r in range(k)]
-    lasts = [tuple(int(x) for x in words[run_bounds[r + 1] - 1]) for r in range(k)]
-    order = sorted(range(k), key=lambda r: firsts[r])
-    if any(lasts[a] >= firsts[b] for a, b in zip(order, order[1:])):
-        return None
-    return order
-
-
-#: Fewest bits of a lead word left over by the first column's range for which the merge's
-#: lead words are packed (:func:`colmz.kernels.read_merge.pack_lead`).
-PACK_ROOM = 16
-
-
-def _lead_words(words: np.ndarray, empty=np.empty) -> tuple[np.ndarray, bool]:
-    # The words the merge moves, one a row: the first column's (an array the merge then
-    # reuses), or -- when its range leaves PACK_ROOM bits or more of the 64 unused (a first
-    # column of few values) -- each row's columns packed by range into one word, so rows
-    # that tie on the first column are told apart by the next without reading them.
-    # Returns the lead words and whether they are packed.
-    if words.shape[1] == 1:
-        return words[:, 0], False
-    first = words[:, 0]
-    lo, hi = int(first.min()), int(first.max())
-    if 64 - (hi - lo).bit_length() < PACK_ROOM:
-        return first, False
-    lows = [lo] + [int(words[:, c].min()) for c in range(1, words.shape[1])]
-    highs = [hi] + [int(words[:, c].max()) for c in range(1, words.shape[1])]
-    lows, bits, take = lead_plan(lows, highs)
-    out = empty(len(words), np.uint64)
-    pack_lead(words, np.array(lows, np.uint64), np.array(bits, np.int64),
-              np.array(take, np.int64), out)
-    return out, True
 
 
 def _consolidate(lead, perm, rest, diff, exact, pool, empty):
@@ -539,7 +373,7 @@ def _resolve_ties(inputs, schema, perm, diff, time, since, rows, diffs, g_lo, g_
     first = np.cumsum(sizes) - sizes  # where each group starts among the tie rows
     pos = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(g_lo - first, sizes)
     tie = perm[pos].astype(np.int64, copy=False)  # (the merge's row numbers may be int32)
-    sub = Updates({s.name: _gather_column(list(inputs[s.name]), s, tie) for s in schema},
+    sub = Updates({s.name: gather_column(list(inputs[s.name]), s, tie) for s in schema},
                   np.zeros(len(tie), np.uint64), np.zeros(len(tie), np.int64), copy=False)
     keys = sub.encode().keys
     t = (np.full(len(tie), since, np.uint64) if time is None else time[tie])
@@ -558,101 +392,6 @@ def _resolve_ties(inputs, schema, perm, diff, time, since, rows, diffs, g_lo, g_
     new_rows, new_diffs = tie[heads][keep], sums[keep]
     at = g_at[grp[heads][keep]]
     return (np.insert(rows, at, new_rows), np.insert(diffs, at, new_diffs), len(tie))
-
-
-def _gather_column(cols: list[pa.Array], spec: ColumnSpec, rows: np.ndarray,
-                   release: bool = False) -> pa.Array:
-    # The runs' arrays concatenated, the inputs dropped, then one take in output order
-    # (writes sequential, reads following the runs' ascending streams): take_fixed_width for
-    # fixed-width values without NULLs, Arrow's take for the others. At most two copies
-    # of the column exist at once: Arrow's take of a chunked array concatenates internally,
-    # holding the inputs, their concatenation and the output together. 819,200 40-byte
-    # strings from 8 runs: concatenation 4 ms, take 7 ms.
-    whole = cols[0] if len(cols) == 1 else pa.concat_arrays(cols)
-    cols.clear()
-    _release(release)
-    taken = take_fixed_width(whole, rows)
-    if taken is None:
-        taken = whole.take(pa.array(rows, pa.int64()))
-    del whole
-    _release(release)
-    return taken
-
-
-def _binary_without_nulls(cols: list[pa.Array]) -> bool:
-    # The columns _gather_binary takes.
-    return is_binary_type(cols[0].type) and not any(c.null_count for c in cols)
-
-
-def _gather_binary(cols: list[pa.Array], rows: np.ndarray, bounds: np.ndarray,
-                   pool, empty=np.empty) -> pa.Array | None:
-    # A string or binary column without NULLs gathered in output order straight from its
-    # pieces (kernels/gather.gather_bytes: no concatenation, two threads on halves of
-    # the output); None for other columns. Empties ``cols`` when it gathers.
-    typ = cols[0].type
-    if not _binary_without_nulls(cols):
-        return None
-    bufs = [binary_buffers(c) for c in cols]
-    odt = bufs[0][0].dtype
-    if sum(int(o[-1]) - int(o[0]) for o, _ in bufs) > np.iinfo(odt).max:
-        return None
-    # each global row's value: its address (in its piece's data buffer) and its length,
-    # side by side (the gather reads both for each row)
-    n = int(bounds[-1])
-    spans = empty(2 * n, np.int64).reshape(n, 2)
-
-    # each piece's offsets and the address of its data (binary_buffers views the whole buffer)
-    sources = [(o, np.int64(data.ctypes.data)) for o, data in bufs]
-
-    def fill(p0: int, p1: int) -> None:
-        for p in range(p0, p1):
-            fill_spans(*sources[p], spans[bounds[p]:bounds[p + 1]])
-
-    # the pieces in two groups of about n / 2 rows, side by side
-    half = int(np.searchsorted(bounds, n // 2))
-    _halves(pool, [0, len(cols)] if pool is None else [0, half, len(cols)], fill)
-    m = len(rows)
-    offsets_buf = pa.allocate_buffer((m + 1) * odt.itemsize)
-    out_offsets = np.frombuffer(offsets_buf, odt)
-    out_offsets[0] = 0
-    ends = out_offsets[1:]
-    cuts = [0, m] if pool is None else [0, m // 2, m]
-    _halves(pool, cuts, lambda i0, i1: gather_lengths(rows, spans, i0, i1, ends))
-    np.cumsum(ends, out=ends)
-    data_buf = pa.allocate_buffer(max(int(out_offsets[-1]), 1))
-    out_data = np.frombuffer(data_buf, np.uint8)
-    _halves(pool, cuts, lambda i0, i1: gather_bytes(rows, spans, i0, i1, out_offsets, out_data))
-    out = pa.Array.from_buffers(typ, m, [None, offsets_buf, data_buf])
-    del bufs
-    cols.clear()  # the pieces' buffers, whose addresses the kernel read, were held till here
-    return out
-
-
-def _halves(pool, cuts: list[int], fn) -> None:
-    # fn(i0, i1) over consecutive ranges of ``cuts``, side by side on ``pool`` when given.
-    if pool is None:
-        for i0, i1 in zip(cuts, cuts[1:]):
-            fn(i0, i1)
-        return
-    for f in [pool.submit(fn, i0, i1) for i0, i1 in zip(cuts, cuts[1:])]:
-        f.result()
-
-
-#: Reads whose inputs take at least this many bytes hand the memory Arrow's allocator holds
-#: back to the system as they go (:func:`_release`); smaller reads leave it to be reused.
-RELEASE_BYTES = 256 << 20
-
-
-def _release(release: bool = True) -> None:
-    # Hand memory freed back to the system now (when ``release``): Arrow's allocator keeps
-    # what the reader threads allocated and the main thread frees in those threads' heaps,
-    # where the gather's allocations do not reuse it (a 1 GiB read from 14 runs peaked at
-    # 2.52x its result's size without, 1.93x with). The price is paid by the next read, whose
-    # allocations then take fresh pages from the system (here slower than writing them):
-    # a 50 MiB read from 8 runs took 10-25% longer releasing than leaving the memory to be
-    # reused, so reads below RELEASE_BYTES -- whose held memory is bounded by it -- do not.
-    if release:
-        pa.default_memory_pool().release_unused()
 
 
 #: Reads whose inputs take fewer bytes than this keep their temporaries in the reading
@@ -732,46 +471,3 @@ def _merge_runs(lead: np.ndarray, rest: np.ndarray, run_bounds: np.ndarray, pool
         src_l, dst_l = dst_l, src_l
         src_i, dst_i = dst_i, src_i
     return src_l, src_i
-
-
-def _valid(col: pa.Array) -> np.ndarray:
-    if col.null_count == 0:
-        return np.ones(len(col), bool)
-    return np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool)
-
-
-def _max_length(col: pa.Array) -> int:
-    if not len(col):
-        return 0
-    offsets, _ = binary_buffers(col)
-    if col.null_count:
-        lengths = np.diff(offsets)[_valid(col)]
-        return int(lengths.max()) if len(lengths) else 0
-    return int(np.diff(offsets).max())
-
-
-def _shared_prefix(cols: list[pa.Array]) -> int:
-    # The first data column of a sorted run is sorted, so its values lie between its first
-    # and last; every value shares the common prefix of all those bounds. NULLs sort among
-    # the empty values, so a column with NULLs shares nothing.
-    if any(c.null_count for c in cols):
-        return 0
-    ends = []
-    for c in cols:
-        if len(c):
-            ends.append(_value_bytes(c[0]))
-            ends.append(_value_bytes(c[len(c) - 1]))
-    if not ends:
-        return 0
-    lo, hi = min(ends), max(ends)
-    n = 0
-    for a, b in zip(lo, hi):
-        if a != b:
-            break
-        n += 1
-    return n
-
-
-def _value_bytes(scalar) -> bytes:
-    v = scalar.as_py()
-    return v.encode() if isinstance(v, str) else bytes(v)

@@ -21,14 +21,9 @@ from colmz.arrangement.errors import (
     MissingPart,
 )
 from colmz.arrangement.fetched import FetchedRuns
-from colmz.arrangement.parts import (
-    READ_THREADS,
-    PartCheck,
-    chunks_filtered,
-    concurrent_calls,
-    read_ahead,
-    stream_merge,
-)
+from colmz.arrangement.merge import chunks_filtered, stream_merge
+from colmz.arrangement.part_ref import PartCheck
+from colmz.arrangement.parts import READ_THREADS, concurrent_calls, read_ahead
 from colmz.arrangement.read import ReadRun, read_runs
 from colmz.frontier import MAX_TIME, check_time
 from colmz.threads import shared_pool
@@ -44,7 +39,7 @@ class PartInfo:
     ``url`` is where the part is (``Blob.url_of``); a reader keeps the rows with
     ``time >= min_time`` (trace parts: 0; unsealed parts: the trace's upper, because times
     before it are already in the trace) and advances every time to the arrangement's since.
-    ``check`` is what the state recorded of the part (``colmz.arrangement.parts.PartCheck``:
+    ``check`` is what the state recorded of the part (``colmz.arrangement.part_ref.PartCheck``:
     rows, diff sum, digest; None for a part recorded without one): a reader passes
     ``PartRef(key, check)`` to ``read_part``, which verifies it.
     """
@@ -97,7 +92,7 @@ class ReadHandle:
 
     def _read_streaming(self, batches, since: int, schema) -> Updates:
         # Inputs come a whole part at a time (one Parquet read each, the next one fetched
-        # while this one merges), merged on full encodings (arrangement_parts.stream_merge).
+        # while this one merges), merged on full encodings (colmz.arrangement.merge.stream_merge).
         out: list[Encoded] = []
         pool = self._read_pool(batches)
         runs = [chunks_filtered(read_ahead(self._store, keys, schema, pool), lo, hi)

@@ -46,14 +46,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from colmz.arrangement.meta import is_part_check
+from colmz.arrangement.part_ref import PartRef, part_refs
+from colmz.arrangement.part_writer import PartWriter
 from colmz.arrangement.parts import (
     DEFAULT_PART_BYTES,
     DEFAULT_PART_ROWS,
     WRITE_COMPRESSION,
-    PartRef,
-    PartWriter,
     make_key,
-    part_refs,
 )
 from colmz.ops import order_data
 from colmz.order import ColumnSpec
@@ -84,7 +83,7 @@ class WrittenRun:
     ts_upper: int
     size_bytes: int
     #: per key, what its writer recorded for reads to check (``[rows, diff_sum, digest]``,
-    #: ``colmz.arrangement.parts.PartCheck``); None for a run described without them
+    #: ``colmz.arrangement.part_ref.PartCheck``); None for a run described without them
     checks: tuple[tuple[int, ...], ...] | None = None
 
     @property

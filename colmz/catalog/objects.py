@@ -150,7 +150,7 @@ def load_collection(dur, start: int) -> MemoryCollection:
     if up is not None and up > 0:
         start = min(start, up - 1)
     mem = MemoryCollection(dur.schema, since=start, upper=start + 1,
-                           base=lambda: dur.snapshot_unmerged(start), base_consolidated=True)
+                           base=lambda: dur.read_unmerged(start), base_consolidated=True)
     later = dur.updates(start + 1, up)
     mem.compare_and_append(later, start + 1, up)
     return mem

@@ -152,7 +152,7 @@ class Queries:
 
     def _rows(self, name: Key, as_of: int, pending) -> pa.Table:
         # A query reads an object as a relation: its rows, in no order. Without pending
-        # changes those come from the collection (MemoryCollection.snapshot_rows: a durable
+        # changes those come from the collection (MemoryCollection.relation_rows: a durable
         # table with no or few retractions is read without merging its batches).
         what = f"{self._objects[name].kind} {display_name(name)!r}"
         if name in pending and len(pending[name]):

@@ -95,7 +95,8 @@ from colmz.arrangement.identity import (
     read_identity,
     write_identity,
 )
-from colmz.arrangement.parts import part_digest, read_part
+from colmz.arrangement.part_ref import part_digest
+from colmz.arrangement.parts import read_part
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.ops import concat
 from colmz.storage.base import Indeterminate, StorageError, VersionedData
@@ -148,7 +149,7 @@ class UnverifiedIntent(RuntimeError):
 
 def record_check(record: dict) -> int:
     """The check a catalog record carries (its ``"check"`` field): the XXH64 digest
-    (``colmz.arrangement.parts.part_digest``) of the rest of it as canonical JSON, so a
+    (``colmz.arrangement.part_ref.part_digest``) of the rest of it as canonical JSON, so a
     changed byte anywhere in the definitions or the intent is refused on load.
 
     >>> record_check({"format": 3, "objects": []}) == record_check({"objects": [], "format": 3, "check": 1})

@@ -46,7 +46,7 @@ Storage sits behind the collection protocol of :mod:`colmz.collection` (``schema
 :class:`~colmz.collection.MemoryCollection` is the default output; a durable collection
 (``colmz.arrangement.collection.ArrangementCollection``) provides the same members.
 ``MemoryCollection``, ``RowCounts`` and ``UpperMismatch`` are re-exported here (and from
-:mod:`colmz.continual`), where they were defined before :mod:`colmz.collection` existed.
+:mod:`colmz.continual`), beside the tasks that take them.
 
 Guard rails (each raises before anything is written): the output may not be the input
 (``ValueError``); an ``INSERT`` whose result types differ from the task's columns is
@@ -229,7 +229,7 @@ class ContinualTask:
     #: place), the output view, the next time, the pending snapshot and the stats (a
     #: rolled-back run did not happen: its times are processed again). Not its collections:
     #: whoever owns them (a catalog) rolls them back.
-    ROLLBACK_FIELDS = ("_sink", "_view", "_next", "_snapshot_at", "stats")
+    ROLLBACK_FIELDS = ("_sink", "_view", "_next", "_pending_snapshot_as_of", "stats")
 
     def __init__(
         self,
@@ -319,7 +319,7 @@ class ContinualTask:
             self.initial_as_of = None
             self.as_of = output.upper - 1
             self._next = output.upper
-            self._snapshot_at = None
+            self._pending_snapshot_as_of = None
             self._sink.output_progress = output.upper
         elif output.upper is None:
             raise ValueError(f"output {name!r} is sealed (upper is the empty frontier)")
@@ -330,7 +330,8 @@ class ContinualTask:
             as_of = check_time(as_of, "as_of")
             self.initial_as_of = self.as_of = as_of
             self._next = as_of if snapshot else as_of + 1
-            self._snapshot_at = as_of if snapshot else None
+            # the as-of of the input's snapshot still to present as inserts, or None
+            self._pending_snapshot_as_of = as_of if snapshot else None
             # Bootstrap: the empty output becomes readable below the first write.
             if output.upper < as_of:
                 output.compare_and_append(Updates.empty(schema), output.upper, as_of)
@@ -392,10 +393,11 @@ class ContinualTask:
             return
         todo: list[tuple[int, Updates]] = []
         if self.reads_input:
-            if self._snapshot_at is not None and self._snapshot_at == self._next:
-                snap = self.input.snapshot(self._snapshot_at)
-                todo.append((self._snapshot_at, _positives(snap)))
-                lower = self._snapshot_at + 1
+            snap_as_of = self._pending_snapshot_as_of
+            if snap_as_of is not None and snap_as_of == self._next:
+                snap = self.input.snapshot(snap_as_of)
+                todo.append((snap_as_of, _positives(snap)))
+                lower = snap_as_of + 1
             else:
                 lower = self._next
             if frontier is None or lower < frontier:
@@ -409,7 +411,7 @@ class ContinualTask:
                 self._view = None
                 continue
             self._step(t, inserts)
-        self._snapshot_at = None
+        self._pending_snapshot_as_of = None
         self._sink.append_times_progress = frontier
         self._sink.to_append_progress = frontier
         self._drain()

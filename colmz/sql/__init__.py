@@ -51,7 +51,7 @@ Constructs colmz cannot honour raise :class:`UnsupportedSQL` naming them.
 
 The functions :func:`parse` and :func:`translate` share their names with the modules
 :mod:`colmz.sql.parse` and :mod:`colmz.sql.translate`: the package attribute is the
-function (as it always was); import from a module with ``from colmz.sql.parse import ...``.
+function; import from a module with ``from colmz.sql.parse import ...``.
 
 Why colmz's own tokenizer, not sqlglot or DuckDB's parser
 ---------------------------------------------------------

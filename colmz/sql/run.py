@@ -7,8 +7,8 @@ configuration locked once set up; ``external_access=False`` also turns DuckDB's 
 and network access off. The settings are the database's (``SET GLOBAL``), so every
 connection to it has them.
 
-:func:`connect` makes a fresh in-memory database (20-30 ms of DuckDB's own start-up on the
-2-core machine); :func:`session` is a new connection to the process's colmz database for
+:func:`connect` makes a fresh in-memory database (tens of milliseconds of DuckDB's own
+start-up); :func:`session` is a new connection to the process's colmz database for
 that ``external_access`` (made once, by ``connect``), which is what a ``colmz.Catalog`` and a
 continual task take: opening one costs microseconds. Sessions share only what ``connect``
 defines (the settings, :data:`colmz.sql.translate.MACROS` and

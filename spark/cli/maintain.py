@@ -11,8 +11,8 @@ committed state names and that are older than the lease (``--lease``, default th
 a part younger than it may belong to a writer that has not committed yet). The store's
 contents at every final tick are unchanged; its parts are fewer and its reads faster.
 
-It is what users tried with ``colmz consolidate STORE STORE`` (which writes plain Parquet
-updates elsewhere and refuses its own store as output).
+It is what ``colmz consolidate STORE STORE`` is not: that writes plain Parquet updates
+elsewhere and refuses its own store as output.
 """
 
 from __future__ import annotations

@@ -131,11 +131,11 @@ def test_large_batch_with_a_few_ties():
 @pytest.mark.parametrize("store", ["local", "mem"])
 def test_arrangement_write_of_a_large_batch_gathers_by_row_group(tmp_path, monkeypatch, store):
     # the write path: rows gathered a (small) row group at a time into several parts
-    from colmz.arrangement import parts as arrangement_parts
+    from colmz.arrangement import part_writer
     from colmz.arrangement.runs import write_run
     from colmz.storage import LocalBlob, MemBlob
 
-    monkeypatch.setattr(arrangement_parts, "ROW_GROUP_ROWS", 1000)
+    monkeypatch.setattr(part_writer, "ROW_GROUP_ROWS", 1000)
     rng = np.random.default_rng(11)
     n = 9000
     keys = rng.integers(-(2**40), 2**40, n)

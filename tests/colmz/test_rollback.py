@@ -336,7 +336,7 @@ def _visible(cat: Catalog, keys: bool = True) -> dict:
         if o.task is not None:
             t, sk = o.task, o.task._sink
             out[name]["task"] = (
-                t._next, t._snapshot_at, None if t._view is None else t._view.to_pylist(), dict(t.stats),
+                t._next, t._pending_snapshot_as_of, None if t._view is None else t._view.to_pylist(), dict(t.stats),
                 sorted(sk.append_times), sk.append_times_progress, [u.to_pylist() for u in sk.to_append],
                 sk.to_append_progress, sk.output_progress)
     return out

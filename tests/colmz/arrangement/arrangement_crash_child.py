@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import arrangement_workload as wl  # noqa: E402
 
 import colmz  # noqa: E402
-from colmz.arrangement import parts  # noqa: E402
+from colmz.arrangement import part_writer  # noqa: E402
 from colmz.storage.local import LocalBlob  # noqa: E402
 from colmz.storage.sqlite import SqliteConsensus  # noqa: E402
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     # Every write of 1 KiB or more is cut into parts encoded side by side (the production
     # bound is 16 MiB; the workload's writes are small), so kills also land between and
     # inside the concurrent part writes of one batch. Set here, in the child only.
-    parts.PARALLEL_WRITE_BYTES = 1 << 10
+    part_writer.PARALLEL_WRITE_BYTES = 1 << 10
     seed, n_ops, start, n = int(seed), int(n_ops), int(start), int(n)
     ops = wl.workload(seed, n_ops)
     fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

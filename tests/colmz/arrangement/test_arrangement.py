@@ -262,7 +262,7 @@ def test_compaction_beyond_upper():
 
 
 def _write_batch(a: Arrangement, parts, d: Description, level=0) -> TraceBatchMeta:
-    from colmz.arrangement.parts import PartWriter
+    from colmz.arrangement.part_writer import PartWriter
 
     keys, n = [], 0
     for p in parts:

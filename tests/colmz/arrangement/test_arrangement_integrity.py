@@ -15,15 +15,9 @@ import pytest
 
 import colmz
 from colmz.arrangement import Arrangement, CorruptPart
-from colmz.arrangement.parts import (
-    PART_METADATA_KEY,
-    PartRef,
-    PartRun,
-    iter_part,
-    part_digest,
-    read_ahead,
-    read_part,
-)
+from colmz.arrangement.merge import PartRun
+from colmz.arrangement.part_ref import PART_METADATA_KEY, PartRef, part_digest
+from colmz.arrangement.parts import iter_part, read_ahead, read_part
 from colmz.storage.state import StateLog
 
 SCHEMA = {"k": pa.int64(), "s": pa.string()}

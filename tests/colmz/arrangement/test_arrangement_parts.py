@@ -1,5 +1,6 @@
-"""``colmz.arrangement.parts``: the streaming merge of runs cut into parts, against the
-multiset oracle, and the Parquet part round trip, on mixed column types."""
+"""Parts (``colmz.arrangement.parts``, ``part_writer``, ``merge``, ``gather``): the streaming
+merge of runs cut into parts, against the multiset oracle, and the Parquet part round trip, on
+mixed column types."""
 
 from __future__ import annotations
 
@@ -12,14 +13,9 @@ from updates_strategies import as_dict, oracle, schemas, updates
 
 import colmz
 from colmz.arrangement.errors import CorruptPart, MissingPart
-from colmz.arrangement.parts import (
-    PartWriter,
-    key_created_ms,
-    make_key,
-    part_metadata,
-    read_part,
-    stream_merge,
-)
+from colmz.arrangement.merge import stream_merge
+from colmz.arrangement.part_writer import PartWriter
+from colmz.arrangement.parts import key_created_ms, make_key, part_metadata, read_part
 from colmz.storage import MemBlob
 from colmz.storage.local import LocalBlob
 from colmz.updates import Encoded
@@ -154,7 +150,7 @@ def test_take_rows_is_arrows_take(values, kind, chunks, data):
     # table either way, in type and values.
     import pyarrow as pa
 
-    from colmz.arrangement.parts import take_rows
+    from colmz.arrangement.gather import take_rows
 
     typ = getattr(pa, kind)()
     vals = [None if v is None else (v.encode() if kind == "binary" else v) for v in values]
@@ -184,7 +180,7 @@ def test_take_fixed_width_is_arrows_take(kind, values, pad, data):
 
     import pyarrow as pa
 
-    from colmz.arrangement.parts import take_fixed_width
+    from colmz.arrangement.gather import take_fixed_width
 
     typ = {"timestamp": pa.timestamp("us", "UTC"), "decimal": pa.decimal128(10, 2),
            "bool": pa.bool_()}.get(kind) or getattr(pa, kind)()
@@ -227,17 +223,17 @@ def test_a_large_sorted_write_is_parts_encoded_side_by_side(monkeypatch, tmp_pat
     # From PARALLEL_WRITE_BYTES on a sorted write is cut into ENCODE_THREADS parts or more,
     # encoded on the "encode" pool; the parts keep their order (keys and indexes) and read
     # back as the batch. Counted: the pool's submissions.
-    from colmz.arrangement import parts as parts_mod
+    from colmz.arrangement import part_writer as writer_mod
 
     u, (source, rows) = _sorted_write(6000)
-    monkeypatch.setattr(parts_mod, "PARALLEL_WRITE_BYTES", 1000)
-    submitted = count_submissions(monkeypatch, parts_mod, "encode")
+    monkeypatch.setattr(writer_mod, "PARALLEL_WRITE_BYTES", 1000)
+    submitted = count_submissions(monkeypatch, writer_mod, "encode")
     store = LocalBlob(str(tmp_path))
     made = iter(range(100))
     w = PartWriter(store, u.schema, lambda: f"p/{next(made):03d}.parquet", {"kind": "trace"})
     # gathered by rows, or already in order and cut by slices
     keys = w.write(source, rows) if gather else w.write(colmz.consolidate(u, order="data"))
-    assert len(keys) == parts_mod.ENCODE_THREADS and [a[0] for _, a in submitted] == keys
+    assert len(keys) == writer_mod.ENCODE_THREADS and [a[0] for _, a in submitted] == keys
     assert keys == sorted(keys)
     assert [part_metadata(store, k)["index"] for k in keys] == list(range(len(keys)))
     back = colmz.concat([read_part(store, k, u.schema) for k in keys])
@@ -248,30 +244,30 @@ def test_a_large_sorted_write_is_parts_encoded_side_by_side(monkeypatch, tmp_pat
 def test_a_large_write_to_a_repeatable_store_encodes_its_parts_in_turn(monkeypatch):
     # The in-memory store and the fault injector see their calls in a repeatable order: the
     # parts of a large write are encoded one after another there, never on the pool.
-    from colmz.arrangement import parts as parts_mod
+    from colmz.arrangement import part_writer as writer_mod
 
     u, (source, rows) = _sorted_write(6000)
-    monkeypatch.setattr(parts_mod, "PARALLEL_WRITE_BYTES", 1000)
-    shared = parts_mod.shared_pool
+    monkeypatch.setattr(writer_mod, "PARALLEL_WRITE_BYTES", 1000)
+    shared = writer_mod.shared_pool
     used = []
-    monkeypatch.setattr(parts_mod, "shared_pool", lambda name, n: used.append(name) or shared(name, n))
+    monkeypatch.setattr(writer_mod, "shared_pool", lambda name, n: used.append(name) or shared(name, n))
     store = MemBlob()
     w = PartWriter(store, u.schema, lambda: f"p/{len(store.list_keys()):03d}.parquet", {})
     keys = w.write(source, rows)
-    assert len(keys) == parts_mod.ENCODE_THREADS and "encode" not in used
+    assert len(keys) == writer_mod.ENCODE_THREADS and "encode" not in used
     assert colmz.concat([read_part(store, k, u.schema) for k in keys]) == colmz.consolidate(u, order="data")
 
 
 def test_a_failed_part_of_a_side_by_side_write_leaves_nothing(monkeypatch):
     # One of the parts encoded side by side fails: the error is raised once every part has
     # finished, and write() deletes the parts that were written -- the store as before.
-    from colmz.arrangement import parts as parts_mod
+    from colmz.arrangement import part_writer as writer_mod
     from colmz.storage.faults import FaultPlan, FaultyBlob, InjectedDeterminate
 
     u, (source, rows) = _sorted_write(6000)
-    monkeypatch.setattr(parts_mod, "PARALLEL_WRITE_BYTES", 1000)
+    monkeypatch.setattr(writer_mod, "PARALLEL_WRITE_BYTES", 1000)
     # the fault injector's calls are made one after another unless a test allows threads
-    monkeypatch.setattr(parts_mod, "concurrent_calls", lambda store: True)
+    monkeypatch.setattr(writer_mod, "concurrent_calls", lambda store: True)
     for fail_at in (1, 2):
         inner = MemBlob()
         inner.set("other", b"kept")

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import colmz
 import colmz.arrangement.fetched as fetched_mod
 import colmz.arrangement.read as read_mod
+import colmz.arrangement.read_words as words_mod
 import colmz.rows
 from colmz.arrangement import Arrangement
 from colmz.arrangement.read import merged_read
@@ -170,7 +171,7 @@ def test_reads_match_the_oracle_on_local_disk_with_threads_and_ties(steps):
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(read_mod, "PARALLEL_ROWS", 4)
-            mp.setattr(read_mod, "EXACT_WORDS", 1)
+            mp.setattr(words_mod, "EXACT_WORDS", 1)
             a, written = _replay(d, steps)
             _check_all_reads(a, written)
     finally:
@@ -230,7 +231,7 @@ def test_long_strings_sharing_eight_bytes_resolve_their_ties():
     assert merged_read([[a], [b]], 0, a.schema, stats).column("k").to_pylist() == want
     assert stats["tie_rows"] == 0
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(read_mod, "EXACT_WORDS", 1)
+        mp.setattr(words_mod, "EXACT_WORDS", 1)
         stats = {}
         assert merged_read([[a], [b]], 0, a.schema, stats).column("k").to_pylist() == want
         assert stats["tie_rows"] == 3  # the three rows whose first 8 bytes are "Acommon8"
@@ -290,11 +291,11 @@ def test_words_of_the_first_column_alone_match_the_oracle(runs, since, force):
 
 
 def _merge_matches_oracle(runs, since, setting=None) -> None:
-    # merged_read of one-piece runs (with read_mod's ``setting = (name, value)``) equals
+    # merged_read of one-piece runs (with read_words' ``setting = (name, value)``) equals
     # consolidating their concatenation.
     with pytest.MonkeyPatch.context() as mp:
         if setting is not None:
-            mp.setattr(read_mod, *setting)
+            mp.setattr(words_mod, *setting)
         got = merged_read([[u] for u in runs], since, runs[0].schema)
     assert got == colmz.consolidate(colmz.concat(runs), order="data", since=since)
 

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 import colmz
 import colmz.arrangement.fetched as fetched_mod
+import colmz.arrangement.merge as merge_mod
+import colmz.arrangement.part_writer as writer_mod
 import colmz.arrangement.parts as parts_mod
 import colmz.arrangement.read_handle as read_handle_mod
 from colmz.arrangement import Arrangement, CorruptPart, MissingPart
@@ -52,7 +54,7 @@ def _rows_of(arr: Arrangement) -> list[tuple]:
 
 
 def test_read_part_whole_equals_its_row_groups(tmp_path, monkeypatch):
-    monkeypatch.setattr(parts_mod, "ROW_GROUP_ROWS", 7)  # many row groups per part
+    monkeypatch.setattr(writer_mod, "ROW_GROUP_ROWS", 7)  # many row groups per part
     a = Arrangement.open(str(tmp_path / "s"), SCHEMA, part_rows=50)
     rows = [(f"k{i % 23}", i % 5, i % 3, 1 + i % 4) for i in range(120)]
     a.write(ups(rows))
@@ -299,8 +301,8 @@ def test_iter_part_in_batches_equals_the_whole_part(tmp_path):
 @pytest.mark.parametrize("batches", [3, 12])
 def test_a_drain_of_many_batches_holds_merge_rows_not_a_row_group_each(tmp_path, monkeypatch,
                                                                        batches):
-    monkeypatch.setattr(parts_mod, "MERGE_ROWS", 96)
-    monkeypatch.setattr(parts_mod, "MIN_CHUNK_ROWS", 4)
+    monkeypatch.setattr(merge_mod, "MERGE_ROWS", 96)
+    monkeypatch.setattr(merge_mod, "MIN_CHUNK_ROWS", 4)
     a = Arrangement.open(str(tmp_path / "s"), SCHEMA)  # one row group of 200 rows per part
     written = []
     for t in range(batches):
