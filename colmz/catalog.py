@@ -143,7 +143,7 @@ from colmz.sql import (
     update_select,
     uses_now,
 )
-from colmz.sql.assign import arrow_assignment, assignment_select
+from colmz.sql.assign import arrow_assignment, assignment_select, typed_values
 from colmz.sql.tokens import require_text
 from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
@@ -679,9 +679,13 @@ class Catalog:
                 # PostgreSQL inserts a row of defaults per row of a zero-column SELECT, which
                 # DuckDB cannot parse
                 raise UnsupportedSQL(f"{what}: an empty select list is not supported by colmz")
-            rows = self._query(s.query, t, pending)
             names = [c.name for c in schema]
             columns = s.columns
+            # VALUES literals take their column's type before the rows are combined
+            # (colmz.sql.assign.typed_values), as in PostgreSQL.
+            value_types = [c.type for c in schema] if columns is None else \
+                [next((c.type for c in schema if c.name == n), pa.null()) for n in columns]
+            rows = self._query(typed_values(s.query, value_types), t, pending)
             if columns is not None:
                 for c in columns:
                     if c not in names:
