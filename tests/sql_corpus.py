@@ -722,6 +722,9 @@ QUERIES = [
     ("on_nested_function", "SELECT lower(upper('a')), round(abs(-1.5))"),
     ("on_grouping", "SELECT grouping(city) FROM people GROUP BY ROLLUP (city) ORDER BY 1 LIMIT 1"),
     ("on_bool_funcs", "SELECT bool_and(true), count(DISTINCT 1) FROM people"),
+    ("on_case_else_column", "SELECT CASE WHEN id > 1 THEN 'x' ELSE name END, (CASE WHEN id > 1 THEN 'x' ELSE name END)::text, CASE WHEN id > 1 THEN 1 END::text FROM people WHERE id < 3"),
+    ("on_cast_inside_case", "SELECT CASE WHEN id > 1 THEN id::bigint END, CASE WHEN id > 1 THEN 1 ELSE 2::int END FROM people WHERE id < 3"),
+    ("on_operator_over_cast", "SELECT -2::bigint, -(1.5)::float8, id = id::float8, NULL::numeric IS NOT NULL, (age)::int + 1 FROM people WHERE id = 1"),
     # --- VALUES lists and literal kinds
     ("v_later_decimal", "SELECT * FROM (VALUES (1), (2.5)) v(x) ORDER BY 1"),
     ("v_later_null", "SELECT * FROM (VALUES (NULL), (2)) v(x) ORDER BY 1"),
