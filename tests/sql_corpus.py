@@ -731,4 +731,11 @@ QUERIES = [
     ("v_mixed_text", "SELECT * FROM (VALUES ('a', 1), ('b', NULL)) v(s, n) ORDER BY s"),
     ("v_bare_decimal", "VALUES (1.5), (2)"),
     ("v_types_sum", "SELECT sum(x) AS s FROM (VALUES (1), (2), (3.5)) v(x)"),
+    ("v_string_beside_decimal", "SELECT * FROM (VALUES ('NaN'), (1.5)) v(x)"),
+    ("v_string_beside_date", "SELECT * FROM (VALUES ('2024-01-01'), (DATE '2024-01-02')) v(d)"),
+    ("v_string_beside_integer", "SELECT x + 1 AS y FROM (VALUES ('1'), (2)) v(x)"),
+    ("cf_cast_syntax_float_out_of_range", "SELECT CAST('1e400' AS double precision) AS a"),
+    ("cf_varchar_n_truncates", "SELECT 'abcd'::varchar(2) AS a, CAST(name AS varchar(3)) AS b FROM people WHERE id = 1"),
+    ("dt_date_plus_bigint_function", "SELECT DATE '2024-01-01' + length('ab') AS d"),
+    ("n_null_numeric_scale", "SELECT coalesce(NULL::numeric, 100.005) AS a, greatest(100.005, NULL::numeric) AS b"),
 ]
