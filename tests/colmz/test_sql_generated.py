@@ -279,7 +279,10 @@ def queries(draw) -> str:
             arg = draw(expr(kind, cols, 1))
             fn = draw(st.sampled_from({
                 "int": ["count", "sum", "min", "max", "avg"], "bigint": ["count", "sum", "min", "max", "avg"],
-                "float": ["count", "sum", "min", "max", "avg"], "numeric": ["count", "sum", "min", "max", "avg"],
+                # KNOWN: PostgreSQL's avg(float8) shares variance's accumulator (float8_accum), whose
+                # sum of squares overflows on 1e300 (nums.f): "value out of range: overflow" where
+                # colmz answers the mean. avg of floats is left out.
+                "float": ["count", "sum", "min", "max"], "numeric": ["count", "sum", "min", "max", "avg"],
                 "text": ["count", "min", "max"], "bool": ["count", "bool_and", "bool_or"]}[kind]))
             a = f"{fn}({arg})"
             if draw(st.booleans()):
