@@ -284,6 +284,13 @@ def storable(t: pa.DataType, what: str | None = None) -> pa.DataType:
         where = f"{what}: a column" if what is not None else "a column of the query"
         raise UnsupportedSQL(f"{where} is an INTERVAL, which is not supported by colmz (its columns "
                              "have no interval kind): store its parts or its text")
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) \
+            or pa.types.is_struct(t) or pa.types.is_map(t):
+        # e.g. array_agg(x), ROW(a, b): colmz's column encoding (colmz.order) has no nested kind
+        where = f"{what}: a column" if what is not None else "a column of the query"
+        kind = "a record" if pa.types.is_struct(t) else "a map" if pa.types.is_map(t) else "an array"
+        raise UnsupportedSQL(f"{where} is {kind} ({t}), which is not supported by colmz (its columns "
+                             "have no nested kind): store its elements as rows (unnest) or its text")
     return t
 
 

@@ -87,6 +87,7 @@ from colmz.sql import (
     sql_name,
     update_select,
 )
+from colmz.sql.assign import typed_values
 from colmz.sql.tokens import require_text
 from colmz.sql.write import assign, insert_rows
 from colmz.updates import Updates
@@ -353,7 +354,11 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 # PostgreSQL inserts a row of defaults per row of a zero-column SELECT, which
                 # DuckDB cannot parse
                 raise UnsupportedSQL(f"{what}: an empty select list is not supported by colmz")
-            rows = insert_rows(self._con, self._query(s.query, t, pending), schema, s.columns,
+            # VALUES literals take their column's type before the rows are combined
+            # (colmz.sql.assign.typed_values), as in PostgreSQL.
+            value_types = [c.type for c in schema] if s.columns is None else \
+                [next((c.type for c in schema if c.name == n), pa.null()) for n in s.columns]
+            rows = insert_rows(self._con, self._query(typed_values(s.query, value_types), t, pending), schema, s.columns,
                                literals=s.query.lstrip()[:6].upper() == "VALUES", what=what,
                                table=s.table, t=self._now)
             change = rows_to_updates(conform(rows, schema, what), t, 1)

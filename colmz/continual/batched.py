@@ -252,12 +252,15 @@ class CompiledStatement:
 
 def infer_columns(task: ContinualTask) -> tuple[ColumnSpec, ...]:
     """The task's columns: a self-referencing task's (an SQL ``INSERT`` reads the output,
-    whose columns are what is being decided) are its input's, as Materialize gives a task
-    without a column list; any other's are the result of its first SQL ``INSERT``, run on
-    empty tables, named as PostgreSQL names them."""
+    or a ``DELETE`` removes from it: either names the output, whose columns are what is
+    being decided) are its input's, as Materialize gives a task without a column list
+    (its ``ct_errors.slt``: ``DELETE FROM nope; INSERT INTO nope SELECT *, 'bar' FROM foo``
+    fails as an INSERT of more expressions than target columns); any other's are the
+    result of its first SQL ``INSERT``, run on empty tables, named as PostgreSQL names them."""
     me = task.duckdb.registered_as[task.name]  # the bound text names the output so, exactly
-    if any(b.kind == "insert" and b.sql is not None
-           and any(t.kind == "qident" and t.name == me for t in tokenize(b.sql)) for b in task.compiled):
+    if any(b.kind == "delete" or (b.kind == "insert" and b.sql is not None
+           and any(t.kind == "qident" and t.name == me for t in tokenize(b.sql)))
+           for b in task.compiled):
         return tuple(task.input.schema)
     for b in task.compiled:
         if b.kind == "insert" and b.sql is not None and not b.reads(task.name):

@@ -26,6 +26,14 @@ nor between booleans and numbers. A ``NULL`` of unknown type takes the column's 
 :func:`assignment_select` writes the conversion as one ``SELECT`` over a relation holding the
 query's result (its columns taken by position), so a continual task converts inside each
 statement's own query and a catalog ``INSERT`` converts its rows in DuckDB.
+
+``INSERT ... VALUES`` resolves its literals first, as PostgreSQL does (``transformInsertStmt``
+coerces each ``VALUES`` item to its target column before the rows are combined): a quoted
+literal is of no type until its column gives it one, so :func:`typed_values` writes each
+string literal of a non-text column as a cast to the column's type (read by that type's
+input rules: ``'2.5'`` is no integer, ``'1e400'`` no double) and, in a text column that
+holds string literals, each other value as a cast to text. DuckDB then combines rows whose
+values already agree (``'NaN'`` beside ``1.5``, a string beside ``TIMESTAMPTZ '...'``).
 """
 
 from __future__ import annotations
@@ -36,8 +44,9 @@ import pyarrow as pa
 
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.tree import parse_tree
 
-__all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "pg_type_name"]
+__all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "pg_type_name", "typed_values"]
 
 _INTS = {
     pa.int8(): ("smallint", "SMALLINT"),  # Materialize has no 1-byte integer: DuckDB's TINYINT
@@ -203,3 +212,58 @@ def arrow_assignment(table: pa.Table, targets: Sequence[pa.DataType]) -> pa.Tabl
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None  # out of range: DuckDB's path raises PostgreSQL's message
     return pa.table(cols, names=table.column_names)
+
+
+#: Column types whose string literals :func:`typed_values` casts (PostgreSQL's name for each).
+_LITERAL_TYPES = {pa.int16(): "smallint", pa.int32(): "integer", pa.int64(): "bigint",
+                  pa.float32(): "real", pa.float64(): "double precision", pa.bool_(): "boolean",
+                  pa.date32(): "date"}
+
+
+def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
+    """``query`` (an ``INSERT``'s ``VALUES`` list) with each value typed by its column:
+    a string literal of a non-text column cast to the column's type, a value beside string
+    literals in a text column cast to text. Rows shorter than ``targets`` fill its first
+    columns (PostgreSQL's ``INSERT`` without a column list). ``query`` unchanged when it is
+    not one ``VALUES`` list with at most ``len(targets)`` values a row (the caller reports
+    the arity).
+
+    >>> typed_values("VALUES ('NaN'), (1.5)", [pa.float64()])
+    "VALUES ('NaN'::double precision), (1.5)"
+    >>> typed_values("VALUES (1, 'a'), (2, 3)", [pa.int32(), pa.string()])
+    "VALUES (1, 'a'), (2, CAST((3) AS text))"
+    """
+    try:
+        trees = parse_tree(query)
+    except SQLError:
+        return query  # DuckDB's parser says what is wrong when the query runs
+    q = trees[0] if len(trees) == 1 else None
+    rows = q.from_.rows if q is not None and q.from_ is not None and q.from_.type == "EXPRESSION_LIST" else ()
+    if not rows or any(len(r) != len(rows[0]) for r in rows) or len(rows[0]) > len(targets):
+        return query
+    targets = targets[: len(rows[0])]
+    edits: list[tuple[int, int, str]] = []
+    for i, target in enumerate(targets):
+        cells = [r[i] for r in rows]
+        strings = [c for c in cells if c.literal is not None and c.literal.kind == "STRING"]
+        if not strings or any(c.start < 0 for c in cells):
+            continue
+        if pa.types.is_timestamp(target):
+            name = "timestamptz" if target.tz else "timestamp"
+        else:
+            name = _LITERAL_TYPES.get(target)
+        if name == "boolean" and len(strings) + sum(c.literal is not None and c.literal.kind == "NULL_LITERAL"
+                                                    for c in cells) == len(cells):
+            # strings (and NULLs) alone convert after the rows are combined, by DuckDB's cast
+            # with PostgreSQL's message; colmz's translation of 'x'::boolean says the
+            # literal in single quotes where PostgreSQL says "x"
+            continue
+        if name is not None:
+            # the :: form: colmz reads a literal's :: cast by the type's input rules
+            edits += [(c.start, c.end, f"{query[c.start:c.end]}::{name}") for c in strings]
+        elif pa.types.is_string(target) or pa.types.is_large_string(target):
+            edits += [(c.start, c.end, f"CAST(({query[c.start:c.end]}) AS text)") for c in cells
+                      if c.literal is None or c.literal.kind not in ("STRING", "NULL_LITERAL")]
+    for start, end, text in sorted(edits, reverse=True):
+        query = query[:start] + text + query[end:]
+    return query

@@ -894,6 +894,12 @@ def _figure_name(item: list[Token]) -> tuple[str, int]:
         and not (casts and " ".join(t.text.lower() for t in item[casts[-1] + 1 :]) in _TYPE_NAMES)
     ):
         return item[-1].name, 2  # ``expr alias`` without AS (not ``x::double precision``)
+    if _operator_at_top(item):
+        return "?column?", 0  # an operator's result (``-x::int``, ``a = b::float8``, ``x IS NULL``)
+    if item and item[0].upper == "CASE" and _case_ends_item(item):
+        # a CASE is named by its ELSE result when that has a strong name, else ``case``
+        name, strength = _figure_name(item[_case_else(item) + 1 : -1]) if _case_else(item) else ("", 0)
+        return (name, 2) if strength >= 2 else ("case", 1)
     if casts:
         name, strength = _figure_name(item[: casts[0]])
         for a, b in zip(casts, [*casts[1:], len(item)]):
@@ -937,8 +943,6 @@ def _figure_name(item: list[Token]) -> tuple[str, int]:
                 return item[at].name, 2
     if len(item) >= 3 and item[0].upper == "ARRAY" and item[1].text == "[" and closing(item, 1) == len(item) - 1:
         return "array", 2
-    if item and item[0].upper == "CASE" and _case_ends_item(item):
-        return "case", 1
     if len(item) >= 4 and item[-1].text == "]":  # x[i]: subscripts name nothing, x does
         depth = 0
         for k in range(len(item) - 1, 0, -1):
@@ -963,10 +967,40 @@ def _case_ends_item(item: list[Token]) -> bool:
 
 
 def _depth_at(item: list[Token], j: int) -> int:
+    # nesting at item[j]: parentheses, brackets and CASE ... END
     d = 0
     for t in item[:j]:
-        if t.kind == "op" and t.text in "([":
+        if (t.kind == "op" and t.text in "([") or (t.kind == "word" and t.upper == "CASE"):
             d += 1
-        elif t.kind == "op" and t.text in ")]":
+        elif (t.kind == "op" and t.text in ")]") or (t.kind == "word" and t.upper == "END"):
             d -= 1
     return d
+
+
+#: Words that make an item an operator's result when they stand outside every nesting.
+_OPERATOR_WORDS = {"AND", "OR", "NOT", "IS", "ISNULL", "NOTNULL", "IN", "LIKE", "ILIKE", "BETWEEN",
+                   "SIMILAR", "AT", "OVERLAPS"}
+
+
+def _operator_at_top(item: list[Token]) -> bool:
+    # whether the item's top node is an operator (PostgreSQL names its column ?column?): an
+    # operator token or word outside every parenthesis, bracket and CASE ... END, other than
+    # a cast's ``::`` and a qualified name's ``.``
+    d = 0
+    for t in item:
+        if (t.kind == "op" and t.text in "([") or (t.kind == "word" and t.upper == "CASE"):
+            d += 1
+        elif (t.kind == "op" and t.text in ")]") or (t.kind == "word" and t.upper == "END"):
+            d -= 1
+        elif d == 0 and ((t.kind == "op" and t.text not in ("::", ".", ",")) or
+                         (t.kind == "word" and t.upper in _OPERATOR_WORDS)):
+            return True
+    return False
+
+
+def _case_else(item: list[Token]) -> int:
+    # the position of the ELSE of the CASE at item[0] (0 when it has none)
+    for j in range(1, len(item)):
+        if item[j].kind == "word" and item[j].upper == "ELSE" and _depth_at(item, j) == 1:
+            return j
+    return 0

@@ -163,7 +163,7 @@ class Table:
     """A table reference: ``type`` is DuckDB's (``BASE_TABLE``, ``JOIN``, ``SUBQUERY``,
     ``TABLE_FUNCTION``, ``EXPRESSION_LIST``, ...); ``name`` a base table's qualified name;
     ``children`` a join's two sides; ``expressions`` a join's condition, a table function's
-    call or a ``VALUES`` list's values; ``subquery`` a subquery's query.
+    call or a ``VALUES`` list's values (by row in ``rows``); ``subquery`` a subquery's query.
 
     For a ``JOIN``: ``join_type`` is DuckDB's (``INNER``, ``LEFT``, ``RIGHT``, ``FULL``,
     ``SEMI``, ``ANTI``, ...); ``ref_type`` ``REGULAR``, ``CROSS`` (``CROSS JOIN`` and the
@@ -183,6 +183,7 @@ class Table:
     implicit: bool = False
     using: tuple[str, ...] = ()
     column_aliases: tuple[str, ...] = ()
+    rows: tuple[tuple[Expression, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,6 +382,9 @@ class _Reader:
             sub = self.query(node["subquery"]["node"])
         elif kind == "TABLE_FUNCTION":
             exprs = self.expressions(node.get("function"))
+        elif kind == "EXPRESSION_LIST":
+            join = dict(rows=tuple(tuple(self.expression(e) for e in row) for row in node.get("values", ())))
+            exprs = tuple(e for row in join["rows"] for e in row)
         else:
             exprs = self.expressions({k: v for k, v in node.items() if k != "sample"})
         return Table(kind, start, end, name, node.get("alias", ""), children, exprs, sub,

@@ -41,6 +41,21 @@ def test_self_referencing_task_without_columns_takes_the_inputs(tmp_path, durabl
     assert rows(cat, "SELECT * FROM latest") == [(1, "z"), (2, "c"), (4, "d")]
 
 
+def test_a_delete_is_a_self_reference_so_the_task_takes_the_inputs_columns():
+    # Materialize resolves a task without a column list to its input's columns wherever
+    # the body names the task, a DELETE's target included. Before: the columns (and their
+    # names) came from the INSERT's query, here (x, w).
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE input (id INT, v TEXT)")
+    cat.execute("CREATE CONTINUAL TASK t ON INPUT input AS ("
+                "DELETE FROM t WHERE id IN (SELECT id FROM input); "
+                "INSERT INTO t SELECT id AS x, upper(v) AS w FROM input)")
+    assert cat.object("t").schema == (colmz.ColumnSpec("id", pa.int32()), colmz.ColumnSpec("v", pa.string()))
+    cat.execute("INSERT INTO input VALUES (1, 'a'), (2, 'b')")
+    cat.execute("INSERT INTO input VALUES (1, 'c')")
+    assert rows(cat, "SELECT * FROM t") == [(1, "C"), (2, "B")]
+
+
 def test_insert_arity_errors_are_materializes_and_name_the_statement():
     cat = colmz.Catalog()
     cat.execute("CREATE TABLE input (id INT, v TEXT)")
@@ -55,6 +70,12 @@ def test_insert_arity_errors_are_materializes_and_name_the_statement():
         ("CREATE CONTINUAL TASK t (id INT, v TEXT) ON INPUT input AS (INSERT INTO t SELECT FROM input)",
          r"CONTINUAL TASK t statement 1 \(INSERT INTO t\) query columns did not match: "
          r"INSERT has more target columns than expressions"),
+        # Materialize's ct_errors.slt: a DELETE FROM the task is a self reference, so the task
+        # without a column list takes the input's columns. Before: accepted, with the columns
+        # of the INSERT (three).
+        ("CREATE CONTINUAL TASK t ON INPUT input AS (DELETE FROM t; INSERT INTO t SELECT *, 'bar' FROM input;)",
+         r"CONTINUAL TASK t statement 2 \(INSERT INTO t\) query columns did not match: "
+         r"INSERT has more expressions than target columns"),
         ("CREATE CONTINUAL TASK t (id INT, v TEXT) ON INPUT input AS (INSERT INTO t SELECT id FROM input)",
          r"statement 1 \(INSERT INTO t\) query columns did not match: INSERT has more target columns "
          r"than expressions \(the task has 2 column\(s\) \['id', 'v'\], the query gives 1 \['id'\]\)"),

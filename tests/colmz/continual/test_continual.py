@@ -867,7 +867,9 @@ def test_mz_now_placeholder_text_in_literals_survives_batched_and_looped(batch):
     task = ContinualTask("ct", {"inp": inp}, [
         f"INSERT INTO ct SELECT v || '{MZ_NOW}' AS v, mz_now() AS t FROM inp",
         f"DELETE FROM ct WHERE v = 'a{MZ_NOW}' AND t < mz_now() AND 'mz_now()' <> '{MZ_NOW}'",
-    ], as_of=0, batch=batch)
+    ], as_of=0, batch=batch,
+        # a DELETE names the task: without a column list it would take the input's (v) alone
+        columns={"v": pa.string(), "t": pa.uint64()})
     for t, v in [(1, "a"), (2, "b"), (3, "c")]:
         push(inp, t, colmz.Updates({"v": [v]}, time=[t], diff=[1]))
     task.run()

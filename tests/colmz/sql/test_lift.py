@@ -110,8 +110,9 @@ def _strings_outside_docstrings(path: pathlib.Path):
             yield node.lineno, node.value
 
 
-@pytest.mark.parametrize("module", ["catalog.py", "rows.py", "continual/__init__.py",
-                                    "continual/model.py", "continual/batched.py"])
+@pytest.mark.parametrize("module", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "catalog").glob("*.py"))
+                         + ["rows.py", "subscribe.py", "continual/__init__.py", "continual/model.py",
+                            "continual/batched.py"])
 def test_no_sql_text_is_written_outside_colmz_sql(module):
     # f-string pieces are string constants too: a query assembled around a name shows here.
     found = [(line, text) for line, text in _strings_outside_docstrings(ROOT / module) if SQL_TEXT.search(text)]

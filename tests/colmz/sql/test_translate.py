@@ -1,4 +1,11 @@
-"""``colmz.sql.translate``: Materialize -> DuckDB, mz_now() as a token, relation binding, types."""
+"""``colmz.sql.translate``: Materialize -> DuckDB, mz_now() as a token, relation binding, types.
+
+What a translation means is pinned by answers, not by the text it writes: each behaviour is a
+query run through ``colmz.Catalog.sql`` and compared with PostgreSQL 15's answer over the
+same rows (:data:`ANSWERS`, the dialect corpus's tables plus :data:`EXTRA_SETUP`), or, for
+what PostgreSQL has no form of (``mz_now()``, Materialize's three-part names), checked
+against the value PostgreSQL's and Materialize's documentation give.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +13,9 @@ import re
 
 import pyarrow as pa
 import pytest
+import sql_oracle
 
-from colmz.sql import MZ_NOW, SQLError, UnsupportedSQL, arrow_type, translate
-
-
-def test_translate():
-    assert translate("SELECT mz_now(), x::JSONB, CAST(y AS jsonb) FROM t") == \
-        f"SELECT {MZ_NOW}, x::JSON, CAST(y AS JSON) FROM t"
-    assert translate("SELECT 'mz_now()' AS jsonb") == "SELECT 'mz_now()' AS JSON"
-    assert translate("SELECT jsonb FROM t") == "SELECT jsonb FROM t"  # a column named jsonb
-    with pytest.raises(SQLError, match="no arguments"):
-        translate("SELECT mz_now(1)")
-    for bad in ["SELECT mz_logical_timestamp()", "WITH MUTUALLY RECURSIVE x (a INT) AS (SELECT 1) SELECT 1",
-                "SELECT * FROM t AS OF 5"]:
-        with pytest.raises(UnsupportedSQL):
-            translate(bad)
+from colmz.sql import SQLError, UnsupportedSQL, arrow_type, translate
 
 
 def test_arrow_types():
@@ -36,52 +31,7 @@ def test_arrow_types():
         arrow_type("GEOMETRY")
 
 
-def test_bind_relations_rewrites_relations_and_qualifiers_only():
-    from colmz.sql import bind_relations
-
-    names = frozenset({"t", "T", "k", "u"})
-    for sql, want, bound in [
-        ('SELECT (SELECT count(*) FROM "T"), (SELECT count(*) FROM t)',
-         'SELECT (SELECT count(*) FROM "__colmz_r0"), (SELECT count(*) FROM "__colmz_r1")', ("T", "t")),
-        # a column named like a table, EXTRACT's FROM, IS DISTINCT FROM: not relations
-        ("SELECT k, extract(year FROM k), k IS DISTINCT FROM 1 FROM u",
-         'SELECT k, extract(year FROM k), k IS DISTINCT FROM 1 FROM "__colmz_r0"', ("u",)),
-        # an alias keeps its qualifiers; a table's own name as qualifier is bound with it
-        ("SELECT x.k, u.k FROM t x JOIN u ON x.k = u.k, k",
-         'SELECT x.k, "__colmz_r1".k FROM "__colmz_r0" x JOIN "__colmz_r1" ON x.k = "__colmz_r1".k, "__colmz_r2"',
-         ("t", "u", "k")),
-        # WITH names are the query's own; table functions and qualified names are DuckDB's
-        ("WITH t AS (SELECT 1) SELECT * FROM t, read_csv('f') u, main.k", None, ()),
-        ("TABLE T", 'TABLE "__colmz_r0"', ("t",)),
-        ("SELECT * FROM (t JOIN u ON t.k = u.k) JOIN k USING (k) UNION ALL TABLE t",
-         'SELECT * FROM ("__colmz_r0" JOIN "__colmz_r1" ON "__colmz_r0".k = "__colmz_r1".k) '
-         'JOIN "__colmz_r2" USING (k) UNION ALL TABLE "__colmz_r0"', ("t", "u", "k")),
-        ("SELECT substring(k FROM 2), (SELECT max(k) FROM u) FROM t WHERE EXISTS (SELECT 1 FROM k WHERE k.k = t.k)",
-         'SELECT substring(k FROM 2), (SELECT max(k) FROM "__colmz_r0") FROM "__colmz_r1" WHERE EXISTS '
-         '(SELECT 1 FROM "__colmz_r2" WHERE "__colmz_r2".k = "__colmz_r1".k)', ("u", "t", "k")),
-        ("FROM t SELECT k", 'FROM "__colmz_r0" SELECT k', ("t",)),
-        ("SELECT 'FROM t' FROM \"u\"", "SELECT 'FROM t' FROM \"__colmz_r0\"", ("u",)),
-    ]:
-        text, got = bind_relations(sql, names)
-        assert (text, got) == (want if want is not None else sql, bound), sql
-
-
 # ----------------------------------------------------------------------------- PostgreSQL's meaning
-
-
-@pytest.mark.parametrize("sql, expected", [
-    ("SELECT btrim('xyx', 'x')", "SELECT trim('xyx', 'x')"),
-    ("SELECT lpad(name, 4) FROM t", "SELECT lpad(name, 4, ' ') FROM t"),
-    ("SELECT rpad(lpad(a, 2), 3)", "SELECT rpad(lpad(a, 2, ' '), 3, ' ')"),  # nested calls
-    ("SELECT lpad(a, 3, '0')", "SELECT lpad(a, 3, '0')"),  # three arguments mean the same
-    ("SELECT to_hex(255)", "SELECT lower(to_hex(255))"),
-    ("SELECT extract(second FROM ts) FROM t",
-     "SELECT (date_part('microsecond', ts) / 1000000.0) FROM t"),
-    ("SELECT extract(year FROM ts) FROM t", "SELECT extract(year FROM ts) FROM t"),
-    ("SELECT 'btrim(x)', \"to_hex\" FROM t", "SELECT 'btrim(x)', \"to_hex\" FROM t"),  # not calls
-])
-def test_calls_are_rewritten_to_postgresqls_meaning(sql, expected):
-    assert translate(sql) == expected
 
 
 @pytest.mark.parametrize("sql, named", [
@@ -99,28 +49,7 @@ def test_constructs_colmz_cannot_honour_are_refused_by_name(sql, named):
         translate(sql)
 
 
-def test_refused_names_are_only_refused_as_calls():
-    sql = "SELECT format, 'initcap(x)', t.to_char(1) FROM t"
-    assert translate(sql) == sql
-
-
 # ----------------------------------------------------------------------------- LIKE, VALUES, substr ...
-
-
-@pytest.mark.parametrize("sql, expected", [
-    ("SELECT 1 FROM t WHERE a LIKE '%\\_%'", "SELECT 1 FROM t WHERE a LIKE '%\\_%' ESCAPE '\\'"),
-    ("SELECT 1 FROM t WHERE a NOT ILIKE b || '%' AND c",  # b printed as PostgreSQL prints it
-     "SELECT 1 FROM t WHERE a NOT ILIKE __colmz_text(b) || '%' ESCAPE '\\' AND c"),
-    ("SELECT a LIKE lower(b)::text x FROM t", None),  # ends before the alias (checked below)
-    ("SELECT 1 FROM t WHERE a LIKE 'a%'", "SELECT 1 FROM t WHERE a LIKE 'a%'"),  # no backslash
-    ("SELECT 1 FROM t WHERE a LIKE '%!_' ESCAPE '!'", "SELECT 1 FROM t WHERE a LIKE '%!_' ESCAPE '!'"),
-])
-def test_like_gets_postgresqls_default_escape(sql, expected):
-    got = translate(sql)
-    if expected is None:
-        assert got.endswith(" ESCAPE '\\' x FROM t")
-    else:
-        assert got == expected
 
 
 def test_like_patterns_colmz_cannot_delimit_are_refused():
@@ -128,45 +57,6 @@ def test_like_patterns_colmz_cannot_delimit_are_refused():
                 "SELECT 1 FROM t WHERE a LIKE ANY (ARRAY['a%'])"]:
         with pytest.raises(UnsupportedSQL, match="LIKE"):
             translate(sql)
-
-
-@pytest.mark.parametrize("sql, expected", [
-    ("VALUES (1, 'a'), (2, 'b') ORDER BY 1",
-     'SELECT * FROM (VALUES (1, \'a\'), (2, \'b\')) AS "*VALUES*"(column1, column2) ORDER BY 1'),
-    ("SELECT * FROM (VALUES (1, (2))) v",
-     'SELECT * FROM (SELECT * FROM (VALUES (1, (2))) AS "*VALUES*"(column1, column2)) v'),
-    ("SELECT * FROM (VALUES (1, 2, 3)) AS v(x)",  # DuckDB keeps column2, column3
-     'SELECT * FROM (SELECT * FROM (VALUES (1, 2, 3)) AS "*VALUES*"(column1, column2, column3)) AS v(x)'),
-    ("WITH v AS (VALUES (1)) SELECT * FROM v",
-     'WITH v AS (SELECT * FROM (VALUES (1)) AS "*VALUES*"(column1)) SELECT * FROM v'),
-    ("INSERT INTO t VALUES (1, 2)", "INSERT INTO t VALUES (1, 2)"),
-])
-def test_values_columns_get_postgresqls_names(sql, expected):
-    assert translate(sql) == expected
-
-
-@pytest.mark.parametrize("sql, expected", [
-    ("SELECT generate_series(1, 3) AS g", "SELECT unnest(generate_series(1, 3)) AS g"),
-    ("SELECT a, generate_series(1, a) FROM t", "SELECT a, unnest(generate_series(1, a)) FROM t"),
-    ("SELECT * FROM generate_series(1, 3) g", None),
-    ("SELECT * FROM t, generate_series(1, 3) g", None),
-    ("SELECT * FROM t JOIN generate_series(1, 3) g ON true", None),
-    ("SELECT * FROM t, LATERAL generate_series(1, t.a) g", None),
-])
-def test_generate_series_in_expressions_is_a_row_per_value(sql, expected):
-    assert translate(sql) == (expected if expected is not None else sql)
-
-
-def test_substr_counts_positions_before_the_string():
-    got = translate("SELECT substr(s, a, n) FROM t")
-    assert got.startswith("SELECT substr(s, CASE WHEN (a) < 1 THEN 1 ELSE (a) END, CASE WHEN (n) < 0 THEN error(")
-    assert translate("SELECT substring(s FROM a)") == translate("SELECT substr(s, a)")
-    assert translate("SELECT substring(s FROM a FOR n)") == translate("SELECT substr(s, a, n)")
-    assert translate("SELECT substring(s FOR n)") == translate("SELECT substr(s, 1, n)")
-    with pytest.raises(UnsupportedSQL, match="POSIX"):
-        translate("SELECT substring(s FROM '[0-9]+')")
-    with pytest.raises(UnsupportedSQL, match="SIMILAR"):
-        translate("SELECT substring(s SIMILAR '%#\"o_b#\"%' ESCAPE '#')")
 
 
 def test_substr_and_text_casts_give_postgresqls_answers_in_duckdb():
@@ -188,34 +78,6 @@ def test_substr_and_text_casts_give_postgresqls_answers_in_duckdb():
         "-Infinity", "1e+100", "7", "x", "2.50")
 
 
-def test_text_casts_keep_other_targets():
-    for sql in ["SELECT a::text[] FROM t", "SELECT a::varchar(3) FROM t", "SELECT 2.5::int FROM t",
-                "SELECT 'x'::text, 2.5::text, a::float8::int8, DATE '2024-01-01'::text FROM t"]:
-        assert translate(sql) == sql
-    # an integer cast of what may be text reads it as PostgreSQL does (digits only)
-    assert translate("SELECT a::int, a::int8::text FROM t") == \
-        "SELECT __colmz_int32(a), __colmz_int64(a)::text FROM t"
-    # a known double skips the type test; an unknown one asks DuckDB's type of the value
-    assert translate("SELECT a::float8::text FROM t") == "SELECT __colmz_float8_text(a::float8) FROM t"
-    assert translate("SELECT a::text FROM t") == "SELECT __colmz_text(a) FROM t"
-    assert translate("SELECT 1e5::text") == "SELECT 100000.::text"  # numeric in PostgreSQL
-    assert translate("SELECT x::float, CAST(y AS float), z::float(24) FROM t") == \
-        "SELECT x::DOUBLE, CAST(y AS DOUBLE), z::float(24) FROM t"  # PostgreSQL's float is float8
-
-
-def test_row_comparisons_are_expanded_element_by_element():
-    assert translate("SELECT (a, b) = (1, NULL)") == "SELECT ((a) = (1) AND (b) = (NULL))"
-    assert translate("SELECT ROW(a, b) <> ROW(1, 2)") == "SELECT ((a) <> (1) OR (b) <> (2))"
-    got = translate("SELECT (a, b) < (1, 2)")
-    assert got == ("SELECT (CASE WHEN (a) IS NULL OR (1) IS NULL THEN NULL WHEN (a) <> (1) THEN (a) < (1) "
-                   "WHEN (b) IS NULL OR (2) IS NULL THEN NULL WHEN (b) <> (2) THEN (b) < (2) ELSE false END)")
-    assert translate("SELECT f(a, b) = (1), (a) = (b)") == "SELECT f(a, b) = (1), (a) = (b)"  # not rows
-    with pytest.raises(UnsupportedSQL, match="nested rows"):
-        translate("SELECT ((1, 2), 3) = ((1, 2), 3)")
-    with pytest.raises(SQLError, match="2 fields with 3"):
-        translate("SELECT (1, 2) = (1, 2, 3)")
-
-
 def test_row_comparisons_give_postgresqls_answers_in_duckdb():
     from colmz.sql import connect
 
@@ -225,19 +87,6 @@ def test_row_comparisons_give_postgresqls_answers_in_duckdb():
     assert row == (None, None, True, True, True, True, None)
 
 
-@pytest.mark.parametrize("sql, expected", [
-    ("SELECT round(x::float8)", "SELECT round_even(x::float8, 0)"),
-    ("SELECT round(CAST(x AS double precision))", "SELECT round_even(CAST(x AS double precision), 0)"),
-    ("SELECT round(2.5)", "SELECT round(2.5)"),  # a literal with a point is numeric
-    ("SELECT round(x::numeric)", "SELECT round((x + CAST(0 AS DECIMAL(1,0))))"),
-    ("SELECT round(CAST(x AS numeric))", "SELECT round((x + CAST(0 AS DECIMAL(1,0))))"),
-    ("SELECT round(x, 2)", "SELECT (round(x, 2) + CAST(0 AS DECIMAL(3,2)))"),  # numeric's scale 2
-    ("SELECT round(x)", "SELECT (CASE WHEN typeof(x) IN ('DOUBLE', 'FLOAT') THEN round_even(x, 0) ELSE round(x) END)"),
-])
-def test_round_follows_the_arguments_type(sql, expected):
-    assert translate(sql) == expected
-
-
 def test_round_gives_postgresqls_answers_in_duckdb():
     from colmz.sql import connect
 
@@ -245,14 +94,6 @@ def test_round_gives_postgresqls_answers_in_duckdb():
         "SELECT round(2.5::float8), round(-2.5::float8), round(3.5::float8), round(2.5), round(-2.5), "
         "round(x), round(x::numeric), round(i) FROM (SELECT 0.5::double AS x, 3 AS i)")).fetchall()[0]
     assert [float(v) for v in row] == [2.0, -2.0, 4.0, 3.0, -3.0, 0.0, 1.0, 3.0]
-
-
-def test_unconstrained_numeric_keeps_the_scale_and_constrained_is_kept():
-    assert translate("SELECT x::numeric, CAST(y AS decimal), z::numeric(10, 2), 1 AS numeric") == \
-        ("SELECT (x + CAST(0 AS DECIMAL(1,0))), (y + CAST(0 AS DECIMAL(1,0))), z::numeric(10, 2), "
-         "1 AS numeric")
-    assert translate("SELECT '1.50'::numeric, CAST(-2.5 AS numeric), 7::numeric") == \
-        "SELECT 1.50, (-2.5), 7."
 
 
 def test_boolean_casts_read_postgresqls_words():
@@ -268,28 +109,6 @@ def test_boolean_casts_read_postgresqls_words():
     with pytest.raises(Exception, match="BOOL"):  # text known only when run: DuckDB's cast rejects it
         con.sql(translate("SELECT w::boolean FROM (SELECT 'o' AS w)")).fetchall()
     assert con.sql(translate("SELECT w::boolean FROM (SELECT ' Of' AS w)")).fetchall() == [(False,)]
-    assert translate("SELECT 'on'::boolean, 1::boolean, x::int::bool") == \
-        "SELECT true, 1::boolean, __colmz_int32(x)::bool"
-
-
-def test_containment_is_refused_unless_between_arrays():
-    for sql in ["SELECT 1 FROM t WHERE body @> '{\"a\": 1}'", "SELECT a <@ b FROM t"]:
-        with pytest.raises(UnsupportedSQL, match="jsonb containment operator"):
-            translate(sql)
-    sql = "SELECT ARRAY[1, 2] @> ARRAY[1], a::int[] <@ ARRAY[2]"
-    assert translate(sql) == sql
-
-
-def test_row_in_lists_are_the_or_of_row_equalities():
-    assert translate("SELECT (a, b) IN ((1, 2), ROW(3, 4))") == \
-        "SELECT ((((a) = (1) AND (b) = (2)) OR ((a) = (3) AND (b) = (4))))"
-    assert translate("SELECT (a, b) NOT IN ((1, 2))") == "SELECT (NOT (((a) = (1) AND (b) = (2))))"
-    for sql in ["SELECT (a, b) IN (SELECT x, y FROM t)", "SELECT a IN (1, 2)"]:
-        assert translate(sql) == sql  # a subquery, a scalar IN: DuckDB's own
-    from colmz.sql import connect
-    assert connect().sql(translate(
-        "SELECT (1, NULL) IN ((1, NULL), (2, 3)), (1, NULL) NOT IN ((2, 2)), (1, 2) IN ((1, 2))"
-    )).fetchall() == [(None, True, True)]
 
 
 def test_round_of_avg_follows_avgs_argument():
@@ -305,8 +124,6 @@ def test_generate_series_inside_case_or_coalesce_is_refused():
                        ("SELECT coalesce(generate_series(1, 2), 0)", "coalesce()")]:
         with pytest.raises(UnsupportedSQL, match=re.escape(f"generate_series() inside {named}")):
             translate(sql)
-    assert translate("SELECT CASE WHEN a THEN 1 END, generate_series(1, 2)") == \
-        "SELECT CASE WHEN a THEN 1 END, unnest(generate_series(1, 2))"
 
 
 def test_real_casts_to_text_print_postgresqls_float4_text():
@@ -315,25 +132,6 @@ def test_real_casts_to_text_print_postgresqls_float4_text():
         "SELECT 2::real::text, 1e6::real::text, 0.1::real::text, 123456.7::real::text, "
         "(-2.5e10)::real::text, x::text FROM (SELECT 1.5e7::real AS x)")).fetchall()
     assert got == [("2", "1e+06", "0.1", "123456.7", "-2.5e+10", "1.5e+07")]
-
-
-def test_row_is_null_means_every_field():
-    assert translate("SELECT (a, b) IS NULL, ROW(a, b) IS NOT NULL, f(a, b) IS NULL") == \
-        "SELECT ((a) IS NULL AND (b) IS NULL), ((a) IS NOT NULL AND (b) IS NOT NULL), f(a, b) IS NULL"
-    from colmz.sql import connect
-    assert connect().sql(translate(
-        "SELECT ROW(NULL, NULL) IS NULL, (1, NULL) IS NULL, (1, NULL) IS NOT NULL")).fetchall() == \
-        [(True, False, False)]
-
-
-@pytest.mark.parametrize("sql, expected", [
-    ("SELECT round(age::numeric / 4)", "SELECT round((age + CAST(0 AS DECIMAL(1,0))) / 4)"),
-    ("SELECT round(CAST(a AS numeric) / 3)", "SELECT round((a + CAST(0 AS DECIMAL(1,0))) / 3)"),
-    ("SELECT round(2.5 * 3)", "SELECT round(7.5)"),  # folded with numeric's scales
-    ("SELECT round(x::float8 * 2.5)", "SELECT round_even(x::float8 * 2.5, 0)"),  # double wins
-])
-def test_round_of_expressions_typed_by_their_tokens(sql, expected):
-    assert translate(sql) == expected
 
 
 def test_round_of_a_numeric_and_untyped_mix_is_refused():
@@ -439,36 +237,6 @@ def test_double_text_matches_the_reference_for_any_double():
     check()
 
 
-def test_bind_relations_resolves_qualified_names_as_materialize():
-    from colmz.sql import QualifiedName, bind_relations, relation_names, resolve_item
-
-    x_ct, yz_ct = resolve_item(["x", "ct"]), QualifiedName("y", "z", "ct")
-    names = frozenset({"ct", x_ct, yz_ct})
-    for sql, bound, want in [
-        # one part: the default schema; two: a schema of materialize; three: full
-        ("SELECT * FROM ct", ("ct",), 'SELECT * FROM "__colmz_r0"'),
-        ("SELECT * FROM x.ct", (x_ct,), 'SELECT * FROM "__colmz_r0"'),
-        ("SELECT * FROM materialize.public.ct", ("ct",), 'SELECT * FROM "__colmz_r0"'),
-        ('SELECT * FROM "y"."z".ct, materialize.x.ct', (yz_ct, x_ct),
-         'SELECT * FROM "__colmz_r0", "__colmz_r1"'),
-        # a qualifier names the relation by its item or its qualified name
-        ("SELECT ct.k, y.z.ct.v, y.z.ct.* FROM y.z.ct", (yz_ct,),
-         'SELECT "__colmz_r0".k, "__colmz_r0".v, "__colmz_r0".* FROM "__colmz_r0"'),
-        # an alias hides the name; an unknown schema's relation is left alone
-        ("SELECT c.k FROM x.ct AS c JOIN q.ct ON true", (x_ct,),
-         'SELECT c.k FROM "__colmz_r0" AS c JOIN q.ct ON true'),
-        # a dot inside a quoted name is the name's own
-        ('SELECT * FROM "x.ct"', (), 'SELECT * FROM "x.ct"'),
-        # a schema-qualified call is not a relation
-        ("SELECT * FROM x.ct(1)", (), "SELECT * FROM x.ct(1)"),
-    ]:
-        assert bind_relations(sql, names) == (want, bound), sql
-    assert relation_names("SELECT 1 FROM a, x.b JOIN y.z.c ON true, LATERAL (TABLE d.e) f") == (
-        ("a",), ("x", "b"), ("y", "z", "c"), ("d", "e"))
-    with pytest.raises(SQLError, match="between 1 and 3 components: a.b.c.d"):
-        bind_relations("SELECT * FROM a.b.c.d", names)
-
-
 def test_bytea_input_is_postgresqls_hex_format():
     # Before: '\x0aff'::bytea was DuckDB's cast, which reads \x0a as one escaped byte and
     # 'ff' as two characters -- three bytes where PostgreSQL's bytea input has two.
@@ -484,3 +252,190 @@ def test_bytea_input_is_postgresqls_hex_format():
     for refused in (r"SELECT 'a\\b'::bytea", "SELECT CAST(b AS bytea) FROM t", "SELECT b::bytea FROM t"):
         with pytest.raises(UnsupportedSQL, match="bytea"):
             cat.sql(refused)
+
+
+# ----------------------------------------------------------------------------- answers, with PostgreSQL's
+
+#: Tables besides the corpus's: names that differ only in case, a column named like a table.
+EXTRA_SETUP = [
+    'CREATE TABLE "T" (k INT)', "CREATE TABLE t (k INT, s TEXT)", "CREATE TABLE u (k INT)",
+    "CREATE TABLE k (k INT)", 'INSERT INTO "T" VALUES (1)', "INSERT INTO t VALUES (2, 'ab'), (3, 'cd')",
+    "INSERT INTO u VALUES (3), (4), (NULL)", "INSERT INTO k VALUES (3), (5)",
+]
+
+#: (behaviour, query): each answered by colmz as PostgreSQL 15 answers it (names and rows).
+ANSWERS = [
+    # JSONB is DuckDB's JSON; the word elsewhere (a string, an alias, a column) is untouched
+    ("jsonb_casts", "SELECT id, body::JSONB ->> 'a', CAST(body AS jsonb) -> 'b' ->> 'c' FROM docs"),
+    ("jsonb_as_alias", "SELECT 'mz_now()' AS jsonb"),
+    pytest.param("column_named_jsonb", "SELECT jsonb FROM (SELECT 1 AS jsonb) s", marks=pytest.mark.xfail(
+        strict=True, reason="translate rewrites the alias jsonb to JSON but not the column reference: "
+                            "DuckDB's 'Referenced column \"jsonb\" not found' (a translate.py change)")),
+    # relations bound by their exact names; qualifiers, EXTRACT's FROM, IS DISTINCT FROM kept
+    ("case_distinct_tables", 'SELECT (SELECT count(*) FROM "T"), (SELECT count(*) FROM t)'),
+    ("from_words_that_are_no_relation", "SELECT k, extract(year FROM DATE '2024-01-01'), k IS DISTINCT FROM 3 FROM u"),
+    ("alias_and_table_qualifiers", "SELECT x.k, u.k FROM t x JOIN u ON x.k = u.k, k"),
+    ("with_name_shadows_table", "WITH t AS (SELECT 1 AS k) SELECT * FROM t"),
+    ("table_statement", 'TABLE "T"'),
+    ("parenthesized_join_union_table", "SELECT * FROM (t JOIN u USING (k)) JOIN k USING (k) UNION ALL SELECT k, s FROM t"),
+    ("subqueries_and_correlation", "SELECT substring(s FROM 2), (SELECT max(k) FROM u) FROM t "
+                                   "WHERE EXISTS (SELECT 1 FROM k WHERE k.k = t.k)"),
+    ("from_inside_a_string", "SELECT 'FROM t' FROM \"T\""),
+    # calls rewritten to PostgreSQL's meaning
+    ("btrim_two_args", "SELECT btrim('xyx', 'x')"),
+    ("lpad_pads_with_spaces", "SELECT lpad(name, 4), lpad(name, 3, '0') FROM people"),
+    ("rpad_of_lpad", "SELECT rpad(lpad(city, 2), 3) FROM people"),
+    ("to_hex_lower_case", "SELECT to_hex(255), to_hex(amount) FROM orders"),
+    ("extract_second_has_the_fraction", "SELECT extract(second FROM ts) FROM orders"),
+    ("extract_year", "SELECT extract(year FROM ts) FROM orders"),
+    ("call_names_in_strings_and_quotes", "SELECT 'btrim(x)', \"to_hex\" FROM (SELECT 1 AS to_hex) s"),
+    ("refused_names_only_as_calls", "SELECT format, 'initcap(x)' FROM (SELECT 1 AS format) s"),
+    # LIKE's default escape is the backslash
+    ("like_backslash_escapes", "SELECT name FROM people WHERE name LIKE '%\\_%'"),
+    ("not_ilike_pattern_of_a_double", "SELECT id FROM people WHERE name NOT ILIKE score || '%' AND age > 20"),
+    ("like_then_alias", "SELECT name LIKE lower(city)::text x FROM people"),
+    ("like_without_backslash", "SELECT name FROM people WHERE name LIKE 'A%'"),
+    ("like_explicit_escape", "SELECT name FROM people WHERE name LIKE '%!_%' ESCAPE '!'"),
+    # VALUES columns are column1, column2, ...
+    ("values_ordered", "VALUES (1, 'a'), (2, 'b') ORDER BY 1"),
+    ("values_parenthesized_item", "SELECT * FROM (VALUES (1, (2))) v"),
+    ("values_partial_alias", "SELECT * FROM (VALUES (1, 2, 3)) AS v(x)"),
+    ("values_in_cte", "WITH v AS (VALUES (1)) SELECT * FROM v"),
+    # generate_series in a select list is a row per value; in FROM it is a table
+    ("series_in_select_list", "SELECT generate_series(1, 3) AS g"),
+    ("series_per_row", "SELECT id, generate_series(1, id) FROM people WHERE id < 4"),
+    ("series_in_from", "SELECT * FROM generate_series(1, 3) g"),
+    ("series_cross_join", "SELECT * FROM u, generate_series(1, 2) g"),
+    ("series_join_on", "SELECT * FROM u JOIN generate_series(1, 2) g ON true"),
+    ("series_lateral", "SELECT * FROM k, LATERAL generate_series(1, k.k) g"),
+    ("series_beside_case", "SELECT CASE WHEN id > 1 THEN 1 END, generate_series(1, 2) FROM people WHERE id < 3"),
+    # substr counts positions before the string
+    ("substr_positions", "SELECT id, substr(name, id - 3, 3), substr(name, id - 3) FROM people"),
+    ("substring_from_for", "SELECT substring(name FROM id - 2), substring(name FROM id - 2 FOR 3), "
+                           "substring(name FOR id) FROM people"),
+    # casts
+    ("cast_to_text_array", "SELECT '{a,b}'::text[]"),
+    ("numeric_to_int_rounds", "SELECT 2.5::int"),
+    pytest.param("varchar_n_truncates", "SELECT name::varchar(3), CAST(city AS varchar(2)) AS c FROM people",
+                 marks=pytest.mark.xfail(strict=True, reason=(
+                     "an explicit cast to varchar(n) truncates in PostgreSQL; translate passes varchar(3) "
+                     "to DuckDB, which ignores the length (a translate.py change)"))),
+    pytest.param("float_24_is_real", "SELECT (score / 3)::float(24) FROM people",
+                 marks=pytest.mark.xfail(strict=True, reason=(
+                     "float(24) is real (float4) in PostgreSQL; translate passes it to DuckDB as a double "
+                     "(a translate.py change)"))),
+    ("literal_text_casts", "SELECT 'x'::text, 2.5::text, DATE '2024-01-01'::text"),
+    ("double_to_bigint", "SELECT score::float8::int8 FROM people"),
+    ("text_column_to_int", "SELECT t::int FROM nums WHERE k = 1"),
+    ("bigint_text", "SELECT x::int8::text FROM nums"),
+    ("double_text", "SELECT f::float8::text, f::text FROM nums"),
+    ("numeric_literal_text", "SELECT 1e5::text"),
+    ("float_is_double", "SELECT score::float, CAST(score AS float) FROM people"),
+    ("numeric_keeps_its_scale", "SELECT score::numeric, CAST(age AS decimal), age::numeric(10, 2), 1 AS numeric FROM people"),
+    ("numeric_literals", "SELECT '1.50'::numeric, CAST(-2.5 AS numeric), 7::numeric"),
+    ("boolean_casts", "SELECT 'on'::boolean, 1::boolean, x::int::bool FROM nums WHERE x BETWEEN -10 AND 100"),
+    # rows compared element by element
+    ("row_equality_with_null", "SELECT (age, score) = (25, NULL) FROM people"),
+    ("row_inequality", "SELECT ROW(age, id) <> ROW(25, 2) FROM people"),
+    ("row_less_than", "SELECT (age, id) < (25, 5) FROM people"),
+    ("parentheses_are_no_rows", "SELECT abs(id) = (1), (id) = (age) FROM people"),
+    ("row_in_list", "SELECT (age, city) IN ((25, 'Paris'), ROW(30, 'Berlin')) FROM people"),
+    ("row_not_in_list", "SELECT (age, id) NOT IN ((25, 2)) FROM people"),
+    ("row_in_subquery", "SELECT (age, city) IN (SELECT age, city FROM people WHERE id > 4) FROM people"),
+    ("scalar_in_list", "SELECT age IN (25, 30) FROM people"),
+    ("row_is_null", "SELECT (age, score) IS NULL, ROW(age, score) IS NOT NULL, coalesce(age, id) IS NULL FROM people"),
+    # round follows its argument's type: half to even for a double, away from zero for numeric
+    ("round_double", "SELECT round(score::float8), round(CAST(score AS double precision)) FROM people"),
+    ("round_numeric_literal", "SELECT round(2.5), round(-2.5)"),
+    ("round_numeric_cast", "SELECT round(score::numeric), round(CAST(score AS numeric)) FROM people"),
+    ("round_places", "SELECT round(age, 2) FROM people"),
+    ("round_of_a_column_of_either_type", "SELECT round(f) FROM nums"),
+    ("round_numeric_division", "SELECT round(age::numeric / 4), round(CAST(age AS numeric) / 3) FROM people"),
+    ("round_folded_numeric", "SELECT round(2.5 * 3)"),
+    ("round_double_times_numeric", "SELECT round(score::float8 * 2.5) FROM people"),
+    # array containment
+    ("array_containment", "SELECT ARRAY[1, 2] @> ARRAY[1], '{2}'::int[] <@ ARRAY[2]"),
+]
+
+
+@pytest.fixture(scope="module")
+def both():
+    sql_oracle.require("psycopg", "the PostgreSQL oracle needs psycopg")
+    conn, cat = sql_oracle.open_both()
+    for stmt in EXTRA_SETUP:
+        conn.execute(stmt)
+        cat.execute(stmt)
+    yield conn, cat
+    conn.close()
+
+
+@pytest.mark.parametrize("behaviour, sql", ANSWERS,
+                         ids=[a.values[0] if hasattr(a, "values") else a[0] for a in ANSWERS])
+def test_translation_answers_as_postgresql(both, behaviour, sql):
+    conn, cat = both
+    kind, detail = sql_oracle.outcome(conn, cat, sql)
+    assert kind == "match", f"{behaviour}: {kind} {detail}"
+
+
+def test_substr_of_a_negative_length_fails_as_in_postgresql(both):
+    conn, cat = both
+    for sql in ["SELECT substr('abc', 1, -1)", "SELECT substr(name, 1, id - 3) FROM people"]:
+        kind, detail = sql_oracle.outcome(conn, cat, sql)
+        assert kind == "both fail" and "negative substring length" in detail, sql
+
+
+def test_mz_now_is_the_catalogs_time():
+    # Materialize's mz_now() (no PostgreSQL form): the logical time a query is evaluated at
+    import colmz
+
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)")
+    assert cat.sql("SELECT mz_now() AS n, 'mz_now()' AS s").to_pylist() == [{"n": cat.now, "s": "mz_now()"}]
+    assert cat.sql(f"SELECT count(*) AS c FROM t WHERE mz_now() = {cat.now}").to_pylist() == [{"c": 2}]
+    with pytest.raises(SQLError, match="no arguments"):
+        translate("SELECT mz_now(1)")
+    for bad in ["SELECT mz_logical_timestamp()", "WITH MUTUALLY RECURSIVE x (a INT) AS (SELECT 1) SELECT 1",
+                "SELECT * FROM t AS OF 5"]:
+        with pytest.raises(UnsupportedSQL):
+            translate(bad)
+
+
+def test_qualified_names_resolve_as_materialize():
+    # Materialize's names (no PostgreSQL form across databases): one part is the default
+    # schema, two a schema of materialize, three a database's schema; an alias hides the
+    # name; a quoted dot is part of a name; a qualifier names the relation by any of them.
+    import colmz
+    from colmz.sql import bind_relations, relation_names
+
+    cat = colmz.Catalog()
+    cat.execute("CREATE SCHEMA x; CREATE DATABASE y; CREATE SCHEMA y.z; CREATE TABLE ct (k INT); "
+                "CREATE TABLE x.ct (k INT); CREATE TABLE y.z.ct (k INT, v TEXT); "
+                "INSERT INTO ct VALUES (1); INSERT INTO x.ct VALUES (2); INSERT INTO y.z.ct VALUES (3, 'c')")
+
+    def rows(sql):
+        return sorted(zip(*(c.to_pylist() for c in cat.sql(sql).columns)))
+
+    assert rows("SELECT * FROM ct") == rows("SELECT * FROM materialize.public.ct") == [(1,)]
+    assert rows("SELECT * FROM x.ct") == rows("SELECT * FROM materialize.x.ct") == [(2,)]
+    assert rows('SELECT * FROM "y"."z".ct, materialize.x.ct') == [(3, "c", 2)]
+    assert rows("SELECT ct.k, y.z.ct.v, y.z.ct.* FROM y.z.ct") == [(3, "c", 3, "c")]
+    assert rows("SELECT c.k FROM x.ct AS c JOIN ct ON true") == [(2,)]
+    with pytest.raises(SQLError):
+        cat.sql('SELECT * FROM "x.ct"')  # one name holding a dot: no such relation
+    assert relation_names("SELECT 1 FROM a, x.b JOIN y.z.c ON true, LATERAL (TABLE d.e) f") == (
+        ("a",), ("x", "b"), ("y", "z", "c"), ("d", "e"))
+    with pytest.raises(SQLError, match="between 1 and 3 components: a.b.c.d"):
+        bind_relations("SELECT * FROM a.b.c.d", frozenset({"ct"}))
+
+
+def test_constructs_colmz_cannot_translate_are_refused_or_rejected():
+    # PostgreSQL answers these; colmz says it cannot, by name, rather than answer otherwise
+    for sql, named in [("SELECT substring(s FROM '[0-9]+')", "POSIX"),
+                       ("SELECT substring(s SIMILAR '%#\"o_b#\"%' ESCAPE '#')", "SIMILAR"),
+                       ("SELECT ((1, 2), 3) = ((1, 2), 3)", "nested rows"),
+                       ("SELECT 1 FROM t WHERE body @> '{\"a\": 1}'", "jsonb containment operator"),
+                       ("SELECT a <@ b FROM t", "jsonb containment operator")]:
+        with pytest.raises(UnsupportedSQL, match=re.escape(named)):
+            translate(sql)
+    with pytest.raises(SQLError, match="2 fields with 3"):  # PostgreSQL's error too
+        translate("SELECT (1, 2) = (1, 2, 3)")

@@ -1,0 +1,390 @@
+"""Generated queries over the dialect corpus's four tables, answered by colmz and PostgreSQL 15.
+
+Hypothesis draws typed expression trees over the columns of ``people``, ``orders`` and
+``nums`` (``tests/sql_corpus.py``; integers, bigints, numerics, floats with NaN and the
+infinities, text, booleans, NULLs, dates, timestamps and intervals) -- operators,
+comparisons, ``CASE``, ``COALESCE``/``NULLIF``, casts, common functions, ``IN``/``ANY``/
+``ALL`` with NULLs -- and puts them in one of four query shapes: a projection with a
+``WHERE``, an aggregate with ``GROUP BY`` and ``FILTER``, a window function, a query
+without ``FROM``. Some select items are left without an alias, so PostgreSQL's output names
+are compared too. Each query runs in an in-memory ``colmz.Catalog`` and in PostgreSQL
+(``tests/sql_oracle.py``); it passes when both give the same rows (a multiset, floats within
+1e-9 relative) under the same column names, when both raise, or when colmz refuses by name
+(``UnsupportedSQL``). A raw DuckDB error or a different answer fails, except where
+PostgreSQL raises while planning a constant that colmz never evaluates (:func:`folded_by_postgres`).
+
+The generator leaves out the constructs whose differences are known and need the
+translation (``colmz/sql/translate.py``) to change; each is named where it is left out
+(``KNOWN: ...``) so the bounded run in CI is green and honest about what it does not try.
+
+The CI run is bounded (:data:`CI_EXAMPLES`); ``-m slow`` runs many more.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sql_oracle
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sql_oracle.require("duckdb", "Catalog needs duckdb (pip install 'colmz[sql]')")
+sql_oracle.require("psycopg", "the PostgreSQL oracle needs psycopg")
+
+#: Examples in the bounded run (CI), and in the ``slow`` one.
+CI_EXAMPLES = 150
+SLOW_EXAMPLES = 3000
+
+# ----------------------------------------------------------------------------- the tables
+
+#: Columns of each table by kind (the kinds are PostgreSQL's categories the generator uses).
+TABLES = {
+    "people": {"int": ["id", "age"], "float": ["score"], "text": ["name", "city"], "date": ["joined"]},
+    "orders": {"int": ["person_id"], "bigint": ["id", "amount"], "timestamp": ["ts"],
+               "text": ["status", "note"]},
+    "nums": {"int": ["k"], "bigint": ["x"], "float": ["f"], "text": ["t"]},
+}
+
+KINDS = ("int", "bigint", "numeric", "float", "text", "bool", "date", "timestamp", "interval")
+
+#: Literals by kind. ``SAFE`` (below) leaves out those a narrowing cast cannot take.
+LITERALS = {
+    "int": ["0", "1", "-1", "2", "7", "25", "2147483647", "NULL::int"],
+    "bigint": ["9000000000::bigint", "-2::bigint", "0::bigint", "NULL::bigint"],
+    # KNOWN: NULL::numeric is translated to DECIMAL(38,0), which takes the scale from the
+    # other values beside it: coalesce(NULL::numeric, 100.005) is 100 (PostgreSQL 100.005).
+    "numeric": ["1.5", "0.1", "-2.25", "0.0", "100.005"],
+    "float": ["0.5::float8", "'NaN'::float8", "'Infinity'::float8", "'-Infinity'::float8",
+              "1e300::float8", "(-0.0)::float8", "2.0::float8", "NULL::float8"],
+    "text": ["'a'", "''", "'Berlin'", "'x_y'", "' 7 '", "'%'", "NULL::text"],
+    "bool": ["true", "false", "NULL::boolean"],
+    "date": ["DATE '2024-02-29'", "DATE '2020-01-01'", "NULL::date"],
+    "timestamp": ["TIMESTAMP '2024-01-02 03:04:05'", "TIMESTAMP '2024-03-01 00:00:00'", "NULL::timestamp"],
+    "interval": ["INTERVAL '1 day'", "INTERVAL '90 minutes'", "INTERVAL '2 hours 3 seconds'"],
+}
+
+# KNOWN: PostgreSQL folds constant expressions when it plans a query, so a constant that
+# a cast cannot take (1e300::float8::int, 9000000000::bigint::int) raises even where no row
+# is evaluated (a WHERE that is false); colmz (DuckDB) evaluates per row and answers no rows.
+# The operands of narrowing casts are drawn without such constants.
+SAFE = {**LITERALS, "bigint": ["-2::bigint", "0::bigint", "NULL::bigint"],
+        "float": ["0.5::float8", "(-0.0)::float8", "2.0::float8", "NULL::float8"]}
+
+
+def _p(s: str) -> str:
+    return f"({s})"
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+def expr(kind: str, cols: dict, depth: int, lits: dict = LITERALS) -> st.SearchStrategy[str]:
+    """An expression of ``kind`` over the columns ``cols`` (a table's, by kind), its
+    constants from ``lits``."""
+    leaves = [st.sampled_from(lits[kind])]
+    if cols.get(kind):
+        leaves.append(st.sampled_from(cols[kind]))
+    if kind == "bigint" and cols.get("int"):
+        leaves.append(st.sampled_from(cols["int"]).map(lambda c: f"{c}::bigint"))
+    leaf = st.one_of(*leaves)
+    if depth <= 0:
+        return leaf
+    sub = lambda k: expr(k, cols, depth - 1, lits)  # noqa: E731
+    safe = lambda k: expr(k, {c: v for c, v in cols.items() if c not in ("float", "bigint")},  # noqa: E731
+                          depth - 1, SAFE)
+    return st.one_of(leaf, leaf, st.deferred(lambda: _compound(kind, sub, safe)))
+
+
+def _binary(a, ops, b=None):
+    b = a if b is None else b
+    return st.tuples(a, st.sampled_from(ops), b).map(lambda t: _p(f"{t[0]} {t[1]} {t[2]}"))
+
+
+def _divide(a, b, ops=("/", "%")):
+    """``a / b`` and ``a % b`` with ``b`` never 0.
+
+    KNOWN: PostgreSQL evaluates both operands of a strict operator before it sees a NULL
+    (``NULL::bigint + 1 / 0`` raises division by zero); DuckDB folds ``NULL + x`` to NULL
+    without evaluating ``x``, so colmz answers NULL. Divisors here are ``nullif(b, 0)``.
+    """
+    return st.tuples(a, st.sampled_from(ops), b).map(lambda t: _p(f"{t[0]} {t[1]} nullif({t[2]}, 0)"))
+
+
+def _call(name, *args):
+    return st.tuples(*args).map(lambda t: f"{name}({', '.join(t)})")
+
+
+def _common(kind, sub):
+    """CASE, COALESCE, NULLIF, greatest/least: the same for every kind."""
+    k = sub(kind)
+    out = [
+        st.tuples(sub("bool"), k, k).map(lambda t: f"CASE WHEN {t[0]} THEN {t[1]} ELSE {t[2]} END"),
+        st.tuples(sub("bool"), k).map(lambda t: f"CASE WHEN {t[0]} THEN {t[1]} END"),
+        st.lists(k, min_size=2, max_size=3).map(lambda xs: f"coalesce({', '.join(xs)})"),
+    ]
+    if kind not in ("bool", "interval"):
+        out += [_call("greatest", k, k), _call("least", k, k)]
+    if kind != "interval":
+        out.append(_call("nullif", k, k))
+    return out
+
+
+def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
+    options = _common(kind, sub)
+    if kind == "int":
+        i = sub("int")
+        options += [
+            _binary(i, ["+", "-", "*"]), _divide(i, i),
+            i.map(lambda e: f"abs({e})"), i.map(lambda e: f"(- {e})"),
+            sub("text").map(lambda e: f"length({e})"),
+            _call("strpos", sub("text"), sub("text")),
+            safe("float").map(lambda e: f"{_p(e)}::int"),
+            sub("numeric").map(lambda e: f"{_p(e)}::int"),
+            safe("bigint").map(lambda e: f"{_p(e)}::int"),
+            _call("mod", i, i),
+            _call("sign", i),
+        ]
+    elif kind == "bigint":
+        b = sub("bigint")
+        options += [_binary(b, ["+", "-", "*"]), _divide(b, b), _binary(b, ["+", "*"], sub("int")),
+                    b.map(lambda e: f"abs({e})")]
+    elif kind == "numeric":
+        n = sub("numeric")
+        options += [
+            _binary(n, ["+", "-", "*"]),
+            _binary(sub("int"), ["+", "*", "-"], n),
+            sub("int").map(lambda e: f"{_p(e)}::numeric"),
+            n.map(lambda e: f"abs({e})"), n.map(lambda e: f"round({e})"),
+            _call("round", n, st.sampled_from(["0", "1", "2"])),
+            n.map(lambda e: f"trunc({e})"), n.map(lambda e: f"ceil({e})"), n.map(lambda e: f"floor({e})"),
+            # extract is numeric in PostgreSQL 15
+            st.tuples(st.sampled_from(["year", "month", "day", "hour", "minute", "second", "dow", "doy", "epoch"]),
+                      sub("timestamp")).map(lambda t: f"extract({t[0]} FROM {t[1]})"),
+            st.tuples(st.sampled_from(["year", "month", "day", "dow"]), sub("date")).map(
+                lambda t: f"extract({t[0]} FROM {t[1]})"),
+        ]
+    elif kind == "float":
+        f = sub("float")
+        options += [
+            # KNOWN: PostgreSQL's float8 * raises "value out of range: overflow" when finite
+            # operands give infinity (1e300::float8 * 1e300::float8); colmz answers Infinity.
+            # Floats are not multiplied here (nums.f holds 1e300).
+            _binary(f, ["+", "-"]), _divide(f, f, ("/",)),
+            _binary(f, ["+"], sub("int")),
+            sub("int").map(lambda e: f"{_p(e)}::float8"),
+            sub("numeric").map(lambda e: f"{_p(e)}::float8"),
+            f.map(lambda e: f"abs({e})"), f.map(lambda e: f"round({e})"),
+            f.map(lambda e: f"floor({e})"), f.map(lambda e: f"ceil({e})"), f.map(lambda e: f"trunc({e})"),
+            f.map(lambda e: f"sqrt(abs({e}))"),
+            f.map(lambda e: f"(- {e})"),
+            st.tuples(st.sampled_from(["'year'", "'hour'", "'day'", "'epoch'"]), sub("timestamp")).map(
+                lambda t: f"date_part({t[0]}, {t[1]})"),
+        ]
+    elif kind == "text":
+        t = sub("text")
+        options += [
+            _binary(t, ["||"]),
+            t.map(lambda e: f"upper({e})"), t.map(lambda e: f"lower({e})"),
+            _call("substr", t, sub("int")), _call("substr", t, sub("int"), st.sampled_from(["0", "1", "2", "5"])),
+            _call("replace", t, t, t), _call("left", t, sub("int")), _call("right", t, sub("int")),
+            _call("lpad", t, st.sampled_from(["0", "3", "6"]), st.sampled_from(["'*'", "'ab'"])),
+            t.map(lambda e: f"trim({e})"), t.map(lambda e: f"btrim({e}, 'x')"),
+            _call("split_part", t, st.sampled_from(["'a'", "','", "' '"]), st.sampled_from(["1", "2"])),
+            _call("concat", t, sub("int"), t),
+            sub("int").map(lambda e: f"{_p(e)}::text"),
+            sub("bigint").map(lambda e: f"{_p(e)}::text"),
+            sub("float").map(lambda e: f"{_p(e)}::text"),
+            sub("numeric").map(lambda e: f"{_p(e)}::text"),
+            sub("bool").map(lambda e: f"{_p(e)}::text"),
+            sub("date").map(lambda e: f"{_p(e)}::text"),
+            sub("timestamp").map(lambda e: f"{_p(e)}::text"),
+            sub("interval").map(lambda e: f"{_p(e)}::text"),
+            _binary(t, ["||"], sub("int")),
+            _call("repeat", t, st.sampled_from(["0", "2"])),
+            t.map(lambda e: f"reverse({e})"),
+        ]
+    elif kind == "bool":
+        cmp_ops = ["=", "<>", "<", "<=", ">", ">="]
+        comparable = st.sampled_from(["int", "bigint", "numeric", "float", "text", "date", "timestamp"])
+        options += [
+            comparable.flatmap(lambda k: _binary(sub(k), cmp_ops + ["IS DISTINCT FROM", "IS NOT DISTINCT FROM"])),
+            _binary(sub("int"), cmp_ops, sub("numeric")),
+            _binary(sub("int"), cmp_ops, sub("float")),
+            _binary(sub("date"), cmp_ops, sub("timestamp")),
+            _binary(sub("bool"), ["AND", "OR"]),
+            sub("bool").map(lambda e: f"(NOT {e})"),
+            st.tuples(comparable.flatmap(sub), st.sampled_from(["IS NULL", "IS NOT NULL"])).map(
+                lambda t: _p(f"{t[0]} {t[1]}")),
+            sub("bool").map(lambda e: _p(f"{e} IS TRUE")),
+            sub("bool").map(lambda e: _p(f"{e} IS NOT FALSE")),
+            # IN / NOT IN lists with NULLs, = ANY / <> ALL of arrays with NULLs
+            st.tuples(sub("int"), st.sampled_from(["IN", "NOT IN"]),
+                      st.lists(st.sampled_from(["1", "2", "25", "NULL"]), min_size=1, max_size=3)).map(
+                lambda t: _p(f"{t[0]} {t[1]} ({', '.join(t[2])})")),
+            st.tuples(sub("text"), st.sampled_from(["IN", "NOT IN"]),
+                      st.lists(st.sampled_from(["'Berlin'", "'a'", "NULL"]), min_size=1, max_size=3)).map(
+                lambda t: _p(f"{t[0]} {t[1]} ({', '.join(t[2])})")),
+            st.tuples(sub("int"), st.sampled_from(["= ANY", "<> ALL", "< ANY", ">= ALL"]),
+                      st.lists(st.sampled_from(["1", "7", "NULL"]), min_size=0, max_size=3)).map(
+                lambda t: _p(f"{t[0]} {t[1]} (ARRAY[{', '.join(t[2])}]::int[])")),
+            st.tuples(sub("int"), st.sampled_from(["IN", "NOT IN"])).map(
+                lambda t: _p(f"{t[0]} {t[1]} (SELECT age FROM people WHERE city = 'Rome')")),
+            st.tuples(sub("int"), sub("int"), sub("int")).map(lambda t: _p(f"{t[0]} BETWEEN {t[1]} AND {t[2]}")),
+            st.tuples(sub("text"), st.sampled_from(["LIKE", "NOT LIKE", "ILIKE"]),
+                      st.sampled_from(["'a%'", "'%e%'", "'_'", "'%'", "'B%'"])).map(
+                lambda t: _p(f"{t[0]} {t[1]} {t[2]}")),
+            st.tuples(sub("text"), st.sampled_from(["~", "~*", "!~"]), st.sampled_from(["'^[A-C]'", "'e$'", "'[0-9]'"])).map(
+                lambda t: _p(f"{t[0]} {t[1]} {t[2]}")),
+            sub("text").map(lambda e: f"starts_with({e}, 'B')"),
+        ]
+    elif kind == "date":
+        d = sub("date")
+        options += [_binary(d, ["+", "-"], sub("int").map(lambda e: f"({e} % 1000)")),
+                    sub("timestamp").map(lambda e: f"{_p(e)}::date")]
+    elif kind == "timestamp":
+        ts = sub("timestamp")
+        options += [
+            _binary(ts, ["+", "-"], sub("interval")),
+            sub("date").map(lambda e: f"{_p(e)}::timestamp"),
+            st.tuples(st.sampled_from(["'day'", "'hour'", "'month'", "'year'", "'minute'"]), ts).map(
+                lambda t: f"date_trunc({t[0]}, {t[1]})"),
+            _binary(sub("date"), ["+"], sub("interval")),
+        ]
+    elif kind == "interval":
+        iv = sub("interval")
+        options += [_binary(iv, ["+", "-"]),
+                    _binary(iv, ["*"], st.sampled_from(["2", "3", "0"])),
+                    _binary(sub("timestamp"), ["-"])]
+    return st.one_of(*options)
+
+
+# ----------------------------------------------------------------------------- queries
+
+
+SELECTABLE = ("int", "bigint", "numeric", "float", "text", "bool", "date", "timestamp", "interval")
+
+
+@st.composite
+def item(draw, cols, depth=2):
+    """A select item: an expression of some kind, aliased or not (PostgreSQL names it then)."""
+    kind = draw(st.sampled_from(SELECTABLE))
+    e = draw(expr(kind, cols, depth))
+    return kind, e
+
+
+@st.composite
+def queries(draw) -> str:
+    table = draw(st.sampled_from(sorted(TABLES)))
+    cols = TABLES[table]
+    shape = draw(st.sampled_from(["project", "project", "aggregate", "window", "no_from"]))
+    if shape == "no_from":
+        cols = {}
+    n = draw(st.integers(1, 3))
+    items = [draw(item(cols)) for _ in range(n)]
+    named = []
+    for i, (_, e) in enumerate(items):
+        named.append(e if draw(st.booleans()) else f"{e} AS c{i}")
+    if shape in ("project", "no_from"):
+        where = draw(st.one_of(st.none(), expr("bool", cols, 2)))
+        sql = f"SELECT {', '.join(named)}"
+        if shape == "project":
+            sql += f" FROM {table}"
+        if where:
+            sql += f" WHERE {where}"
+        return sql
+    group_kind = draw(st.sampled_from([k for k in ("int", "text", "bigint") if cols.get(k)]))
+    group = draw(st.sampled_from(cols[group_kind]))
+    if shape == "aggregate":
+        aggs = []
+        for i in range(draw(st.integers(1, 3))):
+            kind = draw(st.sampled_from(["int", "bigint", "float", "numeric", "text", "bool"]))
+            arg = draw(expr(kind, cols, 1))
+            fn = draw(st.sampled_from({
+                "int": ["count", "sum", "min", "max", "avg"], "bigint": ["count", "sum", "min", "max", "avg"],
+                # KNOWN: PostgreSQL's avg(float8) shares variance's accumulator (float8_accum), whose
+                # sum of squares overflows on 1e300 (nums.f): "value out of range: overflow" where
+                # colmz answers the mean. avg of floats is left out.
+                "float": ["count", "sum", "min", "max"], "numeric": ["count", "sum", "min", "max", "avg"],
+                "text": ["count", "min", "max"], "bool": ["count", "bool_and", "bool_or"]}[kind]))
+            a = f"{fn}({arg})"
+            if draw(st.booleans()):
+                a += f" FILTER (WHERE {draw(expr('bool', cols, 1))})"
+            aggs.append(a if draw(st.booleans()) else f"{a} AS a{i}")
+        if draw(st.booleans()):
+            aggs.append("count(*)")
+        having = f" HAVING {draw(expr('bool', {}, 0))}" if draw(st.booleans()) else ""
+        return f"SELECT {group}, {', '.join(aggs)} FROM {table} GROUP BY {group}{having}"
+    # window: a function over a partition, ordered by a unique key so the answer is one
+    key = {"people": "id", "orders": "id", "nums": "x, f, t"}[table]
+    kind = draw(st.sampled_from(["int", "bigint", "float", "text"]))
+    arg = draw(expr(kind, cols, 1))
+    fn = draw(st.sampled_from(
+        ["row_number()", "rank()", "dense_rank()", f"lag({arg})", f"lead({arg}, 2)", f"first_value({arg})",
+         f"count({arg})", f"max({arg})", f"min({arg})", "count(*)", "percent_rank()", "ntile(3)"]
+        + ([f"sum({arg})"] if kind != "text" else [])))
+    frame = draw(st.sampled_from(["", " ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING",
+                                  " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"]))
+    partition = draw(st.sampled_from(["", f"PARTITION BY {group} "]))
+    over = f"OVER ({partition}ORDER BY {key}{frame})"
+    return f"SELECT {key}, {fn} {over}{'' if draw(st.booleans()) else ' AS w'}, {named[0]} FROM {table}"
+
+
+# ----------------------------------------------------------------------------- the check
+
+
+@pytest.fixture(scope="module")
+def both():
+    conn, cat = sql_oracle.open_both()
+    yield conn, cat
+    conn.close()
+
+
+def folded_by_postgres(conn, cat, sql: str) -> bool:
+    """Whether PostgreSQL raised while *planning* ``sql`` (its ``EXPLAIN`` raises: a constant
+    expression folded at plan time failed, e.g. ``2147483647 + 1`` under ``WHERE false``)
+    where colmz, evaluating per row, evaluated none and answered no rows.
+
+    KNOWN: PostgreSQL folds constants when it plans; colmz (DuckDB) raises only for a value
+    it computes. Materialize keeps such an error as a value and raises only when a row needs
+    it, as colmz does here.
+    """
+    import psycopg
+
+    try:
+        conn.execute(f"EXPLAIN {sql}")
+    except psycopg.Error:
+        return sql_oracle.run_colmz(cat, sql)[1] == []
+    return False
+
+
+def check(conn, cat, sql: str) -> str:
+    kind, detail = sql_oracle.outcome(conn, cat, sql)
+    if kind == "wrong" and detail.startswith("PostgreSQL raises") and folded_by_postgres(conn, cat, sql):
+        return "folded"
+    assert kind in ("match", "refused", "both fail"), f"{kind}: {sql}\n{detail}"
+    return kind
+
+
+def _run(both, examples: int) -> None:
+    conn, cat = both
+    seen: dict[str, int] = {}
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                     HealthCheck.function_scoped_fixture])
+    @given(queries())
+    def prop(sql):
+        k = check(conn, cat, sql)
+        seen[k] = seen.get(k, 0) + 1
+
+    prop()
+    print(f"\ngenerated queries against PostgreSQL: {seen}")
+    assert seen.get("match", 0) > examples // 3  # most examples compare answers, not refusals
+
+
+def test_generated_queries_against_postgres(both):
+    _run(both, CI_EXAMPLES)
+
+
+@pytest.mark.slow
+def test_many_generated_queries_against_postgres(both):
+    _run(both, SLOW_EXAMPLES)

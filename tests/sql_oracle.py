@@ -1,0 +1,146 @@
+"""PostgreSQL 15 as the oracle of ``colmz.Catalog.sql``: one query run in both and compared.
+
+Shared by the dialect corpus (``tests/colmz/test_sql_dialect.py``) and the generated queries
+(``tests/colmz/test_sql_generated.py``). :func:`open_both` makes a PostgreSQL connection
+(a fresh schema of the process's one test server, ``storage_servers.postgres_url``) and an
+in-memory catalog holding the same rows (``sql_corpus.SETUP``); :func:`outcome` runs a
+query in both and classifies it:
+
+* **match** -- the same output column names and the same values (in order when a top-level
+  ``ORDER BY`` fixes it, else as multisets; floats within 1e-9 relative, PostgreSQL
+  ``numeric`` read as a float, intervals as ``psycopg`` reads them: a month is 30 days);
+* **refused** -- colmz raises ``UnsupportedSQL`` (an honest "not supported", never an answer);
+* **both fail** -- PostgreSQL raises, and so does colmz;
+* **wrong** -- a different answer (or PostgreSQL raises and colmz answers);
+  **raw** -- an error that is not ``UnsupportedSQL`` while PostgreSQL answers.
+
+The oracle never skips silently in CI: when the ``CI`` environment variable is set
+(``.ci/run`` sets it), a missing ``psycopg`` or a server that cannot start fails the test.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import math
+import os
+
+import pytest
+import storage_servers
+
+#: In CI the oracle must run: what would skip it elsewhere fails it there.
+IN_CI = bool(os.environ.get("CI"))
+
+
+def require(module: str, reason: str):
+    """``module`` imported; outside CI a missing one skips the calling test module."""
+    if IN_CI:
+        try:
+            return __import__(module)
+        except ImportError as e:
+            raise RuntimeError(f"CI is set, so the PostgreSQL oracle must run: {reason} ({e})") from e
+    return pytest.importorskip(module, reason=reason)
+
+
+def oracle_url() -> str:
+    """The process's PostgreSQL test server (started on first use); with ``CI`` set, a
+    server that cannot start fails the calling test instead of skipping it."""
+    try:
+        return storage_servers.postgres_url()
+    except pytest.skip.Exception as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set, so the PostgreSQL oracle must run, but: {e.msg}", pytrace=False)
+        raise
+
+
+def open_both():
+    """``(conn, cat)``: a PostgreSQL connection (autocommit, its own fresh schema) and a
+    ``colmz.Catalog``, both holding :data:`sql_corpus.SETUP`'s tables and rows."""
+    import psycopg
+    from sql_corpus import SETUP
+    from storage_servers import fresh_schema_url
+
+    import colmz
+
+    conn = psycopg.connect(fresh_schema_url(oracle_url()), autocommit=True)
+    # jsonb is compared as the text PostgreSQL prints (key order, spacing, quoted strings).
+    for name in ("json", "jsonb"):
+        conn.adapters.register_loader(name, psycopg.types.string.TextLoader)
+    cat = colmz.Catalog()
+    for stmt in SETUP:
+        conn.execute(stmt)
+        cat.execute(stmt)
+    return conn, cat
+
+
+def norm(v):
+    """A value as compared: numeric as float, NaN as a string, Arrow's interval as psycopg's."""
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, float) and math.isnan(v):
+        return "NaN"
+    if type(v).__name__ == "MonthDayNano":  # Arrow's interval: read as psycopg reads one
+        return datetime.timedelta(days=v.months * 30 + v.days, microseconds=v.nanoseconds // 1000)
+    if isinstance(v, (list, tuple)):
+        return tuple(norm(x) for x in v)
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+def same(a, b) -> bool:
+    """Equal values: numbers within 1e-9 relative, booleans only to booleans."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def ordered(sql: str) -> bool:
+    """Whether a top-level ORDER BY (after the last closing parenthesis) fixes the row order."""
+    return " ORDER BY " in sql.upper().rsplit(")", 1)[-1]
+
+
+def run_pg(conn, sql):
+    """``(names, rows)`` of ``sql`` in PostgreSQL, ``None`` when it raises."""
+    import psycopg
+
+    try:
+        cur = conn.execute(sql)
+    except psycopg.Error:
+        return None
+    return [d.name for d in cur.description], [tuple(norm(x) for x in r) for r in cur.fetchall()]
+
+
+def run_colmz(cat, sql):
+    """``(names, rows)`` of ``sql`` in colmz (raises what colmz raises)."""
+    table = cat.sql(sql)
+    rows = [tuple(norm(x) for x in r) for r in zip(*(c.to_pylist() for c in table.columns))]
+    return table.column_names, rows
+
+
+def outcome(conn, cat, sql) -> tuple[str, str]:
+    """``(kind, detail)``: ``match``, ``refused``, ``both fail``, ``wrong`` or ``raw``."""
+    from colmz.sql import UnsupportedSQL
+
+    expected = run_pg(conn, sql)
+    try:
+        got = run_colmz(cat, sql)
+    except UnsupportedSQL as e:
+        return "refused", str(e)
+    except Exception as e:  # noqa: BLE001 - classified below
+        return ("both fail" if expected is None else "raw"), f"{type(e).__name__}: {e}"
+    if expected is None:
+        return "wrong", f"PostgreSQL raises, colmz answers {got}"
+    (pnames, prows), (cnames, crows) = expected, got
+    if pnames != cnames:
+        return "wrong", f"columns {cnames}, PostgreSQL {pnames}"
+    if not ordered(sql):
+        prows, crows = sorted(prows, key=repr), sorted(crows, key=repr)
+    if len(prows) != len(crows) or not all(same(a, b) for a, b in zip(prows, crows)):
+        return "wrong", f"rows {crows[:5]}, PostgreSQL {prows[:5]}"
+    return "match", ""
