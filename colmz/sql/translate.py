@@ -69,6 +69,7 @@ from colmz.sql.numeric import (
     parse_literal,
 )
 from colmz.sql.tokens import check_nesting, closing, require_text, short_text_cache, tokenize
+from colmz.sql.transforms import CHECKED_MATH, apply_calls
 
 __all__ = [
     "FUNCTIONS",
@@ -124,9 +125,6 @@ UNSUPPORTED_OPERATORS = {
     "?": "the jsonb key operators ?, ?| and ?&",
     "#": "the bitwise xor operator #",
 }
-#: Calls rewritten to PostgreSQL's meaning (see :func:`_rewrite_call`).
-FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT", "SUBSTR", "SUBSTRING",
-                     "GENERATE_SERIES", "ROUND")
 
 
 @short_text_cache(1024)
@@ -141,11 +139,17 @@ def translate(sql: str) -> str:
     """
     # Nesting is measured first, in one pass over the tokens: every rewrite below reads a
     # nested construct once per level, so a text nested deeper is refused before any runs.
-    check_nesting(tokenize(require_text(sql, "text")), sql)
-    # Constants are folded first (PostgreSQL's numeric scales, on the user's own text);
-    # casts to numeric, concatenations, casts to text/boolean and row comparisons are
-    # rewritten after the token pass, on its (short) output, in that order.
-    sql = _translate_tokens(fold_constants(sql))
+    toks = tokenize(require_text(sql, "text"))
+    check_nesting(toks, sql)
+    for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
+        if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
+            raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
+    # Constants are folded first (PostgreSQL's numeric scales, on the user's own text), then
+    # calls are rewritten by the table of transforms (on the tree); casts to numeric,
+    # concatenations, casts to text/boolean and row comparisons are rewritten after the
+    # token pass, on its (short) output, in that order.
+    folded = fold_constants(sql)
+    sql = _translate_tokens(apply_calls(folded, toks if folded == sql else tokenize(folded)))
     return _rewrite_row_comparisons(_rewrite_text_casts(_rewrite_concat(_rewrite_numeric_casts(sql))))
 
 
@@ -187,8 +191,6 @@ def _translate_tokens(sql: str) -> str:
             # a view's or subquery's text (``AS of`` alone is a column named "of")
             raise UnsupportedSQL("AS OF inside a query is not supported by colmz (a statement "
                                  "ends with AS OF t, or use as_of=)")
-        if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
-            raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
         if up == "MZ_NOW":
             if not (i + 2 < len(toks) and toks[i + 1].text == "(" and toks[i + 2].text == ")"):
                 raise SQLError("mz_now takes no arguments: write mz_now()")
@@ -222,41 +224,17 @@ def _translate_tokens(sql: str) -> str:
         if up == "SIMILAR" and i + 1 < len(toks) and toks[i + 1].upper == "TO":
             raise UnsupportedSQL("SIMILAR TO is not supported by colmz (DuckDB reads its pattern as "
                                  "a regular expression: % and _ are not wildcards there)")
+        if up == "SIMILAR":  # substring(s SIMILAR pattern ESCAPE e), which DuckDB cannot parse
+            raise UnsupportedSQL("substring(... SIMILAR ...) is not supported by colmz (SQL regular "
+                                 "expressions differ in DuckDB)")
         if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
             raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
         if _is_call(toks, i):
             if up in UNSUPPORTED_FUNCTIONS:
                 raise UnsupportedSQL(
                     f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
-            if up == "EVERY":  # PostgreSQL's every is bool_and
-                pieces.append(sql[last : t.start])
-                pieces.append("bool_and")
-                last = t.end
-                i += 1
-                continue
-            if up in ("ARRAY_TO_STRING", "STRING_TO_ARRAY") and len(
-                    _arguments(sql, toks, i + 1, _closing(toks, i + 1))) == 3:
-                raise UnsupportedSQL(f"{t.text}() with a third argument (the text of NULL "
-                                     "elements) is not supported by colmz (DuckDB has no such argument)")
-            if up in CALL_MACROS:
-                # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an
-                # infinity where PostgreSQL raises; 0 for an empty array's length): the macro.
-                pieces.append(sql[last : t.start])
-                pieces.append(CALL_MACROS[up])
-                last = t.end
-                i += 1
-                continue
             if up == "SUM":
                 last = _sum_argument(toks, i, pieces, sql, last, inserts)
-            elif up in FUNCTION_REWRITES:
-                end = _closing(toks, i + 1)
-                rewritten = _rewrite_call(up, sql, toks, i, end)
-                if rewritten is not None:
-                    pieces.append(sql[last : t.start])
-                    pieces.append(rewritten)
-                    last = toks[end].end
-                    i = end + 1
-                    continue
         i += 1
     for j in sorted(inserts):
         end = max(last, toks[j].end)
@@ -309,106 +287,6 @@ def _arguments(sql: str, toks, open_at: int, close_at: int) -> list[str]:
             start = tok.end
     args.append(sql[start : toks[close_at].start])
     return [a.strip() for a in args]
-
-
-def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | None:
-    """PostgreSQL's meaning of the call of ``name`` at token ``at``, as DuckDB text (None:
-    DuckDB's namesake already means the same). Arguments are translated in turn."""
-    args = [translate(a) if a else a for a in _arguments(sql, toks, at + 1, close_at)]
-    if name == "BTRIM":  # DuckDB's trim(string[, characters]) is PostgreSQL's btrim
-        return f"trim({', '.join(args)})"
-    if name in ("LPAD", "RPAD") and len(args) == 2:  # PostgreSQL pads with spaces by default
-        return f"{name.lower()}({args[0]}, {args[1]}, ' ')"
-    if name == "TO_HEX" and len(args) == 1:
-        # PostgreSQL prints lower-case digits, and an int4 (or int2) in 32 bits (-1 is ffffffff)
-        x = args[0]
-        if x.strip().isdigit():
-            return f"lower(to_hex({x}))"
-        return (f"lower(to_hex(CASE WHEN typeof({x}) IN ('INTEGER', 'SMALLINT', 'TINYINT') AND {x} < 0 "
-                f"THEN CAST({x} AS BIGINT) + 4294967296 ELSE {x} END))")
-    if name == "EXTRACT" and len(args) == 1:
-        words = args[0].split(None, 2)
-        if len(words) == 3 and words[0].upper() == "SECOND" and words[1].upper() == "FROM":
-            # PostgreSQL's seconds keep their fraction; DuckDB's second is whole.
-            return f"(date_part('microsecond', {words[2]}) / 1000000.0)"
-    if name in ("SUBSTR", "SUBSTRING"):
-        return _substr(name, args)
-    if name == "ROUND" and len(args) == 1:
-        return _round(_arguments(sql, toks, at + 1, close_at)[0], args[0])
-    if name == "ROUND" and len(args) == 2:
-        return _round_places(args[0], args[1])
-    if name == "GENERATE_SERIES" and not _is_table_function(toks, at):
-        inside = _conditional_around(toks, at)
-        if inside:
-            raise UnsupportedSQL(f"generate_series() inside {inside} is not supported by colmz "
-                                 "(PostgreSQL does not allow set-returning functions there)")
-        # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
-        # generate_series returns one list, which unnest spreads into those rows.
-        return f"unnest(generate_series({', '.join(args)}))"
-    return None
-
-
-_FLOAT_TYPES = ("FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE", "PRECISION")
-
-
-def _round(raw: str, x: str) -> str:
-    """PostgreSQL's round(x): half to even for a double (``rint``), half away from zero
-    for numeric (DuckDB's round). ``raw`` is the argument as written, ``x`` translated. The
-    type is read from the argument's own tokens where they say it -- a final cast, a number
-    literal (numeric in PostgreSQL) -- and otherwise from DuckDB's type of the value: a
-    DOUBLE or FLOAT rounds half to even (a colmz column is never numeric: colmz stores no
-    decimals)."""
-    toks = tokenize(raw)
-    kind = None
-    if len(toks) == 1 and toks[0].kind == "number":
-        kind = "numeric"
-    else:
-        target = None
-        if len(toks) >= 3 and toks[-2].text == "::":
-            target = toks[-1].upper
-        elif (len(toks) >= 6 and toks[0].upper == "CAST" and toks[1].text == "("
-              and _closing(toks, 1) == len(toks) - 1 and toks[-3].upper == "AS"):
-            target = toks[-2].upper
-        elif (len(toks) >= 7 and toks[0].upper == "CAST" and toks[1].text == "("
-              and _closing(toks, 1) == len(toks) - 1 and toks[-4].upper == "AS"):
-            target = toks[-3].upper  # CAST(x AS double precision)
-        kind = ("double" if target in _FLOAT_TYPES else
-                "numeric" if target in ("NUMERIC", "DECIMAL") else None)
-    if kind is None and len(toks) >= 4 and toks[0].upper == "AVG" and toks[1].text == "(" \
-            and _closing(toks, 1) == len(toks) - 1:
-        # PostgreSQL's avg of integers or numeric is numeric (DuckDB's is DOUBLE); of a
-        # double, double: the argument's type decides.
-        inner = x[x.index("(") + 1 : x.rindex(")")]
-        return (f"(CASE WHEN typeof(min({inner})) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
-                f"ELSE round({x}) END)")
-    if kind is None:
-        words = [t for j, t in enumerate(toks) if t.kind in ("word", "qident")]
-        numeric = any(t.kind == "number" and ("." in t.text or "e" in t.text.lower()) for t in toks) \
-            or any(t.upper in ("NUMERIC", "DECIMAL", "AVG") for t in words)
-        floats = any(t.upper in _FLOAT_TYPES for t in words)
-        if floats:
-            kind = "double"  # double with numeric is double in PostgreSQL
-        elif numeric:
-            untyped = [j for j, t in enumerate(toks) if t.kind in ("word", "qident")
-                       and not (j > 0 and toks[j - 1].text in ("::", "."))
-                       and not (j + 1 < len(toks) and (toks[j + 1].text in ("(", "::", ".")
-                                                        or toks[j + 1].upper == "AS"))
-                       and t.upper not in ("AS", "NUMERIC", "DECIMAL", "INT", "INTEGER",
-                                           "BIGINT", "INT8", "INT4", "SMALLINT")]
-            if not untyped:
-                kind = "numeric"  # literals, and names cast to a type, none of them float
-            else:
-                raise UnsupportedSQL(
-                    "round() of an expression mixing a numeric value (a decimal literal, a "
-                    "::numeric cast, avg) with values of a type colmz reads only when it runs "
-                    "is not supported by colmz: PostgreSQL rounds numeric half away from zero "
-                    "and double half to even, so cast the argument to numeric or float8")
-    if kind == "numeric":
-        return f"round({x})"
-    if kind == "double":
-        return f"round_even({x}, 0)"
-    return (f"(CASE WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
-            f"ELSE round({x}) END)")
 
 
 def _in_cast(toks, at: int) -> bool:
@@ -625,125 +503,6 @@ def _expand_row_comparison(op: str, left: list[str], right) -> str:
     whens = " ".join(f"WHEN {a} IS NULL OR {b} IS NULL THEN NULL WHEN {a} <> {b} THEN {a} {op} {b}"
                      for a, b in pairs)
     return f"(CASE {whens} ELSE {'true' if op in ('<=', '>=') else 'false'} END)"
-
-
-_NEGATIVE_LENGTH = "error('negative substring length not allowed')"
-
-
-def _substr(name: str, args: list[str]) -> str:
-    # PostgreSQL's substr(s, a, n) is the characters at positions a .. a+n-1 that exist (a
-    # position before the first counts, holding nothing); DuckDB counts a < 1 from the end.
-    if len(args) == 1:  # substring(s FROM a FOR n), substring(s FOR n), substring(s FROM a)
-        parts = _split_keywords(args[0])
-        if parts is None:
-            raise UnsupportedSQL(
-                f"{name.lower()}(... SIMILAR ...) is not supported by colmz (SQL regular "
-                "expressions differ in DuckDB)")
-        s_arg, a_arg, n_arg = parts
-        if a_arg is not None and a_arg.lstrip().startswith(("'", "E'", "e'", "$")):
-            raise UnsupportedSQL(
-                f"{name.lower()}(string FROM pattern) with a text pattern (a POSIX regular "
-                "expression match) is not supported by colmz")
-        args = [s_arg, a_arg if a_arg is not None else "1"] + ([n_arg] if n_arg is not None else [])
-    if len(args) not in (2, 3):
-        return f"{name.lower()}({', '.join(args)})"
-    s_arg, a = args[0], f"({args[1]})"
-    start = f"CASE WHEN {a} < 1 THEN 1 ELSE {a} END"
-    if len(args) == 2:
-        return f"substr({s_arg}, {start})"
-    n = f"({args[2]})"
-    last = f"{a} + {n} - 1"
-    length = (f"CASE WHEN {n} < 0 THEN {_NEGATIVE_LENGTH} WHEN {a} < 1 THEN "
-              f"(CASE WHEN {last} < 0 THEN 0 ELSE {last} END) ELSE {n} END")
-    return f"substr({s_arg}, {start}, {length})"
-
-
-def _split_keywords(text: str):
-    # ``s FROM a FOR n`` -> (s, a, n) (None for an absent part); None where SIMILAR appears.
-    toks = tokenize(text)
-    cuts, depth = {}, 0
-    for j, tok in enumerate(toks):
-        if tok.kind == "op" and tok.text in "([":
-            depth += 1
-        elif tok.kind == "op" and tok.text in ")]":
-            depth -= 1
-        elif depth == 0 and tok.upper in ("FROM", "FOR", "SIMILAR"):
-            if tok.upper == "SIMILAR":
-                return None
-            cuts[tok.upper] = j
-    bounds = sorted((j, k) for k, j in cuts.items())
-    out = {}
-    head_end = bounds[0][0] if bounds else len(toks)
-    s_arg = text[: toks[head_end].start].strip() if head_end < len(toks) else text.strip()
-    for idx, (j, k) in enumerate(bounds):
-        stop = toks[bounds[idx + 1][0]].start if idx + 1 < len(bounds) else len(text)
-        out[k] = text[toks[j].end : stop].strip()
-    return s_arg, out.get("FROM"), out.get("FOR")
-
-
-def _conditional_around(toks, at: int) -> str | None:
-    # "CASE" or "coalesce()" when the token at ``at`` is inside one (of its own query).
-    depth, ends = 0, 0
-    for j in range(at - 1, -1, -1):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in ")]":
-            depth += 1
-        elif tok.kind == "op" and tok.text in "([":
-            if depth == 0:
-                if j > 0 and toks[j - 1].upper in ("COALESCE", "NULLIF", "GREATEST", "LEAST"):
-                    return f"{toks[j - 1].text}()"
-                if j + 1 < len(toks) and toks[j + 1].upper in ("SELECT", "WITH"):
-                    return None
-            else:
-                depth -= 1
-        elif depth <= 0 and tok.upper == "END":
-            ends += 1
-        elif depth <= 0 and tok.upper == "CASE":
-            if ends == 0:
-                return "CASE"
-            ends -= 1
-    return None
-
-
-def _is_table_function(toks, at: int) -> bool:
-    # Whether the call at ``at`` is a relation of a FROM list (FROM f(...), JOIN f(...),
-    # LATERAL f(...), or after a comma of a FROM list), not an expression.
-    prev = toks[at - 1] if at > 0 else None
-    if prev is None:
-        return False
-    if prev.upper in ("JOIN", "LATERAL"):
-        return True
-    if not (prev.upper == "FROM" or (prev.kind == "op" and prev.text == ",")):
-        return False
-    # Walk back at this depth to the clause word that governs the position.
-    depth = 0
-    for j in range(at - 1, -1, -1):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in ")]":
-            depth += 1
-        elif tok.kind == "op" and tok.text in "([":
-            if depth == 0:
-                # Inside parentheses: a call's (extract(x FROM ...)) is an expression.
-                return not (j > 0 and toks[j - 1].kind == "word"
-                            and toks[j - 1].upper not in ("FROM", "JOIN", "LATERAL"))
-            depth -= 1
-        elif depth == 0 and tok.upper == "FROM":
-            if j > 0 and toks[j - 1].upper == "DISTINCT":
-                return False
-            # FROM of a query, unless inside a call's parentheses (checked further back).
-            for k in range(j - 1, -1, -1):
-                tk = toks[k]
-                if tk.kind == "op" and tk.text in ")]":
-                    depth += 1
-                elif tk.kind == "op" and tk.text in "([":
-                    if depth == 0:
-                        return not (k > 0 and toks[k - 1].kind == "word")
-                    depth -= 1
-            return True
-        elif depth == 0 and tok.upper in ("SELECT", "WHERE", "ON", "GROUP", "HAVING", "ORDER",
-                                          "RETURNING", "SET", "VALUES"):
-            return False
-    return False
 
 
 # ----------------------------------------------------------------------------- LIKE's escape
@@ -1624,9 +1383,6 @@ _WIDE_INTS = ("BIGINT", "UBIGINT", "HUGEINT", "UHUGEINT")
 #: value's own scale).
 NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 
-#: Math functions whose domain PostgreSQL checks (it raises where DuckDB answers NaN or an
-#: infinity), called through the macros of :data:`MATH_MACROS` of the same arguments.
-CHECKED_MATH = {f: RESERVED_PREFIX + f.lower() for f in ("LN", "LOG", "LOG10", "SQRT", "EXP", "POWER", "POW")}
 _LOG_DOMAIN = ("WHEN {x} = 0 THEN error('cannot take logarithm of zero') "
                "WHEN {x} < 0 THEN error('cannot take logarithm of a negative number') ")
 _FLOAT_RANGE = ("CASE WHEN typeof({x}) LIKE 'DECIMAL%' THEN error('{f}() of a numeric whose result is "
@@ -1644,24 +1400,22 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
 #: underflow answers 0). NaN passes through as in PostgreSQL. An argument appears more than
 #: once in a macro: a volatile one (``random()``) is evaluated more than once.
 MATH_MACROS = (
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LN']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LOG10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LOG']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['ln']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['log10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['log']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")
     + "ELSE log10(x) END, (b, x) AS CASE " + _LOG_DOMAIN.format(x="b") + _LOG_DOMAIN.format(x="x")
     + "WHEN b = 1 THEN error('division by zero') ELSE ln(x) / ln(b) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['SQRT']}(x) AS CASE WHEN x < 0 THEN "
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['sqrt']}(x) AS CASE WHEN x < 0 THEN "
     "error('cannot take square root of a negative number') ELSE sqrt(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['EXP']}(x) AS CASE WHEN isinf(exp(x)) AND NOT "
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['exp']}(x) AS CASE WHEN isinf(exp(x)) AND NOT "
     "isinf(CAST(x AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x", f="exp", how="overflow")
     + " WHEN exp(x) = 0 AND NOT isinf(CAST(x AS DOUBLE)) AND typeof(x) NOT LIKE 'DECIMAL%' "
     "THEN error('value out of range: underflow') ELSE exp(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['POWER']}" + _POWER,
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['POW']}" + _POWER,
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['power']}" + _POWER,
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['pow']}" + _POWER,
     # PostgreSQL's array_length of an empty array (of the dimension asked) is NULL.
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS nullif(array_length(a, d), 0)",
 )
-#: Calls made calls of a colmz macro of the same arguments (:data:`MATH_MACROS`).
-CALL_MACROS = {**CHECKED_MATH, "ARRAY_LENGTH": RESERVED_PREFIX + "array_length"}
 
 #: Macros every colmz connection defines (:func:`colmz.sql.connect`), overloaded by the
 #: argument's type, which DuckDB resolves when it binds the query (a macro's argument
@@ -1755,22 +1509,6 @@ def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dic
     pieces.append(SUM_ARGUMENT + "(")
     inserts[end - 1] = ")" + inserts.get(end - 1, "")
     return toks[first].start
-
-
-def _round_places(x: str, places: str) -> str:
-    # PostgreSQL's round(x, n) is numeric's (there is no round(float8, int)): its scale is
-    # n, where DuckDB keeps the argument's scale when it is smaller (round(2.5, 2) is 2.5
-    # there, 2.50 in PostgreSQL) and an integer stays an integer. A double (colmz's
-    # ``::numeric`` of a double) is rounded as a double.
-    ptoks = tokenize(places)
-    if not (len(ptoks) == 1 and ptoks[0].kind == "number" and ptoks[0].text.isdigit()
-            and int(ptoks[0].text) <= 37):
-        return f"round({x}, {places})"
-    n = int(ptoks[0].text)
-    # Adding a zero of scale n gives a decimal or integer the scale n and leaves a double a
-    # double (DuckDB's sum of decimals has the larger scale; of a double and a decimal, a
-    # double).
-    return f"(round({x}, {n}) + CAST(0 AS DECIMAL({n + 1},{n})))"
 
 
 # ----------------------------------------------------------------------------- concatenation

@@ -1,0 +1,396 @@
+"""Translate's table of transforms: a call's PostgreSQL meaning, as DuckDB text, on the tree.
+
+:data:`CALLS` maps a function name, as written, to a rule giving the call's
+PostgreSQL-faithful DuckDB form (as sqlglot's dialects map an expression class to its
+rendering): ``btrim`` is DuckDB's ``trim``, two-argument ``lpad``/``rpad`` pad with spaces,
+``to_hex`` prints lower-case digits and an ``int4`` in 32 bits, ``extract(second ...)``
+keeps the fraction, ``substr``/``substring`` count positions before the string as
+PostgreSQL does, ``round`` rounds by its argument's type and ``round(x, n)`` has scale
+``n``, ``generate_series`` in an expression is a row per value (``unnest``), ``every`` is
+``bool_and``, the math functions whose domain PostgreSQL checks and ``array_length`` are
+colmz's macros (:data:`CALL_MACROS`), and a third argument of
+``array_to_string``/``string_to_array`` is refused.
+
+:func:`apply_calls` finds the calls in DuckDB's parse tree (:func:`colmz.sql.tree.parse_tree`),
+so an argument is a child node, not a stretch of tokens between commas counted by
+parenthesis depth, and whether a call is a ``FROM`` item or sits inside ``CASE`` is read off
+the tree. Each rule returns the text of its node's span; the text is rewritten once,
+bottom-up: a rule receives its arguments' texts with the calls inside them already
+rewritten, so nested calls (``rpad(lpad(a, 2), 3)``) need no second reading.
+
+Invariants:
+
+* The tree is read only when the text's tokens hold a call of a name in :data:`CALLS` (a
+  word followed by ``(``): a text without one costs a scan of its (cached) tokens, so the
+  front end's per-statement cost is unchanged for it.
+* A call is matched by its name as written (a bare or quoted identifier, not a qualified
+  name's part); a rule sees the node's children (DuckDB's arguments), never re-parses.
+* A text DuckDB cannot parse (as a query, or as one expression after ``SELECT``) is left
+  unchanged here: DuckDB refuses it when it runs, and the token-level refusals of
+  :func:`colmz.sql.translate.translate` still apply.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator
+
+from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.tokens import closing, tokenize
+from colmz.sql.tree import Expression, Query, Table, parse_tree
+
+__all__ = ["CALLS", "CALL_MACROS", "CHECKED_MATH", "Call", "apply_calls", "calls_in"]
+
+
+class Call:
+    """One call found in the tree, as a rule sees it: ``name`` as written (lower case),
+    ``node`` its tree node, ``args`` the texts of its arguments (calls inside them already
+    rewritten), ``raw`` their texts as written, ``window`` whether it has ``OVER``,
+    ``table`` whether it is a ``FROM`` item, ``inside`` the conditional construct around it
+    in its own query (``CASE``, ``coalesce()``, ...) or ``""``."""
+
+    __slots__ = ("_render", "inside", "name", "node", "table", "text", "window")
+
+    def __init__(self, name: str, node: Expression, text: str, render, table: bool, inside: str) -> None:
+        self.name, self.node, self.text, self._render = name, node, text, render
+        self.window = node.cls == "WINDOW"
+        self.table, self.inside = table, inside
+
+    @property
+    def arguments(self) -> tuple[Expression, ...]:
+        n = self.node
+        extra = (n.filter is not None) + sum(1 for _ in _order_expressions(n))
+        return n.children[: len(n.children) - extra] if extra else n.children
+
+    @property
+    def plain(self) -> bool:
+        """An ordinary scalar call: no ``OVER``, ``FILTER``, ``ORDER BY``, ``DISTINCT``, not a
+        ``FROM`` item (its span is the call's whole text)."""
+        n = self.node
+        return not (self.window or self.table or n.filter is not None or n.order_by or n.distinct)
+
+    @property
+    def args(self) -> list[str]:
+        return [self._render(c) for c in self.arguments]
+
+    @property
+    def raw(self) -> list[str]:
+        return [_written(self.text, c) for c in self.arguments]
+
+    def renamed(self, new: str) -> str:
+        """The call with its name replaced by ``new`` (arguments, FILTER, OVER kept)."""
+        return new + self._render(self.node, skip_name=True)
+
+
+def _order_expressions(n: Expression) -> Iterator[Expression]:
+    for o in n.order_by:
+        yield o.expression
+
+
+def _written(text: str, e: Expression) -> str:
+    if e.start >= 0:
+        return text[e.start : e.end]
+    if e.literal is not None:  # a value DuckDB fills in (substring(s FOR n)'s start)
+        return "'" + e.literal.text.replace("'", "''") + "'" if e.literal.kind == "STRING" else e.literal.text
+    raise UnsupportedSQL(f"an argument colmz cannot place in the text of a call: {text[:80]!r}")
+
+
+Rule = Callable[[Call], "str | None"]
+
+#: Math functions whose domain PostgreSQL checks (it raises where DuckDB answers NaN or an
+#: infinity): a call is a call of colmz's macro of the same arguments
+#: (:data:`colmz.sql.translate.MATH_MACROS`).
+CHECKED_MATH = {f: RESERVED_PREFIX + f for f in ("ln", "log", "log10", "sqrt", "exp", "power", "pow")}
+#: Calls made calls of a colmz macro (PostgreSQL's ``array_length`` of an empty array is NULL).
+CALL_MACROS = {**CHECKED_MATH, "array_length": RESERVED_PREFIX + "array_length"}
+
+
+def _rename(new: str) -> Rule:
+    return lambda c: c.renamed(new)
+
+
+def _pad(c: Call) -> str | None:  # PostgreSQL pads with spaces by default
+    if not c.plain or len(c.arguments) != 2:
+        return None
+    args = c.args
+    return f"{c.name}({args[0]}, {args[1]}, ' ')"
+
+
+def _to_hex(c: Call) -> str | None:
+    # PostgreSQL prints lower-case digits, and an int4 (or int2) in 32 bits (-1 is ffffffff)
+    if not c.plain or len(c.arguments) != 1:
+        return None
+    x = c.args[0]
+    if x.strip().isdigit():
+        return f"lower(to_hex({x}))"
+    return (f"lower(to_hex(CASE WHEN typeof({x}) IN ('INTEGER', 'SMALLINT', 'TINYINT') AND {x} < 0 "
+            f"THEN CAST({x} AS BIGINT) + 4294967296 ELSE {x} END))")
+
+
+def _extract(c: Call) -> str | None:
+    # PostgreSQL's seconds keep their fraction; DuckDB's second is whole.
+    a = c.arguments
+    if c.plain and len(a) == 2 and a[0].literal is not None and a[0].literal.text.lower() == "second":
+        return f"(date_part('microsecond', {c.args[1]}) / 1000000.0)"
+    return None
+
+
+_NEGATIVE_LENGTH = "error('negative substring length not allowed')"
+
+
+def _substr(c: Call) -> str | None:
+    # PostgreSQL's substr(s, a, n) is the characters at positions a .. a+n-1 that exist (a
+    # position before the first counts, holding nothing); DuckDB counts a < 1 from the end.
+    # substring(s FROM a FOR n) is DuckDB's node of the same three arguments.
+    a = c.arguments
+    if not c.plain or len(a) not in (2, 3):
+        return None
+    if a[1].literal is not None and a[1].literal.kind == "STRING":
+        raise UnsupportedSQL(f"{c.name}(string FROM pattern) with a text pattern (a POSIX regular "
+                             "expression match) is not supported by colmz")
+    args = c.args
+    s_arg, at = args[0], f"({args[1]})"
+    start = f"CASE WHEN {at} < 1 THEN 1 ELSE {at} END"
+    if len(args) == 2:
+        return f"substr({s_arg}, {start})"
+    n = f"({args[2]})"
+    last = f"{at} + {n} - 1"
+    length = (f"CASE WHEN {n} < 0 THEN {_NEGATIVE_LENGTH} WHEN {at} < 1 THEN "
+              f"(CASE WHEN {last} < 0 THEN 0 ELSE {last} END) ELSE {n} END")
+    return f"substr({s_arg}, {start}, {length})"
+
+
+def _round(c: Call) -> str | None:
+    if not c.plain or len(c.arguments) not in (1, 2):
+        return None
+    if len(c.arguments) == 2:
+        return _round_places(c.args[0], c.arguments[1])
+    return _round_one(c.raw[0], c.args[0])
+
+
+_FLOAT_TYPES = ("FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE", "PRECISION")
+
+
+def _round_one(raw: str, x: str) -> str:
+    """PostgreSQL's round(x): half to even for a double (``rint``), half away from zero
+    for numeric (DuckDB's round). ``raw`` is the argument as written, ``x`` rewritten. The
+    type is read from the argument's own tokens where they say it -- a final cast, a number
+    literal (numeric in PostgreSQL) -- and otherwise from DuckDB's type of the value: a
+    DOUBLE or FLOAT rounds half to even (a colmz column is never numeric: colmz stores no
+    decimals)."""
+    toks = tokenize(raw)
+    kind = None
+    whole = len(toks) >= 4 and toks[1].text == "(" and closing(toks, 1) == len(toks) - 1
+    if len(toks) == 1 and toks[0].kind == "number":
+        kind = "numeric"
+    else:
+        target = None
+        if len(toks) >= 3 and toks[-2].text == "::":
+            target = toks[-1].upper
+        elif whole and toks[0].upper == "CAST" and toks[-3].upper == "AS":
+            target = toks[-2].upper
+        elif whole and toks[0].upper == "CAST" and len(toks) >= 7 and toks[-4].upper == "AS":
+            target = toks[-3].upper  # CAST(x AS double precision)
+        kind = ("double" if target in _FLOAT_TYPES else
+                "numeric" if target in ("NUMERIC", "DECIMAL") else None)
+    if kind is None and whole and toks[0].upper == "AVG":
+        # PostgreSQL's avg of integers or numeric is numeric (DuckDB's is DOUBLE); of a
+        # double, double: the argument's type decides.
+        inner = x[x.index("(") + 1 : x.rindex(")")]
+        return (f"(CASE WHEN typeof(min({inner})) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
+                f"ELSE round({x}) END)")
+    if kind is None:
+        words = [t for t in toks if t.kind in ("word", "qident")]
+        numeric = any(t.kind == "number" and ("." in t.text or "e" in t.text.lower()) for t in toks) \
+            or any(t.upper in ("NUMERIC", "DECIMAL", "AVG") for t in words)
+        floats = any(t.upper in _FLOAT_TYPES for t in words)
+        if floats:
+            kind = "double"  # double with numeric is double in PostgreSQL
+        elif numeric:
+            untyped = [j for j, t in enumerate(toks) if t.kind in ("word", "qident")
+                       and not (j > 0 and toks[j - 1].text in ("::", "."))
+                       and not (j + 1 < len(toks) and (toks[j + 1].text in ("(", "::", ".")
+                                                        or toks[j + 1].upper == "AS"))
+                       and t.upper not in ("AS", "NUMERIC", "DECIMAL", "INT", "INTEGER",
+                                           "BIGINT", "INT8", "INT4", "SMALLINT")]
+            if not untyped:
+                kind = "numeric"  # literals, and names cast to a type, none of them float
+            else:
+                raise UnsupportedSQL(
+                    "round() of an expression mixing a numeric value (a decimal literal, a "
+                    "::numeric cast, avg) with values of a type colmz reads only when it runs "
+                    "is not supported by colmz: PostgreSQL rounds numeric half away from zero "
+                    "and double half to even, so cast the argument to numeric or float8")
+    if kind == "numeric":
+        return f"round({x})"
+    if kind == "double":
+        return f"round_even({x}, 0)"
+    return (f"(CASE WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
+            f"ELSE round({x}) END)")
+
+
+def _round_places(x: str, places: Expression) -> str:
+    # PostgreSQL's round(x, n) is numeric's (there is no round(float8, int)): its scale is
+    # n, where DuckDB keeps the argument's scale when it is smaller (round(2.5, 2) is 2.5
+    # there, 2.50 in PostgreSQL) and an integer stays an integer. A double (colmz's
+    # ``::numeric`` of a double) is rounded as a double. Adding a zero of scale n gives a
+    # decimal or integer the scale n and leaves a double a double.
+    lit = places.literal
+    if lit is None or lit.kind != "INTEGER" or not lit.text.isdigit() or int(lit.text) > 37:
+        return None  # kept as written
+    n = int(lit.text)
+    return f"(round({x}, {n}) + CAST(0 AS DECIMAL({n + 1},{n})))"
+
+
+def _generate_series(c: Call) -> str | None:
+    if not c.plain:
+        return None
+    if c.inside:
+        raise UnsupportedSQL(f"generate_series() inside {c.inside} is not supported by colmz "
+                             "(PostgreSQL does not allow set-returning functions there)")
+    # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
+    # generate_series returns one list, which unnest spreads into those rows.
+    return f"unnest(generate_series({', '.join(c.args)}))"
+
+
+def _third_argument(c: Call) -> str | None:
+    if len(c.arguments) == 3:
+        raise UnsupportedSQL(f"{c.name}() with a third argument (the text of NULL elements) is "
+                             "not supported by colmz (DuckDB has no such argument)")
+    return None
+
+
+#: Function name as written (lower case) -> rule: the DuckDB text of the call's span, or
+#: None to keep the call as written (the calls inside it still rewritten); a rule may raise
+#: ``UnsupportedSQL``.
+CALLS: dict[str, Rule] = {
+    "btrim": _rename("trim"),  # DuckDB's trim(string[, characters]) is PostgreSQL's btrim
+    "lpad": _pad, "rpad": _pad, "to_hex": _to_hex, "extract": _extract,
+    "substr": _substr, "substring": _substr, "round": _round, "generate_series": _generate_series,
+    "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
+    "array_to_string": _third_argument, "string_to_array": _third_argument,
+    # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
+    # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
+    **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
+}
+
+#: The name of DuckDB's node for a call written otherwise: a node is the call written at its
+#: start only when its own name is the one written (``f(x) * 2`` is a ``*`` node there).
+_ALIASES = {"extract": "date_part"}
+
+#: A conditional construct around a set-returning call: PostgreSQL refuses one there.
+_CONDITIONAL = {"OPERATOR_COALESCE": "coalesce()", "CASE_EXPR": "CASE"}
+_CONDITIONAL_CALLS = {"nullif", "greatest", "least"}
+
+
+def calls_in(toks) -> bool:
+    """Whether ``toks`` hold a call of a name in :data:`CALLS` (a name then ``(``)."""
+    for i in range(len(toks) - 1):
+        t = toks[i]
+        if t.kind in ("word", "qident") and toks[i + 1].text == "(" and t.name in CALLS \
+                and not (i > 0 and toks[i - 1].text == "."):
+            return True
+    return False
+
+
+def _queries(q: Query, out: list) -> None:
+    # Every expression root of the query, with whether it is a FROM item's call.
+    for _, cte in q.ctes:
+        _queries(cte, out)
+    for c in q.children:
+        _queries(c, out)
+    out.extend((e, False) for e in q.items)
+    if q.from_ is not None:
+        _tables(q.from_, out)
+    for e in (q.where, q.having, q.qualify):
+        if e is not None:
+            out.append((e, False))
+    out.extend((e, False) for e in q.group_by)
+    for m in q.modifiers:
+        out.extend((e, False) for e in m.expressions)
+
+
+def _tables(t: Table, out: list) -> None:
+    for c in t.children:
+        _tables(c, out)
+    if t.subquery is not None:
+        _queries(t.subquery, out)
+    out.extend((e, t.type == "TABLE_FUNCTION") for e in t.expressions)
+
+
+def apply_calls(text: str, toks) -> str:
+    """``text`` with every call of :data:`CALLS` rewritten by its rule (``toks`` are its
+    tokens); the text itself when it holds none, or DuckDB cannot parse it."""
+    if not calls_in(toks):
+        return text
+    offset = 0
+    try:
+        stmts = parse_tree(text)
+    except SQLError:
+        try:  # an expression (a predicate) rather than a query
+            stmts, offset = parse_tree("SELECT " + text), 7
+        except SQLError:
+            return text
+    roots: list = []
+    for q in stmts:
+        _queries(q, roots)
+    starts = [t.start for t in toks]
+    found: list[tuple[Expression, str, bool, str]] = []
+
+    def visit(e: Expression, table: bool, inside: str) -> None:
+        if e.cls in ("FUNCTION", "WINDOW") and e.start >= offset:
+            i = bisect.bisect_left(starts, e.start - offset)
+            if i < len(toks) and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident") \
+                    and i + 1 < len(toks) and toks[i + 1].text == "(" and toks[i].name in CALLS \
+                    and len(e.name) == 1 and _ALIASES.get(toks[i].name, toks[i].name) == e.name[0].lower():
+                found.append((e, toks[i].name, table, inside))
+        if e.subquery is not None:
+            for root, tf in _subroots(e.subquery):
+                visit(root, tf, "")
+        if e.cls == "CASE" or e.type in _CONDITIONAL:
+            inside = _CONDITIONAL.get(e.type, "CASE")
+        elif e.cls == "FUNCTION" and e.name and e.name[-1].lower() in _CONDITIONAL_CALLS:
+            inside = e.name[-1].lower() + "()"
+        for c in e.children:
+            visit(c, False, inside)
+
+    for root, table in roots:
+        visit(root, table, "")
+    if not found:
+        return text
+    wrapped = " " * offset + text
+    found.sort(key=lambda f: (f[0].start, -f[0].end))
+    nodes = {id(f[0]): f for f in found}
+
+    def render(lo: int, hi: int, skip: Expression | None = None) -> str:
+        # wrapped[lo:hi] with every outermost found call inside it rewritten.
+        out, pos = [], lo
+        for e, *_ in found:
+            if e is skip or e.start < pos or e.end > hi:
+                continue
+            out.append(wrapped[pos : e.start])
+            out.append(rewrite(e))
+            pos = e.end
+        out.append(wrapped[pos:hi])
+        return "".join(out)
+
+    def rewrite(e: Expression) -> str:
+        _, name, table, inside = nodes[id(e)]
+
+        def node_text(n: Expression, skip_name: bool = False) -> str:
+            if n is e:
+                i = bisect.bisect_left(starts, e.start - offset)
+                return render(toks[i].end + offset, e.end, skip=e) if skip_name else render(e.start, e.end, skip=e)
+            return render(n.start, n.end) if n.start >= 0 else _written(wrapped, n)
+
+        out = CALLS[name](Call(name, e, wrapped, node_text, table, inside))
+        return render(e.start, e.end, skip=e) if out is None else out
+
+    return render(offset, len(wrapped))
+
+
+def _subroots(q: Query):
+    out: list = []
+    _queries(q, out)
+    return out

@@ -1,0 +1,58 @@
+"""``colmz.sql.transforms``: the table of call transforms, applied on DuckDB's parse tree."""
+
+from __future__ import annotations
+
+import pytest
+
+from colmz.sql import UnsupportedSQL, connect, parse_tree, translate
+from colmz.sql.tokens import tokenize
+from colmz.sql.transforms import CALLS, apply_calls, calls_in
+
+
+@pytest.fixture(scope="module")
+def con():
+    return connect()
+
+
+def test_a_quoted_call_name_gets_postgresqls_meaning(con):
+    # "lpad"(...) is the same function as lpad(...) in PostgreSQL: padded with spaces, and
+    # "btrim" is DuckDB's trim (the call is matched on the tree, not on a bare word).
+    got = con.sql(translate("SELECT \"lpad\"('ab', 4), \"btrim\"('xyx', 'x'), \"every\"(b) "
+                            "FROM (VALUES (true), (false)) v(b)")).fetchall()
+    assert got == [("  ab", "y", False)]
+
+
+def test_calls_nest_and_sit_under_operators(con):
+    # A node starting at a call's name is that call only when its own name is the call's
+    # (f(x) * 2 is a multiplication node starting there); nested calls are rewritten inside
+    # out, in one reading.
+    rows = con.sql(translate("SELECT generate_series(1, 3) * 2 AS g ORDER BY g")).fetchall()
+    assert rows == [(2,), (4,), (6,)]
+    assert con.sql(translate("SELECT rpad(lpad(btrim(' a '), 2), 3) || '|'")).fetchall() == [(" a |",)]
+    assert con.sql(translate("SELECT (SELECT lpad('x', 2)) WHERE EXISTS (SELECT every(true))")).fetchall() \
+        == [(" x",)]
+
+
+def test_a_predicate_is_read_as_one_expression(con):
+    # translate() also rewrites bare expressions (continual tasks' predicates).
+    assert translate("k > 1 AND lpad(s, 2) = ' a'") == "k > 1 AND lpad(s, 2, ' ') = ' a'"
+
+
+def test_set_returning_calls_in_conditionals_are_refused_on_the_tree():
+    for sql, inside in [("SELECT greatest(generate_series(1, 2), 0)", "greatest()"),
+                        ("SELECT coalesce(1, CASE WHEN true THEN generate_series(1, 2) END)", "CASE")]:
+        with pytest.raises(UnsupportedSQL, match=rf"generate_series\(\) inside {inside}"):
+            translate(sql)
+    # its own subquery is not inside the CASE around it
+    assert "unnest(generate_series(1, 2))" in translate(
+        "SELECT CASE WHEN true THEN (SELECT max(g) FROM (SELECT generate_series(1, 2) AS g) s) END")
+
+
+def test_the_tree_is_read_only_for_texts_calling_a_name_of_the_table():
+    # The cost of a text without such a call is a scan of its tokens: no parse by DuckDB.
+    before = parse_tree.cache_info()
+    sql = "SELECT a, max(b) FROM t WHERE \"round\" > 1 AND lpad IS NULL GROUP BY a"
+    assert not calls_in(tokenize(sql)) and apply_calls(sql, tokenize(sql)) == sql
+    after = parse_tree.cache_info()
+    assert (after.hits, after.misses) == (before.hits, before.misses)
+    assert calls_in(tokenize("SELECT ROUND(x)")) and "round" in CALLS
