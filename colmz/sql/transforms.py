@@ -1,30 +1,41 @@
-"""Translate's table of transforms: a call's PostgreSQL meaning, as DuckDB text, on the tree.
+"""Translate's table of transforms: PostgreSQL's meaning as DuckDB text, on DuckDB's parse tree.
 
-:data:`CALLS` maps a function name, as written, to a rule giving the call's
-PostgreSQL-faithful DuckDB form (as sqlglot's dialects map an expression class to its
-rendering): ``btrim`` is DuckDB's ``trim``, two-argument ``lpad``/``rpad`` pad with spaces,
-``to_hex`` prints lower-case digits and an ``int4`` in 32 bits, ``extract(second ...)``
-keeps the fraction, ``substr``/``substring`` count positions before the string as
-PostgreSQL does, ``round`` rounds by its argument's type and ``round(x, n)`` has scale
-``n``, ``generate_series`` in an expression is a row per value (``unnest``), ``every`` is
-``bool_and``, the math functions whose domain PostgreSQL checks and ``array_length`` are
-colmz's macros (:data:`CALL_MACROS`), and a third argument of
-``array_to_string``/``string_to_array`` is refused.
+Each entry maps a kind of node to a rule giving the PostgreSQL-faithful DuckDB text of the
+node's span (as sqlglot's dialects map an expression class to its rendering):
 
-:func:`apply_calls` finds the calls in DuckDB's parse tree (:func:`colmz.sql.tree.parse_tree`),
-so an argument is a child node, not a stretch of tokens between commas counted by
-parenthesis depth, and whether a call is a ``FROM`` item or sits inside ``CASE`` is read off
-the tree. Each rule returns the text of its node's span; the text is rewritten once,
-bottom-up: a rule receives its arguments' texts with the calls inside them already
-rewritten, so nested calls (``rpad(lpad(a, 2), 3)``) need no second reading.
+* :data:`CALLS`, by the function name as written: ``btrim`` is DuckDB's ``trim``,
+  two-argument ``lpad``/``rpad`` pad with spaces, ``to_hex`` prints lower-case digits and an
+  ``int4`` in 32 bits, ``extract(second ...)`` keeps the fraction, ``substr``/``substring``
+  count positions before the string as PostgreSQL does, ``round`` rounds by its argument's
+  type and ``round(x, n)`` has scale ``n``, ``generate_series`` in an expression is a row
+  per value (``unnest``; refused inside ``CASE``/``coalesce()`` ...), ``every`` is
+  ``bool_and``, the math functions whose domain PostgreSQL checks and ``array_length`` are
+  colmz's macros (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused.
+* Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
+  nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
+* Numbers: a constant arithmetic subtree holding a ``numeric`` (a decimal literal, a
+  ``::numeric``) is folded into one literal with PostgreSQL's scale
+  (:mod:`colmz.sql.numeric`'s arithmetic); an unconstrained ``::numeric`` of anything else
+  is ``x +`` :data:`NUMERIC_CAST`.
+
+:func:`apply_transforms` reads the tree (:func:`colmz.sql.tree.parse_tree`), so an argument,
+a field or an operand is a child node, not a stretch of tokens delimited by counting
+parentheses; whether a call is a ``FROM`` item or sits inside ``CASE`` is read off the tree.
+The text is rewritten once, bottom-up: a rule receives its children's texts with the nodes
+found inside them already rewritten, so nested constructs need no second reading.
 
 Invariants:
 
-* The tree is read only when the text's tokens hold a call of a name in :data:`CALLS` (a
-  word followed by ``(``): a text without one costs a scan of its (cached) tokens, so the
-  front end's per-statement cost is unchanged for it.
+* The tree is read only when the text may hold a node of the table: a call of a name in
+  :data:`CALLS` (a word then ``(``, on the text's cached tokens), ``)`` before a comparison
+  or ``IS NULL``, a decimal literal or the word ``numeric``/``decimal``. A text without one
+  costs that scan, so the front end's per-statement cost is unchanged for it; a text with
+  one costs DuckDB's ``json_serialize_sql`` of it once (its tree is cached per text).
 * A call is matched by its name as written (a bare or quoted identifier, not a qualified
-  name's part); a rule sees the node's children (DuckDB's arguments), never re-parses.
+  name's part) and only on the node DuckDB made of it (``f(x) * 2`` is a ``*`` node
+  starting at ``f``).
+* A child's span leaves out the parentheses written around it: a rule putting a child's
+  text next to an operator parenthesises it.
 * A text DuckDB cannot parse (as a query, or as one expression after ``SELECT``) is left
   unchanged here: DuckDB refuses it when it runs, and the token-level refusals of
   :func:`colmz.sql.translate.translate` still apply.
@@ -33,14 +44,16 @@ Invariants:
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Iterator
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
 from colmz.sql.tokens import closing, tokenize
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
-__all__ = ["CALLS", "CALL_MACROS", "CHECKED_MATH", "Call", "apply_calls", "calls_in"]
+__all__ = ["CALLS", "CALL_MACROS", "CHECKED_MATH", "NUMERIC_CAST", "Call", "apply_transforms", "calls_in"]
 
 
 class Call:
@@ -77,6 +90,10 @@ class Call:
     @property
     def raw(self) -> list[str]:
         return [_written(self.text, c) for c in self.arguments]
+
+    def text_of(self, node: Expression) -> str:
+        """The text of ``node`` (under this one), with the nodes found inside it rewritten."""
+        return self._render(node)
 
     def renamed(self, new: str) -> str:
         """The call with its name replaced by ``new`` (arguments, FILTER, OVER kept)."""
@@ -319,10 +336,201 @@ def _tables(t: Table, out: list) -> None:
     out.extend((e, t.type == "TABLE_FUNCTION") for e in t.expressions)
 
 
-def apply_calls(text: str, toks) -> str:
-    """``text`` with every call of :data:`CALLS` rewritten by its rule (``toks`` are its
-    tokens); the text itself when it holds none, or DuckDB cannot parse it."""
-    if not calls_in(toks):
+# ----------------------------------------------------------------------------- rows
+
+#: A text that may hold a row comparison: ``)`` then a comparison, ``IN`` or ``IS [NOT]
+#: NULL`` (a superset; the tree decides).
+_MAY_COMPARE_ROWS = re.compile(
+    r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
+_COMPARISONS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
+                "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
+                "COMPARE_GREATERTHANOREQUALTO": ">="}
+_ROW_TESTS = {"OPERATOR_IS_NULL": "IS NULL", "OPERATOR_IS_NOT_NULL": "IS NOT NULL"}
+
+
+def _is_row(e: Expression) -> bool:
+    return e.cls == "FUNCTION" and e.name == ("row",)
+
+
+def _fields(c: Call, row: Expression) -> list[str]:
+    for f in row.children:
+        if _is_row(f):
+            raise UnsupportedSQL("row comparisons of nested rows are not supported by colmz")
+    return [c.text_of(f) for f in row.children]
+
+
+def _expand(op: str, left: list[str], right) -> str:
+    # PostgreSQL compares rows field by field: the first pair that is unequal or holds a
+    # NULL decides (NULL if it holds one); = and <> are the AND and OR of the pairs; IN is
+    # the OR of the rows' equalities; IS [NOT] NULL holds for every field. DuckDB compares
+    # them as structs, NULL fields as values.
+    if op in ("IS NULL", "IS NOT NULL"):
+        return "(" + " AND ".join(f"({f}) {op}" for f in left) + ")"
+    if op in ("IN", "NOT IN"):
+        any_equal = " OR ".join(_expand("=", left, r) for r in right)
+        return f"({'NOT ' if op == 'NOT IN' else ''}({any_equal}))"
+    if len(left) != len(right):
+        raise SQLError(f"row comparison of {len(left)} fields with {len(right)} fields")
+    pairs = [(f"({a})", f"({b})") for a, b in zip(left, right)]
+    if op == "=":
+        return "(" + " AND ".join(f"{a} = {b}" for a, b in pairs) + ")"
+    if op == "<>":
+        return "(" + " OR ".join(f"{a} <> {b}" for a, b in pairs) + ")"
+    whens = " ".join(f"WHEN {a} IS NULL OR {b} IS NULL THEN NULL WHEN {a} <> {b} THEN {a} {op} {b}"
+                     for a, b in pairs)
+    return f"(CASE {whens} ELSE {'true' if op in ('<=', '>=') else 'false'} END)"
+
+
+def _row_comparison(c: Call) -> str:
+    left, right = c.node.children
+    return _expand(_COMPARISONS[c.node.type], _fields(c, left), _fields(c, right))
+
+
+def _row_test(c: Call) -> str:
+    return _expand(_ROW_TESTS[c.node.type], _fields(c, c.node.children[0]), None)
+
+
+def _row_in(c: Call) -> str | None:
+    node = c.node.children[0] if c.node.type == "OPERATOR_NOT" else c.node
+    left, *rows = node.children
+    fields = _fields(c, left)
+    if not all(_is_row(r) and len(r.children) == len(fields) for r in rows):
+        return None  # not a list of rows of the same width: DuckDB's own IN
+    return _expand("NOT IN" if node is not c.node else "IN", fields, [_fields(c, r) for r in rows])
+
+
+def _row_subquery(c: Call) -> None:
+    raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
+
+
+def _node_rule(e: Expression, text: str) -> Rule | None:
+    # The rule of a row comparison node of the tree (None: none applies).
+    kids = e.children
+    if e.type in _COMPARISONS and len(kids) == 2 and (_is_row(kids[0]) or _is_row(kids[1])):
+        if kids[0].cls == "SUBQUERY" or kids[1].cls == "SUBQUERY":
+            return _row_subquery  # (a, b) = (SELECT 1, 2)
+        return _row_comparison if _is_row(kids[0]) and _is_row(kids[1]) else None
+    if e.type in _ROW_TESTS and len(kids) == 1 and _is_row(kids[0]):
+        return _row_test
+    if e.type == "COMPARE_IN" and kids and _is_row(kids[0]):
+        return _row_in
+    if e.type == "OPERATOR_NOT" and len(kids) == 1 and kids[0].type == "COMPARE_IN" \
+            and (kids[0].start, kids[0].end) == (e.start, e.end) and _is_row(kids[0].children[0]):
+        return _row_in  # x NOT IN (...): one span for the NOT and its IN
+    if e.cls == "SUBQUERY" and kids and _is_row(kids[0]) and not re.match(
+            r"\s*(not\s+)?in\b", text[kids[0].end : e.end], re.IGNORECASE):
+        return _row_subquery  # (a, b) = (SELECT ...)
+    return None
+
+
+# ----------------------------------------------------------------------------- numbers
+
+#: A text that may hold a ``numeric``: a decimal literal or the word (a superset).
+_MAY_HOLD_NUMERIC = re.compile(r"\d\.|\.\d|\d[eE]|numeric|decimal", re.IGNORECASE)
+_NUMERIC_TYPES = ("numeric", "decimal")
+_ARITHMETIC = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/"}  # DuckDB names PostgreSQL's / "//"
+#: What PostgreSQL's unconstrained ``numeric`` cast of a non-constant ``x`` becomes: ``x``
+#: plus a zero of ``DECIMAL(1,0)`` (DuckDB's sum of decimals has the larger scale and of a
+#: double and a decimal is a double): an integer becomes a ``DECIMAL(p,0)``, a decimal
+#: keeps its scale, a double stays a double (PostgreSQL keeps its 15 significant digits at
+#: a scale that depends on the value, which no ``DECIMAL`` type holds -- its text is
+#: refused where it is printed). Text has no such sum: DuckDB's binder error for it is
+#: turned into a refusal by :func:`colmz.sql.run.run_query`.
+NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
+
+
+def _numeric_target(e: Expression, text: str) -> bool:
+    # Whether ``e`` is a cast (not TRY_CAST) to unconstrained numeric/decimal.
+    if e.cls != "CAST" or len(e.children) != 2 or e.children[1].children:
+        return False
+    t = e.children[1]
+    return (t.start >= 0 and text[t.start : t.end].strip().lower() in _NUMERIC_TYPES
+            and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"))
+
+
+def _constant(e: Expression, text: str) -> PgNumeric | None:
+    """The value of ``e`` as PostgreSQL computes it when ``e`` is constant arithmetic --
+    number literals, ``+ - * /``, unconstrained ``numeric`` casts -- else None (also for a
+    division by zero or an integer overflow, left for DuckDB to raise)."""
+    try:
+        if e.cls == "CONSTANT":
+            lit = e.literal
+            if lit is None or lit.kind in ("STRING", "BOOLEAN", "NULL_LITERAL", "BLOB") or not lit.text:
+                return None
+            return parse_literal(lit.text)
+        if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _ARITHMETIC and not (
+                e.filter is not None or e.order_by or e.distinct):
+            vals = [_constant(c, text) for c in e.children]
+            if None in vals:
+                return None
+            if len(vals) == 1 and e.name[0] in "+-":
+                v = vals[0]
+                return v if e.name[0] == "+" else PgNumeric(v.value.copy_negate(), v.scale, v.bits)
+            return combine(_ARITHMETIC[e.name[0]], *vals) if len(vals) == 2 else None
+        if _numeric_target(e, text):
+            v = _constant(e.children[0], text)
+            return v.as_numeric() if v is not None else None
+    except (ValueError, ArithmeticError):
+        return None
+    return None
+
+
+def _folded(e: Expression, text: str, v: PgNumeric) -> str:
+    # The DuckDB literal of a constant numeric expression (PostgreSQL's scale).
+    lit = literal_text(v)
+    if lit is None and e.cls == "CONSTANT":
+        return text[e.start : e.end]  # a lone literal past DECIMAL: DuckDB reads a double
+    if lit is None:
+        # Left as written, DuckDB would compute it inexactly or fail on its 38 digits.
+        raise UnsupportedSQL(
+            f"a numeric value of {max(v.value.adjusted() + 1, 1)} integer digits and scale "
+            f"{v.scale} is not supported by colmz (DuckDB's DECIMAL holds {MAX_DIGITS} digits)")
+    return lit
+
+
+def _numeric_cast(c: Call) -> str:
+    # PostgreSQL's unconstrained numeric of a non-constant operand: a string literal read
+    # exactly (its scale as written), NULL a typed NULL, anything else via NUMERIC_CAST.
+    x = c.node.children[0]
+    lit = x.literal
+    if lit is not None and lit.kind == "NULL_LITERAL":
+        return "CAST(NULL AS DECIMAL(38,0))"
+    if lit is not None and lit.kind == "STRING":
+        written = c.text[x.start : x.end] if x.start >= 0 else repr(lit.text)
+        raw = lit.text.strip()
+        if raw.lower().lstrip("+-") in ("nan", "infinity", "inf"):
+            raise UnsupportedSQL(f"numeric {written} is not supported by colmz "
+                                 "(DuckDB's DECIMAL has no NaN or infinity)")
+        try:
+            if "_" in raw or not raw:
+                raise ValueError(raw)
+            value = parse_literal(raw if any(ch in raw for ch in ".eE") else raw + ".")
+        except (ValueError, ArithmeticError):
+            raise SQLError(f"invalid input syntax for type numeric: {written}") from None
+        text = literal_text(value)
+        if text is None:
+            raise UnsupportedSQL(f"numeric {written} is not supported by colmz (more than "
+                                 "the 38 digits of DuckDB's DECIMAL)")
+        return text
+    operand = c.text_of(x)
+    if not (x.cls in ("COLUMN_REF", "CONSTANT", "CAST", "SUBQUERY", "CASE")
+            or (x.cls in ("FUNCTION", "WINDOW") and len(x.name) == 1 and x.name[0].isidentifier())):
+        operand = f"({operand})"  # an operator's result: its parentheses are outside its span
+    return f"({operand} + {NUMERIC_CAST})"
+
+
+# ----------------------------------------------------------------------------- applying the table
+
+
+def apply_transforms(text: str, toks) -> str:
+    """``text`` with every call of :data:`CALLS` and every row comparison rewritten by its
+    rule (``toks`` are its tokens); the text itself when it holds none, or DuckDB cannot
+    parse it."""
+    rows = _MAY_COMPARE_ROWS.search(text) is not None
+    numeric = _MAY_HOLD_NUMERIC.search(text) is not None and any(
+        (t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
+        or (t.kind == "word" and t.upper in ("NUMERIC", "DECIMAL")) for t in toks)
+    if not (rows or numeric or calls_in(toks)):
         return text
     offset = 0
     try:
@@ -335,16 +543,29 @@ def apply_calls(text: str, toks) -> str:
     roots: list = []
     for q in stmts:
         _queries(q, roots)
+    wrapped = " " * offset + text
     starts = [t.start for t in toks]
-    found: list[tuple[Expression, str, bool, str]] = []
+    found: list[tuple[Expression, Rule, str, bool, str]] = []
 
     def visit(e: Expression, table: bool, inside: str) -> None:
-        if e.cls in ("FUNCTION", "WINDOW") and e.start >= offset:
+        if numeric and e.start >= 0:
+            v = _constant(e, wrapped)
+            if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
+                # constant arithmetic holding a numeric: its value, as PostgreSQL computes it
+                # (a lone decimal literal DuckDB reads with its scale already)
+                found.append((e, lambda c, v=v: _folded(c.node, c.text, v), "", table, inside))
+                return
+            if v is None and _numeric_target(e, wrapped):
+                found.append((e, _numeric_cast, "", table, inside))
+        rule = _node_rule(e, wrapped) if rows and e.start >= 0 else None
+        if rule is not None:
+            found.append((e, rule, "", table, inside))
+        elif e.cls in ("FUNCTION", "WINDOW") and e.start >= offset:
             i = bisect.bisect_left(starts, e.start - offset)
-            if i < len(toks) and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident") \
-                    and i + 1 < len(toks) and toks[i + 1].text == "(" and toks[i].name in CALLS \
+            if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident") \
+                    and toks[i + 1].text == "(" and toks[i].name in CALLS \
                     and len(e.name) == 1 and _ALIASES.get(toks[i].name, toks[i].name) == e.name[0].lower():
-                found.append((e, toks[i].name, table, inside))
+                found.append((e, CALLS[toks[i].name], toks[i].name, table, inside))
         if e.subquery is not None:
             for root, tf in _subroots(e.subquery):
                 visit(root, tf, "")
@@ -352,19 +573,20 @@ def apply_calls(text: str, toks) -> str:
             inside = _CONDITIONAL.get(e.type, "CASE")
         elif e.cls == "FUNCTION" and e.name and e.name[-1].lower() in _CONDITIONAL_CALLS:
             inside = e.name[-1].lower() + "()"
-        for c in e.children:
+        # the IN of a NOT IN is rewritten with it (one span): its operands are visited
+        kids = e.children[0].children if rule is _row_in and e.type == "OPERATOR_NOT" else e.children
+        for c in kids:
             visit(c, False, inside)
 
     for root, table in roots:
         visit(root, table, "")
     if not found:
         return text
-    wrapped = " " * offset + text
     found.sort(key=lambda f: (f[0].start, -f[0].end))
     nodes = {id(f[0]): f for f in found}
 
     def render(lo: int, hi: int, skip: Expression | None = None) -> str:
-        # wrapped[lo:hi] with every outermost found call inside it rewritten.
+        # wrapped[lo:hi] with every outermost found node inside it rewritten.
         out, pos = [], lo
         for e, *_ in found:
             if e is skip or e.start < pos or e.end > hi:
@@ -376,15 +598,17 @@ def apply_calls(text: str, toks) -> str:
         return "".join(out)
 
     def rewrite(e: Expression) -> str:
-        _, name, table, inside = nodes[id(e)]
+        _, rule, name, table, inside = nodes[id(e)]
 
         def node_text(n: Expression, skip_name: bool = False) -> str:
             if n is e:
+                if not skip_name:
+                    return render(e.start, e.end, skip=e)
                 i = bisect.bisect_left(starts, e.start - offset)
-                return render(toks[i].end + offset, e.end, skip=e) if skip_name else render(e.start, e.end, skip=e)
+                return render(toks[i].end + offset, e.end, skip=e)
             return render(n.start, n.end) if n.start >= 0 else _written(wrapped, n)
 
-        out = CALLS[name](Call(name, e, wrapped, node_text, table, inside))
+        out = rule(Call(name, e, wrapped, node_text, table, inside))
         return render(e.start, e.end, skip=e) if out is None else out
 
     return render(offset, len(wrapped))

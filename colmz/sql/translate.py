@@ -1,42 +1,36 @@
 """Translation: a Materialize/PostgreSQL query made into the query DuckDB runs.
 
-* :func:`translate` rewrites token by token: ``mz_now()`` becomes the placeholder
-  :data:`MZ_NOW` (one word token, replaced by the evaluation time by
-  :func:`substitute_now`, again token by token, so a string literal holding the same letters
-  is never touched); the type names ``JSONB`` and ``mz_timestamp`` become ``JSON`` and
-  ``UBIGINT``; names beginning with ``__colmz_`` are colmz's own and refused. Calls whose
-  DuckDB namesake means something else are rewritten to PostgreSQL's meaning
-  (:data:`FUNCTION_REWRITES`: ``btrim``, two-argument ``lpad``/``rpad``, ``to_hex``'s case,
-  ``extract(second ...)``'s fraction, ``substr`` before the string, ``generate_series`` in an
-  expression, ``round``'s tie rule by the argument's type, ``round(x, n)``'s scale ``n``;
+* On DuckDB's parse tree, first (:func:`colmz.sql.transforms.apply_transforms`, a table of
+  transforms applied once, bottom-up, to the nodes' spans): calls whose DuckDB namesake means
+  something else (:data:`colmz.sql.transforms.CALLS`: ``btrim``, two-argument
+  ``lpad``/``rpad``, ``to_hex``, ``extract(second ...)``, ``substr``, ``round``,
+  ``generate_series`` in an expression, ``every``, the math functions whose domain
+  PostgreSQL checks, ``array_length``), row comparisons and row ``IN`` lists (element by
+  element, NULL fields give NULL as in PostgreSQL), constant arithmetic holding a
+  ``numeric`` (folded with PostgreSQL's scales: ``7 / 2.0`` is ``3.5000000000000000``) and
+  unconstrained ``::numeric`` casts (``x + CAST(0 AS DECIMAL(1,0))``: integers become
+  ``DECIMAL(p,0)``, decimals keep their scale). What DuckDB computes as a ``DOUBLE`` where
+  PostgreSQL has a numeric (a division by a column, ``avg`` of integers, a double cast to
+  numeric) keeps its value, and its text is refused.
+* Then token by token: ``mz_now()`` becomes the placeholder :data:`MZ_NOW` (one word token,
+  replaced by the evaluation time by :func:`substitute_now`, again token by token, so a
+  string literal holding the same letters is never touched); the type names ``JSONB``,
+  ``mz_timestamp`` and ``float`` become ``JSON``, ``UBIGINT`` and ``DOUBLE``; names beginning
+  with ``__colmz_`` are colmz's own and refused (in the user's text, before any rewrite);
   ``sum``'s argument goes through :data:`SUM_ARGUMENT`, so a sum of ``bigint`` is numeric as
-  in PostgreSQL and divides as numeric); calls and operators DuckDB lacks or
-  runs differently are refused by name (:data:`UNSUPPORTED_FUNCTIONS`,
-  :data:`UNSUPPORTED_OPERATORS`, jsonb ``@>``) with ``UnsupportedSQL``, never left to DuckDB's
-  own error or a different answer.
-* PostgreSQL's errors and types where DuckDB answers otherwise: math functions whose domain
-  PostgreSQL checks (:data:`CHECKED_MATH`: a logarithm of zero raises, not ``-inf``), integer
-  casts of what may be text (:data:`INT_MACROS`: digits only, ``'2.5'::int`` raises), float
-  literals past their type's range, ``array_length`` of an empty array (NULL), ``every``
-  (``bool_and``), PostgreSQL's array text ``'{1,2}'::int[]``, interval text
-  (:data:`INTERVAL_TEXT`: ``-1 days``, ``mons``). Constructs DuckDB lacks (``#``, ``SIMILAR
-  TO``, three-argument ``array_to_string``) are refused by name; DuckDB's own "no such
-  function" errors become refusals naming the call in :func:`colmz.sql.run.run_query`.
-* Constructs rather than calls: LIKE/ILIKE get PostgreSQL's default backslash escape (an
-  ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than LIKE);
-  ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...; row comparisons
-  and row ``IN`` lists are expanded element by element (NULL fields give NULL as in
-  PostgreSQL); casts to text print doubles and reals as PostgreSQL 15 does and casts of text to
-  boolean read its words (passes over the text, each rewriting every cast or comparison found
-  in one reading); ``float`` becomes ``DOUBLE``.
-* Numbers (PostgreSQL's ``numeric``): constant arithmetic holding a decimal literal or a
-  ``::numeric`` is computed by :func:`colmz.sql.numeric.fold_constants` with PostgreSQL's
-  scales (``7 / 2.0`` is ``3.5000000000000000``) into one ``DECIMAL`` literal; an
-  unconstrained ``::numeric`` of anything else is ``x + CAST(0 AS DECIMAL(1,0))`` (integers
-  become ``DECIMAL(p,0)``, decimals keep their scale; DuckDB's ``+``, ``-``, ``*`` of decimals
-  have PostgreSQL's scales). What DuckDB computes as a ``DOUBLE`` where PostgreSQL has a
-  numeric (a division by a column, ``avg`` of integers, a double cast to numeric) keeps its
-  value, and its text is refused (PostgreSQL would print the numeric's digits and scale).
+  in PostgreSQL and divides as numeric; calls and operators DuckDB lacks or runs differently
+  are refused by name (:data:`UNSUPPORTED_FUNCTIONS`, :data:`UNSUPPORTED_OPERATORS`, jsonb
+  ``@>``, ``SIMILAR``) with ``UnsupportedSQL``, never left to DuckDB's own error or a
+  different answer; DuckDB's own "no such function" errors become refusals naming the call
+  in :func:`colmz.sql.run.run_query`. LIKE/ILIKE get PostgreSQL's default backslash escape
+  (an ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than
+  LIKE); ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...;
+  PostgreSQL's array text ``'{1,2}'::int[]`` is DuckDB's; float literals past their type's
+  range raise.
+* Casts to text print doubles and reals as PostgreSQL 15 does, casts of text to boolean
+  read its words, integer casts of what may be text check its digits (:data:`INT_MACROS`:
+  ``'2.5'::int`` raises), intervals print as PostgreSQL's (:data:`INTERVAL_TEXT`: ``-1
+  days``, ``mons``): passes over the text, each rewriting every cast found in one reading.
 * Text of values: ``||``, ``concat()`` and ``concat_ws()`` print a non-text operand as its
   cast to text does, which prints doubles and reals as PostgreSQL does (``'a' || 2.0::float8``
   is ``a2``). Where the type decides and the tokens do not say it, the rewrite calls a macro
@@ -60,16 +54,9 @@ from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import as_qualified, resolve_item
-from colmz.sql.numeric import (
-    constant_value,
-    float4_text,
-    float8_text,
-    fold_constants,
-    literal_text,
-    parse_literal,
-)
+from colmz.sql.numeric import float4_text, float8_text
 from colmz.sql.tokens import check_nesting, closing, require_text, short_text_cache, tokenize
-from colmz.sql.transforms import CHECKED_MATH, apply_calls
+from colmz.sql.transforms import CHECKED_MATH, apply_transforms
 
 __all__ = [
     "FUNCTIONS",
@@ -148,9 +135,8 @@ def translate(sql: str) -> str:
     # calls are rewritten by the table of transforms (on the tree); casts to numeric,
     # concatenations, casts to text/boolean and row comparisons are rewritten after the
     # token pass, on its (short) output, in that order.
-    folded = fold_constants(sql)
-    sql = _translate_tokens(apply_calls(folded, toks if folded == sql else tokenize(folded)))
-    return _rewrite_row_comparisons(_rewrite_text_casts(_rewrite_concat(_rewrite_numeric_casts(sql))))
+    sql = _translate_tokens(apply_transforms(sql, toks))
+    return _rewrite_text_casts(_rewrite_concat(sql))
 
 
 def _translate_tokens(sql: str) -> str:
@@ -312,10 +298,6 @@ def _array_operands(toks, at: int) -> bool:
     return prev is not None and prev.kind == "op" and prev.text == "]"
 
 
-_ROW_CMP = re.compile(r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
-_CMP_OPS = ("=", "<>", "!=", "<", "<=", ">", ">=")
-
-
 def _rewrite_until_settled(sql: str, find, build, what: str, depth: int = 64) -> str:
     """Rewrite the constructs ``find(sql, tokens)`` yields -- ``(start, end, *parts)`` in text
     order -- as ``build(*parts)`` (None: keep it) until a reading rewrites nothing. Constructs
@@ -342,128 +324,6 @@ def _rewrite_until_settled(sql: str, find, build, what: str, depth: int = 64) ->
     raise UnsupportedSQL(f"{what} nested {depth} deep are not supported by colmz")
 
 
-def _rewrite_row_comparisons(sql: str) -> str:
-    # ``(a1, a2) < (b1, b2)`` compared element by element as PostgreSQL does: the first pair
-    # that is unequal or holds a NULL decides (NULL if it holds one); = and <> are the AND
-    # and OR of the pairs. DuckDB compares them as structs, NULL fields as values.
-    if not _ROW_CMP.search(sql):
-        return sql
-    return _rewrite_until_settled(sql, _row_comparisons, _expand_row_comparison, "row comparisons")
-
-
-def _row_fields(sql: str, toks, open_at: int, close_at: int, is_row: bool):
-    args = _arguments(sql, toks, open_at, close_at)
-    if len(args) < 2 and not is_row:
-        return None
-    return args
-
-
-def _row_comparisons(sql: str, toks):
-    n = len(toks)
-    for k, t in enumerate(toks):
-        op = t.text
-        if t.upper == "IS" and k > 0 and toks[k - 1].text == ")":
-            # (a, b) IS [NOT] NULL: every field NULL (not NULL), as PostgreSQL reads a row
-            negated = k + 1 < n and toks[k + 1].upper == "NOT"
-            at_null = k + (2 if negated else 1)
-            if not (at_null < n and toks[at_null].upper == "NULL"):
-                continue
-            open_l = _opening(toks, k - 1)
-            before = toks[open_l - 1] if open_l > 0 else None
-            left_row = before is not None and before.upper == "ROW"
-            if before is not None and not left_row and (
-                    before.kind == "qident" or (before.kind == "word" and before.upper not in _NOT_CALLS)):
-                continue
-            fields = _row_fields(sql, toks, open_l, k - 1, left_row)
-            if fields is None:
-                continue
-            start = before.start if left_row else toks[open_l].start
-            yield start, toks[at_null].end, "IS NOT NULL" if negated else "IS NULL", fields, None
-            continue
-        if t.upper in ("IN", "NOT") and k > 0 and toks[k - 1].text == ")":
-            if t.upper == "NOT":
-                if not (k + 1 < n and toks[k + 1].upper == "IN"):
-                    continue
-                op = "NOT IN"
-            else:
-                op = "IN"
-        elif not (t.kind == "op" and t.text in _CMP_OPS and k > 0 and toks[k - 1].text == ")"
-                  and k + 1 < n):
-            continue
-        close_l = k - 1
-        depth = 0
-        for open_l in range(close_l, -1, -1):
-            if toks[open_l].kind == "op" and toks[open_l].text in ")]":
-                depth += 1
-            elif toks[open_l].kind == "op" and toks[open_l].text in "([":
-                depth -= 1
-                if depth == 0:
-                    break
-        before = toks[open_l - 1] if open_l > 0 else None
-        left_row = before is not None and before.upper == "ROW"
-        if before is not None and not left_row and (
-                before.kind == "qident" or (before.kind == "word" and before.upper not in _NOT_CALLS)):
-            continue  # f(a, b) = ...: a call, not a row
-        j = k + (2 if op == "NOT IN" else 1)
-        if op in ("IN", "NOT IN"):
-            found = _row_in(sql, toks, open_l, close_l, left_row, j)
-            if found is not None:
-                start = toks[open_l - 1].start if left_row else toks[open_l].start
-                yield start, found[0], op, found[1], found[2]
-            continue
-        right_row = toks[j].upper == "ROW"
-        if right_row:
-            j += 1
-        if not (j < n and toks[j].kind == "op" and toks[j].text == "("):
-            continue
-        close_r = _closing(toks, j)
-        left = _row_fields(sql, toks, open_l, close_l, left_row)
-        right = _row_fields(sql, toks, j, close_r, right_row)
-        if left is None or right is None:
-            continue
-        if len(left) != len(right):
-            raise SQLError(f"row comparison of {len(left)} fields with {len(right)} fields")
-        for f in left + right:
-            ft = tokenize(f)
-            if ft and (ft[0].upper == "ROW" or (ft[0].text == "(" and ft[-1].text == ")"
-                                                and len(_arguments(f, ft, 0, len(ft) - 1)) > 1
-                                                and _closing(ft, 0) == len(ft) - 1)):
-                raise UnsupportedSQL("row comparisons of nested rows are not supported by colmz")
-            if ft and ft[0].upper in ("SELECT", "WITH"):
-                raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
-        start = toks[open_l - 1].start if left_row else toks[open_l].start
-        yield start, toks[close_r].end, op, left, right
-
-
-def _row_in(sql: str, toks, open_l: int, close_l: int, left_row: bool, j: int):
-    # ``(a, b) IN ((1, 2), (3, 4))``: (end, left fields, [right rows' fields]) or None
-    # where the left is not a row or the right not a list of rows (a subquery stays).
-    n = len(toks)
-    if not (j < n and toks[j].kind == "op" and toks[j].text == "("):
-        return None
-    left = _row_fields(sql, toks, open_l, close_l, left_row)
-    if left is None:
-        return None
-    close = _closing(toks, j)
-    rows, k = [], j + 1
-    while k < close:
-        row = toks[k].upper == "ROW"
-        if row:
-            k += 1
-        if not (toks[k].kind == "op" and toks[k].text == "("):
-            return None
-        end = _closing(toks, k)
-        fields = _row_fields(sql, toks, k, end, row)
-        if fields is None or len(fields) != len(left):
-            return None
-        rows.append(fields)
-        k = end + 1
-        if k < close and toks[k].text != ",":
-            return None
-        k += 1
-    return (toks[close].end, left, rows) if rows else None
-
-
 def _opening(toks, close_at: int) -> int:
     depth = 0
     for j in range(close_at, -1, -1):
@@ -487,22 +347,6 @@ def _case_opening(toks, end_at: int) -> int | None:
             if ends == 0:
                 return o
     return None
-
-
-def _expand_row_comparison(op: str, left: list[str], right) -> str:
-    if op in ("IS NULL", "IS NOT NULL"):
-        return "(" + " AND ".join(f"({f}) {op}" for f in left) + ")"
-    if op in ("IN", "NOT IN"):  # the OR of the rows' equalities, as PostgreSQL reads IN
-        any_equal = " OR ".join(_expand_row_comparison("=", left, r) for r in right)
-        return f"({'NOT ' if op == 'NOT IN' else ''}({any_equal}))"
-    pairs = [(f"({a})", f"({b})") for a, b in zip(left, right)]
-    if op == "=":
-        return "(" + " AND ".join(f"{a} = {b}" for a, b in pairs) + ")"
-    if op in ("<>", "!="):
-        return "(" + " OR ".join(f"{a} <> {b}" for a, b in pairs) + ")"
-    whens = " ".join(f"WHEN {a} IS NULL OR {b} IS NULL THEN NULL WHEN {a} <> {b} THEN {a} {op} {b}"
-                     for a, b in pairs)
-    return f"(CASE {whens} ELSE {'true' if op in ('<=', '>=') else 'false'} END)"
 
 
 # ----------------------------------------------------------------------------- LIKE's escape
@@ -922,11 +766,6 @@ def _check_float_literal(literal: str, target: str) -> None:
 def _pg_integer(x: str, target: str) -> str:
     # PostgreSQL's reading of ``x`` as an integer of ``target`` (see INT_MACROS).
     return f"{INT_MACROS[_INT_TYPES[target]]}({x})"
-
-
-def _numeric_casts(sql: str, toks):
-    # Every cast to unconstrained numeric, in order: (start, end, operand, target).
-    return _casts_to(sql, toks, _NUMERIC_WORDS)
 
 
 def _casts_to(sql: str, toks, targets):
@@ -1368,21 +1207,10 @@ def _bytea_input(sql: str, toks, i: int, pieces: list[str], last: int) -> int:
 
 # ----------------------------------------------------------------------------- numeric
 
-_NUMERIC_WORDS = ("NUMERIC", "DECIMAL")
 #: The macro a ``sum``'s argument goes through (:data:`MACROS`).
 SUM_ARGUMENT = RESERVED_PREFIX + "sum_arg"
 _SMALL_INTS = ("TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER")
 _WIDE_INTS = ("BIGINT", "UBIGINT", "HUGEINT", "UHUGEINT")
-#: What PostgreSQL's unconstrained ``numeric`` cast of a non-literal ``x`` becomes: ``x``
-#: plus a zero of ``DECIMAL(1,0)`` (DuckDB's sum of decimals has the larger scale and of a
-#: double and a decimal is a double): an integer becomes a ``DECIMAL(p,0)``, a decimal
-#: keeps its scale, a double stays a double (PostgreSQL keeps its 15 significant digits at
-#: a scale that depends on the value, which no ``DECIMAL`` type holds -- its text is
-#: refused, see _numeric_source). Text has no such sum: DuckDB's binder error for it is
-#: turned into a refusal by :func:`colmz.sql.run.run_query` (PostgreSQL keeps each text
-#: value's own scale).
-NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
-
 _LOG_DOMAIN = ("WHEN {x} = 0 THEN error('cannot take logarithm of zero') "
                "WHEN {x} < 0 THEN error('cannot take logarithm of a negative number') ")
 _FLOAT_RANGE = ("CASE WHEN typeof({x}) LIKE 'DECIMAL%' THEN error('{f}() of a numeric whose result is "
@@ -1437,50 +1265,6 @@ SUM_ARGUMENT_UNTYPED = (
     f"({', '.join(repr(t) for t in _WIDE_INTS)}) THEN error('sum() of a bigint is not supported "
     "by colmz with this DuckDB (PostgreSQL sums int8 as numeric; DuckDB 1.4 or later gives it "
     "that type)') ELSE x END")
-
-
-#: Where a text may hold a cast to numeric (a superset: the tokens decide).
-_MAY_CAST_TO_NUMERIC = re.compile(r"numeric|decimal", re.IGNORECASE)
-
-
-def _numeric_cast(operand: str, target: str) -> str:
-    # PostgreSQL's unconstrained numeric of ``operand``: a literal exactly (its scale as
-    # written), anything else through the NUMERIC_CAST macro.
-    toks = tokenize(operand)
-    if len(toks) == 1 and toks[0].upper == "NULL":
-        return "CAST(NULL AS DECIMAL(38,0))"
-    if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
-        raw = toks[0].text[1:-1].replace("''", "'").strip()
-        if raw.lower().lstrip("+-") in ("nan", "infinity", "inf"):
-            raise UnsupportedSQL(f"numeric {toks[0].text} is not supported by colmz "
-                                 "(DuckDB's DECIMAL has no NaN or infinity)")
-        try:
-            if "_" in raw or not raw:
-                raise ValueError(raw)
-            value = parse_literal(raw if any(c in raw for c in ".eE") else raw + ".")
-        except (ValueError, ArithmeticError):
-            raise SQLError(f"invalid input syntax for type numeric: {toks[0].text}") from None
-        text = literal_text(value)
-        if text is None:
-            raise UnsupportedSQL(f"numeric {toks[0].text} is not supported by colmz (more than "
-                                 "the 38 digits of DuckDB's DECIMAL)")
-        return text
-    value = constant_value(toks) if all(t.kind in ("number", "op") for t in toks) else None
-    if value is not None:
-        # CAST(2.5 AS numeric) (the constant fold reads the :: form): the value exactly.
-        text = literal_text(value.as_numeric())
-        if text is None:
-            raise UnsupportedSQL(f"numeric {operand} is not supported by colmz (more than the 38 "
-                                 "digits of DuckDB's DECIMAL)")
-        return text
-    return f"({operand} + {NUMERIC_CAST})"
-
-
-def _rewrite_numeric_casts(sql: str) -> str:
-    # ``x::numeric`` and ``CAST(x AS numeric)``, unconstrained: see _numeric_cast.
-    if not _MAY_CAST_TO_NUMERIC.search(sql):
-        return sql
-    return _rewrite_until_settled(sql, _numeric_casts, _numeric_cast, "casts to numeric")
 
 
 def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dict) -> int:

@@ -6,7 +6,7 @@ import pytest
 
 from colmz.sql import UnsupportedSQL, connect, parse_tree, translate
 from colmz.sql.tokens import tokenize
-from colmz.sql.transforms import CALLS, apply_calls, calls_in
+from colmz.sql.transforms import CALLS, apply_transforms, calls_in
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +51,24 @@ def test_set_returning_calls_in_conditionals_are_refused_on_the_tree():
 def test_the_tree_is_read_only_for_texts_calling_a_name_of_the_table():
     # The cost of a text without such a call is a scan of its tokens: no parse by DuckDB.
     before = parse_tree.cache_info()
-    sql = "SELECT a, max(b) FROM t WHERE \"round\" > 1 AND lpad IS NULL GROUP BY a"
-    assert not calls_in(tokenize(sql)) and apply_calls(sql, tokenize(sql)) == sql
+    sql = ("SELECT a, max(b), t1.x::int FROM t, t1 WHERE \"round\" > 1 AND lpad IS NULL "
+           "AND (a) = 2 GROUP BY a")
+    assert not calls_in(tokenize(sql)) and apply_transforms(sql, tokenize(sql)) == sql
     after = parse_tree.cache_info()
     assert (after.hits, after.misses) == (before.hits, before.misses)
     assert calls_in(tokenize("SELECT ROUND(x)")) and "round" in CALLS
+
+
+def test_row_comparisons_give_postgresqls_answers(con):
+    # Field by field: the first unequal or NULL pair decides; IN is the OR of the rows'
+    # equalities; a row IS NULL when every field is. The NOT of a NOT IN and its IN are one
+    # node's span in the tree, rewritten once.
+    got = con.sql(translate(
+        "SELECT (1, NULL) = (1, 2), (1, NULL) <> (2, 2), (1, 2) < (1, 3), (1, NULL) < (2, 0), "
+        "(1, 2) NOT IN ((1, 2), (3, 4)), ROW(NULL, NULL) IS NULL, (1, NULL) IS NOT NULL, "
+        "(lpad('a', 2), 1) = (' a', 1)")).fetchall()
+    assert got == [(None, True, True, True, False, True, False, True)]
+    with pytest.raises(UnsupportedSQL, match="with a subquery"):
+        translate("SELECT (1, 2) = (SELECT 1, 2)")
+    with pytest.raises(UnsupportedSQL, match="nested rows"):
+        translate("SELECT (1, (2, 3)) = (1, (2, 3))")
