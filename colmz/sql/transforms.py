@@ -519,6 +519,22 @@ def _numeric_cast(c: Call) -> str:
     return f"({operand} + {NUMERIC_CAST})"
 
 
+# ----------------------------------------------------------------------------- LIKE
+
+#: DuckDB's nodes of LIKE, NOT LIKE, ILIKE, NOT ILIKE (and PostgreSQL's ``~~`` operators).
+_LIKES = frozenset({"~~", "!~~", "~~*", "!~~*"})
+
+
+def _like(c: Call) -> str | None:
+    # PostgreSQL's LIKE escapes with a backslash by default; DuckDB's has no escape. An
+    # ESCAPE clause makes another node (like_escape); a literal pattern without a backslash
+    # means the same under either.
+    pattern = c.node.children[1]
+    if pattern.literal is not None and pattern.literal.kind == "STRING" and "\\" not in pattern.literal.text:
+        return None
+    return c.text_of(c.node) + " ESCAPE '\\'"
+
+
 # ----------------------------------------------------------------------------- applying the table
 
 
@@ -527,10 +543,11 @@ def apply_transforms(text: str, toks) -> str:
     rule (``toks`` are its tokens); the text itself when it holds none, or DuckDB cannot
     parse it."""
     rows = _MAY_COMPARE_ROWS.search(text) is not None
+    likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
     numeric = _MAY_HOLD_NUMERIC.search(text) is not None and any(
         (t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
         or (t.kind == "word" and t.upper in ("NUMERIC", "DECIMAL")) for t in toks)
-    if not (rows or numeric or calls_in(toks)):
+    if not (rows or numeric or likes or calls_in(toks)):
         return text
     offset = 0
     try:
@@ -558,6 +575,8 @@ def apply_transforms(text: str, toks) -> str:
             if v is None and _numeric_target(e, wrapped):
                 found.append((e, _numeric_cast, "", table, inside))
         rule = _node_rule(e, wrapped) if rows and e.start >= 0 else None
+        if likes and e.start >= 0 and e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _LIKES and len(e.children) == 2:
+            rule = _like
         if rule is not None:
             found.append((e, rule, "", table, inside))
         elif e.cls in ("FUNCTION", "WINDOW") and e.start >= offset:

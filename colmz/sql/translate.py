@@ -157,8 +157,8 @@ def _translate_tokens(sql: str) -> str:
                 last = end
         t = toks[i]
         up = t.upper
-        if up in ("LIKE", "ILIKE"):
-            _like_escape(toks, i, inserts)
+        if up in ("LIKE", "ILIKE") and i + 1 < len(toks) and toks[i + 1].upper in ("ANY", "ALL", "SOME"):
+            raise UnsupportedSQL(f"{t.text} {toks[i + 1].text} (...) is not supported by colmz")
         if up == "VALUES" and (i == 0 or (toks[i - 1].kind == "op" and toks[i - 1].text == "(")):
             # VALUES beginning a query: PostgreSQL names its columns column1, column2, ...
             # (DuckDB col0, col1); an alias's column list, if any, still renames them.
@@ -349,78 +349,10 @@ def _case_opening(toks, end_at: int) -> int | None:
     return None
 
 
-# ----------------------------------------------------------------------------- LIKE's escape
-
-#: Operators binding tighter than LIKE (PostgreSQL's "any other operator" and arithmetic):
-#: a LIKE pattern runs over them.
-_TIGHTER_OPS = {"||", "+", "-", "*", "/", "%", "^", "->", "->>", "&", "|", "#", "<<", ">>"}
-_TYPED_LITERALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL"}
-
-
-def _like_escape(toks, at: int, inserts: dict[int, str]) -> None:
-    """Give the LIKE/ILIKE at ``at`` PostgreSQL's default escape, a backslash (DuckDB's
-    default is none), unless it has an ESCAPE clause or its pattern is a literal without one."""
-    nxt = toks[at + 1] if at + 1 < len(toks) else None
-    if nxt is None:
-        return
-    if nxt.upper in ("ANY", "ALL", "SOME"):
-        raise UnsupportedSQL(f"{toks[at].text} {nxt.text} (...) is not supported by colmz")
-    end = _pattern_end(toks, at + 1)
-    if end is None:
-        raise UnsupportedSQL(
-            f"{toks[at].text} with this pattern is not supported by colmz (it cannot give it "
-            "PostgreSQL's default backslash escape): write the pattern as a literal, a name "
-            "or a call, or add an ESCAPE clause")
-    if end + 1 < len(toks) and toks[end + 1].upper == "ESCAPE":
-        return
-    if end == at + 1 and nxt.kind == "string" and "\\" not in nxt.text:
-        return  # a literal pattern without a backslash means the same under either escape
-    inserts[end] = " ESCAPE '\\'" + inserts.get(end, "")  # inside what ends there too
-
-
-def _pattern_end(toks, j: int) -> int | None:
-    # The last token of the expression starting at ``j`` that binds tighter than LIKE.
-    n = len(toks)
-    while j < n:
-        while j < n and toks[j].kind == "op" and toks[j].text in ("-", "+"):
-            j += 1
-        if j >= n:
-            return None
-        t = toks[j]
-        if t.kind == "op" and t.text == "(":
-            j = _closing(toks, j)
-        elif t.kind in ("word", "qident"):
-            if t.upper in ("CASE", "ANY", "ALL", "SOME", "ARRAY", "NOT", "EXISTS"):
-                return None
-            while j + 2 < n and toks[j + 1].text == "." and toks[j + 2].kind in ("word", "qident"):
-                j += 2
-            if t.upper in _TYPED_LITERALS and j + 1 < n and toks[j + 1].kind == "string":
-                j += 1
-            elif j + 1 < n and toks[j + 1].kind == "op" and toks[j + 1].text == "(":
-                j = _closing(toks, j + 1)
-        elif t.kind not in ("string", "number"):
-            return None
-        while j + 1 < n:  # postfix: casts and subscripts
-            if toks[j + 1].text == "::" and j + 2 < n:
-                j += 2
-                if j + 1 < n and toks[j + 1].upper in ("PRECISION", "VARYING"):
-                    j += 1
-                if j + 1 < n and toks[j + 1].text == "(":
-                    j = _closing(toks, j + 1)
-                while j + 2 < n and toks[j + 1].text == "[" and toks[j + 2].text == "]":
-                    j += 2
-            elif toks[j + 1].kind == "op" and toks[j + 1].text == "[":
-                j = _closing(toks, j + 1)
-            else:
-                break
-        if j + 1 < n and toks[j + 1].kind == "op" and toks[j + 1].text in _TIGHTER_OPS:
-            j += 2
-            continue
-        return j
-    return None
-
-
 # ----------------------------------------------------------------------------- VALUES' names
+
+#: Types whose literal is written ``TYPE 'text'``.
+_TYPED_LITERALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL"}
 
 
 def _column_names(first: int, last: int) -> str:
