@@ -50,7 +50,6 @@ from collections.abc import Callable, Iterator
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
-from colmz.sql.tokens import closing, tokenize
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = ["CALLS", "CALL_MACROS", "CHECKED_MATH", "NUMERIC_CAST", "Call", "apply_transforms", "calls_in"]
@@ -183,68 +182,71 @@ def _round(c: Call) -> str | None:
         return None
     if len(c.arguments) == 2:
         return _round_places(c.args[0], c.arguments[1])
-    return _round_one(c.raw[0], c.args[0])
-
-
-_FLOAT_TYPES = ("FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE", "PRECISION")
-
-
-def _round_one(raw: str, x: str) -> str:
-    """PostgreSQL's round(x): half to even for a double (``rint``), half away from zero
-    for numeric (DuckDB's round). ``raw`` is the argument as written, ``x`` rewritten. The
-    type is read from the argument's own tokens where they say it -- a final cast, a number
-    literal (numeric in PostgreSQL) -- and otherwise from DuckDB's type of the value: a
-    DOUBLE or FLOAT rounds half to even (a colmz column is never numeric: colmz stores no
-    decimals)."""
-    toks = tokenize(raw)
-    kind = None
-    whole = len(toks) >= 4 and toks[1].text == "(" and closing(toks, 1) == len(toks) - 1
-    if len(toks) == 1 and toks[0].kind == "number":
-        kind = "numeric"
-    else:
-        target = None
-        if len(toks) >= 3 and toks[-2].text == "::":
-            target = toks[-1].upper
-        elif whole and toks[0].upper == "CAST" and toks[-3].upper == "AS":
-            target = toks[-2].upper
-        elif whole and toks[0].upper == "CAST" and len(toks) >= 7 and toks[-4].upper == "AS":
-            target = toks[-3].upper  # CAST(x AS double precision)
-        kind = ("double" if target in _FLOAT_TYPES else
-                "numeric" if target in ("NUMERIC", "DECIMAL") else None)
-    if kind is None and whole and toks[0].upper == "AVG":
+    # PostgreSQL's round(x): half to even for a double (rint), half away from zero for
+    # numeric (DuckDB's round). The type is read off the argument's node where it says it
+    # (a number literal, a cast, avg), else from its subtree (a float cast makes a double; a
+    # numeric beside columns of a type known only when it runs is refused), else asked of
+    # DuckDB's typeof when the query is bound (a colmz column is never numeric).
+    x, kind = c.args[0], _round_kind(c.arguments[0], c.text)
+    if kind == "numeric":
+        return f"round({x})"
+    if kind == "double":
+        return f"round_even({x}, 0)"
+    if kind == "avg":
         # PostgreSQL's avg of integers or numeric is numeric (DuckDB's is DOUBLE); of a
         # double, double: the argument's type decides.
         inner = x[x.index("(") + 1 : x.rindex(")")]
         return (f"(CASE WHEN typeof(min({inner})) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
                 f"ELSE round({x}) END)")
-    if kind is None:
-        words = [t for t in toks if t.kind in ("word", "qident")]
-        numeric = any(t.kind == "number" and ("." in t.text or "e" in t.text.lower()) for t in toks) \
-            or any(t.upper in ("NUMERIC", "DECIMAL", "AVG") for t in words)
-        floats = any(t.upper in _FLOAT_TYPES for t in words)
-        if floats:
-            kind = "double"  # double with numeric is double in PostgreSQL
-        elif numeric:
-            untyped = [j for j, t in enumerate(toks) if t.kind in ("word", "qident")
-                       and not (j > 0 and toks[j - 1].text in ("::", "."))
-                       and not (j + 1 < len(toks) and (toks[j + 1].text in ("(", "::", ".")
-                                                        or toks[j + 1].upper == "AS"))
-                       and t.upper not in ("AS", "NUMERIC", "DECIMAL", "INT", "INTEGER",
-                                           "BIGINT", "INT8", "INT4", "SMALLINT")]
-            if not untyped:
-                kind = "numeric"  # literals, and names cast to a type, none of them float
-            else:
-                raise UnsupportedSQL(
-                    "round() of an expression mixing a numeric value (a decimal literal, a "
-                    "::numeric cast, avg) with values of a type colmz reads only when it runs "
-                    "is not supported by colmz: PostgreSQL rounds numeric half away from zero "
-                    "and double half to even, so cast the argument to numeric or float8")
-    if kind == "numeric":
-        return f"round({x})"
-    if kind == "double":
-        return f"round_even({x}, 0)"
     return (f"(CASE WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
             f"ELSE round({x}) END)")
+
+
+_FLOAT_TYPES = frozenset({"FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE"})
+
+
+def _type_kind(t: Expression, text: str) -> str | None:
+    words = text[t.start : t.end].replace("(", " ").upper().split() if t.start >= 0 else []
+    if any(w in _FLOAT_TYPES for w in words):
+        return "double"
+    return "numeric" if words and words[0] in ("NUMERIC", "DECIMAL") else None
+
+
+def _round_kind(e: Expression, text: str) -> str | None:
+    # "numeric", "double", "avg" (a whole avg call) or None (DuckDB's typeof decides).
+    if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind not in (
+            "STRING", "BOOLEAN", "NULL_LITERAL", "BLOB"):
+        return "numeric"
+    if e.cls == "CAST" and len(e.children) == 2 and (kind := _type_kind(e.children[1], text)):
+        return kind
+    if e.cls == "FUNCTION" and e.name == ("avg",):
+        return "avg"
+    floats = numeric = untyped = False
+    stack: list[tuple[Expression, bool]] = [(e, False)]
+    while stack:
+        n, under_cast = stack.pop()
+        if n.cls == "TYPE":
+            kind = _type_kind(n, text)
+            floats |= kind == "double"
+            numeric |= kind == "numeric"
+        elif n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NUMERIC":
+            numeric |= "." in n.literal.text or "e" in n.literal.text.lower()
+        elif n.cls == "FUNCTION" and n.name == ("avg",):
+            numeric = True
+        elif n.cls == "COLUMN_REF" and not under_cast:
+            untyped = True
+        stack.extend((k, n.cls == "CAST") for k in n.children)
+        if n.subquery is not None:
+            stack.extend((k, False) for k, _ in _subroots(n.subquery))
+    if floats:
+        return "double"  # double with numeric is double in PostgreSQL
+    if numeric and untyped:
+        raise UnsupportedSQL(
+            "round() of an expression mixing a numeric value (a decimal literal, a "
+            "::numeric cast, avg) with values of a type colmz reads only when it runs "
+            "is not supported by colmz: PostgreSQL rounds numeric half away from zero "
+            "and double half to even, so cast the argument to numeric or float8")
+    return "numeric" if numeric else None
 
 
 def _round_places(x: str, places: Expression) -> str:
