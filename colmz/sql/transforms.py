@@ -52,7 +52,7 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
-__all__ = ["CALLS", "CALL_MACROS", "CHECKED_MATH", "NUMERIC_CAST", "Call", "apply_transforms", "calls_in"]
+__all__ = ["CALLS", "CALL_MACROS", "CHECKED_MATH", "NUMERIC_CAST", "Call", "apply_transforms", "may_transform"]
 
 
 class Call:
@@ -303,14 +303,31 @@ _CONDITIONAL = {"OPERATOR_COALESCE": "coalesce()", "CASE_EXPR": "CASE"}
 _CONDITIONAL_CALLS = {"nullif", "greatest", "least"}
 
 
-def calls_in(toks) -> bool:
-    """Whether ``toks`` hold a call of a name in :data:`CALLS` (a name then ``(``)."""
-    for i in range(len(toks) - 1):
-        t = toks[i]
-        if t.kind in ("word", "qident") and toks[i + 1].text == "(" and t.name in CALLS \
-                and not (i > 0 and toks[i - 1].text == "."):
+def may_transform(text: str, toks) -> bool:
+    """Whether ``text`` (whose tokens are ``toks``) may hold a node of the table: a word
+    naming a call of :data:`CALLS`, ``LIKE``/``ILIKE``/``~~``, ``numeric``/``decimal``, a
+    number with a point or exponent, or ``)`` before a comparison or ``IS NULL`` (a
+    superset: the tree decides). One pass over the cached tokens; the tree is read only
+    when this holds.
+
+    >>> from colmz.sql.tokens import tokenize
+    >>> [may_transform(s, tokenize(s)) for s in ("SELECT t1.x FROM t1", "SELECT lpad(x, 2)")]
+    [False, True]
+    """
+    for t in toks:
+        k = t.kind
+        if k == "word":
+            if t.text.lower() in _TREE_WORDS:
+                return True
+        elif k == "number":
+            if "." in t.text or "e" in t.text or "E" in t.text:
+                return True
+        elif k == "qident":
+            if t.name in CALLS:
+                return True
+        elif k == "op" and t.text in _LIKES:
             return True
-    return False
+    return _MAY_COMPARE_ROWS.search(text) is not None
 
 
 def _queries(q: Query, out: list) -> None:
@@ -427,8 +444,6 @@ def _node_rule(e: Expression, text: str) -> Rule | None:
 
 # ----------------------------------------------------------------------------- numbers
 
-#: A text that may hold a ``numeric``: a decimal literal or the word (a superset).
-_MAY_HOLD_NUMERIC = re.compile(r"\d\.|\.\d|\d[eE]|numeric|decimal", re.IGNORECASE)
 _NUMERIC_TYPES = ("numeric", "decimal")
 _ARITHMETIC = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/"}  # DuckDB names PostgreSQL's / "//"
 #: What PostgreSQL's unconstrained ``numeric`` cast of a non-constant ``x`` becomes: ``x``
@@ -539,18 +554,20 @@ def _like(c: Call) -> str | None:
 
 # ----------------------------------------------------------------------------- applying the table
 
+#: Words that may make a node of the table (see :func:`may_transform`).
+_TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal"}
+
 
 def apply_transforms(text: str, toks) -> str:
     """``text`` with every call of :data:`CALLS` and every row comparison rewritten by its
     rule (``toks`` are its tokens); the text itself when it holds none, or DuckDB cannot
     parse it."""
+    if not may_transform(text, toks):
+        return text
     rows = _MAY_COMPARE_ROWS.search(text) is not None
     likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
-    numeric = _MAY_HOLD_NUMERIC.search(text) is not None and any(
-        (t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
-        or (t.kind == "word" and t.upper in ("NUMERIC", "DECIMAL")) for t in toks)
-    if not (rows or numeric or likes or calls_in(toks)):
-        return text
+    numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
+                  or t.upper in ("NUMERIC", "DECIMAL") for t in toks)
     offset = 0
     try:
         stmts = parse_tree(text)
