@@ -400,9 +400,27 @@ def _expand(op: str, left: list[str], right) -> str:
     return f"(CASE {whens} ELSE {'true' if op in ('<=', '>=') else 'false'} END)"
 
 
+#: Volatile functions: a call gives another value each time it is evaluated.
+_VOLATILE = frozenset({"random", "gen_random_uuid", "uuid", "nextval", "setseed"})
+
+
+def _once(row: Expression) -> None:
+    # The expansion repeats these fields; PostgreSQL evaluates each once.
+    for f in row.children:
+        for n in f.walk():
+            if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in _VOLATILE:
+                raise UnsupportedSQL(f"a row comparison of a volatile call ({n.name[-1]}()) is not "
+                                     "supported by colmz (PostgreSQL evaluates each field once; colmz "
+                                     "compares field by field and would evaluate it again)")
+
+
 def _row_comparison(c: Call) -> str:
     left, right = c.node.children
-    return _expand(_COMPARISONS[c.node.type], _fields(c, left), _fields(c, right))
+    op = _COMPARISONS[c.node.type]
+    if op not in ("=", "<>"):
+        _once(left)
+        _once(right)
+    return _expand(op, _fields(c, left), _fields(c, right))
 
 
 def _row_test(c: Call) -> str:
@@ -415,6 +433,8 @@ def _row_in(c: Call) -> str | None:
     fields = _fields(c, left)
     if not all(_is_row(r) and len(r.children) == len(fields) for r in rows):
         return None  # not a list of rows of the same width: DuckDB's own IN
+    if len(rows) > 1:
+        _once(left)
     return _expand("NOT IN" if node is not c.node else "IN", fields, [_fields(c, r) for r in rows])
 
 

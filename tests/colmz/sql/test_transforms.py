@@ -73,3 +73,14 @@ def test_row_comparisons_give_postgresqls_answers(con):
         translate("SELECT (1, 2) = (SELECT 1, 2)")
     with pytest.raises(UnsupportedSQL, match="nested rows"):
         translate("SELECT (1, (2, 3)) = (1, (2, 3))")
+
+
+def test_row_comparisons_that_would_repeat_a_volatile_call_are_refused(con):
+    # (random(), 1) < (0.5, 2) compares field by field in a CASE that names each field up to
+    # three times: random() would be drawn again each time, where PostgreSQL draws it once.
+    for sql in ["SELECT (random(), 1) < (0.5, 2)", "SELECT (random(), 1) IN ((0.5, 1), (0.7, 1))"]:
+        with pytest.raises(UnsupportedSQL, match=r"volatile call \(random\(\)\)"):
+            translate(sql)
+    # = and a one-row IN name each field once
+    assert con.sql(translate("SELECT (random() < 2, 1) = (true, 1), (random() < 2, 1) IN ((true, 1))")).fetchall() \
+        == [(True, True)]
