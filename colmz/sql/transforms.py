@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
@@ -56,11 +56,12 @@ __all__ = ["CALLS", "CALL_MACROS", "CHECKED_MATH", "NUMERIC_CAST", "Call", "appl
 
 
 class Call:
-    """One call found in the tree, as a rule sees it: ``name`` as written (lower case),
-    ``node`` its tree node, ``args`` the texts of its arguments (calls inside them already
-    rewritten), ``raw`` their texts as written, ``window`` whether it has ``OVER``,
-    ``table`` whether it is a ``FROM`` item, ``inside`` the conditional construct around it
-    in its own query (``CASE``, ``coalesce()``, ...) or ``""``."""
+    """A node found in the tree, as its rule sees it: ``node``; for a call, ``name`` as
+    written (lower case; ``""`` for other nodes), ``args`` the texts of its arguments (the
+    nodes found inside them already rewritten), ``raw`` their texts as written, ``window``
+    whether it has ``OVER``, ``table`` whether it is a ``FROM`` item, ``inside`` the
+    conditional construct around it in its own query (``CASE``, ``coalesce()``, ...) or
+    ``""``; ``text`` the text the spans index."""
 
     __slots__ = ("_render", "inside", "name", "node", "table", "text", "window")
 
@@ -71,8 +72,9 @@ class Call:
 
     @property
     def arguments(self) -> tuple[Expression, ...]:
+        # DuckDB serializes a call's FILTER and ORDER BY after its arguments
         n = self.node
-        extra = (n.filter is not None) + sum(1 for _ in _order_expressions(n))
+        extra = (n.filter is not None) + len(n.order_by)
         return n.children[: len(n.children) - extra] if extra else n.children
 
     @property
@@ -97,11 +99,6 @@ class Call:
     def renamed(self, new: str) -> str:
         """The call with its name replaced by ``new`` (arguments, FILTER, OVER kept)."""
         return new + self._render(self.node, skip_name=True)
-
-
-def _order_expressions(n: Expression) -> Iterator[Expression]:
-    for o in n.order_by:
-        yield o.expression
 
 
 def _written(text: str, e: Expression) -> str:
