@@ -13,6 +13,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   colmz's macros (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused.
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
   nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
+* LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``.
+* Types: ``float`` (a ``TYPE`` node, in a cast or a typed literal) is ``DOUBLE``; a cast to
+  ``bytea`` of a string literal reads PostgreSQL's hex input (any other is refused).
 * Numbers: a constant arithmetic subtree holding a ``numeric`` (a decimal literal, a
   ``::numeric``) is folded into one literal with PostgreSQL's scale
   (:mod:`colmz.sql.numeric`'s arithmetic); an unconstrained ``::numeric`` of anything else
@@ -26,9 +29,8 @@ found inside them already rewritten, so nested constructs need no second reading
 
 Invariants:
 
-* The tree is read only when the text may hold a node of the table: a call of a name in
-  :data:`CALLS` (a word then ``(``, on the text's cached tokens), ``)`` before a comparison
-  or ``IS NULL``, a decimal literal or the word ``numeric``/``decimal``. A text without one
+* The tree is read only when the text may hold a node of the table (:func:`may_transform`,
+  one pass over the text's cached tokens). A text without one
   costs that scan, so the front end's per-statement cost is unchanged for it; a text with
   one costs DuckDB's ``json_serialize_sql`` of it once (its tree is cached per text).
 * A call is matched by its name as written (a bare or quoted identifier, not a qualified
@@ -47,7 +49,7 @@ import bisect
 import re
 from collections.abc import Callable
 
-from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
 from colmz.sql.tree import Expression, Query, Table, parse_tree
@@ -569,10 +571,41 @@ def _like(c: Call) -> str | None:
     return c.text_of(c.node) + " ESCAPE '\\'"
 
 
+# ----------------------------------------------------------------------------- types
+
+
+def _type_text(t: Expression, text: str) -> str:
+    return text[t.start : t.end].strip().lower() if t.start >= 0 else ""
+
+
+def _double(c: Call) -> str:
+    return "DOUBLE"  # PostgreSQL's float is float8; DuckDB's FLOAT is 4 bytes
+
+
+def _bytea(c: Call) -> str:
+    # PostgreSQL's bytea input reads hex digits after \x (DuckDB's cast reads \xNN escapes,
+    # so '\x0aff' would be three bytes): a string literal goes through BYTEA_IN.
+    x, t = c.node.children
+    if not t.children and x.literal is not None and x.literal.kind == "STRING" \
+            and not c.text[c.node.start : c.node.start + 8].upper().startswith("TRY_CAST"):
+        return f"{BYTEA_IN}({_written(c.text, x)})"
+    raise UnsupportedSQL("a cast to bytea of anything but a string literal is not supported by colmz "
+                         "(PostgreSQL reads text as hex digits after \\x; DuckDB reads \\xNN escapes)")
+
+
+def _type_rule(e: Expression, text: str) -> Rule | None:
+    # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
+    if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
+        return _double
+    if e.cls == "CAST" and len(e.children) == 2 and _type_text(e.children[1], text) == "bytea":
+        return _bytea
+    return None
+
+
 # ----------------------------------------------------------------------------- applying the table
 
 #: Words that may make a node of the table (see :func:`may_transform`).
-_TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal"}
+_TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea"}
 
 
 def apply_transforms(text: str, toks) -> str:
@@ -582,6 +615,7 @@ def apply_transforms(text: str, toks) -> str:
     if not may_transform(text, toks):
         return text
     rows = _MAY_COMPARE_ROWS.search(text) is not None
+    types = any(t.upper in ("FLOAT", "BYTEA") for t in toks)
     likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
     numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
                   or t.upper in ("NUMERIC", "DECIMAL") for t in toks)
@@ -611,6 +645,8 @@ def apply_transforms(text: str, toks) -> str:
             if v is None and _numeric_target(e, wrapped):
                 found.append((e, _numeric_cast, "", table, inside))
         rule = _node_rule(e, wrapped) if rows and e.start >= 0 else None
+        if rule is None and types and e.start >= 0 and e.cls in ("TYPE", "CAST"):
+            rule = _type_rule(e, wrapped)
         if likes and e.start >= 0 and e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _LIKES and len(e.children) == 2:
             rule = _like
         if rule is not None:

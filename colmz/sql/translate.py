@@ -86,8 +86,7 @@ _UNSUPPORTED_WORDS = {
     "SUBSCRIBE": "SUBSCRIBE",
     "MUTUALLY": "WITH MUTUALLY RECURSIVE",
 }
-#: PostgreSQL's FLOAT is float8; DuckDB's is 4 bytes.
-_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT", "FLOAT": "DOUBLE"}
+_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT"}
 
 #: PostgreSQL/Materialize functions colmz cannot run with their meaning in DuckDB (absent
 #: there, or present with another one), and why: a call is refused with ``UnsupportedSQL``.
@@ -185,11 +184,7 @@ def _translate_tokens(sql: str) -> str:
             last = toks[i + 2].end
             i += 3
             continue
-        if up == "BYTEA" and t.kind == "word":
-            last = _bytea_input(sql, toks, i, pieces, last)
-        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS") and (
-                up != "FLOAT" or ((toks[i - 1].text == "::" or _in_cast(toks, i))
-                                  and not (i + 1 < len(toks) and toks[i + 1].text == "("))):
+        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
             pieces.append(sql[last : t.start])
             pieces.append(_TYPE_REWRITES[up])
             last = t.end
@@ -273,20 +268,6 @@ def _arguments(sql: str, toks, open_at: int, close_at: int) -> list[str]:
             start = tok.end
     args.append(sql[start : toks[close_at].start])
     return [a.strip() for a in args]
-
-
-def _in_cast(toks, at: int) -> bool:
-    # Whether the token at ``at`` is inside CAST(...)/TRY_CAST(...) at its top level.
-    depth = 0
-    for j in range(at - 1, -1, -1):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in ")]":
-            depth += 1
-        elif tok.kind == "op" and tok.text in "([":
-            if depth == 0:
-                return j > 0 and toks[j - 1].upper in ("CAST", "TRY_CAST")
-            depth -= 1
-    return False
 
 
 def _array_operands(toks, at: int) -> bool:
@@ -1114,27 +1095,6 @@ BYTEA_INPUT_MACRO = (
     "THEN unhex(substr(s, 3)) ELSE error('invalid input syntax for type bytea: ' || s) END "
     "WHEN strpos(s, '\\') > 0 THEN error('bytea''s escape input format (a backslash not "
     "starting \\x) is not supported by colmz') ELSE CAST(s AS BLOB) END")
-
-
-def _bytea_input(sql: str, toks, i: int, pieces: list[str], last: int) -> int:
-    # ``'...'::bytea`` and ``bytea '...'`` read their string as PostgreSQL's bytea input
-    # (:data:`BYTEA_INPUT_MACRO`); any other cast to bytea is refused. Returns the new
-    # ``last`` of translate's token pass.
-    cast_target = i > 0 and (toks[i - 1].text == "::" or (toks[i - 1].upper == "AS" and _in_cast(toks, i)))
-    if cast_target and i >= 2 and toks[i - 1].text == "::" and toks[i - 2].kind == "string" \
-            and toks[i - 2].start >= last and not (i + 1 < len(toks) and toks[i + 1].text == "["):
-        pieces.append(sql[last : toks[i - 2].start])
-        pieces.append(f"{BYTEA_IN}({toks[i - 2].text})")
-        return toks[i].end
-    if not cast_target and i + 1 < len(toks) and toks[i + 1].kind == "string" and toks[i].start >= last:
-        pieces.append(sql[last : toks[i].start])
-        pieces.append(f"{BYTEA_IN}({toks[i + 1].text})")
-        return toks[i + 1].end
-    if cast_target:
-        raise UnsupportedSQL(
-            "a cast to bytea of anything but a string literal is not supported by colmz "
-            "(PostgreSQL reads text as hex digits after \\x; DuckDB reads \\xNN escapes)")
-    return last
 
 
 # ----------------------------------------------------------------------------- numeric

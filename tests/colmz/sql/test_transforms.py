@@ -84,3 +84,15 @@ def test_row_comparisons_that_would_repeat_a_volatile_call_are_refused(con):
     # = and a one-row IN name each field once
     assert con.sql(translate("SELECT (random() < 2, 1) = (true, 1), (random() < 2, 1) IN ((true, 1))")).fetchall() \
         == [(True, True)]
+
+
+def test_float_and_bytea_types_are_read_off_the_tree(con):
+    # float is float8 wherever the tree has it as a type, a typed literal too (DuckDB's FLOAT
+    # is 4 bytes: float '1.1' would not equal 1.1::float8); float(24) is left as written.
+    # CAST(... AS bytea) of a string reads PostgreSQL's hex input as '...'::bytea does.
+    got = con.sql(translate(r"SELECT float '1.1' = 1.1::float8, CAST(1.1 AS float) = 1.1::float8, "
+                            r"CAST('\x0aff' AS bytea), 'ab'::bytea")).fetchall()
+    assert got == [(True, True, b"\n\xff", b"ab")]
+    assert translate("SELECT z::float(24), x AS float FROM t") == "SELECT z::float(24), x AS float FROM t"
+    with pytest.raises(UnsupportedSQL, match="cast to bytea of anything but a string literal"):
+        translate("SELECT CAST(b AS bytea) FROM t")
