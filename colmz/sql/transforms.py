@@ -60,7 +60,7 @@ __all__ = ["CALLS", "CALL_MACROS", "CHECKED_MATH", "NUMERIC_CAST", "Call", "appl
 class Call:
     """A node found in the tree, as its rule sees it: ``node``; for a call, ``name`` as
     written (lower case; ``""`` for other nodes), ``args`` the texts of its arguments (the
-    nodes found inside them already rewritten), ``raw`` their texts as written, ``window``
+    nodes found inside them already rewritten), ``window``
     whether it has ``OVER``, ``table`` whether it is a ``FROM`` item, ``inside`` the
     conditional construct around it in its own query (``CASE``, ``coalesce()``, ...) or
     ``""``; ``text`` the text the spans index."""
@@ -89,10 +89,6 @@ class Call:
     @property
     def args(self) -> list[str]:
         return [self._render(c) for c in self.arguments]
-
-    @property
-    def raw(self) -> list[str]:
-        return [_written(self.text, c) for c in self.arguments]
 
     def text_of(self, node: Expression) -> str:
         """The text of ``node`` (under this one), with the nodes found inside it rewritten."""
