@@ -300,10 +300,10 @@ _CONDITIONAL_CALLS = {"nullif", "greatest", "least"}
 
 def may_transform(text: str, toks) -> bool:
     """Whether ``text`` (whose tokens are ``toks``) may hold a node of the table: a word
-    naming a call of :data:`CALLS`, ``LIKE``/``ILIKE``/``~~``, ``numeric``/``decimal``, a
-    number with a point or exponent, or ``)`` before a comparison or ``IS NULL`` (a
-    superset: the tree decides). One pass over the cached tokens; the tree is read only
-    when this holds.
+    naming a call of :data:`CALLS`, ``LIKE``/``ILIKE``/``~~``, ``numeric``/``decimal``,
+    ``float``/``bytea``, a number with a point or exponent, or ``)`` before a comparison or
+    ``IS NULL`` (a superset: the tree decides). One pass over the cached tokens; the tree is
+    read only when this holds.
 
     >>> from colmz.sql.tokens import tokenize
     >>> [may_transform(s, tokenize(s)) for s in ("SELECT t1.x FROM t1", "SELECT lpad(x, 2)")]
