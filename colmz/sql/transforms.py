@@ -605,9 +605,8 @@ _TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float"
 
 
 def apply_transforms(text: str, toks) -> str:
-    """``text`` with every call of :data:`CALLS` and every row comparison rewritten by its
-    rule (``toks`` are its tokens); the text itself when it holds none, or DuckDB cannot
-    parse it."""
+    """``text`` with every node of the table rewritten by its rule, once, bottom-up (``toks``
+    are its tokens); the text itself when it holds none, or DuckDB cannot parse it."""
     if not may_transform(text, toks):
         return text
     rows = _MAY_COMPARE_ROWS.search(text) is not None
@@ -630,29 +629,37 @@ def apply_transforms(text: str, toks) -> str:
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
 
-    def visit(e: Expression, table: bool, inside: str) -> None:
-        if numeric and e.start >= 0:
+    def rule_of(e: Expression) -> tuple[Rule | None, str]:
+        # The table's entry for node ``e`` (and, for a call, its name as written).
+        if e.start < 0:
+            return None, ""
+        if numeric:
             v = _constant(e, wrapped)
             if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
                 # constant arithmetic holding a numeric: its value, as PostgreSQL computes it
                 # (a lone decimal literal DuckDB reads with its scale already)
-                found.append((e, lambda c, v=v: _folded(c.node, c.text, v), "", table, inside))
-                return
+                return (lambda c, v=v: _folded(c.node, c.text, v)), ""
             if v is None and _numeric_target(e, wrapped):
-                found.append((e, _numeric_cast, "", table, inside))
-        rule = _node_rule(e, wrapped) if rows and e.start >= 0 else None
-        if rule is None and types and e.start >= 0 and e.cls in ("TYPE", "CAST"):
-            rule = _type_rule(e, wrapped)
-        if likes and e.start >= 0 and e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _LIKES and len(e.children) == 2:
-            rule = _like
+                return _numeric_cast, ""
+        if rows and (rule := _node_rule(e, wrapped)) is not None:
+            return rule, ""
+        if types and e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
+            return rule, ""
+        if e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1:
+            return None, ""
+        if likes and e.name[0] in _LIKES and len(e.children) == 2:
+            return _like, ""
+        i = bisect.bisect_left(starts, e.start - offset)
+        if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident") \
+                and toks[i + 1].text == "(" and toks[i].name in CALLS \
+                and _ALIASES.get(toks[i].name, toks[i].name) == e.name[0].lower():
+            return CALLS[toks[i].name], toks[i].name
+        return None, ""
+
+    def visit(e: Expression, table: bool, inside: str) -> None:
+        rule, name = rule_of(e)
         if rule is not None:
-            found.append((e, rule, "", table, inside))
-        elif e.cls in ("FUNCTION", "WINDOW") and e.start >= offset:
-            i = bisect.bisect_left(starts, e.start - offset)
-            if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident") \
-                    and toks[i + 1].text == "(" and toks[i].name in CALLS \
-                    and len(e.name) == 1 and _ALIASES.get(toks[i].name, toks[i].name) == e.name[0].lower():
-                found.append((e, CALLS[toks[i].name], toks[i].name, table, inside))
+            found.append((e, rule, name, table, inside))
         if e.subquery is not None:
             for root, tf in _subroots(e.subquery):
                 visit(root, tf, "")
