@@ -18,8 +18,12 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    DATABASE``. Names of objects have 1 to 3 parts, resolved as Materialize resolves them
    (:mod:`colmz.sql.names`: default database ``materialize``, schema ``public``). Unpaired
    parentheses are refused before the script is split at ``;``.
-3. :mod:`colmz.sql.translate` rewrites what means something else in DuckDB (with
-   :mod:`colmz.sql.numeric`, PostgreSQL's ``numeric`` scales and float8 text): ``mz_now()``
+3. :mod:`colmz.sql.translate` rewrites what means something else in DuckDB. First
+   :mod:`colmz.sql.transforms`, a table of transforms over DuckDB's parse tree (calls whose
+   DuckDB namesake means something else, row comparisons, LIKE's escape, constant
+   ``numeric`` arithmetic with :mod:`colmz.sql.numeric`'s scales, ``::numeric``), applied
+   once, bottom-up, to the nodes' spans, and only to texts whose tokens may hold such a
+   node; then a pass over the tokens: ``mz_now()``
    becomes a placeholder token put in for the evaluation time (a ``UBIGINT``, or a
    ``timestamptz`` reading the time as milliseconds since the Unix epoch where the query
    compares it with dates, as Materialize's ``mz_timestamp`` casts), ``JSONB`` and
@@ -68,11 +72,13 @@ re-prints every query rather than rewriting a token. colmz's own tokenizer keeps
 text, knows Materialize's statements, and costs less per statement than either; the cost of
 each path is measured by ``asv_benchmarks/bench_sql.py`` (sqlglot is not a colmz
 dependency; the benchmark skips it when absent), where the figures live.
-Where PostgreSQL's meaning depends on a value's type (numeric or double, the text of a
-double) the tokens alone cannot say it; rather than infer types over a tree, the
-translation leaves that choice to DuckDB's binder, which knows every type (the macros of
-:mod:`colmz.sql.translate`). sqlglot would be worth adopting when colmz needs a full
-expression tree for rewriting beyond that.
+Where a rewrite needs a query's structure (a call's arguments, a row's fields, a LIKE
+pattern, a constant subexpression) it reads DuckDB's own tree (:mod:`colmz.sql.transforms`)
+rather than counting parentheses over tokens; DuckDB's ``json_serialize_sql`` costs several
+times colmz's whole token path per new text, so the tree is read only for texts that may
+hold such a node. Where PostgreSQL's meaning depends on a value's type the translation still
+leaves the choice to DuckDB's binder, which knows every type (the macros of
+:mod:`colmz.sql.translate`).
 """
 
 from __future__ import annotations

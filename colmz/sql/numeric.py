@@ -9,46 +9,34 @@ scale depends on the operands' values (``select_div_scale`` in
 src/backend/utils/adt/numeric.c: at least 16 significant digits, at least either operand's
 scale), so ``(7 / 2.0)::text`` is ``3.5000000000000000``.
 
-:func:`fold_constants` computes each constant arithmetic expression of a query that holds
-a ``numeric`` (a decimal literal, ``::numeric``) with those rules in Python's exact decimals
-and puts the result in as one decimal literal of PostgreSQL's scale, which DuckDB reads as a
-``DECIMAL`` with that scale (``3.5000000000000000``, or ``100000.`` for a scale of 0).
-Invariants: only a whole subexpression is replaced (the tokens on either side bind less
-tightly than its operators); an expression of integers alone is left to DuckDB (integer
-arithmetic is the same there); a value DuckDB's ``DECIMAL`` cannot hold (more than 38
-digits) is refused with ``UnsupportedSQL`` (a lone literal is left to DuckDB, which reads it
-as a double); a division by zero, an integer overflow, or anything else than numbers,
-``+ - * /``, parentheses and unconstrained ``::numeric``/``::decimal`` casts is left as
-written (DuckDB then raises or computes as PostgreSQL does).
+The arithmetic here (:func:`parse_literal`, :func:`combine`, :func:`divide`,
+:func:`literal_text`) is what :mod:`colmz.sql.transforms` folds each constant arithmetic
+subtree of DuckDB's parse tree with, when it holds a ``numeric`` (a decimal literal,
+``::numeric``): the result goes in as one decimal literal of PostgreSQL's scale, which
+DuckDB reads as a ``DECIMAL`` with that scale (``3.5000000000000000``, or ``100000.`` for a
+scale of 0). Integers alone are left to DuckDB (integer arithmetic is the same there); an
+integer result past its type, a division by zero, raises here (ArithmeticError), and the
+caller leaves the expression to DuckDB, which raises as PostgreSQL does.
+
+:func:`float8_text` and :func:`float4_text` are PostgreSQL 15's text of doubles and reals.
 """
 
 from __future__ import annotations
 
-import re
 import struct
 from decimal import Context, Decimal
 from fractions import Fraction
 
-from colmz.sql.errors import UnsupportedSQL
-from colmz.sql.tokens import tokenize
-
-__all__ = ["PgNumeric", "constant_value", "divide", "float4_text", "float8_text", "fold_constants", "literal_text",
-           "parse_literal"]
+__all__ = ["MAX_DIGITS", "PgNumeric", "combine", "divide", "float4_text", "float8_text", "literal_text", "parse_literal"]
 
 #: DuckDB's widest DECIMAL.
 MAX_DIGITS = 38
 #: PostgreSQL's NUMERIC_MIN_SIG_DIGITS and DEC_DIGITS (src/backend/utils/adt/numeric.c).
 _MIN_SIG_DIGITS = 16
 _DEC_DIGITS = 4
-_NUMERIC_TYPES = ("NUMERIC", "DECIMAL")
-#: Tokens a folded expression must not touch on either side: they bind as tightly as
-#: its operators or more.
-#: A digit next to a point or an exponent: the text may hold a numeric literal.
-_DECIMAL_LITERAL = re.compile(r"\d\.|\.\d|\d[eE]")
 #: Exact arithmetic for the digits a fold can keep (more are never put in a query); every
 #: operation on values goes through it (Decimal's default context rounds at 28 digits).
 _EXACT = Context(prec=2 * 1000 + 2 * MAX_DIGITS)
-_TIGHT = {"+", "-", "*", "/", "%", "^", "::", ".", "[", "]", "("}
 
 
 class PgNumeric:
@@ -132,7 +120,7 @@ def divide(a: PgNumeric, b: PgNumeric) -> PgNumeric:
     return PgNumeric(_EXACT.scaleb(Decimal(n if exact >= 0 else -n), -scale), scale)
 
 
-def _combine(op: str, a: PgNumeric, b: PgNumeric) -> PgNumeric:
+def combine(op: str, a: PgNumeric, b: PgNumeric) -> PgNumeric:
     if op == "/":
         return divide(a, b)
     value = (_EXACT.add(a.value, b.value) if op == "+" else _EXACT.subtract(a.value, b.value)
@@ -160,204 +148,6 @@ def literal_text(v: PgNumeric) -> str | None:
     if "." not in text:
         text += "."
     return f"(-{text})" if q < 0 else text
-
-
-class _Parser:
-    # Recursive descent over the tokens of one constant expression; None where a token
-    # is not part of one (the caller then leaves the text alone).
-    def __init__(self, toks) -> None:
-        self.toks = toks
-        self.i = 0
-
-    def peek(self):
-        return self.toks[self.i] if self.i < len(self.toks) else None
-
-    def expr(self) -> PgNumeric:
-        v = self.term()
-        while (t := self.peek()) is not None and t.kind == "op" and t.text in "+-":
-            self.i += 1
-            v = _combine(t.text, v, self.term())
-        return v
-
-    def term(self) -> PgNumeric:
-        v = self.unary()
-        while (t := self.peek()) is not None and t.kind == "op" and t.text in "*/":
-            self.i += 1
-            v = _combine(t.text, v, self.unary())
-        return v
-
-    def unary(self) -> PgNumeric:
-        t = self.peek()
-        if t is not None and t.kind == "op" and t.text in "+-":
-            self.i += 1
-            v = self.unary()
-            return v if t.text == "+" else PgNumeric(v.value.copy_negate(), v.scale, v.bits)
-        return self.postfix()
-
-    def postfix(self) -> PgNumeric:
-        v = self.primary()
-        while (t := self.peek()) is not None and t.text == "::":
-            self.i += 2  # the run holds only unconstrained numeric casts
-            v = v.as_numeric()
-        return v
-
-    def primary(self) -> PgNumeric:
-        t = self.peek()
-        if t is None:
-            raise ValueError("expression ends early")
-        self.i += 1
-        if t.kind == "number":
-            return parse_literal(t.text)
-        if t.kind == "op" and t.text == "(":
-            v = self.expr()
-            close = self.peek()
-            if close is None or close.text != ")":
-                raise ValueError("unpaired parenthesis")
-            self.i += 1
-            return v
-        raise ValueError(f"not a constant: {t.text!r}")
-
-
-def _run_end(toks, start: int) -> int:
-    # The end (exclusive) of the longest run of constant tokens from ``start``.
-    n, j, depth = len(toks), start, 0
-    while j < n:
-        t = toks[j]
-        if t.kind == "number" or (t.kind == "op" and t.text in ("+", "-", "*", "/")):
-            j += 1
-        elif t.kind == "op" and t.text == "(":
-            depth += 1
-            j += 1
-        elif t.kind == "op" and t.text == ")":
-            if depth == 0:
-                break
-            depth -= 1
-            j += 1
-        elif (t.kind == "op" and t.text == "::" and j + 1 < n and toks[j + 1].upper in _NUMERIC_TYPES
-              and not (j + 2 < n and toks[j + 2].text == "(")):
-            j += 2
-        else:
-            break
-    while depth and j > start:  # unclosed parentheses: not one expression
-        j -= 1
-        if toks[j].text == "(":
-            depth -= 1
-    return j
-
-
-def _boundary_before(toks, k: int) -> bool:
-    if k < 0:
-        return True
-    t = toks[k]
-    if t.kind == "op":
-        return t.text not in _TIGHT or t.text == "("
-    return t.kind == "word"  # a keyword (SELECT, WHEN, AND ...) or an alias-free position
-
-
-def _boundary_after(toks, k: int) -> bool:
-    if k >= len(toks):
-        return True
-    t = toks[k]
-    if t.kind == "op":
-        return t.text not in _TIGHT
-    return t.kind in ("word", "qident")
-
-
-def fold_constants(sql: str) -> str:
-    """``sql`` with each constant numeric expression replaced by its value as
-    PostgreSQL computes it (see the module docstring).
-
-    >>> fold_constants("SELECT (7 / 2.0)::text, 0.1::numeric + 0.2::numeric AS b, 7 / 2")
-    'SELECT (3.5000000000000000)::text, 0.3 AS b, 7 / 2'
-    """
-    if not _DECIMAL_LITERAL.search(sql):
-        return sql
-    toks = tokenize(sql)
-    if not any(t.kind == "number" and ("." in t.text or "e" in t.text.lower()) for t in toks):
-        return sql
-    pieces, last, i, n = [], 0, 0, len(toks)
-    while i < n:
-        t = toks[i]
-        starts = t.kind == "number" or (t.kind == "op" and t.text in ("(", "-", "+"))
-        if t.kind == "op" and t.text in "+-" and i > 0 and _operand_end(toks[i - 1]):
-            starts = False  # a binary + or -: its left operand is not constant
-        if not starts or not _boundary_before(toks, i - 1) or (
-                t.text == "(" and i > 0 and toks[i - 1].kind in ("word", "qident")
-                and not _keyword(toks[i - 1])):
-            i += 1
-            continue
-        end = _run_end(toks, i)
-        run = toks[i:end]
-        # A lone literal is a whole operand wherever it stands.
-        whole = end == i + 1 or _boundary_after(toks, end)
-        text = _fold(run) if end > i and whole else None
-        if text is None:
-            i += 1
-            continue
-        if run[0].text == "(" and run[-1].text == ")" and not text.startswith("("):
-            text = f"({text})"  # the parentheses may be a VALUES row's: (1), (2.5)
-        pieces.append(sql[last : t.start])
-        pieces.append(text)
-        last = toks[end - 1].end
-        i = end
-    if not pieces:
-        return sql
-    pieces.append(sql[last:])
-    return "".join(pieces)
-
-
-#: Words before a parenthesis that do not make it a call's (a fold may start there).
-_KEYWORDS = {"SELECT", "WHERE", "WHEN", "THEN", "ELSE", "AND", "OR", "NOT", "ON", "BY", "AS",
-             "HAVING", "IN", "IS", "BETWEEN", "LIKE", "ILIKE", "RETURNING", "SET", "DISTINCT",
-             "ALL", "LIMIT", "OFFSET", "END", "CASE", "FROM", "USING"}
-
-
-def _operand_end(t) -> bool:
-    # Whether a token can end an operand (so a + or - after it is binary).
-    return (t.kind in ("number", "string", "qident") or (t.kind == "op" and t.text in ")]")
-            or (t.kind == "word" and not _keyword(t)))
-
-
-def _keyword(t) -> bool:
-    return t.kind == "word" and t.upper in _KEYWORDS
-
-
-def constant_value(toks) -> PgNumeric | None:
-    """The value of tokens that are one constant arithmetic expression, else None.
-
-    >>> constant_value(tokenize("(-7) * 1.50"))
-    PgNumeric(Decimal('-10.50'), 2)
-    """
-    p = _Parser(toks)
-    try:
-        v = p.expr()
-    except (ValueError, ZeroDivisionError, ArithmeticError):
-        return None
-    return v if p.i == len(toks) else None
-
-
-def _fold(run) -> str | None:
-    # The literal for a constant run, or None to leave it as written.
-    numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
-                  or t.upper in _NUMERIC_TYPES for t in run)
-    if not numeric:
-        return None  # integers alone: DuckDB's integer arithmetic is PostgreSQL's
-    if len(run) == 1 and "e" not in run[0].text.lower():
-        return None  # a decimal literal: DuckDB reads it with its scale already
-    p = _Parser(run)
-    try:
-        v = p.expr()
-    except (ValueError, ZeroDivisionError, ArithmeticError):
-        return None
-    if p.i != len(run) or not v.is_numeric:
-        return None
-    text = literal_text(v)
-    if text is None and len(run) > 1:
-        # Left as written, DuckDB would compute it inexactly or fail on its 38 digits.
-        raise UnsupportedSQL(
-            f"a numeric value of {max(v.value.adjusted() + 1, 1)} integer digits and scale "
-            f"{v.scale} is not supported by colmz (DuckDB's DECIMAL holds {MAX_DIGITS} digits)")
-    return text
 
 
 def float8_text(v: float) -> str:

@@ -1,42 +1,36 @@
 """Translation: a Materialize/PostgreSQL query made into the query DuckDB runs.
 
-* :func:`translate` rewrites token by token: ``mz_now()`` becomes the placeholder
-  :data:`MZ_NOW` (one word token, replaced by the evaluation time by
-  :func:`substitute_now`, again token by token, so a string literal holding the same letters
-  is never touched); the type names ``JSONB`` and ``mz_timestamp`` become ``JSON`` and
-  ``UBIGINT``; names beginning with ``__colmz_`` are colmz's own and refused. Calls whose
-  DuckDB namesake means something else are rewritten to PostgreSQL's meaning
-  (:data:`FUNCTION_REWRITES`: ``btrim``, two-argument ``lpad``/``rpad``, ``to_hex``'s case,
-  ``extract(second ...)``'s fraction, ``substr`` before the string, ``generate_series`` in an
-  expression, ``round``'s tie rule by the argument's type, ``round(x, n)``'s scale ``n``;
+* On DuckDB's parse tree, first (:func:`colmz.sql.transforms.apply_transforms`, a table of
+  transforms applied once, bottom-up, to the nodes' spans): calls whose DuckDB namesake means
+  something else (:data:`colmz.sql.transforms.CALLS`: ``btrim``, two-argument
+  ``lpad``/``rpad``, ``to_hex``, ``extract(second ...)``, ``substr``, ``round``,
+  ``generate_series`` in an expression, ``every``, the math functions whose domain
+  PostgreSQL checks, ``array_length``), row comparisons and row ``IN`` lists (element by
+  element, NULL fields give NULL as in PostgreSQL), constant arithmetic holding a
+  ``numeric`` (folded with PostgreSQL's scales: ``7 / 2.0`` is ``3.5000000000000000``) and
+  unconstrained ``::numeric`` casts (``x + CAST(0 AS DECIMAL(1,0))``: integers become
+  ``DECIMAL(p,0)``, decimals keep their scale). What DuckDB computes as a ``DOUBLE`` where
+  PostgreSQL has a numeric (a division by a column, ``avg`` of integers, a double cast to
+  numeric) keeps its value, and its text is refused.
+* Then token by token: ``mz_now()`` becomes the placeholder :data:`MZ_NOW` (one word token,
+  replaced by the evaluation time by :func:`substitute_now`, again token by token, so a
+  string literal holding the same letters is never touched); the type names ``JSONB``,
+  ``mz_timestamp`` and ``float`` become ``JSON``, ``UBIGINT`` and ``DOUBLE``; names beginning
+  with ``__colmz_`` are colmz's own and refused (in the user's text, before any rewrite);
   ``sum``'s argument goes through :data:`SUM_ARGUMENT`, so a sum of ``bigint`` is numeric as
-  in PostgreSQL and divides as numeric); calls and operators DuckDB lacks or
-  runs differently are refused by name (:data:`UNSUPPORTED_FUNCTIONS`,
-  :data:`UNSUPPORTED_OPERATORS`, jsonb ``@>``) with ``UnsupportedSQL``, never left to DuckDB's
-  own error or a different answer.
-* PostgreSQL's errors and types where DuckDB answers otherwise: math functions whose domain
-  PostgreSQL checks (:data:`CHECKED_MATH`: a logarithm of zero raises, not ``-inf``), integer
-  casts of what may be text (:data:`INT_MACROS`: digits only, ``'2.5'::int`` raises), float
-  literals past their type's range, ``array_length`` of an empty array (NULL), ``every``
-  (``bool_and``), PostgreSQL's array text ``'{1,2}'::int[]``, interval text
-  (:data:`INTERVAL_TEXT`: ``-1 days``, ``mons``). Constructs DuckDB lacks (``#``, ``SIMILAR
-  TO``, three-argument ``array_to_string``) are refused by name; DuckDB's own "no such
-  function" errors become refusals naming the call in :func:`colmz.sql.run.run_query`.
-* Constructs rather than calls: LIKE/ILIKE get PostgreSQL's default backslash escape (an
-  ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than LIKE);
-  ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...; row comparisons
-  and row ``IN`` lists are expanded element by element (NULL fields give NULL as in
-  PostgreSQL); casts to text print doubles and reals as PostgreSQL 15 does and casts of text to
-  boolean read its words (passes over the text, each rewriting every cast or comparison found
-  in one reading); ``float`` becomes ``DOUBLE``.
-* Numbers (PostgreSQL's ``numeric``): constant arithmetic holding a decimal literal or a
-  ``::numeric`` is computed by :func:`colmz.sql.numeric.fold_constants` with PostgreSQL's
-  scales (``7 / 2.0`` is ``3.5000000000000000``) into one ``DECIMAL`` literal; an
-  unconstrained ``::numeric`` of anything else is ``x + CAST(0 AS DECIMAL(1,0))`` (integers
-  become ``DECIMAL(p,0)``, decimals keep their scale; DuckDB's ``+``, ``-``, ``*`` of decimals
-  have PostgreSQL's scales). What DuckDB computes as a ``DOUBLE`` where PostgreSQL has a
-  numeric (a division by a column, ``avg`` of integers, a double cast to numeric) keeps its
-  value, and its text is refused (PostgreSQL would print the numeric's digits and scale).
+  in PostgreSQL and divides as numeric; calls and operators DuckDB lacks or runs differently
+  are refused by name (:data:`UNSUPPORTED_FUNCTIONS`, :data:`UNSUPPORTED_OPERATORS`, jsonb
+  ``@>``, ``SIMILAR``) with ``UnsupportedSQL``, never left to DuckDB's own error or a
+  different answer; DuckDB's own "no such function" errors become refusals naming the call
+  in :func:`colmz.sql.run.run_query`. LIKE/ILIKE get PostgreSQL's default backslash escape
+  (an ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than
+  LIKE); ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...;
+  PostgreSQL's array text ``'{1,2}'::int[]`` is DuckDB's; float literals past their type's
+  range raise.
+* Casts to text print doubles and reals as PostgreSQL 15 does, casts of text to boolean
+  read its words, integer casts of what may be text check its digits (:data:`INT_MACROS`:
+  ``'2.5'::int`` raises), intervals print as PostgreSQL's (:data:`INTERVAL_TEXT`: ``-1
+  days``, ``mons``): passes over the text, each rewriting every cast found in one reading.
 * Text of values: ``||``, ``concat()`` and ``concat_ws()`` print a non-text operand as its
   cast to text does, which prints doubles and reals as PostgreSQL does (``'a' || 2.0::float8``
   is ``a2``). Where the type decides and the tokens do not say it, the rewrite calls a macro
@@ -60,15 +54,9 @@ from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import as_qualified, resolve_item
-from colmz.sql.numeric import (
-    constant_value,
-    float4_text,
-    float8_text,
-    fold_constants,
-    literal_text,
-    parse_literal,
-)
+from colmz.sql.numeric import float4_text, float8_text
 from colmz.sql.tokens import check_nesting, closing, require_text, short_text_cache, tokenize
+from colmz.sql.transforms import CHECKED_MATH, apply_transforms
 
 __all__ = [
     "FUNCTIONS",
@@ -98,8 +86,7 @@ _UNSUPPORTED_WORDS = {
     "SUBSCRIBE": "SUBSCRIBE",
     "MUTUALLY": "WITH MUTUALLY RECURSIVE",
 }
-#: PostgreSQL's FLOAT is float8; DuckDB's is 4 bytes.
-_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT", "FLOAT": "DOUBLE"}
+_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT"}
 
 #: PostgreSQL/Materialize functions colmz cannot run with their meaning in DuckDB (absent
 #: there, or present with another one), and why: a call is refused with ``UnsupportedSQL``.
@@ -124,9 +111,6 @@ UNSUPPORTED_OPERATORS = {
     "?": "the jsonb key operators ?, ?| and ?&",
     "#": "the bitwise xor operator #",
 }
-#: Calls rewritten to PostgreSQL's meaning (see :func:`_rewrite_call`).
-FUNCTION_REWRITES = ("BTRIM", "LPAD", "RPAD", "TO_HEX", "EXTRACT", "SUBSTR", "SUBSTRING",
-                     "GENERATE_SERIES", "ROUND")
 
 
 @short_text_cache(1024)
@@ -141,12 +125,17 @@ def translate(sql: str) -> str:
     """
     # Nesting is measured first, in one pass over the tokens: every rewrite below reads a
     # nested construct once per level, so a text nested deeper is refused before any runs.
-    check_nesting(tokenize(require_text(sql, "text")), sql)
-    # Constants are folded first (PostgreSQL's numeric scales, on the user's own text);
-    # casts to numeric, concatenations, casts to text/boolean and row comparisons are
-    # rewritten after the token pass, on its (short) output, in that order.
-    sql = _translate_tokens(fold_constants(sql))
-    return _rewrite_row_comparisons(_rewrite_text_casts(_rewrite_concat(_rewrite_numeric_casts(sql))))
+    toks = tokenize(require_text(sql, "text"))
+    check_nesting(toks, sql)
+    for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
+        if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
+            raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
+    # Constants are folded first (PostgreSQL's numeric scales, on the user's own text), then
+    # calls are rewritten by the table of transforms (on the tree); casts to numeric,
+    # concatenations, casts to text/boolean and row comparisons are rewritten after the
+    # token pass, on its (short) output, in that order.
+    sql = _translate_tokens(apply_transforms(sql, toks))
+    return _rewrite_text_casts(_rewrite_concat(sql))
 
 
 def _translate_tokens(sql: str) -> str:
@@ -167,8 +156,8 @@ def _translate_tokens(sql: str) -> str:
                 last = end
         t = toks[i]
         up = t.upper
-        if up in ("LIKE", "ILIKE"):
-            _like_escape(toks, i, inserts)
+        if up in ("LIKE", "ILIKE") and i + 1 < len(toks) and toks[i + 1].upper in ("ANY", "ALL", "SOME"):
+            raise UnsupportedSQL(f"{t.text} {toks[i + 1].text} (...) is not supported by colmz")
         if up == "VALUES" and (i == 0 or (toks[i - 1].kind == "op" and toks[i - 1].text == "(")):
             # VALUES beginning a query: PostgreSQL names its columns column1, column2, ...
             # (DuckDB col0, col1); an alias's column list, if any, still renames them.
@@ -187,8 +176,6 @@ def _translate_tokens(sql: str) -> str:
             # a view's or subquery's text (``AS of`` alone is a column named "of")
             raise UnsupportedSQL("AS OF inside a query is not supported by colmz (a statement "
                                  "ends with AS OF t, or use as_of=)")
-        if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
-            raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
         if up == "MZ_NOW":
             if not (i + 2 < len(toks) and toks[i + 1].text == "(" and toks[i + 2].text == ")"):
                 raise SQLError("mz_now takes no arguments: write mz_now()")
@@ -197,11 +184,7 @@ def _translate_tokens(sql: str) -> str:
             last = toks[i + 2].end
             i += 3
             continue
-        if up == "BYTEA" and t.kind == "word":
-            last = _bytea_input(sql, toks, i, pieces, last)
-        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS") and (
-                up != "FLOAT" or ((toks[i - 1].text == "::" or _in_cast(toks, i))
-                                  and not (i + 1 < len(toks) and toks[i + 1].text == "("))):
+        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
             pieces.append(sql[last : t.start])
             pieces.append(_TYPE_REWRITES[up])
             last = t.end
@@ -222,41 +205,17 @@ def _translate_tokens(sql: str) -> str:
         if up == "SIMILAR" and i + 1 < len(toks) and toks[i + 1].upper == "TO":
             raise UnsupportedSQL("SIMILAR TO is not supported by colmz (DuckDB reads its pattern as "
                                  "a regular expression: % and _ are not wildcards there)")
+        if up == "SIMILAR":  # substring(s SIMILAR pattern ESCAPE e), which DuckDB cannot parse
+            raise UnsupportedSQL("substring(... SIMILAR ...) is not supported by colmz (SQL regular "
+                                 "expressions differ in DuckDB)")
         if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
             raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
         if _is_call(toks, i):
             if up in UNSUPPORTED_FUNCTIONS:
                 raise UnsupportedSQL(
                     f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
-            if up == "EVERY":  # PostgreSQL's every is bool_and
-                pieces.append(sql[last : t.start])
-                pieces.append("bool_and")
-                last = t.end
-                i += 1
-                continue
-            if up in ("ARRAY_TO_STRING", "STRING_TO_ARRAY") and len(
-                    _arguments(sql, toks, i + 1, _closing(toks, i + 1))) == 3:
-                raise UnsupportedSQL(f"{t.text}() with a third argument (the text of NULL "
-                                     "elements) is not supported by colmz (DuckDB has no such argument)")
-            if up in CALL_MACROS:
-                # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an
-                # infinity where PostgreSQL raises; 0 for an empty array's length): the macro.
-                pieces.append(sql[last : t.start])
-                pieces.append(CALL_MACROS[up])
-                last = t.end
-                i += 1
-                continue
             if up == "SUM":
                 last = _sum_argument(toks, i, pieces, sql, last, inserts)
-            elif up in FUNCTION_REWRITES:
-                end = _closing(toks, i + 1)
-                rewritten = _rewrite_call(up, sql, toks, i, end)
-                if rewritten is not None:
-                    pieces.append(sql[last : t.start])
-                    pieces.append(rewritten)
-                    last = toks[end].end
-                    i = end + 1
-                    continue
         i += 1
     for j in sorted(inserts):
         end = max(last, toks[j].end)
@@ -311,120 +270,6 @@ def _arguments(sql: str, toks, open_at: int, close_at: int) -> list[str]:
     return [a.strip() for a in args]
 
 
-def _rewrite_call(name: str, sql: str, toks, at: int, close_at: int) -> str | None:
-    """PostgreSQL's meaning of the call of ``name`` at token ``at``, as DuckDB text (None:
-    DuckDB's namesake already means the same). Arguments are translated in turn."""
-    args = [translate(a) if a else a for a in _arguments(sql, toks, at + 1, close_at)]
-    if name == "BTRIM":  # DuckDB's trim(string[, characters]) is PostgreSQL's btrim
-        return f"trim({', '.join(args)})"
-    if name in ("LPAD", "RPAD") and len(args) == 2:  # PostgreSQL pads with spaces by default
-        return f"{name.lower()}({args[0]}, {args[1]}, ' ')"
-    if name == "TO_HEX" and len(args) == 1:
-        # PostgreSQL prints lower-case digits, and an int4 (or int2) in 32 bits (-1 is ffffffff)
-        x = args[0]
-        if x.strip().isdigit():
-            return f"lower(to_hex({x}))"
-        return (f"lower(to_hex(CASE WHEN typeof({x}) IN ('INTEGER', 'SMALLINT', 'TINYINT') AND {x} < 0 "
-                f"THEN CAST({x} AS BIGINT) + 4294967296 ELSE {x} END))")
-    if name == "EXTRACT" and len(args) == 1:
-        words = args[0].split(None, 2)
-        if len(words) == 3 and words[0].upper() == "SECOND" and words[1].upper() == "FROM":
-            # PostgreSQL's seconds keep their fraction; DuckDB's second is whole.
-            return f"(date_part('microsecond', {words[2]}) / 1000000.0)"
-    if name in ("SUBSTR", "SUBSTRING"):
-        return _substr(name, args)
-    if name == "ROUND" and len(args) == 1:
-        return _round(_arguments(sql, toks, at + 1, close_at)[0], args[0])
-    if name == "ROUND" and len(args) == 2:
-        return _round_places(args[0], args[1])
-    if name == "GENERATE_SERIES" and not _is_table_function(toks, at):
-        inside = _conditional_around(toks, at)
-        if inside:
-            raise UnsupportedSQL(f"generate_series() inside {inside} is not supported by colmz "
-                                 "(PostgreSQL does not allow set-returning functions there)")
-        # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
-        # generate_series returns one list, which unnest spreads into those rows.
-        return f"unnest(generate_series({', '.join(args)}))"
-    return None
-
-
-_FLOAT_TYPES = ("FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE", "PRECISION")
-
-
-def _round(raw: str, x: str) -> str:
-    """PostgreSQL's round(x): half to even for a double (``rint``), half away from zero
-    for numeric (DuckDB's round). ``raw`` is the argument as written, ``x`` translated. The
-    type is read from the argument's own tokens where they say it -- a final cast, a number
-    literal (numeric in PostgreSQL) -- and otherwise from DuckDB's type of the value: a
-    DOUBLE or FLOAT rounds half to even (a colmz column is never numeric: colmz stores no
-    decimals)."""
-    toks = tokenize(raw)
-    kind = None
-    if len(toks) == 1 and toks[0].kind == "number":
-        kind = "numeric"
-    else:
-        target = None
-        if len(toks) >= 3 and toks[-2].text == "::":
-            target = toks[-1].upper
-        elif (len(toks) >= 6 and toks[0].upper == "CAST" and toks[1].text == "("
-              and _closing(toks, 1) == len(toks) - 1 and toks[-3].upper == "AS"):
-            target = toks[-2].upper
-        elif (len(toks) >= 7 and toks[0].upper == "CAST" and toks[1].text == "("
-              and _closing(toks, 1) == len(toks) - 1 and toks[-4].upper == "AS"):
-            target = toks[-3].upper  # CAST(x AS double precision)
-        kind = ("double" if target in _FLOAT_TYPES else
-                "numeric" if target in ("NUMERIC", "DECIMAL") else None)
-    if kind is None and len(toks) >= 4 and toks[0].upper == "AVG" and toks[1].text == "(" \
-            and _closing(toks, 1) == len(toks) - 1:
-        # PostgreSQL's avg of integers or numeric is numeric (DuckDB's is DOUBLE); of a
-        # double, double: the argument's type decides.
-        inner = x[x.index("(") + 1 : x.rindex(")")]
-        return (f"(CASE WHEN typeof(min({inner})) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
-                f"ELSE round({x}) END)")
-    if kind is None:
-        words = [t for j, t in enumerate(toks) if t.kind in ("word", "qident")]
-        numeric = any(t.kind == "number" and ("." in t.text or "e" in t.text.lower()) for t in toks) \
-            or any(t.upper in ("NUMERIC", "DECIMAL", "AVG") for t in words)
-        floats = any(t.upper in _FLOAT_TYPES for t in words)
-        if floats:
-            kind = "double"  # double with numeric is double in PostgreSQL
-        elif numeric:
-            untyped = [j for j, t in enumerate(toks) if t.kind in ("word", "qident")
-                       and not (j > 0 and toks[j - 1].text in ("::", "."))
-                       and not (j + 1 < len(toks) and (toks[j + 1].text in ("(", "::", ".")
-                                                        or toks[j + 1].upper == "AS"))
-                       and t.upper not in ("AS", "NUMERIC", "DECIMAL", "INT", "INTEGER",
-                                           "BIGINT", "INT8", "INT4", "SMALLINT")]
-            if not untyped:
-                kind = "numeric"  # literals, and names cast to a type, none of them float
-            else:
-                raise UnsupportedSQL(
-                    "round() of an expression mixing a numeric value (a decimal literal, a "
-                    "::numeric cast, avg) with values of a type colmz reads only when it runs "
-                    "is not supported by colmz: PostgreSQL rounds numeric half away from zero "
-                    "and double half to even, so cast the argument to numeric or float8")
-    if kind == "numeric":
-        return f"round({x})"
-    if kind == "double":
-        return f"round_even({x}, 0)"
-    return (f"(CASE WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
-            f"ELSE round({x}) END)")
-
-
-def _in_cast(toks, at: int) -> bool:
-    # Whether the token at ``at`` is inside CAST(...)/TRY_CAST(...) at its top level.
-    depth = 0
-    for j in range(at - 1, -1, -1):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in ")]":
-            depth += 1
-        elif tok.kind == "op" and tok.text in "([":
-            if depth == 0:
-                return j > 0 and toks[j - 1].upper in ("CAST", "TRY_CAST")
-            depth -= 1
-    return False
-
-
 def _array_operands(toks, at: int) -> bool:
     # Whether the @>/<@ at ``at`` is visibly between arrays: ARRAY[...] or an array cast.
     nxt = toks[at + 1] if at + 1 < len(toks) else None
@@ -432,10 +277,6 @@ def _array_operands(toks, at: int) -> bool:
     if nxt is not None and nxt.upper == "ARRAY":
         return True
     return prev is not None and prev.kind == "op" and prev.text == "]"
-
-
-_ROW_CMP = re.compile(r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
-_CMP_OPS = ("=", "<>", "!=", "<", "<=", ">", ">=")
 
 
 def _rewrite_until_settled(sql: str, find, build, what: str, depth: int = 64) -> str:
@@ -464,128 +305,6 @@ def _rewrite_until_settled(sql: str, find, build, what: str, depth: int = 64) ->
     raise UnsupportedSQL(f"{what} nested {depth} deep are not supported by colmz")
 
 
-def _rewrite_row_comparisons(sql: str) -> str:
-    # ``(a1, a2) < (b1, b2)`` compared element by element as PostgreSQL does: the first pair
-    # that is unequal or holds a NULL decides (NULL if it holds one); = and <> are the AND
-    # and OR of the pairs. DuckDB compares them as structs, NULL fields as values.
-    if not _ROW_CMP.search(sql):
-        return sql
-    return _rewrite_until_settled(sql, _row_comparisons, _expand_row_comparison, "row comparisons")
-
-
-def _row_fields(sql: str, toks, open_at: int, close_at: int, is_row: bool):
-    args = _arguments(sql, toks, open_at, close_at)
-    if len(args) < 2 and not is_row:
-        return None
-    return args
-
-
-def _row_comparisons(sql: str, toks):
-    n = len(toks)
-    for k, t in enumerate(toks):
-        op = t.text
-        if t.upper == "IS" and k > 0 and toks[k - 1].text == ")":
-            # (a, b) IS [NOT] NULL: every field NULL (not NULL), as PostgreSQL reads a row
-            negated = k + 1 < n and toks[k + 1].upper == "NOT"
-            at_null = k + (2 if negated else 1)
-            if not (at_null < n and toks[at_null].upper == "NULL"):
-                continue
-            open_l = _opening(toks, k - 1)
-            before = toks[open_l - 1] if open_l > 0 else None
-            left_row = before is not None and before.upper == "ROW"
-            if before is not None and not left_row and (
-                    before.kind == "qident" or (before.kind == "word" and before.upper not in _NOT_CALLS)):
-                continue
-            fields = _row_fields(sql, toks, open_l, k - 1, left_row)
-            if fields is None:
-                continue
-            start = before.start if left_row else toks[open_l].start
-            yield start, toks[at_null].end, "IS NOT NULL" if negated else "IS NULL", fields, None
-            continue
-        if t.upper in ("IN", "NOT") and k > 0 and toks[k - 1].text == ")":
-            if t.upper == "NOT":
-                if not (k + 1 < n and toks[k + 1].upper == "IN"):
-                    continue
-                op = "NOT IN"
-            else:
-                op = "IN"
-        elif not (t.kind == "op" and t.text in _CMP_OPS and k > 0 and toks[k - 1].text == ")"
-                  and k + 1 < n):
-            continue
-        close_l = k - 1
-        depth = 0
-        for open_l in range(close_l, -1, -1):
-            if toks[open_l].kind == "op" and toks[open_l].text in ")]":
-                depth += 1
-            elif toks[open_l].kind == "op" and toks[open_l].text in "([":
-                depth -= 1
-                if depth == 0:
-                    break
-        before = toks[open_l - 1] if open_l > 0 else None
-        left_row = before is not None and before.upper == "ROW"
-        if before is not None and not left_row and (
-                before.kind == "qident" or (before.kind == "word" and before.upper not in _NOT_CALLS)):
-            continue  # f(a, b) = ...: a call, not a row
-        j = k + (2 if op == "NOT IN" else 1)
-        if op in ("IN", "NOT IN"):
-            found = _row_in(sql, toks, open_l, close_l, left_row, j)
-            if found is not None:
-                start = toks[open_l - 1].start if left_row else toks[open_l].start
-                yield start, found[0], op, found[1], found[2]
-            continue
-        right_row = toks[j].upper == "ROW"
-        if right_row:
-            j += 1
-        if not (j < n and toks[j].kind == "op" and toks[j].text == "("):
-            continue
-        close_r = _closing(toks, j)
-        left = _row_fields(sql, toks, open_l, close_l, left_row)
-        right = _row_fields(sql, toks, j, close_r, right_row)
-        if left is None or right is None:
-            continue
-        if len(left) != len(right):
-            raise SQLError(f"row comparison of {len(left)} fields with {len(right)} fields")
-        for f in left + right:
-            ft = tokenize(f)
-            if ft and (ft[0].upper == "ROW" or (ft[0].text == "(" and ft[-1].text == ")"
-                                                and len(_arguments(f, ft, 0, len(ft) - 1)) > 1
-                                                and _closing(ft, 0) == len(ft) - 1)):
-                raise UnsupportedSQL("row comparisons of nested rows are not supported by colmz")
-            if ft and ft[0].upper in ("SELECT", "WITH"):
-                raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
-        start = toks[open_l - 1].start if left_row else toks[open_l].start
-        yield start, toks[close_r].end, op, left, right
-
-
-def _row_in(sql: str, toks, open_l: int, close_l: int, left_row: bool, j: int):
-    # ``(a, b) IN ((1, 2), (3, 4))``: (end, left fields, [right rows' fields]) or None
-    # where the left is not a row or the right not a list of rows (a subquery stays).
-    n = len(toks)
-    if not (j < n and toks[j].kind == "op" and toks[j].text == "("):
-        return None
-    left = _row_fields(sql, toks, open_l, close_l, left_row)
-    if left is None:
-        return None
-    close = _closing(toks, j)
-    rows, k = [], j + 1
-    while k < close:
-        row = toks[k].upper == "ROW"
-        if row:
-            k += 1
-        if not (toks[k].kind == "op" and toks[k].text == "("):
-            return None
-        end = _closing(toks, k)
-        fields = _row_fields(sql, toks, k, end, row)
-        if fields is None or len(fields) != len(left):
-            return None
-        rows.append(fields)
-        k = end + 1
-        if k < close and toks[k].text != ",":
-            return None
-        k += 1
-    return (toks[close].end, left, rows) if rows else None
-
-
 def _opening(toks, close_at: int) -> int:
     depth = 0
     for j in range(close_at, -1, -1):
@@ -611,213 +330,10 @@ def _case_opening(toks, end_at: int) -> int | None:
     return None
 
 
-def _expand_row_comparison(op: str, left: list[str], right) -> str:
-    if op in ("IS NULL", "IS NOT NULL"):
-        return "(" + " AND ".join(f"({f}) {op}" for f in left) + ")"
-    if op in ("IN", "NOT IN"):  # the OR of the rows' equalities, as PostgreSQL reads IN
-        any_equal = " OR ".join(_expand_row_comparison("=", left, r) for r in right)
-        return f"({'NOT ' if op == 'NOT IN' else ''}({any_equal}))"
-    pairs = [(f"({a})", f"({b})") for a, b in zip(left, right)]
-    if op == "=":
-        return "(" + " AND ".join(f"{a} = {b}" for a, b in pairs) + ")"
-    if op in ("<>", "!="):
-        return "(" + " OR ".join(f"{a} <> {b}" for a, b in pairs) + ")"
-    whens = " ".join(f"WHEN {a} IS NULL OR {b} IS NULL THEN NULL WHEN {a} <> {b} THEN {a} {op} {b}"
-                     for a, b in pairs)
-    return f"(CASE {whens} ELSE {'true' if op in ('<=', '>=') else 'false'} END)"
-
-
-_NEGATIVE_LENGTH = "error('negative substring length not allowed')"
-
-
-def _substr(name: str, args: list[str]) -> str:
-    # PostgreSQL's substr(s, a, n) is the characters at positions a .. a+n-1 that exist (a
-    # position before the first counts, holding nothing); DuckDB counts a < 1 from the end.
-    if len(args) == 1:  # substring(s FROM a FOR n), substring(s FOR n), substring(s FROM a)
-        parts = _split_keywords(args[0])
-        if parts is None:
-            raise UnsupportedSQL(
-                f"{name.lower()}(... SIMILAR ...) is not supported by colmz (SQL regular "
-                "expressions differ in DuckDB)")
-        s_arg, a_arg, n_arg = parts
-        if a_arg is not None and a_arg.lstrip().startswith(("'", "E'", "e'", "$")):
-            raise UnsupportedSQL(
-                f"{name.lower()}(string FROM pattern) with a text pattern (a POSIX regular "
-                "expression match) is not supported by colmz")
-        args = [s_arg, a_arg if a_arg is not None else "1"] + ([n_arg] if n_arg is not None else [])
-    if len(args) not in (2, 3):
-        return f"{name.lower()}({', '.join(args)})"
-    s_arg, a = args[0], f"({args[1]})"
-    start = f"CASE WHEN {a} < 1 THEN 1 ELSE {a} END"
-    if len(args) == 2:
-        return f"substr({s_arg}, {start})"
-    n = f"({args[2]})"
-    last = f"{a} + {n} - 1"
-    length = (f"CASE WHEN {n} < 0 THEN {_NEGATIVE_LENGTH} WHEN {a} < 1 THEN "
-              f"(CASE WHEN {last} < 0 THEN 0 ELSE {last} END) ELSE {n} END")
-    return f"substr({s_arg}, {start}, {length})"
-
-
-def _split_keywords(text: str):
-    # ``s FROM a FOR n`` -> (s, a, n) (None for an absent part); None where SIMILAR appears.
-    toks = tokenize(text)
-    cuts, depth = {}, 0
-    for j, tok in enumerate(toks):
-        if tok.kind == "op" and tok.text in "([":
-            depth += 1
-        elif tok.kind == "op" and tok.text in ")]":
-            depth -= 1
-        elif depth == 0 and tok.upper in ("FROM", "FOR", "SIMILAR"):
-            if tok.upper == "SIMILAR":
-                return None
-            cuts[tok.upper] = j
-    bounds = sorted((j, k) for k, j in cuts.items())
-    out = {}
-    head_end = bounds[0][0] if bounds else len(toks)
-    s_arg = text[: toks[head_end].start].strip() if head_end < len(toks) else text.strip()
-    for idx, (j, k) in enumerate(bounds):
-        stop = toks[bounds[idx + 1][0]].start if idx + 1 < len(bounds) else len(text)
-        out[k] = text[toks[j].end : stop].strip()
-    return s_arg, out.get("FROM"), out.get("FOR")
-
-
-def _conditional_around(toks, at: int) -> str | None:
-    # "CASE" or "coalesce()" when the token at ``at`` is inside one (of its own query).
-    depth, ends = 0, 0
-    for j in range(at - 1, -1, -1):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in ")]":
-            depth += 1
-        elif tok.kind == "op" and tok.text in "([":
-            if depth == 0:
-                if j > 0 and toks[j - 1].upper in ("COALESCE", "NULLIF", "GREATEST", "LEAST"):
-                    return f"{toks[j - 1].text}()"
-                if j + 1 < len(toks) and toks[j + 1].upper in ("SELECT", "WITH"):
-                    return None
-            else:
-                depth -= 1
-        elif depth <= 0 and tok.upper == "END":
-            ends += 1
-        elif depth <= 0 and tok.upper == "CASE":
-            if ends == 0:
-                return "CASE"
-            ends -= 1
-    return None
-
-
-def _is_table_function(toks, at: int) -> bool:
-    # Whether the call at ``at`` is a relation of a FROM list (FROM f(...), JOIN f(...),
-    # LATERAL f(...), or after a comma of a FROM list), not an expression.
-    prev = toks[at - 1] if at > 0 else None
-    if prev is None:
-        return False
-    if prev.upper in ("JOIN", "LATERAL"):
-        return True
-    if not (prev.upper == "FROM" or (prev.kind == "op" and prev.text == ",")):
-        return False
-    # Walk back at this depth to the clause word that governs the position.
-    depth = 0
-    for j in range(at - 1, -1, -1):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in ")]":
-            depth += 1
-        elif tok.kind == "op" and tok.text in "([":
-            if depth == 0:
-                # Inside parentheses: a call's (extract(x FROM ...)) is an expression.
-                return not (j > 0 and toks[j - 1].kind == "word"
-                            and toks[j - 1].upper not in ("FROM", "JOIN", "LATERAL"))
-            depth -= 1
-        elif depth == 0 and tok.upper == "FROM":
-            if j > 0 and toks[j - 1].upper == "DISTINCT":
-                return False
-            # FROM of a query, unless inside a call's parentheses (checked further back).
-            for k in range(j - 1, -1, -1):
-                tk = toks[k]
-                if tk.kind == "op" and tk.text in ")]":
-                    depth += 1
-                elif tk.kind == "op" and tk.text in "([":
-                    if depth == 0:
-                        return not (k > 0 and toks[k - 1].kind == "word")
-                    depth -= 1
-            return True
-        elif depth == 0 and tok.upper in ("SELECT", "WHERE", "ON", "GROUP", "HAVING", "ORDER",
-                                          "RETURNING", "SET", "VALUES"):
-            return False
-    return False
-
-
-# ----------------------------------------------------------------------------- LIKE's escape
-
-#: Operators binding tighter than LIKE (PostgreSQL's "any other operator" and arithmetic):
-#: a LIKE pattern runs over them.
-_TIGHTER_OPS = {"||", "+", "-", "*", "/", "%", "^", "->", "->>", "&", "|", "#", "<<", ">>"}
-_TYPED_LITERALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL"}
-
-
-def _like_escape(toks, at: int, inserts: dict[int, str]) -> None:
-    """Give the LIKE/ILIKE at ``at`` PostgreSQL's default escape, a backslash (DuckDB's
-    default is none), unless it has an ESCAPE clause or its pattern is a literal without one."""
-    nxt = toks[at + 1] if at + 1 < len(toks) else None
-    if nxt is None:
-        return
-    if nxt.upper in ("ANY", "ALL", "SOME"):
-        raise UnsupportedSQL(f"{toks[at].text} {nxt.text} (...) is not supported by colmz")
-    end = _pattern_end(toks, at + 1)
-    if end is None:
-        raise UnsupportedSQL(
-            f"{toks[at].text} with this pattern is not supported by colmz (it cannot give it "
-            "PostgreSQL's default backslash escape): write the pattern as a literal, a name "
-            "or a call, or add an ESCAPE clause")
-    if end + 1 < len(toks) and toks[end + 1].upper == "ESCAPE":
-        return
-    if end == at + 1 and nxt.kind == "string" and "\\" not in nxt.text:
-        return  # a literal pattern without a backslash means the same under either escape
-    inserts[end] = " ESCAPE '\\'" + inserts.get(end, "")  # inside what ends there too
-
-
-def _pattern_end(toks, j: int) -> int | None:
-    # The last token of the expression starting at ``j`` that binds tighter than LIKE.
-    n = len(toks)
-    while j < n:
-        while j < n and toks[j].kind == "op" and toks[j].text in ("-", "+"):
-            j += 1
-        if j >= n:
-            return None
-        t = toks[j]
-        if t.kind == "op" and t.text == "(":
-            j = _closing(toks, j)
-        elif t.kind in ("word", "qident"):
-            if t.upper in ("CASE", "ANY", "ALL", "SOME", "ARRAY", "NOT", "EXISTS"):
-                return None
-            while j + 2 < n and toks[j + 1].text == "." and toks[j + 2].kind in ("word", "qident"):
-                j += 2
-            if t.upper in _TYPED_LITERALS and j + 1 < n and toks[j + 1].kind == "string":
-                j += 1
-            elif j + 1 < n and toks[j + 1].kind == "op" and toks[j + 1].text == "(":
-                j = _closing(toks, j + 1)
-        elif t.kind not in ("string", "number"):
-            return None
-        while j + 1 < n:  # postfix: casts and subscripts
-            if toks[j + 1].text == "::" and j + 2 < n:
-                j += 2
-                if j + 1 < n and toks[j + 1].upper in ("PRECISION", "VARYING"):
-                    j += 1
-                if j + 1 < n and toks[j + 1].text == "(":
-                    j = _closing(toks, j + 1)
-                while j + 2 < n and toks[j + 1].text == "[" and toks[j + 2].text == "]":
-                    j += 2
-            elif toks[j + 1].kind == "op" and toks[j + 1].text == "[":
-                j = _closing(toks, j + 1)
-            else:
-                break
-        if j + 1 < n and toks[j + 1].kind == "op" and toks[j + 1].text in _TIGHTER_OPS:
-            j += 2
-            continue
-        return j
-    return None
-
-
 # ----------------------------------------------------------------------------- VALUES' names
+
+#: Types whose literal is written ``TYPE 'text'``.
+_TYPED_LITERALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL"}
 
 
 def _column_names(first: int, last: int) -> str:
@@ -1163,11 +679,6 @@ def _check_float_literal(literal: str, target: str) -> None:
 def _pg_integer(x: str, target: str) -> str:
     # PostgreSQL's reading of ``x`` as an integer of ``target`` (see INT_MACROS).
     return f"{INT_MACROS[_INT_TYPES[target]]}({x})"
-
-
-def _numeric_casts(sql: str, toks):
-    # Every cast to unconstrained numeric, in order: (start, end, operand, target).
-    return _casts_to(sql, toks, _NUMERIC_WORDS)
 
 
 def _casts_to(sql: str, toks, targets):
@@ -1586,47 +1097,12 @@ BYTEA_INPUT_MACRO = (
     "starting \\x) is not supported by colmz') ELSE CAST(s AS BLOB) END")
 
 
-def _bytea_input(sql: str, toks, i: int, pieces: list[str], last: int) -> int:
-    # ``'...'::bytea`` and ``bytea '...'`` read their string as PostgreSQL's bytea input
-    # (:data:`BYTEA_INPUT_MACRO`); any other cast to bytea is refused. Returns the new
-    # ``last`` of translate's token pass.
-    cast_target = i > 0 and (toks[i - 1].text == "::" or (toks[i - 1].upper == "AS" and _in_cast(toks, i)))
-    if cast_target and i >= 2 and toks[i - 1].text == "::" and toks[i - 2].kind == "string" \
-            and toks[i - 2].start >= last and not (i + 1 < len(toks) and toks[i + 1].text == "["):
-        pieces.append(sql[last : toks[i - 2].start])
-        pieces.append(f"{BYTEA_IN}({toks[i - 2].text})")
-        return toks[i].end
-    if not cast_target and i + 1 < len(toks) and toks[i + 1].kind == "string" and toks[i].start >= last:
-        pieces.append(sql[last : toks[i].start])
-        pieces.append(f"{BYTEA_IN}({toks[i + 1].text})")
-        return toks[i + 1].end
-    if cast_target:
-        raise UnsupportedSQL(
-            "a cast to bytea of anything but a string literal is not supported by colmz "
-            "(PostgreSQL reads text as hex digits after \\x; DuckDB reads \\xNN escapes)")
-    return last
-
-
 # ----------------------------------------------------------------------------- numeric
 
-_NUMERIC_WORDS = ("NUMERIC", "DECIMAL")
 #: The macro a ``sum``'s argument goes through (:data:`MACROS`).
 SUM_ARGUMENT = RESERVED_PREFIX + "sum_arg"
 _SMALL_INTS = ("TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER")
 _WIDE_INTS = ("BIGINT", "UBIGINT", "HUGEINT", "UHUGEINT")
-#: What PostgreSQL's unconstrained ``numeric`` cast of a non-literal ``x`` becomes: ``x``
-#: plus a zero of ``DECIMAL(1,0)`` (DuckDB's sum of decimals has the larger scale and of a
-#: double and a decimal is a double): an integer becomes a ``DECIMAL(p,0)``, a decimal
-#: keeps its scale, a double stays a double (PostgreSQL keeps its 15 significant digits at
-#: a scale that depends on the value, which no ``DECIMAL`` type holds -- its text is
-#: refused, see _numeric_source). Text has no such sum: DuckDB's binder error for it is
-#: turned into a refusal by :func:`colmz.sql.run.run_query` (PostgreSQL keeps each text
-#: value's own scale).
-NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
-
-#: Math functions whose domain PostgreSQL checks (it raises where DuckDB answers NaN or an
-#: infinity), called through the macros of :data:`MATH_MACROS` of the same arguments.
-CHECKED_MATH = {f: RESERVED_PREFIX + f.lower() for f in ("LN", "LOG", "LOG10", "SQRT", "EXP", "POWER", "POW")}
 _LOG_DOMAIN = ("WHEN {x} = 0 THEN error('cannot take logarithm of zero') "
                "WHEN {x} < 0 THEN error('cannot take logarithm of a negative number') ")
 _FLOAT_RANGE = ("CASE WHEN typeof({x}) LIKE 'DECIMAL%' THEN error('{f}() of a numeric whose result is "
@@ -1644,24 +1120,22 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
 #: underflow answers 0). NaN passes through as in PostgreSQL. An argument appears more than
 #: once in a macro: a volatile one (``random()``) is evaluated more than once.
 MATH_MACROS = (
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LN']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LOG10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['LOG']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['ln']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['log10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['log']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")
     + "ELSE log10(x) END, (b, x) AS CASE " + _LOG_DOMAIN.format(x="b") + _LOG_DOMAIN.format(x="x")
     + "WHEN b = 1 THEN error('division by zero') ELSE ln(x) / ln(b) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['SQRT']}(x) AS CASE WHEN x < 0 THEN "
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['sqrt']}(x) AS CASE WHEN x < 0 THEN "
     "error('cannot take square root of a negative number') ELSE sqrt(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['EXP']}(x) AS CASE WHEN isinf(exp(x)) AND NOT "
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['exp']}(x) AS CASE WHEN isinf(exp(x)) AND NOT "
     "isinf(CAST(x AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x", f="exp", how="overflow")
     + " WHEN exp(x) = 0 AND NOT isinf(CAST(x AS DOUBLE)) AND typeof(x) NOT LIKE 'DECIMAL%' "
     "THEN error('value out of range: underflow') ELSE exp(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['POWER']}" + _POWER,
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['POW']}" + _POWER,
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['power']}" + _POWER,
+    f"CREATE OR REPLACE MACRO {CHECKED_MATH['pow']}" + _POWER,
     # PostgreSQL's array_length of an empty array (of the dimension asked) is NULL.
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS nullif(array_length(a, d), 0)",
 )
-#: Calls made calls of a colmz macro of the same arguments (:data:`MATH_MACROS`).
-CALL_MACROS = {**CHECKED_MATH, "ARRAY_LENGTH": RESERVED_PREFIX + "array_length"}
 
 #: Macros every colmz connection defines (:func:`colmz.sql.connect`), overloaded by the
 #: argument's type, which DuckDB resolves when it binds the query (a macro's argument
@@ -1683,50 +1157,6 @@ SUM_ARGUMENT_UNTYPED = (
     f"({', '.join(repr(t) for t in _WIDE_INTS)}) THEN error('sum() of a bigint is not supported "
     "by colmz with this DuckDB (PostgreSQL sums int8 as numeric; DuckDB 1.4 or later gives it "
     "that type)') ELSE x END")
-
-
-#: Where a text may hold a cast to numeric (a superset: the tokens decide).
-_MAY_CAST_TO_NUMERIC = re.compile(r"numeric|decimal", re.IGNORECASE)
-
-
-def _numeric_cast(operand: str, target: str) -> str:
-    # PostgreSQL's unconstrained numeric of ``operand``: a literal exactly (its scale as
-    # written), anything else through the NUMERIC_CAST macro.
-    toks = tokenize(operand)
-    if len(toks) == 1 and toks[0].upper == "NULL":
-        return "CAST(NULL AS DECIMAL(38,0))"
-    if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
-        raw = toks[0].text[1:-1].replace("''", "'").strip()
-        if raw.lower().lstrip("+-") in ("nan", "infinity", "inf"):
-            raise UnsupportedSQL(f"numeric {toks[0].text} is not supported by colmz "
-                                 "(DuckDB's DECIMAL has no NaN or infinity)")
-        try:
-            if "_" in raw or not raw:
-                raise ValueError(raw)
-            value = parse_literal(raw if any(c in raw for c in ".eE") else raw + ".")
-        except (ValueError, ArithmeticError):
-            raise SQLError(f"invalid input syntax for type numeric: {toks[0].text}") from None
-        text = literal_text(value)
-        if text is None:
-            raise UnsupportedSQL(f"numeric {toks[0].text} is not supported by colmz (more than "
-                                 "the 38 digits of DuckDB's DECIMAL)")
-        return text
-    value = constant_value(toks) if all(t.kind in ("number", "op") for t in toks) else None
-    if value is not None:
-        # CAST(2.5 AS numeric) (the constant fold reads the :: form): the value exactly.
-        text = literal_text(value.as_numeric())
-        if text is None:
-            raise UnsupportedSQL(f"numeric {operand} is not supported by colmz (more than the 38 "
-                                 "digits of DuckDB's DECIMAL)")
-        return text
-    return f"({operand} + {NUMERIC_CAST})"
-
-
-def _rewrite_numeric_casts(sql: str) -> str:
-    # ``x::numeric`` and ``CAST(x AS numeric)``, unconstrained: see _numeric_cast.
-    if not _MAY_CAST_TO_NUMERIC.search(sql):
-        return sql
-    return _rewrite_until_settled(sql, _numeric_casts, _numeric_cast, "casts to numeric")
 
 
 def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dict) -> int:
@@ -1755,22 +1185,6 @@ def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dic
     pieces.append(SUM_ARGUMENT + "(")
     inserts[end - 1] = ")" + inserts.get(end - 1, "")
     return toks[first].start
-
-
-def _round_places(x: str, places: str) -> str:
-    # PostgreSQL's round(x, n) is numeric's (there is no round(float8, int)): its scale is
-    # n, where DuckDB keeps the argument's scale when it is smaller (round(2.5, 2) is 2.5
-    # there, 2.50 in PostgreSQL) and an integer stays an integer. A double (colmz's
-    # ``::numeric`` of a double) is rounded as a double.
-    ptoks = tokenize(places)
-    if not (len(ptoks) == 1 and ptoks[0].kind == "number" and ptoks[0].text.isdigit()
-            and int(ptoks[0].text) <= 37):
-        return f"round({x}, {places})"
-    n = int(ptoks[0].text)
-    # Adding a zero of scale n gives a decimal or integer the scale n and leaves a double a
-    # double (DuckDB's sum of decimals has the larger scale; of a double and a decimal, a
-    # double).
-    return f"(round({x}, {n}) + CAST(0 AS DECIMAL({n + 1},{n})))"
 
 
 # ----------------------------------------------------------------------------- concatenation

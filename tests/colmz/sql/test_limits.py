@@ -20,19 +20,20 @@ translate_mod = importlib.import_module("colmz.sql.translate")  # colmz.sql.tran
 
 @pytest.fixture
 def rewrites(monkeypatch):
-    """Counts of the rewrites translate runs: the constant folding and the fixpoint loop."""
+    """Counts of the rewrites translate runs: the table of transforms on the tree (which
+    folds constants) and the fixpoint loop."""
     calls = {"fold": 0, "settle": 0}
-    fold, settle = translate_mod.fold_constants, translate_mod._rewrite_until_settled
+    fold, settle = translate_mod.apply_transforms, translate_mod._rewrite_until_settled
 
-    def counted_fold(sql):
+    def counted_fold(*a, **k):
         calls["fold"] += 1
-        return fold(sql)
+        return fold(*a, **k)
 
     def counted_settle(*a, **k):
         calls["settle"] += 1
         return settle(*a, **k)
 
-    monkeypatch.setattr(translate_mod, "fold_constants", counted_fold)
+    monkeypatch.setattr(translate_mod, "apply_transforms", counted_fold)
     monkeypatch.setattr(translate_mod, "_rewrite_until_settled", counted_settle)
     translate.cache_clear()
     return calls
