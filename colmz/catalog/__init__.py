@@ -28,9 +28,10 @@ Examples
 """
 
 from colmz.arrangement.collection import ArrangementCollection, CompactedAway
-from colmz.catalog.durable import RETRIES, RETRY_BACKOFF, Catalog, Mirror
+from colmz.catalog.durable import RETRIES, RETRY_BACKOFF, Catalog
 from colmz.catalog.engine import Engine
 from colmz.catalog.location import NestedStore, check_catalog_location
+from colmz.catalog.mirror import Mirror
 from colmz.catalog.objects import RESERVED_COLUMNS, CatalogObject, Key, check_columns
 from colmz.catalog.store import (
     INTENT_PREFIX,

@@ -50,14 +50,14 @@ import contextlib
 import os
 import random
 import time
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from colmz.arrangement.collection import ArrangementCollection, CompactedAway
+from colmz.arrangement.collection import CompactedAway
 from colmz.catalog.engine import Engine
 from colmz.catalog.frames import table_batch
 from colmz.catalog.location import check_catalog_location
+from colmz.catalog.mirror import Mirror
 from colmz.catalog.objects import (
     NAMESPACES,
     CatalogObject,
@@ -70,8 +70,7 @@ from colmz.catalog.store import CatalogStore
 from colmz.continual import ContinualTask
 from colmz.dataflow.maintained import MODES as VIEW_MODES
 from colmz.dataflow.maintained import ViewExplanation
-from colmz.frontier import Frontier
-from colmz.sql import DEFAULT_DATABASE, DEFAULT_SCHEMA, display_name, parse, session
+from colmz.sql import display_name, parse, session
 from colmz.sql.tokens import require_text
 from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
@@ -86,21 +85,6 @@ RETRIES = 16
 #: 1 s), uniformly at random: the loser of a race does not retry in step with the winner
 #: (persist's ``src/persist-client/src/retry.rs`` upstream backs off with jitter too).
 RETRY_BACKOFF = 0.01
-
-
-@dataclass
-class Mirror:
-    """What the catalog record holds, as this handle last loaded or committed it: changed
-    only once a commit succeeded, so the next commit builds on it."""
-
-    #: The definitions the record holds.
-    defs: list[dict] = field(default_factory=list)
-    #: The databases and schemas the record holds.
-    schemas: dict[str, list[str]] = field(default_factory=lambda: {DEFAULT_DATABASE: [DEFAULT_SCHEMA]})
-    #: Each arrangement's upper once the record's intent is applied (by storage key).
-    uppers: dict[str, Frontier] = field(default_factory=dict)
-    #: Each object's arrangement (by catalog key).
-    arrangements: dict[Key, ArrangementCollection] = field(default_factory=dict)
 
 
 class Catalog:
@@ -275,13 +259,10 @@ class Catalog:
         ``now``), then its changes at each later time, as a :class:`colmz.subscribe.Subscription`
         of ``Updates`` batches.
 
-        ``target`` is an object's name (as :meth:`object` takes it) or a query. ``snapshot=False``
-        skips the contents at ``as_of`` (changes after it only); ``up_to`` ends the subscription
-        before that time. ``for batch in sub`` yields what is committed so far and stops;
-        ``sub.follow(timeout=...)`` waits for later commits (a durable catalog's, by any handle
-        or process); ``sub.fetch()`` gives the ready batches as one table with ``mz_timestamp``
-        and ``mz_diff`` columns first. ``KeyError`` names an unknown object, ``ValueError`` an
-        ``as_of`` before the object's since or after ``now``.
+        ``target`` is an object's name or a query; ``snapshot=False`` skips the contents at
+        ``as_of``; ``up_to`` ends it before that time. ``for batch in sub`` yields what is
+        committed so far; ``sub.follow(timeout=...)`` waits for later commits (by any handle or
+        process); ``sub.fetch()`` gives one table, ``mz_timestamp`` and ``mz_diff`` first.
 
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
         >>> sub = cat.subscribe("SELECT count(*) AS n FROM t")
@@ -311,9 +292,8 @@ class Catalog:
         return self._engine.identity(name)
 
     def contents(self, name, as_of: int) -> Updates:
-        """The contents of object ``name`` as of ``as_of``, as :meth:`read` gives them (from
-        this handle's state, without catching up), and on a durable catalog also as of times
-        before this handle's reopen while the object's arrangement holds them (its since).
+        """The contents of object ``name`` as of ``as_of`` without catching up; before this
+        handle's reopen, from its arrangement (``colmz.catalog.subscriptions``).
 
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
         >>> cat.contents("t", 1).to_pylist()
@@ -322,9 +302,8 @@ class Catalog:
         return self._engine.contents(name, as_of)
 
     def changes(self, name, lower: int, upper: int) -> Updates:
-        """The updates of object ``name`` at times ``lower <= t < upper`` as written (``upper``
-        at most ``now + 1``; ``lower`` after the object's since: its history), from this
-        handle's memory or, for history older than its last reopen, the durable arrangement.
+        """The updates of object ``name`` at times ``lower <= t < upper`` as written
+        (``colmz.catalog.subscriptions``).
 
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); INSERT INTO t VALUES (1)")
         >>> cat.execute("DELETE FROM t"); cat.changes("t", 1, 3).to_pylist()

@@ -1,0 +1,35 @@
+"""The mirror of a durable catalog's record: what the record holds, as a handle last loaded
+or committed it.
+
+Design
+------
+A durable :class:`colmz.catalog.Catalog` builds each commit on its :class:`Mirror` and
+replaces the mirror only once the commit succeeded (with the engine and store handle it
+loaded through, on a reload), so a failed commit leaves nothing of itself behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from colmz.arrangement.collection import ArrangementCollection
+from colmz.catalog.objects import Key
+from colmz.frontier import Frontier
+from colmz.sql import DEFAULT_DATABASE, DEFAULT_SCHEMA
+
+__all__ = ["Mirror"]
+
+
+@dataclass
+class Mirror:
+    """What the catalog record holds, as this handle last loaded or committed it: changed
+    only once a commit succeeded, so the next commit builds on it."""
+
+    #: The definitions the record holds.
+    defs: list[dict] = field(default_factory=list)
+    #: The databases and schemas the record holds.
+    schemas: dict[str, list[str]] = field(default_factory=lambda: {DEFAULT_DATABASE: [DEFAULT_SCHEMA]})
+    #: Each arrangement's upper once the record's intent is applied (by storage key).
+    uppers: dict[str, Frontier] = field(default_factory=dict)
+    #: Each object's arrangement (by catalog key).
+    arrangements: dict[Key, ArrangementCollection] = field(default_factory=dict)
