@@ -66,6 +66,7 @@ MapFilter select=[t.k AS k, agg1 AS s]  -- incremental O(delta)
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import functools
 import math
@@ -76,6 +77,7 @@ import pyarrow as pa
 
 from colmz.dataflow import accumulable as acc
 from colmz.dataflow.collate import Collation
+from colmz.dataflow.constant import Constant as ConstantOp
 from colmz.dataflow.distinct import Distinct as DistinctOp
 from colmz.dataflow.distinct import Threshold as ThresholdOp
 from colmz.dataflow.join import DeltaJoin
@@ -90,7 +92,13 @@ from colmz.dataflow.topk import OrderBy
 from colmz.dataflow.topk import TopK as TopKOp
 from colmz.order import ColumnSpec
 from colmz.rollback import undone_on_error
-from colmz.sql.tree import Expression, Query, Table, parse_tree
+from colmz.dataflow.recompute import INPUT_RELATION, GroupRecompute, output_schema
+from colmz.dataflow.temporal import Bound
+from colmz.dataflow.temporal import TemporalFilter as TemporalFilterOp
+from colmz.sql.build import identifier
+from colmz.sql.errors import SQLError
+from colmz.sql.tokens import tokenize
+from colmz.sql.tree import Expression, Order, Query, Table, parse_tree
 from colmz.updates import SchemaError, Updates, widen
 
 __all__ = ["Aggregate", "CollatedReduce", "Distinct", "Fallback", "fused", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
@@ -270,12 +278,14 @@ class Threshold(Node):
 
 @dataclass(frozen=True)
 class TopK(Node):
-    """``order_by`` as ``(column, descending, nulls_first)``, ``limit`` (``None``: none), ``offset``."""
+    """``order_by`` as ``(column, descending, nulls_first)``, ``limit`` (``None``: none),
+    ``offset``, per group of ``group_by`` (``DISTINCT ON``; none: one global top-k)."""
 
     input: Node | None = None
     order_by: tuple[tuple[str, bool, bool], ...] = ()
     limit: int | None = None
     offset: int = 0
+    group_by: tuple[str, ...] = ()
 
     @property
     def inputs(self):
@@ -283,7 +293,8 @@ class TopK(Node):
 
     def describe(self) -> str:
         keys = ", ".join(f"{c}{' DESC' if d else ''} NULLS {'FIRST' if n else 'LAST'}" for c, d, n in self.order_by)
-        return f"TopK order_by=[{keys}] limit={self.limit} offset={self.offset}"
+        group = f"group_by=[{', '.join(self.group_by)}] " if self.group_by else ""
+        return f"TopK {group}order_by=[{keys}] limit={self.limit} offset={self.offset}"
 
     def cost(self) -> str:
         return PER_GROUP
@@ -325,6 +336,102 @@ class Fallback(Node):
 
     def cost(self) -> str:
         return f"recompute: {self.reason}"
+
+
+# ---- node kinds recomputed per affected group by DuckDB, constants, temporal filters
+
+PER_PARTITION = "per affected partition"
+
+
+@dataclass(frozen=True)
+class Constant(Node):
+    """A constant relation (``SELECT 1, 'a'`` without ``FROM``): its ``rows``, each once."""
+
+    rows: tuple[tuple, ...] = ()
+
+    def describe(self) -> str:
+        return f"Constant rows={list(self.rows)}"
+
+
+@dataclass(frozen=True)
+class GroupSql(Node):
+    """A group-local query recomputed by DuckDB over the groups a change touches
+    (:class:`colmz.dataflow.recompute.GroupRecompute`): ``key`` the input's group columns,
+    ``items`` the ``(name, user text)`` computed, ``sql`` the translated query reading the
+    input as ``input_rows``."""
+
+    input: Node | None = None
+    key: tuple[str, ...] = ()
+    items: tuple[tuple[str, str], ...] = ()
+    sql: str = ""
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def listed(self) -> str:
+        return ", ".join(f"{n}: {t}" for n, t in self.items)
+
+    def cost(self) -> str:
+        return PER_GROUP
+
+
+@dataclass(frozen=True)
+class BasicReduce(GroupSql):
+    """A reduce with a *basic* aggregate (``string_agg``, ``DISTINCT`` or ``FILTER``
+    aggregates, any expression over aggregates, a ``HAVING`` needing SQL): Materialize
+    re-reduces the affected keys; here DuckDB does, per affected group."""
+
+    having: str = ""
+
+    def describe(self) -> str:
+        having = f" having=[{self.having}]" if self.having else ""
+        return (f"Reduce group_by=[{', '.join(self.key)}] aggregates=[{self.listed()}] basic{having} "
+                "(recomputed per affected group in DuckDB)")
+
+
+@dataclass(frozen=True)
+class Window(GroupSql):
+    """Window functions (and the select items around them) recomputed per affected
+    partition: ``key`` the columns every window partitions by (none: one partition)."""
+
+    def describe(self) -> str:
+        return (f"Window partition_by=[{', '.join(self.key)}] items=[{self.listed()}] "
+                "(recomputed per affected partition in DuckDB)")
+
+    def cost(self) -> str:
+        return PER_PARTITION
+
+
+@dataclass(frozen=True)
+class SqlTopK(GroupSql):
+    """``ORDER BY ... LIMIT`` (or ``DISTINCT ON``) whose order needs SQL (text by its
+    collation): the affected groups' windows recomputed by DuckDB."""
+
+    def describe(self) -> str:
+        return f"TopK group_by=[{', '.join(self.key)}] {self.items[0][1]} (recomputed per affected group in DuckDB)"
+
+
+@dataclass(frozen=True)
+class TemporalFilter(Node):
+    """``mz_now()`` compared with a column: each row is in the output from its ``lower``
+    bound to its ``upper`` bound (exclusive), as updates at the times the predicate flips
+    (Materialize's ``MfpPlan`` temporal bounds); ``bounds`` as ``(column, offset, op)``
+    meaning ``mz_now() op column + offset``; then ``select``."""
+
+    input: Node | None = None
+    bounds: tuple[tuple[str, int, str], ...] = ()
+    select: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        preds = " AND ".join(f"mz_now() {op} {c}{f' + {o}' if o > 0 else f' - {-o}' if o < 0 else ''}"
+                             for c, o, op in self.bounds)
+        sel = ", ".join(s if s == n else f"{s} AS {n}" for s, n in self.select)
+        return f"TemporalFilter where=[{preds}] select=[{sel}] (updates at the times the predicate flips)"
 
 
 @dataclass(frozen=True)
@@ -429,10 +536,12 @@ def _is_aggregate(e: Expression) -> bool:
 
 @dataclass
 class _Source:
-    """One ``FROM`` item in scope: its alias and its columns (name -> plan name, type)."""
+    """One ``FROM`` item in scope: its alias and its columns (name -> plan name, type);
+    ``hidden`` columns are reachable qualified only (the right side's ``USING`` columns)."""
 
     alias: str
     columns: dict[str, tuple[str, pa.DataType]]
+    hidden: set = field(default_factory=set)
 
 
 class _Scope:
@@ -459,7 +568,8 @@ class _Scope:
 
     def exact(self, parts: tuple[str, ...]) -> str:
         if len(parts) == 1:
-            hits = [s.columns[parts[0]][0] for s in self.sources if parts[0] in s.columns]
+            hits = [s.columns[parts[0]][0] for s in self.sources
+                    if parts[0] in s.columns and parts[0] not in s.hidden]
             if len(hits) > 1:
                 raise PlanError(f"column reference {parts[0]!r} is ambiguous: it is a column of "
                                 f"{[s.alias for s in self.sources if parts[0] in s.columns]}")
@@ -482,7 +592,7 @@ class _Scope:
         for s in self.sources:
             if relation and s.alias != relation:
                 continue
-            out.extend((n, p) for n, (p, _) in s.columns.items())
+            out.extend((n, p) for n, (p, _) in s.columns.items() if relation or n not in s.hidden)
         if relation and not out:
             raise PlanError(f"missing FROM-clause entry for table {relation!r} (in {relation}.*)")
         return out
@@ -526,6 +636,9 @@ class _Planner:
         self.schemas = schemas
         self.used: dict[str, Schema] = {}
         self.counter = 0
+        #: The CTEs in scope, innermost last (name -> query): a reference is planned as that
+        #: query (Materialize's ``Let``, inlined at each use).
+        self.ctes: list[dict[str, Query]] = []
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -591,6 +704,9 @@ class _Planner:
             if len(t.name) != 1:
                 raise _Unsupported(f"table name {'.'.join(t.name)!r} with a schema or catalog")
             name = t.name[0]
+            cte = self.cte(name)
+            if cte is not None:
+                return self.cte_source(cte, t.alias or name, t.column_aliases, f"WITH {name!r}")
             if name not in self.schemas and name.lower() in self.schemas:
                 raise _Unsupported(f"table {name!r} matched only ignoring case "
                                    "(quoted and unquoted identifiers are not told apart)")
@@ -608,15 +724,7 @@ class _Planner:
         if t.type == "SUBQUERY":
             if not t.alias:
                 raise _Unsupported("a subquery in FROM without an alias")
-            if t.column_aliases:
-                raise _Unsupported(f"column aliases on subquery {t.alias!r}")
-            inner = self.query(t.subquery)
-            if isinstance(inner, Fallback):
-                raise _Unsupported(f"subquery {t.alias!r}: {inner.reason}")
-            cols = tuple((c.name, f"{t.alias}.{c.name}") for c in inner.schema)
-            node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner,
-                             (), cols)
-            return node, [_Source(t.alias, {c.name: (p, c.type) for (_, p), c in zip(cols, inner.schema)})], []
+            return self.subquery_source(t.subquery, t.alias, t.column_aliases, f"subquery {t.alias!r}")
         if t.type == "JOIN":
             return self.join(t)
         raise _Unsupported(f"FROM item of type {t.type} ({self.span(t)!r})")
@@ -624,8 +732,6 @@ class _Planner:
     def join(self, t: Table) -> tuple[Node, list[_Source], list[Expression]]:
         if t.ref_type == "NATURAL":
             raise _Unsupported("NATURAL JOIN")
-        if t.using:
-            raise _Unsupported("JOIN ... USING")
         if t.ref_type not in ("REGULAR", "CROSS"):
             raise _Unsupported(f"{t.ref_type} join")
         kind = {"INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(t.join_type)
@@ -637,6 +743,7 @@ class _Planner:
         if twice:
             raise PlanError(f"table name {sorted(twice)[0]!r} specified more than once (give each an alias)")
         conds = [c for e in t.expressions for c in _conjuncts(e)]
+        using = self.using(t, kind, lsrc, rsrc) if t.using else []
         if kind == "inner":
             # one multiway inner join; conditions placed once the whole FROM is known
             ins = []
@@ -646,21 +753,35 @@ class _Planner:
                 else:
                     ins.append(side)
             node = Join(tuple(c for n in ins for c in n.schema), tuple(ins), "inner")
-            return node, lsrc + rsrc, lconds + rconds + conds
+            return node, lsrc + rsrc, lconds + rconds + conds + using
         # an outer join: its sides are complete (their own conditions placed)
         left = self.place(left, lsrc, lconds)
         right = self.place(right, rsrc, rconds)
         scope = _Scope(lsrc + rsrc)
         lnames = {c.name for c in left.schema}
         on = []
+        # A condition reading only the side that may be NULL-padded filters that side before
+        # the join (PostgreSQL's ON semantics); one reading only the preserved side cannot.
+        padded = {"left": (1,), "right": (0,), "full": ()}[kind]
+        pushed: dict[int, list[Predicate]] = {}
         for c in conds:
             pair = self.equality(c, scope)
             if pair is None:
+                side = self.one_side(c, scope, lnames)
+                if side is not None and side in padded:
+                    types = {x.name: x.type for x in (left, right)[side].schema}
+                    pushed.setdefault(side, []).extend(self.predicates(c, scope.column, types))
+                    continue
                 raise _Unsupported(f"{kind.upper()} JOIN condition {self.span(c)!r}: not an equality of columns")
             a, b = pair
             if (a in lnames) == (b in lnames):
                 raise _Unsupported(f"{kind.upper()} JOIN condition {self.span(c)!r}: both columns on one side")
             on.append((a, b) if a in lnames else (b, a))
+        on.extend(self.equality(c, scope) for c in using)
+        if 0 in pushed:
+            left = fused(left.schema, left, tuple(pushed[0]), None)
+        if 1 in pushed:
+            right = fused(right.schema, right, tuple(pushed[1]), None)
         if not on:
             raise _Unsupported(f"{kind.upper()} JOIN without an equality of columns")
         self.check_keys(on, left.schema + right.schema)
@@ -700,19 +821,7 @@ class _Planner:
                 on.append(pair)
             else:
                 residual.extend(self.predicates(c, scope.column, types))
-        if not on:
-            raise _Unsupported("a cross join (inputs not connected by equalities)")
-        # connected?
-        reach = {0}
-        changed = True
-        while changed:
-            changed = False
-            for a, b in on:
-                if (owner[a] in reach) != (owner[b] in reach):
-                    reach |= {owner[a], owner[b]}
-                    changed = True
-        if len(reach) != len(node.inputs_):
-            raise _Unsupported("a cross join (inputs not connected by equalities)")
+        # inputs not connected by equalities are a cross join (DeltaJoin looks them up whole)
         self.check_keys(on, node.schema)
         # a native predicate reads one column, so one input: pushed below the join (its
         # arrangement holds only the rows that can match), as Materialize's predicate pushdown
@@ -739,26 +848,25 @@ class _Planner:
 
     def query_checked(self, q: Query) -> Node:
         if q.ctes:
-            raise _Unsupported("WITH (common table expressions)")
+            return self.with_ctes(q)
         if q.type == "SET_OPERATION_NODE":
             return self.modifiers(self.setop(q), q)
         if q.type != "SELECT_NODE":
             raise _Unsupported(f"a {q.type}")
         if q.from_ is None:
-            raise _Unsupported("SELECT without FROM (a constant relation)")
+            return self.modifiers(self.constant(q), q)
         for what, present in (("QUALIFY", q.qualify is not None), ("USING SAMPLE", q.sampled),
                               ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING")):
             if present:
                 raise _Unsupported(what)
-        for e in (*q.items, *(x for x in (q.where, q.having) if x is not None), *q.group_by):
+        for e in (*q.items, *(x for x in (q.having,) if x is not None), *q.group_by):
             for sub in e.walk():
                 if sub.cls == "SUBQUERY":
                     raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
-                if sub.cls == "WINDOW":
-                    raise _Unsupported(f"a window function ({self.span(sub)!r})")
+        where, semi, temporal = self.split_where(q.where)
+        windowed = any(sub.cls == "WINDOW" for e in q.items for sub in e.walk())
         node, sources, conds = self.table(q.from_)
         scope = _Scope(sources)
-        where = _conjuncts(q.where)
         if isinstance(node, Join) and node.kind == "inner" and not node.on:
             node = self.place(node, sources, conds + where)
         else:
@@ -766,10 +874,21 @@ class _Planner:
             if where:
                 types = {c.name: c.type for c in node.schema}
                 node = fused(node.schema, node, tuple(q for c in where for q in self.predicates(c, scope.column, types)), None)
+        for e, negated in semi:
+            node = self.semijoin(node, scope, e, negated)
         aggregated = bool(q.group_by) or q.having is not None or any(
-            _is_aggregate(s) for e in q.items for s in e.walk())
+            _is_aggregate(s) for e in q.items for s in e.walk() if s.cls != "WINDOW")
+        if (aggregated or windowed) and temporal:
+            raise _Unsupported("a temporal filter (mz_now()) below a reduce or a window")
+        if aggregated and windowed:
+            raise _Unsupported("window functions over a GROUP BY")
         if aggregated:
-            node, select = self.reduce(q, node, scope)
+            try:
+                node, select = self.reduce(q, node, scope)
+            except _Unsupported as native:
+                node, select = self.basic_reduce(q, node, scope, str(native))
+        elif windowed:
+            node, select = self.window(q, node, scope)
         else:
             select = []
             for e in q.items:
@@ -783,31 +902,13 @@ class _Planner:
                     raise _Unsupported(f"select item {self.span(e)!r}: a scalar expression needing SQL")
         select = _unique(select)
         types = {c.name: c.type for c in node.schema}
+        if temporal:
+            return self.temporal(node, scope, temporal, select, q)
         node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
         return self.modifiers(node, q)
 
     def reduce(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
-        group: list[str] = []
-        for g in q.group_by:
-            if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER":
-                i = g.literal.value
-                if not 1 <= i <= len(q.items):
-                    raise PlanError(f"GROUP BY position {i} is not in the select list")
-                g = q.items[i - 1]
-            if g.cls == "COLUMN_REF" and len(g.name) == 1:
-                # PostgreSQL reads an input column first, then a select item's alias
-                try:
-                    scope.column(g)
-                except PlanError:
-                    named = [e for e in q.items if e.alias == g.name[0]]
-                    if not named:
-                        raise
-                    g = named[0]
-            if g.cls != "COLUMN_REF":
-                raise _Unsupported(f"GROUP BY {self.span(g)!r}: an expression needing SQL")
-            c = scope.column(g)
-            if c not in group:
-                group.append(c)
+        group = self.group_columns(q, scope)
         aggs: list[Aggregate] = []
 
         def aggregate(e: Expression) -> str:
@@ -888,12 +989,13 @@ class _Planner:
 
     def modifiers(self, node: Node, q: Query) -> Node:
         names = [c.name for c in node.schema]
-        order, limit, offset, distinct = (), None, 0, False
+        order, limit, offset, distinct, distinct_on = (), None, 0, False, ()
         for m in q.modifiers:
             if m.type == "DISTINCT_MODIFIER":
                 if m.expressions:
-                    raise _Unsupported("DISTINCT ON")
-                distinct = True
+                    distinct_on = m.expressions
+                else:
+                    distinct = True
             elif m.type == "ORDER_MODIFIER":
                 order = m.orders
             elif m.type == "LIMIT_MODIFIER":
@@ -910,27 +1012,50 @@ class _Planner:
                 raise _Unsupported(m.type.replace("_MODIFIER", "").replace("_", " "))
         if distinct:
             node = Distinct(node.schema, node)
+        keys = [self.order_key(o, names, "ORDER BY") for o in order]
+        if distinct_on:
+            on = [self.order_key(Order(e), names, "DISTINCT ON")[0] for e in distinct_on]
+            # PostgreSQL: the leading ORDER BY items are the DISTINCT ON expressions; the rest
+            # orders each group, whose first row is kept (Materialize's TopK with limit 1)
+            if [k[0] for k in keys[:len(on)]] != on[:len(keys)]:
+                raise PlanError("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
+            node = self.top_k(node, tuple(on), tuple(keys[len(on):]), 1, 0)
+            keys = [] if limit is None and offset == 0 else keys
         if limit is None and offset == 0:
             return node  # ORDER BY alone orders nothing a view keeps
-        keys = []
-        for o in order:
-            e = o.expression
-            if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER":
-                i = e.literal.value
-                if not 1 <= i <= len(names):
-                    raise PlanError(f"ORDER BY position {i} is not in the select list")
-                col = names[i - 1]
-            elif e.cls == "COLUMN_REF" and len(e.name) == 1 and e.name[0] in names:
-                col = e.name[0]
-            else:
-                raise _Unsupported(f"ORDER BY {self.span(e)!r}: not an output column")
-            t = next(c.type for c in node.schema if c.name == col)
-            if pa.types.is_string(t) or pa.types.is_large_string(t):
-                raise _Unsupported(f"ORDER BY {self.span(e)!r}: text ordered by the collation")
-            desc = o.direction == "DESCENDING"
-            nulls_first = desc if o.nulls == "ORDER_DEFAULT" else o.nulls == "NULLS FIRST"
-            keys.append((col, desc, nulls_first))
-        return TopK(node.schema, node, tuple(keys), limit, offset)
+        return self.top_k(node, (), tuple(keys), limit, offset)
+
+    def order_key(self, o, names: list[str], what: str) -> tuple[str, bool, bool]:
+        """``(output column, descending, nulls first)`` of one ``ORDER BY`` item."""
+        e = o.expression
+        if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER":
+            i = e.literal.value
+            if not 1 <= i <= len(names):
+                raise PlanError(f"{what} position {i} is not in the select list")
+            col = names[i - 1]
+        elif e.cls == "COLUMN_REF" and len(e.name) == 1 and e.name[0] in names:
+            col = e.name[0]
+        else:
+            raise _Unsupported(f"{what} {self.span(e)!r}: not an output column")
+        desc = o.direction == "DESCENDING"
+        nulls_first = desc if o.nulls == "ORDER_DEFAULT" else o.nulls == "NULLS FIRST"
+        return col, desc, nulls_first
+
+    def top_k(self, node: Node, group: tuple[str, ...], keys: tuple, limit, offset: int) -> Node:
+        """A native :class:`TopK`, or -- when the order reads text (the collation's order,
+        SQL's business) -- a :class:`SqlTopK` recomputed by DuckDB per affected group."""
+        types = {c.name: c.type for c in node.schema}
+        if not any(pa.types.is_string(types[c]) or pa.types.is_large_string(types[c]) for c, _, _ in keys):
+            return TopK(node.schema, node, keys, limit, offset, group)
+        order = ", ".join(f"{identifier(c)}{' DESC' if d else ' ASC'} NULLS {'FIRST' if n else 'LAST'}"
+                          for c, d, n in keys) or "1"
+        rn = identifier("__rn")
+        bound = f"{rn} > {offset}" + ("" if limit is None else f" AND {rn} <= {offset + limit}")
+        part = f"PARTITION BY {', '.join(identifier(g) for g in group)} " if group else ""
+        sql = (f"SELECT * EXCLUDE ({rn}) FROM (SELECT *, row_number() OVER ({part}ORDER BY {order}) AS {rn} "
+               f"FROM {INPUT_RELATION}) WHERE {bound}")
+        what = f"order_by=[{order}] limit={limit} offset={offset}"
+        return SqlTopK(node.schema, node, group, (("top", what),), self.checked_sql(sql, node.schema, group, "ORDER BY"))
 
     def setop(self, q: Query) -> Node:
         branches = [self.query(b) for b in q.children]
@@ -957,12 +1082,425 @@ class _Planner:
         if q.setop == "UNION":
             node: Node = Union(schema, tuple(aligned))
             return node if q.setop_all else Distinct(schema, node)
-        if q.setop == "EXCEPT" and len(aligned) == 2:
+        if q.setop in ("EXCEPT", "INTERSECT") and len(aligned) == 2:
             a, b = aligned
             if not q.setop_all:
                 a, b = Distinct(a.schema, a), Distinct(b.schema, b)
-            return Threshold(schema, Union(schema, (a, Negate(b.schema, b))))
+            minus = Threshold(schema, Union(schema, (a, Negate(b.schema, b))))
+            if q.setop == "EXCEPT":
+                return minus
+            # INTERSECT ALL: min(a, b) = a - max(a - b, 0) (Materialize lowers it so)
+            return Threshold(schema, Union(schema, (a, Negate(schema, minus))))
         raise _Unsupported(f"{q.setop}{' ALL' if q.setop_all else ''}")
+
+    # ---- WITH, FROM subqueries, USING, constants (plan39)
+
+    def with_ctes(self, q: Query) -> Node:
+        """``WITH``: each CTE is planned where it is referenced (Materialize's ``Let``,
+        inlined); a CTE sees the CTEs before it, never itself."""
+        frame: dict[str, tuple[Query, dict]] = {}
+        for name, cq in q.ctes:
+            if cq.type == "RECURSIVE_CTE_NODE":
+                raise _Unsupported("WITH RECURSIVE")
+            frame[name] = (cq, dict(frame))
+        self.ctes.append(frame)
+        try:
+            return self.query_checked(dataclasses.replace(q, ctes=()))
+        finally:
+            self.ctes.pop()
+
+    def cte(self, name: str):
+        """The query of CTE ``name`` in scope, planned in the scope it was defined in."""
+        for depth in range(len(self.ctes) - 1, -1, -1):
+            if name in self.ctes[depth]:
+                return self.ctes[:depth], self.ctes[depth][name]
+        return None
+
+    def cte_source(self, found, alias: str, column_aliases, what: str):
+        outer, (cq, earlier) = found
+        saved = self.ctes
+        self.ctes = [*outer, earlier]
+        try:
+            return self.subquery_source(cq, alias, column_aliases, what)
+        finally:
+            self.ctes = saved
+
+    def subquery_source(self, query: Query, alias: str, column_aliases, what: str):
+        inner = self.query(query)
+        if isinstance(inner, Fallback):
+            raise _Unsupported(f"{what}: {inner.reason}")
+        names = [c.name for c in inner.schema]
+        if len(column_aliases) > len(names):
+            raise PlanError(f"{what} has {len(names)} columns available but {len(column_aliases)} columns specified")
+        names = list(column_aliases) + names[len(column_aliases):]
+        cols = tuple((c.name, f"{alias}.{n}") for c, n in zip(inner.schema, names))
+        node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner, (), cols)
+        return node, [_Source(alias, {n: (p, c.type) for n, (_, p), c in zip(names, cols, inner.schema)})], []
+
+    def using(self, t: Table, kind: str, lsrc: list[_Source], rsrc: list[_Source]) -> list[Expression]:
+        """``JOIN ... USING (c, ...)`` as the equalities ``l.c = r.c``; the right side's ``c``
+        is then reachable qualified only and ``*`` lists the ``USING`` columns first, as
+        PostgreSQL does (for inner and left joins the merged column is the left one's)."""
+        if kind not in ("inner", "left"):
+            raise _Unsupported(f"{kind.upper()} JOIN ... USING (the merged column is a COALESCE)")
+        if len(lsrc) != 1:
+            raise _Unsupported("JOIN ... USING with several relations on its left")
+        out = []
+        for name in t.using:
+            ls = [x for x in lsrc if name in x.columns and name not in x.hidden]
+            rs = [x for x in rsrc if name in x.columns and name not in x.hidden]
+            for side, found in (("left", ls), ("right", rs)):
+                if len(found) != 1:
+                    raise PlanError(f"column {name!r} specified in USING clause does not exist in {side} table"
+                                    if not found else f"common column name {name!r} appears more than once in {side} table")
+            out.append(Expression("COMPARISON", "COMPARE_EQUAL", -1, -1, (
+                Expression("COLUMN_REF", "COLUMN_REF", -1, -1, name=(ls[0].alias, name)),
+                Expression("COLUMN_REF", "COLUMN_REF", -1, -1, name=(rs[0].alias, name)))))
+            rs[0].hidden.add(name)
+        cols = lsrc[0].columns
+        lsrc[0].columns = {**{n: cols[n] for n in t.using}, **{n: v for n, v in cols.items() if n not in t.using}}
+        return out
+
+    def one_side(self, e: Expression, scope: _Scope, lnames: set[str]) -> int | None:
+        """0 or 1 when every column ``e`` reads is on the join's left or right input."""
+        sides = set()
+        for sub in e.walk():
+            if sub.cls == "SUBQUERY":
+                return None
+            if sub.cls == "COLUMN_REF":
+                sides.add(0 if scope.column(sub) in lnames else 1)
+        return sides.pop() if len(sides) == 1 else None
+
+    def constant(self, q: Query) -> Node:
+        """``SELECT`` of literals without ``FROM``: one row, PostgreSQL's literal types
+        (an integer literal is ``integer`` if it fits, else ``bigint``)."""
+        if q.where is not None or q.group_by or q.having is not None:
+            raise _Unsupported("SELECT without FROM with WHERE, GROUP BY or HAVING")
+        names, values, types = [], [], []
+        for e in q.items:
+            lit = e.literal if e.cls == "CONSTANT" else None
+            if lit is None or lit.kind not in ("INTEGER", "STRING", "BOOLEAN"):
+                raise _Unsupported(f"select item {self.span(e)!r} without FROM: not an integer, text or boolean literal")
+            v = lit.value
+            if lit.kind == "INTEGER":
+                t = pa.int32() if -(2**31) <= v < 2**31 else pa.int64() if -(2**63) <= v < 2**63 else None
+                if t is None:
+                    raise _Unsupported(f"select item {self.span(e)!r}: an integer literal beyond bigint (numeric)")
+            else:
+                t = pa.string() if lit.kind == "STRING" else pa.bool_()
+            names.append(e.alias or "?column?")
+            values.append(v)
+            types.append(t)
+        names = [n for _, n in _unique([(n, n) for n in names])]
+        return Constant(tuple(ColumnSpec(n, t) for n, t in zip(names, types)), (tuple(values),))
+
+    # ---- scalars as SQL text (per-group recompute by DuckDB)
+
+    _VOLATILE = frozenset({"random", "gen_random_uuid", "uuid", "now", "current_timestamp", "get_current_timestamp",
+                           "current_date", "current_time", "localtimestamp", "localtime", "transaction_timestamp",
+                           "statement_timestamp", "clock_timestamp", "timeofday", "mz_now", "nextval", "currval",
+                           "setseed", "current_setting"})
+
+    def sql_text(self, e: Expression, column_of) -> str:
+        """The user's text of ``e`` with every column reference replaced, by position, with
+        the quoted plan name ``column_of`` binds it to (so it reads the input's columns)."""
+        if e.start < 0:
+            raise _Unsupported(f"an expression without a position in the text ({e.type})")
+        refs = []
+        for sub in e.walk():
+            if sub.cls == "SUBQUERY":
+                raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
+            if sub.cls in ("FUNCTION", "WINDOW") and sub.name and sub.name[-1].lower() in self._VOLATILE:
+                raise _Unsupported(f"{sub.name[-1]}() in {self.span(e)!r}: its value depends on when it runs")
+            if sub.cls == "COLUMN_REF":
+                if sub.start < e.start or sub.end > e.end:
+                    raise _Unsupported(f"column reference outside {self.span(e)!r}")
+                refs.append(sub)
+        out, at = [], e.start
+        for r in sorted(refs, key=lambda r: r.start):
+            out.append(self.text[at:r.start])
+            out.append(identifier(column_of(r)))
+            at = r.end
+        out.append(self.text[at:e.end])
+        return "".join(out)
+
+    def checked_sql(self, sql: str, schema: Schema, key, what: str) -> str:
+        """``sql`` translated, with its answer's columns checked over an empty input."""
+        from colmz.sql.translate import translate
+
+        try:
+            translated = translate(sql)
+            GroupRecompute(schema, list(key), translated)
+        except (SQLError, TypeError, ValueError) as e:
+            raise _Unsupported(f"{what} through SQL: {e}") from None
+        return translated
+
+    def group_columns(self, q: Query, scope: _Scope) -> list[str]:
+        group: list[str] = []
+        for g in q.group_by:
+            if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER":
+                i = g.literal.value
+                if not 1 <= i <= len(q.items):
+                    raise PlanError(f"GROUP BY position {i} is not in the select list")
+                g = q.items[i - 1]
+            if g.cls == "COLUMN_REF" and len(g.name) == 1:
+                # PostgreSQL reads an input column first, then a select item's alias
+                try:
+                    scope.column(g)
+                except PlanError:
+                    named = [e for e in q.items if e.alias == g.name[0]]
+                    if not named:
+                        raise
+                    g = named[0]
+            if g.cls != "COLUMN_REF":
+                raise _Unsupported(f"GROUP BY {self.span(g)!r}: an expression needing SQL")
+            c = scope.column(g)
+            if c not in group:
+                group.append(c)
+        return group
+
+    def basic_reduce(self, q: Query, node: Node, scope: _Scope, why: str) -> tuple[Node, list[tuple[str, str]]]:
+        """A reduce the native operators cannot hold (``why``): every aggregate, select item
+        and ``HAVING`` recomputed by DuckDB per affected group (Materialize's basic plan)."""
+        group = self.group_columns(q, scope)
+        select, items, texts = [], [], []
+        for e in q.items:
+            if e.cls == "STAR":
+                raise _Unsupported(f"{self.span(e)!r} over a GROUP BY")
+            if e.cls == "COLUMN_REF" and scope.column(e) in group:
+                select.append((scope.column(e), e.alias or e.name[-1]))
+                continue
+            name = self.fresh("agg")
+            items.append((name, self.span(e)))
+            texts.append(f"{self.sql_text(e, scope.column)} AS {identifier(name)}")
+            select.append((name, e.alias or self.span(e)))
+        having = self.sql_text(q.having, scope.column) if q.having is not None else ""
+        sql = f"SELECT {', '.join([*(identifier(g) for g in group), *texts])} FROM {INPUT_RELATION}"
+        if group:
+            sql += f" GROUP BY {', '.join(identifier(g) for g in group)}"
+        if having:
+            sql += f" HAVING {having}"
+        translated = self.checked_sql(sql, node.schema, group, f"aggregates ({why})")
+        schema = output_schema(node.schema, translated)
+        shown = self.span(q.having) if q.having is not None else ""
+        return BasicReduce(schema, node, tuple(group), tuple(items), translated, shown), select
+
+    def window(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
+        """Window functions: the select items needing SQL computed by DuckDB per affected
+        partition -- the columns every window's ``PARTITION BY`` names (Materialize's basic
+        plan for window functions)."""
+        select, items, texts = [], [], []
+        key: list[str] | None = None
+        for e in q.items:
+            if e.cls == "STAR":
+                if e.star_modified:
+                    raise _Unsupported(f"{self.span(e)!r} (EXCLUDE/REPLACE/RENAME/COLUMNS)")
+                select.extend((p, n) for n, p in scope.star(e.relation))
+                continue
+            if e.cls == "COLUMN_REF":
+                select.append((scope.column(e), e.alias or e.name[-1]))
+                continue
+            for w in e.walk():
+                if w.cls == "WINDOW":
+                    part = self.partition_columns(w, scope)
+                    key = part if key is None else [c for c in key if c in part]
+            name = self.fresh("w")
+            items.append((name, self.span(e)))
+            texts.append(f"{self.sql_text(e, scope.column)} AS {identifier(name)}")
+            select.append((name, e.alias or self.span(e)))
+        key = key or []
+        sql = f"SELECT *, {', '.join(texts)} FROM {INPUT_RELATION}"
+        translated = self.checked_sql(sql, node.schema, key, "window functions")
+        schema = output_schema(node.schema, translated)
+        return Window(schema, node, tuple(key), tuple(items), translated), select
+
+    def partition_columns(self, w: Expression, scope: _Scope) -> list[str]:
+        """The columns of a window's ``PARTITION BY`` (each must be a column)."""
+        text = self.text[w.start:w.end]
+        toks = tokenize(text)
+        over = next((i for i, t in enumerate(toks) if t.kind == "word" and t.text.upper() == "OVER"), None)
+        if over is None or over + 1 >= len(toks) or toks[over + 1].text != "(":
+            raise _Unsupported(f"window {self.span(w)!r}: a named window")
+        lo = hi = None
+        depth = 0
+        for i in range(over + 1, len(toks)):
+            t = toks[i]
+            if t.text == "(":
+                depth += 1
+            elif t.text == ")":
+                depth -= 1
+                if depth == 0:
+                    hi = hi if hi is not None else (t.start if lo is not None else None)
+                    break
+            elif depth == 1 and t.kind == "word":
+                word = t.text.upper()
+                if word == "PARTITION" and i + 1 < len(toks) and toks[i + 1].text.upper() == "BY":
+                    lo = toks[i + 1].end
+                elif lo is not None and hi is None and word in ("ORDER", "ROWS", "RANGE", "GROUPS"):
+                    hi = t.start
+        if lo is None:
+            return []
+        cols = []
+        for c in w.children:
+            if c.start >= 0 and w.start + lo <= c.start and c.end <= w.start + hi:
+                if c.cls != "COLUMN_REF":
+                    raise _Unsupported(f"window {self.span(w)!r}: PARTITION BY an expression")
+                cols.append(scope.column(c))
+        return cols
+
+    # ---- subqueries in WHERE: semijoins and antijoins (plan39)
+
+    def split_where(self, where: Expression | None):
+        """``WHERE``'s conjuncts as ``(plain, semijoins, temporal)``: ``[NOT] EXISTS`` and
+        ``IN`` subqueries become semijoins (``(expr, negated)``), conjuncts calling
+        ``mz_now()`` temporal bounds."""
+        plain, semi, temporal = [], [], []
+        for c in _conjuncts(where):
+            negated = c.cls == "OPERATOR" and c.type == "OPERATOR_NOT" and len(c.children) == 1
+            bare = c.children[0] if negated else c
+            if bare.cls == "SUBQUERY":
+                semi.append((bare, negated))
+                continue
+            subs = list(c.walk())
+            if any(x.cls == "SUBQUERY" for x in subs):
+                raise _Unsupported(f"a subquery in an expression ({self.span(c)!r})")
+            if any(x.cls == "FUNCTION" and x.name and x.name[-1].lower() == "mz_now" for x in subs):
+                temporal.append(c)
+                continue
+            plain.append(c)
+        return plain, semi, temporal
+
+    def semijoin(self, node: Node, scope: _Scope, e: Expression, negated: bool) -> Node:
+        """``node`` restricted to the rows with (``negated``: without) a match in the
+        subquery: a join with the distinct keys of the subquery's side (Materialize's
+        decorrelation), projected back to ``node``'s columns; an antijoin is ``node`` minus
+        that semijoin."""
+        text = self.span(e)
+        if e.children:  # x IN (subquery)
+            x = e.children[0]
+            after = [t.text.upper() for t in tokenize(self.text[x.end:e.end])[:2]]
+            if after[:1] != ["IN"]:
+                raise _Unsupported(f"{text!r}: a quantified comparison (ANY/ALL/SOME)")
+            if negated:
+                raise _Unsupported(f"NOT IN {text!r}: NULL semantics (a NULL in the subquery makes every row unknown)")
+            if x.cls != "COLUMN_REF":
+                raise _Unsupported(f"{text!r}: IN of an expression needing SQL")
+            try:
+                right = self.query(e.subquery)
+            except PlanError as err:
+                raise _Unsupported(f"IN subquery {text!r}: {err} (correlated IN subqueries are absent)") from None
+            if isinstance(right, Fallback):
+                raise _Unsupported(f"IN subquery {text!r}: {right.reason}")
+            if len(right.schema) != 1:
+                raise PlanError(f"subquery has too many columns ({len(right.schema)}) in {text!r}")
+            pairs = [(scope.column(x), right.schema[0].name)]
+        else:
+            if not self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
+                raise _Unsupported(f"a scalar subquery as a condition ({text!r})")
+            right, pairs = self.correlated(e.subquery, scope, text)
+        tag = self.fresh("semi")
+        keys = tuple((r, f"{tag}.{i}") for i, (_, r) in enumerate(pairs))
+        rtypes = {c.name: c.type for c in right.schema}
+        proj = fused(tuple(ColumnSpec(n, rtypes[r]) for r, n in keys), right, (), keys)
+        dist = Distinct(proj.schema, proj)
+        on = tuple((o, n) for (o, _), (_, n) in zip(pairs, keys))
+        self.check_keys(on, node.schema + dist.schema)
+        join = Join(node.schema + dist.schema, (node, dist), "inner", on)
+        semi = fused(node.schema, join, (), tuple((c.name, c.name) for c in node.schema))
+        if not negated:
+            return semi
+        return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def correlated(self, sub: Query, outer: _Scope, text: str) -> tuple[Node, list[tuple[str, str]]]:
+        """An ``EXISTS`` subquery decorrelated: its ``FROM`` and local conditions planned,
+        its equalities with outer columns as ``(outer column, inner column)`` keys."""
+        if (sub.type != "SELECT_NODE" or sub.ctes or sub.group_by or sub.having is not None
+                or sub.from_ is None or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
+                or any(_is_aggregate(x) for e in sub.items for x in e.walk())):
+            raise _Unsupported(f"EXISTS {text!r}: a subquery other than SELECT ... FROM ... WHERE")
+        node, sources, conds = self.table(sub.from_)
+        inner = _Scope(sources)
+        pairs, local = [], []
+        for c in _conjuncts(sub.where):
+            if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
+                    and all(x.cls == "COLUMN_REF" for x in c.children)):
+                bound = []
+                for x in c.children:
+                    try:
+                        bound.append(("in", inner.column(x)))
+                    except PlanError:
+                        bound.append(("out", outer.column(x)))
+                kinds = [k for k, _ in bound]
+                if sorted(kinds) == ["in", "out"]:
+                    o = bound[kinds.index("out")][1]
+                    pairs.append((o, bound[kinds.index("in")][1]))
+                    continue
+            for x in c.walk():
+                if x.cls == "SUBQUERY":
+                    raise _Unsupported(f"EXISTS {text!r}: a nested subquery")
+                if x.cls == "COLUMN_REF":
+                    try:
+                        inner.column(x)
+                    except PlanError:
+                        raise _Unsupported(f"EXISTS {text!r}: a correlated condition other than an "
+                                           f"equality of columns ({self.span(c)!r})") from None
+            local.append(c)
+        if not pairs:
+            raise _Unsupported(f"EXISTS {text!r}: not correlated by an equality of columns")
+        if isinstance(node, Join) and node.kind == "inner" and not node.on:
+            node = self.place(node, sources, conds + local)
+        else:
+            node = self.place(node, sources, conds)
+            if local:
+                types = {c.name: c.type for c in node.schema}
+                node = fused(node.schema, node, tuple(p for c in local for p in self.predicates(c, inner.column, types)),
+                             None)
+        return node, pairs
+
+    # ---- temporal filters (plan39)
+
+    def temporal(self, node: Node, scope: _Scope, conds: list[Expression], select, q: Query) -> Node:
+        """``mz_now() op column [+|- integer]`` conjuncts as a :class:`TemporalFilter` at the
+        top of the plan (its output holds future updates, which only the view's sink --
+        its ``Correction`` -- may hold: nothing stateful sits above it)."""
+        if any(m.type != "ORDER_MODIFIER" for m in q.modifiers):
+            raise _Unsupported("a temporal filter (mz_now()) below DISTINCT, LIMIT or OFFSET")
+        types = {c.name: c.type for c in node.schema}
+        bounds = []
+        for c in conds:
+            if not (c.cls == "COMPARISON" and c.type in _COMPARE_OPS and len(c.children) == 2):
+                raise _Unsupported(f"{self.span(c)!r}: mz_now() other than compared with a column")
+            a, b = c.children
+            op = _COMPARE_OPS[c.type]
+            if not _is_now(a):
+                a, b, op = b, a, _FLIPPED[op]
+            if not _is_now(a) or op == "<>":
+                raise _Unsupported(f"{self.span(c)!r}: mz_now() other than compared (=, <, <=, >, >=) with a column")
+            col, offset = self.bound_expression(b, scope, self.span(c))
+            t = types[col]
+            if not pa.types.is_integer(t):
+                raise _Unsupported(f"{self.span(c)!r}: mz_now() compared with a {t} column (integers only)")
+            bounds.append((col, offset, op))
+        types = {c.name: c.type for c in node.schema}
+        schema = tuple(ColumnSpec(n, types[s]) for s, n in select)
+        return TemporalFilter(schema, node, tuple(bounds), tuple(select))
+
+    def bound_expression(self, e: Expression, scope: _Scope, text: str) -> tuple[str, int]:
+        if e.cls == "COLUMN_REF":
+            return scope.column(e), 0
+        if e.cls == "FUNCTION" and e.name in (("+",), ("-",)) and len(e.children) == 2:
+            x, y = e.children
+            if e.name == ("+",) and x.cls == "CONSTANT":
+                x, y = y, x
+            if (x.cls == "COLUMN_REF" and y.cls == "CONSTANT" and y.literal is not None
+                    and y.literal.kind == "INTEGER"):
+                return scope.column(x), y.literal.value if e.name == ("+",) else -y.literal.value
+        raise _Unsupported(f"{text!r}: mz_now() compared with other than a column plus or minus an integer")
+
+
+
+def _is_now(e: Expression) -> bool:
+    return e.cls == "FUNCTION" and e.name == ("mz_now",) and not e.children
 
 
 def _unify(a: Schema, b: Schema) -> Schema:
@@ -1085,7 +1623,14 @@ def _render(node: Node, tables: Mapping[str, Schema]) -> _Step:
     if isinstance(node, Get):
         op = MapFilterOp(tables[node.table], select=[Column(s, n) for s, n in node.columns])
         return _Step(node, op, [], node.table)
+    if isinstance(node, Constant):
+        return _Step(node, ConstantOp(node.schema, node.rows), [])
     ins = [_render(i, tables) for i in node.inputs]
+    if isinstance(node, GroupSql):
+        return _Step(node, GroupRecompute(ins[0].schema, node.key, node.sql), ins)
+    if isinstance(node, TemporalFilter):
+        op = TemporalFilterOp(ins[0].schema, [Bound(c, op, off) for c, off, op in node.bounds], node.select)
+        return _Step(node, op, ins)
     if isinstance(node, MapFilter):
         op = MapFilterOp(ins[0].schema, where=[_predicate_operator(p) for p in node.where],
                          select=None if node.select is None else [Column(s, n) for s, n in node.select])
@@ -1109,7 +1654,7 @@ def _render(node: Node, tables: Mapping[str, Schema]) -> _Step:
     elif isinstance(node, Union):
         op = UnionOp([i.schema for i in ins])
     elif isinstance(node, TopK):
-        op = TopKOp(ins[0].schema, [], [OrderBy(c, d, n) for c, d, n in node.order_by],
+        op = TopKOp(ins[0].schema, list(node.group_by), [OrderBy(c, d, n) for c, d, n in node.order_by],
                     limit=node.limit, offset=node.offset)
     else:  # pragma: no cover - every node kind is above
         raise TypeError(f"no operator for {type(node).__name__}")

@@ -35,7 +35,7 @@ from colmz.dataflow.regroup import affected_groups, group_rows
 from colmz.dataflow.step import Clock, as_schema, check_columns, check_delta, consolidated_at
 from colmz.ops import concat
 from colmz.rollback import undone_on_error
-from colmz.rows import cast_to, expand
+from colmz.rows import cast_to, expand, storable
 from colmz.updates import Updates
 
 __all__ = ["INPUT_RELATION", "GroupRecompute", "output_schema"]
@@ -57,12 +57,13 @@ def _run(translated: str, rows: pa.Table, time: int) -> pa.Table:
 
 
 def output_schema(schema, translated: str):
-    """The columns ``translated`` answers over an empty input of ``schema`` (Arrow's types
-    of DuckDB's answer), as ``ColumnSpec`` s."""
+    """The columns ``translated`` answers over an empty input of ``schema``, as colmz holds
+    them (``colmz.rows.storable``, as a materialized view's: a ``DECIMAL`` of scale 0 is
+    ``bigint``, a scaled one refused), as ``ColumnSpec`` s."""
     schema = as_schema(schema, "schema")
     empty = pa.table({c.name: pa.array([], c.type) for c in schema})
     out = _run(translated, empty, 0)
-    return as_schema({f.name: f.type for f in out.schema}, "the query's answer")
+    return as_schema({f.name: storable(f.type, "the per-group query") for f in out.schema}, "the query's answer")
 
 
 class GroupRecompute:
@@ -140,7 +141,8 @@ class GroupRecompute:
                 raise ValueError(f"the query answered columns {answer.column_names}, first "
                                  f"{[c.name for c in self.schema]}")
             n = answer.num_rows
-            new = cast_to(Updates({c.name: answer.column(c.name) for c in self.schema},
+            # a checked cast (a DECIMAL(38,0) sum beyond bigint raises, never wraps)
+            new = cast_to(Updates({c.name: answer.column(c.name).cast(c.type) for c in self.schema},
                                   [time] * n, [1] * n), self.schema)
             old = self._output.lookup_words(keys, layout).rows
             result = consolidated_at(concat([old.negated(), new]), time)

@@ -74,44 +74,71 @@ INCREMENTAL = [
     "SELECT k, var_pop(v), stddev_samp(v), variance(v) FROM t GROUP BY k",
 ]
 
-#: View bodies that must fall back, with a word their reason must hold.
+#: Bodies of the corpus the first plan fell back on, now planned (issue 39's coverage): a
+#: cross join, USING, a left join's ON filtering its padded side, INTERSECT, DISTINCT ON, a
+#: constant relation, WITH, IN and EXISTS subqueries (semijoins), window functions and basic
+#: aggregates recomputed per affected partition/group, text ordered in DuckDB. Where SQL
+#: leaves an order to chance (string_agg without ORDER BY, row_number over ties, LIMIT over
+#: ties) the body names enough order for one answer: a view of it equals no recompute else.
+NEWLY_INCREMENTAL = [
+    "SELECT k, string_agg(s, ',' ORDER BY s) FROM t GROUP BY k",
+    "SELECT count(DISTINCT s) FROM t",
+    "WITH a AS (SELECT k FROM t) SELECT * FROM a",
+    "SELECT * FROM t, u",
+    "SELECT * FROM t JOIN u USING (k)",
+    "SELECT k, row_number() OVER (ORDER BY v, k, s) FROM t",
+    "SELECT k FROM t WHERE k IN (SELECT k FROM u)",
+    "SELECT k FROM t INTERSECT SELECT k FROM u",
+    "SELECT * FROM t LEFT JOIN u ON t.k = u.k AND u.w = 'x'",
+    "SELECT DISTINCT ON (k) k, v FROM t ORDER BY k, v",
+    "SELECT k, s FROM t ORDER BY s, k LIMIT 2",
+    "SELECT k, count(*) FILTER (WHERE v > 0) FROM t GROUP BY k",
+    "SELECT k, sum(v) FROM t GROUP BY k HAVING sum(v) > count(*)",
+    "SELECT 1",
+]
+
+#: Bodies of the corpus that must fall back, with a word their reason must hold. The
+#: scalars needing SQL in a linear segment (the first five) come with MapFilter's SQL
+#: evaluation; ``WHERE v`` (an integer as a condition) is DuckDB's reading, not PostgreSQL's.
 FALLBACK = [
     ("SELECT k + 1 FROM t", "scalar expression"),
-    ("SELECT k, string_agg(s, ',') FROM t GROUP BY k", "basic"),
-    ("SELECT count(DISTINCT s) FROM t", "DISTINCT aggregates"),
     ("SELECT * FROM t WHERE v > 1 OR k = 2", "not a column compared with a constant"),
-    ("WITH a AS (SELECT k FROM t) SELECT * FROM a", "WITH"),
-    ("SELECT * FROM t, u", "cross join"),
-    ("SELECT * FROM t JOIN u USING (k)", "USING"),
-    ("SELECT k, row_number() OVER (ORDER BY v) FROM t", "window function"),
-    ("SELECT k FROM t WHERE k IN (SELECT k FROM u)", "subquery"),
-    ("SELECT k FROM t INTERSECT SELECT k FROM u", "INTERSECT"),
-    ("SELECT * FROM t LEFT JOIN u ON t.k = u.k AND u.w = 'x'", "not an equality of columns"),
-    ("SELECT DISTINCT ON (k) k, v FROM t ORDER BY k, v", "DISTINCT ON"),
     ("SELECT s FROM t WHERE s < 'b'", "collation"),
-    ("SELECT k, s FROM t ORDER BY s LIMIT 2", "collation"),
-    ("SELECT k, count(*) FILTER (WHERE v > 0) FROM t GROUP BY k", "FILTER"),
     ("SELECT k FROM t WHERE v > 1.5", "not of the column's type"),
-    ("SELECT k, sum(v) FROM t GROUP BY k HAVING sum(v) > count(*)", "not a column compared with a constant"),
-    ("SELECT 1", "without FROM"),
     ("SELECT k FROM t WHERE v NOT BETWEEN 1 AND 2", "not a column compared with a constant"),
     ("SELECT k FROM t WHERE v", "a int64 value as a condition"),
 ]
 
+#: Constructs outside the corpus that still fall back, each named.
+OTHER_FALLBACK = [
+    ("SELECT k FROM t WHERE k NOT IN (SELECT k FROM u)", "NOT IN"),
+    ("WITH RECURSIVE a AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM a WHERE n < 3) SELECT * FROM a", "RECURSIVE"),
+    ("SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k > t.k)", "correlated condition"),
+    ("SELECT k FROM t WHERE k = ANY (SELECT k FROM u)", "quantified"),
+    ("SELECT k, (SELECT max(k) FROM u) FROM t", "subquery"),
+    ("SELECT * FROM t FULL JOIN u USING (k)", "COALESCE"),
+    ("SELECT k, rank() OVER w FROM t WINDOW w AS (ORDER BY v)", "named window"),
+    ("SELECT k, random() FROM t GROUP BY k", "depends on when it runs"),
+    ("SELECT k FROM t WHERE mz_now() <= v * 2", "plus or minus an integer"),
+    ("SELECT k, count(*) FROM t WHERE mz_now() <= v GROUP BY k", "temporal filter"),
+]
+
 
 def test_corpus_coverage():
-    planned = [plan(q, SCHEMAS) for q in INCREMENTAL]
+    planned = [plan(q, SCHEMAS) for q in INCREMENTAL + NEWLY_INCREMENTAL]
     assert [p.fallbacks() for p in planned] == [[] for _ in planned]
     assert all(p.incremental for p in planned)
     for p in planned:  # one line per node, each with its cost class, children indented by two
         lines = p.explain().splitlines()
-        assert all(ln.endswith(("-- incremental O(delta)", "-- per affected group")) for ln in lines), p.text
+        assert all(ln.endswith(("-- incremental O(delta)", "-- per affected group", "-- per affected partition"))
+                   for ln in lines), p.text
         depths = [(len(ln) - len(ln.lstrip(" "))) // 2 for ln in lines]
         assert depths[0] == 0 and all(b <= a + 1 for a, b in zip(depths, depths[1:])), p.text
-    assert len(INCREMENTAL) == 39 and len(FALLBACK) == 20
+    # the corpus: 59 bodies, 53 (90 %) planned without a Fallback
+    assert len(INCREMENTAL) == 39 and len(NEWLY_INCREMENTAL) == 14 and len(FALLBACK) == 6
 
 
-@pytest.mark.parametrize("text,word", FALLBACK)
+@pytest.mark.parametrize("text,word", FALLBACK + OTHER_FALLBACK)
 def test_every_fallback_names_its_reason(text, word):
     p = plan(text, SCHEMAS)
     falls = p.fallbacks()
@@ -157,9 +184,13 @@ def test_explain_pins():
         "  Union  -- incremental O(delta)",
         "    MapFilter select=[t.k AS k, t.s AS s]  -- incremental O(delta)",
         "      Get t AS t (k AS t.k, v AS t.v, s AS t.s)  -- incremental O(delta)"]
+    assert plan("SELECT k + 1 AS j FROM t", SCHEMAS).explain() == (
+        "Fallback 'k + 1'  -- recompute: select item 'k + 1': a scalar expression needing SQL")
     assert plan("SELECT k, string_agg(s, ',') FROM t GROUP BY k", SCHEMAS).explain() == (
-        "Fallback \"k, string_agg(s, ',')\"  -- recompute: aggregate \"string_agg(s, ',')\": "
-        "string_agg (basic, recomputed per group: absent)")
+        "MapFilter select=[t.k AS k, agg1 AS string_agg(s, ',')]  -- incremental O(delta)\n"
+        "  Reduce group_by=[t.k] aggregates=[agg1: string_agg(s, ',')] basic (recomputed per affected group "
+        "in DuckDB)  -- per affected group\n"
+        "    Get t AS t (k AS t.k, v AS t.v, s AS t.s)  -- incremental O(delta)")
 
 
 def test_plan_shapes():
@@ -246,8 +277,9 @@ def _pool_row(row: tuple) -> tuple:
     return row
 
 
-def run_corpus(changes: dict[str, list]) -> None:
-    pipes = [render(plan(q, SCHEMAS)) for q in INCREMENTAL]
+def run_corpus(changes: dict[str, list], bodies=None) -> None:
+    bodies = INCREMENTAL + NEWLY_INCREMENTAL if bodies is None else bodies
+    pipes = [render(plan(q, SCHEMAS)) for q in bodies]
     sinks = [ViewSink(p.schema) for p in pipes]
     held = {n: Counter() for n in SCHEMAS}
     steps = max(len(c) for c in changes.values())
@@ -259,7 +291,7 @@ def run_corpus(changes: dict[str, list]) -> None:
             for r, d in step:
                 held[name][r] += d
             held[name] = Counter({k: c for k, c in held[name].items() if c})
-        for q, pipe, sink in zip(INCREMENTAL, pipes, sinks):
+        for q, pipe, sink in zip(bodies, pipes, sinks):
             tables = {n: d for n, d in deltas.items() if n in pipe.tables}
             sink.step(t, pipe.step(t, tables))
             assert view_rows(sink, t) == duckdb_rows(q, held), f"{q!r} at step {t}"
