@@ -75,40 +75,56 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from colmz.dataflow import accumulable as acc
-from colmz.dataflow.collate import Collation
-from colmz.dataflow.constant import Constant as ConstantOp
-from colmz.dataflow.distinct import Distinct as DistinctOp
-from colmz.dataflow.distinct import Threshold as ThresholdOp
-from colmz.dataflow.join import DeltaJoin
-from colmz.dataflow.linear import Negate as NegateOp
-from colmz.dataflow.linear import Union as UnionOp
-from colmz.dataflow.mapfilter import Column, Compare, IsNull
-from colmz.dataflow.mapfilter import MapFilter as MapFilterOp
-from colmz.dataflow.minmax import Max, Min, MinMaxReduce
-from colmz.dataflow.outer import OuterJoin
-from colmz.dataflow.step import as_schema
-from colmz.dataflow.topk import OrderBy
-from colmz.dataflow.topk import TopK as TopKOp
-from colmz.order import ColumnSpec
-from colmz.rollback import undone_on_error
+from colmz.dataflow.plan_nodes import (
+    INCREMENTAL,
+    PER_GROUP,
+    PER_PARTITION,
+    Aggregate,
+    BasicReduce,
+    Comparison,
+    Constant,
+    Distinct,
+    Fallback,
+    Get,
+    GroupSql,
+    IsNullPredicate,
+    Join,
+    MapFilter,
+    Negate,
+    Node,
+    Plan,
+    Predicate,
+    Reduce,
+    Schema,
+    SqlTopK,
+    TemporalFilter,
+    Threshold,
+    TopK,
+    Union,
+    Window,
+    fused,
+)
 from colmz.dataflow.recompute import INPUT_RELATION, GroupRecompute, output_schema
-from colmz.dataflow.temporal import Bound
-from colmz.dataflow.temporal import TemporalFilter as TemporalFilterOp
+from colmz.dataflow.render import (
+    ACCUMULABLE,
+    HIERARCHICAL,
+    CollatedReduce,
+    Pipeline,
+    reduce_operator,
+    render,
+)
+from colmz.dataflow.step import as_schema
+from colmz.order import ColumnSpec
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, Table, parse_tree
-from colmz.updates import SchemaError, Updates, widen
+from colmz.updates import SchemaError, widen
 
-__all__ = ["Aggregate", "CollatedReduce", "Distinct", "Fallback", "fused", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
-           "Node", "Pipeline", "Plan", "PlanError", "Reduce", "Comparison", "Threshold", "TopK", "Union",
-           "plan", "render"]
-
-Schema = tuple[ColumnSpec, ...]
-
-INCREMENTAL = "incremental O(delta)"
-PER_GROUP = "per affected group"
+__all__ = ["INCREMENTAL", "PER_GROUP", "PER_PARTITION", "Aggregate", "BasicReduce", "CollatedReduce", "Comparison",
+           "Constant", "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate",
+           "Node", "Pipeline", "Plan", "PlanError", "Predicate", "Reduce", "SqlTopK", "TemporalFilter", "Threshold",
+           "TopK", "Union", "Window", "fused", "plan", "render"]
 
 
 class PlanError(ValueError):
@@ -120,399 +136,12 @@ class _Unsupported(Exception):
     """Raised inside the planner: the construct is outside the incremental subset."""
 
 
-# ---------------------------------------------------------------------------- nodes
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """``column op value``, ``value`` a constant of the column's type (native)."""
-
-    column: str
-    op: str
-    value: object
-
-    def __str__(self) -> str:
-        return f"{self.column} {self.op} {self.value!r}"
-
-
-@dataclass(frozen=True)
-class IsNullPredicate:
-    """``column IS [NOT] NULL`` (native)."""
-
-    column: str
-    negated: bool = False
-
-    def __str__(self) -> str:
-        return f"{self.column} IS {'NOT ' if self.negated else ''}NULL"
-
-
-Predicate = Comparison | IsNullPredicate
-
-
-@dataclass(frozen=True)
-class Node:
-    """A plan node: ``schema`` is its output's columns."""
-
-    schema: Schema
-
-    @property
-    def inputs(self) -> tuple[Node, ...]:
-        return ()
-
-    def describe(self) -> str:
-        raise NotImplementedError  # every node kind below defines it
-
-    def cost(self) -> str:
-        return INCREMENTAL
-
-
-@dataclass(frozen=True)
-class Get(Node):
-    """Table ``table`` read as ``alias``: its columns renamed ``(source, name)``."""
-
-    table: str = ""
-    alias: str = ""
-    columns: tuple[tuple[str, str], ...] = ()
-
-    def describe(self) -> str:
-        return f"Get {self.table} AS {self.alias} ({', '.join(f'{s} AS {n}' for s, n in self.columns)})"
-
-
-@dataclass(frozen=True)
-class MapFilter(Node):
-    """``where`` (native predicates, ANDed) then ``select`` as ``(source, name)`` pairs."""
-
-    input: Node | None = None
-    where: tuple[Predicate, ...] = ()
-    select: tuple[tuple[str, str], ...] | None = None
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        parts = []
-        if self.where:
-            parts.append(f"where=[{' AND '.join(str(p) for p in self.where)}]")
-        if self.select is not None:
-            parts.append(f"select=[{', '.join(s if s == n else f'{s} AS {n}' for s, n in self.select)}]")
-        return "MapFilter " + " ".join(parts)
-
-
-@dataclass(frozen=True)
-class Join(Node):
-    """``kind`` ``inner`` (any number of inputs), ``left``, ``right`` or ``full`` (two);
-    ``on`` the equi keys; ``residual`` predicates applied after an inner join."""
-
-    inputs_: tuple[Node, ...] = ()
-    kind: str = "inner"
-    on: tuple[tuple[str, str], ...] = ()
-    residual: tuple[Predicate, ...] = ()
-
-    @property
-    def inputs(self):
-        return self.inputs_
-
-    def describe(self) -> str:
-        keys = ", ".join(f"{a} = {b}" for a, b in self.on)
-        res = f" residual=[{' AND '.join(map(str, self.residual))}]" if self.residual else ""
-        return f"Join {self.kind} on=[{keys}]{res} (delta join, inputs arranged by key)"
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """One aggregate: output ``name``, ``function``, input ``column`` (``None``: ``count(*)``)
-    and its reduction type (``accumulable``, ``hierarchical``, ``basic``)."""
-
-    name: str
-    function: str
-    column: str | None
-    reduction: str
-
-    def __str__(self) -> str:
-        return f"{self.name}: {self.function}({self.column or '*'}) {self.reduction}"
-
-
-@dataclass(frozen=True)
-class Reduce(Node):
-    input: Node | None = None
-    group_by: tuple[str, ...] = ()
-    aggregates: tuple[Aggregate, ...] = ()
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        kinds = {a.reduction for a in self.aggregates}
-        how = " (collation of accumulable and hierarchical)" if len(kinds) > 1 else ""
-        return f"Reduce group_by=[{', '.join(self.group_by)}] aggregates=[{', '.join(map(str, self.aggregates))}]{how}"
-
-    def cost(self) -> str:
-        return INCREMENTAL if all(a.reduction == "accumulable" for a in self.aggregates) else PER_GROUP
-
-
-@dataclass(frozen=True)
-class Distinct(Node):
-    input: Node | None = None
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        return "Distinct"
-
-
-@dataclass(frozen=True)
-class Threshold(Node):
-    input: Node | None = None
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        return "Threshold"
-
-
-@dataclass(frozen=True)
-class TopK(Node):
-    """``order_by`` as ``(column, descending, nulls_first)``, ``limit`` (``None``: none),
-    ``offset``, per group of ``group_by`` (``DISTINCT ON``; none: one global top-k)."""
-
-    input: Node | None = None
-    order_by: tuple[tuple[str, bool, bool], ...] = ()
-    limit: int | None = None
-    offset: int = 0
-    group_by: tuple[str, ...] = ()
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        keys = ", ".join(f"{c}{' DESC' if d else ''} NULLS {'FIRST' if n else 'LAST'}" for c, d, n in self.order_by)
-        group = f"group_by=[{', '.join(self.group_by)}] " if self.group_by else ""
-        return f"TopK {group}order_by=[{keys}] limit={self.limit} offset={self.offset}"
-
-    def cost(self) -> str:
-        return PER_GROUP
-
-
-@dataclass(frozen=True)
-class Union(Node):
-    inputs_: tuple[Node, ...] = ()
-
-    @property
-    def inputs(self):
-        return self.inputs_
-
-    def describe(self) -> str:
-        return "Union"
-
-
-@dataclass(frozen=True)
-class Negate(Node):
-    input: Node | None = None
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        return "Negate"
-
-
-@dataclass(frozen=True)
-class Fallback(Node):
-    """A subtree (``text``, the query block) not maintained incrementally, and why."""
-
-    text: str = ""
-    reason: str = ""
-
-    def describe(self) -> str:
-        return f"Fallback {self.text!r}"
-
-    def cost(self) -> str:
-        return f"recompute: {self.reason}"
-
-
-# ---- node kinds recomputed per affected group by DuckDB, constants, temporal filters
-
-PER_PARTITION = "per affected partition"
-
-
-@dataclass(frozen=True)
-class Constant(Node):
-    """A constant relation (``SELECT 1, 'a'`` without ``FROM``): its ``rows``, each once."""
-
-    rows: tuple[tuple, ...] = ()
-
-    def describe(self) -> str:
-        return f"Constant rows={list(self.rows)}"
-
-
-@dataclass(frozen=True)
-class GroupSql(Node):
-    """A group-local query recomputed by DuckDB over the groups a change touches
-    (:class:`colmz.dataflow.recompute.GroupRecompute`): ``key`` the input's group columns,
-    ``items`` the ``(name, user text)`` computed, ``sql`` the translated query reading the
-    input as ``input_rows``."""
-
-    input: Node | None = None
-    key: tuple[str, ...] = ()
-    items: tuple[tuple[str, str], ...] = ()
-    sql: str = ""
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def listed(self) -> str:
-        return ", ".join(f"{n}: {t}" for n, t in self.items)
-
-    def cost(self) -> str:
-        return PER_GROUP
-
-
-@dataclass(frozen=True)
-class BasicReduce(GroupSql):
-    """A reduce with a *basic* aggregate (``string_agg``, ``DISTINCT`` or ``FILTER``
-    aggregates, any expression over aggregates, a ``HAVING`` needing SQL): Materialize
-    re-reduces the affected keys; here DuckDB does, per affected group."""
-
-    having: str = ""
-
-    def describe(self) -> str:
-        having = f" having=[{self.having}]" if self.having else ""
-        return (f"Reduce group_by=[{', '.join(self.key)}] aggregates=[{self.listed()}] basic{having} "
-                "(recomputed per affected group in DuckDB)")
-
-
-@dataclass(frozen=True)
-class Window(GroupSql):
-    """Window functions (and the select items around them) recomputed per affected
-    partition: ``key`` the columns every window partitions by (none: one partition)."""
-
-    def describe(self) -> str:
-        return (f"Window partition_by=[{', '.join(self.key)}] items=[{self.listed()}] "
-                "(recomputed per affected partition in DuckDB)")
-
-    def cost(self) -> str:
-        return PER_PARTITION
-
-
-@dataclass(frozen=True)
-class SqlTopK(GroupSql):
-    """``ORDER BY ... LIMIT`` (or ``DISTINCT ON``) whose order needs SQL (text by its
-    collation): the affected groups' windows recomputed by DuckDB."""
-
-    def describe(self) -> str:
-        return f"TopK group_by=[{', '.join(self.key)}] {self.items[0][1]} (recomputed per affected group in DuckDB)"
-
-
-@dataclass(frozen=True)
-class TemporalFilter(Node):
-    """``mz_now()`` compared with a column: each row is in the output from its ``lower``
-    bound to its ``upper`` bound (exclusive), as updates at the times the predicate flips
-    (Materialize's ``MfpPlan`` temporal bounds); ``bounds`` as ``(column, offset, op)``
-    meaning ``mz_now() op column + offset``; then ``select``."""
-
-    input: Node | None = None
-    bounds: tuple[tuple[str, int, str], ...] = ()
-    select: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        preds = " AND ".join(f"mz_now() {op} {c}{f' + {o}' if o > 0 else f' - {-o}' if o < 0 else ''}"
-                             for c, o, op in self.bounds)
-        sel = ", ".join(s if s == n else f"{s} AS {n}" for s, n in self.select)
-        return f"TemporalFilter where=[{preds}] select=[{sel}] (updates at the times the predicate flips)"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A view's plan: the ``root`` node, the query ``text`` and the ``tables`` it reads.
-
-    ``names`` are the view's output column names (the root's schema's names).
-    """
-
-    root: Node
-    text: str
-    tables: Mapping[str, Schema] = field(default_factory=dict)
-
-    @property
-    def names(self) -> list[str]:
-        return [c.name for c in self.root.schema]
-
-    def fallbacks(self) -> list[Fallback]:
-        """Every Fallback node, preorder."""
-        out = []
-        stack = [self.root]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, Fallback):
-                out.append(n)
-            stack.extend(reversed(n.inputs))
-        return out
-
-    @property
-    def incremental(self) -> bool:
-        """Whether no node is a Fallback."""
-        return not self.fallbacks()
-
-    def explain(self) -> str:
-        """One line per node, children indented, each with its strategy and cost class."""
-        lines: list[str] = []
-
-        def walk(n: Node, depth: int) -> None:
-            lines.append(f"{'  ' * depth}{n.describe()}  -- {n.cost()}")
-            for c in n.inputs:
-                walk(c, depth + 1)
-
-        walk(self.root, 0)
-        return "\n".join(lines)
-
-
-def _renamed(p: Predicate, source: dict[str, str]) -> Predicate:
-    if isinstance(p, Comparison):
-        return Comparison(source[p.column], p.op, p.value)
-    return IsNullPredicate(source[p.column], p.negated)
-
-
-def fused(schema: Schema, input: Node, where: tuple[Predicate, ...], select) -> MapFilter:
-    """A :class:`MapFilter` node over ``input``, fused with ``input`` when it is one: one
-    segment filters then projects, so ``select(where2(select1(where1(X))))`` is
-    ``select'(where1 AND where2'(X))`` with ``where2``'s and ``select``'s columns read
-    through ``select1`` (Materialize fuses MapFilterProject the same way)."""
-    where = tuple(where)
-    select = None if select is None else tuple(select)
-    if isinstance(input, MapFilter):
-        inner = input
-        if inner.select is not None:
-            source = {n: s for s, n in inner.select}
-            where = tuple(_renamed(p, source) for p in where)
-            select = inner.select if select is None else tuple((source[s], n) for s, n in select)
-        return MapFilter(schema, inner.input, inner.where + where, select)
-    return MapFilter(schema, input, where, select)
-
-
 # ---------------------------------------------------------------------------- binding
 
 _COMPARE_OPS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
                 "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
                 "COMPARE_GREATERTHANOREQUALTO": ">="}
 _FLIPPED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
-#: Aggregates by reduction type (src/compute-types/src/plan/reduce.rs, ``reduction_type``).
-_ACCUMULABLE = {"count": acc.Count, "count_star": acc.Count, "sum": acc.Sum, "avg": acc.Avg,
-                "bool_and": acc.BoolAnd, "bool_or": acc.BoolOr, "every": acc.BoolAnd,
-                "var_samp": acc.VarSamp, "variance": acc.VarSamp, "var_pop": acc.VarPop,
-                "stddev_samp": acc.StddevSamp, "stddev": acc.StddevSamp, "stddev_pop": acc.StddevPop}
-_HIERARCHICAL = {"min": Min, "max": Max}
 
 
 @functools.cache
@@ -527,7 +156,7 @@ def aggregate_names() -> frozenset[str]:
                            "WHERE function_type = 'aggregate'").fetchall()
     finally:
         cur.close()
-    return frozenset(r[0] for r in rows) | {"count_star"} | set(_ACCUMULABLE) | set(_HIERARCHICAL)
+    return frozenset(r[0] for r in rows) | {"count_star"} | set(ACCUMULABLE) | set(HIERARCHICAL)
 
 
 def _is_aggregate(e: Expression) -> bool:
@@ -921,9 +550,9 @@ class _Planner:
                 raise _Unsupported(f"aggregate {self.span(e)!r}: FILTER (WHERE ...)")
             if e.order_by:
                 raise _Unsupported(f"aggregate {self.span(e)!r}: ORDER BY inside an aggregate")
-            if fn in _ACCUMULABLE:
+            if fn in ACCUMULABLE:
                 reduction = "accumulable"
-            elif fn in _HIERARCHICAL:
+            elif fn in HIERARCHICAL:
                 reduction = "hierarchical"
             else:
                 raise _Unsupported(f"aggregate {self.span(e)!r}: {fn} (basic, recomputed per group: absent)")
@@ -983,7 +612,7 @@ class _Planner:
     def reduce_schema(self, schema: Schema, group: list[str], aggs: list[Aggregate]) -> Schema:
         """The reduce's output columns, by the operator's own type rules."""
         try:
-            return _reduce_operator(schema, tuple(group), tuple(aggs)).schema
+            return reduce_operator(schema, tuple(group), tuple(aggs)).schema
         except (TypeError, ValueError) as e:
             raise _Unsupported(f"aggregates over these column types: {e}") from None
 
@@ -1555,158 +1184,3 @@ def plan(query_text: str, schemas: Mapping[str, object]) -> Plan:
     p = _Planner(query_text, checked)
     root = p.query(stmts[0])
     return Plan(root, query_text, dict(p.used))
-
-
-# ---------------------------------------------------------------------------- rendering
-
-
-class CollatedReduce:
-    """A reduce whose aggregates are of both types: an ``AccumulableReduce`` and a
-    ``MinMaxReduce`` over the same input, their rows joined per group by a
-    :class:`~colmz.dataflow.collate.Collation` (Materialize's ``ReducePlan::Collation``),
-    output columns in the order of ``order``."""
-
-    ROLLBACK_FIELDS = ("accumulable", "hierarchical", "collation", "project")
-
-    def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
-        self.accumulable = _reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "accumulable"))
-        self.hierarchical = _reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "hierarchical"))
-        self.collation = Collation([self.accumulable.schema, self.hierarchical.schema], list(group))
-        self.project = MapFilterOp(self.collation.schema, select=[*group, *(a.name for a in aggs)])
-        self.schema = self.project.schema
-
-    def step(self, time, delta: Updates) -> Updates:
-        return self.project.step(time, self.collation.step(
-            time, self.accumulable.step(time, delta), self.hierarchical.step(time, delta)))
-
-
-def _reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
-    kinds = {a.reduction for a in aggs}
-    if len(kinds) > 1:
-        return CollatedReduce(schema, group, aggs)
-    if kinds == {"hierarchical"}:
-        return MinMaxReduce(schema, list(group), {a.name: _HIERARCHICAL[a.function](a.column) for a in aggs})
-    return acc.AccumulableReduce(schema, list(group),
-                                 {a.name: (_ACCUMULABLE[a.function](a.column) if a.column is not None
-                                           else acc.Count()) for a in aggs})
-
-
-def _predicate_operator(p: Predicate):
-    if isinstance(p, Comparison):
-        return Compare(p.column, p.op, p.value)
-    return IsNull(p.column, p.negated)
-
-
-class _Step:
-    """A rendered node: its operator and its inputs' rendered nodes."""
-
-    def __init__(self, node: Node, op, inputs: list[_Step], table: str | None = None):
-        self.node = node
-        self.op = op
-        self.inputs = inputs
-        self.table = table
-        self.schema = node.schema
-
-    def step(self, time: int, deltas: Mapping[str, Updates], tables: Mapping[str, Schema]) -> Updates:
-        if self.table is not None:
-            d = deltas.get(self.table)
-            if d is None:
-                d = Updates.empty(tables[self.table])
-            return self.op.step(time, d)
-        ins = [i.step(time, deltas, tables) for i in self.inputs]
-        return self.op.step(time, *ins)
-
-
-def _render(node: Node, tables: Mapping[str, Schema]) -> _Step:
-    if isinstance(node, Fallback):
-        raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering a recomputed subtree is absent")
-    if isinstance(node, Get):
-        op = MapFilterOp(tables[node.table], select=[Column(s, n) for s, n in node.columns])
-        return _Step(node, op, [], node.table)
-    if isinstance(node, Constant):
-        return _Step(node, ConstantOp(node.schema, node.rows), [])
-    ins = [_render(i, tables) for i in node.inputs]
-    if isinstance(node, GroupSql):
-        return _Step(node, GroupRecompute(ins[0].schema, node.key, node.sql), ins)
-    if isinstance(node, TemporalFilter):
-        op = TemporalFilterOp(ins[0].schema, [Bound(c, op, off) for c, off, op in node.bounds], node.select)
-        return _Step(node, op, ins)
-    if isinstance(node, MapFilter):
-        op = MapFilterOp(ins[0].schema, where=[_predicate_operator(p) for p in node.where],
-                         select=None if node.select is None else [Column(s, n) for s, n in node.select])
-    elif isinstance(node, Join):
-        schemas = [i.schema for i in ins]
-        op = (DeltaJoin(schemas, node.on) if node.kind == "inner"
-              else OuterJoin(schemas, node.on, kind=node.kind))
-        step = _Step(node, op, ins)
-        if node.residual:
-            filt = MapFilterOp(op.schema, where=[_predicate_operator(p) for p in node.residual])
-            return _Step(node, filt, [step])
-        return step
-    elif isinstance(node, Reduce):
-        op = _reduce_operator(ins[0].schema, node.group_by, node.aggregates)
-    elif isinstance(node, Distinct):
-        op = DistinctOp(ins[0].schema)
-    elif isinstance(node, Threshold):
-        op = ThresholdOp(ins[0].schema)
-    elif isinstance(node, Negate):
-        op = NegateOp(ins[0].schema)
-    elif isinstance(node, Union):
-        op = UnionOp([i.schema for i in ins])
-    elif isinstance(node, TopK):
-        op = TopKOp(ins[0].schema, list(node.group_by), [OrderBy(c, d, n) for c, d, n in node.order_by],
-                    limit=node.limit, offset=node.offset)
-    else:  # pragma: no cover - every node kind is above
-        raise TypeError(f"no operator for {type(node).__name__}")
-    return _Step(node, op, ins)
-
-
-class Pipeline:
-    """The operators of a plan: ``step(time, deltas)`` steps each once and returns the view's
-    delta at ``time`` (``deltas``: table name -> ``Updates`` of that table's columns; a table
-    without one has an empty delta). ``schema`` is the view's columns."""
-
-    #: Every operator, each saved and rolled back in place: a step that raises in one
-    #: operator leaves all of them as they were.
-    ROLLBACK_FIELDS = ("_operators",)
-
-    def __init__(self, p: Plan):
-        self.plan = p
-        self.tables = dict(p.tables)
-        self._root = _render(p.root, self.tables)
-        self.schema: Schema = self._root.schema
-        self._operators: list = []
-        stack = [self._root]
-        while stack:
-            s = stack.pop()
-            self._operators.append(s.op)
-            stack.extend(s.inputs)
-
-    @property
-    def operators(self) -> list:
-        """The operators, root first (for inspection and their work counters)."""
-        return list(self._operators)
-
-    def step(self, time, deltas: Mapping[str, Updates]) -> Updates:
-        if not isinstance(deltas, Mapping):
-            raise TypeError(f"deltas must be a mapping of table name to Updates, got {type(deltas).__name__}")
-        for name in deltas:
-            if name not in self.tables:
-                raise ValueError(f"deltas names table {name!r}, which the view does not read "
-                                 f"(it reads {sorted(self.tables)})")
-        with undone_on_error(self):
-            return self._root.step(time, deltas, self.tables)
-
-
-def render(p: Plan) -> Pipeline:
-    """The :class:`Pipeline` of plan ``p``; ``ValueError`` naming the reason when ``p`` holds
-    a :class:`Fallback` (recomputing a subtree is absent).
-
-    >>> import colmz, pyarrow as pa
-    >>> pipe = render(plan("SELECT k, count(*) AS c FROM t GROUP BY k", {"t": {"k": pa.int64()}}))
-    >>> pipe.step(1, {"t": colmz.Updates({"k": [1, 1, 2]}, time=[1] * 3, diff=[1] * 3)}).to_pylist()
-    [(1, 2, 1, 1), (2, 1, 1, 1)]
-    """
-    if not isinstance(p, Plan):
-        raise TypeError(f"render takes a Plan, got {type(p).__name__}")
-    return Pipeline(p)

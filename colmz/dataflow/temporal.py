@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 
 from colmz.dataflow.step import Clock, as_schema, check_delta
-from colmz.order import ColumnSpec
 from colmz.ops import consolidate
+from colmz.order import ColumnSpec
 from colmz.updates import Updates
 
 __all__ = ["Bound", "TemporalFilter"]
