@@ -97,6 +97,28 @@ NEWLY_INCREMENTAL = [
     "SELECT 1",
 ]
 
+#: Generated bodies beyond the corpus for the new plans' edges: antijoins (NOT EXISTS, NULL
+#: keys kept), EXISTS with a local filter, semijoins over aggregates, partitioned windows and
+#: windows over joins, CTEs used twice and nested, INTERSECT ALL, DISTINCT ON with a LIMIT,
+#: text ordered per group, a global basic aggregate with HAVING, cross joins with filters.
+GENERATED = [
+    "SELECT k, v FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.k = t.k)",
+    "SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.w = 'x')",
+    "SELECT k, s FROM t WHERE k IN (SELECT k FROM r GROUP BY k HAVING count(*) > 1) AND v >= 0",
+    "SELECT u.w FROM u WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.k = u.k AND t.v > 3)",
+    "SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v) AS r, sum(v) OVER (PARTITION BY k) FROM t",
+    "SELECT t.k, u.w, count(*) OVER (PARTITION BY u.w) FROM t JOIN u ON t.k = u.k",
+    "SELECT k, v - lag(v) OVER (PARTITION BY k ORDER BY v) AS d FROM t",
+    "WITH a AS (SELECT k, v FROM t WHERE v > 0), b AS (SELECT k FROM a) SELECT a.k, a.v FROM a JOIN b ON a.k = b.k",
+    "SELECT k FROM t INTERSECT ALL SELECT k FROM u",
+    "SELECT DISTINCT ON (k) k, v FROM t ORDER BY k, v DESC LIMIT 2",
+    "SELECT DISTINCT ON (k) k, s FROM t ORDER BY k, s NULLS FIRST",
+    "SELECT count(DISTINCT k), string_agg(DISTINCT s, '|' ORDER BY s) FROM t HAVING count(*) > 2",
+    "SELECT t.k, u.k AS uk FROM t, u WHERE t.v > 5 AND u.w = 'y'",
+    "SELECT k, max(v) - min(v) AS spread FROM t GROUP BY k",
+    "SELECT 1 AS one, 'a' AS two UNION ALL SELECT k, s FROM t",
+]
+
 #: Bodies of the corpus that must fall back, with a word their reason must hold. The
 #: scalars needing SQL in a linear segment (the first five) come with MapFilter's SQL
 #: evaluation; ``WHERE v`` (an integer as a condition) is DuckDB's reading, not PostgreSQL's.
@@ -125,7 +147,7 @@ OTHER_FALLBACK = [
 
 
 def test_corpus_coverage():
-    planned = [plan(q, SCHEMAS) for q in INCREMENTAL + NEWLY_INCREMENTAL]
+    planned = [plan(q, SCHEMAS) for q in INCREMENTAL + NEWLY_INCREMENTAL + GENERATED]
     assert [p.fallbacks() for p in planned] == [[] for _ in planned]
     assert all(p.incremental for p in planned)
     for p in planned:  # one line per node, each with its cost class, children indented by two
@@ -278,7 +300,7 @@ def _pool_row(row: tuple) -> tuple:
 
 
 def run_corpus(changes: dict[str, list], bodies=None) -> None:
-    bodies = INCREMENTAL + NEWLY_INCREMENTAL if bodies is None else bodies
+    bodies = INCREMENTAL + NEWLY_INCREMENTAL + GENERATED if bodies is None else bodies
     pipes = [render(plan(q, SCHEMAS)) for q in bodies]
     sinks = [ViewSink(p.schema) for p in pipes]
     held = {n: Counter() for n in SCHEMAS}
@@ -366,3 +388,28 @@ def test_a_one_row_change_costs_what_it_touches():
                                        ("w5", 5, sum(range(5, n, 2000)), 2, -1)]
     assert sum(a.rows_found for a in join.arrangements.values()) - found == 1
     assert reduce.rows_touched - touched <= 4
+
+
+def test_a_one_row_change_recomputes_one_partition_and_looks_up_one_key():
+    # 20 k rows of t in 2 k partitions; one row changes: the window recomputes its partition
+    # (10 rows + the new one) and the semijoin looks the row's key up once.
+    from colmz.dataflow import DeltaJoin
+    from colmz.dataflow.recompute import GroupRecompute
+
+    n = 20_000
+    t_rows = [(i % 2000, i, "a") for i in range(n)]
+    u_rows = [(i, "x") for i in range(0, 2000, 2)]
+    win = render(plan("SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v) AS r FROM t", SCHEMAS))
+    semi = render(plan("SELECT k, v FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k)", SCHEMAS))
+    win.step(1, {"t": dm.batch(T, t_rows, [1] * n, 1)})
+    semi.step(1, {"t": dm.batch(T, t_rows, [1] * n, 1), "u": dm.batch(U, u_rows, [1] * len(u_rows), 1)})
+    rec = next(op for op in win.operators if isinstance(op, GroupRecompute))
+    join = next(op for op in semi.operators if isinstance(op, DeltaJoin))
+    before = rec.rows_recomputed, sum(a.rows_found for a in join.arrangements.values())
+    out = win.step(2, {"t": dm.batch(T, [(6, -1, "b")], [1], 2)})
+    # the new row ranks first: the partition's 10 rows each move down one
+    assert len(out) == 21 and sorted(out.to_pylist())[0] == (6, -1, 1, 2, 1)
+    assert rec.rows_recomputed - before[0] == 11
+    out = semi.step(2, {"t": dm.batch(T, [(6, -1, "b"), (7, -1, "b")], [1, 1], 2)})
+    assert out.to_pylist() == [(6, -1, 2, 1)]  # key 6 has a u row, key 7 none
+    assert sum(a.rows_found for a in join.arrangements.values()) - before[1] == 1
