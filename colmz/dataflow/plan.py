@@ -490,7 +490,7 @@ class _Planner:
                 raise _Unsupported(what)
         for e in (*q.items, *(x for x in (q.having,) if x is not None), *q.group_by):
             for sub in e.walk():
-                if sub.cls == "SUBQUERY":
+                if sub.cls == "SUBQUERY" and not (sub is e and any(e is i for i in q.items)):
                     raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
         where, semi, temporal = self.split_where(q.where)
         windowed = any(sub.cls == "WINDOW" for e in q.items for sub in e.walk())
@@ -527,6 +527,9 @@ class _Planner:
                     select.extend((p, n) for n, p in scope.star(e.relation))
                 elif e.cls == "COLUMN_REF":
                     select.append((scope.column(e), e.alias or e.name[-1]))
+                elif e.cls == "SUBQUERY":
+                    node, col = self.scalar_subquery(node, e)
+                    select.append((col, e.alias or self.span(e)))
                 else:
                     raise _Unsupported(f"select item {self.span(e)!r}: a scalar expression needing SQL")
         select = _unique(select)
@@ -1008,10 +1011,8 @@ class _Planner:
         if e.children:  # x IN (subquery)
             x = e.children[0]
             after = [t.text.upper() for t in tokenize(self.text[x.end:e.end])[:2]]
-            if after[:1] != ["IN"]:
+            if after[:1] != ["IN"] and not (negated and after == ["NOT", "IN"]):
                 raise _Unsupported(f"{text!r}: a quantified comparison (ANY/ALL/SOME)")
-            if negated:
-                raise _Unsupported(f"NOT IN {text!r}: NULL semantics (a NULL in the subquery makes every row unknown)")
             if x.cls != "COLUMN_REF":
                 raise _Unsupported(f"{text!r}: IN of an expression needing SQL")
             try:
@@ -1023,10 +1024,20 @@ class _Planner:
             if len(right.schema) != 1:
                 raise PlanError(f"subquery has too many columns ({len(right.schema)}) in {text!r}")
             pairs = [(scope.column(x), right.schema[0].name)]
+            if negated:
+                return self.not_in(node, right, pairs[0])
         else:
             if not self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
                 raise _Unsupported(f"a scalar subquery as a condition ({text!r})")
             right, pairs = self.correlated(e.subquery, scope, text)
+        semi = self.semi(node, right, pairs)
+        if not negated:
+            return semi
+        return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def semi(self, node: Node, right: Node, pairs) -> Node:
+        """``node``'s rows whose ``(outer, inner)`` key columns match a row of ``right``:
+        ``node`` joined with ``right``'s distinct keys, projected back."""
         tag = self.fresh("semi")
         keys = tuple((r, f"{tag}.{i}") for i, (_, r) in enumerate(pairs))
         rtypes = {c.name: c.type for c in right.schema}
@@ -1035,10 +1046,58 @@ class _Planner:
         on = tuple((o, n) for (o, _), (_, n) in zip(pairs, keys))
         self.check_keys(on, node.schema + dist.schema)
         join = Join(node.schema + dist.schema, (node, dist), "inner", on)
-        semi = fused(node.schema, join, (), tuple((c.name, c.name) for c in node.schema))
-        if not negated:
-            return semi
-        return Union(node.schema, (node, Negate(node.schema, semi)))
+        return fused(node.schema, join, (), tuple((c.name, c.name) for c in node.schema))
+
+    def not_in(self, node: Node, right: Node, pair: tuple[str, str]) -> Node:
+        """``x NOT IN (subquery)`` with PostgreSQL's NULLs: true for every row when the
+        subquery is empty; otherwise true only when ``x`` is not NULL, matches no row and
+        the subquery holds no NULL (else unknown: the row is dropped). Two global counts of
+        the subquery (its rows, its NULLs), each one row, select between the branches:
+        ``node`` where the count is 0, and ``node``'s non-NULL rows minus the semijoin where
+        the count is positive and no NULL is held."""
+        x, col = pair
+        tag = self.fresh("notin")
+
+        def count(over: Node, name: str) -> Node:
+            agg = Aggregate(f"{tag}.{name}", "count", None, "accumulable")
+            return Reduce(self.reduce_schema(over.schema, [], [agg]), over, (), (agg,))
+
+        n = count(right, "n")
+        nulls = count(fused(right.schema, right, (IsNullPredicate(col),), None), "nulls")
+        keep = tuple((c.name, c.name) for c in node.schema)
+        n_col, z_col = f"{tag}.n", f"{tag}.nulls"
+        empty = fused(node.schema, fused(node.schema + n.schema, Join(node.schema + n.schema, (node, n), "inner"),
+                                         (Comparison(n_col, "=", 0),), None), (), keep)
+        present = fused(node.schema, node, (IsNullPredicate(x, True),), None)
+        anti = Union(node.schema, (present, Negate(node.schema, self.semi(present, right, [pair]))))
+        both = node.schema + n.schema + nulls.schema
+        rest = fused(node.schema, fused(both, Join(both, (anti, n, nulls), "inner"),
+                                        (Comparison(n_col, ">", 0), Comparison(z_col, "=", 0)), None), (), keep)
+        return Union(node.schema, (empty, rest))
+
+    def scalar_subquery(self, node: Node, e: Expression) -> tuple[Node, str]:
+        """An uncorrelated scalar subquery in the select list that is one row by its shape
+        (aggregates without ``GROUP BY``/``HAVING``): ``node`` crossed with that one-row
+        relation (Materialize's lowering), and the column holding its value."""
+        text = self.span(e)
+        sub = e.subquery
+        if e.children or self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
+            raise _Unsupported(f"select item {text!r}: EXISTS or IN as a value")
+        if (sub is None or sub.type != "SELECT_NODE" or sub.from_ is None or sub.group_by
+                or sub.having is not None or len(sub.items) != 1
+                or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
+                or not any(_is_aggregate(x) for x in sub.items[0].walk() if x.cls != "WINDOW")):
+            raise _Unsupported(f"select item {text!r}: a scalar subquery other than one aggregate "
+                               "without GROUP BY (one row by its shape)")
+        try:
+            right = self.query(sub)
+        except PlanError as err:
+            raise _Unsupported(f"select item {text!r}: {err} (correlated subqueries are absent)") from None
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"scalar subquery {text!r}: {right.reason}")
+        name = f"{self.fresh('scalar')}.{right.schema[0].name}"
+        one = fused((ColumnSpec(name, right.schema[0].type),), right, (), ((right.schema[0].name, name),))
+        return Join(node.schema + one.schema, (node, one), "inner"), name
 
     def correlated(self, sub: Query, outer: _Scope, text: str) -> tuple[Node, list[tuple[str, str]]]:
         """An ``EXISTS`` subquery decorrelated: its ``FROM`` and local conditions planned,
