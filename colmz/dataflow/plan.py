@@ -19,29 +19,61 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
 * :class:`Reduce` -- ``GROUP BY`` columns and aggregates, each classified as
   ``src/compute-types/src/plan/reduce.rs`` does: *accumulable* (``count``, ``sum``, ``avg``,
   ``bool_and/or``, variances), *hierarchical* (``min``, ``max``) or *basic* (the rest);
-* :class:`Distinct`, :class:`Threshold`, :class:`TopK`, :class:`Union`, :class:`Negate`;
+* :class:`Distinct`, :class:`Threshold`, :class:`TopK` (per group for ``DISTINCT ON``),
+  :class:`Union`, :class:`Negate`, :class:`Constant` (``SELECT`` of literals);
+* :class:`GroupSql` nodes -- a group-local query DuckDB recomputes over the groups a change
+  touches (:class:`colmz.dataflow.recompute.GroupRecompute`, scalars as the user's text
+  through ``colmz.sql.translate``): :class:`BasicReduce` (Materialize's *basic* aggregates:
+  ``string_agg``, ``DISTINCT`` / ``FILTER`` / ordered aggregates, expressions over
+  aggregates, a ``HAVING`` needing SQL, ``min``/``max`` of text), :class:`Window` (window
+  functions and the select items around them, per affected partition: the columns every
+  window's ``PARTITION BY`` names), :class:`SqlTopK` (an order reading text: the
+  collation's order is SQL's);
+* :class:`TemporalFilter` -- ``mz_now()`` compared with an integer column plus a constant:
+  updates at the times the predicate flips, at the top of the plan (its future updates are
+  held by the view sink's ``Correction``);
 * :class:`Fallback` -- a subtree not yet maintained incrementally, with the reason naming the
   construct. A plan is never a wrong answer: what is not in the incremental subset is a
   Fallback, never an approximation.
 
-The incremental subset today: single-table queries and equi-joins (inner, ``LEFT``,
-``RIGHT``, ``FULL``; comma joins with ``WHERE`` equalities; ``FROM`` subqueries);
-``WHERE`` and ``HAVING`` conjunctions of a column compared with a constant of its type,
-``IS [NOT] NULL``, ``BETWEEN`` constants and a boolean column as a condition (what
-:class:`colmz.dataflow.MapFilter` evaluates natively); ``GROUP BY`` columns with ``count``,
-``sum``, ``avg``, ``bool_and``, ``bool_or``, the variances, ``min``, ``max`` (both reduction
-types in one query as a :class:`~colmz.dataflow.collate.Collation` of two reduces, as
-Materialize does); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OFFSET``
-(``ORDER BY`` without them orders nothing a view keeps and is dropped, as Materialize does);
-``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming. Every other construct --
-scalar expressions needing SQL, ``WITH``, subqueries in expressions, window functions,
-``DISTINCT`` / ``FILTER`` aggregates, ``USING`` / ``NATURAL`` / cross joins, ``INTERSECT``,
-text ordered by a collation, ... -- is a :class:`Fallback` whose reason names it.
+Lowering (Materialize's ``src/sql/src/plan/lowering.rs``): ``WITH`` is a ``Let`` planned at
+each reference (a CTE sees the ones before it; ``WITH RECURSIVE`` falls back); ``x IN
+(subquery)`` and a correlated ``EXISTS`` (equalities of inner and outer columns, other
+conditions local to the subquery) are semijoins -- a join with the subquery's distinct keys,
+projected back -- and ``NOT EXISTS`` is the input minus its semijoin (a NULL key matches
+nothing, so its row stays); ``x NOT IN (subquery)`` keeps PostgreSQL's NULLs: every row
+when the subquery is empty, else the non-NULL rows without a match while the subquery holds
+no NULL (two global counts crossed in; a change of the subquery's counts re-reads the
+outer input); an uncorrelated scalar subquery of one aggregate in the select list is a cross
+join with that one-row relation. ``JOIN ... USING`` equates the columns (inner and left
+joins; the right side's column reachable qualified only, ``*`` listing it once, first); an
+outer join's ``ON`` condition reading only its NULL-padded side filters that side first;
+inputs not connected by equalities are a cross join; ``INTERSECT [ALL]`` is ``a − max(a −
+b, 0)``.
+
+The incremental subset: the above, with ``WHERE`` and ``HAVING`` conjunctions of a column
+compared with a constant of its type, ``IS [NOT] NULL``, ``BETWEEN`` constants and a
+boolean column as a condition (what :class:`colmz.dataflow.MapFilter` evaluates natively);
+``GROUP BY`` columns with the native aggregates (``count``, ``sum``, ``avg``,
+``bool_and``, ``bool_or``, the variances, ``min``, ``max``; both reduction types in one
+query as a :class:`~colmz.dataflow.collate.Collation` of two reduces, as Materialize does)
+or any aggregate DuckDB runs (a :class:`BasicReduce`); ``DISTINCT [ON]``; ``ORDER BY``
+output columns with ``LIMIT``/``OFFSET`` (``ORDER BY`` without them orders nothing a view
+keeps and is dropped, as Materialize does); ``UNION [ALL]``, ``EXCEPT [ALL]``,
+``INTERSECT [ALL]``; column projection and renaming. Every other construct -- scalar
+expressions needing SQL in a linear segment (``k + 1``, ``OR``, text compared by its
+collation), ``GROUP BY`` expressions, correlated scalar subqueries, ``NATURAL`` joins,
+``USING`` in right and full joins, ``WITH RECURSIVE``, named windows, volatile functions
+(``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
+whose reason names it.
 
 Adjacent MapFilter nodes are fused into one segment (:func:`fused`). ``Plan.explain()``
 prints one line per node, children indented, with its cost class: ``incremental O(delta)``
-(linear segments, joins, accumulable reduces, distinct), ``per affected group`` (reduces
-with ``min``/``max``, top-k) or ``recompute: <reason>`` (a Fallback).
+(linear segments, joins, accumulable reduces, distinct, temporal filters), ``per affected
+group`` (reduces with ``min``/``max`` or basic aggregates, top-k), ``per affected
+partition`` (windows) or ``recompute: <reason>`` (a Fallback). The nodes are in
+``colmz.dataflow.plan_nodes``, the rendering in ``colmz.dataflow.render``; this module
+binds and exports them all.
 
 Names: a binding error (an unknown table or column, an ambiguous column) raises
 :class:`PlanError` naming it; an output column's name is its alias, its column's name or its
@@ -52,8 +84,9 @@ default NULLs order is last ascending, first descending).
 :class:`Pipeline`: ``step(time, deltas)`` steps every operator once for ``time`` given each
 table's delta (a table without one has an empty delta) and returns the view's delta.
 Rendering a Fallback (recomputing its subtree) is absent: :func:`render` refuses such a plan
-with the Fallback's reason. Not here yet: the catalog's use of plans, durable operator state,
-``SUBSCRIBE``.
+with the Fallback's reason. A view with a :class:`TemporalFilter` must be stepped at every
+time (an empty delta when nothing changed) for its sink to write the flips that come due.
+Not here yet: the catalog's use of plans, durable operator state, ``SUBSCRIBE``.
 
 >>> import pyarrow as pa
 >>> p = plan("SELECT k, sum(v) AS s FROM t WHERE v >= 0 GROUP BY k", {"t": {"k": pa.int64(), "v": pa.int64()}})
