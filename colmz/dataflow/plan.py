@@ -1082,31 +1082,34 @@ class _Planner:
         return fused(node.schema, join, (), tuple((c.name, c.name) for c in node.schema))
 
     def not_in(self, node: Node, right: Node, pair: tuple[str, str]) -> Node:
-        """``x NOT IN (subquery)`` with PostgreSQL's NULLs: true for every row when the
-        subquery is empty; otherwise true only when ``x`` is not NULL, matches no row and
-        the subquery holds no NULL (else unknown: the row is dropped). Two global counts of
-        the subquery (its rows, its NULLs), each one row, select between the branches:
-        ``node`` where the count is 0, and ``node``'s non-NULL rows minus the semijoin where
-        the count is positive and no NULL is held."""
+        """``x NOT IN (subquery)`` with PostgreSQL's NULLs: every row when the subquery is
+        empty; otherwise only a non-NULL ``x`` matching no row, while the subquery holds no
+        NULL (else the comparison is unknown and the row dropped). With ``F`` the one-row
+        flag "the subquery has a row" and ``N`` "it has a NULL" (``N`` implies ``F``), and
+        ``anti`` the non-NULL rows minus their semijoin: ``node − node×F + anti×F −
+        anti×N``. The flags are distinct rows of a constant crossed with the subquery, so
+        they change only when the subquery becomes (non-)empty or gains (loses) its NULLs --
+        then every row of the view changes, as it must; any other change costs its delta."""
         x, col = pair
         tag = self.fresh("notin")
-
-        def count(over: Node, name: str) -> Node:
-            agg = Aggregate(f"{tag}.{name}", "count", None, "accumulable")
-            return Reduce(self.reduce_schema(over.schema, [], [agg]), over, (), (agg,))
-
-        n = count(right, "n")
-        nulls = count(fused(right.schema, right, (IsNullPredicate(col),), None), "nulls")
-        keep = tuple((c.name, c.name) for c in node.schema)
-        n_col, z_col = f"{tag}.n", f"{tag}.nulls"
-        empty = fused(node.schema, fused(node.schema + n.schema, Join(node.schema + n.schema, (node, n), "inner"),
-                                         (Comparison(n_col, "=", 0),), None), (), keep)
+        nonempty = self.flag(right, f"{tag}.some")
+        nulls = self.flag(fused(right.schema, right, (IsNullPredicate(col),), None), f"{tag}.null")
         present = fused(node.schema, node, (IsNullPredicate(x, True),), None)
         anti = Union(node.schema, (present, Negate(node.schema, self.semi(present, right, [pair]))))
-        both = node.schema + n.schema + nulls.schema
-        rest = fused(node.schema, fused(both, Join(both, (anti, n, nulls), "inner"),
-                                        (Comparison(n_col, ">", 0), Comparison(z_col, "=", 0)), None), (), keep)
-        return Union(node.schema, (empty, rest))
+        return Union(node.schema, (node, Negate(node.schema, self.crossed(node, nonempty)),
+                                   self.crossed(anti, nonempty), Negate(node.schema, self.crossed(anti, nulls))))
+
+    def flag(self, over: Node, name: str) -> Node:
+        """One row ``(1)`` while ``over`` has a row: ``over`` crossed with a constant, its
+        distinct rows."""
+        one = Constant((ColumnSpec(name, pa.int32()),), ((1,),))
+        j = Join(over.schema + one.schema, (over, one), "inner")
+        return Distinct(one.schema, fused(one.schema, j, (), ((name, name),)))
+
+    def crossed(self, node: Node, flag: Node) -> Node:
+        """``node``'s rows while the one-row ``flag`` holds its row."""
+        both = node.schema + flag.schema
+        return fused(node.schema, Join(both, (node, flag), "inner"), (), tuple((c.name, c.name) for c in node.schema))
 
     def scalar_subquery(self, node: Node, e: Expression) -> tuple[Node, str]:
         """An uncorrelated scalar subquery in the select list that is one row by its shape
