@@ -349,6 +349,10 @@ class _Planner:
                 raise _Unsupported(f"predicate {what!r}: a comparison with NULL")
             t = types[col]
             v = _constant(value, t)
+            if (v is None and pa.types.is_integer(t) and not isinstance(value, bool)
+                    and isinstance(value, (int, decimal.Decimal)) and decimal.Decimal(value).is_finite()):
+                # a numeric literal, or an integer one beyond the column's type (numeric too)
+                return _integer_versus_numeric(col, op, decimal.Decimal(value), t)
             if v is None:
                 raise _Unsupported(f"predicate {what!r}: the constant is not of the column's type {t}")
             if isinstance(v, float) and math.isnan(v):
@@ -1221,6 +1225,28 @@ class _Planner:
                 return scope.column(x), y.literal.value if e.name == ("+",) else -y.literal.value
         raise _Unsupported(f"{text!r}: mz_now() compared with other than a column plus or minus an integer")
 
+
+
+def _integer_versus_numeric(col: str, op: str, c: decimal.Decimal, t: pa.DataType) -> Predicate:
+    """``col op c`` for an integer column and a numeric constant, exactly as PostgreSQL
+    compares them (as numerics): ``v > 1.5`` is ``v > 1``, ``v >= 1.5`` is ``v >= 2``, ``v =
+    1.5`` is never true and ``v <> 1.5`` is ``v IS NOT NULL``; a bound beyond the column's
+    type is always or never true (NULL never)."""
+    lo = -(2 ** (t.bit_width - 1)) if pa.types.is_signed_integer(t) else 0
+    hi = lo + 2 ** t.bit_width - 1
+    never = Comparison(col, "<", lo)  # no value of the type is below its least
+    always = IsNullPredicate(col, True)
+    floor, ceil = math.floor(c), math.ceil(c)
+    if op in ("=", "<>"):
+        if floor != ceil or not lo <= floor <= hi:
+            return never if op == "=" else always
+        return Comparison(col, op, floor)
+    bound = {">": floor, "<=": floor, ">=": ceil, "<": ceil}[op]
+    if bound < lo:
+        return always if op in (">", ">=") else never
+    if bound > hi:
+        return never if op in (">", ">=") else always
+    return Comparison(col, op, bound)
 
 
 def _is_now(e: Expression) -> bool:
