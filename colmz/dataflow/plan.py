@@ -865,12 +865,13 @@ class _Planner:
 
     # ---- scalars as SQL text (per-group recompute by DuckDB)
 
-    _VOLATILE = frozenset({"random", "gen_random_uuid", "uuid", "now", "current_timestamp", "get_current_timestamp",
+    #: Calls whose value depends on when they run: never recomputed per group.
+    VOLATILE_CALLS = frozenset({"random", "gen_random_uuid", "uuid", "now", "current_timestamp", "get_current_timestamp",
                            "current_date", "current_time", "localtimestamp", "localtime", "transaction_timestamp",
                            "statement_timestamp", "clock_timestamp", "timeofday", "mz_now", "nextval", "currval",
                            "setseed", "current_setting"})
 
-    def sql_text(self, e: Expression, column_of) -> str:
+    def recompute_text(self, e: Expression, column_of) -> str:
         """The user's text of ``e`` with every column reference replaced, by position, with
         the quoted plan name ``column_of`` binds it to (so it reads the input's columns)."""
         if e.start < 0:
@@ -879,7 +880,7 @@ class _Planner:
         for sub in e.walk():
             if sub.cls == "SUBQUERY":
                 raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
-            if sub.cls in ("FUNCTION", "WINDOW") and sub.name and sub.name[-1].lower() in self._VOLATILE:
+            if sub.cls in ("FUNCTION", "WINDOW") and sub.name and sub.name[-1].lower() in self.VOLATILE_CALLS:
                 raise _Unsupported(f"{sub.name[-1]}() in {self.span(e)!r}: its value depends on when it runs")
             if sub.cls == "COLUMN_REF":
                 if sub.start < e.start or sub.end > e.end:
@@ -941,9 +942,9 @@ class _Planner:
                 continue
             name = self.fresh("agg")
             items.append((name, self.span(e)))
-            texts.append(f"{self.sql_text(e, scope.column)} AS {identifier(name)}")
+            texts.append(f"{self.recompute_text(e, scope.column)} AS {identifier(name)}")
             select.append((name, e.alias or self.span(e)))
-        having = self.sql_text(q.having, scope.column) if q.having is not None else ""
+        having = self.recompute_text(q.having, scope.column) if q.having is not None else ""
         sql = f"SELECT {', '.join([*(identifier(g) for g in group), *texts])} FROM {INPUT_RELATION}"
         if group:
             sql += f" GROUP BY {', '.join(identifier(g) for g in group)}"
@@ -975,7 +976,7 @@ class _Planner:
                     key = part if key is None else [c for c in key if c in part]
             name = self.fresh("w")
             items.append((name, self.span(e)))
-            texts.append(f"{self.sql_text(e, scope.column)} AS {identifier(name)}")
+            texts.append(f"{self.recompute_text(e, scope.column)} AS {identifier(name)}")
             select.append((name, e.alias or self.span(e)))
         key = key or []
         sql = f"SELECT *, {', '.join(texts)} FROM {INPUT_RELATION}"
