@@ -16,7 +16,9 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   column references as placeholders, translated and run by DuckDB on each delta
   (:mod:`colmz.dataflow.sqlmap`), unless it calls a volatile function or a ``WHERE``
   conjunct is not boolean (PostgreSQL refuses one; DuckDB would read it); select items over
-  a native reduce's groups and aggregates are such a segment over the reduce's output;
+  a native reduce's groups and aggregates are such a segment over the reduce's output when
+  those aggregates' native types are PostgreSQL's (counts, ``min``/``max``, booleans, sums
+  and variances of float8; ``sum(bigint)`` is numeric there), else a :class:`BasicReduce`;
 * :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates. Inner
   joins are flattened into one multiway join whose keys are the ``ON`` and ``WHERE``
   equalities between inputs (so ``FROM t, u WHERE t.k = u.k`` is an equi-join); their other
@@ -701,8 +703,21 @@ class _Planner:
             rtypes = {c.name: c.type for c in out_schema}
             preds = tuple(q for h in having for q in self.predicates(h, having_column, rtypes))
             red = fused(out_schema, red, preds, None)
+        in_types = {c.name: c.type for c in node.schema}
+
+        def typed_aggregate(e: Expression) -> str:
+            # SQL over the reduce's output reads each aggregate in the native operator's type:
+            # exact only where that is PostgreSQL's (sum(bigint) is numeric there, so
+            # sum(v) / count(*) must not divide integers)
+            name = aggregate(e)
+            a = next(x for x in aggs if x.name == name)
+            if not _postgres_typed(a, in_types):
+                raise _Unsupported(f"{self.span(e)!r} inside an expression: the native {a.function} is not "
+                                   "typed as PostgreSQL's")
+            return name
+
         names = [c.name for c in out_schema]
-        texts = {i: self.sql_text(e, names, group_column, aggregate) for i, e in mapped.items()}
+        texts = {i: self.sql_text(e, names, group_column, typed_aggregate) for i, e in mapped.items()}
         return red, select, texts, [self.span(e) for e in mapped.values()]
 
     def reduce_schema(self, schema: Schema, group: list[str], aggs: list[Aggregate]) -> Schema:
@@ -1402,6 +1417,16 @@ def _integer_versus_numeric(col: str, op: str, c: decimal.Decimal, t: pa.DataTyp
     if bound > hi:
         return never if op in (">", ">=") else always
     return Comparison(col, op, bound)
+
+
+def _postgres_typed(a: Aggregate, types: dict[str, pa.DataType]) -> bool:
+    """Whether the native operator's output type of aggregate ``a`` is PostgreSQL's: counts
+    (bigint), ``min``/``max`` (the column's), the boolean ones, and the numeric ones over
+    ``double precision`` (float8 in, float8 out); ``sum``/``avg``/variances of integers are
+    ``numeric`` in PostgreSQL, not the operator's type."""
+    if a.function in ("count", "min", "max", "bool_and", "bool_or", "every"):
+        return True
+    return a.column is not None and pa.types.is_float64(types[a.column])
 
 
 def _is_now(e: Expression) -> bool:

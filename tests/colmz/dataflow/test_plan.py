@@ -143,7 +143,17 @@ SQL_SEGMENTS = CORPUS_SQL_SEGMENTS + [
     "SELECT t.k, u.w, t.v * 2 AS d FROM t JOIN u ON t.k = u.k WHERE t.v > length(u.w) - 5",
     "SELECT q.j, count(*) AS n FROM (SELECT k + 1 AS j FROM t) AS q GROUP BY q.j",
     "SELECT DISTINCT coalesce(k, -1) AS k FROM t",
-    "SELECT k, sum(v) + 1 AS s1, count(*) > 1 AS many FROM t GROUP BY k",
+    "SELECT k, max(v) + 1 AS m1, count(*) > 1 AS many FROM t GROUP BY k",
+]
+
+#: Expressions over aggregates: a SQL segment over the native reduce where its aggregates'
+#: types are PostgreSQL's (counts, min/max, booleans, float8 sums), else recomputed per
+#: group (sum(bigint) and avg are numeric in PostgreSQL: sum(v) / count(*) divides no integers).
+OVER_AGGREGATES = [
+    ("SELECT s, coalesce(max(v), 0) + count(k) AS x FROM t GROUP BY s", "segment"),
+    ("SELECT k, min(x) * 2 AS m, bool_and(b) OR k > 1 AS f FROM r GROUP BY k", "segment"),
+    ("SELECT k, sum(v) / count(*) AS q FROM t GROUP BY k", "per group"),
+    ("SELECT k, avg(v) * 2 AS a FROM t GROUP BY k", "per group"),
 ]
 
 #: Bodies of the corpus that must fall back, with a word their reason must hold: ``WHERE v``
@@ -174,7 +184,8 @@ OTHER_FALLBACK = [
 
 
 def test_corpus_coverage():
-    planned = [plan(q, SCHEMAS) for q in INCREMENTAL + NEWLY_INCREMENTAL + GENERATED + SQL_SEGMENTS]
+    planned = [plan(q, SCHEMAS) for q in INCREMENTAL + NEWLY_INCREMENTAL + GENERATED + SQL_SEGMENTS
+               + [q for q, _ in OVER_AGGREGATES]]
     assert [p.fallbacks() for p in planned] == [[] for _ in planned]
     assert all(p.incremental for p in planned)
     for p in planned:  # one line per node, each with its cost class, children indented by two
@@ -334,7 +345,8 @@ def _pool_row(row: tuple) -> tuple:
 
 
 def run_corpus(changes: dict[str, list], bodies=None) -> None:
-    bodies = INCREMENTAL + NEWLY_INCREMENTAL + GENERATED + SQL_SEGMENTS if bodies is None else bodies
+    if bodies is None:
+        bodies = INCREMENTAL + NEWLY_INCREMENTAL + GENERATED + SQL_SEGMENTS + [q for q, _ in OVER_AGGREGATES]
     pipes = [render(plan(q, SCHEMAS)) for q in bodies]
     sinks = [ViewSink(p.schema) for p in pipes]
     held = {n: Counter() for n in SCHEMAS}
@@ -422,6 +434,14 @@ def test_a_one_row_change_costs_what_it_touches():
                                        ("w5", 5, sum(range(5, n, 2000)), 2, -1)]
     assert sum(a.rows_found for a in join.arrangements.values()) - found == 1
     assert reduce.rows_touched - touched <= 4
+
+
+@pytest.mark.parametrize("text,how", OVER_AGGREGATES)
+def test_expressions_over_aggregates_are_sql_only_over_postgres_types(text, how):
+    first = plan(text, SCHEMAS).explain().splitlines()
+    segment = first[0].startswith("MapFilter via SQL [")
+    assert segment == (how == "segment"), first
+    assert segment or any("basic (recomputed per affected group in DuckDB)" in ln for ln in first), first
 
 
 @pytest.mark.parametrize("text", SQL_SEGMENTS)
