@@ -19,13 +19,21 @@ operator                 rule                                        state
 ``Distinct``             count 0 ↔ >0                                counts by row
 ``Threshold``            ``max(count, 0)``                           counts by row
 ``TopK``                 recompute affected groups' windows          input arranged by group
+``TemporalFilter``       updates at the times ``mz_now()`` flips      none (future updates: sink)
+``Constant``             its rows at the first step                  none
 ``ViewSink``             desired − persisted via ``Correction``       the correction buffer
 =======================  ==========================================  ============================
+
+``colmz.dataflow.recompute.GroupRecompute`` (basic aggregates, window functions, text
+ordered by its collation) reruns a group-local SQL query in DuckDB over the groups a delta
+touches, its input and output arranged by group; it runs SQL, so it stands above the SQL
+layer and is imported from its module.
 
 ``colmz.dataflow.plan`` builds a view's relational plan from its SQL (``plan``), prints it
 (``Plan.explain``) and renders it into these operators (``render``) for the incremental
 subset its docstring lists; the rest is a ``Fallback`` naming its reason. Scalar expressions
-through ``colmz.sql.translate``, rendering a Fallback and durable state are not here yet.
+of linear segments through ``colmz.sql.translate``, rendering a Fallback and durable state
+are not here yet.
 """
 
 from colmz.dataflow.accumulable import (
@@ -42,6 +50,7 @@ from colmz.dataflow.accumulable import (
     VarSamp,
 )
 from colmz.dataflow.collate import Collation
+from colmz.dataflow.constant import Constant
 from colmz.dataflow.distinct import Distinct, Threshold
 from colmz.dataflow.join import DeltaJoin
 from colmz.dataflow.keyed import KeyedArrangement, Matches
@@ -50,6 +59,7 @@ from colmz.dataflow.mapfilter import Column, Compare, IsNull, MapFilter, Output,
 from colmz.dataflow.minmax import Max, Min, MinMaxReduce
 from colmz.dataflow.outer import OuterJoin
 from colmz.dataflow.sink import ViewSink
+from colmz.dataflow.temporal import Bound, TemporalFilter
 from colmz.dataflow.topk import OrderBy, TopK
 
 __all__ = [
@@ -58,9 +68,11 @@ __all__ = [
     "Avg",
     "BoolAnd",
     "BoolOr",
+    "Bound",
     "Collation",
     "Column",
     "Compare",
+    "Constant",
     "Count",
     "DeltaJoin",
     "Distinct",
@@ -79,6 +91,7 @@ __all__ = [
     "StddevPop",
     "StddevSamp",
     "Sum",
+    "TemporalFilter",
     "Threshold",
     "TopK",
     "Union",

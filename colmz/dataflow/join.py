@@ -18,9 +18,11 @@ class with what it has joined so far; that input is looked up by all of its colu
 class is bound already (an arrangement per ``(input, key)``, shared by the paths that need
 it). Equated columns must have the same type up to lossless widening (their words are then
 equal exactly when SQL's ``=`` holds). SQL's ``=`` is never true for NULL: rows with a NULL in
-a join column join nothing, so they are dropped on entry and never arranged. A cross join
-(inputs not connected by ``on``) and two columns of one input in one class (a filter) are
-refused: both are absent today.
+a join column join nothing, so they are dropped on entry and never arranged. Inputs not
+connected by ``on`` are a cross join: a path reaching no input through a key looks up the
+next one under the empty key (every row of it), so a change costs its rows times that
+input's (Materialize's cross join has the same cost). Two columns of one input in one class
+(a filter) are refused: absent today.
 
 Column names must be distinct across the inputs (rename with ``MapFilter``); the output is
 every input's columns, in input order. Cost per step: the deltas times the lookups
@@ -128,9 +130,8 @@ class DeltaJoin:
                 if key:
                     break
             else:
-                missing = sorted(set(range(len(schemas))) - joined)
-                raise ValueError(f"inputs {missing} are not connected to inputs {sorted(joined)} by on: "
-                                 "a cross join, absent today")
+                # a cross join: the first input not joined yet, every row of it
+                j, key = min(set(range(len(schemas))) - joined), ()
             arr = self._arrangements.get((j, key))
             if arr is None:
                 arr = self._arrangements[(j, key)] = KeyedArrangement(schemas[j], key)

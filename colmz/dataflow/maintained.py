@@ -244,13 +244,15 @@ class MaintainedView:
             if p is not None:
                 reasons.extend(f"{f.describe()}: {f.reason}" for f in p.fallbacks() if not f.query)
                 subtrees = [f"{f.describe()}: {f.reason}" for f in p.fallbacks() if f.query]
-                if not reasons and reads is not None and set(p.tables) != set(reads):
+                # a subquery recomputed alone reads its own inputs, which the operators need not
+                mismatch = (set(p.tables) - set(reads)) if subtrees else (set(p.tables) ^ set(reads)) if reads is not None else ()
+                if not reasons and mismatch:
                     reasons.append(f"the plan reads {sorted(p.tables)}, the catalog resolves "
                                    f"{sorted(map(str, reads))}")
                 if not reasons:
                     reasons.extend(_type_mismatches(p.root.schema, schema))
         subtrees = subtrees if not reasons else []
-        if reasons and reads is not None and not reads and not uses_now:
+        if reads is not None and not reads and not uses_now:
             # reads nothing (a constant relation, SELECT without FROM): computed once at
             # CREATE, never again -- no commit changes it
             reasons, subtrees = [], []

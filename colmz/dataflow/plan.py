@@ -11,6 +11,14 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
 * :class:`Get` -- a table's columns under the plan's own names (``alias.column``, so the inputs
   of a join never share a name);
 * :class:`MapFilter` -- a fused segment: native predicates ANDed, then a projection;
+* :class:`SqlMapFilter` -- a Map/Filter segment needing SQL: select items and ``WHERE`` (and
+  inner-join ``ON``) conjuncts the native predicates cannot evaluate, the user's text with
+  column references as placeholders, translated and run by DuckDB on each delta
+  (:mod:`colmz.dataflow.sqlmap`), unless it calls a volatile function or a ``WHERE``
+  conjunct is not boolean (PostgreSQL refuses one; DuckDB would read it); select items over
+  a native reduce's groups and aggregates are such a segment over the reduce's output when
+  those aggregates' native types are PostgreSQL's (counts, ``min``/``max``, booleans, sums
+  and variances of float8; ``sum(bigint)`` is numeric there), else a :class:`BasicReduce`;
 * :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates. Inner
   joins are flattened into one multiway join whose keys are the ``ON`` and ``WHERE``
   equalities between inputs (so ``FROM t, u WHERE t.k = u.k`` is an equi-join); their other
@@ -19,35 +27,65 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
 * :class:`Reduce` -- ``GROUP BY`` columns and aggregates, each classified as
   ``src/compute-types/src/plan/reduce.rs`` does: *accumulable* (``count``, ``sum``, ``avg``,
   ``bool_and/or``, variances), *hierarchical* (``min``, ``max``) or *basic* (the rest);
-* :class:`Distinct`, :class:`Threshold`, :class:`TopK`, :class:`Union`, :class:`Negate`;
+* :class:`Distinct`, :class:`Threshold`, :class:`TopK` (per group for ``DISTINCT ON``),
+  :class:`Union`, :class:`Negate`, :class:`Constant` (``SELECT`` of literals);
+* :class:`GroupSql` nodes -- a group-local query DuckDB recomputes over the groups a change
+  touches (:class:`colmz.dataflow.recompute.GroupRecompute`, scalars as the user's text
+  through ``colmz.sql.translate``): :class:`BasicReduce` (Materialize's *basic* aggregates:
+  ``string_agg``, ``DISTINCT`` / ``FILTER`` / ordered aggregates, expressions inside
+  aggregates or over non-native ones, a ``HAVING`` needing SQL, ``min``/``max`` of text), :class:`Window` (window
+  functions and the select items around them, per affected partition: the columns every
+  window's ``PARTITION BY`` names), :class:`SqlTopK` (an order reading text: the
+  collation's order is SQL's);
+* :class:`TemporalFilter` -- ``mz_now()`` compared with an integer column plus a constant:
+  updates at the times the predicate flips, at the top of the plan (its future updates are
+  held by the view sink's ``Correction``);
 * :class:`Fallback` -- a subtree not yet maintained incrementally, with the reason naming the
   construct. A plan is never a wrong answer: what is not in the incremental subset is a
-  Fallback, never an approximation.
+  Fallback, never an approximation. A ``FROM`` subquery that falls back is a Fallback leaf
+  of its own when ``plan`` is given ``subquery_schema`` to type it (``Fallback.query``):
+  the query around it is planned, and the leaf renders as its query recomputed.
 
-The incremental subset today: single-table queries and equi-joins (inner, ``LEFT``,
-``RIGHT``, ``FULL``; comma joins with ``WHERE`` equalities; ``FROM`` subqueries);
-``WHERE`` and ``HAVING`` conjunctions of a column compared with a constant of its type,
-``IS [NOT] NULL``, ``BETWEEN`` constants and a boolean column as a condition (what
-:class:`colmz.dataflow.MapFilter` evaluates natively); ``GROUP BY`` columns with ``count``,
-``sum``, ``avg``, ``bool_and``, ``bool_or``, the variances, ``min``, ``max`` (both reduction
-types in one query as a :class:`~colmz.dataflow.collate.Collation` of two reduces, as
-Materialize does); ``DISTINCT``; ``ORDER BY`` output columns with ``LIMIT``/``OFFSET``
-(``ORDER BY`` without them orders nothing a view keeps and is dropped, as Materialize does);
-``UNION [ALL]``, ``EXCEPT [ALL]``; column projection and renaming; select items and
-``WHERE`` (and inner-join ``ON``) conjuncts needing SQL -- a :class:`SqlMapFilter`, the
-user's text with column references as placeholders, translated and run by DuckDB on each
-delta (:mod:`colmz.dataflow.sqlmap`), unless it calls a volatile function -- select items
-over a ``GROUP BY``'s columns and aggregates are such a segment over the reduce's output.
-Every other construct -- expressions inside aggregates, in ``GROUP BY`` or ``HAVING``,
-``WITH``, subqueries in
-expressions, window functions,
-``DISTINCT`` / ``FILTER`` aggregates, ``USING`` / ``NATURAL`` / cross joins, ``INTERSECT``,
-text ordered by a collation, ... -- is a :class:`Fallback` whose reason names it.
+Lowering (Materialize's ``src/sql/src/plan/lowering.rs``): ``WITH`` is a ``Let`` planned at
+each reference (a CTE sees the ones before it; ``WITH RECURSIVE`` falls back); ``x IN
+(subquery)`` and a correlated ``EXISTS`` (equalities of inner and outer columns, other
+conditions local to the subquery) are semijoins -- a join with the subquery's distinct keys,
+projected back -- and ``NOT EXISTS`` is the input minus its semijoin (a NULL key matches
+nothing, so its row stays); ``x NOT IN (subquery)`` keeps PostgreSQL's NULLs: every row
+when the subquery is empty, else the non-NULL rows without a match while the subquery holds
+no NULL (two global counts crossed in; a change of the subquery's counts re-reads the
+outer input); an uncorrelated scalar subquery of one aggregate in the select list is a cross
+join with that one-row relation. ``JOIN ... USING`` equates the columns (inner and left
+joins; the right side's column reachable qualified only, ``*`` listing it once, first); an
+outer join's ``ON`` condition reading only its NULL-padded side filters that side first;
+inputs not connected by equalities are a cross join; ``INTERSECT [ALL]`` is ``a − max(a −
+b, 0)``.
+
+The incremental subset: the above, with ``WHERE`` and ``HAVING`` conjunctions of a column
+compared with a constant of its type (an integer column with a numeric constant as
+PostgreSQL compares them), ``IS [NOT] NULL``, ``BETWEEN`` constants and a boolean column as
+a condition (what :class:`colmz.dataflow.MapFilter` evaluates natively), other scalars in a
+:class:`SqlMapFilter`;
+``GROUP BY`` columns with the native aggregates (``count``, ``sum``, ``avg``,
+``bool_and``, ``bool_or``, the variances, ``min``, ``max``; both reduction types in one
+query as a :class:`~colmz.dataflow.collate.Collation` of two reduces, as Materialize does)
+or any aggregate DuckDB runs (a :class:`BasicReduce`); ``DISTINCT [ON]``; ``ORDER BY``
+output columns with ``LIMIT``/``OFFSET`` (``ORDER BY`` without them orders nothing a view
+keeps and is dropped, as Materialize does); ``UNION [ALL]``, ``EXCEPT [ALL]``,
+``INTERSECT [ALL]``; column projection and renaming. Every other construct -- ``GROUP BY``
+expressions, grouping sets (``ROLLUP``, ``CUBE``), subqueries inside expressions other than
+the above, correlated scalar subqueries, ``NATURAL`` joins,
+``USING`` in right and full joins, ``WITH RECURSIVE``, named windows, volatile functions
+(``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
+whose reason names it.
 
 Adjacent MapFilter nodes are fused into one segment (:func:`fused`). ``Plan.explain()``
 prints one line per node, children indented, with its cost class: ``incremental O(delta)``
-(linear segments, joins, accumulable reduces, distinct), ``per affected group`` (reduces
-with ``min``/``max``, top-k) or ``recompute: <reason>`` (a Fallback).
+(linear segments, joins, accumulable reduces, distinct, temporal filters), ``per affected
+group`` (reduces with ``min``/``max`` or basic aggregates, top-k), ``per affected
+partition`` (windows) or ``recompute: <reason>`` (a Fallback). The nodes are in
+``colmz.dataflow.plan_nodes``, the rendering in ``colmz.dataflow.render``; this module
+binds and exports them all.
 
 Names: a binding error (an unknown table or column, an ambiguous column) raises
 :class:`PlanError` naming it; an output column's name is its alias, its column's name or its
@@ -57,9 +95,10 @@ default NULLs order is last ascending, first descending).
 :func:`render` builds the operators of a plan without Fallback and returns a
 :class:`Pipeline`: ``step(time, deltas)`` steps every operator once for ``time`` given each
 table's delta (a table without one has an empty delta) and returns the view's delta.
-Rendering a Fallback (recomputing its subtree) is absent: :func:`render` refuses such a plan
-with the Fallback's reason. Not here yet: the catalog's use of plans, durable operator state,
-``SUBSCRIBE``.
+A Fallback renders only as a leaf with its own query, through ``render(..., fallback=)``
+(``colmz.dataflow.maintained`` recomputes it); otherwise :func:`render` refuses the plan with
+the Fallback's reason. A view with a :class:`TemporalFilter` must be stepped at every time
+(an empty delta when nothing changed) for its sink to write the flips that come due.
 
 >>> import pyarrow as pa
 >>> p = plan("SELECT k, sum(v) AS s FROM t WHERE v >= 0 GROUP BY k", {"t": {"k": pa.int64(), "v": pa.int64()}})
@@ -72,6 +111,7 @@ MapFilter select=[t.k AS k, agg1 AS s]  -- incremental O(delta)
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import functools
 import math
@@ -80,35 +120,60 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from colmz.dataflow import accumulable as acc
-from colmz.dataflow.collate import Collation
-from colmz.dataflow.distinct import Distinct as DistinctOp
-from colmz.dataflow.distinct import Threshold as ThresholdOp
-from colmz.dataflow.join import DeltaJoin
-from colmz.dataflow.linear import Negate as NegateOp
-from colmz.dataflow.linear import Union as UnionOp
-from colmz.dataflow.mapfilter import Column, Compare, IsNull
-from colmz.dataflow.mapfilter import MapFilter as MapFilterOp
-from colmz.dataflow.minmax import Max, Min, MinMaxReduce
-from colmz.dataflow.outer import OuterJoin
+from colmz.dataflow.plan_nodes import (
+    INCREMENTAL,
+    PER_GROUP,
+    PER_PARTITION,
+    Aggregate,
+    BasicReduce,
+    Comparison,
+    Constant,
+    Distinct,
+    Fallback,
+    Get,
+    GroupSql,
+    IsNullPredicate,
+    Join,
+    MapFilter,
+    Negate,
+    Node,
+    Plan,
+    Predicate,
+    Reduce,
+    Schema,
+    SqlMapFilter,
+    SqlTopK,
+    TemporalFilter,
+    Threshold,
+    TopK,
+    Union,
+    Window,
+    fused,
+)
+from colmz.dataflow.recompute import INPUT_RELATION, GroupRecompute, output_schema
+from colmz.dataflow.render import (
+    ACCUMULABLE,
+    HIERARCHICAL,
+    CollatedReduce,
+    Pipeline,
+    reduce_operator,
+    render,
+)
 from colmz.dataflow.sqlmap import SqlMapFilter as SqlMapFilterOp
 from colmz.dataflow.sqlmap import placeholder
 from colmz.dataflow.step import as_schema
-from colmz.dataflow.topk import OrderBy
-from colmz.dataflow.topk import TopK as TopKOp
 from colmz.order import ColumnSpec
-from colmz.rollback import undone_on_error
-from colmz.sql.tree import Expression, Query, Table, parse_tree
-from colmz.updates import SchemaError, Updates, widen
+from colmz.sql.build import identifier
+from colmz.sql.errors import SQLError
+from colmz.sql.tokens import tokenize
+from colmz.sql.tree import Expression, Order, Query, Table, parse_tree
+from colmz.updates import SchemaError, widen
 
-__all__ = ["Aggregate", "CollatedReduce", "Distinct", "Fallback", "fused", "Get", "IsNullPredicate", "Join", "MapFilter", "Negate",
-           "Node", "Pipeline", "Plan", "PlanError", "Reduce", "Comparison", "SqlMapFilter", "Threshold", "TopK", "Union",
-           "plan", "render"]
-
-Schema = tuple[ColumnSpec, ...]
-
-INCREMENTAL = "incremental O(delta)"
-PER_GROUP = "per affected group"
+__all__ = ["INCREMENTAL", "PER_GROUP", "PER_PARTITION", "Aggregate", "BasicReduce", "CollatedReduce", "Comparison",
+           "Constant", "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate",
+           "Node", "Pipeline", "Plan", "PlanError", "Predicate", "Reduce", "SqlMapFilter", "SqlTopK",
+           "TemporalFilter", "Threshold",
+           "TopK", "Union", "Window", "fused", "plan", "render"]
 
 
 class PlanError(ValueError):
@@ -120,330 +185,12 @@ class _Unsupported(Exception):
     """Raised inside the planner: the construct is outside the incremental subset."""
 
 
-# ---------------------------------------------------------------------------- nodes
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """``column op value``, ``value`` a constant of the column's type (native)."""
-
-    column: str
-    op: str
-    value: object
-
-    def __str__(self) -> str:
-        return f"{self.column} {self.op} {self.value!r}"
-
-
-@dataclass(frozen=True)
-class IsNullPredicate:
-    """``column IS [NOT] NULL`` (native)."""
-
-    column: str
-    negated: bool = False
-
-    def __str__(self) -> str:
-        return f"{self.column} IS {'NOT ' if self.negated else ''}NULL"
-
-
-Predicate = Comparison | IsNullPredicate
-
-
-@dataclass(frozen=True)
-class Node:
-    """A plan node: ``schema`` is its output's columns."""
-
-    schema: Schema
-
-    @property
-    def inputs(self) -> tuple[Node, ...]:
-        return ()
-
-    def describe(self) -> str:
-        raise NotImplementedError  # every node kind below defines it
-
-    def cost(self) -> str:
-        return INCREMENTAL
-
-
-@dataclass(frozen=True)
-class Get(Node):
-    """Table ``table`` read as ``alias``: its columns renamed ``(source, name)``."""
-
-    table: str = ""
-    alias: str = ""
-    columns: tuple[tuple[str, str], ...] = ()
-
-    def describe(self) -> str:
-        return f"Get {self.table} AS {self.alias} ({', '.join(f'{s} AS {n}' for s, n in self.columns)})"
-
-
-@dataclass(frozen=True)
-class MapFilter(Node):
-    """``where`` (native predicates, ANDed) then ``select`` as ``(source, name)`` pairs."""
-
-    input: Node | None = None
-    where: tuple[Predicate, ...] = ()
-    select: tuple[tuple[str, str], ...] | None = None
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        parts = []
-        if self.where:
-            parts.append(f"where=[{' AND '.join(str(p) for p in self.where)}]")
-        if self.select is not None:
-            parts.append(f"select=[{', '.join(s if s == n else f'{s} AS {n}' for s, n in self.select)}]")
-        return "MapFilter " + " ".join(parts)
-
-
-@dataclass(frozen=True)
-class Join(Node):
-    """``kind`` ``inner`` (any number of inputs), ``left``, ``right`` or ``full`` (two);
-    ``on`` the equi keys; ``residual`` predicates applied after an inner join."""
-
-    inputs_: tuple[Node, ...] = ()
-    kind: str = "inner"
-    on: tuple[tuple[str, str], ...] = ()
-    residual: tuple[Predicate, ...] = ()
-
-    @property
-    def inputs(self):
-        return self.inputs_
-
-    def describe(self) -> str:
-        keys = ", ".join(f"{a} = {b}" for a, b in self.on)
-        res = f" residual=[{' AND '.join(map(str, self.residual))}]" if self.residual else ""
-        return f"Join {self.kind} on=[{keys}]{res} (delta join, inputs arranged by key)"
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """One aggregate: output ``name``, ``function``, input ``column`` (``None``: ``count(*)``)
-    and its reduction type (``accumulable``, ``hierarchical``, ``basic``)."""
-
-    name: str
-    function: str
-    column: str | None
-    reduction: str
-
-    def __str__(self) -> str:
-        return f"{self.name}: {self.function}({self.column or '*'}) {self.reduction}"
-
-
-@dataclass(frozen=True)
-class Reduce(Node):
-    input: Node | None = None
-    group_by: tuple[str, ...] = ()
-    aggregates: tuple[Aggregate, ...] = ()
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        kinds = {a.reduction for a in self.aggregates}
-        how = " (collation of accumulable and hierarchical)" if len(kinds) > 1 else ""
-        return f"Reduce group_by=[{', '.join(self.group_by)}] aggregates=[{', '.join(map(str, self.aggregates))}]{how}"
-
-    def cost(self) -> str:
-        return INCREMENTAL if all(a.reduction == "accumulable" for a in self.aggregates) else PER_GROUP
-
-
-@dataclass(frozen=True)
-class Distinct(Node):
-    input: Node | None = None
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        return "Distinct"
-
-
-@dataclass(frozen=True)
-class Threshold(Node):
-    input: Node | None = None
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        return "Threshold"
-
-
-@dataclass(frozen=True)
-class TopK(Node):
-    """``order_by`` as ``(column, descending, nulls_first)``, ``limit`` (``None``: none), ``offset``."""
-
-    input: Node | None = None
-    order_by: tuple[tuple[str, bool, bool], ...] = ()
-    limit: int | None = None
-    offset: int = 0
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        keys = ", ".join(f"{c}{' DESC' if d else ''} NULLS {'FIRST' if n else 'LAST'}" for c, d, n in self.order_by)
-        return f"TopK order_by=[{keys}] limit={self.limit} offset={self.offset}"
-
-    def cost(self) -> str:
-        return PER_GROUP
-
-
-@dataclass(frozen=True)
-class Union(Node):
-    inputs_: tuple[Node, ...] = ()
-
-    @property
-    def inputs(self):
-        return self.inputs_
-
-    def describe(self) -> str:
-        return "Union"
-
-
-@dataclass(frozen=True)
-class Negate(Node):
-    input: Node | None = None
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        return "Negate"
-
-
-@dataclass(frozen=True)
-class SqlMapFilter(Node):
-    """A Map/Filter segment whose expressions need SQL (:mod:`colmz.dataflow.sqlmap`):
-    ``where`` predicates and ``select`` ``(text, name)`` items, the user's PostgreSQL text
-    with each column reference replaced by the placeholder of its input column; ``shown``
-    the user's text of each, for EXPLAIN."""
-
-    input: Node | None = None
-    where: tuple[str, ...] = ()
-    select: tuple[tuple[str, str], ...] | None = None
-    shown: tuple[str, ...] = ()
-
-    @property
-    def inputs(self):
-        return (self.input,)
-
-    def describe(self) -> str:
-        return f"MapFilter via SQL [{', '.join(self.shown)}] (one DuckDB call per commit)"
-
-
-@dataclass(frozen=True)
-class Fallback(Node):
-    """A subtree (``text``, the query block) not maintained incrementally, and why.
-
-    ``query`` is the subtree's runnable query (a ``FROM`` subquery's text) when the planner
-    was given ``subquery_schema`` to type it: such a Fallback has its output ``schema`` and
-    renders (``render(..., fallback=)``) as that query recomputed; ``""`` otherwise."""
-
-    text: str = ""
-    reason: str = ""
-    query: str = ""
-
-    def describe(self) -> str:
-        return f"Fallback {self.text!r}"
-
-    def cost(self) -> str:
-        return f"recompute: {self.reason}"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A view's plan: the ``root`` node, the query ``text`` and the ``tables`` it reads.
-
-    ``names`` are the view's output column names (the root's schema's names).
-    """
-
-    root: Node
-    text: str
-    tables: Mapping[str, Schema] = field(default_factory=dict)
-
-    @property
-    def names(self) -> list[str]:
-        return [c.name for c in self.root.schema]
-
-    def fallbacks(self) -> list[Fallback]:
-        """Every Fallback node, preorder."""
-        out = []
-        stack = [self.root]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, Fallback):
-                out.append(n)
-            stack.extend(reversed(n.inputs))
-        return out
-
-    @property
-    def incremental(self) -> bool:
-        """Whether no node is a Fallback."""
-        return not self.fallbacks()
-
-    def explain(self) -> str:
-        """One line per node, children indented, each with its strategy and cost class."""
-        lines: list[str] = []
-
-        def walk(n: Node, depth: int) -> None:
-            lines.append(f"{'  ' * depth}{n.describe()}  -- {n.cost()}")
-            for c in n.inputs:
-                walk(c, depth + 1)
-
-        walk(self.root, 0)
-        return "\n".join(lines)
-
-
-def _renamed(p: Predicate, source: dict[str, str]) -> Predicate:
-    if isinstance(p, Comparison):
-        return Comparison(source[p.column], p.op, p.value)
-    return IsNullPredicate(source[p.column], p.negated)
-
-
-def fused(schema: Schema, input: Node, where: tuple[Predicate, ...], select) -> MapFilter:
-    """A :class:`MapFilter` node over ``input``, fused with ``input`` when it is one: one
-    segment filters then projects, so ``select(where2(select1(where1(X))))`` is
-    ``select'(where1 AND where2'(X))`` with ``where2``'s and ``select``'s columns read
-    through ``select1`` (Materialize fuses MapFilterProject the same way)."""
-    where = tuple(where)
-    select = None if select is None else tuple(select)
-    if isinstance(input, MapFilter):
-        inner = input
-        if inner.select is not None:
-            source = {n: s for s, n in inner.select}
-            where = tuple(_renamed(p, source) for p in where)
-            select = inner.select if select is None else tuple((source[s], n) for s, n in select)
-        return MapFilter(schema, inner.input, inner.where + where, select)
-    return MapFilter(schema, input, where, select)
-
-
 # ---------------------------------------------------------------------------- binding
 
 _COMPARE_OPS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
                 "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
                 "COMPARE_GREATERTHANOREQUALTO": ">="}
 _FLIPPED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
-#: Aggregates by reduction type (src/compute-types/src/plan/reduce.rs, ``reduction_type``).
-_ACCUMULABLE = {"count": acc.Count, "count_star": acc.Count, "sum": acc.Sum, "avg": acc.Avg,
-                "bool_and": acc.BoolAnd, "bool_or": acc.BoolOr, "every": acc.BoolAnd,
-                "var_samp": acc.VarSamp, "variance": acc.VarSamp, "var_pop": acc.VarPop,
-                "stddev_samp": acc.StddevSamp, "stddev": acc.StddevSamp, "stddev_pop": acc.StddevPop}
-_HIERARCHICAL = {"min": Min, "max": Max}
-#: Functions whose value is not a function of their arguments: never evaluated on a delta.
-_VOLATILE = frozenset({"random", "setseed", "gen_random_uuid", "uuid", "uuidv4", "uuidv7", "now",
-                       "current_timestamp", "current_date", "current_time", "localtime", "localtimestamp",
-                       "clock_timestamp", "statement_timestamp", "transaction_timestamp", "timeofday",
-                       "nextval", "currval", "mz_now", "get_current_time", "today", "txid_current"})
 
 
 @functools.cache
@@ -458,7 +205,7 @@ def aggregate_names() -> frozenset[str]:
                            "WHERE function_type = 'aggregate'").fetchall()
     finally:
         cur.close()
-    return frozenset(r[0] for r in rows) | {"count_star"} | set(_ACCUMULABLE) | set(_HIERARCHICAL)
+    return frozenset(r[0] for r in rows) | {"count_star"} | set(ACCUMULABLE) | set(HIERARCHICAL)
 
 
 def _is_aggregate(e: Expression) -> bool:
@@ -467,10 +214,12 @@ def _is_aggregate(e: Expression) -> bool:
 
 @dataclass
 class _Source:
-    """One ``FROM`` item in scope: its alias and its columns (name -> plan name, type)."""
+    """One ``FROM`` item in scope: its alias and its columns (name -> plan name, type);
+    ``hidden`` columns are reachable qualified only (the right side's ``USING`` columns)."""
 
     alias: str
     columns: dict[str, tuple[str, pa.DataType]]
+    hidden: set = field(default_factory=set)
 
 
 class _Scope:
@@ -497,7 +246,8 @@ class _Scope:
 
     def exact(self, parts: tuple[str, ...]) -> str:
         if len(parts) == 1:
-            hits = [s.columns[parts[0]][0] for s in self.sources if parts[0] in s.columns]
+            hits = [s.columns[parts[0]][0] for s in self.sources
+                    if parts[0] in s.columns and parts[0] not in s.hidden]
             if len(hits) > 1:
                 raise PlanError(f"column reference {parts[0]!r} is ambiguous: it is a column of "
                                 f"{[s.alias for s in self.sources if parts[0] in s.columns]}")
@@ -520,7 +270,7 @@ class _Scope:
         for s in self.sources:
             if relation and s.alias != relation:
                 continue
-            out.extend((n, p) for n, (p, _) in s.columns.items())
+            out.extend((n, p) for n, (p, _) in s.columns.items() if relation or n not in s.hidden)
         if relation and not out:
             raise PlanError(f"missing FROM-clause entry for table {relation!r} (in {relation}.*)")
         return out
@@ -565,6 +315,9 @@ class _Planner:
         self.subquery_schema = subquery_schema
         self.used: dict[str, Schema] = {}
         self.counter = 0
+        #: The CTEs in scope, innermost last (name -> query): a reference is planned as that
+        #: query (Materialize's ``Let``, inlined at each use).
+        self.ctes: list[dict[str, Query]] = []
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -613,6 +366,10 @@ class _Planner:
                 raise _Unsupported(f"predicate {what!r}: a comparison with NULL")
             t = types[col]
             v = _constant(value, t)
+            if (v is None and pa.types.is_integer(t) and not isinstance(value, bool)
+                    and isinstance(value, (int, decimal.Decimal)) and decimal.Decimal(value).is_finite()):
+                # a numeric literal, or an integer one beyond the column's type (numeric too)
+                return _integer_versus_numeric(col, op, decimal.Decimal(value), t)
             if v is None:
                 raise _Unsupported(f"predicate {what!r}: the constant is not of the column's type {t}")
             if isinstance(v, float) and math.isnan(v):
@@ -630,6 +387,9 @@ class _Planner:
             if len(t.name) != 1:
                 raise _Unsupported(f"table name {'.'.join(t.name)!r} with a schema or catalog")
             name = t.name[0]
+            cte = self.cte(name)
+            if cte is not None:
+                return self.cte_source(cte, t.alias or name, t.column_aliases, f"WITH {name!r}")
             if name not in self.schemas and name.lower() in self.schemas:
                 raise _Unsupported(f"table {name!r} matched only ignoring case "
                                    "(quoted and unquoted identifiers are not told apart)")
@@ -647,15 +407,7 @@ class _Planner:
         if t.type == "SUBQUERY":
             if not t.alias:
                 raise _Unsupported("a subquery in FROM without an alias")
-            if t.column_aliases:
-                raise _Unsupported(f"column aliases on subquery {t.alias!r}")
-            inner = self.query(t.subquery)
-            if isinstance(inner, Fallback):
-                inner = self.subtree(inner, t)
-            cols = tuple((c.name, f"{t.alias}.{c.name}") for c in inner.schema)
-            node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner,
-                             (), cols)
-            return node, [_Source(t.alias, {c.name: (p, c.type) for (_, p), c in zip(cols, inner.schema)})], []
+            return self.subquery_source(t.subquery, t.alias, t.column_aliases, f"subquery {t.alias!r}", t)
         if t.type == "JOIN":
             return self.join(t)
         raise _Unsupported(f"FROM item of type {t.type} ({self.span(t)!r})")
@@ -663,8 +415,6 @@ class _Planner:
     def join(self, t: Table) -> tuple[Node, list[_Source], list[Expression]]:
         if t.ref_type == "NATURAL":
             raise _Unsupported("NATURAL JOIN")
-        if t.using:
-            raise _Unsupported("JOIN ... USING")
         if t.ref_type not in ("REGULAR", "CROSS"):
             raise _Unsupported(f"{t.ref_type} join")
         kind = {"INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(t.join_type)
@@ -676,6 +426,7 @@ class _Planner:
         if twice:
             raise PlanError(f"table name {sorted(twice)[0]!r} specified more than once (give each an alias)")
         conds = [c for e in t.expressions for c in _conjuncts(e)]
+        using = self.using(t, kind, lsrc, rsrc) if t.using else []
         if kind == "inner":
             # one multiway inner join; conditions placed once the whole FROM is known
             ins = []
@@ -685,21 +436,35 @@ class _Planner:
                 else:
                     ins.append(side)
             node = Join(tuple(c for n in ins for c in n.schema), tuple(ins), "inner")
-            return node, lsrc + rsrc, lconds + rconds + conds
+            return node, lsrc + rsrc, lconds + rconds + conds + using
         # an outer join: its sides are complete (their own conditions placed)
         left = self.place(left, lsrc, lconds)
         right = self.place(right, rsrc, rconds)
         scope = _Scope(lsrc + rsrc)
         lnames = {c.name for c in left.schema}
         on = []
+        # A condition reading only the side that may be NULL-padded filters that side before
+        # the join (PostgreSQL's ON semantics); one reading only the preserved side cannot.
+        padded = {"left": (1,), "right": (0,), "full": ()}[kind]
+        pushed: dict[int, list[Predicate]] = {}
         for c in conds:
             pair = self.equality(c, scope)
             if pair is None:
+                side = self.one_side(c, scope, lnames)
+                if side is not None and side in padded:
+                    types = {x.name: x.type for x in (left, right)[side].schema}
+                    pushed.setdefault(side, []).extend(self.predicates(c, scope.column, types))
+                    continue
                 raise _Unsupported(f"{kind.upper()} JOIN condition {self.span(c)!r}: not an equality of columns")
             a, b = pair
             if (a in lnames) == (b in lnames):
                 raise _Unsupported(f"{kind.upper()} JOIN condition {self.span(c)!r}: both columns on one side")
             on.append((a, b) if a in lnames else (b, a))
+        on.extend(self.equality(c, scope) for c in using)
+        if 0 in pushed:
+            left = fused(left.schema, left, tuple(pushed[0]), None)
+        if 1 in pushed:
+            right = fused(right.schema, right, tuple(pushed[1]), None)
         if not on:
             raise _Unsupported(f"{kind.upper()} JOIN without an equality of columns")
         self.check_keys(on, left.schema + right.schema)
@@ -739,19 +504,7 @@ class _Planner:
                 on.append(pair)
             else:
                 residual.extend(self.predicates(c, scope.column, types))
-        if not on:
-            raise _Unsupported("a cross join (inputs not connected by equalities)")
-        # connected?
-        reach = {0}
-        changed = True
-        while changed:
-            changed = False
-            for a, b in on:
-                if (owner[a] in reach) != (owner[b] in reach):
-                    reach |= {owner[a], owner[b]}
-                    changed = True
-        if len(reach) != len(node.inputs_):
-            raise _Unsupported("a cross join (inputs not connected by equalities)")
+        # inputs not connected by equalities are a cross join (DeltaJoin looks them up whole)
         self.check_keys(on, node.schema)
         # a native predicate reads one column, so one input: pushed below the join (its
         # arrangement holds only the rows that can match), as Materialize's predicate pushdown
@@ -778,27 +531,26 @@ class _Planner:
 
     def query_checked(self, q: Query) -> Node:
         if q.ctes:
-            raise _Unsupported("WITH (common table expressions)")
+            return self.with_ctes(q)
         if q.type == "SET_OPERATION_NODE":
             return self.modifiers(self.setop(q), q)
         if q.type != "SELECT_NODE":
             raise _Unsupported(f"a {q.type}")
         if q.from_ is None:
-            raise _Unsupported("SELECT without FROM (a constant relation)")
+            return self.modifiers(self.constant(q), q)
         for what, present in (("QUALIFY", q.qualify is not None), ("USING SAMPLE", q.sampled),
                               ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING"),
                               ("GROUPING SETS / ROLLUP / CUBE", len(q.grouping_sets) > 1)):
             if present:
                 raise _Unsupported(what)
-        for e in (*q.items, *(x for x in (q.where, q.having) if x is not None), *q.group_by):
+        for e in (*q.items, *(x for x in (q.having,) if x is not None), *q.group_by):
             for sub in e.walk():
-                if sub.cls == "SUBQUERY":
+                if sub.cls == "SUBQUERY" and not (sub is e and any(e is i for i in q.items)):
                     raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
-                if sub.cls == "WINDOW":
-                    raise _Unsupported(f"a window function ({self.span(sub)!r})")
+        where, semi, temporal = self.split_where(q.where)
+        windowed = any(sub.cls == "WINDOW" for e in q.items for sub in e.walk())
         node, sources, conds = self.table(q.from_)
         scope = _Scope(sources)
-        where = _conjuncts(q.where)
         # conjuncts the operators cannot evaluate natively: SQL over the delta, after the FROM
         inner = isinstance(node, Join) and node.kind == "inner" and not node.on
         sql_where = [c for c in (conds + where if inner else where) if not self.native(c, scope, sources)]
@@ -816,12 +568,28 @@ class _Planner:
             names = [c.name for c in node.schema]
             node = self.sql_segment(node, tuple(self.sql_text(c, names, scope.column) for c in sql_where), None,
                                     [self.span(c) for c in sql_where])
+        for e, negated in semi:
+            node = self.semijoin(node, scope, e, negated)
         aggregated = bool(q.group_by) or q.having is not None or any(
-            _is_aggregate(s) for e in q.items for s in e.walk())
+            _is_aggregate(s) for e in q.items for s in e.walk() if s.cls != "WINDOW")
+        if (aggregated or windowed) and temporal:
+            raise _Unsupported("a temporal filter (mz_now()) below a reduce or a window")
+        if aggregated and windowed:
+            raise _Unsupported("window functions over a GROUP BY")
         sql_items: dict[int, Expression] = {}
-        agg_sql: dict[int, str] = {}
         if aggregated:
-            node, select, agg_sql, shown_agg = self.reduce(q, node, scope)
+            # native reduce (expressions over its groups and aggregates a SQL segment over its
+            # output: O(delta)), else every aggregate recomputed by DuckDB per affected group
+            try:
+                red, select, agg_sql, shown_agg = self.reduce(q, node, scope)
+                if agg_sql:
+                    red = self.items_segment(red, _unique(select), agg_sql, shown_agg)
+                    return self.modifiers(red, q)
+                node = red
+            except _Unsupported as native:
+                node, select = self.basic_reduce(q, node, scope, str(native))
+        elif windowed:
+            node, select = self.window(q, node, scope)
         else:
             select = []
             for e in q.items:
@@ -831,23 +599,289 @@ class _Planner:
                     select.extend((p, n) for n, p in scope.star(e.relation))
                 elif e.cls == "COLUMN_REF":
                     select.append((scope.column(e), e.alias or e.name[-1]))
+                elif e.cls == "SUBQUERY":
+                    node, col = self.scalar_subquery(node, e)
+                    select.append((col, e.alias or self.span(e)))
                 else:  # a scalar expression: SQL over the delta (one DuckDB call per commit)
                     sql_items[len(select)] = e
                     select.append(("", e.alias or self.span(e)))
         select = _unique(select)
-        if sql_items or agg_sql:
+        if sql_items:
+            if temporal:
+                raise _Unsupported("a temporal filter (mz_now()) with select items needing SQL")
             names = [c.name for c in node.schema]
-            items = [(agg_sql[i] if i in agg_sql else
-                      self.sql_text(sql_items[i], names, scope.column) if i in sql_items
-                      else placeholder(names.index(src)), n) for i, (src, n) in enumerate(select)]
-            shown = [self.span(e) for e in sql_items.values()] if sql_items else shown_agg
-            node = self.sql_segment(node, (), items, shown)
+            texts = {i: self.sql_text(e, names, scope.column) for i, e in sql_items.items()}
+            node = self.items_segment(node, select, texts, [self.span(e) for e in sql_items.values()])
             return self.modifiers(node, q)
         types = {c.name: c.type for c in node.schema}
+        if temporal:
+            return self.temporal(node, scope, temporal, select, q)
         node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
         return self.modifiers(node, q)
 
-    def subtree(self, f: Fallback, t: Table) -> Fallback:
+    def reduce(self, q: Query, node: Node, scope: _Scope):
+        """The native reduce of an aggregated query: its node (with ``HAVING``), the select
+        list as ``(source, name)``, the SQL text of select items that are expressions over
+        group columns and aggregates (by position; their ``source`` is ``""``), and those
+        items' text. ``_Unsupported`` when an aggregate or ``HAVING`` is not native."""
+        group = self.group_columns(q, scope)
+        aggs: list[Aggregate] = []
+
+        def aggregate(e: Expression) -> str:
+            fn = e.name[-1] if e.name else ""
+            if len(e.name) != 1:
+                raise _Unsupported(f"aggregate {self.span(e)!r} with a schema")
+            if e.distinct:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: DISTINCT aggregates (basic)")
+            if e.filter is not None:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: FILTER (WHERE ...)")
+            if e.order_by:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: ORDER BY inside an aggregate")
+            if fn in ACCUMULABLE:
+                reduction = "accumulable"
+            elif fn in HIERARCHICAL:
+                reduction = "hierarchical"
+            else:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: {fn} (basic, recomputed per group: absent)")
+            if fn == "count_star":
+                column, fn = None, "count"
+            elif len(e.children) == 1 and e.children[0].cls == "COLUMN_REF":
+                column = scope.column(e.children[0])
+            elif fn == "count" and not e.children:
+                column = None
+            else:
+                raise _Unsupported(f"aggregate {self.span(e)!r}: an argument other than one column")
+            for a in aggs:
+                if (a.function, a.column) == (fn, column):
+                    return a.name
+            a = Aggregate(self.fresh("agg"), fn, column, reduction)
+            aggs.append(a)
+            return a.name
+
+        def group_column(e: Expression) -> str:
+            c = scope.column(e)
+            if c not in group:
+                raise PlanError(f"column {'.'.join(e.name)!r} must appear in the GROUP BY clause "
+                                "or be used in an aggregate function")
+            return c
+
+        select: list[tuple[str, str]] = []
+        mapped: dict[int, Expression] = {}
+        for e in q.items:
+            if e.cls == "COLUMN_REF":
+                select.append((group_column(e), e.alias or e.name[-1]))
+            elif _is_aggregate(e):
+                select.append((aggregate(e), e.alias or self.span(e)))
+            elif e.cls == "STAR":
+                raise _Unsupported(f"{self.span(e)!r} over a GROUP BY")
+            else:
+                # an expression over the groups: SQL over the reduce's output (its aggregates
+                # added to the reduce first: the map reads their columns)
+                for sub in e.walk():
+                    if _is_aggregate(sub):
+                        aggregate(sub)
+                mapped[len(select)] = e
+                select.append(("", e.alias or self.span(e)))
+        having = _conjuncts(q.having)
+
+        def having_column(e: Expression) -> str:
+            if e.cls == "FUNCTION":
+                return aggregate(e)
+            if e.cls == "COLUMN_REF":
+                return group_column(e)
+            raise _Unsupported(f"HAVING {self.span(e)!r}: not an aggregate or a group column")
+
+        # HAVING may read aggregates the select list does not: add them before the reduce
+        # is built (the predicates need its output types).
+        for h in having:
+            for sub in h.walk():
+                if _is_aggregate(sub):
+                    having_column(sub)
+        out_schema = self.reduce_schema(node.schema, group, aggs)
+        red: Node = Reduce(out_schema, node, tuple(group), tuple(aggs))
+        if having:
+            rtypes = {c.name: c.type for c in out_schema}
+            preds = tuple(q for h in having for q in self.predicates(h, having_column, rtypes))
+            red = fused(out_schema, red, preds, None)
+        in_types = {c.name: c.type for c in node.schema}
+
+        def typed_aggregate(e: Expression) -> str:
+            # SQL over the reduce's output reads each aggregate in the native operator's type:
+            # exact only where that is PostgreSQL's (sum(bigint) is numeric there, so
+            # sum(v) / count(*) must not divide integers)
+            name = aggregate(e)
+            a = next(x for x in aggs if x.name == name)
+            if not _postgres_typed(a, in_types):
+                raise _Unsupported(f"{self.span(e)!r} inside an expression: the native {a.function} is not "
+                                   "typed as PostgreSQL's")
+            return name
+
+        names = [c.name for c in out_schema]
+        texts = {i: self.sql_text(e, names, group_column, typed_aggregate) for i, e in mapped.items()}
+        return red, select, texts, [self.span(e) for e in mapped.values()]
+
+    def reduce_schema(self, schema: Schema, group: list[str], aggs: list[Aggregate]) -> Schema:
+        """The reduce's output columns, by the operator's own type rules."""
+        try:
+            return reduce_operator(schema, tuple(group), tuple(aggs)).schema
+        except (TypeError, ValueError) as e:
+            raise _Unsupported(f"aggregates over these column types: {e}") from None
+
+    def modifiers(self, node: Node, q: Query) -> Node:
+        names = [c.name for c in node.schema]
+        order, limit, offset, distinct, distinct_on = (), None, 0, False, ()
+        for m in q.modifiers:
+            if m.type == "DISTINCT_MODIFIER":
+                if m.expressions:
+                    distinct_on = m.expressions
+                else:
+                    distinct = True
+            elif m.type == "ORDER_MODIFIER":
+                order = m.orders
+            elif m.type == "LIMIT_MODIFIER":
+                for what, e in (("LIMIT", m.limit), ("OFFSET", m.offset)):
+                    if e is None:
+                        continue
+                    if e.cls != "CONSTANT" or e.literal is None or e.literal.kind != "INTEGER" or e.literal.value < 0:
+                        raise _Unsupported(f"{what} {self.span(e)!r}: not a non-negative integer constant")
+                    if what == "LIMIT":
+                        limit = e.literal.value
+                    else:
+                        offset = e.literal.value
+            else:
+                raise _Unsupported(m.type.replace("_MODIFIER", "").replace("_", " "))
+        if distinct:
+            node = Distinct(node.schema, node)
+        keys = [self.order_key(o, names, "ORDER BY") for o in order]
+        if distinct_on:
+            on = [self.order_key(Order(e), names, "DISTINCT ON")[0] for e in distinct_on]
+            # PostgreSQL: the leading ORDER BY items are the DISTINCT ON expressions; the rest
+            # orders each group, whose first row is kept (Materialize's TopK with limit 1)
+            if [k[0] for k in keys[:len(on)]] != on[:len(keys)]:
+                raise PlanError("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
+            node = self.top_k(node, tuple(on), tuple(keys[len(on):]), 1, 0)
+            keys = [] if limit is None and offset == 0 else keys
+        if limit is None and offset == 0:
+            return node  # ORDER BY alone orders nothing a view keeps
+        return self.top_k(node, (), tuple(keys), limit, offset)
+
+    def order_key(self, o, names: list[str], what: str) -> tuple[str, bool, bool]:
+        """``(output column, descending, nulls first)`` of one ``ORDER BY`` item."""
+        e = o.expression
+        if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER":
+            i = e.literal.value
+            if not 1 <= i <= len(names):
+                raise PlanError(f"{what} position {i} is not in the select list")
+            col = names[i - 1]
+        elif e.cls == "COLUMN_REF" and len(e.name) == 1 and e.name[0] in names:
+            col = e.name[0]
+        else:
+            raise _Unsupported(f"{what} {self.span(e)!r}: not an output column")
+        desc = o.direction == "DESCENDING"
+        nulls_first = desc if o.nulls == "ORDER_DEFAULT" else o.nulls == "NULLS FIRST"
+        return col, desc, nulls_first
+
+    def top_k(self, node: Node, group: tuple[str, ...], keys: tuple, limit, offset: int) -> Node:
+        """A native :class:`TopK`, or -- when the order reads text (the collation's order,
+        SQL's business) -- a :class:`SqlTopK` recomputed by DuckDB per affected group."""
+        types = {c.name: c.type for c in node.schema}
+        if not any(pa.types.is_string(types[c]) or pa.types.is_large_string(types[c]) for c, _, _ in keys):
+            return TopK(node.schema, node, keys, limit, offset, group)
+        order = ", ".join(f"{identifier(c)}{' DESC' if d else ' ASC'} NULLS {'FIRST' if n else 'LAST'}"
+                          for c, d, n in keys) or "1"
+        rn = identifier("__rn")
+        bound = f"{rn} > {offset}" + ("" if limit is None else f" AND {rn} <= {offset + limit}")
+        part = f"PARTITION BY {', '.join(identifier(g) for g in group)} " if group else ""
+        sql = (f"SELECT * EXCLUDE ({rn}) FROM (SELECT *, row_number() OVER ({part}ORDER BY {order}) AS {rn} "
+               f"FROM {INPUT_RELATION}) WHERE {bound}")
+        what = f"order_by=[{order}] limit={limit} offset={offset}"
+        return SqlTopK(node.schema, node, group, (("top", what),), self.checked_sql(sql, node.schema, group, "ORDER BY"))
+
+    def setop(self, q: Query) -> Node:
+        branches = [self.query(b) for b in q.children]
+        for b in branches:
+            if isinstance(b, Fallback):
+                raise _Unsupported(f"{q.setop} branch: {b.reason}")
+        first = branches[0].schema
+        names = [c.name for c in first]
+        aligned = []
+        for b in branches:
+            if len(b.schema) != len(first):
+                raise PlanError(f"each {q.setop} query must have the same number of columns: "
+                                f"{len(first)} and {len(b.schema)}")
+            if [c.name for c in b.schema] != names:
+                b = fused(tuple(ColumnSpec(n, c.type) for n, c in zip(names, b.schema)), b, (),
+                              tuple((c.name, n) for c, n in zip(b.schema, names)))
+            aligned.append(b)
+        schema = aligned[0].schema
+        try:
+            for b in aligned[1:]:
+                schema = _unify(schema, b.schema)
+        except SchemaError as e:
+            raise _Unsupported(f"{q.setop} of columns of different types ({e})") from None
+        if q.setop == "UNION":
+            node: Node = Union(schema, tuple(aligned))
+            return node if q.setop_all else Distinct(schema, node)
+        if q.setop in ("EXCEPT", "INTERSECT") and len(aligned) == 2:
+            a, b = aligned
+            if not q.setop_all:
+                a, b = Distinct(a.schema, a), Distinct(b.schema, b)
+            minus = Threshold(schema, Union(schema, (a, Negate(b.schema, b))))
+            if q.setop == "EXCEPT":
+                return minus
+            # INTERSECT ALL: min(a, b) = a - max(a - b, 0) (Materialize lowers it so)
+            return Threshold(schema, Union(schema, (a, Negate(schema, minus))))
+        raise _Unsupported(f"{q.setop}{' ALL' if q.setop_all else ''}")
+
+    # ---- WITH, FROM subqueries, USING, constants (plan39)
+
+    def with_ctes(self, q: Query) -> Node:
+        """``WITH``: each CTE is planned where it is referenced (Materialize's ``Let``,
+        inlined); a CTE sees the CTEs before it, never itself."""
+        frame: dict[str, tuple[Query, dict]] = {}
+        for name, cq in q.ctes:
+            if cq.type == "RECURSIVE_CTE_NODE":
+                raise _Unsupported("WITH RECURSIVE")
+            frame[name] = (cq, dict(frame))
+        self.ctes.append(frame)
+        try:
+            return self.query_checked(dataclasses.replace(q, ctes=()))
+        finally:
+            self.ctes.pop()
+
+    def cte(self, name: str):
+        """The query of CTE ``name`` in scope, planned in the scope it was defined in."""
+        for depth in range(len(self.ctes) - 1, -1, -1):
+            if name in self.ctes[depth]:
+                return self.ctes[:depth], self.ctes[depth][name]
+        return None
+
+    def cte_source(self, found, alias: str, column_aliases, what: str):
+        outer, (cq, earlier) = found
+        saved = self.ctes
+        self.ctes = [*outer, earlier]
+        try:
+            return self.subquery_source(cq, alias, column_aliases, what)
+        finally:
+            self.ctes = saved
+
+    def subquery_source(self, query: Query, alias: str, column_aliases, what: str, t: Table | None = None):
+        """A subquery (``t``: in ``FROM``) or a CTE as a scope of its output columns; a
+        ``FROM`` subquery that falls back is a Fallback leaf of its own (:meth:`subtree`)."""
+        inner = self.query(query)
+        if isinstance(inner, Fallback):
+            if t is None:
+                raise _Unsupported(f"{what}: {inner.reason}")
+            inner = self.subtree(inner, t, what)
+        names = [c.name for c in inner.schema]
+        if len(column_aliases) > len(names):
+            raise PlanError(f"{what} has {len(names)} columns available but {len(column_aliases)} columns specified")
+        names = list(column_aliases) + names[len(column_aliases):]
+        cols = tuple((c.name, f"{alias}.{n}") for c, n in zip(inner.schema, names))
+        node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner, (), cols)
+        return node, [_Source(alias, {n: (p, c.type) for n, (_, p), c in zip(names, cols, inner.schema)})], []
+
+    def subtree(self, f: Fallback, t: Table, what: str) -> Fallback:
         """A ``FROM`` subquery that falls back, as a Fallback leaf recomputing its own query
         (typed by ``subquery_schema``); ``_Unsupported`` (the enclosing query falls back) when
         the planner has no way to type it or the typing refuses."""
@@ -856,8 +890,99 @@ class _Planner:
             text = text[1:-1].strip()
         schema = self.subquery_schema(text) if (self.subquery_schema is not None and text) else None
         if schema is None:
-            raise _Unsupported(f"subquery {t.alias!r}: {f.reason}")
-        return Fallback(as_schema(schema, f"subquery {t.alias!r}"), f.text, f.reason, text)
+            raise _Unsupported(f"{what}: {f.reason}")
+        return Fallback(as_schema(schema, what), f.text, f.reason, text)
+
+    def using(self, t: Table, kind: str, lsrc: list[_Source], rsrc: list[_Source]) -> list[Expression]:
+        """``JOIN ... USING (c, ...)`` as the equalities ``l.c = r.c``; the right side's ``c``
+        is then reachable qualified only and ``*`` lists the ``USING`` columns first, as
+        PostgreSQL does (for inner and left joins the merged column is the left one's)."""
+        if kind not in ("inner", "left"):
+            raise _Unsupported(f"{kind.upper()} JOIN ... USING (the merged column is a COALESCE)")
+        if len(lsrc) != 1:
+            raise _Unsupported("JOIN ... USING with several relations on its left")
+        out = []
+        for name in t.using:
+            ls = [x for x in lsrc if name in x.columns and name not in x.hidden]
+            rs = [x for x in rsrc if name in x.columns and name not in x.hidden]
+            for side, found in (("left", ls), ("right", rs)):
+                if len(found) != 1:
+                    raise PlanError(f"column {name!r} specified in USING clause does not exist in {side} table"
+                                    if not found else f"common column name {name!r} appears more than once in {side} table")
+            out.append(Expression("COMPARISON", "COMPARE_EQUAL", -1, -1, (
+                Expression("COLUMN_REF", "COLUMN_REF", -1, -1, name=(ls[0].alias, name)),
+                Expression("COLUMN_REF", "COLUMN_REF", -1, -1, name=(rs[0].alias, name)))))
+            rs[0].hidden.add(name)
+        cols = lsrc[0].columns
+        lsrc[0].columns = {**{n: cols[n] for n in t.using}, **{n: v for n, v in cols.items() if n not in t.using}}
+        return out
+
+    def one_side(self, e: Expression, scope: _Scope, lnames: set[str]) -> int | None:
+        """0 or 1 when every column ``e`` reads is on the join's left or right input."""
+        sides = set()
+        for sub in e.walk():
+            if sub.cls == "SUBQUERY":
+                return None
+            if sub.cls == "COLUMN_REF":
+                sides.add(0 if scope.column(sub) in lnames else 1)
+        return sides.pop() if len(sides) == 1 else None
+
+    def constant(self, q: Query) -> Node:
+        """``SELECT`` of literals without ``FROM``: one row, PostgreSQL's literal types
+        (an integer literal is ``integer`` if it fits, else ``bigint``)."""
+        if q.where is not None or q.group_by or q.having is not None:
+            raise _Unsupported("SELECT without FROM with WHERE, GROUP BY or HAVING")
+        names, values, types = [], [], []
+        for e in q.items:
+            lit = e.literal if e.cls == "CONSTANT" else None
+            if lit is None or lit.kind not in ("INTEGER", "STRING", "BOOLEAN"):
+                raise _Unsupported(f"select item {self.span(e)!r} without FROM: not an integer, text or boolean literal")
+            v = lit.value
+            if lit.kind == "INTEGER":
+                t = pa.int32() if -(2**31) <= v < 2**31 else pa.int64() if -(2**63) <= v < 2**63 else None
+                if t is None:
+                    raise _Unsupported(f"select item {self.span(e)!r}: an integer literal beyond bigint (numeric)")
+            else:
+                t = pa.string() if lit.kind == "STRING" else pa.bool_()
+            names.append(e.alias or "?column?")
+            values.append(v)
+            types.append(t)
+        names = [n for _, n in _unique([(n, n) for n in names])]
+        return Constant(tuple(ColumnSpec(n, t) for n, t in zip(names, types)), (tuple(values),))
+
+    # ---- scalars as SQL text (per-group recompute by DuckDB)
+
+    #: Calls whose value depends on when they run: never recomputed per group.
+    VOLATILE_CALLS = frozenset({"random", "setseed", "gen_random_uuid", "uuid", "uuidv4", "uuidv7", "now",
+                                "current_timestamp", "get_current_timestamp", "get_current_time", "current_date",
+                                "current_time", "localtimestamp", "localtime", "transaction_timestamp",
+                                "statement_timestamp", "clock_timestamp", "timeofday", "today", "txid_current",
+                                "mz_now", "nextval", "currval", "current_setting"})
+
+    def recompute_text(self, e: Expression, column_of) -> str:
+        """The user's text of ``e`` with every column reference replaced, by position, with
+        the quoted plan name ``column_of`` binds it to (so it reads the input's columns)."""
+        if e.start < 0:
+            raise _Unsupported(f"an expression without a position in the text ({e.type})")
+        refs = []
+        for sub in e.walk():
+            if sub.cls == "SUBQUERY":
+                raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
+            if sub.cls in ("FUNCTION", "WINDOW") and sub.name and sub.name[-1].lower() in self.VOLATILE_CALLS:
+                raise _Unsupported(f"{sub.name[-1]}() in {self.span(e)!r}: its value depends on when it runs")
+            if sub.cls == "COLUMN_REF":
+                if sub.start < e.start or sub.end > e.end:
+                    raise _Unsupported(f"column reference outside {self.span(e)!r}")
+                refs.append(sub)
+        out, at = [], e.start
+        for r in sorted(refs, key=lambda r: r.start):
+            out.append(self.text[at:r.start])
+            out.append(identifier(column_of(r)))
+            at = r.end
+        out.append(self.text[at:e.end])
+        return "".join(out)
+
+    # ---- scalars as SQL over each delta (Map/Filter segments, views39c)
 
     def native(self, e: Expression, scope: _Scope, sources: list[_Source]) -> bool:
         """Whether conjunct ``e`` is an equality of columns or a native predicate."""
@@ -894,7 +1019,7 @@ class _Planner:
                     raise _Unsupported(f"{self.span(e)!r}: an aggregate inside an expression")
                 refs.append((sub, aggregate_of(sub)))
                 return
-            if sub.cls == "FUNCTION" and sub.name and sub.name[-1].lower() in _VOLATILE:
+            if sub.cls == "FUNCTION" and sub.name and sub.name[-1].lower() in self.VOLATILE_CALLS:
                 raise _Unsupported(f"{self.span(e)!r}: {sub.name[-1]} is volatile")
             if sub.cls == "COLUMN_REF":
                 refs.append((sub, column_of(sub)))
@@ -915,22 +1040,41 @@ class _Planner:
     def sql_segment(self, node: Node, where: tuple[str, ...], select, shown: list[str]) -> Node:
         """A :class:`SqlMapFilter` over ``node``, its output types DuckDB's for the
         translated segment (``_Unsupported`` naming the error when it does not translate or bind)."""
-        from colmz.sql.errors import SQLError
-
         if isinstance(node, SqlMapFilter) and node.select is None:
             # one segment: a filter's output columns are its input's, so the placeholders of
             # ``where`` and ``select`` read the same columns (one DuckDB call, not two)
             where, shown, node = node.where + where, [*node.shown, *shown], node.input
         try:
             schema = SqlMapFilterOp(node.schema, where, select).schema
+            # PostgreSQL's WHERE takes a boolean only; DuckDB reads an integer as one
+            typed = SqlMapFilterOp(node.schema, (), [(w, f"w{i}") for i, w in enumerate(where)]).schema if where else ()
         except (SQLError, TypeError, ValueError) as e:
             raise _Unsupported(f"{', '.join(repr(x) for x in shown)}: {e}") from None
+        for c, text in zip(typed, shown):
+            if not (pa.types.is_boolean(c.type) or pa.types.is_null(c.type)):
+                raise _Unsupported(f"predicate {text!r}: a {c.type} value as a condition")
         return SqlMapFilter(schema, node, where, None if select is None else tuple(select), tuple(shown))
 
-    def reduce(self, q: Query, node: Node, scope: _Scope):
-        """The reduce of an aggregated query: its node (with ``HAVING``), the select list as
-        ``(source, name)``, the SQL text of select items that are expressions over group
-        columns and aggregates (by position; their ``source`` is ``""``), and those items' text."""
+    def items_segment(self, node: Node, select: list[tuple[str, str]], texts: dict[int, str],
+                      shown: list[str]) -> Node:
+        """The select list over ``node`` as one SQL segment: items ``texts`` (by position)
+        as SQL, the others their column's placeholder."""
+        names = [c.name for c in node.schema]
+        items = [(texts[i] if i in texts else placeholder(names.index(src)), n) for i, (src, n) in enumerate(select)]
+        return self.sql_segment(node, (), items, shown)
+
+    def checked_sql(self, sql: str, schema: Schema, key, what: str) -> str:
+        """``sql`` translated, with its answer's columns checked over an empty input."""
+        from colmz.sql.translate import translate
+
+        try:
+            translated = translate(sql)
+            GroupRecompute(schema, list(key), translated)
+        except (SQLError, TypeError, ValueError) as e:
+            raise _Unsupported(f"{what} through SQL: {e}") from None
+        return translated
+
+    def group_columns(self, q: Query, scope: _Scope) -> list[str]:
         group: list[str] = []
         for g in q.group_by:
             if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER":
@@ -952,170 +1096,341 @@ class _Planner:
             c = scope.column(g)
             if c not in group:
                 group.append(c)
-        aggs: list[Aggregate] = []
+        return group
 
-        def aggregate(e: Expression) -> str:
-            fn = e.name[-1] if e.name else ""
-            if len(e.name) != 1:
-                raise _Unsupported(f"aggregate {self.span(e)!r} with a schema")
-            if e.distinct:
-                raise _Unsupported(f"aggregate {self.span(e)!r}: DISTINCT aggregates (basic)")
-            if e.filter is not None:
-                raise _Unsupported(f"aggregate {self.span(e)!r}: FILTER (WHERE ...)")
-            if e.order_by:
-                raise _Unsupported(f"aggregate {self.span(e)!r}: ORDER BY inside an aggregate")
-            if fn in _ACCUMULABLE:
-                reduction = "accumulable"
-            elif fn in _HIERARCHICAL:
-                reduction = "hierarchical"
-            else:
-                raise _Unsupported(f"aggregate {self.span(e)!r}: {fn} (basic, recomputed per group: absent)")
-            if fn == "count_star":
-                column, fn = None, "count"
-            elif len(e.children) == 1 and e.children[0].cls == "COLUMN_REF":
-                column = scope.column(e.children[0])
-            elif fn == "count" and not e.children:
-                column = None
-            else:
-                raise _Unsupported(f"aggregate {self.span(e)!r}: an argument other than one column")
-            for a in aggs:
-                if (a.function, a.column) == (fn, column):
-                    return a.name
-            a = Aggregate(self.fresh("agg"), fn, column, reduction)
-            aggs.append(a)
-            return a.name
-
-        def group_column(e: Expression) -> str:
-            c = scope.column(e)
-            if c not in group:
-                raise PlanError(f"column {'.'.join(e.name)!r} must appear in the GROUP BY clause "
-                                "or be used in an aggregate function")
-            return c
-
-        select: list[tuple[str, str]] = []
-        mapped: dict[int, Expression] = {}
+    def basic_reduce(self, q: Query, node: Node, scope: _Scope, why: str) -> tuple[Node, list[tuple[str, str]]]:
+        """A reduce the native operators cannot hold (``why``): every aggregate, select item
+        and ``HAVING`` recomputed by DuckDB per affected group (Materialize's basic plan)."""
+        group = self.group_columns(q, scope)
+        select, items, texts = [], [], []
         for e in q.items:
-            if e.cls == "COLUMN_REF":
-                select.append((group_column(e), e.alias or e.name[-1]))
-            elif _is_aggregate(e):
-                select.append((aggregate(e), e.alias or self.span(e)))
-            else:
-                # an expression over the groups: SQL over the reduce's output (its aggregates
-                # added to the reduce first: the map reads their columns)
-                for sub in e.walk():
-                    if _is_aggregate(sub):
-                        aggregate(sub)
-                mapped[len(select)] = e
-                select.append(("", e.alias or self.span(e)))
-        having = _conjuncts(q.having)
-
-        def having_column(e: Expression) -> str:
-            if e.cls == "FUNCTION":
-                return aggregate(e)
-            if e.cls == "COLUMN_REF":
-                return group_column(e)
-            raise _Unsupported(f"HAVING {self.span(e)!r}: not an aggregate or a group column")
-
-        # HAVING may read aggregates the select list does not: add them before the reduce
-        # is built (the predicates need its output types).
-        for h in having:
-            for sub in h.walk():
-                if _is_aggregate(sub):
-                    having_column(sub)
-        out_schema = self.reduce_schema(node.schema, group, aggs)
-        red: Node = Reduce(out_schema, node, tuple(group), tuple(aggs))
+            if e.cls == "STAR":
+                raise _Unsupported(f"{self.span(e)!r} over a GROUP BY")
+            if e.cls == "COLUMN_REF" and scope.column(e) in group:
+                select.append((scope.column(e), e.alias or e.name[-1]))
+                continue
+            name = self.fresh("agg")
+            items.append((name, self.span(e)))
+            texts.append(f"{self.recompute_text(e, scope.column)} AS {identifier(name)}")
+            select.append((name, e.alias or self.span(e)))
+        having = self.recompute_text(q.having, scope.column) if q.having is not None else ""
+        sql = f"SELECT {', '.join([*(identifier(g) for g in group), *texts])} FROM {INPUT_RELATION}"
+        if group:
+            sql += f" GROUP BY {', '.join(identifier(g) for g in group)}"
         if having:
-            rtypes = {c.name: c.type for c in out_schema}
-            preds = tuple(q for h in having for q in self.predicates(h, having_column, rtypes))
-            red = fused(out_schema, red, preds, None)
-        names = [c.name for c in out_schema]
-        texts = {i: self.sql_text(e, names, group_column, aggregate) for i, e in mapped.items()}
-        return red, select, texts, [self.span(e) for e in mapped.values()]
+            sql += f" HAVING {having}"
+        translated = self.checked_sql(sql, node.schema, group, f"aggregates ({why})")
+        schema = output_schema(node.schema, translated)
+        shown = self.span(q.having) if q.having is not None else ""
+        return BasicReduce(schema, node, tuple(group), tuple(items), translated, shown), select
 
-    def reduce_schema(self, schema: Schema, group: list[str], aggs: list[Aggregate]) -> Schema:
-        """The reduce's output columns, by the operator's own type rules."""
+    def window(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
+        """Window functions: the select items needing SQL computed by DuckDB per affected
+        partition -- the columns every window's ``PARTITION BY`` names (Materialize's basic
+        plan for window functions)."""
+        select, items, texts = [], [], []
+        key: list[str] | None = None
+        for e in q.items:
+            if e.cls == "STAR":
+                if e.star_modified:
+                    raise _Unsupported(f"{self.span(e)!r} (EXCLUDE/REPLACE/RENAME/COLUMNS)")
+                select.extend((p, n) for n, p in scope.star(e.relation))
+                continue
+            if e.cls == "COLUMN_REF":
+                select.append((scope.column(e), e.alias or e.name[-1]))
+                continue
+            for w in e.walk():
+                if w.cls == "WINDOW":
+                    part = self.partition_columns(w, scope)
+                    key = part if key is None else [c for c in key if c in part]
+            name = self.fresh("w")
+            items.append((name, self.span(e)))
+            texts.append(f"{self.recompute_text(e, scope.column)} AS {identifier(name)}")
+            select.append((name, e.alias or self.span(e)))
+        key = key or []
+        sql = f"SELECT *, {', '.join(texts)} FROM {INPUT_RELATION}"
+        translated = self.checked_sql(sql, node.schema, key, "window functions")
+        schema = output_schema(node.schema, translated)
+        return Window(schema, node, tuple(key), tuple(items), translated), select
+
+    def partition_columns(self, w: Expression, scope: _Scope) -> list[str]:
+        """The columns of a window's ``PARTITION BY`` (each must be a column)."""
+        text = self.text[w.start:w.end]
+        toks = tokenize(text)
+        over = next((i for i, t in enumerate(toks) if t.kind == "word" and t.text.upper() == "OVER"), None)
+        if over is None or over + 1 >= len(toks) or toks[over + 1].text != "(":
+            raise _Unsupported(f"window {self.span(w)!r}: a named window")
+        lo = hi = None
+        depth = 0
+        for i in range(over + 1, len(toks)):
+            t = toks[i]
+            if t.text == "(":
+                depth += 1
+            elif t.text == ")":
+                depth -= 1
+                if depth == 0:
+                    hi = hi if hi is not None else (t.start if lo is not None else None)
+                    break
+            elif depth == 1 and t.kind == "word":
+                word = t.text.upper()
+                if word == "PARTITION" and i + 1 < len(toks) and toks[i + 1].text.upper() == "BY":
+                    lo = toks[i + 1].end
+                elif lo is not None and hi is None and word in ("ORDER", "ROWS", "RANGE", "GROUPS"):
+                    hi = t.start
+        if lo is None:
+            return []
+        cols = []
+        for c in w.children:
+            if c.start >= 0 and w.start + lo <= c.start and c.end <= w.start + hi:
+                if c.cls != "COLUMN_REF":
+                    raise _Unsupported(f"window {self.span(w)!r}: PARTITION BY an expression")
+                cols.append(scope.column(c))
+        return cols
+
+    # ---- subqueries in WHERE: semijoins and antijoins (plan39)
+
+    def split_where(self, where: Expression | None):
+        """``WHERE``'s conjuncts as ``(plain, semijoins, temporal)``: ``[NOT] EXISTS`` and
+        ``IN`` subqueries become semijoins (``(expr, negated)``), conjuncts calling
+        ``mz_now()`` temporal bounds."""
+        plain, semi, temporal = [], [], []
+        for c in _conjuncts(where):
+            negated = c.cls == "OPERATOR" and c.type == "OPERATOR_NOT" and len(c.children) == 1
+            bare = c.children[0] if negated else c
+            if bare.cls == "SUBQUERY":
+                semi.append((bare, negated))
+                continue
+            subs = list(c.walk())
+            if any(x.cls == "SUBQUERY" for x in subs):
+                raise _Unsupported(f"a subquery in an expression ({self.span(c)!r})")
+            if any(x.cls == "FUNCTION" and x.name and x.name[-1].lower() == "mz_now" for x in subs):
+                temporal.append(c)
+                continue
+            plain.append(c)
+        return plain, semi, temporal
+
+    def semijoin(self, node: Node, scope: _Scope, e: Expression, negated: bool) -> Node:
+        """``node`` restricted to the rows with (``negated``: without) a match in the
+        subquery: a join with the distinct keys of the subquery's side (Materialize's
+        decorrelation), projected back to ``node``'s columns; an antijoin is ``node`` minus
+        that semijoin."""
+        text = self.span(e)
+        if e.children:  # x IN (subquery)
+            x = e.children[0]
+            after = [t.text.upper() for t in tokenize(self.text[x.end:e.end])[:2]]
+            if after[:1] != ["IN"] and not (negated and after == ["NOT", "IN"]):
+                raise _Unsupported(f"{text!r}: a quantified comparison (ANY/ALL/SOME)")
+            if x.cls != "COLUMN_REF":
+                raise _Unsupported(f"{text!r}: IN of an expression needing SQL")
+            try:
+                right = self.query(e.subquery)
+            except PlanError as err:
+                raise _Unsupported(f"IN subquery {text!r}: {err} (correlated IN subqueries are absent)") from None
+            if isinstance(right, Fallback):
+                raise _Unsupported(f"IN subquery {text!r}: {right.reason}")
+            if len(right.schema) != 1:
+                raise PlanError(f"subquery has too many columns ({len(right.schema)}) in {text!r}")
+            pairs = [(scope.column(x), right.schema[0].name)]
+            if negated:
+                return self.not_in(node, right, pairs[0])
+        else:
+            if not self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
+                raise _Unsupported(f"a scalar subquery as a condition ({text!r})")
+            right, pairs = self.correlated(e.subquery, scope, text)
+        semi = self.semi(node, right, pairs)
+        if not negated:
+            return semi
+        return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def semi(self, node: Node, right: Node, pairs) -> Node:
+        """``node``'s rows whose ``(outer, inner)`` key columns match a row of ``right``:
+        ``node`` joined with ``right``'s distinct keys, projected back."""
+        tag = self.fresh("semi")
+        keys = tuple((r, f"{tag}.{i}") for i, (_, r) in enumerate(pairs))
+        rtypes = {c.name: c.type for c in right.schema}
+        proj = fused(tuple(ColumnSpec(n, rtypes[r]) for r, n in keys), right, (), keys)
+        dist = Distinct(proj.schema, proj)
+        on = tuple((o, n) for (o, _), (_, n) in zip(pairs, keys))
+        self.check_keys(on, node.schema + dist.schema)
+        join = Join(node.schema + dist.schema, (node, dist), "inner", on)
+        return fused(node.schema, join, (), tuple((c.name, c.name) for c in node.schema))
+
+    def not_in(self, node: Node, right: Node, pair: tuple[str, str]) -> Node:
+        """``x NOT IN (subquery)`` with PostgreSQL's NULLs: every row when the subquery is
+        empty; otherwise only a non-NULL ``x`` matching no row, while the subquery holds no
+        NULL (else the comparison is unknown and the row dropped). With ``F`` the one-row
+        flag "the subquery has a row" and ``N`` "it has a NULL" (``N`` implies ``F``), and
+        ``anti`` the non-NULL rows minus their semijoin: ``node − node×F + anti×F −
+        anti×N``. The flags are distinct rows of a constant crossed with the subquery, so
+        they change only when the subquery becomes (non-)empty or gains (loses) its NULLs --
+        then every row of the view changes, as it must; any other change costs its delta."""
+        x, col = pair
+        tag = self.fresh("notin")
+        nonempty = self.flag(right, f"{tag}.some")
+        nulls = self.flag(fused(right.schema, right, (IsNullPredicate(col),), None), f"{tag}.null")
+        present = fused(node.schema, node, (IsNullPredicate(x, True),), None)
+        anti = Union(node.schema, (present, Negate(node.schema, self.semi(present, right, [pair]))))
+        return Union(node.schema, (node, Negate(node.schema, self.crossed(node, nonempty)),
+                                   self.crossed(anti, nonempty), Negate(node.schema, self.crossed(anti, nulls))))
+
+    def flag(self, over: Node, name: str) -> Node:
+        """One row ``(1)`` while ``over`` has a row: ``over`` crossed with a constant, its
+        distinct rows."""
+        one = Constant((ColumnSpec(name, pa.int32()),), ((1,),))
+        j = Join(over.schema + one.schema, (over, one), "inner")
+        return Distinct(one.schema, fused(one.schema, j, (), ((name, name),)))
+
+    def crossed(self, node: Node, flag: Node) -> Node:
+        """``node``'s rows while the one-row ``flag`` holds its row."""
+        both = node.schema + flag.schema
+        return fused(node.schema, Join(both, (node, flag), "inner"), (), tuple((c.name, c.name) for c in node.schema))
+
+    def scalar_subquery(self, node: Node, e: Expression) -> tuple[Node, str]:
+        """An uncorrelated scalar subquery in the select list that is one row by its shape
+        (aggregates without ``GROUP BY``/``HAVING``): ``node`` crossed with that one-row
+        relation (Materialize's lowering), and the column holding its value."""
+        text = self.span(e)
+        sub = e.subquery
+        if e.children or self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
+            raise _Unsupported(f"select item {text!r}: EXISTS or IN as a value")
+        if (sub is None or sub.type != "SELECT_NODE" or sub.from_ is None or sub.group_by
+                or sub.having is not None or len(sub.items) != 1
+                or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
+                or not any(_is_aggregate(x) for x in sub.items[0].walk() if x.cls != "WINDOW")):
+            raise _Unsupported(f"select item {text!r}: a scalar subquery other than one aggregate "
+                               "without GROUP BY (one row by its shape)")
         try:
-            return _reduce_operator(schema, tuple(group), tuple(aggs)).schema
-        except (TypeError, ValueError) as e:
-            raise _Unsupported(f"aggregates over these column types: {e}") from None
+            right = self.query(sub)
+        except PlanError as err:
+            raise _Unsupported(f"select item {text!r}: {err} (correlated subqueries are absent)") from None
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"scalar subquery {text!r}: {right.reason}")
+        name = f"{self.fresh('scalar')}.{right.schema[0].name}"
+        one = fused((ColumnSpec(name, right.schema[0].type),), right, (), ((right.schema[0].name, name),))
+        return Join(node.schema + one.schema, (node, one), "inner"), name
 
-    def modifiers(self, node: Node, q: Query) -> Node:
-        names = [c.name for c in node.schema]
-        order, limit, offset, distinct = (), None, 0, False
-        for m in q.modifiers:
-            if m.type == "DISTINCT_MODIFIER":
-                if m.expressions:
-                    raise _Unsupported("DISTINCT ON")
-                distinct = True
-            elif m.type == "ORDER_MODIFIER":
-                order = m.orders
-            elif m.type == "LIMIT_MODIFIER":
-                for what, e in (("LIMIT", m.limit), ("OFFSET", m.offset)):
-                    if e is None:
-                        continue
-                    if e.cls != "CONSTANT" or e.literal is None or e.literal.kind != "INTEGER" or e.literal.value < 0:
-                        raise _Unsupported(f"{what} {self.span(e)!r}: not a non-negative integer constant")
-                    if what == "LIMIT":
-                        limit = e.literal.value
-                    else:
-                        offset = e.literal.value
-            else:
-                raise _Unsupported(m.type.replace("_MODIFIER", "").replace("_", " "))
-        if distinct:
-            node = Distinct(node.schema, node)
-        if limit is None and offset == 0:
-            return node  # ORDER BY alone orders nothing a view keeps
-        keys = []
-        for o in order:
-            e = o.expression
-            if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER":
-                i = e.literal.value
-                if not 1 <= i <= len(names):
-                    raise PlanError(f"ORDER BY position {i} is not in the select list")
-                col = names[i - 1]
-            elif e.cls == "COLUMN_REF" and len(e.name) == 1 and e.name[0] in names:
-                col = e.name[0]
-            else:
-                raise _Unsupported(f"ORDER BY {self.span(e)!r}: not an output column")
-            t = next(c.type for c in node.schema if c.name == col)
-            if pa.types.is_string(t) or pa.types.is_large_string(t):
-                raise _Unsupported(f"ORDER BY {self.span(e)!r}: text ordered by the collation")
-            desc = o.direction == "DESCENDING"
-            nulls_first = desc if o.nulls == "ORDER_DEFAULT" else o.nulls == "NULLS FIRST"
-            keys.append((col, desc, nulls_first))
-        return TopK(node.schema, node, tuple(keys), limit, offset)
+    def correlated(self, sub: Query, outer: _Scope, text: str) -> tuple[Node, list[tuple[str, str]]]:
+        """An ``EXISTS`` subquery decorrelated: its ``FROM`` and local conditions planned,
+        its equalities with outer columns as ``(outer column, inner column)`` keys."""
+        if (sub.type != "SELECT_NODE" or sub.ctes or sub.group_by or sub.having is not None
+                or sub.from_ is None or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
+                or any(_is_aggregate(x) for e in sub.items for x in e.walk())):
+            raise _Unsupported(f"EXISTS {text!r}: a subquery other than SELECT ... FROM ... WHERE")
+        node, sources, conds = self.table(sub.from_)
+        inner = _Scope(sources)
+        pairs, local = [], []
+        for c in _conjuncts(sub.where):
+            if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
+                    and all(x.cls == "COLUMN_REF" for x in c.children)):
+                bound = []
+                for x in c.children:
+                    try:
+                        bound.append(("in", inner.column(x)))
+                    except PlanError:
+                        bound.append(("out", outer.column(x)))
+                kinds = [k for k, _ in bound]
+                if sorted(kinds) == ["in", "out"]:
+                    o = bound[kinds.index("out")][1]
+                    pairs.append((o, bound[kinds.index("in")][1]))
+                    continue
+            for x in c.walk():
+                if x.cls == "SUBQUERY":
+                    raise _Unsupported(f"EXISTS {text!r}: a nested subquery")
+                if x.cls == "COLUMN_REF":
+                    try:
+                        inner.column(x)
+                    except PlanError:
+                        raise _Unsupported(f"EXISTS {text!r}: a correlated condition other than an "
+                                           f"equality of columns ({self.span(c)!r})") from None
+            local.append(c)
+        if not pairs:
+            raise _Unsupported(f"EXISTS {text!r}: not correlated by an equality of columns")
+        if isinstance(node, Join) and node.kind == "inner" and not node.on:
+            node = self.place(node, sources, conds + local)
+        else:
+            node = self.place(node, sources, conds)
+            if local:
+                types = {c.name: c.type for c in node.schema}
+                node = fused(node.schema, node, tuple(p for c in local for p in self.predicates(c, inner.column, types)),
+                             None)
+        return node, pairs
 
-    def setop(self, q: Query) -> Node:
-        branches = [self.query(b) for b in q.children]
-        for b in branches:
-            if isinstance(b, Fallback):
-                raise _Unsupported(f"{q.setop} branch: {b.reason}")
-        first = branches[0].schema
-        names = [c.name for c in first]
-        aligned = []
-        for b in branches:
-            if len(b.schema) != len(first):
-                raise PlanError(f"each {q.setop} query must have the same number of columns: "
-                                f"{len(first)} and {len(b.schema)}")
-            if [c.name for c in b.schema] != names:
-                b = fused(tuple(ColumnSpec(n, c.type) for n, c in zip(names, b.schema)), b, (),
-                              tuple((c.name, n) for c, n in zip(b.schema, names)))
-            aligned.append(b)
-        schema = aligned[0].schema
-        try:
-            for b in aligned[1:]:
-                schema = _unify(schema, b.schema)
-        except SchemaError as e:
-            raise _Unsupported(f"{q.setop} of columns of different types ({e})") from None
-        if q.setop == "UNION":
-            node: Node = Union(schema, tuple(aligned))
-            return node if q.setop_all else Distinct(schema, node)
-        if q.setop == "EXCEPT" and len(aligned) == 2:
-            a, b = aligned
-            if not q.setop_all:
-                a, b = Distinct(a.schema, a), Distinct(b.schema, b)
-            return Threshold(schema, Union(schema, (a, Negate(b.schema, b))))
-        raise _Unsupported(f"{q.setop}{' ALL' if q.setop_all else ''}")
+    # ---- temporal filters (plan39)
+
+    def temporal(self, node: Node, scope: _Scope, conds: list[Expression], select, q: Query) -> Node:
+        """``mz_now() op column [+|- integer]`` conjuncts as a :class:`TemporalFilter` at the
+        top of the plan (its output holds future updates, which only the view's sink --
+        its ``Correction`` -- may hold: nothing stateful sits above it)."""
+        if any(m.type != "ORDER_MODIFIER" for m in q.modifiers):
+            raise _Unsupported("a temporal filter (mz_now()) below DISTINCT, LIMIT or OFFSET")
+        types = {c.name: c.type for c in node.schema}
+        bounds = []
+        for c in conds:
+            if not (c.cls == "COMPARISON" and c.type in _COMPARE_OPS and len(c.children) == 2):
+                raise _Unsupported(f"{self.span(c)!r}: mz_now() other than compared with a column")
+            a, b = c.children
+            op = _COMPARE_OPS[c.type]
+            if not _is_now(a):
+                a, b, op = b, a, _FLIPPED[op]
+            if not _is_now(a) or op == "<>":
+                raise _Unsupported(f"{self.span(c)!r}: mz_now() other than compared (=, <, <=, >, >=) with a column")
+            col, offset = self.bound_expression(b, scope, self.span(c))
+            t = types[col]
+            if not pa.types.is_integer(t):
+                raise _Unsupported(f"{self.span(c)!r}: mz_now() compared with a {t} column (integers only)")
+            bounds.append((col, offset, op))
+        types = {c.name: c.type for c in node.schema}
+        schema = tuple(ColumnSpec(n, types[s]) for s, n in select)
+        return TemporalFilter(schema, node, tuple(bounds), tuple(select))
+
+    def bound_expression(self, e: Expression, scope: _Scope, text: str) -> tuple[str, int]:
+        if e.cls == "COLUMN_REF":
+            return scope.column(e), 0
+        if e.cls == "FUNCTION" and e.name in (("+",), ("-",)) and len(e.children) == 2:
+            x, y = e.children
+            if e.name == ("+",) and x.cls == "CONSTANT":
+                x, y = y, x
+            if (x.cls == "COLUMN_REF" and y.cls == "CONSTANT" and y.literal is not None
+                    and y.literal.kind == "INTEGER"):
+                return scope.column(x), y.literal.value if e.name == ("+",) else -y.literal.value
+        raise _Unsupported(f"{text!r}: mz_now() compared with other than a column plus or minus an integer")
+
+
+
+def _integer_versus_numeric(col: str, op: str, c: decimal.Decimal, t: pa.DataType) -> Predicate:
+    """``col op c`` for an integer column and a numeric constant, exactly as PostgreSQL
+    compares them (as numerics): ``v > 1.5`` is ``v > 1``, ``v >= 1.5`` is ``v >= 2``, ``v =
+    1.5`` is never true and ``v <> 1.5`` is ``v IS NOT NULL``; a bound beyond the column's
+    type is always or never true (NULL never)."""
+    lo = -(2 ** (t.bit_width - 1)) if pa.types.is_signed_integer(t) else 0
+    hi = lo + 2 ** t.bit_width - 1
+    never = Comparison(col, "<", lo)  # no value of the type is below its least
+    always = IsNullPredicate(col, True)
+    floor, ceil = math.floor(c), math.ceil(c)
+    if op in ("=", "<>"):
+        if floor != ceil or not lo <= floor <= hi:
+            return never if op == "=" else always
+        return Comparison(col, op, floor)
+    bound = {">": floor, "<=": floor, ">=": ceil, "<": ceil}[op]
+    if bound < lo:
+        return always if op in (">", ">=") else never
+    if bound > hi:
+        return never if op in (">", ">=") else always
+    return Comparison(col, op, bound)
+
+
+def _postgres_typed(a: Aggregate, types: dict[str, pa.DataType]) -> bool:
+    """Whether the native operator's output type of aggregate ``a`` is PostgreSQL's: counts
+    (bigint), ``min``/``max`` (the column's), the boolean ones, and the numeric ones over
+    ``double precision`` (float8 in, float8 out); ``sum``/``avg``/variances of integers are
+    ``numeric`` in PostgreSQL, not the operator's type."""
+    if a.function in ("count", "min", "max", "bool_and", "bool_or", "every"):
+        return True
+    return a.column is not None and pa.types.is_float64(types[a.column])
+
+
+def _is_now(e: Expression) -> bool:
+    return e.cls == "FUNCTION" and e.name == ("mz_now",) and not e.children
 
 
 def _unify(a: Schema, b: Schema) -> Schema:
@@ -1173,178 +1488,3 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None) -
     p = _Planner(query_text, checked, subquery_schema)
     root = p.query(stmts[0])
     return Plan(root, query_text, dict(p.used))
-
-
-# ---------------------------------------------------------------------------- rendering
-
-
-class CollatedReduce:
-    """A reduce whose aggregates are of both types: an ``AccumulableReduce`` and a
-    ``MinMaxReduce`` over the same input, their rows joined per group by a
-    :class:`~colmz.dataflow.collate.Collation` (Materialize's ``ReducePlan::Collation``),
-    output columns in the order of ``order``."""
-
-    ROLLBACK_FIELDS = ("accumulable", "hierarchical", "collation", "project")
-
-    def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
-        self.accumulable = _reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "accumulable"))
-        self.hierarchical = _reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "hierarchical"))
-        self.collation = Collation([self.accumulable.schema, self.hierarchical.schema], list(group))
-        self.project = MapFilterOp(self.collation.schema, select=[*group, *(a.name for a in aggs)])
-        self.schema = self.project.schema
-
-    def step(self, time, delta: Updates) -> Updates:
-        return self.project.step(time, self.collation.step(
-            time, self.accumulable.step(time, delta), self.hierarchical.step(time, delta)))
-
-
-def _reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
-    kinds = {a.reduction for a in aggs}
-    if len(kinds) > 1:
-        return CollatedReduce(schema, group, aggs)
-    if kinds == {"hierarchical"}:
-        return MinMaxReduce(schema, list(group), {a.name: _HIERARCHICAL[a.function](a.column) for a in aggs})
-    return acc.AccumulableReduce(schema, list(group),
-                                 {a.name: (_ACCUMULABLE[a.function](a.column) if a.column is not None
-                                           else acc.Count()) for a in aggs})
-
-
-def _predicate_operator(p: Predicate):
-    if isinstance(p, Comparison):
-        return Compare(p.column, p.op, p.value)
-    return IsNull(p.column, p.negated)
-
-
-class _Step:
-    """A rendered node: its operator and its inputs' rendered nodes."""
-
-    def __init__(self, node: Node, op, inputs: list[_Step], table: str | None = None):
-        self.node = node
-        self.op = op
-        self.inputs = inputs
-        self.table = table
-        self.schema = node.schema
-        # rows into and out of the operator at its last step (EXPLAIN's rows touched)
-        self.rows_in = 0
-        self.rows_out = 0
-
-    def step(self, time: int, deltas: Mapping[str, Updates], tables: Mapping[str, Schema]) -> Updates:
-        if self.table is not None:
-            d = deltas.get(self.table)
-            if d is None:
-                d = Updates.empty(tables[self.table])
-            out = self.op.step(time, d)
-            self.rows_in, self.rows_out = len(d), len(out)
-            return out
-        ins = [i.step(time, deltas, tables) for i in self.inputs]
-        out = self.op.step(time, *ins)
-        self.rows_in, self.rows_out = sum(len(i) for i in ins), len(out)
-        return out
-
-
-def _render(node: Node, tables: Mapping[str, Schema], fallback=None) -> _Step:
-    if isinstance(node, Fallback):
-        if fallback is None or not node.query:
-            raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering it needs fallback= "
-                             "and a Fallback with its own query")
-        return _Step(node, fallback(node), [])
-    if isinstance(node, Get):
-        op = MapFilterOp(tables[node.table], select=[Column(s, n) for s, n in node.columns])
-        return _Step(node, op, [], node.table)
-    ins = [_render(i, tables, fallback) for i in node.inputs]
-    if isinstance(node, MapFilter):
-        op = MapFilterOp(ins[0].schema, where=[_predicate_operator(p) for p in node.where],
-                         select=None if node.select is None else [Column(s, n) for s, n in node.select])
-    elif isinstance(node, Join):
-        schemas = [i.schema for i in ins]
-        op = (DeltaJoin(schemas, node.on) if node.kind == "inner"
-              else OuterJoin(schemas, node.on, kind=node.kind))
-        step = _Step(node, op, ins)
-        if node.residual:
-            filt = MapFilterOp(op.schema, where=[_predicate_operator(p) for p in node.residual])
-            return _Step(node, filt, [step])
-        return step
-    elif isinstance(node, SqlMapFilter):
-        op = SqlMapFilterOp(ins[0].schema, node.where, node.select)
-    elif isinstance(node, Reduce):
-        op = _reduce_operator(ins[0].schema, node.group_by, node.aggregates)
-    elif isinstance(node, Distinct):
-        op = DistinctOp(ins[0].schema)
-    elif isinstance(node, Threshold):
-        op = ThresholdOp(ins[0].schema)
-    elif isinstance(node, Negate):
-        op = NegateOp(ins[0].schema)
-    elif isinstance(node, Union):
-        op = UnionOp([i.schema for i in ins])
-    elif isinstance(node, TopK):
-        op = TopKOp(ins[0].schema, [], [OrderBy(c, d, n) for c, d, n in node.order_by],
-                    limit=node.limit, offset=node.offset)
-    else:  # pragma: no cover - every node kind is above
-        raise TypeError(f"no operator for {type(node).__name__}")
-    return _Step(node, op, ins)
-
-
-class Pipeline:
-    """The operators of a plan: ``step(time, deltas)`` steps each once and returns the view's
-    delta at ``time`` (``deltas``: table name -> ``Updates`` of that table's columns; a table
-    without one has an empty delta). ``schema`` is the view's columns."""
-
-    #: Every operator, each saved and rolled back in place: a step that raises in one
-    #: operator leaves all of them as they were.
-    ROLLBACK_FIELDS = ("_operators",)
-
-    def __init__(self, p: Plan, fallback=None):
-        self.plan = p
-        self.tables = dict(p.tables)
-        self._root = _render(p.root, self.tables, fallback)
-        self.schema: Schema = self._root.schema
-        self._operators: list = []
-        stack = [self._root]
-        while stack:
-            s = stack.pop()
-            self._operators.append(s.op)
-            stack.extend(s.inputs)
-
-    @property
-    def operators(self) -> list:
-        """The operators, root first (for inspection and their work counters)."""
-        return list(self._operators)
-
-    def steps(self) -> list[tuple[int, Node, object, int, int]]:
-        """``(depth, node, operator, rows in, rows out at the last step)`` per rendered
-        operator, preorder (a join's residual filter is a step of the join's node, above it)."""
-        out: list[tuple[int, Node, object, int, int]] = []
-
-        def walk(s: _Step, depth: int) -> None:
-            out.append((depth, s.node, s.op, s.rows_in, s.rows_out))
-            for i in s.inputs:
-                walk(i, depth + 1)
-
-        walk(self._root, 0)
-        return out
-
-    def step(self, time, deltas: Mapping[str, Updates]) -> Updates:
-        if not isinstance(deltas, Mapping):
-            raise TypeError(f"deltas must be a mapping of table name to Updates, got {type(deltas).__name__}")
-        for name in deltas:
-            if name not in self.tables:
-                raise ValueError(f"deltas names table {name!r}, which the view does not read "
-                                 f"(it reads {sorted(self.tables)})")
-        with undone_on_error(self):
-            return self._root.step(time, deltas, self.tables)
-
-
-def render(p: Plan, fallback=None) -> Pipeline:
-    """The :class:`Pipeline` of plan ``p``; ``ValueError`` naming the reason when ``p`` holds
-    a :class:`Fallback` and no ``fallback``. ``fallback(node)`` gives the operator of a
-    Fallback leaf with its own query (``step(time) -> Updates`` of its output's change:
-    ``colmz.dataflow.maintained`` recomputes the subquery).
-
-    >>> import colmz, pyarrow as pa
-    >>> pipe = render(plan("SELECT k, count(*) AS c FROM t GROUP BY k", {"t": {"k": pa.int64()}}))
-    >>> pipe.step(1, {"t": colmz.Updates({"k": [1, 1, 2]}, time=[1] * 3, diff=[1] * 3)}).to_pylist()
-    [(1, 2, 1, 1), (2, 1, 1, 1)]
-    """
-    if not isinstance(p, Plan):
-        raise TypeError(f"render takes a Plan, got {type(p).__name__}")
-    return Pipeline(p, fallback)

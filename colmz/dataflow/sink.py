@@ -13,6 +13,11 @@ Self-correcting. A sink opened over a collection that already holds contents (a 
 view, a dataflow rebuilt from scratch) feeds those contents back first: the dataflow's
 output then writes only its difference from them. ``T`` must not be below the collection's
 upper (steps come at forward times; the write moves the upper to ``T + 1``).
+
+Future updates. A temporal filter's output (``colmz.dataflow.temporal``) holds updates at
+times after ``T`` -- when a row leaves or enters the view by ``mz_now()``. The correction
+holds them and each later step writes those that have come due, so a view must be stepped
+(with an empty change when nothing else happened) for its collection to advance.
 """
 
 from __future__ import annotations
@@ -90,8 +95,8 @@ class ViewSink:
             raise TypeError(f"delta must be colmz.Updates, got {type(delta).__name__}")
         if len(delta):
             delta = cast_to(delta, self.schema)
-            if int(delta.time.min()) != time or int(delta.time.max()) != time:
-                raise ValueError(f"delta has updates at times other than {time}")
+            if int(delta.time.min()) < time:
+                raise ValueError(f"delta has an update at time {int(delta.time.min())}, before {time}")
         with undone_on_error(self):
             self._correction.insert(delta)
             written = concat(list(self._correction.updates_before(time + 1)))

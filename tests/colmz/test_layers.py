@@ -35,12 +35,13 @@ LOWER_IN_UPPER = ("colmz.catalog.store", "colmz.catalog.location")
 FACADES = ("colmz.catalog",)
 #: Modules that stand above the collections themselves (the package facade, the notebook
 #: renderers, the as-of selection over catalogs and tasks, the plan of a view's query --
-#: built from SQL's parse tree, beside the operators it renders, which stay below -- the
-#: catalog's maintained view, which plans a view's SQL, the Map/Filter segment evaluated
-#: through colmz.sql.translate, and SUBSCRIBE over a catalog's objects and queries) and so
-#: are not checked.
-ABOVE = ("colmz", "colmz.display", "colmz.as_of", "colmz.plot", "colmz.dataflow.plan",
-         "colmz.dataflow.maintained", "colmz.dataflow.sqlmap", "colmz.subscribe")
+#: built from SQL's parse tree, beside the operators it renders, which stay below -- its
+#: rendering, the operators that run SQL: ``GroupRecompute``, DuckDB recomputing the affected
+#: groups, and the Map/Filter segment, both through colmz.sql.translate -- the catalog's
+#: maintained view, which plans a view's SQL, and SUBSCRIBE over a catalog's objects and
+#: queries) and so are not checked.
+ABOVE = ("colmz", "colmz.display", "colmz.as_of", "colmz.plot", "colmz.dataflow.plan", "colmz.dataflow.render",
+         "colmz.dataflow.recompute", "colmz.dataflow.maintained", "colmz.dataflow.sqlmap", "colmz.subscribe")
 
 
 def _module_files() -> dict[str, Path]:

@@ -99,12 +99,19 @@ NOT_ROLLED_BACK.update({
     # its SQL (text, translated), schemas, DuckDB session and runner (configuration), the
     # DuckDB calls made (a work counter)
     "SqlMapFilter": {"input_schema", "where", "select", "sql", "translated", "_run", "_con", "schema", "calls"},
+    # its rows (configuration); whether it has stepped is its clock
+    "Constant": {"schema", "rows"},
+    # its bounds and projection (configuration), the rows it has read (a work counter)
+    "TemporalFilter": {"input_schema", "bounds", "select", "schema", "rows_seen"},
+    # its SQL and key (configuration), rows recomputed and DuckDB queries made (work counters)
+    "GroupRecompute": {"input_schema", "group_by", "translated", "schema", "rows_recomputed", "queries"},
 })
 
 
 _DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
              "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink", "Collation", "CollatedReduce",
-             "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter"}
+             "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter", "Constant", "TemporalFilter",
+             "GroupRecompute"}
 
 
 def _dataflow_example(name: str):
@@ -112,8 +119,10 @@ def _dataflow_example(name: str):
     from colmz.dataflow import plan
     from colmz.dataflow.collate import Collation
     from colmz.dataflow.maintained import Recompute
+    from colmz.dataflow.recompute import INPUT_RELATION, GroupRecompute
     from colmz.dataflow.sqlmap import SqlMapFilter
     from colmz.dataflow.step import Clock
+    from colmz.sql.translate import translate
 
     k = {"k": pa.int64(), "v": pa.int64()}
     return {
@@ -137,6 +146,9 @@ def _dataflow_example(name: str):
         "MaintainedView": lambda: _maintained(k),
         "Recompute": lambda: Recompute(k, "why", lambda t: colmz.Updates.empty(k)),
         "SqlMapFilter": lambda: SqlMapFilter(k, ['"colmz_c0" % 2 = 0'], [('"colmz_c1" + 1', "w")]),
+        "Constant": lambda: df.Constant(k, [(1, 2)]),
+        "TemporalFilter": lambda: df.TemporalFilter(k, [df.Bound("v", "<=", 2)]),
+        "GroupRecompute": lambda: GroupRecompute(k, ["k"], translate(f"SELECT k, sum(v) AS s FROM {INPUT_RELATION} GROUP BY k")),
     }[name]()
 
 

@@ -146,7 +146,8 @@ QUERIES = [
     ("SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.k", "dataflow"),
     ("SELECT k, max(v) AS m FROM t WHERE v > 2 GROUP BY k", "dataflow"),
     ("SELECT upper(w) AS w, k * 2 AS k2 FROM u", "dataflow"),  # a Map segment through translate
-    ("SELECT w, count(DISTINCT k) AS n FROM u GROUP BY w", "recompute"),
+    ("SELECT w, count(DISTINCT k) AS n FROM u GROUP BY w", "dataflow"),  # per affected group in DuckDB
+    ("SELECT w, count(*) AS n FROM u GROUP BY ROLLUP (w)", "recompute"),
     ("SELECT count(*) AS n FROM t", "dataflow"),
     ("SELECT k FROM mv WHERE s > 3", None),
 ]
@@ -171,8 +172,8 @@ def test_query_changes_equal_the_query_at_every_time(cat, query, strategy):
 def test_dataflow_and_recompute_give_the_same_batches(cat):
     fast = cat.subscribe("SELECT t.k, sum(t.v) AS s, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY t.k", as_of=1)
     # The same query with a scalar the plan does not hold natively: the recompute path, the oracle.
-    slow = cat.subscribe("SELECT t.k, sum(t.v + 0) AS s, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY t.k",
-                         as_of=1)
+    slow = cat.subscribe("SELECT t.k + 0 AS k, sum(t.v) AS s, count(*) AS c FROM t JOIN u ON t.k = u.k "
+                         "GROUP BY t.k + 0", as_of=1)
     assert (fast.strategy, slow.strategy[:9]) == ("dataflow", "recompute")
     random_commits(cat, random.Random(5), 20)
     a, b = list(fast), list(slow)
@@ -185,7 +186,7 @@ def test_a_dataflow_subscription_reads_only_the_changes():
     cat.execute("CREATE TABLE t (k BIGINT, v BIGINT)")
     cat.execute("INSERT INTO t SELECT i % 100, i FROM range(20000) r(i)")
     fast = cat.subscribe("SELECT k, sum(v) AS s FROM t GROUP BY k")
-    slow = cat.subscribe("SELECT k, sum(v + 0) AS s FROM t GROUP BY k")
+    slow = cat.subscribe("SELECT k + 0 AS k, sum(v) AS s FROM t GROUP BY k + 0")
     list(fast), list(slow)
     for i in range(5):
         cat.execute(f"INSERT INTO t VALUES ({i}, 1)")

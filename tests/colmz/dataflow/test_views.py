@@ -35,6 +35,7 @@ from colmz.dataflow import (
     TopK,
     ViewSink,
 )
+from colmz.dataflow.plan import plan, render
 
 T = {"k": pa.int64(), "v": pa.int64(), "s": pa.string()}
 U = {"uk": pa.int64(), "w": pa.string()}
@@ -55,6 +56,8 @@ def view_rows(sink: ViewSink, t: int) -> Counter:
 
 
 _CON = duckdb.connect()
+# PostgreSQL's NULLs order (last ascending, first descending), which the plans follow.
+_CON.execute("SET default_null_order = 'nulls_last_on_asc_first_on_desc'")
 
 
 def _table(schema: dict, held: Counter) -> pa.Table:
@@ -139,10 +142,44 @@ class TopView:
         return self.k.step(t, dt)
 
 
-VIEWS = [SumView, JoinView, LeftJoinView, MinMaxView, DistinctView]
+class Planned:
+    """A view rendered from its SQL by ``colmz.dataflow.plan`` (the plans' node kinds that
+    recompute per group in DuckDB, semijoins, cross joins, ...)."""
+
+    sql = ""
+
+    def __init__(self):
+        p = plan(self.sql, {"t": T, "u": U})
+        assert p.incremental, p.explain()
+        self.pipe = render(p)
+        self.schema = self.pipe.schema
+
+    def step(self, t, dt, du):
+        return self.pipe.step(t, {n: d for n, d in (("t", dt), ("u", du)) if n in self.pipe.tables})
 
 
-@settings(max_examples=us.examples(20))
+def planned(text: str) -> type:
+    return type(f"Planned({text})", (Planned,), {"sql": text})
+
+
+#: Bodies of the plan's newer node kinds, each against DuckDB after every step.
+PLANNED = [planned(q) for q in (
+    "SELECT k, string_agg(s, ',' ORDER BY s) AS ss, count(DISTINCT v) FROM t GROUP BY k",
+    "SELECT k, v, dense_rank() OVER (PARTITION BY k ORDER BY v) FROM t",
+    "SELECT k, s FROM t WHERE k IN (SELECT uk FROM u WHERE w = 'x')",
+    "SELECT k, v FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.uk = t.k)",
+    "SELECT k, v FROM t WHERE k NOT IN (SELECT uk FROM u)",
+    "SELECT t.k, u.w FROM t, u WHERE t.v = 7",
+    "SELECT k FROM t INTERSECT SELECT uk FROM u",
+    "SELECT DISTINCT ON (s) s, v FROM t ORDER BY s, v DESC NULLS LAST",
+    "WITH g AS (SELECT k, max(v) AS m FROM t GROUP BY k) SELECT g.k, g.m, u.w FROM g LEFT JOIN u ON g.k = u.uk",
+    "SELECT k, (SELECT count(*) FROM u) AS n FROM t",
+)]
+
+VIEWS = [SumView, JoinView, LeftJoinView, MinMaxView, DistinctView, *PLANNED]
+
+
+@settings(max_examples=us.examples(20), deadline=None)
 @given(dm.change_steps(T_POOL, max_steps=6), dm.change_steps(U_POOL, max_steps=6))
 def test_views_equal_duckdb_after_every_step(ts, us_):
     views = [v() for v in VIEWS]

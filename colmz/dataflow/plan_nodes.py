@@ -1,0 +1,432 @@
+"""The nodes of a view's relational plan (``colmz.dataflow.plan``), frozen.
+
+Design
+------
+Materialize's ``MirRelationExpr`` kinds as lowered by ``src/compute-types/src/plan/``: each
+node has ``schema`` (its output columns under the plan's names), ``inputs``, ``describe()``
+(one EXPLAIN line) and ``cost()`` (its cost class: ``incremental O(delta)``, ``per affected
+group``, ``per affected partition`` or ``recompute: <reason>`` for a :class:`Fallback`).
+:func:`fused` makes adjacent map-filter segments one. Nodes never change once built: a plan
+is a value, rendered (``colmz.dataflow.render``) into operators that own the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from colmz.order import ColumnSpec
+
+__all__ = ["INCREMENTAL", "PER_GROUP", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
+           "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate", "Node",
+           "Plan", "Predicate", "Reduce", "Schema", "SqlMapFilter", "SqlTopK", "TemporalFilter", "Threshold", "TopK", "Union",
+           "Window", "fused", "renamed"]
+
+Schema = tuple[ColumnSpec, ...]
+
+INCREMENTAL = "incremental O(delta)"
+PER_GROUP = "per affected group"
+PER_PARTITION = "per affected partition"
+
+
+# ---------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``column op value``, ``value`` a constant of the column's type (native)."""
+
+    column: str
+    op: str
+    value: object
+
+    def __str__(self) -> str:
+        return f"{self.column} {self.op} {self.value!r}"
+
+
+@dataclass(frozen=True)
+class IsNullPredicate:
+    """``column IS [NOT] NULL`` (native)."""
+
+    column: str
+    negated: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.column} IS {'NOT ' if self.negated else ''}NULL"
+
+
+Predicate = Comparison | IsNullPredicate
+
+
+@dataclass(frozen=True)
+class Node:
+    """A plan node: ``schema`` is its output's columns."""
+
+    schema: Schema
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return ()
+
+    def describe(self) -> str:
+        raise NotImplementedError  # every node kind below defines it
+
+    def cost(self) -> str:
+        return INCREMENTAL
+
+
+@dataclass(frozen=True)
+class Get(Node):
+    """Table ``table`` read as ``alias``: its columns renamed ``(source, name)``."""
+
+    table: str = ""
+    alias: str = ""
+    columns: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        return f"Get {self.table} AS {self.alias} ({', '.join(f'{s} AS {n}' for s, n in self.columns)})"
+
+
+@dataclass(frozen=True)
+class MapFilter(Node):
+    """``where`` (native predicates, ANDed) then ``select`` as ``(source, name)`` pairs."""
+
+    input: Node | None = None
+    where: tuple[Predicate, ...] = ()
+    select: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        parts = []
+        if self.where:
+            parts.append(f"where=[{' AND '.join(str(p) for p in self.where)}]")
+        if self.select is not None:
+            parts.append(f"select=[{', '.join(s if s == n else f'{s} AS {n}' for s, n in self.select)}]")
+        return "MapFilter " + " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Join(Node):
+    """``kind`` ``inner`` (any number of inputs), ``left``, ``right`` or ``full`` (two);
+    ``on`` the equi keys; ``residual`` predicates applied after an inner join."""
+
+    inputs_: tuple[Node, ...] = ()
+    kind: str = "inner"
+    on: tuple[tuple[str, str], ...] = ()
+    residual: tuple[Predicate, ...] = ()
+
+    @property
+    def inputs(self):
+        return self.inputs_
+
+    def describe(self) -> str:
+        keys = ", ".join(f"{a} = {b}" for a, b in self.on)
+        res = f" residual=[{' AND '.join(map(str, self.residual))}]" if self.residual else ""
+        return f"Join {self.kind} on=[{keys}]{res} (delta join, inputs arranged by key)"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate: output ``name``, ``function``, input ``column`` (``None``: ``count(*)``)
+    and its reduction type (``accumulable``, ``hierarchical``, ``basic``)."""
+
+    name: str
+    function: str
+    column: str | None
+    reduction: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.function}({self.column or '*'}) {self.reduction}"
+
+
+@dataclass(frozen=True)
+class Reduce(Node):
+    input: Node | None = None
+    group_by: tuple[str, ...] = ()
+    aggregates: tuple[Aggregate, ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        kinds = {a.reduction for a in self.aggregates}
+        how = " (collation of accumulable and hierarchical)" if len(kinds) > 1 else ""
+        return f"Reduce group_by=[{', '.join(self.group_by)}] aggregates=[{', '.join(map(str, self.aggregates))}]{how}"
+
+    def cost(self) -> str:
+        return INCREMENTAL if all(a.reduction == "accumulable" for a in self.aggregates) else PER_GROUP
+
+
+@dataclass(frozen=True)
+class Distinct(Node):
+    input: Node | None = None
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return "Distinct"
+
+
+@dataclass(frozen=True)
+class Threshold(Node):
+    input: Node | None = None
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return "Threshold"
+
+
+@dataclass(frozen=True)
+class TopK(Node):
+    """``order_by`` as ``(column, descending, nulls_first)``, ``limit`` (``None``: none),
+    ``offset``, per group of ``group_by`` (``DISTINCT ON``; none: one global top-k)."""
+
+    input: Node | None = None
+    order_by: tuple[tuple[str, bool, bool], ...] = ()
+    limit: int | None = None
+    offset: int = 0
+    group_by: tuple[str, ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        keys = ", ".join(f"{c}{' DESC' if d else ''} NULLS {'FIRST' if n else 'LAST'}" for c, d, n in self.order_by)
+        group = f"group_by=[{', '.join(self.group_by)}] " if self.group_by else ""
+        return f"TopK {group}order_by=[{keys}] limit={self.limit} offset={self.offset}"
+
+    def cost(self) -> str:
+        return PER_GROUP
+
+
+@dataclass(frozen=True)
+class Union(Node):
+    inputs_: tuple[Node, ...] = ()
+
+    @property
+    def inputs(self):
+        return self.inputs_
+
+    def describe(self) -> str:
+        return "Union"
+
+
+@dataclass(frozen=True)
+class Negate(Node):
+    input: Node | None = None
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return "Negate"
+
+
+@dataclass(frozen=True)
+class SqlMapFilter(Node):
+    """A Map/Filter segment whose expressions need SQL (:mod:`colmz.dataflow.sqlmap`):
+    ``where`` predicates and ``select`` ``(text, name)`` items, the user's PostgreSQL text
+    with each column reference replaced by the placeholder of its input column; ``shown``
+    the user's text of each, for EXPLAIN."""
+
+    input: Node | None = None
+    where: tuple[str, ...] = ()
+    select: tuple[tuple[str, str], ...] | None = None
+    shown: tuple[str, ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"MapFilter via SQL [{', '.join(self.shown)}] (one DuckDB call per commit)"
+
+
+@dataclass(frozen=True)
+class Fallback(Node):
+    """A subtree (``text``, the query block) not maintained incrementally, and why.
+
+    ``query`` is the subtree's runnable query (a ``FROM`` subquery's text) when the planner
+    was given ``subquery_schema`` to type it: such a Fallback has its output ``schema`` and
+    renders (``render(..., fallback=)``) as that query recomputed; ``""`` otherwise."""
+
+    text: str = ""
+    reason: str = ""
+    query: str = ""
+
+    def describe(self) -> str:
+        return f"Fallback {self.text!r}"
+
+    def cost(self) -> str:
+        return f"recompute: {self.reason}"
+
+
+# ---- node kinds recomputed per affected group by DuckDB, constants, temporal filters
+
+@dataclass(frozen=True)
+class Constant(Node):
+    """A constant relation (``SELECT 1, 'a'`` without ``FROM``): its ``rows``, each once."""
+
+    rows: tuple[tuple, ...] = ()
+
+    def describe(self) -> str:
+        return f"Constant rows={list(self.rows)}"
+
+
+@dataclass(frozen=True)
+class GroupSql(Node):
+    """A group-local query recomputed by DuckDB over the groups a change touches
+    (:class:`colmz.dataflow.recompute.GroupRecompute`): ``key`` the input's group columns,
+    ``items`` the ``(name, user text)`` computed, ``sql`` the translated query reading the
+    input as ``input_rows``."""
+
+    input: Node | None = None
+    key: tuple[str, ...] = ()
+    items: tuple[tuple[str, str], ...] = ()
+    sql: str = ""
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def listed(self) -> str:
+        return ", ".join(f"{n}: {t}" for n, t in self.items)
+
+    def cost(self) -> str:
+        return PER_GROUP
+
+
+@dataclass(frozen=True)
+class BasicReduce(GroupSql):
+    """A reduce with a *basic* aggregate (``string_agg``, ``DISTINCT`` or ``FILTER``
+    aggregates, any expression over aggregates, a ``HAVING`` needing SQL): Materialize
+    re-reduces the affected keys; here DuckDB does, per affected group."""
+
+    having: str = ""
+
+    def describe(self) -> str:
+        having = f" having=[{self.having}]" if self.having else ""
+        return (f"Reduce group_by=[{', '.join(self.key)}] aggregates=[{self.listed()}] basic{having} "
+                "(recomputed per affected group in DuckDB)")
+
+
+@dataclass(frozen=True)
+class Window(GroupSql):
+    """Window functions (and the select items around them) recomputed per affected
+    partition: ``key`` the columns every window partitions by (none: one partition)."""
+
+    def describe(self) -> str:
+        return (f"Window partition_by=[{', '.join(self.key)}] items=[{self.listed()}] "
+                "(recomputed per affected partition in DuckDB)")
+
+    def cost(self) -> str:
+        return PER_PARTITION
+
+
+@dataclass(frozen=True)
+class SqlTopK(GroupSql):
+    """``ORDER BY ... LIMIT`` (or ``DISTINCT ON``) whose order needs SQL (text by its
+    collation): the affected groups' windows recomputed by DuckDB."""
+
+    def describe(self) -> str:
+        return f"TopK group_by=[{', '.join(self.key)}] {self.items[0][1]} (recomputed per affected group in DuckDB)"
+
+
+@dataclass(frozen=True)
+class TemporalFilter(Node):
+    """``mz_now()`` compared with a column: each row is in the output from its ``lower``
+    bound to its ``upper`` bound (exclusive), as updates at the times the predicate flips
+    (Materialize's ``MfpPlan`` temporal bounds); ``bounds`` as ``(column, offset, op)``
+    meaning ``mz_now() op column + offset``; then ``select``."""
+
+    input: Node | None = None
+    bounds: tuple[tuple[str, int, str], ...] = ()
+    select: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        preds = " AND ".join(f"mz_now() {op} {c}{f' + {o}' if o > 0 else f' - {-o}' if o < 0 else ''}"
+                             for c, o, op in self.bounds)
+        sel = ", ".join(s if s == n else f"{s} AS {n}" for s, n in self.select)
+        return f"TemporalFilter where=[{preds}] select=[{sel}] (updates at the times the predicate flips)"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A view's plan: the ``root`` node, the query ``text`` and the ``tables`` it reads.
+
+    ``names`` are the view's output column names (the root's schema's names).
+    """
+
+    root: Node
+    text: str
+    tables: Mapping[str, Schema] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.root.schema]
+
+    def fallbacks(self) -> list[Fallback]:
+        """Every Fallback node, preorder."""
+        out = []
+        stack = [self.root]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Fallback):
+                out.append(n)
+            stack.extend(reversed(n.inputs))
+        return out
+
+    @property
+    def incremental(self) -> bool:
+        """Whether no node is a Fallback."""
+        return not self.fallbacks()
+
+    def explain(self) -> str:
+        """One line per node, children indented, each with its strategy and cost class."""
+        lines: list[str] = []
+
+        def walk(n: Node, depth: int) -> None:
+            lines.append(f"{'  ' * depth}{n.describe()}  -- {n.cost()}")
+            for c in n.inputs:
+                walk(c, depth + 1)
+
+        walk(self.root, 0)
+        return "\n".join(lines)
+
+
+def renamed(p: Predicate, source: dict[str, str]) -> Predicate:
+    if isinstance(p, Comparison):
+        return Comparison(source[p.column], p.op, p.value)
+    return IsNullPredicate(source[p.column], p.negated)
+
+
+def fused(schema: Schema, input: Node, where: tuple[Predicate, ...], select) -> MapFilter:
+    """A :class:`MapFilter` node over ``input``, fused with ``input`` when it is one: one
+    segment filters then projects, so ``select(where2(select1(where1(X))))`` is
+    ``select'(where1 AND where2'(X))`` with ``where2``'s and ``select``'s columns read
+    through ``select1`` (Materialize fuses MapFilterProject the same way)."""
+    where = tuple(where)
+    select = None if select is None else tuple(select)
+    if isinstance(input, MapFilter):
+        inner = input
+        if inner.select is not None:
+            source = {n: s for s, n in inner.select}
+            where = tuple(renamed(p, source) for p in where)
+            select = inner.select if select is None else tuple((source[s], n) for s, n in select)
+        return MapFilter(schema, inner.input, inner.where + where, select)
+    return MapFilter(schema, input, where, select)

@@ -1,0 +1,154 @@
+"""``GroupRecompute``: a SQL query recomputed by DuckDB over the groups a delta touches.
+
+Design
+------
+Materialize's *basic* reductions (``string_agg``, ``array_agg``, ``DISTINCT`` aggregates)
+and its window functions "defer to Differential's reduce operator": the affected keys are
+re-reduced from the input arranged by key (``src/compute-types/src/plan/reduce.rs``). Here
+the re-reduction is a SQL query run by DuckDB through ``colmz.sql.translate`` (so every
+PostgreSQL meaning colmz honours holds), over the affected groups' rows only.
+
+The query must be *group-local*: its answer over the rows of several groups is the union of
+its answers over each group, and each output row carries its group's key columns under the
+input's names (``SELECT g, string_agg(x, ',') FROM input_rows GROUP BY g``; ``SELECT *,
+row_number() OVER (PARTITION BY g ORDER BY x) FROM input_rows``). A global group (no key
+columns) is one group: its query runs over the whole input, and a global aggregate has its
+row from the first step on, over an empty input too.
+
+State: the input arranged by the group key, and the output arranged by the same key (what
+was emitted for each group, so the retraction of a group's old rows is exactly what was
+written -- a query whose ties DuckDB breaks arbitrarily never retracts rows it did not
+emit). A step inserts the delta, reads the affected groups' rows (consolidated, each row
+repeated by its multiplicity), runs the query once over all of them, and emits
+``new − old`` of those groups. Work: the affected groups' rows (``rows_recomputed`` counts
+the rows given to DuckDB), one DuckDB call per step with a non-empty delta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from colmz.dataflow.keyed import KeyedArrangement
+from colmz.dataflow.regroup import affected_groups, group_rows
+from colmz.dataflow.step import Clock, as_schema, check_columns, check_delta, consolidated_at
+from colmz.ops import concat
+from colmz.rollback import undone_on_error
+from colmz.rows import cast_to, expand, storable
+from colmz.updates import Updates
+
+__all__ = ["INPUT_RELATION", "GroupRecompute", "output_schema"]
+
+#: The name the input's rows are registered under for the query.
+INPUT_RELATION = "input_rows"
+
+
+def _run(translated: str, rows: pa.Table, time: int) -> pa.Table:
+    from colmz.sql.run import run_query, session
+
+    cur = session(external_access=False)
+    try:
+        cur.register(INPUT_RELATION, rows)
+        table, _ = run_query(cur, translated, time)
+    finally:
+        cur.close()
+    return table
+
+
+def output_schema(schema, translated: str):
+    """The columns ``translated`` answers over an empty input of ``schema``, as colmz holds
+    them (``colmz.rows.storable``, as a materialized view's: a ``DECIMAL`` of scale 0 is
+    ``bigint``, a scaled one refused), as ``ColumnSpec`` s."""
+    schema = as_schema(schema, "schema")
+    empty = pa.table({c.name: pa.array([], c.type) for c in schema})
+    out = _run(translated, empty, 0)
+    return as_schema({f.name: storable(f.type, "the per-group query") for f in out.schema}, "the query's answer")
+
+
+class GroupRecompute:
+    """The answer of a group-local query, kept by recomputing the groups each delta touches.
+
+    Parameters
+    ----------
+    schema : the input's columns
+    group_by : sequence of column names (empty: one global group)
+    translated : str
+        The query as DuckDB runs it (``colmz.sql.translate`` of the user's text), reading the
+        input as :data:`INPUT_RELATION`; each output row holds its group's key under the
+        input's column names.
+
+    Examples
+    --------
+    >>> import colmz, pyarrow as pa
+    >>> from colmz.sql import translate
+    >>> q = translate("SELECT g, string_agg(x, ',' ORDER BY x) AS xs FROM input_rows GROUP BY g")
+    >>> r = GroupRecompute({"g": pa.int64(), "x": pa.string()}, ["g"], q)
+    >>> r.step(1, colmz.Updates({"g": [1, 1, 2], "x": ["b", "a", "c"]}, time=[1] * 3, diff=[1] * 3)).to_pylist()
+    [(1, 'a,b', 1, 1), (2, 'c', 1, 1)]
+    >>> r.step(2, colmz.Updates({"g": [1], "x": ["a"]}, time=[2], diff=[-1])).to_pylist()
+    [(1, 'a,b', 2, -1), (1, 'b', 2, 1)]
+    """
+
+    ROLLBACK_FIELDS = ("_input", "_output", "_clock")
+
+    def __init__(self, schema, group_by: Sequence[str], translated: str):
+        self.input_schema = as_schema(schema, "schema")
+        self.group_by = check_columns(group_by, self.input_schema, "group_by")
+        if not isinstance(translated, str):
+            raise TypeError(f"translated must be SQL text (str), got {type(translated).__name__}")
+        self.translated = translated
+        self.schema = output_schema(self.input_schema, translated)
+        names = [c.name for c in self.schema]
+        missing = [g for g in self.group_by if g not in names]
+        if missing:
+            raise ValueError(f"the query's answer has columns {names}: it must hold the group key {missing}")
+        types = {c.name: c.type for c in self.schema}
+        for g in self.group_by:
+            have = next(c.type for c in self.input_schema if c.name == g)
+            if types[g] != have:
+                raise ValueError(f"the query answers group column {g!r} as {types[g]}, the input holds {have}")
+        self._input = KeyedArrangement(self.input_schema, self.group_by)
+        self._output = KeyedArrangement(self.schema, self.group_by)
+        self._clock = Clock()
+        self.rows_recomputed = 0
+        self.queries = 0
+
+    @property
+    def arrangements(self) -> tuple[KeyedArrangement, KeyedArrangement]:
+        """The input and the output, each arranged by the group key (work counters)."""
+        return self._input, self._output
+
+    def step(self, time, delta: Updates) -> Updates:
+        """The output's change at ``time`` for the input's change ``delta``."""
+        first = self._clock.last is None
+        time = self._clock.check(time)
+        delta = check_delta(delta, self.input_schema, time)
+        if not len(delta) and not (first and not self.group_by):
+            self._clock.advance(time)
+            return Updates.empty(self.schema)
+        keys, layout = affected_groups(delta, self.group_by, not self.group_by)
+        with undone_on_error(self):
+            self._input.insert_checked(time, delta)
+            names = [c.name for c in self.input_schema]
+            rows = group_rows(self._input.lookup_words(keys, layout), names)
+            table = expand(Updates({n: rows.column(n) for n in names}, rows.time, rows.diff, copy=False),
+                           "the affected groups")
+            self.rows_recomputed += table.num_rows
+            self.queries += 1
+            answer = _run(self.translated, table, time)
+            if answer.column_names != [c.name for c in self.schema]:
+                raise ValueError(f"the query answered columns {answer.column_names}, first "
+                                 f"{[c.name for c in self.schema]}")
+            n = answer.num_rows
+            # a checked cast (a DECIMAL(38,0) sum beyond bigint raises, never wraps)
+            new = cast_to(Updates({c.name: answer.column(c.name).cast(c.type) for c in self.schema},
+                                  [time] * n, [1] * n), self.schema)
+            old = self._output.lookup_words(keys, layout).rows
+            result = consolidated_at(concat([old.negated(), new]), time)
+            self._output.insert_checked(time, result)
+            self._clock.advance(time)
+        return result
+
+    def __repr__(self) -> str:
+        return f"GroupRecompute(group_by={list(self.group_by)}, {self.translated!r})"

@@ -1,0 +1,249 @@
+"""Rendering a view's plan into the operators of ``colmz.dataflow``: :func:`render` and the
+:class:`Pipeline` it returns.
+
+Design
+------
+Each plan node (``colmz.dataflow.plan_nodes``) becomes one operator owning its state (a
+node used twice -- an antijoin's input, an ``INTERSECT``'s -- becomes two operators);
+``Pipeline.step(time, deltas)`` steps every operator once for ``time``, inputs first, and
+returns the view's delta. A step that raises in any operator leaves all of them as they
+were (``colmz.rollback``). The aggregate functions' operators by reduction type
+(:data:`ACCUMULABLE`, :data:`HIERARCHICAL`) are here, read by the binder to classify
+aggregates as ``src/compute-types/src/plan/reduce.rs`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from colmz.dataflow import accumulable as acc
+from colmz.dataflow.collate import Collation
+from colmz.dataflow.constant import Constant as ConstantOp
+from colmz.dataflow.distinct import Distinct as DistinctOp
+from colmz.dataflow.distinct import Threshold as ThresholdOp
+from colmz.dataflow.join import DeltaJoin
+from colmz.dataflow.linear import Negate as NegateOp
+from colmz.dataflow.linear import Union as UnionOp
+from colmz.dataflow.mapfilter import Column, Compare, IsNull
+from colmz.dataflow.mapfilter import MapFilter as MapFilterOp
+from colmz.dataflow.minmax import Max, Min, MinMaxReduce
+from colmz.dataflow.outer import OuterJoin
+from colmz.dataflow.plan_nodes import (
+    Aggregate,
+    Comparison,
+    Constant,
+    Distinct,
+    Fallback,
+    Get,
+    GroupSql,
+    Join,
+    MapFilter,
+    Negate,
+    Node,
+    Plan,
+    Predicate,
+    Reduce,
+    Schema,
+    SqlMapFilter,
+    TemporalFilter,
+    Threshold,
+    TopK,
+    Union,
+)
+from colmz.dataflow.recompute import GroupRecompute
+from colmz.dataflow.sqlmap import SqlMapFilter as SqlMapFilterOp
+from colmz.dataflow.temporal import Bound
+from colmz.dataflow.temporal import TemporalFilter as TemporalFilterOp
+from colmz.dataflow.topk import OrderBy
+from colmz.dataflow.topk import TopK as TopKOp
+from colmz.rollback import undone_on_error
+from colmz.updates import Updates
+
+__all__ = ["ACCUMULABLE", "HIERARCHICAL", "CollatedReduce", "Pipeline", "reduce_operator", "render"]
+
+#: Aggregates by reduction type (src/compute-types/src/plan/reduce.rs, ``reduction_type``).
+ACCUMULABLE = {"count": acc.Count, "count_star": acc.Count, "sum": acc.Sum, "avg": acc.Avg,
+               "bool_and": acc.BoolAnd, "bool_or": acc.BoolOr, "every": acc.BoolAnd,
+               "var_samp": acc.VarSamp, "variance": acc.VarSamp, "var_pop": acc.VarPop,
+               "stddev_samp": acc.StddevSamp, "stddev": acc.StddevSamp, "stddev_pop": acc.StddevPop}
+HIERARCHICAL = {"min": Min, "max": Max}
+
+
+class CollatedReduce:
+    """A reduce whose aggregates are of both types: an ``AccumulableReduce`` and a
+    ``MinMaxReduce`` over the same input, their rows joined per group by a
+    :class:`~colmz.dataflow.collate.Collation` (Materialize's ``ReducePlan::Collation``),
+    output columns in the order of ``order``."""
+
+    ROLLBACK_FIELDS = ("accumulable", "hierarchical", "collation", "project")
+
+    def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
+        self.accumulable = reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "accumulable"))
+        self.hierarchical = reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "hierarchical"))
+        self.collation = Collation([self.accumulable.schema, self.hierarchical.schema], list(group))
+        self.project = MapFilterOp(self.collation.schema, select=[*group, *(a.name for a in aggs)])
+        self.schema = self.project.schema
+
+    def step(self, time, delta: Updates) -> Updates:
+        return self.project.step(time, self.collation.step(
+            time, self.accumulable.step(time, delta), self.hierarchical.step(time, delta)))
+
+
+def reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
+    kinds = {a.reduction for a in aggs}
+    if len(kinds) > 1:
+        return CollatedReduce(schema, group, aggs)
+    if kinds == {"hierarchical"}:
+        return MinMaxReduce(schema, list(group), {a.name: HIERARCHICAL[a.function](a.column) for a in aggs})
+    return acc.AccumulableReduce(schema, list(group),
+                                 {a.name: (ACCUMULABLE[a.function](a.column) if a.column is not None
+                                           else acc.Count()) for a in aggs})
+
+
+def _predicate_operator(p: Predicate):
+    if isinstance(p, Comparison):
+        return Compare(p.column, p.op, p.value)
+    return IsNull(p.column, p.negated)
+
+
+class _Step:
+    """A rendered node: its operator and its inputs' rendered nodes."""
+
+    def __init__(self, node: Node, op, inputs: list[_Step], table: str | None = None):
+        self.node = node
+        self.op = op
+        self.inputs = inputs
+        self.table = table
+        self.schema = node.schema
+        # rows into and out of the operator at its last step (EXPLAIN's rows touched)
+        self.rows_in = 0
+        self.rows_out = 0
+
+    def step(self, time: int, deltas: Mapping[str, Updates], tables: Mapping[str, Schema]) -> Updates:
+        if self.table is not None:
+            d = deltas.get(self.table)
+            if d is None:
+                d = Updates.empty(tables[self.table])
+            out = self.op.step(time, d)
+            self.rows_in, self.rows_out = len(d), len(out)
+            return out
+        ins = [i.step(time, deltas, tables) for i in self.inputs]
+        out = self.op.step(time, *ins)
+        self.rows_in, self.rows_out = sum(len(i) for i in ins), len(out)
+        return out
+
+
+def _render(node: Node, tables: Mapping[str, Schema], fallback=None) -> _Step:
+    if isinstance(node, Fallback):
+        if fallback is None or not node.query:
+            raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering it needs fallback= "
+                             "and a Fallback with its own query")
+        return _Step(node, fallback(node), [])
+    if isinstance(node, Get):
+        op = MapFilterOp(tables[node.table], select=[Column(s, n) for s, n in node.columns])
+        return _Step(node, op, [], node.table)
+    if isinstance(node, Constant):
+        return _Step(node, ConstantOp(node.schema, node.rows), [])
+    ins = [_render(i, tables, fallback) for i in node.inputs]
+    if isinstance(node, GroupSql):
+        return _Step(node, GroupRecompute(ins[0].schema, node.key, node.sql), ins)
+    if isinstance(node, TemporalFilter):
+        op = TemporalFilterOp(ins[0].schema, [Bound(c, op, off) for c, off, op in node.bounds], node.select)
+        return _Step(node, op, ins)
+    if isinstance(node, MapFilter):
+        op = MapFilterOp(ins[0].schema, where=[_predicate_operator(p) for p in node.where],
+                         select=None if node.select is None else [Column(s, n) for s, n in node.select])
+    elif isinstance(node, Join):
+        schemas = [i.schema for i in ins]
+        op = (DeltaJoin(schemas, node.on) if node.kind == "inner"
+              else OuterJoin(schemas, node.on, kind=node.kind))
+        step = _Step(node, op, ins)
+        if node.residual:
+            filt = MapFilterOp(op.schema, where=[_predicate_operator(p) for p in node.residual])
+            return _Step(node, filt, [step])
+        return step
+    elif isinstance(node, SqlMapFilter):
+        op = SqlMapFilterOp(ins[0].schema, node.where, node.select)
+    elif isinstance(node, Reduce):
+        op = reduce_operator(ins[0].schema, node.group_by, node.aggregates)
+    elif isinstance(node, Distinct):
+        op = DistinctOp(ins[0].schema)
+    elif isinstance(node, Threshold):
+        op = ThresholdOp(ins[0].schema)
+    elif isinstance(node, Negate):
+        op = NegateOp(ins[0].schema)
+    elif isinstance(node, Union):
+        op = UnionOp([i.schema for i in ins])
+    elif isinstance(node, TopK):
+        op = TopKOp(ins[0].schema, list(node.group_by), [OrderBy(c, d, n) for c, d, n in node.order_by],
+                    limit=node.limit, offset=node.offset)
+    else:  # pragma: no cover - every node kind is above
+        raise TypeError(f"no operator for {type(node).__name__}")
+    return _Step(node, op, ins)
+
+
+class Pipeline:
+    """The operators of a plan: ``step(time, deltas)`` steps each once and returns the view's
+    delta at ``time`` (``deltas``: table name -> ``Updates`` of that table's columns; a table
+    without one has an empty delta). ``schema`` is the view's columns."""
+
+    #: Every operator, each saved and rolled back in place: a step that raises in one
+    #: operator leaves all of them as they were.
+    ROLLBACK_FIELDS = ("_operators",)
+
+    def __init__(self, p: Plan, fallback=None):
+        self.plan = p
+        self.tables = dict(p.tables)
+        self._root = _render(p.root, self.tables, fallback)
+        self.schema: Schema = self._root.schema
+        self._operators: list = []
+        stack = [self._root]
+        while stack:
+            s = stack.pop()
+            self._operators.append(s.op)
+            stack.extend(s.inputs)
+
+    @property
+    def operators(self) -> list:
+        """The operators, root first (for inspection and their work counters)."""
+        return list(self._operators)
+
+    def steps(self) -> list[tuple[int, Node, object, int, int]]:
+        """``(depth, node, operator, rows in, rows out at the last step)`` per rendered
+        operator, preorder (a join's residual filter is a step of the join's node, above it)."""
+        out: list[tuple[int, Node, object, int, int]] = []
+
+        def walk(s: _Step, depth: int) -> None:
+            out.append((depth, s.node, s.op, s.rows_in, s.rows_out))
+            for i in s.inputs:
+                walk(i, depth + 1)
+
+        walk(self._root, 0)
+        return out
+
+    def step(self, time, deltas: Mapping[str, Updates]) -> Updates:
+        if not isinstance(deltas, Mapping):
+            raise TypeError(f"deltas must be a mapping of table name to Updates, got {type(deltas).__name__}")
+        for name in deltas:
+            if name not in self.tables:
+                raise ValueError(f"deltas names table {name!r}, which the view does not read "
+                                 f"(it reads {sorted(self.tables)})")
+        with undone_on_error(self):
+            return self._root.step(time, deltas, self.tables)
+
+
+def render(p: Plan, fallback=None) -> Pipeline:
+    """The :class:`Pipeline` of plan ``p``; ``ValueError`` naming the reason when ``p`` holds
+    a :class:`Fallback` and no ``fallback``. ``fallback(node)`` gives the operator of a
+    Fallback leaf with its own query (``step(time) -> Updates`` of its output's change:
+    ``colmz.dataflow.maintained`` recomputes the subquery).
+
+    >>> import colmz, pyarrow as pa
+    >>> from colmz.dataflow.plan import plan
+    >>> pipe = render(plan("SELECT k, count(*) AS c FROM t GROUP BY k", {"t": {"k": pa.int64()}}))
+    >>> pipe.step(1, {"t": colmz.Updates({"k": [1, 1, 2]}, time=[1] * 3, diff=[1] * 3)}).to_pylist()
+    [(1, 2, 1, 1), (2, 1, 1, 1)]
+    """
+    if not isinstance(p, Plan):
+        raise TypeError(f"render takes a Plan, got {type(p).__name__}")
+    return Pipeline(p, fallback)
