@@ -164,6 +164,7 @@ _NO_FUNCTION = re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function w
 _NO_OVERLOAD = re.compile(r"Binder Error: No function matches the given name and argument types '(.+?)'\.")
 _NO_MACRO_OVERLOAD = re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)")
 _SHIFT_NEGATIVE = re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number")
+_CANNOT_COMBINE = re.compile(r"Cannot combine types VARCHAR and (\w+)")
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
 
 
@@ -242,6 +243,13 @@ def _refusal_of(error: str) -> str | None:
     m = _SHIFT_NEGATIVE.search(error)
     if m:
         return f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"
+    m = _CANNOT_COMBINE.search(error)
+    if m:
+        # PostgreSQL gives a string literal the type of the values beside it (a VALUES
+        # column, a UNION, CASE branches); DuckDB needs the cast written.
+        other = m.group(1).removesuffix("_LITERAL").lower()
+        return (f"a string literal beside {other} values in one column (VALUES, UNION or CASE) is not "
+                f"supported by colmz: cast the string, e.g. '...'::{other}")
     return None
 
 

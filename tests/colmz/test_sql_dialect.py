@@ -54,12 +54,7 @@ KNOWN_WRONG = {
 }
 
 #: Queries PostgreSQL answers where colmz raises DuckDB's own error, not UnsupportedSQL.
-KNOWN_RAW = {
-    "v_string_beside_decimal": "a VALUES column of a string literal and a decimal: DuckDB's 'Cannot combine "
-                               "types' (PostgreSQL resolves the literal to the other values' type)",
-    "v_string_beside_date": "a VALUES column of a string literal and a DATE: DuckDB's 'Cannot combine types'",
-    "v_string_beside_integer": "a VALUES column of a string literal and an integer: DuckDB's 'Cannot combine types'",
-}
+KNOWN_RAW: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

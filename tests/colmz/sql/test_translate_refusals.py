@@ -46,6 +46,10 @@ def test_answers_as_postgres(sql, rows):
     ("SELECT s, sum(sum(x)) OVER () FROM (VALUES ('a', 1::bigint)) v(s, x) GROUP BY s",
      r"sum\(\) of an aggregate"),
     ("SELECT -1 << 2", "a left shift of a negative number"),
+    # PostgreSQL types the string by the values beside it; DuckDB's "Cannot combine types"
+    ("SELECT * FROM (VALUES ('NaN'), (1.5)) v(x)", "a string literal beside decimal values"),
+    ("SELECT * FROM (VALUES ('2024-01-01'), (DATE '2024-01-02')) v(d)", "a string literal beside date values"),
+    ("SELECT x + 1 AS y FROM (VALUES ('1'), (2)) v(x)", "a string literal beside integer values"),
 ])
 def test_refused_by_name(sql, construct):
     with pytest.raises(UnsupportedSQL, match=construct):
