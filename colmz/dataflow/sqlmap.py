@@ -2,7 +2,7 @@
 
 Design
 ------
-Scalar expressions stay the user's PostgreSQL text (issue 39's design): a segment's
+Scalar expressions stay the user's PostgreSQL text: a segment's
 predicates and select items, their column references replaced by :func:`placeholder` names
 of the segment's input columns, are put into one query over the delta --
 ``SELECT items, diff FROM delta WHERE predicates`` -- translated by

@@ -279,7 +279,7 @@ ERROR_CASES = {
     "read-o-other-store": (["read", "{d}/evst", "-o", "{d}/link/v.parquet"], "inside the colmz store"),
     "consolidate-over-stores": (["consolidate", "{d}/updates.parquet", "{d}/holder", "--overwrite"],
                                 "holds the colmz store"),
-    # outputs at, inside or above their input store (issue 36 item 5), whatever --overwrite says
+    # outputs at, inside or above their input store, whatever --overwrite says
     "read-o-store": (["read", "{d}/st", "-o", "{d}/st"], "is the store"),
     "read-o-consensus": (["read", "{d}/st", "-o", "{d}/st/consensus.sqlite", "--overwrite"], "inside the store"),
     "snapshot-into-blob": (["snapshot", "{d}/st", "{d}/st/blob", "--as-of", "1", "--overwrite"], "inside the store"),
@@ -289,7 +289,7 @@ ERROR_CASES = {
                               "inside the store"),
     "consolidate-in-place": (["consolidate", "{d}/st", "{d}/st", "--overwrite"], "is the store"),
     "consolidate-above": (["consolidate", "{d}/link", "{d}", "--overwrite"], "a directory holding the store"),
-    # --as-of past the seal (issue 36 item 6): every command taking it refuses it alike
+    # --as-of past the seal: every command taking it refuses it alike
     "snapshot-past-seal": (["snapshot", "{d}/st", "{d}/out", "--as-of", "5000"], "outside the final"),
     "read-past-seal": (["read", "{d}/st", "--as-of", "5000"], "outside the final"),
     # inputs

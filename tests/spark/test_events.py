@@ -141,7 +141,7 @@ def test_example_table_is_deterministic_and_valid():
 
 def test_a_longer_example_extends_the_same_log():
     """`colmz sink --ticks 1200` after a run over 1000 ticks sees the same events for the first
-    1000 ticks (issue: the log used to be drawn anew for every tick count)."""
+    1000 ticks (the log is not drawn anew for every tick count)."""
     short = example_events_table(20_000, ticks=1000, seed=0)
     longer = example_events_table(20_000, ticks=1200, seed=0)
     assert longer.num_rows == 24_000 and short.num_rows == 20_000

@@ -134,7 +134,7 @@ def test_read_refuses_what_is_not_a_store(tmp_path, no_spark, capsys):
     [
         (["sink", "--input", "{events}"], 2, "--keys is required"),
         (["sink", "--input", "{missing}", "--keys", "k"], 2, "does not exist"),
-        (["sink", "--store", "{file}"], 2, "is a file; a store is a directory"),  # bad input (issue 40)
+        (["sink", "--store", "{file}"], 2, "is a file; a store is a directory"),  # bad input
         (["consolidate", "{missing}", "{out}"], 2, "does not exist"),
         (["consolidate", "{events}", "{events}"], 2, "exists; pass --overwrite"),
         (["snapshot", "{events}", "{events}", "--as-of", "3"], 2, "exists; pass --overwrite"),

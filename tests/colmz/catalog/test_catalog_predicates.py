@@ -1,4 +1,4 @@
-"""A user predicate is one expression as DuckDB reads it (issue 36.1): comments, ``\\r``,
+"""A user predicate is one expression as DuckDB reads it: comments, ``\\r``,
 strings and dollar quotes cannot hide code from colmz's check."""
 
 from __future__ import annotations

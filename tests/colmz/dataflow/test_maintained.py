@@ -1,6 +1,6 @@
 """Views maintained by their operators in ``colmz.Catalog`` against the recompute path.
 
-The differential check of issue 39: two catalogs, ``views="incremental"`` and
+The differential check of maintained views: two catalogs, ``views="incremental"`` and
 ``views="recompute"`` (the oracle), run the same scripts -- inserts, deletes, updates,
 duplicate rows, NULL keys and values, retractions to zero, multi-statement transactions,
 empty commits, failed commits, DDL in between -- and after every script every view of the

@@ -74,7 +74,7 @@ INCREMENTAL = [
     "SELECT k, var_pop(v), stddev_samp(v), variance(v) FROM t GROUP BY k",
 ]
 
-#: Bodies of the corpus the first plan fell back on, now planned (issue 39's coverage): a
+#: Bodies of the corpus the first plan fell back on, now planned: a
 #: cross join, USING, a left join's ON filtering its padded side, INTERSECT, DISTINCT ON, a
 #: constant relation, WITH, IN and EXISTS subqueries (semijoins), window functions and basic
 #: aggregates recomputed per affected partition/group, text ordered in DuckDB. Where SQL

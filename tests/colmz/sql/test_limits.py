@@ -1,4 +1,4 @@
-"""Texts that cost colmz's SQL front end more than their length (issue 36.8): deep nesting
+"""Texts that cost colmz's SQL front end more than their length: deep nesting
 is refused before any rewrite, long ``||`` chains bind in linear work, intervals are
 refused by name, SQL text is a ``str``."""
 
