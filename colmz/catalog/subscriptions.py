@@ -53,16 +53,11 @@ class Subscriptions:
         """The contents of object ``name`` as of ``as_of``, from memory or, before the
         engine's load, from the object's arrangement while it holds them."""
         obj = self.object(name)
-        as_of = check_time(as_of, "as_of")
-        if as_of > self._now:
-            raise ValueError(f"as_of {as_of} is after cat.now {self._now}: not yet complete")
-        coll = obj.collection
-        if as_of >= coll.since:
-            return coll.snapshot(as_of)
+        at = self.as_of(as_of)
         dur = self.history(obj.name)
-        if dur is not None and as_of >= dur.since:
-            return dur.snapshot(as_of)
-        raise ValueError(self._unreadable(obj.name, as_of))
+        if at < obj.collection.since and dur is not None and at >= dur.since:
+            return dur.snapshot(at)
+        return self.read(name, at)  # refuses a time before the collection's since
 
     def changes(self, name, lower: int, upper: int) -> Updates:
         """The updates of object ``name`` at times ``lower <= t < upper`` as written
