@@ -67,11 +67,26 @@ def open_both():
     # jsonb is compared as the text PostgreSQL prints (key order, spacing, quoted strings).
     for name in ("json", "jsonb"):
         conn.adapters.register_loader(name, psycopg.types.string.TextLoader)
+    conn.adapters.register_loader("float4", _float4_loader())
     cat = colmz.Catalog()
     for stmt in SETUP:
         conn.execute(stmt)
         cat.execute(stmt)
     return conn, cat
+
+
+def _float4_loader():
+    import numpy as np
+    import psycopg
+
+    class Float4Loader(psycopg.adapt.Loader):
+        """A real as the float32 it is (PostgreSQL prints its shortest digits, which read
+        as a double are another value than the float32's: 26.083334 for 26.08333396911621)."""
+
+        def load(self, data):
+            return float(np.float32(bytes(data).decode()))
+
+    return Float4Loader
 
 
 def norm(v):

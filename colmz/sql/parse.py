@@ -873,6 +873,8 @@ def _type_name(toks: list[Token]) -> str:
             depth -= 1
         elif depth == 0 and t.kind in ("word", "qident"):
             words.append(t.name if t.kind == "qident" else t.text.lower())
+        elif depth == 1 and words == ["float"] and t.kind == "number" and t.text.isdigit() and int(t.text) <= 24:
+            return "float4"  # float(p) is real up to p = 24
     text = " ".join(words)
     return _TYPE_NAMES.get(text, words[-1] if words else "?column?")
 

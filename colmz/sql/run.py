@@ -30,6 +30,7 @@ import pyarrow as pa
 from colmz.sql.build import NOW_FORMS, now_value
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import CACHED_CHARS, tokenize
+from colmz.sql.transforms import TRANSFORM_FUNCTIONS, TRANSFORM_MACROS, TRANSFORM_TYPED_MACROS
 from colmz.sql.translate import (
     FUNCTIONS,
     MACROS,
@@ -94,9 +95,16 @@ def connect(external_access: bool = True):
     except Exception as e:  # pragma: no cover - older DuckDB without the setting
         if not type(e).__module__.startswith(("duckdb", "_duckdb")):
             raise
-    for name, fn, args, result in FUNCTIONS:  # the functions and macros translated queries call
+    for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS:  # what translated queries call
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
-    for macro in MACROS:
+    for typed, untyped in TRANSFORM_TYPED_MACROS:
+        try:
+            con.execute(typed)
+        except Exception as e:  # DuckDB before 1.4 has no typed macro parameters
+            if type(e).__name__ != "ParserException":
+                raise
+            con.execute(untyped)
+    for macro in MACROS + TRANSFORM_MACROS:
         try:
             con.execute(macro)
         except Exception as e:  # DuckDB before 1.4 has no typed macro parameters

@@ -13,9 +13,22 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   colmz's macros (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused.
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
   nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
-* LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``.
-* Types: ``float`` (a ``TYPE`` node, in a cast or a typed literal) is ``DOUBLE``; a cast to
-  ``bytea`` of a string literal reads PostgreSQL's hex input (any other is refused).
+* LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``; the ``~`` family of
+  regular expression matches passes RE2's ``s`` option (``.`` matches a newline, as in
+  PostgreSQL).
+* Types: ``float`` (a ``TYPE`` node, in a cast or a typed literal) is ``DOUBLE``,
+  ``float(p)`` is ``REAL`` up to p = 24; a cast to ``bytea`` of a string literal reads
+  PostgreSQL's hex input (any other is refused); a cast to a float type checks text past
+  the type's range (a literal here, other text when it runs: :data:`FLOAT_CAST_MACROS`); an
+  explicit cast to ``varchar(n)`` truncates to n characters; a string literal cast to
+  ``jsonb`` is PostgreSQL's jsonb text (:func:`jsonb_text`); ``date_trunc`` of a date is a
+  ``timestamptz``.
+* ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
+  whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
+* Values and names: a row value (``ROW(...)``) as a result column is refused (PostgreSQL's
+  anonymous record); a select item of a subquery in ``FROM`` or of a CTE without an alias
+  gets PostgreSQL's name for it (``?column?``, ``upper``) as an alias, so a ``*`` over it
+  shows PostgreSQL's names (DuckDB names such a column by its text).
 * Numbers: a constant arithmetic subtree holding a ``numeric`` (a decimal literal, a
   ``::numeric``) is folded into one literal with PostgreSQL's scale
   (:mod:`colmz.sql.numeric`'s arithmetic); an unconstrained ``::numeric`` of anything else
@@ -54,7 +67,24 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
-__all__ = ["CALLS", "CALL_MACROS", "CHECKED_MATH", "NUMERIC_CAST", "Call", "apply_transforms", "may_transform"]
+__all__ = [
+    "CALLS",
+    "CALL_MACROS",
+    "CHECKED_MATH",
+    "DATE_AS_TIMESTAMPTZ",
+    "FLOAT_CAST_MACROS",
+    "JSONB_CONCAT",
+    "NUMERIC_CAST",
+    "REGEXP_MATCH",
+    "TRANSFORM_FUNCTIONS",
+    "TRANSFORM_MACROS",
+    "TRANSFORM_TYPED_MACROS",
+    "Call",
+    "apply_transforms",
+    "jsonb_concat",
+    "jsonb_text",
+    "may_transform",
+]
 
 
 class Call:
@@ -284,6 +314,7 @@ CALLS: dict[str, Rule] = {
     "substr": _substr, "substring": _substr, "round": _round, "generate_series": _generate_series,
     "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
     "array_to_string": _third_argument, "string_to_array": _third_argument,
+    "date_trunc": lambda c: _date_trunc(c),  # defined below, with the other type rules
     # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
@@ -320,9 +351,9 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS:
                 return True
-        elif k == "op" and t.text in _LIKES:
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text == "||"):
             return True
-    return _MAY_COMPARE_ROWS.search(text) is not None
+    return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks)
 
 
 def _queries(q: Query, out: list) -> None:
@@ -526,7 +557,9 @@ def _numeric_cast(c: Call) -> str:
     x = c.node.children[0]
     lit = x.literal
     if lit is not None and lit.kind == "NULL_LITERAL":
-        return "CAST(NULL AS DECIMAL(38,0))"
+        # the narrowest decimal: beside other values it takes their precision and scale
+        # (coalesce(NULL::numeric, 100.005) keeps 100.005; a DECIMAL(38,0) would round it)
+        return "CAST(NULL AS DECIMAL(1,0))"
     if lit is not None and lit.kind == "STRING":
         written = c.text[x.start : x.end] if x.start >= 0 else repr(lit.text)
         raw = lit.text.strip()
@@ -593,15 +626,342 @@ def _type_rule(e: Expression, text: str) -> Rule | None:
     # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
     if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
         return _double
-    if e.cls == "CAST" and len(e.children) == 2 and _type_text(e.children[1], text) == "bytea":
-        return _bytea
+    if e.cls == "TYPE" and _FLOAT_P.fullmatch(_type_text(e, text)):
+        return _float_p
+    if e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"):
+        target = " ".join(_type_text(e.children[1], text).split())
+        if target == "bytea":
+            return _bytea
+        if _FLOAT_P.fullmatch(target):
+            target = "real" if int(_FLOAT_P.fullmatch(target).group(1)) <= 24 else "float8"
+        if target in _FLOAT_TARGETS:
+            return _float_cast
+        if _VARCHAR_N.fullmatch(target):
+            return _varchar_n
+        if target in ("jsonb", "json"):
+            return _json_cast
     return None
+
+
+# ----------------------------------------------------------------------------- more types
+
+#: ``float(p)``: PostgreSQL's ``real`` for p up to 24, ``double precision`` above.
+_FLOAT_P = re.compile(r"float\s*\(\s*(\d+)\s*\)")
+#: Spellings of the float types (words joined by one space) -> PostgreSQL's name.
+_FLOAT_TARGETS = {"float8": "double precision", "float": "double precision", "double": "double precision",
+                  "double precision": "double precision", "float4": "real", "real": "real"}
+_FLOAT_LIMITS = {"double precision": 1.7976931348623157e308, "real": 3.4028234663852886e38}
+_FLOAT_SPECIAL_WORDS = {"nan", "infinity", "inf", "+infinity", "+inf", "-infinity", "-inf"}
+#: The macros checking an operand cast to a float type as PostgreSQL reads text (a finite
+#: text past the type's range raises; DuckDB reads it as an infinity): the operand itself,
+#: by PostgreSQL's type name.
+FLOAT_CAST_MACROS = {"double precision": RESERVED_PREFIX + "float8_in", "real": RESERVED_PREFIX + "float4_in"}
+_VARCHAR_N = re.compile(r"(?:varchar|character varying)\s*\(\s*(\d+)\s*\)")
+
+
+def _float_p(c: Call) -> str:
+    p = int(_FLOAT_P.fullmatch(_type_text(c.node, c.text)).group(1))
+    if not 1 <= p <= 53:
+        raise SQLError(f"precision for type float must be between 1 and 53 bits, got {p}")
+    return "REAL" if p <= 24 else "DOUBLE"
+
+
+def _float_cast(c: Call) -> str | None:
+    # A cast to a float type: a string literal is checked here (PostgreSQL's message); an
+    # operand that may be text goes through FLOAT_CAST_MACROS (its value unchanged, checked
+    # when it runs); the cast itself stays as written (later passes read its type there).
+    x, t = c.node.children
+    target = " ".join(_type_text(t, c.text).split())
+    m = _FLOAT_P.fullmatch(target)
+    name = ("real" if int(m.group(1)) <= 24 else "double precision") if m else _FLOAT_TARGETS[target]
+    lit = x.literal
+    if lit is not None and lit.kind == "STRING":
+        raw = lit.text
+        try:
+            value = float(raw)
+        except ValueError:
+            value = None  # DuckDB's cast rejects it as PostgreSQL does
+        if value is not None and raw.strip().lower() not in _FLOAT_SPECIAL_WORDS \
+                and abs(value) > _FLOAT_LIMITS[name]:
+            raise SQLError(f'"{raw}" is out of range for type {name}')
+        return None
+    if lit is not None or (x.cls == "CAST" and _type_text(x.children[1], c.text) not in _TEXT_WORDS) \
+            or x.start < 0:
+        return None  # a number, or a value of a non-text cast
+    w = c.text
+    return (w[c.node.start : x.start] + f"{FLOAT_CAST_MACROS[name]}({c.text_of(x)})"
+            + w[x.end : t.start] + c.text_of(t) + w[t.end : c.node.end])
+
+
+_TEXT_WORDS = frozenset({"text", "varchar", "string", "character varying"})
+
+
+def _varchar_n(c: Call) -> str:
+    # PostgreSQL's explicit cast to varchar(n) truncates to n characters; DuckDB ignores n.
+    x, t = c.node.children
+    n = int(_VARCHAR_N.fullmatch(" ".join(_type_text(t, c.text).split())).group(1))
+    return f"left(CAST({c.text_of(x)} AS VARCHAR), {n})"
+
+
+def _json_cast(c: Call) -> str | None:
+    # A string literal cast to jsonb is PostgreSQL's jsonb text (keys sorted, duplicates
+    # dropped, spaces after ':' and ','); json keeps its text as written.
+    x, t = c.node.children
+    if _type_text(t, c.text) != "jsonb" or x.literal is None or x.literal.kind != "STRING":
+        return None
+    try:
+        norm = jsonb_text(x.literal.text)
+    except ValueError:
+        raise SQLError(f"invalid input syntax for type json: {_written(c.text, x)}") from None
+    return "CAST('" + norm.replace("'", "''") + "' AS JSON)"
+
+
+def _jsonb_sort_key(k: str):
+    b = k.encode()
+    return (len(b), b)  # PostgreSQL's jsonb orders keys by length, then bytes
+
+
+def _jsonb_dump(v) -> str:
+    import decimal
+    import json
+
+    if isinstance(v, dict):
+        return "{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + _jsonb_dump(v[k])
+                               for k in sorted(v, key=_jsonb_sort_key)) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_jsonb_dump(x) for x in v) + "]"
+    if isinstance(v, decimal.Decimal):
+        out = format(v, "f")
+        return out.lstrip("-") if v.is_zero() else out  # numeric prints no negative zero
+    if v is True or v is False or v is None:
+        return json.dumps(v)
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _jsonb_load(text: str):
+    import decimal
+    import json
+
+    def fail(x):
+        raise ValueError(x)
+
+    return json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal, parse_constant=fail)
+
+
+def jsonb_text(text: str) -> str:
+    """PostgreSQL's text of ``text`` read as ``jsonb``: object keys sorted (by length, then
+    bytes) with the last of duplicates kept, ``": "`` and ``", "`` between items, numbers as
+    ``numeric`` prints them; ``ValueError`` for text that is not JSON.
+
+    >>> jsonb_text('{"bb": 1.50, "a": [1e2, -0], "a": "x"}')
+    '{"a": "x", "bb": 1.50}'
+    """
+    return _jsonb_dump(_jsonb_load(text))
+
+
+def jsonb_concat(a: str, b: str) -> str:
+    """PostgreSQL's ``jsonb || jsonb`` of two jsonb texts: two objects merged (the right
+    one's keys win), anything else concatenated as arrays (a scalar or an object is an
+    array of itself).
+
+    >>> jsonb_concat('{"a": null}', '{"z": 1}'), jsonb_concat('[1]', '{"a": 2}')
+    ('{"a": null, "z": 1}', '[1, {"a": 2}]')
+    """
+    x, y = _jsonb_load(a), _jsonb_load(b)
+    if isinstance(x, dict) and isinstance(y, dict):
+        return _jsonb_dump({**x, **y})
+    return _jsonb_dump((x if isinstance(x, list) else [x]) + (y if isinstance(y, list) else [y]))
+
+
+def _jsonb_concat_arrow(a, b):
+    import pyarrow as pa
+
+    return pa.array([None if x is None or y is None else jsonb_concat(x, y)
+                     for x, y in zip(a.to_pylist(), b.to_pylist())], pa.string())
+
+
+#: The function PostgreSQL's ``jsonb || jsonb`` calls (:func:`jsonb_concat`).
+JSONB_CONCAT = RESERVED_PREFIX + "jsonb_concat"
+_JSON_TEXT = re.compile(r"\s*[{\[]")
+
+
+def _json_literal(k: Expression) -> bool:
+    if k.literal is None or k.literal.kind != "STRING" or not _JSON_TEXT.match(k.literal.text):
+        return False
+    try:
+        _jsonb_load(k.literal.text)
+    except ValueError:
+        return False
+    return True
+
+
+def _concat(c: Call) -> str | None:
+    # ``a || b`` with a cast to jsonb, or a string literal holding a JSON object or array:
+    # jsonb || jsonb (or a literal, which PostgreSQL reads as jsonb beside one) merges
+    # objects and concatenates arrays. Beside a value whose type colmz cannot tell (a
+    # column: colmz keeps jsonb columns as text), PostgreSQL merges jsonb but concatenates
+    # text: refused. The result prints as PostgreSQL prints the jsonb.
+    kids = c.arguments
+    if len(kids) != 2:
+        return None
+    jsonb = [k.cls == "CAST" and _type_text(k.children[1], c.text) == "jsonb" for k in kids]
+    literal = [k.literal is not None and k.literal.kind == "STRING" for k in kids]
+    if not (any(jsonb) or any(_json_literal(k) for k in kids)):
+        return None
+    if all(j or lit for j, lit in zip(jsonb, literal)):
+        if not any(jsonb):
+            return None  # two string literals: text
+        a, b = (c.text_of(k) for k in kids)
+        return f"{JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR))"
+    raise UnsupportedSQL("|| of jsonb (or a string literal holding JSON) and a value of a type colmz "
+                         "cannot tell is not supported by colmz (PostgreSQL merges jsonb, concatenates "
+                         "text; colmz keeps jsonb columns as text): cast both operands to jsonb or text")
+
+
+# ----------------------------------------------------------------------------- regular expressions
+
+#: PostgreSQL's ``~`` family: DuckDB's ``regexp_matches`` with RE2's ``s`` option (``.``
+#: matches a newline, as in PostgreSQL's regular expressions).
+REGEXP_MATCH = RESERVED_PREFIX + "regexp_match"
+
+
+def _regexp_not(c: Call) -> str | None:
+    # ``a !~ b``: one span for the NOT and its match
+    inner = _regexp_operator(c, c.node.children[0])
+    return None if inner is None else f"(NOT {inner})"
+
+
+def _regexp_operator(c: Call, node: Expression | None = None) -> str | None:
+    kids = (node or c.node).children
+    if len(kids) == 2:
+        options = "s"
+    elif len(kids) == 3 and kids[2].start < 0 and kids[2].literal is not None and kids[2].literal.kind == "STRING":
+        options = kids[2].literal.text + "s"
+    else:
+        return None
+    return f"{REGEXP_MATCH}({c.text_of(kids[0])}, {c.text_of(kids[1])}, '{options}')"
+
+
+# ----------------------------------------------------------------------------- values
+
+def _row_value(c: Call) -> str:
+    raise UnsupportedSQL("a row value (ROW(...) or (a, b) as a result column) is not supported by "
+                         "colmz (PostgreSQL's anonymous record has no DuckDB equivalent; DuckDB "
+                         "makes a struct)")
+
+
+def _date_trunc(c: Call) -> str | None:
+    # PostgreSQL has no date_trunc of a date: the date is cast to timestamptz (its preferred
+    # datetime type), so the result is a timestamptz; DuckDB's is a timestamp.
+    a = c.arguments
+    if not c.plain or len(a) != 2:
+        return None
+    return f"date_trunc({c.args[0]}, {DATE_AS_TIMESTAMPTZ}({c.args[1]}))"
+
+
+#: A date as a timestamptz, any other value as itself (a typed macro, resolved when DuckDB
+#: binds the query).
+DATE_AS_TIMESTAMPTZ = RESERVED_PREFIX + "date_tz"
+
+#: Macros and Python functions the rules above call (defined on every colmz connection by
+#: :func:`colmz.sql.connect`, with :data:`colmz.sql.translate.MACROS`).
+TRANSFORM_MACROS = (
+    *(f"CREATE OR REPLACE MACRO {macro}(x) AS CASE WHEN typeof(x) = 'VARCHAR' AND "
+      f"isinf(TRY_CAST(CAST(x AS VARCHAR) AS {'REAL' if name == 'real' else 'DOUBLE'})) AND NOT "
+      f"regexp_full_match(lower(trim(CAST(x AS VARCHAR))), '[+-]?inf(inity)?') THEN "
+      f"error('\"' || CAST(x AS VARCHAR) || '\" is out of range for type {name}') ELSE x END"
+      for name, macro in FLOAT_CAST_MACROS.items()),
+    f"CREATE OR REPLACE MACRO {REGEXP_MATCH}(s, p, o) AS regexp_matches(s, p, o)",
+)
+#: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
+TRANSFORM_TYPED_MACROS = (
+    (f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x DATE) AS CAST(x AS TIMESTAMPTZ), (x) AS x",
+     f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x) AS CASE WHEN typeof(x) = 'DATE' THEN "
+     "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
+     "a timestamptz; DuckDB 1.4 or later can)') ELSE x END"),
+)
+TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),)
+
+
+# ----------------------------------------------------------------------------- names
+
+def _may_name_derived(toks) -> bool:
+    # A ``*`` and a query inside the text (``(SELECT``, ``WITH``): a derived table's columns
+    # may reach the result by their names.
+    star = nested = False
+    for i, t in enumerate(toks):
+        if t.kind == "op" and t.text == "*":
+            star = True
+        elif t.upper in ("SELECT", "WITH") and i > 0 and (t.upper == "WITH" or toks[i - 1].text == "("):
+            nested = True
+    return star and nested
+
+
+def _derived_items(q: Query, out: dict, text: str) -> None:
+    # The select items of every query whose columns are a relation's (a subquery in FROM,
+    # a CTE) that have no alias and are not a column or a star: id -> PostgreSQL's name.
+    # DuckDB names such an item by its text (``1``, ``upper("name")``); PostgreSQL by
+    # FigureColname (``?column?``, ``upper``) -- the alias added makes DuckDB's PostgreSQL's.
+    from colmz.sql.parse import output_names
+
+    def named(d: Query) -> None:
+        while d.type == "SET_OPERATION_NODE" and d.children:
+            d = d.children[0]  # a set operation's columns are its first branch's
+        for e in d.items:
+            if e.alias or e.cls in ("COLUMN_REF", "STAR") or e.start < 0:
+                continue
+            before, after = text[: e.start].rstrip(), text[e.end :].lstrip()
+            if before.endswith("(") and after.startswith(")"):
+                continue  # parenthesised: the alias would land inside the parentheses
+            names = output_names("SELECT " + text[e.start : e.end])
+            if names and len(names) == 1 and names[0]:
+                out[id(e)] = names[0]
+
+    def walk_query(d: Query) -> None:
+        for _, cte in d.ctes:
+            named(cte)
+            walk_query(cte)
+        for c in d.children:
+            walk_query(c)
+        if d.from_ is not None:
+            walk_table(d.from_)
+        for root in d.items:
+            for n in root.walk():
+                if n.subquery is not None:
+                    walk_query(n.subquery)
+
+    def walk_table(t: Table) -> None:
+        for c in t.children:
+            walk_table(c)
+        if t.subquery is not None:
+            if t.type == "SUBQUERY":
+                named(t.subquery)
+            walk_query(t.subquery)
+
+    walk_query(q)
+
+
+def _with_alias(rule: Rule | None, name: str) -> Rule:
+    from colmz.sql.build import identifier
+
+    def aliased(c: Call) -> str:
+        out = rule(c) if rule is not None else None
+        return (c.text_of(c.node) if out is None else out) + " AS " + identifier(name)
+
+    return aliased
 
 
 # ----------------------------------------------------------------------------- applying the table
 
+#: Type words of the casts :func:`_type_rule` rewrites.
+_TYPE_WORDS = frozenset({"FLOAT", "BYTEA", "FLOAT8", "FLOAT4", "REAL", "DOUBLE", "VARCHAR", "VARYING",
+                         "JSONB"})
+#: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
+_REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
+
 #: Words that may make a node of the table (see :func:`may_transform`).
-_TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea"}
+_TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
+                                   "float4", "real", "double", "varchar", "varying", "jsonb", "row"}
 
 
 def apply_transforms(text: str, toks) -> str:
@@ -610,7 +970,9 @@ def apply_transforms(text: str, toks) -> str:
     if not may_transform(text, toks):
         return text
     rows = _MAY_COMPARE_ROWS.search(text) is not None
-    types = any(t.upper in ("FLOAT", "BYTEA") for t in toks)
+    types = any(t.upper in _TYPE_WORDS for t in toks)
+    concat = any(t.kind == "op" and t.text == "||" for t in toks)
+    regexps = any(t.kind == "op" and t.text in _REGEXP_OPS for t in toks)
     likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
     numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
                   or t.upper in ("NUMERIC", "DECIMAL") for t in toks)
@@ -626,6 +988,11 @@ def apply_transforms(text: str, toks) -> str:
     for q in stmts:
         _queries(q, roots)
     wrapped = " " * offset + text
+    derived: dict[int, str] = {}
+    if _may_name_derived(toks):
+        for q in stmts:
+            _derived_items(q, derived, wrapped)
+    item_ids = {id(e) for q in stmts for e in _select_items(q)}
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
 
@@ -645,6 +1012,19 @@ def apply_transforms(text: str, toks) -> str:
             return rule, ""
         if types and e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
             return rule, ""
+        if concat and e.cls == "FUNCTION" and e.name == ("||",):
+            return _concat, ""
+        if regexps and e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
+                (i := bisect.bisect_left(starts, e.start - offset)) < len(toks)
+                and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident")
+                and toks[i].name == "regexp_matches"):
+            return _regexp_operator, ""  # written as an operator (a call is refused by name)
+        if regexps and e.type == "OPERATOR_NOT" and len(e.children) == 1 \
+                and e.children[0].name == ("regexp_matches",) \
+                and (e.children[0].start, e.children[0].end) == (e.start, e.end):
+            return _regexp_not, ""
+        if _is_row(e) and id(e) in item_ids:
+            return _row_value, ""
         if e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1:
             return None, ""
         if likes and e.name[0] in _LIKES and len(e.children) == 2:
@@ -658,6 +1038,8 @@ def apply_transforms(text: str, toks) -> str:
 
     def visit(e: Expression, table: bool, inside: str) -> None:
         rule, name = rule_of(e)
+        if id(e) in derived:
+            rule = _with_alias(rule, derived[id(e)])
         if rule is not None:
             found.append((e, rule, name, table, inside))
         if e.subquery is not None:
@@ -668,7 +1050,8 @@ def apply_transforms(text: str, toks) -> str:
         elif e.cls == "FUNCTION" and e.name and e.name[-1].lower() in _CONDITIONAL_CALLS:
             inside = e.name[-1].lower() + "()"
         # the IN of a NOT IN is rewritten with it (one span): its operands are visited
-        kids = e.children[0].children if rule is _row_in and e.type == "OPERATOR_NOT" else e.children
+        kids = e.children[0].children if rule in (_row_in, _regexp_not) and e.type == "OPERATOR_NOT" \
+            else e.children
         for c in kids:
             visit(c, False, inside)
 
@@ -706,6 +1089,36 @@ def apply_transforms(text: str, toks) -> str:
         return render(e.start, e.end, skip=e) if out is None else out
 
     return render(offset, len(wrapped))
+
+
+def _select_items(q: Query):
+    # every select item of ``q`` and of the queries inside it
+    for _, cte in q.ctes:
+        yield from _select_items(cte)
+    for c in q.children:
+        yield from _select_items(c)
+    yield from q.items
+    for root, _ in _subroots_shallow(q):
+        for n in root.walk():
+            if n.subquery is not None:
+                yield from _select_items(n.subquery)
+    if q.from_ is not None:
+        yield from _table_items(q.from_)
+
+
+def _table_items(t: Table):
+    for c in t.children:
+        yield from _table_items(c)
+    if t.subquery is not None:
+        yield from _select_items(t.subquery)
+
+
+def _subroots_shallow(q: Query):
+    out = [(e, False) for e in q.items]
+    for e in (q.where, q.having, q.qualify):
+        if e is not None:
+            out.append((e, False))
+    return out
 
 
 def _subroots(q: Query):

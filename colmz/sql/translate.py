@@ -184,7 +184,8 @@ def _translate_tokens(sql: str) -> str:
             last = toks[i + 2].end
             i += 3
             continue
-        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
+        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or (
+                toks[i - 1].upper == "AS" and _in_cast(toks, i - 1))):
             pieces.append(sql[last : t.start])
             pieces.append(_TYPE_REWRITES[up])
             last = t.end
@@ -224,6 +225,20 @@ def _translate_tokens(sql: str) -> str:
         last = end
     pieces.append(sql[last:])
     return "".join(pieces)
+
+
+def _in_cast(toks, at: int) -> bool:
+    # Whether the AS at ``at`` is CAST(... AS t)'s, not an alias's (``SELECT 1 AS jsonb``).
+    depth = 0
+    for j in range(at - 1, -1, -1):
+        t = toks[j]
+        if t.kind == "op" and t.text in ")]":
+            depth += 1
+        elif t.kind == "op" and t.text in "([":
+            if depth == 0:
+                return t.text == "(" and j > 0 and toks[j - 1].upper in ("CAST", "TRY_CAST")
+            depth -= 1
+    return False
 
 
 def _is_call(toks, i: int) -> bool:

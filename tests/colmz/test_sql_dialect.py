@@ -38,20 +38,7 @@ require("psycopg", "the PostgreSQL oracle needs psycopg")
 from sql_corpus import QUERIES  # noqa: E402
 
 #: Queries whose colmz answer differs from PostgreSQL's today, and why.
-KNOWN_WRONG = {
-    "dt_date_trunc_date": "date_trunc of a date is timestamptz in PostgreSQL; colmz answers a timestamp",
-    "r_dot_newline": "'.' matches a newline in PostgreSQL's regular expressions, not in RE2's",
-    "j_text_normalized": "jsonb text is normalized (sorted keys, spaces) in PostgreSQL; colmz keeps the input text",
-    "j_concat": "jsonb || jsonb merges objects in PostgreSQL; colmz concatenates the text",
-    "lj_lateral_names": "an expression in a LATERAL subquery is named by its text, not ?column?",
-    "on_array_row": "ROW(1, 2) is a DuckDB struct, not PostgreSQL's record",
-    "on_subquery_star": "a literal in a subquery is named '1', not ?column?",
-    "cf_cast_syntax_float_out_of_range": "CAST('1e400' AS double precision) is inf in colmz; PostgreSQL "
-                                         "raises (the :: form is checked, the CAST form is not)",
-    "cf_varchar_n_truncates": "an explicit cast to varchar(n) truncates in PostgreSQL; DuckDB ignores the length",
-    "n_null_numeric_scale": "NULL::numeric is DECIMAL(38,0) in colmz, so the values beside it lose their "
-                            "fraction (100 for 100.005)",
-}
+KNOWN_WRONG: dict[str, str] = {}
 
 #: Queries PostgreSQL answers where colmz raises DuckDB's own error, not UnsupportedSQL.
 KNOWN_RAW: dict[str, str] = {}

@@ -50,9 +50,7 @@ KINDS = ("int", "bigint", "numeric", "float", "text", "bool", "date", "timestamp
 LITERALS = {
     "int": ["0", "1", "-1", "2", "7", "25", "2147483647", "NULL::int"],
     "bigint": ["9000000000::bigint", "-2::bigint", "0::bigint", "NULL::bigint"],
-    # KNOWN: NULL::numeric is translated to DECIMAL(38,0), which takes the scale from the
-    # other values beside it: coalesce(NULL::numeric, 100.005) is 100 (PostgreSQL 100.005).
-    "numeric": ["1.5", "0.1", "-2.25", "0.0", "100.005"],
+    "numeric": ["1.5", "0.1", "-2.25", "0.0", "100.005", "NULL::numeric"],
     "float": ["0.5::float8", "'NaN'::float8", "'Infinity'::float8", "'-Infinity'::float8",
               "1e300::float8", "(-0.0)::float8", "2.0::float8", "NULL::float8"],
     "text": ["'a'", "''", "'Berlin'", "'x_y'", "' 7 '", "'%'", "NULL::text"],

@@ -275,9 +275,7 @@ ANSWERS = [
     # JSONB is DuckDB's JSON; the word elsewhere (a string, an alias, a column) is untouched
     ("jsonb_casts", "SELECT id, body::JSONB ->> 'a', CAST(body AS jsonb) -> 'b' ->> 'c' FROM docs"),
     ("jsonb_as_alias", "SELECT 'mz_now()' AS jsonb"),
-    pytest.param("column_named_jsonb", "SELECT jsonb FROM (SELECT 1 AS jsonb) s", marks=pytest.mark.xfail(
-        strict=True, reason="translate rewrites the alias jsonb to JSON but not the column reference: "
-                            "DuckDB's 'Referenced column \"jsonb\" not found' (a translate.py change)")),
+    ("column_named_jsonb", "SELECT jsonb FROM (SELECT 1 AS jsonb) s"),
     # relations bound by their exact names; qualifiers, EXTRACT's FROM, IS DISTINCT FROM kept
     ("case_distinct_tables", 'SELECT (SELECT count(*) FROM "T"), (SELECT count(*) FROM t)'),
     ("from_words_that_are_no_relation", "SELECT k, extract(year FROM DATE '2024-01-01'), k IS DISTINCT FROM 3 FROM u"),
@@ -323,14 +321,8 @@ ANSWERS = [
     # casts
     ("cast_to_text_array", "SELECT '{a,b}'::text[]"),
     ("numeric_to_int_rounds", "SELECT 2.5::int"),
-    pytest.param("varchar_n_truncates", "SELECT name::varchar(3), CAST(city AS varchar(2)) AS c FROM people",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "an explicit cast to varchar(n) truncates in PostgreSQL; translate passes varchar(3) "
-                     "to DuckDB, which ignores the length (a translate.py change)"))),
-    pytest.param("float_24_is_real", "SELECT (score / 3)::float(24) FROM people",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "float(24) is real (float4) in PostgreSQL; translate passes it to DuckDB as a double "
-                     "(a translate.py change)"))),
+    ("varchar_n_truncates", "SELECT name::varchar(3), CAST(city AS varchar(2)) AS c FROM people"),
+    ("float_24_is_real", "SELECT (score / 3)::float(24) FROM people"),
     ("literal_text_casts", "SELECT 'x'::text, 2.5::text, DATE '2024-01-01'::text"),
     ("double_to_bigint", "SELECT score::float8::int8 FROM people"),
     ("text_column_to_int", "SELECT t::int FROM nums WHERE k = 1"),
