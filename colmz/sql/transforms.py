@@ -315,6 +315,7 @@ CALLS: dict[str, Rule] = {
     "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
     "array_to_string": _third_argument, "string_to_array": _third_argument,
     "date_trunc": lambda c: _date_trunc(c),  # defined below, with the other type rules
+    "regexp_replace": lambda c: _regexp_replace(c),
     # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
@@ -825,6 +826,23 @@ def _concat(c: Call) -> str | None:
 REGEXP_MATCH = RESERVED_PREFIX + "regexp_match"
 
 
+def _regexp_replace(c: Call) -> str | None:
+    # regexp_replace(s, p, r[, flags]): RE2's ``s`` option added to the flags (PostgreSQL's
+    # ``.`` matches a newline); flags not written as a string literal are left to DuckDB.
+    a = c.arguments
+    if not c.plain or len(a) not in (3, 4):
+        return None
+    if len(a) == 4:
+        lit = a[3].literal
+        if lit is None or lit.kind != "STRING" or not re.fullmatch(r"[gi]*", lit.text):
+            return None
+        flags = lit.text + "s"
+    else:
+        flags = "s"
+    x, p, r = c.args[:3]
+    return f"regexp_replace({x}, {p}, {r}, '{flags}')"
+
+
 def _regexp_not(c: Call) -> str | None:
     # ``a !~ b``: one span for the NOT and its match
     inner = _regexp_operator(c, c.node.children[0])
@@ -905,7 +923,7 @@ def _derived_items(q: Query, out: dict, text: str) -> None:
     from colmz.sql.parse import output_names
 
     def named(d: Query) -> None:
-        while d.type == "SET_OPERATION_NODE" and d.children:
+        while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
             d = d.children[0]  # a set operation's columns are its first branch's
         for e in d.items:
             if e.alias or e.cls in ("COLUMN_REF", "STAR") or e.start < 0:

@@ -180,3 +180,11 @@ def test_a_row_value_as_a_result_column_is_refused():
     with pytest.raises(UnsupportedSQL, match="a row value"):
         _cat().sql("SELECT ARRAY[1], ROW(1, 2)")
     assert _cat().sql("SELECT (1, 2) = (1, 2) AS a").to_pylist() == [{"a": True}]
+
+
+def test_regexp_replace_dot_matches_a_newline_and_recursive_ctes_are_named():
+    cat = _cat()
+    got = cat.sql("SELECT regexp_replace(E'a\\nb', 'a.b', 'X') AS a, regexp_replace('aAa', 'a', 'x', 'gi') AS b")
+    assert got.to_pylist() == [{"a": "X", "b": "xxx"}]
+    assert cat.sql("WITH RECURSIVE r AS (SELECT 1 UNION ALL SELECT 1 WHERE false) SELECT * FROM r").column_names \
+        == ["?column?"]
