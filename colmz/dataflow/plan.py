@@ -318,6 +318,9 @@ class _Planner:
         #: The CTEs in scope, innermost last (name -> query): a reference is planned as that
         #: query (Materialize's ``Let``, inlined at each use).
         self.ctes: list[dict[str, Query]] = []
+        #: How many queries are being planned, nested: 1 for the outermost one (where
+        #: alone a temporal filter may be, its future updates going to the view's sink).
+        self.depth = 0
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -518,10 +521,13 @@ class _Planner:
     # ---- SELECT
 
     def query(self, q: Query) -> Node:
+        self.depth += 1
         try:
             return self.query_checked(q)
         except _Unsupported as e:
             return Fallback((), self.query_text(q), str(e))
+        finally:
+            self.depth -= 1
 
     def query_text(self, q: Query) -> str:
         spans = [e for e in (*q.items, q.where, q.having) if e is not None and e.start >= 0]
@@ -1363,6 +1369,9 @@ class _Planner:
         its ``Correction`` -- may hold: nothing stateful sits above it)."""
         if any(m.type != "ORDER_MODIFIER" for m in q.modifiers):
             raise _Unsupported("a temporal filter (mz_now()) below DISTINCT, LIMIT or OFFSET")
+        if self.depth > 1:
+            # its output holds future updates, which no operator above it takes
+            raise _Unsupported("a temporal filter (mz_now()) in a subquery, CTE or set-operation branch")
         types = {c.name: c.type for c in node.schema}
         bounds = []
         for c in conds:
