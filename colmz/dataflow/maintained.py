@@ -32,8 +32,8 @@ commit for a view calling ``mz_now()``), the query is recomputed through DuckDB
 (``colmz.sql.translate``, the catalog's evaluation) and diffed against the previous
 output, which that operator keeps. A ``FROM`` subquery that falls back, typed by the
 catalog (``subquery_schema``), is a Fallback leaf of its own: a :class:`Recompute` of that
-subquery alone, its change fed to the operators above it. Other subtrees (a set operation's
-branch) fall back their enclosing query. ``require=True`` (``WITH (INCREMENTAL = 'require')``) refuses such a plan with
+subquery alone, its change fed to the operators above it; so is a set operation's branch
+(``UNION``/``EXCEPT``/``INTERSECT``) whose text is known alone. ``require=True`` (``WITH (INCREMENTAL = 'require')``) refuses such a plan with
 ``UnsupportedSQL`` naming the node and its reason; the default maintains it with a
 :class:`FallbackWarning` naming the reason.
 
