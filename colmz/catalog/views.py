@@ -25,7 +25,7 @@ from colmz.continual import MemoryCollection
 from colmz.dataflow.maintained import MaintainedView, ViewExplanation
 from colmz.ops import consolidate
 from colmz.order import ColumnSpec
-from colmz.rows import conform, rows_to_updates, storable
+from colmz.rows import at_time, conform, rows_to_updates, storable
 from colmz.sql import (
     ExplainView,
     SQLError,
@@ -44,8 +44,12 @@ class Views:
     """Materialized views kept by their operators (module docstring)."""
 
     def _deltas_at(self, names, t: int) -> dict:
-        """The changes each object of ``names`` committed at ``t`` (written already)."""
-        return {n: consolidate(self._objects[n].collection.updates(t, t + 1)) for n in names}
+        """The changes each object of ``names`` wrote for the commit at ``t`` (written
+        already), at ``t``: those at times after ``now`` too -- a view with a temporal filter
+        writes its flips at their own times, which a commit jumping past them writes
+        together."""
+        return {n: consolidate(at_time(self._objects[n].collection.updates(self._now + 1, t + 1), t))
+                for n in names}
 
     def _maintain(self, key: Key, query: str, translated: str, coll: MemoryCollection, deps,
                   t: int, require: bool = False) -> MaintainedView:

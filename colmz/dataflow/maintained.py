@@ -15,16 +15,25 @@ at ``T`` before a view reading it steps). The root's change goes through a
 appended (Materialize's materialized-view sink). Neither the view nor its sink keeps the
 view's previous result to diff against; the operators' state is their arrangements.
 
+A view calling ``mz_now()`` only in temporal filters -- ``WHERE`` conjuncts ``mz_now() op
+column [+|- integer]`` of the outermost query, planned as the one
+:class:`~colmz.dataflow.plan.TemporalFilter` at the plan's root -- is kept by its operators:
+the filter turns each input update into updates at the times the predicate flips, the sink's
+``Correction`` holds the future ones, and every commit steps the view (with no change when
+none of its inputs changed) so that its sink writes the flips that came due, each at its own
+time: the view as of any ``T`` equals the query evaluated with ``mz_now() = T``.
+
 A plan holding a ``Fallback`` (a construct outside the operators' subset, named by its
-reason), whose output columns the operators type differently from the query (PostgreSQL's
+reason), a view calling ``mz_now()`` elsewhere (the select list, ``HAVING``, a subquery),
+a plan whose output columns the operators type differently from the query (PostgreSQL's
 types, as the recompute path gives them), or whose names resolve differently from the
 catalog's, is maintained by :class:`Recompute`: at a commit changing one of its inputs (every
 commit for a view calling ``mz_now()``), the query is recomputed through DuckDB
 (``colmz.sql.translate``, the catalog's evaluation) and diffed against the previous
 output, which that operator keeps. A ``FROM`` subquery that falls back, typed by the
 catalog (``subquery_schema``), is a Fallback leaf of its own: a :class:`Recompute` of that
-subquery alone, its change fed to the operators above it. Other subtrees (a set operation's
-branch) fall back their enclosing query. ``require=True`` (``WITH (INCREMENTAL = 'require')``) refuses such a plan with
+subquery alone, its change fed to the operators above it; so is a set operation's branch
+(``UNION``/``EXCEPT``/``INTERSECT``) whose text is known alone. ``require=True`` (``WITH (INCREMENTAL = 'require')``) refuses such a plan with
 ``UnsupportedSQL`` naming the node and its reason; the default maintains it with a
 :class:`FallbackWarning` naming the reason.
 
@@ -50,10 +59,11 @@ import html
 import warnings
 from collections.abc import Callable, Mapping
 
+import numpy as np
 import pyarrow as pa
 
 from colmz.collection import MemoryCollection
-from colmz.dataflow.plan import Plan, PlanError, plan, render
+from colmz.dataflow.plan import Plan, PlanError, TemporalFilter, plan, render
 from colmz.dataflow.sink import ViewSink
 from colmz.dataflow.step import Clock, as_schema
 from colmz.ops import concat, consolidate
@@ -61,6 +71,7 @@ from colmz.order import ColumnSpec
 from colmz.rollback import undone_on_error
 from colmz.rows import at_time
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.translate import now_pieces, translate
 from colmz.updates import Updates
 
 __all__ = ["CONSTANT", "MODES", "FallbackWarning", "MaintainedView", "Recompute", "ViewExplanation"]
@@ -233,24 +244,23 @@ class MaintainedView:
         reasons: list[str] = []
         subtrees: list[str] = []
         p: Plan | None = None
-        if uses_now:
-            reasons.append("mz_now() (a temporal filter): recomputed at every commit")
-        else:
-            typer = subquery_schema if subquery_evaluate is not None else None
-            try:
-                p = plan(query, checked, subquery_schema=typer)
-            except (PlanError, SQLError) as e:
-                reasons.append(f"the planner cannot read the query ({e})")
-            if p is not None:
-                reasons.extend(f"{f.describe()}: {f.reason}" for f in p.fallbacks() if not f.query)
-                subtrees = [f"{f.describe()}: {f.reason}" for f in p.fallbacks() if f.query]
-                # a subquery recomputed alone reads its own inputs, which the operators need not
-                mismatch = (set(p.tables) - set(reads)) if subtrees else (set(p.tables) ^ set(reads)) if reads is not None else ()
-                if not reasons and mismatch:
-                    reasons.append(f"the plan reads {sorted(p.tables)}, the catalog resolves "
-                                   f"{sorted(map(str, reads))}")
-                if not reasons:
-                    reasons.extend(_type_mismatches(p.root.schema, schema))
+        typer = subquery_schema if subquery_evaluate is not None else None
+        try:
+            p = plan(query, checked, subquery_schema=typer)
+        except (PlanError, SQLError) as e:
+            reasons.append(f"the planner cannot read the query ({e})")
+        if p is not None:
+            reasons.extend(f"{f.describe()}: {f.reason}" for f in p.fallbacks() if not f.query)
+            subtrees = [f"{f.describe()}: {f.reason}" for f in p.fallbacks() if f.query]
+            if uses_now and not reasons:
+                reasons.extend(_now_reasons(p, query))
+            # a subquery recomputed alone reads its own inputs, which the operators need not
+            mismatch = (set(p.tables) - set(reads)) if subtrees else (set(p.tables) ^ set(reads)) if reads is not None else ()
+            if not reasons and mismatch:
+                reasons.append(f"the plan reads {sorted(p.tables)}, the catalog resolves "
+                               f"{sorted(map(str, reads))}")
+            if not reasons:
+                reasons.extend(_type_mismatches(p.root.schema, schema))
         subtrees = subtrees if not reasons else []
         if reads is not None and not reads and not uses_now:
             # reads nothing (a constant relation, SELECT without FROM): computed once at
@@ -262,8 +272,9 @@ class MaintainedView:
             raise UnsupportedSQL(f"MATERIALIZED VIEW {name} WITH (INCREMENTAL = 'require'): "
                                  f"not maintained incrementally: {'; '.join(reasons or subtrees)}")
         if reasons:
-            warnings.warn(f"materialized view {name} is recomputed at each commit that changes its "
-                          f"inputs: {'; '.join(reasons)}", FallbackWarning, stacklevel=2)
+            when = "every commit (it calls mz_now())" if uses_now else "each commit that changes its inputs"
+            warnings.warn(f"materialized view {name} is recomputed at {when}: {'; '.join(reasons)}",
+                          FallbackWarning, stacklevel=2)
         elif subtrees:
             warnings.warn(f"materialized view {name}: a subquery is recomputed at each commit that "
                           f"changes the view's inputs: {'; '.join(subtrees)}", FallbackWarning, stacklevel=2)
@@ -307,7 +318,8 @@ class MaintainedView:
         # The collection is written past ``time`` already (a reopened view that was current):
         # the output is desired as of the upper, and the next step writes any difference.
         if len(out):
-            self._sink.correction.insert(at_time(out, coll.upper))
+            # updates at later times (a temporal filter's flips) stay at theirs
+            self._sink.correction.insert(_advanced(out, coll.upper))
         return Updates.empty(self.schema)
 
     def initialize(self, time: int, contents: Mapping[str, Updates]) -> None:
@@ -372,6 +384,32 @@ class MaintainedView:
             extra = f"  [{'; '.join(notes)}]" if notes else ""
             lines.append(f"{'  ' * depth}{node.describe()}  -- {node.cost()}{extra}")
         return ViewExplanation(lines)
+
+
+def _advanced(u: Updates, upper: int) -> Updates:
+    """``u`` with every time below ``upper`` advanced to ``upper`` (later ones kept)."""
+    if not len(u) or int(u.time.min()) >= upper:
+        return u
+    return Updates({n: u.column(n) for n in u.column_names}, np.maximum(u.time, np.uint64(upper)), u.diff,
+                   copy=False)
+
+
+def _now_reasons(p: Plan, query: str) -> list[str]:
+    """Why a view calling ``mz_now()`` cannot be kept by its operators (empty when it can):
+    every call must be a bound of the one :class:`TemporalFilter` at the plan's root (its
+    future updates go straight into the sink's correction; no operator above it takes
+    them). A call elsewhere -- the select list, ``HAVING``, a subquery recomputed alone --
+    changes its value at every time: the view is recomputed at every commit."""
+    root = p.root
+    bounds = len(root.bounds) if isinstance(root, TemporalFilter) else 0
+    try:
+        calls = len(now_pieces(translate(query))) - 1
+    except SQLError as e:  # pragma: no cover - the catalog translated it already
+        return [f"mz_now(): the query does not translate ({e}): recomputed at every commit"]
+    if calls > bounds:
+        return ["mz_now() other than in a temporal filter (a WHERE conjunct mz_now() op column [+|- integer] "
+                "of the outermost query): recomputed at every commit"]
+    return []
 
 
 def _type_mismatches(have: Schema, want: Schema) -> list[str]:

@@ -44,7 +44,9 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   construct. A plan is never a wrong answer: what is not in the incremental subset is a
   Fallback, never an approximation. A ``FROM`` subquery that falls back is a Fallback leaf
   of its own when ``plan`` is given ``subquery_schema`` to type it (``Fallback.query``):
-  the query around it is planned, and the leaf renders as its query recomputed.
+  the query around it is planned, and the leaf renders as its query recomputed. So is a
+  set operation's branch that falls back, where its text alone is known (no ``WITH`` in
+  scope): its change is fed to the set operator.
 
 Lowering (Materialize's ``src/sql/src/plan/lowering.rs``): ``WITH`` is a ``Let`` planned at
 each reference (a CTE sees the ones before it; ``WITH RECURSIVE`` falls back); ``x IN
@@ -318,6 +320,14 @@ class _Planner:
         #: The CTEs in scope, innermost last (name -> query): a reference is planned as that
         #: query (Materialize's ``Let``, inlined at each use).
         self.ctes: list[dict[str, Query]] = []
+        #: How many queries are being planned, nested: 1 for the outermost one (where
+        #: alone a temporal filter may be, its future updates going to the view's sink).
+        self.depth = 0
+        #: The text span of a query (by ``id``) where it is known -- the whole text, a
+        #: ``FROM`` subquery, a set operation's branch -- and each set-operation branch's
+        #: parent, so that a branch that falls back is recomputed alone (:meth:`branch_text`).
+        self.spans: dict[int, tuple[int, int]] = {}
+        self.parents: dict[int, Query] = {}
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -518,10 +528,13 @@ class _Planner:
     # ---- SELECT
 
     def query(self, q: Query) -> Node:
+        self.depth += 1
         try:
             return self.query_checked(q)
         except _Unsupported as e:
             return Fallback((), self.query_text(q), str(e))
+        finally:
+            self.depth -= 1
 
     def query_text(self, q: Query) -> str:
         spans = [e for e in (*q.items, q.where, q.having) if e is not None and e.start >= 0]
@@ -798,10 +811,12 @@ class _Planner:
         return SqlTopK(node.schema, node, group, (("top", what),), self.checked_sql(sql, node.schema, group, "ORDER BY"))
 
     def setop(self, q: Query) -> Node:
+        for b in q.children:
+            self.parents[id(b)] = q
         branches = [self.query(b) for b in q.children]
-        for b in branches:
+        for i, b in enumerate(branches):
             if isinstance(b, Fallback):
-                raise _Unsupported(f"{q.setop} branch: {b.reason}")
+                branches[i] = self.branch(q, i, b)
         first = branches[0].schema
         names = [c.name for c in first]
         aligned = []
@@ -832,6 +847,55 @@ class _Planner:
             # INTERSECT ALL: min(a, b) = a - max(a - b, 0) (Materialize lowers it so)
             return Threshold(schema, Union(schema, (a, Negate(schema, minus))))
         raise _Unsupported(f"{q.setop}{' ALL' if q.setop_all else ''}")
+
+    def branch(self, q: Query, i: int, f: Fallback) -> Fallback:
+        """Branch ``i`` of set operation ``q``, which falls back, as a Fallback leaf
+        recomputing its own text (typed by ``subquery_schema``), its change fed to the set
+        operator; ``_Unsupported`` (the enclosing query falls back) when its text is not
+        known alone -- a ``CTE`` in scope, no typing -- or the typing refuses it."""
+        why = f"{q.setop} branch: {f.reason}"
+        if self.subquery_schema is None or any(self.ctes):
+            raise _Unsupported(why)
+        span = self.branch_span(q.children[i])
+        text = self.text[span[0]:span[1]] if span is not None else ""
+        schema = self.subquery_schema(text) if text else None
+        if schema is None:
+            raise _Unsupported(why)
+        return Fallback(as_schema(schema, f"{q.setop} branch"), text, f.reason, text)
+
+    def branch_span(self, q: Query) -> tuple[int, int] | None:
+        """The text span of query ``q`` when it is known: recorded (the whole query, a
+        ``FROM`` subquery) or a set operation's branch, found by splitting the parent's
+        text at its top-level ``UNION``/``EXCEPT``/``INTERSECT`` into parts and giving each
+        branch as many parts as it has ``SELECT`` leaves (DuckDB flattens a chain of one
+        operator into one node; parenthesized parts are parsed for their leaves)."""
+        if id(q) in self.spans:
+            return self.spans[id(q)]
+        parent = self.parents.get(id(q))
+        if parent is None:
+            return None
+        span = self.branch_span(parent)
+        if span is None:
+            return None
+        parts = _setop_parts(self.text, span)
+        if parts is None:
+            return None
+        at, found = 0, {}
+        for child in parent.children:
+            want, got, first = _leaves(child), 0, at
+            while got < want and at < len(parts):
+                try:
+                    got += _leaves(parse_tree(self.text[parts[at][0]:parts[at][1]])[0])
+                except SQLError:
+                    return None
+                at += 1
+            if got != want:
+                return None
+            found[id(child)] = _unparenthesized(self.text, parts[first][0], parts[at - 1][1])
+        if at != len(parts):
+            return None
+        self.spans.update(found)
+        return found.get(id(q))
 
     # ---- WITH, FROM subqueries, USING, constants (plan39)
 
@@ -868,6 +932,8 @@ class _Planner:
     def subquery_source(self, query: Query, alias: str, column_aliases, what: str, t: Table | None = None):
         """A subquery (``t``: in ``FROM``) or a CTE as a scope of its output columns; a
         ``FROM`` subquery that falls back is a Fallback leaf of its own (:meth:`subtree`)."""
+        if t is not None and t.start >= 0:
+            self.spans[id(query)] = _unparenthesized(self.text, t.start, t.end)
         inner = self.query(query)
         if isinstance(inner, Fallback):
             if t is None:
@@ -1363,6 +1429,9 @@ class _Planner:
         its ``Correction`` -- may hold: nothing stateful sits above it)."""
         if any(m.type != "ORDER_MODIFIER" for m in q.modifiers):
             raise _Unsupported("a temporal filter (mz_now()) below DISTINCT, LIMIT or OFFSET")
+        if self.depth > 1:
+            # its output holds future updates, which no operator above it takes
+            raise _Unsupported("a temporal filter (mz_now()) in a subquery, CTE or set-operation branch")
         types = {c.name: c.type for c in node.schema}
         bounds = []
         for c in conds:
@@ -1429,6 +1498,60 @@ def _postgres_typed(a: Aggregate, types: dict[str, pa.DataType]) -> bool:
     return a.column is not None and pa.types.is_float64(types[a.column])
 
 
+_SETOPS = frozenset({"UNION", "EXCEPT", "INTERSECT"})
+_SETOP_MODIFIERS = frozenset({"ORDER", "LIMIT", "OFFSET", "FETCH"})
+
+
+def _unparenthesized(text: str, start: int, end: int) -> tuple[int, int]:
+    """``text[start:end]`` without surrounding whitespace and enclosing parentheses."""
+    while True:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and (text[end - 1].isspace() or text[end - 1] == ";"):
+            end -= 1
+        toks = tokenize(text[start:end])
+        if len(toks) < 2 or toks[0].text != "(" or toks[-1].text != ")":
+            return start, end
+        depth = 0
+        for j, tok in enumerate(toks):
+            depth += tok.text == "("
+            depth -= tok.text == ")"
+            if depth == 0 and j != len(toks) - 1:
+                return start, end  # "(a) UNION (b)": the first parenthesis closes early
+        start, end = start + toks[0].end, start + toks[-1].start
+
+
+def _setop_parts(text: str, span: tuple[int, int]) -> list[tuple[int, int]] | None:
+    """The spans of ``text[span]``'s parts between its top-level set-operation keywords
+    (a trailing ``ORDER BY``/``LIMIT``/``OFFSET`` belongs to the whole: cut off)."""
+    start, end = span
+    parts, depth, at, last = [], 0, start, None
+    toks = tokenize(text[start:end])
+    for j, tok in enumerate(toks):
+        if tok.kind == "op":
+            depth += tok.text == "("
+            depth -= tok.text == ")"
+            continue
+        word = tok.text.upper() if tok.kind == "word" else ""
+        if depth == 0 and word in _SETOPS:
+            parts.append((at, start + tok.start))
+            nxt = toks[j + 1].text.upper() if j + 1 < len(toks) else ""
+            at = start + (toks[j + 1].end if nxt in ("ALL", "DISTINCT") else tok.end)
+            last = j
+        elif depth == 0 and word in _SETOP_MODIFIERS and last is not None:
+            end = start + tok.start
+            break
+        elif depth == 0 and word == "WITH" and j == 0:
+            return None
+    parts.append((at, end))
+    parts = [p for p in parts if text[p[0]:p[1]].strip()]
+    return parts if len(parts) > 1 else None
+
+
+def _leaves(q: Query) -> int:
+    return sum(_leaves(c) for c in q.children) if q.type == "SET_OPERATION_NODE" else 1
+
+
 def _is_now(e: Expression) -> bool:
     return e.cls == "FUNCTION" and e.name == ("mz_now",) and not e.children
 
@@ -1486,5 +1609,6 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None) -
     if len(stmts) != 1:
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
     p = _Planner(query_text, checked, subquery_schema)
+    p.spans[id(stmts[0])] = _unparenthesized(query_text, 0, len(query_text))
     root = p.query(stmts[0])
     return Plan(root, query_text, dict(p.used))

@@ -81,6 +81,10 @@ BODIES = [
     "SELECT q.k, q.j, u.w FROM (SELECT k, string_agg(s, ',' ORDER BY s) AS j FROM t GROUP BY k) AS q "
     "JOIN u ON q.k = u.k",
     "SELECT q.n, count(*) AS c FROM (SELECT count(DISTINCT s) AS n FROM t) q GROUP BY q.n",
+    # a set operation's branch that falls back: recomputed alone, its change fed to the set operator
+    "SELECT k FROM u UNION SELECT k FROM t GROUP BY ROLLUP (k)",
+    "(SELECT k, count(*) AS n FROM t GROUP BY ROLLUP (k)) EXCEPT ALL (SELECT k, count(*) AS n FROM u GROUP BY k)",
+    "SELECT k FROM r UNION ALL SELECT k FROM t INTERSECT SELECT k FROM u GROUP BY CUBE (k)",
     # Fallbacks: recomputed
     "SELECT k, string_agg(s, ',' ORDER BY s) AS ss FROM t GROUP BY k",
     "SELECT count(DISTINCT s) AS n FROM t",
@@ -520,6 +524,48 @@ def test_a_subquery_that_falls_back_is_recomputed_alone():
     lines = str(cat.explain("v")).splitlines()
     assert lines[0].endswith("(each commit's deltas through the operators; 1 subquery recomputed)")
     assert any("Fallback" in ln and "recompute: " in ln and "previous output 2 rows" in ln for ln in lines)
+
+
+@pytest.mark.parametrize("body, branch", [
+    ("SELECT k FROM u UNION ALL SELECT k FROM t GROUP BY ROLLUP (k)", "SELECT k FROM t GROUP BY ROLLUP (k)"),
+    ("(SELECT k FROM t GROUP BY ROLLUP (k)) EXCEPT SELECT k FROM u ORDER BY k LIMIT 2",
+     "SELECT k FROM t GROUP BY ROLLUP (k)"),
+    ("SELECT k FROM u UNION SELECT k FROM t INTERSECT ALL SELECT k FROM t GROUP BY CUBE (k)",
+     "SELECT k FROM t GROUP BY CUBE (k)"),
+    ("SELECT x.k FROM (SELECT k FROM u EXCEPT ALL (SELECT k FROM t GROUP BY ROLLUP (k))) AS x",
+     "SELECT k FROM t GROUP BY ROLLUP (k)"),
+])
+def test_a_set_operation_branch_that_falls_back_is_recomputed_alone(body, branch):
+    cats = [colmz.Catalog(views="incremental"), colmz.Catalog(views="recompute")]
+    for cat in cats:
+        cat.execute(TABLES[0] + "; " + TABLES[1])
+        cat.execute("INSERT INTO t VALUES (1, 2, 'a'), (1, 3, 'b'), (2, 5, 'c'); INSERT INTO u VALUES (1, 'x'), (3, 'y')")
+    inc, _ = cats
+    with pytest.raises(UnsupportedSQL, match="GROUPING SETS / ROLLUP / CUBE"):
+        inc.execute(f"CREATE MATERIALIZED VIEW v WITH (INCREMENTAL = 'require') AS {body}")
+    with pytest.warns(FallbackWarning, match="a subquery is recomputed"):
+        inc.execute(f"CREATE MATERIALIZED VIEW v AS {body}")
+    cats[1].execute(f"CREATE MATERIALIZED VIEW v AS {body}")
+    mv = inc.object("v").maintained
+    assert mv.incremental and not mv.reasons  # the branch alone is recomputed, not the query
+    leaves = [f for f in mv.plan.fallbacks()]
+    assert [f.query for f in leaves] == [branch]
+    check_equal(cats, "creation")
+    for text in ["INSERT INTO t VALUES (3, 1, 'z'), (NULL, 1, NULL)", "DELETE FROM u WHERE k = 1",
+                 "INSERT INTO u VALUES (2, 'w'), (NULL, NULL)", "DELETE FROM t WHERE k = 1", "DELETE FROM u WHERE k = 9"]:
+        assert run(cats, text) == [None, None]
+        check_equal(cats, text)
+    assert any(ln.lstrip().startswith(f"Fallback {branch!r}  -- recompute: GROUPING SETS")
+               for ln in str(inc.explain("v")).splitlines())
+
+
+def test_a_branch_in_a_with_query_falls_back_the_whole_query():
+    cat = colmz.Catalog()
+    cat.execute(TABLES[0])
+    with pytest.warns(FallbackWarning, match="is recomputed at each commit that changes its inputs: .*UNION branch"):
+        cat.execute("CREATE MATERIALIZED VIEW v AS WITH c AS (SELECT k FROM t) "
+                    "SELECT k FROM c UNION SELECT k FROM t GROUP BY ROLLUP (k)")
+    assert not cat.object("v").maintained.incremental
 
 
 def test_reopened_durable_views_equal_the_recompute(tmp_path):
