@@ -93,8 +93,10 @@ class Views:
                                    uses_now=uses_now(translated), reads=set(deps), name=display_name(key),
                                    subquery_schema=subquery_schema, subquery_evaluate=subquery_evaluate,
                                    shared=shared)
-        # every shared arrangement its operators read (one made for operators not kept is freed)
-        self._shared.attach(key, [s.ident for s in mv.shared])
+        # every shared arrangement its operators read; one made for operators not kept is freed
+        used = [s.ident for s in mv.shared]
+        self._shared.attach(key, used)
+        self._shared.discard([i for i in shared.made if i not in used])
         mv.initialize(t, {n: self._objects[n].collection.snapshot(t) for n in inputs})
         return mv
 

@@ -29,8 +29,10 @@ controller's ``arrangements`` by collection and key). Here the catalog's engine 
   extremes; lookups into a shared arrangement then answer exactly what an own arrangement
   updated in the operator's own order answers.
 * **Lifetime.** A view's shared arrangements are attached to it after CREATE renders it
-  (:meth:`SharedArrangements.attach`); DROP releases it (:meth:`SharedArrangements.release`)
-  and an arrangement is freed when its last user is released. A CREATE that fails, like any
+  (:meth:`SharedArrangements.attach`; one made for operators the view did not keep is
+  discarded); DROP releases it (:meth:`SharedArrangements.release`) and an arrangement is
+  freed when its last user is released. An entry put in the registry before its views are
+  rendered (a durable catalog restoring it) stays until they attach. A CREATE that fails, like any
   failed call, is undone by rolling the registry back with the engine (``ROLLBACK_FIELDS``:
   the arrangements in place, the users by copy).
 * **Identity.** Each shared arrangement has a stable id, :func:`arrangement_id` of its
@@ -166,28 +168,30 @@ class SharedArrangements:
                 arr.insert(time, delta)
 
     def attach(self, user, idents) -> None:
-        """Record that view ``user`` uses the arrangements ``idents`` (``(relation, key)``),
-        then free any arrangement nobody uses (one made for a view that was not built)."""
+        """Record that view ``user`` uses the arrangements ``idents`` (``(relation, key)``)."""
         for ident in idents:
             ident = (ident[0], tuple(ident[1]))
             if ident not in self._arranged:
                 raise KeyError(f"no shared arrangement {arrangement_id(*ident)} to attach {user!r} to")
             self._users[ident] = self._users.get(ident, frozenset()) | {user}
-        self._prune()
+
+    def discard(self, idents) -> None:
+        """Free those of ``idents`` nobody uses (made for operators that were not kept)."""
+        for ident in idents:
+            ident = (ident[0], tuple(ident[1]))
+            if ident in self._arranged and not self._users.get(ident):
+                del self._arranged[ident]
+                self._users.pop(ident, None)
 
     def release(self, user) -> None:
-        """View ``user`` is dropped: it uses no arrangement any more; those left with no user
-        are freed."""
+        """View ``user`` is dropped: it uses no arrangement any more; those it was the last
+        user of are freed."""
+        left = []
         for ident, users in list(self._users.items()):
             if user in users:
                 self._users[ident] = users - {user}
-        self._prune()
-
-    def _prune(self) -> None:
-        for ident in list(self._arranged):
-            if not self._users.get(ident):
-                del self._arranged[ident]
-                self._users.pop(ident, None)
+                left.append(ident)
+        self.discard(left)
 
 
 class SharedSource:
@@ -201,12 +205,17 @@ class SharedSource:
         self.schemas = dict(schemas)
         self.contents = contents
         self.time = time
+        #: the arrangements this source made (new in the registry), for ``discard`` of those
+        #: the view did not keep
+        self.made: list[Id] = []
 
     def input(self, relation: str, columns: Sequence[tuple[str, str]], key: Sequence[str]) -> SharedInput:
         """A :class:`SharedInput` onto ``relation`` read as ``columns`` (``(source, name)``
         pairs, a plan ``Get``'s), arranged by ``key`` (names among ``columns``' names)."""
         rename = {n: s for s, n in columns}
         source_key = tuple(rename[k] for k in key)
+        if (relation, source_key) not in self.registry:
+            self.made.append((relation, source_key))
         arr = self.registry.arrangement(relation, source_key, self.schemas[relation],
                                         lambda: self.contents(relation), self.time)
         return SharedInput(self.registry, relation, arr, columns, tuple(key))

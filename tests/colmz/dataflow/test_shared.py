@@ -122,9 +122,14 @@ def test_registry_reference_counts_and_frees():
     assert len(reg) == 0 and reg.users("t", ["k"]) == 0
     with pytest.raises(KeyError, match="no shared arrangement"):
         reg.get("t", ["k"])
-    # one made for operators that were not kept is freed by the next attach
+    # one made for operators that were not kept is discarded; one in use is not
     reg.arrangement("t", ["v"], T, lambda: colmz.Updates.empty(T), 1)
-    reg.attach("v3", [])
+    reg.arrangement("t", ["k"], T, lambda: colmz.Updates.empty(T), 1)
+    reg.attach("v3", [("t", ("k",))])
+    assert len(reg) == 2  # attaching frees nothing (a restored entry waits for its views)
+    reg.discard([("t", ("v",)), ("t", ("k",))])
+    assert list(reg) == [("t", ("k",))]
+    reg.release("v3")
     assert len(reg) == 0
     with pytest.raises(KeyError, match="to attach"):
         reg.attach("v4", [("t", ("k",))])
@@ -341,3 +346,19 @@ def test_reopened_durable_catalog_rebuilds_the_shared_arrangements(tmp_path):
     for n, b in SHARING[:3]:
         rec.execute(f"CREATE MATERIALIZED VIEW {n} AS {b}")
     assert {n: contents(again, n) for n in want} == {n: contents(rec, n) for n in want}
+
+
+def test_a_write_joining_the_commit_at_now_feeds_the_shared_arrangements_once():
+    inc, rec = sharing_catalogs(["j1", "j3"])
+    for cat in (inc, rec):
+        cat.execute("INSERT INTO t VALUES (99, 1, 'a')")
+        # joins the commit at now: undone (the shared arrangements too) and redone with both writes
+        cat.execute("INSERT INTO t VALUES (98, 2, 'b')", time=cat.now)
+    arr = inc._engine.shared.get("t", ["k"])
+    held = dm.counter_of(consolidate(arr.snapshot()))
+    assert held[(99, 1, "a")] == 1 and held[(98, 2, "b")] == 1
+    _check_users(inc)
+    for cat in (inc, rec):
+        cat.execute("INSERT INTO u VALUES (99, 'z'), (98, 'y'); INSERT INTO r VALUES (99, true, 1.0)")
+    check_equal([inc, rec])
+    assert contents(inc, "j1")[(99, 1, "z")] == 1 and contents(inc, "j1")[(98, 2, "y")] == 1
