@@ -10,8 +10,8 @@ returns the view's delta. A step that raises in any operator leaves all of them 
 were (``colmz.rollback``).
 
 Shared arrangements. Rendered with ``shared=`` (a :class:`colmz.dataflow.shared.SharedSource`,
-the catalog engine's), an operator that arranges an input *as is* -- a delta join's input or
-a min/max reduce's input that is a ``Get`` -- takes the shared arrangement of that relation
+the catalog engine's), an operator that arranges an input *as is* -- a delta join's or an
+outer join's input or a min/max reduce's input that is a ``Get`` -- takes the shared arrangement of that relation
 by that key instead of building its own (the choice is :func:`shared_inputs` and
 ``_shared_arranged``); any other arranged input (one behind a Map/Filter, a join's result) is
 the operator's own. The engine feeds the shared arrangements before the pipeline steps.
@@ -190,7 +190,7 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: Sha
     elif isinstance(node, Join):
         schemas = [i.schema for i in ins]
         op = (DeltaJoin(schemas, node.on, shared=shared_inputs(node, shared)) if node.kind == "inner"
-              else OuterJoin(schemas, node.on, kind=node.kind))
+              else OuterJoin(schemas, node.on, kind=node.kind, shared=shared_inputs(node, shared)))
         step = _Step(node, op, ins)
         if node.residual:
             filt = MapFilterOp(op.schema, where=[_predicate_operator(p) for p in node.residual])
@@ -279,7 +279,7 @@ class Pipeline:
 def _state_of(op) -> list:
     """The arrangements an operator holds (a join's, a reduce's arranged input, a collated
     reduce's parts')."""
-    out = list(getattr(op, "arrangements", {}).values()) if isinstance(op, DeltaJoin) else []
+    out = list(op.arrangements.values()) if isinstance(op, (DeltaJoin, OuterJoin)) else []
     if isinstance(op, MinMaxReduce):
         out.append(op.arrangement)
     if isinstance(op, CollatedReduce):

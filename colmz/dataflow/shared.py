@@ -267,6 +267,19 @@ class SharedInput:
     def __repr__(self) -> str:
         return f"SharedInput({self.id} as {list(self.key)}, {self.users} users)"
 
+    def counts_words(self, q: np.ndarray, layout: Layout, minus: Updates | None = None) -> np.ndarray:
+        """The summed diffs of each query key's rows (``KeyedArrangement.counts_words``); with
+        ``minus``, as they were without those updates."""
+        searched, found = self.base.keys_searched, self.base.rows_found
+        out = self.base.counts_words(q, layout)
+        self.keys_searched += self.base.keys_searched - searched
+        self.rows_found += self.base.rows_found - found
+        if minus is not None and len(minus):
+            held = KeyedArrangement(self.schema, self.key)
+            held.insert_checked(0, minus)
+            out = out - held.counts_words(q, layout)
+        return out
+
     def lookup_words(self, q: np.ndarray, layout: Layout, minus: Updates | None = None) -> Matches:
         """The rows of each query key (``KeyedArrangement.lookup_words``), renamed; with
         ``minus`` (updates of :attr:`schema`'s columns the arrangement holds already: the step's

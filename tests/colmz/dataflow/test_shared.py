@@ -46,6 +46,9 @@ QUERIES = [
     "SELECT k, min(v) AS lo, max(v) AS hi FROM t GROUP BY k",
     "SELECT max(w) AS hi, min(w) AS lo FROM u",
     "SELECT k, max(v) AS hi, count(*) AS n, sum(v) AS s FROM t GROUP BY k",
+    "SELECT t.k AS tk, t.v, u.k AS uk, u.w FROM t FULL JOIN u ON t.k = u.k",
+    "SELECT a.k, a.v, b.v AS v2 FROM t a LEFT JOIN t b ON a.k = b.v",
+    "SELECT t.v, u.k, u.w FROM t RIGHT JOIN u ON u.k = t.k",
 ]
 
 
@@ -61,8 +64,9 @@ def _deltas(steps_t, steps_u, i: int, time: int) -> dict:
 # ---------------------------------------------------------------------------- operators
 
 
-@settings(max_examples=us.examples(25), deadline=None)
-@given(st.sampled_from(QUERIES), dm.change_steps(T_POOL), dm.change_steps(U_POOL))
+@pytest.mark.parametrize("query", QUERIES)
+@settings(max_examples=us.examples(10), deadline=None)
+@given(steps_t=dm.change_steps(T_POOL), steps_u=dm.change_steps(U_POOL))
 def test_pipelines_on_shared_arrangements_step_as_with_their_own(query, steps_t, steps_u):
     p = plan(query, SCHEMAS)
     own = render(p)
@@ -179,6 +183,8 @@ SHARING = [
     ("oj1", "SELECT agg.k, agg.s, u.w FROM agg JOIN u ON agg.k = u.k"),
     ("oj2", "SELECT agg.k, agg.c, t.v FROM agg JOIN t ON agg.k = t.k"),
     ("mm", "SELECT s, min(v) AS lo, max(k) AS hi, count(*) AS n FROM t GROUP BY s"),
+    ("fo", "SELECT t.k AS tk, t.v, t.s, u.k AS uk, u.w FROM t FULL JOIN u ON t.k = u.k"),
+    ("lo", "SELECT a.k, a.v, b.s FROM t a LEFT JOIN t b ON a.k = b.k"),
 ]
 
 
