@@ -368,3 +368,25 @@ def test_a_write_joining_the_commit_at_now_feeds_the_shared_arrangements_once():
         cat.execute("INSERT INTO u VALUES (99, 'z'), (98, 'y'); INSERT INTO r VALUES (99, true, 1.0)")
     check_equal([inc, rec])
     assert contents(inc, "j1")[(99, 1, "z")] == 1 and contents(inc, "j1")[(98, 2, "y")] == 1
+
+
+def test_views_over_a_continual_task_share_its_arrangement():
+    # a task's output is a collection like any other: fed after the task runs, before the
+    # views reading it step
+    cats = [colmz.Catalog(views="incremental"), colmz.Catalog(views="recompute")]
+    for cat in cats:
+        cat.execute("CREATE TABLE ev (key INT, val INT); CREATE TABLE names (key INT, name TEXT)")
+        cat.execute("""CREATE CONTINUAL TASK latest (key INT, val INT) ON INPUT ev AS (
+            DELETE FROM latest WHERE key IN (SELECT key FROM ev);
+            INSERT INTO latest SELECT key, max(val) FROM ev GROUP BY key)""")
+        cat.execute("INSERT INTO ev VALUES (1, 5), (2, 7); INSERT INTO names VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        cat.execute("CREATE MATERIALIZED VIEW named AS SELECT l.key, l.val, n.name FROM latest l JOIN names n "
+                    "ON l.key = n.key")
+        cat.execute("CREATE MATERIALIZED VIEW top AS SELECT key, max(val) AS hi FROM latest GROUP BY key")
+    for text in ("INSERT INTO ev VALUES (1, 9), (3, 1)", "INSERT INTO ev VALUES (1, 2); DELETE FROM names WHERE key = 2",
+                 "INSERT INTO ev VALUES (2, 8), (3, 4); INSERT INTO names VALUES (3, 'd')"):
+        for cat in cats:
+            cat.execute(text)
+        check_equal(cats, text)
+        _check_users(cats[0])
+    assert cats[0]._engine.shared.users("latest", ["key"]) == 2
