@@ -250,6 +250,7 @@ class Definitions:
                     raise SQLError(f"cannot drop {display_name(key)!r}: {', '.join(users)} depend(s) on it")
         for n in gone:
             del self._objects[n]
+            self._shared.release(n)  # the arrangements it shared (the last user frees one)
         self._order = [n for n in self._order if n not in gone]
         self._defs = [d for d in self._defs if definition_key(d) not in gone]
 

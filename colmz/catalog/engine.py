@@ -62,6 +62,7 @@ from colmz.catalog.views import Views
 from colmz.continual import ContinualTask, MemoryCollection
 from colmz.dataflow.maintained import MODES as VIEW_MODES
 from colmz.dataflow.maintained import FallbackWarning
+from colmz.dataflow.shared import SharedArrangements
 from colmz.errors import NegativeMultiplicity
 from colmz.frontier import MAX_TIME, check_time
 from colmz.ops import concat, consolidate
@@ -123,9 +124,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
 
     #: The in-memory state a failed call rolls back (``colmz.rollback``): the objects (each
     #: rolled back in place, so a task's output and a view's inputs stay the same objects),
-    #: their order, ``now``, the definitions and how to reopen ``now``. The connection and
+    #: their order, ``now``, the definitions and how to reopen ``now``, the arrangements shared
+    #: between views (``colmz.dataflow.shared``, in place). The connection and
     #: configuration are not (tests/colmz/test_rollback.py says why for each).
-    ROLLBACK_FIELDS = ("_objects", "_order", "_now", "_defs", "_at_now", "_schemas")
+    ROLLBACK_FIELDS = ("_objects", "_order", "_now", "_defs", "_at_now", "_schemas", "_shared")
 
     def __init__(self, connection, *, durable: bool = False, views: str = "incremental"):
         if views not in VIEW_MODES:
@@ -147,6 +149,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         self._at_now: tuple | None = None
         # The derived objects' changes at ``now`` a reopened commit must reproduce.
         self._expect: dict[str, list] | None = None
+        # The arrangements the views' operators share, by (relation, key) (colmz.catalog.views).
+        self._shared = SharedArrangements()
 
     # ------------------------------------------------------------------ accessors
 
@@ -399,19 +403,24 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 changed.add(name)
             else:
                 obj.collection.compare_and_append(Updates.empty(obj.schema), obj.collection.upper, t + 1)
+        for name in changed:  # the tables' shared arrangements, before any view steps
+            self._feed_shared(name, t)
         for name in self._order:
             obj = self._objects[name]
             if obj.kind == "materialized view":
                 if obj.maintained is not None:  # its operators, fed the deltas (colmz.catalog.views)
                     if len(obj.maintained.step(t, self._deltas_at(obj.deps & changed, t))):
                         changed.add(name)
+                        self._feed_shared(name, t)
                 elif self._recompute(obj, t, force=obj.uses_now or bool(obj.deps & changed)):
                     changed.add(name)
+                    self._feed_shared(name, t)
             elif obj.kind == "continual task":
                 done = obj.task.stats["times_processed"]
                 obj.task.run()
                 if obj.task.stats["times_processed"] != done and len(obj.collection.updates(t, t + 1)):
                     changed.add(name)
+                    self._feed_shared(name, t)
         expect, self._expect = self._expect, None
         for name, old in (expect or {}).items():
             if changes_at(self._objects[name].collection, t) != old:

@@ -14,6 +14,15 @@ its query and diffed (:meth:`colmz.catalog.engine.Engine.recompute`). The operat
 is part of the engine's rolled-back state (``CatalogObject.ROLLBACK_FIELDS``): a failed call
 leaves it as it was. A reopened catalog rebuilds each view's operators by one computation
 over its inputs; the sink then writes only the difference from the persisted view.
+
+Shared arrangements. The engine holds a :class:`colmz.dataflow.shared.SharedArrangements`
+(``_shared``): an operator arranging one of its inputs as is (a table, view or task read
+whole) by a key takes the arrangement of that relation by that key, shared with every view
+doing the same (Materialize's arrangements by collection and key). A view is attached to
+the arrangements it uses when it is created and released when it is dropped (the last user
+frees one). At each commit, :meth:`Views._feed_shared` inserts a relation's changes into its
+shared arrangements once, right after the relation reached the commit's time (tables before
+any view steps; a view or task after its own step), so every reader finds them there.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import pyarrow as pa
 from colmz.catalog.objects import Key, key_of
 from colmz.continual import MemoryCollection
 from colmz.dataflow.maintained import MaintainedView, ViewExplanation
+from colmz.dataflow.shared import SharedArrangements, SharedSource
 from colmz.ops import consolidate
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, conform, rows_to_updates, storable
@@ -51,6 +61,16 @@ class Views:
         return {n: consolidate(at_time(self._objects[n].collection.updates(self._now + 1, t + 1), t))
                 for n in names}
 
+    @property
+    def shared(self) -> SharedArrangements:
+        """The arrangements the views' operators share (``colmz.dataflow.shared``)."""
+        return self._shared
+
+    def _feed_shared(self, name: Key, t: int) -> None:
+        """Insert ``name``'s changes at ``t`` (written already) into its shared arrangements."""
+        if self._shared.arranges(name):
+            self._shared.feed(name, t, consolidate(self._objects[name].collection.updates(t, t + 1)))
+
     def _maintain(self, key: Key, query: str, translated: str, coll: MemoryCollection, deps,
                   t: int, require: bool = False) -> MaintainedView:
         """The operators of view ``key`` over ``coll``, fed its inputs' contents at ``t``."""
@@ -72,9 +92,15 @@ class Views:
         def subquery_evaluate(text: str, schema, at: int) -> Updates:
             return rows_to_updates(conform(self._query_at(translate(text), at), schema, what), at, 1)
 
+        shared = SharedSource(self._shared, inputs, lambda n: self._objects[n].collection.snapshot(t), t)
         mv = MaintainedView.create(query, coll.schema, inputs, coll, evaluate=evaluate, require=require,
                                    uses_now=uses_now(translated), reads=set(deps), name=display_name(key),
-                                   subquery_schema=subquery_schema, subquery_evaluate=subquery_evaluate)
+                                   subquery_schema=subquery_schema, subquery_evaluate=subquery_evaluate,
+                                   shared=shared)
+        # every shared arrangement its operators read; one made for operators not kept is freed
+        used = [s.ident for s in mv.shared]
+        self._shared.attach(key, used)
+        self._shared.discard([i for i in shared.made if i not in used])
         mv.initialize(t, {n: self._objects[n].collection.snapshot(t) for n in inputs})
         return mv
 

@@ -24,6 +24,16 @@ next one under the empty key (every row of it), so a change costs its rows times
 input's (Materialize's cross join has the same cost). Two columns of one input in one class
 (a filter) are refused: absent today.
 
+Shared arrangements. ``shared`` (``colmz.dataflow.shared``) gives, for some inputs, a
+function of a key returning a :class:`~colmz.dataflow.shared.SharedInput`: that input's
+arrangement by that key is the catalog's shared one, which holds the step's changes *before*
+the step (the engine feeds it first) and which the join never inserts into. The ``<``/``<=``
+rule then reads: a path from input ``i`` looking up a shared input ``j > i`` subtracts the
+matches of ``Δj`` (the arrangement without ``j``'s change), one looking up ``j < i`` reads it
+as it is. A shared arrangement holds every row of its relation, NULLs included: rows found
+there with a NULL in one of the input's join columns are dropped (an own arrangement never
+holds them), so a lookup answers exactly what an own arrangement would.
+
 Column names must be distinct across the inputs (rename with ``MapFilter``); the output is
 every input's columns, in input order. Cost per step: the deltas times the lookups
 (``log`` of each run of the arrangements looked up) plus the rows they match.
@@ -31,12 +41,12 @@ every input's columns, in input order. Cost per step: the deltas times the looku
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from colmz.dataflow.keyed import KeyedArrangement
+from colmz.dataflow.keyed import KeyedArrangement, Matches
 from colmz.dataflow.step import Clock, as_schema, check_delta, consolidated_at, multiply_diffs
 from colmz.ops import concat
 from colmz.order import ColumnSpec, encode_columns
@@ -55,6 +65,9 @@ class DeltaJoin:
         Two or more; column names distinct across all of them.
     on : sequence of ``(column, column)``
         Equalities between columns of different inputs (connecting every input).
+    shared : mapping of input index to a function of a key (tuple of that input's column
+        names) returning its shared arrangement (``SharedInput``), optional
+        Inputs arranged in the catalog's shared arrangements (module docstring).
 
     Examples
     --------
@@ -72,7 +85,7 @@ class DeltaJoin:
     #: The arrangements (saved in place: each declares its own fields) and the clock.
     ROLLBACK_FIELDS = ("_arrangements", "_clock")
 
-    def __init__(self, inputs: Sequence, on: Sequence[tuple[str, str]]):
+    def __init__(self, inputs: Sequence, on: Sequence[tuple[str, str]], shared: Mapping | None = None):
         schemas = tuple(as_schema(s, f"inputs[{i}]") for i, s in enumerate(inputs))
         if len(schemas) < 2:
             raise ValueError(f"a join needs at least two inputs, got {len(schemas)}")
@@ -97,6 +110,10 @@ class DeltaJoin:
         class_of = {c: k for k, cls in enumerate(classes) for c in cls}
         self._key_columns = [tuple(c.name for c in s if c.name in class_of) for s in schemas]
         self._arrangements: dict[tuple[int, tuple[str, ...]], KeyedArrangement] = {}
+        self._shared = dict(shared or {})
+        for j in self._shared:
+            if not isinstance(j, int) or not 0 <= j < len(schemas):
+                raise ValueError(f"shared names input {j!r}; the join has inputs 0..{len(schemas) - 1}")
         self._paths = [self._plan_path(i, schemas, owner, class_of) for i in range(len(schemas))]
         self._clock = Clock()
 
@@ -134,7 +151,11 @@ class DeltaJoin:
                 j, key = min(set(range(len(schemas))) - joined), ()
             arr = self._arrangements.get((j, key))
             if arr is None:
-                arr = self._arrangements[(j, key)] = KeyedArrangement(schemas[j], key)
+                arr = self._shared[j](key) if j in self._shared else KeyedArrangement(schemas[j], key)
+                if j in self._shared and [c.name for c in arr.schema] != [c.name for c in schemas[j]]:
+                    raise ValueError(f"the shared arrangement of inputs[{j}] has columns "
+                                     f"{[c.name for c in arr.schema]}, the input {[c.name for c in schemas[j]]}")
+                self._arrangements[(j, key)] = arr
             steps.append((j, arr, tuple(bound[class_of[c]] for c in key)))
             joined.add(j)
             for c in schemas[j]:
@@ -158,9 +179,9 @@ class DeltaJoin:
             out = []
             for i, delta in enumerate(checked):
                 if len(delta):
-                    out.append(self._path(i, delta))
+                    out.append(self._path(i, delta, checked))
                     for (j, _), arr in self._arrangements.items():
-                        if j == i:
+                        if j == i and j not in self._shared:  # a shared one holds it already
                             arr.insert_checked(time, delta)
             self._clock.advance(time)
             if not out:
@@ -179,14 +200,18 @@ class DeltaJoin:
                 null |= col.is_null().to_numpy(zero_copy_only=False)
         return delta.take(np.flatnonzero(~null)) if null.any() else delta
 
-    def _path(self, i: int, delta: Updates) -> Updates:
+    def _path(self, i: int, delta: Updates, deltas: Sequence[Updates]) -> Updates:
         cols = {c.name: delta.column(c.name) for c in self.input_schemas[i]}
         diff = np.asarray(delta.diff, np.int64)
         for j, arr, sources in self._paths[i]:
             if not len(diff):
                 break
             q, ql = encode_columns([cols[s] for s in sources], n=len(diff))
-            found = arr.lookup_words(q, ql)
+            if j in self._shared:
+                # `<` for a later input: its arrangement without its change at this step
+                found = self._joinable_found(arr.lookup_words(q, ql, minus=deltas[j] if j > i else None), j)
+            else:
+                found = arr.lookup_words(q, ql)
             take = pa.array(found.query)
             cols = {n: c.take(take) for n, c in cols.items()}
             for c in self.input_schemas[j]:
@@ -196,6 +221,22 @@ class DeltaJoin:
             return Updates.empty(self.schema)
         return Updates({c.name: cols[c.name] for c in self.schema}, np.zeros(len(diff), np.uint64), diff,
                        copy=False)
+
+    def _joinable_found(self, found: Matches, j: int) -> Matches:
+        """The rows of a lookup into input ``j``'s shared arrangement with no NULL in a join
+        column (those an own arrangement, fed :meth:`joinable` rows, would hold)."""
+        rows = found.rows
+        if not len(rows):
+            return found
+        null = np.zeros(len(rows), bool)
+        for c in self._key_columns[j]:
+            col = rows.column(c)
+            if col.null_count:
+                null |= col.is_null().to_numpy(zero_copy_only=False)
+        if not null.any():
+            return found
+        keep = np.flatnonzero(~null)
+        return Matches(found.query[keep], rows.take(keep))
 
     def __repr__(self) -> str:
         return f"DeltaJoin({len(self.input_schemas)} inputs, on={list(self.on)})"

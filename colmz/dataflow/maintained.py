@@ -48,9 +48,10 @@ first so that only a difference is written (none when the view was current). Dur
 operator state is not here yet.
 
 :meth:`MaintainedView.explain` gives a :class:`ViewExplanation`: the plan with each node's
-strategy and cost class, the state each operator holds (every arrangement is the
-operator's own: sharing between views is not here yet), its rows and bytes, and the rows in,
-out and touched (arrangement work counters) per node at the last commit.
+strategy and cost class, the state each operator holds -- its own, or an arrangement shared
+with other views of the catalog (``colmz.dataflow.shared``: its id and how many views share
+it) -- its rows and bytes, and the rows in, out and touched (arrangement work counters; for
+a shared arrangement, this view's lookups) per node at the last commit.
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ class MaintainedView:
 
     def __init__(self, schema: Schema, collection: MemoryCollection, inputs: Mapping[str, Schema],
                  plan_: Plan | None, reasons: list[str], evaluate: Callable[[int], Updates] | None,
-                 uses_now: bool, subquery_evaluate=None):
+                 uses_now: bool, subquery_evaluate=None, shared=None):
         self.schema = schema
         self.inputs = dict(inputs)
         self.plan = plan_
@@ -213,7 +214,8 @@ class MaintainedView:
                 return Recompute(node.schema, node.reason,
                                  lambda t, q=node.query, s=node.schema: subquery_evaluate(q, s, t))
 
-            self._pipeline = render(plan_, fallback=subtree if subquery_evaluate is not None else None)
+            self._pipeline = render(plan_, fallback=subtree if subquery_evaluate is not None else None,
+                                    shared=shared)
         self._sink = ViewSink(schema, collection)
         #: per rendered step: (rows in, rows out, work counters) at the last commit
         self.last_work: list[tuple[int, int, int]] | None = None
@@ -226,7 +228,8 @@ class MaintainedView:
                evaluate: Callable[[int], Updates] | None = None, require: bool = False,
                uses_now: bool = False, reads: set | None = None, name: str = "view",
                subquery_schema: Callable[[str], Schema | None] | None = None,
-               subquery_evaluate: Callable[[str, Schema, int], Updates] | None = None) -> MaintainedView:
+               subquery_evaluate: Callable[[str, Schema, int], Updates] | None = None,
+               shared=None) -> MaintainedView:
         """Plan ``query`` over ``inputs`` (object name -> its columns) and render it for a view
         of columns ``schema`` written into ``collection``.
 
@@ -279,7 +282,7 @@ class MaintainedView:
             warnings.warn(f"materialized view {name}: a subquery is recomputed at each commit that "
                           f"changes the view's inputs: {'; '.join(subtrees)}", FallbackWarning, stacklevel=2)
         try:
-            return cls(schema, collection, checked, p, reasons, evaluate, uses_now, subquery_evaluate)
+            return cls(schema, collection, checked, p, reasons, evaluate, uses_now, subquery_evaluate, shared)
         except (TypeError, ValueError) as e:  # pragma: no cover - a plan the operators refuse
             if reasons or require:
                 raise
@@ -289,6 +292,11 @@ class MaintainedView:
     def incremental(self) -> bool:
         """Whether the view is maintained by operators (no Fallback), or is constant."""
         return self._pipeline is not None or self.reasons == [CONSTANT]
+
+    @property
+    def shared(self) -> list:
+        """The shared arrangements its operators read (``SharedInput`` s; none when recomputed)."""
+        return [] if self._pipeline is None else self._pipeline.shared
 
     @property
     def sink(self) -> ViewSink:
@@ -376,8 +384,7 @@ class MaintainedView:
                 notes.append(f"last commit: {i} in, {o} out" + (f", {w} touched" if w else ""))
             state = _arrangements(op)
             if state:
-                notes.append("state: " + ", ".join(f"own {type(a).__name__} {len(a)} rows, {a.nbytes} bytes"
-                                                   for a in state))
+                notes.append("state: " + ", ".join(_describe_state(a) for a in state))
             if isinstance(op, Recompute):
                 notes.append(f"state: own previous output {op.rows} rows, {op.nbytes} bytes; "
                              f"last recompute {op.rows_recomputed} rows")
@@ -410,6 +417,14 @@ def _now_reasons(p: Plan, query: str) -> list[str]:
         return ["mz_now() other than in a temporal filter (a WHERE conjunct mz_now() op column [+|- integer] "
                 "of the outermost query): recomputed at every commit"]
     return []
+
+
+def _describe_state(a) -> str:
+    """One arrangement in EXPLAIN: own, or shared (its id, how many views share it)."""
+    if getattr(a, "shared", False):
+        return (f"shared KeyedArrangement {a.id} by {list(a.key)} (shared by {a.users} "
+                f"view{'s' if a.users != 1 else ''}) {len(a)} rows, {a.nbytes} bytes")
+    return f"own {type(a).__name__} {len(a)} rows, {a.nbytes} bytes"
 
 
 def _type_mismatches(have: Schema, want: Schema) -> list[str]:

@@ -10,6 +10,11 @@ touches, before and after the delta enters the arrangement: output ``−(key, ol
 ``+(key, new)``, consolidated. Work is the affected groups' rows (the bucketed tree, later,
 makes it logarithmic in a group).
 
+Shared input. Given ``arranged`` (a :class:`~colmz.dataflow.shared.SharedInput` of the input
+by the group key: the catalog's shared arrangement, fed the step's changes before the step),
+the reduce inserts nothing and reads the groups' old rows as the arrangement minus the delta
+(``SharedInput.lookup_words(minus=)``), their new rows as it stands.
+
 Values order as PostgreSQL's ``min``/``max`` do for numbers, booleans, times and ``bytea``:
 colmz's words (``NaN`` above every number, ``-0.0 = 0.0``); NULLs are skipped (a group of only
 NULLs gives NULL). Text is refused (its order is the collation's). Groups compare NULL = NULL;
@@ -62,6 +67,8 @@ class MinMaxReduce:
     schema : the input's columns
     group_by : sequence of column names (empty: one global group)
     aggregates : mapping of output column name to :class:`Min` / :class:`Max`
+    arranged : ``SharedInput``, optional
+        The input arranged by ``group_by`` in the catalog's shared arrangement (module docstring).
 
     Examples
     --------
@@ -75,7 +82,7 @@ class MinMaxReduce:
 
     ROLLBACK_FIELDS = ("_arranged", "_clock")
 
-    def __init__(self, schema, group_by: Sequence[str], aggregates: Mapping[str, _Extreme]):
+    def __init__(self, schema, group_by: Sequence[str], aggregates: Mapping[str, _Extreme], arranged=None):
         self.input_schema = as_schema(schema, "schema")
         self.group_by = check_columns(group_by, self.input_schema, "group_by")
         if not isinstance(aggregates, Mapping) or not aggregates:
@@ -91,11 +98,18 @@ class MinMaxReduce:
         self.aggregates = dict(aggregates)
         values = [c for c in dict.fromkeys(a.column for a in aggregates.values()) if c not in self.group_by]
         self._arranged_columns = (*self.group_by, *values)
-        arranged = tuple(c for n in self._arranged_columns for c in self.input_schema if c.name == n)
-        self._group_specs = arranged[:len(self.group_by)]
+        columns = tuple(c for n in self._arranged_columns for c in self.input_schema if c.name == n)
+        self._group_specs = columns[:len(self.group_by)]
         self.schema = as_schema([*self._group_specs, *(ColumnSpec(n, types[a.column]) for n, a in aggregates.items())],
                                 "the output")
-        self._arranged = KeyedArrangement(arranged, self.group_by)
+        self._shared = arranged is not None
+        if self._shared:
+            if tuple(arranged.key) != self.group_by or tuple(arranged.schema) != self.input_schema:
+                raise ValueError(f"arranged is keyed by {list(arranged.key)} over {[c.name for c in arranged.schema]}; "
+                                 f"the reduce needs {list(self.group_by)} over {[c.name for c in self.input_schema]}")
+            self._arranged = arranged
+        else:
+            self._arranged = KeyedArrangement(columns, self.group_by)
         self._clock = Clock()
 
     @property
@@ -117,19 +131,23 @@ class MinMaxReduce:
         with undone_on_error(self):
             out = []
             if not first or not glob:
-                out.append(self._reduced(keys, layout, group_cols, glob, time).negated())
-            arranged = Updates({c: delta.column(c) for c in self._arranged_columns}, delta.time, delta.diff,
-                               copy=False)
-            self._arranged.insert_checked(time, arranged)
+                old = delta if self._shared else None  # a shared arrangement holds the delta already
+                out.append(self._reduced(keys, layout, group_cols, glob, time, old).negated())
+            if not self._shared:
+                arranged = Updates({c: delta.column(c) for c in self._arranged_columns}, delta.time, delta.diff,
+                                   copy=False)
+                self._arranged.insert_checked(time, arranged)
             out.append(self._reduced(keys, layout, group_cols, glob, time))
             result = consolidated_at(concat(out), time)
             self._clock.advance(time)
         return result
 
-    def _reduced(self, keys, layout, group_cols, glob: bool, time: int) -> Updates:
-        """The output rows of the groups ``keys`` from the arrangement as it stands."""
+    def _reduced(self, keys, layout, group_cols, glob: bool, time: int, minus: Updates | None = None) -> Updates:
+        """The output rows of the groups ``keys`` from the arrangement as it stands (less
+        ``minus``, the changes a shared arrangement holds already)."""
         m = len(keys)
-        found = self._arranged.lookup_words(keys, layout)
+        found = (self._arranged.lookup_words(keys, layout, minus=minus) if self._shared
+                 else self._arranged.lookup_words(keys, layout))
         qname = fresh_name(c.name for c in self._arranged.schema)
         total = np.zeros(m, np.int64)
         np.add.at(total, found.query, found.rows.diff)

@@ -19,11 +19,16 @@ join column is always unmatched (SQL's ``=`` is never true for NULL). Its change
 it). ``P_old`` and ``z_old`` are read from the inner join's arrangements before its step;
 ``z_new`` adds the change's counts of ``O``. Cost: the deltas, plus the rows of ``P`` under
 keys that flip.
+
+Shared arrangements. With ``shared`` (as :class:`~colmz.dataflow.DeltaJoin` takes it) an input
+is arranged in the catalog's shared arrangement, which holds the step's changes before the
+step: ``P_old`` and ``O``'s counts before its change are then read as the arrangement minus
+the change (``SharedInput.lookup_words`` / ``counts_words`` with ``minus=``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -63,12 +68,13 @@ class OuterJoin:
 
     ROLLBACK_FIELDS = ("_inner", "_clock")
 
-    def __init__(self, inputs: Sequence, on: Sequence[tuple[str, str]], *, kind: str):
+    def __init__(self, inputs: Sequence, on: Sequence[tuple[str, str]], *, kind: str, shared: Mapping | None = None):
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
         if len(inputs) != 2:
             raise ValueError(f"an outer join takes two inputs, got {len(inputs)}")
-        self._inner = DeltaJoin(inputs, on)
+        self._inner = DeltaJoin(inputs, on, shared=shared)
+        self._shared = frozenset(shared or ())
         self.kind = kind
         self.input_schemas = self._inner.input_schemas
         self.schema = self._inner.schema
@@ -130,7 +136,8 @@ class OuterJoin:
         keys, starts, _ = sort_groups(np.concatenate([pw, ow]))
         keys = np.ascontiguousarray(keys[starts])
         # O's count per key, before and after its change.
-        before = self._arranged[o].counts_words(keys, layout)
+        before = (self._arranged[o].counts_words(keys, layout, minus=do) if o in self._shared
+                  else self._arranged[o].counts_words(keys, layout))
         change = np.zeros(len(keys), np.int64)
         np.add.at(change, search_rows(keys, ow, "left"), np.asarray(do.diff, np.int64))
         z_old, z_new = before == 0, before + change == 0
@@ -142,7 +149,9 @@ class OuterJoin:
         # Old rows of P under keys whose match flipped.
         flip = np.flatnonzero(z_new != z_old)
         if len(flip):
-            found = self._arranged[p].lookup_words(np.ascontiguousarray(keys[flip]), layout)
+            fk = np.ascontiguousarray(keys[flip])
+            found = (self._arranged[p].lookup_words(fk, layout, minus=deltas[p]) if p in self._shared
+                     else self._arranged[p].lookup_words(fk, layout))
             if len(found.rows):
                 sign = np.where(z_new[flip], 1, -1)[found.query]
                 out.append(self._padded(p, found.rows, sign))

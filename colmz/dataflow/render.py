@@ -7,7 +7,16 @@ Each plan node (``colmz.dataflow.plan_nodes``) becomes one operator owning its s
 node used twice -- an antijoin's input, an ``INTERSECT``'s -- becomes two operators);
 ``Pipeline.step(time, deltas)`` steps every operator once for ``time``, inputs first, and
 returns the view's delta. A step that raises in any operator leaves all of them as they
-were (``colmz.rollback``). The aggregate functions' operators by reduction type
+were (``colmz.rollback``).
+
+Shared arrangements. Rendered with ``shared=`` (a :class:`colmz.dataflow.shared.SharedSource`,
+the catalog engine's), an operator that arranges an input *as is* -- a delta join's or an
+outer join's input or a min/max reduce's input that is a ``Get`` -- takes the shared arrangement of that relation
+by that key instead of building its own (the choice is :func:`shared_inputs` and
+``_shared_arranged``); any other arranged input (one behind a Map/Filter, a join's result) is
+the operator's own. The engine feeds the shared arrangements before the pipeline steps.
+
+The aggregate functions' operators by reduction type
 (:data:`ACCUMULABLE`, :data:`HIERARCHICAL`) are here, read by the binder to classify
 aggregates as ``src/compute-types/src/plan/reduce.rs`` does.
 """
@@ -51,6 +60,7 @@ from colmz.dataflow.plan_nodes import (
     Union,
 )
 from colmz.dataflow.recompute import GroupRecompute
+from colmz.dataflow.shared import SharedInput, SharedSource
 from colmz.dataflow.sqlmap import SqlMapFilter as SqlMapFilterOp
 from colmz.dataflow.temporal import Bound
 from colmz.dataflow.temporal import TemporalFilter as TemporalFilterOp
@@ -59,7 +69,8 @@ from colmz.dataflow.topk import TopK as TopKOp
 from colmz.rollback import undone_on_error
 from colmz.updates import Updates
 
-__all__ = ["ACCUMULABLE", "HIERARCHICAL", "CollatedReduce", "Pipeline", "reduce_operator", "render"]
+__all__ = ["ACCUMULABLE", "HIERARCHICAL", "CollatedReduce", "Pipeline", "reduce_operator", "render",
+           "shared_inputs"]
 
 #: Aggregates by reduction type (src/compute-types/src/plan/reduce.rs, ``reduction_type``).
 ACCUMULABLE = {"count": acc.Count, "count_star": acc.Count, "sum": acc.Sum, "avg": acc.Avg,
@@ -77,9 +88,10 @@ class CollatedReduce:
 
     ROLLBACK_FIELDS = ("accumulable", "hierarchical", "collation", "project")
 
-    def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
+    def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...], arranged=None):
         self.accumulable = reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "accumulable"))
-        self.hierarchical = reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "hierarchical"))
+        self.hierarchical = reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "hierarchical"),
+                                            arranged)
         self.collation = Collation([self.accumulable.schema, self.hierarchical.schema], list(group))
         self.project = MapFilterOp(self.collation.schema, select=[*group, *(a.name for a in aggs)])
         self.schema = self.project.schema
@@ -89,12 +101,15 @@ class CollatedReduce:
             time, self.accumulable.step(time, delta), self.hierarchical.step(time, delta)))
 
 
-def reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...]):
+def reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...], arranged=None):
+    """The operator of a reduce by the aggregates' reduction types; ``arranged`` (a
+    ``SharedInput`` of the input by ``group``), when given, is the min/max part's arranged input."""
     kinds = {a.reduction for a in aggs}
     if len(kinds) > 1:
-        return CollatedReduce(schema, group, aggs)
+        return CollatedReduce(schema, group, aggs, arranged)
     if kinds == {"hierarchical"}:
-        return MinMaxReduce(schema, list(group), {a.name: HIERARCHICAL[a.function](a.column) for a in aggs})
+        return MinMaxReduce(schema, list(group), {a.name: HIERARCHICAL[a.function](a.column) for a in aggs},
+                            arranged=arranged)
     return acc.AccumulableReduce(schema, list(group),
                                  {a.name: (ACCUMULABLE[a.function](a.column) if a.column is not None
                                            else acc.Count()) for a in aggs})
@@ -133,7 +148,26 @@ class _Step:
         return out
 
 
-def _render(node: Node, tables: Mapping[str, Schema], fallback=None) -> _Step:
+def shared_inputs(node: Join, shared: SharedSource | None) -> dict:
+    """For a join: input index -> function of a key giving that input's shared arrangement,
+    for each input that is a ``Get`` (arranged as is); empty without ``shared``."""
+    if shared is None:
+        return {}
+    return {j: (lambda key, g=g: shared.input(g.table, g.columns, key))
+            for j, g in enumerate(node.inputs) if isinstance(g, Get)}
+
+
+def _shared_arranged(node: Reduce, shared: SharedSource | None) -> SharedInput | None:
+    """A reduce's input arranged by its group key in the shared arrangement, when the reduce
+    has a min/max part and its input is a ``Get``."""
+    if shared is None or not isinstance(node.input, Get):
+        return None
+    if not any(a.reduction == "hierarchical" for a in node.aggregates):
+        return None
+    return shared.input(node.input.table, node.input.columns, node.group_by)
+
+
+def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: SharedSource | None = None) -> _Step:
     if isinstance(node, Fallback):
         if fallback is None or not node.query:
             raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering it needs fallback= "
@@ -144,7 +178,7 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None) -> _Step:
         return _Step(node, op, [], node.table)
     if isinstance(node, Constant):
         return _Step(node, ConstantOp(node.schema, node.rows), [])
-    ins = [_render(i, tables, fallback) for i in node.inputs]
+    ins = [_render(i, tables, fallback, shared) for i in node.inputs]
     if isinstance(node, GroupSql):
         return _Step(node, GroupRecompute(ins[0].schema, node.key, node.sql), ins)
     if isinstance(node, TemporalFilter):
@@ -155,8 +189,8 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None) -> _Step:
                          select=None if node.select is None else [Column(s, n) for s, n in node.select])
     elif isinstance(node, Join):
         schemas = [i.schema for i in ins]
-        op = (DeltaJoin(schemas, node.on) if node.kind == "inner"
-              else OuterJoin(schemas, node.on, kind=node.kind))
+        op = (DeltaJoin(schemas, node.on, shared=shared_inputs(node, shared)) if node.kind == "inner"
+              else OuterJoin(schemas, node.on, kind=node.kind, shared=shared_inputs(node, shared)))
         step = _Step(node, op, ins)
         if node.residual:
             filt = MapFilterOp(op.schema, where=[_predicate_operator(p) for p in node.residual])
@@ -165,7 +199,7 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None) -> _Step:
     elif isinstance(node, SqlMapFilter):
         op = SqlMapFilterOp(ins[0].schema, node.where, node.select)
     elif isinstance(node, Reduce):
-        op = reduce_operator(ins[0].schema, node.group_by, node.aggregates)
+        op = reduce_operator(ins[0].schema, node.group_by, node.aggregates, _shared_arranged(node, shared))
     elif isinstance(node, Distinct):
         op = DistinctOp(ins[0].schema)
     elif isinstance(node, Threshold):
@@ -191,10 +225,10 @@ class Pipeline:
     #: operator leaves all of them as they were.
     ROLLBACK_FIELDS = ("_operators",)
 
-    def __init__(self, p: Plan, fallback=None):
+    def __init__(self, p: Plan, fallback=None, shared: SharedSource | None = None):
         self.plan = p
         self.tables = dict(p.tables)
-        self._root = _render(p.root, self.tables, fallback)
+        self._root = _render(p.root, self.tables, fallback, shared)
         self.schema: Schema = self._root.schema
         self._operators: list = []
         stack = [self._root]
@@ -207,6 +241,16 @@ class Pipeline:
     def operators(self) -> list:
         """The operators, root first (for inspection and their work counters)."""
         return list(self._operators)
+
+    @property
+    def shared(self) -> list[SharedInput]:
+        """The shared arrangements the operators read (``SharedInput`` s, each once)."""
+        out: dict[int, SharedInput] = {}
+        for op in self._operators:
+            for a in _state_of(op):
+                if isinstance(a, SharedInput):
+                    out.setdefault(id(a), a)
+        return list(out.values())
 
     def steps(self) -> list[tuple[int, Node, object, int, int]]:
         """``(depth, node, operator, rows in, rows out at the last step)`` per rendered
@@ -232,11 +276,24 @@ class Pipeline:
             return self._root.step(time, deltas, self.tables)
 
 
-def render(p: Plan, fallback=None) -> Pipeline:
+def _state_of(op) -> list:
+    """The arrangements an operator holds (a join's, a reduce's arranged input, a collated
+    reduce's parts')."""
+    out = list(op.arrangements.values()) if isinstance(op, (DeltaJoin, OuterJoin)) else []
+    if isinstance(op, MinMaxReduce):
+        out.append(op.arrangement)
+    if isinstance(op, CollatedReduce):
+        out.extend(_state_of(op.hierarchical))
+    return out
+
+
+def render(p: Plan, fallback=None, shared: SharedSource | None = None) -> Pipeline:
     """The :class:`Pipeline` of plan ``p``; ``ValueError`` naming the reason when ``p`` holds
     a :class:`Fallback` and no ``fallback``. ``fallback(node)`` gives the operator of a
     Fallback leaf with its own query (``step(time) -> Updates`` of its output's change:
-    ``colmz.dataflow.maintained`` recomputes the subquery).
+    ``colmz.dataflow.maintained`` recomputes the subquery). With ``shared`` (the catalog
+    engine's ``SharedSource``), inputs arranged as is use the shared arrangements (module
+    docstring); whoever gives it feeds them before each step.
 
     >>> import colmz, pyarrow as pa
     >>> from colmz.dataflow.plan import plan
@@ -246,4 +303,4 @@ def render(p: Plan, fallback=None) -> Pipeline:
     """
     if not isinstance(p, Plan):
         raise TypeError(f"render takes a Plan, got {type(p).__name__}")
-    return Pipeline(p, fallback)
+    return Pipeline(p, fallback, shared)

@@ -78,12 +78,16 @@ NOT_ROLLED_BACK.update({
     "MapFilter": {"input_schema", "where", "select", "schema"},
     "Union": {"input_schemas", "schema"},
     "Negate": {"schema"},
-    "DeltaJoin": {"input_schemas", "schema", "on", "_key_columns", "_paths"},
+    # which inputs read shared arrangements (configuration; those are rolled back by the catalog)
+    "DeltaJoin": {"input_schemas", "schema", "on", "_key_columns", "_paths", "_shared"},
     # the inner join's arrangements, rolled back in place through the inner join
-    "OuterJoin": {"kind", "input_schemas", "schema", "_keys", "_arranged"},
+    "OuterJoin": {"kind", "input_schemas", "schema", "_keys", "_arranged", "_shared"},
     "AccumulableReduce": {"input_schema", "group_by", "aggregates", "_group_specs", "schema", "_slices",
                           "_count_slots", "rows_touched"},
-    "MinMaxReduce": {"input_schema", "group_by", "aggregates", "_arranged_columns", "_group_specs", "schema"},
+    "MinMaxReduce": {"input_schema", "group_by", "aggregates", "_arranged_columns", "_group_specs", "schema",
+                     "_shared"},
+    # the catalog's shared arrangements and their users: all of it state
+    "SharedArrangements": set(),
     "_ByCount": {"schema"},
     "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs"},
     "ViewSink": {"schema", "collection"},
@@ -111,7 +115,7 @@ NOT_ROLLED_BACK.update({
 _DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
              "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink", "Collation", "CollatedReduce",
              "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter", "Constant", "TemporalFilter",
-             "GroupRecompute"}
+             "GroupRecompute", "SharedArrangements"}
 
 
 def _dataflow_example(name: str):
@@ -120,6 +124,7 @@ def _dataflow_example(name: str):
     from colmz.dataflow.collate import Collation
     from colmz.dataflow.maintained import Recompute
     from colmz.dataflow.recompute import INPUT_RELATION, GroupRecompute
+    from colmz.dataflow.shared import SharedArrangements
     from colmz.dataflow.sqlmap import SqlMapFilter
     from colmz.dataflow.step import Clock
     from colmz.sql.translate import translate
@@ -148,6 +153,7 @@ def _dataflow_example(name: str):
         "SqlMapFilter": lambda: SqlMapFilter(k, ['"colmz_c0" % 2 = 0'], [('"colmz_c1" + 1', "w")]),
         "Constant": lambda: df.Constant(k, [(1, 2)]),
         "TemporalFilter": lambda: df.TemporalFilter(k, [df.Bound("v", "<=", 2)]),
+        "SharedArrangements": SharedArrangements,
         "GroupRecompute": lambda: GroupRecompute(k, ["k"], translate(f"SELECT k, sum(v) AS s FROM {INPUT_RELATION} GROUP BY k")),
     }[name]()
 

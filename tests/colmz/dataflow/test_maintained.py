@@ -427,7 +427,9 @@ def test_explain_materialized_view():
     text = str(ex)
     assert text.splitlines()[0] == "materialized view j: incremental (each commit's deltas through the operators)"
     assert "Join inner on=[t.k = u.k]" in text and "-- incremental O(delta)" in text
-    assert "own KeyedArrangement 1 rows" in text and "last commit: 2 in, 1 out" in text
+    # the join's inputs are tables read as is: their arrangements are the catalog's shared ones
+    assert """shared KeyedArrangement ["t", ["k"]] by ['t.k'] (shared by 1 view) 1 rows""" in text
+    assert "last commit: 2 in, 1 out" in text
     assert repr(ex) == text and ex._repr_html_().startswith("<pre>materialized view j")
     rows = cat.sql("EXPLAIN MATERIALIZED VIEW j").column("plan").to_pylist()
     assert rows == ex.lines
