@@ -23,7 +23,7 @@ import pyarrow as pa
 from colmz.catalog.objects import Key, key_of
 from colmz.continual import MemoryCollection
 from colmz.dataflow.maintained import MaintainedView, ViewExplanation
-from colmz.ops import consolidate
+from colmz.dataflow.step import consolidated_at
 from colmz.order import ColumnSpec
 from colmz.rows import conform, rows_to_updates, storable
 from colmz.sql import (
@@ -43,9 +43,18 @@ __all__ = ["Views"]
 class Views:
     """Materialized views kept by their operators (module docstring)."""
 
-    def _deltas_at(self, names, t: int) -> dict:
-        """The changes each object of ``names`` committed at ``t`` (written already)."""
-        return {n: consolidate(self._objects[n].collection.updates(t, t + 1)) for n in names}
+    def _deltas_at(self, names, t: int, tables=None) -> dict:
+        """The changes each object of ``names`` committed at ``t`` (written already).
+        ``tables``: the tables' changes the commit wrote, consolidated (taken as they are
+        instead of read back from the collections)."""
+        tables = tables or {}
+        out = {}
+        for n in names:
+            change = tables.get(n)
+            # (every update read is at t: consolidated_at only consolidates, a row alone as it is)
+            out[n] = change if change is not None else consolidated_at(
+                self._objects[n].collection.updates(t, t + 1), t)
+        return out
 
     def _maintain(self, key: Key, query: str, translated: str, coll: MemoryCollection, deps,
                   t: int, require: bool = False) -> MaintainedView:
