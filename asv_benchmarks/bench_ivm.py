@@ -1,36 +1,54 @@
-"""Views kept by delta rules (``colmz.dataflow``): one-row change, beside DuckDB recomputing.
+"""Views kept by delta rules (``colmz.dataflow``): the operators alone, and the whole matrix
+through ``colmz.Catalog``, beside the recompute path and DuckDB recomputing.
 
-Two views over ``t(k bigint, v bigint)`` of ``n`` rows in ``n / 10``
-groups and ``u(uk bigint, w bigint)`` of ``n / 10`` rows, one per key:
+Tables: ``t(k bigint, v bigint)`` of ``n`` rows in ``n / 10`` groups, ``u(uk bigint, w
+bigint)`` of ``n / 10`` rows, one per key (:func:`tables`, deterministic).
 
-* ``sum``: ``SELECT k, sum(v), count(*) FROM t GROUP BY k`` -- ``AccumulableReduce``;
-* ``join``: ``SELECT * FROM t JOIN u ON t.k = u.uk`` -- ``DeltaJoin``.
+Operators alone (``IvmOneRowChange``, ``IvmBulk``, ``IvmMinMax``): the sum view's
+``AccumulableReduce`` and the join's ``DeltaJoin``, each output through a ``ViewSink``; one row
+inserted into or deleted from ``t`` per step:
 
-Each view's output goes through ``ViewSink`` (a ``Correction`` into a ``MemoryCollection``).
-A change is one row inserted into or deleted from ``t`` at a random key (alternating), one
-time per change. Read side by side:
+* ``track_step_us`` / ``track_sink_us`` -- the operator's / the sink's ``step`` (medians);
+* ``track_step_max_us`` -- the slowest step;
+* ``track_duckdb_recompute_ms`` -- DuckDB inserting the row and recomputing the view;
+* ``track_matches_duckdb`` -- 1 when the view equals DuckDB's answer after the changes;
+* ``IvmBulk.track_bulk_step_ms`` -- a 1 % change (``n / 100`` rows at one time);
+* ``IvmMinMax`` -- ``MinMaxReduce`` deleting the current minimum of a 10 k-row group.
 
-* ``track_step_us`` -- the operator's ``step`` for the change (median of :data:`CHANGES`);
-* ``track_sink_us`` -- the sink's ``step`` writing the operator's output (median);
-* ``track_step_max_us`` -- the slowest of those steps (a merge of the arrangement's runs
-  lands on some step: merges are not fueled yet);
-* ``track_duckdb_recompute_ms`` -- DuckDB (native tables) inserting the row and recomputing
-  the view into a temporary table, the naive baseline (median of :data:`RECOMPUTES`);
-* ``track_matches_duckdb`` -- 1 when the maintained view equals DuckDB's answer after the
-  changes (a benchmark of a wrong answer is no benchmark).
+Through the catalog (``IvmCatalog``): the views of :data:`VIEWS` -- sum, join, min/max,
+distinct, top-k (``DISTINCT ON``), window, outer join -- each ``WITH (INCREMENTAL =
+'require')``, at every size of :data:`SIZES` (10 M with ``COLMZ_BENCH_10M=1``), for the
+changes of :data:`CHANGE_KINDS`: one row inserted, one row of the initial table deleted, one
+updated (its old row out, the new one in), 1 % of ``n`` rows inserted -- each committed alone
+by ``Catalog.append``. Per cell:
 
-``IvmBulk.track_bulk_step_ms`` times a 1 % change (``n / 100`` rows inserted into ``t`` at one
-time) through the operator, beside the same DuckDB recompute; ``IvmMinMax`` deletes the
-current minimum of a 10 k-row group (``MinMaxReduce`` re-reduces that group).
+* ``track_view_maintenance_ms`` -- in memory, the commit with the view minus the same commit
+  without it (medians over commits interleaved between the two catalogs);
+* ``track_commit_ms`` / ``track_commit_without_view_ms`` / ``track_commit_max_ms``;
+* ``track_recompute_path_ms`` -- the same difference with ``Catalog(views="recompute")``;
+* ``track_duckdb_recompute_ms`` -- DuckDB (native tables) applying the change and recomputing
+  the view into a temporary table;
+* ``track_durable_view_ms`` -- a durable catalog (a temporary directory): commit with the view
+  minus commit without;
+* ``track_state_bytes_ratio`` -- the view's arrangements' bytes over the Arrow size of the
+  columns they hold (:func:`arranged_ratio` says how each is counted);
+* ``track_matches_duckdb`` -- 1 when the maintained view equals DuckDB's answer to its query
+  after the changes of that kind (a benchmark of a wrong answer is no benchmark).
 
-Targets: view maintenance <= 1 ms at 10 M rows, growth 10 k -> 10 M <= 1.5x; a
-1 % bulk change <= 30 % of DuckDB recomputing; min/max deleting the extreme of a 10 k-row
-group <= 5 ms.
-Run one shape by hand: ``python asv_benchmarks/bench_ivm.py 1000000 sum``.
+``setup_cache`` measures the whole matrix once, side by side, so that every figure comes from
+one run on one machine state. Targets (the issue's): view maintenance <= 1 ms for the sum and
+join views at 10 M rows, growth 10 k -> 10 M <= 1.5x; a 1 % bulk change <= 30 % of DuckDB
+recomputing; min/max deleting the extreme of a 10 k-row group <= 5 ms; durable commit with a
+view <= without + 5 ms; arrangements <= 2x the Arrow size of their columns.
+
+By hand, a table of one size: ``python asv_benchmarks/bench_ivm.py N [view ...] [--changes
+insert,delete] [--no-durable] [--operators]``; with asv: ``asv run --python=same --bench
+bench_ivm``.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -250,14 +268,329 @@ class IvmMinMax:
     track_delete_extreme_of_10k_group_ms.unit = "ms"
 
 
+# ----------------------------------------------------------------------------- through the catalog
+
+#: The views of the catalog matrix, over ``t(k, v)`` and ``u(uk, w)`` (every one maintained
+#: with no Fallback: ``WITH (INCREMENTAL = 'require')``).
+VIEWS = {
+    "sum": "SELECT k, sum(v) AS s, count(*) AS c FROM t GROUP BY k",
+    "join": "SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.uk",
+    "minmax": "SELECT k, min(v) AS lo, max(v) AS hi FROM t GROUP BY k",
+    "distinct": "SELECT DISTINCT k FROM t",
+    "topk": "SELECT DISTINCT ON (k) k, v FROM t ORDER BY k, v DESC",
+    "window": "SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY v) AS r FROM t",
+    "outer": "SELECT u.uk, u.w, t.v FROM u LEFT JOIN t ON t.k = u.uk AND t.v < 500",
+}
+#: The changes of ``t`` each view is timed on, each committed alone (``Catalog.append``).
+CHANGE_KINDS = ("insert", "delete", "update", "bulk")
+#: Sizes of the matrix: 10 M rows (the target size) only with ``COLMZ_BENCH_10M=1`` (tens of
+#: seconds to build each catalog, gigabytes of memory).
+SIZES = [10_000, 100_000, 1_000_000] + ([10_000_000] if os.environ.get("COLMZ_BENCH_10M") == "1" else [])
+#: Commits timed per change kind: in memory, through ``views="recompute"``, durable, and of
+#: the 1 % bulk change.
+MEMORY_COMMITS = 40
+RECOMPUTE_COMMITS = 3
+DURABLE_COMMITS = 12
+BULK_COMMITS = 3
+
+
+def change_batches(n: int, kind: str, count: int, taken: set) -> list:
+    """``count`` changes of ``t`` (``n`` rows at the start, :func:`tables`) of one kind, as
+    Arrow tables with a ``diff`` column: ``insert`` a new row; ``delete`` a row of the
+    initial table (each once: ``taken`` holds the rows used); ``update`` such a row's ``v``
+    (its old row out, the new one in); ``bulk`` ``n / 100`` new rows."""
+    rng = np.random.default_rng([SEED, n, CHANGE_KINDS.index(kind)])
+    groups = max(n // 10, 1)
+    t, _ = tables(n)
+    out = []
+    for _ in range(count):
+        if kind in ("insert", "bulk"):
+            m = max(n // 100, 1) if kind == "bulk" else 1
+            out.append(pa.table({"k": rng.integers(0, groups, m), "v": rng.integers(0, 1000, m),
+                                 "diff": np.ones(m, np.int64)}))
+            continue
+        while True:
+            j = int(rng.integers(0, n))
+            if j not in taken:
+                taken.add(j)
+                break
+        k, v = t.column("k")[j].as_py(), t.column("v")[j].as_py()
+        if kind == "delete":
+            out.append(pa.table({"k": [k], "v": [v], "diff": [-1]}))
+        else:
+            out.append(pa.table({"k": [k, k], "v": [v, (v + 1) % 1000], "diff": [-1, 1]}))
+    return out
+
+
+def as_updates(batch: pa.Table, time_: int):
+    import colmz
+
+    m = batch.num_rows
+    return colmz.Updates({"k": batch.column("k"), "v": batch.column("v")}, time=np.full(m, time_, np.uint64),
+                         diff=batch.column("diff").to_numpy())
+
+
+def open_catalog(n: int, view: str | None, path=None, views: str = "incremental"):
+    """A catalog holding ``t`` and ``u`` of :func:`tables` (and the view ``mv`` over them)."""
+    import colmz
+
+    t, u = tables(n)
+    cat = colmz.Catalog(path, views=views) if path is not None else colmz.Catalog(views=views)
+    cat.execute("CREATE TABLE t (k BIGINT, v BIGINT); CREATE TABLE u (uk BIGINT, w BIGINT)")
+    cat.append("t", t)
+    cat.append("u", u)
+    if view is not None:
+        mode = " WITH (INCREMENTAL = 'require')" if views == "incremental" else ""
+        cat.execute(f"CREATE MATERIALIZED VIEW mv{mode} AS {VIEWS[view]}")
+    return cat
+
+
+def timed_commits(cats: list, batches: list) -> list[list[float]]:
+    """Commit each batch to every catalog of ``cats`` in turn (interleaved, so that load on
+    the machine falls on all alike); the seconds of each commit, per catalog."""
+    times: list[list[float]] = [[] for _ in cats]
+    for b in batches:
+        for c, out in zip(cats, times):
+            u = as_updates(b, c.now + 1)
+            a = time.perf_counter()
+            c.append("t", u)
+            out.append(time.perf_counter() - a)
+    return times
+
+
+def arranged_ratio(cat) -> tuple[int, int]:
+    """``(bytes of the view's arrangements, Arrow bytes of the columns they hold)``: a
+    ``KeyedArrangement``'s rows (``snapshot()``, data columns); ``Accumulators`` hold one row
+    per group, counted as the view's own rows (group key and one value per aggregate)."""
+    from colmz.dataflow.accumulable import Accumulators
+
+    mv = cat.object("mv").maintained
+    held = arrow = 0
+    for a in mv.arrangements():
+        held += a.nbytes
+        if isinstance(a, Accumulators):
+            rows = cat.read("mv")
+        else:
+            rows = a.snapshot()
+        arrow += sum(rows.column(c).nbytes for c in rows.column_names)
+    return held, arrow
+
+
+def matches(cat, view: str) -> int:
+    """1 when the maintained view holds exactly what DuckDB answers to its query now."""
+    import colmz.rows
+
+    held = colmz.rows.expand(cat.read("mv"))
+    got = sorted(zip(*[held.column(c).to_pylist() for c in held.column_names]), key=repr)
+    want = cat.sql(VIEWS[view])
+    want = sorted(zip(*[want.column(c).to_pylist() for c in want.column_names]), key=repr)
+    return int(got == want)
+
+
+def duckdb_recompute(n: int, view: str, batches: dict) -> dict:
+    """Per change kind, the median milliseconds of DuckDB (native tables) applying the change
+    and recomputing the view into a temporary table."""
+    import duckdb
+
+    t, u = tables(n)
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    con.register("t_in", t)
+    con.register("u_in", u)
+    con.execute("CREATE TABLE t AS SELECT * FROM t_in")
+    con.execute("CREATE TABLE u AS SELECT * FROM u_in")
+    out = {}
+    for kind, bs in batches.items():
+        times = []
+        for b in bs[:RECOMPUTES]:
+            con.register("b_in", b)
+            a = time.perf_counter()
+            con.execute("INSERT INTO t SELECT k, v FROM b_in WHERE diff > 0")
+            if kind in ("delete", "update"):
+                con.execute("DELETE FROM t WHERE rowid IN (SELECT min(t.rowid) FROM t, b_in "
+                            "WHERE b_in.diff < 0 AND t.k = b_in.k AND t.v = b_in.v GROUP BY b_in.k, b_in.v)")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE v AS {VIEWS[view]}")
+            times.append(time.perf_counter() - a)
+            con.unregister("b_in")
+        out[kind] = 1e3 * float(np.median(times))
+    con.close()
+    return out
+
+
+def measure_catalog(view: str, n: int, durable: bool = True, kinds=CHANGE_KINDS) -> dict:
+    """Every figure of one view at ``n`` rows, per change kind (what ``IvmCatalog`` tracks).
+
+    In memory: a catalog with the view and one without take the same commits interleaved;
+    view maintenance is the difference of their medians. Then ``Catalog(views="recompute")``
+    on the same commits, DuckDB recomputing, and (``durable``) a durable catalog with and
+    without the view in temporary directories.
+    """
+    import colmz
+
+    colmz.warmup()
+    taken: set = set()
+    counts = {k: (BULK_COMMITS if k == "bulk" else MEMORY_COMMITS) for k in kinds}
+    batches = {k: change_batches(n, k, counts[k], taken) for k in kinds}
+    figures: dict = {k: {} for k in kinds}
+    plain, with_view = open_catalog(n, None), open_catalog(n, view)
+    held, arrow = arranged_ratio(with_view)
+    for k in kinds:
+        without, with_ = timed_commits([plain, with_view], batches[k])
+        f = figures[k]
+        f["commit_without_ms"] = 1e3 * float(np.median(without))
+        f["commit_ms"] = 1e3 * float(np.median(with_))
+        f["commit_max_ms"] = 1e3 * float(np.max(with_))
+        f["view_ms"] = f["commit_ms"] - f["commit_without_ms"]
+        f["matches"] = matches(with_view, view)
+        f["state_bytes_ratio"] = held / arrow if arrow else float("nan")
+        f["state_bytes"] = held
+    del plain, with_view
+    recompute = open_catalog(n, view, views="recompute")
+    plain = open_catalog(n, None)
+    for k in kinds:
+        without, with_ = timed_commits([plain, recompute], batches[k][:RECOMPUTE_COMMITS])
+        figures[k]["recompute_path_ms"] = 1e3 * (float(np.median(with_)) - float(np.median(without)))
+    del recompute, plain
+    for k, ms in duckdb_recompute(n, view, batches).items():
+        figures[k]["duckdb_recompute_ms"] = ms
+    if durable:
+        import shutil
+        import tempfile
+
+        dirs = [tempfile.mkdtemp(prefix="colmz_bench_ivm_") for _ in range(2)]
+        try:
+            plain, with_view = open_catalog(n, None, dirs[0]), open_catalog(n, view, dirs[1])
+            for k in kinds:
+                c = BULK_COMMITS if k == "bulk" else DURABLE_COMMITS
+                without, with_ = timed_commits([plain, with_view], batches[k][:c])
+                figures[k]["durable_without_ms"] = 1e3 * float(np.median(without))
+                figures[k]["durable_view_ms"] = 1e3 * float(np.median(with_)) - figures[k]["durable_without_ms"]
+            del plain, with_view
+        finally:
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+    return figures
+
+
+class IvmCatalog:
+    """The matrix through ``colmz.Catalog``: every view, size and change kind in one run
+    (``setup_cache`` measures them all once; each ``track_*`` reads its cell)."""
+
+    params = [list(VIEWS), SIZES, list(CHANGE_KINDS)]
+    param_names = ["view", "n", "change"]
+    number = 1
+    repeat = 1
+    timeout = 6 * 3600
+
+    def setup_cache(self):
+        return {(v, n): measure_catalog(v, n) for n in SIZES for v in VIEWS}
+
+    def _get(self, figures, view, n, change, key):
+        return figures[(view, n)][change].get(key, float("nan"))
+
+    def track_view_maintenance_ms(self, figures, view, n, change):
+        """In memory: commit with the view minus commit without (medians)."""
+        return self._get(figures, view, n, change, "view_ms")
+
+    track_view_maintenance_ms.unit = "ms"
+
+    def track_commit_ms(self, figures, view, n, change):
+        return self._get(figures, view, n, change, "commit_ms")
+
+    track_commit_ms.unit = "ms"
+
+    def track_commit_without_view_ms(self, figures, view, n, change):
+        return self._get(figures, view, n, change, "commit_without_ms")
+
+    track_commit_without_view_ms.unit = "ms"
+
+    def track_commit_max_ms(self, figures, view, n, change):
+        """The slowest commit with the view (a merge of an arrangement's runs lands on one)."""
+        return self._get(figures, view, n, change, "commit_max_ms")
+
+    track_commit_max_ms.unit = "ms"
+
+    def track_recompute_path_ms(self, figures, view, n, change):
+        """``Catalog(views="recompute")``: commit with the view minus commit without."""
+        return self._get(figures, view, n, change, "recompute_path_ms")
+
+    track_recompute_path_ms.unit = "ms"
+
+    def track_duckdb_recompute_ms(self, figures, view, n, change):
+        return self._get(figures, view, n, change, "duckdb_recompute_ms")
+
+    track_duckdb_recompute_ms.unit = "ms"
+
+    def track_durable_view_ms(self, figures, view, n, change):
+        """Durable: commit with the view minus commit without (target <= 5 ms)."""
+        return self._get(figures, view, n, change, "durable_view_ms")
+
+    track_durable_view_ms.unit = "ms"
+
+    def track_state_bytes_ratio(self, figures, view, n, change):
+        """The view's arrangements' bytes over the Arrow size of what they hold (target <= 2)."""
+        return self._get(figures, view, n, change, "state_bytes_ratio")
+
+    track_state_bytes_ratio.unit = "x"
+
+    def track_matches_duckdb(self, figures, view, n, change):
+        return self._get(figures, view, n, change, "matches")
+
+
+COLUMNS = [("view", "view_ms"), ("commit", "commit_ms"), ("without", "commit_without_ms"),
+           ("max", "commit_max_ms"), ("recompute path", "recompute_path_ms"),
+           ("DuckDB", "duckdb_recompute_ms"), ("durable view", "durable_view_ms"),
+           ("state/Arrow", "state_bytes_ratio"), ("ok", "matches")]
+
+
+def table(rows: list[tuple[str, int, str, dict]]) -> str:
+    """The figures as a Markdown table, one row per (view, n, change)."""
+    head = "| view | n | change | " + " | ".join(h for h, _ in COLUMNS) + " |"
+    out = [head, "|" + "---|" * (3 + len(COLUMNS))]
+    for view, n, kind, f in rows:
+        cells = []
+        for _, key in COLUMNS:
+            x = f.get(key)
+            cells.append("-" if x is None else (f"{x:d}" if isinstance(x, int) else
+                                                f"{x:.2f}" if key == "state_bytes_ratio" else f"{x:.2f}"))
+        out.append(f"| {view} | {n:,} | {kind} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> None:
+    """The hand-run entry point: the catalog matrix of one size as a table (module docstring)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="bench_ivm.py", description="colmz view maintenance, by hand")
+    ap.add_argument("n", type=int, nargs="?", default=100_000)
+    ap.add_argument("views", nargs="*", default=[], help=f"any of {list(VIEWS)} (default: all)")
+    ap.add_argument("--changes", default=",".join(CHANGE_KINDS))
+    ap.add_argument("--no-durable", action="store_true")
+    ap.add_argument("--operators", action="store_true", help="also the operators alone (sum and join)")
+    a = ap.parse_args(argv)
+    kinds = tuple(k for k in a.changes.split(",") if k)
+    bad = [k for k in kinds if k not in CHANGE_KINDS]
+    if bad:
+        ap.error(f"--changes takes {list(CHANGE_KINDS)}, got {bad}")
+    unknown = [v for v in a.views if v not in VIEWS]
+    if unknown:
+        ap.error(f"views are {list(VIEWS)}, got {unknown}")
+    rows = []
+    print("\n".join(table([]).splitlines()[:2]), flush=True)
+    for v in a.views or list(VIEWS):
+        f = measure_catalog(v, a.n, durable=not a.no_durable, kinds=kinds)
+        rows.extend((v, a.n, k, f[k]) for k in kinds)
+        print("\n".join(table(rows[-len(kinds):]).splitlines()[2:]), flush=True)
+    if a.operators:
+        for v in ("sum", "join"):
+            if v in (a.views or list(VIEWS)):
+                f = measure(v, a.n)
+                print(f"operators alone, {v}: step {f['step_us']:.0f} us (max {f['step_max_us']:.0f}), sink "
+                      f"{f['sink_us']:.0f} us; 1 % bulk step {measure_bulk(v, a.n):.1f} ms")
+        print(f"min/max deleting the minimum of a 10,000-row group: {measure_extreme():.2f} ms")
+
+
 if __name__ == "__main__":
     import sys
 
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    views = sys.argv[2:] or ["sum", "join"]
-    for v in views:
-        f = measure(v, n)
-        print(f"{v:5s} n={n:>9,}: step {f['step_us']:.0f} us (max {f['step_max_us']:.0f}), sink {f['sink_us']:.0f} us, "
-              f"DuckDB recompute {f['duckdb_recompute_ms']:.2f} ms, matches {f['matches']}")
-        print(f"{v:5s} n={n:>9,}: 1 % bulk change ({max(n // 100, 1):,} rows) step {measure_bulk(v, n):.1f} ms")
-    print(f"min/max deleting the minimum of a 10,000-row group: {measure_extreme():.2f} ms")
+    main(sys.argv[1:])

@@ -45,6 +45,14 @@ to more than once. Truncating in place drops what a *later* save of the same lis
 commit at ``now`` (to join it) does this, and its own failure then rolls back to the later
 save.
 
+Covered calls. A caller that has saved a structure *and everything reachable from it* (the
+catalog's engine saves itself, its objects, their collections and views' operators) and rolls
+all of it back when a call fails runs nested calls inside :func:`covered`: their own
+:func:`undone_on_error` then neither saves nor rolls back (the caller's roll back restores
+the same fields to the same values), so a commit pays one save of its state instead of one
+per nested structure. Only the roll back on error is skipped; an exception still propagates
+to the caller, which must roll back before anything reads the structures again.
+
 Vocabulary. colmz keeps one meaning per word: *snapshot* is a collection's contents as of a
 time (``Arrangement.snapshot``), *restore* is upstream's restoring of the bucket chain's
 well-formedness (``BucketChain.restore``), *checkpoint* is Spark's. Undoing a failed call is
@@ -57,14 +65,22 @@ shared values, by contents for copied ones) to what it was at the :func:`save`.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Saved", "append_only_fields", "declared_fields", "roll_back", "save", "saved_value",
-           "undone_on_error"]
+__all__ = ["Saved", "append_only_fields", "covered", "declared_fields", "is_covered", "roll_back", "save",
+           "saved_value", "undone_on_error"]
+
+#: Whether the running call is inside :func:`covered` (a caller's save holds its state).
+_COVERED: contextvars.ContextVar[bool] = contextvars.ContextVar("colmz_rollback_covered", default=False)
+
+#: Per class: ``(declared fields, append-only fields)``, checked once (``save`` is called per
+#: structure per commit: the checks must not be repeated each time).
+_FIELDS: dict[type, tuple[tuple[str, ...], frozenset]] = {}
 
 
 def declared_fields(obj: Any) -> tuple[str, ...]:
@@ -217,6 +233,12 @@ class Saved:
         self.values = values
         self.copied = sum(getattr(v, "copied", 0) for v in values if isinstance(v, _SAVED_KINDS))
 
+    def without(self, *names: str) -> Saved:
+        """The same saved state less the fields ``names`` (neither kept nor rolled back); the
+        values are shared, so both stay valid (a :class:`Saved` is never changed)."""
+        keep = [i for i, f in enumerate(self.fields) if f not in names]
+        return Saved(self.owner, tuple(self.fields[i] for i in keep), tuple(self.values[i] for i in keep))
+
     def __repr__(self) -> str:
         return f"<Saved state of a {self.owner.__name__}: {len(self.values)} fields, {self.copied} elements copied>"
 
@@ -234,15 +256,21 @@ def save(obj: Any, exclude: tuple[str, ...] = ()) -> Saved:
     >>> roll_back(s, saved); len(s)
     0
     """
-    declared = declared_fields(obj)
-    unknown = set(exclude) - set(declared)
-    if unknown:
-        raise ValueError(f"exclude names fields {type(obj).__name__} does not declare: {sorted(unknown)}")
-    appended = append_only_fields(obj)
-    fields = tuple(f for f in declared if f not in exclude)
+    cls = type(obj)
+    known = _FIELDS.get(cls)
+    if known is None:
+        known = _FIELDS[cls] = (declared_fields(obj), frozenset(append_only_fields(obj)))
+    declared, appended = known
+    if exclude:
+        unknown = set(exclude) - set(declared)
+        if unknown:
+            raise ValueError(f"exclude names fields {cls.__name__} does not declare: {sorted(unknown)}")
+        fields = tuple(f for f in declared if f not in exclude)
+    else:
+        fields = declared
     values = tuple(_Appended(getattr(obj, f), f) if f in appended else saved_value(getattr(obj, f))
                    for f in fields)
-    return Saved(type(obj), fields, values)
+    return Saved(cls, fields, values)
 
 
 def roll_back(obj: Any, saved: Saved, *, copy: bool = False) -> None:
@@ -258,7 +286,7 @@ def roll_back(obj: Any, saved: Saved, *, copy: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def undone_on_error(obj: Any) -> Iterator[Saved]:
+def undone_on_error(obj: Any) -> Iterator[Saved | None]:
     """Run the ``with`` body; if it raises, roll ``obj`` back to how it was before, re-raise.
 
     >>> from colmz.stage import Stage
@@ -272,10 +300,45 @@ def undone_on_error(obj: Any) -> Iterator[Saved]:
     ...     pass
     >>> len(s)
     0
+
+    Inside :func:`covered`, the body runs unsaved (and ``None`` is yielded): the caller that
+    opened it rolls back.
     """
+    if _COVERED.get():
+        yield None
+        return
     saved = save(obj)
     try:
         yield saved
     except BaseException:
         roll_back(obj, saved)
         raise
+
+
+def is_covered() -> bool:
+    """Whether the running call is inside :func:`covered`."""
+    return _COVERED.get()
+
+
+@contextlib.contextmanager
+def covered() -> Iterator[None]:
+    """Run the ``with`` body with every nested :func:`undone_on_error` unsaved: the caller has
+    saved all the body can change and rolls it back if the body raises (module docstring).
+
+    >>> from colmz.stage import Stage
+    >>> import colmz
+    >>> s = Stage(); saved = save(s)
+    >>> try:
+    ...     with covered(), undone_on_error(s):
+    ...         s.push(colmz.Updates({"k": [1]}, time=[0], diff=[1]).encode())
+    ...         raise ValueError("fails after changing the stage")
+    ... except ValueError:
+    ...     roll_back(s, saved)     # the caller's own save covers the stage
+    >>> len(s)
+    0
+    """
+    token = _COVERED.set(True)
+    try:
+        yield
+    finally:
+        _COVERED.reset(token)

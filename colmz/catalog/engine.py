@@ -66,7 +66,7 @@ from colmz.dataflow.shared import SharedArrangements
 from colmz.errors import NegativeMultiplicity
 from colmz.frontier import MAX_TIME, check_time
 from colmz.ops import concat, consolidate
-from colmz.rollback import Saved, roll_back, save
+from colmz.rollback import Saved, covered, roll_back, save
 from colmz.rows import conform, rows_to_updates
 from colmz.sql import (
     DEFAULT_DATABASE,
@@ -266,6 +266,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         if writes and commit_at > MAX_TIME - 1:
             raise OverflowError(f"a commit at time {commit_at} needs an upper past 2**64-1")
         saved = save(self)
+        # The state before the first commit, while nothing changed it since ``saved`` (no
+        # reopen, no DDL): that commit reuses it instead of saving the engine again.
+        unchanged: Saved | None = saved if commit_at != self._now else None
         try:
             pending: dict[str, Updates] = self._reopen_now() if commit_at == self._now else {}
             result = None
@@ -280,7 +283,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                     result = None
                 elif isinstance(s, (Query, Show, ExplainView, Subscribe)):
                     if pending or self._wrote(stmts[:i], commit_at):
-                        self._commit(commit_at, pending)
+                        self._commit(commit_at, pending, unchanged)
                         pending = {}
                     if isinstance(s, Show):
                         result = self._show(s)
@@ -293,12 +296,13 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                         result = rename_like_postgres(self._query(s.sql, when, {}), s.sql)
                 else:
                     if pending or self._wrote(stmts[:i], commit_at):
-                        self._commit(commit_at, pending)
+                        self._commit(commit_at, pending, unchanged)
                         pending = {}
+                    unchanged = None
                     self._ddl(s)
                     result = None
             if writes and self._now < commit_at:
-                self._commit(commit_at, pending)
+                self._commit(commit_at, pending, unchanged)
             if persist is not None:
                 persist()
         except BaseException:
@@ -330,7 +334,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             pending = self._reopen_now() if time == self._now else {}
             prev = pending.get(name)
             pending[name] = consolidate(concat([prev, batch])) if prev is not None else batch
-            self._commit(time, pending)
+            # a batch appended alone is not known to be consolidated: views read it back
+            self._commit(time, pending, saved if time != self._now else None, consolidated=prev is not None)
             if persist is not None:
                 persist()
         except BaseException:
@@ -383,15 +388,26 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         prev = pending.get(key)
         pending[key] = consolidate(concat([prev, change])) if prev is not None else consolidate(change)
 
-    def _commit(self, t: int, pending: Mapping[str, Updates]) -> None:
-        """Write ``pending`` table changes at ``t``, then bring every derived object to ``t``."""
+    def _commit(self, t: int, pending: Mapping[str, Updates], unchanged: Saved | None = None,
+                consolidated: bool = True) -> None:
+        """Write ``pending`` table changes at ``t``, then bring every derived object to ``t``.
+        ``unchanged``: the call's save of the engine, when nothing changed the engine since
+        (reused as the state before this commit instead of saving it again);
+        ``consolidated``: every change of ``pending`` is consolidated (a view is fed it as it
+        is, not read back from the table)."""
         if t <= self._now:
             raise ValueError(f"time {t} is not after cat.now={self._now}")
         # Kept only to reopen now for a write at time=now, which a durable catalog refuses
         # (now is persisted sealed). Without _at_now itself: the saved state need not keep the
         # previous commit's saved state alive (each would hold the one before).
-        before = None if self._durable else save(self, exclude=("_at_now",))
+        if self._durable:
+            before = None
+        elif unchanged is not None:
+            before = unchanged.without("_at_now")
+        else:
+            before = save(self, exclude=("_at_now",))
         changed = set()
+        tables = pending if consolidated else None
         for name in self._order:
             obj = self._objects[name]
             if obj.kind != "table":
@@ -409,7 +425,11 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             obj = self._objects[name]
             if obj.kind == "materialized view":
                 if obj.maintained is not None:  # its operators, fed the deltas (colmz.catalog.views)
-                    if len(obj.maintained.step(t, self._deltas_at(obj.deps & changed, t))):
+                    # covered: the call's save of the engine holds every operator and sink,
+                    # and a failure rolls the engine back (so the view's own saves are skipped)
+                    with covered():
+                        wrote = obj.maintained.step(t, self._deltas_at(obj.deps & changed, t, tables))
+                    if len(wrote):
                         changed.add(name)
                         self._feed_shared(name, t)
                 elif self._recompute(obj, t, force=obj.uses_now or bool(obj.deps & changed)):

@@ -33,7 +33,7 @@ from colmz.catalog.objects import Key, key_of
 from colmz.continual import MemoryCollection
 from colmz.dataflow.maintained import MaintainedView, ViewExplanation
 from colmz.dataflow.shared import SharedArrangements, SharedSource
-from colmz.ops import consolidate
+from colmz.dataflow.step import consolidated_at
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, conform, rows_to_updates, storable
 from colmz.sql import (
@@ -53,13 +53,22 @@ __all__ = ["Views"]
 class Views:
     """Materialized views kept by their operators (module docstring)."""
 
-    def _deltas_at(self, names, t: int) -> dict:
-        """The changes each object of ``names`` wrote for the commit at ``t`` (written
-        already), at ``t``: those at times after ``now`` too -- a view with a temporal filter
-        writes its flips at their own times, which a commit jumping past them writes
-        together."""
-        return {n: consolidate(at_time(self._objects[n].collection.updates(self._now + 1, t + 1), t))
-                for n in names}
+    def _changes_at(self, name: Key, t: int) -> Updates:
+        """What ``name`` wrote for the commit at ``t`` (written already), at ``t``: those at
+        times after ``now`` too -- a view with a temporal filter writes its flips at their
+        own times, which a commit jumping past them writes together."""
+        return consolidated_at(at_time(self._objects[name].collection.updates(self._now + 1, t + 1), t), t)
+
+    def _deltas_at(self, names, t: int, tables=None) -> dict:
+        """The changes each object of ``names`` wrote for the commit at ``t``
+        (:meth:`_changes_at`). ``tables``: the tables' changes the commit wrote, consolidated
+        (taken as they are instead of read back from the collections)."""
+        tables = tables or {}
+        out = {}
+        for n in names:
+            change = tables.get(n)
+            out[n] = change if change is not None else self._changes_at(n, t)
+        return out
 
     @property
     def shared(self) -> SharedArrangements:
@@ -69,7 +78,7 @@ class Views:
     def _feed_shared(self, name: Key, t: int) -> None:
         """Insert ``name``'s changes at ``t`` (written already) into its shared arrangements."""
         if self._shared.arranges(name):
-            self._shared.feed(name, t, consolidate(self._objects[name].collection.updates(t, t + 1)))
+            self._shared.feed(name, t, self._changes_at(name, t))
 
     def _maintain(self, key: Key, query: str, translated: str, coll: MemoryCollection, deps,
                   t: int, require: bool = False) -> MaintainedView:

@@ -302,6 +302,14 @@ class MaintainedView:
     def sink(self) -> ViewSink:
         return self._sink
 
+    def arrangements(self) -> list:
+        """The state structures of the view's operators (``KeyedArrangement`` s,
+        ``Accumulators``), root first; empty for a view recomputed whole (its previous
+        output is its state, :meth:`explain` says its size)."""
+        if self._pipeline is None:
+            return []
+        return [a for op in self._pipeline.operators for a in _arrangements(op)]
+
     # ------------------------------------------------------------------ stepping
 
     def _output(self, time: int, deltas: Mapping[str, Updates], changed: bool) -> Updates:

@@ -24,7 +24,16 @@ from colmz.buckets import BucketChain
 from colmz.catalog import Catalog
 from colmz.continual import MemoryCollection, NegativeMultiplicity, RowCounts, SinkState
 from colmz.correction import Correction
-from colmz.rollback import Saved, declared_fields, roll_back, save, saved_value, undone_on_error
+from colmz.rollback import (
+    Saved,
+    covered,
+    declared_fields,
+    is_covered,
+    roll_back,
+    save,
+    saved_value,
+    undone_on_error,
+)
 from colmz.spine import Spine
 from colmz.stage import Stage
 
@@ -702,3 +711,40 @@ def test_a_collection_rolled_back_is_the_collection_that_never_ran_the_calls(bef
         _apply(c, op)
         _apply(ref, op)
     assert _observed(c) == _observed(ref)
+
+
+def test_covered_calls_save_nothing_and_leave_the_roll_back_to_the_caller(monkeypatch):
+    import colmz.rollback as rollback
+
+    s = Stage()
+    outer = save(s)
+    calls = []
+    real = rollback.save
+    monkeypatch.setattr(rollback, "save", lambda obj, exclude=(): calls.append(obj) or real(obj, exclude))
+    batch = colmz.Updates({"k": [1]}, time=[0], diff=[1]).encode()
+    with pytest.raises(ValueError, match="boom"), covered():
+        assert is_covered()
+        with undone_on_error(s) as inner:
+            assert inner is None
+            s.push(batch)
+            raise ValueError("boom")
+    assert not is_covered() and calls == [] and len(s) == 1  # not rolled back by the inner call
+    roll_back(s, outer)
+    assert len(s) == 0
+    with pytest.raises(ValueError, match="boom"), undone_on_error(s):  # outside: saves, rolls back
+        s.push(batch)
+        raise ValueError("boom")
+    assert calls == [s] and len(s) == 0
+
+
+def test_saved_without_drops_fields_and_shares_the_rest():
+    s = Stage()
+    whole = save(s)
+    less = whole.without("count")
+    assert less.fields == ("parts",) and less.values[0] is whole.values[0]
+    s.push(colmz.Updates({"k": [1]}, time=[0], diff=[1]).encode())
+    n = s.count
+    roll_back(s, less)
+    assert s.count == n and not s.parts  # count kept (not saved), parts rolled back
+    roll_back(s, whole)
+    assert s.count == 0
