@@ -341,7 +341,7 @@ def may_transform(text: str, toks) -> bool:
     >>> [may_transform(s, tokenize(s)) for s in ("SELECT t1.x FROM t1", "SELECT lpad(x, 2)")]
     [False, True]
     """
-    for t in toks:
+    for i, t in enumerate(toks):
         k = t.kind
         if k == "word":
             if t.text.lower() in _TREE_WORDS:
@@ -352,7 +352,8 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS:
                 return True
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text == "||"):
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text == "||"
+                            or (t.text == "::" and i + 1 < len(toks) and toks[i + 1].text.lower() in _CAST_TARGETS)):
             return True
     return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks)
 
@@ -621,6 +622,21 @@ def _bytea(c: Call) -> str:
         return f"{BYTEA_IN}({_written(c.text, x)})"
     raise UnsupportedSQL("a cast to bytea of anything but a string literal is not supported by colmz "
                          "(PostgreSQL reads text as hex digits after \\x; DuckDB reads \\xNN escapes)")
+
+
+#: Casts whose PostgreSQL meaning DuckDB's cast lacks: to text (a double's digits, an
+#: interval's words), to boolean (PostgreSQL's words) and to an integer (digits only).
+_CAST_TARGETS = frozenset({"text", "varchar", "string", "bool", "boolean", "int", "integer", "int4",
+                           "bigint", "int8", "smallint", "int2"})
+#: Where a text may hold one of them (a superset: the tree decides).
+_MAY_CAST = re.compile(r"::\s*(text|varchar|string|bool|int|bigint|smallint)|\bcast\s*\(", re.IGNORECASE)
+
+
+def _cast(c: Call) -> str | None:
+    from colmz.sql.translate import cast_rewrite  # translate imports this module
+
+    x, t = c.node.children
+    return cast_rewrite(c.text_of(x), _type_text(t, c.text).upper())
 
 
 def _type_rule(e: Expression, text: str) -> Rule | None:
@@ -969,6 +985,15 @@ def _with_alias(rule: Rule | None, name: str) -> Rule:
     return aliased
 
 
+def _cast_rule(e: Expression, text: str) -> Rule | None:
+    # A cast (not TRY_CAST) to a plain type of _CAST_TARGETS (not ``varchar(n)``, ``text[]``).
+    if e.cls == "CAST" and len(e.children) == 2 and not e.children[1].children \
+            and _type_text(e.children[1], text) in _CAST_TARGETS \
+            and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"):
+        return _cast
+    return None
+
+
 # ----------------------------------------------------------------------------- applying the table
 
 #: Type words of the casts :func:`_type_rule` rewrites.
@@ -979,7 +1004,7 @@ _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
 #: Words that may make a node of the table (see :func:`may_transform`).
 _TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
-                                   "float4", "real", "double", "varchar", "varying", "jsonb", "row"}
+                                   "float4", "real", "double", "varchar", "varying", "jsonb", "row", "cast"}
 
 
 def apply_transforms(text: str, toks) -> str:
@@ -994,6 +1019,7 @@ def apply_transforms(text: str, toks) -> str:
     likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
     numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
                   or t.upper in ("NUMERIC", "DECIMAL") for t in toks)
+    casts = _MAY_CAST.search(text) is not None
     offset = 0
     try:
         stmts = parse_tree(text)
@@ -1043,6 +1069,8 @@ def apply_transforms(text: str, toks) -> str:
             return _regexp_not, ""
         if _is_row(e) and id(e) in item_ids:
             return _row_value, ""
+        if casts and e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
+            return rule, ""
         if e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1:
             return None, ""
         if likes and e.name[0] in _LIKES and len(e.children) == 2:

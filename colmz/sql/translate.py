@@ -135,7 +135,7 @@ def translate(sql: str) -> str:
     # concatenations, casts to text/boolean and row comparisons are rewritten after the
     # token pass, on its (short) output, in that order.
     sql = _translate_tokens(apply_transforms(sql, toks))
-    return _rewrite_text_casts(_rewrite_concat(sql))
+    return _rewrite_concat(sql)
 
 
 def _translate_tokens(sql: str) -> str:
@@ -569,30 +569,16 @@ def _pg_boolean(x: str) -> str:
             f"ELSE CAST({x} AS \"boolean\") END)")
 
 
-def _rewrite_text_casts(sql: str) -> str:
-    # ``x::text`` and ``CAST(x AS text)`` give a double PostgreSQL's text (see
-    # _double_text), ``x::boolean`` reads text as PostgreSQL does (see _pg_boolean). The
-    # casts found in one reading are rewritten together; a cast whose operand holds another
-    # one (``x::text::text``) waits for the next reading of the rewritten text.
-    if not _MAY_CAST_TO_TEXT.search(sql):
-        return sql
-    return _rewrite_until_settled(sql, _text_casts, _cast_rewrite, "casts to text or boolean")
-
-
-#: Where a text may hold a cast to text or boolean (a superset: the tokens decide).
-_MAY_CAST_TO_TEXT = re.compile(r"::\s*(text|varchar|string|bool|int|bigint|smallint)"
-                               r"|\bcast\s*\(", re.IGNORECASE)
-
-
 _KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
                     "VARCHAR", "STRING", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL", "BOOL",
                     "BOOLEAN", "UUID", "BYTEA", "JSON", "JSONB"}
 
 
-def _cast_rewrite(operand: str, target: str) -> str | None:
-    # The rewritten cast, or None where DuckDB's own cast already gives PostgreSQL's
-    # answer (decided from the operand's tokens: a literal, or a final cast to a type
-    # whose text DuckDB prints as PostgreSQL does).
+def cast_rewrite(operand: str, target: str) -> str | None:
+    """The DuckDB text of ``operand`` cast to ``target`` (``TEXT``, ``BOOLEAN``, ``INT8``, ...)
+    with PostgreSQL's meaning, or None where DuckDB's own cast already gives PostgreSQL's
+    answer (decided from the operand's tokens: a literal, or a final cast to a type whose
+    text DuckDB prints as PostgreSQL does)."""
     toks = tokenize(operand)
     if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
         return None  # DuckDB reads 1.5 as DECIMAL (1e5 as DOUBLE: not plain), NULL as NULL
@@ -636,11 +622,6 @@ def _plain_number(toks) -> bool:
     if inner and inner[0].kind == "op" and inner[0].text in "+-":
         inner = inner[1:]
     return len(inner) == 1 and inner[0].kind == "number" and "e" not in inner[0].text.lower()
-
-
-def _text_casts(sql: str, toks):
-    # Every cast to text, boolean, an integer or a float, in order: (start, end, operand, target).
-    return _casts_to(sql, toks, _TEXT_TYPES + _BOOL_TYPES + tuple(_INT_TYPES))
 
 
 #: Integer types and PostgreSQL's names of them (its messages name the type).
@@ -694,96 +675,6 @@ def _check_float_literal(literal: str, target: str) -> None:
 def _pg_integer(x: str, target: str) -> str:
     # PostgreSQL's reading of ``x`` as an integer of ``target`` (see INT_MACROS).
     return f"{INT_MACROS[_INT_TYPES[target]]}({x})"
-
-
-def _casts_to(sql: str, toks, targets):
-    # Every cast ``x::t`` or ``CAST(x AS t)`` to a type in ``targets`` (not ``t(n)`` or
-    # ``t[]``), in order: (start, end, operand, target).
-    n = len(toks)
-    for k, t in enumerate(toks):
-        if t.kind == "op" and t.text == "::" and k + 1 < n and toks[k + 1].upper in targets:
-            if k + 2 < n and toks[k + 2].kind == "op" and toks[k + 2].text in ("(", "["):
-                continue  # varchar(n), text[]: not a plain text cast
-            s = _operand_start(toks, k)
-            if s is None:
-                raise UnsupportedSQL(
-                    f"this cast to {toks[k + 1].text} is not supported by colmz (its operand "
-                    "cannot be delimited): parenthesise the operand")
-            operand = sql[toks[s].start : toks[k].start].strip()
-            yield toks[s].start, toks[k + 1].end, operand, toks[k + 1].upper
-        elif t.upper == "CAST" and k + 1 < n and toks[k + 1].text == "(" and not (
-                k > 0 and toks[k - 1].text == "."):
-            close = _closing(toks, k + 1)
-            if not (close - 2 > k + 1 and toks[close - 2].upper == "AS"
-                    and toks[close - 1].upper in targets):
-                continue
-            depth = 0
-            for j in range(k + 2, close - 2):
-                tok = toks[j]
-                if tok.kind == "op" and tok.text in "([":
-                    depth += 1
-                elif tok.kind == "op" and tok.text in ")]":
-                    depth -= 1
-            if depth == 0:
-                operand = sql[toks[k + 1].end : toks[close - 2].start].strip()
-                yield t.start, toks[close].end, operand, toks[close - 1].upper
-
-
-def _operand_start(toks, k: int) -> int | None:
-    # The first token of the operand of the ``::`` at ``k`` (``::`` binds tightest).
-    j = k - 1
-    while j >= 0:
-        t = toks[j]
-        if t.kind == "op" and t.text in (")", "]"):
-            depth = 0
-            for o in range(j, -1, -1):
-                if toks[o].kind == "op" and toks[o].text in (")", "]"):
-                    depth += 1
-                elif toks[o].kind == "op" and toks[o].text in ("(", "["):
-                    depth -= 1
-                    if depth == 0:
-                        break
-            else:
-                return None
-            if toks[o].text == "[":
-                if o > 0 and toks[o - 1].upper == "ARRAY":
-                    j = o - 1
-                else:
-                    j = o - 1  # a subscript: its operand comes before
-                    continue
-            elif o > 1 and toks[o - 1].upper in ("OVER", "FILTER") and toks[o - 2].text == ")":
-                j = o - 2  # f(...) OVER (...), f(...) FILTER (...): the call comes before
-                continue
-            elif o > 2 and toks[o - 1].upper == "GROUP" and toks[o - 2].upper == "WITHIN":
-                j = o - 3  # f(...) WITHIN GROUP (...)
-                continue
-            elif o > 0 and (toks[o - 1].kind == "qident" or (
-                    toks[o - 1].kind == "word" and toks[o - 1].upper not in _NOT_CALLS)):
-                j = o - 1  # a call's name
-            elif o > 0 and toks[o - 1].upper in ("EXISTS", "ARRAY"):
-                j = o - 1  # EXISTS (...) and ARRAY (...) are one operand in PostgreSQL's grammar
-            else:
-                j = o
-        elif t.upper == "END":  # CASE ... END: the operand is the whole CASE
-            o = _case_opening(toks, j)
-            if o is None:
-                return None
-            j = o
-        elif t.kind in ("word", "qident", "number", "string"):
-            typed_literal = t.kind == "string" and j > 0 and toks[j - 1].upper in _TYPED_LITERALS
-            two_word_type = (t.upper in ("PRECISION", "VARYING") and j > 0
-                             and toks[j - 1].kind == "word")
-            if typed_literal or two_word_type:
-                j -= 1
-        else:
-            return None
-        while j >= 2 and toks[j - 1].text == "." and toks[j - 2].kind in ("word", "qident"):
-            j -= 2
-        if j >= 2 and toks[j - 1].text == "::":
-            j -= 2  # the operand so far is a cast's type: its own operand comes before
-            continue
-        return j
-    return None
 
 
 @short_text_cache(1024)
@@ -1360,11 +1251,11 @@ def _concat_operands(sql: str, toks):
 def _rewrite_concat(sql: str) -> str:
     # PostgreSQL's ``||`` and concat() print a non-text operand with its type's output
     # function (a double 2 as ``2``); DuckDB casts it to VARCHAR (``2.0``). Each such
-    # operand is written out as its cast to text would be (_cast_rewrite), or left as it is
+    # operand is written out as its cast to text would be (cast_rewrite), or left as it is
     # where DuckDB's own text of it is PostgreSQL's.
     if "||" not in sql and "concat" not in sql.lower():
         return sql
-    sql = _rewrite_until_settled(sql, _concat_operands, lambda x: _cast_rewrite(x, "TEXT"),
+    sql = _rewrite_until_settled(sql, _concat_operands, lambda x: cast_rewrite(x, "TEXT"),
                                  "concatenations")
     return _balance_concat_chains(sql) if "||" in sql else sql
 

@@ -303,7 +303,7 @@ class _Reader:
                 # Parentheses around a child are the parent's text -- unless DuckDB places
                 # the parent inside the child's span (``a NOT IN (...)`` is a NOT spanning
                 # its IN child): then they may be around the parent too, and stay out.
-                if own[0] >= 0 and not (c.start <= own[0] and own[1] <= c.end):
+                if own[0] < 0 or not (c.start <= own[0] and own[1] <= c.end):
                     c_start, c_end = self.around(c.start, c.end)
                 else:
                     c_start, c_end = c.start, c.end
