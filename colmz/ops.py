@@ -212,7 +212,9 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     report = _step_reporter(check_progress(progress))
     report(0)
     schema = updates.schema
-    if len(updates) >= _RANK_MIN_ROWS and any(s.kind == "bytes" for s in schema):
+    if len(updates) <= 1 and all(s.kind in _AS_GIVEN and not pa.types.is_dictionary(s.type) for s in schema):
+        out = _consolidate_one(updates, since, report)
+    elif len(updates) >= _RANK_MIN_ROWS and any(s.kind == "bytes" for s in schema):
         out = _consolidate_ranked(updates, order, since, report)
     elif cached_encoding(updates) is None and (raw := raw_words(held_columns(updates))) is not None:
         out = _consolidate_raw(updates, raw, order, since, report)
@@ -220,6 +222,26 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
         out = _consolidate_encoded(updates, order, since, report)
     report(len(CONSOLIDATE_STEPS))
     return out
+
+
+#: Column kinds a consolidation returns exactly as given (the encoding canonicalises a float's
+#: ``-0.0`` and NaN payloads, and decodes a dictionary column): a batch of at most one update
+#: of these kinds is consolidated without encoding it (a one-row commit pays no kernel call).
+_AS_GIVEN = frozenset({"int", "uint", "bool", "bytes", "null"})
+
+
+def _consolidate_one(updates: Updates, since, report) -> Updates:
+    # One update is sorted and its row unique: only a zero diff and the since change it.
+    report(1)
+    report(2)
+    if not len(updates):
+        return updates
+    if updates.diff[0] == 0:
+        return updates.slice(0, 0)
+    if since is not None and int(updates.time[0]) < since:
+        return Updates({c.name: updates.column(c.name) for c in updates.schema}, np.array([since], np.uint64),
+                       updates.diff, copy=False)
+    return updates
 
 
 #: The steps :func:`consolidate` reports to a progress callback, in order.

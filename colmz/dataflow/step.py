@@ -106,29 +106,8 @@ def check_delta(delta, schema: Schema, time: int, what: str = "delta") -> Update
     return delta
 
 
-#: Column kinds whose values a consolidation returns exactly as given (a float's ``-0.0`` and
-#: NaN payloads are canonicalised by the encoding, a dictionary column decoded): a one-row
-#: batch of these kinds is consolidated as it is.
-_AS_GIVEN = frozenset({"int", "uint", "bool", "bytes", "null"})
-
-
 def consolidated_at(updates: Updates, time: int) -> Updates:
-    """``updates`` moved to ``time`` and consolidated (what every ``step`` returns).
-
-    A one-row batch is consolidated already (dropped when its diff is zero): a one-row
-    change through a chain of operators pays no sort per operator. Float and dictionary
-    columns go through :func:`colmz.consolidate` even then, which canonicalises them.
-
-    >>> consolidated_at(Updates({"k": [4]}, time=[1], diff=[2]), 3).to_pylist()
-    [(4, 3, 2)]
-    >>> len(consolidated_at(Updates({"k": [4]}, time=[1], diff=[0]), 3))
-    0
-    """
-    n = len(updates)
-    if n <= 1 and all(c.kind in _AS_GIVEN and not pa.types.is_dictionary(c.type) for c in updates.schema):
-        if n and updates.diff[0] != 0:
-            return at_time(updates, time)
-        return Updates.empty(updates.schema)
+    """``updates`` moved to ``time`` and consolidated (what every ``step`` returns)."""
     return consolidate(at_time(updates, time))
 
 

@@ -7,6 +7,7 @@ NULL = NULL, NaN = NaN and -0.0 = 0.0) and the reference total order of
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -417,3 +418,25 @@ def test_consolidate_output_columns_have_the_schema_types(column):
     assert [out.column(s.name).type for s in out.schema] == [s.type for s in u.schema]
     assert sorted(map(repr, out.to_pylist())) == sorted(map(repr, {
         (v, 0, column.to_pylist().count(v)) for v in column.to_pylist()}))
+
+
+def test_one_update_is_consolidated_without_a_kernel_call(monkeypatch):
+    import colmz.ops
+
+    def refuse(*a, **k):
+        raise AssertionError("a kernel call for one update")
+
+    one = colmz.Updates({"k": [None], "s": ["a"], "b": [True]}, time=[3], diff=[2])
+    with monkeypatch.context() as m:
+        m.setattr(colmz.ops, "sort_consolidate", refuse)
+        assert colmz.consolidate(one).to_pylist() == [(None, "a", True, 3, 2)]
+        assert colmz.consolidate(one, since=5, order="data").to_pylist() == [(None, "a", True, 5, 2)]
+        assert colmz.consolidate(one, since=1).to_pylist() == [(None, "a", True, 3, 2)]
+        zero = colmz.Updates({"k": [1]}, time=[3], diff=[0])
+        assert len(colmz.consolidate(zero)) == 0 and colmz.consolidate(zero).column_names == ["k"]
+        steps = []
+        colmz.consolidate(one, progress=lambda d, t, label: steps.append(label))
+        assert steps == ["encoding", "sorting", "decoding", "done"]
+    # a float is canonicalised by the encoding (-0.0 is 0.0), so it still goes through it
+    f = colmz.consolidate(colmz.Updates({"x": [-0.0]}, time=[1], diff=[1])).column("x").to_pylist()[0]
+    assert math.copysign(1.0, f) == 1.0
