@@ -22,7 +22,8 @@ including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=no
   committed at ``T`` through its operators and writes its own change at ``T``
   (:mod:`colmz.catalog.views`); with ``views="recompute"``, or for a view outside the
   operators' subset, its query is recomputed when something it reads changed at ``T``
-  (always, when it calls ``mz_now()``) and the difference written. A continual task runs
+  (always, when it calls ``mz_now()`` other than in temporal filters, which its operators
+  keep) and the difference written. A continual task runs
   :meth:`colmz.ContinualTask.run`.
 * A call that raises -- a bad statement, a continual task's guard rail, or the ``persist``
   step a durable catalog passes (its commit) -- rolls every collection and task back as it

@@ -327,6 +327,9 @@ class _Planner:
         #: ``FROM`` subquery, a set operation's branch -- and each set-operation branch's
         #: parent, so that a branch that falls back is recomputed alone (:meth:`branch_text`).
         self.spans: dict[int, tuple[int, int]] = {}
+        #: The aggregated query's GROUP BY expressions (by their text, spaces collapsed)
+        #: and the column a Map before the reduce computes each into.
+        self.group_exprs: dict[str, str] = {}
         self.parents: dict[int, Query] = {}
 
     def span(self, e) -> str:
@@ -590,6 +593,18 @@ class _Planner:
         if aggregated and windowed:
             raise _Unsupported("window functions over a GROUP BY")
         sql_items: dict[int, Expression] = {}
+        saved_groups = self.group_exprs
+        if aggregated:
+            node = self.group_expressions(q, node, scope)
+        try:
+            return self.select_rest(q, node, scope, sources, aggregated, windowed, temporal, sql_items)
+        finally:
+            self.group_exprs = saved_groups
+
+    def select_rest(self, q: Query, node: Node, scope: _Scope, sources, aggregated: bool, windowed: bool,
+                    temporal, sql_items) -> Node:
+        """A ``SELECT``'s reduce or window, select list and modifiers over its ``FROM`` and
+        ``WHERE`` (``node``)."""
         if aggregated:
             # native reduce (expressions over its groups and aggregates a SQL segment over its
             # output: O(delta)), else every aggregate recomputed by DuckDB per affected group
@@ -681,7 +696,9 @@ class _Planner:
         select: list[tuple[str, str]] = []
         mapped: dict[int, Expression] = {}
         for e in q.items:
-            if e.cls == "COLUMN_REF":
+            if self.group_key(e) is not None:
+                select.append((self.group_key(e), e.alias or self.span(e)))
+            elif e.cls == "COLUMN_REF":
                 select.append((group_column(e), e.alias or e.name[-1]))
             elif _is_aggregate(e):
                 select.append((aggregate(e), e.alias or self.span(e)))
@@ -698,6 +715,8 @@ class _Planner:
         having = _conjuncts(q.having)
 
         def having_column(e: Expression) -> str:
+            if self.group_key(e) is not None:
+                return self.group_key(e)
             if e.cls == "FUNCTION":
                 return aggregate(e)
             if e.cls == "COLUMN_REF":
@@ -753,8 +772,9 @@ class _Planner:
                 order = m.orders
             elif m.type == "LIMIT_MODIFIER":
                 for what, e in (("LIMIT", m.limit), ("OFFSET", m.offset)):
-                    if e is None:
-                        continue
+                    if e is None or (e.cls == "CONSTANT" and e.literal is not None
+                                     and e.literal.kind == "NULL_LITERAL"):
+                        continue  # LIMIT ALL / LIMIT NULL: no limit (OFFSET NULL: none)
                     if e.cls != "CONSTANT" or e.literal is None or e.literal.kind != "INTEGER" or e.literal.value < 0:
                         raise _Unsupported(f"{what} {self.span(e)!r}: not a non-negative integer constant")
                     if what == "LIMIT":
@@ -765,6 +785,10 @@ class _Planner:
                 raise _Unsupported(m.type.replace("_MODIFIER", "").replace("_", " "))
         if distinct:
             node = Distinct(node.schema, node)
+        if limit is None and offset == 0 and not distinct_on:
+            # ORDER BY alone orders nothing a view keeps (Materialize drops it too), whatever
+            # it reads: the query's own binding already checked it
+            return node
         keys = [self.order_key(o, names, "ORDER BY") for o in order]
         if distinct_on:
             on = [self.order_key(Order(e), names, "DISTINCT ON")[0] for e in distinct_on]
@@ -1074,6 +1098,12 @@ class _Planner:
         refs: list[tuple[Expression, str]] = []
 
         def visit(sub: Expression) -> None:
+            if _array_any(sub):
+                # x op ANY (ARRAY[...]), which DuckDB reads as a subquery over unnest: a
+                # scalar over the row, the user's text as written
+                for part in (*sub.children, *sub.subquery.items[0].children):
+                    visit(part)
+                return
             if sub.cls == "SUBQUERY":
                 raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
             if sub.cls == "WINDOW":
@@ -1094,10 +1124,13 @@ class _Planner:
                 visit(c)
 
         visit(e)
-        out, at = [], e.start
+        out, at, last = [], e.start, None
         for c, col in sorted(refs, key=lambda r: r[0].start):
+            if last is not None and (c.start, c.end, col) == last:
+                continue  # one reference DuckDB copied (CASE x WHEN a ... is x = a per WHEN)
             if c.start < at or c.end > e.end:
                 raise _Unsupported(f"{self.span(e)!r}: a reference without its own position")
+            last = (c.start, c.end, col)
             out += [self.text[at:c.start], placeholder(names.index(col))]
             at = c.end
         out.append(self.text[at:e.end])
@@ -1140,26 +1173,69 @@ class _Planner:
             raise _Unsupported(f"{what} through SQL: {e}") from None
         return translated
 
+    def group_item(self, q: Query, g: Expression, scope: _Scope) -> Expression:
+        """GROUP BY item ``g`` as the expression it names (a select item by position or by
+        alias, as PostgreSQL reads them)."""
+        if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER":
+            i = g.literal.value
+            if not 1 <= i <= len(q.items):
+                raise PlanError(f"GROUP BY position {i} is not in the select list")
+            g = q.items[i - 1]
+        if g.cls == "COLUMN_REF" and len(g.name) == 1:
+            # PostgreSQL reads an input column first, then a select item's alias
+            try:
+                scope.column(g)
+            except PlanError:
+                named = [e for e in q.items if e.alias == g.name[0]]
+                if not named:
+                    raise
+                g = named[0]
+        return g
+
+    def group_key(self, e: Expression) -> str | None:
+        """The column a Map before the reduce computes GROUP BY expression ``e`` into."""
+        if e.cls == "COLUMN_REF" or e.start < 0:
+            return None
+        return self.group_exprs.get(" ".join(self.span(e).split()))
+
+    def group_expressions(self, q: Query, node: Node, scope: _Scope) -> Node:
+        """``node`` with a column per ``GROUP BY`` expression that is not a column, computed
+        by a SQL segment before the reduce (Materialize maps group keys before a Reduce);
+        :attr:`group_exprs` names them."""
+        self.group_exprs = {}
+        exprs = []
+        for g in q.group_by:
+            g = self.group_item(q, g, scope)
+            if g.cls == "COLUMN_REF" or g.start < 0:
+                continue
+            key = " ".join(self.span(g).split())
+            if key in self.group_exprs or any(key == " ".join(self.span(x).split()) for x in exprs):
+                continue
+            if any(sub.cls in ("SUBQUERY", "WINDOW") or _is_aggregate(sub) for sub in g.walk()):
+                raise _Unsupported(f"GROUP BY {self.span(g)!r}: an expression needing SQL")
+            exprs.append(g)
+        if not exprs:
+            return node
+        names = [c.name for c in node.schema]
+        items = [(placeholder(i), n) for i, n in enumerate(names)]
+        found = {}
+        for g in exprs:
+            col = self.fresh("group")
+            items.append((self.sql_text(g, names, scope.column), col))
+            found[" ".join(self.span(g).split())] = col
+        node = self.sql_segment(node, (), items, [self.span(g) for g in exprs])
+        self.group_exprs = found
+        return node
+
     def group_columns(self, q: Query, scope: _Scope) -> list[str]:
         group: list[str] = []
         for g in q.group_by:
-            if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER":
-                i = g.literal.value
-                if not 1 <= i <= len(q.items):
-                    raise PlanError(f"GROUP BY position {i} is not in the select list")
-                g = q.items[i - 1]
-            if g.cls == "COLUMN_REF" and len(g.name) == 1:
-                # PostgreSQL reads an input column first, then a select item's alias
-                try:
-                    scope.column(g)
-                except PlanError:
-                    named = [e for e in q.items if e.alias == g.name[0]]
-                    if not named:
-                        raise
-                    g = named[0]
-            if g.cls != "COLUMN_REF":
-                raise _Unsupported(f"GROUP BY {self.span(g)!r}: an expression needing SQL")
-            c = scope.column(g)
+            g = self.group_item(q, g, scope)
+            c = self.group_key(g)
+            if c is None:
+                if g.cls != "COLUMN_REF":
+                    raise _Unsupported(f"GROUP BY {self.span(g)!r}: an expression needing SQL")
+                c = scope.column(g)
             if c not in group:
                 group.append(c)
         return group
@@ -1172,6 +1248,9 @@ class _Planner:
         for e in q.items:
             if e.cls == "STAR":
                 raise _Unsupported(f"{self.span(e)!r} over a GROUP BY")
+            if self.group_key(e) is not None:
+                select.append((self.group_key(e), e.alias or self.span(e)))
+                continue
             if e.cls == "COLUMN_REF" and scope.column(e) in group:
                 select.append((scope.column(e), e.alias or e.name[-1]))
                 continue
@@ -1263,11 +1342,11 @@ class _Planner:
         for c in _conjuncts(where):
             negated = c.cls == "OPERATOR" and c.type == "OPERATOR_NOT" and len(c.children) == 1
             bare = c.children[0] if negated else c
-            if bare.cls == "SUBQUERY":
+            if bare.cls == "SUBQUERY" and not _array_any(bare):
                 semi.append((bare, negated))
                 continue
             subs = list(c.walk())
-            if any(x.cls == "SUBQUERY" for x in subs):
+            if any(x.cls == "SUBQUERY" and not _array_any(x) for x in subs):
                 raise _Unsupported(f"a subquery in an expression ({self.span(c)!r})")
             if any(x.cls == "FUNCTION" and x.name and x.name[-1].lower() == "mz_now" for x in subs):
                 temporal.append(c)
@@ -1550,6 +1629,19 @@ def _setop_parts(text: str, span: tuple[int, int]) -> list[tuple[int, int]] | No
 
 def _leaves(q: Query) -> int:
     return sum(_leaves(c) for c in q.children) if q.type == "SET_OPERATION_NODE" else 1
+
+
+def _array_any(e: Expression) -> bool:
+    """Whether ``e`` is ``x op ANY|SOME|ALL (ARRAY[...])`` -- DuckDB's parse: a subquery
+    without ``FROM`` selecting ``unnest`` of an array constructor, ``x`` its one child."""
+    q = e.subquery
+    if e.cls != "SUBQUERY" or q is None or q.type != "SELECT_NODE" or q.from_ is not None or len(e.children) != 1:
+        return False
+    if len(q.items) != 1 or q.where is not None or q.group_by or q.modifiers or q.ctes:
+        return False
+    item = q.items[0]
+    return (item.cls == "FUNCTION" and item.name == ("unnest",) and len(item.children) == 1
+            and item.children[0].type == "ARRAY_CONSTRUCTOR" and item.children[0].start >= 0)
 
 
 def _is_now(e: Expression) -> bool:

@@ -176,7 +176,7 @@ OTHER_FALLBACK = [
     ("SELECT k, count(*) FROM t WHERE mz_now() <= v GROUP BY k", "temporal filter"),
     ("SELECT random() AS x FROM t", "random is volatile"),
     ("SELECT k FROM t WHERE v > (SELECT max(k) FROM u)", "subquery"),
-    ("SELECT k % 2, count(*) FROM t GROUP BY k % 2", "GROUP BY 'k % 2': an expression needing SQL"),
+    ("SELECT k % 2, count(*) FROM t GROUP BY k % (SELECT 2)", "a subquery in an expression ('(SELECT 2)')"),
     ("SELECT k, s, sum(v) FROM t GROUP BY ROLLUP (k, s)", "ROLLUP"),
     ("SELECT k, count(*) FROM t GROUP BY GROUPING SETS ((k), ())", "GROUPING SETS"),
     ("SELECT k, count(*) FROM t GROUP BY CUBE (k)", "CUBE"),
@@ -280,8 +280,14 @@ def test_plan_shapes():
     # duplicate output names are made unique
     assert plan("SELECT t.k, u.k FROM t JOIN u ON t.k = u.k", SCHEMAS).names == ["k", "k_2"]
     # a fallback in a FROM subquery names the subquery
-    p = plan("SELECT * FROM (SELECT k % 2 AS j, count(*) AS n FROM t GROUP BY k % 2) AS q", SCHEMAS)
+    p = plan("SELECT * FROM (SELECT k, count(*) AS n FROM t GROUP BY ROLLUP (k)) AS q", SCHEMAS)
     assert isinstance(p.root, Fallback) and "subquery 'q'" in p.root.reason
+    # a GROUP BY expression: a SQL segment computes it before the reduce
+    assert plan("SELECT k % 2 AS j, count(*) AS n FROM t GROUP BY k % 2", SCHEMAS).explain().splitlines() == [
+        "MapFilter select=[group1 AS j, agg2 AS n]  -- incremental O(delta)",
+        "  Reduce group_by=[group1] aggregates=[agg2: count(*) accumulable]  -- incremental O(delta)",
+        "    MapFilter via SQL [k % 2] (one DuckDB call per commit)  -- incremental O(delta)",
+        "      Get t AS t (k AS t.k, v AS t.v, s AS t.s)  -- incremental O(delta)"]
 
 
 @pytest.mark.parametrize("text,match", [
