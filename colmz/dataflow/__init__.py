@@ -29,6 +29,10 @@ ordered by its collation) reruns a group-local SQL query in DuckDB over the grou
 touches, its input and output arranged by group; it runs SQL, so it stands above the SQL
 layer and is imported from its module.
 
+``colmz.dataflow.shared`` holds the arrangements a catalog shares between views: an
+operator arranging an input read as is (a join's input, a min/max or per-group recompute's)
+takes the one arrangement of that relation by that key, fed once per commit.
+
 ``colmz.dataflow.plan`` builds a view's relational plan from its SQL (``plan``), prints it
 (``Plan.explain``) and renders it into these operators (``render``) for the incremental
 subset its docstring lists; the rest is a ``Fallback`` naming its reason. Scalar expressions

@@ -21,7 +21,11 @@ written -- a query whose ties DuckDB breaks arbitrarily never retracts rows it d
 emit). A step inserts the delta, reads the affected groups' rows (consolidated, each row
 repeated by its multiplicity), runs the query once over all of them, and emits
 ``new − old`` of those groups. Work: the affected groups' rows (``rows_recomputed`` counts
-the rows given to DuckDB), one DuckDB call per step with a non-empty delta.
+the rows given to DuckDB), one DuckDB call per step with a non-empty delta. Given
+``arranged`` (a :class:`~colmz.dataflow.shared.SharedInput`: the catalog's shared arrangement
+of the input by the group key, fed the step's changes before the step), the input is that
+arrangement and a step inserts nothing into it (it reads only the groups' rows after the
+change).
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ class GroupRecompute:
 
     ROLLBACK_FIELDS = ("_input", "_output", "_clock")
 
-    def __init__(self, schema, group_by: Sequence[str], translated: str):
+    def __init__(self, schema, group_by: Sequence[str], translated: str, arranged=None):
         self.input_schema = as_schema(schema, "schema")
         self.group_by = check_columns(group_by, self.input_schema, "group_by")
         if not isinstance(translated, str):
@@ -108,7 +112,11 @@ class GroupRecompute:
             have = next(c.type for c in self.input_schema if c.name == g)
             if types[g] != have:
                 raise ValueError(f"the query answers group column {g!r} as {types[g]}, the input holds {have}")
-        self._input = KeyedArrangement(self.input_schema, self.group_by)
+        self._shared = arranged is not None
+        if self._shared and (tuple(arranged.key) != self.group_by or tuple(arranged.schema) != self.input_schema):
+            raise ValueError(f"arranged is keyed by {list(arranged.key)} over {[c.name for c in arranged.schema]}; "
+                             f"the query needs {list(self.group_by)} over {[c.name for c in self.input_schema]}")
+        self._input = arranged if self._shared else KeyedArrangement(self.input_schema, self.group_by)
         self._output = KeyedArrangement(self.schema, self.group_by)
         self._clock = Clock()
         self.rows_recomputed = 0
@@ -129,7 +137,8 @@ class GroupRecompute:
             return Updates.empty(self.schema)
         keys, layout = affected_groups(delta, self.group_by, not self.group_by)
         with undone_on_error(self):
-            self._input.insert_checked(time, delta)
+            if not self._shared:  # a shared arrangement holds the delta already
+                self._input.insert_checked(time, delta)
             names = [c.name for c in self.input_schema]
             rows = group_rows(self._input.lookup_words(keys, layout), names)
             table = expand(Updates({n: rows.column(n) for n in names}, rows.time, rows.diff, copy=False),

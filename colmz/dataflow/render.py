@@ -11,7 +11,8 @@ were (``colmz.rollback``).
 
 Shared arrangements. Rendered with ``shared=`` (a :class:`colmz.dataflow.shared.SharedSource`,
 the catalog engine's), an operator that arranges an input *as is* -- a delta join's or an
-outer join's input or a min/max reduce's input that is a ``Get`` -- takes the shared arrangement of that relation
+outer join's input, a min/max reduce's or a per-group SQL recompute's (basic aggregates,
+window functions) input that is a ``Get`` -- takes the shared arrangement of that relation
 by that key instead of building its own (the choice is :func:`shared_inputs` and
 ``_shared_arranged``); any other arranged input (one behind a Map/Filter, a join's result) is
 the operator's own. The engine feeds the shared arrangements before the pipeline steps.
@@ -180,7 +181,9 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: Sha
         return _Step(node, ConstantOp(node.schema, node.rows), [])
     ins = [_render(i, tables, fallback, shared) for i in node.inputs]
     if isinstance(node, GroupSql):
-        return _Step(node, GroupRecompute(ins[0].schema, node.key, node.sql), ins)
+        arranged = shared.input(node.input.table, node.input.columns, node.key) \
+            if shared is not None and isinstance(node.input, Get) else None
+        return _Step(node, GroupRecompute(ins[0].schema, node.key, node.sql, arranged), ins)
     if isinstance(node, TemporalFilter):
         op = TemporalFilterOp(ins[0].schema, [Bound(c, op, off) for c, off, op in node.bounds], node.select)
         return _Step(node, op, ins)
@@ -284,6 +287,8 @@ def _state_of(op) -> list:
         out.append(op.arrangement)
     if isinstance(op, CollatedReduce):
         out.extend(_state_of(op.hierarchical))
+    if isinstance(op, GroupRecompute):
+        out.extend(op.arrangements)
     return out
 
 

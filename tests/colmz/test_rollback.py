@@ -117,7 +117,8 @@ NOT_ROLLED_BACK.update({
     # its bounds and projection (configuration), the rows it has read (a work counter)
     "TemporalFilter": {"input_schema", "bounds", "select", "schema", "rows_seen"},
     # its SQL and key (configuration), rows recomputed and DuckDB queries made (work counters)
-    "GroupRecompute": {"input_schema", "group_by", "translated", "schema", "rows_recomputed", "queries"},
+    "GroupRecompute": {"input_schema", "group_by", "translated", "schema", "rows_recomputed", "queries",
+                       "_shared"},
 })
 
 

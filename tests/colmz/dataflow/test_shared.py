@@ -49,6 +49,8 @@ QUERIES = [
     "SELECT t.k AS tk, t.v, u.k AS uk, u.w FROM t FULL JOIN u ON t.k = u.k",
     "SELECT a.k, a.v, b.v AS v2 FROM t a LEFT JOIN t b ON a.k = b.v",
     "SELECT t.v, u.k, u.w FROM t RIGHT JOIN u ON u.k = t.k",
+    "SELECT k, string_agg(v::text, ',' ORDER BY v) AS vs FROM t GROUP BY k",
+    "SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY v) AS rn FROM t",
 ]
 
 
@@ -185,6 +187,7 @@ SHARING = [
     ("mm", "SELECT s, min(v) AS lo, max(k) AS hi, count(*) AS n FROM t GROUP BY s"),
     ("fo", "SELECT t.k AS tk, t.v, t.s, u.k AS uk, u.w FROM t FULL JOIN u ON t.k = u.k"),
     ("lo", "SELECT a.k, a.v, b.s FROM t a LEFT JOIN t b ON a.k = b.k"),
+    ("sa", "SELECT k, string_agg(s, ',' ORDER BY s) AS ss, count(DISTINCT v) AS n FROM t GROUP BY k"),
 ]
 
 
