@@ -73,6 +73,7 @@ __all__ = [
     "CHECKED_MATH",
     "DATE_AS_TIMESTAMPTZ",
     "FLOAT_CAST_MACROS",
+    "FLOAT_CHECK",
     "JSONB_CONCAT",
     "NUMERIC_CAST",
     "REGEXP_MATCH",
@@ -352,7 +353,7 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS:
                 return True
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text == "||"):
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text in _MAY_FLOAT_OPS):
             return True
     return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks)
 
@@ -881,6 +882,9 @@ def _date_trunc(c: Call) -> str | None:
 #: binds the query).
 DATE_AS_TIMESTAMPTZ = RESERVED_PREFIX + "date_tz"
 
+#: The macro checking an arithmetic result for a float overflow (see :func:`_float_checked`).
+FLOAT_CHECK = RESERVED_PREFIX + "float_check"
+
 #: Macros and Python functions the rules above call (defined on every colmz connection by
 #: :func:`colmz.sql.connect`, with :data:`colmz.sql.translate.MACROS`).
 TRANSFORM_MACROS = (
@@ -890,6 +894,9 @@ TRANSFORM_MACROS = (
       f"error('\"' || CAST(x AS VARCHAR) || '\" is out of range for type {name}') ELSE x END"
       for name, macro in FLOAT_CAST_MACROS.items()),
     f"CREATE OR REPLACE MACRO {REGEXP_MATCH}(s, p, o) AS regexp_matches(s, p, o)",
+    f"CREATE OR REPLACE MACRO {FLOAT_CHECK}(r, finite) AS CASE WHEN typeof(r) IN ('DOUBLE', 'FLOAT') "
+    "AND NOT isfinite(TRY_CAST(r AS DOUBLE)) AND finite THEN error('value out of range: overflow') "
+    "ELSE r END",
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 TRANSFORM_TYPED_MACROS = (
@@ -899,6 +906,79 @@ TRANSFORM_TYPED_MACROS = (
      "a timestamptz; DuckDB 1.4 or later can)') ELSE x END"),
 )
 TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),)
+
+
+# ----------------------------------------------------------------------------- float overflow
+
+#: PostgreSQL's float arithmetic raises "value out of range: overflow" where finite operands
+#: give an infinity (``src/backend/utils/adt/float.c``'s float8_mul, float8_pl, ...); DuckDB
+#: answers Infinity (or NaN further on). Each maximal arithmetic subtree (``+ - * /`` nodes)
+#: is checked once: its result not finite while every leaf under it is finite means one of
+#: its operations overflowed. Only a DOUBLE or FLOAT result is checked (``typeof``, folded
+#: when DuckDB binds the query: integers, decimals, dates and intervals cost nothing):
+#: :data:`FLOAT_CHECK`.
+_ARITH_OPS = frozenset({"+", "-", "*", "/", "//"})
+
+
+def _is_arith(e: Expression) -> bool:
+    return (e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _ARITH_OPS
+            and 1 <= len(e.children) <= 2 and e.filter is None and not e.order_by and not e.distinct)
+
+
+def _arith_leaves(e: Expression) -> list[Expression]:
+    # The operands under the arithmetic subtree ``e`` that are not themselves arithmetic;
+    # number literals (always finite) left out.
+    out, stack = [], [e]
+    while stack:
+        n = stack.pop()
+        if _is_arith(n):
+            stack.extend(reversed(n.children))
+        elif not (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC")
+                  and "e" not in n.literal.text.lower()):
+            out.append(n)
+    return out
+
+
+def _float_checked(rule: Rule | None, leaves: list[Expression]) -> Rule:
+    def checked(c: Call) -> str:
+        out = rule(c) if rule is not None else None
+        body = c.text_of(c.node) if out is None else out
+        finite = " AND ".join(f"isfinite(TRY_CAST({c.text_of(n)} AS DOUBLE))" for n in leaves)
+        return f"{FLOAT_CHECK}({body}, {finite})"
+
+    return checked
+
+
+def _grouped_nodes(q: Query, out: set) -> None:
+    # ids of the expression nodes of every grouped query (GROUP BY): DuckDB matches a select
+    # item against the grouped expressions as written, which a check repeating the leaves
+    # would break; their arithmetic is left unchecked.
+    for _, cte in q.ctes:
+        _grouped_nodes(cte, out)
+    for c in q.children:
+        _grouped_nodes(c, out)
+    subs: list[Query] = []
+    roots = [*q.items, *q.group_by, *(e for e in (q.where, q.having, q.qualify) if e is not None),
+             *(e for m in q.modifiers for e in m.expressions)]
+    for r in roots:
+        for n in r.walk():
+            if q.group_by:
+                out.add(id(n))
+            if n.subquery is not None:
+                subs.append(n.subquery)
+    if q.from_ is not None:
+        stack = [q.from_]
+        while stack:
+            t = stack.pop()
+            stack.extend(t.children)
+            if t.subquery is not None:
+                subs.append(t.subquery)
+            for e in t.expressions:
+                for n in e.walk():
+                    if n.subquery is not None:
+                        subs.append(n.subquery)
+    for sq in subs:
+        _grouped_nodes(sq, out)
 
 
 # ----------------------------------------------------------------------------- names
@@ -974,6 +1054,8 @@ def _with_alias(rule: Rule | None, name: str) -> Rule:
 #: Type words of the casts :func:`_type_rule` rewrites.
 _TYPE_WORDS = frozenset({"FLOAT", "BYTEA", "FLOAT8", "FLOAT4", "REAL", "DOUBLE", "VARCHAR", "VARYING",
                          "JSONB"})
+#: Operators that may make a node of the table: ``||`` (jsonb), arithmetic (float overflow).
+_MAY_FLOAT_OPS = frozenset({"||", "+", "-", "*", "/"})
 #: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
@@ -1011,6 +1093,11 @@ def apply_transforms(text: str, toks) -> str:
         for q in stmts:
             _derived_items(q, derived, wrapped)
     item_ids = {id(e) for q in stmts for e in _select_items(q)}
+    arithmetic = any(t.kind == "op" and t.text in ("+", "-", "*", "/") for t in toks)
+    grouped: set[int] = set()
+    if arithmetic:
+        for q in stmts:
+            _grouped_nodes(q, grouped)
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
 
@@ -1054,8 +1141,13 @@ def apply_transforms(text: str, toks) -> str:
             return CALLS[toks[i].name], toks[i].name
         return None, ""
 
-    def visit(e: Expression, table: bool, inside: str) -> None:
+    def visit(e: Expression, table: bool, inside: str, arith: bool = False) -> None:
         rule, name = rule_of(e)
+        if arithmetic and not arith and _is_arith(e) and id(e) not in grouped and not (
+                rule is not None and numeric and _constant(e, wrapped) is not None):
+            leaves = _arith_leaves(e)
+            if leaves:
+                rule = _float_checked(rule, leaves)
         if id(e) in derived:
             rule = _with_alias(rule, derived[id(e)])
         if rule is not None:
@@ -1071,7 +1163,7 @@ def apply_transforms(text: str, toks) -> str:
         kids = e.children[0].children if rule in (_row_in, _regexp_not) and e.type == "OPERATOR_NOT" \
             else e.children
         for c in kids:
-            visit(c, False, inside)
+            visit(c, False, inside, _is_arith(e))
 
     for root, table in roots:
         visit(root, table, "")

@@ -163,10 +163,12 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
     elif kind == "float":
         f = sub("float")
         options += [
-            # KNOWN: PostgreSQL's float8 * raises "value out of range: overflow" when finite
-            # operands give infinity (1e300::float8 * 1e300::float8); colmz answers Infinity.
-            # Floats are not multiplied here (nums.f holds 1e300).
-            _binary(f, ["+", "-"]), _divide(f, f, ("/",)),
+            # PostgreSQL's float8 * raises "value out of range: overflow" when finite
+            # operands give infinity (nums.f holds 1e300): colmz checks each arithmetic
+            # subtree (colmz.sql.transforms.FLOAT_CHECK). KNOWN: not in a grouped query
+            # (left unchecked there), nor the underflow of * (1e-300 * 1e-300 raises in
+            # PostgreSQL, is 0 in colmz): no literal here is that small.
+            _binary(f, ["+", "-", "*"]), _divide(f, f, ("/",)),
             _binary(f, ["+"], sub("int")),
             sub("int").map(lambda e: f"{_p(e)}::float8"),
             sub("numeric").map(lambda e: f"{_p(e)}::float8"),

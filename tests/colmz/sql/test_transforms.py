@@ -188,3 +188,20 @@ def test_regexp_replace_dot_matches_a_newline_and_recursive_ctes_are_named():
     assert got.to_pylist() == [{"a": "X", "b": "xxx"}]
     assert cat.sql("WITH RECURSIVE r AS (SELECT 1 UNION ALL SELECT 1 WHERE false) SELECT * FROM r").column_names \
         == ["?column?"]
+
+
+def test_float_arithmetic_past_the_range_raises_as_postgresql():
+    from colmz.sql import SQLError
+
+    cat = _cat()
+    cat.execute("CREATE TABLE n (f DOUBLE PRECISION, i INT)")
+    cat.execute("INSERT INTO n VALUES (1e300, 2), ('Infinity', 3), (0.5, 4)")
+    for sql in ["SELECT 1e300::float8 * 1e300::float8", "SELECT 1.7e308::float8 + 1.7e308::float8",
+                "SELECT f * f FROM n", "SELECT (f * f) * 0 FROM n WHERE i = 2", "SELECT f / 1e-300 FROM n"]:
+        with pytest.raises(SQLError, match="value out of range: overflow"):
+            cat.sql(sql)
+    # an infinity operand is no overflow; integers, intervals and dates are not checked
+    got = cat.sql("SELECT f * 2 AS a, i * 2 + 1 AS b, INTERVAL '1 day' * 2 AS c, DATE '2024-01-01' + i AS d "
+                  "FROM n WHERE i > 2 ORDER BY i").to_pylist()
+    assert [(r["a"], r["b"]) for r in got] == [(float("inf"), 7), (1.0, 9)]
+    assert cat.sql("SELECT i + 1 AS k, count(*) AS c FROM n GROUP BY i + 1 ORDER BY 1").num_rows == 3
