@@ -23,6 +23,10 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   explicit cast to ``varchar(n)`` truncates to n characters; a string literal cast to
   ``jsonb`` is PostgreSQL's jsonb text (:func:`jsonb_text`); ``date_trunc`` of a date is a
   ``timestamptz``.
+* Float overflow: a maximal ``+ - * /`` subtree over a visibly float operand (a float cast,
+  a float function, an exponent literal) outside a grouped query raises "value out of
+  range: overflow" where PostgreSQL does (:data:`FLOAT_CHECK`); float columns alone are not
+  checked (their type is unknown here).
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
   whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
 * Values and names: a row value (``ROW(...)``) as a result column is refused (PostgreSQL's
@@ -342,10 +346,12 @@ def may_transform(text: str, toks) -> bool:
     >>> [may_transform(s, tokenize(s)) for s in ("SELECT t1.x FROM t1", "SELECT lpad(x, 2)")]
     [False, True]
     """
-    for t in toks:
+    n = len(toks)
+    for i, t in enumerate(toks):
         k = t.kind
         if k == "word":
-            if t.text.lower() in _TREE_WORDS:
+            w = t.text.lower()
+            if w in _TREE_WORDS or (w in ("varchar", "varying") and i + 1 < n and toks[i + 1].text == "("):
                 return True
         elif k == "number":
             if "." in t.text or "e" in t.text or "E" in t.text:
@@ -353,8 +359,10 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS:
                 return True
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text in _MAY_FLOAT_OPS):
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS):
             return True
+        elif k == "string" and t.text[1:2] in ("{", "[") and any(x.text == "||" for x in toks):
+            return True  # a JSON literal beside || (jsonb concatenation)
     return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks)
 
 
@@ -939,6 +947,19 @@ def _arith_leaves(e: Expression) -> list[Expression]:
     return out
 
 
+def _shows_float(n: Expression, text: str) -> bool:
+    # Whether node ``n`` is visibly a float: a cast to a float type, a call of a function of
+    # a double result, an exponent literal (a double to DuckDB). A column's type is not
+    # known to the translation: arithmetic of float columns alone is not checked.
+    if n.cls == "CAST" and len(n.children) == 2:
+        t = " ".join(_type_text(n.children[1], text).split())
+        return t in _FLOAT_TARGETS or _FLOAT_P.fullmatch(t) is not None
+    if n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1:
+        return n.name[0].lower() in _FLOAT_HINTS
+    return n.cls == "CONSTANT" and n.literal is not None and n.literal.kind != "STRING" \
+        and "e" in n.literal.text.lower()
+
+
 def _float_checked(rule: Rule | None, leaves: list[Expression]) -> Rule:
     def checked(c: Call) -> str:
         out = rule(c) if rule is not None else None
@@ -984,15 +1005,54 @@ def _grouped_nodes(q: Query, out: set) -> None:
 # ----------------------------------------------------------------------------- names
 
 def _may_name_derived(toks) -> bool:
-    # A ``*`` and a query inside the text (``(SELECT``, ``WITH``): a derived table's columns
-    # may reach the result by their names.
-    star = nested = False
+    # A ``*`` and a query inside the text (``(SELECT``) whose select list holds an item
+    # other than a column, a star or an aliased item: a derived table's column DuckDB names
+    # otherwise than PostgreSQL may reach the result by its name.
+    if not any(t.kind == "op" and t.text == "*" for t in toks):
+        return False
+    n = len(toks)
     for i, t in enumerate(toks):
-        if t.kind == "op" and t.text == "*":
-            star = True
-        elif t.upper in ("SELECT", "WITH") and i > 0 and (t.upper == "WITH" or toks[i - 1].text == "("):
-            nested = True
-    return star and nested
+        if t.upper == "SELECT" and i > 0 and (toks[i - 1].text == "(" or toks[i - 1].upper in (
+                "UNION", "ALL", "EXCEPT", "INTERSECT")) and not _plain_list(toks, i + 1, n):
+            return True
+    return False
+
+
+_LIST_ENDS = frozenset({"FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION", "EXCEPT",
+                        "INTERSECT", "WINDOW", "OFFSET", "QUALIFY"})
+
+
+def _plain_list(toks, j: int, n: int) -> bool:
+    # Whether the select list from toks[j] holds only columns (``a``, ``t.a``), stars and
+    # items ending in an alias (``... AS x``).
+    if j < n and toks[j].upper in ("DISTINCT", "ALL"):
+        return False
+    item: list = []
+    depth = 0
+    for k in range(j, n + 1):
+        t = toks[k] if k < n else None
+        end = t is None or (depth == 0 and (t.upper in _LIST_ENDS or t.text in (",", ")")))
+        if not end:
+            if t.kind == "op" and t.text in "([":
+                depth += 1
+            elif t.kind == "op" and t.text in ")]":
+                depth -= 1
+            item.append(t)
+            continue
+        if not (_dotted(item) or (len(item) >= 2 and item[-2].upper == "AS")
+                or (len(item) >= 2 and item[-1].kind in ("word", "qident") and _dotted(item[:-1]))):
+            return False
+        if t is None or t.text != ",":
+            return True
+        item = []
+    return True
+
+
+def _dotted(item) -> bool:
+    # ``a``, ``t.a``, ``*``, ``t.*``
+    return bool(item) and len(item) % 2 == 1 and all(
+        (x.kind in ("word", "qident") or (x.text == "*" and k == len(item) - 1)) if k % 2 == 0 else x.text == "."
+        for k, x in enumerate(item)) and item[0].upper not in ("CASE", "NULL", "TRUE", "FALSE")
 
 
 def _derived_items(q: Query, out: dict, text: str) -> None:
@@ -1054,14 +1114,21 @@ def _with_alias(rule: Rule | None, name: str) -> Rule:
 #: Type words of the casts :func:`_type_rule` rewrites.
 _TYPE_WORDS = frozenset({"FLOAT", "BYTEA", "FLOAT8", "FLOAT4", "REAL", "DOUBLE", "VARCHAR", "VARYING",
                          "JSONB"})
-#: Operators that may make a node of the table: ``||`` (jsonb), arithmetic (float overflow).
-_MAY_FLOAT_OPS = frozenset({"||", "+", "-", "*", "/"})
 #: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
 #: Words that may make a node of the table (see :func:`may_transform`).
 _TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
-                                   "float4", "real", "double", "varchar", "varying", "jsonb", "row"}
+                                   "float4", "real", "double", "jsonb", "row"}
+#: Words showing a float may be computed (a float type, a function of a double result): the
+#: text of arithmetic over one, or over an exponent literal, is read for the overflow check
+#: (:func:`_shows_float`). A column's type is unknown here, so arithmetic of float columns
+#: alone is not checked (and its text not read for it: reading the tree costs DuckDB's
+#: json_serialize_sql, ten times the rest of translate).
+_FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt", "cbrt", "exp", "ln", "log",
+                          "log10", "power", "pow", "random", "pi", "degrees", "radians", "sin", "cos",
+                          "tan", "cot", "asin", "acos", "atan", "atan2", "stddev", "stddev_samp",
+                          "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
 
 
 def apply_transforms(text: str, toks) -> str:
@@ -1093,7 +1160,9 @@ def apply_transforms(text: str, toks) -> str:
         for q in stmts:
             _derived_items(q, derived, wrapped)
     item_ids = {id(e) for q in stmts for e in _select_items(q)}
-    arithmetic = any(t.kind == "op" and t.text in ("+", "-", "*", "/") for t in toks)
+    arithmetic = any(t.kind == "op" and t.text in ("+", "-", "*", "/") for t in toks) and any(
+        (t.kind == "word" and t.text.lower() in _FLOAT_HINTS)
+        or (t.kind == "number" and "e" in t.text.lower()) for t in toks)
     grouped: set[int] = set()
     if arithmetic:
         for q in stmts:
@@ -1146,7 +1215,7 @@ def apply_transforms(text: str, toks) -> str:
         if arithmetic and not arith and _is_arith(e) and id(e) not in grouped and not (
                 rule is not None and numeric and _constant(e, wrapped) is not None):
             leaves = _arith_leaves(e)
-            if leaves:
+            if leaves and any(_shows_float(n, wrapped) for leaf in leaves for n in leaf.walk()):
                 rule = _float_checked(rule, leaves)
         if id(e) in derived:
             rule = _with_alias(rule, derived[id(e)])
