@@ -902,9 +902,10 @@ TRANSFORM_MACROS = (
       f"error('\"' || CAST(x AS VARCHAR) || '\" is out of range for type {name}') ELSE x END"
       for name, macro in FLOAT_CAST_MACROS.items()),
     f"CREATE OR REPLACE MACRO {REGEXP_MATCH}(s, p, o) AS regexp_matches(s, p, o)",
-    f"CREATE OR REPLACE MACRO {FLOAT_CHECK}(r, finite) AS CASE WHEN typeof(r) IN ('DOUBLE', 'FLOAT') "
+    f"CREATE OR REPLACE MACRO {FLOAT_CHECK}(r, finite, nonzero) AS CASE WHEN typeof(r) IN ('DOUBLE', 'FLOAT') "
     "AND NOT isfinite(TRY_CAST(r AS DOUBLE)) AND finite THEN error('value out of range: overflow') "
-    "ELSE r END",
+    "WHEN typeof(r) IN ('DOUBLE', 'FLOAT') AND TRY_CAST(r AS DOUBLE) = 0 AND finite AND nonzero "
+    "THEN error('value out of range: underflow') ELSE r END",
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 TRANSFORM_TYPED_MACROS = (
@@ -922,7 +923,9 @@ TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"
 #: give an infinity (``src/backend/utils/adt/float.c``'s float8_mul, float8_pl, ...); DuckDB
 #: answers Infinity (or NaN further on). Each maximal arithmetic subtree (``+ - * /`` nodes)
 #: is checked once: its result not finite while every leaf under it is finite means one of
-#: its operations overflowed. Only a DOUBLE or FLOAT result is checked (``typeof``, folded
+#: its operations overflowed; in a subtree of ``*`` and ``/`` only, a zero result from
+#: nonzero finite leaves means one underflowed (PostgreSQL: "value out of range:
+#: underflow"). Only a DOUBLE or FLOAT result is checked (``typeof``, folded
 #: when DuckDB binds the query: integers, decimals, dates and intervals cost nothing):
 #: :data:`FLOAT_CHECK`.
 _ARITH_OPS = frozenset({"+", "-", "*", "/", "//"})
@@ -960,12 +963,28 @@ def _shows_float(n: Expression, text: str) -> bool:
         and "e" in n.literal.text.lower()
 
 
+def _products_only(e: Expression) -> bool:
+    # whether the arithmetic subtree ``e`` is * and / only (a zero from nonzero finite
+    # leaves is then an underflow)
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if _is_arith(n):
+            if n.name[0] not in ("*", "/", "//") or len(n.children) != 2:
+                return False
+            stack.extend(n.children)
+    return True
+
+
 def _float_checked(rule: Rule | None, leaves: list[Expression]) -> Rule:
     def checked(c: Call) -> str:
         out = rule(c) if rule is not None else None
         body = c.text_of(c.node) if out is None else out
-        finite = " AND ".join(f"isfinite(TRY_CAST({c.text_of(n)} AS DOUBLE))" for n in leaves)
-        return f"{FLOAT_CHECK}({body}, {finite})"
+        texts = [c.text_of(n) for n in leaves]
+        finite = " AND ".join(f"isfinite(TRY_CAST({t} AS DOUBLE))" for t in texts)
+        nonzero = " AND ".join(f"TRY_CAST({t} AS DOUBLE) <> 0" for t in texts) \
+            if _products_only(c.node) else "false"
+        return f"{FLOAT_CHECK}({body}, {finite}, {nonzero})"
 
     return checked
 

@@ -201,6 +201,10 @@ def test_float_arithmetic_past_the_range_raises_as_postgresql():
                 "SELECT f / 1e-300 FROM n", "SELECT sqrt(f) * f * f FROM n WHERE i = 2"]:
         with pytest.raises(SQLError, match="value out of range: overflow"):
             cat.sql(sql)
+    for sql in ["SELECT 1e-300::float8 * 1e-300::float8", "SELECT f::float8 / 1e300 / 1e300 FROM n WHERE i = 4"]:
+        with pytest.raises(SQLError, match="value out of range: underflow"):
+            cat.sql(sql)
+    assert cat.sql("SELECT 0::float8 * 1e-300 AS a, 1e-300::float8 - 1e-300 AS b").to_pylist() == [{"a": 0, "b": 0}]
     # an infinity operand is no overflow; integers, intervals and dates are not checked
     got = cat.sql("SELECT f::float8 * 2 AS a, i * 2 + 1 AS b, INTERVAL '1 day' * 2 AS c, DATE '2024-01-01' + i AS d "
                   "FROM n WHERE i > 2 ORDER BY i").to_pylist()
