@@ -23,6 +23,10 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   explicit cast to ``varchar(n)`` truncates to n characters; a string literal cast to
   ``jsonb`` is PostgreSQL's jsonb text (:func:`jsonb_text`); ``date_trunc`` of a date is a
   ``timestamptz``.
+* Float overflow: a maximal ``+ - * /`` subtree over a visibly float operand (a float cast,
+  a float function, an exponent literal) outside a grouped query raises "value out of
+  range: overflow" where PostgreSQL does (:data:`FLOAT_CHECK`); float columns alone are not
+  checked (their type is unknown here).
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
   whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
 * Values and names: a row value (``ROW(...)``) as a result column is refused (PostgreSQL's
@@ -73,6 +77,7 @@ __all__ = [
     "CHECKED_MATH",
     "DATE_AS_TIMESTAMPTZ",
     "FLOAT_CAST_MACROS",
+    "FLOAT_CHECK",
     "JSONB_CONCAT",
     "NUMERIC_CAST",
     "REGEXP_MATCH",
@@ -341,10 +346,12 @@ def may_transform(text: str, toks) -> bool:
     >>> [may_transform(s, tokenize(s)) for s in ("SELECT t1.x FROM t1", "SELECT lpad(x, 2)")]
     [False, True]
     """
+    n = len(toks)
     for i, t in enumerate(toks):
         k = t.kind
         if k == "word":
-            if t.text.lower() in _TREE_WORDS:
+            w = t.text.lower()
+            if w in _TREE_WORDS or (w in ("varchar", "varying") and i + 1 < n and toks[i + 1].text == "("):
                 return True
         elif k == "number":
             if "." in t.text or "e" in t.text or "E" in t.text:
@@ -352,9 +359,11 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS:
                 return True
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text == "||"
-                            or (t.text == "::" and i + 1 < len(toks) and toks[i + 1].text.lower() in _CAST_TARGETS)):
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS
+                            or (t.text == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS)):
             return True
+        elif k == "string" and t.text[1:2] in ("{", "[") and any(x.text == "||" for x in toks):
+            return True  # a JSON literal beside || (jsonb concatenation)
     return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks)
 
 
@@ -897,6 +906,9 @@ def _date_trunc(c: Call) -> str | None:
 #: binds the query).
 DATE_AS_TIMESTAMPTZ = RESERVED_PREFIX + "date_tz"
 
+#: The macro checking an arithmetic result for a float overflow (see :func:`_float_checked`).
+FLOAT_CHECK = RESERVED_PREFIX + "float_check"
+
 #: Macros and Python functions the rules above call (defined on every colmz connection by
 #: :func:`colmz.sql.connect`, with :data:`colmz.sql.translate.MACROS`).
 TRANSFORM_MACROS = (
@@ -906,6 +918,10 @@ TRANSFORM_MACROS = (
       f"error('\"' || CAST(x AS VARCHAR) || '\" is out of range for type {name}') ELSE x END"
       for name, macro in FLOAT_CAST_MACROS.items()),
     f"CREATE OR REPLACE MACRO {REGEXP_MATCH}(s, p, o) AS regexp_matches(s, p, o)",
+    f"CREATE OR REPLACE MACRO {FLOAT_CHECK}(r, finite, nonzero) AS CASE WHEN typeof(r) IN ('DOUBLE', 'FLOAT') "
+    "AND NOT isfinite(TRY_CAST(r AS DOUBLE)) AND finite THEN error('value out of range: overflow') "
+    "WHEN typeof(r) IN ('DOUBLE', 'FLOAT') AND TRY_CAST(r AS DOUBLE) = 0 AND finite AND nonzero "
+    "THEN error('value out of range: underflow') ELSE r END",
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 TRANSFORM_TYPED_MACROS = (
@@ -917,18 +933,161 @@ TRANSFORM_TYPED_MACROS = (
 TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),)
 
 
+# ----------------------------------------------------------------------------- float overflow
+
+#: PostgreSQL's float arithmetic raises "value out of range: overflow" where finite operands
+#: give an infinity (``src/backend/utils/adt/float.c``'s float8_mul, float8_pl, ...); DuckDB
+#: answers Infinity (or NaN further on). Each maximal arithmetic subtree (``+ - * /`` nodes)
+#: is checked once: its result not finite while every leaf under it is finite means one of
+#: its operations overflowed; in a subtree of ``*`` and ``/`` only, a zero result from
+#: nonzero finite leaves means one underflowed (PostgreSQL: "value out of range:
+#: underflow"). Only a DOUBLE or FLOAT result is checked (``typeof``, folded
+#: when DuckDB binds the query: integers, decimals, dates and intervals cost nothing):
+#: :data:`FLOAT_CHECK`.
+_ARITH_OPS = frozenset({"+", "-", "*", "/", "//"})
+
+
+def _is_arith(e: Expression) -> bool:
+    return (e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _ARITH_OPS
+            and 1 <= len(e.children) <= 2 and e.filter is None and not e.order_by and not e.distinct)
+
+
+def _arith_leaves(e: Expression) -> list[Expression]:
+    # The operands under the arithmetic subtree ``e`` that are not themselves arithmetic;
+    # number literals (always finite) left out.
+    out, stack = [], [e]
+    while stack:
+        n = stack.pop()
+        if _is_arith(n):
+            stack.extend(reversed(n.children))
+        elif not (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC")
+                  and "e" not in n.literal.text.lower()):
+            out.append(n)
+    return out
+
+
+def _shows_float(n: Expression, text: str) -> bool:
+    # Whether node ``n`` is visibly a float: a cast to a float type, a call of a function of
+    # a double result, an exponent literal (a double to DuckDB). A column's type is not
+    # known to the translation: arithmetic of float columns alone is not checked.
+    if n.cls == "CAST" and len(n.children) == 2:
+        t = " ".join(_type_text(n.children[1], text).split())
+        return t in _FLOAT_TARGETS or _FLOAT_P.fullmatch(t) is not None
+    if n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1:
+        return n.name[0].lower() in _FLOAT_HINTS
+    return n.cls == "CONSTANT" and n.literal is not None and n.literal.kind != "STRING" \
+        and "e" in n.literal.text.lower()
+
+
+def _products_only(e: Expression) -> bool:
+    # whether the arithmetic subtree ``e`` is * and / only (a zero from nonzero finite
+    # leaves is then an underflow)
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if _is_arith(n):
+            if n.name[0] not in ("*", "/", "//") or len(n.children) != 2:
+                return False
+            stack.extend(n.children)
+    return True
+
+
+def _float_checked(rule: Rule | None, leaves: list[Expression]) -> Rule:
+    def checked(c: Call) -> str:
+        out = rule(c) if rule is not None else None
+        body = c.text_of(c.node) if out is None else out
+        texts = [c.text_of(n) for n in leaves]
+        finite = " AND ".join(f"isfinite(TRY_CAST({t} AS DOUBLE))" for t in texts)
+        nonzero = " AND ".join(f"TRY_CAST({t} AS DOUBLE) <> 0" for t in texts) \
+            if _products_only(c.node) else "false"
+        return f"{FLOAT_CHECK}({body}, {finite}, {nonzero})"
+
+    return checked
+
+
+def _grouped_nodes(q: Query, out: set) -> None:
+    # ids of the expression nodes of every grouped query (GROUP BY): DuckDB matches a select
+    # item against the grouped expressions as written, which a check repeating the leaves
+    # would break; their arithmetic is left unchecked.
+    for _, cte in q.ctes:
+        _grouped_nodes(cte, out)
+    for c in q.children:
+        _grouped_nodes(c, out)
+    subs: list[Query] = []
+    roots = [*q.items, *q.group_by, *(e for e in (q.where, q.having, q.qualify) if e is not None),
+             *(e for m in q.modifiers for e in m.expressions)]
+    for r in roots:
+        for n in r.walk():
+            if q.group_by:
+                out.add(id(n))
+            if n.subquery is not None:
+                subs.append(n.subquery)
+    if q.from_ is not None:
+        stack = [q.from_]
+        while stack:
+            t = stack.pop()
+            stack.extend(t.children)
+            if t.subquery is not None:
+                subs.append(t.subquery)
+            for e in t.expressions:
+                for n in e.walk():
+                    if n.subquery is not None:
+                        subs.append(n.subquery)
+    for sq in subs:
+        _grouped_nodes(sq, out)
+
+
 # ----------------------------------------------------------------------------- names
 
 def _may_name_derived(toks) -> bool:
-    # A ``*`` and a query inside the text (``(SELECT``, ``WITH``): a derived table's columns
-    # may reach the result by their names.
-    star = nested = False
+    # A ``*`` and a query inside the text (``(SELECT``) whose select list holds an item
+    # other than a column, a star or an aliased item: a derived table's column DuckDB names
+    # otherwise than PostgreSQL may reach the result by its name.
+    if not any(t.kind == "op" and t.text == "*" for t in toks):
+        return False
+    n = len(toks)
     for i, t in enumerate(toks):
-        if t.kind == "op" and t.text == "*":
-            star = True
-        elif t.upper in ("SELECT", "WITH") and i > 0 and (t.upper == "WITH" or toks[i - 1].text == "("):
-            nested = True
-    return star and nested
+        if t.upper == "SELECT" and i > 0 and (toks[i - 1].text == "(" or toks[i - 1].upper in (
+                "UNION", "ALL", "EXCEPT", "INTERSECT")) and not _plain_list(toks, i + 1, n):
+            return True
+    return False
+
+
+_LIST_ENDS = frozenset({"FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION", "EXCEPT",
+                        "INTERSECT", "WINDOW", "OFFSET", "QUALIFY"})
+
+
+def _plain_list(toks, j: int, n: int) -> bool:
+    # Whether the select list from toks[j] holds only columns (``a``, ``t.a``), stars and
+    # items ending in an alias (``... AS x``).
+    if j < n and toks[j].upper in ("DISTINCT", "ALL"):
+        return False
+    item: list = []
+    depth = 0
+    for k in range(j, n + 1):
+        t = toks[k] if k < n else None
+        end = t is None or (depth == 0 and (t.upper in _LIST_ENDS or t.text in (",", ")")))
+        if not end:
+            if t.kind == "op" and t.text in "([":
+                depth += 1
+            elif t.kind == "op" and t.text in ")]":
+                depth -= 1
+            item.append(t)
+            continue
+        if not (_dotted(item) or (len(item) >= 2 and item[-2].upper == "AS")
+                or (len(item) >= 2 and item[-1].kind in ("word", "qident") and _dotted(item[:-1]))):
+            return False
+        if t is None or t.text != ",":
+            return True
+        item = []
+    return True
+
+
+def _dotted(item) -> bool:
+    # ``a``, ``t.a``, ``*``, ``t.*``
+    return bool(item) and len(item) % 2 == 1 and all(
+        (x.kind in ("word", "qident") or (x.text == "*" and k == len(item) - 1)) if k % 2 == 0 else x.text == "."
+        for k, x in enumerate(item)) and item[0].upper not in ("CASE", "NULL", "TRUE", "FALSE")
 
 
 def _derived_items(q: Query, out: dict, text: str) -> None:
@@ -1004,7 +1163,16 @@ _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
 #: Words that may make a node of the table (see :func:`may_transform`).
 _TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
-                                   "float4", "real", "double", "varchar", "varying", "jsonb", "row", "cast"}
+                                   "float4", "real", "double", "jsonb", "row", "cast"}
+#: Words showing a float may be computed (a float type, a function of a double result): the
+#: text of arithmetic over one, or over an exponent literal, is read for the overflow check
+#: (:func:`_shows_float`). A column's type is unknown here, so arithmetic of float columns
+#: alone is not checked (and its text not read for it: reading the tree costs DuckDB's
+#: json_serialize_sql, ten times the rest of translate).
+_FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt", "cbrt", "exp", "ln", "log",
+                          "log10", "power", "pow", "random", "pi", "degrees", "radians", "sin", "cos",
+                          "tan", "cot", "asin", "acos", "atan", "atan2", "stddev", "stddev_samp",
+                          "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
 
 
 def apply_transforms(text: str, toks) -> str:
@@ -1037,6 +1205,13 @@ def apply_transforms(text: str, toks) -> str:
         for q in stmts:
             _derived_items(q, derived, wrapped)
     item_ids = {id(e) for q in stmts for e in _select_items(q)}
+    arithmetic = any(t.kind == "op" and t.text in ("+", "-", "*", "/") for t in toks) and any(
+        (t.kind == "word" and t.text.lower() in _FLOAT_HINTS)
+        or (t.kind == "number" and "e" in t.text.lower()) for t in toks)
+    grouped: set[int] = set()
+    if arithmetic:
+        for q in stmts:
+            _grouped_nodes(q, grouped)
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
 
@@ -1082,8 +1257,13 @@ def apply_transforms(text: str, toks) -> str:
             return CALLS[toks[i].name], toks[i].name
         return None, ""
 
-    def visit(e: Expression, table: bool, inside: str) -> None:
+    def visit(e: Expression, table: bool, inside: str, arith: bool = False) -> None:
         rule, name = rule_of(e)
+        if arithmetic and not arith and _is_arith(e) and id(e) not in grouped and not (
+                rule is not None and numeric and _constant(e, wrapped) is not None):
+            leaves = _arith_leaves(e)
+            if leaves and any(_shows_float(n, wrapped) for leaf in leaves for n in leaf.walk()):
+                rule = _float_checked(rule, leaves)
         if id(e) in derived:
             rule = _with_alias(rule, derived[id(e)])
         if rule is not None:
@@ -1099,7 +1279,7 @@ def apply_transforms(text: str, toks) -> str:
         kids = e.children[0].children if rule in (_row_in, _regexp_not) and e.type == "OPERATOR_NOT" \
             else e.children
         for c in kids:
-            visit(c, False, inside)
+            visit(c, False, inside, _is_arith(e))
 
     for root, table in roots:
         visit(root, table, "")

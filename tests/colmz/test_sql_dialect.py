@@ -39,11 +39,6 @@ from sql_corpus import QUERIES  # noqa: E402
 
 #: Queries whose colmz answer differs from PostgreSQL's today, and why.
 KNOWN_WRONG: dict[str, str] = {
-    "nf_float_mul_overflow": "PostgreSQL's float8 arithmetic raises 'value out of range: overflow' when "
-                             "finite operands give an infinity; colmz (DuckDB) answers Infinity",
-    "nf_float_add_overflow": "as nf_float_mul_overflow, for +",
-    "nf_float_mul_underflow": "PostgreSQL's float8 * raises 'value out of range: underflow' when nonzero "
-                              "operands give 0; colmz answers 0",
     "on_derived_duplicate_names": "two columns of a subquery both named ?column?: DuckDB renames the "
                                   "second ?column?_1 under a *",
     "sf_jsonb_arrow_object_text": "jsonb -> of an object or array prints DuckDB's compact JSON text "
