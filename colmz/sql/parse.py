@@ -14,6 +14,7 @@ column names PostgreSQL gives.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import resolve_item, sql_name
 from colmz.sql.tokens import Token, check_balanced, check_nesting, closing, require_text, tokenize
-from colmz.sql.tree import check_expression
+from colmz.sql.tree import check_expression, parse_tree
 
 __all__ = [
     "ContinualTaskStatement",
@@ -764,13 +765,14 @@ def task_statement(task: str | tuple[str, ...], index: int, kind: str, predicate
 
 
 def output_names(query: str) -> list[str | None] | None:
-    """The column names PostgreSQL (and Materialize) give a ``SELECT``'s results.
+    """The column names PostgreSQL (and Materialize) give a query's results.
 
-    One entry per select-list item: its alias, else the column or function name (casts look
-    through to their operand), else ``?column?``. A set operation (``UNION``, ``EXCEPT``,
-    ``INTERSECT``) is named by its first ``SELECT``, as PostgreSQL names it. ``None`` when the
-    query does not start with a plain ``SELECT`` or its list holds a ``*`` -- then DuckDB's
-    names stand.
+    One entry per select-list item of DuckDB's tree of the query: its alias, else the
+    column or function name (casts look through to their operand), else ``?column?``, by
+    PostgreSQL's rule (``FigureColnameInternal``, ``src/backend/parser/parse_target.c``). A
+    set operation (``UNION``, ``EXCEPT``, ``INTERSECT``) is named by its first ``SELECT``, as
+    PostgreSQL names it. ``None`` when the list holds a ``*`` (or DuckDB cannot parse the
+    text) -- then DuckDB's names stand.
 
     >>> output_names("SELECT sum(key)::INT, b.v AS w, k + 1, CAST(x AS TEXT) FROM t")
     ['sum', 'w', '?column?', 'x']
@@ -778,59 +780,32 @@ def output_names(query: str) -> list[str | None] | None:
     ['?column?']
     >>> output_names("SELECT NULL, NULL::int, trim(x), (SELECT max(v) FROM t), DATE '2024-01-01'")
     ['?column?', 'int4', 'btrim', 'max', 'date']
-    >>> output_names("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS m FROM t")
-    ['m']
+    >>> output_names("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS m, (s).f::text FROM t")
+    ['m', 'f']
     """
-    toks = tokenize(query)
-    if not toks or toks[0].upper != "SELECT":
+    try:
+        q = parse_tree(query)[0]
+    except SQLError:
         return None
-    cur = _Cursor(query, toks, 1)
-    if cur.at("DISTINCT") or cur.at("ALL"):
-        cur.pos += 1
-        if cur.at("ON"):
-            cur.pos += 1
-            if not cur.at("("):
-                return None
-            cur.pos = cur.matching() + 1
-    stop = len(toks)
-    depth = 0
-    for j in range(cur.pos, len(toks)):
-        t = toks[j]
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            depth -= 1
-        elif depth == 0 and t.upper in ("FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT",
-                                        "UNION", "EXCEPT", "INTERSECT", "WINDOW", "OFFSET") and not (
-                t.upper == "GROUP" and toks[j - 1].upper == "WITHIN"):  # an ordered-set aggregate's
-            if t.upper in ("UNION", "EXCEPT", "INTERSECT"):
-                return output_names(query[: t.start])
-            stop = j
-            break
-    depth = 0
-    for j in range(stop, len(toks)):
-        t = toks[j]
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            depth -= 1
-        elif depth == 0 and t.upper in ("UNION", "EXCEPT", "INTERSECT"):
-            return output_names(query[: t.start])
-    names: list[str | None] = []
-    for a, b in _split(toks, cur.pos, stop, ","):
-        item = toks[a:b]
-        if any(t.kind == "op" and t.text == "*" for t in item) and (
-            len(item) == 1 or (len(item) >= 3 and item[-2].text == "." and item[-1].text == "*")
-        ):
+    while q.type != "SELECT_NODE":
+        if not q.children:
             return None
-        names.append(_item_name(item))
-    return names
+        q = q.children[0]
+    if any(e.cls == "STAR" for e in q.items):
+        return None
+    toks = tokenize(query)
+    starts = [t.start for t in toks]
+    return [_alias(e, query, toks, starts) if e.alias else _figure_name(e, query, toks, starts)[0]
+            for e in q.items]
 
 
-_NOT_ALIASES = {
-    "NULL", "TRUE", "FALSE", "END", "IS", "NOT", "AND", "OR", "IN", "LIKE", "ILIKE", "BETWEEN",
-    "DISTINCT", "UNKNOWN", "ASC", "DESC", "SIMILAR", "ESCAPE", "COLLATE",
-}
+def _alias(e, text: str, toks: list[Token], starts: list[int]) -> str:
+    # An item's alias as PostgreSQL reads it (a bare word folded to lower case): the first
+    # word after the item's span (its parentheses and AS skipped) spelling DuckDB's alias.
+    for t in toks[bisect.bisect_left(starts, max(e.end, 0)):]:
+        if t.kind in ("word", "qident") and t.name.lower() == e.alias.lower():
+            return t.name
+    return e.alias
 
 
 def rename_like_postgres(table: pa.Table, query: str) -> pa.Table:
@@ -843,10 +818,6 @@ def rename_like_postgres(table: pa.Table, query: str) -> pa.Table:
     if names is None or len(names) != table.num_columns:
         return table
     return table.rename_columns([n if n is not None else c for n, c in zip(names, table.column_names)])
-
-
-def _item_name(item: list[Token]) -> str:
-    return _figure_name(item)[0]
 
 
 #: The names PostgreSQL's grammar gives the SQL spellings of its types; a cast names its
@@ -879,130 +850,62 @@ def _type_name(toks: list[Token]) -> str:
     return _TYPE_NAMES.get(text, words[-1] if words else "?column?")
 
 
-def _figure_name(item: list[Token]) -> tuple[str, int]:
-    # PostgreSQL's FigureColnameInternal (src/backend/parser/parse_target.c): a name and its
-    # strength -- 2 for a column, a call or an alias, 1 for ``case`` and a cast's type name,
-    # 0 for ``?column?``. A cast names its column after its operand unless the operand's name
-    # is weaker than 2; then after the cast's type.
-    if len(item) >= 2 and item[-2].upper == "AS" and item[-1].kind in ("word", "qident"):
-        return item[-1].name, 2
-    casts = [j for j, t in enumerate(item) if t.text == "::" and _depth_at(item, j) == 0]
-    if (
-        len(item) >= 2
-        and item[-1].kind in ("word", "qident")
-        and item[-1].upper not in _NOT_ALIASES
-        and (item[-2].kind in ("word", "qident", "number", "string") or item[-2].text == ")")
-        and item[-2].upper not in _NOT_ALIASES
-        and not (casts and " ".join(t.text.lower() for t in item[casts[-1] + 1 :]) in _TYPE_NAMES)
-    ):
-        return item[-1].name, 2  # ``expr alias`` without AS (not ``x::double precision``)
-    if _operator_at_top(item):
-        return "?column?", 0  # an operator's result (``-x::int``, ``a = b::float8``, ``x IS NULL``)
-    if item and item[0].upper == "CASE" and _case_ends_item(item):
-        # a CASE is named by its ELSE result when that has a strong name, else ``case``
-        name, strength = _figure_name(item[_case_else(item) + 1 : -1]) if _case_else(item) else ("", 0)
+#: DuckDB's node types PostgreSQL names by their construct.
+_NODE_NAMES = {"OPERATOR_COALESCE": "coalesce", "ARRAY_CONSTRUCTOR": "array", "GROUPING_FUNCTION": "grouping"}
+
+
+def _figure_name(e, text: str, toks: list[Token], starts: list[int]) -> tuple[str, int]:
+    # PostgreSQL's FigureColnameInternal over DuckDB's node ``e``: a name and its strength --
+    # 2 for a column, a call, EXISTS/ARRAY/a scalar subquery; 1 for ``case`` and a cast's type
+    # name; 0 for ``?column?`` (an operator's result, a constant).
+    if e.cls == "COLUMN_REF" and e.end > 0:
+        i = bisect.bisect_left(starts, e.end) - 1
+        return (toks[i].name, 2) if i >= 0 and toks[i].kind in ("word", "qident") else (e.name[-1], 2)
+    if e.cls == "CAST":
+        name, strength = _figure_name(e.children[0], text, toks, starts)
+        t = e.children[1]
+        if strength <= 1 and t.start < t.end:
+            return _type_name(toks[bisect.bisect_left(starts, t.start) : bisect.bisect_left(starts, t.end)]), 1
+        if strength <= 1 and e.start >= 0:  # a typed literal (INTERVAL '1 day'): the word before it
+            return _type_name(toks[bisect.bisect_left(starts, e.start) :][:1]), 1
+        return name, strength
+    if e.cls == "CASE":
+        name, strength = _figure_name(e.children[-1], text, toks, starts) if e.children else ("", 0)
         return (name, 2) if strength >= 2 else ("case", 1)
-    if casts:
-        name, strength = _figure_name(item[: casts[0]])
-        for a, b in zip(casts, [*casts[1:], len(item)]):
-            if strength <= 1:
-                name, strength = _type_name(item[a + 1 : b]), 1
-        return name, strength
-    if len(item) >= 4 and item[0].upper == "CAST" and item[1].text == "(" and item[-1].text == ")":
-        depth, j = 0, 2
-        for j in range(2, len(item) - 1):
-            t = item[j]
-            if t.text in "([":
-                depth += 1
-            elif t.text in ")]":
-                depth -= 1
-            elif depth == 0 and t.upper == "AS":
-                break
-        name, strength = _figure_name(item[2:j])
-        if strength <= 1:
-            return _type_name(item[j + 1 : -1]), 1
-        return name, strength
-    if len(item) >= 2 and item[0].text == "(" and closing(item, 0) == len(item) - 1:
-        if item[1].upper in ("SELECT", "WITH"):  # a scalar subquery: its own column's name
-            names = output_names(" ".join(t.text for t in item[1:-1]))
-            return (names[0], 2) if names and names[0] not in (None, "?column?") else ("?column?", 0)
-        return _figure_name(item[1:-1])
-    if len(item) == 1 and item[0].kind == "word" and item[0].upper in ("NULL", "TRUE", "FALSE"):
-        return "?column?", 0
-    if len(item) == 2 and item[0].kind == "word" and item[1].kind == "string":
-        return _type_name(item[:1]), 1  # a typed literal (DATE '...') is named as a cast is
-    if len(item) % 2 == 1 and all(
-        (t.kind in ("word", "qident")) if j % 2 == 0 else t.text == "." for j, t in enumerate(item)
-    ):
-        return item[-1].name, 2
-    for at in (0, 2):  # ``f(...)`` or ``schema.f(...)``, with FILTER/OVER/WITHIN GROUP after it
-        if (len(item) >= at + 3 and item[at].kind in ("word", "qident") and item[at + 1].text == "("
-                and all(t.text == "." if j % 2 else t.kind in ("word", "qident") for j, t in enumerate(item[:at]))):
-            end = closing(item, at + 1)
-            if end == len(item) - 1 or (end > 0 and item[end + 1].upper in ("FILTER", "OVER", "WITHIN")):
-                if at == 0 and item[0].upper == "TRIM":  # PostgreSQL's grammar calls btrim/ltrim/rtrim
-                    return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(item[2].upper, "btrim"), 2
-                return item[at].name, 2
-    if len(item) >= 3 and item[0].upper == "ARRAY" and item[1].text == "[" and closing(item, 1) == len(item) - 1:
-        return "array", 2
-    if len(item) >= 4 and item[-1].text == "]":  # x[i]: subscripts name nothing, x does
-        depth = 0
-        for k in range(len(item) - 1, 0, -1):
-            depth += item[k].text == "]"
-            depth -= item[k].text == "["
-            if depth == 0:
-                return _figure_name(item[:k]) if item[k - 1].upper != "ARRAY" else ("?column?", 0)
+    if e.cls == "COLLATE" or e.type in ("ARRAY_EXTRACT", "ARRAY_SLICE"):
+        return _figure_name(e.children[0], text, toks, starts)
+    if e.type == "STRUCT_EXTRACT":
+        i = bisect.bisect_left(starts, e.end) - 1
+        return toks[i].name, 2
+    if e.type in _NODE_NAMES:
+        return _NODE_NAMES[e.type], 2
+    if e.cls == "SUBQUERY" and not e.children and e.start >= 0:
+        word = text[e.start : e.start + 6].upper()
+        if word in ("EXISTS", "ARRAY(", "ARRAY "):
+            return ("exists" if word == "EXISTS" else "array"), 2
+        names = output_names(text[e.start : e.end].strip()[1:-1]) if text[e.start] == "(" else None
+        return (names[0], 2) if names and names[0] not in (None, "?column?") else ("?column?", 0)
+    if e.cls in ("FUNCTION", "WINDOW") and e.name:
+        if e.name == ("row",):
+            return "row", 2
+        written = _call_name(e, toks, starts)
+        if written is not None:
+            return ({"trim": "btrim"}.get(e.name[-1], e.name[-1]) if written == "trim" else written), 2
     return "?column?", 0
 
 
-def _case_ends_item(item: list[Token]) -> bool:
-    # whether the CASE at item[0] is the whole item (its END is the last token)
-    depth = 0
-    for j, t in enumerate(item):
-        if t.upper == "CASE":
-            depth += 1
-        elif t.upper == "END":
-            depth -= 1
-            if depth == 0:
-                return j == len(item) - 1
-    return False
-
-
-def _depth_at(item: list[Token], j: int) -> int:
-    # nesting at item[j]: parentheses, brackets and CASE ... END
-    d = 0
-    for t in item[:j]:
-        if (t.kind == "op" and t.text in "([") or (t.kind == "word" and t.upper == "CASE"):
-            d += 1
-        elif (t.kind == "op" and t.text in ")]") or (t.kind == "word" and t.upper == "END"):
-            d -= 1
-    return d
-
-
-#: Words that make an item an operator's result when they stand outside every nesting.
-_OPERATOR_WORDS = {"AND", "OR", "NOT", "IS", "ISNULL", "NOTNULL", "IN", "LIKE", "ILIKE", "BETWEEN",
-                   "SIMILAR", "AT", "OVERLAPS"}
-
-
-def _operator_at_top(item: list[Token]) -> bool:
-    # whether the item's top node is an operator (PostgreSQL names its column ?column?): an
-    # operator token or word outside every parenthesis, bracket and CASE ... END, other than
-    # a cast's ``::`` and a qualified name's ``.``
-    d = 0
-    for t in item:
-        if (t.kind == "op" and t.text in "([") or (t.kind == "word" and t.upper == "CASE"):
-            d += 1
-        elif (t.kind == "op" and t.text in ")]") or (t.kind == "word" and t.upper == "END"):
-            d -= 1
-        elif d == 0 and ((t.kind == "op" and t.text not in ("::", ".", ",")) or
-                         (t.kind == "word" and t.upper in _OPERATOR_WORDS)):
-            return True
-    return False
-
-
-def _case_else(item: list[Token]) -> int:
-    # the position of the ELSE of the CASE at item[0] (0 when it has none)
-    for j in range(1, len(item)):
-        if item[j].kind == "word" and item[j].upper == "ELSE" and _depth_at(item, j) == 1:
-            return j
-    return 0
+def _call_name(e, toks: list[Token], starts: list[int]) -> str | None:
+    # The name of the call written at ``e``'s span (``f(...)``, ``s.f(...)``, with FILTER,
+    # OVER or WITHIN GROUP after it) when the call is the whole node, else None (an operator
+    # node starting with a call: ``f(x) * 2``).
+    i = bisect.bisect_left(starts, e.start)
+    while i + 2 < len(toks) and toks[i].kind in ("word", "qident") and toks[i + 1].text == ".":
+        i += 2
+    if not (i + 1 < len(toks) and toks[i].kind in ("word", "qident") and toks[i + 1].text == "("):
+        return None
+    end = closing(toks, i + 1)
+    if end < 0:
+        return None
+    if toks[end].end >= e.end or (end + 1 < len(toks) and toks[end + 1].upper in ("FILTER", "OVER", "WITHIN")):
+        return toks[i].name
+    return None

@@ -299,17 +299,17 @@ def check_one_query(con, text: str) -> None:
 
 
 def clear_caches() -> None:
-    """Forget every text colmz's SQL remembers: tokens, DuckDB's parse trees, translations,
+    """Forget every text colmz's SQL remembers: tokens, DuckDB's parse trees and expression checks, translations,
     ``mz_now()`` splits, relation bindings and DuckDB's one-query confirmations (a benchmark's
     first sight of a text).
 
     >>> clear_caches(); tokenize.cache_info().currsize
     0
     """
-    from colmz.sql.tree import parse_tree  # the tree reads DuckDB through this module
+    from colmz.sql.tree import clear_trees  # the tree reads DuckDB through this module
 
     tokenize.cache_clear()
-    parse_tree.cache_clear()
+    clear_trees()
     translate.cache_clear()
     now_pieces.cache_clear()
     bind_relations.cache_clear()

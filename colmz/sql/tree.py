@@ -60,7 +60,8 @@ from dataclasses import dataclass
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import require_text, short_text_cache, tokenize
 
-__all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "check_expression", "parse_tree"]
+__all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "check_expression", "clear_trees",
+           "parse_tree"]
 
 #: DuckDB's "no position" (``optional_idx`` invalid).
 _NO_POSITION = (1 << 64) - 1
@@ -562,3 +563,9 @@ def check_expression(text: str, what: str) -> Expression:
     if why is not None:
         raise SQLError(f"{what}: not one expression, {why}: {text[:200]!r}")
     return parse_tree(f"{_HEAD}{text})")[0].items[0]
+
+
+def clear_trees() -> None:
+    """Forget every tree read and every expression checked (:func:`colmz.sql.clear_caches`)."""
+    parse_tree.cache_clear()
+    _one_expression.cache_clear()

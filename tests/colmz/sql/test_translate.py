@@ -333,6 +333,10 @@ ANSWERS = [
     ("numeric_keeps_its_scale", "SELECT score::numeric, CAST(age AS decimal), age::numeric(10, 2), 1 AS numeric FROM people"),
     ("numeric_literals", "SELECT '1.50'::numeric, CAST(-2.5 AS numeric), 7::numeric"),
     ("boolean_casts", "SELECT 'on'::boolean, 1::boolean, x::int::bool FROM nums WHERE x BETWEEN -10 AND 100"),
+    # output names by PostgreSQL's rule over DuckDB's tree: a field, a WITH query's items, aliases
+    ("field_of_a_composite_names", "SELECT (s).score::text, (s).name FROM (SELECT p AS s FROM people p) x"),
+    ("with_query_names", "WITH w AS (SELECT 1 AS k) SELECT upper('a'), k::text, lower(city) || 'x' FROM w, people"),
+    ("alias_case", 'SELECT Name AS Who, city "City" FROM people'),
     # a cast's operand is its node in DuckDB's tree: a composite's field, EXISTS, a subquery
     ("field_of_a_composite_cast", "SELECT (s).score::text AS a, (s).age::text::int AS b FROM (SELECT p AS s FROM people p) x"),
     ("exists_cast", "SELECT EXISTS (SELECT 1)::text, (NOT EXISTS (SELECT 1 FROM people WHERE age > 99))::text AS n, "
