@@ -21,7 +21,12 @@ column [+|- integer]`` of the outermost query, planned as the one
 the filter turns each input update into updates at the times the predicate flips, the sink's
 ``Correction`` holds the future ones, and every commit steps the view (with no change when
 none of its inputs changed) so that its sink writes the flips that came due, each at its own
-time: the view as of any ``T`` equals the query evaluated with ``mz_now() = T``.
+time: the view as of any ``T`` equals the query evaluated with ``mz_now() = T``. A view
+reading such a view is fed, at a commit, every flip written since the previous commit (at
+the commit's time): it equals its query at each commit, and between commits holds the last
+commit's contents.
+The filter's own state is its clock; the flips still to come are held by the sink's
+correction (rebuilt, with the operators, when a durable catalog opens).
 
 A plan holding a ``Fallback`` (a construct outside the operators' subset, named by its
 reason), a view calling ``mz_now()`` elsewhere (the select list, ``HAVING``, a subquery),

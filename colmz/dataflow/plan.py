@@ -688,6 +688,9 @@ class _Planner:
 
         def group_column(e: Expression) -> str:
             c = scope.column(e)
+            if c not in group and self.group_exprs:
+                # a column inside a GROUP BY expression written another way: DuckDB's business
+                raise _Unsupported(f"{self.span(e)!r}: a column of a GROUP BY expression outside it")
             if c not in group:
                 raise PlanError(f"column {'.'.join(e.name)!r} must appear in the GROUP BY clause "
                                 "or be used in an aggregate function")
@@ -1054,21 +1057,30 @@ class _Planner:
         the quoted plan name ``column_of`` binds it to (so it reads the input's columns)."""
         if e.start < 0:
             raise _Unsupported(f"an expression without a position in the text ({e.type})")
-        refs = []
-        for sub in e.walk():
+        refs: dict[tuple[int, int], str] = {}
+        stack = [e]
+        while stack:
+            sub = stack.pop()
             if sub.cls == "SUBQUERY":
                 raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
             if sub.cls in ("FUNCTION", "WINDOW") and sub.name and sub.name[-1].lower() in self.VOLATILE_CALLS:
                 raise _Unsupported(f"{sub.name[-1]}() in {self.span(e)!r}: its value depends on when it runs")
-            if sub.cls == "COLUMN_REF":
+            group = self.group_key(sub) if sub.cls != "COLUMN_REF" else None
+            if sub.cls == "COLUMN_REF" or group is not None:
                 if sub.start < e.start or sub.end > e.end:
                     raise _Unsupported(f"column reference outside {self.span(e)!r}")
-                refs.append(sub)
+                # a GROUP BY expression reads its column; a reference DuckDB copied (simple
+                # CASE) is one position, replaced once
+                refs[(sub.start, sub.end)] = group if group is not None else column_of(sub)
+                continue
+            stack.extend(sub.children)
         out, at = [], e.start
-        for r in sorted(refs, key=lambda r: r.start):
-            out.append(self.text[at:r.start])
-            out.append(identifier(column_of(r)))
-            at = r.end
+        for (start, end), col in sorted(refs.items()):
+            if start < at:
+                raise _Unsupported(f"{self.span(e)!r}: a reference without its own position")
+            out.append(self.text[at:start])
+            out.append(identifier(col))
+            at = end
         out.append(self.text[at:e.end])
         return "".join(out)
 
@@ -1098,6 +1110,9 @@ class _Planner:
         refs: list[tuple[Expression, str]] = []
 
         def visit(sub: Expression) -> None:
+            if sub.cls != "COLUMN_REF" and self.group_key(sub) is not None and self.group_key(sub) in names:
+                refs.append((sub, self.group_key(sub)))  # a GROUP BY expression: its column
+                return
             if _array_any(sub):
                 # x op ANY (ARRAY[...]), which DuckDB reads as a subquery over unnest: a
                 # scalar over the row, the user's text as written
