@@ -14,8 +14,10 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
   nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
 * LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``.
-* Types: ``float`` (a ``TYPE`` node, in a cast or a typed literal) is ``DOUBLE``; a cast to
-  ``bytea`` of a string literal reads PostgreSQL's hex input (any other is refused).
+* Types: ``float`` (a ``TYPE`` node, in a cast or a typed literal) is ``DOUBLE``, ``jsonb``
+  ``JSON`` and ``mz_timestamp`` ``UBIGINT`` (a ``TYPE`` node: not an alias or column so
+  named); a cast to ``bytea`` of a string literal reads PostgreSQL's hex input (any other
+  is refused).
 * Numbers: a constant arithmetic subtree holding a ``numeric`` (a decimal literal, a
   ``::numeric``) is folded into one literal with PostgreSQL's scale
   (:mod:`colmz.sql.numeric`'s arithmetic); an unconstrained ``::numeric`` of anything else
@@ -605,10 +607,17 @@ def _cast(c: Call) -> str | None:
     return cast_rewrite(c.text_of(x), _type_text(t, c.text).upper())
 
 
+#: Type names DuckDB spells otherwise: colmz stores jsonb as JSON text and Materialize's
+#: mz_timestamp as an unsigned 64-bit integer.
+_TYPE_NAMES = {"jsonb": "JSON", "mz_timestamp": "UBIGINT"}
+
+
 def _type_rule(e: Expression, text: str) -> Rule | None:
     # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
     if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
         return _double
+    if e.cls == "TYPE" and not e.children and (new := _TYPE_NAMES.get(_type_text(e, text))):
+        return lambda c: new
     if e.cls == "CAST" and len(e.children) == 2 and _type_text(e.children[1], text) == "bytea":
         return _bytea
     return None
@@ -626,7 +635,7 @@ def _cast_rule(e: Expression, text: str) -> Rule | None:
 # ----------------------------------------------------------------------------- applying the table
 
 #: Words that may make a node of the table (see :func:`may_transform`).
-_TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "cast"}
+_TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "cast", *_TYPE_NAMES}
 
 
 def apply_transforms(text: str, toks) -> str:
@@ -635,7 +644,7 @@ def apply_transforms(text: str, toks) -> str:
     if not may_transform(text, toks):
         return text
     rows = _MAY_COMPARE_ROWS.search(text) is not None
-    types = any(t.upper in ("FLOAT", "BYTEA") for t in toks)
+    types = any(t.upper in ("FLOAT", "BYTEA", "JSONB", "MZ_TIMESTAMP") for t in toks)
     likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
     numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
                   or t.upper in ("NUMERIC", "DECIMAL") for t in toks)

@@ -14,8 +14,7 @@
   numeric) keeps its value, and its text is refused.
 * Then token by token: ``mz_now()`` becomes the placeholder :data:`MZ_NOW` (one word token,
   replaced by the evaluation time by :func:`substitute_now`, again token by token, so a
-  string literal holding the same letters is never touched); the type names ``JSONB``,
-  ``mz_timestamp`` and ``float`` become ``JSON``, ``UBIGINT`` and ``DOUBLE``; names beginning
+  string literal holding the same letters is never touched); names beginning
   with ``__colmz_`` are colmz's own and refused (in the user's text, before any rewrite);
   ``sum``'s argument goes through :data:`SUM_ARGUMENT`, so a sum of ``bigint`` is numeric as
   in PostgreSQL and divides as numeric; calls and operators DuckDB lacks or runs differently
@@ -86,7 +85,6 @@ _UNSUPPORTED_WORDS = {
     "SUBSCRIBE": "SUBSCRIBE",
     "MUTUALLY": "WITH MUTUALLY RECURSIVE",
 }
-_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT"}
 
 #: PostgreSQL/Materialize functions colmz cannot run with their meaning in DuckDB (absent
 #: there, or present with another one), and why: a call is refused with ``UnsupportedSQL``.
@@ -184,10 +182,6 @@ def _translate_tokens(sql: str) -> str:
             last = toks[i + 2].end
             i += 3
             continue
-        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
-            pieces.append(sql[last : t.start])
-            pieces.append(_TYPE_REWRITES[up])
-            last = t.end
         if t.kind == "op" and t.text in ("@>", "<@") and not _array_operands(toks, i):
             raise UnsupportedSQL(
                 f"the jsonb containment operator {t.text} is not supported by colmz (only "
