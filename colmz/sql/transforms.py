@@ -17,7 +17,8 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   regular expression matches passes RE2's ``s`` option (``.`` matches a newline, as in
   PostgreSQL).
 * Types: ``float`` (a ``TYPE`` node, in a cast or a typed literal) is ``DOUBLE``,
-  ``float(p)`` is ``REAL`` up to p = 24; a cast to ``bytea`` of a string literal reads
+  ``float(p)`` is ``REAL`` up to p = 24, ``jsonb`` ``JSON`` and ``mz_timestamp`` ``UBIGINT`` (a
+  ``TYPE`` node: not an alias or column so named); a cast to ``bytea`` of a string literal reads
   PostgreSQL's hex input (any other is refused); a cast to a float type checks text past
   the type's range (a literal here, other text when it runs: :data:`FLOAT_CAST_MACROS`); an
   explicit cast to ``varchar(n)`` truncates to n characters; a string literal cast to
@@ -648,10 +649,17 @@ def _cast(c: Call) -> str | None:
     return cast_rewrite(c.text_of(x), _type_text(t, c.text).upper())
 
 
+#: Type names DuckDB spells otherwise: colmz stores jsonb as JSON text and Materialize's
+#: mz_timestamp as an unsigned 64-bit integer.
+_TYPE_NAMES = {"jsonb": "JSON", "mz_timestamp": "UBIGINT"}
+
+
 def _type_rule(e: Expression, text: str) -> Rule | None:
     # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
     if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
         return _double
+    if e.cls == "TYPE" and not e.children and (new := _TYPE_NAMES.get(_type_text(e, text))):
+        return lambda c: new
     if e.cls == "TYPE" and _FLOAT_P.fullmatch(_type_text(e, text)):
         return _float_p
     if e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"):
@@ -1157,13 +1165,14 @@ def _cast_rule(e: Expression, text: str) -> Rule | None:
 
 #: Type words of the casts :func:`_type_rule` rewrites.
 _TYPE_WORDS = frozenset({"FLOAT", "BYTEA", "FLOAT8", "FLOAT4", "REAL", "DOUBLE", "VARCHAR", "VARYING",
-                         "JSONB"})
+                         "JSONB", "MZ_TIMESTAMP"})
 #: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
 #: Words that may make a node of the table (see :func:`may_transform`).
 _TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
-                                   "float4", "real", "double", "jsonb", "row", "cast"}
+                                   "float4", "real", "double", "jsonb", "row", "cast",
+                                   *_TYPE_NAMES}
 #: Words showing a float may be computed (a float type, a function of a double result): the
 #: text of arithmetic over one, or over an exponent literal, is read for the overflow check
 #: (:func:`_shows_float`). A column's type is unknown here, so arithmetic of float columns

@@ -14,8 +14,7 @@
   numeric) keeps its value, and its text is refused.
 * Then token by token: ``mz_now()`` becomes the placeholder :data:`MZ_NOW` (one word token,
   replaced by the evaluation time by :func:`substitute_now`, again token by token, so a
-  string literal holding the same letters is never touched); the type names ``JSONB``,
-  ``mz_timestamp`` and ``float`` become ``JSON``, ``UBIGINT`` and ``DOUBLE``; names beginning
+  string literal holding the same letters is never touched); names beginning
   with ``__colmz_`` are colmz's own and refused (in the user's text, before any rewrite);
   ``sum``'s argument goes through :data:`SUM_ARGUMENT`, so a sum of ``bigint`` is numeric as
   in PostgreSQL and divides as numeric; calls and operators DuckDB lacks or runs differently
@@ -86,7 +85,6 @@ _UNSUPPORTED_WORDS = {
     "SUBSCRIBE": "SUBSCRIBE",
     "MUTUALLY": "WITH MUTUALLY RECURSIVE",
 }
-_TYPE_REWRITES = {"JSONB": "JSON", "MZ_TIMESTAMP": "UBIGINT"}
 
 #: PostgreSQL/Materialize functions colmz cannot run with their meaning in DuckDB (absent
 #: there, or present with another one), and why: a call is refused with ``UnsupportedSQL``.
@@ -184,11 +182,6 @@ def _translate_tokens(sql: str) -> str:
             last = toks[i + 2].end
             i += 3
             continue
-        if up in _TYPE_REWRITES and i > 0 and (toks[i - 1].text == "::" or (
-                toks[i - 1].upper == "AS" and _in_cast(toks, i - 1))):
-            pieces.append(sql[last : t.start])
-            pieces.append(_TYPE_REWRITES[up])
-            last = t.end
         if t.kind == "op" and t.text in ("@>", "<@") and not _array_operands(toks, i):
             raise UnsupportedSQL(
                 f"the jsonb containment operator {t.text} is not supported by colmz (only "
@@ -225,20 +218,6 @@ def _translate_tokens(sql: str) -> str:
         last = end
     pieces.append(sql[last:])
     return "".join(pieces)
-
-
-def _in_cast(toks, at: int) -> bool:
-    # Whether the AS at ``at`` is CAST(... AS t)'s, not an alias's (``SELECT 1 AS jsonb``).
-    depth = 0
-    for j in range(at - 1, -1, -1):
-        t = toks[j]
-        if t.kind == "op" and t.text in ")]":
-            depth += 1
-        elif t.kind == "op" and t.text in "([":
-            if depth == 0:
-                return t.text == "(" and j > 0 and toks[j - 1].upper in ("CAST", "TRY_CAST")
-            depth -= 1
-    return False
 
 
 def _is_call(toks, i: int) -> bool:

@@ -431,15 +431,20 @@ _LOCAL = threading.local()
 
 
 def _cursor():
-    # One cursor per thread on the process's colmz database (a DuckDB connection is not
-    # for concurrent use); remade in a forked child, whose DuckDB threads are gone.
+    # One connection per thread (a DuckDB connection is not for concurrent use), remade in
+    # a forked child, whose DuckDB threads are gone: a database of its own, in memory,
+    # without external access, that only ever parses (json_serialize_sql never runs the
+    # text). Its optimizer is off: it would fold the serialization of the constant text
+    # at plan time, which costs about a third more per text than running it once.
     pid = os.getpid()
     cur = getattr(_LOCAL, "cursor", None)
     if cur is None or _LOCAL.pid != pid:
-        from colmz.sql.run import session  # run imports the translation, which imports this
+        from colmz.sql.run import require_duckdb  # run imports the translation, which imports this
 
-        cur = _LOCAL.cursor = session(external_access=False)
-        _LOCAL.pid = pid
+        cur = require_duckdb().connect(":memory:", config={"enable_external_access": False})
+        cur.execute("PRAGMA disable_optimizer")
+        cur.execute("SET lock_configuration = true")
+        _LOCAL.cursor, _LOCAL.pid = cur, pid
     return cur
 
 

@@ -275,7 +275,7 @@ ANSWERS = [
     # JSONB is DuckDB's JSON; the word elsewhere (a string, an alias, a column) is untouched
     ("jsonb_casts", "SELECT id, body::JSONB ->> 'a', CAST(body AS jsonb) -> 'b' ->> 'c' FROM docs"),
     ("jsonb_as_alias", "SELECT 'mz_now()' AS jsonb"),
-    ("column_named_jsonb", "SELECT jsonb FROM (SELECT 1 AS jsonb) s"),
+    ("column_named_jsonb", "SELECT jsonb, x::jsonb ->> 'a' AS v FROM (SELECT 1 AS jsonb, '{\"a\": 2}' AS x) s"),
     # relations bound by their exact names; qualifiers, EXTRACT's FROM, IS DISTINCT FROM kept
     ("case_distinct_tables", 'SELECT (SELECT count(*) FROM "T"), (SELECT count(*) FROM t)'),
     ("from_words_that_are_no_relation", "SELECT k, extract(year FROM DATE '2024-01-01'), k IS DISTINCT FROM 3 FROM u"),
