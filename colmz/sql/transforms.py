@@ -363,7 +363,27 @@ def may_transform(text: str, toks) -> bool:
             return True
         elif k == "string" and t.text[1:2] in ("{", "[") and any(x.text == "||" for x in toks):
             return True  # a JSON literal beside || (jsonb concatenation)
-    return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks)
+    return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks) or _may_row_item(toks)
+
+
+def _may_row_item(toks) -> bool:
+    # ``(a, b)`` beginning a select item (after SELECT or a comma): maybe a row value.
+    n = len(toks)
+    for i in range(1, n - 1):
+        if toks[i].text == "(" and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ",") \
+                and toks[i + 1].upper not in ("SELECT", "WITH", "VALUES"):
+            depth = 0
+            for k in range(i + 1, n):
+                t = toks[k]
+                if t.kind == "op" and t.text in "([":
+                    depth += 1
+                elif t.kind == "op" and t.text in ")]":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif depth == 0 and t.text == ",":
+                    return True
+    return False
 
 
 def _queries(q: Query, out: list) -> None:

@@ -177,8 +177,9 @@ def test_derived_columns_are_named_as_postgresql_names_them():
 
 
 def test_a_row_value_as_a_result_column_is_refused():
-    with pytest.raises(UnsupportedSQL, match="a row value"):
-        _cat().sql("SELECT ARRAY[1], ROW(1, 2)")
+    for sql in ["SELECT ARRAY[1], ROW(1, 2)", "SELECT id, (id, name) FROM p"]:
+        with pytest.raises(UnsupportedSQL, match="a row value"):
+            _cat().sql(sql)
     assert _cat().sql("SELECT (1, 2) = (1, 2) AS a").to_pylist() == [{"a": True}]
 
 
