@@ -614,6 +614,32 @@ def _numeric_cast(c: Call) -> str:
     return f"({operand} + {NUMERIC_CAST})"
 
 
+_CHOICES = frozenset({"least", "greatest", "coalesce", "nullif"})
+
+
+def _mixed_scales(x: Expression, text: str) -> bool:
+    # Whether ``x`` chooses one of decimal literals of different scales (least, greatest,
+    # coalesce, nullif, CASE): PostgreSQL's numeric keeps the chosen value's own scale
+    # (least(1.5, 100.005) is 1.5), DuckDB's DECIMAL the widest (1.500).
+    if not ((x.cls in ("FUNCTION", "OPERATOR") and x.name and x.name[-1].lower() in _CHOICES)
+            or x.cls == "CASE" or x.type == "OPERATOR_COALESCE"):
+        return False
+    scales = {len(c.literal.text.split(".")[1]) if "." in c.literal.text else 0
+              for c in x.walk() if c.cls == "CONSTANT" and c.literal is not None
+              and c.literal.kind in ("NUMERIC", "INTEGER") and "e" not in c.literal.text.lower()}
+    return len(scales) > 1
+
+
+def _mixed_scale_text(c: Call) -> str | None:
+    x, t = c.node.children
+    if _type_text(t, c.text).split("(")[0].strip() not in ("text", "varchar", "character varying", "string"):
+        return None
+    raise UnsupportedSQL("the text of a choice (least, greatest, coalesce, nullif, CASE) among numeric "
+                         "values of different scales is not supported by colmz (PostgreSQL prints the "
+                         "chosen value's own scale, DuckDB's DECIMAL the widest): cast the values to "
+                         "one numeric(p, s) first")
+
+
 # ----------------------------------------------------------------------------- LIKE
 
 #: DuckDB's nodes of LIKE, NOT LIKE, ILIKE, NOT ILIKE (and PostgreSQL's ``~~`` operators).
@@ -1221,6 +1247,8 @@ def apply_transforms(text: str, toks) -> str:
                 return (lambda c, v=v: _folded(c.node, c.text, v)), ""
             if v is None and _numeric_target(e, wrapped):
                 return _numeric_cast, ""
+            if e.cls == "CAST" and len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
+                return _mixed_scale_text, ""
         if rows and (rule := _node_rule(e, wrapped)) is not None:
             return rule, ""
         if types and e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
