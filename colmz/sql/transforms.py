@@ -365,7 +365,27 @@ def may_transform(text: str, toks) -> bool:
             return True
         elif k == "string" and t.text[1:2] in ("{", "[") and any(x.text == "||" for x in toks):
             return True  # a JSON literal beside || (jsonb concatenation)
-    return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks)
+    return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks) or _may_row_item(toks)
+
+
+def _may_row_item(toks) -> bool:
+    # ``(a, b)`` beginning a select item (after SELECT or a comma): maybe a row value.
+    n = len(toks)
+    for i in range(1, n - 1):
+        if toks[i].text == "(" and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ",") \
+                and toks[i + 1].upper not in ("SELECT", "WITH", "VALUES"):
+            depth = 0
+            for k in range(i + 1, n):
+                t = toks[k]
+                if t.kind == "op" and t.text in "([":
+                    depth += 1
+                elif t.kind == "op" and t.text in ")]":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif depth == 0 and t.text == ",":
+                    return True
+    return False
 
 
 def _queries(q: Query, out: list) -> None:
@@ -594,6 +614,32 @@ def _numeric_cast(c: Call) -> str:
             or (x.cls in ("FUNCTION", "WINDOW") and len(x.name) == 1 and x.name[0].isidentifier())):
         operand = f"({operand})"  # an operator's result: its parentheses are outside its span
     return f"({operand} + {NUMERIC_CAST})"
+
+
+_CHOICES = frozenset({"least", "greatest", "coalesce", "nullif"})
+
+
+def _mixed_scales(x: Expression, text: str) -> bool:
+    # Whether ``x`` chooses one of decimal literals of different scales (least, greatest,
+    # coalesce, nullif, CASE): PostgreSQL's numeric keeps the chosen value's own scale
+    # (least(1.5, 100.005) is 1.5), DuckDB's DECIMAL the widest (1.500).
+    if not ((x.cls in ("FUNCTION", "OPERATOR") and x.name and x.name[-1].lower() in _CHOICES)
+            or x.cls == "CASE" or x.type == "OPERATOR_COALESCE"):
+        return False
+    scales = {len(c.literal.text.split(".")[1]) if "." in c.literal.text else 0
+              for c in x.walk() if c.cls == "CONSTANT" and c.literal is not None
+              and c.literal.kind in ("NUMERIC", "INTEGER") and "e" not in c.literal.text.lower()}
+    return len(scales) > 1
+
+
+def _mixed_scale_text(c: Call) -> str | None:
+    x, t = c.node.children
+    if _type_text(t, c.text).split("(")[0].strip() not in ("text", "varchar", "character varying", "string"):
+        return None
+    raise UnsupportedSQL("the text of a choice (least, greatest, coalesce, nullif, CASE) among numeric "
+                         "values of different scales is not supported by colmz (PostgreSQL prints the "
+                         "chosen value's own scale, DuckDB's DECIMAL the widest): cast the values to "
+                         "one numeric(p, s) first")
 
 
 # ----------------------------------------------------------------------------- LIKE
@@ -1236,6 +1282,8 @@ def apply_transforms(text: str, toks) -> str:
                 return (lambda c, v=v: _folded(c.node, c.text, v)), ""
             if v is None and _numeric_target(e, wrapped):
                 return _numeric_cast, ""
+            if e.cls == "CAST" and len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
+                return _mixed_scale_text, ""
         if rows and (rule := _node_rule(e, wrapped)) is not None:
             return rule, ""
         if types and e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
