@@ -1027,9 +1027,16 @@ class _Planner:
             raise _Unsupported("SELECT without FROM with WHERE, GROUP BY or HAVING")
         names, values, types = [], [], []
         for e in q.items:
+            null = self.typed_null(e)
+            if null is not None:  # NULL::int and the like: a NULL of that type, named by it
+                names.append(e.alias or null[0])
+                values.append(None)
+                types.append(null[1])
+                continue
             lit = e.literal if e.cls == "CONSTANT" else None
             if lit is None or lit.kind not in ("INTEGER", "STRING", "BOOLEAN"):
-                raise _Unsupported(f"select item {self.span(e)!r} without FROM: not an integer, text or boolean literal")
+                raise _Unsupported(f"select item {self.span(e)!r} without FROM: not an integer, text or boolean "
+                                   "literal or a NULL cast to one of their types")
             v = lit.value
             if lit.kind == "INTEGER":
                 t = pa.int32() if -(2**31) <= v < 2**31 else pa.int64() if -(2**63) <= v < 2**63 else None
@@ -1042,6 +1049,24 @@ class _Planner:
             types.append(t)
         names = [n for _, n in _unique([(n, n) for n in names])]
         return Constant(tuple(ColumnSpec(n, t) for n, t in zip(names, types)), (tuple(values),))
+
+    #: Types a ``NULL`` cast to them may hold in a constant relation: the written type (one
+    #: word, lower case) -> PostgreSQL's name of it (the column's name, as PostgreSQL names a
+    #: cast) and the Arrow type the recompute path gives the column.
+    NULL_CASTS = {"int": ("int4", pa.int32()), "integer": ("int4", pa.int32()), "int4": ("int4", pa.int32()),
+                  "bigint": ("int8", pa.int64()), "int8": ("int8", pa.int64()), "text": ("text", pa.string()),
+                  "varchar": ("varchar", pa.string()), "boolean": ("bool", pa.bool_()),
+                  "bool": ("bool", pa.bool_())}
+
+    def typed_null(self, e: Expression):
+        """``(name, type)`` of a select item ``NULL::t`` / ``CAST(NULL AS t)`` for ``t`` of
+        :data:`NULL_CASTS`, else ``None``."""
+        if e.cls != "CAST" or len(e.children) != 2 or e.children[1].children:
+            return None
+        x, t = e.children
+        if x.cls != "CONSTANT" or x.literal is None or x.literal.kind != "NULL_LITERAL" or t.start < 0:
+            return None
+        return self.NULL_CASTS.get(self.text[t.start : t.end].strip().lower())
 
     # ---- scalars as SQL text (per-group recompute by DuckDB)
 
