@@ -283,6 +283,12 @@ class MaintainedView:
     def sink(self) -> ViewSink:
         return self._sink
 
+    @property
+    def pipeline(self):
+        """The rendered operators (``colmz.dataflow.render.Pipeline``), or ``None`` for a view
+        recomputed whole (a Fallback, a constant): what ``colmz.dataflow.state`` exports."""
+        return self._pipeline
+
     # ------------------------------------------------------------------ stepping
 
     def _output(self, time: int, deltas: Mapping[str, Updates], changed: bool) -> Updates:
