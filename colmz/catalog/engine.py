@@ -147,6 +147,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         self._at_now: tuple | None = None
         # The derived objects' changes at ``now`` a reopened commit must reproduce.
         self._expect: dict[str, list] | None = None
+        # -- views' load work and the durable catalog's restore (colmz.catalog.views) --
+        self.view_work = {"initialized": 0, "restored": 0, "input_rows_read": 0}
+        self.resume_view = None
 
     # ------------------------------------------------------------------ accessors
 

@@ -13,7 +13,9 @@ operators' subset, or any view with ``views="recompute"`` (the oracle), is recom
 its query and diffed (:meth:`colmz.catalog.engine.Engine.recompute`). The operators' state
 is part of the engine's rolled-back state (``CatalogObject.ROLLBACK_FIELDS``): a failed call
 leaves it as it was. A reopened catalog rebuilds each view's operators by one computation
-over its inputs; the sink then writes only the difference from the persisted view.
+over its inputs -- or, when a durable catalog has the operators' state
+(``colmz.dataflow.state``, kept by ``colmz.catalog.durable``), restores them from it without
+reading any input; the sink then writes only the difference from the persisted view.
 """
 
 from __future__ import annotations
@@ -41,7 +43,13 @@ __all__ = ["Views"]
 
 
 class Views:
-    """Materialized views kept by their operators (module docstring)."""
+    """Materialized views kept by their operators (module docstring).
+
+    ``view_work`` counts (cumulative, never rolled back) the views whose operators were fed
+    their inputs' contents (``initialized``, with the ``input_rows_read``) and those restored
+    from durable state instead (``restored``, by ``resume_view(key, view, time) -> bool``,
+    which a durable catalog sets while it loads).
+    """
 
     def _deltas_at(self, names, t: int) -> dict:
         """The changes each object of ``names`` committed at ``t`` (written already)."""
@@ -71,7 +79,15 @@ class Views:
         mv = MaintainedView.create(query, coll.schema, inputs, coll, evaluate=evaluate, require=require,
                                    uses_now=uses_now(translated), reads=set(deps), name=display_name(key),
                                    subquery_schema=subquery_schema, subquery_evaluate=subquery_evaluate)
-        mv.initialize(t, {n: self._objects[n].collection.snapshot(t) for n in inputs})
+        # -- durable state (colmz.catalog.durable): operators restored, not fed their inputs --
+        if self.resume_view is not None and self.resume_view(key, mv, t):
+            self.view_work["restored"] += 1
+            return mv
+        contents = {n: self._objects[n].collection.snapshot(t) for n in inputs}
+        self.view_work["initialized"] += 1
+        self.view_work["input_rows_read"] += sum(len(u) for u in contents.values())
+        # --------------------------------------------------------------------------------
+        mv.initialize(t, contents)
         return mv
 
     def explain(self, name: Key | tuple[str, ...]) -> ViewExplanation:
