@@ -549,8 +549,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             if obj.kind == "table" and c.upper < self._now + 1:
                 c.compare_and_append(Updates.empty(obj.schema), c.upper, self._now + 1)
             elif obj.kind == "materialized view" and self._views == "incremental":
-                # The operators' state is rebuilt by one computation over the inputs; the sink
-                # writes only a difference from the persisted view.
+                # The operators are restored from durable state (``resume_view``; the shared
+                # arrangements they read were put back by ``resume_shared``) or rebuilt by one
+                # computation over the inputs; the sink writes only a difference from the
+                # persisted view.
                 st = next(d["stmt"] for d in self._defs if definition_key(d) == name)
                 with warnings.catch_warnings():  # CREATE warned of a Fallback already
                     warnings.simplefilter("ignore", FallbackWarning)
