@@ -38,10 +38,40 @@ read) and refreshes when another handle moved it. Reads (:meth:`Catalog.sql`,
 handle compacted away refreshes and reads again (bounded). Loading reads each object's
 contents as of the oldest upper (plus the few changes after it) -- not its history -- and
 resumes: tables written past a task's output are processed by the task from the output's
-upper on (no snapshot replayed), views are recomputed. Reads before the load time are no
+upper on (no snapshot replayed), and each materialized view's operators are restored from
+their durable state (below) -- or, for a view without it, rebuilt from its inputs. Reads before the load time are no
 longer possible. A store written by the previous layout is converted on open (only when
 its marker is there, :meth:`colmz.catalog.store.CatalogStore.load`); a store holding
 arrangements but no definitions is refused (:class:`colmz.catalog.store.MissingDefinitions`).
+
+**Views resume, never recompute.** Each maintained view's operator states
+(``colmz.dataflow.state``: arrangements' rows, accumulators' groups) are hidden durable
+objects: one ``colmz.Arrangement`` per state, named ``<view key>-state-<token>-<i>``, and a
+record entry of kind :data:`VIEW_STATE` naming it, its view and its name in the view's
+pipeline. At each commit a state's change since its last commit (its *marks*, the runs it
+held then, kept in the :class:`Mirror`) is written as runs and its upper moved to the
+view's, in the same intent -- one compare-and-set of the record -- as the tables' and views'
+changes: a crash leaves all of a commit or none, and a failed commit (rolled back in memory)
+writes nothing and leaves the marks as they were. A load restores a view's operators from
+its states' snapshots when they are exactly its pipeline's states and each is at the view's
+upper, reading no input (``Catalog.view_work``); otherwise (a Fallback, a store written
+without states, a state behind the view, an exact sum beyond ``int64``) the view is rebuilt
+from its inputs, and its states are then written whole under new names. Dropping a view
+drops its states' entries.
+
+**Shared arrangements are state objects of their own.** An arrangement shared between views
+(``colmz.dataflow.shared``: the engine's registry, one per relation and key) is not part of
+any view's state -- a view's operators hold only a reference to it, which
+``colmz.dataflow.state.operator_states`` does not export -- so it is kept once, however many
+views use it: one hidden arrangement per shared arrangement, named by a record entry of kind
+:data:`SHARED_STATE` carrying its :func:`~colmz.dataflow.shared.arrangement_id` and its
+relation's storage key, its change since its marks committed in the same intent as the rest.
+A load puts each back in the engine's registry before any view is rendered (the engine's
+``resume_shared``) when it and its relation are at the load time; the views then attach to
+it and read no input for it. One without durable state (a store written before, a state
+behind) is filled from its relation when a view first asks for it, as at CREATE, then
+written whole under a new name. When the last view using one is dropped, the registry frees
+it and the record no longer names it.
 """
 
 from __future__ import annotations
@@ -49,6 +79,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import secrets
 import time
 
 import pyarrow as pa
@@ -57,7 +88,7 @@ from colmz.arrangement.collection import CompactedAway
 from colmz.catalog.engine import Engine
 from colmz.catalog.frames import table_batch
 from colmz.catalog.location import check_catalog_location
-from colmz.catalog.mirror import Mirror
+from colmz.catalog.mirror import Mirror, ViewStates
 from colmz.catalog.objects import (
     NAMESPACES,
     CatalogObject,
@@ -68,15 +99,20 @@ from colmz.catalog.objects import (
 )
 from colmz.catalog.store import CatalogStore
 from colmz.continual import ContinualTask
+from colmz.dataflow.keyed import KeyedArrangement
 from colmz.dataflow.maintained import MODES as VIEW_MODES
 from colmz.dataflow.maintained import ViewExplanation
+from colmz.dataflow.shared import arrangement_id
+from colmz.dataflow.state import OperatorState, StateOverflow, operator_states
+from colmz.dataflow.state import restore as restore_states
+from colmz.dataflow.step import as_schema
 from colmz.sql import display_name, parse, session
 from colmz.sql.tokens import require_text
 from colmz.storage.base import Indeterminate
 from colmz.storage.state import CommitConflict
 from colmz.updates import Updates
 
-__all__ = ["RETRIES", "RETRY_BACKOFF", "Catalog", "Mirror"]
+__all__ = ["RETRIES", "RETRY_BACKOFF", "SHARED_STATE", "VIEW_STATE", "Catalog", "Mirror"]
 
 #: How many times a durable call whose commit lost to another handle (or whose read hit data
 #: compacted away by another handle) is refreshed and run again before it raises.
@@ -85,6 +121,15 @@ RETRIES = 16
 #: 1 s), uniformly at random: the loser of a race does not retry in step with the winner
 #: (persist's ``src/persist-client/src/retry.rs`` upstream backs off with jitter too).
 RETRY_BACKOFF = 0.01
+#: The kind of a record entry naming one operator state of a materialized view: ``{"kind":
+#: VIEW_STATE, "key": <its arrangement>, "view": <the view's storage key>, "state": <its name
+#: in the view's pipeline>}`` (``colmz.dataflow.state``). Hidden: not a catalog object.
+VIEW_STATE = "view state"
+#: The kind of a record entry naming the durable state of one arrangement shared between views
+#: (``colmz.dataflow.shared``): ``{"kind": SHARED_STATE, "key": <its arrangement>, "id":
+#: <arrangement_id(relation, key)>, "relation": <the relation's storage key>, "by": <key
+#: columns>}``. One per shared arrangement, whichever views use it. Hidden, as VIEW_STATE.
+SHARED_STATE = "shared state"
 
 
 class Catalog:
@@ -280,6 +325,43 @@ class Catalog:
         self._reading(lambda: None)
         return self.now
 
+    @property
+    def view_work(self) -> dict[str, int]:
+        """How the materialized views' operators were set up since this handle last loaded:
+        ``initialized`` (fed their inputs' contents, ``input_rows_read`` rows: at CREATE, or
+        at a load without durable state for them) and ``restored`` (from their durable
+        operator state at a load, reading no input). A copy.
+
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> cat = Catalog(d); cat.execute("CREATE TABLE t (k INT, v INT); INSERT INTO t VALUES (1, 2)")
+        >>> cat.execute("CREATE MATERIALIZED VIEW s AS SELECT k, sum(v) AS s FROM t GROUP BY k")
+        >>> cat.view_work
+        {'initialized': 1, 'restored': 0, 'input_rows_read': 1}
+        >>> Catalog(d).view_work
+        {'initialized': 0, 'restored': 1, 'input_rows_read': 0}
+        """
+        return dict(self._engine.view_work)
+
+    @property
+    def shared_work(self) -> dict[str, int]:
+        """How the arrangements shared between views (``colmz.dataflow.shared``) were set up
+        since this handle last loaded: ``filled`` from their relation (at a CREATE that made
+        one, or at a load without its durable state) and ``restored`` from their durable
+        state at a load -- once each, however many views use it. A copy.
+
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> cat = Catalog(d); cat.execute("CREATE TABLE t (k INT, v INT); INSERT INTO t VALUES (1, 2)")
+        >>> cat.execute("CREATE MATERIALIZED VIEW lo AS SELECT k, min(v) AS m FROM t GROUP BY k")
+        >>> cat.execute("CREATE MATERIALIZED VIEW hi AS SELECT k, max(v) AS m FROM t GROUP BY k")
+        >>> cat.shared_work
+        {'filled': 1, 'restored': 0}
+        >>> again = Catalog(d); again.shared_work, again.view_work["input_rows_read"]
+        ({'filled': 0, 'restored': 1}, 0)
+        """
+        return dict(self._engine.shared_work)
+
     def identity(self, name) -> str:
         """The storage key of object ``name``: the same over the object's life (across
         reopens), another for an object created again under its name.
@@ -442,7 +524,9 @@ class Catalog:
                     "catalog once where it can be written; nothing was read"
                 )
         store.apply(state)  # a committed intent a crash (or a failed apply) left
-        defs = [d for d in state["objects"] if d.get("kind") != NAMESPACES]
+        defs = [d for d in state["objects"] if d.get("kind") not in (NAMESPACES, VIEW_STATE, SHARED_STATE)]
+        state_defs = [d for d in state["objects"] if d.get("kind") == VIEW_STATE]
+        shared_defs = [d for d in state["objects"] if d.get("kind") == SHARED_STATE]
         for d in state["objects"]:
             if d.get("kind") == NAMESPACES:
                 mirror.schemas = {db: list(scs) for db, scs in d["databases"]}
@@ -453,13 +537,168 @@ class Catalog:
             return engine, store, mirror
         start = max(0, min(uppers) - 1)
         collections = {key: load_collection(dur, max(start, dur.since)) for key, dur in durs.items()}
-        engine.load(defs, collections, mirror.schemas, start, max(uppers) - 1)
+        engine.resume_view = self._resumer(store, defs, state_defs, mirror)
+        engine.resume_shared = self._shared_resumer(store, defs, shared_defs, mirror)
+        try:
+            engine.load(defs, collections, mirror.schemas, start, max(uppers) - 1)
+        finally:
+            engine.resume_view = engine.resume_shared = None  # a view created later is fed its inputs
         mirror.defs = list(defs)
         mirror.uppers = {d["key"]: durs[definition_key(d)].upper for d in defs}
+        mirror.state_defs = list(state_defs)
+        mirror.shared_defs = list(shared_defs)
+        mirror.uppers.update({d["key"]: store.arrangement(d["key"]).upper for d in state_defs + shared_defs})
         mirror.arrangements = durs
         if not self._read_only:  # a read-only handle brings memory forward, commits nothing
             self._persist(engine, store, mirror, stats)
         return engine, store, mirror
+
+    @staticmethod
+    def _resumer(store: CatalogStore, defs: list[dict], state_defs: list[dict], mirror: Mirror):
+        """The engine's ``resume_view`` while it loads: restore a view's operators from the
+        state arrangements the record names for it (``colmz.dataflow.state.restore``) when
+        they are exactly its pipeline's states, each at the view's upper; otherwise (a
+        Fallback, a store written without them, a state behind the view) ``False``: the
+        view is rebuilt from its inputs. A restored view's states go into ``mirror``."""
+        view_keys = {definition_key(d): d["key"] for d in defs if d.get("kind") == "materialized view"}
+        by_view: dict[str, list[dict]] = {}
+        for d in state_defs:
+            by_view.setdefault(d["view"], []).append(d)
+
+        def resume(key, mv, t: int) -> bool:
+            vkey = view_keys.get(key)
+            pipe = mv.pipeline
+            if vkey is None or pipe is None or mv.sink.collection.upper != t + 1:
+                return False
+            found = operator_states(pipe)
+            entries = by_view.get(vkey, [])
+            if found is None or [e["state"] for e in entries] != [s.name for s in found]:
+                return False
+            snaps = {}
+            for e, st in zip(entries, found):
+                dur = store.arrangement(e["key"])
+                if dur.upper != t + 1 or tuple(dur.schema) != st.schema or dur.since > t:
+                    return False
+                snaps[st.name] = dur.snapshot(t)
+            try:
+                restore_states(pipe, snaps, t)
+            except ValueError:
+                return False
+            mv.sink.resume()
+            mirror.states[vkey] = ViewStates(tuple(snaps), tuple(e["key"] for e in entries),
+                                             {st.name: st.marks() for st in found})
+            return True
+
+        return resume
+
+    @staticmethod
+    def _shared_resumer(store: CatalogStore, defs: list[dict], shared_defs: list[dict], mirror: Mirror):
+        """The engine's ``resume_shared`` while it loads (called before any view is
+        rendered): put each shared arrangement the record keeps back in the engine's
+        registry, from its state's snapshot, when its relation is the one it was made of and
+        both are at the load time; otherwise leave it out -- the first view using it fills
+        it from the relation, as at CREATE. A restored one's state goes into ``mirror``."""
+        relations = {d["key"]: definition_key(d) for d in defs}
+
+        def resume(engine: Engine) -> None:
+            t = engine.now
+            for e in shared_defs:
+                rel, by = relations.get(e["relation"]), tuple(e["by"])
+                if rel is None or (rel, by) in engine.shared or engine.collection(rel).upper != t + 1:
+                    continue
+                dur = store.arrangement(e["key"])
+                if dur.upper != t + 1 or dur.since > t:
+                    continue
+                try:
+                    arr = KeyedArrangement(as_schema(engine.object(rel).schema, "schema"), by)
+                    st = OperatorState(e["id"], arr)
+                    if e["id"] != arrangement_id(rel, by) or tuple(dur.schema) != st.schema:
+                        continue
+                    st.load(st.prepared(dur.snapshot(t), t), t)
+                except ValueError:
+                    continue  # the relation's columns changed: rebuilt from it
+                engine.shared.put(rel, by, arr)
+                engine.shared_work["restored"] += 1
+                mirror.shared[(e["relation"], by)] = ViewStates((e["id"],), (e["key"],), {e["id"]: st.marks()})
+
+        return resume
+
+    @staticmethod
+    def _shared_moves(engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict]):
+        """The record entries, intent moves and states (as committed) of the arrangements
+        shared between views: one state object per shared arrangement (not per view using
+        it), moved from its upper to its relation's with its change since its marks, or made
+        holding it whole when the record does not keep it yet (made at a CREATE, or filled
+        from its relation at a reopen). One the registry freed (its last view dropped) is
+        left out of the record."""
+        relations = {definition_key(d): d["key"] for d in defs}
+        entries, moves, states = [], [], {}
+        token = None
+        for rel, by in engine.shared:
+            arr = engine.shared.get(rel, by)
+            if rel not in relations or any(c.kind == "null" for c in arr.schema):
+                continue  # a column with no type yet: rebuilt from its relation on reopen
+            aid = arrangement_id(rel, by)
+            st = OperatorState(aid, arr)
+            up = engine.collection(rel).upper
+            prev = mirror.shared.get((relations[rel], by))
+            if prev is not None:
+                skey = prev.keys[0]
+                lo = mirror.uppers[skey]
+                if lo != up:
+                    moves.append((f"shared arrangement {aid}", skey, lo, up, st.delta(prev.marks[aid], up - 1)))
+            else:
+                token = token or secrets.token_hex(4)
+                skey = f"{relations[rel]}-shared-{token}-{len(entries)}"
+                moves.append((f"shared arrangement {aid}", skey, 0, up, st.delta((), up - 1)))
+                store.arrangement(skey, st.schema)  # as a new object's: before the record names it
+            entries.append({"kind": SHARED_STATE, "key": skey, "id": aid, "relation": relations[rel], "by": list(by)})
+            states[(relations[rel], by)] = ViewStates((aid,), (skey,), {aid: st.marks()})
+        return entries, moves, states
+
+    def _state_moves(self, engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict]):
+        """The record entries of every view's operator states, their intent moves and the
+        states as they are once committed: a state the record keeps moves from its upper to
+        the view's with its change since its marks; a view whose states the record does not
+        keep yet (created, or rebuilt at a reopen) gets new arrangements holding them whole.
+        A view whose state cannot be kept (not resumable; an exact sum beyond int64) keeps
+        none: a reopen rebuilds it."""
+        state_defs, moves, states = [], [], {}
+        for d in defs:
+            if d.get("kind") != "materialized view":
+                continue
+            key = definition_key(d)
+            mv = engine.object(key).maintained
+            found = None if mv is None or mv.pipeline is None else operator_states(mv.pipeline)
+            if not found:
+                continue  # nothing to keep (stateless operators resume from the view alone)
+            up = engine.collection(key).upper
+            shown = display_name(key)
+            names = tuple(st.name for st in found)
+            prev = mirror.states.get(d["key"])
+            mine = []
+            try:
+                if prev is not None and prev.names == names:
+                    keys = prev.keys
+                    for st, skey in zip(found, keys):
+                        lo = mirror.uppers[skey]
+                        if lo != up:
+                            mine.append((f"{shown} state {st.name}", skey, lo, up,
+                                         st.delta(prev.marks[st.name], up - 1)))
+                else:
+                    token = secrets.token_hex(4)
+                    keys = tuple(f"{d['key']}-state-{token}-{i}" for i in range(len(found)))
+                    for st, skey in zip(found, keys):
+                        mine.append((f"{shown} state {st.name}", skey, 0, up, st.delta((), up - 1)))
+            except StateOverflow:
+                continue
+            for st, skey in zip(found, keys):
+                if prev is None or prev.names != names:
+                    store.arrangement(skey, st.schema)  # as a new object's: before the record names it
+                state_defs.append({"kind": VIEW_STATE, "key": skey, "view": d["key"], "state": st.name})
+            moves.extend(mine)
+            states[d["key"]] = ViewStates(names, keys, {st.name: st.marks() for st in found})
+        return state_defs, moves, states
 
     def _persist_step(self):
         """The step a call's transaction ends with: commit what it did (None in memory)."""
@@ -550,8 +789,13 @@ class Catalog:
                 moves.append((shown, d["key"], 0, mem.upper, mem.updates(mem.since, mem.upper)))
             elif mem.upper != lo:
                 moves.append((shown, d["key"], lo, mem.upper, mem.updates(lo, mem.upper)))
-        if not moves and defs == mirror.defs and schemas == mirror.schemas:
+        state_defs, state_moves, states = self._state_moves(engine, store, mirror, defs)
+        shared_defs, shared_moves, shared = self._shared_moves(engine, store, mirror, defs)
+        if not moves and not state_moves and not shared_moves and defs == mirror.defs and schemas == mirror.schemas \
+                and state_defs == mirror.state_defs and shared_defs == mirror.shared_defs:
             return
+        moves.extend(state_moves)
+        moves.extend(shared_moves)
         if self._read_only:
             raise PermissionError(
                 f"catalog at {self._path!r} is read-only (its store cannot be written: "
@@ -560,10 +804,12 @@ class Catalog:
         # The record's intent lands before another is built on it (a no-op when this handle
         # applied it; after a crash or a failed apply, the work left).
         store.apply(store.state)
-        store.commit(namespaces_entry(schemas) + defs, moves)
+        store.commit(namespaces_entry(schemas) + defs + state_defs + shared_defs, moves)
         # -- committed: from here on nothing raises --
         mirror.defs, mirror.schemas = defs, schemas
-        keys = {d["key"] for d in defs}
+        mirror.state_defs, mirror.states = state_defs, states
+        mirror.shared_defs, mirror.shared = shared_defs, shared
+        keys = {d["key"] for d in defs} | {d["key"] for d in state_defs} | {d["key"] for d in shared_defs}
         uppers = {**mirror.uppers, **{key: up for _, key, _, up, _ in moves}}
         mirror.uppers = {k: v for k, v in uppers.items() if k in keys}
         mirror.arrangements = {definition_key(d): store.arrangement(d["key"]) for d in defs}
@@ -583,6 +829,14 @@ class Catalog:
                 try:
                     dur.maintain(mem.since if mem.base_pending else engine.now)
                 except Exception:  # noqa: BLE001 - compaction only saves space; retried later
+                    stats["maintain_failed"] += 1
+                    with contextlib.suppress(Exception):
+                        dur.refresh()
+            for d in state_defs + shared_defs:  # operator states: a reopen reads contents, not history
+                dur = store.arrangement(d["key"])
+                try:
+                    dur.maintain(engine.now)
+                except Exception:  # noqa: BLE001 - as above
                     stats["maintain_failed"] += 1
                     with contextlib.suppress(Exception):
                         dur.refresh()

@@ -152,6 +152,14 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         self._expect: dict[str, list] | None = None
         # The arrangements the views' operators share, by (relation, key) (colmz.catalog.views).
         self._shared = SharedArrangements()
+        # -- views' load work and the durable catalog's restore (colmz.catalog.views) --
+        self.view_work = {"initialized": 0, "restored": 0, "input_rows_read": 0}
+        # the shared arrangements filled from their relation / restored from durable state
+        self.shared_work = {"filled": 0, "restored": 0}
+        self.resume_view = None
+        # ``resume_shared(engine)``: put the shared arrangements' durable state in ``_shared``
+        # before a load renders the views (set by a durable catalog while it loads)
+        self.resume_shared = None
 
     # ------------------------------------------------------------------ accessors
 
@@ -526,7 +534,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         self._now = now
         self._reopened_at = start
         self.restore(defs, collections)
+        if self.resume_shared is not None:  # before any view is rendered: they attach to these
+            self.resume_shared(self)
         self.bring_forward()
+        self._shared.discard_unused()  # restored for views that no longer use them
 
     def bring_forward(self) -> None:
         """Bring every object to ``now``: tables written behind the catalog's back leave the
@@ -538,8 +549,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             if obj.kind == "table" and c.upper < self._now + 1:
                 c.compare_and_append(Updates.empty(obj.schema), c.upper, self._now + 1)
             elif obj.kind == "materialized view" and self._views == "incremental":
-                # The operators' state is rebuilt by one computation over the inputs; the sink
-                # writes only a difference from the persisted view.
+                # The operators are restored from durable state (``resume_view``; the shared
+                # arrangements they read were put back by ``resume_shared``) or rebuilt by one
+                # computation over the inputs; the sink writes only a difference from the
+                # persisted view.
                 st = next(d["stmt"] for d in self._defs if definition_key(d) == name)
                 with warnings.catch_warnings():  # CREATE warned of a Fallback already
                     warnings.simplefilter("ignore", FallbackWarning)

@@ -17,7 +17,7 @@ from colmz.catalog.objects import Key
 from colmz.frontier import Frontier
 from colmz.sql import DEFAULT_DATABASE, DEFAULT_SCHEMA
 
-__all__ = ["Mirror"]
+__all__ = ["Mirror", "ViewStates"]
 
 
 @dataclass
@@ -33,3 +33,23 @@ class Mirror:
     uppers: dict[str, Frontier] = field(default_factory=dict)
     #: Each object's arrangement (by catalog key).
     arrangements: dict[Key, ArrangementCollection] = field(default_factory=dict)
+    #: The record's entries of views' operator states (``colmz.catalog.durable``), in order.
+    state_defs: list[dict] = field(default_factory=list)
+    #: Each view's operator states kept in the record (by the view's storage key).
+    states: dict[str, ViewStates] = field(default_factory=dict)
+    #: The record's entries of shared arrangements' states (``colmz.catalog.durable``), in order.
+    shared_defs: list[dict] = field(default_factory=list)
+    #: The shared arrangements kept in the record (``colmz.catalog.durable``), by their
+    #: relation's storage key and key columns: one state each (named by its arrangement id).
+    shared: dict[tuple[str, tuple[str, ...]], ViewStates] = field(default_factory=dict)
+
+
+@dataclass
+class ViewStates:
+    """A view's operator states as the record keeps them: each state's name in the pipeline
+    (``colmz.dataflow.state``), its arrangement's storage key, and the runs it held when last
+    committed (the marks the next commit's change is taken from)."""
+
+    names: tuple[str, ...]
+    keys: tuple[str, ...]
+    marks: dict[str, tuple]

@@ -55,6 +55,10 @@ Invariants
    to be applied is refused (:class:`UnverifiedIntent`), never decoded; one already landed
    is only deleted.
 
+Entries of the definitions that carry a ``key`` but are not catalog objects (a view's
+operator states, kind ``"view state"``, ``colmz.catalog.durable``) are arrangements like any
+other here: created before the record names them, moved by intent entries, applied alike.
+
 **A catalog knows its identity** (``colmz.arrangement.identity``, as every arrangement
 does): its id is written once into its blob (``catalog/identity.json``, created with the
 first record) and into every record, and the record's consensus key is ``catalog/<id>``. So

@@ -13,7 +13,9 @@ operators' subset, or any view with ``views="recompute"`` (the oracle), is recom
 its query and diffed (:meth:`colmz.catalog.engine.Engine.recompute`). The operators' state
 is part of the engine's rolled-back state (``CatalogObject.ROLLBACK_FIELDS``): a failed call
 leaves it as it was. A reopened catalog rebuilds each view's operators by one computation
-over its inputs; the sink then writes only the difference from the persisted view.
+over its inputs -- or, when a durable catalog has the operators' state
+(``colmz.dataflow.state``, kept by ``colmz.catalog.durable``), restores them from it without
+reading any input; the sink then writes only the difference from the persisted view.
 
 Shared arrangements. The engine holds a :class:`colmz.dataflow.shared.SharedArrangements`
 (``_shared``): an operator arranging one of its inputs as is (a table, view or task read
@@ -23,6 +25,16 @@ the arrangements it uses when it is created and released when it is dropped (the
 frees one). At each commit, :meth:`Views._feed_shared` inserts a relation's changes into its
 shared arrangements once, right after the relation reached the commit's time (tables before
 any view steps; a view or task after its own step), so every reader finds them there.
+
+Durable shared arrangements. A shared arrangement is the registry's, not a view's: a view's
+exported state (``colmz.dataflow.state.operator_states``) holds only a reference to it, and
+a durable catalog keeps it as a state object of its own, named by its
+:func:`~colmz.dataflow.shared.arrangement_id`. On reopen the catalog puts it back in the
+registry (:meth:`Views.restore_shared`) before any view is rendered, so the views rendered
+then find it there -- restored once, whichever views use it -- and read no input for it; a
+shared arrangement without durable state is filled from its relation when a view first asks
+for it, as at CREATE. Entries restored for views that do not use them any more are freed
+once the views are rendered (:meth:`Views.discard_unused_shared`).
 """
 
 from __future__ import annotations
@@ -51,7 +63,16 @@ __all__ = ["Views"]
 
 
 class Views:
-    """Materialized views kept by their operators (module docstring)."""
+    """Materialized views kept by their operators (module docstring).
+
+    ``view_work`` counts (cumulative, never rolled back) the views whose operators were fed
+    their inputs' contents (``initialized``, with the ``input_rows_read``) and those restored
+    from durable state instead (``restored``, by ``resume_view(key, view, time) -> bool``,
+    which a durable catalog sets while it loads). ``shared_work`` counts the shared
+    arrangements kept by views that were ``filled`` from their relation (at CREATE, or at a
+    load without their durable state) and those ``restored`` from durable state at a load
+    (by ``resume_shared(engine)``, which a durable catalog sets while it loads).
+    """
 
     def _changes_at(self, name: Key, t: int) -> Updates:
         """What ``name`` wrote for the commit at ``t`` (written already), at ``t``: those at
@@ -101,7 +122,17 @@ class Views:
         def subquery_evaluate(text: str, schema, at: int) -> Updates:
             return rows_to_updates(conform(self._query_at(translate(text), at), schema, what), at, 1)
 
-        shared = SharedSource(self._shared, inputs, lambda n: self._objects[n].collection.snapshot(t), t)
+        snapshots: dict[Key, Updates] = {}
+
+        def read(n: Key) -> Updates:
+            # an input's contents, read once however many need them (its shared arrangements
+            # filled from it, the operators initialized with it), counted in ``view_work``
+            if n not in snapshots:
+                snapshots[n] = self._objects[n].collection.snapshot(t)
+                self.view_work["input_rows_read"] += len(snapshots[n])
+            return snapshots[n]
+
+        shared = SharedSource(self._shared, inputs, read, t)
         mv = MaintainedView.create(query, coll.schema, inputs, coll, evaluate=evaluate, require=require,
                                    uses_now=uses_now(translated), reads=set(deps), name=display_name(key),
                                    subquery_schema=subquery_schema, subquery_evaluate=subquery_evaluate,
@@ -110,7 +141,15 @@ class Views:
         used = [s.ident for s in mv.shared]
         self._shared.attach(key, used)
         self._shared.discard([i for i in shared.made if i not in used])
-        mv.initialize(t, {n: self._objects[n].collection.snapshot(t) for n in inputs})
+        self.shared_work["filled"] += len([i for i in shared.made if i in used])
+        # -- durable state (colmz.catalog.durable): operators restored, not fed their inputs --
+        if self.resume_view is not None and self.resume_view(key, mv, t):
+            self.view_work["restored"] += 1
+            return mv
+        contents = {n: read(n) for n in inputs}
+        self.view_work["initialized"] += 1
+        # --------------------------------------------------------------------------------
+        mv.initialize(t, contents)
         return mv
 
     def explain(self, name: Key | tuple[str, ...]) -> ViewExplanation:

@@ -36,8 +36,9 @@ takes the one arrangement of that relation by that key, fed once per commit.
 ``colmz.dataflow.plan`` builds a view's relational plan from its SQL (``plan``), prints it
 (``Plan.explain``) and renders it into these operators (``render``) for the incremental
 subset its docstring lists; the rest is a ``Fallback`` naming its reason. Scalar expressions
-of linear segments through ``colmz.sql.translate``, rendering a Fallback and durable state
-are not here yet.
+of linear segments through ``colmz.sql.translate``, rendering a Fallback are not here yet.
+``colmz.dataflow.state`` exports each operator's state as a collection of updates and
+restores a pipeline from snapshots of them (a durable catalog's views resume from it).
 """
 
 from colmz.dataflow.accumulable import (

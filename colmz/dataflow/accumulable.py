@@ -330,11 +330,12 @@ class Accumulators:
         """Bytes of the runs' arrays (encoded keys and accumulator columns)."""
         return sum(keys.nbytes + sum(c.nbytes for c in cols) for keys, _, cols in self._runs)
 
-    def lookup(self, q: np.ndarray, ql: Layout) -> list[np.ndarray]:
-        """The accumulators of each key of ``q`` (zeros where absent)."""
+    def lookup(self, q: np.ndarray, ql: Layout, runs: Sequence | None = None) -> list[np.ndarray]:
+        """The accumulators of each key of ``q`` (zeros where absent); over ``runs`` (some
+        :meth:`state_runs`) instead of the current runs when given."""
         m = len(q)
         where, found = [], [[] for _ in self.kinds]
-        for keys, layout, cols in self._runs:
+        for keys, layout, cols in (self._runs if runs is None else runs):
             mine, present = narrow_rows(q, ql, layout)
             pos = search_rows(keys, mine, "left")
             self.keys_searched += m
@@ -362,6 +363,15 @@ class Accumulators:
                     np.add.at(acc, at, vals)
             out.append(acc)
         return out
+
+    # -- durable state (colmz.dataflow.state) -------------------------------------------
+
+    def state_runs(self) -> tuple:
+        """The runs ``(keys, layout, columns)``, oldest first; never changed once made (a
+        merge makes a new one): ``colmz.dataflow.state`` diffs two of these by identity."""
+        return tuple(self._runs)
+
+    # ------------------------------------------------------------------------------------
 
     def insert(self, keys: np.ndarray, layout: Layout, cols: Sequence[np.ndarray]) -> None:
         """Add ``cols`` to the accumulators of ``keys`` (sorted and unique)."""

@@ -335,6 +335,16 @@ class KeyedArrangement:
         time = np.full(len(diff), self._since or 0, np.uint64)
         return Updates({s.name: c for s, c in zip(self.schema, cols)}, time, diff, copy=False)
 
+    # -- durable state (colmz.dataflow.state) -------------------------------------------
+
+    def state_runs(self) -> tuple[Run, ...]:
+        """The runs holding the contents, oldest first. A run is never changed once made (a
+        merge makes a new one), so ``colmz.dataflow.state`` diffs two of these tuples by
+        identity."""
+        return tuple(self._runs)
+
+    # ------------------------------------------------------------------------------------
+
     def snapshot(self) -> Updates:
         """Every row with its multiplicity (consolidated), at :attr:`since`: reads every run,
         for tests and inspection."""

@@ -47,10 +47,16 @@ object (in place, with every operator's state: append-only runs, saved as their 
 and a failed commit rolls the operators back with the collections. The work counters
 (``last_work``) are diagnostics, not state.
 
-Durability. Operator state lives in memory: a durable catalog rebuilds it when it opens by
-one initial computation over its inputs' contents, the sink feeding the persisted view back
-first so that only a difference is written (none when the view was current). Durable
-operator state is not here yet.
+Durability. Operator state lives in memory; a durable catalog keeps a copy of it as
+collections of updates (``colmz.dataflow.state``, committed with the view by
+``colmz.catalog.durable``) and, when it opens, restores the operators from it
+(:attr:`MaintainedView.pipeline` restored, ``ViewSink.resume``) without reading any input.
+An arrangement shared with other views (``colmz.dataflow.shared``) is not the view's state:
+the catalog keeps it durable once, as its own state object, and puts it back in its registry
+before the view is rendered (or fills it from its relation when it has no durable state).
+A view it cannot restore (a Fallback, no or stale durable state) is rebuilt by one initial
+computation over its inputs' contents, the sink feeding the persisted view back first so that
+only a difference is written (none when the view was current).
 
 :meth:`MaintainedView.explain` gives a :class:`ViewExplanation`: the plan with each node's
 strategy and cost class, the state each operator holds -- its own, or an arrangement shared
@@ -314,6 +320,12 @@ class MaintainedView:
         if self._pipeline is None:
             return []
         return [a for op in self._pipeline.operators for a in _arrangements(op)]
+
+    @property
+    def pipeline(self):
+        """The rendered operators (``colmz.dataflow.render.Pipeline``), or ``None`` for a view
+        recomputed whole (a Fallback, a constant): what ``colmz.dataflow.state`` exports."""
+        return self._pipeline
 
     # ------------------------------------------------------------------ stepping
 

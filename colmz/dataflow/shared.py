@@ -160,6 +160,24 @@ class SharedArrangements:
             self._arranged[ident] = arr
         return arr
 
+    def put(self, relation: str, key: Sequence[str], arrangement: KeyedArrangement) -> None:
+        """Put ``arrangement`` -- the arrangement of ``relation`` by ``key`` restored from a
+        durable state object, holding the relation's contents as of the engine's now -- in
+        the registry with no users yet, before the views using it are rendered: they find it
+        and attach to it instead of filling one from the relation. ``ValueError`` when the
+        registry has one already or ``arrangement`` is not arranged by ``key``."""
+        key = tuple(key)
+        ident = (relation, key)
+        if ident in self._arranged:
+            raise ValueError(f"the shared arrangement {arrangement_id(*ident)} is in the registry already")
+        if tuple(arrangement.key) != key:
+            raise ValueError(f"the arrangement put as {arrangement_id(*ident)} is arranged by {list(arrangement.key)}")
+        self._arranged[ident] = arrangement
+
+    def discard_unused(self) -> None:
+        """Free every arrangement no view uses (those put for views that did not attach)."""
+        self.discard([i for i in self._arranged if not self._users.get(i)])
+
     def feed(self, relation, time: int, delta: Updates) -> None:
         """Insert ``relation``'s changes committed at ``time`` into each of its arrangements
         (once per commit, before any view reads them)."""

@@ -84,6 +84,17 @@ class ViewSink:
         """The buffer of ``desired − persisted`` (empty between steps of a caught-up sink)."""
         return self._correction
 
+    # -- durable state (colmz.dataflow.state) -------------------------------------------
+
+    def resume(self) -> None:
+        """Declare the dataflow's output so far equal to what the collection holds (operators
+        restored from their durable state, not fed the inputs again): nothing is left to
+        correct, so the persisted contents fed back at construction are cleared."""
+        self._correction = Correction(schema=self.schema)
+        self._correction.advance_since(self.collection.upper)
+
+    # ------------------------------------------------------------------------------------
+
     def step(self, time, delta: Updates) -> Updates:
         """Write the view's output change ``delta`` (all at ``time``); returns what was written."""
         time = check_time(time, "time")
