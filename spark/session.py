@@ -144,7 +144,8 @@ def session(
     warm : bool
         Compile colmz's kernels into the Numba cache in this process (default), so local
         Python workers load them (~0.4 s) instead of each compiling them (seconds). It runs
-        while the JVM starts (the JVM is another process; this thread only waits for it).
+        before the JVM starts, not beside it: PySpark forks the JVM's launcher with Python code
+        to run in the child, unsafe while another thread compiles.
     quick_start : bool
         For a short job. Python workers come from :mod:`colmz.spark.daemon`, which loads
         colmz, pyarrow and the kernels once before it forks them. On a ``local`` master,
@@ -217,25 +218,12 @@ def session(
     import colmz
 
     colmz.set_cache_dir(env["NUMBA_CACHE_DIR"])
-    # The JVM starts in another thread (it mostly waits on the child process and its socket)
-    # while this one loads or compiles the kernels.
-    started: dict[str, object] = {}
-
-    def start() -> None:
-        try:
-            started["spark"] = _started(builder, candidate)
-        except BaseException as e:  # handed to the caller below
-            started["error"] = e
-
-    starter = threading.Thread(target=start, name="colmz-spark-start", daemon=True)
-    starter.start()
-    try:
-        colmz.warmup()
-    finally:
-        starter.join()
-    if "error" in started:
-        raise started["error"]
-    return started["spark"]
+    # The kernels are loaded (or compiled) before the JVM starts, not beside it in another
+    # thread: PySpark launches the JVM with a ``preexec_fn`` (Python run in the forked child
+    # before exec), which is unsafe while another thread of this process compiles -- the
+    # child can crash on a lock the other thread held at the fork.
+    colmz.warmup()
+    return _started(builder, candidate)
 
 
 def _started(builder, candidate) -> SparkSession:
