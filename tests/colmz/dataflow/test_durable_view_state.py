@@ -20,7 +20,7 @@ import pytest
 import updates_strategies as us
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_maintained import POOLS, TABLES, contents, insert, script, views_of
+from test_maintained import POOLS, contents, insert, script, setup, views_of
 
 import colmz
 from colmz.catalog.durable import SHARED_STATE, VIEW_STATE, Catalog
@@ -62,15 +62,6 @@ def state_entries(url: str) -> list[dict]:
 def shared_entries(url: str) -> list[dict]:
     record = CatalogStore(open_location(url)).load()
     return [d for d in record["objects"] if d.get("kind") == SHARED_STATE]
-
-
-def setup(cats, bodies):
-    for cat in cats:
-        cat.execute("; ".join(TABLES))
-        cat.execute(insert("t", POOLS["t"][:4]) + "; " + insert("u", POOLS["u"][:5]) + "; "
-                    + insert("r", POOLS["r"][:4]))
-        for i, b in enumerate(bodies):
-            cat.execute(f"CREATE MATERIALIZED VIEW v{i} AS {b}")
 
 
 def check_reopened(url: str, rec: Catalog, text: str = "", rebuilt: bool = False) -> Catalog:

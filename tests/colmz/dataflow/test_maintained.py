@@ -185,8 +185,9 @@ def script(draw):
     return "; ".join(stmts)
 
 
-def catalogs(bodies, over=()):
-    cats = [colmz.Catalog(views="incremental"), colmz.Catalog(views="recompute")]
+def setup(cats, bodies, over=()):
+    """The tables, their first rows and views ``v0, v1, ...`` of ``bodies`` (then ``over``'s
+    named views) in each catalog of ``cats``."""
     for cat in cats:
         cat.execute("; ".join(TABLES))
         cat.execute(insert("t", POOLS["t"][:4]) + "; " + insert("u", POOLS["u"][:5]) + "; "
@@ -195,6 +196,11 @@ def catalogs(bodies, over=()):
             cat.execute(f"CREATE MATERIALIZED VIEW v{i} AS {b}")
         for name, b in over:
             cat.execute(f"CREATE MATERIALIZED VIEW {name} AS {b}")
+
+
+def catalogs(bodies, over=()):
+    cats = [colmz.Catalog(views="incremental"), colmz.Catalog(views="recompute")]
+    setup(cats, bodies, over)
     return cats
 
 
