@@ -416,7 +416,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         else:
             before = save(self, exclude=("_at_now",))
         changed = set()
-        tables = pending if consolidated else None
+        # each object's change at t, read once (the tables' as written, when consolidated)
+        known = dict(pending) if consolidated else {}
         for name in self._order:
             obj = self._objects[name]
             if obj.kind != "table":
@@ -429,7 +430,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             else:
                 obj.collection.compare_and_append(Updates.empty(obj.schema), obj.collection.upper, t + 1)
         for name in changed:  # the tables' shared arrangements, before any view steps
-            self._feed_shared(name, t)
+            self._feed_shared(name, t, known)
         for name in self._order:
             obj = self._objects[name]
             if obj.kind == "materialized view":
@@ -437,19 +438,19 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                     # covered: the call's save of the engine holds every operator and sink,
                     # and a failure rolls the engine back (so the view's own saves are skipped)
                     with covered():
-                        wrote = obj.maintained.step(t, self._deltas_at(obj.deps & changed, t, tables))
+                        wrote = obj.maintained.step(t, self._deltas_at(obj.deps & changed, t, known))
                     if len(wrote):
                         changed.add(name)
-                        self._feed_shared(name, t)
+                        self._feed_shared(name, t, known)
                 elif self._recompute(obj, t, force=obj.uses_now or bool(obj.deps & changed)):
                     changed.add(name)
-                    self._feed_shared(name, t)
+                    self._feed_shared(name, t, known)
             elif obj.kind == "continual task":
                 done = obj.task.stats["times_processed"]
                 obj.task.run()
                 if obj.task.stats["times_processed"] != done and len(obj.collection.updates(t, t + 1)):
                     changed.add(name)
-                    self._feed_shared(name, t)
+                    self._feed_shared(name, t, known)
         expect, self._expect = self._expect, None
         for name, old in (expect or {}).items():
             if changes_at(self._objects[name].collection, t) != old:

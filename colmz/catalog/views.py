@@ -74,32 +74,35 @@ class Views:
     (by ``resume_shared(engine)``, which a durable catalog sets while it loads).
     """
 
-    def _changes_at(self, name: Key, t: int) -> Updates:
+    def _changes_at(self, name: Key, t: int, known: dict | None = None) -> Updates:
         """What ``name`` wrote for the commit at ``t`` (written already), at ``t``: those at
         times after ``now`` too -- a view with a temporal filter writes its flips at their
-        own times, which a commit jumping past them writes together."""
-        return consolidated_at(at_time(self._objects[name].collection.updates(self._now + 1, t + 1), t), t)
+        own times, which a commit jumping past them writes together. ``known``: the changes
+        of this commit read so far (the tables' as the commit wrote them, consolidated),
+        taken from there and filled, so each object's change is read once per commit however
+        many views and shared arrangements take it."""
+        change = None if known is None else known.get(name)
+        if change is None:
+            change = consolidated_at(at_time(self._objects[name].collection.updates(self._now + 1, t + 1), t), t)
+            if known is not None:
+                known[name] = change
+        return change
 
-    def _deltas_at(self, names, t: int, tables=None) -> dict:
+    def _deltas_at(self, names, t: int, known: dict | None = None) -> dict:
         """The changes each object of ``names`` wrote for the commit at ``t``
-        (:meth:`_changes_at`). ``tables``: the tables' changes the commit wrote, consolidated
-        (taken as they are instead of read back from the collections)."""
-        tables = tables or {}
-        out = {}
-        for n in names:
-            change = tables.get(n)
-            out[n] = change if change is not None else self._changes_at(n, t)
-        return out
+        (:meth:`_changes_at`, through ``known``)."""
+        return {n: self._changes_at(n, t, known) for n in names}
 
     @property
     def shared(self) -> SharedArrangements:
         """The arrangements the views' operators share (``colmz.dataflow.shared``)."""
         return self._shared
 
-    def _feed_shared(self, name: Key, t: int) -> None:
-        """Insert ``name``'s changes at ``t`` (written already) into its shared arrangements."""
+    def _feed_shared(self, name: Key, t: int, known: dict | None = None) -> None:
+        """Insert ``name``'s changes at ``t`` (written already, :meth:`_changes_at` through
+        ``known``) into its shared arrangements."""
         if self._shared.arranges(name):
-            self._shared.feed(name, t, self._changes_at(name, t))
+            self._shared.feed(name, t, self._changes_at(name, t, known))
 
     def _maintain(self, key: Key, query: str, translated: str, coll: MemoryCollection, deps,
                   t: int, require: bool = False) -> MaintainedView:
