@@ -64,6 +64,7 @@ Invariants:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 from collections.abc import Callable
 
@@ -80,6 +81,7 @@ __all__ = [
     "FLOAT_CAST_MACROS",
     "FLOAT_CHECK",
     "JSONB_CONCAT",
+    "JSONB_OUT",
     "NUMERIC_CAST",
     "REGEXP_MATCH",
     "TRANSFORM_FUNCTIONS",
@@ -87,9 +89,11 @@ __all__ = [
     "TRANSFORM_TYPED_MACROS",
     "Call",
     "apply_transforms",
+    "duplicate_name",
     "jsonb_concat",
     "jsonb_text",
     "may_transform",
+    "undo_duplicate_name",
 ]
 
 
@@ -101,10 +105,11 @@ class Call:
     conditional construct around it in its own query (``CASE``, ``coalesce()``, ...) or
     ``""``; ``text`` the text the spans index."""
 
-    __slots__ = ("_render", "inside", "name", "node", "table", "text", "window")
+    __slots__ = ("_render", "_span", "inside", "name", "node", "table", "text", "window")
 
-    def __init__(self, name: str, node: Expression, text: str, render, table: bool, inside: str) -> None:
-        self.name, self.node, self.text, self._render = name, node, text, render
+    def __init__(self, name: str, node: Expression, text: str, render, table: bool, inside: str,
+                 span=None) -> None:
+        self.name, self.node, self.text, self._render, self._span = name, node, text, render, span
         self.window = node.cls == "WINDOW"
         self.table, self.inside = table, inside
 
@@ -129,6 +134,11 @@ class Call:
     def text_of(self, node: Expression) -> str:
         """The text of ``node`` (under this one), with the nodes found inside it rewritten."""
         return self._render(node)
+
+    def span_text(self, lo: int, hi: int) -> str:
+        """The text ``[lo, hi)`` (inside this node's span), with the nodes found wholly inside
+        it rewritten."""
+        return self._span(lo, hi)
 
     def renamed(self, new: str) -> str:
         """The call with its name replaced by ``new`` (arguments, FILTER, OVER kept)."""
@@ -311,6 +321,28 @@ def _third_argument(c: Call) -> str | None:
     return None
 
 
+#: PostgreSQL's functions of a polymorphic argument (``anyelement``, ``anynonarray``): with
+#: only an untyped literal there (``'a'``, ``NULL``), PostgreSQL cannot resolve the type and
+#: raises (``src/backend/parser/parse_coerce.c``: enforce_generic_type_consistency); DuckDB
+#: reads the literal as text and answers. The message is PostgreSQL's.
+_POLYMORPHIC = {
+    **{f: "could not determine polymorphic type because input has type unknown"
+       for f in ("lag", "lead", "first_value", "last_value", "nth_value")},
+    "array_agg": "function array_agg(unknown) is not unique",
+}
+
+
+def _polymorphic(c: Call) -> str | None:
+    # the first argument: the first child in the text (a window's PARTITION BY and ORDER BY
+    # come first among its children), right after the call's parenthesis
+    kids = [k for k in c.node.children if k.start >= 0]
+    first = min(kids, key=lambda k: k.start) if kids else None
+    if first is not None and first.literal is not None and first.literal.kind in ("STRING", "NULL_LITERAL") \
+            and c.text[: first.start].rstrip().endswith("("):
+        raise SQLError(f"{_POLYMORPHIC[c.name]}: {c.name}({_written(c.text, first)}...)")
+    return None
+
+
 #: Function name as written (lower case) -> rule: the DuckDB text of the call's span, or
 #: None to keep the call as written (the calls inside it still rewritten); a rule may raise
 #: ``UnsupportedSQL``.
@@ -325,6 +357,7 @@ CALLS: dict[str, Rule] = {
     # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
+    **dict.fromkeys(_POLYMORPHIC, _polymorphic),
 }
 
 #: The name of DuckDB's node for a call written otherwise: a node is the call written at its
@@ -360,7 +393,7 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS:
                 return True
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text == "->"
                             or (t.text == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS)):
             return True
         elif k == "string" and t.text[1:2] in ("{", "[") and any(x.text == "||" for x in toks):
@@ -898,6 +931,51 @@ def _concat(c: Call) -> str | None:
                          "text; colmz keeps jsonb columns as text): cast both operands to jsonb or text")
 
 
+#: The function printing a jsonb value as PostgreSQL's jsonb text (:func:`jsonb_text`).
+JSONB_OUT = RESERVED_PREFIX + "jsonb_out"
+
+
+def _jsonb_out_arrow(a):
+    import pyarrow as pa
+
+    return pa.array([None if x is None else jsonb_text(x) for x in a.to_pylist()], pa.string())
+
+
+#: DuckDB's nodes binding looser than PostgreSQL's ``->`` (comparisons, ``IN``, ``BETWEEN``,
+#: ``LIKE``, ``IS [NOT] NULL``, ``AND``/``OR``) or as tight (``||``, left to right):
+#: PostgreSQL's generic operators bind tighter than the first (its operator precedence
+#: table), DuckDB's lambda arrow looser than all.
+_LOOSER_CLASSES = frozenset({"COMPARISON", "CONJUNCTION", "BETWEEN"})
+_LOOSER_TYPES = frozenset({"OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL", "COMPARE_IN", "COMPARE_NOT_IN"})
+
+
+def _looser(e: Expression) -> bool:
+    return e.cls in _LOOSER_CLASSES or e.type in _LOOSER_TYPES or (
+        e.cls == "FUNCTION" and len(e.name) == 1 and (e.name[0] in _LIKES or e.name[0] == "||"))
+
+
+def _jsonb_arrow(c: Call) -> str:
+    # ``a -> k`` (DuckDB reads it as a lambda, PostgreSQL has none): jsonb's field or element,
+    # printed as PostgreSQL prints jsonb (DuckDB's JSON text is compact: {"b":2}), so its text,
+    # its comparison with a jsonb literal (itself PostgreSQL's text, _json_cast) and its output
+    # are PostgreSQL's. DuckDB's arrow binds looser than everything: in ``a -> 'k' = v`` its
+    # right side is ``'k' = v``; the key is the leftmost operand down the chain of looser
+    # nodes starting where the right side starts (not parenthesised), and the rest follows.
+    lhs, rhs = c.node.children
+    key = rhs
+    if not c.text[: rhs.start].rstrip().endswith("("):
+        while _looser(key) and key.children and key.children[0].start == key.start >= 0:
+            if key.name == ("||",):
+                # ``a -> 'k' || x`` is ``(a -> 'k') || x`` in PostgreSQL: jsonb's merge or,
+                # beside text, text's concatenation -- a choice by x's type, unknown here
+                raise UnsupportedSQL("|| after jsonb's -> is not supported by colmz (PostgreSQL "
+                                     "merges jsonb, concatenates text): parenthesise and cast, "
+                                     "e.g. (a -> 'k')::text || x")
+            key = key.children[0]
+    out = f"CAST({JSONB_OUT}(json_extract({c.text_of(lhs)}, {c.text_of(key)})) AS JSON)"  # DuckDB's ->
+    return out if key is rhs else out + c.span_text(key.end, rhs.end)
+
+
 # ----------------------------------------------------------------------------- regular expressions
 
 #: PostgreSQL's ``~`` family: DuckDB's ``regexp_matches`` with RE2's ``s`` option (``.``
@@ -984,7 +1062,8 @@ TRANSFORM_TYPED_MACROS = (
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
      "a timestamptz; DuckDB 1.4 or later can)') ELSE x END"),
 )
-TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),)
+TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),
+                       (JSONB_OUT, _jsonb_out_arrow, ("VARCHAR",), "VARCHAR"))
 
 
 # ----------------------------------------------------------------------------- float overflow
@@ -1118,6 +1197,7 @@ def _plain_list(toks, j: int, n: int) -> bool:
         return False
     item: list = []
     depth = 0
+    names: set[str] = set()
     for k in range(j, n + 1):
         t = toks[k] if k < n else None
         end = t is None or (depth == 0 and (t.upper in _LIST_ENDS or t.text in (",", ")")))
@@ -1131,6 +1211,11 @@ def _plain_list(toks, j: int, n: int) -> bool:
         if not (_dotted(item) or (len(item) >= 2 and item[-2].upper == "AS")
                 or (len(item) >= 2 and item[-1].kind in ("word", "qident") and _dotted(item[:-1]))):
             return False
+        if item[-1].kind in ("word", "qident"):
+            name = item[-1].name.lower()
+            if name in names:
+                return False  # two columns of one name: DuckDB renames the second (_derived_items)
+            names.add(name)
         if t is None or t.text != ",":
             return True
         item = []
@@ -1144,24 +1229,52 @@ def _dotted(item) -> bool:
         for k, x in enumerate(item)) and item[0].upper not in ("CASE", "NULL", "TRUE", "FALSE")
 
 
-def _derived_items(q: Query, out: dict, text: str) -> None:
+def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset: int) -> None:
     # The select items of every query whose columns are a relation's (a subquery in FROM,
     # a CTE) that have no alias and are not a column or a star: id -> PostgreSQL's name.
     # DuckDB names such an item by its text (``1``, ``upper("name")``); PostgreSQL by
     # FigureColname (``?column?``, ``upper``) -- the alias added makes DuckDB's PostgreSQL's.
+    # A repeated name (``SELECT 1, 2``; ``SELECT a, b AS a``) is marked (duplicate_name): an
+    # item without an alias gets the mark as its alias (in ``out``), an aliased one has its
+    # alias replaced (``realiased``: id -> (end of the alias in ``text``, mark)).
     from colmz.sql.parse import output_names
+
+    starts = [t.start + offset for t in toks]
 
     def named(d: Query) -> None:
         while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
             d = d.children[0]  # a set operation's columns are its first branch's
+        seen: dict[str, int] = {}
         for e in d.items:
-            if e.alias or e.cls in ("COLUMN_REF", "STAR") or e.start < 0:
+            if e.cls == "STAR" or e.start < 0:
                 continue
             before, after = text[: e.start].rstrip(), text[e.end :].lstrip()
             if before.endswith("(") and after.startswith(")"):
                 continue  # parenthesised: the alias would land inside the parentheses
-            names = output_names("SELECT " + text[e.start : e.end])
-            if names and len(names) == 1 and names[0]:
+            alias_end = _alias_end(e, text, toks, starts, offset) if e.alias else -1
+            if e.alias and alias_end < 0:
+                continue
+            if alias_end >= 0 or e.cls == "COLUMN_REF":
+                name = text[e.start : alias_end if alias_end >= 0 else e.end]
+                names = output_names("SELECT " + name)
+            else:
+                names = output_names("SELECT " + text[e.start : e.end])
+                if names is None and e.cls == "WINDOW" and e.name:
+                    names = [e.name[-1]]  # over a named window (read alone, w is unknown)
+            if not (names and len(names) == 1 and names[0]):
+                continue
+            n = seen.get(names[0].lower(), 0)
+            seen[names[0].lower()] = n + 1
+            if n:
+                # DuckDB names the n-th repeat of a name (compared without case) name_n
+                # where PostgreSQL keeps the name: a mark DuckDB keeps, undone on the result
+                # (duplicate_name, undo_duplicate_name).
+                mark = duplicate_name(names[0], n)
+                if alias_end >= 0:
+                    realiased[id(e)] = (alias_end, mark)
+                else:
+                    out[id(e)] = mark
+            elif not e.alias and e.cls != "COLUMN_REF":
                 out[id(e)] = names[0]
 
     def walk_query(d: Query) -> None:
@@ -1186,6 +1299,45 @@ def _derived_items(q: Query, out: dict, text: str) -> None:
             walk_query(t.subquery)
 
     walk_query(q)
+
+
+#: The mark of a repeated column name of a subquery or CTE (see :func:`duplicate_name`).
+_DUPLICATE = RESERVED_PREFIX + "dup"
+_DUPLICATE_MARK = re.compile(re.escape(_DUPLICATE) + r"\d+_(.*)", re.DOTALL)
+
+
+def duplicate_name(name: str, n: int) -> str:
+    """The alias translate gives the ``n``-th repeat of column name ``name`` in a subquery
+    or CTE: DuckDB renames a repeated name (``?column?_1``, ``a_1``, compared without case)
+    where PostgreSQL keeps it; :func:`undo_duplicate_name` gives the name back.
+
+    >>> duplicate_name("?column?", 1), undo_duplicate_name(duplicate_name("?column?", 1))
+    ('__colmz_dup1_?column?', '?column?')
+    """
+    return f"{_DUPLICATE}{n}_{name}"
+
+
+def undo_duplicate_name(column: str) -> str:
+    """A result column's name with the mark of :func:`duplicate_name` undone (any other as is)."""
+    m = _DUPLICATE_MARK.fullmatch(column) if column.startswith(_DUPLICATE) else None
+    return m.group(1) if m else column
+
+
+def _alias_end(e: Expression, text: str, toks, starts: list[int], offset: int) -> int:
+    # The end (in ``text``) of the alias written after item ``e``: the first word after the
+    # item's span spelling DuckDB's alias; -1 when none is found.
+    for t in toks[bisect.bisect_left(starts, max(e.end, 0)):]:
+        if t.kind in ("word", "qident") and t.name.lower() == e.alias.lower():
+            return t.end + offset
+        if t.kind not in ("word", "qident") and t.text != ")":
+            return -1
+    return -1
+
+
+def _realias(start: int, end: int, mark: str) -> Rule:
+    from colmz.sql.build import identifier
+
+    return lambda c: c.span_text(start, end) + " AS " + identifier(mark)
 
 
 def _with_alias(rule: Rule | None, name: str) -> Rule:
@@ -1238,6 +1390,7 @@ def apply_transforms(text: str, toks) -> str:
     rows = _MAY_COMPARE_ROWS.search(text) is not None
     types = any(t.upper in _TYPE_WORDS for t in toks)
     concat = any(t.kind == "op" and t.text == "||" for t in toks)
+    arrows = any(t.kind == "op" and t.text == "->" for t in toks)
     regexps = any(t.kind == "op" and t.text in _REGEXP_OPS for t in toks)
     likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
     numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
@@ -1256,9 +1409,10 @@ def apply_transforms(text: str, toks) -> str:
         _queries(q, roots)
     wrapped = " " * offset + text
     derived: dict[int, str] = {}
+    realiased: dict[int, tuple[int, str]] = {}
     if _may_name_derived(toks):
         for q in stmts:
-            _derived_items(q, derived, wrapped)
+            _derived_items(q, derived, realiased, wrapped, toks, offset)
     item_ids = {id(e) for q in stmts for e in _select_items(q)}
     arithmetic = any(t.kind == "op" and t.text in ("+", "-", "*", "/") for t in toks) and any(
         (t.kind == "word" and t.text.lower() in _FLOAT_HINTS)
@@ -1290,6 +1444,8 @@ def apply_transforms(text: str, toks) -> str:
             return rule, ""
         if concat and e.cls == "FUNCTION" and e.name == ("||",):
             return _concat, ""
+        if arrows and e.cls == "LAMBDA" and len(e.children) == 2:
+            return _jsonb_arrow, ""
         if regexps and e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
                 (i := bisect.bisect_left(starts, e.start - offset)) < len(toks)
                 and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident")
@@ -1323,6 +1479,9 @@ def apply_transforms(text: str, toks) -> str:
                 rule = _float_checked(rule, leaves)
         if id(e) in derived:
             rule = _with_alias(rule, derived[id(e)])
+        if id(e) in realiased:  # the item and its alias, the alias replaced
+            end, mark = realiased[id(e)]
+            found.append((dataclasses.replace(e, end=end), _realias(e.start, e.end, mark), "", False, ""))
         if rule is not None:
             found.append((e, rule, name, table, inside))
         if e.subquery is not None:
@@ -1368,7 +1527,7 @@ def apply_transforms(text: str, toks) -> str:
                 return render(toks[i].end + offset, e.end, skip=e)
             return render(n.start, n.end) if n.start >= 0 else _written(wrapped, n)
 
-        out = rule(Call(name, e, wrapped, node_text, table, inside))
+        out = rule(Call(name, e, wrapped, node_text, table, inside, render))
         return render(e.start, e.end, skip=e) if out is None else out
 
     return render(offset, len(wrapped))

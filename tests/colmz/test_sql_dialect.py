@@ -38,12 +38,7 @@ require("psycopg", "the PostgreSQL oracle needs psycopg")
 from sql_corpus import QUERIES  # noqa: E402
 
 #: Queries whose colmz answer differs from PostgreSQL's today, and why.
-KNOWN_WRONG: dict[str, str] = {
-    "on_derived_duplicate_names": "two columns of a subquery both named ?column?: DuckDB renames the "
-                                  "second ?column?_1 under a *",
-    "sf_jsonb_arrow_object_text": "jsonb -> of an object or array prints DuckDB's compact JSON text "
-                                  "({\"b\":2}), not PostgreSQL's jsonb text ({\"b\": 2})",
-}
+KNOWN_WRONG: dict[str, str] = {}
 
 #: Queries PostgreSQL answers where colmz raises DuckDB's own error, not UnsupportedSQL.
 KNOWN_RAW: dict[str, str] = {}

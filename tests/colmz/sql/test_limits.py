@@ -100,8 +100,10 @@ def test_a_regrouped_concatenation_gives_postgresqls_answer():
     by_i = {r["i"]: r["x"] for r in got}
     assert by_i == {1: "a1-A" * 10, 2: None, None: None}
     assert cat.sql("SELECT 'x' = " + " || ".join(["'x'"] + ["''"] * 20) + " AS e").to_pylist() == [{"e": True}]
-    # not regrouped where a neighbour binds tighter, or an operand is not text
-    assert "((" not in translate("SELECT a -> " + " || ".join(["s"] * 20) + " FROM t")
+    # not regrouped where an operand is not text; after jsonb's -> (as tight as ||:
+    # PostgreSQL reads (a -> s) || s ..., a merge or a concatenation by the types) refused
+    with pytest.raises(UnsupportedSQL, match=r"\|\| after jsonb's ->"):
+        translate("SELECT a -> " + " || ".join(["s"] * 20) + " FROM t")
     assert "((" not in translate("SELECT " + " || ".join(["ARRAY[1]"] * 20))
 
 

@@ -237,3 +237,54 @@ def test_text_of_a_choice_among_numeric_scales_is_refused():
         with pytest.raises(UnsupportedSQL, match="different scales"):
             cat.sql(sql)
     assert cat.sql("SELECT least(1.5, 2.5)::text AS a").to_pylist() == [{"a": "1.5"}]
+
+
+def _catalog(*setup):
+    import colmz
+
+    cat = colmz.Catalog()
+    for stmt in setup:
+        cat.execute(stmt)
+    return cat
+
+
+def test_a_repeated_column_name_of_a_subquery_is_kept_under_a_star():
+    # DuckDB renames a subquery's or CTE's repeated column name (?column?_1, a_1; compared
+    # without case); PostgreSQL keeps each: the repeat is marked and its name given back.
+    cat = _catalog("CREATE TABLE t (a INT, b TEXT)", "INSERT INTO t VALUES (1, 'x')")
+    assert cat.sql("SELECT * FROM (SELECT 1, 2) s").column_names == ["?column?", "?column?"]
+    assert cat.sql("SELECT * FROM (SELECT 1 AS a, 2 AS a, 3 AS a_1) s").column_names == ["a", "a", "a_1"]
+    assert cat.sql('SELECT * FROM (SELECT 1 AS "A", 2 AS a) s').column_names == ["A", "a"]
+    got = cat.sql("WITH s AS (SELECT a, b AS a, upper(b), lower(b) AS upper FROM t) SELECT * FROM s")
+    assert got.column_names == ["a", "a", "upper", "upper"]
+    assert [c.to_pylist() for c in got.columns] == [[1], ["x"], ["X"], ["x"]]
+    assert cat.sql("SELECT * FROM (SELECT * FROM (SELECT a, a FROM t) x) y").column_names == ["a", "a"]
+
+
+def test_jsonb_arrow_gives_postgresqls_jsonb_text_and_binds_as_postgresql_reads_it():
+    # DuckDB's -> is a lambda arrow (looser than =, IS NULL, AND) giving compact JSON text;
+    # PostgreSQL's binds tighter and prints jsonb with spaces and its key order.
+    cat = _catalog("CREATE TABLE d (id INT, j JSONB)",
+                   """INSERT INTO d VALUES (1, '{"a": 1, "b": {"c": "x", "bb": [1, 2]}}'), (2, '{"a": null}')""")
+    q = ("SELECT id, j -> 'b' AS b, (j -> 'b')::text AS t, j -> 'b' = '{\"bb\": [1,2], \"c\": \"x\"}'::jsonb AS e, "
+         "j -> 'a' IS NULL AS n, j -> 'b' -> 'bb' ->> 1 AS v FROM d ORDER BY id")
+    assert cat.sql(q).to_pylist() == [
+        {"id": 1, "b": '{"c": "x", "bb": [1, 2]}', "t": '{"c": "x", "bb": [1, 2]}', "e": True, "n": False, "v": "2"},
+        {"id": 2, "b": None, "t": None, "e": None, "n": False, "v": None},
+    ]
+    assert cat.sql("SELECT '{\"a\": {\"b\": 2}}'::jsonb -> 'a' AS b").to_pylist() == [{"b": '{"b": 2}'}]
+    assert cat.sql("SELECT id FROM d WHERE j -> 'a' = '1'::jsonb AND id > 0 ORDER BY id").to_pylist() == [{"id": 1}]
+    with pytest.raises(UnsupportedSQL, match=r"\|\| after jsonb's ->"):
+        cat.sql("SELECT j -> 'a' || 'x' FROM d")
+
+
+@pytest.mark.parametrize("call", ["lag('a') OVER ()", "lead(NULL, 2) OVER ()", "first_value('x') OVER ()",
+                                  "array_agg('a')"])
+def test_a_polymorphic_function_of_an_untyped_literal_raises_as_in_postgresql(call):
+    from colmz.sql import SQLError
+
+    cat = _catalog()
+    with pytest.raises(SQLError, match="polymorphic type because input has type unknown|is not unique"):
+        cat.sql(f"SELECT {call}")
+    assert cat.sql("SELECT lag('a'::text) OVER () AS l, first_value(1) OVER () AS f").to_pylist() == [
+        {"l": None, "f": 1}]

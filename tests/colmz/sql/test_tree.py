@@ -187,3 +187,14 @@ def test_star_relation_and_modifiers():
     assert (a.relation, a.star_modified) == ("t", False)
     assert (b.relation, b.star_modified) == ("", False)
     assert c.star_modified
+
+
+def test_a_call_over_a_named_window_spans_the_call_only():
+    # DuckDB copies WINDOW w's PARTITION BY and ORDER BY into each call over w, positioned in
+    # the WINDOW clause: they are the call's children but not part of its text.
+    text = ("SELECT id, sum(age) OVER w AS s, 1 + 2 AS k, lag(x, 1) OVER (w ROWS 1 PRECEDING) "
+            "FROM people WINDOW w AS (PARTITION BY city ORDER BY id)")
+    q, = parse_tree(text)
+    spans = [text[e.start : e.end] for e in q.items]
+    assert spans == ["id", "sum(age) OVER w", "1 + 2", "lag(x, 1) OVER (w ROWS 1 PRECEDING)"]
+    assert sorted(text[c.start : c.end] for c in q.items[1].children) == ["age", "city", "id"]
