@@ -43,8 +43,8 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.run import run_query
 from colmz.updates import SchemaError
 
-__all__ = ["VALUES_RELATION", "arity_message", "assign", "assignment_query", "coerce_literals",
-           "duckdb_type", "insert_rows", "insert_targets"]
+__all__ = ["VALUES_RELATION", "arity_message", "as_jsonb", "assign", "assignment_query", "coerce_literals",
+           "duckdb_type", "insert_rows", "insert_targets", "is_jsonb"]
 
 #: Where rows are registered for the one query that converts them (:func:`assign`,
 #: :func:`coerce_literals`).
@@ -206,6 +206,46 @@ def insert_rows(con, rows: pa.Table, schema: Sequence[ColumnSpec], columns: Sequ
         return rows
     given = dict(zip(columns, rows.columns))
     return pa.table({c.name: given.get(c.name, pa.nulls(rows.num_rows, c.type)) for c in schema})
+
+
+def is_jsonb(type_sql: str) -> bool:
+    """Whether a column declared of type ``type_sql`` is PostgreSQL's ``jsonb`` (colmz stores
+    it as text: :func:`as_jsonb` is what makes the text jsonb's).
+
+    >>> is_jsonb("JSONB"), is_jsonb(" jsonb "), is_jsonb("json"), is_jsonb("text")
+    (True, True, False, False)
+    """
+    return type_sql.strip().upper() == "JSONB"
+
+
+def as_jsonb(rows: pa.Table, columns: Sequence[int]) -> pa.Table:
+    """``rows`` (a write's rows, its target's columns in order) with each column at the
+    positions ``columns`` (jsonb columns, held as text) as PostgreSQL stores a jsonb value:
+    its text read as JSON and printed as jsonb prints it (keys sorted by length then bytes,
+    the last of repeated keys kept, ``": "`` and ``", "``:
+    :func:`colmz.sql.transforms.jsonb_text`); text that is not JSON raises PostgreSQL's
+    ``invalid input syntax for type json`` (:class:`SQLError`), as its jsonb input does.
+
+    >>> as_jsonb(pa.table({"j": ['{"b":1,"a": [1,2], "b": 2}', None]}), [0]).column(0).to_pylist()
+    ['{"a": [1, 2], "b": 2}', None]
+    """
+    from colmz.sql.transforms import jsonb_text
+
+    for i in columns:
+        if i >= rows.num_columns:
+            continue
+        col = rows.column(i)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            continue
+        out = []
+        for v in col.to_pylist():
+            try:
+                out.append(None if v is None else jsonb_text(v))
+            except ValueError:
+                shown = v if len(v) <= 60 else v[:57] + "..."
+                raise SQLError(f'invalid input syntax for type json: "{shown}"') from None
+        rows = rows.set_column(i, rows.schema.field(i), pa.array(out, col.type))
+    return rows
 
 
 def duckdb_type(t: pa.DataType) -> str:
