@@ -1172,15 +1172,21 @@ def _grouped_nodes(q: Query, out: set) -> None:
 
 # ----------------------------------------------------------------------------- names
 
+#: The tokens a select list's ``*`` follows (``SELECT *``, ``a, *``, ``t.*``, ``DISTINCT *``).
+_BEFORE_STAR = frozenset({"SELECT", ",", ".", "DISTINCT", "ALL"})
+
+
 def _may_name_derived(toks) -> bool:
-    # A ``*`` and a query inside the text (``(SELECT``) whose select list holds an item
-    # other than a column, a star or an aliased item: a derived table's column DuckDB names
-    # otherwise than PostgreSQL may reach the result by its name.
-    if not any(t.kind == "op" and t.text == "*" for t in toks):
-        return False
+    # A ``*`` and a query (the statement's, or one inside it: ``(SELECT``) whose select list
+    # holds an item other than a column, a star or an aliased item: a column DuckDB names
+    # otherwise than PostgreSQL may reach the result by its name (under a ``*``, or beside
+    # one, where colmz.sql.parse.output_names leaves DuckDB's names).
+    if not any(t.kind == "op" and t.text == "*" and i > 0
+               and (toks[i - 1].upper or toks[i - 1].text) in _BEFORE_STAR for i, t in enumerate(toks)):
+        return False  # no select-list star (count(*), a * b are not)
     n = len(toks)
     for i, t in enumerate(toks):
-        if t.upper == "SELECT" and i > 0 and (toks[i - 1].text == "(" or toks[i - 1].upper in (
+        if t.upper == "SELECT" and (i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in (
                 "UNION", "ALL", "EXCEPT", "INTERSECT")) and not _plain_list(toks, i + 1, n):
             return True
     return False
@@ -1241,7 +1247,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
 
     starts = [t.start + offset for t in toks]
 
-    def named(d: Query) -> None:
+    def named(d: Query, marks: bool = True) -> None:
         while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
             d = d.children[0]  # a set operation's columns are its first branch's
         seen: dict[str, int] = {}
@@ -1263,7 +1269,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                     names = [e.name[-1]]  # over a named window (read alone, w is unknown)
             if not (names and len(names) == 1 and names[0]):
                 continue
-            n = seen.get(names[0].lower(), 0)
+            n = seen.get(names[0].lower(), 0) if marks else 0
             seen[names[0].lower()] = n + 1
             if n:
                 # DuckDB names the n-th repeat of a name (compared without case) name_n
@@ -1299,6 +1305,13 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
             walk_query(t.subquery)
 
     walk_query(q)
+    # The statement's own select list beside a ``*``: DuckDB names an item by its text
+    # (``1``, ``upper(t)``) and keeps repeated names, output_names leaves DuckDB's names.
+    top = q
+    while top.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and top.children:
+        top = top.children[0]
+    if any(e.cls == "STAR" for e in top.items):
+        named(q, marks=False)
 
 
 #: The mark of a repeated column name of a subquery or CTE (see :func:`duplicate_name`).

@@ -288,3 +288,13 @@ def test_a_polymorphic_function_of_an_untyped_literal_raises_as_in_postgresql(ca
         cat.sql(f"SELECT {call}")
     assert cat.sql("SELECT lag('a'::text) OVER () AS l, first_value(1) OVER () AS f").to_pylist() == [
         {"l": None, "f": 1}]
+
+
+def test_items_beside_a_star_get_postgresqls_names():
+    # output_names leaves DuckDB's names when the list holds a *: DuckDB names an item by its
+    # text (1, upper(t), (k + 1)); the item gets PostgreSQL's name as its alias.
+    cat = _catalog("CREATE TABLE t (k INT, s TEXT)", "INSERT INTO t VALUES (1, 'x')")
+    assert cat.sql("SELECT *, 1, upper(s), k FROM t").column_names == ["k", "s", "?column?", "upper", "k"]
+    assert cat.sql("SELECT k + 1, t.* FROM t").column_names == ["?column?", "k", "s"]
+    assert cat.sql("SELECT *, lower(s) FROM t UNION ALL SELECT 2, 'y', 'z'").column_names == ["k", "s", "lower"]
+    assert cat.sql("SELECT *, 1 FROM t ORDER BY \"?column?\", k").to_pylist() == [{"k": 1, "s": "x", "?column?": 1}]

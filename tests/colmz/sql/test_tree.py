@@ -117,6 +117,8 @@ def test_every_span_of_the_corpus_is_one_expression():
                     frag = text[e.start:e.end]
                     if e.start < 0 or e.cls in ("TYPE", "STAR") or frag.split()[1:2] == ["WHEN"]:
                         continue
+                    if " WINDOW " in text.upper() and "OVER" in frag.upper():
+                        continue  # a call over a named window: alone, without WINDOW w AS (...)
                     assert check_expression(frag, "p") is not None, frag
                     checked += 1
     assert checked > 1500
