@@ -343,6 +343,19 @@ def _polymorphic(c: Call) -> str | None:
     return None
 
 
+#: The negated integer constants PostgreSQL types narrower than DuckDB: PostgreSQL's
+#: grammar folds ``-2147483648`` (also ``-(2147483648)``) into one int4 constant
+#: (``src/backend/parser/gram.y``: doNegate), DuckDB negates the int8 2147483648 (an int8
+#: result: abs(-2147483648) answers where PostgreSQL raises "integer out of range").
+_SMALLEST_INTS = {"-2147483648": "INTEGER", "-9223372036854775808": "BIGINT"}
+_SMALLEST_MAGNITUDES = frozenset(v.lstrip("-") for v in _SMALLEST_INTS)
+
+
+def _smallest_int(c: Call) -> str:
+    v = c.node.literal.text
+    return f"CAST({v} AS {_SMALLEST_INTS[v]})"
+
+
 #: Function name as written (lower case) -> rule: the DuckDB text of the call's span, or
 #: None to keep the call as written (the calls inside it still rewritten); a rule may raise
 #: ``UnsupportedSQL``.
@@ -388,7 +401,7 @@ def may_transform(text: str, toks) -> bool:
             if w in _TREE_WORDS or (w in ("varchar", "varying") and i + 1 < n and toks[i + 1].text == "("):
                 return True
         elif k == "number":
-            if "." in t.text or "e" in t.text or "E" in t.text:
+            if "." in t.text or "e" in t.text or "E" in t.text or t.text in _SMALLEST_MAGNITUDES:
                 return True
         elif k == "qident":
             if t.name in CALLS:
@@ -1404,6 +1417,7 @@ def apply_transforms(text: str, toks) -> str:
     types = any(t.upper in _TYPE_WORDS for t in toks)
     concat = any(t.kind == "op" and t.text == "||" for t in toks)
     arrows = any(t.kind == "op" and t.text == "->" for t in toks)
+    smallest = any(t.kind == "number" and t.text in _SMALLEST_MAGNITUDES for t in toks)
     regexps = any(t.kind == "op" and t.text in _REGEXP_OPS for t in toks)
     likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
     numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
@@ -1441,6 +1455,9 @@ def apply_transforms(text: str, toks) -> str:
         # The table's entry for node ``e`` (and, for a call, its name as written).
         if e.start < 0:
             return None, ""
+        if smallest and e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER" \
+                and e.literal.text in _SMALLEST_INTS:
+            return _smallest_int, ""
         if numeric:
             v = _constant(e, wrapped)
             if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):

@@ -298,3 +298,17 @@ def test_items_beside_a_star_get_postgresqls_names():
     assert cat.sql("SELECT k + 1, t.* FROM t").column_names == ["?column?", "k", "s"]
     assert cat.sql("SELECT *, lower(s) FROM t UNION ALL SELECT 2, 'y', 'z'").column_names == ["k", "s", "lower"]
     assert cat.sql("SELECT *, 1 FROM t ORDER BY \"?column?\", k").to_pylist() == [{"k": 1, "s": "x", "?column?": 1}]
+
+
+def test_the_smallest_integers_are_one_constant_of_their_type():
+    # PostgreSQL folds -2147483648 into an int4 constant (-9223372036854775808 an int8);
+    # DuckDB negates the int8 2147483648, so abs() of it answered where PostgreSQL raises.
+    from colmz.sql import SQLError
+
+    cat = _catalog()
+    got = cat.sql("SELECT -2147483648 AS a, -(2147483648) AS b, -9223372036854775808 AS c, -2147483649 AS d")
+    assert got.to_pylist() == [{"a": -2147483648, "b": -2147483648, "c": -9223372036854775808, "d": -2147483649}]
+    assert [str(t) for t in got.schema.types] == ["int32", "int32", "int64", "int64"]
+    for sql in ["SELECT abs(-2147483648)", "SELECT -2147483648 * 2", "SELECT abs(-9223372036854775808)"]:
+        with pytest.raises(SQLError, match="Overflow"):
+            cat.sql(sql)
