@@ -1046,4 +1046,7 @@ QUERIES = [
     ('na_row_in_subquery_null', 'SELECT id FROM people WHERE (city, age) IN (SELECT city, age FROM people WHERE id = 1) ORDER BY id'),
     ('na_in_null_column_where', "SELECT id FROM people WHERE city IN ('Rome', NULL) ORDER BY id"),
     ('na_some_subquery', "SELECT id FROM people WHERE age = SOME (SELECT age FROM people WHERE city = 'Paris') ORDER BY id"),
+    # --- quoted function names (PostgreSQL matches them as written)
+    ('on_quoted_call_capitals', 'SELECT "Sum"(age) FROM people'),
+    ('on_quoted_call_lower', 'SELECT "upper"(name), "count"(*) OVER () FROM people WHERE id = 1'),
 ]

@@ -404,8 +404,8 @@ def may_transform(text: str, toks) -> bool:
             if "." in t.text or "e" in t.text or "E" in t.text or t.text in _SMALLEST_MAGNITUDES:
                 return True
         elif k == "qident":
-            if t.name in CALLS:
-                return True
+            if t.name in CALLS or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
+                return True  # a call of the table, or a quoted name PostgreSQL has no function of
         elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text == "->"
                             or (t.text == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS)):
             return True
@@ -1418,6 +1418,7 @@ def apply_transforms(text: str, toks) -> str:
     concat = any(t.kind == "op" and t.text == "||" for t in toks)
     arrows = any(t.kind == "op" and t.text == "->" for t in toks)
     smallest = any(t.kind == "number" and t.text in _SMALLEST_MAGNITUDES for t in toks)
+    quoted = any(t.kind == "qident" and t.name != t.name.lower() for t in toks)
     regexps = any(t.kind == "op" and t.text in _REGEXP_OPS for t in toks)
     likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
     numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
@@ -1494,6 +1495,12 @@ def apply_transforms(text: str, toks) -> str:
         if likes and e.name[0] in _LIKES and len(e.children) == 2:
             return _like, ""
         i = bisect.bisect_left(starts, e.start - offset)
+        if quoted and i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind == "qident" \
+                and toks[i + 1].text == "(" and toks[i].name != toks[i].name.lower() \
+                and e.name[0].lower() == toks[i].name.lower():
+            # PostgreSQL's function names are lower case and a quoted name is matched as
+            # written; DuckDB matches function names without case
+            raise SQLError(f"function {_written(wrapped, e)[: len(toks[i].text)]}() does not exist")
         if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident") \
                 and toks[i + 1].text == "(" and toks[i].name in CALLS \
                 and _ALIASES.get(toks[i].name, toks[i].name) == e.name[0].lower():

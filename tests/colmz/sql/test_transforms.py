@@ -312,3 +312,16 @@ def test_the_smallest_integers_are_one_constant_of_their_type():
     for sql in ["SELECT abs(-2147483648)", "SELECT -2147483648 * 2", "SELECT abs(-9223372036854775808)"]:
         with pytest.raises(SQLError, match="Overflow"):
             cat.sql(sql)
+
+
+def test_a_quoted_function_name_with_capitals_does_not_exist():
+    # PostgreSQL matches a quoted name as written and its functions are lower case; DuckDB
+    # matches function names without case, so "Sum"(x) answered.
+    from colmz.sql import SQLError
+
+    cat = _catalog("CREATE TABLE t (k INT)", "INSERT INTO t VALUES (1)")
+    for sql in ['SELECT "Sum"(k) FROM t', 'SELECT "UPPER"(\'a\')', 'SELECT "Count"(*) OVER () FROM t']:
+        with pytest.raises(SQLError, match="does not exist"):
+            cat.sql(sql)
+    assert cat.sql('SELECT "sum"(k) AS s FROM t').to_pylist() == [{"s": 1}]
+    assert cat.sql('SELECT * FROM (SELECT 1) AS "T"(a)').column_names == ["a"]
