@@ -3,40 +3,38 @@
 A workload resends a statement with new literal values (``INSERT ... VALUES (5, 'x')``,
 ``WHERE k = 5``). DuckDB's parse of such a text (:func:`colmz.sql.tree.parse_tree`) is its
 cost; its tree differs from the tree of another text of the same shape only in positions
-and in the constants' texts. A text's *shape* is its DuckDB token sequence
-(``duckdb.tokenize``, the lexer DuckDB's parser runs) with literals abstracted:
+and in the constants' texts. A text's
+*shape* is the text with its *variable tokens* -- literals and comments, as
+``duckdb.tokenize`` (the lexer DuckDB's parser runs) finds them -- replaced by their form;
+the text between them is kept as written:
 
-* every token's kind and text, but for a number or a plain ``'...'`` string its *form*
-  (``i``: up to 9 digits, ``I``: 10 to 18 digits, ``d``: a decimal point, ``e``: an
-  exponent; ``s``: a plain string) and, for a comment, nothing (its text is skipped by the
-  parser); a literal of another form (``E'...'``, ``$$...$$``, ``x'..'``, ``0x1F``,
-  ``1_000``, a 19-digit number) is kept as written;
-* between tokens, whether they touch, are apart on one line, or are apart across a line
-  break (PostgreSQL's lexer joins two strings apart across a line break into one).
+* a number or a plain ``'...'`` string by its form (``i``: up to 9 digits, ``I``: 10 to 18
+  digits, ``d``: a decimal point, ``e``: an exponent; ``'``: a plain string);
+* a literal of another form (``E'...'``, ``$$...$$``, ``x'..'``, ``0x1F``, ``1_000``, a
+  19-digit number) as written;
+* a comment by nothing (the parser skips it).
 
 The first text of a shape is parsed by DuckDB and becomes the shape's *template*: its tree,
-its token boundaries and, for each literal token, the constant node holding it (its
-*claim*): a constant placed on the token (with only ``-``, ``+`` and parentheses beside it),
-or a constant without position (``DATE '...'``'s) under a node whose span holds that token
-and no other unclaimed one. The constant's text must be the literal's value as DuckDB reads
+its variable tokens and, for each literal token, the constant node holding it (its
+*claim*): a constant placed on the token (with only ``-``, ``+``, parentheses and spaces
+beside it), or a constant without position (``DATE '...'``'s) under a node whose span holds
+that token and no other unclaimed one. The constant's text must be the literal's value as DuckDB reads
 it (a number as written, a string without its quotes, ``''`` read as ``'``) with at most
 a ``-`` before it. A literal token that no constant claims so (a table name written as a
 string, a number of a parameter ``$1``) is *pinned*: its text is part of the shape's key.
 
-A later text of the shape gets the template's tree with every offset moved to the same
-token boundary of the new text and every claimed constant's text replaced by the new
-literal's value -- nodes whose subtree holds nothing that moved or changed are shared with
-the template. Invariants:
+A later text of the shape gets the template's tree with every offset moved as the variable
+token before it moved (the text between two variable tokens is one in both) and every
+claimed constant's text replaced by the new literal's value -- nodes whose subtree holds
+nothing that moved or changed are shared with the template. Invariants:
 
 * A template serves a text only after it was *confirmed*: the second text of its shape is
   parsed by DuckDB too and must equal the template remapped to it (else the shape is
   never remapped again; each text of it is parsed). What is remapped is what DuckDB gives.
-* Every offset of a template lies on a token boundary of its text (else the shape is not
-  kept); boundaries map one to one, since the key fixes which tokens touch.
+* No offset of a template lies inside a variable token (else the shape is not kept).
 * Texts longer than :data:`colmz.sql.tokens.CACHED_CHARS` have no shape (run once, not
   held); at most :data:`MAX_SHAPES` shapes are held (least recently used go first).
 
->>> from colmz.sql.tree import parse_tree
 >>> shape_of("SELECT * FROM t WHERE k = 5").key == shape_of("SELECT * FROM t WHERE k = 42").key
 True
 >>> shape_of("SELECT * FROM t WHERE k = 5").key == shape_of("SELECT * FROM t WHERE k = 'a'").key
@@ -64,29 +62,26 @@ MAX_SHAPES = 1024
 #: vertical tab); a line break is ``\n`` or ``\r``.
 _WS = " \t\n\r\f\v"
 #: Number forms whose constant DuckDB reads with the same kind whatever the digits.
-_NUMBER_FORMS = (
-    ("i", re.compile(r"\d{1,9}")),
-    ("I", re.compile(r"\d{10,18}")),
-    ("d", re.compile(r"\d{1,18}\.\d{0,18}|\.\d{1,18}")),
-    ("e", re.compile(r"(?:\d{1,18}\.?\d{0,18}|\.\d{1,18})[eE][+-]?\d{1,3}")),
-)
+_NUMBER = re.compile(r"(?P<i>\d{1,9})|(?P<I>\d{10,18})|(?P<d>\d{1,18}\.\d{0,18}|\.\d{1,18})"
+                     r"|(?P<e>(?:\d{1,18}\.?\d{0,18}|\.\d{1,18})[eE][+-]?\d{1,3})")
 _PLAIN_STRING = re.compile(r"'(?:[^']|'')*'")
 #: Tokens that may stand beside a literal inside its constant's span (``-5``, ``-(5)``).
-_BESIDE = frozenset({"-", "+", "(", ")"})
+_BESIDE = frozenset("-+()" + _WS)
 
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """A text's shape: ``key`` (see the module), ``bounds`` (each token's start and end, in
-    characters), ``slots`` (the token index of each abstracted literal, in order),
-    ``values`` (each abstracted literal's value: a number as written, a string unquoted) and
-    ``texts`` (each token's text)."""
+    """A text's shape: ``key`` (see the module); the *variable tokens* (literals and
+    comments), each with its ``starts``, ``ends`` (in characters) and ``texts``; ``slots``
+    (the variable tokens that are abstracted literals, in order) and ``values`` (each
+    abstracted literal's value: a number as written, a string unquoted)."""
 
     key: tuple[str, ...]
-    bounds: tuple[int, ...]
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+    texts: tuple[str, ...]
     slots: tuple[int, ...]
     values: tuple[str, ...]
-    texts: tuple[str, ...]
 
 
 def _tokenize(text: str):
@@ -96,8 +91,12 @@ def _tokenize(text: str):
 
 
 def shape_of(text: str) -> Shape | None:
-    """The shape of ``text``, or ``None`` when it has none (too long, or DuckDB's lexer
-    leaves something other than whitespace between its tokens)."""
+    """The shape of ``text``, or ``None`` when it has none (too long for the caches).
+
+    >>> s = shape_of("SELECT -5 /* c */, 'it''s' FROM t")
+    >>> s.key, s.texts, s.values
+    (('SELECT -', '#i', ' ', 'c', ', ', "'", ' FROM t'), ('5', '/* c */', "'it''s'"), ('5', "it's"))
+    """
     if len(text) > CACHED_CHARS:
         return None
     try:
@@ -105,49 +104,59 @@ def shape_of(text: str) -> Shape | None:
     except Exception:  # noqa: BLE001 - a text DuckDB's lexer refuses has no shape (its parse says why)
         return None
     chars = char_offsets(text)
-    starts = [b for b, _ in toks] if chars is None else [chars[b] for b, _ in toks]
-    starts.append(len(text))
+    number, string, comment = _variable()
     key: list[str] = []
-    bounds: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    texts: list[str] = []
     slots: list[int] = []
     values: list[str] = []
-    texts: list[str] = []
-    prev = 0
-    for i, (_, kind) in enumerate(toks):
-        s = starts[i]
-        tok = text[s : starts[i + 1]].rstrip(_WS)
-        gap = text[prev:s]
-        if not gap:
-            g = "0"
-        elif gap.strip(_WS):
-            return None
+    at = 0
+    n = len(toks)
+    for i, (b, kind) in enumerate(toks):
+        # (identity: DuckDB's token kinds are a Python enum, slow to hash)
+        if kind is number:
+            code = "n"
+        elif kind is string:
+            code = "s"
+        elif kind is comment:
+            code = "c"
         else:
-            g = "2" if ("\n" in gap or "\r" in gap) else "1"
-        name = kind.name
-        if name == "numeric_const":
-            form = next((f for f, p in _NUMBER_FORMS if p.fullmatch(tok)), None)
-            if form is not None:
-                key.append(g + "#" + form)
-                slots.append(i)
-                values.append(tok)
-            else:
-                key.append(g + "=" + tok)
-        elif name == "string_const":
-            if _PLAIN_STRING.fullmatch(tok):
-                key.append(g + "'")
-                slots.append(i)
-                values.append(tok[1:-1].replace("''", "'"))
-            else:
-                key.append(g + "=" + tok)
-        elif name == "comment":
-            key.append(g + "c")
+            continue
+        s = b if chars is None else chars[b]
+        nb = toks[i + 1][0] if i + 1 < n else None
+        tok = text[s : len(text) if nb is None else (nb if chars is None else chars[nb])].rstrip(_WS)
+        key.append(text[at:s])
+        if code == "n":
+            m = _NUMBER.fullmatch(tok)
+            form = "=" + tok if m is None else "#" + m.lastgroup
+        elif code == "s":
+            form = "'" if _PLAIN_STRING.fullmatch(tok) else "=" + tok
         else:
-            key.append(g + name[0] + tok)
+            form = "c"
+        if form[0] in "#'":
+            slots.append(len(starts))
+            values.append(tok if code == "n" else tok[1:-1].replace("''", "'"))
+        key.append(form)
+        starts.append(s)
+        ends.append(s + len(tok))
         texts.append(tok)
-        bounds.append(s)
-        bounds.append(s + len(tok))
-        prev = s + len(tok)
-    return Shape(tuple(key), tuple(bounds), tuple(slots), tuple(values), tuple(texts))
+        at = s + len(tok)
+    key.append(text[at:])
+    return Shape(tuple(key), tuple(starts), tuple(ends), tuple(texts), tuple(slots), tuple(values))
+
+
+_VARIABLE: list = []
+
+
+def _variable() -> list:
+    # DuckDB's token kinds of the variable tokens: number, string, comment.
+    if not _VARIABLE:
+        from colmz.sql.run import require_duckdb
+
+        kinds = require_duckdb().token_type
+        _VARIABLE.extend((kinds.numeric_const, kinds.string_const, kinds.comment))
+    return _VARIABLE
 
 
 # ---------------------------------------------------------------------------- templates
@@ -157,17 +166,20 @@ class _Template:
     """A shape's first tree, what each literal token's constant is, and whether a second
     text of the shape confirmed it."""
 
-    __slots__ = ("bounds", "claims", "confirmed", "hi", "shape", "tree")
+    __slots__ = ("claims", "confirmed", "hi", "offsets", "segments", "shape", "tree")
 
     def __init__(self, shape: Shape, tree: tuple[Query, ...],
-                 claims: dict[int, tuple[list[tuple[int, Expression]], str]], hi: dict[int, int]) -> None:
+                 claims: dict[int, tuple[list[tuple[int, Expression]], str]], hi: dict[int, int],
+                 offsets: list[int]) -> None:
         self.shape = shape
         self.tree = tree
-        self.bounds = shape.bounds
         #: slot number -> ([(id of a constant node, the node), ...], the text before its value)
         self.claims = claims
         #: id of each node -> the largest offset (or claimed literal start) under it
         self.hi = hi
+        #: every offset of the tree, and how many variable tokens end at or before it
+        self.offsets = offsets
+        self.segments = [bisect.bisect_right(shape.ends, o) for o in offsets]
         self.confirmed = False
 
 
@@ -197,15 +209,16 @@ def _nodes(tree: tuple[Query, ...]):
         stack.extend((k, own) for k in reversed(kids) if k is not None)
 
 
-def _template(shape: Shape, tree: tuple[Query, ...]) -> _Template | None:
+def _template(shape: Shape, tree: tuple[Query, ...], text: str) -> _Template | None:
     """The template of ``tree`` (DuckDB's parse of a text of ``shape``), or ``None`` when an
-    offset of it is not a token boundary."""
-    bounds = set(shape.bounds)
-    bounds.add(-1)
-    slot_starts = [shape.bounds[2 * i] for i in shape.slots]
+    offset of it lies inside a variable token."""
+    slot_starts = [shape.starts[i] for i in shape.slots]
     nodes = list(_nodes(tree))
-    for node, _ in nodes:
-        if isinstance(node, (Expression, Table)) and (node.start not in bounds or node.end not in bounds):
+    offsets = sorted({o for node, _ in nodes if isinstance(node, (Expression, Table))
+                      for o in (node.start, node.end) if o >= 0})
+    for o in offsets:
+        j = bisect.bisect_right(shape.starts, o) - 1
+        if j >= 0 and o < shape.ends[j] and o != shape.starts[j]:
             return None
     # slot -> the constant nodes holding it, and the text before its value in them. Several
     # nodes may be one constant: DuckDB's JSON repeats an ORDER BY item (the modifier's
@@ -226,6 +239,9 @@ def _template(shape: Shape, tree: tuple[Query, ...]) -> _Template | None:
             return
         claims.setdefault(k, ([], prefix))[0].append((id(e), e))
 
+    def text_of(lo: int, hi: int) -> str:
+        return text[lo:hi]
+
     def inside(lo: int, hi: int) -> range:
         return range(bisect.bisect_left(slot_starts, lo), bisect.bisect_left(slot_starts, hi))
 
@@ -236,12 +252,11 @@ def _template(shape: Shape, tree: tuple[Query, ...]) -> _Template | None:
             later.append((node, span))
             continue
         ks = inside(node.start, node.end)
-        # the tokens of its span: one literal, the rest signs and parentheses
-        toks = range(bisect.bisect_right(shape.bounds, node.start) // 2,
-                     (bisect.bisect_left(shape.bounds, node.end) + 1) // 2)
-        literal_toks = [i for i in toks if shape.key[i][1] in "#'="]
-        if len(ks) == 1 and literal_toks == [shape.slots[ks[0]]] and all(
-                shape.texts[i] in _BESIDE for i in toks if i != literal_toks[0]):
+        # its span: one variable token, a literal, the rest signs, parentheses and spaces
+        toks = range(bisect.bisect_left(shape.starts, node.start), bisect.bisect_left(shape.starts, node.end))
+        if len(ks) == 1 and list(toks) == [shape.slots[ks[0]]] and not (
+                set(text_of(node.start, shape.starts[toks[0]]) + text_of(shape.ends[toks[0]], node.end))
+                - _BESIDE):
             claim(node, ks[0], (node.start, node.end))
         else:
             for k in ks:
@@ -290,7 +305,7 @@ def _template(shape: Shape, tree: tuple[Query, ...]) -> _Template | None:
 
     for q in tree:
         high(q)
-    return _Template(shape, tree, claims, hi)
+    return _Template(shape, tree, claims, hi, offsets)
 
 
 class _Remap:
@@ -359,20 +374,21 @@ class _Remap:
 
 def _remapped(t: _Template, shape: Shape) -> tuple[Query, ...]:
     """``t``'s tree for the text of ``shape`` (a text of its shape)."""
-    old, new = t.bounds, shape.bounds
-    lo = len(old) and old[-1] + 1
-    if old != new:
-        lo = next(o for o, n in zip(old, new, strict=True) if o != n)
+    old = t.shape
+    if old.texts == shape.texts:
+        return t.tree
+    # the first variable token that differs: nothing before it moves or changes
+    lo = old.starts[next(j for j, (a, b) in enumerate(zip(old.texts, shape.texts, strict=True)) if a != b)]
     literals: dict[int, Literal] = {}
     for k, (nodes, prefix) in t.claims.items():
         value = shape.values[k]
-        if value != t.shape.values[k]:
+        if value != old.values[k]:
             for node_id, e in nodes:
                 literals[node_id] = Literal(e.literal.kind, prefix + value)
-            lo = min(lo, old[2 * t.shape.slots[k]])
-    if not literals and old == new:
-        return t.tree
-    moved = dict(zip(old, new, strict=True))
+    # between variable tokens the texts are one: an offset moves as the variable token
+    # before it moved its end
+    shifts = [0, *(n - o for o, n in zip(old.ends, shape.ends, strict=True))]
+    moved = {o: o + shifts[j] for o, j in zip(t.offsets, t.segments, strict=True)}
     moved[-1] = -1
     r = _Remap(moved, literals, t.hi, lo)
     return tuple([r.query(q) for q in t.tree])
@@ -391,7 +407,7 @@ def remap_tree(text: str, known: str, tree: tuple[Query, ...]) -> tuple[Query, .
     a, b = shape_of(known), shape_of(text)
     if a is None or b is None or a.key != b.key:
         return None
-    t = _template(a, tree)
+    t = _template(a, tree, known)
     if t is None or any(a.values[k] != b.values[k] for k in range(len(a.slots)) if k not in t.claims):
         return None
     return _remapped(t, b)
@@ -427,7 +443,7 @@ def cached_tree(shape: Shape) -> tuple[Query, ...] | None:
         return None
 
 
-def remember(shape: Shape, tree: tuple[Query, ...]) -> None:
+def remember(shape: Shape, tree: tuple[Query, ...], text: str) -> None:
     """Learn from ``tree``, DuckDB's parse of the text of ``shape``: the shape's template
     when it has none, its confirmation (or refusal) when it has one not yet confirmed."""
     with _LOCK:
@@ -435,7 +451,7 @@ def remember(shape: Shape, tree: tuple[Query, ...]) -> None:
     if entry is _REFUSED:
         return
     if entry == ():
-        t = _made(shape, tree)
+        t = _made(shape, tree, text)
         if t is None:
             return _store(shape.key, _REFUSED)
         pins = tuple(k for k in range(len(shape.slots)) if k not in t.claims)
@@ -444,7 +460,7 @@ def remember(shape: Shape, tree: tuple[Query, ...]) -> None:
     sub = _pinned_values(pins, shape)
     t = templates.get(sub)
     if t is None:
-        t = _made(shape, tree)
+        t = _made(shape, tree, text)
         if t is not None and tuple(k for k in range(len(shape.slots)) if k not in t.claims) == pins:
             with _LOCK:
                 templates[sub] = t
@@ -462,9 +478,9 @@ def remember(shape: Shape, tree: tuple[Query, ...]) -> None:
     return None
 
 
-def _made(shape: Shape, tree: tuple[Query, ...]) -> _Template | None:
+def _made(shape: Shape, tree: tuple[Query, ...], text: str) -> _Template | None:
     try:
-        return _template(shape, tree)
+        return _template(shape, tree, text)
     except RecursionError:  # pragma: no cover - a template is only as deep as its reader read
         return None
 

@@ -573,7 +573,7 @@ def _learned(text: str, shape, out: dict) -> tuple[Query, ...]:
 
     tree = _tree(text, out)
     if shape is not None:
-        shapes.remember(shape, tree)
+        shapes.remember(shape, tree, text)
     _TREES.put(text, tree)
     return tree
 
