@@ -76,7 +76,8 @@ Where a rewrite needs a query's structure (a call's arguments, a row's fields, a
 pattern, a constant subexpression) it reads DuckDB's own tree (:mod:`colmz.sql.transforms`)
 rather than counting parentheses over tokens; DuckDB's ``json_serialize_sql`` costs several
 times colmz's whole token path per new text, so the tree is read only for texts that may
-hold such a node. Where PostgreSQL's meaning depends on a value's type the translation still
+hold such a node, and once per statement shape (:mod:`colmz.sql.shapes`: a text resent with
+new literal values gets its shape's tree remapped, as DuckDB would give it). Where PostgreSQL's meaning depends on a value's type the translation still
 leaves the choice to DuckDB's binder, which knows every type (the macros of
 :mod:`colmz.sql.translate`).
 """

@@ -23,7 +23,7 @@ from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import resolve_item, sql_name
 from colmz.sql.tokens import Token, check_balanced, check_nesting, closing, require_text, tokenize
-from colmz.sql.tree import check_expression, parse_tree
+from colmz.sql.tree import check_expression, parse_tree, prefetch_expressions
 
 __all__ = [
     "ContinualTaskStatement",
@@ -408,13 +408,14 @@ def _statement(cur: _Cursor):
         for a, b in _split(cur.toks, cur.pos, where_at, ","):
             if b - a < 3 or cur.toks[a + 1].text != "=":
                 raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
-            expr = cur.span(a + 2, b)
-            check_expression(expr, f"UPDATE {table}: value of {cur.toks[a].name!r}")
-            assigns.append((cur.toks[a].name, expr))
+            assigns.append((cur.toks[a].name, cur.span(a + 2, b)))
         cur.pos = where_at
-        where = None
-        if cur.accept("WHERE"):
-            where = cur.rest()
+        where = cur.rest() if cur.accept("WHERE") else None
+        # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
+        prefetch_expressions([expr for _, expr in assigns] + ([where] if where else []))
+        for name, expr in assigns:
+            check_expression(expr, f"UPDATE {table}: value of {name!r}")
+        if where is not None:
             if not where:
                 raise SQLError(f"UPDATE {table}: WHERE without a predicate")
             check_expression(where, f"UPDATE {table}: predicate")
@@ -713,6 +714,7 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         close = cur.matching()
         pred = cur.span(cur.pos + 1, close)
         cur.pos = close + 1
+        prefetch_expressions([pred, f"NOT ({pred})"])  # both checked: one DuckDB call
         # Upstream's rewrite: keep the input rows that satisfy the predicate, and delete the
         # output rows that stopped satisfying it (evaluated at the input's times only).
         body = [

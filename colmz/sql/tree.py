@@ -3,7 +3,9 @@
 DuckDB parses PostgreSQL's grammar (its ``libpg_query`` fork) and serializes a ``SELECT``
 statement's parse tree as JSON (``json_serialize_sql``), every expression with its position
 in the text. :func:`parse_tree` reads that JSON once per distinct text (an LRU cache keyed by
-the text, :func:`colmz.sql.tokens.short_text_cache`) into three node classes:
+the text) and once per shape (:mod:`colmz.sql.shapes`: a text differing from a known one
+only in literal values, comments and spacing gets the known tree remapped to it) into three
+node classes:
 
 * :class:`Query` -- a query node (``SELECT_NODE``, ``SET_OPERATION_NODE``, the CTE nodes):
   its select list, ``FROM`` (a :class:`Table`), ``WHERE``, ``GROUP BY``, ``HAVING``,
@@ -29,7 +31,11 @@ Invariants:
   for them): ``(1)`` is a constant spanning ``1``. DuckDB's byte offsets are turned into
   character offsets. A node DuckDB gives no position, with no positioned child, has
   ``start == end == -1``.
-* Nodes are frozen and shared through the cache: never mutate one.
+* Nodes are frozen and shared through the cache (and between trees of one shape): never
+  mutate one.
+* A DuckDB call costs about as much as the serialization of a short text: the texts one
+  statement needs (an ``UPDATE``'s values and predicate) are parsed in one call
+  (:func:`prefetch_trees`, :func:`prefetch_expressions`).
 * The parse is DuckDB's, so the text the tree describes is the text DuckDB runs: comments
   (nested ``/* */``, ``--`` ending at ``\\r`` or ``\\n``), strings and dollar quotes are
   read by DuckDB's lexer.
@@ -51,17 +57,19 @@ a comment or a parenthesis.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import os
 import threading
+from collections import OrderedDict, namedtuple
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.tokens import require_text, short_text_cache, tokenize
+from colmz.sql.tokens import CACHED_CHARS, require_text, short_text_cache, tokenize
 
-__all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "check_expression", "clear_trees",
-           "parse_tree"]
+__all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "char_offsets", "check_expression",
+           "clear_trees", "duckdb_parses", "parse_tree", "prefetch_expressions", "prefetch_trees", "read_tree"]
 
 #: DuckDB's "no position" (``optional_idx`` invalid).
 _NO_POSITION = (1 << 64) - 1
@@ -237,7 +245,7 @@ class Query:
 # ---------------------------------------------------------------------------- reading JSON
 
 
-def _char_offsets(text: str) -> list[int] | None:
+def char_offsets(text: str) -> list[int] | None:
     """The character offset of each UTF-8 byte offset of ``text`` (DuckDB's positions are
     bytes); ``None`` for ASCII text, where the two are one."""
     if text.isascii():
@@ -253,7 +261,7 @@ class _Reader:
     """Turns one statement's JSON into nodes; offsets from bytes to characters."""
 
     def __init__(self, text: str) -> None:
-        self.chars = _char_offsets(text)
+        self.chars = char_offsets(text)
         # The parentheses of the text, as colmz's tokenizer reads it (DuckDB's lexer's
         # reading): token starts, and each "(" token's matching ")" token.
         try:
@@ -454,13 +462,133 @@ def _cursor():
     return cur
 
 
-def _serialized(text: str) -> dict:
-    return json.loads(_cursor().execute("SELECT json_serialize_sql(?)", [text]).fetchone()[0])
+#: ``SELECT json_serialize_sql(?), ...`` for each count of texts serialized at once.
+_BATCH: dict[int, str] = {}
+#: DuckDB calls made and texts parsed by them (:func:`duckdb_parses`).
+_PARSES = [0, 0]
 
 
-@short_text_cache(1024)
+def duckdb_parses() -> tuple[int, int]:
+    """How many DuckDB calls colmz made for parse trees, and how many texts they parsed (a
+    work counter: a tree found by text or by shape costs none).
+
+    >>> calls, texts = duckdb_parses(); _ = read_tree("SELECT 1"); duckdb_parses() == (calls + 1, texts + 1)
+    True
+    """
+    return _PARSES[0], _PARSES[1]
+
+
+def _serialized(texts: list[str]) -> list[dict]:
+    # One DuckDB call for all of ``texts``: a call costs about as much again as the
+    # serialization of a short text.
+    n = len(texts)
+    sql = _BATCH.get(n)
+    if sql is None:
+        sql = _BATCH[n] = "SELECT " + ", ".join(["json_serialize_sql(?)"] * n)
+    _PARSES[0] += 1
+    _PARSES[1] += n
+    return [json.loads(r) for r in _cursor().execute(sql, texts).fetchone()]
+
+
+def _too_deep(text: str) -> UnsupportedSQL:
+    # DuckDB nests a chain of binary operators (a || b || ..., a + b + ...) one level per
+    # operator; its JSON and this reader recurse per level.
+    return UnsupportedSQL(
+        f"a text nested deeper than colmz reads DuckDB's parse tree (a chain of some hundred "
+        f"|| or + operators nests one level each) is not supported by colmz: {text[:80]!r}"
+    )
+
+
+def _tree(text: str, out: dict) -> tuple[Query, ...]:
+    """The tree of ``out``, DuckDB's serialization of ``text``."""
+    if out.get("too_deep"):
+        raise _too_deep(text)
+    try:
+        if out.get("error"):
+            raise SQLError(out.get("error_message") or "DuckDB cannot parse this text")
+        reader = _Reader(text)
+        return tuple(reader.query(s["node"]) for s in out["statements"])
+    except RecursionError:
+        raise _too_deep(text) from None
+
+
+def _serialized_one(text: str) -> dict:
+    try:
+        return _serialized([text])[0]
+    except RecursionError:  # json.loads of a tree nested too deep
+        return {"error": True, "error_message": "", "too_deep": True}
+
+
+def read_tree(text: str) -> tuple[Query, ...]:
+    """DuckDB's parse of ``text`` read afresh: no cache, no shape (:func:`parse_tree`
+    is this, remembered).
+
+    >>> read_tree("SELECT 1") == parse_tree("SELECT 1")
+    True
+    """
+    require_text(text, "text")
+    return _tree(text, _serialized_one(text))
+
+
+class _TreeCache:
+    """``parse_tree``'s memory: an LRU of trees keyed by text (texts of at most
+    :data:`colmz.sql.tokens.CACHED_CHARS` characters), which :func:`prefetch_trees` fills
+    several at a time."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self.trees: OrderedDict[str, tuple[Query, ...]] = OrderedDict()
+        self.lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, text: str) -> tuple[Query, ...] | None:
+        with self.lock:
+            got = self.trees.get(text)
+            if got is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self.trees.move_to_end(text)
+            return got
+
+    def put(self, text: str, tree: tuple[Query, ...]) -> None:
+        if len(text) > CACHED_CHARS:
+            return
+        with self.lock:
+            self.trees[text] = tree
+            self.trees.move_to_end(text)
+            while len(self.trees) > self.maxsize:
+                self.trees.popitem(last=False)
+
+    def cache_info(self):
+        return _CacheInfo(self.hits, self.misses, self.maxsize, len(self.trees))
+
+    def cache_clear(self) -> None:
+        with self.lock:
+            self.trees.clear()
+            self.hits = self.misses = 0
+
+
+_CacheInfo = namedtuple("_CacheInfo", ["hits", "misses", "maxsize", "currsize"])
+_TREES = _TreeCache(1024)
+
+
+def _learned(text: str, shape, out: dict) -> tuple[Query, ...]:
+    # The tree of DuckDB's serialization ``out`` of ``text``, remembered with its shape.
+    from colmz.sql import shapes
+
+    tree = _tree(text, out)
+    if shape is not None:
+        shapes.remember(shape, tree, text)
+    _TREES.put(text, tree)
+    return tree
+
+
 def parse_tree(text: str) -> tuple[Query, ...]:
     """DuckDB's parse of ``text`` (``SELECT`` statements): one :class:`Query` per statement.
+
+    Remembered per text, and per shape (:mod:`colmz.sql.shapes`): a text differing from
+    one parsed before only in its literals gets that tree remapped, as DuckDB would give it.
 
     Raises :class:`colmz.sql.SQLError` with DuckDB's parser message when DuckDB cannot
     parse the text or it holds a statement other than a query, and
@@ -475,19 +603,54 @@ def parse_tree(text: str) -> tuple[Query, ...]:
     colmz.sql.SQLError: syntax error at or near "1"
     """
     require_text(text, "text")
+    got = _TREES.get(text)
+    if got is not None:
+        return got
+    from colmz.sql import shapes
+
+    shape = shapes.shape_of(text)
+    if shape is not None:
+        got = shapes.cached_tree(shape)
+        if got is not None:
+            _TREES.put(text, got)
+            return got
+    return _learned(text, shape, _serialized_one(text))
+
+
+parse_tree.cache_info = _TREES.cache_info
+parse_tree.cache_clear = _TREES.cache_clear
+
+
+def prefetch_trees(texts) -> None:
+    """Have DuckDB parse, in one call, each of ``texts`` whose tree is not known (by text or
+    by shape), so that :func:`parse_tree` of each finds it: a call costs about as much as
+    parsing a short text. A text DuckDB cannot parse is left for :func:`parse_tree` to
+    refuse.
+
+    >>> prefetch_trees(["SELECT 1 AS a", "SELECT (k + 1)"]); parse_tree("SELECT 1 AS a")[0].items[0].alias
+    'a'
+    """
+    from colmz.sql import shapes
+
+    todo: list[tuple[str, object]] = []
+    for text in dict.fromkeys(texts):
+        require_text(text, "text")
+        if len(text) > CACHED_CHARS or text in _TREES.trees:
+            continue
+        shape = shapes.shape_of(text)
+        if shape is not None and (got := shapes.cached_tree(shape)) is not None:
+            _TREES.put(text, got)
+            continue
+        todo.append((text, shape))
+    if len(todo) < 2:
+        return  # one text costs the same parsed now or when asked for
     try:
-        out = _serialized(text)
-        if out.get("error"):
-            raise SQLError(out.get("error_message") or "DuckDB cannot parse this text")
-        reader = _Reader(text)
-        return tuple(reader.query(s["node"]) for s in out["statements"])
-    except RecursionError:
-        # DuckDB nests a chain of binary operators (a || b || ..., a + b + ...) one level
-        # per operator; its JSON and this reader recurse per level.
-        raise UnsupportedSQL(
-            f"a text nested deeper than colmz reads DuckDB's parse tree (a chain of some hundred "
-            f"|| or + operators nests one level each) is not supported by colmz: {text[:80]!r}"
-        ) from None
+        outs = _serialized([t for t, _ in todo])
+    except RecursionError:  # a tree too deep to decode: each is asked for alone
+        return
+    for (text, shape), out in zip(todo, outs, strict=True):
+        with contextlib.suppress(SQLError):  # refused when asked for
+            _learned(text, shape, out)
 
 
 #: The text :func:`check_expression` has DuckDB parse: the expression as one select item.
@@ -499,7 +662,7 @@ def _outside_tokens(wrapped: str, lo: int, hi: int, start: int, end: int) -> str
     comment or a parenthesis, or ``None``."""
     from colmz.sql.run import require_duckdb
 
-    chars = _char_offsets(wrapped)
+    chars = char_offsets(wrapped)
     for at, kind in require_duckdb().tokenize(wrapped):
         if chars is not None:  # DuckDB's token offsets are bytes
             at = chars[at]
@@ -576,7 +739,22 @@ def check_expression(text: str, what: str) -> Expression:
     return parse_tree(f"{_HEAD}{text})")[0].items[0]
 
 
+def prefetch_expressions(texts) -> None:
+    """Have DuckDB parse, in one call, what :func:`check_expression` of each of ``texts``
+    will parse (:func:`prefetch_trees`): a statement's several expressions (an ``UPDATE``'s
+    values and predicate) cost one call, not one each.
+
+    >>> prefetch_expressions(["k + 1", "v || '!'"]); check_expression("k + 1", "value").name
+    ('+',)
+    """
+    prefetch_trees([f"{_HEAD}{t})" for t in texts if isinstance(t, str) and t.strip()])
+
+
 def clear_trees() -> None:
-    """Forget every tree read and every expression checked (:func:`colmz.sql.clear_caches`)."""
+    """Forget every tree read, every shape and every expression checked
+    (:func:`colmz.sql.clear_caches`)."""
+    from colmz.sql.shapes import clear_shapes
+
     parse_tree.cache_clear()
+    clear_shapes()
     _one_expression.cache_clear()
