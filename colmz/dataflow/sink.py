@@ -14,10 +14,10 @@ view, a dataflow rebuilt from scratch) feeds those contents back first: the data
 output then writes only its difference from them. ``T`` must not be below the collection's
 upper (steps come at forward times; the write moves the upper to ``T + 1``).
 
-Future updates. A temporal filter's output (``colmz.dataflow.temporal``) holds updates at
-times after ``T`` -- when a row leaves or enters the view by ``mz_now()``. The correction
-holds them and each later step writes those that have come due, so a view must be stepped
-(with an empty change when nothing else happened) for its collection to advance.
+Times. A step at ``T`` takes updates at times from the collection's upper on: those before
+``T`` (a temporal filter's flips that came due since the last step, ``colmz.dataflow.temporal``,
+each at its own time) are written at their times, those after it (any operator's future
+updates) wait in the correction until a step's ``T`` reaches them.
 """
 
 from __future__ import annotations
@@ -96,7 +96,9 @@ class ViewSink:
     # ------------------------------------------------------------------------------------
 
     def step(self, time, delta: Updates) -> Updates:
-        """Write the view's output change ``delta`` (all at ``time``); returns what was written."""
+        """Write the view's output change ``delta`` (at times from the collection's upper on;
+        those after ``time`` wait in the correction); returns what was written (times before
+        ``time + 1``)."""
         time = check_time(time, "time")
         upper = self.collection.upper
         if time < upper:
@@ -106,8 +108,9 @@ class ViewSink:
             raise TypeError(f"delta must be colmz.Updates, got {type(delta).__name__}")
         if len(delta):
             delta = cast_to(delta, self.schema)
-            if int(delta.time.min()) < time:
-                raise ValueError(f"delta has an update at time {int(delta.time.min())}, before {time}")
+            if int(delta.time.min()) < upper:
+                raise ValueError(f"delta has an update at time {int(delta.time.min())}, before the collection's "
+                                 f"upper {upper}: the view is written up to it already")
         with undone_on_error(self):
             self._correction.insert(delta)
             written = concat(list(self._correction.updates_before(time + 1)))

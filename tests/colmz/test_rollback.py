@@ -116,8 +116,9 @@ NOT_ROLLED_BACK.update({
     "SqlMapFilter": {"input_schema", "where", "select", "sql", "translated", "_run", "_con", "schema", "calls"},
     # its rows (configuration); whether it has stepped is its clock
     "Constant": {"schema", "rows"},
-    # its bounds and projection (configuration), the rows it has read (a work counter)
-    "TemporalFilter": {"input_schema", "bounds", "select", "schema", "rows_seen"},
+    # its bounds, projection and held columns' names (configuration), the rows it has read and
+    # the held updates it read back (work counters)
+    "TemporalFilter": {"input_schema", "bounds", "select", "schema", "rows_seen", "rows_released", "_names"},
     # its SQL and key (configuration), rows recomputed and DuckDB queries made (work counters)
     "GroupRecompute": {"input_schema", "group_by", "translated", "schema", "rows_recomputed", "queries",
                        "_shared"},
