@@ -101,7 +101,7 @@ NOT_ROLLED_BACK.update({
     "SharedArrangements": set(),
     "_ByCount": {"schema"},
     "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs"},
-    "ViewSink": {"schema", "collection"},
+    "ViewSink": {"schema", "collection", "rows_consolidated"},
     "Collation": {"group_by", "input_schemas", "schema", "_group_specs"},
     "CollatedReduce": {"schema"},
     # the plan, its tables and the rendered tree (whose operators are the rolled-back list)

@@ -141,3 +141,59 @@ def test_sink_writes_every_update_at_its_time(steps, reopen):
                     want[(k, v)] += n
             assert dm.counter_of(sink.collection.snapshot(a)) == {r: n for r, n in want.items() if n}
 
+
+# ----------------------------------------------------------------------------- drained writes
+
+BIG = 70_000  # more than a correction chunk (65,536 rows): the write is read in several chunks
+
+
+def big_batch(n: int, t: int) -> colmz.Updates:
+    return colmz.Updates({"k": list(range(n)), "v": [7] * n}, time=[t] * n, diff=[1] * n)
+
+
+def test_a_write_that_was_all_the_buffer_held_leaves_it_empty():
+    sink = ViewSink(T)
+    assert len(sink.step(3, big_batch(BIG, 3))) == BIG  # the initial output (a CREATE's)
+    assert len(sink.correction) == 0 and sink.correction.since == 4
+    before = sink.rows_consolidated
+    # the next step consolidates its own change only, not the write and its negation
+    assert sink.step(4, colmz.Updates({"k": [1], "v": [7]}, time=[4], diff=[-1])).to_pylist() == [(1, 7, 4, -1)]
+    assert sink.rows_consolidated - before <= 2
+    assert len(sink.correction.stats()["pending_low"]) == 0
+    assert dm.counter_of(sink.collection.snapshot(4)) == Counter({(k, 7): 1 for k in range(BIG) if k != 1})
+
+
+def test_a_big_write_with_future_updates_buffered_is_fed_back():
+    # an update at a later time stays buffered: the write is fed back, the later one written when due
+    sink = ViewSink(T)
+    sink.step(3, colmz.concat([big_batch(BIG, 3), colmz.Updates({"k": [0], "v": [7]}, time=[9], diff=[-1])]))
+    assert len(sink.correction) > 0
+    assert sink.step(8, colmz.Updates.empty(T)).to_pylist() == []
+    assert sink.step(9, colmz.Updates.empty(T)).to_pylist() == [(0, 7, 9, -1)]
+    assert dm.counter_of(sink.collection.snapshot(9)) == Counter({(k, 7): 1 for k in range(1, BIG)})
+
+
+def test_a_failed_drained_write_changes_nothing():
+    c = FailingCollection(T)
+    sink = ViewSink(T, c)
+    corr = sink.correction
+    c.fail = True
+    with pytest.raises(OSError, match="injected"):
+        sink.step(0, big_batch(BIG, 0))
+    c.fail = False
+    assert sink.correction is corr and len(corr) == 0
+    assert len(sink.step(1, big_batch(BIG, 1))) == BIG and len(sink.correction) == 0
+
+
+def test_the_first_commit_after_create_consolidates_only_its_change():
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k BIGINT, v BIGINT); CREATE TABLE u (uk BIGINT, w BIGINT)")
+    cat.append("t", pa.table({"k": pa.array(range(BIG), pa.int64()), "v": pa.array([1] * BIG, pa.int64())}))
+    cat.append("u", pa.table({"uk": pa.array(range(BIG), pa.int64()), "w": pa.array([2] * BIG, pa.int64())}))
+    cat.execute("CREATE MATERIALIZED VIEW j AS SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.uk")
+    sink = cat.object("j").maintained.sink
+    assert len(sink.correction) == 0  # the creation's write left nothing to consolidate
+    before = sink.rows_consolidated
+    cat.execute("INSERT INTO t VALUES (5, 3)")
+    assert sink.rows_consolidated - before <= 2  # the commit's delta: one row
+    assert len(cat.read("j")) == BIG + 1
