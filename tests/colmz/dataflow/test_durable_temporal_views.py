@@ -104,6 +104,15 @@ def test_reopen_after_every_step_equals_the_recompute_and_a_catalog_never_reopen
         cats[0] = reopen(url, len(names))
 
 
+@pytest.mark.slow
+@settings(max_examples=us.examples(60), deadline=None)
+@given(st.lists(st.sampled_from(TEMPORAL), min_size=1, max_size=5, unique=True),
+       st.lists(script(), min_size=1, max_size=12))
+def test_reopen_after_every_step_equals_the_recompute_long(bodies, scripts):
+    test_reopen_after_every_step_equals_the_recompute_and_a_catalog_never_reopened.hypothesis.inner_test(
+        bodies, scripts)
+
+
 def test_held_flips_commit_with_the_view_and_are_restored_reading_no_input():
     url = f"mem://dtv-{uuid.uuid4().hex}"
     body = "SELECT k, a FROM t WHERE mz_now() >= a AND mz_now() < a + 3"
