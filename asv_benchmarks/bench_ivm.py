@@ -43,8 +43,9 @@ recomputing; min/max deleting the extreme of a 10 k-row group <= 5 ms; durable c
 view <= without + 5 ms; arrangements <= 2x the Arrow size of their columns.
 
 By hand, a table of one size: ``python asv_benchmarks/bench_ivm.py N [view ...] [--changes
-insert,delete] [--no-durable] [--operators]``; with asv: ``asv run --python=same --bench
-bench_ivm``.
+insert,delete] [--no-durable] [--operators]``; the first commit after ``CREATE`` alone
+(:func:`measure_first_commit`): ``python asv_benchmarks/bench_ivm.py N [view ...]
+--first-commit``; with asv: ``asv run --python=same --bench bench_ivm``.
 """
 
 from __future__ import annotations
@@ -480,6 +481,33 @@ def measure_catalog(view: str, n: int, durable: bool = True, kinds=CHANGE_KINDS)
     return figures
 
 
+def measure_first_commit(view: str, n: int, repeats: int = 3) -> dict:
+    """The first commit after ``CREATE MATERIALIZED VIEW`` (one row inserted into ``t``, in
+    memory): its milliseconds with the view and, on a catalog without it, the same commit's
+    (medians over ``repeats`` fresh catalogs); and the rows the view sink's correction
+    consolidated in that commit (``ViewSink.rows_consolidated``, a work counter: bounded by
+    the commit's change when the creation's write left the correction empty)."""
+    import colmz
+
+    colmz.warmup()
+    batch = change_batches(n, "insert", 1, set())[0]
+    with_, without, consolidated = [], [], []
+    for _ in range(repeats):
+        plain, cat = open_catalog(n, None), open_catalog(n, view)
+        sink = cat.object("mv").maintained.sink
+        before = sink.rows_consolidated
+        for c, out in ((plain, without), (cat, with_)):
+            u = as_updates(batch, c.now + 1)
+            a = time.perf_counter()
+            c.append("t", u)
+            out.append(time.perf_counter() - a)
+        consolidated.append(sink.rows_consolidated - before)
+        del plain, cat
+    return {"first_commit_ms": 1e3 * float(np.median(with_)),
+            "first_commit_without_ms": 1e3 * float(np.median(without)),
+            "first_commit_consolidated": max(consolidated)}
+
+
 class IvmCatalog:
     """The matrix through ``colmz.Catalog``: every view, size and change kind in one run
     (``setup_cache`` measures them all once; each ``track_*`` reads its cell)."""
@@ -575,6 +603,8 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--changes", default=",".join(CHANGE_KINDS))
     ap.add_argument("--no-durable", action="store_true")
     ap.add_argument("--operators", action="store_true", help="also the operators alone (sum and join)")
+    ap.add_argument("--first-commit", action="store_true",
+                    help="only the first commit after CREATE (with and without the view)")
     a = ap.parse_args(argv)
     kinds = tuple(k for k in a.changes.split(",") if k)
     bad = [k for k in kinds if k not in CHANGE_KINDS]
@@ -583,6 +613,13 @@ def main(argv: list[str]) -> None:
     unknown = [v for v in a.views if v not in VIEWS]
     if unknown:
         ap.error(f"views are {list(VIEWS)}, got {unknown}")
+    if a.first_commit:
+        for v in a.views or list(VIEWS):
+            f = measure_first_commit(v, a.n)
+            print(f"{v}, n = {a.n:,}: first commit after CREATE {f['first_commit_ms']:.2f} ms "
+                  f"(without the view {f['first_commit_without_ms']:.2f} ms); the sink consolidated "
+                  f"{f['first_commit_consolidated']:,} rows", flush=True)
+        return
     rows = []
     print("\n".join(table([]).splitlines()[:2]), flush=True)
     for v in a.views or list(VIEWS):

@@ -45,10 +45,12 @@ class Work:
     chunks_touched: int = 0  # chunks inspected by splits beyond routing by cached bounds
     merges: int = 0  # merge kernel calls
     sorts: int = 0  # sort kernel calls (stage flushes, many-stale-times reads)
+    consolidated: int = 0  # updates taken in by sorts and merges (before they cancel)
 
     def as_dict(self) -> dict:
         return {
             "copied": self.copied,
+            "consolidated": self.consolidated,
             "chunks_touched": self.chunks_touched,
             "merges": self.merges,
             "sorts": self.sorts,

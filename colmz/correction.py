@@ -334,6 +334,7 @@ class Correction:
         self._stage.clear()
         self.work.sorts += 1
         self.work.copied += len(time)
+        self.work.consolidated += len(staged.time)
         self._route(keys, time, diff, staged.layout)
 
     def _route(self, keys, time, diff, layout: Layout) -> None:
@@ -394,6 +395,7 @@ class Correction:
                 raise
             self.work.merges += 1
             self.work.copied += len(time)
+            self.work.consolidated += len(run.time)
             return Chain.from_arrays(keys, time, diff, run.layout, self.chunk_size)
         layout = unify_layouts(*(c.layout for c in chains))
         runs = [c.run(layout, self.work) for c in chains]
@@ -417,6 +419,7 @@ class Correction:
                 self.work.sorts += 1
         self.work.merges += 1
         self.work.copied += len(time)
+        self.work.consolidated += sum(len(r[1]) for r in runs)
         return Chain.from_arrays(keys, time, diff, layout, self.chunk_size)
 
     # ------------------------------------------------------------------ since
@@ -682,6 +685,7 @@ class Correction:
                 work = self.work
                 work.sorts += 1
                 work.copied += n
+                work.consolidated += sum(len(p.time) for p in parts)
                 if cut:
                     out = self._emitted = Chain.from_arrays(keys[:cut], time[:cut], diff[:cut], layout,
                                                             self.chunk_size)

@@ -2,8 +2,9 @@
 
 Each operator is a type holding its state with ``step(time, delta) -> Updates``: the change of
 its output at ``time`` given the change of its input(s), consolidated, every update at
-``time`` (Materialize's dataflow operators, ``src/compute/src/render/``; the delta rules are
-DBSP's). Steps go forward in time; state is the input integrated up to the last step. A step
+``time`` -- a ``TemporalFilter``'s held flips that came due excepted, each at its own time
+since the last step (Materialize's dataflow operators, ``src/compute/src/render/``; the delta
+rules are DBSP's). Steps go forward in time; state is the input integrated up to the last step. A step
 that raises leaves the operator's state as it was.
 
 =======================  ==========================================  ============================
@@ -19,7 +20,7 @@ operator                 rule                                        state
 ``Distinct``             count 0 ↔ >0                                counts by row
 ``Threshold``            ``max(count, 0)``                           counts by row
 ``TopK``                 recompute affected groups' windows          input arranged by group
-``TemporalFilter``       updates at the times ``mz_now()`` flips      none (future updates: sink)
+``TemporalFilter``       updates at the times ``mz_now()`` flips      future updates by time
 ``Constant``             its rows at the first step                  none
 ``ViewSink``             desired − persisted via ``Correction``       the correction buffer
 =======================  ==========================================  ============================

@@ -18,15 +18,15 @@ view's previous result to diff against; the operators' state is their arrangemen
 A view calling ``mz_now()`` only in temporal filters -- ``WHERE`` conjuncts ``mz_now() op
 column [+|- integer]`` of the outermost query, planned as the one
 :class:`~colmz.dataflow.plan.TemporalFilter` at the plan's root -- is kept by its operators:
-the filter turns each input update into updates at the times the predicate flips, the sink's
-``Correction`` holds the future ones, and every commit steps the view (with no change when
-none of its inputs changed) so that its sink writes the flips that came due, each at its own
-time: the view as of any ``T`` equals the query evaluated with ``mz_now() = T``. A view
+the filter turns each input update into updates at the times the predicate flips and holds
+the future ones (``colmz.dataflow.temporal``); a commit touching none of the view's inputs
+steps the filter alone, with no change, when a held flip has come due
+(``TemporalFilter.next_time``), so that the sink writes the flips that came due, each at its
+own time: the view as of any ``T`` equals the query evaluated with ``mz_now() = T``. A view
 reading such a view is fed, at a commit, every flip written since the previous commit (at
 the commit's time): it equals its query at each commit, and between commits holds the last
-commit's contents.
-The filter's own state is its clock; the flips still to come are held by the sink's
-correction (rebuilt, with the operators, when a durable catalog opens).
+commit's contents. The held flips are the filter's state, exported and restored with the
+other operators' (below).
 
 A plan holding a ``Fallback`` (a construct outside the operators' subset, named by its
 reason), a view calling ``mz_now()`` elsewhere (the select list, ``HAVING``, a subquery),
@@ -78,6 +78,7 @@ from colmz.collection import MemoryCollection
 from colmz.dataflow.plan import Plan, PlanError, TemporalFilter, plan, render
 from colmz.dataflow.sink import ViewSink
 from colmz.dataflow.step import Clock, as_schema
+from colmz.dataflow.temporal import TemporalFilter as TemporalFilterOp
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.rollback import undone_on_error
@@ -333,12 +334,21 @@ class MaintainedView:
         if self._pipeline is None:
             return self._recompute.step(time, changed or self.uses_now)
         if not changed:
-            return Updates.empty(self.schema)
-        before = [_work(op) for _, _, op, _, _ in self._pipeline.steps()]
-        out = self._pipeline.step(time, deltas)
-        after = self._pipeline.steps()
-        self.last_work = [(i, o, _work(op) - b) for (_, _, op, i, o), b in zip(after, before)]
-        self.last_time = time
+            # no input changed: only a temporal filter at the root has anything to emit --
+            # the flips it holds that came due -- and it alone is stepped, with no change
+            root = self._pipeline.operators[0]
+            if not isinstance(root, TemporalFilterOp):
+                return Updates.empty(self.schema)
+            due = root.next_time()
+            if due is None or due > time:
+                return Updates.empty(self.schema)
+            out = root.step(time, Updates.empty(root.input_schema))
+        else:
+            before = [_work(op) for _, _, op, _, _ in self._pipeline.steps()]
+            out = self._pipeline.step(time, deltas)
+            after = self._pipeline.steps()
+            self.last_work = [(i, o, _work(op) - b) for (_, _, op, i, o), b in zip(after, before)]
+            self.last_time = time
         # the plan's output columns under the view's names (by position), in its types
         cols = {c.name: out.column(o.name) for c, o in zip(self.schema, self._pipeline.schema)}
         renamed = Updates(cols, out.time, out.diff, copy=False)
@@ -429,7 +439,7 @@ def _advanced(u: Updates, upper: int) -> Updates:
 def _now_reasons(p: Plan, query: str) -> list[str]:
     """Why a view calling ``mz_now()`` cannot be kept by its operators (empty when it can):
     every call must be a bound of the one :class:`TemporalFilter` at the plan's root (its
-    future updates go straight into the sink's correction; no operator above it takes
+    flips come out at their own times, before the step's; no operator above it takes
     them). A call elsewhere -- the select list, ``HAVING``, a subquery recomputed alone --
     changes its value at every time: the view is recomputed at every commit."""
     root = p.root

@@ -9,15 +9,23 @@ Materialize's materialized-view sink (``src/compute/src/sink/materialized_view.r
 -- with ``compare_and_append(·, upper, T + 1)`` and feeds that write back, so the buffer holds
 only what is still to write. No view keeps its whole previous result to diff against.
 
+Drained writes. A write that was everything the correction held (the initial output a
+``CREATE`` writes, a bulk change with no future updates buffered) cancels exactly against
+its feedback, and the buffer holds nothing else: the sink then starts from an empty
+correction instead of feeding the write back, so the next step consolidates only its own
+change, not the write and its negation again (``rows_consolidated`` counts the updates the
+correction took into its sorts and merges). Smaller writes are fed back, which costs less than a new
+buffer (:data:`DRAIN_ROWS`).
+
 Self-correcting. A sink opened over a collection that already holds contents (a reopened
 view, a dataflow rebuilt from scratch) feeds those contents back first: the dataflow's
 output then writes only its difference from them. ``T`` must not be below the collection's
 upper (steps come at forward times; the write moves the upper to ``T + 1``).
 
-Future updates. A temporal filter's output (``colmz.dataflow.temporal``) holds updates at
-times after ``T`` -- when a row leaves or enters the view by ``mz_now()``. The correction
-holds them and each later step writes those that have come due, so a view must be stepped
-(with an empty change when nothing else happened) for its collection to advance.
+Times. A step at ``T`` takes updates at times from the collection's upper on: those before
+``T`` (a temporal filter's flips that came due since the last step, ``colmz.dataflow.temporal``,
+each at its own time) are written at their times, those after it (any operator's future
+updates) wait in the correction until a step's ``T`` reaches them.
 """
 
 from __future__ import annotations
@@ -31,7 +39,13 @@ from colmz.rollback import undone_on_error
 from colmz.rows import cast_to
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["ViewSink"]
+__all__ = ["DRAIN_ROWS", "ViewSink"]
+
+#: A step writing more rows than this that leave nothing else in the correction starts the
+#: next step from an empty correction (module docstring). Below it the write and its
+#: feedback cancel at the next read in one compiled call (``colmz.correction``), cheaper
+#: than making a new buffer.
+DRAIN_ROWS = 4096
 
 
 class ViewSink:
@@ -78,6 +92,9 @@ class ViewSink:
             if len(persisted):
                 self._correction.insert_negated(persisted)
         self._correction.advance_since(upper)
+        #: updates the correction took into its sorts and merges in this sink's steps (its
+        #: ``Work.consolidated``; a work counter, cumulative, never rolled back)
+        self.rows_consolidated = 0
 
     @property
     def correction(self) -> Correction:
@@ -90,13 +107,14 @@ class ViewSink:
         """Declare the dataflow's output so far equal to what the collection holds (operators
         restored from their durable state, not fed the inputs again): nothing is left to
         correct, so the persisted contents fed back at construction are cleared."""
-        self._correction = Correction(schema=self.schema)
-        self._correction.advance_since(self.collection.upper)
+        self._correction = self._empty(self.collection.upper)
 
     # ------------------------------------------------------------------------------------
 
     def step(self, time, delta: Updates) -> Updates:
-        """Write the view's output change ``delta`` (all at ``time``); returns what was written."""
+        """Write the view's output change ``delta`` (at times from the collection's upper on;
+        those after ``time`` wait in the correction); returns what was written (times before
+        ``time + 1``)."""
         time = check_time(time, "time")
         upper = self.collection.upper
         if time < upper:
@@ -106,14 +124,28 @@ class ViewSink:
             raise TypeError(f"delta must be colmz.Updates, got {type(delta).__name__}")
         if len(delta):
             delta = cast_to(delta, self.schema)
-            if int(delta.time.min()) < time:
-                raise ValueError(f"delta has an update at time {int(delta.time.min())}, before {time}")
+            if int(delta.time.min()) < upper:
+                raise ValueError(f"delta has an update at time {int(delta.time.min())}, before the collection's "
+                                 f"upper {upper}: the view is written up to it already")
+        corr = self._correction
+        taken = corr.work.consolidated
         with undone_on_error(self):
-            self._correction.insert(delta)
-            written = concat(list(self._correction.updates_before(time + 1)))
+            corr.insert(delta)
+            written = concat(list(corr.updates_before(time + 1)))
             if not len(written) or not written.schema:
                 written = Updates.empty(self.schema)
             self.collection.compare_and_append(written, upper, time + 1)
-            self._correction.insert_negated(written)
-            self._correction.advance_since(time + 1)
+            if len(written) > DRAIN_ROWS and len(corr) == len(written):
+                # the write is all the buffer held: with its feedback nothing is left to
+                # correct, so the buffer starts empty instead of consolidating the two
+                self._correction = self._empty(time + 1)
+            else:
+                corr.insert_negated(written)
+                corr.advance_since(time + 1)
+        self.rows_consolidated += corr.work.consolidated - taken
         return written
+
+    def _empty(self, since: int) -> Correction:
+        corr = Correction(schema=self.schema)
+        corr.advance_since(since)
+        return corr

@@ -25,9 +25,10 @@ own (walked in turn) or a list, tuple or dict of those. A
 between views, ``colmz.dataflow.shared``) is a *reference*, not the view's state: it is not
 exported with the view, nor filled by :func:`restore` -- the catalog's registry owns that
 arrangement, and a durable catalog keeps it once as a state object of its own (named by its
-``arrangement_id``) and puts it back in the registry before the views are rendered. Any other value holding state (a
-subquery's :class:`~colmz.dataflow.maintained.Recompute` keeps its previous output) -- or a
-temporal filter, whose future updates live in the sink's correction -- makes the pipeline
+``arrangement_id``) and puts it back in the registry before the views are rendered. A temporal filter's
+flips still to come are a ``KeyedArrangement`` of its own (``colmz.dataflow.temporal``),
+exported as any other. Any other value holding state (a
+subquery's :class:`~colmz.dataflow.maintained.Recompute` keeps its previous output) makes the pipeline
 *not resumable*: :func:`operator_states` returns ``None`` and the view is rebuilt from its
 inputs when its catalog reopens. Each state is named by its path in the pipeline
 (``"<operator index>.<field>[.<element>]"``, operators in the pipeline's order): the names
@@ -64,7 +65,6 @@ from colmz.dataflow.accumulable import AccumulableReduce, Accumulators, sort_gro
 from colmz.dataflow.keyed import KeyedArrangement, consolidate_words
 from colmz.dataflow.shared import SharedInput
 from colmz.dataflow.step import Clock
-from colmz.dataflow.temporal import TemporalFilter
 from colmz.order import ColumnSpec, decode_columns, encode_columns, pad_keys, unify_layouts
 from colmz.updates import Updates
 
@@ -252,8 +252,6 @@ def _walk(obj, path: str, found: list, clocks: list) -> bool:
         return True
     if isinstance(obj, SharedInput):
         return True  # a reference: the catalog's registry owns, exports and restores it
-    if isinstance(obj, TemporalFilter):
-        return False  # its future updates are the sink's correction, not exported here
     if isinstance(obj, (list, tuple)):
         return all(_walk(v, f"{path}.{i}", found, clocks) for i, v in enumerate(obj))
     if isinstance(obj, dict):
@@ -279,8 +277,8 @@ def restore(pipeline, snapshots: Mapping[str, Updates], time: int) -> None:
     (checked before anything changes)."""
     states = operator_states(pipeline)
     if states is None:
-        raise ValueError("the pipeline holds state that is not exported (a recomputed subquery or a "
-                         "temporal filter): it cannot be restored")
+        raise ValueError("the pipeline holds state that is not exported (a recomputed subquery): "
+                         "it cannot be restored")
     names = [s.name for s in states]
     if sorted(names) != sorted(snapshots):
         raise ValueError(f"the pipeline's states are {names}, the snapshots {sorted(snapshots)}")

@@ -1,5 +1,5 @@
 """``TemporalFilter``: ``mz_now()`` compared with a column, as updates at the times the
-predicate flips.
+predicate flips, held by the operator until those times come.
 
 Design
 ------
@@ -13,11 +13,29 @@ finite, ``(row, upper, −d)`` -- nothing when ``upper <= max(t, lower)``. A NUL
 the comparison NULL: the row is never visible. Times are ``mz_timestamp`` s (``uint64``):
 a lower bound below 0 is 0, an upper bound past ``2**64 - 1`` is no bound.
 
-The operator is stateless and linear. Its output holds updates at *future* times: only a
-sink's :class:`~colmz.Correction` (``ViewSink``) may take them, holding each until the
-view's upper passes its time -- so a temporal filter is the last operator before the sink
-(the plan puts it there). A retraction of a row before its lower bound emits the negation
-of both of its future updates, which cancel in the correction.
+Held updates. The updates at times after the step's are *held* by the operator, as
+Materialize's temporal bucketing holds a dataflow's future updates until the frontier
+reaches them (its bucket chain, ``src/timely-util/src/temporal.rs``): a step at ``T``
+emits the input's updates at ``T`` and every held update whose time has come -- those in
+``(last step, T]``, each at its own time -- so the output of a step at ``T`` holds times
+in ``(last step, T]`` only (a :class:`~colmz.dataflow.ViewSink` writes each at its time).
+A view with one must be stepped (with an empty change when nothing else happened) for its
+flips to come out; :meth:`TemporalFilter.next_time` says when the next one is due.
+
+The held updates are a :class:`~colmz.dataflow.keyed.KeyedArrangement` keyed by their time
+(the column ``mz_timestamp`` first, then the output's columns renamed ``c0, c1, ...``
+by position, so no output name can clash with it): a step inserts the new future updates and the negation of those
+it emitted, so the arrangement's contents are exactly the updates still to come -- the
+state ``colmz.dataflow.state`` exports, a durable catalog keeps beside the view and a
+reopen restores. Finding what is due reads, in each run, the keys in ``(last step, T]`` by
+binary search: the updates at or before the last step sum to zero (each was emitted and
+negated once), so they are never read again, however long their negations wait for a merge
+to cancel them. A retraction of a row before its lower bound holds the negation of both of
+its future updates, which cancel in the arrangement.
+
+Invariant: after a step at ``T`` the arrangement's contents, consolidated, are the input's
+integral mapped to its flips at times ``> T``; the operator's output summed over its steps
+is the input's integral mapped to all its flips at times ``<= T``.
 
 Bounds read an integer column plus a constant offset (``mz_now() <= t + 60``); the
 comparison is exact (Python integers).
@@ -30,15 +48,18 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from colmz.dataflow.keyed import KeyedArrangement
 from colmz.dataflow.step import Clock, as_schema, check_delta
-from colmz.ops import consolidate
-from colmz.order import ColumnSpec
+from colmz.ops import concat, consolidate
+from colmz.order import ColumnSpec, decode_columns, encode_columns, narrow_rows, search_rows
+from colmz.rollback import undone_on_error
 from colmz.updates import Updates
 
 __all__ = ["Bound", "TemporalFilter"]
 
 _OPS = ("=", "<", "<=", ">", ">=")
 _MAX_TIME = 2**64 - 1
+_TIME = ColumnSpec("mz_timestamp", pa.uint64())
 
 
 class Bound:
@@ -66,7 +87,8 @@ class Bound:
 
 
 class TemporalFilter:
-    """Rows visible while every bound holds, as updates at the times they flip.
+    """Rows visible while every bound holds, as updates at the times they flip (the future
+    ones held until their time comes).
 
     Parameters
     ----------
@@ -80,10 +102,16 @@ class TemporalFilter:
     >>> import colmz, pyarrow as pa
     >>> f = TemporalFilter({"k": pa.int64(), "t": pa.int64()}, [Bound("t", "<=", 10)], select=["k"])
     >>> f.step(5, colmz.Updates({"k": [1, 2], "t": [0, 3]}, time=[5, 5], diff=[1, 1])).to_pylist()
-    [(1, 5, 1), (2, 5, 1), (1, 11, -1), (2, 14, -1)]
+    [(1, 5, 1), (2, 5, 1)]
+    >>> f.next_time(), len(f.held)
+    (11, 2)
+    >>> f.step(12, colmz.Updates.empty(f.input_schema)).to_pylist()  # each flip at its own time
+    [(1, 11, -1)]
+    >>> f.next_time()
+    14
     """
 
-    ROLLBACK_FIELDS = ("_clock",)
+    ROLLBACK_FIELDS = ("_clock", "_held")
 
     def __init__(self, schema, bounds: Sequence[Bound], select=None):
         self.input_schema = as_schema(schema, "schema")
@@ -111,18 +139,67 @@ class TemporalFilter:
         self.select = tuple(pairs)
         self.schema = tuple(ColumnSpec(n, types[src]) for src, n in pairs)
         self._clock = Clock()
+        # The held updates by time: "mz_timestamp" then the output's columns renamed by
+        # position (an output column may be called "mz_timestamp" too).
+        self._names = (_TIME.name, *(f"c{i}" for i in range(len(self.schema))))
+        self._held = KeyedArrangement((_TIME, *(ColumnSpec(n, c.type) for n, c in zip(self._names[1:], self.schema))),
+                                      [_TIME.name])
         self.rows_seen = 0
+        #: held updates read back by steps (a work counter: the due ones, never those emitted before)
+        self.rows_released = 0
+
+    @property
+    def held(self) -> KeyedArrangement:
+        """The updates still to come, keyed by their time (column ``mz_timestamp``, then the
+        output's columns by position, ``c0, c1, ...``): the operator's state."""
+        return self._held
+
+    def next_time(self) -> int | None:
+        """The earliest time after the last step at which a held update may come due (its
+        updates may yet cancel), or ``None`` when none is held: a step before it emits
+        only the input's own change."""
+        lo = 0 if self._clock.last is None else self._clock.last + 1
+        if lo > _MAX_TIME:
+            return None
+        best = None
+        for run in self._held.state_runs():
+            i = _search(run, lo)
+            if i < len(run.diff):
+                t = int(decode_columns(run.keys[i:i + 1], run.key_layout, [_TIME])[0][0].as_py())
+                best = t if best is None else min(best, t)
+        return best
 
     def step(self, time, delta: Updates) -> Updates:
-        """The output's change for the input's change ``delta`` at ``time``: updates at
-        ``time`` and at the later times the rows' bounds flip (consolidated)."""
+        """The output's change for the input's change ``delta`` at ``time``: the updates at
+        ``time`` and the held ones that came due since the last step, each at its own time
+        (consolidated); the updates at later times are held."""
         time = self._clock.check(time)
         delta = check_delta(delta, self.input_schema, time)
-        self._clock.advance(time)
+        last = self._clock.last
         n = len(delta)
         self.rows_seen += n
-        if not n:
+        due = self._due(0 if last is None else last + 1, time)
+        if not n and not len(due):
+            self._clock.advance(time)
             return Updates.empty(self.schema)
+        now, later = self._flips(time, delta)
+        with undone_on_error(self):
+            if len(due) or len(later):
+                held = [later] if len(later) else []
+                if len(due):
+                    held.append(self._as_held(due.negated()))
+                self._held.insert_checked(time, concat(held) if len(held) > 1 else held[0])
+            self._clock.advance(time)
+        if not len(due):
+            return now
+        return consolidate(concat([now, due]) if len(now) else due)
+
+    def _flips(self, time: int, delta: Updates) -> tuple[Updates, Updates]:
+        """The updates ``delta`` maps to: those at ``time`` (the output's columns,
+        consolidated) and those after it (as held: ``mz_timestamp`` then ``c0, c1, ...``)."""
+        n = len(delta)
+        if not n:
+            return Updates.empty(self.schema), Updates.empty(self._held.schema)
         lower = [time] * n
         upper: list[int | None] = [None] * n
         for b in self.bounds:
@@ -151,9 +228,50 @@ class TemporalFilter:
                 times.append(hi)
                 diffs.append(-int(diff[i]))
         rows = delta.take(np.asarray(keep, np.int64))
-        return consolidate(Updates({n: rows.column(src) for src, n in self.select},
-                                   np.asarray(times, np.uint64), np.asarray(diffs, np.int64), copy=False))
+        times_ = np.asarray(times, np.uint64)
+        diffs_ = np.asarray(diffs, np.int64)
+        cols = [rows.column(src) for src, _ in self.select]
+        at = times_ == np.uint64(time)
+        now = Updates({c.name: col.filter(pa.array(at)) for c, col in zip(self.schema, cols)},
+                      times_[at], diffs_[at], copy=False)
+        fut = ~at
+        later = Updates({_TIME.name: pa.array(times_[fut], pa.uint64()),
+                         **{n: col.filter(pa.array(fut)) for n, col in zip(self._names[1:], cols)}},
+                        np.full(int(fut.sum()), time, np.uint64), diffs_[fut], copy=False)
+        return consolidate(now), later
+
+    def _as_held(self, u: Updates) -> Updates:
+        """Output updates as rows of the held arrangement (their times as the ``mz_timestamp`` column)."""
+        return Updates({_TIME.name: pa.array(np.asarray(u.time, np.uint64), pa.uint64()),
+                        **{n: u.column(c.name) for n, c in zip(self._names[1:], self.schema)}},
+                       np.asarray(u.time, np.uint64), u.diff, copy=False)
+
+    def _due(self, lo: int, hi: int) -> Updates:
+        """The held updates at times ``lo <= t <= hi``, each at its time, consolidated."""
+        if lo > hi:
+            return Updates.empty(self.schema)
+        parts = []
+        for run in self._held.state_runs():
+            a = _search(run, lo)
+            b = len(run.diff) if hi >= _MAX_TIME else _search(run, hi + 1)
+            if b <= a:
+                continue
+            [t] = decode_columns(np.ascontiguousarray(run.keys[a:b]), run.key_layout, [_TIME])
+            vals = decode_columns(np.ascontiguousarray(run.vals[a:b]), run.val_layout, self.schema)
+            parts.append(Updates({c.name: v for c, v in zip(self.schema, vals)},
+                                 t.to_numpy(zero_copy_only=False).astype(np.uint64), run.diff[a:b], copy=False))
+        if not parts:
+            return Updates.empty(self.schema)
+        self.rows_released += sum(len(p) for p in parts)
+        return consolidate(concat(parts) if len(parts) > 1 else parts[0])
 
     def __repr__(self) -> str:
         return f"TemporalFilter({list(self.bounds)})"
 
+
+def _search(run, t: int) -> int:
+    """The first row of ``run`` (a held arrangement's run, sorted by time first) at a time
+    ``>= t``."""
+    q, layout = encode_columns([pa.array([t], pa.uint64())])
+    mine, present = narrow_rows(q, layout, run.key_layout)
+    return int(search_rows(run.keys, mine, "left")[0]) if present[0] else len(run.diff)

@@ -101,7 +101,7 @@ NOT_ROLLED_BACK.update({
     "SharedArrangements": set(),
     "_ByCount": {"schema"},
     "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs"},
-    "ViewSink": {"schema", "collection"},
+    "ViewSink": {"schema", "collection", "rows_consolidated"},
     "Collation": {"group_by", "input_schemas", "schema", "_group_specs"},
     "CollatedReduce": {"schema"},
     # the plan, its tables and the rendered tree (whose operators are the rolled-back list)
@@ -116,8 +116,9 @@ NOT_ROLLED_BACK.update({
     "SqlMapFilter": {"input_schema", "where", "select", "sql", "translated", "_run", "_con", "schema", "calls"},
     # its rows (configuration); whether it has stepped is its clock
     "Constant": {"schema", "rows"},
-    # its bounds and projection (configuration), the rows it has read (a work counter)
-    "TemporalFilter": {"input_schema", "bounds", "select", "schema", "rows_seen"},
+    # its bounds, projection and held columns' names (configuration), the rows it has read and
+    # the held updates it read back (work counters)
+    "TemporalFilter": {"input_schema", "bounds", "select", "schema", "rows_seen", "rows_released", "_names"},
     # its SQL and key (configuration), rows recomputed and DuckDB queries made (work counters)
     "GroupRecompute": {"input_schema", "group_by", "translated", "schema", "rows_recomputed", "queries",
                        "_shared"},

@@ -96,14 +96,18 @@ def test_a_failed_write_changes_nothing_and_bad_times_are_refused():
     assert dm.counter_of(c.snapshot(2)) == Counter({(1, 1): 1, (2, 2): 1})
     with pytest.raises(ValueError, match="below the collection's upper 3"):
         sink.step(2, colmz.Updates({"k": [2], "v": [2]}, time=[2], diff=[1]))
-    with pytest.raises(ValueError, match="at time 3, before 4"):
-        sink.step(4, colmz.Updates({"k": [2], "v": [2]}, time=[3], diff=[1]))
-    # an update at a later time (a temporal filter's) waits in the correction until it is due
-    assert sink.step(4, colmz.Updates({"k": [2], "v": [2]}, time=[6], diff=[-1])).to_pylist() == []
-    assert sink.step(5, colmz.Updates.empty(c.schema)).to_pylist() == []
-    assert sink.step(7, colmz.Updates.empty(c.schema)).to_pylist() == [(2, 2, 6, -1)]  # written at its own time
-    assert dm.counter_of(c.snapshot(5)) == Counter({(1, 1): 1, (2, 2): 1})
-    assert dm.counter_of(c.snapshot(6)) == Counter({(1, 1): 1})
+    with pytest.raises(ValueError, match="at time 2, before the collection's upper 3"):
+        sink.step(4, colmz.Updates({"k": [2], "v": [2]}, time=[2], diff=[1]))
+    # an update from the upper on but before the step's time (a temporal filter's flip that
+    # came due since the last step) is written at its own time
+    assert sink.step(4, colmz.Updates({"k": [3], "v": [3]}, time=[3], diff=[1])).to_pylist() == [(3, 3, 3, 1)]
+    assert dm.counter_of(c.snapshot(3)) == Counter({(1, 1): 1, (2, 2): 1, (3, 3): 1})
+    # an update at a later time waits in the correction until it is due
+    assert sink.step(5, colmz.Updates({"k": [2], "v": [2]}, time=[7], diff=[-1])).to_pylist() == []
+    assert sink.step(6, colmz.Updates.empty(c.schema)).to_pylist() == []
+    assert sink.step(8, colmz.Updates.empty(c.schema)).to_pylist() == [(2, 2, 7, -1)]  # written at its own time
+    assert dm.counter_of(c.snapshot(6)) == Counter({(1, 1): 1, (2, 2): 1, (3, 3): 1})
+    assert dm.counter_of(c.snapshot(7)) == Counter({(1, 1): 1, (3, 3): 1})
     with pytest.raises(colmz.SchemaError):
         ViewSink({"x": pa.int64()}, c)
 
@@ -136,3 +140,60 @@ def test_sink_writes_every_update_at_its_time(steps, reopen):
                 if when <= a:
                     want[(k, v)] += n
             assert dm.counter_of(sink.collection.snapshot(a)) == {r: n for r, n in want.items() if n}
+
+
+# ----------------------------------------------------------------------------- drained writes
+
+BIG = 70_000  # more than a correction chunk (65,536 rows): the write is read in several chunks
+
+
+def big_batch(n: int, t: int) -> colmz.Updates:
+    return colmz.Updates({"k": list(range(n)), "v": [7] * n}, time=[t] * n, diff=[1] * n)
+
+
+def test_a_write_that_was_all_the_buffer_held_leaves_it_empty():
+    sink = ViewSink(T)
+    assert len(sink.step(3, big_batch(BIG, 3))) == BIG  # the initial output (a CREATE's)
+    assert len(sink.correction) == 0 and sink.correction.since == 4
+    before = sink.rows_consolidated
+    # the next step consolidates its own change only, not the write and its negation
+    assert sink.step(4, colmz.Updates({"k": [1], "v": [7]}, time=[4], diff=[-1])).to_pylist() == [(1, 7, 4, -1)]
+    assert sink.rows_consolidated - before <= 2
+    assert len(sink.correction.stats()["pending_low"]) == 0
+    assert dm.counter_of(sink.collection.snapshot(4)) == Counter({(k, 7): 1 for k in range(BIG) if k != 1})
+
+
+def test_a_big_write_with_future_updates_buffered_is_fed_back():
+    # an update at a later time stays buffered: the write is fed back, the later one written when due
+    sink = ViewSink(T)
+    sink.step(3, colmz.concat([big_batch(BIG, 3), colmz.Updates({"k": [0], "v": [7]}, time=[9], diff=[-1])]))
+    assert len(sink.correction) > 0
+    assert sink.step(8, colmz.Updates.empty(T)).to_pylist() == []
+    assert sink.step(9, colmz.Updates.empty(T)).to_pylist() == [(0, 7, 9, -1)]
+    assert dm.counter_of(sink.collection.snapshot(9)) == Counter({(k, 7): 1 for k in range(1, BIG)})
+
+
+def test_a_failed_drained_write_changes_nothing():
+    c = FailingCollection(T)
+    sink = ViewSink(T, c)
+    corr = sink.correction
+    c.fail = True
+    with pytest.raises(OSError, match="injected"):
+        sink.step(0, big_batch(BIG, 0))
+    c.fail = False
+    assert sink.correction is corr and len(corr) == 0
+    assert len(sink.step(1, big_batch(BIG, 1))) == BIG and len(sink.correction) == 0
+
+
+def test_the_first_commit_after_create_consolidates_only_its_change():
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k BIGINT, v BIGINT); CREATE TABLE u (uk BIGINT, w BIGINT)")
+    cat.append("t", pa.table({"k": pa.array(range(BIG), pa.int64()), "v": pa.array([1] * BIG, pa.int64())}))
+    cat.append("u", pa.table({"uk": pa.array(range(BIG), pa.int64()), "w": pa.array([2] * BIG, pa.int64())}))
+    cat.execute("CREATE MATERIALIZED VIEW j AS SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.uk")
+    sink = cat.object("j").maintained.sink
+    assert len(sink.correction) == 0  # the creation's write left nothing to consolidate
+    before = sink.rows_consolidated
+    cat.execute("INSERT INTO t VALUES (5, 3)")
+    assert sink.rows_consolidated - before <= 2  # the commit's delta: one row
+    assert len(cat.read("j")) == BIG + 1
