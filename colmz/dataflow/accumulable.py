@@ -31,9 +31,12 @@ never held: ``NegativeMultiplicity``, state unchanged. With no group columns the
 global: one row always, from the first step on, even over an empty input (``count`` 0, ``sum``
 NULL), as SQL answers.
 
-State: :class:`Accumulators`, runs of (sorted unique key words, accumulator columns) merged
-geometrically like ``KeyedArrangement``'s, summed over runs on lookup. Cost per step: the delta
-(sorted) plus its groups times ``log`` of each run.
+State: :class:`Accumulators`, runs of (sorted unique key words, accumulator columns) held in
+the layers of a :class:`~colmz.dataflow.fueled.FueledRuns` like ``KeyedArrangement``'s --
+merged a little per step (:class:`AccumulatorsMerge`), never a large merge on one step --
+and summed over runs on lookup. Cost per step: the delta (sorted) plus its groups times
+``log`` of each run, plus the merge work its fuel pays for (``O(delta)`` rows per merge in
+progress).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from colmz.dataflow.exact import (
     narrowed,
     zeros_like_kind,
 )
+from colmz.dataflow.fueled import FueledRuns, Merge
+from colmz.dataflow.keyed import chunk_ends
 from colmz.dataflow.step import (
     Clock,
     as_schema,
@@ -74,7 +79,7 @@ from colmz.order import (
 )
 from colmz.updates import Updates
 
-__all__ = ["AccumulableReduce", "Accumulators", "Avg", "BoolAnd", "BoolOr", "Count", "StddevPop", "StddevSamp",
+__all__ = ["AccumulableReduce", "Accumulators", "AccumulatorsMerge", "Avg", "BoolAnd", "BoolOr", "Count", "StddevPop", "StddevSamp",
            "Sum", "VarPop", "VarSamp"]
 
 
@@ -300,42 +305,67 @@ class StddevPop(_Spread):
 
 
 class Accumulators:
-    """Accumulator columns summed per key: runs of sorted unique key words merged
-    geometrically (as ``KeyedArrangement``'s), summed over runs on lookup.
+    """Accumulator columns summed per key: runs of sorted unique key words in the layers of
+    a :class:`~colmz.dataflow.fueled.FueledRuns` (as ``KeyedArrangement``'s), summed over
+    runs on lookup.
 
-    ``kinds`` gives each column's kind (``"int"``: exact, ``"float"``). Work counters:
-    ``rows_inserted``, ``merges``, ``rows_merged``, ``keys_searched``.
+    ``kinds`` gives each column's kind (``"int"``: exact, ``"float"``); ``effort`` and
+    ``min_fuel`` how much merging each insert pays for (``FueledRuns``). Work counters:
+    ``rows_inserted``, ``merges``, ``rows_merged`` (rows merges read), ``max_step_merged``
+    (the most in one insert), ``keys_searched``.
     """
 
-    ROLLBACK_FIELDS = ("_runs",)
-    ROLLBACK_APPEND_ONLY = ("_runs",)
+    #: The layers of runs (a tuple replaced by each insert, ``colmz.rollback``).
+    ROLLBACK_FIELDS = ("_fueled",)
 
-    def __init__(self, kinds: Sequence[str]):
+    def __init__(self, kinds: Sequence[str], *, effort: int = 1, min_fuel: int = 1024):
         self.kinds = tuple(kinds)
-        self._runs: list[tuple[np.ndarray, Layout, tuple[np.ndarray, ...]]] = []
+        self._fueled = FueledRuns(_run_size, self._begin, effort, min_fuel)
         self.rows_inserted = 0
-        self.merges = 0
-        self.rows_merged = 0
         self.keys_searched = 0
 
+    def _begin(self, older, newer) -> AccumulatorsMerge:
+        return AccumulatorsMerge(older, newer, self.kinds)
+
     def __len__(self) -> int:
-        return sum(len(r[0]) for r in self._runs)
+        return sum(len(r[0]) for r in self._fueled.runs())
 
     @property
     def runs(self) -> int:
-        return len(self._runs)
+        """How many runs hold the accumulators (both inputs of a merge in progress)."""
+        return len(self._fueled.runs())
+
+    @property
+    def layers(self) -> list[tuple[int, int, int]]:
+        """``(level, runs, rows)`` per layer, largest first (``FueledRuns.layers``)."""
+        return self._fueled.layers()
+
+    @property
+    def merges(self) -> int:
+        """Merges begun (a work counter)."""
+        return self._fueled.merges
+
+    @property
+    def rows_merged(self) -> int:
+        """Rows merges read (a work counter)."""
+        return self._fueled.rows_merged
+
+    @property
+    def max_step_merged(self) -> int:
+        """The most rows merges read in one insert (a work counter)."""
+        return self._fueled.max_step_merged
 
     @property
     def nbytes(self) -> int:
         """Bytes of the runs' arrays (encoded keys and accumulator columns)."""
-        return sum(keys.nbytes + sum(c.nbytes for c in cols) for keys, _, cols in self._runs)
+        return sum(keys.nbytes + sum(c.nbytes for c in cols) for keys, _, cols in self._fueled.runs())
 
     def lookup(self, q: np.ndarray, ql: Layout, runs: Sequence | None = None) -> list[np.ndarray]:
         """The accumulators of each key of ``q`` (zeros where absent); over ``runs`` (some
         :meth:`state_runs`) instead of the current runs when given."""
         m = len(q)
         where, found = [], [[] for _ in self.kinds]
-        for keys, layout, cols in (self._runs if runs is None else runs):
+        for keys, layout, cols in (self._fueled.runs() if runs is None else runs):
             mine, present = narrow_rows(q, ql, layout)
             pos = search_rows(keys, mine, "left")
             self.keys_searched += m
@@ -369,7 +399,7 @@ class Accumulators:
     def state_runs(self) -> tuple:
         """The runs ``(keys, layout, columns)``, oldest first; never changed once made (a
         merge makes a new one): ``colmz.dataflow.state`` diffs two of these by identity."""
-        return tuple(self._runs)
+        return tuple(self._fueled.runs())
 
     # ------------------------------------------------------------------------------------
 
@@ -378,34 +408,69 @@ class Accumulators:
         if not len(keys):
             return
         self.rows_inserted += len(keys)
-        run = self._drop_zero(keys, layout, tuple(cols))
-        if not len(run[0]):
-            return
-        runs = self._runs
-        runs.append(run)
-        while len(runs) > 1 and len(runs[-2][0]) <= 2 * len(runs[-1][0]):
-            merged = self._merge(runs[-2], runs[-1])
-            runs = runs[:-2] + ([merged] if len(merged[0]) else [])
-        self._runs = runs
+        run = _drop_zero(keys, layout, tuple(cols))
+        if len(run[0]):
+            self._fueled.insert(run)
 
-    def _drop_zero(self, keys, layout, cols):
-        keep = np.zeros(len(keys), bool)
-        for c in cols:
-            keep |= c != 0
-        if keep.all():
-            return keys, layout, cols
-        return np.ascontiguousarray(keys[keep]), layout, tuple(c[keep] for c in cols)
 
-    def _merge(self, a, b):
-        layout = unify_layouts(a[1], b[1])
-        keys = np.concatenate([pad_keys(a[0], a[1], layout), pad_keys(b[0], b[1], layout)])
-        cols = [np.concatenate([x, y]) for x, y in zip(a[2], b[2])]
-        self.merges += 1
-        self.rows_merged += len(keys)
-        keys, starts, order = sort_groups(keys)
-        summed = tuple(exact_group_sums(c[order], starts) if k == "int" else np.add.reduceat(c[order], starts)
-                       for c, k in zip(cols, self.kinds))
-        return self._drop_zero(np.ascontiguousarray(keys[starts]), layout, summed)
+def _run_size(run) -> int:
+    return len(run[0])
+
+
+def _drop_zero(keys, layout, cols):
+    keep = np.zeros(len(keys), bool)
+    for c in cols:
+        keep |= c != 0
+    if keep.all():
+        return keys, layout, cols
+    return np.ascontiguousarray(keys[keep]), layout, tuple(c[keep] for c in cols)
+
+
+class AccumulatorsMerge(Merge):
+    """A merge in progress of two runs of :class:`Accumulators` (``older``, ``newer``): chunk
+    by chunk (``colmz.dataflow.fueled``), a key's accumulators summed exactly (``int`` slots
+    become Python ints beyond ``int64``), keys whose accumulators all sum to zero dropped."""
+
+    def __init__(self, older, newer, kinds: Sequence[str]):
+        super().__init__(older, newer)
+        self.kinds = kinds
+        self.layout = unify_layouts(older[1], newer[1])
+        cap = len(older[0]) + len(newer[0])
+        cols = tuple(np.empty(cap, object if (x.dtype == object or y.dtype == object)
+                              else np.float64 if k == "float" else np.int64)
+                     for k, x, y in zip(kinds, older[2], newer[2]))
+        self.out = (np.empty((cap, sum(self.layout)), np.uint64), cols)
+        self.i = self.j = self.o = 0
+
+    def step(self, fuel: int) -> int:
+        (ka, la, xa), (kb, lb, xb) = self.a, self.b
+        na, nb, i, j = len(ka), len(kb), self.i, self.j
+        half = max(1, fuel // 2)
+        ha, hb = min(i + half, na), min(j + half, nb)
+        wa, wb = pad_keys(ka[i:ha], la, self.layout), pad_keys(kb[j:hb], lb, self.layout)
+        ca, cb = chunk_ends(wa, ha < na, wb, hb < nb)
+        keys, starts, order = sort_groups(np.concatenate([wa[:ca], wb[:cb]]))
+        summed = []
+        for k, x, y in zip(self.kinds, xa, xb):
+            c = np.concatenate([x[i:i + ca], y[j:j + cb]])[order]
+            summed.append(exact_group_sums(c, starts) if k == "int" else np.add.reduceat(c, starts))
+        keys, _, summed = _drop_zero(keys[starts], self.layout, tuple(summed))
+        out_keys, out_cols = self.out
+        if any(s.dtype == object and c.dtype != object for s, c in zip(summed, out_cols)):
+            # A sum left int64: that output column holds Python ints from now on (a new
+            # tuple: an earlier value of this merge keeps the old one).
+            out_cols = tuple(c.astype(object) if s.dtype == object else c for s, c in zip(summed, out_cols))
+            self.out = (out_keys, out_cols)
+        o, m = self.o, len(keys)
+        out_keys[o:o + m] = keys
+        for c, s in zip(out_cols, summed):
+            c[o:o + m] = s
+        self.i, self.j, self.o = i + ca, j + cb, o + m
+        if self.i == na and self.j == nb:
+            self.done = True
+            n = self.o
+            self.result = (out_keys[:n], self.layout, tuple(c[:n] for c in out_cols)) if n else None
+        return ca + cb
 
 
 def sort_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

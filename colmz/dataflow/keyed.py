@@ -9,14 +9,18 @@ proportional to those keys and rows, not to the collection (Materialize's arrang
 
 A row is held as two matrices of order-preserving ``uint64`` words (``colmz.order``): its key
 columns' words and its other (*payload*) columns' words, each with its own layout. The
-collection is a list of *runs*; each run is sorted by ``(key words, payload words)``,
-consolidated (each row once, no zero diff) and holds its diffs. An insert is a new run; while
-the run before the last is at most twice the last one's size the two are merged -- padded to a
-common layout, concatenated and consolidated by ``colmz.consolidate`` (the Numba kernels), so
-there are ``O(log n)`` runs and a row is merged ``O(log n)`` times, amortised. A lookup encodes
-the keys asked for and binary-searches every run for each key's range (``colmz.order.search_rows``;
-a query key is narrowed to each run's key layout, and one that cannot occur there is skipped).
-A key with no columns arranges every row under one key (a cross join, a global aggregate).
+collection is a set of *runs*; each run is sorted by ``(key words, payload words)``,
+consolidated (each row once, no zero diff) and holds its diffs. An insert is a new run; runs
+are held in the layers of a :class:`~colmz.dataflow.fueled.FueledRuns` -- differential's
+fueled spine discipline -- and merged a little per insert (:class:`KeyedMerge`: chunks of
+both runs up to a common row, padded to a common layout and consolidated by
+``colmz.consolidate``, the Numba kernels), so an insert of ``n`` rows reads ``O(n)`` rows per
+merge in progress, never a large merge at once, there are ``O(log n)`` runs and a row is
+merged ``O(log n)`` times, amortised. A lookup encodes the keys asked for and binary-searches
+every run (both inputs of a merge in progress) for each key's range
+(``colmz.order.search_rows``; a query key is narrowed to each run's key layout, and one that
+cannot occur there is skipped). A key with no columns arranges every row under one key (a
+cross join, a global aggregate).
 
 Times. An arrangement holds its contents as of ``since``, the time of the last insert: each
 insert at ``time >= since`` folds its updates to that time (compaction with ``since = now``),
@@ -25,12 +29,13 @@ different runs, and one row may sit in several runs with diffs that sum to zero 
 cancels them; :meth:`lookup` returns what the runs hold, :meth:`counts` the sums.
 
 Work counters (cumulative, never rolled back): ``rows_inserted``, ``merges`` and
-``rows_merged`` (rows fed to merges), ``keys_searched`` (query keys times runs searched),
-``rows_found`` (rows returned by lookups). Complexity is tested by counting these.
+``rows_merged`` (rows merges read), ``max_step_merged`` (the most rows merges read in one
+insert), ``keys_searched`` (query keys times runs searched), ``rows_found`` (rows returned
+by lookups). Complexity is tested by counting these.
 
 Invariants: every run is sorted, consolidated and non-empty; its key and payload matrices
-are C-contiguous (a lookup's binary search reads single rows, never copying a run); runs
-shrink geometrically from first to last.
+are C-contiguous (a lookup's binary search reads single rows, never copying a run); a run is
+never changed once made (a merge writes a new one).
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from colmz.dataflow.fueled import FueledRuns, Merge
 from colmz.dataflow.step import as_schema, check_columns
 from colmz.frontier import check_time
+from colmz.kernels.fueled import new_cursor, run_merge
 from colmz.ops import consolidate
 from colmz.order import (
     ColumnSpec,
@@ -57,7 +64,7 @@ from colmz.order import (
 from colmz.rows import cast_to
 from colmz.updates import Encoded, SchemaError, Updates
 
-__all__ = ["KeyedArrangement", "Matches", "Run", "consolidate_words", "encode_key"]
+__all__ = ["KeyedArrangement", "KeyedMerge", "Matches", "Run", "consolidate_words", "encode_key", "first_row"]
 
 
 class Run(NamedTuple):
@@ -120,6 +127,8 @@ class KeyedArrangement:
         The arranged collection's columns.
     key : sequence of str
         The key columns (any of ``schema``'s, in the order lookups give them; may be empty).
+    effort, min_fuel : int, optional
+        How much merging each insert pays for (``colmz.dataflow.fueled.FueledRuns``).
 
     Examples
     --------
@@ -133,12 +142,10 @@ class KeyedArrangement:
     [3, 1, 0]
     """
 
-    #: What an insert changes, for ``colmz.rollback`` (the runs list is append-only in
-    #: place: merges assign a new list).
-    ROLLBACK_FIELDS = ("_runs", "_since")
-    ROLLBACK_APPEND_ONLY = ("_runs",)
+    #: What an insert changes, for ``colmz.rollback`` (the layers of runs: a tuple each insert replaces).
+    ROLLBACK_FIELDS = ("_fueled", "_since")
 
-    def __init__(self, schema, key: Sequence[str]):
+    def __init__(self, schema, key: Sequence[str], *, effort: int = 1, min_fuel: int = 1024):
         self.schema: tuple[ColumnSpec, ...] = as_schema(schema, "schema")
         self.key: tuple[str, ...] = check_columns(key, self.schema, "key")
         by_name = {c.name: i for i, c in enumerate(self.schema)}
@@ -148,11 +155,9 @@ class KeyedArrangement:
         self._val_specs = tuple(self.schema[i] for i in self._val_pos)
         self._key_kinds = [s.kind for s in self._key_specs]
         self._val_kinds = [s.kind for s in self._val_specs]
-        self._runs: list[Run] = []
+        self._fueled = FueledRuns(_run_size, KeyedMerge, effort, min_fuel)
         self._since: int | None = None
         self.rows_inserted = 0
-        self.merges = 0
-        self.rows_merged = 0
         self.keys_searched = 0
         self.rows_found = 0
 
@@ -165,25 +170,45 @@ class KeyedArrangement:
 
     @property
     def runs(self) -> int:
-        """How many runs hold the contents (``O(log n)``)."""
-        return len(self._runs)
+        """How many runs hold the contents (``O(log n)``; both inputs of a merge in progress)."""
+        return len(self._fueled.runs())
 
     @property
     def run_sizes(self) -> list[int]:
-        """Rows per run, oldest (largest) first."""
-        return [len(r.diff) for r in self._runs]
+        """Rows per run, oldest first."""
+        return [len(r.diff) for r in self._fueled.runs()]
+
+    @property
+    def layers(self) -> list[tuple[int, int, int]]:
+        """``(level, runs, rows)`` per layer, largest first (``FueledRuns.layers``)."""
+        return self._fueled.layers()
+
+    @property
+    def merges(self) -> int:
+        """Merges begun (a work counter)."""
+        return self._fueled.merges
+
+    @property
+    def rows_merged(self) -> int:
+        """Rows merges read (a work counter)."""
+        return self._fueled.rows_merged
+
+    @property
+    def max_step_merged(self) -> int:
+        """The most rows merges read in one insert (a work counter)."""
+        return self._fueled.max_step_merged
 
     def __len__(self) -> int:
         """Rows held over all runs (a row in two runs counts twice)."""
-        return sum(len(r.diff) for r in self._runs)
+        return sum(len(r.diff) for r in self._fueled.runs())
 
     @property
     def nbytes(self) -> int:
         """Bytes of the runs' arrays (encoded keys, values and diffs)."""
-        return sum(a.nbytes for r in self._runs for a in (r.keys, r.vals, r.diff))
+        return sum(a.nbytes for r in self._fueled.runs() for a in (r.keys, r.vals, r.diff))
 
     def __repr__(self) -> str:
-        return (f"KeyedArrangement(key={list(self.key)}, {len(self)} rows in {len(self._runs)} runs, "
+        return (f"KeyedArrangement(key={list(self.key)}, {len(self)} rows in {self.runs} runs, "
                 f"since {self._since})")
 
     # ------------------------------------------------------------------ inserting
@@ -213,23 +238,9 @@ class KeyedArrangement:
             vw, vl = encode_columns([cols[i] for i in self._val_pos], self._val_kinds, n=n)
             self.rows_inserted += n
             run = _run(kw, kl, vw, vl, np.asarray(updates.diff, np.int64))
-            runs = self._runs
             if len(run.diff):
-                runs.append(run)
-                while len(runs) > 1 and len(runs[-2].diff) <= 2 * len(runs[-1].diff):
-                    merged = self._merge(runs[-2], runs[-1])
-                    runs = runs[:-2] + ([merged] if len(merged.diff) else [])  # a new list
-                self._runs = runs
+                self._fueled.insert(run)
         self._since = time
-
-    def _merge(self, a: Run, b: Run) -> Run:
-        kl = unify_layouts(a.key_layout, b.key_layout)
-        vl = unify_layouts(a.val_layout, b.val_layout)
-        kw = np.concatenate([pad_keys(a.keys, a.key_layout, kl), pad_keys(b.keys, b.key_layout, kl)])
-        vw = np.concatenate([pad_keys(a.vals, a.val_layout, vl), pad_keys(b.vals, b.val_layout, vl)])
-        self.merges += 1
-        self.rows_merged += len(kw)
-        return _run(kw, kl, vw, vl, np.concatenate([a.diff, b.diff]))
 
     # ------------------------------------------------------------------ reading
 
@@ -245,7 +256,7 @@ class KeyedArrangement:
 
     def _ranges_of(self, q: np.ndarray, ql: Layout):
         out = []
-        for run in self._runs:
+        for run in self._fueled.runs():
             mine, present = narrow_rows(q, ql, run.key_layout)
             lo = search_rows(run.keys, mine, "left")
             hi = search_rows(run.keys, mine, "right")
@@ -341,16 +352,17 @@ class KeyedArrangement:
         """The runs holding the contents, oldest first. A run is never changed once made (a
         merge makes a new one), so ``colmz.dataflow.state`` diffs two of these tuples by
         identity."""
-        return tuple(self._runs)
+        return tuple(self._fueled.runs())
 
     # ------------------------------------------------------------------------------------
 
     def snapshot(self) -> Updates:
         """Every row with its multiplicity (consolidated), at :attr:`since`: reads every run,
         for tests and inspection."""
-        if not self._runs:
+        runs = self._fueled.runs()
+        if not runs:
             return Updates.empty(self.schema)
-        rows = self._gather([(r, np.zeros(1, np.int64), np.array([len(r.diff)])) for r in self._runs]).rows
+        rows = self._gather([(r, np.zeros(1, np.int64), np.array([len(r.diff)])) for r in runs]).rows
         return consolidate(rows)
 
 
@@ -362,3 +374,97 @@ def _run(kw: np.ndarray, kl: Layout, vw: np.ndarray, vl: Layout, diff: np.ndarra
     vals = np.ascontiguousarray(words[:, width:])
     return Run(keys, kl, vals, vl, diff)
 
+
+
+def _run_size(run: Run) -> int:
+    return len(run.diff)
+
+
+def first_row(rows: Sequence[np.ndarray]) -> np.ndarray:
+    """The lexicographically smallest of some rows of words (one row each)."""
+    best = rows[0]
+    for r in rows[1:]:
+        neq = np.flatnonzero(r != best)
+        if len(neq) and r[neq[0]] < best[neq[0]]:
+            best = r
+    return best
+
+
+def chunk_ends(a_rows: np.ndarray, a_more: bool, b_rows: np.ndarray, b_more: bool) -> tuple[int, int]:
+    """How many of the next rows of two sorted runs (``a_rows``, ``b_rows``: the next chunk of
+    each, padded to one layout; ``*_more``: the run goes on past it) a merge may take now:
+    every row up to the smaller of the chunks' last rows where a run goes on, so that no
+    row equal to one taken is left behind."""
+    ends = [r[-1] for r, more in ((a_rows, a_more), (b_rows, b_more)) if more and len(r)]
+    if not ends:
+        return len(a_rows), len(b_rows)
+    bound = first_row(ends)[None, :]
+    return int(search_rows(a_rows, bound, "right")[0]), int(search_rows(b_rows, bound, "right")[0])
+
+
+def merge_chunks(wa: np.ndarray, da: np.ndarray, wb: np.ndarray, db: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two sorted, consolidated runs of words (one layout) merged and consolidated by the
+    fueled merge kernel (``colmz.kernels.fueled.run_merge``, run to completion): equal rows'
+    diffs summed exactly (``OverflowError`` beyond ``int64``), zero sums dropped.
+
+    >>> w, d = merge_chunks(np.array([[1], [3]], np.uint64), np.array([1, 1]),
+    ...                     np.array([[2], [3]], np.uint64), np.array([5, -1]))
+    >>> w.ravel().tolist(), d.tolist()
+    ([1, 2], [1, 5])
+    """
+    if not len(wb):
+        return wa, np.asarray(da, np.int64)
+    if not len(wa):
+        return wb, np.asarray(db, np.int64)
+    n = len(wa) + len(wb)
+    width = wa.shape[1]
+    out = (np.empty((n, width), np.uint64), np.empty(n, np.uint64), np.empty(n, np.int64))
+    if width == 0:  # every row equal: one sum
+        return consolidate_words(np.zeros((n, 0), np.uint64), np.concatenate([da, db]))
+    cursor = new_cursor()
+    zeros = np.zeros(n, np.uint64)
+    m = run_merge((np.ascontiguousarray(wa), zeros[:len(wa)], np.asarray(da, np.int64)),
+                  (np.ascontiguousarray(wb), zeros[:len(wb)], np.asarray(db, np.int64)), 0, cursor, out, n)
+    return out[0][:m], out[2][:m]
+
+
+class KeyedMerge(Merge):
+    """A merge in progress of two runs of a :class:`KeyedArrangement` (``older``, ``newer``):
+    chunk by chunk into preallocated output arrays (``colmz.dataflow.fueled``)."""
+
+    def __init__(self, older: Run, newer: Run):
+        super().__init__(older, newer)
+        self.kl = unify_layouts(older.key_layout, newer.key_layout)
+        self.vl = unify_layouts(older.val_layout, newer.val_layout)
+        self.kw = sum(self.kl)
+        cap = len(older.diff) + len(newer.diff)
+        self.out = (np.empty((cap, self.kw), np.uint64), np.empty((cap, sum(self.vl)), np.uint64),
+                    np.empty(cap, np.int64))
+        self.i = self.j = self.o = 0
+
+    def _words(self, run: Run, lo: int, hi: int) -> np.ndarray:
+        k = pad_keys(run.keys[lo:hi], run.key_layout, self.kl)
+        v = pad_keys(run.vals[lo:hi], run.val_layout, self.vl)
+        return np.hstack([k, v]) if v.shape[1] else k
+
+    def step(self, fuel: int) -> int:
+        a, b = self.a, self.b
+        na, nb = len(a.diff), len(b.diff)
+        half = max(1, fuel // 2)
+        ha, hb = min(self.i + half, na), min(self.j + half, nb)
+        wa, wb = self._words(a, self.i, ha), self._words(b, self.j, hb)
+        ca, cb = chunk_ends(wa, ha < na, wb, hb < nb)
+        words, diff = merge_chunks(wa[:ca], a.diff[self.i:self.i + ca], wb[:cb], b.diff[self.j:self.j + cb])
+        ok, ov, od = self.out
+        o, m = self.o, len(diff)
+        ok[o:o + m] = words[:, :self.kw]
+        ov[o:o + m] = words[:, self.kw:]
+        od[o:o + m] = diff
+        self.i += ca
+        self.j += cb
+        self.o = o + m
+        if self.i == na and self.j == nb:
+            self.done = True
+            n = self.o
+            self.result = Run(ok[:n], self.kl, ov[:n], self.vl, od[:n]) if n else None
+        return ca + cb

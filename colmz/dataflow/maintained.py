@@ -178,7 +178,7 @@ def _arrangements(op) -> list:
         inner = getattr(op, attr, None)
         if inner is not None and not isinstance(inner, (int, str)):
             out.extend(_arrangements(inner))
-    return out
+    return list({id(a): a for a in out}.values())  # one found through two properties: once
 
 
 class MaintainedView:
@@ -414,6 +414,9 @@ class MaintainedView:
         work = self.last_work
         for k, (depth, node, op, _, _) in enumerate(self._pipeline.steps()):
             notes = []
+            strategy = getattr(op, "strategy", None)  # a plan chosen at render (min/max's)
+            if isinstance(strategy, str):
+                notes.append(strategy)
             if work is not None:
                 i, o, w = work[k]
                 notes.append(f"last commit: {i} in, {o} out" + (f", {w} touched" if w else ""))

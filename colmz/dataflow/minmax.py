@@ -1,25 +1,47 @@
-"""``MinMaxReduce``: ``min`` and ``max`` per group, re-reduced from the arranged input.
+"""``MinMaxReduce``: ``min`` and ``max`` per group, by Materialize's hierarchical plans.
 
 Design
 ------
 ``min``/``max`` are not invertible: retracting the current extreme needs the group's other
-rows. Materialize's *hierarchical* plan (``src/compute-types/src/plan/reduce.rs``) keeps a tree
-of bucketed reductions; this first plan keeps the input arranged by the group key
-(:class:`~colmz.dataflow.KeyedArrangement`) and, per step, re-reduces each group the delta
-touches, before and after the delta enters the arrangement: output ``−(key, old)`` and
-``+(key, new)``, consolidated. Work is the affected groups' rows (the bucketed tree, later,
-makes it logarithmic in a group).
+rows. Materialize plans them as *hierarchical* reductions (``src/compute-types/src/plan/
+reduce.rs``): associative, so a group's extreme is the extreme of its buckets' extremes.
+Three plans, named by :attr:`MinMaxReduce.plan` (and in ``EXPLAIN``):
 
-Shared input. Given ``arranged`` (a :class:`~colmz.dataflow.shared.SharedInput` of the input
-by the group key: the catalog's shared arrangement, fed the step's changes before the step),
-the reduce inserts nothing and reads the groups' old rows as the arrangement minus the delta
-(``SharedInput.lookup_words(minus=)``), their new rows as it stands.
+``"bucketed"`` (Materialize's ``BucketedPlan``, the default). Each input row gets a hash of
+its aggregated values' words (:func:`row_hash`; a pure function of the values, so a restored
+state buckets alike). Stage ``0`` arranges the input's group and value columns by ``(group,
+hash % B0)``; stage ``i > 0`` arranges the extremes of the non-empty buckets of stage ``i - 1``
+by ``(group, bucket % Bi)``, with bucket counts decreasing by 16 down to 1 (the last stage is
+keyed by the group: its reduction is the output). The counts are
+:func:`bucketing`\\ ``(expected_group_size)`` -- powers of 16 below the expected group size,
+as Materialize's ``bucketing_of_expected_group_size`` (whose default plans for 4 billion
+rows; colmz's default, 65 536, gives ``4096, 256, 16``). A step re-reduces only the buckets
+the delta touches, stage by stage, each stage's change feeding the next: deleting the
+extreme of a group of ``n`` rows reads about ``n / B0`` rows plus 16 per further stage (a
+10 000-row group: about 3 + 16 + 16 + 16 rows) instead of the group. Memory: one row per
+non-empty bucket per stage (for small groups about one per input row per stage: the price
+of the plan, as in Materialize, which asks for a group-size hint).
+
+``"monotonic"`` (Materialize's ``MonotonicPlan``): for an input that only ever inserts, each
+group keeps only its current extremes (an arrangement of one row per group); a step folds the
+delta's extremes into them. Sound only when the input is append-only: the planner chooses it
+only for an input it can prove so (``colmz.dataflow.plan``: a relation declared append-only,
+read through maps and filters, no temporal filter); the operator checks every delta and
+refuses a retraction with :class:`NonMonotonicInput` (state unchanged).
+
+``"per group"``: the input arranged by the group key -- the catalog's *shared* arrangement
+(``arranged``, a :class:`~colmz.dataflow.shared.SharedInput`, fed the step's changes before
+the step) -- and each affected group re-reduced from its rows (old rows: the arrangement minus
+the delta). Work is the affected groups' rows; used when a shared arrangement is given.
 
 Values order as PostgreSQL's ``min``/``max`` do for numbers, booleans, times and ``bytea``:
 colmz's words (``NaN`` above every number, ``-0.0 = 0.0``); NULLs are skipped (a group of only
 NULLs gives NULL). Text is refused (its order is the collation's). Groups compare NULL = NULL;
 a group whose rows are all retracted disappears; with no group columns the one global row
 exists from the first step on (NULLs over an empty input).
+
+Work counters: ``rows_reduced`` (rows read to re-reduce buckets or groups, cumulative) and
+``buckets_touched`` (buckets, or groups, re-reduced), per stage in ``stage_rows``.
 """
 
 from __future__ import annotations
@@ -29,16 +51,26 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from colmz.dataflow.keyed import KeyedArrangement
+from colmz.dataflow.keyed import KeyedArrangement, Matches
 from colmz.dataflow.regroup import affected_groups, check_orderable, fresh_name, group_rows
 from colmz.dataflow.step import Clock, as_schema, check_columns, check_delta, consolidated_at
 from colmz.errors import NegativeMultiplicity
-from colmz.ops import concat
-from colmz.order import ColumnSpec, decode_columns
+from colmz.ops import concat, consolidate
+from colmz.order import ColumnSpec, array_from_numpy, decode_columns, encode_columns, search_rows
 from colmz.rollback import undone_on_error
 from colmz.updates import Updates
 
-__all__ = ["Max", "Min", "MinMaxReduce"]
+__all__ = ["PLANS", "Max", "Min", "MinMaxReduce", "NonMonotonicInput", "bucketing", "row_hash"]
+
+#: The plans of :class:`MinMaxReduce` (module docstring).
+PLANS = ("bucketed", "monotonic", "per group")
+
+#: Default expected group size: buckets ``4096, 256, 16``.
+EXPECTED_GROUP_SIZE = 65_536
+
+
+class NonMonotonicInput(ValueError):
+    """The input of a monotonic min/max retracted a row."""
 
 
 class _Extreme:
@@ -59,6 +91,57 @@ class Max(_Extreme):
     """``max(column)``."""
 
 
+def bucketing(expected_group_size: int) -> tuple[int, ...]:
+    """Bucket counts of the stages below the last, descending: the powers of 16 below
+    ``expected_group_size`` (Materialize's ``bucketing_of_expected_group_size``).
+
+    >>> bucketing(65_536), bucketing(16), bucketing(17)
+    ((4096, 256, 16), (), (16,))
+    """
+    if isinstance(expected_group_size, bool) or not isinstance(expected_group_size, int) or expected_group_size < 1:
+        raise ValueError(f"expected_group_size must be a positive int, got {expected_group_size!r}")
+    out, b = [], 16
+    while b < expected_group_size:
+        out.append(b)
+        b *= 16
+    return tuple(reversed(out))
+
+
+def _mix(h: np.ndarray, word: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser of ``h ^ word``."""
+    x = h ^ word
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def row_hash(columns: Sequence[pa.Array]) -> np.ndarray:
+    """A 64-bit hash of each row of ``columns``: a pure function of the row's values -- the
+    same in every batch and process. Each column's order-preserving words are folded in
+    without the batch-dependent parts of its encoding (the NULL word, which exists only when
+    the batch has NULLs, and the zero padding of variable-width values: trailing zero words
+    are skipped, so values differing only there share a hash, which only shares a bucket).
+
+    >>> a = row_hash([pa.array([1, 2, 1])])
+    >>> bool(a[0] == a[2] == row_hash([pa.array([None, 1])])[1]), bool(a[0] != a[1])
+    (True, True)
+    """
+    n = len(columns[0]) if columns else 0
+    h = np.full(n, 0x9E3779B97F4A7C15, np.uint64)
+    with np.errstate(over="ignore"):
+        for col in columns:
+            words, layout = encode_columns([col], n=n)
+            width = layout[0]
+            valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else np.ones(n, bool)
+            h = _mix(h, valid.astype(np.uint64))
+            body = words[:, :width]
+            nz = body != 0
+            length = np.where(nz.any(axis=1), width - np.argmax(nz[:, ::-1], axis=1), 0)
+            for j in range(width):
+                h = np.where(j < length, _mix(h, body[:, j]), h)
+    return h
+
+
 class MinMaxReduce:
     """``SELECT group_by..., min/max(...) FROM input GROUP BY group_by``.
 
@@ -68,21 +151,30 @@ class MinMaxReduce:
     group_by : sequence of column names (empty: one global group)
     aggregates : mapping of output column name to :class:`Min` / :class:`Max`
     arranged : ``SharedInput``, optional
-        The input arranged by ``group_by`` in the catalog's shared arrangement (module docstring).
+        The input arranged by ``group_by`` in the catalog's shared arrangement: the
+        ``"per group"`` plan (module docstring).
+    plan : {"bucketed", "monotonic"}, optional
+        Without ``arranged``: ``"bucketed"`` (the default) or ``"monotonic"`` (an append-only
+        input; a retraction raises :class:`NonMonotonicInput`).
+    expected_group_size : int, default 65536
+        Sizes the bucketed plan's stages (:func:`bucketing`).
 
     Examples
     --------
     >>> import colmz, pyarrow as pa
     >>> r = MinMaxReduce({"k": pa.int64(), "v": pa.float64()}, ["k"], {"lo": Min("v"), "hi": Max("v")})
+    >>> r.plan, r.buckets
+    ('bucketed', (4096, 256, 16, 1))
     >>> r.step(1, colmz.Updates({"k": [1, 1, 1], "v": [2.0, float("nan"), -1.0]}, time=[1] * 3, diff=[1] * 3)).to_pylist()
     [(1, -1.0, nan, 1, 1)]
     >>> r.step(2, colmz.Updates({"k": [1], "v": [-1.0]}, time=[2], diff=[-1])).to_pylist()
     [(1, -1.0, nan, 2, -1), (1, 2.0, nan, 2, 1)]
     """
 
-    ROLLBACK_FIELDS = ("_arranged", "_clock")
+    ROLLBACK_FIELDS = ("_arranged", "_stages", "_extremes", "_clock")
 
-    def __init__(self, schema, group_by: Sequence[str], aggregates: Mapping[str, _Extreme], arranged=None):
+    def __init__(self, schema, group_by: Sequence[str], aggregates: Mapping[str, _Extreme], arranged=None, *,
+                 plan: str | None = None, expected_group_size: int = EXPECTED_GROUP_SIZE):
         self.input_schema = as_schema(schema, "schema")
         self.group_by = check_columns(group_by, self.input_schema, "group_by")
         if not isinstance(aggregates, Mapping) or not aggregates:
@@ -95,27 +187,66 @@ class MinMaxReduce:
                 raise ValueError(f"aggregates[{name!r}] reads column {a.column!r}, which is not among "
                                  f"the input's columns {list(types)}")
             check_orderable(types[a.column], a.column, f"aggregates[{name!r}]")
+        if plan is not None and plan not in ("bucketed", "monotonic"):
+            raise ValueError(f"plan must be 'bucketed' or 'monotonic', got {plan!r}")
+        if arranged is not None and plan is not None:
+            raise ValueError(f"plan={plan!r} keeps its own state: it takes no shared arrangement")
         self.aggregates = dict(aggregates)
+        self.plan = "per group" if arranged is not None else (plan or "bucketed")
+        self.buckets = (*bucketing(expected_group_size), 1) if self.plan == "bucketed" else ()
         values = [c for c in dict.fromkeys(a.column for a in aggregates.values()) if c not in self.group_by]
         self._arranged_columns = (*self.group_by, *values)
         columns = tuple(c for n in self._arranged_columns for c in self.input_schema if c.name == n)
         self._group_specs = columns[:len(self.group_by)]
         self.schema = as_schema([*self._group_specs, *(ColumnSpec(n, types[a.column]) for n, a in aggregates.items())],
                                 "the output")
-        self._shared = arranged is not None
-        if self._shared:
+        taken = [*types, *self.aggregates]
+        self._bucket = fresh_name(taken)
+        self._child = fresh_name([*taken, self._bucket])
+        self._arranged = self._stages = self._extremes = None
+        if self.plan == "per group":
             if tuple(arranged.key) != self.group_by or tuple(arranged.schema) != self.input_schema:
                 raise ValueError(f"arranged is keyed by {list(arranged.key)} over {[c.name for c in arranged.schema]}; "
                                  f"the reduce needs {list(self.group_by)} over {[c.name for c in self.input_schema]}")
             self._arranged = arranged
+        elif self.plan == "bucketed":
+            bucket = ColumnSpec(self._bucket, pa.uint64())
+            key = [*self.group_by, self._bucket]
+            ext = [ColumnSpec(n, types[a.column]) for n, a in aggregates.items()]
+            self._stages = [KeyedArrangement((*self._group_specs, bucket, *columns[len(self.group_by):]), key)]
+            for _ in self.buckets[1:]:
+                self._stages.append(KeyedArrangement(
+                    (*self._group_specs, bucket, ColumnSpec(self._child, pa.uint64()), *ext), key))
         else:
-            self._arranged = KeyedArrangement(columns, self.group_by)
+            self._extremes = KeyedArrangement(self.schema, self.group_by)
         self._clock = Clock()
+        self.rows_reduced = 0
+        self.buckets_touched = 0
+        self.stage_rows = [0] * max(1, len(self.buckets))
 
     @property
     def arrangement(self) -> KeyedArrangement:
-        """The input arranged by the group key (for inspection and its work counters)."""
-        return self._arranged
+        """The input arranged by group (``"per group"``), its bucketed stage 0
+        (``"bucketed"``) or the groups' extremes (``"monotonic"``)."""
+        return self._arranged if self.plan == "per group" else (
+            self._stages[0] if self.plan == "bucketed" else self._extremes)
+
+    @property
+    def arrangements(self) -> dict:
+        """Every arrangement the plan keeps by name (the bucketed plan's stages, lowest
+        first: ``stage0``, ...; the others' one arrangement)."""
+        if self.plan == "bucketed":
+            return {f"stage{i}": a for i, a in enumerate(self._stages)}
+        return {self.plan.replace(" ", "_"): self.arrangement}
+
+    @property
+    def strategy(self) -> str:
+        """The plan, as ``EXPLAIN`` names it."""
+        if self.plan == "bucketed":
+            return f"hierarchical: bucketed {'/'.join(map(str, self.buckets[:-1])) or 'one stage'}"
+        if self.plan == "monotonic":
+            return "hierarchical: monotonic (append-only input)"
+        return "per affected group over the shared arrangement"
 
     def step(self, time, delta: Updates) -> Updates:
         """The output's change at ``time`` for the input's change ``delta``."""
@@ -126,60 +257,185 @@ class MinMaxReduce:
         if not len(delta) and not (glob and first):
             self._clock.advance(time)
             return Updates.empty(self.schema)
-        keys, layout = affected_groups(delta, self.group_by, glob)
-        group_cols = decode_columns(keys, layout, self._group_specs)
         with undone_on_error(self):
-            out = []
-            if not first or not glob:
-                old = delta if self._shared else None  # a shared arrangement holds the delta already
-                out.append(self._reduced(keys, layout, group_cols, glob, time, old).negated())
-            if not self._shared:
-                arranged = Updates({c: delta.column(c) for c in self._arranged_columns}, delta.time, delta.diff,
-                                   copy=False)
-                self._arranged.insert_checked(time, arranged)
-            out.append(self._reduced(keys, layout, group_cols, glob, time))
-            result = consolidated_at(concat(out), time)
+            if self.plan == "bucketed":
+                result = self._step_bucketed(time, delta, glob, first)
+            elif self.plan == "monotonic":
+                result = self._step_monotonic(time, delta, glob, first)
+            else:
+                result = self._step_per_group(time, delta, glob, first)
             self._clock.advance(time)
         return result
 
-    def _reduced(self, keys, layout, group_cols, glob: bool, time: int, minus: Updates | None = None) -> Updates:
-        """The output rows of the groups ``keys`` from the arrangement as it stands (less
-        ``minus``, the changes a shared arrangement holds already)."""
-        m = len(keys)
-        found = (self._arranged.lookup_words(keys, layout, minus=minus) if self._shared
-                 else self._arranged.lookup_words(keys, layout))
-        qname = fresh_name(c.name for c in self._arranged.schema)
+    # ------------------------------------------------------------------ reducing
+
+    def _pick(self, q: np.ndarray, values: pa.Array, diff: np.ndarray, m: int, is_min: bool) -> pa.Array:
+        """The least (``is_min``) or greatest non-NULL value of each query ``0 .. m-1`` among
+        rows ``(q, values)`` with their multiplicities (NULL where none)."""
+        rows = group_rows(Matches(q, Updates({"v": values}, np.zeros(len(q), np.uint64), diff, copy=False)), ["v"])
+        qq = rows.column(fresh_name(["v"])).to_numpy()
+        col = rows.column("v")
+        valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else np.ones(len(col), bool)
+        vq = qq[valid]
+        pos = np.flatnonzero(valid)
+        # Sorted by (query, value): a query's first valid row is its min, its last its max.
+        if is_min:
+            pick = pos[np.r_[True, vq[1:] != vq[:-1]]] if len(vq) else pos
+        else:
+            pick = pos[np.r_[vq[1:] != vq[:-1], True]] if len(vq) else pos
+        which = np.full(m, -1, np.int64)
+        which[qq[pick]] = pick
+        mask = which < 0
+        return col.take(pa.array(np.where(mask, 0, which), mask=mask if mask.any() else None))
+
+    def _reduce(self, q: np.ndarray, rows: Updates, m: int, columns: Mapping[str, str]):
+        """Per query ``0 .. m-1``: its rows' total multiplicity and each aggregate's extreme
+        over the column ``columns[name]`` of ``rows``."""
         total = np.zeros(m, np.int64)
-        np.add.at(total, found.query, found.rows.diff)
+        np.add.at(total, q, rows.diff)
         if len(total) and total.min() < 0:
             raise NegativeMultiplicity("the input retracts rows it does not hold: a group would hold "
                                        f"{int(total.min())} rows")
-        present = (total > 0) | glob
-        idx = np.flatnonzero(present)
-        out = {s.name: c.take(pa.array(idx)) for s, c in zip(self._group_specs, group_cols)}
-        by_column = {}
-        for name, agg in self.aggregates.items():
-            if agg.column not in by_column:
-                # Sorted by (group, value): consolidated on the one column each aggregate reads.
-                by_column[agg.column] = group_rows(found, [agg.column])
-            rows = by_column[agg.column]
-            q = rows.column(qname).to_numpy()
-            col = rows.column(agg.column)
-            valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else np.ones(len(col), bool)
-            vq = q[valid]
-            pos = np.flatnonzero(valid)
-            # Rows are sorted by (group, value): a group's first valid row is its min, its last its max.
-            if isinstance(agg, Min):
-                pick = pos[np.r_[True, vq[1:] != vq[:-1]]] if len(vq) else pos
-            else:
-                pick = pos[np.r_[vq[1:] != vq[:-1], True]] if len(vq) else pos
-            which = np.full(m, -1, np.int64)
-            which[q[pick]] = pick
-            which = which[idx]
-            mask = which < 0
-            out[name] = col.take(pa.array(np.where(mask, 0, which), mask=mask if mask.any() else None))
-        return Updates(out, np.full(len(idx), time, np.uint64), np.ones(len(idx), np.int64),
+        self.rows_reduced += len(q)
+        out = {name: self._pick(q, rows.column(columns[name]), np.asarray(rows.diff, np.int64), m,
+                                isinstance(a, Min)) for name, a in self.aggregates.items()}
+        return total, out
+
+    def _output(self, group_cols, time: int, present: np.ndarray, values: dict, diff: int) -> Updates:
+        """Rows ``(group, extremes)`` of the present queries, each with ``diff``."""
+        idx = pa.array(np.flatnonzero(present))
+        out = {s.name: c.take(idx) for s, c in zip(self._group_specs, group_cols)}
+        for name in self.aggregates:
+            out[name] = values[name].take(idx)
+        return Updates(out, np.full(len(idx), time, np.uint64), np.full(len(idx), diff, np.int64),
                        schema=self.schema, copy=False)
 
+    # ------------------------------------------------------------------ per group
+
+    def _step_per_group(self, time, delta, glob, first) -> Updates:
+        keys, layout = affected_groups(delta, self.group_by, glob)
+        group_cols = decode_columns(keys, layout, self._group_specs)
+        m = len(keys)
+        columns = {n: a.column for n, a in self.aggregates.items()}
+        out = []
+        if not first or not glob:
+            old = self._arranged.lookup_words(keys, layout, minus=delta)
+            total, vals = self._reduce(old.query, old.rows, m, columns)
+            out.append(self._output(group_cols, time, (total > 0) | glob, vals, -1))
+        new = self._arranged.lookup_words(keys, layout)
+        total, vals = self._reduce(new.query, new.rows, m, columns)
+        out.append(self._output(group_cols, time, (total > 0) | glob, vals, 1))
+        self.buckets_touched += m
+        self.stage_rows[0] += len(new.query)
+        return consolidated_at(concat(out), time)
+
+    # ------------------------------------------------------------------ bucketed
+
+    def _step_bucketed(self, time, delta, glob, first) -> Updates:
+        n = len(delta)
+        if not n:
+            return self._global_nulls(time)
+        values = [delta.column(c) for c in self._arranged_columns[len(self.group_by):]]
+        h = row_hash([delta.column(c) for c in dict.fromkeys(a.column for a in self.aggregates.values())])
+        cols = {g: delta.column(g) for g in self.group_by}
+        cols[self._bucket] = array_from_numpy(h % np.uint64(self.buckets[0]), pa.uint64())
+        cols.update(zip(self._arranged_columns[len(self.group_by):], values))
+        change = Updates(cols, delta.time, delta.diff, copy=False)
+        key = [*self.group_by, self._bucket]
+        columns = {n: a.column for n, a in self.aggregates.items()}
+        last = len(self._stages) - 1
+        for i, stage in enumerate(self._stages):
+            keys, layout = affected_groups(change, key, False)
+            m = len(keys)
+            found = stage.lookup_words(keys, layout)
+            kw, _ = encode_columns([change.column(c) for c in key], n=len(change))
+            cq = search_rows(keys, kw, "left")
+            old_total, old_vals = self._reduce(found.query, found.rows, m, columns)
+            both = concat([found.rows, Updates({c.name: change.column(c.name) for c in stage.schema},
+                                               change.time, change.diff, copy=False)])
+            new_total, new_vals = self._reduce(np.concatenate([found.query, cq]), both, m, columns)
+            self.buckets_touched += m
+            self.stage_rows[i] += len(found.query) + len(cq)
+            stage.insert_checked(time, Updates({c.name: change.column(c.name) for c in stage.schema},
+                                               change.time, change.diff, copy=False))
+            *group_cols, bucket_col = decode_columns(keys, layout, [*self._group_specs, stage.schema[len(self.group_by)]])
+            if i == last:
+                break
+            change = self._next_change(group_cols, bucket_col.to_numpy(), old_total > 0, old_vals,
+                                       new_total > 0, new_vals, self.buckets[i + 1], time)
+            columns = {n: n for n in self.aggregates}
+            if not len(change):  # no bucket's extremes changed: nor the groups'
+                return self._global_nulls(time) if glob and first else Updates.empty(self.schema)
+        # The last stage is keyed by (group, 0): its buckets are the groups.
+        out = []
+        if not first or not glob:
+            out.append(self._output(group_cols, time, (old_total > 0) | glob, old_vals, -1))
+        out.append(self._output(group_cols, time, (new_total > 0) | glob, new_vals, 1))
+        return consolidated_at(concat(out), time)
+
+    def _global_nulls(self, time: int) -> Updates:
+        """The global group's first output over an input with no rows: its row of NULLs."""
+        nulls = {name: pa.nulls(1, self.schema[len(self._group_specs) + j].type)
+                 for j, name in enumerate(self.aggregates)}
+        return self._output([], time, np.ones(1, bool), nulls, 1)
+
+    def _next_change(self, group_cols, bucket, old_present, old_vals, new_present, new_vals,
+                     modulus: int, time: int) -> Updates:
+        """The next stage's change: each re-reduced bucket's old extremes retracted and its new
+        ones inserted, keyed by ``(group, bucket % modulus)`` (unchanged buckets cancel)."""
+        oi, ni = np.flatnonzero(old_present), np.flatnonzero(new_present)
+        idx = np.concatenate([oi, ni])
+        take = pa.array(idx)
+        cols = {s.name: c.take(take) for s, c in zip(self._group_specs, group_cols)}
+        child = bucket[idx]
+        cols[self._bucket] = array_from_numpy(child % np.uint64(modulus), pa.uint64())
+        cols[self._child] = array_from_numpy(np.ascontiguousarray(child), pa.uint64())
+        for name in self.aggregates:
+            cols[name] = pa.concat_arrays([old_vals[name].take(pa.array(oi)), new_vals[name].take(pa.array(ni))])
+        diff = np.concatenate([np.full(len(oi), -1, np.int64), np.ones(len(ni), np.int64)])
+        return consolidate(Updates(cols, np.full(len(idx), time, np.uint64), diff, copy=False))
+
+    # ------------------------------------------------------------------ monotonic
+
+    def _step_monotonic(self, time, delta, glob, first) -> Updates:
+        if len(delta) and np.asarray(delta.diff).min() <= 0:
+            # Updates that cancel within the delta are none: only what is left counts.
+            delta = consolidate(delta)
+            if len(delta) and np.asarray(delta.diff).min() < 0:
+                i = int(np.argmin(delta.diff))
+                raise NonMonotonicInput(f"the monotonic min/max plan's input retracted row "
+                                        f"{tuple(delta.column(n)[i].as_py() for n in delta.column_names)}: "
+                                        "only an append-only input may use it")
+            if not len(delta) and not (glob and first):
+                return Updates.empty(self.schema)
+        keys, layout = affected_groups(delta, self.group_by, glob)
+        group_cols = decode_columns(keys, layout, self._group_specs)
+        m = len(keys)
+        old = self._extremes.lookup_words(keys, layout)
+        old_total, old_vals = self._reduce(old.query, old.rows, m, {n: n for n in self.aggregates})
+        dw, _ = encode_columns([delta.column(g) for g in self.group_by], n=len(delta))
+        dq = search_rows(keys, dw, "left") if len(delta) else np.zeros(0, np.int64)
+        self.buckets_touched += m
+        self.stage_rows[0] += len(old.query) + len(dq)
+        new_vals = {}
+        for name, a in self.aggregates.items():
+            vals = pa.concat_arrays([old_vals[name], delta.column(a.column)])
+            q = np.concatenate([np.arange(m), dq])
+            d = np.ones(len(q), np.int64)
+            new_vals[name] = self._pick(q, vals, d, m, isinstance(a, Min))
+        self.rows_reduced += len(dq)
+        delta_total = np.zeros(m, np.int64)
+        np.add.at(delta_total, dq, np.asarray(delta.diff, np.int64))
+        new_total = old_total + delta_total
+        old_rows = self._output(group_cols, time, old_total > 0, old_vals, -1)
+        new_rows = self._output(group_cols, time, new_total > 0, new_vals, 1)
+        change = consolidated_at(concat([old_rows, new_rows]), time)
+        self._extremes.insert_checked(time, change)
+        out = []
+        if not first or not glob:
+            out.append(self._output(group_cols, time, (old_total > 0) | glob, old_vals, -1))
+        out.append(self._output(group_cols, time, (new_total > 0) | glob, new_vals, 1))
+        return consolidated_at(concat(out), time)
+
     def __repr__(self) -> str:
-        return f"MinMaxReduce(group_by={list(self.group_by)}, aggregates={self.aggregates})"
+        return f"MinMaxReduce(group_by={list(self.group_by)}, aggregates={self.aggregates}, plan={self.plan!r})"

@@ -175,7 +175,7 @@ __all__ = ["INCREMENTAL", "PER_GROUP", "PER_PARTITION", "Aggregate", "BasicReduc
            "Constant", "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate",
            "Node", "Pipeline", "Plan", "PlanError", "Predicate", "Reduce", "SqlMapFilter", "SqlTopK",
            "TemporalFilter", "Threshold",
-           "TopK", "Union", "Window", "fused", "plan", "render"]
+           "TopK", "Union", "Window", "fused", "monotonic_plan", "plan", "render"]
 
 
 class PlanError(ValueError):
@@ -1707,7 +1707,43 @@ def _unique(select: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None) -> Plan:
+def monotonic_plan(node: Node, append_only) -> tuple[Node, bool]:
+    """``node`` with every ``Reduce`` whose input is append-only marked ``monotonic``, and
+    whether ``node``'s own output is append-only. Append-only (Materialize's monotonicity
+    analysis, restricted to what colmz can prove): a ``Get`` of a relation in
+    ``append_only``, a constant, and maps, filters, inner joins and unions of append-only
+    inputs; anything else -- a reduce's, distinct's, top-k's or window's output (their
+    changes retract), negation, set differences, outer joins (their padded rows are
+    retracted when matches arrive), temporal filters (rows expire), a Fallback -- is not."""
+    inputs = node.inputs
+    rebuilt, flags = [], []
+    for i in inputs:
+        r, f = monotonic_plan(i, append_only) if i is not None else (None, False)
+        rebuilt.append(r)
+        flags.append(f)
+    if any(r is not i for r, i in zip(rebuilt, inputs)):
+        changes = {}
+        for f in dataclasses.fields(node):
+            v = getattr(node, f.name)
+            if isinstance(v, Node):
+                changes[f.name] = rebuilt[[id(i) for i in inputs].index(id(v))]
+            elif isinstance(v, tuple) and v and all(isinstance(x, Node) for x in v):
+                changes[f.name] = tuple(rebuilt[[id(i) for i in inputs].index(id(x))] for x in v)
+        node = dataclasses.replace(node, **changes)
+    if isinstance(node, Get):
+        return node, node.table in append_only
+    if isinstance(node, Constant):
+        return node, True
+    if isinstance(node, Reduce):
+        if flags[0] and any(a.reduction == "hierarchical" for a in node.aggregates):
+            node = dataclasses.replace(node, monotonic=True)
+        return node, False
+    if isinstance(node, (MapFilter, Union)) or (isinstance(node, Join) and node.kind == "inner"):
+        return node, bool(flags) and all(flags)
+    return node, False
+
+
+def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, append_only=()) -> Plan:
     """The relational plan of ``query_text`` (one ``SELECT``) over tables ``schemas``
     (a mapping of table name to its columns: a mapping of name to Arrow type, or ``ColumnSpec`` s).
 
@@ -1716,7 +1752,9 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None) -
     subset is a :class:`Fallback` node (see the module docstring). ``subquery_schema(text)``,
     when given, types a ``FROM`` subquery that falls back (its output columns, or ``None``):
     that subquery becomes a Fallback leaf of its own (``Fallback.query``) and the query
-    around it is planned.
+    around it is planned. ``append_only`` names relations that only ever insert (their
+    owner's promise, checked at every step): a min/max over them takes the monotonic plan
+    (:func:`monotonic_plan`). The catalog declares none.
 
     >>> import pyarrow as pa
     >>> p = plan("SELECT t.k, u.w FROM t JOIN u ON t.k = u.k WHERE u.w IS NOT NULL",
@@ -1743,4 +1781,8 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None) -
     p = _Planner(query_text, checked, subquery_schema)
     p.spans[id(stmts[0])] = _unparenthesized(query_text, 0, len(query_text))
     root = p.query(stmts[0])
+    if append_only:
+        if isinstance(append_only, str) or not all(isinstance(n, str) for n in append_only):
+            raise TypeError(f"append_only must be a collection of relation names, got {append_only!r}")
+        root, _ = monotonic_plan(root, frozenset(append_only))
     return Plan(root, query_text, dict(p.used))

@@ -144,9 +144,13 @@ class Aggregate:
 
 @dataclass(frozen=True)
 class Reduce(Node):
+    """A native reduce; ``monotonic``: its input is append-only (proved by the planner), so
+    its min/max take Materialize's monotonic plan, not the bucketed one."""
+
     input: Node | None = None
     group_by: tuple[str, ...] = ()
     aggregates: tuple[Aggregate, ...] = ()
+    monotonic: bool = False
 
     @property
     def inputs(self):
@@ -155,6 +159,8 @@ class Reduce(Node):
     def describe(self) -> str:
         kinds = {a.reduction for a in self.aggregates}
         how = " (collation of accumulable and hierarchical)" if len(kinds) > 1 else ""
+        if self.monotonic and "hierarchical" in kinds:
+            how += " (monotonic input: hierarchical plan monotonic)"
         return f"Reduce group_by=[{', '.join(self.group_by)}] aggregates=[{', '.join(map(str, self.aggregates))}]{how}"
 
     def cost(self) -> str:

@@ -89,28 +89,37 @@ class CollatedReduce:
 
     ROLLBACK_FIELDS = ("accumulable", "hierarchical", "collation", "project")
 
-    def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...], arranged=None):
+    def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...], arranged=None,
+                 monotonic: bool = False):
         self.accumulable = reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "accumulable"))
         self.hierarchical = reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "hierarchical"),
-                                            arranged)
+                                            arranged, monotonic)
         self.collation = Collation([self.accumulable.schema, self.hierarchical.schema], list(group))
         self.project = MapFilterOp(self.collation.schema, select=[*group, *(a.name for a in aggs)])
         self.schema = self.project.schema
+
+    @property
+    def strategy(self) -> str:
+        """The min/max part's plan (``MinMaxReduce.strategy``)."""
+        return self.hierarchical.strategy
 
     def step(self, time, delta: Updates) -> Updates:
         return self.project.step(time, self.collation.step(
             time, self.accumulable.step(time, delta), self.hierarchical.step(time, delta)))
 
 
-def reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...], arranged=None):
+def reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...], arranged=None,
+                    monotonic: bool = False):
     """The operator of a reduce by the aggregates' reduction types; ``arranged`` (a
-    ``SharedInput`` of the input by ``group``), when given, is the min/max part's arranged input."""
+    ``SharedInput`` of the input by ``group``), when given, is the min/max part's arranged input
+    (its per-group plan); ``monotonic`` (an append-only input) takes the min/max part's
+    monotonic plan; otherwise it is bucketed (``colmz.dataflow.minmax``)."""
     kinds = {a.reduction for a in aggs}
     if len(kinds) > 1:
-        return CollatedReduce(schema, group, aggs, arranged)
+        return CollatedReduce(schema, group, aggs, arranged, monotonic)
     if kinds == {"hierarchical"}:
         return MinMaxReduce(schema, list(group), {a.name: HIERARCHICAL[a.function](a.column) for a in aggs},
-                            arranged=arranged)
+                            arranged=None if monotonic else arranged, plan="monotonic" if monotonic else None)
     return acc.AccumulableReduce(schema, list(group),
                                  {a.name: (ACCUMULABLE[a.function](a.column) if a.column is not None
                                            else acc.Count()) for a in aggs})
@@ -202,7 +211,8 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: Sha
     elif isinstance(node, SqlMapFilter):
         op = SqlMapFilterOp(ins[0].schema, node.where, node.select)
     elif isinstance(node, Reduce):
-        op = reduce_operator(ins[0].schema, node.group_by, node.aggregates, _shared_arranged(node, shared))
+        op = reduce_operator(ins[0].schema, node.group_by, node.aggregates,
+                             None if node.monotonic else _shared_arranged(node, shared), node.monotonic)
     elif isinstance(node, Distinct):
         op = DistinctOp(ins[0].schema)
     elif isinstance(node, Threshold):
@@ -284,7 +294,7 @@ def _state_of(op) -> list:
     reduce's parts')."""
     out = list(op.arrangements.values()) if isinstance(op, (DeltaJoin, OuterJoin)) else []
     if isinstance(op, MinMaxReduce):
-        out.append(op.arrangement)
+        out.extend(op.arrangements.values())
     if isinstance(op, CollatedReduce):
         out.extend(_state_of(op.hierarchical))
     if isinstance(op, GroupRecompute):

@@ -81,11 +81,15 @@ NOT_ROLLED_BACK = {
 # its constructor, and cumulative work counters; the sink's collection, whose own calls
 # leave it unchanged when they raise.
 _ARRANGEMENT_CONFIG = {"schema", "key", "_key_pos", "_val_pos", "_key_specs", "_val_specs", "_key_kinds",
-                       "_val_kinds", "rows_inserted", "merges", "rows_merged", "keys_searched", "rows_found"}
+                       "_val_kinds", "rows_inserted", "keys_searched", "rows_found"}
 NOT_ROLLED_BACK.update({
     "Clock": set(),
     "KeyedArrangement": _ARRANGEMENT_CONFIG,
-    "Accumulators": {"kinds", "rows_inserted", "merges", "rows_merged", "keys_searched"},
+    "Accumulators": {"kinds", "rows_inserted", "keys_searched"},
+    # colmz.dataflow.fueled: how runs are sized and merged, the fuel (configuration), work
+    # counters (its merges in progress are immutable values in the layers tuple)
+    "FueledRuns": {"_size", "_begin", "effort", "min_fuel", "merges", "rows_merged", "last_step_merged",
+                   "max_step_merged"},
     "MapFilter": {"input_schema", "where", "select", "schema"},
     "Union": {"input_schemas", "schema"},
     "Negate": {"schema"},
@@ -96,7 +100,7 @@ NOT_ROLLED_BACK.update({
     "AccumulableReduce": {"input_schema", "group_by", "aggregates", "_group_specs", "schema", "_slices",
                           "_count_slots", "rows_touched"},
     "MinMaxReduce": {"input_schema", "group_by", "aggregates", "_arranged_columns", "_group_specs", "schema",
-                     "_shared"},
+                     "plan", "buckets", "_bucket", "_child", "rows_reduced", "buckets_touched", "stage_rows"},
     # the catalog's shared arrangements and their users: all of it state
     "SharedArrangements": set(),
     "_ByCount": {"schema"},
@@ -125,7 +129,7 @@ NOT_ROLLED_BACK.update({
 })
 
 
-_DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
+_DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "FueledRuns", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
              "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink", "Collation", "CollatedReduce",
              "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter", "Constant", "TemporalFilter",
              "GroupRecompute", "SharedArrangements"}
@@ -135,6 +139,7 @@ def _dataflow_example(name: str):
     from colmz import dataflow as df
     from colmz.dataflow import plan
     from colmz.dataflow.collate import Collation
+    from colmz.dataflow.fueled import FueledRuns, Merge
     from colmz.dataflow.maintained import Recompute
     from colmz.dataflow.recompute import INPUT_RELATION, GroupRecompute
     from colmz.dataflow.shared import SharedArrangements
@@ -147,6 +152,7 @@ def _dataflow_example(name: str):
         "Clock": Clock,
         "KeyedArrangement": lambda: df.KeyedArrangement(k, ["k"]),
         "Accumulators": lambda: df.Accumulators(["int", "float"]),
+        "FueledRuns": lambda: FueledRuns(len, Merge),
         "MapFilter": lambda: df.MapFilter(k, where=[df.IsNull("v")]),
         "Union": lambda: df.Union([k, k]),
         "Negate": lambda: df.Negate(k),

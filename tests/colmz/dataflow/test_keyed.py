@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import colmz
 from colmz.dataflow import KeyedArrangement
+from colmz.dataflow.fueled import level_of
 from colmz.dataflow.keyed import consolidate_words
 from colmz.rollback import roll_back, save
 
@@ -51,9 +52,8 @@ def test_lookup_and_counts_match_the_model(steps, queries):
         expect = [sum(d for row, d in held.items() if row[:2] == key) for key in keys]
         assert a.counts(cols).tolist() == expect
         assert dm.counter_of(a.snapshot()) == held
-        # Geometric runs: each at least twice the next (so O(log n) of them).
-        sizes = a.run_sizes
-        assert all(x > 2 * y for x, y in zip(sizes, sizes[1:]))
+        # Layered runs (colmz.dataflow.fueled): at most two per layer, O(log n) layers.
+        assert a.runs <= 2 * len(a.layers) <= 2 * (level_of(a.rows_inserted) + 2)
 
 
 def test_one_key_lookup_touches_log_n_rows_of_100k():

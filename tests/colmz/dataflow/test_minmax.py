@@ -1,0 +1,219 @@
+"""Materialize's hierarchical plans for ``min``/``max`` (``colmz.dataflow.minmax``): the
+bucketed and monotonic plans against a naive model, their work counters, the planner's
+monotonic criterion and EXPLAIN naming the plan."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import updates_strategies as us
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import colmz
+from colmz.dataflow import Max, Min, MinMaxReduce
+from colmz.dataflow.minmax import NonMonotonicInput, bucketing, row_hash
+from colmz.dataflow.plan import Reduce, plan, render
+from colmz.dataflow.state import operator_states, restore
+from colmz.rollback import roll_back, save
+
+SCHEMA = {"k": pa.int64(), "v": pa.int64(), "f": pa.float64()}
+AGGS = {"lo": Min("v"), "hi": Max("v"), "flo": Min("f"), "fhi": Max("f")}
+
+
+def _batch(rows, diffs, t):
+    return colmz.Updates({"k": pa.array([r[0] for r in rows], pa.int64()), "v": pa.array([r[1] for r in rows], pa.int64()),
+                          "f": pa.array([r[2] for r in rows], pa.float64())},
+                         time=np.full(len(rows), t, np.uint64), diff=np.array(diffs, np.int64))
+
+
+def _model(held: Counter, glob: bool) -> Counter:
+    groups: dict = {}
+    for (k, v, f), d in held.items():
+        if d > 0:
+            groups.setdefault(None if glob else k, []).append((v, f))
+    if glob and not groups:
+        groups[None] = []
+    out = Counter()
+    for k, rows in groups.items():
+        vs = [v for v, _ in rows if v is not None]
+        fs = [f for _, f in rows if f is not None]
+        # NaN above every number, as PostgreSQL orders floats
+        key = lambda x: (1, 0.0) if x != x else (0, x)  # noqa: E731
+        ext = (min(vs) if vs else None, max(vs) if vs else None,
+               min(fs, key=key) if fs else None, max(fs, key=key) if fs else None)
+        out[(ext if glob else (k, *ext))] += 1
+    return out
+
+
+def _canon(row):
+    return tuple("nan" if isinstance(x, float) and x != x else x for x in row)
+
+
+def _contents(out: Counter, u: colmz.Updates) -> Counter:
+    for row, d in zip(u.to_pylist(), u.diff.tolist()):
+        out[_canon(row[:-2])] += d
+    return Counter({k: v for k, v in out.items() if v})
+
+
+row = st.tuples(st.integers(0, 3), st.one_of(st.none(), st.integers(-5, 5)),
+                st.one_of(st.none(), st.sampled_from([0.5, -2.0, float("nan"), 7.25])))
+
+
+@settings(max_examples=us.examples(60), deadline=None)
+@given(st.lists(st.lists(st.tuples(row, st.integers(-2, 2)), min_size=1, max_size=10), min_size=1, max_size=10),
+       st.sampled_from([2, 17, 300, 65_536]), st.booleans())
+def test_bucketed_plan_matches_the_model(steps, group_size, glob):
+    # Valid change sequences (never below zero) with every stage count from one to four.
+    r = MinMaxReduce(SCHEMA, [] if glob else ["k"], AGGS, expected_group_size=group_size)
+    assert r.plan == "bucketed" and len(r.buckets) == len(bucketing(group_size)) + 1
+    held, got = Counter(), Counter()
+    for t, step in enumerate(steps):
+        rows, diffs = [], []
+        for rw, d in step:
+            if held[rw] + d >= 0:
+                held[rw] += d
+                rows.append(rw)
+                diffs.append(d)
+        got = _contents(got, r.step(t, _batch(rows, diffs, t)))
+        assert got == Counter({_canon(k): v for k, v in _model(held, glob).items()})
+
+
+@settings(max_examples=us.examples(60), deadline=None)
+@given(st.lists(st.lists(row, min_size=0, max_size=8), min_size=1, max_size=10), st.booleans())
+def test_monotonic_plan_matches_the_model(steps, glob):
+    r = MinMaxReduce(SCHEMA, [] if glob else ["k"], AGGS, plan="monotonic")
+    held, got = Counter(), Counter()
+    for t, rows in enumerate(steps):
+        for rw in rows:
+            held[rw] += 1
+        got = _contents(got, r.step(t, _batch(rows, [1] * len(rows), t)))
+        assert got == Counter({_canon(k): v for k, v in _model(held, glob).items()})
+    # One row per group in its state, whatever the rows inserted.
+    assert len(r.arrangement.snapshot()) == len({None if glob else k for k, _, _ in held})
+
+
+def test_deleting_the_extreme_of_a_10k_group_touches_a_few_buckets():
+    n = 10_000
+    r = MinMaxReduce(SCHEMA, ["k"], {"lo": Min("v"), "hi": Max("v")})
+    r.step(0, colmz.Updates({"k": np.zeros(n, np.int64), "v": np.arange(n), "f": np.zeros(n)},
+                            time=np.zeros(n, np.uint64), diff=np.ones(n, np.int64)))
+    for i in range(1, 11):
+        before = list(r.stage_rows)
+        touched = r.buckets_touched
+        out = r.step(i, colmz.Updates({"k": [0], "v": [i - 1], "f": [0.0]}, time=[i], diff=[-1]))
+        assert out.to_pylist() == [(0, i - 1, n - 1, i, -1), (0, i, n - 1, i, 1)]
+        read = [a - b for a, b in zip(r.stage_rows, before)]
+        # Stage 0: the deleted row's bucket (10 000 rows in 4 096 buckets); then one bucket
+        # per stage, each of at most 16 children (twice: before and after); the per-group
+        # plan read the 10 000 rows twice.
+        assert read[0] <= 2 * 12 and all(x <= 2 * 17 for x in read[1:]), read
+        assert sum(read) <= 120 and r.buckets_touched - touched == len(r.buckets)
+
+
+def test_the_monotonic_plan_refuses_a_retraction_and_changes_nothing():
+    r = MinMaxReduce(SCHEMA, ["k"], AGGS, plan="monotonic")
+    r.step(1, _batch([(1, 5, 0.5), (1, 3, None)], [1, 1], 1))
+    saved = r.arrangement.snapshot().to_pylist()
+    with pytest.raises(NonMonotonicInput, match=r"retracted row \(1, 3, None"):
+        r.step(2, _batch([(1, 3, None), (1, 9, None)], [-1, 1], 2))
+    assert r.arrangement.snapshot().to_pylist() == saved
+    # A retraction cancelled within the delta is no retraction.
+    out = r.step(2, _batch([(1, 2, None), (1, 2, None), (2, 1, 1.0)], [1, -1, 1], 2))
+    assert sorted(out.to_pylist(), key=str) == sorted([(2, 1, 1, 1.0, 1.0, 2, 1)], key=str)
+    before = r.stage_rows[0]
+    r.step(3, _batch([(1, 1, 9.0)], [1], 3))
+    assert r.stage_rows[0] - before == 2  # the group's one kept row and the delta's row
+
+
+def test_bucketed_state_restores_and_rolls_back():
+    p = plan("SELECT k, min(v) AS lo, max(f) AS hi FROM t WHERE v > -100 GROUP BY k", {"t": SCHEMA})
+    pipe = render(p)
+    rng = np.random.default_rng(2)
+    rows = [(int(k), int(v), float(v)) for k, v in zip(rng.integers(0, 5, 300), rng.integers(-50, 50, 300))]
+    pipe.step(1, {"t": _batch(rows, [1] * 300, 1)})
+    states = operator_states(pipe)
+    assert states is not None and len(states) == 4  # the four stages of the bucketed min/max
+    snaps = {s.name: s.delta((), 1) for s in states}
+    fresh = render(p)
+    restore(fresh, snaps, 1)
+    gone = [r for r in rows if abs(r[1]) >= 40]  # every group's extremes go
+    delete = _batch(gone, [-1] * len(gone), 2)
+    saved = save(pipe)
+    a = pipe.step(2, {"t": delete})
+    roll_back(pipe, saved)
+    b = pipe.step(2, {"t": delete})
+    c = fresh.step(2, {"t": delete})
+    assert a.to_pylist() == b.to_pylist() == c.to_pylist() and len(a)
+
+
+def test_the_planner_proves_monotonic_inputs_only():
+    schemas = {"t": SCHEMA, "u": {"k": pa.int64(), "w": pa.int64()}}
+
+    def reduce_of(q, append_only):
+        node = plan(q, schemas, append_only=append_only).root
+        while not isinstance(node, Reduce):
+            node = node.inputs[0]
+        return node
+
+    q = "SELECT k, min(v) AS lo FROM t WHERE v > 0 GROUP BY k"
+    assert reduce_of(q, {"t"}).monotonic and not reduce_of(q, ()).monotonic
+    joined = "SELECT t.k, max(u.w) AS hi FROM t JOIN u ON t.k = u.k GROUP BY t.k"
+    assert reduce_of(joined, {"t", "u"}).monotonic and not reduce_of(joined, {"t"}).monotonic
+    outer = "SELECT t.k, max(u.w) AS hi FROM t LEFT JOIN u ON t.k = u.k GROUP BY t.k"
+    assert not reduce_of(outer, {"t", "u"}).monotonic  # padded rows retract when matches arrive
+    nested = "SELECT lo, min(k) AS m FROM (SELECT k, min(v) AS lo FROM t GROUP BY k) s GROUP BY lo"
+    assert not reduce_of(nested, {"t"}).monotonic  # a reduce's output retracts
+    summed = "SELECT k, sum(v) AS s FROM t GROUP BY k"
+    assert not reduce_of(summed, {"t"}).monotonic  # no min/max: nothing to choose
+    with pytest.raises(TypeError, match="append_only must be a collection of relation names"):
+        plan(q, schemas, append_only="t")
+    p = plan(q, schemas, append_only={"t"})
+    assert "hierarchical plan monotonic" in p.explain()
+    [op] = [o for o in render(p).operators if isinstance(o, MinMaxReduce)]
+    assert op.plan == "monotonic" and "monotonic" in op.strategy
+
+
+def test_explain_names_the_min_max_plan():
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k BIGINT, v BIGINT)")
+    cat.execute("INSERT INTO t VALUES (1, 2), (1, 3), (2, 5)")
+    cat.execute("CREATE MATERIALIZED VIEW direct AS SELECT k, min(v) AS lo FROM t GROUP BY k")
+    cat.execute("CREATE MATERIALIZED VIEW filtered AS SELECT k, min(v) AS lo, count(*) AS n FROM t "
+                "WHERE v > 2 GROUP BY k")
+    cat.execute("DELETE FROM t WHERE v = 3")
+    direct = str(cat.explain("direct"))
+    filtered = str(cat.explain("filtered"))
+    assert "per affected group over the shared arrangement" in direct
+    assert "hierarchical: bucketed 4096/256/16" in filtered
+    assert [r["lo"] for r in cat.sql("SELECT * FROM filtered ORDER BY k").to_pylist()] == [5]
+
+
+def test_row_hash_ignores_how_a_batch_encodes_its_values():
+    a = row_hash([pa.array([b"ab", b"abcdefghij", None], pa.binary())])
+    b = row_hash([pa.array([b"ab"], pa.binary())])
+    c = row_hash([pa.array([None, b"ab"], pa.binary())])
+    assert a[0] == b[0] == c[1] and a[2] == c[0] and a[0] != a[1]
+
+
+def test_a_durable_bucketed_min_max_resumes_without_reading_its_input(tmp_path):
+    from colmz.catalog.durable import Catalog
+
+    url = str(tmp_path / "cat")
+    q = "SELECT k, min(v) AS lo, max(v) AS hi FROM t WHERE v > -1000 GROUP BY k"  # not a Get: bucketed
+    cat, oracle = Catalog(url), colmz.Catalog(views="recompute")
+    for c in (cat, oracle):
+        c.execute("CREATE TABLE t (k BIGINT, v BIGINT)")
+        c.execute("INSERT INTO t VALUES " + ", ".join(f"({i % 3}, {i})" for i in range(200)))
+        c.execute(f"CREATE MATERIALIZED VIEW m AS {q}")
+        c.execute("DELETE FROM t WHERE v IN (0, 1, 199)")  # extremes of two groups
+    assert "hierarchical: bucketed" in str(cat.explain("m"))
+    again = Catalog(url)
+    assert again.view_work == {"initialized": 0, "restored": 1, "input_rows_read": 0}
+    for c in (again, oracle):
+        c.execute("DELETE FROM t WHERE v IN (2, 3, 198)")
+    rows = lambda c: sorted(tuple(r.values()) for r in c.sql("SELECT * FROM m").to_pylist())  # noqa: E731
+    assert rows(again) == rows(oracle) == [(0, 6, 195), (1, 4, 196), (2, 5, 197)]
