@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from colmz.dataflow.keyed import KeyedArrangement
@@ -152,7 +153,7 @@ class GroupRecompute:
             n = answer.num_rows
             # a checked cast (a DECIMAL(38,0) sum beyond bigint raises, never wraps)
             new = cast_to(Updates({c.name: answer.column(c.name).cast(c.type) for c in self.schema},
-                                  [time] * n, [1] * n), self.schema)
+                                  np.full(n, time, np.uint64), np.ones(n, np.int64), copy=False), self.schema)
             old = self._output.lookup_words(keys, layout).rows
             result = consolidated_at(concat([old.negated(), new]), time)
             self._output.insert_checked(time, result)

@@ -23,11 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from colmz.dataflow.keyed import KeyedArrangement
-from colmz.dataflow.regroup import affected_groups, check_orderable, fresh_name, group_rows
+from colmz.dataflow.gather import gather_words
+from colmz.dataflow.keyed import KeyedArrangement, consolidate_words
+from colmz.dataflow.regroup import affected_groups, check_orderable
 from colmz.dataflow.step import Clock, as_schema, check_columns, check_delta, consolidated_at
-from colmz.ops import concat
-from colmz.order import encode_columns
+from colmz.errors import NegativeMultiplicity
+from colmz.order import decode_columns, pad_keys, unify_layouts
 from colmz.rollback import undone_on_error
 from colmz.updates import Updates
 
@@ -103,6 +104,10 @@ class TopK:
         self.offset = offset
         self._arranged = KeyedArrangement(self.schema, self.group_by)
         self._group_specs = tuple(c for g in self.group_by for c in self.schema if c.name == g)
+        # the payload: the columns not in the group key, in schema order (the arrangement's)
+        self._val_specs = tuple(c for c in self.schema if c.name not in self.group_by)
+        self._val_index = {c.name: j for j, c in enumerate(self._val_specs)}
+        self._empty_layout = (0,) * (len(self._val_specs) + 1)
         self._clock = Clock()
 
     @property
@@ -119,34 +124,42 @@ class TopK:
             return Updates.empty(self.schema)
         keys, layout = affected_groups(delta, self.group_by, False)
         with undone_on_error(self):
-            old = self._window(keys, layout, time)
+            old = self._window(keys, layout)
             self._arranged.insert_checked(time, delta)
-            new = self._window(keys, layout, time)
-            result = consolidated_at(concat([old.negated(), new]), time)
+            new = self._window(keys, layout)
+            result = self._output(keys, layout, old, new, time)
             self._clock.advance(time)
         return result
 
-    def _window(self, keys, layout, time: int) -> Updates:
-        names = [c.name for c in self.schema]
-        rows = group_rows(self._arranged.lookup_words(keys, layout), names)
-        n = len(rows)
+    def _window(self, keys: np.ndarray, layout) -> tuple[np.ndarray, np.ndarray, tuple, np.ndarray]:
+        """The window of each group of ``keys`` as words: ``(query position, payload words,
+        payload layout, places in the window)`` per row in it."""
+        found = gather_words(self._arranged, keys, layout, self._empty_layout)
+        vl, vals, n = found.val_layout, found.vals, len(found.diff)
         if not n:
-            return Updates.empty(self.schema)
-        q = rows.column(fresh_name(names)).to_numpy()
-        sort_keys = []
-        for o in reversed(self.order_by):
-            col = rows.column(o.column)
-            words, lay = encode_columns([col])
-            values = words[:, :lay[0]]
-            if o.descending:
-                values = ~values
-            sort_keys.extend(values[:, w] for w in range(values.shape[1] - 1, -1, -1))
-            null = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else np.zeros(n, bool)
-            sort_keys.append(~null if o.nulls_first else null)
-        sort_keys.append(q)
-        # Stable: rows equal on every key keep the consolidated order, colmz's row order.
-        order = np.lexsort(sort_keys)
-        q, diff = q[order], np.asarray(rows.diff, np.int64)[order]
+            return found.query, vals, vl, found.diff
+        # One matrix sorted and consolidated by one kernel call: the group, then each ORDER BY
+        # item (NULLs first or last, then its value words, inverted for DESC), then the row's
+        # payload words (colmz's total order on the row: its group columns are the group's).
+        starts = np.cumsum((0, *vl[:-1]))
+        null_word = vals[:, starts[-1]] if vl[-1] else None
+        parts = [found.query.astype(np.uint64)[:, None]]
+        for o in self.order_by:
+            j = self._val_index.get(o.column)
+            if j is None:  # a group column: one value per group
+                continue
+            if null_word is not None:
+                null = (null_word >> np.uint64(j)) & np.uint64(1)
+                parts.append((null ^ np.uint64(1) if o.nulls_first else null)[:, None])
+            words = vals[:, starts[j]:starts[j] + vl[j]]
+            parts.append(~words if o.descending else words)
+        parts.append(vals)
+        sort_width = sum(p.shape[1] for p in parts) - vals.shape[1]
+        words, diff = consolidate_words(np.hstack(parts), found.diff)
+        if len(diff) and diff.min() < 0:
+            raise NegativeMultiplicity("the input of a top-k retracts rows it does not hold "
+                                       f"(a multiplicity of {int(diff.min())})")
+        q = words[:, 0].astype(np.int64)
         ends = np.cumsum(diff)
         group_start = np.r_[True, q[1:] != q[:-1]]
         base = np.maximum.accumulate(np.where(group_start, ends - diff, 0))
@@ -155,9 +168,23 @@ class TopK:
         hi = np.iinfo(np.int64).max if self.limit is None else self.offset + self.limit
         inside = np.clip(end, lo, hi) - np.clip(start, lo, hi)
         keep = np.flatnonzero(inside > 0)
-        picked = rows.take(order[keep])
-        return Updates({c: picked.column(c) for c in names}, np.full(len(keep), time, np.uint64), inside[keep],
-                       copy=False)
+        return q[keep], np.ascontiguousarray(words[keep, sort_width:]), vl, inside[keep]
+
+    def _output(self, keys: np.ndarray, layout, old, new, time: int) -> Updates:
+        """``new − old`` of the windows, decoded (only the rows that change)."""
+        vl = unify_layouts(old[2], new[2])
+        q = np.concatenate([old[0], new[0]])
+        vals = np.concatenate([pad_keys(old[1], old[2], vl), pad_keys(new[1], new[2], vl)])
+        diff = np.concatenate([-old[3], new[3]])
+        words, diff = consolidate_words(np.hstack([q.astype(np.uint64)[:, None], vals]), diff)
+        if not len(diff):
+            return Updates.empty(self.schema)
+        key_cols = decode_columns(keys[words[:, 0].astype(np.int64)], layout, self._group_specs)
+        val_cols = decode_columns(np.ascontiguousarray(words[:, 1:]), vl, self._val_specs)
+        cols = dict(zip(self.group_by, key_cols)) | dict(zip((c.name for c in self._val_specs), val_cols))
+        out = Updates({c.name: cols[c.name] for c in self.schema}, np.full(len(diff), time, np.uint64), diff,
+                      copy=False)
+        return consolidated_at(out, time)
 
     def __repr__(self) -> str:
         return f"TopK(group_by={list(self.group_by)}, order_by={list(self.order_by)}, limit={self.limit}, offset={self.offset})"

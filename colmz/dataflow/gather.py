@@ -1,0 +1,77 @@
+"""Reading the rows some keys hold in a :class:`~colmz.dataflow.KeyedArrangement` as words.
+
+Design
+------
+``KeyedArrangement.lookup_words`` decodes what it finds into Arrow columns. An operator that
+only sorts, counts and compares the rows it reads (``TopK``'s per-group windows) does all of
+that on the arrangement's own order-preserving words (``colmz.order``) and decodes just the
+rows it outputs: :func:`gather_words` binary-searches every run the arrangement holds
+(``state_runs``) for each query key's range (``colmz.order.search_rows``; a key that cannot
+occur in a run's layout is skipped, as the arrangement's own lookup does) and returns, per
+row found, the position of its query key, its payload words padded to one layout and its
+diff -- a row may sit in several runs with diffs that cancel: the caller consolidates.
+
+Work counters: the arrangement's ``keys_searched`` and ``rows_found`` count this read as they
+count its own lookups.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from colmz.dataflow.keyed import KeyedArrangement
+from colmz.order import Layout, narrow_rows, pad_keys, search_rows, unify_layouts
+
+__all__ = ["Found", "gather_words"]
+
+
+class Found(NamedTuple):
+    """Rows a :func:`gather_words` read: the query key's position per row, the payload words
+    (``vals``, laid out as ``val_layout``) and the diffs; not consolidated."""
+
+    query: np.ndarray
+    vals: np.ndarray
+    val_layout: Layout
+    diff: np.ndarray
+
+
+def gather_words(arranged: KeyedArrangement, q: np.ndarray, layout: Layout, empty_layout: Layout) -> Found:
+    """The rows of ``arranged`` under each key of ``q`` (encoded keys laid out as
+    ``layout``), as words; ``empty_layout`` is the payload layout when nothing is found.
+
+    >>> import colmz, pyarrow as pa
+    >>> from colmz.order import encode_columns
+    >>> a = KeyedArrangement({"k": pa.int64(), "v": pa.int64()}, ["k"])
+    >>> a.insert(1, colmz.Updates({"k": [1, 2, 1], "v": [5, 6, 7]}, time=[1] * 3, diff=[1, 1, 2]))
+    >>> q, ql = encode_columns([pa.array([1])])
+    >>> f = gather_words(a, q, ql, (1, 0))
+    >>> f.query.tolist(), f.diff.tolist()
+    ([0, 0], [1, 2])
+    """
+    qs, vals, vls, diffs = [], [], [], []
+    m = len(q)
+    for run in arranged.state_runs():
+        mine, present = narrow_rows(q, layout, run.key_layout)
+        lo = search_rows(run.keys, mine, "left")
+        hi = np.where(present, search_rows(run.keys, mine, "right"), lo)
+        arranged.keys_searched += m
+        cnt = hi - lo
+        total = int(cnt.sum())
+        if not total:
+            continue
+        ends = np.cumsum(cnt)
+        rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(total)
+        qs.append(np.repeat(np.arange(m), cnt))
+        vals.append(run.vals[rows])
+        vls.append(run.val_layout)
+        diffs.append(run.diff[rows])
+    if not qs:
+        return Found(np.zeros(0, np.int64), np.zeros((0, sum(empty_layout)), np.uint64), empty_layout,
+                     np.zeros(0, np.int64))
+    vl = unify_layouts(*vls)
+    out = np.concatenate([pad_keys(v, a, vl) for v, a in zip(vals, vls)])
+    diff = np.concatenate(diffs)
+    arranged.rows_found += len(diff)
+    return Found(np.concatenate(qs), out, vl, diff)
