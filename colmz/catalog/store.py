@@ -17,7 +17,11 @@ the "lightweight pointer" to a batch written once, into its data shard.
   :class:`~colmz.arrangement.runs.WrittenRun`), and the intent entry records those runs.
   No arrangement names the parts yet; nothing is visible. A run is compressed with the
   arrangement's codec for parts it keeps (``Arrangement.compression``, snappy), not the
-  uncompressed codec of a latency-bound write: it is kept until compaction.
+  uncompressed codec of a latency-bound write: it is kept until compaction. The runs of
+  one commit (its tables', views' and operator states') are written side by side when the
+  store takes concurrent calls: each part is still made durable by its own fsync before the
+  record's compare-and-set, but those fsyncs are in flight together, so a commit waits for
+  the disk about once however many objects it changes.
 * **The record's compare-and-set is the commit point** of every durable catalog write (DDL
   and data alike). A writer builds its commit against the record version it read
   (:attr:`CatalogStore.seqno`), then :meth:`CatalogStore.commit` sets the version after it.
@@ -81,6 +85,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import wait
 
 from colmz.arrangement.collection import ArrangementCollection
 from colmz.arrangement.errors import (
@@ -100,11 +105,12 @@ from colmz.arrangement.identity import (
     write_identity,
 )
 from colmz.arrangement.part_ref import part_digest
-from colmz.arrangement.parts import read_part
+from colmz.arrangement.parts import concurrent_calls, read_part
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.ops import concat
 from colmz.storage.base import Indeterminate, StorageError, VersionedData
 from colmz.storage.state import CommitConflict, StateLog
+from colmz.threads import shared_pool
 from colmz.updates import Updates
 
 __all__ = [
@@ -135,6 +141,8 @@ LEGACY_INTENT_KEY = "catalog/intent"
 FORMAT = 3
 #: The record formats this module reads: 2's intents are applied only when already landed.
 READ_FORMATS = (2, 3)
+#: How many runs of one commit are written side by side (:meth:`CatalogStore.commit`).
+WRITERS = 8
 
 
 class StoreChanged(RuntimeError):
@@ -409,21 +417,10 @@ class CatalogStore:
         entries, written = [], []
         self._identify()
         try:
-            for name, key, lo, up, u in moves:
-                runs = []
-                if len(u):
-                    arr = self.arrangement(key).arrangement
-                    # compressed with the arrangement's codec for what it keeps (snappy): a
-                    # run is written once and kept until compaction, which would compress it
-                    # seqno: the arrangement version this writer read, recorded in the parts'
-                    # keys, so a consensus restored to before it is noticed (identity.py)
-                    run = write_run(arr.store, arr.schema, u, prefix=arr.prefix, compression=arr.compression,
-                                    seqno=arr.seqno)
-                    if run is not None:
-                        written.append((arr, run))
-                        runs.append(run.to_dict())
-                        self.stats["runs_written"] += 1
-                entries.append({"name": name, "key": key, "lower": lo, "upper": up, "runs": runs})
+            runs = self._write_runs(moves, written)
+            for (name, key, lo, up, _), run in zip(moves, runs):
+                entries.append({"name": name, "key": key, "lower": lo, "upper": up,
+                                "runs": [] if run is None else [run.to_dict()]})
             state = self._record(objects, {"id": token, "entries": entries})
             seqno = self.log.commit(self._seqno, state)
         except Indeterminate:
@@ -445,6 +442,61 @@ class CatalogStore:
             if e.get("blob"):
                 self._delete(e["blob"])
         return seqno
+
+    def _write_runs(self, moves, written: list) -> list[WrittenRun | None]:
+        """Write each move's change as one run under its arrangement's prefix (None for a
+        change that is empty or consolidates to nothing), side by side when there are several
+        and every store takes concurrent calls; each run written is added to ``written`` as
+        ``(arrangement, run)`` -- also when another raised, so the caller deletes them all.
+
+        Each part is made durable by its own fsync (``LocalBlob``), and the record's
+        compare-and-set follows only when all are: writing them one after the other waited
+        for the disk once per part -- each view and each operator state adding one part per
+        commit -- while writes in flight together are flushed together (the file system
+        commits their metadata in one journal transaction)."""
+        # Handles opened here, in the caller's thread: the store's cache of them is not shared
+        # with the writers.
+        jobs = [(i, self.arrangement(key).arrangement, u) for i, (_, key, _, _, u) in enumerate(moves) if len(u)]
+        out: list[WrittenRun | None] = [None] * len(moves)
+
+        def write(arr, u) -> WrittenRun | None:
+            # compressed with the arrangement's codec for what it keeps (snappy): a run is
+            # written once and kept until compaction, which would compress it; seqno: the
+            # arrangement version this writer read, recorded in the parts' keys, so a
+            # consensus restored to before it is noticed (identity.py)
+            return write_run(arr.store, arr.schema, u, prefix=arr.prefix, compression=arr.compression,
+                             seqno=arr.seqno)
+
+        if len(jobs) < 2 or not all(concurrent_calls(arr.store) for _, arr, _ in jobs):
+            # one part, or a store whose calls must come in a repeatable order (the fault
+            # injector's, the in-memory one): one after the other
+            for i, arr, u in jobs:
+                run = out[i] = write(arr, u)
+                if run is not None:
+                    written.append((arr, run))
+                    self.stats["runs_written"] += 1
+            return out
+        pool = shared_pool("catalog-write", WRITERS)
+        futures = [(i, arr, pool.submit(write, arr, u)) for i, arr, u in jobs]
+        error: BaseException | None = None
+        for i, arr, f in futures:
+            # Every writer is waited for, also after one failed (or the caller was
+            # interrupted): a run written is known, so it can be deleted.
+            while not f.done():
+                try:
+                    wait([f])
+                except BaseException as e:  # noqa: BLE001 - interrupted: raised once all are known
+                    error = error or e
+            if f.exception() is not None:
+                error = error or f.exception()
+                continue
+            run = out[i] = f.result()
+            if run is not None:
+                written.append((arr, run))
+                self.stats["runs_written"] += 1
+        if error is not None:
+            raise error
+        return out
 
     def apply(self, state: dict | None) -> None:
         """Land ``state``'s intent on the arrangements, idempotently (module docstring)."""
