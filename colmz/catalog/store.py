@@ -31,8 +31,11 @@ the "lightweight pointer" to a batch written once, into its data shard.
 * **Applying is idempotent and done by anyone** (:meth:`CatalogStore.apply`): each entry is
   ``Arrangement.append_runs(runs, seal=upper, expect=lower)`` -- one compare-and-set per
   arrangement, adopting the parts, never copying them; an arrangement whose seal reached
-  the entry's upper has landed and is skipped. The committing handle applies right after
-  its commit; a crash leaves it to the next handle (which applies the record's intent
+  the entry's upper has landed and is skipped. The entries of one intent are applied side
+  by side when the stores take concurrent calls (:func:`concurrent_consensus`): SQLite's
+  consensus commits the compare-and-sets waiting together in one transaction, one fsync
+  (``colmz.storage.sqlite``), so a commit's views and operator states do not each add a
+  wait for the disk. The committing handle applies right after its commit; a crash leaves it to the next handle (which applies the record's intent
   before building its own) or to a reopen. An applier that did not write the runs itself
   reads every part of them and checks it against the entry's checks *before* it appends
   (:class:`~colmz.arrangement.errors.CorruptPart` on any difference, nothing appended);
@@ -84,6 +87,7 @@ compare-and-set creates the catalog record. A store with no record and no marker
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import wait
 
@@ -122,6 +126,7 @@ __all__ = [
     "MissingDefinitions",
     "StoreChanged",
     "UnverifiedIntent",
+    "concurrent_consensus",
     "record_check",
 ]
 
@@ -143,6 +148,15 @@ FORMAT = 3
 READ_FORMATS = (2, 3)
 #: How many runs of one commit are written side by side (:meth:`CatalogStore.commit`).
 WRITERS = 8
+
+
+def concurrent_consensus(consensus) -> bool:
+    """Whether compare-and-sets on ``consensus`` are made side by side (by several threads):
+    SQLite's, which commits those waiting together in one transaction, and PostgreSQL's; not
+    wrappers such as the fault injector, whose calls must come in a repeatable order."""
+    kind = type(consensus)
+    return (kind.__module__, kind.__name__) in (("colmz.storage.sqlite", "SqliteConsensus"),
+                                                 ("colmz.storage.postgres", "PostgresConsensus"))
 
 
 class StoreChanged(RuntimeError):
@@ -214,6 +228,11 @@ class CatalogStore:
         self._mine: set[str] = set()
         self.stats = {"commits": 0, "conflicts": 0, "entries_applied": 0, "entries_landed": 0,
                       "runs_written": 0, "blobs_deleted": 0, "converted": 0}
+        self._stats_lock = threading.Lock()
+
+    def _count(self, what: str) -> None:
+        with self._stats_lock:  # applied and written side by side, by several threads
+            self.stats[what] += 1
 
     @property
     def seqno(self) -> int | None:
@@ -474,7 +493,7 @@ class CatalogStore:
                 run = out[i] = write(arr, u)
                 if run is not None:
                     written.append((arr, run))
-                    self.stats["runs_written"] += 1
+                    self._count("runs_written")
             return out
         pool = shared_pool("catalog-write", WRITERS)
         futures = [(i, arr, pool.submit(write, arr, u)) for i, arr, u in jobs]
@@ -493,7 +512,7 @@ class CatalogStore:
             run = out[i] = f.result()
             if run is not None:
                 written.append((arr, run))
-                self.stats["runs_written"] += 1
+                self._count("runs_written")
         if error is not None:
             raise error
         return out
@@ -506,9 +525,22 @@ class CatalogStore:
         # Entries without a key hold no data (a catalog's namespaces): no arrangement.
         live = {d["key"] for d in state["objects"] if "key" in d}
         mine = intent.get("id") in self._mine
-        for e in intent["entries"]:
-            if e["key"] in live:
+        entries = [e for e in intent["entries"] if e["key"] in live]
+        # Handles opened here, in the caller's thread (the store's cache of them is its own).
+        handles = [self.arrangement(e["key"]) for e in entries]
+        if len(entries) < 2 or not (concurrent_calls(self.blob) and concurrent_consensus(self.loc.consensus)):
+            for e in entries:
                 self._apply_entry(e, mine)
+            return
+        # Side by side: one compare-and-set per arrangement, each of its own arrangement; a
+        # consensus that groups concurrent compare-and-sets (SQLite: one transaction, one
+        # fsync) then commits them together.
+        pool = shared_pool("catalog-apply", WRITERS)
+        futures = [pool.submit(self._apply_entry, e, mine) for e, _ in zip(entries, handles)]
+        wait(futures)
+        for f in futures:
+            if f.exception() is not None:
+                raise f.exception()
 
     def unapplied(self, state: dict | None) -> list[str]:
         """The names of the objects ``state``'s intent has not landed on yet."""
@@ -533,12 +565,12 @@ class CatalogStore:
             return up is None or (upper is not None and up >= upper)
 
         if landed():  # a seal never regresses: the cached one reaching it is enough
-            self.stats["entries_landed"] += 1
+            self._count("entries_landed")
             return
         if dur.upper != lower:
             dur.refresh()
             if landed():
-                self.stats["entries_landed"] += 1
+                self._count("entries_landed")
                 return
 
         def store_changed() -> StoreChanged:
@@ -564,7 +596,7 @@ class CatalogStore:
                 # checked contents are written again under fresh keys and those appended; the
                 # old parts are the arrangement's gc's.
                 arr.append_runs(self._rewrite(arr, runs), seal=upper, expect=lower)
-            self.stats["entries_applied"] += 1
+            self._count("entries_applied")
         except (SealMismatch, MissingPart) as err:
             # The seal moved: another applier landed this entry first (and its parts may
             # since have been compacted into others and deleted: MissingPart), or a writer
@@ -575,7 +607,7 @@ class CatalogStore:
                 if isinstance(err, SealMismatch):
                     raise store_changed() from None
                 raise
-            self.stats["entries_landed"] += 1
+            self._count("entries_landed")
 
     def _entry_runs(self, e: dict, prefix: str) -> list[WrittenRun]:
         """The checked runs of an intent entry (module docstring, invariant 4)."""
@@ -618,12 +650,12 @@ class CatalogStore:
             return []
         run = write_run(arr.store, arr.schema, concat(parts), prefix=arr.prefix, compression=arr.compression,
                         seqno=arr.seqno)
-        self.stats["runs_written"] += 1
+        self._count("runs_written")
         return [] if run is None else [run]
 
     def _delete(self, key: str, blob=None) -> None:
         try:
             (self.blob if blob is None else blob).delete(key)
-            self.stats["blobs_deleted"] += 1
+            self._count("blobs_deleted")
         except StorageError:  # best effort: an unreferenced blob is garbage only
             pass
