@@ -17,7 +17,11 @@ the "lightweight pointer" to a batch written once, into its data shard.
   :class:`~colmz.arrangement.runs.WrittenRun`), and the intent entry records those runs.
   No arrangement names the parts yet; nothing is visible. A run is compressed with the
   arrangement's codec for parts it keeps (``Arrangement.compression``, snappy), not the
-  uncompressed codec of a latency-bound write: it is kept until compaction.
+  uncompressed codec of a latency-bound write: it is kept until compaction. The runs of
+  one commit (its tables', views' and operator states') are written side by side when the
+  store takes concurrent calls: each part is still made durable by its own fsync before the
+  record's compare-and-set, but those fsyncs are in flight together, so a commit waits for
+  the disk about once however many objects it changes.
 * **The record's compare-and-set is the commit point** of every durable catalog write (DDL
   and data alike). A writer builds its commit against the record version it read
   (:attr:`CatalogStore.seqno`), then :meth:`CatalogStore.commit` sets the version after it.
@@ -27,8 +31,11 @@ the "lightweight pointer" to a batch written once, into its data shard.
 * **Applying is idempotent and done by anyone** (:meth:`CatalogStore.apply`): each entry is
   ``Arrangement.append_runs(runs, seal=upper, expect=lower)`` -- one compare-and-set per
   arrangement, adopting the parts, never copying them; an arrangement whose seal reached
-  the entry's upper has landed and is skipped. The committing handle applies right after
-  its commit; a crash leaves it to the next handle (which applies the record's intent
+  the entry's upper has landed and is skipped. The entries of one intent are applied side
+  by side when the stores take concurrent calls (:func:`concurrent_consensus`): SQLite's
+  consensus commits the compare-and-sets waiting together in one transaction, one fsync
+  (``colmz.storage.sqlite``), so a commit's views and operator states do not each add a
+  wait for the disk. The committing handle applies right after its commit; a crash leaves it to the next handle (which applies the record's intent
   before building its own) or to a reopen. An applier that did not write the runs itself
   reads every part of them and checks it against the entry's checks *before* it appends
   (:class:`~colmz.arrangement.errors.CorruptPart` on any difference, nothing appended);
@@ -80,7 +87,9 @@ compare-and-set creates the catalog record. A store with no record and no marker
 from __future__ import annotations
 
 import json
+import threading
 import time
+from concurrent.futures import wait
 
 from colmz.arrangement.collection import ArrangementCollection
 from colmz.arrangement.errors import (
@@ -100,11 +109,12 @@ from colmz.arrangement.identity import (
     write_identity,
 )
 from colmz.arrangement.part_ref import part_digest
-from colmz.arrangement.parts import read_part
+from colmz.arrangement.parts import concurrent_calls, read_part
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.ops import concat
 from colmz.storage.base import Indeterminate, StorageError, VersionedData
 from colmz.storage.state import CommitConflict, StateLog
+from colmz.threads import shared_pool
 from colmz.updates import Updates
 
 __all__ = [
@@ -116,6 +126,7 @@ __all__ = [
     "MissingDefinitions",
     "StoreChanged",
     "UnverifiedIntent",
+    "concurrent_consensus",
     "record_check",
 ]
 
@@ -135,6 +146,17 @@ LEGACY_INTENT_KEY = "catalog/intent"
 FORMAT = 3
 #: The record formats this module reads: 2's intents are applied only when already landed.
 READ_FORMATS = (2, 3)
+#: How many runs of one commit are written side by side (:meth:`CatalogStore.commit`).
+WRITERS = 8
+
+
+def concurrent_consensus(consensus) -> bool:
+    """Whether compare-and-sets on ``consensus`` are made side by side (by several threads):
+    SQLite's, which commits those waiting together in one transaction, and PostgreSQL's; not
+    wrappers such as the fault injector, whose calls must come in a repeatable order."""
+    kind = type(consensus)
+    return (kind.__module__, kind.__name__) in (("colmz.storage.sqlite", "SqliteConsensus"),
+                                                 ("colmz.storage.postgres", "PostgresConsensus"))
 
 
 class StoreChanged(RuntimeError):
@@ -206,6 +228,11 @@ class CatalogStore:
         self._mine: set[str] = set()
         self.stats = {"commits": 0, "conflicts": 0, "entries_applied": 0, "entries_landed": 0,
                       "runs_written": 0, "blobs_deleted": 0, "converted": 0}
+        self._stats_lock = threading.Lock()
+
+    def _count(self, what: str) -> None:
+        with self._stats_lock:  # applied and written side by side, by several threads
+            self.stats[what] += 1
 
     @property
     def seqno(self) -> int | None:
@@ -409,21 +436,10 @@ class CatalogStore:
         entries, written = [], []
         self._identify()
         try:
-            for name, key, lo, up, u in moves:
-                runs = []
-                if len(u):
-                    arr = self.arrangement(key).arrangement
-                    # compressed with the arrangement's codec for what it keeps (snappy): a
-                    # run is written once and kept until compaction, which would compress it
-                    # seqno: the arrangement version this writer read, recorded in the parts'
-                    # keys, so a consensus restored to before it is noticed (identity.py)
-                    run = write_run(arr.store, arr.schema, u, prefix=arr.prefix, compression=arr.compression,
-                                    seqno=arr.seqno)
-                    if run is not None:
-                        written.append((arr, run))
-                        runs.append(run.to_dict())
-                        self.stats["runs_written"] += 1
-                entries.append({"name": name, "key": key, "lower": lo, "upper": up, "runs": runs})
+            runs = self._write_runs(moves, written)
+            for (name, key, lo, up, _), run in zip(moves, runs):
+                entries.append({"name": name, "key": key, "lower": lo, "upper": up,
+                                "runs": [] if run is None else [run.to_dict()]})
             state = self._record(objects, {"id": token, "entries": entries})
             seqno = self.log.commit(self._seqno, state)
         except Indeterminate:
@@ -446,6 +462,61 @@ class CatalogStore:
                 self._delete(e["blob"])
         return seqno
 
+    def _write_runs(self, moves, written: list) -> list[WrittenRun | None]:
+        """Write each move's change as one run under its arrangement's prefix (None for a
+        change that is empty or consolidates to nothing), side by side when there are several
+        and every store takes concurrent calls; each run written is added to ``written`` as
+        ``(arrangement, run)`` -- also when another raised, so the caller deletes them all.
+
+        Each part is made durable by its own fsync (``LocalBlob``), and the record's
+        compare-and-set follows only when all are: writing them one after the other waited
+        for the disk once per part -- each view and each operator state adding one part per
+        commit -- while writes in flight together are flushed together (the file system
+        commits their metadata in one journal transaction)."""
+        # Handles opened here, in the caller's thread: the store's cache of them is not shared
+        # with the writers.
+        jobs = [(i, self.arrangement(key).arrangement, u) for i, (_, key, _, _, u) in enumerate(moves) if len(u)]
+        out: list[WrittenRun | None] = [None] * len(moves)
+
+        def write(arr, u) -> WrittenRun | None:
+            # compressed with the arrangement's codec for what it keeps (snappy): a run is
+            # written once and kept until compaction, which would compress it; seqno: the
+            # arrangement version this writer read, recorded in the parts' keys, so a
+            # consensus restored to before it is noticed (identity.py)
+            return write_run(arr.store, arr.schema, u, prefix=arr.prefix, compression=arr.compression,
+                             seqno=arr.seqno)
+
+        if len(jobs) < 2 or not all(concurrent_calls(arr.store) for _, arr, _ in jobs):
+            # one part, or a store whose calls must come in a repeatable order (the fault
+            # injector's, the in-memory one): one after the other
+            for i, arr, u in jobs:
+                run = out[i] = write(arr, u)
+                if run is not None:
+                    written.append((arr, run))
+                    self._count("runs_written")
+            return out
+        pool = shared_pool("catalog-write", WRITERS)
+        futures = [(i, arr, pool.submit(write, arr, u)) for i, arr, u in jobs]
+        error: BaseException | None = None
+        for i, arr, f in futures:
+            # Every writer is waited for, also after one failed (or the caller was
+            # interrupted): a run written is known, so it can be deleted.
+            while not f.done():
+                try:
+                    wait([f])
+                except BaseException as e:  # noqa: BLE001 - interrupted: raised once all are known
+                    error = error or e
+            if f.exception() is not None:
+                error = error or f.exception()
+                continue
+            run = out[i] = f.result()
+            if run is not None:
+                written.append((arr, run))
+                self._count("runs_written")
+        if error is not None:
+            raise error
+        return out
+
     def apply(self, state: dict | None) -> None:
         """Land ``state``'s intent on the arrangements, idempotently (module docstring)."""
         intent = (state or {}).get("intent")
@@ -454,9 +525,22 @@ class CatalogStore:
         # Entries without a key hold no data (a catalog's namespaces): no arrangement.
         live = {d["key"] for d in state["objects"] if "key" in d}
         mine = intent.get("id") in self._mine
-        for e in intent["entries"]:
-            if e["key"] in live:
+        entries = [e for e in intent["entries"] if e["key"] in live]
+        # Handles opened here, in the caller's thread (the store's cache of them is its own).
+        handles = [self.arrangement(e["key"]) for e in entries]
+        if len(entries) < 2 or not (concurrent_calls(self.blob) and concurrent_consensus(self.loc.consensus)):
+            for e in entries:
                 self._apply_entry(e, mine)
+            return
+        # Side by side: one compare-and-set per arrangement, each of its own arrangement; a
+        # consensus that groups concurrent compare-and-sets (SQLite: one transaction, one
+        # fsync) then commits them together.
+        pool = shared_pool("catalog-apply", WRITERS)
+        futures = [pool.submit(self._apply_entry, e, mine) for e, _ in zip(entries, handles)]
+        wait(futures)
+        for f in futures:
+            if f.exception() is not None:
+                raise f.exception()
 
     def unapplied(self, state: dict | None) -> list[str]:
         """The names of the objects ``state``'s intent has not landed on yet."""
@@ -481,12 +565,12 @@ class CatalogStore:
             return up is None or (upper is not None and up >= upper)
 
         if landed():  # a seal never regresses: the cached one reaching it is enough
-            self.stats["entries_landed"] += 1
+            self._count("entries_landed")
             return
         if dur.upper != lower:
             dur.refresh()
             if landed():
-                self.stats["entries_landed"] += 1
+                self._count("entries_landed")
                 return
 
         def store_changed() -> StoreChanged:
@@ -512,7 +596,7 @@ class CatalogStore:
                 # checked contents are written again under fresh keys and those appended; the
                 # old parts are the arrangement's gc's.
                 arr.append_runs(self._rewrite(arr, runs), seal=upper, expect=lower)
-            self.stats["entries_applied"] += 1
+            self._count("entries_applied")
         except (SealMismatch, MissingPart) as err:
             # The seal moved: another applier landed this entry first (and its parts may
             # since have been compacted into others and deleted: MissingPart), or a writer
@@ -523,7 +607,7 @@ class CatalogStore:
                 if isinstance(err, SealMismatch):
                     raise store_changed() from None
                 raise
-            self.stats["entries_landed"] += 1
+            self._count("entries_landed")
 
     def _entry_runs(self, e: dict, prefix: str) -> list[WrittenRun]:
         """The checked runs of an intent entry (module docstring, invariant 4)."""
@@ -566,12 +650,12 @@ class CatalogStore:
             return []
         run = write_run(arr.store, arr.schema, concat(parts), prefix=arr.prefix, compression=arr.compression,
                         seqno=arr.seqno)
-        self.stats["runs_written"] += 1
+        self._count("runs_written")
         return [] if run is None else [run]
 
     def _delete(self, key: str, blob=None) -> None:
         try:
             (self.blob if blob is None else blob).delete(key)
-            self.stats["blobs_deleted"] += 1
+            self._count("blobs_deleted")
         except StorageError:  # best effort: an unreferenced blob is garbage only
             pass

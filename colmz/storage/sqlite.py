@@ -12,6 +12,16 @@ Because the write lock is held from the read to the insert, two writers -- threa
 processes -- cannot both see the same head and both insert: exactly one wins each version
 (the primary key would reject a second row with the same seqno anyway).
 
+**Group commit.** Compare-and-sets that threads of one process make at the same time (a
+catalog applying a commit to each of its arrangements side by side) commit together: the
+first to come leads, and runs every one waiting when its transaction begins -- its own
+first, each compared and inserted in turn, as if one after the other -- in one transaction,
+one ``COMMIT`` and so one fsync of the log; the others wait for it, then each returns its own
+outcome. Those arriving meanwhile form the next group, led by the first of them. A failed
+transaction fails each call of its group as that call alone would have failed (rolled back:
+``Determinate``; at ``COMMIT``: ``Indeterminate``). A lone call is one transaction, as
+before.
+
 A database that cannot be written -- its file, or its directory (WAL mode needs to create
 the ``-wal`` and ``-shm`` files beside it), is not writable -- is opened **read-only**:
 with SQLite's ``mode=ro`` while a write-ahead log is present (its committed transactions are
@@ -56,6 +66,44 @@ _SCHEMA = (
     "key TEXT NOT NULL, seqno INTEGER NOT NULL, data BLOB NOT NULL, "
     "PRIMARY KEY (key, seqno)) WITHOUT ROWID"
 )
+
+
+class _Cas:
+    """One compare-and-set waiting to run in a group (``SqliteConsensus.compare_and_set``)."""
+
+    __slots__ = ("key", "expected", "seqno", "data", "done", "lead", "result", "error")
+
+    def __init__(self, key: str, expected: int | None, seqno: int, data: bytes) -> None:
+        self.key, self.expected, self.seqno, self.data = key, expected, seqno, data
+        self.done = threading.Event()
+        self.lead = False  # woken to lead the next group rather than with an outcome
+        self.result: bool | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self, own: bool = False) -> bool:
+        """Its result, or its group's error raised (a copy of it in a thread that did not
+        run the group: one exception object is not raised in two threads)."""
+        e = self.error
+        if e is not None:
+            if own:
+                raise e
+            try:
+                copy = type(e)(str(e))
+            except Exception:  # noqa: BLE001 - an error type built otherwise: a storage error
+                copy = (Indeterminate if isinstance(e, Indeterminate) else Determinate)(str(e))
+            raise copy from e
+        return bool(self.result)
+
+
+class _Group:
+    """The compare-and-sets of one process's threads on one database waiting to commit
+    together: one leader runs all that wait in one transaction, the others wait for it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.lock = threading.Lock()
+        self.pending: list[_Cas] = []
+        self.leading = False
 
 
 def _writable(path: pathlib.Path) -> bool:
@@ -115,6 +163,11 @@ class SqliteConsensus:
                 "(its directory is not writable)")
         self.read_only = bool(read_only)
         self._local = threading.local()
+        self._groups: _Group | None = None
+        #: ``commits``: write transactions committed (each one fsync of the log); several
+        #: threads' compare-and-sets waiting together commit in one
+        self.stats = {"commits": 0}
+        self._stats_lock = threading.Lock()
         conn = self._conn()
         try:
             if self.read_only:
@@ -235,6 +288,8 @@ class SqliteConsensus:
             return result
         try:
             conn.execute("COMMIT")
+            with self._stats_lock:
+                self.stats["commits"] += 1
         except sqlite3.Error as e:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -246,21 +301,72 @@ class SqliteConsensus:
     def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
         check_key(key)
         check_cas_args(expected, new)
-        data = bytes(new.data)
+        req = _Cas(key, expected, new.seqno, bytes(new.data))
+        group = self._group()
+        with group.lock:
+            group.pending.append(req)
+            lead = not group.leading
+            group.leading = True
+        if not lead:
+            req.done.wait()  # the leader runs it in its transaction, or hands it the lead
+            if not req.lead:
+                return req.outcome()
+        # The leader: every compare-and-set waiting now (its own first) in one transaction.
+        with group.lock:
+            batch, group.pending = group.pending, []
+        try:
+            self._run_group(batch)
+        finally:
+            with group.lock:
+                if group.pending:  # arrived meanwhile: the first of them leads the next group
+                    nxt = group.pending[0]
+                    nxt.lead = True
+                    nxt.done.set()
+                else:
+                    group.leading = False
+            for r in batch:
+                if r is not req:
+                    r.done.set()
+        return req.outcome(own=True)
 
-        def body(conn: sqlite3.Connection) -> tuple[bool, bool]:
-            current = conn.execute(
-                "SELECT max(seqno) FROM consensus WHERE key = ?", (key,)
-            ).fetchone()[0]
-            if current != expected:
-                return False, False
-            conn.execute(
-                "INSERT INTO consensus (key, seqno, data) VALUES (?, ?, ?)",
-                (key, new.seqno, data),
-            )
-            return True, True
+    def _group(self) -> _Group:
+        # One group per process (a fork's child starts with none of its parent's threads).
+        group = self._groups
+        if group is None or group.pid != os.getpid():
+            group = self._groups = _Group(os.getpid())
+        return group
 
-        return bool(self._write(key, "compare_and_set", body))
+    def _run_group(self, batch: list[_Cas]) -> None:
+        """Run ``batch``'s compare-and-sets in order in one transaction (one ``COMMIT``, one
+        fsync of the log); each one's outcome, or the error of the transaction, is set on it."""
+        keys = ", ".join(sorted({r.key for r in batch}))
+
+        def body(conn: sqlite3.Connection) -> tuple[None, bool]:
+            changed = False
+            for r in batch:
+                current = conn.execute(
+                    "SELECT max(seqno) FROM consensus WHERE key = ?", (r.key,)
+                ).fetchone()[0]
+                r.result = current == r.expected
+                if r.result:
+                    conn.execute(
+                        "INSERT INTO consensus (key, seqno, data) VALUES (?, ?, ?)",
+                        (r.key, r.seqno, r.data),
+                    )
+                    changed = True
+            return None, changed
+
+        try:
+            self._write(keys, "compare_and_set", body)
+        except BaseException as e:
+            for r in batch:
+                # each waiting thread raises an error of its own; the leader interrupted
+                # (not an Exception) may or may not have committed the others
+                r.error = e if isinstance(e, Exception) else Indeterminate(
+                    f"consensus compare_and_set {r.key!r} in {str(self.path)!r}: the thread "
+                    f"committing it in a group was interrupted ({type(e).__name__})")
+            if len(batch) == 1 or not isinstance(e, Exception):
+                raise
 
     def truncate(self, key: str, seqno: int) -> int:
         check_key(key)

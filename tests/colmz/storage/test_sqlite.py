@@ -166,3 +166,84 @@ def test_processes_creating_one_database_at_once_all_open_it(tmp_path):
         failures += [r for r in results if r != "ok"]
         assert SqliteConsensus(path).head("k").seqno == 1
     assert failures == []
+
+
+# ----------------------------------------------------------------------------- group commit
+
+
+def _held_leader(c, waiting: int, fail=None):
+    """Make ``c``'s next write transaction wait until ``waiting`` compare-and-sets queue up
+    behind it (then raise ``fail`` instead of running, when given)."""
+    real = c._write  # noqa: SLF001 - white-box: hold the first group's transaction
+    calls = [0]
+
+    def held(key, what, body):
+        calls[0] += 1
+        if calls[0] == 1:
+            deadline = time.monotonic() + 30
+            while len(c._groups.pending) < waiting:  # noqa: SLF001
+                assert time.monotonic() < deadline, "the other compare-and-sets never queued"
+                time.sleep(0.001)
+        elif calls[0] == 2 and fail is not None:
+            raise fail
+        return real(key, what, body)
+
+    c._write = held  # noqa: SLF001
+
+
+def test_concurrent_compare_and_sets_commit_in_one_transaction(tmp_path):
+    """Eight threads' compare-and-sets made while another's transaction runs commit in one
+    transaction after it (two in all, not nine); each gets its own outcome -- of two on one
+    key expecting the same version exactly one wins -- and the records are as if run one
+    after the other."""
+    c = SqliteConsensus(tmp_path / "c.sqlite")
+    base = c.stats["commits"]
+    _held_leader(c, 8)
+    results = {}
+
+    def cas(name, key, expected, seqno):
+        results[name] = c.compare_and_set(key, expected, VersionedData(seqno, name.encode()))
+
+    lead = threading.Thread(target=cas, args=("lead", "a", None, 1))
+    lead.start()
+    while c._groups is None or not c._groups.leading:  # noqa: SLF001
+        time.sleep(0.001)
+    others = [threading.Thread(target=cas, args=(f"k{i}", f"k{i}", None, 1)) for i in range(6)]
+    others += [threading.Thread(target=cas, args=(f"dup{i}", "dup", None, 1)) for i in range(2)]
+    for t in others:
+        t.start()
+    for t in [lead, *others]:
+        t.join(60)
+    assert c.stats["commits"] - base == 2
+    assert results["lead"] and all(results[f"k{i}"] for i in range(6))
+    assert sorted([results["dup0"], results["dup1"]]) == [False, True]
+    assert c.head("dup").data in (b"dup0", b"dup1") and c.head("k3") == VersionedData(1, b"k3")
+    assert c._groups.pending == [] and not c._groups.leading  # noqa: SLF001
+
+
+def test_a_failed_group_fails_each_call_and_writes_nothing(tmp_path):
+    from colmz.storage.base import Determinate
+
+    c = SqliteConsensus(tmp_path / "c.sqlite")
+    _held_leader(c, 3, fail=Determinate("injected: the group's transaction failed"))
+    errors, results = {}, {}
+
+    def cas(key):
+        try:
+            results[key] = c.compare_and_set(key, None, VersionedData(1, b"x"))
+        except Determinate as e:
+            errors[key] = e
+
+    lead = threading.Thread(target=cas, args=("lead",))
+    lead.start()
+    while c._groups is None or not c._groups.leading:  # noqa: SLF001
+        time.sleep(0.001)
+    others = [threading.Thread(target=cas, args=(f"k{i}",)) for i in range(3)]
+    for t in others:
+        t.start()
+    for t in [lead, *others]:
+        t.join(60)
+    assert results == {"lead": True}  # the first group ran alone, before the failure
+    assert sorted(errors) == ["k0", "k1", "k2"] and len({id(e) for e in errors.values()}) == 3
+    assert all(c.head(f"k{i}") is None for i in range(3))
+    assert c.compare_and_set("k0", None, VersionedData(1, b"y"))  # the next group works
