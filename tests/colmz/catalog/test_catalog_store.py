@@ -1170,7 +1170,7 @@ with open(path + ".acks", "a+") as acks:
 """
 
 
-@pytest.mark.parametrize("kills", [3])
+@pytest.mark.parametrize("kills", [3, pytest.param(15, marks=pytest.mark.slow)])
 def test_sigkill_while_parts_are_written_side_by_side_keeps_exactly_the_acknowledged_commits(tmp_path, kills):
     """SIGKILL a writer process in a writer thread, between its parts' writes (the others
     in flight): the reopened catalog holds exactly the acknowledged commits, its views equal

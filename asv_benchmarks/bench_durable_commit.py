@@ -1,0 +1,81 @@
+"""A durable catalog's one-row commit with a materialized view, against the same commit
+without it: the durable cell of ``bench_ivm.py``'s matrix, alone and with more commits.
+
+Two catalogs in temporary directories (``bench_ivm.open_catalog``: ``t(k, v)`` of ``n`` rows,
+``u(uk, w)``), one with the view ``mv`` (``bench_ivm.VIEWS``), take the same one-row inserts
+interleaved (``bench_ivm.timed_commits``): :data:`WARM` untimed, then :data:`TIMED` timed.
+Printed: each catalog's lower quartile and median commit, and their differences -- the
+durable cost of keeping the view (the issue's target: at most 5 ms) -- and the store's work
+counters. ``--profile`` runs the timed commits of the catalog with the view under cProfile
+instead and prints where the time goes.
+
+By hand: ``python asv_benchmarks/bench_durable_commit.py N {sum,join,...} [--profile]``.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_ivm  # noqa: E402
+
+#: Untimed commits first (the first commits after CREATE do one-time work), then timed ones.
+WARM = 8
+TIMED = 40
+
+
+def measure(n: int, view: str, profile: bool = False) -> str:
+    """The figures (or, with ``profile``, the cProfile listing) of one shape, as text."""
+    import colmz
+
+    colmz.warmup()
+    dirs = [tempfile.mkdtemp(prefix="colmz_bench_durable_") for _ in range(2)]
+    try:
+        plain = bench_ivm.open_catalog(n, None, dirs[0])
+        with_view = bench_ivm.open_catalog(n, view, dirs[1])
+        batches = bench_ivm.change_batches(n, "insert", WARM + TIMED, set())
+        bench_ivm.timed_commits([plain, with_view], batches[:WARM])
+        if profile:
+            prof = cProfile.Profile()
+            for b in batches[WARM:]:
+                u = bench_ivm.as_updates(b, with_view.now + 1)
+                prof.enable()
+                with_view.append("t", u)
+                prof.disable()
+            out = io.StringIO()
+            pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(60)
+            return out.getvalue()
+        without, with_ = bench_ivm.timed_commits([plain, with_view], batches[WARM:])
+
+        def q(x):
+            return 1e3 * float(np.percentile(x, bench_ivm.QUANTILE))
+
+        def m(x):
+            return 1e3 * float(np.median(x))
+
+        return (f"n={n} view={view} without q25 {q(without):.2f} med {m(without):.2f}  with q25 {q(with_):.2f} "
+                f"med {m(with_):.2f}  diff q25 {q(with_) - q(without):.2f} med {m(with_) - m(without):.2f}\n"
+                f"store stats (with, without): {with_view._store.stats} {plain._store.stats}")  # noqa: SLF001
+    finally:
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="bench_durable_commit.py", description=__doc__.splitlines()[0])
+    ap.add_argument("n", type=int)
+    ap.add_argument("view", choices=list(bench_ivm.VIEWS))
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args()
+    print(measure(a.n, a.view, a.profile))
