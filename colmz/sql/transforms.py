@@ -81,16 +81,18 @@ __all__ = [
     "FLOAT_CAST_MACROS",
     "FLOAT_CHECK",
     "JSONB_CONCAT",
-    "JSONB_OUT",
+    "JSONB_GET",
     "NUMERIC_CAST",
     "REGEXP_MATCH",
     "TRANSFORM_FUNCTIONS",
     "TRANSFORM_MACROS",
+    "TRANSFORM_NULL_FUNCTIONS",
     "TRANSFORM_TYPED_MACROS",
     "Call",
     "apply_transforms",
     "duplicate_name",
     "jsonb_concat",
+    "jsonb_get",
     "jsonb_text",
     "may_transform",
     "undo_duplicate_name",
@@ -406,7 +408,7 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text == "->"
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text in ("->", "->>")
                             or (t.text == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS)):
             return True
         elif k == "string" and t.text[1:2] in ("{", "[") and any(x.text == "||" for x in toks):
@@ -944,14 +946,65 @@ def _concat(c: Call) -> str | None:
                          "text; colmz keeps jsonb columns as text): cast both operands to jsonb or text")
 
 
-#: The function printing a jsonb value as PostgreSQL's jsonb text (:func:`jsonb_text`).
-JSONB_OUT = RESERVED_PREFIX + "jsonb_out"
+#: The function of PostgreSQL's jsonb ``->`` and ``->>`` (:func:`jsonb_get`).
+JSONB_GET = RESERVED_PREFIX + "jsonb_get"
 
 
-def _jsonb_out_arrow(a):
+def jsonb_get(doc: str | None, key: str | None, index: bool, text: bool) -> str | None:
+    """PostgreSQL's ``doc -> key`` (``text`` false) or ``doc ->> key`` (``text`` true) of the
+    jsonb text ``doc``: an object's field (``key`` a name) or an array's element (``index``:
+    ``key`` an integer, negative from the end); ``None`` when there is none. ``->`` gives
+    PostgreSQL's jsonb text of the value, ``->>`` a string's own text (a JSON null is NULL).
+    DuckDB's JSON functions reprint numbers as doubles (1.50 as 1.5): the value is read from
+    the text here, numbers as ``numeric``.
+
+    >>> jsonb_get('{"a": [1.50, {"y": 1, "x": null}]}', "a", False, False)
+    '[1.50, {"x": null, "y": 1}]'
+    >>> jsonb_get('[1, "q"]', "-1", True, True), jsonb_get('{"a": null}', "a", False, True)
+    ('q', None)
+    """
+    if doc is None or key is None:
+        return None
+    v = _jsonb_load(doc)
+    if index:
+        if not isinstance(v, list):
+            return None
+        i = int(key)
+        i = i + len(v) if i < 0 else i
+        if not 0 <= i < len(v):
+            return None
+        r = v[i]
+    else:
+        if not isinstance(v, dict) or key not in v:
+            return None
+        r = v[key]
+    if text:
+        return None if r is None else r if isinstance(r, str) else _jsonb_dump(r)
+    return _jsonb_dump(r)
+
+
+def _jsonb_get_arrow(doc, key, index, text):
     import pyarrow as pa
 
-    return pa.array([None if x is None else jsonb_text(x) for x in a.to_pylist()], pa.string())
+    return pa.array([jsonb_get(d, k, bool(i), bool(t)) for d, k, i, t in
+                     zip(doc.to_pylist(), key.to_pylist(), index.to_pylist(), text.to_pylist())], pa.string())
+
+
+def _json_document(c: Call, doc: Expression) -> None:
+    # The value ``->``/``->>`` read: a cast to json (not jsonb) keeps its text as written in
+    # PostgreSQL, which jsonb_get does not give back -- refused.
+    while (doc.cls == "LAMBDA" or doc.name == ("->>",)) and doc.children:
+        doc = doc.children[0]
+    if doc.cls == "CAST" and len(doc.children) == 2 and _type_text(doc.children[1], c.text) == "json":
+        raise UnsupportedSQL("-> and ->> of json (not jsonb) are not supported by colmz (PostgreSQL keeps "
+                             "json's text as written): cast to jsonb")
+
+
+def _jsonb_call(doc: str, key: str, text: bool) -> str:
+    # the key is an element's index when DuckDB types it other than text (typeof is folded
+    # when DuckDB binds the query)
+    return (f"{JSONB_GET}(CAST({doc} AS VARCHAR), CAST({key} AS VARCHAR), typeof({key}) <> 'VARCHAR', "
+            f"{'true' if text else 'false'})")
 
 
 #: DuckDB's nodes binding looser than PostgreSQL's ``->`` (comparisons, ``IN``, ``BETWEEN``,
@@ -968,13 +1021,15 @@ def _looser(e: Expression) -> bool:
 
 
 def _jsonb_arrow(c: Call) -> str:
-    # ``a -> k`` (DuckDB reads it as a lambda, PostgreSQL has none): jsonb's field or element,
-    # printed as PostgreSQL prints jsonb (DuckDB's JSON text is compact: {"b":2}), so its text,
+    # ``a -> k`` (DuckDB reads it as a lambda, PostgreSQL has none): jsonb's field or element
+    # (jsonb_get), printed as PostgreSQL prints jsonb (DuckDB's JSON text is compact: {"b":2},
+    # and its numbers doubles: 1.50 is 1.5), so its text,
     # its comparison with a jsonb literal (itself PostgreSQL's text, _json_cast) and its output
     # are PostgreSQL's. DuckDB's arrow binds looser than everything: in ``a -> 'k' = v`` its
     # right side is ``'k' = v``; the key is the leftmost operand down the chain of looser
     # nodes starting where the right side starts (not parenthesised), and the rest follows.
     lhs, rhs = c.node.children
+    _json_document(c, lhs)
     key = rhs
     if not c.text[: rhs.start].rstrip().endswith("("):
         while _looser(key) and key.children and key.children[0].start == key.start >= 0:
@@ -985,8 +1040,15 @@ def _jsonb_arrow(c: Call) -> str:
                                      "merges jsonb, concatenates text): parenthesise and cast, "
                                      "e.g. (a -> 'k')::text || x")
             key = key.children[0]
-    out = f"CAST({JSONB_OUT}(json_extract({c.text_of(lhs)}, {c.text_of(key)})) AS JSON)"  # DuckDB's ->
+    out = f"CAST({_jsonb_call(c.text_of(lhs), c.text_of(key), False)} AS JSON)"
     return out if key is rhs else out + c.span_text(key.end, rhs.end)
+
+
+def _jsonb_text_arrow(c: Call) -> str:
+    # ``a ->> k``: jsonb's field or element as text (jsonb_get), numbers as written
+    doc, key = c.node.children
+    _json_document(c, doc)
+    return _jsonb_call(c.text_of(doc), c.text_of(key), True)
 
 
 # ----------------------------------------------------------------------------- regular expressions
@@ -1075,8 +1137,10 @@ TRANSFORM_TYPED_MACROS = (
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
      "a timestamptz; DuckDB 1.4 or later can)') ELSE x END"),
 )
-TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),
-                       (JSONB_OUT, _jsonb_out_arrow, ("VARCHAR",), "VARCHAR"))
+TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),)
+#: Python functions that may give NULL for values (registered with DuckDB's special NULL
+#: handling: they see NULL arguments and may return NULL).
+TRANSFORM_NULL_FUNCTIONS = ((JSONB_GET, _jsonb_get_arrow, ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),)
 
 
 # ----------------------------------------------------------------------------- float overflow
@@ -1416,7 +1480,7 @@ def apply_transforms(text: str, toks) -> str:
     rows = _MAY_COMPARE_ROWS.search(text) is not None
     types = any(t.upper in _TYPE_WORDS for t in toks)
     concat = any(t.kind == "op" and t.text == "||" for t in toks)
-    arrows = any(t.kind == "op" and t.text == "->" for t in toks)
+    arrows = any(t.kind == "op" and t.text in ("->", "->>") for t in toks)
     smallest = any(t.kind == "number" and t.text in _SMALLEST_MAGNITUDES for t in toks)
     quoted = any(t.kind == "qident" and t.name != t.name.lower() for t in toks)
     regexps = any(t.kind == "op" and t.text in _REGEXP_OPS for t in toks)
@@ -1477,6 +1541,8 @@ def apply_transforms(text: str, toks) -> str:
             return _concat, ""
         if arrows and e.cls == "LAMBDA" and len(e.children) == 2:
             return _jsonb_arrow, ""
+        if arrows and e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2:
+            return _jsonb_text_arrow, ""
         if regexps and e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
                 (i := bisect.bisect_left(starts, e.start - offset)) < len(toks)
                 and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident")

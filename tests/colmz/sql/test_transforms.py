@@ -276,6 +276,13 @@ def test_jsonb_arrow_gives_postgresqls_jsonb_text_and_binds_as_postgresql_reads_
     assert cat.sql("SELECT id FROM d WHERE j -> 'a' = '1'::jsonb AND id > 0 ORDER BY id").to_pylist() == [{"id": 1}]
     with pytest.raises(UnsupportedSQL, match=r"\|\| after jsonb's ->"):
         cat.sql("SELECT j -> 'a' || 'x' FROM d")
+    # numbers as numeric keeps them (DuckDB's JSON functions print 1.50 as 1.5), an index from
+    # the end, a field of an array is NULL
+    q = ("SELECT '{\"a\": [1.50, 12345678901234567890123]}'::jsonb -> 'a' AS a, "
+         "'{\"a\": 1.50}'::jsonb ->> 'a' AS b, '[1, 2, 3]'::jsonb -> -1 AS c, '[1]'::jsonb -> 'a' AS d")
+    assert cat.sql(q).to_pylist() == [{"a": "[1.50, 12345678901234567890123]", "b": "1.50", "c": "3", "d": None}]
+    with pytest.raises(UnsupportedSQL, match="of json \\(not jsonb\\)"):
+        cat.sql("SELECT '{\"a\": {\"b\":  2}}'::json -> 'a'")
 
 
 @pytest.mark.parametrize("call", ["lag('a') OVER ()", "lead(NULL, 2) OVER ()", "first_value('x') OVER ()",
