@@ -30,10 +30,22 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   checked (their type is unknown here).
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
   whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
+* jsonb's ``->`` (DuckDB reads it as a lambda arrow, looser than ``=``, ``IS NULL``, ``AND``)
+  and ``->>`` are :func:`jsonb_get` of the value's text, bound as PostgreSQL binds them (the
+  key is the leftmost operand of DuckDB's looser right side): PostgreSQL's jsonb text (and
+  numbers as ``numeric``: DuckDB's JSON functions reprint them as doubles); ``->`` followed
+  by ``||``, and either of a cast to ``json`` (its text kept as written), are refused.
+* Calls PostgreSQL cannot resolve raise its error: a polymorphic function (``lag``,
+  ``first_value``, ``array_agg``, ...) of an untyped literal; a quoted function name with
+  capitals (``"Sum"(x)``: PostgreSQL's names are lower case, DuckDB's matched without case).
+  ``-2147483648`` (``-9223372036854775808``) is one int4 (int8) constant, as PostgreSQL folds
+  it (DuckDB negates an int8).
 * Values and names: a row value (``ROW(...)``) as a result column is refused (PostgreSQL's
-  anonymous record); a select item of a subquery in ``FROM`` or of a CTE without an alias
-  gets PostgreSQL's name for it (``?column?``, ``upper``) as an alias, so a ``*`` over it
-  shows PostgreSQL's names (DuckDB names such a column by its text).
+  anonymous record); a select item of a subquery in ``FROM`` or of a CTE without an alias,
+  or of the statement's own list beside a ``*``, gets PostgreSQL's name for it
+  (``?column?``, ``upper``) as an alias, so a ``*`` over it shows PostgreSQL's names (DuckDB
+  names such a column by its text); a repeated name of a subquery or CTE is marked
+  (:func:`duplicate_name`, undone on the result), as DuckDB renames it (``?column?_1``).
 * Numbers: a constant arithmetic subtree holding a ``numeric`` (a decimal literal, a
   ``::numeric``) is folded into one literal with PostgreSQL's scale
   (:mod:`colmz.sql.numeric`'s arithmetic); an unconstrained ``::numeric`` of anything else
