@@ -1270,14 +1270,17 @@ def _may_name_derived(toks) -> bool:
     # holds an item other than a column, a star or an aliased item: a column DuckDB names
     # otherwise than PostgreSQL may reach the result by its name (under a ``*``, or beside
     # one, where colmz.sql.parse.output_names leaves DuckDB's names).
-    if not any(t.kind == "op" and t.text == "*" and i > 0
-               and (toks[i - 1].upper or toks[i - 1].text) in _BEFORE_STAR for i, t in enumerate(toks)):
-        return False  # no select-list star (count(*), a * b are not)
+    # A subquery's repeated column name is read too (marked under a *, ambiguous where the
+    # query reading it names it), with or without a star.
+    star = any(t.kind == "op" and t.text == "*" and i > 0 and (toks[i - 1].upper or toks[i - 1].text)
+               in _BEFORE_STAR for i, t in enumerate(toks))  # a select-list star (not count(*), a * b)
     n = len(toks)
     for i, t in enumerate(toks):
         if t.upper == "SELECT" and (i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in (
-                "UNION", "ALL", "EXCEPT", "INTERSECT")) and not _plain_list(toks, i + 1, n):
-            return True
+                "UNION", "ALL", "EXCEPT", "INTERSECT")):
+            kind = _plain_list(toks, i + 1, n)
+            if (star and kind != "plain") or (kind == "repeated" and i > 0 and toks[i - 1].text == "("):
+                return True
     return False
 
 
@@ -1285,14 +1288,16 @@ _LIST_ENDS = frozenset({"FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "U
                         "INTERSECT", "WINDOW", "OFFSET", "QUALIFY"})
 
 
-def _plain_list(toks, j: int, n: int) -> bool:
+def _plain_list(toks, j: int, n: int) -> str:
     # Whether the select list from toks[j] holds only columns (``a``, ``t.a``), stars and
-    # items ending in an alias (``... AS x``).
+    # items ending in an alias (``... AS x``): "plain", "repeated" when two of them have one
+    # name (compared without case, as DuckDB renames them), "" when not.
     if j < n and toks[j].upper in ("DISTINCT", "ALL"):
-        return False
+        return ""
     item: list = []
     depth = 0
     names: set[str] = set()
+    kind = "plain"
     for k in range(j, n + 1):
         t = toks[k] if k < n else None
         end = t is None or (depth == 0 and (t.upper in _LIST_ENDS or t.text in (",", ")")))
@@ -1305,16 +1310,16 @@ def _plain_list(toks, j: int, n: int) -> bool:
             continue
         if not (_dotted(item) or (len(item) >= 2 and item[-2].upper == "AS")
                 or (len(item) >= 2 and item[-1].kind in ("word", "qident") and _dotted(item[:-1]))):
-            return False
+            return ""
         if item[-1].kind in ("word", "qident"):
             name = item[-1].name.lower()
             if name in names:
-                return False  # two columns of one name: DuckDB renames the second (_derived_items)
+                kind = "repeated"  # DuckDB renames the second (_derived_items)
             names.add(name)
         if t is None or t.text != ",":
-            return True
+            return kind
         item = []
-    return True
+    return kind
 
 
 def _dotted(item) -> bool:
@@ -1336,10 +1341,11 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
 
     starts = [t.start + offset for t in toks]
 
-    def named(d: Query, marks: bool = True) -> None:
+    def named(d: Query, marks: bool = True) -> dict[str, int]:
         while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
             d = d.children[0]  # a set operation's columns are its first branch's
         seen: dict[str, int] = {}
+        exact: dict[str, int] = {}
         for e in d.items:
             if e.cls == "STAR" or e.start < 0:
                 continue
@@ -1360,6 +1366,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                 continue
             n = seen.get(names[0].lower(), 0) if marks else 0
             seen[names[0].lower()] = n + 1
+            exact[names[0]] = exact.get(names[0], 0) + 1
             if n:
                 # DuckDB names the n-th repeat of a name (compared without case) name_n
                 # where PostgreSQL keeps the name: a mark DuckDB keeps, undone on the result
@@ -1371,6 +1378,29 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                     out[id(e)] = mark
             elif not e.alias and e.cls != "COLUMN_REF":
                 out[id(e)] = names[0]
+        # name -> its count, for names repeated exactly or only without case (PostgreSQL's
+        # "A" and a are two names, DuckDB's one)
+        return {name: k for name, k in exact.items() if k > 1 or seen[name.lower()] > k}
+
+    def ambiguous(owner: Query, t: Table, repeated: dict[str, int]) -> None:
+        # A reference to a repeated name of subquery ``t`` in the query reading it is
+        # ambiguous in PostgreSQL; DuckDB, having renamed the repeat, reads the first.
+        roots = [*owner.items, *(e for e in (owner.where, owner.having, owner.qualify) if e is not None),
+                 *owner.group_by]
+        for root in roots:
+            for n in root.walk():
+                if n.cls != "COLUMN_REF" or n.end <= 0 or len(n.name) > 2 or (len(n.name) == 2 and (
+                        not t.alias or n.name[0].lower() != t.alias.lower())):
+                    continue
+                i = bisect.bisect_left(starts, n.end) - 1
+                name = toks[i].name if i >= 0 and toks[i].kind in ("word", "qident") else None
+                if name is None or not any(r.lower() == name.lower() for r in repeated):
+                    continue
+                if repeated.get(name, 0) > 1:
+                    raise SQLError(f'column reference "{name}" is ambiguous')
+                raise UnsupportedSQL(
+                    f'a reference to column "{name}" of a subquery holding columns whose names differ '
+                    "only in case is not supported by colmz (DuckDB matches names without case)")
 
     def walk_query(d: Query) -> None:
         for _, cte in d.ctes:
@@ -1379,18 +1409,20 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
         for c in d.children:
             walk_query(c)
         if d.from_ is not None:
-            walk_table(d.from_)
+            walk_table(d.from_, d)
         for root in d.items:
             for n in root.walk():
                 if n.subquery is not None:
                     walk_query(n.subquery)
 
-    def walk_table(t: Table) -> None:
+    def walk_table(t: Table, owner: Query) -> None:
         for c in t.children:
-            walk_table(c)
+            walk_table(c, owner)
         if t.subquery is not None:
             if t.type == "SUBQUERY":
-                named(t.subquery)
+                repeated = named(t.subquery)
+                if repeated and not t.column_aliases:
+                    ambiguous(owner, t, repeated)
             walk_query(t.subquery)
 
     walk_query(q)

@@ -332,3 +332,21 @@ def test_a_quoted_function_name_with_capitals_does_not_exist():
             cat.sql(sql)
     assert cat.sql('SELECT "sum"(k) AS s FROM t').to_pylist() == [{"s": 1}]
     assert cat.sql('SELECT * FROM (SELECT 1) AS "T"(a)').column_names == ["a"]
+
+
+def test_a_reference_to_a_repeated_name_of_a_subquery_is_ambiguous():
+    # PostgreSQL keeps both columns of one name and raises on a reference to it; DuckDB
+    # renamed the second (a_1) and read the first.
+    from colmz.sql import SQLError
+
+    cat = _catalog("CREATE TABLE t (a INT, b INT)", "INSERT INTO t VALUES (1, 2)")
+    for sql in ["SELECT a FROM (SELECT 1 AS a, 2 AS a) s", "SELECT s.a FROM (SELECT a, b AS a FROM t) s",
+                "SELECT * FROM (SELECT a, a FROM t) s WHERE a > 0"]:
+        with pytest.raises(SQLError, match='column reference "a" is ambiguous'):
+            cat.sql(sql)
+    # "A" and a are two names in PostgreSQL, one in DuckDB: a reference to either is refused
+    for sql in ['SELECT "A" FROM (SELECT 1 AS "A", 2 AS a) s', 'SELECT a FROM (SELECT 1 AS "A", 2 AS a) s']:
+        with pytest.raises(UnsupportedSQL, match="differ only in case"):
+            cat.sql(sql)
+    assert cat.sql("SELECT x FROM (SELECT a, a FROM t) s(x, y)").to_pylist() == [{"x": 1}]
+    assert cat.sql("SELECT count(*) AS n FROM (SELECT a, a FROM t) s").to_pylist() == [{"n": 1}]
