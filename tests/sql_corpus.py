@@ -1049,4 +1049,16 @@ QUERIES = [
     # --- quoted function names (PostgreSQL matches them as written)
     ('on_quoted_call_capitals', 'SELECT "Sum"(age) FROM people'),
     ('on_quoted_call_lower', 'SELECT "upper"(name), "count"(*) OVER () FROM people WHERE id = 1'),
+    # --- jsonb -> and ->> read the value from its text (numbers as numeric)
+    ('j_arrow_numeric_text', 'SELECT \'{"a": 1.50, "b": 12345678901234567890123}\'::jsonb ->> \'a\' AS a, \'{"a": 1.50, "b": 12345678901234567890123}\'::jsonb -> \'b\' AS b'),
+    ('j_arrow_edges', 'SELECT \'[1,2,3]\'::jsonb -> -1 AS l, \'[1,2]\'::jsonb ->> 5 AS m, \'{"a":1}\'::jsonb -> 0 AS n, \'[1]\'::jsonb -> \'a\' AS o, \'{"a": null}\'::jsonb ->> \'a\' AS p, \'{"a": null}\'::jsonb -> \'a\' AS q'),
+    ('j_json_arrow_as_written', 'SELECT \'{"a": {"b":  2}}\'::json -> \'a\' AS a'),
+    ('j_text_arrow_compare_chain', "SELECT id FROM docs WHERE body -> 'b' ->> 'c' = 'y' OR body ->> 'a' IS NULL ORDER BY id"),
+    # --- references to a subquery's repeated column name (ambiguous in PostgreSQL)
+    ('on_derived_repeated_reference', 'SELECT a FROM (SELECT 1 AS a, 2 AS a) s'),
+    ('on_derived_repeated_qualified', 'SELECT s.id FROM (SELECT id, age AS id FROM people) s'),
+    ('on_derived_repeated_where', 'SELECT * FROM (SELECT id, id FROM people) s WHERE id > 3'),
+    ('on_derived_repeated_case_apart', 'SELECT "A", a FROM (SELECT 1 AS "A", 2 AS a) s'),
+    ('on_derived_repeated_renamed', 'SELECT x, y FROM (SELECT id, id FROM people) s(x, y) ORDER BY x'),
+    ('on_derived_repeated_count', 'SELECT count(*) AS n FROM (SELECT id, id FROM people) s'),
 ]

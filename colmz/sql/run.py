@@ -30,7 +30,12 @@ import pyarrow as pa
 from colmz.sql.build import NOW_FORMS, now_value
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import CACHED_CHARS, tokenize
-from colmz.sql.transforms import TRANSFORM_FUNCTIONS, TRANSFORM_MACROS, TRANSFORM_TYPED_MACROS
+from colmz.sql.transforms import (
+    TRANSFORM_FUNCTIONS,
+    TRANSFORM_MACROS,
+    TRANSFORM_NULL_FUNCTIONS,
+    TRANSFORM_TYPED_MACROS,
+)
 from colmz.sql.translate import (
     FUNCTIONS,
     MACROS,
@@ -97,6 +102,9 @@ def connect(external_access: bool = True):
             raise
     for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS:  # what translated queries call
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
+    for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS:
+        con.create_function(name, fn, list(args), result, type="arrow", side_effects=False,
+                            null_handling="special")
     for typed, untyped in TRANSFORM_TYPED_MACROS:
         try:
             con.execute(typed)

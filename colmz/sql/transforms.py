@@ -30,10 +30,22 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   checked (their type is unknown here).
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
   whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
+* jsonb's ``->`` (DuckDB reads it as a lambda arrow, looser than ``=``, ``IS NULL``, ``AND``)
+  and ``->>`` are :func:`jsonb_get` of the value's text, bound as PostgreSQL binds them (the
+  key is the leftmost operand of DuckDB's looser right side): PostgreSQL's jsonb text (and
+  numbers as ``numeric``: DuckDB's JSON functions reprint them as doubles); ``->`` followed
+  by ``||``, and either of a cast to ``json`` (its text kept as written), are refused.
+* Calls PostgreSQL cannot resolve raise its error: a polymorphic function (``lag``,
+  ``first_value``, ``array_agg``, ...) of an untyped literal; a quoted function name with
+  capitals (``"Sum"(x)``: PostgreSQL's names are lower case, DuckDB's matched without case).
+  ``-2147483648`` (``-9223372036854775808``) is one int4 (int8) constant, as PostgreSQL folds
+  it (DuckDB negates an int8).
 * Values and names: a row value (``ROW(...)``) as a result column is refused (PostgreSQL's
-  anonymous record); a select item of a subquery in ``FROM`` or of a CTE without an alias
-  gets PostgreSQL's name for it (``?column?``, ``upper``) as an alias, so a ``*`` over it
-  shows PostgreSQL's names (DuckDB names such a column by its text).
+  anonymous record); a select item of a subquery in ``FROM`` or of a CTE without an alias,
+  or of the statement's own list beside a ``*``, gets PostgreSQL's name for it
+  (``?column?``, ``upper``) as an alias, so a ``*`` over it shows PostgreSQL's names (DuckDB
+  names such a column by its text); a repeated name of a subquery or CTE is marked
+  (:func:`duplicate_name`, undone on the result), as DuckDB renames it (``?column?_1``).
 * Numbers: a constant arithmetic subtree holding a ``numeric`` (a decimal literal, a
   ``::numeric``) is folded into one literal with PostgreSQL's scale
   (:mod:`colmz.sql.numeric`'s arithmetic); an unconstrained ``::numeric`` of anything else
@@ -81,16 +93,18 @@ __all__ = [
     "FLOAT_CAST_MACROS",
     "FLOAT_CHECK",
     "JSONB_CONCAT",
-    "JSONB_OUT",
+    "JSONB_GET",
     "NUMERIC_CAST",
     "REGEXP_MATCH",
     "TRANSFORM_FUNCTIONS",
     "TRANSFORM_MACROS",
+    "TRANSFORM_NULL_FUNCTIONS",
     "TRANSFORM_TYPED_MACROS",
     "Call",
     "apply_transforms",
     "duplicate_name",
     "jsonb_concat",
+    "jsonb_get",
     "jsonb_text",
     "may_transform",
     "undo_duplicate_name",
@@ -406,7 +420,7 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text == "->"
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text in ("->", "->>")
                             or (t.text == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS)):
             return True
         elif k == "string" and t.text[1:2] in ("{", "[") and any(x.text == "||" for x in toks):
@@ -944,14 +958,65 @@ def _concat(c: Call) -> str | None:
                          "text; colmz keeps jsonb columns as text): cast both operands to jsonb or text")
 
 
-#: The function printing a jsonb value as PostgreSQL's jsonb text (:func:`jsonb_text`).
-JSONB_OUT = RESERVED_PREFIX + "jsonb_out"
+#: The function of PostgreSQL's jsonb ``->`` and ``->>`` (:func:`jsonb_get`).
+JSONB_GET = RESERVED_PREFIX + "jsonb_get"
 
 
-def _jsonb_out_arrow(a):
+def jsonb_get(doc: str | None, key: str | None, index: bool, text: bool) -> str | None:
+    """PostgreSQL's ``doc -> key`` (``text`` false) or ``doc ->> key`` (``text`` true) of the
+    jsonb text ``doc``: an object's field (``key`` a name) or an array's element (``index``:
+    ``key`` an integer, negative from the end); ``None`` when there is none. ``->`` gives
+    PostgreSQL's jsonb text of the value, ``->>`` a string's own text (a JSON null is NULL).
+    DuckDB's JSON functions reprint numbers as doubles (1.50 as 1.5): the value is read from
+    the text here, numbers as ``numeric``.
+
+    >>> jsonb_get('{"a": [1.50, {"y": 1, "x": null}]}', "a", False, False)
+    '[1.50, {"x": null, "y": 1}]'
+    >>> jsonb_get('[1, "q"]', "-1", True, True), jsonb_get('{"a": null}', "a", False, True)
+    ('q', None)
+    """
+    if doc is None or key is None:
+        return None
+    v = _jsonb_load(doc)
+    if index:
+        if not isinstance(v, list):
+            return None
+        i = int(key)
+        i = i + len(v) if i < 0 else i
+        if not 0 <= i < len(v):
+            return None
+        r = v[i]
+    else:
+        if not isinstance(v, dict) or key not in v:
+            return None
+        r = v[key]
+    if text:
+        return None if r is None else r if isinstance(r, str) else _jsonb_dump(r)
+    return _jsonb_dump(r)
+
+
+def _jsonb_get_arrow(doc, key, index, text):
     import pyarrow as pa
 
-    return pa.array([None if x is None else jsonb_text(x) for x in a.to_pylist()], pa.string())
+    return pa.array([jsonb_get(d, k, bool(i), bool(t)) for d, k, i, t in
+                     zip(doc.to_pylist(), key.to_pylist(), index.to_pylist(), text.to_pylist())], pa.string())
+
+
+def _json_document(c: Call, doc: Expression) -> None:
+    # The value ``->``/``->>`` read: a cast to json (not jsonb) keeps its text as written in
+    # PostgreSQL, which jsonb_get does not give back -- refused.
+    while (doc.cls == "LAMBDA" or doc.name == ("->>",)) and doc.children:
+        doc = doc.children[0]
+    if doc.cls == "CAST" and len(doc.children) == 2 and _type_text(doc.children[1], c.text) == "json":
+        raise UnsupportedSQL("-> and ->> of json (not jsonb) are not supported by colmz (PostgreSQL keeps "
+                             "json's text as written): cast to jsonb")
+
+
+def _jsonb_call(doc: str, key: str, text: bool) -> str:
+    # the key is an element's index when DuckDB types it other than text (typeof is folded
+    # when DuckDB binds the query)
+    return (f"{JSONB_GET}(CAST({doc} AS VARCHAR), CAST({key} AS VARCHAR), typeof({key}) <> 'VARCHAR', "
+            f"{'true' if text else 'false'})")
 
 
 #: DuckDB's nodes binding looser than PostgreSQL's ``->`` (comparisons, ``IN``, ``BETWEEN``,
@@ -968,13 +1033,15 @@ def _looser(e: Expression) -> bool:
 
 
 def _jsonb_arrow(c: Call) -> str:
-    # ``a -> k`` (DuckDB reads it as a lambda, PostgreSQL has none): jsonb's field or element,
-    # printed as PostgreSQL prints jsonb (DuckDB's JSON text is compact: {"b":2}), so its text,
+    # ``a -> k`` (DuckDB reads it as a lambda, PostgreSQL has none): jsonb's field or element
+    # (jsonb_get), printed as PostgreSQL prints jsonb (DuckDB's JSON text is compact: {"b":2},
+    # and its numbers doubles: 1.50 is 1.5), so its text,
     # its comparison with a jsonb literal (itself PostgreSQL's text, _json_cast) and its output
     # are PostgreSQL's. DuckDB's arrow binds looser than everything: in ``a -> 'k' = v`` its
     # right side is ``'k' = v``; the key is the leftmost operand down the chain of looser
     # nodes starting where the right side starts (not parenthesised), and the rest follows.
     lhs, rhs = c.node.children
+    _json_document(c, lhs)
     key = rhs
     if not c.text[: rhs.start].rstrip().endswith("("):
         while _looser(key) and key.children and key.children[0].start == key.start >= 0:
@@ -985,8 +1052,15 @@ def _jsonb_arrow(c: Call) -> str:
                                      "merges jsonb, concatenates text): parenthesise and cast, "
                                      "e.g. (a -> 'k')::text || x")
             key = key.children[0]
-    out = f"CAST({JSONB_OUT}(json_extract({c.text_of(lhs)}, {c.text_of(key)})) AS JSON)"  # DuckDB's ->
+    out = f"CAST({_jsonb_call(c.text_of(lhs), c.text_of(key), False)} AS JSON)"
     return out if key is rhs else out + c.span_text(key.end, rhs.end)
+
+
+def _jsonb_text_arrow(c: Call) -> str:
+    # ``a ->> k``: jsonb's field or element as text (jsonb_get), numbers as written
+    doc, key = c.node.children
+    _json_document(c, doc)
+    return _jsonb_call(c.text_of(doc), c.text_of(key), True)
 
 
 # ----------------------------------------------------------------------------- regular expressions
@@ -1075,8 +1149,10 @@ TRANSFORM_TYPED_MACROS = (
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
      "a timestamptz; DuckDB 1.4 or later can)') ELSE x END"),
 )
-TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),
-                       (JSONB_OUT, _jsonb_out_arrow, ("VARCHAR",), "VARCHAR"))
+TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),)
+#: Python functions that may give NULL for values (registered with DuckDB's special NULL
+#: handling: they see NULL arguments and may return NULL).
+TRANSFORM_NULL_FUNCTIONS = ((JSONB_GET, _jsonb_get_arrow, ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),)
 
 
 # ----------------------------------------------------------------------------- float overflow
@@ -1194,14 +1270,17 @@ def _may_name_derived(toks) -> bool:
     # holds an item other than a column, a star or an aliased item: a column DuckDB names
     # otherwise than PostgreSQL may reach the result by its name (under a ``*``, or beside
     # one, where colmz.sql.parse.output_names leaves DuckDB's names).
-    if not any(t.kind == "op" and t.text == "*" and i > 0
-               and (toks[i - 1].upper or toks[i - 1].text) in _BEFORE_STAR for i, t in enumerate(toks)):
-        return False  # no select-list star (count(*), a * b are not)
+    # A subquery's repeated column name is read too (marked under a *, ambiguous where the
+    # query reading it names it), with or without a star.
+    star = any(t.kind == "op" and t.text == "*" and i > 0 and (toks[i - 1].upper or toks[i - 1].text)
+               in _BEFORE_STAR for i, t in enumerate(toks))  # a select-list star (not count(*), a * b)
     n = len(toks)
     for i, t in enumerate(toks):
         if t.upper == "SELECT" and (i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in (
-                "UNION", "ALL", "EXCEPT", "INTERSECT")) and not _plain_list(toks, i + 1, n):
-            return True
+                "UNION", "ALL", "EXCEPT", "INTERSECT")):
+            kind = _plain_list(toks, i + 1, n)
+            if (star and kind != "plain") or (kind == "repeated" and i > 0 and toks[i - 1].text == "("):
+                return True
     return False
 
 
@@ -1209,14 +1288,16 @@ _LIST_ENDS = frozenset({"FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "U
                         "INTERSECT", "WINDOW", "OFFSET", "QUALIFY"})
 
 
-def _plain_list(toks, j: int, n: int) -> bool:
+def _plain_list(toks, j: int, n: int) -> str:
     # Whether the select list from toks[j] holds only columns (``a``, ``t.a``), stars and
-    # items ending in an alias (``... AS x``).
+    # items ending in an alias (``... AS x``): "plain", "repeated" when two of them have one
+    # name (compared without case, as DuckDB renames them), "" when not.
     if j < n and toks[j].upper in ("DISTINCT", "ALL"):
-        return False
+        return ""
     item: list = []
     depth = 0
     names: set[str] = set()
+    kind = "plain"
     for k in range(j, n + 1):
         t = toks[k] if k < n else None
         end = t is None or (depth == 0 and (t.upper in _LIST_ENDS or t.text in (",", ")")))
@@ -1229,16 +1310,16 @@ def _plain_list(toks, j: int, n: int) -> bool:
             continue
         if not (_dotted(item) or (len(item) >= 2 and item[-2].upper == "AS")
                 or (len(item) >= 2 and item[-1].kind in ("word", "qident") and _dotted(item[:-1]))):
-            return False
+            return ""
         if item[-1].kind in ("word", "qident"):
             name = item[-1].name.lower()
             if name in names:
-                return False  # two columns of one name: DuckDB renames the second (_derived_items)
+                kind = "repeated"  # DuckDB renames the second (_derived_items)
             names.add(name)
         if t is None or t.text != ",":
-            return True
+            return kind
         item = []
-    return True
+    return kind
 
 
 def _dotted(item) -> bool:
@@ -1260,10 +1341,11 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
 
     starts = [t.start + offset for t in toks]
 
-    def named(d: Query, marks: bool = True) -> None:
+    def named(d: Query, marks: bool = True) -> dict[str, int]:
         while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
             d = d.children[0]  # a set operation's columns are its first branch's
         seen: dict[str, int] = {}
+        exact: dict[str, int] = {}
         for e in d.items:
             if e.cls == "STAR" or e.start < 0:
                 continue
@@ -1284,6 +1366,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                 continue
             n = seen.get(names[0].lower(), 0) if marks else 0
             seen[names[0].lower()] = n + 1
+            exact[names[0]] = exact.get(names[0], 0) + 1
             if n:
                 # DuckDB names the n-th repeat of a name (compared without case) name_n
                 # where PostgreSQL keeps the name: a mark DuckDB keeps, undone on the result
@@ -1295,6 +1378,29 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                     out[id(e)] = mark
             elif not e.alias and e.cls != "COLUMN_REF":
                 out[id(e)] = names[0]
+        # name -> its count, for names repeated exactly or only without case (PostgreSQL's
+        # "A" and a are two names, DuckDB's one)
+        return {name: k for name, k in exact.items() if k > 1 or seen[name.lower()] > k}
+
+    def ambiguous(owner: Query, t: Table, repeated: dict[str, int]) -> None:
+        # A reference to a repeated name of subquery ``t`` in the query reading it is
+        # ambiguous in PostgreSQL; DuckDB, having renamed the repeat, reads the first.
+        roots = [*owner.items, *(e for e in (owner.where, owner.having, owner.qualify) if e is not None),
+                 *owner.group_by]
+        for root in roots:
+            for n in root.walk():
+                if n.cls != "COLUMN_REF" or n.end <= 0 or len(n.name) > 2 or (len(n.name) == 2 and (
+                        not t.alias or n.name[0].lower() != t.alias.lower())):
+                    continue
+                i = bisect.bisect_left(starts, n.end) - 1
+                name = toks[i].name if i >= 0 and toks[i].kind in ("word", "qident") else None
+                if name is None or not any(r.lower() == name.lower() for r in repeated):
+                    continue
+                if repeated.get(name, 0) > 1:
+                    raise SQLError(f'column reference "{name}" is ambiguous')
+                raise UnsupportedSQL(
+                    f'a reference to column "{name}" of a subquery holding columns whose names differ '
+                    "only in case is not supported by colmz (DuckDB matches names without case)")
 
     def walk_query(d: Query) -> None:
         for _, cte in d.ctes:
@@ -1303,18 +1409,20 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
         for c in d.children:
             walk_query(c)
         if d.from_ is not None:
-            walk_table(d.from_)
+            walk_table(d.from_, d)
         for root in d.items:
             for n in root.walk():
                 if n.subquery is not None:
                     walk_query(n.subquery)
 
-    def walk_table(t: Table) -> None:
+    def walk_table(t: Table, owner: Query) -> None:
         for c in t.children:
-            walk_table(c)
+            walk_table(c, owner)
         if t.subquery is not None:
             if t.type == "SUBQUERY":
-                named(t.subquery)
+                repeated = named(t.subquery)
+                if repeated and not t.column_aliases:
+                    ambiguous(owner, t, repeated)
             walk_query(t.subquery)
 
     walk_query(q)
@@ -1416,7 +1524,7 @@ def apply_transforms(text: str, toks) -> str:
     rows = _MAY_COMPARE_ROWS.search(text) is not None
     types = any(t.upper in _TYPE_WORDS for t in toks)
     concat = any(t.kind == "op" and t.text == "||" for t in toks)
-    arrows = any(t.kind == "op" and t.text == "->" for t in toks)
+    arrows = any(t.kind == "op" and t.text in ("->", "->>") for t in toks)
     smallest = any(t.kind == "number" and t.text in _SMALLEST_MAGNITUDES for t in toks)
     quoted = any(t.kind == "qident" and t.name != t.name.lower() for t in toks)
     regexps = any(t.kind == "op" and t.text in _REGEXP_OPS for t in toks)
@@ -1477,6 +1585,8 @@ def apply_transforms(text: str, toks) -> str:
             return _concat, ""
         if arrows and e.cls == "LAMBDA" and len(e.children) == 2:
             return _jsonb_arrow, ""
+        if arrows and e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2:
+            return _jsonb_text_arrow, ""
         if regexps and e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
                 (i := bisect.bisect_left(starts, e.start - offset)) < len(toks)
                 and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident")

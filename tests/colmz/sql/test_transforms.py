@@ -276,6 +276,13 @@ def test_jsonb_arrow_gives_postgresqls_jsonb_text_and_binds_as_postgresql_reads_
     assert cat.sql("SELECT id FROM d WHERE j -> 'a' = '1'::jsonb AND id > 0 ORDER BY id").to_pylist() == [{"id": 1}]
     with pytest.raises(UnsupportedSQL, match=r"\|\| after jsonb's ->"):
         cat.sql("SELECT j -> 'a' || 'x' FROM d")
+    # numbers as numeric keeps them (DuckDB's JSON functions print 1.50 as 1.5), an index from
+    # the end, a field of an array is NULL
+    q = ("SELECT '{\"a\": [1.50, 12345678901234567890123]}'::jsonb -> 'a' AS a, "
+         "'{\"a\": 1.50}'::jsonb ->> 'a' AS b, '[1, 2, 3]'::jsonb -> -1 AS c, '[1]'::jsonb -> 'a' AS d")
+    assert cat.sql(q).to_pylist() == [{"a": "[1.50, 12345678901234567890123]", "b": "1.50", "c": "3", "d": None}]
+    with pytest.raises(UnsupportedSQL, match="of json \\(not jsonb\\)"):
+        cat.sql("SELECT '{\"a\": {\"b\":  2}}'::json -> 'a'")
 
 
 @pytest.mark.parametrize("call", ["lag('a') OVER ()", "lead(NULL, 2) OVER ()", "first_value('x') OVER ()",
@@ -325,3 +332,21 @@ def test_a_quoted_function_name_with_capitals_does_not_exist():
             cat.sql(sql)
     assert cat.sql('SELECT "sum"(k) AS s FROM t').to_pylist() == [{"s": 1}]
     assert cat.sql('SELECT * FROM (SELECT 1) AS "T"(a)').column_names == ["a"]
+
+
+def test_a_reference_to_a_repeated_name_of_a_subquery_is_ambiguous():
+    # PostgreSQL keeps both columns of one name and raises on a reference to it; DuckDB
+    # renamed the second (a_1) and read the first.
+    from colmz.sql import SQLError
+
+    cat = _catalog("CREATE TABLE t (a INT, b INT)", "INSERT INTO t VALUES (1, 2)")
+    for sql in ["SELECT a FROM (SELECT 1 AS a, 2 AS a) s", "SELECT s.a FROM (SELECT a, b AS a FROM t) s",
+                "SELECT * FROM (SELECT a, a FROM t) s WHERE a > 0"]:
+        with pytest.raises(SQLError, match='column reference "a" is ambiguous'):
+            cat.sql(sql)
+    # "A" and a are two names in PostgreSQL, one in DuckDB: a reference to either is refused
+    for sql in ['SELECT "A" FROM (SELECT 1 AS "A", 2 AS a) s', 'SELECT a FROM (SELECT 1 AS "A", 2 AS a) s']:
+        with pytest.raises(UnsupportedSQL, match="differ only in case"):
+            cat.sql(sql)
+    assert cat.sql("SELECT x FROM (SELECT a, a FROM t) s(x, y)").to_pylist() == [{"x": 1}]
+    assert cat.sql("SELECT count(*) AS n FROM (SELECT a, a FROM t) s").to_pylist() == [{"n": 1}]
