@@ -415,8 +415,20 @@ def remap_tree(text: str, known: str, tree: tuple[Query, ...]) -> tuple[Query, .
 
 # ---------------------------------------------------------------------------- the cache
 
-#: key -> (pinned slot numbers, {pinned values: template}); ``None`` for a refused shape.
-_SHAPES: OrderedDict[tuple[str, ...], tuple[tuple[int, ...], dict] | None] = OrderedDict()
+class _First:
+    """A shape seen once: its text and tree, its template not made yet."""
+
+    __slots__ = ("shape", "text", "tree")
+
+    def __init__(self, shape: Shape, tree: tuple[Query, ...], text: str) -> None:
+        self.shape = shape
+        self.tree = tree
+        self.text = text
+
+
+#: key -> (pinned slot numbers, {pinned values: template}), a shape seen once (:class:`_First`),
+#: or ``None`` for a refused shape.
+_SHAPES: OrderedDict[tuple[str, ...], tuple[tuple[int, ...], dict] | _First | None] = OrderedDict()
 _LOCK = threading.Lock()
 _REFUSED = None
 
@@ -430,7 +442,7 @@ def cached_tree(shape: Shape) -> tuple[Query, ...] | None:
     ``None`` (the text must be parsed, then :func:`remember`)."""
     with _LOCK:
         entry = _SHAPES.get(shape.key)
-        if entry is None:
+        if entry is None or isinstance(entry, _First):
             return None
         _SHAPES.move_to_end(shape.key)
     pins, templates = entry
@@ -449,13 +461,18 @@ def remember(shape: Shape, tree: tuple[Query, ...], text: str) -> None:
     with _LOCK:
         entry = _SHAPES.get(shape.key, ())
     if entry is _REFUSED:
-        return
+        return None
     if entry == ():
-        t = _made(shape, tree, text)
+        # a first sight: kept as read; the template is made when a second text comes (a
+        # text sent once costs no more than its shape's key)
+        return _store(shape.key, _First(shape, tree, text))
+    if isinstance(entry, _First):
+        t = _made(entry.shape, entry.tree, entry.text)
         if t is None:
             return _store(shape.key, _REFUSED)
-        pins = tuple(k for k in range(len(shape.slots)) if k not in t.claims)
-        return _store(shape.key, (pins, {_pinned_values(pins, shape): t}))
+        pins = tuple(k for k in range(len(entry.shape.slots)) if k not in t.claims)
+        entry = (pins, {_pinned_values(pins, entry.shape): t})
+        _store(shape.key, entry)
     pins, templates = entry
     sub = _pinned_values(pins, shape)
     t = templates.get(sub)

@@ -542,14 +542,16 @@ class _TreeCache:
         self.hits = self.misses = 0
 
     def get(self, text: str) -> tuple[Query, ...] | None:
-        with self.lock:
-            got = self.trees.get(text)
-            if got is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-                self.trees.move_to_end(text)
-            return got
+        # No lock on the hit path (what a re-run pays): a dict read is atomic, and a text
+        # evicted by another thread meanwhile only misses its move to the end.
+        got = self.trees.get(text)
+        if got is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        with contextlib.suppress(KeyError):
+            self.trees.move_to_end(text)
+        return got
 
     def put(self, text: str, tree: tuple[Query, ...]) -> None:
         if len(text) > CACHED_CHARS:

@@ -102,9 +102,7 @@ def _fresh(text: str):
         return type(e)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_a_remapped_tree_is_what_duckdb_gives(data):
+def _remapped_is_duckdbs(data) -> None:
     # The shape's first text is the template; every other text of the same skeleton (same
     # forms of literals, other values) remapped from it equals DuckDB's own parse of it --
     # the remapping itself, without the cache's confirmation.
@@ -117,6 +115,19 @@ def test_a_remapped_tree_is_what_duckdb_gives(data):
         got = remap_tree(text, texts[0], first)
         if got is not None:
             assert got == _fresh(text), text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_remapped_tree_is_what_duckdb_gives(data):
+    _remapped_is_duckdbs(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_remapped_tree_is_what_duckdb_gives_many(data):
+    _remapped_is_duckdbs(data)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
