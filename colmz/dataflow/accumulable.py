@@ -54,7 +54,7 @@ from colmz.dataflow.exact import (
     narrowed,
     zeros_like_kind,
 )
-from colmz.dataflow.fueled import FueledRuns, Merge
+from colmz.dataflow.fueled import FueledRuns, Merge, next_serial
 from colmz.dataflow.keyed import chunk_ends
 from colmz.dataflow.step import (
     Clock,
@@ -320,7 +320,7 @@ class Accumulators:
 
     def __init__(self, kinds: Sequence[str], *, effort: int = 1, min_fuel: int = 1024):
         self.kinds = tuple(kinds)
-        self._fueled = FueledRuns(_run_size, self._begin, effort, min_fuel)
+        self._fueled = FueledRuns(_run_size, self._begin, effort, min_fuel, _run_serial)
         self.rows_inserted = 0
         self.keys_searched = 0
 
@@ -358,14 +358,14 @@ class Accumulators:
     @property
     def nbytes(self) -> int:
         """Bytes of the runs' arrays (encoded keys and accumulator columns)."""
-        return sum(keys.nbytes + sum(c.nbytes for c in cols) for keys, _, cols in self._fueled.runs())
+        return sum(r[0].nbytes + sum(c.nbytes for c in r[2]) for r in self._fueled.runs())
 
     def lookup(self, q: np.ndarray, ql: Layout, runs: Sequence | None = None) -> list[np.ndarray]:
         """The accumulators of each key of ``q`` (zeros where absent); over ``runs`` (some
         :meth:`state_runs`) instead of the current runs when given."""
         m = len(q)
         where, found = [], [[] for _ in self.kinds]
-        for keys, layout, cols in (self._fueled.runs() if runs is None else runs):
+        for keys, layout, cols, *_ in (self._fueled.runs() if runs is None else runs):
             mine, present = narrow_rows(q, ql, layout)
             pos = search_rows(keys, mine, "left")
             self.keys_searched += m
@@ -396,6 +396,15 @@ class Accumulators:
 
     # -- durable state (colmz.dataflow.state) -------------------------------------------
 
+    def unread_merges(self, added, gone):
+        """``FueledRuns.unread_merges``: for ``colmz.dataflow.state``'s deltas -- exact
+        accumulators only: a float sum depends on the order of its terms, and a merge
+        regroups them, so runs with float slots are read (the delta then says exactly what
+        a lookup now gives)."""
+        if "float" in self.kinds:
+            return added, gone
+        return self._fueled.unread_merges(added, gone)
+
     def state_runs(self) -> tuple:
         """The runs ``(keys, layout, columns)``, oldest first; never changed once made (a
         merge makes a new one): ``colmz.dataflow.state`` diffs two of these by identity."""
@@ -410,11 +419,15 @@ class Accumulators:
         self.rows_inserted += len(keys)
         run = _drop_zero(keys, layout, tuple(cols))
         if len(run[0]):
-            self._fueled.insert(run)
+            self._fueled.insert((*run, next_serial()))
 
 
 def _run_size(run) -> int:
     return len(run[0])
+
+
+def _run_serial(run) -> int:
+    return run[3]
 
 
 def _drop_zero(keys, layout, cols):
@@ -443,7 +456,7 @@ class AccumulatorsMerge(Merge):
         self.i = self.j = self.o = 0
 
     def step(self, fuel: int) -> int:
-        (ka, la, xa), (kb, lb, xb) = self.a, self.b
+        (ka, la, xa), (kb, lb, xb) = self.a[:3], self.b[:3]
         na, nb, i, j = len(ka), len(kb), self.i, self.j
         half = max(1, fuel // 2)
         ha, hb = min(i + half, na), min(j + half, nb)
@@ -469,7 +482,7 @@ class AccumulatorsMerge(Merge):
         if self.i == na and self.j == nb:
             self.done = True
             n = self.o
-            self.result = (out_keys[:n], self.layout, tuple(c[:n] for c in out_cols)) if n else None
+            self.result = (out_keys[:n], self.layout, tuple(c[:n] for c in out_cols), next_serial()) if n else None
         return ca + cb
 
 

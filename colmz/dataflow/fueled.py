@@ -56,9 +56,22 @@ inserted -- and every layer holds at most one run or one merge.
 from __future__ import annotations
 
 import copy
+import itertools
+from collections import deque
 from collections.abc import Callable
 
-__all__ = ["FueledRuns", "Merge", "level_of"]
+__all__ = ["FueledRuns", "Merge", "level_of", "next_serial"]
+
+#: Serial numbers of runs: unique in the process (never reused, whatever is rolled back).
+_SERIALS = itertools.count(1)
+
+#: How many completed merges' lineage a FueledRuns remembers (``unread_merges``).
+LINEAGE = 256
+
+
+def next_serial() -> int:
+    """A new run serial number (unique in the process)."""
+    return next(_SERIALS)
 
 #: Fuel of a merge that must complete now (roll-ups).
 UNLIMITED = 2**62
@@ -114,6 +127,10 @@ class FueledRuns:
         rows complete in the insert that starts them, so few are ever in progress (each
         costs a lookup a search of both inputs, and a step a call of the merge); the
         constant term of the per-insert bound.
+    serial : callable, optional
+        A run's serial number (:func:`next_serial`): given, the last ``LINEAGE`` completed
+        merges are remembered as ``(result, older, newer)`` serials for
+        :meth:`unread_merges`.
 
     Work counters (cumulative, never rolled back): ``merges`` (merges begun), ``rows_merged``
     (input rows merges read), ``last_step_merged`` and ``max_step_merged`` (rows read by the
@@ -135,11 +152,16 @@ class FueledRuns:
     #: The layers: a tuple replaced by each insert (a save keeps it by reference, O(1)).
     ROLLBACK_FIELDS = ("_layers",)
 
-    def __init__(self, size: Callable, begin: Callable, effort: int = 1, min_fuel: int = 1024):
+    def __init__(self, size: Callable, begin: Callable, effort: int = 1, min_fuel: int = 1024,
+                 serial: Callable | None = None):
         for name, v in (("effort", effort), ("min_fuel", min_fuel)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         self.min_fuel = min_fuel
+        self._serial = serial
+        #: ``(result serial or None, older serial, newer serial)`` of recent merges: facts
+        #: (serials are never reused), so never rolled back
+        self.lineage: deque = deque(maxlen=LINEAGE)
         self._size = size
         self._begin = begin
         self.effort = effort
@@ -203,7 +225,49 @@ class FueledRuns:
             m, read = m.work(fuel)
             self.rows_merged += read
             fuel -= read
+        if m.done and self._serial is not None:
+            self.lineage.append((None if m.result is None else self._serial(m.result),
+                                 self._serial(m.a), self._serial(m.b)))
         return m
+
+    def unread_merges(self, added: list, gone: list) -> tuple[list, list]:
+        """``added`` and ``gone`` (runs made since some earlier :meth:`runs`, and runs of it
+        merged away since) less the merges between them: a run made by merges whose inputs,
+        followed through the remembered lineage, are all in ``gone`` holds exactly what they
+        held, so both cancel without being read (a merge whose rows all cancelled takes its
+        inputs with it). What cannot be followed stays, to be read: never wrong, only slower.
+        """
+        if self._serial is None or not self.lineage:
+            return added, gone
+        parents, empty = {}, []
+        for r, a, b in self.lineage:
+            if r is None:
+                empty.append((a, b))
+            else:
+                parents[r] = (a, b)
+        gone_by = {self._serial(g): g for g in gone}
+        used: set = set()
+
+        def leaves(s, out):
+            if s in gone_by:
+                out.append(s)
+                return True
+            p = parents.get(s)
+            return p is not None and leaves(p[0], out) and leaves(p[1], out)
+
+        keep = []
+        for r in added:
+            found: list = []
+            if leaves(self._serial(r), found) and not used.intersection(found) and len(set(found)) == len(found):
+                used.update(found)
+            else:
+                keep.append(r)
+        for a, b in empty:
+            found = []
+            if leaves(a, found) and leaves(b, found) and not used.intersection(found) \
+                    and len(set(found)) == len(found):
+                used.update(found)
+        return keep, [g for g in gone if self._serial(g) not in used]
 
     def _finish(self, m: Merge):
         return self._work(m, UNLIMITED).result

@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from colmz.dataflow.fueled import FueledRuns, Merge
+from colmz.dataflow.fueled import FueledRuns, Merge, next_serial
 from colmz.dataflow.step import as_schema, check_columns
 from colmz.frontier import check_time
 from colmz.kernels.fueled import new_cursor, run_merge
@@ -68,13 +68,15 @@ __all__ = ["KeyedArrangement", "KeyedMerge", "Matches", "Run", "consolidate_word
 
 
 class Run(NamedTuple):
-    """One sorted, consolidated run: key words, payload words, their layouts, diffs."""
+    """One sorted, consolidated run: key words, payload words, their layouts, diffs, and
+    its serial number (``colmz.dataflow.fueled.next_serial``)."""
 
     keys: np.ndarray
     key_layout: Layout
     vals: np.ndarray
     val_layout: Layout
     diff: np.ndarray
+    serial: int = 0
 
 
 class Matches(NamedTuple):
@@ -155,7 +157,7 @@ class KeyedArrangement:
         self._val_specs = tuple(self.schema[i] for i in self._val_pos)
         self._key_kinds = [s.kind for s in self._key_specs]
         self._val_kinds = [s.kind for s in self._val_specs]
-        self._fueled = FueledRuns(_run_size, KeyedMerge, effort, min_fuel)
+        self._fueled = FueledRuns(_run_size, KeyedMerge, effort, min_fuel, _run_serial)
         self._since: int | None = None
         self.rows_inserted = 0
         self.keys_searched = 0
@@ -348,6 +350,10 @@ class KeyedArrangement:
 
     # -- durable state (colmz.dataflow.state) -------------------------------------------
 
+    def unread_merges(self, added, gone):
+        """``FueledRuns.unread_merges``: for ``colmz.dataflow.state``'s deltas."""
+        return self._fueled.unread_merges(added, gone)
+
     def state_runs(self) -> tuple[Run, ...]:
         """The runs holding the contents, oldest first. A run is never changed once made (a
         merge makes a new one), so ``colmz.dataflow.state`` diffs two of these tuples by
@@ -372,12 +378,16 @@ def _run(kw: np.ndarray, kl: Layout, vw: np.ndarray, vl: Layout, diff: np.ndarra
     words, diff = consolidate_words(np.hstack([kw, vw]) if vw.shape[1] else kw, diff)
     keys = np.ascontiguousarray(words[:, :width])
     vals = np.ascontiguousarray(words[:, width:])
-    return Run(keys, kl, vals, vl, diff)
+    return Run(keys, kl, vals, vl, diff, next_serial())
 
 
 
 def _run_size(run: Run) -> int:
     return len(run.diff)
+
+
+def _run_serial(run: Run) -> int:
+    return run.serial
 
 
 def first_row(rows: Sequence[np.ndarray]) -> np.ndarray:
@@ -466,5 +476,5 @@ class KeyedMerge(Merge):
         if self.i == na and self.j == nb:
             self.done = True
             n = self.o
-            self.result = Run(ok[:n], self.kl, ov[:n], self.vl, od[:n]) if n else None
+            self.result = Run(ok[:n], self.kl, ov[:n], self.vl, od[:n], next_serial()) if n else None
         return ca + cb

@@ -108,6 +108,13 @@ class OperatorState:
         before, after = {id(r) for r in marks}, {id(r) for r in now}
         added = [r for r in now if id(r) not in before]
         gone = [r for r in marks if id(r) not in after]
+        # -- fuel39 hook: a run a completed merge made from marked runs holds what they held:
+        # both cancel unread (colmz.dataflow.fueled.FueledRuns.unread_merges), so an export
+        # never pays for a large merge finishing on its commit.
+        unread = getattr(self.target, "unread_merges", None)
+        if unread is not None:
+            added, gone = unread(added, gone)
+        # -- end of the fuel39 hook
         if not added and not gone:
             return Updates.empty(self.schema)
         if self.kind == "keyed":

@@ -88,8 +88,10 @@ NOT_ROLLED_BACK.update({
     "Accumulators": {"kinds", "rows_inserted", "keys_searched"},
     # colmz.dataflow.fueled: how runs are sized and merged, the fuel (configuration), work
     # counters (its merges in progress are immutable values in the layers tuple)
-    "FueledRuns": {"_size", "_begin", "effort", "min_fuel", "merges", "rows_merged", "last_step_merged",
-                   "max_step_merged"},
+    "FueledRuns": {"_size", "_begin", "_serial", "effort", "min_fuel", "merges", "rows_merged",
+                   "last_step_merged", "max_step_merged",
+                   # what recent merges were made of: facts (serials are never reused)
+                   "lineage"},
     "MapFilter": {"input_schema", "where", "select", "schema"},
     "Union": {"input_schemas", "schema"},
     "Negate": {"schema"},
@@ -100,7 +102,8 @@ NOT_ROLLED_BACK.update({
     "AccumulableReduce": {"input_schema", "group_by", "aggregates", "_group_specs", "schema", "_slices",
                           "_count_slots", "rows_touched"},
     "MinMaxReduce": {"input_schema", "group_by", "aggregates", "_arranged_columns", "_group_specs", "schema",
-                     "plan", "buckets", "_bucket", "_child", "rows_reduced", "buckets_touched", "stage_rows"},
+                     "_shared", "plan", "buckets", "_bucket", "_child", "rows_reduced", "buckets_touched",
+                     "stage_rows"},
     # the catalog's shared arrangements and their users: all of it state
     "SharedArrangements": set(),
     "_ByCount": {"schema"},

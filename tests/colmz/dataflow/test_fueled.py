@@ -281,3 +281,32 @@ def test_a_million_rows_never_merge_on_one_step():
     every = np.concatenate(keys)
     q = np.arange(0, n // 10, 997)
     assert a.counts([pa.array(q)]).tolist() == np.bincount(every, minlength=n // 10)[q].tolist()
+
+
+def test_a_state_export_reads_no_merge_that_only_regrouped_marked_runs():
+    # A merge finishing between two exports changes no contents: the export cancels its
+    # result against its marked inputs without reading them (colmz.dataflow.state's hook:
+    # the runs left to read are counted here as state.py finds them).
+    n = 50_000
+    a = KeyedArrangement({"k": pa.int64(), "v": pa.int64()}, key=["k"])
+    a.insert(0, colmz.Updates({"k": np.arange(n), "v": np.arange(n)}, time=np.zeros(n, np.uint64),
+                              diff=np.ones(n, np.int64)))
+    st = OperatorState("a", a)
+    marks, total = st.marks(), Counter(dm.counter_of(st.delta((), 0)))
+    raw, unread = [], []
+    for t in range(1, 1500):
+        a.insert(t, colmz.Updates({"k": [n + t], "v": [t]}, time=[t], diff=[1]))
+        now = a.state_runs()
+        added = [r for r in now if all(r is not m for m in marks)]
+        gone = [r for r in marks if all(r is not x for x in now)]
+        left = a.unread_merges(added, gone)
+        raw.append(sum(len(r.diff) for r in added + gone))
+        unread.append(sum(len(r.diff) for r in left[0] + left[1]))
+        d = st.delta(marks, t)
+        assert len(d) == 1
+        for row_, x in dm.counter_of(d).items():
+            total[row_] += x
+        marks = st.marks()
+    assert Counter({k: v for k, v in total.items() if v}) == dm.counter_of(a.snapshot())
+    assert max(raw) > 1000  # merges of hundreds of rows completed between exports
+    assert max(unread) <= 2 * 256 + 2, max(unread)  # only the small coalesced runs are read
