@@ -377,6 +377,8 @@ def arranged_ratio(cat) -> tuple[int, int]:
         held += a.nbytes
         if isinstance(a, Accumulators):
             rows = cat.read("mv")
+        elif getattr(a, "shared", False):  # a SharedInput: the shared arrangement it reads
+            rows = a.base.snapshot()
         else:
             rows = a.snapshot()
         arrow += sum(rows.column(c).nbytes for c in rows.column_names)

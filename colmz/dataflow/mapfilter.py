@@ -226,6 +226,10 @@ class MapFilter:
     where : sequence of :class:`Predicate` (``Compare``, ``IsNull``), ANDed
     select : sequence of column names or :class:`Output` s (:class:`Column`: renaming), optional
         The output columns, in order (repeats allowed under distinct names); default: all.
+    consolidated_input : bool, default False
+        The input's deltas come consolidated (another operator's output). A segment with no
+        predicate that keeps every input column in order (renamed or not) then outputs the
+        delta as it is: renaming keeps a consolidated delta consolidated, in the same order.
 
     Examples
     --------
@@ -239,7 +243,10 @@ class MapFilter:
     #: The clock is all a step changes.
     ROLLBACK_FIELDS = ("_clock",)
 
-    def __init__(self, schema, *, where: Sequence[Predicate] = (), select: Sequence[str | Column] | None = None):
+    def __init__(self, schema, *, where: Sequence[Predicate] = (), select: Sequence[str | Column] | None = None,
+                 consolidated_input: bool = False):
+        if not isinstance(consolidated_input, bool):
+            raise TypeError(f"consolidated_input must be a bool, got {consolidated_input!r}")
         self.input_schema = as_schema(schema, "schema")
         preds = tuple(where)
         for p in preds:
@@ -263,6 +270,14 @@ class MapFilter:
         self.select = cols
         self.schema = as_schema(out, "select") if out else ()
         self._clock = Clock()
+        #: Whether a step passes a consolidated input through as it is: no predicate, and the
+        #: output columns are the input's, in order, at most renamed -- the same rows in the same
+        #: order, so consolidating again would sort what is sorted already.
+        self.passes_through = (consolidated_input and not preds and len(cols) == len(self.input_schema)
+                               and all(isinstance(c, Column) and c.source == i.name
+                                       for c, i in zip(cols, self.input_schema)))
+        #: Rows consolidated by steps (a work counter: none for a pass-through segment).
+        self.rows_consolidated = 0
 
     def step(self, time, delta: Updates) -> Updates:
         """The output's change at ``time`` for the input's change ``delta`` (all at ``time``)."""
@@ -277,6 +292,9 @@ class MapFilter:
                 delta = delta.take(np.flatnonzero(keep))
         out = Updates({c.name: c.evaluate(delta) for c in self.select}, delta.time, delta.diff,
                       schema=self.schema, copy=False)
+        if self.passes_through:
+            return out
+        self.rows_consolidated += len(out)
         return consolidated_at(out, time)
 
     def __repr__(self) -> str:

@@ -35,10 +35,11 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from colmz.dataflow.keyed import KeyedArrangement
+from colmz.dataflow.gather import gather_words
+from colmz.dataflow.keyed import KeyedArrangement, consolidate_words
 from colmz.dataflow.regroup import affected_groups, group_rows
 from colmz.dataflow.step import Clock, as_schema, check_columns, check_delta, consolidated_at
-from colmz.ops import concat
+from colmz.order import decode_columns, encode_columns, pad_keys, unify_layouts
 from colmz.rollback import undone_on_error
 from colmz.rows import cast_to, expand, storable
 from colmz.updates import Updates
@@ -119,6 +120,11 @@ class GroupRecompute:
                              f"the query needs {list(self.group_by)} over {[c.name for c in self.input_schema]}")
         self._input = arranged if self._shared else KeyedArrangement(self.input_schema, self.group_by)
         self._output = KeyedArrangement(self.schema, self.group_by)
+        # the output arrangement's payload: the columns not in the key, in schema order
+        self._group_specs = tuple(c for g in self.group_by for c in self.schema if c.name == g)
+        self._val_specs = tuple(c for c in self.schema if c.name not in self.group_by)
+        self._empty_layout = (0,) * (len(self._val_specs) + 1)
+        self._key_leads = tuple(c.name for c in self.schema[:len(self.group_by)]) == self.group_by
         self._clock = Clock()
         self.rows_recomputed = 0
         self.queries = 0
@@ -154,11 +160,35 @@ class GroupRecompute:
             # a checked cast (a DECIMAL(38,0) sum beyond bigint raises, never wraps)
             new = cast_to(Updates({c.name: answer.column(c.name).cast(c.type) for c in self.schema},
                                   np.full(n, time, np.uint64), np.ones(n, np.int64), copy=False), self.schema)
-            old = self._output.lookup_words(keys, layout).rows
-            result = consolidated_at(concat([old.negated(), new]), time)
+            result = self._change(keys, layout, new, time)
             self._output.insert_checked(time, result)
             self._clock.advance(time)
         return result
+
+    def _change(self, keys: np.ndarray, layout, new: Updates, time: int) -> Updates:
+        """``new − old`` of the affected groups, ``old`` what the output arrangement holds for
+        them: found and consolidated as words (``colmz.order``), only the changed rows decoded."""
+        old = gather_words(self._output, keys, layout, self._empty_layout)
+        n = len(new)
+        kw, kl = encode_columns([new.column(g) for g in self.group_by], n=n)
+        vw, vl = encode_columns([new.column(c.name) for c in self._val_specs], n=n)
+        kl2, vl2 = unify_layouts(kl, layout), unify_layouts(vl, old.val_layout)
+        words = np.vstack([
+            np.hstack([pad_keys(keys[old.query], layout, kl2), pad_keys(old.vals, old.val_layout, vl2)]),
+            np.hstack([pad_keys(kw, kl, kl2), pad_keys(vw, vl, vl2)])])
+        words, diff = consolidate_words(words, np.concatenate([-old.diff, np.ones(n, np.int64)]))
+        width = sum(kl2)
+        cols = dict(zip(self.group_by, decode_columns(np.ascontiguousarray(words[:, :width]), kl2,
+                                                      self._group_specs)))
+        cols |= dict(zip((c.name for c in self._val_specs),
+                         decode_columns(np.ascontiguousarray(words[:, width:]), vl2, self._val_specs)))
+        out = Updates({c.name: cols[c.name] for c in self.schema}, np.full(len(diff), time, np.uint64), diff,
+                      copy=False)
+        # Sorted as words of (group key, rest): the order of a consolidated delta when the key
+        # leads the columns and no NULL word is laid out (else sorted again).
+        if self._key_leads and not kl2[-1] and not vl2[-1]:
+            return out
+        return consolidated_at(out, time)
 
     def __repr__(self) -> str:
         return f"GroupRecompute(group_by={list(self.group_by)}, {self.translated!r})"

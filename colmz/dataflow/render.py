@@ -70,7 +70,7 @@ from colmz.dataflow.topk import TopK as TopKOp
 from colmz.rollback import undone_on_error
 from colmz.updates import Updates
 
-__all__ = ["ACCUMULABLE", "HIERARCHICAL", "CollatedReduce", "Pipeline", "reduce_operator", "render",
+__all__ = ["ACCUMULABLE", "CONSOLIDATING", "HIERARCHICAL", "CollatedReduce", "Pipeline", "reduce_operator", "render",
            "shared_inputs"]
 
 #: Aggregates by reduction type (src/compute-types/src/plan/reduce.rs, ``reduction_type``).
@@ -123,6 +123,11 @@ def reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregat
     return acc.AccumulableReduce(schema, list(group),
                                  {a.name: (ACCUMULABLE[a.function](a.column) if a.column is not None
                                            else acc.Count()) for a in aggs})
+
+
+#: Nodes whose operators' steps return their delta consolidated (``consolidated_at``): a
+#: Map/Filter over one of them that only renames passes the delta through.
+CONSOLIDATING = (Get, MapFilter, SqlMapFilter, GroupSql, TopK, Distinct, Threshold, Negate, Union)
 
 
 def _predicate_operator(p: Predicate):
@@ -198,7 +203,8 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: Sha
         return _Step(node, op, ins)
     if isinstance(node, MapFilter):
         op = MapFilterOp(ins[0].schema, where=[_predicate_operator(p) for p in node.where],
-                         select=None if node.select is None else [Column(s, n) for s, n in node.select])
+                         select=None if node.select is None else [Column(s, n) for s, n in node.select],
+                         consolidated_input=isinstance(node.input, CONSOLIDATING))
     elif isinstance(node, Join):
         schemas = [i.schema for i in ins]
         op = (DeltaJoin(schemas, node.on, shared=shared_inputs(node, shared)) if node.kind == "inner"

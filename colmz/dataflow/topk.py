@@ -23,12 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from colmz.dataflow.gather import gather_words
+from colmz.dataflow.gather import Found, gather_words
 from colmz.dataflow.keyed import KeyedArrangement, consolidate_words
 from colmz.dataflow.regroup import affected_groups, check_orderable
 from colmz.dataflow.step import Clock, as_schema, check_columns, check_delta, consolidated_at
 from colmz.errors import NegativeMultiplicity
-from colmz.order import decode_columns, pad_keys, unify_layouts
+from colmz.order import decode_columns, encode_columns, pad_keys, search_rows, unify_layouts
 from colmz.rollback import undone_on_error
 from colmz.updates import Updates
 
@@ -124,17 +124,27 @@ class TopK:
             return Updates.empty(self.schema)
         keys, layout = affected_groups(delta, self.group_by, False)
         with undone_on_error(self):
-            old = self._window(keys, layout)
+            # The groups' rows are read once, before the delta enters; with the delta's rows
+            # (their group's position among ``keys``) they are the groups' rows after it.
+            found = gather_words(self._arranged, keys, layout, self._empty_layout)
+            n = len(delta)
+            kw, _ = encode_columns([delta.column(g) for g in self.group_by], n=n)
+            dq = search_rows(keys, kw, "left")
+            dv, dvl = encode_columns([delta.column(c.name) for c in self._val_specs], n=n)
+            vl = unify_layouts(found.val_layout, dvl)
+            after = Found(np.concatenate([found.query, dq]),
+                          np.concatenate([pad_keys(found.vals, found.val_layout, vl), pad_keys(dv, dvl, vl)]),
+                          vl, np.concatenate([found.diff, np.asarray(delta.diff, np.int64)]))
+            old = self._window(found)
+            new = self._window(after)
             self._arranged.insert_checked(time, delta)
-            new = self._window(keys, layout)
             result = self._output(keys, layout, old, new, time)
             self._clock.advance(time)
         return result
 
-    def _window(self, keys: np.ndarray, layout) -> tuple[np.ndarray, np.ndarray, tuple, np.ndarray]:
-        """The window of each group of ``keys`` as words: ``(query position, payload words,
-        payload layout, places in the window)`` per row in it."""
-        found = gather_words(self._arranged, keys, layout, self._empty_layout)
+    def _window(self, found: Found) -> tuple[np.ndarray, np.ndarray, tuple, np.ndarray]:
+        """The window of each group of the rows ``found`` as words: ``(query position,
+        payload words, payload layout, places in the window)`` per row in it."""
         vl, vals, n = found.val_layout, found.vals, len(found.diff)
         if not n:
             return found.query, vals, vl, found.diff

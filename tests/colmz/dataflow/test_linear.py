@@ -134,3 +134,47 @@ def test_union_and_negate():
     assert n.step(0, colmz.Updates({"k": [1, 1]}, time=[0, 0], diff=[1, 2])).to_pylist() == [(1, 0, -3)]
     with pytest.raises(OverflowError):
         n.step(1, colmz.Updates({"k": [1]}, time=[1], diff=[-(2**63)]))
+
+
+def test_a_rename_of_a_consolidated_input_passes_it_through():
+    # No predicate, every column in order, renamed: the consolidated delta goes out as it is
+    # (no rows consolidated); a reorder, a projection or a filter still consolidates.
+    s = {"k": pa.int64(), "v": pa.string()}
+    delta = colmz.consolidate(colmz.Updates({"k": [2, 1, 1, None], "v": ["a", "b", "b", None]}, time=[3] * 4,
+                                            diff=[1, 1, 1, -1]))
+    rename = MapFilter(s, select=[Column("k", "key"), Column("v", "val")], consolidated_input=True)
+    assert rename.passes_through
+    out = rename.step(3, delta)
+    assert out.column_names == ["key", "val"] and out.to_pylist() == delta.to_pylist()
+    assert rename.rows_consolidated == 0
+    others = [MapFilter(s, select=["v", "k"], consolidated_input=True),
+              MapFilter(s, select=["k"], consolidated_input=True),
+              MapFilter(s, where=[IsNull("k", negated=True)], consolidated_input=True),
+              MapFilter(s, select=[Column("k", "key"), Column("v", "val")])]
+    for mf in others:
+        assert not mf.passes_through
+        got = mf.step(3, delta)
+        assert got.to_pylist() == colmz.consolidate(got).to_pylist()
+        assert mf.rows_consolidated >= len(got) > 0
+    with pytest.raises(TypeError, match="consolidated_input must be a bool"):
+        MapFilter(s, consolidated_input=1)
+
+
+def test_the_window_views_rename_passes_through():
+    # The plan of a window view renames the window's columns on top: that MapFilter passes the
+    # consolidated change of the window through (its work counter stays 0).
+    from colmz.dataflow.plan import plan
+    from colmz.dataflow.render import render
+
+    t = {"k": pa.int64(), "v": pa.int64()}
+    pipe = render(plan("SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY v) AS r FROM t", {"t": t}))
+    top = pipe.operators[0]
+    assert isinstance(top, MapFilter) and top.passes_through
+    out = pipe.step(1, {"t": colmz.Updates({"k": [1, 1, 2, None], "v": [5, 4, 1, 1]}, time=[1] * 4, diff=[1] * 4)})
+    assert sorted(out.to_pylist(), key=repr) == sorted(
+        [(1, 4, 1, 1, 1), (1, 5, 2, 1, 1), (2, 1, 1, 1, 1), (None, 1, 1, 1, 1)], key=repr)
+    out = pipe.step(2, {"t": colmz.Updates({"k": [1], "v": [3]}, time=[2], diff=[1])})
+    assert out.to_pylist() == colmz.consolidate(out).to_pylist()
+    assert sorted(out.to_pylist(), key=repr) == sorted(
+        [(1, 3, 1, 2, 1), (1, 4, 1, 2, -1), (1, 4, 2, 2, 1), (1, 5, 2, 2, -1), (1, 5, 3, 2, 1)], key=repr)
+    assert top.rows_consolidated == 0
