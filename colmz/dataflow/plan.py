@@ -61,21 +61,24 @@ join with that one-row relation. ``JOIN ... USING`` equates the columns (inner a
 joins; the right side's column reachable qualified only, ``*`` listing it once, first); an
 outer join's ``ON`` condition reading only its NULL-padded side filters that side first;
 inputs not connected by equalities are a cross join; ``INTERSECT [ALL]`` is ``a − max(a −
-b, 0)``.
+b, 0)``; ``GROUPING SETS`` / ``ROLLUP`` / ``CUBE`` are a Union of one native reduce per
+grouping set over the same input, the keys absent from a set NULL and ``GROUPING()`` a
+constant per branch (:meth:`_Planner.grouping_union`).
 
 The incremental subset: the above, with ``WHERE`` and ``HAVING`` conjunctions of a column
 compared with a constant of its type (an integer column with a numeric constant as
 PostgreSQL compares them), ``IS [NOT] NULL``, ``BETWEEN`` constants and a boolean column as
 a condition (what :class:`colmz.dataflow.MapFilter` evaluates natively), other scalars in a
 :class:`SqlMapFilter`;
-``GROUP BY`` columns with the native aggregates (``count``, ``sum``, ``avg``,
+``GROUP BY`` columns (and grouping sets) with the native aggregates (``count``, ``sum``, ``avg``,
 ``bool_and``, ``bool_or``, the variances, ``min``, ``max``; both reduction types in one
 query as a :class:`~colmz.dataflow.collate.Collation` of two reduces, as Materialize does)
 or any aggregate DuckDB runs (a :class:`BasicReduce`); ``DISTINCT [ON]``; ``ORDER BY``
 output columns with ``LIMIT``/``OFFSET`` (``ORDER BY`` without them orders nothing a view
 keeps and is dropped, as Materialize does); ``UNION [ALL]``, ``EXCEPT [ALL]``,
 ``INTERSECT [ALL]``; column projection and renaming. Every other construct -- ``GROUP BY``
-expressions, grouping sets (``ROLLUP``, ``CUBE``), subqueries inside expressions other than
+expressions, grouping sets with an aggregate the native reduce cannot hold or a ``HAVING``
+reading a key, ``GROUPING()`` inside an expression, subqueries inside expressions other than
 the above, correlated scalar subqueries, ``NATURAL`` joins,
 ``USING`` in right and full joins, ``WITH RECURSIVE``, named windows, volatile functions
 (``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
@@ -555,8 +558,7 @@ class _Planner:
         if q.from_ is None:
             return self.modifiers(self.constant(q), q)
         for what, present in (("QUALIFY", q.qualify is not None), ("USING SAMPLE", q.sampled),
-                              ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING"),
-                              ("GROUPING SETS / ROLLUP / CUBE", len(q.grouping_sets) > 1)):
+                              ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING")):
             if present:
                 raise _Unsupported(what)
         for e in (*q.items, *(x for x in (q.having,) if x is not None), *q.group_by):
@@ -605,6 +607,8 @@ class _Planner:
                     temporal, sql_items) -> Node:
         """A ``SELECT``'s reduce or window, select list and modifiers over its ``FROM`` and
         ``WHERE`` (``node``)."""
+        if aggregated and _grouping_sets(q):
+            return self.modifiers(self.grouping_union(q, node, scope), q)
         if aggregated:
             # native reduce (expressions over its groups and aggregates a SQL segment over its
             # output: O(delta)), else every aggregate recomputed by DuckDB per affected group
@@ -627,6 +631,9 @@ class _Planner:
                     select.extend((p, n) for n, p in scope.star(e.relation))
                 elif e.cls == "COLUMN_REF":
                     select.append((scope.column(e), e.alias or e.name[-1]))
+                elif e.cls == "SUBQUERY" and not e.children and self.span(e).lstrip().upper().startswith("EXISTS"):
+                    node, col = self.exists_value(node, scope, e)
+                    select.append((col, e.alias or "exists"))
                 elif e.cls == "SUBQUERY":
                     node, col = self.scalar_subquery(node, e)
                     select.append((col, e.alias or self.span(e)))
@@ -754,6 +761,93 @@ class _Planner:
         names = [c.name for c in out_schema]
         texts = {i: self.sql_text(e, names, group_column, typed_aggregate) for i, e in mapped.items()}
         return red, select, texts, [self.span(e) for e in mapped.values()]
+
+    def grouping_union(self, q: Query, node: Node, scope: _Scope) -> Node:
+        """``GROUPING SETS`` / ``ROLLUP`` / ``CUBE`` (and ``GROUPING()``) as Materialize lowers
+        them: a Union (ALL: PostgreSQL keeps a set listed twice) of one native reduce per
+        grouping set over the same input, each branch's select list with the keys absent
+        from its set a NULL of the key's type and ``GROUPING(a, b, ...)`` the constant whose
+        bit for an argument (the first one most significant) is 1 when that key is absent.
+        ``HAVING`` or a select expression reading a key absent from a set, or an aggregate
+        the native reduce cannot hold, falls back."""
+        keys = [self.group_item(q, g, scope) for g in q.group_by]
+        cols = []
+        for g in keys:
+            c = self.group_key(g)
+            if c is None:
+                if g.cls != "COLUMN_REF":
+                    raise _Unsupported(f"GROUP BY {self.span(g)!r}: an expression needing SQL")
+                c = scope.column(g)
+            cols.append(c)
+        types = {c.name: c.type for c in node.schema}
+
+        def key_column(e: Expression) -> str | None:
+            c = self.group_key(e)
+            if c is None and e.cls == "COLUMN_REF":
+                c = scope.column(e)
+            return c if c in cols else None
+
+        sets = q.grouping_sets or (tuple(range(len(keys))),)
+        branches: list[Node] = []
+        for gset in sets:
+            present = {cols[i] for i in gset}
+            kept, fixed = [], {}
+            for i, e in enumerate(q.items):
+                c = key_column(e)
+                if e.cls == "OPERATOR" and e.type == "GROUPING_FUNCTION":
+                    bits = 0
+                    for a in e.children:
+                        ca = key_column(a)
+                        if ca is None:
+                            raise PlanError(f"arguments to GROUPING must be grouping expressions of the "
+                                            f"associated query level ({self.span(a)!r})")
+                        bits = 2 * bits + (ca not in present)
+                    fixed[i] = f"CAST({bits} AS integer)"
+                elif c is not None and c not in present:
+                    t = _POSTGRES_TYPES.get(types[c])
+                    if t is None:
+                        raise _Unsupported(f"grouping set without {self.span(e)!r}: a NULL of type {types[c]}")
+                    fixed[i] = f"CAST(NULL AS {t})"
+                else:
+                    if any(sub.cls == "OPERATOR" and sub.type == "GROUPING_FUNCTION" for sub in e.walk()):
+                        raise _Unsupported(f"{self.span(e)!r}: GROUPING() inside an expression")
+                    kept.append(i)
+            if q.having is not None and any(sub.cls == "OPERATOR" and sub.type == "GROUPING_FUNCTION"
+                                            for sub in q.having.walk()):
+                raise _Unsupported("GROUPING() in HAVING")
+            items = tuple(q.items[i] for i in kept)
+            if not gset and not any(_is_aggregate(x) for e in items for x in e.walk()):
+                # the empty set without aggregates is still one row (a global reduce needs
+                # an aggregate to hold it: a count, projected away)
+                items += (Expression("FUNCTION", "FUNCTION", -1, -1, name=("count_star",)),)
+            sub = dataclasses.replace(q, items=items, group_by=tuple(keys[i] for i in gset), grouping_sets=())
+            try:
+                red, select, agg_sql, shown = self.reduce(sub, node, scope)
+            except PlanError as e:
+                # a column of a key absent from this set, read outside the key (HAVING, an
+                # expression): NULL there, SQL's business
+                raise _Unsupported(f"grouping set ({', '.join(self.span(keys[i]) for i in gset)}): {e}") from None
+            names = [c.name for c in red.schema]
+            items, texts = [], []
+            at = {i: j for j, i in enumerate(kept)}
+            for i, e in enumerate(q.items):
+                if i in fixed:
+                    items.append((fixed[i], ""))
+                    texts.append(self.span(e))
+                    continue
+                j = at[i]
+                src, _ = select[j]
+                items.append((agg_sql[j] if j in agg_sql else placeholder(names.index(src)), ""))
+                texts.append(self.span(e))
+            out = _unique([("", e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else self.span(e)))
+                           for e in q.items])
+            items = [(t, n) for (t, _), (_, n) in zip(items, out)]
+            branches.append(self.sql_segment(red, (), items, texts))
+        schema = branches[0].schema
+        for b in branches[1:]:
+            if [c.type for c in b.schema] != [c.type for c in schema]:
+                raise _Unsupported(f"grouping sets typed differently: {b.schema} and {schema}")
+        return branches[0] if len(branches) == 1 else Union(schema, tuple(branches))
 
     def reduce_schema(self, schema: Schema, group: list[str], aggs: list[Aggregate]) -> Schema:
         """The reduce's output columns, by the operator's own type rules."""
@@ -1033,6 +1127,12 @@ class _Planner:
                 values.append(None)
                 types.append(null[1])
                 continue
+            cast = self.typed_literal(e)
+            if cast is not None:  # 20::bigint and the like: the literal's value in that type
+                names.append(e.alias or cast[0])
+                values.append(cast[2])
+                types.append(cast[1])
+                continue
             lit = e.literal if e.cls == "CONSTANT" else None
             if lit is None or lit.kind not in ("INTEGER", "STRING", "BOOLEAN"):
                 raise _Unsupported(f"select item {self.span(e)!r} without FROM: not an integer, text or boolean "
@@ -1057,6 +1157,21 @@ class _Planner:
                   "bigint": ("int8", pa.int64()), "int8": ("int8", pa.int64()), "text": ("text", pa.string()),
                   "varchar": ("varchar", pa.string()), "boolean": ("bool", pa.bool_()),
                   "bool": ("bool", pa.bool_())}
+
+    def typed_literal(self, e: Expression):
+        """``(name, type, value)`` of a select item ``n::t`` / ``CAST(n AS t)``: an integer
+        literal cast to an integer type of :data:`NULL_CASTS` it fits, else ``None``."""
+        if e.cls != "CAST" or len(e.children) != 2 or e.children[1].children:
+            return None
+        x, t = e.children
+        if x.cls != "CONSTANT" or x.literal is None or x.literal.kind != "INTEGER" or t.start < 0:
+            return None
+        found = self.NULL_CASTS.get(self.text[t.start : t.end].strip().lower())
+        if found is None or not pa.types.is_integer(found[1]):
+            return None
+        bits = found[1].bit_width
+        v = x.literal.value
+        return (*found, v) if -(2 ** (bits - 1)) <= v < 2 ** (bits - 1) else None
 
     def typed_null(self, e: Expression):
         """``(name, type)`` of a select item ``NULL::t`` / ``CAST(NULL AS t)`` for ``t`` of
@@ -1403,6 +1518,14 @@ class _Planner:
         if e.children:  # x IN (subquery)
             x = e.children[0]
             after = [t.text.upper() for t in tokenize(self.text[x.end:e.end])[:2]]
+            if x.start >= 0 and after[:1] != ["IN"] and not (negated and after == ["NOT", "IN"]):
+                # DuckDB reads x > ALL (S) as NOT (x <= ANY (S)), its span x's: the user's
+                # operator and quantifier follow x in the text
+                after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+                if after in (["=", "ANY"], ["=", "SOME"]) and not negated:
+                    after = ["IN"]  # = ANY is IN
+                elif len(after) == 2 and after[1] in ("ANY", "SOME", "ALL") and negated == (after[1] == "ALL"):
+                    return self.quantified(node, scope, e, x, after[0], after[1] == "ALL")
             if after[:1] != ["IN"] and not (negated and after == ["NOT", "IN"]):
                 raise _Unsupported(f"{text!r}: a quantified comparison (ANY/ALL/SOME)")
             if x.cls != "COLUMN_REF":
@@ -1426,6 +1549,48 @@ class _Planner:
         if not negated:
             return semi
         return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def quantified(self, node: Node, scope: _Scope, e: Expression, x: Expression, op: str, every: bool) -> Node:
+        """``x op ANY (S)`` / ``x op ALL (S)`` as a ``WHERE`` conjunct, ``op`` an order and
+        ``x`` an integer column: ``node`` crossed with one global reduce of ``S`` and filtered.
+        In ``WHERE`` (unknown drops the row as false does) ``x > ANY (S)`` is ``x > min(S)``
+        (``min`` skips NULLs; an empty or all-NULL ``S`` is NULL: no row); ``x > ALL (S)``
+        is ``count(*) = 0 OR (x > max(S) AND count(y) = count(*))`` (an empty ``S`` keeps
+        every row, even a NULL ``x``; a NULL in ``S`` leaves each row false or unknown).
+        Integers only: their order is DuckDB's and PostgreSQL's alike."""
+        text = self.span(e)
+        if op not in ("<", "<=", ">", ">="):
+            raise _Unsupported(f"{text!r}: a quantified comparison ({op} {'ALL' if every else 'ANY'})")
+        if x.cls != "COLUMN_REF":
+            raise _Unsupported(f"{text!r}: a quantified comparison of an expression")
+        try:
+            right = self.query(e.subquery)
+        except PlanError as err:
+            raise _Unsupported(f"{text!r}: {err} (correlated quantified comparisons are absent)") from None
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"quantified comparison {text!r}: {right.reason}")
+        if len(right.schema) != 1:
+            raise PlanError(f"subquery has too many columns ({len(right.schema)}) in {text!r}")
+        col, y = scope.column(x), right.schema[0]
+        types = {c.name: c.type for c in node.schema}
+        if not (pa.types.is_integer(types[col]) and pa.types.is_integer(y.type)):
+            raise _Unsupported(f"{text!r}: a quantified comparison of {types[col]} with {y.type} (integers only)")
+        tag = self.fresh("quant")
+        bound = "max" if (op in (">", ">=")) == every else "min"
+        aggs = [Aggregate(f"{tag}.bound", bound, y.name, "hierarchical")]
+        if every:
+            aggs += [Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                     Aggregate(f"{tag}.values", "count", y.name, "accumulable")]
+        one = Reduce(self.reduce_schema(right.schema, [], aggs), right, (), tuple(aggs))
+        both = node.schema + one.schema
+        names = [c.name for c in both]
+        ph = {c.name: placeholder(names.index(c.name)) for c in both}
+        cond = f"{ph[col]} {op} {ph[aggs[0].name]}"
+        if every:
+            rows, values = ph[aggs[1].name], ph[aggs[2].name]
+            cond = f"({rows} = 0 OR ({cond} AND {values} = {rows}))"
+        joined = self.sql_segment(Join(both, (node, one), "inner"), (cond,), None, [text])
+        return fused(node.schema, joined, (), tuple((c.name, c.name) for c in node.schema))
 
     def semi(self, node: Node, right: Node, pairs) -> Node:
         """``node``'s rows whose ``(outer, inner)`` key columns match a row of ``right``:
@@ -1469,6 +1634,28 @@ class _Planner:
         """``node``'s rows while the one-row ``flag`` holds its row."""
         both = node.schema + flag.schema
         return fused(node.schema, Join(both, (node, flag), "inner"), (), tuple((c.name, c.name) for c in node.schema))
+
+    def exists_value(self, node: Node, scope: _Scope, e: Expression) -> tuple[Node, str]:
+        """A correlated ``EXISTS (subquery)`` as a select item's boolean: ``node`` left-joined
+        with the subquery's distinct correlation keys (:meth:`correlated`; at most one match
+        per row), the value whether a match was found -- a NULL outer key matches nothing,
+        so is false, as PostgreSQL's ``EXISTS`` of no row is."""
+        text = self.span(e)
+        right, pairs = self.correlated(e.subquery, scope, text)
+        tag = self.fresh("exists")
+        keys = tuple((r, f"{tag}.{i}") for i, (_, r) in enumerate(pairs))
+        rtypes = {c.name: c.type for c in right.schema}
+        proj = fused(tuple(ColumnSpec(n, rtypes[r]) for r, n in keys), right, (), keys)
+        dist = Distinct(proj.schema, proj)
+        on = tuple((o, n) for (o, _), (_, n) in zip(pairs, keys))
+        self.check_keys(on, node.schema + dist.schema)
+        both = node.schema + dist.schema
+        join = Join(both, (node, dist), "left", on)
+        names = [c.name for c in both]
+        value = f"{tag}.value"
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)]
+        items.append((f"{placeholder(names.index(keys[0][1]))} IS NOT NULL", value))
+        return self.sql_segment(join, (), items, [text]), value
 
     def scalar_subquery(self, node: Node, e: Expression) -> tuple[Node, str]:
         """An uncorrelated scalar subquery in the select list that is one row by its shape
@@ -1665,6 +1852,21 @@ def _setop_parts(text: str, span: tuple[int, int]) -> list[tuple[int, int]] | No
     parts.append((at, end))
     parts = [p for p in parts if text[p[0]:p[1]].strip()]
     return parts if len(parts) > 1 else None
+
+
+#: PostgreSQL's name of an Arrow type, for a typed NULL (a key absent from a grouping set).
+_POSTGRES_TYPES = {pa.int16(): "smallint", pa.int32(): "integer", pa.int64(): "bigint", pa.string(): "text",
+                   pa.bool_(): "boolean", pa.float64(): "double precision", pa.float32(): "real",
+                   pa.date32(): "date", pa.timestamp("us"): "timestamp"}
+
+
+def _grouping_sets(q: Query) -> bool:
+    """Whether ``q`` groups by sets other than all its ``GROUP BY`` items at once, or calls
+    ``GROUPING()``."""
+    if q.grouping_sets and sorted(set(q.grouping_sets[0])) != list(range(len(q.group_by))):
+        return True
+    return len(q.grouping_sets) > 1 or any(sub.cls == "OPERATOR" and sub.type == "GROUPING_FUNCTION"
+                                           for e in q.items for sub in e.walk())
 
 
 def _leaves(q: Query) -> int:

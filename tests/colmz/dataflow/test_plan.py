@@ -166,7 +166,7 @@ FALLBACK = [
 OTHER_FALLBACK = [
     ("WITH RECURSIVE a AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM a WHERE n < 3) SELECT * FROM a", "RECURSIVE"),
     ("SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k > t.k)", "correlated condition"),
-    ("SELECT k FROM t WHERE k = ANY (SELECT k FROM u)", "quantified"),
+    ("SELECT k FROM t WHERE k <> ANY (SELECT k FROM u)", "quantified"),
     ("SELECT k, (SELECT k FROM u) FROM t", "one row by its shape"),
     ("SELECT k, (SELECT max(u.k) FROM u WHERE u.k = t.k) FROM t", "correlated subqueries are absent"),
     ("SELECT * FROM t FULL JOIN u USING (k)", "COALESCE"),
@@ -177,9 +177,10 @@ OTHER_FALLBACK = [
     ("SELECT random() AS x FROM t", "random is volatile"),
     ("SELECT k FROM t WHERE v > (SELECT max(k) FROM u)", "subquery"),
     ("SELECT k % 2, count(*) FROM t GROUP BY k % (SELECT 2)", "a subquery in an expression ('(SELECT 2)')"),
-    ("SELECT k, s, sum(v) FROM t GROUP BY ROLLUP (k, s)", "ROLLUP"),
-    ("SELECT k, count(*) FROM t GROUP BY GROUPING SETS ((k), ())", "GROUPING SETS"),
-    ("SELECT k, count(*) FROM t GROUP BY CUBE (k)", "CUBE"),
+    ("SELECT k, s, count(DISTINCT v) FROM t GROUP BY ROLLUP (k, s)", "DISTINCT aggregates"),
+    ("SELECT k, count(*) FROM t GROUP BY GROUPING SETS ((k), ()) HAVING k > 1", "grouping set ()"),
+    ("SELECT k, count(*) FILTER (WHERE v > 0) FROM t GROUP BY CUBE (k)", "FILTER"),
+    ("SELECT k, grouping(k) + 1 FROM t GROUP BY ROLLUP (k)", "GROUPING() inside an expression"),
 ]
 
 
@@ -280,7 +281,7 @@ def test_plan_shapes():
     # duplicate output names are made unique
     assert plan("SELECT t.k, u.k FROM t JOIN u ON t.k = u.k", SCHEMAS).names == ["k", "k_2"]
     # a fallback in a FROM subquery names the subquery
-    p = plan("SELECT * FROM (SELECT k, count(*) AS n FROM t GROUP BY ROLLUP (k)) AS q", SCHEMAS)
+    p = plan("SELECT * FROM (SELECT k, count(DISTINCT s) AS n FROM t GROUP BY ROLLUP (k)) AS q", SCHEMAS)
     assert isinstance(p.root, Fallback) and "subquery 'q'" in p.root.reason
     # a GROUP BY expression: a SQL segment computes it before the reduce
     assert plan("SELECT k % 2 AS j, count(*) AS n FROM t GROUP BY k % 2", SCHEMAS).explain().splitlines() == [
@@ -480,9 +481,9 @@ def test_a_typed_subquery_that_falls_back_is_a_leaf_of_its_own():
         seen.append(text)
         return [ColumnSpec("k", pa.int64()), ColumnSpec("j", pa.string())]
 
-    text = "SELECT q.k, q.j FROM (SELECT k, s AS j FROM t GROUP BY ROLLUP (k, s)) AS q WHERE q.k > 1"
+    text = "SELECT q.k, q.j FROM (SELECT k, s AS j FROM t GROUP BY ROLLUP (k, s) HAVING count(DISTINCT v) >= 0) AS q WHERE q.k > 1"
     p = plan(text, SCHEMAS, subquery_schema=typer)
-    assert seen == ["SELECT k, s AS j FROM t GROUP BY ROLLUP (k, s)"]
+    assert seen == ["SELECT k, s AS j FROM t GROUP BY ROLLUP (k, s) HAVING count(DISTINCT v) >= 0"]
     (f,) = p.fallbacks()
     assert f.query == seen[0] and not isinstance(p.root, Fallback)
     with pytest.raises(ValueError, match="fallback="):
