@@ -20,7 +20,8 @@ was emitted for each group, so the retraction of a group's old rows is exactly w
 written -- a query whose ties DuckDB breaks arbitrarily never retracts rows it did not
 emit). A step inserts the delta, reads the affected groups' rows (consolidated, each row
 repeated by its multiplicity), runs the query once over all of them, and emits
-``new − old`` of those groups. Work: the affected groups' rows (``rows_recomputed`` counts
+``new − old`` of those groups, found on the words of the output arrangement's rows and of the
+answer (``colmz.dataflow.gather``; only the changed rows are decoded). Work: the affected groups' rows (``rows_recomputed`` counts
 the rows given to DuckDB), one DuckDB call per step with a non-empty delta. Given
 ``arranged`` (a :class:`~colmz.dataflow.shared.SharedInput`: the catalog's shared arrangement
 of the input by the group key, fed the step's changes before the step), the input is that

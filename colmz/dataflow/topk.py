@@ -7,7 +7,11 @@ Materialize's ``BasicTopK`` (``src/compute-types/src/plan/top_k.rs``) keeps hier
 buckets; this first plan keeps the input arranged by the group key
 (:class:`~colmz.dataflow.KeyedArrangement`) and recomputes the window of each affected group
 before and after the delta enters: output ``new − old``, consolidated. Work is the affected
-groups' rows (a global top-k is one group: its rows all).
+groups' rows (a global top-k is one group: its rows all), read once per step (the rows after
+the delta are those plus the delta's) and never decoded: each window is computed on the
+arrangement's order-preserving words (``colmz.order``) -- one kernel sort and consolidation of
+(group, each ``ORDER BY`` item's NULL flag and value words, inverted for ``DESC``, the row's
+words) -- and only the rows of ``new − old`` are decoded.
 
 Order: the ``ORDER BY`` columns as PostgreSQL sorts them -- ``ASC`` with NULLs last, ``DESC``
 with NULLs first unless said otherwise, floats with ``NaN`` above every number -- then, for

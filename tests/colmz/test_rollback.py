@@ -92,7 +92,7 @@ NOT_ROLLED_BACK.update({
                    "last_step_merged", "max_step_merged",
                    # what recent merges were made of: facts (serials are never reused)
                    "lineage"},
-    "MapFilter": {"input_schema", "where", "select", "schema"},
+    "MapFilter": {"input_schema", "where", "select", "schema", "passes_through", "rows_consolidated"},
     "Union": {"input_schemas", "schema"},
     "Negate": {"schema"},
     # which inputs read shared arrangements (configuration; those are rolled back by the catalog)
@@ -107,7 +107,8 @@ NOT_ROLLED_BACK.update({
     # the catalog's shared arrangements and their users: all of it state
     "SharedArrangements": set(),
     "_ByCount": {"schema"},
-    "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs"},
+    "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs", "_val_specs", "_val_index",
+             "_empty_layout"},
     "ViewSink": {"schema", "collection", "rows_consolidated"},
     "Collation": {"group_by", "input_schemas", "schema", "_group_specs"},
     "CollatedReduce": {"schema"},
@@ -128,6 +129,7 @@ NOT_ROLLED_BACK.update({
     "TemporalFilter": {"input_schema", "bounds", "select", "schema", "rows_seen", "rows_released", "_names"},
     # its SQL and key (configuration), rows recomputed and DuckDB queries made (work counters)
     "GroupRecompute": {"input_schema", "group_by", "translated", "schema", "rows_recomputed", "queries",
+                       "_group_specs", "_val_specs", "_empty_layout", "_key_leads",
                        "_shared"},
 })
 
