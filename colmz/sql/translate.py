@@ -118,8 +118,8 @@ def translate(sql: str) -> str:
     ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time. The result
     is remembered per text (a pure function of it; a refusal is raised again each time).
 
-    >>> translate("SELECT v::JSONB ->> 'a' FROM t WHERE ts + 5 > mz_now()")
-    "SELECT v::JSON ->> 'a' FROM t WHERE ts + 5 > __colmz_mz_now__"
+    >>> translate("SELECT v, w::JSONB FROM t WHERE ts + 5 > mz_now()")
+    'SELECT v, w::JSON FROM t WHERE ts + 5 > __colmz_mz_now__'
     """
     # Nesting is measured first, in one pass over the tokens: every rewrite below reads a
     # nested construct once per level, so a text nested deeper is refused before any runs.
