@@ -6,8 +6,8 @@ Design
 only sorts, counts and compares the rows it reads (``TopK``'s per-group windows) does all of
 that on the arrangement's own order-preserving words (``colmz.order``) and decodes just the
 rows it outputs: :func:`gather_words` binary-searches every run the arrangement holds
-(``state_runs``) for each query key's range (``colmz.order.search_rows``; a key that cannot
-occur in a run's layout is skipped, as the arrangement's own lookup does) and returns, per
+for each query key's range (``KeyedArrangement.ranges_words``, the search the
+arrangement's own lookup makes) and returns, per
 row found, the position of its query key, its payload words padded to one layout and its
 diff -- a row may sit in several runs with diffs that cancel: the caller consolidates.
 
@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from colmz.dataflow.keyed import KeyedArrangement
-from colmz.order import Layout, narrow_rows, pad_keys, search_rows, unify_layouts
+from colmz.dataflow.keyed import KeyedArrangement, expand_ranges
+from colmz.order import Layout, pad_keys, unify_layouts
 
 __all__ = ["Found", "gather_words"]
 
@@ -51,19 +51,11 @@ def gather_words(arranged: KeyedArrangement, q: np.ndarray, layout: Layout, empt
     ([0, 0], [1, 2])
     """
     qs, vals, vls, diffs = [], [], [], []
-    m = len(q)
-    for run in arranged.state_runs():
-        mine, present = narrow_rows(q, layout, run.key_layout)
-        lo = search_rows(run.keys, mine, "left")
-        hi = np.where(present, search_rows(run.keys, mine, "right"), lo)
-        arranged.keys_searched += m
-        cnt = hi - lo
-        total = int(cnt.sum())
-        if not total:
+    for run, lo, hi in arranged.ranges_words(q, layout):
+        found, rows = expand_ranges(lo, hi)
+        if not len(rows):
             continue
-        ends = np.cumsum(cnt)
-        rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(total)
-        qs.append(np.repeat(np.arange(m), cnt))
+        qs.append(found)
         vals.append(run.vals[rows])
         vls.append(run.val_layout)
         diffs.append(run.diff[rows])

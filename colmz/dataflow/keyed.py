@@ -64,7 +64,7 @@ from colmz.order import (
 from colmz.rows import cast_to
 from colmz.updates import Encoded, SchemaError, Updates
 
-__all__ = ["KeyedArrangement", "KeyedMerge", "Matches", "Run", "consolidate_words", "encode_key", "first_row"]
+__all__ = ["KeyedArrangement", "KeyedMerge", "Matches", "Run", "consolidate_words", "encode_key", "expand_ranges", "first_row"]
 
 
 class Run(NamedTuple):
@@ -119,6 +119,20 @@ def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, 
     out = consolidate(Updates.decode(enc, schema), order="data").encode()
     return out.keys, out.diff
 
+
+
+def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``[lo[i], hi[i])`` of every query ``i``, concatenated: ``(query, rows)``, the
+    query's position and the row's, one entry per row found.
+
+    >>> q, rows = expand_ranges(np.array([2, 5, 9]), np.array([4, 5, 10]))
+    >>> q.tolist(), rows.tolist()
+    ([0, 0, 2], [2, 3, 9])
+    """
+    cnt = hi - lo
+    ends = np.cumsum(cnt)
+    rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(int(ends[-1]) if len(ends) else 0)
+    return np.repeat(np.arange(len(lo)), cnt), rows
 
 class KeyedArrangement:
     """Updates arranged by key columns: inserts at forward times, lookups of keys.
@@ -254,9 +268,12 @@ class KeyedArrangement:
         if n is None:
             raise ValueError("a lookup of an empty key needs the number of queries: use lookup_all")
         q, ql = encode_columns(list(columns), n=n)
-        return self._ranges_of(q, ql)
+        return self.ranges_words(q, ql)
 
-    def _ranges_of(self, q: np.ndarray, ql: Layout):
+    def ranges_words(self, q: np.ndarray, ql: Layout) -> list:
+        """Per run the arrangement holds (both inputs of a merge in progress): ``(run, lo,
+        hi)``, the rows of each encoded query key (``hi - lo`` = 0 where absent; a key that
+        cannot occur in a run's layout is skipped). Counts ``keys_searched``."""
         out = []
         for run in self._fueled.runs():
             mine, present = narrow_rows(q, ql, run.key_layout)
@@ -275,7 +292,7 @@ class KeyedArrangement:
     def lookup_words(self, q: np.ndarray, layout: Layout) -> Matches:
         """:meth:`lookup` of keys already encoded (``colmz.order``); for an empty key, ``q`` is
         ``(m, 0)`` and every query matches every row."""
-        return self._gather(self._ranges_of(q, layout))
+        return self._gather(self.ranges_words(q, layout))
 
     def counts(self, columns: Sequence[pa.Array]) -> np.ndarray:
         """The summed diffs of the rows of each query key (its multiplicity, for a key of all
@@ -285,22 +302,18 @@ class KeyedArrangement:
 
     def counts_words(self, q: np.ndarray, layout: Layout) -> np.ndarray:
         """:meth:`counts` of keys already encoded."""
-        return self._sums(self._ranges_of(q, layout), len(q))
+        return self._sums(self.ranges_words(q, layout), len(q))
 
     def _sums(self, ranges, n: int) -> np.ndarray:
         out = np.zeros(n, np.int64)
         for run, lo, hi in ranges:
-            cnt = hi - lo
-            total = int(cnt.sum())
-            if not total:
+            q, rows = expand_ranges(lo, hi)
+            if not len(rows):
                 continue
-            ends = np.cumsum(cnt)
-            rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(total)
-            self.rows_found += total
+            self.rows_found += len(rows)
             # A key's rows (distinct payloads, several runs) may sum beyond int64 only when the
             # collection's multiplicities do: summed exactly when that is possible at all.
             d = run.diff[rows]
-            q = np.repeat(np.arange(n), cnt)
             if np.abs(d.astype(np.float64)).sum() >= 2.0**62:
                 acc = np.zeros(n, object)
                 np.add.at(acc, q, d.astype(object))
@@ -315,13 +328,9 @@ class KeyedArrangement:
     def _gather(self, ranges) -> Matches:
         qs, keys, vals, diffs, kls, vls = [], [], [], [], [], []
         for run, lo, hi in ranges:
-            cnt = hi - lo
-            total = int(cnt.sum())
-            if not total:
+            q, rows = expand_ranges(lo, hi)
+            if not len(rows):
                 continue
-            q = np.repeat(np.arange(len(lo)), cnt)
-            ends = np.cumsum(cnt)
-            rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(total)
             qs.append(q)
             keys.append(run.keys[rows])
             vals.append(run.vals[rows])
