@@ -54,7 +54,7 @@ from colmz.dataflow.exact import (
     narrowed,
     zeros_like_kind,
 )
-from colmz.dataflow.fueled import FueledRuns, Merge, next_serial
+from colmz.dataflow.fueled import FueledHolder, FueledRuns, Merge, next_serial
 from colmz.dataflow.keyed import chunk_ends
 from colmz.dataflow.step import (
     Clock,
@@ -304,7 +304,7 @@ class StddevPop(_Spread):
 # ----------------------------------------------------------------------------- state
 
 
-class Accumulators:
+class Accumulators(FueledHolder):
     """Accumulator columns summed per key: runs of sorted unique key words in the layers of
     a :class:`~colmz.dataflow.fueled.FueledRuns` (as ``KeyedArrangement``'s), summed over
     runs on lookup.
@@ -330,30 +330,6 @@ class Accumulators:
     def __len__(self) -> int:
         return sum(len(r[0]) for r in self._fueled.runs())
 
-    @property
-    def runs(self) -> int:
-        """How many runs hold the accumulators (both inputs of a merge in progress)."""
-        return len(self._fueled.runs())
-
-    @property
-    def layers(self) -> list[tuple[int, int, int]]:
-        """``(level, runs, rows)`` per layer, largest first (``FueledRuns.layers``)."""
-        return self._fueled.layers()
-
-    @property
-    def merges(self) -> int:
-        """Merges begun (a work counter)."""
-        return self._fueled.merges
-
-    @property
-    def rows_merged(self) -> int:
-        """Rows merges read (a work counter)."""
-        return self._fueled.rows_merged
-
-    @property
-    def max_step_merged(self) -> int:
-        """The most rows merges read in one insert (a work counter)."""
-        return self._fueled.max_step_merged
 
     @property
     def nbytes(self) -> int:

@@ -60,7 +60,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["FueledRuns", "Merge", "level_of", "next_serial"]
+__all__ = ["FueledHolder", "FueledRuns", "Merge", "level_of", "next_serial"]
 
 #: Serial numbers of runs: unique in the process (never reused, whatever is rolled back).
 _SERIALS = itertools.count(1)
@@ -343,3 +343,35 @@ class FueledRuns:
             layers[index] = run
             return
         layers[index] = self._merged(st, run)
+
+
+class FueledHolder:
+    """What a structure keeping its runs in a :class:`FueledRuns` (its ``_fueled``) shows of
+    them: the run count, the layers and the merge work counters."""
+
+    _fueled: FueledRuns
+
+    @property
+    def runs(self) -> int:
+        """How many runs hold the contents (both inputs of a merge in progress)."""
+        return len(self._fueled.runs())
+
+    @property
+    def layers(self) -> list[tuple[int, int, int]]:
+        """``(level, runs, rows)`` per layer, largest first (``FueledRuns.layers``)."""
+        return self._fueled.layers()
+
+    @property
+    def merges(self) -> int:
+        """Merges begun (a work counter)."""
+        return self._fueled.merges
+
+    @property
+    def rows_merged(self) -> int:
+        """Rows merges read (a work counter)."""
+        return self._fueled.rows_merged
+
+    @property
+    def max_step_merged(self) -> int:
+        """The most rows merges read in one insert (a work counter)."""
+        return self._fueled.max_step_merged

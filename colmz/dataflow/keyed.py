@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from colmz.dataflow.fueled import FueledRuns, Merge, next_serial
+from colmz.dataflow.fueled import FueledHolder, FueledRuns, Merge, next_serial
 from colmz.dataflow.step import as_schema, check_columns
 from colmz.frontier import check_time
 from colmz.kernels.fueled import new_cursor, run_merge
@@ -134,7 +134,7 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(int(ends[-1]) if len(ends) else 0)
     return np.repeat(np.arange(len(lo)), cnt), rows
 
-class KeyedArrangement:
+class KeyedArrangement(FueledHolder):
     """Updates arranged by key columns: inserts at forward times, lookups of keys.
 
     Parameters
@@ -185,34 +185,9 @@ class KeyedArrangement:
         return self._since
 
     @property
-    def runs(self) -> int:
-        """How many runs hold the contents (``O(log n)``; both inputs of a merge in progress)."""
-        return len(self._fueled.runs())
-
-    @property
     def run_sizes(self) -> list[int]:
         """Rows per run, oldest first."""
         return [len(r.diff) for r in self._fueled.runs()]
-
-    @property
-    def layers(self) -> list[tuple[int, int, int]]:
-        """``(level, runs, rows)`` per layer, largest first (``FueledRuns.layers``)."""
-        return self._fueled.layers()
-
-    @property
-    def merges(self) -> int:
-        """Merges begun (a work counter)."""
-        return self._fueled.merges
-
-    @property
-    def rows_merged(self) -> int:
-        """Rows merges read (a work counter)."""
-        return self._fueled.rows_merged
-
-    @property
-    def max_step_merged(self) -> int:
-        """The most rows merges read in one insert (a work counter)."""
-        return self._fueled.max_step_merged
 
     def __len__(self) -> int:
         """Rows held over all runs (a row in two runs counts twice)."""
