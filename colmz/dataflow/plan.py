@@ -1530,14 +1530,7 @@ class _Planner:
                 raise _Unsupported(f"{text!r}: a quantified comparison (ANY/ALL/SOME)")
             if x.cls != "COLUMN_REF":
                 raise _Unsupported(f"{text!r}: IN of an expression needing SQL")
-            try:
-                right = self.query(e.subquery)
-            except PlanError as err:
-                raise _Unsupported(f"IN subquery {text!r}: {err} (correlated IN subqueries are absent)") from None
-            if isinstance(right, Fallback):
-                raise _Unsupported(f"IN subquery {text!r}: {right.reason}")
-            if len(right.schema) != 1:
-                raise PlanError(f"subquery has too many columns ({len(right.schema)}) in {text!r}")
+            right = self.one_column_subquery(e, text, "IN subquery")
             pairs = [(scope.column(x), right.schema[0].name)]
             if negated:
                 return self.not_in(node, right, pairs[0])
@@ -1549,6 +1542,19 @@ class _Planner:
         if not negated:
             return semi
         return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def one_column_subquery(self, e: Expression, text: str, what: str) -> Node:
+        """The plan of ``e``'s uncorrelated one-column subquery (of an ``IN`` or a quantified
+        comparison, ``what``); a correlated or falling-back one is not planned here."""
+        try:
+            right = self.query(e.subquery)
+        except PlanError as err:
+            raise _Unsupported(f"{what} {text!r}: {err} (correlated ones are absent)") from None
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"{what} {text!r}: {right.reason}")
+        if len(right.schema) != 1:
+            raise PlanError(f"subquery has too many columns ({len(right.schema)}) in {text!r}")
+        return right
 
     def quantified(self, node: Node, scope: _Scope, e: Expression, x: Expression, op: str, every: bool) -> Node:
         """``x op ANY (S)`` / ``x op ALL (S)`` as a ``WHERE`` conjunct, ``op`` an order and
@@ -1563,14 +1569,7 @@ class _Planner:
             raise _Unsupported(f"{text!r}: a quantified comparison ({op} {'ALL' if every else 'ANY'})")
         if x.cls != "COLUMN_REF":
             raise _Unsupported(f"{text!r}: a quantified comparison of an expression")
-        try:
-            right = self.query(e.subquery)
-        except PlanError as err:
-            raise _Unsupported(f"{text!r}: {err} (correlated quantified comparisons are absent)") from None
-        if isinstance(right, Fallback):
-            raise _Unsupported(f"quantified comparison {text!r}: {right.reason}")
-        if len(right.schema) != 1:
-            raise PlanError(f"subquery has too many columns ({len(right.schema)}) in {text!r}")
+        right = self.one_column_subquery(e, text, "quantified comparison")
         col, y = scope.column(x), right.schema[0]
         types = {c.name: c.type for c in node.schema}
         if not (pa.types.is_integer(types[col]) and pa.types.is_integer(y.type)):
