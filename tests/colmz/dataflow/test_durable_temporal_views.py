@@ -21,6 +21,7 @@ import pytest
 import updates_strategies as us
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_durable_view_state import killed_children, recomputed
 from test_temporal_views import OVER, TABLES, TEMPORAL, bag, script
 
 from colmz.catalog.durable import VIEW_STATE, Catalog
@@ -217,33 +218,7 @@ QUERIES = {
     "e": "SELECT k FROM t WHERE mz_now() = v + 1",
 }
 
-_CHILD = """
-import os, random, signal, sys
-import colmz
-from colmz.storage.state import StateLog
-
-path, seed, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-cat = colmz.Catalog(path, maintain_every=3)
-commit, calls = StateLog.commit, [0, False]
-
-
-def commit_or_die(self, expected, state):
-    # every part of the commit (tables', views', the held flips') is written: die before
-    # the record's compare-and-set
-    calls[0] += 1
-    if calls[1] and calls[0] == kill_at:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return commit(self, expected, state)
-
-
-StateLog.commit = commit_or_die
-if "t" not in cat:
-    cat.execute("CREATE TABLE t (k BIGINT, v BIGINT); CREATE TABLE u (k BIGINT, w BIGINT)")
-for name, query in QUERIES.items():  # a kill may have come between two CREATEs
-    if name not in cat:
-        cat.execute(f"CREATE MATERIALIZED VIEW {name} AS {query}")
-calls[:] = [0, True]
-rng = random.Random(seed)
+_WRITES = """
 while True:
     k = rng.randrange(8)
     at = cat.now + rng.randrange(1, 4)  # time jumps: flips come due between commits
@@ -260,39 +235,21 @@ while True:
 """
 
 
-def _recomputed(cat, query) -> Counter:
-    return Counter(tuple(r.values()) for r in cat.sql(query).to_pylist())
-
-
 def _contents(cat, name) -> Counter:
-    return _recomputed(cat, f"SELECT * FROM {name}")
+    return recomputed(cat, f"SELECT * FROM {name}")
 
 
 def _sigkill_campaign(tmp_path, kills):
-    import random
-    import signal
-    import subprocess
-    import sys
-
-    script_ = tmp_path / "child.py"
-    script_.write_text(f"QUERIES = {QUERIES!r}\n" + _CHILD)
-    store = tmp_path / "store"
-    rng = random.Random(39)
-    for i in range(kills):
-        kill_at = rng.randrange(1, 16)
-        child = subprocess.run([sys.executable, str(script_), str(store), str(i), str(kill_at)],
-                               capture_output=True, text=True, timeout=300)
-        assert child.returncode == -signal.SIGKILL, child.stderr
-        cat = Catalog(store)
+    for i, cat in killed_children(tmp_path, QUERIES, _WRITES, kills):
         # every view equals its query recomputed over the tables at now: nothing lost,
         # doubled or half, no flip missed
         for name, query in QUERIES.items():
-            assert _contents(cat, name) == _recomputed(cat, query), (i, name)
+            assert _contents(cat, name) == recomputed(cat, query), (i, name)
         assert cat.view_work == {"initialized": 0, "restored": len(QUERIES), "input_rows_read": 0}
         for gap in (1, 3, 5):  # the restored filters step on: flips come due at their times
             cat.execute("INSERT INTO u VALUES (1, 1000)", time=cat.now + gap)
             for name, query in QUERIES.items():
-                assert _contents(cat, name) == _recomputed(cat, query), (i, name, gap)
+                assert _contents(cat, name) == recomputed(cat, query), (i, name, gap)
 
 
 def test_sigkill_before_the_record_commit_leaves_temporal_views_and_held_flips_whole(tmp_path):

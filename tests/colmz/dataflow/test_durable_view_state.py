@@ -262,7 +262,11 @@ QUERIES = {
     "o": "SELECT t.k, t.v, u.w FROM t LEFT JOIN u ON t.k = u.k",
 }
 
-_CHILD = """
+#: A child that builds ``QUERIES``'s views (defined before it) in the catalog at argv[1] and
+#: dies by SIGKILL at the argv[3]-th record commit of its writes, every part of the commit
+#: (tables', views', operator states') written; its writes loop (``rng`` seeded by argv[2])
+#: follows it.
+KILLED_CHILD = """
 import os, random, signal, sys
 import colmz
 from colmz.storage.state import StateLog
@@ -273,8 +277,6 @@ commit, calls = StateLog.commit, [0, False]
 
 
 def commit_or_die(self, expected, state):
-    # every part of the commit (tables', views', operator states') is written: die before
-    # the record's compare-and-set
     calls[0] += 1
     if calls[1] and calls[0] == kill_at:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -289,6 +291,9 @@ for name, query in QUERIES.items():  # a kill may have come between two CREATEs
         cat.execute(f"CREATE MATERIALIZED VIEW {name} AS {query}")
 calls[:] = [0, True]  # the kill comes among the writes' commits (a CREATE's: the catalog tests')
 rng = random.Random(seed)
+"""
+
+_WRITES = """
 while True:
     k = rng.randrange(8)
     if rng.random() < 0.3:
@@ -300,19 +305,21 @@ while True:
 """
 
 
-
-def _recomputed(cat, query) -> Counter:
+def recomputed(cat, query) -> Counter:
+    """The multiset of ``query``'s rows as the catalog recomputes it."""
     return Counter(tuple(r.values()) for r in cat.sql(query).to_pylist())
 
 
-def _sigkill_campaign(tmp_path, kills):
+def killed_children(tmp_path, queries, writes, kills):
+    """Runs :data:`KILLED_CHILD` with ``writes`` ``kills`` times on one store, each killed at a
+    random record commit; yields ``(i, the store reopened)`` after each kill."""
     import random
     import signal
     import subprocess
     import sys
 
     script = tmp_path / "child.py"
-    script.write_text(f"QUERIES = {QUERIES!r}\n" + _CHILD)
+    script.write_text(f"QUERIES = {queries!r}\n" + KILLED_CHILD + writes)
     store = tmp_path / "store"
     rng = random.Random(39)
     for i in range(kills):
@@ -320,15 +327,19 @@ def _sigkill_campaign(tmp_path, kills):
         child = subprocess.run([sys.executable, str(script), str(store), str(i), str(kill_at)],
                                capture_output=True, text=True, timeout=300)
         assert child.returncode == -signal.SIGKILL, child.stderr
-        cat = Catalog(store)
+        yield i, Catalog(store)
+
+
+def _sigkill_campaign(tmp_path, kills):
+    for i, cat in killed_children(tmp_path, QUERIES, _WRITES, kills):
         views = list(QUERIES)
         # every view equals its query recomputed over the tables: nothing lost, doubled or half
         for name in views:
-            assert contents(cat, name) == _recomputed(cat, QUERIES[name]), (i, name)
+            assert contents(cat, name) == recomputed(cat, QUERIES[name]), (i, name)
         assert cat.view_work == {"initialized": 0, "restored": len(views), "input_rows_read": 0}
         cat.execute("INSERT INTO t VALUES (1, 1000)")  # the restored operators step on
         for name in views:
-            assert contents(cat, name) == _recomputed(cat, QUERIES[name]), (i, name)
+            assert contents(cat, name) == recomputed(cat, QUERIES[name]), (i, name)
 
 
 def test_sigkill_before_the_record_commit_leaves_views_and_states_whole(tmp_path):
