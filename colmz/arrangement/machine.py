@@ -66,6 +66,16 @@ Invariants
 This is the only compare-and-set retry of the arrangement family and its callers (the
 catalog's ``ArrangementCollection``, the streaming sink, the batch sink): they commit
 through one durable call and get its result or its exception.
+
+**Several machines, one step.** :meth:`Machine.prepare` runs a command on the committed
+state and builds the version committing it (``StateLog.prepare``) without committing or
+changing anything; ``colmz.storage.state.commit_together`` commits the versions of several
+machines on one consensus in one ``compare_and_set_many`` -- all or none -- and each
+machine then takes its new state (:meth:`Machine.landed`). The state stays the machine's
+own and changes only by a landed compare-and-set; a step that did not land (lost, failed)
+leaves every machine as it was, and its caller applies the commands one by one
+(:meth:`Machine.apply`, with its retries) -- the step itself is never retried against a
+newer head.
 """
 
 from __future__ import annotations
@@ -79,7 +89,7 @@ from colmz.arrangement.state import ArrangementState, decode_state, encode_state
 from colmz.storage.base import Determinate
 from colmz.storage.state import CommitConflict
 
-__all__ = ["ATTEMPTS", "STALE", "Command", "Machine", "Outcome"]
+__all__ = ["ATTEMPTS", "STALE", "Command", "Machine", "Outcome", "PreparedCommand"]
 
 #: Compare-and-sets tried per command before its :class:`CommitConflict` is raised: enough
 #: for a writer racing a few others (each loss means another writer's commit landed), small
@@ -115,6 +125,16 @@ class Outcome:
         if self.error is not None:
             raise self.error
         return self.applied
+
+
+@dataclass(frozen=True)
+class PreparedCommand:
+    """A command run on a machine's committed state, not committed (:meth:`Machine.prepare`):
+    the new ``state`` and the log ``version`` (``colmz.storage.state.Prepared``) that
+    commits it."""
+
+    state: ArrangementState
+    version: Any
 
 
 class Machine:
@@ -226,6 +246,27 @@ class Machine:
         # the one compare-and-set of the arrangement's state (StateLog.commit)
         self.seqno = self.log.commit(self.seqno, self.encode(state))
         self.state = self.committed = state
+        self.commits += 1
+
+    def prepare(self, cmd: Command) -> PreparedCommand | Any:
+        """``cmd`` run on the committed state and the version committing the state it
+        returns, built and not committed (module docstring: several machines, one step);
+        :data:`STALE` when the command no longer applies. Changes nothing; raises what the
+        command raises, and ``ValueError`` for a machine with no record or with changes
+        not committed yet (a step must not commit them behind their owner's back)."""
+        if self.log is None:
+            raise ValueError("prepare: the arrangement is not durable (no consensus record)")
+        if self.state is not self.committed and self.state != self.committed:
+            raise ValueError("prepare: the arrangement holds changes not committed yet; commit them first")
+        state = cmd(self.committed)
+        if state is STALE:
+            return STALE
+        return PreparedCommand(state, self.log.prepare(self.seqno, self.encode(state)))
+
+    def landed(self, prepared: PreparedCommand) -> None:
+        """Take the state of ``prepared`` once its version was committed."""
+        self.seqno = self.log.landed(prepared.version)
+        self.state = self.committed = prepared.state
         self.commits += 1
 
     def apply(self, cmd: Command, *, written: Iterable[str] = (), keep: Iterable[str] = (),

@@ -131,6 +131,16 @@ class WriteHandle:
         >>> a.read(as_of=3).to_pylist()
         [(1, 3, 1), (2, 3, 1)]
         """
+        cmd, keys, runs = self._runs_command(runs, seal, properties, expect, expect_properties)
+        if not self._apply(cmd, written=keys, keep=keys if keep_runs else ()).applied:
+            return
+        self._counters["parts_written"] += len(keys)
+        self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
+
+    def _runs_command(self, runs, seal, properties, expect, expect_properties):
+        """The command of :meth:`append_runs` -- its arguments checked, the parts found in
+        the blob store, the handle refreshed once when it is behind ``expect`` -- with the
+        runs' part keys and the runs."""
         from colmz.arrangement.runs import WrittenRun
 
         runs = [r if isinstance(r, WrittenRun) else WrittenRun.from_dict(r) for r in runs]
@@ -195,10 +205,58 @@ class WriteHandle:
                 state = state.update_seal(seal)
             return state.with_properties(new_properties)
 
-        if not self._apply(cmd, written=keys, keep=keys if keep_runs else ()).applied:
-            return
-        self._counters["parts_written"] += len(keys)
-        self._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
+        return cmd, keys, runs
+
+    @staticmethod
+    def append_runs_together(calls) -> bool:
+        """:meth:`append_runs` on several arrangements of one store, committed in one step:
+        ``calls`` are ``(arrangement, runs, seal, expect)``, each arrangement once, every
+        one opened on the same consensus. Each call is checked as :meth:`append_runs`
+        checks it (and its parts' lease), then all their compare-and-sets are one
+        ``compare_and_set_many`` (``colmz.arrangement.machine``: several machines, one
+        step): all of them land, or none.
+
+        Returns True when they landed. The runs' parts are never deleted here (their
+        caller's record names them: a durable catalog's intent), and a step that did not
+        land is not retried: a lost compare-and-set raises ``CommitConflict``, a check
+        what it raises, each arrangement left as it was; an indeterminate failure may
+        have landed all of them (refresh to know). The caller then applies the calls one
+        by one (:meth:`append_runs`), which refreshes and retries.
+
+        >>> import colmz
+        >>> from colmz.arrangement.runs import write_run
+        >>> from colmz.storage.url import open_location
+        >>> loc = open_location("mem://append-together-doc")
+        >>> a = colmz.Arrangement.open(loc, schema={"k": pa.int64()}, name="a")
+        >>> b = colmz.Arrangement.open(loc, schema={"k": pa.int64()}, name="b")
+        >>> run = write_run(a.store, a.schema, colmz.Updates({"k": [1]}, time=[0], diff=[1]), prefix=a.prefix)
+        >>> colmz.Arrangement.append_runs_together([(a, [run], 1, 0), (b, [], 1, 0)])
+        True
+        >>> a.read(as_of=0).to_pylist(), b.get_seal()
+        ([(1, 0, 1)], 1)
+        """
+        from colmz.storage.state import commit_together
+
+        calls = list(calls)
+        if len({id(arr) for arr, *_ in calls}) != len(calls):
+            raise ValueError("append_runs_together: an arrangement is named twice")
+        if any(not arr.durable for arr, *_ in calls):
+            raise ValueError("append_runs_together: every arrangement must be durable (opened by Arrangement.open)")
+        if len({id(arr._log.consensus) for arr, *_ in calls}) > 1:
+            raise ValueError("append_runs_together: the arrangements are on different consensus stores")
+        steps = []
+        for arr, runs, seal, expect in calls:
+            cmd, keys, runs = arr._runs_command(runs, seal, None, expect, None)
+            arr._check_lease(frozenset(keys) - arr._machine.committed.referenced_keys())
+            prepared = arr._machine.prepare(cmd)
+            if prepared is not STALE:
+                steps.append((arr, prepared, keys, runs))
+        commit_together([p.version for _, p, _, _ in steps])
+        for arr, prepared, keys, runs in steps:
+            arr._machine.landed(prepared)
+            arr._counters["parts_written"] += len(keys)
+            arr._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
+        return True
 
     def seal(self, upper: Frontier, *, properties: dict | None = None) -> None:
         """Close the times before ``upper`` durably (a metadata commit; no part is written);

@@ -86,6 +86,7 @@ compare-and-set creates the catalog record. A store with no record and no marker
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -528,6 +529,8 @@ class CatalogStore:
         entries = [e for e in intent["entries"] if e["key"] in live]
         # Handles opened here, in the caller's thread (the store's cache of them is its own).
         handles = [self.arrangement(e["key"]) for e in entries]
+        if len(entries) >= 2 and self._apply_together(entries, handles, mine):
+            return
         if len(entries) < 2 or not (concurrent_calls(self.blob) and concurrent_consensus(self.loc.consensus)):
             for e in entries:
                 self._apply_entry(e, mine)
@@ -541,6 +544,52 @@ class CatalogStore:
         for f in futures:
             if f.exception() is not None:
                 raise f.exception()
+
+    def _apply_together(self, entries: list[dict], handles: list[ArrangementCollection], mine: bool) -> bool:
+        """Land the entries not landed yet in one step (``Arrangement.append_runs_together``:
+        one ``compare_and_set_many``, all or none); whether it did. False -- nothing
+        landed, or (an indeterminate failure) maybe all of it -- leaves them to the entry
+        by entry apply, which finds what landed: each handle is refreshed first when the
+        step may have moved it. Also False when an entry needs more than one step (an
+        arrangement not at the entry's lower, runs past half the gc lease) or the consensus
+        has no such step."""
+        from colmz.arrangement import Arrangement
+
+        if not hasattr(self.loc.consensus, "compare_and_set_many"):
+            return False
+        calls, todo = [], []
+        try:
+            for e, dur in zip(entries, handles):
+                lower, upper = e["lower"], e["upper"]
+                up = dur.upper
+                if up is None or (upper is not None and up >= upper):
+                    continue  # landed (a seal never regresses)
+                if up != lower:
+                    return False  # behind or moved: the entry by entry apply refreshes and tells
+                arr = dur.arrangement
+                runs = self._entry_runs(e, arr.prefix)
+                if not mine:
+                    self._verify(arr, runs)  # every byte checked before anything is appended
+                calls.append((arr, runs, upper, lower))
+                todo.append(e)
+            if not calls:
+                for _ in entries:
+                    self._count("entries_landed")
+                return True
+            Arrangement.append_runs_together(calls)
+        except Indeterminate:
+            # all of it may have landed: the handles read their records again
+            for dur in handles:
+                with contextlib.suppress(Exception):
+                    dur.refresh()
+            return False
+        except (StorageError, LeaseExpired, SealMismatch, MissingPart):
+            return False  # nothing landed; the entry by entry apply retries, rewrites or raises
+        for _ in todo:
+            self._count("entries_applied")
+        for _ in range(len(entries) - len(todo)):
+            self._count("entries_landed")
+        return True
 
     def unapplied(self, state: dict | None) -> list[str]:
         """The names of the objects ``state``'s intent has not landed on yet."""

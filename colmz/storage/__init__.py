@@ -15,6 +15,7 @@ from colmz.storage.base import (
     StorageError,
     VersionedData,
     check_cas_args,
+    check_cas_many,
     check_key,
 )
 from colmz.storage.local import LocalBlob
@@ -40,6 +41,7 @@ __all__ = [
     "StorageError",
     "VersionedData",
     "check_cas_args",
+    "check_cas_many",
     "check_key",
     "open_consensus",
     "open_location",

@@ -31,6 +31,14 @@ Invariants (every implementation; ``tests/colmz/storage`` checks them against ea
    head. Otherwise nothing changes and it returns ``False``.
 4. ``Consensus.scan(key, from_seqno)`` returns the versions with ``seqno >= from_seqno`` in
    increasing order; ``truncate(key, seqno)`` removes those below ``seqno`` and never the head.
+5. ``Consensus.compare_and_set_many(ops)`` -- ``(key, expected, new)`` triples of distinct
+   keys -- is their compare-and-sets as one atomic step: when every head's seqno is its
+   ``expected`` all of them become heads and it returns True; otherwise nothing changes
+   and it returns False. No reader sees some of them landed and others not, and an
+   indeterminate failure leaves all of them landed or none (one head read tells which).
+   Backends do it in one transaction (SQLite, PostgreSQL: one commit, one flush of the log
+   for all of them), so a caller moving several records together -- a durable catalog
+   applying one intent to each of its arrangements -- waits for the disk once.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ __all__ = [
     "StorageError",
     "VersionedData",
     "check_cas_args",
+    "check_cas_many",
     "check_key",
     "open_input",
     "set_if_absent",
@@ -174,6 +183,36 @@ def check_cas_args(expected: int | None, new: VersionedData) -> None:
         raise TypeError(f"new.data must be bytes, got {type(new.data).__name__}")
 
 
+def check_cas_many(ops) -> list[tuple[str, int | None, VersionedData]]:
+    """Validate the operations of ``compare_and_set_many`` (shared by every backend): each
+    a ``(key, expected, new)`` triple as :func:`check_key` and :func:`check_cas_args` take
+    them, no key twice. Raises ``TypeError``/``ValueError`` naming the operation; returns
+    them as a list.
+
+    >>> check_cas_many([("a", None, VersionedData(1, b""))])
+    [('a', None, VersionedData(seqno=1, data=b''))]
+    >>> check_cas_many([("a", None, VersionedData(1, b"")), ("a", 1, VersionedData(2, b""))])
+    Traceback (most recent call last):
+    ...
+    ValueError: compare_and_set_many names key 'a' twice (operation 1); each key at most once
+    """
+    out = []
+    seen = set()
+    for i, op in enumerate(ops):
+        if not isinstance(op, tuple) or len(op) != 3:
+            raise TypeError(f"compare_and_set_many operation {i} must be a (key, expected, new) tuple, got {op!r:.80}")
+        key, expected, new = op
+        check_key(key)
+        if not isinstance(new, VersionedData):
+            raise TypeError(f"compare_and_set_many operation {i}: new must be a VersionedData, got {type(new).__name__}")
+        check_cas_args(expected, new)
+        if key in seen:
+            raise ValueError(f"compare_and_set_many names key {key!r} twice (operation {i}); each key at most once")
+        seen.add(key)
+        out.append((key, expected, new))
+    return out
+
+
 @runtime_checkable
 class Blob(Protocol):
     """Immutable byte values under keys (see the module docstring for the contract)."""
@@ -203,6 +242,10 @@ class Consensus(Protocol):
 
     def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
         """Make ``new`` the head iff the head's seqno is ``expected``; whether it did."""
+
+    def compare_and_set_many(self, ops) -> bool:
+        """``(key, expected, new)`` compare-and-sets of distinct keys, all or none (module
+        docstring, invariant 5); whether they landed."""
 
     def scan(self, key: str, from_seqno: int = 0, limit: int | None = None) -> list[VersionedData]:
         """Versions with ``seqno >= from_seqno``, oldest first."""
@@ -286,6 +329,27 @@ class MemConsensus:
             if current != expected:
                 return False
             versions.append(VersionedData(int(new.seqno), bytes(new.data)))
+            return True
+
+    def compare_and_set_many(self, ops) -> bool:
+        """All of ``ops`` or none (module docstring, invariant 5).
+
+        >>> c = MemConsensus()
+        >>> c.compare_and_set_many([("a", None, VersionedData(1, b"x")), ("b", None, VersionedData(1, b"y"))])
+        True
+        >>> c.compare_and_set_many([("a", 1, VersionedData(2, b"x")), ("b", 7, VersionedData(8, b"y"))])
+        False
+        >>> c.head("a").seqno, c.head("b").seqno
+        (1, 1)
+        """
+        ops = check_cas_many(ops)
+        with self._lock:
+            for key, expected, _ in ops:
+                versions = self._records.get(key)
+                if (versions[-1].seqno if versions else None) != expected:
+                    return False
+            for key, _, new in ops:
+                self._records.setdefault(key, []).append(VersionedData(int(new.seqno), bytes(new.data)))
             return True
 
     def scan(self, key: str, from_seqno: int = 0, limit: int | None = None) -> list[VersionedData]:

@@ -23,7 +23,8 @@ The modes are the two ways a storage call can go wrong:
 
 One plan may be shared by a FaultyBlob and a FaultyConsensus so that calls are counted across
 both, in the order the workload makes them. Every I/O method counts (blob: ``get``, ``set``,
-``delete``, ``list_keys``; consensus: ``head``, ``compare_and_set``, ``scan``, ``truncate``);
+``delete``, ``list_keys``; consensus: ``head``, ``compare_and_set``, ``compare_and_set_many`` -- one call, all of its
+keys or none --, ``scan``, ``truncate``);
 ``url_of``/``path_of`` only compute names and do not. Other attributes pass through to the
 wrapped object.
 
@@ -184,6 +185,11 @@ class FaultyConsensus:
         return self.plan.call(
             "consensus.compare_and_set", key, self.inner.compare_and_set, key, expected, new
         )
+
+    def compare_and_set_many(self, ops) -> bool:
+        ops = list(ops)
+        keys = ",".join(str(op[0]) for op in ops if isinstance(op, tuple) and op)
+        return self.plan.call("consensus.compare_and_set_many", keys, self.inner.compare_and_set_many, ops)
 
     def scan(self, key: str, from_seqno: int = 0, limit: int | None = None) -> list[VersionedData]:
         return self.plan.call("consensus.scan", key, self.inner.scan, key, from_seqno, limit)

@@ -15,6 +15,11 @@ both expect version ``v`` exactly one inserts -- whatever seqnos they propose (t
 key alone would only catch two writers proposing the *same* seqno). Keys whose hashes
 collide merely take turns too. ``truncate`` takes the same lock.
 
+``compare_and_set_many`` (several keys, all or none) is one transaction too: it takes the
+advisory lock of every key, in increasing order of the lock ids (so two of them, or one
+and a single-key call, never wait for each other in a cycle), reads and compares every
+head, and inserts all the versions only when all match -- one commit.
+
 Each thread of each process uses its own connection; a connection inherited across ``fork``
 is left untouched (closing it in the child would end the parent's session) and a new one is
 opened.
@@ -39,6 +44,7 @@ from colmz.storage.base import (
     Indeterminate,
     VersionedData,
     check_cas_args,
+    check_cas_many,
     check_key,
 )
 
@@ -164,14 +170,23 @@ class PostgresConsensus:
         )
         return [VersionedData(s, bytes(d)) for s, d in rows]
 
-    def _write(self, key: str, what: str, body):
-        """Run ``body(conn)`` in a transaction holding the key's advisory lock."""
+    def _write(self, key: str, what: str, body, *, keys: list[str] | None = None):
+        """Run ``body(conn)`` in a transaction holding the advisory lock of ``key`` (or of
+        every one of ``keys``, taken in increasing order of lock id)."""
         conn = self._conn()
         committing = False
         try:
             conn.execute("BEGIN")
             try:
-                conn.execute(_LOCK_KEY, (key,))
+                if keys is None:
+                    conn.execute(_LOCK_KEY, (key,))
+                else:
+                    ids = conn.execute(
+                        "SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest(%s::text[]) AS k ORDER BY h",
+                        (keys,),
+                    ).fetchall()
+                    for (lock_id,) in ids:
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id,))
                 result = body(conn)
             except BaseException:
                 if not conn.broken:
@@ -209,6 +224,29 @@ class PostgresConsensus:
             return True
 
         return bool(self._write(key, "compare_and_set", body))
+
+    def compare_and_set_many(self, ops) -> bool:
+        """All of ``ops`` -- ``(key, expected, new)`` of distinct keys -- or none, in one
+        transaction (module docstring; ``colmz.storage.base``, invariant 5)."""
+        ops = check_cas_many(ops)
+        if not ops:
+            return True
+        keys = [key for key, _, _ in ops]
+
+        def body(conn: psycopg.Connection) -> bool:
+            heads = dict(conn.execute(
+                f"SELECT key, max(seqno) FROM {TABLE} WHERE key = ANY(%s) GROUP BY key", (keys,)
+            ).fetchall())
+            if any(heads.get(key) != expected for key, expected, _ in ops):
+                return False
+            with conn.cursor() as cur:
+                cur.executemany(
+                    f"INSERT INTO {TABLE} (key, seqno, data) VALUES (%s, %s, %s)",
+                    [(key, new.seqno, bytes(new.data)) for key, _, new in ops],
+                )
+            return True
+
+        return bool(self._write(", ".join(sorted(keys)), "compare_and_set_many", body, keys=keys))
 
     def truncate(self, key: str, seqno: int) -> int:
         check_key(key)

@@ -22,6 +22,11 @@ transaction fails each call of its group as that call alone would have failed (r
 ``Determinate``; at ``COMMIT``: ``Indeterminate``). A lone call is one transaction, as
 before.
 
+``compare_and_set_many`` (several keys, all or none) is one ``BEGIN IMMEDIATE``
+transaction of its own: every head is read and compared under the write lock, and only
+when all match are the versions inserted -- one ``COMMIT``, one fsync, whatever the number
+of keys. It does not join a group: it is already the one transaction of its caller.
+
 A database that cannot be written -- its file, or its directory (WAL mode needs to create
 the ``-wal`` and ``-shm`` files beside it), is not writable -- is opened **read-only**:
 with SQLite's ``mode=ro`` while a write-ahead log is present (its committed transactions are
@@ -52,6 +57,7 @@ from colmz.storage.base import (
     Indeterminate,
     VersionedData,
     check_cas_args,
+    check_cas_many,
     check_key,
 )
 
@@ -367,6 +373,39 @@ class SqliteConsensus:
                     f"committing it in a group was interrupted ({type(e).__name__})")
             if len(batch) == 1 or not isinstance(e, Exception):
                 raise
+
+    def compare_and_set_many(self, ops) -> bool:
+        """All of ``ops`` -- ``(key, expected, new)`` of distinct keys -- or none, in one
+        transaction (module docstring; ``colmz.storage.base``, invariant 5).
+
+        >>> import os, tempfile
+        >>> c = SqliteConsensus(os.path.join(tempfile.mkdtemp(), "c.sqlite"))
+        >>> c.compare_and_set_many([("a", None, VersionedData(1, b"x")), ("b", None, VersionedData(1, b"y"))])
+        True
+        >>> c.compare_and_set_many([("a", 1, VersionedData(2, b"x")), ("b", 5, VersionedData(6, b"y"))])
+        False
+        >>> c.head("a").seqno, c.head("b").seqno
+        (1, 1)
+        """
+        ops = check_cas_many(ops)
+        if not ops:
+            return True
+        rows = [(key, expected, new.seqno, bytes(new.data)) for key, expected, new in ops]
+
+        def body(conn: sqlite3.Connection) -> tuple[bool, bool]:
+            for key, expected, _, _ in rows:
+                current = conn.execute(
+                    "SELECT max(seqno) FROM consensus WHERE key = ?", (key,)
+                ).fetchone()[0]
+                if current != expected:
+                    return False, False
+            conn.executemany(
+                "INSERT INTO consensus (key, seqno, data) VALUES (?, ?, ?)",
+                [(key, seqno, data) for key, _, seqno, data in rows],
+            )
+            return True, True
+
+        return bool(self._write(", ".join(sorted(k for k, *_ in rows)), "compare_and_set_many", body))
 
     def truncate(self, key: str, seqno: int) -> int:
         check_key(key)

@@ -47,6 +47,10 @@ Invariants
 4. A commit that raises :class:`CommitConflict` wrote nothing. A commit that got an
    indeterminate error from the consensus is resolved by re-reading (the head carries the
    commit id), never by writing the same change twice.
+5. :func:`commit_together` commits versions of several logs on one consensus as one
+   ``compare_and_set_many``: all of them or none. Each is built exactly as
+   :meth:`StateLog.commit` builds it (:meth:`StateLog.prepare`: diff or rollup, commit id),
+   and a log takes it as its head only once the step landed (:meth:`StateLog.landed`).
 """
 
 from __future__ import annotations
@@ -67,7 +71,8 @@ from colmz.storage.base import (
     check_key,
 )
 
-__all__ = ["CommitConflict", "CorruptState", "StateLog", "StateStats", "apply_diff"]
+__all__ = ["CommitConflict", "CorruptState", "Prepared", "StateLog", "StateStats", "apply_diff",
+           "commit_together"]
 
 #: The version of the document layout written into every version (``"format"``).
 FORMAT = 1
@@ -230,6 +235,20 @@ class _Cached:
     rollup_seqno: int
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A version of a :class:`StateLog` built but not committed (:meth:`StateLog.prepare`):
+    the version to compare-and-set after ``expected``, and what the log caches once it
+    landed."""
+
+    log: StateLog
+    expected: int | None
+    new: VersionedData
+    commit_id: str
+    encoded: _Node
+    rollup: bool
+
+
 class StateLog:
     """A dict state, versioned in one consensus record as diffs plus periodic rollups.
 
@@ -367,6 +386,17 @@ class StateLog:
         without effect, and :class:`~colmz.storage.base.Indeterminate` only when re-reading
         could not tell whether the commit landed.
         """
+        with self._lock:
+            prepared = self.prepare(expected, state)
+            self._compare_and_set(expected, prepared.new, prepared.commit_id)
+            return self.landed(prepared)
+
+    def prepare(self, expected: int | None, state: dict) -> Prepared:
+        """The version :meth:`commit` would compare-and-set for ``state`` after
+        ``expected`` (a diff from the cached head, or a rollup), built without writing
+        anything; :func:`commit_together` commits it, then :meth:`landed` takes it. Raises
+        as :meth:`commit` does before it writes (:class:`CommitConflict` when the head is
+        not ``expected``: read to check when the cache is elsewhere)."""
         if expected is not None and (
             not isinstance(expected, int) or isinstance(expected, bool) or expected < 0
         ):
@@ -387,16 +417,26 @@ class StateLog:
                 f'{{"format":{FORMAT},"id":"{commit_id}","ms":{int(time.time() * 1000)},'
                 f'"{kind}":{body}}}'
             ).encode()
-            self._compare_and_set(expected, VersionedData(new_seqno, data), commit_id)
+            return Prepared(self, expected, VersionedData(new_seqno, data), commit_id, encoded, rollup)
+
+    def landed(self, prepared: Prepared) -> int:
+        """Take ``prepared``, committed, as this log's head (and truncate below a rollup);
+        its seqno."""
+        if prepared.log is not self:
+            raise ValueError(f"a version prepared by {prepared.log!r} handed to {self!r}")
+        with self._lock:
+            cached = self._cache
+            new_seqno = prepared.new.seqno
             self._cache = _Cached(
-                new_seqno, encoded, new_seqno if rollup else cached.rollup_seqno
+                new_seqno, prepared.encoded, new_seqno if prepared.rollup else cached.rollup_seqno
             )
+            size = len(prepared.new.data)
             self.stats.commits += 1
-            self.stats.bytes_committed += len(data)
-            self.stats.last_commit_bytes = len(data)
-            if rollup:
+            self.stats.bytes_committed += size
+            self.stats.last_commit_bytes = size
+            if prepared.rollup:
                 self.stats.rollups += 1
-            if rollup and new_seqno > 1:
+            if prepared.rollup and new_seqno > 1:
                 try:
                     self.consensus.truncate(self.key, new_seqno)
                 except StorageError:
@@ -476,3 +516,62 @@ class StateLog:
         if self._parse(mine).get("id") == commit_id:
             return True
         raise CommitConflict(self.key, expected, head.seqno)
+
+
+def commit_together(prepared: list[Prepared]) -> list[int]:
+    """Commit versions of several logs (:meth:`StateLog.prepare`, one per log, all on one
+    consensus) as one ``compare_and_set_many``: all of them or none (module docstring,
+    invariant 5); their seqnos, each log then at its version (:meth:`StateLog.landed`).
+
+    Raises :class:`CommitConflict` (naming a log whose head moved) when any of them lost:
+    nothing was written. An indeterminate failure is resolved by re-reading one record --
+    the step is atomic, so its head tells for all -- and the same step is sent again only
+    when it certainly did not land; :class:`~colmz.storage.base.Indeterminate` when that
+    cannot be known.
+
+    >>> from colmz.storage import MemConsensus
+    >>> cons = MemConsensus()
+    >>> a, b = StateLog(cons, "a"), StateLog(cons, "b")
+    >>> commit_together([a.prepare(None, {"seal": 1}), b.prepare(None, {"seal": 2})])
+    [1, 1]
+    >>> StateLog(cons, "b").load()
+    (1, {'seal': 2})
+    """
+    if not prepared:
+        return []
+    first = prepared[0].log
+    consensus = first.consensus
+    if any(p.log.consensus is not consensus for p in prepared):
+        raise ValueError("commit_together: the logs are on different consensus stores")
+    if len({p.log.key for p in prepared}) != len(prepared):
+        raise ValueError("commit_together: a log is named twice")
+    ops = [(p.log.key, p.expected, p.new) for p in prepared]
+    uncertain: Indeterminate | None = None
+    for _ in range(first.max_attempts):
+        first.stats.cas_attempts += 1
+        try:
+            ok = consensus.compare_and_set_many(ops)
+        except Indeterminate as e:
+            uncertain = e
+            if first._landed(prepared[0].expected, prepared[0].new.seqno, prepared[0].commit_id):
+                first.stats.indeterminate_resolved += 1
+                break
+            continue  # certainly not applied (atomic: none of it): the same step again
+        if ok:
+            break
+        if uncertain is not None and first._landed(prepared[0].expected, prepared[0].new.seqno,
+                                                   prepared[0].commit_id):
+            first.stats.indeterminate_resolved += 1
+            break
+        for p in prepared:
+            found = p.log._head_seqno()
+            if found != p.expected:
+                raise CommitConflict(p.log.key, p.expected, found)
+        raise CommitConflict(first.key, prepared[0].expected, prepared[0].expected)
+    else:
+        raise Indeterminate(
+            f"commit of {len(prepared)} versions together ({', '.join(p.log.key for p in prepared)}): "
+            f"{first.max_attempts} attempts failed indeterminately and the last re-read found they "
+            "had not landed; a late request could still land, so reload before retrying"
+        ) from uncertain
+    return [p.log.landed(p) for p in prepared]

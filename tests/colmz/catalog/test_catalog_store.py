@@ -1031,7 +1031,8 @@ def test_a_commit_writes_its_parts_side_by_side_and_compare_and_sets_once(tmp_pa
     and the view's operator state -- and writes one run each: the three writes are in
     flight together (each waits at a barrier for the others: written one after the other,
     the first would wait alone and the commit fail), then one compare-and-set of the record
-    commits them and one per arrangement applies them."""
+    commits them and one ``compare_and_set_many`` of the three arrangements' records applies
+    them: two SQLite transactions in all, however many arrangements the commit moves."""
     import threading
 
     import colmz.catalog.store as store_mod
@@ -1052,19 +1053,32 @@ def test_a_commit_writes_its_parts_side_by_side_and_compare_and_sets_once(tmp_pa
     consensus = cat._loc.consensus  # noqa: SLF001 - white-box: the catalog's consensus
     real_cas = consensus.compare_and_set
 
+    real_many = consensus.compare_and_set_many
+    many = []
+
     def counted_cas(key, expected, new):
         cas.append(key)
         return real_cas(key, expected, new)
 
+    def counted_many(ops):
+        many.append(sorted(k for k, _, _ in ops))
+        return real_many(ops)
+
     monkeypatch.setattr(store_mod, "write_run", writing)
     monkeypatch.setattr(consensus, "compare_and_set", counted_cas)
+    monkeypatch.setattr(consensus, "compare_and_set_many", counted_many)
     stats = dict(cat._store.stats)  # noqa: SLF001
+    transactions = consensus.stats["commits"]
     cat.execute("INSERT INTO t VALUES (1, 5)")
     after = cat._store.stats  # noqa: SLF001
     assert after["runs_written"] - stats["runs_written"] == 3 and len(writers) == 3
     assert after["commits"] - stats["commits"] == 1
-    record = [k for k in cas if k == cat._store.key]  # noqa: SLF001
-    assert len(record) == 1 and len(cas) == 1 + 3  # the record's, then one per arrangement moved
+    assert cas == [cat._store.key]  # noqa: SLF001 - the record's compare-and-set
+    # then one step moving the three arrangements (table, view, view state) together
+    moved = {cat._store.arrangement(e["key"]).arrangement._log.key  # noqa: SLF001
+             for e in cat._store.state["intent"]["entries"]}  # noqa: SLF001
+    assert len(many) == 1 and set(many[0]) == moved and len(moved) == 3
+    assert consensus.stats["commits"] - transactions == 2  # SQLite transactions: record + apply
     monkeypatch.undo()
     again = colmz.Catalog(tmp_path)
     assert again.sql("SELECT k, s, c FROM s ORDER BY k").to_pylist() == [
@@ -1106,6 +1120,9 @@ def test_parts_written_side_by_side_failing_at_any_call_keep_all_or_nothing(tmp_
     cat.execute(txn)
     n_calls = plan.calls - start
     assert n_calls >= 8
+    # the apply lands every arrangement in one step: failing it is one of the calls below
+    steps = [w for _, w, _ in plan.log[start:] if w == "consensus.compare_and_set_many"]
+    assert len(steps) == 1
     outcomes = set()
     for n in range(1, n_calls + 1):
         url, cat, plan = fresh(n)
@@ -1202,3 +1219,144 @@ def test_sigkill_while_parts_are_written_side_by_side_keeps_exactly_the_acknowle
     cat.execute("INSERT INTO t VALUES (1, -1)")
     again = colmz.Catalog(store)
     assert (1, -1) in rows_of(again, "t") and again.view_work["input_rows_read"] == 0
+
+
+_APPLY_CHILD = """
+import os, signal, sys
+import colmz
+from colmz.storage.sqlite import SqliteConsensus
+
+path, kill_at, when = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+cat = colmz.Catalog(path, maintain_every=4)
+if "t" not in cat:
+    cat.execute(DDL)
+real, count = SqliteConsensus.compare_and_set_many, [0]
+
+
+def step_or_die(self, ops):
+    # die in the apply's one step moving every arrangement: before it is sent, or after it
+    # landed and before any handle took its new state (the record's compare-and-set landed
+    # earlier: the commit is durable but not acknowledged)
+    count[0] += 1
+    if count[0] == kill_at and when == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    out = real(self, ops)
+    if count[0] == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
+
+
+SqliteConsensus.compare_and_set_many = step_or_die
+with open(path + ".tries", "a+") as tries, open(path + ".acks", "a") as acks:
+    tries.seek(0)
+    i = len(tries.read().split())
+    while True:
+        tries.write(f"{i}\\n")  # tried: it may land from here on
+        tries.flush()
+        os.fsync(tries.fileno())
+        cat.execute(f"INSERT INTO t VALUES ({i % 5}, {i}); INSERT INTO u VALUES ({i % 7}, {i})")
+        acks.write(f"{i}\\n")  # acknowledged: durable from here on
+        acks.flush()
+        os.fsync(acks.fileno())
+        i += 1
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_sigkill_inside_the_batched_apply_keeps_every_acknowledged_commit(tmp_path, when):
+    """SIGKILL a writer inside the apply's one ``compare_and_set_many`` (before it is sent,
+    or after it landed and before the handles took it): the reopened catalog holds every
+    acknowledged commit and nothing never tried -- the commit cut in its apply landed, its
+    record being compare-and-set already -- its views equal their queries over the tables,
+    restored reading no input, and it commits on."""
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    ddl = f"CREATE TABLE t (k BIGINT, v BIGINT); CREATE TABLE u (k BIGINT, w BIGINT); {SUM_VIEW}; {JOIN_VIEW}"
+    script = tmp_path / "child.py"
+    script.write_text(f"DDL = {ddl!r}\n" + _APPLY_CHILD)
+    store = tmp_path / "store"
+    rng = random.Random(39 if when == "before" else 40)
+    for i in range(3):
+        kill_at = rng.randrange(1, 12)
+        child = subprocess.run([sys.executable, str(script), str(store), str(kill_at), when],
+                               capture_output=True, text=True, timeout=300)
+        assert child.returncode == -signal.SIGKILL, child.stderr
+        acked = {int(x) for x in (tmp_path / "store.acks").read_text().split()}
+        tried = {int(x) for x in (tmp_path / "store.tries").read_text().split()}
+        cat = colmz.Catalog(store)
+        got = {v for _, v in rows_of(cat, "t")}
+        assert acked <= got <= tried, (i, kill_at, sorted(acked ^ got))
+        assert rows_of(cat, "t") == sorted((a % 5, a) for a in got)
+        assert rows_of(cat, "u") == sorted((a % 7, a) for a in got)
+        for name, query in (("s", SUM_VIEW), ("j", JOIN_VIEW)):
+            body = query.split(" AS ", 1)[1]
+            want = sorted(tuple(r.values()) for r in cat.sql(body).to_pylist())
+            assert rows_of(cat, name) == want, (i, name)
+        assert cat.view_work["restored"] == 2 and cat.view_work["input_rows_read"] == 0
+        assert cat._store.unapplied(cat._store.state) == []  # noqa: SLF001 - the cut apply was finished
+    cat.execute("INSERT INTO t VALUES (1, -1)")
+    again = colmz.Catalog(store)
+    assert (1, -1) in rows_of(again, "t") and again.view_work["input_rows_read"] == 0
+
+
+@pytest.mark.parametrize("apply", ["together", "side by side"])
+def test_a_catalog_on_postgresql_consensus_applies_its_views_and_reopens_as_the_recompute(
+        tmp_path, pg_url, monkeypatch, apply):
+    """A durable catalog whose consensus is a real PostgreSQL 15, with a sum and a join
+    view: each commit moves the tables, the views and their operator states. Its apply
+    lands them in one ``compare_and_set_many`` (one transaction holding every
+    arrangement's advisory lock), or -- that step refused -- side by side on the apply
+    pool, each thread with its own connection. Reopened, every relation equals an
+    in-memory catalog recomputing its views, and the views are restored reading no input."""
+    import threading
+
+    from storage_servers import fresh_schema_url
+
+    import colmz.catalog.store as store_mod
+    from colmz.storage.postgres import PostgresConsensus
+
+    consensus = fresh_schema_url(pg_url)
+    threads, steps = set(), []
+    if apply == "side by side":
+        monkeypatch.setattr(store_mod.CatalogStore, "_apply_together", lambda self, *args: False)
+        real_entry = store_mod.CatalogStore._apply_entry  # noqa: SLF001
+
+        def entry(self, e, mine=False):
+            threads.add(threading.get_ident())
+            return real_entry(self, e, mine)
+
+        monkeypatch.setattr(store_mod.CatalogStore, "_apply_entry", entry)
+    real_many = PostgresConsensus.compare_and_set_many
+
+    def counted(self, ops):
+        steps.append(len(ops))
+        return real_many(self, ops)
+
+    monkeypatch.setattr(PostgresConsensus, "compare_and_set_many", counted)
+    url = f"file://{tmp_path / 'c'}"
+    ddl = f"CREATE TABLE t (k BIGINT, v BIGINT); CREATE TABLE u (k BIGINT, w BIGINT); {SUM_VIEW}; {JOIN_VIEW}"
+    cat = colmz.Catalog(url, consensus=consensus, maintain_every=3)
+    rec = colmz.Catalog(views="recompute")
+    for c in (cat, rec):
+        c.execute(ddl)
+    for i in range(8):
+        stmt = f"INSERT INTO t VALUES ({i % 3}, {i}); INSERT INTO u VALUES ({i % 4}, {10 * i})"
+        if i % 3 == 2:
+            stmt += f"; DELETE FROM t WHERE v = {i - 2}"
+        for c in (cat, rec):
+            c.execute(stmt)
+    assert cat.stats["apply_deferred"] == 0
+    if apply == "side by side":
+        assert len(threads) >= 2 and steps == []
+    else:
+        assert len(steps) >= 8 and max(steps) >= 5  # t, u, s, j and their states in one step
+    again = colmz.Catalog(url, consensus=consensus)
+    for name in ("t", "u", "s", "j"):
+        assert rows_of(again, name) == rows_of(rec, name), name
+    assert again.view_work["restored"] == 2 and again.view_work["input_rows_read"] == 0
+    again.execute("INSERT INTO t VALUES (0, 100)")
+    rec.execute("INSERT INTO t VALUES (0, 100)")
+    assert rows_of(colmz.Catalog(url, consensus=consensus), "s") == rows_of(rec, "s")

@@ -127,6 +127,74 @@ def test_consensus_contract(kind, location_factory):
         cons.head("../k")
 
 
+@backends
+def test_compare_and_set_many_is_all_or_none(kind, location_factory):
+    """``compare_and_set_many`` (``colmz.storage.base``, invariant 5): every key's head at
+    its expected seqno -- all land; any other -- none does, whichever key is off."""
+    cons = location_factory(kind).consensus
+    v = VersionedData
+    assert cons.compare_and_set_many([]) is True
+    assert cons.compare_and_set_many([("a", None, v(1, b"a1")), ("b/c", None, v(1, b"b1"))]) is True
+    assert cons.head("a") == v(1, b"a1") and cons.head("b/c") == v(1, b"b1")
+    # one key off (first, middle or last): nothing written, not even a key with no record
+    for ops in ([("a", 0, v(2, b"x")), ("b/c", 1, v(2, b"x")), ("d", None, v(1, b"x"))],
+                [("a", 1, v(2, b"x")), ("b/c", 7, v(8, b"x")), ("d", None, v(1, b"x"))],
+                [("a", 1, v(2, b"x")), ("b/c", 1, v(2, b"x")), ("d", 3, v(4, b"x"))]):
+        assert cons.compare_and_set_many(ops) is False
+        assert cons.head("a") == v(1, b"a1") and cons.head("b/c") == v(1, b"b1") and cons.head("d") is None
+    assert cons.compare_and_set_many([("b/c", 1, v(5, b"b5")), ("a", 1, v(2, b"a2")), ("d", None, v(3, b"d3"))])
+    assert [x.seqno for x in cons.scan("a")] == [1, 2] and cons.head("b/c") == v(5, b"b5")
+    assert cons.head("d") == v(3, b"d3")
+    # bad operations are refused before anything is written, naming what is wrong
+    with pytest.raises(ValueError, match="names key 'a' twice"):
+        cons.compare_and_set_many([("a", 2, v(3, b"")), ("a", 3, v(4, b""))])
+    with pytest.raises(ValueError, match="must be greater"):
+        cons.compare_and_set_many([("a", 2, v(3, b"")), ("d", 3, v(3, b""))])
+    with pytest.raises(TypeError, match="new.data"):
+        cons.compare_and_set_many([("a", 2, v(3, b"")), ("d", 3, v(4, "text"))])
+    with pytest.raises(TypeError, match="operation 1"):
+        cons.compare_and_set_many([("a", 2, v(3, b"")), ("d", 3)])
+    with pytest.raises(ValueError, match="storage key"):
+        cons.compare_and_set_many([("a", 2, v(3, b"")), ("../d", 3, v(4, b""))])
+    assert cons.head("a").seqno == 2 and cons.head("d").seqno == 3  # refused calls changed nothing
+    # single-key calls and the many-key call see one another
+    assert cons.compare_and_set("a", 2, v(3, b"a3"))
+    assert cons.compare_and_set_many([("a", 2, v(3, b"x")), ("d", 3, v(4, b"x"))]) is False
+    assert cons.compare_and_set_many([("a", 3, v(4, b"a4")), ("d", 3, v(4, b"d4"))]) is True
+    assert cons.head("a") == v(4, b"a4") and cons.head("d") == v(4, b"d4")
+
+
+def _lockstep_worker(cons, who: str, attempts: int, wins: list) -> None:
+    for i in range(attempts):
+        head = cons.head("x")
+        s = 0 if head is None else head.seqno
+        data = f"{who}-{i}".encode()
+        expected = None if head is None else s
+        if cons.compare_and_set_many([("x", expected, VersionedData(s + 1, data)),
+                                      ("y", expected, VersionedData(s + 1, data))]):
+            wins.append((s + 1, data))
+
+
+@pytest.mark.parametrize("kind", ["mem", "local", "local+postgres"])
+def test_compare_and_set_many_racing_threads_move_keys_in_lockstep(kind, location_factory):
+    """Threads each moving two keys together from the head they read: every version of one
+    key has its twin in the other (no step landed half), and each version was won by
+    exactly one thread."""
+    import threading
+
+    cons = location_factory(kind).consensus
+    wins: list = []
+    threads = [threading.Thread(target=_lockstep_worker, args=(cons, f"w{i}", 25, wins)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    xs = [(x.seqno, x.data) for x in cons.scan("x")]
+    ys = [(y.seqno, y.data) for y in cons.scan("y")]
+    assert xs == ys == sorted(wins)
+    assert [s for s, _ in xs] == list(range(1, len(xs) + 1)) and len(xs) >= 25
+
+
 class Model:
     """The consensus contract in plain Python."""
 
@@ -153,7 +221,7 @@ class Model:
 
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["cas", "cas", "cas_head", "truncate", "scan"]),
+        st.sampled_from(["cas", "cas", "cas_head", "many", "many_head", "truncate", "scan"]),
         st.sampled_from(["a", "b/c"]),
         st.integers(0, 12),
         st.integers(1, 3),
@@ -175,6 +243,20 @@ def test_consensus_matches_model(kind, location_factory, ops):
             expected = (None if head is None else head[0]) if op == "cas_head" else (n or None)
             seqno = (expected or 0) + step
             assert cons.compare_and_set(key, expected, VersionedData(seqno, data)) == model.cas(key, expected, seqno, data)
+        elif op in ("many", "many_head"):
+            # both keys together: ``key`` expecting its head (or n), the other its head
+            other = "b/c" if key == "a" else "a"
+            oh = model.head(other)
+            expected = (None if head is None else head[0]) if op == "many_head" else (n or None)
+            o_expected = None if oh is None else oh[0]
+            seqno, o_seqno = (expected or 0) + step, (o_expected or 0) + 1
+            want = (expected == (None if head is None else head[0]))
+            if want:
+                model.cas(key, expected, seqno, data)
+                model.cas(other, o_expected, o_seqno, data)
+            got = cons.compare_and_set_many([(key, expected, VersionedData(seqno, data)),
+                                             (other, o_expected, VersionedData(o_seqno, data))])
+            assert got == want
         elif op == "truncate":
             assert cons.truncate(key, n) == model.truncate(key, n)
         else:
