@@ -31,12 +31,22 @@ the "lightweight pointer" to a batch written once, into its data shard.
 * **Applying is idempotent and done by anyone** (:meth:`CatalogStore.apply`): each entry is
   ``Arrangement.append_runs(runs, seal=upper, expect=lower)`` -- one compare-and-set per
   arrangement, adopting the parts, never copying them; an arrangement whose seal reached
-  the entry's upper has landed and is skipped. The entries of one intent are applied side
-  by side when the stores take concurrent calls (:func:`concurrent_consensus`): SQLite's
-  consensus commits the compare-and-sets waiting together in one transaction, one fsync
-  (``colmz.storage.sqlite``), so a commit's views and operator states do not each add a
-  wait for the disk. The committing handle applies right after its commit; a crash leaves it to the next handle (which applies the record's intent
-  before building its own) or to a reopen. An applier that did not write the runs itself
+  the entry's upper has landed and is skipped. **The entries of one intent land in one
+  step**: ``Arrangement.append_runs_together`` checks each as ``append_runs`` does, then
+  commits all their compare-and-sets as one ``compare_and_set_many`` of the consensus --
+  all of them or none (``colmz.storage.base``, invariant 5; one transaction, one fsync, on
+  SQLite and PostgreSQL) -- so a commit is two consensus transactions, the record's and the
+  apply's, however many views and operator states it moves. A step that does not land
+  (another applier moved an arrangement, a storage failure, runs past half the gc lease,
+  an arrangement not at its entry's lower) changed nothing -- or, failing
+  indeterminately, maybe everything: the handles read their records again -- and the
+  entries are then applied one by one as below, which finds what landed. One by one, the
+  entries are applied side by side when the stores take concurrent calls
+  (:func:`concurrent_consensus`): SQLite's consensus commits the compare-and-sets waiting
+  together in one transaction (``colmz.storage.sqlite``). The committing handle applies
+  right after its commit; a crash -- also inside the one step, before or after it landed --
+  leaves it to the next handle (which applies the record's intent before building its
+  own) or to a reopen. An applier that did not write the runs itself
   reads every part of them and checks it against the entry's checks *before* it appends
   (:class:`~colmz.arrangement.errors.CorruptPart` on any difference, nothing appended);
   after the append every read checks them again, as for every part. Runs older than half
@@ -53,7 +63,9 @@ Invariants
    arrangement as they were (the runs it wrote are deleted); one that raises
    ``Indeterminate`` may have landed (its runs are kept: the record may name them) --
    reload to learn which. A failed apply deletes nothing: the committed intent names the
-   runs, and the next apply lands them.
+   runs, and the next apply lands them. The one step of an apply lands every entry it
+   holds or none; only the one-by-one apply after a step that did not land moves the
+   arrangements of an intent one at a time.
 3. No blob key is written twice: parts carry fresh keys.
 4. No byte colmz reads back from an intent is used unchecked: runs carry the digest, row
    count and diff sum of each part, and the record itself carries the digest of its
