@@ -51,8 +51,8 @@ NOT_ROLLED_BACK = {
     # the column types, whether its base comes consolidated (configuration), and the
     # counters of reads done (work that happened, kept)
     "MemoryCollection": {"_schema", "_base_consolidated", "stats"},
-    # the cumulative work counter
-    "RowCounts": {"work"},
+    # its one field, the arrangement (its work counters are the arrangement's)
+    "RowCounts": set(),
     "SinkState": set(),
     # definition and plan, set by the constructor: names, collections (rolled back by their
     # owner, a catalog), statements (compiled) and their union and lifted forms,
@@ -372,7 +372,7 @@ def _visible(cat: Catalog, keys: bool = True) -> dict:
         out[name] = {
             "since": c.since, "upper": c.upper, "times": c.times(), "base": c.base_pending,
             "history": c.updates(c.since, None).to_pylist(),
-            "counts": None if c._counts is None else [(k.tolist(), d.tolist()) for k, _, d in c._counts._runs],
+            "counts": None if c._counts is None else [(k.tolist(), d.tolist()) for k, d in c._counts.runs()],
             "contents": None if o.contents is None else o.contents.to_pylist(),
         }
         if o.task is not None:
