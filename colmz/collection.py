@@ -235,11 +235,15 @@ class MemoryCollection:
             cons = consolidate(updates)
             if len(cons):
                 times = cons.time
-                cuts = np.flatnonzero(np.diff(times)) + 1
-                bounds = [0, *cuts.tolist(), len(cons)]
-                for a, b in zip(bounds[:-1], bounds[1:]):
-                    self._times.append(int(times[a]))
-                    self._batches.append(cons.slice(a, b))
+                if times[0] == times[-1]:  # one time (a commit's): the batch as it is, not sliced
+                    self._times.append(int(times[0]))
+                    self._batches.append(cons)
+                else:
+                    cuts = np.flatnonzero(np.diff(times)) + 1
+                    bounds = [0, *cuts.tolist(), len(cons)]
+                    for a, b in zip(bounds[:-1], bounds[1:]):
+                        self._times.append(int(times[a]))
+                        self._batches.append(cons.slice(a, b))
                 if self._counts is not None:
                     self._counts.add(cons)
                     self.stats["counts_work"] = self._counts.work

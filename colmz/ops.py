@@ -210,6 +210,11 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     if since is not None:
         since = check_time(since, "since")
     report = _step_reporter(check_progress(progress))
+    if _known_consolidated(updates, order, since):
+        # consolidated already (colmz.consolidate's output, or declared by its maker): as it is
+        for step in range(len(CONSOLIDATE_STEPS) + 1):
+            report(step)
+        return updates
     report(0)
     schema = updates.schema
     if len(updates) <= 1 and all(s.kind in _AS_GIVEN and not pa.types.is_dictionary(s.type) for s in schema):
@@ -221,7 +226,28 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     else:
         out = _consolidate_encoded(updates, order, since, report)
     report(len(CONSOLIDATE_STEPS))
+    if out is not updates or len(out) <= 1:
+        out.assume_consolidated(order)
     return out
+
+
+def _known_consolidated(u: Updates, order: str, since: int | None) -> bool:
+    """Whether ``u`` is known to be what consolidating it (``order``, ``since``) gives:
+    consolidated in ``order`` (``Updates.consolidated_order``; with one time, ``"time"`` and
+    ``"data"`` order agree) and no time before ``since``."""
+    have = u.consolidated_order
+    if have is None or not len(u):
+        return False
+    t = u.time
+    if have != order:
+        one_time = t[0] == t[-1] if have == "time" else t.min() == t.max()
+        if not one_time:
+            return False
+    if since is not None:
+        low = t[0] if have == "time" else t.min()
+        if low < since:
+            return False
+    return True
 
 
 #: Column kinds a consolidation returns exactly as given (the encoding canonicalises a float's

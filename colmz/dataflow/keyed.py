@@ -93,6 +93,10 @@ def encode_key(columns: Sequence[pa.Array], n: int) -> tuple[np.ndarray, Layout]
     return encode_columns(list(columns), n=n)
 
 
+#: Up to this many rows :func:`consolidate_words` sorts in numpy (no kernel set-up).
+SMALL_ROWS = 64
+
+
 def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``uint64`` words sorted lexicographically, equal rows' diffs summed, zero sums
     dropped -- through ``colmz.consolidate`` (each word a ``uint64`` column, whose encoding is
@@ -108,6 +112,17 @@ def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, 
     if n <= 1:  # one row is consolidated (a one-row step's insert skips the kernels' set-up)
         keep = diff != 0
         return words[keep], diff[keep]
+    if n <= SMALL_ROWS and width and np.abs(diff).max() < 2**56:
+        # a few rows (a one-row change's update): sorted and summed in numpy, without the
+        # kernels' encoding and decoding of uint64 columns; sums of fewer than 2**7 diffs
+        # below 2**56 stay in int64
+        order = np.lexsort(words.T[::-1])
+        w, d = words[order], diff[order]
+        starts = np.flatnonzero(np.concatenate(([True], (w[1:] != w[:-1]).any(axis=1))))
+        if len(starts) < n:
+            w, d = w[starts], np.add.reduceat(d, starts)
+        keep = d != 0
+        return (w, d) if keep.all() else (w[keep], d[keep])
     if width == 0:
         total = int(np.sum(diff, dtype=object))
         if not -(2**63) <= total < 2**63:

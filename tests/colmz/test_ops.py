@@ -440,3 +440,25 @@ def test_one_update_is_consolidated_without_a_kernel_call(monkeypatch):
     # a float is canonicalised by the encoding (-0.0 is 0.0), so it still goes through it
     f = colmz.consolidate(colmz.Updates({"x": [-0.0]}, time=[1], diff=[1])).column("x").to_pylist()[0]
     assert math.copysign(1.0, f) == 1.0
+
+
+def test_a_consolidated_batch_is_known_so_and_not_sorted_again():
+    # consolidate's output is marked (Updates.consolidated_order): consolidating it again
+    # returns it as it is; what keeps it consolidated keeps the mark (slice, negated, one time
+    # moved to another, rename) and what may not (a since past its times, the other order over
+    # several times) consolidates for real.
+    from colmz.rows import at_time
+
+    u = colmz.Updates({"k": [3, 1, 1, 2]}, time=[2, 1, 1, 2], diff=[1, 1, 1, -1])
+    c = colmz.consolidate(u)
+    assert c.consolidated_order == "time" and u.consolidated_order is None
+    assert colmz.consolidate(c) is c
+    assert c.slice(1, 3).consolidated_order == "time" and c.negated().consolidated_order == "time"
+    assert c.rename(["key"]).consolidated_order == "time"
+    by_data = colmz.consolidate(c, order="data")  # two times: the data order is another sort
+    assert by_data is not c and by_data.to_pylist() == [(1, 1, 2), (2, 2, -1), (3, 2, 1)]
+    assert colmz.consolidate(c, since=2).to_pylist() == [(1, 2, 2), (2, 2, -1), (3, 2, 1)]
+    one = c.slice(1, 3)  # one time: either order, and moved to another time
+    assert colmz.consolidate(one, order="data") is one
+    assert at_time(one, 7).consolidated_order == "time" and at_time(c, 7).consolidated_order is None
+    assert colmz.consolidate(at_time(c, 7)).to_pylist() == [(1, 7, 2), (2, 7, -1), (3, 7, 1)]

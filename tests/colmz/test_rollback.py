@@ -115,8 +115,10 @@ NOT_ROLLED_BACK.update({
     # the plan, its tables and the rendered tree (whose operators are the rolled-back list)
     "Pipeline": {"plan", "tables", "_root", "schema"},
     # a view's definition (schema, inputs, plan, why it is recomputed) and the last commit's
-    # work counters (diagnostics); its operators, recompute and sink are rolled back in place
-    "MaintainedView": {"schema", "inputs", "plan", "reasons", "uses_now", "last_work", "last_time"},
+    # work counters (diagnostics), the operators' state structures found once (the same
+    # objects, rolled back in place with the operators); its operators, recompute and sink
+    # are rolled back in place
+    "MaintainedView": {"schema", "inputs", "plan", "reasons", "uses_now", "last_work", "last_time", "_states"},
     # configuration, the evaluation callback, the last recompute's size (a work counter)
     "Recompute": {"schema", "reason", "_evaluate", "rows_recomputed"},
     # its SQL (text, translated), schemas, DuckDB session and runner (configuration), the
