@@ -564,10 +564,6 @@ class AccumulableReduce:
             self._slices.append(slice(len(kinds), len(kinds) + len(a.slots)))
             kinds.extend(a.slots)
         self._state = Accumulators(kinds)
-        #: every output column is one a consolidation returns as given (no float, whose
-        #: encoding canonicalises -0.0 and NaNs): :meth:`_consolidated` may order a few rows
-        self._as_given = all(c.kind in ("int", "uint", "bool", "bytes", "null") and not pa.types.is_dictionary(c.type)
-                             for c in self.schema)
         self._count_slots = self._counting_slots()
         self._clock = Clock()
         self.rows_touched = 0
@@ -630,28 +626,12 @@ class AccumulableReduce:
         old_idx = np.flatnonzero(old_present & ~same)
         new_idx = np.flatnonzero(new_present & ~same)
         if len(old_idx) or len(new_idx):
-            result = self._consolidated(self._rows(ukeys, kl, old, old_idx, new, new_idx, time), time)
+            result = consolidated_at(self._rows(ukeys, kl, old, old_idx, new, new_idx, time), time)
         else:
             result = Updates.empty(self.schema)
         self._state.insert(ukeys, kl, contrib)
         self._clock.advance(time)
         return result
-
-    def _consolidated(self, rows: Updates, time: int) -> Updates:
-        """The output rows consolidated. One or two rows (a one-row change's group: its old
-        row out, its new one in) of columns kept as given by a consolidation (no float to
-        canonicalise) are ordered by their encoding -- two equal rows, an old and a new
-        output that came out the same, cancel -- instead of a consolidation's sort."""
-        n = len(rows)
-        if n > 2 or not self._as_given:
-            return consolidated_at(rows, time)
-        if n == 2:
-            a, b = rows.encode().keys.tolist()
-            if a == b:  # -1 and +1 of the same row (distinct groups never are equal)
-                return Updates.empty(self.schema)
-            if a > b:
-                rows = rows.take(np.array([1, 0]))
-        return rows.assume_consolidated()
 
     def _check_counts(self, new, ukeys, kl) -> None:
         for s in self._count_slots:
