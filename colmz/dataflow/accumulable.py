@@ -320,12 +320,28 @@ class Accumulators(FueledHolder):
 
     def __init__(self, kinds: Sequence[str], *, effort: int = 1, min_fuel: int = 1024):
         self.kinds = tuple(kinds)
-        self._fueled = FueledRuns(_run_size, self._begin, effort, min_fuel, _run_serial)
+        self._fueled = FueledRuns(_run_size, self._begin, effort, min_fuel, _run_serial, self._combine)
         self.rows_inserted = 0
         self.keys_searched = 0
 
     def _begin(self, older, newer) -> AccumulatorsMerge:
         return AccumulatorsMerge(older, newer, self.kinds)
+
+    def _combine(self, older, newer):
+        """Two runs merged at once (a small merge: :class:`AccumulatorsMerge`'s result
+        without its chunks -- a key's slots summed older then newer, exactly for ``int``),
+        ``None`` when every key's accumulators sum to zero."""
+        layout = unify_layouts(older[1], newer[1])
+        keys, starts, order = sort_groups(np.concatenate([pad_keys(older[0], older[1], layout),
+                                                          pad_keys(newer[0], newer[1], layout)]))
+        summed = []
+        for k, x, y in zip(self.kinds, older[2], newer[2]):
+            c = np.concatenate([x, y])[order]
+            summed.append(exact_group_sums(c, starts) if k == "int" else np.add.reduceat(c, starts))
+        keys, _, summed = _drop_zero(keys[starts], layout, tuple(summed))
+        if not len(keys):
+            return None
+        return np.ascontiguousarray(keys), layout, summed, next_serial()
 
     def __len__(self) -> int:
         return sum(len(r[0]) for r in self._fueled.runs())

@@ -186,7 +186,7 @@ class KeyedArrangement(FueledHolder):
         self._val_specs = tuple(self.schema[i] for i in self._val_pos)
         self._key_kinds = [s.kind for s in self._key_specs]
         self._val_kinds = [s.kind for s in self._val_specs]
-        self._fueled = FueledRuns(_run_size, KeyedMerge, effort, min_fuel, _run_serial)
+        self._fueled = FueledRuns(_run_size, KeyedMerge, effort, min_fuel, _run_serial, combine_runs)
         self._since: int | None = None
         self.rows_inserted = 0
         self.keys_searched = 0
@@ -379,6 +379,17 @@ def _run(kw: np.ndarray, kl: Layout, vw: np.ndarray, vl: Layout, diff: np.ndarra
     vals = np.ascontiguousarray(words[:, width:])
     return Run(keys, kl, vals, vl, diff, next_serial())
 
+
+
+def combine_runs(older: Run, newer: Run) -> Run | None:
+    """Two runs merged at once (a small merge: :class:`KeyedMerge`'s result without its
+    chunks), ``None`` when every row cancels."""
+    kl = unify_layouts(older.key_layout, newer.key_layout)
+    vl = unify_layouts(older.val_layout, newer.val_layout)
+    kw = np.concatenate([pad_keys(older.keys, older.key_layout, kl), pad_keys(newer.keys, newer.key_layout, kl)])
+    vw = np.concatenate([pad_keys(older.vals, older.val_layout, vl), pad_keys(newer.vals, newer.val_layout, vl)])
+    run = _run(kw, kl, vw, vl, np.concatenate([older.diff, newer.diff]))
+    return run if len(run.diff) else None
 
 
 def _run_size(run: Run) -> int:

@@ -88,11 +88,11 @@ NOT_ROLLED_BACK.update({
     "Accumulators": {"kinds", "rows_inserted", "keys_searched"},
     # colmz.dataflow.fueled: how runs are sized and merged, the fuel (configuration), work
     # counters (its merges in progress are immutable values in the layers tuple)
-    "FueledRuns": {"_size", "_begin", "_serial", "effort", "min_fuel", "merges", "rows_merged",
+    "FueledRuns": {"_size", "_begin", "_combine", "_serial", "effort", "min_fuel", "merges", "rows_merged",
                    "last_step_merged", "max_step_merged",
                    # what recent merges were made of: facts (serials are never reused)
                    "lineage"},
-    "MapFilter": {"input_schema", "where", "select", "schema", "passes_through", "rows_consolidated"},
+    "MapFilter": {"input_schema", "where", "select", "schema", "renames", "passes_through", "rows_consolidated"},
     "Union": {"input_schemas", "schema"},
     "Negate": {"schema"},
     # which inputs read shared arrangements (configuration; those are rolled back by the catalog)
