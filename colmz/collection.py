@@ -39,15 +39,7 @@ import pyarrow as pa
 
 from colmz.frontier import MAX_TIME, Frontier, check_frontier, check_time, frontier_le
 from colmz.ops import concat, consolidate
-from colmz.order import (
-    ColumnSpec,
-    Layout,
-    encode_columns,
-    narrow_rows,
-    pad_keys,
-    search_rows,
-    unify_layouts,
-)
+from colmz.order import ColumnSpec
 from colmz.rows import at_time, cast_to, expand, schema_of
 from colmz.updates import SchemaError, Updates
 
@@ -243,11 +235,15 @@ class MemoryCollection:
             cons = consolidate(updates)
             if len(cons):
                 times = cons.time
-                cuts = np.flatnonzero(np.diff(times)) + 1
-                bounds = [0, *cuts.tolist(), len(cons)]
-                for a, b in zip(bounds[:-1], bounds[1:]):
-                    self._times.append(int(times[a]))
-                    self._batches.append(cons.slice(a, b))
+                if times[0] == times[-1]:  # one time (a commit's): the batch as it is, not sliced
+                    self._times.append(int(times[0]))
+                    self._batches.append(cons)
+                else:
+                    cuts = np.flatnonzero(np.diff(times)) + 1
+                    bounds = [0, *cuts.tolist(), len(cons)]
+                    for a, b in zip(bounds[:-1], bounds[1:]):
+                        self._times.append(int(times[a]))
+                        self._batches.append(cons.slice(a, b))
                 if self._counts is not None:
                     self._counts.add(cons)
                     self.stats["counts_work"] = self._counts.work
@@ -371,15 +367,40 @@ class MemoryCollection:
         """The times that hold changes."""
         return list(self._times)
 
+    def keep_counts(self) -> None:
+        """Keep the :meth:`counts` index from now on: built now over the contents (their
+        size, once; nothing for a new collection) and kept up to date by every append for
+        the size of its change, so no :meth:`counts` call ever builds it -- a catalog's
+        tables, whose first retraction would otherwise pay for the whole table in one
+        commit. The index holds every row's encoded words again (about the contents' size
+        in memory). A collection whose base is still to load (a durable table reopened)
+        builds it at its first count, when the base loads.
+
+        >>> c = MemoryCollection({"k": pa.int64()}); c.keep_counts()
+        >>> c.compare_and_append(Updates({"k": [1, 1]}, time=[0, 0], diff=[1, 1]), 0, 1)
+        >>> c.counts(Updates({"k": [1]}, time=[0], diff=[-1])).tolist()
+        [2]
+        """
+        if self._counts is None and self._base is None:
+            self._build_counts()
+
+    def _build_counts(self) -> None:
+        index = RowCounts()
+        for b in self._batches:
+            index.add(b)
+        self._counts = index
+        self.stats["counts_work"] = index.work
+
     def counts(self, rows: Updates) -> np.ndarray:
         """The multiplicity of each row of ``rows`` (their data; times and diffs ignored) in
         the contents at the newest complete time, ``upper - 1``.
 
-        The first call builds a :class:`RowCounts` index of the contents (their size, once);
-        later appends keep it up to date for the size of their changes (a roll back puts its
-        runs back, ``colmz.rollback``), so a
-        call costs about ``len(rows) * log(contents)`` -- what a commit checking its
-        retractions for negative multiplicities needs, without consolidating the contents.
+        The first call builds a :class:`RowCounts` index of the contents (their size, once;
+        none after :meth:`keep_counts`, which keeps it from the start); later appends keep it
+        up to date for the size of their changes (a roll back puts its runs back,
+        ``colmz.rollback``), so a call costs about ``len(rows) * log(contents)`` -- what a
+        commit checking its retractions for negative multiplicities needs, without
+        consolidating the contents.
 
         >>> c = MemoryCollection({"k": pa.int64()})
         >>> c.compare_and_append(Updates({"k": [1, 1, 2]}, time=[0, 0, 1], diff=[1, 1, 1]), 0, 2)
@@ -390,10 +411,7 @@ class MemoryCollection:
             raise ValueError(f"no complete time to count at: the upper is {self._upper}")
         if self._counts is None:
             self._load_base()
-            index = RowCounts()
-            for b in self._batches:
-                index.add(b)
-            self._counts = index
+            self._build_counts()
         out = self._counts.counts(cast_to(rows, self._schema))
         self.stats["counts_work"] = self._counts.work
         return out
@@ -404,15 +422,15 @@ class RowCounts:
     rows, how often each occurs, in time proportional to those rows (times the logarithm of
     the index), not to the index.
 
-    The updates are kept as *runs*: each run the order-preserving encoding of its rows
-    (``colmz.order``: ``uint64`` words, compared lexicographically) sorted and consolidated,
-    with the summed diffs. A new batch is a new run; while the run before it is at most
-    twice its size the two are merged, so the sizes fall geometrically, there are
-    ``O(log n)`` runs and a row is merged ``O(log n)`` times (a binary counter). A count
-    encodes the rows asked for and binary-searches every run. Runs of different layouts
-    (a longer string, a first NULL) are compared as ``colmz.order`` describes: a query row is
-    narrowed to each run's layout, and one whose dropped words are not zero cannot occur
-    in that run. ``work`` counts rows encoded, sorted, merged and searched.
+    The updates are held in a ``colmz.dataflow.keyed.KeyedArrangement`` keyed by every
+    column (made at the first :meth:`add`, for that batch's columns): sorted, consolidated
+    runs of the rows' order-preserving encoding (``colmz.order``), held in the layers of a
+    fueled spine and merged a little per add (``colmz.dataflow.fueled``), so an add of ``n``
+    rows merges ``O(n)`` rows per merge in progress -- never a merge of the whole index
+    landing on one small add -- and a row is merged ``O(log n)`` times, amortised. A count
+    encodes the rows asked for and binary-searches every run (rows of another layout -- a
+    longer string, a first NULL -- are narrowed to each run's, ``colmz.order``). ``work``
+    counts rows added, merged and searched.
 
     >>> r = RowCounts()
     >>> r.add(Updates({"k": ["a", "bb", "a"]}, time=[0, 0, 1], diff=[1, 1, 1]))
@@ -421,67 +439,46 @@ class RowCounts:
     [1, 1, 0]
     """
 
-    #: The runs, for ``colmz.rollback``: each an immutable triple of fresh arrays, the list
-    #: append-only in place (a merge assigns a new list). ``work`` is cumulative.
-    ROLLBACK_FIELDS = ("_runs",)
-    ROLLBACK_APPEND_ONLY = ("_runs",)
+    #: The arrangement (rolled back in place: its layers of runs, a tuple each add replaces).
+    ROLLBACK_FIELDS = ("_index",)
 
     def __init__(self) -> None:
-        self._runs: list[tuple[np.ndarray, Layout, np.ndarray]] = []
-        self.work = 0
+        self._index = None  # a KeyedArrangement keyed by every column, from the first add
 
     def __len__(self) -> int:
-        return sum(len(r[0]) for r in self._runs)
+        return 0 if self._index is None else len(self._index)
 
-    @staticmethod
-    def _encode(u: Updates) -> tuple[np.ndarray, Layout]:
-        return encode_columns([u.column(n) for n in u.column_names], n=len(u))
+    @property
+    def work(self) -> int:
+        """Rows added, merged and searched (a cumulative work counter, never rolled back)."""
+        a = self._index
+        return 0 if a is None else a.rows_inserted + a.rows_merged + a.keys_searched
+
+    @property
+    def max_add_merged(self) -> int:
+        """The most rows merges read in one add (a work counter)."""
+        return 0 if self._index is None else self._index.max_step_merged
+
+    def runs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The runs, oldest first: each ``(rows' words, diffs)``, sorted and consolidated."""
+        return [] if self._index is None else [(r.keys, r.diff) for r in self._index.state_runs()]
 
     def add(self, updates: Updates) -> None:
         """Add ``updates`` (their data and diffs) to the counts."""
         if not len(updates):
             return
-        keys, layout = self._encode(updates)
-        self.work += len(keys)
-        run = self._run(keys, layout, np.asarray(updates.diff, np.int64))
-        if not len(run[0]):
-            return
-        self._runs.append(run)
-        while len(self._runs) > 1 and len(self._runs[-2][0]) <= 2 * len(self._runs[-1][0]):
-            (ka, la, da), (kb, lb, db) = self._runs[-2], self._runs[-1]
-            wide = unify_layouts(la, lb)
-            keys = np.concatenate([pad_keys(ka, la, wide), pad_keys(kb, lb, wide)])
-            self.work += len(keys)
-            merged = self._run(keys, wide, np.concatenate([da, db]))
-            self._runs = self._runs[:-2] + ([merged] if len(merged[0]) else [])  # a new list
+        if self._index is None:
+            # imported here: the dataflow's state structures stand on this module
+            from colmz.dataflow.keyed import KeyedArrangement
 
-    @staticmethod
-    def _run(keys: np.ndarray, layout: Layout, diff: np.ndarray) -> tuple[np.ndarray, Layout, np.ndarray]:
-        """``keys`` sorted, equal rows summed, zero sums dropped."""
-        if keys.shape[1] and len(keys) > 1:
-            order = np.lexsort(keys.T[::-1])
-            keys, diff = keys[order], diff[order]
-        if len(keys) > 1:
-            starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
-            keys, diff = keys[starts], np.add.reduceat(diff, starts)
-        keep = diff != 0
-        return np.ascontiguousarray(keys[keep]), layout, diff[keep]
+            self._index = KeyedArrangement(updates.schema, updates.column_names)
+        self._index.insert_checked(0, updates)
 
     def counts(self, rows: Updates) -> np.ndarray:
         """How often each row of ``rows`` occurs (its data; times and diffs ignored)."""
-        out = np.zeros(len(rows), np.int64)
-        if not len(rows) or not self._runs:
-            return out
-        q, ql = self._encode(rows)
-        for keys, layout, diff in self._runs:
-            mine, present = narrow_rows(q, ql, layout)
-            pos = search_rows(keys, mine, "left")
-            self.work += len(q) * max(1, int(np.log2(len(keys) + 1)))
-            inside = pos < len(keys)
-            hit = present & inside
-            hit[inside] &= (keys[pos[inside]] == mine[inside]).all(axis=1)
-            out[hit] += diff[pos[hit]]
-        return out
+        if not len(rows) or self._index is None:
+            return np.zeros(len(rows), np.int64)
+        return self._index.counts([rows.column(n) for n in self._index.key])
 
 
 def as_collection(c, what: str) -> Collection:

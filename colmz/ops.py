@@ -210,10 +210,18 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     if since is not None:
         since = check_time(since, "since")
     report = _step_reporter(check_progress(progress))
+    if _known_consolidated(updates, order, since):
+        # consolidated already (colmz.consolidate's output, or declared by its maker): as it is
+        for step in range(len(CONSOLIDATE_STEPS) + 1):
+            report(step)
+        return updates
     report(0)
     schema = updates.schema
-    if len(updates) <= 1 and all(s.kind in _AS_GIVEN and not pa.types.is_dictionary(s.type) for s in schema):
+    as_given = len(updates) <= 2 and all(s.kind in _AS_GIVEN and not pa.types.is_dictionary(s.type) for s in schema)
+    if as_given and len(updates) <= 1:
         out = _consolidate_one(updates, since, report)
+    elif as_given and (two := _consolidate_two(updates, order, since, report)) is not None:
+        out = two
     elif len(updates) >= _RANK_MIN_ROWS and any(s.kind == "bytes" for s in schema):
         out = _consolidate_ranked(updates, order, since, report)
     elif cached_encoding(updates) is None and (raw := raw_words(held_columns(updates))) is not None:
@@ -221,7 +229,27 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     else:
         out = _consolidate_encoded(updates, order, since, report)
     report(len(CONSOLIDATE_STEPS))
+    out.assume_consolidated(order)
     return out
+
+
+def _known_consolidated(u: Updates, order: str, since: int | None) -> bool:
+    """Whether ``u`` is known to be what consolidating it (``order``, ``since``) gives:
+    consolidated in ``order`` (``Updates.consolidated_order``; with one time, ``"time"`` and
+    ``"data"`` order agree) and no time before ``since``."""
+    have = u.consolidated_order
+    if have is None or not len(u):
+        return False
+    t = u.time
+    if have != order:
+        one_time = t[0] == t[-1] if have == "time" else t.min() == t.max()
+        if not one_time:
+            return False
+    if since is not None:
+        low = t[0] if have == "time" else t.min()
+        if low < since:
+            return False
+    return True
 
 
 #: Column kinds a consolidation returns exactly as given (the encoding canonicalises a float's
@@ -242,6 +270,36 @@ def _consolidate_one(updates: Updates, since, report) -> Updates:
         return Updates({c.name: updates.column(c.name) for c in updates.schema}, np.array([since], np.uint64),
                        updates.diff, copy=False)
     return updates
+
+
+def _consolidate_two(updates: Updates, order: str, since, report) -> Updates | None:
+    # Two updates (a one-row change's old row out and new row in) are compared by their
+    # encoding and time, no kernel call: swapped when out of order, summed when equal. None
+    # when their diffs' sum would leave int64 (the kernels' path names the row).
+    t = updates.time
+    if since is not None and (t[0] < since or t[1] < since):
+        t = np.maximum(t, np.uint64(since))
+        updates = Updates({c.name: updates.column(c.name) for c in updates.schema}, t, updates.diff, copy=False)
+    report(1)
+    wa, wb = updates.encode().keys.tolist()
+    ta, tb = int(t[0]), int(t[1])
+    a, b = ((ta, wa), (tb, wb)) if order == "time" else ((wa, ta), (wb, tb))
+    report(2)
+    if a == b:
+        total = int(updates.diff[0]) + int(updates.diff[1])
+        if not -(2**63) <= total < 2**63:
+            return None
+        if total == 0:
+            return updates.slice(0, 0)
+        one = updates.slice(0, 1)
+        return Updates({c.name: one.column(c.name) for c in one.schema}, one.time, np.array([total], np.int64),
+                       copy=False)
+    keep = [i for i in ((1, 0) if a > b else (0, 1)) if updates.diff[i] != 0]
+    if keep == [0, 1]:
+        return updates
+    if len(keep) == 1:
+        return updates.slice(keep[0], keep[0] + 1)
+    return updates.take(np.array(keep, np.int64))
 
 
 #: The steps :func:`consolidate` reports to a progress callback, in order.

@@ -440,8 +440,10 @@ class Updates:
     """
 
     # ``_cols`` is ``None`` while a batch built from its encoding (what structures hand out)
-    # has not been asked for its columns: ``_columns`` decodes them on first use.
-    __slots__ = ("_cols", "_schema", "_time", "_diff", "_enc")
+    # has not been asked for its columns: ``_columns`` decodes them on first use. ``_cons``:
+    # the order the batch is known to be consolidated in (``"time"``/``"data"``, what
+    # ``colmz.consolidate`` gave or a caller promised, :attr:`consolidated_order`), or None.
+    __slots__ = ("_cols", "_schema", "_time", "_diff", "_enc", "_cons")
 
     def __init__(
         self,
@@ -454,6 +456,7 @@ class Updates:
         _trusted: bool = False,
     ):
         self._enc = None
+        self._cons = None
         if _trusted:
             self._cols = tuple(data.values())
             self._schema = tuple(ColumnSpec(n, c.type) for n, c in zip(data, self._cols))
@@ -500,6 +503,7 @@ class Updates:
         out._time = time
         out._diff = diff
         out._enc = enc
+        out._cons = None
         return out
 
     @classmethod
@@ -660,13 +664,56 @@ class Updates:
         return [(*vals, int(t), int(d)) for *vals, t, d in zip(*cols, self._time.tolist(), self._diff.tolist())]
 
     def slice(self, start: int, stop: int) -> Updates:
-        """Rows ``[start, stop)`` as a zero-copy batch."""
-        return Updates(
+        """Rows ``[start, stop)`` as a zero-copy batch (consolidated when this one is)."""
+        out = Updates(
             {s.name: c.slice(start, max(stop - start, 0)) for s, c in zip(self._schema, self._columns)},
             self._time[start:stop],
             self._diff[start:stop],
             _trusted=True,
         )
+        out._cons = self._cons
+        return out
+
+    @property
+    def consolidated_order(self) -> str | None:
+        """The order this batch is known to be consolidated in -- ``"time"`` (sorted by
+        ``(time, data)``) or ``"data"``, each ``(data, time)`` once, no zero diff: what
+        ``colmz.consolidate`` returned, or a caller declared (:meth:`assume_consolidated`) --
+        or ``None`` when not known (it may still be). ``colmz.consolidate`` returns such a
+        batch as it is, so consolidating twice costs nothing the second time.
+
+        >>> import colmz
+        >>> u = colmz.consolidate(Updates({"k": [2, 1]}, time=[0, 0], diff=[1, 1]))
+        >>> u.consolidated_order, colmz.consolidate(u) is u
+        ('time', True)
+        """
+        return self._cons
+
+    def assume_consolidated(self, order: str = "time") -> Updates:
+        """This batch, declared consolidated in ``order`` (:attr:`consolidated_order`) on the
+        caller's word: for a structure whose output is consolidated by construction (a
+        correction buffer's read). A wrong declaration gives wrong answers downstream."""
+        if order not in ("time", "data"):
+            raise ValueError(f"order must be 'time' or 'data', got {order!r}")
+        self._cons = order
+        return self
+
+    def rename(self, names: Sequence[str]) -> Updates:
+        """The same updates with the data columns called ``names`` (in order; zero-copy,
+        keeping what is known of the batch: its encoding, its consolidation).
+
+        >>> Updates({"k": [1]}, time=[0], diff=[1]).rename(["key"]).column_names
+        ['key']
+        """
+        names = list(names)
+        if len(names) != len(self._schema):
+            raise ValueError(f"rename gives {len(names)} names for {len(self._schema)} columns")
+        if len(set(names)) != len(names) or any(n in ("time", "diff") for n in names):
+            raise ValueError(f"rename gives a repeated or reserved name: {names}")
+        schema = tuple(ColumnSpec(n, s.type) for n, s in zip(names, self._schema))
+        out = Updates._from_parts(self._cols, schema, self._time, self._diff, self._enc)
+        out._cons = self._cons
+        return out
 
     def take(self, rows) -> Updates:
         """The rows at positions ``rows`` (integers, in the order given; repeats allowed).
@@ -690,8 +737,11 @@ class Updates:
         """The same updates with every diff negated (``OverflowError`` for ``-2**63``)."""
         if self._enc is not None:
             enc = self._enc.negated()
-            return Updates._from_parts(self._cols, self._schema, self._time, enc.diff, enc)
-        return Updates._from_parts(self._columns, self._schema, self._time, negated_diff(self._diff))
+            out = Updates._from_parts(self._cols, self._schema, self._time, enc.diff, enc)
+        else:
+            out = Updates._from_parts(self._columns, self._schema, self._time, negated_diff(self._diff))
+        out._cons = self._cons  # the same rows in the same order, no diff zero
+        return out
 
     # ------------------------------------------------------------------ encoding
 

@@ -115,6 +115,7 @@ class Definitions:
                 raise SQLError(f"CREATE TABLE {s.name}: duplicate column names")
             check_columns("CREATE TABLE", s.name, schema)
             coll = self._new_collection(schema)
+            coll.keep_counts()  # a retraction's check never builds the index over the whole table
             coll.compare_and_append(Updates.empty(coll.schema), now, now + 1)
             self._add(CatalogObject(key, "table", coll), s)
         elif isinstance(s, CreateMaterializedView):

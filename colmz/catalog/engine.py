@@ -432,6 +432,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 continue
             change = pending.get(name)
             if change is not None and len(change):
+                # consolidated once here: the retraction check, the table's append and the
+                # views reading it back take it as it is (colmz.consolidate's mark)
+                change = consolidate(change)
                 self._check_retractions(name, obj.collection, change)
                 obj.collection.compare_and_append(change, obj.collection.upper, t + 1)
                 changed.add(name)

@@ -320,12 +320,28 @@ class Accumulators(FueledHolder):
 
     def __init__(self, kinds: Sequence[str], *, effort: int = 1, min_fuel: int = 1024):
         self.kinds = tuple(kinds)
-        self._fueled = FueledRuns(_run_size, self._begin, effort, min_fuel, _run_serial)
+        self._fueled = FueledRuns(_run_size, self._begin, effort, min_fuel, _run_serial, self._combine)
         self.rows_inserted = 0
         self.keys_searched = 0
 
     def _begin(self, older, newer) -> AccumulatorsMerge:
         return AccumulatorsMerge(older, newer, self.kinds)
+
+    def _combine(self, older, newer):
+        """Two runs merged at once (a small merge: :class:`AccumulatorsMerge`'s result
+        without its chunks -- a key's slots summed older then newer, exactly for ``int``),
+        ``None`` when every key's accumulators sum to zero."""
+        layout = unify_layouts(older[1], newer[1])
+        keys, starts, order = sort_groups(np.concatenate([pad_keys(older[0], older[1], layout),
+                                                          pad_keys(newer[0], newer[1], layout)]))
+        summed = []
+        for k, x, y in zip(self.kinds, older[2], newer[2]):
+            c = np.concatenate([x, y])[order]
+            summed.append(exact_group_sums(c, starts) if k == "int" else np.add.reduceat(c, starts))
+        keys, _, summed = _drop_zero(keys[starts], layout, tuple(summed))
+        if not len(keys):
+            return None
+        return np.ascontiguousarray(keys), layout, summed, next_serial()
 
     def __len__(self) -> int:
         return sum(len(r[0]) for r in self._fueled.runs())
@@ -340,6 +356,8 @@ class Accumulators(FueledHolder):
         """The accumulators of each key of ``q`` (zeros where absent); over ``runs`` (some
         :meth:`state_runs`) instead of the current runs when given."""
         m = len(q)
+        if m == 1:
+            return self._lookup_one(q, ql, self._fueled.runs() if runs is None else runs)
         where, found = [], [[] for _ in self.kinds]
         for keys, layout, cols, *_ in (self._fueled.runs() if runs is None else runs):
             mine, present = narrow_rows(q, ql, layout)
@@ -368,6 +386,35 @@ class Accumulators(FueledHolder):
                 else:
                     np.add.at(acc, at, vals)
             out.append(acc)
+        return out
+
+    def _lookup_one(self, q: np.ndarray, ql: Layout, runs) -> list[np.ndarray]:
+        """:meth:`lookup` of one key (a one-row change's group): a search per run and the
+        slots summed as Python numbers -- exact for ``int`` slots, ``int64`` while within
+        ``2**62`` (``narrowed``) -- in run order, as the vectorised lookup sums them."""
+        sums: list = [0 if k == "int" else 0.0 for k in self.kinds]
+        for keys, layout, cols, *_ in runs:
+            self.keys_searched += 1
+            if layout == ql:
+                mine = q
+            else:
+                mine, present = narrow_rows(q, ql, layout)
+                if not present[0]:
+                    continue
+            pos = int(search_rows(keys, mine, "left")[0])
+            if pos < len(keys) and keys[pos].tolist() == mine[0].tolist():
+                for s, c in enumerate(cols):
+                    sums[s] += c[pos].item() if c.dtype != object else c[pos]
+        out = []
+        for kind, v in zip(self.kinds, sums):
+            if kind != "int":
+                out.append(np.array([v], np.float64))
+            elif -(2**62) < v < 2**62:
+                out.append(np.array([v], np.int64))
+            else:
+                a = np.empty(1, object)
+                a[0] = v
+                out.append(a)
         return out
 
     # -- durable state (colmz.dataflow.state) -------------------------------------------

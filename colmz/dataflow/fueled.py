@@ -131,6 +131,11 @@ class FueledRuns:
         A run's serial number (:func:`next_serial`): given, the last ``LINEAGE`` completed
         merges are remembered as ``(result, older, newer)`` serials for
         :meth:`unread_merges`.
+    combine : callable, optional
+        ``combine(older, newer)``: the two runs merged at once (``None``: every row
+        cancelled), for the small merges of coalescing -- the same result as a
+        :class:`Merge` run to completion, without its chunking (a one-row insert's merge
+        costs the few calls of one sort). Default: the merge run to completion.
 
     Work counters (cumulative, never rolled back): ``merges`` (merges begun), ``rows_merged``
     (input rows merges read), ``last_step_merged`` and ``max_step_merged`` (rows read by the
@@ -153,7 +158,7 @@ class FueledRuns:
     ROLLBACK_FIELDS = ("_layers",)
 
     def __init__(self, size: Callable, begin: Callable, effort: int = 1, min_fuel: int = 1024,
-                 serial: Callable | None = None):
+                 serial: Callable | None = None, combine: Callable | None = None):
         for name, v in (("effort", effort), ("min_fuel", min_fuel)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
@@ -164,6 +169,7 @@ class FueledRuns:
         self.lineage: deque = deque(maxlen=LINEAGE)
         self._size = size
         self._begin = begin
+        self._combine = combine
         self.effort = effort
         self._layers: tuple = ()
         self.merges = 0
@@ -296,13 +302,26 @@ class FueledRuns:
             if n > 2 * m or n + m > self.min_fuel // 4:
                 return run
             older, layers[low] = layers[low], None
-            run = self._finish(self._merged(older, run))
+            run = self._merged_now(older, run)
             if run is None:
                 return None
 
     def _merged(self, older, newer):
         self.merges += 1
         return self._begin(older, newer)
+
+    def _merged_now(self, older, newer):
+        """``older`` and ``newer`` merged at once (``combine``, or a merge run to completion),
+        counted and remembered as a merge is."""
+        if self._combine is None:
+            return self._finish(self._merged(older, newer))
+        self.merges += 1
+        self.rows_merged += self._size(older) + self._size(newer)
+        out = self._combine(older, newer)
+        if self._serial is not None:
+            self.lineage.append((None if out is None else self._serial(out), self._serial(older),
+                                 self._serial(newer)))
+        return out
 
     def _roll_up(self, layers: list, index: int) -> None:
         while len(layers) <= index:

@@ -212,8 +212,11 @@ class DeltaJoin:
                 found = self._joinable_found(arr.lookup_words(q, ql, minus=deltas[j] if j > i else None), j)
             else:
                 found = arr.lookup_words(q, ql)
-            take = pa.array(found.query)
-            cols = {n: c.take(take) for n, c in cols.items()}
+            q = found.query
+            if len(q) != len(diff) or not np.array_equal(q, np.arange(len(q))):
+                # rows matched other than once each, in order (else the columns stay as they are)
+                take = pa.array(q)
+                cols = {n: c.take(take) for n, c in cols.items()}
             for c in self.input_schemas[j]:
                 cols[c.name] = found.rows.column(c.name)
             diff = multiply_diffs(diff[found.query], found.rows.diff)

@@ -93,6 +93,10 @@ def encode_key(columns: Sequence[pa.Array], n: int) -> tuple[np.ndarray, Layout]
     return encode_columns(list(columns), n=n)
 
 
+#: Up to this many rows :func:`consolidate_words` sorts in numpy (no kernel set-up).
+SMALL_ROWS = 64
+
+
 def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``uint64`` words sorted lexicographically, equal rows' diffs summed, zero sums
     dropped -- through ``colmz.consolidate`` (each word a ``uint64`` column, whose encoding is
@@ -108,6 +112,17 @@ def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, 
     if n <= 1:  # one row is consolidated (a one-row step's insert skips the kernels' set-up)
         keep = diff != 0
         return words[keep], diff[keep]
+    if n <= SMALL_ROWS and width and np.abs(diff).max() < 2**56:
+        # a few rows (a one-row change's update): sorted and summed in numpy, without the
+        # kernels' encoding and decoding of uint64 columns; sums of fewer than 2**7 diffs
+        # below 2**56 stay in int64
+        order = np.lexsort(words.T[::-1])
+        w, d = words[order], diff[order]
+        starts = np.flatnonzero(np.concatenate(([True], (w[1:] != w[:-1]).any(axis=1))))
+        if len(starts) < n:
+            w, d = w[starts], np.add.reduceat(d, starts)
+        keep = d != 0
+        return (w, d) if keep.all() else (w[keep], d[keep])
     if width == 0:
         total = int(np.sum(diff, dtype=object))
         if not -(2**63) <= total < 2**63:
@@ -171,7 +186,7 @@ class KeyedArrangement(FueledHolder):
         self._val_specs = tuple(self.schema[i] for i in self._val_pos)
         self._key_kinds = [s.kind for s in self._key_specs]
         self._val_kinds = [s.kind for s in self._val_specs]
-        self._fueled = FueledRuns(_run_size, KeyedMerge, effort, min_fuel, _run_serial)
+        self._fueled = FueledRuns(_run_size, KeyedMerge, effort, min_fuel, _run_serial, combine_runs)
         self._since: int | None = None
         self.rows_inserted = 0
         self.keys_searched = 0
@@ -364,6 +379,17 @@ def _run(kw: np.ndarray, kl: Layout, vw: np.ndarray, vl: Layout, diff: np.ndarra
     vals = np.ascontiguousarray(words[:, width:])
     return Run(keys, kl, vals, vl, diff, next_serial())
 
+
+
+def combine_runs(older: Run, newer: Run) -> Run | None:
+    """Two runs merged at once (a small merge: :class:`KeyedMerge`'s result without its
+    chunks), ``None`` when every row cancels."""
+    kl = unify_layouts(older.key_layout, newer.key_layout)
+    vl = unify_layouts(older.val_layout, newer.val_layout)
+    kw = np.concatenate([pad_keys(older.keys, older.key_layout, kl), pad_keys(newer.keys, newer.key_layout, kl)])
+    vw = np.concatenate([pad_keys(older.vals, older.val_layout, vl), pad_keys(newer.vals, newer.val_layout, vl)])
+    run = _run(kw, kl, vw, vl, np.concatenate([older.diff, newer.diff]))
+    return run if len(run.diff) else None
 
 
 def _run_size(run: Run) -> int:

@@ -151,11 +151,12 @@ class Recompute:
         return delta
 
 
-def _work(op) -> int:
-    """The cumulative work counters of ``op``'s state: rows inserted, merged, searched, found
-    in its arrangements and accumulators, rows it recomputed."""
+def _work(op, state: list | None = None) -> int:
+    """The cumulative work counters of ``op``'s state (``state``: its arrangements, when
+    known): rows inserted, merged, searched, found in its arrangements and accumulators, rows
+    it recomputed."""
     total = 0
-    for a in _arrangements(op):
+    for a in (_arrangements(op) if state is None else state):
         total += sum(getattr(a, f, 0) for f in ("rows_inserted", "rows_merged", "keys_searched", "rows_found"))
     total += getattr(op, "rows_touched", 0)
     return total
@@ -229,6 +230,7 @@ class MaintainedView:
             self._pipeline = render(plan_, fallback=subtree if subquery_evaluate is not None else None,
                                     shared=shared)
         self._sink = ViewSink(schema, collection)
+        self._states: list | None = None  # per rendered step, its operator's state structures
         #: per rendered step: (rows in, rows out, work counters) at the last commit
         self.last_work: list[tuple[int, int, int]] | None = None
         self.last_time: int | None = None
@@ -344,14 +346,24 @@ class MaintainedView:
                 return Updates.empty(self.schema)
             out = root.step(time, Updates.empty(root.input_schema))
         else:
-            before = [_work(op) for _, _, op, _, _ in self._pipeline.steps()]
+            # each operator's state structures, found once (an operator keeps the same ones:
+            # a roll back and a durable restore refill them in place)
+            states = self._states
+            if states is None:
+                states = self._states = [_arrangements(op) for _, _, op, _, _ in self._pipeline.steps()]
+            steps = self._pipeline.steps()
+            before = [_work(op, st) for (_, _, op, _, _), st in zip(steps, states)]
             out = self._pipeline.step(time, deltas)
             after = self._pipeline.steps()
-            self.last_work = [(i, o, _work(op) - b) for (_, _, op, i, o), b in zip(after, before)]
+            self.last_work = [(i, o, _work(op, st) - b) for (_, _, op, i, o), st, b in zip(after, states, before)]
             self.last_time = time
         # the plan's output columns under the view's names (by position), in its types
-        cols = {c.name: out.column(o.name) for c, o in zip(self.schema, self._pipeline.schema)}
-        renamed = Updates(cols, out.time, out.diff, copy=False)
+        names = [o.name for o in self._pipeline.schema]
+        if out.column_names == names:  # zero-copy, keeping what is known of it (consolidated)
+            renamed = out.rename([c.name for c in self.schema])
+        else:
+            cols = {c.name: out.column(o) for c, o in zip(self.schema, names)}
+            renamed = Updates(cols, out.time, out.diff, copy=False)
         return _cast_exact(renamed, self.schema)
 
     def _write(self, time: int, out: Updates) -> Updates:

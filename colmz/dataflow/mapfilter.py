@@ -273,9 +273,12 @@ class MapFilter:
         #: Whether a step passes a consolidated input through as it is: no predicate, and the
         #: output columns are the input's, in order, at most renamed -- the same rows in the same
         #: order, so consolidating again would sort what is sorted already.
-        self.passes_through = (consolidated_input and not preds and len(cols) == len(self.input_schema)
-                               and all(isinstance(c, Column) and c.source == i.name
-                                       for c, i in zip(cols, self.input_schema)))
+        #: Whether the output is the input's columns, in order, at most renamed (no predicate):
+        #: a step renames the delta (``Updates.rename``), keeping what is known of it (a
+        #: consolidated input stays known consolidated: no second sort).
+        self.renames = (not preds and len(cols) == len(self.input_schema)
+                        and all(isinstance(c, Column) and c.source == i.name for c, i in zip(cols, self.input_schema)))
+        self.passes_through = consolidated_input and self.renames
         #: Rows consolidated by steps (a work counter: none for a pass-through segment).
         self.rows_consolidated = 0
 
@@ -290,10 +293,15 @@ class MapFilter:
                 keep &= p.mask(delta)
             if not keep.all():
                 delta = delta.take(np.flatnonzero(keep))
-        out = Updates({c.name: c.evaluate(delta) for c in self.select}, delta.time, delta.diff,
-                      schema=self.schema, copy=False)
+        if self.renames:
+            out = delta.rename([c.name for c in self.schema])
+        else:
+            out = Updates({c.name: c.evaluate(delta) for c in self.select}, delta.time, delta.diff,
+                          schema=self.schema, copy=False)
         if self.passes_through:
             return out
+        if out.consolidated_order is not None:
+            return consolidated_at(out, time)  # known consolidated: returned as it is, no sort
         self.rows_consolidated += len(out)
         return consolidated_at(out, time)
 

@@ -307,7 +307,10 @@ class SharedInput:
         self.keys_searched += self.base.keys_searched - searched
         self.rows_found += self.base.rows_found - found
         rows = m.rows
-        rows = Updates({n: rows.column(s) for s, n in self.columns}, rows.time, rows.diff, copy=False)
+        if [s for s, _ in self.columns] == rows.column_names:  # every column, in order: renamed
+            rows = rows.rename([n for _, n in self.columns])
+        else:
+            rows = Updates({n: rows.column(s) for s, n in self.columns}, rows.time, rows.diff, copy=False)
         if minus is None or not len(minus):
             return Matches(m.query, rows)
         held = KeyedArrangement(self.schema, self.key)

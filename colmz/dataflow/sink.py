@@ -134,6 +134,10 @@ class ViewSink:
             written = concat(list(corr.updates_before(time + 1)))
             if not len(written) or not written.schema:
                 written = Updates.empty(self.schema)
+            else:
+                # the correction's read is consolidated (its contract): the collection's append
+                # and every reader of the write take it as it is, without sorting it again
+                written.assume_consolidated()
             self.collection.compare_and_append(written, upper, time + 1)
             if len(written) > DRAIN_ROWS and len(corr) == len(written):
                 # the write is all the buffer held: with its feedback nothing is left to

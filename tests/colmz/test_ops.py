@@ -440,3 +440,42 @@ def test_one_update_is_consolidated_without_a_kernel_call(monkeypatch):
     # a float is canonicalised by the encoding (-0.0 is 0.0), so it still goes through it
     f = colmz.consolidate(colmz.Updates({"x": [-0.0]}, time=[1], diff=[1])).column("x").to_pylist()[0]
     assert math.copysign(1.0, f) == 1.0
+
+
+def test_a_consolidated_batch_is_known_so_and_not_sorted_again():
+    # consolidate's output is marked (Updates.consolidated_order): consolidating it again
+    # returns it as it is; what keeps it consolidated keeps the mark (slice, negated, one time
+    # moved to another, rename) and what may not (a since past its times, the other order over
+    # several times) consolidates for real.
+    from colmz.rows import at_time
+
+    u = colmz.Updates({"k": [3, 1, 1, 2]}, time=[2, 1, 1, 2], diff=[1, 1, 1, -1])
+    c = colmz.consolidate(u)
+    assert c.consolidated_order == "time" and u.consolidated_order is None
+    assert colmz.consolidate(c) is c
+    assert c.slice(1, 3).consolidated_order == "time" and c.negated().consolidated_order == "time"
+    assert c.rename(["key"]).consolidated_order == "time"
+    by_data = colmz.consolidate(c, order="data")  # two times: the data order is another sort
+    assert by_data is not c and by_data.to_pylist() == [(1, 1, 2), (2, 2, -1), (3, 2, 1)]
+    assert colmz.consolidate(c, since=2).to_pylist() == [(1, 2, 2), (2, 2, -1), (3, 2, 1)]
+    one = c.slice(1, 3)  # one time: either order, and moved to another time
+    assert colmz.consolidate(one, order="data") is one
+    assert at_time(one, 7).consolidated_order == "time" and at_time(c, 7).consolidated_order is None
+    assert colmz.consolidate(at_time(c, 7)).to_pylist() == [(1, 7, 2), (2, 7, -1), (3, 7, 1)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([None, "", "a", "ab"]), st.integers(-2, 2), st.integers(0, 3),
+                          st.integers(-3, 3)), min_size=2, max_size=2),
+       st.sampled_from(["time", "data"]), st.sampled_from([None, 0, 2]))
+def test_two_updates_consolidate_as_a_sort_would(rows, order, since):
+    # Two updates (the old row out, the new one in) are compared without the kernels: the
+    # same answer as consolidating them among more rows and keeping theirs.
+    u = colmz.Updates({"s": [r[0] for r in rows], "k": pa.array([r[1] for r in rows], pa.int64())},
+                      time=[r[2] for r in rows], diff=[r[3] for r in rows])
+    pad = colmz.Updates({"s": ["zzz"] * 3, "k": pa.array([9, 9, 9], pa.int64())}, time=[9, 9, 9],
+                        diff=[1, 1, -2])  # three rows that cancel: the kernels' path
+    want = colmz.consolidate(colmz.concat([u, pad]), order=order, since=since)
+    got = colmz.consolidate(u, order=order, since=since)
+    assert got.to_pylist() == want.to_pylist()
+    assert got.consolidated_order == order

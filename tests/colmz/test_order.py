@@ -8,6 +8,7 @@ are harmonised by ``pad_keys``, and decoding inverts encoding.
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -288,3 +289,24 @@ def test_raw_words_views_a_lone_64_bit_column_and_round_trips():
     for other in ([pa.array([1, None])], [pa.array([1], pa.int32())], [arr, arr],
                   [pa.chunked_array([[1], [2]])], []):
         assert raw_words(other) is None
+
+
+def test_search_rows_of_a_few_queries_matches_the_vectorised_search():
+    # A few queries are searched one at a time (scalar probes), more all at once: the same
+    # positions, for either side, over rows of several words with repeats.
+    from colmz.order import SCALAR_SEARCHES, search_rows
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 7, 300):
+        rows = rng.integers(0, 4, (n, 3)).astype(np.uint64)
+        rows = rows[np.lexsort(rows.T[::-1])] if n else rows
+        q = rng.integers(0, 5, (40, 3)).astype(np.uint64)
+        for side in ("left", "right"):
+            want = search_rows(rows, q, side)  # 40 queries: vectorised
+            got = np.concatenate([search_rows(rows, q[i:i + SCALAR_SEARCHES], side)
+                                  for i in range(0, 40, SCALAR_SEARCHES)])
+            assert got.tolist() == want.tolist()
+            keys = [tuple(x) for x in rows.tolist()]
+            for i, r in enumerate(q.tolist()):  # and both are bisect's answer
+                b = (bisect.bisect_left if side == "left" else bisect.bisect_right)(keys, tuple(r))
+                assert got[i] == b

@@ -51,8 +51,8 @@ NOT_ROLLED_BACK = {
     # the column types, whether its base comes consolidated (configuration), and the
     # counters of reads done (work that happened, kept)
     "MemoryCollection": {"_schema", "_base_consolidated", "stats"},
-    # the cumulative work counter
-    "RowCounts": {"work"},
+    # its one field, the arrangement (its work counters are the arrangement's)
+    "RowCounts": set(),
     "SinkState": set(),
     # definition and plan, set by the constructor: names, collections (rolled back by their
     # owner, a catalog), statements (compiled) and their union and lifted forms,
@@ -88,11 +88,11 @@ NOT_ROLLED_BACK.update({
     "Accumulators": {"kinds", "rows_inserted", "keys_searched"},
     # colmz.dataflow.fueled: how runs are sized and merged, the fuel (configuration), work
     # counters (its merges in progress are immutable values in the layers tuple)
-    "FueledRuns": {"_size", "_begin", "_serial", "effort", "min_fuel", "merges", "rows_merged",
+    "FueledRuns": {"_size", "_begin", "_combine", "_serial", "effort", "min_fuel", "merges", "rows_merged",
                    "last_step_merged", "max_step_merged",
                    # what recent merges were made of: facts (serials are never reused)
                    "lineage"},
-    "MapFilter": {"input_schema", "where", "select", "schema", "passes_through", "rows_consolidated"},
+    "MapFilter": {"input_schema", "where", "select", "schema", "renames", "passes_through", "rows_consolidated"},
     "Union": {"input_schemas", "schema"},
     "Negate": {"schema"},
     # which inputs read shared arrangements (configuration; those are rolled back by the catalog)
@@ -115,8 +115,10 @@ NOT_ROLLED_BACK.update({
     # the plan, its tables and the rendered tree (whose operators are the rolled-back list)
     "Pipeline": {"plan", "tables", "_root", "schema"},
     # a view's definition (schema, inputs, plan, why it is recomputed) and the last commit's
-    # work counters (diagnostics); its operators, recompute and sink are rolled back in place
-    "MaintainedView": {"schema", "inputs", "plan", "reasons", "uses_now", "last_work", "last_time"},
+    # work counters (diagnostics), the operators' state structures found once (the same
+    # objects, rolled back in place with the operators); its operators, recompute and sink
+    # are rolled back in place
+    "MaintainedView": {"schema", "inputs", "plan", "reasons", "uses_now", "last_work", "last_time", "_states"},
     # configuration, the evaluation callback, the last recompute's size (a work counter)
     "Recompute": {"schema", "reason", "_evaluate", "rows_recomputed"},
     # its SQL (text, translated), schemas, DuckDB session and runner (configuration), the
@@ -372,7 +374,7 @@ def _visible(cat: Catalog, keys: bool = True) -> dict:
         out[name] = {
             "since": c.since, "upper": c.upper, "times": c.times(), "base": c.base_pending,
             "history": c.updates(c.since, None).to_pylist(),
-            "counts": None if c._counts is None else [(k.tolist(), d.tolist()) for k, _, d in c._counts._runs],
+            "counts": None if c._counts is None else [(k.tolist(), d.tolist()) for k, d in c._counts.runs()],
             "contents": None if o.contents is None else o.contents.to_pylist(),
         }
         if o.task is not None:

@@ -16,6 +16,7 @@ from colmz.continual import (
     Insert,
     MemoryCollection,
     NegativeMultiplicity,
+    RowCounts,
     SinkState,
     UpperMismatch,
 )
@@ -691,6 +692,33 @@ def test_memory_collection_roll_back_after_counts_built_keeps_the_index_right():
     assert c._counts.work - work <= 2 * 2  # a lookup, not a rebuild of the index
     push(c, 2, kv([(1, 1)], 2))
     assert c.counts(probe).tolist() == [3, 0]
+
+
+def test_row_counts_merges_with_fuel_never_the_whole_index_in_one_add():
+    # Work counters: after a large batch, many one-row adds merge a bounded number of rows
+    # each (fueled spine layers), never the large run with the small ones at once (an
+    # eager binary counter merges both halves, 2n rows, on the add that fills a level).
+    import numpy as np
+
+    n = 8192
+    r = RowCounts()
+    r.add(colmz.Updates({"k": np.arange(n, dtype=np.int64)}, time=np.zeros(n, np.uint64),
+                        diff=np.ones(n, np.int64)))
+    for i in range(2 * n):
+        r.add(colmz.Updates({"k": pa.array([n + i], pa.int64())}, time=[0], diff=[1]))
+    assert r.max_add_merged <= 4 * 1024, r.max_add_merged  # the fuel's constant, not n
+    probe = colmz.Updates({"k": pa.array([0, n, 3 * n - 1, 3 * n], pa.int64())}, time=[0] * 4, diff=[1] * 4)
+    assert r.counts(probe).tolist() == [1, 1, 1, 0]
+
+
+def test_keep_counts_builds_the_index_at_append_not_at_the_first_count():
+    c = MemoryCollection(KV)
+    c.keep_counts()
+    push(c, 1, kv([(1, 1), (1, 1), (2, 2)], 1))
+    work = c.stats["counts_work"]
+    assert work >= 2  # the append added its (two distinct) rows to the index
+    assert c.counts(kv([(1, 1)], 0)).tolist() == [2]
+    assert c._counts.work - work <= 2  # the count searched, built nothing
 
 
 def test_memory_collection_roll_back_puts_a_lazy_base_back_unloaded():

@@ -310,3 +310,45 @@ def test_a_state_export_reads_no_merge_that_only_regrouped_marked_runs():
     assert Counter({k: v for k, v in total.items() if v}) == dm.counter_of(a.snapshot())
     assert max(raw) > 1000  # merges of hundreds of rows completed between exports
     assert max(unread) <= 2 * 256 + 2, max(unread)  # only the small coalesced runs are read
+
+
+def test_a_small_merge_at_once_equals_the_chunked_merge():
+    # Coalescing merges small runs at once (combine_runs, Accumulators._combine): the same
+    # run as KeyedMerge / AccumulatorsMerge run to completion in small chunks.
+
+    from colmz.dataflow.accumulable import Accumulators, AccumulatorsMerge
+    from colmz.dataflow.fueled import UNLIMITED
+    from colmz.dataflow.keyed import KeyedArrangement, KeyedMerge, combine_runs
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        runs = []
+        for n in rng.integers(1, 40, 2):
+            a = KeyedArrangement({"k": pa.int64(), "s": pa.string()}, ["k"])
+            a.insert(0, colmz.Updates({"k": rng.integers(0, 6, n), "s": [["", "a", "bcdefghijk"][i % 3] for i in
+                                                                        rng.integers(0, 3, n)]},
+                                      time=np.zeros(n, np.uint64), diff=rng.integers(-2, 3, n)))
+            runs.extend(a.state_runs()[:1])
+        if len(runs) < 2:
+            continue
+        m = KeyedMerge(runs[0], runs[1])
+        while not m.done:
+            m, _ = m.work(3)
+        want, got = m.result, combine_runs(runs[0], runs[1])
+        assert (want is None) == (got is None)
+        if want is not None:
+            for f in ("keys", "key_layout", "vals", "val_layout", "diff"):
+                assert np.array_equal(np.asarray(getattr(want, f)), np.asarray(getattr(got, f))), f
+    acc = Accumulators(["int", "float"])
+    for _ in range(20):
+        parts = []
+        for n in rng.integers(1, 30, 2):
+            keys = np.unique(rng.integers(0, 8, n)).astype(np.uint64)[:, None]
+            parts.append((keys, (1,), (rng.integers(-2, 3, len(keys)), rng.normal(size=len(keys))), 0))
+        m = AccumulatorsMerge(parts[0], parts[1], acc.kinds)
+        m = m.work(UNLIMITED)[0]
+        want, got = m.result, acc._combine(parts[0], parts[1])
+        assert (want is None) == (got is None)
+        if want is not None:
+            assert np.array_equal(want[0], got[0]) and want[1] == got[1]
+            assert all(np.array_equal(x, y) for x, y in zip(want[2], got[2]))

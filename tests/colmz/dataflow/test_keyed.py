@@ -123,3 +123,24 @@ def test_counts_read_the_keys_rows_only():
     found = a.rows_found
     assert a.counts([pa.array([5, 1001])]).tolist() == [99, 0]
     assert a.rows_found - found == 2  # one consolidated row per run holding key 5
+
+
+def test_consolidate_words_of_a_few_rows_matches_a_reference():
+    # A few rows (at most SMALL_ROWS) are sorted and summed in numpy, more by the kernels:
+    # both give the rows sorted lexicographically, equal rows' diffs summed, zeros dropped.
+    from collections import Counter
+
+    from colmz.dataflow.keyed import SMALL_ROWS, consolidate_words
+
+    rng = np.random.default_rng(7)
+    for n in (2, 3, 5, 17, SMALL_ROWS, SMALL_ROWS + 1, 200):
+        for width in (1, 2, 3):
+            words = rng.integers(0, 3, (n, width)).astype(np.uint64)
+            diff = rng.integers(-2, 3, n)
+            want = Counter()
+            for w, d in zip(map(tuple, words.tolist()), diff.tolist()):
+                want[w] += d
+            w, d = consolidate_words(words, diff)
+            assert [tuple(r) for r in w.tolist()] == sorted(k for k, v in want.items() if v)
+            assert d.tolist() == [want[k] for k in sorted(k for k, v in want.items() if v)]
+            assert d.dtype == np.int64

@@ -149,13 +149,23 @@ def test_a_rename_of_a_consolidated_input_passes_it_through():
     assert rename.rows_consolidated == 0
     others = [MapFilter(s, select=["v", "k"], consolidated_input=True),
               MapFilter(s, select=["k"], consolidated_input=True),
-              MapFilter(s, where=[IsNull("k", negated=True)], consolidated_input=True),
-              MapFilter(s, select=[Column("k", "key"), Column("v", "val")])]
+              MapFilter(s, where=[IsNull("k", negated=True)], consolidated_input=True)]
     for mf in others:
         assert not mf.passes_through
         got = mf.step(3, delta)
         assert got.to_pylist() == colmz.consolidate(got).to_pylist()
         assert mf.rows_consolidated >= len(got) > 0
+    # A rename not told its input is consolidated: a batch known consolidated (consolidate's
+    # output, Updates.consolidated_order) is renamed and not sorted again; one not known to be
+    # is consolidated.
+    mf = MapFilter(s, select=[Column("k", "key"), Column("v", "val")])
+    assert not mf.passes_through and mf.renames
+    got = mf.step(3, delta)
+    assert got.to_pylist() == delta.to_pylist() and got.consolidated_order == "time"
+    assert mf.rows_consolidated == 0
+    raw = colmz.Updates({"k": [2, 1, 1], "v": ["a", "b", "b"]}, time=[4] * 3, diff=[1, 1, 1])
+    got = mf.step(4, raw)
+    assert got.to_pylist() == [(1, "b", 4, 2), (2, "a", 4, 1)] and mf.rows_consolidated == 3
     with pytest.raises(TypeError, match="consolidated_input must be a bool"):
         MapFilter(s, consolidated_input=1)
 
