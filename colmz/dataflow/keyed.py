@@ -233,6 +233,27 @@ class KeyedArrangement(FueledHolder):
                 self._fueled.insert(run)
         self._since = time
 
+    def insert_words(self, time: int, keys: np.ndarray, key_layout: Layout, vals: np.ndarray,
+                     val_layout: Layout, diff: np.ndarray, *, consolidated: bool = False) -> None:
+        """:meth:`insert_checked` of rows already encoded as the arrangement encodes them
+        (``colmz.order``: the key columns' words laid out as ``key_layout``, the payload
+        columns' -- the others, in schema order -- as ``val_layout``). ``consolidated`` says
+        the rows are sorted by (key, payload) words, each once, no zero diff (what
+        :func:`consolidate_words` gives for their concatenation): the run is made of them
+        without sorting them again."""
+        n = len(diff)
+        if n:
+            self.rows_inserted += n
+            diff = np.asarray(diff, np.int64)
+            if consolidated:
+                run = Run(np.ascontiguousarray(keys), key_layout, np.ascontiguousarray(vals), val_layout, diff,
+                          next_serial())
+            else:
+                run = _run(keys, key_layout, vals, val_layout, diff)
+            if len(run.diff):
+                self._fueled.insert(run)
+        self._since = time
+
     # ------------------------------------------------------------------ reading
 
     def _ranges(self, columns: Sequence[pa.Array]):
