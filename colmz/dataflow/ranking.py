@@ -159,7 +159,7 @@ def recognize(translated: str, schema, group_by, out_schema) -> Ranking | None:
 
 
 def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Found, delta: Found,
-                  read_is_after: bool) -> tuple[Found, list[np.ndarray], np.ndarray]:
+                  read_is_after: bool) -> tuple[Found, list[np.ndarray], np.ndarray, int]:
     """The affected partitions' change: ``read`` the rows read from the input arrangement
     (``query``: the partition's position among the affected keys), ``delta`` the step's rows,
     both with payload words of ``val_specs`` (the non-key input columns); ``read_is_after``
@@ -167,7 +167,8 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     payload words, ``diff``), per ranking column its values (``int64``), and per changed row
     the position of its row in the ranking's order (partition, ``ORDER BY`` words, payload
     words): the changed rows come in that order piece by piece (numbers retracted, then
-    inserted), each piece sorted by it."""
+    inserted), each piece sorted by it; and the affected partitions' rows after the change
+    (with their multiplicities: what a recompute would read)."""
     both = concat_found([read, delta])
     vl, vals = both.val_layout, both.vals
     index = {c.name: j for j, c in enumerate(val_specs)}
@@ -197,7 +198,7 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     fns = set(ranking.functions)
     if not len(diff):
         empty = Found(np.zeros(0, np.int64), np.zeros((0, vals.shape[1]), np.uint64), vl, np.zeros(0, np.int64))
-        return empty, [np.zeros(0, np.int64) for _ in ranking.names], np.zeros(0, np.int64)
+        return empty, [np.zeros(0, np.int64) for _ in ranking.names], np.zeros(0, np.int64), 0
     # Each distinct row: its read entry (tag 0), its delta entry (tag 1), or both, adjacent --
     # a pair is a delta entry right after a read entry of the same words (checked on the
     # delta's entries only).
@@ -284,4 +285,4 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
         else:
             values.append(np.concatenate([(po if p[3] else pn)[f][p[0]] for p in pieces]).astype(np.int64))
     payload = np.ascontiguousarray(words[at[idx], vals_start:-1])
-    return Found(q[idx], payload, vl, out_diff), values, idx
+    return Found(q[idx], payload, vl, out_diff), values, idx, int(new.sum())

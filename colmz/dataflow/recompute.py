@@ -18,15 +18,26 @@ row from the first step on, over an empty input too.
 State: the input arranged by the group key, and the output arranged by the same key (what
 was emitted for each group, so the retraction of a group's old rows is exactly what was
 written -- a query whose ties DuckDB breaks arbitrarily never retracts rows it did not
-emit). A step inserts the delta, reads the affected groups' rows (consolidated, each row
-repeated by its multiplicity), runs the query once over all of them, and emits
-``new − old`` of those groups, found on the words of the output arrangement's rows and of the
-answer (``colmz.dataflow.gather``; only the changed rows are decoded). Work: the affected groups' rows (``rows_recomputed`` counts
-the rows given to DuckDB), one DuckDB call per step with a non-empty delta. Given
+emit). A step inserts the delta, reads the affected groups' rows as words (sorted and
+consolidated only when some run holds a retraction: rows of positive diffs in several runs
+add up as they are), decodes them once into the Arrow table the query reads (each row
+repeated by its multiplicity), runs the query once over all of them, and emits ``new − old``
+of those groups, found on the words of the output arrangement's rows and of the answer
+(``colmz.dataflow.gather``; only the changed rows are decoded); the output arrangement takes
+that change's consolidated words as a run (no second sort). Work: the affected groups' rows
+(``rows_recomputed``), one DuckDB call per step with a non-empty delta (``queries``). Given
 ``arranged`` (a :class:`~colmz.dataflow.shared.SharedInput`: the catalog's shared arrangement
 of the input by the group key, fed the step's changes before the step), the input is that
 arrangement and a step inserts nothing into it (it reads only the groups' rows after the
 change).
+
+Ranking windows. A query that is only ``row_number()``, ``rank()`` or ``dense_rank()`` over
+the group key (``SELECT *, f() OVER (PARTITION BY <key> ORDER BY <columns>) AS name FROM
+input_rows``, found on DuckDB's parse tree: ``colmz.dataflow.ranking``) is computed
+natively: the affected partitions' rows and the delta's are ranked in one sort, and each row
+emits the numbers it leaves and takes -- no DuckDB call, no output arrangement (the answer
+is a function of the input, ties broken by colmz's order on the row). ``rows_recomputed``
+counts the partitions' rows after the change, ``rows_ranked`` the entries sorted.
 """
 
 from __future__ import annotations
@@ -213,7 +224,8 @@ class GroupRecompute:
         read = Found(w.query, w.vals, w.val_layout, w.diff)
         added = Found(search_rows(keys, kw, "left"), dv, dvl, np.asarray(delta.diff, np.int64))
         self.rows_ranked += len(read.diff) + n
-        change, values, order = ranked_change(self.ranking, self._in_val_specs, read, added, self._shared)
+        change, values, order, after = ranked_change(self.ranking, self._in_val_specs, read, added, self._shared)
+        self.rows_recomputed += after
         m = len(change.diff)
         if not m:
             return Updates.empty(self.schema)

@@ -147,12 +147,13 @@ def test_a_bulk_insert_ranks_its_partitions_without_duckdb():
     assert w.ranking is not None
     rows = [(i % 2000, i) for i in range(20_000)]
     w.step(1, dm.batch(schema, rows, [1] * len(rows), 1))
-    found, ranked = w.arrangements[0].rows_found, w.rows_ranked
+    found, ranked, recomputed = w.arrangements[0].rows_found, w.rows_ranked, w.rows_recomputed
     change = [((g, -1 - g), 1) for g in range(0, 1000, 2)] + [((1, v), -1) for g, v in rows if g == 1]
     out = w.step(2, dm.batch(schema, [r for r, _ in change], [d for _, d in change], 2))
     assert w.queries == 0  # no DuckDB call
     assert w.arrangements[0].rows_found - found == 501 * 10  # the affected partitions' rows
     assert w.rows_ranked - ranked == 501 * 10 + len(change)
+    assert w.rows_recomputed - recomputed == 500 * 11  # the partitions' rows after (partition 1: none)
     got = Counter()
     for g, v, r, _, d in out.to_pylist():
         got[(g, v, r)] += d
