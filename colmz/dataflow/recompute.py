@@ -158,6 +158,14 @@ class GroupRecompute:
         self.queries = 0
         self.rows_ranked = 0
 
+    @property
+    def strategy(self) -> str | None:
+        """What EXPLAIN names beside the node: ``'ranked natively (no DuckDB call)'`` for a
+        ranking query (module docstring), ``None`` for DuckDB's recompute."""
+        if self.ranking is None:
+            return None
+        return f"ranked natively: {', '.join(dict.fromkeys(self.ranking.functions))} (no DuckDB call)"
+
     def _payload_in_order(self) -> bool:
         """Whether the input arrangement's payload words are the input's non-key columns in
         schema order (a shared arrangement's columns may be renamed, never reordered here)."""
