@@ -11,6 +11,10 @@ arrangement's own lookup makes) and returns, per
 row found, the position of its query key, its payload words padded to one layout and its
 diff -- a row may sit in several runs with diffs that cancel: the caller consolidates.
 
+:func:`subset`, :func:`concat_found` and :func:`difference` combine such reads with an
+operator's own rows (a delta's, a ranking's) and find ``new − old`` of two of them, still as
+words: sorted by (query position, payload words) and consolidated.
+
 Work counters: the arrangement's ``keys_searched`` and ``rows_found`` count this read as they
 count its own lookups.
 """
@@ -21,10 +25,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from colmz.dataflow.keyed import KeyedArrangement, expand_ranges
+from colmz.dataflow.keyed import KeyedArrangement, consolidate_words, expand_ranges
 from colmz.order import Layout, pad_keys, unify_layouts
 
-__all__ = ["Found", "gather_words"]
+__all__ = ["Found", "concat_found", "difference", "gather_words", "subset"]
 
 
 class Found(NamedTuple):
@@ -67,3 +71,34 @@ def gather_words(arranged: KeyedArrangement, q: np.ndarray, layout: Layout, empt
     diff = np.concatenate(diffs)
     arranged.rows_found += len(diff)
     return Found(np.concatenate(qs), out, vl, diff)
+
+
+def subset(found: Found, rows) -> Found:
+    """The rows ``rows`` (a mask or positions) of ``found``."""
+    return Found(found.query[rows], found.vals[rows], found.val_layout, found.diff[rows])
+
+
+def concat_found(parts) -> Found:
+    """Several :class:`Found` (query positions of the same keys) as one, payloads padded to
+    one layout (``parts`` non-empty)."""
+    parts = list(parts)
+    vl = unify_layouts(*(p.val_layout for p in parts))
+    return Found(np.concatenate([p.query for p in parts]),
+                 np.concatenate([pad_keys(p.vals, p.val_layout, vl) for p in parts]), vl,
+                 np.concatenate([np.asarray(p.diff, np.int64) for p in parts]))
+
+
+def difference(old: Found, new: Found) -> Found:
+    """``new − old`` consolidated: rows sorted by (query position, payload words), each once,
+    no zero diff.
+
+    >>> a = Found(np.array([0, 1]), np.array([[5], [6]], np.uint64), (1, 0), np.array([1, 1]))
+    >>> b = Found(np.array([1, 1]), np.array([[6], [7]], np.uint64), (1, 0), np.array([1, 2]))
+    >>> d = difference(a, b)
+    >>> d.query.tolist(), d.vals.ravel().tolist(), d.diff.tolist()
+    ([0, 1], [5, 7], [-1, 2])
+    """
+    both = concat_found([old, new])
+    diff = np.concatenate([-np.asarray(old.diff, np.int64), np.asarray(new.diff, np.int64)])
+    words, diff = consolidate_words(np.hstack([both.query.astype(np.uint64)[:, None], both.vals]), diff)
+    return Found(words[:, 0].astype(np.int64), np.ascontiguousarray(words[:, 1:]), both.val_layout, diff)

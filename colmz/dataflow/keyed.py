@@ -64,7 +64,8 @@ from colmz.order import (
 from colmz.rows import cast_to
 from colmz.updates import Encoded, SchemaError, Updates
 
-__all__ = ["KeyedArrangement", "KeyedMerge", "Matches", "Run", "consolidate_words", "encode_key", "expand_ranges", "first_row"]
+__all__ = ["FoundWords", "KeyedArrangement", "KeyedMerge", "Matches", "Run", "consolidate_words", "encode_key", "expand_ranges",
+           "first_row"]
 
 
 class Run(NamedTuple):
@@ -86,6 +87,19 @@ class Matches(NamedTuple):
 
     query: np.ndarray
     rows: Updates
+
+
+class FoundWords(NamedTuple):
+    """What a lookup found, still encoded: per row the position of its query key, its key and
+    payload words (laid out as ``key_layout``, ``val_layout``: the runs' layouts unified) and
+    its diff. Not consolidated: a row may sit in several runs with diffs that cancel."""
+
+    query: np.ndarray
+    keys: np.ndarray
+    key_layout: Layout
+    vals: np.ndarray
+    val_layout: Layout
+    diff: np.ndarray
 
 
 def encode_key(columns: Sequence[pa.Array], n: int) -> tuple[np.ndarray, Layout]:
@@ -248,6 +262,27 @@ class KeyedArrangement(FueledHolder):
                 self._fueled.insert(run)
         self._since = time
 
+    def insert_words(self, time: int, keys: np.ndarray, key_layout: Layout, vals: np.ndarray,
+                     val_layout: Layout, diff: np.ndarray, *, consolidated: bool = False) -> None:
+        """:meth:`insert_checked` of rows already encoded as the arrangement encodes them
+        (``colmz.order``: the key columns' words laid out as ``key_layout``, the payload
+        columns' -- the others, in schema order -- as ``val_layout``). ``consolidated`` says
+        the rows are sorted by (key, payload) words, each once, no zero diff (what
+        :func:`consolidate_words` gives for their concatenation): the run is made of them
+        without sorting them again."""
+        n = len(diff)
+        if n:
+            self.rows_inserted += n
+            diff = np.asarray(diff, np.int64)
+            if consolidated:
+                run = Run(np.ascontiguousarray(keys), key_layout, np.ascontiguousarray(vals), val_layout, diff,
+                          next_serial())
+            else:
+                run = _run(keys, key_layout, vals, val_layout, diff)
+            if len(run.diff):
+                self._fueled.insert(run)
+        self._since = time
+
     # ------------------------------------------------------------------ reading
 
     def _ranges(self, columns: Sequence[pa.Array]):
@@ -315,7 +350,25 @@ class KeyedArrangement(FueledHolder):
                 np.add.at(out, q, d)
         return out
 
+    def lookup_encoded(self, q: np.ndarray, layout: Layout) -> FoundWords:
+        """:meth:`lookup_words` without decoding: the rows found as words (:class:`FoundWords`);
+        :meth:`decode_words` decodes them."""
+        return self._collect(self.ranges_words(q, layout))
+
+    def decode_words(self, keys: np.ndarray, key_layout: Layout, vals: np.ndarray, val_layout: Layout,
+                     diff: np.ndarray) -> Updates:
+        """Rows of key and payload words (as :meth:`lookup_encoded` gives them) as ``Updates``
+        of the arrangement's columns, at :attr:`since`."""
+        return self._decode(keys, key_layout, vals, val_layout, diff)
+
     def _gather(self, ranges) -> Matches:
+        found = self._collect(ranges)
+        if not len(found.diff):
+            return Matches(found.query, Updates.empty(self.schema))
+        return Matches(found.query, self._decode(found.keys, found.key_layout, found.vals, found.val_layout,
+                                                 found.diff))
+
+    def _collect(self, ranges) -> FoundWords:
         qs, keys, vals, diffs, kls, vls = [], [], [], [], [], []
         for run, lo, hi in ranges:
             q, rows = expand_ranges(lo, hi)
@@ -328,13 +381,15 @@ class KeyedArrangement(FueledHolder):
             kls.append(run.key_layout)
             vls.append(run.val_layout)
         if not qs:
-            return Matches(np.zeros(0, np.int64), Updates.empty(self.schema))
+            empty = (0,) * (len(self._key_specs) + 1), (0,) * (len(self._val_specs) + 1)
+            return FoundWords(np.zeros(0, np.int64), np.zeros((0, 0), np.uint64), empty[0], np.zeros((0, 0), np.uint64),
+                         empty[1], np.zeros(0, np.int64))
         kl, vl = unify_layouts(*kls), unify_layouts(*vls)
         kw = np.concatenate([pad_keys(k, a, kl) for k, a in zip(keys, kls)])
         vw = np.concatenate([pad_keys(v, a, vl) for v, a in zip(vals, vls)])
         diff = np.concatenate(diffs)
         self.rows_found += len(diff)
-        return Matches(np.concatenate(qs), self._decode(kw, kl, vw, vl, diff))
+        return FoundWords(np.concatenate(qs), kw, kl, vw, vl, diff)
 
     def _decode(self, kw, kl, vw, vl, diff) -> Updates:
         kc = decode_columns(kw, kl, self._key_specs)

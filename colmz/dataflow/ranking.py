@@ -1,0 +1,288 @@
+"""Ranking window functions kept natively per partition: ``row_number()``, ``rank()`` and
+``dense_rank()``, found in a per-group query by DuckDB's own parse of it.
+
+Design
+------
+A window query is recomputed per affected partition (``colmz.dataflow.recompute``,
+Materialize's basic plan). When the query is exactly ``SELECT *, f() OVER (PARTITION BY
+<the group key> ORDER BY <columns>) AS name, … FROM input_rows`` -- every item a ranking
+function with no argument, filter or ``DISTINCT``, all over the same partition and order,
+nothing else in the statement -- :func:`recognize` reads it off DuckDB's parse tree
+(``json_serialize_sql`` of the text DuckDB would run) and :func:`ranked_change` computes the
+affected partitions' change itself, on the input arrangement's order-preserving words
+(``colmz.order``), with no DuckDB call and no copy of the previous output:
+
+* one kernel sort and consolidation of the affected partitions' rows and the delta's rows,
+  each tagged (a last word: 0 for a row read from the arrangement, 1 for a delta row), by
+  (partition, each ``ORDER BY`` item's NULL flag and words -- inverted for ``DESC`` -- the
+  row's words, tag): a row's read and delta entries are adjacent, so its multiplicity before
+  and after the delta are read off side by side (an own arrangement is read before the
+  delta enters; a shared one after, so before is that minus the delta);
+* per partition, the multiplicities' running sums give each row's places before and after:
+  ``row_number`` the places themselves (a row of multiplicity ``c`` holds ``c`` consecutive
+  numbers), ``rank`` one plus the places before its peers (rows equal on the ``ORDER BY``
+  values), ``dense_rank`` one plus the peer groups before it that hold any row;
+* the change is, per row, the numbers it held and no longer holds (retracted) and those it
+  holds anew (inserted): ``[a, b) \\ [c, d) = [a, min(b, c)) ∪ [max(a, d), b)``, so a row
+  whose places did not move emits nothing.
+
+Order: PostgreSQL's (``ASC`` NULLs last, ``DESC`` NULLs first unless said otherwise -- the
+session's ``default_null_order``), ties of ``row_number`` broken by colmz's total order on the
+row (SQL leaves them unspecified: every answer is one DuckDB could give). Only columns whose
+word order is SQL's order are ranked natively: integers, booleans, dates and times; floats
+for ``row_number`` only (``-0.0`` and ``0.0`` are peers in SQL, different words here). Any
+other query, or order, stays DuckDB's.
+
+Invariant: the change emitted for a partition is exactly ``f(rows after) − f(rows before)``
+for the deterministic ranking above, so the view holds ``f`` of the input after every step
+(``tests/colmz/dataflow/test_ranking.py`` checks it against a model, NULL keys, ties,
+duplicates and retractions to zero included).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from colmz.dataflow.gather import Found, concat_found
+from colmz.dataflow.keyed import consolidate_words, expand_ranges
+from colmz.dataflow.topk import OrderBy
+from colmz.errors import NegativeMultiplicity
+from colmz.order import ColumnSpec, kind_of
+from colmz.rows import EXPAND_LIMIT
+
+__all__ = ["FUNCTIONS", "Ranking", "ranked_change", "recognize"]
+
+#: DuckDB's window expression types of the ranking functions kept natively.
+FUNCTIONS = {"WINDOW_ROW_NUMBER": "row_number", "WINDOW_RANK": "rank", "WINDOW_RANK_DENSE": "dense_rank"}
+#: ``ORDER BY`` column kinds whose words order as SQL orders them (``colmz.order``).
+_EXACT_KINDS = {"int", "uint", "bool"}
+#: DuckDB's ``null_order`` values: ``None`` is the session's default (``NULLS LAST`` on
+#: ``ASC``, ``NULLS FIRST`` on ``DESC``: PostgreSQL's, as ``colmz.sql.run`` sets it).
+_NULL_ORDERS = {"ORDER_DEFAULT": None, "NULLS FIRST": True, "NULLS_FIRST": True, "NULLS LAST": False,
+                "NULLS_LAST": False}
+
+
+class Ranking(NamedTuple):
+    """A query :func:`recognize` found: the output columns' ``names`` and ``functions``
+    (``row_number``, ``rank``, ``dense_rank``) in the select list's order, and the ``order``."""
+
+    names: tuple[str, ...]
+    functions: tuple[str, ...]
+    order: tuple[OrderBy, ...]
+
+
+def _column(e) -> str | None:
+    if isinstance(e, dict) and e.get("class") == "COLUMN_REF" and len(e.get("column_names", ())) == 1:
+        return e["column_names"][0]
+    return None
+
+
+def _empty(node: dict, *fields) -> bool:
+    return all(not node.get(f) for f in fields)
+
+
+def recognize(translated: str, schema, group_by, out_schema) -> Ranking | None:
+    """The ranking query ``translated`` is (module docstring), or ``None`` when it is
+    anything else: ``schema`` the input's columns, ``group_by`` the partition, ``out_schema``
+    the answer's columns (as ``colmz.dataflow.recompute.output_schema`` gives them)."""
+    from colmz.dataflow.recompute import INPUT_RELATION
+    from colmz.sql.run import session
+
+    cur = session(external_access=False)
+    try:
+        tree = json.loads(cur.execute("SELECT json_serialize_sql(?)", [translated]).fetchall()[0][0])
+    except Exception:  # noqa: BLE001 - any failure to parse means: not recognized (DuckDB runs it)
+        return None
+    finally:
+        cur.close()
+    if tree.get("error") or len(tree.get("statements", ())) != 1:
+        return None
+    node = tree["statements"][0].get("node", {})
+    if node.get("type") != "SELECT_NODE" or node.get("aggregate_handling") != "STANDARD_HANDLING":
+        return None
+    if not _empty(node, "modifiers", "where_clause", "group_expressions", "group_sets", "having", "sample",
+                  "qualify") or (node.get("cte_map") or {}).get("map"):
+        return None
+    src = node.get("from_table") or {}
+    if (src.get("type") != "BASE_TABLE" or src.get("table_name") != INPUT_RELATION or src.get("schema_name")
+            or src.get("catalog_name") or not _empty(src, "sample", "at_clause", "column_name_alias")):
+        return None
+    items = node.get("select_list", [])
+    if not items or items[0].get("class") != "STAR" or items[0].get("relation_name") or items[0].get("columns") \
+            or items[0].get("expr") is not None or not _empty(items[0], "exclude_list", "replace_list",
+                                                              "qualified_exclude_list", "rename_list"):
+        return None
+    types = {c.name: c.type for c in schema}
+    names, functions, order = [], [], None
+    for w in items[1:]:
+        if w.get("class") != "WINDOW" or w.get("type") not in FUNCTIONS or not w.get("alias"):
+            return None
+        if w.get("arguments") or w.get("filter_expr") is not None or w.get("ignore_nulls") or w.get("distinct") \
+                or w.get("arg_orders") or w.get("exclude_clause", "NO_OTHER") != "NO_OTHER":
+            return None
+        if any(w.get(f) is not None for f in ("start_expr", "end_expr", "offset_expr", "default_expr")):
+            return None
+        part = [_column(p) for p in w.get("partitions", [])]
+        if None in part or sorted(part) != sorted(group_by) or len(set(part)) != len(part):
+            return None
+        items_order = []
+        for o in w.get("orders", []):
+            col = _column(o.get("expression"))
+            if col is None or col not in types or o.get("type") not in ("ORDER_DEFAULT", "ASCENDING", "DESCENDING") \
+                    or o.get("null_order") not in _NULL_ORDERS:
+                return None
+            desc = o["type"] == "DESCENDING"
+            nulls = _NULL_ORDERS[o["null_order"]]
+            items_order.append(OrderBy(col, desc, nulls))
+        key = tuple((o.column, o.descending, o.nulls_first) for o in items_order)
+        if order is not None and key != tuple((o.column, o.descending, o.nulls_first) for o in order):
+            return None
+        order = tuple(items_order)
+        names.append(w["alias"])
+        functions.append(FUNCTIONS[w["type"]])
+    if not names:
+        return None
+    for o in order:
+        kind = kind_of(types[o.column], o.column)
+        if kind not in _EXACT_KINDS and not (kind == "float" and set(functions) == {"row_number"}):
+            return None
+    want = [*(c.name for c in schema), *names]
+    if [c.name for c in out_schema] != want or len(set(want)) != len(want):
+        return None
+    if any(c.type != pa.int64() for c in out_schema[len(schema):]):
+        return None
+    return Ranking(tuple(names), tuple(functions), order)
+
+
+def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Found, delta: Found,
+                  read_is_after: bool) -> tuple[Found, list[np.ndarray], np.ndarray, int]:
+    """The affected partitions' change: ``read`` the rows read from the input arrangement
+    (``query``: the partition's position among the affected keys), ``delta`` the step's rows,
+    both with payload words of ``val_specs`` (the non-key input columns); ``read_is_after``
+    when the arrangement holds the delta already. Returns the changed rows (``query``,
+    payload words, ``diff``), per ranking column its values (``int64``), and per changed row
+    the position of its row in the ranking's order (partition, ``ORDER BY`` words, payload
+    words): the changed rows come in that order piece by piece (numbers retracted, then
+    inserted), each piece sorted by it; and the affected partitions' rows after the change
+    (with their multiplicities: what a recompute would read)."""
+    both = concat_found([read, delta])
+    vl, vals = both.val_layout, both.vals
+    index = {c.name: j for j, c in enumerate(val_specs)}
+    starts = np.cumsum((0, *vl[:-1]))
+    null_word = vals[:, starts[-1]] if vl[-1] else None
+    parts = [both.query.astype(np.uint64)[:, None]]
+    ordered = [index[o.column] for o in ranking.order if o.column in index]  # partition columns: constant
+    if null_word is None and ordered == list(range(len(ordered))) \
+            and not any(o.descending for o in ranking.order if o.column in index):
+        # the ORDER BY items are the leading payload columns, ascending, no NULL laid out:
+        # the payload's own words order the rows, the first of them are the peers' words
+        peer_width = 1 + int(sum(vl[:len(ordered)]))
+    else:
+        for o in ranking.order:
+            j = index.get(o.column)
+            if j is None:
+                continue
+            if null_word is not None:
+                null = (null_word >> np.uint64(j)) & np.uint64(1)
+                parts.append((null ^ np.uint64(1) if o.nulls_first else null)[:, None])
+            w = vals[:, starts[j]:starts[j] + vl[j]]
+            parts.append(~w if o.descending else w)
+        peer_width = sum(p.shape[1] for p in parts)
+    vals_start = sum(p.shape[1] for p in parts)  # the payload's words follow the sort's own
+    tag = np.r_[np.zeros(len(read.diff), np.uint64), np.ones(len(delta.diff), np.uint64)][:, None]
+    words, diff = consolidate_words(np.hstack([*parts, vals, tag]), both.diff)
+    fns = set(ranking.functions)
+    if not len(diff):
+        empty = Found(np.zeros(0, np.int64), np.zeros((0, vals.shape[1]), np.uint64), vl, np.zeros(0, np.int64))
+        return empty, [np.zeros(0, np.int64) for _ in ranking.names], np.zeros(0, np.int64), 0
+    # Each distinct row: its read entry (tag 0), its delta entry (tag 1), or both, adjacent --
+    # a pair is a delta entry right after a read entry of the same words (checked on the
+    # delta's entries only).
+    n = len(diff)
+    is_delta = words[:, -1] == 1
+    second = np.flatnonzero(is_delta[1:] & ~is_delta[:-1]) + 1
+    if len(second):
+        second = second[(words[second, :-1] == words[second - 1, :-1]).all(axis=1)]
+    first = np.ones(n, bool)
+    first[second] = False
+    at = np.flatnonzero(first)
+    d_at, delta_at = diff[at], is_delta[at]
+    c0 = np.where(delta_at, 0, d_at)
+    c1 = np.where(delta_at, d_at, 0)
+    c1[np.cumsum(first)[second] - 1] += diff[second]
+    old, new = (c0 - c1, c0) if read_is_after else (c0, c0 + c1)
+    bad = min(int(old.min()), int(new.min()))
+    if bad < 0:
+        raise NegativeMultiplicity(f"the input of a window retracts rows it does not hold (a multiplicity of {bad})")
+    if "row_number" in fns and max(int(old.sum()), int(new.sum())) > EXPAND_LIMIT:
+        raise ValueError(f"the affected partitions hold more than EXPAND_LIMIT = {EXPAND_LIMIT} rows "
+                         "(colmz.rows.EXPAND_LIMIT): row_number numbers each copy")
+    q = words[at, 0].astype(np.int64)
+    part_first = np.r_[True, q[1:] != q[:-1]]
+    if fns - {"row_number"}:
+        peer_words = words[at, :peer_width]
+        peer_first = np.r_[True, (peer_words[1:] != peer_words[:-1]).any(axis=1)]
+        peer_id = np.cumsum(peer_first) - 1
+        peer_at = np.flatnonzero(peer_first)
+
+    def places(m: np.ndarray) -> dict:
+        ends = np.cumsum(m)
+        before = ends - m  # places before the row, over all partitions
+        base = np.maximum.accumulate(np.where(part_first, before, 0))
+        out = {"start": before - base}
+        if "rank" in fns:
+            out["rank"] = np.maximum.accumulate(np.where(peer_first, before, 0)) - base + 1
+        if "dense_rank" in fns:
+            present = np.add.reduceat(m, peer_at) > 0  # per peer group
+            seen = (np.cumsum(present) - present)[peer_id]  # present peer groups before, over all partitions
+            out["dense_rank"] = seen - np.maximum.accumulate(np.where(part_first, seen, 0)) + 1
+        return out
+
+    po, pn = places(old), places(new)
+    others = [f for f in dict.fromkeys(ranking.functions) if f != "row_number"]
+    same = np.ones(len(at), bool)
+    for f in others:
+        same &= po[f] == pn[f]
+    pieces = []  # (distinct row, row_number value or None, diff, values from before?)
+    if "row_number" in fns:
+        # only rows whose numbers or other ranks move emit anything
+        moved = np.flatnonzero((old != new) | (po["start"] != pn["start"]) | ~same)
+        a = po["start"][moved]
+        b = a + old[moved]
+        c = pn["start"][moved]
+        d = c + new[moved]
+        kept = same[moved]
+        # a row whose other ranks moved: all its old numbers out, all its new ones in
+        cut_c, cut_d = np.where(kept, c, b), np.where(kept, d, b)
+        cut_a, cut_b = np.where(kept, a, d), np.where(kept, b, d)
+        for lo, hi, sign, from_old in ((a, np.minimum(b, cut_c), -1, True), (np.maximum(a, cut_d), b, -1, True),
+                                       (c, np.minimum(d, cut_a), 1, False), (np.maximum(c, cut_b), d, 1, False)):
+            width = hi - lo
+            if not len(width) or width.max() <= 1:  # the usual case: each row once
+                i = np.flatnonzero(width > 0)
+                number = lo[i]
+            else:
+                i, number = expand_ranges(lo, np.maximum(hi, lo))
+            pieces.append((moved[i], number + 1, np.full(len(i), sign, np.int64), from_old))
+    else:
+        keep = same & (new != old)
+        i = np.flatnonzero(keep)
+        pieces.append((i, None, (new - old)[i], False))
+        i = np.flatnonzero(~same & (old > 0))
+        pieces.append((i, None, -old[i], True))
+        i = np.flatnonzero(~same & (new > 0))
+        pieces.append((i, None, new[i], False))
+    idx = np.concatenate([p[0] for p in pieces]).astype(np.int64)
+    out_diff = np.concatenate([p[2] for p in pieces])
+    values = []
+    for f in ranking.functions:
+        if f == "row_number":
+            values.append(np.concatenate([p[1] for p in pieces]).astype(np.int64))
+        else:
+            values.append(np.concatenate([(po if p[3] else pn)[f][p[0]] for p in pieces]).astype(np.int64))
+    payload = np.ascontiguousarray(words[at[idx], vals_start:-1])
+    return Found(q[idx], payload, vl, out_diff), values, idx, int(new.sum())
