@@ -12,26 +12,46 @@ to one type, so ``ΔA``'s bucket ``b`` meets only ``B``'s bucket ``b`` (co-parti
 broadcast).
 
 A step at time ``t`` is a pure function of (the bucket's state, the bucket's delta):
-:func:`step_bucket`. The state of a bucket is each input's collection integrated up to the
-last committed time (the input's consolidated rows: what the operator's arrangements or
-accumulators are built from); the step builds the operator from it (one step at the state's
-time, output discarded), steps the delta at ``t`` and returns the output delta. The new
-state is the old plus the delta, so the state of an input grows by *appending* the delta as
-a run of parts; when a bucket input holds :data:`COMPACT_RUNS` runs the task writes its
-consolidated state as one run instead (a compaction), and the old runs are dropped from the
-state.
+:func:`step_bucket` returns ``(output, state_delta)``. The state of a bucket is the
+operator's *own* state, as the durable in-process views keep it (``colmz.dataflow.state``,
+``colmz.catalog.durable``): a collection of updates per state structure of the operator,
+named by its path (:meth:`BucketedView.states`) --
+
+* the sum view's :class:`~colmz.dataflow.accumulable.Accumulators` (``"0.state"``): one row
+  per group, its key then its accumulator slots (row count, per aggregate its non-NULL
+  count and exact sums), diff 1;
+* the join view's :class:`~colmz.dataflow.keyed.KeyedArrangement` s (``"0.arrangements.j"``):
+  each input's rows keyed by its join columns, multiplicities as diffs, rows with a NULL
+  join key dropped (they join nothing).
+
+The step restores a fresh operator from the bucket's collections
+(``colmz.dataflow.state.restore_operators``: accumulators and arrangements filled as they
+are, no step over the state), steps the delta at ``t``, and exports each collection's change
+since the restore (``OperatorState.delta``): the sum view's changed groups, old row retracted
+and new row inserted; the join view's joinable delta rows. The state of a collection grows by
+*appending* that change as a run of parts; when a bucket's collection holds
+:data:`COMPACT_RUNS` runs the task writes its consolidated contents as one run instead (a
+compaction), and the old runs are dropped from the state. A sum view's bucket therefore
+holds ``O(groups)`` rows (times the runs before a compaction), not its input rows.
 
 Durable state (:class:`BucketState`): parts under ``<name>/parts/`` in a blob store and one
-consensus record ``<name>/state`` -- the view's description, the number of buckets, the last
-committed time and, per bucket and input, the runs (``WrittenRun`` with every part's check).
+consensus record ``<name>/state`` -- its layout (:data:`LAYOUT`), the view's description,
+the number of buckets, the last committed time and, per bucket and state collection
+(``"<bucket>/<state name>"``), the runs (``WrittenRun`` with every part's check). A record
+of the first layout (:data:`INTEGRATED_LAYOUT`: each input's integrated rows per bucket, no
+``layout`` field) is refused by :meth:`BucketState.open` with
+:class:`BucketStateLayoutError` naming it; :func:`convert_state` converts it once, in the
+driver (each bucket's operator stepped over its rows, its collections written, one
+compare-and-set).
 :func:`step_buckets` runs one step as Materialize's sink and ``colmz sink`` commit
 (``colmz.spark.sink``, ``colmz.spark.cli.sink``), in named phases with one durable call:
 
 1. **bucketing** -- each delta DataFrame gets its bucket column;
 2. **stepping buckets** -- ``groupBy(bucket).applyInArrow`` (``cogroup`` for a join): each
    task of a bucket with a delta reads its state parts (checked against the recorded
-   checks), steps, writes its state run (parts carry the step's owner token) and returns its
-   output rows and a description of its run; untouched buckets are not read;
+   checks), steps, writes a run per changed state collection (parts carry the step's owner
+   token) and returns its output rows, a description of its runs and the state rows it
+   read (:attr:`BucketState.rows_read`, a work counter); untouched buckets are not read;
 3. **committing** -- the driver collects the output and the runs and compare-and-sets the
    record from the version it read: the new time and each touched bucket's runs. This is the
    only durable change: a task that raises, a lost compare-and-set or a crash before it
@@ -41,14 +61,18 @@ committed time and, per bucket and input, the runs (``WrittenRun`` with every pa
    a handle still holding an older version then fails to read them (open the state again;
    its commit would lose the compare-and-set anyway).
 
-Cost of a step: the touched buckets' state (read and rebuilt: Spark tasks keep nothing
-between steps) plus the delta; untouched buckets cost nothing. More buckets mean smaller
-states per touched bucket. The in-process operators keep their state between steps and
-cost only the delta; this module trades that for state spread over machines.
+Cost of a step: the touched buckets' state collections (read and restored: Spark tasks keep
+nothing between steps) plus the delta -- for a sum view the bucket's groups, for a join view
+the bucket's joinable input rows (its arrangements are its inputs) -- and untouched buckets
+cost nothing. More buckets mean smaller states per touched bucket. The in-process operators
+keep their state between steps and cost only the delta; this module trades that for state
+spread over machines.
 
 Invariants: a committed record's time only grows; every part the record names was written
-and checked before the compare-and-set that names it; the output of a step equals the
-in-process operator's output for the same deltas (``tests/spark/test_spark_views.py``).
+and checked before the compare-and-set that names it; the consolidated runs of a bucket's
+collection equal the in-process operator's exported state after the same deltas, and the
+output of a step equals the in-process operator's output and the recompute's change for
+the same deltas (``tests/spark/test_spark_views.py``).
 """
 
 # No ``from __future__ import annotations``: pyspark reads the UDF's type hints at runtime.
@@ -77,17 +101,26 @@ from colmz.dataflow.accumulable import (
     VarPop,
     VarSamp,
 )
+from colmz.dataflow.state import operator_states_of, restore_operators
 from colmz.frontier import check_time
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, schema_of
 from colmz.storage.base import Indeterminate, VersionedData
 from colmz.storage.url import Location, open_blob, open_location
 
-__all__ = ["COMPACT_RUNS", "BucketState", "BucketStateConflict", "BucketedView", "bucketed_view", "join_view",
-           "step_bucket", "step_buckets", "sum_view"]
+__all__ = ["COMPACT_RUNS", "INTEGRATED_LAYOUT", "LAYOUT", "BucketState", "BucketStateConflict", "BucketStateLayoutError", "BucketedView",
+           "bucketed_view", "convert_state", "join_view", "step_bucket", "step_buckets", "sum_view"]
 
-#: A bucket input holding this many runs is written whole, consolidated, as one run.
+#: A bucket's operator state holding this many runs is written whole, consolidated, as one run.
 COMPACT_RUNS = 8
+
+#: The layout of a state record: per bucket, the operators' own state collections
+#: (``colmz.dataflow.state``). A record without it is of the first layout,
+#: :data:`INTEGRATED_LAYOUT`.
+LAYOUT = "operator-state"
+
+#: The first layout: per bucket, each input's rows integrated up to the record's time.
+INTEGRATED_LAYOUT = "integrated-input"
 
 _AGGREGATES = {c.__name__: c for c in (Avg, BoolAnd, BoolOr, Count, StddevPop, StddevSamp, Sum, VarPop, VarSamp)}
 _BUCKET = "_colmz_bucket"
@@ -97,6 +130,11 @@ _RUNS = "_colmz_runs"
 class BucketStateConflict(RuntimeError):
     """Another writer committed the view's state since this handle read it: the step
     committed nothing (open the state again and re-run the step)."""
+
+
+class BucketStateLayoutError(ValueError):
+    """A state record in a layout other than :data:`LAYOUT` (an :data:`INTEGRATED_LAYOUT`
+    one converts with :func:`convert_state`)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +163,23 @@ class BucketedView:
         if not self.names:
             return self.inputs
         return tuple(tuple(ColumnSpec(n, c.type) for n, c in zip(names, s)) for names, s in zip(self.names, self.inputs))
+
+    def states(self) -> tuple[tuple[str, tuple[ColumnSpec, ...]], ...]:
+        """The operator's state collections, ``(name, schema)`` each
+        (``colmz.dataflow.state.operator_states_of``): a sum view's accumulators, one row
+        per group; a join view's arrangements, each input's rows keyed by its join columns.
+
+        >>> import pyarrow as pa
+        >>> from colmz.dataflow import Sum
+        >>> v = sum_view({"k": pa.int64(), "v": pa.int64()}, ["k"], {"s": Sum("v")})
+        >>> [(n, [c.name for c in s]) for n, s in v.states()]
+        [('0.state', ['g0', 'a0', 'a1', 'a2'])]
+        """
+        found = operator_states_of([self.operator()])
+        if found is None:
+            raise ValueError(f"the {self.kind} view's operator holds state colmz.dataflow.state does not "
+                             "export (a column of type null): it cannot be bucketed")
+        return tuple((st.name, st.schema) for st in found)
 
     def operator(self):
         """A new in-process operator of this view (empty state)."""
@@ -279,27 +334,54 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     raise refuse(f"has a {type(root).__name__} at its root")
 
 
-def step_bucket(view: BucketedView, state: Sequence, state_time, deltas: Sequence, time: int):
-    """The output delta at ``time`` of ``view``'s operator over one bucket: built from
-    ``state`` (each input's consolidated contents as of ``state_time``; ``None`` before the
-    first step) and stepped with ``deltas`` (each input's updates, all moved to ``time``).
-    Pure: nothing is kept.
+def step_bucket(view: BucketedView, state: Mapping | None, state_time, deltas: Sequence, time: int):
+    """One step of ``view``'s operator over one bucket: ``(output, state_delta)``.
+
+    ``state`` maps each of :meth:`BucketedView.states`'s names to its collection as of
+    ``state_time`` (a name left out: empty; ``None`` and ``state_time`` ``None`` before the
+    first step); ``deltas`` are the inputs' updates, all moved to ``time``. The operator is
+    restored from ``state`` (its accumulators or arrangements filled as they are: no step
+    over the state runs), stepped, and ``state_delta`` maps each state name to its
+    collection's change at ``time`` (a sum view's changed groups, each old row retracted and
+    new row inserted; a join view's joinable input rows). Pure: nothing is kept.
 
     >>> import colmz, pyarrow as pa
     >>> from colmz.dataflow import Sum
     >>> v = sum_view({"k": pa.int64(), "v": pa.int64()}, ["k"], {"s": Sum("v")})
-    >>> old = colmz.Updates({"k": [1, 1], "v": [5, 7]}, time=[1, 1], diff=[1, 1])
-    >>> step_bucket(v, [old], 1, [colmz.Updates({"k": [1], "v": [5]}, time=[2], diff=[-1])], 2).to_pylist()
+    >>> out, st = step_bucket(v, None, None, [colmz.Updates({"k": [1, 1], "v": [5, 7]}, time=[1, 1], diff=[1, 1])], 1)
+    >>> st["0.state"].to_pylist()   # group 1: 2 rows, 2 values, sum 12
+    [(1, 2, 2, 12, 1, 1)]
+    >>> out, delta = step_bucket(v, st, 1, [colmz.Updates({"k": [1], "v": [5]}, time=[2], diff=[-1])], 2)
+    >>> out.to_pylist()
     [(1, 7, 2, 1), (1, 12, 2, -1)]
+    >>> delta["0.state"].to_pylist()
+    [(1, 2, 2, 12, 2, -1), (1, 1, 1, 7, 2, 1)]
     """
     time = check_time(time, "time")
+    if len(deltas) != len(view.inputs):
+        raise ValueError(f"a step of this {view.kind} view takes {len(view.inputs)} deltas, got {len(deltas)}")
     op = view.operator()
-    if state_time is not None:
+    found = operator_states_of([op])
+    if found is None:
+        view.states()  # raises, naming why
+    state = dict(state or {})
+    unknown = sorted(set(state) - {st.name for st in found})
+    if unknown:
+        raise ValueError(f"state names {unknown}, which the {view.kind} view's operator does not hold "
+                         f"(it holds {[st.name for st in found]})")
+    if state_time is None:
+        if any(len(u) for u in state.values()):
+            raise ValueError("state holds rows but state_time is None (the state before the first step is empty)")
+        marks = {st.name: () for st in found}
+    else:
         state_time = check_time(state_time, "state_time")
         if state_time >= time:
             raise ValueError(f"time {time} is not after the state's time {state_time}")
-        op.step(state_time, *[view.operator_delta(at_time(s, state_time), i) for i, s in enumerate(state)])
-    return view.output(op.step(time, *[view.operator_delta(at_time(d, time), i) for i, d in enumerate(deltas)]))
+        restore_operators([op], {st.name: state.get(st.name, colmz.Updates.empty(st.schema)) for st in found},
+                          state_time)
+        marks = {st.name: st.marks() for st in found}
+    out = view.output(op.step(time, *[view.operator_delta(at_time(d, time), i) for i, d in enumerate(deltas)]))
+    return out, {st.name: st.delta(marks[st.name], time) for st in found}
 
 
 # ----------------------------------------------------------------------------- durable state
@@ -310,8 +392,10 @@ class BucketState:
     named by one consensus record (see the module docstring).
 
     Open with :meth:`open`; :attr:`time` is the last committed step's time (``None``
-    before the first), :attr:`seqno` the record version read, :meth:`runs` a bucket input's
-    runs and :meth:`contents` its consolidated contents (read in this process).
+    before the first), :attr:`seqno` the record version read, :meth:`runs` the runs of a
+    bucket's state collection and :meth:`contents` its consolidated contents (read in this
+    process). :attr:`rows_read` is a work counter: the state rows the tasks of the last
+    :func:`step_buckets` through this handle read (``None`` before one).
     """
 
     def __init__(self, url: str, consensus, name: str, view: BucketedView, buckets: int, head):
@@ -323,6 +407,7 @@ class BucketState:
         self.seqno = None if head is None else head.seqno
         record = None if head is None else json.loads(head.data)
         self.time = None if record is None else record["time"]
+        self.rows_read: int | None = None
         self._runs = {} if record is None else {k: [WrittenRun.from_dict(r) for r in v]
                                                 for k, v in record["runs"].items()}
 
@@ -358,19 +443,32 @@ class BucketState:
         head = loc.consensus.head(f"{name}/state")
         if head is not None:
             record = json.loads(head.data)
+            layout = record.get("layout", INTEGRATED_LAYOUT)
+            if layout != LAYOUT:
+                raise BucketStateLayoutError(
+                    f"the state {name!r} at {url!r} is in the layout {layout!r}"
+                    + (" (each input's integrated rows per bucket)" if layout == INTEGRATED_LAYOUT else "")
+                    + f", not {LAYOUT!r} (the operators' own state per bucket)"
+                    + (": convert it once with colmz.spark.views.convert_state" if layout == INTEGRATED_LAYOUT
+                       else ""))
             if record["view"] != view.describe() or record["buckets"] != buckets:
                 raise ValueError(f"the state {name!r} at {url!r} is of view {record['view']} with "
                                  f"{record['buckets']} buckets, not {view.describe()} with {buckets}")
         return cls(loc.url, loc.consensus, name, view, buckets, head)
 
-    def runs(self, bucket: int, i: int) -> list[WrittenRun]:
-        """The runs holding input ``i``'s state in ``bucket``."""
-        return list(self._runs.get(f"{bucket}/{i}", ()))
+    def runs(self, bucket: int, state: str) -> list[WrittenRun]:
+        """The runs holding the state collection ``state`` (a name of
+        :meth:`BucketedView.states`) in ``bucket``."""
+        return list(self._runs.get(f"{bucket}/{state}", ()))
 
-    def contents(self, bucket: int, i: int) -> colmz.Updates:
-        """Input ``i``'s consolidated contents in ``bucket`` (read here, every part checked)."""
-        return _read_state(open_blob(self.url), self.view.inputs[i],
-                           [p for r in self.runs(bucket, i) for p in r.parts], self.time)
+    def contents(self, bucket: int, state: str) -> colmz.Updates:
+        """The state collection ``state``'s consolidated contents in ``bucket`` (read here,
+        every part checked)."""
+        schemas = dict(self.view.states())
+        if state not in schemas:
+            raise ValueError(f"state must name one of the view's states {list(schemas)}, got {state!r}")
+        return _read_state(open_blob(self.url), schemas[state],
+                           [p for r in self.runs(bucket, state) for p in r.parts], self.time)
 
     def referenced(self) -> set[str]:
         """Every part key the record names."""
@@ -385,7 +483,7 @@ class BucketState:
             runs[k] = old + ([run] if run is not None else [])
             if not runs[k]:
                 del runs[k]
-        record = {"view": self.view.describe(), "buckets": self.buckets, "time": time,
+        record = {"layout": LAYOUT, "view": self.view.describe(), "buckets": self.buckets, "time": time,
                   "runs": {k: [r.to_dict() for r in v] for k, v in sorted(runs.items())}}
         seqno = 1 if self.seqno is None else self.seqno + 1
         data = json.dumps(record).encode()
@@ -410,6 +508,65 @@ class BucketState:
             raise BucketStateConflict(f"the state {self.name!r} at {self.url!r} was committed by another "
                                       f"writer since version {self.seqno}: nothing committed (open it again)")
         self.seqno, self.time, self._runs = seqno, time, runs
+
+
+def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "view",
+                  consensus: str | None = None, owner: str | None = None) -> BucketState:
+    """Convert a state of the first layout (:data:`INTEGRATED_LAYOUT`: each input's rows per
+    bucket) to :data:`LAYOUT` in this process, once: per bucket, the operator is stepped
+    over the inputs' rows at the record's time and its state collections written as one run
+    each; one compare-and-set of the record from the version read replaces the old runs
+    (whose parts are deleted after it). The time, the view and the outputs of later steps
+    are unchanged. A state in :data:`LAYOUT` already is returned as it is; a state of
+    another view or bucket count is refused (``ValueError``). A failure (a lost
+    compare-and-set: :class:`BucketStateConflict`) commits nothing and deletes the parts
+    written. Costs the whole state, read once.
+    """
+    if not isinstance(view, BucketedView):
+        raise TypeError(f"view must be a BucketedView (sum_view, join_view), got {type(view).__name__}")
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise ValueError(f"buckets must be a positive int, got {buckets!r}")
+    try:
+        return BucketState.open(url, view, buckets, name=name, consensus=consensus)
+    except BucketStateLayoutError:
+        pass
+    loc = url if isinstance(url, Location) else open_location(url, consensus=consensus)
+    head = loc.consensus.head(f"{name}/state")
+    record = json.loads(head.data)
+    if record.get("layout", INTEGRATED_LAYOUT) != INTEGRATED_LAYOUT:
+        raise BucketStateLayoutError(f"the state {name!r} at {loc.url!r} is in the layout {record['layout']!r}, "
+                                     f"which convert_state does not read (it reads {INTEGRATED_LAYOUT!r})")
+    if record["view"] != view.describe() or record["buckets"] != buckets:
+        raise ValueError(f"the state {name!r} at {loc.url!r} is of view {record['view']} with "
+                         f"{record['buckets']} buckets, not {view.describe()} with {buckets}")
+    old = {k: [WrittenRun.from_dict(r) for r in v] for k, v in record["runs"].items()}
+    # A BucketState of the new layout over the old record's version: its commit is the
+    # compare-and-set from that version, naming only the new runs.
+    state = BucketState(loc.url, loc.consensus, name, view, buckets, None)
+    state.seqno, state.time = head.seqno, record["time"]
+    owner = owner or uuid.uuid4().hex
+    blob = loc.blob
+    written = {}
+    try:
+        for b in sorted({int(k.split("/")[0]) for k in old}):
+            inputs = [at_time(_read_state(blob, schema, [p for r in old.get(f"{b}/{i}", ()) for p in r.parts],
+                                          state.time), state.time)
+                      for i, schema in enumerate(view.inputs)]
+            _, states = step_bucket(view, None, None, inputs, state.time)
+            for st, schema in view.states():
+                run = write_run(blob, schema, states[st], prefix=state.prefix, owner=owner)
+                if run is not None:
+                    written[f"{b}/{st}"] = (run, True)
+        state._commit(state.time, written)
+    except Indeterminate:
+        raise
+    except BaseException:
+        discard_owned(blob, state.prefix, owner, {k for runs in old.values() for r in runs for k in r.keys})
+        raise
+    for k in {k for runs in old.values() for r in runs for k in r.keys} - state.referenced():
+        with contextlib.suppress(Exception):  # best effort: an unreferenced part is garbage only
+            blob.delete(k)
+    return state
 
 
 def _read_state(blob, schema, parts, time) -> colmz.Updates:
@@ -487,13 +644,16 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
             result = (frames[0].groupBy(_BUCKET).cogroup(frames[1].groupBy(_BUCKET))
                       .applyInArrow(two, out_schema).toArrow())
         runs = result.column(_RUNS).to_pylist()
-        written = {}
+        written, rows_read = {}, 0
         for r in runs:
             if r is not None:
-                for k, (run, replace) in json.loads(r).items():
+                report = json.loads(r)
+                rows_read += report["read"]
+                for k, (run, replace) in report["runs"].items():
                     written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
         dropped = state.referenced()
         state._commit(time, written)
+        state.rows_read = rows_read
     except Indeterminate:
         raise  # the record may name the step's parts: they stay (unreferenced ones are garbage)
     except BaseException:
@@ -518,8 +678,9 @@ def _task_schema(view: BucketedView) -> str:
 
 
 class _BucketTask:
-    """What a bucket's task runs (pickled to the executors): read the bucket's state, step,
-    write the state's new run, return the output rows and one row describing the run."""
+    """What a bucket's task runs (pickled to the executors): read the bucket's operator
+    state, step, write each changed state collection's new run, return the output rows and
+    one row describing the runs (and the state rows read)."""
 
     def __init__(self, view, url, prefix, owner, state_time, time, parts, nruns, compact_runs):
         self.view, self.url, self.prefix, self.owner = view, url, prefix, owner
@@ -532,21 +693,29 @@ class _BucketTask:
         bucket = next(int(t.column(_BUCKET)[0].as_py()) for t in tables if t.num_rows)
         blob = open_blob(self.url)
         view = self.view
-        states, deltas = [], []
-        for i, (t, schema) in enumerate(zip(tables, view.inputs)):
-            refs = [PartRef(k, tuple(c) if c is not None else None) for k, c in self.parts.get(f"{bucket}/{i}", [])]
-            states.append(_read_state(blob, schema, refs, self.state_time))
+        schemas = view.states()
+        state, read = {}, 0
+        for name, schema in schemas:
+            refs = [PartRef(k, tuple(c) if c is not None else None) for k, c in self.parts.get(f"{bucket}/{name}", [])]
+            if refs:
+                parts = read_blob_parts(blob, refs, schema)
+                read += sum(len(p) for p in parts)
+                state[name] = colmz.consolidate(colmz.concat(parts), since=self.state_time)
+        deltas = []
+        for t, schema in zip(tables, view.inputs):
             d = _updates_of(t, schema) if t.num_rows else colmz.Updates.empty(schema)
             deltas.append(colmz.consolidate(at_time(d, self.time)))
-        out = step_bucket(view, states, self.state_time, deltas, self.time)
+        out, state_delta = step_bucket(view, state, self.state_time, deltas, self.time)
         runs = {}
-        for i, (s, d, schema) in enumerate(zip(states, deltas, view.inputs)):
-            key = f"{bucket}/{i}"
+        for name, schema in schemas:
+            d = state_delta[name]
             if not len(d):
                 continue
+            key = f"{bucket}/{name}"
             replace = self.nruns.get(key, 0) + 1 >= self.compact_runs
-            new = colmz.consolidate(colmz.concat([at_time(s, self.time), d])) if replace else d
-            run = write_run(blob, schema, new, prefix=self.prefix, owner=self.owner)
+            if replace and name in state:
+                d = colmz.consolidate(colmz.concat([at_time(state[name], self.time), d]))
+            run = write_run(blob, schema, d, prefix=self.prefix, owner=self.owner)
             runs[key] = (None if run is None else run.to_dict(), replace)
         cols = {c.name: out.column(c.name) for c in view.schema}
         n = len(out)
@@ -554,5 +723,5 @@ class _BucketTask:
                           "diff": pa.array(np.asarray(out.diff, np.int64)), _RUNS: pa.nulls(n, pa.string())})
         row = {c.name: pa.nulls(1, c.type) for c in view.schema}
         row.update({"time": pa.array([self.time], pa.int64()), "diff": pa.array([0], pa.int64()),
-                    _RUNS: pa.array([json.dumps(runs)], pa.string())})
+                    _RUNS: pa.array([json.dumps({"runs": runs, "read": read})], pa.string())})
         return pa.concat_tables([table, pa.table(row)])
