@@ -11,6 +11,16 @@ depends on meets in one bucket; the inputs of a join are bucketed by their join 
 to one type, so ``ΔA``'s bucket ``b`` meets only ``B``'s bucket ``b`` (co-partitioned, no
 broadcast).
 
+A chain runs in the bucket's task too: :func:`bucketed_view` takes a view's SQL whose plan
+(``colmz.dataflow.plan``) is Map/Filters, one keyed stateful operator (a reduce with a
+``GROUP BY`` -- accumulable or min/max --, or an inner equi-join of two tables), then
+Map/Filters (the select list, ``HAVING``); the task steps the whole rendered plan
+(``colmz.dataflow.render``). Map/Filters act row by row, so they hold in any bucket; the
+operator's key must reach it from table columns unchanged, traced down through the
+Map/Filters (a native one's ``select`` pairs, a SQL one's placeholder of an input column):
+those table columns are the bucket key (a key computed by an expression is left out of it;
+bucketing by part of the key is still correct, as equal keys agree on every part).
+
 A step at time ``t`` is a pure function of (the bucket's state, the bucket's delta):
 :func:`step_bucket` returns ``(output, state_delta)``. The state of a bucket is the
 operator's *own* state, as the durable in-process views keep it (``colmz.dataflow.state``,
@@ -23,6 +33,8 @@ named by its path (:meth:`BucketedView.states`) --
 * the join view's :class:`~colmz.dataflow.keyed.KeyedArrangement` s (``"0.arrangements.j"``):
   each input's rows keyed by its join columns, multiplicities as diffs, rows with a NULL
   join key dropped (they join nothing).
+* a plan's, those of its stateful operator, named by its place in the pipeline (a
+  min/max reduce's ``"1.arranged"``: its input by group, the rows of the bucket's groups).
 
 The step restores a fresh operator from the bucket's collections
 (``colmz.dataflow.state.restore_operators``: accumulators and arrangements filled as they
@@ -140,34 +152,54 @@ class BucketStateLayoutError(ValueError):
 @dataclass(frozen=True)
 class BucketedView:
     """A view whose one stateful operator runs per key bucket: ``kind`` ``"sum"`` (an
-    :class:`~colmz.dataflow.AccumulableReduce`) or ``"join"`` (a
-    :class:`~colmz.dataflow.DeltaJoin`); ``inputs`` the inputs' schemas (the delta
-    DataFrames' columns), ``keys`` each input's bucket key. Made by :func:`sum_view`,
-    :func:`join_view` and :func:`bucketed_view` (from SQL)."""
+    :class:`~colmz.dataflow.AccumulableReduce`), ``"join"`` (a
+    :class:`~colmz.dataflow.DeltaJoin`) or ``"plan"`` (a view's SQL rendered into its
+    operators, ``colmz.dataflow.render``: Map/Filters, one keyed stateful operator,
+    Map/Filters); ``inputs`` the inputs' schemas (the delta DataFrames' columns), ``keys``
+    each input's bucket key. Made by :func:`sum_view`, :func:`join_view` and
+    :func:`bucketed_view` (from SQL)."""
 
     kind: str
     inputs: tuple[tuple[ColumnSpec, ...], ...]
     keys: tuple[tuple[str, ...], ...]
     #: ``"sum"``: ``(output name, aggregate class name, column or None)`` per aggregate.
     aggregates: tuple[tuple[str, str, str | None], ...] = ()
-    #: ``"join"``: the equated column pairs (operator column names).
+    #: ``"join"``: the equated column pairs.
     on: tuple[tuple[str, str], ...] = ()
-    #: Per input, the operator's names of its columns, by position (empty: their own).
-    names: tuple[tuple[str, ...], ...] = ()
-    #: The output: ``(operator output column, name)`` pairs (empty: the operator's columns).
-    project: tuple[tuple[str, str], ...] = ()
+    #: ``"plan"``: the view's SQL and the tables it reads, one per input, in input order.
+    query: str = ""
+    tables: tuple[str, ...] = ()
 
-    @property
-    def operator_inputs(self) -> tuple[tuple[ColumnSpec, ...], ...]:
-        """The inputs' schemas under the operator's column names."""
-        if not self.names:
-            return self.inputs
-        return tuple(tuple(ColumnSpec(n, c.type) for n, c in zip(names, s)) for names, s in zip(self.names, self.inputs))
+    def operator(self):
+        """A new in-process operator of this view (empty state): the operator, or the
+        rendered ``Pipeline`` of a ``"plan"`` view."""
+        if self.kind == "plan":
+            from colmz.dataflow.plan import plan, render
+
+            return render(plan(self.query, {t: {c.name: c.type for c in s} for t, s in zip(self.tables, self.inputs)}))
+        ins = self.inputs
+        if self.kind == "sum":
+            aggs = {name: (_AGGREGATES[cls](col) if col is not None else _AGGREGATES[cls]())
+                    for name, cls, col in self.aggregates}
+            return AccumulableReduce(ins[0], list(self.keys[0]), aggs)
+        return DeltaJoin(list(ins), list(self.on))
+
+    def operators(self, op) -> list:
+        """The operators of ``op`` (an :meth:`operator`), as
+        ``colmz.dataflow.state.operator_states_of`` names their states."""
+        return op.operators if self.kind == "plan" else [op]
+
+    def step(self, op, time: int, deltas: Sequence) -> colmz.Updates:
+        """``op``'s output delta at ``time`` for the inputs' ``deltas`` (all at ``time``)."""
+        if self.kind == "plan":
+            return op.step(time, dict(zip(self.tables, deltas)))
+        return op.step(time, *deltas)
 
     def states(self) -> tuple[tuple[str, tuple[ColumnSpec, ...]], ...]:
         """The operator's state collections, ``(name, schema)`` each
         (``colmz.dataflow.state.operator_states_of``): a sum view's accumulators, one row
-        per group; a join view's arrangements, each input's rows keyed by its join columns.
+        per group; a join view's arrangements, each input's rows keyed by its join columns;
+        a plan's, those of its stateful operator (a min/max reduce's: its input by group).
 
         >>> import pyarrow as pa
         >>> from colmz.dataflow import Sum
@@ -175,51 +207,24 @@ class BucketedView:
         >>> [(n, [c.name for c in s]) for n, s in v.states()]
         [('0.state', ['g0', 'a0', 'a1', 'a2'])]
         """
-        found = operator_states_of([self.operator()])
+        op = self.operator()
+        found = operator_states_of(self.operators(op))
         if found is None:
-            raise ValueError(f"the {self.kind} view's operator holds state colmz.dataflow.state does not "
-                             "export (a column of type null): it cannot be bucketed")
+            raise ValueError(f"the {self.kind} view's operators hold state colmz.dataflow.state does not "
+                             "export (a column of type null, a recomputed subquery): it cannot be bucketed")
         return tuple((st.name, st.schema) for st in found)
-
-    def operator(self):
-        """A new in-process operator of this view (empty state)."""
-        ins = self.operator_inputs
-        if self.kind == "sum":
-            aggs = {name: (_AGGREGATES[cls](col) if col is not None else _AGGREGATES[cls]())
-                    for name, cls, col in self.aggregates}
-            pos = {c.name: j for j, c in enumerate(self.inputs[0])}
-            return AccumulableReduce(ins[0], [ins[0][pos[k]].name for k in self.keys[0]], aggs)
-        return DeltaJoin(list(ins), list(self.on))
 
     @property
     def schema(self) -> tuple[ColumnSpec, ...]:
         """The output's columns."""
-        out = tuple(self.operator().schema)
-        if not self.project:
-            return out
-        types = {c.name: c.type for c in out}
-        return tuple(ColumnSpec(n, types[src]) for src, n in self.project)
+        return tuple(self.operator().schema)
 
     def describe(self) -> dict:
         """The view as JSON-able data (kept in the state's record: a state opened with
         another view is refused)."""
         return {"kind": self.kind, "inputs": [[[c.name, str(c.type)] for c in s] for s in self.inputs],
                 "keys": [list(k) for k in self.keys], "aggregates": [list(a) for a in self.aggregates],
-                "on": [list(p) for p in self.on], "names": [list(n) for n in self.names],
-                "project": [list(p) for p in self.project]}
-
-    def operator_delta(self, u: colmz.Updates, i: int) -> colmz.Updates:
-        """Input ``i``'s updates under the operator's column names."""
-        if not self.names:
-            return u
-        return colmz.Updates({n: u.column(c.name) for n, c in zip(self.names[i], self.inputs[i])},
-                             u.time, u.diff, copy=False)
-
-    def output(self, u: colmz.Updates) -> colmz.Updates:
-        """The operator's output as the view's columns (projected, consolidated)."""
-        if not self.project:
-            return u
-        return colmz.consolidate(colmz.Updates({n: u.column(src) for src, n in self.project}, u.time, u.diff))
+                "on": [list(p) for p in self.on], "query": self.query, "tables": list(self.tables)}
 
 
 def sum_view(schema, group_by: Sequence[str], aggregates: Mapping) -> BucketedView:
@@ -272,66 +277,101 @@ def join_view(left, right, on: Sequence[tuple[str, str]]) -> BucketedView:
     return view
 
 
-#: The plan's accumulable aggregate functions (``colmz.dataflow.plan``) and their classes.
-_PLAN_AGGREGATES = {"count": Count, "count_star": Count, "sum": Sum, "avg": Avg, "bool_and": BoolAnd,
-                    "bool_or": BoolOr, "every": BoolAnd, "var_samp": VarSamp, "variance": VarSamp,
-                    "var_pop": VarPop, "stddev_samp": StddevSamp, "stddev": StddevSamp, "stddev_pop": StddevPop}
-
-
 def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     """The :class:`BucketedView` of a view's SQL over tables ``schemas`` (as
-    :func:`colmz.dataflow.plan.plan` takes them): ``SELECT ... FROM t GROUP BY ...`` with
-    accumulable aggregates only, or ``SELECT ... FROM a JOIN b ON a.x = b.y [AND ...]`` (an
-    inner equi-join of two tables), with no ``WHERE`` -- the shapes bucketed today; any other
-    plan is refused naming its root. The delta DataFrames carry the tables' own columns.
+    :func:`colmz.dataflow.plan.plan` takes them): a plan of Map/Filters (native or through
+    SQL), then one keyed stateful operator -- a ``GROUP BY`` of accumulable or min/max
+    aggregates over one table, or an inner equi-join of two tables (a residual predicate
+    allowed) -- each of whose inputs is Map/Filters over one table, then Map/Filters (the
+    select list, ``HAVING``). Each table is bucketed by the columns that carry the
+    operator's key unchanged (a group key or join key computed by an expression is left
+    out; at least one must remain); any other plan is refused with its ``EXPLAIN``. The
+    delta DataFrames carry the tables' own columns, one per table in the order the plan
+    reads them (:attr:`BucketedView.tables`).
 
     >>> import pyarrow as pa
-    >>> v = bucketed_view("SELECT k, sum(v) AS s, count(*) AS c FROM t GROUP BY k",
+    >>> v = bucketed_view("SELECT k, sum(v) AS s, count(*) AS c FROM t WHERE v > 0 GROUP BY k",
     ...                   {"t": {"k": pa.int64(), "v": pa.int64()}})
-    >>> v.kind, v.keys, [c.name for c in v.schema]
-    ('sum', (('k',),), ['k', 's', 'c'])
+    >>> v.kind, v.tables, v.keys, [c.name for c in v.schema]
+    ('plan', ('t',), (('k',),), ['k', 's', 'c'])
     """
-    from colmz.dataflow.plan import Get, Join, MapFilter, Reduce, plan
+    from colmz.dataflow.plan import Join, MapFilter, Reduce, plan
+    from colmz.dataflow.plan_nodes import SqlMapFilter
 
+    if not isinstance(query, str):
+        raise TypeError(f"query must be SQL text, got {type(query).__name__}")
     p = plan(query, schemas)
-    root, project = p.root, ()
-    if isinstance(root, MapFilter) and not root.where and root.select is not None:
-        root, project = root.input, tuple(root.select)
-    tables = {name: schema_of(s) for name, s in schemas.items()}
 
     def refuse(why: str):
-        return ValueError(f"bucketed_view takes a GROUP BY of accumulable aggregates over one table, or an "
-                          f"inner equi-join of two tables, without WHERE; this plan {why}:\n{p.explain()}")
+        return ValueError(f"bucketed_view takes Map/Filters around one keyed stateful operator (a GROUP BY of "
+                          f"accumulable or min/max aggregates over one table, or an inner equi-join of two "
+                          f"tables); this plan {why}:\n{p.explain()}")
 
-    if isinstance(root, Reduce):
-        get = root.input
-        if not isinstance(get, Get) or not root.group_by:
-            raise refuse("reduces something other than one table, or has no GROUP BY")
-        if any(a.reduction != "accumulable" or a.function not in _PLAN_AGGREGATES for a in root.aggregates):
-            raise refuse("has a non-accumulable aggregate")
-        col = {q: c for c, q in get.columns}
-        aggs = {a.name: (_PLAN_AGGREGATES[a.function](col[a.column]) if a.column is not None
-                         else _PLAN_AGGREGATES[a.function]()) for a in root.aggregates}
-        view = sum_view(tables[get.table], [col[g] for g in root.group_by], aggs)
-        project = tuple((col.get(src, src), name) for src, name in project)
-        return BucketedView(view.kind, view.inputs, view.keys, view.aggregates, project=project)
-    if isinstance(root, Join):
-        gets = root.inputs
-        if root.kind != "inner" or root.residual or len(gets) != 2 or not all(isinstance(g, Get) for g in gets):
-            raise refuse("is not an inner equi-join of two tables")
-        schemas2 = [tables[g.table] for g in gets]
-        names = []
-        for g, sch in zip(gets, schemas2):
-            qual = dict(g.columns)
-            names.append(tuple(qual[c.name] for c in sch))
-        col0, col1 = ({q: c for c, q in g.columns} for g in gets)
-        first = {q for _, q in gets[0].columns}
-        pairs = tuple((a, b) if a in first else (b, a) for a, b in root.on)
-        keys = (tuple(col0[a] for a, _ in pairs), tuple(col1[b] for _, b in pairs))
-        view = BucketedView("join", tuple(schemas2), keys, on=pairs, names=tuple(names), project=project)
-        view.operator()
-        return view
-    raise refuse(f"has a {type(root).__name__} at its root")
+    node = p.root
+    while isinstance(node, (MapFilter, SqlMapFilter)):
+        node = node.input
+    if isinstance(node, Reduce):
+        if not node.group_by:
+            raise refuse("has no GROUP BY (a global aggregate is one bucket)")
+        branches, keys = [node.input], [list(node.group_by)]
+    elif isinstance(node, Join):
+        if node.kind != "inner" or len(node.inputs_) != 2:
+            raise refuse("joins other than two inputs by an inner join")
+        branches = list(node.inputs_)
+        first = {c.name for c in branches[0].schema}
+        pairs = [(a, b) if a in first else (b, a) for a, b in node.on]
+        if not pairs:
+            raise refuse("joins without an equality (a cross join cannot be bucketed)")
+        keys = [[a for a, _ in pairs], [b for _, b in pairs]]
+    else:
+        raise refuse(f"has a {type(node).__name__} where its stateful operator goes")
+    gets, traced = [], []
+    for branch, key in zip(branches, keys):
+        get, cols = _traced(branch, key)
+        if get is None:
+            raise refuse(f"reads a {type(cols).__name__} below its stateful operator, not Map/Filters over a table")
+        gets.append(get)
+        traced.append(cols)
+    if len({g.table for g in gets}) != len(gets):
+        raise refuse(f"reads table {gets[0].table!r} twice (each input is bucketed by its own key)")
+    keep = [j for j in range(len(keys[0])) if all(t[j] is not None for t in traced)]
+    if not keep:
+        raise refuse("has no key column a table carries unchanged (each is computed)")
+    tables = tuple(g.table for g in gets)
+    view = BucketedView("plan", tuple(schema_of(p.tables[t]) for t in tables),
+                        tuple(tuple(t[j] for j in keep) for t in traced), query=query, tables=tables)
+    try:
+        view.states()
+    except ValueError as e:
+        raise refuse(f"does not render into exported state ({e})") from e
+    return view
+
+
+def _traced(node, cols: list):
+    """``(the Get below node, each of cols as that table's column or None when computed)``
+    through Map/Filters; ``(None, node)`` at anything else."""
+    from colmz.dataflow.plan import Get, MapFilter
+    from colmz.dataflow.plan_nodes import SqlMapFilter
+    from colmz.dataflow.sqlmap import placeholder
+
+    cols = list(cols)
+    while True:
+        if isinstance(node, Get):
+            raw = {q: c for c, q in node.columns}
+            return node, [raw.get(c) if c is not None else None for c in cols]
+        if isinstance(node, MapFilter):
+            if node.select is not None:
+                src = {n: s for s, n in node.select}
+                cols = [src.get(c) if c is not None else None for c in cols]
+        elif isinstance(node, SqlMapFilter):
+            if node.select is not None:
+                # a column kept as is: its text is the placeholder of an input column
+                inputs = {placeholder(i): c.name for i, c in enumerate(node.input.schema)}
+                src = {n: inputs.get(text) for text, n in node.select}
+                cols = [src.get(c) if c is not None else None for c in cols]
+        else:
+            return None, node
+        node = node.input
 
 
 def step_bucket(view: BucketedView, state: Mapping | None, state_time, deltas: Sequence, time: int):
@@ -361,7 +401,8 @@ def step_bucket(view: BucketedView, state: Mapping | None, state_time, deltas: S
     if len(deltas) != len(view.inputs):
         raise ValueError(f"a step of this {view.kind} view takes {len(view.inputs)} deltas, got {len(deltas)}")
     op = view.operator()
-    found = operator_states_of([op])
+    ops = view.operators(op)
+    found = operator_states_of(ops)
     if found is None:
         view.states()  # raises, naming why
     state = dict(state or {})
@@ -377,10 +418,10 @@ def step_bucket(view: BucketedView, state: Mapping | None, state_time, deltas: S
         state_time = check_time(state_time, "state_time")
         if state_time >= time:
             raise ValueError(f"time {time} is not after the state's time {state_time}")
-        restore_operators([op], {st.name: state.get(st.name, colmz.Updates.empty(st.schema)) for st in found},
+        restore_operators(ops, {st.name: state.get(st.name, colmz.Updates.empty(st.schema)) for st in found},
                           state_time)
         marks = {st.name: st.marks() for st in found}
-    out = view.output(op.step(time, *[view.operator_delta(at_time(d, time), i) for i, d in enumerate(deltas)]))
+    out = view.step(op, time, [at_time(d, time) for d in deltas])
     return out, {st.name: st.delta(marks[st.name], time) for st in found}
 
 
@@ -520,7 +561,9 @@ def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "vi
     are unchanged. A state in :data:`LAYOUT` already is returned as it is; a state of
     another view or bucket count is refused (``ValueError``). A failure (a lost
     compare-and-set: :class:`BucketStateConflict`) commits nothing and deletes the parts
-    written. Costs the whole state, read once.
+    written. Costs the whole state, read once. A state :func:`bucketed_view` made from SQL
+    in the first layout (its view naming columns and a projection) is refused with
+    :class:`BucketStateLayoutError`: such views are ``"plan"`` views now.
     """
     if not isinstance(view, BucketedView):
         raise TypeError(f"view must be a BucketedView (sum_view, join_view), got {type(view).__name__}")
@@ -536,6 +579,12 @@ def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "vi
     if record.get("layout", INTEGRATED_LAYOUT) != INTEGRATED_LAYOUT:
         raise BucketStateLayoutError(f"the state {name!r} at {loc.url!r} is in the layout {record['layout']!r}, "
                                      f"which convert_state does not read (it reads {INTEGRATED_LAYOUT!r})")
+    if record["view"].get("names") or record["view"].get("project"):
+        raise BucketStateLayoutError(
+            f"the state {name!r} at {loc.url!r} is of a view bucketed_view made from SQL in the "
+            f"{INTEGRATED_LAYOUT!r} layout (its view names columns {record['view'].get('names')} and projects "
+            f"{record['view'].get('project')}); bucketed_view now makes a 'plan' view, whose state convert_state "
+            "does not derive from it: build the state again from the tables")
     if record["view"] != view.describe() or record["buckets"] != buckets:
         raise ValueError(f"the state {name!r} at {loc.url!r} is of view {record['view']} with "
                          f"{record['buckets']} buckets, not {view.describe()} with {buckets}")
