@@ -84,7 +84,10 @@ Invariants: a committed record's time only grows; every part the record names wa
 and checked before the compare-and-set that names it; the consolidated runs of a bucket's
 collection equal the in-process operator's exported state after the same deltas, and the
 output of a step equals the in-process operator's output and the recompute's change for
-the same deltas (``tests/spark/test_spark_views.py``).
+the same deltas (``tests/spark/test_spark_views.py``) -- exactly for every exact
+accumulator (counts, integer sums); a float sum is the restored sum plus the delta's, so its
+rounding may differ from an operator that kept its terms in other runs, as float sums of
+``colmz.dataflow.accumulable`` drift from a recompute.
 """
 
 # No ``from __future__ import annotations``: pyspark reads the UDF's type hints at runtime.
