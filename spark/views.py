@@ -12,14 +12,21 @@ to one type, so ``ΔA``'s bucket ``b`` meets only ``B``'s bucket ``b`` (co-parti
 broadcast).
 
 A chain runs in the bucket's task too: :func:`bucketed_view` takes a view's SQL whose plan
-(``colmz.dataflow.plan``) is Map/Filters, one keyed stateful operator (a reduce with a
-``GROUP BY`` -- accumulable or min/max --, or an inner equi-join of two tables), then
-Map/Filters (the select list, ``HAVING``); the task steps the whole rendered plan
-(``colmz.dataflow.render``). Map/Filters act row by row, so they hold in any bucket; the
-operator's key must reach it from table columns unchanged, traced down through the
-Map/Filters (a native one's ``select`` pairs, a SQL one's placeholder of an input column):
-those table columns are the bucket key (a key computed by an expression is left out of it;
-bucketing by part of the key is still correct, as equal keys agree on every part).
+(``colmz.dataflow.plan``) is a keyed stateful operator over tables -- a reduce with a
+``GROUP BY`` (accumulable or min/max aggregates) or a ``DISTINCT`` over one table, or an
+inner equi-join of two tables -- with Map/Filters anywhere (before it, the select list,
+``HAVING``) and, above it, more reduces with a ``GROUP BY`` or ``DISTINCT`` s; the task
+steps the whole rendered plan (``colmz.dataflow.render``). Map/Filters act row by row, so
+they hold in any bucket. A bucket must hold every row each stateful operator's key needs,
+so the bucket key is made of the lowest operator's key columns (a join's equated pairs)
+that (1) reach it from table columns unchanged, traced down through Map/Filters (a native
+one's ``select`` pairs, a SQL one's placeholder of an input column), and (2) are carried
+unchanged into the key of every operator above it (traced down through Map/Filters, a
+reduce's group columns and a ``DISTINCT``). Bucketing by part of a key is correct -- equal
+keys agree on every part --, so the positions failing either are left out; a plan with none
+left is refused.
+Only buckets with a delta step, so nothing in the plan may change without input: a global
+aggregate (its row over an empty input) and a temporal filter (``mz_now()``) are refused.
 
 A step at time ``t`` is a pure function of (the bucket's state, the bucket's delta):
 :func:`step_bucket` returns ``(output, state_delta)``. The state of a bucket is the
@@ -33,8 +40,9 @@ named by its path (:meth:`BucketedView.states`) --
 * the join view's :class:`~colmz.dataflow.keyed.KeyedArrangement` s (``"0.arrangements.j"``):
   each input's rows keyed by its join columns, multiplicities as diffs, rows with a NULL
   join key dropped (they join nothing).
-* a plan's, those of its stateful operator, named by its place in the pipeline (a
-  min/max reduce's ``"1.arranged"``: its input by group, the rows of the bucket's groups).
+* a plan's, those of its stateful operators, named by their place in the pipeline (a
+  min/max reduce's ``"1.arranged"``: its input by group, the rows of the bucket's groups;
+  a distinct's counts).
 
 The step restores a fresh operator from the bucket's collections
 (``colmz.dataflow.state.restore_operators``: accumulators and arrangements filled as they
@@ -282,15 +290,15 @@ def join_view(left, right, on: Sequence[tuple[str, str]]) -> BucketedView:
 
 def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     """The :class:`BucketedView` of a view's SQL over tables ``schemas`` (as
-    :func:`colmz.dataflow.plan.plan` takes them): a plan of Map/Filters (native or through
-    SQL), then one keyed stateful operator -- a ``GROUP BY`` of accumulable or min/max
-    aggregates over one table, or an inner equi-join of two tables (a residual predicate
-    allowed) -- each of whose inputs is Map/Filters over one table, then Map/Filters (the
-    select list, ``HAVING``). Each table is bucketed by the columns that carry the
-    operator's key unchanged (a group key or join key computed by an expression is left
-    out; at least one must remain); any other plan is refused with its ``EXPLAIN``. The
-    delta DataFrames carry the tables' own columns, one per table in the order the plan
-    reads them (:attr:`BucketedView.tables`).
+    :func:`colmz.dataflow.plan.plan` takes them): a keyed stateful operator over tables --
+    a ``GROUP BY`` of accumulable or min/max aggregates or a ``DISTINCT`` over one table, or
+    an inner equi-join of two tables (a residual predicate allowed) --, Map/Filters (native
+    or through SQL) anywhere, and above it reduces with a ``GROUP BY`` or ``DISTINCT`` s.
+    Each table is bucketed by the columns that carry the lowest operator's key unchanged
+    into every stateful operator's key (the module docstring; at least one must remain);
+    any other plan is refused with its ``EXPLAIN``. The delta DataFrames carry the tables'
+    own columns, one per table in the order the plan reads them
+    (:attr:`BucketedView.tables`).
 
     >>> import pyarrow as pa
     >>> v = bucketed_view("SELECT k, sum(v) AS s, count(*) AS c FROM t WHERE v > 0 GROUP BY k",
@@ -298,25 +306,36 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     >>> v.kind, v.tables, v.keys, [c.name for c in v.schema]
     ('plan', ('t',), (('k',),), ['k', 's', 'c'])
     """
-    from colmz.dataflow.plan import Join, MapFilter, Reduce, plan
-    from colmz.dataflow.plan_nodes import SqlMapFilter
+    from colmz.dataflow.plan import Get, Join, Reduce, plan
+    from colmz.dataflow.plan_nodes import Distinct
 
     if not isinstance(query, str):
         raise TypeError(f"query must be SQL text, got {type(query).__name__}")
     p = plan(query, schemas)
 
     def refuse(why: str):
-        return ValueError(f"bucketed_view takes Map/Filters around one keyed stateful operator (a GROUP BY of "
-                          f"accumulable or min/max aggregates over one table, or an inner equi-join of two "
-                          f"tables); this plan {why}:\n{p.explain()}")
+        return ValueError(f"bucketed_view takes a keyed stateful operator over tables (a GROUP BY of accumulable "
+                          f"or min/max aggregates or a DISTINCT over one table, an inner equi-join of two tables), "
+                          f"Map/Filters, and GROUP BYs or DISTINCTs above it keyed by what it is bucketed by; "
+                          f"this plan {why}:\n{p.explain()}")
 
-    node = p.root
-    while isinstance(node, (MapFilter, SqlMapFilter)):
-        node = node.input
-    if isinstance(node, Reduce):
-        if not node.group_by:
+    # The stateful operators from the root down: upper ones (a Reduce with GROUP BY, a
+    # Distinct) over one input each, then the lowest, whose inputs are Map/Filters over tables.
+    uppers, node = [], p.root
+    while True:
+        node = _below_mapfilters(node)
+        if isinstance(node, (Reduce, Distinct)) and not isinstance(_below_mapfilters(node.input), Get):
+            if isinstance(node, Reduce) and not node.group_by:
+                raise refuse("has no GROUP BY (a global aggregate is one bucket)")
+            uppers.append(node)
+            node = node.input
+            continue
+        break
+    if isinstance(node, (Reduce, Distinct)):
+        if isinstance(node, Reduce) and not node.group_by:
             raise refuse("has no GROUP BY (a global aggregate is one bucket)")
-        branches, keys = [node.input], [list(node.group_by)]
+        key = list(node.group_by) if isinstance(node, Reduce) else [c.name for c in node.input.schema]
+        branches, keys, names = [node.input], [key], [{c} for c in key]
     elif isinstance(node, Join):
         if node.kind != "inner" or len(node.inputs_) != 2:
             raise refuse("joins other than two inputs by an inner join")
@@ -325,7 +344,7 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
         pairs = [(a, b) if a in first else (b, a) for a, b in node.on]
         if not pairs:
             raise refuse("joins without an equality (a cross join cannot be bucketed)")
-        keys = [[a for a, _ in pairs], [b for _, b in pairs]]
+        keys, names = [[a for a, _ in pairs], [b for _, b in pairs]], [{a, b} for a, b in pairs]
     else:
         raise refuse(f"has a {type(node).__name__} where its stateful operator goes")
     gets, traced = [], []
@@ -338,8 +357,14 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     if len({g.table for g in gets}) != len(gets):
         raise refuse(f"reads table {gets[0].table!r} twice (each input is bucketed by its own key)")
     keep = [j for j in range(len(keys[0])) if all(t[j] is not None for t in traced)]
+    # An operator above the lowest keeps a bucket key position when its own key carries one
+    # of that position's columns unchanged down to the lowest's output.
+    for upper in uppers:
+        key = list(upper.group_by) if isinstance(upper, Reduce) else [c.name for c in upper.input.schema]
+        below = set(_carried(upper.input, key, node))
+        keep = [j for j in keep if names[j] & below]
     if not keep:
-        raise refuse("has no key column a table carries unchanged (each is computed)")
+        raise refuse("has no key column a table carries unchanged to every stateful operator")
     tables = tuple(g.table for g in gets)
     view = BucketedView("plan", tuple(schema_of(p.tables[t]) for t in tables),
                         tuple(tuple(t[j] for j in keep) for t in traced), query=query, tables=tables)
@@ -350,15 +375,45 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     return view
 
 
-def _traced(node, cols: list):
+def _below_mapfilters(node):
+    """The first node below ``node``'s Map/Filters (``node`` itself when it is none)."""
+    from colmz.dataflow.plan import MapFilter
+    from colmz.dataflow.plan_nodes import SqlMapFilter
+
+    while isinstance(node, (MapFilter, SqlMapFilter)):
+        node = node.input
+    return node
+
+
+def _carried(node, cols: list, lowest) -> list:
+    """Which of ``cols`` (columns of ``node``'s output) reach ``lowest``'s output unchanged,
+    as its column names: through Map/Filters, a Reduce's group columns and a Distinct."""
+    from colmz.dataflow.plan import Reduce
+
+    cols = list(cols)
+    while node is not lowest:
+        mapped, below = _traced(node, cols, stop_at_get=False)
+        cols, node = mapped, below
+        if node is lowest:
+            break
+        if isinstance(node, Reduce):
+            cols = [c if c in node.group_by else None for c in cols]
+        node = node.input  # a Distinct passes its columns as they are
+    return [c for c in cols if c is not None]
+
+
+def _traced(node, cols: list, stop_at_get: bool = True):
     """``(the Get below node, each of cols as that table's column or None when computed)``
-    through Map/Filters; ``(None, node)`` at anything else."""
+    through Map/Filters; ``(None, node)`` at anything else. With ``stop_at_get`` false:
+    ``(each of cols as a column of the first node below the Map/Filters, that node)``."""
     from colmz.dataflow.plan import Get, MapFilter
     from colmz.dataflow.plan_nodes import SqlMapFilter
     from colmz.dataflow.sqlmap import placeholder
 
     cols = list(cols)
     while True:
+        if not stop_at_get and not isinstance(node, (MapFilter, SqlMapFilter)):
+            return cols, node
         if isinstance(node, Get):
             raw = {q: c for c, q in node.columns}
             return node, [raw.get(c) if c is not None else None for c in cols]

@@ -202,6 +202,14 @@ CHAINS = {
     "SELECT u.w, t.v, t.k FROM t JOIN u ON u.k = t.k": (("k",), ("k",)),
     "SELECT t.k, u.w FROM t JOIN u ON t.k = u.k WHERE t.v > 2 AND u.w <> 'x'": (("k",), ("k",)),
     "SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.k AND t.v < length(u.w) + 4": (("k",), ("k",)),
+    "SELECT DISTINCT k FROM t WHERE v > 2": (("k",),),
+    # stateful operators over stateful operators, keyed by what the lowest is bucketed by
+    "SELECT t.k, count(*) AS c, sum(t.v) AS s FROM t JOIN u ON t.k = u.k GROUP BY t.k": (("k",), ("k",)),
+    "SELECT u.k AS uk, max(t.v) AS m FROM t JOIN u ON t.k = u.k WHERE u.w <> '3' GROUP BY u.k HAVING count(*) > 1":
+        (("k",), ("k",)),
+    "SELECT DISTINCT t.k, u.w FROM t JOIN u ON t.k = u.k": (("k",), ("k",)),
+    "SELECT k, count(*) AS n FROM (SELECT k, v FROM t GROUP BY k, v) s GROUP BY k": (("k",),),
+    "SELECT v, count(*) AS n FROM (SELECT k, v FROM t GROUP BY k, v) s GROUP BY v": (("v",),),
 }
 
 
@@ -214,12 +222,20 @@ def test_bucketed_view_reads_chains_around_one_keyed_operator_from_sql():
                      ("SELECT t.k FROM t LEFT JOIN u ON t.k = u.k", "other than two inputs by an inner join"),
                      ("SELECT k + 1 AS k1, count(*) AS c FROM t GROUP BY k + 1", "no key column a table carries"),
                      ("SELECT a.k FROM t a JOIN t b ON a.k = b.k", "reads table 't' twice"),
-                     ("SELECT DISTINCT k FROM t", "has a Distinct where"),
-                     ("SELECT t.k, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY t.k",
-                      "reads a Join below its stateful operator")]:
+                     ("SELECT k FROM t ORDER BY k LIMIT 3", "has a TopK where"),
+                     ("SELECT k FROM t UNION ALL SELECT k FROM u", "has a Union where"),
+                     ("SELECT count(*) AS n FROM (SELECT k FROM t GROUP BY k) s", "no GROUP BY"),
+                     ("SELECT t.v, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY t.v",
+                      "no key column a table carries unchanged to every stateful operator"),
+                     ("SELECT c, count(*) AS n FROM (SELECT k, count(*) AS c FROM t GROUP BY k) s GROUP BY c",
+                      "no key column a table carries unchanged to every stateful operator")]:
         with pytest.raises(ValueError, match=why) as e:
             bucketed_view(bad, SQL_SCHEMAS)
         assert "-- " in str(e.value), bad  # the plan's EXPLAIN is in the message
+    # a temporal filter changes without input: untouched buckets would miss its flips
+    with pytest.raises(ValueError, match="has a TemporalFilter where"):
+        bucketed_view("SELECT k, c FROM (SELECT k, count(*) AS c, max(ts) AS m FROM t GROUP BY k) s "
+                      "WHERE mz_now() <= m", {"t": {**T, "ts": pa.int64()}})
 
 
 def sql_delta(rng: random.Random, held: list[Counter], tables, t: int) -> list:
@@ -302,6 +318,7 @@ def test_a_chain_per_bucket_equals_its_rendered_plan_and_the_recompute(query):
     "SELECT k, sum(v) AS s FROM t WHERE v + 1 > 3 GROUP BY k HAVING sum(v) > 3",
     "SELECT k, min(v) AS lo, max(v) AS hi, count(v) AS n FROM t GROUP BY k",
     "SELECT t.k, u.w FROM t JOIN u ON t.k = u.k WHERE t.v > 2 AND u.w <> 'x'",
+    "SELECT t.k, count(*) AS c, sum(t.v) AS s FROM t JOIN u ON t.k = u.k GROUP BY t.k",
 ])
 def test_a_view_from_sql_per_bucket_equals_its_rendered_plan(spark, tmp_path, query):
     from colmz.dataflow.plan import plan, render
