@@ -11,27 +11,67 @@ depends on meets in one bucket; the inputs of a join are bucketed by their join 
 to one type, so ``ΔA``'s bucket ``b`` meets only ``B``'s bucket ``b`` (co-partitioned, no
 broadcast).
 
+A chain runs in the bucket's task too: :func:`bucketed_view` takes a view's SQL whose plan
+(``colmz.dataflow.plan``) is a keyed stateful operator over tables -- a reduce with a
+``GROUP BY`` (accumulable or min/max aggregates) or a ``DISTINCT`` over one table, or an
+inner equi-join of two tables -- with Map/Filters anywhere (before it, the select list,
+``HAVING``) and, above it, more reduces with a ``GROUP BY`` or ``DISTINCT`` s; the task
+steps the whole rendered plan (``colmz.dataflow.render``). Map/Filters act row by row, so
+they hold in any bucket. A bucket must hold every row each stateful operator's key needs,
+so the bucket key is made of the lowest operator's key columns (a join's equated pairs)
+that (1) reach it from table columns unchanged, traced down through Map/Filters (a native
+one's ``select`` pairs, a SQL one's placeholder of an input column), and (2) are carried
+unchanged into the key of every operator above it (traced down through Map/Filters, a
+reduce's group columns and a ``DISTINCT``). Bucketing by part of a key is correct -- equal
+keys agree on every part --, so the positions failing either are left out; a plan with none
+left is refused.
+Only buckets with a delta step, so nothing in the plan may change without input: a global
+aggregate (its row over an empty input) and a temporal filter (``mz_now()``) are refused.
+
 A step at time ``t`` is a pure function of (the bucket's state, the bucket's delta):
-:func:`step_bucket`. The state of a bucket is each input's collection integrated up to the
-last committed time (the input's consolidated rows: what the operator's arrangements or
-accumulators are built from); the step builds the operator from it (one step at the state's
-time, output discarded), steps the delta at ``t`` and returns the output delta. The new
-state is the old plus the delta, so the state of an input grows by *appending* the delta as
-a run of parts; when a bucket input holds :data:`COMPACT_RUNS` runs the task writes its
-consolidated state as one run instead (a compaction), and the old runs are dropped from the
-state.
+:func:`step_bucket` returns ``(output, state_delta)``. The state of a bucket is the
+operator's *own* state, as the durable in-process views keep it (``colmz.dataflow.state``,
+``colmz.catalog.durable``): a collection of updates per state structure of the operator,
+named by its path (:meth:`BucketedView.states`) --
+
+* the sum view's :class:`~colmz.dataflow.accumulable.Accumulators` (``"0.state"``): one row
+  per group, its key then its accumulator slots (row count, per aggregate its non-NULL
+  count and exact sums), diff 1;
+* the join view's :class:`~colmz.dataflow.keyed.KeyedArrangement` s (``"0.arrangements.j"``):
+  each input's rows keyed by its join columns, multiplicities as diffs, rows with a NULL
+  join key dropped (they join nothing).
+* a plan's, those of its stateful operators, named by their place in the pipeline (a
+  min/max reduce's ``"1.arranged"``: its input by group, the rows of the bucket's groups;
+  a distinct's counts).
+
+The step restores a fresh operator from the bucket's collections
+(``colmz.dataflow.state.restore_operators``: accumulators and arrangements filled as they
+are, no step over the state), steps the delta at ``t``, and exports each collection's change
+since the restore (``OperatorState.delta``): the sum view's changed groups, old row retracted
+and new row inserted; the join view's joinable delta rows. The state of a collection grows by
+*appending* that change as a run of parts; when a bucket's collection holds
+:data:`COMPACT_RUNS` runs the task writes its consolidated contents as one run instead (a
+compaction), and the old runs are dropped from the state. A sum view's bucket therefore
+holds ``O(groups)`` rows (times the runs before a compaction), not its input rows.
 
 Durable state (:class:`BucketState`): parts under ``<name>/parts/`` in a blob store and one
-consensus record ``<name>/state`` -- the view's description, the number of buckets, the last
-committed time and, per bucket and input, the runs (``WrittenRun`` with every part's check).
+consensus record ``<name>/state`` -- its layout (:data:`LAYOUT`), the view's description,
+the number of buckets, the last committed time and, per bucket and state collection
+(``"<bucket>/<state name>"``), the runs (``WrittenRun`` with every part's check). A record
+of the first layout (:data:`INTEGRATED_LAYOUT`: each input's integrated rows per bucket, no
+``layout`` field) is refused by :meth:`BucketState.open` with
+:class:`BucketStateLayoutError` naming it; :func:`convert_state` converts it once, in the
+driver (each bucket's operator stepped over its rows, its collections written, one
+compare-and-set).
 :func:`step_buckets` runs one step as Materialize's sink and ``colmz sink`` commit
 (``colmz.spark.sink``, ``colmz.spark.cli.sink``), in named phases with one durable call:
 
 1. **bucketing** -- each delta DataFrame gets its bucket column;
 2. **stepping buckets** -- ``groupBy(bucket).applyInArrow`` (``cogroup`` for a join): each
    task of a bucket with a delta reads its state parts (checked against the recorded
-   checks), steps, writes its state run (parts carry the step's owner token) and returns its
-   output rows and a description of its run; untouched buckets are not read;
+   checks), steps, writes a run per changed state collection (parts carry the step's owner
+   token) and returns its output rows, a description of its runs and the state rows it
+   read (:attr:`BucketState.rows_read`, a work counter); untouched buckets are not read;
 3. **committing** -- the driver collects the output and the runs and compare-and-sets the
    record from the version it read: the new time and each touched bucket's runs. This is the
    only durable change: a task that raises, a lost compare-and-set or a crash before it
@@ -41,14 +81,21 @@ committed time and, per bucket and input, the runs (``WrittenRun`` with every pa
    a handle still holding an older version then fails to read them (open the state again;
    its commit would lose the compare-and-set anyway).
 
-Cost of a step: the touched buckets' state (read and rebuilt: Spark tasks keep nothing
-between steps) plus the delta; untouched buckets cost nothing. More buckets mean smaller
-states per touched bucket. The in-process operators keep their state between steps and
-cost only the delta; this module trades that for state spread over machines.
+Cost of a step: the touched buckets' state collections (read and restored: Spark tasks keep
+nothing between steps) plus the delta -- for a sum view the bucket's groups, for a join view
+the bucket's joinable input rows (its arrangements are its inputs) -- and untouched buckets
+cost nothing. More buckets mean smaller states per touched bucket. The in-process operators
+keep their state between steps and cost only the delta; this module trades that for state
+spread over machines.
 
 Invariants: a committed record's time only grows; every part the record names was written
-and checked before the compare-and-set that names it; the output of a step equals the
-in-process operator's output for the same deltas (``tests/spark/test_spark_views.py``).
+and checked before the compare-and-set that names it; the consolidated runs of a bucket's
+collection equal the in-process operator's exported state after the same deltas, and the
+output of a step equals the in-process operator's output and the recompute's change for
+the same deltas (``tests/spark/test_spark_views.py``) -- exactly for every exact
+accumulator (counts, integer sums); a float sum is the restored sum plus the delta's, so its
+rounding may differ from an operator that kept its terms in other runs, as float sums of
+``colmz.dataflow.accumulable`` drift from a recompute.
 """
 
 # No ``from __future__ import annotations``: pyspark reads the UDF's type hints at runtime.
@@ -77,17 +124,26 @@ from colmz.dataflow.accumulable import (
     VarPop,
     VarSamp,
 )
+from colmz.dataflow.state import operator_states_of, restore_operators
 from colmz.frontier import check_time
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, schema_of
 from colmz.storage.base import Indeterminate, VersionedData
 from colmz.storage.url import Location, open_blob, open_location
 
-__all__ = ["COMPACT_RUNS", "BucketState", "BucketStateConflict", "BucketedView", "bucketed_view", "join_view",
-           "step_bucket", "step_buckets", "sum_view"]
+__all__ = ["COMPACT_RUNS", "INTEGRATED_LAYOUT", "LAYOUT", "BucketState", "BucketStateConflict", "BucketStateLayoutError", "BucketedView",
+           "bucketed_view", "convert_state", "join_view", "step_bucket", "step_buckets", "sum_view"]
 
-#: A bucket input holding this many runs is written whole, consolidated, as one run.
+#: A bucket's operator state holding this many runs is written whole, consolidated, as one run.
 COMPACT_RUNS = 8
+
+#: The layout of a state record: per bucket, the operators' own state collections
+#: (``colmz.dataflow.state``). A record without it is of the first layout,
+#: :data:`INTEGRATED_LAYOUT`.
+LAYOUT = "operator-state"
+
+#: The first layout: per bucket, each input's rows integrated up to the record's time.
+INTEGRATED_LAYOUT = "integrated-input"
 
 _AGGREGATES = {c.__name__: c for c in (Avg, BoolAnd, BoolOr, Count, StddevPop, StddevSamp, Sum, VarPop, VarSamp)}
 _BUCKET = "_colmz_bucket"
@@ -99,72 +155,87 @@ class BucketStateConflict(RuntimeError):
     committed nothing (open the state again and re-run the step)."""
 
 
+class BucketStateLayoutError(ValueError):
+    """A state record in a layout other than :data:`LAYOUT` (an :data:`INTEGRATED_LAYOUT`
+    one converts with :func:`convert_state`)."""
+
+
 @dataclass(frozen=True)
 class BucketedView:
     """A view whose one stateful operator runs per key bucket: ``kind`` ``"sum"`` (an
-    :class:`~colmz.dataflow.AccumulableReduce`) or ``"join"`` (a
-    :class:`~colmz.dataflow.DeltaJoin`); ``inputs`` the inputs' schemas (the delta
-    DataFrames' columns), ``keys`` each input's bucket key. Made by :func:`sum_view`,
-    :func:`join_view` and :func:`bucketed_view` (from SQL)."""
+    :class:`~colmz.dataflow.AccumulableReduce`), ``"join"`` (a
+    :class:`~colmz.dataflow.DeltaJoin`) or ``"plan"`` (a view's SQL rendered into its
+    operators, ``colmz.dataflow.render``: Map/Filters, one keyed stateful operator,
+    Map/Filters); ``inputs`` the inputs' schemas (the delta DataFrames' columns), ``keys``
+    each input's bucket key. Made by :func:`sum_view`, :func:`join_view` and
+    :func:`bucketed_view` (from SQL)."""
 
     kind: str
     inputs: tuple[tuple[ColumnSpec, ...], ...]
     keys: tuple[tuple[str, ...], ...]
     #: ``"sum"``: ``(output name, aggregate class name, column or None)`` per aggregate.
     aggregates: tuple[tuple[str, str, str | None], ...] = ()
-    #: ``"join"``: the equated column pairs (operator column names).
+    #: ``"join"``: the equated column pairs.
     on: tuple[tuple[str, str], ...] = ()
-    #: Per input, the operator's names of its columns, by position (empty: their own).
-    names: tuple[tuple[str, ...], ...] = ()
-    #: The output: ``(operator output column, name)`` pairs (empty: the operator's columns).
-    project: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def operator_inputs(self) -> tuple[tuple[ColumnSpec, ...], ...]:
-        """The inputs' schemas under the operator's column names."""
-        if not self.names:
-            return self.inputs
-        return tuple(tuple(ColumnSpec(n, c.type) for n, c in zip(names, s)) for names, s in zip(self.names, self.inputs))
+    #: ``"plan"``: the view's SQL and the tables it reads, one per input, in input order.
+    query: str = ""
+    tables: tuple[str, ...] = ()
 
     def operator(self):
-        """A new in-process operator of this view (empty state)."""
-        ins = self.operator_inputs
+        """A new in-process operator of this view (empty state): the operator, or the
+        rendered ``Pipeline`` of a ``"plan"`` view."""
+        if self.kind == "plan":
+            from colmz.dataflow.plan import plan, render
+
+            return render(plan(self.query, {t: {c.name: c.type for c in s} for t, s in zip(self.tables, self.inputs)}))
+        ins = self.inputs
         if self.kind == "sum":
             aggs = {name: (_AGGREGATES[cls](col) if col is not None else _AGGREGATES[cls]())
                     for name, cls, col in self.aggregates}
-            pos = {c.name: j for j, c in enumerate(self.inputs[0])}
-            return AccumulableReduce(ins[0], [ins[0][pos[k]].name for k in self.keys[0]], aggs)
+            return AccumulableReduce(ins[0], list(self.keys[0]), aggs)
         return DeltaJoin(list(ins), list(self.on))
+
+    def operators(self, op) -> list:
+        """The operators of ``op`` (an :meth:`operator`), as
+        ``colmz.dataflow.state.operator_states_of`` names their states."""
+        return op.operators if self.kind == "plan" else [op]
+
+    def step(self, op, time: int, deltas: Sequence) -> colmz.Updates:
+        """``op``'s output delta at ``time`` for the inputs' ``deltas`` (all at ``time``)."""
+        if self.kind == "plan":
+            return op.step(time, dict(zip(self.tables, deltas)))
+        return op.step(time, *deltas)
+
+    def states(self) -> tuple[tuple[str, tuple[ColumnSpec, ...]], ...]:
+        """The operator's state collections, ``(name, schema)`` each
+        (``colmz.dataflow.state.operator_states_of``): a sum view's accumulators, one row
+        per group; a join view's arrangements, each input's rows keyed by its join columns;
+        a plan's, those of its stateful operator (a min/max reduce's: its input by group).
+
+        >>> import pyarrow as pa
+        >>> from colmz.dataflow import Sum
+        >>> v = sum_view({"k": pa.int64(), "v": pa.int64()}, ["k"], {"s": Sum("v")})
+        >>> [(n, [c.name for c in s]) for n, s in v.states()]
+        [('0.state', ['g0', 'a0', 'a1', 'a2'])]
+        """
+        op = self.operator()
+        found = operator_states_of(self.operators(op))
+        if found is None:
+            raise ValueError(f"the {self.kind} view's operators hold state colmz.dataflow.state does not "
+                             "export (a column of type null, a recomputed subquery): it cannot be bucketed")
+        return tuple((st.name, st.schema) for st in found)
 
     @property
     def schema(self) -> tuple[ColumnSpec, ...]:
         """The output's columns."""
-        out = tuple(self.operator().schema)
-        if not self.project:
-            return out
-        types = {c.name: c.type for c in out}
-        return tuple(ColumnSpec(n, types[src]) for src, n in self.project)
+        return tuple(self.operator().schema)
 
     def describe(self) -> dict:
         """The view as JSON-able data (kept in the state's record: a state opened with
         another view is refused)."""
         return {"kind": self.kind, "inputs": [[[c.name, str(c.type)] for c in s] for s in self.inputs],
                 "keys": [list(k) for k in self.keys], "aggregates": [list(a) for a in self.aggregates],
-                "on": [list(p) for p in self.on], "names": [list(n) for n in self.names],
-                "project": [list(p) for p in self.project]}
-
-    def operator_delta(self, u: colmz.Updates, i: int) -> colmz.Updates:
-        """Input ``i``'s updates under the operator's column names."""
-        if not self.names:
-            return u
-        return colmz.Updates({n: u.column(c.name) for n, c in zip(self.names[i], self.inputs[i])},
-                             u.time, u.diff, copy=False)
-
-    def output(self, u: colmz.Updates) -> colmz.Updates:
-        """The operator's output as the view's columns (projected, consolidated)."""
-        if not self.project:
-            return u
-        return colmz.consolidate(colmz.Updates({n: u.column(src) for src, n in self.project}, u.time, u.diff))
+                "on": [list(p) for p in self.on], "query": self.query, "tables": list(self.tables)}
 
 
 def sum_view(schema, group_by: Sequence[str], aggregates: Mapping) -> BucketedView:
@@ -217,89 +288,199 @@ def join_view(left, right, on: Sequence[tuple[str, str]]) -> BucketedView:
     return view
 
 
-#: The plan's accumulable aggregate functions (``colmz.dataflow.plan``) and their classes.
-_PLAN_AGGREGATES = {"count": Count, "count_star": Count, "sum": Sum, "avg": Avg, "bool_and": BoolAnd,
-                    "bool_or": BoolOr, "every": BoolAnd, "var_samp": VarSamp, "variance": VarSamp,
-                    "var_pop": VarPop, "stddev_samp": StddevSamp, "stddev": StddevSamp, "stddev_pop": StddevPop}
-
-
 def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     """The :class:`BucketedView` of a view's SQL over tables ``schemas`` (as
-    :func:`colmz.dataflow.plan.plan` takes them): ``SELECT ... FROM t GROUP BY ...`` with
-    accumulable aggregates only, or ``SELECT ... FROM a JOIN b ON a.x = b.y [AND ...]`` (an
-    inner equi-join of two tables), with no ``WHERE`` -- the shapes bucketed today; any other
-    plan is refused naming its root. The delta DataFrames carry the tables' own columns.
+    :func:`colmz.dataflow.plan.plan` takes them): a keyed stateful operator over tables --
+    a ``GROUP BY`` of accumulable or min/max aggregates or a ``DISTINCT`` over one table, or
+    an inner equi-join of two tables (a residual predicate allowed) --, Map/Filters (native
+    or through SQL) anywhere, and above it reduces with a ``GROUP BY`` or ``DISTINCT`` s.
+    Each table is bucketed by the columns that carry the lowest operator's key unchanged
+    into every stateful operator's key (the module docstring; at least one must remain);
+    any other plan is refused with its ``EXPLAIN``. The delta DataFrames carry the tables'
+    own columns, one per table in the order the plan reads them
+    (:attr:`BucketedView.tables`).
 
     >>> import pyarrow as pa
-    >>> v = bucketed_view("SELECT k, sum(v) AS s, count(*) AS c FROM t GROUP BY k",
+    >>> v = bucketed_view("SELECT k, sum(v) AS s, count(*) AS c FROM t WHERE v > 0 GROUP BY k",
     ...                   {"t": {"k": pa.int64(), "v": pa.int64()}})
-    >>> v.kind, v.keys, [c.name for c in v.schema]
-    ('sum', (('k',),), ['k', 's', 'c'])
+    >>> v.kind, v.tables, v.keys, [c.name for c in v.schema]
+    ('plan', ('t',), (('k',),), ['k', 's', 'c'])
     """
-    from colmz.dataflow.plan import Get, Join, MapFilter, Reduce, plan
+    from colmz.dataflow.plan import Get, Join, Reduce, plan
+    from colmz.dataflow.plan_nodes import Distinct
 
+    if not isinstance(query, str):
+        raise TypeError(f"query must be SQL text, got {type(query).__name__}")
     p = plan(query, schemas)
-    root, project = p.root, ()
-    if isinstance(root, MapFilter) and not root.where and root.select is not None:
-        root, project = root.input, tuple(root.select)
-    tables = {name: schema_of(s) for name, s in schemas.items()}
 
     def refuse(why: str):
-        return ValueError(f"bucketed_view takes a GROUP BY of accumulable aggregates over one table, or an "
-                          f"inner equi-join of two tables, without WHERE; this plan {why}:\n{p.explain()}")
+        return ValueError(f"bucketed_view takes a keyed stateful operator over tables (a GROUP BY of accumulable "
+                          f"or min/max aggregates or a DISTINCT over one table, an inner equi-join of two tables), "
+                          f"Map/Filters, and GROUP BYs or DISTINCTs above it keyed by what it is bucketed by; "
+                          f"this plan {why}:\n{p.explain()}")
 
-    if isinstance(root, Reduce):
-        get = root.input
-        if not isinstance(get, Get) or not root.group_by:
-            raise refuse("reduces something other than one table, or has no GROUP BY")
-        if any(a.reduction != "accumulable" or a.function not in _PLAN_AGGREGATES for a in root.aggregates):
-            raise refuse("has a non-accumulable aggregate")
-        col = {q: c for c, q in get.columns}
-        aggs = {a.name: (_PLAN_AGGREGATES[a.function](col[a.column]) if a.column is not None
-                         else _PLAN_AGGREGATES[a.function]()) for a in root.aggregates}
-        view = sum_view(tables[get.table], [col[g] for g in root.group_by], aggs)
-        project = tuple((col.get(src, src), name) for src, name in project)
-        return BucketedView(view.kind, view.inputs, view.keys, view.aggregates, project=project)
-    if isinstance(root, Join):
-        gets = root.inputs
-        if root.kind != "inner" or root.residual or len(gets) != 2 or not all(isinstance(g, Get) for g in gets):
-            raise refuse("is not an inner equi-join of two tables")
-        schemas2 = [tables[g.table] for g in gets]
-        names = []
-        for g, sch in zip(gets, schemas2):
-            qual = dict(g.columns)
-            names.append(tuple(qual[c.name] for c in sch))
-        col0, col1 = ({q: c for c, q in g.columns} for g in gets)
-        first = {q for _, q in gets[0].columns}
-        pairs = tuple((a, b) if a in first else (b, a) for a, b in root.on)
-        keys = (tuple(col0[a] for a, _ in pairs), tuple(col1[b] for _, b in pairs))
-        view = BucketedView("join", tuple(schemas2), keys, on=pairs, names=tuple(names), project=project)
-        view.operator()
-        return view
-    raise refuse(f"has a {type(root).__name__} at its root")
+    # The stateful operators from the root down: upper ones (a Reduce with GROUP BY, a
+    # Distinct) over one input each, then the lowest, whose inputs are Map/Filters over tables.
+    uppers, node = [], p.root
+    while True:
+        node = _below_mapfilters(node)
+        if isinstance(node, (Reduce, Distinct)) and not isinstance(_below_mapfilters(node.input), Get):
+            if isinstance(node, Reduce) and not node.group_by:
+                raise refuse("has no GROUP BY (a global aggregate is one bucket)")
+            uppers.append(node)
+            node = node.input
+            continue
+        break
+    if isinstance(node, (Reduce, Distinct)):
+        if isinstance(node, Reduce) and not node.group_by:
+            raise refuse("has no GROUP BY (a global aggregate is one bucket)")
+        key = list(node.group_by) if isinstance(node, Reduce) else [c.name for c in node.input.schema]
+        branches, keys, names = [node.input], [key], [{c} for c in key]
+    elif isinstance(node, Join):
+        if node.kind != "inner" or len(node.inputs_) != 2:
+            raise refuse("joins other than two inputs by an inner join")
+        branches = list(node.inputs_)
+        first = {c.name for c in branches[0].schema}
+        pairs = [(a, b) if a in first else (b, a) for a, b in node.on]
+        if not pairs:
+            raise refuse("joins without an equality (a cross join cannot be bucketed)")
+        keys, names = [[a for a, _ in pairs], [b for _, b in pairs]], [{a, b} for a, b in pairs]
+    else:
+        raise refuse(f"has a {type(node).__name__} where its stateful operator goes")
+    gets, traced = [], []
+    for branch, key in zip(branches, keys):
+        get, cols = _traced(branch, key)
+        if get is None:
+            raise refuse(f"reads a {type(cols).__name__} below its stateful operator, not Map/Filters over a table")
+        gets.append(get)
+        traced.append(cols)
+    if len({g.table for g in gets}) != len(gets):
+        raise refuse(f"reads table {gets[0].table!r} twice (each input is bucketed by its own key)")
+    keep = [j for j in range(len(keys[0])) if all(t[j] is not None for t in traced)]
+    # An operator above the lowest keeps a bucket key position when its own key carries one
+    # of that position's columns unchanged down to the lowest's output.
+    for upper in uppers:
+        key = list(upper.group_by) if isinstance(upper, Reduce) else [c.name for c in upper.input.schema]
+        below = set(_carried(upper.input, key, node))
+        keep = [j for j in keep if names[j] & below]
+    if not keep:
+        raise refuse("has no key column a table carries unchanged to every stateful operator")
+    tables = tuple(g.table for g in gets)
+    view = BucketedView("plan", tuple(schema_of(p.tables[t]) for t in tables),
+                        tuple(tuple(t[j] for j in keep) for t in traced), query=query, tables=tables)
+    try:
+        view.states()
+    except ValueError as e:
+        raise refuse(f"does not render into exported state ({e})") from e
+    return view
 
 
-def step_bucket(view: BucketedView, state: Sequence, state_time, deltas: Sequence, time: int):
-    """The output delta at ``time`` of ``view``'s operator over one bucket: built from
-    ``state`` (each input's consolidated contents as of ``state_time``; ``None`` before the
-    first step) and stepped with ``deltas`` (each input's updates, all moved to ``time``).
-    Pure: nothing is kept.
+def _below_mapfilters(node):
+    """The first node below ``node``'s Map/Filters (``node`` itself when it is none)."""
+    from colmz.dataflow.plan import MapFilter
+    from colmz.dataflow.plan_nodes import SqlMapFilter
+
+    while isinstance(node, (MapFilter, SqlMapFilter)):
+        node = node.input
+    return node
+
+
+def _carried(node, cols: list, lowest) -> list:
+    """Which of ``cols`` (columns of ``node``'s output) reach ``lowest``'s output unchanged,
+    as its column names: through Map/Filters, a Reduce's group columns and a Distinct."""
+    from colmz.dataflow.plan import Reduce
+
+    cols = list(cols)
+    while node is not lowest:
+        mapped, below = _traced(node, cols, stop_at_get=False)
+        cols, node = mapped, below
+        if node is lowest:
+            break
+        if isinstance(node, Reduce):
+            cols = [c if c in node.group_by else None for c in cols]
+        node = node.input  # a Distinct passes its columns as they are
+    return [c for c in cols if c is not None]
+
+
+def _traced(node, cols: list, stop_at_get: bool = True):
+    """``(the Get below node, each of cols as that table's column or None when computed)``
+    through Map/Filters; ``(None, node)`` at anything else. With ``stop_at_get`` false:
+    ``(each of cols as a column of the first node below the Map/Filters, that node)``."""
+    from colmz.dataflow.plan import Get, MapFilter
+    from colmz.dataflow.plan_nodes import SqlMapFilter
+    from colmz.dataflow.sqlmap import placeholder
+
+    cols = list(cols)
+    while True:
+        if not stop_at_get and not isinstance(node, (MapFilter, SqlMapFilter)):
+            return cols, node
+        if isinstance(node, Get):
+            raw = {q: c for c, q in node.columns}
+            return node, [raw.get(c) if c is not None else None for c in cols]
+        if isinstance(node, MapFilter):
+            if node.select is not None:
+                src = {n: s for s, n in node.select}
+                cols = [src.get(c) if c is not None else None for c in cols]
+        elif isinstance(node, SqlMapFilter):
+            if node.select is not None:
+                # a column kept as is: its text is the placeholder of an input column
+                inputs = {placeholder(i): c.name for i, c in enumerate(node.input.schema)}
+                src = {n: inputs.get(text) for text, n in node.select}
+                cols = [src.get(c) if c is not None else None for c in cols]
+        else:
+            return None, node
+        node = node.input
+
+
+def step_bucket(view: BucketedView, state: Mapping | None, state_time, deltas: Sequence, time: int):
+    """One step of ``view``'s operator over one bucket: ``(output, state_delta)``.
+
+    ``state`` maps each of :meth:`BucketedView.states`'s names to its collection as of
+    ``state_time`` (a name left out: empty; ``None`` and ``state_time`` ``None`` before the
+    first step); ``deltas`` are the inputs' updates, all moved to ``time``. The operator is
+    restored from ``state`` (its accumulators or arrangements filled as they are: no step
+    over the state runs), stepped, and ``state_delta`` maps each state name to its
+    collection's change at ``time`` (a sum view's changed groups, each old row retracted and
+    new row inserted; a join view's joinable input rows). Pure: nothing is kept.
 
     >>> import colmz, pyarrow as pa
     >>> from colmz.dataflow import Sum
     >>> v = sum_view({"k": pa.int64(), "v": pa.int64()}, ["k"], {"s": Sum("v")})
-    >>> old = colmz.Updates({"k": [1, 1], "v": [5, 7]}, time=[1, 1], diff=[1, 1])
-    >>> step_bucket(v, [old], 1, [colmz.Updates({"k": [1], "v": [5]}, time=[2], diff=[-1])], 2).to_pylist()
+    >>> out, st = step_bucket(v, None, None, [colmz.Updates({"k": [1, 1], "v": [5, 7]}, time=[1, 1], diff=[1, 1])], 1)
+    >>> st["0.state"].to_pylist()   # group 1: 2 rows, 2 values, sum 12
+    [(1, 2, 2, 12, 1, 1)]
+    >>> out, delta = step_bucket(v, st, 1, [colmz.Updates({"k": [1], "v": [5]}, time=[2], diff=[-1])], 2)
+    >>> out.to_pylist()
     [(1, 7, 2, 1), (1, 12, 2, -1)]
+    >>> delta["0.state"].to_pylist()
+    [(1, 2, 2, 12, 2, -1), (1, 1, 1, 7, 2, 1)]
     """
     time = check_time(time, "time")
+    if len(deltas) != len(view.inputs):
+        raise ValueError(f"a step of this {view.kind} view takes {len(view.inputs)} deltas, got {len(deltas)}")
     op = view.operator()
-    if state_time is not None:
+    ops = view.operators(op)
+    found = operator_states_of(ops)
+    if found is None:
+        view.states()  # raises, naming why
+    state = dict(state or {})
+    unknown = sorted(set(state) - {st.name for st in found})
+    if unknown:
+        raise ValueError(f"state names {unknown}, which the {view.kind} view's operator does not hold "
+                         f"(it holds {[st.name for st in found]})")
+    if state_time is None:
+        if any(len(u) for u in state.values()):
+            raise ValueError("state holds rows but state_time is None (the state before the first step is empty)")
+        marks = {st.name: () for st in found}
+    else:
         state_time = check_time(state_time, "state_time")
         if state_time >= time:
             raise ValueError(f"time {time} is not after the state's time {state_time}")
-        op.step(state_time, *[view.operator_delta(at_time(s, state_time), i) for i, s in enumerate(state)])
-    return view.output(op.step(time, *[view.operator_delta(at_time(d, time), i) for i, d in enumerate(deltas)]))
+        restore_operators(ops, {st.name: state.get(st.name, colmz.Updates.empty(st.schema)) for st in found},
+                          state_time)
+        marks = {st.name: st.marks() for st in found}
+    out = view.step(op, time, [at_time(d, time) for d in deltas])
+    return out, {st.name: st.delta(marks[st.name], time) for st in found}
 
 
 # ----------------------------------------------------------------------------- durable state
@@ -310,8 +491,10 @@ class BucketState:
     named by one consensus record (see the module docstring).
 
     Open with :meth:`open`; :attr:`time` is the last committed step's time (``None``
-    before the first), :attr:`seqno` the record version read, :meth:`runs` a bucket input's
-    runs and :meth:`contents` its consolidated contents (read in this process).
+    before the first), :attr:`seqno` the record version read, :meth:`runs` the runs of a
+    bucket's state collection and :meth:`contents` its consolidated contents (read in this
+    process). :attr:`rows_read` is a work counter: the state rows the tasks of the last
+    :func:`step_buckets` through this handle read (``None`` before one).
     """
 
     def __init__(self, url: str, consensus, name: str, view: BucketedView, buckets: int, head):
@@ -323,6 +506,7 @@ class BucketState:
         self.seqno = None if head is None else head.seqno
         record = None if head is None else json.loads(head.data)
         self.time = None if record is None else record["time"]
+        self.rows_read: int | None = None
         self._runs = {} if record is None else {k: [WrittenRun.from_dict(r) for r in v]
                                                 for k, v in record["runs"].items()}
 
@@ -358,19 +542,32 @@ class BucketState:
         head = loc.consensus.head(f"{name}/state")
         if head is not None:
             record = json.loads(head.data)
+            layout = record.get("layout", INTEGRATED_LAYOUT)
+            if layout != LAYOUT:
+                raise BucketStateLayoutError(
+                    f"the state {name!r} at {url!r} is in the layout {layout!r}"
+                    + (" (each input's integrated rows per bucket)" if layout == INTEGRATED_LAYOUT else "")
+                    + f", not {LAYOUT!r} (the operators' own state per bucket)"
+                    + (": convert it once with colmz.spark.views.convert_state" if layout == INTEGRATED_LAYOUT
+                       else ""))
             if record["view"] != view.describe() or record["buckets"] != buckets:
                 raise ValueError(f"the state {name!r} at {url!r} is of view {record['view']} with "
                                  f"{record['buckets']} buckets, not {view.describe()} with {buckets}")
         return cls(loc.url, loc.consensus, name, view, buckets, head)
 
-    def runs(self, bucket: int, i: int) -> list[WrittenRun]:
-        """The runs holding input ``i``'s state in ``bucket``."""
-        return list(self._runs.get(f"{bucket}/{i}", ()))
+    def runs(self, bucket: int, state: str) -> list[WrittenRun]:
+        """The runs holding the state collection ``state`` (a name of
+        :meth:`BucketedView.states`) in ``bucket``."""
+        return list(self._runs.get(f"{bucket}/{state}", ()))
 
-    def contents(self, bucket: int, i: int) -> colmz.Updates:
-        """Input ``i``'s consolidated contents in ``bucket`` (read here, every part checked)."""
-        return _read_state(open_blob(self.url), self.view.inputs[i],
-                           [p for r in self.runs(bucket, i) for p in r.parts], self.time)
+    def contents(self, bucket: int, state: str) -> colmz.Updates:
+        """The state collection ``state``'s consolidated contents in ``bucket`` (read here,
+        every part checked)."""
+        schemas = dict(self.view.states())
+        if state not in schemas:
+            raise ValueError(f"state must name one of the view's states {list(schemas)}, got {state!r}")
+        return _read_state(open_blob(self.url), schemas[state],
+                           [p for r in self.runs(bucket, state) for p in r.parts], self.time)
 
     def referenced(self) -> set[str]:
         """Every part key the record names."""
@@ -385,7 +582,7 @@ class BucketState:
             runs[k] = old + ([run] if run is not None else [])
             if not runs[k]:
                 del runs[k]
-        record = {"view": self.view.describe(), "buckets": self.buckets, "time": time,
+        record = {"layout": LAYOUT, "view": self.view.describe(), "buckets": self.buckets, "time": time,
                   "runs": {k: [r.to_dict() for r in v] for k, v in sorted(runs.items())}}
         seqno = 1 if self.seqno is None else self.seqno + 1
         data = json.dumps(record).encode()
@@ -410,6 +607,73 @@ class BucketState:
             raise BucketStateConflict(f"the state {self.name!r} at {self.url!r} was committed by another "
                                       f"writer since version {self.seqno}: nothing committed (open it again)")
         self.seqno, self.time, self._runs = seqno, time, runs
+
+
+def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "view",
+                  consensus: str | None = None, owner: str | None = None) -> BucketState:
+    """Convert a state of the first layout (:data:`INTEGRATED_LAYOUT`: each input's rows per
+    bucket) to :data:`LAYOUT` in this process, once: per bucket, the operator is stepped
+    over the inputs' rows at the record's time and its state collections written as one run
+    each; one compare-and-set of the record from the version read replaces the old runs
+    (whose parts are deleted after it). The time, the view and the outputs of later steps
+    are unchanged. A state in :data:`LAYOUT` already is returned as it is; a state of
+    another view or bucket count is refused (``ValueError``). A failure (a lost
+    compare-and-set: :class:`BucketStateConflict`) commits nothing and deletes the parts
+    written. Costs the whole state, read once. A state :func:`bucketed_view` made from SQL
+    in the first layout (its view naming columns and a projection) is refused with
+    :class:`BucketStateLayoutError`: such views are ``"plan"`` views now.
+    """
+    if not isinstance(view, BucketedView):
+        raise TypeError(f"view must be a BucketedView (sum_view, join_view), got {type(view).__name__}")
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise ValueError(f"buckets must be a positive int, got {buckets!r}")
+    try:
+        return BucketState.open(url, view, buckets, name=name, consensus=consensus)
+    except BucketStateLayoutError:
+        pass
+    loc = url if isinstance(url, Location) else open_location(url, consensus=consensus)
+    head = loc.consensus.head(f"{name}/state")
+    record = json.loads(head.data)
+    if record.get("layout", INTEGRATED_LAYOUT) != INTEGRATED_LAYOUT:
+        raise BucketStateLayoutError(f"the state {name!r} at {loc.url!r} is in the layout {record['layout']!r}, "
+                                     f"which convert_state does not read (it reads {INTEGRATED_LAYOUT!r})")
+    if record["view"].get("names") or record["view"].get("project"):
+        raise BucketStateLayoutError(
+            f"the state {name!r} at {loc.url!r} is of a view bucketed_view made from SQL in the "
+            f"{INTEGRATED_LAYOUT!r} layout (its view names columns {record['view'].get('names')} and projects "
+            f"{record['view'].get('project')}); bucketed_view now makes a 'plan' view, whose state convert_state "
+            "does not derive from it: build the state again from the tables")
+    if record["view"] != view.describe() or record["buckets"] != buckets:
+        raise ValueError(f"the state {name!r} at {loc.url!r} is of view {record['view']} with "
+                         f"{record['buckets']} buckets, not {view.describe()} with {buckets}")
+    old = {k: [WrittenRun.from_dict(r) for r in v] for k, v in record["runs"].items()}
+    # A BucketState of the new layout over the old record's version: its commit is the
+    # compare-and-set from that version, naming only the new runs.
+    state = BucketState(loc.url, loc.consensus, name, view, buckets, None)
+    state.seqno, state.time = head.seqno, record["time"]
+    owner = owner or uuid.uuid4().hex
+    blob = loc.blob
+    written = {}
+    try:
+        for b in sorted({int(k.split("/")[0]) for k in old}):
+            inputs = [at_time(_read_state(blob, schema, [p for r in old.get(f"{b}/{i}", ()) for p in r.parts],
+                                          state.time), state.time)
+                      for i, schema in enumerate(view.inputs)]
+            _, states = step_bucket(view, None, None, inputs, state.time)
+            for st, schema in view.states():
+                run = write_run(blob, schema, states[st], prefix=state.prefix, owner=owner)
+                if run is not None:
+                    written[f"{b}/{st}"] = (run, True)
+        state._commit(state.time, written)
+    except Indeterminate:
+        raise
+    except BaseException:
+        discard_owned(blob, state.prefix, owner, {k for runs in old.values() for r in runs for k in r.keys})
+        raise
+    for k in {k for runs in old.values() for r in runs for k in r.keys} - state.referenced():
+        with contextlib.suppress(Exception):  # best effort: an unreferenced part is garbage only
+            blob.delete(k)
+    return state
 
 
 def _read_state(blob, schema, parts, time) -> colmz.Updates:
@@ -487,13 +751,16 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
             result = (frames[0].groupBy(_BUCKET).cogroup(frames[1].groupBy(_BUCKET))
                       .applyInArrow(two, out_schema).toArrow())
         runs = result.column(_RUNS).to_pylist()
-        written = {}
+        written, rows_read = {}, 0
         for r in runs:
             if r is not None:
-                for k, (run, replace) in json.loads(r).items():
+                report = json.loads(r)
+                rows_read += report["read"]
+                for k, (run, replace) in report["runs"].items():
                     written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
         dropped = state.referenced()
         state._commit(time, written)
+        state.rows_read = rows_read
     except Indeterminate:
         raise  # the record may name the step's parts: they stay (unreferenced ones are garbage)
     except BaseException:
@@ -518,8 +785,9 @@ def _task_schema(view: BucketedView) -> str:
 
 
 class _BucketTask:
-    """What a bucket's task runs (pickled to the executors): read the bucket's state, step,
-    write the state's new run, return the output rows and one row describing the run."""
+    """What a bucket's task runs (pickled to the executors): read the bucket's operator
+    state, step, write each changed state collection's new run, return the output rows and
+    one row describing the runs (and the state rows read)."""
 
     def __init__(self, view, url, prefix, owner, state_time, time, parts, nruns, compact_runs):
         self.view, self.url, self.prefix, self.owner = view, url, prefix, owner
@@ -532,21 +800,29 @@ class _BucketTask:
         bucket = next(int(t.column(_BUCKET)[0].as_py()) for t in tables if t.num_rows)
         blob = open_blob(self.url)
         view = self.view
-        states, deltas = [], []
-        for i, (t, schema) in enumerate(zip(tables, view.inputs)):
-            refs = [PartRef(k, tuple(c) if c is not None else None) for k, c in self.parts.get(f"{bucket}/{i}", [])]
-            states.append(_read_state(blob, schema, refs, self.state_time))
+        schemas = view.states()
+        state, read = {}, 0
+        for name, schema in schemas:
+            refs = [PartRef(k, tuple(c) if c is not None else None) for k, c in self.parts.get(f"{bucket}/{name}", [])]
+            if refs:
+                parts = read_blob_parts(blob, refs, schema)
+                read += sum(len(p) for p in parts)
+                state[name] = colmz.consolidate(colmz.concat(parts), since=self.state_time)
+        deltas = []
+        for t, schema in zip(tables, view.inputs):
             d = _updates_of(t, schema) if t.num_rows else colmz.Updates.empty(schema)
             deltas.append(colmz.consolidate(at_time(d, self.time)))
-        out = step_bucket(view, states, self.state_time, deltas, self.time)
+        out, state_delta = step_bucket(view, state, self.state_time, deltas, self.time)
         runs = {}
-        for i, (s, d, schema) in enumerate(zip(states, deltas, view.inputs)):
-            key = f"{bucket}/{i}"
+        for name, schema in schemas:
+            d = state_delta[name]
             if not len(d):
                 continue
+            key = f"{bucket}/{name}"
             replace = self.nruns.get(key, 0) + 1 >= self.compact_runs
-            new = colmz.consolidate(colmz.concat([at_time(s, self.time), d])) if replace else d
-            run = write_run(blob, schema, new, prefix=self.prefix, owner=self.owner)
+            if replace and name in state:
+                d = colmz.consolidate(colmz.concat([at_time(state[name], self.time), d]))
+            run = write_run(blob, schema, d, prefix=self.prefix, owner=self.owner)
             runs[key] = (None if run is None else run.to_dict(), replace)
         cols = {c.name: out.column(c.name) for c in view.schema}
         n = len(out)
@@ -554,5 +830,5 @@ class _BucketTask:
                           "diff": pa.array(np.asarray(out.diff, np.int64)), _RUNS: pa.nulls(n, pa.string())})
         row = {c.name: pa.nulls(1, c.type) for c in view.schema}
         row.update({"time": pa.array([self.time], pa.int64()), "diff": pa.array([0], pa.int64()),
-                    _RUNS: pa.array([json.dumps(runs)], pa.string())})
+                    _RUNS: pa.array([json.dumps({"runs": runs, "read": read})], pa.string())})
         return pa.concat_tables([table, pa.table(row)])

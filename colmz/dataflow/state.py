@@ -68,7 +68,7 @@ from colmz.dataflow.step import Clock
 from colmz.order import ColumnSpec, decode_columns, encode_columns, pad_keys, unify_layouts
 from colmz.updates import Updates
 
-__all__ = ["OperatorState", "StateOverflow", "operator_states", "restore"]
+__all__ = ["OperatorState", "StateOverflow", "operator_states", "operator_states_of", "restore", "restore_operators"]
 
 
 class StateOverflow(ValueError):
@@ -297,3 +297,33 @@ def restore(pipeline, snapshots: Mapping[str, Updates], time: int) -> None:
         s.load(p, time)
     for c in clocks:
         c.last = time
+
+
+# ----------------------------------------------------------------------------- bare operators
+
+
+class _Operators:
+    """Operators outside a pipeline, seen as one (what :func:`operator_states` walks)."""
+
+    def __init__(self, operators):
+        self.operators = list(operators)
+
+
+def operator_states_of(operators) -> list[OperatorState] | None:
+    """:func:`operator_states` of operators not rendered into a pipeline (an
+    ``AccumulableReduce``, a ``DeltaJoin``, ... in that order): names ``"<index>.<field>"``
+    by their position in ``operators``.
+
+    >>> import colmz, pyarrow as pa
+    >>> from colmz.dataflow import Count, AccumulableReduce
+    >>> r = AccumulableReduce({"k": pa.int64()}, ["k"], {"c": Count()})
+    >>> [s] = operator_states_of([r]); s
+    OperatorState('0.state', accumulators, ['g0', 'a0'])
+    """
+    return operator_states(_Operators(operators))
+
+
+def restore_operators(operators, snapshots: Mapping[str, Updates], time: int) -> None:
+    """:func:`restore` of operators not rendered into a pipeline (fresh, never stepped;
+    names as :func:`operator_states_of` gives them)."""
+    restore(_Operators(operators), snapshots, time)
