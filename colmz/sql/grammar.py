@@ -1,0 +1,1023 @@
+"""colmz's own reading of common queries: DuckDB's tokens to DuckDB's tree, or nothing.
+
+:func:`colmz.sql.tree.parse_tree` asks DuckDB for a query's parse tree
+(``json_serialize_sql``), which costs several hundred microseconds a text. Most queries colmz
+meets use a small part of PostgreSQL's ``SELECT`` grammar; :func:`read_query` parses that
+part itself, over the tokens of DuckDB's own lexer (``duckdb.tokenize``, a few
+microseconds), and builds exactly the nodes :class:`colmz.sql.tree` reads from DuckDB's
+JSON: same classes and types, names, children in DuckDB's order, spans, aliases, literals.
+
+Invariant: **equal to DuckDB's tree or give up.** For any token sequence this module does not
+know with certainty it returns ``None`` and the caller asks DuckDB, as before. What it knows
+is a recursive descent over the grammar below, with PostgreSQL's operator precedence as a
+table (:data:`_BINARY`), a table of the keywords DuckDB's parser reserves
+(``duckdb_keywords()``), and, for each construct, the position DuckDB gives its node (the
+tree module turns positions into spans: a node spans its own position and its children's,
+with the parentheses written around a child). It is checked against DuckDB on a corpus and
+on generated expressions (``tests/colmz/sql/test_grammar.py``).
+
+Known (anything else gives up):
+
+* statements: ``[WITH name AS (query), ...] select {UNION|EXCEPT|INTERSECT} [ALL] select
+  [ORDER BY e [ASC|DESC] [NULLS FIRST|LAST], ...] [LIMIT e] [OFFSET e]``, ``;``-separated;
+* ``SELECT [DISTINCT] item [[AS] alias], ... [FROM ...] [WHERE e] [GROUP BY e, ...]
+  [HAVING e]``; ``FROM`` of tables and subqueries with aliases, commas and
+  ``[INNER|LEFT|RIGHT|FULL [OUTER]|CROSS] JOIN ... [ON e | USING (cols)]``;
+* expressions: column references, ``*``/``t.*``, numbers (``1``, ``1.5``, ``1e5``, ``.5``,
+  ``1_000``, negated), strings (``'..'``, ``E'..'``, dollar quotes), ``TRUE``/``FALSE``/
+  ``NULL``, ``DATE``/``TIMESTAMP``/``INTERVAL '..'``, ``OR AND NOT``, comparisons,
+  ``+ - * / % || -> ->>``, unary ``-``/``+``, ``IS [NOT] NULL``, ``ISNULL``, ``NOTNULL``,
+  ``IS [NOT] DISTINCT FROM``, ``[NOT] BETWEEN``, ``[NOT] IN (list | query)``,
+  ``[NOT] [I]LIKE``, ``CASE``, ``::`` and ``CAST(.. AS ..)``, function calls (``DISTINCT``
+  arguments, ``count(*)``), ``COALESCE``, ``NULLIF``, row constructors, ``[NOT] EXISTS``,
+  scalar subqueries.
+
+A text nesting deeper than :data:`MAX_DEPTH` (parentheses, operands, operator chains) is
+given up: DuckDB's path then refuses it as it always has
+(:data:`colmz.sql.tokens.MAX_NESTING`, the tree reader's own depth limit).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, char_offsets
+
+__all__ = ["MAX_DEPTH", "read_query"]
+
+#: Deepest nesting read here (recursion plus chained operators); deeper texts go to DuckDB.
+MAX_DEPTH = 48
+
+
+class _GiveUp(Exception):
+    pass
+
+
+_GIVE_UP = _GiveUp()
+
+#: DuckDB's keywords by category (``duckdb_keywords()``), loaded once.
+_KEYWORDS: dict[str, str] = {}
+_KINDS: dict = {}
+
+#: Binary operators: token -> (precedence, class, type, name). Higher binds tighter
+#: (PostgreSQL's ``gram.y``: comparisons 5, ``Op`` 7, ``+ -`` 8, ``* / %`` 9).
+_BINARY = {
+    "=": (5, "COMPARISON", "COMPARE_EQUAL", ""),
+    "<>": (5, "COMPARISON", "COMPARE_NOTEQUAL", ""),
+    "!=": (5, "COMPARISON", "COMPARE_NOTEQUAL", ""),
+    "<": (5, "COMPARISON", "COMPARE_LESSTHAN", ""),
+    ">": (5, "COMPARISON", "COMPARE_GREATERTHAN", ""),
+    "<=": (5, "COMPARISON", "COMPARE_LESSTHANOREQUALTO", ""),
+    ">=": (5, "COMPARISON", "COMPARE_GREATERTHANOREQUALTO", ""),
+    "||": (7, "FUNCTION", "FUNCTION", "||"),
+    "->>": (7, "FUNCTION", "FUNCTION", "->>"),
+    "+": (8, "FUNCTION", "FUNCTION", "+"),
+    "-": (8, "FUNCTION", "FUNCTION", "-"),
+    "*": (9, "FUNCTION", "FUNCTION", "*"),
+    "/": (9, "FUNCTION", "FUNCTION", "/"),
+    "%": (9, "FUNCTION", "FUNCTION", "%"),
+}
+#: ``[NOT] LIKE``/``ILIKE``: DuckDB's function names.
+_LIKE = {("LIKE", False): "~~", ("LIKE", True): "!~~", ("ILIKE", False): "~~*", ("ILIKE", True): "!~~*"}
+#: Typed literals ``DATE '...'`` (the constant unpositioned, the type at the keyword) and
+#: ``INTERVAL '...'`` (the constant positioned, the type not).
+_TYPED = frozenset({"DATE", "TIMESTAMP"})
+#: Words continuing a type name.
+_TYPE_WORDS = {"DOUBLE": ("PRECISION",), "CHARACTER": ("VARYING",), "CHAR": ("VARYING",)}
+#: Words ending an expression list item or clause (never an alias without ``AS``).
+_JOIN_KINDS = {"JOIN": "INNER", "INNER": "INNER", "LEFT": "LEFT", "RIGHT": "RIGHT", "FULL": "FULL"}
+_NUMBER = re.compile(r"(\d+(?:_\d+)*)|(\d+(?:_\d+)*\.(?:\d+(?:_\d+)*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?"
+                     r"|\d+(?:_\d+)*[eE][+-]?\d+)")
+_E_ESCAPE = re.compile(r"\\(?:x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.S)
+_E_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
+
+
+def _load() -> None:
+    from colmz.sql.run import require_duckdb
+
+    duckdb = require_duckdb()
+    tt = duckdb.token_type
+    con = duckdb.connect(":memory:", config={"enable_external_access": False})
+    try:
+        rows = con.execute("SELECT keyword_name, keyword_category FROM duckdb_keywords()").fetchall()
+    finally:
+        con.close()
+    _KINDS.update({tt.identifier: "i", tt.numeric_const: "n", tt.string_const: "s", tt.operator: "o",
+                   tt.keyword: "k", tt.comment: "c"})
+    _KEYWORDS.update({name.upper(): cat for name, cat in rows})
+
+
+def _e_unescape(body: str) -> str:
+    def one(m):
+        s = m.group(0)[1:]
+        c = s[0]
+        if c in _E_SIMPLE:
+            return _E_SIMPLE[c]
+        if c == "x" and len(s) > 1:
+            v = int(s[1:], 16)
+            if v == 0 or v > 0x7F:
+                raise _GIVE_UP
+            return chr(v)
+        if c in "\\'":
+            return c
+        raise _GIVE_UP  # another escape: DuckDB's reading is not certain here
+
+    if "\\" not in body:
+        return body.replace("''", "'")
+    # '' inside E'' is a quote too; split on backslash escapes first
+    out = []
+    pos = 0
+    for m in _E_ESCAPE.finditer(body):
+        out.append(body[pos:m.start()].replace("''", "'"))
+        out.append(one(m))
+        pos = m.end()
+    out.append(body[pos:].replace("''", "'"))
+    return "".join(out)
+
+
+def _string_value(t: str) -> str:
+    c = t[0]
+    if c == "'":
+        return t[1:-1].replace("''", "'")
+    if c in "eE" and t[1] == "'":
+        v = _e_unescape(t[2:-1])
+        if not v.isprintable() and any(ord(ch) < 32 and ch not in "\b\f\n\r\t" for ch in v):
+            raise _GIVE_UP
+        return v
+    if c == "$":
+        m = _DOLLAR.match(t)
+        if m is None or not t.endswith(m.group(0)) or len(t) < 2 * len(m.group(0)):
+            raise _GIVE_UP
+        return t[len(m.group(0)):-len(m.group(0))]
+    raise _GIVE_UP  # X'..', B'..', U&'..', N'..'
+
+
+class _Reader:
+    __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "match", "depth", "has_comment")
+
+    def __init__(self, text: str) -> None:
+        from colmz.sql.run import require_duckdb
+
+        if not _KINDS:
+            _load()
+        raw = require_duckdb().tokenize(text)
+        chars = char_offsets(text)
+        blen = len(text.encode("utf-8")) if chars is not None else len(text)
+        K, S, E, T = [], [], [], []
+        kinds = _KINDS
+        nxt = [a for a, _ in raw[1:]] + [blen]
+        for (at, kind), stop in zip(raw, nxt, strict=True):
+            k = kinds.get(kind)
+            if k is None:
+                raise _GIVE_UP
+            if chars is not None:
+                at, stop = chars[at], chars[stop]
+            tok = text[at:stop].rstrip(" \t\n\r\f\v")
+            if k == "c":
+                # a comment: colmz's tokenizer must read the same parentheses around it
+                if "(" in tok or ")" in tok or "'" in tok or '"' in tok or "$" in tok or tok.count("/*") > 1:
+                    raise _GIVE_UP
+                continue
+            if not tok:
+                raise _GIVE_UP
+            K.append(k)
+            S.append(at)
+            E.append(at + len(tok))
+            T.append(tok)
+        self.text = text
+        self.K, self.S, self.E, self.T = K, S, E, T
+        self.U = [t.upper() if k == "k" or k == "i" else t for k, t in zip(K, T, strict=True)]
+        self.n = len(K)
+        self.i = 0
+        self.depth = 0
+        # matching parentheses, as the tree module widens spans by them
+        match: dict[int, int] = {}
+        stack: list[int] = []
+        for j, t in enumerate(T):
+            if K[j] == "o":
+                if t == "(":
+                    stack.append(j)
+                elif t == ")" and stack:
+                    match[stack.pop()] = j
+        self.match = match
+
+    # -------------------------------------------------------------------- tokens
+
+    def peek(self, off: int = 0) -> str:
+        j = self.i + off
+        return self.U[j] if j < self.n else ""
+
+    def kw(self, word: str) -> bool:
+        """The next token is the keyword ``word``: consume it."""
+        i = self.i
+        if i < self.n and self.K[i] == "k" and self.U[i] == word:
+            self.i = i + 1
+            return True
+        return False
+
+    def is_kw(self, word: str, off: int = 0) -> bool:
+        j = self.i + off
+        return j < self.n and self.K[j] == "k" and self.U[j] == word
+
+    def op(self, sym: str) -> bool:
+        i = self.i
+        if i < self.n and self.K[i] == "o" and self.T[i] == sym:
+            self.i = i + 1
+            return True
+        return False
+
+    def is_op(self, sym: str, off: int = 0) -> bool:
+        j = self.i + off
+        return j < self.n and self.K[j] == "o" and self.T[j] == sym
+
+    def expect_op(self, sym: str) -> int:
+        i = self.i
+        if i < self.n and self.K[i] == "o" and self.T[i] == sym:
+            self.i = i + 1
+            return i
+        raise _GIVE_UP
+
+    def expect_kw(self, word: str) -> int:
+        i = self.i
+        if i < self.n and self.K[i] == "k" and self.U[i] == word:
+            self.i = i + 1
+            return i
+        raise _GIVE_UP
+
+    def name_token(self, kinds=("unreserved",)) -> str:
+        """An identifier (or a keyword of ``kinds``) as DuckDB names it; consumed."""
+        i = self.i
+        if i >= self.n:
+            raise _GIVE_UP
+        k, t = self.K[i], self.T[i]
+        if k == "i":
+            if t[0] == '"':
+                if len(t) < 3 or not t.endswith('"'):
+                    raise _GIVE_UP
+                t = t[1:-1].replace('""', '"')
+            elif not (t[0].isalpha() or t[0] == "_") or "&" in t:
+                raise _GIVE_UP
+        elif k != "k" or _KEYWORDS.get(self.U[i]) not in kinds:
+            raise _GIVE_UP
+        self.i = i + 1
+        return t
+
+    # -------------------------------------------------------------------- spans
+
+    def around(self, start: int, end: int) -> tuple[int, int]:
+        # colmz.sql.tree's reader: a child's span widened by the parentheses around it
+        S, match = self.S, self.match
+        n = len(S)
+        while True:
+            i = bisect.bisect_left(S, start)
+            j = bisect.bisect_left(S, end)
+            if not (0 < i < n and S[i] == start and match.get(i - 1) == j):
+                return start, end
+            start, end = S[i - 1], self.E[j]
+
+    def node(self, cls: str, typ: str, s: int, e: int, children=(), **kw) -> Expression:
+        start, end = s, e
+        for c in children:
+            if c.start >= 0:
+                if s < 0 or not (c.start <= s and e <= c.end):
+                    cs, ce = self.around(c.start, c.end)
+                else:
+                    cs, ce = c.start, c.end
+                if start < 0 or cs < start:
+                    start = cs
+                if ce > end:
+                    end = ce
+        return Expression(cls, typ, start, end, tuple(children), **kw)
+
+    # -------------------------------------------------------------------- statements
+
+    def statements(self) -> tuple[Query, ...]:
+        out = []
+        while self.i < self.n:
+            out.append(self.select_stmt())
+            if self.i < self.n:
+                self.expect_op(";")
+        if not out:
+            raise _GIVE_UP
+        return tuple(out)
+
+    def select_stmt(self) -> Query:
+        ctes: tuple = ()
+        if self.kw("WITH"):
+            items = []
+            while True:
+                name = self.name_token()
+                self.expect_kw("AS")
+                self.expect_op("(")
+                q = self.select_stmt()
+                self.expect_op(")")
+                items.append((name, q))
+                if not self.op(","):
+                    break
+            ctes = tuple(items)
+        q = self.set_expr()
+        modifiers = list(q.modifiers)
+        if self.is_kw("ORDER"):
+            self.i += 1
+            self.expect_kw("BY")
+            modifiers.append(self.order_by())
+        limit = offset = None
+        for _ in range(2):
+            if limit is None and self.kw("LIMIT"):
+                if self.is_kw("ALL"):
+                    raise _GIVE_UP
+                limit = self.expr()
+            elif offset is None and self.kw("OFFSET"):
+                offset = self.expr()
+                if self.is_kw("ROW") or self.is_kw("ROWS"):
+                    raise _GIVE_UP
+        if limit is not None or offset is not None:
+            exprs = tuple(e for e in (limit, offset) if e is not None)
+            modifiers.append(Modifier("LIMIT_MODIFIER", exprs, (), limit, offset))
+        if len(modifiers) != len(q.modifiers) or ctes:
+            q = _replace(q, modifiers=tuple(modifiers), ctes=ctes)
+        return q
+
+    def order_by(self) -> Modifier:
+        orders = []
+        while True:
+            e = self.expr()
+            direction = "ORDER_DEFAULT"
+            if self.kw("ASC"):
+                direction = "ASCENDING"
+            elif self.kw("DESC"):
+                direction = "DESCENDING"
+            nulls = "ORDER_DEFAULT"
+            if self.kw("NULLS"):
+                if self.kw("FIRST"):
+                    nulls = "NULLS FIRST"
+                elif self.kw("LAST"):
+                    nulls = "NULLS LAST"
+                else:
+                    raise _GIVE_UP
+            orders.append(Order(e, direction, nulls))
+            if not self.op(","):
+                break
+        return Modifier("ORDER_MODIFIER", tuple(o.expression for o in orders), tuple(orders))
+
+    def set_expr(self) -> Query:
+        left = self.intersect_expr()
+        while self.is_kw("UNION") or self.is_kw("EXCEPT"):
+            kind = self.U[self.i]
+            self.i += 1
+            setop_all = self.kw("ALL")
+            if self.is_kw("DISTINCT") or self.is_kw("BY"):
+                raise _GIVE_UP
+            right = self.intersect_expr()
+            left = _setop(left, right, kind, setop_all)
+        return left
+
+    def intersect_expr(self) -> Query:
+        left = self.select_core()
+        while self.kw("INTERSECT"):
+            setop_all = self.kw("ALL")
+            if self.is_kw("DISTINCT"):
+                raise _GIVE_UP
+            right = self.select_core()
+            left = _setop(left, right, "INTERSECT", setop_all)
+        return left
+
+    def select_core(self) -> Query:
+        if self.kw("VALUES"):
+            return self.values()
+        self.expect_kw("SELECT")
+        modifiers = []
+        if self.kw("DISTINCT"):
+            if self.is_kw("ON"):
+                raise _GIVE_UP
+            modifiers.append(Modifier("DISTINCT_MODIFIER"))
+        elif self.is_kw("ALL"):
+            raise _GIVE_UP
+        items = []
+        while True:
+            items.append(self.select_item())
+            if not self.op(","):
+                break
+        from_ = self.from_clause() if self.is_kw("FROM") else None
+        where = self.expr() if self.kw("WHERE") else None
+        group: tuple = ()
+        sets: tuple = ()
+        if self.is_kw("GROUP"):
+            self.i += 1
+            self.expect_kw("BY")
+            if self.is_kw("ALL") or self.is_kw("ROLLUP") or self.is_kw("CUBE") or self.is_kw("GROUPING"):
+                raise _GIVE_UP
+            g = []
+            seen = set()
+            while True:
+                if self.is_op("("):  # (a, b) groups; () the empty set
+                    raise _GIVE_UP
+                e = self.expr()
+                key = self.text[e.start:e.end]
+                if key in seen:
+                    raise _GIVE_UP  # DuckDB merges equal group expressions
+                seen.add(key)
+                g.append(e)
+                if not self.op(","):
+                    break
+            group = tuple(g)
+            sets = (tuple(range(len(g))),)
+        having = self.expr() if self.kw("HAVING") else None
+        if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("WINDOW", "QUALIFY", "USING", "TABLESAMPLE"):
+            raise _GIVE_UP
+        return Query("SELECT_NODE", tuple(items), from_, where, group, having, None, tuple(modifiers),
+                     grouping_sets=sets)
+
+    def values(self) -> Query:
+        """``VALUES (..), (..)``: DuckDB's ``SELECT * FROM`` an expression list."""
+        rows = []
+        while True:
+            rows.append(tuple(self.call_args()))
+            if not rows[-1] or len(rows[-1]) != len(rows[0]):
+                raise _GIVE_UP  # DuckDB refuses rows of different lengths
+            if not self.op(","):
+                break
+        rows = tuple(rows)
+        table = Table("EXPRESSION_LIST", -1, -1, alias="valueslist", expressions=tuple(e for r in rows for e in r),
+                      rows=rows)
+        return Query("SELECT_NODE", (Expression("STAR", "STAR", -1, -1),), table)
+
+    def select_item(self) -> Expression:
+        i = self.i
+        if self.is_op("*"):
+            self.i += 1
+            if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("EXCLUDE", "REPLACE", "RENAME"):
+                raise _GIVE_UP
+            return Expression("STAR", "STAR", self.S[i], self.E[i])
+        e = self.expr()
+        if e.cls == "STAR" and (self.is_kw("EXCLUDE") or self.is_kw("REPLACE") or self.is_kw("RENAME")):
+            raise _GIVE_UP
+        alias = None
+        if self.kw("AS"):
+            j = self.i
+            if j >= self.n or self.K[j] not in "ik":
+                raise _GIVE_UP
+            alias = self.name_token(("unreserved", "column_name", "type_function", "reserved"))
+        elif self.i < self.n and self.K[self.i] == "i":
+            alias = self.name_token()
+        if alias is not None:
+            e = _replace(e, alias=alias)
+        return e
+
+    # -------------------------------------------------------------------- FROM
+
+    def from_clause(self) -> Table:
+        at = self.expect_kw("FROM")
+        left = self.from_item()
+        if not self.is_op(","):
+            return left
+        while self.op(","):
+            right = self.from_item()
+            left = Table("JOIN", -1, -1, children=(left, right), join_type="INNER", ref_type="CROSS",
+                         implicit=True)
+        return _replace_table(left, self.S[at], self.E[self.i - 1])
+
+    def from_item(self) -> Table:
+        left = self.table_primary()
+        while True:
+            i = self.i
+            if i >= self.n or self.K[i] != "k":
+                return left
+            word = self.U[i]
+            if word == "CROSS":
+                self.i += 1
+                self.expect_kw("JOIN")
+                right = self.table_primary()
+                left = Table("JOIN", self.S[i], self.E[self.i - 1], children=(left, right), join_type="INNER",
+                             ref_type="CROSS")
+                continue
+            kind = _JOIN_KINDS.get(word)
+            if kind is None:
+                return left
+            self.i += 1
+            if word in ("LEFT", "RIGHT", "FULL"):
+                self.kw("OUTER")
+            if word != "JOIN":
+                self.expect_kw("JOIN")
+            right = self.table_primary()
+            if self.kw("ON"):
+                cond = self.expr()
+                left = Table("JOIN", self.S[i], self.E[self.i - 1], children=(left, right), expressions=(cond,),
+                             join_type=kind, ref_type="REGULAR")
+            elif self.kw("USING"):
+                self.expect_op("(")
+                cols = []
+                while True:
+                    cols.append(self.name_token())
+                    if not self.op(","):
+                        break
+                self.expect_op(")")
+                left = Table("JOIN", self.S[i], self.E[self.i - 1], children=(left, right), join_type=kind,
+                             ref_type="REGULAR", using=tuple(cols))
+            else:
+                raise _GIVE_UP
+
+    def table_primary(self) -> Table:
+        i = self.i
+        if self.op("("):
+            if not self.is_kw("SELECT"):
+                raise _GIVE_UP
+            q = self.select_stmt()
+            self.expect_op(")")
+            end = self.E[self.i - 1]
+            alias = self.table_alias()
+            return Table("SUBQUERY", self.S[i], end, alias=alias, subquery=q)
+        if self.is_kw("LATERAL") or self.is_kw("VALUES"):
+            raise _GIVE_UP
+        parts = [self.name_token()]
+        while self.op("."):
+            parts.append(self.name_token())
+        if len(parts) > 3 or self.is_op("("):
+            raise _GIVE_UP
+        alias = self.table_alias()
+        return Table("BASE_TABLE", self.S[i], self.E[self.i - 1], tuple(parts), alias)
+
+    def table_alias(self) -> str:
+        if self.kw("AS") or self.i < self.n and self.K[self.i] == "i":
+            alias = self.name_token()
+        else:
+            return ""
+        if self.is_op("("):
+            raise _GIVE_UP  # column aliases
+        return alias
+
+    # -------------------------------------------------------------------- expressions
+
+    def expr(self) -> Expression:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _GIVE_UP
+        e = self.binary(0)
+        self.depth -= 1
+        return e
+
+    def binary(self, min_prec: int) -> Expression:
+        """Precedence climbing over PostgreSQL's levels: OR 1, AND 2, NOT 3, IS 4,
+        comparison 5, BETWEEN/IN/LIKE 6, other operators 7, ``+ -`` 8, ``* / %`` 9."""
+        first = self.i
+        left = self.unary(min_prec)
+        steps = 0
+        while self.i < self.n:
+            i = self.i
+            k, t = self.K[i], self.U[i]
+            if k == "o":
+                spec = _BINARY.get(t)
+                if spec is None:
+                    return self._done(left, steps)
+                prec, cls, typ, name = spec
+                if prec < min_prec:
+                    return self._done(left, steps)
+                self.i += 1
+                right = self.binary(prec + 1)
+                if cls == "COMPARISON":
+                    if self.i < self.n and self.K[self.i] == "o" and _BINARY.get(self.T[self.i], (0,))[0] == 5:
+                        raise _GIVE_UP
+                    left = self.node(cls, typ, self.S[first], self.E[self.i - 1], (left, right))
+                else:
+                    left = self.node(cls, typ, self.S[i], self.S[i], (left, right), name=(name,))
+            elif k == "k":
+                if t == "AND" or t == "OR":
+                    prec = 2 if t == "AND" else 1
+                    if prec < min_prec:
+                        return self._done(left, steps)
+                    self.i += 1
+                    right = self.binary(prec + 1)
+                    typ = "CONJUNCTION_AND" if t == "AND" else "CONJUNCTION_OR"
+                    kids = list(left.children) if left.type == typ else [left]
+                    kids += right.children if right.type == typ else (right,)
+                    left = self.node("CONJUNCTION", typ, self.S[first], self.E[self.i - 1], kids)
+                elif t in ("IS", "ISNULL", "NOTNULL"):
+                    if min_prec > 4:
+                        return self._done(left, steps)
+                    left = self.is_tail(left, first)
+                    if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("IS", "ISNULL", "NOTNULL"):
+                        raise _GIVE_UP  # IS does not chain
+                elif t in ("BETWEEN", "IN", "LIKE", "ILIKE", "NOT"):
+                    if min_prec > 6:
+                        return self._done(left, steps)
+                    left = self.predicate_tail(left, first)
+                    if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in (
+                            "BETWEEN", "IN", "LIKE", "ILIKE", "NOT", "ESCAPE", "SIMILAR", "GLOB"):
+                        raise _GIVE_UP
+                else:
+                    return self._done(left, steps)
+            else:
+                return self._done(left, steps)
+            steps += 1
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise _GIVE_UP
+        return self._done(left, steps)
+
+    def _done(self, e: Expression, steps: int) -> Expression:
+        self.depth -= steps
+        return e
+
+    def is_tail(self, left: Expression, first: int) -> Expression:
+        i = self.i
+        w = self.U[i]
+        self.i += 1
+        if w == "ISNULL":
+            return self.node("OPERATOR", "OPERATOR_IS_NULL", self.S[i], self.E[i], (left,))
+        if w == "NOTNULL":
+            return self.node("OPERATOR", "OPERATOR_IS_NOT_NULL", self.S[i], self.E[i], (left,))
+        neg = self.kw("NOT")
+        if self.kw("NULL"):
+            return self.node("OPERATOR", "OPERATOR_IS_NOT_NULL" if neg else "OPERATOR_IS_NULL", self.S[i],
+                             self.E[self.i - 1], (left,))
+        if self.kw("DISTINCT"):
+            self.expect_kw("FROM")
+            right = self.binary(5)
+            if self.i < self.n and self.K[self.i] == "o" and _BINARY.get(self.T[self.i], (0,))[0] == 5:
+                raise _GIVE_UP
+            return self.node("COMPARISON", "COMPARE_NOT_DISTINCT_FROM" if neg else "COMPARE_DISTINCT_FROM",
+                             self.S[first], self.E[self.i - 1], (left, right))
+        raise _GIVE_UP
+
+    def predicate_tail(self, left: Expression, first: int) -> Expression:
+        neg = self.kw("NOT")
+        i = self.i
+        if i >= self.n or self.K[i] != "k":
+            raise _GIVE_UP
+        w = self.U[i]
+        self.i += 1
+        if w == "BETWEEN":
+            if self.is_kw("SYMMETRIC") or self.is_kw("ASYMMETRIC"):
+                raise _GIVE_UP
+            lo = self.binary(7)
+            self.expect_kw("AND")
+            hi = self.binary(7)
+            if self.i < self.n and self.K[self.i] == "o" and _BINARY.get(self.T[self.i], (0,))[0] == 5:
+                raise _GIVE_UP
+            e = self.node("BETWEEN", "COMPARE_BETWEEN", self.S[i], self.E[self.i - 1], (left, lo, hi))
+        elif w == "IN":
+            p = self.expect_op("(")
+            if self.is_kw("SELECT") or self.is_kw("WITH"):
+                q = self.select_stmt()
+                self.expect_op(")")
+                e = self.node("SUBQUERY", "SUBQUERY", self.S[p], self.E[self.i - 1], (left,), subquery=q)
+            else:
+                items = [left]
+                while True:
+                    items.append(self.expr())
+                    if not self.op(","):
+                        break
+                self.expect_op(")")
+                e = self.node("OPERATOR", "COMPARE_IN", self.S[p], self.E[self.i - 1], items)
+        elif w in ("LIKE", "ILIKE"):
+            pat = self.binary(7)
+            if self.is_kw("ESCAPE"):
+                raise _GIVE_UP
+            return self.node("FUNCTION", "FUNCTION", self.S[i], self.E[self.i - 1], (left, pat),
+                             name=(_LIKE[w, neg],))
+        else:
+            raise _GIVE_UP
+        if neg:
+            e = self.node("OPERATOR", "OPERATOR_NOT", left.start, self.E[self.i - 1], (e,))
+        return e
+
+    def unary(self, min_prec: int) -> Expression:
+        i = self.i
+        if i >= self.n:
+            raise _GIVE_UP
+        k, t = self.K[i], self.U[i]
+        if k == "k" and t == "NOT":
+            if min_prec > 3 or self.is_kw("NOT", 1):
+                raise _GIVE_UP
+            self.i += 1
+            operand = self.binary(3)
+            return self.node("OPERATOR", "OPERATOR_NOT", self.S[i], self.E[self.i - 1], (operand,))
+        if k == "o" and (t == "-" or t == "+"):
+            self.i += 1
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise _GIVE_UP
+            operand = self.unary(10)
+            operand = self.postfix(operand)
+            self.depth -= 1
+            if t == "-" and operand.cls == "CONSTANT" and operand.literal.kind in ("INTEGER", "NUMERIC"):
+                text = operand.literal.text
+                text = text[1:] if text.startswith("-") else "-" + text
+                return Expression("CONSTANT", "VALUE_CONSTANT", self.S[i], self.E[self.i - 1],
+                                  literal=Literal(operand.literal.kind, text))
+            return self.node("FUNCTION", "FUNCTION", self.S[i], self.E[self.i - 1], (operand,), name=(t,))
+        return self.postfix(self.primary())
+
+    def postfix(self, e: Expression) -> Expression:
+        casts = 0
+        while self.i < self.n:
+            i = self.i
+            k, t = self.K[i], self.T[i]
+            if k == "o" and t == "::":
+                self.i += 1
+                typ = self.type_name()
+                e = self.node("CAST", "OPERATOR_CAST", self.S[i], self.E[self.i - 1], (e, typ))
+                casts += 1
+                if self.depth + casts > MAX_DEPTH:
+                    raise _GIVE_UP
+            elif k == "o" and t in ("[", ".") or k == "k" and self.U[i] in ("COLLATE", "AT", "OVER", "FILTER", "WITHIN"):
+                raise _GIVE_UP
+            else:
+                return e
+        return e
+
+    def type_name(self) -> Expression:
+        i = self.i
+        if i >= self.n:
+            raise _GIVE_UP
+        k, w = self.K[i], self.U[i]
+        if k == "i":
+            if self.T[i][0] == '"':
+                pass
+            elif not (self.T[i][0].isalpha() or self.T[i][0] == "_"):
+                raise _GIVE_UP
+        elif k != "k" or w in ("INTERVAL", "BIT", "SETOF", "NATIONAL", "NCHAR") or _KEYWORDS.get(w) == "reserved":
+            raise _GIVE_UP
+        self.i += 1
+        if w in _TYPE_WORDS:
+            for more in _TYPE_WORDS[w]:
+                if self.is_kw(more):
+                    self.i += 1
+        if w in ("TIMESTAMP", "TIME") and (self.is_kw("WITH") or self.is_kw("WITHOUT")):
+            self.i += 1
+            self.expect_kw("TIME")
+            self.expect_kw("ZONE")
+        if self.is_op("."):
+            raise _GIVE_UP
+        mods: list[Expression] = []
+        if self.is_op("("):
+            if w not in ("NUMERIC", "DECIMAL", "VARCHAR", "CHAR", "CHARACTER"):
+                raise _GIVE_UP
+            self.i += 1
+            while True:
+                j = self.i
+                if j >= self.n or self.K[j] != "n" or not self.T[j].isdigit():
+                    raise _GIVE_UP
+                self.i += 1
+                mods.append(Expression("CONSTANT", "VALUE_CONSTANT", self.S[j], self.E[j],
+                                       literal=Literal("INTEGER", self.T[j])))
+                if not self.op(","):
+                    break
+            self.expect_op(")")
+        typ = self.node("TYPE", "TYPE", self.S[i], self.E[self.i - 1], mods)
+        if self.is_op("["):
+            if not self.is_op("]", 1):
+                raise _GIVE_UP
+            self.i += 2
+            if self.is_op("[") or self.is_kw("ARRAY"):
+                raise _GIVE_UP
+            typ = self.node("TYPE", "TYPE", -1, -1, (typ,))
+        elif self.is_kw("ARRAY") or self.is_kw("WITH") or self.is_kw("WITHOUT"):
+            raise _GIVE_UP
+        return typ
+
+    def primary(self) -> Expression:
+        i = self.i
+        k, t = self.K[i], self.T[i]
+        S, E = self.S, self.E
+        if k == "n":
+            m = _NUMBER.fullmatch(t)
+            if m is None or (i + 1 < self.n and S[i + 1] == E[i] and self.K[i + 1] in "ikn"):
+                raise _GIVE_UP
+            self.i += 1
+            return Expression("CONSTANT", "VALUE_CONSTANT", S[i], E[i],
+                              literal=Literal("INTEGER" if m.group(1) else "NUMERIC", t))
+        if k == "s":
+            value = _string_value(t)
+            self.i += 1
+            if self.i < self.n and self.K[self.i] == "s":
+                raise _GIVE_UP  # continued strings
+            return Expression("CONSTANT", "VALUE_CONSTANT", S[i], E[i], literal=Literal("STRING", value))
+        if k == "o":
+            if t == "(":
+                return self.parenthesized()
+            if t == "*":
+                raise _GIVE_UP
+            raise _GIVE_UP
+        w = self.U[i]
+        if w in _TYPED and i + 1 < self.n and self.K[i + 1] == "s" and self.T[i][0] != '"':
+            value = _string_value(self.T[i + 1])
+            self.i += 2
+            const = Expression("CONSTANT", "VALUE_CONSTANT", -1, -1, literal=Literal("STRING", value))
+            typ = Expression("TYPE", "TYPE", S[i], E[i])
+            return Expression("CAST", "OPERATOR_CAST", S[i], E[i + 1], (const, typ))
+        if k == "k":
+            if w == "TRUE" or w == "FALSE":
+                self.i += 1
+                return Expression("CONSTANT", "VALUE_CONSTANT", S[i], E[i], literal=Literal("BOOLEAN", w.lower()))
+            if w == "NULL":
+                self.i += 1
+                return Expression("CONSTANT", "VALUE_CONSTANT", S[i], E[i], literal=Literal("NULL_LITERAL", ""))
+            if w == "CASE":
+                return self.case()
+            if w == "CAST":
+                self.i += 1
+                self.expect_op("(")
+                operand = self.expr()
+                self.expect_kw("AS")
+                typ = self.type_name()
+                self.expect_op(")")
+                return self.node("CAST", "OPERATOR_CAST", S[i], E[self.i - 1], (operand, typ))
+            if w == "EXISTS":
+                self.i += 1
+                self.expect_op("(")
+                if not self.is_kw("SELECT"):
+                    raise _GIVE_UP
+                q = self.select_stmt()
+                self.expect_op(")")
+                return Expression("SUBQUERY", "SUBQUERY", S[i], E[self.i - 1], subquery=q)
+            if w == "INTERVAL" and self.i + 1 < self.n and self.K[i + 1] == "s":
+                value = _string_value(self.T[i + 1])
+                self.i += 2
+                if self.i < self.n and (self.K[self.i] in "ik" and self.U[self.i] not in _FOLLOW or self.is_op("(")):
+                    raise _GIVE_UP  # INTERVAL '1' DAY, ... TO ...
+                const = Expression("CONSTANT", "VALUE_CONSTANT", S[i + 1], E[i + 1], literal=Literal("STRING", value))
+                return self.node("CAST", "OPERATOR_CAST", S[i], E[i + 1], (const, Expression("TYPE", "TYPE", -1, -1)))
+            if w == "COALESCE" or w == "NULLIF":
+                self.i += 1
+                args = self.call_args()
+                if w == "COALESCE":
+                    if not args:
+                        raise _GIVE_UP
+                    return self.node("OPERATOR", "OPERATOR_COALESCE", S[i], E[self.i - 1], args)
+                if len(args) != 2:
+                    raise _GIVE_UP
+                return self.node("FUNCTION", "FUNCTION", S[i], E[self.i - 1], args, name=("nullif",))
+            cat = _KEYWORDS.get(w)
+            if cat == "unreserved":
+                return self.name_ref()
+            if cat == "type_function" and self.is_op("(", 1):
+                return self.name_ref()
+            raise _GIVE_UP
+        if k == "i":
+            return self.name_ref()
+        raise _GIVE_UP
+
+    def call_args(self) -> list[Expression]:
+        self.expect_op("(")
+        args = []
+        if self.op(")"):
+            return args
+        while True:
+            args.append(self.expr())
+            if not self.op(","):
+                break
+        self.expect_op(")")
+        return args
+
+    def parenthesized(self) -> Expression:
+        i = self.i
+        self.i += 1
+        if self.is_kw("SELECT") or self.is_kw("WITH"):
+            q = self.select_stmt()
+            self.expect_op(")")
+            return Expression("SUBQUERY", "SUBQUERY", self.S[i], self.E[self.i - 1], subquery=q)
+        if self.is_op("("):
+            # ((SELECT ...)) and ((a, b)) read otherwise
+            j = self.i + 1
+            if j < self.n and self.K[j] == "k" and self.U[j] in ("SELECT", "WITH"):
+                raise _GIVE_UP
+        e = self.expr()
+        if self.op(","):
+            items = [e]
+            while True:
+                items.append(self.expr())
+                if not self.op(","):
+                    break
+            self.expect_op(")")
+            return self.node("FUNCTION", "FUNCTION", self.S[i], self.E[self.i - 1], items, name=("row",))
+        self.expect_op(")")
+        if e.cls == "STAR":
+            raise _GIVE_UP
+        return e
+
+    def name_ref(self) -> Expression:
+        i = self.i
+        quoted = [self.T[i][0] == '"']
+        parts = [self.name_token(("unreserved", "type_function"))]
+        while self.is_op("."):
+            if self.is_op("*", 1):
+                self.i += 2
+                if len(parts) != 1:
+                    raise _GIVE_UP
+                return Expression("STAR", "STAR", self.S[i], self.E[self.i - 1], relation=parts[0])
+            self.i += 1
+            quoted.append(self.i < self.n and self.T[self.i][0] == '"')
+            parts.append(self.name_token())
+        if self.is_op("("):
+            return self.call(i, parts, quoted)
+        if len(parts) > 4 or (self.i < self.n and self.K[self.i] == "s"):
+            raise _GIVE_UP  # typed literal name '...'
+        if self.K[i] == "k" and _KEYWORDS.get(self.U[i]) == "type_function":
+            raise _GIVE_UP
+        return Expression("COLUMN_REF", "COLUMN_REF", self.S[i], self.E[self.i - 1], name=tuple(parts))
+
+    def call(self, i: int, parts: list[str], quoted: list[bool]) -> Expression:
+        if len(parts) > 2 or any(quoted):
+            raise _GIVE_UP
+        name = tuple(p.lower() for p in parts)
+        self.i += 1
+        S, E = self.S, self.E
+        if name == ("count",) and self.is_op(")"):
+            raise _GIVE_UP
+        if self.is_op("*") and self.is_op(")", 1):
+            if name != ("count",):
+                raise _GIVE_UP
+            self.i += 2
+            e = Expression("FUNCTION", "FUNCTION", S[i], E[self.i - 1], name=("count_star",))
+        else:
+            distinct = self.kw("DISTINCT")
+            if self.is_kw("ALL") or self.is_kw("VARIADIC"):
+                raise _GIVE_UP
+            args = []
+            if not self.is_op(")"):
+                while True:
+                    a = self.expr()
+                    if a.cls == "STAR":
+                        raise _GIVE_UP
+                    args.append(a)
+                    if not self.op(","):
+                        break
+            if distinct and not args:
+                raise _GIVE_UP
+            self.expect_op(")")
+            e = self.node("FUNCTION", "FUNCTION", S[i], E[self.i - 1], args, name=name, distinct=distinct)
+        if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("OVER", "FILTER", "WITHIN", "IGNORE", "RESPECT"):
+            raise _GIVE_UP
+        if name[-1] in _SPECIAL_CALLS:
+            raise _GIVE_UP
+        return e
+
+    def case(self) -> Expression:
+        i = self.i
+        self.i += 1
+        operand = None if self.is_kw("WHEN") else self.expr()
+        kids: list[Expression] = []
+        while self.kw("WHEN"):
+            w = self.expr()
+            if operand is not None:
+                w = self.node("COMPARISON", "COMPARE_EQUAL", -1, -1, (operand, w))
+            self.expect_kw("THEN")
+            kids += (w, self.expr())
+        if not kids:
+            raise _GIVE_UP
+        if self.kw("ELSE"):
+            kids.append(self.expr())
+        else:
+            kids.append(Expression("CONSTANT", "VALUE_CONSTANT", -1, -1, literal=Literal("NULL_LITERAL", "")))
+        self.expect_kw("END")
+        return self.node("CASE", "CASE_EXPR", self.S[i], self.E[self.i - 1], kids)
+
+
+#: Words after ``INTERVAL '...'`` that end it (anything else, a unit, gives up).
+_FOLLOW = frozenset({"AS", "FROM", "WHERE", "AND", "OR", "THEN", "ELSE", "END", "WHEN", "GROUP", "ORDER",
+                     "HAVING", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT", "IS", "NOT", "IN",
+                     "BETWEEN", "LIKE", "ILIKE", "ON", "JOIN", "ASC", "DESC"})
+#: Function names DuckDB's transformer rewrites into other nodes.
+_SPECIAL_CALLS = frozenset({"row", "grouping", "unnest", "columns", "struct_pack", "if", "iif", "try",
+                            "coalesce", "nullif", "ifnull", "greatest", "least", "exists", "cast",
+                            "try_cast", "extract", "date_part", "array", "list", "map", "lambda",
+                            "count_star", "position", "substring", "trim", "overlay", "current_date",
+                            "current_time", "current_timestamp", "localtime", "localtimestamp"})
+
+
+def _setop(left: Query, right: Query, kind: str, setop_all: bool) -> Query:
+    # DuckDB flattens a chain of one set operation (``a UNION ALL b UNION ALL c``) into one node
+    if left.type == "SET_OPERATION_NODE" and left.setop == kind and left.setop_all == setop_all:
+        return Query("SET_OPERATION_NODE", children=(*left.children, right), setop=kind, setop_all=setop_all)
+    return Query("SET_OPERATION_NODE", children=(left, right), setop=kind, setop_all=setop_all)
+
+
+def _replace(obj, **kw):
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)
+
+
+def _replace_table(t: Table, start: int, end: int) -> Table:
+    import dataclasses
+
+    return dataclasses.replace(t, start=start, end=end)
+
+
+def read_query(text: str) -> tuple[Query, ...] | None:
+    """DuckDB's tree of ``text`` (as :func:`colmz.sql.tree.read_tree` gives it) read by
+    colmz alone, or ``None`` when the text holds anything this module does not know.
+
+    >>> from colmz.sql.tree import read_tree
+    >>> read_query("SELECT a + 1 AS b FROM t WHERE a IS NOT NULL") == read_tree("SELECT a + 1 AS b FROM t WHERE a IS NOT NULL")
+    True
+    >>> read_query("SELECT a FROM t QUALIFY a > 1") is None
+    True
+    """
+    try:
+        return _Reader(text).statements()
+    except (_GiveUp, IndexError, RecursionError):
+        return None
