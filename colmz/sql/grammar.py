@@ -91,6 +91,9 @@ _NUMBER = re.compile(r"(\d+(?:_\d+)*)|(\d+(?:_\d+)*\.(?:\d+(?:_\d+)*)?(?:[eE][+-
                      r"|\d+(?:_\d+)*[eE][+-]?\d+)")
 _E_ESCAPE = re.compile(r"\\(?:x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.S)
 _E_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_PLAIN = re.compile(r"'(?:[^']|'')*'")
+_ESCAPED = re.compile(r"'(?:[^'\\]|''|\\.)*'", re.S)
+_QUOTED = re.compile(r'"(?:[^"]|"")+"')
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
 
 
@@ -140,15 +143,20 @@ def _e_unescape(body: str) -> str:
 def _string_value(t: str) -> str:
     c = t[0]
     if c == "'":
+        if _PLAIN.fullmatch(t) is None:
+            raise _GIVE_UP  # unterminated
         return t[1:-1].replace("''", "'")
     if c in "eE" and t[1] == "'":
+        if _ESCAPED.fullmatch(t, 1) is None:
+            raise _GIVE_UP
         v = _e_unescape(t[2:-1])
         if not v.isprintable() and any(ord(ch) < 32 and ch not in "\b\f\n\r\t" for ch in v):
             raise _GIVE_UP
         return v
     if c == "$":
         m = _DOLLAR.match(t)
-        if m is None or not t.endswith(m.group(0)) or len(t) < 2 * len(m.group(0)):
+        tag = m.group(0) if m is not None else ""
+        if not tag or not t.endswith(tag) or len(t) < 2 * len(tag) or tag in t[len(tag):-len(tag)]:
             raise _GIVE_UP
         return t[len(m.group(0)):-len(m.group(0))]
     raise _GIVE_UP  # X'..', B'..', U&'..', N'..'
@@ -162,7 +170,12 @@ class _Reader:
 
         if not _KINDS:
             _load()
-        raw = require_duckdb().tokenize(text)
+        try:
+            raw = require_duckdb().tokenize(text)
+        except Exception:  # noqa: BLE001 - what DuckDB's lexer refuses, DuckDB's parser reports
+            raise _GIVE_UP from None
+        if not raw:
+            raise _GIVE_UP
         chars = char_offsets(text)
         blen = len(text.encode("utf-8")) if chars is not None else len(text)
         K, S, E, T = [], [], [], []
@@ -254,7 +267,7 @@ class _Reader:
         k, t = self.K[i], self.T[i]
         if k == "i":
             if t[0] == '"':
-                if len(t) < 3 or not t.endswith('"'):
+                if _QUOTED.fullmatch(t) is None:
                     raise _GIVE_UP
                 t = t[1:-1].replace('""', '"')
             elif not (t[0].isalpha() or t[0] == "_") or "&" in t:
@@ -599,13 +612,12 @@ class _Reader:
                     left = self.is_tail(left, first)
                     if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("IS", "ISNULL", "NOTNULL"):
                         raise _GIVE_UP  # IS does not chain
+                    self.no_tighter_operator(4)
                 elif t in ("BETWEEN", "IN", "LIKE", "ILIKE", "NOT"):
                     if min_prec > 6:
                         return self._done(left, steps)
                     left = self.predicate_tail(left, first)
-                    if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in (
-                            "BETWEEN", "IN", "LIKE", "ILIKE", "NOT", "ESCAPE", "SIMILAR", "GLOB"):
-                        raise _GIVE_UP
+                    self.no_tighter_operator(6)
                 else:
                     return self._done(left, steps)
             else:
@@ -615,6 +627,15 @@ class _Reader:
             if self.depth > MAX_DEPTH:
                 raise _GIVE_UP
         return self._done(left, steps)
+
+    def no_tighter_operator(self, prec: int) -> None:
+        # After ``IS NULL``, ``IN (..)``, ``BETWEEN``, ``LIKE``: only what ends the operand
+        # (``AND``, ``OR``, a clause, ``,``, ``)``) is read; DuckDB refuses some operators
+        # there (``a IN (b) + c``, ``a IS NULL BETWEEN b AND c``), so all give up.
+        i = self.i
+        if i < self.n and (self.K[i] == "o" and self.T[i] not in (",", ")", ";")
+                           or self.K[i] == "k" and self.U[i] in _PREDICATE_WORDS):
+            raise _GIVE_UP
 
     def _done(self, e: Expression, steps: int) -> Expression:
         self.depth -= steps
@@ -735,7 +756,8 @@ class _Reader:
         k, w = self.K[i], self.U[i]
         if k == "i":
             if self.T[i][0] == '"':
-                pass
+                if _QUOTED.fullmatch(self.T[i]) is None:
+                    raise _GIVE_UP
             elif not (self.T[i][0].isalpha() or self.T[i][0] == "_"):
                 raise _GIVE_UP
         elif k != "k" or w in ("INTERVAL", "BIT", "SETOF", "NATIONAL", "NCHAR") or _KEYWORDS.get(w) == "reserved":
@@ -980,6 +1002,9 @@ class _Reader:
 _FOLLOW = frozenset({"AS", "FROM", "WHERE", "AND", "OR", "THEN", "ELSE", "END", "WHEN", "GROUP", "ORDER",
                      "HAVING", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT", "IS", "NOT", "IN",
                      "BETWEEN", "LIKE", "ILIKE", "ON", "JOIN", "ASC", "DESC"})
+#: Words starting a predicate or postfix operator (not read after another predicate).
+_PREDICATE_WORDS = frozenset({"IS", "ISNULL", "NOTNULL", "BETWEEN", "IN", "LIKE", "ILIKE", "NOT", "SIMILAR",
+                              "ESCAPE", "GLOB", "COLLATE", "AT"})
 #: Function names DuckDB's transformer rewrites into other nodes.
 _SPECIAL_CALLS = frozenset({"row", "grouping", "unnest", "columns", "struct_pack", "if", "iif", "try",
                             "coalesce", "nullif", "ifnull", "greatest", "least", "exists", "cast",
