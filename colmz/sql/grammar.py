@@ -39,7 +39,6 @@ given up: DuckDB's path then refuses it as it always has
 
 from __future__ import annotations
 
-import bisect
 import re
 
 from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, char_offsets
@@ -107,8 +106,9 @@ def _load() -> None:
         rows = con.execute("SELECT keyword_name, keyword_category FROM duckdb_keywords()").fetchall()
     finally:
         con.close()
-    _KINDS.update({tt.identifier: "i", tt.numeric_const: "n", tt.string_const: "s", tt.operator: "o",
-                   tt.keyword: "k", tt.comment: "c"})
+    # by identity: the token kinds are enum members (singletons), hashed in Python otherwise
+    _KINDS.update({id(tt.identifier): "i", id(tt.numeric_const): "n", id(tt.string_const): "s",
+                   id(tt.operator): "o", id(tt.keyword): "k", id(tt.comment): "c", "tokenize": duckdb.tokenize})
     _KEYWORDS.update({name.upper(): cat for name, cat in rows})
 
 
@@ -163,31 +163,37 @@ def _string_value(t: str) -> str:
 
 
 class _Reader:
-    __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "match", "depth", "has_comment")
+    __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "match", "after_open", "depth")
 
     def __init__(self, text: str) -> None:
-        from colmz.sql.run import require_duckdb
-
         if not _KINDS:
             _load()
         try:
-            raw = require_duckdb().tokenize(text)
+            raw = _KINDS["tokenize"](text)
         except Exception:  # noqa: BLE001 - what DuckDB's lexer refuses, DuckDB's parser reports
             raise _GIVE_UP from None
         if not raw:
             raise _GIVE_UP
         chars = char_offsets(text)
-        blen = len(text.encode("utf-8")) if chars is not None else len(text)
-        K, S, E, T = [], [], [], []
+        K: list[str] = []
+        S: list[int] = []
+        E: list[int] = []
+        T: list[str] = []
+        U: list[str] = []
+        match: dict[int, int] = {}  # each "(" token's ")": the tree module widens spans by them
+        after_open: dict[int, int] = {}  # a token's start -> the "(" token just before it
+        stack: list[int] = []
         kinds = _KINDS
-        nxt = [a for a, _ in raw[1:]] + [blen]
-        for (at, kind), stop in zip(raw, nxt, strict=True):
-            k = kinds.get(kind)
+        stop = len(text)
+        # backwards: each token's text runs to the next token's start, less the whitespace
+        for at, kind in reversed(raw):
+            k = kinds.get(id(kind))
             if k is None:
                 raise _GIVE_UP
             if chars is not None:
-                at, stop = chars[at], chars[stop]
+                at = chars[at]
             tok = text[at:stop].rstrip(" \t\n\r\f\v")
+            stop = at
             if k == "c":
                 # a comment: colmz's tokenizer must read the same parentheses around it
                 if "(" in tok or ")" in tok or "'" in tok or '"' in tok or "$" in tok or tok.count("/*") > 1:
@@ -199,28 +205,31 @@ class _Reader:
             S.append(at)
             E.append(at + len(tok))
             T.append(tok)
-        self.text = text
-        self.K, self.S, self.E, self.T = K, S, E, T
-        self.U = [t.upper() if k == "k" or k == "i" else t for k, t in zip(K, T, strict=True)]
-        self.n = len(K)
-        self.i = 0
-        self.depth = 0
-        # matching parentheses, as the tree module widens spans by them
-        match: dict[int, int] = {}
-        stack: list[int] = []
-        for j, t in enumerate(T):
+            U.append(tok.upper() if k == "k" or k == "i" else tok)
+        K.reverse()
+        S.reverse()
+        E.reverse()
+        T.reverse()
+        U.reverse()
+        n = len(K)
+        for j in range(n):
             if K[j] == "o":
+                t = T[j]
                 if t == "(":
                     stack.append(j)
+                    if j + 1 < n:
+                        after_open[S[j + 1]] = j
                 elif t == ")" and stack:
                     match[stack.pop()] = j
+        self.text = text
+        self.K, self.S, self.E, self.T, self.U = K, S, E, T, U
+        self.n = n
+        self.i = 0
+        self.depth = 0
         self.match = match
+        self.after_open = after_open
 
     # -------------------------------------------------------------------- tokens
-
-    def peek(self, off: int = 0) -> str:
-        j = self.i + off
-        return self.U[j] if j < self.n else ""
 
     def kw(self, word: str) -> bool:
         """The next token is the keyword ``word``: consume it."""
@@ -280,15 +289,17 @@ class _Reader:
     # -------------------------------------------------------------------- spans
 
     def around(self, start: int, end: int) -> tuple[int, int]:
-        # colmz.sql.tree's reader: a child's span widened by the parentheses around it
-        S, match = self.S, self.match
-        n = len(S)
+        # colmz.sql.tree's reader: a child's span widened by the parentheses around it (the
+        # token before ``start`` a "(" whose ")" is the first token at or after ``end``)
+        S, match, after_open = self.S, self.match, self.after_open
         while True:
-            i = bisect.bisect_left(S, start)
-            j = bisect.bisect_left(S, end)
-            if not (0 < i < n and S[i] == start and match.get(i - 1) == j):
+            p = after_open.get(start)
+            if p is None:
                 return start, end
-            start, end = S[i - 1], self.E[j]
+            j = match.get(p)
+            if j is None or S[j] < end or (j > 0 and S[j - 1] >= end):
+                return start, end
+            start, end = S[p], self.E[j]
 
     def node(self, cls: str, typ: str, s: int, e: int, children=(), **kw) -> Expression:
         start, end = s, e
