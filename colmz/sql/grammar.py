@@ -70,6 +70,10 @@ _BINARY = {
     "<=": (5, "COMPARISON", "COMPARE_LESSTHANOREQUALTO", ""),
     ">=": (5, "COMPARISON", "COMPARE_GREATERTHANOREQUALTO", ""),
     "||": (7, "FUNCTION", "FUNCTION", "||"),
+    "~": (7, "REGEX", "", ""),
+    "~*": (7, "REGEX", "i", ""),
+    "!~": (7, "REGEX", "", "NOT"),
+    "!~*": (7, "REGEX", "i", "NOT"),
     "->>": (7, "FUNCTION", "FUNCTION", "->>"),
     "+": (8, "FUNCTION", "FUNCTION", "+"),
     "-": (8, "FUNCTION", "FUNCTION", "-"),
@@ -600,7 +604,16 @@ class _Reader:
                     return self._done(left, steps)
                 self.i += 1
                 right = self.binary(prec + 1)
-                if cls == "COMPARISON":
+                if cls == "REGEX":
+                    # DuckDB's regexp_matches(a, b[, 'i']), under a NOT for !~ and !~*
+                    args = (left, right) if not typ else (
+                        left, right, Expression("CONSTANT", "VALUE_CONSTANT", -1, -1, literal=Literal("STRING", "i")))
+                    start = left.start
+                    left = self.node("FUNCTION", "FUNCTION", self.S[i], self.E[self.i - 1], args,
+                                     name=("regexp_matches",))
+                    if name:
+                        left = self.node("OPERATOR", "OPERATOR_NOT", start, self.E[self.i - 1], (left,))
+                elif cls == "COMPARISON":
                     if self.i < self.n and self.K[self.i] == "o" and _BINARY.get(self.T[self.i], (0,))[0] == 5:
                         raise _GIVE_UP
                     left = self.node(cls, typ, self.S[first], self.E[self.i - 1], (left, right))
@@ -739,6 +752,8 @@ class _Reader:
                 text = text[1:] if text.startswith("-") else "-" + text
                 return Expression("CONSTANT", "VALUE_CONSTANT", self.S[i], self.E[self.i - 1],
                                   literal=Literal(operand.literal.kind, text))
+            if self.K[i + 1] == "o" and self.T[i + 1] in ("-", "+"):
+                raise _GIVE_UP  # "- -a": DuckDB gives the inner sign no position
             return self.node("FUNCTION", "FUNCTION", self.S[i], self.E[self.i - 1], (operand,), name=(t,))
         return self.postfix(self.primary())
 
@@ -754,7 +769,15 @@ class _Reader:
                 casts += 1
                 if self.depth + casts > MAX_DEPTH:
                     raise _GIVE_UP
-            elif k == "o" and t in ("[", ".") or k == "k" and self.U[i] in ("COLLATE", "AT", "OVER", "FILTER", "WITHIN"):
+            elif k == "o" and t == "[":
+                self.i += 1
+                index = self.expr()
+                self.expect_op("]")
+                e = self.node("OPERATOR", "ARRAY_EXTRACT", self.S[i], self.E[self.i - 1], (e, index))
+                casts += 1
+                if self.depth + casts > MAX_DEPTH:
+                    raise _GIVE_UP
+            elif k == "o" and t == "." or k == "k" and self.U[i] in ("COLLATE", "AT", "OVER", "FILTER", "WITHIN"):
                 raise _GIVE_UP
             else:
                 return e
@@ -873,6 +896,32 @@ class _Reader:
                     raise _GIVE_UP  # INTERVAL '1' DAY, ... TO ...
                 const = Expression("CONSTANT", "VALUE_CONSTANT", S[i + 1], E[i + 1], literal=Literal("STRING", value))
                 return self.node("CAST", "OPERATOR_CAST", S[i], E[i + 1], (const, Expression("TYPE", "TYPE", -1, -1)))
+            if (w == "GREATEST" or w == "LEAST") and self.is_op("(", 1):
+                self.i += 1
+                return self.call(i, [w.lower()], [False])
+            if w == "EXTRACT" and self.is_op("(", 1):
+                self.i += 2
+                f = self.i
+                if f >= self.n or self.K[f] not in "ik" or self.T[f][0] == '"':
+                    raise _GIVE_UP
+                self.i += 1
+                field = Expression("CONSTANT", "VALUE_CONSTANT", S[f], E[f], literal=Literal("STRING", self.U[f] if self.K[f] == "k" else self.T[f]))
+                self.expect_kw("FROM")
+                operand = self.expr()
+                self.expect_op(")")
+                return self.node("FUNCTION", "FUNCTION", S[i], E[self.i - 1], (field, operand), name=("date_part",))
+            if w == "ARRAY" and self.is_op("[", 1):
+                self.i += 2
+                items = []
+                if not self.is_op("]"):
+                    while True:
+                        if self.is_op("["):
+                            raise _GIVE_UP  # ARRAY[[..]]: inner lists read otherwise
+                        items.append(self.expr())
+                        if not self.op(","):
+                            break
+                self.expect_op("]")
+                return self.node("OPERATOR", "ARRAY_CONSTRUCTOR", S[i], E[self.i - 1], items)
             if w == "COALESCE" or w == "NULLIF":
                 self.i += 1
                 args = self.call_args()
@@ -953,23 +1002,29 @@ class _Reader:
         return Expression("COLUMN_REF", "COLUMN_REF", self.S[i], self.E[self.i - 1], name=tuple(parts))
 
     def call(self, i: int, parts: list[str], quoted: list[bool]) -> Expression:
+        """``name(...)`` with ``self.i`` at its ``(``: DuckDB's children are the ``FILTER``
+        condition, the ``ORDER BY`` expressions, then the arguments."""
         if len(parts) > 2 or any(quoted):
             raise _GIVE_UP
         name = tuple(p.lower() for p in parts)
+        if name[-1] in _SPECIAL_CALLS:
+            raise _GIVE_UP
         self.i += 1
-        S, E = self.S, self.E
+        E = self.E
+        distinct = False
+        args: list[Expression] = []
+        orders: tuple[Order, ...] = ()
         if name == ("count",) and self.is_op(")"):
             raise _GIVE_UP
         if self.is_op("*") and self.is_op(")", 1):
             if name != ("count",):
                 raise _GIVE_UP
             self.i += 2
-            e = Expression("FUNCTION", "FUNCTION", S[i], E[self.i - 1], name=("count_star",))
+            name = ("count_star",)
         else:
             distinct = self.kw("DISTINCT")
             if self.is_kw("ALL") or self.is_kw("VARIADIC"):
                 raise _GIVE_UP
-            args = []
             if not self.is_op(")"):
                 while True:
                     a = self.expr()
@@ -980,13 +1035,48 @@ class _Reader:
                         break
             if distinct and not args:
                 raise _GIVE_UP
+            if self.kw("ORDER"):
+                self.expect_kw("BY")
+                orders = self.order_by().orders
             self.expect_op(")")
-            e = self.node("FUNCTION", "FUNCTION", S[i], E[self.i - 1], args, name=name, distinct=distinct)
-        if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("OVER", "FILTER", "WITHIN", "IGNORE", "RESPECT"):
+        filt = None
+        if self.kw("FILTER"):
+            self.expect_op("(")
+            self.expect_kw("WHERE")
+            filt = self.expr()
+            self.expect_op(")")
+        if self.kw("OVER"):
+            return self.window(i, name, args, orders, filt)
+        if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("FILTER", "WITHIN", "IGNORE", "RESPECT"):
             raise _GIVE_UP
-        if name[-1] in _SPECIAL_CALLS:
+        kids = ([filt] if filt is not None else []) + [o.expression for o in orders] + args
+        return self.node("FUNCTION", "FUNCTION", self.S[i], E[self.i - 1], kids, name=name, distinct=distinct,
+                         filter=filt, order_by=orders)
+
+    def window(self, i: int, name: tuple, args: list, orders: tuple, filt: Expression | None) -> Expression:
+        """``f(...) OVER ([PARTITION BY ...] [ORDER BY ...])``, ``self.i`` after ``OVER``:
+        DuckDB's children are the partitions, the window's order, the filter, the
+        arguments' order, then the arguments."""
+        if len(name) != 1:
             raise _GIVE_UP
-        return e
+        fn = _WINDOW_NAMES.get(name[0], name[0])
+        self.expect_op("(")
+        parts: list[Expression] = []
+        if self.kw("PARTITION"):
+            self.expect_kw("BY")
+            while True:
+                parts.append(self.expr())
+                if not self.op(","):
+                    break
+        window_orders: tuple[Order, ...] = ()
+        if self.kw("ORDER"):
+            self.expect_kw("BY")
+            window_orders = self.order_by().orders
+        self.expect_op(")")  # a frame (ROWS, RANGE, GROUPS) or a named window gives up here
+        kids = parts + [o.expression for o in window_orders] + ([filt] if filt is not None else [])
+        kids += [o.expression for o in orders] + args
+        return self.node("WINDOW", _WINDOW_TYPES.get(fn, "WINDOW_AGGREGATE"), self.S[i], self.E[self.i - 1], kids,
+                         name=(fn,))
 
     def case(self) -> Expression:
         i = self.i
@@ -1009,6 +1099,13 @@ class _Reader:
         return self.node("CASE", "CASE_EXPR", self.S[i], self.E[self.i - 1], kids)
 
 
+#: DuckDB's window expression types by function (any other function: ``WINDOW_AGGREGATE``).
+_WINDOW_TYPES = {"row_number": "WINDOW_ROW_NUMBER", "rank": "WINDOW_RANK", "dense_rank": "WINDOW_RANK_DENSE",
+                 "percent_rank": "WINDOW_PERCENT_RANK", "cume_dist": "WINDOW_CUME_DIST", "ntile": "WINDOW_NTILE",
+                 "lag": "WINDOW_LAG", "lead": "WINDOW_LEAD", "first_value": "WINDOW_FIRST_VALUE",
+                 "last_value": "WINDOW_LAST_VALUE", "nth_value": "WINDOW_NTH_VALUE", "fill": "WINDOW_FILL"}
+#: Functions DuckDB renames in a window.
+_WINDOW_NAMES = {"count_star": "count", "first": "first_value", "last": "last_value"}
 #: Words after ``INTERVAL '...'`` that end it (anything else, a unit, gives up).
 _FOLLOW = frozenset({"AS", "FROM", "WHERE", "AND", "OR", "THEN", "ELSE", "END", "WHEN", "GROUP", "ORDER",
                      "HAVING", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT", "IS", "NOT", "IN",
@@ -1017,11 +1114,10 @@ _FOLLOW = frozenset({"AS", "FROM", "WHERE", "AND", "OR", "THEN", "ELSE", "END", 
 _PREDICATE_WORDS = frozenset({"IS", "ISNULL", "NOTNULL", "BETWEEN", "IN", "LIKE", "ILIKE", "NOT", "SIMILAR",
                               "ESCAPE", "GLOB", "COLLATE", "AT"})
 #: Function names DuckDB's transformer rewrites into other nodes.
-_SPECIAL_CALLS = frozenset({"row", "grouping", "unnest", "columns", "struct_pack", "if", "iif", "try",
-                            "coalesce", "nullif", "ifnull", "greatest", "least", "exists", "cast",
-                            "try_cast", "extract", "date_part", "array", "list", "map", "lambda",
-                            "count_star", "position", "substring", "trim", "overlay", "current_date",
-                            "current_time", "current_timestamp", "localtime", "localtimestamp"})
+_SPECIAL_CALLS = frozenset({"row", "grouping", "columns", "struct_pack", "iif", "try", "coalesce", "nullif",
+                            "ifnull", "exists", "cast", "try_cast", "extract", "array", "lambda", "count_star",
+                            "position", "substring", "trim", "overlay", "current_date", "current_time",
+                            "current_timestamp", "localtime", "localtimestamp", "grouping_id", "unpack"})
 
 
 def _setop(left: Query, right: Query, kind: str, setop_all: bool) -> Query:

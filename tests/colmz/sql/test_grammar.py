@@ -150,7 +150,7 @@ _ATOMS = st.one_of(_COLUMNS, _NUMBERS, _STRINGS,
                                     "INTERVAL '1 day'", "count(*)", "now()", "*"]))
 _BINARY = st.sampled_from(["+", "-", "*", "/", "%", "||", "->>", "=", "<>", "!=", "<", "<=", ">", ">=",
                            "AND", "OR", "^", "//", "<<", "~", "IS DISTINCT FROM", "IS NOT DISTINCT FROM",
-                           "LIKE", "NOT ILIKE", "->", "**", "&"])
+                           "LIKE", "NOT ILIKE", "->", "**", "&", "~", "~*", "!~", "!~*", "@>", "#"])
 _TYPES = st.sampled_from(["int", "INT8", "text", "numeric(10,2)", "double precision", "varchar(3)", "int[]",
                           "timestamp with time zone", "jsonb", "date", "interval", "float(24)", '"Char"'])
 _SPACE = st.sampled_from([" ", "  ", "\n", " /* c */ ", " -- c\n", "\t"])
@@ -161,7 +161,10 @@ _FORMS = [
     "{0} {isn}", "{0} BETWEEN {1} AND {2}", "{0} NOT BETWEEN {1} AND {2}", "{0} IN ({1})", "{0} NOT IN ({1}, {2})",
     "CASE WHEN {0} THEN {1} ELSE {2} END", "CASE {0} WHEN {1} THEN {2} END", "{f}({0})", "{f}({0}, {1})",
     "{f}(DISTINCT {0})", "{f}()", "({0}, {1})", "EXISTS (SELECT {0})", "(SELECT {0} FROM t)",
-    "{0} IN (SELECT a FROM t)",
+    "{0} IN (SELECT a FROM t)", "ARRAY[{0}, {1}]", "ARRAY[]", "{0}[{1}]", "{0}[{1}:{2}]", "{f}({0} ORDER BY {1} DESC)",
+    "{f}({0}) FILTER (WHERE {1})", "extract({field} FROM {0})", "greatest({0}, {1})", "least({0})",
+    "{f}({0}) OVER ()", "{f}({0}) OVER (PARTITION BY {1} ORDER BY {2})", "{f}() OVER (ORDER BY {0} ROWS 1 PRECEDING)",
+    "{f}(*) OVER (PARTITION BY {0})", "{0} = ANY (SELECT 1)",
 ]
 
 
@@ -175,7 +178,9 @@ def _expressions(draw, depth: int = 3):
     parts = [draw(_expressions(depth - 1)) for _ in range(3)]
     return form.format(*parts, s=draw(_SPACE), op=draw(_BINARY), t=draw(_TYPES),
                        isn=draw(st.sampled_from(["IS NULL", "IS NOT NULL", "ISNULL", "NOTNULL", "IS TRUE"])),
-                       f=draw(st.sampled_from(["f", "upper", "coalesce", "nullif", "s.g", "count", "left", "sum"])))
+                       f=draw(st.sampled_from(["f", "upper", "coalesce", "nullif", "s.g", "count", "left", "sum",
+                                               "row_number", "lag", "first", "dense_rank", "unnest", "ifnull"])),
+                       field=draw(st.sampled_from(["year", "YEAR", "epoch", "Foo", '"x"', "'day'"])))
 
 
 _EXPRESSIONS = _expressions()
