@@ -696,9 +696,10 @@ class _Reader:
         if w == "BETWEEN":
             if self.is_kw("SYMMETRIC") or self.is_kw("ASYMMETRIC"):
                 raise _GIVE_UP
-            lo = self.binary(7)
+            # bounds of + - * / % and tighter only: DuckDB refuses some others (a BETWEEN b AND c ~ d)
+            lo = self.binary(8)
             self.expect_kw("AND")
-            hi = self.binary(7)
+            hi = self.binary(8)
             if self.i < self.n and self.K[self.i] == "o" and _BINARY.get(self.T[self.i], (0,))[0] == 5:
                 raise _GIVE_UP
             e = self.node("BETWEEN", "COMPARE_BETWEEN", self.S[i], self.E[self.i - 1], (left, lo, hi))
@@ -717,7 +718,7 @@ class _Reader:
                 self.expect_op(")")
                 e = self.node("OPERATOR", "COMPARE_IN", self.S[p], self.E[self.i - 1], items)
         elif w in ("LIKE", "ILIKE"):
-            pat = self.binary(7)
+            pat = self.binary(8)
             if self.is_kw("ESCAPE"):
                 raise _GIVE_UP
             return self.node("FUNCTION", "FUNCTION", self.S[i], self.E[self.i - 1], (left, pat),
