@@ -70,10 +70,10 @@ _BINARY = {
     "<=": (5, "COMPARISON", "COMPARE_LESSTHANOREQUALTO", ""),
     ">=": (5, "COMPARISON", "COMPARE_GREATERTHANOREQUALTO", ""),
     "||": (7, "FUNCTION", "FUNCTION", "||"),
-    "~": (7, "REGEX", "", ""),
-    "~*": (7, "REGEX", "i", ""),
-    "!~": (7, "REGEX", "", "NOT"),
-    "!~*": (7, "REGEX", "i", "NOT"),
+    "~": (6, "REGEX", "", ""),
+    "~*": (6, "REGEX", "i", ""),
+    "!~": (6, "REGEX", "", "NOT"),
+    "!~*": (6, "REGEX", "i", "NOT"),
     "->>": (7, "FUNCTION", "FUNCTION", "->>"),
     "+": (8, "FUNCTION", "FUNCTION", "+"),
     "-": (8, "FUNCTION", "FUNCTION", "-"),
@@ -334,13 +334,26 @@ class _Reader:
     def select_stmt(self) -> Query:
         ctes: tuple = ()
         if self.kw("WITH"):
+            recursive = self.kw("RECURSIVE")
             items = []
             while True:
                 name = self.name_token()
+                if self.op("("):  # column names: not part of the tree
+                    while True:
+                        self.name_token()
+                        if not self.op(","):
+                            break
+                    self.expect_op(")")
                 self.expect_kw("AS")
                 self.expect_op("(")
                 q = self.select_stmt()
                 self.expect_op(")")
+                if recursive:
+                    # DuckDB's recursive CTE: the two branches of a UNION [ALL]
+                    if q.type != "SET_OPERATION_NODE" or q.setop != "UNION" or len(q.children) != 2 or q.modifiers \
+                            or q.ctes:
+                        raise _GIVE_UP
+                    q = Query("RECURSIVE_CTE_NODE", children=q.children)
                 items.append((name, q))
                 if not self.op(","):
                     break
@@ -365,7 +378,8 @@ class _Reader:
             exprs = tuple(e for e in (limit, offset) if e is not None)
             modifiers.append(Modifier("LIMIT_MODIFIER", exprs, (), limit, offset))
         if len(modifiers) != len(q.modifiers) or ctes:
-            q = _replace(q, modifiers=tuple(modifiers), ctes=ctes)
+            q = Query(q.type, q.items, q.from_, q.where, q.group_by, q.having, q.qualify, tuple(modifiers), ctes,
+                      q.children, q.setop, q.setop_all, q.sampled, q.aggregate_handling, q.grouping_sets)
         return q
 
     def order_by(self) -> Modifier:
@@ -491,7 +505,8 @@ class _Reader:
         elif self.i < self.n and self.K[self.i] == "i":
             alias = self.name_token()
         if alias is not None:
-            e = _replace(e, alias=alias)
+            e = Expression(e.cls, e.type, e.start, e.end, e.children, e.name, alias, e.subquery, e.literal,
+                           e.distinct, e.filter, e.order_by, e.relation, e.star_modified)
         return e
 
     # -------------------------------------------------------------------- FROM
@@ -505,7 +520,9 @@ class _Reader:
             right = self.from_item()
             left = Table("JOIN", -1, -1, children=(left, right), join_type="INNER", ref_type="CROSS",
                          implicit=True)
-        return _replace_table(left, self.S[at], self.E[self.i - 1])
+        t = left
+        return Table(t.type, self.S[at], self.E[self.i - 1], t.name, t.alias, t.children, t.expressions, t.subquery,
+                     t.join_type, t.ref_type, t.implicit, t.using, t.column_aliases, t.rows)
 
     def from_item(self) -> Table:
         left = self.table_primary()
@@ -550,31 +567,53 @@ class _Reader:
     def table_primary(self) -> Table:
         i = self.i
         if self.op("("):
-            if not self.is_kw("SELECT"):
-                raise _GIVE_UP
+            if not (self.is_kw("SELECT") or self.is_kw("VALUES") or self.is_kw("WITH")):
+                raise _GIVE_UP  # a parenthesized join
             q = self.select_stmt()
             self.expect_op(")")
             end = self.E[self.i - 1]
-            alias = self.table_alias()
-            return Table("SUBQUERY", self.S[i], end, alias=alias, subquery=q)
+            alias, cols = self.table_alias()
+            return Table("SUBQUERY", self.S[i], end, alias=alias, subquery=q, column_aliases=cols)
         if self.is_kw("LATERAL") or self.is_kw("VALUES"):
             raise _GIVE_UP
         parts = [self.name_token()]
         while self.op("."):
             parts.append(self.name_token())
-        if len(parts) > 3 or self.is_op("("):
+        if len(parts) > 3:
             raise _GIVE_UP
-        alias = self.table_alias()
-        return Table("BASE_TABLE", self.S[i], self.E[self.i - 1], tuple(parts), alias)
+        if self.is_op("("):
+            # a table function: its call has no position of its own (DuckDB's tree)
+            if len(parts) != 1 or self.T[i][0] == '"':
+                raise _GIVE_UP
+            name = parts[0].lower()
+            if name in _SPECIAL_CALLS:
+                raise _GIVE_UP
+            args = self.call_args()
+            if any(a.cls == "STAR" for a in args):
+                raise _GIVE_UP
+            if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("WITH", "ORDINALITY"):
+                raise _GIVE_UP
+            call = self.node("FUNCTION", "FUNCTION", -1, -1, args, name=(name,))
+            alias, cols = self.table_alias()
+            return Table("TABLE_FUNCTION", self.S[i], self.E[self.i - 1], alias=alias, expressions=(call,),
+                         column_aliases=cols)
+        alias, cols = self.table_alias()
+        return Table("BASE_TABLE", self.S[i], self.E[self.i - 1], tuple(parts), alias, column_aliases=cols)
 
-    def table_alias(self) -> str:
+    def table_alias(self) -> tuple[str, tuple[str, ...]]:
+        """``[AS] alias [(column, ...)]``."""
         if self.kw("AS") or self.i < self.n and self.K[self.i] == "i":
             alias = self.name_token()
         else:
-            return ""
-        if self.is_op("("):
-            raise _GIVE_UP  # column aliases
-        return alias
+            return "", ()
+        cols: list[str] = []
+        if self.op("("):
+            while True:
+                cols.append(self.name_token())
+                if not self.op(","):
+                    break
+            self.expect_op(")")
+        return alias, tuple(cols)
 
     # -------------------------------------------------------------------- expressions
 
@@ -603,7 +642,8 @@ class _Reader:
                 if prec < min_prec:
                     return self._done(left, steps)
                 self.i += 1
-                right = self.binary(prec + 1)
+                # a regular expression match is read as LIKE is (DuckDB refuses 'a ~ a BETWEEN b AND c')
+                right = self.binary(prec + 1 if cls != "REGEX" else 8)
                 if cls == "REGEX":
                     # DuckDB's regexp_matches(a, b[, 'i']), under a NOT for !~ and !~*
                     args = (left, right) if not typ else (
@@ -613,6 +653,7 @@ class _Reader:
                                      name=("regexp_matches",))
                     if name:
                         left = self.node("OPERATOR", "OPERATOR_NOT", start, self.E[self.i - 1], (left,))
+                    self.no_tighter_operator(6)
                 elif cls == "COMPARISON":
                     if self.i < self.n and self.K[self.i] == "o" and _BINARY.get(self.T[self.i], (0,))[0] == 5:
                         raise _GIVE_UP
@@ -983,7 +1024,14 @@ class _Reader:
 
     def name_ref(self) -> Expression:
         i = self.i
-        quoted = [self.T[i][0] == '"']
+        K, T = self.K, self.T
+        j = i + 1
+        if K[i] == "i" and (j >= self.n or not (K[j] == "o" and T[j] in ("(", ".") or K[j] == "s")):
+            t = T[i]  # the common case: a bare column name
+            if (t[0].isalpha() or t[0] == "_") and "&" not in t:
+                self.i = j
+                return Expression("COLUMN_REF", "COLUMN_REF", self.S[i], self.E[i], (), (t,))
+        quoted = [T[i][0] == '"']
         parts = [self.name_token(("unreserved", "type_function"))]
         while self.is_op("."):
             if self.is_op("*", 1):
@@ -1126,18 +1174,6 @@ def _setop(left: Query, right: Query, kind: str, setop_all: bool) -> Query:
     if left.type == "SET_OPERATION_NODE" and left.setop == kind and left.setop_all == setop_all:
         return Query("SET_OPERATION_NODE", children=(*left.children, right), setop=kind, setop_all=setop_all)
     return Query("SET_OPERATION_NODE", children=(left, right), setop=kind, setop_all=setop_all)
-
-
-def _replace(obj, **kw):
-    import dataclasses
-
-    return dataclasses.replace(obj, **kw)
-
-
-def _replace_table(t: Table, start: int, end: int) -> Table:
-    import dataclasses
-
-    return dataclasses.replace(t, start=start, end=end)
 
 
 def read_query(text: str) -> tuple[Query, ...] | None:

@@ -113,7 +113,7 @@ def test_read_without_duckdb(text):
     "SELECT a FROM t QUALIFY a > 1", "SELECT a FROM t WINDOW w AS ()", "SELECT sum(a) OVER (ROWS 1 PRECEDING) FROM t",
     "SELECT a BETWEEN a AND a ~ a",
     "SELECT 'a' 'b'", "SELECT a < b < c", "SELECT a IS NULL IS NULL", "SELECT x::int[3]",
-    "SELECT INTERVAL '1' DAY", "SELECT a FROM t AS u(b)", "SELECT 1 UNION (SELECT 2)", "SELECT U&'d\\0061'",
+    "SELECT INTERVAL '1' DAY", "SELECT a FROM t AS u(b) TABLESAMPLE 10", "SELECT 1 UNION (SELECT 2)", "SELECT U&'d\\0061'",
     "SELECT $1", "SELECT 1 /* ( */", "SELECT 1;;", "", "INSERT INTO t VALUES (1)", "SELECT 0x1F",
 ])
 def test_gives_up(text):
@@ -194,13 +194,18 @@ def _queries(draw):
     text = "SELECT " + draw(st.sampled_from(["", "DISTINCT "])) + ", ".join(e + a for e, a in items)
     if draw(st.booleans()):
         text += draw(st.sampled_from([" FROM t", " FROM t AS u", " FROM t, u", " FROM t JOIN u ON t.a = u.a",
-                                      " FROM (SELECT 1 AS a) s LEFT JOIN u USING (a)"]))
+                                      " FROM (SELECT 1 AS a) s LEFT JOIN u USING (a)", " FROM generate_series(1, 3) AS g(a)",
+                                      " FROM (VALUES (1, 'x'), (2, NULL)) v(a, b)", " FROM t u(a), range(2) r",
+                                      " FROM t FULL JOIN (VALUES (1)) v ON true CROSS JOIN unnest(ARRAY[1]) x",
+                                      " FROM t NATURAL JOIN u", " FROM t, LATERAL (SELECT 1) l"]))
         if draw(st.booleans()):
             text += " WHERE " + draw(_EXPRESSIONS)
         if draw(st.booleans()):
             text += " GROUP BY " + draw(_EXPRESSIONS)
     if draw(st.booleans()):
-        text = draw(st.sampled_from(["", "WITH w AS (SELECT 1) "])) + text + draw(
+        text = draw(st.sampled_from(["", "WITH w AS (SELECT 1) ", "WITH w(x) AS (SELECT 1), v AS (SELECT 2) ",
+                                     "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) ",
+                                     "WITH RECURSIVE r AS (SELECT 1 UNION SELECT 2 UNION SELECT 3) "])) + text + draw(
             st.sampled_from([" UNION SELECT 1", " UNION ALL SELECT 2 UNION ALL SELECT 3", " EXCEPT SELECT 1",
                              " INTERSECT SELECT 1", ""]))
     if draw(st.booleans()):
