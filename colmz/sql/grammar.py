@@ -642,6 +642,12 @@ class _Reader:
                 if prec < min_prec:
                     return self._done(left, steps)
                 self.i += 1
+                if cls == "COMPARISON" and self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in (
+                        "ANY", "SOME", "ALL"):
+                    left = self.quantified(left, first)
+                    self.no_tighter_operator(5)
+                    steps += 1
+                    continue
                 # a regular expression match is read as LIKE is (DuckDB refuses 'a ~ a BETWEEN b AND c')
                 right = self.binary(prec + 1 if cls != "REGEX" else 8)
                 if cls == "REGEX":
@@ -706,6 +712,22 @@ class _Reader:
         self.depth -= steps
         return e
 
+    def quantified(self, left: Expression, first: int) -> Expression:
+        """``a op ANY|SOME|ALL (query)``, ``self.i`` at the quantifier: DuckDB's subquery
+        node (under an unpositioned NOT for ``ALL``); an array operand gives up."""
+        every = self.U[self.i] == "ALL"
+        self.i += 1
+        self.expect_op("(")
+        if not (self.is_kw("SELECT") or self.is_kw("WITH") or self.is_kw("VALUES")):
+            raise _GIVE_UP
+        q = self.select_stmt()
+        self.expect_op(")")
+        end = self.E[self.i - 1]
+        if every:
+            sub = self.node("SUBQUERY", "SUBQUERY", -1, -1, (left,), subquery=q)
+            return self.node("OPERATOR", "OPERATOR_NOT", self.S[first], end, (sub,))
+        return self.node("SUBQUERY", "SUBQUERY", self.S[first], end, (left,), subquery=q)
+
     def is_tail(self, left: Expression, first: int) -> Expression:
         i = self.i
         w = self.U[i]
@@ -757,6 +779,8 @@ class _Reader:
                     if not self.op(","):
                         break
                 self.expect_op(")")
+                if len(items) == 2 and items[1].cls == "SUBQUERY":
+                    raise _GIVE_UP  # a IN (EXISTS (...)), a IN ((SELECT ...)): DuckDB reads an IN subquery
                 e = self.node("OPERATOR", "COMPARE_IN", self.S[p], self.E[self.i - 1], items)
         elif w in ("LIKE", "ILIKE"):
             pat = self.binary(8)

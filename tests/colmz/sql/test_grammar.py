@@ -165,7 +165,7 @@ _FORMS = [
     "{0} IN (SELECT a FROM t)", "ARRAY[{0}, {1}]", "ARRAY[]", "{0}[{1}]", "{0}[{1}:{2}]", "{f}({0} ORDER BY {1} DESC)",
     "{f}({0}) FILTER (WHERE {1})", "extract({field} FROM {0})", "greatest({0}, {1})", "least({0})",
     "{f}({0}) OVER ()", "{f}({0}) OVER (PARTITION BY {1} ORDER BY {2})", "{f}() OVER (ORDER BY {0} ROWS 1 PRECEDING)",
-    "{f}(*) OVER (PARTITION BY {0})", "{0} = ANY (SELECT 1)",
+    "{f}(*) OVER (PARTITION BY {0})", "{0} = ANY (SELECT 1)", "{0} > ALL (SELECT {1})", "{0} <> SOME (ARRAY[{1}])",
 ]
 
 
