@@ -463,9 +463,15 @@ class _Reader:
         self.expect_kw("SELECT")
         modifiers = []
         if self.kw("DISTINCT"):
-            if self.is_kw("ON"):
-                raise _GIVE_UP
-            modifiers.append(Modifier("DISTINCT_MODIFIER"))
+            targets: list[Expression] = []
+            if self.kw("ON"):
+                self.expect_op("(")
+                while True:
+                    targets.append(self.expr())
+                    if not self.op(","):
+                        break
+                self.expect_op(")")
+            modifiers.append(Modifier("DISTINCT_MODIFIER", tuple(targets)))
         elif self.is_kw("ALL"):
             raise _GIVE_UP
         items = []

@@ -191,7 +191,7 @@ _EXPRESSIONS = _expressions()
 def _queries(draw):
     items = draw(st.lists(st.tuples(_EXPRESSIONS, st.sampled_from(["", " AS x", " y", " AS \"Z\"", " AS select"])),
                           min_size=1, max_size=3))
-    text = "SELECT " + draw(st.sampled_from(["", "DISTINCT "])) + ", ".join(e + a for e, a in items)
+    text = "SELECT " + draw(st.sampled_from(["", "DISTINCT ", "DISTINCT ON (a, 1) ", "ALL "])) + ", ".join(e + a for e, a in items)
     if draw(st.booleans()):
         text += draw(st.sampled_from([" FROM t", " FROM t AS u", " FROM t, u", " FROM t JOIN u ON t.a = u.a",
                                       " FROM (SELECT 1 AS a) s LEFT JOIN u USING (a)", " FROM generate_series(1, 3) AS g(a)",
