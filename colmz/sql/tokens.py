@@ -138,6 +138,24 @@ def _escaped(text: str, k: int) -> bool:
     return n % 2 == 1
 
 
+#: One token (or whitespace, a comment's start) at a position, as the lexer reads it: the
+#: alternatives in the order PostgreSQL's and DuckDB's lexers decide (``E'`` before a word).
+#: Strings and quoted names are matched possessively: an unterminated one never matches a
+#: shorter prefix.
+_SCAN = re.compile(
+    r"(?P<space>[ \t\n\r\f\v]+)"
+    r"|(?P<line>--[^\r\n]*[\r\n]?)"
+    r"|(?P<block>/\*)"
+    r"|(?P<string>'(?:[^']|'')*+'|[eE]'(?:[^'\\]|\\.|'')*+')"
+    r'|(?P<qident>"(?:[^"]|"")*+")'
+    r"|(?P<dollar>" + _DOLLAR.pattern.replace("$(", "$(?:", 1) + ")"
+    r"|(?P<word>" + _WORD.pattern + ")"
+    r"|(?P<number>\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
+    r"|(?P<op>" + _OP.pattern + ")",
+    re.S,
+)
+
+
 @short_text_cache(4096)
 def tokenize(text: str) -> tuple[Token, ...]:
     """Split SQL into tokens, skipping whitespace and comments.
@@ -146,62 +164,38 @@ def tokenize(text: str) -> tuple[Token, ...]:
     ['SELECT', "'a;b'", ',', 'x', '::', 'INT8']
     """
     out: list[Token] = []
+    append = out.append
+    scan = _SCAN.match
     i, n = 0, len(text)
     while i < n:
-        c = text[i]
-        if c in " \t\n\r\f\v":
-            i = _SPACE.match(text, i).end()
-        elif text.startswith("--", i):
-            m = _LINE_END.search(text, i)  # as DuckDB's lexer: \r ends it too
-            i = n if m is None else m.end()
-        elif text.startswith("/*", i):
-            i = _comment_end(text, i)
-        elif c == "'" or (c in "eE" and text.startswith("'", i + 1)):
-            j = i + (2 if c != "'" else 1)
-            while True:
-                k = text.find("'", j)
-                if k < 0:
-                    raise SQLError(f"unterminated string starting at offset {i}")
-                if c != "'" and _escaped(text, k):
-                    j = k + 1
-                    continue
-                if text.startswith("''", k):
-                    j = k + 2
-                    continue
-                break
-            out.append(Token("string", text[i : k + 1], i, k + 1))
-            i = k + 1
-        elif c == '"':
-            j = i + 1
-            while True:
-                k = text.find('"', j)
-                if k < 0:
-                    raise SQLError(f"unterminated quoted identifier at offset {i}")
-                if text.startswith('""', k):
-                    j = k + 2
-                    continue
-                break
-            out.append(Token("qident", text[i : k + 1], i, k + 1))
-            i = k + 1
-        elif c == "$" and (m := _DOLLAR.match(text, i)):
-            tag = m.group(0)
-            k = text.find(tag, m.end())
+        m = scan(text, i)
+        if m is None:
+            c = text[i]
+            if c == "'" or (c in "eE" and text.startswith("'", i + 1)):
+                raise SQLError(f"unterminated string starting at offset {i}")
+            if c == '"':
+                raise SQLError(f"unterminated quoted identifier at offset {i}")
+            raise SQLError(f"unexpected character {c!r} at offset {i}")
+        kind = m.lastgroup
+        end = m.end()
+        if kind == "space" or kind == "line":
+            pass
+        elif kind == "block":
+            end = _comment_end(text, i)
+        elif kind == "dollar":
+            tag = m.group()
+            k = text.find(tag, end)
             if k < 0:
                 raise SQLError(f"unterminated dollar-quoted string at offset {i}")
-            out.append(Token("string", text[i : k + len(tag)], i, k + len(tag)))
-            i = k + len(tag)
-        elif m := _WORD.match(text, i):
-            out.append(Token("word", m.group(0), i, m.end()))
-            i = m.end()
-        elif c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
-            m = _NUMBER.match(text, i)
-            out.append(Token("number", m.group(0), i, m.end()))
-            i = m.end()
-        elif m := _OP.match(text, i):
-            out.append(Token("op", m.group(0), i, m.end()))
-            i = m.end()
+            end = k + len(tag)
+            append(Token("string", text[i:end], i, end))
+        elif kind == "word":
+            if end == i + 1 and text.startswith("'", end) and text[i] in "eE":
+                raise SQLError(f"unterminated string starting at offset {i}")
+            append(Token("word", m.group(), i, end))
         else:
-            raise SQLError(f"unexpected character {c!r} at offset {i}")
+            append(Token(kind, m.group(), i, end))
+        i = end
     return out
 
 

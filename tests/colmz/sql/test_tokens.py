@@ -32,6 +32,13 @@ def test_tokenizer_never_fails_otherwise(text):
         assert a.end <= b.start
 
 
+def test_a_dot_before_a_digit_that_is_no_number_is_an_operator():
+    # "²" is a digit to str.isdigit but no number's digit: the tokenizer once crashed on
+    # ".²" (AttributeError); it is the operator "." and the word "²", as elsewhere.
+    assert [(t.kind, t.text) for t in tokenize("SELECT .² + .5")] == [
+        ("word", "SELECT"), ("op", "."), ("word", "²"), ("op", "+"), ("number", ".5")]
+
+
 def test_check_expression_takes_one_expression_only():
     assert check_expression("k IN (SELECT k FROM u) AND v = ';'", "p").type == "CONJUNCTION_AND"
     assert check_expression('"select" = 1 AND "from" < 2', "p")  # quoted names are names

@@ -1,0 +1,238 @@
+"""colmz's own reader of DuckDB's tokens (colmz.sql.grammar): DuckDB's tree or nothing.
+
+Every text the reader does not give up on must get exactly the tree DuckDB's JSON gives
+(``read_tree``: same nodes, names, children, spans, aliases, literals): over the SQL corpus,
+the benchmark's queries, the texts colmz's translation parses for them, the SQL written in
+this directory's tests, and generated expressions (Hypothesis).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import pathlib
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from colmz.sql import SQLError, UnsupportedSQL, clear_caches, grammar, translate
+from colmz.sql.grammar import MAX_DEPTH, read_query
+from colmz.sql.tree import duckdb_parses, parse_tree, read_tree
+
+pytest.importorskip("duckdb")
+
+_HERE = pathlib.Path(__file__).resolve()
+_TESTS = _HERE.parents[2]
+_ROOT = _HERE.parents[3]
+
+
+def _corpus() -> list[str]:
+    sys.path.insert(0, str(_TESTS))
+    sys.path.insert(0, str(_ROOT / "asv_benchmarks"))
+    try:
+        import bench_sql
+        from sql_corpus import QUERIES
+    finally:
+        sys.path.remove(str(_TESTS))
+        sys.path.remove(str(_ROOT / "asv_benchmarks"))
+    return [q for _, q in QUERIES] + list(bench_sql.QUERIES)
+
+
+def _test_texts() -> list[str]:
+    # SQL written as string constants in this directory's tests
+    out = []
+    for path in sorted(_HERE.parent.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                head = node.value.lstrip()[:7].upper()
+                if head.startswith(("SELECT", "WITH", "VALUES")):
+                    out.append(node.value)
+    return out
+
+
+def _same_or_gave_up(text: str) -> bool:
+    """Whether the reader read ``text``; fails when its tree is not DuckDB's."""
+    mine = read_query(text)
+    if mine is None:
+        return False
+    try:
+        theirs = read_tree(text)
+    except (SQLError, UnsupportedSQL) as e:  # pragma: no cover - a failure's report
+        pytest.fail(f"read {text!r}, which DuckDB's path refuses: {e}")
+    assert mine == theirs, text
+    return True
+
+
+def test_corpus_trees_are_duckdbs():
+    texts = _corpus() + _test_texts()
+    # and what translating each corpus query parses (the texts colmz really reads)
+    seen: list[str] = []
+    real = grammar.read_query
+
+    def recording(text):
+        seen.append(text)
+        return real(text)
+
+    clear_caches()
+    grammar.read_query = recording
+    try:
+        for q in _corpus():
+            with contextlib.suppress(SQLError, UnsupportedSQL, ValueError):
+                translate(q)
+    finally:
+        grammar.read_query = real
+        clear_caches()
+    texts += seen
+    texts = list(dict.fromkeys(texts))
+    read = sum(_same_or_gave_up(t) for t in texts)
+    print(f"colmz.sql.grammar read {read} of {len(texts)} texts ({read / len(texts):.0%})")
+    assert read >= len(texts) // 2  # the common subset is most of what colmz meets
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT e.id, u.name, e.payload::JSONB ->> 'kind' AS kind FROM events e JOIN users u ON e.user_id = u.id",
+    "SELECT (k IN (SELECT k FROM events WHERE kind = 'gone') AND v < 100)",
+    "VALUES (1, 'a;b', '2023-11-14 22:13:20+00'), (2, 'it''s', NULL)",
+    "WITH r AS (SELECT 1 AS a) SELECT a FROM r UNION ALL SELECT 2 UNION ALL SELECT 3 ORDER BY 1 DESC LIMIT 2",
+    "SELECT -(3), - - 3, -3::int, 1e5, .5, 1_000, E'a\\nb''', $q$it's$q$, 'é😀' || x FROM t",
+    "SELECT CASE a WHEN 1 THEN 'x' END, CAST(b AS numeric(10,2)), c::int[], d IS NOT DISTINCT FROM e",
+    "SELECT a FROM t, u LEFT JOIN v USING (id) CROSS JOIN w x WHERE NOT EXISTS (SELECT 1) GROUP BY a HAVING count(*) > 1",
+])
+def test_read_without_duckdb(text):
+    # Read by colmz alone: no DuckDB parse (a work counter), and the tree is DuckDB's.
+    clear_caches()
+    before = duckdb_parses()
+    got = parse_tree(text)
+    assert duckdb_parses() == before
+    assert got == read_tree(text)
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT a FROM t QUALIFY a > 1", "SELECT a FROM t WINDOW w AS ()", "SELECT sum(a) OVER (ROWS 1 PRECEDING) FROM t",
+    "SELECT a BETWEEN a AND a ~ a",
+    "SELECT 'a' 'b'", "SELECT a < b < c", "SELECT a IS NULL IS NULL", "SELECT x::int[3]",
+    "SELECT INTERVAL '1' DAY", "SELECT a FROM t AS u(b) TABLESAMPLE 10", "SELECT 1 UNION (SELECT 2)", "SELECT U&'d\\0061'",
+    "SELECT $1", "SELECT 1 /* ( */", "SELECT 1;;", "", "INSERT INTO t VALUES (1)", "SELECT 0x1F",
+])
+def test_gives_up(text):
+    assert read_query(text) is None
+
+
+def test_deep_texts_are_given_up_and_refused_as_before():
+    # Nesting past MAX_DEPTH goes DuckDB's way, which refuses what it refused before.
+    deep = "SELECT " + "(" * (MAX_DEPTH + 1) + "1" + ")" * (MAX_DEPTH + 1)
+    assert read_query(deep) is None
+    assert parse_tree(deep) == read_tree(deep)
+    chain = "SELECT " + " + ".join(["1"] * 400)
+    assert read_query(chain) is None
+    with pytest.raises(UnsupportedSQL):
+        read_tree(chain)
+    with pytest.raises(UnsupportedSQL):
+        parse_tree(chain)
+    casts = "SELECT x" + "::int" * (MAX_DEPTH + 1)
+    assert read_query(casts) is None
+
+
+# ----------------------------------------------------------------------- generated texts
+
+_COLUMNS = st.sampled_from(["a", "b", "t.c", '"Q"', '"a""b"', "key", "name", "x1", "é"])
+_NUMBERS = st.sampled_from(["0", "1", "42", "007", "1.5", ".5", "1.", "1e5", "1E-3", "2.5e+10", "1_000",
+                            "9223372036854775808", "12345678901234567890.5", "1e400"])
+_STRINGS = st.one_of(
+    st.text(alphabet=st.sampled_from("ab'\\\" é😀$%_\n"), max_size=6).map(lambda s: "'" + s.replace("'", "''") + "'"),
+    st.text(alphabet=st.sampled_from("ab' n\\"), max_size=5).map(
+        lambda s: "E'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"),
+    st.sampled_from(["E'\\n\\t'", "E'\\x41'", "E'it''s'", "E'\\q'", "$$a'b$$", "$t$x$$y$t$", "$$$$"]),
+)
+_ATOMS = st.one_of(_COLUMNS, _NUMBERS, _STRINGS,
+                   st.sampled_from(["TRUE", "false", "NULL", "DATE '2020-01-01'", "TIMESTAMP '2020-01-01 00:00'",
+                                    "INTERVAL '1 day'", "count(*)", "now()", "*"]))
+_BINARY = st.sampled_from(["+", "-", "*", "/", "%", "||", "->>", "=", "<>", "!=", "<", "<=", ">", ">=",
+                           "AND", "OR", "^", "//", "<<", "~", "IS DISTINCT FROM", "IS NOT DISTINCT FROM",
+                           "LIKE", "NOT ILIKE", "->", "**", "&", "~", "~*", "!~", "!~*", "@>", "#"])
+_TYPES = st.sampled_from(["int", "INT8", "text", "numeric(10,2)", "double precision", "varchar(3)", "int[]",
+                          "timestamp with time zone", "jsonb", "date", "interval", "float(24)", '"Char"'])
+_SPACE = st.sampled_from([" ", "  ", "\n", " /* c */ ", " -- c\n", "\t"])
+
+
+_FORMS = [
+    "{0}{s}{op} {1}", "({0})", "-{0}", "- {0}", "+{0}", "NOT {0}", "{0}::{t}", "CAST({0} AS {t})",
+    "{0} {isn}", "{0} BETWEEN {1} AND {2}", "{0} NOT BETWEEN {1} AND {2}", "{0} IN ({1})", "{0} NOT IN ({1}, {2})",
+    "CASE WHEN {0} THEN {1} ELSE {2} END", "CASE {0} WHEN {1} THEN {2} END", "{f}({0})", "{f}({0}, {1})",
+    "{f}(DISTINCT {0})", "{f}()", "({0}, {1})", "EXISTS (SELECT {0})", "(SELECT {0} FROM t)",
+    "{0} IN (SELECT a FROM t)", "ARRAY[{0}, {1}]", "ARRAY[]", "{0}[{1}]", "{0}[{1}:{2}]", "{f}({0} ORDER BY {1} DESC)",
+    "{f}({0}) FILTER (WHERE {1})", "extract({field} FROM {0})", "greatest({0}, {1})", "least({0})",
+    "{f}({0}) OVER ()", "{f}({0}) OVER (PARTITION BY {1} ORDER BY {2})", "{f}() OVER (ORDER BY {0} ROWS 1 PRECEDING)",
+    "{f}(*) OVER (PARTITION BY {0})", "{0} = ANY (SELECT 1)", "{0} > ALL (SELECT {1})", "{0} <> SOME (ARRAY[{1}])",
+]
+
+
+@st.composite
+def _expressions(draw, depth: int = 3):
+    """An expression text: an atom, or (``depth`` levels) a form of PostgreSQL's grammar
+    around smaller expressions, with any operator, type, spacing and comment."""
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(_ATOMS)
+    form = draw(st.sampled_from(_FORMS))
+    parts = [draw(_expressions(depth - 1)) for _ in range(3)]
+    return form.format(*parts, s=draw(_SPACE), op=draw(_BINARY), t=draw(_TYPES),
+                       isn=draw(st.sampled_from(["IS NULL", "IS NOT NULL", "ISNULL", "NOTNULL", "IS TRUE"])),
+                       f=draw(st.sampled_from(["f", "upper", "coalesce", "nullif", "s.g", "count", "left", "sum",
+                                               "row_number", "lag", "first", "dense_rank", "unnest", "ifnull"])),
+                       field=draw(st.sampled_from(["year", "YEAR", "epoch", "Foo", '"x"', "'day'"])))
+
+
+_EXPRESSIONS = _expressions()
+
+
+@st.composite
+def _queries(draw):
+    items = draw(st.lists(st.tuples(_EXPRESSIONS, st.sampled_from(["", " AS x", " y", " AS \"Z\"", " AS select"])),
+                          min_size=1, max_size=3))
+    text = "SELECT " + draw(st.sampled_from(["", "DISTINCT ", "DISTINCT ON (a, 1) ", "ALL "])) + ", ".join(e + a for e, a in items)
+    if draw(st.booleans()):
+        text += draw(st.sampled_from([" FROM t", " FROM t AS u", " FROM t, u", " FROM t JOIN u ON t.a = u.a",
+                                      " FROM (SELECT 1 AS a) s LEFT JOIN u USING (a)", " FROM generate_series(1, 3) AS g(a)",
+                                      " FROM (VALUES (1, 'x'), (2, NULL)) v(a, b)", " FROM t u(a), range(2) r",
+                                      " FROM t FULL JOIN (VALUES (1)) v ON true CROSS JOIN unnest(ARRAY[1]) x",
+                                      " FROM t NATURAL JOIN u", " FROM t, LATERAL (SELECT 1) l"]))
+        if draw(st.booleans()):
+            text += " WHERE " + draw(_EXPRESSIONS)
+        if draw(st.booleans()):
+            text += " GROUP BY " + draw(_EXPRESSIONS)
+    if draw(st.booleans()):
+        text = draw(st.sampled_from(["", "WITH w AS (SELECT 1) ", "WITH w(x) AS (SELECT 1), v AS (SELECT 2) ",
+                                     "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) ",
+                                     "WITH RECURSIVE r AS (SELECT 1 UNION SELECT 2 UNION SELECT 3) "])) + text + draw(
+            st.sampled_from([" UNION SELECT 1", " UNION ALL SELECT 2 UNION ALL SELECT 3", " EXCEPT SELECT 1",
+                             " INTERSECT SELECT 1", ""]))
+    if draw(st.booleans()):
+        text += " ORDER BY 1" + draw(st.sampled_from(["", " DESC", " NULLS FIRST"])) + draw(
+            st.sampled_from(["", " LIMIT 3", " LIMIT 1 OFFSET 2", " OFFSET 1"]))
+    return text
+
+
+def _check_generated(text: str) -> None:
+    mine = read_query(text)
+    if mine is None:
+        return
+    try:
+        theirs = read_tree(text)
+    except (SQLError, UnsupportedSQL) as e:
+        pytest.fail(f"read {text!r}, which DuckDB's path refuses: {e}")
+    assert mine == theirs, text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_queries())
+def test_generated_queries_read_as_duckdb(text):
+    _check_generated(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_queries())
+def test_generated_queries_read_as_duckdb_many(text):
+    _check_generated(text)
