@@ -8,7 +8,7 @@ query in both and classifies it:
 
 * **match** -- the same output column names and the same values (in order when a top-level
   ``ORDER BY`` fixes it, else as multisets; floats within 1e-9 relative, PostgreSQL
-  ``numeric`` read as a float, intervals as ``psycopg`` reads them: a month is 30 days);
+  ``numeric`` read as a float, intervals as ``psycopg`` reads them: a year is 365 days, a month 30);
 * **refused** -- colmz raises ``UnsupportedSQL`` (an honest "not supported", never an answer);
 * **both fail** -- PostgreSQL raises, and so does colmz;
 * **wrong** -- a different answer (or PostgreSQL raises and colmz answers);
@@ -96,7 +96,10 @@ def norm(v):
     if isinstance(v, float) and math.isnan(v):
         return "NaN"
     if type(v).__name__ == "MonthDayNano":  # Arrow's interval: read as psycopg reads one
-        return datetime.timedelta(days=v.months * 30 + v.days, microseconds=v.nanoseconds // 1000)
+        # (a year is 365 days, a month 30)
+        days = v.months // 12 * 365 + v.months % 12 * 30 + v.days if v.months >= 0 \
+            else -(-v.months // 12 * 365 + -v.months % 12 * 30) + v.days
+        return datetime.timedelta(days=days, microseconds=v.nanoseconds // 1000)
     if isinstance(v, (list, tuple)):
         return tuple(norm(x) for x in v)
     if isinstance(v, dict):

@@ -64,9 +64,17 @@ from colmz.sql import (
     translate,
     uses_now,
 )
+from colmz.sql.write import is_jsonb
 from colmz.updates import SchemaError, Updates
 
 __all__ = ["Definitions"]
+
+
+def _task_columns(schema, stmt: dict):
+    # A reopened task's columns: its output's, the ones its statement declared jsonb given
+    # as that SQL type (the task stores jsonb's text there).
+    jsonb = {n for n, t in stmt.get("columns") or () if is_jsonb(t)}
+    return {c.name: "jsonb" if c.name in jsonb else c.type for c in schema}
 
 
 class Definitions:
@@ -204,9 +212,10 @@ class Definitions:
             names |= self._reads(query)
         refs = {n: self._objects[n].collection for n in sorted(names, key=str)
                 if n in self._objects and n != input_key}
-        columns = None if s.columns is None else {n: arrow_type(t) for n, t in s.columns}
+        # a jsonb column given as its SQL type: the task stores jsonb's text there
+        columns = None if s.columns is None else {n: t if is_jsonb(t) else arrow_type(t) for n, t in s.columns}
         if columns is not None:
-            check_columns("CREATE CONTINUAL TASK", s.name, columns)
+            check_columns("CREATE CONTINUAL TASK", s.name, {n: arrow_type(t) for n, t in s.columns})
         as_of = self._now if s.as_of is None else s.as_of
         if as_of > self._now:
             raise ValueError(f"CONTINUAL TASK {s.name} AS OF {as_of} is after cat.now={self._now}")
@@ -332,7 +341,8 @@ class Definitions:
                         if n in self._objects and n != input_key}
                 task = ContinualTask(
                     key, {input_key: self._objects[input_key].collection}, body,
-                    references=refs, columns=tuple(mem.schema), snapshot=st["snapshot"], as_of=st["as_of"],
+                    references=refs, columns=_task_columns(mem.schema, st), snapshot=st["snapshot"],
+                    as_of=st["as_of"],
                     output=mem, connection=self._con,
                 )
                 obj = CatalogObject(key, "continual task", mem, {input_key, *refs}, task=task)

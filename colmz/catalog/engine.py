@@ -91,7 +91,7 @@ from colmz.sql import (
 )
 from colmz.sql.assign import typed_values
 from colmz.sql.tokens import require_text
-from colmz.sql.write import as_jsonb, assign, insert_rows, is_jsonb
+from colmz.sql.write import as_jsonb, assign, insert_rows, is_json, is_jsonb
 from colmz.updates import Updates
 
 __all__ = ["Engine"]
@@ -361,11 +361,11 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             raise SQLError(f"cannot write to {display_name(name)!r}: it is a {obj.kind}")
         return obj
 
-    def _jsonb_columns(self, key: Key) -> list[int]:
-        # The positions of the columns table ``key`` declares jsonb (colmz stores them as
-        # text; its definition says what they are).
+    def _jsonb_columns(self, key: Key, kind=is_jsonb) -> list[int]:
+        # The positions of the columns table ``key`` declares jsonb (``kind=is_json``: json;
+        # colmz stores both as text; its definition says what they are).
         return [i for d in self._defs if d.get("kind") == "table" and definition_key(d) == key
-                for i, (_, typ) in enumerate(d["stmt"].get("columns", ())) if is_jsonb(typ)]
+                for i, (_, typ) in enumerate(d["stmt"].get("columns", ())) if kind(typ)]
 
     def _write(self, s, t: int, pending: dict[Key, Updates]) -> None:
         key = key_of((*s.qualifier, s.table))
@@ -385,7 +385,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             rows = insert_rows(self._con, self._query(typed_values(s.query, value_types), t, pending), schema, s.columns,
                                literals=s.query.lstrip()[:6].upper() == "VALUES", what=what,
                                table=s.table, t=self._now)
-            rows = as_jsonb(rows, self._jsonb_columns(key))  # wrong38b: jsonb's text, as PostgreSQL stores it
+            rows = as_jsonb(rows, self._jsonb_columns(key), self._jsonb_columns(key, is_json))  # jsonb's text; json checked
             change = rows_to_updates(conform(rows, schema, what), t, 1)
         elif isinstance(s, DeleteStatement):
             rows = self._query(select_where(rel, s.where), t, pending)
@@ -397,7 +397,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             old = self._query(select_where(rel, s.where, f"UPDATE {s.table}: predicate"), t, pending)
             # As an INSERT, an UPDATE's values convert to their columns by assignment.
             new = assign(self._con, self._query(new_sql, t, pending), list(schema), f"UPDATE {s.table}", self._now)
-            new = as_jsonb(new, self._jsonb_columns(key))  # wrong38b: jsonb's text, as PostgreSQL stores it
+            new = as_jsonb(new, self._jsonb_columns(key), self._jsonb_columns(key, is_json))  # jsonb's text; json checked
             change = concat([
                 rows_to_updates(conform(old, schema, f"UPDATE {s.table}"), t, -1),
                 rows_to_updates(conform(new, schema, f"UPDATE {s.table}"), t, 1),

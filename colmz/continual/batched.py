@@ -57,7 +57,7 @@ from colmz.sql import (
     uses_now,
 )
 from colmz.sql import lift as sql_lift
-from colmz.sql.write import arity_message, assignment_query
+from colmz.sql.write import arity_message, as_jsonb, assignment_query, jsonb_select
 from colmz.updates import SchemaError, Updates
 
 if TYPE_CHECKING:
@@ -179,6 +179,8 @@ class CompiledStatement:
         self.names: set[str] | None = None
         self.raw_types: list | None = None  # the SQL result's Arrow types (plan-time check)
         self.text = q if isinstance(q, str) else None
+        #: The positions of the task's jsonb columns (an INSERT stores jsonb's text there).
+        self.jsonb: tuple[int, ...] = ()
         self.now_form: str | None = None
         #: How errors name the statement: its number and construct (Materialize's wording).
         self.label = task_statement(task_name, index, kind, predicate=bool(q) and kind == "delete")
@@ -242,6 +244,8 @@ class CompiledStatement:
         what = self.label
         if self.fn is not None:
             out = self.fn(dict(inputs), dict(refs), view_tbl)
+            if self.kind == "insert" and self.jsonb:
+                out = as_jsonb(out, self.jsonb)
         else:
             out = self.run_sql(reg, t, inputs, refs, view_tbl)
         return conform(out, schema, what)
@@ -285,6 +289,10 @@ def check_statements(task: ContinualTask) -> None:
                 b_refs = {k: v for k, v in refs.items() if b.reads(k)}
                 raw = b.run_sql(reg, 0, empty, b_refs, view)
                 if b.kind == "insert" and b.assign_to(raw, task.schema):
+                    raw = b.run_sql(reg, 0, empty, b_refs, view)
+                if b.kind == "insert" and b.jsonb and raw.num_columns == len(task.schema):
+                    # jsonb columns hold PostgreSQL's jsonb text (a string literal, a json value)
+                    b.sql = jsonb_select(f"({b.sql})", [c.name for c in task.schema], b.jsonb)
                     raw = b.run_sql(reg, 0, empty, b_refs, view)
                 b.raw_types = [f.type for f in raw.schema]
                 message = arity_message(raw.num_columns, len(task.schema)) if b.kind == "insert" else None

@@ -78,8 +78,10 @@ from colmz.frontier import (
     meet,
 )
 from colmz.ops import concat, consolidate
+from colmz.order import ColumnSpec
 from colmz.rows import at_time, expand, relation_rows, rows_to_updates, schema_of
 from colmz.sql.names import display_name
+from colmz.sql.write import is_jsonb
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
@@ -193,7 +195,9 @@ class ContinualTask:
     references : mapping of names to collections (or ``Updates``), optional
         Other collections statements read, as of ``T``.
     columns : mapping of column name to Arrow type (or SQL type), optional
-        The output's columns; inferred from the first SQL ``INSERT`` when omitted.
+        The output's columns; inferred from the first SQL ``INSERT`` when omitted. A column
+        given as SQL type ``jsonb`` holds PostgreSQL's jsonb text: what an ``INSERT``
+        writes there is read as jsonb (keys sorted, spacing normalised).
     snapshot : bool, default True
         On a first start, present the input's contents at ``as_of`` as inserts at ``as_of``.
     statements : ``"independent"`` (default, as upstream) or ``"sequential"``
@@ -293,6 +297,8 @@ class ContinualTask:
         else:
             schema = batched.infer_columns(self)
         self.schema = schema
+        for b in self.compiled:
+            b.jsonb = _jsonb_positions(columns)
         if output is None:
             output = MemoryCollection(schema)
         elif [c.name for c in output.schema] != [c.name for c in schema]:
@@ -601,6 +607,15 @@ class ContinualTask:
             out.append((b.kind.upper(), text))
         return out
 
+
+
+def _jsonb_positions(columns) -> tuple[int, ...]:
+    # The positions of the columns given as SQL type jsonb (colmz holds them as text).
+    if columns is None:
+        return ()
+    items = list(columns.items()) if isinstance(columns, Mapping) else [
+        (c.name, c.type) if isinstance(c, ColumnSpec) else tuple(c) for c in columns]
+    return tuple(i for i, (_, t) in enumerate(items) if isinstance(t, str) and is_jsonb(t))
 
 
 def _check_nonnegative(contents: Updates, name: str, index: int | None) -> None:

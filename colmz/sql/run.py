@@ -180,6 +180,8 @@ _NO_FUNCTION = re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function w
 _NO_OVERLOAD = re.compile(r"Binder Error: No function matches the given name and argument types '(.+?)'\.")
 _NO_MACRO_OVERLOAD = re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)")
 _SHIFT_NEGATIVE = re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number")
+_VOLATILE_WINDOW = re.compile(r"(ORDER BY|PARTITION BY) window expressions cannot be volatile")
+_CANNOT_CONCAT = re.compile(r"Cannot concatenate types (\S+) and (\S+)")
 _CANNOT_COMBINE = re.compile(r"Cannot combine types VARCHAR and (\w+)")
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
 
@@ -259,6 +261,16 @@ def _refusal_of(error: str) -> str | None:
     m = _SHIFT_NEGATIVE.search(error)
     if m:
         return f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"
+    m = _VOLATILE_WINDOW.search(error)
+    if m:
+        # colmz's checks (a cast to a float type of a value that may be text, checked
+        # arithmetic) raise PostgreSQL's errors, which DuckDB counts as volatile
+        return (f"a checked expression (a cast to a float type, float arithmetic) in a window's {m.group(1)} "
+                "is not supported by colmz")
+    m = _CANNOT_CONCAT.search(error)
+    if m:
+        return (f"|| of {m.group(1).lower()} and {m.group(2).lower()} is not supported by colmz (DuckDB "
+                "concatenates lists of one type only; PostgreSQL appends an element to an array)")
     m = _CANNOT_COMBINE.search(error)
     if m:
         # PostgreSQL gives a string literal the type of the values beside it (a VALUES

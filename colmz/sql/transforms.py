@@ -22,12 +22,17 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   PostgreSQL's hex input (any other is refused); a cast to a float type checks text past
   the type's range (a literal here, other text when it runs: :data:`FLOAT_CAST_MACROS`); an
   explicit cast to ``varchar(n)`` truncates to n characters; a string literal cast to
-  ``jsonb`` is PostgreSQL's jsonb text (:func:`jsonb_text`); ``date_trunc`` of a date is a
-  ``timestamptz``.
+  ``jsonb`` is PostgreSQL's jsonb text (:func:`jsonb_text`), any other value read so when it
+  runs (:data:`JSONB_IN`); ``date_trunc`` of a date is a ``timestamptz``.
 * Float overflow: a maximal ``+ - * /`` subtree over a visibly float operand (a float cast,
-  a float function, an exponent literal) outside a grouped query raises "value out of
-  range: overflow" where PostgreSQL does (:data:`FLOAT_CHECK`); float columns alone are not
-  checked (their type is unknown here).
+  a float function, an exponent literal), or with two operands that are not numbers
+  (``f * f``: float columns, whose type is unknown here), outside a grouped query raises
+  "value out of range: overflow" where PostgreSQL does (:data:`FLOAT_CHECK`, a no-op for a
+  result that is not a float); a float column with a number alone (``f * 2``) is not
+  checked. ``^`` is PostgreSQL's ``power`` (its domain errors).
+* A ``real`` with an integer or ``numeric`` (a binary arithmetic or comparison node, one
+  operand visibly a real) is computed as a double, as PostgreSQL's float48 operators do
+  (:data:`REAL_WIDEN`); ``sum`` of a visibly real argument and ``pg_typeof`` are refused.
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
   whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
 * jsonb's ``->`` (DuckDB reads it as a lambda arrow, looser than ``=``, ``IS NULL``, ``AND``)
@@ -45,7 +50,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   or of the statement's own list beside a ``*``, gets PostgreSQL's name for it
   (``?column?``, ``upper``) as an alias, so a ``*`` over it shows PostgreSQL's names (DuckDB
   names such a column by its text); a repeated name of a subquery or CTE is marked
-  (:func:`duplicate_name`, undone on the result), as DuckDB renames it (``?column?_1``).
+  (:func:`duplicate_name`, undone on the result), as DuckDB renames it (``?column?_1``),
+  and a reference to it is PostgreSQL's "ambiguous" error; the columns of a subquery or
+  CTE whose ``*`` expands over a join are refused (DuckDB renames their repeated names).
 * Numbers: a constant arithmetic subtree holding a ``numeric`` (a decimal literal, a
   ``::numeric``) is folded into one literal with PostgreSQL's scale
   (:mod:`colmz.sql.numeric`'s arithmetic); an unconstrained ``::numeric`` of anything else
@@ -78,7 +85,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
@@ -94,7 +101,9 @@ __all__ = [
     "FLOAT_CHECK",
     "JSONB_CONCAT",
     "JSONB_GET",
+    "JSONB_IN",
     "NUMERIC_CAST",
+    "REAL_WIDEN",
     "REGEXP_MATCH",
     "TRANSFORM_FUNCTIONS",
     "TRANSFORM_MACROS",
@@ -292,7 +301,7 @@ def _round_kind(e: Expression, text: str) -> str | None:
             untyped = True
         stack.extend((k, n.cls == "CAST") for k in n.children)
         if n.subquery is not None:
-            stack.extend((k, False) for k, _ in _subroots(n.subquery))
+            stack.extend((k, False) for d in _all_queries(n.subquery) for k, _ in _own_roots(d))
     if floats:
         return "double"  # double with numeric is double in PostgreSQL
     if numeric and untyped:
@@ -385,6 +394,7 @@ CALLS: dict[str, Rule] = {
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
+    "pg_typeof": lambda c: _refuse_pg_typeof(c),
 }
 
 #: The name of DuckDB's node for a call written otherwise: a node is the call written at its
@@ -394,6 +404,78 @@ _ALIASES = {"extract": "date_part"}
 #: A conditional construct around a set-returning call: PostgreSQL refuses one there.
 _CONDITIONAL = {"OPERATOR_COALESCE": "coalesce()", "CASE_EXPR": "CASE"}
 _CONDITIONAL_CALLS = {"nullif", "greatest", "least"}
+
+
+# ----------------------------------------------------------------------------- real with exact numbers
+
+#: PostgreSQL has no ``real`` operator with an integer or ``numeric``: the operator chosen is
+#: ``float48`` (``src/backend/utils/adt/float.c``'s float48div, float48eq, ...), the real
+#: widened to a double and the other operand read as a double, the result a
+#: ``double precision`` (``1::real / 3`` is 0.3333333333333333). DuckDB casts the other
+#: operand to FLOAT and computes in single precision. A binary arithmetic or comparison node
+#: with one operand visibly a real (a cast to ``real``/``float4``/``float(p)``, p <= 24)
+#: widens it through :data:`REAL_WIDEN`, whose typed overloads turn the real into a DOUBLE
+#: exactly when the other operand is an integer or a decimal (folded when DuckDB binds the
+#: query: beside another real or a double it stays as it is). A real column's type is not
+#: known to the translation: ``r / 3`` over a real column alone is DuckDB's.
+REAL_WIDEN = RESERVED_PREFIX + "real_widen"
+_EXACT_DUCK_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                     "UINTEGER", "UBIGINT", "DECIMAL")
+_REAL_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", **{k: v for k, v in (
+    ("COMPARE_EQUAL", "="), ("COMPARE_NOTEQUAL", "<>"), ("COMPARE_LESSTHAN", "<"),
+    ("COMPARE_GREATERTHAN", ">"), ("COMPARE_LESSTHANOREQUALTO", "<="),
+    ("COMPARE_GREATERTHANOREQUALTO", ">="))}}
+
+
+def _shows_real(n: Expression, text: str) -> bool:
+    # Whether ``n`` is a cast (or a typed literal) to real, its negation, or arithmetic of
+    # two of them.
+    if _is_arith(n):
+        return all(_shows_real(k, text) for k in n.children)
+    if n.cls != "CAST" or len(n.children) != 2:
+        return False
+    t = " ".join(_type_text(n.children[1], text).split())
+    m = _FLOAT_P.fullmatch(t)
+    return int(m.group(1)) <= 24 if m else _FLOAT_TARGETS.get(t) == "real"
+
+
+def _real_operator(e: Expression) -> str | None:
+    # The operator of a binary arithmetic or comparison node ``e`` (None: not one).
+    if len(e.children) != 2:
+        return None
+    if e.cls == "COMPARISON":
+        return _REAL_OPS.get(e.type)
+    return _REAL_OPS.get(e.name[0]) if _is_arith(e) else None
+
+
+def _refuse_pg_typeof(c: Call) -> None:
+    raise UnsupportedSQL("pg_typeof() is not supported by colmz (DuckDB names its own types)")
+
+
+def _sum_of_real(c: Call) -> None:
+    # PostgreSQL's sum of reals adds in single precision (float4pl) and is a real; DuckDB's
+    # adds doubles.
+    # (a window's children hold its ORDER BY and PARTITION BY too: the argument is before OVER)
+    over = c.text.upper().find("OVER", c.node.start) if c.window else c.node.end
+    if any(_shows_real(k, c.text) and k.end <= over for k in c.node.children):
+        raise UnsupportedSQL("sum() of a real is not supported by colmz (PostgreSQL adds in single "
+                             "precision; DuckDB in double): cast the argument to float8")
+    return None
+
+
+def _real_mixed(c: Call) -> str:
+    a, b = c.node.children
+    real_a = _shows_real(a, c.text)
+    other = b if real_a else a
+    if any(n.subquery is not None for n in other.walk()):
+        raise UnsupportedSQL("arithmetic or a comparison of a real with a subquery is not supported by "
+                             "colmz (PostgreSQL computes a real with an integer or numeric as a double)")
+    ta, tb = c.text_of(a), c.text_of(b)
+    if real_a:
+        ta = f"{REAL_WIDEN}({ta}, {tb})"
+    else:
+        tb = f"{REAL_WIDEN}({tb}, {ta})"
+    return f"({ta}) {_real_operator(c.node)} ({tb})"
 
 
 def may_transform(text: str, toks) -> bool:
@@ -420,12 +502,13 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text in ("->", "->>")
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text in ("->", "->>", "^")
                             or (t.text == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS)):
             return True
         elif k == "string" and t.text[1:2] in ("{", "[") and any(x.text == "||" for x in toks):
             return True  # a JSON literal beside || (jsonb concatenation)
-    return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks) or _may_row_item(toks)
+    return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks) or _may_row_item(toks) \
+        or _operands_pair(toks)
 
 
 def _may_row_item(toks) -> bool:
@@ -448,29 +531,38 @@ def _may_row_item(toks) -> bool:
     return False
 
 
-def _queries(q: Query, out: list) -> None:
-    # Every expression root of the query, with whether it is a FROM item's call.
-    for _, cte in q.ctes:
-        _queries(cte, out)
-    for c in q.children:
-        _queries(c, out)
-    out.extend((e, False) for e in q.items)
-    if q.from_ is not None:
-        _tables(q.from_, out)
-    for e in (q.where, q.having, q.qualify):
-        if e is not None:
-            out.append((e, False))
-    out.extend((e, False) for e in q.group_by)
-    for m in q.modifiers:
-        out.extend((e, False) for e in m.expressions)
+def _all_queries(q: Query) -> Iterator[Query]:
+    # ``q`` and every query inside it: its CTEs, set operation branches, subqueries in FROM
+    # and in expressions (the one walk of a statement's queries).
+    stack = [q]
+    while stack:
+        d = stack.pop()
+        yield d
+        stack.extend(cte for _, cte in d.ctes)
+        stack.extend(d.children)
+        stack.extend(t.subquery for t in _table_refs(d) if t.subquery is not None)
+        stack.extend(n.subquery for e, _ in _own_roots(d) for n in e.walk() if n.subquery is not None)
 
 
-def _tables(t: Table, out: list) -> None:
-    for c in t.children:
-        _tables(c, out)
-    if t.subquery is not None:
-        _queries(t.subquery, out)
-    out.extend((e, t.type == "TABLE_FUNCTION") for e in t.expressions)
+def _table_refs(d: Query) -> list[Table]:
+    # Every table reference of ``d``'s FROM (a join's sides too).
+    out, stack = [], [d.from_] if d.from_ is not None else []
+    while stack:
+        t = stack.pop()
+        out.append(t)
+        stack.extend(t.children)
+    return out
+
+
+def _own_roots(d: Query, tables: bool = True) -> list[tuple[Expression, bool]]:
+    # The expression roots of query ``d`` itself (not of the queries inside it), each with
+    # whether it is a FROM item's call; ``tables=False`` leaves out its FROM's (join
+    # conditions, table functions, VALUES).
+    out = [(e, False) for e in (*d.items, *d.group_by, *(e for m in d.modifiers for e in m.expressions),
+                                *(x for x in (d.where, d.having, d.qualify) if x is not None))]
+    if tables:
+        out.extend((e, t.type == "TABLE_FUNCTION") for t in _table_refs(d) for e in t.expressions)
+    return out
 
 
 # ----------------------------------------------------------------------------- rows
@@ -847,8 +939,11 @@ def _json_cast(c: Call) -> str | None:
     # A string literal cast to jsonb is PostgreSQL's jsonb text (keys sorted, duplicates
     # dropped, spaces after ':' and ','); json keeps its text as written.
     x, t = c.node.children
-    if _type_text(t, c.text) != "jsonb" or x.literal is None or x.literal.kind != "STRING":
+    if _type_text(t, c.text) != "jsonb" or (x.literal is not None and x.literal.kind == "NULL_LITERAL"):
         return None
+    if x.literal is None or x.literal.kind != "STRING":
+        # any other value (a json or text column, a json cast) read as jsonb when it runs
+        return f"CAST({JSONB_IN}(CAST({c.text_of(x)} AS VARCHAR)) AS JSON)"
     try:
         norm = jsonb_text(x.literal.text)
     except ValueError:
@@ -897,6 +992,23 @@ def jsonb_text(text: str) -> str:
     '{"a": "x", "bb": 1.50}'
     """
     return _jsonb_dump(_jsonb_load(text))
+
+
+def _jsonb_in_arrow(values):
+    import pyarrow as pa
+
+    out = []
+    for v in values.to_pylist():
+        try:
+            out.append(None if v is None else jsonb_text(v))
+        except ValueError:
+            raise ValueError(f'invalid input syntax for type json: "{v[:60]}"') from None
+    return pa.array(out, pa.string())
+
+
+#: PostgreSQL's jsonb input of text as it runs (:func:`jsonb_text`): a cast to jsonb of a
+#: value that is not a string literal, and a continual task's write to a jsonb column.
+JSONB_IN = RESERVED_PREFIX + "jsonb_in"
 
 
 def jsonb_concat(a: str, b: str) -> str:
@@ -1148,8 +1260,15 @@ TRANSFORM_TYPED_MACROS = (
      f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x) AS CASE WHEN typeof(x) = 'DATE' THEN "
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
      "a timestamptz; DuckDB 1.4 or later can)') ELSE x END"),
+    (f"CREATE OR REPLACE MACRO {REAL_WIDEN}"
+     + ", ".join(f"(x, y {t}) AS CAST(x AS DOUBLE)" for t in _EXACT_DUCK_TYPES) + ", (x, y) AS x",
+     f"CREATE OR REPLACE MACRO {REAL_WIDEN}(x, y) AS CASE WHEN typeof(y) IN "
+     f"({', '.join(repr(t) for t in _EXACT_DUCK_TYPES[:-1])}) OR typeof(y) LIKE 'DECIMAL%' THEN "
+     "error('a real with an integer or numeric is not supported by colmz with this DuckDB (PostgreSQL "
+     "computes it as a double; DuckDB 1.4 or later can)') ELSE x END"),
 )
-TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),)
+TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),
+                       (JSONB_IN, _jsonb_in_arrow, ("VARCHAR",), "VARCHAR"))
 #: Python functions that may give NULL for values (registered with DuckDB's special NULL
 #: handling: they see NULL arguments and may return NULL).
 TRANSFORM_NULL_FUNCTIONS = ((JSONB_GET, _jsonb_get_arrow, ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),)
@@ -1191,7 +1310,8 @@ def _arith_leaves(e: Expression) -> list[Expression]:
 def _shows_float(n: Expression, text: str) -> bool:
     # Whether node ``n`` is visibly a float: a cast to a float type, a call of a function of
     # a double result, an exponent literal (a double to DuckDB). A column's type is not
-    # known to the translation: arithmetic of float columns alone is not checked.
+    # known to the translation: arithmetic of two such operands is checked on its own
+    # (_operands_pair), a column with a number is not.
     if n.cls == "CAST" and len(n.children) == 2:
         t = " ".join(_type_text(n.children[1], text).split())
         return t in _FLOAT_TARGETS or _FLOAT_P.fullmatch(t) is not None
@@ -1199,6 +1319,29 @@ def _shows_float(n: Expression, text: str) -> bool:
         return n.name[0].lower() in _FLOAT_HINTS
     return n.cls == "CONSTANT" and n.literal is not None and n.literal.kind != "STRING" \
         and "e" in n.literal.text.lower()
+
+
+#: Words an arithmetic operator may follow or precede that are not operands.
+_NOT_OPERANDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN", "ELSE", "CASE",
+                           "ON", "BY", "AS", "LIKE", "ILIKE", "BETWEEN", "HAVING", "DISTINCT", "ALL",
+                           "ANY", "SOME", "RETURNING", "SET", "USING", "LIMIT", "OFFSET", "INTERVAL"})
+
+
+def _operands_pair(toks) -> bool:
+    # Whether a binary ``+ - * /`` stands between two operands that are not numbers (a
+    # column, a call, a parenthesised expression): arithmetic whose float result colmz
+    # checks for an overflow although no float shows (float columns); a number beside a
+    # column is left unchecked (reading the tree for every ``x + 1`` would cost DuckDB's
+    # json_serialize_sql on most statements).
+    for j in range(1, len(toks) - 1):
+        t = toks[j]
+        if t.kind != "op" or t.text not in ("+", "-", "*", "/"):
+            continue
+        a, b = toks[j - 1], toks[j + 1]
+        if ((a.kind in ("word", "qident") and a.upper not in _NOT_OPERANDS) or a.text == ")") and (
+                (b.kind in ("word", "qident") and b.upper not in _NOT_OPERANDS) or b.text == "("):
+            return True
+    return False
 
 
 def _products_only(e: Expression) -> bool:
@@ -1231,32 +1374,8 @@ def _grouped_nodes(q: Query, out: set) -> None:
     # ids of the expression nodes of every grouped query (GROUP BY): DuckDB matches a select
     # item against the grouped expressions as written, which a check repeating the leaves
     # would break; their arithmetic is left unchecked.
-    for _, cte in q.ctes:
-        _grouped_nodes(cte, out)
-    for c in q.children:
-        _grouped_nodes(c, out)
-    subs: list[Query] = []
-    roots = [*q.items, *q.group_by, *(e for e in (q.where, q.having, q.qualify) if e is not None),
-             *(e for m in q.modifiers for e in m.expressions)]
-    for r in roots:
-        for n in r.walk():
-            if q.group_by:
-                out.add(id(n))
-            if n.subquery is not None:
-                subs.append(n.subquery)
-    if q.from_ is not None:
-        stack = [q.from_]
-        while stack:
-            t = stack.pop()
-            stack.extend(t.children)
-            if t.subquery is not None:
-                subs.append(t.subquery)
-            for e in t.expressions:
-                for n in e.walk():
-                    if n.subquery is not None:
-                        subs.append(n.subquery)
-    for sq in subs:
-        _grouped_nodes(sq, out)
+    out.update(id(n) for d in _all_queries(q) if d.group_by for e, _ in _own_roots(d, tables=False)
+               for n in e.walk())
 
 
 # ----------------------------------------------------------------------------- names
@@ -1279,9 +1398,32 @@ def _may_name_derived(toks) -> bool:
         if t.upper == "SELECT" and (i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in (
                 "UNION", "ALL", "EXCEPT", "INTERSECT")):
             kind = _plain_list(toks, i + 1, n)
-            if (star and kind != "plain") or (kind == "repeated" and i > 0 and toks[i - 1].text == "("):
+            if (star and kind != "plain") or (kind == "repeated" and i > 0 and toks[i - 1].text == "(") \
+                    or (star and i > 0 and toks[i - 1].text == "(" and _star_join_list(toks, i + 1, n)):
                 return True
     return False
+
+
+def _star_join_list(toks, j: int, n: int) -> bool:
+    # Whether the query whose select list starts at toks[j] (inside parentheses) has two
+    # stars, or a star over a FROM with a join or a comma (see _star_over_join).
+    depth, stars, joined, in_from = 0, 0, False, False
+    for k in range(j, n):
+        t = toks[k]
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0:
+            if t.upper == "FROM":
+                in_from = True
+            elif not in_from and t.text == "*" and (toks[k - 1].upper or toks[k - 1].text) in _BEFORE_STAR:
+                stars += 1
+            elif in_from and (t.upper == "JOIN" or t.text == ","):
+                joined = True
+    return stars > 1 or (stars == 1 and joined)
 
 
 _LIST_ENDS = frozenset({"FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION", "EXCEPT",
@@ -1383,14 +1525,19 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
         return {name: k for name, k in exact.items() if k > 1 or seen[name.lower()] > k}
 
     def ambiguous(owner: Query, t: Table, repeated: dict[str, int]) -> None:
-        # A reference to a repeated name of subquery ``t`` in the query reading it is
-        # ambiguous in PostgreSQL; DuckDB, having renamed the repeat, reads the first.
+        # A reference to a repeated name of subquery (or CTE) ``t`` in the query reading it
+        # is ambiguous in PostgreSQL; DuckDB, having renamed the repeat, reads the first.
         roots = [*owner.items, *(e for e in (owner.where, owner.having, owner.qualify) if e is not None),
                  *owner.group_by]
-        for root in roots:
+        qualifier = (t.alias or (t.name[-1] if t.name else "")).lower()
+        # ORDER BY's bare name of an output column is that column, not the subquery's
+        outputs = {e.alias.lower() for e in owner.items if e.alias}
+        orders = [e for m in owner.modifiers if m.type == "ORDER_MODIFIER" for e in m.expressions
+                  if not (e.cls == "COLUMN_REF" and len(e.name) == 1 and e.name[0].lower() in outputs)]
+        for root in [*roots, *orders]:
             for n in root.walk():
                 if n.cls != "COLUMN_REF" or n.end <= 0 or len(n.name) > 2 or (len(n.name) == 2 and (
-                        not t.alias or n.name[0].lower() != t.alias.lower())):
+                        not qualifier or n.name[0].lower() != qualifier)):
                     continue
                 i = bisect.bisect_left(starts, n.end) - 1
                 name = toks[i].name if i >= 0 and toks[i].kind in ("word", "qident") else None
@@ -1402,30 +1549,32 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                     f'a reference to column "{name}" of a subquery holding columns whose names differ '
                     "only in case is not supported by colmz (DuckDB matches names without case)")
 
-    def walk_query(d: Query) -> None:
-        for _, cte in d.ctes:
-            named(cte)
-            walk_query(cte)
-        for c in d.children:
-            walk_query(c)
-        if d.from_ is not None:
-            walk_table(d.from_, d)
-        for root in d.items:
-            for n in root.walk():
-                if n.subquery is not None:
-                    walk_query(n.subquery)
-
-    def walk_table(t: Table, owner: Query) -> None:
-        for c in t.children:
-            walk_table(c, owner)
-        if t.subquery is not None:
-            if t.type == "SUBQUERY":
+    # CTEs by name (lower case) -> their repeated names, and those whose * expands over a
+    # join; a CTE with a column list (``WITH c(x, y) AS``) names its columns anew.
+    cte_repeats: dict[str, dict[str, int]] = {}
+    cte_stars: set[str] = set()
+    queries = list(_all_queries(q))
+    for d in queries:
+        for name, cte in d.ctes:
+            repeated = named(cte)
+            if not _cte_column_list(toks, name):
+                if repeated:
+                    cte_repeats[name.lower()] = repeated
+                if _star_over_join(cte):
+                    cte_stars.add(name.lower())
+    for d in queries:  # each FROM item with the query reading it
+        for t in _table_refs(d):
+            if t.subquery is not None and t.type == "SUBQUERY":
                 repeated = named(t.subquery)
                 if repeated and not t.column_aliases:
-                    ambiguous(owner, t, repeated)
-            walk_query(t.subquery)
-
-    walk_query(q)
+                    ambiguous(d, t, repeated)
+                if not t.column_aliases and _star_over_join(t.subquery):
+                    _refuse_star_columns(d, t)
+            elif t.type == "BASE_TABLE" and len(t.name) == 1:
+                if t.name[0].lower() in cte_repeats:
+                    ambiguous(d, t, cte_repeats[t.name[0].lower()])
+                if t.name[0].lower() in cte_stars:
+                    _refuse_star_columns(d, t)
     # The statement's own select list beside a ``*``: DuckDB names an item by its text
     # (``1``, ``upper(t)``) and keeps repeated names, output_names leaves DuckDB's names.
     top = q
@@ -1433,6 +1582,39 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
         top = top.children[0]
     if any(e.cls == "STAR" for e in top.items):
         named(q, marks=False)
+
+
+def _star_over_join(d: Query) -> bool:
+    # Whether the select list of ``d`` expands a ``*`` over a join (or two stars): columns
+    # of one name may meet there, which DuckDB renames (``id_1``) and PostgreSQL keeps.
+    while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
+        d = d.children[0]
+    stars = sum(e.cls == "STAR" for e in d.items)
+    return stars > 1 or (stars == 1 and d.from_ is not None and d.from_.type == "JOIN")
+
+
+def _refuse_star_columns(owner: Query, t: Table) -> None:
+    # The query ``owner`` reading the columns of ``t`` (a subquery or CTE whose * expands
+    # over a join) by a * or by name: DuckDB's names of them are not PostgreSQL's.
+    qualifier = (t.alias or (t.name[-1] if t.name else "")).lower()
+    roots = [*owner.items, *(e for e in (owner.where, owner.having, owner.qualify) if e is not None),
+             *owner.group_by, *(e for m in owner.modifiers for e in m.expressions)]
+    for root in roots:
+        for n in root.walk():
+            if (n.cls == "STAR" and (not n.name or n.name[-1].lower() == qualifier)) or (
+                    n.cls == "COLUMN_REF" and (len(n.name) == 1 or n.name[0].lower() == qualifier)):
+                raise UnsupportedSQL(
+                    "columns of a subquery or CTE whose * expands over a join are not supported by "
+                    "colmz (DuckDB renames a repeated column name, PostgreSQL keeps it): list the "
+                    "columns, or name them (AS s(a, b, ...))")
+
+
+def _cte_column_list(toks, name: str) -> bool:
+    # Whether the CTE ``name`` is written with a column list (``WITH c(x, y) AS``): its name
+    # after WITH, RECURSIVE or a comma, then ``(``.
+    return any(t.kind in ("word", "qident") and t.name == name.lower() and toks[i + 1].text == "("
+               and i > 0 and toks[i - 1].upper in ("WITH", "RECURSIVE", ",")
+               for i, t in enumerate(toks[:-1]))
 
 
 #: The mark of a repeated column name of a subquery or CTE (see :func:`duplicate_name`).
@@ -1507,9 +1689,9 @@ _TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float"
                                    *_TYPE_NAMES}
 #: Words showing a float may be computed (a float type, a function of a double result): the
 #: text of arithmetic over one, or over an exponent literal, is read for the overflow check
-#: (:func:`_shows_float`). A column's type is unknown here, so arithmetic of float columns
-#: alone is not checked (and its text not read for it: reading the tree costs DuckDB's
-#: json_serialize_sql, ten times the rest of translate).
+#: (:func:`_shows_float`). A column's type is unknown here: arithmetic of a column with a
+#: number alone (``x + 1``) is not read for it (reading the tree costs DuckDB's
+#: json_serialize_sql, ten times the rest of translate); of two columns it is.
 _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt", "cbrt", "exp", "ln", "log",
                           "log10", "power", "pow", "random", "pi", "degrees", "radians", "sin", "cos",
                           "tan", "cot", "asin", "acos", "atan", "atan2", "stddev", "stddev_samp",
@@ -1532,6 +1714,8 @@ def apply_transforms(text: str, toks) -> str:
     numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
                   or t.upper in ("NUMERIC", "DECIMAL") for t in toks)
     casts = _MAY_CAST.search(text) is not None
+    reals = any(t.upper in ("REAL", "FLOAT4", "FLOAT") for t in toks)
+    carets = any(t.kind == "op" and t.text == "^" for t in toks)
     offset = 0
     try:
         stmts = parse_tree(text)
@@ -1540,23 +1724,30 @@ def apply_transforms(text: str, toks) -> str:
             stmts, offset = parse_tree("SELECT " + text), 7
         except SQLError:
             return text
-    roots: list = []
-    for q in stmts:
-        _queries(q, roots)
+    queries = [d for q in stmts for d in _all_queries(q)]
+    roots = [r for d in queries for r in _own_roots(d)]
     wrapped = " " * offset + text
     derived: dict[int, str] = {}
     realiased: dict[int, tuple[int, str]] = {}
     if _may_name_derived(toks):
         for q in stmts:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
-    item_ids = {id(e) for q in stmts for e in _select_items(q)}
-    arithmetic = any(t.kind == "op" and t.text in ("+", "-", "*", "/") for t in toks) and any(
+    item_ids = {id(e) for d in queries for e in d.items}
+    pairs = _operands_pair(toks)
+    arithmetic = pairs or (any(t.kind == "op" and t.text in ("+", "-", "*", "/") for t in toks) and any(
         (t.kind == "word" and t.text.lower() in _FLOAT_HINTS)
-        or (t.kind == "number" and "e" in t.text.lower()) for t in toks)
+        or (t.kind == "number" and "e" in t.text.lower()) for t in toks))
     grouped: set[int] = set()
     if arithmetic:
         for q in stmts:
             _grouped_nodes(q, grouped)
+        # a window's ORDER BY and PARTITION BY (after OVER) take no check: DuckDB refuses
+        # an expression that may raise (volatile) there
+        for r, _ in roots:
+            for n in r.walk():
+                if n.cls == "WINDOW":
+                    over = wrapped.upper().find("OVER", n.start)
+                    grouped.update(id(k) for c in n.children if c.start > over for k in c.walk())
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
 
@@ -1577,6 +1768,16 @@ def apply_transforms(text: str, toks) -> str:
                 return _numeric_cast, ""
             if e.cls == "CAST" and len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
                 return _mixed_scale_text, ""
+        if reals and _real_operator(e) is not None \
+                and _shows_real(e.children[0], wrapped) != _shows_real(e.children[1], wrapped) \
+                and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING")
+                            for k in e.children):
+            return _real_mixed, ""  # (NULL and a string literal read as reals, as in PostgreSQL)
+        if carets and e.cls == "FUNCTION" and e.name == ("^",) and len(e.children) == 2:
+            # PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
+            return (lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})"), ""
+        if reals and e.cls in ("FUNCTION", "WINDOW") and e.name == ("sum",):
+            return _sum_of_real, ""
         if rows and (rule := _node_rule(e, wrapped)) is not None:
             return rule, ""
         if types and e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
@@ -1622,7 +1823,8 @@ def apply_transforms(text: str, toks) -> str:
         if arithmetic and not arith and _is_arith(e) and id(e) not in grouped and not (
                 rule is not None and numeric and _constant(e, wrapped) is not None):
             leaves = _arith_leaves(e)
-            if leaves and any(_shows_float(n, wrapped) for leaf in leaves for n in leaf.walk()):
+            if (pairs and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
+                    leaves and any(_shows_float(n, wrapped) for leaf in leaves for n in leaf.walk())):
                 rule = _float_checked(rule, leaves)
         if id(e) in derived:
             rule = _with_alias(rule, derived[id(e)])
@@ -1631,9 +1833,6 @@ def apply_transforms(text: str, toks) -> str:
             found.append((dataclasses.replace(e, end=end), _realias(e.start, e.end, mark), "", False, ""))
         if rule is not None:
             found.append((e, rule, name, table, inside))
-        if e.subquery is not None:
-            for root, tf in _subroots(e.subquery):
-                visit(root, tf, "")
         if e.cls == "CASE" or e.type in _CONDITIONAL:
             inside = _CONDITIONAL.get(e.type, "CASE")
         elif e.cls == "FUNCTION" and e.name and e.name[-1].lower() in _CONDITIONAL_CALLS:
@@ -1678,39 +1877,3 @@ def apply_transforms(text: str, toks) -> str:
         return render(e.start, e.end, skip=e) if out is None else out
 
     return render(offset, len(wrapped))
-
-
-def _select_items(q: Query):
-    # every select item of ``q`` and of the queries inside it
-    for _, cte in q.ctes:
-        yield from _select_items(cte)
-    for c in q.children:
-        yield from _select_items(c)
-    yield from q.items
-    for root, _ in _subroots_shallow(q):
-        for n in root.walk():
-            if n.subquery is not None:
-                yield from _select_items(n.subquery)
-    if q.from_ is not None:
-        yield from _table_items(q.from_)
-
-
-def _table_items(t: Table):
-    for c in t.children:
-        yield from _table_items(c)
-    if t.subquery is not None:
-        yield from _select_items(t.subquery)
-
-
-def _subroots_shallow(q: Query):
-    out = [(e, False) for e in q.items]
-    for e in (q.where, q.having, q.qualify):
-        if e is not None:
-            out.append((e, False))
-    return out
-
-
-def _subroots(q: Query):
-    out: list = []
-    _queries(q, out)
-    return out

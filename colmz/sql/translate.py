@@ -119,7 +119,7 @@ def translate(sql: str) -> str:
     is remembered per text (a pure function of it; a refusal is raised again each time).
 
     >>> translate("SELECT v, w::JSONB FROM t WHERE ts + 5 > mz_now()")
-    'SELECT v, w::JSON FROM t WHERE ts + 5 > __colmz_mz_now__'
+    'SELECT v, CAST(__colmz_jsonb_in(CAST(w AS VARCHAR)) AS JSON) FROM t WHERE ts + 5 > __colmz_mz_now__'
     """
     # Nesting is measured first, in one pass over the tokens: every rewrite below reads a
     # nested construct once per level, so a text nested deeper is refused before any runs.

@@ -44,7 +44,8 @@ from colmz.sql.run import run_query
 from colmz.updates import SchemaError
 
 __all__ = ["VALUES_RELATION", "arity_message", "as_jsonb", "assign", "assignment_query", "coerce_literals",
-           "duckdb_type", "insert_rows", "insert_targets", "is_jsonb"]
+           "duckdb_type", "insert_rows", "insert_targets", "is_json", "is_jsonb",
+           "jsonb_select"]
 
 #: Where rows are registered for the one query that converts them (:func:`assign`,
 #: :func:`coerce_literals`).
@@ -218,19 +219,42 @@ def is_jsonb(type_sql: str) -> bool:
     return type_sql.strip().upper() == "JSONB"
 
 
-def as_jsonb(rows: pa.Table, columns: Sequence[int]) -> pa.Table:
+def is_json(type_sql: str) -> bool:
+    """Whether a column declared of type ``type_sql`` is PostgreSQL's ``json`` (its text kept
+    as written, but checked to be JSON: :func:`as_jsonb`'s ``json_columns``).
+
+    >>> is_json("json"), is_json("JSONB")
+    (True, False)
+    """
+    return type_sql.strip().upper() == "JSON"
+
+
+def as_jsonb(rows: pa.Table, columns: Sequence[int], json_columns: Sequence[int] = ()) -> pa.Table:
     """``rows`` (a write's rows, its target's columns in order) with each column at the
     positions ``columns`` (jsonb columns, held as text) as PostgreSQL stores a jsonb value:
     its text read as JSON and printed as jsonb prints it (keys sorted by length then bytes,
     the last of repeated keys kept, ``": "`` and ``", "``:
     :func:`colmz.sql.transforms.jsonb_text`); text that is not JSON raises PostgreSQL's
     ``invalid input syntax for type json`` (:class:`SQLError`), as its jsonb input does.
+    The columns at ``json_columns`` (``json``) keep their text as written once it reads as
+    JSON (the same error where it does not).
 
     >>> as_jsonb(pa.table({"j": ['{"b":1,"a": [1,2], "b": 2}', None]}), [0]).column(0).to_pylist()
     ['{"a": [1, 2], "b": 2}', None]
+    >>> as_jsonb(pa.table({"j": ['{"b":1,  "a": 2}']}), [], [0]).column(0).to_pylist()
+    ['{"b":1,  "a": 2}']
     """
     from colmz.sql.transforms import jsonb_text
 
+    for i in json_columns:
+        if i < rows.num_columns and pa.types.is_string(rows.column(i).type):
+            for v in rows.column(i).to_pylist():
+                try:
+                    if v is not None:
+                        jsonb_text(v)  # read only: json keeps the text as written
+                except ValueError:
+                    shown = v if len(v) <= 60 else v[:57] + "..."
+                    raise SQLError(f'invalid input syntax for type json: "{shown}"') from None
     for i in columns:
         if i >= rows.num_columns:
             continue
@@ -246,6 +270,24 @@ def as_jsonb(rows: pa.Table, columns: Sequence[int]) -> pa.Table:
                 raise SQLError(f'invalid input syntax for type json: "{shown}"') from None
         rows = rows.set_column(i, rows.schema.field(i), pa.array(out, col.type))
     return rows
+
+
+def jsonb_select(relation: str, names: Sequence[str], jsonb: Sequence[int]) -> str:
+    """A ``SELECT`` of ``relation``'s columns (SQL text, by position) named ``names``, the
+    ones at ``jsonb`` read as PostgreSQL's jsonb input reads text when it runs
+    (:data:`colmz.sql.transforms.JSONB_IN`): what a write to a jsonb column stores.
+
+    >>> print(jsonb_select("(q)", ["k", "j"], [1]))
+    SELECT "__colmz_j"."__colmz_c0" AS "k", __colmz_jsonb_in(CAST("__colmz_j"."__colmz_c1" AS VARCHAR)) AS "j" FROM (q) AS "__colmz_j"("__colmz_c0", "__colmz_c1")
+    """
+    from colmz.sql.transforms import JSONB_IN
+
+    alias = identifier("__colmz_j")
+    cols = [f"{alias}.{identifier(f'__colmz_c{i}')}" for i in range(len(names))]
+    items = [f"{JSONB_IN}(CAST({c} AS VARCHAR)) AS {identifier(n)}" if i in jsonb else f"{c} AS {identifier(n)}"
+             for i, (c, n) in enumerate(zip(cols, names))]
+    heads = ", ".join(identifier(f"__colmz_c{i}") for i in range(len(names)))
+    return f"SELECT {', '.join(items)} FROM {relation} AS {alias}({heads})"
 
 
 def duckdb_type(t: pa.DataType) -> str:

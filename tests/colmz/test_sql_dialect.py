@@ -8,7 +8,7 @@ an in-memory ``colmz.Catalog`` and in the machine's PostgreSQL 15 (started by th
 
 * **match** -- the same output column names and the same values (in order when a top-level
   ``ORDER BY`` fixes it, else as multisets; floats within 1e-9, PostgreSQL ``numeric`` read
-  as a float, intervals as ``psycopg`` reads them: a month is 30 days);
+  as a float, intervals as ``psycopg`` reads them: a year is 365 days, a month 30);
 * **refused** -- colmz raises ``UnsupportedSQL`` (an honest "not supported", never an answer);
 * **both fail** -- PostgreSQL raises too (division by zero), and so does colmz;
 * **wrong** -- a different answer; **raw** -- an error that is not ``UnsupportedSQL`` while

@@ -44,3 +44,58 @@ def test_text_that_is_not_json_is_refused_and_nothing_is_written(stmt):
         cat.execute(stmt)
     assert cat.now == now
     assert cat.sql("SELECT id, j FROM jd").to_pylist() == [{"id": 1, "j": '{"a": 1}'}]
+
+
+def test_a_json_column_keeps_its_text_but_refuses_text_that_is_not_json():
+    # PostgreSQL's json stores the input text verbatim (spacing, key order, repeated keys),
+    # after checking that it is JSON.
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE js (id INT, j JSON)")
+    cat.execute("""INSERT INTO js VALUES (1, '{"b": 1,  "a":2, "a": 3}'), (2, NULL)""")
+    now = cat.now
+    for stmt in ("INSERT INTO js VALUES (3, 'nope')", "UPDATE js SET j = '{\"a\": }' WHERE id = 1"):
+        with pytest.raises(SQLError, match="invalid input syntax for type json"):
+            cat.execute(stmt)
+    assert cat.now == now
+    assert cat.sql("SELECT j, j::jsonb AS b FROM js WHERE id = 1").to_pylist() == [
+        {"j": '{"b": 1,  "a":2, "a": 3}', "b": '{"a": 3, "b": 1}'}]
+
+
+_TASK = """CREATE CONTINUAL TASK ct (k INT, j JSONB, t TEXT) ON INPUT src AS (
+    INSERT INTO ct SELECT k, '{"b": 1,  "a":[1, 2.50]}', '{"b": 1}' FROM src WHERE k = 1;
+    INSERT INTO ct SELECT k, js::jsonb, js::text FROM src WHERE k > 1)"""
+
+
+def _task_rows(cat):
+    return [tuple(r.values()) for r in cat.sql("SELECT * FROM ct ORDER BY k").to_pylist()]
+
+
+@pytest.mark.parametrize("times", [1, 3])  # one time, and a batch of consecutive times
+def test_a_continual_tasks_jsonb_column_holds_postgresqls_jsonb_text(times):
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE src (k INT, js JSON)")
+    cat.execute(_TASK)
+    rows = [(1, None), (2, '{"y": 1,  "x": 2}'), (3, '[1,  2.50]')]
+    if times == 1:
+        cat.execute("INSERT INTO src VALUES " + ", ".join(
+            f"({k}, {'NULL' if j is None else repr(j)})" for k, j in rows))
+    else:
+        for k, j in rows:
+            cat.execute(f"INSERT INTO src VALUES ({k}, {'NULL' if j is None else repr(j)})")
+    assert _task_rows(cat) == [
+        (1, '{"a": [1, 2.50], "b": 1}', '{"b": 1}'),  # the text column keeps its text
+        (2, '{"x": 2, "y": 1}', '{"y": 1,  "x": 2}'),
+        (3, '[1, 2.50]', '[1,  2.50]'),
+    ]
+
+
+def test_a_reopened_continual_task_still_writes_jsonb_text(tmp_path):
+    cat = colmz.Catalog(tmp_path / "c")
+    cat.execute("CREATE TABLE src (k INT, js JSON)")
+    cat.execute(_TASK)
+    cat.execute("""INSERT INTO src VALUES (2, '{"y": 1,  "x": 2}')""")
+    del cat
+    cat = colmz.Catalog(tmp_path / "c")
+    cat.execute("""INSERT INTO src VALUES (3, '{"b": [],  "a": 0}')""")
+    assert _task_rows(cat) == [(2, '{"x": 2, "y": 1}', '{"y": 1,  "x": 2}'),
+                               (3, '{"a": 0, "b": []}', '{"b": [],  "a": 0}')]

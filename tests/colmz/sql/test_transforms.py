@@ -350,3 +350,67 @@ def test_a_reference_to_a_repeated_name_of_a_subquery_is_ambiguous():
             cat.sql(sql)
     assert cat.sql("SELECT x FROM (SELECT a, a FROM t) s(x, y)").to_pylist() == [{"x": 1}]
     assert cat.sql("SELECT count(*) AS n FROM (SELECT a, a FROM t) s").to_pylist() == [{"n": 1}]
+
+
+def test_a_real_with_an_integer_or_numeric_is_computed_as_a_double():
+    # PostgreSQL's float48 operators: the real widened to a double, the result a double
+    # (DuckDB computed in single precision: 1::real / 3 was 0.3333333432674408).
+    cat = _catalog("CREATE TABLE r (x REAL, i INT)", "INSERT INTO r VALUES (0.1, 3)")
+    got = cat.sql("SELECT 1::real / 3 AS a, 0.1::real * 3::smallint AS b, 0.1::real = 0.1 AS c, "
+                  "0.1::real + 0.2::real AS d, -(0.1::real) * 3 AS e, 2::real / i AS f FROM r")
+    assert got.to_pylist() == [{"a": 1 / 3, "b": 0.30000000447034836, "c": False, "d": 0.30000001192092896,
+                                "e": -0.30000000447034836, "f": 2 / 3}]
+    assert [str(t) for t in got.schema.types] == ["double", "double", "bool", "float", "double", "double"]
+    for sql, what in [("SELECT sum(0.1::real) FROM r", "sum"), ("SELECT pg_typeof(1) FROM r", "pg_typeof")]:
+        with pytest.raises(UnsupportedSQL, match=what):
+            cat.sql(sql)
+
+
+def test_float_columns_overflow_as_postgresql_raises():
+    # f * f of two finite doubles past the range: PostgreSQL's "value out of range:
+    # overflow", not DuckDB's infinity; an infinite operand keeps its infinity.
+    from colmz.sql import SQLError
+
+    cat = _catalog("CREATE TABLE n (k INT, f DOUBLE PRECISION)",
+                   "INSERT INTO n VALUES (1, 1e300), (2, 'Infinity'), (3, 0.5)")
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT f * f FROM n WHERE k = 1")
+    assert cat.sql("SELECT k, f * f AS a FROM n WHERE k > 1 ORDER BY k").to_pylist() == [
+        {"k": 2, "a": float("inf")}, {"k": 3, "a": 0.25}]
+    with pytest.raises(SQLError, match="zero raised to a negative power"):
+        cat.sql("SELECT 0.0 ^ -1")
+
+
+def test_a_repeated_column_name_of_a_cte_is_ambiguous():
+    from colmz.sql import SQLError
+
+    cat = _catalog()
+    for sql in ["WITH c AS (SELECT 1 AS a, 2 AS a) SELECT a FROM c",
+                "WITH c AS (SELECT 1 AS a, 2 AS a) SELECT c.a FROM c",
+                "WITH c AS (SELECT 1 AS a, 2 AS a) SELECT 1 AS z FROM c ORDER BY a"]:
+        with pytest.raises(SQLError, match='column reference "a" is ambiguous'):
+            cat.sql(sql)
+    assert cat.sql("WITH c AS (SELECT 1 AS a, 2 AS a) SELECT * FROM c").column_names == ["a", "a"]
+    assert cat.sql("WITH c(x, y) AS (SELECT 1 AS a, 2 AS a) SELECT x, y FROM c").to_pylist() == [{"x": 1, "y": 2}]
+
+
+def test_columns_of_a_star_over_a_join_in_a_subquery_are_refused():
+    # DuckDB renames the repeated names of the star's expansion (id_1); PostgreSQL keeps them
+    # (and a reference to one is ambiguous): without the tables' columns, colmz refuses.
+    cat = _catalog("CREATE TABLE a (id INT, x INT)", "INSERT INTO a VALUES (1, 2)")
+    for sql in ["SELECT * FROM (SELECT * FROM a, a AS b) s", "SELECT id FROM (SELECT * FROM a JOIN a AS b USING (x)) s",
+                "WITH c AS (SELECT a.*, b.* FROM a, a AS b) SELECT c.x FROM c"]:
+        with pytest.raises(UnsupportedSQL, match=r"\* expands over a join"):
+            cat.sql(sql)
+    assert cat.sql("SELECT count(*) AS n FROM (SELECT * FROM a, a AS b) s").to_pylist() == [{"n": 1}]
+    assert cat.sql("SELECT * FROM (SELECT * FROM a, a AS b) s(p, q, r, t)").column_names == ["p", "q", "r", "t"]
+
+
+def test_a_cast_to_jsonb_of_a_column_is_jsonbs_text():
+    cat = _catalog("CREATE TABLE j (v JSON, t TEXT)", """INSERT INTO j VALUES ('{"b": 1,  "a": [1, 2.50]}', 'x')""")
+    assert cat.sql("SELECT v::jsonb AS a, v AS b FROM j").to_pylist() == [
+        {"a": '{"a": [1, 2.50], "b": 1}', "b": '{"b": 1,  "a": [1, 2.50]}'}]
+    with pytest.raises(Exception, match="invalid input syntax for type json"):
+        cat.sql("SELECT t::jsonb FROM j")
+    with pytest.raises(UnsupportedSQL, match=r"\|\| of integer\[\] and integer"):
+        cat.sql("SELECT ARRAY[1, 2] || 3")
