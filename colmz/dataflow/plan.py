@@ -170,6 +170,7 @@ from colmz.dataflow.step import as_schema
 from colmz.order import ColumnSpec
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError
+from colmz.sql.hints import strip_hints
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, Table, parse_tree
 from colmz.updates import SchemaError, widen
@@ -314,8 +315,12 @@ def _constant(value, t: pa.DataType):
 
 
 class _Planner:
-    def __init__(self, text: str, schemas: Mapping[str, Schema], subquery_schema=None):
+    def __init__(self, text: str, schemas: Mapping[str, Schema], subquery_schema=None, hints=()):
         self.text = text
+        #: The query hints (``colmz.sql.hints``) by the offset of their SELECT keyword.
+        self.hints: dict[int, dict[str, int]] = {}
+        for h in hints:
+            self.hints.setdefault(h.select_at, {})[h.name] = h.value
         self.schemas = schemas
         self.subquery_schema = subquery_schema
         self.used: dict[str, Schema] = {}
@@ -337,6 +342,19 @@ class _Planner:
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
+
+    def hint(self, q: Query, name: str) -> int | None:
+        """The value of hint ``name`` in the ``OPTIONS`` of ``SELECT`` ``q`` (``None``: not
+        given): the hint's SELECT keyword is the last one before ``q``'s first positioned part."""
+        if not self.hints or q.type != "SELECT_NODE":
+            return None
+        parts = [x.start for x in (*q.items, q.from_, q.where) if x is not None and x.start >= 0]
+        if not parts:
+            return None
+        first = min(parts)
+        at = max((t.start for t in tokenize(self.text) if t.kind == "word" and t.upper == "SELECT"
+                  and t.start < first), default=-1)
+        return self.hints.get(at, {}).get(name)
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -740,7 +758,8 @@ class _Planner:
                 if _is_aggregate(sub):
                     having_column(sub)
         out_schema = self.reduce_schema(node.schema, group, aggs)
-        red: Node = Reduce(out_schema, node, tuple(group), tuple(aggs))
+        red: Node = Reduce(out_schema, node, tuple(group), tuple(aggs),
+                           expected_group_size=self.hint(q, "AGGREGATE INPUT GROUP SIZE"))
         if having:
             rtypes = {c.name: c.type for c in out_schema}
             preds = tuple(q for h in having for q in self.predicates(h, having_column, rtypes))
@@ -893,11 +912,16 @@ class _Planner:
             # orders each group, whose first row is kept (Materialize's TopK with limit 1)
             if [k[0] for k in keys[:len(on)]] != on[:len(keys)]:
                 raise PlanError("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
-            node = self.top_k(node, tuple(on), tuple(keys[len(on):]), 1, 0)
+            node = self.top_k(node, tuple(on), tuple(keys[len(on):]), 1, 0, self.top_k_hint(q, "DISTINCT ON"))
             keys = [] if limit is None and offset == 0 else keys
         if limit is None and offset == 0:
             return node  # ORDER BY alone orders nothing a view keeps
-        return self.top_k(node, (), tuple(keys), limit, offset)
+        return self.top_k(node, (), tuple(keys), limit, offset, self.top_k_hint(q, "LIMIT"))
+
+    def top_k_hint(self, q: Query, kind: str) -> tuple[str, int] | None:
+        name = f"{kind} INPUT GROUP SIZE"
+        value = self.hint(q, name)
+        return None if value is None else (name, value)
 
     def order_key(self, o, names: list[str], what: str) -> tuple[str, bool, bool]:
         """``(output column, descending, nulls first)`` of one ``ORDER BY`` item."""
@@ -915,12 +939,13 @@ class _Planner:
         nulls_first = desc if o.nulls == "ORDER_DEFAULT" else o.nulls == "NULLS FIRST"
         return col, desc, nulls_first
 
-    def top_k(self, node: Node, group: tuple[str, ...], keys: tuple, limit, offset: int) -> Node:
-        """A native :class:`TopK`, or -- when the order reads text (the collation's order,
-        SQL's business) -- a :class:`SqlTopK` recomputed by DuckDB per affected group."""
+    def top_k(self, node: Node, group: tuple[str, ...], keys: tuple, limit, offset: int, hint=None) -> Node:
+        """A native :class:`TopK` (``hint``: its group-size hint, recorded), or -- when the
+        order reads text (the collation's order, SQL's business) -- a :class:`SqlTopK`
+        recomputed by DuckDB per affected group."""
         types = {c.name: c.type for c in node.schema}
         if not any(pa.types.is_string(types[c]) or pa.types.is_large_string(types[c]) for c, _, _ in keys):
-            return TopK(node.schema, node, keys, limit, offset, group)
+            return TopK(node.schema, node, keys, limit, offset, group, hint)
         order = ", ".join(f"{identifier(c)}{' DESC' if d else ' ASC'} NULLS {'FIRST' if n else 'LAST'}"
                           for c, d, n in keys) or "1"
         rn = identifier("__rn")
@@ -1955,7 +1980,11 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
     that subquery becomes a Fallback leaf of its own (``Fallback.query``) and the query
     around it is planned. ``append_only`` names relations that only ever insert (their
     owner's promise, checked at every step): a min/max over them takes the monotonic plan
-    (:func:`monotonic_plan`). The catalog declares none.
+    (:func:`monotonic_plan`; a catalog passes its tables created ``WITH (APPEND ONLY)``).
+    Materialize's query hints (``OPTIONS (AGGREGATE INPUT GROUP SIZE = n)`` after a
+    ``GROUP BY``, :mod:`colmz.sql.hints`) choose the min/max's bucketed plan with stages for
+    groups of ``n`` rows (``Reduce.expected_group_size``); a top-k's ``DISTINCT ON`` / ``LIMIT
+    INPUT GROUP SIZE`` is recorded on its node (colmz's top-k has one plan).
 
     >>> import pyarrow as pa
     >>> p = plan("SELECT t.k, u.w FROM t JOIN u ON t.k = u.k WHERE u.w IS NOT NULL",
@@ -1976,11 +2005,13 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
         if not isinstance(name, str):
             raise TypeError(f"schemas must be keyed by table name (str), got {name!r}")
         checked[name] = as_schema(s, f"schemas[{name!r}]")
-    stmts = parse_tree(query_text)
+    # OPTIONS (...) hints blanked: DuckDB parses the rest, every offset unchanged
+    text, hints = strip_hints(query_text)
+    stmts = parse_tree(text)
     if len(stmts) != 1:
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
-    p = _Planner(query_text, checked, subquery_schema)
-    p.spans[id(stmts[0])] = _unparenthesized(query_text, 0, len(query_text))
+    p = _Planner(text, checked, subquery_schema, hints)
+    p.spans[id(stmts[0])] = _unparenthesized(text, 0, len(text))
     root = p.query(stmts[0])
     if append_only:
         if isinstance(append_only, str) or not all(isinstance(n, str) for n in append_only):
