@@ -653,7 +653,7 @@ class _Planner:
                     node, col = self.exists_value(node, scope, e)
                     select.append((col, e.alias or "exists"))
                 elif e.cls == "SUBQUERY":
-                    node, col = self.scalar_subquery(node, e)
+                    node, col = self.scalar_subquery(node, e, scope)
                     select.append((col, e.alias or self.span(e)))
                 else:  # a scalar expression: SQL over the delta (one DuckDB call per commit)
                     sql_items[len(select)] = e
@@ -1145,6 +1145,9 @@ class _Planner:
         if q.where is not None or q.group_by or q.having is not None:
             raise _Unsupported("SELECT without FROM with WHERE, GROUP BY or HAVING")
         names, values, types = [], [], []
+        subqueries = {i: e for i, e in enumerate(q.items) if e.cls == "SUBQUERY"}
+        if subqueries:
+            return self.constant_with_subqueries(q, subqueries)
         for e in q.items:
             null = self.typed_null(e)
             if null is not None:  # NULL::int and the like: a NULL of that type, named by it
@@ -1174,6 +1177,29 @@ class _Planner:
             types.append(t)
         names = [n for _, n in _unique([(n, n) for n in names])]
         return Constant(tuple(ColumnSpec(n, t) for n, t in zip(names, types)), (tuple(values),))
+
+    def constant_with_subqueries(self, q: Query, subqueries: dict[int, Expression]) -> Node:
+        """``SELECT`` without ``FROM`` whose items include scalar subqueries of one row by
+        their shape: the other items' constant row (with a column of its own, so that it is
+        never empty) crossed with each subquery (:meth:`scalar_subquery`), projected to the
+        items in order."""
+        rest = tuple(e for i, e in enumerate(q.items) if i not in subqueries)
+        anchor = self.fresh("row")
+        const = self.constant(dataclasses.replace(q, items=rest, modifiers=()))
+        node: Node = Constant(const.schema + (ColumnSpec(anchor, pa.int32()),),
+                              tuple((*r, 1) for r in const.rows))
+        at = iter(c.name for c in const.schema)
+        select = []
+        for i, e in enumerate(q.items):
+            if i in subqueries:
+                node, col = self.scalar_subquery(node, e)
+                select.append((col, e.alias or self.span(e)))
+            else:
+                select.append((next(at), ""))
+        types = {c.name: c.type for c in node.schema}
+        select = [(src, name or src) for src, name in select]
+        select = _unique(select)
+        return fused(tuple(ColumnSpec(n, types[src]) for src, n in select), node, (), tuple(select))
 
     #: Types a ``NULL`` cast to them may hold in a constant relation: the written type (one
     #: word, lower case) -> PostgreSQL's name of it (the column's name, as PostgreSQL names a
@@ -1681,10 +1707,12 @@ class _Planner:
         items.append((f"{placeholder(names.index(keys[0][1]))} IS NOT NULL", value))
         return self.sql_segment(join, (), items, [text]), value
 
-    def scalar_subquery(self, node: Node, e: Expression) -> tuple[Node, str]:
+    def scalar_subquery(self, node: Node, e: Expression, scope: _Scope | None = None) -> tuple[Node, str]:
         """An uncorrelated scalar subquery in the select list that is one row by its shape
         (aggregates without ``GROUP BY``/``HAVING``): ``node`` crossed with that one-row
-        relation (Materialize's lowering), and the column holding its value."""
+        relation (Materialize's lowering), and the column holding its value. Correlated by
+        equalities of columns (with ``scope`` the outer query's), it is
+        :meth:`correlated_aggregate`."""
         text = self.span(e)
         sub = e.subquery
         if e.children or self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
@@ -1698,12 +1726,82 @@ class _Planner:
         try:
             right = self.query(sub)
         except PlanError as err:
-            raise _Unsupported(f"select item {text!r}: {err} (correlated subqueries are absent)") from None
+            if scope is None:
+                raise _Unsupported(f"select item {text!r}: {err} (correlated subqueries are absent)") from None
+            return self.correlated_aggregate(node, scope, e, err)
         if isinstance(right, Fallback):
             raise _Unsupported(f"scalar subquery {text!r}: {right.reason}")
         name = f"{self.fresh('scalar')}.{right.schema[0].name}"
         one = fused((ColumnSpec(name, right.schema[0].type),), right, (), ((right.schema[0].name, name),))
         return Join(node.schema + one.schema, (node, one), "inner"), name
+
+    #: Aggregates whose value over no rows is NULL (``count`` is 0: coalesced).
+    NULL_WHEN_EMPTY = frozenset({"sum", "avg", "min", "max", "bool_and", "bool_or", "every", "string_agg",
+                                 "array_agg", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
+                                 "var_pop"})
+
+    def correlated_aggregate(self, node: Node, scope: _Scope, e: Expression, err: PlanError) -> tuple[Node, str]:
+        """A scalar subquery of one aggregate correlated by equalities of inner and outer
+        columns (``(SELECT sum(x) FROM u WHERE u.k = t.k AND ...)``), decorrelated as
+        Materialize's lowering does for equality correlation: the subquery grouped by its
+        inner key columns (its other conditions kept), ``node`` left-joined with it on the
+        outer columns -- a row whose key has no inner rows (a NULL key included) gets the
+        aggregate over no rows: NULL, or 0 for ``count``."""
+        text = self.span(e)
+        sub = e.subquery
+        agg = sub.items[0]
+        fn = agg.name[-1] if agg.cls == "FUNCTION" and len(agg.name) == 1 else ""
+        if not _is_aggregate(agg) or sub.ctes or fn not in self.NULL_WHEN_EMPTY | {"count", "count_star"}:
+            raise _Unsupported(f"select item {text!r}: {err} (a correlated scalar subquery other than one "
+                               "aggregate call)")
+        inner_node, sources, _ = self.table(sub.from_)
+        inner = _Scope(sources)
+        pairs, local = [], []
+        for c in _conjuncts(sub.where):
+            if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
+                    and all(x.cls == "COLUMN_REF" for x in c.children)):
+                bound = []
+                for x in c.children:
+                    try:
+                        bound.append(("in", x, inner.column(x)))
+                    except PlanError:
+                        bound.append(("out", x, scope.column(x)))
+                kinds = [k for k, _, _ in bound]
+                if sorted(kinds) == ["in", "out"]:
+                    pairs.append((bound[kinds.index("out")][2], bound[kinds.index("in")][1]))
+                    continue
+            local.append(c)
+        if not pairs:
+            raise _Unsupported(f"select item {text!r}: {err} (correlated other than by equalities of columns)")
+        where = None
+        if local:
+            where = local[0] if len(local) == 1 else Expression("CONJUNCTION", "CONJUNCTION_AND", -1, -1,
+                                                                  tuple(local))
+        keys = tuple(x for _, x in pairs)
+        grouped = dataclasses.replace(sub, where=where, group_by=keys, grouping_sets=(), items=(*keys, agg))
+        try:
+            right = self.query(grouped)
+        except PlanError as err2:  # an outer column read elsewhere than an equality
+            raise _Unsupported(f"select item {text!r}: {err2} (correlated other than by equalities of "
+                               "columns)") from None
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"correlated scalar subquery {text!r}: {right.reason}")
+        tag = self.fresh("scalar")
+        cols = tuple((c.name, f"{tag}.{i}") for i, c in enumerate(right.schema))
+        right = fused(tuple(ColumnSpec(n, c.type) for (_, n), c in zip(cols, right.schema)), right, (), cols)
+        on = tuple((o, cols[i][1]) for i, (o, _) in enumerate(pairs))
+        self.check_keys(on, node.schema + right.schema)
+        both = node.schema + right.schema
+        join = Join(both, (node, right), "left", on)
+        names = [c.name for c in both]
+        value = cols[-1][1]
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)]
+        at = placeholder(names.index(value))
+        items.append((f"coalesce({at}, 0)" if fn in ("count", "count_star") else at, value))
+        if fn in ("count", "count_star"):
+            return self.sql_segment(join, (), items, [text]), value
+        proj = tuple((c.name, c.name) for c in node.schema) + ((value, value),)
+        return fused(tuple(c for c in both if c.name in dict(proj)), join, (), proj), value
 
     def correlated(self, sub: Query, outer: _Scope, text: str) -> tuple[Node, list[tuple[str, str]]]:
         """An ``EXISTS`` subquery decorrelated: its ``FROM`` and local conditions planned,
