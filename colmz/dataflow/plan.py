@@ -57,7 +57,13 @@ nothing, so its row stays); ``x NOT IN (subquery)`` keeps PostgreSQL's NULLs: ev
 when the subquery is empty, else the non-NULL rows without a match while the subquery holds
 no NULL (two global counts crossed in; a change of the subquery's counts re-reads the
 outer input); an uncorrelated scalar subquery of one aggregate in the select list is a cross
-join with that one-row relation. ``JOIN ... USING`` equates the columns (inner and left
+join with that one-row relation (so is one in a ``SELECT`` without ``FROM``, crossed with the
+constant row); correlated by equalities of columns it is a left join with the subquery
+grouped by its inner keys (``count`` coalesced to 0, the aggregate over no rows); a
+``LATERAL`` subquery correlated by equalities of columns is joined on its inner keys, which
+it carries (into its ``GROUP BY``, its top-k's groups), a global aggregate left-joined as
+one row per outer row, and one without ``FROM`` is a Map over the left side
+(:meth:`_Planner.lateral`). ``JOIN ... USING`` equates the columns (inner and left
 joins; the right side's column reachable qualified only, ``*`` listing it once, first); an
 outer join's ``ON`` condition reading only its NULL-padded side filters that side first;
 inputs not connected by equalities are a cross join; ``INTERSECT [ALL]`` is ``a − max(a −
@@ -79,7 +85,8 @@ keeps and is dropped, as Materialize does); ``UNION [ALL]``, ``EXCEPT [ALL]``,
 ``INTERSECT [ALL]``; column projection and renaming. Every other construct -- ``GROUP BY``
 expressions, grouping sets with an aggregate the native reduce cannot hold or a ``HAVING``
 reading a key, ``GROUPING()`` inside an expression, subqueries inside expressions other than
-the above, correlated scalar subqueries, ``NATURAL`` joins,
+the above, scalar subqueries correlated other than by equalities or of other than one
+aggregate, ``LATERAL`` subqueries correlated otherwise, ``NATURAL`` joins,
 ``USING`` in right and full joins, ``WITH RECURSIVE``, named windows, volatile functions
 (``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
 whose reason names it.
@@ -339,6 +346,9 @@ class _Planner:
         #: and the column a Map before the reduce computes each into.
         self.group_exprs: dict[str, str] = {}
         self.parents: dict[int, Query] = {}
+        #: A LATERAL subquery rewritten to carry its correlation keys (by ``id``): how many
+        #: of its last output columns are those keys (its top-k is per key: :meth:`lateral`).
+        self.lateral_keys: dict[int, int] = {}
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -455,7 +465,17 @@ class _Planner:
         if kind is None:
             raise _Unsupported(f"{t.join_type} join")
         left, lsrc, lconds = self.table(t.children[0])
-        right, rsrc, rconds = self.table(t.children[1])
+        sub = t.children[1]
+        lateral = sub.type == "SUBQUERY" and kind in ("inner", "left") and _reads_outside(sub.subquery)
+        if lateral and sub.subquery.from_ is None:
+            # LATERAL: the subquery reads the left side's columns (PostgreSQL binds them there)
+            return self.lateral(t, kind, left, lsrc, lconds)
+        try:
+            right, rsrc, rconds = self.table(sub)
+        except PlanError:
+            if not lateral:
+                raise
+            return self.lateral(t, kind, left, lsrc, lconds)
         twice = {s.alias for s in lsrc} & {s.alias for s in rsrc}
         if twice:
             raise PlanError(f"table name {sorted(twice)[0]!r} specified more than once (give each an alias)")
@@ -503,6 +523,143 @@ class _Planner:
             raise _Unsupported(f"{kind.upper()} JOIN without an equality of columns")
         self.check_keys(on, left.schema + right.schema)
         return Join(left.schema + right.schema, (left, right), kind, tuple(on)), lsrc + rsrc, []
+
+    def lateral(self, t: Table, kind: str, left: Node, lsrc: list[_Source], lconds) -> tuple[Node, list[_Source], list]:
+        """A ``LATERAL`` subquery (``FROM x, LATERAL (...) y``, ``[LEFT] JOIN LATERAL (...) y ON
+        true``) reading the left side's columns, decorrelated as Materialize's lowering does
+        for what colmz can prove equal to it:
+
+        * without ``FROM`` (``LATERAL (SELECT x.a * 2 AS b)``): a Map over the left side;
+        * correlated by equalities of inner and outer columns in its ``WHERE`` (every other
+          outer reference refused): the subquery with those conditions taken off and its
+          inner key columns carried along -- added to ``GROUP BY`` when it aggregates, to the
+          groups of its top-k when it has ``LIMIT``/``OFFSET`` -- joined with the left side on
+          the keys (inner, or left for ``LEFT JOIN``); a global aggregate (no ``GROUP BY``) is
+          one row per left row, so it is left-joined, each aggregate over no rows NULL or, for
+          ``count``, coalesced to 0."""
+        r = t.children[1]
+        sub, alias = r.subquery, r.alias
+        what = f"LATERAL subquery {alias!r}"
+        if not alias:
+            raise _Unsupported(f"{what} without an alias")
+        if any(not (c.cls == "CONSTANT" and c.literal is not None and c.literal.kind == "BOOLEAN" and c.literal.value)
+               for e in t.expressions for c in _conjuncts(e)):
+            raise _Unsupported(f"{what}: a join condition other than ON true")
+        if sub.type != "SELECT_NODE" or sub.ctes:
+            raise _Unsupported(f"{what}: not one SELECT")
+        left = self.place(left, lsrc, lconds)
+        outer = _Scope(lsrc)
+        if sub.from_ is None:
+            return self.lateral_map(sub, alias, r.column_aliases, left, lsrc, outer, what)
+        _, isrc, _ = self.table(sub.from_)  # the inner scope, to tell inner columns from outer ones
+        inner = _Scope(isrc)
+        pairs, local = [], []
+        for c in _conjuncts(sub.where):
+            if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
+                    and all(x.cls == "COLUMN_REF" for x in c.children)):
+                bound = []
+                for x in c.children:
+                    try:
+                        bound.append(("in", x, inner.column(x)))
+                    except PlanError:
+                        bound.append(("out", x, outer.column(x)))
+                kinds = [k for k, _, _ in bound]
+                if sorted(kinds) == ["in", "out"]:
+                    pairs.append((bound[kinds.index("out")][2], bound[kinds.index("in")][1]))
+                    continue
+            local.append(c)
+        if not pairs:
+            raise _Unsupported(f"{what}: correlated other than by equalities of columns")
+        keys = tuple(x for _, x in pairs)
+        aggregated = bool(sub.group_by) or sub.having is not None or any(
+            _is_aggregate(x) for e in sub.items for x in e.walk() if x.cls != "WINDOW")
+        if any(x.cls == "WINDOW" for e in sub.items for x in e.walk()):
+            raise _Unsupported(f"{what}: window functions")
+        if _grouping_sets(sub):
+            raise _Unsupported(f"{what}: grouping sets")
+        glob = aggregated and not sub.group_by
+        counts: list[int] = []
+        if glob:
+            if sub.having is not None or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers):
+                raise _Unsupported(f"{what}: a global aggregate with HAVING, DISTINCT or LIMIT")
+            for i, e in enumerate(sub.items):
+                fn = e.name[-1] if e.cls == "FUNCTION" and len(e.name) == 1 else ""
+                if not _is_aggregate(e) or fn not in self.NULL_WHEN_EMPTY | {"count", "count_star"}:
+                    raise _Unsupported(f"{what}: a global aggregate's item {self.span(e)!r} other than one "
+                                       "aggregate call")
+                if fn in ("count", "count_star"):
+                    counts.append(i)
+        where = None
+        if local:
+            where = local[0] if len(local) == 1 else Expression("CONJUNCTION", "CONJUNCTION_AND", -1, -1,
+                                                                  tuple(local))
+        n = len(sub.items)
+        if any(e.cls == "STAR" for e in sub.items):
+            raise _Unsupported(f"{what}: * in its select list")
+        rewritten = dataclasses.replace(sub, where=where, items=(*sub.items, *keys),
+                                        group_by=(*sub.group_by, *keys) if aggregated else sub.group_by,
+                                        grouping_sets=())
+        self.lateral_keys[id(rewritten)] = len(keys)
+        try:
+            right = self.query(rewritten)
+        except PlanError as e:  # an outer column read elsewhere than an equality
+            raise _Unsupported(f"{what}: {e} (correlated other than by equalities of columns)") from None
+        finally:
+            self.lateral_keys.pop(id(rewritten), None)
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"{what}: {right.reason}")
+        names = [c.name for c in right.schema[:n]]
+        if len(r.column_aliases) > n:
+            raise PlanError(f"{what} has {n} columns available but {len(r.column_aliases)} columns specified")
+        names = list(r.column_aliases) + names[len(r.column_aliases):]
+        tag = self.fresh("lateral")
+        cols = tuple((c.name, f"{alias}.{nm}") for c, nm in zip(right.schema, names)) + tuple(
+            (c.name, f"{tag}.key{i}") for i, c in enumerate(right.schema[n:]))
+        if len({p for _, p in cols}) != len(cols):
+            raise _Unsupported(f"{what}: two output columns named alike")
+        right = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, right.schema)), right, (), cols)
+        on = tuple((o, cols[n + i][1]) for i, (o, _) in enumerate(pairs))
+        self.check_keys(on, left.schema + right.schema)
+        both = left.schema + right.schema
+        join = Join(both, (left, right), "left" if glob or kind == "left" else kind, on)
+        shown = [c for c in both if not c.name.startswith(f"{tag}.")]
+        if counts:
+            at = [c.name for c in both]
+            items = [(placeholder(at.index(c.name)), c.name) for c in shown]
+            for i in counts:
+                col = cols[i][1]
+                items[[x for _, x in items].index(col)] = (f"coalesce({placeholder(at.index(col))}, 0)", col)
+            node = self.sql_segment(join, (), items, [self.span(sub.items[i]) for i in counts])
+        else:
+            node = fused(tuple(shown), join, (), tuple((c.name, c.name) for c in shown))
+        src = _Source(alias, {nm: (p, c.type) for nm, (_, p), c in zip(names, cols, right.schema)})
+        return node, lsrc + [src], []
+
+    def lateral_map(self, sub: Query, alias: str, column_aliases, left: Node, lsrc, outer: _Scope, what: str):
+        """A ``LATERAL`` subquery without ``FROM``: its items, expressions over the left side's
+        columns, computed per left row (a Map, one SQL segment)."""
+        if sub.where is not None or sub.group_by or sub.having is not None or sub.modifiers:
+            raise _Unsupported(f"{what}: SELECT without FROM with WHERE, GROUP BY, HAVING or modifiers")
+        names_in = [c.name for c in left.schema]
+        tag = self.fresh("lateral")
+        items = [(placeholder(i), c) for i, c in enumerate(names_in)]
+        out_names = []
+        for j, e in enumerate(sub.items):
+            if e.cls in ("STAR", "SUBQUERY") or any(x.cls in ("SUBQUERY", "WINDOW") or _is_aggregate(x)
+                                                     for x in e.walk()):
+                raise _Unsupported(f"{what}: item {self.span(e)!r}")
+            name = column_aliases[j] if j < len(column_aliases) else (
+                e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else f"{tag}.{j}"))
+            out_names.append(name)
+            items.append((self.sql_text(e, names_in, outer.column), f"{alias}.{name}"))
+        if len(column_aliases) > len(sub.items):
+            raise PlanError(f"{what} has {len(sub.items)} columns available but {len(column_aliases)} columns specified")
+        if len(set(out_names)) != len(out_names):
+            raise _Unsupported(f"{what}: two output columns named alike")
+        node = self.sql_segment(left, (), items, [self.span(e) for e in sub.items])
+        types = {c.name: c.type for c in node.schema}
+        src = _Source(alias, {nm: (f"{alias}.{nm}", types[f"{alias}.{nm}"]) for nm in out_names})
+        return node, lsrc + [src], []
 
     def equality(self, e: Expression, scope: _Scope) -> tuple[str, str] | None:
         if (e.cls == "COMPARISON" and e.type == "COMPARE_EQUAL" and len(e.children) == 2
@@ -906,17 +1063,19 @@ class _Planner:
             # it reads: the query's own binding already checked it
             return node
         keys = [self.order_key(o, names, "ORDER BY") for o in order]
+        # a LATERAL subquery's rows are per correlation key (its last columns): so is its top-k
+        per = tuple(names[len(names) - self.lateral_keys[id(q)]:]) if id(q) in self.lateral_keys else ()
         if distinct_on:
             on = [self.order_key(Order(e), names, "DISTINCT ON")[0] for e in distinct_on]
             # PostgreSQL: the leading ORDER BY items are the DISTINCT ON expressions; the rest
             # orders each group, whose first row is kept (Materialize's TopK with limit 1)
             if [k[0] for k in keys[:len(on)]] != on[:len(keys)]:
                 raise PlanError("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
-            node = self.top_k(node, tuple(on), tuple(keys[len(on):]), 1, 0, self.top_k_hint(q, "DISTINCT ON"))
+            node = self.top_k(node, (*on, *per), tuple(keys[len(on):]), 1, 0, self.top_k_hint(q, "DISTINCT ON"))
             keys = [] if limit is None and offset == 0 else keys
         if limit is None and offset == 0:
             return node  # ORDER BY alone orders nothing a view keeps
-        return self.top_k(node, (), tuple(keys), limit, offset, self.top_k_hint(q, "LIMIT"))
+        return self.top_k(node, per, tuple(keys), limit, offset, self.top_k_hint(q, "LIMIT"))
 
     def top_k_hint(self, q: Query, kind: str) -> tuple[str, int] | None:
         name = f"{kind} INPUT GROUP SIZE"
@@ -1989,6 +2148,28 @@ def _grouping_sets(q: Query) -> bool:
         return True
     return len(q.grouping_sets) > 1 or any(sub.cls == "OPERATOR" and sub.type == "GROUPING_FUNCTION"
                                            for e in q.items for sub in e.walk())
+
+
+def _reads_outside(q: Query | None) -> bool:
+    """Whether a ``FROM`` subquery reads a column of a relation outside it (a ``LATERAL``
+    subquery's correlation): a qualified reference whose qualifier names no relation of its
+    own ``FROM`` (nor of a nested query's), or any column reference without ``FROM``."""
+    if q is None or q.type != "SELECT_NODE":
+        return False
+    refs = [x for e in (*q.items, q.where, q.having, *q.group_by) if e is not None for x in e.walk()
+            if x.cls == "COLUMN_REF"]
+    if q.from_ is None:
+        return bool(refs)
+    own: set[str] = set()
+    stack = [q.from_]
+    while stack:
+        t = stack.pop()
+        if t.type == "BASE_TABLE":
+            own.add(t.alias or t.name[-1])
+        elif t.type == "SUBQUERY" and t.alias:
+            own.add(t.alias)
+        stack.extend(c for c in t.children if c is not None)
+    return any(len(x.name) == 2 and x.name[0] not in own for x in refs)
 
 
 def _leaves(q: Query) -> int:

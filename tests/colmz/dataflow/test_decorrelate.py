@@ -1,7 +1,9 @@
 """Subqueries the planner decorrelates or folds instead of recomputing the view: a scalar
 subquery of one aggregate correlated by equalities of columns (a left join with the
 subquery grouped by its inner keys, ``count`` coalesced to 0), ``SELECT`` without ``FROM``
-of scalar subqueries (a constant row crossed with each) -- views equal to the recompute
+of scalar subqueries (a constant row crossed with each), ``LATERAL`` subqueries correlated
+by equalities (joined on their keys, grouped and top-k'd per key) or without ``FROM`` (a
+Map) -- views equal to the recompute
 across inserts, deletes, NULL keys on either side and groups retracted to none."""
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ BODIES = [
     "SELECT u.w, (SELECT bool_or(b) FROM r WHERE r.k = u.k) AS any_b FROM u",
     "SELECT (SELECT count(*) FROM t) AS n, 'a' AS tag, (SELECT max(x) FROM r) AS hi",
     "SELECT (SELECT min(v) FROM t WHERE v > 0)",
+    # LATERAL: correlated by equalities (a join on the keys), or without FROM (a Map)
+    "SELECT t.k, x.w FROM t, LATERAL (SELECT w FROM u WHERE u.k = t.k) x",
+    "SELECT t.k, t.v, x.n, x.hi FROM t LEFT JOIN LATERAL (SELECT count(*) AS n, max(w) AS hi FROM u "
+    "WHERE u.k = t.k) x ON true",
+    "SELECT * FROM t, LATERAL (SELECT count(*) FROM u WHERE u.k = t.k AND u.w IS NOT NULL) c",
+    "SELECT t.k, y.x FROM t LEFT JOIN LATERAL (SELECT x FROM r WHERE r.k = t.k AND r.b ORDER BY x DESC LIMIT 1) y "
+    "ON true",
+    "SELECT t.k, g.w, g.n FROM t, LATERAL (SELECT w, count(*) AS n FROM u WHERE t.k = u.k GROUP BY w) g",
+    "SELECT t.k, y.s2, y.us FROM t, LATERAL (SELECT t.v * 2 AS s2, upper(t.s) AS us) y WHERE t.k IS NOT NULL",
+    "SELECT * FROM t CROSS JOIN LATERAL (SELECT t.k + 1) AS z(k1)",
 ]
 
 SCRIPT = [
