@@ -87,7 +87,7 @@ expressions, grouping sets with an aggregate the native reduce cannot hold or a 
 reading a key, ``GROUPING()`` inside an expression, subqueries inside expressions other than
 the above, scalar subqueries correlated other than by equalities or of other than one
 aggregate, ``LATERAL`` subqueries correlated otherwise, ``NATURAL`` joins,
-``USING`` in right and full joins, ``WITH RECURSIVE``, named windows, volatile functions
+``USING`` in right and full joins, ``WITH RECURSIVE``, volatile functions
 (``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
 whose reason names it.
 
@@ -177,8 +177,8 @@ from colmz.dataflow.step import as_schema
 from colmz.order import ColumnSpec
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError
-from colmz.sql.hints import strip_hints
-from colmz.sql.tokens import tokenize
+from colmz.sql.hints import select_offset, strip_hints
+from colmz.sql.tokens import closing, tokenize
 from colmz.sql.tree import Expression, Order, Query, Table, parse_tree
 from colmz.updates import SchemaError, widen
 
@@ -349,6 +349,9 @@ class _Planner:
         #: A LATERAL subquery rewritten to carry its correlation keys (by ``id``): how many
         #: of its last output columns are those keys (its top-k is per key: :meth:`lateral`).
         self.lateral_keys: dict[int, int] = {}
+        #: The WINDOW clause of the query whose window functions are being planned
+        #: (:meth:`window_clause`), or ``None``.
+        self.named_windows = None
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -356,15 +359,48 @@ class _Planner:
     def hint(self, q: Query, name: str) -> int | None:
         """The value of hint ``name`` in the ``OPTIONS`` of ``SELECT`` ``q`` (``None``: not
         given): the hint's SELECT keyword is the last one before ``q``'s first positioned part."""
-        if not self.hints or q.type != "SELECT_NODE":
+        if not self.hints:
             return None
+        return self.hints.get(self.select_at(q), {}).get(name)
+
+    def select_at(self, q: Query) -> int:
+        """The offset of ``SELECT`` ``q``'s keyword: the last one before its first positioned
+        part (``-1``: unknown)."""
+        if q.type != "SELECT_NODE":
+            return -1
         parts = [x.start for x in (*q.items, q.from_, q.where) if x is not None and x.start >= 0]
         if not parts:
-            return None
+            return -1
         first = min(parts)
-        at = max((t.start for t in tokenize(self.text) if t.kind == "word" and t.upper == "SELECT"
-                  and t.start < first), default=-1)
-        return self.hints.get(at, {}).get(name)
+        return max((t.start for t in tokenize(self.text) if t.kind == "word" and t.upper == "SELECT"
+                    and t.start < first), default=-1)
+
+    def window_clause(self, q: Query) -> tuple[int, int, dict[str, tuple[int, int]]] | None:
+        """``SELECT`` ``q``'s ``WINDOW`` clause: the span of its definitions and each named
+        window's span (``name AS (spec)``: the spec with its parentheses); ``None`` without one."""
+        at = self.select_at(q)
+        if at < 0:
+            return None
+        toks = tokenize(self.text)
+        for i, t in enumerate(toks):
+            if t.kind == "word" and t.upper == "WINDOW" and t.start > at and select_offset(toks, i) == at:
+                break
+        else:
+            return None
+        named, j = {}, i + 1
+        while j + 2 < len(toks) and toks[j + 1].upper == "AS" and toks[j + 2].text == "(":
+            close = closing(toks, j + 2)
+            if close < 0:
+                return None
+            named[toks[j].name] = (toks[j + 2].start, toks[close].end)
+            j = close + 1
+            if j < len(toks) and toks[j].text == ",":
+                j += 1
+            else:
+                break
+        if not named:
+            return None
+        return toks[i + 1].start, toks[j - 1].end, named
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -1417,6 +1453,9 @@ class _Planner:
                 raise _Unsupported(f"{sub.name[-1]}() in {self.span(e)!r}: its value depends on when it runs")
             group = self.group_key(sub) if sub.cls != "COLUMN_REF" else None
             if sub.cls == "COLUMN_REF" or group is not None:
+                if (self.named_windows is not None and sub.cls == "COLUMN_REF"
+                        and self.named_windows[0] <= sub.start and sub.end <= self.named_windows[1]):
+                    continue  # a named window's, read in the WINDOW clause (:meth:`window`)
                 if sub.start < e.start or sub.end > e.end:
                     raise _Unsupported(f"column reference outside {self.span(e)!r}")
                 # a GROUP BY expression reads its column; a reference DuckDB copied (simple
@@ -1637,9 +1676,20 @@ class _Planner:
     def window(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
         """Window functions: the select items needing SQL computed by DuckDB per affected
         partition -- the columns every window's ``PARTITION BY`` names (Materialize's basic
-        plan for window functions)."""
+        plan for window functions). Named windows (``OVER w``, ``WINDOW w AS (...)``): the
+        named spec's ``PARTITION BY``, and the query's ``WINDOW`` clause -- its column
+        references read from the input -- appended to the SQL DuckDB runs; a spec naming a
+        window and adding to it (``OVER (w ROWS ...)``) is one partition (coarser, still exact)."""
         select, items, texts = [], [], []
         key: list[str] | None = None
+        clause = self.window_clause(q)
+        self.named_windows = clause
+        try:
+            return self.window_items(q, node, scope, clause, select, items, texts, key)
+        finally:
+            self.named_windows = None
+
+    def window_items(self, q, node, scope, clause, select, items, texts, key):
         for e in q.items:
             if e.cls == "STAR":
                 if e.star_modified:
@@ -1659,6 +1709,19 @@ class _Planner:
             select.append((name, e.alias or self.span(e)))
         key = key or []
         sql = f"SELECT *, {', '.join(texts)} FROM {INPUT_RELATION}"
+        if clause is not None:
+            # the named windows' definitions, their column references read from the input
+            refs = {}
+            for e in q.items:
+                for sub in e.walk():
+                    if sub.cls == "COLUMN_REF" and clause[0] <= sub.start and sub.end <= clause[1]:
+                        refs[(sub.start, sub.end)] = scope.column(sub)
+            out, at = [], clause[0]
+            for (start, end), col in sorted(refs.items()):
+                out += [self.text[at:start], identifier(col)]
+                at = end
+            out.append(self.text[at:clause[1]])
+            sql += " WINDOW " + "".join(out)
         translated = self.checked_sql(sql, node.schema, key, "window functions")
         schema = output_schema(node.schema, translated)
         return Window(schema, node, tuple(key), tuple(items), translated), select
@@ -1668,7 +1731,15 @@ class _Planner:
         text = self.text[w.start:w.end]
         toks = tokenize(text)
         over = next((i for i, t in enumerate(toks) if t.kind == "word" and t.text.upper() == "OVER"), None)
-        if over is None or over + 1 >= len(toks) or toks[over + 1].text != "(":
+        base = w.start
+        if (over is not None and over + 2 == len(toks) and toks[over + 1].kind in ("word", "qident")
+                and self.named_windows is not None and toks[over + 1].name in self.named_windows[2]):
+            # OVER name: the spec of the query's WINDOW clause (DuckDB copied it into the call)
+            base, end = self.named_windows[2][toks[over + 1].name]
+            text = self.text[base:end]
+            toks = (None, *tokenize(text))  # toks[over + 1] is the spec's "("
+            over = 0
+        elif over is None or over + 1 >= len(toks) or toks[over + 1].text != "(":
             raise _Unsupported(f"window {self.span(w)!r}: a named window")
         lo = hi = None
         depth = 0
@@ -1691,7 +1762,7 @@ class _Planner:
             return []
         cols = []
         for c in w.children:
-            if c.start >= 0 and w.start + lo <= c.start and c.end <= w.start + hi:
+            if c.start >= 0 and base + lo <= c.start and c.end <= base + hi:
                 if c.cls != "COLUMN_REF":
                     raise _Unsupported(f"window {self.span(w)!r}: PARTITION BY an expression")
                 cols.append(scope.column(c))
