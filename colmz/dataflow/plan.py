@@ -63,7 +63,9 @@ grouped by its inner keys (``count`` coalesced to 0, the aggregate over no rows)
 ``LATERAL`` subquery correlated by equalities of columns is joined on its inner keys, which
 it carries (into its ``GROUP BY``, its top-k's groups), a global aggregate left-joined as
 one row per outer row, and one without ``FROM`` is a Map over the left side
-(:meth:`_Planner.lateral`). ``JOIN ... USING`` equates the columns (inner and left
+(:meth:`_Planner.lateral`); a scalar subquery of these shapes inside a ``WHERE`` condition is
+such a column joined in before the condition (a SQL segment reading it) and projected away
+after -- when the aggregates under it are typed as PostgreSQL's. ``JOIN ... USING`` equates the columns (inner and left
 joins; the right side's column reachable qualified only, ``*`` listing it once, first); an
 outer join's ``ON`` condition reading only its NULL-padded side filters that side first;
 inputs not connected by equalities are a cross join; ``INTERSECT [ALL]`` is ``a − max(a −
@@ -349,6 +351,9 @@ class _Planner:
         #: A LATERAL subquery rewritten to carry its correlation keys (by ``id``): how many
         #: of its last output columns are those keys (its top-k is per key: :meth:`lateral`).
         self.lateral_keys: dict[int, int] = {}
+        #: A scalar subquery inside a WHERE condition (by ``id``) -> the column holding its
+        #: value, joined into the condition's input (:meth:`query_checked`).
+        self.subquery_columns: dict[int, str] = {}
         #: The WINDOW clause of the query whose window functions are being planned
         #: (:meth:`window_clause`), or ``None``.
         self.named_windows = None
@@ -794,9 +799,21 @@ class _Planner:
                 types = {c.name: c.type for c in node.schema}
                 node = fused(node.schema, node, tuple(q for c in where for q in self.predicates(c, scope.column, types)), None)
         if sql_where:
+            # scalar subqueries inside the conditions: each a column joined in (Materialize's
+            # lowering: a cross join with a one-row relation, or a left join with the
+            # subquery decorrelated by its keys), read by the condition, projected away after
+            before = node.schema
+            for c in sql_where:
+                for sub in c.walk():
+                    if sub.cls == "SUBQUERY" and not _array_any(sub) and id(sub) not in self.subquery_columns:
+                        node, col = self.scalar_subquery(node, sub, scope)
+                        self.check_postgres_typed(node, col, self.span(sub))
+                        self.subquery_columns[id(sub)] = col
             names = [c.name for c in node.schema]
             node = self.sql_segment(node, tuple(self.sql_text(c, names, scope.column) for c in sql_where), None,
                                     [self.span(c) for c in sql_where])
+            if node.schema != before:
+                node = fused(before, node, (), tuple((c.name, c.name) for c in before))
         for e, negated in semi:
             node = self.semijoin(node, scope, e, negated)
         aggregated = bool(q.group_by) or q.having is not None or any(
@@ -1508,6 +1525,9 @@ class _Planner:
                 for part in (*sub.children, *sub.subquery.items[0].children):
                     visit(part)
                 return
+            if sub.cls == "SUBQUERY" and id(sub) in self.subquery_columns:
+                refs.append((sub, self.subquery_columns[id(sub)]))  # its value, joined in
+                return
             if sub.cls == "SUBQUERY":
                 raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
             if sub.cls == "WINDOW":
@@ -1782,9 +1802,11 @@ class _Planner:
                 semi.append((bare, negated))
                 continue
             subs = list(c.walk())
-            if any(x.cls == "SUBQUERY" and not _array_any(x) for x in subs):
+            now = any(x.cls == "FUNCTION" and x.name and x.name[-1].lower() == "mz_now" for x in subs)
+            if any(x.cls == "SUBQUERY" and not _array_any(x) for x in subs) and now:
                 raise _Unsupported(f"a subquery in an expression ({self.span(c)!r})")
-            if any(x.cls == "FUNCTION" and x.name and x.name[-1].lower() == "mz_now" for x in subs):
+            # (a scalar subquery inside a condition is a column joined in: query_checked)
+            if now:
                 temporal.append(c)
                 continue
             plain.append(c)
@@ -1947,7 +1969,10 @@ class _Planner:
         sub = e.subquery
         if e.children or self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
             raise _Unsupported(f"select item {text!r}: EXISTS or IN as a value")
-        if (sub is None or sub.type != "SELECT_NODE" or sub.from_ is None or sub.group_by
+        constant = (sub is not None and sub.type == "SELECT_NODE" and sub.from_ is None and sub.where is None
+                    and not sub.group_by and sub.having is None and not sub.modifiers and len(sub.items) == 1)
+        if not constant and (
+                sub is None or sub.type != "SELECT_NODE" or sub.from_ is None or sub.group_by
                 or sub.having is not None or len(sub.items) != 1
                 or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
                 or not any(_is_aggregate(x) for x in sub.items[0].walk() if x.cls != "WINDOW")):
@@ -1964,6 +1989,21 @@ class _Planner:
         name = f"{self.fresh('scalar')}.{right.schema[0].name}"
         one = fused((ColumnSpec(name, right.schema[0].type),), right, (), ((right.schema[0].name, name),))
         return Join(node.schema + one.schema, (node, one), "inner"), name
+
+    def check_postgres_typed(self, node: Node, col: str, text: str) -> None:
+        """Refuse a subquery's value read by SQL (a condition) when a native aggregate under
+        it is not typed as PostgreSQL's (``sum``/``avg`` of integers are numeric there):
+        the condition would compare another value."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Reduce):
+                types = {c.name: c.type for c in n.input.schema}
+                for a in n.aggregates:
+                    if not _postgres_typed(a, types):
+                        raise _Unsupported(f"subquery {text!r} in a condition: the native {a.function} is not typed "
+                                           "as PostgreSQL's")
+            stack.extend(i for i in n.inputs if i is not None)
 
     #: Aggregates whose value over no rows is NULL (``count`` is 0: coalesced).
     NULL_WHEN_EMPTY = frozenset({"sum", "avg", "min", "max", "bool_and", "bool_or", "every", "string_agg",

@@ -3,7 +3,8 @@ subquery of one aggregate correlated by equalities of columns (a left join with 
 subquery grouped by its inner keys, ``count`` coalesced to 0), ``SELECT`` without ``FROM``
 of scalar subqueries (a constant row crossed with each), ``LATERAL`` subqueries correlated
 by equalities (joined on their keys, grouped and top-k'd per key) or without ``FROM`` (a
-Map) -- views equal to the recompute
+Map), scalar subqueries inside ``WHERE`` conditions (each a column joined in, by the
+shapes above) -- views equal to the recompute
 across inserts, deletes, NULL keys on either side and groups retracted to none."""
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ BODIES = [
     "SELECT t.k, g.w, g.n FROM t, LATERAL (SELECT w, count(*) AS n FROM u WHERE t.k = u.k GROUP BY w) g",
     "SELECT t.k, y.s2, y.us FROM t, LATERAL (SELECT t.v * 2 AS s2, upper(t.s) AS us) y WHERE t.k IS NOT NULL",
     "SELECT * FROM t CROSS JOIN LATERAL (SELECT t.k + 1) AS z(k1)",
+    # scalar subqueries inside WHERE conditions: a column joined in, read by the condition
+    "SELECT k, v FROM t WHERE v > (SELECT min(v) FROM t) + 1",
+    "SELECT k, w FROM u WHERE (SELECT count(*) FROM t WHERE t.k = u.k) >= 2",
+    "SELECT k, x FROM r WHERE x > (SELECT avg(x) FROM r AS r2 WHERE r2.b = r.b) OR k IS NULL",
+    "SELECT s, v FROM t WHERE s LIKE (SELECT 'a%') AND v IN (SELECT k FROM u)",
 ]
 
 SCRIPT = [
