@@ -803,15 +803,22 @@ class _Planner:
             # lowering: a cross join with a one-row relation, or a left join with the
             # subquery decorrelated by its keys), read by the condition, projected away after
             before = node.schema
+            joined = []
             for c in sql_where:
                 for sub in c.walk():
-                    if sub.cls == "SUBQUERY" and not _array_any(sub) and id(sub) not in self.subquery_columns:
+                    if sub.cls == "SUBQUERY" and not _array_any(sub):
+                        # (a CTE planned at each reference joins its subqueries each time)
                         node, col = self.scalar_subquery(node, sub, scope)
                         self.check_postgres_typed(node, col, self.span(sub))
                         self.subquery_columns[id(sub)] = col
+                        joined.append(id(sub))
             names = [c.name for c in node.schema]
-            node = self.sql_segment(node, tuple(self.sql_text(c, names, scope.column) for c in sql_where), None,
-                                    [self.span(c) for c in sql_where])
+            try:
+                texts = tuple(self.sql_text(c, names, scope.column) for c in sql_where)
+            finally:
+                for i in joined:
+                    self.subquery_columns.pop(i, None)
+            node = self.sql_segment(node, texts, None, [self.span(c) for c in sql_where])
             if node.schema != before:
                 node = fused(before, node, (), tuple((c.name, c.name) for c in before))
         for e, negated in semi:

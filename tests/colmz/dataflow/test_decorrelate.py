@@ -42,6 +42,9 @@ BODIES = [
     "SELECT k, w FROM u WHERE (SELECT count(*) FROM t WHERE t.k = u.k) >= 2",
     "SELECT k, x FROM r WHERE x > (SELECT avg(x) FROM r AS r2 WHERE r2.b = r.b) OR k IS NULL",
     "SELECT s, v FROM t WHERE s LIKE (SELECT 'a%') AND v IN (SELECT k FROM u)",
+    # a CTE planned at each of its two references: its subquery joined in each time
+    "WITH c AS (SELECT k, w FROM u WHERE (SELECT count(*) FROM t WHERE t.k = u.k) > 0) "
+    "SELECT a.k, b.w FROM c AS a JOIN c AS b ON a.k = b.k",
 ]
 
 SCRIPT = [
