@@ -65,7 +65,10 @@ it carries (into its ``GROUP BY``, its top-k's groups), a global aggregate left-
 one row per outer row, and one without ``FROM`` is a Map over the left side
 (:meth:`_Planner.lateral`); a scalar subquery of these shapes inside a ``WHERE`` condition is
 such a column joined in before the condition (a SQL segment reading it) and projected away
-after -- when the aggregates under it are typed as PostgreSQL's. ``JOIN ... USING`` equates the columns (inner and left
+after -- when the aggregates under it are typed as PostgreSQL's; ``x IN (subquery)`` as a
+select item's value is a left join with the subquery's distinct values crossed with its
+global counts of rows and of non-NULL values (PostgreSQL's NULLs: :meth:`_Planner.in_value`).
+``JOIN ... USING`` equates the columns (inner and left
 joins; the right side's column reachable qualified only, ``*`` listing it once, first); an
 outer join's ``ON`` condition reading only its NULL-padded side filters that side first;
 inputs not connected by equalities are a cross join; ``INTERSECT [ALL]`` is ``a − max(a −
@@ -869,6 +872,9 @@ class _Planner:
                 elif e.cls == "SUBQUERY" and not e.children and self.span(e).lstrip().upper().startswith("EXISTS"):
                     node, col = self.exists_value(node, scope, e)
                     select.append((col, e.alias or "exists"))
+                elif e.cls == "SUBQUERY" and e.children and self.is_in(e):
+                    node, col = self.in_value(node, scope, e)
+                    select.append((col, e.alias or "?column?"))
                 elif e.cls == "SUBQUERY":
                     node, col = self.scalar_subquery(node, e, scope)
                     select.append((col, e.alias or self.span(e)))
@@ -1852,6 +1858,51 @@ class _Planner:
         if not negated:
             return semi
         return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def is_in(self, e: Expression) -> bool:
+        """Whether subquery expression ``e`` is ``x IN (subquery)`` (or ``x = ANY``/``SOME``)."""
+        x = e.children[0]
+        if x.start < 0:
+            return False
+        after = [t.text.upper() for t in tokenize(self.text[x.end:e.end])[:2]]
+        if after[:1] == ["IN"]:
+            return True
+        after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+        return after in (["=", "ANY"], ["=", "SOME"])
+
+    def in_value(self, node: Node, scope: _Scope, e: Expression) -> tuple[Node, str]:
+        """``x IN (subquery)`` as a select item's value, with PostgreSQL's NULLs: true when
+        ``x`` matches a row; else false when the subquery is empty; else NULL when ``x`` is
+        NULL or the subquery holds a NULL; else false. ``node`` left-joined with the
+        subquery's distinct values (a NULL ``x`` matches none) and crossed with the
+        subquery's global counts of rows and of non-NULL values (one row, empty input
+        included): O(delta) but for a change of those counts, which re-reads ``node``."""
+        text = self.span(e)
+        x = e.children[0]
+        if x.cls != "COLUMN_REF":
+            raise _Unsupported(f"select item {text!r}: IN of an expression needing SQL")
+        right = self.one_column_subquery(e, text, "IN subquery")
+        col = right.schema[0].name
+        tag = self.fresh("in")
+        aggs = (Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                Aggregate(f"{tag}.values", "count", col, "accumulable"))
+        counts = Reduce(self.reduce_schema(right.schema, [], list(aggs)), right, (), aggs)
+        key = f"{tag}.key"
+        dist = Distinct((ColumnSpec(key, right.schema[0].type),),
+                        fused((ColumnSpec(key, right.schema[0].type),), right, (), ((col, key),)))
+        crossed = Join(node.schema + counts.schema, (node, counts), "inner")
+        on = ((scope.column(x), key),)
+        self.check_keys(on, crossed.schema + dist.schema)
+        both = crossed.schema + dist.schema
+        join = Join(both, (crossed, dist), "left", on)
+        names = [c.name for c in both]
+        ph = {n: placeholder(names.index(n)) for n in (key, aggs[0].name, aggs[1].name, scope.column(x))}
+        value = f"{tag}.value"
+        sql = (f"CASE WHEN {ph[key]} IS NOT NULL THEN true WHEN {ph[aggs[0].name]} = 0 THEN false "
+               f"WHEN {ph[scope.column(x)]} IS NULL OR {ph[aggs[0].name]} > {ph[aggs[1].name]} "
+               "THEN CAST(NULL AS BOOLEAN) ELSE false END")
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
+        return self.sql_segment(join, (), items, [text]), value
 
     def one_column_subquery(self, e: Expression, text: str, what: str) -> Node:
         """The plan of ``e``'s uncorrelated one-column subquery (of an ``IN`` or a quantified

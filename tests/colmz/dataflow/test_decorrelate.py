@@ -4,7 +4,8 @@ subquery grouped by its inner keys, ``count`` coalesced to 0), ``SELECT`` withou
 of scalar subqueries (a constant row crossed with each), ``LATERAL`` subqueries correlated
 by equalities (joined on their keys, grouped and top-k'd per key) or without ``FROM`` (a
 Map), scalar subqueries inside ``WHERE`` conditions (each a column joined in, by the
-shapes above) -- views equal to the recompute
+shapes above), ``x IN (subquery)`` as a value (PostgreSQL's NULLs) -- views equal to the
+recompute
 across inserts, deletes, NULL keys on either side and groups retracted to none."""
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ BODIES = [
     # a CTE planned at each of its two references: its subquery joined in each time
     "WITH c AS (SELECT k, w FROM u WHERE (SELECT count(*) FROM t WHERE t.k = u.k) > 0) "
     "SELECT a.k, b.w FROM c AS a JOIN c AS b ON a.k = b.k",
+    # x IN (subquery) as a value: true, false or NULL as PostgreSQL answers it
+    "SELECT k, v, v IN (SELECT k FROM u) AS inside FROM t",
+    "SELECT k, k IN (SELECT k FROM u WHERE w = 'x') AS x_key, s FROM t",
+    "SELECT k, k = ANY (SELECT k FROM r WHERE b) AS some_b FROM t",
 ]
 
 SCRIPT = [
