@@ -69,7 +69,8 @@ after -- when the aggregates under it are typed as PostgreSQL's; ``x IN (subquer
 select item's value is a left join with the subquery's distinct values crossed with its
 global counts of rows and of non-NULL values (PostgreSQL's NULLs: :meth:`_Planner.in_value`).
 ``JOIN ... USING`` equates the columns (inner and left
-joins; the right side's column reachable qualified only, ``*`` listing it once, first); an
+joins: the right side's column reachable qualified only, ``*`` listing it once, first; right
+and full joins: the merged column ``COALESCE(l.c, r.c)`` computed after the join); an
 outer join's ``ON`` condition reading only its NULL-padded side filters that side first;
 inputs not connected by equalities are a cross join; ``INTERSECT [ALL]`` is ``a − max(a −
 b, 0)``; ``GROUPING SETS`` / ``ROLLUP`` / ``CUBE`` are a Union of one native reduce per
@@ -91,8 +92,7 @@ keeps and is dropped, as Materialize does); ``UNION [ALL]``, ``EXCEPT [ALL]``,
 expressions, grouping sets with an aggregate the native reduce cannot hold or a ``HAVING``
 reading a key, ``GROUPING()`` inside an expression, subqueries inside expressions other than
 the above, scalar subqueries correlated other than by equalities or of other than one
-aggregate, ``LATERAL`` subqueries correlated otherwise, ``NATURAL`` joins,
-``USING`` in right and full joins, ``WITH RECURSIVE``, volatile functions
+aggregate, ``LATERAL`` subqueries correlated otherwise, ``NATURAL`` joins, ``WITH RECURSIVE``, volatile functions
 (``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
 whose reason names it.
 
@@ -354,6 +354,8 @@ class _Planner:
         #: A LATERAL subquery rewritten to carry its correlation keys (by ``id``): how many
         #: of its last output columns are those keys (its top-k is per key: :meth:`lateral`).
         self.lateral_keys: dict[int, int] = {}
+        #: A right or full join's ``USING`` columns (by the join's ``id``), merged after it.
+        self.merging: dict[int, list[tuple[str, str, str]]] = {}
         #: A scalar subquery inside a WHERE condition (by ``id``) -> the column holding its
         #: value, joined into the condition's input (:meth:`query_checked`).
         self.subquery_columns: dict[int, str] = {}
@@ -566,7 +568,23 @@ class _Planner:
         if not on:
             raise _Unsupported(f"{kind.upper()} JOIN without an equality of columns")
         self.check_keys(on, left.schema + right.schema)
-        return Join(left.schema + right.schema, (left, right), kind, tuple(on)), lsrc + rsrc, []
+        join = Join(left.schema + right.schema, (left, right), kind, tuple(on))
+        if id(t) in self.merging:
+            return self.merged_using(join, self.merging.pop(id(t)), lsrc + rsrc)
+        return join, lsrc + rsrc, []
+
+    def merged_using(self, join: Join, merged, sources: list[_Source]):
+        """A right or full ``JOIN ... USING``'s merged columns, ``COALESCE(l.c, r.c)`` each,
+        computed after the join (one SQL segment) and in scope first, unqualified."""
+        names = [c.name for c in join.schema]
+        tag = self.fresh("using")
+        items = [(placeholder(i), n) for i, n in enumerate(names)]
+        items += [(f"coalesce({placeholder(names.index(lc))}, {placeholder(names.index(rc))})", f"{tag}.{name}")
+                  for name, lc, rc in merged]
+        node = self.sql_segment(join, (), items, [f"USING ({', '.join(n for n, _, _ in merged)})"])
+        types = {c.name: c.type for c in node.schema}
+        src = _Source("", {name: (f"{tag}.{name}", types[f"{tag}.{name}"]) for name, _, _ in merged})
+        return node, [src, *sources], []
 
     def lateral(self, t: Table, kind: str, left: Node, lsrc: list[_Source], lconds) -> tuple[Node, list[_Source], list]:
         """A ``LATERAL`` subquery (``FROM x, LATERAL (...) y``, ``[LEFT] JOIN LATERAL (...) y ON
@@ -1333,9 +1351,9 @@ class _Planner:
     def using(self, t: Table, kind: str, lsrc: list[_Source], rsrc: list[_Source]) -> list[Expression]:
         """``JOIN ... USING (c, ...)`` as the equalities ``l.c = r.c``; the right side's ``c``
         is then reachable qualified only and ``*`` lists the ``USING`` columns first, as
-        PostgreSQL does (for inner and left joins the merged column is the left one's)."""
-        if kind not in ("inner", "left"):
-            raise _Unsupported(f"{kind.upper()} JOIN ... USING (the merged column is a COALESCE)")
+        PostgreSQL does (for inner and left joins the merged column is the left one's; for
+        right and full joins it is ``COALESCE(l.c, r.c)``, a column of its own computed after
+        the join, both sides' ``c`` reachable qualified only: :meth:`merged_using`)."""
         if len(lsrc) != 1:
             raise _Unsupported("JOIN ... USING with several relations on its left")
         out = []
@@ -1350,6 +1368,9 @@ class _Planner:
                 Expression("COLUMN_REF", "COLUMN_REF", -1, -1, name=(ls[0].alias, name)),
                 Expression("COLUMN_REF", "COLUMN_REF", -1, -1, name=(rs[0].alias, name)))))
             rs[0].hidden.add(name)
+            if kind in ("right", "full"):
+                ls[0].hidden.add(name)
+                self.merging.setdefault(id(t), []).append((name, ls[0].columns[name][0], rs[0].columns[name][0]))
         cols = lsrc[0].columns
         lsrc[0].columns = {**{n: cols[n] for n in t.using}, **{n: v for n, v in cols.items() if n not in t.using}}
         return out

@@ -4,7 +4,8 @@ subquery grouped by its inner keys, ``count`` coalesced to 0), ``SELECT`` withou
 of scalar subqueries (a constant row crossed with each), ``LATERAL`` subqueries correlated
 by equalities (joined on their keys, grouped and top-k'd per key) or without ``FROM`` (a
 Map), scalar subqueries inside ``WHERE`` conditions (each a column joined in, by the
-shapes above), ``x IN (subquery)`` as a value (PostgreSQL's NULLs) -- views equal to the
+shapes above), ``x IN (subquery)`` as a value (PostgreSQL's NULLs), right and full ``JOIN ... USING``
+(the merged column a ``COALESCE``) -- views equal to the
 recompute
 across inserts, deletes, NULL keys on either side and groups retracted to none."""
 
@@ -50,6 +51,10 @@ BODIES = [
     "SELECT k, v, v IN (SELECT k FROM u) AS inside FROM t",
     "SELECT k, k IN (SELECT k FROM u WHERE w = 'x') AS x_key, s FROM t",
     "SELECT k, k = ANY (SELECT k FROM r WHERE b) AS some_b FROM t",
+    # right and full JOIN ... USING: the merged column COALESCE(l.k, r.k)
+    "SELECT * FROM t FULL JOIN u USING (k)",
+    "SELECT k, t.k AS tk, u.k AS uk, w FROM t RIGHT JOIN u USING (k) WHERE k IS NOT NULL OR w = 'x'",
+    "SELECT k, count(*) AS n FROM (SELECT k FROM t) a FULL JOIN (SELECT k FROM r) b USING (k) GROUP BY k",
 ]
 
 SCRIPT = [

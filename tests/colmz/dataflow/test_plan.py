@@ -169,7 +169,7 @@ OTHER_FALLBACK = [
     ("SELECT k FROM t WHERE k <> ANY (SELECT k FROM u)", "quantified"),
     ("SELECT k, (SELECT k FROM u) FROM t", "one row by its shape"),
     ("SELECT k, (SELECT max(u.k) FROM u WHERE u.k > t.k) FROM t", "correlated other than by equalities of columns"),
-    ("SELECT * FROM t FULL JOIN u USING (k)", "COALESCE"),
+    ("SELECT * FROM t NATURAL FULL JOIN u", "NATURAL JOIN"),
     ("SELECT k, rank() OVER (ORDER BY sum(v)) FROM t GROUP BY k", "window functions over a GROUP BY"),
     ("SELECT k, random() FROM t GROUP BY k", "depends on when it runs"),
     ("SELECT k FROM t WHERE mz_now() <= v * 2", "plus or minus an integer"),
