@@ -354,6 +354,9 @@ class _Planner:
         #: A LATERAL subquery rewritten to carry its correlation keys (by ``id``): how many
         #: of its last output columns are those keys (its top-k is per key: :meth:`lateral`).
         self.lateral_keys: dict[int, int] = {}
+        #: ``ORDER BY``/``DISTINCT ON`` items (by span) -> the output column they sort by, when
+        #: not an output column by name (:meth:`order_columns`).
+        self.order_names: dict[tuple[int, int], str] = {}
         #: A right or full join's ``USING`` columns (by the join's ``id``), merged after it.
         self.merging: dict[int, list[tuple[str, str, str]]] = {}
         #: A scalar subquery inside a WHERE condition (by ``id``) -> the column holding its
@@ -900,18 +903,63 @@ class _Planner:
                     sql_items[len(select)] = e
                     select.append(("", e.alias or self.span(e)))
         select = _unique(select)
+        shown = len(select)
+        if not temporal:
+            select += self.order_columns(q, select, sql_items, scope)
         if sql_items:
             if temporal:
                 raise _Unsupported("a temporal filter (mz_now()) with select items needing SQL")
             names = [c.name for c in node.schema]
             texts = {i: self.sql_text(e, names, scope.column) for i, e in sql_items.items()}
             node = self.items_segment(node, select, texts, [self.span(e) for e in sql_items.values()])
-            return self.modifiers(node, q)
+            return self.without_order_columns(self.modifiers(node, q), shown)
         types = {c.name: c.type for c in node.schema}
         if temporal:
             return self.temporal(node, scope, temporal, select, q)
         node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
-        return self.modifiers(node, q)
+        return self.without_order_columns(self.modifiers(node, q), shown)
+
+    def order_columns(self, q: Query, select, sql_items, scope: _Scope) -> list[tuple[str, str]]:
+        """The input columns a top-k's ``ORDER BY`` / ``DISTINCT ON`` reads that the select
+        list does not output (PostgreSQL sorts by them): hidden output columns (``(source,
+        name)``), projected away after the top-k (:meth:`without_order_columns`); and each
+        ``ORDER BY`` expression written as a select item is that item's column. Only where
+        a top-k keeps rows (``LIMIT``/``OFFSET``, ``DISTINCT ON``), not under ``DISTINCT``."""
+        mods = {m.type for m in q.modifiers}
+        if "LIMIT_MODIFIER" not in mods and not any(m.type == "DISTINCT_MODIFIER" and m.expressions
+                                                    for m in q.modifiers):
+            return []
+        if any(m.type == "DISTINCT_MODIFIER" and not m.expressions for m in q.modifiers):
+            return []
+        names = [n for _, n in select]
+        texts = {" ".join(self.span(e).split()): names[i] for i, e in enumerate(q.items)
+                 if i < len(names) and e.cls not in ("STAR", "COLUMN_REF") and e.start >= 0}
+        exprs = [o.expression for m in q.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders]
+        exprs += [e for m in q.modifiers if m.type == "DISTINCT_MODIFIER" for e in m.expressions]
+        hidden: list[tuple[str, str]] = []
+        for e in exprs:
+            if e.start < 0:
+                continue
+            if e.cls == "COLUMN_REF" and not (len(e.name) == 1 and e.name[0] in names):
+                try:
+                    col = scope.column(e)
+                except PlanError:
+                    continue  # order_key names it
+                name = next((n for c, n in hidden if c == col), None)
+                if name is None:  # one hidden column per input column (DISTINCT ON (c) ORDER BY c)
+                    name = self.fresh("order")
+                    hidden.append((col, name))
+                self.order_names[(e.start, e.end)] = name
+            elif e.cls != "COLUMN_REF" and " ".join(self.span(e).split()) in texts:
+                self.order_names[(e.start, e.end)] = texts[" ".join(self.span(e).split())]
+        return hidden
+
+    def without_order_columns(self, node: Node, shown: int) -> Node:
+        """``node`` without its hidden order columns (those after the first ``shown``)."""
+        if len(node.schema) == shown:
+            return node
+        keep = node.schema[:shown]
+        return fused(keep, node, (), tuple((c.name, c.name) for c in keep))
 
     def reduce(self, q: Query, node: Node, scope: _Scope):
         """The native reduce of an aggregated query: its node (with ``HAVING``), the select
@@ -1169,7 +1217,9 @@ class _Planner:
     def order_key(self, o, names: list[str], what: str) -> tuple[str, bool, bool]:
         """``(output column, descending, nulls first)`` of one ``ORDER BY`` item."""
         e = o.expression
-        if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER":
+        if (e.start, e.end) in self.order_names and self.order_names[(e.start, e.end)] in names:
+            col = self.order_names[(e.start, e.end)]  # a hidden column, or a select item written alike
+        elif e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER":
             i = e.literal.value
             if not 1 <= i <= len(names):
                 raise PlanError(f"{what} position {i} is not in the select list")

@@ -5,7 +5,8 @@ of scalar subqueries (a constant row crossed with each), ``LATERAL`` subqueries 
 by equalities (joined on their keys, grouped and top-k'd per key) or without ``FROM`` (a
 Map), scalar subqueries inside ``WHERE`` conditions (each a column joined in, by the
 shapes above), ``x IN (subquery)`` as a value (PostgreSQL's NULLs), right and full ``JOIN ... USING``
-(the merged column a ``COALESCE``) -- views equal to the
+(the merged column a ``COALESCE``), a top-k ordered by columns not in the output -- views
+equal to the
 recompute
 across inserts, deletes, NULL keys on either side and groups retracted to none."""
 
@@ -55,6 +56,10 @@ BODIES = [
     "SELECT * FROM t FULL JOIN u USING (k)",
     "SELECT k, t.k AS tk, u.k AS uk, w FROM t RIGHT JOIN u USING (k) WHERE k IS NOT NULL OR w = 'x'",
     "SELECT k, count(*) AS n FROM (SELECT k FROM t) a FULL JOIN (SELECT k FROM r) b USING (k) GROUP BY k",
+    # a top-k ordered by columns the select list does not output (hidden, projected away)
+    "SELECT k FROM t ORDER BY v DESC NULLS LAST, s, k LIMIT 3",
+    "SELECT DISTINCT ON (k) v FROM t ORDER BY k, v DESC, s",
+    "SELECT k + 1 AS j, s FROM t WHERE v IS NOT NULL ORDER BY v, s, k LIMIT 2 OFFSET 1",
 ]
 
 SCRIPT = [
