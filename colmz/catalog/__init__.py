@@ -29,7 +29,7 @@ Examples
 
 from colmz.arrangement.collection import ArrangementCollection, CompactedAway
 from colmz.catalog.durable import RETRIES, RETRY_BACKOFF, Catalog
-from colmz.catalog.engine import Engine
+from colmz.catalog.engine import AppendOnlyViolation, Engine
 from colmz.catalog.location import NestedStore, check_catalog_location
 from colmz.catalog.mirror import Mirror
 from colmz.catalog.objects import RESERVED_COLUMNS, CatalogObject, Key, check_columns
@@ -55,6 +55,7 @@ __all__ = [
     "RESERVED_COLUMNS",
     "RETRIES",
     "RETRY_BACKOFF",
+    "AppendOnlyViolation",
     "ArrangementCollection",
     "Catalog",
     "CatalogObject",

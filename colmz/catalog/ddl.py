@@ -298,6 +298,8 @@ class Definitions:
                 ContinualTaskStatement: "continual task"}[type(stmt)]
         body = asdict(stmt)
         body.pop("if_not_exists", None)  # how it was created, not what it is
+        if body.get("append_only") is False:
+            body.pop("append_only")  # said only when WITH (APPEND ONLY) is
         if body.get("incremental", "") is None:
             body.pop("incremental")  # said only when WITH (INCREMENTAL = ...) is
         if kind == "continual task":

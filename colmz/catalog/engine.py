@@ -94,7 +94,12 @@ from colmz.sql.tokens import require_text
 from colmz.sql.write import as_jsonb, assign, insert_rows, is_json, is_jsonb
 from colmz.updates import Updates
 
-__all__ = ["Engine"]
+__all__ = ["AppendOnlyViolation", "Engine"]
+
+
+class AppendOnlyViolation(SQLError):
+    """A ``DELETE``, ``UPDATE`` or retracting append into a table created ``WITH (APPEND
+    ONLY)``: refused, the catalog unchanged (views over it may rely on it only growing)."""
 
 #: The step a durable catalog runs at the end of a call, inside its transaction: when it
 #: raises, the call is rolled back (None: nothing to run).
@@ -361,6 +366,11 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             raise SQLError(f"cannot write to {display_name(name)!r}: it is a {obj.kind}")
         return obj
 
+    def append_only(self, key: Key) -> bool:
+        """Whether ``key`` is a table created ``WITH (APPEND ONLY)`` (its definition says so)."""
+        return any(d.get("kind") == "table" and d["stmt"].get("append_only", False) and definition_key(d) == key
+                   for d in self._defs)
+
     def _jsonb_columns(self, key: Key, kind=is_jsonb) -> list[int]:
         # The positions of the columns table ``key`` declares jsonb (``kind=is_json``: json;
         # colmz stores both as text; its definition says what they are).
@@ -373,6 +383,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         schema = obj.schema
         rel = relation_of(key)
         what = f"INSERT INTO {display_name(key)}"
+        if not isinstance(s, InsertStatement) and self.append_only(key):
+            kind = "DELETE FROM" if isinstance(s, DeleteStatement) else "UPDATE"
+            raise AppendOnlyViolation(f"{kind} {display_name(key)}: the table is append-only (created WITH "
+                                      "(APPEND ONLY)): it only inserts")
         if isinstance(s, InsertStatement):
             if select_list_is_empty(s.query):
                 # PostgreSQL inserts a row of defaults per row of a zero-column SELECT, which
@@ -435,6 +449,11 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 # consolidated once here: the retraction check, the table's append and the
                 # views reading it back take it as it is (colmz.consolidate's mark)
                 change = consolidate(change)
+                if len(change) and change.diff.min() < 0 and self.append_only(name):
+                    # an append of negative diffs (Catalog.append): refused as a DELETE is
+                    row = change.take(np.flatnonzero(change.diff < 0)[:1]).to_pylist()[0]
+                    raise AppendOnlyViolation(f"table {display_name(name)!r} is append-only (created WITH (APPEND "
+                                              f"ONLY)): the change retracts row {row[:-2]}")
                 self._check_retractions(name, obj.collection, change)
                 obj.collection.compare_and_append(change, obj.collection.upper, t + 1)
                 changed.add(name)

@@ -243,7 +243,7 @@ class MaintainedView:
                uses_now: bool = False, reads: set | None = None, name: str = "view",
                subquery_schema: Callable[[str], Schema | None] | None = None,
                subquery_evaluate: Callable[[str, Schema, int], Updates] | None = None,
-               shared=None) -> MaintainedView:
+               shared=None, append_only=()) -> MaintainedView:
         """Plan ``query`` over ``inputs`` (object name -> its columns) and render it for a view
         of columns ``schema`` written into ``collection``.
 
@@ -254,7 +254,9 @@ class MaintainedView:
         (its rows at ``time``), a subquery that falls back is recomputed alone, at each commit
         changing the view's inputs, its change fed into the operators above it. ``require=True`` raises
         ``UnsupportedSQL`` naming the construct when the view would be recomputed; otherwise
-        a :class:`FallbackWarning` says why it is.
+        a :class:`FallbackWarning` says why it is. ``append_only`` names the inputs that only
+        ever insert (a catalog's tables created ``WITH (APPEND ONLY)``): a min/max over them
+        takes the monotonic plan (:func:`colmz.dataflow.plan.plan`).
         """
         schema = as_schema(schema, "schema")
         checked = {n: as_schema(s, f"inputs[{n!r}]") for n, s in inputs.items()}
@@ -263,7 +265,7 @@ class MaintainedView:
         p: Plan | None = None
         typer = subquery_schema if subquery_evaluate is not None else None
         try:
-            p = plan(query, checked, subquery_schema=typer)
+            p = plan(query, checked, subquery_schema=typer, append_only=tuple(n for n in append_only if n in checked))
         except (PlanError, SQLError) as e:
             reasons.append(f"the planner cannot read the query ({e})")
         if p is not None:

@@ -57,8 +57,20 @@ nothing, so its row stays); ``x NOT IN (subquery)`` keeps PostgreSQL's NULLs: ev
 when the subquery is empty, else the non-NULL rows without a match while the subquery holds
 no NULL (two global counts crossed in; a change of the subquery's counts re-reads the
 outer input); an uncorrelated scalar subquery of one aggregate in the select list is a cross
-join with that one-row relation. ``JOIN ... USING`` equates the columns (inner and left
-joins; the right side's column reachable qualified only, ``*`` listing it once, first); an
+join with that one-row relation (so is one in a ``SELECT`` without ``FROM``, crossed with the
+constant row); correlated by equalities of columns it is a left join with the subquery
+grouped by its inner keys (``count`` coalesced to 0, the aggregate over no rows); a
+``LATERAL`` subquery correlated by equalities of columns is joined on its inner keys, which
+it carries (into its ``GROUP BY``, its top-k's groups), a global aggregate left-joined as
+one row per outer row, and one without ``FROM`` is a Map over the left side
+(:meth:`_Planner.lateral`); a scalar subquery of these shapes inside a ``WHERE`` condition is
+such a column joined in before the condition (a SQL segment reading it) and projected away
+after -- when the aggregates under it are typed as PostgreSQL's; ``x IN (subquery)`` as a
+select item's value is a left join with the subquery's distinct values crossed with its
+global counts of rows and of non-NULL values (PostgreSQL's NULLs: :meth:`_Planner.in_value`).
+``JOIN ... USING`` equates the columns (inner and left
+joins: the right side's column reachable qualified only, ``*`` listing it once, first; right
+and full joins: the merged column ``COALESCE(l.c, r.c)`` computed after the join); an
 outer join's ``ON`` condition reading only its NULL-padded side filters that side first;
 inputs not connected by equalities are a cross join; ``INTERSECT [ALL]`` is ``a − max(a −
 b, 0)``; ``GROUPING SETS`` / ``ROLLUP`` / ``CUBE`` are a Union of one native reduce per
@@ -79,8 +91,8 @@ keeps and is dropped, as Materialize does); ``UNION [ALL]``, ``EXCEPT [ALL]``,
 ``INTERSECT [ALL]``; column projection and renaming. Every other construct -- ``GROUP BY``
 expressions, grouping sets with an aggregate the native reduce cannot hold or a ``HAVING``
 reading a key, ``GROUPING()`` inside an expression, subqueries inside expressions other than
-the above, correlated scalar subqueries, ``NATURAL`` joins,
-``USING`` in right and full joins, ``WITH RECURSIVE``, named windows, volatile functions
+the above, scalar subqueries correlated other than by equalities or of other than one
+aggregate, ``LATERAL`` subqueries correlated otherwise, ``NATURAL`` joins, ``WITH RECURSIVE``, volatile functions
 (``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
 whose reason names it.
 
@@ -170,7 +182,8 @@ from colmz.dataflow.step import as_schema
 from colmz.order import ColumnSpec
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError
-from colmz.sql.tokens import tokenize
+from colmz.sql.hints import select_offset, strip_hints
+from colmz.sql.tokens import closing, tokenize
 from colmz.sql.tree import Expression, Order, Query, Table, parse_tree
 from colmz.updates import SchemaError, widen
 
@@ -314,8 +327,12 @@ def _constant(value, t: pa.DataType):
 
 
 class _Planner:
-    def __init__(self, text: str, schemas: Mapping[str, Schema], subquery_schema=None):
+    def __init__(self, text: str, schemas: Mapping[str, Schema], subquery_schema=None, hints=()):
         self.text = text
+        #: The query hints (``colmz.sql.hints``) by the offset of their SELECT keyword.
+        self.hints: dict[int, dict[str, int]] = {}
+        for h in hints:
+            self.hints.setdefault(h.select_at, {})[h.name] = h.value
         self.schemas = schemas
         self.subquery_schema = subquery_schema
         self.used: dict[str, Schema] = {}
@@ -334,9 +351,69 @@ class _Planner:
         #: and the column a Map before the reduce computes each into.
         self.group_exprs: dict[str, str] = {}
         self.parents: dict[int, Query] = {}
+        #: A LATERAL subquery rewritten to carry its correlation keys (by ``id``): how many
+        #: of its last output columns are those keys (its top-k is per key: :meth:`lateral`).
+        self.lateral_keys: dict[int, int] = {}
+        #: ``ORDER BY``/``DISTINCT ON`` items (by span) -> the output column they sort by, when
+        #: not an output column by name (:meth:`order_columns`).
+        self.order_names: dict[tuple[int, int], str] = {}
+        #: A right or full join's ``USING`` columns (by the join's ``id``), merged after it.
+        self.merging: dict[int, list[tuple[str, str, str]]] = {}
+        #: A scalar subquery inside a WHERE condition (by ``id``) -> the column holding its
+        #: value, joined into the condition's input (:meth:`query_checked`).
+        self.subquery_columns: dict[int, str] = {}
+        #: The WINDOW clause of the query whose window functions are being planned
+        #: (:meth:`window_clause`), or ``None``.
+        self.named_windows = None
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
+
+    def hint(self, q: Query, name: str) -> int | None:
+        """The value of hint ``name`` in the ``OPTIONS`` of ``SELECT`` ``q`` (``None``: not
+        given): the hint's SELECT keyword is the last one before ``q``'s first positioned part."""
+        if not self.hints:
+            return None
+        return self.hints.get(self.select_at(q), {}).get(name)
+
+    def select_at(self, q: Query) -> int:
+        """The offset of ``SELECT`` ``q``'s keyword: the last one before its first positioned
+        part (``-1``: unknown)."""
+        if q.type != "SELECT_NODE":
+            return -1
+        parts = [x.start for x in (*q.items, q.from_, q.where) if x is not None and x.start >= 0]
+        if not parts:
+            return -1
+        first = min(parts)
+        return max((t.start for t in tokenize(self.text) if t.kind == "word" and t.upper == "SELECT"
+                    and t.start < first), default=-1)
+
+    def window_clause(self, q: Query) -> tuple[int, int, dict[str, tuple[int, int]]] | None:
+        """``SELECT`` ``q``'s ``WINDOW`` clause: the span of its definitions and each named
+        window's span (``name AS (spec)``: the spec with its parentheses); ``None`` without one."""
+        at = self.select_at(q)
+        if at < 0:
+            return None
+        toks = tokenize(self.text)
+        for i, t in enumerate(toks):
+            if t.kind == "word" and t.upper == "WINDOW" and t.start > at and select_offset(toks, i) == at:
+                break
+        else:
+            return None
+        named, j = {}, i + 1
+        while j + 2 < len(toks) and toks[j + 1].upper == "AS" and toks[j + 2].text == "(":
+            close = closing(toks, j + 2)
+            if close < 0:
+                return None
+            named[toks[j].name] = (toks[j + 2].start, toks[close].end)
+            j = close + 1
+            if j < len(toks) and toks[j].text == ",":
+                j += 1
+            else:
+                break
+        if not named:
+            return None
+        return toks[i + 1].start, toks[j - 1].end, named
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -437,7 +514,17 @@ class _Planner:
         if kind is None:
             raise _Unsupported(f"{t.join_type} join")
         left, lsrc, lconds = self.table(t.children[0])
-        right, rsrc, rconds = self.table(t.children[1])
+        sub = t.children[1]
+        lateral = sub.type == "SUBQUERY" and kind in ("inner", "left") and _reads_outside(sub.subquery)
+        if lateral and sub.subquery.from_ is None:
+            # LATERAL: the subquery reads the left side's columns (PostgreSQL binds them there)
+            return self.lateral(t, kind, left, lsrc, lconds)
+        try:
+            right, rsrc, rconds = self.table(sub)
+        except PlanError:
+            if not lateral:
+                raise
+            return self.lateral(t, kind, left, lsrc, lconds)
         twice = {s.alias for s in lsrc} & {s.alias for s in rsrc}
         if twice:
             raise PlanError(f"table name {sorted(twice)[0]!r} specified more than once (give each an alias)")
@@ -484,7 +571,160 @@ class _Planner:
         if not on:
             raise _Unsupported(f"{kind.upper()} JOIN without an equality of columns")
         self.check_keys(on, left.schema + right.schema)
-        return Join(left.schema + right.schema, (left, right), kind, tuple(on)), lsrc + rsrc, []
+        join = Join(left.schema + right.schema, (left, right), kind, tuple(on))
+        if id(t) in self.merging:
+            return self.merged_using(join, self.merging.pop(id(t)), lsrc + rsrc)
+        return join, lsrc + rsrc, []
+
+    def merged_using(self, join: Join, merged, sources: list[_Source]):
+        """A right or full ``JOIN ... USING``'s merged columns, ``COALESCE(l.c, r.c)`` each,
+        computed after the join (one SQL segment) and in scope first, unqualified."""
+        names = [c.name for c in join.schema]
+        tag = self.fresh("using")
+        items = [(placeholder(i), n) for i, n in enumerate(names)]
+        items += [(f"coalesce({placeholder(names.index(lc))}, {placeholder(names.index(rc))})", f"{tag}.{name}")
+                  for name, lc, rc in merged]
+        node = self.sql_segment(join, (), items, [f"USING ({', '.join(n for n, _, _ in merged)})"])
+        types = {c.name: c.type for c in node.schema}
+        src = _Source("", {name: (f"{tag}.{name}", types[f"{tag}.{name}"]) for name, _, _ in merged})
+        return node, [src, *sources], []
+
+    def lateral(self, t: Table, kind: str, left: Node, lsrc: list[_Source], lconds) -> tuple[Node, list[_Source], list]:
+        """A ``LATERAL`` subquery (``FROM x, LATERAL (...) y``, ``[LEFT] JOIN LATERAL (...) y ON
+        true``) reading the left side's columns, decorrelated as Materialize's lowering does
+        for what colmz can prove equal to it:
+
+        * without ``FROM`` (``LATERAL (SELECT x.a * 2 AS b)``): a Map over the left side;
+        * correlated by equalities of inner and outer columns in its ``WHERE`` (every other
+          outer reference refused): the subquery with those conditions taken off and its
+          inner key columns carried along -- added to ``GROUP BY`` when it aggregates, to the
+          groups of its top-k when it has ``LIMIT``/``OFFSET`` -- joined with the left side on
+          the keys (inner, or left for ``LEFT JOIN``); a global aggregate (no ``GROUP BY``) is
+          one row per left row, so it is left-joined, each aggregate over no rows NULL or, for
+          ``count``, coalesced to 0."""
+        r = t.children[1]
+        sub, alias = r.subquery, r.alias
+        what = f"LATERAL subquery {alias!r}"
+        if not alias:
+            raise _Unsupported(f"{what} without an alias")
+        if any(not (c.cls == "CONSTANT" and c.literal is not None and c.literal.kind == "BOOLEAN" and c.literal.value)
+               for e in t.expressions for c in _conjuncts(e)):
+            raise _Unsupported(f"{what}: a join condition other than ON true")
+        if sub.type != "SELECT_NODE" or sub.ctes:
+            raise _Unsupported(f"{what}: not one SELECT")
+        left = self.place(left, lsrc, lconds)
+        outer = _Scope(lsrc)
+        if sub.from_ is None:
+            return self.lateral_map(sub, alias, r.column_aliases, left, lsrc, outer, what)
+        _, isrc, _ = self.table(sub.from_)  # the inner scope, to tell inner columns from outer ones
+        inner = _Scope(isrc)
+        pairs, local = [], []
+        for c in _conjuncts(sub.where):
+            if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
+                    and all(x.cls == "COLUMN_REF" for x in c.children)):
+                bound = []
+                for x in c.children:
+                    try:
+                        bound.append(("in", x, inner.column(x)))
+                    except PlanError:
+                        bound.append(("out", x, outer.column(x)))
+                kinds = [k for k, _, _ in bound]
+                if sorted(kinds) == ["in", "out"]:
+                    pairs.append((bound[kinds.index("out")][2], bound[kinds.index("in")][1]))
+                    continue
+            local.append(c)
+        if not pairs:
+            raise _Unsupported(f"{what}: correlated other than by equalities of columns")
+        keys = tuple(x for _, x in pairs)
+        aggregated = bool(sub.group_by) or sub.having is not None or any(
+            _is_aggregate(x) for e in sub.items for x in e.walk() if x.cls != "WINDOW")
+        if any(x.cls == "WINDOW" for e in sub.items for x in e.walk()):
+            raise _Unsupported(f"{what}: window functions")
+        if _grouping_sets(sub):
+            raise _Unsupported(f"{what}: grouping sets")
+        glob = aggregated and not sub.group_by
+        counts: list[int] = []
+        if glob:
+            if sub.having is not None or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers):
+                raise _Unsupported(f"{what}: a global aggregate with HAVING, DISTINCT or LIMIT")
+            for i, e in enumerate(sub.items):
+                fn = e.name[-1] if e.cls == "FUNCTION" and len(e.name) == 1 else ""
+                if not _is_aggregate(e) or fn not in self.NULL_WHEN_EMPTY | {"count", "count_star"}:
+                    raise _Unsupported(f"{what}: a global aggregate's item {self.span(e)!r} other than one "
+                                       "aggregate call")
+                if fn in ("count", "count_star"):
+                    counts.append(i)
+        where = None
+        if local:
+            where = local[0] if len(local) == 1 else Expression("CONJUNCTION", "CONJUNCTION_AND", -1, -1,
+                                                                  tuple(local))
+        n = len(sub.items)
+        if any(e.cls == "STAR" for e in sub.items):
+            raise _Unsupported(f"{what}: * in its select list")
+        rewritten = dataclasses.replace(sub, where=where, items=(*sub.items, *keys),
+                                        group_by=(*sub.group_by, *keys) if aggregated else sub.group_by,
+                                        grouping_sets=())
+        self.lateral_keys[id(rewritten)] = len(keys)
+        try:
+            right = self.query(rewritten)
+        except PlanError as e:  # an outer column read elsewhere than an equality
+            raise _Unsupported(f"{what}: {e} (correlated other than by equalities of columns)") from None
+        finally:
+            self.lateral_keys.pop(id(rewritten), None)
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"{what}: {right.reason}")
+        names = [c.name for c in right.schema[:n]]
+        if len(r.column_aliases) > n:
+            raise PlanError(f"{what} has {n} columns available but {len(r.column_aliases)} columns specified")
+        names = list(r.column_aliases) + names[len(r.column_aliases):]
+        tag = self.fresh("lateral")
+        cols = tuple((c.name, f"{alias}.{nm}") for c, nm in zip(right.schema, names)) + tuple(
+            (c.name, f"{tag}.key{i}") for i, c in enumerate(right.schema[n:]))
+        if len({p for _, p in cols}) != len(cols):
+            raise _Unsupported(f"{what}: two output columns named alike")
+        right = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, right.schema)), right, (), cols)
+        on = tuple((o, cols[n + i][1]) for i, (o, _) in enumerate(pairs))
+        self.check_keys(on, left.schema + right.schema)
+        both = left.schema + right.schema
+        join = Join(both, (left, right), "left" if glob or kind == "left" else kind, on)
+        shown = [c for c in both if not c.name.startswith(f"{tag}.")]
+        if counts:
+            at = [c.name for c in both]
+            items = [(placeholder(at.index(c.name)), c.name) for c in shown]
+            for i in counts:
+                col = cols[i][1]
+                items[[x for _, x in items].index(col)] = (f"coalesce({placeholder(at.index(col))}, 0)", col)
+            node = self.sql_segment(join, (), items, [self.span(sub.items[i]) for i in counts])
+        else:
+            node = fused(tuple(shown), join, (), tuple((c.name, c.name) for c in shown))
+        src = _Source(alias, {nm: (p, c.type) for nm, (_, p), c in zip(names, cols, right.schema)})
+        return node, lsrc + [src], []
+
+    def lateral_map(self, sub: Query, alias: str, column_aliases, left: Node, lsrc, outer: _Scope, what: str):
+        """A ``LATERAL`` subquery without ``FROM``: its items, expressions over the left side's
+        columns, computed per left row (a Map, one SQL segment)."""
+        if sub.where is not None or sub.group_by or sub.having is not None or sub.modifiers:
+            raise _Unsupported(f"{what}: SELECT without FROM with WHERE, GROUP BY, HAVING or modifiers")
+        names_in = [c.name for c in left.schema]
+        tag = self.fresh("lateral")
+        items = [(placeholder(i), c) for i, c in enumerate(names_in)]
+        out_names = []
+        for j, e in enumerate(sub.items):
+            if e.cls in ("STAR", "SUBQUERY") or any(x.cls in ("SUBQUERY", "WINDOW") or _is_aggregate(x)
+                                                     for x in e.walk()):
+                raise _Unsupported(f"{what}: item {self.span(e)!r}")
+            name = column_aliases[j] if j < len(column_aliases) else (
+                e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else f"{tag}.{j}"))
+            out_names.append(name)
+            items.append((self.sql_text(e, names_in, outer.column), f"{alias}.{name}"))
+        if len(column_aliases) > len(sub.items):
+            raise PlanError(f"{what} has {len(sub.items)} columns available but {len(column_aliases)} columns specified")
+        if len(set(out_names)) != len(out_names):
+            raise _Unsupported(f"{what}: two output columns named alike")
+        node = self.sql_segment(left, (), items, [self.span(e) for e in sub.items])
+        types = {c.name: c.type for c in node.schema}
+        src = _Source(alias, {nm: (f"{alias}.{nm}", types[f"{alias}.{nm}"]) for nm in out_names})
+        return node, lsrc + [src], []
 
     def equality(self, e: Expression, scope: _Scope) -> tuple[str, str] | None:
         if (e.cls == "COMPARISON" and e.type == "COMPARE_EQUAL" and len(e.children) == 2
@@ -583,9 +823,28 @@ class _Planner:
                 types = {c.name: c.type for c in node.schema}
                 node = fused(node.schema, node, tuple(q for c in where for q in self.predicates(c, scope.column, types)), None)
         if sql_where:
+            # scalar subqueries inside the conditions: each a column joined in (Materialize's
+            # lowering: a cross join with a one-row relation, or a left join with the
+            # subquery decorrelated by its keys), read by the condition, projected away after
+            before = node.schema
+            joined = []
+            for c in sql_where:
+                for sub in c.walk():
+                    if sub.cls == "SUBQUERY" and not _array_any(sub):
+                        # (a CTE planned at each reference joins its subqueries each time)
+                        node, col = self.scalar_subquery(node, sub, scope)
+                        self.check_postgres_typed(node, col, self.span(sub))
+                        self.subquery_columns[id(sub)] = col
+                        joined.append(id(sub))
             names = [c.name for c in node.schema]
-            node = self.sql_segment(node, tuple(self.sql_text(c, names, scope.column) for c in sql_where), None,
-                                    [self.span(c) for c in sql_where])
+            try:
+                texts = tuple(self.sql_text(c, names, scope.column) for c in sql_where)
+            finally:
+                for i in joined:
+                    self.subquery_columns.pop(i, None)
+            node = self.sql_segment(node, texts, None, [self.span(c) for c in sql_where])
+            if node.schema != before:
+                node = fused(before, node, (), tuple((c.name, c.name) for c in before))
         for e, negated in semi:
             node = self.semijoin(node, scope, e, negated)
         aggregated = bool(q.group_by) or q.having is not None or any(
@@ -634,25 +893,73 @@ class _Planner:
                 elif e.cls == "SUBQUERY" and not e.children and self.span(e).lstrip().upper().startswith("EXISTS"):
                     node, col = self.exists_value(node, scope, e)
                     select.append((col, e.alias or "exists"))
+                elif e.cls == "SUBQUERY" and e.children and self.is_in(e):
+                    node, col = self.in_value(node, scope, e)
+                    select.append((col, e.alias or "?column?"))
                 elif e.cls == "SUBQUERY":
-                    node, col = self.scalar_subquery(node, e)
+                    node, col = self.scalar_subquery(node, e, scope)
                     select.append((col, e.alias or self.span(e)))
                 else:  # a scalar expression: SQL over the delta (one DuckDB call per commit)
                     sql_items[len(select)] = e
                     select.append(("", e.alias or self.span(e)))
         select = _unique(select)
+        shown = len(select)
+        if not temporal:
+            select += self.order_columns(q, select, sql_items, scope)
         if sql_items:
             if temporal:
                 raise _Unsupported("a temporal filter (mz_now()) with select items needing SQL")
             names = [c.name for c in node.schema]
             texts = {i: self.sql_text(e, names, scope.column) for i, e in sql_items.items()}
             node = self.items_segment(node, select, texts, [self.span(e) for e in sql_items.values()])
-            return self.modifiers(node, q)
+            return self.without_order_columns(self.modifiers(node, q), shown)
         types = {c.name: c.type for c in node.schema}
         if temporal:
             return self.temporal(node, scope, temporal, select, q)
         node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
-        return self.modifiers(node, q)
+        return self.without_order_columns(self.modifiers(node, q), shown)
+
+    def order_columns(self, q: Query, select, sql_items, scope: _Scope) -> list[tuple[str, str]]:
+        """The input columns a top-k's ``ORDER BY`` / ``DISTINCT ON`` reads that the select
+        list does not output (PostgreSQL sorts by them): hidden output columns (``(source,
+        name)``), projected away after the top-k (:meth:`without_order_columns`); and each
+        ``ORDER BY`` expression written as a select item is that item's column. Only where
+        a top-k keeps rows (``LIMIT``/``OFFSET``, ``DISTINCT ON``), not under ``DISTINCT``."""
+        mods = {m.type for m in q.modifiers}
+        if "LIMIT_MODIFIER" not in mods and not any(m.type == "DISTINCT_MODIFIER" and m.expressions
+                                                    for m in q.modifiers):
+            return []
+        if any(m.type == "DISTINCT_MODIFIER" and not m.expressions for m in q.modifiers):
+            return []
+        names = [n for _, n in select]
+        texts = {" ".join(self.span(e).split()): names[i] for i, e in enumerate(q.items)
+                 if i < len(names) and e.cls not in ("STAR", "COLUMN_REF") and e.start >= 0}
+        exprs = [o.expression for m in q.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders]
+        exprs += [e for m in q.modifiers if m.type == "DISTINCT_MODIFIER" for e in m.expressions]
+        hidden: list[tuple[str, str]] = []
+        for e in exprs:
+            if e.start < 0:
+                continue
+            if e.cls == "COLUMN_REF" and not (len(e.name) == 1 and e.name[0] in names):
+                try:
+                    col = scope.column(e)
+                except PlanError:
+                    continue  # order_key names it
+                name = next((n for c, n in hidden if c == col), None)
+                if name is None:  # one hidden column per input column (DISTINCT ON (c) ORDER BY c)
+                    name = self.fresh("order")
+                    hidden.append((col, name))
+                self.order_names[(e.start, e.end)] = name
+            elif e.cls != "COLUMN_REF" and " ".join(self.span(e).split()) in texts:
+                self.order_names[(e.start, e.end)] = texts[" ".join(self.span(e).split())]
+        return hidden
+
+    def without_order_columns(self, node: Node, shown: int) -> Node:
+        """``node`` without its hidden order columns (those after the first ``shown``)."""
+        if len(node.schema) == shown:
+            return node
+        keep = node.schema[:shown]
+        return fused(keep, node, (), tuple((c.name, c.name) for c in keep))
 
     def reduce(self, q: Query, node: Node, scope: _Scope):
         """The native reduce of an aggregated query: its node (with ``HAVING``), the select
@@ -740,7 +1047,8 @@ class _Planner:
                 if _is_aggregate(sub):
                     having_column(sub)
         out_schema = self.reduce_schema(node.schema, group, aggs)
-        red: Node = Reduce(out_schema, node, tuple(group), tuple(aggs))
+        red: Node = Reduce(out_schema, node, tuple(group), tuple(aggs),
+                           expected_group_size=self.hint(q, "AGGREGATE INPUT GROUP SIZE"))
         if having:
             rtypes = {c.name: c.type for c in out_schema}
             preds = tuple(q for h in having for q in self.predicates(h, having_column, rtypes))
@@ -887,22 +1195,31 @@ class _Planner:
             # it reads: the query's own binding already checked it
             return node
         keys = [self.order_key(o, names, "ORDER BY") for o in order]
+        # a LATERAL subquery's rows are per correlation key (its last columns): so is its top-k
+        per = tuple(names[len(names) - self.lateral_keys[id(q)]:]) if id(q) in self.lateral_keys else ()
         if distinct_on:
             on = [self.order_key(Order(e), names, "DISTINCT ON")[0] for e in distinct_on]
             # PostgreSQL: the leading ORDER BY items are the DISTINCT ON expressions; the rest
             # orders each group, whose first row is kept (Materialize's TopK with limit 1)
             if [k[0] for k in keys[:len(on)]] != on[:len(keys)]:
                 raise PlanError("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
-            node = self.top_k(node, tuple(on), tuple(keys[len(on):]), 1, 0)
+            node = self.top_k(node, (*on, *per), tuple(keys[len(on):]), 1, 0, self.top_k_hint(q, "DISTINCT ON"))
             keys = [] if limit is None and offset == 0 else keys
         if limit is None and offset == 0:
             return node  # ORDER BY alone orders nothing a view keeps
-        return self.top_k(node, (), tuple(keys), limit, offset)
+        return self.top_k(node, per, tuple(keys), limit, offset, self.top_k_hint(q, "LIMIT"))
+
+    def top_k_hint(self, q: Query, kind: str) -> tuple[str, int] | None:
+        name = f"{kind} INPUT GROUP SIZE"
+        value = self.hint(q, name)
+        return None if value is None else (name, value)
 
     def order_key(self, o, names: list[str], what: str) -> tuple[str, bool, bool]:
         """``(output column, descending, nulls first)`` of one ``ORDER BY`` item."""
         e = o.expression
-        if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER":
+        if (e.start, e.end) in self.order_names and self.order_names[(e.start, e.end)] in names:
+            col = self.order_names[(e.start, e.end)]  # a hidden column, or a select item written alike
+        elif e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER":
             i = e.literal.value
             if not 1 <= i <= len(names):
                 raise PlanError(f"{what} position {i} is not in the select list")
@@ -915,12 +1232,13 @@ class _Planner:
         nulls_first = desc if o.nulls == "ORDER_DEFAULT" else o.nulls == "NULLS FIRST"
         return col, desc, nulls_first
 
-    def top_k(self, node: Node, group: tuple[str, ...], keys: tuple, limit, offset: int) -> Node:
-        """A native :class:`TopK`, or -- when the order reads text (the collation's order,
-        SQL's business) -- a :class:`SqlTopK` recomputed by DuckDB per affected group."""
+    def top_k(self, node: Node, group: tuple[str, ...], keys: tuple, limit, offset: int, hint=None) -> Node:
+        """A native :class:`TopK` (``hint``: its group-size hint, recorded), or -- when the
+        order reads text (the collation's order, SQL's business) -- a :class:`SqlTopK`
+        recomputed by DuckDB per affected group."""
         types = {c.name: c.type for c in node.schema}
         if not any(pa.types.is_string(types[c]) or pa.types.is_large_string(types[c]) for c, _, _ in keys):
-            return TopK(node.schema, node, keys, limit, offset, group)
+            return TopK(node.schema, node, keys, limit, offset, group, hint)
         order = ", ".join(f"{identifier(c)}{' DESC' if d else ' ASC'} NULLS {'FIRST' if n else 'LAST'}"
                           for c, d, n in keys) or "1"
         rn = identifier("__rn")
@@ -1083,9 +1401,9 @@ class _Planner:
     def using(self, t: Table, kind: str, lsrc: list[_Source], rsrc: list[_Source]) -> list[Expression]:
         """``JOIN ... USING (c, ...)`` as the equalities ``l.c = r.c``; the right side's ``c``
         is then reachable qualified only and ``*`` lists the ``USING`` columns first, as
-        PostgreSQL does (for inner and left joins the merged column is the left one's)."""
-        if kind not in ("inner", "left"):
-            raise _Unsupported(f"{kind.upper()} JOIN ... USING (the merged column is a COALESCE)")
+        PostgreSQL does (for inner and left joins the merged column is the left one's; for
+        right and full joins it is ``COALESCE(l.c, r.c)``, a column of its own computed after
+        the join, both sides' ``c`` reachable qualified only: :meth:`merged_using`)."""
         if len(lsrc) != 1:
             raise _Unsupported("JOIN ... USING with several relations on its left")
         out = []
@@ -1100,6 +1418,9 @@ class _Planner:
                 Expression("COLUMN_REF", "COLUMN_REF", -1, -1, name=(ls[0].alias, name)),
                 Expression("COLUMN_REF", "COLUMN_REF", -1, -1, name=(rs[0].alias, name)))))
             rs[0].hidden.add(name)
+            if kind in ("right", "full"):
+                ls[0].hidden.add(name)
+                self.merging.setdefault(id(t), []).append((name, ls[0].columns[name][0], rs[0].columns[name][0]))
         cols = lsrc[0].columns
         lsrc[0].columns = {**{n: cols[n] for n in t.using}, **{n: v for n, v in cols.items() if n not in t.using}}
         return out
@@ -1120,6 +1441,9 @@ class _Planner:
         if q.where is not None or q.group_by or q.having is not None:
             raise _Unsupported("SELECT without FROM with WHERE, GROUP BY or HAVING")
         names, values, types = [], [], []
+        subqueries = {i: e for i, e in enumerate(q.items) if e.cls == "SUBQUERY"}
+        if subqueries:
+            return self.constant_with_subqueries(q, subqueries)
         for e in q.items:
             null = self.typed_null(e)
             if null is not None:  # NULL::int and the like: a NULL of that type, named by it
@@ -1149,6 +1473,29 @@ class _Planner:
             types.append(t)
         names = [n for _, n in _unique([(n, n) for n in names])]
         return Constant(tuple(ColumnSpec(n, t) for n, t in zip(names, types)), (tuple(values),))
+
+    def constant_with_subqueries(self, q: Query, subqueries: dict[int, Expression]) -> Node:
+        """``SELECT`` without ``FROM`` whose items include scalar subqueries of one row by
+        their shape: the other items' constant row (with a column of its own, so that it is
+        never empty) crossed with each subquery (:meth:`scalar_subquery`), projected to the
+        items in order."""
+        rest = tuple(e for i, e in enumerate(q.items) if i not in subqueries)
+        anchor = self.fresh("row")
+        const = self.constant(dataclasses.replace(q, items=rest, modifiers=()))
+        node: Node = Constant(const.schema + (ColumnSpec(anchor, pa.int32()),),
+                              tuple((*r, 1) for r in const.rows))
+        at = iter(c.name for c in const.schema)
+        select = []
+        for i, e in enumerate(q.items):
+            if i in subqueries:
+                node, col = self.scalar_subquery(node, e)
+                select.append((col, e.alias or self.span(e)))
+            else:
+                select.append((next(at), ""))
+        types = {c.name: c.type for c in node.schema}
+        select = [(src, name or src) for src, name in select]
+        select = _unique(select)
+        return fused(tuple(ColumnSpec(n, types[src]) for src, n in select), node, (), tuple(select))
 
     #: Types a ``NULL`` cast to them may hold in a constant relation: the written type (one
     #: word, lower case) -> PostgreSQL's name of it (the column's name, as PostgreSQL names a
@@ -1207,6 +1554,9 @@ class _Planner:
                 raise _Unsupported(f"{sub.name[-1]}() in {self.span(e)!r}: its value depends on when it runs")
             group = self.group_key(sub) if sub.cls != "COLUMN_REF" else None
             if sub.cls == "COLUMN_REF" or group is not None:
+                if (self.named_windows is not None and sub.cls == "COLUMN_REF"
+                        and self.named_windows[0] <= sub.start and sub.end <= self.named_windows[1]):
+                    continue  # a named window's, read in the WINDOW clause (:meth:`window`)
                 if sub.start < e.start or sub.end > e.end:
                     raise _Unsupported(f"column reference outside {self.span(e)!r}")
                 # a GROUP BY expression reads its column; a reference DuckDB copied (simple
@@ -1258,6 +1608,9 @@ class _Planner:
                 # scalar over the row, the user's text as written
                 for part in (*sub.children, *sub.subquery.items[0].children):
                     visit(part)
+                return
+            if sub.cls == "SUBQUERY" and id(sub) in self.subquery_columns:
+                refs.append((sub, self.subquery_columns[id(sub)]))  # its value, joined in
                 return
             if sub.cls == "SUBQUERY":
                 raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
@@ -1427,9 +1780,20 @@ class _Planner:
     def window(self, q: Query, node: Node, scope: _Scope) -> tuple[Node, list[tuple[str, str]]]:
         """Window functions: the select items needing SQL computed by DuckDB per affected
         partition -- the columns every window's ``PARTITION BY`` names (Materialize's basic
-        plan for window functions)."""
+        plan for window functions). Named windows (``OVER w``, ``WINDOW w AS (...)``): the
+        named spec's ``PARTITION BY``, and the query's ``WINDOW`` clause -- its column
+        references read from the input -- appended to the SQL DuckDB runs; a spec naming a
+        window and adding to it (``OVER (w ROWS ...)``) is one partition (coarser, still exact)."""
         select, items, texts = [], [], []
         key: list[str] | None = None
+        clause = self.window_clause(q)
+        self.named_windows = clause
+        try:
+            return self.window_items(q, node, scope, clause, select, items, texts, key)
+        finally:
+            self.named_windows = None
+
+    def window_items(self, q, node, scope, clause, select, items, texts, key):
         for e in q.items:
             if e.cls == "STAR":
                 if e.star_modified:
@@ -1449,6 +1813,19 @@ class _Planner:
             select.append((name, e.alias or self.span(e)))
         key = key or []
         sql = f"SELECT *, {', '.join(texts)} FROM {INPUT_RELATION}"
+        if clause is not None:
+            # the named windows' definitions, their column references read from the input
+            refs = {}
+            for e in q.items:
+                for sub in e.walk():
+                    if sub.cls == "COLUMN_REF" and clause[0] <= sub.start and sub.end <= clause[1]:
+                        refs[(sub.start, sub.end)] = scope.column(sub)
+            out, at = [], clause[0]
+            for (start, end), col in sorted(refs.items()):
+                out += [self.text[at:start], identifier(col)]
+                at = end
+            out.append(self.text[at:clause[1]])
+            sql += " WINDOW " + "".join(out)
         translated = self.checked_sql(sql, node.schema, key, "window functions")
         schema = output_schema(node.schema, translated)
         return Window(schema, node, tuple(key), tuple(items), translated), select
@@ -1458,7 +1835,15 @@ class _Planner:
         text = self.text[w.start:w.end]
         toks = tokenize(text)
         over = next((i for i, t in enumerate(toks) if t.kind == "word" and t.text.upper() == "OVER"), None)
-        if over is None or over + 1 >= len(toks) or toks[over + 1].text != "(":
+        base = w.start
+        if (over is not None and over + 2 == len(toks) and toks[over + 1].kind in ("word", "qident")
+                and self.named_windows is not None and toks[over + 1].name in self.named_windows[2]):
+            # OVER name: the spec of the query's WINDOW clause (DuckDB copied it into the call)
+            base, end = self.named_windows[2][toks[over + 1].name]
+            text = self.text[base:end]
+            toks = (None, *tokenize(text))  # toks[over + 1] is the spec's "("
+            over = 0
+        elif over is None or over + 1 >= len(toks) or toks[over + 1].text != "(":
             raise _Unsupported(f"window {self.span(w)!r}: a named window")
         lo = hi = None
         depth = 0
@@ -1481,7 +1866,7 @@ class _Planner:
             return []
         cols = []
         for c in w.children:
-            if c.start >= 0 and w.start + lo <= c.start and c.end <= w.start + hi:
+            if c.start >= 0 and base + lo <= c.start and c.end <= base + hi:
                 if c.cls != "COLUMN_REF":
                     raise _Unsupported(f"window {self.span(w)!r}: PARTITION BY an expression")
                 cols.append(scope.column(c))
@@ -1501,9 +1886,11 @@ class _Planner:
                 semi.append((bare, negated))
                 continue
             subs = list(c.walk())
-            if any(x.cls == "SUBQUERY" and not _array_any(x) for x in subs):
+            now = any(x.cls == "FUNCTION" and x.name and x.name[-1].lower() == "mz_now" for x in subs)
+            if any(x.cls == "SUBQUERY" and not _array_any(x) for x in subs) and now:
                 raise _Unsupported(f"a subquery in an expression ({self.span(c)!r})")
-            if any(x.cls == "FUNCTION" and x.name and x.name[-1].lower() == "mz_now" for x in subs):
+            # (a scalar subquery inside a condition is a column joined in: query_checked)
+            if now:
                 temporal.append(c)
                 continue
             plain.append(c)
@@ -1542,6 +1929,51 @@ class _Planner:
         if not negated:
             return semi
         return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def is_in(self, e: Expression) -> bool:
+        """Whether subquery expression ``e`` is ``x IN (subquery)`` (or ``x = ANY``/``SOME``)."""
+        x = e.children[0]
+        if x.start < 0:
+            return False
+        after = [t.text.upper() for t in tokenize(self.text[x.end:e.end])[:2]]
+        if after[:1] == ["IN"]:
+            return True
+        after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+        return after in (["=", "ANY"], ["=", "SOME"])
+
+    def in_value(self, node: Node, scope: _Scope, e: Expression) -> tuple[Node, str]:
+        """``x IN (subquery)`` as a select item's value, with PostgreSQL's NULLs: true when
+        ``x`` matches a row; else false when the subquery is empty; else NULL when ``x`` is
+        NULL or the subquery holds a NULL; else false. ``node`` left-joined with the
+        subquery's distinct values (a NULL ``x`` matches none) and crossed with the
+        subquery's global counts of rows and of non-NULL values (one row, empty input
+        included): O(delta) but for a change of those counts, which re-reads ``node``."""
+        text = self.span(e)
+        x = e.children[0]
+        if x.cls != "COLUMN_REF":
+            raise _Unsupported(f"select item {text!r}: IN of an expression needing SQL")
+        right = self.one_column_subquery(e, text, "IN subquery")
+        col = right.schema[0].name
+        tag = self.fresh("in")
+        aggs = (Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                Aggregate(f"{tag}.values", "count", col, "accumulable"))
+        counts = Reduce(self.reduce_schema(right.schema, [], list(aggs)), right, (), aggs)
+        key = f"{tag}.key"
+        dist = Distinct((ColumnSpec(key, right.schema[0].type),),
+                        fused((ColumnSpec(key, right.schema[0].type),), right, (), ((col, key),)))
+        crossed = Join(node.schema + counts.schema, (node, counts), "inner")
+        on = ((scope.column(x), key),)
+        self.check_keys(on, crossed.schema + dist.schema)
+        both = crossed.schema + dist.schema
+        join = Join(both, (crossed, dist), "left", on)
+        names = [c.name for c in both]
+        ph = {n: placeholder(names.index(n)) for n in (key, aggs[0].name, aggs[1].name, scope.column(x))}
+        value = f"{tag}.value"
+        sql = (f"CASE WHEN {ph[key]} IS NOT NULL THEN true WHEN {ph[aggs[0].name]} = 0 THEN false "
+               f"WHEN {ph[scope.column(x)]} IS NULL OR {ph[aggs[0].name]} > {ph[aggs[1].name]} "
+               "THEN CAST(NULL AS BOOLEAN) ELSE false END")
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
+        return self.sql_segment(join, (), items, [text]), value
 
     def one_column_subquery(self, e: Expression, text: str, what: str) -> Node:
         """The plan of ``e``'s uncorrelated one-column subquery (of an ``IN`` or a quantified
@@ -1656,15 +2088,20 @@ class _Planner:
         items.append((f"{placeholder(names.index(keys[0][1]))} IS NOT NULL", value))
         return self.sql_segment(join, (), items, [text]), value
 
-    def scalar_subquery(self, node: Node, e: Expression) -> tuple[Node, str]:
+    def scalar_subquery(self, node: Node, e: Expression, scope: _Scope | None = None) -> tuple[Node, str]:
         """An uncorrelated scalar subquery in the select list that is one row by its shape
         (aggregates without ``GROUP BY``/``HAVING``): ``node`` crossed with that one-row
-        relation (Materialize's lowering), and the column holding its value."""
+        relation (Materialize's lowering), and the column holding its value. Correlated by
+        equalities of columns (with ``scope`` the outer query's), it is
+        :meth:`correlated_aggregate`."""
         text = self.span(e)
         sub = e.subquery
         if e.children or self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
             raise _Unsupported(f"select item {text!r}: EXISTS or IN as a value")
-        if (sub is None or sub.type != "SELECT_NODE" or sub.from_ is None or sub.group_by
+        constant = (sub is not None and sub.type == "SELECT_NODE" and sub.from_ is None and sub.where is None
+                    and not sub.group_by and sub.having is None and not sub.modifiers and len(sub.items) == 1)
+        if not constant and (
+                sub is None or sub.type != "SELECT_NODE" or sub.from_ is None or sub.group_by
                 or sub.having is not None or len(sub.items) != 1
                 or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
                 or not any(_is_aggregate(x) for x in sub.items[0].walk() if x.cls != "WINDOW")):
@@ -1673,12 +2110,97 @@ class _Planner:
         try:
             right = self.query(sub)
         except PlanError as err:
-            raise _Unsupported(f"select item {text!r}: {err} (correlated subqueries are absent)") from None
+            if scope is None:
+                raise _Unsupported(f"select item {text!r}: {err} (correlated subqueries are absent)") from None
+            return self.correlated_aggregate(node, scope, e, err)
         if isinstance(right, Fallback):
             raise _Unsupported(f"scalar subquery {text!r}: {right.reason}")
         name = f"{self.fresh('scalar')}.{right.schema[0].name}"
         one = fused((ColumnSpec(name, right.schema[0].type),), right, (), ((right.schema[0].name, name),))
         return Join(node.schema + one.schema, (node, one), "inner"), name
+
+    def check_postgres_typed(self, node: Node, col: str, text: str) -> None:
+        """Refuse a subquery's value read by SQL (a condition) when a native aggregate under
+        it is not typed as PostgreSQL's (``sum``/``avg`` of integers are numeric there):
+        the condition would compare another value."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Reduce):
+                types = {c.name: c.type for c in n.input.schema}
+                for a in n.aggregates:
+                    if not _postgres_typed(a, types):
+                        raise _Unsupported(f"subquery {text!r} in a condition: the native {a.function} is not typed "
+                                           "as PostgreSQL's")
+            stack.extend(i for i in n.inputs if i is not None)
+
+    #: Aggregates whose value over no rows is NULL (``count`` is 0: coalesced).
+    NULL_WHEN_EMPTY = frozenset({"sum", "avg", "min", "max", "bool_and", "bool_or", "every", "string_agg",
+                                 "array_agg", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
+                                 "var_pop"})
+
+    def correlated_aggregate(self, node: Node, scope: _Scope, e: Expression, err: PlanError) -> tuple[Node, str]:
+        """A scalar subquery of one aggregate correlated by equalities of inner and outer
+        columns (``(SELECT sum(x) FROM u WHERE u.k = t.k AND ...)``), decorrelated as
+        Materialize's lowering does for equality correlation: the subquery grouped by its
+        inner key columns (its other conditions kept), ``node`` left-joined with it on the
+        outer columns -- a row whose key has no inner rows (a NULL key included) gets the
+        aggregate over no rows: NULL, or 0 for ``count``."""
+        text = self.span(e)
+        sub = e.subquery
+        agg = sub.items[0]
+        fn = agg.name[-1] if agg.cls == "FUNCTION" and len(agg.name) == 1 else ""
+        if not _is_aggregate(agg) or sub.ctes or fn not in self.NULL_WHEN_EMPTY | {"count", "count_star"}:
+            raise _Unsupported(f"select item {text!r}: {err} (a correlated scalar subquery other than one "
+                               "aggregate call)")
+        inner_node, sources, _ = self.table(sub.from_)
+        inner = _Scope(sources)
+        pairs, local = [], []
+        for c in _conjuncts(sub.where):
+            if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
+                    and all(x.cls == "COLUMN_REF" for x in c.children)):
+                bound = []
+                for x in c.children:
+                    try:
+                        bound.append(("in", x, inner.column(x)))
+                    except PlanError:
+                        bound.append(("out", x, scope.column(x)))
+                kinds = [k for k, _, _ in bound]
+                if sorted(kinds) == ["in", "out"]:
+                    pairs.append((bound[kinds.index("out")][2], bound[kinds.index("in")][1]))
+                    continue
+            local.append(c)
+        if not pairs:
+            raise _Unsupported(f"select item {text!r}: {err} (correlated other than by equalities of columns)")
+        where = None
+        if local:
+            where = local[0] if len(local) == 1 else Expression("CONJUNCTION", "CONJUNCTION_AND", -1, -1,
+                                                                  tuple(local))
+        keys = tuple(x for _, x in pairs)
+        grouped = dataclasses.replace(sub, where=where, group_by=keys, grouping_sets=(), items=(*keys, agg))
+        try:
+            right = self.query(grouped)
+        except PlanError as err2:  # an outer column read elsewhere than an equality
+            raise _Unsupported(f"select item {text!r}: {err2} (correlated other than by equalities of "
+                               "columns)") from None
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"correlated scalar subquery {text!r}: {right.reason}")
+        tag = self.fresh("scalar")
+        cols = tuple((c.name, f"{tag}.{i}") for i, c in enumerate(right.schema))
+        right = fused(tuple(ColumnSpec(n, c.type) for (_, n), c in zip(cols, right.schema)), right, (), cols)
+        on = tuple((o, cols[i][1]) for i, (o, _) in enumerate(pairs))
+        self.check_keys(on, node.schema + right.schema)
+        both = node.schema + right.schema
+        join = Join(both, (node, right), "left", on)
+        names = [c.name for c in both]
+        value = cols[-1][1]
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)]
+        at = placeholder(names.index(value))
+        items.append((f"coalesce({at}, 0)" if fn in ("count", "count_star") else at, value))
+        if fn in ("count", "count_star"):
+            return self.sql_segment(join, (), items, [text]), value
+        proj = tuple((c.name, c.name) for c in node.schema) + ((value, value),)
+        return fused(tuple(c for c in both if c.name in dict(proj)), join, (), proj), value
 
     def correlated(self, sub: Query, outer: _Scope, text: str) -> tuple[Node, list[tuple[str, str]]]:
         """An ``EXISTS`` subquery decorrelated: its ``FROM`` and local conditions planned,
@@ -1868,6 +2390,28 @@ def _grouping_sets(q: Query) -> bool:
                                            for e in q.items for sub in e.walk())
 
 
+def _reads_outside(q: Query | None) -> bool:
+    """Whether a ``FROM`` subquery reads a column of a relation outside it (a ``LATERAL``
+    subquery's correlation): a qualified reference whose qualifier names no relation of its
+    own ``FROM`` (nor of a nested query's), or any column reference without ``FROM``."""
+    if q is None or q.type != "SELECT_NODE":
+        return False
+    refs = [x for e in (*q.items, q.where, q.having, *q.group_by) if e is not None for x in e.walk()
+            if x.cls == "COLUMN_REF"]
+    if q.from_ is None:
+        return bool(refs)
+    own: set[str] = set()
+    stack = [q.from_]
+    while stack:
+        t = stack.pop()
+        if t.type == "BASE_TABLE":
+            own.add(t.alias or t.name[-1])
+        elif t.type == "SUBQUERY" and t.alias:
+            own.add(t.alias)
+        stack.extend(c for c in t.children if c is not None)
+    return any(len(x.name) == 2 and x.name[0] not in own for x in refs)
+
+
 def _leaves(q: Query) -> int:
     return sum(_leaves(c) for c in q.children) if q.type == "SET_OPERATION_NODE" else 1
 
@@ -1955,7 +2499,11 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
     that subquery becomes a Fallback leaf of its own (``Fallback.query``) and the query
     around it is planned. ``append_only`` names relations that only ever insert (their
     owner's promise, checked at every step): a min/max over them takes the monotonic plan
-    (:func:`monotonic_plan`). The catalog declares none.
+    (:func:`monotonic_plan`; a catalog passes its tables created ``WITH (APPEND ONLY)``).
+    Materialize's query hints (``OPTIONS (AGGREGATE INPUT GROUP SIZE = n)`` after a
+    ``GROUP BY``, :mod:`colmz.sql.hints`) choose the min/max's bucketed plan with stages for
+    groups of ``n`` rows (``Reduce.expected_group_size``); a top-k's ``DISTINCT ON`` / ``LIMIT
+    INPUT GROUP SIZE`` is recorded on its node (colmz's top-k has one plan).
 
     >>> import pyarrow as pa
     >>> p = plan("SELECT t.k, u.w FROM t JOIN u ON t.k = u.k WHERE u.w IS NOT NULL",
@@ -1976,11 +2524,13 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
         if not isinstance(name, str):
             raise TypeError(f"schemas must be keyed by table name (str), got {name!r}")
         checked[name] = as_schema(s, f"schemas[{name!r}]")
-    stmts = parse_tree(query_text)
+    # OPTIONS (...) hints blanked: DuckDB parses the rest, every offset unchanged
+    text, hints = strip_hints(query_text)
+    stmts = parse_tree(text)
     if len(stmts) != 1:
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
-    p = _Planner(query_text, checked, subquery_schema)
-    p.spans[id(stmts[0])] = _unparenthesized(query_text, 0, len(query_text))
+    p = _Planner(text, checked, subquery_schema, hints)
+    p.spans[id(stmts[0])] = _unparenthesized(text, 0, len(text))
     root = p.query(stmts[0])
     if append_only:
         if isinstance(append_only, str) or not all(isinstance(n, str) for n in append_only):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from colmz.dataflow.minmax import bucketing
 from colmz.order import ColumnSpec
 
 __all__ = ["INCREMENTAL", "PER_GROUP", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
@@ -145,22 +146,41 @@ class Aggregate:
 @dataclass(frozen=True)
 class Reduce(Node):
     """A native reduce; ``monotonic``: its input is append-only (proved by the planner), so
-    its min/max take Materialize's monotonic plan, not the bucketed one."""
+    its min/max take Materialize's monotonic plan; else ``expected_group_size`` (the query's
+    ``AGGREGATE INPUT GROUP SIZE`` hint) takes the bucketed plan with stages for groups of
+    that size; neither: the per-group plan (``colmz.dataflow.minmax``)."""
 
     input: Node | None = None
     group_by: tuple[str, ...] = ()
     aggregates: tuple[Aggregate, ...] = ()
     monotonic: bool = False
+    expected_group_size: int | None = None
 
     @property
     def inputs(self):
         return (self.input,)
 
+    @property
+    def hierarchical_plan(self) -> str | None:
+        """The min/max part's plan (``MinMaxReduce.plan``), ``None`` without min/max."""
+        if not any(a.reduction == "hierarchical" for a in self.aggregates):
+            return None
+        if self.monotonic:
+            return "monotonic"
+        return "per group" if self.expected_group_size is None else "bucketed"
+
     def describe(self) -> str:
         kinds = {a.reduction for a in self.aggregates}
         how = " (collation of accumulable and hierarchical)" if len(kinds) > 1 else ""
-        if self.monotonic and "hierarchical" in kinds:
-            how += " (monotonic input: hierarchical plan monotonic)"
+        hint = "" if self.expected_group_size is None else f"AGGREGATE INPUT GROUP SIZE = {self.expected_group_size}"
+        plan = self.hierarchical_plan
+        if plan == "monotonic":
+            how += " (monotonic input: hierarchical plan monotonic" + (f"; {hint} not needed)" if hint else ")")
+        elif plan == "bucketed":
+            stages = "/".join(map(str, bucketing(self.expected_group_size))) or "one stage"
+            how += f" ({hint}: hierarchical plan bucketed {stages})"
+        elif hint:
+            how += f" ({hint}: no min/max, no effect)"
         return f"Reduce group_by=[{', '.join(self.group_by)}] aggregates=[{', '.join(map(str, self.aggregates))}]{how}"
 
     def cost(self) -> str:
@@ -201,6 +221,10 @@ class TopK(Node):
     limit: int | None = None
     offset: int = 0
     group_by: tuple[str, ...] = ()
+    #: The query's ``DISTINCT ON INPUT GROUP SIZE`` / ``LIMIT INPUT GROUP SIZE`` hint as
+    #: ``(name, value)``: recorded, not used -- colmz's top-k has one plan, per affected group
+    #: (Materialize's hint sizes its bucketed top-k's stages, which colmz has not).
+    hint: tuple[str, int] | None = None
 
     @property
     def inputs(self):
@@ -209,7 +233,9 @@ class TopK(Node):
     def describe(self) -> str:
         keys = ", ".join(f"{c}{' DESC' if d else ''} NULLS {'FIRST' if n else 'LAST'}" for c, d, n in self.order_by)
         group = f"group_by=[{', '.join(self.group_by)}] " if self.group_by else ""
-        return f"TopK {group}order_by=[{keys}] limit={self.limit} offset={self.offset}"
+        hint = "" if self.hint is None else (f" ({self.hint[0]} = {self.hint[1]} recorded: colmz's top-k has one "
+                                             "plan, per affected group)")
+        return f"TopK {group}order_by=[{keys}] limit={self.limit} offset={self.offset}{hint}"
 
     def cost(self) -> str:
         return PER_GROUP

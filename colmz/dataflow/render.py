@@ -90,10 +90,10 @@ class CollatedReduce:
     ROLLBACK_FIELDS = ("accumulable", "hierarchical", "collation", "project")
 
     def __init__(self, schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...], arranged=None,
-                 monotonic: bool = False):
+                 monotonic: bool = False, expected_group_size: int | None = None):
         self.accumulable = reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "accumulable"))
         self.hierarchical = reduce_operator(schema, group, tuple(a for a in aggs if a.reduction == "hierarchical"),
-                                            arranged, monotonic)
+                                            arranged, monotonic, expected_group_size)
         self.collation = Collation([self.accumulable.schema, self.hierarchical.schema], list(group))
         self.project = MapFilterOp(self.collation.schema, select=[*group, *(a.name for a in aggs)])
         self.schema = self.project.schema
@@ -109,17 +109,24 @@ class CollatedReduce:
 
 
 def reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregate, ...], arranged=None,
-                    monotonic: bool = False):
-    """The operator of a reduce by the aggregates' reduction types; ``arranged`` (a
-    ``SharedInput`` of the input by ``group``), when given, is the min/max part's arranged input
-    (its per-group plan); ``monotonic`` (an append-only input) takes the min/max part's
-    monotonic plan; otherwise it is bucketed (``colmz.dataflow.minmax``)."""
+                    monotonic: bool = False, expected_group_size: int | None = None):
+    """The operator of a reduce by the aggregates' reduction types. The min/max part's plan
+    (``colmz.dataflow.minmax``, as ``Reduce.hierarchical_plan`` names it): ``monotonic`` (an
+    append-only input) its monotonic plan; else ``expected_group_size`` (the query's
+    ``AGGREGATE INPUT GROUP SIZE``) its bucketed plan with stages for groups of that size;
+    else its per-group plan, over ``arranged`` (a ``SharedInput`` of the input by ``group``)
+    when given."""
     kinds = {a.reduction for a in aggs}
     if len(kinds) > 1:
-        return CollatedReduce(schema, group, aggs, arranged, monotonic)
+        return CollatedReduce(schema, group, aggs, arranged, monotonic, expected_group_size)
     if kinds == {"hierarchical"}:
-        return MinMaxReduce(schema, list(group), {a.name: HIERARCHICAL[a.function](a.column) for a in aggs},
-                            arranged=None if monotonic else arranged, plan="monotonic" if monotonic else None)
+        extremes = {a.name: HIERARCHICAL[a.function](a.column) for a in aggs}
+        if monotonic:
+            return MinMaxReduce(schema, list(group), extremes, plan="monotonic")
+        if expected_group_size is not None:
+            return MinMaxReduce(schema, list(group), extremes, plan="bucketed",
+                                expected_group_size=expected_group_size)
+        return MinMaxReduce(schema, list(group), extremes, arranged=arranged)
     return acc.AccumulableReduce(schema, list(group),
                                  {a.name: (ACCUMULABLE[a.function](a.column) if a.column is not None
                                            else acc.Count()) for a in aggs})
@@ -217,8 +224,10 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: Sha
     elif isinstance(node, SqlMapFilter):
         op = SqlMapFilterOp(ins[0].schema, node.where, node.select)
     elif isinstance(node, Reduce):
+        own = node.hierarchical_plan != "per group"  # the monotonic and bucketed plans keep their own state
         op = reduce_operator(ins[0].schema, node.group_by, node.aggregates,
-                             None if node.monotonic else _shared_arranged(node, shared), node.monotonic)
+                             None if own else _shared_arranged(node, shared), node.monotonic,
+                             node.expected_group_size)
     elif isinstance(node, Distinct):
         op = DistinctOp(ins[0].schema)
     elif isinstance(node, Threshold):

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.hints import blank_hints
 from colmz.sql.names import resolve_item, sql_name
 from colmz.sql.tokens import Token, check_balanced, check_nesting, closing, require_text, tokenize
 from colmz.sql.tree import check_expression, parse_tree, prefetch_expressions
@@ -64,6 +65,9 @@ class CreateTable:
     qualifier: tuple[str, ...] = ()
     #: ``IF NOT EXISTS``: an existing object of the name is left as it is.
     if_not_exists: bool = False
+    #: ``WITH (APPEND ONLY)``: the table only ever inserts (a retraction is refused), so the
+    #: views over it may take Materialize's monotonic plans (``colmz.dataflow.plan``).
+    append_only: bool = False
 
 
 @dataclass
@@ -319,6 +323,19 @@ def _view_options(cur: _Cursor, view: str) -> str:
                  "(the option colmz reads is INCREMENTAL = 'require' | 'allow')")
 
 
+def _table_options(cur: _Cursor, table: str) -> bool:
+    """``WITH (APPEND ONLY)`` after a table's columns (colmz's declaration: Materialize infers
+    append-only inputs from their sources); any other option is unsupported."""
+    cur.expect("WITH")
+    if not cur.at("("):
+        raise SQLError(f"CREATE TABLE {table} WITH: expected (options)")
+    close = cur.matching()
+    if [t.upper for t in cur.toks[cur.pos + 1:close]] == ["APPEND", "ONLY"]:
+        cur.pos = close + 1
+        return True
+    _unsupported(f"CREATE TABLE ... WITH ({cur.span(cur.pos + 1, close)}) (the option colmz reads is APPEND ONLY)")
+
+
 def _name_list(cur: _Cursor) -> list[str]:
     close = cur.matching()
     names = [cur.toks[a].name for a, b in _split(cur.toks, cur.pos + 1, close, ",")]
@@ -355,8 +372,9 @@ def _statement(cur: _Cursor):
         if not cur.at("("):
             raise SQLError(f"CREATE TABLE {name} needs a column list")
         cols = _column_defs(cur)
+        append_only = _table_options(cur, name) if cur.at("WITH") else False
         _done(cur, "CREATE TABLE")
-        return CreateTable(name, cols, qual, if_not_exists)
+        return CreateTable(name, cols, qual, if_not_exists, append_only)
     if cur.at("SHOW"):
         return _show(cur)
     if cur.accept("SUBSCRIBE"):
@@ -785,6 +803,7 @@ def output_names(query: str) -> list[str | None] | None:
     >>> output_names("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS m, (s).f::text FROM t")
     ['m', 'f']
     """
+    query = blank_hints(query)  # OPTIONS (...) hints name nothing (same offsets)
     try:
         q = parse_tree(query)[0]
     except SQLError:

@@ -52,6 +52,7 @@ import pyarrow as pa
 from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.hints import blank_hints
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import float4_text, float8_text
 from colmz.sql.tokens import check_nesting, closing, require_text, short_text_cache, tokenize
@@ -123,7 +124,8 @@ def translate(sql: str) -> str:
     """
     # Nesting is measured first, in one pass over the tokens: every rewrite below reads a
     # nested construct once per level, so a text nested deeper is refused before any runs.
-    toks = tokenize(require_text(sql, "text"))
+    sql = blank_hints(require_text(sql, "text"))  # OPTIONS (...) hints: no effect on answers
+    toks = tokenize(sql)
     check_nesting(toks, sql)
     for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
         if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
