@@ -1404,6 +1404,7 @@ class _Planner:
         PostgreSQL does (for inner and left joins the merged column is the left one's; for
         right and full joins it is ``COALESCE(l.c, r.c)``, a column of its own computed after
         the join, both sides' ``c`` reachable qualified only: :meth:`merged_using`)."""
+        self.merging.pop(id(t), None)  # planned again (a CTE's second reference): merged afresh
         if len(lsrc) != 1:
             raise _Unsupported("JOIN ... USING with several relations on its left")
         out = []
