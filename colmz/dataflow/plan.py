@@ -616,6 +616,42 @@ class _Planner:
         outer = _Scope(lsrc)
         if sub.from_ is None:
             return self.lateral_map(sub, alias, r.column_aliases, left, lsrc, outer, what)
+        right, n, pairs, glob, counts = self.decorrelated(sub, outer, what)
+        names = [c.name for c in right.schema[:n]]
+        if len(r.column_aliases) > n:
+            raise PlanError(f"{what} has {n} columns available but {len(r.column_aliases)} columns specified")
+        names = list(r.column_aliases) + names[len(r.column_aliases):]
+        tag = self.fresh("lateral")
+        cols = tuple((c.name, f"{alias}.{nm}") for c, nm in zip(right.schema, names)) + tuple(
+            (c.name, f"{tag}.key{i}") for i, c in enumerate(right.schema[n:]))
+        if len({p for _, p in cols}) != len(cols):
+            raise _Unsupported(f"{what}: two output columns named alike")
+        right = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, right.schema)), right, (), cols)
+        on = tuple((o, cols[n + i][1]) for i, (o, _) in enumerate(pairs))
+        self.check_keys(on, left.schema + right.schema)
+        both = left.schema + right.schema
+        join = Join(both, (left, right), "left" if glob or kind == "left" else kind, on)
+        shown = [c for c in both if not c.name.startswith(f"{tag}.")]
+        if counts:
+            at = [c.name for c in both]
+            items = [(placeholder(at.index(c.name)), c.name) for c in shown]
+            for i in counts:
+                col = cols[i][1]
+                items[[x for _, x in items].index(col)] = (f"coalesce({placeholder(at.index(col))}, 0)", col)
+            node = self.sql_segment(join, (), items, [self.span(sub.items[i]) for i in counts])
+        else:
+            node = fused(tuple(shown), join, (), tuple((c.name, c.name) for c in shown))
+        src = _Source(alias, {nm: (p, c.type) for nm, (_, p), c in zip(names, cols, right.schema)})
+        return node, lsrc + [src], []
+
+    def decorrelated(self, sub: Query, outer: _Scope, what: str):
+        """A subquery correlated by equalities of inner and outer columns in its ``WHERE``
+        (every other outer reference refused), planned with those conditions taken off and
+        its inner key columns carried as its last output columns -- added to ``GROUP BY``
+        when it aggregates, to the groups of its top-k (:meth:`modifiers`). Returns ``(node,
+        number of its own columns, [(outer column, inner key expression)], whether it is a
+        global aggregate, positions of its count items)``: a global aggregate's keys
+        without rows have no row here, where the subquery has one (NULLs, counts 0)."""
         _, isrc, _ = self.table(sub.from_)  # the inner scope, to tell inner columns from outer ones
         inner = _Scope(isrc)
         pairs, local = [], []
@@ -673,32 +709,7 @@ class _Planner:
             self.lateral_keys.pop(id(rewritten), None)
         if isinstance(right, Fallback):
             raise _Unsupported(f"{what}: {right.reason}")
-        names = [c.name for c in right.schema[:n]]
-        if len(r.column_aliases) > n:
-            raise PlanError(f"{what} has {n} columns available but {len(r.column_aliases)} columns specified")
-        names = list(r.column_aliases) + names[len(r.column_aliases):]
-        tag = self.fresh("lateral")
-        cols = tuple((c.name, f"{alias}.{nm}") for c, nm in zip(right.schema, names)) + tuple(
-            (c.name, f"{tag}.key{i}") for i, c in enumerate(right.schema[n:]))
-        if len({p for _, p in cols}) != len(cols):
-            raise _Unsupported(f"{what}: two output columns named alike")
-        right = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, right.schema)), right, (), cols)
-        on = tuple((o, cols[n + i][1]) for i, (o, _) in enumerate(pairs))
-        self.check_keys(on, left.schema + right.schema)
-        both = left.schema + right.schema
-        join = Join(both, (left, right), "left" if glob or kind == "left" else kind, on)
-        shown = [c for c in both if not c.name.startswith(f"{tag}.")]
-        if counts:
-            at = [c.name for c in both]
-            items = [(placeholder(at.index(c.name)), c.name) for c in shown]
-            for i in counts:
-                col = cols[i][1]
-                items[[x for _, x in items].index(col)] = (f"coalesce({placeholder(at.index(col))}, 0)", col)
-            node = self.sql_segment(join, (), items, [self.span(sub.items[i]) for i in counts])
-        else:
-            node = fused(tuple(shown), join, (), tuple((c.name, c.name) for c in shown))
-        src = _Source(alias, {nm: (p, c.type) for nm, (_, p), c in zip(names, cols, right.schema)})
-        return node, lsrc + [src], []
+        return right, n, pairs, glob, counts
 
     def lateral_map(self, sub: Query, alias: str, column_aliases, left: Node, lsrc, outer: _Scope, what: str):
         """A ``LATERAL`` subquery without ``FROM``: its items, expressions over the left side's
@@ -1404,6 +1415,7 @@ class _Planner:
         PostgreSQL does (for inner and left joins the merged column is the left one's; for
         right and full joins it is ``COALESCE(l.c, r.c)``, a column of its own computed after
         the join, both sides' ``c`` reachable qualified only: :meth:`merged_using`)."""
+        self.merging.pop(id(t), None)  # planned again (a CTE's second reference): merged afresh
         if len(lsrc) != 1:
             raise _Unsupported("JOIN ... USING with several relations on its left")
         out = []
@@ -1917,6 +1929,11 @@ class _Planner:
                 raise _Unsupported(f"{text!r}: a quantified comparison (ANY/ALL/SOME)")
             if x.cls != "COLUMN_REF":
                 raise _Unsupported(f"{text!r}: IN of an expression needing SQL")
+            if not negated and _reads_outside(e.subquery):
+                try:
+                    return self.correlated_in(node, scope, e, x, text)
+                except _Unsupported:
+                    pass  # not decorrelated: the uncorrelated path says why
             right = self.one_column_subquery(e, text, "IN subquery")
             pairs = [(scope.column(x), right.schema[0].name)]
             if negated:
@@ -1929,6 +1946,24 @@ class _Planner:
         if not negated:
             return semi
         return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def correlated_in(self, node: Node, scope: _Scope, e: Expression, x: Expression, text: str) -> Node:
+        """``x IN (subquery)`` as a ``WHERE`` conjunct, the subquery correlated by equalities of
+        columns (:meth:`decorrelated`): a semijoin on ``x`` and the outer columns against the
+        subquery's value and inner keys. A global aggregate's keys without rows have no row
+        here, where the subquery has one: right for aggregates that are NULL over no rows (a
+        NULL matches nothing), refused for ``count`` (0 there)."""
+        sub = e.subquery
+        if sub.type != "SELECT_NODE" or sub.ctes or sub.from_ is None or len(sub.items) != 1:
+            raise _Unsupported(f"IN subquery {text!r}: correlated, not one SELECT ... FROM of one column")
+        right, n, pairs, _, counts = self.decorrelated(sub, scope, f"IN subquery {text!r}")
+        if counts:
+            raise _Unsupported(f"IN subquery {text!r}: a correlated count (0 over no rows)")
+        cols = [c.name for c in right.schema]
+        on = [(scope.column(x), cols[0]), *((o, cols[n + i]) for i, (o, _) in enumerate(pairs))]
+        if len({o for o, _ in on}) != len(on):
+            raise _Unsupported(f"IN subquery {text!r}: one outer column matched twice (a filter)")
+        return self.semi(node, right, on)
 
     def is_in(self, e: Expression) -> bool:
         """Whether subquery expression ``e`` is ``x IN (subquery)`` (or ``x = ANY``/``SOME``)."""

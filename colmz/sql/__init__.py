@@ -19,7 +19,9 @@ colmz runs queries in DuckDB, in process, over Arrow tables. User SQL goes one w
    (:mod:`colmz.sql.names`: default database ``materialize``, schema ``public``). Unpaired
    parentheses are refused before the script is split at ``;``.
 3. :mod:`colmz.sql.translate` rewrites what means something else in DuckDB. First
-   :mod:`colmz.sql.transforms`, a table of transforms over DuckDB's parse tree (calls whose
+   Materialize's query hints (``OPTIONS (AGGREGATE INPUT GROUP SIZE = n)``, which DuckDB
+   cannot parse) are blanked, every other offset kept (:mod:`colmz.sql.hints`: they choose
+   how a view is maintained, never an answer); then :mod:`colmz.sql.transforms`, a table of transforms over DuckDB's parse tree (calls whose
    DuckDB namesake means something else, row comparisons, LIKE's escape, constant
    ``numeric`` arithmetic with :mod:`colmz.sql.numeric`'s scales, ``::numeric``), applied
    once, bottom-up, to the nodes' spans, and only to texts whose tokens may hold such a

@@ -60,6 +60,9 @@ BODIES = [
     "SELECT k FROM t ORDER BY v DESC NULLS LAST, s, k LIMIT 3",
     "SELECT DISTINCT ON (k) v FROM t ORDER BY k, v DESC, s",
     "SELECT k + 1 AS j, s FROM t WHERE v IS NOT NULL ORDER BY v, s, k LIMIT 2 OFFSET 1",
+    # x IN (subquery correlated by equalities): a semijoin on x and the keys
+    "SELECT k, v FROM t WHERE v IN (SELECT max(v) FROM t AS t2 WHERE t2.s = t.s)",
+    "SELECT k, w FROM u WHERE k IN (SELECT t.v FROM t WHERE t.s = u.w AND t.k IS NOT NULL)",
 ]
 
 SCRIPT = [
