@@ -220,7 +220,7 @@ class GroupRecompute:
         with the delta's in one sort; only the changed rows are decoded."""
         base = self._input.base if self._shared else self._input
         searched, found = base.keys_searched, base.rows_found
-        w = base.lookup_encoded(keys, layout)
+        w = base.lookup_encoded(keys, layout, keys=False)  # a row's key: its query position's
         if self._shared:
             self._input.keys_searched += base.keys_searched - searched
             self._input.rows_found += base.rows_found - found
