@@ -350,10 +350,11 @@ class KeyedArrangement(FueledHolder):
                 np.add.at(out, q, d)
         return out
 
-    def lookup_encoded(self, q: np.ndarray, layout: Layout) -> FoundWords:
+    def lookup_encoded(self, q: np.ndarray, layout: Layout, *, keys: bool = True) -> FoundWords:
         """:meth:`lookup_words` without decoding: the rows found as words (:class:`FoundWords`);
-        :meth:`decode_words` decodes them."""
-        return self._collect(self.ranges_words(q, layout))
+        :meth:`decode_words` decodes them. ``keys=False`` leaves the key words out (no
+        columns): a caller that knows each row's key by its query position."""
+        return self._collect(self.ranges_words(q, layout), keys)
 
     def decode_words(self, keys: np.ndarray, key_layout: Layout, vals: np.ndarray, val_layout: Layout,
                      diff: np.ndarray) -> Updates:
@@ -368,17 +369,17 @@ class KeyedArrangement(FueledHolder):
         return Matches(found.query, self._decode(found.keys, found.key_layout, found.vals, found.val_layout,
                                                  found.diff))
 
-    def _collect(self, ranges) -> FoundWords:
+    def _collect(self, ranges, with_keys: bool = True) -> FoundWords:
         qs, keys, vals, diffs, kls, vls = [], [], [], [], [], []
         for run, lo, hi in ranges:
             q, rows = expand_ranges(lo, hi)
             if not len(rows):
                 continue
             qs.append(q)
-            keys.append(run.keys[rows])
+            keys.append(run.keys[rows] if with_keys else np.zeros((len(rows), 0), np.uint64))
             vals.append(run.vals[rows])
             diffs.append(run.diff[rows])
-            kls.append(run.key_layout)
+            kls.append(run.key_layout if with_keys else (0,) * (len(self._key_specs) + 1))
             vls.append(run.val_layout)
         if not qs:
             empty = (0,) * (len(self._key_specs) + 1), (0,) * (len(self._val_specs) + 1)

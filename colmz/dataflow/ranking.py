@@ -251,6 +251,12 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     if "row_number" in fns:
         # only rows whose numbers or other ranks move emit anything
         moved = np.flatnonzero((old != new) | (po["start"] != pn["start"]) | ~same)
+        if not len(moved) or max(int(old[moved].max()), int(new[moved].max())) <= 1:
+            # the usual case, each row once: a moved row leaves its old number, takes its new one
+            was, now = moved[old[moved] == 1], moved[new[moved] == 1]
+            pieces.append((was, po["start"][was] + 1, np.full(len(was), -1, np.int64), True))
+            pieces.append((now, pn["start"][now] + 1, np.ones(len(now), np.int64), False))
+            moved = moved[:0]
         a = po["start"][moved]
         b = a + old[moved]
         c = pn["start"][moved]

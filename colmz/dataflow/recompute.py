@@ -157,6 +157,8 @@ class GroupRecompute:
         self.rows_recomputed = 0
         self.queries = 0
         self.rows_ranked = 0
+        #: rows of the input read that were sorted to consolidate them (only when a run holds a retraction)
+        self.rows_consolidated = 0
 
     @property
     def strategy(self) -> str | None:
@@ -220,7 +222,7 @@ class GroupRecompute:
         with the delta's in one sort; only the changed rows are decoded."""
         base = self._input.base if self._shared else self._input
         searched, found = base.keys_searched, base.rows_found
-        w = base.lookup_encoded(keys, layout)
+        w = base.lookup_encoded(keys, layout, keys=False)  # a row's key: its query position's
         if self._shared:
             self._input.keys_searched += base.keys_searched - searched
             self._input.rows_found += base.rows_found - found
@@ -272,6 +274,7 @@ class GroupRecompute:
         kw, vw, diff = w.keys, w.vals, w.diff
         if len(diff) and diff.min() < 0:
             width = kw.shape[1]
+            self.rows_consolidated += len(diff)
             words, diff = consolidate_words(np.hstack([kw, vw]), diff)
             kw, vw = np.ascontiguousarray(words[:, :width]), np.ascontiguousarray(words[:, width:])
         rows = base.decode_words(kw, w.key_layout, vw, w.val_layout, diff)

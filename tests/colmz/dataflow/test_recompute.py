@@ -167,3 +167,15 @@ def test_a_bulk_change_is_one_duckdb_call_and_comes_consolidated():
     assert got == want
     held = w.arrangements[1].snapshot()
     assert not [r for r in held.to_pylist() if r[0] == 1]
+
+
+def test_the_input_is_sorted_only_when_a_run_holds_a_retraction():
+    # rows of positive diffs in several runs are given to DuckDB as read; a retraction in a
+    # run makes the read consolidate (a row inserted, then deleted in another run, cancels)
+    r = GroupRecompute(T, ["g"], AGG)
+    r.step(1, dm.batch(T, [(1, "a", 1), (1, "b", 2)], [1, 1], 1))
+    r.step(2, dm.batch(T, [(1, "a", 1), (2, "c", 3)], [1, 1], 2))
+    assert r.rows_consolidated == 0
+    out = r.step(3, dm.batch(T, [(1, "a", 1)], [-2], 3))
+    assert r.rows_consolidated > 0
+    assert sorted(out.to_pylist()) == [(1, "a,a,b", 2, 3, 3, -1), (1, "b", 1, 1, 3, 1)]
