@@ -12,17 +12,18 @@ to one type, so ``ΔA``'s bucket ``b`` meets only ``B``'s bucket ``b`` (co-parti
 broadcast).
 
 A chain runs in the bucket's task too: :func:`bucketed_view` takes a view's SQL whose plan
-(``colmz.dataflow.plan``) is a keyed stateful operator over tables -- a reduce with a
-``GROUP BY`` (accumulable or min/max aggregates) or a ``DISTINCT`` over one table, or an
-inner equi-join of two tables -- with Map/Filters anywhere (before it, the select list,
-``HAVING``) and, above it, more reduces with a ``GROUP BY`` or ``DISTINCT`` s; the task
-steps the whole rendered plan (``colmz.dataflow.render``). Map/Filters act row by row, so
+(``colmz.dataflow.plan``) is a keyed stateful operator over tables -- over one table a
+reduce with a ``GROUP BY`` (accumulable, min/max or basic aggregates), a ``DISTINCT``, a
+top-k per group (``DISTINCT ON``) or a window function with ``PARTITION BY``; or an inner
+equi-join of two tables -- with Map/Filters anywhere (before it, the select list,
+``HAVING``) and, above it, more of those keyed operators; the task steps the whole
+rendered plan (``colmz.dataflow.render``). Map/Filters act row by row, so
 they hold in any bucket. A bucket must hold every row each stateful operator's key needs,
 so the bucket key is made of the lowest operator's key columns (a join's equated pairs)
 that (1) reach it from table columns unchanged, traced down through Map/Filters (a native
 one's ``select`` pairs, a SQL one's placeholder of an input column), and (2) are carried
 unchanged into the key of every operator above it (traced down through Map/Filters, a
-reduce's group columns and a ``DISTINCT``). Bucketing by part of a key is correct -- equal
+keyed operator's key columns). Bucketing by part of a key is correct -- equal
 keys agree on every part --, so the positions failing either are left out; a plan with none
 left is refused.
 Only buckets with a delta step, so nothing in the plan may change without input: a global
@@ -41,8 +42,9 @@ named by its path (:meth:`BucketedView.states`) --
   each input's rows keyed by its join columns, multiplicities as diffs, rows with a NULL
   join key dropped (they join nothing).
 * a plan's, those of its stateful operators, named by their place in the pipeline (a
-  min/max reduce's ``"1.arranged"``: its input by group, the rows of the bucket's groups;
-  a distinct's counts).
+  min/max reduce's or a top-k's ``"1.arranged"``: its input by group, the rows of the
+  bucket's groups; a distinct's counts; a basic aggregate's or a window's ``"1.input"`` and
+  ``"1.output"``, recomputed per affected group in DuckDB).
 
 The step restores a fresh operator from the bucket's collections
 (``colmz.dataflow.state.restore_operators``: accumulators and arrangements filled as they
@@ -291,9 +293,10 @@ def join_view(left, right, on: Sequence[tuple[str, str]]) -> BucketedView:
 def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     """The :class:`BucketedView` of a view's SQL over tables ``schemas`` (as
     :func:`colmz.dataflow.plan.plan` takes them): a keyed stateful operator over tables --
-    a ``GROUP BY`` of accumulable or min/max aggregates or a ``DISTINCT`` over one table, or
-    an inner equi-join of two tables (a residual predicate allowed) --, Map/Filters (native
-    or through SQL) anywhere, and above it reduces with a ``GROUP BY`` or ``DISTINCT`` s.
+    over one table a ``GROUP BY``, a ``DISTINCT``, a top-k per group or a window function
+    with ``PARTITION BY``; or an inner equi-join of two tables (a residual predicate
+    allowed) --, Map/Filters (native or through SQL) anywhere, and above it more keyed
+    operators.
     Each table is bucketed by the columns that carry the lowest operator's key unchanged
     into every stateful operator's key (the module docstring; at least one must remain);
     any other plan is refused with its ``EXPLAIN``. The delta DataFrames carry the tables'
@@ -306,17 +309,16 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     >>> v.kind, v.tables, v.keys, [c.name for c in v.schema]
     ('plan', ('t',), (('k',),), ['k', 's', 'c'])
     """
-    from colmz.dataflow.plan import Get, Join, Reduce, plan
-    from colmz.dataflow.plan_nodes import Distinct
+    from colmz.dataflow.plan import Get, Join, plan
 
     if not isinstance(query, str):
         raise TypeError(f"query must be SQL text, got {type(query).__name__}")
     p = plan(query, schemas)
 
     def refuse(why: str):
-        return ValueError(f"bucketed_view takes a keyed stateful operator over tables (a GROUP BY of accumulable "
-                          f"or min/max aggregates or a DISTINCT over one table, an inner equi-join of two tables), "
-                          f"Map/Filters, and GROUP BYs or DISTINCTs above it keyed by what it is bucketed by; "
+        return ValueError(f"bucketed_view takes a keyed stateful operator over tables (a GROUP BY, DISTINCT, "
+                          f"top-k per group or partitioned window over one table, an inner equi-join of two "
+                          f"tables), Map/Filters, and keyed operators above it keyed by what it is bucketed by; "
                           f"this plan {why}:\n{p.explain()}")
 
     # The stateful operators from the root down: upper ones (a Reduce with GROUP BY, a
@@ -324,17 +326,16 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     uppers, node = [], p.root
     while True:
         node = _below_mapfilters(node)
-        if isinstance(node, (Reduce, Distinct)) and not isinstance(_below_mapfilters(node.input), Get):
-            if isinstance(node, Reduce) and not node.group_by:
-                raise refuse("has no GROUP BY (a global aggregate is one bucket)")
+        key = _keyed(node)
+        if key == []:
+            raise refuse(f"has a {type(node).__name__} keyed by nothing (a global aggregate, a LIMIT over all "
+                         "rows, a window without PARTITION BY: one bucket)")
+        if key is not None and not isinstance(_below_mapfilters(node.input), Get):
             uppers.append(node)
             node = node.input
             continue
         break
-    if isinstance(node, (Reduce, Distinct)):
-        if isinstance(node, Reduce) and not node.group_by:
-            raise refuse("has no GROUP BY (a global aggregate is one bucket)")
-        key = list(node.group_by) if isinstance(node, Reduce) else [c.name for c in node.input.schema]
+    if key is not None:
         branches, keys, names = [node.input], [key], [{c} for c in key]
     elif isinstance(node, Join):
         if node.kind != "inner" or len(node.inputs_) != 2:
@@ -360,8 +361,7 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     # An operator above the lowest keeps a bucket key position when its own key carries one
     # of that position's columns unchanged down to the lowest's output.
     for upper in uppers:
-        key = list(upper.group_by) if isinstance(upper, Reduce) else [c.name for c in upper.input.schema]
-        below = set(_carried(upper.input, key, node))
+        below = set(_carried(upper.input, _keyed(upper), node))
         keep = [j for j in keep if names[j] & below]
     if not keep:
         raise refuse("has no key column a table carries unchanged to every stateful operator")
@@ -385,20 +385,35 @@ def _below_mapfilters(node):
     return node
 
 
+def _keyed(node) -> list | None:
+    """The key of a keyed stateful plan node over one input -- a reduce's group columns
+    (accumulable, min/max or basic), a distinct's every column, a top-k's or window's
+    partition -- as columns of its input (``[]``: keyed by nothing); ``None`` for any other
+    node."""
+    from colmz.dataflow.plan import Reduce
+    from colmz.dataflow.plan_nodes import Distinct, GroupSql, TopK
+
+    if isinstance(node, (Reduce, TopK)):
+        return list(node.group_by)
+    if isinstance(node, Distinct):
+        return [c.name for c in node.input.schema]
+    if isinstance(node, GroupSql):
+        return list(node.key)
+    return None
+
+
 def _carried(node, cols: list, lowest) -> list:
     """Which of ``cols`` (columns of ``node``'s output) reach ``lowest``'s output unchanged,
-    as its column names: through Map/Filters, a Reduce's group columns and a Distinct."""
-    from colmz.dataflow.plan import Reduce
-
+    as its column names: through Map/Filters and the key columns of keyed nodes (each keeps
+    its key columns' names; a distinct's are every column)."""
     cols = list(cols)
     while node is not lowest:
-        mapped, below = _traced(node, cols, stop_at_get=False)
-        cols, node = mapped, below
+        cols, node = _traced(node, cols, stop_at_get=False)
         if node is lowest:
             break
-        if isinstance(node, Reduce):
-            cols = [c if c in node.group_by else None for c in cols]
-        node = node.input  # a Distinct passes its columns as they are
+        key = set(_keyed(node))
+        cols = [c if c in key and c in {x.name for x in node.schema} else None for c in cols]
+        node = node.input
     return [c for c in cols if c is not None]
 
 
