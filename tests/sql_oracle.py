@@ -92,7 +92,7 @@ def _float4_loader():
 def norm(v):
     """A value as compared: numeric as float, NaN as a string, Arrow's interval as psycopg's."""
     if isinstance(v, decimal.Decimal):
-        return float(v)
+        return norm(float(v))  # (numeric NaN as a float's)
     if isinstance(v, float) and math.isnan(v):
         return "NaN"
     if type(v).__name__ == "MonthDayNano":  # Arrow's interval: read as psycopg reads one

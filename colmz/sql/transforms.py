@@ -84,8 +84,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 import re
+import struct
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
@@ -765,6 +768,11 @@ def _numeric_cast(c: Call) -> str:
     if not (x.cls in ("COLUMN_REF", "CONSTANT", "CAST", "SUBQUERY", "CASE")
             or (x.cls in ("FUNCTION", "WINDOW") and len(x.name) == 1 and x.name[0].isidentifier())):
         operand = f"({operand})"  # an operator's result: its parentheses are outside its span
+    if _shows_real(x, c.text) or _shows_float(x, c.text) or (_is_arith(x) and any(
+            _shows_float(n, c.text) for leaf in _arith_leaves(x) for n in leaf.walk())):
+        # a visible float: PostgreSQL's float8_numeric (float4_numeric) keeps 15 (6)
+        # significant digits (0.1::float8 * 3 is 0.300000000000000)
+        operand = f"CAST(printf('%.{6 if _shows_real(x, c.text) else 15}g', {operand}) AS DOUBLE)"
     return f"({operand} + {NUMERIC_CAST})"
 
 
@@ -882,8 +890,6 @@ _FLOAT_P = re.compile(r"float\s*\(\s*(\d+)\s*\)")
 #: Spellings of the float types (words joined by one space) -> PostgreSQL's name.
 _FLOAT_TARGETS = {"float8": "double precision", "float": "double precision", "double": "double precision",
                   "double precision": "double precision", "float4": "real", "real": "real"}
-_FLOAT_LIMITS = {"double precision": 1.7976931348623157e308, "real": 3.4028234663852886e38}
-_FLOAT_SPECIAL_WORDS = {"nan", "infinity", "inf", "+infinity", "+inf", "-infinity", "-inf"}
 #: The macros checking an operand cast to a float type as PostgreSQL reads text (a finite
 #: text past the type's range raises; DuckDB reads it as an infinity): the operand itself,
 #: by PostgreSQL's type name.
@@ -907,15 +913,17 @@ def _float_cast(c: Call) -> str | None:
     m = _FLOAT_P.fullmatch(target)
     name = ("real" if int(m.group(1)) <= 24 else "double precision") if m else _FLOAT_TARGETS[target]
     lit = x.literal
-    if lit is not None and lit.kind == "STRING":
+    if lit is not None and lit.kind in ("STRING", "INTEGER", "NUMERIC"):
         raw = lit.text
         try:
-            value = float(raw)
-        except ValueError:
-            value = None  # DuckDB's cast rejects it as PostgreSQL does
-        if value is not None and raw.strip().lower() not in _FLOAT_SPECIAL_WORDS \
-                and abs(value) > _FLOAT_LIMITS[name]:
-            raise SQLError(f'"{raw}" is out of range for type {name}')
+            exact = Decimal(raw.strip())
+        except ArithmeticError:
+            exact = None  # DuckDB's cast rejects it as PostgreSQL does
+        if exact is not None and exact.is_finite() and _float_out_of_range(exact, name):
+            # past the type's range, or nonzero and rounding to zero (PostgreSQL's float
+            # input, and its numeric-to-float cast, which prints the numeric)
+            shown = raw if lit.kind == "STRING" else format(exact, "f")
+            raise SQLError(f'"{shown}" is out of range for type {name}')
         return None
     if lit is not None or (x.cls == "CAST" and _type_text(x.children[1], c.text) not in _TEXT_WORDS) \
             or x.start < 0:
@@ -923,6 +931,18 @@ def _float_cast(c: Call) -> str | None:
     w = c.text
     return (w[c.node.start : x.start] + f"{FLOAT_CAST_MACROS[name]}({c.text_of(x)})"
             + w[x.end : t.start] + c.text_of(t) + w[t.end : c.node.end])
+
+
+def _float_out_of_range(v: Decimal, name: str) -> bool:
+    # Whether ``v`` read as a ``name`` (real or double precision) rounds to an infinity
+    # (3.4028235e38 is the largest real, as strtof rounds it) or, nonzero, to zero.
+    d = float(v)
+    if name == "real":
+        try:
+            d = struct.unpack("f", struct.pack("f", d))[0]
+        except OverflowError:
+            return True
+    return math.isinf(d) or (v != 0 and d == 0)
 
 
 _TEXT_WORDS = frozenset({"text", "varchar", "string", "character varying"})

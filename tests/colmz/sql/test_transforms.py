@@ -414,3 +414,25 @@ def test_a_cast_to_jsonb_of_a_column_is_jsonbs_text():
         cat.sql("SELECT t::jsonb FROM j")
     with pytest.raises(UnsupportedSQL, match=r"\|\| of integer\[\] and integer"):
         cat.sql("SELECT ARRAY[1, 2] || 3")
+
+
+def test_a_float_literal_past_the_types_range_raises_as_in_postgresql():
+    # Over the range or nonzero rounding to zero raises (a numeric literal's message prints
+    # the numeric); the largest real is what strtof rounds 3.4028235e38 to.
+    from colmz.sql import SQLError
+
+    cat = _catalog()
+    for sql, shown in [("SELECT '2e-324'::float8", '"2e-324"'), ("SELECT 1e-46::real", '"0.' + "0" * 45 + '1"'),
+                       ("SELECT 1e39::real", '"1' + "0" * 39 + '"'), ("SELECT '-1e39'::real", '"-1e39"')]:
+        with pytest.raises(SQLError, match=f"^{shown} is out of range for type"):
+            cat.sql(sql)
+    got = cat.sql("SELECT 3.4028235e38::real AS a, '3.4028235e38'::real AS b, '4.9e-324'::float8 AS c").to_pylist()
+    assert got == [{"a": 3.4028234663852886e38, "b": 3.4028234663852886e38, "c": 5e-324}]
+
+
+def test_a_visible_float_cast_to_numeric_keeps_postgresqls_significant_digits():
+    # float8_numeric keeps 15 significant digits, float4_numeric 6: (0.1::float8 * 3)::numeric
+    # is 0.300000000000000 in PostgreSQL (equal to 0.3), 1.2345678::real::numeric 1.23457.
+    got = _catalog().sql("SELECT (0.1::float8 * 3)::numeric = 0.3 AS a, 1.2345678::real::numeric AS b, "
+                         "16777217::real::numeric AS c")
+    assert got.to_pylist() == [{"a": True, "b": 1.23457, "c": 16777200.0}]
