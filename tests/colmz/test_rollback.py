@@ -107,8 +107,9 @@ NOT_ROLLED_BACK.update({
     # the catalog's shared arrangements and their users: all of it state
     "SharedArrangements": set(),
     "_ByCount": {"schema"},
+    # its kept places per group (``_places``: offset + limit, configuration) and work counters
     "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs", "_val_specs", "_val_index",
-             "_empty_layout"},
+             "_empty_layout", "_places", "rows_ranked", "groups_reread"},
     "ViewSink": {"schema", "collection", "rows_consolidated"},
     "Collation": {"group_by", "input_schemas", "schema", "_group_specs"},
     "CollatedReduce": {"schema"},
@@ -129,10 +130,11 @@ NOT_ROLLED_BACK.update({
     # its bounds, projection and held columns' names (configuration), the rows it has read and
     # the held updates it read back (work counters)
     "TemporalFilter": {"input_schema", "bounds", "select", "schema", "rows_seen", "rows_released", "_names"},
-    # its SQL and key (configuration), rows recomputed and DuckDB queries made (work counters)
+    # its SQL, key and native ranking if recognized (configuration), rows recomputed, ranked
+    # and consolidated and DuckDB queries made (work counters)
     "GroupRecompute": {"input_schema", "group_by", "translated", "schema", "rows_recomputed", "queries",
                        "_group_specs", "_val_specs", "_empty_layout", "_key_leads",
-                       "_shared"},
+                       "_shared", "_in_val_specs", "ranking", "rows_ranked", "rows_consolidated"},
 })
 
 
