@@ -47,7 +47,8 @@ DuckDB json_serialize_sql                            457.5       435.6
 
 The machine is shared: the child's figures spread most (a second run gave 973 and 43 before);
 timing the two trees alternately in one process each (best of 30, three rounds) gave 573-618
-before and 221-230 after on a first sight. Of the first sight left, colmz's reader is about a
+before and 221-230 after on a first sight, and 25.3-25.6 in both on a repeat (the cached path
+does not parse: this change leaves it as it was). Of the first sight left, colmz's reader is about a
 quarter (its ``read_query`` of these queries about 55 us each); the rest is colmz's own
 tokenizer, translation and binding. A known shape now costs what a first sight does: the
 reader is cheaper than finding and remapping a shape, which serves the texts it gives up on.
