@@ -616,6 +616,8 @@ class _Reader:
                 raise _GIVE_UP
 
     def table_primary(self) -> Table:
+        if self.is_kw("LATERAL") and self.is_op("(", 1):
+            self.i += 1  # LATERAL (query): DuckDB's tree is the subquery's, from its "("
         i = self.i
         if self.op("("):
             if not (self.is_kw("SELECT") or self.is_kw("VALUES") or self.is_kw("WITH")):

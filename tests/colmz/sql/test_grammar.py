@@ -198,7 +198,8 @@ def _queries(draw):
                                       " FROM (SELECT 1 AS a) s LEFT JOIN u USING (a)", " FROM generate_series(1, 3) AS g(a)",
                                       " FROM (VALUES (1, 'x'), (2, NULL)) v(a, b)", " FROM t u(a), range(2) r",
                                       " FROM t FULL JOIN (VALUES (1)) v ON true CROSS JOIN unnest(ARRAY[1]) x",
-                                      " FROM t NATURAL JOIN u", " FROM t, LATERAL (SELECT 1) l"]))
+                                      " FROM t NATURAL JOIN u", " FROM t, LATERAL (SELECT 1) l",
+                                      " FROM t JOIN LATERAL (SELECT t.a) l ON true", " FROM t, LATERAL unnest(t.a) u"]))
         if draw(st.booleans()):
             text += " WHERE " + draw(_EXPRESSIONS)
         if draw(st.booleans()):
