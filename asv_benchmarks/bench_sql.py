@@ -3,9 +3,11 @@
 What colmz does to a statement before DuckDB runs it: tokenize and parse it
 (``colmz.sql.parse``), translate its query (``translate``: ``mz_now()``, type names) and bind
 the relations it reads (``bind_relations``), then have DuckDB confirm one ``SELECT``
-(``check_one_query``, DuckDB's ``extract_statements``). The workload is :data:`STATEMENTS`:
-queries, writes and continual tasks of the kind colmz's tests and examples run (a few
-hundred bytes each).
+(``check_one_query``, DuckDB's ``extract_statements``). Translation reads each text's parse
+tree (``colmz.sql.tree.parse_tree``): colmz's own reader of DuckDB's tokens
+(``colmz.sql.grammar``) where it knows the text, else DuckDB's ``json_serialize_sql``. The
+workload is :data:`STATEMENTS`: queries, writes and continual tasks of the kind colmz's tests
+and examples run (a few hundred bytes each).
 
 * ``ColmzFrontEnd.time_parse_translate_bind``: parse + translate + bind of every statement,
   caches cleared first (each text seen for the first time, as a new statement is).
@@ -13,8 +15,8 @@ hundred bytes each).
   continual task or view re-run at every time pays: the token caches hit).
 * ``ColmzFrontEnd.time_parse_translate_bind_known_shape``: texts never seen whose shapes
   are known (:data:`VARIANTS`: other numbers, another comment; what a workload resending a
-  statement with new values pays): DuckDB's tree of each comes from its shape's
-  (:mod:`colmz.sql.shapes`), the rest of the front end runs as on a first sight.
+  statement with new values pays). A text colmz's reader knows is read as on a first sight;
+  for the others DuckDB's tree of each comes from its shape's (:mod:`colmz.sql.shapes`).
 * ``ColmzFrontEnd.time_check_one_query``: DuckDB's ``extract_statements`` of every query colmz
   would run (its confirmation cache cleared).
 * ``Sqlglot.time_parse_transpile``: ``sqlglot.transpile(q, read="postgres", write="duckdb")`` of
@@ -27,28 +29,29 @@ hundred bytes each).
 prints microseconds per query (best of 20); with ``--before DIR`` it first runs the same
 workload, in a child process, on the colmz package in DIR (an older tree, e.g.
 ``git archive 71916de colmz | tar -x -C DIR``), so a change is measured before and after in
-one run. One run (``flock /tmp/colmz_bench.lock .venv/bin/python asv_benchmarks/bench_sql.py
---before DIR`` with 71916de's colmz in DIR, after translation learned PostgreSQL's numeric
-scales and float8 text; DuckDB 2.0.1, sqlglot 30.30.0, 2 shared cores), 12 statements
+one run. One run (``flock /tmp/colmz_heavy.lock .venv/bin/python asv_benchmarks/bench_sql.py
+--before DIR`` with the colmz whose trees all came from ``json_serialize_sql`` in DIR, against
+the tree with ``colmz.sql.grammar``; DuckDB 2.0.1, no sqlglot, 2 shared cores), 12 statements
 giving 14 queries:
 
 ==============================================  ==========  ==========
-path                                            71916de     this tree
+path                                            JSON trees  own reader
                                                 us / query  us / query
 ==============================================  ==========  ==========
-colmz parse + translate + bind, first sight          185.4       171.2
-colmz parse + translate + bind, cached                18.3        17.8
-DuckDB extract_statements (check_one_query)           61.1        60.7
-DuckDB json_serialize_sql                            477.6       478.1
-sqlglot parse + transpile (postgres -> duckdb)       472.6       519.6
+colmz parse + translate + bind, first sight          934.5       229.8
+colmz parse + translate + bind, cached                40.7        25.6
+colmz ..., new text of a known shape                 246.9       237.3
+DuckDB extract_statements (check_one_query)           48.2        45.5
+DuckDB json_serialize_sql                            457.5       435.6
 ==============================================  ==========  ==========
 
-The machine is shared: single runs spread by up to a third (other runs of the same
-command gave 187-199 us before and 165-175 after on a first sight, and once 250-295 after
-while DuckDB's own paths slowed alike). colmz's path costs a third of sqlglot's on a first
-sight and a twentieth on a repeat, and sqlglot re-prints what it does not have to change
-(``v::JSONB ->> 'a'`` comes out as ``CAST(v AS JSON) ->> '$.a'``); DuckDB's confirmation
-adds about 61 us the first time a text is run and nothing after.
+The machine is shared: the child's figures spread most (a second run gave 973 and 43 before);
+timing the two trees alternately in one process each (best of 30, three rounds) gave 573-618
+before and 221-230 after on a first sight, and 25.3-25.6 in both on a repeat (the cached path
+does not parse: this change leaves it as it was). Of the first sight left, colmz's reader is about a
+quarter (its ``read_query`` of these queries about 55 us each); the rest is colmz's own
+tokenizer, translation and binding. A known shape now costs what a first sight does: the
+reader is cheaper than finding and remapping a shape, which serves the texts it gives up on.
 """
 
 from __future__ import annotations

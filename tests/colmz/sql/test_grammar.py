@@ -111,7 +111,8 @@ def test_read_without_duckdb(text):
 
 @pytest.mark.parametrize("text", [
     "SELECT a FROM t QUALIFY a > 1", "SELECT a FROM t WINDOW w AS ()", "SELECT sum(a) OVER (ROWS 1 PRECEDING) FROM t",
-    "SELECT a BETWEEN a AND a ~ a",
+    "SELECT a BETWEEN a AND a ~ a", "SELECT a ~ a BETWEEN a AND a", "SELECT - -a", "SELECT a IN (a) + a",
+    "SELECT a IS NULL BETWEEN a AND a", "SELECT a IN (EXISTS (SELECT a))", "SELECT x -> 'k'", "SELECT 'open",
     "SELECT 'a' 'b'", "SELECT a < b < c", "SELECT a IS NULL IS NULL", "SELECT x::int[3]",
     "SELECT INTERVAL '1' DAY", "SELECT a FROM t AS u(b) TABLESAMPLE 10", "SELECT 1 UNION (SELECT 2)", "SELECT U&'d\\0061'",
     "SELECT $1", "SELECT 1 /* ( */", "SELECT 1;;", "", "INSERT INTO t VALUES (1)", "SELECT 0x1F",
@@ -197,7 +198,8 @@ def _queries(draw):
                                       " FROM (SELECT 1 AS a) s LEFT JOIN u USING (a)", " FROM generate_series(1, 3) AS g(a)",
                                       " FROM (VALUES (1, 'x'), (2, NULL)) v(a, b)", " FROM t u(a), range(2) r",
                                       " FROM t FULL JOIN (VALUES (1)) v ON true CROSS JOIN unnest(ARRAY[1]) x",
-                                      " FROM t NATURAL JOIN u", " FROM t, LATERAL (SELECT 1) l"]))
+                                      " FROM t NATURAL JOIN u", " FROM t, LATERAL (SELECT 1) l",
+                                      " FROM t JOIN LATERAL (SELECT t.a) l ON true", " FROM t, LATERAL unnest(t.a) u"]))
         if draw(st.booleans()):
             text += " WHERE " + draw(_EXPRESSIONS)
         if draw(st.booleans()):
