@@ -595,8 +595,11 @@ class CatalogStore:
                 with contextlib.suppress(Exception):
                     dur.refresh()
             return False
-        except (StorageError, LeaseExpired, SealMismatch, MissingPart):
-            return False  # nothing landed; the entry by entry apply retries, rewrites or raises
+        except (StorageError, LeaseExpired, SealMismatch, MissingPart, ValueError):
+            # nothing landed (a ValueError: a call the step refuses, e.g. an arrangement
+            # holding changes not committed yet); the entry by entry apply retries, rewrites
+            # or raises
+            return False
         for _ in todo:
             self._count("entries_applied")
         for _ in range(len(entries) - len(todo)):
