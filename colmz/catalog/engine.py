@@ -438,7 +438,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 self._check_retractions(name, obj.collection, change)
                 obj.collection.compare_and_append(change, obj.collection.upper, t + 1)
                 changed.add(name)
-                if change.time[0] == t and change.time[-1] == t:  # (sorted by time) what the views read
+                if not len(change) or (change.time[0] == t and change.time[-1] == t):  # what the views read
                     known[name] = change
             else:
                 obj.collection.compare_and_append(Updates.empty(obj.schema), obj.collection.upper, t + 1)

@@ -81,3 +81,13 @@ def test_one_row_commits_touch_what_they_change_not_the_table(n):
         got = sorted(zip(*[held.column(c).to_pylist() for c in held.column_names]))
         want = cat.sql(body)
         assert got == sorted(zip(*[want.column(c).to_pylist() for c in want.column_names]))
+
+
+def test_a_change_that_cancels_commits_nothing_to_the_views():
+    # A batch whose rows cancel (a row in and out in one append) consolidates to nothing: the
+    # commit happens, the views read an empty change.
+    cat = _catalog(100)
+    before = {name: cat.read(name).to_pylist() for name in VIEWS}
+    cat.append("t", colmz.concat([_row(3, 3, 1), _row(3, 3, -1)]), time=cat.now + 1)
+    assert {name: cat.read(name).to_pylist() for name in VIEWS} == {
+        name: [(*r[:-2], cat.now, r[-1]) for r in rows] for name, rows in before.items()}
