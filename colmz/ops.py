@@ -184,7 +184,9 @@ def consolidate(updates: Updates, *, order: str = "time", since: int | None = No
     Updates
         Consolidated: sorted by ``order``, each ``(data, time)`` once, no zero diff. Data are
         compared with NULL = NULL, NaN = NaN and -0.0 = 0.0; the order within equal times is
-        colmz's total order on data (``colmz.order``).
+        colmz's total order on data (``colmz.order``). The result is marked so
+        (``Updates.consolidated_order``), and a batch so marked -- consolidated already, in
+        ``order`` (or at one time), no time before ``since`` -- is returned as it is.
 
     Raises
     ------

@@ -457,6 +457,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 self._check_retractions(name, obj.collection, change)
                 obj.collection.compare_and_append(change, obj.collection.upper, t + 1)
                 changed.add(name)
+                if not len(change) or (change.time[0] == t and change.time[-1] == t):  # what the views read
+                    known[name] = change
             else:
                 obj.collection.compare_and_append(Updates.empty(obj.schema), obj.collection.upper, t + 1)
         for name in changed:  # the tables' shared arrangements, before any view steps
