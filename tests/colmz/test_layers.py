@@ -37,11 +37,13 @@ FACADES = ("colmz.catalog",)
 #: renderers, the as-of selection over catalogs and tasks, the plan of a view's query --
 #: built from SQL's parse tree, beside the operators it renders, which stay below -- its
 #: rendering, the operators that run SQL: ``GroupRecompute``, DuckDB recomputing the affected
-#: groups, and the Map/Filter segment, both through colmz.sql.translate -- the catalog's
+#: groups, and the Map/Filter segment, both through colmz.sql.translate; the ranking windows
+#: GroupRecompute keeps natively, recognized on DuckDB's parse tree of its SQL -- the catalog's
 #: maintained view, which plans a view's SQL, and SUBSCRIBE over a catalog's objects and
 #: queries) and so are not checked.
 ABOVE = ("colmz", "colmz.display", "colmz.as_of", "colmz.plot", "colmz.dataflow.plan", "colmz.dataflow.render",
-         "colmz.dataflow.recompute", "colmz.dataflow.maintained", "colmz.dataflow.sqlmap", "colmz.subscribe")
+         "colmz.dataflow.recompute", "colmz.dataflow.ranking", "colmz.dataflow.maintained", "colmz.dataflow.sqlmap",
+         "colmz.subscribe")
 
 
 def _module_files() -> dict[str, Path]:

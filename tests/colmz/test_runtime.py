@@ -69,8 +69,9 @@ def test_set_cache_dir_in_a_fresh_process(tmp_path):
         "import os, colmz, numpy as np\n"
         f"colmz.set_cache_dir({str(tmp_path / 'nc')!r})\n"
         "assert os.environ['NUMBA_CACHE_DIR'].endswith('nc')\n"
-        "u = colmz.Updates({'s': ['b', 'a']}, time=[1, 0], diff=[1, 1])\n"
-        "assert colmz.consolidate(u).to_pylist() == [('a', 0, 1), ('b', 1, 1)]\n"
+        # three rows: a batch of two is consolidated without a kernel (colmz.ops)
+        "u = colmz.Updates({'s': ['b', 'a', 'c']}, time=[1, 0, 2], diff=[1, 1, 1])\n"
+        "assert colmz.consolidate(u).to_pylist() == [('a', 0, 1), ('b', 1, 1), ('c', 2, 1)]\n"
         "from colmz.kernels.split import lower_bound\n"
         "lower_bound(np.arange(3, dtype=np.uint64), np.uint64(1))\n"
     )
