@@ -302,6 +302,28 @@ def _conjuncts(e: Expression | None) -> list[Expression]:
     return [e]
 
 
+def _correlation(where: Expression | None, inner, outer) -> tuple[list, list[Expression]]:
+    """Split a correlated subquery's ``WHERE`` into its correlation -- ``(outer column, inner
+    column reference)`` for each conjunct equating a column of the ``inner`` scope with one of
+    the ``outer`` scope -- and the conjuncts left (``local``)."""
+    pairs, local = [], []
+    for c in _conjuncts(where):
+        if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
+                and all(x.cls == "COLUMN_REF" for x in c.children)):
+            bound = []
+            for x in c.children:
+                try:
+                    bound.append(("in", x, inner.column(x)))
+                except PlanError:
+                    bound.append(("out", x, outer.column(x)))
+            kinds = [k for k, _, _ in bound]
+            if sorted(kinds) == ["in", "out"]:
+                pairs.append((bound[kinds.index("out")][2], bound[kinds.index("in")][1]))
+                continue
+        local.append(c)
+    return pairs, local
+
+
 def _constant(value, t: pa.DataType):
     """``value`` (a literal's) as a constant of column type ``t``, or ``None`` when the
     comparison is not native (the constant's type is not the column's)."""
@@ -654,21 +676,7 @@ class _Planner:
         without rows have no row here, where the subquery has one (NULLs, counts 0)."""
         _, isrc, _ = self.table(sub.from_)  # the inner scope, to tell inner columns from outer ones
         inner = _Scope(isrc)
-        pairs, local = [], []
-        for c in _conjuncts(sub.where):
-            if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
-                    and all(x.cls == "COLUMN_REF" for x in c.children)):
-                bound = []
-                for x in c.children:
-                    try:
-                        bound.append(("in", x, inner.column(x)))
-                    except PlanError:
-                        bound.append(("out", x, outer.column(x)))
-                kinds = [k for k, _, _ in bound]
-                if sorted(kinds) == ["in", "out"]:
-                    pairs.append((bound[kinds.index("out")][2], bound[kinds.index("in")][1]))
-                    continue
-            local.append(c)
+        pairs, local = _correlation(sub.where, inner, outer)
         if not pairs:
             raise _Unsupported(f"{what}: correlated other than by equalities of columns")
         keys = tuple(x for _, x in pairs)
@@ -2190,21 +2198,7 @@ class _Planner:
                                "aggregate call)")
         inner_node, sources, _ = self.table(sub.from_)
         inner = _Scope(sources)
-        pairs, local = [], []
-        for c in _conjuncts(sub.where):
-            if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
-                    and all(x.cls == "COLUMN_REF" for x in c.children)):
-                bound = []
-                for x in c.children:
-                    try:
-                        bound.append(("in", x, inner.column(x)))
-                    except PlanError:
-                        bound.append(("out", x, scope.column(x)))
-                kinds = [k for k, _, _ in bound]
-                if sorted(kinds) == ["in", "out"]:
-                    pairs.append((bound[kinds.index("out")][2], bound[kinds.index("in")][1]))
-                    continue
-            local.append(c)
+        pairs, local = _correlation(sub.where, inner, scope)
         if not pairs:
             raise _Unsupported(f"select item {text!r}: {err} (correlated other than by equalities of columns)")
         where = None
