@@ -29,6 +29,17 @@ left is refused.
 Only buckets with a delta step, so nothing in the plan may change without input: a global
 aggregate (its row over an empty input) and a temporal filter (``mz_now()``) are refused.
 
+Operators keyed differently -- a join on ``k`` then a reduce grouped by ``w``, a reduce over
+a reduce keyed by its output, a reduce keyed by a computed column -- and a table read twice
+(a self-join) make a ``"stages"`` view: ``colmz.spark.stages`` cuts the plan where the key
+changes, and each stage (:class:`StageView`) runs as above under its own bucketing, its
+inputs the tables' deltas or the stage below's output delta, re-bucketed by this stage's key
+(a second ``groupBy(bucket).applyInArrow``: a shuffle). A stage's output is materialized once
+(``localCheckpoint``: its tasks write parts, so they run once), its runs reported to the
+driver, its rows the next stage's input; the root stage's output is the view's. The state
+names of stage ``i`` are ``"<i>:<name>"``, all stages' in the one record, committed in the
+one compare-and-set below.
+
 A step at time ``t`` is a pure function of (the bucket's state, the bucket's delta):
 :func:`step_bucket` returns ``(output, state_delta)``. The state of a bucket is the
 operator's *own* state, as the durable in-process views keep it (``colmz.dataflow.state``,
@@ -102,6 +113,7 @@ rounding may differ from an operator that kept its terms in other runs, as float
 
 # No ``from __future__ import annotations``: pyspark reads the UDF's type hints at runtime.
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -130,11 +142,12 @@ from colmz.dataflow.state import operator_states_of, restore_operators
 from colmz.frontier import check_time
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, schema_of
+from colmz.spark.stages import Stage, StageError, input_name, plan_stages, stage_plan
 from colmz.storage.base import Indeterminate, VersionedData
 from colmz.storage.url import Location, open_blob, open_location
 
 __all__ = ["COMPACT_RUNS", "INTEGRATED_LAYOUT", "LAYOUT", "BucketState", "BucketStateConflict", "BucketStateLayoutError", "BucketedView",
-           "bucketed_view", "convert_state", "join_view", "step_bucket", "step_buckets", "sum_view"]
+           "StageView", "bucketed_view", "convert_state", "join_view", "step_bucket", "step_buckets", "sum_view"]
 
 #: A bucket's operator state holding this many runs is written whole, consolidated, as one run.
 COMPACT_RUNS = 8
@@ -150,6 +163,7 @@ INTEGRATED_LAYOUT = "integrated-input"
 _AGGREGATES = {c.__name__: c for c in (Avg, BoolAnd, BoolOr, Count, StddevPop, StddevSamp, Sum, VarPop, VarSamp)}
 _BUCKET = "_colmz_bucket"
 _RUNS = "_colmz_runs"
+_INPUT = "_colmz_input"
 
 
 class BucketStateConflict(RuntimeError):
@@ -164,11 +178,12 @@ class BucketStateLayoutError(ValueError):
 
 @dataclass(frozen=True)
 class BucketedView:
-    """A view whose one stateful operator runs per key bucket: ``kind`` ``"sum"`` (an
+    """A view whose stateful operators run per key bucket: ``kind`` ``"sum"`` (an
     :class:`~colmz.dataflow.AccumulableReduce`), ``"join"`` (a
-    :class:`~colmz.dataflow.DeltaJoin`) or ``"plan"`` (a view's SQL rendered into its
-    operators, ``colmz.dataflow.render``: Map/Filters, one keyed stateful operator,
-    Map/Filters); ``inputs`` the inputs' schemas (the delta DataFrames' columns), ``keys``
+    :class:`~colmz.dataflow.DeltaJoin`), ``"plan"`` (a view's SQL rendered into its
+    operators, ``colmz.dataflow.render``, all bucketed by one key) or ``"stages"`` (a
+    view's SQL cut into :meth:`stages`, each bucketed by its own key; ``keys`` empty);
+    ``inputs`` the inputs' schemas (the delta DataFrames' columns), ``keys``
     each input's bucket key. Made by :func:`sum_view`, :func:`join_view` and
     :func:`bucketed_view` (from SQL)."""
 
@@ -185,8 +200,9 @@ class BucketedView:
 
     def operator(self):
         """A new in-process operator of this view (empty state): the operator, or the
-        rendered ``Pipeline`` of a ``"plan"`` view."""
-        if self.kind == "plan":
+        rendered ``Pipeline`` of a ``"plan"`` view (of a ``"stages"`` view: the whole plan's,
+        in one process -- the reference its stages equal)."""
+        if self.kind in ("plan", "stages"):
             from colmz.dataflow.plan import plan, render
 
             return render(plan(self.query, {t: {c.name: c.type for c in s} for t, s in zip(self.tables, self.inputs)}))
@@ -200,13 +216,27 @@ class BucketedView:
     def operators(self, op) -> list:
         """The operators of ``op`` (an :meth:`operator`), as
         ``colmz.dataflow.state.operator_states_of`` names their states."""
-        return op.operators if self.kind == "plan" else [op]
+        return op.operators if self.kind in ("plan", "stages") else [op]
 
     def step(self, op, time: int, deltas: Sequence) -> colmz.Updates:
         """``op``'s output delta at ``time`` for the inputs' ``deltas`` (all at ``time``)."""
-        if self.kind == "plan":
+        if self.kind in ("plan", "stages"):
             return op.step(time, dict(zip(self.tables, deltas)))
         return op.step(time, *deltas)
+
+    def stages(self) -> tuple["StageView", ...]:
+        """A ``"stages"`` view's stages, bottom-up, the root's last (``colmz.spark.stages``):
+        each a :class:`StageView` stepped per bucket of its own key.
+
+        >>> import pyarrow as pa
+        >>> v = bucketed_view("SELECT u.w, sum(t.v) AS s FROM t JOIN u ON t.k = u.k GROUP BY u.w",
+        ...                   {"t": {"k": pa.int64(), "v": pa.int64()}, "u": {"k": pa.int64(), "w": pa.string()}})
+        >>> [(s.sources, s.keys) for s in v.stages()]
+        [((('table', 't'), ('table', 'u')), (('k',), ('k',))), ((('stage', '0'),), (('c3',),))]
+        """
+        if self.kind != "stages":
+            raise ValueError(f"a {self.kind} view runs as one stage; only a 'stages' view has stages()")
+        return tuple(StageView(self, i) for i in range(len(_staged(self)[1])))
 
     def states(self) -> tuple[tuple[str, tuple[ColumnSpec, ...]], ...]:
         """The operator's state collections, ``(name, schema)`` each
@@ -220,6 +250,8 @@ class BucketedView:
         >>> [(n, [c.name for c in s]) for n, s in v.states()]
         [('0.state', ['g0', 'a0', 'a1', 'a2'])]
         """
+        if self.kind == "stages":
+            return tuple((f"{i}:{n}", schema) for i, st in enumerate(self.stages()) for n, schema in st.states())
         op = self.operator()
         found = operator_states_of(self.operators(op))
         if found is None:
@@ -238,6 +270,70 @@ class BucketedView:
         return {"kind": self.kind, "inputs": [[[c.name, str(c.type)] for c in s] for s in self.inputs],
                 "keys": [list(k) for k in self.keys], "aggregates": [list(a) for a in self.aggregates],
                 "on": [list(p) for p in self.on], "query": self.query, "tables": list(self.tables)}
+
+
+@functools.lru_cache(maxsize=64)
+def _staged(view: BucketedView):
+    """``(the plan, its stages)`` of a ``"stages"`` view (``colmz.spark.stages``), once per
+    process (each executor task steps one stage; planning costs a DuckDB parse)."""
+    from colmz.dataflow.plan import plan
+
+    p = plan(view.query, {t: {c.name: c.type for c in s} for t, s in zip(view.tables, view.inputs)})
+    return p, plan_stages(p)
+
+
+@dataclass(frozen=True)
+class StageView:
+    """Stage ``index`` of a ``"stages"`` :class:`BucketedView` (``colmz.spark.stages``): its
+    subtree of the plan rendered alone over its inputs -- tables, or a lower stage's output
+    (columns ``c0, c1, ...``) --, each bucketed by ``keys``. Stepped per bucket as any view
+    (:func:`step_bucket`); its state names are its operators' (the whole view names them
+    ``"<index>:<name>"``)."""
+
+    view: BucketedView
+    index: int
+    kind = "stage"
+
+    @property
+    def stage(self) -> Stage:
+        return _staged(self.view)[1][self.index]
+
+    @property
+    def inputs(self) -> tuple[tuple[ColumnSpec, ...], ...]:
+        return self.stage.inputs
+
+    @property
+    def keys(self) -> tuple[tuple[str, ...], ...]:
+        return self.stage.keys
+
+    @property
+    def sources(self) -> tuple[tuple[str, str], ...]:
+        """Where each input's delta comes from: ``("table", name)`` or ``("stage", index)``."""
+        return self.stage.sources
+
+    @property
+    def schema(self) -> tuple[ColumnSpec, ...]:
+        return self.stage.schema
+
+    def operator(self):
+        """The stage's rendered ``Pipeline`` (empty state)."""
+        from colmz.dataflow.plan import render
+
+        return render(stage_plan(_staged(self.view)[0], self.stage))
+
+    def operators(self, op) -> list:
+        return op.operators
+
+    def step(self, op, time: int, deltas: Sequence) -> colmz.Updates:
+        out = op.step(time, {input_name(j): d for j, d in enumerate(deltas)})
+        return out.rename([c.name for c in self.schema])
+
+    def states(self) -> tuple[tuple[str, tuple[ColumnSpec, ...]], ...]:
+        found = operator_states_of(self.operators(self.operator()))
+        if found is None:
+            raise ValueError(f"stage {self.index} holds state colmz.dataflow.state does not export: "
+                             "it cannot be bucketed")
+        return tuple((st.name, st.schema) for st in found)
 
 
 def sum_view(schema, group_by: Sequence[str], aggregates: Mapping) -> BucketedView:
@@ -298,9 +394,13 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     allowed) --, Map/Filters (native or through SQL) anywhere, and above it more keyed
     operators.
     Each table is bucketed by the columns that carry the lowest operator's key unchanged
-    into every stateful operator's key (the module docstring; at least one must remain);
-    any other plan is refused with its ``EXPLAIN``. The delta DataFrames carry the tables'
-    own columns, one per table in the order the plan reads them
+    into every stateful operator's key (the module docstring). When none remains -- the
+    operators are keyed differently, or a key is computed, or a table is read twice --
+    the view is a ``"stages"`` one (``colmz.spark.stages``): each stage bucketed by its own
+    key, the output of one re-bucketed as the next one's input. Any other plan (an outer
+    join, a union, a set operation, a temporal filter, an operator keyed by nothing, a join
+    of three inputs keyed alike) is refused with its ``EXPLAIN``. The delta DataFrames
+    carry the tables' own columns, one per table in the order the plan reads them
     (:attr:`BucketedView.tables`).
 
     >>> import pyarrow as pa
@@ -309,17 +409,42 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     >>> v.kind, v.tables, v.keys, [c.name for c in v.schema]
     ('plan', ('t',), (('k',),), ['k', 's', 'c'])
     """
-    from colmz.dataflow.plan import Get, Join, plan
+    from colmz.dataflow.plan import Get, plan
 
     if not isinstance(query, str):
         raise TypeError(f"query must be SQL text, got {type(query).__name__}")
     p = plan(query, schemas)
+    preface = ("bucketed_view takes keyed stateful operators (a GROUP BY, DISTINCT, top-k per group or "
+               "partitioned window over one input, an inner equi-join of two inputs) and Map/Filters over tables, "
+               "each stage bucketed by its operators' key; ")
 
     def refuse(why: str):
-        return ValueError(f"bucketed_view takes a keyed stateful operator over tables (a GROUP BY, DISTINCT, "
-                          f"top-k per group or partitioned window over one table, an inner equi-join of two "
-                          f"tables), Map/Filters, and keyed operators above it keyed by what it is bucketed by; "
-                          f"this plan {why}:\n{p.explain()}")
+        return ValueError(f"{preface}this plan {why}:\n{p.explain()}")
+
+    try:
+        return _one_stage(query, p, refuse)
+    except ValueError as one:
+        if isinstance(_below_mapfilters(p.root), Get):
+            raise  # no stateful operator at all: nothing to bucket
+        single = one
+    # Operators keyed differently: stages, each re-bucketed by its own key (colmz.spark.stages).
+    try:
+        plan_stages(p)
+    except StageError as e:
+        raise ValueError(f"{preface}this plan {e}") from single
+    view = BucketedView("stages", tuple(schema_of(s) for s in p.tables.values()), (), query=query,
+                        tables=tuple(p.tables))
+    try:
+        view.states()
+    except ValueError as e:
+        raise refuse(f"does not render into exported state ({e})") from e
+    return view
+
+
+def _one_stage(query: str, p, refuse) -> BucketedView:
+    """The ``"plan"`` view of ``p`` when its operators are all bucketed by one key over
+    distinct tables (``refuse(why)`` raised otherwise)."""
+    from colmz.dataflow.plan import Get, Join
 
     # The stateful operators from the root down: upper ones (a Reduce with GROUP BY, a
     # Distinct) over one input each, then the lowest, whose inputs are Map/Filters over tables.
@@ -471,6 +596,9 @@ def step_bucket(view: BucketedView, state: Mapping | None, state_time, deltas: S
     [(1, 2, 2, 12, 2, -1), (1, 1, 1, 7, 2, 1)]
     """
     time = check_time(time, "time")
+    if view.kind == "stages":
+        raise ValueError("a view of several stages is bucketed by another key in each stage: step each of "
+                         "view.stages() per bucket, its inputs the tables' or the stage below's outputs")
     if len(deltas) != len(view.inputs):
         raise ValueError(f"a step of this {view.kind} view takes {len(view.inputs)} deltas, got {len(deltas)}")
     op = view.operator()
@@ -746,33 +874,40 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
     if owner is not None and (not isinstance(owner, str) or not owner.isascii() or not owner.isalnum()):
         raise ValueError(f"owner must be letters and digits, got {owner!r}")
     owner = owner or uuid.uuid4().hex
-    frames = [_bucketed(d, view, i, state.buckets) for i, d in enumerate(deltas)]
-    task = _BucketTask(view, state.url, state.prefix, owner, state.time, time,
-                       {k: [list(p) for r in v for p in r.parts] for k, v in state._runs.items()},
-                       {k: len(v) for k, v in state._runs.items()}, compact_runs)
-    out_schema = _task_schema(view)
-
-    # Plain functions: pyspark tells (table) from (key, table) by the number of parameters.
-    def one(table: pa.Table) -> pa.Table:
-        return task.run([table])
-
-    def two(left: pa.Table, right: pa.Table) -> pa.Table:
-        return task.run([left, right])
-
+    parts = {k: [list(p) for r in v for p in r.parts] for k, v in state._runs.items()}
+    nruns = {k: len(v) for k, v in state._runs.items()}
+    stages = view.stages() if view.kind == "stages" else (view,)
     try:
-        if len(frames) == 1:
-            result = frames[0].groupBy(_BUCKET).applyInArrow(one, out_schema).toArrow()
-        else:
-            result = (frames[0].groupBy(_BUCKET).cogroup(frames[1].groupBy(_BUCKET))
-                      .applyInArrow(two, out_schema).toArrow())
-        runs = result.column(_RUNS).to_pylist()
-        written, rows_read = {}, 0
-        for r in runs:
-            if r is not None:
-                report = json.loads(r)
-                rows_read += report["read"]
-                for k, (run, replace) in report["runs"].items():
-                    written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
+        written, rows_read, outputs = {}, 0, []
+        for i, stage in enumerate(stages):
+            if view.kind == "stages":
+                frames = [_bucketed(deltas[view.tables.index(src)] if how == "table" else outputs[int(src)],
+                                    stage, j, state.buckets)
+                          for j, (how, src) in enumerate(stage.sources)]
+                names = f"{i}:"
+            else:
+                frames = [_bucketed(d, view, j, state.buckets) for j, d in enumerate(deltas)]
+                names = ""
+            task = _BucketTask(stage, state.url, state.prefix, owner, state.time, time, parts, nruns,
+                               compact_runs, names)
+            stepped = _apply(frames, task, _task_schema(stage))
+            if i < len(stages) - 1:
+                # A shuffle: the stage's output, materialized once (its tasks write parts: run
+                # them once), re-bucketed by the next stage's key as that stage's input.
+                stepped = stepped.localCheckpoint(eager=True)
+                from pyspark.sql import functions as F
+
+                reports = [r[0] for r in stepped.filter(F.col(_RUNS).isNotNull()).select(_RUNS).collect()]
+                outputs.append(stepped.filter(F.col(_RUNS).isNull()).drop(_RUNS))
+            else:
+                result = stepped.toArrow()
+                reports = result.column(_RUNS).to_pylist()
+            for r in reports:
+                if r is not None:
+                    report = json.loads(r)
+                    rows_read += report["read"]
+                    for k, (run, replace) in report["runs"].items():
+                        written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
         dropped = state.referenced()
         state._commit(time, written)
         state.rows_read = rows_read
@@ -781,14 +916,62 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
     except BaseException:
         discard_owned(open_blob(state.url), state.prefix, owner, state.referenced())
         raise
-    # Committed. The runs a compaction replaced are named by no record from here on.
+    # Committed. The runs a compaction replaced are named by no record from here on, nor
+    # are the parts of a stage's task Spark ran again (its runs reported once).
     blob = open_blob(state.url)
     for k in dropped - state.referenced():
         with contextlib.suppress(Exception):  # best effort: an unreferenced part is garbage only
             blob.delete(k)
+    if len(stages) > 1:
+        with contextlib.suppress(Exception):
+            discard_owned(blob, state.prefix, owner, state.referenced())
     data = result.filter(pc.is_null(result.column(_RUNS)))
     out = _updates_of(data, view.schema)
     return colmz.consolidate(out)
+
+
+def _apply(frames: list, task, schema):
+    """``groupBy(bucket).applyInArrow`` of ``task`` over one frame (``cogroup`` of two)."""
+
+    # Plain functions: pyspark tells (table) from (key, table) by the number of parameters.
+    def one(table: pa.Table) -> pa.Table:
+        return task.run([table])
+
+    def two(left: pa.Table, right: pa.Table) -> pa.Table:
+        return task.run([left, right])
+
+    if len(frames) == 1:
+        return frames[0].groupBy(_BUCKET).applyInArrow(one, schema)
+    if len(frames) == 2:
+        return frames[0].groupBy(_BUCKET).cogroup(frames[1].groupBy(_BUCKET)).applyInArrow(two, schema)
+    # More inputs than cogroup takes: one frame, each row tagged with its input and its
+    # columns in that input's slots (the other inputs' slots NULL), split again in the task.
+    from pyspark.sql import functions as F
+
+    slots = [[f"_colmz_i{j}_{c}" for c in range(len(f.columns) - 3)] for j, f in enumerate(frames)]
+    tagged = None
+    for j, f in enumerate(frames):
+        cols = [F.col(_BUCKET), F.lit(j).alias(_INPUT), F.col("time"), F.col("diff")]
+        for i, (g, names) in enumerate(zip(frames, slots)):
+            types = [g.schema[n].dataType for n in g.columns[:len(names)]]
+            cols += [F.col(f.columns[c]).alias(n) if i == j else F.lit(None).cast(t).alias(n)
+                     for c, (n, t) in enumerate(zip(names, types))]
+        one_frame = f.select(*cols)
+        tagged = one_frame if tagged is None else tagged.unionByName(one_frame)
+
+    data = [f.columns[:len(names)] for f, names in zip(frames, slots)]
+
+    def many(table: pa.Table) -> pa.Table:
+        tag = table.column(_INPUT)
+        parts = []
+        for names, own in zip(slots, data):
+            mine = table.filter(pc.equal(tag, len(parts)))
+            parts.append(pa.table({**{o: mine.column(n) for n, o in zip(names, own)},
+                                   "time": mine.column("time"), "diff": mine.column("diff"),
+                                   _BUCKET: mine.column(_BUCKET)}))
+        return task.run(parts)
+
+    return tagged.groupBy(_BUCKET).applyInArrow(many, schema)
 
 
 def _task_schema(view: BucketedView) -> str:
@@ -804,10 +987,11 @@ class _BucketTask:
     state, step, write each changed state collection's new run, return the output rows and
     one row describing the runs (and the state rows read)."""
 
-    def __init__(self, view, url, prefix, owner, state_time, time, parts, nruns, compact_runs):
+    def __init__(self, view, url, prefix, owner, state_time, time, parts, nruns, compact_runs, names=""):
         self.view, self.url, self.prefix, self.owner = view, url, prefix, owner
         self.state_time, self.time, self.parts, self.nruns = state_time, time, parts, nruns
         self.compact_runs = compact_runs
+        self.names = names  # the prefix of the state names in the record (a stage's "<index>:")
 
     def run(self, tables: list) -> pa.Table:
         from colmz.arrangement.parts import PartRef
@@ -818,7 +1002,8 @@ class _BucketTask:
         schemas = view.states()
         state, read = {}, 0
         for name, schema in schemas:
-            refs = [PartRef(k, tuple(c) if c is not None else None) for k, c in self.parts.get(f"{bucket}/{name}", [])]
+            refs = [PartRef(k, tuple(c) if c is not None else None)
+                    for k, c in self.parts.get(f"{bucket}/{self.names}{name}", [])]
             if refs:
                 parts = read_blob_parts(blob, refs, schema)
                 read += sum(len(p) for p in parts)
@@ -833,7 +1018,7 @@ class _BucketTask:
             d = state_delta[name]
             if not len(d):
                 continue
-            key = f"{bucket}/{name}"
+            key = f"{bucket}/{self.names}{name}"
             replace = self.nruns.get(key, 0) + 1 >= self.compact_runs
             if replace and name in state:
                 d = colmz.consolidate(colmz.concat([at_time(state[name], self.time), d]))

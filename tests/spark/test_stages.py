@@ -1,0 +1,289 @@
+"""``colmz.spark.stages`` and the views of several stages in ``colmz.spark.views``: a plan
+cut where its operators' keys change, each stage stepped per bucket of its own key, the
+output of one re-bucketed as the next one's input; compared over seeded commits (inserts,
+deletes, NULL keys and values, retraction to zero) with the in-process ``MaintainedView``
+and the recompute, in process and on local Spark."""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+import colmz
+from colmz.continual import MemoryCollection
+from colmz.dataflow.maintained import MaintainedView
+from colmz.dataflow.plan import plan, render
+from colmz.dataflow.state import operator_states
+from colmz.rows import at_time
+from colmz.spark.stages import StageError, plan_stages
+from colmz.spark.views import BucketState, bucketed_view, step_bucket, step_buckets
+from colmz.storage.url import open_blob
+
+T = {"k": pa.int64(), "v": pa.int64()}
+U = {"k": pa.int64(), "w": pa.string()}
+SCHEMAS = {"t": T, "u": U}
+SPARK_TYPES = {"t": "k long, v long, time long, diff long", "u": "k long, w string, time long, diff long"}
+
+#: Views whose operators are keyed differently, and each stage's (sources, bucket keys).
+STAGED = {
+    # a join on k, then a reduce grouped by w: the join's output re-bucketed by w
+    "SELECT u.w, sum(t.v) AS s, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY u.w":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"),), (("c3",),))],
+    "SELECT t.v, count(*) AS c, max(u.w) AS m FROM t JOIN u ON t.k = u.k GROUP BY t.v":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"),), (("c1",),))],
+    "SELECT u.w, min(t.v) AS lo, max(t.v) AS hi FROM t JOIN u ON t.k = u.k WHERE t.v > 0 GROUP BY u.w":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"),), (("c3",),))],
+    # a reduce over a reduce keyed by its output
+    "SELECT c, count(*) AS n FROM (SELECT k, count(*) AS c FROM t GROUP BY k) s GROUP BY c":
+        [((("table", "t"),), (("k",),)), ((("stage", "0"),), (("c1",),))],
+    "SELECT DISTINCT c FROM (SELECT k, count(*) AS c FROM t GROUP BY k) s":
+        [((("table", "t"),), (("k",),)), ((("stage", "0"),), (("c0",),))],
+    # keyed by a computed column: a stage of Map/Filters only, bucketed by every column
+    "SELECT k + 1 AS k1, count(*) AS c FROM t GROUP BY k + 1":
+        [((("table", "t"),), (("k", "v"),)), ((("stage", "0"),), (("c2",),))],
+    # a top-k per w over the join
+    "SELECT DISTINCT ON (w) w, v FROM (SELECT t.v, u.w FROM t JOIN u ON t.k = u.k) s ORDER BY w, v DESC":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"),), (("c0",),))],
+    # a self-join: one stage, the table read as two inputs
+    "SELECT a.k, a.v, b.v AS v2 FROM t a JOIN t b ON a.k = b.k":
+        [((("table", "t"), ("table", "t")), (("k",), ("k",)))],
+    # outer joins: a preserved side's key carries on; a NULL-padded side's does not
+    "SELECT t.k, t.v, u.w FROM t LEFT JOIN u ON t.k = u.k":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",)))],
+    "SELECT u.k, count(*) AS n, sum(t.v) AS s FROM t RIGHT JOIN u ON t.k = u.k GROUP BY u.k":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",)))],
+    "SELECT u.k, count(*) AS n FROM t LEFT JOIN u ON t.k = u.k GROUP BY u.k":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"),), (("c2",),))],
+    "SELECT u.w, count(*) AS n, count(t.v) AS m FROM t FULL JOIN u ON t.k = u.k GROUP BY u.w":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"),), (("c3",),))],
+    # unions and set operations: linear, bucketed by the keyed operators around them
+    "SELECT k, count(*) AS n FROM (SELECT k FROM t UNION ALL SELECT k FROM u) s GROUP BY k":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",)))],
+    "SELECT k FROM t EXCEPT SELECT k FROM u": [((("table", "t"), ("table", "u")), (("k",), ("k",)))],
+    "SELECT k, count(*) AS n FROM t GROUP BY k UNION ALL SELECT k, count(*) AS n FROM u GROUP BY k":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",)))],
+    "SELECT w, count(*) AS n FROM (SELECT u.w FROM t JOIN u ON t.k = u.k UNION ALL SELECT w FROM u) s GROUP BY w":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"), ("table", "u")), (("c0",), ("w",)))],
+    # three inputs in one stage (tagged rows in one frame: cogroup takes two)
+    "SELECT k FROM t INTERSECT ALL SELECT k FROM u":
+        [((("table", "t"), ("table", "t"), ("table", "u")), (("k",), ("k",), ("k",)))],
+    "SELECT t.k, u.w, t2.v FROM t JOIN u ON t.k = u.k JOIN t t2 ON t2.k = u.k":
+        [((("table", "t"), ("table", "u"), ("table", "t")), (("k",), ("k",), ("k",)))],
+    # three stages: a join on k, a join of its output on v with t again, a reduce by w
+    "SELECT x.w, count(*) AS n FROM (SELECT t.v, u.w FROM t JOIN u ON t.k = u.k) x JOIN t ON x.v = t.k "
+    "GROUP BY x.w":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))),
+         ((("stage", "0"), ("table", "t")), (("c0",), ("k",))),
+         ((("stage", "1"),), (("c1",),))],
+}
+
+
+def test_plan_stages_cut_where_the_key_changes():
+    for query, stages in STAGED.items():
+        view = bucketed_view(query, SCHEMAS)
+        assert view.kind == "stages", query
+        assert [(s.sources, s.keys) for s in view.stages()] == stages, query
+        assert [(s.sources, s.keys) for s in plan_stages(plan(query, SCHEMAS))] == stages, query
+        names = [n for n, _ in view.states()]
+        assert len(names) == len(set(names)) and all(":" in n for n in names), query
+    # views keyed alike stay one stage, as before
+    assert bucketed_view("SELECT t.k, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY t.k", SCHEMAS).kind == "plan"
+    for bad, why in [("SELECT count(*) AS n FROM (SELECT k FROM t GROUP BY k) s", "Reduce keyed by nothing"),
+                     ("SELECT k, c FROM (SELECT k, count(*) AS c, max(v) AS m FROM t GROUP BY k) s "
+                      "WHERE mz_now() <= m", "has a TemporalFilter where")]:
+        with pytest.raises(ValueError, match=why) as e:
+            bucketed_view(bad, SCHEMAS)
+        assert "-- " in str(e.value), bad  # the plan's EXPLAIN
+    with pytest.raises(StageError, match="keyed by nothing"):
+        plan_stages(plan("SELECT count(*) AS n FROM t", SCHEMAS))
+    with pytest.raises(ValueError, match="step each of view.stages"):
+        step_bucket(bucketed_view(next(iter(STAGED)), SCHEMAS), None, None, [], 1)
+
+
+def rows(u: colmz.Updates) -> list:
+    """``u`` consolidated over all its times, as sorted ``(data..., diff)``."""
+    return sorted(((*r[:-2], r[-1]) for r in colmz.consolidate(at_time(u, 0)).to_pylist()), key=repr)
+
+
+def updates(data: list, schema: dict) -> colmz.Updates:
+    names = list(schema)
+    return colmz.Updates({n: pa.array([r[i] for r in data], schema[n]) for i, n in enumerate(names)},
+                         time=[r[-2] for r in data], diff=[r[-1] for r in data])
+
+
+def random_delta(rng: random.Random, held: Counter, t: int, table: str) -> list:
+    """Inserts (NULL keys and values among them) and retractions of held rows, as
+    ``(a, b, t, diff)``."""
+    out = []
+    for _ in range(rng.randint(1, 6)):
+        if held and rng.random() < 0.35:
+            row = rng.choice(sorted(held, key=repr))
+            out.append((*row, t, -1))
+            held[row] -= 1
+            if not held[row]:
+                del held[row]
+        else:
+            if table == "t":
+                row = (rng.choice([1, 2, 3, 4, 5, None]), rng.choice([*range(-2, 6), None]))
+            else:
+                row = (rng.choice([1, 2, 3, 4, None]), rng.choice(["x", "y", "z", None]))
+            out.append((*row, t, 1))
+            held[row] += 1
+    return out
+
+
+def bucket_of(key: tuple, buckets: int) -> int:
+    return zlib.crc32(repr(key).encode()) % buckets
+
+
+def maintained(query: str) -> MaintainedView:
+    """The in-process view (``colmz.dataflow.maintained``), initialized empty at time 0."""
+    schema = tuple(plan(query, SCHEMAS).root.schema)
+    mv = MaintainedView.create(query, schema, SCHEMAS, MemoryCollection(schema, since=0, upper=0), require=True)
+    mv.initialize(0, {})
+    return mv
+
+
+def state_rows(states) -> list:
+    """State collections as sorted lists of rows, names aside (a stage's operators are the
+    whole pipeline's, indexed in another pipeline)."""
+    return sorted((sorted(map(repr, rs)) for rs in states), key=repr)
+
+
+@pytest.mark.parametrize("query", list(STAGED))
+def test_stages_per_bucket_equal_the_maintained_view_and_the_recompute(query):
+    """Each stage stepped per bucket in process, each bucket restored from its own state
+    only, a stage's outputs re-bucketed by the next stage's key: the root stage's outputs
+    equal the maintained view's change and the recompute's; the stages' states together
+    equal the whole pipeline's."""
+    view = bucketed_view(query, SCHEMAS)
+    stages = view.stages()
+    mv = maintained(query)
+    buckets = 3
+    rng = random.Random(zlib.crc32(query.encode()))
+    held = {n: Counter() for n in SCHEMAS}
+    states = [[{} for _ in range(buckets)] for _ in stages]
+    state_time = None
+
+    def recompute(t):
+        return render(plan(query, SCHEMAS)).step(t, {n: updates([(*r, t, c) for r, c in h.items()], SCHEMAS[n])
+                                                     for n, h in held.items() if n in view.tables})
+
+    prev = recompute(0)
+    for t in range(1, 11):
+        if t == 10:  # retract everything
+            data = {n: [(*r, t, -c) for r, c in h.items()] for n, h in held.items()}
+            for h in held.values():
+                h.clear()
+        else:
+            data = {n: random_delta(rng, held[n], t, n) for n in SCHEMAS}
+        ins = {n: updates(d, SCHEMAS[n]) for n, d in data.items()}
+        outs: list[colmz.Updates] = []
+        for i, stage in enumerate(stages):
+            frames = [ins[src] if how == "table" else outs[int(src)] for how, src in stage.sources]
+            got = []
+            for b in range(buckets):
+                mine = []
+                for d, key in zip(frames, stage.keys):
+                    cols = [d.column(c).to_pylist() for c in key]
+                    mine.append(d.take([j for j in range(len(d)) if bucket_of(tuple(c[j] for c in cols), buckets) == b]))
+                if not any(len(m) for m in mine):
+                    continue  # untouched buckets do not step
+                out, delta = step_bucket(stage, states[i][b], state_time, mine, t)
+                got.append(out)
+                for n, u in delta.items():
+                    states[i][b][n] = colmz.consolidate(
+                        colmz.concat([states[i][b].get(n, colmz.Updates.empty(u.schema)), u]), since=t)
+            outs.append(colmz.concat(got) if got else colmz.Updates.empty(stage.schema))
+        state_time = t
+        expected = mv.step(t, ins)
+        assert rows(outs[-1]) == rows(expected), (query, t)
+        now = recompute(t)
+        assert rows(outs[-1]) == rows(colmz.concat([now, prev.negated()])), (query, t)
+        prev = now
+        mine = [rows(colmz.concat([s[n] for s in states[i] if n in s])) for i, stage in enumerate(stages)
+                for n, _ in stage.states() if any(n in s for s in states[i])]
+        whole = [rows(st.delta((), 0)) for st in operator_states(mv.pipeline)]
+        assert state_rows(r for r in mine if r) == state_rows(r for r in whole if r), (query, t)
+    assert all(not len(u) for per in states for s in per for u in s.values())  # all retracted
+
+
+def spark_frames(spark, data: dict, tables=("t", "u")) -> list:
+    return [spark.createDataFrame(data[n], SPARK_TYPES[n]) for n in tables]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("query", [
+    "SELECT u.w, sum(t.v) AS s, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY u.w",
+    "SELECT x.w, count(*) AS n FROM (SELECT t.v, u.w FROM t JOIN u ON t.k = u.k) x JOIN t ON x.v = t.k "
+    "GROUP BY x.w",
+    "SELECT u.k, count(*) AS n FROM t LEFT JOIN u ON t.k = u.k GROUP BY u.k",
+    "SELECT k FROM t INTERSECT ALL SELECT k FROM u",
+])
+def test_a_view_of_several_stages_on_spark_equals_the_maintained_view(spark, tmp_path, query):
+    """Several commits (inserts, deletes, NULL keys, all retracted at the end), the state
+    reopened before each: each step's output equals the maintained view's change; one
+    compare-and-set per step holds every stage's runs (the record's version counts steps),
+    and the committed state equals the whole pipeline's. (The last view is one stage of
+    three inputs, run as one tagged frame.)"""
+    view = bucketed_view(query, SCHEMAS)
+    assert view.kind == "stages" and sorted(view.tables) == ["t", "u"]
+    several = len(view.stages()) > 1
+    url = str(tmp_path / "store")
+    mv = maintained(query)
+    rng = random.Random(5)
+    held = {n: Counter() for n in SCHEMAS}
+    steps = 4
+    for t in range(1, steps + 1):
+        if t == steps:
+            data = {n: [(*r, t, -c) for r, c in h.items()] for n, h in held.items()}
+        else:
+            data = {n: random_delta(rng, held[n], t, n) for n in SCHEMAS}
+        state = BucketState.open(url, view, 2)
+        out = step_buckets(spark, state, spark_frames(spark, data, view.tables), t, compact_runs=3)
+        assert rows(out) == rows(mv.step(t, {n: updates(d, SCHEMAS[n]) for n, d in data.items()})), (query, t)
+        again = BucketState.open(url, view, 2)
+        assert (again.time, again.seqno) == (t, t)
+        stages = {n.split(":")[0] for b in range(2) for n, _ in view.states() if again.runs(b, n)}
+        if t < steps and several:
+            assert len(stages) >= 2, (query, t)  # the record names runs of more than one stage
+        mine = [rows(colmz.concat([again.contents(b, n) for b in range(2)])) for n, _ in view.states()]
+        whole = [rows(st.delta((), 0)) for st in operator_states(mv.pipeline)]
+        assert state_rows(r for r in mine if r) == state_rows(r for r in whole if r), (query, t)
+    assert all(not len(again.contents(b, n)) for b in range(2) for n, _ in view.states())
+    assert set(open_blob(url).list_keys(again.prefix)) == again.referenced()
+
+
+@pytest.mark.spark
+def test_a_staged_step_whose_commit_fails_commits_no_stage(spark, tmp_path):
+    """The compare-and-set refused: neither stage's runs are committed and every part the
+    step wrote (both stages') is deleted; the next step goes on from the committed state."""
+    from colmz.storage.faults import FaultPlan, FaultyConsensus, InjectedDeterminate
+    from colmz.storage.url import Location, open_location
+
+    query = "SELECT u.w, sum(t.v) AS s, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY u.w"
+    view = bucketed_view(query, SCHEMAS)
+    url = str(tmp_path / "store")
+    mv = maintained(query)
+    first = {"t": [(1, 5, 1, 1), (2, 7, 1, 1), (None, 1, 1, 1)], "u": [(1, "x", 1, 1), (2, "y", 1, 1)]}
+    out = step_buckets(spark, BucketState.open(url, view, 2), spark_frames(spark, first), 1)
+    assert rows(out) == rows(mv.step(1, {n: updates(d, SCHEMAS[n]) for n, d in first.items()}))
+    state = BucketState.open(url, view, 2)
+    before = (state.seqno, state.time, {n: [rows(state.contents(b, n)) for b in range(2)] for n, _ in view.states()},
+              state.referenced())
+    loc = open_location(url)
+    faulty = BucketState.open(Location(loc.blob, FaultyConsensus(loc.consensus, FaultPlan(fail_at=2, mode="before")),
+                                       loc.url), view, 2)
+    second = {"t": [(1, 3, 2, 1), (2, 7, 2, -1)], "u": [(3, "x", 2, 1), (2, "z", 2, 1)]}
+    with pytest.raises(InjectedDeterminate):
+        step_buckets(spark, faulty, spark_frames(spark, second), 2, owner="refusedstages")
+    again = BucketState.open(url, view, 2)
+    assert (again.seqno, again.time, {n: [rows(again.contents(b, n)) for b in range(2)] for n, _ in view.states()},
+            again.referenced()) == before
+    assert [k for k in open_blob(url).list_keys(again.prefix) if "refusedstages" in k] == []
+    out = step_buckets(spark, again, spark_frames(spark, second), 2)
+    assert rows(out) == rows(mv.step(2, {n: updates(d, SCHEMAS[n]) for n, d in second.items()}))
