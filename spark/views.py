@@ -30,8 +30,8 @@ Only buckets with a delta step, so nothing in the plan may change without input:
 aggregate (its row over an empty input) and a temporal filter (``mz_now()``) are refused.
 
 Operators keyed differently -- a join on ``k`` then a reduce grouped by ``w``, a reduce over
-a reduce keyed by its output, a reduce keyed by a computed column -- and a table read twice
-(a self-join) make a ``"stages"`` view: ``colmz.spark.stages`` cuts the plan where the key
+a reduce keyed by its output, a reduce keyed by a computed column --, a table read twice
+(a self-join), outer joins, unions and set operations make a ``"stages"`` view: ``colmz.spark.stages`` cuts the plan where the key
 changes, and each stage (:class:`StageView`) runs as above under its own bucketing, its
 inputs the tables' deltas or the stage below's output delta, re-bucketed by this stage's key
 (a second ``groupBy(bucket).applyInArrow``: a shuffle). A stage's output is materialized once
@@ -397,9 +397,10 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     into every stateful operator's key (the module docstring). When none remains -- the
     operators are keyed differently, or a key is computed, or a table is read twice --
     the view is a ``"stages"`` one (``colmz.spark.stages``): each stage bucketed by its own
-    key, the output of one re-bucketed as the next one's input. Any other plan (an outer
-    join, a union, a set operation, a temporal filter, an operator keyed by nothing, a join
-    of three inputs keyed alike) is refused with its ``EXPLAIN``. The delta DataFrames
+    key, the output of one re-bucketed as the next one's input; outer joins, unions and set
+    operations run in stages too, and a view over views is given with them as CTEs. Any
+    other plan (a temporal filter, an operator keyed by nothing, a constant, a recomputed
+    subquery) is refused with its ``EXPLAIN``. The delta DataFrames
     carry the tables' own columns, one per table in the order the plan reads them
     (:attr:`BucketedView.tables`).
 
@@ -414,9 +415,9 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     if not isinstance(query, str):
         raise TypeError(f"query must be SQL text, got {type(query).__name__}")
     p = plan(query, schemas)
-    preface = ("bucketed_view takes keyed stateful operators (a GROUP BY, DISTINCT, top-k per group or "
-               "partitioned window over one input, an inner equi-join of two inputs) and Map/Filters over tables, "
-               "each stage bucketed by its operators' key; ")
+    preface = ("bucketed_view takes keyed stateful operators (a GROUP BY, DISTINCT, set operation, top-k per "
+               "group or partitioned window, an equi-join), unions and Map/Filters over tables, each stage "
+               "bucketed by its operators' key; ")
 
     def refuse(why: str):
         return ValueError(f"{preface}this plan {why}:\n{p.explain()}")

@@ -73,6 +73,12 @@ STAGED = {
         [((("table", "t"), ("table", "t"), ("table", "u")), (("k",), ("k",), ("k",)))],
     "SELECT t.k, u.w, t2.v FROM t JOIN u ON t.k = u.k JOIN t t2 ON t2.k = u.k":
         [((("table", "t"), ("table", "u"), ("table", "t")), (("k",), ("k",), ("k",)))],
+    # a view over a view (a CTE, inlined): the outer reduce keyed by the inner one's output
+    "WITH m AS (SELECT k, sum(v) AS s FROM t GROUP BY k) SELECT s, count(*) AS n FROM m GROUP BY s":
+        [((("table", "t"),), (("k",),)), ((("stage", "0"),), (("c1",),))],
+    "WITH j AS (SELECT t.v, u.w FROM t JOIN u ON t.k = u.k), m AS (SELECT w, max(v) AS hi FROM j GROUP BY w) "
+    "SELECT m.w, m.hi, u.k FROM m JOIN u ON m.w = u.w":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"), ("table", "u")), (("c1",), ("w",)))],
     # three stages: a join on k, a join of its output on v with t again, a reduce by w
     "SELECT x.w, count(*) AS n FROM (SELECT t.v, u.w FROM t JOIN u ON t.k = u.k) x JOIN t ON x.v = t.k "
     "GROUP BY x.w":
@@ -286,4 +292,54 @@ def test_a_staged_step_whose_commit_fails_commits_no_stage(spark, tmp_path):
             again.referenced()) == before
     assert [k for k in open_blob(url).list_keys(again.prefix) if "refusedstages" in k] == []
     out = step_buckets(spark, again, spark_frames(spark, second), 2)
+    assert rows(out) == rows(mv.step(2, {n: updates(d, SCHEMAS[n]) for n, d in second.items()}))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_driver_killed_after_every_stage_wrote_its_parts_commits_no_stage(spark, tmp_path):
+    """SIGKILL of the driver after both stages' tasks wrote their parts, before the one
+    compare-and-set: the reopened state is the previous step's, whole (no stage's runs
+    named), and the step run again equals the maintained view's."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    query = "SELECT u.w, sum(t.v) AS s, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY u.w"
+    view = bucketed_view(query, SCHEMAS)
+    url = str(tmp_path / "store")
+    mv = maintained(query)
+    first = {"t": [(1, 5, 1, 1), (2, 7, 1, 1), (None, 1, 1, 1)], "u": [(1, "x", 1, 1), (2, "y", 1, 1)]}
+    step_buckets(spark, BucketState.open(url, view, 2), spark_frames(spark, first), 1)
+    mv.step(1, {n: updates(d, SCHEMAS[n]) for n, d in first.items()})
+    before = BucketState.open(url, view, 2)
+    snapshot = {n: [rows(before.contents(b, n)) for b in range(2)] for n, _ in view.states()}
+    second = {"t": [(1, 3, 2, 1), (2, 7, 2, -1)], "u": [(3, "x", 2, 1), (2, "z", 2, 1)]}
+    code = textwrap.dedent(f"""
+        import os, signal, pyarrow as pa, colmz.spark
+        from colmz.spark import views
+        spark = colmz.spark.session("local[1]", "killed", numba_cache_dir=colmz.spark.default_cache_dir())
+        view = views.bucketed_view({query!r}, {{"t": {{"k": pa.int64(), "v": pa.int64()}},
+                                               "u": {{"k": pa.int64(), "w": pa.string()}}}})
+        state = views.BucketState.open({url!r}, view, 2)
+        views.BucketState._commit = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # after the tasks
+        frames = [spark.createDataFrame({second['t']!r}, {SPARK_TYPES['t']!r}),
+                  spark.createDataFrame({second['u']!r}, {SPARK_TYPES['u']!r})]
+        views.step_buckets(spark, state, frames, 2)
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        assert proc.wait(timeout=900) == -signal.SIGKILL
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the dead driver's JVM
+    state = BucketState.open(url, view, 2)
+    assert (state.seqno, state.time) == (1, 1)
+    orphans = set(open_blob(url).list_keys(state.prefix)) - state.referenced()
+    assert orphans  # the killed step's tasks wrote parts; no record names them
+    assert {n: [rows(state.contents(b, n)) for b in range(2)] for n, _ in view.states()} == snapshot
+    out = step_buckets(spark, state, spark_frames(spark, second), 2)
     assert rows(out) == rows(mv.step(2, {n: updates(d, SCHEMAS[n]) for n, d in second.items()}))
