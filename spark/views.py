@@ -829,9 +829,9 @@ def _read_state(blob, schema, parts, time) -> colmz.Updates:
 # ----------------------------------------------------------------------------- Spark
 
 
-def _bucketed(df, view: BucketedView, i: int, buckets: int):
+def _bucketed(df, view: BucketedView, i: int, buckets: int, label: str | None = None):
     """Input ``i``'s delta DataFrame with its bucket column (join keys cast to the first
-    input's types, so equal keys hash equally)."""
+    input's types, so equal keys hash equally); ``label`` names it in an error."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_type
 
@@ -842,7 +842,7 @@ def _bucketed(df, view: BucketedView, i: int, buckets: int):
     names = [c.name for c in view.inputs[i]]
     missing = [n for n in (*names, "time", "diff") if n not in df.columns]
     if missing:
-        raise ValueError(f"deltas[{i}] lacks columns {missing} (it needs {names} + time, diff)")
+        raise ValueError(f"{label or f'deltas[{i}]'} lacks columns {missing} (it needs {names} + time, diff)")
     return df.select(*names, "time", "diff").withColumn(_BUCKET, F.pmod(F.xxhash64(*cols), F.lit(buckets)))
 
 
@@ -882,8 +882,9 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
         written, rows_read, outputs = {}, 0, []
         for i, stage in enumerate(stages):
             if view.kind == "stages":
-                frames = [_bucketed(deltas[view.tables.index(src)] if how == "table" else outputs[int(src)],
-                                    stage, j, state.buckets)
+                frames = [_bucketed(deltas[view.tables.index(src)], stage, j, state.buckets,
+                                    f"deltas[{view.tables.index(src)}] (table {src!r})")
+                          if how == "table" else _bucketed(outputs[int(src)], stage, j, state.buckets)
                           for j, (how, src) in enumerate(stage.sources)]
                 names = f"{i}:"
             else:

@@ -45,6 +45,11 @@ STAGED = {
     # keyed by a computed column: a stage of Map/Filters only, bucketed by every column
     "SELECT k + 1 AS k1, count(*) AS c FROM t GROUP BY k + 1":
         [((("table", "t"),), (("k", "v"),)), ((("stage", "0"),), (("c2",),))],
+    # a window and a basic aggregate (recomputed per group in DuckDB) per w over the join
+    "SELECT w, v, sum(v) OVER (PARTITION BY w) AS s FROM (SELECT t.v, u.w FROM t JOIN u ON t.k = u.k) x":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"),), (("c1",),))],
+    "SELECT u.w, string_agg(CAST(t.v AS VARCHAR), ',' ORDER BY t.v) AS s FROM t JOIN u ON t.k = u.k GROUP BY u.w":
+        [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"),), (("c3",),))],
     # a top-k per w over the join
     "SELECT DISTINCT ON (w) w, v FROM (SELECT t.v, u.w FROM t JOIN u ON t.k = u.k) s ORDER BY w, v DESC":
         [((("table", "t"), ("table", "u")), (("k",), ("k",))), ((("stage", "0"),), (("c0",),))],
@@ -281,6 +286,8 @@ def test_a_staged_step_whose_commit_fails_commits_no_stage(spark, tmp_path):
     state = BucketState.open(url, view, 2)
     before = (state.seqno, state.time, {n: [rows(state.contents(b, n)) for b in range(2)] for n, _ in view.states()},
               state.referenced())
+    with pytest.raises(ValueError, match=r"deltas\[1\] \(table 'u'\) lacks columns \['w'\]"):
+        step_buckets(spark, state, [spark_frames(spark, first)[0], spark.createDataFrame([(1, 2, 1)], "k long, time long, diff long")], 2)
     loc = open_location(url)
     faulty = BucketState.open(Location(loc.blob, FaultyConsensus(loc.consensus, FaultPlan(fail_at=2, mode="before")),
                                        loc.url), view, 2)
