@@ -97,7 +97,9 @@ compare-and-set).
 Cost of a step: the touched buckets' state collections (read and restored: Spark tasks keep
 nothing between steps) plus the delta -- for a sum view the bucket's groups, for a join view
 the bucket's joinable input rows (its arrangements are its inputs) -- and untouched buckets
-cost nothing. More buckets mean smaller states per touched bucket. The in-process operators
+cost nothing. More buckets mean smaller states per touched bucket. A ``"stages"`` view pays
+that per stage (its touched buckets under its own key) plus a shuffle of each lower stage's
+output delta. The in-process operators
 keep their state between steps and cost only the delta; this module trades that for state
 spread over machines.
 
@@ -105,7 +107,8 @@ Invariants: a committed record's time only grows; every part the record names wa
 and checked before the compare-and-set that names it; the consolidated runs of a bucket's
 collection equal the in-process operator's exported state after the same deltas, and the
 output of a step equals the in-process operator's output and the recompute's change for
-the same deltas (``tests/spark/test_spark_views.py``) -- exactly for every exact
+the same deltas (``tests/spark/test_spark_views.py``; a ``"stages"`` view's, the in-process
+``MaintainedView``'s, ``tests/spark/test_stages.py``) -- exactly for every exact
 accumulator (counts, integer sums); a float sum is the restored sum plus the delta's, so its
 rounding may differ from an operator that kept its terms in other runs, as float sums of
 ``colmz.dataflow.accumulable`` drift from a recompute.
