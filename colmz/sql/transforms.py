@@ -33,6 +33,10 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
 * A ``real`` with an integer or ``numeric`` (a binary arithmetic or comparison node, one
   operand visibly a real) is computed as a double, as PostgreSQL's float48 operators do
   (:data:`REAL_WIDEN`); ``sum`` of a visibly real argument and ``pg_typeof`` are refused.
+* An operand of ``||`` (an argument of ``concat``/``concat_ws``) not visibly text (a
+  string, a cast to text, a text function) is printed as its cast to text is
+  (:func:`colmz.sql.translate.cast_rewrite`: a double's shortest digits); arrays
+  concatenate as arrays.
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
   whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
 * jsonb's ``->`` (DuckDB reads it as a lambda arrow, looser than ``=``, ``IS NULL``, ``AND``)

@@ -5,7 +5,8 @@
   something else (:data:`colmz.sql.transforms.CALLS`: ``btrim``, two-argument
   ``lpad``/``rpad``, ``to_hex``, ``extract(second ...)``, ``substr``, ``round``,
   ``generate_series`` in an expression, ``every``, the math functions whose domain
-  PostgreSQL checks, ``array_length``), row comparisons and row ``IN`` lists (element by
+  PostgreSQL checks, ``array_length``; the operands of ``||``, ``concat()`` and
+  ``concat_ws()``, see below), row comparisons and row ``IN`` lists (element by
   element, NULL fields give NULL as in PostgreSQL), constant arithmetic holding a
   ``numeric`` (folded with PostgreSQL's scales: ``7 / 2.0`` is ``3.5000000000000000``) and
   unconstrained ``::numeric`` casts (``x + CAST(0 AS DECIMAL(1,0))``: integers become
@@ -31,7 +32,8 @@
   ``'2.5'::int`` raises), intervals print as PostgreSQL's (:data:`INTERVAL_TEXT`: ``-1
   days``, ``mons``): passes over the text, each rewriting every cast found in one reading.
 * Text of values: ``||``, ``concat()`` and ``concat_ws()`` print a non-text operand as its
-  cast to text does, which prints doubles and reals as PostgreSQL does (``'a' || 2.0::float8``
+  cast to text does (a long ``||`` chain is first regrouped as a balanced tree, on the
+  tokens, so that its tree is shallow), which prints doubles and reals as PostgreSQL does (``'a' || 2.0::float8``
   is ``a2``). Where the type decides and the tokens do not say it, the rewrite calls a macro
   of :data:`MACROS` or function of :data:`FUNCTIONS` (defined on every colmz connection by
   :func:`colmz.sql.connect`) that asks DuckDB's ``typeof`` of the value when the query is
@@ -204,12 +206,10 @@ def _translate_tokens(sql: str) -> str:
                                  "expressions differ in DuckDB)")
         if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
             raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
-        if _is_call(toks, i):
-            if up in UNSUPPORTED_FUNCTIONS:
-                raise UnsupportedSQL(
-                    f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
-            if up == "SUM":
-                last = _sum_argument(toks, i, pieces, sql, last, inserts)
+        if up in UNSUPPORTED_FUNCTIONS and _is_call(toks, i):
+            raise UnsupportedSQL(f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
+        if (up == "SUM" or (t.kind == "qident" and t.text == '"sum"')) and _is_call(toks, i):
+            last = _sum_argument(toks, i, pieces, sql, last, inserts)
         i += 1
     for j in sorted(inserts):
         end = max(last, toks[j].end)
@@ -221,9 +221,8 @@ def _translate_tokens(sql: str) -> str:
 
 
 def _is_call(toks, i: int) -> bool:
-    # A bare word followed by "(" and not a qualified name's part (``x.f(`` is not ours).
-    t = toks[i]
-    return (t.kind == "word" and i + 1 < len(toks) and toks[i + 1].text == "("
+    # A name followed by "(" and not a qualified name's part (``x.f(`` is not ours).
+    return (toks[i].kind in ("word", "qident") and i + 1 < len(toks) and toks[i + 1].text == "("
             and not (i > 0 and toks[i - 1].text == "."))
 
 
