@@ -6,7 +6,7 @@
   ``lpad``/``rpad``, ``to_hex``, ``extract(second ...)``, ``substr``, ``round``,
   ``generate_series`` in an expression, ``every``, the math functions whose domain
   PostgreSQL checks, ``array_length``; the operands of ``||``, ``concat()`` and
-  ``concat_ws()``, see below), row comparisons and row ``IN`` lists (element by
+  ``concat_ws()``, see below; LIKE's default backslash escape), row comparisons and row ``IN`` lists (element by
   element, NULL fields give NULL as in PostgreSQL), constant arithmetic holding a
   ``numeric`` (folded with PostgreSQL's scales: ``7 / 2.0`` is ``3.5000000000000000``) and
   unconstrained ``::numeric`` casts (``x + CAST(0 AS DECIMAL(1,0))``: integers become
@@ -22,9 +22,8 @@
   are refused by name (:data:`UNSUPPORTED_FUNCTIONS`, :data:`UNSUPPORTED_OPERATORS`, jsonb
   ``@>``, ``SIMILAR``) with ``UnsupportedSQL``, never left to DuckDB's own error or a
   different answer; DuckDB's own "no such function" errors become refusals naming the call
-  in :func:`colmz.sql.run.run_query`. LIKE/ILIKE get PostgreSQL's default backslash escape
-  (an ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than
-  LIKE); ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...;
+  in :func:`colmz.sql.run.run_query`. ``VALUES`` beginning a query is wrapped to name its
+  columns ``column1`` ...;
   PostgreSQL's array text ``'{1,2}'::int[]`` is DuckDB's; float literals past their type's
   range raise.
 * Casts to text print doubles and reals as PostgreSQL 15 does, casts of text to boolean
@@ -142,12 +141,12 @@ def translate(sql: str) -> str:
 
 
 def _translate_tokens(sql: str) -> str:
-    # translate's token pass: words, calls, operators, LIKE's escape, VALUES' names.
+    # translate's token pass: words, calls, operators, sum's argument, VALUES' names.
     toks = tokenize(sql)
     pieces, last = [], 0
-    # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names,
-    # the end of sum's argument): token index -> text, emitted once the loop has passed that
-    # token; a construct registered later is nested in the earlier ones, so it goes first.
+    # Text to put after a token further on (VALUES column names, the end of sum's argument):
+    # token index -> text, emitted once the loop has passed that token; a construct
+    # registered later is nested in the earlier ones, so it goes first.
     inserts: dict[int, str] = {}
     i = 0
     while i < len(toks):
