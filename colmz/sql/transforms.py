@@ -33,6 +33,10 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
 * A ``real`` with an integer or ``numeric`` (a binary arithmetic or comparison node, one
   operand visibly a real) is computed as a double, as PostgreSQL's float48 operators do
   (:data:`REAL_WIDEN`); ``sum`` of a visibly real argument and ``pg_typeof`` are refused.
+* An operand of ``||`` (an argument of ``concat``/``concat_ws``) not visibly text (a
+  string, a cast to text, a text function) is printed as its cast to text is
+  (:func:`colmz.sql.translate.cast_rewrite`: a double's shortest digits); arrays
+  concatenate as arrays.
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
   whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
 * jsonb's ``->`` (DuckDB reads it as a lambda arrow, looser than ``=``, ``IS NULL``, ``AND``)
@@ -398,6 +402,7 @@ CALLS: dict[str, Rule] = {
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
     "pg_typeof": lambda c: _refuse_pg_typeof(c),
+    "concat": lambda c: _concat_call(c), "concat_ws": lambda c: _concat_call(c),
 }
 
 #: The name of DuckDB's node for a call written otherwise: a node is the call written at its
@@ -505,11 +510,9 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text in ("->", "->>", "^")
+        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text in ("->", "->>", "^", "||")
                             or (t.text == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS)):
             return True
-        elif k == "string" and t.text[1:2] in ("{", "[") and any(x.text == "||" for x in toks):
-            return True  # a JSON literal beside || (jsonb concatenation)
     return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks) or _may_row_item(toks) \
         or _operands_pair(toks)
 
@@ -1079,7 +1082,7 @@ def _concat(c: Call) -> str | None:
     jsonb = [k.cls == "CAST" and _type_text(k.children[1], c.text) == "jsonb" for k in kids]
     literal = [k.literal is not None and k.literal.kind == "STRING" for k in kids]
     if not (any(jsonb) or any(_json_literal(k) for k in kids)):
-        return None
+        return _text_operands(c, kids)
     if all(j or lit for j, lit in zip(jsonb, literal)):
         if not any(jsonb):
             return None  # two string literals: text
@@ -1088,6 +1091,51 @@ def _concat(c: Call) -> str | None:
     raise UnsupportedSQL("|| of jsonb (or a string literal holding JSON) and a value of a type colmz "
                          "cannot tell is not supported by colmz (PostgreSQL merges jsonb, concatenates "
                          "text; colmz keeps jsonb columns as text): cast both operands to jsonb or text")
+
+
+#: Functions whose result is text: an operand of ``||`` (or argument of ``concat``) that is
+#: one of their calls is printed as it is.
+_TEXT_CALLS = frozenset({"upper", "lower", "concat", "concat_ws", "substr", "substring", "trim", "ltrim",
+                         "rtrim", "btrim", "replace", "lpad", "rpad", "left", "right", "repeat", "reverse",
+                         "split_part", "md5", "chr", "string_agg", "regexp_replace", "translate", "to_hex",
+                         "initcap", "quote_ident", "quote_literal", "||"})
+
+
+def _is_text(k: Expression, text: str) -> bool:
+    # Whether node ``k`` is visibly text (or NULL): a string, a cast to text, a text function.
+    if k.literal is not None:
+        return k.literal.kind in ("STRING", "NULL_LITERAL")
+    if k.cls == "CAST" and len(k.children) == 2:
+        return _type_text(k.children[1], text) in _TEXT_WORDS
+    return k.cls == "FUNCTION" and len(k.name) == 1 and k.name[0].lower() in _TEXT_CALLS
+
+
+def _text_operands(c: Call, kids) -> str | None:
+    # PostgreSQL's ``||`` and concat() print a non-text operand with its type's output
+    # function (a double 2 as ``2``); DuckDB casts it to VARCHAR (``2.0``): each of ``kids``
+    # not visibly text is written as its cast to text is (cast_rewrite; as it is where
+    # DuckDB's text of it is PostgreSQL's). Arrays concatenate as arrays: left as written.
+    from colmz.sql.tokens import tokenize
+    from colmz.sql.translate import cast_rewrite  # translate imports this module
+
+    out, pos = [], c.node.start
+    for k in kids:
+        if k.start < 0 or _is_text(k, c.text):
+            continue
+        toks = tokenize(c.text[k.start : k.end])
+        if any(t.upper == "ARRAY" or (t.text == "[" and n.text == "]") for t, n in zip(toks, toks[1:])):
+            return None
+        new = cast_rewrite(c.text_of(k), "TEXT")
+        if new is not None:
+            out += [c.span_text(pos, k.start), new]
+            pos = k.end
+    return None if not out else "".join(out) + c.span_text(pos, c.node.end)
+
+
+def _concat_call(c: Call) -> str | None:
+    # concat(...) and concat_ws(separator, ...): their arguments' text as ||'s operands'.
+    kids = c.arguments[1:] if c.name == "concat_ws" else c.arguments
+    return _text_operands(c, kids) if c.plain else None
 
 
 #: The function of PostgreSQL's jsonb ``->`` and ``->>`` (:func:`jsonb_get`).
@@ -1415,8 +1463,10 @@ def _may_name_derived(toks) -> bool:
                in _BEFORE_STAR for i, t in enumerate(toks))  # a select-list star (not count(*), a * b)
     n = len(toks)
     for i, t in enumerate(toks):
-        if t.upper == "SELECT" and (i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in (
-                "UNION", "ALL", "EXCEPT", "INTERSECT")):
+        if t.kind == "word" and len(t.text) == 6 and t.text.upper() == "SELECT" and (
+                i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in ("UNION", "ALL", "EXCEPT", "INTERSECT")):
+            if not star and not (i > 0 and toks[i - 1].text == "("):
+                continue  # without a star only a subquery's repeated names matter
             kind = _plain_list(toks, i + 1, n)
             if (star and kind != "plain") or (kind == "repeated" and i > 0 and toks[i - 1].text == "(") \
                     or (star and i > 0 and toks[i - 1].text == "(" and _star_join_list(toks, i + 1, n)):
@@ -1718,24 +1768,38 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
                           "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
 
 
+_FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
+
+
 def apply_transforms(text: str, toks) -> str:
     """``text`` with every node of the table rewritten by its rule, once, bottom-up (``toks``
     are its tokens); the text itself when it holds none, or DuckDB cannot parse it."""
     if not may_transform(text, toks):
         return text
+    # which kinds of rule may apply: one pass over the tokens, then set tests
+    ops, words, numbers = set(), set(), set()
+    quoted = False
+    for t in toks:
+        k = t.kind
+        if k == "op":
+            ops.add(t.text)
+        elif k == "word":
+            words.add(t.text.upper())
+        elif k == "number":
+            numbers.add(t.text.lower())
+        elif k == "qident" and not quoted:
+            quoted = t.name != t.name.lower()
     rows = _MAY_COMPARE_ROWS.search(text) is not None
-    types = any(t.upper in _TYPE_WORDS for t in toks)
-    concat = any(t.kind == "op" and t.text == "||" for t in toks)
-    arrows = any(t.kind == "op" and t.text in ("->", "->>") for t in toks)
-    smallest = any(t.kind == "number" and t.text in _SMALLEST_MAGNITUDES for t in toks)
-    quoted = any(t.kind == "qident" and t.name != t.name.lower() for t in toks)
-    regexps = any(t.kind == "op" and t.text in _REGEXP_OPS for t in toks)
-    likes = any(t.upper in ("LIKE", "ILIKE") or (t.kind == "op" and t.text in _LIKES) for t in toks)
-    numeric = any((t.kind == "number" and ("." in t.text or "e" in t.text.lower()))
-                  or t.upper in ("NUMERIC", "DECIMAL") for t in toks)
+    types = not words.isdisjoint(_TYPE_WORDS)
+    concat = "||" in ops
+    arrows = "->" in ops or "->>" in ops
+    smallest = not numbers.isdisjoint(_SMALLEST_MAGNITUDES)
+    regexps = not ops.isdisjoint(_REGEXP_OPS)
+    likes = "LIKE" in words or "ILIKE" in words or not ops.isdisjoint(_LIKES)
+    numeric = "NUMERIC" in words or "DECIMAL" in words or any("." in x or "e" in x for x in numbers)
     casts = _MAY_CAST.search(text) is not None
-    reals = any(t.upper in ("REAL", "FLOAT4", "FLOAT") for t in toks)
-    carets = any(t.kind == "op" and t.text == "^" for t in toks)
+    reals = not words.isdisjoint(("REAL", "FLOAT4", "FLOAT"))
+    carets = "^" in ops
     offset = 0
     try:
         stmts = parse_tree(text)
@@ -1754,9 +1818,8 @@ def apply_transforms(text: str, toks) -> str:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
     item_ids = {id(e) for d in queries for e in d.items}
     pairs = _operands_pair(toks)
-    arithmetic = pairs or (any(t.kind == "op" and t.text in ("+", "-", "*", "/") for t in toks) and any(
-        (t.kind == "word" and t.text.lower() in _FLOAT_HINTS)
-        or (t.kind == "number" and "e" in t.text.lower()) for t in toks))
+    arithmetic = pairs or (not ops.isdisjoint(("+", "-", "*", "/")) and (
+        not words.isdisjoint(_FLOAT_HINTS_UPPER) or any("e" in x for x in numbers)))
     grouped: set[int] = set()
     if arithmetic:
         for q in stmts:

@@ -5,7 +5,8 @@
   something else (:data:`colmz.sql.transforms.CALLS`: ``btrim``, two-argument
   ``lpad``/``rpad``, ``to_hex``, ``extract(second ...)``, ``substr``, ``round``,
   ``generate_series`` in an expression, ``every``, the math functions whose domain
-  PostgreSQL checks, ``array_length``), row comparisons and row ``IN`` lists (element by
+  PostgreSQL checks, ``array_length``; the operands of ``||``, ``concat()`` and
+  ``concat_ws()``, see below; LIKE's default backslash escape), row comparisons and row ``IN`` lists (element by
   element, NULL fields give NULL as in PostgreSQL), constant arithmetic holding a
   ``numeric`` (folded with PostgreSQL's scales: ``7 / 2.0`` is ``3.5000000000000000``) and
   unconstrained ``::numeric`` casts (``x + CAST(0 AS DECIMAL(1,0))``: integers become
@@ -21,9 +22,8 @@
   are refused by name (:data:`UNSUPPORTED_FUNCTIONS`, :data:`UNSUPPORTED_OPERATORS`, jsonb
   ``@>``, ``SIMILAR``) with ``UnsupportedSQL``, never left to DuckDB's own error or a
   different answer; DuckDB's own "no such function" errors become refusals naming the call
-  in :func:`colmz.sql.run.run_query`. LIKE/ILIKE get PostgreSQL's default backslash escape
-  (an ``ESCAPE`` put after the pattern, which runs over the operators binding tighter than
-  LIKE); ``VALUES`` beginning a query is wrapped to name its columns ``column1`` ...;
+  in :func:`colmz.sql.run.run_query`. ``VALUES`` beginning a query is wrapped to name its
+  columns ``column1`` ...;
   PostgreSQL's array text ``'{1,2}'::int[]`` is DuckDB's; float literals past their type's
   range raise.
 * Casts to text print doubles and reals as PostgreSQL 15 does, casts of text to boolean
@@ -31,7 +31,8 @@
   ``'2.5'::int`` raises), intervals print as PostgreSQL's (:data:`INTERVAL_TEXT`: ``-1
   days``, ``mons``): passes over the text, each rewriting every cast found in one reading.
 * Text of values: ``||``, ``concat()`` and ``concat_ws()`` print a non-text operand as its
-  cast to text does, which prints doubles and reals as PostgreSQL does (``'a' || 2.0::float8``
+  cast to text does (a long ``||`` chain is first regrouped as a balanced tree, on the
+  tokens, so that its tree is shallow), which prints doubles and reals as PostgreSQL does (``'a' || 2.0::float8``
   is ``a2``). Where the type decides and the tokens do not say it, the rewrite calls a macro
   of :data:`MACROS` or function of :data:`FUNCTIONS` (defined on every colmz connection by
   :func:`colmz.sql.connect`) that asks DuckDB's ``typeof`` of the value when the query is
@@ -130,21 +131,22 @@ def translate(sql: str) -> str:
     for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
         if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
             raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
-    # Constants are folded first (PostgreSQL's numeric scales, on the user's own text), then
-    # calls are rewritten by the table of transforms (on the tree); casts to numeric,
-    # concatenations, casts to text/boolean and row comparisons are rewritten after the
-    # token pass, on its (short) output, in that order.
-    sql = _translate_tokens(apply_transforms(sql, toks))
-    return _rewrite_concat(sql)
+    # Long || chains are regrouped first (so that the tree of the text is shallow), then
+    # every node of the table of transforms is rewritten once, on the tree (constants
+    # folded, calls, casts, concatenations' operands, row comparisons), then the token pass.
+    balanced = _balance_concat_chains(sql, toks)
+    if balanced is not sql:
+        sql, toks = balanced, tokenize(balanced)
+    return _translate_tokens(apply_transforms(sql, toks))
 
 
 def _translate_tokens(sql: str) -> str:
-    # translate's token pass: words, calls, operators, LIKE's escape, VALUES' names.
+    # translate's token pass: words, calls, operators, sum's argument, VALUES' names.
     toks = tokenize(sql)
     pieces, last = [], 0
-    # Text to put after a token further on (a LIKE pattern's ESCAPE, VALUES column names,
-    # the end of sum's argument): token index -> text, emitted once the loop has passed that
-    # token; a construct registered later is nested in the earlier ones, so it goes first.
+    # Text to put after a token further on (VALUES column names, the end of sum's argument):
+    # token index -> text, emitted once the loop has passed that token; a construct
+    # registered later is nested in the earlier ones, so it goes first.
     inserts: dict[int, str] = {}
     i = 0
     while i < len(toks):
@@ -203,12 +205,10 @@ def _translate_tokens(sql: str) -> str:
                                  "expressions differ in DuckDB)")
         if t.kind == "op" and t.text in UNSUPPORTED_OPERATORS:
             raise UnsupportedSQL(f"{UNSUPPORTED_OPERATORS[t.text]} is not supported by colmz")
-        if _is_call(toks, i):
-            if up in UNSUPPORTED_FUNCTIONS:
-                raise UnsupportedSQL(
-                    f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
-            if up == "SUM":
-                last = _sum_argument(toks, i, pieces, sql, last, inserts)
+        if up in UNSUPPORTED_FUNCTIONS and _is_call(toks, i):
+            raise UnsupportedSQL(f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
+        if (up == "SUM" or (t.kind == "qident" and t.text == '"sum"')) and _is_call(toks, i):
+            last = _sum_argument(toks, i, pieces, sql, last, inserts)
         i += 1
     for j in sorted(inserts):
         end = max(last, toks[j].end)
@@ -220,9 +220,8 @@ def _translate_tokens(sql: str) -> str:
 
 
 def _is_call(toks, i: int) -> bool:
-    # A bare word followed by "(" and not a qualified name's part (``x.f(`` is not ours).
-    t = toks[i]
-    return (t.kind == "word" and i + 1 < len(toks) and toks[i + 1].text == "("
+    # A name followed by "(" and not a qualified name's part (``x.f(`` is not ours).
+    return (toks[i].kind in ("word", "qident") and i + 1 < len(toks) and toks[i + 1].text == "("
             and not (i > 0 and toks[i - 1].text == "."))
 
 
@@ -270,32 +269,6 @@ def _array_operands(toks, at: int) -> bool:
     if nxt is not None and nxt.upper == "ARRAY":
         return True
     return prev is not None and prev.kind == "op" and prev.text == "]"
-
-
-def _rewrite_until_settled(sql: str, find, build, what: str, depth: int = 64) -> str:
-    """Rewrite the constructs ``find(sql, tokens)`` yields -- ``(start, end, *parts)`` in text
-    order -- as ``build(*parts)`` (None: keep it) until a reading rewrites nothing. Constructs
-    found in one reading are rewritten together; one that overlaps a construct rewritten in
-    the same reading (nested in it) waits for the next reading of the rewritten text."""
-    for _ in range(depth):
-        out, last, again = [], 0, False
-        for start, end, *parts in find(sql, tokenize(sql)):
-            if start < last:
-                again = True
-                continue
-            built = build(*parts)
-            if built is None:
-                continue
-            out.append(sql[last:start])
-            out.append(built)
-            last = end
-        if not out:
-            return sql
-        out.append(sql[last:])
-        sql = "".join(out)
-        if not again:
-            return sql
-    raise UnsupportedSQL(f"{what} nested {depth} deep are not supported by colmz")
 
 
 def _opening(toks, close_at: int) -> int:
@@ -1055,13 +1028,10 @@ def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dic
 
 
 # ----------------------------------------------------------------------------- concatenation
+# The operands of || and concat() are printed as PostgreSQL prints them by the table of
+# transforms (colmz.sql.transforms); here only long chains are regrouped, on the tokens, before
+# the tree is read.
 
-#: Functions whose result is text: an operand of ``||`` that is one of their calls needs no
-#: cast.
-_TEXT_CALLS = {"UPPER", "LOWER", "CONCAT", "CONCAT_WS", "SUBSTR", "SUBSTRING", "TRIM", "LTRIM",
-               "RTRIM", "BTRIM", "REPLACE", "LPAD", "RPAD", "LEFT", "RIGHT", "REPEAT", "REVERSE",
-               "SPLIT_PART", "MD5", "CHR", "STRING_AGG", "REGEXP_REPLACE", "TRANSLATE", "TO_HEX",
-               "INITCAP", "QUOTE_IDENT", "QUOTE_LITERAL"}
 #: Words that end an operand of ``||`` (clause and predicate words).
 _OPERAND_STOPS = _NOT_CALLS | {"ESCAPE", "SIMILAR", "ORDER", "GROUP", "ASC", "DESC", "NULLS",
                                "FIRST", "LAST", "WINDOW", "QUALIFY", "FETCH", "FOR", "COLLATE"}
@@ -1146,81 +1116,6 @@ def _concat_right(toks, k: int) -> int:
     return last
 
 
-_TEXT_CALLS |= {RESERVED_PREFIX.upper() + n for n in ("FLOAT8_TEXT", "FLOAT4_TEXT", "TEXT",
-                                                      "NUMERIC_TEXT", "MEAN_TEXT")}
-
-
-def _visibly_text(toks) -> bool:
-    # Whether the operand's tokens say it is text (or NULL): no cast needed.
-    if len(toks) == 1 and (toks[0].kind == "string" or toks[0].upper == "NULL"):
-        return True
-    if len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper in _TEXT_TYPES:
-        return True
-    if len(toks) >= 3 and toks[-1].text == ")" and toks[0].text != "(":
-        # a call spanning the operand: CAST(... AS text), or a text function
-        if toks[0].upper == "CAST" and toks[-2].upper in _TEXT_TYPES:
-            return True
-        return toks[0].upper in _TEXT_CALLS and toks[1].text == "(" and _closing(toks, 1) == len(toks) - 1
-    if toks and toks[0].text == "(" and _closing(toks, 0) == len(toks) - 1:
-        inner = toks[1:-1]
-        return any(t.kind == "op" and t.text == "||" for t in inner) or _visibly_text(inner)
-    return False
-
-
-def _concat_operands(sql: str, toks):
-    # Every operand of ``||`` (and argument of concat/concat_ws) that needs PostgreSQL's
-    # text: (start, end, operand).
-    n = len(toks)
-    seen = set()
-    found = []
-    for k, t in enumerate(toks):
-        if t.kind == "op" and t.text == "||":
-            spans = [(_concat_left(toks, k), k - 1), (k + 1, _concat_right(toks, k))]
-            if any(a > b for a, b in spans):
-                continue
-            # Arrays concatenate as arrays: the chain is left as written.
-            if any(toks[j].upper == "ARRAY" or (toks[j].text == "[" and j + 1 < n
-                                                and toks[j + 1].text == "]")
-                   for a, b in spans for j in range(a, b + 1)):
-                continue
-        elif t.upper in ("CONCAT", "CONCAT_WS") and _is_call(toks, k):
-            close = _closing(toks, k + 1)
-            spans, depth, begin = [], 0, k + 2
-            for j in range(k + 2, close + 1):
-                tok = toks[j]
-                if tok.kind == "op" and tok.text in "([" and j < close:
-                    depth += 1
-                elif tok.kind == "op" and tok.text in ")]" and j < close:
-                    depth -= 1
-                elif depth == 0 and (j == close or tok.text == ","):
-                    if j > begin:
-                        spans.append((begin, j - 1))
-                    begin = j + 1
-            if t.upper == "CONCAT_WS":
-                spans = spans[1:]
-        else:
-            continue
-        for a, b in spans:
-            if (a, b) in seen or _visibly_text(toks[a : b + 1]):
-                continue
-            seen.add((a, b))
-            found.append((toks[a].start, toks[b].end, sql[toks[a].start : toks[b].end]))
-    found.sort()
-    yield from found
-
-
-def _rewrite_concat(sql: str) -> str:
-    # PostgreSQL's ``||`` and concat() print a non-text operand with its type's output
-    # function (a double 2 as ``2``); DuckDB casts it to VARCHAR (``2.0``). Each such
-    # operand is written out as its cast to text would be (cast_rewrite), or left as it is
-    # where DuckDB's own text of it is PostgreSQL's.
-    if "||" not in sql and "concat" not in sql.lower():
-        return sql
-    sql = _rewrite_until_settled(sql, _concat_operands, lambda x: cast_rewrite(x, "TEXT"),
-                                 "concatenations")
-    return _balance_concat_chains(sql) if "||" in sql else sql
-
-
 #: A chain of ``||`` longer than this many operands is regrouped as a balanced tree
 #: (:func:`_balance_concat_chains`); a shorter one stays as written.
 BALANCED_CHAIN = 16
@@ -1235,22 +1130,25 @@ _CHAIN_AFTER = {")", ",", "=", "<", ">", "<=", ">=", "<>", "!=", "FROM", "WHERE"
 
 
 def _chain_operand_is_text(toks) -> bool:
-    # After _rewrite_concat every operand is text unless it was left as written (arrays, an
-    # aggregate with FILTER/OVER, a parenthesised group): only plain text operands regroup.
-    if any(t.upper == "ARRAY" or (t.kind == "op" and t.text in "[]") for t in toks):
+    # Whether an operand may be regrouped: after the table of transforms every operand is
+    # text unless it is left as written there (arrays, jsonb); a parenthesised group or an
+    # aggregate with FILTER/OVER is left as written here.
+    if any(t.upper in ("ARRAY", "JSON", "JSONB") or (t.kind == "op" and t.text in "[]")
+           or (t.kind == "string" and t.text[1:2] in ("{", "[")) for t in toks):
         return False
-    if toks[0].text == "(" or toks[-1].upper in ("FILTER", "OVER"):
-        return False
-    return _visibly_text(toks)
+    return toks[0].text != "(" and toks[-1].upper not in ("FILTER", "OVER")
 
 
-def _balance_concat_chains(sql: str) -> str:
+def _balance_concat_chains(sql: str, toks) -> str:
     # DuckDB binds a chain of n text operands ``a || b || c ...`` -- a left-deep tree n
     # deep, each operand a call of the text macro -- in time growing with n times its
-    # depth (900 operands: over a minute). Text concatenation is associative (NULL in, NULL
-    # out, either way), so a long chain of text operands is regrouped as a balanced tree,
-    # log2(n) deep: the same value, bound in time linear in n. One pass over the tokens.
-    toks = tokenize(sql)
+    # depth (900 operands: over a minute), and colmz reads no tree a few hundred deep. Text
+    # concatenation is associative (NULL in, NULL out, either way), so a long chain of
+    # operands that become text is regrouped as a balanced tree, log2(n) deep: the same
+    # value, bound in time linear in n. One pass over the tokens; ``sql`` itself when
+    # nothing is regrouped.
+    if "||" not in sql:
+        return sql
     n = len(toks)
     out, last, k = [], 0, 0
     while k < n:

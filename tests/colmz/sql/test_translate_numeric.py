@@ -185,6 +185,13 @@ def test_sum_of_bigint_divides_as_numeric():
     assert run("SELECT sum(x) / count(*) FROM (VALUES (1), (2)) v(x)") == [(1,)]
 
 
+def test_a_quoted_sum_of_bigint_divides_as_numeric():
+    # "sum" is PostgreSQL's sum (a quoted lower-case name): its argument is read off the
+    # tree, so it is typed as sum's (was left to DuckDB's HUGEINT sum: 1 where PostgreSQL says 1.5)
+    assert run('SELECT "sum"(x) / count(*) AS m FROM (VALUES (1::bigint), (2::bigint)) v(x)') == [(1.5,)]
+    assert run("SELECT SUM( x + 0 ) OVER () / 2 FROM (VALUES (1::bigint)) v(x)") == [(0.5,)]
+
+
 def test_concatenation_prints_operands_as_postgresql():
     assert run("SELECT 'a' || 2.0::float8, 1e20::float8 || 'b', 'c' || x, concat('d', x, 1.50), "
                "concat_ws('/', x, 'e') FROM (SELECT 66.0::float8 AS x)") == \
