@@ -145,10 +145,11 @@ class Call:
 
     @property
     def arguments(self) -> tuple[Expression, ...]:
-        # DuckDB serializes a call's FILTER and ORDER BY after its arguments
+        # The tree lists a call's FILTER condition and ORDER BY keys before its arguments
+        # (colmz.sql.tree reads them in that order, as DuckDB serializes them)
         n = self.node
         extra = (n.filter is not None) + len(n.order_by)
-        return n.children[: len(n.children) - extra] if extra else n.children
+        return n.children[extra:] if extra else n.children
 
     @property
     def plain(self) -> bool:

@@ -6,7 +6,7 @@ import pytest
 
 from colmz.sql import UnsupportedSQL, connect, parse_tree, translate
 from colmz.sql.tokens import tokenize
-from colmz.sql.transforms import apply_transforms, may_transform
+from colmz.sql.transforms import Call, apply_transforms, may_transform
 
 
 @pytest.fixture(scope="module")
@@ -436,3 +436,19 @@ def test_a_visible_float_cast_to_numeric_keeps_postgresqls_significant_digits():
     got = _catalog().sql("SELECT (0.1::float8 * 3)::numeric = 0.3 AS a, 1.2345678::real::numeric AS b, "
                          "16777217::real::numeric AS c")
     assert got.to_pylist() == [{"a": True, "b": 1.23457, "c": 16777200.0}]
+
+
+@pytest.mark.parametrize(
+    "text, arguments",
+    [
+        ("SELECT sum(x) FILTER (WHERE y > 1) FROM t", ["x"]),
+        ("SELECT string_agg(a, ',' ORDER BY b) FROM t", ["a", "','"]),
+        ("SELECT string_agg(a, ',' ORDER BY b) FILTER (WHERE a <> '') FROM t", ["a", "','"]),
+        ("SELECT round(x, 2) FROM t", ["x", "2"]),
+    ],
+)
+def test_a_calls_arguments_leave_out_its_filter_and_order_by(text, arguments):
+    node = parse_tree(text)[0].items[0]
+    call = Call(node.name[-1], node, text, lambda e: text[e.start:e.end], False, "")
+    assert [text[e.start:e.end] for e in call.arguments] == arguments
+    assert call.args == arguments
