@@ -425,6 +425,11 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         return self._log is not None
 
     @property
+    def consensus(self):
+        """The consensus store this arrangement commits to (``None`` when not durable)."""
+        return None if self._log is None else self._log.consensus
+
+    @property
     def seqno(self) -> int | None:
         """The committed version this handle last read or wrote."""
         return self._seqno
