@@ -128,3 +128,20 @@ def test_counts_refuses_what_is_not_updates():
     a = Arrangement.open("mem://counts-bad", {"k": pa.int64()})
     with pytest.raises(TypeError, match="rows must be colmz.Updates"):
         a.counts([1, 2], 0)
+
+
+@pytest.mark.parametrize("kind", ["s3+sqlite", "local"])
+def test_a_lookup_reads_row_groups_by_range_on_s3_and_local_disk(location_factory, monkeypatch, kind):
+    # S3 parts are read by ranges (a footer, then the groups that may hold the rows): the
+    # same counts and the same rows read as on local disk
+    monkeypatch.setattr(part_writer, "ROW_GROUP_ROWS", 64)
+    a = Arrangement.open(location_factory(kind), {"k": pa.string(), "v": pa.int64()}, name="counts")
+    keys = [f"key-{i:05d}" for i in range(1_000)]
+    a.write(colmz.Updates({"k": keys, "v": list(range(1_000))}, time=[0] * 1_000, diff=[2] * 1_000))
+    a.write(colmz.Updates({"k": ["key-00500", None], "v": [500, 1]}, time=[1, 1], diff=[-1, 3]))
+    a.seal(2)
+    probe = colmz.Updates({"k": ["key-00500", "key-00999", "key-x", None], "v": [500, 999, 0, 1]},
+                          time=[0] * 4, diff=[1] * 4)
+    assert a.counts(probe, 0).tolist() == [2, 2, 0, 0]
+    assert a.counts(probe, 1).tolist() == [1, 2, 0, 3]
+    assert a.lookup_stats["rows_read"] <= 2 * 4 * 64  # a group or two of 64 rows per value and lookup
