@@ -10,6 +10,7 @@ groups reads about one group per run, not the arrangement.
 
 from __future__ import annotations
 
+import datetime
 import shutil
 import tempfile
 
@@ -145,3 +146,35 @@ def test_a_lookup_reads_row_groups_by_range_on_s3_and_local_disk(location_factor
     assert a.counts(probe, 0).tolist() == [2, 2, 0, 0]
     assert a.counts(probe, 1).tolist() == [1, 2, 0, 3]
     assert a.lookup_stats["rows_read"] <= 2 * 4 * 64  # a group or two of 64 rows per value and lookup
+
+
+_TYPED = {
+    "timestamp": (pa.timestamp("us"), [datetime.datetime(2020, 1, 1) + datetime.timedelta(hours=i) for i in range(12)]),
+    "timestamptz": (pa.timestamp("us", tz="UTC"),
+                    [datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(hours=i)
+                     for i in range(12)]),
+    "date": (pa.date32(), [datetime.date(2020, 1, 1) + datetime.timedelta(days=i) for i in range(12)]),
+    "uint64": (pa.uint64(), [2**63 + i for i in range(12)]),
+    "int8": (pa.int8(), list(range(-6, 6))),
+    "bool": (pa.bool_(), [i % 2 == 0 for i in range(12)]),
+    "binary": (pa.binary(), [bytes([255 - i]) * 3 for i in range(12)]),
+    "float32": (pa.float32(), [i - 6.5 for i in range(12)]),
+    "duration": (pa.duration("ms"), [datetime.timedelta(seconds=i - 6) for i in range(12)]),
+    "time": (pa.time64("us"), [datetime.time(i) for i in range(12)]),
+    "text": (pa.string(), ["é" * (i % 3) + chr(0x4E00 + i) for i in range(12)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TYPED))
+def test_row_group_statistics_never_hide_a_row_of_any_type(tmp_path, monkeypatch, name):
+    # Each value looked up alone, row groups of three rows: a group the statistics rule out
+    # must hold none of it, whatever Python type the statistics come back as.
+    monkeypatch.setattr(part_writer, "ROW_GROUP_ROWS", 3)
+    typ, values = _TYPED[name]
+    col = pa.array(values, typ)
+    a = Arrangement.open(str(tmp_path / "a"), {"k": typ, "v": pa.int64()})
+    a.write(colmz.Updates({"k": col, "v": list(range(12))}, time=[0] * 12, diff=[1] * 12))
+    a.seal(1)
+    got = [a.counts(colmz.Updates({"k": col.slice(i, 1), "v": [i]}, time=[0], diff=[1]), 0).tolist()[0]
+           for i in range(12)]
+    assert got == [1] * 12
