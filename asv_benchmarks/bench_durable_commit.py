@@ -10,7 +10,13 @@ counters, and the consensus transactions per timed commit (each one flush of the
 log: the record's compare-and-set and the apply's one step). ``--profile`` runs the timed commits of the catalog with the view under cProfile
 instead and prints where the time goes.
 
-By hand: ``python asv_benchmarks/bench_durable_commit.py N {sum,join,...} [--profile]``.
+``--reopen-delete`` measures instead the retraction check of a reopened catalog: the one
+with the view is closed and reopened (:data:`REOPENS` times), and its first and second
+one-row deletes of rows loaded with ``t`` are timed, with the table's counters -- the rows
+its index encoded and searched (``counts_work``), whether the delete loaded the table
+(``base loaded``) and the rows the point lookups in its arrangement read.
+
+By hand: ``python asv_benchmarks/bench_durable_commit.py N {sum,join,...} [--profile | --reopen-delete]``.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import pstats
 import shutil
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -32,6 +39,8 @@ import bench_ivm  # noqa: E402
 #: Untimed commits first (the first commits after CREATE do one-time work), then timed ones.
 WARM = 8
 TIMED = 40
+#: Reopens of ``--reopen-delete``.
+REOPENS = 3
 
 
 def measure(n: int, view: str, profile: bool = False) -> str:
@@ -75,6 +84,36 @@ def measure(n: int, view: str, profile: bool = False) -> str:
             shutil.rmtree(d, ignore_errors=True)
 
 
+def measure_reopen_delete(n: int, view: str) -> str:
+    """The first and second one-row deletes after each of :data:`REOPENS` reopens, as text."""
+    import colmz
+
+    colmz.warmup()
+    d = tempfile.mkdtemp(prefix="colmz_bench_reopen_")
+    try:
+        cat = bench_ivm.open_catalog(n, view, d)
+        for b in bench_ivm.change_batches(n, "insert", WARM, set()):
+            cat.append("t", bench_ivm.as_updates(b, cat.now + 1))
+        loaded = cat.read("t").take(np.arange(2 * REOPENS)).to_pylist()
+        del cat
+        lines = [f"n={n} view={view} reopen, then one-row deletes of rows loaded with t"]
+        for r in range(REOPENS):
+            again = colmz.Catalog(d)
+            dur = again._mirror.arrangements["t"].arrangement  # noqa: SLF001
+            times = []
+            for k, v, _, _ in loaded[2 * r: 2 * r + 2]:
+                a = time.perf_counter()
+                again.append("t", colmz.Updates({"k": [k], "v": [v]}, time=[again.now + 1], diff=[-1]))
+                times.append(1e3 * (time.perf_counter() - a))
+            mem = again.object("t").collection
+            lines.append(f"first {times[0]:.2f} ms, second {times[1]:.2f} ms, counts_work {mem.stats['counts_work']}, "
+                         f"base loaded {not mem.base_pending}, lookup rows read "
+                         f"{getattr(dur, 'lookup_stats', {}).get('rows_read', 'n/a')}")
+        return "\n".join(lines)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -82,5 +121,6 @@ if __name__ == "__main__":
     ap.add_argument("n", type=int)
     ap.add_argument("view", choices=list(bench_ivm.VIEWS))
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--reopen-delete", action="store_true")
     a = ap.parse_args()
-    print(measure(a.n, a.view, a.profile))
+    print(measure_reopen_delete(a.n, a.view) if a.reopen_delete else measure(a.n, a.view, a.profile))

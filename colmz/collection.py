@@ -114,6 +114,12 @@ class MemoryCollection:
     base_consolidated : bool
         ``base`` returns its contents already consolidated (a durable read's result, as
         ``Arrangement.read``): they are kept as they come instead of consolidated again.
+    base_counts : callable, optional
+        With ``base``: given rows (``Updates`` of the collection's columns), returns how
+        often each occurs in the contents at ``since`` -- answered where they are kept
+        without loading them (``ArrangementCollection.counts``, a durable table's point
+        lookup). :meth:`counts` then asks it while the base is still to load, so a
+        reopened table's retraction check never loads or indexes the whole table.
 
     Examples
     --------
@@ -136,7 +142,8 @@ class MemoryCollection:
     ROLLBACK_APPEND_ONLY = ("_times", "_batches")
 
     def __init__(self, schema, *, since: int = 0, upper: int = 0,
-                 base: Callable[[], Updates] | None = None, base_consolidated: bool = False):
+                 base: Callable[[], Updates] | None = None, base_consolidated: bool = False,
+                 base_counts: Callable[[Updates], np.ndarray] | None = None):
         self._schema = schema_of(schema)
         self._since = check_time(since, "since")
         self._upper: Frontier = check_frontier(upper, "upper")
@@ -146,13 +153,16 @@ class MemoryCollection:
             raise ValueError("a base (contents at since) needs upper > since")
         self._times: list[int] = []
         self._batches: list[Updates] = []
+        if base_counts is not None and base is None:
+            raise ValueError("base_counts answers for a base: give base= too")
         self._base = base
         self._base_consolidated = bool(base_consolidated)
+        self._base_counts = base_counts
         self._base_fetched = None  # what base() returned, while not loaded (relation_rows)
         self._acc: Updates | None = None  # contents as of _times[_acc_n - 1]
         self._acc_n = 0
         self._counts: RowCounts | None = None  # built by the first counts() call
-        self.stats = {"updates_read": 0, "reads": 0, "counts_work": 0}
+        self.stats = {"updates_read": 0, "reads": 0, "counts_work": 0, "base_lookups": 0}
 
     @classmethod
     def from_updates(cls, updates: Updates, *, since: int = 0, upper: Frontier = -1) -> MemoryCollection:
@@ -275,6 +285,11 @@ class MemoryCollection:
             self._batches = [u, *self._batches]
             if self._acc_n:
                 self._acc, self._acc_n = None, 0
+            if self._counts is not None:
+                # the index held the changes after since only (base_counts answered for the
+                # base): now it holds the base too, as every batch held
+                self._counts.add(u)
+                self.stats["counts_work"] = self._counts.work
 
     def _fetch_base(self):
         if self._base_fetched is None:
@@ -374,14 +389,16 @@ class MemoryCollection:
         tables, whose first retraction would otherwise pay for the whole table in one
         commit. The index holds every row's encoded words again (about the contents' size
         in memory). A collection whose base is still to load (a durable table reopened)
-        builds it at its first count, when the base loads.
+        indexes only the changes after ``since`` when ``base_counts`` answers for the base
+        (until a read loads it, adding it to the index); without ``base_counts`` it builds
+        the index at its first count, when the base loads.
 
         >>> c = MemoryCollection({"k": pa.int64()}); c.keep_counts()
         >>> c.compare_and_append(Updates({"k": [1, 1]}, time=[0, 0], diff=[1, 1]), 0, 1)
         >>> c.counts(Updates({"k": [1]}, time=[0], diff=[-1])).tolist()
         [2]
         """
-        if self._counts is None and self._base is None:
+        if self._counts is None and (self._base is None or self._base_counts is not None):
             self._build_counts()
 
     def _build_counts(self) -> None:
@@ -400,7 +417,9 @@ class MemoryCollection:
         up to date for the size of their changes (a roll back puts its runs back,
         ``colmz.rollback``), so a call costs about ``len(rows) * log(contents)`` -- what a
         commit checking its retractions for negative multiplicities needs, without
-        consolidating the contents.
+        consolidating the contents. While the base is still to load and ``base_counts`` is
+        given, the index holds the changes after ``since`` and the base's counts are asked
+        of ``base_counts`` (``stats["base_lookups"]``): nothing is loaded.
 
         >>> c = MemoryCollection({"k": pa.int64()})
         >>> c.compare_and_append(Updates({"k": [1, 1, 2]}, time=[0, 0, 1], diff=[1, 1, 1]), 0, 2)
@@ -410,10 +429,15 @@ class MemoryCollection:
         if self._upper is not None and self._upper <= self._since:
             raise ValueError(f"no complete time to count at: the upper is {self._upper}")
         if self._counts is None:
-            self._load_base()
+            if self._base_counts is None:
+                self._load_base()
             self._build_counts()
-        out = self._counts.counts(cast_to(rows, self._schema))
+        rows = cast_to(rows, self._schema)
+        out = self._counts.counts(rows)
         self.stats["counts_work"] = self._counts.work
+        if self._base is not None:  # still to load: base_counts answers for it
+            self.stats["base_lookups"] += 1
+            out = out + np.asarray(self._base_counts(rows), np.int64)
         return out
 
 

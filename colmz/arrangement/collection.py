@@ -5,6 +5,7 @@ Layer
 The *collection* layer of ``colmz.arrangement`` (``docs/arrangement.md``): an adapter above
 the handle (:mod:`colmz.arrangement.handle`) that the durable :class:`colmz.Catalog` and the
 continual tasks use -- ``snapshot(as_of)`` (and ``read_unmerged``), ``updates(lower, upper)``,
+``counts(rows, as_of)`` (a point lookup),
 ``compare_and_append(updates, expected_upper, new_upper)``, ``advance_since``,
 ``maintain``. It touches the arrangement only through the handle's public calls, and
 commits only through one of them (``Arrangement.append_runs`` with ``expect=``), so it
@@ -152,6 +153,19 @@ class ArrangementCollection:
         self.stats["updates_read"] += len(out)
         self.stats["reads"] += 1
         return out
+
+    def counts(self, rows: Updates, as_of: int) -> np.ndarray:
+        """How often each row of ``rows`` occurs in the contents as of ``as_of``, reading
+        only the row groups that may hold them (``Arrangement.counts``): what a reopened
+        table's retraction check asks of the contents it has not loaded
+        (``MemoryCollection(base_counts=...)``). Raises :class:`CompactedAway` as a read does."""
+        def read():
+            out = self.arrangement.counts(rows, as_of)
+            if as_of < self.arrangement.since():
+                raise _Compacted(f"the since moved to {self.arrangement.since()}, past as_of {as_of}")
+            return out
+
+        return self._read(read, as_of)
 
     def updates(self, lower: int, upper: Frontier) -> Updates:
         return self._read(lambda: self._updates(lower, upper), lower)

@@ -205,6 +205,10 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         self._url: str | None = None
         self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
+        #: Point lookups (``counts``) made and the rows they read (work counters).
+        self.lookup_stats = {"lookups": 0, "rows_read": 0}
+        # Parts whose whole digest a lookup verified (parts never change: once per key).
+        self._verified_parts: set[str] = set()
         # (the commits are counted by the machine)
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
                       "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0, "rows_written": 0,
@@ -419,6 +423,11 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
     def durable(self) -> bool:
         """Whether this arrangement commits to a consensus store (opened by :meth:`open`)."""
         return self._log is not None
+
+    @property
+    def consensus(self):
+        """The consensus store this arrangement commits to (``None`` when not durable)."""
+        return None if self._log is None else self._log.consensus
 
     @property
     def seqno(self) -> int | None:

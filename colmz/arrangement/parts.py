@@ -86,6 +86,7 @@ __all__ = [
     "part_kind",
     "part_metadata",
     "read_ahead",
+    "read_matching_groups",
     "read_part",
     "read_parts",
     "run_contents",
@@ -366,6 +367,75 @@ def iter_part(store: Blob, part: PartRef | str, schema: Sequence[ColumnSpec],
             total = add_wrapped(total, diff_sum(u.diff))
             yield u
         check_diffs(expect, key, total)
+
+
+def read_matching_groups(store: Blob, part: PartRef | str, schema: Sequence[ColumnSpec],
+                         first: Sequence, verified: set | None = None) -> Updates:
+    """The updates of the row groups of ``part`` that may hold a row whose first data column
+    is one of ``first`` (Python values, ``None`` for NULL): a row group is read when its
+    first column's min/max statistics admit one of them, or when it has none a value can be
+    compared with -- so the rows returned are a superset of the part's rows with those
+    first values, and a point lookup in a sorted part reads about one row group
+    (``ROW_GROUP_ROWS`` rows) per value, not the part.
+
+    Checked as :func:`iter_part` checks the pages it reads (page CRCs, or the whole part's
+    recorded digest where the part has none: once per key when ``verified`` is given, the
+    set of keys checked so, which it extends); the diff sum, recorded for the whole part,
+    is not checked by a read of some groups. Raises :class:`MissingPart` /
+    :class:`CorruptPart` as :func:`read_part` does.
+    """
+    key, recorded = PartRef.of(part)
+    done = verified is not None and key in verified
+    if not done and type(store) is LocalBlob and recorded is not None and recorded.digest is not None:
+        _whole_digest(store, key, recorded).raise_if_wrong()
+        done = True
+    f = open_input(store, key)
+    if f is None:
+        raise MissingPart(f"part {key!r} is missing from the blob store")
+    with f:
+        try:
+            pf = pq.ParquetFile(f, page_checksum_verification=part_ref.PAGE_CHECKSUMS and not done)
+            expect = check_footer(pf, key, recorded)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise CorruptPart(f"part {key!r} is not a readable Parquet file: {e}") from None
+        if not done and expect is not None and expect.digest is not None and not has_page_checksums(pf):
+            _whole_digest(store, key, expect).raise_if_wrong()
+        if verified is not None:
+            verified.add(key)
+        md = pf.metadata
+        groups = [i for i in range(md.num_row_groups) if md.row_group(i).num_rows
+                  and _may_hold(md.row_group(i).column(0).statistics if md.num_columns else None, first)]
+        if not groups:
+            return Updates.empty(schema)
+        try:
+            table = pf.read_row_groups(groups)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise CorruptPart(f"part {key!r} row groups {groups} are not readable: {e}") from None
+    return _checked(table, key, schema)
+
+
+def _may_hold(stats, values: Sequence) -> bool:
+    # Whether a row group whose first column has ``stats`` may hold one of ``values``: only
+    # a comparison that can be made proves it cannot (a NULL is admitted by a null count
+    # above zero; NaN, unknown counts, values of other types: admitted).
+    if stats is None:
+        return True
+    for v in values:
+        if v is None:
+            if not stats.has_null_count or stats.null_count > 0:
+                return True
+            continue
+        if not stats.has_min_max:
+            return True
+        try:
+            lo, hi = stats.min, stats.max
+            if isinstance(v, float) and v != v:
+                return True
+            if not (v < lo or v > hi):
+                return True
+        except Exception:  # noqa: BLE001 - a value the statistics cannot order: read the group
+            return True
+    return False
 
 
 def _checked(table: pa.Table, key: str, schema: Sequence[ColumnSpec]) -> Updates:

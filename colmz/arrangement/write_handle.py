@@ -11,11 +11,20 @@ call applied, naming the parts already written -- to the machine
 compare-and-set and re-applies it to the newer head when the compare-and-set is lost. On any
 failure the state is as it was (a command changes nothing it is given) and the parts written
 for the call are deleted, so nothing is visible; each call is durable when it returns.
+
+Several arrangements' appends in one step (:meth:`WriteHandle.append_runs_together`) go
+through each arrangement's own internal API, not its private fields: :meth:`~WriteHandle.
+prepare_append` builds an append on the arrangement's committed state (its checks and its
+parts' lease run there) and returns it uncommitted as a :class:`PreparedAppend`, whose
+``version`` a caller commits together with others' (``colmz.storage.state.commit_together``);
+:meth:`~WriteHandle.landed_append` then takes the state it committed. ``consensus`` names
+the store a handle commits to, so a step can refuse arrangements of different stores.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 
@@ -28,7 +37,7 @@ from colmz.arrangement.errors import (
     TimeBeforeSeal,
     TimeBeforeTraceUpper,
 )
-from colmz.arrangement.machine import STALE
+from colmz.arrangement.machine import STALE, PreparedCommand
 from colmz.arrangement.meta import (
     UnsealedBatchMeta,
     check_properties,
@@ -38,10 +47,28 @@ from colmz.frontier import Frontier, check_frontier, frontier_le
 from colmz.ops import order_data
 from colmz.order import ColumnSpec
 
-__all__ = ["KEEP", "WriteHandle"]
+__all__ = ["KEEP", "PreparedAppend", "WriteHandle"]
 
 
 KEEP = object()  # append_runs: leave the seal as it is
+
+
+@dataclass(frozen=True)
+class PreparedAppend:
+    """An :meth:`~WriteHandle.append_runs` built on an arrangement's committed state and not
+    committed (:meth:`WriteHandle.prepare_append`): its ``arrangement``, the machine's
+    prepared command (``colmz.arrangement.machine.PreparedCommand``), the runs' part
+    ``keys`` and the ``runs``. :attr:`version` is what commits it."""
+
+    arrangement: Any
+    command: PreparedCommand
+    keys: tuple[str, ...]
+    runs: tuple
+
+    @property
+    def version(self):
+        """The log version that commits this append (``colmz.storage.state.Prepared``)."""
+        return self.command.version
 
 
 class WriteHandle:
@@ -242,21 +269,37 @@ class WriteHandle:
             raise ValueError("append_runs_together: an arrangement is named twice")
         if any(not arr.durable for arr, *_ in calls):
             raise ValueError("append_runs_together: every arrangement must be durable (opened by Arrangement.open)")
-        if len({id(arr._log.consensus) for arr, *_ in calls}) > 1:
+        if len({id(arr.consensus) for arr, *_ in calls}) > 1:
             raise ValueError("append_runs_together: the arrangements are on different consensus stores")
-        steps = []
-        for arr, runs, seal, expect in calls:
-            cmd, keys, runs = arr._runs_command(runs, seal, None, expect, None)
-            arr._check_lease(frozenset(keys) - arr._machine.committed.referenced_keys())
-            prepared = arr._machine.prepare(cmd)
-            if prepared is not STALE:
-                steps.append((arr, prepared, keys, runs))
-        commit_together([p.version for _, p, _, _ in steps])
-        for arr, prepared, keys, runs in steps:
-            arr._machine.landed(prepared)
-            arr._counters["parts_written"] += len(keys)
-            arr._counters["blob_bytes_written"] += sum(r.size_bytes for r in runs)
+        steps = [p for arr, runs, seal, expect in calls
+                 if (p := arr.prepare_append(runs, seal, expect)) is not None]
+        commit_together([p.version for p in steps])
+        for p in steps:
+            p.arrangement.landed_append(p)
         return True
+
+    def prepare_append(self, runs, seal=KEEP, expect=KEEP) -> PreparedAppend | None:
+        """:meth:`append_runs` of ``runs`` with ``seal`` and ``expect``, checked as it checks
+        them (the parts' lease too) and built on this durable arrangement's committed state,
+        not committed: the internal step of :meth:`append_runs_together`. None when there
+        is nothing to commit. Changes nothing; raises what :meth:`append_runs` raises before
+        its compare-and-set (and ``ValueError`` for a handle that is not durable or holds
+        changes not committed)."""
+        cmd, keys, runs = self._runs_command(runs, seal, None, expect, None)
+        self._check_lease(frozenset(keys) - self._machine.committed.referenced_keys())
+        prepared = self._machine.prepare(cmd)
+        if prepared is STALE:
+            return None
+        return PreparedAppend(self, prepared, tuple(keys), tuple(runs))
+
+    def landed_append(self, prepared: PreparedAppend) -> None:
+        """Take the state of ``prepared`` (this arrangement's :meth:`prepare_append`) once
+        its :attr:`~PreparedAppend.version` was committed, counting its parts as written."""
+        if prepared.arrangement is not self:
+            raise ValueError("landed_append: the append was prepared on another arrangement")
+        self._machine.landed(prepared.command)
+        self._counters["parts_written"] += len(prepared.keys)
+        self._counters["blob_bytes_written"] += sum(r.size_bytes for r in prepared.runs)
 
     def seal(self, upper: Frontier, *, properties: dict | None = None) -> None:
         """Close the times before ``upper`` durably (a metadata commit; no part is written);

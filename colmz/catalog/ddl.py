@@ -326,6 +326,9 @@ class Definitions:
             mem = collections[key]
             st = d["stmt"]
             if d["kind"] == "table":
+                # its retraction index kept from now on: the changes after the contents
+                # loaded, the contents themselves asked of the store (load_collection)
+                mem.keep_counts()
                 obj = CatalogObject(key, "table", mem)
             elif d["kind"] == "materialized view":
                 translated = translate(st["query"])

@@ -40,7 +40,10 @@ contents as of the oldest upper (plus the few changes after it) -- not its histo
 resumes: tables written past a task's output are processed by the task from the output's
 upper on (no snapshot replayed), and each materialized view's operators are restored from
 their durable state (below) -- or, for a view without it, rebuilt from its inputs. Reads before the load time are no
-longer possible. A store written by the previous layout is converted on open (only when
+longer possible. A table's contents at the load time are loaded by the first read that
+needs them; until then its retraction check asks the table's arrangement how often the
+rows it retracts occur (a point lookup of a few row groups, ``ArrangementCollection.counts``),
+so reopening and deleting reads what it deletes, not the table. A store written by the previous layout is converted on open (only when
 its marker is there, :meth:`colmz.catalog.store.CatalogStore.load`); a store holding
 arrangements but no definitions is refused (:class:`colmz.catalog.store.MissingDefinitions`).
 

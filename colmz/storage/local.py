@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import stat
 import threading
 import uuid
 from collections.abc import Callable
@@ -129,6 +130,7 @@ class LocalBlob:
             raise NotADirectoryError(f"blob root {str(path)!r} is a file, not a directory")
         path.mkdir(parents=True, exist_ok=True)
         self.root = path.resolve()
+        self._root_text = str(self.root)
 
     def __repr__(self) -> str:
         return f"LocalBlob({str(self.root)!r})"
@@ -138,7 +140,25 @@ class LocalBlob:
         check_key(key)
         if TEMP_MARKER in key:
             raise ValueError(f"storage key {key!r} contains the reserved marker {TEMP_MARKER!r}")
-        path = self.root.joinpath(*key.split("/"))
+        segments = key.split("/")
+        path = self.root.joinpath(*segments)
+        # A path under the resolved root whose segments are neither '.' nor '..' (check_key)
+        # nor symlinks stays inside the root: one lstat per segment proves it, far cheaper
+        # than resolving the whole path (a commit names a dozen parts). A symlink anywhere
+        # below the root is followed and the result checked in full.
+        cur = self._root_text
+        for seg in segments:
+            cur = f"{cur}{os.sep}{seg}"
+            try:
+                mode = os.lstat(cur).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return path  # the rest does not exist: no symlink below
+            except OSError:
+                break
+            if stat.S_ISLNK(mode):
+                break
+        else:
+            return path
         resolved = path.resolve()
         if self.root not in resolved.parents:
             raise ValueError(

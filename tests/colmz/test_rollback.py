@@ -48,9 +48,9 @@ NOT_ROLLED_BACK = {
     "Stage": set(),
     # set at construction and never changed: the merge's inputs, layout and output buffer
     "_Merge": {"a", "b", "runs", "adv", "lower", "upper", "since", "layout", "out"},
-    # the column types, whether its base comes consolidated (configuration), and the
-    # counters of reads done (work that happened, kept)
-    "MemoryCollection": {"_schema", "_base_consolidated", "stats"},
+    # the column types, whether its base comes consolidated and what answers counts in it
+    # (configuration), and the counters of reads done (work that happened, kept)
+    "MemoryCollection": {"_schema", "_base_consolidated", "_base_counts", "stats"},
     # its one field, the arrangement (its work counters are the arrangement's)
     "RowCounts": set(),
     "SinkState": set(),

@@ -104,3 +104,26 @@ def test_a_failure_at_any_call_lands_all_or_none(tmp_path, mode):
     # before: every call failed is one not applied (none after the step's); after: the step
     # applied and answered indeterminately is resolved by reading the head -- it landed
     assert outcomes == ({False} if mode == "before" else {True, False})
+
+
+def test_prepare_append_commits_nothing_and_landed_append_takes_its_own_only(tmp_path):
+    # The internal API append_runs_together stands on: a prepared append changes no handle
+    # and no store until its version is committed, and lands only on its own arrangement.
+    from colmz.storage.state import commit_together
+
+    url = str(tmp_path / "s")
+    loc = open_location(url)
+    a, b, _ = (_open(loc, n) for n in "abc")
+    assert a.consensus is b.consensus is loc.consensus
+    from colmz.storage import MemBlob
+
+    assert Arrangement(MemBlob()).consensus is None  # not opened: no consensus
+    p = a.prepare_append([_run(a, 1)], 1, 0)
+    assert p.arrangement is a and len(p.keys) == 1
+    assert a.get_seal() == 0 and _seen(url)["a"] == (0, [])
+    assert b.prepare_append([], 0, 0) is None  # nothing to commit
+    with pytest.raises(ValueError, match="another arrangement"):
+        b.landed_append(p)
+    commit_together([p.version])
+    a.landed_append(p)
+    assert a.get_seal() == 1 and _seen(url)["a"] == (1, [1])
