@@ -79,7 +79,9 @@ such conditions is the same pairs and semijoin (:meth:`_Planner.semi_residual`).
 function in ``FROM`` (``generate_series``, ``unnest``) or a ``LATERAL (VALUES ...)`` list
 over the left side's columns is a :class:`FlatMap` (:meth:`_Planner.flat_map`). ``x op
 ANY|ALL (subquery)`` as a value is a cross join with the subquery's bound and counts
-(:meth:`_Planner.quantified_value`); an uncorrelated scalar subquery not one row by its shape
+(:meth:`_Planner.quantified_value`; an integer literal ``x`` with any comparison, ``IN`` and
+``NOT IN`` too, with counts of the rows deciding it: :meth:`_Planner.constant_quantified`);
+``(a, b) IN (subquery)`` in ``WHERE`` is a semijoin on every column; an uncorrelated scalar subquery not one row by its shape
 is its rows or a NULL, guarded by a count whose filter raises PostgreSQL's error past one
 row (:meth:`_Planner.at_most_one`).
 ``JOIN ... USING`` equates the columns (inner and left
@@ -992,7 +994,7 @@ class _Planner:
                 raise _Unsupported(what)
         for e in (*q.items, *(x for x in (q.having,) if x is not None), *q.group_by):
             # a select item that is a subquery, or a quantified comparison (ALL is NOT over one)
-            quantified = self.quantifier(e)
+            quantified = self.quantifier(e) or self.quantified_constant(e)
             whole = {id(e), id(quantified[0])} if quantified else {id(e)}
             for sub in e.walk():
                 if sub.cls == "SUBQUERY" and not (id(sub) in whole and any(e is i for i in q.items)):
@@ -1085,11 +1087,14 @@ class _Planner:
                 elif e.cls == "SUBQUERY" and not e.children and self.span(e).lstrip().upper().startswith("EXISTS"):
                     node, col = self.exists_value(node, scope, e)
                     select.append((col, e.alias or "exists"))
-                elif e.cls == "SUBQUERY" and e.children and self.is_in(e):
+                elif self.quantified_constant(e) is None and e.cls == "SUBQUERY" and e.children and self.is_in(e):
                     node, col = self.in_value(node, scope, e)
                     select.append((col, e.alias or "?column?"))
                 elif self.quantifier(e) is not None:
                     node, col = self.quantified_value(node, scope, e, *self.quantifier(e))
+                    select.append((col, e.alias or "?column?"))
+                elif self.quantified_constant(e) is not None:
+                    node, col = self.constant_quantified(node, e, *self.quantified_constant(e))
                     select.append((col, e.alias or "?column?"))
                 elif e.cls == "SUBQUERY":
                     node, col = self.scalar_subquery(node, e, scope)
@@ -1637,7 +1642,8 @@ class _Planner:
         if q.where is not None or q.group_by or q.having is not None:
             raise _Unsupported("SELECT without FROM with WHERE, GROUP BY or HAVING")
         names, values, types = [], [], []
-        subqueries = {i: e for i, e in enumerate(q.items) if e.cls == "SUBQUERY"}
+        subqueries = {i: e for i, e in enumerate(q.items)
+                      if e.cls == "SUBQUERY" or self.quantified_constant(e) is not None}
         if subqueries:
             return self.constant_with_subqueries(q, subqueries)
         for e in q.items:
@@ -1683,7 +1689,10 @@ class _Planner:
         at = iter(c.name for c in const.schema)
         select = []
         for i, e in enumerate(q.items):
-            if i in subqueries:
+            if i in subqueries and self.quantified_constant(e) is not None:
+                node, col = self.constant_quantified(node, e, *self.quantified_constant(e))
+                select.append((col, e.alias or "?column?"))
+            elif i in subqueries:
                 node, col = self.scalar_subquery(node, e)
                 select.append((col, e.alias or self.span(e)))
             else:
@@ -2111,6 +2120,9 @@ class _Planner:
                     return self.quantified(node, scope, e, x, after[0], after[1] == "ALL")
             if after[:1] != ["IN"] and not (negated and after == ["NOT", "IN"]):
                 raise _Unsupported(f"{text!r}: a quantified comparison (ANY/ALL/SOME)")
+            if (not negated and x.cls == "FUNCTION" and x.name == ("row",) and x.children
+                    and all(c.cls == "COLUMN_REF" for c in x.children)):
+                return self.row_in(node, scope, e, x, text)
             if x.cls != "COLUMN_REF":
                 raise _Unsupported(f"{text!r}: IN of an expression needing SQL")
             if not negated and _reads_outside(e.subquery):
@@ -2133,6 +2145,21 @@ class _Planner:
         if not negated:
             return semi
         return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def row_in(self, node: Node, scope: _Scope, e: Expression, x: Expression, text: str) -> Node:
+        """``(a, b, ...) IN (subquery)`` in ``WHERE``, columns compared with an uncorrelated
+        subquery's columns: a semijoin on all of them (a row with a NULL among them matches
+        nothing: the comparison is false or unknown, the row dropped either way)."""
+        try:
+            right = self.query(e.subquery)
+        except PlanError as err:
+            raise _Unsupported(f"IN subquery {text!r}: {err} (correlated ones are absent)") from None
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"IN subquery {text!r}: {right.reason}")
+        if len(right.schema) != len(x.children):
+            raise PlanError(f"subquery has {'too many' if len(right.schema) > len(x.children) else 'too few'} "
+                            f"columns in {text!r}")
+        return self.semi(node, right, [(scope.column(c), r.name) for c, r in zip(x.children, right.schema)])
 
     def correlated_in(self, node: Node, scope: _Scope, e: Expression, x: Expression, text: str) -> Node:
         """``x IN (subquery)`` as a ``WHERE`` conjunct, the subquery correlated by equalities of
@@ -2260,6 +2287,64 @@ class _Planner:
                 or after[1] not in ("ANY", "SOME", "ALL") or negated != (after[1] == "ALL")):
             return None
         return sub, x, after[0], after[1] == "ALL"
+
+    def quantified_constant(self, e: Expression):
+        """``(subquery expression, x, op, every)`` when ``e`` is an integer literal ``x``
+        compared with a subquery: ``x op ANY|SOME|ALL (S)`` with any comparison ``op``, ``x
+        IN (S)`` (``= ANY``) or ``x NOT IN (S)`` (``<> ALL``); ``None`` otherwise."""
+        negated = e.cls == "OPERATOR" and e.type == "OPERATOR_NOT" and len(e.children) == 1
+        sub = e.children[0] if negated else e
+        if sub.cls != "SUBQUERY" or len(sub.children) != 1:
+            return None
+        x = sub.children[0]
+        if x.cls != "CONSTANT" or x.literal is None or x.literal.kind != "INTEGER" or x.start < 0:
+            return None
+        after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+        if after[:1] == ["IN"]:
+            op, every = "=", False
+        elif after == ["NOT", "IN"]:
+            op, every = "<>", True
+        elif len(after) == 2 and after[0] in _FLIPPED and after[1] in ("ANY", "SOME", "ALL"):
+            op, every = after[0], after[1] == "ALL"
+        else:
+            return None
+        return (sub, x, op, every) if negated == every else None
+
+    def constant_quantified(self, node: Node, e: Expression, sub: Expression, x: Expression, op: str,
+                            every: bool) -> tuple[Node, str]:
+        """An integer literal ``x`` compared with ``ANY``/``ALL`` of an integer subquery ``S``
+        (``IN``, ``NOT IN`` too) as a value, with PostgreSQL's NULLs: ``node`` crossed with
+        global counts of ``S`` -- its rows, its non-NULL values, and the rows deciding the
+        answer (``ANY``: ``x op s`` holds; ``ALL``: it fails), a native filter of ``S`` --
+        and the value one SQL segment over them: ``ANY`` true when a row holds, ``ALL``
+        false when one fails; else NULL when ``S`` holds a NULL; else false (``ANY``) or
+        true (``ALL``, an empty ``S`` included)."""
+        text = self.span(e)
+        right = self.one_column_subquery(sub, text, "quantified comparison")
+        y = right.schema[0]
+        if not pa.types.is_integer(y.type):
+            raise _Unsupported(f"{text!r}: a quantified comparison of an integer with {y.type} (integers only)")
+        v = _constant(x.literal.value, y.type)
+        if v is None:
+            raise _Unsupported(f"{text!r}: {x.literal.value} beyond the subquery's type {y.type}")
+        negate = {"=": "<>", "<>": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+        deciding = _FLIPPED[op] if not every else negate[_FLIPPED[op]]  # x op s is s flipped(op) x
+        tag = self.fresh("quant")
+        aggs = (Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                Aggregate(f"{tag}.values", "count", y.name, "accumulable"))
+        counts = Reduce(self.reduce_schema(right.schema, [], list(aggs)), right, (), aggs)
+        hit = Aggregate(f"{tag}.deciding", "count", None, "accumulable")
+        decided = fused(right.schema, right, (Comparison(y.name, deciding, v),), None)
+        found = Reduce(self.reduce_schema(right.schema, [], [hit]), decided, (), (hit,))
+        both = node.schema + counts.schema + found.schema
+        names = [c.name for c in both]
+        ph = {c.name: placeholder(names.index(c.name)) for c in both}
+        rows, values, n = ph[aggs[0].name], ph[aggs[1].name], ph[hit.name]
+        sql = (f"CASE WHEN {n} > 0 THEN {'false' if every else 'true'} WHEN {rows} > {values} "
+               f"THEN CAST(NULL AS BOOLEAN) ELSE {'true' if every else 'false'} END")
+        value = f"{tag}.value"
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
+        return self.sql_segment(Join(both, (node, counts, found), "inner"), (), items, [text]), value
 
     def quantified_value(self, node: Node, scope: _Scope, e: Expression, sub: Expression, x: Expression,
                          op: str, every: bool) -> tuple[Node, str]:
