@@ -84,6 +84,7 @@ ANY|ALL (subquery)`` as a value is a cross join with the subquery's bound and co
 ``(a, b) IN (subquery)`` in ``WHERE`` is a semijoin on every column; an uncorrelated scalar subquery not one row by its shape
 is its rows or a NULL, guarded by a count whose filter raises PostgreSQL's error past one
 row (:meth:`_Planner.at_most_one`).
+``NATURAL JOIN`` is ``USING`` the columns both sides show under one name;
 ``JOIN ... USING`` equates the columns (inner and left
 joins: the right side's column reachable qualified only, ``*`` listing it once, first; right
 and full joins: the merged column ``COALESCE(l.c, r.c)`` computed after the join); an
@@ -548,9 +549,7 @@ class _Planner:
         raise _Unsupported(f"FROM item of type {t.type} ({self.span(t)!r})")
 
     def join(self, t: Table) -> tuple[Node, list[_Source], list[Expression]]:
-        if t.ref_type == "NATURAL":
-            raise _Unsupported("NATURAL JOIN")
-        if t.ref_type not in ("REGULAR", "CROSS"):
+        if t.ref_type not in ("REGULAR", "CROSS", "NATURAL"):
             raise _Unsupported(f"{t.ref_type} join")
         kind = {"INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(t.join_type)
         if kind is None:
@@ -581,6 +580,12 @@ class _Planner:
         if twice:
             raise PlanError(f"table name {sorted(twice)[0]!r} specified more than once (give each an alias)")
         conds = [c for e in t.expressions for c in _conjuncts(e)]
+        if t.ref_type == "NATURAL":
+            # NATURAL JOIN is USING the columns both sides show under one name (PostgreSQL's
+            # definition), in the left side's order
+            right_names = {n for x in rsrc for n in x.columns if n not in x.hidden}
+            common = [n for x in lsrc for n in x.columns if n not in x.hidden and n in right_names]
+            t = dataclasses.replace(t, using=tuple(dict.fromkeys(common)), ref_type="REGULAR")
         using = self.using(t, kind, lsrc, rsrc) if t.using else []
         if kind == "inner":
             # one multiway inner join; conditions placed once the whole FROM is known

@@ -170,7 +170,6 @@ OTHER_FALLBACK = [
     # correlated and not one row by its shape (an uncorrelated one is guarded: test_scalar_guard)
     ("SELECT k, (SELECT w FROM u WHERE u.k = t.k) FROM t", "one row by its shape"),
     ("SELECT k, (SELECT max(u.k) FROM u WHERE u.k > t.k) FROM t", "correlated other than by equalities of columns"),
-    ("SELECT * FROM t NATURAL FULL JOIN u", "NATURAL JOIN"),
     ("SELECT k FROM u WHERE k IN (SELECT t.k FROM t WHERE t.k = u.k)", "correlated ones are absent"),
     ("SELECT k, rank() OVER (ORDER BY sum(v)) FROM t GROUP BY k", "window functions over a GROUP BY"),
     ("SELECT k, random() FROM t GROUP BY k", "depends on when it runs"),
