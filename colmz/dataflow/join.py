@@ -68,6 +68,9 @@ class DeltaJoin:
     shared : mapping of input index to a function of a key (tuple of that input's column
         names) returning its shared arrangement (``SharedInput``), optional
         Inputs arranged in the catalog's shared arrangements (module docstring).
+    nulls_equal : bool, default False
+        A NULL key matches a NULL key (Materialize's MIR join equality; SQL's ``=`` when
+        False): a semijoin on whole rows, which may hold NULLs.
 
     Examples
     --------
@@ -85,7 +88,8 @@ class DeltaJoin:
     #: The arrangements (saved in place: each declares its own fields) and the clock.
     ROLLBACK_FIELDS = ("_arrangements", "_clock")
 
-    def __init__(self, inputs: Sequence, on: Sequence[tuple[str, str]], shared: Mapping | None = None):
+    def __init__(self, inputs: Sequence, on: Sequence[tuple[str, str]], shared: Mapping | None = None,
+                 nulls_equal: bool = False):
         schemas = tuple(as_schema(s, f"inputs[{i}]") for i, s in enumerate(inputs))
         if len(schemas) < 2:
             raise ValueError(f"a join needs at least two inputs, got {len(schemas)}")
@@ -108,7 +112,9 @@ class DeltaJoin:
                 raise ValueError(f"the join equates columns of one input ({sorted(cls)}): a filter, "
                                  "absent from joins today (filter with MapFilter first)")
         class_of = {c: k for k, cls in enumerate(classes) for c in cls}
-        self._key_columns = [tuple(c.name for c in s if c.name in class_of) for s in schemas]
+        # the columns whose NULL joins nothing (dropped on entry): none when NULLs are equal
+        self._key_columns = [() if nulls_equal else tuple(c.name for c in s if c.name in class_of)
+                             for s in schemas]
         self._arrangements: dict[tuple[int, tuple[str, ...]], KeyedArrangement] = {}
         self._shared = dict(shared or {})
         for j in self._shared:

@@ -19,7 +19,10 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   a native reduce's groups and aggregates are such a segment over the reduce's output when
   those aggregates' native types are PostgreSQL's (counts, ``min``/``max``, booleans, sums
   and variances of float8; ``sum(bigint)`` is numeric there), else a :class:`BasicReduce`;
-* :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates. Inner
+* :class:`FlatMap` -- a table function (or ``VALUES`` list) read per row of its input, one
+  SQL segment whose ``FROM`` joins it laterally to the delta;
+* :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates, and
+  ``nulls_equal`` for a semijoin on whole rows (a NULL matching a NULL). Inner
   joins are flattened into one multiway join whose keys are the ``ON`` and ``WHERE``
   equalities between inputs (so ``FROM t, u WHERE t.k = u.k`` is an equi-join); their other
   native conjuncts each read one input and are pushed below the join onto it (so the
@@ -68,6 +71,20 @@ such a column joined in before the condition (a SQL segment reading it) and proj
 after -- when the aggregates under it are typed as PostgreSQL's; ``x IN (subquery)`` as a
 select item's value is a left join with the subquery's distinct values crossed with its
 global counts of rows and of non-NULL values (PostgreSQL's NULLs: :meth:`_Planner.in_value`).
+An outer join whose ``ON`` holds conditions other than equalities of a left and a right
+column is the pairs (the inner join on the equalities filtered by those conditions) plus each
+preserved side's rows matching no pair, found by a semijoin on whole rows with NULLs equal
+and padded with NULLs (:meth:`_Planner.outer_residual`); a correlated ``[NOT] EXISTS`` with
+such conditions is the same pairs and semijoin (:meth:`_Planner.semi_residual`). A table
+function in ``FROM`` (``generate_series``, ``unnest``) or a ``LATERAL (VALUES ...)`` list
+over the left side's columns is a :class:`FlatMap` (:meth:`_Planner.flat_map`). ``x op
+ANY|ALL (subquery)`` as a value is a cross join with the subquery's bound and counts
+(:meth:`_Planner.quantified_value`; an integer literal ``x`` with any comparison, ``IN`` and
+``NOT IN`` too, with counts of the rows deciding it: :meth:`_Planner.constant_quantified`);
+``(a, b) IN (subquery)`` in ``WHERE`` is a semijoin on every column; an uncorrelated scalar subquery not one row by its shape
+is its rows or a NULL, guarded by a count whose filter raises PostgreSQL's error past one
+row (:meth:`_Planner.at_most_one`).
+``NATURAL JOIN`` is ``USING`` the columns both sides show under one name;
 ``JOIN ... USING`` equates the columns (inner and left
 joins: the right side's column reachable qualified only, ``*`` listing it once, first; right
 and full joins: the merged column ``COALESCE(l.c, r.c)`` computed after the join); an
@@ -147,6 +164,7 @@ from colmz.dataflow.plan_nodes import (
     Constant,
     Distinct,
     Fallback,
+    FlatMap,
     Get,
     GroupSql,
     IsNullPredicate,
@@ -387,6 +405,9 @@ class _Planner:
         #: The WINDOW clause of the query whose window functions are being planned
         #: (:meth:`window_clause`), or ``None``.
         self.named_windows = None
+        #: The inner and outer scopes of the ``EXISTS`` last decorrelated with conditions
+        #: reading both (:meth:`correlated`), binding its residual (:meth:`semi_residual`).
+        self.exists_scope: tuple[_Scope, _Scope] | None = None
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -528,15 +549,23 @@ class _Planner:
         raise _Unsupported(f"FROM item of type {t.type} ({self.span(t)!r})")
 
     def join(self, t: Table) -> tuple[Node, list[_Source], list[Expression]]:
-        if t.ref_type == "NATURAL":
-            raise _Unsupported("NATURAL JOIN")
-        if t.ref_type not in ("REGULAR", "CROSS"):
+        if t.ref_type not in ("REGULAR", "CROSS", "NATURAL"):
             raise _Unsupported(f"{t.ref_type} join")
         kind = {"INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(t.join_type)
         if kind is None:
             raise _Unsupported(f"{t.join_type} join")
         left, lsrc, lconds = self.table(t.children[0])
         sub = t.children[1]
+        if sub.type == "TABLE_FUNCTION" and kind in ("inner", "left"):
+            return self.table_function(t, kind, left, lsrc, lconds)
+        values = sub.subquery if sub.type == "SUBQUERY" else None
+        if (kind in ("inner", "left") and sub.alias and values is not None and values.type == "SELECT_NODE"
+                and values.from_ is not None and values.from_.type == "EXPRESSION_LIST" and values.from_.rows
+                and not values.ctes and values.where is None and not values.group_by and values.having is None
+                and not values.modifiers and [e.cls for e in values.items] == ["STAR"]
+                and any(x.cls == "COLUMN_REF" for row in values.from_.rows for e in row for x in e.walk())):
+            # a VALUES list has no columns of its own: one reading a column reads the left side
+            return self.lateral_values(t, kind, left, lsrc, lconds)
         lateral = sub.type == "SUBQUERY" and kind in ("inner", "left") and _reads_outside(sub.subquery)
         if lateral and sub.subquery.from_ is None:
             # LATERAL: the subquery reads the left side's columns (PostgreSQL binds them there)
@@ -551,6 +580,12 @@ class _Planner:
         if twice:
             raise PlanError(f"table name {sorted(twice)[0]!r} specified more than once (give each an alias)")
         conds = [c for e in t.expressions for c in _conjuncts(e)]
+        if t.ref_type == "NATURAL":
+            # NATURAL JOIN is USING the columns both sides show under one name (PostgreSQL's
+            # definition), in the left side's order
+            right_names = {n for x in rsrc for n in x.columns if n not in x.hidden}
+            common = [n for x in lsrc for n in x.columns if n not in x.hidden and n in right_names]
+            t = dataclasses.replace(t, using=tuple(dict.fromkeys(common)), ref_type="REGULAR")
         using = self.using(t, kind, lsrc, rsrc) if t.using else []
         if kind == "inner":
             # one multiway inner join; conditions placed once the whole FROM is known
@@ -569,34 +604,94 @@ class _Planner:
         lnames = {c.name for c in left.schema}
         on = []
         # A condition reading only the side that may be NULL-padded filters that side before
-        # the join (PostgreSQL's ON semantics); one reading only the preserved side cannot.
+        # the join (PostgreSQL's ON semantics) when it is native; any other condition that
+        # is not an equality of a left and a right column is the residual, evaluated on the
+        # join's pairs (:meth:`outer_residual`).
         padded = {"left": (1,), "right": (0,), "full": ()}[kind]
         pushed: dict[int, list[Predicate]] = {}
+        residual: list[Expression] = []
         for c in conds:
             pair = self.equality(c, scope)
-            if pair is None:
-                side = self.one_side(c, scope, lnames)
-                if side is not None and side in padded:
-                    types = {x.name: x.type for x in (left, right)[side].schema}
+            if pair is not None and (pair[0] in lnames) != (pair[1] in lnames):
+                a, b = pair
+                on.append((a, b) if a in lnames else (b, a))
+                continue
+            side = self.one_side(c, scope, lnames)
+            if side is not None and side in padded:
+                types = {x.name: x.type for x in (left, right)[side].schema}
+                try:
                     pushed.setdefault(side, []).extend(self.predicates(c, scope.column, types))
                     continue
-                raise _Unsupported(f"{kind.upper()} JOIN condition {self.span(c)!r}: not an equality of columns")
-            a, b = pair
-            if (a in lnames) == (b in lnames):
-                raise _Unsupported(f"{kind.upper()} JOIN condition {self.span(c)!r}: both columns on one side")
-            on.append((a, b) if a in lnames else (b, a))
+                except _Unsupported:
+                    pass
+            residual.append(c)
         on.extend(self.equality(c, scope) for c in using)
         if 0 in pushed:
             left = fused(left.schema, left, tuple(pushed[0]), None)
         if 1 in pushed:
             right = fused(right.schema, right, tuple(pushed[1]), None)
-        if not on:
-            raise _Unsupported(f"{kind.upper()} JOIN without an equality of columns")
         self.check_keys(on, left.schema + right.schema)
-        join = Join(left.schema + right.schema, (left, right), kind, tuple(on))
+        if residual:
+            join = self.outer_residual(kind, left, right, tuple(on), residual, scope)
+        elif not on:
+            raise _Unsupported(f"{kind.upper()} JOIN without an equality of columns")
+        else:
+            join = Join(left.schema + right.schema, (left, right), kind, tuple(on))
         if id(t) in self.merging:
             return self.merged_using(join, self.merging.pop(id(t)), lsrc + rsrc)
         return join, lsrc + rsrc, []
+
+    def outer_residual(self, kind: str, left: Node, right: Node, on, residual: list[Expression],
+                       scope: _Scope) -> Node:
+        """An outer join whose ``ON`` holds conditions other than equalities of a left and a
+        right column, as Materialize lowers it (``src/sql/src/plan/lowering.rs``): the pairs
+        -- the inner join on the equalities (a cross join without any), filtered by the
+        residual conditions (one SQL segment) -- plus, for each preserved side, its rows
+        matching no pair, padded with NULLs. A side's unmatched rows are the side minus its
+        semijoin with the distinct matched rows (their columns projected from the pairs),
+        joined on every column with NULLs equal, so a row holding a NULL finds itself.
+        Every part is incremental: a change costs its delta's pairs and the rows whose
+        matched state it flips."""
+        both = left.schema + right.schema
+        names = [c.name for c in both]
+        inner = Join(both, (left, right), "inner", on)
+        where = tuple(self.sql_text(e, names, scope.column) for e in residual)
+        pairs = self.sql_segment(inner, where, None, [self.span(e) for e in residual])
+        parts = [pairs]
+        for side in {"left": (0,), "right": (1,), "full": (0, 1)}[kind]:
+            parts.append(self.padded(self.unmatched((left, right)[side], pairs), both, kind))
+        return Union(both, tuple(parts))
+
+    def unmatched(self, side: Node, pairs: Node) -> Node:
+        """``side``'s rows (with their multiplicities) whose value is no pair's projection on
+        ``side``'s columns: ``side − side ⋉ distinct(π_side pairs)``, the semijoin on every
+        column with NULLs equal."""
+        tag = self.fresh("matched")
+        sel = tuple((c.name, f"{tag}.{i}") for i, c in enumerate(side.schema))
+        proj = fused(tuple(ColumnSpec(n, c.type) for (_, n), c in zip(sel, side.schema)), pairs, (), sel)
+        dist = Distinct(proj.schema, proj)
+        keys = tuple((c.name, n) for c, (_, n) in zip(side.schema, sel))
+        join = Join(side.schema + dist.schema, (side, dist), "inner", keys, nulls_equal=True)
+        semi = fused(side.schema, join, (), tuple((c.name, c.name) for c in side.schema))
+        return Union(side.schema, (side, Negate(side.schema, semi)))
+
+    def padded(self, rows: Node, schema: Schema, kind: str) -> Node:
+        """``rows`` (one side's columns) with the other side's columns NULL, in ``schema``'s
+        order: one SQL segment, each NULL cast to its column's PostgreSQL type."""
+        at = [c.name for c in rows.schema]
+        items = []
+        for c in schema:
+            if c.name in at:
+                items.append((placeholder(at.index(c.name)), c.name))
+                continue
+            t = _POSTGRES_TYPES.get(c.type)
+            if t is None:
+                raise _Unsupported(f"{kind.upper()} JOIN with a residual condition: a NULL of type {c.type}")
+            items.append((f"CAST(NULL AS {t})", c.name))
+        node = self.sql_segment(rows, (), items, [f"{kind.upper()} JOIN's unmatched rows padded with NULLs"])
+        if [c.type for c in node.schema] != [c.type for c in schema]:
+            raise _Unsupported(f"{kind.upper()} JOIN's NULL padding typed {node.schema}, not {schema}")
+        return node
 
     def merged_using(self, join: Join, merged, sources: list[_Source]):
         """A right or full ``JOIN ... USING``'s merged columns, ``COALESCE(l.c, r.c)`` each,
@@ -665,6 +760,88 @@ class _Planner:
             node = fused(tuple(shown), join, (), tuple((c.name, c.name) for c in shown))
         src = _Source(alias, {nm: (p, c.type) for nm, (_, p), c in zip(names, cols, right.schema)})
         return node, lsrc + [src], []
+
+    #: Table functions read per row (a FlatMap): one output column each, named as
+    #: PostgreSQL names it (the column alias, else the table alias, else the function).
+    TABLE_FUNCTIONS = {"generate_series": (2, 3), "unnest": (1,)}
+
+    def table_function(self, t: Table, kind: str, left: Node, lsrc: list[_Source], lconds):
+        """``FROM x, [LATERAL] f(args) [AS g[(c)]]`` (``CROSS JOIN``, ``JOIN ... ON true``,
+        ``LEFT JOIN ... ON true``) with ``f`` a table function of one output column whose
+        arguments are the left side's columns or constants: a FlatMap over the left side
+        (Materialize's lowering of a table function in ``FROM``), the call evaluated per row
+        by DuckDB through translate, each output row keeping its row's diff; for ``LEFT
+        JOIN`` a row the function gives no rows keeps one row, NULL in the function's column."""
+        r = t.children[1]
+        what = f"table function {self.span(r)!r}"
+        if any(not (c.cls == "CONSTANT" and c.literal is not None and c.literal.kind == "BOOLEAN" and c.literal.value)
+               for e in t.expressions for c in _conjuncts(e)):
+            raise _Unsupported(f"{what}: a join condition other than ON true")
+        if len(r.expressions) != 1:
+            raise _Unsupported(f"{what}: not one function call")
+        call = r.expressions[0]
+        fn = call.name[-1] if call.cls == "FUNCTION" and len(call.name) == 1 else ""
+        if fn not in self.TABLE_FUNCTIONS or len(call.children) not in self.TABLE_FUNCTIONS[fn]:
+            raise _Unsupported(f"{what}: a table function other than generate_series or unnest of one array")
+        if "ordinality" in self.text[r.start:r.end].lower():
+            raise _Unsupported(f"{what}: WITH ORDINALITY")
+        if len(r.column_aliases) > 1:
+            raise PlanError(f"{what} has 1 column available but {len(r.column_aliases)} columns specified")
+        left = self.place(left, lsrc, lconds)
+        names = [c.name for c in left.schema]
+        # the call's own position covers its arguments only: its text rebuilt around theirs
+        column_of = _Scope(lsrc).column
+        call_text = f"{fn}({', '.join(self.sql_text(a, names, column_of) for a in call.children)})"
+        shown = f"{fn}({', '.join(self.span(a) for a in call.children)})"
+        column = r.column_aliases[0] if r.column_aliases else (r.alias or fn)
+        return self.flat_map(kind, left, lsrc, call_text, r.alias or fn, [column], shown, what)
+
+    def flat_map(self, kind: str, left: Node, lsrc: list[_Source], call: str, alias: str, columns: list[str],
+                 shown: str, what: str):
+        """A FlatMap over ``left`` (its conditions placed): the SQL ``call`` (a table function
+        or ``VALUES`` list over the left row's placeholders) joined laterally -- ``LEFT JOIN
+        ... ON true`` for ``kind`` left -- its ``columns`` in scope as ``alias``."""
+        names = [c.name for c in left.schema]
+        join = ", LATERAL " if kind == "inner" else " LEFT JOIN LATERAL "
+        vs = [f'"colmz_v{i}"' for i in range(len(columns))]
+        lateral = f'{join}{call} AS "colmz_f"({", ".join(vs)}){" ON true" if kind == "left" else ""}'
+        outs = [f"{alias}.{c}" for c in columns]
+        if len(set(outs)) != len(outs) or set(outs) & set(names):
+            raise _Unsupported(f"{what}: its columns named alike, or as a column of the left side")
+        items = tuple((placeholder(i), n) for i, n in enumerate(names)) + tuple(
+            (f'"colmz_f".{v}', out) for v, out in zip(vs, outs))
+        try:
+            schema = SqlMapFilterOp(left.schema, (), items, lateral=lateral).schema
+        except (SQLError, TypeError, ValueError) as e:
+            raise _Unsupported(f"{what}: {e}") from None
+        node = FlatMap(schema, left, (), items, (f"{'LEFT JOIN ' if kind == 'left' else ''}{shown}",), lateral)
+        types = {c.name: c.type for c in schema}
+        src = _Source(alias, {c: (out, types[out]) for c, out in zip(columns, outs)})
+        return node, lsrc + [src], []
+
+    def lateral_values(self, t: Table, kind: str, left: Node, lsrc: list[_Source], lconds):
+        """``FROM x, LATERAL (VALUES (...), ...) AS v(a, b)`` reading the left side's columns
+        (an unpivot): a FlatMap over the left side, each row giving one row per ``VALUES``
+        row; columns unnamed by the alias are PostgreSQL's ``column1``, ``column2``, ..."""
+        r = t.children[1]
+        what = f"LATERAL VALUES {r.alias!r}"
+        if any(not (c.cls == "CONSTANT" and c.literal is not None and c.literal.kind == "BOOLEAN" and c.literal.value)
+               for e in t.expressions for c in _conjuncts(e)):
+            raise _Unsupported(f"{what}: a join condition other than ON true")
+        rows = r.subquery.from_.rows
+        width = len(rows[0])
+        if any(len(row) != width for row in rows):
+            raise PlanError("VALUES lists must all be the same length")
+        if len(r.column_aliases) > width:
+            raise PlanError(f"{what} has {width} columns available but {len(r.column_aliases)} columns specified")
+        left = self.place(left, lsrc, lconds)
+        names = [c.name for c in left.schema]
+        column_of = _Scope(lsrc).column
+        call = "(VALUES " + ", ".join("(" + ", ".join(self.sql_text(e, names, column_of) for e in row) + ")"
+                                      for row in rows) + ")"
+        columns = list(r.column_aliases) + [f"column{i + 1}" for i in range(len(r.column_aliases), width)]
+        shown = "VALUES " + ", ".join("(" + ", ".join(self.span(e) for e in row) + ")" for row in rows)
+        return self.flat_map(kind, left, lsrc, call, r.alias, columns, shown, what)
 
     def decorrelated(self, sub: Query, outer: _Scope, what: str):
         """A subquery correlated by equalities of inner and outer columns in its ``WHERE``
@@ -821,8 +998,11 @@ class _Planner:
             if present:
                 raise _Unsupported(what)
         for e in (*q.items, *(x for x in (q.having,) if x is not None), *q.group_by):
+            # a select item that is a subquery, or a quantified comparison (ALL is NOT over one)
+            quantified = self.quantifier(e) or self.quantified_constant(e)
+            whole = {id(e), id(quantified[0])} if quantified else {id(e)}
             for sub in e.walk():
-                if sub.cls == "SUBQUERY" and not (sub is e and any(e is i for i in q.items)):
+                if sub.cls == "SUBQUERY" and not (id(sub) in whole and any(e is i for i in q.items)):
                     raise _Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
         where, semi, temporal = self.split_where(q.where)
         windowed = any(sub.cls == "WINDOW" for e in q.items for sub in e.walk())
@@ -912,8 +1092,14 @@ class _Planner:
                 elif e.cls == "SUBQUERY" and not e.children and self.span(e).lstrip().upper().startswith("EXISTS"):
                     node, col = self.exists_value(node, scope, e)
                     select.append((col, e.alias or "exists"))
-                elif e.cls == "SUBQUERY" and e.children and self.is_in(e):
+                elif self.quantified_constant(e) is None and e.cls == "SUBQUERY" and e.children and self.is_in(e):
                     node, col = self.in_value(node, scope, e)
+                    select.append((col, e.alias or "?column?"))
+                elif self.quantifier(e) is not None:
+                    node, col = self.quantified_value(node, scope, e, *self.quantifier(e))
+                    select.append((col, e.alias or "?column?"))
+                elif self.quantified_constant(e) is not None:
+                    node, col = self.constant_quantified(node, e, *self.quantified_constant(e))
                     select.append((col, e.alias or "?column?"))
                 elif e.cls == "SUBQUERY":
                     node, col = self.scalar_subquery(node, e, scope)
@@ -1461,7 +1647,8 @@ class _Planner:
         if q.where is not None or q.group_by or q.having is not None:
             raise _Unsupported("SELECT without FROM with WHERE, GROUP BY or HAVING")
         names, values, types = [], [], []
-        subqueries = {i: e for i, e in enumerate(q.items) if e.cls == "SUBQUERY"}
+        subqueries = {i: e for i, e in enumerate(q.items)
+                      if e.cls == "SUBQUERY" or self.quantified_constant(e) is not None}
         if subqueries:
             return self.constant_with_subqueries(q, subqueries)
         for e in q.items:
@@ -1507,7 +1694,10 @@ class _Planner:
         at = iter(c.name for c in const.schema)
         select = []
         for i, e in enumerate(q.items):
-            if i in subqueries:
+            if i in subqueries and self.quantified_constant(e) is not None:
+                node, col = self.constant_quantified(node, e, *self.quantified_constant(e))
+                select.append((col, e.alias or "?column?"))
+            elif i in subqueries:
                 node, col = self.scalar_subquery(node, e)
                 select.append((col, e.alias or self.span(e)))
             else:
@@ -1935,6 +2125,9 @@ class _Planner:
                     return self.quantified(node, scope, e, x, after[0], after[1] == "ALL")
             if after[:1] != ["IN"] and not (negated and after == ["NOT", "IN"]):
                 raise _Unsupported(f"{text!r}: a quantified comparison (ANY/ALL/SOME)")
+            if (not negated and x.cls == "FUNCTION" and x.name == ("row",) and x.children
+                    and all(c.cls == "COLUMN_REF" for c in x.children)):
+                return self.row_in(node, scope, e, x, text)
             if x.cls != "COLUMN_REF":
                 raise _Unsupported(f"{text!r}: IN of an expression needing SQL")
             if not negated and _reads_outside(e.subquery):
@@ -1949,11 +2142,29 @@ class _Planner:
         else:
             if not self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
                 raise _Unsupported(f"a scalar subquery as a condition ({text!r})")
-            right, pairs = self.correlated(e.subquery, scope, text)
+            cross: list[Expression] = []
+            right, pairs = self.correlated(e.subquery, scope, text, cross)
+            if cross:
+                return self.semi_residual(node, right, pairs, cross, negated, text)
         semi = self.semi(node, right, pairs)
         if not negated:
             return semi
         return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def row_in(self, node: Node, scope: _Scope, e: Expression, x: Expression, text: str) -> Node:
+        """``(a, b, ...) IN (subquery)`` in ``WHERE``, columns compared with an uncorrelated
+        subquery's columns: a semijoin on all of them (a row with a NULL among them matches
+        nothing: the comparison is false or unknown, the row dropped either way)."""
+        try:
+            right = self.query(e.subquery)
+        except PlanError as err:
+            raise _Unsupported(f"IN subquery {text!r}: {err} (correlated ones are absent)") from None
+        if isinstance(right, Fallback):
+            raise _Unsupported(f"IN subquery {text!r}: {right.reason}")
+        if len(right.schema) != len(x.children):
+            raise PlanError(f"subquery has {'too many' if len(right.schema) > len(x.children) else 'too few'} "
+                            f"columns in {text!r}")
+        return self.semi(node, right, [(scope.column(c), r.name) for c, r in zip(x.children, right.schema)])
 
     def correlated_in(self, node: Node, scope: _Scope, e: Expression, x: Expression, text: str) -> Node:
         """``x IN (subquery)`` as a ``WHERE`` conjunct, the subquery correlated by equalities of
@@ -2066,6 +2277,149 @@ class _Planner:
         joined = self.sql_segment(Join(both, (node, one), "inner"), (cond,), None, [text])
         return fused(node.schema, joined, (), tuple((c.name, c.name) for c in node.schema))
 
+    def quantifier(self, e: Expression):
+        """``(subquery expression, x, op, every)`` when ``e`` is ``x op ANY|SOME (S)`` or
+        ``x op ALL (S)`` with ``op`` an order (DuckDB reads ``ALL`` as ``NOT (x op' ANY
+        (S))``, its span ``x``'s: the user's operator and quantifier follow ``x`` in the
+        text); ``None`` otherwise."""
+        negated = e.cls == "OPERATOR" and e.type == "OPERATOR_NOT" and len(e.children) == 1
+        sub = e.children[0] if negated else e
+        if sub.cls != "SUBQUERY" or len(sub.children) != 1 or sub.children[0].start < 0:
+            return None
+        x = sub.children[0]
+        after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+        if (len(after) != 2 or after[0] not in ("<", "<=", ">", ">=")
+                or after[1] not in ("ANY", "SOME", "ALL") or negated != (after[1] == "ALL")):
+            return None
+        return sub, x, after[0], after[1] == "ALL"
+
+    def quantified_constant(self, e: Expression):
+        """``(subquery expression, x, op, every)`` when ``e`` is an integer literal ``x``
+        compared with a subquery: ``x op ANY|SOME|ALL (S)`` with any comparison ``op``, ``x
+        IN (S)`` (``= ANY``) or ``x NOT IN (S)`` (``<> ALL``); ``None`` otherwise."""
+        negated = e.cls == "OPERATOR" and e.type == "OPERATOR_NOT" and len(e.children) == 1
+        sub = e.children[0] if negated else e
+        if sub.cls != "SUBQUERY" or len(sub.children) != 1:
+            return None
+        x = sub.children[0]
+        if x.cls != "CONSTANT" or x.literal is None or x.literal.kind != "INTEGER" or x.start < 0:
+            return None
+        after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+        if after[:1] == ["IN"]:
+            op, every = "=", False
+        elif after == ["NOT", "IN"]:
+            op, every = "<>", True
+        elif len(after) == 2 and after[0] in _FLIPPED and after[1] in ("ANY", "SOME", "ALL"):
+            op, every = after[0], after[1] == "ALL"
+        else:
+            return None
+        return (sub, x, op, every) if negated == every else None
+
+    def constant_quantified(self, node: Node, e: Expression, sub: Expression, x: Expression, op: str,
+                            every: bool) -> tuple[Node, str]:
+        """An integer literal ``x`` compared with ``ANY``/``ALL`` of an integer subquery ``S``
+        (``IN``, ``NOT IN`` too) as a value, with PostgreSQL's NULLs: ``node`` crossed with
+        global counts of ``S`` -- its rows, its non-NULL values, and the rows deciding the
+        answer (``ANY``: ``x op s`` holds; ``ALL``: it fails), a native filter of ``S`` --
+        and the value one SQL segment over them: ``ANY`` true when a row holds, ``ALL``
+        false when one fails; else NULL when ``S`` holds a NULL; else false (``ANY``) or
+        true (``ALL``, an empty ``S`` included)."""
+        text = self.span(e)
+        right = self.one_column_subquery(sub, text, "quantified comparison")
+        y = right.schema[0]
+        if not pa.types.is_integer(y.type):
+            raise _Unsupported(f"{text!r}: a quantified comparison of an integer with {y.type} (integers only)")
+        v = _constant(x.literal.value, y.type)
+        if v is None:
+            raise _Unsupported(f"{text!r}: {x.literal.value} beyond the subquery's type {y.type}")
+        negate = {"=": "<>", "<>": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+        deciding = _FLIPPED[op] if not every else negate[_FLIPPED[op]]  # x op s is s flipped(op) x
+        tag = self.fresh("quant")
+        aggs = (Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                Aggregate(f"{tag}.values", "count", y.name, "accumulable"))
+        counts = Reduce(self.reduce_schema(right.schema, [], list(aggs)), right, (), aggs)
+        hit = Aggregate(f"{tag}.deciding", "count", None, "accumulable")
+        decided = fused(right.schema, right, (Comparison(y.name, deciding, v),), None)
+        found = Reduce(self.reduce_schema(right.schema, [], [hit]), decided, (), (hit,))
+        both = node.schema + counts.schema + found.schema
+        names = [c.name for c in both]
+        ph = {c.name: placeholder(names.index(c.name)) for c in both}
+        rows, values, n = ph[aggs[0].name], ph[aggs[1].name], ph[hit.name]
+        sql = (f"CASE WHEN {n} > 0 THEN {'false' if every else 'true'} WHEN {rows} > {values} "
+               f"THEN CAST(NULL AS BOOLEAN) ELSE {'true' if every else 'false'} END")
+        value = f"{tag}.value"
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
+        return self.sql_segment(Join(both, (node, counts, found), "inner"), (), items, [text]), value
+
+    def quantified_value(self, node: Node, scope: _Scope, e: Expression, sub: Expression, x: Expression,
+                         op: str, every: bool) -> tuple[Node, str]:
+        """``x op ANY (S)`` / ``x op ALL (S)`` as a select item's value, ``op`` an order and
+        ``x`` an integer column, with PostgreSQL's NULLs: ``node`` crossed with one global
+        reduce of ``S`` -- the bound ``b`` (``min``/``max`` of its non-NULL values, the one
+        deciding the comparison), its counts of rows and of non-NULL values -- and the
+        value one SQL segment over them. ``ANY``: false when ``S`` is empty; true when ``x
+        op b``; else NULL when ``x`` is NULL or ``S`` holds a NULL; else false. ``ALL``:
+        true when ``S`` is empty; false when ``NOT (x op b)``; else NULL when ``x`` is
+        NULL or ``S`` holds a NULL; else true. O(delta) but for a change of the global
+        values, which re-reads ``node`` (as :meth:`in_value`)."""
+        text = self.span(e)
+        if x.cls != "COLUMN_REF":
+            raise _Unsupported(f"select item {text!r}: a quantified comparison of an expression")
+        right = self.one_column_subquery(sub, text, "quantified comparison")
+        col, y = scope.column(x), right.schema[0]
+        types = {c.name: c.type for c in node.schema}
+        if not (pa.types.is_integer(types[col]) and pa.types.is_integer(y.type)):
+            raise _Unsupported(f"{text!r}: a quantified comparison of {types[col]} with {y.type} (integers only)")
+        tag = self.fresh("quant")
+        bound = "max" if (op in (">", ">=")) == every else "min"
+        aggs = (Aggregate(f"{tag}.bound", bound, y.name, "hierarchical"),
+                Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                Aggregate(f"{tag}.values", "count", y.name, "accumulable"))
+        one = Reduce(self.reduce_schema(right.schema, [], list(aggs)), right, (), aggs)
+        both = node.schema + one.schema
+        names = [c.name for c in both]
+        ph = {c.name: placeholder(names.index(c.name)) for c in both}
+        b, rows, values, xv = ph[aggs[0].name], ph[aggs[1].name], ph[aggs[2].name], ph[col]
+        unknown = f"WHEN {xv} IS NULL OR {rows} > {values} THEN CAST(NULL AS BOOLEAN)"
+        if every:
+            sql = (f"CASE WHEN {rows} = 0 THEN true WHEN {xv} IS NOT NULL AND {values} > 0 AND NOT ({xv} {op} {b}) "
+                   f"THEN false {unknown} ELSE true END")
+        else:
+            sql = (f"CASE WHEN {rows} = 0 THEN false WHEN {xv} IS NOT NULL AND {values} > 0 AND {xv} {op} {b} "
+                   f"THEN true {unknown} ELSE false END")
+        value = f"{tag}.value"
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
+        return self.sql_segment(Join(both, (node, one), "inner"), (), items, [text]), value
+
+    def semi_residual(self, node: Node, right: Node, pairs, cross: list[Expression], negated: bool,
+                      text: str) -> Node:
+        """``[NOT] EXISTS`` correlated by equalities and by other conditions reading outer
+        columns (Materialize's decorrelation: the join's residual): the pairs of ``node``
+        and the subquery's rows joined on the equalities and filtered by those conditions
+        (one SQL segment); ``NOT EXISTS`` is ``node``'s rows matching no pair
+        (:meth:`unmatched`, the semijoin on whole rows with NULLs equal), ``EXISTS`` the
+        others."""
+        inner, outer = self.exists_scope
+        both = node.schema + right.schema
+        names = [c.name for c in both]
+        if len(set(names)) != len(names):
+            raise _Unsupported(f"EXISTS {text!r}: inner and outer columns named alike")
+
+        def column_of(x: Expression) -> str:
+            try:
+                return inner.column(x)
+            except PlanError:
+                return outer.column(x)
+
+        self.check_keys(pairs, both)
+        join = Join(both, (node, right), "inner", tuple(pairs))
+        where = tuple(self.sql_text(c, names, column_of) for c in cross)
+        matched = self.sql_segment(join, where, None, [self.span(c) for c in cross])
+        unmatched = self.unmatched(node, matched)
+        if negated:
+            return unmatched
+        return Union(node.schema, (node, Negate(node.schema, unmatched)))
+
     def semi(self, node: Node, right: Node, pairs) -> Node:
         """``node``'s rows whose ``(outer, inner)`` key columns match a row of ``right``:
         ``node`` joined with ``right``'s distinct keys, projected back."""
@@ -2143,24 +2497,53 @@ class _Planner:
             raise _Unsupported(f"select item {text!r}: EXISTS or IN as a value")
         constant = (sub is not None and sub.type == "SELECT_NODE" and sub.from_ is None and sub.where is None
                     and not sub.group_by and sub.having is None and not sub.modifiers and len(sub.items) == 1)
-        if not constant and (
+        shaped = constant or not (
                 sub is None or sub.type != "SELECT_NODE" or sub.from_ is None or sub.group_by
                 or sub.having is not None or len(sub.items) != 1
                 or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
-                or not any(_is_aggregate(x) for x in sub.items[0].walk() if x.cls != "WINDOW")):
-            raise _Unsupported(f"select item {text!r}: a scalar subquery other than one aggregate "
-                               "without GROUP BY (one row by its shape)")
+                or not any(_is_aggregate(x) for x in sub.items[0].walk() if x.cls != "WINDOW"))
+        other = (f"select item {text!r}: a scalar subquery other than one aggregate "
+                 "without GROUP BY (one row by its shape)")
+        if not shaped and sub is None:
+            raise _Unsupported(other)
         try:
             right = self.query(sub)
         except PlanError as err:
+            if not shaped:
+                raise _Unsupported(f"{other}, correlated ({err})") from None
             if scope is None:
                 raise _Unsupported(f"select item {text!r}: {err} (correlated subqueries are absent)") from None
             return self.correlated_aggregate(node, scope, e, err)
         if isinstance(right, Fallback):
             raise _Unsupported(f"scalar subquery {text!r}: {right.reason}")
+        if len(right.schema) != 1:
+            raise PlanError(f"subquery must return only one column ({text!r})")
         name = f"{self.fresh('scalar')}.{right.schema[0].name}"
         one = fused((ColumnSpec(name, right.schema[0].type),), right, (), ((right.schema[0].name, name),))
+        if not shaped:
+            one = self.at_most_one(one, text)
         return Join(node.schema + one.schema, (node, one), "inner"), name
+
+    def at_most_one(self, rows: Node, text: str) -> Node:
+        """A scalar subquery's one column ``rows`` as exactly one row, as Materialize
+        decorrelates one not one row by its shape: its rows when it has one, a NULL when it
+        has none, and an error -- PostgreSQL's, failing the commit -- when a change leaves it
+        with more than one. The guard is a global count of ``rows`` filtered by ``CASE WHEN
+        n > 1 THEN error(...) ELSE n = 0 END`` (one SQL segment over the count's change): its
+        row, while ``rows`` is empty, is crossed with a constant NULL. (DuckDB's recompute
+        raises the same error whether or not the outer query has rows.)"""
+        col = rows.schema[0]
+        tag = self.fresh("one")
+        count = Aggregate(f"{tag}.rows", "count", None, "accumulable")
+        counts = Reduce(self.reduce_schema(rows.schema, [], [count]), rows, (), (count,))
+        n = placeholder(0)
+        guard = self.sql_segment(counts, (f"CASE WHEN {n} > 1 THEN error('more than one row returned by a subquery "
+                                           f"used as an expression') ELSE {n} = 0 END",), None,
+                                 [f"{text}: at most one row, else an error"])
+        null = Constant((ColumnSpec(col.name, col.type),), ((None,),))
+        empty = Join(null.schema + guard.schema, (null, guard), "inner")
+        empty = fused(null.schema, empty, (), ((col.name, col.name),))
+        return Union(rows.schema, (rows, empty))
 
     def check_postgres_typed(self, node: Node, col: str, text: str) -> None:
         """Refuse a subquery's value read by SQL (a condition) when a native aggregate under
@@ -2231,9 +2614,13 @@ class _Planner:
         proj = tuple((c.name, c.name) for c in node.schema) + ((value, value),)
         return fused(tuple(c for c in both if c.name in dict(proj)), join, (), proj), value
 
-    def correlated(self, sub: Query, outer: _Scope, text: str) -> tuple[Node, list[tuple[str, str]]]:
+    def correlated(self, sub: Query, outer: _Scope, text: str, cross: list | None = None
+                   ) -> tuple[Node, list[tuple[str, str]]]:
         """An ``EXISTS`` subquery decorrelated: its ``FROM`` and local conditions planned,
-        its equalities with outer columns as ``(outer column, inner column)`` keys."""
+        its equalities with outer columns as ``(outer column, inner column)`` keys. With
+        ``cross`` a list, the other conditions reading outer columns are appended to it (the
+        residual of :meth:`semi_residual`, bound by the inner scope, then the outer) instead
+        of refused."""
         if (sub.type != "SELECT_NODE" or sub.ctes or sub.group_by or sub.having is not None
                 or sub.from_ is None or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
                 or any(_is_aggregate(x) for e in sub.items for x in e.walk())):
@@ -2255,6 +2642,7 @@ class _Planner:
                     o = bound[kinds.index("out")][1]
                     pairs.append((o, bound[kinds.index("in")][1]))
                     continue
+            reads_outer = False
             for x in c.walk():
                 if x.cls == "SUBQUERY":
                     raise _Unsupported(f"EXISTS {text!r}: a nested subquery")
@@ -2262,11 +2650,20 @@ class _Planner:
                     try:
                         inner.column(x)
                     except PlanError:
-                        raise _Unsupported(f"EXISTS {text!r}: a correlated condition other than an "
-                                           f"equality of columns ({self.span(c)!r})") from None
-            local.append(c)
+                        outer.column(x)  # PlanError when neither scope has it
+                        reads_outer = True
+            (cross if reads_outer and cross is not None else local).append(c)
+            if reads_outer and cross is None:
+                raise _Unsupported(f"EXISTS {text!r}: a correlated condition other than an "
+                                   f"equality of columns ({self.span(c)!r})")
+        if not pairs and cross:
+            # pairs by other conditions alone: a cross join of the outer and inner inputs
+            raise _Unsupported(f"EXISTS {text!r}: a correlated condition other than an equality of columns "
+                               f"({self.span(cross[0])!r}) without one")
         if not pairs:
             raise _Unsupported(f"EXISTS {text!r}: not correlated by an equality of columns")
+        if cross:
+            self.exists_scope = (inner, outer)
         if isinstance(node, Join) and node.kind == "inner" and not node.on:
             node = self.place(node, sources, conds + local)
         else:

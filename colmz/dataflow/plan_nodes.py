@@ -19,7 +19,7 @@ from colmz.dataflow.minmax import bucketing
 from colmz.order import ColumnSpec
 
 __all__ = ["INCREMENTAL", "PER_GROUP", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
-           "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate", "Node",
+           "Distinct", "Fallback", "FlatMap", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate", "Node",
            "Plan", "Predicate", "Reduce", "Schema", "SqlMapFilter", "SqlTopK", "TemporalFilter", "Threshold", "TopK", "Union",
            "Window", "fused", "renamed"]
 
@@ -112,12 +112,15 @@ class MapFilter(Node):
 @dataclass(frozen=True)
 class Join(Node):
     """``kind`` ``inner`` (any number of inputs), ``left``, ``right`` or ``full`` (two);
-    ``on`` the equi keys; ``residual`` predicates applied after an inner join."""
+    ``on`` the equi keys; ``residual`` predicates applied after an inner join.
+    ``nulls_equal``: a NULL key matches a NULL (Materialize's MIR join equality, not SQL's
+    ``=``): the semijoin on whole rows that finds an outer join's matched rows."""
 
     inputs_: tuple[Node, ...] = ()
     kind: str = "inner"
     on: tuple[tuple[str, str], ...] = ()
     residual: tuple[Predicate, ...] = ()
+    nulls_equal: bool = False
 
     @property
     def inputs(self):
@@ -126,6 +129,8 @@ class Join(Node):
     def describe(self) -> str:
         keys = ", ".join(f"{a} = {b}" for a, b in self.on)
         res = f" residual=[{' AND '.join(map(str, self.residual))}]" if self.residual else ""
+        if self.nulls_equal:
+            return f"Join {self.kind} on=[{keys}] NULLs equal (semijoin on whole rows, inputs arranged by them)"
         return f"Join {self.kind} on=[{keys}]{res} (delta join, inputs arranged by key)"
 
 
@@ -283,6 +288,19 @@ class SqlMapFilter(Node):
 
     def describe(self) -> str:
         return f"MapFilter via SQL [{', '.join(self.shown)}] (one DuckDB call per commit)"
+
+
+@dataclass(frozen=True)
+class FlatMap(SqlMapFilter):
+    """A table function read per input row (Materialize's ``FlatMap``): ``lateral`` the
+    SQL text following the input in ``FROM`` (the function's call, arguments the row's
+    columns as placeholders or constants), ``select`` over the input's columns and the
+    function's. Linear: each output row keeps its input row's time and diff."""
+
+    lateral: str = ""
+
+    def describe(self) -> str:
+        return f"FlatMap via SQL [{', '.join(self.shown)}] (per row, one DuckDB call per commit)"
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from colmz.dataflow.plan_nodes import (
     Constant,
     Distinct,
     Fallback,
+    FlatMap,
     Get,
     GroupSql,
     Join,
@@ -214,15 +215,17 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: Sha
                          consolidated_input=isinstance(node.input, CONSOLIDATING))
     elif isinstance(node, Join):
         schemas = [i.schema for i in ins]
-        op = (DeltaJoin(schemas, node.on, shared=shared_inputs(node, shared)) if node.kind == "inner"
+        op = (DeltaJoin(schemas, node.on, shared=shared_inputs(node, shared), nulls_equal=node.nulls_equal)
+              if node.kind == "inner"
               else OuterJoin(schemas, node.on, kind=node.kind, shared=shared_inputs(node, shared)))
         step = _Step(node, op, ins)
         if node.residual:
             filt = MapFilterOp(op.schema, where=[_predicate_operator(p) for p in node.residual])
             return _Step(node, filt, [step])
         return step
-    elif isinstance(node, SqlMapFilter):
-        op = SqlMapFilterOp(ins[0].schema, node.where, node.select)
+    elif isinstance(node, SqlMapFilter):  # a FlatMap too: its table function after the delta
+        op = SqlMapFilterOp(ins[0].schema, node.where, node.select,
+                            lateral=node.lateral if isinstance(node, FlatMap) else "")
     elif isinstance(node, Reduce):
         own = node.hierarchical_plan != "per group"  # the monotonic and bucketed plans keep their own state
         op = reduce_operator(ins[0].schema, node.group_by, node.aggregates,

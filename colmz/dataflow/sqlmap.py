@@ -54,6 +54,9 @@ class SqlMapFilter:
     schema : the input's columns
     where : SQL predicates (ANDed)
     select : ``(text, name)`` per output column; ``None`` keeps the input's columns
+    lateral : SQL text following the delta in ``FROM`` (``, LATERAL generate_series(1,
+        "colmz_c0") AS f(v)``), optional: a table function read per input row -- a FlatMap,
+        each output row keeping its input row's time and diff (still linear)
 
     Examples
     --------
@@ -68,7 +71,8 @@ class SqlMapFilter:
 
     ROLLBACK_FIELDS = ("_clock",)
 
-    def __init__(self, schema, where: Sequence[str] = (), select: Sequence[tuple[str, str]] | None = None):
+    def __init__(self, schema, where: Sequence[str] = (), select: Sequence[tuple[str, str]] | None = None,
+                 lateral: str = ""):
         from colmz.sql import run_query, session, translate
 
         self.input_schema = as_schema(schema, "schema")
@@ -77,7 +81,7 @@ class SqlMapFilter:
         items = (self.select if self.select is not None
                  else [(placeholder(i), c.name) for i, c in enumerate(self.input_schema)])
         cols = ", ".join(f'{text} AS "{_quoted(name)}"' for text, name in items)
-        text = f"SELECT {cols}, {_DIFF} FROM {_DELTA}"
+        text = f"SELECT {cols}, {_DIFF} FROM {_DELTA}{lateral}"
         if self.where:
             text += " WHERE " + " AND ".join(f"({w})" for w in self.where)
         self.sql = text
