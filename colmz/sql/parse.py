@@ -10,6 +10,12 @@ persisted as that text); a ``DELETE``/``UPDATE`` predicate and an ``UPDATE`` val
 checked to be one expression here (:func:`colmz.sql.check_expression`) and again where the
 builder puts them in a statement. :func:`output_names` reads a ``SELECT`` list for the
 column names PostgreSQL gives.
+
+Each distinct text of up to :data:`colmz.sql.tokens.CACHED_CHARS` characters is read once
+(an LRU cache keyed by the text; a text that raises is not remembered): a statement re-run
+at every time is not parsed again. The statements remembered are never handed out:
+:func:`parse` returns copies owning their lists, so a caller setting a field changes
+nothing another caller reads.
 """
 
 from __future__ import annotations
@@ -23,7 +29,15 @@ from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
 from colmz.sql.names import resolve_item, sql_name
-from colmz.sql.tokens import Token, check_balanced, check_nesting, closing, require_text, tokenize
+from colmz.sql.tokens import (
+    Token,
+    check_balanced,
+    check_nesting,
+    closing,
+    require_text,
+    short_text_cache,
+    tokenize,
+)
 from colmz.sql.tree import check_expression, parse_tree, prefetch_expressions
 
 __all__ = [
@@ -350,13 +364,34 @@ def parse(text: str) -> list:
     >>> s.name, s.input, s.snapshot, s.body[0].query
     ('up', 't', True, 'SELECT k FROM t')
     """
-    toks = tokenize(require_text(text, "text"))
+    return [_fresh(s) for s in _parsed(require_text(text, "text"))]
+
+
+@short_text_cache(1024)
+def _parsed(text: str) -> tuple:
+    # The statements of ``text``, remembered per text (a statement re-run at every time is
+    # parsed once): what is read depends on the text alone. Never handed out -- callers get
+    # copies (:func:`_fresh`), as they may set fields (the catalog sets a task's ``as_of``).
+    toks = tokenize(text)
     check_balanced(toks, text)
     check_nesting(toks, text)
-    out = []
-    for a, b in _split(toks, 0, len(toks), ";"):
-        out.append(_statement(_Cursor(text, toks, a, b)))
-    return out
+    return tuple(_statement(_Cursor(text, toks, a, b)) for a, b in _split(toks, 0, len(toks), ";"))
+
+
+def _fresh(s):
+    # A copy of statement ``s`` owning its lists (a task's ``body`` copied statement by
+    # statement); the rest of its fields are strings, numbers and tuples, shared.
+    c = object.__new__(type(s))
+    d = c.__dict__
+    d.update(s.__dict__)
+    for k, v in d.items():
+        if type(v) is list:
+            d[k] = [_fresh(x) if hasattr(x, "__dataclass_fields__") else x for x in v]
+    return c
+
+
+parse.cache_clear = _parsed.cache_clear
+parse.cache_info = _parsed.cache_info
 
 
 _QUERY_STARTS = {"SELECT", "WITH", "VALUES", "TABLE", "("}
