@@ -68,13 +68,17 @@ class Token:
     (True, Token(kind='op', text='(', start=3, end=4))
     """
 
-    __slots__ = ("end", "kind", "start", "text")
+    __slots__ = ("end", "kind", "start", "text", "upper")
 
     def __init__(self, kind: str, text: str, start: int, end: int) -> None:
         self.kind = kind
         self.text = text
         self.start = start
         self.end = end
+        #: A word's text in upper case (keywords are compared so), ``""`` for other kinds:
+        #: set once here, as every pass over the tokens reads it (a property would upper-case
+        #: the text at each read).
+        self.upper = text.upper() if kind == "word" else ""
 
     def _key(self) -> tuple:
         return (self.kind, self.text, self.start, self.end)
@@ -87,10 +91,6 @@ class Token:
 
     def __repr__(self) -> str:
         return f"Token(kind={self.kind!r}, text={self.text!r}, start={self.start!r}, end={self.end!r})"
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "word" else ""
 
     @property
     def name(self) -> str:
