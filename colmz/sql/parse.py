@@ -35,6 +35,7 @@ from colmz.sql.tokens import (
     check_nesting,
     closing,
     require_text,
+    share_slice,
     short_text_cache,
     tokenize,
 )
@@ -276,6 +277,11 @@ class _Cursor:
             return ""
         return self.text[self.toks[self.pos].start : self.toks[self.end - 1].end]
 
+    def query_rest(self) -> str:
+        """:meth:`rest`, a query colmz translates next: its tokens are shared with
+        :func:`colmz.sql.tokens.tokenize` (:func:`~colmz.sql.tokens.share_slice`)."""
+        return share_slice(self.text, self.toks, self.pos, self.end)
+
     def span(self, a: int, b: int) -> str:
         if a >= b:
             return ""
@@ -424,7 +430,7 @@ def _statement(cur: _Cursor):
             cur.name()
         incremental = _view_options(cur, name) if cur.at("WITH") else None
         cur.expect("AS")
-        return CreateMaterializedView(name, cols, cur.rest(), qual, if_not_exists, incremental)
+        return CreateMaterializedView(name, cols, cur.query_rest(), qual, if_not_exists, incremental)
     if cur.accept("EXPLAIN", "MATERIALIZED", "VIEW"):
         name, qual = cur.object_name()
         _done(cur, "EXPLAIN MATERIALIZED VIEW")
@@ -516,7 +522,7 @@ def _query(cur: _Cursor) -> Query:
                 return Query(text, int(when[0].text))
             _unsupported(f"AS OF {cur.text[toks[j + 2].start : toks[end - 1].end] if when else ''}".strip()
                          + " (AS OF takes an integer time)")
-    return Query(cur.rest())
+    return Query(cur.query_rest())
 
 
 #: ``SHOW`` kinds: the words after ``SHOW`` and the catalog kind they list.
@@ -658,7 +664,7 @@ def _insert(cur: _Cursor) -> InsertStatement:
         cols = _name_list(cur)
     if cur.at("DEFAULT", "VALUES"):
         _unsupported("INSERT ... DEFAULT VALUES")
-    query = cur.rest()
+    query = cur.query_rest()
     if not query:
         raise SQLError(f"INSERT INTO {table} needs VALUES or a query")
     if _find_word(cur, "RETURNING") < cur.end:
@@ -756,7 +762,7 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         if not cur.at("("):
             raise SQLError("FROM TRANSFORM ... USING needs a parenthesised query")
         close = cur.matching()
-        body = [InsertStatement(name, None, cur.span(cur.pos + 1, close), qual)]
+        body = [InsertStatement(name, None, share_slice(cur.text, cur.toks, cur.pos + 1, close), qual)]
         cur.pos = close + 1
         sugar = "transform"
     elif cur.accept("FROM", "RETAIN"):
