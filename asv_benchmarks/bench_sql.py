@@ -29,29 +29,33 @@ and examples run (a few hundred bytes each).
 prints microseconds per query (best of 20); with ``--before DIR`` it first runs the same
 workload, in a child process, on the colmz package in DIR (an older tree, e.g.
 ``git archive 71916de colmz | tar -x -C DIR``), so a change is measured before and after in
-one run. One run (``flock /tmp/colmz_heavy.lock .venv/bin/python asv_benchmarks/bench_sql.py
---before DIR`` with the colmz whose trees all came from ``json_serialize_sql`` in DIR, against
-the tree with ``colmz.sql.grammar``; DuckDB 2.0.1, no sqlglot, 2 shared cores), 12 statements
-giving 14 queries:
+one run. ``--before DIR --rounds N`` times only colmz's three paths, before and after
+alternately in N pairs of child processes, in CPU time (``time.process_time``, best of 30
+per child), and prints the median and range of each: on a shared machine wall time counts
+other processes' turns, and one child against another spreads more than a change does.
+
+One run (``flock /tmp/colmz_heavy.lock .venv/bin/python asv_benchmarks/bench_sql.py
+--before DIR --rounds 5``, DIR the tree before statements were remembered per text and
+tokens shared; DuckDB 2.0.1, 2 shared cores), 12 statements giving 14 queries, us of CPU
+per query:
 
 ==============================================  ==========  ==========
-path                                            JSON trees  own reader
-                                                us / query  us / query
+path                                            before      after
 ==============================================  ==========  ==========
-colmz parse + translate + bind, first sight          934.5       229.8
-colmz parse + translate + bind, cached                40.7        25.6
-colmz ..., new text of a known shape                 246.9       237.3
-DuckDB extract_statements (check_one_query)           48.2        45.5
-DuckDB json_serialize_sql                            457.5       435.6
+colmz parse + translate + bind, first sight          245.4       241.3
+colmz parse + translate + bind, cached                25.8         3.0
+colmz ..., new text of a known shape                 255.6       255.1
 ==============================================  ==========  ==========
 
-The machine is shared: the child's figures spread most (a second run gave 973 and 43 before);
-timing the two trees alternately in one process each (best of 30, three rounds) gave 573-618
-before and 221-230 after on a first sight, and 25.3-25.6 in both on a repeat (the cached path
-does not parse: this change leaves it as it was). Of the first sight left, colmz's reader is about a
-quarter (its ``read_query`` of these queries about 55 us each); the rest is colmz's own
-tokenizer, translation and binding. A known shape now costs what a first sight does: the
-reader is cheaper than finding and remapping a shape, which serves the texts it gives up on.
+A statement seen before is no longer parsed: :func:`colmz.sql.parse` keeps each text's
+statements and hands out copies, and translation and binding were already remembered per
+text, so a re-run costs a few dictionary reads. A first sight is colmz's tokenizer (about a
+quarter: one regular-expression match per token, each query cut from its statement sharing
+the statement's tokens), colmz's reader of DuckDB's tokens (``colmz.sql.grammar``, about a
+sixth; every text of this workload is read without ``json_serialize_sql``), and translation
+(:mod:`colmz.sql.transforms`, the larger part). A known shape costs what a first sight
+does: the reader is cheaper than finding and remapping a shape, which serves the texts it
+gives up on.
 """
 
 from __future__ import annotations
@@ -200,12 +204,12 @@ class DuckDBSerialize:
             self.con.execute("SELECT json_serialize_sql(?)", [q]).fetchall()
 
 
-def _per_statement_us(fn, count: int, repeat: int = 20) -> float:
+def _per_statement_us(fn, count: int, repeat: int = 20, clock=time.perf_counter) -> float:
     best = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return best / count * 1e6
 
 
@@ -222,9 +226,58 @@ def _before(tree: str) -> None:
     print("== after: this colmz", flush=True)
 
 
+_PATHS = ("first sight", "cached", "known shape")
+
+
+def _colmz_cpu() -> None:
+    # One child of ``--rounds``: the three colmz paths in CPU time (best of 30 each).
+    c = ColmzFrontEnd()
+    c.setup()
+    nq = len(QUERIES)
+    cpu = time.process_time
+    figures = [_per_statement_us(c.time_parse_translate_bind, nq, 30, cpu),
+               _per_statement_us(c.time_parse_translate_bind_cached, nq, 30, cpu)]
+    c.setup_known_shape()
+    figures.append(_per_statement_us(c.time_parse_translate_bind_known_shape, nq, 30, cpu))
+    print("COLMZ_CPU", *(f"{f:.2f}" for f in figures))
+
+
+def _rounds(tree: str, rounds: int) -> None:
+    # Before (colmz from ``tree``) and after (this colmz) alternately, each in a child timing
+    # CPU time (on a shared machine, wall time counts other processes' turns): the median and
+    # range of each path over the rounds.
+    import os
+    import statistics
+    import subprocess
+    import sys
+
+    got: dict[str, list[list[float]]] = {"before": [], "after": []}
+    for _ in range(rounds):
+        for tag in ("before", "after"):
+            env = dict(os.environ)
+            if tag == "before":
+                env["PYTHONPATH"] = os.path.abspath(tree)
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--colmz-cpu"], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+            got[tag].append([float(x) for x in out.split("COLMZ_CPU")[1].split()])
+    print(f"colmz from {tree} (before) and this colmz (after): us of CPU per query, best of 30 per child, "
+          f"median [range] of {rounds} alternating rounds")
+    for k, name in enumerate(_PATHS):
+        b = [r[k] for r in got["before"]]
+        a = [r[k] for r in got["after"]]
+        print(f"  {name:12s} before {statistics.median(b):7.1f} [{min(b):.1f}-{max(b):.1f}]"
+              f"   after {statistics.median(a):7.1f} [{min(a):.1f}-{max(a):.1f}]")
+
+
 if __name__ == "__main__":
     import sys
 
+    if sys.argv[1:] == ["--colmz-cpu"]:
+        _colmz_cpu()
+        sys.exit(0)
+    if len(sys.argv) == 5 and sys.argv[1] == "--before" and sys.argv[3] == "--rounds":
+        _rounds(sys.argv[2], int(sys.argv[4]))
+        sys.exit(0)
     if len(sys.argv) == 3 and sys.argv[1] == "--before":
         _before(sys.argv[2])
     c = ColmzFrontEnd()

@@ -1187,6 +1187,7 @@ class _Reader:
             raise _GIVE_UP
         fn = _WINDOW_NAMES.get(name[0], name[0])
         self.expect_op("(")
+        first = self.i
         parts: list[Expression] = []
         if self.kw("PARTITION"):
             self.expect_kw("BY")
@@ -1199,6 +1200,8 @@ class _Reader:
             self.expect_kw("BY")
             window_orders = self.order_by().orders
         self.expect_op(")")  # a frame (ROWS, RANGE, GROUPS) or a named window gives up here
+        if "OVER" in self.U[first:self.i]:
+            raise _GIVE_UP  # DuckDB refuses a window function in a window definition, subqueries too
         kids = parts + [o.expression for o in window_orders] + ([filt] if filt is not None else [])
         kids += [o.expression for o in orders] + args
         return self.node("WINDOW", _WINDOW_TYPES.get(fn, "WINDOW_AGGREGATE"), self.S[i], self.E[self.i - 1], kids,

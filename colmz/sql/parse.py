@@ -10,6 +10,12 @@ persisted as that text); a ``DELETE``/``UPDATE`` predicate and an ``UPDATE`` val
 checked to be one expression here (:func:`colmz.sql.check_expression`) and again where the
 builder puts them in a statement. :func:`output_names` reads a ``SELECT`` list for the
 column names PostgreSQL gives.
+
+Each distinct text of up to :data:`colmz.sql.tokens.CACHED_CHARS` characters is read once
+(an LRU cache keyed by the text; a text that raises is not remembered): a statement re-run
+at every time is not parsed again. The statements remembered are never handed out:
+:func:`parse` returns copies owning their lists, so a caller setting a field changes
+nothing another caller reads.
 """
 
 from __future__ import annotations
@@ -23,7 +29,16 @@ from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
 from colmz.sql.names import resolve_item, sql_name
-from colmz.sql.tokens import Token, check_balanced, check_nesting, closing, require_text, tokenize
+from colmz.sql.tokens import (
+    Token,
+    check_balanced,
+    check_nesting,
+    closing,
+    require_text,
+    share_slice,
+    short_text_cache,
+    tokenize,
+)
 from colmz.sql.tree import check_expression, parse_tree, prefetch_expressions
 
 __all__ = [
@@ -262,6 +277,11 @@ class _Cursor:
             return ""
         return self.text[self.toks[self.pos].start : self.toks[self.end - 1].end]
 
+    def query_rest(self) -> str:
+        """:meth:`rest`, a query colmz translates next: its tokens are shared with
+        :func:`colmz.sql.tokens.tokenize` (:func:`~colmz.sql.tokens.share_slice`)."""
+        return share_slice(self.text, self.toks, self.pos, self.end)
+
     def span(self, a: int, b: int) -> str:
         if a >= b:
             return ""
@@ -350,13 +370,34 @@ def parse(text: str) -> list:
     >>> s.name, s.input, s.snapshot, s.body[0].query
     ('up', 't', True, 'SELECT k FROM t')
     """
-    toks = tokenize(require_text(text, "text"))
+    return [_fresh(s) for s in _parsed(require_text(text, "text"))]
+
+
+@short_text_cache(1024)
+def _parsed(text: str) -> tuple:
+    # The statements of ``text``, remembered per text (a statement re-run at every time is
+    # parsed once): what is read depends on the text alone. Never handed out -- callers get
+    # copies (:func:`_fresh`), as they may set fields (the catalog sets a task's ``as_of``).
+    toks = tokenize(text)
     check_balanced(toks, text)
     check_nesting(toks, text)
-    out = []
-    for a, b in _split(toks, 0, len(toks), ";"):
-        out.append(_statement(_Cursor(text, toks, a, b)))
-    return out
+    return tuple(_statement(_Cursor(text, toks, a, b)) for a, b in _split(toks, 0, len(toks), ";"))
+
+
+def _fresh(s):
+    # A copy of statement ``s`` owning its lists (a task's ``body`` copied statement by
+    # statement); the rest of its fields are strings, numbers and tuples, shared.
+    c = object.__new__(type(s))
+    d = c.__dict__
+    d.update(s.__dict__)
+    for k, v in d.items():
+        if type(v) is list:
+            d[k] = [_fresh(x) if hasattr(x, "__dataclass_fields__") else x for x in v]
+    return c
+
+
+parse.cache_clear = _parsed.cache_clear
+parse.cache_info = _parsed.cache_info
 
 
 _QUERY_STARTS = {"SELECT", "WITH", "VALUES", "TABLE", "("}
@@ -389,7 +430,7 @@ def _statement(cur: _Cursor):
             cur.name()
         incremental = _view_options(cur, name) if cur.at("WITH") else None
         cur.expect("AS")
-        return CreateMaterializedView(name, cols, cur.rest(), qual, if_not_exists, incremental)
+        return CreateMaterializedView(name, cols, cur.query_rest(), qual, if_not_exists, incremental)
     if cur.accept("EXPLAIN", "MATERIALIZED", "VIEW"):
         name, qual = cur.object_name()
         _done(cur, "EXPLAIN MATERIALIZED VIEW")
@@ -481,7 +522,7 @@ def _query(cur: _Cursor) -> Query:
                 return Query(text, int(when[0].text))
             _unsupported(f"AS OF {cur.text[toks[j + 2].start : toks[end - 1].end] if when else ''}".strip()
                          + " (AS OF takes an integer time)")
-    return Query(cur.rest())
+    return Query(cur.query_rest())
 
 
 #: ``SHOW`` kinds: the words after ``SHOW`` and the catalog kind they list.
@@ -623,7 +664,7 @@ def _insert(cur: _Cursor) -> InsertStatement:
         cols = _name_list(cur)
     if cur.at("DEFAULT", "VALUES"):
         _unsupported("INSERT ... DEFAULT VALUES")
-    query = cur.rest()
+    query = cur.query_rest()
     if not query:
         raise SQLError(f"INSERT INTO {table} needs VALUES or a query")
     if _find_word(cur, "RETURNING") < cur.end:
@@ -721,7 +762,7 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         if not cur.at("("):
             raise SQLError("FROM TRANSFORM ... USING needs a parenthesised query")
         close = cur.matching()
-        body = [InsertStatement(name, None, cur.span(cur.pos + 1, close), qual)]
+        body = [InsertStatement(name, None, share_slice(cur.text, cur.toks, cur.pos + 1, close), qual)]
         cur.pos = close + 1
         sugar = "transform"
     elif cur.accept("FROM", "RETAIN"):

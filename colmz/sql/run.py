@@ -319,16 +319,18 @@ def check_one_query(con, text: str) -> None:
 
 
 def clear_caches() -> None:
-    """Forget every text colmz's SQL remembers: tokens, DuckDB's parse trees and expression checks, translations,
+    """Forget every text colmz's SQL remembers: tokens, statements parsed, DuckDB's parse trees and expression checks, translations,
     ``mz_now()`` splits, relation bindings and DuckDB's one-query confirmations (a benchmark's
     first sight of a text).
 
     >>> clear_caches(); tokenize.cache_info().currsize
     0
     """
-    from colmz.sql.tree import clear_trees  # the tree reads DuckDB through this module
+    from colmz.sql.parse import parse  # the parser and the tree read DuckDB through this module
+    from colmz.sql.tree import clear_trees
 
     tokenize.cache_clear()
+    parse.cache_clear()
     clear_trees()
     translate.cache_clear()
     now_pieces.cache_clear()

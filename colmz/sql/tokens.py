@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
 __all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "nesting_depth",
-           "require_text", "short_text_cache", "tokenize"]
+           "require_text", "share_slice", "short_text_cache", "tokenize"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -68,13 +68,17 @@ class Token:
     (True, Token(kind='op', text='(', start=3, end=4))
     """
 
-    __slots__ = ("end", "kind", "start", "text")
+    __slots__ = ("end", "kind", "start", "text", "upper")
 
     def __init__(self, kind: str, text: str, start: int, end: int) -> None:
         self.kind = kind
         self.text = text
         self.start = start
         self.end = end
+        #: A word's text in upper case (keywords are compared so), ``""`` for other kinds:
+        #: set once here, as every pass over the tokens reads it (a property would upper-case
+        #: the text at each read).
+        self.upper = text.upper() if kind == "word" else ""
 
     def _key(self) -> tuple:
         return (self.kind, self.text, self.start, self.end)
@@ -87,10 +91,6 @@ class Token:
 
     def __repr__(self) -> str:
         return f"Token(kind={self.kind!r}, text={self.text!r}, start={self.start!r}, end={self.end!r})"
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "word" else ""
 
     @property
     def name(self) -> str:
@@ -156,6 +156,44 @@ _SCAN = re.compile(
 )
 
 
+#: Tokens of slices of texts already tokenized (:func:`share_slice`), each taken by the first
+#: :func:`tokenize` of its text (then held by its cache); a bounded waiting room.
+_SLICES: dict[str, list[Token]] = {}
+#: Texts known to nest within :data:`MAX_NESTING`: slices of texts that were checked.
+_SHALLOW: set[str] = set()
+
+
+def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
+    """The text of ``toks[a:b]`` (tokens of ``text``, which :func:`check_nesting` passed),
+    with its tokens handed to :func:`tokenize` and its nesting known to pass: a query cut
+    from a statement is not lexed or measured again. A balanced run of whole tokens lexes
+    alone as it lexed in place, and nests no deeper than the text around it.
+
+    >>> s = "INSERT INTO t SELECT k + 1 FROM u"; toks = tokenize(s)
+    >>> q = share_slice(s, toks, 3, len(toks)); q, [t.start for t in tokenize(q)][:3]
+    ('SELECT k + 1 FROM u', [0, 7, 9])
+    """
+    if a >= b:
+        return ""
+    lo = toks[a].start
+    sub = text[lo:toks[b - 1].end]
+    if len(sub) > CACHED_CHARS or sub in _SLICES:
+        return sub
+    if len(_SLICES) >= 256:
+        _SLICES.clear()
+    if len(_SHALLOW) >= 4096:
+        _SHALLOW.clear()
+    new = Token.__new__
+    out = []
+    for t in toks[a:b]:
+        c = new(Token)
+        c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start - lo, t.end - lo, t.upper
+        out.append(c)
+    _SLICES[sub] = out
+    _SHALLOW.add(sub)
+    return sub
+
+
 @short_text_cache(4096)
 def tokenize(text: str) -> tuple[Token, ...]:
     """Split SQL into tokens, skipping whitespace and comments.
@@ -163,6 +201,9 @@ def tokenize(text: str) -> tuple[Token, ...]:
     >>> [t.text for t in tokenize("SELECT 'a;b' -- c\\n , x::INT8")]
     ['SELECT', "'a;b'", ',', 'x', '::', 'INT8']
     """
+    shared = _SLICES.pop(text, None)
+    if shared is not None:
+        return shared
     out: list[Token] = []
     append = out.append
     scan = _SCAN.match
@@ -197,6 +238,18 @@ def tokenize(text: str) -> tuple[Token, ...]:
             append(Token(kind, m.group(), i, end))
         i = end
     return out
+
+
+_clear_tokens = tokenize.cache_clear
+
+
+def _forget_tokens() -> None:
+    _clear_tokens()
+    _SLICES.clear()
+    _SHALLOW.clear()
+
+
+tokenize.cache_clear = _forget_tokens
 
 
 def closing(toks: Sequence[Token], open_at: int, end: int | None = None) -> int:
@@ -292,6 +345,8 @@ def check_nesting(toks: Sequence[Token], text: str) -> None:
     ...
     colmz.sql.UnsupportedSQL: expressions nested 65 deep (parentheses, brackets and :: casts) are not supported by colmz: at most 64, in '...'
     """
+    if text in _SHALLOW:
+        return
     depth = nesting_depth(toks)
     if depth > MAX_NESTING:
         raise UnsupportedSQL(

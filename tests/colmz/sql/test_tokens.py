@@ -122,3 +122,39 @@ def test_tokenizer_reads_what_duckdbs_lexer_reads(text):
     assert [at for at, _ in ours] == [at for at, _ in duck], text
     for (_, mine), (_, theirs) in zip(ours, duck):
         assert theirs in _DUCK_KINDS[mine], text
+
+
+_SLICED = [
+    "INSERT INTO t SELECT k /* ( */, E'x\\'y' || $q$;)$q$ FROM u WHERE v::int::text = '1'",
+    "INSERT INTO t (a, b) VALUES (1, 'a;b'), (2, NULL)",
+    "CREATE MATERIALIZED VIEW v AS SELECT x.\"We;ird\", 1.5e3 FROM t x -- tail",
+    "CREATE CONTINUAL TASK c (k INT) ON INPUT t AS (INSERT INTO c SELECT k FROM t; INSERT INTO c SELECT (k) FROM t)",
+    "CREATE CONTINUAL TASK c FROM TRANSFORM t USING (SELECT k::text::int FROM t)",
+    "SELECT ((k)) FROM t; WITH a AS (SELECT 1) SELECT * FROM a",
+]
+
+
+@pytest.mark.parametrize("text", _SLICED)
+def test_a_query_cut_from_a_statement_shares_its_tokens(text, monkeypatch):
+    # parse hands each query's tokens, cut from the statement's, to tokenize: they must be
+    # the tokens the text lexes to alone, and its nesting no deeper than measured alone.
+    from colmz.sql import clear_caches, parse
+    from colmz.sql.tokens import nesting_depth
+
+    clear_caches()
+    alone = tokenize.__wrapped__
+    queries = []
+    for stmt in parse(text):
+        body = getattr(stmt, "body", None) or [stmt]
+        queries += [getattr(b, "query", None) or getattr(b, "sql", None) for b in body]
+    assert queries and all(queries)
+    import importlib
+
+    tokens = importlib.import_module("colmz.sql.tokens")
+    with monkeypatch.context() as m:
+        m.setattr(tokens, "_SCAN", None)  # the lexer unusable: each query's tokens come from its cut
+        shared = [tokenize(q) for q in queries]
+    for q, got in zip(queries, shared):
+        assert [(t.kind, t.text, t.start, t.end, t.upper) for t in got] == [
+            (t.kind, t.text, t.start, t.end, t.upper) for t in alone(q)], q
+        assert nesting_depth(got) == nesting_depth(alone(q))
