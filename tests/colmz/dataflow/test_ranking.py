@@ -206,6 +206,12 @@ def test_a_retraction_of_rows_not_held_changes_nothing():
     "SELECT *, row_number() OVER (PARTITION BY g ORDER BY y) + 1 AS r FROM input_rows",
     "SELECT *, rank() OVER (PARTITION BY g ORDER BY y) AS r, rank() OVER (PARTITION BY g ORDER BY b) AS q "
     "FROM input_rows",  # two orders
+    "SELECT *, row_number() OVER (PARTITION BY g ORDER BY y) AS r FROM input_rows TABLESAMPLE 50%",
+    "SELECT *, row_number() OVER (PARTITION BY g ORDER BY y ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS r "
+    "FROM input_rows",  # a frame bound's expression
+    "SELECT *, row_number(ORDER BY y) OVER (PARTITION BY g ORDER BY y) AS r FROM input_rows",  # the argument order
+    "SELECT *, rank() OVER (PARTITION BY g ORDER BY y ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW "
+    "EXCLUDE CURRENT ROW) AS r FROM input_rows",
 ])
 def test_other_queries_stay_duckdbs(sql):
     translated = translate(sql)
