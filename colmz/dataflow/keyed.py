@@ -215,7 +215,10 @@ def packed_consolidate(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray,
     if n > 1:
         starts = np.flatnonzero(np.concatenate(([True], packed[1:] != packed[:-1])))
         if len(starts) < n:
-            perm, d = perm[starts], np.add.reduceat(d, starts)
+            # each run of equal rows' sum, as differences of running sums (no overflow: the
+            # diffs' magnitudes times their count are below 2**63, checked above)
+            ends = np.cumsum(d)[np.r_[starts[1:] - 1, n - 1]]
+            perm, d = perm[starts], np.diff(ends, prepend=np.int64(0))
     keep = np.flatnonzero(d)
     if len(keep) < len(d):
         perm, d = perm[keep], d[keep]

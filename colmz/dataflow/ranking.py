@@ -252,29 +252,32 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     if "row_number" in fns:
         # only rows whose numbers or other ranks move emit anything
         moved = np.flatnonzero((old != new) | (po["start"] != pn["start"]) | ~same)
-        if not len(moved) or max(int(old[moved].max()), int(new[moved].max())) <= 1:
-            # the usual case, each row once: a moved row leaves its old number, takes its new one
-            was, now = moved[old[moved] == 1], moved[new[moved] == 1]
-            pieces.append((was, po["start"][was] + 1, np.full(len(was), -1, np.int64), True))
-            pieces.append((now, pn["start"][now] + 1, np.ones(len(now), np.int64), False))
-            moved = moved[:0]
-        a = po["start"][moved]
-        b = a + old[moved]
-        c = pn["start"][moved]
-        d = c + new[moved]
-        kept = same[moved]
-        # a row whose other ranks moved: all its old numbers out, all its new ones in
-        cut_c, cut_d = np.where(kept, c, b), np.where(kept, d, b)
-        cut_a, cut_b = np.where(kept, a, d), np.where(kept, b, d)
-        for lo, hi, sign, from_old in ((a, np.minimum(b, cut_c), -1, True), (np.maximum(a, cut_d), b, -1, True),
-                                       (c, np.minimum(d, cut_a), 1, False), (np.maximum(c, cut_b), d, 1, False)):
-            width = hi - lo
-            if not len(width) or width.max() <= 1:  # the usual case: each row once
-                i = np.flatnonzero(width > 0)
-                number = lo[i]
-            else:
-                i, number = expand_ranges(lo, np.maximum(hi, lo))
-            pieces.append((moved[i], number + 1, np.full(len(i), sign, np.int64), from_old))
+        many = (old[moved] > 1) | (new[moved] > 1)
+        # the usual case, a row held once before and after (or not at all): a moved row
+        # leaves its old number, takes its new one; rows held several times below
+        once = moved[~many] if many.any() else moved
+        was, now = once[old[once] == 1], once[new[once] == 1]
+        pieces.append((was, po["start"][was] + 1, np.full(len(was), -1, np.int64), True))
+        pieces.append((now, pn["start"][now] + 1, np.ones(len(now), np.int64), False))
+        moved = moved[many]
+        if len(moved):
+            a = po["start"][moved]
+            b = a + old[moved]
+            c = pn["start"][moved]
+            d = c + new[moved]
+            kept = same[moved]
+            # a row whose other ranks moved: all its old numbers out, all its new ones in
+            cut_c, cut_d = np.where(kept, c, b), np.where(kept, d, b)
+            cut_a, cut_b = np.where(kept, a, d), np.where(kept, b, d)
+            for lo, hi, sign, from_old in ((a, np.minimum(b, cut_c), -1, True), (np.maximum(a, cut_d), b, -1, True),
+                                           (c, np.minimum(d, cut_a), 1, False), (np.maximum(c, cut_b), d, 1, False)):
+                width = hi - lo
+                if not len(width) or width.max() <= 1:  # the usual case: each row once
+                    i = np.flatnonzero(width > 0)
+                    number = lo[i]
+                else:
+                    i, number = expand_ranges(lo, np.maximum(hi, lo))
+                pieces.append((moved[i], number + 1, np.full(len(i), sign, np.int64), from_old))
     else:
         keep = same & (new != old)
         i = np.flatnonzero(keep)
