@@ -113,8 +113,9 @@ SMALL_ROWS = 64
 
 def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``uint64`` words sorted lexicographically, equal rows' diffs summed, zero sums
-    dropped -- through ``colmz.consolidate`` (each word a ``uint64`` column, whose encoding is
-    the word itself, so the kernel sorts the words as they are).
+    dropped -- by one integer sort when the rows pack into one word each
+    (:func:`packed_consolidate`), else through ``colmz.consolidate`` (each word a ``uint64``
+    column, whose encoding is the word itself, so the kernel sorts the words as they are).
 
     >>> w = np.array([[2, 1], [1, 9], [2, 1]], np.uint64)
     >>> k, d = consolidate_words(w, np.array([1, 1, -1]))

@@ -36,7 +36,9 @@ the group key (``SELECT *, f() OVER (PARTITION BY <key> ORDER BY <columns>) AS n
 input_rows``, found on DuckDB's parse tree: ``colmz.dataflow.ranking``) is computed
 natively: the affected partitions' rows and the delta's are ranked in one sort, and each row
 emits the numbers it leaves and takes -- no DuckDB call, no output arrangement (the answer
-is a function of the input, ties broken by colmz's order on the row). ``rows_recomputed``
+is a function of the input, ties broken by colmz's order on the row); a change that comes
+in its consolidated order says so (``Updates.assume_consolidated``), so the view's sink
+writes it without sorting it again. ``rows_recomputed``
 counts the partitions' rows after the change, ``rows_ranked`` the entries sorted.
 """
 
