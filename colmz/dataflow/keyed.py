@@ -113,8 +113,9 @@ SMALL_ROWS = 64
 
 def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``uint64`` words sorted lexicographically, equal rows' diffs summed, zero sums
-    dropped -- through ``colmz.consolidate`` (each word a ``uint64`` column, whose encoding is
-    the word itself, so the kernel sorts the words as they are).
+    dropped -- by one integer sort when the rows pack into one word each
+    (:func:`packed_consolidate`), else through ``colmz.consolidate`` (each word a ``uint64``
+    column, whose encoding is the word itself, so the kernel sorts the words as they are).
 
     >>> w = np.array([[2, 1], [1, 9], [2, 1]], np.uint64)
     >>> k, d = consolidate_words(w, np.array([1, 1, -1]))
@@ -142,11 +143,87 @@ def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, 
         if not -(2**63) <= total < 2**63:
             raise OverflowError(f"diff overflow: the diffs of one row sum to {total}, outside int64")
         return (words[:1], np.array([total], np.int64)) if total else (words[:0], np.zeros(0, np.int64))
+    packed = packed_consolidate(words, diff)
+    if packed is not None:
+        return packed
     schema = tuple(ColumnSpec(f"w{i}", pa.uint64()) for i in range(width))
     enc = Encoded(np.ascontiguousarray(words), np.zeros(n, np.uint64), np.asarray(diff, np.int64),
                   (1,) * width + (0,))
     out = consolidate(Updates.decode(enc, schema), order="data").encode()
     return out.keys, out.diff
+
+
+def pack_words(words: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Rows of ``uint64`` words as one ``uint64`` each, in the same order: each column's
+    offset from its smallest value in a bit field just wide enough for the column's span,
+    the first column's field the most significant -- so comparing two packed rows compares
+    the rows lexicographically, and equal rows pack equal. ``(packed, bits used)``, or
+    ``None`` when the spans need more than 64 bits together.
+
+    >>> p, bits = pack_words(np.array([[7, 1], [5, 9], [7, 0]], np.uint64))
+    >>> bits, np.argsort(p).tolist()
+    (6, [1, 2, 0])
+    """
+    n, width = words.shape
+    if not n:
+        return np.zeros(0, np.uint64), 0
+    cols = np.ascontiguousarray(words.T)  # a column's passes then read contiguous memory
+    lo, hi = cols.min(axis=1), cols.max(axis=1)
+    bits = [int(s).bit_length() for s in (hi - lo).tolist()]
+    total = sum(bits)
+    if total > 64:
+        return None
+    packed = np.zeros(n, np.uint64)
+    for j, b in enumerate(bits):
+        if not b:  # a constant column orders nothing
+            continue
+        if b < 64:  # (a shift by 64 is undefined; a 64-bit field is the only one)
+            packed <<= np.uint64(b)
+        packed |= cols[j] - lo[j]
+    return packed, total
+
+
+def packed_consolidate(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`consolidate_words` by one ``uint64`` sort (:func:`pack_words`: rows whose
+    columns' spans fit in 64 bits together, as a step's rows of small keys and values do),
+    or ``None`` when the rows do not pack or their diffs could sum beyond ``int64`` (the
+    kernels then sum them exactly, or raise). Same answer as the kernels: rows in
+    lexicographic order of their words, each once, no zero diff.
+
+    >>> w, d = packed_consolidate(np.array([[2, 1], [1, 9], [2, 1], [1, 3]], np.uint64), np.array([1, 1, 1, 2]))
+    >>> w.tolist(), d.tolist()
+    ([[1, 3], [1, 9], [2, 1]], [2, 1, 2])
+    """
+    diff = np.asarray(diff, np.int64)
+    n = len(diff)
+    if n and max(int(diff.max()), -int(diff.min())) * n >= 2**63:
+        return None  # a sum of these diffs might leave int64: the kernels check it exactly
+    got = pack_words(words)
+    if got is None:
+        return None
+    packed, bits = got
+    index_bits = max(int(n - 1).bit_length(), 1)
+    if bits + index_bits <= 64:
+        # the row's index in the low bits: one sort of plain integers (no argsort) gives the
+        # order and the permutation; the index bits only order equal rows among themselves
+        both = np.sort((packed << np.uint64(index_bits)) | np.arange(n, dtype=np.uint64))
+        perm = (both & np.uint64((1 << index_bits) - 1)).astype(np.intp)
+        packed = both >> np.uint64(index_bits)
+    else:
+        perm = np.argsort(packed)
+        packed = packed[perm]
+    d = diff[perm]
+    if n > 1:
+        starts = np.flatnonzero(np.concatenate(([True], packed[1:] != packed[:-1])))
+        if len(starts) < n:
+            # each run of equal rows' sum, as differences of running sums (no overflow: the
+            # diffs' magnitudes times their count are below 2**63, checked above)
+            ends = np.cumsum(d)[np.r_[starts[1:] - 1, n - 1]]
+            perm, d = perm[starts], np.diff(ends, prepend=np.int64(0))
+    keep = np.flatnonzero(d)
+    if len(keep) < len(d):
+        perm, d = perm[keep], d[keep]
+    return words[perm], d
 
 
 

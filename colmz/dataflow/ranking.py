@@ -7,8 +7,9 @@ A window query is recomputed per affected partition (``colmz.dataflow.recompute`
 Materialize's basic plan). When the query is exactly ``SELECT *, f() OVER (PARTITION BY
 <the group key> ORDER BY <columns>) AS name, … FROM input_rows`` -- every item a ranking
 function with no argument, filter or ``DISTINCT``, all over the same partition and order,
-nothing else in the statement -- :func:`recognize` reads it off DuckDB's parse tree
-(``json_serialize_sql`` of the text DuckDB would run) and :func:`ranked_change` computes the
+nothing else in the statement -- :func:`recognize` reads it off the text's
+``colmz.sql.tree`` nodes (DuckDB's parse of the text DuckDB would run, the one tree every SQL
+layer reads) and :func:`ranked_change` computes the
 affected partitions' change itself, on the input arrangement's order-preserving words
 (``colmz.order``), with no DuckDB call and no copy of the previous output:
 
@@ -41,7 +42,6 @@ duplicates and retractions to zero included).
 
 from __future__ import annotations
 
-import json
 from typing import NamedTuple
 
 import numpy as np
@@ -76,74 +76,75 @@ class Ranking(NamedTuple):
 
 
 def _column(e) -> str | None:
-    if isinstance(e, dict) and e.get("class") == "COLUMN_REF" and len(e.get("column_names", ())) == 1:
-        return e["column_names"][0]
+    """The column a bare one-part reference names (``None`` for anything else)."""
+    if e.cls == "COLUMN_REF" and len(e.name) == 1:
+        return e.name[0]
     return None
-
-
-def _empty(node: dict, *fields) -> bool:
-    return all(not node.get(f) for f in fields)
 
 
 def recognize(translated: str, schema, group_by, out_schema) -> Ranking | None:
     """The ranking query ``translated`` is (module docstring), or ``None`` when it is
     anything else: ``schema`` the input's columns, ``group_by`` the partition, ``out_schema``
-    the answer's columns (as ``colmz.dataflow.recompute.output_schema`` gives them)."""
-    from colmz.dataflow.recompute import INPUT_RELATION
-    from colmz.sql.run import session
+    the answer's columns (as ``colmz.dataflow.recompute.output_schema`` gives them). Read
+    on ``colmz.sql.tree``'s nodes of the text (the parse every SQL layer reads).
 
-    cur = session(external_access=False)
+    >>> import pyarrow as pa
+    >>> from colmz.order import ColumnSpec
+    >>> s = (ColumnSpec("g", pa.int64()), ColumnSpec("v", pa.int64()))
+    >>> r = recognize("SELECT *, rank() OVER (PARTITION BY g ORDER BY v DESC) AS r FROM input_rows", s, ["g"],
+    ...               (*s, ColumnSpec("r", pa.int64())))
+    >>> r.functions, [(o.column, o.descending, o.nulls_first) for o in r.order]
+    (('rank',), [('v', True, True)])
+    """
+    from colmz.dataflow.recompute import INPUT_RELATION
+    from colmz.sql.tree import parse_tree
+
     try:
-        tree = json.loads(cur.execute("SELECT json_serialize_sql(?)", [translated]).fetchall()[0][0])
+        tree = parse_tree(translated)
     except Exception:  # noqa: BLE001 - any failure to parse means: not recognized (DuckDB runs it)
         return None
-    finally:
-        cur.close()
-    if tree.get("error") or len(tree.get("statements", ())) != 1:
+    if len(tree) != 1:
         return None
-    node = tree["statements"][0].get("node", {})
-    if node.get("type") != "SELECT_NODE" or node.get("aggregate_handling") != "STANDARD_HANDLING":
+    q = tree[0]
+    if q.type != "SELECT_NODE" or q.aggregate_handling != "STANDARD_HANDLING":
         return None
-    if not _empty(node, "modifiers", "where_clause", "group_expressions", "group_sets", "having", "sample",
-                  "qualify") or (node.get("cte_map") or {}).get("map"):
+    if q.modifiers or q.where is not None or q.group_by or q.grouping_sets or q.having is not None or q.sampled \
+            or q.qualify is not None or q.ctes:
         return None
-    src = node.get("from_table") or {}
-    if (src.get("type") != "BASE_TABLE" or src.get("table_name") != INPUT_RELATION or src.get("schema_name")
-            or src.get("catalog_name") or not _empty(src, "sample", "at_clause", "column_name_alias")):
+    src = q.from_
+    if src is None or src.type != "BASE_TABLE" or src.name != (INPUT_RELATION,) or src.modified \
+            or src.column_aliases:
         return None
-    items = node.get("select_list", [])
-    if not items or items[0].get("class") != "STAR" or items[0].get("relation_name") or items[0].get("columns") \
-            or items[0].get("expr") is not None or not _empty(items[0], "exclude_list", "replace_list",
-                                                              "qualified_exclude_list", "rename_list"):
+    items = q.items
+    if not items or items[0].cls != "STAR" or items[0].relation or items[0].star_modified:
         return None
     types = {c.name: c.type for c in schema}
     names, functions, order = [], [], None
     for w in items[1:]:
-        if w.get("class") != "WINDOW" or w.get("type") not in FUNCTIONS or not w.get("alias"):
+        over = w.over
+        if w.cls != "WINDOW" or w.type not in FUNCTIONS or not w.alias or over is None:
             return None
-        if w.get("arguments") or w.get("filter_expr") is not None or w.get("ignore_nulls") or w.get("distinct") \
-                or w.get("arg_orders") or w.get("exclude_clause", "NO_OTHER") != "NO_OTHER":
+        # no argument, FILTER, argument ORDER BY or frame expression: the call's children are
+        # exactly its partitions and its order's items
+        if len(w.children) != len(over.partitions) + len(over.orders) or w.distinct or over.ignore_nulls \
+                or over.exclude != "NO_OTHER":
             return None
-        if any(w.get(f) is not None for f in ("start_expr", "end_expr", "offset_expr", "default_expr")):
-            return None
-        part = [_column(p) for p in w.get("partitions", [])]
+        part = [_column(p) for p in over.partitions]
         if None in part or sorted(part) != sorted(group_by) or len(set(part)) != len(part):
             return None
         items_order = []
-        for o in w.get("orders", []):
-            col = _column(o.get("expression"))
-            if col is None or col not in types or o.get("type") not in ("ORDER_DEFAULT", "ASCENDING", "DESCENDING") \
-                    or o.get("null_order") not in _NULL_ORDERS:
+        for o in over.orders:
+            col = _column(o.expression)
+            if col is None or col not in types or o.direction not in ("ORDER_DEFAULT", "ASCENDING", "DESCENDING") \
+                    or o.nulls not in _NULL_ORDERS:
                 return None
-            desc = o["type"] == "DESCENDING"
-            nulls = _NULL_ORDERS[o["null_order"]]
-            items_order.append(OrderBy(col, desc, nulls))
+            items_order.append(OrderBy(col, o.direction == "DESCENDING", _NULL_ORDERS[o.nulls]))
         key = tuple((o.column, o.descending, o.nulls_first) for o in items_order)
         if order is not None and key != tuple((o.column, o.descending, o.nulls_first) for o in order):
             return None
         order = tuple(items_order)
-        names.append(w["alias"])
-        functions.append(FUNCTIONS[w["type"]])
+        names.append(w.alias)
+        functions.append(FUNCTIONS[w.type])
     if not names:
         return None
     for o in order:
@@ -251,29 +252,32 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     if "row_number" in fns:
         # only rows whose numbers or other ranks move emit anything
         moved = np.flatnonzero((old != new) | (po["start"] != pn["start"]) | ~same)
-        if not len(moved) or max(int(old[moved].max()), int(new[moved].max())) <= 1:
-            # the usual case, each row once: a moved row leaves its old number, takes its new one
-            was, now = moved[old[moved] == 1], moved[new[moved] == 1]
-            pieces.append((was, po["start"][was] + 1, np.full(len(was), -1, np.int64), True))
-            pieces.append((now, pn["start"][now] + 1, np.ones(len(now), np.int64), False))
-            moved = moved[:0]
-        a = po["start"][moved]
-        b = a + old[moved]
-        c = pn["start"][moved]
-        d = c + new[moved]
-        kept = same[moved]
-        # a row whose other ranks moved: all its old numbers out, all its new ones in
-        cut_c, cut_d = np.where(kept, c, b), np.where(kept, d, b)
-        cut_a, cut_b = np.where(kept, a, d), np.where(kept, b, d)
-        for lo, hi, sign, from_old in ((a, np.minimum(b, cut_c), -1, True), (np.maximum(a, cut_d), b, -1, True),
-                                       (c, np.minimum(d, cut_a), 1, False), (np.maximum(c, cut_b), d, 1, False)):
-            width = hi - lo
-            if not len(width) or width.max() <= 1:  # the usual case: each row once
-                i = np.flatnonzero(width > 0)
-                number = lo[i]
-            else:
-                i, number = expand_ranges(lo, np.maximum(hi, lo))
-            pieces.append((moved[i], number + 1, np.full(len(i), sign, np.int64), from_old))
+        many = (old[moved] > 1) | (new[moved] > 1)
+        # the usual case, a row held once before and after (or not at all): a moved row
+        # leaves its old number, takes its new one; rows held several times below
+        once = moved[~many] if many.any() else moved
+        was, now = once[old[once] == 1], once[new[once] == 1]
+        pieces.append((was, po["start"][was] + 1, np.full(len(was), -1, np.int64), True))
+        pieces.append((now, pn["start"][now] + 1, np.ones(len(now), np.int64), False))
+        moved = moved[many]
+        if len(moved):
+            a = po["start"][moved]
+            b = a + old[moved]
+            c = pn["start"][moved]
+            d = c + new[moved]
+            kept = same[moved]
+            # a row whose other ranks moved: all its old numbers out, all its new ones in
+            cut_c, cut_d = np.where(kept, c, b), np.where(kept, d, b)
+            cut_a, cut_b = np.where(kept, a, d), np.where(kept, b, d)
+            for lo, hi, sign, from_old in ((a, np.minimum(b, cut_c), -1, True), (np.maximum(a, cut_d), b, -1, True),
+                                           (c, np.minimum(d, cut_a), 1, False), (np.maximum(c, cut_b), d, 1, False)):
+                width = hi - lo
+                if not len(width) or width.max() <= 1:  # the usual case: each row once
+                    i = np.flatnonzero(width > 0)
+                    number = lo[i]
+                else:
+                    i, number = expand_ranges(lo, np.maximum(hi, lo))
+                pieces.append((moved[i], number + 1, np.full(len(i), sign, np.int64), from_old))
     else:
         keep = same & (new != old)
         i = np.flatnonzero(keep)

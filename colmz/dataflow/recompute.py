@@ -36,7 +36,9 @@ the group key (``SELECT *, f() OVER (PARTITION BY <key> ORDER BY <columns>) AS n
 input_rows``, found on DuckDB's parse tree: ``colmz.dataflow.ranking``) is computed
 natively: the affected partitions' rows and the delta's are ranked in one sort, and each row
 emits the numbers it leaves and takes -- no DuckDB call, no output arrangement (the answer
-is a function of the input, ties broken by colmz's order on the row). ``rows_recomputed``
+is a function of the input, ties broken by colmz's order on the row); a change that comes
+in its consolidated order says so (``Updates.assume_consolidated``), so the view's sink
+writes it without sorting it again. ``rows_recomputed``
 counts the partitions' rows after the change, ``rows_ranked`` the entries sorted.
 """
 
@@ -256,7 +258,9 @@ class GroupRecompute:
         cols |= {name: pa.array(v, pa.int64()) for name, v in zip(self.ranking.names, values)}
         out = Updates({c.name: cols[c.name] for c in self.schema}, np.full(m, time, np.uint64), change.diff,
                       copy=False)
-        return out if in_order else consolidated_at(out, time)
+        # in order: consolidated by construction (each (row, number) once, no zero diff, in
+        # the order of the answer's words), and said so -- the sink takes it without a sort
+        return out.assume_consolidated("time") if in_order else consolidated_at(out, time)
 
     def _affected_rows(self, keys: np.ndarray, layout) -> pa.Table:
         """The affected groups' rows (after the delta), each repeated by its multiplicity, as

@@ -17,6 +17,13 @@ change, not the write and its negation again (``rows_consolidated`` counts the u
 correction took into its sorts and merges). Smaller writes are fed back, which costs less than a new
 buffer (:data:`DRAIN_ROWS`).
 
+Passed through. A caught-up sink -- its correction empty, as a drained write leaves it --
+given a change known consolidated (``Updates.consolidated_order``: an operator's output
+consolidated by construction) with no update after ``T`` writes that change as it is: with
+nothing else buffered, ``desired − persisted`` before ``T + 1`` is exactly the change, and
+nothing is left to correct after it (the write and its feedback cancel). The correction then
+sorts nothing and stays empty (``rows_passed`` counts these updates).
+
 Self-correcting. A sink opened over a collection that already holds contents (a reopened
 view, a dataflow rebuilt from scratch) feeds those contents back first: the dataflow's
 output then writes only its difference from them. ``T`` must not be below the collection's
@@ -95,6 +102,8 @@ class ViewSink:
         #: updates the correction took into its sorts and merges in this sink's steps (its
         #: ``Work.consolidated``; a work counter, cumulative, never rolled back)
         self.rows_consolidated = 0
+        #: updates written as they were given, past the correction (a work counter)
+        self.rows_passed = 0
 
     @property
     def correction(self) -> Correction:
@@ -128,6 +137,14 @@ class ViewSink:
                 raise ValueError(f"delta has an update at time {int(delta.time.min())}, before the collection's "
                                  f"upper {upper}: the view is written up to it already")
         corr = self._correction
+        if len(delta) and self._passes(delta, time):
+            # caught up, and the change is consolidated at times the write takes: desired −
+            # persisted is the change itself (module docstring, "Passed through")
+            with undone_on_error(self):
+                self.collection.compare_and_append(delta, upper, time + 1)
+                corr.advance_since(time + 1)
+            self.rows_passed += len(delta)
+            return delta
         taken = corr.work.consolidated
         with undone_on_error(self):
             corr.insert(delta)
@@ -148,6 +165,18 @@ class ViewSink:
                 corr.advance_since(time + 1)
         self.rows_consolidated += corr.work.consolidated - taken
         return written
+
+    def _passes(self, delta: Updates, time: int) -> bool:
+        """Whether ``delta`` is written as it is: the correction holds nothing (the last write
+        drained it), ``delta`` is known consolidated in ``(time, data)`` order -- or in data
+        order at one time -- and no update of it is after ``time`` (none waits)."""
+        if len(self._correction):
+            return False
+        order = delta.consolidated_order
+        t = delta.time
+        if order == "time":
+            return int(t[-1]) <= time  # sorted by time: the last is the latest
+        return order == "data" and int(t.min()) == int(t.max()) <= time
 
     def _empty(self, since: int) -> Correction:
         corr = Correction(schema=self.schema)

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import re
 
-from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, char_offsets
+from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, Window, char_offsets
 
 __all__ = ["MAX_DEPTH", "read_query"]
 
@@ -557,7 +557,7 @@ class _Reader:
             alias = self.name_token()
         if alias is not None:
             e = _Expr(e.cls, e.type, e.start, e.end, e.children, e.name, alias, e.subquery, e.literal,
-                           e.distinct, e.filter, e.order_by, e.relation, e.star_modified)
+                           e.distinct, e.filter, e.order_by, e.relation, e.star_modified, e.over)
         return e
 
     # -------------------------------------------------------------------- FROM
@@ -573,7 +573,7 @@ class _Reader:
                          implicit=True)
         t = left
         return _Table(t.type, self.S[at], self.E[self.i - 1], t.name, t.alias, t.children, t.expressions, t.subquery,
-                     t.join_type, t.ref_type, t.implicit, t.using, t.column_aliases, t.rows)
+                     t.join_type, t.ref_type, t.implicit, t.using, t.column_aliases, t.rows, t.modified)
 
     def from_item(self) -> Table:
         left = self.table_primary()
@@ -1205,7 +1205,7 @@ class _Reader:
         kids = parts + [o.expression for o in window_orders] + ([filt] if filt is not None else [])
         kids += [o.expression for o in orders] + args
         return self.node("WINDOW", _WINDOW_TYPES.get(fn, "WINDOW_AGGREGATE"), self.S[i], self.E[self.i - 1], kids,
-                         name=(fn,))
+                         name=(fn,), over=Window(tuple(parts), window_orders))
 
     def case(self) -> Expression:
         i = self.i

@@ -50,7 +50,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from colmz.sql.tokens import CACHED_CHARS
-from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, char_offsets
+from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, Window, char_offsets
 
 __all__ = ["MAX_SHAPES", "Shape", "cached_tree", "clear_shapes", "remap_tree", "remember", "shape_of",
            "shapes_held"]
@@ -192,7 +192,8 @@ def _nodes(tree: tuple[Query, ...]):
         yield node, span
         if isinstance(node, Expression):
             own = (node.start, node.end) if node.start >= 0 else span
-            kids = [*node.children, node.filter, *node.order_by, node.subquery]
+            kids = [*node.children, node.filter, *node.order_by, node.subquery,
+                    *(node.over.orders if node.over is not None else ())]
         elif isinstance(node, Table):
             own = (node.start, node.end) if node.start >= 0 else span
             kids = [*node.children, *node.expressions, node.subquery]
@@ -281,7 +282,8 @@ def _template(shape: Shape, tree: tuple[Query, ...], text: str) -> _Template | N
             m = node.end
             if id(node) in by_id:
                 m = max(m, slot_starts[by_id[id(node)]])
-            for c in (*node.children, node.filter, *node.order_by, node.subquery):
+            for c in (*node.children, node.filter, *node.order_by, node.subquery,
+                      *(node.over.orders if node.over is not None else ())):
                 if c is not None:
                     m = max(m, high(c))
         elif isinstance(node, Table):
@@ -335,9 +337,15 @@ class _Remap:
             out = Expression(e.cls, e.type, m[e.start], m[e.end], tuple([x(c) for c in e.children]), e.name,
                              e.alias, self.query(e.subquery), self.literals.get(k, e.literal), e.distinct,
                              x(e.filter), tuple([self.order(o) for o in e.order_by]), e.relation,
-                             e.star_modified)
+                             e.star_modified, self.window(e.over))
             self.memo[k] = out
         return out
+
+    def window(self, w: Window | None) -> Window | None:
+        if w is None:
+            return None
+        return Window(tuple([self.expression(p) for p in w.partitions]), tuple([self.order(o) for o in w.orders]),
+                      w.start, w.end, w.exclude, w.ignore_nulls)
 
     def order(self, o: Order) -> Order:
         if self.hi[id(o)] < self.lo:
@@ -352,7 +360,7 @@ class _Remap:
         rows = tuple([tuple([x(e) for e in r]) for r in t.rows])
         return Table(t.type, m[t.start], m[t.end], t.name, t.alias, tuple([self.table(c) for c in t.children]),
                      tuple([x(e) for e in t.expressions]), self.query(t.subquery), t.join_type, t.ref_type,
-                     t.implicit, t.using, t.column_aliases, rows)
+                     t.implicit, t.using, t.column_aliases, rows, t.modified)
 
     def modifier(self, d: Modifier) -> Modifier:
         if self.hi[id(d)] < self.lo:

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import CACHED_CHARS, require_text, short_text_cache, tokenize
 
-__all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "char_offsets", "check_expression",
+__all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "Window", "char_offsets", "check_expression",
            "clear_trees", "duckdb_parses", "parse_tree", "prefetch_expressions", "prefetch_trees", "read_tree"]
 
 #: DuckDB's "no position" (``optional_idx`` invalid).
@@ -129,6 +129,27 @@ class Order:
 
 
 @dataclass(frozen=True, slots=True)
+class Window:
+    """A window call's ``OVER`` clause: ``partitions`` (the ``PARTITION BY`` expressions) and
+    ``orders`` (its ``ORDER BY`` items), each also among the call's ``children``; the frame's
+    bounds as DuckDB names them (``start``, ``end``: ``UNBOUNDED_PRECEDING`` and
+    ``CURRENT_ROW_RANGE`` when none is written), its ``exclude`` clause (``NO_OTHER``) and
+    ``ignore_nulls``.
+
+    >>> w = parse_tree("SELECT rank() OVER (PARTITION BY g ORDER BY v DESC) FROM t")[0].items[0].over
+    >>> [p.name for p in w.partitions], [(o.expression.name, o.direction) for o in w.orders], w.start
+    ([('g',)], [(('v',), 'DESCENDING')], 'UNBOUNDED_PRECEDING')
+    """
+
+    partitions: tuple[Expression, ...] = ()
+    orders: tuple[Order, ...] = ()
+    start: str = "UNBOUNDED_PRECEDING"
+    end: str = "CURRENT_ROW_RANGE"
+    exclude: str = "NO_OTHER"
+    ignore_nulls: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Expression:
     """An expression node: ``cls``/``type`` are DuckDB's expression class and type.
 
@@ -142,7 +163,8 @@ class Expression:
     ``distinct`` (``count(DISTINCT x)``), ``filter`` (its ``FILTER (WHERE ...)``, also among
     ``children``) and ``order_by`` (``string_agg(x ORDER BY y)``). For a ``STAR``:
     ``relation`` (``t.*``) and ``star_modified`` (an ``EXCLUDE``, ``REPLACE``, ``RENAME`` or
-    ``COLUMNS(...)`` applies).
+    ``COLUMNS(...)`` applies). For a ``WINDOW``: ``over``, its :class:`Window` (partitions,
+    order, frame).
     """
 
     cls: str
@@ -159,6 +181,7 @@ class Expression:
     order_by: tuple[Order, ...] = ()
     relation: str = ""
     star_modified: bool = False
+    over: Window | None = None
 
     def walk(self) -> Iterator[Expression]:
         """This node and every expression under it (not inside subqueries), depth first.
@@ -199,6 +222,8 @@ class Table:
     using: tuple[str, ...] = ()
     column_aliases: tuple[str, ...] = ()
     rows: tuple[tuple[Expression, ...], ...] = ()
+    #: A base table read through a ``TABLESAMPLE`` or a time-travel ``AT (...)`` clause.
+    modified: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +371,16 @@ class _Reader:
             if isinstance(node.get("filter"), dict):
                 extra["filter"] = self.expression(node["filter"])
             extra["order_by"] = self.orders(node.get("order_bys"))
+        if cls == "WINDOW":
+            # DuckDB serializes the partitions, then the order's items, first: the children
+            # read above, in that order (the same nodes, not copies)
+            n_parts = sum(isinstance(p, dict) for p in node.get("partitions") or ())
+            orders = [o for o in node.get("orders") or () if isinstance(o.get("expression"), dict)]
+            extra["over"] = Window(tuple(children[:n_parts]),
+                                   tuple(Order(c, o.get("type", "ORDER_DEFAULT"), o.get("null_order", "ORDER_DEFAULT"))
+                                         for c, o in zip(children[n_parts:n_parts + len(orders)], orders)),
+                                   node.get("start", "UNBOUNDED_PRECEDING"), node.get("end", "CURRENT_ROW_RANGE"),
+                                   node.get("exclude_clause", "NO_OTHER"), bool(node.get("ignore_nulls")))
         if cls == "STAR":
             extra["relation"] = node.get("relation_name") or ""
             extra["star_modified"] = bool(node.get("exclude_list") or node.get("replace_list")
@@ -409,7 +444,8 @@ class _Reader:
         else:
             exprs = self.expressions({k: v for k, v in node.items() if k != "sample"})
         return Table(kind, start, end, name, node.get("alias", ""), children, exprs, sub,
-                     column_aliases=tuple(node.get("column_name_alias") or ()), **join)
+                     column_aliases=tuple(node.get("column_name_alias") or ()),
+                     modified=kind == "BASE_TABLE" and bool(node.get("sample") or node.get("at_clause")), **join)
 
     def query(self, node: dict) -> Query:
         kind = node["type"]

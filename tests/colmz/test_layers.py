@@ -38,7 +38,7 @@ FACADES = ("colmz.catalog",)
 #: built from SQL's parse tree, beside the operators it renders, which stay below -- its
 #: rendering, the operators that run SQL: ``GroupRecompute``, DuckDB recomputing the affected
 #: groups, and the Map/Filter segment, both through colmz.sql.translate; the ranking windows
-#: GroupRecompute keeps natively, recognized on DuckDB's parse tree of its SQL -- the catalog's
+#: GroupRecompute keeps natively, recognized on colmz.sql.tree's nodes of its SQL -- the catalog's
 #: maintained view, which plans a view's SQL, and SUBSCRIBE over a catalog's objects and
 #: queries) and so are not checked.
 ABOVE = ("colmz", "colmz.display", "colmz.as_of", "colmz.plot", "colmz.dataflow.plan", "colmz.dataflow.render",

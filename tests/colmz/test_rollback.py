@@ -110,7 +110,7 @@ NOT_ROLLED_BACK.update({
     # its kept places per group (``_places``: offset + limit, configuration) and work counters
     "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs", "_val_specs", "_val_index",
              "_empty_layout", "_places", "rows_ranked", "groups_reread"},
-    "ViewSink": {"schema", "collection", "rows_consolidated"},
+    "ViewSink": {"schema", "collection", "rows_consolidated", "rows_passed"},
     "Collation": {"group_by", "input_schemas", "schema", "_group_specs"},
     "CollatedReduce": {"schema"},
     # the plan, its tables and the rendered tree (whose operators are the rolled-back list)

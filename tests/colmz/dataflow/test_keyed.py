@@ -144,3 +144,69 @@ def test_consolidate_words_of_a_few_rows_matches_a_reference():
             assert [tuple(r) for r in w.tolist()] == sorted(k for k, v in want.items() if v)
             assert d.tolist() == [want[k] for k in sorted(k for k, v in want.items() if v)]
             assert d.dtype == np.int64
+
+
+def _kernel_consolidate(words, diff):
+    """The kernels' consolidation of rows of words (what ``consolidate_words`` did for every
+    row count above ``SMALL_ROWS`` before rows that pack into one word were sorted as such)."""
+    from colmz.ops import consolidate
+    from colmz.order import ColumnSpec
+    from colmz.updates import Encoded, Updates
+
+    n, width = words.shape
+    schema = tuple(ColumnSpec(f"w{i}", pa.uint64()) for i in range(width))
+    enc = Encoded(np.ascontiguousarray(words), np.zeros(n, np.uint64), np.asarray(diff, np.int64), (1,) * width + (0,))
+    out = consolidate(Updates.decode(enc, schema), order="data").encode()
+    return out.keys, out.diff
+
+
+_SPANS = st.sampled_from([1, 2, 3, 1000, 2**20, 2**31, 2**32, 2**40, 2**63, 2**64])
+
+
+@settings(max_examples=us.examples(80))
+@given(st.integers(2, 300), st.lists(st.tuples(st.integers(0, 2**64 - 1), _SPANS), min_size=1, max_size=4),
+       st.integers(0, 2**32), st.sampled_from([1, 3, 2**40, 2**62]))
+def test_packed_consolidation_equals_the_kernels(n, columns, seed, big):
+    # Rows whose columns' spans fit in 64 bits together are sorted as one packed word
+    # (pack_words); the answer must be the kernels' exactly -- order, sums, zeros dropped --
+    # for every span up to a whole 64-bit column, and the kernels decide when sums could
+    # leave int64.
+    from colmz.dataflow.keyed import pack_words, packed_consolidate
+
+    rng = np.random.default_rng(seed)
+    cols = []
+    for base, span in columns:
+        off = rng.integers(0, span, n, dtype=np.uint64, endpoint=False) if span < 2**64 else \
+            rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+        cols.append(np.uint64(base) + off if span < 2**64 else off)  # wraps: spans stay within 64 bits
+    words = np.stack(cols, axis=1)
+    words[rng.random(n) < 0.3] = words[0]  # equal rows to sum
+    diff = rng.integers(-2, 3, n) * np.where(rng.random(n) < 0.05, big, 1)
+    try:
+        kw, kd = _kernel_consolidate(words, diff)
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            consolidate_words(words, diff)
+    else:
+        w, d = consolidate_words(words, diff)
+        assert w.tolist() == kw.tolist() and d.tolist() == kd.tolist()
+    packed = pack_words(words)
+    if packed is not None:
+        order = np.argsort(packed[0], kind="stable")
+        assert [tuple(r) for r in words[order].tolist()] == sorted(map(tuple, words.tolist()))
+    if max(abs(int(x)) for x in diff) * n >= 2**63:
+        assert packed_consolidate(words, diff) is None  # the kernels sum exactly (or raise)
+
+
+def test_packed_consolidation_declines_what_does_not_pack():
+    from colmz.dataflow.keyed import pack_words, packed_consolidate
+
+    wide = np.array([[0, 0], [2**40, 2**30]], np.uint64)  # 41 + 31 bits
+    assert pack_words(wide) is None and packed_consolidate(wide, np.array([1, 1])) is None
+    tight = np.array([[5, 2**63], [5, 0], [6, 2**63]], np.uint64)  # 1 + 64 bits: does not pack
+    assert pack_words(tight) is None
+    whole = np.array([[7, 2**64 - 1], [7, 0], [7, 2**64 - 1]], np.uint64)  # 0 + 64 bits: packs
+    p, bits = pack_words(whole)
+    assert bits == 64 and p.tolist() == [2**64 - 1, 0, 2**64 - 1]
+    w, d = packed_consolidate(whole, np.array([1, 4, -1]))
+    assert w.tolist() == [[7, 0]] and d.tolist() == [4]

@@ -115,8 +115,8 @@ def test_a_failed_write_changes_nothing_and_bad_times_are_refused():
 @settings(max_examples=us.examples(60))
 @given(st.lists(st.lists(st.tuples(st.sampled_from([None, 1, 2]), st.sampled_from([0, 0, 0, 1, 3]),
                                    st.sampled_from([1, 1, -1, 2])), max_size=4), max_size=10),
-       st.booleans())
-def test_sink_writes_every_update_at_its_time(steps, reopen):
+       st.booleans(), st.booleans())
+def test_sink_writes_every_update_at_its_time(steps, reopen, consolidated):
     # the model: the collection as of time a holds every update given with a time <= a (a
     # temporal filter's updates due later wait in the correction)
     rows: Counter = Counter()
@@ -133,6 +133,8 @@ def test_sink_writes_every_update_at_its_time(steps, reopen):
             rows[(k, t, t + dt)] += d
         if reopen and i == 0:  # the rebuilt dataflow desires the persisted row too
             b = colmz.concat([b, colmz.Updates({"k": [1], "v": [0]}, time=[t], diff=[1])])
+        if consolidated:  # said so: a caught-up sink writes it as it is, unless some update waits
+            b = colmz.consolidate(b)
         sink.step(t, b)
         for a in range(t + 1):
             want: Counter = Counter()
@@ -197,3 +199,46 @@ def test_the_first_commit_after_create_consolidates_only_its_change():
     cat.execute("INSERT INTO t VALUES (5, 3)")
     assert sink.rows_consolidated - before <= 2  # the commit's delta: one row
     assert len(cat.read("j")) == BIG + 1
+
+
+# ----------------------------------------------------------------------------- passed through
+
+
+def test_a_consolidated_change_to_a_caught_up_sink_is_written_without_a_sort():
+    sink = ViewSink(T)
+    sink.step(3, big_batch(BIG, 3))  # drained: the correction is empty
+    before, passed = sink.rows_consolidated, sink.rows_passed
+    change = colmz.consolidate(colmz.Updates({"k": list(range(0, BIG, 2)), "v": [7] * (BIG // 2)},
+                                             time=[4] * (BIG // 2), diff=[-1] * (BIG // 2)))
+    written = sink.step(4, change)
+    assert written is change and sink.rows_passed - passed == BIG // 2
+    assert sink.rows_consolidated == before and len(sink.correction) == 0 and sink.correction.since == 5
+    assert dm.counter_of(sink.collection.snapshot(4)) == Counter({(k, 7): 1 for k in range(1, BIG, 2)})
+    # again at once: still caught up
+    assert len(sink.step(5, colmz.consolidate(big_batch(3, 5)))) == 3 and sink.rows_passed - passed == BIG // 2 + 3
+    # a batch not said to be consolidated, or one with an update after the step's time, goes
+    # through the correction (the later update waits there)
+    sink.step(6, colmz.Updates({"k": [1, 1], "v": [7, 7]}, time=[6, 6], diff=[1, 1]))
+    assert sink.rows_passed - passed == BIG // 2 + 3
+    assert dm.counter_of(sink.collection.snapshot(6))[(1, 7)] == 4
+    late = colmz.consolidate(colmz.Updates({"k": [2, 3], "v": [7, 7]}, time=[7, 9], diff=[1, 1]))
+    assert sink.step(7, late).to_pylist() == [(2, 7, 7, 1)] and sink.rows_passed - passed == BIG // 2 + 3
+    assert len(sink.correction) > 0
+    # not caught up: a consolidated batch is corrected, not passed
+    assert sink.step(8, colmz.consolidate(big_batch(2, 8))).to_pylist() == [(0, 7, 8, 1), (1, 7, 8, 1)]
+    assert sink.rows_passed - passed == BIG // 2 + 3
+    assert sink.step(9, colmz.Updates.empty(T)).to_pylist() == [(3, 7, 9, 1)]
+
+
+def test_a_failed_passed_write_changes_nothing():
+    c = FailingCollection(T)
+    sink = ViewSink(T, c)
+    sink.step(0, big_batch(BIG, 0))
+    corr = sink.correction
+    c.fail = True
+    with pytest.raises(OSError, match="injected"):
+        sink.step(1, colmz.consolidate(big_batch(5, 1)))
+    c.fail = False
+    assert sink.correction is corr and len(corr) == 0 and corr.since == 1 and c.upper == 1
+    assert len(sink.step(2, colmz.consolidate(big_batch(5, 2)))) == 5
+    assert dm.counter_of(c.snapshot(2))[(4, 7)] == 2

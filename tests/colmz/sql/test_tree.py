@@ -200,3 +200,31 @@ def test_a_call_over_a_named_window_spans_the_call_only():
     spans = [text[e.start : e.end] for e in q.items]
     assert spans == ["id", "sum(age) OVER w", "1 + 2", "lag(x, 1) OVER (w ROWS 1 PRECEDING)"]
     assert sorted(text[c.start : c.end] for c in q.items[1].children) == ["age", "city", "id"]
+
+
+def test_a_window_call_holds_its_partitions_order_and_frame():
+    from colmz.sql.shapes import remap_tree
+    from colmz.sql.tree import read_tree
+
+    text = "SELECT rank() OVER (PARTITION BY g, h ORDER BY v DESC NULLS FIRST, w) AS r FROM t"
+    w = parse_tree(text)[0].items[0]
+    assert w == read_tree(text)[0].items[0]  # colmz's own reading of the call is DuckDB's
+    over = w.over
+    assert [p.name for p in over.partitions] == [("g",), ("h",)]
+    assert [(o.expression.name, o.direction, o.nulls) for o in over.orders] == [
+        (("v",), "DESCENDING", "NULLS FIRST"), (("w",), "ORDER_DEFAULT", "ORDER_DEFAULT")]
+    assert over.partitions[0] is w.children[0] and over.orders[0].expression is w.children[2]  # the same nodes
+    assert (over.start, over.end, over.exclude, over.ignore_nulls) == ("UNBOUNDED_PRECEDING", "CURRENT_ROW_RANGE",
+                                                                      "NO_OTHER", False)
+    framed = parse_tree("SELECT sum(x) OVER (ORDER BY v ROWS BETWEEN 2 PRECEDING AND CURRENT ROW "
+                        "EXCLUDE CURRENT ROW) FROM t")[0].items[0].over
+    assert (framed.start, framed.end, framed.exclude) == ("EXPR_PRECEDING_ROWS", "CURRENT_ROW_ROWS", "CURRENT_ROW")
+    assert parse_tree("SELECT f(x) FROM t")[0].items[0].over is None
+    # a tree remapped to a text of the same shape moves the window's nodes with the rest
+    text = "SELECT rank() OVER (PARTITION BY g, h ORDER BY v DESC NULLS FIRST, w) + 1 AS r FROM t WHERE x = 5"
+    other = "SELECT rank() OVER (PARTITION BY g, h ORDER BY v DESC NULLS FIRST, w) + 1 AS r FROM t WHERE x = 12345"
+    moved = remap_tree(other, text, read_tree(text))
+    assert moved is not None and moved == read_tree(other)
+    assert moved[0].items[0].children[0].over.orders[1].expression.start == other.index("w)")
+    assert parse_tree("SELECT * FROM t TABLESAMPLE 10%")[0].from_.modified
+    assert not parse_tree("SELECT * FROM t")[0].from_.modified
