@@ -16,6 +16,7 @@ import pytest
 import updates_strategies as us
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_models import catalogs, check_random_scripts, check_script
 from test_maintained import TABLES, check_equal, run, script
 
 import colmz
@@ -78,37 +79,14 @@ SCRIPT = [
 ]
 
 
-def _catalogs():
-    cats = [colmz.Catalog(views="incremental"), colmz.Catalog(views="recompute")]
-    for cat in cats:
-        cat.execute("; ".join(TABLES))
-        for i, b in enumerate(BODIES):
-            cat.execute(f"CREATE MATERIALIZED VIEW v{i} AS {b}")
-    for i, b in enumerate(BODIES):
-        mv = cats[0].object(f"v{i}").maintained
-        assert mv.incremental and mv.plan is not None and not mv.plan.fallbacks(), (b, mv.reasons)
-    return cats
-
-
 def test_decorrelated_subqueries_equal_the_recompute():
-    cats = _catalogs()
-    check_equal(cats, "creation")
-    for text in SCRIPT:
-        assert run(cats, text) == [None, None]
-        check_equal(cats, text)
+    check_script(catalogs(BODIES), SCRIPT)
 
 
 @settings(max_examples=us.examples(12), deadline=None)
 @given(st.lists(script(), min_size=1, max_size=6))
 def test_decorrelated_subqueries_equal_the_recompute_after_random_scripts(scripts):
-    cats = _catalogs()
-    for text in scripts:
-        a, b = run(cats, text)
-        assert a == b, text
-        check_equal(cats, text)
-        for cat in cats:
-            if "late" in cat.names:
-                cat.execute("DROP MATERIALIZED VIEW late CASCADE")
+    check_random_scripts(catalogs(BODIES), scripts)
 
 
 def test_a_durable_catalog_resumes_decorrelated_views_without_reading_inputs(tmp_path):

@@ -9,9 +9,8 @@ import pytest
 import updates_strategies as us
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_maintained import TABLES, check_equal, run, script
-
-import colmz
+from reference_models import catalogs, check_random_scripts, check_script
+from test_maintained import script
 
 pytestmark = pytest.mark.filterwarnings("ignore::colmz.dataflow.maintained.FallbackWarning")
 
@@ -36,14 +35,9 @@ SCRIPT = [
 
 
 def _catalogs():
-    cats = [colmz.Catalog(views="incremental"), colmz.Catalog(views="recompute")]
-    for cat in cats:
-        cat.execute("; ".join(TABLES))
-        for i, b in enumerate(BODIES):
-            cat.execute(f"CREATE MATERIALIZED VIEW v{i} AS {b}")
+    cats = catalogs(BODIES)
     for i, b in enumerate(BODIES):
         mv = cats[0].object(f"v{i}").maintained
-        assert mv.incremental and mv.plan is not None and not mv.plan.fallbacks(), (b, mv.reasons)
         windows = [n for n in _nodes(mv.plan.root) if type(n).__name__ == "Window"]
         assert [list(n.key) for n in windows] == [PARTITIONS[i]], b
     return cats
@@ -56,21 +50,10 @@ def _nodes(n):
 
 
 def test_named_windows_equal_the_recompute():
-    cats = _catalogs()
-    check_equal(cats, "creation")
-    for text in SCRIPT:
-        assert run(cats, text) == [None, None]
-        check_equal(cats, text)
+    check_script(_catalogs(), SCRIPT)
 
 
 @settings(max_examples=us.examples(10), deadline=None)
 @given(st.lists(script(), min_size=1, max_size=6))
 def test_named_windows_equal_the_recompute_after_random_scripts(scripts):
-    cats = _catalogs()
-    for text in scripts:
-        a, b = run(cats, text)
-        assert a == b, text
-        check_equal(cats, text)
-        for cat in cats:
-            if "late" in cat.names:
-                cat.execute("DROP MATERIALIZED VIEW late CASCADE")
+    check_random_scripts(_catalogs(), scripts)

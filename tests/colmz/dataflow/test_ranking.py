@@ -4,13 +4,13 @@ against DuckDB running the same query, under random change sequences; work count
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 
 import dataflow_model as dm
 import numpy as np
 import pyarrow as pa
 import pytest
+import reference_models as rm
 import updates_strategies as us
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,41 +29,12 @@ POOL = [(g, y, b, x) for g in (None, 1, 2) for y, b, x in
         ((1, True, 0.5), (1, False, 0.5), (None, True, 1.0), (3, None, -1.0), (1, True, 2.0), (2, False, None))]
 
 
-def _cmp(a, b, o: OrderBy) -> int:
-    if a is None or b is None:
-        if a is None and b is None:
-            return 0
-        first = -1 if o.nulls_first else 1
-        return first if a is None else -first
-    c = (a > b) - (a < b)
-    return -c if o.descending else c
-
-
 def model(held: Counter, order: list[OrderBy], functions: list[str]) -> Counter:
     """PostgreSQL's answer, ``row_number`` ties broken by colmz's order on the row."""
     cols = list(S)
-    parts: dict = {}
-    for row, c in held.items():
-        parts.setdefault(row[0], []).extend([row] * c)
-
-    def peer(a, b):
-        for o in order:
-            i = cols.index(o.column)
-            c = _cmp(a[i], b[i], o)
-            if c:
-                return c
-        return 0
-
-    def total(a, b):
-        c = peer(a, b)
-        if c:
-            return c
-        ka, kb = us.ref_key(KINDS, a), us.ref_key(KINDS, b)
-        return (ka > kb) - (ka < kb)
-
+    peer = rm.peer_order(cols, order)
     out: Counter = Counter()
-    for rows in parts.values():
-        rows.sort(key=functools.cmp_to_key(total))
+    for rows in rm.sorted_groups(held, [0], rm.row_order(cols, KINDS, order)):
         for i, r in enumerate(rows):
             vals = []
             for f in functions:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 
 import dataflow_model as dm
 import numpy as np
 import pyarrow as pa
 import pytest
+import reference_models as rm
 import updates_strategies as us
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,7 +17,6 @@ import colmz
 from colmz.dataflow import Distinct, OrderBy, Threshold, TopK
 from colmz.errors import NegativeMultiplicity
 
-NAN = dm.NAN
 S = {"g": pa.int64(), "x": pa.float64(), "y": pa.int64(), "s": pa.string()}
 POOL = [(g, x, y, s) for g, x, y, s in zip(
     [None, 1, 1, 2, 1, None, 2, 1, 1, 2],
@@ -27,35 +26,9 @@ POOL = [(g, x, y, s) for g, x, y, s in zip(
 KINDS = [colmz.ColumnSpec(n, t).kind for n, t in S.items()]
 
 
-def _cmp_value(a, b, o: OrderBy) -> int:
-    if a is None or b is None:
-        if a is None and b is None:
-            return 0
-        first = -1 if o.nulls_first else 1
-        return first if a is None else -first
-    ka, kb = ((1, 0.0) if a is NAN else (0, a)), ((1, 0.0) if b is NAN else (0, b))
-    c = (ka > kb) - (ka < kb)
-    return -c if o.descending else c
-
-
 def model_topk(held: Counter, group: list[int], order: list[OrderBy], limit, offset) -> Counter:
-    cols = list(S)
-    groups: dict = {}
-    for row, c in held.items():
-        groups.setdefault(tuple(row[i] for i in group), []).extend([row] * c)
-
-    def cmp(a, b):
-        for o in order:
-            i = cols.index(o.column)
-            c = _cmp_value(a[i], b[i], o)
-            if c:
-                return c
-        ka, kb = us.ref_key(KINDS, a), us.ref_key(KINDS, b)
-        return (ka > kb) - (ka < kb)
-
     out: Counter = Counter()
-    for rows in groups.values():
-        rows.sort(key=functools.cmp_to_key(cmp))
+    for rows in rm.sorted_groups(held, group, rm.row_order(list(S), KINDS, order)):
         end = None if limit is None else offset + limit
         out.update(rows[offset:end])
     return out
