@@ -128,9 +128,10 @@ def translate(sql: str) -> str:
     sql = blank_hints(require_text(sql, "text"))  # OPTIONS (...) hints: no effect on answers
     toks = tokenize(sql)
     check_nesting(toks, sql)
-    for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
-        if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
-            raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
+    if RESERVED_PREFIX in sql.lower():  # (a name's folded text is in the text's, folded)
+        for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
+            if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
+                raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
     # Long || chains are regrouped first (so that the tree of the text is shallow), then
     # every node of the table of transforms is rewritten once, on the tree (constants
     # folded, calls, casts, concatenations' operands, row comparisons), then the token pass.
@@ -140,8 +141,17 @@ def translate(sql: str) -> str:
     return _translate_tokens(apply_transforms(sql, toks))
 
 
+#: What every token the pass below acts on holds, in upper case as the pass compares words
+#: (a superset: a text without any of these passes through unchanged, not tokenized again).
+_TOKEN_PASS_MARKS = re.compile("|".join(re.escape(w) for w in sorted({
+    "LIKE", "VALUES", "OF", "MZ_NOW", "@>", "<@", "'{", "SIMILAR", "SUM", "#", "?",
+    *_UNSUPPORTED_WORDS, *UNSUPPORTED_FUNCTIONS})))
+
+
 def _translate_tokens(sql: str) -> str:
     # translate's token pass: words, calls, operators, sum's argument, VALUES' names.
+    if _TOKEN_PASS_MARKS.search(sql.upper()) is None:
+        return sql
     toks = tokenize(sql)
     pieces, last = [], 0
     # Text to put after a token further on (VALUES column names, the end of sum's argument):

@@ -446,3 +446,23 @@ def test_constructs_colmz_cannot_translate_are_refused_or_rejected():
             translate(sql)
     with pytest.raises(SQLError, match="2 fields with 3"):  # PostgreSQL's error too
         translate("SELECT (1, 2) = (1, 2, 3)")
+
+
+def test_the_token_pass_does_not_read_again_a_text_it_would_leave_unchanged():
+    # The token pass after the table of transforms acts only on texts holding one of its
+    # marks (mz_now, sum, VALUES, LIKE ... ANY, refused names): a rewritten text without any
+    # is not tokenized again (work: tokenize's cache misses, one per text read).
+    from colmz.sql import clear_caches
+    from colmz.sql.tokens import tokenize
+
+    clear_caches()
+    before = tokenize.cache_info().misses
+    out = translate("SELECT (k + 1) AS k, (v || '!') AS v FROM t")
+    assert out != "SELECT (k + 1) AS k, (v || '!') AS v FROM t"  # the || operand was rewritten
+    assert tokenize.cache_info().misses - before == 2  # the query and the operand v, not its output
+    # texts with a mark still get the pass: mz_now(), sum's argument, refusals
+    assert "__colmz_mz_now__" in translate("SELECT (v || '!') AS v FROM t WHERE ts < mz_now()")
+    assert "__colmz_sum_arg" in translate("SELECT sum(k) || 'x' FROM t")
+    with pytest.raises(UnsupportedSQL, match="initcap"):
+        translate("SELECT initcap(v || 'x') FROM t")
+
