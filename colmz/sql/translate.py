@@ -56,7 +56,14 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import float4_text, float8_text
-from colmz.sql.tokens import check_nesting, closing, require_text, short_text_cache, tokenize
+from colmz.sql.tokens import (
+    check_nesting,
+    closing,
+    require_text,
+    share_edit,
+    short_text_cache,
+    tokenize,
+)
 from colmz.sql.transforms import CHECKED_MATH, apply_transforms
 
 __all__ = [
@@ -226,7 +233,9 @@ def _translate_tokens(sql: str) -> str:
         pieces.append(inserts[j])
         last = end
     pieces.append(sql[last:])
-    return "".join(pieces)
+    out = "".join(pieces)
+    share_edit(sql, toks, out)  # bind_relations reads its tokens: lex only what changed
+    return out
 
 
 def _is_call(toks, i: int) -> bool:
