@@ -145,7 +145,10 @@ def translate(sql: str) -> str:
     balanced = _balance_concat_chains(sql, toks)
     if balanced is not sql:
         sql, toks = balanced, tokenize(balanced)
-    return _translate_tokens(apply_transforms(sql, toks))
+    out = apply_transforms(sql, toks)
+    if out is not sql and _TOKEN_PASS_MARKS.search(out.upper()) is not None:
+        share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
+    return _translate_tokens(out)
 
 
 #: What every token the pass below acts on holds, in upper case as the pass compares words

@@ -466,3 +466,34 @@ def test_the_token_pass_does_not_read_again_a_text_it_would_leave_unchanged():
     with pytest.raises(UnsupportedSQL, match="initcap"):
         translate("SELECT initcap(v || 'x') FROM t")
 
+
+
+def test_rewritten_texts_are_lexed_only_where_rewritten(monkeypatch):
+    # The table of transforms and the token pass each rewrite a few spans of a query; the
+    # next reader (the token pass, bind_relations) gets the new text's tokens with only the
+    # changed spans lexed again (work: the lexer's matches, fewer than one lexing of the
+    # output alone -- each rewritten text used to be lexed whole).
+    import colmz.sql.tokens as tokens
+    from colmz.sql import bind_relations, clear_caches
+
+    class Counting:
+        def __init__(self, pattern):
+            self.pattern, self.calls = pattern, 0
+
+        def match(self, *args):
+            self.calls += 1
+            return self.pattern.match(*args)
+
+    q = "SELECT e.id, e.payload::JSONB ->> 'k' AS k FROM e WHERE e.ts + 30000 > mz_now() AND e.active"
+    clear_caches()
+    tokenize = tokens.tokenize
+    tokenize(q)
+    counting = Counting(tokens._SCAN)
+    monkeypatch.setattr(tokens, "_SCAN", counting)
+    out, _ = bind_relations(translate(q), frozenset({"e"}))
+    during = counting.calls
+    counting.calls = 0
+    once = [t.text for t in tokenize.__wrapped__(translate(q))]  # one whole lexing of the output
+    assert "__colmz_mz_now__" in once and "->>" not in once  # both rewrites happened
+    assert during < counting.calls, (during, counting.calls)
+    assert out.startswith('SELECT "__colmz_r0".id')
