@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
 __all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "nesting_depth",
-           "require_text", "share_slice", "short_text_cache", "tokenize"]
+           "require_text", "share_edit", "share_slice", "short_text_cache", "tokenize"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -192,6 +192,88 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
     _SLICES[sub] = out
     _SHALLOW.add(sub)
     return sub
+
+
+def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
+    """Hand :func:`tokenize` the tokens of ``new``, an edit of ``old`` (whose tokens are
+    ``toks``), lexing only what the edit may change: the tokens of the common beginning that
+    end well before the first difference (the lexer looks at most three characters past a
+    token: ``1e+``) are kept, the text is lexed from there until a token starts where one of
+    ``old`` started within their common ending (from a token's start on, the lexer reads only
+    what follows), and the rest are ``old``'s tokens moved by the difference in length.
+
+    >>> old = "SELECT a FROM t WHERE x < mz_now()"; new = "SELECT a FROM t WHERE x < z"
+    >>> share_edit(old, tokenize(old), new); [t.text for t in tokenize(new)][-3:]
+    ['x', '<', 'z']
+    """
+    if len(new) > CACHED_CHARS or new in _SLICES or new == old:
+        return
+    lim = min(len(old), len(new))
+    lo, hi = 0, lim  # the common beginning's length, by halves (slice comparisons run in C)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[:mid] == new[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    p = lo
+    lo, hi = 0, lim - p  # the common ending's, not overlapping the beginning
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[len(old) - mid:] == new[len(new) - mid:]:
+            lo = mid
+        else:
+            hi = mid - 1
+    tail = len(old) - lo  # old[tail:] == new[tail + delta:]
+    delta = len(new) - len(old)
+    k = 0
+    while k < len(toks) and toks[k].end + 4 <= p:
+        k += 1
+    out = list(toks[:k])
+    old_at = {t.start: j for j, t in enumerate(toks) if t.start >= tail}
+    i = out[-1].end if out else 0
+    n = len(new)
+    scan = _SCAN.match
+    new_token = Token.__new__
+    while i < n:
+        m = scan(new, i)
+        if m is None:
+            return  # tokenize reports it
+        kind = m.lastgroup
+        end = m.end()
+        if kind == "space" or kind == "line":
+            i = end
+            continue
+        if kind == "block":
+            try:
+                i = _comment_end(new, i)
+            except SQLError:
+                return
+            continue
+        j = old_at.get(i - delta)
+        if j is not None:  # in step with old's tokens from here on
+            for t in toks[j:]:
+                c = new_token(Token)
+                c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start + delta, t.end + delta, t.upper
+                out.append(c)
+            break
+        if kind == "dollar":
+            tag = m.group()
+            e = new.find(tag, end)
+            if e < 0:
+                return
+            end = e + len(tag)
+            out.append(Token("string", new[i:end], i, end))
+        elif kind == "word":
+            if end == i + 1 and new.startswith("'", end) and new[i] in "eE":
+                return
+            out.append(Token("word", m.group(), i, end))
+        else:
+            out.append(Token(kind, m.group(), i, end))
+        i = end
+    if len(_SLICES) >= 256:
+        _SLICES.clear()
+    _SLICES[new] = out
 
 
 @short_text_cache(4096)

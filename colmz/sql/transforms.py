@@ -97,6 +97,7 @@ from decimal import Decimal
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
+from colmz.sql.tokens import closing
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = [
@@ -519,11 +520,14 @@ def may_transform(text: str, toks) -> bool:
 
 
 def _may_row_item(toks) -> bool:
-    # ``(a, b)`` beginning a select item (after SELECT or a comma): maybe a row value.
+    # ``(a, b)`` beginning a select item (after SELECT or a comma): maybe a row value. The
+    # rows of a VALUES list are not select items (a query of VALUES alone selects ``*`` from
+    # them), so their own parentheses are passed over.
     n = len(toks)
+    rows = _values_rows(toks)
     for i in range(1, n - 1):
         if toks[i].text == "(" and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ",") \
-                and toks[i + 1].upper not in ("SELECT", "WITH", "VALUES"):
+                and toks[i + 1].upper not in ("SELECT", "WITH", "VALUES") and i not in rows:
             depth = 0
             for k in range(i + 1, n):
                 t = toks[k]
@@ -536,6 +540,26 @@ def _may_row_item(toks) -> bool:
                 elif depth == 0 and t.text == ",":
                     return True
     return False
+
+
+def _values_rows(toks) -> set[int]:
+    # Indices of the "(" opening each row of a VALUES list (``VALUES (..), (..)``).
+    out: set[int] = set()
+    n = len(toks)
+    for v, t in enumerate(toks):
+        if t.upper != "VALUES":
+            continue
+        j = v + 1
+        while j < n and toks[j].kind == "op" and toks[j].text == "(":
+            c = closing(toks, j)
+            if c < 0:
+                break
+            out.add(j)
+            if c + 2 < n and toks[c + 1].kind == "op" and toks[c + 1].text == ",":
+                j = c + 2
+            else:
+                break
+    return out
 
 
 def _all_queries(q: Query) -> Iterator[Query]:

@@ -56,7 +56,14 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import float4_text, float8_text
-from colmz.sql.tokens import check_nesting, closing, require_text, short_text_cache, tokenize
+from colmz.sql.tokens import (
+    check_nesting,
+    closing,
+    require_text,
+    share_edit,
+    short_text_cache,
+    tokenize,
+)
 from colmz.sql.transforms import CHECKED_MATH, apply_transforms
 
 __all__ = [
@@ -128,20 +135,33 @@ def translate(sql: str) -> str:
     sql = blank_hints(require_text(sql, "text"))  # OPTIONS (...) hints: no effect on answers
     toks = tokenize(sql)
     check_nesting(toks, sql)
-    for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
-        if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
-            raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
+    if RESERVED_PREFIX in sql.lower():  # (a name's folded text is in the text's, folded)
+        for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
+            if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
+                raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
     # Long || chains are regrouped first (so that the tree of the text is shallow), then
     # every node of the table of transforms is rewritten once, on the tree (constants
     # folded, calls, casts, concatenations' operands, row comparisons), then the token pass.
     balanced = _balance_concat_chains(sql, toks)
     if balanced is not sql:
         sql, toks = balanced, tokenize(balanced)
-    return _translate_tokens(apply_transforms(sql, toks))
+    out = apply_transforms(sql, toks)
+    if out is not sql and _TOKEN_PASS_MARKS.search(out.upper()) is not None:
+        share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
+    return _translate_tokens(out)
+
+
+#: What every token the pass below acts on holds, in upper case as the pass compares words
+#: (a superset: a text without any of these passes through unchanged, not tokenized again).
+_TOKEN_PASS_MARKS = re.compile("|".join(re.escape(w) for w in sorted({
+    "LIKE", "VALUES", "OF", "MZ_NOW", "@>", "<@", "'{", "SIMILAR", "SUM", "#", "?",
+    *_UNSUPPORTED_WORDS, *UNSUPPORTED_FUNCTIONS})))
 
 
 def _translate_tokens(sql: str) -> str:
     # translate's token pass: words, calls, operators, sum's argument, VALUES' names.
+    if _TOKEN_PASS_MARKS.search(sql.upper()) is None:
+        return sql
     toks = tokenize(sql)
     pieces, last = [], 0
     # Text to put after a token further on (VALUES column names, the end of sum's argument):
@@ -216,7 +236,9 @@ def _translate_tokens(sql: str) -> str:
         pieces.append(inserts[j])
         last = end
     pieces.append(sql[last:])
-    return "".join(pieces)
+    out = "".join(pieces)
+    share_edit(sql, toks, out)  # bind_relations reads its tokens: lex only what changed
+    return out
 
 
 def _is_call(toks, i: int) -> bool:

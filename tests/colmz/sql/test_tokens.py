@@ -158,3 +158,44 @@ def test_a_query_cut_from_a_statement_shares_its_tokens(text, monkeypatch):
         assert [(t.kind, t.text, t.start, t.end, t.upper) for t in got] == [
             (t.kind, t.text, t.start, t.end, t.upper) for t in alone(q)], q
         assert nesting_depth(got) == nesting_depth(alone(q))
+
+
+_EDIT_ALPHABET = "ab e1.+-5 ;'\"()-\n*/$:<>#E_"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=_EDIT_ALPHABET, max_size=40), st.integers(0, 40), st.integers(0, 40),
+       st.text(alphabet=_EDIT_ALPHABET, max_size=8))
+def test_tokens_of_an_edit_are_the_tokens_of_the_edited_text(old, a, b, piece):
+    # share_edit lexes only what an edit may change; what it hands tokenize must be what
+    # lexing the whole edited text gives (or nothing, where that raises).
+    from colmz.sql.tokens import share_edit
+
+    try:
+        toks = tokenize(old)
+    except SQLError:
+        return
+    a, b = sorted((min(a, len(old)), min(b, len(old))))
+    new = old[:a] + piece + old[b:]
+    tokenize.cache_clear()
+    share_edit(old, toks, new)
+    lex = tokenize.__wrapped__  # uncached: the first call takes what share_edit handed over
+    try:
+        shared = [(t.kind, t.text, t.start, t.end, t.upper) for t in lex(new)]
+    except SQLError:
+        shared = None
+    try:
+        fresh = [(t.kind, t.text, t.start, t.end, t.upper) for t in lex(new)]
+    except SQLError:
+        fresh = None
+    assert shared == fresh
+
+
+def test_an_edit_keeps_a_number_the_edit_extends():
+    # the lexer looks past a token's end (1e+ is 1 until a digit follows): tokens ending
+    # within three characters of the edit are lexed again
+    from colmz.sql.tokens import share_edit
+
+    old, new = "SELECT 1e+x FROM t", "SELECT 1e+5 FROM t"
+    share_edit(old, tokenize(old), new)
+    assert [t.text for t in tokenize(new)] == ["SELECT", "1e+5", "FROM", "t"]

@@ -452,3 +452,16 @@ def test_a_calls_arguments_leave_out_its_filter_and_order_by(text, arguments):
     call = Call(node.name[-1], node, text, lambda e: text[e.start:e.end], False, "")
     assert [text[e.start:e.end] for e in call.arguments] == arguments
     assert call.args == arguments
+
+
+def test_the_rows_of_a_values_list_do_not_read_the_tree():
+    # A VALUES list's rows are not select items (a query of VALUES alone selects * from
+    # them): their parentheses after a comma are not a row value, and the tree is not read.
+    # A row inside a row, or a select item after a comma, still may be one.
+    for sql in ["VALUES (1, 'a'), (2, 'b')", "SELECT * FROM (VALUES (1, 2), (3, 4)) v(a, b)",
+                "INSERT INTO t VALUES (1, 2), (3, 4)"]:
+        assert not may_transform(sql, tokenize(sql)), sql
+    for sql in ["VALUES (1, (2, 3)), (4, (5, 6))", "SELECT 1, (2, 3)", "SELECT (1, 2), (3, 4) FROM (VALUES (1, 2)) v"]:
+        assert may_transform(sql, tokenize(sql)), sql
+    with pytest.raises(UnsupportedSQL, match="a row value"):
+        translate("SELECT a, (b, a) FROM (VALUES (1, 2), (3, 4)) v(a, b)")

@@ -446,3 +446,54 @@ def test_constructs_colmz_cannot_translate_are_refused_or_rejected():
             translate(sql)
     with pytest.raises(SQLError, match="2 fields with 3"):  # PostgreSQL's error too
         translate("SELECT (1, 2) = (1, 2, 3)")
+
+
+def test_the_token_pass_does_not_read_again_a_text_it_would_leave_unchanged():
+    # The token pass after the table of transforms acts only on texts holding one of its
+    # marks (mz_now, sum, VALUES, LIKE ... ANY, refused names): a rewritten text without any
+    # is not tokenized again (work: tokenize's cache misses, one per text read).
+    from colmz.sql import clear_caches
+    from colmz.sql.tokens import tokenize
+
+    clear_caches()
+    before = tokenize.cache_info().misses
+    out = translate("SELECT (k + 1) AS k, (v || '!') AS v FROM t")
+    assert out != "SELECT (k + 1) AS k, (v || '!') AS v FROM t"  # the || operand was rewritten
+    assert tokenize.cache_info().misses - before == 2  # the query and the operand v, not its output
+    # texts with a mark still get the pass: mz_now(), sum's argument, refusals
+    assert "__colmz_mz_now__" in translate("SELECT (v || '!') AS v FROM t WHERE ts < mz_now()")
+    assert "__colmz_sum_arg" in translate("SELECT sum(k) || 'x' FROM t")
+    with pytest.raises(UnsupportedSQL, match="initcap"):
+        translate("SELECT initcap(v || 'x') FROM t")
+
+
+
+def test_rewritten_texts_are_lexed_only_where_rewritten(monkeypatch):
+    # The table of transforms and the token pass each rewrite a few spans of a query; the
+    # next reader (the token pass, bind_relations) gets the new text's tokens with only the
+    # changed spans lexed again (work: the lexer's matches, fewer than one lexing of the
+    # output alone -- each rewritten text used to be lexed whole).
+    import colmz.sql.tokens as tokens
+    from colmz.sql import bind_relations, clear_caches
+
+    class Counting:
+        def __init__(self, pattern):
+            self.pattern, self.calls = pattern, 0
+
+        def match(self, *args):
+            self.calls += 1
+            return self.pattern.match(*args)
+
+    q = "SELECT e.id, e.payload::JSONB ->> 'k' AS k FROM e WHERE e.ts + 30000 > mz_now() AND e.active"
+    clear_caches()
+    tokenize = tokens.tokenize
+    tokenize(q)
+    counting = Counting(tokens._SCAN)
+    monkeypatch.setattr(tokens, "_SCAN", counting)
+    out, _ = bind_relations(translate(q), frozenset({"e"}))
+    during = counting.calls
+    counting.calls = 0
+    once = [t.text for t in tokenize.__wrapped__(translate(q))]  # one whole lexing of the output
+    assert "__colmz_mz_now__" in once and "->>" not in once  # both rewrites happened
+    assert during < counting.calls, (during, counting.calls)
+    assert out.startswith('SELECT "__colmz_r0".id')
