@@ -90,3 +90,17 @@ def test_names_agree_with_transforms():
     assert floatcols._FLOAT_CHECK == transforms.FLOAT_CHECK
     assert floatcols._REAL_WIDEN == transforms.REAL_WIDEN
     assert floatcols._NUMERIC_CAST == transforms.NUMERIC_CAST
+
+
+def test_a_maintained_view_follows_the_same_rules(cat):
+    # the dataflow's per-row SQL (SqlMapFilter) and its group recompute get the rules too, so a
+    # view maintained across commits holds what the query answers
+    cat.execute("CREATE MATERIALIZED VIEW v1 AS SELECT k, r + 1 AS a FROM rt")
+    cat.execute("CREATE MATERIALIZED VIEW v2 AS SELECT k, f / 0 AS a FROM rt WHERE k = 3")
+    cat.execute("CREATE MATERIALIZED VIEW v3 AS SELECT k, sum(r + 1) AS a FROM rt GROUP BY k")
+    cat.execute("INSERT INTO rt VALUES (5, 0.1, 'NaN', NULL)")
+    r1 = float(np.float32(0.1)) + 1
+    for v in ("v1", "v3"):
+        got = dict(rows(cat, f"SELECT k, a FROM {v}"))
+        assert got[1] == got[5] == r1, v
+    assert [math.isnan(a) for _, a in rows(cat, "SELECT k, a FROM v2")] == [True]
