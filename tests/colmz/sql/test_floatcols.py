@@ -104,3 +104,12 @@ def test_a_maintained_view_follows_the_same_rules(cat):
         got = dict(rows(cat, f"SELECT k, a FROM {v}"))
         assert got[1] == got[5] == r1, v
     assert [math.isnan(a) for _, a in rows(cat, "SELECT k, a FROM v2")] == [True]
+
+
+def test_a_subscription_follows_the_same_rules(cat):
+    # its snapshot (the query) and its dataflow (the maintained operators) agree, so it runs
+    # as a dataflow, and both are PostgreSQL's double
+    sub = cat.subscribe("SELECT k, r + 1 AS a FROM rt WHERE k = 1")
+    assert sub.strategy == "dataflow"
+    (first,) = [b for b, _ in zip(sub, range(1))]
+    assert [row[:2] for row in first.to_pylist()] == [(1, float(np.float32(0.1)) + 1)]
