@@ -33,8 +33,9 @@ Invariants:
   type). Anything not typed is left as it is (DuckDB's answer), never guessed.
 * A rule node holding a subquery is left alone (its text is not rewritten across the
   subquery); the overflow and NaN rules skip grouped queries (DuckDB matches a select item
-  against the grouped expressions as written), the widening applies there too (it rewrites a
-  grouped expression and its select item alike).
+  against the grouped expressions as written) and window calls (DuckDB refuses a volatile
+  expression in a window's ORDER BY, and counts a check volatile); the widening applies
+  there too (it rewrites a grouped expression and its select item alike).
 * The rewrite is a pure function of the text and the column names of each float type, cached;
   a text the tree cannot read (not a query) is returned unchanged.
 """
@@ -185,6 +186,7 @@ class _Rules:
         self.typed = typed
         self.edits: list[tuple[int, int, str]] = []
         self.grouped = False
+        self.windows = 0  # how many window calls the node being rendered is under
 
     def query(self, q: Query, grouped: bool) -> None:
         for _, sub in q.ctes:
@@ -259,7 +261,8 @@ class _Rules:
 
     def checks(self, e: Expression) -> bool:
         # whether the arithmetic subtree ``e`` (if maximal) gets the overflow check here
-        return not self.grouped and self.kind(e) in ("real", "double") and self._float_column_under(e)
+        return not self.grouped and not self.windows and self.kind(e) in ("real", "double") \
+            and self._float_column_under(e)
 
     # -- rendering: the node's text with its rewritten descendants; None when unchanged
     def render(self, e: Expression, checked: bool) -> str | None:
@@ -270,10 +273,14 @@ class _Rules:
         # a maximal arithmetic subtree is checked once, at its root (by translate or here)
         arith_checked = _is_arith(e) and not _numeric_cast(e, self.text) and (checked or self.checks(e))
         texts = {}
+        # a check under a window call is left out: DuckDB counts it volatile, which a
+        # window's ORDER BY or PARTITION BY may not be
+        self.windows += e.cls == "WINDOW"
         for i, c in enumerate(kids):
             t = self.render(c, checked=(under_check and i == 0) or (arith_checked and _is_arith(c)))
             if t is not None:
                 texts[id(c)] = t
+        self.windows -= e.cls == "WINDOW"
         has_sub = any(n.subquery is not None for n in e.walk())
         own = None if has_sub else self.rule(e, texts, checked)
         if own is not None:
@@ -316,7 +323,8 @@ class _Rules:
                     if widen[id(c)]:
                         texts[id(c)] = f"CAST({self.child_text(c, texts)} AS DOUBLE)"
                 body = self.splice(e, texts)
-            if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.grouped:
+            if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.grouped \
+                    and not self.windows:
                 body = f"{FLOAT_DIV}({self.child_text(a, texts)}, {self.child_text(b, texts)})"
         if arith and not checked and self.checks(e):
             leaves = [n for n in _leaves(e) if n.start >= 0]
