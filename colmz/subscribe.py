@@ -72,6 +72,7 @@ from colmz.sql import (
     translate,
     uses_now,
 )
+from colmz.sql.floatcols import column_kind, float_column_rules
 from colmz.sql.parse import Query
 from colmz.updates import Updates
 
@@ -176,6 +177,9 @@ class Subscription:
                                  "changes at every time): subscribe to a materialized view of it")
         keys = frozenset(self._cat.names)
         self._bound_text, bound = bind_relations(self._translated, keys)
+        # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
+        self._bound_text = float_column_rules(self._bound_text, frozenset(
+            (c.name.lower(), column_kind(c.type)) for k in bound for c in self._cat.object(k).schema))
         self._inputs = tuple(bound)
         contents = {k: self._cat.contents(k, self.as_of) for k in self._inputs}
         self._con = session(external_access=False)

@@ -36,6 +36,8 @@ SETUP = [
       (NULL, NULL, '-Infinity', NULL), (3, 7, -0.0, ' 7 '), (3, 9000000000, 1e300, '')""",
     "CREATE TABLE jdocs (id INT, j JSON)",
     """INSERT INTO jdocs VALUES (1, '{"b": 1,  "a":2, "a": 3}'), (2, '[1,  2.50]'), (3, NULL)""",
+    "CREATE TABLE reals (k INT, r REAL, f DOUBLE PRECISION)",
+    "INSERT INTO reals VALUES (1, 0.1, 1e308), (2, 1.5, 0.1), (3, 'NaN', 'NaN'), (4, 3.4e38, -2.5), (5, NULL, NULL)",
 ]
 
 QUERIES = [
@@ -1293,4 +1295,17 @@ QUERIES = [
     ('fn_nan', "SELECT 'NaN'::float8::numeric AS a"),
     ('fn_huge', 'SELECT (1e300::float8)::numeric AS a'),
     ('fn_cast_form_equal', 'SELECT CAST(1::float8 / 3 AS numeric) = 0.333333333333333 AS a'),
+    # --- columns of type real and double precision (reals): a real with an integer is a
+    # double (float48), float arithmetic with a number overflows, NaN / 0 is NaN, a double
+    # column cast to numeric keeps 15 significant digits
+    ('rc_real_column_int', 'SELECT k, r * 2 AS a, r + 1 AS b, 1 - r AS c FROM reals ORDER BY k'),
+    ('rc_real_column_int_text', 'SELECT k, (r + 1)::text AS a, (r * 2)::text AS b FROM reals ORDER BY k'),
+    ('rc_real_column_real', 'SELECT k, r * r AS a, (r + r)::text AS b FROM reals WHERE k <> 4 ORDER BY k'),
+    ('rc_real_column_numeric', 'SELECT k, r * 1.5 AS a, r > 0.1 AS b FROM reals ORDER BY k'),
+    ('rc_float_column_number_overflow', 'SELECT f * 2 AS a FROM reals WHERE k = 1'),
+    ('rc_float_column_number_add', 'SELECT k, f + 1 AS a FROM reals WHERE k > 1 ORDER BY k'),
+    ('rc_nan_div_zero', "SELECT 'NaN'::float8 / 0 AS a, 'NaN'::real / 0 AS b"),
+    ('rc_nan_column_div_zero', 'SELECT f / 0 AS a FROM reals WHERE k = 3'),
+    ('rc_float_column_numeric', 'SELECT k, (f * 3)::numeric = 0.3 AS a, f::numeric AS b FROM reals WHERE k > 1 ORDER BY k'),
+    ('rc_real_div_int_text', 'SELECT (1::real / 3)::text AS a, (2::real * 3)::text AS b'),
 ]

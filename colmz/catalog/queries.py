@@ -44,6 +44,7 @@ from colmz.sql import (
     translate,
 )
 from colmz.sql.assign import pg_type_name
+from colmz.sql.floatcols import column_kind, float_column_rules
 from colmz.updates import Updates
 
 __all__ = ["Queries"]
@@ -92,6 +93,10 @@ class Queries:
         # query's duration (colmz.sql.bind_relations): "T" and t stay two tables.
         text, bound = bind_relations(translated, frozenset(self._objects))
         self._check_qualified(translated)
+        # PostgreSQL's float rules that hang on a column's type (a real with an integer is a
+        # double, float overflow, NaN / 0): the columns' types are known here
+        text = float_column_rules(text, frozenset((c.name.lower(), column_kind(c.type))
+                                                  for n in bound for c in self._objects[n].schema))
         registered = []
         try:
             for i, n in enumerate(bound):

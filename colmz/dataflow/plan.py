@@ -1882,10 +1882,14 @@ class _Planner:
 
     def checked_sql(self, sql: str, schema: Schema, key, what: str) -> str:
         """``sql`` translated, with its answer's columns checked over an empty input."""
+        from colmz.sql.floatcols import column_kind, float_column_rules
         from colmz.sql.translate import translate
 
         try:
-            translated = translate(sql)
+            # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
+            translated = float_column_rules(translate(sql), frozenset(
+                (n.lower(), column_kind(c.type)) for i, c in enumerate(as_schema(schema, "schema"))
+                for n in (c.name, placeholder(i)[1:-1])))
             GroupRecompute(schema, list(key), translated)
         except (SQLError, TypeError, ValueError) as e:
             raise _Unsupported(f"{what} through SQL: {e}") from None

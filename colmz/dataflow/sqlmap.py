@@ -74,6 +74,7 @@ class SqlMapFilter:
     def __init__(self, schema, where: Sequence[str] = (), select: Sequence[tuple[str, str]] | None = None,
                  lateral: str = ""):
         from colmz.sql import run_query, session, translate
+        from colmz.sql.floatcols import column_kind, float_column_rules
 
         self.input_schema = as_schema(schema, "schema")
         self.where = tuple(where)
@@ -85,7 +86,9 @@ class SqlMapFilter:
         if self.where:
             text += " WHERE " + " AND ".join(f"({w})" for w in self.where)
         self.sql = text
-        self.translated = translate(text)
+        # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
+        self.translated = float_column_rules(translate(text), frozenset(
+            (placeholder(i)[1:-1].lower(), column_kind(c.type)) for i, c in enumerate(self.input_schema)))
         self._run = run_query
         self._con = session(external_access=False)
         out = self._evaluate(Updates.empty(self.input_schema), 0)

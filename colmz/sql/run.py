@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from colmz.sql.build import NOW_FORMS, now_value
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.floatcols import FLOAT_COLUMN_MACROS
 from colmz.sql.tokens import CACHED_CHARS, tokenize
 from colmz.sql.transforms import (
     TRANSFORM_FUNCTIONS,
@@ -112,7 +113,7 @@ def connect(external_access: bool = True):
             if type(e).__name__ != "ParserException":
                 raise
             con.execute(untyped)
-    for macro in MACROS + TRANSFORM_MACROS:
+    for macro in MACROS + TRANSFORM_MACROS + FLOAT_COLUMN_MACROS:
         try:
             con.execute(macro)
         except Exception as e:  # DuckDB before 1.4 has no typed macro parameters

@@ -64,7 +64,7 @@ from colmz.sql.tokens import (
     short_text_cache,
     tokenize,
 )
-from colmz.sql.transforms import CHECKED_MATH, apply_transforms
+from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, apply_transforms
 
 __all__ = [
     "FUNCTIONS",
@@ -402,13 +402,32 @@ def _numeric_source(toks) -> bool:
             after = toks[j + 1 : j + 4]
             if not ((j > 0 and toks[j - 1].upper in _FLOAT_WORDS | {"PRECISION"}) or (
                     len(after) == 3 and after[0].kind in ("number", "word") and after[1].text == "::"
-                    and after[2].upper in _FLOAT_WORDS)):
+                    and after[2].upper in _FLOAT_WORDS) or _real_widened_division(toks, j)):
                 return True
         elif t.kind == "word" and t.upper in _NUMERIC_CALLS and j + 1 < n and toks[j + 1].text == "(":
             return True
         elif t.kind == "number" and t.text == "0" and j >= 3 and toks[j - 2].upper == "CAST" \
                 and j + 2 < n and toks[j + 2].upper == "DECIMAL":
             return True  # a cast of a non-literal to numeric (NUMERIC_CAST)
+    return False
+
+
+def _real_widened_division(toks, j: int) -> bool:
+    # Whether an operand of the ``/`` at ``toks[j]`` is ``(REAL_WIDEN(...))`` (the
+    # transforms' form of a real beside an integer or numeric): PostgreSQL's float48div, a
+    # double, not a numeric (``(1::real / 3)::text`` is 0.3333333333333333).
+    n = len(toks)
+    if j + 2 < n and toks[j + 1].text == "(" and toks[j + 2].text.lower() == REAL_WIDEN:
+        return True
+    if j < 2 or toks[j - 1].text != ")":
+        return False
+    depth = 0
+    for i in range(j - 1, -1, -1):
+        t = toks[i].text
+        depth += t == ")"
+        depth -= t == "("
+        if depth == 0:
+            return i + 1 < j and toks[i + 1].text.lower() == REAL_WIDEN
     return False
 
 

@@ -45,7 +45,7 @@ from colmz.updates import SchemaError
 
 __all__ = ["VALUES_RELATION", "arity_message", "as_jsonb", "assign", "assignment_query", "coerce_literals",
            "duckdb_type", "insert_rows", "insert_targets", "is_json", "is_jsonb",
-           "jsonb_select"]
+           "check_jsonb_values", "jsonb_select"]
 
 #: Where rows are registered for the one query that converts them (:func:`assign`,
 #: :func:`coerce_literals`).
@@ -309,3 +309,68 @@ def duckdb_type(t: pa.DataType) -> str:
     if pa.types.is_duration(t):
         return "INTERVAL"
     raise SchemaError(f"no DuckDB type for a literal written to a {t} column")
+
+
+#: Calls whose result is ``text`` in PostgreSQL (whatever their arguments' types).
+_TEXT_CALLS = frozenset({"upper", "lower", "concat", "concat_ws", "btrim", "trim", "ltrim", "rtrim", "substr",
+                         "substring", "replace", "lpad", "rpad", "repeat", "reverse", "left", "right",
+                         "initcap", "format", "md5", "to_char", "string_agg", "translate", "split_part"})
+_TEXT_TYPES = re.compile(r"(text|varchar|string|character varying|char|character|bpchar)(\s*\(\s*\d+\s*\))?")
+
+
+def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: frozenset[str],
+                       jsonb_columns: frozenset[str]) -> None:
+    """PostgreSQL's type error of an ``INSERT`` writing a ``text`` expression to a ``jsonb``
+    column: ``targets`` names the column each expression of ``query`` (a ``VALUES`` list or a
+    ``SELECT``) is written to when it is ``jsonb`` (``None`` otherwise); ``text_columns`` and
+    ``jsonb_columns`` are the (lower-case) names of the text and jsonb columns of the
+    relations ``query`` reads. PostgreSQL has no assignment cast from text to jsonb: only an
+    untyped string literal (or NULL, or a jsonb value) is accepted there. An expression is
+    text when it is visibly one -- a cast to a text type, a text function, ``||`` of no jsonb
+    operand, or a column of a text type (its name not also a jsonb column's); any other is
+    left for the write to convert (:func:`as_jsonb`).
+
+    >>> check_jsonb_values("VALUES (1, '{}')", [None, "j"], frozenset(), frozenset())
+    >>> check_jsonb_values("VALUES (1, '{' || '}')", [None, "j"], frozenset(), frozenset())
+    Traceback (most recent call last):
+    colmz.sql.SQLError: column "j" is of type jsonb but expression is of type text
+    """
+    from colmz.sql.tree import parse_tree
+
+    if not any(targets):
+        return
+    try:
+        (q,) = parse_tree(query)
+    except (SQLError, ValueError):  # not one query the tree reads: nothing told here
+        return
+    if q.type != "SELECT_NODE":
+        return
+    if q.from_ is not None and q.from_.type == "EXPRESSION_LIST" and q.items and q.items[0].cls == "STAR":
+        rows = q.from_.rows
+    elif any(e.cls == "STAR" for e in q.items):
+        return
+    else:
+        rows = (q.items,)
+
+    def jsonb(e) -> bool:
+        if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
+            return query[e.children[1].start : e.children[1].end].strip().lower() == "jsonb"
+        return e.cls == "COLUMN_REF" and bool(e.name) and e.name[-1].lower() in jsonb_columns
+
+    def text(e) -> bool:
+        if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
+            return _TEXT_TYPES.fullmatch(" ".join(query[e.children[1].start : e.children[1].end].lower().split())) \
+                is not None
+        if e.cls == "FUNCTION" and len(e.name) == 1:
+            if e.name[0] == "||":
+                return not any(jsonb(c) for c in e.children)
+            return e.name[0].lower() in _TEXT_CALLS
+        if e.cls == "COLUMN_REF" and e.name:
+            n = e.name[-1].lower()
+            return n in text_columns and n not in jsonb_columns
+        return False
+
+    for row in rows:
+        for e, target in zip(row, targets):
+            if target is not None and text(e):
+                raise SQLError(f'column "{target}" is of type jsonb but expression is of type text')

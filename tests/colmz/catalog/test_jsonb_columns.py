@@ -61,6 +61,30 @@ def test_a_json_column_keeps_its_text_but_refuses_text_that_is_not_json():
         {"j": '{"b": 1,  "a":2, "a": 3}', "b": '{"a": 3, "b": 1}'}]
 
 
+@pytest.mark.parametrize("stmt", [
+    "INSERT INTO jd (id, j) SELECT 5, t FROM jd WHERE id = 1",   # a text column
+    "INSERT INTO jd (id, j) VALUES (5, '{\"a\"' || ':1}')",    # || of two literals is text
+    "INSERT INTO jd (id, j) VALUES (5, '{}'::text)",              # a cast to text
+    "INSERT INTO jd VALUES (5, upper('{}'), 'x')",                # a text function
+])
+def test_a_text_expression_into_a_jsonb_column_is_postgresqls_type_error(stmt):
+    # PostgreSQL 15: no assignment cast from text to jsonb; only an untyped literal (or a
+    # jsonb value, or NULL) is written to a jsonb column
+    cat = _table()
+    cat.execute("""INSERT INTO jd VALUES (1, '{"a": 1}', '{"b": 2}')""")
+    now = cat.now
+    with pytest.raises(SQLError, match='column "j" is of type jsonb but expression is of type text'):
+        cat.execute(stmt)
+    assert cat.now == now
+    # a literal, NULL, a jsonb column and a json cast are written
+    cat.execute("""INSERT INTO jd (id, j) VALUES (2, '{"c": 1}'), (3, NULL)""")
+    cat.execute("INSERT INTO jd (id, j) SELECT 4, j FROM jd WHERE id = 1")
+    cat.execute("""INSERT INTO jd (id, j) VALUES (6, '{"d": 1}'::json)""")
+    assert cat.sql("SELECT id, j FROM jd ORDER BY id").to_pylist() == [
+        {"id": 1, "j": '{"a": 1}'}, {"id": 2, "j": '{"c": 1}'}, {"id": 3, "j": None},
+        {"id": 4, "j": '{"a": 1}'}, {"id": 6, "j": '{"d": 1}'}]
+
+
 _TASK = """CREATE CONTINUAL TASK ct (k INT, j JSONB, t TEXT) ON INPUT src AS (
     INSERT INTO ct SELECT k, '{"b": 1,  "a":[1, 2.50]}', '{"b": 1}' FROM src WHERE k = 1;
     INSERT INTO ct SELECT k, js::jsonb, js::text FROM src WHERE k > 1)"""

@@ -214,3 +214,9 @@ def test_text_of_a_numeric_computed_as_double_is_refused():
             run(sql)
     # an avg of doubles is a double in PostgreSQL: printed
     assert run("SELECT avg(x)::text FROM (VALUES (1.5::float8), (2.0::float8)) v(x)") == [("1.75",)]
+
+
+def test_text_of_a_real_divided_by_an_integer_is_a_doubles():
+    # PostgreSQL's float48div: a double (psql: (1::real / 3)::text is 0.3333333333333333),
+    # not a numeric, so it is printed, not refused
+    assert run("SELECT (1::real / 3)::text, (3 / 2::real)::text") == [("0.3333333333333333", "1.5")]

@@ -1,0 +1,372 @@
+"""PostgreSQL's float semantics where they hang on a column's type: rules applied to a
+translated query once the relations it reads (and so its columns' types) are known.
+
+:func:`colmz.sql.translate.translate` sees text only: a column's type is unknown there, so
+``r * 2`` over a ``real`` column or ``f * 2`` over a ``double precision`` one is left as DuckDB
+computes it. The catalog knows the schema of every relation a query reads when it runs it;
+:func:`float_column_rules` then reads the translated text's tree
+(:func:`colmz.sql.tree.parse_tree`) and types its leaves -- a column reference by the
+relations' columns of that name, a number literal as exact, a cast to a float type by its
+target -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
+
+* **real with an exact number** (``r * 2``, ``r + 1``, ``1 - r``, ``r > 0.1``): PostgreSQL has
+  no ``real`` operator with an integer or ``numeric``; it picks ``float48`` (the real widened
+  to a double, the result a double). DuckDB computes in single precision (``r + 1`` is
+  1.100000023841858, PostgreSQL's 1.1000000014901161; ``r * 2`` of 3.4e38 is Infinity,
+  PostgreSQL's 6.8e38). The real operand is cast to ``DOUBLE``.
+* **float overflow** (``f * 2`` of 1e308): a maximal ``+ - * /`` subtree of a float type with a
+  float column among its leaves raises "value out of range: overflow" (and, of ``*``/``/``
+  only, "underflow") where PostgreSQL does, through
+  :data:`colmz.sql.transforms.FLOAT_CHECK` -- the check translate already applies to
+  visibly float arithmetic and to column pairs; a subtree translate checked is left alone.
+* **NaN / 0** is NaN (``float8div``: only a non-NaN dividend raises "division by zero");
+  DuckDB raises for every zero divisor: a division of a float dividend is :data:`FLOAT_DIV`.
+* **a float column cast to numeric** keeps 15 (real: 6) significant digits, as
+  ``float8_numeric`` (``float4_numeric``) does: ``(f * 3)::numeric = 0.3`` holds for f = 0.1
+  (translate's ``x +`` :data:`colmz.sql.transforms.NUMERIC_CAST` of a float operand).
+
+Invariants:
+
+* A column reference is typed only when its name is unambiguous: every column of that name in
+  the relations read has one float type, and no select item, ``AS t(a, b)`` list or CTE of
+  the query uses the name as an alias (a derived column of the same name may have another
+  type). Anything not typed is left as it is (DuckDB's answer), never guessed.
+* A rule node holding a subquery is left alone (its text is not rewritten across the
+  subquery); the overflow and NaN rules skip grouped queries (DuckDB matches a select item
+  against the grouped expressions as written) and window calls (DuckDB refuses a volatile
+  expression in a window's ORDER BY, and counts a check volatile); the widening applies
+  there too (it rewrites a grouped expression and its select item alike).
+* The rewrite is a pure function of the text and the column names of each float type, cached;
+  a text the tree cannot read (not a query) is returned unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.errors import SQLError
+from colmz.sql.tree import Expression, Query, Table, parse_tree
+
+__all__ = ["FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
+
+#: ``x / y`` of a float ``x``: NaN when ``x`` is NaN and ``y`` zero (PostgreSQL's float8div
+#: and float4div), else DuckDB's division (which raises on a zero divisor).
+FLOAT_DIV = RESERVED_PREFIX + "float_div"
+
+#: The macros the rules call, defined on every colmz connection (:func:`colmz.sql.connect`).
+FLOAT_COLUMN_MACROS = (
+    f"CREATE OR REPLACE MACRO {FLOAT_DIV}(x, y) AS CASE WHEN isnan(x) AND y = 0 THEN x ELSE x / y END",
+)
+
+# colmz.sql.transforms' names, spelled here so this module imports nothing of the token
+# passes (checked equal by tests/colmz/sql/test_floatcols.py)
+_FLOAT_CHECK = RESERVED_PREFIX + "float_check"
+_REAL_WIDEN = RESERVED_PREFIX + "real_widen"
+_NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
+
+_ARITH = frozenset({"+", "-", "*", "/", "//"})
+_COMPARE = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_LESSTHAN", "COMPARE_GREATERTHAN",
+                      "COMPARE_LESSTHANOREQUALTO", "COMPARE_GREATERTHANOREQUALTO"})
+_REAL_TYPES = frozenset({"real", "float4"})
+_DOUBLE_TYPES = frozenset({"double", "double precision", "float8", "float"})
+_FLOAT_P = re.compile(r"float\s*\(\s*(\d+)\s*\)")
+_EXACT_TYPES = re.compile(r"(int[248]?|integer|bigint|smallint|tinyint|hugeint|numeric|decimal)"
+                          r"(\s*\(\s*\d+\s*(,\s*\d+\s*)?\))?")
+#: A text that may divide a float without naming a float column (``'NaN'::float8 / 0``).
+_FLOAT_WORD = re.compile(r"\b(float[48]?|real|double)\b", re.IGNORECASE)
+
+
+def float_column_rules(text: str, columns: frozenset[tuple[str, str]]) -> str:
+    """``text`` (a translated query) with PostgreSQL's float rules applied, given the columns
+    of the relations it reads as ``(name, kind)`` pairs: name lower case, kind ``"real"``,
+    ``"double"``, ``"exact"`` (an integer or numeric) or ``"other"`` (see :func:`column_kind`).
+
+    >>> cols = frozenset({("r", "real"), ("k", "exact")})
+    >>> float_column_rules("SELECT r > 2, k * 2 FROM t", cols)
+    'SELECT CAST(r AS DOUBLE) > 2, k * 2 FROM t'
+    """
+    if not any(k in ("real", "double") for _, k in columns) and not ("/" in text and _FLOAT_WORD.search(text)):
+        return text
+    return _rewrite(text, columns)
+
+
+def column_kind(t) -> str:
+    """The kind :func:`float_column_rules` gives a column of Arrow type ``t``.
+
+    >>> import pyarrow as pa
+    >>> [column_kind(t) for t in (pa.float32(), pa.float64(), pa.int32(), pa.string())]
+    ['real', 'double', 'exact', 'other']
+    """
+    import pyarrow as pa
+
+    if pa.types.is_float32(t):
+        return "real"
+    if pa.types.is_float64(t):
+        return "double"
+    return "exact" if pa.types.is_integer(t) or pa.types.is_decimal(t) else "other"
+
+
+@functools.lru_cache(maxsize=512)
+def _rewrite(text: str, columns: frozenset[tuple[str, str]]) -> str:
+    try:
+        queries = parse_tree(text)
+    except SQLError:  # not a query the tree reads (a refusal is translate's, or DuckDB's)
+        return text
+    aliases: set[str] = set()
+    for q in queries:
+        _aliases(q, aliases)
+    kinds: dict[str, set[str]] = {}
+    for name, kind in columns:
+        kinds.setdefault(name, set()).add(kind)
+    typed = {n: next(iter(k)) for n, k in kinds.items()
+             if len(k) == 1 and "other" not in k and n not in aliases}
+    rules = _Rules(text, typed)
+    for q in queries:
+        rules.query(q, grouped=False)
+    out, last = [], 0
+    for start, end, new in sorted(rules.edits):
+        out.append(text[last:start])
+        out.append(new)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _aliases(q: Query, out: set[str]) -> None:
+    # every name the query gives a derived column (or a CTE), lower case
+    for name, sub in q.ctes:
+        out.add(name.lower())
+        _aliases(sub, out)
+    for c in q.children:
+        _aliases(c, out)
+    for e in _expressions(q):
+        for n in e.walk():
+            if n.alias:
+                out.add(n.alias.lower())
+            if n.subquery is not None:
+                _aliases(n.subquery, out)
+    for t in _tables(q.from_):
+        out.update(a.lower() for a in t.column_aliases)
+        if t.subquery is not None:
+            _aliases(t.subquery, out)
+
+
+def _tables(t: Table | None):
+    if t is None:
+        return
+    yield t
+    for c in t.children:
+        yield from _tables(c)
+
+
+def _expressions(q: Query):
+    # the query's own expression roots (not its CTEs', branches' or FROM subqueries')
+    yield from q.items
+    for e in (q.where, q.having, q.qualify):
+        if e is not None:
+            yield e
+    yield from q.group_by
+    seen = set()
+    for m in q.modifiers:
+        for e in (*m.expressions, *(o.expression for o in m.orders)):
+            if e is not None and (e.start, e.end) not in seen:  # (an order is listed twice)
+                seen.add((e.start, e.end))
+                yield e
+    for t in _tables(q.from_):
+        yield from t.expressions
+        for row in t.rows:
+            yield from row
+
+
+class _Rules:
+    def __init__(self, text: str, typed: dict[str, str]) -> None:
+        self.text = text
+        self.typed = typed
+        self.edits: list[tuple[int, int, str]] = []
+        self.grouped = False
+        self.windows = 0  # how many window calls the node being rendered is under
+
+    def query(self, q: Query, grouped: bool) -> None:
+        for _, sub in q.ctes:
+            self.query(sub, False)
+        for c in q.children:
+            self.query(c, False)
+        for t in _tables(q.from_):
+            if t.subquery is not None:
+                self.query(t.subquery, False)
+        self.grouped = bool(q.group_by) or q.aggregate_handling == "FORCE_AGGREGATES"
+        for e in _expressions(q):
+            if isinstance(e, Expression):
+                self.root(e)
+
+    def root(self, e: Expression) -> None:
+        # the edits under ``e``: maximal rewritten nodes; subqueries read as queries
+        if e.subquery is not None:
+            grouped = self.grouped
+            self.query(e.subquery, False)
+            self.grouped = grouped
+            return
+        if any(n.subquery is not None for n in e.walk()):  # rules apply below the subquery's level
+            for c in e.children:
+                self.root(c)
+            return
+        new = self.render(e, checked=False)
+        if new is not None:
+            self.edits.append((e.start, e.end, new))
+
+    # -- types of leaves and subtrees: "real", "double", "exact" or None (not known)
+    def kind(self, e: Expression) -> str | None:
+        if e.cls == "COLUMN_REF" and e.name:
+            return self.typed.get(e.name[-1].lower())
+        if e.cls == "CONSTANT" and e.literal is not None:
+            if e.literal.kind == "INTEGER":
+                return "exact"
+            if e.literal.kind == "NUMERIC":
+                return "double" if "e" in e.literal.text.lower() else "exact"
+            return None
+        if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
+            t = " ".join(self.text[e.children[1].start : e.children[1].end].lower().split())
+            m = _FLOAT_P.fullmatch(t)
+            if m:
+                return "real" if int(m.group(1)) <= 24 else "double"
+            if t in _REAL_TYPES:
+                return "real"
+            if t in _DOUBLE_TYPES:
+                return "double"
+            return "exact" if _EXACT_TYPES.fullmatch(t) else None
+        if e.cls == "FUNCTION" and len(e.name) == 1:
+            name = e.name[0]
+            if name == _REAL_WIDEN and len(e.children) == 2:
+                k = self.kind(e.children[0])
+                return "double" if k == "real" and self.kind(e.children[1]) == "exact" else k
+            if name in (_FLOAT_CHECK, FLOAT_DIV) and e.children:
+                return self.kind(e.children[0])
+            if _numeric_cast(e, self.text):
+                return "exact"
+            if _is_arith(e):
+                kinds = [self.kind(c) for c in e.children]
+                if None in kinds:
+                    return None
+                if len(kinds) == 1:
+                    return kinds[0]
+                if "double" in kinds or ("real" in kinds and "exact" in kinds):
+                    return "double"
+                return "real" if "real" in kinds else "exact"
+        return None
+
+    def _float_column_under(self, e: Expression) -> bool:
+        return any(n.cls == "COLUMN_REF" and self.kind(n) in ("real", "double") for n in _leaves(e))
+
+    def checks(self, e: Expression) -> bool:
+        # whether the arithmetic subtree ``e`` (if maximal) gets the overflow check here
+        return not self.grouped and not self.windows and self.kind(e) in ("real", "double") \
+            and self._float_column_under(e)
+
+    # -- rendering: the node's text with its rewritten descendants; None when unchanged
+    def render(self, e: Expression, checked: bool) -> str | None:
+        if e.start < 0 or e.subquery is not None:
+            return None
+        kids = [c for c in e.children if c.start >= 0 and c.start >= e.start and c.end <= e.end]
+        under_check = e.cls == "FUNCTION" and e.name == (_FLOAT_CHECK,)
+        # a maximal arithmetic subtree is checked once, at its root (by translate or here)
+        arith_checked = _is_arith(e) and not _numeric_cast(e, self.text) and (checked or self.checks(e))
+        texts = {}
+        # a check under a window call is left out: DuckDB counts it volatile, which a
+        # window's ORDER BY or PARTITION BY may not be
+        self.windows += e.cls == "WINDOW"
+        for i, c in enumerate(kids):
+            t = self.render(c, checked=(under_check and i == 0) or (arith_checked and _is_arith(c)))
+            if t is not None:
+                texts[id(c)] = t
+        self.windows -= e.cls == "WINDOW"
+        has_sub = any(n.subquery is not None for n in e.walk())
+        own = None if has_sub else self.rule(e, texts, checked)
+        if own is not None:
+            return own
+        if not texts:
+            return None
+        return self.splice(e, texts)
+
+    def splice(self, e: Expression, texts: dict[int, str]) -> str:
+        out, last = [], e.start
+        for c in sorted((c for c in e.children if id(c) in texts), key=lambda c: c.start):
+            out.append(self.text[last : c.start])
+            out.append(texts[id(c)])
+            last = c.end
+        out.append(self.text[last : e.end])
+        return "".join(out)
+
+    def child_text(self, c: Expression, texts: dict[int, str]) -> str:
+        return texts.get(id(c), self.text[c.start : c.end])
+
+    def rule(self, e: Expression, texts: dict[int, str], checked: bool) -> str | None:
+        if _numeric_cast(e, self.text):
+            x = e.children[0]
+            k = self.kind(x)
+            if k in ("real", "double") and self._float_column_under(x):
+                digits = 6 if k == "real" else 15
+                texts[id(x)] = f"CAST(printf('%.{digits}g', {self.child_text(x, texts)}) AS DOUBLE)"
+                return self.splice(e, texts)
+            return None
+        binary = len(e.children) == 2 and all(c.start >= 0 for c in e.children)
+        arith = _is_arith(e)
+        body = None
+        if binary and (arith or (e.cls == "COMPARISON" and e.type in _COMPARE)):
+            a, b = e.children
+            ka, kb = self.kind(a), self.kind(b)
+            widen = {id(a): ka == "real" and kb == "exact" and self._float_column_under(a),
+                     id(b): kb == "real" and ka == "exact" and self._float_column_under(b)}
+            if any(widen.values()):
+                for c in (a, b):
+                    if widen[id(c)]:
+                        texts[id(c)] = f"CAST({self.child_text(c, texts)} AS DOUBLE)"
+                body = self.splice(e, texts)
+            if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.grouped \
+                    and not self.windows:
+                body = f"{FLOAT_DIV}({self.child_text(a, texts)}, {self.child_text(b, texts)})"
+        if arith and not checked and self.checks(e):
+            leaves = [n for n in _leaves(e) if n.start >= 0]
+            inner = body if body is not None else (self.splice(e, texts) if texts else self.text[e.start : e.end])
+            lt = [self.text[n.start : n.end] for n in leaves]
+            finite = " AND ".join(f"isfinite(TRY_CAST({t} AS DOUBLE))" for t in lt) or "true"
+            nonzero = (" AND ".join(f"TRY_CAST({t} AS DOUBLE) <> 0" for t in lt) or "true") \
+                if _products_only(e) else "false"
+            return f"{_FLOAT_CHECK}({inner}, {finite}, {nonzero})"
+        return body
+
+
+def _numeric_cast(e: Expression, text: str) -> bool:
+    # translate's ``x + NUMERIC_CAST``: PostgreSQL's ``x::numeric``
+    return (e.cls == "FUNCTION" and e.name == ("+",) and len(e.children) == 2
+            and text[e.children[1].start : e.children[1].end] == _NUMERIC_CAST)
+
+
+def _is_arith(e: Expression) -> bool:
+    return (e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _ARITH
+            and 1 <= len(e.children) <= 2 and e.filter is None and not e.order_by and not e.distinct)
+
+
+def _leaves(e: Expression) -> list[Expression]:
+    # the operands under the arithmetic subtree ``e`` that are not arithmetic, number
+    # literals (always finite) left out
+    out, stack = [], [e]
+    while stack:
+        n = stack.pop()
+        if _is_arith(n):
+            stack.extend(reversed(n.children))
+        elif not (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC")):
+            out.append(n)
+    return out
+
+
+def _products_only(e: Expression) -> bool:
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if _is_arith(n):
+            if n.name[0] not in ("*", "/", "//") or len(n.children) != 2:
+                return False
+            stack.extend(n.children)
+    return True

@@ -1,0 +1,121 @@
+"""colmz.sql.floatcols: PostgreSQL 15's float rules that hang on a column's type, run through
+a catalog (whose relations' schemas type the columns). Expected values are PostgreSQL 15's
+(psql against the server tests/storage_servers.py starts)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("duckdb")
+
+import colmz  # noqa: E402
+from colmz.sql import SQLError, floatcols, transforms  # noqa: E402
+from colmz.sql.floatcols import float_column_rules  # noqa: E402
+
+
+@pytest.fixture
+def cat():
+    c = colmz.Catalog()
+    c.execute("CREATE TABLE rt (k INT, r REAL, f DOUBLE PRECISION, t TEXT)")
+    c.execute("INSERT INTO rt VALUES (1, 0.1, 1e308, 'a'), (2, 1.5, 0.1, 'b'), (3, 'NaN', 'NaN', NULL), "
+              "(4, 3.4e38, -2.5, NULL)")
+    return c
+
+
+def rows(cat, sql):
+    t = cat.sql(sql)
+    return list(zip(*(c.to_pylist() for c in t.columns)))
+
+
+def test_a_real_column_with_an_integer_is_a_double(cat):
+    # PostgreSQL: float48pl / float48mul (r widened to a double); DuckDB computed in float32
+    got = rows(cat, "SELECT r + 1 AS a, r * 2 AS b, 1 - r AS c, (r + 1)::text AS d FROM rt WHERE k IN (1, 4) ORDER BY k")
+    r1 = float(np.float32(0.1))
+    assert got[0][:3] == (r1 + 1, r1 * 2, 1 - r1)  # 1.1000000014901161, not 1.100000023841858
+    assert got[0][3] == "1.1000000014901161"
+    assert got[1][1] == float(np.float32(3.4e38)) * 2  # 6.8e38, not Infinity
+    # a comparison with a numeric literal is float48 too: 0.1::real > 0.1 holds
+    assert rows(cat, "SELECT k FROM rt WHERE r > 0.1 ORDER BY k") == [(1,), (2,), (3,), (4,)]
+
+
+def test_a_real_column_with_a_real_stays_real(cat):
+    got = rows(cat, "SELECT r * r AS a, (r + r)::text AS b FROM rt WHERE k = 1")
+    assert got == [(float(np.float32(np.float32(0.1) * np.float32(0.1))), "0.2")]
+
+
+def test_a_float_column_times_a_number_overflows_as_postgresql(cat):
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT f * 2 AS a FROM rt WHERE k = 1")
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT f + f * 2 AS a FROM rt WHERE k = 1")
+    assert rows(cat, "SELECT f * 2 AS a FROM rt WHERE k = 2") == [(0.2,)]
+
+
+def test_nan_divided_by_zero_is_nan(cat):
+    got = rows(cat, "SELECT 'NaN'::float8 / 0 AS a, 'NaN'::real / 0 AS b")
+    assert all(math.isnan(v) for v in got[0])
+    assert math.isnan(rows(cat, "SELECT f / 0 AS a FROM rt WHERE k = 3")[0][0])
+    with pytest.raises(SQLError, match="[Dd]ivision by zero"):  # any other dividend raises
+        cat.sql("SELECT f / 0 AS a FROM rt WHERE k = 2")
+
+
+def test_a_double_column_cast_to_numeric_keeps_15_digits(cat):
+    # float8_numeric: 0.30000000000000004 is 0.300000000000000
+    assert rows(cat, "SELECT (f * 3)::numeric = 0.3 AS a, f::numeric AS b FROM rt WHERE k = 2") == [(True, 0.1)]
+    assert rows(cat, "SELECT (f / 3)::numeric = 0.0333333333333333 AS a FROM rt WHERE k = 2") == [(True,)]
+
+
+def test_a_column_of_another_type_or_a_derived_name_is_left_alone(cat):
+    assert rows(cat, "SELECT k * 2 AS a FROM rt WHERE k = 1") == [(2,)]
+    # a CTE's column named r is an integer, whatever rt's r is
+    got = cat.sql("WITH c AS (SELECT k AS r FROM rt) SELECT r * 2 AS a FROM c WHERE r = 1")
+    assert got.column("a").to_pylist() == [2] and str(got.schema.field("a").type) == "int32"
+    cols = frozenset({("r", "real"), ("k", "exact")})
+    assert float_column_rules("SELECT x.r * 2 FROM (SELECT k AS r FROM t) x", cols) == \
+        "SELECT x.r * 2 FROM (SELECT k AS r FROM t) x"
+    # a name that is a real in one relation and an integer in another is not typed
+    assert float_column_rules("SELECT r * 2 FROM a, b", frozenset({("r", "real"), ("r", "exact")})) == \
+        "SELECT r * 2 FROM a, b"
+
+
+def test_text_without_float_columns_is_not_read():
+    text = "SELECT k * 2 FROM t"
+    assert float_column_rules(text, frozenset({("k", "exact")})) is text
+
+
+def test_names_agree_with_transforms():
+    assert floatcols._FLOAT_CHECK == transforms.FLOAT_CHECK
+    assert floatcols._REAL_WIDEN == transforms.REAL_WIDEN
+    assert floatcols._NUMERIC_CAST == transforms.NUMERIC_CAST
+
+
+def test_a_maintained_view_follows_the_same_rules(cat):
+    # the dataflow's per-row SQL (SqlMapFilter) and its group recompute get the rules too, so a
+    # view maintained across commits holds what the query answers
+    cat.execute("CREATE MATERIALIZED VIEW v1 AS SELECT k, r + 1 AS a FROM rt")
+    cat.execute("CREATE MATERIALIZED VIEW v2 AS SELECT k, f / 0 AS a FROM rt WHERE k = 3")
+    cat.execute("CREATE MATERIALIZED VIEW v3 AS SELECT k, sum(r + 1) AS a FROM rt GROUP BY k")
+    cat.execute("INSERT INTO rt VALUES (5, 0.1, 'NaN', NULL)")
+    r1 = float(np.float32(0.1)) + 1
+    for v in ("v1", "v3"):
+        got = dict(rows(cat, f"SELECT k, a FROM {v}"))
+        assert got[1] == got[5] == r1, v
+    assert [math.isnan(a) for _, a in rows(cat, "SELECT k, a FROM v2")] == [True]
+
+
+def test_a_subscription_follows_the_same_rules(cat):
+    # its snapshot (the query) and its dataflow (the maintained operators) agree, so it runs
+    # as a dataflow, and both are PostgreSQL's double
+    sub = cat.subscribe("SELECT k, r + 1 AS a FROM rt WHERE k = 1")
+    assert sub.strategy == "dataflow"
+    (first,) = [b for b, _ in zip(sub, range(1))]
+    assert [row[:2] for row in first.to_pylist()] == [(1, float(np.float32(0.1)) + 1)]
+
+
+def test_a_window_ordered_by_float_arithmetic_is_not_checked(cat):
+    # DuckDB refuses a volatile expression (a check raising an error) in a window's ORDER BY
+    got = rows(cat, "SELECT k, rank() OVER (ORDER BY f * f) AS n FROM rt WHERE k IN (2, 4) ORDER BY k")
+    assert got == [(2, 1), (4, 2)]
