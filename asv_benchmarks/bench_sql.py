@@ -34,17 +34,17 @@ alternately in N pairs of child processes, in CPU time (``time.process_time``, b
 per child), and prints the median and range of each: on a shared machine wall time counts
 other processes' turns, and one child against another spreads more than a change does.
 
-One run (``flock /tmp/colmz_heavy.lock .venv/bin/python asv_benchmarks/bench_sql.py
---before DIR --rounds 5``, DIR the tree before statements were remembered per text and
-tokens shared; DuckDB 2.0.1, 2 shared cores), 12 statements giving 14 queries, us of CPU
-per query:
+One run on an otherwise idle machine (``python asv_benchmarks/bench_sql.py --before DIR
+--rounds 5``, DIR the tree before statements were remembered per text, tokens shared and
+edited texts lexed again only where edited: ``git archive 7dc45dd colmz``; DuckDB 2.0.1, 2
+cores), 12 statements giving 14 queries, us of CPU per query:
 
 ==============================================  ==========  ==========
 path                                            before      after
 ==============================================  ==========  ==========
-colmz parse + translate + bind, first sight          245.4       241.3
-colmz parse + translate + bind, cached                25.8         3.0
-colmz ..., new text of a known shape                 255.6       255.1
+colmz parse + translate + bind, first sight          238.1       212.0
+colmz parse + translate + bind, cached                25.7         3.0
+colmz ..., new text of a known shape                 248.1       219.5
 ==============================================  ==========  ==========
 
 A statement seen before is no longer parsed: :func:`colmz.sql.parse` keeps each text's
