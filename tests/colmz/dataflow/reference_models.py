@@ -117,3 +117,25 @@ def check_random_scripts(cats: list[colmz.Catalog], scripts: list[str]) -> None:
         for cat in cats:  # a later script may create it again
             if "late" in cat.names:
                 cat.execute("DROP MATERIALIZED VIEW late CASCADE")
+
+
+def check_durable_resume(url: str, bodies: list[str], script: list[str], before: int) -> None:
+    """A durable catalog holding the views of ``bodies`` runs ``script[:before]``, is reopened
+    without initialising a view or reading an input row, and then equals a recompute catalog
+    after every statement of the rest."""
+    from colmz.catalog.durable import Catalog
+
+    cats = [Catalog(url), colmz.Catalog(views="recompute")]
+    for cat in cats:
+        cat.execute("; ".join(TABLES))
+        for i, b in enumerate(bodies):
+            cat.execute(f"CREATE MATERIALIZED VIEW v{i} AS {b}")
+    for text in script[:before]:
+        assert run(cats, text) == [None, None]
+    again = Catalog(url)
+    assert again.view_work["initialized"] == 0 and again.view_work["input_rows_read"] == 0
+    cats = [again, cats[1]]
+    check_equal(cats, "reopen")
+    for text in script[before:]:
+        assert run(cats, text) == [None, None]
+        check_equal(cats, text)

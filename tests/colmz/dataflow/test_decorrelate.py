@@ -16,10 +16,8 @@ import pytest
 import updates_strategies as us
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference_models import catalogs, check_random_scripts, check_script
-from test_maintained import TABLES, check_equal, run, script
-
-import colmz
+from reference_models import catalogs, check_durable_resume, check_random_scripts, check_script
+from test_maintained import script
 
 pytestmark = pytest.mark.filterwarnings("ignore::colmz.dataflow.maintained.FallbackWarning")
 
@@ -90,20 +88,4 @@ def test_decorrelated_subqueries_equal_the_recompute_after_random_scripts(script
 
 
 def test_a_durable_catalog_resumes_decorrelated_views_without_reading_inputs(tmp_path):
-    from colmz.catalog.durable import Catalog
-
-    url = str(tmp_path / "cat")
-    cats = [Catalog(url), colmz.Catalog(views="recompute")]
-    for cat in cats:
-        cat.execute("; ".join(TABLES))
-        for i, b in enumerate(BODIES):
-            cat.execute(f"CREATE MATERIALIZED VIEW v{i} AS {b}")
-    for text in SCRIPT[:4]:
-        assert run(cats, text) == [None, None]
-    again = Catalog(url)
-    assert again.view_work["initialized"] == 0 and again.view_work["input_rows_read"] == 0
-    cats = [again, cats[1]]
-    check_equal(cats, "reopen")
-    for text in SCRIPT[4:]:
-        assert run(cats, text) == [None, None]
-        check_equal(cats, text)
+    check_durable_resume(str(tmp_path / "cat"), BODIES, SCRIPT, 4)

@@ -13,7 +13,8 @@ import pytest
 import updates_strategies as us
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_maintained import TABLES, check_equal, run, script
+from reference_models import catalogs, check_durable_resume, check_random_scripts, check_script
+from test_maintained import TABLES, check_equal, script
 
 import colmz
 
@@ -50,37 +51,14 @@ SCRIPT = [
 ]
 
 
-def _catalogs():
-    cats = [colmz.Catalog(views="incremental"), colmz.Catalog(views="recompute")]
-    for cat in cats:
-        cat.execute("; ".join(TABLES))
-        for i, b in enumerate(BODIES):
-            cat.execute(f"CREATE MATERIALIZED VIEW v{i} AS {b}")
-    for i, b in enumerate(BODIES):
-        mv = cats[0].object(f"v{i}").maintained
-        assert mv.incremental and mv.plan is not None and not mv.plan.fallbacks(), (b, mv.reasons)
-    return cats
-
-
 def test_outer_joins_with_a_residual_equal_the_recompute():
-    cats = _catalogs()
-    check_equal(cats, "creation")
-    for text in SCRIPT:
-        assert run(cats, text) == [None, None]
-        check_equal(cats, text)
+    check_script(catalogs(BODIES), SCRIPT)
 
 
 @settings(max_examples=us.examples(12), deadline=None)
 @given(st.lists(script(), min_size=1, max_size=6))
 def test_outer_joins_with_a_residual_equal_the_recompute_after_random_scripts(scripts):
-    cats = _catalogs()
-    for text in scripts:
-        a, b = run(cats, text)
-        assert a == b, text
-        check_equal(cats, text)
-        for cat in cats:
-            if "late" in cat.names:
-                cat.execute("DROP MATERIALIZED VIEW late CASCADE")
+    check_random_scripts(catalogs(BODIES), scripts)
 
 
 def test_explain_names_the_pairs_the_semijoin_and_the_padding():
@@ -139,20 +117,4 @@ def test_explain_names_the_exists_residual():
 
 
 def test_a_durable_catalog_resumes_these_views_without_reading_inputs(tmp_path):
-    from colmz.catalog.durable import Catalog
-
-    url = str(tmp_path / "cat")
-    cats = [Catalog(url), colmz.Catalog(views="recompute")]
-    for cat in cats:
-        cat.execute("; ".join(TABLES))
-        for i, b in enumerate(BODIES):
-            cat.execute(f"CREATE MATERIALIZED VIEW v{i} AS {b}")
-    for text in SCRIPT[:5]:
-        assert run(cats, text) == [None, None]
-    again = Catalog(url)
-    assert again.view_work["initialized"] == 0 and again.view_work["input_rows_read"] == 0
-    cats = [again, cats[1]]
-    check_equal(cats, "reopen")
-    for text in SCRIPT[5:]:
-        assert run(cats, text) == [None, None]
-        check_equal(cats, text)
+    check_durable_resume(str(tmp_path / "cat"), BODIES, SCRIPT, 5)
