@@ -47,6 +47,7 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError
+from colmz.sql.transforms import FLOAT_CHECK, NUMERIC_CAST, REAL_WIDEN, arith_leaves, is_arith
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = ["FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
@@ -60,13 +61,7 @@ FLOAT_COLUMN_MACROS = (
     f"CREATE OR REPLACE MACRO {FLOAT_DIV}(x, y) AS CASE WHEN isnan(x) AND y = 0 THEN x ELSE x / y END",
 )
 
-# colmz.sql.transforms' names, spelled here so this module imports nothing of the token
-# passes (checked equal by tests/colmz/sql/test_floatcols.py)
-_FLOAT_CHECK = RESERVED_PREFIX + "float_check"
-_REAL_WIDEN = RESERVED_PREFIX + "real_widen"
-_NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 
-_ARITH = frozenset({"+", "-", "*", "/", "//"})
 _COMPARE = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_LESSTHAN", "COMPARE_GREATERTHAN",
                       "COMPARE_LESSTHANOREQUALTO", "COMPARE_GREATERTHANOREQUALTO"})
 _REAL_TYPES = frozenset({"real", "float4"})
@@ -238,14 +233,14 @@ class _Rules:
             return "exact" if _EXACT_TYPES.fullmatch(t) else None
         if e.cls == "FUNCTION" and len(e.name) == 1:
             name = e.name[0]
-            if name == _REAL_WIDEN and len(e.children) == 2:
+            if name == REAL_WIDEN and len(e.children) == 2:
                 k = self.kind(e.children[0])
                 return "double" if k == "real" and self.kind(e.children[1]) == "exact" else k
-            if name in (_FLOAT_CHECK, FLOAT_DIV) and e.children:
+            if name in (FLOAT_CHECK, FLOAT_DIV) and e.children:
                 return self.kind(e.children[0])
             if _numeric_cast(e, self.text):
                 return "exact"
-            if _is_arith(e):
+            if is_arith(e):
                 kinds = [self.kind(c) for c in e.children]
                 if None in kinds:
                     return None
@@ -269,15 +264,15 @@ class _Rules:
         if e.start < 0 or e.subquery is not None:
             return None
         kids = [c for c in e.children if c.start >= 0 and c.start >= e.start and c.end <= e.end]
-        under_check = e.cls == "FUNCTION" and e.name == (_FLOAT_CHECK,)
+        under_check = e.cls == "FUNCTION" and e.name == (FLOAT_CHECK,)
         # a maximal arithmetic subtree is checked once, at its root (by translate or here)
-        arith_checked = _is_arith(e) and not _numeric_cast(e, self.text) and (checked or self.checks(e))
+        arith_checked = is_arith(e) and not _numeric_cast(e, self.text) and (checked or self.checks(e))
         texts = {}
         # a check under a window call is left out: DuckDB counts it volatile, which a
         # window's ORDER BY or PARTITION BY may not be
         self.windows += e.cls == "WINDOW"
         for i, c in enumerate(kids):
-            t = self.render(c, checked=(under_check and i == 0) or (arith_checked and _is_arith(c)))
+            t = self.render(c, checked=(under_check and i == 0) or (arith_checked and is_arith(c)))
             if t is not None:
                 texts[id(c)] = t
         self.windows -= e.cls == "WINDOW"
@@ -311,7 +306,7 @@ class _Rules:
                 return self.splice(e, texts)
             return None
         binary = len(e.children) == 2 and all(c.start >= 0 for c in e.children)
-        arith = _is_arith(e)
+        arith = is_arith(e)
         body = None
         if binary and (arith or (e.cls == "COMPARISON" and e.type in _COMPARE)):
             a, b = e.children
@@ -333,39 +328,28 @@ class _Rules:
             finite = " AND ".join(f"isfinite(TRY_CAST({t} AS DOUBLE))" for t in lt) or "true"
             nonzero = (" AND ".join(f"TRY_CAST({t} AS DOUBLE) <> 0" for t in lt) or "true") \
                 if _products_only(e) else "false"
-            return f"{_FLOAT_CHECK}({inner}, {finite}, {nonzero})"
+            return f"{FLOAT_CHECK}({inner}, {finite}, {nonzero})"
         return body
 
 
 def _numeric_cast(e: Expression, text: str) -> bool:
     # translate's ``x + NUMERIC_CAST``: PostgreSQL's ``x::numeric``
     return (e.cls == "FUNCTION" and e.name == ("+",) and len(e.children) == 2
-            and text[e.children[1].start : e.children[1].end] == _NUMERIC_CAST)
-
-
-def _is_arith(e: Expression) -> bool:
-    return (e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _ARITH
-            and 1 <= len(e.children) <= 2 and e.filter is None and not e.order_by and not e.distinct)
+            and text[e.children[1].start : e.children[1].end] == NUMERIC_CAST)
 
 
 def _leaves(e: Expression) -> list[Expression]:
-    # the operands under the arithmetic subtree ``e`` that are not arithmetic, number
-    # literals (always finite) left out
-    out, stack = [], [e]
-    while stack:
-        n = stack.pop()
-        if _is_arith(n):
-            stack.extend(reversed(n.children))
-        elif not (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC")):
-            out.append(n)
-    return out
+    # the operands under the arithmetic subtree ``e``, every exact number literal left out
+    # (one with an exponent too: it is typed exact here, as PostgreSQL reads it)
+    return [n for n in arith_leaves(e) if not (
+        n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC"))]
 
 
 def _products_only(e: Expression) -> bool:
     stack = [e]
     while stack:
         n = stack.pop()
-        if _is_arith(n):
+        if is_arith(n):
             if n.name[0] not in ("*", "/", "//") or len(n.children) != 2:
                 return False
             stack.extend(n.children)

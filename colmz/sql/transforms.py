@@ -119,7 +119,9 @@ __all__ = [
     "TRANSFORM_TYPED_MACROS",
     "Call",
     "apply_transforms",
+    "arith_leaves",
     "duplicate_name",
+    "is_arith",
     "jsonb_concat",
     "jsonb_get",
     "jsonb_text",
@@ -440,7 +442,7 @@ _REAL_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", **{k: v for k, v
 def _shows_real(n: Expression, text: str) -> bool:
     # Whether ``n`` is a cast (or a typed literal) to real, its negation, or arithmetic of
     # two of them.
-    if _is_arith(n):
+    if is_arith(n):
         return all(_shows_real(k, text) for k in n.children)
     if n.cls != "CAST" or len(n.children) != 2:
         return False
@@ -455,7 +457,7 @@ def _real_operator(e: Expression) -> str | None:
         return None
     if e.cls == "COMPARISON":
         return _REAL_OPS.get(e.type)
-    return _REAL_OPS.get(e.name[0]) if _is_arith(e) else None
+    return _REAL_OPS.get(e.name[0]) if is_arith(e) else None
 
 
 def _refuse_pg_typeof(c: Call) -> None:
@@ -796,8 +798,8 @@ def _numeric_cast(c: Call) -> str:
     if not (x.cls in ("COLUMN_REF", "CONSTANT", "CAST", "SUBQUERY", "CASE")
             or (x.cls in ("FUNCTION", "WINDOW") and len(x.name) == 1 and x.name[0].isidentifier())):
         operand = f"({operand})"  # an operator's result: its parentheses are outside its span
-    if _shows_real(x, c.text) or _shows_float(x, c.text) or (_is_arith(x) and any(
-            _shows_float(n, c.text) for leaf in _arith_leaves(x) for n in leaf.walk())):
+    if _shows_real(x, c.text) or _shows_float(x, c.text) or (is_arith(x) and any(
+            _shows_float(n, c.text) for leaf in arith_leaves(x) for n in leaf.walk())):
         # a visible float: PostgreSQL's float8_numeric (float4_numeric) keeps 15 (6)
         # significant digits (0.1::float8 * 3 is 0.300000000000000)
         operand = f"CAST(printf('%.{6 if _shows_real(x, c.text) else 15}g', {operand}) AS DOUBLE)"
@@ -1381,18 +1383,19 @@ TRANSFORM_NULL_FUNCTIONS = ((JSONB_GET, _jsonb_get_arrow, ("VARCHAR", "VARCHAR",
 _ARITH_OPS = frozenset({"+", "-", "*", "/", "//"})
 
 
-def _is_arith(e: Expression) -> bool:
+def is_arith(e: Expression) -> bool:
+    """``e`` is a plain ``+ - * / //`` call (unary or binary)."""
     return (e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _ARITH_OPS
             and 1 <= len(e.children) <= 2 and e.filter is None and not e.order_by and not e.distinct)
 
 
-def _arith_leaves(e: Expression) -> list[Expression]:
-    # The operands under the arithmetic subtree ``e`` that are not themselves arithmetic;
-    # number literals (always finite) left out.
+def arith_leaves(e: Expression) -> list[Expression]:
+    """The operands under the arithmetic subtree ``e`` that are not themselves arithmetic;
+    number literals without an exponent (always finite) left out."""
     out, stack = [], [e]
     while stack:
         n = stack.pop()
-        if _is_arith(n):
+        if is_arith(n):
             stack.extend(reversed(n.children))
         elif not (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC")
                   and "e" not in n.literal.text.lower()):
@@ -1443,7 +1446,7 @@ def _products_only(e: Expression) -> bool:
     stack = [e]
     while stack:
         n = stack.pop()
-        if _is_arith(n):
+        if is_arith(n):
             if n.name[0] not in ("*", "/", "//") or len(n.children) != 2:
                 return False
             stack.extend(n.children)
@@ -1928,9 +1931,9 @@ def apply_transforms(text: str, toks) -> str:
 
     def visit(e: Expression, table: bool, inside: str, arith: bool = False) -> None:
         rule, name = rule_of(e)
-        if arithmetic and not arith and _is_arith(e) and id(e) not in grouped and not (
+        if arithmetic and not arith and is_arith(e) and id(e) not in grouped and not (
                 rule is not None and numeric and _constant(e, wrapped) is not None):
-            leaves = _arith_leaves(e)
+            leaves = arith_leaves(e)
             if (pairs and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
                     leaves and any(_shows_float(n, wrapped) for leaf in leaves for n in leaf.walk())):
                 rule = _float_checked(rule, leaves)
@@ -1949,7 +1952,7 @@ def apply_transforms(text: str, toks) -> str:
         kids = e.children[0].children if rule in (_row_in, _regexp_not) and e.type == "OPERATOR_NOT" \
             else e.children
         for c in kids:
-            visit(c, False, inside, _is_arith(e))
+            visit(c, False, inside, is_arith(e))
 
     for root, table in roots:
         visit(root, table, "")

@@ -87,9 +87,9 @@ def test_text_without_float_columns_is_not_read():
 
 
 def test_names_agree_with_transforms():
-    assert floatcols._FLOAT_CHECK == transforms.FLOAT_CHECK
-    assert floatcols._REAL_WIDEN == transforms.REAL_WIDEN
-    assert floatcols._NUMERIC_CAST == transforms.NUMERIC_CAST
+    assert floatcols.FLOAT_CHECK == transforms.FLOAT_CHECK
+    assert floatcols.REAL_WIDEN == transforms.REAL_WIDEN
+    assert floatcols.NUMERIC_CAST == transforms.NUMERIC_CAST
 
 
 def test_a_maintained_view_follows_the_same_rules(cat):
