@@ -18,37 +18,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
-from test_arrangement_read import SCHEMA, histories, oracle
+from test_arrangement_read import histories, oracle, replay, updates_of
 
 import colmz
 import colmz.arrangement.part_writer as part_writer
 from colmz.arrangement import Arrangement, CorruptPart
 
 _ABSENT = [("absent", 7.0, 7), (None, None, None), ("a", float("nan"), -5)]
-
-
-def _replay(url: str, steps) -> tuple[Arrangement, list]:
-    a = Arrangement.open(url, SCHEMA, part_rows=3, fan_in=64)
-    written = []
-    for op, arg in steps:
-        if op == "write":
-            if arg:
-                a.write(_updates(arg))
-                written += arg
-        elif op == "seal":
-            a.seal(arg)
-        elif op == "maintain":
-            a.maintain()
-        else:
-            a.advance_since(max(arg, a.since()))
-    return a, written
-
-
-def _updates(rows) -> colmz.Updates:
-    s, f, i, t, d = zip(*rows) if rows else ((), (), (), (), ())
-    return colmz.Updates({"s": pa.array(s, pa.string()), "f": pa.array(f, pa.float64()),
-                          "i": pa.array(i, pa.int64())},
-                         time=np.array(t, np.uint64), diff=np.array(d, np.int64))
 
 
 def _key(row) -> str:
@@ -59,7 +35,7 @@ def _key(row) -> str:
 def _check_counts(a: Arrangement, written) -> None:
     since, seal = a.since(), a.get_seal()
     asked = list(dict.fromkeys([tuple(r[:3]) for r in written] + _ABSENT, None))
-    rows = _updates([(*r, 0, 1) for r in asked])
+    rows = updates_of([(*r, 0, 1) for r in asked])
     for as_of in sorted({since, (since + seal) // 2, seal - 1} - {-1}):
         if not since <= as_of < seal:
             continue
@@ -71,7 +47,7 @@ def _check_counts(a: Arrangement, written) -> None:
 @settings(max_examples=60, deadline=None)
 @given(histories())
 def test_counts_match_the_consolidating_oracle_in_memory(steps):
-    a, written = _replay(f"mem://counts-{id(steps)}-{len(steps)}", steps)
+    a, written = replay(f"mem://counts-{id(steps)}-{len(steps)}", steps, part_rows=3)
     _check_counts(a, written)
 
 
@@ -84,7 +60,7 @@ def test_counts_match_the_oracle_on_local_disk_with_small_row_groups(steps):
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(part_writer, "ROW_GROUP_ROWS", 2)
-            a, written = _replay(d, steps)
+            a, written = replay(d, steps, part_rows=3)
             _check_counts(a, written)
     finally:
         shutil.rmtree(d, ignore_errors=True)

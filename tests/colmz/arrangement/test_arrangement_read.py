@@ -42,7 +42,7 @@ FLOATS = st.sampled_from([0.0, -0.0, 1.5, float("nan"), -2.0, None])
 INTS = st.sampled_from([0, 1, -1, 2**62, -(2**63), None])
 
 
-def _updates(rows) -> colmz.Updates:
+def updates_of(rows) -> colmz.Updates:
     s, f, i, t, d = zip(*rows) if rows else ((), (), (), (), ())
     return colmz.Updates({"s": pa.array(s, pa.string()), "f": pa.array(f, pa.float64()),
                           "i": pa.array(i, pa.int64())},
@@ -54,7 +54,7 @@ def oracle(written, as_of, since) -> colmz.Updates:
     since, consolidated and sorted by data."""
     rows = [r for r in written if as_of is None or r[3] <= as_of]
     s = since if as_of is None else max(since, as_of)
-    return colmz.consolidate(_updates(rows), order="data", since=s)
+    return colmz.consolidate(updates_of(rows), order="data", since=s)
 
 
 @st.composite
@@ -85,13 +85,15 @@ def histories(draw):
     return steps
 
 
-def _replay(url: str, steps) -> tuple[Arrangement, list]:
-    a = Arrangement.open(url, SCHEMA, part_rows=draw_rows(steps), fan_in=64)
+def replay(url: str, steps, part_rows: int | None = None) -> tuple[Arrangement, list]:
+    """An arrangement at ``url`` after ``steps``, and the rows written; parts of ``part_rows``
+    rows (by default a few, drawn from the steps)."""
+    a = Arrangement.open(url, SCHEMA, part_rows=part_rows or draw_rows(steps), fan_in=64)
     written = []
     for op, arg in steps:
         if op == "write":
             if arg:
-                a.write(_updates(arg))
+                a.write(updates_of(arg))
                 written += arg
         elif op == "seal":
             a.seal(arg)
@@ -157,7 +159,7 @@ def _check_unmerged(a: Arrangement, written, as_of, since) -> None:
 @settings(max_examples=80, deadline=None)
 @given(histories())
 def test_reads_match_the_consolidating_oracle_in_memory(steps):
-    a, written = _replay(f"mem://read-merge-{next(_names)}", steps)
+    a, written = replay(f"mem://read-merge-{next(_names)}", steps)
     _check_all_reads(a, written)
 
 
@@ -172,7 +174,7 @@ def test_reads_match_the_oracle_on_local_disk_with_threads_and_ties(steps):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(read_mod, "PARALLEL_ROWS", 4)
             mp.setattr(words_mod, "EXACT_WORDS", 1)
-            a, written = _replay(d, steps)
+            a, written = replay(d, steps)
             _check_all_reads(a, written)
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -183,7 +185,7 @@ def test_to_arrow_and_to_pandas_are_the_merged_read(tmp_path):
     written = []
     for t in range(4):
         rows = [(f"k{(i * 7 + t) % 11}", float(i), i, t, 1) for i in range(30)]
-        a.write(_updates(rows))
+        a.write(updates_of(rows))
         written += rows
         a.seal(t + 1)
         if t < 3:
