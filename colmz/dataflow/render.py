@@ -3,11 +3,17 @@
 
 Design
 ------
-Each plan node (``colmz.dataflow.plan_nodes``) becomes one operator owning its state (a
-node used twice -- an antijoin's input, an ``INTERSECT``'s -- becomes two operators);
-``Pipeline.step(time, deltas)`` steps every operator once for ``time``, inputs first, and
-returns the view's delta. A step that raises in any operator leaves all of them as they
-were (``colmz.rollback``).
+Each plan node (``colmz.dataflow.plan_nodes``) becomes one operator owning its state.
+Identical subplans are rendered once (hash-consed: nodes are frozen values, so two equal
+nodes compute the same collection from the same inputs): a node the lowering uses twice --
+an antijoin's input (``X − X ⋉ Y``), an outer join's preserved side and its pairs (the
+pairs are both output and the source of the matched rows), an ``INTERSECT``'s input -- is
+one operator whose output feeds every parent, as Materialize's lowering binds such a
+subplan with ``Let`` and reads it with ``Get``. The rendered operators form a DAG;
+``Pipeline.step(time, deltas)`` steps every operator exactly once for ``time``, inputs
+first (a shared operator's delta is computed once and handed to each parent), and returns
+the view's delta. A step that raises in any operator leaves all of them as they were
+(``colmz.rollback``).
 
 Shared arrangements. Rendered with ``shared=`` (a :class:`colmz.dataflow.shared.SharedSource`,
 the catalog engine's), an operator that arranges an input *as is* -- a delta join's or an
@@ -145,7 +151,8 @@ def _predicate_operator(p: Predicate):
 
 
 class _Step:
-    """A rendered node: its operator and its inputs' rendered nodes."""
+    """A rendered node: its operator and its inputs' rendered nodes (shared between the
+    parents of a subplan rendered once)."""
 
     def __init__(self, node: Node, op, inputs: list[_Step], table: str | None = None):
         self.node = node
@@ -157,17 +164,24 @@ class _Step:
         self.rows_in = 0
         self.rows_out = 0
 
-    def step(self, time: int, deltas: Mapping[str, Updates], tables: Mapping[str, Schema]) -> Updates:
+    def step(self, time: int, deltas: Mapping[str, Updates], tables: Mapping[str, Schema],
+             done: dict[int, Updates]) -> Updates:
+        """The operator's output at ``time``, stepped once per pipeline step: ``done`` holds
+        the outputs of the steps already stepped at ``time`` (by ``id``)."""
+        out = done.get(id(self))
+        if out is not None:
+            return out
         if self.table is not None:
             d = deltas.get(self.table)
             if d is None:
                 d = Updates.empty(tables[self.table])
             out = self.op.step(time, d)
             self.rows_in, self.rows_out = len(d), len(out)
-            return out
-        ins = [i.step(time, deltas, tables) for i in self.inputs]
-        out = self.op.step(time, *ins)
-        self.rows_in, self.rows_out = sum(len(i) for i in ins), len(out)
+        else:
+            ins = [i.step(time, deltas, tables, done) for i in self.inputs]
+            out = self.op.step(time, *ins)
+            self.rows_in, self.rows_out = sum(len(i) for i in ins), len(out)
+        done[id(self)] = out
         return out
 
 
@@ -190,7 +204,25 @@ def _shared_arranged(node: Reduce, shared: SharedSource | None) -> SharedInput |
     return shared.input(node.input.table, node.input.columns, node.group_by)
 
 
-def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: SharedSource | None = None) -> _Step:
+def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: SharedSource | None = None,
+            rendered: dict | None = None) -> _Step:
+    """``node``'s step, rendered once per equal node: ``rendered`` maps the nodes rendered
+    so far to their steps (a node that cannot be hashed is keyed by its identity)."""
+    if rendered is None:
+        rendered = {}
+    try:
+        key = ("node", node)
+        hash(key)
+    except TypeError:  # a constant of an unhashable value: shared only when the same object
+        key = ("id", id(node))
+    step = rendered.get(key)
+    if step is None:
+        step = rendered[key] = _render_node(node, tables, fallback, shared, rendered)
+    return step
+
+
+def _render_node(node: Node, tables: Mapping[str, Schema], fallback, shared: SharedSource | None,
+                 rendered: dict) -> _Step:
     if isinstance(node, Fallback):
         if fallback is None or not node.query:
             raise ValueError(f"the plan holds a Fallback ({node.reason}); rendering it needs fallback= "
@@ -201,7 +233,7 @@ def _render(node: Node, tables: Mapping[str, Schema], fallback=None, shared: Sha
         return _Step(node, op, [], node.table)
     if isinstance(node, Constant):
         return _Step(node, ConstantOp(node.schema, node.rows), [])
-    ins = [_render(i, tables, fallback, shared) for i in node.inputs]
+    ins = [_render(i, tables, fallback, shared, rendered) for i in node.inputs]
     if isinstance(node, GroupSql):
         arranged = shared.input(node.input.table, node.input.columns, node.key) \
             if shared is not None and isinstance(node.input, Get) else None
@@ -262,15 +294,19 @@ class Pipeline:
         self._root = _render(p.root, self.tables, fallback, shared)
         self.schema: Schema = self._root.schema
         self._operators: list = []
+        seen: set[int] = set()
         stack = [self._root]
         while stack:
             s = stack.pop()
+            if id(s) in seen:  # a subplan rendered once, reached from its second parent
+                continue
+            seen.add(id(s))
             self._operators.append(s.op)
             stack.extend(s.inputs)
 
     @property
     def operators(self) -> list:
-        """The operators, root first (for inspection and their work counters)."""
+        """The operators, root first, each once (for inspection and their work counters)."""
         return list(self._operators)
 
     @property
@@ -284,8 +320,9 @@ class Pipeline:
         return list(out.values())
 
     def steps(self) -> list[tuple[int, Node, object, int, int]]:
-        """``(depth, node, operator, rows in, rows out at the last step)`` per rendered
-        operator, preorder (a join's residual filter is a step of the join's node, above it)."""
+        """``(depth, node, operator, rows in, rows out at the last step)`` per node of the
+        plan's tree, preorder (a join's residual filter is a step of the join's node, above
+        it): a subplan rendered once appears under each parent, with its one operator."""
         out: list[tuple[int, Node, object, int, int]] = []
 
         def walk(s: _Step, depth: int) -> None:
@@ -304,7 +341,7 @@ class Pipeline:
                 raise ValueError(f"deltas names table {name!r}, which the view does not read "
                                  f"(it reads {sorted(self.tables)})")
         with undone_on_error(self):
-            return self._root.step(time, deltas, self.tables)
+            return self._root.step(time, deltas, self.tables, {})
 
 
 def _state_of(op) -> list:

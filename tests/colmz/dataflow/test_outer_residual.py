@@ -118,3 +118,62 @@ def test_explain_names_the_exists_residual():
 
 def test_a_durable_catalog_resumes_these_views_without_reading_inputs(tmp_path):
     check_durable_resume(str(tmp_path / "cat"), BODIES, SCRIPT, 5)
+
+
+def _join_work(pipe) -> tuple[int, int, int]:
+    """(pair joins, rows inserted into their arrangements, keys they searched): the inner
+    joins on the ``ON`` equalities (not the semijoins on whole rows)."""
+    from colmz.dataflow import DeltaJoin
+    from colmz.dataflow.plan import Join
+
+    joins = {id(op): op for _, node, op, _, _ in pipe.steps()
+             if isinstance(op, DeltaJoin) and isinstance(node, Join) and not node.nulls_equal}.values()
+    arrs = [a for j in joins for a in j.arrangements.values()]
+    return len(joins), sum(a.rows_inserted for a in arrs), sum(a.keys_searched for a in arrs)
+
+
+@pytest.mark.parametrize("kind", ["LEFT", "FULL"])
+def test_the_pairs_and_the_preserved_side_are_rendered_once(kind):
+    # The pairs are both output and the source of each preserved side's matched rows, and
+    # the preserved side is both the pairs' input and the semijoin's: each is one operator
+    # (Materialize's Let/Get), so each input row is arranged once per commit, not twice.
+    import pyarrow as pa
+
+    from colmz.dataflow.plan import plan, render
+
+    schemas = {"t": {"k": pa.int64(), "v": pa.int64()}, "u": {"k": pa.int64(), "w": pa.int64()}}
+    p = plan(f"SELECT t.k, t.v, u.w FROM t {kind} JOIN u ON t.k = u.k AND t.v < u.w", schemas)
+    pipe = render(p)
+    t = colmz.Updates({"k": [1, 1, 2, 3], "v": [1, 5, 2, None]}, time=[1] * 4, diff=[1] * 4)
+    u = colmz.Updates({"k": [1, 2, 2], "w": [3, 1, 9]}, time=[1] * 3, diff=[1] * 3)
+    out = pipe.step(1, {"t": t, "u": u})
+    assert sorted(out.to_pylist(), key=str) == sorted(
+        [(1, 1, 3, 1, 1), (1, 5, None, 1, 1), (2, 2, 9, 1, 1), (3, None, None, 1, 1)]
+        + ([(None, None, 1, 1, 1)] if kind == "FULL" else []), key=str)
+    joins, inserted, searched = _join_work(pipe)
+    assert joins == 1  # the pairs' join, once
+    assert inserted == len(t) + len(u)  # each input row arranged once (twice when rendered twice)
+    assert searched > 0
+    ops = pipe.operators
+    assert len({id(op) for op in ops}) == len(ops)
+    # a second commit: one row each side, each arranged once more
+    pipe.step(2, {"t": colmz.Updates({"k": [2], "v": [0]}, time=[2], diff=[1]),
+                  "u": colmz.Updates({"k": [3], "w": [4]}, time=[2], diff=[1])})
+    assert _join_work(pipe)[1] == len(t) + len(u) + 2
+
+
+def test_identical_subplans_are_rendered_once():
+    # two branches of a UNION ALL reading the same filtered table: one MapFilter, its delta
+    # handed to the union twice
+    import pyarrow as pa
+
+    from colmz.dataflow.linear import Union as UnionOp
+    from colmz.dataflow.mapfilter import MapFilter as MapFilterOp
+    from colmz.dataflow.plan import plan, render
+
+    p = plan("SELECT k FROM t WHERE k > 1 UNION ALL SELECT k FROM t WHERE k > 1", {"t": {"k": pa.int64()}})
+    pipe = render(p)
+    # the union, the filter, the table's read (a renaming MapFilter): each once, not twice
+    assert [type(op) for op in pipe.operators] == [UnionOp, MapFilterOp, MapFilterOp]
+    out = pipe.step(1, {"t": colmz.Updates({"k": [1, 2, 3]}, time=[1] * 3, diff=[1] * 3)})
+    assert sorted(out.to_pylist()) == [(2, 1, 2), (3, 1, 2)]
