@@ -1546,11 +1546,12 @@ class _Planner:
     def with_ctes(self, q: Query) -> Node:
         """``WITH``: each CTE is planned where it is referenced (Materialize's ``Let``,
         inlined); a CTE sees the CTEs before it, never itself."""
-        frame: dict[str, tuple[Query, dict]] = {}
+        frame: dict[str, tuple[Query, dict, tuple[str, ...]]] = {}
         for name, cq in q.ctes:
             if cq.type == "RECURSIVE_CTE_NODE":
-                raise _Unsupported("WITH RECURSIVE")
-            frame[name] = (cq, dict(frame))
+                raise _Unsupported("WITH RECURSIVE: a fixed point iterated to convergence at every commit "
+                                   "(Materialize's LetRec), which colmz's operators do not iterate")
+            frame[name] = (cq, dict(frame), self.cte_columns(name))
         self.ctes.append(frame)
         try:
             return self.query_checked(dataclasses.replace(q, ctes=()))
@@ -1564,8 +1565,20 @@ class _Planner:
                 return self.ctes[:depth], self.ctes[depth][name]
         return None
 
+    def cte_columns(self, name: str) -> tuple[str, ...]:
+        """The column names ``WITH name (a, b) AS (...)`` gives CTE ``name`` (``()``: none),
+        read from the text (the parse tree keeps no CTE's column names, :func:`_cte_columns`);
+        ``_Unsupported`` when the text's definitions of ``name`` are not read or disagree."""
+        found = _cte_columns(self.text).get(name)
+        if found is None or len(found) != 1:
+            raise _Unsupported(f"WITH {name!r}: its column names are not read from the text")
+        (cols,) = found
+        return cols
+
     def cte_source(self, found, alias: str, column_aliases, what: str):
-        outer, (cq, earlier) = found
+        outer, (cq, earlier, cte_columns) = found
+        # the reference's own column aliases rename the CTE's (renamed) columns first
+        column_aliases = (*column_aliases, *cte_columns[len(column_aliases):])
         saved = self.ctes
         self.ctes = [*outer, earlier]
         try:
@@ -2721,6 +2734,73 @@ class _Planner:
                 return scope.column(x), y.literal.value if e.name == ("+",) else -y.literal.value
         raise _Unsupported(f"{text!r}: mz_now() compared with other than a column plus or minus an integer")
 
+
+
+def _name(t) -> str | None:
+    """The identifier a token names (a word as written, a quoted one unquoted), else ``None``."""
+    if t.kind == "word":
+        return t.text
+    if t.kind == "qident":
+        return t.text[1:-1].replace('""', '"')
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _cte_columns(text: str) -> dict[str, frozenset[tuple[str, ...]]]:
+    """Every ``WITH`` list's CTEs in ``text``: name -> the column-name lists its definitions
+    give (``()`` for none), as PostgreSQL's grammar writes them: ``WITH [RECURSIVE] name
+    [(col, ...)] AS [[NOT] MATERIALIZED] (query), ...``. A definition not read to its
+    body's closing parenthesis is not recorded (its CTE then has no entry: the planner
+    refuses it rather than guess its names)."""
+    toks = tokenize(text)
+    n = len(toks)
+    found: dict[str, set[tuple[str, ...]]] = {}
+
+    def op(j: int, s: str) -> bool:
+        return j < n and toks[j].kind == "op" and toks[j].text == s
+
+    def word(j: int, s: str) -> bool:
+        return j < n and toks[j].kind == "word" and toks[j].upper == s
+
+    for i, t in enumerate(toks):
+        if not (t.kind == "word" and t.upper == "WITH"):
+            continue
+        j = i + 2 if word(i + 1, "RECURSIVE") else i + 1
+        while j < n:
+            name = _name(toks[j])
+            if name is None:
+                break
+            j += 1
+            cols: tuple[str, ...] = ()
+            if op(j, "("):
+                close = closing(toks, j)
+                if close < 0:
+                    break
+                inner = toks[j + 1:close]
+                names = [_name(x) for x in inner[::2]]
+                if not names or None in names or not all(x.kind == "op" and x.text == "," for x in inner[1::2]) \
+                        or len(inner) % 2 == 0:
+                    break
+                cols = tuple(names)
+                j = close + 1
+            if not word(j, "AS"):
+                break
+            j += 1
+            if word(j, "NOT"):
+                j += 1
+            if word(j, "MATERIALIZED"):
+                j += 1
+            if not op(j, "("):
+                break
+            close = closing(toks, j)
+            if close < 0:
+                break
+            found.setdefault(name, set()).add(cols)
+            j = close + 1
+            if not op(j, ","):
+                break
+            j += 1
+    return {k: frozenset(v) for k, v in found.items()}
 
 
 def _integer_versus_numeric(col: str, op: str, c: decimal.Decimal, t: pa.DataType) -> Predicate:
