@@ -226,6 +226,8 @@ class _Unsupported(Exception):
 _COMPARE_OPS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
                 "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
                 "COMPARE_GREATERTHANOREQUALTO": ">="}
+#: Aggregates an ``ORDER BY`` subquery dropped with it may compute: none raises.
+_SAFE_ORDER_AGGREGATES = frozenset({"count", "count_star", "sum", "avg", "min", "max"})
 _FLIPPED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
@@ -1398,6 +1400,7 @@ class _Planner:
         if limit is None and offset == 0 and not distinct_on:
             # ORDER BY alone orders nothing a view keeps (Materialize drops it too), whatever
             # it reads: the query's own binding already checked it
+            self.dropped_order(order)
             return node
         keys = [self.order_key(o, names, "ORDER BY") for o in order]
         # a LATERAL subquery's rows are per correlation key (its last columns): so is its top-k
@@ -1413,6 +1416,37 @@ class _Planner:
         if limit is None and offset == 0:
             return node  # ORDER BY alone orders nothing a view keeps
         return self.top_k(node, per, tuple(keys), limit, offset, self.top_k_hint(q, "LIMIT"))
+
+    def dropped_order(self, order) -> None:
+        """An ``ORDER BY`` dropped (no ``LIMIT``/``OFFSET``) whose items hold subqueries: the
+        tables they read are the view's inputs still (the catalog resolves them; a change of
+        them changes nothing the view keeps), each subquery one that cannot raise, since
+        PostgreSQL evaluates it per row -- one aggregate of columns (``count``, ``sum``,
+        ``avg``, ``min``, ``max``) over base tables filtered by comparisons of columns and
+        constants (one row by its shape, never an error); ``_Unsupported`` for any other."""
+        for o in order:
+            for x in o.expression.walk():
+                if x.cls != "SUBQUERY":
+                    continue
+                sub = x.subquery
+                text = self.span(x)
+                safe = (sub is not None and sub.type == "SELECT_NODE" and len(sub.items) == 1 and not sub.group_by
+                        and sub.having is None and sub.qualify is None and not sub.modifiers and not sub.ctes
+                        and sub.from_ is not None and sub.from_.type == "BASE_TABLE" and len(sub.from_.name) == 1
+                        and not sub.from_.column_aliases and not sub.sampled)
+                agg = sub.items[0] if safe else None
+                safe = safe and (agg.cls == "FUNCTION" and agg.name[-1] in _SAFE_ORDER_AGGREGATES
+                                 and not agg.distinct and agg.filter is None and not agg.order_by
+                                 and agg.over is None and all(c.cls == "COLUMN_REF" for c in agg.children))
+                safe = safe and all(c.cls in ("COLUMN_REF", "CONSTANT") or c.type in _COMPARE_OPS
+                                    or c.type == "CONJUNCTION_AND" for c in (sub.where.walk() if sub.where else ()))
+                if not safe:
+                    raise _Unsupported(f"ORDER BY subquery {text!r} (dropped without LIMIT) of other than one "
+                                       "aggregate of columns over a table filtered by comparisons: it may raise")
+                name = sub.from_.name[0]
+                if self.cte(name) is not None or name not in self.schemas:
+                    raise _Unsupported(f"ORDER BY subquery {text!r} reads {name!r}, not a table")
+                self.used[name] = self.schemas[name]
 
     def top_k_hint(self, q: Query, kind: str) -> tuple[str, int] | None:
         name = f"{kind} INPUT GROUP SIZE"
