@@ -52,7 +52,11 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   scope): its change is fed to the set operator.
 
 Lowering (Materialize's ``src/sql/src/plan/lowering.rs``): ``WITH`` is a ``Let`` planned at
-each reference (a CTE sees the ones before it; ``WITH RECURSIVE`` falls back); ``x IN
+each reference (a CTE sees the ones before it, ``WITH c(x, y)`` renames its columns; ``WITH
+RECURSIVE`` falls back: its fixed point, Materialize's ``LetRec``, is not iterated);
+window functions over a ``GROUP BY`` are a :class:`Window` over the reduce
+(:meth:`_Planner.window_over_reduce`); an ``ORDER BY`` without ``LIMIT`` is dropped, the
+tables a subquery in it reads still inputs (:meth:`_Planner.dropped_order`); ``x IN
 (subquery)`` and a correlated ``EXISTS`` (equalities of inner and outer columns, other
 conditions local to the subquery) are semijoins -- a join with the subquery's distinct keys,
 projected back -- and ``NOT EXISTS`` is the input minus its semijoin (a NULL key matches
@@ -1053,7 +1057,7 @@ class _Planner:
         if (aggregated or windowed) and temporal:
             raise _Unsupported("a temporal filter (mz_now()) below a reduce or a window")
         if aggregated and windowed:
-            raise _Unsupported("window functions over a GROUP BY")
+            return self.window_over_reduce(q)
         sql_items: dict[int, Expression] = {}
         saved_groups = self.group_exprs
         if aggregated:
@@ -1062,6 +1066,126 @@ class _Planner:
             return self.select_rest(q, node, scope, sources, aggregated, windowed, temporal, sql_items)
         finally:
             self.group_exprs = saved_groups
+
+    def window_over_reduce(self, q: Query) -> Node:
+        """Window functions over a ``GROUP BY`` (``SELECT k, rank() OVER (ORDER BY sum(v))
+        FROM t GROUP BY k``), as SQL defines them: computed over the grouped rows. Planned as
+        the windowed query over a ``FROM`` subquery that groups -- a :class:`Window` over the
+        reduce -- written as text and planned by a planner of its own: the subquery computes
+        the ``GROUP BY`` columns (each a column, named as itself) and every outermost
+        aggregate call (as a fresh name) with the query's ``FROM``, ``WHERE``, ``GROUP BY``
+        and ``HAVING`` text; the select items read them in place of the aggregate calls and
+        the grouped columns. The output columns keep their names. ``_Unsupported`` for
+        what this rewrite does not cover: grouping sets, a named window, ``LIMIT`` /
+        ``OFFSET`` / ``DISTINCT ON``, a subquery in a select item, a ``WITH`` query in scope,
+        a ``GROUP BY`` expression."""
+        why = "window functions over a GROUP BY"
+        if any(self.ctes) or _grouping_sets(q) or not q.group_by:
+            raise _Unsupported(f"{why}: with a WITH query in scope, grouping sets or no GROUP BY")
+        for m in q.modifiers:
+            if m.type == "LIMIT_MODIFIER" or (m.type == "DISTINCT_MODIFIER" and m.expressions) \
+                    or m.type not in ("LIMIT_MODIFIER", "DISTINCT_MODIFIER", "ORDER_MODIFIER"):
+                raise _Unsupported(f"{why}: with {m.type.replace('_MODIFIER', '')}")
+        groups: dict[str, tuple[str, ...]] = {}
+        for g in q.group_by:
+            if g.cls != "COLUMN_REF" or g.start < 0 or g.name[-1] in groups:
+                raise _Unsupported(f"{why}: GROUP BY {self.span(g)!r} (not a column, or a name twice)")
+            groups[g.name[-1]] = g.name
+        # the FROM clause's text: from its keyword to the WHERE or GROUP BY of this SELECT
+        at = self.select_at(q)
+        toks = tokenize(self.text)
+        level = [t for i, t in enumerate(toks) if t.kind == "word" and t.upper in ("FROM", "WHERE", "GROUP")
+                 and t.start > at and select_offset(toks, i) == at]
+        if at < 0 or len(level) < 2 or level[0].upper != "FROM" or level[1].upper == "FROM" \
+                or any(e.start < 0 for e in q.items):
+            raise _Unsupported(f"{why}: a span unknown")
+        from_text = self.text[level[0].start:level[1].start]
+
+        def group_of(ref: Expression) -> str:
+            name = groups.get(ref.name[-1])
+            if name is None or (len(name) > 1 and len(ref.name) > 1 and name != ref.name):
+                raise _Unsupported(f"{why}: {self.span(ref)!r} read outside an aggregate and not a GROUP BY column")
+            return ref.name[-1]
+
+        aggregates: dict[str, str] = {}  # aggregate call text -> its column
+        computed: set[str] = set()  # the aggregates' columns read by an expression (not as a key)
+        items = []
+        for e in q.items:
+            if e.cls == "STAR":
+                raise _Unsupported(f"{why}: *")
+            edits: list[tuple[int, int, str]] = []
+            skip: list[tuple[int, int]] = []
+            keys = {id(e)}  # the item itself, a window's PARTITION BY / ORDER BY expressions
+            for x in e.walk():
+                if any(a <= x.start and x.end <= b for a, b in skip):
+                    continue
+                if x.cls == "SUBQUERY":
+                    raise _Unsupported(f"{why}: a subquery in {self.span(e)!r}")
+                if x.cls == "WINDOW" and x.over is not None:
+                    keys.update(id(y) for y in x.over.partitions)
+                    keys.update(id(o.expression) for o in x.over.orders)
+                if x.cls == "WINDOW":
+                    after = [t for t in tokenize(self.text[x.start:x.end]) if t.kind != "op" or t.text == "("]
+                    over = [i for i, t in enumerate(after) if t.kind == "word" and t.upper == "OVER"]
+                    if not over or over[-1] + 1 >= len(after) or after[over[-1] + 1].text != "(":
+                        raise _Unsupported(f"{why}: a named window ({self.span(x)!r})")
+                if x.cls == "FUNCTION" and _is_aggregate(x):
+                    text = self.span(x)
+                    col = aggregates.setdefault(text, self.fresh("grouped_agg"))
+                    if id(x) not in keys:
+                        computed.add(col)
+                    edits.append((x.start, x.end, identifier(col)))
+                    skip.append((x.start, x.end))
+                elif x.cls == "COLUMN_REF":
+                    edits.append((x.start, x.end, identifier(group_of(x))))
+            out, at = [], e.start
+            for a, b, r in sorted(edits):
+                out.append(self.text[at:a] + r)
+                at = b
+            out.append(self.text[at:e.end])
+            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else self.span(e))
+            items.append(f"{''.join(out)} AS {identifier(name)}")
+        inner = [f"{identifier(n)} AS {identifier(n)}" if len(groups[n]) == 1
+                 else f"{'.'.join(map(identifier, groups[n]))} AS {identifier(n)}" for n in groups]
+        inner += [f"{text} AS {identifier(col)}" for text, col in aggregates.items()]
+        parts = [f"SELECT {', '.join(inner)} {from_text}"]
+        if q.where is not None:
+            parts.append(f"WHERE {self.span(q.where)}")
+        parts.append(f"GROUP BY {', '.join(self.span(g) for g in q.group_by)}")
+        if q.having is not None:
+            parts.append(f"HAVING {self.span(q.having)}")
+        distinct = any(m.type == "DISTINCT_MODIFIER" for m in q.modifiers)
+        text = (f"SELECT {'DISTINCT ' if distinct else ''}{', '.join(items)} "
+                f"FROM ({' '.join(parts)}) AS {identifier(self.fresh('grouped'))}")
+        stmts = parse_tree(text)
+        sub = _Planner(text, self.schemas, self.subquery_schema)
+        sub.counter = self.counter
+        sub.spans[id(stmts[0])] = (0, len(text))
+        node = sub.query(stmts[0])
+        self.counter = sub.counter
+        if isinstance(node, Fallback):
+            raise _Unsupported(f"{why}: {node.reason}")
+        # A native aggregate not typed as PostgreSQL's: an exact integer sum (numeric there)
+        # compares and sorts as the numeric does, so it may be a window's key or an output
+        # column (cast at the sink), never an operand (integer division is not numeric's);
+        # any other (avg, variances of integers: float64 here) is not read at all.
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Reduce):
+                types = {c.name: c.type for c in n.input.schema}
+                for a in n.aggregates:
+                    if _postgres_typed(a, types):
+                        continue
+                    if a.function != "sum" or not pa.types.is_integer(types[a.column]) or computed:
+                        raise _Unsupported(f"{why}: the native {a.function} is not typed as PostgreSQL's "
+                                           "and read by an expression")
+            stack.extend(i for i in n.inputs if i is not None)
+        self.used.update(sub.used)
+        for o in (o for m in q.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders):
+            if any(x.cls == "SUBQUERY" for x in o.expression.walk()):
+                raise _Unsupported(f"{why}: ORDER BY a subquery")
+        return node
 
     def select_rest(self, q: Query, node: Node, scope: _Scope, sources, aggregated: bool, windowed: bool,
                     temporal, sql_items) -> Node:

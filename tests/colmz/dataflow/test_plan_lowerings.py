@@ -1,6 +1,7 @@
 """Constructs the planner lowers without a Fallback that it once refused (the corpus's
 remaining Fallback bodies, issue 39): ``WITH c(x, y)`` (a CTE's column names), ``ORDER
-BY`` a subquery without ``LIMIT`` (dropped, its tables still the view's inputs),
+BY`` a subquery without ``LIMIT`` (dropped, its tables still the view's inputs), window
+functions over a ``GROUP BY`` (a Window over the reduce),
 each view equal to the recompute after a fixed and random change scripts and after a
 durable catalog's reopen."""
 
@@ -35,7 +36,18 @@ ORDER_BY = [
     "SELECT k, w FROM u ORDER BY (SELECT max(v) FROM t WHERE t.k = u.k AND t.v > 0) NULLS FIRST",
 ]
 
-BODIES = CTE_COLUMNS + ORDER_BY
+#: Window functions over a GROUP BY: a Window over the reduce's groups.
+WINDOW_OVER_GROUPS = [
+    "SELECT k, rank() OVER (ORDER BY sum(v) DESC) AS r FROM t GROUP BY k",
+    "SELECT s, count(*) AS n, lag(min(v)) OVER (ORDER BY s) AS p FROM t WHERE k IS NOT NULL GROUP BY s "
+    "HAVING count(*) > 0",
+    "SELECT t.k, sum(v) AS sv, dense_rank() OVER (PARTITION BY count(u.w) ORDER BY sum(v) DESC NULLS LAST, t.k) "
+    "AS d FROM t JOIN u ON t.k = u.k GROUP BY t.k ORDER BY 1",
+    "SELECT s, string_agg(u.w, ',' ORDER BY u.w) AS a, row_number() OVER (ORDER BY count(*), s) AS n "
+    "FROM t LEFT JOIN u ON t.k = u.k GROUP BY s",
+]
+
+BODIES = CTE_COLUMNS + ORDER_BY + WINDOW_OVER_GROUPS
 
 SCRIPT = [
     "INSERT INTO t VALUES (1, 2, 'x'), (1, 3, 'y'), (NULL, 5, 'x'), (2, NULL, NULL), (4, -1, 'c'), (1, 2, 'x')",
@@ -91,3 +103,19 @@ def test_a_dropped_order_by_subquery_is_an_input_or_falls_back():
               "SELECT k FROM t ORDER BY (SELECT max(length(w)) FROM u)",
               "SELECT k FROM t ORDER BY (SELECT count(*) FROM u WHERE 1 / u.k > 0)"]:
         assert any("it may raise" in f.reason for f in plan(q, SCHEMAS).fallbacks()), q
+
+
+def test_a_window_over_groups_is_a_window_over_the_reduce():
+    p = plan("SELECT k, rank() OVER (ORDER BY sum(v) DESC) AS r FROM t GROUP BY k", SCHEMAS)
+    lines = p.explain().splitlines()
+    assert p.names == ["k", "r"]
+    assert lines[1].lstrip().startswith("Window partition_by=[]") and "Reduce group_by=[t.k]" in lines[3]
+    # an integer sum (numeric in PostgreSQL) sorts as the numeric does; read by an
+    # expression it would not compute as numeric does, nor would avg (float64 here)
+    for q, word in [("SELECT k, sum(sum(v)) OVER () AS r FROM t GROUP BY k", "not typed as PostgreSQL's"),
+                    ("SELECT k, rank() OVER (ORDER BY avg(v)) FROM t GROUP BY k", "not typed as PostgreSQL's"),
+                    ("SELECT k, rank() OVER w FROM t GROUP BY k WINDOW w AS (ORDER BY k)", "a named window"),
+                    ("SELECT k % 2, rank() OVER (ORDER BY count(*)) FROM t GROUP BY k % 2", "not a column"),
+                    ("SELECT k, rank() OVER (ORDER BY count(*)) FROM t GROUP BY k LIMIT 2", "LIMIT")]:
+        falls = plan(q, SCHEMAS).fallbacks()
+        assert falls and any(word in f.reason for f in falls), (q, [f.reason for f in falls])
