@@ -55,7 +55,8 @@ Lowering (Materialize's ``src/sql/src/plan/lowering.rs``): ``WITH`` is a ``Let``
 each reference (a CTE sees the ones before it, ``WITH c(x, y)`` renames its columns; ``WITH
 RECURSIVE`` falls back: its fixed point, Materialize's ``LetRec``, is not iterated);
 window functions over a ``GROUP BY`` are a :class:`Window` over the reduce
-(:meth:`_Planner.window_over_reduce`); an ``ORDER BY`` without ``LIMIT`` is dropped, the
+(:meth:`_Planner.over_groups`; a ``HAVING`` holding a subquery, the same: a
+``WHERE`` over the grouped rows); an ``ORDER BY`` without ``LIMIT`` is dropped, the
 tables a subquery in it reads still inputs (:meth:`_Planner.dropped_order`); ``x IN
 (subquery)`` and a correlated ``EXISTS`` (equalities of inner and outer columns, other
 conditions local to the subquery) are semijoins -- a join with the subquery's distinct keys,
@@ -414,6 +415,10 @@ class _Planner:
         #: The inner and outer scopes of the ``EXISTS`` last decorrelated with conditions
         #: reading both (:meth:`correlated`), binding its residual (:meth:`semi_residual`).
         self.exists_scope: tuple[_Scope, _Scope] | None = None
+        #: Every reduce planned as a :class:`BasicReduce` (DuckDB's aggregates, typed as
+        #: PostgreSQL's): set to re-plan a subquery whose native aggregates would be read
+        #: with another type (:meth:`typed_subquery`, :meth:`over_groups`).
+        self.basic_only = False
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -1003,6 +1008,11 @@ class _Planner:
                               ("GROUP BY ALL", q.aggregate_handling != "STANDARD_HANDLING")):
             if present:
                 raise _Unsupported(what)
+        if q.having is not None and q.group_by and not _grouping_sets(q) \
+                and any(x.cls == "SUBQUERY" for x in q.having.walk()) \
+                and not any(x.cls == "SUBQUERY" for e in (*q.items, *q.group_by) for x in e.walk()):
+            # a subquery in HAVING: the condition a WHERE over the grouped rows
+            return self.over_groups(q, "a subquery in HAVING")
         for e in (*q.items, *(x for x in (q.having,) if x is not None), *q.group_by):
             # a select item that is a subquery, or a quantified comparison (ALL is NOT over one)
             quantified = self.quantifier(e) or self.quantified_constant(e)
@@ -1037,8 +1047,7 @@ class _Planner:
                 for sub in c.walk():
                     if sub.cls == "SUBQUERY" and not _array_any(sub):
                         # (a CTE planned at each reference joins its subqueries each time)
-                        node, col = self.scalar_subquery(node, sub, scope)
-                        self.check_postgres_typed(node, col, self.span(sub))
+                        node, col = self.typed_subquery(node, sub, scope)
                         self.subquery_columns[id(sub)] = col
                         joined.append(id(sub))
             names = [c.name for c in node.schema]
@@ -1057,7 +1066,7 @@ class _Planner:
         if (aggregated or windowed) and temporal:
             raise _Unsupported("a temporal filter (mz_now()) below a reduce or a window")
         if aggregated and windowed:
-            return self.window_over_reduce(q)
+            return self.over_groups(q, "window functions over a GROUP BY")
         sql_items: dict[int, Expression] = {}
         saved_groups = self.group_exprs
         if aggregated:
@@ -1067,25 +1076,35 @@ class _Planner:
         finally:
             self.group_exprs = saved_groups
 
-    def window_over_reduce(self, q: Query) -> Node:
-        """Window functions over a ``GROUP BY`` (``SELECT k, rank() OVER (ORDER BY sum(v))
-        FROM t GROUP BY k``), as SQL defines them: computed over the grouped rows. Planned as
-        the windowed query over a ``FROM`` subquery that groups -- a :class:`Window` over the
-        reduce -- written as text and planned by a planner of its own: the subquery computes
-        the ``GROUP BY`` columns (each a column, named as itself) and every outermost
-        aggregate call (as a fresh name) with the query's ``FROM``, ``WHERE``, ``GROUP BY``
-        and ``HAVING`` text; the select items read them in place of the aggregate calls and
-        the grouped columns. The output columns keep their names. ``_Unsupported`` for
-        what this rewrite does not cover: grouping sets, a named window, ``LIMIT`` /
-        ``OFFSET`` / ``DISTINCT ON``, a subquery in a select item, a ``WITH`` query in scope,
-        a ``GROUP BY`` expression."""
-        why = "window functions over a GROUP BY"
+    def over_groups(self, q: Query, why: str) -> Node:
+        """A grouped ``SELECT`` read as its select list (and ``HAVING``) over a ``FROM``
+        subquery that groups: window functions over a ``GROUP BY`` (``SELECT k, rank() OVER
+        (ORDER BY sum(v)) FROM t GROUP BY k``, computed over the grouped rows as SQL defines
+        them: a :class:`Window` over the reduce) and a ``HAVING`` holding a subquery (a
+        ``WHERE`` over the grouped rows, whose scalar subquery is joined in as any
+        ``WHERE``'s). Written as text and planned by a planner of its own: the subquery
+        computes the ``GROUP BY`` columns (each a column, named as itself) and every
+        outermost aggregate call (a fresh name) with the query's ``FROM``, ``WHERE`` and
+        ``GROUP BY`` text; the select items and the ``HAVING`` condition read them in place
+        of the aggregate calls and the grouped columns; the output columns keep their names.
+
+        Types: a native aggregate not typed as PostgreSQL's (``sum``/``avg`` of integers,
+        numeric there) may be read only as an output column or a window's key (an exact
+        integer sum sorts as the numeric does); read by an expression, the query is
+        planned again with every reduce a :class:`BasicReduce` (DuckDB's aggregates, typed
+        as PostgreSQL's, per affected group). ``_Unsupported`` for what this rewrite does
+        not cover: grouping sets, a named window, ``LIMIT`` / ``OFFSET`` / ``DISTINCT ON``,
+        a subquery in a select item, a ``WITH`` query in scope, a ``GROUP BY`` expression,
+        a subquery correlated with the grouped query."""
         if any(self.ctes) or _grouping_sets(q) or not q.group_by:
             raise _Unsupported(f"{why}: with a WITH query in scope, grouping sets or no GROUP BY")
         for m in q.modifiers:
             if m.type == "LIMIT_MODIFIER" or (m.type == "DISTINCT_MODIFIER" and m.expressions) \
                     or m.type not in ("LIMIT_MODIFIER", "DISTINCT_MODIFIER", "ORDER_MODIFIER"):
                 raise _Unsupported(f"{why}: with {m.type.replace('_MODIFIER', '')}")
+        for o in (o for m in q.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders):
+            if any(x.cls == "SUBQUERY" for x in o.expression.walk()):
+                raise _Unsupported(f"{why}: ORDER BY a subquery")
         groups: dict[str, tuple[str, ...]] = {}
         for g in q.group_by:
             if g.cls != "COLUMN_REF" or g.start < 0 or g.name[-1] in groups:
@@ -1097,7 +1116,7 @@ class _Planner:
         level = [t for i, t in enumerate(toks) if t.kind == "word" and t.upper in ("FROM", "WHERE", "GROUP")
                  and t.start > at and select_offset(toks, i) == at]
         if at < 0 or len(level) < 2 or level[0].upper != "FROM" or level[1].upper == "FROM" \
-                or any(e.start < 0 for e in q.items):
+                or any(e.start < 0 for e in q.items) or (q.having is not None and q.having.start < 0):
             raise _Unsupported(f"{why}: a span unknown")
         from_text = self.text[level[0].start:level[1].start]
 
@@ -1109,18 +1128,21 @@ class _Planner:
 
         aggregates: dict[str, str] = {}  # aggregate call text -> its column
         computed: set[str] = set()  # the aggregates' columns read by an expression (not as a key)
-        items = []
-        for e in q.items:
-            if e.cls == "STAR":
-                raise _Unsupported(f"{why}: *")
+
+        def rewritten(e: Expression, item: bool) -> str:
             edits: list[tuple[int, int, str]] = []
             skip: list[tuple[int, int]] = []
-            keys = {id(e)}  # the item itself, a window's PARTITION BY / ORDER BY expressions
+            keys = {id(e)} if item else set()  # an output column, a window's PARTITION BY / ORDER BY
             for x in e.walk():
                 if any(a <= x.start and x.end <= b for a, b in skip):
                     continue
                 if x.cls == "SUBQUERY":
-                    raise _Unsupported(f"{why}: a subquery in {self.span(e)!r}")
+                    if item:
+                        raise _Unsupported(f"{why}: a subquery in {self.span(e)!r}")
+                    skip.append((x.start, x.end))  # its own text, planned as a WHERE's subquery
+                    continue
+                if x.start < 0:
+                    raise _Unsupported(f"{why}: a span unknown")
                 if x.cls == "WINDOW" and x.over is not None:
                     keys.update(id(y) for y in x.over.partitions)
                     keys.update(id(o.expression) for o in x.over.orders)
@@ -1130,8 +1152,7 @@ class _Planner:
                     if not over or over[-1] + 1 >= len(after) or after[over[-1] + 1].text != "(":
                         raise _Unsupported(f"{why}: a named window ({self.span(x)!r})")
                 if x.cls == "FUNCTION" and _is_aggregate(x):
-                    text = self.span(x)
-                    col = aggregates.setdefault(text, self.fresh("grouped_agg"))
+                    col = aggregates.setdefault(self.span(x), self.fresh("grouped_agg"))
                     if id(x) not in keys:
                         computed.add(col)
                     edits.append((x.start, x.end, identifier(col)))
@@ -1143,8 +1164,15 @@ class _Planner:
                 out.append(self.text[at:a] + r)
                 at = b
             out.append(self.text[at:e.end])
+            return "".join(out)
+
+        items = []
+        for e in q.items:
+            if e.cls == "STAR":
+                raise _Unsupported(f"{why}: *")
             name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else self.span(e))
-            items.append(f"{''.join(out)} AS {identifier(name)}")
+            items.append(f"{rewritten(e, True)} AS {identifier(name)}")
+        having = rewritten(q.having, False) if q.having is not None else ""
         inner = [f"{identifier(n)} AS {identifier(n)}" if len(groups[n]) == 1
                  else f"{'.'.join(map(identifier, groups[n]))} AS {identifier(n)}" for n in groups]
         inner += [f"{text} AS {identifier(col)}" for text, col in aggregates.items()]
@@ -1152,39 +1180,38 @@ class _Planner:
         if q.where is not None:
             parts.append(f"WHERE {self.span(q.where)}")
         parts.append(f"GROUP BY {', '.join(self.span(g) for g in q.group_by)}")
-        if q.having is not None:
-            parts.append(f"HAVING {self.span(q.having)}")
         distinct = any(m.type == "DISTINCT_MODIFIER" for m in q.modifiers)
         text = (f"SELECT {'DISTINCT ' if distinct else ''}{', '.join(items)} "
                 f"FROM ({' '.join(parts)}) AS {identifier(self.fresh('grouped'))}")
-        stmts = parse_tree(text)
-        sub = _Planner(text, self.schemas, self.subquery_schema)
-        sub.counter = self.counter
-        sub.spans[id(stmts[0])] = (0, len(text))
-        node = sub.query(stmts[0])
+        if having:
+            text += f" WHERE {having}"
+        try:
+            node = self.planned_alone(text, why, basic_only=False)
+        except _Unsupported:  # a condition's subquery reading a native aggregate, say: again
+            node = None
+        if node is None or not _native_typed(node, computed):
+            node = self.planned_alone(text, why, basic_only=True)
+            if not _native_typed(node, computed):
+                raise _Unsupported(f"{why}: a native aggregate not typed as PostgreSQL's is read by an expression")
+        return node
+
+    def planned_alone(self, text: str, why: str, basic_only: bool) -> Node:
+        """The plan of query ``text`` (written by this planner) by a planner of its own over
+        the same schemas, its tables added to this one's; ``_Unsupported`` when it falls
+        back or does not bind (a subquery correlated with the query rewritten)."""
+        try:
+            stmts = parse_tree(text)
+            sub = _Planner(text, self.schemas, self.subquery_schema)
+            sub.counter = self.counter
+            sub.basic_only = basic_only
+            sub.spans[id(stmts[0])] = (0, len(text))
+            node = sub.query(stmts[0])
+        except (PlanError, SQLError) as e:
+            raise _Unsupported(f"{why}: {e}") from None
         self.counter = sub.counter
         if isinstance(node, Fallback):
             raise _Unsupported(f"{why}: {node.reason}")
-        # A native aggregate not typed as PostgreSQL's: an exact integer sum (numeric there)
-        # compares and sorts as the numeric does, so it may be a window's key or an output
-        # column (cast at the sink), never an operand (integer division is not numeric's);
-        # any other (avg, variances of integers: float64 here) is not read at all.
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, Reduce):
-                types = {c.name: c.type for c in n.input.schema}
-                for a in n.aggregates:
-                    if _postgres_typed(a, types):
-                        continue
-                    if a.function != "sum" or not pa.types.is_integer(types[a.column]) or computed:
-                        raise _Unsupported(f"{why}: the native {a.function} is not typed as PostgreSQL's "
-                                           "and read by an expression")
-            stack.extend(i for i in n.inputs if i is not None)
         self.used.update(sub.used)
-        for o in (o for m in q.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders):
-            if any(x.cls == "SUBQUERY" for x in o.expression.walk()):
-                raise _Unsupported(f"{why}: ORDER BY a subquery")
         return node
 
     def select_rest(self, q: Query, node: Node, scope: _Scope, sources, aggregated: bool, windowed: bool,
@@ -1193,7 +1220,9 @@ class _Planner:
         ``WHERE`` (``node``)."""
         if aggregated and _grouping_sets(q):
             return self.modifiers(self.grouping_union(q, node, scope), q)
-        if aggregated:
+        if aggregated and self.basic_only:
+            node, select = self.basic_reduce(q, node, scope, "aggregates read as PostgreSQL types them")
+        elif aggregated:
             # native reduce (expressions over its groups and aggregates a SQL segment over its
             # output: O(delta)), else every aggregate recomputed by DuckDB per affected group
             try:
@@ -2720,6 +2749,27 @@ class _Planner:
         empty = fused(null.schema, empty, (), ((col.name, col.name),))
         return Union(rows.schema, (rows, empty))
 
+    def typed_subquery(self, node: Node, sub: Expression, scope: _Scope) -> tuple[Node, str]:
+        """A scalar subquery read by a condition (:meth:`scalar_subquery`) whose native
+        aggregates are typed as PostgreSQL's; else the subquery re-planned with every
+        reduce a :class:`BasicReduce` (DuckDB's aggregates through ``translate``: ``avg``
+        of integers numeric, as PostgreSQL's), recomputed per affected group."""
+        text = self.span(sub)
+        joined, col = self.scalar_subquery(node, sub, scope)
+        try:
+            self.check_postgres_typed(joined, col, text)
+            return joined, col
+        except _Unsupported:
+            if self.basic_only:
+                raise
+        self.basic_only = True
+        try:
+            joined, col = self.scalar_subquery(node, sub, scope)
+        finally:
+            self.basic_only = False
+        self.check_postgres_typed(joined, col, text)
+        return joined, col
+
     def check_postgres_typed(self, node: Node, col: str, text: str) -> None:
         """Refuse a subquery's value read by SQL (a condition) when a native aggregate under
         it is not typed as PostgreSQL's (``sum``/``avg`` of integers are numeric there):
@@ -2981,6 +3031,27 @@ def _integer_versus_numeric(col: str, op: str, c: decimal.Decimal, t: pa.DataTyp
     if bound > hi:
         return never if op in (">", ">=") else always
     return Comparison(col, op, bound)
+
+
+def _native_typed(node: Node, computed) -> bool:
+    """Whether every native aggregate under ``node`` is read as PostgreSQL reads it: typed
+    as PostgreSQL's (:func:`_postgres_typed`), or an exact integer sum (numeric there) when
+    no aggregate is ``computed`` (read by an expression: integer arithmetic is not
+    numeric's) -- as an output column (cast at the sink) or a window's key, it compares
+    and sorts as the numeric does; ``avg`` and the variances of integers (float64 here)
+    never."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Reduce):
+            types = {c.name: c.type for c in n.input.schema}
+            for a in n.aggregates:
+                if _postgres_typed(a, types):
+                    continue
+                if a.function != "sum" or not pa.types.is_integer(types[a.column]) or computed:
+                    return False
+        stack.extend(i for i in n.inputs if i is not None)
+    return True
 
 
 def _postgres_typed(a: Aggregate, types: dict[str, pa.DataType]) -> bool:

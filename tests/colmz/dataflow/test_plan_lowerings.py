@@ -1,7 +1,8 @@
 """Constructs the planner lowers without a Fallback that it once refused (the corpus's
 remaining Fallback bodies, issue 39): ``WITH c(x, y)`` (a CTE's column names), ``ORDER
 BY`` a subquery without ``LIMIT`` (dropped, its tables still the view's inputs), window
-functions over a ``GROUP BY`` (a Window over the reduce),
+functions over a ``GROUP BY`` (a Window over the reduce), a scalar subquery in ``HAVING`` (a
+``WHERE`` over the grouped rows),
 each view equal to the recompute after a fixed and random change scripts and after a
 durable catalog's reopen."""
 
@@ -45,9 +46,26 @@ WINDOW_OVER_GROUPS = [
     "AS d FROM t JOIN u ON t.k = u.k GROUP BY t.k ORDER BY 1",
     "SELECT s, string_agg(u.w, ',' ORDER BY u.w) AS a, row_number() OVER (ORDER BY count(*), s) AS n "
     "FROM t LEFT JOIN u ON t.k = u.k GROUP BY s",
+    "SELECT k, sum(v) * 2 AS twice, rank() OVER (ORDER BY count(*) DESC, k) AS r FROM t GROUP BY k",
 ]
 
-BODIES = CTE_COLUMNS + ORDER_BY + WINDOW_OVER_GROUPS
+#: A subquery in HAVING: a WHERE over the grouped rows, the scalar subquery crossed in.
+HAVING_SUBQUERY = [
+    "SELECT k FROM t GROUP BY k HAVING sum(v) > (SELECT avg(v) FROM t)",
+    "SELECT s, count(*) AS n FROM t GROUP BY s HAVING count(*) >= (SELECT count(*) FROM u) AND s IS NOT NULL",
+    "SELECT t.k, max(v) AS m FROM t JOIN u ON t.k = u.k GROUP BY t.k HAVING max(v) > (SELECT min(v) FROM t) "
+    "ORDER BY 1",
+]
+
+#: A window over the groups, and a HAVING subquery with it, and a correlated scalar
+#: subquery in WHERE (of integers: numeric in PostgreSQL, avg re-planned as DuckDB's).
+MIXED = [
+    "SELECT k, rank() OVER (ORDER BY avg(v)) AS r FROM t GROUP BY k HAVING count(*) > (SELECT count(*) FROM u) - 3",
+    "SELECT k, v FROM t WHERE v > (SELECT avg(v) FROM t)",
+    "SELECT k, v FROM t WHERE v > (SELECT avg(v) FROM t t2 WHERE t2.s = t.s)",
+]
+
+BODIES = CTE_COLUMNS + ORDER_BY + WINDOW_OVER_GROUPS + HAVING_SUBQUERY + MIXED
 
 SCRIPT = [
     "INSERT INTO t VALUES (1, 2, 'x'), (1, 3, 'y'), (NULL, 5, 'x'), (2, NULL, NULL), (4, -1, 'c'), (1, 2, 'x')",
@@ -110,12 +128,29 @@ def test_a_window_over_groups_is_a_window_over_the_reduce():
     lines = p.explain().splitlines()
     assert p.names == ["k", "r"]
     assert lines[1].lstrip().startswith("Window partition_by=[]") and "Reduce group_by=[t.k]" in lines[3]
-    # an integer sum (numeric in PostgreSQL) sorts as the numeric does; read by an
-    # expression it would not compute as numeric does, nor would avg (float64 here)
-    for q, word in [("SELECT k, sum(sum(v)) OVER () AS r FROM t GROUP BY k", "not typed as PostgreSQL's"),
-                    ("SELECT k, rank() OVER (ORDER BY avg(v)) FROM t GROUP BY k", "not typed as PostgreSQL's"),
-                    ("SELECT k, rank() OVER w FROM t GROUP BY k WINDOW w AS (ORDER BY k)", "a named window"),
+    # an integer sum (numeric in PostgreSQL) sorts as the numeric does: native; read by an
+    # expression it would not compute as numeric does, nor would avg (float64 here) sort:
+    # the reduce is DuckDB's then (basic)
+    for q, how in [("SELECT k, rank() OVER (ORDER BY sum(v)) FROM t GROUP BY k", "sum(t.v) accumulable"),
+                   ("SELECT k, sum(sum(v)) OVER () AS r FROM t GROUP BY k", "sum(v)] basic"),
+                   ("SELECT k, rank() OVER (ORDER BY avg(v)) FROM t GROUP BY k", "avg(v)] basic")]:
+        assert how in plan(q, SCHEMAS).explain(), q
+    for q, word in [("SELECT k, rank() OVER w FROM t GROUP BY k WINDOW w AS (ORDER BY k)", "a named window"),
                     ("SELECT k % 2, rank() OVER (ORDER BY count(*)) FROM t GROUP BY k % 2", "not a column"),
                     ("SELECT k, rank() OVER (ORDER BY count(*)) FROM t GROUP BY k LIMIT 2", "LIMIT")]:
         falls = plan(q, SCHEMAS).fallbacks()
         assert falls and any(word in f.reason for f in falls), (q, [f.reason for f in falls])
+
+
+def test_a_having_subquery_is_a_condition_over_the_groups():
+    p = plan("SELECT s, count(*) AS n FROM t GROUP BY s HAVING count(*) >= (SELECT count(*) FROM u)", SCHEMAS)
+    text = p.explain()
+    assert p.incremental and p.names == ["s", "n"] and sorted(p.tables) == ["t", "u"]
+    assert "MapFilter via SQL" in text and "Reduce group_by=[]" in text
+    # avg of integers is numeric in PostgreSQL: the reduces re-planned as DuckDB's (basic)
+    text = plan("SELECT k FROM t GROUP BY k HAVING sum(v) > (SELECT avg(v) FROM t)", SCHEMAS).explain()
+    assert "aggregates=[agg" in text and "avg(v)] basic" in text and "accumulable" not in text
+    # correlated with the grouped query: not rewritten
+    falls = plan("SELECT s FROM t o GROUP BY s HAVING count(*) > (SELECT count(*) FROM u WHERE u.w = o.s)",
+                 SCHEMAS).fallbacks()
+    assert falls and "a subquery in HAVING" in falls[0].reason
