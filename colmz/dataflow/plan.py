@@ -111,7 +111,7 @@ or any aggregate DuckDB runs (a :class:`BasicReduce`); ``DISTINCT [ON]``; ``ORDE
 output columns with ``LIMIT``/``OFFSET`` (``ORDER BY`` without them orders nothing a view
 keeps and is dropped, as Materialize does); ``UNION [ALL]``, ``EXCEPT [ALL]``,
 ``INTERSECT [ALL]``; column projection and renaming. Every other construct -- ``GROUP BY``
-expressions, grouping sets with an aggregate the native reduce cannot hold or a ``HAVING``
+expressions, grouping sets with a ``HAVING``
 reading a key, ``GROUPING()`` inside an expression, subqueries inside expressions other than
 the above, scalar subqueries correlated other than by equalities or of other than one
 aggregate, ``LATERAL`` subqueries correlated otherwise, ``NATURAL`` joins, ``WITH RECURSIVE``, volatile functions
@@ -1436,8 +1436,9 @@ class _Planner:
         grouping set over the same input, each branch's select list with the keys absent
         from its set a NULL of the key's type and ``GROUPING(a, b, ...)`` the constant whose
         bit for an argument (the first one most significant) is 1 when that key is absent.
-        ``HAVING`` or a select expression reading a key absent from a set, or an aggregate
-        the native reduce cannot hold, falls back."""
+        A set whose aggregates the native reduce cannot hold (``FILTER``, ``DISTINCT``,
+        ``string_agg``) is a :class:`BasicReduce` over that set's keys. ``HAVING`` or a
+        select expression reading a key absent from a set falls back."""
         keys = [self.group_item(q, g, scope) for g in q.group_by]
         cols = []
         for g in keys:
@@ -1490,7 +1491,15 @@ class _Planner:
                 items += (Expression("FUNCTION", "FUNCTION", -1, -1, name=("count_star",)),)
             sub = dataclasses.replace(q, items=items, group_by=tuple(keys[i] for i in gset), grouping_sets=())
             try:
-                red, select, agg_sql, shown = self.reduce(sub, node, scope)
+                try:
+                    if self.basic_only:
+                        raise _Unsupported("aggregates read as PostgreSQL types them")
+                    red, select, agg_sql, shown = self.reduce(sub, node, scope)
+                except _Unsupported as native:
+                    # a basic aggregate (FILTER, DISTINCT, string_agg): this set's reduce
+                    # recomputed by DuckDB per affected group (its key columns), as any
+                    red, select = self.basic_reduce(sub, node, scope, str(native))
+                    agg_sql = {}
             except PlanError as e:
                 # a column of a key absent from this set, read outside the key (HAVING, an
                 # expression): NULL there, SQL's business

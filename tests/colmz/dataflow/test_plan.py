@@ -178,9 +178,7 @@ OTHER_FALLBACK = [
     ("SELECT random() AS x FROM t", "random is volatile"),
     ("SELECT k FROM t WHERE v > (SELECT k FROM u WHERE u.w = t.s)", "one row by its shape"),
     ("SELECT k % 2, count(*) FROM t GROUP BY k % (SELECT 2)", "a subquery in an expression ('(SELECT 2)')"),
-    ("SELECT k, s, count(DISTINCT v) FROM t GROUP BY ROLLUP (k, s)", "DISTINCT aggregates"),
     ("SELECT k, count(*) FROM t GROUP BY GROUPING SETS ((k), ()) HAVING k > 1", "grouping set ()"),
-    ("SELECT k, count(*) FILTER (WHERE v > 0) FROM t GROUP BY CUBE (k)", "FILTER"),
     ("SELECT k, grouping(k) + 1 FROM t GROUP BY ROLLUP (k)", "GROUPING() inside an expression"),
 ]
 
@@ -282,7 +280,7 @@ def test_plan_shapes():
     # duplicate output names are made unique
     assert plan("SELECT t.k, u.k FROM t JOIN u ON t.k = u.k", SCHEMAS).names == ["k", "k_2"]
     # a fallback in a FROM subquery names the subquery
-    p = plan("SELECT * FROM (SELECT k, count(DISTINCT s) AS n FROM t GROUP BY ROLLUP (k)) AS q", SCHEMAS)
+    p = plan("SELECT * FROM (SELECT k, grouping(k) + 1 AS n FROM t GROUP BY ROLLUP (k)) AS q", SCHEMAS)
     assert isinstance(p.root, Fallback) and "subquery 'q'" in p.root.reason
     # a GROUP BY expression: a SQL segment computes it before the reduce
     assert plan("SELECT k % 2 AS j, count(*) AS n FROM t GROUP BY k % 2", SCHEMAS).explain().splitlines() == [

@@ -2,7 +2,8 @@
 remaining Fallback bodies, issue 39): ``WITH c(x, y)`` (a CTE's column names), ``ORDER
 BY`` a subquery without ``LIMIT`` (dropped, its tables still the view's inputs), window
 functions over a ``GROUP BY`` (a Window over the reduce), a scalar subquery in ``HAVING`` (a
-``WHERE`` over the grouped rows),
+``WHERE`` over the grouped rows), grouping sets with a basic aggregate (``FILTER``,
+``DISTINCT``),
 each view equal to the recompute after a fixed and random change scripts and after a
 durable catalog's reopen."""
 
@@ -65,7 +66,15 @@ MIXED = [
     "SELECT k, v FROM t WHERE v > (SELECT avg(v) FROM t t2 WHERE t2.s = t.s)",
 ]
 
-BODIES = CTE_COLUMNS + ORDER_BY + WINDOW_OVER_GROUPS + HAVING_SUBQUERY + MIXED
+#: Grouping sets with a basic aggregate: one per-group recompute per set, in a Union.
+GROUPING_SETS_BASIC = [
+    "SELECT k, count(*) FILTER (WHERE v > 0) AS n FROM t GROUP BY CUBE (k)",
+    "SELECT k, s, count(DISTINCT v) AS d, sum(v) AS sv FROM t GROUP BY ROLLUP (k, s)",
+    "SELECT s, string_agg(w, ',' ORDER BY w) AS ws, grouping(s) AS g FROM t JOIN u ON t.k = u.k "
+    "GROUP BY GROUPING SETS ((s), ())",
+]
+
+BODIES = CTE_COLUMNS + ORDER_BY + WINDOW_OVER_GROUPS + HAVING_SUBQUERY + MIXED + GROUPING_SETS_BASIC
 
 SCRIPT = [
     "INSERT INTO t VALUES (1, 2, 'x'), (1, 3, 'y'), (NULL, 5, 'x'), (2, NULL, NULL), (4, -1, 'c'), (1, 2, 'x')",
