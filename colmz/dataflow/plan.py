@@ -1497,7 +1497,10 @@ class _Planner:
                     red, select, agg_sql, shown = self.reduce(sub, node, scope)
                 except _Unsupported as native:
                     # a basic aggregate (FILTER, DISTINCT, string_agg): this set's reduce
-                    # recomputed by DuckDB per affected group (its key columns), as any
+                    # recomputed by DuckDB per affected group (its key columns), as any --
+                    # but the count added to hold the empty set has no text to recompute
+                    if any(x.start < 0 for e in sub.items for x in e.walk()):
+                        raise
                     red, select = self.basic_reduce(sub, node, scope, str(native))
                     agg_sql = {}
             except PlanError as e:

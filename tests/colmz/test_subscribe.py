@@ -148,7 +148,8 @@ QUERIES = [
     ("SELECT upper(w) AS w, k * 2 AS k2 FROM u", "dataflow"),  # a Map segment through translate
     ("SELECT w, count(DISTINCT k) AS n FROM u GROUP BY w", "dataflow"),  # per affected group in DuckDB
     ("SELECT w, count(*) AS n FROM u GROUP BY ROLLUP (w)", "dataflow"),  # a union of reduces
-    ("SELECT w, count(DISTINCT k) AS n FROM u GROUP BY ROLLUP (w)", "recompute"),
+    ("SELECT w, count(DISTINCT k) AS n FROM u GROUP BY ROLLUP (w)", "dataflow"),  # basic reduces' union
+    ("SELECT w, grouping(w) + 1 AS n FROM u GROUP BY ROLLUP (w)", "recompute"),
     ("SELECT count(*) AS n FROM t", "dataflow"),
     ("SELECT k FROM mv WHERE s > 3", None),
 ]

@@ -46,7 +46,7 @@ RESUMABLE = [
     "SELECT k FROM t EXCEPT SELECT k FROM r",
     "SELECT k, bool_and(b) AS a, bool_or(b) AS o FROM r GROUP BY k",
 ]
-FALLBACK = "SELECT k, count(DISTINCT s) AS n FROM t GROUP BY ROLLUP (k)"
+FALLBACK = "SELECT k, grouping(k) + 1 AS n FROM t GROUP BY ROLLUP (k)"
 
 
 def resumable(cat: Catalog, name) -> bool:
