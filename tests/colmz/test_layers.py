@@ -34,14 +34,17 @@ LOWER_IN_UPPER = ("colmz.catalog.store", "colmz.catalog.location")
 #: ``colmz/__init__.py``, and is no edge to them (an explicit import of the package is).
 FACADES = ("colmz.catalog",)
 #: Modules that stand above the collections themselves (the package facade, the notebook
-#: renderers, the as-of selection over catalogs and tasks, the plan of a view's query --
-#: built from SQL's parse tree, beside the operators it renders, which stay below -- its
+#: renderers, the as-of selection over catalogs and tasks, the plan of a view's query and
+#: its lowerings' modules -- built from SQL's parse tree, beside the operators it renders,
+#: which stay below -- its
 #: rendering, the operators that run SQL: ``GroupRecompute``, DuckDB recomputing the affected
 #: groups, and the Map/Filter segment, both through colmz.sql.translate; the ranking windows
 #: GroupRecompute keeps natively, recognized on colmz.sql.tree's nodes of its SQL -- the catalog's
 #: maintained view, which plans a view's SQL, and SUBSCRIBE over a catalog's objects and
 #: queries) and so are not checked.
-ABOVE = ("colmz", "colmz.display", "colmz.as_of", "colmz.plot", "colmz.dataflow.plan", "colmz.dataflow.render",
+ABOVE = ("colmz", "colmz.display", "colmz.as_of", "colmz.plot", "colmz.dataflow.plan", "colmz.dataflow.plan_binding",
+         "colmz.dataflow.plan_joins", "colmz.dataflow.plan_reduce", "colmz.dataflow.plan_setops",
+         "colmz.dataflow.plan_subqueries", "colmz.dataflow.plan_windows", "colmz.dataflow.render",
          "colmz.dataflow.recompute", "colmz.dataflow.ranking", "colmz.dataflow.maintained", "colmz.dataflow.sqlmap",
          "colmz.subscribe")
 

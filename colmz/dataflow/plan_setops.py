@@ -1,0 +1,208 @@
+"""Set operations, ``WITH`` and ``FROM`` subqueries for ``colmz.dataflow.plan``:
+:class:`SetOpLowering`.
+
+Design
+------
+A mixin of the planner (``colmz.dataflow.plan``'s ``_Planner``): ``UNION`` / ``EXCEPT`` /
+``INTERSECT`` [``ALL``] as Union, Negate, Threshold and Distinct (a branch that falls back
+recomputed alone when its text is known), a ``WITH`` query planned at each reference (its
+column names from the text), a ``FROM`` subquery as a scope of its output columns (a
+Fallback leaf of its own when it falls back and can be typed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from colmz.dataflow.plan_binding import (
+    PlanError,
+    Source,
+    Unsupported,
+    cte_columns_of,
+    leaves,
+    setop_parts,
+    unify,
+    unparenthesized,
+)
+from colmz.dataflow.plan_nodes import (
+    Distinct,
+    Fallback,
+    Negate,
+    Node,
+    Threshold,
+    Union,
+    fused,
+)
+from colmz.dataflow.step import as_schema
+from colmz.order import ColumnSpec
+from colmz.sql.errors import SQLError
+from colmz.sql.tree import Query, Table, parse_tree
+from colmz.updates import SchemaError
+
+__all__ = ["SetOpLowering"]
+
+
+class SetOpLowering:
+    """The planner's set operations, ``WITH`` queries and ``FROM`` subqueries."""
+
+    def setop(self, q: Query) -> Node:
+        for b in q.children:
+            self.parents[id(b)] = q
+        branches = [self.query(b) for b in q.children]
+        for i, b in enumerate(branches):
+            if isinstance(b, Fallback):
+                branches[i] = self.branch(q, i, b)
+        first = branches[0].schema
+        names = [c.name for c in first]
+        aligned = []
+        for b in branches:
+            if len(b.schema) != len(first):
+                raise PlanError(f"each {q.setop} query must have the same number of columns: "
+                                f"{len(first)} and {len(b.schema)}")
+            if [c.name for c in b.schema] != names:
+                b = fused(tuple(ColumnSpec(n, c.type) for n, c in zip(names, b.schema)), b, (),
+                              tuple((c.name, n) for c, n in zip(b.schema, names)))
+            aligned.append(b)
+        schema = aligned[0].schema
+        try:
+            for b in aligned[1:]:
+                schema = unify(schema, b.schema)
+        except SchemaError as e:
+            raise Unsupported(f"{q.setop} of columns of different types ({e})") from None
+        if q.setop == "UNION":
+            node: Node = Union(schema, tuple(aligned))
+            return node if q.setop_all else Distinct(schema, node)
+        if q.setop in ("EXCEPT", "INTERSECT") and len(aligned) == 2:
+            a, b = aligned
+            if not q.setop_all:
+                a, b = Distinct(a.schema, a), Distinct(b.schema, b)
+            minus = Threshold(schema, Union(schema, (a, Negate(b.schema, b))))
+            if q.setop == "EXCEPT":
+                return minus
+            # INTERSECT ALL: min(a, b) = a - max(a - b, 0) (Materialize lowers it so)
+            return Threshold(schema, Union(schema, (a, Negate(schema, minus))))
+        raise Unsupported(f"{q.setop}{' ALL' if q.setop_all else ''}")
+
+    def branch(self, q: Query, i: int, f: Fallback) -> Fallback:
+        """Branch ``i`` of set operation ``q``, which falls back, as a Fallback leaf
+        recomputing its own text (typed by ``subquery_schema``), its change fed to the set
+        operator; ``Unsupported`` (the enclosing query falls back) when its text is not
+        known alone -- a ``CTE`` in scope, no typing -- or the typing refuses it."""
+        why = f"{q.setop} branch: {f.reason}"
+        if self.subquery_schema is None or any(self.ctes):
+            raise Unsupported(why)
+        span = self.branch_span(q.children[i])
+        text = self.text[span[0]:span[1]] if span is not None else ""
+        schema = self.subquery_schema(text) if text else None
+        if schema is None:
+            raise Unsupported(why)
+        return Fallback(as_schema(schema, f"{q.setop} branch"), text, f.reason, text)
+
+    def branch_span(self, q: Query) -> tuple[int, int] | None:
+        """The text span of query ``q`` when it is known: recorded (the whole query, a
+        ``FROM`` subquery) or a set operation's branch, found by splitting the parent's
+        text at its top-level ``UNION``/``EXCEPT``/``INTERSECT`` into parts and giving each
+        branch as many parts as it has ``SELECT`` leaves (DuckDB flattens a chain of one
+        operator into one node; parenthesized parts are parsed for their leaves)."""
+        if id(q) in self.spans:
+            return self.spans[id(q)]
+        parent = self.parents.get(id(q))
+        if parent is None:
+            return None
+        span = self.branch_span(parent)
+        if span is None:
+            return None
+        parts = setop_parts(self.text, span)
+        if parts is None:
+            return None
+        at, found = 0, {}
+        for child in parent.children:
+            want, got, first = leaves(child), 0, at
+            while got < want and at < len(parts):
+                try:
+                    got += leaves(parse_tree(self.text[parts[at][0]:parts[at][1]])[0])
+                except SQLError:
+                    return None
+                at += 1
+            if got != want:
+                return None
+            found[id(child)] = unparenthesized(self.text, parts[first][0], parts[at - 1][1])
+        if at != len(parts):
+            return None
+        self.spans.update(found)
+        return found.get(id(q))
+
+    # ---- WITH, FROM subqueries, USING, constants (plan39)
+
+    def with_ctes(self, q: Query) -> Node:
+        """``WITH``: each CTE is planned where it is referenced (Materialize's ``Let``,
+        inlined); a CTE sees the CTEs before it, never itself."""
+        frame: dict[str, tuple[Query, dict, tuple[str, ...]]] = {}
+        for name, cq in q.ctes:
+            if cq.type == "RECURSIVE_CTE_NODE":
+                raise Unsupported("WITH RECURSIVE: a fixed point iterated to convergence at every commit "
+                                   "(Materialize's LetRec), which colmz's operators do not iterate")
+            frame[name] = (cq, dict(frame), self.cte_columns(name))
+        self.ctes.append(frame)
+        try:
+            return self.query_checked(dataclasses.replace(q, ctes=()))
+        finally:
+            self.ctes.pop()
+
+    def cte(self, name: str):
+        """The query of CTE ``name`` in scope, planned in the scope it was defined in."""
+        for depth in range(len(self.ctes) - 1, -1, -1):
+            if name in self.ctes[depth]:
+                return self.ctes[:depth], self.ctes[depth][name]
+        return None
+
+    def cte_columns(self, name: str) -> tuple[str, ...]:
+        """The column names ``WITH name (a, b) AS (...)`` gives CTE ``name`` (``()``: none),
+        read from the text (the parse tree keeps no CTE's column names, :func:`cte_columns_of`);
+        ``Unsupported`` when the text's definitions of ``name`` are not read or disagree."""
+        found = cte_columns_of(self.text).get(name)
+        if found is None or len(found) != 1:
+            raise Unsupported(f"WITH {name!r}: its column names are not read from the text")
+        (cols,) = found
+        return cols
+
+    def cte_source(self, found, alias: str, column_aliases, what: str):
+        outer, (cq, earlier, cte_columns) = found
+        # the reference's own column aliases rename the CTE's (renamed) columns first
+        column_aliases = (*column_aliases, *cte_columns[len(column_aliases):])
+        saved = self.ctes
+        self.ctes = [*outer, earlier]
+        try:
+            return self.subquery_source(cq, alias, column_aliases, what)
+        finally:
+            self.ctes = saved
+
+    def subquery_source(self, query: Query, alias: str, column_aliases, what: str, t: Table | None = None):
+        """A subquery (``t``: in ``FROM``) or a CTE as a scope of its output columns; a
+        ``FROM`` subquery that falls back is a Fallback leaf of its own (:meth:`subtree`)."""
+        if t is not None and t.start >= 0:
+            self.spans[id(query)] = unparenthesized(self.text, t.start, t.end)
+        inner = self.query(query)
+        if isinstance(inner, Fallback):
+            if t is None:
+                raise Unsupported(f"{what}: {inner.reason}")
+            inner = self.subtree(inner, t, what)
+        names = [c.name for c in inner.schema]
+        if len(column_aliases) > len(names):
+            raise PlanError(f"{what} has {len(names)} columns available but {len(column_aliases)} columns specified")
+        names = list(column_aliases) + names[len(column_aliases):]
+        cols = tuple((c.name, f"{alias}.{n}") for c, n in zip(inner.schema, names))
+        node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner, (), cols)
+        return node, [Source(alias, {n: (p, c.type) for n, (_, p), c in zip(names, cols, inner.schema)})], []
+
+    def subtree(self, f: Fallback, t: Table, what: str) -> Fallback:
+        """A ``FROM`` subquery that falls back, as a Fallback leaf recomputing its own query
+        (typed by ``subquery_schema``); ``Unsupported`` (the enclosing query falls back) when
+        the planner has no way to type it or the typing refuses."""
+        text = self.text[t.start:t.end].strip() if t.start >= 0 else ""
+        if text.startswith("(") and text.endswith(")"):
+            text = text[1:-1].strip()
+        schema = self.subquery_schema(text) if (self.subquery_schema is not None and text) else None
+        if schema is None:
+            raise Unsupported(f"{what}: {f.reason}")
+        return Fallback(as_schema(schema, what), f.text, f.reason, text)

@@ -1,0 +1,670 @@
+"""Subqueries in conditions and values, decorrelated, for ``colmz.dataflow.plan``:
+:class:`SubqueryLowering`.
+
+Design
+------
+A mixin of the planner (``colmz.dataflow.plan``'s ``_Planner``), lowering as Materialize's
+``src/sql/src/plan/lowering.rs`` does: ``[NOT] EXISTS`` and ``IN`` as semijoins on the
+subquery's distinct keys (antijoins as the input minus its semijoin), ``NOT IN`` and
+quantified comparisons with PostgreSQL's NULLs through global counts, scalar subqueries as
+a cross join with a one-row relation (guarded past one row) or, correlated by equalities,
+a left join with the subquery grouped by its keys. A native aggregate read by SQL must be
+typed as PostgreSQL's (:meth:`SubqueryLowering.typed_subquery` re-plans it as DuckDB's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pyarrow as pa
+
+from colmz.dataflow.plan_binding import (
+    FLIPPED,
+    PlanError,
+    Scope,
+    Unsupported,
+    array_any,
+    conjuncts,
+    constant_of,
+    correlation,
+    is_aggregate,
+    postgres_typed,
+    reads_outside,
+)
+from colmz.dataflow.plan_nodes import (
+    Aggregate,
+    Comparison,
+    Constant,
+    Distinct,
+    Fallback,
+    IsNullPredicate,
+    Join,
+    Negate,
+    Node,
+    Reduce,
+    Union,
+    fused,
+)
+from colmz.dataflow.sqlmap import placeholder
+from colmz.order import ColumnSpec
+from colmz.sql.tokens import tokenize
+from colmz.sql.tree import Expression, Query
+
+__all__ = ["SubqueryLowering"]
+
+
+class SubqueryLowering:
+    """The planner's subqueries in conditions and values, decorrelated."""
+
+    def split_where(self, where: Expression | None):
+        """``WHERE``'s conjuncts as ``(plain, semijoins, temporal)``: ``[NOT] EXISTS`` and
+        ``IN`` subqueries become semijoins (``(expr, negated)``), conjuncts calling
+        ``mz_now()`` temporal bounds."""
+        plain, semi, temporal = [], [], []
+        for c in conjuncts(where):
+            negated = c.cls == "OPERATOR" and c.type == "OPERATOR_NOT" and len(c.children) == 1
+            bare = c.children[0] if negated else c
+            if bare.cls == "SUBQUERY" and not array_any(bare):
+                semi.append((bare, negated))
+                continue
+            subs = list(c.walk())
+            now = any(x.cls == "FUNCTION" and x.name and x.name[-1].lower() == "mz_now" for x in subs)
+            if any(x.cls == "SUBQUERY" and not array_any(x) for x in subs) and now:
+                raise Unsupported(f"a subquery in an expression ({self.span(c)!r})")
+            # (a scalar subquery inside a condition is a column joined in: query_checked)
+            if now:
+                temporal.append(c)
+                continue
+            plain.append(c)
+        return plain, semi, temporal
+
+    def semijoin(self, node: Node, scope: Scope, e: Expression, negated: bool) -> Node:
+        """``node`` restricted to the rows with (``negated``: without) a match in the
+        subquery: a join with the distinct keys of the subquery's side (Materialize's
+        decorrelation), projected back to ``node``'s columns; an antijoin is ``node`` minus
+        that semijoin."""
+        text = self.span(e)
+        if e.children:  # x IN (subquery)
+            x = e.children[0]
+            after = [t.text.upper() for t in tokenize(self.text[x.end:e.end])[:2]]
+            if x.start >= 0 and after[:1] != ["IN"] and not (negated and after == ["NOT", "IN"]):
+                # DuckDB reads x > ALL (S) as NOT (x <= ANY (S)), its span x's: the user's
+                # operator and quantifier follow x in the text
+                after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+                if after in (["=", "ANY"], ["=", "SOME"]) and not negated:
+                    after = ["IN"]  # = ANY is IN
+                elif len(after) == 2 and after[1] in ("ANY", "SOME", "ALL") and negated == (after[1] == "ALL"):
+                    return self.quantified(node, scope, e, x, after[0], after[1] == "ALL")
+            if after[:1] != ["IN"] and not (negated and after == ["NOT", "IN"]):
+                raise Unsupported(f"{text!r}: a quantified comparison (ANY/ALL/SOME)")
+            if (not negated and x.cls == "FUNCTION" and x.name == ("row",) and x.children
+                    and all(c.cls == "COLUMN_REF" for c in x.children)):
+                return self.row_in(node, scope, e, x, text)
+            if x.cls != "COLUMN_REF":
+                raise Unsupported(f"{text!r}: IN of an expression needing SQL")
+            if not negated and reads_outside(e.subquery):
+                try:
+                    return self.correlated_in(node, scope, e, x, text)
+                except Unsupported:
+                    pass  # not decorrelated: the uncorrelated path says why
+            right = self.one_column_subquery(e, text, "IN subquery")
+            pairs = [(scope.column(x), right.schema[0].name)]
+            if negated:
+                return self.not_in(node, right, pairs[0])
+        else:
+            if not self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
+                raise Unsupported(f"a scalar subquery as a condition ({text!r})")
+            cross: list[Expression] = []
+            right, pairs = self.correlated(e.subquery, scope, text, cross)
+            if cross:
+                return self.semi_residual(node, right, pairs, cross, negated, text)
+        semi = self.semi(node, right, pairs)
+        if not negated:
+            return semi
+        return Union(node.schema, (node, Negate(node.schema, semi)))
+
+    def row_in(self, node: Node, scope: Scope, e: Expression, x: Expression, text: str) -> Node:
+        """``(a, b, ...) IN (subquery)`` in ``WHERE``, columns compared with an uncorrelated
+        subquery's columns: a semijoin on all of them (a row with a NULL among them matches
+        nothing: the comparison is false or unknown, the row dropped either way)."""
+        try:
+            right = self.query(e.subquery)
+        except PlanError as err:
+            raise Unsupported(f"IN subquery {text!r}: {err} (correlated ones are absent)") from None
+        if isinstance(right, Fallback):
+            raise Unsupported(f"IN subquery {text!r}: {right.reason}")
+        if len(right.schema) != len(x.children):
+            raise PlanError(f"subquery has {'too many' if len(right.schema) > len(x.children) else 'too few'} "
+                            f"columns in {text!r}")
+        return self.semi(node, right, [(scope.column(c), r.name) for c, r in zip(x.children, right.schema)])
+
+    def correlated_in(self, node: Node, scope: Scope, e: Expression, x: Expression, text: str) -> Node:
+        """``x IN (subquery)`` as a ``WHERE`` conjunct, the subquery correlated by equalities of
+        columns (:meth:`decorrelated`): a semijoin on ``x`` and the outer columns against the
+        subquery's value and inner keys. A global aggregate's keys without rows have no row
+        here, where the subquery has one: right for aggregates that are NULL over no rows (a
+        NULL matches nothing), refused for ``count`` (0 there)."""
+        sub = e.subquery
+        if sub.type != "SELECT_NODE" or sub.ctes or sub.from_ is None or len(sub.items) != 1:
+            raise Unsupported(f"IN subquery {text!r}: correlated, not one SELECT ... FROM of one column")
+        right, n, pairs, _, counts = self.decorrelated(sub, scope, f"IN subquery {text!r}")
+        if counts:
+            raise Unsupported(f"IN subquery {text!r}: a correlated count (0 over no rows)")
+        cols = [c.name for c in right.schema]
+        on = [(scope.column(x), cols[0]), *((o, cols[n + i]) for i, (o, _) in enumerate(pairs))]
+        if len({o for o, _ in on}) != len(on):
+            raise Unsupported(f"IN subquery {text!r}: one outer column matched twice (a filter)")
+        return self.semi(node, right, on)
+
+    def is_in(self, e: Expression) -> bool:
+        """Whether subquery expression ``e`` is ``x IN (subquery)`` (or ``x = ANY``/``SOME``)."""
+        x = e.children[0]
+        if x.start < 0:
+            return False
+        after = [t.text.upper() for t in tokenize(self.text[x.end:e.end])[:2]]
+        if after[:1] == ["IN"]:
+            return True
+        after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+        return after in (["=", "ANY"], ["=", "SOME"])
+
+    def in_value(self, node: Node, scope: Scope, e: Expression) -> tuple[Node, str]:
+        """``x IN (subquery)`` as a select item's value, with PostgreSQL's NULLs: true when
+        ``x`` matches a row; else false when the subquery is empty; else NULL when ``x`` is
+        NULL or the subquery holds a NULL; else false. ``node`` left-joined with the
+        subquery's distinct values (a NULL ``x`` matches none) and crossed with the
+        subquery's global counts of rows and of non-NULL values (one row, empty input
+        included): O(delta) but for a change of those counts, which re-reads ``node``."""
+        text = self.span(e)
+        x = e.children[0]
+        if x.cls != "COLUMN_REF":
+            raise Unsupported(f"select item {text!r}: IN of an expression needing SQL")
+        right = self.one_column_subquery(e, text, "IN subquery")
+        col = right.schema[0].name
+        tag = self.fresh("in")
+        aggs = (Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                Aggregate(f"{tag}.values", "count", col, "accumulable"))
+        counts = Reduce(self.reduce_schema(right.schema, [], list(aggs)), right, (), aggs)
+        key = f"{tag}.key"
+        dist = Distinct((ColumnSpec(key, right.schema[0].type),),
+                        fused((ColumnSpec(key, right.schema[0].type),), right, (), ((col, key),)))
+        crossed = Join(node.schema + counts.schema, (node, counts), "inner")
+        on = ((scope.column(x), key),)
+        self.check_keys(on, crossed.schema + dist.schema)
+        both = crossed.schema + dist.schema
+        join = Join(both, (crossed, dist), "left", on)
+        names = [c.name for c in both]
+        ph = {n: placeholder(names.index(n)) for n in (key, aggs[0].name, aggs[1].name, scope.column(x))}
+        value = f"{tag}.value"
+        sql = (f"CASE WHEN {ph[key]} IS NOT NULL THEN true WHEN {ph[aggs[0].name]} = 0 THEN false "
+               f"WHEN {ph[scope.column(x)]} IS NULL OR {ph[aggs[0].name]} > {ph[aggs[1].name]} "
+               "THEN CAST(NULL AS BOOLEAN) ELSE false END")
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
+        return self.sql_segment(join, (), items, [text]), value
+
+    def one_column_subquery(self, e: Expression, text: str, what: str) -> Node:
+        """The plan of ``e``'s uncorrelated one-column subquery (of an ``IN`` or a quantified
+        comparison, ``what``); a correlated or falling-back one is not planned here."""
+        try:
+            right = self.query(e.subquery)
+        except PlanError as err:
+            raise Unsupported(f"{what} {text!r}: {err} (correlated ones are absent)") from None
+        if isinstance(right, Fallback):
+            raise Unsupported(f"{what} {text!r}: {right.reason}")
+        if len(right.schema) != 1:
+            raise PlanError(f"subquery has too many columns ({len(right.schema)}) in {text!r}")
+        return right
+
+    def quantified(self, node: Node, scope: Scope, e: Expression, x: Expression, op: str, every: bool) -> Node:
+        """``x op ANY (S)`` / ``x op ALL (S)`` as a ``WHERE`` conjunct, ``op`` an order and
+        ``x`` an integer column: ``node`` crossed with one global reduce of ``S`` and filtered.
+        In ``WHERE`` (unknown drops the row as false does) ``x > ANY (S)`` is ``x > min(S)``
+        (``min`` skips NULLs; an empty or all-NULL ``S`` is NULL: no row); ``x > ALL (S)``
+        is ``count(*) = 0 OR (x > max(S) AND count(y) = count(*))`` (an empty ``S`` keeps
+        every row, even a NULL ``x``; a NULL in ``S`` leaves each row false or unknown).
+        Integers only: their order is DuckDB's and PostgreSQL's alike."""
+        text = self.span(e)
+        if op not in ("<", "<=", ">", ">="):
+            raise Unsupported(f"{text!r}: a quantified comparison ({op} {'ALL' if every else 'ANY'})")
+        if x.cls != "COLUMN_REF":
+            raise Unsupported(f"{text!r}: a quantified comparison of an expression")
+        right = self.one_column_subquery(e, text, "quantified comparison")
+        col, y = scope.column(x), right.schema[0]
+        types = {c.name: c.type for c in node.schema}
+        if not (pa.types.is_integer(types[col]) and pa.types.is_integer(y.type)):
+            raise Unsupported(f"{text!r}: a quantified comparison of {types[col]} with {y.type} (integers only)")
+        tag = self.fresh("quant")
+        bound = "max" if (op in (">", ">=")) == every else "min"
+        aggs = [Aggregate(f"{tag}.bound", bound, y.name, "hierarchical")]
+        if every:
+            aggs += [Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                     Aggregate(f"{tag}.values", "count", y.name, "accumulable")]
+        one = Reduce(self.reduce_schema(right.schema, [], aggs), right, (), tuple(aggs))
+        both = node.schema + one.schema
+        names = [c.name for c in both]
+        ph = {c.name: placeholder(names.index(c.name)) for c in both}
+        cond = f"{ph[col]} {op} {ph[aggs[0].name]}"
+        if every:
+            rows, values = ph[aggs[1].name], ph[aggs[2].name]
+            cond = f"({rows} = 0 OR ({cond} AND {values} = {rows}))"
+        joined = self.sql_segment(Join(both, (node, one), "inner"), (cond,), None, [text])
+        return fused(node.schema, joined, (), tuple((c.name, c.name) for c in node.schema))
+
+    def quantifier(self, e: Expression):
+        """``(subquery expression, x, op, every)`` when ``e`` is ``x op ANY|SOME (S)`` or
+        ``x op ALL (S)`` with ``op`` an order (DuckDB reads ``ALL`` as ``NOT (x op' ANY
+        (S))``, its span ``x``'s: the user's operator and quantifier follow ``x`` in the
+        text); ``None`` otherwise."""
+        negated = e.cls == "OPERATOR" and e.type == "OPERATOR_NOT" and len(e.children) == 1
+        sub = e.children[0] if negated else e
+        if sub.cls != "SUBQUERY" or len(sub.children) != 1 or sub.children[0].start < 0:
+            return None
+        x = sub.children[0]
+        after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+        if (len(after) != 2 or after[0] not in ("<", "<=", ">", ">=")
+                or after[1] not in ("ANY", "SOME", "ALL") or negated != (after[1] == "ALL")):
+            return None
+        return sub, x, after[0], after[1] == "ALL"
+
+    def quantified_constant(self, e: Expression):
+        """``(subquery expression, x, op, every)`` when ``e`` is an integer literal ``x``
+        compared with a subquery: ``x op ANY|SOME|ALL (S)`` with any comparison ``op``, ``x
+        IN (S)`` (``= ANY``) or ``x NOT IN (S)`` (``<> ALL``); ``None`` otherwise."""
+        negated = e.cls == "OPERATOR" and e.type == "OPERATOR_NOT" and len(e.children) == 1
+        sub = e.children[0] if negated else e
+        if sub.cls != "SUBQUERY" or len(sub.children) != 1:
+            return None
+        x = sub.children[0]
+        if x.cls != "CONSTANT" or x.literal is None or x.literal.kind != "INTEGER" or x.start < 0:
+            return None
+        after = [t.text.upper() for t in tokenize(self.text[x.end:])[:2]]
+        if after[:1] == ["IN"]:
+            op, every = "=", False
+        elif after == ["NOT", "IN"]:
+            op, every = "<>", True
+        elif len(after) == 2 and after[0] in FLIPPED and after[1] in ("ANY", "SOME", "ALL"):
+            op, every = after[0], after[1] == "ALL"
+        else:
+            return None
+        return (sub, x, op, every) if negated == every else None
+
+    def constant_quantified(self, node: Node, e: Expression, sub: Expression, x: Expression, op: str,
+                            every: bool) -> tuple[Node, str]:
+        """An integer literal ``x`` compared with ``ANY``/``ALL`` of an integer subquery ``S``
+        (``IN``, ``NOT IN`` too) as a value, with PostgreSQL's NULLs: ``node`` crossed with
+        global counts of ``S`` -- its rows, its non-NULL values, and the rows deciding the
+        answer (``ANY``: ``x op s`` holds; ``ALL``: it fails), a native filter of ``S`` --
+        and the value one SQL segment over them: ``ANY`` true when a row holds, ``ALL``
+        false when one fails; else NULL when ``S`` holds a NULL; else false (``ANY``) or
+        true (``ALL``, an empty ``S`` included)."""
+        text = self.span(e)
+        right = self.one_column_subquery(sub, text, "quantified comparison")
+        y = right.schema[0]
+        if not pa.types.is_integer(y.type):
+            raise Unsupported(f"{text!r}: a quantified comparison of an integer with {y.type} (integers only)")
+        v = constant_of(x.literal.value, y.type)
+        if v is None:
+            raise Unsupported(f"{text!r}: {x.literal.value} beyond the subquery's type {y.type}")
+        negate = {"=": "<>", "<>": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+        deciding = FLIPPED[op] if not every else negate[FLIPPED[op]]  # x op s is s flipped(op) x
+        tag = self.fresh("quant")
+        aggs = (Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                Aggregate(f"{tag}.values", "count", y.name, "accumulable"))
+        counts = Reduce(self.reduce_schema(right.schema, [], list(aggs)), right, (), aggs)
+        hit = Aggregate(f"{tag}.deciding", "count", None, "accumulable")
+        decided = fused(right.schema, right, (Comparison(y.name, deciding, v),), None)
+        found = Reduce(self.reduce_schema(right.schema, [], [hit]), decided, (), (hit,))
+        both = node.schema + counts.schema + found.schema
+        names = [c.name for c in both]
+        ph = {c.name: placeholder(names.index(c.name)) for c in both}
+        rows, values, n = ph[aggs[0].name], ph[aggs[1].name], ph[hit.name]
+        sql = (f"CASE WHEN {n} > 0 THEN {'false' if every else 'true'} WHEN {rows} > {values} "
+               f"THEN CAST(NULL AS BOOLEAN) ELSE {'true' if every else 'false'} END")
+        value = f"{tag}.value"
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
+        return self.sql_segment(Join(both, (node, counts, found), "inner"), (), items, [text]), value
+
+    def quantified_value(self, node: Node, scope: Scope, e: Expression, sub: Expression, x: Expression,
+                         op: str, every: bool) -> tuple[Node, str]:
+        """``x op ANY (S)`` / ``x op ALL (S)`` as a select item's value, ``op`` an order and
+        ``x`` an integer column, with PostgreSQL's NULLs: ``node`` crossed with one global
+        reduce of ``S`` -- the bound ``b`` (``min``/``max`` of its non-NULL values, the one
+        deciding the comparison), its counts of rows and of non-NULL values -- and the
+        value one SQL segment over them. ``ANY``: false when ``S`` is empty; true when ``x
+        op b``; else NULL when ``x`` is NULL or ``S`` holds a NULL; else false. ``ALL``:
+        true when ``S`` is empty; false when ``NOT (x op b)``; else NULL when ``x`` is
+        NULL or ``S`` holds a NULL; else true. O(delta) but for a change of the global
+        values, which re-reads ``node`` (as :meth:`in_value`)."""
+        text = self.span(e)
+        if x.cls != "COLUMN_REF":
+            raise Unsupported(f"select item {text!r}: a quantified comparison of an expression")
+        right = self.one_column_subquery(sub, text, "quantified comparison")
+        col, y = scope.column(x), right.schema[0]
+        types = {c.name: c.type for c in node.schema}
+        if not (pa.types.is_integer(types[col]) and pa.types.is_integer(y.type)):
+            raise Unsupported(f"{text!r}: a quantified comparison of {types[col]} with {y.type} (integers only)")
+        tag = self.fresh("quant")
+        bound = "max" if (op in (">", ">=")) == every else "min"
+        aggs = (Aggregate(f"{tag}.bound", bound, y.name, "hierarchical"),
+                Aggregate(f"{tag}.rows", "count", None, "accumulable"),
+                Aggregate(f"{tag}.values", "count", y.name, "accumulable"))
+        one = Reduce(self.reduce_schema(right.schema, [], list(aggs)), right, (), aggs)
+        both = node.schema + one.schema
+        names = [c.name for c in both]
+        ph = {c.name: placeholder(names.index(c.name)) for c in both}
+        b, rows, values, xv = ph[aggs[0].name], ph[aggs[1].name], ph[aggs[2].name], ph[col]
+        unknown = f"WHEN {xv} IS NULL OR {rows} > {values} THEN CAST(NULL AS BOOLEAN)"
+        if every:
+            sql = (f"CASE WHEN {rows} = 0 THEN true WHEN {xv} IS NOT NULL AND {values} > 0 AND NOT ({xv} {op} {b}) "
+                   f"THEN false {unknown} ELSE true END")
+        else:
+            sql = (f"CASE WHEN {rows} = 0 THEN false WHEN {xv} IS NOT NULL AND {values} > 0 AND {xv} {op} {b} "
+                   f"THEN true {unknown} ELSE false END")
+        value = f"{tag}.value"
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
+        return self.sql_segment(Join(both, (node, one), "inner"), (), items, [text]), value
+
+    def semi_residual(self, node: Node, right: Node, pairs, cross: list[Expression], negated: bool,
+                      text: str) -> Node:
+        """``[NOT] EXISTS`` correlated by equalities and by other conditions reading outer
+        columns (Materialize's decorrelation: the join's residual): the pairs of ``node``
+        and the subquery's rows joined on the equalities and filtered by those conditions
+        (one SQL segment); ``NOT EXISTS`` is ``node``'s rows matching no pair
+        (:meth:`unmatched`, the semijoin on whole rows with NULLs equal), ``EXISTS`` the
+        others."""
+        inner, outer = self.exists_scope
+        both = node.schema + right.schema
+        names = [c.name for c in both]
+        if len(set(names)) != len(names):
+            raise Unsupported(f"EXISTS {text!r}: inner and outer columns named alike")
+
+        def column_of(x: Expression) -> str:
+            try:
+                return inner.column(x)
+            except PlanError:
+                return outer.column(x)
+
+        self.check_keys(pairs, both)
+        join = Join(both, (node, right), "inner", tuple(pairs))
+        where = tuple(self.sql_text(c, names, column_of) for c in cross)
+        matched = self.sql_segment(join, where, None, [self.span(c) for c in cross])
+        unmatched = self.unmatched(node, matched)
+        if negated:
+            return unmatched
+        return Union(node.schema, (node, Negate(node.schema, unmatched)))
+
+    def semi(self, node: Node, right: Node, pairs) -> Node:
+        """``node``'s rows whose ``(outer, inner)`` key columns match a row of ``right``:
+        ``node`` joined with ``right``'s distinct keys, projected back."""
+        tag = self.fresh("semi")
+        keys = tuple((r, f"{tag}.{i}") for i, (_, r) in enumerate(pairs))
+        rtypes = {c.name: c.type for c in right.schema}
+        proj = fused(tuple(ColumnSpec(n, rtypes[r]) for r, n in keys), right, (), keys)
+        dist = Distinct(proj.schema, proj)
+        on = tuple((o, n) for (o, _), (_, n) in zip(pairs, keys))
+        self.check_keys(on, node.schema + dist.schema)
+        join = Join(node.schema + dist.schema, (node, dist), "inner", on)
+        return fused(node.schema, join, (), tuple((c.name, c.name) for c in node.schema))
+
+    def not_in(self, node: Node, right: Node, pair: tuple[str, str]) -> Node:
+        """``x NOT IN (subquery)`` with PostgreSQL's NULLs: every row when the subquery is
+        empty; otherwise only a non-NULL ``x`` matching no row, while the subquery holds no
+        NULL (else the comparison is unknown and the row dropped). With ``F`` the one-row
+        flag "the subquery has a row" and ``N`` "it has a NULL" (``N`` implies ``F``), and
+        ``anti`` the non-NULL rows minus their semijoin: ``node − node×F + anti×F −
+        anti×N``. The flags are distinct rows of a constant crossed with the subquery, so
+        they change only when the subquery becomes (non-)empty or gains (loses) its NULLs --
+        then every row of the view changes, as it must; any other change costs its delta."""
+        x, col = pair
+        tag = self.fresh("notin")
+        nonempty = self.flag(right, f"{tag}.some")
+        nulls = self.flag(fused(right.schema, right, (IsNullPredicate(col),), None), f"{tag}.null")
+        present = fused(node.schema, node, (IsNullPredicate(x, True),), None)
+        anti = Union(node.schema, (present, Negate(node.schema, self.semi(present, right, [pair]))))
+        return Union(node.schema, (node, Negate(node.schema, self.crossed(node, nonempty)),
+                                   self.crossed(anti, nonempty), Negate(node.schema, self.crossed(anti, nulls))))
+
+    def flag(self, over: Node, name: str) -> Node:
+        """One row ``(1)`` while ``over`` has a row: ``over`` crossed with a constant, its
+        distinct rows."""
+        one = Constant((ColumnSpec(name, pa.int32()),), ((1,),))
+        j = Join(over.schema + one.schema, (over, one), "inner")
+        return Distinct(one.schema, fused(one.schema, j, (), ((name, name),)))
+
+    def crossed(self, node: Node, flag: Node) -> Node:
+        """``node``'s rows while the one-row ``flag`` holds its row."""
+        both = node.schema + flag.schema
+        return fused(node.schema, Join(both, (node, flag), "inner"), (), tuple((c.name, c.name) for c in node.schema))
+
+    def exists_value(self, node: Node, scope: Scope, e: Expression) -> tuple[Node, str]:
+        """A correlated ``EXISTS (subquery)`` as a select item's boolean: ``node`` left-joined
+        with the subquery's distinct correlation keys (:meth:`correlated`; at most one match
+        per row), the value whether a match was found -- a NULL outer key matches nothing,
+        so is false, as PostgreSQL's ``EXISTS`` of no row is."""
+        text = self.span(e)
+        right, pairs = self.correlated(e.subquery, scope, text)
+        tag = self.fresh("exists")
+        keys = tuple((r, f"{tag}.{i}") for i, (_, r) in enumerate(pairs))
+        rtypes = {c.name: c.type for c in right.schema}
+        proj = fused(tuple(ColumnSpec(n, rtypes[r]) for r, n in keys), right, (), keys)
+        dist = Distinct(proj.schema, proj)
+        on = tuple((o, n) for (o, _), (_, n) in zip(pairs, keys))
+        self.check_keys(on, node.schema + dist.schema)
+        both = node.schema + dist.schema
+        join = Join(both, (node, dist), "left", on)
+        names = [c.name for c in both]
+        value = f"{tag}.value"
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)]
+        items.append((f"{placeholder(names.index(keys[0][1]))} IS NOT NULL", value))
+        return self.sql_segment(join, (), items, [text]), value
+
+    def scalar_subquery(self, node: Node, e: Expression, scope: Scope | None = None) -> tuple[Node, str]:
+        """An uncorrelated scalar subquery in the select list that is one row by its shape
+        (aggregates without ``GROUP BY``/``HAVING``): ``node`` crossed with that one-row
+        relation (Materialize's lowering), and the column holding its value. Correlated by
+        equalities of columns (with ``scope`` the outer query's), it is
+        :meth:`correlated_aggregate`."""
+        text = self.span(e)
+        sub = e.subquery
+        if e.children or self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
+            raise Unsupported(f"select item {text!r}: EXISTS or IN as a value")
+        constant = (sub is not None and sub.type == "SELECT_NODE" and sub.from_ is None and sub.where is None
+                    and not sub.group_by and sub.having is None and not sub.modifiers and len(sub.items) == 1)
+        shaped = constant or not (
+                sub is None or sub.type != "SELECT_NODE" or sub.from_ is None or sub.group_by
+                or sub.having is not None or len(sub.items) != 1
+                or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
+                or not any(is_aggregate(x) for x in sub.items[0].walk() if x.cls != "WINDOW"))
+        other = (f"select item {text!r}: a scalar subquery other than one aggregate "
+                 "without GROUP BY (one row by its shape)")
+        if not shaped and sub is None:
+            raise Unsupported(other)
+        try:
+            right = self.query(sub)
+        except PlanError as err:
+            if not shaped:
+                raise Unsupported(f"{other}, correlated ({err})") from None
+            if scope is None:
+                raise Unsupported(f"select item {text!r}: {err} (correlated subqueries are absent)") from None
+            return self.correlated_aggregate(node, scope, e, err)
+        if isinstance(right, Fallback):
+            raise Unsupported(f"scalar subquery {text!r}: {right.reason}")
+        if len(right.schema) != 1:
+            raise PlanError(f"subquery must return only one column ({text!r})")
+        name = f"{self.fresh('scalar')}.{right.schema[0].name}"
+        one = fused((ColumnSpec(name, right.schema[0].type),), right, (), ((right.schema[0].name, name),))
+        if not shaped:
+            one = self.at_most_one(one, text)
+        return Join(node.schema + one.schema, (node, one), "inner"), name
+
+    def at_most_one(self, rows: Node, text: str) -> Node:
+        """A scalar subquery's one column ``rows`` as exactly one row, as Materialize
+        decorrelates one not one row by its shape: its rows when it has one, a NULL when it
+        has none, and an error -- PostgreSQL's, failing the commit -- when a change leaves it
+        with more than one. The guard is a global count of ``rows`` filtered by ``CASE WHEN
+        n > 1 THEN error(...) ELSE n = 0 END`` (one SQL segment over the count's change): its
+        row, while ``rows`` is empty, is crossed with a constant NULL. (DuckDB's recompute
+        raises the same error whether or not the outer query has rows.)"""
+        col = rows.schema[0]
+        tag = self.fresh("one")
+        count = Aggregate(f"{tag}.rows", "count", None, "accumulable")
+        counts = Reduce(self.reduce_schema(rows.schema, [], [count]), rows, (), (count,))
+        n = placeholder(0)
+        guard = self.sql_segment(counts, (f"CASE WHEN {n} > 1 THEN error('more than one row returned by a subquery "
+                                           f"used as an expression') ELSE {n} = 0 END",), None,
+                                 [f"{text}: at most one row, else an error"])
+        null = Constant((ColumnSpec(col.name, col.type),), ((None,),))
+        empty = Join(null.schema + guard.schema, (null, guard), "inner")
+        empty = fused(null.schema, empty, (), ((col.name, col.name),))
+        return Union(rows.schema, (rows, empty))
+
+    def typed_subquery(self, node: Node, sub: Expression, scope: Scope) -> tuple[Node, str]:
+        """A scalar subquery read by a condition (:meth:`scalar_subquery`) whose native
+        aggregates are typed as PostgreSQL's; else the subquery re-planned with every
+        reduce a :class:`BasicReduce` (DuckDB's aggregates through ``translate``: ``avg``
+        of integers numeric, as PostgreSQL's), recomputed per affected group."""
+        text = self.span(sub)
+        joined, col = self.scalar_subquery(node, sub, scope)
+        try:
+            self.check_postgres_typed(joined, col, text)
+            return joined, col
+        except Unsupported:
+            if self.basic_only:
+                raise
+        self.basic_only = True
+        try:
+            joined, col = self.scalar_subquery(node, sub, scope)
+        finally:
+            self.basic_only = False
+        self.check_postgres_typed(joined, col, text)
+        return joined, col
+
+    def check_postgres_typed(self, node: Node, col: str, text: str) -> None:
+        """Refuse a subquery's value read by SQL (a condition) when a native aggregate under
+        it is not typed as PostgreSQL's (``sum``/``avg`` of integers are numeric there):
+        the condition would compare another value."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Reduce):
+                types = {c.name: c.type for c in n.input.schema}
+                for a in n.aggregates:
+                    if not postgres_typed(a, types):
+                        raise Unsupported(f"subquery {text!r} in a condition: the native {a.function} is not typed "
+                                           "as PostgreSQL's")
+            stack.extend(i for i in n.inputs if i is not None)
+
+    #: Aggregates whose value over no rows is NULL (``count`` is 0: coalesced).
+    NULL_WHEN_EMPTY = frozenset({"sum", "avg", "min", "max", "bool_and", "bool_or", "every", "string_agg",
+                                 "array_agg", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
+                                 "var_pop"})
+
+    def correlated_aggregate(self, node: Node, scope: Scope, e: Expression, err: PlanError) -> tuple[Node, str]:
+        """A scalar subquery of one aggregate correlated by equalities of inner and outer
+        columns (``(SELECT sum(x) FROM u WHERE u.k = t.k AND ...)``), decorrelated as
+        Materialize's lowering does for equality correlation: the subquery grouped by its
+        inner key columns (its other conditions kept), ``node`` left-joined with it on the
+        outer columns -- a row whose key has no inner rows (a NULL key included) gets the
+        aggregate over no rows: NULL, or 0 for ``count``."""
+        text = self.span(e)
+        sub = e.subquery
+        agg = sub.items[0]
+        fn = agg.name[-1] if agg.cls == "FUNCTION" and len(agg.name) == 1 else ""
+        if not is_aggregate(agg) or sub.ctes or fn not in self.NULL_WHEN_EMPTY | {"count", "count_star"}:
+            raise Unsupported(f"select item {text!r}: {err} (a correlated scalar subquery other than one "
+                               "aggregate call)")
+        inner_node, sources, _ = self.table(sub.from_)
+        inner = Scope(sources)
+        pairs, local = correlation(sub.where, inner, scope)
+        if not pairs:
+            raise Unsupported(f"select item {text!r}: {err} (correlated other than by equalities of columns)")
+        where = None
+        if local:
+            where = local[0] if len(local) == 1 else Expression("CONJUNCTION", "CONJUNCTION_AND", -1, -1,
+                                                                  tuple(local))
+        keys = tuple(x for _, x in pairs)
+        grouped = dataclasses.replace(sub, where=where, group_by=keys, grouping_sets=(), items=(*keys, agg))
+        try:
+            right = self.query(grouped)
+        except PlanError as err2:  # an outer column read elsewhere than an equality
+            raise Unsupported(f"select item {text!r}: {err2} (correlated other than by equalities of "
+                               "columns)") from None
+        if isinstance(right, Fallback):
+            raise Unsupported(f"correlated scalar subquery {text!r}: {right.reason}")
+        tag = self.fresh("scalar")
+        cols = tuple((c.name, f"{tag}.{i}") for i, c in enumerate(right.schema))
+        right = fused(tuple(ColumnSpec(n, c.type) for (_, n), c in zip(cols, right.schema)), right, (), cols)
+        on = tuple((o, cols[i][1]) for i, (o, _) in enumerate(pairs))
+        self.check_keys(on, node.schema + right.schema)
+        both = node.schema + right.schema
+        join = Join(both, (node, right), "left", on)
+        names = [c.name for c in both]
+        value = cols[-1][1]
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)]
+        at = placeholder(names.index(value))
+        items.append((f"coalesce({at}, 0)" if fn in ("count", "count_star") else at, value))
+        if fn in ("count", "count_star"):
+            return self.sql_segment(join, (), items, [text]), value
+        proj = tuple((c.name, c.name) for c in node.schema) + ((value, value),)
+        return fused(tuple(c for c in both if c.name in dict(proj)), join, (), proj), value
+
+    def correlated(self, sub: Query, outer: Scope, text: str, cross: list | None = None
+                   ) -> tuple[Node, list[tuple[str, str]]]:
+        """An ``EXISTS`` subquery decorrelated: its ``FROM`` and local conditions planned,
+        its equalities with outer columns as ``(outer column, inner column)`` keys. With
+        ``cross`` a list, the other conditions reading outer columns are appended to it (the
+        residual of :meth:`semi_residual`, bound by the inner scope, then the outer) instead
+        of refused."""
+        if (sub.type != "SELECT_NODE" or sub.ctes or sub.group_by or sub.having is not None
+                or sub.from_ is None or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
+                or any(is_aggregate(x) for e in sub.items for x in e.walk())):
+            raise Unsupported(f"EXISTS {text!r}: a subquery other than SELECT ... FROM ... WHERE")
+        node, sources, conds = self.table(sub.from_)
+        inner = Scope(sources)
+        pairs, local = [], []
+        for c in conjuncts(sub.where):
+            if (c.cls == "COMPARISON" and c.type == "COMPARE_EQUAL"
+                    and all(x.cls == "COLUMN_REF" for x in c.children)):
+                bound = []
+                for x in c.children:
+                    try:
+                        bound.append(("in", inner.column(x)))
+                    except PlanError:
+                        bound.append(("out", outer.column(x)))
+                kinds = [k for k, _ in bound]
+                if sorted(kinds) == ["in", "out"]:
+                    o = bound[kinds.index("out")][1]
+                    pairs.append((o, bound[kinds.index("in")][1]))
+                    continue
+            reads_outer = False
+            for x in c.walk():
+                if x.cls == "SUBQUERY":
+                    raise Unsupported(f"EXISTS {text!r}: a nested subquery")
+                if x.cls == "COLUMN_REF":
+                    try:
+                        inner.column(x)
+                    except PlanError:
+                        outer.column(x)  # PlanError when neither scope has it
+                        reads_outer = True
+            (cross if reads_outer and cross is not None else local).append(c)
+            if reads_outer and cross is None:
+                raise Unsupported(f"EXISTS {text!r}: a correlated condition other than an "
+                                   f"equality of columns ({self.span(c)!r})")
+        if not pairs and cross:
+            # pairs by other conditions alone: a cross join of the outer and inner inputs
+            raise Unsupported(f"EXISTS {text!r}: a correlated condition other than an equality of columns "
+                               f"({self.span(cross[0])!r}) without one")
+        if not pairs:
+            raise Unsupported(f"EXISTS {text!r}: not correlated by an equality of columns")
+        if cross:
+            self.exists_scope = (inner, outer)
+        if isinstance(node, Join) and node.kind == "inner" and not node.on:
+            node = self.place(node, sources, conds + local)
+        else:
+            node = self.place(node, sources, conds)
+            if local:
+                types = {c.name: c.type for c in node.schema}
+                node = fused(node.schema, node, tuple(p for c in local for p in self.predicates(c, inner.column, types)),
+                             None)
+        return node, pairs
+
+    # ---- temporal filters (plan39)
