@@ -121,11 +121,15 @@ __all__ = [
     "apply_transforms",
     "arith_leaves",
     "duplicate_name",
+    "float_check",
+    "float_kind",
     "is_arith",
     "jsonb_concat",
     "jsonb_get",
     "jsonb_text",
     "may_transform",
+    "products_only",
+    "table_refs",
     "undo_duplicate_name",
 ]
 
@@ -446,9 +450,7 @@ def _shows_real(n: Expression, text: str) -> bool:
         return all(_shows_real(k, text) for k in n.children)
     if n.cls != "CAST" or len(n.children) != 2:
         return False
-    t = " ".join(_type_text(n.children[1], text).split())
-    m = _FLOAT_P.fullmatch(t)
-    return int(m.group(1)) <= 24 if m else _FLOAT_TARGETS.get(t) == "real"
+    return float_kind(" ".join(_type_text(n.children[1], text).split())) == "real"
 
 
 def _real_operator(e: Expression) -> str | None:
@@ -578,12 +580,12 @@ def _all_queries(q: Query) -> Iterator[Query]:
         yield d
         stack.extend(cte for _, cte in d.ctes)
         stack.extend(d.children)
-        stack.extend(t.subquery for t in _table_refs(d) if t.subquery is not None)
+        stack.extend(t.subquery for t in table_refs(d) if t.subquery is not None)
         stack.extend(n.subquery for e, _ in _own_roots(d) for n in e.walk() if n.subquery is not None)
 
 
-def _table_refs(d: Query) -> list[Table]:
-    # Every table reference of ``d``'s FROM (a join's sides too).
+def table_refs(d: Query) -> list[Table]:
+    """Every table reference of ``d``'s ``FROM`` (a join's sides too)."""
     out, stack = [], [d.from_] if d.from_ is not None else []
     while stack:
         t = stack.pop()
@@ -599,7 +601,7 @@ def _own_roots(d: Query, tables: bool = True) -> list[tuple[Expression, bool]]:
     out = [(e, False) for e in (*d.items, *d.group_by, *(e for m in d.modifiers for e in m.expressions),
                                 *(x for x in (d.where, d.having, d.qualify) if x is not None))]
     if tables:
-        out.extend((e, t.type == "TABLE_FUNCTION") for t in _table_refs(d) for e in t.expressions)
+        out.extend((e, t.type == "TABLE_FUNCTION") for t in table_refs(d) for e in t.expressions)
     return out
 
 
@@ -926,6 +928,21 @@ _FLOAT_P = re.compile(r"float\s*\(\s*(\d+)\s*\)")
 #: Spellings of the float types (words joined by one space) -> PostgreSQL's name.
 _FLOAT_TARGETS = {"float8": "double precision", "float": "double precision", "double": "double precision",
                   "double precision": "double precision", "float4": "real", "real": "real"}
+
+
+def float_kind(type_text: str) -> str | None:
+    """``"real"`` or ``"double"`` for the text of a float type (lower case, words joined by
+    one space; ``float(p)`` by its precision), else None.
+
+    >>> [float_kind(t) for t in ("float4", "float(30)", "double precision", "int")]
+    ['real', 'double', 'double', None]
+    """
+    m = _FLOAT_P.fullmatch(type_text)
+    if m:
+        return "real" if int(m.group(1)) <= 24 else "double"
+    name = _FLOAT_TARGETS.get(type_text)
+    return None if name is None else "real" if name == "real" else "double"
+
 #: The macros checking an operand cast to a float type as PostgreSQL reads text (a finite
 #: text past the type's range raises; DuckDB reads it as an infinity): the operand itself,
 #: by PostgreSQL's type name.
@@ -1415,8 +1432,7 @@ def _shows_float(n: Expression, text: str) -> bool:
     # known to the translation: arithmetic of two such operands is checked on its own
     # (_operands_at), a column with a number is not.
     if n.cls == "CAST" and len(n.children) == 2:
-        t = " ".join(_type_text(n.children[1], text).split())
-        return t in _FLOAT_TARGETS or _FLOAT_P.fullmatch(t) is not None
+        return float_kind(" ".join(_type_text(n.children[1], text).split())) is not None
     if n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1:
         return n.name[0].lower() in _FLOAT_HINTS
     return n.cls == "CONSTANT" and n.literal is not None and n.literal.kind != "STRING" \
@@ -1443,9 +1459,22 @@ def _operands_at(toks, j: int) -> bool:
         (b.kind in ("word", "qident") and b.upper not in _NOT_OPERANDS) or b.text == "(")
 
 
-def _products_only(e: Expression) -> bool:
-    # whether the arithmetic subtree ``e`` is * and / only (a zero from nonzero finite
-    # leaves is then an underflow)
+def float_check(body: str, leaves: list[str], products: bool) -> str:
+    """:data:`FLOAT_CHECK` of arithmetic ``body`` over operands ``leaves`` (their texts):
+    the overflow test (every operand finite) and, for ``products`` (a subtree of ``*`` and
+    ``/`` only: :func:`products_only`), the underflow test (every operand nonzero).
+
+    >>> float_check("a * b", ["a"], True) == FLOAT_CHECK + "(a * b, isfinite(TRY_CAST(a AS DOUBLE)), TRY_CAST(a AS DOUBLE) <> 0)"
+    True
+    """
+    finite = " AND ".join(f"isfinite(TRY_CAST({t} AS DOUBLE))" for t in leaves) or "true"
+    nonzero = (" AND ".join(f"TRY_CAST({t} AS DOUBLE) <> 0" for t in leaves) or "true") if products else "false"
+    return f"{FLOAT_CHECK}({body}, {finite}, {nonzero})"
+
+
+def products_only(e: Expression) -> bool:
+    """Whether the arithmetic subtree ``e`` is binary ``*`` and ``/`` only (a zero from
+    nonzero finite leaves is then an underflow)."""
     stack = [e]
     while stack:
         n = stack.pop()
@@ -1460,11 +1489,7 @@ def _float_checked(rule: Rule | None, leaves: list[Expression]) -> Rule:
     def checked(c: Call) -> str:
         out = rule(c) if rule is not None else None
         body = c.text_of(c.node) if out is None else out
-        texts = [c.text_of(n) for n in leaves]
-        finite = " AND ".join(f"isfinite(TRY_CAST({t} AS DOUBLE))" for t in texts)
-        nonzero = " AND ".join(f"TRY_CAST({t} AS DOUBLE) <> 0" for t in texts) \
-            if _products_only(c.node) else "false"
-        return f"{FLOAT_CHECK}({body}, {finite}, {nonzero})"
+        return float_check(body, [c.text_of(n) for n in leaves], products_only(c.node))
 
     return checked
 
@@ -1668,7 +1693,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                 if _star_over_join(cte):
                     cte_stars.add(name.lower())
     for d in queries:  # each FROM item with the query reading it
-        for t in _table_refs(d):
+        for t in table_refs(d):
             if t.subquery is not None and t.type == "SUBQUERY":
                 repeated = named(t.subquery)
                 if repeated and not t.column_aliases:
@@ -1987,7 +2012,7 @@ def apply_transforms(text: str, toks) -> str:
         for e in (*d.group_by, *(e for m in d.modifiers for e in m.expressions),
                   *(x for x in (d.where, d.having, d.qualify) if x is not None)):
             visit(e, False, "")
-        for t in _table_refs(d):
+        for t in table_refs(d):
             if t.subquery is not None:
                 queries.append(t.subquery)
             for e in t.expressions:
