@@ -1831,6 +1831,10 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
 _FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
 
 
+#: The names DuckDB gives the calls of :data:`CALLS` (a call of another name has no entry).
+_CALLED = frozenset(_ALIASES.get(n, n) for n in CALLS)
+
+
 def apply_transforms(text: str, toks) -> str:
     """``text`` with every node of the table rewritten by its rule, once, bottom-up (``toks``
     are its tokens); the text itself when it holds none, or DuckDB cannot parse it."""
@@ -1954,6 +1958,8 @@ def apply_transforms(text: str, toks) -> str:
             return None, ""
         if likes and e.name[0] in _LIKES and len(e.children) == 2:
             return _like, ""
+        if not quoted and e.name[0].lower() not in _CALLED:
+            return None, ""  # (an operator, or a call of no entry)
         i = bisect.bisect_left(starts, e.start - offset)
         if quoted and i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind == "qident" \
                 and toks[i + 1].text == "(" and toks[i].name != toks[i].name.lower() \
