@@ -170,7 +170,7 @@ def _translate_tokens(sql: str) -> str:
             # VALUES beginning a query: PostgreSQL names its columns column1, column2, ...
             # (DuckDB col0, col1); an alias's column list, if any, still renames them.
             close = _values_rows_end(toks, i)
-            n = _values_width(sql, toks, i)
+            n = _values_width(toks, i)
             if close is not None and n:
                 pieces.append(sql[last : t.start])
                 pieces.append("SELECT * FROM (")
@@ -254,22 +254,6 @@ def _array_cast_follows(toks, i: int) -> bool:
     return j + 1 < len(toks) and j > i + 2 and toks[j].text == "[" and toks[j + 1].text == "]"
 
 
-def _arguments(sql: str, toks, open_at: int, close_at: int) -> list[str]:
-    # The text of each top-level argument of the call whose parentheses are at the two tokens.
-    args, depth, start = [], 0, toks[open_at].end
-    for j in range(open_at + 1, close_at):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in ("(", "["):
-            depth += 1
-        elif tok.kind == "op" and tok.text in (")", "]"):
-            depth -= 1
-        elif depth == 0 and tok.kind == "op" and tok.text == ",":
-            args.append(sql[start : tok.start])
-            start = tok.end
-    args.append(sql[start : toks[close_at].start])
-    return [a.strip() for a in args]
-
-
 def _array_operands(toks, at: int) -> bool:
     # Whether the @>/<@ at ``at`` is visibly between arrays: ARRAY[...] or an array cast.
     nxt = toks[at + 1] if at + 1 < len(toks) else None
@@ -327,10 +311,19 @@ def _values_rows_end(toks, at: int) -> int | None:
     return close
 
 
-def _values_width(sql: str, toks, at: int) -> int:
+def _values_width(toks, at: int) -> int:
+    # How many values the first row of the VALUES at ``at`` holds (its top-level commas + 1).
     if at + 1 >= len(toks) or toks[at + 1].text != "(":
         return 0
-    return len(_arguments(sql, toks, at + 1, _closing(toks, at + 1)))
+    close, depth, n = _closing(toks, at + 1), 0, 1
+    for t in toks[at + 2 : close]:
+        if t.kind == "op" and t.text in ("(", "["):
+            depth += 1
+        elif t.kind == "op" and t.text in (")", "]"):
+            depth -= 1
+        elif depth == 0 and t.kind == "op" and t.text == ",":
+            n += 1
+    return n
 
 
 # ----------------------------------------------------------------------------- float8 as text
