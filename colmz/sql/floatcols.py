@@ -47,8 +47,18 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError
-from colmz.sql.transforms import FLOAT_CHECK, NUMERIC_CAST, REAL_WIDEN, arith_leaves, is_arith
-from colmz.sql.tree import Expression, Query, Table, parse_tree
+from colmz.sql.transforms import (
+    FLOAT_CHECK,
+    NUMERIC_CAST,
+    REAL_WIDEN,
+    arith_leaves,
+    float_check,
+    float_kind,
+    is_arith,
+    products_only,
+    table_refs,
+)
+from colmz.sql.tree import Expression, Query, parse_tree
 
 __all__ = ["FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
 
@@ -64,9 +74,6 @@ FLOAT_COLUMN_MACROS = (
 
 _COMPARE = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_LESSTHAN", "COMPARE_GREATERTHAN",
                       "COMPARE_LESSTHANOREQUALTO", "COMPARE_GREATERTHANOREQUALTO"})
-_REAL_TYPES = frozenset({"real", "float4"})
-_DOUBLE_TYPES = frozenset({"double", "double precision", "float8", "float"})
-_FLOAT_P = re.compile(r"float\s*\(\s*(\d+)\s*\)")
 _EXACT_TYPES = re.compile(r"(int[248]?|integer|bigint|smallint|tinyint|hugeint|numeric|decimal)"
                           r"(\s*\(\s*\d+\s*(,\s*\d+\s*)?\))?")
 #: A text that may divide a float without naming a float column (``'NaN'::float8 / 0``).
@@ -142,18 +149,10 @@ def _aliases(q: Query, out: set[str]) -> None:
                 out.add(n.alias.lower())
             if n.subquery is not None:
                 _aliases(n.subquery, out)
-    for t in _tables(q.from_):
+    for t in table_refs(q):
         out.update(a.lower() for a in t.column_aliases)
         if t.subquery is not None:
             _aliases(t.subquery, out)
-
-
-def _tables(t: Table | None):
-    if t is None:
-        return
-    yield t
-    for c in t.children:
-        yield from _tables(c)
 
 
 def _expressions(q: Query):
@@ -169,7 +168,7 @@ def _expressions(q: Query):
             if e is not None and (e.start, e.end) not in seen:  # (an order is listed twice)
                 seen.add((e.start, e.end))
                 yield e
-    for t in _tables(q.from_):
+    for t in table_refs(q):
         yield from t.expressions
         for row in t.rows:
             yield from row
@@ -188,7 +187,7 @@ class _Rules:
             self.query(sub, False)
         for c in q.children:
             self.query(c, False)
-        for t in _tables(q.from_):
+        for t in table_refs(q):
             if t.subquery is not None:
                 self.query(t.subquery, False)
         self.grouped = bool(q.group_by) or q.aggregate_handling == "FORCE_AGGREGATES"
@@ -223,14 +222,7 @@ class _Rules:
             return None
         if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
             t = " ".join(self.text[e.children[1].start : e.children[1].end].lower().split())
-            m = _FLOAT_P.fullmatch(t)
-            if m:
-                return "real" if int(m.group(1)) <= 24 else "double"
-            if t in _REAL_TYPES:
-                return "real"
-            if t in _DOUBLE_TYPES:
-                return "double"
-            return "exact" if _EXACT_TYPES.fullmatch(t) else None
+            return float_kind(t) or ("exact" if _EXACT_TYPES.fullmatch(t) else None)
         if e.cls == "FUNCTION" and len(e.name) == 1:
             name = e.name[0]
             if name == REAL_WIDEN and len(e.children) == 2:
@@ -324,11 +316,7 @@ class _Rules:
         if arith and not checked and self.checks(e):
             leaves = [n for n in _leaves(e) if n.start >= 0]
             inner = body if body is not None else (self.splice(e, texts) if texts else self.text[e.start : e.end])
-            lt = [self.text[n.start : n.end] for n in leaves]
-            finite = " AND ".join(f"isfinite(TRY_CAST({t} AS DOUBLE))" for t in lt) or "true"
-            nonzero = (" AND ".join(f"TRY_CAST({t} AS DOUBLE) <> 0" for t in lt) or "true") \
-                if _products_only(e) else "false"
-            return f"{FLOAT_CHECK}({inner}, {finite}, {nonzero})"
+            return float_check(inner, [self.text[n.start : n.end] for n in leaves], products_only(e))
         return body
 
 
@@ -343,14 +331,3 @@ def _leaves(e: Expression) -> list[Expression]:
     # (one with an exponent too: it is typed exact here, as PostgreSQL reads it)
     return [n for n in arith_leaves(e) if not (
         n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC"))]
-
-
-def _products_only(e: Expression) -> bool:
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if is_arith(n):
-            if n.name[0] not in ("*", "/", "//") or len(n.children) != 2:
-                return False
-            stack.extend(n.children)
-    return True

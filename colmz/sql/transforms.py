@@ -121,11 +121,15 @@ __all__ = [
     "apply_transforms",
     "arith_leaves",
     "duplicate_name",
+    "float_check",
+    "float_kind",
     "is_arith",
     "jsonb_concat",
     "jsonb_get",
     "jsonb_text",
     "may_transform",
+    "products_only",
+    "table_refs",
     "undo_duplicate_name",
 ]
 
@@ -446,9 +450,7 @@ def _shows_real(n: Expression, text: str) -> bool:
         return all(_shows_real(k, text) for k in n.children)
     if n.cls != "CAST" or len(n.children) != 2:
         return False
-    t = " ".join(_type_text(n.children[1], text).split())
-    m = _FLOAT_P.fullmatch(t)
-    return int(m.group(1)) <= 24 if m else _FLOAT_TARGETS.get(t) == "real"
+    return float_kind(" ".join(_type_text(n.children[1], text).split())) == "real"
 
 
 def _real_operator(e: Expression) -> str | None:
@@ -502,6 +504,7 @@ def may_transform(text: str, toks) -> bool:
     [False, True]
     """
     n = len(toks)
+    opens = []  # "(" beginning a select item (after SELECT or a comma): maybe a row value
     for i, t in enumerate(toks):
         k = t.kind
         if k == "word":
@@ -514,22 +517,26 @@ def may_transform(text: str, toks) -> bool:
         elif k == "qident":
             if t.name in CALLS or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
-        elif k == "op" and (t.text in _LIKES or t.text in _REGEXP_OPS or t.text in ("->", "->>", "^", "||")
-                            or (t.text == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS)):
-            return True
-    return _MAY_COMPARE_ROWS.search(text) is not None or _may_name_derived(toks) or _may_row_item(toks) \
-        or _operands_pair(toks)
+        elif k == "op":
+            x = t.text
+            if x in _LIKES or x in _REGEXP_OPS or x in ("->", "->>", "^", "||") or (
+                    x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
+                    x in _PAIR_OPS and 0 < i < n - 1 and _operands_at(toks, i)):
+                return True
+            if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
+                opens.append(i)
+    return _MAY_COMPARE_ROWS.search(text) is not None or (opens and _may_row_item(toks, opens)) \
+        or _may_name_derived(toks)
 
 
-def _may_row_item(toks) -> bool:
-    # ``(a, b)`` beginning a select item (after SELECT or a comma): maybe a row value. The
-    # rows of a VALUES list are not select items (a query of VALUES alone selects ``*`` from
-    # them), so their own parentheses are passed over.
+def _may_row_item(toks, opens: list[int]) -> bool:
+    # Whether one of the "(" at ``opens`` (each beginning a select item) holds a top-level
+    # comma: maybe a row value ``(a, b)``. The rows of a VALUES list are not select items (a
+    # query of VALUES alone selects ``*`` from them), so their own parentheses are passed over.
     n = len(toks)
     rows = _values_rows(toks)
-    for i in range(1, n - 1):
-        if toks[i].text == "(" and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ",") \
-                and toks[i + 1].upper not in ("SELECT", "WITH", "VALUES") and i not in rows:
+    for i in opens:
+        if toks[i + 1].upper not in ("SELECT", "WITH", "VALUES") and i not in rows:
             depth = 0
             for k in range(i + 1, n):
                 t = toks[k]
@@ -573,12 +580,12 @@ def _all_queries(q: Query) -> Iterator[Query]:
         yield d
         stack.extend(cte for _, cte in d.ctes)
         stack.extend(d.children)
-        stack.extend(t.subquery for t in _table_refs(d) if t.subquery is not None)
+        stack.extend(t.subquery for t in table_refs(d) if t.subquery is not None)
         stack.extend(n.subquery for e, _ in _own_roots(d) for n in e.walk() if n.subquery is not None)
 
 
-def _table_refs(d: Query) -> list[Table]:
-    # Every table reference of ``d``'s FROM (a join's sides too).
+def table_refs(d: Query) -> list[Table]:
+    """Every table reference of ``d``'s ``FROM`` (a join's sides too)."""
     out, stack = [], [d.from_] if d.from_ is not None else []
     while stack:
         t = stack.pop()
@@ -594,7 +601,7 @@ def _own_roots(d: Query, tables: bool = True) -> list[tuple[Expression, bool]]:
     out = [(e, False) for e in (*d.items, *d.group_by, *(e for m in d.modifiers for e in m.expressions),
                                 *(x for x in (d.where, d.having, d.qualify) if x is not None))]
     if tables:
-        out.extend((e, t.type == "TABLE_FUNCTION") for t in _table_refs(d) for e in t.expressions)
+        out.extend((e, t.type == "TABLE_FUNCTION") for t in table_refs(d) for e in t.expressions)
     return out
 
 
@@ -875,7 +882,8 @@ def _bytea(c: Call) -> str:
 _CAST_TARGETS = frozenset({"text", "varchar", "string", "bool", "boolean", "int", "integer", "int4",
                            "bigint", "int8", "smallint", "int2"})
 #: Where a text may hold one of them (a superset: the tree decides).
-_MAY_CAST = re.compile(r"::\s*(text|varchar|string|bool|int|bigint|smallint)|\bcast\s*\(", re.IGNORECASE)
+#: How a type name after ``::`` of a cast :func:`_cast_rule` may rewrite begins (a superset).
+_CAST_PREFIXES = ("text", "varchar", "string", "bool", "int", "bigint", "smallint")
 
 
 def _cast(c: Call) -> str | None:
@@ -920,6 +928,21 @@ _FLOAT_P = re.compile(r"float\s*\(\s*(\d+)\s*\)")
 #: Spellings of the float types (words joined by one space) -> PostgreSQL's name.
 _FLOAT_TARGETS = {"float8": "double precision", "float": "double precision", "double": "double precision",
                   "double precision": "double precision", "float4": "real", "real": "real"}
+
+
+def float_kind(type_text: str) -> str | None:
+    """``"real"`` or ``"double"`` for the text of a float type (lower case, words joined by
+    one space; ``float(p)`` by its precision), else None.
+
+    >>> [float_kind(t) for t in ("float4", "float(30)", "double precision", "int")]
+    ['real', 'double', 'double', None]
+    """
+    m = _FLOAT_P.fullmatch(type_text)
+    if m:
+        return "real" if int(m.group(1)) <= 24 else "double"
+    name = _FLOAT_TARGETS.get(type_text)
+    return None if name is None else "real" if name == "real" else "double"
+
 #: The macros checking an operand cast to a float type as PostgreSQL reads text (a finite
 #: text past the type's range raises; DuckDB reads it as an infinity): the operand itself,
 #: by PostgreSQL's type name.
@@ -1407,10 +1430,9 @@ def _shows_float(n: Expression, text: str) -> bool:
     # Whether node ``n`` is visibly a float: a cast to a float type, a call of a function of
     # a double result, an exponent literal (a double to DuckDB). A column's type is not
     # known to the translation: arithmetic of two such operands is checked on its own
-    # (_operands_pair), a column with a number is not.
+    # (_operands_at), a column with a number is not.
     if n.cls == "CAST" and len(n.children) == 2:
-        t = " ".join(_type_text(n.children[1], text).split())
-        return t in _FLOAT_TARGETS or _FLOAT_P.fullmatch(t) is not None
+        return float_kind(" ".join(_type_text(n.children[1], text).split())) is not None
     if n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1:
         return n.name[0].lower() in _FLOAT_HINTS
     return n.cls == "CONSTANT" and n.literal is not None and n.literal.kind != "STRING" \
@@ -1423,26 +1445,36 @@ _NOT_OPERANDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "W
                            "ANY", "SOME", "RETURNING", "SET", "USING", "LIMIT", "OFFSET", "INTERVAL"})
 
 
-def _operands_pair(toks) -> bool:
-    # Whether a binary ``+ - * /`` stands between two operands that are not numbers (a
-    # column, a call, a parenthesised expression): arithmetic whose float result colmz
-    # checks for an overflow although no float shows (float columns); a number beside a
-    # column is left unchecked (reading the tree for every ``x + 1`` would cost DuckDB's
-    # json_serialize_sql on most statements).
-    for j in range(1, len(toks) - 1):
-        t = toks[j]
-        if t.kind != "op" or t.text not in ("+", "-", "*", "/"):
-            continue
-        a, b = toks[j - 1], toks[j + 1]
-        if ((a.kind in ("word", "qident") and a.upper not in _NOT_OPERANDS) or a.text == ")") and (
-                (b.kind in ("word", "qident") and b.upper not in _NOT_OPERANDS) or b.text == "("):
-            return True
-    return False
+_PAIR_OPS = frozenset({"+", "-", "*", "/"})
 
 
-def _products_only(e: Expression) -> bool:
-    # whether the arithmetic subtree ``e`` is * and / only (a zero from nonzero finite
-    # leaves is then an underflow)
+def _operands_at(toks, j: int) -> bool:
+    # Whether the ``+ - * /`` at ``j`` (not the first or last token) stands between two
+    # operands that are not numbers (a column, a call, a parenthesised expression):
+    # arithmetic whose float result colmz checks for an overflow although no float shows
+    # (float columns); a number beside a column is left unchecked (reading the tree for
+    # every ``x + 1`` would cost DuckDB's json_serialize_sql on most statements).
+    a, b = toks[j - 1], toks[j + 1]
+    return ((a.kind in ("word", "qident") and a.upper not in _NOT_OPERANDS) or a.text == ")") and (
+        (b.kind in ("word", "qident") and b.upper not in _NOT_OPERANDS) or b.text == "(")
+
+
+def float_check(body: str, leaves: list[str], products: bool) -> str:
+    """:data:`FLOAT_CHECK` of arithmetic ``body`` over operands ``leaves`` (their texts):
+    the overflow test (every operand finite) and, for ``products`` (a subtree of ``*`` and
+    ``/`` only: :func:`products_only`), the underflow test (every operand nonzero).
+
+    >>> float_check("a * b", ["a"], True) == FLOAT_CHECK + "(a * b, isfinite(TRY_CAST(a AS DOUBLE)), TRY_CAST(a AS DOUBLE) <> 0)"
+    True
+    """
+    finite = " AND ".join(f"isfinite(TRY_CAST({t} AS DOUBLE))" for t in leaves) or "true"
+    nonzero = (" AND ".join(f"TRY_CAST({t} AS DOUBLE) <> 0" for t in leaves) or "true") if products else "false"
+    return f"{FLOAT_CHECK}({body}, {finite}, {nonzero})"
+
+
+def products_only(e: Expression) -> bool:
+    """Whether the arithmetic subtree ``e`` is binary ``*`` and ``/`` only (a zero from
+    nonzero finite leaves is then an underflow)."""
     stack = [e]
     while stack:
         n = stack.pop()
@@ -1457,11 +1489,7 @@ def _float_checked(rule: Rule | None, leaves: list[Expression]) -> Rule:
     def checked(c: Call) -> str:
         out = rule(c) if rule is not None else None
         body = c.text_of(c.node) if out is None else out
-        texts = [c.text_of(n) for n in leaves]
-        finite = " AND ".join(f"isfinite(TRY_CAST({t} AS DOUBLE))" for t in texts)
-        nonzero = " AND ".join(f"TRY_CAST({t} AS DOUBLE) <> 0" for t in texts) \
-            if _products_only(c.node) else "false"
-        return f"{FLOAT_CHECK}({body}, {finite}, {nonzero})"
+        return float_check(body, [c.text_of(n) for n in leaves], products_only(c.node))
 
     return checked
 
@@ -1487,11 +1515,15 @@ def _may_name_derived(toks) -> bool:
     # one, where colmz.sql.parse.output_names leaves DuckDB's names).
     # A subquery's repeated column name is read too (marked under a *, ambiguous where the
     # query reading it names it), with or without a star.
-    star = any(t.kind == "op" and t.text == "*" and i > 0 and (toks[i - 1].upper or toks[i - 1].text)
-               in _BEFORE_STAR for i, t in enumerate(toks))  # a select-list star (not count(*), a * b)
+    star = False  # a select-list star (not count(*), a * b)
+    for i in range(1, len(toks)):
+        t = toks[i]
+        if t.text == "*" and t.kind == "op" and (toks[i - 1].upper or toks[i - 1].text) in _BEFORE_STAR:
+            star = True
+            break
     n = len(toks)
     for i, t in enumerate(toks):
-        if t.kind == "word" and len(t.text) == 6 and t.text.upper() == "SELECT" and (
+        if t.upper == "SELECT" and (
                 i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in ("UNION", "ALL", "EXCEPT", "INTERSECT")):
             if not star and not (i > 0 and toks[i - 1].text == "("):
                 continue  # without a star only a subquery's repeated names matter
@@ -1661,7 +1693,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                 if _star_over_join(cte):
                     cte_stars.add(name.lower())
     for d in queries:  # each FROM item with the query reading it
-        for t in _table_refs(d):
+        for t in table_refs(d):
             if t.subquery is not None and t.type == "SUBQUERY":
                 repeated = named(t.subquery)
                 if repeated and not t.column_aliases:
@@ -1799,6 +1831,10 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
 _FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
 
 
+#: The names DuckDB gives the calls of :data:`CALLS` (a call of another name has no entry).
+_CALLED = frozenset(_ALIASES.get(n, n) for n in CALLS)
+
+
 def apply_transforms(text: str, toks) -> str:
     """``text`` with every node of the table rewritten by its rule, once, bottom-up (``toks``
     are its tokens); the text itself when it holds none, or DuckDB cannot parse it."""
@@ -1806,13 +1842,21 @@ def apply_transforms(text: str, toks) -> str:
         return text
     # which kinds of rule may apply: one pass over the tokens, then set tests
     ops, words, numbers = set(), set(), set()
-    quoted = False
-    for t in toks:
+    quoted = casts = pairs = False
+    last = len(toks) - 1
+    for i, t in enumerate(toks):
         k = t.kind
         if k == "op":
-            ops.add(t.text)
+            x = t.text
+            ops.add(x)
+            if x == "::":  # a cast to one of _CAST_TARGETS' kinds (a superset: the tree decides)
+                casts = casts or (i < last and toks[i + 1].kind == "word"
+                                  and toks[i + 1].text.lower().startswith(_CAST_PREFIXES))
+            elif x in _PAIR_OPS and 0 < i < last and not pairs:
+                pairs = _operands_at(toks, i)
         elif k == "word":
-            words.add(t.text.upper())
+            words.add(t.upper)
+            casts = casts or (t.upper == "CAST" and i < last and toks[i + 1].text == "(")
         elif k == "number":
             numbers.add(t.text.lower())
         elif k == "qident" and not quoted:
@@ -1825,7 +1869,6 @@ def apply_transforms(text: str, toks) -> str:
     regexps = not ops.isdisjoint(_REGEXP_OPS)
     likes = "LIKE" in words or "ILIKE" in words or not ops.isdisjoint(_LIKES)
     numeric = "NUMERIC" in words or "DECIMAL" in words or any("." in x or "e" in x for x in numbers)
-    casts = _MAY_CAST.search(text) is not None
     reals = not words.isdisjoint(("REAL", "FLOAT4", "FLOAT"))
     carets = "^" in ops
     offset = 0
@@ -1836,16 +1879,12 @@ def apply_transforms(text: str, toks) -> str:
             stmts, offset = parse_tree("SELECT " + text), 7
         except SQLError:
             return text
-    queries = [d for q in stmts for d in _all_queries(q)]
-    roots = [r for d in queries for r in _own_roots(d)]
     wrapped = " " * offset + text
     derived: dict[int, str] = {}
     realiased: dict[int, tuple[int, str]] = {}
     if _may_name_derived(toks):
         for q in stmts:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
-    item_ids = {id(e) for d in queries for e in d.items}
-    pairs = _operands_pair(toks)
     arithmetic = pairs or (not ops.isdisjoint(("+", "-", "*", "/")) and (
         not words.isdisjoint(_FLOAT_HINTS_UPPER) or any("e" in x for x in numbers)))
     grouped: set[int] = set()
@@ -1854,7 +1893,7 @@ def apply_transforms(text: str, toks) -> str:
             _grouped_nodes(q, grouped)
         # a window's ORDER BY and PARTITION BY (after OVER) take no check: DuckDB refuses
         # an expression that may raise (volatile) there
-        for r, _ in roots:
+        for r, _ in (r for q in stmts for d in _all_queries(q) for r in _own_roots(d)):
             for n in r.walk():
                 if n.cls == "WINDOW":
                     over = wrapped.upper().find("OVER", n.start)
@@ -1862,9 +1901,12 @@ def apply_transforms(text: str, toks) -> str:
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
 
-    def rule_of(e: Expression) -> tuple[Rule | None, str]:
-        # The table's entry for node ``e`` (and, for a call, its name as written).
-        if e.start < 0:
+    def rule_of(e: Expression, item: bool) -> tuple[Rule | None, str]:
+        # The table's entry for node ``e`` (``item``: a select item; and, for a call, its
+        # name as written). No rule takes a column or a star; a constant only the two first.
+        cls = e.cls
+        if e.start < 0 or cls == "COLUMN_REF" or cls == "STAR" or (
+                cls == "CONSTANT" and not smallest and not numeric):
             return None, ""
         if smallest and e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER" \
                 and e.literal.text in _SMALLEST_INTS:
@@ -1908,7 +1950,7 @@ def apply_transforms(text: str, toks) -> str:
                 and e.children[0].name == ("regexp_matches",) \
                 and (e.children[0].start, e.children[0].end) == (e.start, e.end):
             return _regexp_not, ""
-        if _is_row(e) and id(e) in item_ids:
+        if item and _is_row(e):
             return _row_value, ""
         if casts and e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
             return rule, ""
@@ -1916,6 +1958,8 @@ def apply_transforms(text: str, toks) -> str:
             return None, ""
         if likes and e.name[0] in _LIKES and len(e.children) == 2:
             return _like, ""
+        if not quoted and e.name[0].lower() not in _CALLED:
+            return None, ""  # (an operator, or a call of no entry)
         i = bisect.bisect_left(starts, e.start - offset)
         if quoted and i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind == "qident" \
                 and toks[i + 1].text == "(" and toks[i].name != toks[i].name.lower() \
@@ -1929,33 +1973,56 @@ def apply_transforms(text: str, toks) -> str:
             return CALLS[toks[i].name], toks[i].name
         return None, ""
 
-    def visit(e: Expression, table: bool, inside: str, arith: bool = False) -> None:
-        rule, name = rule_of(e)
+    queries = list(stmts)  # the queries left to walk: subqueries join as the walk meets them
+
+    def visit(e: Expression, table: bool, inside: str, arith: bool = False, item: bool = False) -> None:
+        if e.subquery is not None:
+            queries.append(e.subquery)
+        rule, name = rule_of(e, item)
         if arithmetic and not arith and is_arith(e) and id(e) not in grouped and not (
                 rule is not None and numeric and _constant(e, wrapped) is not None):
             leaves = arith_leaves(e)
             if (pairs and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
                     leaves and any(_shows_float(n, wrapped) for leaf in leaves for n in leaf.walk())):
                 rule = _float_checked(rule, leaves)
-        if id(e) in derived:
+        if derived and id(e) in derived:
             rule = _with_alias(rule, derived[id(e)])
-        if id(e) in realiased:  # the item and its alias, the alias replaced
+        if realiased and id(e) in realiased:  # the item and its alias, the alias replaced
             end, mark = realiased[id(e)]
             found.append((dataclasses.replace(e, end=end), _realias(e.start, e.end, mark), "", False, ""))
         if rule is not None:
             found.append((e, rule, name, table, inside))
-        if e.cls == "CASE" or e.type in _CONDITIONAL:
+        kids = e.children
+        if not kids:
+            return
+        cls = e.cls
+        if cls == "CASE" or e.type in _CONDITIONAL:
             inside = _CONDITIONAL.get(e.type, "CASE")
-        elif e.cls == "FUNCTION" and e.name and e.name[-1].lower() in _CONDITIONAL_CALLS:
+        elif cls == "FUNCTION" and e.name and e.name[-1].lower() in _CONDITIONAL_CALLS:
             inside = e.name[-1].lower() + "()"
         # the IN of a NOT IN is rewritten with it (one span): its operands are visited
-        kids = e.children[0].children if rule in (_row_in, _regexp_not) and e.type == "OPERATOR_NOT" \
-            else e.children
+        if rule is not None and (rule is _row_in or rule is _regexp_not) and e.type == "OPERATOR_NOT":
+            kids = kids[0].children
+            if e.children[0].subquery is not None:
+                queries.append(e.children[0].subquery)
+        arith = arithmetic and is_arith(e)
         for c in kids:
-            visit(c, False, inside, is_arith(e))
+            visit(c, False, inside, arith)
 
-    for root, table in roots:
-        visit(root, table, "")
+    while queries:  # every query of the statements (as _all_queries), each root once
+        d = queries.pop()
+        queries.extend(cte for _, cte in d.ctes)
+        queries.extend(d.children)
+        for e in d.items:
+            visit(e, False, "", item=True)
+        for e in (*d.group_by, *(e for m in d.modifiers for e in m.expressions),
+                  *(x for x in (d.where, d.having, d.qualify) if x is not None)):
+            visit(e, False, "")
+        for t in table_refs(d):
+            if t.subquery is not None:
+                queries.append(t.subquery)
+            for e in t.expressions:
+                visit(e, t.type == "TABLE_FUNCTION", "")
     if not found:
         return text
     found.sort(key=lambda f: (f[0].start, -f[0].end))

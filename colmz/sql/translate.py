@@ -1,18 +1,8 @@
 """Translation: a Materialize/PostgreSQL query made into the query DuckDB runs.
 
-* On DuckDB's parse tree, first (:func:`colmz.sql.transforms.apply_transforms`, a table of
-  transforms applied once, bottom-up, to the nodes' spans): calls whose DuckDB namesake means
-  something else (:data:`colmz.sql.transforms.CALLS`: ``btrim``, two-argument
-  ``lpad``/``rpad``, ``to_hex``, ``extract(second ...)``, ``substr``, ``round``,
-  ``generate_series`` in an expression, ``every``, the math functions whose domain
-  PostgreSQL checks, ``array_length``; the operands of ``||``, ``concat()`` and
-  ``concat_ws()``, see below; LIKE's default backslash escape), row comparisons and row ``IN`` lists (element by
-  element, NULL fields give NULL as in PostgreSQL), constant arithmetic holding a
-  ``numeric`` (folded with PostgreSQL's scales: ``7 / 2.0`` is ``3.5000000000000000``) and
-  unconstrained ``::numeric`` casts (``x + CAST(0 AS DECIMAL(1,0))``: integers become
-  ``DECIMAL(p,0)``, decimals keep their scale). What DuckDB computes as a ``DOUBLE`` where
-  PostgreSQL has a numeric (a division by a column, ``avg`` of integers, a double cast to
-  numeric) keeps its value, and its text is refused.
+* On DuckDB's parse tree, first: :func:`colmz.sql.transforms.apply_transforms`, the table
+  of transforms (calls, casts, operators and rows as PostgreSQL means them; its module
+  docstring lists them), applied once, bottom-up, to the nodes' spans.
 * Then token by token: ``mz_now()`` becomes the placeholder :data:`MZ_NOW` (one word token,
   replaced by the evaluation time by :func:`substitute_now`, again token by token, so a
   string literal holding the same letters is never touched); names beginning
@@ -26,18 +16,14 @@
   columns ``column1`` ...;
   PostgreSQL's array text ``'{1,2}'::int[]`` is DuckDB's; float literals past their type's
   range raise.
-* Casts to text print doubles and reals as PostgreSQL 15 does, casts of text to boolean
-  read its words, integer casts of what may be text check its digits (:data:`INT_MACROS`:
-  ``'2.5'::int`` raises), intervals print as PostgreSQL's (:data:`INTERVAL_TEXT`: ``-1
-  days``, ``mons``): passes over the text, each rewriting every cast found in one reading.
-* Text of values: ``||``, ``concat()`` and ``concat_ws()`` print a non-text operand as its
-  cast to text does (a long ``||`` chain is first regrouped as a balanced tree, on the
-  tokens, so that its tree is shallow), which prints doubles and reals as PostgreSQL does (``'a' || 2.0::float8``
-  is ``a2``). Where the type decides and the tokens do not say it, the rewrite calls a macro
-  of :data:`MACROS` or function of :data:`FUNCTIONS` (defined on every colmz connection by
-  :func:`colmz.sql.connect`) that asks DuckDB's ``typeof`` of the value when the query is
-  bound; a refusal decided there is an ``error()`` that
-  :func:`colmz.sql.run.run_query` raises as ``UnsupportedSQL``.
+* What the table's rules share lives here: :func:`cast_rewrite` (a cast to text prints
+  doubles and reals as PostgreSQL 15 does, text to boolean reads its words, an integer cast
+  of text checks its digits, :data:`INT_MACROS`; an interval prints as PostgreSQL's,
+  :data:`INTERVAL_TEXT`) and the macros and functions (:data:`MACROS`, :data:`FUNCTIONS`,
+  defined on every connection by :func:`colmz.sql.connect`) that ask DuckDB's ``typeof``
+  where the type decides and the tokens do not say it; a refusal decided there is an
+  ``error()`` that :func:`colmz.sql.run.run_query` raises as ``UnsupportedSQL``. A long
+  ``||`` chain is regrouped as a balanced tree, on the tokens, before the tree is read.
 * :func:`bind_relations` binds the relations a query reads to the names colmz registers
   them under (:func:`colmz.sql.relation_name`), since DuckDB folds every identifier's case.
 * :func:`arrow_type` (defined in :mod:`colmz.column_types`, below the SQL layer) is the
@@ -184,7 +170,7 @@ def _translate_tokens(sql: str) -> str:
             # VALUES beginning a query: PostgreSQL names its columns column1, column2, ...
             # (DuckDB col0, col1); an alias's column list, if any, still renames them.
             close = _values_rows_end(toks, i)
-            n = _values_width(sql, toks, i)
+            n = _values_width(toks, i)
             if close is not None and n:
                 pieces.append(sql[last : t.start])
                 pieces.append("SELECT * FROM (")
@@ -268,22 +254,6 @@ def _array_cast_follows(toks, i: int) -> bool:
     return j + 1 < len(toks) and j > i + 2 and toks[j].text == "[" and toks[j + 1].text == "]"
 
 
-def _arguments(sql: str, toks, open_at: int, close_at: int) -> list[str]:
-    # The text of each top-level argument of the call whose parentheses are at the two tokens.
-    args, depth, start = [], 0, toks[open_at].end
-    for j in range(open_at + 1, close_at):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in ("(", "["):
-            depth += 1
-        elif tok.kind == "op" and tok.text in (")", "]"):
-            depth -= 1
-        elif depth == 0 and tok.kind == "op" and tok.text == ",":
-            args.append(sql[start : tok.start])
-            start = tok.end
-    args.append(sql[start : toks[close_at].start])
-    return [a.strip() for a in args]
-
-
 def _array_operands(toks, at: int) -> bool:
     # Whether the @>/<@ at ``at`` is visibly between arrays: ARRAY[...] or an array cast.
     nxt = toks[at + 1] if at + 1 < len(toks) else None
@@ -341,10 +311,19 @@ def _values_rows_end(toks, at: int) -> int | None:
     return close
 
 
-def _values_width(sql: str, toks, at: int) -> int:
+def _values_width(toks, at: int) -> int:
+    # How many values the first row of the VALUES at ``at`` holds (its top-level commas + 1).
     if at + 1 >= len(toks) or toks[at + 1].text != "(":
         return 0
-    return len(_arguments(sql, toks, at + 1, _closing(toks, at + 1)))
+    close, depth, n = _closing(toks, at + 1), 0, 1
+    for t in toks[at + 2 : close]:
+        if t.kind == "op" and t.text in ("(", "["):
+            depth += 1
+        elif t.kind == "op" and t.text in (")", "]"):
+            depth -= 1
+        elif depth == 0 and t.kind == "op" and t.text == ",":
+            n += 1
+    return n
 
 
 # ----------------------------------------------------------------------------- float8 as text
@@ -714,22 +693,17 @@ def relation_references(translated: str) -> tuple:
     # Names the query defines itself: WITH names (followed by AS ( or (cols) AS () and aliases.
     own: set[str] = set()
     for j, t in enumerate(toks):
-        if t.kind not in ("word", "qident") or j + 1 >= n:
+        if t.kind not in ("word", "qident") or j + 1 >= n or not (
+                j == 0 or toks[j - 1].upper in ("WITH", "RECURSIVE") or toks[j - 1].text == ","):
             continue
         k = j + 1
         if toks[k].text == "(" and toks[k].kind == "op":
-            depth = 0
-            for k in range(j + 1, n):
-                if toks[k].text in "([" and toks[k].kind == "op":
-                    depth += 1
-                elif toks[k].text in ")]" and toks[k].kind == "op":
-                    depth -= 1
-                    if depth == 0:
-                        break
+            k = closing(toks, k)
+            if k < 0:
+                continue
             k += 1
         if k + 1 < n and toks[k].upper == "AS" and (
-            toks[k + 1].text == "(" or (toks[k + 1].upper in ("MATERIALIZED", "NOT") and k > j + 0)
-        ) and (j == 0 or toks[j - 1].upper in ("WITH", "RECURSIVE") or toks[j - 1].text == ","):
+                toks[k + 1].text == "(" or toks[k + 1].upper in ("MATERIALIZED", "NOT")):
             own.add(t.name)
     # Relation positions: a stack of paren levels, each knowing whether it is a query and
     # whether a FROM list is expecting a relation ("expect") or has one ("after"). A
