@@ -27,13 +27,15 @@ Known (anything else gives up):
   USING (cols)]``;
 * expressions: column references, ``*``/``t.*``, numbers (``1``, ``1.5``, ``1e5``, ``.5``,
   ``1_000``, negated), strings (``'..'``, ``E'..'``, dollar quotes), ``TRUE``/``FALSE``/
-  ``NULL``, ``DATE``/``TIMESTAMP``/``INTERVAL '..'``, ``OR AND NOT``, comparisons (also
+  ``NULL``, ``DATE``/``TIMESTAMP``/``INTERVAL '..'``, ``INTERVAL '..' <unit>`` (no ``TO``),
+  ``OR AND NOT``, comparisons (also
   ``ANY``/``SOME``/``ALL (query)``), ``+ - * / % ||``, ``~ ~* !~ !~*``, unary ``-``/``+``,
   ``IS [NOT] NULL``, ``ISNULL``, ``NOTNULL``, ``IS [NOT] DISTINCT FROM``, ``[NOT] BETWEEN``,
   ``[NOT] IN (list | query)``, ``[NOT] [I]LIKE``, ``CASE``, ``::`` and ``CAST(.. AS ..)``,
   subscripts, ``ARRAY[..]``, function calls (``DISTINCT`` and ``ORDER BY`` arguments,
   ``FILTER``, ``count(*)``, ``OVER ([PARTITION BY ..] [ORDER BY ..])`` without a frame),
-  ``COALESCE``, ``NULLIF``, ``GREATEST``, ``LEAST``, ``EXTRACT``, row constructors,
+  ``COALESCE``, ``NULLIF``, ``GREATEST``, ``LEAST``, ``EXTRACT``,
+  ``SUBSTRING(a FROM b [FOR c])``, ``SUBSTRING(a FOR c)``, row constructors,
   ``[NOT] EXISTS``, scalar subqueries.
 
 Where DuckDB's parser departs from PostgreSQL's grammar (``a IN (b) + c`` and ``a ~ b BETWEEN
@@ -57,7 +59,7 @@ import re
 
 from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, Window, char_offsets
 
-__all__ = ["MAX_DEPTH", "read_query"]
+__all__ = ["MAX_DEPTH", "duckdb_tokens", "read_query"]
 
 #: Deepest nesting read here (recursion plus chained operators); deeper texts go to DuckDB.
 MAX_DEPTH = 48
@@ -143,6 +145,8 @@ _PLAIN = re.compile(r"'(?:[^']|'')*'")
 _ESCAPED = re.compile(r"'(?:[^'\\]|''|\\.)*'", re.S)
 _QUOTED = re.compile(r'"(?:[^"]|"")+"')
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
+#: PostgreSQL's (and DuckDB's) whitespace, stripped from the end of each token's text.
+_SPACE = " \t\n\r\f\v"
 
 
 def _load() -> None:
@@ -211,6 +215,25 @@ def _string_value(t: str) -> str:
     raise _GIVE_UP  # X'..', B'..', U&'..', N'..'
 
 
+#: The last text lexed here and DuckDB's tokens of it (:func:`duckdb_tokens`).
+_LAST_LEXED: list = [None, None]
+
+
+def duckdb_tokens(text: str) -> list:
+    """``duckdb.tokenize(text)``: ``(byte offset, token type)`` pairs; the last text
+    :func:`read_query` lexed is not lexed again (the tree module's check of one
+    expression reads the tokens of the text just parsed).
+
+    >>> [at for at, _ in duckdb_tokens("SELECT (a)")]
+    [0, 7, 8, 9]
+    """
+    if _LAST_LEXED[0] == text:
+        return _LAST_LEXED[1]
+    from colmz.sql.run import require_duckdb
+
+    return require_duckdb().tokenize(text)
+
+
 class _Reader:
     __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "match", "after_open", "depth")
 
@@ -221,55 +244,47 @@ class _Reader:
             raw = _KINDS["tokenize"](text)
         except Exception:  # noqa: BLE001 - what DuckDB's lexer refuses, DuckDB's parser reports
             raise _GIVE_UP from None
+        _LAST_LEXED[:] = (text, raw)
         if not raw:
             raise _GIVE_UP
+        kinds = _KINDS
+        try:
+            K = [kinds[id(kind)] for _, kind in raw]
+        except KeyError:
+            raise _GIVE_UP from None
         chars = char_offsets(text)
-        K: list[str] = []
-        S: list[int] = []
-        E: list[int] = []
-        T: list[str] = []
-        U: list[str] = []
+        S = [at for at, _ in raw] if chars is None else [chars[at] for at, _ in raw]
+        # each token's text runs to the next token's start, less the whitespace
+        T = [text[a:b].rstrip(_SPACE) for a, b in zip(S, [*S[1:], len(text)])]
+        if "c" in K:
+            keep = []
+            for j, k in enumerate(K):
+                if k != "c":
+                    keep.append(j)
+                    continue
+                # a comment: colmz's tokenizer must read the same parentheses around it
+                tok = T[j]
+                if "(" in tok or ")" in tok or "'" in tok or '"' in tok or "$" in tok or tok.count("/*") > 1:
+                    raise _GIVE_UP
+            K = [K[j] for j in keep]
+            S = [S[j] for j in keep]
+            T = [T[j] for j in keep]
+        if "" in T:
+            raise _GIVE_UP
+        E = [a + len(t) for a, t in zip(S, T)]
+        U = [t.upper() if k == "k" or k == "i" else t for k, t in zip(K, T)]
+        n = len(K)
         match: dict[int, int] = {}  # each "(" token's ")": the tree module widens spans by them
         after_open: dict[int, int] = {}  # a token's start -> the "(" token just before it
         stack: list[int] = []
-        kinds = _KINDS
-        stop = len(text)
-        # backwards: each token's text runs to the next token's start, less the whitespace
-        for at, kind in reversed(raw):
-            k = kinds.get(id(kind))
-            if k is None:
-                raise _GIVE_UP
-            if chars is not None:
-                at = chars[at]
-            tok = text[at:stop].rstrip(" \t\n\r\f\v")
-            stop = at
-            if k == "c":
-                # a comment: colmz's tokenizer must read the same parentheses around it
-                if "(" in tok or ")" in tok or "'" in tok or '"' in tok or "$" in tok or tok.count("/*") > 1:
-                    raise _GIVE_UP
-                continue
-            if not tok:
-                raise _GIVE_UP
-            K.append(k)
-            S.append(at)
-            E.append(at + len(tok))
-            T.append(tok)
-            U.append(tok.upper() if k == "k" or k == "i" else tok)
-        K.reverse()
-        S.reverse()
-        E.reverse()
-        T.reverse()
-        U.reverse()
-        n = len(K)
-        for j in range(n):
-            if K[j] == "o":
-                t = T[j]
-                if t == "(":
-                    stack.append(j)
-                    if j + 1 < n:
-                        after_open[S[j + 1]] = j
-                elif t == ")" and stack:
-                    match[stack.pop()] = j
+        # only operator tokens read "(" or ")" (strings and quoted names keep their quotes)
+        for j in [j for j, t in enumerate(T) if t == "(" or t == ")"]:
+            if T[j] == "(":
+                stack.append(j)
+                if j + 1 < n:
+                    after_open[S[j + 1]] = j
+            elif stack:
+                match[stack.pop()] = j
         self.text = text
         self.K, self.S, self.E, self.T, self.U = K, S, E, T, U
         self.n = n
@@ -1011,9 +1026,20 @@ class _Reader:
             if w == "INTERVAL" and self.i + 1 < self.n and self.K[i + 1] == "s":
                 value = _string_value(self.T[i + 1])
                 self.i += 2
-                if self.i < self.n and (self.K[self.i] in "ik" and self.U[self.i] not in _FOLLOW or self.is_op("(")):
-                    raise _GIVE_UP  # INTERVAL '1' DAY, ... TO ...
                 const = _Expr("CONSTANT", "VALUE_CONSTANT", S[i + 1], E[i + 1], literal=Literal("STRING", value))
+                unit = _INTERVAL_UNITS.get(self.U[self.i]) if self.i < self.n and self.K[self.i] == "k" else None
+                if unit is not None and not self.is_kw("TO", 1):
+                    # INTERVAL '1' DAY: to_days(CAST(trunc(CAST('1' AS DOUBLE)) AS BIGINT)), the
+                    # inner nodes at the constant, the call spanning INTERVAL to the unit
+                    self.i += 1
+                    a, b = S[i + 1], E[i + 1]
+                    arg = _Expr("CAST", "OPERATOR_CAST", a, b, (const, _Expr("TYPE", "TYPE", -1, -1)))
+                    if unit[1]:
+                        arg = _Expr("FUNCTION", "FUNCTION", a, b, (arg,), name=("trunc",))
+                        arg = _Expr("CAST", "OPERATOR_CAST", a, b, (arg, _Expr("TYPE", "TYPE", -1, -1)))
+                    return _Expr("FUNCTION", "FUNCTION", S[i], E[self.i - 1], (arg,), name=(unit[0],))
+                if self.i < self.n and (self.K[self.i] in "ik" and self.U[self.i] not in _FOLLOW or self.is_op("(")):
+                    raise _GIVE_UP  # another unit, ... TO ...
                 return self.node("CAST", "OPERATOR_CAST", S[i], E[i + 1], (const, _Expr("TYPE", "TYPE", -1, -1)))
             if (w == "GREATEST" or w == "LEAST") and self.is_op("(", 1):
                 self.i += 1
@@ -1029,6 +1055,22 @@ class _Reader:
                 operand = self.expr()
                 self.expect_op(")")
                 return self.node("FUNCTION", "FUNCTION", S[i], E[self.i - 1], (field, operand), name=("date_part",))
+            if w == "SUBSTRING" and self.is_op("(", 1):
+                # SUBSTRING(a FROM b [FOR c]) and SUBSTRING(a FOR c) are substring(a, b, c), the
+                # start 1 unpositioned when only FOR is written; with commas, a plain call
+                self.i += 2
+                args = [self.expr()]
+                if self.kw("FROM"):
+                    args.append(self.expr())
+                    if self.kw("FOR"):
+                        args.append(self.expr())
+                elif self.kw("FOR"):
+                    args += [_Expr("CONSTANT", "VALUE_CONSTANT", -1, -1, literal=Literal("INTEGER", "1")), self.expr()]
+                else:
+                    while self.op(","):
+                        args.append(self.expr())
+                self.expect_op(")")
+                return self.node("FUNCTION", "FUNCTION", S[i], E[self.i - 1], args, name=("substring",))
             if w == "ARRAY" and self.is_op("[", 1):
                 self.i += 2
                 items = []
@@ -1235,7 +1277,19 @@ _WINDOW_TYPES = {"row_number": "WINDOW_ROW_NUMBER", "rank": "WINDOW_RANK", "dens
                  "last_value": "WINDOW_LAST_VALUE", "nth_value": "WINDOW_NTH_VALUE", "fill": "WINDOW_FILL"}
 #: Functions DuckDB renames in a window.
 _WINDOW_NAMES = {"count_star": "count", "first": "first_value", "last": "last_value"}
-#: Words after ``INTERVAL '...'`` that end it (anything else, a unit, gives up).
+#: ``INTERVAL '...' <unit>``: DuckDB's function of each unit keyword, and whether the value
+#: is truncated to an integer first (all but seconds and milliseconds).
+_INTERVAL_UNITS = {
+    **{u: (f"to_{p}", True) for p, us in (
+        ("years", ("YEAR", "YEARS")), ("months", ("MONTH", "MONTHS")), ("days", ("DAY", "DAYS")),
+        ("hours", ("HOUR", "HOURS")), ("minutes", ("MINUTE", "MINUTES")),
+        ("microseconds", ("MICROSECOND", "MICROSECONDS")), ("weeks", ("WEEK", "WEEKS")),
+        ("decades", ("DECADE", "DECADES")), ("centuries", ("CENTURY", "CENTURIES")),
+        ("millennia", ("MILLENNIUM", "MILLENNIA")), ("quarters", ("QUARTER", "QUARTERS"))) for u in us},
+    "SECOND": ("to_seconds", False), "SECONDS": ("to_seconds", False),
+    "MILLISECOND": ("to_milliseconds", False), "MILLISECONDS": ("to_milliseconds", False),
+}
+#: Words after ``INTERVAL '...'`` that end it (anything else but a unit gives up).
 _FOLLOW = frozenset({"AS", "FROM", "WHERE", "AND", "OR", "THEN", "ELSE", "END", "WHEN", "GROUP", "ORDER",
                      "HAVING", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT", "IS", "NOT", "IN",
                      "BETWEEN", "LIKE", "ILIKE", "ON", "JOIN", "ASC", "DESC"})

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
 __all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "nesting_depth",
-           "require_text", "share_edit", "share_slice", "short_text_cache", "tokenize"]
+           "require_text", "scan_from", "share_edit", "share_slice", "short_text_cache", "tokenize"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -155,6 +155,16 @@ _SCAN = re.compile(
     re.S,
 )
 
+#: :data:`_SCAN` for :func:`tokenize`'s one pass: a block comment without a ``/*`` inside is
+#: one match (a nested one is ``nest``, read by :func:`_comment_end`), a dollar-quoted string
+#: is one match up to the first repeat of its tag (as ``text.find`` of the tag).
+_FAST = re.compile(
+    _SCAN.pattern.replace(
+        r"|(?P<block>/\*)", r"|(?P<block>/\*(?:[^*/]|\*(?!/)|/(?!\*))*\*/)|(?P<nest>/\*)", 1).replace(
+        r"|(?P<dollar>" + _DOLLAR.pattern.replace("$(", "$(?:", 1) + ")",
+        r"|(?P<dollar>\$(?P<tag>(?:" + _DOLLAR.pattern[3:-4] + r")?)\$.*?\$(?P=tag)\$)", 1),
+    re.S,
+)
 
 #: Tokens of slices of texts already tokenized (:func:`share_slice`), each taken by the first
 #: :func:`tokenize` of its text (then held by its cache); a bounded waiting room.
@@ -288,8 +298,38 @@ def tokenize(text: str) -> tuple[Token, ...]:
         return shared
     out: list[Token] = []
     append = out.append
+    i = 0
+    # One pass of finditer while tokens follow each other (the common case); what it cannot
+    # decide alone -- a nested comment, a stray character, an unterminated quote -- is read
+    # from there by the loop below, which reports errors.
+    for m in _FAST.finditer(text):
+        kind = m.lastgroup
+        if m.start() != i or kind == "nest":
+            break
+        end = m.end()
+        if kind == "word":
+            if end == i + 1 and text.startswith("'", end) and text[i] in "eE":
+                break
+            append(Token("word", m.group(), i, end))
+        elif kind == "dollar":
+            append(Token("string", m.group(), i, end))
+        elif kind != "space" and kind != "line" and kind != "block":
+            append(Token(kind, m.group(), i, end))
+        i = end
+    scan_from(text, i, out)
+    return out
+
+
+def scan_from(text: str, i: int, out: list[Token]) -> None:
+    """Append to ``out`` the tokens of ``text`` from offset ``i`` on, one match at a time
+    (:func:`tokenize` without its cache and its one-pass reading of plain runs).
+
+    >>> out = []; scan_from("x /* a /* b */ */ + 1", 0, out); [t.text for t in out]
+    ['x', '+', '1']
+    """
+    append = out.append
     scan = _SCAN.match
-    i, n = 0, len(text)
+    n = len(text)
     while i < n:
         m = scan(text, i)
         if m is None:
@@ -319,7 +359,6 @@ def tokenize(text: str) -> tuple[Token, ...]:
         else:
             append(Token(kind, m.group(), i, end))
         i = end
-    return out
 
 
 _clear_tokens = tokenize.cache_clear

@@ -99,6 +99,11 @@ def test_corpus_trees_are_duckdbs():
     "SELECT -(3), - - 3, -3::int, 1e5, .5, 1_000, E'a\\nb''', $q$it's$q$, 'é😀' || x FROM t",
     "SELECT CASE a WHEN 1 THEN 'x' END, CAST(b AS numeric(10,2)), c::int[], d IS NOT DISTINCT FROM e",
     "SELECT a FROM t, u LEFT JOIN v USING (id) CROSS JOIN w x WHERE NOT EXISTS (SELECT 1) GROUP BY a HAVING count(*) > 1",
+    # INTERVAL with a unit: to_<unit>s of the value (truncated but for seconds, milliseconds)
+    "SELECT ts + INTERVAL '2' HOURS > now(), INTERVAL '1' SECOND, INTERVAL '1.5' millisecond x, "
+    "(INTERVAL '3' DAY)::text, INTERVAL '1' /* c */ MILLENNIA IS NULL FROM t",
+    # SUBSTRING's SQL forms are substring(a, b[, c]); FOR alone starts at an unpositioned 1
+    "SELECT substring(a FROM 2 FOR 3), SUBSTRING(a FOR b + 1), substring((a) FROM (2))::int, substring(a, 2) x FROM t",
 ])
 def test_read_without_duckdb(text):
     # Read by colmz alone: no DuckDB parse (a work counter), and the tree is DuckDB's.
@@ -114,11 +119,16 @@ def test_read_without_duckdb(text):
     "SELECT a BETWEEN a AND a ~ a", "SELECT a ~ a BETWEEN a AND a", "SELECT - -a", "SELECT a IN (a) + a",
     "SELECT a IS NULL BETWEEN a AND a", "SELECT a IN (EXISTS (SELECT a))", "SELECT x -> 'k'", "SELECT 'open",
     "SELECT 'a' 'b'", "SELECT a < b < c", "SELECT a IS NULL IS NULL", "SELECT x::int[3]",
-    "SELECT INTERVAL '1' DAY", "SELECT a FROM t AS u(b) TABLESAMPLE 10", "SELECT 1 UNION (SELECT 2)", "SELECT U&'d\\0061'",
+    "SELECT a FROM t AS u(b) TABLESAMPLE 10", "SELECT 1 UNION (SELECT 2)", "SELECT U&'d\\0061'",
     "SELECT $1", "SELECT 1 /* ( */", "SELECT 1;;", "", "INSERT INTO t VALUES (1)", "SELECT 0x1F",
     # DuckDB refuses a window function in a window definition (found by the generated test)
     "SELECT f(a) OVER (PARTITION BY a ORDER BY f(a) OVER ())", "SELECT f(a) OVER (PARTITION BY a + g(b) OVER ())",
     "SELECT f(a) OVER (ORDER BY (SELECT g(a) OVER ()))",
+    # DuckDB refuses these (or reads them otherwise): the reader gives up
+    "SELECT INTERVAL '1' DAY TO SECOND", "SELECT INTERVAL '1' DAY day", "SELECT INTERVAL '1' epoch",
+    "SELECT substring(a FOR 3 FROM 2)", "SELECT substring(DISTINCT a, 2)", "SELECT substring(a FROM 2) OVER ()",
+    "SELECT substring(a SIMILAR b ESCAPE c)", "SELECT substring(a FROM 2 FOR 3 FOR 4)", "SELECT substring()",
+    "SELECT substring(a := 1)", "SELECT substring(a ORDER BY b)",
 ])
 def test_gives_up(text):
     assert read_query(text) is None
@@ -152,7 +162,9 @@ _STRINGS = st.one_of(
 )
 _ATOMS = st.one_of(_COLUMNS, _NUMBERS, _STRINGS,
                    st.sampled_from(["TRUE", "false", "NULL", "DATE '2020-01-01'", "TIMESTAMP '2020-01-01 00:00'",
-                                    "INTERVAL '1 day'", "count(*)", "now()", "*"]))
+                                    "INTERVAL '1 day'", "count(*)", "now()", "*", "INTERVAL '1' DAY",
+                                    "INTERVAL '2.5' seconds", "INTERVAL '-1' Month", "INTERVAL '1' YEAR TO MONTH",
+                                    "INTERVAL 'x' MICROSECOND"]))
 _BINARY = st.sampled_from(["+", "-", "*", "/", "%", "||", "->>", "=", "<>", "!=", "<", "<=", ">", ">=",
                            "AND", "OR", "^", "//", "<<", "~", "IS DISTINCT FROM", "IS NOT DISTINCT FROM",
                            "LIKE", "NOT ILIKE", "->", "**", "&", "~", "~*", "!~", "!~*", "@>", "#"])
@@ -170,6 +182,8 @@ _FORMS = [
     "{f}({0}) FILTER (WHERE {1})", "extract({field} FROM {0})", "greatest({0}, {1})", "least({0})",
     "{f}({0}) OVER ()", "{f}({0}) OVER (PARTITION BY {1} ORDER BY {2})", "{f}() OVER (ORDER BY {0} ROWS 1 PRECEDING)",
     "{f}(*) OVER (PARTITION BY {0})", "{0} = ANY (SELECT 1)", "{0} > ALL (SELECT {1})", "{0} <> SOME (ARRAY[{1}])",
+    "substring({0} FROM {1} FOR {2})", "substring({0} FROM {1})", "SUBSTRING({0} FOR {1})", "substring({0}, {1})",
+    "substring({0} FOR {1} FROM {2})", "INTERVAL {0} DAY",
 ]
 
 
