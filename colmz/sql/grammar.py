@@ -33,7 +33,8 @@ Known (anything else gives up):
   ``IS [NOT] NULL``, ``ISNULL``, ``NOTNULL``, ``IS [NOT] DISTINCT FROM``, ``[NOT] BETWEEN``,
   ``[NOT] IN (list | query)``, ``[NOT] [I]LIKE``, ``CASE``, ``::`` and ``CAST(.. AS ..)``,
   subscripts, ``ARRAY[..]``, function calls (``DISTINCT`` and ``ORDER BY`` arguments,
-  ``FILTER``, ``count(*)``, ``OVER ([PARTITION BY ..] [ORDER BY ..])`` without a frame),
+  ``FILTER``, ``count(*)``, ``OVER ([PARTITION BY ..] [ORDER BY ..])`` without a frame,
+  ``percentile_cont``/``percentile_disc``/``mode`` ``WITHIN GROUP (ORDER BY ..)``),
   ``COALESCE``, ``NULLIF``, ``GREATEST``, ``LEAST``, ``EXTRACT``,
   ``SUBSTRING(a FROM b [FOR c])``, ``SUBSTRING(a FOR c)``, row constructors,
   ``[NOT] EXISTS``, scalar subqueries.
@@ -1182,6 +1183,7 @@ class _Reader:
         distinct = False
         args: list[Expression] = []
         orders: tuple[Order, ...] = ()
+        within = False
         if name == ("count",) and self.is_op(")"):
             raise _GIVE_UP
         if self.is_op("*") and self.is_op(")", 1):
@@ -1207,6 +1209,20 @@ class _Reader:
                 self.expect_kw("BY")
                 orders = self.order_by().orders
             self.expect_op(")")
+            if self.kw("WITHIN"):
+                # ordered-set aggregates: DuckDB's name, the one sort key in order_by
+                name, want = _ORDERED_SETS.get(name, (None, -1))
+                if name is None or want != len(args) or distinct or orders:
+                    raise _GIVE_UP
+                self.expect_kw("GROUP")
+                self.expect_op("(")
+                self.expect_kw("ORDER")
+                self.expect_kw("BY")
+                orders = self.order_by().orders
+                self.expect_op(")")
+                if len(orders) != 1:
+                    raise _GIVE_UP
+                within = True
         filt = None
         if self.kw("FILTER"):
             self.expect_op("(")
@@ -1214,6 +1230,8 @@ class _Reader:
             filt = self.expr()
             self.expect_op(")")
         if self.kw("OVER"):
+            if within:
+                raise _GIVE_UP  # DuckDB's window of an ordered-set aggregate keeps other names
             return self.window(i, name, args, orders, filt)
         if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("FILTER", "WITHIN", "IGNORE", "RESPECT"):
             raise _GIVE_UP
@@ -1270,6 +1288,10 @@ class _Reader:
         return self.node("CASE", "CASE_EXPR", self.S[i], self.E[self.i - 1], kids)
 
 
+#: Ordered-set aggregates ``f(args) WITHIN GROUP (ORDER BY key)``: DuckDB's function name and
+#: the number of direct arguments it takes (any other function is refused by DuckDB).
+_ORDERED_SETS = {("percentile_cont",): (("quantile_cont",), 1), ("percentile_disc",): (("quantile_disc",), 1),
+                 ("mode",): (("mode",), 0)}
 #: DuckDB's window expression types by function (any other function: ``WINDOW_AGGREGATE``).
 _WINDOW_TYPES = {"row_number": "WINDOW_ROW_NUMBER", "rank": "WINDOW_RANK", "dense_rank": "WINDOW_RANK_DENSE",
                  "percent_rank": "WINDOW_PERCENT_RANK", "cume_dist": "WINDOW_CUME_DIST", "ntile": "WINDOW_NTILE",

@@ -104,6 +104,9 @@ def test_corpus_trees_are_duckdbs():
     "(INTERVAL '3' DAY)::text, INTERVAL '1' /* c */ MILLENNIA IS NULL FROM t",
     # SUBSTRING's SQL forms are substring(a, b[, c]); FOR alone starts at an unpositioned 1
     "SELECT substring(a FROM 2 FOR 3), SUBSTRING(a FOR b + 1), substring((a) FROM (2))::int, substring(a, 2) x FROM t",
+    # ordered-set aggregates: DuckDB's quantile_cont/quantile_disc/mode, the sort key in order_by
+    "SELECT g, percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS p, PERCENTILE_DISC(ARRAY[0.5, 0.9]) WITHIN GROUP "
+    "(ORDER BY x DESC NULLS FIRST) FILTER (WHERE y > 0), mode() WITHIN GROUP (ORDER BY x + 1)::text FROM t GROUP BY g",
 ])
 def test_read_without_duckdb(text):
     # Read by colmz alone: no DuckDB parse (a work counter), and the tree is DuckDB's.
@@ -129,6 +132,11 @@ def test_read_without_duckdb(text):
     "SELECT substring(a FOR 3 FROM 2)", "SELECT substring(DISTINCT a, 2)", "SELECT substring(a FROM 2) OVER ()",
     "SELECT substring(a SIMILAR b ESCAPE c)", "SELECT substring(a FROM 2 FOR 3 FOR 4)", "SELECT substring()",
     "SELECT substring(a := 1)", "SELECT substring(a ORDER BY b)",
+    "SELECT f(a) WITHIN GROUP (ORDER BY x)", "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x, y)",
+    "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) OVER ()", "SELECT count(*) WITHIN GROUP (ORDER BY x)",
+    "SELECT percentile_cont(DISTINCT 0.5) WITHIN GROUP (ORDER BY x)", "SELECT mode(x) WITHIN GROUP (ORDER BY x)",
+    "SELECT percentile_cont(0.5, 1) WITHIN GROUP (ORDER BY x)", "SELECT s.percentile_cont(0.5) WITHIN GROUP (ORDER BY x)",
+    "SELECT percentile_cont(0.5) FILTER (WHERE y) WITHIN GROUP (ORDER BY x)",
 ])
 def test_gives_up(text):
     assert read_query(text) is None
@@ -183,7 +191,9 @@ _FORMS = [
     "{f}({0}) OVER ()", "{f}({0}) OVER (PARTITION BY {1} ORDER BY {2})", "{f}() OVER (ORDER BY {0} ROWS 1 PRECEDING)",
     "{f}(*) OVER (PARTITION BY {0})", "{0} = ANY (SELECT 1)", "{0} > ALL (SELECT {1})", "{0} <> SOME (ARRAY[{1}])",
     "substring({0} FROM {1} FOR {2})", "substring({0} FROM {1})", "SUBSTRING({0} FOR {1})", "substring({0}, {1})",
-    "substring({0} FOR {1} FROM {2})", "INTERVAL {0} DAY",
+    "substring({0} FOR {1} FROM {2})", "INTERVAL {0} DAY", "percentile_cont({0}) WITHIN GROUP (ORDER BY {1})",
+    "mode() WITHIN GROUP (ORDER BY {0} DESC)", "{f}({0}) WITHIN GROUP (ORDER BY {1}) FILTER (WHERE {2})",
+    "percentile_disc({0}) WITHIN GROUP (ORDER BY {1}) OVER ()",
 ]
 
 
