@@ -22,7 +22,8 @@ Known (anything else gives up):
   [ALL] select [ORDER BY e [ASC|DESC] [NULLS FIRST|LAST], ...] [LIMIT e] [OFFSET e]``,
   ``VALUES (..), (..)``, ``;``-separated;
 * ``SELECT [DISTINCT [ON (..)]] item [[AS] alias], ... [FROM ...] [WHERE e] [GROUP BY e, ...]
-  [HAVING e]``; ``FROM`` of tables, subqueries, ``VALUES`` and table functions with aliases
+  [HAVING e]``, ``GROUP BY`` items also ``ROLLUP (..)``, ``CUBE (..)``, ``GROUPING SETS (..)``
+  over column references; ``FROM`` of tables, subqueries, ``VALUES`` and table functions with aliases
   and column aliases, commas and ``[INNER|LEFT|RIGHT|FULL [OUTER]|CROSS] JOIN ... [ON e |
   USING (cols)]``;
 * expressions: column references, ``*``/``t.*``, numbers (``1``, ``1.5``, ``1e5``, ``.5``,
@@ -56,6 +57,7 @@ given up: DuckDB's path then refuses it as it always has
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, Window, char_offsets
@@ -516,28 +518,166 @@ class _Reader:
         if self.is_kw("GROUP"):
             self.i += 1
             self.expect_kw("BY")
-            if self.is_kw("ALL") or self.is_kw("ROLLUP") or self.is_kw("CUBE") or self.is_kw("GROUPING"):
+            if self.is_kw("ALL"):
                 raise _GIVE_UP
-            g = []
-            seen = set()
-            while True:
-                if self.is_op("("):  # (a, b) groups; () the empty set
-                    raise _GIVE_UP
-                e = self.expr()
-                key = self.text[e.start:e.end]
-                if key in seen:
-                    raise _GIVE_UP  # DuckDB merges equal group expressions
-                seen.add(key)
-                g.append(e)
-                if not self.op(","):
-                    break
-            group = tuple(g)
-            sets = (tuple(range(len(g))),)
+            group, sets = self.group_by()
         having = self.expr() if self.kw("HAVING") else None
         if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("WINDOW", "QUALIFY", "USING", "TABLESAMPLE"):
             raise _GIVE_UP
         return _Query("SELECT_NODE", tuple(items), from_, where, group, having, None, tuple(modifiers),
                      grouping_sets=sets)
+
+    def group_by(self) -> tuple[tuple[Expression, ...], tuple[tuple[int, ...], ...]]:
+        """``GROUP BY`` items, ``self.i`` after ``BY``: DuckDB's group expressions (equal ones
+        merged, the first kept) and grouping sets (positions among them, each sorted): the
+        cross product of the items' sets, an item being an expression, ``ROLLUP (..)``,
+        ``CUBE (..)`` or ``GROUPING SETS (..)``."""
+        exprs: list[Expression] = []  # as written, before merging
+        items = []
+        while True:
+            if self.is_op("("):  # (a, b) groups; () the empty set
+                raise _GIVE_UP
+            items.append(self.grouping_item(exprs, top=True))
+            if not self.op(","):
+                break
+        # DuckDB merges equal group expressions, also written otherwise (a and A, a::int and
+        # CAST(a AS int)): expressions of one loose key, which equal ones share, are merged
+        # below only when they are the same column written the same way, else given up
+        loose: dict[tuple, Expression] = {}
+        for e in exprs:
+            key = self.loose_key(e)
+            other = loose.setdefault(key, e)
+            if other is not e and not (e.cls == "COLUMN_REF" and other.cls == "COLUMN_REF"
+                                       and self.text[e.start:e.end] == self.text[other.start:other.end]):
+                raise _GIVE_UP
+        if all(kind == "expr" for kind, _ in items):
+            if len(loose) < len(exprs):
+                raise _GIVE_UP
+            return tuple(exprs), (tuple(range(len(exprs))),)
+        # with grouping sets, only column references: which of them DuckDB merges is then
+        # certain (the same name written the same way), anything else gives up
+        index: list[int] = []
+        group: list[Expression] = []
+        known: dict[tuple, tuple[str, int]] = {}
+        for e in exprs:
+            if e.cls != "COLUMN_REF":
+                raise _GIVE_UP
+            key = tuple(p.lower() for p in e.name)
+            text = self.text[e.start:e.end]
+            got = known.get(key)
+            if got is None:
+                known[key] = (text, len(group))
+                index.append(len(group))
+                group.append(e)
+            elif got[0] != text:
+                raise _GIVE_UP  # "A" beside a, t.a spaced otherwise: not certain
+            else:
+                index.append(got[1])
+        sets: list[frozenset] = [frozenset()]
+        for item in items:
+            mine = self.grouping_sets(item, index)
+            sets = [a | b for a in sets for b in mine]
+            if len(sets) > _MAX_SETS:
+                raise _GIVE_UP
+        return tuple(group), tuple(tuple(sorted(g)) for g in sets)
+
+    def loose_key(self, e: Expression) -> tuple:
+        # The names, numbers and strings of ``e``'s tokens, sorted (names unquoted, upper
+        # case; every number alike): expressions DuckDB holds equal have one key
+        lo = bisect.bisect_left(self.S, e.start)
+        hi = bisect.bisect_left(self.S, e.end)
+        out = []
+        for j in range(lo, hi):
+            k = self.K[j]
+            if k == "i":
+                out.append(self.U[j].strip('"'))
+            elif k == "n":
+                out.append("0")
+            elif k == "s":
+                out.append(self.T[j])
+        return tuple(sorted(out))
+
+    def grouping_item(self, exprs: list, top: bool = False) -> tuple:
+        # One item of GROUP BY or of GROUPING SETS (...): ("expr", position), ("set", [positions])
+        # for (a, b) and (), ("rollup"|"cube", [[positions], ...]), ("sets", [items]).
+        w = self.U[self.i] if self.i < self.n and self.K[self.i] == "k" else ""
+        if (w == "ROLLUP" or w == "CUBE") and self.is_op("(", 1):
+            self.i += 2
+            units = []
+            while True:
+                if self.is_op("("):
+                    unit = self.grouping_list(exprs)
+                    if not unit:
+                        raise _GIVE_UP  # () in ROLLUP/CUBE
+                else:
+                    exprs.append(self.expr())
+                    unit = [len(exprs) - 1]
+                units.append(unit)
+                if not self.op(","):
+                    break
+            self.expect_op(")")
+            if w == "CUBE" and len(units) > 8:
+                raise _GIVE_UP
+            return w.lower(), units
+        if w == "GROUPING" and self.is_kw("SETS", 1):
+            self.i += 2
+            self.expect_op("(")
+            inner = []
+            while True:
+                inner.append(self.grouping_item(exprs))
+                if not self.op(","):
+                    break
+            self.expect_op(")")
+            return "sets", inner
+        if not top and self.is_op("("):
+            return "set", self.grouping_list(exprs)
+        exprs.append(self.expr())
+        return "expr", len(exprs) - 1
+
+    def grouping_list(self, exprs: list) -> list[int]:
+        # ``(a, b)`` or ``()`` as one grouping set, ``self.i`` at ``(``; ``(a) + 1`` gives up
+        j = self.match.get(self.i)
+        if j is None or j + 1 >= self.n or self.T[j + 1] not in (",", ")"):
+            raise _GIVE_UP
+        self.i += 1
+        out = []
+        if not self.op(")"):
+            while True:
+                exprs.append(self.expr())
+                out.append(len(exprs) - 1)
+                if not self.op(","):
+                    break
+            self.expect_op(")")
+        return out
+
+    def grouping_sets(self, item: tuple, index: list[int]) -> list[frozenset]:
+        # DuckDB's sets of one item (transform_groupby.cpp): ROLLUP's prefixes, CUBE's subsets
+        # depth first, GROUPING SETS' items' sets one after another
+        kind, body = item
+        if kind == "expr":
+            return [frozenset((index[body],))]
+        if kind == "set":
+            return [frozenset(index[k] for k in body)]
+        if kind == "sets":
+            out = []
+            for sub in body:
+                out += self.grouping_sets(sub, index)
+            return out
+        units = [frozenset(index[k] for k in u) for u in body]
+        if kind == "rollup":
+            out = [frozenset()]
+            for u in units:
+                out.append(out[-1] | u)
+            return out
+        out = []
+
+        def cube(cur: frozenset, start: int) -> None:
+            out.append(cur)
+            for k in range(start, len(units)):
+                cube(cur | units[k], k + 1)
+
+        cube(frozenset(), 0)
+        return out
 
     def values(self) -> Query:
         """``VALUES (..), (..)``: DuckDB's ``SELECT * FROM`` an expression list."""
@@ -1292,6 +1432,8 @@ class _Reader:
 #: the number of direct arguments it takes (any other function is refused by DuckDB).
 _ORDERED_SETS = {("percentile_cont",): (("quantile_cont",), 1), ("percentile_disc",): (("quantile_disc",), 1),
                  ("mode",): (("mode",), 0)}
+#: The most grouping sets read here (more go to DuckDB).
+_MAX_SETS = 256
 #: DuckDB's window expression types by function (any other function: ``WINDOW_AGGREGATE``).
 _WINDOW_TYPES = {"row_number": "WINDOW_ROW_NUMBER", "rank": "WINDOW_RANK", "dense_rank": "WINDOW_RANK_DENSE",
                  "percent_rank": "WINDOW_PERCENT_RANK", "cume_dist": "WINDOW_CUME_DIST", "ntile": "WINDOW_NTILE",
