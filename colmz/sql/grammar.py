@@ -34,7 +34,7 @@ Known (anything else gives up):
   ``IS [NOT] NULL``, ``ISNULL``, ``NOTNULL``, ``IS [NOT] DISTINCT FROM``, ``[NOT] BETWEEN``,
   ``[NOT] IN (list | query)``, ``[NOT] [I]LIKE``, ``CASE``, ``::`` and ``CAST(.. AS ..)``,
   subscripts, ``ARRAY[..]``, function calls (``DISTINCT`` and ``ORDER BY`` arguments,
-  ``FILTER``, ``count(*)``, ``OVER ([PARTITION BY ..] [ORDER BY ..])`` without a frame,
+  ``FILTER``, ``count(*)``, ``OVER ([PARTITION BY ..] [ORDER BY ..] [frame])``,
   ``percentile_cont``/``percentile_disc``/``mode`` ``WITHIN GROUP (ORDER BY ..)``),
   ``COALESCE``, ``NULLIF``, ``GREATEST``, ``LEAST``, ``EXTRACT``,
   ``SUBSTRING(a FROM b [FOR c])``, ``SUBSTRING(a FOR c)``, row constructors,
@@ -1399,13 +1399,65 @@ class _Reader:
         if self.kw("ORDER"):
             self.expect_kw("BY")
             window_orders = self.order_by().orders
-        self.expect_op(")")  # a frame (ROWS, RANGE, GROUPS) or a named window gives up here
+        bounds: list[Expression] = []
+        frame = ("UNBOUNDED_PRECEDING", "CURRENT_ROW_RANGE", "NO_OTHER")
+        if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("ROWS", "RANGE", "GROUPS"):
+            frame = self.frame(bounds)
+        self.expect_op(")")  # a named window gives up here
         if "OVER" in self.U[first:self.i]:
             raise _GIVE_UP  # DuckDB refuses a window function in a window definition, subqueries too
-        kids = parts + [o.expression for o in window_orders] + ([filt] if filt is not None else [])
+        kids = parts + [o.expression for o in window_orders] + bounds + ([filt] if filt is not None else [])
         kids += [o.expression for o in orders] + args
         return self.node("WINDOW", _WINDOW_TYPES.get(fn, "WINDOW_AGGREGATE"), self.S[i], self.E[self.i - 1], kids,
-                         name=(fn,), over=Window(tuple(parts), window_orders))
+                         name=(fn,), over=Window(tuple(parts), window_orders, *frame))
+
+    def frame(self, bounds: list) -> tuple[str, str, str]:
+        """``{ROWS|RANGE|GROUPS} {bound | BETWEEN bound AND bound} [EXCLUDE ..]``, ``self.i``
+        at the mode: DuckDB's start and end (``CURRENT_ROW_<mode>``, ``EXPR_PRECEDING_<mode>``,
+        ``EXPR_FOLLOWING_<mode>``, ``UNBOUNDED_PRECEDING``, ``UNBOUNDED_FOLLOWING``; the end
+        the current row when one bound is written) and exclusion; offsets appended to
+        ``bounds``. The bounds PostgreSQL's grammar refuses give up."""
+        mode = self.U[self.i]
+        self.i += 1
+        between = self.kw("BETWEEN")
+        start = self.bound(mode, bounds)
+        if between:
+            self.expect_kw("AND")
+            end = self.bound(mode, bounds)
+        else:
+            end = "CURRENT_ROW_" + mode
+        if (start == "UNBOUNDED_FOLLOWING" or end == "UNBOUNDED_PRECEDING"
+                or start.startswith("CURRENT_ROW") and end.startswith("EXPR_PRECEDING")
+                or start.startswith("EXPR_FOLLOWING") and (end.startswith(("CURRENT_ROW", "EXPR_PRECEDING")))):
+            raise _GIVE_UP  # "frame start cannot be UNBOUNDED FOLLOWING", ...
+        exclude = "NO_OTHER"
+        if self.kw("EXCLUDE"):
+            if self.kw("CURRENT"):
+                self.expect_kw("ROW")
+                exclude = "CURRENT_ROW"
+            elif self.kw("GROUP"):
+                exclude = "GROUP"
+            elif self.kw("TIES"):
+                exclude = "TIES"
+            else:
+                self.expect_kw("NO")
+                self.expect_kw("OTHERS")
+        return start, end, exclude
+
+    def bound(self, mode: str, bounds: list) -> str:
+        if self.kw("UNBOUNDED"):
+            if self.kw("PRECEDING"):
+                return "UNBOUNDED_PRECEDING"
+            self.expect_kw("FOLLOWING")
+            return "UNBOUNDED_FOLLOWING"
+        if self.is_kw("CURRENT") and self.is_kw("ROW", 1):
+            self.i += 2
+            return "CURRENT_ROW_" + mode
+        bounds.append(self.expr())
+        if self.kw("PRECEDING"):
+            return "EXPR_PRECEDING_" + mode
+        self.expect_kw("FOLLOWING")
+        return "EXPR_FOLLOWING_" + mode
 
     def case(self) -> Expression:
         i = self.i
