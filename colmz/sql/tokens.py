@@ -17,7 +17,9 @@ is DuckDB's own decision, :func:`colmz.sql.tree.check_expression`.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import operator
 import re
 from collections.abc import Sequence
 
@@ -204,6 +206,10 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
     return sub
 
 
+_START = operator.attrgetter("start")
+_END = operator.attrgetter("end")
+
+
 def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
     """Hand :func:`tokenize` the tokens of ``new``, an edit of ``old`` (whose tokens are
     ``toks``), lexing only what the edit may change: the tokens of the common beginning that
@@ -236,29 +242,21 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
             hi = mid - 1
     tail = len(old) - lo  # old[tail:] == new[tail + delta:]
     delta = len(new) - len(old)
-    k = 0
-    while k < len(toks) and toks[k].end + 4 <= p:
-        k += 1
+    # token ends and starts increase: the kept beginning and the common ending by halves
+    k = bisect.bisect_right(toks, p - 4, key=_END)
     out = list(toks[:k])
-    old_at = {t.start: j for j, t in enumerate(toks) if t.start >= tail}
+    old_at = {toks[j].start: j for j in range(bisect.bisect_left(toks, tail, key=_START), len(toks))}
     i = out[-1].end if out else 0
     n = len(new)
-    scan = _SCAN.match
     new_token = Token.__new__
-    while i < n:
-        m = scan(new, i)
-        if m is None:
-            return  # tokenize reports it
+    # one finditer pass, as tokenize reads (anything it cannot decide alone: tokenize relexes)
+    for m in _FAST.finditer(new, i):
         kind = m.lastgroup
+        if m.start() != i or kind == "nest":
+            return
         end = m.end()
-        if kind == "space" or kind == "line":
+        if kind == "space" or kind == "line" or kind == "block":
             i = end
-            continue
-        if kind == "block":
-            try:
-                i = _comment_end(new, i)
-            except SQLError:
-                return
             continue
         j = old_at.get(i - delta)
         if j is not None:  # in step with old's tokens from here on
@@ -266,14 +264,10 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
                 c = new_token(Token)
                 c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start + delta, t.end + delta, t.upper
                 out.append(c)
+            i = n
             break
         if kind == "dollar":
-            tag = m.group()
-            e = new.find(tag, end)
-            if e < 0:
-                return
-            end = e + len(tag)
-            out.append(Token("string", new[i:end], i, end))
+            out.append(Token("string", m.group(), i, end))
         elif kind == "word":
             if end == i + 1 and new.startswith("'", end) and new[i] in "eE":
                 return
@@ -281,6 +275,8 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
         else:
             out.append(Token(kind, m.group(), i, end))
         i = end
+    if i < n:
+        return  # a stray character: tokenize reports it
     if len(_SLICES) >= 256:
         _SLICES.clear()
     _SLICES[new] = out
