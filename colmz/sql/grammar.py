@@ -583,7 +583,7 @@ class _Reader:
 
     def loose_key(self, e: Expression) -> tuple:
         # The names, numbers and strings of ``e``'s tokens, sorted (names unquoted, upper
-        # case; every number alike): expressions DuckDB holds equal have one key
+        # case; numbers by value, 1 as 1.0 and 01): expressions DuckDB holds equal have one key
         lo = bisect.bisect_left(self.S, e.start)
         hi = bisect.bisect_left(self.S, e.end)
         out = []
@@ -592,7 +592,10 @@ class _Reader:
             if k == "i":
                 out.append(self.U[j].strip('"'))
             elif k == "n":
-                out.append("0")
+                try:
+                    out.append(repr(float(self.T[j].replace("_", ""))))
+                except ValueError:
+                    out.append("0")
             elif k == "s":
                 out.append(self.T[j])
         return tuple(sorted(out))

@@ -112,6 +112,7 @@ def test_corpus_trees_are_duckdbs():
     "SELECT a, b, sum(c) FROM t GROUP BY ROLLUP (a, b)", "SELECT 1 FROM t GROUP BY CUBE (b, c), a",
     "SELECT 1 FROM t GROUP BY a, GROUPING SETS ((b, a), a, (), ROLLUP (c, (d, e))), CUBE (t.a, d)",
     "SELECT 1 FROM t GROUP BY GROUPING SETS ((a), (a)), CUBE (a, a)",
+    "SELECT a, b, count(*) FROM t GROUP BY 1, 2",  # positions: numbers of other values are other groups
     # window frames: DuckDB's bounds by mode, offsets after the window's order, exclusions
     "SELECT sum(a) OVER (ROWS 1 PRECEDING), sum(a) FILTER (WHERE c) OVER (PARTITION BY c ORDER BY b RANGE BETWEEN "
     "x + 1 PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE TIES), lag(a, 2) OVER (ORDER BY b GROUPS BETWEEN CURRENT ROW "
@@ -153,6 +154,7 @@ def test_read_without_duckdb(text):
     # group expressions DuckDB merges though written otherwise (a, A: found by the generated
     # test), and ones of the same names and values, which it may merge
     "SELECT 1 FROM t GROUP BY a, A", "SELECT 1 FROM t GROUP BY a::int, CAST(a AS int)", "SELECT 1 FROM t GROUP BY x AND y, y AND x",
+    "SELECT 1 FROM t GROUP BY a + 1, a + 01", "SELECT 1 FROM t GROUP BY a + 1, a + 1.0",
     # frames PostgreSQL's grammar refuses, and unfinished ones
     "SELECT sum(a) OVER (ROWS UNBOUNDED FOLLOWING)", "SELECT sum(a) OVER (ROWS BETWEEN CURRENT ROW AND 1 PRECEDING)",
     "SELECT sum(a) OVER (RANGE 2 FOLLOWING)", "SELECT sum(a) OVER (GROUPS BETWEEN 2 FOLLOWING AND CURRENT ROW)",
