@@ -218,8 +218,9 @@ def _string_value(t: str) -> str:
     raise _GIVE_UP  # X'..', B'..', U&'..', N'..'
 
 
-#: The last text lexed here and DuckDB's tokens of it (:func:`duckdb_tokens`).
-_LAST_LEXED: list = [None, None]
+#: The last text lexed here and DuckDB's tokens of it (:func:`duckdb_tokens`): one tuple,
+#: replaced whole, so a thread reads a text with its own tokens.
+_LAST_LEXED: tuple = (None, None)
 
 
 def duckdb_tokens(text: str) -> list:
@@ -230,8 +231,9 @@ def duckdb_tokens(text: str) -> list:
     >>> [at for at, _ in duckdb_tokens("SELECT (a)")]
     [0, 7, 8, 9]
     """
-    if _LAST_LEXED[0] == text:
-        return _LAST_LEXED[1]
+    last = _LAST_LEXED
+    if last[0] == text:
+        return last[1]
     from colmz.sql.run import require_duckdb
 
     return require_duckdb().tokenize(text)
@@ -247,7 +249,8 @@ class _Reader:
             raw = _KINDS["tokenize"](text)
         except Exception:  # noqa: BLE001 - what DuckDB's lexer refuses, DuckDB's parser reports
             raise _GIVE_UP from None
-        _LAST_LEXED[:] = (text, raw)
+        global _LAST_LEXED
+        _LAST_LEXED = (text, raw)
         if not raw:
             raise _GIVE_UP
         kinds = _KINDS
