@@ -157,14 +157,15 @@ _SCAN = re.compile(
     re.S,
 )
 
-#: :data:`_SCAN` for :func:`tokenize`'s one pass: a block comment without a ``/*`` inside is
-#: one match (a nested one is ``nest``, read by :func:`_comment_end`), a dollar-quoted string
-#: is one match up to the first repeat of its tag (as ``text.find`` of the tag).
+#: :data:`_SCAN` for :func:`tokenize`'s one pass: each match is the whitespace before a token
+#: and the token; a block comment without a ``/*`` inside is one match (a nested one is
+#: ``nest``, read by :func:`_comment_end`), a dollar-quoted string one match up to the first
+#: repeat of its tag (as ``text.find`` of the tag).
 _FAST = re.compile(
-    _SCAN.pattern.replace(
+    r"[ \t\n\r\f\v]*(?:" + _SCAN.pattern.replace(r"(?P<space>[ \t\n\r\f\v]+)|", "", 1).replace(
         r"|(?P<block>/\*)", r"|(?P<block>/\*(?:[^*/]|\*(?!/)|/(?!\*))*\*/)|(?P<nest>/\*)", 1).replace(
         r"|(?P<dollar>" + _DOLLAR.pattern.replace("$(", "$(?:", 1) + ")",
-        r"|(?P<dollar>\$(?P<tag>(?:" + _DOLLAR.pattern[3:-4] + r")?)\$.*?\$(?P=tag)\$)", 1),
+        r"|(?P<dollar>\$(?P<tag>(?:" + _DOLLAR.pattern[3:-4] + r")?)\$.*?\$(?P=tag)\$)", 1) + ")",
     re.S,
 )
 
@@ -245,7 +246,8 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
     # token ends and starts increase: the kept beginning and the common ending by halves
     k = bisect.bisect_right(toks, p - 4, key=_END)
     out = list(toks[:k])
-    old_at = {toks[j].start: j for j in range(bisect.bisect_left(toks, tail, key=_START), len(toks))}
+    first_tail = bisect.bisect_left(toks, tail, key=_START)  # old's first token in the common ending
+    n_old = len(toks)
     i = out[-1].end if out else 0
     n = len(new)
     new_token = Token.__new__
@@ -255,11 +257,15 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
         if m.start() != i or kind == "nest":
             return
         end = m.end()
-        if kind == "space" or kind == "line" or kind == "block":
+        if kind == "line" or kind == "block":
             i = end
             continue
-        j = old_at.get(i - delta)
-        if j is not None:  # in step with old's tokens from here on
+        tok = m.group(kind)
+        i = end - len(tok)
+        j = n_old
+        if i - delta >= tail:
+            j = bisect.bisect_left(toks, i - delta, lo=first_tail, key=_START)
+        if j < n_old and toks[j].start == i - delta:  # in step with old's tokens from here on
             for t in toks[j:]:
                 c = new_token(Token)
                 c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start + delta, t.end + delta, t.upper
@@ -267,15 +273,15 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
             i = n
             break
         if kind == "dollar":
-            out.append(Token("string", m.group(), i, end))
+            out.append(Token("string", tok, i, end))
         elif kind == "word":
-            if end == i + 1 and new.startswith("'", end) and new[i] in "eE":
+            if end == i + 1 and new.startswith("'", end) and tok in "eE":
                 return
-            out.append(Token("word", m.group(), i, end))
+            out.append(Token("word", tok, i, end))
         else:
-            out.append(Token(kind, m.group(), i, end))
+            out.append(Token(kind, tok, i, end))
         i = end
-    if i < n:
+    if new[i:].strip(" \t\n\r\f\v"):
         return  # a stray character: tokenize reports it
     if len(_SLICES) >= 256:
         _SLICES.clear()
@@ -303,14 +309,19 @@ def tokenize(text: str) -> tuple[Token, ...]:
         if m.start() != i or kind == "nest":
             break
         end = m.end()
+        if kind == "line" or kind == "block":
+            i = end
+            continue
+        tok = m.group(kind)
+        at = end - len(tok)
         if kind == "word":
-            if end == i + 1 and text.startswith("'", end) and text[i] in "eE":
+            if end == at + 1 and text.startswith("'", end) and tok in "eE":
                 break
-            append(Token("word", m.group(), i, end))
+            append(Token("word", tok, at, end))
         elif kind == "dollar":
-            append(Token("string", m.group(), i, end))
-        elif kind != "space" and kind != "line" and kind != "block":
-            append(Token(kind, m.group(), i, end))
+            append(Token("string", tok, at, end))
+        else:
+            append(Token(kind, tok, at, end))
         i = end
     scan_from(text, i, out)
     return out
@@ -426,6 +437,17 @@ def nesting_depth(toks: Sequence[Token]) -> int:
     >>> nesting_depth(tokenize("f((a)) + CAST(CAST(b AS numeric) AS text)")), nesting_depth(tokenize("x::a::b[]"))
     (2, 3)
     """
+    if not any(t.text == "::" for t in toks):
+        # no cast chains: the depth is the open parentheses and brackets
+        depth = deepest = 0
+        for t in [t.text for t in toks if t.kind == "op" and t.text in "()[]"]:
+            if t == "(" or t == "[":
+                depth += 1
+                if depth > deepest:
+                    deepest = depth
+            elif depth:
+                depth -= 1
+        return deepest
     chains = [0]  # per open level: the casts chained at that level so far
     depth = deepest = 0
     prev = None
