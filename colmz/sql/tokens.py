@@ -196,6 +196,10 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
         _SLICES.clear()
     if len(_SHALLOW) >= 4096:
         _SHALLOW.clear()
+    if lo == 0:  # in place: the same tokens (read-only, shared)
+        _SLICES[sub] = list(toks[a:b])
+        _SHALLOW.add(sub)
+        return sub
     new = Token.__new__
     out = []
     for t in toks[a:b]:
