@@ -34,7 +34,7 @@ alternately in N pairs of child processes, in CPU time (``time.process_time``, b
 per child), and prints the median and range of each: on a shared machine wall time counts
 other processes' turns, and one child against another spreads more than a change does.
 
-One run on an otherwise idle machine (``python asv_benchmarks/bench_sql.py --before DIR
+One run on a shared machine (``python asv_benchmarks/bench_sql.py --before DIR
 --rounds 5``, DIR the tree before statements were remembered per text, tokens shared and
 edited texts lexed again only where edited: ``git archive 7dc45dd colmz``; DuckDB 2.0.1, 2
 cores), 12 statements giving 14 queries, us of CPU per query:
@@ -42,18 +42,19 @@ cores), 12 statements giving 14 queries, us of CPU per query:
 ==============================================  ==========  ==========
 path                                            before      after
 ==============================================  ==========  ==========
-colmz parse + translate + bind, first sight          238.1       212.0
-colmz parse + translate + bind, cached                25.7         3.0
-colmz ..., new text of a known shape                 248.1       219.5
+colmz parse + translate + bind, first sight          243.7       216.2
+colmz parse + translate + bind, cached                25.9         3.0
+colmz ..., new text of a known shape                 255.7       215.2
 ==============================================  ==========  ==========
 
 A statement seen before is no longer parsed: :func:`colmz.sql.parse` keeps each text's
 statements and hands out copies, and translation and binding were already remembered per
-text, so a re-run costs a few dictionary reads. A first sight is colmz's tokenizer (about a
-quarter: one regular-expression match per token, each query cut from its statement sharing
-the statement's tokens), colmz's reader of DuckDB's tokens (``colmz.sql.grammar``, about a
-sixth; every text of this workload is read without ``json_serialize_sql``), and translation
-(:mod:`colmz.sql.transforms`, the larger part). A known shape costs what a first sight
+text, so a re-run costs a few dictionary reads. A first sight is colmz's tokenizer (one
+``finditer`` pass, each match a token with the whitespace before it; each query cut from its
+statement sharing the statement's tokens, an edited text lexed again only near the edit),
+colmz's reader of DuckDB's tokens (``colmz.sql.grammar``; every text of this workload is read
+without ``json_serialize_sql``), and translation and binding (:mod:`colmz.sql.transforms`,
+:mod:`colmz.sql.translate`). A known shape costs what a first sight
 does: the reader is cheaper than finding and remapping a shape, which serves the texts it
 gives up on.
 """

@@ -22,18 +22,22 @@ Known (anything else gives up):
   [ALL] select [ORDER BY e [ASC|DESC] [NULLS FIRST|LAST], ...] [LIMIT e] [OFFSET e]``,
   ``VALUES (..), (..)``, ``;``-separated;
 * ``SELECT [DISTINCT [ON (..)]] item [[AS] alias], ... [FROM ...] [WHERE e] [GROUP BY e, ...]
-  [HAVING e]``; ``FROM`` of tables, subqueries, ``VALUES`` and table functions with aliases
+  [HAVING e]``, ``GROUP BY`` items also ``ROLLUP (..)``, ``CUBE (..)``, ``GROUPING SETS (..)``
+  over column references; ``FROM`` of tables, subqueries, ``VALUES`` and table functions with aliases
   and column aliases, commas and ``[INNER|LEFT|RIGHT|FULL [OUTER]|CROSS] JOIN ... [ON e |
   USING (cols)]``;
 * expressions: column references, ``*``/``t.*``, numbers (``1``, ``1.5``, ``1e5``, ``.5``,
   ``1_000``, negated), strings (``'..'``, ``E'..'``, dollar quotes), ``TRUE``/``FALSE``/
-  ``NULL``, ``DATE``/``TIMESTAMP``/``INTERVAL '..'``, ``OR AND NOT``, comparisons (also
+  ``NULL``, ``DATE``/``TIMESTAMP``/``INTERVAL '..'``, ``INTERVAL '..' <unit>`` (no ``TO``),
+  ``OR AND NOT``, comparisons (also
   ``ANY``/``SOME``/``ALL (query)``), ``+ - * / % ||``, ``~ ~* !~ !~*``, unary ``-``/``+``,
   ``IS [NOT] NULL``, ``ISNULL``, ``NOTNULL``, ``IS [NOT] DISTINCT FROM``, ``[NOT] BETWEEN``,
   ``[NOT] IN (list | query)``, ``[NOT] [I]LIKE``, ``CASE``, ``::`` and ``CAST(.. AS ..)``,
   subscripts, ``ARRAY[..]``, function calls (``DISTINCT`` and ``ORDER BY`` arguments,
-  ``FILTER``, ``count(*)``, ``OVER ([PARTITION BY ..] [ORDER BY ..])`` without a frame),
-  ``COALESCE``, ``NULLIF``, ``GREATEST``, ``LEAST``, ``EXTRACT``, row constructors,
+  ``FILTER``, ``count(*)``, ``OVER ([PARTITION BY ..] [ORDER BY ..] [frame])``,
+  ``percentile_cont``/``percentile_disc``/``mode`` ``WITHIN GROUP (ORDER BY ..)``),
+  ``COALESCE``, ``NULLIF``, ``GREATEST``, ``LEAST``, ``EXTRACT``,
+  ``SUBSTRING(a FROM b [FOR c])``, ``SUBSTRING(a FOR c)``, row constructors,
   ``[NOT] EXISTS``, scalar subqueries.
 
 Where DuckDB's parser departs from PostgreSQL's grammar (``a IN (b) + c`` and ``a ~ b BETWEEN
@@ -53,11 +57,12 @@ given up: DuckDB's path then refuses it as it always has
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, Window, char_offsets
 
-__all__ = ["MAX_DEPTH", "read_query"]
+__all__ = ["MAX_DEPTH", "duckdb_tokens", "read_query"]
 
 #: Deepest nesting read here (recursion plus chained operators); deeper texts go to DuckDB.
 MAX_DEPTH = 48
@@ -143,6 +148,8 @@ _PLAIN = re.compile(r"'(?:[^']|'')*'")
 _ESCAPED = re.compile(r"'(?:[^'\\]|''|\\.)*'", re.S)
 _QUOTED = re.compile(r'"(?:[^"]|"")+"')
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
+#: PostgreSQL's (and DuckDB's) whitespace, stripped from the end of each token's text.
+_SPACE = " \t\n\r\f\v"
 
 
 def _load() -> None:
@@ -211,6 +218,27 @@ def _string_value(t: str) -> str:
     raise _GIVE_UP  # X'..', B'..', U&'..', N'..'
 
 
+#: The last text lexed here and DuckDB's tokens of it (:func:`duckdb_tokens`): one tuple,
+#: replaced whole, so a thread reads a text with its own tokens.
+_LAST_LEXED: tuple = (None, None)
+
+
+def duckdb_tokens(text: str) -> list:
+    """``duckdb.tokenize(text)``: ``(byte offset, token type)`` pairs; the last text
+    :func:`read_query` lexed is not lexed again (the tree module's check of one
+    expression reads the tokens of the text just parsed).
+
+    >>> [at for at, _ in duckdb_tokens("SELECT (a)")]
+    [0, 7, 8, 9]
+    """
+    last = _LAST_LEXED
+    if last[0] == text:
+        return last[1]
+    from colmz.sql.run import require_duckdb
+
+    return require_duckdb().tokenize(text)
+
+
 class _Reader:
     __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "match", "after_open", "depth")
 
@@ -221,55 +249,48 @@ class _Reader:
             raw = _KINDS["tokenize"](text)
         except Exception:  # noqa: BLE001 - what DuckDB's lexer refuses, DuckDB's parser reports
             raise _GIVE_UP from None
+        global _LAST_LEXED
+        _LAST_LEXED = (text, raw)
         if not raw:
             raise _GIVE_UP
+        kinds = _KINDS
+        try:
+            K = [kinds[id(kind)] for _, kind in raw]
+        except KeyError:
+            raise _GIVE_UP from None
         chars = char_offsets(text)
-        K: list[str] = []
-        S: list[int] = []
-        E: list[int] = []
-        T: list[str] = []
-        U: list[str] = []
+        S = [at for at, _ in raw] if chars is None else [chars[at] for at, _ in raw]
+        # each token's text runs to the next token's start, less the whitespace
+        T = [text[a:b].rstrip(_SPACE) for a, b in zip(S, [*S[1:], len(text)])]
+        if "c" in K:
+            keep = []
+            for j, k in enumerate(K):
+                if k != "c":
+                    keep.append(j)
+                    continue
+                # a comment: colmz's tokenizer must read the same parentheses around it
+                tok = T[j]
+                if "(" in tok or ")" in tok or "'" in tok or '"' in tok or "$" in tok or tok.count("/*") > 1:
+                    raise _GIVE_UP
+            K = [K[j] for j in keep]
+            S = [S[j] for j in keep]
+            T = [T[j] for j in keep]
+        if "" in T:
+            raise _GIVE_UP
+        E = [a + len(t) for a, t in zip(S, T)]
+        U = [t.upper() if k == "k" or k == "i" else t for k, t in zip(K, T)]
+        n = len(K)
         match: dict[int, int] = {}  # each "(" token's ")": the tree module widens spans by them
         after_open: dict[int, int] = {}  # a token's start -> the "(" token just before it
         stack: list[int] = []
-        kinds = _KINDS
-        stop = len(text)
-        # backwards: each token's text runs to the next token's start, less the whitespace
-        for at, kind in reversed(raw):
-            k = kinds.get(id(kind))
-            if k is None:
-                raise _GIVE_UP
-            if chars is not None:
-                at = chars[at]
-            tok = text[at:stop].rstrip(" \t\n\r\f\v")
-            stop = at
-            if k == "c":
-                # a comment: colmz's tokenizer must read the same parentheses around it
-                if "(" in tok or ")" in tok or "'" in tok or '"' in tok or "$" in tok or tok.count("/*") > 1:
-                    raise _GIVE_UP
-                continue
-            if not tok:
-                raise _GIVE_UP
-            K.append(k)
-            S.append(at)
-            E.append(at + len(tok))
-            T.append(tok)
-            U.append(tok.upper() if k == "k" or k == "i" else tok)
-        K.reverse()
-        S.reverse()
-        E.reverse()
-        T.reverse()
-        U.reverse()
-        n = len(K)
-        for j in range(n):
-            if K[j] == "o":
-                t = T[j]
-                if t == "(":
-                    stack.append(j)
-                    if j + 1 < n:
-                        after_open[S[j + 1]] = j
-                elif t == ")" and stack:
-                    match[stack.pop()] = j
+        # only operator tokens read "(" or ")" (strings and quoted names keep their quotes)
+        for j in [j for j, t in enumerate(T) if t == "(" or t == ")"]:
+            if T[j] == "(":
+                stack.append(j)
+                if j + 1 < n:
+                    after_open[S[j + 1]] = j
+            elif stack:
+                match[stack.pop()] = j
         self.text = text
         self.K, self.S, self.E, self.T, self.U = K, S, E, T, U
         self.n = n
@@ -500,28 +521,169 @@ class _Reader:
         if self.is_kw("GROUP"):
             self.i += 1
             self.expect_kw("BY")
-            if self.is_kw("ALL") or self.is_kw("ROLLUP") or self.is_kw("CUBE") or self.is_kw("GROUPING"):
+            if self.is_kw("ALL"):
                 raise _GIVE_UP
-            g = []
-            seen = set()
-            while True:
-                if self.is_op("("):  # (a, b) groups; () the empty set
-                    raise _GIVE_UP
-                e = self.expr()
-                key = self.text[e.start:e.end]
-                if key in seen:
-                    raise _GIVE_UP  # DuckDB merges equal group expressions
-                seen.add(key)
-                g.append(e)
-                if not self.op(","):
-                    break
-            group = tuple(g)
-            sets = (tuple(range(len(g))),)
+            group, sets = self.group_by()
         having = self.expr() if self.kw("HAVING") else None
         if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("WINDOW", "QUALIFY", "USING", "TABLESAMPLE"):
             raise _GIVE_UP
         return _Query("SELECT_NODE", tuple(items), from_, where, group, having, None, tuple(modifiers),
                      grouping_sets=sets)
+
+    def group_by(self) -> tuple[tuple[Expression, ...], tuple[tuple[int, ...], ...]]:
+        """``GROUP BY`` items, ``self.i`` after ``BY``: DuckDB's group expressions (equal ones
+        merged, the first kept) and grouping sets (positions among them, each sorted): the
+        cross product of the items' sets, an item being an expression, ``ROLLUP (..)``,
+        ``CUBE (..)`` or ``GROUPING SETS (..)``."""
+        exprs: list[Expression] = []  # as written, before merging
+        items = []
+        while True:
+            if self.is_op("("):  # (a, b) groups; () the empty set
+                raise _GIVE_UP
+            items.append(self.grouping_item(exprs, top=True))
+            if not self.op(","):
+                break
+        # DuckDB merges equal group expressions, also written otherwise (a and A, a::int and
+        # CAST(a AS int)): expressions of one loose key, which equal ones share, are merged
+        # below only when they are the same column written the same way, else given up
+        loose: dict[tuple, Expression] = {}
+        for e in exprs:
+            key = self.loose_key(e)
+            other = loose.setdefault(key, e)
+            if other is not e and not (e.cls == "COLUMN_REF" and other.cls == "COLUMN_REF"
+                                       and self.text[e.start:e.end] == self.text[other.start:other.end]):
+                raise _GIVE_UP
+        if all(kind == "expr" for kind, _ in items):
+            if len(loose) < len(exprs):
+                raise _GIVE_UP
+            return tuple(exprs), (tuple(range(len(exprs))),)
+        # with grouping sets, only column references: which of them DuckDB merges is then
+        # certain (the same name written the same way), anything else gives up
+        index: list[int] = []
+        group: list[Expression] = []
+        known: dict[tuple, tuple[str, int]] = {}
+        for e in exprs:
+            if e.cls != "COLUMN_REF":
+                raise _GIVE_UP
+            key = tuple(p.lower() for p in e.name)
+            text = self.text[e.start:e.end]
+            got = known.get(key)
+            if got is None:
+                known[key] = (text, len(group))
+                index.append(len(group))
+                group.append(e)
+            elif got[0] != text:
+                raise _GIVE_UP  # "A" beside a, t.a spaced otherwise: not certain
+            else:
+                index.append(got[1])
+        sets: list[frozenset] = [frozenset()]
+        for item in items:
+            mine = self.grouping_sets(item, index)
+            sets = [a | b for a in sets for b in mine]
+            if len(sets) > _MAX_SETS:
+                raise _GIVE_UP
+        return tuple(group), tuple(tuple(sorted(g)) for g in sets)
+
+    def loose_key(self, e: Expression) -> tuple:
+        # The names, numbers and strings of ``e``'s tokens, sorted (names unquoted, upper
+        # case; numbers by value, 1 as 1.0 and 01): expressions DuckDB holds equal have one key
+        lo = bisect.bisect_left(self.S, e.start)
+        hi = bisect.bisect_left(self.S, e.end)
+        out = []
+        for j in range(lo, hi):
+            k = self.K[j]
+            if k == "i":
+                out.append(self.U[j].strip('"'))
+            elif k == "n":
+                try:
+                    out.append(repr(float(self.T[j].replace("_", ""))))
+                except ValueError:
+                    out.append("0")
+            elif k == "s":
+                out.append(self.T[j])
+        return tuple(sorted(out))
+
+    def grouping_item(self, exprs: list, top: bool = False) -> tuple:
+        # One item of GROUP BY or of GROUPING SETS (...): ("expr", position), ("set", [positions])
+        # for (a, b) and (), ("rollup"|"cube", [[positions], ...]), ("sets", [items]).
+        w = self.U[self.i] if self.i < self.n and self.K[self.i] == "k" else ""
+        if (w == "ROLLUP" or w == "CUBE") and self.is_op("(", 1):
+            self.i += 2
+            units = []
+            while True:
+                if self.is_op("("):
+                    unit = self.grouping_list(exprs)
+                    if not unit:
+                        raise _GIVE_UP  # () in ROLLUP/CUBE
+                else:
+                    exprs.append(self.expr())
+                    unit = [len(exprs) - 1]
+                units.append(unit)
+                if not self.op(","):
+                    break
+            self.expect_op(")")
+            if w == "CUBE" and len(units) > 8:
+                raise _GIVE_UP
+            return w.lower(), units
+        if w == "GROUPING" and self.is_kw("SETS", 1):
+            self.i += 2
+            self.expect_op("(")
+            inner = []
+            while True:
+                inner.append(self.grouping_item(exprs))
+                if not self.op(","):
+                    break
+            self.expect_op(")")
+            return "sets", inner
+        if not top and self.is_op("("):
+            return "set", self.grouping_list(exprs)
+        exprs.append(self.expr())
+        return "expr", len(exprs) - 1
+
+    def grouping_list(self, exprs: list) -> list[int]:
+        # ``(a, b)`` or ``()`` as one grouping set, ``self.i`` at ``(``; ``(a) + 1`` gives up
+        j = self.match.get(self.i)
+        if j is None or j + 1 >= self.n or self.T[j + 1] not in (",", ")"):
+            raise _GIVE_UP
+        self.i += 1
+        out = []
+        if not self.op(")"):
+            while True:
+                exprs.append(self.expr())
+                out.append(len(exprs) - 1)
+                if not self.op(","):
+                    break
+            self.expect_op(")")
+        return out
+
+    def grouping_sets(self, item: tuple, index: list[int]) -> list[frozenset]:
+        # DuckDB's sets of one item (transform_groupby.cpp): ROLLUP's prefixes, CUBE's subsets
+        # depth first, GROUPING SETS' items' sets one after another
+        kind, body = item
+        if kind == "expr":
+            return [frozenset((index[body],))]
+        if kind == "set":
+            return [frozenset(index[k] for k in body)]
+        if kind == "sets":
+            out = []
+            for sub in body:
+                out += self.grouping_sets(sub, index)
+            return out
+        units = [frozenset(index[k] for k in u) for u in body]
+        if kind == "rollup":
+            out = [frozenset()]
+            for u in units:
+                out.append(out[-1] | u)
+            return out
+        out = []
+
+        def cube(cur: frozenset, start: int) -> None:
+            out.append(cur)
+            for k in range(start, len(units)):
+                cube(cur | units[k], k + 1)
+
+        cube(frozenset(), 0)
+        return out
 
     def values(self) -> Query:
         """``VALUES (..), (..)``: DuckDB's ``SELECT * FROM`` an expression list."""
@@ -1011,9 +1173,20 @@ class _Reader:
             if w == "INTERVAL" and self.i + 1 < self.n and self.K[i + 1] == "s":
                 value = _string_value(self.T[i + 1])
                 self.i += 2
-                if self.i < self.n and (self.K[self.i] in "ik" and self.U[self.i] not in _FOLLOW or self.is_op("(")):
-                    raise _GIVE_UP  # INTERVAL '1' DAY, ... TO ...
                 const = _Expr("CONSTANT", "VALUE_CONSTANT", S[i + 1], E[i + 1], literal=Literal("STRING", value))
+                unit = _INTERVAL_UNITS.get(self.U[self.i]) if self.i < self.n and self.K[self.i] == "k" else None
+                if unit is not None and not self.is_kw("TO", 1):
+                    # INTERVAL '1' DAY: to_days(CAST(trunc(CAST('1' AS DOUBLE)) AS BIGINT)), the
+                    # inner nodes at the constant, the call spanning INTERVAL to the unit
+                    self.i += 1
+                    a, b = S[i + 1], E[i + 1]
+                    arg = _Expr("CAST", "OPERATOR_CAST", a, b, (const, _Expr("TYPE", "TYPE", -1, -1)))
+                    if unit[1]:
+                        arg = _Expr("FUNCTION", "FUNCTION", a, b, (arg,), name=("trunc",))
+                        arg = _Expr("CAST", "OPERATOR_CAST", a, b, (arg, _Expr("TYPE", "TYPE", -1, -1)))
+                    return _Expr("FUNCTION", "FUNCTION", S[i], E[self.i - 1], (arg,), name=(unit[0],))
+                if self.i < self.n and (self.K[self.i] in "ik" and self.U[self.i] not in _FOLLOW or self.is_op("(")):
+                    raise _GIVE_UP  # another unit, ... TO ...
                 return self.node("CAST", "OPERATOR_CAST", S[i], E[i + 1], (const, _Expr("TYPE", "TYPE", -1, -1)))
             if (w == "GREATEST" or w == "LEAST") and self.is_op("(", 1):
                 self.i += 1
@@ -1029,6 +1202,22 @@ class _Reader:
                 operand = self.expr()
                 self.expect_op(")")
                 return self.node("FUNCTION", "FUNCTION", S[i], E[self.i - 1], (field, operand), name=("date_part",))
+            if w == "SUBSTRING" and self.is_op("(", 1):
+                # SUBSTRING(a FROM b [FOR c]) and SUBSTRING(a FOR c) are substring(a, b, c), the
+                # start 1 unpositioned when only FOR is written; with commas, a plain call
+                self.i += 2
+                args = [self.expr()]
+                if self.kw("FROM"):
+                    args.append(self.expr())
+                    if self.kw("FOR"):
+                        args.append(self.expr())
+                elif self.kw("FOR"):
+                    args += [_Expr("CONSTANT", "VALUE_CONSTANT", -1, -1, literal=Literal("INTEGER", "1")), self.expr()]
+                else:
+                    while self.op(","):
+                        args.append(self.expr())
+                self.expect_op(")")
+                return self.node("FUNCTION", "FUNCTION", S[i], E[self.i - 1], args, name=("substring",))
             if w == "ARRAY" and self.is_op("[", 1):
                 self.i += 2
                 items = []
@@ -1140,6 +1329,7 @@ class _Reader:
         distinct = False
         args: list[Expression] = []
         orders: tuple[Order, ...] = ()
+        within = False
         if name == ("count",) and self.is_op(")"):
             raise _GIVE_UP
         if self.is_op("*") and self.is_op(")", 1):
@@ -1165,6 +1355,20 @@ class _Reader:
                 self.expect_kw("BY")
                 orders = self.order_by().orders
             self.expect_op(")")
+            if self.kw("WITHIN"):
+                # ordered-set aggregates: DuckDB's name, the one sort key in order_by
+                name, want = _ORDERED_SETS.get(name, (None, -1))
+                if name is None or want != len(args) or distinct or orders:
+                    raise _GIVE_UP
+                self.expect_kw("GROUP")
+                self.expect_op("(")
+                self.expect_kw("ORDER")
+                self.expect_kw("BY")
+                orders = self.order_by().orders
+                self.expect_op(")")
+                if len(orders) != 1:
+                    raise _GIVE_UP
+                within = True
         filt = None
         if self.kw("FILTER"):
             self.expect_op("(")
@@ -1172,6 +1376,8 @@ class _Reader:
             filt = self.expr()
             self.expect_op(")")
         if self.kw("OVER"):
+            if within:
+                raise _GIVE_UP  # DuckDB's window of an ordered-set aggregate keeps other names
             return self.window(i, name, args, orders, filt)
         if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("FILTER", "WITHIN", "IGNORE", "RESPECT"):
             raise _GIVE_UP
@@ -1199,13 +1405,65 @@ class _Reader:
         if self.kw("ORDER"):
             self.expect_kw("BY")
             window_orders = self.order_by().orders
-        self.expect_op(")")  # a frame (ROWS, RANGE, GROUPS) or a named window gives up here
+        bounds: list[Expression] = []
+        frame = ("UNBOUNDED_PRECEDING", "CURRENT_ROW_RANGE", "NO_OTHER")
+        if self.i < self.n and self.K[self.i] == "k" and self.U[self.i] in ("ROWS", "RANGE", "GROUPS"):
+            frame = self.frame(bounds)
+        self.expect_op(")")  # a named window gives up here
         if "OVER" in self.U[first:self.i]:
             raise _GIVE_UP  # DuckDB refuses a window function in a window definition, subqueries too
-        kids = parts + [o.expression for o in window_orders] + ([filt] if filt is not None else [])
+        kids = parts + [o.expression for o in window_orders] + bounds + ([filt] if filt is not None else [])
         kids += [o.expression for o in orders] + args
         return self.node("WINDOW", _WINDOW_TYPES.get(fn, "WINDOW_AGGREGATE"), self.S[i], self.E[self.i - 1], kids,
-                         name=(fn,), over=Window(tuple(parts), window_orders))
+                         name=(fn,), over=Window(tuple(parts), window_orders, *frame))
+
+    def frame(self, bounds: list) -> tuple[str, str, str]:
+        """``{ROWS|RANGE|GROUPS} {bound | BETWEEN bound AND bound} [EXCLUDE ..]``, ``self.i``
+        at the mode: DuckDB's start and end (``CURRENT_ROW_<mode>``, ``EXPR_PRECEDING_<mode>``,
+        ``EXPR_FOLLOWING_<mode>``, ``UNBOUNDED_PRECEDING``, ``UNBOUNDED_FOLLOWING``; the end
+        the current row when one bound is written) and exclusion; offsets appended to
+        ``bounds``. The bounds PostgreSQL's grammar refuses give up."""
+        mode = self.U[self.i]
+        self.i += 1
+        between = self.kw("BETWEEN")
+        start = self.bound(mode, bounds)
+        if between:
+            self.expect_kw("AND")
+            end = self.bound(mode, bounds)
+        else:
+            end = "CURRENT_ROW_" + mode
+        if (start == "UNBOUNDED_FOLLOWING" or end == "UNBOUNDED_PRECEDING"
+                or start.startswith("CURRENT_ROW") and end.startswith("EXPR_PRECEDING")
+                or start.startswith("EXPR_FOLLOWING") and (end.startswith(("CURRENT_ROW", "EXPR_PRECEDING")))):
+            raise _GIVE_UP  # "frame start cannot be UNBOUNDED FOLLOWING", ...
+        exclude = "NO_OTHER"
+        if self.kw("EXCLUDE"):
+            if self.kw("CURRENT"):
+                self.expect_kw("ROW")
+                exclude = "CURRENT_ROW"
+            elif self.kw("GROUP"):
+                exclude = "GROUP"
+            elif self.kw("TIES"):
+                exclude = "TIES"
+            else:
+                self.expect_kw("NO")
+                self.expect_kw("OTHERS")
+        return start, end, exclude
+
+    def bound(self, mode: str, bounds: list) -> str:
+        if self.kw("UNBOUNDED"):
+            if self.kw("PRECEDING"):
+                return "UNBOUNDED_PRECEDING"
+            self.expect_kw("FOLLOWING")
+            return "UNBOUNDED_FOLLOWING"
+        if self.is_kw("CURRENT") and self.is_kw("ROW", 1):
+            self.i += 2
+            return "CURRENT_ROW_" + mode
+        bounds.append(self.expr())
+        if self.kw("PRECEDING"):
+            return "EXPR_PRECEDING_" + mode
+        self.expect_kw("FOLLOWING")
+        return "EXPR_FOLLOWING_" + mode
 
     def case(self) -> Expression:
         i = self.i
@@ -1228,6 +1486,12 @@ class _Reader:
         return self.node("CASE", "CASE_EXPR", self.S[i], self.E[self.i - 1], kids)
 
 
+#: Ordered-set aggregates ``f(args) WITHIN GROUP (ORDER BY key)``: DuckDB's function name and
+#: the number of direct arguments it takes (any other function is refused by DuckDB).
+_ORDERED_SETS = {("percentile_cont",): (("quantile_cont",), 1), ("percentile_disc",): (("quantile_disc",), 1),
+                 ("mode",): (("mode",), 0)}
+#: The most grouping sets read here (more go to DuckDB).
+_MAX_SETS = 256
 #: DuckDB's window expression types by function (any other function: ``WINDOW_AGGREGATE``).
 _WINDOW_TYPES = {"row_number": "WINDOW_ROW_NUMBER", "rank": "WINDOW_RANK", "dense_rank": "WINDOW_RANK_DENSE",
                  "percent_rank": "WINDOW_PERCENT_RANK", "cume_dist": "WINDOW_CUME_DIST", "ntile": "WINDOW_NTILE",
@@ -1235,7 +1499,19 @@ _WINDOW_TYPES = {"row_number": "WINDOW_ROW_NUMBER", "rank": "WINDOW_RANK", "dens
                  "last_value": "WINDOW_LAST_VALUE", "nth_value": "WINDOW_NTH_VALUE", "fill": "WINDOW_FILL"}
 #: Functions DuckDB renames in a window.
 _WINDOW_NAMES = {"count_star": "count", "first": "first_value", "last": "last_value"}
-#: Words after ``INTERVAL '...'`` that end it (anything else, a unit, gives up).
+#: ``INTERVAL '...' <unit>``: DuckDB's function of each unit keyword, and whether the value
+#: is truncated to an integer first (all but seconds and milliseconds).
+_INTERVAL_UNITS = {
+    **{u: (f"to_{p}", True) for p, us in (
+        ("years", ("YEAR", "YEARS")), ("months", ("MONTH", "MONTHS")), ("days", ("DAY", "DAYS")),
+        ("hours", ("HOUR", "HOURS")), ("minutes", ("MINUTE", "MINUTES")),
+        ("microseconds", ("MICROSECOND", "MICROSECONDS")), ("weeks", ("WEEK", "WEEKS")),
+        ("decades", ("DECADE", "DECADES")), ("centuries", ("CENTURY", "CENTURIES")),
+        ("millennia", ("MILLENNIUM", "MILLENNIA")), ("quarters", ("QUARTER", "QUARTERS"))) for u in us},
+    "SECOND": ("to_seconds", False), "SECONDS": ("to_seconds", False),
+    "MILLISECOND": ("to_milliseconds", False), "MILLISECONDS": ("to_milliseconds", False),
+}
+#: Words after ``INTERVAL '...'`` that end it (anything else but a unit gives up).
 _FOLLOW = frozenset({"AS", "FROM", "WHERE", "AND", "OR", "THEN", "ELSE", "END", "WHEN", "GROUP", "ORDER",
                      "HAVING", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT", "IS", "NOT", "IN",
                      "BETWEEN", "LIKE", "ILIKE", "ON", "JOIN", "ASC", "DESC"})

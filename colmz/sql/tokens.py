@@ -17,14 +17,16 @@ is DuckDB's own decision, :func:`colmz.sql.tree.check_expression`.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import operator
 import re
 from collections.abc import Sequence
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
 __all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "nesting_depth",
-           "require_text", "share_edit", "share_slice", "short_text_cache", "tokenize"]
+           "require_text", "scan_from", "share_edit", "share_slice", "short_text_cache", "tokenize"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -155,6 +157,17 @@ _SCAN = re.compile(
     re.S,
 )
 
+#: :data:`_SCAN` for :func:`tokenize`'s one pass: each match is the whitespace before a token
+#: and the token; a block comment without a ``/*`` inside is one match (a nested one is
+#: ``nest``, read by :func:`_comment_end`), a dollar-quoted string one match up to the first
+#: repeat of its tag (as ``text.find`` of the tag).
+_FAST = re.compile(
+    r"[ \t\n\r\f\v]*(?:" + _SCAN.pattern.replace(r"(?P<space>[ \t\n\r\f\v]+)|", "", 1).replace(
+        r"|(?P<block>/\*)", r"|(?P<block>/\*(?:[^*/]|\*(?!/)|/(?!\*))*\*/)|(?P<nest>/\*)", 1).replace(
+        r"|(?P<dollar>" + _DOLLAR.pattern.replace("$(", "$(?:", 1) + ")",
+        r"|(?P<dollar>\$(?P<tag>(?:" + _DOLLAR.pattern[3:-4] + r")?)\$.*?\$(?P=tag)\$)", 1) + ")",
+    re.S,
+)
 
 #: Tokens of slices of texts already tokenized (:func:`share_slice`), each taken by the first
 #: :func:`tokenize` of its text (then held by its cache); a bounded waiting room.
@@ -183,6 +196,10 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
         _SLICES.clear()
     if len(_SHALLOW) >= 4096:
         _SHALLOW.clear()
+    if lo == 0:  # in place: the same tokens (read-only, shared)
+        _SLICES[sub] = list(toks[a:b])
+        _SHALLOW.add(sub)
+        return sub
     new = Token.__new__
     out = []
     for t in toks[a:b]:
@@ -192,6 +209,10 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
     _SLICES[sub] = out
     _SHALLOW.add(sub)
     return sub
+
+
+_START = operator.attrgetter("start")
+_END = operator.attrgetter("end")
 
 
 def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
@@ -226,51 +247,46 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
             hi = mid - 1
     tail = len(old) - lo  # old[tail:] == new[tail + delta:]
     delta = len(new) - len(old)
-    k = 0
-    while k < len(toks) and toks[k].end + 4 <= p:
-        k += 1
+    # token ends and starts increase: the kept beginning and the common ending by halves
+    k = bisect.bisect_right(toks, p - 4, key=_END)
     out = list(toks[:k])
-    old_at = {t.start: j for j, t in enumerate(toks) if t.start >= tail}
+    first_tail = bisect.bisect_left(toks, tail, key=_START)  # old's first token in the common ending
+    n_old = len(toks)
     i = out[-1].end if out else 0
     n = len(new)
-    scan = _SCAN.match
     new_token = Token.__new__
-    while i < n:
-        m = scan(new, i)
-        if m is None:
-            return  # tokenize reports it
+    # one finditer pass, as tokenize reads (anything it cannot decide alone: tokenize relexes)
+    for m in _FAST.finditer(new, i):
         kind = m.lastgroup
+        if m.start() != i or kind == "nest":
+            return
         end = m.end()
-        if kind == "space" or kind == "line":
+        if kind == "line" or kind == "block":
             i = end
             continue
-        if kind == "block":
-            try:
-                i = _comment_end(new, i)
-            except SQLError:
-                return
-            continue
-        j = old_at.get(i - delta)
-        if j is not None:  # in step with old's tokens from here on
+        tok = m.group(kind)
+        i = end - len(tok)
+        j = n_old
+        if i - delta >= tail:
+            j = bisect.bisect_left(toks, i - delta, lo=first_tail, key=_START)
+        if j < n_old and toks[j].start == i - delta:  # in step with old's tokens from here on
             for t in toks[j:]:
                 c = new_token(Token)
                 c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start + delta, t.end + delta, t.upper
                 out.append(c)
+            i = n
             break
         if kind == "dollar":
-            tag = m.group()
-            e = new.find(tag, end)
-            if e < 0:
-                return
-            end = e + len(tag)
-            out.append(Token("string", new[i:end], i, end))
+            out.append(Token("string", tok, i, end))
         elif kind == "word":
-            if end == i + 1 and new.startswith("'", end) and new[i] in "eE":
+            if end == i + 1 and new.startswith("'", end) and tok in "eE":
                 return
-            out.append(Token("word", m.group(), i, end))
+            out.append(Token("word", tok, i, end))
         else:
-            out.append(Token(kind, m.group(), i, end))
+            out.append(Token(kind, tok, i, end))
         i = end
+    if new[i:].strip(" \t\n\r\f\v"):
+        return  # a stray character: tokenize reports it
     if len(_SLICES) >= 256:
         _SLICES.clear()
     _SLICES[new] = out
@@ -288,8 +304,43 @@ def tokenize(text: str) -> tuple[Token, ...]:
         return shared
     out: list[Token] = []
     append = out.append
+    i = 0
+    # One pass of finditer while tokens follow each other (the common case); what it cannot
+    # decide alone -- a nested comment, a stray character, an unterminated quote -- is read
+    # from there by the loop below, which reports errors.
+    for m in _FAST.finditer(text):
+        kind = m.lastgroup
+        if m.start() != i or kind == "nest":
+            break
+        end = m.end()
+        if kind == "line" or kind == "block":
+            i = end
+            continue
+        tok = m.group(kind)
+        at = end - len(tok)
+        if kind == "word":
+            if end == at + 1 and text.startswith("'", end) and tok in "eE":
+                break
+            append(Token("word", tok, at, end))
+        elif kind == "dollar":
+            append(Token("string", tok, at, end))
+        else:
+            append(Token(kind, tok, at, end))
+        i = end
+    scan_from(text, i, out)
+    return out
+
+
+def scan_from(text: str, i: int, out: list[Token]) -> None:
+    """Append to ``out`` the tokens of ``text`` from offset ``i`` on, one match at a time
+    (:func:`tokenize` without its cache and its one-pass reading of plain runs).
+
+    >>> out = []; scan_from("x /* a /* b */ */ + 1", 0, out); [t.text for t in out]
+    ['x', '+', '1']
+    """
+    append = out.append
     scan = _SCAN.match
-    i, n = 0, len(text)
+    n = len(text)
     while i < n:
         m = scan(text, i)
         if m is None:
@@ -319,7 +370,6 @@ def tokenize(text: str) -> tuple[Token, ...]:
         else:
             append(Token(kind, m.group(), i, end))
         i = end
-    return out
 
 
 _clear_tokens = tokenize.cache_clear
@@ -391,6 +441,17 @@ def nesting_depth(toks: Sequence[Token]) -> int:
     >>> nesting_depth(tokenize("f((a)) + CAST(CAST(b AS numeric) AS text)")), nesting_depth(tokenize("x::a::b[]"))
     (2, 3)
     """
+    if not any(t.text == "::" for t in toks):
+        # no cast chains: the depth is the open parentheses and brackets
+        depth = deepest = 0
+        for t in [t.text for t in toks if t.kind == "op" and t.text in "()[]"]:
+            if t == "(" or t == "[":
+                depth += 1
+                if depth > deepest:
+                    deepest = depth
+            elif depth:
+                depth -= 1
+        return deepest
     chains = [0]  # per open level: the casts chained at that level so far
     depth = deepest = 0
     prev = None

@@ -711,10 +711,10 @@ _HEAD = "SELECT ("
 def _outside_tokens(wrapped: str, lo: int, hi: int, start: int, end: int) -> str | None:
     """The first DuckDB token of ``wrapped[lo:hi]`` outside ``[start, end)`` that is not a
     comment or a parenthesis, or ``None``."""
-    from colmz.sql.run import require_duckdb
+    from colmz.sql.grammar import duckdb_tokens
 
     chars = char_offsets(wrapped)
-    for at, kind in require_duckdb().tokenize(wrapped):
+    for at, kind in duckdb_tokens(wrapped):
         if chars is not None:  # DuckDB's token offsets are bytes
             at = chars[at]
         if at < lo or at >= hi or start <= at < end or kind.name == "comment":

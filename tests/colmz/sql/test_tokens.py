@@ -199,3 +199,33 @@ def test_an_edit_keeps_a_number_the_edit_extends():
     old, new = "SELECT 1e+x FROM t", "SELECT 1e+5 FROM t"
     share_edit(old, tokenize(old), new)
     assert [t.text for t in tokenize(new)] == ["SELECT", "1e+5", "FROM", "t"]
+
+
+def _one_match_at_a_time(text):
+    # The reference reading: one regular-expression match per token, comments by depth.
+    from colmz.sql.tokens import scan_from
+
+    out = []
+    scan_from(text, 0, out)
+    return out
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["a", "E", "e'", "x1", " ", "\n", "/*", "*/", "/", "*", "--", "'", "''", '"', "$", "$t$",
+                                 "$$", "1", ".5", "1e", "+", "-", "::", "(", ")", "é", "\\", ";", "#", "`"]),
+                max_size=24).map("".join))
+def test_one_pass_tokenizer_reads_as_one_match_at_a_time(text):
+    # tokenize reads runs of tokens in one finditer pass (a comment without a nested "/*" and
+    # a dollar-quoted string each one match): same tokens, or the same error, as the loop
+    # reading one token per match.
+    from colmz.sql import clear_caches
+
+    clear_caches()
+    try:
+        want = _one_match_at_a_time(text)
+    except SQLError as e:
+        with pytest.raises(SQLError) as got:
+            tokenize(text)
+        assert str(got.value) == str(e)
+        return
+    assert list(tokenize(text)) == want
