@@ -5,6 +5,10 @@
   :func:`updates_strategies.examples` tenfold.
 * Tests marked ``slow`` are skipped unless the marker expression names them
   (``pytest -m slow`` or ``-m "slow or not slow"``).
+* Under pytest-xdist (``.ci/run``: ``-n 2 --dist loadgroup``) the Spark tests share one
+  worker and its one SparkSession, every other file runs whole on one worker, and the
+  controller starts the PostgreSQL and S3 servers once for all workers (:func:`group_for_workers`,
+  ``storage_servers.share_servers``).
 * The installed ``colmz`` is imported first, with ``tests/`` off ``sys.path``: pytest puts
   ``tests/`` on ``sys.path`` for this file, and there the folder ``tests/colmz`` (no
   ``__init__.py``) would be taken for a namespace package ``colmz`` whenever the repository
@@ -85,17 +89,48 @@ settings.register_profile("thorough", parent=settings.get_profile("colmz"), max_
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "colmz"))
 
 
+def distributed(config) -> bool:
+    """Whether pytest-xdist spreads this run over worker processes (``-n N``, N > 0)."""
+    return (config.pluginmanager.hasplugin("xdist") and bool(config.getoption("numprocesses", None))
+            and config.getoption("dist", "no") != "no")
+
+
 def pytest_configure(config):
     # Only doctest collection imports the source folders by path; importing every kernel and
     # Spark module costs a plain test run more than half a second.
     if config.getoption("doctestmodules", False):
         _alias_source_packages()
+    # Under pytest-xdist the controller (the process without ``workerinput``) starts the
+    # servers and the workers use them: each server still starts once per run.
+    if distributed(config) and not hasattr(config, "workerinput"):
+        import storage_servers
+
+        storage_servers.share_servers()
 
 
 def pytest_collection_modifyitems(config, items):
+    if distributed(config) and config.getoption("dist") == "loadgroup":
+        group_for_workers(items)
     if "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: run with -m slow")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def group_for_workers(items) -> None:
+    """Under ``-n N --dist loadgroup``: what must share a process runs in one worker.
+
+    Every test that uses the ``spark`` fixture or is marked ``spark`` goes to one group, so one
+    worker runs them all on the run's one SparkSession (a second session in another worker
+    costs a JVM start, and a docs block's ``colmz.spark.session`` must find the fixture's).
+    Every other test is grouped by its file, as ``--dist loadfile`` would: a module's
+    fixtures are built once, and tests of a file run in their written order.
+    """
+    for item in items:
+        if item.get_closest_marker("spark") or "spark" in getattr(item, "fixturenames", ()):
+            group = "spark"
+        else:
+            group = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))

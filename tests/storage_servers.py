@@ -27,6 +27,9 @@ Without fixtures (a Hypothesis state machine, a script): :func:`make_location(ki
 <make_location>`, :func:`postgres_url`, :func:`moto_endpoint`, :func:`fresh_schema_url`,
 :func:`s3_url`.
 
+Under pytest-xdist the controller starts both servers before its workers and hands them
+their addresses (:func:`share_servers`), so a distributed run too starts each server once.
+
 Design notes: the PostgreSQL server refuses to run as root, so as root its data directory is
 owned by the ``postgres`` user and the tools run through ``runuser -u postgres``. It runs with
 ``fsync=off`` (a test server: durability across power loss is not what is tested here, and
@@ -121,6 +124,26 @@ class PostgresServer:
 # on first use, stopped at exit.
 _SERVERS: dict[str, str] = {}
 _FAILED: dict[str, str] = {}
+
+#: Environment variables through which a process that started the servers hands them to the
+#: processes it starts (the pytest-xdist controller to its workers: :func:`share_servers`).
+SHARED = {"pg": "COLMZ_TEST_PG_URL", "s3": "COLMZ_TEST_S3_ENDPOINT"}
+_SERVERS.update({kind: os.environ[var] for kind, var in SHARED.items() if os.environ.get(var)})
+
+
+def share_servers() -> None:
+    """Start the servers now and name them in the environment (:data:`SHARED`).
+
+    Called by the pytest-xdist controller (``tests/conftest.py``) before it starts its
+    workers, which inherit the environment and use these servers instead of starting their
+    own: each server runs once per run, in the controller, and stops when it exits. A server
+    that cannot start is not named, and each worker then skips or fails as a lone run does.
+    """
+    for kind, start in (("pg", postgres_url), ("s3", moto_endpoint)):
+        try:
+            os.environ[SHARED[kind]] = start()
+        except (Exception, pytest.skip.Exception, pytest.fail.Exception):
+            continue
 
 
 def postgres_url() -> str:

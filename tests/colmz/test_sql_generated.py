@@ -75,9 +75,24 @@ def _p(s: str) -> str:
 # ----------------------------------------------------------------------------- expressions
 
 
+#: The strategies :func:`expr` built, by its arguments.
+EXPRS: dict[tuple, st.SearchStrategy[str]] = {}
+
+
 def expr(kind: str, cols: dict, depth: int, lits: dict = LITERALS) -> st.SearchStrategy[str]:
     """An expression of ``kind`` over the columns ``cols`` (a table's, by kind), its
-    constants from ``lits``."""
+    constants from ``lits``.
+
+    Built once for each arguments and then reused: Hypothesis validates a strategy on its
+    first draw, walking the whole tree, and a tree built afresh for every draw made that walk
+    most of the test's time. The strategy is the same either way."""
+    key = (kind, tuple((k, tuple(v)) for k, v in sorted(cols.items())), depth, id(lits))
+    if key not in EXPRS:
+        EXPRS[key] = build_expr(kind, cols, depth, lits)
+    return EXPRS[key]
+
+
+def build_expr(kind: str, cols: dict, depth: int, lits: dict) -> st.SearchStrategy[str]:
     leaves = [st.sampled_from(lits[kind])]
     if cols.get(kind):
         leaves.append(st.sampled_from(cols[kind]))
