@@ -149,13 +149,16 @@ def load_collection(dur, start: int) -> MemoryCollection:
     in them (a table's retraction check, ``MemoryCollection.counts``) is a point lookup in
     ``dur`` (``ArrangementCollection.counts``), reading the row groups that may hold them and
     that no lookup read before (the arrangement keeps those it read indexed until the
-    contents load)."""
+    contents are fetched)."""
     up = dur.upper
     if up is not None and up > 0:
         start = min(start, up - 1)
+
     def base():
         got = dur.read_unmerged(start)
-        dur.forget_lookups()  # the contents are loaded: no lookup asks the arrangement again
+        # fetched whole: the lookups' index goes (a later count before the contents load,
+        # after a read of their rows only, builds it again from the groups it needs)
+        dur.forget_lookups()
         return got
 
     mem = MemoryCollection(dur.schema, since=start, upper=start + 1, base=base, base_consolidated=True,
