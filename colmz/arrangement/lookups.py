@@ -22,7 +22,11 @@ for it with times in ``[lo, hi)``, and nothing else.
 A row's equal rows lie only in groups whose statistics admit its first column, so once
 those groups of every entry are added, the index's count of the row is the arrangement's.
 A plan that drops an entry the index holds (a compaction replaced the part, a lookup as of
-another time) starts the index again, empty.
+another time) starts the index again, empty. Contents as of a time before the seal (and at
+or after the since) never change, whatever compaction does to the parts holding them: for
+such a time the index of the plan before is kept, and a row whose first column's groups it
+read whole in every entry of that plan (:meth:`_Generation.covers`) is counted there, reading
+nothing -- so a compaction does not make the lookups decode the arrangement again.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from colmz.order import ColumnSpec
 from colmz.storage.base import Blob
 from colmz.updates import Updates
 
-__all__ = ["LookupIndex"]
+__all__ = ["PREVIOUS_CHECK", "LookupIndex"]
 
 
 class LookupIndex:
@@ -64,28 +68,31 @@ class LookupIndex:
     """
 
     def __init__(self) -> None:
-        self._groups: dict[tuple[str, int, int | None, int], set[int]] = {}  # entry -> groups added
-        self._stats: dict[str, tuple] = {}  # part key -> its group_statistics
-        self._rows = RowCounts()
+        self._gen = _Generation(None)  # the current plan's
+        self._prev: _Generation | None = None  # the plan before, kept for its as_of
         self.rows_read = 0
         self.restarts = 0
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._gen.rows) + (0 if self._prev is None else len(self._prev.rows))
 
     def clear(self) -> None:
         """Forget every group read (the rows read stay counted)."""
-        self._groups = {}
-        self._stats = {}
-        self._rows = RowCounts()
+        self._gen = _Generation(None)
+        self._prev = None
 
     def counts(self, store: Blob, runs: Sequence[tuple[Sequence, int, int | None]],
-               schema: Sequence[ColumnSpec], rows: Updates, verified: set | None = None) -> np.ndarray:
+               schema: Sequence[ColumnSpec], rows: Updates, verified: set | None = None,
+               as_of: int | None = None) -> np.ndarray:
         """How often each row of ``rows`` (cast to ``schema`` already) occurs in ``runs`` --
         each ``(parts, lo, hi)``: the parts (``PartRef`` or key) of a run and the window of
         times kept of it (``hi`` None: no bound) -- reading only the groups that may hold
-        one of the rows and that no earlier lookup read."""
-        first = list(dict.fromkeys(rows.column(schema[0].name).to_pylist()))
+        one of the rows and that no earlier lookup read.
+
+        ``as_of``, when given, says ``runs`` are the contents as of that time *and those
+        cannot change* (the time is before the seal, at or after the since): the index of the
+        plan before a compaction then still answers, for that time, the rows whose groups it
+        read whole."""
         plan, seen = [], {}
         for parts, lo, hi in runs:
             for part in parts:
@@ -93,16 +100,45 @@ class LookupIndex:
                 e = (PartRef.of(part)[0], lo, hi)
                 seen[e] = seen.get(e, -1) + 1
                 plan.append((part, (*e, seen[e])))
-        entries = {e for _, e in plan}
-        if any(e not in entries for e in self._groups):
-            self.clear()  # the plan changed under the index: its rows may not be the plan's
+        entries = frozenset(e for _, e in plan)
+        gen = self._gen
+        if not gen.entries and not gen.groups:  # nothing read yet: this plan's
+            gen.as_of = as_of
+        elif not gen.entries <= entries or gen.as_of != as_of:
+            # The plan dropped a part the index holds (a compaction, another time): its rows
+            # may not be the plan's. Contents that cannot change keep it as the one before.
             self.restarts += 1
-        if len(self._stats) > len(entries):
-            keys = {e[0] for e in entries}
-            self._stats = {k: s for k, s in self._stats.items() if k in keys}
+            keep = as_of is not None and gen.as_of == as_of and len(gen.rows)
+            self._prev = gen if keep else (self._prev if as_of is not None and self._prev is not None
+                                           and self._prev.as_of == as_of else None)
+            gen = self._gen = _Generation(as_of)
+        gen.entries = entries
+        out = np.zeros(len(rows), np.int64)
+        if not len(rows):
+            return out
+        values = rows.column(schema[0].name).to_pylist()
+        distinct = list(dict.fromkeys(values))
+        prev = self._prev
+        if prev is not None and len(distinct) <= PREVIOUS_CHECK:
+            covered = {v: prev.covers(v) for v in distinct}
+            old = np.array([covered[v] for v in values], bool)
+            if old.any():
+                out[old] = prev.rows.counts(rows.take(np.flatnonzero(old)))
+                if old.all():
+                    return out
+                new = np.flatnonzero(~old)
+                rows = rows.take(new)
+                distinct = [v for v in distinct if not covered[v]]
+                out[new] = self._read_counts(gen, store, plan, schema, rows, distinct, verified)
+                return out
+        return self._read_counts(gen, store, plan, schema, rows, distinct, verified)
+
+    def _read_counts(self, gen, store, plan, schema, rows, first, verified) -> np.ndarray:
+        # the groups of every entry that may hold one of ``first`` and that no lookup of
+        # this plan read, added; then the rows counted in the index
         for part, entry in plan:
-            added = self._groups.setdefault(entry, set())
-            stats = self._stats.get(entry[0])
+            added = gen.groups.setdefault(entry, set())
+            stats = gen.stats.get(entry[0])
             if stats is not None and all(g in added for g in matching_groups(stats, first)):
                 continue
 
@@ -110,7 +146,7 @@ class LookupIndex:
                 return [g for g in matching_groups(stats, first) if g not in added]
 
             stats, got = read_groups(store, part, schema, choose, verified)
-            self._stats[entry[0]] = stats
+            gen.stats[entry[0]] = stats
             _, lo, hi, _ = entry
             for g, u in got.items():
                 self.rows_read += len(u)
@@ -118,6 +154,35 @@ class LookupIndex:
                 keep = (t >= np.uint64(lo)) if hi is None else (t >= np.uint64(lo)) & (t < np.uint64(hi))
                 if len(u) and not keep.all():
                     u = u.take(np.flatnonzero(keep))
-                self._rows.add(u)
+                gen.rows.add(u)
                 added.add(g)
-        return self._rows.counts(rows)
+        return gen.rows.counts(rows)
+
+
+#: The most distinct first values a lookup checks against the index of the plan before
+#: (one check reads that plan's statistics per entry): a larger lookup reads the current plan.
+PREVIOUS_CHECK = 64
+
+
+class _Generation:
+    """The index of one plan: its entries, the groups added per entry, the parts' group
+    statistics and the rows; ``as_of`` the time its contents are fixed at (None: they may
+    change)."""
+
+    def __init__(self, as_of: int | None) -> None:
+        self.as_of = as_of
+        self.entries: frozenset = frozenset()
+        self.groups: dict[tuple[str, int, int | None, int], set[int]] = {}
+        self.stats: dict[str, tuple] = {}
+        self.rows = RowCounts()
+
+    def covers(self, value) -> bool:
+        """Whether every group of every entry of the plan that may hold a row whose first
+        column is ``value`` was added: the index then holds all of those rows."""
+        for e in self.entries:
+            stats, added = self.stats.get(e[0]), self.groups.get(e)
+            if stats is None or added is None:
+                return False
+            if any(g not in added for g in matching_groups(stats, [value])):
+                return False
+        return True

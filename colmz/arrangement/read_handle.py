@@ -205,7 +205,10 @@ class ReadHandle:
         index = self._lookups
         before = index.rows_read, index.restarts
         try:
-            return index.counts(self._store, batches, schema, rows, self._verified_parts)
+            # contents as of a time before the seal (and at or after the since: _reading)
+            # never change, whatever compaction does to the parts holding them
+            fixed = as_of if self._seal is not None and as_of < self._seal else None
+            return index.counts(self._store, batches, schema, rows, self._verified_parts, fixed)
         finally:
             self.lookup_stats["rows_read"] += index.rows_read - before[0]
             self.lookup_stats["restarts"] += index.restarts - before[1]
