@@ -11,10 +11,12 @@ log: the record's compare-and-set and the apply's one step). ``--profile`` runs 
 instead and prints where the time goes.
 
 ``--reopen-delete`` measures instead the retraction check of a reopened catalog: the one
-with the view is closed and reopened (:data:`REOPENS` times), and its first and second
-one-row deletes of rows loaded with ``t`` are timed, with the table's counters -- the rows
-its index encoded and searched (``counts_work``), whether the delete loaded the table
-(``base loaded``) and the rows the point lookups in its arrangement read.
+with the view is closed and reopened (:data:`REOPENS` times), and :data:`DELETES` one-row
+deletes of rows loaded with ``t`` (spread over the table) are timed after each -- the first,
+the second, the median of the rest and of the last five -- with the table's counters: the
+rows its index encoded and searched (``counts_work``), whether the deletes loaded the table
+(``base loaded``) and the point lookups in its arrangement (``lookup_stats``: lookups, rows
+decoded, restarts of their index).
 
 By hand: ``python asv_benchmarks/bench_durable_commit.py N {sum,join,...} [--profile | --reopen-delete]``.
 """
@@ -39,8 +41,9 @@ import bench_ivm  # noqa: E402
 #: Untimed commits first (the first commits after CREATE do one-time work), then timed ones.
 WARM = 8
 TIMED = 40
-#: Reopens of ``--reopen-delete``.
+#: Reopens of ``--reopen-delete``, and the one-row deletes timed after each.
 REOPENS = 3
+DELETES = 30
 
 
 def measure(n: int, view: str, profile: bool = False) -> str:
@@ -85,7 +88,7 @@ def measure(n: int, view: str, profile: bool = False) -> str:
 
 
 def measure_reopen_delete(n: int, view: str) -> str:
-    """The first and second one-row deletes after each of :data:`REOPENS` reopens, as text."""
+    """The one-row deletes (:data:`DELETES`) after each of :data:`REOPENS` reopens, as text."""
     import colmz
 
     colmz.warmup()
@@ -94,21 +97,27 @@ def measure_reopen_delete(n: int, view: str) -> str:
         cat = bench_ivm.open_catalog(n, view, d)
         for b in bench_ivm.change_batches(n, "insert", WARM, set()):
             cat.append("t", bench_ivm.as_updates(b, cat.now + 1))
-        loaded = cat.read("t").take(np.arange(2 * REOPENS)).to_pylist()
+        rows = cat.read("t")
+        # rows spread over the table (its row groups), none deleted twice
+        pick = np.random.default_rng(46).choice(len(rows), DELETES * REOPENS, replace=False)
+        loaded = rows.take(pick).to_pylist()
         del cat
-        lines = [f"n={n} view={view} reopen, then one-row deletes of rows loaded with t"]
+        lines = [f"n={n} view={view} reopen, then {DELETES} one-row deletes of rows loaded with t"]
         for r in range(REOPENS):
             again = colmz.Catalog(d)
             dur = again._mirror.arrangements["t"].arrangement  # noqa: SLF001
             times = []
-            for k, v, _, _ in loaded[2 * r: 2 * r + 2]:
+            for k, v, _, _ in loaded[DELETES * r: DELETES * (r + 1)]:
                 a = time.perf_counter()
                 again.append("t", colmz.Updates({"k": [k], "v": [v]}, time=[again.now + 1], diff=[-1]))
                 times.append(1e3 * (time.perf_counter() - a))
             mem = again.object("t").collection
-            lines.append(f"first {times[0]:.2f} ms, second {times[1]:.2f} ms, counts_work {mem.stats['counts_work']}, "
-                         f"base loaded {not mem.base_pending}, lookup rows read "
-                         f"{getattr(dur, 'lookup_stats', {}).get('rows_read', 'n/a')}")
+            rest = times[2:]
+            lines.append(f"first {times[0]:.2f} ms, second {times[1]:.2f} ms, "
+                         f"3rd-{DELETES}th median {np.median(rest):.2f} ms, last five median "
+                         f"{np.median(rest[-5:]):.2f} ms, all {sum(times):.1f} ms; "
+                         f"counts_work {mem.stats['counts_work']}, base loaded {not mem.base_pending}, "
+                         f"lookups {getattr(dur, 'lookup_stats', 'n/a')}")
         return "\n".join(lines)
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -167,6 +167,10 @@ class ArrangementCollection:
 
         return self._read(read, as_of)
 
+    def forget_lookups(self) -> None:
+        """Drop what :meth:`counts` kept indexed (``Arrangement.forget_lookups``)."""
+        self.arrangement.forget_lookups()
+
     def updates(self, lower: int, upper: Frontier) -> Updates:
         return self._read(lambda: self._updates(lower, upper), lower)
 

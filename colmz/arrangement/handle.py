@@ -78,6 +78,7 @@ from colmz.arrangement.errors import (
     TimeBeforeTraceUpper,
 )
 from colmz.arrangement.gc import GarbageCollection
+from colmz.arrangement.lookups import LookupIndex
 from colmz.arrangement.machine import ATTEMPTS, Machine, Outcome
 from colmz.arrangement.maintain import CompactionJob, Maintenance
 from colmz.arrangement.parts import (
@@ -205,10 +206,14 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         self._url: str | None = None
         self._identity = None  # colmz.arrangement.identity.StoreIdentity of a store opened
         self._job: CompactionJob | None = None  # a compaction maintain() left half done
-        #: Point lookups (``counts``) made and the rows they read (work counters).
-        self.lookup_stats = {"lookups": 0, "rows_read": 0}
+        #: Point lookups (``counts``) made, the rows they decoded and the times their index
+        #: started again over new parts (``colmz.arrangement.lookups``; work counters).
+        self.lookup_stats = {"lookups": 0, "rows_read": 0, "restarts": 0}
         # Parts whose whole digest a lookup verified (parts never change: once per key).
         self._verified_parts: set[str] = set()
+        # The row groups lookups read, indexed (colmz.arrangement.lookups: derived from
+        # parts, which never change, so nothing a failed call made needs undoing here).
+        self._lookups = LookupIndex()
         # (the commits are counted by the machine)
         self._counters = {"commits": 0, "blob_bytes_written": 0, "parts_written": 0,
                       "updates_written": 0, "update_bytes_written": 0, "parts_deleted": 0, "rows_written": 0,

@@ -78,14 +78,17 @@ __all__ = [
     "READ_THREADS",
     "WRITE_COMPRESSION",
     "concurrent_calls",
+    "group_statistics",
     "iter_part",
     "key_created_ms",
     "key_seqno",
     "make_key",
+    "matching_groups",
     "open_part",
     "part_kind",
     "part_metadata",
     "read_ahead",
+    "read_groups",
     "read_matching_groups",
     "read_part",
     "read_parts",
@@ -378,6 +381,34 @@ def read_matching_groups(store: Blob, part: PartRef | str, schema: Sequence[Colu
     first values, and a point lookup in a sorted part reads about one row group
     (``ROW_GROUP_ROWS`` rows) per value, not the part.
 
+    Checked as :func:`read_groups` checks them.
+    """
+    _, got = read_groups(store, part, schema, lambda groups: matching_groups(groups, first), verified)
+    if not got:
+        return Updates.empty(schema)
+    return concat(list(got.values())) if len(got) > 1 else next(iter(got.values()))
+
+
+def group_statistics(md: pq.FileMetaData) -> tuple:
+    """Each row group's rows and first column's statistics (None: none kept), in order: what
+    :func:`matching_groups` tells groups apart by."""
+    return tuple((md.row_group(i).num_rows,
+                  md.row_group(i).column(0).statistics if md.num_columns else None)
+                 for i in range(md.num_row_groups))
+
+
+def matching_groups(groups: tuple, first: Sequence) -> list[int]:
+    """The row groups (of :func:`group_statistics`) that may hold a row whose first data
+    column is one of ``first``: a non-empty group whose statistics admit one of the values,
+    or that has none a value can be compared with."""
+    return [i for i, (rows, stats) in enumerate(groups) if rows and _may_hold(stats, first)]
+
+
+def read_groups(store: Blob, part: PartRef | str, schema: Sequence[ColumnSpec], choose,
+                verified: set | None = None) -> tuple[tuple, dict[int, Updates]]:
+    """The part's :func:`group_statistics` and the updates of the row groups
+    ``choose(statistics)`` names (a list of group numbers), one ``Updates`` per group.
+
     Checked as :func:`iter_part` checks the pages it reads (page CRCs, or the whole part's
     recorded digest where the part has none: once per key when ``verified`` is given, the
     set of keys checked so, which it extends); the diff sum, recorded for the whole part,
@@ -402,16 +433,23 @@ def read_matching_groups(store: Blob, part: PartRef | str, schema: Sequence[Colu
             _whole_digest(store, key, expect).raise_if_wrong()
         if verified is not None:
             verified.add(key)
-        md = pf.metadata
-        groups = [i for i in range(md.num_row_groups) if md.row_group(i).num_rows
-                  and _may_hold(md.row_group(i).column(0).statistics if md.num_columns else None, first)]
+        stats = group_statistics(pf.metadata)
+        groups = sorted(set(choose(stats)))
         if not groups:
-            return Updates.empty(schema)
+            return stats, {}
         try:
             table = pf.read_row_groups(groups)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptPart(f"part {key!r} row groups {groups} are not readable: {e}") from None
-    return _checked(table, key, schema)
+    u = _checked(table, key, schema)
+    if len(u) != sum(stats[g][0] for g in groups):
+        raise CorruptPart(f"part {key!r} row groups {groups} hold {len(u)} rows, not the footer's")
+    out, at = {}, 0
+    for g in groups:
+        n = stats[g][0]
+        out[g] = u if len(groups) == 1 else u.slice(at, at + n)
+        at += n
+    return stats, out
 
 
 def _may_hold(stats, values: Sequence) -> bool:

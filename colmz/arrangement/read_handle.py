@@ -13,9 +13,13 @@ missing reloads the state once and retries (a concurrent compaction replaced it)
 A point lookup (:meth:`ReadHandle.counts`: how often each of a few rows occurs as of a
 time) reads no run whole: every part is sorted by its data, its first column's min/max
 statistics kept per row group, so only the row groups that may hold a row asked for are
-read (``colmz.arrangement.parts.read_matching_groups``) -- about one group per run and
-value, whatever the arrangement holds -- and the rows read equal to one asked for are
-summed. ``lookup_stats`` counts the lookups and the rows they read (work counters).
+read (``colmz.arrangement.parts.matching_groups``) -- about one group per run and
+value, whatever the arrangement holds -- and kept indexed by the handle
+(``colmz.arrangement.lookups.LookupIndex``: parts never change), so a later lookup decodes
+only the groups no lookup read before and searches the index for the rest: all the lookups
+together decode at most the arrangement once per version of its parts (a compaction
+rewriting them starts the index again). ``lookup_stats`` counts the lookups, the rows they
+decoded and the index's restarts (work counters).
 """
 
 from __future__ import annotations
@@ -32,10 +36,9 @@ from colmz.arrangement.errors import (
 from colmz.arrangement.fetched import FetchedRuns
 from colmz.arrangement.merge import chunks_filtered, stream_merge
 from colmz.arrangement.part_ref import PartCheck
-from colmz.arrangement.parts import READ_THREADS, concurrent_calls, read_ahead, read_matching_groups
+from colmz.arrangement.parts import READ_THREADS, concurrent_calls, read_ahead
 from colmz.arrangement.read import ReadRun, read_runs
 from colmz.frontier import MAX_TIME, check_time
-from colmz.order import encode_columns
 from colmz.rows import cast_to
 from colmz.threads import shared_pool
 from colmz.updates import Encoded, Updates
@@ -195,48 +198,25 @@ class ReadHandle:
         return self._reading(lambda a: self._lookup_counts(rows, schema, a), as_of)
 
     def _lookup_counts(self, rows: Updates, schema, as_of: int) -> np.ndarray:
-        out = np.zeros(len(rows), np.int64)
         self.lookup_stats["lookups"] += 1
         if not len(rows):
-            return out
-        first = list(dict.fromkeys(rows.column(schema[0].name).to_pylist()))
+            return np.zeros(0, np.int64)
         batches, _, _ = self._read_plan(as_of)
-        found = []
-        for keys, lo, hi in batches:
-            for k in keys:
-                u = read_matching_groups(self._store, k, schema, first, self._verified_parts)
-                self.lookup_stats["rows_read"] += len(u)
-                t = u.time
-                keep = (t >= np.uint64(lo)) if hi is None else (t >= np.uint64(lo)) & (t < np.uint64(hi))
-                if len(u) and not keep.all():
-                    u = u.take(np.flatnonzero(keep))
-                if len(u):
-                    found.append(u)
-        if not found:
-            return out
-        # Equal data are equal encodings (colmz.order): the rows found and the rows asked
-        # for encoded under one layout. A hash of each row's words finds the rows found that
-        # may equal one asked for (np.isin against the few asked: no sort of the rows read),
-        # and their words are compared exactly.
-        names = [c.name for c in schema]
-        cols = [pa.concat_arrays([*(u.column(n) for u in found), rows.column(n)]) for n in names]
-        words, _ = encode_columns(cols, n=sum(len(u) for u in found) + len(rows))
-        words = np.ascontiguousarray(words)
-        h = words[:, 0].copy()
-        for j in range(1, words.shape[1]):
-            h = h * np.uint64(0x9E3779B97F4A7C15) ^ words[:, j]
-        nf = len(h) - len(rows)
-        cand = np.flatnonzero(np.isin(h[:nf], h[nf:]))
-        if not len(cand):
-            return out
-        asked: dict[bytes, list[int]] = {}
-        for i in range(len(rows)):
-            asked.setdefault(words[nf + i].tobytes(), []).append(i)
-        diff = np.concatenate([u.diff for u in found])
-        for c in cand.tolist():
-            for i in asked.get(words[c].tobytes(), ()):
-                out[i] += diff[c]
-        return out
+        index = self._lookups
+        before = index.rows_read, index.restarts
+        try:
+            # contents as of a time before the seal (and at or after the since: _reading)
+            # never change, whatever compaction does to the parts holding them
+            fixed = as_of if self._seal is not None and as_of < self._seal else None
+            return index.counts(self._store, batches, schema, rows, self._verified_parts, fixed)
+        finally:
+            self.lookup_stats["rows_read"] += index.rows_read - before[0]
+            self.lookup_stats["restarts"] += index.restarts - before[1]
+
+    def forget_lookups(self) -> None:
+        """Drop the row groups :meth:`counts` kept indexed (``colmz.arrangement.lookups``):
+        what a reader that loaded the contents no longer asks of them."""
+        self._lookups.clear()
 
     def to_arrow(self, as_of: int | None = None) -> pa.Table:
         """:meth:`read` as an Arrow table (data columns, ``time``, ``diff``)."""

@@ -147,12 +147,21 @@ def load_collection(dur, start: int) -> MemoryCollection:
     ``ArrangementCollection``), and its contents as of ``start`` loaded only when a read
     needs them (a task reading only new input never does); until then a count of some rows
     in them (a table's retraction check, ``MemoryCollection.counts``) is a point lookup in
-    ``dur`` (``ArrangementCollection.counts``), reading the row groups that may hold them."""
+    ``dur`` (``ArrangementCollection.counts``), reading the row groups that may hold them and
+    that no lookup read before (the arrangement keeps those it read indexed until the
+    contents are fetched)."""
     up = dur.upper
     if up is not None and up > 0:
         start = min(start, up - 1)
-    mem = MemoryCollection(dur.schema, since=start, upper=start + 1,
-                           base=lambda: dur.read_unmerged(start), base_consolidated=True,
+
+    def base():
+        got = dur.read_unmerged(start)
+        # fetched whole: the lookups' index goes (a later count before the contents load,
+        # after a read of their rows only, builds it again from the groups it needs)
+        dur.forget_lookups()
+        return got
+
+    mem = MemoryCollection(dur.schema, since=start, upper=start + 1, base=base, base_consolidated=True,
                            base_counts=lambda rows: dur.counts(rows, start))
     later = dur.updates(start + 1, up)
     mem.compare_and_append(later, start + 1, up)

@@ -85,6 +85,70 @@ def test_a_lookup_reads_about_one_row_group_per_run(tmp_path, monkeypatch):
     assert a.lookup_stats["lookups"] >= 1
 
 
+def test_lookups_decode_each_row_group_once_and_follow_the_plan(tmp_path, monkeypatch):
+    # The groups a lookup read are kept indexed (colmz.arrangement.lookups): looking up
+    # every row one at a time decodes each group once in all, not once per lookup; a write,
+    # a seal, a compaction and another as_of change the plan, and the counts stay the
+    # oracle's.
+    monkeypatch.setattr(part_writer, "ROW_GROUP_ROWS", 64)
+    a = Arrangement.open(str(tmp_path / "a"), {"k": pa.int64(), "v": pa.int64()})
+    n = 1_000
+    a.write(colmz.Updates({"k": np.arange(n), "v": np.arange(n) % 7}, time=np.zeros(n, np.uint64),
+                          diff=np.full(n, 2, np.int64)))
+    a.write(colmz.Updates({"k": [3, 500], "v": [3, 3]}, time=[1, 1], diff=[-1, 1]))
+    a.seal(2)
+
+    def one(k, v):
+        return colmz.Updates({"k": [k], "v": [v]}, time=[0], diff=[1])
+
+    got = [a.counts(one(k, k % 7), 1).tolist()[0] for k in range(n)]
+    assert got == [{3: 1, 500: 3}.get(k, 2) for k in range(n)]
+    assert a.lookup_stats["rows_read"] <= n + 2  # each group once (was: one group per lookup)
+    read = a.lookup_stats["rows_read"]
+    assert a.counts(one(500, 3), 1).tolist() == [3] and a.lookup_stats["rows_read"] == read
+    assert a.counts(one(3, 3), 0).tolist() == [2]  # another as_of: another plan
+    a.write(colmz.Updates({"k": [7], "v": [0]}, time=[2], diff=[-2]))
+    a.seal(3)
+    assert a.counts(one(7, 0), 2).tolist() == [0] and a.counts(one(8, 1), 2).tolist() == [2]
+    a.maintain()  # compaction: new parts, the index starts again
+    assert a.counts(one(7, 0), 2).tolist() == [0] and a.counts(one(500, 3), 2).tolist() == [3]
+    a.forget_lookups()
+    assert a.counts(one(3, 3), 2).tolist() == [1]
+
+
+def test_a_compaction_keeps_what_lookups_read_as_of_a_sealed_time(tmp_path, monkeypatch):
+    # Contents as of a time before the seal never change: after a compaction rewrote every
+    # part (new keys, a new plan), the rows whose groups the lookups read before are
+    # answered from the index of the plan before, reading nothing; rows it did not cover,
+    # and another time, read the new parts. Counts stay the oracle's throughout.
+    monkeypatch.setattr(part_writer, "ROW_GROUP_ROWS", 64)
+    a = Arrangement.open(str(tmp_path / "a"), {"k": pa.int64(), "v": pa.int64()})
+    n = 640
+    a.write(colmz.Updates({"k": np.arange(n), "v": np.arange(n)}, time=np.zeros(n, np.uint64),
+                          diff=np.ones(n, np.int64)))
+    a.write(colmz.Updates({"k": [5, 600], "v": [5, 600]}, time=[1, 1], diff=[1, -1]))
+    a.seal(2)
+
+    def one(k):
+        return colmz.Updates({"k": [k], "v": [k]}, time=[0], diff=[1])
+
+    want = {5: 2, 600: 0}
+    assert [a.counts(one(k), 1).tolist()[0] for k in range(0, 320)] == [want.get(k, 1) for k in range(0, 320)]
+    read = a.lookup_stats["rows_read"]
+    parts = {p.key for p in a.parts()}
+    a.advance_since(1)
+    a.maintain()
+    assert parts.isdisjoint(p.key for p in a.parts())  # every part rewritten
+    assert [a.counts(one(k), 1).tolist()[0] for k in range(0, 320, 7)] == [want.get(k, 1) for k in range(0, 320, 7)]
+    assert a.lookup_stats["rows_read"] == read and a.lookup_stats["restarts"] == 1  # none read again
+    both = colmz.Updates({"k": [5, 600], "v": [5, 600]}, time=[0, 0], diff=[1, 1])
+    assert a.counts(both, 1).tolist() == [2, 0]  # one covered, one read from the new parts
+    assert a.lookup_stats["rows_read"] > read
+    a.write(colmz.Updates({"k": [5], "v": [5]}, time=[2], diff=[-2]))
+    a.seal(3)
+    assert a.counts(both, 2).tolist() == [0, 0] and a.counts(both, 1).tolist() == [2, 0]
+
+
 def test_a_lookup_checks_the_pages_it_reads(tmp_path):
     # a part whose bytes changed after its digest was recorded is refused, not read
     a = Arrangement.open(str(tmp_path / "a"), {"k": pa.int64()})

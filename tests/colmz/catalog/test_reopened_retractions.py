@@ -26,8 +26,8 @@ import pyarrow as pa
 import pytest
 
 import colmz
+import colmz.arrangement.lookups as lookups
 import colmz.arrangement.part_writer as part_writer
-import colmz.arrangement.read_handle as read_handle
 from colmz.catalog.durable import Catalog
 from colmz.errors import NegativeMultiplicity
 from colmz.storage.url import open_location
@@ -84,12 +84,12 @@ def test_reopen_then_one_delete_reads_a_bounded_number_of_rows(tmp_path, monkeyp
     read = [0]
 
     def counted(*args, **kwargs):
-        got = real(*args, **kwargs)
-        read[0] += len(got)
-        return got
+        stats, got = real(*args, **kwargs)
+        read[0] += sum(len(u) for u in got.values())
+        return stats, got
 
-    real = getattr(read_handle, "read_matching_groups", None)
-    monkeypatch.setattr(read_handle, "read_matching_groups", counted, raising=False)
+    real = lookups.read_groups
+    monkeypatch.setattr(lookups, "read_groups", counted)
     again = Catalog(str(tmp_path / "c"))
     t = again.object("t").collection
     assert again.view_work["input_rows_read"] == 0 and t.base_pending
@@ -104,6 +104,38 @@ def test_reopen_then_one_delete_reads_a_bounded_number_of_rows(tmp_path, monkeyp
         again.append("t", _row(7, 7, 7, -1, again.now + 1))  # the last copy is gone
     table = _table(again)
     assert table[(7, 7, 7)] == 0 and table[(17, 17, 17)] == 1 and sum(table.values()) == n + 3 - 1
+    _check_views(again)
+
+
+def test_the_deletes_of_a_reopened_table_decode_it_at_most_once_in_all(tmp_path, monkeypatch):
+    # Every delete until the table loads asks the arrangement; the row groups one lookup
+    # read are kept indexed, so deletes spread over the whole table decode each group once:
+    # all of them together decode at most the table per version of its parts (the
+    # catalog's compaction of the table rewrites them once here; before: a group per run
+    # per delete, whatever earlier deletes read), nothing is loaded, every count is right.
+    monkeypatch.setattr(part_writer, "ROW_GROUP_ROWS", 256)
+    n = 4_000
+    path = str(tmp_path / "c")
+    _build(path, n)
+    again = Catalog(path)
+    t = again.object("t").collection
+    dur = again._mirror.arrangements["t"].arrangement  # noqa: SLF001 - its work counters
+    model = Counter({(i % (n // 10), i, i % 50): 1 for i in range(n)})
+    rng = random.Random(46)
+    victims = rng.sample(sorted(model), 60)
+    for row in victims:  # spread over every row group of the table
+        again.append("t", _row(*row, -1, again.now + 1))
+        model[row] -= 1
+    for row in victims[:5]:  # the last copy is gone: refused, from the index
+        with pytest.raises(NegativeMultiplicity):
+            again.append("t", _row(*row, -1, again.now + 1))
+    assert t.base_pending and t.stats["base_lookups"] == 65
+    restarts = dur.lookup_stats["restarts"]
+    assert restarts <= 2 and dur.lookup_stats["rows_read"] <= n * (1 + restarts) < 65 * 256
+    again.append("t", _row(*victims[0], 1, again.now + 1))
+    model[victims[0]] += 1
+    assert _table(again) == +model  # the read loads the table: the lookups' index is dropped
+    assert not t.base_pending and len(dur._lookups) == 0  # noqa: SLF001
     _check_views(again)
 
 
