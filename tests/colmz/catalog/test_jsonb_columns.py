@@ -66,6 +66,16 @@ def test_a_json_column_keeps_its_text_but_refuses_text_that_is_not_json():
     "INSERT INTO jd (id, j) VALUES (5, '{\"a\"' || ':1}')",    # || of two literals is text
     "INSERT INTO jd (id, j) VALUES (5, '{}'::text)",              # a cast to text
     "INSERT INTO jd VALUES (5, upper('{}'), 'x')",                # a text function
+    # a CASE or coalesce of untyped literals resolves to text (select_common_type)
+    "INSERT INTO jd VALUES (5, CASE WHEN true THEN '{}' ELSE '[]' END, 'x')",
+    "INSERT INTO jd VALUES (5, CASE WHEN true THEN '{}' END, 'x')",
+    "INSERT INTO jd (id, j) VALUES (5, CASE WHEN false THEN NULL END)",  # all NULL: text too
+    "INSERT INTO jd (id, j) VALUES (5, coalesce(NULL, '{}'))",
+    "INSERT INTO jd (id, j) SELECT 5, coalesce(t, '{}') FROM jd",
+    # an UPDATE's assignment is checked as an INSERT's value
+    "UPDATE jd SET j = t WHERE id = 1",
+    "UPDATE jd SET j = '{}'::text",
+    "UPDATE jd SET j = CASE WHEN id = 1 THEN '[]' END",
 ])
 def test_a_text_expression_into_a_jsonb_column_is_postgresqls_type_error(stmt):
     # PostgreSQL 15: no assignment cast from text to jsonb; only an untyped literal (or a
@@ -80,6 +90,9 @@ def test_a_text_expression_into_a_jsonb_column_is_postgresqls_type_error(stmt):
     cat.execute("""INSERT INTO jd (id, j) VALUES (2, '{"c": 1}'), (3, NULL)""")
     cat.execute("INSERT INTO jd (id, j) SELECT 4, j FROM jd WHERE id = 1")
     cat.execute("""INSERT INTO jd (id, j) VALUES (6, '{"d": 1}'::json)""")
+    cat.execute("INSERT INTO jd (id, j) VALUES (7, coalesce(NULL, '{}'::jsonb)), (8, NULL)")
+    cat.execute("DELETE FROM jd WHERE id > 6")
+    cat.execute("""UPDATE jd SET j = CASE WHEN id = 3 THEN j ELSE '{"e": 1}'::jsonb END WHERE id = 3""")
     assert cat.sql("SELECT id, j FROM jd ORDER BY id").to_pylist() == [
         {"id": 1, "j": '{"a": 1}'}, {"id": 2, "j": '{"c": 1}'}, {"id": 3, "j": None},
         {"id": 4, "j": '{"a": 1}'}, {"id": 6, "j": '{"d": 1}'}]
