@@ -136,3 +136,21 @@ def test_a_reopened_continual_task_still_writes_jsonb_text(tmp_path):
     cat.execute("""INSERT INTO src VALUES (3, '{"b": [],  "a": 0}')""")
     assert _task_rows(cat) == [(2, '{"x": 2, "y": 1}', '{"y": 1,  "x": 2}'),
                                (3, '{"a": 0, "b": []}', '{"b": [],  "a": 0}')]
+
+
+@pytest.mark.parametrize("body", [
+    "INSERT INTO cj SELECT k, CASE WHEN k > 0 THEN '{}' END FROM src",
+    "INSERT INTO cj SELECT k, '{}'::text FROM src",
+    "INSERT INTO cj SELECT k, coalesce(NULL, '[]') FROM src",
+])
+def test_a_continual_tasks_text_expression_into_jsonb_is_postgresqls_type_error(body):
+    # as an INSERT's: PostgreSQL 15 refuses a text expression written to a jsonb column
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE src (k INT, js JSON)")
+    with pytest.raises(SQLError, match='column "j" is of type jsonb but expression is of type text'):
+        cat.execute(f"CREATE CONTINUAL TASK cj (k INT, j JSONB) ON INPUT src AS ({body})")
+    cat.execute("CREATE CONTINUAL TASK cj (k INT, j JSONB) ON INPUT src AS ("
+                "INSERT INTO cj SELECT k, js::jsonb FROM src; INSERT INTO cj SELECT k, '[]' FROM src)")
+    cat.execute("""INSERT INTO src VALUES (1, '{"b": 1,  "a": 2}')""")
+    assert sorted(tuple(r.values()) for r in cat.sql("SELECT * FROM cj").to_pylist()) == [
+        (1, '[]'), (1, '{"a": 2, "b": 1}')]

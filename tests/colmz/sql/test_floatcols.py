@@ -169,3 +169,16 @@ def test_an_aggregates_or_window_calls_argument_follows_the_rules(cat):
     assert rows(cat, "SELECT k, sum(f * 2) AS s FROM rt WHERE k = 2 GROUP BY k HAVING sum(f * 2) > 0 "
                 "ORDER BY sum(f * 2)") == [(2, 0.2)]
     assert rows(cat, "SELECT k, sum(f * 2) OVER (ORDER BY f * 3) AS s FROM rt WHERE k = 2") == [(2, 0.2)]
+
+
+def test_a_continual_task_follows_the_same_rules(cat):
+    # its statements are typed by the input's, references' and output's columns: r + 1 is
+    # float48pl (DuckDB added in single precision), f * 2 of 1e308 overflows as PostgreSQL's
+    cat.execute("CREATE CONTINUAL TASK ct (k INT, a DOUBLE PRECISION) ON INPUT rt AS ("
+                "INSERT INTO ct SELECT k, r + 1 FROM rt WHERE k = 1)")
+    cat.execute("CREATE CONTINUAL TASK ct2 (k INT, a DOUBLE PRECISION) ON INPUT rt AS ("
+                "INSERT INTO ct2 SELECT k, f * 2 FROM rt WHERE k = 6)")
+    cat.execute("INSERT INTO rt VALUES (1, 0.1, 0.5, NULL)")
+    assert set(rows(cat, "SELECT k, a FROM ct")) == {(1, float(np.float32(0.1)) + 1)}
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.execute("INSERT INTO rt VALUES (6, 0.1, 1e308, NULL)")
