@@ -1324,6 +1324,9 @@ QUERIES = [
     ('rc_window_sum_overflow', 'SELECT k, sum(f * 2) OVER (ORDER BY k) AS s FROM reals'),
     ('rc_window_real_int', 'SELECT k, sum(r + 1) OVER (ORDER BY k) AS s FROM reals WHERE k <> 4 ORDER BY k'),
     ('rc_window_nan_div_zero', 'SELECT k, max(f / 0) OVER () AS s FROM reals WHERE k = 3'),
+    ('rc_grouped_expr_overflow', 'SELECT f * 2 AS x, count(*) AS n FROM reals GROUP BY f * 2'),
+    ('rc_grouped_expr_alias', 'SELECT f * 2 + 1 AS x FROM reals WHERE k <> 1 GROUP BY f * 2 ORDER BY x'),
+    ('rc_grouped_expr_nan_div', 'SELECT f / 0 AS x FROM reals WHERE k = 3 GROUP BY f / 0'),
     ('rc_grouped_having_order', 'SELECT k, sum(f * 2) AS s FROM reals WHERE k = 2 GROUP BY k HAVING sum(f * 2) > 0 '
                                 'ORDER BY sum(f * 2)'),
 ]

@@ -36,9 +36,11 @@ Invariants:
   table's or a star's columns are not typed. Anything not typed is left as it is (DuckDB's
   answer), never guessed.
 * A rule node holding a subquery is left alone (its text is not rewritten across the
-  subquery); the overflow and NaN rules skip a grouped query's expressions outside an
-  aggregate's arguments (DuckDB matches a select item against the grouped expressions as
-  written) and a window's OVER clause (DuckDB refuses a volatile expression in a window's
+  subquery); in a grouped query, outside an aggregate's arguments, the overflow and NaN
+  rules apply only to a subtree written as a grouped expression (its tokens; a GROUP BY
+  position or alias names its select item), so the grouped expression and its select item,
+  HAVING or ORDER BY are rewritten alike and DuckDB still matches them (arithmetic over
+  grouped values, ``g + g``, is left unchecked); they skip a window's OVER clause (DuckDB refuses a volatile expression in a window's
   ORDER BY, and counts a check volatile); they apply to an aggregate's and a window call's
   arguments (read per row). The widening applies everywhere (it rewrites a grouped
   expression and its select item alike).
@@ -53,6 +55,7 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError
+from colmz.sql.tokens import tokenize
 from colmz.sql.transforms import FLOAT_CHECK, NUMERIC_CAST, REAL_WIDEN, arith_leaves, is_arith
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
@@ -266,6 +269,30 @@ class _Rules:
         self.edits: list[tuple[int, int, str]] = []
         self.grouped = False
         self.windows = 0  # how many window calls the node being rendered is under
+        self.group_keys: frozenset = frozenset()  # the grouped expressions' token keys
+
+    def key(self, e: Expression) -> tuple:
+        # an expression's tokens (words lower case): DuckDB matches a select item against a
+        # grouped expression by what it parses to, not by its spacing
+        return tuple(t.text.lower() if t.kind == "word" else t.text
+                     for t in tokenize(self.text[e.start : e.end]))
+
+    def grouped_keys(self, q: Query) -> frozenset:
+        # a GROUP BY's expressions, and the select items a position or an alias groups by
+        out = set()
+        for g in q.group_by:
+            if g.start < 0:
+                continue
+            item = None
+            if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER" \
+                    and g.literal.text.isdigit() and 0 < int(g.literal.text) <= len(q.items):
+                item = q.items[int(g.literal.text) - 1]
+            elif g.cls == "COLUMN_REF" and len(g.name) == 1:
+                item = next((i for i in q.items if i.alias and i.alias.lower() == g.name[0].lower()), None)
+            for e in (g,) if item is None else (g, item):
+                if e.start >= 0:
+                    out.add(self.key(e))
+        return frozenset(out)
 
     def query(self, q: Query, grouped: bool) -> None:
         for _, sub in q.ctes:
@@ -276,6 +303,7 @@ class _Rules:
             if t.subquery is not None:
                 self.query(t.subquery, False)
         self.grouped = bool(q.group_by) or q.aggregate_handling == "FORCE_AGGREGATES"
+        self.group_keys = self.grouped_keys(q)
         for e in _expressions(q):
             if isinstance(e, Expression):
                 self.root(e)
@@ -340,8 +368,11 @@ class _Rules:
 
     def checks(self, e: Expression) -> bool:
         # whether the arithmetic subtree ``e`` (if maximal) gets the overflow check here
-        return not self.grouped and not self.windows and self.kind(e) in ("real", "double") \
-            and self._float_column_under(e)
+        # in a grouped query, outside an aggregate, only a grouped expression (and each select
+        # item, HAVING or ORDER BY expression written as one) is checked: DuckDB matches the
+        # checked texts alike, where a check over a grouped value would read ungrouped leaves
+        return (not self.grouped or self.key(e) in self.group_keys) and not self.windows \
+            and self.kind(e) in ("real", "double") and self._float_column_under(e)
 
     # -- rendering: the node's text with its rewritten descendants; None when unchanged
     def render(self, e: Expression, checked: bool) -> str | None:
@@ -409,8 +440,8 @@ class _Rules:
                     if widen[id(c)]:
                         texts[id(c)] = f"CAST({self.child_text(c, texts)} AS DOUBLE)"
                 body = self.splice(e, texts)
-            if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.grouped \
-                    and not self.windows:
+            if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.windows \
+                    and (not self.grouped or self.key(e) in self.group_keys):
                 body = f"{FLOAT_DIV}({self.child_text(a, texts)}, {self.child_text(b, texts)})"
         if arith and not checked and self.checks(e):
             leaves = [n for n in _leaves(e) if n.start >= 0]

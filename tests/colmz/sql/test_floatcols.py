@@ -182,3 +182,19 @@ def test_a_continual_task_follows_the_same_rules(cat):
     assert set(rows(cat, "SELECT k, a FROM ct")) == {(1, float(np.float32(0.1)) + 1)}
     with pytest.raises(SQLError, match="value out of range: overflow"):
         cat.execute("INSERT INTO rt VALUES (6, 0.1, 1e308, NULL)")
+
+
+def test_a_grouped_expression_and_its_select_item_are_checked_alike(cat):
+    # PostgreSQL 15: GROUP BY f * 2 of 1e308 raises "value out of range: overflow"; NaN / 0
+    # is NaN (DuckDB grouped Infinity, and raised "Division by zero")
+    for sql in ("SELECT f * 2 AS x, count(*) AS n FROM rt GROUP BY f * 2",
+                "SELECT f * 2 + 1 AS x FROM rt GROUP BY f * 2",
+                "SELECT f * 2 AS x FROM rt GROUP BY 1",
+                "SELECT f * 2 AS x FROM rt GROUP BY x"):
+        with pytest.raises(SQLError, match="value out of range: overflow"):
+            cat.sql(sql)
+    assert rows(cat, "SELECT f*2 AS x, count(*) AS n FROM rt WHERE k = 2 GROUP BY f * 2 HAVING f * 2 > 0 "
+                "ORDER BY F * 2") == [(0.2, 1)]
+    assert math.isnan(rows(cat, "SELECT f / 0 AS x FROM rt WHERE k = 3 GROUP BY f / 0")[0][0])
+    assert sorted(rows(cat, "SELECT f * 2 AS x FROM rt WHERE k = 2 GROUP BY ROLLUP (f * 2)"),
+                  key=repr) == [(0.2,), (None,)]
