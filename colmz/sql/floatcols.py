@@ -44,6 +44,9 @@ Invariants:
   ORDER BY, and counts a check volatile); they apply to an aggregate's and a window call's
   arguments (read per row). The widening applies everywhere (it rewrites a grouped
   expression and its select item alike).
+* Every runner of a catalog's SQL applies it, with the columns of what it reads: the
+  catalog's queries, maintained views' per-row SQL and group recomputes, subscriptions, and
+  continual tasks' statements (typed by the input's, references' and output's columns).
 * The rewrite is a pure function of the text and the column names of each float type, cached;
   a text the tree cannot read (not a query) is returned unchanged.
 """
