@@ -1315,8 +1315,8 @@ QUERIES = [
     ('rc_derived_list_real', 'SELECT kk, a * 2 AS b FROM (SELECT k, r FROM reals) s(kk, a) ORDER BY kk'),
     ('rc_derived_cte_overflow', 'WITH c AS (SELECT k, f AS y FROM reals) SELECT y * 2 AS a FROM c WHERE k = 1'),
     ('rc_derived_nan_div_zero', 'SELECT y / 0 AS a FROM (SELECT k, f AS y FROM reals) s WHERE k = 3'),
-    ('rc_derived_nested_real', 'SELECT k, z + 1 AS a FROM (SELECT k, y AS z FROM (SELECT k, r * r AS y FROM reals) u) s '
-                               'WHERE k <> 4 ORDER BY k'),
+    ('rc_derived_nested_real', 'SELECT k, z + 1 AS a FROM (SELECT k, y AS z FROM (SELECT k, r * r AS y FROM reals '
+                               'WHERE k <> 4) u) s ORDER BY k'),
     ('rc_derived_expr_overflow', 'SELECT y * 2 AS a FROM (SELECT k, f + 0.5 AS y FROM reals) s WHERE k = 1'),
     ('rc_grouped_sum_overflow', 'SELECT k, sum(f * 2) AS s FROM reals GROUP BY k'),
     ('rc_grouped_sum_real_int', 'SELECT k, sum(r + 1) AS s, max(r * 2) AS m FROM reals GROUP BY k ORDER BY k'),
