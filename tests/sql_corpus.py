@@ -1308,4 +1308,25 @@ QUERIES = [
     ('rc_nan_column_div_zero', 'SELECT f / 0 AS a FROM reals WHERE k = 3'),
     ('rc_float_column_numeric', 'SELECT k, (f * 3)::numeric = 0.3 AS a, f::numeric AS b FROM reals WHERE k > 1 ORDER BY k'),
     ('rc_real_div_int_text', 'SELECT (1::real / 3)::text AS a, (2::real * 3)::text AS b'),
+    # ... through derived names (FROM subqueries, CTEs, AS t(a, b) lists), in aggregates'
+    # and window calls' arguments, and a real with a numeric literal printed (float48)
+    ('rc_real_numeric_text', 'SELECT (1::real / 3.0)::text AS a, (1::real * 3.0)::text AS b, (3.0 - 1::real)::text AS c'),
+    ('rc_derived_real_int', 'SELECT k, x + 1 AS a, x * 2 AS b FROM (SELECT k, r AS x FROM reals) s ORDER BY k'),
+    ('rc_derived_list_real', 'SELECT kk, a * 2 AS b FROM (SELECT k, r FROM reals) s(kk, a) ORDER BY kk'),
+    ('rc_derived_cte_overflow', 'WITH c AS (SELECT k, f AS y FROM reals) SELECT y * 2 AS a FROM c WHERE k = 1'),
+    ('rc_derived_nan_div_zero', 'SELECT y / 0 AS a FROM (SELECT k, f AS y FROM reals) s WHERE k = 3'),
+    ('rc_derived_nested_real', 'SELECT k, z + 1 AS a FROM (SELECT k, y AS z FROM (SELECT k, r * r AS y FROM reals '
+                               'WHERE k <> 4) u) s ORDER BY k'),
+    ('rc_derived_expr_overflow', 'SELECT y * 2 AS a FROM (SELECT k, f + 0.5 AS y FROM reals) s WHERE k = 1'),
+    ('rc_grouped_sum_overflow', 'SELECT k, sum(f * 2) AS s FROM reals GROUP BY k'),
+    ('rc_grouped_sum_real_int', 'SELECT k, sum(r + 1) AS s, max(r * 2) AS m FROM reals GROUP BY k ORDER BY k'),
+    ('rc_grouped_nan_div_zero', 'SELECT k, sum(f / 0) AS s FROM reals WHERE k = 3 GROUP BY k'),
+    ('rc_window_sum_overflow', 'SELECT k, sum(f * 2) OVER (ORDER BY k) AS s FROM reals'),
+    ('rc_window_real_int', 'SELECT k, sum(r + 1) OVER (ORDER BY k) AS s FROM reals WHERE k <> 4 ORDER BY k'),
+    ('rc_window_nan_div_zero', 'SELECT k, max(f / 0) OVER () AS s FROM reals WHERE k = 3'),
+    ('rc_grouped_expr_overflow', 'SELECT f * 2 AS x, count(*) AS n FROM reals GROUP BY f * 2'),
+    ('rc_grouped_expr_alias', 'SELECT f * 2 + 1 AS x FROM reals WHERE k <> 1 GROUP BY f * 2 ORDER BY x'),
+    ('rc_grouped_expr_nan_div', 'SELECT f / 0 AS x FROM reals WHERE k = 3 GROUP BY f / 0'),
+    ('rc_grouped_having_order', 'SELECT k, sum(f * 2) AS s FROM reals WHERE k = 2 GROUP BY k HAVING sum(f * 2) > 0 '
+                                'ORDER BY sum(f * 2)'),
 ]

@@ -379,7 +379,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         return [i for d in self._defs if d.get("kind") == "table" and definition_key(d) == key
                 for i, (_, typ) in enumerate(d["stmt"].get("columns", ())) if kind(typ)]
 
-    def _check_jsonb_text(self, s: InsertStatement, key: Key, schema) -> None:
+    def _check_jsonb_text(self, query: str, columns, key: Key, schema) -> None:
         # PostgreSQL refuses a text expression written to a jsonb column (no assignment cast
         # from text to jsonb): colmz.sql.write.check_jsonb_values, typed by the columns of
         # the relations the query reads.
@@ -387,18 +387,18 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         jsonb = {names[i] for i in self._jsonb_columns(key)}
         if not jsonb:
             return
-        targets = [n if n in jsonb else None for n in (s.columns if s.columns is not None else names)]
+        targets = [n if n in jsonb else None for n in (columns if columns is not None else names)]
         if not any(targets):
             return
         text_cols: set[str] = set()
         jsonb_cols: set[str] = set()
-        for b in bind_relations(translate(s.query), frozenset(self._objects))[1]:
+        for b in bind_relations(translate(query), frozenset(self._objects))[1]:
             cols = self._objects[b].schema
             typed = {cols[i].name for i in self._jsonb_columns(b) + self._jsonb_columns(b, is_json)}
             jsonb_cols.update(n.lower() for n in typed)
             text_cols.update(c.name.lower() for c in cols if c.name not in typed
                              and (pa.types.is_string(c.type) or pa.types.is_large_string(c.type)))
-        check_jsonb_values(s.query, targets, frozenset(text_cols), frozenset(jsonb_cols))
+        check_jsonb_values(query, targets, frozenset(text_cols), frozenset(jsonb_cols))
 
     def _write(self, s, t: int, pending: dict[Key, Updates]) -> None:
         key = key_of((*s.qualifier, s.table))
@@ -415,7 +415,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 # PostgreSQL inserts a row of defaults per row of a zero-column SELECT, which
                 # DuckDB cannot parse
                 raise UnsupportedSQL(f"{what}: an empty select list is not supported by colmz")
-            self._check_jsonb_text(s, key, schema)
+            self._check_jsonb_text(s.query, s.columns, key, schema)
             # VALUES literals take their column's type before the rows are combined
             # (colmz.sql.assign.typed_values), as in PostgreSQL.
             value_types = [c.type for c in schema] if s.columns is None else \
@@ -432,6 +432,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             names = [c.name for c in schema]
             assigned = dict(s.assignments)
             new_sql = update_select(rel, names, assigned, s.where)  # checks every part first
+            self._check_jsonb_text(new_sql, [n if n in assigned else None for n in names], key, schema)
             old = self._query(select_where(rel, s.where, f"UPDATE {s.table}: predicate"), t, pending)
             # As an INSERT, an UPDATE's values convert to their columns by assignment.
             new = assign(self._con, self._query(new_sql, t, pending), list(schema), f"UPDATE {s.table}", self._now)

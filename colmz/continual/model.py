@@ -80,8 +80,10 @@ from colmz.frontier import (
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, expand, relation_rows, rows_to_updates, schema_of
+from colmz.sql.errors import SQLError
+from colmz.sql.floatcols import column_kind, float_column_rules
 from colmz.sql.names import display_name
-from colmz.sql.write import is_jsonb
+from colmz.sql.write import check_jsonb_values, is_jsonb
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
@@ -288,6 +290,18 @@ class ContinualTask:
         # (DuckDB folds identifiers' case; "T" and t are two collections here).
         self.duckdb = TaskDuckDB([name, input_name, *refs], connection)
         self.compiled = [self._compile(s, i) for i, s in enumerate(body)]
+        # PostgreSQL's float rules that hang on column types (colmz.sql.floatcols), typed by
+        # the columns of every relation a statement may read: the input, the references and
+        # the output (whose columns, when not given, are the input's if a statement reads it)
+        read_schemas = [*self.input.schema, *(c for v in self.references.values() for c in v.schema)]
+        if columns is not None:
+            read_schemas.extend(schema_of(columns))
+        elif output is not None:
+            read_schemas.extend(output.schema)
+        kinds = frozenset((c.name.lower(), column_kind(c.type)) for c in read_schemas)
+        for b in self.compiled:
+            if b.sql is not None:
+                b.sql = float_column_rules(b.sql, kinds)
         # Append times come from the input only if some statement reads it.
         self.reads_input = any(b.reads(input_name) for b in self.compiled)
         if columns is not None:
@@ -299,6 +313,18 @@ class ContinualTask:
         self.schema = schema
         for b in self.compiled:
             b.jsonb = _jsonb_positions(columns)
+            if b.kind == "insert" and b.jsonb and b.text:
+                # PostgreSQL's type error of a text expression written to a jsonb column;
+                # only a visibly text one here: a string column read may be json or jsonb
+                # (the collections do not say), so none is taken for text
+                names = [c.name for c in schema]
+                strings = frozenset(c.name.lower() for c in (*read_schemas, *schema)
+                                    if pa.types.is_string(c.type) or pa.types.is_large_string(c.type))
+                try:
+                    check_jsonb_values(b.text, [n if i in b.jsonb else None for i, n in enumerate(names)],
+                                       frozenset(), strings)
+                except SQLError as e:
+                    raise SQLError(f"{b.label}: {e}") from None
         if output is None:
             output = MemoryCollection(schema)
         elif [c.name for c in output.schema] != [c.name for c in schema]:

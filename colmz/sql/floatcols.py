@@ -28,14 +28,25 @@ target -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.
 Invariants:
 
 * A column reference is typed only when its name is unambiguous: every column of that name in
-  the relations read has one float type, and no select item, ``AS t(a, b)`` list or CTE of
-  the query uses the name as an alias (a derived column of the same name may have another
-  type). Anything not typed is left as it is (DuckDB's answer), never guessed.
+  the relations read has one kind, and so has every expression the query defines the name
+  by -- a select item's alias, an ``AS t(a, b)`` list's name (the subquery's item at its
+  position), a set operation's column (each branch's item) -- typed as any expression here,
+  recursively through FROM subqueries and CTEs (a name defined by a derived name is typed
+  once that one is). A CTE's name, a ``WITH c(a, b)`` list's names and a list naming a
+  table's or a star's columns are not typed. Anything not typed is left as it is (DuckDB's
+  answer), never guessed.
 * A rule node holding a subquery is left alone (its text is not rewritten across the
-  subquery); the overflow and NaN rules skip grouped queries (DuckDB matches a select item
-  against the grouped expressions as written) and window calls (DuckDB refuses a volatile
-  expression in a window's ORDER BY, and counts a check volatile); the widening applies
-  there too (it rewrites a grouped expression and its select item alike).
+  subquery); in a grouped query, outside an aggregate's arguments, the overflow and NaN
+  rules apply only to a subtree written as a grouped expression (its tokens; a GROUP BY
+  position or alias names its select item), so the grouped expression and its select item,
+  HAVING or ORDER BY are rewritten alike and DuckDB still matches them (arithmetic over
+  grouped values, ``g + g``, is left unchecked); they skip a window's OVER clause (DuckDB refuses a volatile expression in a window's
+  ORDER BY, and counts a check volatile); they apply to an aggregate's and a window call's
+  arguments (read per row). The widening applies everywhere (it rewrites a grouped
+  expression and its select item alike).
+* Every runner of a catalog's SQL applies it, with the columns of what it reads: the
+  catalog's queries, maintained views' per-row SQL and group recomputes, subscriptions, and
+  continual tasks' statements (typed by the input's, references' and output's columns).
 * The rewrite is a pure function of the text and the column names of each float type, cached;
   a text the tree cannot read (not a query) is returned unchanged.
 """
@@ -47,6 +58,7 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError
+from colmz.sql.tokens import tokenize
 from colmz.sql.transforms import (
     FLOAT_CHECK,
     NUMERIC_CAST,
@@ -116,14 +128,17 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]]) -> str:
         queries = parse_tree(text)
     except SQLError:  # not a query the tree reads (a refusal is translate's, or DuckDB's)
         return text
-    aliases: set[str] = set()
+    defs: dict[str, list[Expression | None]] = {}
     for q in queries:
-        _aliases(q, aliases)
+        _derived(q, defs)
+    for name in _cte_column_lists(text, defs):
+        defs.setdefault(name, []).append(None)
     kinds: dict[str, set[str]] = {}
     for name, kind in columns:
         kinds.setdefault(name, set()).add(kind)
     typed = {n: next(iter(k)) for n, k in kinds.items()
-             if len(k) == 1 and "other" not in k and n not in aliases}
+             if len(k) == 1 and "other" not in k and n not in defs}
+    _type_derived(text, defs, kinds, typed)
     rules = _Rules(text, typed)
     for q in queries:
         rules.query(q, grouped=False)
@@ -136,23 +151,98 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]]) -> str:
     return "".join(out)
 
 
-def _aliases(q: Query, out: set[str]) -> None:
-    # every name the query gives a derived column (or a CTE), lower case
+def _derived(q: Query, out: dict[str, list[Expression | None]]) -> None:
+    # every name the query gives a derived column, lower case, with its defining expressions
+    # (``None``: not known, as a CTE's name or a list naming a table's columns)
     for name, sub in q.ctes:
-        out.add(name.lower())
-        _aliases(sub, out)
+        out.setdefault(name.lower(), []).append(None)
+        _derived(sub, out)
     for c in q.children:
-        _aliases(c, out)
+        _derived(c, out)
+    if q.children:  # a set operation's column is named by its first branch, typed by all
+        branches = _branch_items(q)
+        first = _first_branch(q).items
+        for i, e in enumerate(first):
+            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
+            if not name:
+                continue
+            if branches is None or any(len(b) != len(first) for b in branches):
+                out.setdefault(name.lower(), []).append(None)
+            else:
+                out.setdefault(name.lower(), []).extend(b[i] for b in branches)
     for e in _expressions(q):
         for n in e.walk():
             if n.alias:
-                out.add(n.alias.lower())
+                out.setdefault(n.alias.lower(), []).append(n)
             if n.subquery is not None:
-                _aliases(n.subquery, out)
+                _derived(n.subquery, out)
     for t in table_refs(q):
-        out.update(a.lower() for a in t.column_aliases)
+        if t.column_aliases:
+            branches = _branch_items(t.subquery) if t.subquery is not None else None
+            for i, a in enumerate(t.column_aliases):
+                if branches is None or any(len(b) < len(t.column_aliases) for b in branches):
+                    out.setdefault(a.lower(), []).append(None)
+                else:
+                    out.setdefault(a.lower(), []).extend(b[i] for b in branches)
         if t.subquery is not None:
-            _aliases(t.subquery, out)
+            _derived(t.subquery, out)
+
+
+def _branch_items(q: Query) -> list[tuple[Expression, ...]] | None:
+    # the select lists of a query's branches (a set operation's every branch), None when one
+    # has a star (its columns are not listed)
+    if q.children:
+        out = []
+        for c in q.children:
+            b = _branch_items(c)
+            if b is None:
+                return None
+            out.extend(b)
+        return out
+    if any(n.cls in ("STAR", "COLUMNS") for e in q.items for n in e.walk()):
+        return None
+    return [q.items]
+
+
+def _first_branch(q: Query) -> Query:
+    return _first_branch(q.children[0]) if q.children else q
+
+
+_CTE_LIST = re.compile(r"(?:\bWITH(?:\s+RECURSIVE)?|,)\s*(\w+|\"[^\"]*\")\s*\(([^()]*)\)\s*AS\b",
+                       re.IGNORECASE)
+
+
+def _cte_column_lists(text: str, defs: dict[str, list[Expression | None]]) -> list[str]:
+    # ``WITH c(a, b) AS (...)``: the tree does not keep a CTE's column list; the names in it
+    # (of a CTE the tree read) are derived and left untyped
+    names = []
+    for m in _CTE_LIST.finditer(text):
+        if m.group(1).strip('"').lower() in defs:
+            names.extend(n.strip().strip('"').lower() for n in m.group(2).split(",") if n.strip())
+    return names
+
+
+def _type_derived(text: str, defs: dict[str, list[Expression | None]], kinds: dict[str, set[str]],
+                  typed: dict[str, str]) -> None:
+    # a derived name is typed when every expression defining it (and every relation's column
+    # of that name) has one float or exact kind -- recursively: a name defined by another
+    # derived name is typed once that one is (a reference to the name itself, ``x AS x``,
+    # adds nothing)
+    rules = _Rules(text, typed)
+    changed = True
+    while changed:
+        changed = False
+        for name, es in defs.items():
+            if name in typed or None in es:
+                continue
+            got = set(kinds.get(name, ()))
+            for e in es:
+                if e.cls == "COLUMN_REF" and e.name and e.name[-1].lower() == name:
+                    continue
+                got.add(rules.kind(e))
+            if len(got) == 1 and next(iter(got)) in ("real", "double", "exact"):
+                typed[name] = next(iter(got))
+                changed = True
 
 
 def _expressions(q: Query):
@@ -181,6 +271,30 @@ class _Rules:
         self.edits: list[tuple[int, int, str]] = []
         self.grouped = False
         self.windows = 0  # how many window calls the node being rendered is under
+        self.group_keys: frozenset = frozenset()  # the grouped expressions' token keys
+
+    def key(self, e: Expression) -> tuple:
+        # an expression's tokens (words lower case): DuckDB matches a select item against a
+        # grouped expression by what it parses to, not by its spacing
+        return tuple(t.text.lower() if t.kind == "word" else t.text
+                     for t in tokenize(self.text[e.start : e.end]))
+
+    def grouped_keys(self, q: Query) -> frozenset:
+        # a GROUP BY's expressions, and the select items a position or an alias groups by
+        out = set()
+        for g in q.group_by:
+            if g.start < 0:
+                continue
+            item = None
+            if g.cls == "CONSTANT" and g.literal is not None and g.literal.kind == "INTEGER" \
+                    and g.literal.text.isdigit() and 0 < int(g.literal.text) <= len(q.items):
+                item = q.items[int(g.literal.text) - 1]
+            elif g.cls == "COLUMN_REF" and len(g.name) == 1:
+                item = next((i for i in q.items if i.alias and i.alias.lower() == g.name[0].lower()), None)
+            for e in (g,) if item is None else (g, item):
+                if e.start >= 0:
+                    out.add(self.key(e))
+        return frozenset(out)
 
     def query(self, q: Query, grouped: bool) -> None:
         for _, sub in q.ctes:
@@ -191,6 +305,7 @@ class _Rules:
             if t.subquery is not None:
                 self.query(t.subquery, False)
         self.grouped = bool(q.group_by) or q.aggregate_handling == "FORCE_AGGREGATES"
+        self.group_keys = self.grouped_keys(q)
         for e in _expressions(q):
             if isinstance(e, Expression):
                 self.root(e)
@@ -248,8 +363,11 @@ class _Rules:
 
     def checks(self, e: Expression) -> bool:
         # whether the arithmetic subtree ``e`` (if maximal) gets the overflow check here
-        return not self.grouped and not self.windows and self.kind(e) in ("real", "double") \
-            and self._float_column_under(e)
+        # in a grouped query, outside an aggregate, only a grouped expression (and each select
+        # item, HAVING or ORDER BY expression written as one) is checked: DuckDB matches the
+        # checked texts alike, where a check over a grouped value would read ungrouped leaves
+        return (not self.grouped or self.key(e) in self.group_keys) and not self.windows \
+            and self.kind(e) in ("real", "double") and self._float_column_under(e)
 
     # -- rendering: the node's text with its rewritten descendants; None when unchanged
     def render(self, e: Expression, checked: bool) -> str | None:
@@ -260,14 +378,21 @@ class _Rules:
         # a maximal arithmetic subtree is checked once, at its root (by translate or here)
         arith_checked = is_arith(e) and not _numeric_cast(e, self.text) and (checked or self.checks(e))
         texts = {}
-        # a check under a window call is left out: DuckDB counts it volatile, which a
-        # window's ORDER BY or PARTITION BY may not be
-        self.windows += e.cls == "WINDOW"
+        # a check under a window's OVER clause is left out: DuckDB counts it volatile, which
+        # a window's ORDER BY or PARTITION BY may not be; the call's arguments are per row
+        args = _window_arguments(e, kids, self.text) if e.cls == "WINDOW" else ()
+        # an aggregate's arguments are per row, not matched against the grouped expressions
+        grouped = self.grouped
+        if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0].lower() in _AGGREGATES:
+            self.grouped = False
         for i, c in enumerate(kids):
+            window = e.cls == "WINDOW" and not any(c is a for a in args)
+            self.windows += window
             t = self.render(c, checked=(under_check and i == 0) or (arith_checked and is_arith(c)))
+            self.windows -= window
             if t is not None:
                 texts[id(c)] = t
-        self.windows -= e.cls == "WINDOW"
+        self.grouped = grouped
         has_sub = any(n.subquery is not None for n in e.walk())
         own = None if has_sub else self.rule(e, texts, checked)
         if own is not None:
@@ -310,14 +435,40 @@ class _Rules:
                     if widen[id(c)]:
                         texts[id(c)] = f"CAST({self.child_text(c, texts)} AS DOUBLE)"
                 body = self.splice(e, texts)
-            if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.grouped \
-                    and not self.windows:
+            if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.windows \
+                    and (not self.grouped or self.key(e) in self.group_keys):
                 body = f"{FLOAT_DIV}({self.child_text(a, texts)}, {self.child_text(b, texts)})"
         if arith and not checked and self.checks(e):
             leaves = [n for n in _leaves(e) if n.start >= 0]
             inner = body if body is not None else (self.splice(e, texts) if texts else self.text[e.start : e.end])
             return float_check(inner, [self.text[n.start : n.end] for n in leaves], products_only(e))
         return body
+
+
+#: Aggregate functions whose arguments are read per row (the float rules apply there in a
+#: grouped query as in any other).
+_AGGREGATES = frozenset({
+    "sum", "avg", "min", "max", "count", "stddev", "stddev_samp", "stddev_pop", "variance",
+    "var_samp", "var_pop", "corr", "covar_samp", "covar_pop", "string_agg", "array_agg",
+    "bool_and", "bool_or", "every", "median", "mode", "product", "any_value", "arg_min",
+    "arg_max", "first", "last", "list", "fsum", "sumkahan", "kahan_sum",
+})
+_OVER = re.compile(r"\bOVER\b", re.IGNORECASE)
+
+
+def _window_arguments(e: Expression, kids: list[Expression], text: str) -> tuple[Expression, ...]:
+    # a window call's own arguments: the children before its OVER clause (whose PARTITION BY,
+    # ORDER BY and frame expressions come after the last OVER in the call's text)
+    over = [m.start() for m in _OVER.finditer(text, e.start, e.end)]
+    if not over:
+        return ()
+    clause = over[-1]
+    if e.over is not None:
+        firsts = [p.start for p in e.over.partitions] + [o.expression.start for o in e.over.orders]
+        firsts = [f for f in firsts if f >= 0]
+        if firsts and min(firsts) < clause:  # a named window's copied clause: not read here
+            return ()
+    return tuple(c for c in kids if c.end <= clause)
 
 
 def _numeric_cast(e: Expression, text: str) -> bool:
@@ -331,3 +482,5 @@ def _leaves(e: Expression) -> list[Expression]:
     # (one with an exponent too: it is typed exact here, as PostgreSQL reads it)
     return [n for n in arith_leaves(e) if not (
         n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC"))]
+
+

@@ -374,7 +374,8 @@ def _numeric_source(toks) -> bool:
     n = len(toks)
     for j, t in enumerate(toks):
         if t.kind == "number" and ("." in t.text or "e" in t.text.lower()):
-            if not (j + 2 < n and toks[j + 1].text == "::" and toks[j + 2].upper in _FLOAT_WORDS):
+            if not (j + 2 < n and toks[j + 1].text == "::" and toks[j + 2].upper in _FLOAT_WORDS) \
+                    and not _real_widened_operand(toks, j):
                 return True
         elif t.kind == "op" and t.text == "/":
             # x::float8 / y and x / 2::float8 divide doubles in PostgreSQL too
@@ -388,6 +389,27 @@ def _numeric_source(toks) -> bool:
         elif t.kind == "number" and t.text == "0" and j >= 3 and toks[j - 2].upper == "CAST" \
                 and j + 2 < n and toks[j + 2].upper == "DECIMAL":
             return True  # a cast of a non-literal to numeric (NUMERIC_CAST)
+    return False
+
+
+def _real_widened_operand(toks, j: int) -> bool:
+    # Whether the number at ``toks[j]`` is a real's exact operand as the transforms write it,
+    # ``(REAL_WIDEN(x, 3.0)) / (3.0)``: PostgreSQL's float48 operators give a double there
+    # (``(1::real / 3.0)::text`` is 0.3333333333333333), not a numeric.
+    n = len(toks)
+    if not (0 < j < n - 1):
+        return False
+    if toks[j - 1].text == "," and toks[j + 1].text == ")":  # REAL_WIDEN's second argument
+        depth = 0
+        for i in range(j - 1, -1, -1):
+            depth += toks[i].text == ")"
+            depth -= toks[i].text == "("
+            if depth < 0:
+                return i > 0 and toks[i - 1].text.lower() == REAL_WIDEN
+        return False
+    if toks[j - 1].text == "(" and toks[j + 1].text == ")":  # the operand beside (REAL_WIDEN(...))
+        ops = [k for k in (j - 2, j + 2) if 0 <= k < n and toks[k].kind == "op" and toks[k].text in "+-*/"]
+        return any(_real_widened_division(toks, k) for k in ops)
     return False
 
 

@@ -327,13 +327,17 @@ def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: 
     relations ``query`` reads. PostgreSQL has no assignment cast from text to jsonb: only an
     untyped string literal (or NULL, or a jsonb value) is accepted there. An expression is
     text when it is visibly one -- a cast to a text type, a text function, ``||`` of no jsonb
-    operand, or a column of a text type (its name not also a jsonb column's); any other is
+    operand, a ``CASE`` or ``coalesce`` of untyped literals or text, or a column of a text type (its name not also a jsonb column's); any other is
     left for the write to convert (:func:`as_jsonb`).
 
     >>> check_jsonb_values("VALUES (1, '{}')", [None, "j"], frozenset(), frozenset())
     >>> check_jsonb_values("VALUES (1, '{' || '}')", [None, "j"], frozenset(), frozenset())
     Traceback (most recent call last):
     colmz.sql.SQLError: column "j" is of type jsonb but expression is of type text
+
+    A ``CASE`` or ``coalesce`` whose results are untyped literals or text is text too, as
+    PostgreSQL resolves it; an ``UPDATE``'s assignments are checked as its select list
+    (:func:`colmz.sql.build.update_select`).
     """
     from colmz.sql.tree import parse_tree
 
@@ -368,7 +372,16 @@ def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: 
         if e.cls == "COLUMN_REF" and e.name:
             n = e.name[-1].lower()
             return n in text_columns and n not in jsonb_columns
+        if e.cls == "CASE" or (e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE"):
+            # PostgreSQL resolves a CASE's or coalesce's results of untyped literals (and
+            # text) to text (select_common_type: all unknown is text)
+            results = e.children if e.cls != "CASE" else \
+                (*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ()))
+            return bool(results) and all(untyped(r) or text(r) for r in results)
         return False
+
+    def untyped(e) -> bool:
+        return e.cls == "CONSTANT" and e.literal is not None and e.literal.kind in ("STRING", "NULL_LITERAL")
 
     for row in rows:
         for e, target in zip(row, targets):

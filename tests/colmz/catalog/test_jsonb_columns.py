@@ -66,6 +66,16 @@ def test_a_json_column_keeps_its_text_but_refuses_text_that_is_not_json():
     "INSERT INTO jd (id, j) VALUES (5, '{\"a\"' || ':1}')",    # || of two literals is text
     "INSERT INTO jd (id, j) VALUES (5, '{}'::text)",              # a cast to text
     "INSERT INTO jd VALUES (5, upper('{}'), 'x')",                # a text function
+    # a CASE or coalesce of untyped literals resolves to text (select_common_type)
+    "INSERT INTO jd VALUES (5, CASE WHEN true THEN '{}' ELSE '[]' END, 'x')",
+    "INSERT INTO jd VALUES (5, CASE WHEN true THEN '{}' END, 'x')",
+    "INSERT INTO jd (id, j) VALUES (5, CASE WHEN false THEN NULL END)",  # all NULL: text too
+    "INSERT INTO jd (id, j) VALUES (5, coalesce(NULL, '{}'))",
+    "INSERT INTO jd (id, j) SELECT 5, coalesce(t, '{}') FROM jd",
+    # an UPDATE's assignment is checked as an INSERT's value
+    "UPDATE jd SET j = t WHERE id = 1",
+    "UPDATE jd SET j = '{}'::text",
+    "UPDATE jd SET j = CASE WHEN id = 1 THEN '[]' END",
 ])
 def test_a_text_expression_into_a_jsonb_column_is_postgresqls_type_error(stmt):
     # PostgreSQL 15: no assignment cast from text to jsonb; only an untyped literal (or a
@@ -80,6 +90,9 @@ def test_a_text_expression_into_a_jsonb_column_is_postgresqls_type_error(stmt):
     cat.execute("""INSERT INTO jd (id, j) VALUES (2, '{"c": 1}'), (3, NULL)""")
     cat.execute("INSERT INTO jd (id, j) SELECT 4, j FROM jd WHERE id = 1")
     cat.execute("""INSERT INTO jd (id, j) VALUES (6, '{"d": 1}'::json)""")
+    cat.execute("INSERT INTO jd (id, j) VALUES (7, coalesce(NULL, '{}'::jsonb)), (8, NULL)")
+    cat.execute("DELETE FROM jd WHERE id > 6")
+    cat.execute("""UPDATE jd SET j = CASE WHEN id = 3 THEN j ELSE '{"e": 1}'::jsonb END WHERE id = 3""")
     assert cat.sql("SELECT id, j FROM jd ORDER BY id").to_pylist() == [
         {"id": 1, "j": '{"a": 1}'}, {"id": 2, "j": '{"c": 1}'}, {"id": 3, "j": None},
         {"id": 4, "j": '{"a": 1}'}, {"id": 6, "j": '{"d": 1}'}]
@@ -123,3 +136,21 @@ def test_a_reopened_continual_task_still_writes_jsonb_text(tmp_path):
     cat.execute("""INSERT INTO src VALUES (3, '{"b": [],  "a": 0}')""")
     assert _task_rows(cat) == [(2, '{"x": 2, "y": 1}', '{"y": 1,  "x": 2}'),
                                (3, '{"a": 0, "b": []}', '{"b": [],  "a": 0}')]
+
+
+@pytest.mark.parametrize("body", [
+    "INSERT INTO cj SELECT k, CASE WHEN k > 0 THEN '{}' END FROM src",
+    "INSERT INTO cj SELECT k, '{}'::text FROM src",
+    "INSERT INTO cj SELECT k, coalesce(NULL, '[]') FROM src",
+])
+def test_a_continual_tasks_text_expression_into_jsonb_is_postgresqls_type_error(body):
+    # as an INSERT's: PostgreSQL 15 refuses a text expression written to a jsonb column
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE src (k INT, js JSON)")
+    with pytest.raises(SQLError, match='column "j" is of type jsonb but expression is of type text'):
+        cat.execute(f"CREATE CONTINUAL TASK cj (k INT, j JSONB) ON INPUT src AS ({body})")
+    cat.execute("CREATE CONTINUAL TASK cj (k INT, j JSONB) ON INPUT src AS ("
+                "INSERT INTO cj SELECT k, js::jsonb FROM src; INSERT INTO cj SELECT k, '[]' FROM src)")
+    cat.execute("""INSERT INTO src VALUES (1, '{"b": 1,  "a": 2}')""")
+    assert sorted(tuple(r.values()) for r in cat.sql("SELECT * FROM cj").to_pylist()) == [
+        (1, '[]'), (1, '{"a": 2, "b": 1}')]

@@ -119,3 +119,82 @@ def test_a_window_ordered_by_float_arithmetic_is_not_checked(cat):
     # DuckDB refuses a volatile expression (a check raising an error) in a window's ORDER BY
     got = rows(cat, "SELECT k, rank() OVER (ORDER BY f * f) AS n FROM rt WHERE k IN (2, 4) ORDER BY k")
     assert got == [(2, 1), (4, 2)]
+
+
+def test_a_derived_name_is_typed_by_its_defining_expression(cat):
+    # PostgreSQL 15: a subquery's or CTE's column has its expression's type, so the rules
+    # apply to it as to the column itself (DuckDB answered 1.100000023841858, Infinity, an
+    # error for NaN / 0, and no overflow error)
+    r1 = float(np.float32(0.1))
+    assert rows(cat, "SELECT x + 1 AS a FROM (SELECT k, r AS x FROM rt) s WHERE k = 1") == [(r1 + 1,)]
+    assert rows(cat, "SELECT a * 2 AS b FROM (SELECT k, r FROM rt) s(kk, a) WHERE kk = 4") == \
+        [(float(np.float32(3.4e38)) * 2,)]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("WITH c AS (SELECT k, f AS y FROM rt) SELECT y * 2 AS a FROM c WHERE k = 1")
+    assert math.isnan(rows(cat, "SELECT y / 0 AS a FROM (SELECT k, f AS y FROM rt) s WHERE k = 3")[0][0])
+    # recursively: a derived name defined by a derived name, a float expression's alias
+    rr = float(np.float32(np.float32(0.1) * np.float32(0.1)))
+    assert rows(cat, "SELECT z + 1 AS a FROM (SELECT k, y AS z FROM (SELECT k, r * r AS y FROM rt) u) s "
+                "WHERE k = 1") == [(rr + 1,)]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT y * 2 AS a FROM (SELECT k, f + 0.5 AS y FROM rt) s WHERE k = 1")
+
+
+def test_a_derived_name_of_mixed_or_unknown_kind_is_left_alone():
+    cols = frozenset({("r", "real"), ("f", "double"), ("k", "exact")})
+    for text in (
+        "SELECT x * 2 FROM (SELECT r AS x FROM t UNION ALL SELECT k FROM t) s",  # branches differ
+        "WITH c(a) AS (SELECT k FROM t) SELECT a * 2 FROM c",  # a CTE's column list
+        "SELECT a * 2 FROM t AS s(a, b)",  # a table's columns by position
+        "SELECT a * 2 FROM (SELECT * FROM t) s(a, b)",  # a star's columns
+        "SELECT x * 2 FROM (SELECT sum(r) AS x FROM t) s",  # an aggregate: not typed here
+    ):
+        assert float_column_rules(text, cols) == text, text
+    assert float_column_rules("SELECT x * 2 FROM (SELECT r AS x FROM t UNION ALL SELECT r * r FROM t) s",
+                              cols).startswith("SELECT __colmz_float_check(CAST(x AS DOUBLE) * 2")
+
+
+def test_an_aggregates_or_window_calls_argument_follows_the_rules(cat):
+    # PostgreSQL 15: sum(f * 2) of 1e308 raises "value out of range: overflow" (grouped or
+    # over a window); sum(f / 0) of NaN is NaN. DuckDB answered Infinity and raised
+    # "Division by zero"
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT k, sum(f * 2) AS s FROM rt GROUP BY k")
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT k, sum(f * 2) OVER (ORDER BY k) AS s FROM rt")
+    assert math.isnan(rows(cat, "SELECT k, sum(f / 0) AS s FROM rt WHERE k = 3 GROUP BY k")[0][1])
+    assert math.isnan(rows(cat, "SELECT k, max(f / 0) OVER () AS s FROM rt WHERE k = 3")[0][1])
+    # a grouped query's ORDER BY and HAVING read the same aggregate; the OVER clause is left
+    # unchecked (DuckDB refuses a volatile ORDER BY there)
+    assert rows(cat, "SELECT k, sum(f * 2) AS s FROM rt WHERE k = 2 GROUP BY k HAVING sum(f * 2) > 0 "
+                "ORDER BY sum(f * 2)") == [(2, 0.2)]
+    assert rows(cat, "SELECT k, sum(f * 2) OVER (ORDER BY f * 3) AS s FROM rt WHERE k = 2") == [(2, 0.2)]
+
+
+def test_a_continual_task_follows_the_same_rules(cat):
+    # its statements are typed by the input's, references' and output's columns: r + 1 is
+    # float48pl (DuckDB added in single precision), f * 2 of 1e308 overflows as PostgreSQL's
+    cat.execute("CREATE CONTINUAL TASK ct (k INT, a DOUBLE PRECISION) ON INPUT rt AS ("
+                "INSERT INTO ct SELECT k, r + 1 FROM rt WHERE k = 1)")
+    cat.execute("CREATE CONTINUAL TASK ct2 (k INT, a DOUBLE PRECISION) ON INPUT rt AS ("
+                "INSERT INTO ct2 SELECT k, f * 2 FROM rt WHERE k = 6)")
+    cat.execute("INSERT INTO rt VALUES (1, 0.1, 0.5, NULL)")
+    assert set(rows(cat, "SELECT k, a FROM ct")) == {(1, float(np.float32(0.1)) + 1)}
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.execute("INSERT INTO rt VALUES (6, 0.1, 1e308, NULL)")
+
+
+def test_a_grouped_expression_and_its_select_item_are_checked_alike(cat):
+    # PostgreSQL 15: GROUP BY f * 2 of 1e308 raises "value out of range: overflow"; NaN / 0
+    # is NaN (DuckDB grouped Infinity, and raised "Division by zero")
+    for sql in ("SELECT f * 2 AS x, count(*) AS n FROM rt GROUP BY f * 2",
+                "SELECT f * 2 + 1 AS x FROM rt GROUP BY f * 2",
+                "SELECT f * 2 AS x FROM rt GROUP BY 1",
+                "SELECT f * 2 AS x FROM rt GROUP BY x"):
+        with pytest.raises(SQLError, match="value out of range: overflow"):
+            cat.sql(sql)
+    assert rows(cat, "SELECT f*2 AS x, count(*) AS n FROM rt WHERE k = 2 GROUP BY f * 2 HAVING f * 2 > 0 "
+                "ORDER BY F * 2") == [(0.2, 1)]
+    assert math.isnan(rows(cat, "SELECT f / 0 AS x FROM rt WHERE k = 3 GROUP BY f / 0")[0][0])
+    assert sorted(rows(cat, "SELECT f * 2 AS x FROM rt WHERE k = 2 GROUP BY ROLLUP (f * 2)"),
+                  key=repr) == [(0.2,), (None,)]

@@ -220,3 +220,7 @@ def test_text_of_a_real_divided_by_an_integer_is_a_doubles():
     # PostgreSQL's float48div: a double (psql: (1::real / 3)::text is 0.3333333333333333),
     # not a numeric, so it is printed, not refused
     assert run("SELECT (1::real / 3)::text, (3 / 2::real)::text") == [("0.3333333333333333", "1.5")]
+    # a real with a numeric literal is float48 too (psql: (1::real / 3.0)::text is
+    # 0.3333333333333333, (1::real * 3.0)::text 3, (3.0 - 1::real)::text 2)
+    assert run("SELECT (1::real / 3.0)::text, (1::real * 3.0)::text, (3.0 - 1::real)::text") == \
+        [("0.3333333333333333", "3", "2")]
