@@ -391,6 +391,33 @@ class MaintainedView:
             # nothing changes a view that reads nothing: no previous output to diff against
             self._recompute._previous = Updates.empty(self.schema)
 
+    def idle(self, time: int) -> bool:
+        """Whether a :meth:`step` at ``time`` with no input changed would write nothing and
+        change nothing but the view's collection's upper -- no temporal filter has a flip
+        due, the view is not recomputed at every commit (``mz_now()``), its sink holds
+        nothing to correct -- so that its caller may move that upper alone instead of
+        stepping it (and leave the operators and the sink, unread and unchanged, unsaved).
+
+        >>> import colmz, pyarrow as pa
+        >>> t = {"k": pa.int64()}
+        >>> mv = MaintainedView.create("SELECT k FROM t", ((ColumnSpec("k", pa.int64())),), {"t": t},
+        ...                            MemoryCollection({"k": pa.int64()}, since=1, upper=1))
+        >>> mv.initialize(1, {"t": colmz.Updates({"k": [1]}, time=[1], diff=[1])})
+        >>> mv.idle(2)
+        True
+        """
+        if len(self._sink.correction):
+            return False
+        if self._pipeline is None:
+            # a Fallback or a constant: recomputed only when an input changed, or at every
+            # commit when it calls mz_now(); its clock checks that times go forward only
+            return not self.uses_now
+        root = self._pipeline.operators[0]
+        if isinstance(root, TemporalFilterOp):
+            due = root.next_time()
+            return due is None or due > time
+        return True
+
     def step(self, time: int, deltas: Mapping[str, Updates]) -> Updates:
         """Feed the inputs' changes committed at ``time`` (name -> ``Updates`` at ``time``;
         an input without a change may be absent) and write the view's change; returns what
