@@ -227,8 +227,15 @@ class _Array:
         return self.copy.copy()
 
 
+#: Types kept by reference without a look at their class (the most frequent field values: a
+#: save is taken per touched structure per call, so its constant counts).
+_PLAIN = frozenset({int, float, str, bool, type(None), tuple, frozenset, bytes})
+
+
 def saved_value(value: Any) -> Any:
     """How a rollback keeps one field's value (see the module docstring for the rule)."""
+    if type(value) in _PLAIN:
+        return value
     if _declares(value):
         return _InPlace(value)
     if isinstance(value, (list, dict, deque, set)):
@@ -239,10 +246,11 @@ def saved_value(value: Any) -> Any:
 
 
 _SAVED_KINDS = (_InPlace, _Appended, _Container, _Array)
+_SAVED_TYPES = frozenset(_SAVED_KINDS)
 
 
 def _put_back(saved: Any, copy: bool) -> Any:
-    if isinstance(saved, _SAVED_KINDS):
+    if type(saved) in _SAVED_TYPES:
         return saved.put_back(copy)
     return saved
 
@@ -263,8 +271,13 @@ class Saved:
         self.values = values
         #: the structures kept on touch, by ``id`` (each ``_InPlace`` holds its structure alive)
         self.touched: dict[int, _InPlace] = {} if touched is None else touched
-        self.copied = sum(getattr(v, "copied", 0) for v in values if isinstance(v, _SAVED_KINDS)) + \
-            sum(s.copied for s in self.touched.values())
+        copied = 0
+        for v in values:
+            if type(v) in _SAVED_TYPES:
+                copied += v.copied
+        for s in self.touched.values():
+            copied += s.copied
+        self.copied = copied
 
     @property
     def kept(self) -> int:

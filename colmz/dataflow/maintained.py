@@ -205,7 +205,7 @@ class MaintainedView:
         Get t AS t (k AS t.k, v AS t.v)  -- incremental O(delta)  [last commit: 1 in, 1 out]
     """
 
-    ROLLBACK_FIELDS = ("_pipeline", "_recompute", "_sink")
+    ROLLBACK_FIELDS = ("_pipeline", "_recompute", "_sink", "_drained")
 
     def __init__(self, schema: Schema, collection: MemoryCollection, inputs: Mapping[str, Schema],
                  plan_: Plan | None, reasons: list[str], evaluate: Callable[[int], Updates] | None,
@@ -230,6 +230,10 @@ class MaintainedView:
             self._pipeline = render(plan_, fallback=subtree if subquery_evaluate is not None else None,
                                     shared=shared)
         self._sink = ViewSink(schema, collection)
+        # Whether the sink's correction was empty after this view's last write (False: not
+        # known; a durable restore that empties it leaves it so): what :meth:`idle` reads,
+        # instead of counting the correction's buckets at every commit.
+        self._drained = False
         self._states: list | None = None  # per rendered step, its operator's state structures
         #: per rendered step: (rows in, rows out, work counters) at the last commit
         self.last_work: list[tuple[int, int, int]] | None = None
@@ -371,13 +375,17 @@ class MaintainedView:
     def _write(self, time: int, out: Updates) -> Updates:
         coll = self._sink.collection
         if time >= coll.upper:
-            return self._sink.step(time, out)
-        # The collection is written past ``time`` already (a reopened view that was current):
-        # the output is desired as of the upper, and the next step writes any difference.
-        if len(out):
-            # updates at later times (a temporal filter's flips) stay at theirs
-            self._sink.correction.insert(_advanced(out, coll.upper))
-        return Updates.empty(self.schema)
+            written = self._sink.step(time, out)
+        else:
+            # The collection is written past ``time`` already (a reopened view that was
+            # current): the output is desired as of the upper, and the next step writes any
+            # difference.
+            if len(out):
+                # updates at later times (a temporal filter's flips) stay at theirs
+                self._sink.correction.insert(_advanced(out, coll.upper))
+            written = Updates.empty(self.schema)
+        self._drained = not len(self._sink.correction)
+        return written
 
     def initialize(self, time: int, contents: Mapping[str, Updates]) -> None:
         """Feed every input's contents as of ``time`` (one initial computation) and write the
@@ -397,6 +405,7 @@ class MaintainedView:
         due, the view is not recomputed at every commit (``mz_now()``), its sink holds
         nothing to correct -- so that its caller may move that upper alone instead of
         stepping it (and leave the operators and the sink, unread and unchanged, unsaved).
+        O(1): whether the sink holds nothing is known from the view's last write.
 
         >>> import colmz, pyarrow as pa
         >>> t = {"k": pa.int64()}
@@ -406,7 +415,7 @@ class MaintainedView:
         >>> mv.idle(2)
         True
         """
-        if len(self._sink.correction):
+        if not self._drained:
             return False
         if self._pipeline is None:
             # a Fallback or a constant: recomputed only when an input changed, or at every
