@@ -160,6 +160,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         self._now = 0
         self._reopened_at: int | None = None  # the time a reopen loaded contents at
         self._defs: list[dict] = []
+        # ``(the definitions list, its length, key -> definition)``: definition_of's index
+        self._def_index: tuple | None = None
         # How to reopen time ``now`` for a write at ``time=now``: the state saved before the
         # commit that sealed it and that commit's table changes (None: it cannot be; always
         # in a durable catalog, where now is persisted sealed).
@@ -426,14 +428,26 @@ class Engine(Definitions, Queries, Views, Subscriptions):
 
     def append_only(self, key: Key) -> bool:
         """Whether ``key`` is a table created ``WITH (APPEND ONLY)`` (its definition says so)."""
-        return any(d.get("kind") == "table" and d["stmt"].get("append_only", False) and definition_key(d) == key
-                   for d in self._defs)
+        d = self.definition_of(key)
+        return d is not None and d.get("kind") == "table" and d["stmt"].get("append_only", False)
 
     def _jsonb_columns(self, key: Key, kind=is_jsonb) -> list[int]:
         # The positions of the columns table ``key`` declares jsonb (``kind=is_json``: json;
         # colmz stores both as text; its definition says what they are).
-        return [i for d in self._defs if d.get("kind") == "table" and definition_key(d) == key
-                for i, (_, typ) in enumerate(d["stmt"].get("columns", ())) if kind(typ)]
+        d = self.definition_of(key)
+        if d is None or d.get("kind") != "table":
+            return []
+        return [i for i, (_, typ) in enumerate(d["stmt"].get("columns", ())) if kind(typ)]
+
+    def definition_of(self, key: Key) -> dict | None:
+        """The stored definition of the object keyed ``key`` (None: no such object), looked
+        up in an index of the definitions rebuilt only when they change (a DDL statement
+        replaces or extends the list): O(1) per statement, not O(objects)."""
+        defs = self._defs
+        index = self._def_index
+        if index is None or index[0] is not defs or index[1] != len(defs):
+            index = self._def_index = (defs, len(defs), {definition_key(d): d for d in defs})
+        return index[2].get(key)
 
     def _check_jsonb_text(self, s: InsertStatement, key: Key, schema) -> None:
         # PostgreSQL refuses a text expression written to a jsonb column (no assignment cast

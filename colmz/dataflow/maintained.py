@@ -44,8 +44,11 @@ subquery alone, its change fed to the operators above it; so is a set operation'
 
 Rollback. ``MaintainedView`` declares ``ROLLBACK_FIELDS``: the catalog saves it with its
 object (in place, with every operator's state: append-only runs, saved as their length)
-and a failed commit rolls the operators back with the collections. The work counters
-(``last_work``) are diagnostics, not state.
+and a failed commit rolls the operators back with the collections. The catalog saves a view
+only at a commit that steps it: :meth:`MaintainedView.idle` says (in O(1): whether the sink
+was drained at the last write is kept, and rolled back, with the view) that a commit
+changing none of its inputs would change nothing but its collection's upper, and the catalog
+then moves that upper alone. The work counters (``last_work``) are diagnostics, not state.
 
 Durability. Operator state lives in memory; a durable catalog keeps a copy of it as
 collections of updates (``colmz.dataflow.state``, committed with the view by

@@ -78,7 +78,10 @@ NOT_ROLLED_BACK = {
                "view_work", "shared_work", "resume_view", "resume_shared",
                # the saves in progress (per-call scratch, emptied as each call ends) and
                # their cumulative work counters
-               "_saves", "save_work"},
+               "_saves", "save_work",
+               # an index of the definitions, rebuilt whenever the list it was built from is
+               # not the engine's (a roll back puts another back) or has grown
+               "_def_index"},
 }
 
 
