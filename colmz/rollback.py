@@ -53,6 +53,18 @@ the same fields to the same values), so a commit pays one save of its state inst
 per nested structure. Only the roll back on error is skipped; an exception still propagates
 to the caller, which must roll back before anything reads the structures again.
 
+Saved on touch. A structure holding many others of which a call changes few (the catalog's
+engine: its objects, most of which a statement does not touch) names, in
+``ROLLBACK_ON_TOUCH``, the declared fields a save keeps *by reference* -- O(1), whatever they
+hold. The declaring class promises two things between a save and its roll back: such a
+field's value is never changed in place (a change assigns a new container: copy-on-write),
+and every structure declaring ``ROLLBACK_FIELDS`` that is reachable through it (the field's
+value itself, or an element) is passed to :meth:`Saved.keep` before anything changes it.
+``keep`` saves it, in place, the first time only (later changes are undone by that save);
+:func:`roll_back` puts the kept structures back, the latest kept first, after the fields. A
+save then costs what the call touches, not what the structure holds: ``Saved.copied``
+counts the elements the save and its keeps copied, ``Saved.kept`` the structures kept.
+
 Vocabulary. colmz keeps one meaning per word: *snapshot* is a collection's contents as of a
 time (``Arrangement.snapshot``), *restore* is upstream's restoring of the bucket chain's
 well-formedness (``BucketChain.restore``), *checkpoint* is Spark's. Undoing a failed call is
@@ -72,15 +84,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Saved", "append_only_fields", "covered", "declared_fields", "is_covered", "roll_back", "save",
-           "saved_value", "undone_on_error"]
+__all__ = ["Saved", "append_only_fields", "covered", "declared_fields", "is_covered", "on_touch_fields", "roll_back",
+           "save", "saved_value", "undone_on_error"]
 
 #: Whether the running call is inside :func:`covered` (a caller's save holds its state).
 _COVERED: contextvars.ContextVar[bool] = contextvars.ContextVar("colmz_rollback_covered", default=False)
 
-#: Per class: ``(declared fields, append-only fields)``, checked once (``save`` is called per
+#: Per class: ``(declared fields, append-only fields, fields saved on touch)``, checked once (``save`` is called per
 #: structure per commit: the checks must not be repeated each time).
-_FIELDS: dict[type, tuple[tuple[str, ...], frozenset]] = {}
+_FIELDS: dict[type, tuple[tuple[str, ...], frozenset, frozenset]] = {}
 
 
 def declared_fields(obj: Any) -> tuple[str, ...]:
@@ -107,6 +119,23 @@ def append_only_fields(obj: Any) -> tuple[str, ...]:
     extra = set(fields) - set(declared_fields(obj))
     if extra:
         raise TypeError(f"{type(obj).__name__}: ROLLBACK_APPEND_ONLY names undeclared fields {sorted(extra)}")
+    return fields
+
+
+def on_touch_fields(obj: Any) -> tuple[str, ...]:
+    """The declared fields of ``obj`` saved by reference, their structures kept on touch
+    (``ROLLBACK_ON_TOUCH``, module docstring).
+
+    >>> from colmz.stage import Stage
+    >>> on_touch_fields(Stage())
+    ()
+    """
+    fields = getattr(type(obj), "ROLLBACK_ON_TOUCH", ())
+    extra = set(fields) - set(declared_fields(obj))
+    if extra:
+        raise TypeError(f"{type(obj).__name__}: ROLLBACK_ON_TOUCH names undeclared fields {sorted(extra)}")
+    if set(fields) & set(append_only_fields(obj)):
+        raise TypeError(f"{type(obj).__name__}: a field cannot be both append-only and saved on touch")
     return fields
 
 
@@ -198,8 +227,15 @@ class _Array:
         return self.copy.copy()
 
 
+#: Types kept by reference without a look at their class (the most frequent field values: a
+#: save is taken per touched structure per call, so its constant counts).
+_PLAIN = frozenset({int, float, str, bool, type(None), tuple, frozenset, bytes})
+
+
 def saved_value(value: Any) -> Any:
     """How a rollback keeps one field's value (see the module docstring for the rule)."""
+    if type(value) in _PLAIN:
+        return value
     if _declares(value):
         return _InPlace(value)
     if isinstance(value, (list, dict, deque, set)):
@@ -210,10 +246,11 @@ def saved_value(value: Any) -> Any:
 
 
 _SAVED_KINDS = (_InPlace, _Appended, _Container, _Array)
+_SAVED_TYPES = frozenset(_SAVED_KINDS)
 
 
 def _put_back(saved: Any, copy: bool) -> Any:
-    if isinstance(saved, _SAVED_KINDS):
+    if type(saved) in _SAVED_TYPES:
         return saved.put_back(copy)
     return saved
 
@@ -225,29 +262,77 @@ class Saved:
     elements the save copied, nested structures included (a work counter).
     """
 
-    __slots__ = ("owner", "fields", "values", "copied")
+    __slots__ = ("owner", "fields", "values", "copied", "touched")
 
-    def __init__(self, owner: type, fields: tuple[str, ...], values: tuple) -> None:
+    def __init__(self, owner: type, fields: tuple[str, ...], values: tuple,
+                 touched: dict[int, _InPlace] | None = None) -> None:
         self.owner = owner
         self.fields = fields
         self.values = values
-        self.copied = sum(getattr(v, "copied", 0) for v in values if isinstance(v, _SAVED_KINDS))
+        #: the structures kept on touch, by ``id`` (each ``_InPlace`` holds its structure alive)
+        self.touched: dict[int, _InPlace] = {} if touched is None else touched
+        copied = 0
+        for v in values:
+            if type(v) in _SAVED_TYPES:
+                copied += v.copied
+        for s in self.touched.values():
+            copied += s.copied
+        self.copied = copied
+
+    @property
+    def kept(self) -> int:
+        """How many structures :meth:`keep` saved (a work counter)."""
+        return len(self.touched)
+
+    @property
+    def structures(self) -> list:
+        """The structures :meth:`keep` saved, in the order kept."""
+        return [s.target for s in self.touched.values()]
+
+    def keep(self, target: Any) -> None:
+        """Save ``target`` -- a structure declaring ``ROLLBACK_FIELDS``, reachable through a
+        field the owner saves on touch -- as it is now, unless kept already (its first save
+        undoes every later change): :func:`roll_back` puts it back in place.
+
+        >>> from colmz.stage import Stage
+        >>> import colmz
+        >>> s = Stage(); saved = Saved(object, (), ())
+        >>> saved.keep(s)
+        >>> s.push(colmz.Updates({"k": [1]}, time=[0], diff=[1]).encode())
+        >>> saved.keep(s)       # kept already: the first save stands
+        >>> saved.put_back_kept(); len(s), saved.kept
+        (0, 1)
+        """
+        if id(target) not in self.touched:
+            s = self.touched[id(target)] = _InPlace(target)
+            self.copied += s.copied
+
+    def put_back_kept(self, copy: bool = False) -> None:
+        """Put every kept structure back in place, the latest kept first (an earlier keep of
+        a structure that a later one holds too then has the last word)."""
+        for s in reversed(list(self.touched.values())):
+            s.put_back(copy)
 
     def without(self, *names: str) -> Saved:
         """The same saved state less the fields ``names`` (neither kept nor rolled back); the
-        values are shared, so both stay valid (a :class:`Saved` is never changed)."""
+        values are shared, so both stay valid. The structures kept so far are kept by both;
+        those kept later by this one only."""
         keep = [i for i, f in enumerate(self.fields) if f not in names]
-        return Saved(self.owner, tuple(self.fields[i] for i in keep), tuple(self.values[i] for i in keep))
+        return Saved(self.owner, tuple(self.fields[i] for i in keep), tuple(self.values[i] for i in keep),
+                     dict(self.touched))
 
     def __repr__(self) -> str:
-        return f"<Saved state of a {self.owner.__name__}: {len(self.values)} fields, {self.copied} elements copied>"
+        return (f"<Saved state of a {self.owner.__name__}: {len(self.values)} fields, {self.kept} kept on touch, "
+                f"{self.copied} elements copied>")
 
 
 def save(obj: Any, exclude: tuple[str, ...] = ()) -> Saved:
     """Copy ``obj``'s declared fields, for :func:`roll_back` after a failed call.
 
     Fields named in ``exclude`` are neither saved nor rolled back (a field holding saved
-    states itself, which a later save need not keep alive).
+    states itself, which a later save need not keep alive). Fields the class saves on touch
+    (``ROLLBACK_ON_TOUCH``) are kept by reference; the caller passes what it is about to
+    change through them to :meth:`Saved.keep`.
 
     >>> from colmz.stage import Stage
     >>> import colmz
@@ -259,8 +344,9 @@ def save(obj: Any, exclude: tuple[str, ...] = ()) -> Saved:
     cls = type(obj)
     known = _FIELDS.get(cls)
     if known is None:
-        known = _FIELDS[cls] = (declared_fields(obj), frozenset(append_only_fields(obj)))
-    declared, appended = known
+        known = _FIELDS[cls] = (declared_fields(obj), frozenset(append_only_fields(obj)),
+                                frozenset(on_touch_fields(obj)))
+    declared, appended, by_reference = known
     if exclude:
         unknown = set(exclude) - set(declared)
         if unknown:
@@ -268,7 +354,8 @@ def save(obj: Any, exclude: tuple[str, ...] = ()) -> Saved:
         fields = tuple(f for f in declared if f not in exclude)
     else:
         fields = declared
-    values = tuple(_Appended(getattr(obj, f), f) if f in appended else saved_value(getattr(obj, f))
+    values = tuple(_Appended(getattr(obj, f), f) if f in appended else
+                   getattr(obj, f) if f in by_reference else saved_value(getattr(obj, f))
                    for f in fields)
     return Saved(cls, fields, values)
 
@@ -277,12 +364,14 @@ def roll_back(obj: Any, saved: Saved, *, copy: bool = False) -> None:
     """Return ``obj``'s declared fields to what :func:`save` found (``saved`` stays usable).
 
     ``copy=True`` puts append-only fields back as copies of their saved prefix instead of
-    truncating the lists in place, so a later save of the same lists stays valid.
+    truncating the lists in place, so a later save of the same lists stays valid. The
+    structures kept on touch (:meth:`Saved.keep`) are put back after the fields.
     """
     if saved.owner is not type(obj):
         raise TypeError(f"a saved {saved.owner.__name__} cannot roll back a {type(obj).__name__}")
     for f, value in zip(saved.fields, saved.values):
         setattr(obj, f, _put_back(value, copy))
+    saved.put_back_kept(copy)
 
 
 @contextlib.contextmanager

@@ -347,6 +347,21 @@ class Catalog:
         return dict(self._engine.view_work)
 
     @property
+    def save_work(self) -> dict[str, int]:
+        """What saving the catalog's state for a roll back cost its calls since this handle
+        last loaded (``colmz.rollback``; cumulative, a copy): the ``calls`` saved, the
+        structures ``kept`` on touch (a table written, a view stepped, a shared arrangement
+        fed, the collection of an object whose upper alone moved) and the elements
+        ``copied``. A call pays for what it touches, not for what the catalog holds.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")
+        >>> before = cat.save_work; cat.execute("INSERT INTO t VALUES (1)")
+        >>> {k: cat.save_work[k] - before[k] for k in before}
+        {'calls': 1, 'kept': 1, 'copied': 0}
+        """
+        return dict(self._engine.save_work)
+
+    @property
     def shared_work(self) -> dict[str, int]:
         """How the arrangements shared between views (``colmz.dataflow.shared``) were set up
         since this handle last loaded: ``filled`` from their relation (at a CREATE that made

@@ -28,9 +28,15 @@ including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=no
 * A call that raises -- a bad statement, a continual task's guard rail, or the ``persist``
   step a durable catalog passes (its commit) -- rolls every collection and task back as it
   was (``colmz.rollback``: the engine, its objects, their collections and tasks declare
-  ``ROLLBACK_FIELDS``): the engine is unchanged. Saving that state before a call costs the
-  number of objects, not their history (a collection's history is append-only, saved as its
-  length).
+  ``ROLLBACK_FIELDS``): the engine is unchanged. Saving that state costs what the call
+  touches, not what the catalog holds: the engine's containers (objects, their order, the
+  definitions, the shared arrangements) are saved by reference (``ROLLBACK_ON_TOUCH``; DDL
+  replaces them by copies before changing them), and each structure a call is about to
+  change -- a table it writes, a view whose inputs changed (its operators and sink), a shared
+  arrangement it feeds -- is kept (``colmz.rollback.Saved.keep``) by :meth:`Engine._keep`
+  just before, in every save in progress. A view none of whose inputs changed is not stepped
+  (``MaintainedView.idle``): only its collection's upper moves, which keeps the collection
+  alone (O(1): its history is append-only, saved as its length). ``save_work`` counts it.
 
 Every query runs in DuckDB over Arrow tables registered for the duration of the query: each
 collection the query names is read as of the evaluation time and expanded to rows
@@ -136,6 +142,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
     #: between views (``colmz.dataflow.shared``, in place). The connection and
     #: configuration are not (tests/colmz/test_rollback.py says why for each).
     ROLLBACK_FIELDS = ("_objects", "_order", "_now", "_defs", "_at_now", "_schemas", "_shared")
+    #: Saved by reference, what a call changes through them kept on touch (module docstring):
+    #: only DDL changes the containers, and it replaces them by copies first (:meth:`_before_ddl`).
+    ROLLBACK_ON_TOUCH = ("_objects", "_order", "_defs", "_schemas", "_shared")
 
     def __init__(self, connection, *, durable: bool = False, views: str = "incremental"):
         if views not in VIEW_MODES:
@@ -151,6 +160,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         self._now = 0
         self._reopened_at: int | None = None  # the time a reopen loaded contents at
         self._defs: list[dict] = []
+        # ``(the definitions list, its length, key -> definition)``: definition_of's index
+        self._def_index: tuple | None = None
         # How to reopen time ``now`` for a write at ``time=now``: the state saved before the
         # commit that sealed it and that commit's table changes (None: it cannot be; always
         # in a durable catalog, where now is persisted sealed).
@@ -167,6 +178,12 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         # ``resume_shared(engine)``: put the shared arrangements' durable state in ``_shared``
         # before a load renders the views (set by a durable catalog while it loads)
         self.resume_shared = None
+        # The saves in progress (the call's, and a commit's own before-state): each structure
+        # a call is about to change is kept in every one of them (:meth:`_keep`). Scratch.
+        self._saves: list[Saved] = []
+        #: What the calls' saves cost (cumulative, never rolled back; a work counter): the
+        #: ``calls`` saved, the ``kept`` structures saved on touch and the elements ``copied``.
+        self.save_work = {"calls": 0, "kept": 0, "copied": 0}
 
     # ------------------------------------------------------------------ accessors
 
@@ -281,7 +298,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         commit_at = time if time is not None else self._now + 1
         if writes and commit_at > MAX_TIME - 1:
             raise OverflowError(f"a commit at time {commit_at} needs an upper past 2**64-1")
-        saved = save(self)
+        saved = self._begin()
         # The state before the first commit, while nothing changed it since ``saved`` (no
         # reopen, no DDL): that commit reuses it instead of saving the engine again.
         unchanged: Saved | None = saved if commit_at != self._now else None
@@ -315,6 +332,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                         self._commit(commit_at, pending, unchanged)
                         pending = {}
                     unchanged = None
+                    self._before_ddl()
                     self._ddl(s)
                     result = None
             if writes and self._now < commit_at:
@@ -324,6 +342,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         except BaseException:
             self._roll_back(saved)
             raise
+        finally:
+            self._end(saved)
         return result
 
     def _wrote(self, before, commit_at: int) -> bool:
@@ -345,7 +365,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                              f"with columns {[c.name for c in obj.schema]}")
         if time < self._now:
             raise ValueError(f"time={time} is before cat.now={self._now}: times before now are sealed")
-        saved = save(self)
+        saved = self._begin()
         try:
             pending = self._reopen_now() if time == self._now else {}
             prev = pending.get(name)
@@ -357,6 +377,44 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         except BaseException:
             self._roll_back(saved)
             raise
+        finally:
+            self._end(saved)
+
+    # ------------------------------------------------------------------ saving
+
+    def _begin(self) -> Saved:
+        """Save the engine for a call (its containers by reference, O(1)) and collect in
+        that save what the call is about to change (:meth:`_keep`)."""
+        saved = save(self)
+        self._saves = [saved]
+        return saved
+
+    def _end(self, saved: Saved) -> None:
+        self._saves = []
+        self.save_work["calls"] += 1
+        self.save_work["kept"] += saved.kept
+        self.save_work["copied"] += saved.copied
+
+    def _keep(self, target) -> None:
+        """Save ``target`` -- an object, a collection, an arrangement, the shared registry --
+        as it is now in every save in progress, before the call changes it (a second keep of
+        the same structure in one save costs a lookup)."""
+        for s in self._saves:
+            s.keep(target)
+
+    def _before_ddl(self) -> None:
+        """Before a DDL statement changes the catalog: keep every object and the shared
+        arrangements (a CREATE reads its inputs and attaches to shared arrangements, a DROP
+        releases them), and give the containers saved by reference fresh copies to change
+        (copy-on-write). O(objects), for DDL only."""
+        if not self._saves:
+            return
+        self._keep(self._shared)
+        for obj in self._objects.values():
+            self._keep(obj)
+        self._objects = dict(self._objects)
+        self._order = list(self._order)
+        self._defs = list(self._defs)
 
     # ------------------------------------------------------------------ writes
 
@@ -370,14 +428,26 @@ class Engine(Definitions, Queries, Views, Subscriptions):
 
     def append_only(self, key: Key) -> bool:
         """Whether ``key`` is a table created ``WITH (APPEND ONLY)`` (its definition says so)."""
-        return any(d.get("kind") == "table" and d["stmt"].get("append_only", False) and definition_key(d) == key
-                   for d in self._defs)
+        d = self.definition_of(key)
+        return d is not None and d.get("kind") == "table" and d["stmt"].get("append_only", False)
 
     def _jsonb_columns(self, key: Key, kind=is_jsonb) -> list[int]:
         # The positions of the columns table ``key`` declares jsonb (``kind=is_json``: json;
         # colmz stores both as text; its definition says what they are).
-        return [i for d in self._defs if d.get("kind") == "table" and definition_key(d) == key
-                for i, (_, typ) in enumerate(d["stmt"].get("columns", ())) if kind(typ)]
+        d = self.definition_of(key)
+        if d is None or d.get("kind") != "table":
+            return []
+        return [i for i, (_, typ) in enumerate(d["stmt"].get("columns", ())) if kind(typ)]
+
+    def definition_of(self, key: Key) -> dict | None:
+        """The stored definition of the object keyed ``key`` (None: no such object), looked
+        up in an index of the definitions rebuilt only when they change (a DDL statement
+        replaces or extends the list): O(1) per statement, not O(objects)."""
+        defs = self._defs
+        index = self._def_index
+        if index is None or index[0] is not defs or index[1] != len(defs):
+            index = self._def_index = (defs, len(defs), {definition_key(d): d for d in defs})
+        return index[2].get(key)
 
     def _check_jsonb_text(self, query: str, columns, key: Key, schema) -> None:
         # PostgreSQL refuses a text expression written to a jsonb column (no assignment cast
@@ -455,13 +525,28 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             raise ValueError(f"time {t} is not after cat.now={self._now}")
         # Kept only to reopen now for a write at time=now, which a durable catalog refuses
         # (now is persisted sealed). Without _at_now itself: the saved state need not keep the
-        # previous commit's saved state alive (each would hold the one before).
+        # previous commit's saved state alive (each would hold the one before). Its structures
+        # are those this commit keeps on touch: ``unchanged``'s, or its own save's.
+        own = None
+        if not self._durable and unchanged is None:
+            own = save(self, exclude=("_at_now",))
+            self._saves.append(own)
+        try:
+            self._commit_objects(t, pending, consolidated)
+        finally:
+            if own is not None:
+                self._saves.remove(own)
         if self._durable:
             before = None
-        elif unchanged is not None:
-            before = unchanged.without("_at_now")
+        elif own is not None:
+            before = own
         else:
-            before = save(self, exclude=("_at_now",))
+            before = unchanged.without("_at_now")
+        self._at_now = None if before is None else (before, {k: v for k, v in pending.items() if len(v)})
+
+    def _commit_objects(self, t: int, pending: Mapping[str, Updates], consolidated: bool) -> None:
+        """:meth:`_commit`'s work: the tables written, every derived object brought to
+        ``t``; each structure kept (:meth:`_keep`) before it changes."""
         changed = set()
         # each object's change at t, read once (the tables' as written, when consolidated)
         known = dict(pending) if consolidated else {}
@@ -470,6 +555,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             if obj.kind != "table":
                 continue
             change = pending.get(name)
+            coll = obj.collection
+            self._keep(coll)  # its upper moves, at least
             if change is not None and len(change):
                 # consolidated once here: the retraction check, the table's append and the
                 # views reading it back take it as it is (colmz.consolidate's mark)
@@ -479,23 +566,29 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                     row = change.take(np.flatnonzero(change.diff < 0)[:1]).to_pylist()[0]
                     raise AppendOnlyViolation(f"table {display_name(name)!r} is append-only (created WITH (APPEND "
                                               f"ONLY)): the change retracts row {row[:-2]}")
-                self._check_retractions(name, obj.collection, change)
-                obj.collection.compare_and_append(change, obj.collection.upper, t + 1)
+                self._check_retractions(name, coll, change)
+                coll.compare_and_append(change, coll.upper, t + 1)
                 changed.add(name)
                 if not len(change) or (change.time[0] == t and change.time[-1] == t):  # what the views read
                     known[name] = change
             else:
-                obj.collection.compare_and_append(Updates.empty(obj.schema), obj.collection.upper, t + 1)
+                coll.compare_and_append(self._empty(obj), coll.upper, t + 1)
         for name in changed:  # the tables' shared arrangements, before any view steps
             self._feed_shared(name, t, known)
         for name in self._order:
             obj = self._objects[name]
             if obj.kind == "materialized view":
                 if obj.maintained is not None:  # its operators, fed the deltas (colmz.catalog.views)
-                    # covered: the call's save of the engine holds every operator and sink,
+                    inputs = obj.deps & changed
+                    if not inputs and obj.maintained.idle(t):
+                        # nothing to feed, nothing held to write: only its upper moves
+                        self._advance(obj, t)
+                        continue
+                    self._keep(obj)
+                    # covered: the engine's saves keep this object (its operators and sink),
                     # and a failure rolls the engine back (so the view's own saves are skipped)
                     with covered():
-                        wrote = obj.maintained.step(t, self._deltas_at(obj.deps & changed, t, known))
+                        wrote = obj.maintained.step(t, self._deltas_at(inputs, t, known))
                     if len(wrote):
                         changed.add(name)
                         self._feed_shared(name, t, known)
@@ -503,6 +596,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                     changed.add(name)
                     self._feed_shared(name, t, known)
             elif obj.kind == "continual task":
+                self._keep(obj)
                 done = obj.task.stats["times_processed"]
                 obj.task.run()
                 if obj.task.stats["times_processed"] != done and len(obj.collection.updates(t, t + 1)):
@@ -516,7 +610,21 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                     f"{t}, already sealed: commit at a later time"
                 )
         self._now = t
-        self._at_now = None if before is None else (before, {k: v for k, v in pending.items() if len(v)})
+
+    def _advance(self, obj: CatalogObject, t: int) -> None:
+        """Move ``obj``'s collection's upper to ``t + 1`` with no change (kept first)."""
+        coll = obj.collection
+        if coll.upper <= t:
+            self._keep(coll)
+            coll.compare_and_append(self._empty(obj), coll.upper, t + 1)
+
+    @staticmethod
+    def _empty(obj: CatalogObject) -> Updates:
+        """An empty batch of ``obj``'s columns, made once per object (immutable)."""
+        empty = obj.empty
+        if empty is None or tuple(empty.schema) != tuple(obj.collection.schema):
+            empty = obj.empty = Updates.empty(obj.schema)
+        return empty
 
     def _check_retractions(self, name: str, coll: MemoryCollection, change: Updates) -> None:
         """Refuse ``change`` if a row it retracts would be left with a negative
@@ -539,8 +647,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
     def _recompute(self, obj: CatalogObject, t: int, force: bool) -> bool:
         coll = obj.collection
         if not force:
-            coll.compare_and_append(Updates.empty(obj.schema), coll.upper, t + 1)
+            self._advance(obj, t)
             return False
+        self._keep(obj)
         rows = conform(self._query_at(obj.query, t), obj.schema, f"MATERIALIZED VIEW {obj.name}")
         new = consolidate(rows_to_updates(rows, t, 1))
         old = obj.contents
@@ -569,7 +678,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         before, pending = self._at_now
         expect = {n: changes_at(o.collection, now) for n, o in self._objects.items() if o.kind != "table"}
         # Copies of the histories as they were before that commit: the lists themselves stay
-        # whole for this call's own saved state, which a failure rolls back to.
+        # whole for this call's own saved state, which a failure rolls back to. What that
+        # commit changed (the structures its save kept) is kept by this call first.
+        for target in before.structures:
+            self._keep(target)
         roll_back(self, before, copy=True)
         self._expect = expect
         return dict(pending)

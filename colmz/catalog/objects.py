@@ -76,6 +76,9 @@ class CatalogObject:
     task: ContinualTask | None = None
     contents: Updates | None = None  # a materialized view's contents at now (views="recompute")
     maintained: object = None  # a materialized view's operators (colmz.dataflow.maintained.MaintainedView)
+    #: An empty batch of its columns, made once, for the commits that only move its upper
+    #: (``Engine._empty``; an immutable value, not state)
+    empty: Updates | None = field(default=None, repr=False, compare=False)
 
     @property
     def schema(self) -> tuple[ColumnSpec, ...]:

@@ -102,7 +102,12 @@ class Views:
         """Insert ``name``'s changes at ``t`` (written already, :meth:`_changes_at` through
         ``known``) into its shared arrangements."""
         if self._shared.arranges(name):
-            self._shared.feed(name, t, self._changes_at(name, t, known))
+            change = self._changes_at(name, t, known)
+            if len(change):
+                for rel, by in self._shared:  # kept before the feed changes them (Engine._keep)
+                    if rel == name:
+                        self._keep(self._shared.get(rel, by))
+            self._shared.feed(name, t, change)
 
     def _maintain(self, key: Key, query: str, translated: str, coll: MemoryCollection, deps,
                   t: int, require: bool = False) -> MaintainedView:

@@ -44,8 +44,11 @@ subquery alone, its change fed to the operators above it; so is a set operation'
 
 Rollback. ``MaintainedView`` declares ``ROLLBACK_FIELDS``: the catalog saves it with its
 object (in place, with every operator's state: append-only runs, saved as their length)
-and a failed commit rolls the operators back with the collections. The work counters
-(``last_work``) are diagnostics, not state.
+and a failed commit rolls the operators back with the collections. The catalog saves a view
+only at a commit that steps it: :meth:`MaintainedView.idle` says (in O(1): whether the sink
+was drained at the last write is kept, and rolled back, with the view) that a commit
+changing none of its inputs would change nothing but its collection's upper, and the catalog
+then moves that upper alone. The work counters (``last_work``) are diagnostics, not state.
 
 Durability. Operator state lives in memory; a durable catalog keeps a copy of it as
 collections of updates (``colmz.dataflow.state``, committed with the view by
@@ -205,7 +208,7 @@ class MaintainedView:
         Get t AS t (k AS t.k, v AS t.v)  -- incremental O(delta)  [last commit: 1 in, 1 out]
     """
 
-    ROLLBACK_FIELDS = ("_pipeline", "_recompute", "_sink")
+    ROLLBACK_FIELDS = ("_pipeline", "_recompute", "_sink", "_drained")
 
     def __init__(self, schema: Schema, collection: MemoryCollection, inputs: Mapping[str, Schema],
                  plan_: Plan | None, reasons: list[str], evaluate: Callable[[int], Updates] | None,
@@ -230,6 +233,10 @@ class MaintainedView:
             self._pipeline = render(plan_, fallback=subtree if subquery_evaluate is not None else None,
                                     shared=shared)
         self._sink = ViewSink(schema, collection)
+        # Whether the sink's correction was empty after this view's last write (False: not
+        # known; a durable restore that empties it leaves it so): what :meth:`idle` reads,
+        # instead of counting the correction's buckets at every commit.
+        self._drained = False
         self._states: list | None = None  # per rendered step, its operator's state structures
         #: per rendered step: (rows in, rows out, work counters) at the last commit
         self.last_work: list[tuple[int, int, int]] | None = None
@@ -371,13 +378,17 @@ class MaintainedView:
     def _write(self, time: int, out: Updates) -> Updates:
         coll = self._sink.collection
         if time >= coll.upper:
-            return self._sink.step(time, out)
-        # The collection is written past ``time`` already (a reopened view that was current):
-        # the output is desired as of the upper, and the next step writes any difference.
-        if len(out):
-            # updates at later times (a temporal filter's flips) stay at theirs
-            self._sink.correction.insert(_advanced(out, coll.upper))
-        return Updates.empty(self.schema)
+            written = self._sink.step(time, out)
+        else:
+            # The collection is written past ``time`` already (a reopened view that was
+            # current): the output is desired as of the upper, and the next step writes any
+            # difference.
+            if len(out):
+                # updates at later times (a temporal filter's flips) stay at theirs
+                self._sink.correction.insert(_advanced(out, coll.upper))
+            written = Updates.empty(self.schema)
+        self._drained = not len(self._sink.correction)
+        return written
 
     def initialize(self, time: int, contents: Mapping[str, Updates]) -> None:
         """Feed every input's contents as of ``time`` (one initial computation) and write the
@@ -390,6 +401,34 @@ class MaintainedView:
         if self.reasons == [CONSTANT]:
             # nothing changes a view that reads nothing: no previous output to diff against
             self._recompute._previous = Updates.empty(self.schema)
+
+    def idle(self, time: int) -> bool:
+        """Whether a :meth:`step` at ``time`` with no input changed would write nothing and
+        change nothing but the view's collection's upper -- no temporal filter has a flip
+        due, the view is not recomputed at every commit (``mz_now()``), its sink holds
+        nothing to correct -- so that its caller may move that upper alone instead of
+        stepping it (and leave the operators and the sink, unread and unchanged, unsaved).
+        O(1): whether the sink holds nothing is known from the view's last write.
+
+        >>> import colmz, pyarrow as pa
+        >>> t = {"k": pa.int64()}
+        >>> mv = MaintainedView.create("SELECT k FROM t", ((ColumnSpec("k", pa.int64())),), {"t": t},
+        ...                            MemoryCollection({"k": pa.int64()}, since=1, upper=1))
+        >>> mv.initialize(1, {"t": colmz.Updates({"k": [1]}, time=[1], diff=[1])})
+        >>> mv.idle(2)
+        True
+        """
+        if not self._drained:
+            return False
+        if self._pipeline is None:
+            # a Fallback or a constant: recomputed only when an input changed, or at every
+            # commit when it calls mz_now(); its clock checks that times go forward only
+            return not self.uses_now
+        root = self._pipeline.operators[0]
+        if isinstance(root, TemporalFilterOp):
+            due = root.next_time()
+            return due is None or due > time
+        return True
 
     def step(self, time: int, deltas: Mapping[str, Updates]) -> Updates:
         """Feed the inputs' changes committed at ``time`` (name -> ``Updates`` at ``time``;

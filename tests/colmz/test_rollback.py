@@ -63,7 +63,9 @@ NOT_ROLLED_BACK = {
                       "statements", "snapshot", "initial_as_of", "as_of", "reads_input",
                       "compiled", "duckdb", "_union", "_lifted"},
     # its definition
-    "CatalogObject": {"name", "kind", "deps", "query", "uses_now"},
+    "CatalogObject": {"name", "kind", "deps", "query", "uses_now",
+                      # an empty batch of its columns, made once (an immutable value)
+                      "empty"},
     # the catalog's engine: configuration (connection, whether it is driven durably, how views
     # are maintained, where a durable catalog keeps older history), the
     # time a reopen loaded at (set by loading only), and the per-call check of a reopened
@@ -73,7 +75,13 @@ NOT_ROLLED_BACK = {
     # (tests/colmz/catalog/test_catalog_refresh.py)
     "Engine": {"_views", "_con", "_durable", "_reopened_at", "_expect", "history",
                # the views' load work counters, and the restore hooks set while loading only
-               "view_work", "shared_work", "resume_view", "resume_shared"},
+               "view_work", "shared_work", "resume_view", "resume_shared",
+               # the saves in progress (per-call scratch, emptied as each call ends) and
+               # their cumulative work counters
+               "_saves", "save_work",
+               # an index of the definitions, rebuilt whenever the list it was built from is
+               # not the engine's (a roll back puts another back) or has grown
+               "_def_index"},
 }
 
 
