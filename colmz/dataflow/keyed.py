@@ -203,12 +203,16 @@ def pack_columns(cols) -> tuple[np.ndarray, list[int], list[int]] | None:
     for c, b, m in zip(cols, bits, lo):
         if not b:  # a constant column orders nothing
             continue
-        field = c - np.uint64(m) if m else c
         if packed is None:
-            packed = field.astype(np.uint64, copy=True)
+            packed = np.subtract(c, np.uint64(m), dtype=np.uint64)
         else:  # (a shift by 64 is undefined; a 64-bit field is the only one, and first)
+            # in place (one array for all fields: fresh pages are slow to touch here); the
+            # field's low bits are zero after the shift and c - m fits them, so adding c then
+            # subtracting m is exact modulo 2**64 whatever wraps in between
             packed <<= np.uint64(b)
-            packed |= field
+            packed += c
+            if m:
+                packed -= np.uint64(m)
     if packed is None:
         packed = np.zeros(n, np.uint64)
     return packed, bits, lo
@@ -232,9 +236,14 @@ def consolidate_packed(packed: np.ndarray, bits: int, diff: np.ndarray) -> tuple
     if bits + index_bits <= 64:
         # the row's index in the low bits: one sort of plain integers (no argsort) gives the
         # order and the permutation; the index bits only order equal rows among themselves
-        both = np.sort((packed << np.uint64(index_bits)) | np.arange(n, dtype=np.uint64))
-        perm = (both & np.uint64((1 << index_bits) - 1)).astype(np.intp)
-        packed = both >> np.uint64(index_bits)
+        # (in place where numpy allows: each large temporary touches fresh pages)
+        both = packed << np.uint64(index_bits)
+        both |= np.arange(n, dtype=np.uint64)
+        both.sort()
+        perm = both & np.uint64((1 << index_bits) - 1)
+        perm = perm.view(np.int64)  # indexes below 2**63
+        both >>= np.uint64(index_bits)
+        packed = both
     else:
         perm = np.argsort(packed)
         packed = packed[perm]

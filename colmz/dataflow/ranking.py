@@ -175,7 +175,9 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     index = {c.name: j for j, c in enumerate(val_specs)}
     starts = np.cumsum((0, *vl[:-1]))
     null_word = vals[:, starts[-1]] if vl[-1] else None
-    parts = [both.query.astype(np.uint64)[:, None]]
+    query = both.query
+    # positions are >= 0: an int64 array's words are its uint64 view (no copy)
+    parts = [(query.view(np.uint64) if query.dtype == np.int64 else query.astype(np.uint64))[:, None]]
     ordered = [index[o.column] for o in ranking.order if o.column in index]  # partition columns: constant
     if null_word is None and ordered == list(range(len(ordered))) \
             and not any(o.descending for o in ranking.order if o.column in index):
@@ -200,7 +202,9 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     # partitions' positions and values), the sort is one integer sort and every later pass
     # reads fields of the packed words -- no matrix of words is built, sorted or gathered.
     cols = [c for p in parts for c in p.T] + list(vals.T)
-    cols.append(np.r_[np.zeros(n_read, np.uint64), np.ones(len(delta.diff), np.uint64)])
+    tag = np.zeros(len(both.diff), np.uint64)
+    tag[n_read:] = 1
+    cols.append(tag)
     packed = pack_columns(cols)
     got = None if packed is None else consolidate_packed(packed[0], sum(packed[1]), both.diff)
     if got is not None:
@@ -225,8 +229,7 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
         def same_as_before(i):
             return rowkey[i] == rowkey[i - 1]
     else:
-        tag = cols[-1][:, None]
-        words, diff = consolidate_words(np.hstack([*parts, vals, tag]), both.diff)
+        words, diff = consolidate_words(np.hstack([*parts, vals, tag[:, None]]), both.diff)
         is_delta = words[:, -1] == 1
 
         def partition(sel):
