@@ -297,14 +297,16 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.repeat(np.arange(len(lo)), cnt), rows
 
 #: A run is indexed (:class:`KeyIndex`) when searched for at least one key per this many of
-#: its rows: the index costs one pass over the run's keys, made once; a few keys searched
-#: (a one-row commit's) never pay for it.
+#: its rows, and for at least :data:`INDEX_MIN_QUERIES` keys: the index costs one pass over
+#: the run's keys, made once; a few keys searched (a one-row commit's, whose new small runs
+#: would each pay numpy's fixed costs for it) never pay for it.
 INDEX_RATIO = 64
+INDEX_MIN_QUERIES = 32
 
 
 def worth_indexing(queries: int, rows: int) -> bool:
     """Whether a run of ``rows`` rows searched for ``queries`` keys is worth a :class:`KeyIndex`."""
-    return queries > 0 and queries * INDEX_RATIO >= rows
+    return queries >= max(INDEX_MIN_QUERIES, 1) and queries * INDEX_RATIO >= rows
 
 
 class KeyIndex(NamedTuple):

@@ -248,11 +248,14 @@ def test_bulk_lookup_probes_do_not_grow_with_the_rows_per_key():
     assert probes[0] == probes[1] == 1000 * (1001).bit_length()
 
 
-def test_a_one_key_lookup_never_indexes_a_large_run():
+def test_a_few_keys_never_index_a_run():
     a = _arranged(1000, 10)
     a.lookup([pa.array([7])])
     assert a.rows_indexed == 0 and a.index_nbytes == 0
     assert a.search_probes == 2 * (10_001).bit_length()  # two binary searches over the rows
+    small = _arranged(4, 2)  # 8 rows: 31 keys are still too few to pay for an index
+    small.lookup([pa.array(np.arange(31))])
+    assert small.rows_indexed == 0
 
 
 def test_an_index_of_a_run_no_longer_held_is_dropped():
@@ -269,12 +272,12 @@ def test_an_index_of_a_run_no_longer_held_is_dropped():
 def _with_ratio(ratio, f):
     import colmz.dataflow.keyed as keyed
 
-    old = keyed.INDEX_RATIO
-    keyed.INDEX_RATIO = ratio
+    old = keyed.INDEX_RATIO, keyed.INDEX_MIN_QUERIES
+    keyed.INDEX_RATIO, keyed.INDEX_MIN_QUERIES = ratio, 1
     try:
         return f()
     finally:
-        keyed.INDEX_RATIO = old
+        keyed.INDEX_RATIO, keyed.INDEX_MIN_QUERIES = old
 
 
 @settings(max_examples=us.examples(40))
