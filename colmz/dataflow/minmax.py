@@ -415,9 +415,11 @@ class MinMaxReduce:
         dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=n)
         dq = search_rows(keys, dkw, "left")
         n_read = len(got.diff)
-        q_all = np.concatenate([got.query, dq]).astype(np.int64)
+        q_all = np.concatenate([np.asarray(got.query, np.int64), np.asarray(dq, np.int64)])
         d_all = np.concatenate([np.asarray(got.diff, np.int64), np.asarray(delta.diff, np.int64)])
-        is_delta_all = np.r_[np.zeros(n_read, bool), np.ones(n, bool)]
+        tag = np.zeros(n_read + n, np.uint64)  # 1: a delta row
+        tag[n_read:] = 1
+        q_words = q_all.view(np.uint64)  # positions >= 0
         vl = got.val_layout
         starts_w = np.cumsum((0, *vl[:-1]))
         by_column: dict = {}
@@ -429,7 +431,7 @@ class MinMaxReduce:
             cl = unify_layouts(rl, dwl)
             rw = pad_keys(np.ascontiguousarray(got.vals[:, starts_w[j]:starts_w[j] + vl[j]]), rl, cl)
             v_all = np.concatenate([rw, pad_keys(dw, dwl, cl)])
-            cols = [q_all.astype(np.uint64), *v_all.T, is_delta_all.astype(np.uint64)]
+            cols = [q_words, *v_all.T, tag]
             packed = pack_columns(cols)
             sorted_ = None if packed is None else consolidate_packed(packed[0], sum(packed[1]), d_all)
             if sorted_ is not None:
@@ -441,8 +443,7 @@ class MinMaxReduce:
                 at = np.flatnonzero(new_value)
                 q, vw = q_all[perm[at]], v_all[perm[at]]
             else:
-                words, d = consolidate_words(np.hstack([q_all.astype(np.uint64)[:, None], v_all,
-                                                        is_delta_all.astype(np.uint64)[:, None]]), d_all)
+                words, d = consolidate_words(np.hstack([q_words[:, None], v_all, tag[:, None]]), d_all)
                 is_delta = words[:, -1] == 1
                 new_value = np.r_[True, (words[1:, :-1] != words[:-1, :-1]).any(axis=1)] if len(d) \
                     else np.zeros(0, bool)

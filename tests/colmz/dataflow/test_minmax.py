@@ -302,3 +302,16 @@ def test_a_per_group_bulk_step_reads_each_affected_row_once(shared):
     # only the changed groups emit: 100 new minima, 100 new maxima (old row out, new in)
     assert len(out) == 400
     assert sorted(r for r in out.to_pylist() if r[-1] == 1)[:2] == [(0, -1, 9000, 2, 1), (1, 1, 20_001, 2, 1)]
+
+
+def test_per_group_values_too_wide_to_pack_reduce_exactly():
+    # int64's whole range: (group, value, tag) need more than 64 bits, sorted as words
+    from unittest import mock
+
+    lo, hi = -(2**63), 2**63 - 1
+    r = MinMaxReduce(SCHEMA, ["k"], {"lo": Min("v"), "hi": Max("v")})
+    with mock.patch("colmz.dataflow.minmax.consolidate_packed", side_effect=AssertionError("packed")):
+        out = r.step(1, _batch([(1, lo, 0.5), (1, hi, 0.5), (2, 0, 0.5), (2, hi, 0.5)], [1, 1, 1, 1], 1))
+        assert sorted(out.to_pylist()) == [(1, lo, hi, 1, 1), (2, 0, hi, 1, 1)]
+        out = r.step(2, _batch([(1, lo, 0.5), (2, 5, 0.5), (3, 7, 0.5)], [-1, 1, 1], 2))
+    assert sorted(out.to_pylist()) == [(1, lo, hi, 2, -1), (1, hi, hi, 2, 1), (3, 7, 7, 2, 1)]
