@@ -600,9 +600,10 @@ class KeyedArrangement(FueledHolder):
             if not len(rows):
                 continue
             qs.append(q)
-            keys.append(run.keys[rows] if with_keys else np.zeros((len(rows), 0), np.uint64))
-            vals.append(run.vals[rows])
-            diffs.append(run.diff[rows])
+            # (np.take: a row gather without fancy indexing's general machinery)
+            keys.append(np.take(run.keys, rows, axis=0) if with_keys else np.zeros((len(rows), 0), np.uint64))
+            vals.append(np.take(run.vals, rows, axis=0))
+            diffs.append(np.take(run.diff, rows))
             kls.append(run.key_layout if with_keys else (0,) * (len(self._key_specs) + 1))
             vls.append(run.val_layout)
         if not qs:
