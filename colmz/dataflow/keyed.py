@@ -31,7 +31,16 @@ cancels them; :meth:`lookup` returns what the runs hold, :meth:`counts` the sums
 Work counters (cumulative, never rolled back): ``rows_inserted``, ``merges`` and
 ``rows_merged`` (rows merges read), ``max_step_merged`` (the most rows merges read in one
 insert), ``keys_searched`` (query keys times runs searched), ``rows_found`` (rows returned
-by lookups). Complexity is tested by counting these.
+by lookups), ``search_probes`` (binary-search probes: ``log2`` of the rows, or distinct keys,
+searched, per query key and search) and ``rows_indexed`` (rows of runs given a key index).
+Complexity is tested by counting these.
+
+Key indexes. A run searched for many keys at once (a bulk step's affected keys) gets a
+:class:`KeyIndex` -- its distinct keys and where each starts -- made once (a run never
+changes) and kept, by the run's serial, while the run is held: such lookups then cost one
+binary search per key over the distinct keys instead of two over the rows. The index is
+derived from the runs, so rolling the arrangement back leaves it right (an index of a run no
+longer held is dropped at the next lookup).
 
 Invariants: every run is sorted, consolidated and non-empty; its key and payload matrices
 are C-contiguous (a lookup's binary search reads single rows, never copying a run); a run is
@@ -64,8 +73,8 @@ from colmz.order import (
 from colmz.rows import cast_to
 from colmz.updates import Encoded, SchemaError, Updates
 
-__all__ = ["FoundWords", "KeyedArrangement", "KeyedMerge", "Matches", "Run", "consolidate_words", "encode_key", "expand_ranges",
-           "first_row"]
+__all__ = ["FoundWords", "KeyIndex", "KeyedArrangement", "KeyedMerge", "Matches", "Run", "consolidate_packed", "consolidate_words",
+           "encode_key", "expand_ranges", "first_row", "pack_columns", "worth_indexing"]
 
 
 class Run(NamedTuple):
@@ -127,7 +136,8 @@ def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, 
     if n <= 1:  # one row is consolidated (a one-row step's insert skips the kernels' set-up)
         keep = diff != 0
         return words[keep], diff[keep]
-    if n <= SMALL_ROWS and width and np.abs(diff).max() < 2**56:
+    if n <= SMALL_ROWS and width and max(int(diff.max()), -int(diff.min())) < 2**56:
+        # (not np.abs: the absolute value of int64's smallest wraps to itself)
         # a few rows (a one-row change's update): sorted and summed in numpy, without the
         # kernels' encoding and decoding of uint64 columns; sums of fewer than 2**7 diffs
         # below 2**56 stay in int64
@@ -167,20 +177,88 @@ def pack_words(words: np.ndarray) -> tuple[np.ndarray, int] | None:
     n, width = words.shape
     if not n:
         return np.zeros(0, np.uint64), 0
-    cols = np.ascontiguousarray(words.T)  # a column's passes then read contiguous memory
-    lo, hi = cols.min(axis=1), cols.max(axis=1)
-    bits = [int(s).bit_length() for s in (hi - lo).tolist()]
-    total = sum(bits)
-    if total > 64:
+    got = pack_columns(list(np.ascontiguousarray(words.T)))  # a column's passes read contiguous memory
+    return None if got is None else (got[0], sum(got[1]))
+
+
+def pack_columns(cols) -> tuple[np.ndarray, list[int], list[int]] | None:
+    """:func:`pack_words` of the rows whose words are the columns ``cols`` (1-D ``uint64``
+    arrays of one length, at least one): ``(packed, bits of each column's field, each
+    column's smallest value)`` -- column ``j``'s value is ``lo[j] + (packed >> (bits of the
+    fields after it)) & mask`` -- or ``None`` beyond 64 bits. A constant column takes no bits.
+
+    >>> p, bits, lo = pack_columns([np.array([7, 5, 7], np.uint64), np.array([1, 9, 0], np.uint64)])
+    >>> p.tolist(), bits, lo
+    ([33, 9, 32], [2, 4], [5, 0])
+    """
+    n = len(cols[0])
+    if not n:
+        return np.zeros(0, np.uint64), [0] * len(cols), [0] * len(cols)
+    lo = [int(c.min()) for c in cols]
+    hi = [int(c.max()) for c in cols]
+    bits = [(h - m).bit_length() for m, h in zip(lo, hi)]
+    if sum(bits) > 64:
         return None
-    packed = np.zeros(n, np.uint64)
-    for j, b in enumerate(bits):
+    packed = None
+    for c, b, m in zip(cols, bits, lo):
         if not b:  # a constant column orders nothing
             continue
-        if b < 64:  # (a shift by 64 is undefined; a 64-bit field is the only one)
+        if packed is None:
+            packed = np.subtract(c, np.uint64(m), dtype=np.uint64)
+        else:  # (a shift by 64 is undefined; a 64-bit field is the only one, and first)
+            # in place (one array for all fields: fresh pages are slow to touch here); the
+            # field's low bits are zero after the shift and c - m fits them, so adding c then
+            # subtracting m is exact modulo 2**64 whatever wraps in between
             packed <<= np.uint64(b)
-        packed |= cols[j] - lo[j]
-    return packed, total
+            packed += c
+            if m:
+                packed -= np.uint64(m)
+    if packed is None:
+        packed = np.zeros(n, np.uint64)
+    return packed, bits, lo
+
+
+def consolidate_packed(packed: np.ndarray, bits: int, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Rows packed one ``uint64`` each in ``bits`` bits (:func:`pack_columns`) sorted, equal
+    rows' diffs summed, zero sums dropped: ``(packed rows sorted, for each the position of
+    one of its input rows, summed diffs)``; ``None`` when the diffs could sum beyond ``int64``
+    (the kernels then sum them exactly, or raise).
+
+    >>> p, at, d = consolidate_packed(np.array([5, 2, 5, 7], np.uint64), 3, np.array([1, 1, -1, 2]))
+    >>> p.tolist(), at.tolist(), d.tolist()
+    ([2, 7], [1, 3], [1, 2])
+    """
+    diff = np.asarray(diff, np.int64)
+    n = len(diff)
+    if n and max(int(diff.max()), -int(diff.min())) * n >= 2**63:
+        return None  # a sum of these diffs might leave int64: the kernels check it exactly
+    index_bits = max(int(n - 1).bit_length(), 1)
+    if bits + index_bits <= 64:
+        # the row's index in the low bits: one sort of plain integers (no argsort) gives the
+        # order and the permutation; the index bits only order equal rows among themselves
+        # (in place where numpy allows: each large temporary touches fresh pages)
+        both = packed << np.uint64(index_bits)
+        both |= np.arange(n, dtype=np.uint64)
+        both.sort()
+        perm = both & np.uint64((1 << index_bits) - 1)
+        perm = perm.view(np.int64)  # indexes below 2**63
+        both >>= np.uint64(index_bits)
+        packed = both
+    else:
+        perm = np.argsort(packed)
+        packed = packed[perm]
+    d = diff[perm]
+    if n > 1:
+        starts = np.flatnonzero(np.concatenate(([True], packed[1:] != packed[:-1])))
+        if len(starts) < n:
+            # each run of equal rows' sum, as differences of running sums (no overflow: the
+            # diffs' magnitudes times their count are below 2**63, checked above)
+            ends = np.cumsum(d)[np.r_[starts[1:] - 1, n - 1]]
+            perm, d, packed = perm[starts], np.diff(ends, prepend=np.int64(0)), packed[starts]
+    keep = np.flatnonzero(d)
+    if len(keep) < len(d):
+        perm, d, packed = perm[keep], d[keep], packed[keep]
+    return packed, perm, d
 
 
 def packed_consolidate(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -197,34 +275,12 @@ def packed_consolidate(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray,
     diff = np.asarray(diff, np.int64)
     n = len(diff)
     if n and max(int(diff.max()), -int(diff.min())) * n >= 2**63:
-        return None  # a sum of these diffs might leave int64: the kernels check it exactly
+        return None
     got = pack_words(words)
     if got is None:
         return None
-    packed, bits = got
-    index_bits = max(int(n - 1).bit_length(), 1)
-    if bits + index_bits <= 64:
-        # the row's index in the low bits: one sort of plain integers (no argsort) gives the
-        # order and the permutation; the index bits only order equal rows among themselves
-        both = np.sort((packed << np.uint64(index_bits)) | np.arange(n, dtype=np.uint64))
-        perm = (both & np.uint64((1 << index_bits) - 1)).astype(np.intp)
-        packed = both >> np.uint64(index_bits)
-    else:
-        perm = np.argsort(packed)
-        packed = packed[perm]
-    d = diff[perm]
-    if n > 1:
-        starts = np.flatnonzero(np.concatenate(([True], packed[1:] != packed[:-1])))
-        if len(starts) < n:
-            # each run of equal rows' sum, as differences of running sums (no overflow: the
-            # diffs' magnitudes times their count are below 2**63, checked above)
-            ends = np.cumsum(d)[np.r_[starts[1:] - 1, n - 1]]
-            perm, d = perm[starts], np.diff(ends, prepend=np.int64(0))
-    keep = np.flatnonzero(d)
-    if len(keep) < len(d):
-        perm, d = perm[keep], d[keep]
+    _, perm, d = consolidate_packed(*got, diff)
     return words[perm], d
-
 
 
 def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,6 +295,66 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     ends = np.cumsum(cnt)
     rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(int(ends[-1]) if len(ends) else 0)
     return np.repeat(np.arange(len(lo)), cnt), rows
+
+#: A run is indexed (:class:`KeyIndex`) when searched for at least one key per this many of
+#: its rows, and for at least :data:`INDEX_MIN_QUERIES` keys: the index costs one pass over
+#: the run's keys, made once; a few keys searched (a one-row commit's, whose new small runs
+#: would each pay numpy's fixed costs for it) never pay for it.
+INDEX_RATIO = 64
+INDEX_MIN_QUERIES = 32
+
+
+def worth_indexing(queries: int, rows: int) -> bool:
+    """Whether a run of ``rows`` rows searched for ``queries`` keys is worth a :class:`KeyIndex`."""
+    return queries >= max(INDEX_MIN_QUERIES, 1) and queries * INDEX_RATIO >= rows
+
+
+class KeyIndex(NamedTuple):
+    """A sorted run's distinct keys (``keys``, words) and where each key's rows start
+    (``starts``, one more entry than keys: the run's length). Searching it finds a key's
+    rows ``[starts[i], starts[i + 1])`` by one binary search over the distinct keys.
+
+    >>> ix = KeyIndex.of(np.array([[1], [1], [4], [9], [9], [9]], np.uint64))
+    >>> ix.keys.ravel().tolist(), ix.starts.tolist()
+    ([1, 4, 9], [0, 2, 3, 6])
+    >>> [a.tolist() for a in ix.ranges(np.array([[4], [5], [9]], np.uint64))]
+    [[2, 3, 3], [3, 3, 6]]
+    """
+
+    keys: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, keys: np.ndarray) -> KeyIndex:
+        """The index of ``keys``, a run's sorted key words."""
+        n, width = keys.shape
+        if not width:  # one key: every row
+            return cls(keys[:1], np.array([0, n], np.int64))
+        if width == 1:
+            col = keys[:, 0]
+            new = col[1:] != col[:-1]
+        else:
+            new = (keys[1:] != keys[:-1]).any(axis=1)
+        starts = np.flatnonzero(np.concatenate(([True], new))).astype(np.int64)
+        return cls(np.ascontiguousarray(keys[starts]), np.append(starts, np.int64(n)))
+
+    def ranges(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)``: the rows of each query key (``q``, words in the run's layout);
+        ``lo == hi`` where absent."""
+        i = search_rows(self.keys, q, "left")
+        d = len(self.keys)
+        at = np.minimum(i, max(d - 1, 0))
+        if self.keys.shape[1] == 1:
+            hit = (i < d) & (self.keys[at, 0] == q[:, 0])
+        else:
+            hit = (i < d) & (self.keys[at] == q).all(axis=1)
+        lo = self.starts[i]
+        return lo, np.where(hit, self.starts[np.minimum(i + 1, d)], lo)
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.starts.nbytes
+
 
 class KeyedArrangement(FueledHolder):
     """Updates arranged by key columns: inserts at forward times, lookups of keys.
@@ -282,6 +398,11 @@ class KeyedArrangement(FueledHolder):
         self.rows_inserted = 0
         self.keys_searched = 0
         self.rows_found = 0
+        self.search_probes = 0
+        self.rows_indexed = 0
+        # per run serial (a run never changes): its KeyIndex, once made; derived from the
+        # runs, so never rolled back (an entry of a run no longer held is dropped unread)
+        self._key_index: dict[int, KeyIndex] = {}
 
     # ------------------------------------------------------------------ properties
 
@@ -375,15 +496,41 @@ class KeyedArrangement(FueledHolder):
     def ranges_words(self, q: np.ndarray, ql: Layout) -> list:
         """Per run the arrangement holds (both inputs of a merge in progress): ``(run, lo,
         hi)``, the rows of each encoded query key (``hi - lo`` = 0 where absent; a key that
-        cannot occur in a run's layout is skipped). Counts ``keys_searched``."""
+        cannot occur in a run's layout is skipped). Counts ``keys_searched``.
+
+        A run searched for many keys at once (:func:`worth_indexing`) is searched through
+        its :class:`KeyIndex` -- its distinct keys and where each starts, made once per run
+        (runs never change) and kept while the run is held: one search per query key over
+        the distinct keys instead of two over the rows (``search_probes`` counts the
+        probes of every search: a query key's ``log2`` of the rows it is searched in)."""
         out = []
-        for run in self._fueled.runs():
+        runs = self._fueled.runs()
+        if self._key_index:
+            held = {r.serial for r in runs}
+            self._key_index = {s: x for s, x in self._key_index.items() if s in held}
+        for run in runs:
             mine, present = narrow_rows(q, ql, run.key_layout)
-            lo = search_rows(run.keys, mine, "left")
-            hi = search_rows(run.keys, mine, "right")
+            m = len(mine)
+            index = self._key_index.get(run.serial) if run.serial else None
+            if index is None and run.serial and worth_indexing(m, len(run.diff)):
+                index = self._key_index[run.serial] = KeyIndex.of(run.keys)
+                self.rows_indexed += len(run.diff)
+            if index is not None:
+                lo, hi = index.ranges(mine)
+                self.search_probes += m * len(index.starts).bit_length()
+            else:
+                lo = search_rows(run.keys, mine, "left")
+                hi = search_rows(run.keys, mine, "right")
+                self.search_probes += 2 * m * (len(run.diff) + 1).bit_length()
             self.keys_searched += len(q)
             out.append((run, lo, np.where(present, hi, lo)))
         return out
+
+    @property
+    def index_nbytes(self) -> int:
+        """Bytes of the runs' key indexes (:class:`KeyIndex`) made so far (not in :attr:`nbytes`:
+        they depend on the lookups made, not on the contents)."""
+        return sum(x.nbytes for x in self._key_index.values())
 
     def lookup(self, columns: Sequence[pa.Array]) -> Matches:
         """The rows whose key equals each query key (``columns``: the key's columns, in
@@ -453,9 +600,10 @@ class KeyedArrangement(FueledHolder):
             if not len(rows):
                 continue
             qs.append(q)
-            keys.append(run.keys[rows] if with_keys else np.zeros((len(rows), 0), np.uint64))
-            vals.append(run.vals[rows])
-            diffs.append(run.diff[rows])
+            # (np.take: a row gather without fancy indexing's general machinery)
+            keys.append(np.take(run.keys, rows, axis=0) if with_keys else np.zeros((len(rows), 0), np.uint64))
+            vals.append(np.take(run.vals, rows, axis=0))
+            diffs.append(np.take(run.diff, rows))
             kls.append(run.key_layout if with_keys else (0,) * (len(self._key_specs) + 1))
             vls.append(run.val_layout)
         if not qs:

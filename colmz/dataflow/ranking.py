@@ -48,7 +48,7 @@ import numpy as np
 import pyarrow as pa
 
 from colmz.dataflow.gather import Found, concat_found
-from colmz.dataflow.keyed import consolidate_words, expand_ranges
+from colmz.dataflow.keyed import consolidate_packed, consolidate_words, expand_ranges, pack_columns
 from colmz.dataflow.topk import OrderBy
 from colmz.errors import NegativeMultiplicity
 from colmz.order import ColumnSpec, kind_of
@@ -175,7 +175,9 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     index = {c.name: j for j, c in enumerate(val_specs)}
     starts = np.cumsum((0, *vl[:-1]))
     null_word = vals[:, starts[-1]] if vl[-1] else None
-    parts = [both.query.astype(np.uint64)[:, None]]
+    query = both.query
+    # positions are >= 0: an int64 array's words are its uint64 view (no copy)
+    parts = [(query.view(np.uint64) if query.dtype == np.int64 else query.astype(np.uint64))[:, None]]
     ordered = [index[o.column] for o in ranking.order if o.column in index]  # partition columns: constant
     if null_word is None and ordered == list(range(len(ordered))) \
             and not any(o.descending for o in ranking.order if o.column in index):
@@ -194,8 +196,53 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
             parts.append(~w if o.descending else w)
         peer_width = sum(p.shape[1] for p in parts)
     vals_start = sum(p.shape[1] for p in parts)  # the payload's words follow the sort's own
-    tag = np.r_[np.zeros(len(read.diff), np.uint64), np.ones(len(delta.diff), np.uint64)][:, None]
-    words, diff = consolidate_words(np.hstack([*parts, vals, tag]), both.diff)
+    n_read = len(read.diff)
+    # The rows' sort words as columns (partition, ORDER BY words, payload words, tag): packed
+    # into one uint64 each when their spans fit (keyed.pack_columns: the usual case, small
+    # partitions' positions and values), the sort is one integer sort and every later pass
+    # reads fields of the packed words -- no matrix of words is built, sorted or gathered.
+    cols = [c for p in parts for c in p.T] + list(vals.T)
+    tag = np.zeros(len(both.diff), np.uint64)
+    tag[n_read:] = 1
+    cols.append(tag)
+    packed = pack_columns(cols)
+    got = None if packed is None else consolidate_packed(packed[0], sum(packed[1]), both.diff)
+    if got is not None:
+        ps, perm, diff = got
+        bits, lows = packed[1], packed[2]
+        total = sum(bits)
+        is_delta = perm >= n_read
+        rowkey = ps >> np.uint64(bits[-1]) if bits[-1] else ps  # the row without its tag
+        peer_bits = sum(bits[:peer_width])
+
+        def partition(sel):
+            if not bits[0]:
+                return np.full(len(sel), lows[0], np.int64)
+            return (ps[sel] >> np.uint64(total - bits[0])).astype(np.int64) + lows[0]
+
+        def peers(sel):
+            return ps[sel] >> np.uint64(total - peer_bits) if peer_bits else np.zeros(len(sel), np.uint64)
+
+        def payload_of(sel):
+            return np.ascontiguousarray(vals[perm[sel]])
+
+        def same_as_before(i):
+            return rowkey[i] == rowkey[i - 1]
+    else:
+        words, diff = consolidate_words(np.hstack([*parts, vals, tag[:, None]]), both.diff)
+        is_delta = words[:, -1] == 1
+
+        def partition(sel):
+            return words[sel, 0].astype(np.int64)
+
+        def peers(sel):
+            return words[sel, :peer_width]
+
+        def payload_of(sel):
+            return np.ascontiguousarray(words[sel, vals_start:-1])
+
+        def same_as_before(i):
+            return (words[i, :-1] == words[i - 1, :-1]).all(axis=1)
     fns = set(ranking.functions)
     if not len(diff):
         empty = Found(np.zeros(0, np.int64), np.zeros((0, vals.shape[1]), np.uint64), vl, np.zeros(0, np.int64))
@@ -204,10 +251,9 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     # a pair is a delta entry right after a read entry of the same words (checked on the
     # delta's entries only).
     n = len(diff)
-    is_delta = words[:, -1] == 1
     second = np.flatnonzero(is_delta[1:] & ~is_delta[:-1]) + 1
     if len(second):
-        second = second[(words[second, :-1] == words[second - 1, :-1]).all(axis=1)]
+        second = second[same_as_before(second)]
     first = np.ones(n, bool)
     first[second] = False
     at = np.flatnonzero(first)
@@ -222,11 +268,12 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     if "row_number" in fns and max(int(old.sum()), int(new.sum())) > EXPAND_LIMIT:
         raise ValueError(f"the affected partitions hold more than EXPAND_LIMIT = {EXPAND_LIMIT} rows "
                          "(colmz.rows.EXPAND_LIMIT): row_number numbers each copy")
-    q = words[at, 0].astype(np.int64)
+    q = partition(at)
     part_first = np.r_[True, q[1:] != q[:-1]]
     if fns - {"row_number"}:
-        peer_words = words[at, :peer_width]
-        peer_first = np.r_[True, (peer_words[1:] != peer_words[:-1]).any(axis=1)]
+        peer_words = peers(at)
+        step = peer_words[1:] != peer_words[:-1]
+        peer_first = np.r_[True, step.any(axis=1) if step.ndim == 2 else step]
         peer_id = np.cumsum(peer_first) - 1
         peer_at = np.flatnonzero(peer_first)
 
@@ -294,5 +341,5 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
             values.append(np.concatenate([p[1] for p in pieces]).astype(np.int64))
         else:
             values.append(np.concatenate([(po if p[3] else pn)[f][p[0]] for p in pieces]).astype(np.int64))
-    payload = np.ascontiguousarray(words[at[idx], vals_start:-1])
+    payload = payload_of(at[idx])
     return Found(q[idx], payload, vl, out_diff), values, idx, int(new.sum())

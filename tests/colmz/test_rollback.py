@@ -89,7 +89,9 @@ NOT_ROLLED_BACK = {
 # its constructor, and cumulative work counters; the sink's collection, whose own calls
 # leave it unchanged when they raise.
 _ARRANGEMENT_CONFIG = {"schema", "key", "_key_pos", "_val_pos", "_key_specs", "_val_specs", "_key_kinds",
-                       "_val_kinds", "rows_inserted", "keys_searched", "rows_found"}
+                       "_val_kinds", "rows_inserted", "keys_searched", "rows_found", "search_probes", "rows_indexed",
+                       # the runs' key indexes by run serial: derived from runs that never change
+                       "_key_index"}
 NOT_ROLLED_BACK.update({
     "Clock": set(),
     "KeyedArrangement": _ARRANGEMENT_CONFIG,

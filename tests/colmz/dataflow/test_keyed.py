@@ -210,3 +210,96 @@ def test_packed_consolidation_declines_what_does_not_pack():
     assert bits == 64 and p.tolist() == [2**64 - 1, 0, 2**64 - 1]
     w, d = packed_consolidate(whole, np.array([1, 4, -1]))
     assert w.tolist() == [[7, 0]] and d.tolist() == [4]
+
+
+# ----------------------------------------------------------------------------- key indexes
+
+
+def _arranged(n_keys: int, per_key: int) -> KeyedArrangement:
+    a = KeyedArrangement({"k": pa.int64(), "v": pa.int64()}, key=["k"])
+    n = n_keys * per_key
+    a.insert(0, colmz.Updates({"k": np.arange(n) // per_key, "v": np.arange(n)}, time=np.zeros(n, np.uint64),
+                              diff=np.ones(n, np.int64)))
+    return a
+
+
+def test_a_bulk_lookup_indexes_each_run_once_and_searches_its_distinct_keys():
+    a = _arranged(1000, 10)
+    assert a.runs == 1 and a.rows_indexed == 0
+    q = pa.array(np.arange(0, 2000, 10))  # 200 keys, 100 of them held: worth an index of 10 k rows
+    probes = a.search_probes
+    m = a.lookup([q])
+    assert a.rows_indexed == 10_000 and a.index_nbytes == 1000 * 8 + 1001 * 8
+    # one search per key over the 1 000 distinct keys (not two over the 10 k rows)
+    assert a.search_probes - probes == 200 * (1001).bit_length()
+    assert sorted(m.rows.column("k").to_pylist()) == sorted(k for k in range(0, 1000, 10) for _ in range(10))
+    a.lookup([q])
+    assert a.rows_indexed == 10_000  # the run is indexed once
+
+
+def test_bulk_lookup_probes_do_not_grow_with_the_rows_per_key():
+    q = pa.array(np.arange(1000))
+    probes = []
+    for per_key in (10, 60):
+        a = _arranged(1000, per_key)
+        before = a.search_probes
+        a.lookup([q])
+        probes.append(a.search_probes - before)
+    assert probes[0] == probes[1] == 1000 * (1001).bit_length()
+
+
+def test_a_few_keys_never_index_a_run():
+    a = _arranged(1000, 10)
+    a.lookup([pa.array([7])])
+    assert a.rows_indexed == 0 and a.index_nbytes == 0
+    assert a.search_probes == 2 * (10_001).bit_length()  # two binary searches over the rows
+    small = _arranged(4, 2)  # 8 rows: 31 keys are still too few to pay for an index
+    small.lookup([pa.array(np.arange(31))])
+    assert small.rows_indexed == 0
+
+
+def test_an_index_of_a_run_no_longer_held_is_dropped():
+    a = _arranged(100, 10)
+    a.lookup([pa.array(np.arange(100))])
+    assert a.index_nbytes > 0
+    a.insert(1, colmz.Updates({"k": np.arange(100), "v": np.zeros(100, np.int64)}, time=np.ones(100, np.uint64),
+                              diff=np.ones(100, np.int64)))
+    runs = a.state_runs()
+    a.lookup([pa.array(np.arange(100))])
+    assert sorted(a._key_index) == sorted(r.serial for r in runs)
+
+
+def _with_ratio(ratio, f):
+    import colmz.dataflow.keyed as keyed
+
+    old = keyed.INDEX_RATIO, keyed.INDEX_MIN_QUERIES
+    keyed.INDEX_RATIO, keyed.INDEX_MIN_QUERIES = ratio, 1
+    try:
+        return f()
+    finally:
+        keyed.INDEX_RATIO, keyed.INDEX_MIN_QUERIES = old
+
+
+@settings(max_examples=us.examples(40))
+@given(dm.change_steps(POOL, max_steps=6, valid=False), st.lists(st.sampled_from(POOL), min_size=1, max_size=5))
+def test_indexed_and_searched_lookups_agree(steps, queries):
+    indexed, searched = KeyedArrangement(SCHEMA, key=["k", "j"]), KeyedArrangement(SCHEMA, key=["k", "j"])
+    cols = [pa.array([q[0] for q in queries], pa.string()), pa.array([q[1] for q in queries], pa.int64())]
+    for t, step in enumerate(steps):
+        b = dm.batch(SCHEMA, [r for r, _ in step], [d for _, d in step], t)
+        indexed.insert(t, b)
+        searched.insert(t, b)
+        got, c1 = _with_ratio(10**9, lambda: (indexed.lookup(cols), indexed.counts(cols)))  # every run indexed
+        want, c2 = _with_ratio(0, lambda: (searched.lookup(cols), searched.counts(cols)))  # none
+        assert got.query.tolist() == want.query.tolist()
+        assert us.canon_rows(got.rows) == us.canon_rows(want.rows)
+        assert c1.tolist() == c2.tolist()
+    assert searched.rows_indexed == 0
+
+
+def test_a_few_rows_summing_beyond_int64_raise():
+    # int64's smallest diff: its np.abs wraps to itself, which once sent a few rows down the
+    # numpy path (sums kept within 2**56) and summed them silently wrapped
+    words = np.array([[1], [1]], np.uint64)
+    with pytest.raises(OverflowError):
+        consolidate_words(words, np.array([-(2**63), -3]))

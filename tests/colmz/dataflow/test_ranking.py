@@ -231,3 +231,37 @@ def test_a_ranked_bulk_change_is_written_without_a_sort():
     want = cat.sql(sql)
     assert sorted(zip(*[got.column(c).to_pylist() for c in ("k", "v", "r")])) == \
         sorted(zip(*[want.column(c).to_pylist() for c in ("k", "v", "r")]))
+
+
+@settings(max_examples=us.examples(30), deadline=None)
+@given(dm.change_steps(POOL, max_steps=6), orders, functions)
+def test_the_words_path_gives_the_packed_paths_answer(steps, order, fns):
+    # rows whose sort words pack into one uint64 are ranked on the packed words; the others
+    # (wide values) on the matrix of words: both give the same change, in the same order
+    from unittest import mock
+
+    sql = translate(query(order, fns))
+    packed, words = GroupRecompute(S, ["g"], sql), GroupRecompute(S, ["g"], sql)
+    for t, step in enumerate(steps):
+        b = dm.batch(S, [r for r, _ in step], [d for _, d in step], t)
+        want = packed.step(t, b)
+        with mock.patch("colmz.dataflow.ranking.pack_columns", return_value=None):
+            got = words.step(t, b)
+        assert got.to_pylist() == want.to_pylist()
+
+
+def test_values_too_wide_to_pack_are_ranked_exactly():
+    # an int64 column spanning its whole range: the sort words need more than 64 bits
+    schema = {"g": pa.int64(), "v": pa.int64()}
+    w = GroupRecompute(schema, ["g"], translate(
+        "SELECT *, row_number() OVER (PARTITION BY g ORDER BY v) AS r, rank() OVER (PARTITION BY g ORDER BY v) AS k "
+        "FROM input_rows"))
+    lo, hi = -(2**63), 2**63 - 1
+    rows = [(1, hi), (1, lo), (2, 0), (1, hi), (2, lo)]
+    out = w.step(1, dm.batch(schema, rows, [1] * len(rows), 1))
+    assert sorted(out.to_pylist()) == sorted([(1, lo, 1, 1, 1, 1), (1, hi, 2, 2, 1, 1), (1, hi, 3, 2, 1, 1),
+                                              (2, lo, 1, 1, 1, 1), (2, 0, 2, 2, 1, 1)])
+    out = w.step(2, dm.batch(schema, [(1, 0), (2, lo)], [1, -1], 2))
+    assert sorted(out.to_pylist()) == sorted([
+        (1, 0, 2, 2, 2, 1), (1, hi, 2, 2, 2, -1), (1, hi, 3, 2, 2, -1), (1, hi, 3, 3, 2, 1), (1, hi, 4, 3, 2, 1),
+        (2, lo, 1, 1, 2, -1), (2, 0, 2, 2, 2, -1), (2, 0, 1, 1, 2, 1)])
