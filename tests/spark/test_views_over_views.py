@@ -54,10 +54,9 @@ def test_every_view_over_views_is_emitted_and_equals_the_catalogs(spark, tmp_pat
             data = {n: [(*r, t, -c) for r, c in h.items()] for n, h in held.items()}
         else:
             data = {n: random_delta(rng, held[n], t, n) for n in SCHEMAS}
-        time = cat.now + 1
-        for n, d in data.items():
+        for n, d in data.items():  # one catalog commit per table (the contents are compared)
             if d:
-                cat.append(n, updates(d, SCHEMAS[n]), time=time)
+                cat.append(n, updates(d, SCHEMAS[n]), time=cat.now + 1)
         state = BucketState.open(url, view, 2)
         frames = [spark.createDataFrame(data[n], SPARK_TYPES[n]) for n in view.tables]
         out = step_buckets(spark, state, frames, t, compact_runs=3)
@@ -69,7 +68,8 @@ def test_every_view_over_views_is_emitted_and_equals_the_catalogs(spark, tmp_pat
         assert (again.time, again.seqno) == (t, t)  # every view's state in one compare-and-set
         if t < steps:
             touched = {n.split(".")[0] for b in range(2) for n, _ in view.states() if again.runs(b, n)}
-            assert touched == {"0", "1", "2", "3"}, t
+            [(count, *_)] = rows(colmz.concat(total["g"]))  # g's state: empty while j is
+            assert touched == {"0", "1", "2"} | ({"3"} if count else set()), t
         # the join member's arrangements (stored key columns first) read back in their order
         joined = [n for n, _ in view.states() if n.startswith("1.")]
         assert all(again.contents(b, n).column_names == [c.name for c in dict(view.states())[n]]
