@@ -26,8 +26,18 @@ unchanged into the key of every operator above it (traced down through Map/Filte
 keyed operator's key columns). Bucketing by part of a key is correct -- equal
 keys agree on every part --, so the positions failing either are left out; a plan with none
 left is refused.
-Only buckets with a delta step, so nothing in the plan may change without input: a global
-aggregate (its row over an empty input) and a temporal filter (``mz_now()``) are refused.
+Only buckets with a delta step, so nothing in the plan may change without input. A global
+aggregate (no ``GROUP BY``: one group, a row even over an empty input) of accumulable
+aggregates over Map/Filters of one table is a ``"global"`` view (``colmz.spark.global_agg``):
+per-bucket partial aggregates, then one final bucket that steps at every step. Any other
+global aggregate and a temporal filter (``mz_now()``: it changes without input) are refused,
+naming the construct.
+
+Views over views (:func:`bucketed_views`): a ``"views"`` view holds several views, each its
+own dataflow as above (its *member*), each reading tables and the members before it: a
+member's output delta is emitted and is the delta of the members reading it (a DataFrame
+made from it, bucketed by their keys). Every member's state is named
+``"<member index>.<name>"`` in the one record and committed in the one compare-and-set.
 
 Operators keyed differently -- a join on ``k`` then a reduce grouped by ``w``, a reduce over
 a reduce keyed by its output, a reduce keyed by a computed column --, a table read twice
@@ -95,9 +105,11 @@ compare-and-set).
    its commit would lose the compare-and-set anyway).
 
 Cost of a step: the touched buckets' state collections (read and restored: Spark tasks keep
-nothing between steps) plus the delta -- for a sum view the bucket's groups, for a join view
-the bucket's joinable input rows (its arrangements are its inputs) -- and untouched buckets
-cost nothing. More buckets mean smaller states per touched bucket. A ``"stages"`` view pays
+nothing between steps) plus the delta -- for a sum view the bucket's groups; for a join view
+(:func:`join_view`) only the arranged rows of the keys its delta touches, looked up in parts
+stored key columns first (``colmz.spark.lookups``; a compaction reads the collection
+whole, once every ``compact_runs`` steps of a bucket); for a join in a plan from SQL the
+bucket's joinable input rows -- and untouched buckets cost nothing. More buckets mean smaller states per touched bucket. A ``"stages"`` view pays
 that per stage (its touched buckets under its own key) plus a shuffle of each lower stage's
 output delta. The in-process operators
 keep their state between steps and cost only the delta; this module trades that for state
@@ -145,12 +157,23 @@ from colmz.dataflow.state import operator_states_of, restore_operators
 from colmz.frontier import check_time
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, schema_of
+from colmz.spark.global_agg import FinalStage, PartialStage, global_parts
+from colmz.spark.lookups import (
+    STATE_PART_ROWS,
+    from_stored,
+    lead_columns,
+    part_bounds,
+    read_touched,
+    stored_schema,
+    to_stored,
+    touched_values,
+)
 from colmz.spark.stages import Stage, StageError, input_name, plan_stages, stage_plan
 from colmz.storage.base import Indeterminate, VersionedData
 from colmz.storage.url import Location, open_blob, open_location
 
 __all__ = ["COMPACT_RUNS", "INTEGRATED_LAYOUT", "LAYOUT", "BucketState", "BucketStateConflict", "BucketStateLayoutError", "BucketedView",
-           "StageView", "bucketed_view", "convert_state", "join_view", "step_bucket", "step_buckets", "sum_view"]
+           "StageView", "bucketed_view", "bucketed_views", "convert_state", "join_view", "step_bucket", "step_buckets", "sum_view"]
 
 #: A bucket's operator state holding this many runs is written whole, consolidated, as one run.
 COMPACT_RUNS = 8
@@ -162,6 +185,11 @@ LAYOUT = "operator-state"
 
 #: The first layout: per bucket, each input's rows integrated up to the record's time.
 INTEGRATED_LAYOUT = "integrated-input"
+
+#: A record's ``stored`` field: a join view's arrangements are stored key columns first,
+#: each part's key bounds in the record's ``bounds`` (``colmz.spark.lookups``). A record
+#: without it (written before) keeps its order and is read whole.
+KEY_FIRST = "key-first"
 
 _AGGREGATES = {c.__name__: c for c in (Avg, BoolAnd, BoolOr, Count, StddevPop, StddevSamp, Sum, VarPop, VarSamp)}
 _BUCKET = "_colmz_bucket"
@@ -184,11 +212,13 @@ class BucketedView:
     """A view whose stateful operators run per key bucket: ``kind`` ``"sum"`` (an
     :class:`~colmz.dataflow.AccumulableReduce`), ``"join"`` (a
     :class:`~colmz.dataflow.DeltaJoin`), ``"plan"`` (a view's SQL rendered into its
-    operators, ``colmz.dataflow.render``, all bucketed by one key) or ``"stages"`` (a
-    view's SQL cut into :meth:`stages`, each bucketed by its own key; ``keys`` empty);
-    ``inputs`` the inputs' schemas (the delta DataFrames' columns), ``keys``
-    each input's bucket key. Made by :func:`sum_view`, :func:`join_view` and
-    :func:`bucketed_view` (from SQL)."""
+    operators, ``colmz.dataflow.render``, all bucketed by one key), ``"stages"`` (a
+    view's SQL cut into :meth:`stages`, each bucketed by its own key; ``keys`` empty),
+    ``"global"`` (a global accumulable aggregate: per-bucket partials, then one final
+    bucket, ``colmz.spark.global_agg``) or ``"views"`` (several views, each over tables and
+    the ones before it: :meth:`members`); ``inputs`` the inputs' schemas (the delta
+    DataFrames' columns), ``keys`` each input's bucket key. Made by :func:`sum_view`,
+    :func:`join_view`, :func:`bucketed_view` (from SQL) and :func:`bucketed_views`."""
 
     kind: str
     inputs: tuple[tuple[ColumnSpec, ...], ...]
@@ -205,7 +235,9 @@ class BucketedView:
         """A new in-process operator of this view (empty state): the operator, or the
         rendered ``Pipeline`` of a ``"plan"`` view (of a ``"stages"`` view: the whole plan's,
         in one process -- the reference its stages equal)."""
-        if self.kind in ("plan", "stages"):
+        if self.kind == "views":
+            raise ValueError("a 'views' view is several views: each of view.members() has its operator")
+        if self.kind in ("plan", "stages", "global"):
             from colmz.dataflow.plan import plan, render
 
             return render(plan(self.query, {t: {c.name: c.type for c in s} for t, s in zip(self.tables, self.inputs)}))
@@ -219,11 +251,11 @@ class BucketedView:
     def operators(self, op) -> list:
         """The operators of ``op`` (an :meth:`operator`), as
         ``colmz.dataflow.state.operator_states_of`` names their states."""
-        return op.operators if self.kind in ("plan", "stages") else [op]
+        return op.operators if self.kind in ("plan", "stages", "global") else [op]
 
     def step(self, op, time: int, deltas: Sequence) -> colmz.Updates:
         """``op``'s output delta at ``time`` for the inputs' ``deltas`` (all at ``time``)."""
-        if self.kind in ("plan", "stages"):
+        if self.kind in ("plan", "stages", "global"):
             return op.step(time, dict(zip(self.tables, deltas)))
         return op.step(time, *deltas)
 
@@ -237,8 +269,10 @@ class BucketedView:
         >>> [(s.sources, s.keys) for s in v.stages()]
         [((('table', 't'), ('table', 'u')), (('k',), ('k',))), ((('stage', '0'),), (('c3',),))]
         """
+        if self.kind == "global":
+            return (PartialStage(self), FinalStage(self))
         if self.kind != "stages":
-            raise ValueError(f"a {self.kind} view runs as one stage; only a 'stages' view has stages()")
+            raise ValueError(f"a {self.kind} view runs as one stage; only a 'stages' or 'global' view has stages()")
         return tuple(StageView(self, i) for i in range(len(_staged(self)[1])))
 
     def states(self) -> tuple[tuple[str, tuple[ColumnSpec, ...]], ...]:
@@ -253,8 +287,10 @@ class BucketedView:
         >>> [(n, [c.name for c in s]) for n, s in v.states()]
         [('0.state', ['g0', 'a0', 'a1', 'a2'])]
         """
-        if self.kind == "stages":
+        if self.kind in ("stages", "global"):
             return tuple((f"{i}:{n}", schema) for i, st in enumerate(self.stages()) for n, schema in st.states())
+        if self.kind == "views":
+            return tuple((f"{m}.{n}", schema) for m, (_, v) in enumerate(self.members()) for n, schema in v.states())
         op = self.operator()
         found = operator_states_of(self.operators(op))
         if found is None:
@@ -266,6 +302,30 @@ class BucketedView:
     def schema(self) -> tuple[ColumnSpec, ...]:
         """The output's columns."""
         return tuple(self.operator().schema)
+
+    def join_leads(self) -> dict[str, tuple[tuple[int, ...], int]]:
+        """For a ``"plan"`` view whose lowest operator is an inner join: each of the join's
+        arrangements' state name -> ``(its key columns' positions in the state's schema, a
+        bucket key column first; that column's bucket key position)``, for the arrangements
+        one of whose key columns is a table's bucket key column carried unchanged
+        (``colmz.spark.lookups``); ``{}`` for any other view.
+
+        >>> import pyarrow as pa
+        >>> bucketed_view("SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.k",
+        ...               {"t": {"v": pa.int64(), "k": pa.int64()}, "u": {"k": pa.int64(), "w": pa.string()}}).join_leads()
+        {'1.arrangements.0': ((0,), 0), '1.arrangements.1': ((1,), 0)}
+        """
+        if self.kind != "plan":
+            return {}
+        return dict(_join_leads(self))
+
+    def members(self) -> tuple[tuple[str, "BucketedView"], ...]:
+        """A ``"views"`` view's views, ``(name, view)`` each in the order given: each reads
+        tables and the views before it (their outputs), each maintained and emitted
+        (:func:`bucketed_views`)."""
+        if self.kind != "views":
+            raise ValueError(f"a {self.kind} view is one view; only a 'views' view has members()")
+        return _members(self)
 
     def describe(self) -> dict:
         """The view as JSON-able data (kept in the state's record: a state opened with
@@ -283,6 +343,48 @@ def _staged(view: BucketedView):
 
     p = plan(view.query, {t: {c.name: c.type for c in s} for t, s in zip(view.tables, view.inputs)})
     return p, plan_stages(p)
+
+
+@functools.lru_cache(maxsize=64)
+def _join_leads(view: BucketedView) -> tuple:
+    from colmz.dataflow.plan import Join, plan
+
+    p = plan(view.query, {t: {c.name: c.type for c in s} for t, s in zip(view.tables, view.inputs)})
+    node = p.root
+    while not isinstance(node, Join):
+        if not node.inputs or len(node.inputs) != 1:
+            return ()
+        node = node.inputs[0]
+    pipeline = view.operator()
+    joins = [o for o in pipeline.operators if isinstance(o, DeltaJoin)]
+    if len(joins) != 1 or len(node.inputs_) != len(view.inputs):
+        return ()
+    found = operator_states_of(pipeline.operators)
+    out = []
+    for (j, key), arr in joins[0].arrangements.items():
+        names = [c.name for c in arr.schema]
+        carried = []
+        for c in key:
+            get, cols = _traced(node.inputs_[j], [c])
+            if get is not None and cols[0] in view.keys[j]:
+                carried.append((c, view.keys[j].index(cols[0])))
+        if not carried:
+            continue
+        first, position = carried[0]
+        lead = (names.index(first), *(names.index(c) for c in key if c != first))
+        st = next(x for x in found if x.target is arr)
+        out.append((st.name, (lead, position)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _members(view: BucketedView) -> tuple[tuple[str, BucketedView], ...]:
+    schemas = {t: {c.name: c.type for c in s} for t, s in zip(view.tables, view.inputs)}
+    out = []
+    for name, query in json.loads(view.query):
+        member = bucketed_view(query, {**schemas, **{n: {c.name: c.type for c in v.schema} for n, v in out}})
+        out.append((name, member))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -401,9 +503,11 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     operators are keyed differently, or a key is computed, or a table is read twice --
     the view is a ``"stages"`` one (``colmz.spark.stages``): each stage bucketed by its own
     key, the output of one re-bucketed as the next one's input; outer joins, unions and set
-    operations run in stages too, and a view over views is given with them as CTEs. Any
-    other plan (a temporal filter, an operator keyed by nothing, a constant, a recomputed
-    subquery) is refused with its ``EXPLAIN``. The delta DataFrames
+    operations run in stages too; views given as CTEs are inlined into one dataflow (to keep
+    and emit each view, give them to :func:`bucketed_views`). A global aggregate of
+    accumulable aggregates over Map/Filters of one table is a ``"global"`` view
+    (``colmz.spark.global_agg``). Any other plan (a temporal filter, another operator keyed
+    by nothing, a constant, a recomputed subquery) is refused with its ``EXPLAIN``. The delta DataFrames
     carry the tables' own columns, one per table in the order the plan reads them
     (:attr:`BucketedView.tables`).
 
@@ -426,6 +530,13 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
         return ValueError(f"{preface}this plan {why}:\n{p.explain()}")
 
     try:
+        glob = global_parts(p)
+    except ValueError as e:
+        raise refuse(str(e)) from None
+    if glob is not None:  # per-bucket partials, then one final bucket (colmz.spark.global_agg)
+        table = glob[2].table
+        return BucketedView("global", (schema_of(p.tables[table]),), (), query=query, tables=(table,))
+    try:
         return _one_stage(query, p, refuse)
     except ValueError as one:
         if isinstance(_below_mapfilters(p.root), Get):
@@ -443,6 +554,41 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     except ValueError as e:
         raise refuse(f"does not render into exported state ({e})") from e
     return view
+
+
+def bucketed_views(views: Mapping[str, str], schemas: Mapping) -> BucketedView:
+    """Several views, each a view's SQL over tables ``schemas`` and the views given before it
+    (by name), as one ``"views"`` :class:`BucketedView`: each view is its own dataflow
+    (:func:`bucketed_view`), its output delta both emitted and fed to the views reading it,
+    as a catalog keeps a view over a view. :func:`step_buckets` steps them in the order
+    given and returns each view's output delta by name; every view's state is committed in
+    the one compare-and-set (names ``"<index>.<name>"``, :meth:`BucketedView.states`). The
+    delta DataFrames are the tables' (:attr:`BucketedView.tables`, in the order the views
+    first read them).
+
+    >>> import pyarrow as pa
+    >>> v = bucketed_views({"m": "SELECT k, sum(v) AS s FROM t GROUP BY k",
+    ...                     "n": "SELECT s, count(*) AS c FROM m GROUP BY s"}, {"t": {"k": pa.int64(), "v": pa.int64()}})
+    >>> v.tables, [(n, m.kind, m.tables) for n, m in v.members()]
+    (('t',), [('m', 'plan', ('t',)), ('n', 'plan', ('m',))])
+    """
+    if not isinstance(views, Mapping) or not views:
+        raise ValueError(f"views must map view names to SQL, at least one, got {views!r}")
+    known = {t: schema_of(s) for t, s in schemas.items()}
+    made, tables = [], []
+    for name, query in views.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a view's name must be a non-empty str, got {name!r}")
+        if name in known:
+            raise ValueError(f"view {name!r} has the name of a table or of a view given before it")
+        try:
+            member = bucketed_view(query, known)
+        except ValueError as e:
+            raise ValueError(f"view {name!r} (each view reads tables and the views given before it): {e}") from e
+        tables.extend(t for t in member.tables if t in schemas and t not in tables)
+        known[name] = member.schema
+        made.append([name, query])
+    return BucketedView("views", tuple(known[t] for t in tables), (), query=json.dumps(made), tables=tuple(tables))
 
 
 def _one_stage(query: str, p, refuse) -> BucketedView:
@@ -600,7 +746,9 @@ def step_bucket(view: BucketedView, state: Mapping | None, state_time, deltas: S
     [(1, 2, 2, 12, 2, -1), (1, 1, 1, 7, 2, 1)]
     """
     time = check_time(time, "time")
-    if view.kind == "stages":
+    if view.kind == "views":
+        raise ValueError("a 'views' view is several views: step each of view.members() (their stages) per bucket")
+    if view.kind in ("stages", "global"):
         raise ValueError("a view of several stages is bucketed by another key in each stage: step each of "
                          "view.stages() per bucket, its inputs the tables' or the stage below's outputs")
     if len(deltas) != len(view.inputs):
@@ -656,6 +804,10 @@ class BucketState:
         self.rows_read: int | None = None
         self._runs = {} if record is None else {k: [WrittenRun.from_dict(r) for r in v]
                                                 for k, v in record["runs"].items()}
+        # Whether a join view's arrangements are stored key columns first, each part's key
+        # bounds recorded (colmz.spark.lookups): every record since, never one written before.
+        self.key_first = record is None or record.get("stored") == KEY_FIRST
+        self._bounds: dict[str, list] = {} if record is None else dict(record.get("bounds", {}))
 
     @property
     def key(self) -> str:
@@ -713,24 +865,35 @@ class BucketState:
         schemas = dict(self.view.states())
         if state not in schemas:
             raise ValueError(f"state must name one of the view's states {list(schemas)}, got {state!r}")
-        return _read_state(open_blob(self.url), schemas[state],
-                           [p for r in self.runs(bucket, state) for p in r.parts], self.time)
+        lead = lead_columns(self.view).get(state) if self.key_first else None
+        parts = [p for r in self.runs(bucket, state) for p in r.parts]
+        if lead is None:
+            return _read_state(open_blob(self.url), schemas[state], parts, self.time)
+        return from_stored(_read_state(open_blob(self.url), stored_schema(schemas[state], lead[0]), parts, self.time),
+                           schemas[state])
 
     def referenced(self) -> set[str]:
         """Every part key the record names."""
         return {k for runs in self._runs.values() for r in runs for k in r.keys}
 
-    def _commit(self, time: int, written: Mapping[str, tuple[WrittenRun | None, bool]]) -> None:
+    def _commit(self, time: int, written: Mapping[str, tuple[WrittenRun | None, bool]],
+                bounds: Mapping[str, list] | None = None) -> None:
         """One compare-and-set of the record from :attr:`seqno`: ``time`` and, per
-        ``"bucket/input"``, its new run (``replace``: instead of the old runs)."""
+        ``"bucket/input"``, its new run (``replace``: instead of the old runs); ``bounds``
+        the new parts' key bounds (``colmz.spark.lookups``)."""
         runs = {k: list(v) for k, v in self._runs.items()}
         for k, (run, replace) in written.items():
             old = [] if replace else runs.get(k, [])
             runs[k] = old + ([run] if run is not None else [])
             if not runs[k]:
                 del runs[k]
+        keys = {k for v in runs.values() for r in v for k in r.keys}
+        kept = {k: b for k, b in {**self._bounds, **(bounds or {})}.items() if k in keys}
         record = {"layout": LAYOUT, "view": self.view.describe(), "buckets": self.buckets, "time": time,
                   "runs": {k: [r.to_dict() for r in v] for k, v in sorted(runs.items())}}
+        if self.key_first:
+            record["stored"] = KEY_FIRST
+            record["bounds"] = dict(sorted(kept.items()))
         seqno = 1 if self.seqno is None else self.seqno + 1
         data = json.dumps(record).encode()
         try:
@@ -754,6 +917,7 @@ class BucketState:
             raise BucketStateConflict(f"the state {self.name!r} at {self.url!r} was committed by another "
                                       f"writer since version {self.seqno}: nothing committed (open it again)")
         self.seqno, self.time, self._runs = seqno, time, runs
+        self._bounds = kept
 
 
 def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "view",
@@ -800,7 +964,7 @@ def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "vi
     state.seqno, state.time = head.seqno, record["time"]
     owner = owner or uuid.uuid4().hex
     blob = loc.blob
-    written = {}
+    written, bounds = {}, {}
     try:
         for b in sorted({int(k.split("/")[0]) for k in old}):
             inputs = [at_time(_read_state(blob, schema, [p for r in old.get(f"{b}/{i}", ()) for p in r.parts],
@@ -808,10 +972,12 @@ def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "vi
                       for i, schema in enumerate(view.inputs)]
             _, states = step_bucket(view, None, None, inputs, state.time)
             for st, schema in view.states():
-                run = write_run(blob, schema, states[st], prefix=state.prefix, owner=owner)
+                run, found = write_state_run(blob, view, st, schema, states[st], state.key_first,
+                                             prefix=state.prefix, owner=owner)
                 if run is not None:
                     written[f"{b}/{st}"] = (run, True)
-        state._commit(state.time, written)
+                    bounds.update(found)
+        state._commit(state.time, written, bounds)
     except Indeterminate:
         raise
     except BaseException:
@@ -821,6 +987,20 @@ def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "vi
         with contextlib.suppress(Exception):  # best effort: an unreferenced part is garbage only
             blob.delete(k)
     return state
+
+
+def write_state_run(blob, view, name: str, schema, u: colmz.Updates, key_first: bool, *, prefix: str,
+                    owner: str, part_rows: int = STATE_PART_ROWS) -> tuple[WrittenRun | None, dict]:
+    """Write state collection ``name``'s updates ``u`` as one run: ``(the run or None, its
+    parts' key bounds)``. A join view's arrangements, with ``key_first`` (the record's
+    ``stored`` field), are written key columns first in parts of ``part_rows`` rows and
+    their bounds read back (``colmz.spark.lookups``); any other collection as it is."""
+    lead = lead_columns(view).get(name) if key_first else None
+    if lead is None:
+        return write_run(blob, schema, u, prefix=prefix, owner=owner), {}
+    run = write_run(blob, stored_schema(schema, lead[0]), to_stored(u, lead[0]), prefix=prefix, owner=owner,
+                    part_rows=part_rows)
+    return run, ({} if run is None else part_bounds(blob, run))
 
 
 def _read_state(blob, schema, parts, time) -> colmz.Updates:
@@ -846,7 +1026,18 @@ def _bucketed(df, view: BucketedView, i: int, buckets: int, label: str | None = 
     missing = [n for n in (*names, "time", "diff") if n not in df.columns]
     if missing:
         raise ValueError(f"{label or f'deltas[{i}]'} lacks columns {missing} (it needs {names} + time, diff)")
-    return df.select(*names, "time", "diff").withColumn(_BUCKET, F.pmod(F.xxhash64(*cols), F.lit(buckets)))
+    bucket = F.pmod(F.xxhash64(*cols), F.lit(buckets)) if cols else F.lit(0).cast("long")
+    return df.select(*names, "time", "diff").withColumn(_BUCKET, bucket)
+
+
+def _with_zero_row(spark, frame, stage, time: int):
+    """``frame`` (a one-bucket stage's input) and one row of zeros at diff 0 in bucket 0, so
+    the bucket's task runs at every step, touched or not."""
+    zeros = {c.name: pa.array([0], c.type) if pa.types.is_integer(c.type) or pa.types.is_floating(c.type)
+             else pa.nulls(1, c.type) for c in stage.inputs[0]}
+    row = pa.table({**zeros, "time": pa.array([time], pa.int64()), "diff": pa.array([0], pa.int64()),
+                    _BUCKET: pa.array([0], pa.int64())})
+    return frame.unionByName(spark.createDataFrame(row.to_pandas(), frame.schema))
 
 
 def _updates_of(table: pa.Table, schema) -> colmz.Updates:
@@ -855,7 +1046,7 @@ def _updates_of(table: pa.Table, schema) -> colmz.Updates:
 
 
 def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owner: str | None = None,
-                 compact_runs: int = COMPACT_RUNS) -> colmz.Updates:
+                 compact_runs: int = COMPACT_RUNS, part_rows: int = STATE_PART_ROWS) -> colmz.Updates:
     """Step ``state``'s view at ``time`` with ``deltas`` (one DataFrame per input: its data
     columns, ``time`` and ``diff``; every row is taken at ``time``), each touched bucket on
     an executor; commit the new state in one compare-and-set and return the view's output
@@ -865,7 +1056,9 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
     (``colmz.errors.NegativeMultiplicity`` for a retraction of rows a bucket does not hold,
     an overflow) and :class:`BucketStateConflict` leave the committed state as it was, the
     step's parts deleted. ``owner`` (letters and digits) tags the parts the step writes;
-    a bucket input reaching ``compact_runs`` runs is written whole as one.
+    a bucket input reaching ``compact_runs`` runs is written whole as one. A join view's
+    tasks read only the arranged rows of the keys their delta touches, its runs written in
+    parts of ``part_rows`` rows (``colmz.spark.lookups``).
     """
     view = state.view
     time = check_time(time, "time")
@@ -877,44 +1070,30 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
         raise ValueError(f"compact_runs must be a positive int, got {compact_runs!r}")
     if owner is not None and (not isinstance(owner, str) or not owner.isascii() or not owner.isalnum()):
         raise ValueError(f"owner must be letters and digits, got {owner!r}")
+    if isinstance(part_rows, bool) or not isinstance(part_rows, int) or part_rows < 1:
+        raise ValueError(f"part_rows must be a positive int, got {part_rows!r}")
     owner = owner or uuid.uuid4().hex
     parts = {k: [list(p) for r in v for p in r.parts] for k, v in state._runs.items()}
     nruns = {k: len(v) for k, v in state._runs.items()}
-    stages = view.stages() if view.kind == "stages" else (view,)
+    run = functools.partial(_step_view, spark, state, time=time, owner=owner, compact_runs=compact_runs,
+                            part_rows=part_rows, parts=parts, nruns=nruns)
     try:
-        written, rows_read, outputs = {}, 0, []
-        for i, stage in enumerate(stages):
-            if view.kind == "stages":
-                frames = [_bucketed(deltas[view.tables.index(src)], stage, j, state.buckets,
-                                    f"deltas[{view.tables.index(src)}] (table {src!r})")
-                          if how == "table" else _bucketed(outputs[int(src)], stage, j, state.buckets)
-                          for j, (how, src) in enumerate(stage.sources)]
-                names = f"{i}:"
-            else:
-                frames = [_bucketed(d, view, j, state.buckets) for j, d in enumerate(deltas)]
-                names = ""
-            task = _BucketTask(stage, state.url, state.prefix, owner, state.time, time, parts, nruns,
-                               compact_runs, names)
-            stepped = _apply(frames, task, _task_schema(stage))
-            if i < len(stages) - 1:
-                # A shuffle: the stage's output, materialized once (its tasks write parts: run
-                # them once), re-bucketed by the next stage's key as that stage's input.
-                stepped = stepped.localCheckpoint(eager=True)
-                from pyspark.sql import functions as F
-
-                reports = [r[0] for r in stepped.filter(F.col(_RUNS).isNotNull()).select(_RUNS).collect()]
-                outputs.append(stepped.filter(F.col(_RUNS).isNull()).drop(_RUNS))
-            else:
-                result = stepped.toArrow()
-                reports = result.column(_RUNS).to_pylist()
-            for r in reports:
-                if r is not None:
-                    report = json.loads(r)
-                    rows_read += report["read"]
-                    for k, (run, replace) in report["runs"].items():
-                        written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
+        written, bounds, rows_read, outputs, several = {}, {}, 0, {}, False
+        if view.kind == "views":
+            frames = dict(zip(view.tables, deltas))
+            for m, (name, member) in enumerate(view.members()):
+                ins = [frames[t] if t in frames else _frame_of(spark, outputs[t], member.inputs[j])
+                       for j, t in enumerate(member.tables)]
+                report = run(member, ins, prefix=f"{m}.")
+                outputs[name] = report[3]
+                several = several or report[4]
+                written.update(report[0])
+                bounds.update(report[1])
+                rows_read += report[2]
+        else:
+            written, bounds, rows_read, out, several = run(view, list(deltas))
         dropped = state.referenced()
-        state._commit(time, written)
+        state._commit(time, written, bounds)
         state.rows_read = rows_read
     except Indeterminate:
         raise  # the record may name the step's parts: they stay (unreferenced ones are garbage)
@@ -927,12 +1106,61 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
     for k in dropped - state.referenced():
         with contextlib.suppress(Exception):  # best effort: an unreferenced part is garbage only
             blob.delete(k)
-    if len(stages) > 1:
+    if several:
         with contextlib.suppress(Exception):
             discard_owned(blob, state.prefix, owner, state.referenced())
+    return outputs if view.kind == "views" else out
+
+
+def _frame_of(spark, u: colmz.Updates, schema):
+    """A view's output delta ``u`` as the delta DataFrame of a view reading it."""
+    table = pa.table({**{c.name: u.column(c.name) for c in schema},
+                      "time": pa.array(np.asarray(u.time, np.int64)), "diff": pa.array(np.asarray(u.diff, np.int64))})
+    return spark.createDataFrame(table)
+
+
+def _step_view(spark, state: "BucketState", view, deltas: list, *, time: int, owner: str, compact_runs: int,
+               part_rows: int, parts: dict, nruns: dict, prefix: str = ""):
+    """Step ``view``'s buckets (its stages') on Spark, writing their runs (nothing committed):
+    ``(written runs, their bounds, state rows read, the output delta, several stages)``.
+    ``prefix`` starts its state names in the record (a member's of a ``"views"`` view)."""
+    stages = view.stages() if view.kind in ("stages", "global") else (view,)
+    written, bounds, rows_read, outputs = {}, {}, 0, []
+    for i, stage in enumerate(stages):
+        if view.kind in ("stages", "global"):
+            frames = [_bucketed(deltas[view.tables.index(src)], stage, j, state.buckets,
+                                f"deltas[{view.tables.index(src)}] (table {src!r})")
+                      if how == "table" else _bucketed(outputs[int(src)], stage, j, state.buckets)
+                      for j, (how, src) in enumerate(stage.sources)]
+            names = f"{prefix}{i}:"
+            if not any(stage.keys[0]):  # one bucket, stepped at every step (colmz.spark.global_agg)
+                frames = [_with_zero_row(spark, frames[0], stage, time)]
+        else:
+            frames = [_bucketed(d, view, j, state.buckets) for j, d in enumerate(deltas)]
+            names = prefix
+        task = _BucketTask(stage, state.url, state.prefix, owner, state.time, time, parts, nruns,
+                           compact_runs, names, state.key_first, state._bounds, part_rows)
+        stepped = _apply(frames, task, _task_schema(stage))
+        if i < len(stages) - 1:
+            # A shuffle: the stage's output, materialized once (its tasks write parts: run
+            # them once), re-bucketed by the next stage's key as that stage's input.
+            stepped = stepped.localCheckpoint(eager=True)
+            from pyspark.sql import functions as F
+
+            reports = [r[0] for r in stepped.filter(F.col(_RUNS).isNotNull()).select(_RUNS).collect()]
+            outputs.append(stepped.filter(F.col(_RUNS).isNull()).drop(_RUNS))
+        else:
+            result = stepped.toArrow()
+            reports = result.column(_RUNS).to_pylist()
+        for r in reports:
+            if r is not None:
+                report = json.loads(r)
+                rows_read += report["read"]
+                for k, (run, replace) in report["runs"].items():
+                    written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
+                bounds.update(report.get("bounds", {}))
     data = result.filter(pc.is_null(result.column(_RUNS)))
-    out = _updates_of(data, view.schema)
-    return colmz.consolidate(out)
+    return written, bounds, rows_read, colmz.consolidate(_updates_of(data, view.schema)), len(stages) > 1
 
 
 def _apply(frames: list, task, schema):
@@ -992,11 +1220,16 @@ class _BucketTask:
     state, step, write each changed state collection's new run, return the output rows and
     one row describing the runs (and the state rows read)."""
 
-    def __init__(self, view, url, prefix, owner, state_time, time, parts, nruns, compact_runs, names=""):
+    def __init__(self, view, url, prefix, owner, state_time, time, parts, nruns, compact_runs, names="",
+                 key_first=False, bounds=None, part_rows=STATE_PART_ROWS):
         self.view, self.url, self.prefix, self.owner = view, url, prefix, owner
         self.state_time, self.time, self.parts, self.nruns = state_time, time, parts, nruns
         self.compact_runs = compact_runs
         self.names = names  # the prefix of the state names in the record (a stage's "<index>:")
+        self.key_first, self.part_rows = key_first, part_rows
+        # the states a task looks up by its delta's keys, and their parts' key bounds
+        self.leads = lead_columns(view) if key_first else {}
+        self.bounds = {k: b for k, b in (bounds or {}).items()} if self.leads else {}
 
     def run(self, tables: list) -> pa.Table:
         from colmz.arrangement.parts import PartRef
@@ -1006,19 +1239,33 @@ class _BucketTask:
         view = self.view
         schemas = view.states()
         state, read = {}, 0
+        whole = set()  # the states read whole (a compaction writes them whole)
         for name, schema in schemas:
-            refs = [PartRef(k, tuple(c) if c is not None else None)
-                    for k, c in self.parts.get(f"{bucket}/{self.names}{name}", [])]
-            if refs:
-                parts = read_blob_parts(blob, refs, schema)
-                read += sum(len(p) for p in parts)
-                state[name] = colmz.consolidate(colmz.concat(parts), since=self.state_time)
+            key = f"{bucket}/{self.names}{name}"
+            refs = [PartRef(k, tuple(c) if c is not None else None) for k, c in self.parts.get(key, [])]
+            if not refs:
+                continue
+            lead = self.leads.get(name)
+            if lead is not None and self.nruns.get(key, 0) + 1 < self.compact_runs:
+                # a join's arrangement: only the rows of the keys the delta touches
+                values = touched_values(tables, view.keys, lead[1])
+                found, n = read_touched(blob, refs, self.bounds, schema, lead[0], values)
+                read += n
+                if found is not None:
+                    state[name] = colmz.consolidate(found, since=self.state_time)
+                continue
+            whole.add(name)
+            stored = schema if lead is None else stored_schema(schema, lead[0])
+            parts = read_blob_parts(blob, refs, stored)
+            read += sum(len(p) for p in parts)
+            u = colmz.consolidate(colmz.concat(parts), since=self.state_time)
+            state[name] = u if lead is None else from_stored(u, schema)
         deltas = []
         for t, schema in zip(tables, view.inputs):
             d = _updates_of(t, schema) if t.num_rows else colmz.Updates.empty(schema)
             deltas.append(colmz.consolidate(at_time(d, self.time)))
         out, state_delta = step_bucket(view, state, self.state_time, deltas, self.time)
-        runs = {}
+        runs, bounds = {}, {}
         for name, schema in schemas:
             d = state_delta[name]
             if not len(d):
@@ -1027,7 +1274,9 @@ class _BucketTask:
             replace = self.nruns.get(key, 0) + 1 >= self.compact_runs
             if replace and name in state:
                 d = colmz.consolidate(colmz.concat([at_time(state[name], self.time), d]))
-            run = write_run(blob, schema, d, prefix=self.prefix, owner=self.owner)
+            run, found = write_state_run(blob, view, name, schema, d, self.key_first, prefix=self.prefix,
+                                         owner=self.owner, part_rows=self.part_rows)
+            bounds.update(found)
             runs[key] = (None if run is None else run.to_dict(), replace)
         cols = {c.name: out.column(c.name) for c in view.schema}
         n = len(out)
@@ -1035,5 +1284,5 @@ class _BucketTask:
                           "diff": pa.array(np.asarray(out.diff, np.int64)), _RUNS: pa.nulls(n, pa.string())})
         row = {c.name: pa.nulls(1, c.type) for c in view.schema}
         row.update({"time": pa.array([self.time], pa.int64()), "diff": pa.array([0], pa.int64()),
-                    _RUNS: pa.array([json.dumps({"runs": runs, "read": read})], pa.string())})
+                    _RUNS: pa.array([json.dumps({"runs": runs, "read": read, "bounds": bounds})], pa.string())})
         return pa.concat_tables([table, pa.table(row)])

@@ -598,6 +598,92 @@ class AccumulableReduce:
         if not n and not (glob and first):
             self._clock.advance(time)
             return Updates.empty(self.schema)
+        ukeys, kl, contrib = self._contributions(delta)
+        self.rows_touched += n + len(ukeys)
+        return self._apply(time, ukeys, kl, contrib, first)
+
+    @property
+    def partial_schema(self) -> tuple[ColumnSpec, ...]:
+        """The columns of :meth:`partials`: the group's ``g0, ...``, then a slot each ``a0, ...``
+        (``int64`` for exact sums, ``float64``), as ``colmz.dataflow.state`` exports the
+        accumulators."""
+        return (*(ColumnSpec(f"g{i}", c.type) for i, c in enumerate(self._group_specs)),
+                *(ColumnSpec(f"a{i}", pa.int64() if k == "int" else pa.float64())
+                  for i, k in enumerate(self._state.kinds)))
+
+    def partials(self, delta: Updates) -> Updates:
+        """What ``delta`` (at any one time) adds to the accumulators: one row per group it
+        touches, its columns then its slot sums (:attr:`partial_schema`), at ``delta``'s
+        time, diff 1. Nothing changes here: accumulable aggregates are sums, so the partials
+        of the parts of a delta, added by :meth:`step_partials`, change the output as
+        :meth:`step` of the whole delta does (Materialize's partial aggregation; the
+        per-bucket stage of a global aggregate, ``colmz.spark.views``).
+
+        >>> import colmz, pyarrow as pa
+        >>> r = AccumulableReduce({"v": pa.int64()}, [], {"s": Sum("v"), "c": Count()})
+        >>> p1 = r.partials(colmz.Updates({"v": [5, None]}, time=[1, 1], diff=[1, 1]))
+        >>> p2 = r.partials(colmz.Updates({"v": [7]}, time=[1], diff=[-1]))
+        >>> p1.to_pylist(), p2.to_pylist()
+        ([(2, 1, 5, 1, 1)], [(-1, -1, -7, 1, 1)])
+        >>> _ = r.step(0, colmz.Updates({"v": [7]}, time=[0], diff=[1]))
+        >>> r.step_partials(1, colmz.concat([p1, p2])).to_pylist()
+        [(5, 2, 1, 1), (7, 1, 1, -1)]
+        """
+        if not isinstance(delta, Updates):
+            raise TypeError(f"delta must be colmz.Updates, got {type(delta).__name__}")
+        times = np.unique(np.asarray(delta.time)) if len(delta) else np.zeros(1, np.uint64)
+        if len(times) != 1:
+            raise ValueError(f"delta holds updates at times {times.tolist()[:4]}: partials take one time")
+        time = int(times[0])
+        delta = check_delta(delta, self.input_schema, time)
+        if not len(delta):
+            return Updates.empty(self.partial_schema)
+        ukeys, kl, contrib = self._contributions(delta)
+        cols = {f"g{i}": c for i, c in enumerate(decode_columns(ukeys, kl, list(self._group_specs)))}
+        for i, (c, k) in enumerate(zip(contrib, self._state.kinds)):
+            if k == "int" and c.dtype == object:
+                if any(not -(2**63) <= x < 2**63 for x in c.tolist()):
+                    raise OverflowError(f"a partial sum of slot a{i} leaves int64, the type partials hold it in")
+                c = np.array(c.tolist(), np.int64)
+            cols[f"a{i}"] = pa.array(np.asarray(c, np.int64 if k == "int" else np.float64))
+        n = len(ukeys)
+        return Updates(cols, np.full(n, time, np.uint64), np.ones(n, np.int64), copy=False)
+
+    def step_partials(self, time, partials: Updates) -> Updates:
+        """:meth:`step` with the input's change given as :meth:`partials` (of any number of
+        its parts; each row's slots times its diff): the output's change at ``time``."""
+        time = self._clock.check(time)
+        partials = check_delta(partials, self.partial_schema, time, "partials")
+        first = self._clock.last is None
+        glob = not self.group_by
+        n = len(partials)
+        if not n and not (glob and first):
+            self._clock.advance(time)
+            return Updates.empty(self.schema)
+        kw, kl = encode_columns([partials.column(f"g{i}") for i in range(len(self._group_specs))], n=n)
+        keys, starts, order = sort_groups(kw)
+        diff = np.asarray(partials.diff, np.int64)[order]
+        if glob and not n:
+            keys, starts = np.zeros((1, 0), np.uint64), np.zeros(0, np.int64)
+        ukeys = np.ascontiguousarray(keys[starts]) if n else keys
+        contrib = []
+        for i, k in enumerate(self._state.kinds):
+            if not n:
+                contrib.append(zeros_like_kind(k, len(ukeys)))
+                continue
+            v = partials.column(f"a{i}").to_numpy(zero_copy_only=False)[order]
+            if k == "int":
+                contrib.append(exact_group_sums(exact_products(np.asarray(v, np.int64), diff), starts))
+            else:
+                contrib.append(np.add.reduceat(np.asarray(v, np.float64) * diff, starts))
+        self.rows_touched += n + len(ukeys)
+        return self._apply(time, ukeys, kl, contrib, first)
+
+    def _contributions(self, delta: Updates):
+        """``(group key words, their layout, per slot each group's sum)`` of ``delta``'s rows
+        (the global group alone, all zeros, for an empty delta of a global reduce)."""
+        glob = not self.group_by
+        n = len(delta)
         kw, kl = encode_columns([delta.column(g) for g in self.group_by], n=n)
         keys, starts, order = sort_groups(kw)
         diff = np.asarray(delta.diff, np.int64)[order]
@@ -624,7 +710,11 @@ class AccumulableReduce:
                     contrib.append(exact_group_sums(c, starts))
                 else:
                     contrib.append(np.add.reduceat(c, starts))
-        self.rows_touched += n + m
+        return ukeys, kl, contrib
+
+    def _apply(self, time: int, ukeys, kl, contrib, first: bool) -> Updates:
+        """Add ``contrib`` (per slot, per group of ``ukeys``) to the accumulators: the output's change."""
+        glob = not self.group_by
         old = self._state.lookup(ukeys, kl)
         new = [exact_add(o, c) if k == "int" else o + c for o, c, k in zip(old, contrib, self._state.kinds)]
         self._check_counts(new, ukeys, kl)

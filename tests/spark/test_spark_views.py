@@ -228,11 +228,15 @@ def test_bucketed_view_reads_chains_around_one_keyed_operator_from_sql():
     for query, keys in CHAINS.items():
         view = bucketed_view(query, SQL_SCHEMAS)
         assert (view.kind, view.keys) == ("plan", keys), query
-    for bad, why in [("SELECT count(*) AS n FROM t", "keyed by nothing"),
+    # a global accumulable aggregate over Map/Filters of a table: partials, then one bucket
+    assert bucketed_view("SELECT count(*) AS n FROM t", SQL_SCHEMAS).kind == "global"
+    for bad, why in [("SELECT max(v) AS n FROM t", r"global aggregate \(no GROUP BY\) with aggregates that are not "
+                                                   r"accumulable \(max\(t.v\)\)"),
                      ("SELECT k FROM t WHERE v > 1", "has a Get where its stateful operator goes"),
                      ("SELECT k FROM t ORDER BY k LIMIT 3", "has a TopK keyed by nothing"),
                      ("SELECT k, sum(v) OVER () AS s FROM t", "keyed by nothing"),
-                     ("SELECT count(*) AS n FROM (SELECT k FROM t GROUP BY k) s", "keyed by nothing")]:
+                     ("SELECT count(*) AS n FROM (SELECT k FROM t GROUP BY k) s",
+                      r"global aggregate \(no GROUP BY\) over a Reduce")]:
         with pytest.raises(ValueError, match=why) as e:
             bucketed_view(bad, SQL_SCHEMAS)
         assert "-- " in str(e.value), bad  # the plan's EXPLAIN is in the message
@@ -675,3 +679,53 @@ def test_a_bucket_restored_from_its_state_steps_only_the_delta(monkeypatch, kind
     ref = view.operator()
     ref.step(1, *first)
     assert rows(out) == rows(ref.step(2, *delta))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("how", ["join_view", "sql"])
+def test_a_join_step_reads_the_touched_keys_not_the_buckets_state(spark, tmp_path, how):
+    """The work counter: a join bucket's task reads the arranged rows of the keys its delta
+    touches (a part or two per run per key: parts of 8 rows here), not the bucket's 500
+    arranged rows; a compaction reads the collection whole, once; outputs and committed
+    state equal the in-process DeltaJoin's (the rendered plan's, from SQL) throughout."""
+    U = {"uk": pa.int64(), "w": pa.string()}
+    if how == "join_view":
+        view = join_view(T, U, [("k", "uk")])
+        ref = view.operator()
+        ref_step = ref.step
+        ref_ops = [ref]
+    else:
+        view = bucketed_view("SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.uk", {"t": T, "u": U})
+        assert view.kind == "plan" and view.join_leads()
+        ref = view.operator()
+        ref_step = lambda t, a, b: ref.step(t, {"t": a, "u": b})  # noqa: E731
+        ref_ops = ref.operators
+    url = str(tmp_path / "store")
+
+    def step(t, dt, du, compact_runs=100):
+        state = BucketState.open(url, view, 1)
+        out = step_buckets(spark, state, [spark.createDataFrame(dt, SPARK_T),
+                                          spark.createDataFrame(du, "uk long, w string, time long, diff long")], t,
+                           compact_runs=compact_runs, part_rows=8)
+        assert rows(out) == rows(ref_step(t, updates(dt, T), updates(du, U))), t
+        assert contents(BucketState.open(url, view, 1)) == {
+            st.name: rows(st.delta((), 0)) for st in operator_states_of(ref_ops)}, t
+        return state.rows_read
+
+    first_t = [(k, v, 1, 1) for k in range(100) for v in range(4)]
+    first_u = [(k, f"w{k}", 1, 1) for k in range(100)]
+    assert step(1, first_t, first_u) == 0
+    held = len(first_t) + len(first_u)  # 500 arranged rows in the one bucket
+    # keys 5 (t changes: u looked up) and 77 (u changes: t looked up), a NULL key, a new key
+    read = step(2, [(5, 100, 2, 1), (None, 1, 2, 1)], [(77, "q", 2, 1), (1000, "n", 2, 1)])
+    assert 0 < read <= 2 * 2 * 8 + 2 * 2 * 8, read  # two keys, two parts each, in two arrangements
+    read = step(3, [(5, 100, 3, -1), (77, 1, 3, 1)], [(77, "q", 3, -1)])
+    assert 0 < read <= 2 * (2 * 2 * 8) + 8, read  # and the step-2 runs' parts
+    assert read < held // 10
+    # a compaction (the third run of each touched collection) reads it whole
+    read = step(4, [(6, 1, 4, 1)], [(6, "z", 4, 1)], compact_runs=3)
+    assert read >= held, read
+    read = step(5, [(6, 1, 5, -1), (40, 9, 5, 1)], [], compact_runs=100)
+    assert 0 < read <= 4 * 8, read
+    state = BucketState.open(url, view, 1)
+    assert set(open_blob(url).list_keys(state.prefix)) == state.referenced()
