@@ -34,10 +34,10 @@ from colmz.dataflow.render import (
     ACCUMULABLE,
     HIERARCHICAL,
 )
-from colmz.sql.tokens import closing, tokenize
+from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Query
 
-__all__ = ['COMPARE_OPS', 'FLIPPED', 'POSTGRES_TYPES', 'PlanError', 'SAFE_ORDER_AGGREGATES', 'SETOPS', 'SETOP_MODIFIERS', 'Scope', 'Source', 'Unsupported', 'aggregate_names', 'array_any', 'conjuncts', 'constant_of', 'correlation', 'cte_columns_of', 'has_grouping_sets', 'integer_versus_numeric', 'is_aggregate', 'is_now', 'leaves', 'native_typed', 'postgres_typed', 'reads_outside', 'setop_parts', 'token_name', 'unify', 'unique_names', 'unparenthesized']
+__all__ = ['COMPARE_OPS', 'FLIPPED', 'POSTGRES_TYPES', 'PlanError', 'SAFE_ORDER_AGGREGATES', 'SETOPS', 'SETOP_MODIFIERS', 'Scope', 'Source', 'Unsupported', 'aggregate_names', 'array_any', 'conjuncts', 'constant_of', 'correlation', 'has_grouping_sets', 'integer_versus_numeric', 'is_aggregate', 'is_now', 'leaves', 'native_typed', 'postgres_typed', 'reads_outside', 'setop_parts', 'unify', 'unique_names', 'unparenthesized']
 
 
 class PlanError(ValueError):
@@ -194,73 +194,6 @@ def constant_of(value, t: pa.DataType):
     if isinstance(value, str):
         return value if (pa.types.is_string(t) or pa.types.is_large_string(t)) else None
     return None
-
-
-def token_name(t) -> str | None:
-    """The identifier a token names (a word as written, a quoted one unquoted), else ``None``."""
-    if t.kind == "word":
-        return t.text
-    if t.kind == "qident":
-        return t.text[1:-1].replace('""', '"')
-    return None
-
-
-@functools.lru_cache(maxsize=256)
-def cte_columns_of(text: str) -> dict[str, frozenset[tuple[str, ...]]]:
-    """Every ``WITH`` list's CTEs in ``text``: name -> the column-name lists its definitions
-    give (``()`` for none), as PostgreSQL's grammar writes them: ``WITH [RECURSIVE] name
-    [(col, ...)] AS [[NOT] MATERIALIZED] (query), ...``. A definition not read to its
-    body's closing parenthesis is not recorded (its CTE then has no entry: the planner
-    refuses it rather than guess its names)."""
-    toks = tokenize(text)
-    n = len(toks)
-    found: dict[str, set[tuple[str, ...]]] = {}
-
-    def op(j: int, s: str) -> bool:
-        return j < n and toks[j].kind == "op" and toks[j].text == s
-
-    def word(j: int, s: str) -> bool:
-        return j < n and toks[j].kind == "word" and toks[j].upper == s
-
-    for i, t in enumerate(toks):
-        if not (t.kind == "word" and t.upper == "WITH"):
-            continue
-        j = i + 2 if word(i + 1, "RECURSIVE") else i + 1
-        while j < n:
-            name = token_name(toks[j])
-            if name is None:
-                break
-            j += 1
-            cols: tuple[str, ...] = ()
-            if op(j, "("):
-                close = closing(toks, j)
-                if close < 0:
-                    break
-                inner = toks[j + 1:close]
-                names = [token_name(x) for x in inner[::2]]
-                if not names or None in names or not all(x.kind == "op" and x.text == "," for x in inner[1::2]) \
-                        or len(inner) % 2 == 0:
-                    break
-                cols = tuple(names)
-                j = close + 1
-            if not word(j, "AS"):
-                break
-            j += 1
-            if word(j, "NOT"):
-                j += 1
-            if word(j, "MATERIALIZED"):
-                j += 1
-            if not op(j, "("):
-                break
-            close = closing(toks, j)
-            if close < 0:
-                break
-            found.setdefault(name, set()).add(cols)
-            j = close + 1
-            if not op(j, ","):
-                break
-            j += 1
-    return {k: frozenset(v) for k, v in found.items()}
 
 
 def integer_versus_numeric(col: str, op: str, c: decimal.Decimal, t: pa.DataType) -> Predicate:

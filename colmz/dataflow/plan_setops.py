@@ -18,7 +18,6 @@ from colmz.dataflow.plan_binding import (
     PlanError,
     Source,
     Unsupported,
-    cte_columns_of,
     leaves,
     setop_parts,
     unify,
@@ -36,6 +35,7 @@ from colmz.dataflow.plan_nodes import (
 from colmz.dataflow.step import as_schema
 from colmz.order import ColumnSpec
 from colmz.sql.errors import SQLError
+from colmz.sql.tokens import cte_columns_of
 from colmz.sql.tree import Query, Table, parse_tree
 from colmz.updates import SchemaError
 

@@ -58,7 +58,7 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError
-from colmz.sql.tokens import tokenize
+from colmz.sql.tokens import cte_columns_of, tokenize
 from colmz.sql.transforms import (
     FLOAT_CHECK,
     NUMERIC_CAST,
@@ -208,18 +208,11 @@ def _first_branch(q: Query) -> Query:
     return _first_branch(q.children[0]) if q.children else q
 
 
-_CTE_LIST = re.compile(r"(?:\bWITH(?:\s+RECURSIVE)?|,)\s*(\w+|\"[^\"]*\")\s*\(([^()]*)\)\s*AS\b",
-                       re.IGNORECASE)
-
-
 def _cte_column_lists(text: str, defs: dict[str, list[Expression | None]]) -> list[str]:
     # ``WITH c(a, b) AS (...)``: the tree does not keep a CTE's column list; the names in it
     # (of a CTE the tree read) are derived and left untyped
-    names = []
-    for m in _CTE_LIST.finditer(text):
-        if m.group(1).strip('"').lower() in defs:
-            names.extend(n.strip().strip('"').lower() for n in m.group(2).split(",") if n.strip())
-    return names
+    return [n.lower() for name, lists in cte_columns_of(text).items() if name.lower() in defs
+            for cols in lists for n in cols]
 
 
 def _type_derived(text: str, defs: dict[str, list[Expression | None]], kinds: dict[str, set[str]],

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
-__all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "nesting_depth",
-           "require_text", "scan_from", "share_edit", "share_slice", "short_text_cache", "tokenize"]
+__all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "cte_columns_of", "nesting_depth",
+           "require_text", "scan_from", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -509,3 +509,70 @@ def require_text(value, name: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str of SQL text, got {type(value).__name__}")
     return value
+
+
+def token_name(t) -> str | None:
+    """The identifier a token names (a word as written, a quoted one unquoted), else ``None``."""
+    if t.kind == "word":
+        return t.text
+    if t.kind == "qident":
+        return t.text[1:-1].replace('""', '"')
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def cte_columns_of(text: str) -> dict[str, frozenset[tuple[str, ...]]]:
+    """Every ``WITH`` list's CTEs in ``text``: name -> the column-name lists its definitions
+    give (``()`` for none), as PostgreSQL's grammar writes them: ``WITH [RECURSIVE] name
+    [(col, ...)] AS [[NOT] MATERIALIZED] (query), ...``. A definition not read to its
+    body's closing parenthesis is not recorded (its CTE then has no entry: the planner
+    refuses it rather than guess its names)."""
+    toks = tokenize(text)
+    n = len(toks)
+    found: dict[str, set[tuple[str, ...]]] = {}
+
+    def op(j: int, s: str) -> bool:
+        return j < n and toks[j].kind == "op" and toks[j].text == s
+
+    def word(j: int, s: str) -> bool:
+        return j < n and toks[j].kind == "word" and toks[j].upper == s
+
+    for i, t in enumerate(toks):
+        if not (t.kind == "word" and t.upper == "WITH"):
+            continue
+        j = i + 2 if word(i + 1, "RECURSIVE") else i + 1
+        while j < n:
+            name = token_name(toks[j])
+            if name is None:
+                break
+            j += 1
+            cols: tuple[str, ...] = ()
+            if op(j, "("):
+                close = closing(toks, j)
+                if close < 0:
+                    break
+                inner = toks[j + 1:close]
+                names = [token_name(x) for x in inner[::2]]
+                if not names or None in names or not all(x.kind == "op" and x.text == "," for x in inner[1::2]) \
+                        or len(inner) % 2 == 0:
+                    break
+                cols = tuple(names)
+                j = close + 1
+            if not word(j, "AS"):
+                break
+            j += 1
+            if word(j, "NOT"):
+                j += 1
+            if word(j, "MATERIALIZED"):
+                j += 1
+            if not op(j, "("):
+                break
+            close = closing(toks, j)
+            if close < 0:
+                break
+            found.setdefault(name, set()).add(cols)
+            j = close + 1
+            if not op(j, ","):
+                break
+            j += 1
+    return {k: frozenset(v) for k, v in found.items()}
