@@ -34,17 +34,17 @@ alternately in N pairs of child processes, in CPU time (``time.process_time``, b
 per child), and prints the median and range of each: on a shared machine wall time counts
 other processes' turns, and one child against another spreads more than a change does.
 
-One run on a shared machine (``python asv_benchmarks/bench_sql.py --before DIR
+One run on a quiet machine (``python asv_benchmarks/bench_sql.py --before DIR
 --rounds 5``, DIR the tree before statements were remembered per text, tokens shared and
 edited texts lexed again only where edited: ``git archive 7dc45dd colmz``; DuckDB 2.0.1, 2
-cores), 12 statements giving 14 queries, us of CPU per query:
+cores; after main 5852547), 12 statements giving 14 queries, us of CPU per query:
 
 ==============================================  ==========  ==========
 path                                            before      after
 ==============================================  ==========  ==========
-colmz parse + translate + bind, first sight          243.7       216.2
-colmz parse + translate + bind, cached                25.9         3.0
-colmz ..., new text of a known shape                 255.7       215.2
+colmz parse + translate + bind, first sight          237.9       196.7
+colmz parse + translate + bind, cached                25.7         3.0
+colmz ..., new text of a known shape                 248.7       199.5
 ==============================================  ==========  ==========
 
 A statement seen before is no longer parsed: :func:`colmz.sql.parse` keeps each text's
