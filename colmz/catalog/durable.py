@@ -148,6 +148,13 @@ VIEW_STATE = "view state"
 SHARED_STATE = "shared state"
 
 
+def same_runs(marks: tuple, now: tuple) -> bool:
+    """Whether an operator state holds the very runs of ``marks`` (runs are never changed
+    once made, ``colmz.dataflow.state``): its change since them is then empty, known
+    without building it."""
+    return len(marks) == len(now) and all(a is b for a, b in zip(marks, now))
+
+
 class Catalog:
     """Named collections at logical times, queried and maintained with SQL.
 
@@ -712,7 +719,7 @@ class Catalog:
             if prev is not None:
                 skey = prev.keys[0]
                 lo = mirror.uppers[skey]
-                if lo != up:
+                if lo != up and not (lazy and same_runs(prev.marks[aid], st.marks())):
                     change = st.delta(prev.marks[aid], up - 1)
                     if len(change) or not lazy:  # lazy: unchanged, it lags (logically at up)
                         moves.append((f"shared arrangement {aid}", skey, lo, up, change))
@@ -751,7 +758,7 @@ class Catalog:
                     keys = prev.keys
                     for st, skey in zip(found, keys):
                         lo = mirror.uppers[skey]
-                        if lo != up:
+                        if lo != up and not (lazy and same_runs(prev.marks[st.name], st.marks())):
                             change = st.delta(prev.marks[st.name], up - 1)
                             if len(change) or not lazy:  # lazy: unchanged, it lags
                                 mine.append((f"{shown} state {st.name}", skey, lo, up, change))
@@ -867,7 +874,7 @@ class Catalog:
                 # arrangement, holding nothing, when the commit then loses).
                 store.arrangement(d["key"], tuple(mem.schema))
                 moves.append((shown, d["key"], 0, mem.upper, mem.updates(mem.since, mem.upper)))
-            elif mem.upper != lo:
+            elif mem.upper != lo and not (lazy and lo < mem.upper and self._quiet(mem, lo)):
                 change = mem.updates(lo, mem.upper)
                 if len(change) or not lazy or mem.upper < lo:
                     moves.append((shown, d["key"], lo, mem.upper, change))
@@ -941,6 +948,15 @@ class Catalog:
                     with contextlib.suppress(Exception):
                         dur.refresh()
             mirror.unmaintained = failed
+
+    @staticmethod
+    def _quiet(mem, lo: int) -> bool:
+        """Whether collection ``mem`` holds no change at a time from ``lo`` on (``lo``
+        after its since): its newest time tells, without reading (or building) a batch."""
+        if lo <= mem.since:
+            return False
+        times = mem.times()
+        return not times or times[-1] < lo
 
     @staticmethod
     def _compact_to(dur, since: int) -> int:
