@@ -47,18 +47,31 @@ so reopening and deleting reads what it deletes, not the table. A store written 
 its marker is there, :meth:`colmz.catalog.store.CatalogStore.load`); a store holding
 arrangements but no definitions is refused (:class:`colmz.catalog.store.MissingDefinitions`).
 
+**Each commit moves what it changes.** The record holds the catalog's upper, the logical
+upper of every arrangement it names (``colmz.catalog.store``, "Lazy uppers"): a commit
+writes an intent entry only for an arrangement with changes since its own upper (a table
+written, a view or operator state or shared arrangement that changed, a new object), so a
+one-row INSERT into a table no view reads moves one arrangement however many views the
+catalog holds (:attr:`Catalog.store_work`). A load reads every object, operator state and
+shared arrangement at its logical upper: one that lags holds nothing after its own upper,
+so its contents as of the load time are those as of its upper minus one. Maintenance
+compacts only the arrangements written since it last compacted them (every one once after
+a load).
+
 **Views resume, never recompute.** Each maintained view's operator states
 (``colmz.dataflow.state``: arrangements' rows, accumulators' groups) are hidden durable
 objects: one ``colmz.Arrangement`` per state, named ``<view key>-state-<token>-<i>``, and a
 record entry of kind :data:`VIEW_STATE` naming it, its view and its name in the view's
 pipeline. At each commit a state's change since its last commit (its *marks*, the runs it
-held then, kept in the :class:`Mirror`) is written as runs and its upper moved to the
-view's, in the same intent -- one compare-and-set of the record -- as the tables' and views'
+held then, kept in the :class:`Mirror`), when there is one, is written as runs and its
+upper moved to the view's, in the same intent -- one compare-and-set of the record -- as the tables' and views'
 changes: a crash leaves all of a commit or none, and a failed commit (rolled back in memory)
 writes nothing and leaves the marks as they were. A load restores a view's operators from
 its states' snapshots when they are exactly its pipeline's states and each is at the view's
-upper, reading no input (``Catalog.view_work``); otherwise (a Fallback, a store written
-without states, a state behind the view, an exact sum beyond ``int64``) the view is rebuilt
+upper (logically: a lagging one holds nothing since its own), reading no input
+(``Catalog.view_work``); otherwise (a Fallback, a store written
+without states, a state behind the view in a record without the catalog's upper, an exact
+sum beyond ``int64``) the view is rebuilt
 from its inputs, and its states are then written whole under new names. Dropping a view
 drops its states' entries.
 
@@ -133,6 +146,13 @@ VIEW_STATE = "view state"
 #: <arrangement_id(relation, key)>, "relation": <the relation's storage key>, "by": <key
 #: columns>}``. One per shared arrangement, whichever views use it. Hidden, as VIEW_STATE.
 SHARED_STATE = "shared state"
+
+
+def same_runs(marks: tuple, now: tuple) -> bool:
+    """Whether an operator state holds the very runs of ``marks`` (runs are never changed
+    once made, ``colmz.dataflow.state``): its change since them is then empty, known
+    without building it."""
+    return len(marks) == len(now) and all(a is b for a, b in zip(marks, now))
 
 
 class Catalog:
@@ -380,6 +400,25 @@ class Catalog:
         """
         return dict(self._engine.shared_work)
 
+    @property
+    def store_work(self) -> dict[str, int]:
+        """What the durable store did since this handle last loaded (cumulative, a copy;
+        ``{}`` in memory): record ``commits`` (one compare-and-set each), intent entries
+        ``entries_applied`` (an arrangement moved: its upper, and the runs adopted) and
+        ``entries_landed`` (found applied already), ``runs_written`` (one per arrangement
+        with changes), ``conflicts``, ``blobs_deleted``. A commit moves the arrangements of
+        what it changes only: the others lag, logically at the record's upper
+        (``colmz.catalog.store``, "Lazy uppers").
+
+        >>> import tempfile
+        >>> cat = Catalog(tempfile.mkdtemp())
+        >>> cat.execute("CREATE TABLE t (k INT); CREATE TABLE u (k INT)")
+        >>> before = cat.store_work; cat.execute("INSERT INTO t VALUES (1)")
+        >>> {k: cat.store_work[k] - before[k] for k in ("commits", "entries_applied", "runs_written")}
+        {'commits': 1, 'entries_applied': 1, 'runs_written': 1}
+        """
+        return {} if self._store is None else dict(self._store.stats)
+
     def identity(self, name) -> str:
         """The storage key of object ``name``: the same over the object's life (across
         reopens), another for an object created again under its name.
@@ -549,12 +588,19 @@ class Catalog:
             if d.get("kind") == NAMESPACES:
                 mirror.schemas = {db: list(scs) for db, scs in d["databases"]}
         durs = {definition_key(d): store.arrangement(d["key"]) for d in defs}
-        uppers = [c.upper for c in durs.values() if c.upper is not None]
+        # Each object at its logical upper (the record's, when its arrangement lags: it
+        # holds nothing since its own upper; colmz.catalog.store, "Lazy uppers").
+        logical = {key: store.logical_upper(d["key"]) for key, d in zip(durs, defs)}
+        uppers = [up for up in logical.values() if up is not None]
         if not uppers:
             engine.load([], {}, mirror.schemas, None, 0)
             return engine, store, mirror
         start = max(0, min(uppers) - 1)
-        collections = {key: load_collection(dur, max(start, dur.since)) for key, dur in durs.items()}
+        collections = {}
+        for key, dur in durs.items():
+            mem = collections[key] = load_collection(dur, max(start, dur.since))
+            if mem.upper is not None and logical[key] is not None and mem.upper < logical[key]:
+                mem.compare_and_append(Updates.empty(mem.schema), mem.upper, logical[key])
         engine.resume_view = self._resumer(store, defs, state_defs, mirror)
         engine.resume_shared = self._shared_resumer(store, defs, shared_defs, mirror)
         try:
@@ -567,6 +613,9 @@ class Catalog:
         mirror.shared_defs = list(shared_defs)
         mirror.uppers.update({d["key"]: store.arrangement(d["key"]).upper for d in state_defs + shared_defs})
         mirror.arrangements = durs
+        mirror.upper = store.upper
+        # what maintenance compacts next: everything, once per load
+        mirror.unmaintained = {d["key"] for d in defs + state_defs + shared_defs}
         if not self._read_only:  # a read-only handle brings memory forward, commits nothing
             self._persist(engine, store, mirror, stats)
         return engine, store, mirror
@@ -575,8 +624,9 @@ class Catalog:
     def _resumer(store: CatalogStore, defs: list[dict], state_defs: list[dict], mirror: Mirror):
         """The engine's ``resume_view`` while it loads: restore a view's operators from the
         state arrangements the record names for it (``colmz.dataflow.state.restore``) when
-        they are exactly its pipeline's states, each at the view's upper; otherwise (a
-        Fallback, a store written without them, a state behind the view) ``False``: the
+        they are exactly its pipeline's states, each at the view's upper (logically: the
+        record's, for one that lags); otherwise (a Fallback, a store written without them,
+        a state behind the view in a record without the catalog's upper) ``False``: the
         view is rebuilt from its inputs. A restored view's states go into ``mirror``."""
         view_keys = {definition_key(d): d["key"] for d in defs if d.get("kind") == "materialized view"}
         by_view: dict[str, list[dict]] = {}
@@ -595,9 +645,12 @@ class Catalog:
             snaps = {}
             for e, st in zip(entries, found):
                 dur = store.arrangement(e["key"])
-                if dur.upper != t + 1 or tuple(dur.schema) != st.schema or dur.since > t:
+                if store.logical_upper(e["key"]) != t + 1 or tuple(dur.schema) != st.schema:
                     return False
-                snaps[st.name] = dur.snapshot(t)
+                at = min(t, dur.upper - 1)  # a lagging state holds nothing since its upper
+                if dur.since > at:
+                    return False
+                snaps[st.name] = dur.snapshot(at)
             try:
                 restore_states(pipe, snaps, t)
             except ValueError:
@@ -625,14 +678,17 @@ class Catalog:
                 if rel is None or (rel, by) in engine.shared or engine.collection(rel).upper != t + 1:
                     continue
                 dur = store.arrangement(e["key"])
-                if dur.upper != t + 1 or dur.since > t:
+                if store.logical_upper(e["key"]) != t + 1:
+                    continue
+                at = min(t, dur.upper - 1)  # a lagging state holds nothing since its upper
+                if dur.since > at:
                     continue
                 try:
                     arr = KeyedArrangement(as_schema(engine.object(rel).schema, "schema"), by)
                     st = OperatorState(e["id"], arr)
                     if e["id"] != arrangement_id(rel, by) or tuple(dur.schema) != st.schema:
                         continue
-                    st.load(st.prepared(dur.snapshot(t), t), t)
+                    st.load(st.prepared(dur.snapshot(at), t), t)
                 except ValueError:
                     continue  # the relation's columns changed: rebuilt from it
                 engine.shared.put(rel, by, arr)
@@ -642,7 +698,7 @@ class Catalog:
         return resume
 
     @staticmethod
-    def _shared_moves(engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict]):
+    def _shared_moves(engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict], lazy: bool):
         """The record entries, intent moves and states (as committed) of the arrangements
         shared between views: one state object per shared arrangement (not per view using
         it), moved from its upper to its relation's with its change since its marks, or made
@@ -663,8 +719,10 @@ class Catalog:
             if prev is not None:
                 skey = prev.keys[0]
                 lo = mirror.uppers[skey]
-                if lo != up:
-                    moves.append((f"shared arrangement {aid}", skey, lo, up, st.delta(prev.marks[aid], up - 1)))
+                if lo != up and not (lazy and same_runs(prev.marks[aid], st.marks())):
+                    change = st.delta(prev.marks[aid], up - 1)
+                    if len(change) or not lazy:  # lazy: unchanged, it lags (logically at up)
+                        moves.append((f"shared arrangement {aid}", skey, lo, up, change))
             else:
                 token = token or secrets.token_hex(4)
                 skey = f"{relations[rel]}-shared-{token}-{len(entries)}"
@@ -674,7 +732,7 @@ class Catalog:
             states[(relations[rel], by)] = ViewStates((aid,), (skey,), {aid: st.marks()})
         return entries, moves, states
 
-    def _state_moves(self, engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict]):
+    def _state_moves(self, engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict], lazy: bool):
         """The record entries of every view's operator states, their intent moves and the
         states as they are once committed: a state the record keeps moves from its upper to
         the view's with its change since its marks; a view whose states the record does not
@@ -700,9 +758,10 @@ class Catalog:
                     keys = prev.keys
                     for st, skey in zip(found, keys):
                         lo = mirror.uppers[skey]
-                        if lo != up:
-                            mine.append((f"{shown} state {st.name}", skey, lo, up,
-                                         st.delta(prev.marks[st.name], up - 1)))
+                        if lo != up and not (lazy and same_runs(prev.marks[st.name], st.marks())):
+                            change = st.delta(prev.marks[st.name], up - 1)
+                            if len(change) or not lazy:  # lazy: unchanged, it lags
+                                mine.append((f"{shown} state {st.name}", skey, lo, up, change))
                 else:
                     token = secrets.token_hex(4)
                     keys = tuple(f"{d['key']}-state-{token}-{i}" for i in range(len(found)))
@@ -783,10 +842,13 @@ class Catalog:
         """Commit what ``engine``'s collections hold beyond the record (``mirror``), and
         the definitions, as one version of the catalog record; then apply it.
 
-        Every object whose upper moved gets an intent entry ``(lower, upper, runs)``: the
-        lower is the upper the record gives it (never the arrangement handle's, which may be
-        stale), the runs its changes, written once as parts under its arrangement's prefix
-        (the apply adopts them). :meth:`CatalogStore.commit` compare-and-sets the record
+        The record carries the catalog's upper (``now + 1``), the logical upper of every
+        arrangement it names; an arrangement with changes since its own upper (or a new
+        one) gets an intent entry ``(lower, upper, runs)``: the lower is its upper as the
+        last entry left it (never the arrangement handle's, which may be stale), the runs
+        its changes since, written once as parts under its arrangement's prefix (the apply
+        adopts them). An arrangement without changes gets no entry: it lags, and costs the
+        commit nothing (``colmz.catalog.store``, "Lazy uppers"). :meth:`CatalogStore.commit` compare-and-sets the record
         against the version ``store`` read: a lost race raises ``CommitConflict`` with
         nothing visible, and the caller rolls memory back. ``mirror`` changes only after the
         commit; from then on the call has succeeded: applying the intent and maintenance are
@@ -794,6 +856,13 @@ class Catalog:
         """
         defs = engine.definitions
         schemas = engine.namespaces
+        # The catalog's one timeline: every object at now + 1. Then the record carries that
+        # upper and an arrangement gets an intent entry only when it has changes since its
+        # own upper (the rest lag, logically at the record's; colmz.catalog.store, "Lazy
+        # uppers"), so the commit's store work is what it changes. Objects at other uppers
+        # (none in a consistent engine) fall back to an entry for each, and no record upper.
+        upper = engine.now + 1
+        lazy = all(engine.collection(definition_key(d)).upper == upper for d in defs)
         moves = []
         for d in defs:
             key = definition_key(d)
@@ -805,12 +874,16 @@ class Catalog:
                 # arrangement, holding nothing, when the commit then loses).
                 store.arrangement(d["key"], tuple(mem.schema))
                 moves.append((shown, d["key"], 0, mem.upper, mem.updates(mem.since, mem.upper)))
-            elif mem.upper != lo:
-                moves.append((shown, d["key"], lo, mem.upper, mem.updates(lo, mem.upper)))
-        state_defs, state_moves, states = self._state_moves(engine, store, mirror, defs)
-        shared_defs, shared_moves, shared = self._shared_moves(engine, store, mirror, defs)
+            elif mem.upper != lo and not (lazy and lo < mem.upper and self._quiet(mem, lo)):
+                change = mem.updates(lo, mem.upper)
+                if len(change) or not lazy or mem.upper < lo:
+                    moves.append((shown, d["key"], lo, mem.upper, change))
+        state_defs, state_moves, states = self._state_moves(engine, store, mirror, defs, lazy)
+        shared_defs, shared_moves, shared = self._shared_moves(engine, store, mirror, defs, lazy)
+        record_upper = upper if lazy else None
         if not moves and not state_moves and not shared_moves and defs == mirror.defs and schemas == mirror.schemas \
-                and state_defs == mirror.state_defs and shared_defs == mirror.shared_defs:
+                and state_defs == mirror.state_defs and shared_defs == mirror.shared_defs \
+                and (not lazy or record_upper == mirror.upper):
             return
         moves.extend(state_moves)
         moves.extend(shared_moves)
@@ -822,14 +895,16 @@ class Catalog:
         # The record's intent lands before another is built on it (a no-op when this handle
         # applied it; after a crash or a failed apply, the work left).
         store.apply(store.state)
-        store.commit(namespaces_entry(schemas) + defs + state_defs + shared_defs, moves)
+        store.commit(namespaces_entry(schemas) + defs + state_defs + shared_defs, moves, record_upper)
         # -- committed: from here on nothing raises --
+        mirror.upper = record_upper
         mirror.defs, mirror.schemas = defs, schemas
         mirror.state_defs, mirror.states = state_defs, states
         mirror.shared_defs, mirror.shared = shared_defs, shared
         keys = {d["key"] for d in defs} | {d["key"] for d in state_defs} | {d["key"] for d in shared_defs}
         uppers = {**mirror.uppers, **{key: up for _, key, _, up, _ in moves}}
         mirror.uppers = {k: v for k, v in uppers.items() if k in keys}
+        mirror.unmaintained = (mirror.unmaintained | {key for _, key, _, _, _ in moves}) & keys
         mirror.arrangements = {definition_key(d): store.arrangement(d["key"]) for d in defs}
         store.forget(keys)
         stats["commits"] += 1
@@ -841,23 +916,54 @@ class Catalog:
         self._persists += 1
         if self._maintain_every and self._persists % self._maintain_every == 0:
             # Compact the durable history up to now: a reopen reads contents, not history.
-            for name, dur in mirror.arrangements.items():
-                mem = engine.collection(name)
-                # Contents not yet loaded from the store are read as of mem.since: keep it.
+            # Only the arrangements written since they were last compacted (or since the
+            # load): an untouched one has nothing new to compact. A lagging one compacts to
+            # its own upper - 1 (its contents as of now).
+            todo, failed = mirror.unmaintained, set()
+            for d in defs:
+                if d["key"] not in todo:
+                    continue
+                name = definition_key(d)
+                dur, mem = mirror.arrangements[name], engine.collection(name)
+                # Contents not yet loaded from the store are read as of mem.since: keep it
+                # (and compact further at a later maintenance).
+                if mem.base_pending:
+                    failed.add(d["key"])
                 try:
-                    dur.maintain(mem.since if mem.base_pending else engine.now)
+                    dur.maintain(self._compact_to(dur, mem.since if mem.base_pending else engine.now))
                 except Exception:  # noqa: BLE001 - compaction only saves space; retried later
                     stats["maintain_failed"] += 1
+                    failed.add(d["key"])
                     with contextlib.suppress(Exception):
                         dur.refresh()
             for d in state_defs + shared_defs:  # operator states: a reopen reads contents, not history
+                if d["key"] not in todo:
+                    continue
                 dur = store.arrangement(d["key"])
                 try:
-                    dur.maintain(engine.now)
+                    dur.maintain(self._compact_to(dur, engine.now))
                 except Exception:  # noqa: BLE001 - as above
                     stats["maintain_failed"] += 1
+                    failed.add(d["key"])
                     with contextlib.suppress(Exception):
                         dur.refresh()
+            mirror.unmaintained = failed
+
+    @staticmethod
+    def _quiet(mem, lo: int) -> bool:
+        """Whether collection ``mem`` holds no change at a time from ``lo`` on (``lo``
+        after its since): its newest time tells, without reading (or building) a batch."""
+        if lo <= mem.since:
+            return False
+        times = mem.times()
+        return not times or times[-1] < lo
+
+    @staticmethod
+    def _compact_to(dur, since: int) -> int:
+        """``since``, or a lagging arrangement's own upper - 1 when that is earlier: it
+        holds nothing after it, so its contents as of ``since`` are those."""
+        up = dur.upper
+        return since if up is None or up < 1 else min(since, up - 1)
 
     # ------------------------------------------------------------------ display
 

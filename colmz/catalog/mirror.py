@@ -29,8 +29,15 @@ class Mirror:
     defs: list[dict] = field(default_factory=list)
     #: The databases and schemas the record holds.
     schemas: dict[str, list[str]] = field(default_factory=lambda: {DEFAULT_DATABASE: [DEFAULT_SCHEMA]})
-    #: Each arrangement's upper once the record's intent is applied (by storage key).
+    #: Each arrangement's own (physical) upper once the record's intent is applied (by
+    #: storage key): where the next intent entry for it starts. It lags :attr:`upper` for an
+    #: arrangement no commit wrote since (``colmz.catalog.store``, "Lazy uppers").
     uppers: dict[str, Frontier] = field(default_factory=dict)
+    #: The record's catalog-wide upper: every arrangement it names is logically there (None:
+    #: a record without one).
+    upper: int | None = None
+    #: The arrangements (by storage key) written since maintenance last compacted them.
+    unmaintained: set[str] = field(default_factory=set)
     #: Each object's arrangement (by catalog key).
     arrangements: dict[Key, ArrangementCollection] = field(default_factory=dict)
     #: The record's entries of views' operator states (``colmz.catalog.durable``), in order.

@@ -74,6 +74,24 @@ Invariants
    to be applied is refused (:class:`UnverifiedIntent`), never decoded; one already landed
    is only deleted.
 
+Lazy uppers
+-----------
+The record holds one catalog-wide ``"upper"`` (:attr:`CatalogStore.upper`, the catalog's
+``now + 1``): it is the *logical* upper of every arrangement the record names, as the txns
+shard's upper is the logical upper of every data shard registered with it
+(``src/txn-wal/src/lib.rs`` upstream). An intent holds an entry only for an arrangement
+with changes in the commit (or a new one): it moves that arrangement's *physical* upper from
+where the last entry left it to the catalog's upper. An arrangement no commit wrote lags:
+it holds nothing in ``[its upper, the catalog's upper)``, so its contents as of any time
+before the catalog's upper are those as of its own upper minus one
+(:meth:`CatalogStore.logical_upper`); its upper moves when it next receives changes. So a
+commit's store work is what it changes, not how many objects the catalog holds. Readers of
+the record (a load, a view's operator states resumed, a shared arrangement restored) use
+the logical upper. Invariant: an arrangement named by the record with physical upper ``p``
+below the record's upper holds no update at a time in ``[p, upper)``; every commit that
+changes it writes an entry for it (the writer checks its change since ``p``, not since the
+previous commit).
+
 Entries of the definitions that carry a ``key`` but are not catalog objects (a view's
 operator states, kind ``"view state"``, ``colmz.catalog.durable``) are arrangements like any
 other here: created before the record names them, moved by intent entries, applied alike.
@@ -153,12 +171,16 @@ INTENT_PREFIX = "catalog/txn/"
 LEGACY_RECORD_KEY = "catalog/record.json"
 #: The consensus key of the layout before records' intent (read once, to convert).
 LEGACY_INTENT_KEY = "catalog/intent"
-#: The version of the record's layout (its ``"format"`` field): 3, intents of runs. A
-#: colmz that knows only format 2 (intents of IPC blobs) refuses a format-3 record instead
-#: of applying its runs as empty changes.
-FORMAT = 3
-#: The record formats this module reads: 2's intents are applied only when already landed.
-READ_FORMATS = (2, 3)
+#: The version of the record's layout (its ``"format"`` field): 4, intents of runs and one
+#: catalog-wide ``"upper"`` (the logical upper of every arrangement it names; module
+#: docstring, "Lazy uppers"). A colmz that knows only format 3 (every arrangement at the
+#: catalog's upper) refuses a format-4 record instead of reading an untouched arrangement's
+#: lagging upper as the object's; one that knows only format 2 (intents of IPC blobs)
+#: refuses both.
+FORMAT = 4
+#: The record formats this module reads: 2's intents are applied only when already landed;
+#: 3's arrangements are each at its own upper (no catalog-wide upper).
+READ_FORMATS = (2, 3, 4)
 #: How many runs of one commit are written side by side (:meth:`CatalogStore.commit`).
 WRITERS = 8
 
@@ -258,6 +280,21 @@ class CatalogStore:
         return self._state
 
     @property
+    def upper(self) -> int | None:
+        """The record's catalog-wide upper (module docstring, "Lazy uppers"): every
+        arrangement it names is logically there; None for a record without one (format 3
+        and before: each arrangement is at its own upper)."""
+        return (self._state or {}).get("upper")
+
+    def logical_upper(self, key: str):
+        """The upper of arrangement ``key`` as the record gives it: its own upper, or the
+        catalog-wide :attr:`upper` when that is later (an arrangement no commit wrote since
+        it lags; nothing happened to it in between)."""
+        up = self.arrangement(key).upper
+        cat = self.upper
+        return up if cat is None or up is None else max(up, cat)
+
+    @property
     def key(self) -> str | None:
         """The consensus key of the catalog record (None: no catalog was created here yet)."""
         return None if self.identity is None else self.identity.consensus_key
@@ -295,9 +332,11 @@ class CatalogStore:
             self.identity = write_identity(self.blob, StoreIdentity.new(IDENTITY_NAME, int(time.time() * 1000)))
             self.log = StateLog(self.loc.consensus, self.identity.consensus_key)
 
-    def _record(self, objects: list[dict], intent) -> dict:
-        record = json.loads(json.dumps({"format": FORMAT, "identity": self.identity.id, "objects": objects,
-                                        "intent": intent}))
+    def _record(self, objects: list[dict], intent, upper: int | None = None) -> dict:
+        fields = {"format": FORMAT, "identity": self.identity.id, "objects": objects, "intent": intent}
+        if upper is not None:
+            fields["upper"] = upper
+        record = json.loads(json.dumps(fields))
         record["check"] = record_check(record)
         return record
 
@@ -435,10 +474,12 @@ class CatalogStore:
 
     # -- writing -----------------------------------------------------------------------
 
-    def commit(self, objects: list[dict], moves) -> int:
+    def commit(self, objects: list[dict], moves, upper: int | None = None) -> int:
         """Commit ``objects`` (the definitions) and the intent of ``moves`` -- ``(name,
         key, lower, upper, updates)``, each object's arrangement opened by
-        :meth:`arrangement` -- as the record version after :attr:`seqno`.
+        :meth:`arrangement` -- as the record version after :attr:`seqno`, with ``upper``
+        the catalog-wide upper (the logical upper of every arrangement the record names;
+        None: each is at its own, as a format-3 record).
 
         Writes each non-empty change as one run of parts under its arrangement's prefix,
         then compare-and-sets the record. Raises :class:`CommitConflict` when another
@@ -453,7 +494,7 @@ class CatalogStore:
             for (name, key, lo, up, _), run in zip(moves, runs):
                 entries.append({"name": name, "key": key, "lower": lo, "upper": up,
                                 "runs": [] if run is None else [run.to_dict()]})
-            state = self._record(objects, {"id": token, "entries": entries})
+            state = self._record(objects, {"id": token, "entries": entries}, upper)
             seqno = self.log.commit(self._seqno, state)
         except Indeterminate:
             raise  # the record may name the runs: leave them (a reload tells; gc takes the rest)

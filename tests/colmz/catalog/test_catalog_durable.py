@@ -272,8 +272,8 @@ if "a" not in cat:
 commit, commits = CatalogStore.commit, [0]
 
 
-def commit_then_die(self, objects, moves):
-    seqno = commit(self, objects, moves)  # the record's compare-and-set landed
+def commit_then_die(self, objects, moves, upper=None):
+    seqno = commit(self, objects, moves, upper)  # the record's compare-and-set landed
     commits[0] += 1
     if commits[0] == kill_at:
         os.kill(os.getpid(), signal.SIGKILL)  # before the apply

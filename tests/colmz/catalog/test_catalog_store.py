@@ -254,11 +254,11 @@ def test_lost_race_refreshes_and_retries_within_the_bound(tmp_path, monkeypatch)
     real_commit = CatalogStore.commit
     losses = []
 
-    def losing_commit(self, objects, moves):
+    def losing_commit(self, objects, moves, upper=None):
         if self is b._store and len(losses) <= catalog_mod.RETRIES:  # noqa: SLF001 - white-box
             losses.append(1)
             a.execute(f"INSERT INTO t VALUES ({100 + len(losses)})")
-        return real_commit(self, objects, moves)
+        return real_commit(self, objects, moves, upper)
 
     monkeypatch.setattr(CatalogStore, "commit", losing_commit)
     with pytest.raises(CommitConflict) as err:
@@ -820,11 +820,11 @@ def test_a_retried_script_runs_from_fresh_statements(tmp_path, monkeypatch):
     real_commit = CatalogStore.commit
     lost = []
 
-    def losing_commit(self, objects, moves):
+    def losing_commit(self, objects, moves, upper=None):
         if self is b._store and not lost:  # noqa: SLF001 - white-box
             lost.append(1)
             a.execute("INSERT INTO t VALUES (2)")
-        return real_commit(self, objects, moves)
+        return real_commit(self, objects, moves, upper)
 
     monkeypatch.setattr(CatalogStore, "commit", losing_commit)
     b.execute("CREATE CONTINUAL TASK ct ON INPUT t AS (INSERT INTO ct SELECT k FROM t)")
