@@ -3,7 +3,7 @@
 A catalog (embedded directory store) with tables ``src_i`` each read by one view ``v_i``
 (``SELECT k, sum(v) FROM src_i GROUP BY k``) and a table ``t`` no view reads; each commit
 inserts one row into ``t``. Prints, per N, the median commit time and the store's work per
-commit (``CatalogStore.stats``: entries applied, runs written; the arrangements' consensus
+commit (``Catalog.store_work``: entries applied, runs written; the arrangements' consensus
 compare-and-sets).
 
     NUMBA_CACHE_DIR=/work/main/.numba_cache flock /tmp/colmz_heavy.lock \
@@ -27,15 +27,13 @@ def run(n: int, commits: int = 15) -> dict:
     for i in range(n):
         cat.execute(f"CREATE TABLE src_{i} (k BIGINT, v BIGINT); INSERT INTO src_{i} VALUES (1, {i})")
         cat.execute(f"CREATE MATERIALIZED VIEW v_{i} AS SELECT k, sum(v) AS s FROM src_{i} GROUP BY k")
-    store = cat._store
-    before = dict(store.stats)
+    before = cat.store_work
     times = []
     for j in range(commits):
         t0 = time.perf_counter()
         cat.execute(f"INSERT INTO t VALUES ({j}, {j})")
         times.append(time.perf_counter() - t0)
-        store = cat._store
-    after = cat._store.stats
+    after = cat.store_work
     per = {k: (after[k] - before.get(k, 0)) / commits for k in ("entries_applied", "runs_written", "commits")}
     return {"n": n, "ms": 1000 * statistics.median(times), **per}
 
