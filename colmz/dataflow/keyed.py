@@ -580,6 +580,12 @@ class KeyedArrangement(FueledHolder):
         columns): a caller that knows each row's key by its query position."""
         return self._collect(self.ranges_words(q, layout), keys)
 
+    def gather_encoded(self, ranges, *, keys: bool = True) -> FoundWords:
+        """:meth:`lookup_encoded` of ranges :meth:`ranges_words` gave: a caller that looked at
+        the ranges first (say to reduce them in place) gathers their rows without searching
+        again."""
+        return self._collect(ranges, keys)
+
     def decode_words(self, keys: np.ndarray, key_layout: Layout, vals: np.ndarray, val_layout: Layout,
                      diff: np.ndarray) -> Updates:
         """Rows of key and payload words (as :meth:`lookup_encoded` gives them) as ``Updates``

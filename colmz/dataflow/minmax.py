@@ -48,8 +48,20 @@ NULLs gives NULL). Text is refused (its order is the collation's). Groups compar
 a group whose rows are all retracted disappears; with no group columns the one global row
 exists from the first step on (NULLs over an empty input).
 
-Work counters: ``rows_reduced`` (rows read to re-reduce buckets or groups, cumulative) and
-``buckets_touched`` (buckets, or groups, re-reduced), per stage in ``stage_rows``.
+Insert-only deltas (``"per group"``, values of one plain word: numbers, booleans, times, no
+NULL), when every row read of the affected groups has a positive multiplicity (none cancels
+another, so a group's extreme is that of its rows): each group's extremes are reduced in place
+over the arrangement's runs (``np.minimum.reduceat`` over each run's ranges of value words; no
+row gathered or sorted). Over an own arrangement (read before the delta enters) the extremes
+after are those folded with the delta's (``min(old min, min inserted)``, as the monotonic plan
+folds them); over the shared arrangement (which holds the delta) a group none of whose extremes
+an inserted value reaches kept them and emits nothing (counted in ``easy_groups``), and only the
+others are re-reduced by the sorting path. A step that retracts, or reads a run whose rows may
+cancel, takes the sorting path.
+
+Work counters: ``rows_reduced`` (rows read to re-reduce buckets or groups, cumulative),
+``buckets_touched`` (buckets, or groups, re-reduced), per stage in ``stage_rows``, and
+``easy_groups`` (groups an insert-only step over the shared arrangement left alone).
 """
 
 from __future__ import annotations
@@ -64,6 +76,7 @@ from colmz.dataflow.keyed import (
     Matches,
     consolidate_packed,
     consolidate_words,
+    expand_ranges,
     pack_columns,
 )
 from colmz.dataflow.regroup import affected_groups, check_orderable, fresh_name, group_rows
@@ -252,6 +265,7 @@ class MinMaxReduce:
         self._clock = Clock()
         self.rows_reduced = 0
         self.buckets_touched = 0
+        self.easy_groups = 0
         self.stage_rows = [0] * max(1, len(self.buckets))
 
     @property
@@ -402,7 +416,34 @@ class MinMaxReduce:
         # read before the delta enters (the rows before)
         base = self._arranged.base if self._shared else self._arranged
         searched, found = base.keys_searched, base.rows_found
-        got = base.lookup_encoded(keys, layout, keys=False)
+        ranges = base.ranges_words(keys, layout)
+        reduced = self._in_place_extremes(delta, ranges, names, dcols, len(keys))
+        if reduced is not None and not self._shared:
+            return self._step_inserted(time, delta, keys, layout, reduced, dcols)
+        if reduced is not None:
+            # the shared arrangement holds the delta: a group whose every extreme is beaten
+            # by none of the delta's values held that extreme before (an inserted row can
+            # only lower a min): unchanged, it emits nothing; the others are re-reduced
+            had, lo, hi, n_read = reduced
+            dq = search_rows(keys, encode_columns([delta.column(g) for g in self.group_by], n=n)[0], "left")
+            hard = np.zeros(len(keys), bool)
+            for a in self.aggregates.values():
+                dw = dcols[a.column][0][:, 0]
+                if isinstance(a, Min):
+                    hard[dq[dw <= lo[a.column][dq]]] = True
+                else:
+                    hard[dq[dw >= hi[a.column][dq]]] = True
+            self.rows_reduced += n_read
+            self.easy_groups += int(len(keys) - hard.sum())
+            rows = np.flatnonzero(hard[dq])
+            keys = np.ascontiguousarray(keys[hard])
+            ranges = [(run, a[hard], b[hard]) for run, a, b in ranges]
+            delta = delta.take(rows)
+            dcols = {c: (w[rows], wl) for c, (w, wl) in dcols.items()}
+            n = len(delta)
+            if not n:
+                return Updates.empty(self.schema)
+        got = base.gather_encoded(ranges, keys=False)
         if self._shared:
             self._arranged.keys_searched += base.keys_searched - searched
             self._arranged.rows_found += base.rows_found - found
@@ -498,6 +539,91 @@ class MinMaxReduce:
             for name, a in self.aggregates.items():
                 vw, cl, *at = picks[name]
                 cols[name] = decode_columns(np.ascontiguousarray(vw[at[which - 2][sel]]), cl, [specs[a.column]])[0]
+            k = len(sel)
+            out.append(Updates({c.name: cols[c.name] for c in self.schema}, np.full(k, time, np.uint64),
+                               np.full(k, sign, np.int64), schema=self.schema, copy=False))
+        return consolidated_at(concat(out), time)
+
+    def _in_place_extremes(self, delta, ranges, names, dcols, m):
+        """For a delta that only inserts, when every row read of the affected groups has a
+        positive multiplicity (so none cancels another and a group's extreme is the extreme
+        of its rows read) and each aggregated column is one word wide in every run (a
+        fixed-width type, no NULL): ``(had, lo, hi, rows read)`` -- whether each group has
+        rows and the least and greatest word of each aggregated column over them, reduced in
+        place, run by run (``np.minimum.reduceat`` over the run's ranges: no rows gathered,
+        none sorted -- ``rows_found`` does not grow). ``None`` otherwise."""
+        if np.asarray(delta.diff).min() <= 0:
+            return None
+        specs = {c.name: c for c in self.input_schema}
+        for c, (_, dwl) in dcols.items():
+            t = specs[c].type
+            if tuple(dwl) != (1, 0) or not (pa.types.is_integer(t) or pa.types.is_floating(t)
+                                            or pa.types.is_temporal(t) or pa.types.is_boolean(t)):
+                return None
+        for run, _, _ in ranges:
+            vl = run.val_layout
+            if vl[-1] or any(vl[names.index(c)] != 1 for c in dcols):
+                return None
+        top = np.iinfo(np.uint64).max
+        lo = {c: np.full(m, top, np.uint64) for c in dcols}
+        hi = {c: np.zeros(m, np.uint64) for c in dcols}
+        had = np.zeros(m, bool)
+        reduced = []
+        for run, a, b in ranges:
+            cnt = b - a
+            held = np.flatnonzero(cnt > 0)
+            if not len(held):
+                continue
+            _, rows = expand_ranges(a[held], b[held])
+            if np.take(run.diff, rows).min() <= 0:
+                return None
+            starts = np.concatenate(([0], np.cumsum(cnt[held])[:-1]))
+            reduced.append((run, held, rows, starts))
+        n_read = 0
+        for run, held, rows, starts in reduced:
+            had[held] = True
+            n_read += len(rows)
+            for c in dcols:
+                v = np.take(run.vals[:, int(sum(run.val_layout[:names.index(c)]))], rows)
+                lo[c][held] = np.minimum(lo[c][held], np.minimum.reduceat(v, starts))
+                hi[c][held] = np.maximum(hi[c][held], np.maximum.reduceat(v, starts))
+        return had, lo, hi, n_read
+
+    def _step_inserted(self, time, delta, keys, layout, reduced, dcols) -> Updates:
+        """The per-group step of a delta that only inserts over an own arrangement (read
+        before the delta enters), its groups' extremes before reduced in place
+        (:meth:`_in_place_extremes`): each group's extremes after are those folded with the
+        delta's (``min(old min, min inserted)``, as Materialize's monotonic plan folds them).
+        Only the groups whose extremes changed are decoded and emitted."""
+        had, lo, hi, n_read = reduced
+        specs = {c.name: c for c in self.input_schema}
+        m = len(keys)
+        dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=len(delta))
+        dq = search_rows(keys, dkw, "left")
+        new_lo, new_hi = {}, {}
+        for c, (dw, _) in dcols.items():
+            w = dw[:, 0]
+            new_lo[c] = lo[c].copy()
+            np.minimum.at(new_lo[c], dq, w)
+            new_hi[c] = hi[c].copy()
+            np.maximum.at(new_hi[c], dq, w)
+        changed = ~had
+        for a in self.aggregates.values():
+            old, new = (lo, new_lo) if isinstance(a, Min) else (hi, new_hi)
+            changed |= old[a.column] != new[a.column]
+        self._arranged.insert_checked(time, Updates({c: delta.column(c) for c in self._arranged_columns},
+                                                    delta.time, delta.diff, copy=False))
+        self.rows_reduced += n_read + len(delta)
+        self.buckets_touched += m
+        self.stage_rows[0] += n_read
+        out = []
+        for sel, (mins, maxs), sign in ((np.flatnonzero(changed & had), (lo, hi), -1),
+                                        (np.flatnonzero(changed), (new_lo, new_hi), 1)):
+            cols = dict(zip(self.group_by, decode_columns(np.ascontiguousarray(keys[sel]), layout,
+                                                          self._group_specs)))
+            for name, a in self.aggregates.items():
+                words = (mins if isinstance(a, Min) else maxs)[a.column][sel]
+                cols[name] = decode_columns(words[:, None], (1, 0), [specs[a.column]])[0]
             k = len(sel)
             out.append(Updates({c.name: cols[c.name] for c in self.schema}, np.full(k, time, np.uint64),
                                np.full(k, sign, np.int64), schema=self.schema, copy=False))

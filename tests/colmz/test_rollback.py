@@ -112,7 +112,7 @@ NOT_ROLLED_BACK.update({
     "AccumulableReduce": {"input_schema", "group_by", "aggregates", "_group_specs", "schema", "_slices",
                           "_count_slots", "rows_touched"},
     "MinMaxReduce": {"input_schema", "group_by", "aggregates", "_arranged_columns", "_group_specs", "schema",
-                     "_shared", "plan", "buckets", "_bucket", "_child", "rows_reduced", "buckets_touched",
+                     "_shared", "plan", "buckets", "_bucket", "_child", "rows_reduced", "buckets_touched", "easy_groups",
                      "stage_rows"},
     # the catalog's shared arrangements and their users: all of it state
     "SharedArrangements": set(),

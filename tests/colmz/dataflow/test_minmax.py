@@ -298,7 +298,10 @@ def test_a_per_group_bulk_step_reads_each_affected_row_once(shared):
         arr.insert(2, b)
     out = r.step(2, b)
     read = counted.rows_found - found
-    assert read == (2000 + 200 if shared else 2000)  # the 200 groups' rows (and the delta's: shared)
+    # the 200 groups' rows (and the delta's: shared); an own arrangement's groups are reduced
+    # in place for this insert-only delta (no row gathered), each row read once
+    assert read == (2000 + 200 if shared else 0)
+    assert r.stage_rows[0] == (10_000 + 2200 if shared else 2000)
     # only the changed groups emit: 100 new minima, 100 new maxima (old row out, new in)
     assert len(out) == 400
     assert sorted(r for r in out.to_pylist() if r[-1] == 1)[:2] == [(0, -1, 9000, 2, 1), (1, 1, 20_001, 2, 1)]
@@ -315,3 +318,72 @@ def test_per_group_values_too_wide_to_pack_reduce_exactly():
         assert sorted(out.to_pylist()) == [(1, lo, hi, 1, 1), (2, 0, hi, 1, 1)]
         out = r.step(2, _batch([(1, lo, 0.5), (2, 5, 0.5), (3, 7, 0.5)], [-1, 1, 1], 2))
     assert sorted(out.to_pylist()) == [(1, lo, hi, 2, -1), (1, hi, hi, 2, 1), (3, 7, 7, 2, 1)]
+
+
+def test_an_insert_only_step_gathers_no_group_rows():
+    # 1 000 groups of 10 rows: inserting into 100 of them reduces their 1 000 rows where the
+    # arrangement holds them (rows_found, the rows gathered, does not grow) and reads each
+    # once; a step that also retracts gathers them (the sorting path)
+    r = MinMaxReduce(SCHEMA, ["k"], {"lo": Min("v"), "hi": Max("v"), "fhi": Max("f")})
+    rows = [(i % 1000, i, 0.5) for i in range(10_000)]
+    r.step(1, _batch(rows, [1] * len(rows), 1))
+    a = r.arrangement
+    found, reduced = a.rows_found, r.rows_reduced
+    change = [(g, 50_000 + g, 0.5) for g in range(0, 1000, 10)] + [(1, -7, 9.0)]
+    out = r.step(2, _batch(change, [1] * len(change), 2))
+    assert a.rows_found == found
+    assert r.rows_reduced - reduced == 1010 + len(change)
+    assert sorted(x for x in out.to_pylist() if x[0] in (0, 1)) == [
+        (0, 0, 9000, 0.5, 2, -1), (0, 0, 50_000, 0.5, 2, 1), (1, -7, 9001, 9.0, 2, 1), (1, 1, 9001, 0.5, 2, -1)]
+    out = r.step(3, _batch([(0, 0, 0.5), (2, 3, 0.5)], [-1, 1], 3))
+    assert a.rows_found > found
+    assert sorted(x for x in out.to_pylist()) == [(0, 0, 50_000, 0.5, 3, -1), (0, 1000, 50_000, 0.5, 3, 1)]
+
+
+inserted = st.tuples(st.integers(0, 3), st.integers(-5, 5), st.sampled_from([0.5, -2.0, float("nan"), 7.25, -0.0]))
+
+
+@settings(max_examples=us.examples(60), deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(st.tuples(inserted, st.integers(-2, 2)), min_size=1, max_size=10)),
+                min_size=1, max_size=8), st.booleans())
+def test_insert_only_steps_match_the_model(steps, shared):
+    # insert-only steps (the in-place reduction; over a shared arrangement only the groups
+    # whose extremes an inserted value reaches are re-reduced) between steps that also
+    # retract (which leave rows of multiplicity 2 and runs whose rows cancel, and send the
+    # next steps to the sorting path until merged): the view equals the model after every step
+    arr, si = _shared_input() if shared else (None, None)
+    r = MinMaxReduce(SCHEMA, ["k"], AGGS, arranged=si)
+    held, got = Counter(), Counter()
+    for t, (only_inserts, step) in enumerate(steps, 1):
+        rows, diffs = [], []
+        for rw, d in step:
+            d = abs(d) or 1 if only_inserts else d
+            if held[rw] + d >= 0:
+                held[rw] += d
+                rows.append(rw)
+                diffs.append(d)
+        b = _batch(rows, diffs, t)
+        if shared:
+            arr.insert(t, b)
+        got = _contents(got, r.step(t, b))
+        assert got == Counter({_canon(k): v for k, v in _model(held, False).items()})
+
+
+def test_a_shared_insert_only_step_re_reduces_only_groups_whose_extremes_it_reaches():
+    # over the shared arrangement (which holds the delta): of 100 groups inserted into, the
+    # 90 whose new value lies strictly inside their range emit nothing and are not gathered
+    arr, si = _shared_input()
+    r = MinMaxReduce(SCHEMA, ["k"], {"lo": Min("v"), "hi": Max("v")}, arranged=si)
+    rows = [(i % 1000, i, 0.5) for i in range(10_000)]
+    b = _batch(rows, [1] * len(rows), 1)
+    arr.insert(1, b)
+    r.step(1, b)
+    found = si.rows_found
+    change = [(g, 5000 + g, 0.5) for g in range(0, 900, 10)] + [(g, -g - 1, 0.5) for g in range(900, 1000, 10)]
+    b = _batch(change, [1] * len(change), 2)
+    arr.insert(2, b)
+    out = r.step(2, b)
+    assert r.easy_groups == 90
+    assert si.rows_found - found == 10 * 11  # the 10 reached groups' rows (with the delta's)
+    assert sorted(out.to_pylist())[:2] == [(900, -901, 9900, 2, 1), (900, 900, 9900, 2, -1)]
+    assert len(out) == 20
