@@ -13,7 +13,7 @@ is a value, rendered (``colmz.dataflow.render``) into operators that own the sta
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from colmz.dataflow.minmax import bucketing
 from colmz.order import ColumnSpec
@@ -21,7 +21,7 @@ from colmz.order import ColumnSpec
 __all__ = ["INCREMENTAL", "PER_GROUP", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
            "Distinct", "Fallback", "FlatMap", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate", "Node",
            "Plan", "Predicate", "Reduce", "Schema", "SqlMapFilter", "SqlTopK", "TemporalFilter", "Threshold", "TopK", "Union",
-           "Window", "fused", "renamed"]
+           "Window", "fused", "placeholder", "pushed_below_sql", "renamed"]
 
 Schema = tuple[ColumnSpec, ...]
 
@@ -459,6 +459,16 @@ class Plan:
         return "\n".join(lines)
 
 
+def placeholder(i: int) -> str:
+    """The SQL name of a segment's ``i``-th input column in its expressions' text
+    (:class:`SqlMapFilter`'s ``where`` and ``select``).
+
+    >>> placeholder(3)
+    '"colmz_c3"'
+    """
+    return f'"colmz_c{i}"'
+
+
 def renamed(p: Predicate, source: dict[str, str]) -> Predicate:
     if isinstance(p, Comparison):
         return Comparison(source[p.column], p.op, p.value)
@@ -478,5 +488,26 @@ def fused(schema: Schema, input: Node, where: tuple[Predicate, ...], select) -> 
             source = {n: s for s, n in inner.select}
             where = tuple(renamed(p, source) for p in where)
             select = inner.select if select is None else tuple((source[s], n) for s, n in select)
-        return MapFilter(schema, inner.input, inner.where + where, select)
+        below, where = pushed_below_sql(inner.input, where)
+        return MapFilter(schema, below, inner.where + where, select)
+    input, where = pushed_below_sql(input, where)
     return MapFilter(schema, input, where, select)
+
+
+def pushed_below_sql(input: Node, where: tuple[Predicate, ...]) -> tuple[Node, tuple[Predicate, ...]]:
+    """``(input', where')``: the native predicates of ``where`` on columns a SQL segment
+    ``input`` passes through unchanged moved below it, the rest left. PostgreSQL evaluates a
+    subquery's select list only for the rows the outer ``WHERE`` keeps (the planner pulls the
+    subquery up), so ``SELECT ... FROM (SELECT k, r * r AS y FROM t) u WHERE k <> 4`` never
+    computes ``r * r`` of the row it drops -- and raises no overflow for it. The filter is
+    native (it cannot raise) and commutes with the segment's own predicates."""
+    if not where or type(input) is not SqlMapFilter or input.select is None:
+        return input, where
+    names = {placeholder(i): c.name for i, c in enumerate(input.input.schema)}
+    through = {n: names[text] for text, n in input.select if text in names}
+    push = tuple(p for p in where if p.column in through)
+    if not push:
+        return input, where
+    below = fused(input.input.schema, input.input, tuple(renamed(p, through) for p in push), None)
+    kept = tuple(p for p in where if p.column not in through)
+    return replace(input, input=below), kept

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from colmz.dataflow.plan_nodes import placeholder
 from colmz.dataflow.step import Clock, as_schema, check_delta, consolidated_at
 from colmz.order import ColumnSpec
 from colmz.updates import Updates
@@ -34,15 +35,6 @@ __all__ = ["SqlMapFilter", "placeholder"]
 # user text. Nothing else is named in the query: every column reference is a placeholder.
 _DELTA = "colmz_delta"
 _DIFF = '"colmz_diff"'
-
-
-def placeholder(i: int) -> str:
-    """The SQL name of a segment's ``i``-th input column in its expressions' text.
-
-    >>> placeholder(3)
-    '"colmz_c3"'
-    """
-    return f'"colmz_c{i}"'
 
 
 class SqlMapFilter:
