@@ -37,7 +37,7 @@ from colmz.dataflow.render import (
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Query
 
-__all__ = ['COMPARE_OPS', 'FLIPPED', 'POSTGRES_TYPES', 'PlanError', 'SAFE_ORDER_AGGREGATES', 'SETOPS', 'SETOP_MODIFIERS', 'Scope', 'Source', 'Unsupported', 'aggregate_names', 'array_any', 'conjuncts', 'constant_of', 'correlation', 'has_grouping_sets', 'integer_versus_numeric', 'is_aggregate', 'is_now', 'leaves', 'native_typed', 'postgres_typed', 'reads_outside', 'setop_parts', 'unify', 'unique_names', 'unparenthesized']
+__all__ = ['COMPARE_OPS', 'FLIPPED', 'POSTGRES_TYPES', 'PlanError', 'SAFE_ORDER_AGGREGATES', 'SETOPS', 'SETOP_MODIFIERS', 'Scope', 'Source', 'Unsupported', 'aggregate_names', 'array_any', 'conjuncts', 'constant_of', 'correlation', 'has_grouping_sets', 'integer_versus_numeric', 'is_aggregate', 'is_now', 'leaves', 'native_typed', 'postgres_typed', 'reads_outside', 'setop_parts', 'unify', 'unique_names', 'untyped_aggregates', 'unparenthesized']
 
 
 class PlanError(ValueError):
@@ -225,18 +225,22 @@ def native_typed(node: Node, computed) -> bool:
     numeric's) -- as an output column (cast at the sink) or a window's key, it compares
     and sorts as the numeric does; ``avg`` and the variances of integers (float64 here)
     never."""
+    return all(a.function == "sum" and pa.types.is_integer(types[a.column]) and not computed
+               for a, types in untyped_aggregates(node))
+
+
+def untyped_aggregates(node: Node):
+    """Each native aggregate under ``node`` whose output type is not PostgreSQL's
+    (:func:`postgres_typed`), with its reduce's input column types."""
     stack = [node]
     while stack:
         n = stack.pop()
         if isinstance(n, Reduce):
             types = {c.name: c.type for c in n.input.schema}
             for a in n.aggregates:
-                if postgres_typed(a, types):
-                    continue
-                if a.function != "sum" or not pa.types.is_integer(types[a.column]) or computed:
-                    return False
+                if not postgres_typed(a, types):
+                    yield a, types
         stack.extend(i for i in n.inputs if i is not None)
-    return True
 
 
 def postgres_typed(a: Aggregate, types: dict[str, pa.DataType]) -> bool:

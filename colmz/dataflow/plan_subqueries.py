@@ -28,8 +28,8 @@ from colmz.dataflow.plan_binding import (
     constant_of,
     correlation,
     is_aggregate,
-    postgres_typed,
     reads_outside,
+    untyped_aggregates,
 )
 from colmz.dataflow.plan_nodes import (
     Aggregate,
@@ -542,16 +542,9 @@ class SubqueryLowering:
         """Refuse a subquery's value read by SQL (a condition) when a native aggregate under
         it is not typed as PostgreSQL's (``sum``/``avg`` of integers are numeric there):
         the condition would compare another value."""
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, Reduce):
-                types = {c.name: c.type for c in n.input.schema}
-                for a in n.aggregates:
-                    if not postgres_typed(a, types):
-                        raise Unsupported(f"subquery {text!r} in a condition: the native {a.function} is not typed "
-                                           "as PostgreSQL's")
-            stack.extend(i for i in n.inputs if i is not None)
+        for a, _ in untyped_aggregates(node):
+            raise Unsupported(f"subquery {text!r} in a condition: the native {a.function} is not typed "
+                              "as PostgreSQL's")
 
     #: Aggregates whose value over no rows is NULL (``count`` is 0: coalesced).
     NULL_WHEN_EMPTY = frozenset({"sum", "avg", "min", "max", "bool_and", "bool_or", "every", "string_agg",

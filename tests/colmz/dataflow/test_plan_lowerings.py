@@ -1,5 +1,5 @@
 """Constructs the planner lowers without a Fallback that it once refused (the corpus's
-remaining Fallback bodies, issue 39): ``WITH c(x, y)`` (a CTE's column names), ``ORDER
+remaining Fallback bodies): ``WITH c(x, y)`` (a CTE's column names), ``ORDER
 BY`` a subquery without ``LIMIT`` (dropped, its tables still the view's inputs), window
 functions over a ``GROUP BY`` (a Window over the reduce), a scalar subquery in ``HAVING`` (a
 ``WHERE`` over the grouped rows), grouping sets with a basic aggregate (``FILTER``,
