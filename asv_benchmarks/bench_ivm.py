@@ -367,14 +367,15 @@ def timed_commits(cats: list, batches: list) -> list[list[float]]:
 
 def arranged_ratio(cat) -> tuple[int, int]:
     """``(bytes of the view's arrangements, Arrow bytes of the columns they hold)``: a
-    ``KeyedArrangement``'s rows (``snapshot()``, data columns); ``Accumulators`` hold one row
-    per group, counted as the view's own rows (group key and one value per aggregate)."""
+    ``KeyedArrangement``'s runs and key indexes (``index_nbytes``, as EXPLAIN counts them)
+    over its rows (``snapshot()``, data columns); ``Accumulators`` hold one row per group,
+    counted as the view's own rows (group key and one value per aggregate)."""
     from colmz.dataflow.accumulable import Accumulators
 
     mv = cat.object("mv").maintained
     held = arrow = 0
     for a in mv.arrangements():
-        held += a.nbytes
+        held += a.nbytes + getattr(a, "index_nbytes", 0)
         if isinstance(a, Accumulators):
             rows = cat.read("mv")
         elif getattr(a, "shared", False):  # a SharedInput: the shared arrangement it reads

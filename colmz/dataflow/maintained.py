@@ -65,13 +65,17 @@ only a difference is written (none when the view was current).
 strategy and cost class, the state each operator holds -- its own, or an arrangement shared
 with other views of the catalog (``colmz.dataflow.shared``: its id and how many views share
 it) -- its rows and bytes, and the rows in, out and touched (arrangement work counters; for
-a shared arrangement, this view's lookups) per node at the last commit.
+a shared arrangement, this view's lookups) per node at the last commit. A subplan the
+lowering uses twice is one operator (``colmz.dataflow.render``): it is listed once, labelled
+``shared #n``, and each of its other parents shows ``→ shared #n`` instead of its subtree
+(Materialize's ``Let`` binding and its ``Get``), so its work is counted once.
 """
 
 from __future__ import annotations
 
 import html
 import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -238,7 +242,8 @@ class MaintainedView:
         # instead of counting the correction's buckets at every commit.
         self._drained = False
         self._states: list | None = None  # per rendered step, its operator's state structures
-        #: per rendered step: (rows in, rows out, work counters) at the last commit
+        #: per rendered step, each once (``Pipeline.steps``): (rows in, rows out, work
+        #: counters) at the last commit
         self.last_work: list[tuple[int, int, int]] | None = None
         self.last_time: int | None = None
 
@@ -465,8 +470,14 @@ class MaintainedView:
         also = f"; {redone} subquery recomputed" if redone else ""
         lines.append(f"{title}: incremental (each commit's deltas through the operators{also})")
         work = self.last_work
-        for k, (depth, node, op, _, _) in enumerate(self._pipeline.steps()):
-            notes = []
+        steps, tree = self._pipeline.steps(), self._pipeline.tree()
+        parents = Counter(shared for _, _, shared, _ in tree if shared is not None)
+        for depth, k, shared, first in tree:
+            node, op = steps[k][1], steps[k][2]
+            if not first:  # a shared subplan's other parent: a reference, its work listed once
+                lines.append(f"{'  ' * depth}→ shared #{shared} ({node.describe()})")
+                continue
+            notes = [] if shared is None else [f"shared #{shared}, read by {parents[shared]} parents"]
             strategy = getattr(op, "strategy", None)  # a plan chosen at render (min/max's)
             if isinstance(strategy, str):
                 notes.append(strategy)
@@ -511,11 +522,15 @@ def _now_reasons(p: Plan, query: str) -> list[str]:
 
 
 def _describe_state(a) -> str:
-    """One arrangement in EXPLAIN: own, or shared (its id, how many views share it)."""
+    """One arrangement in EXPLAIN: own, or shared (its id, how many views share it), its
+    rows and the bytes it holds -- its runs and, once lookups made them, their key indexes
+    (``KeyedArrangement.index_nbytes``: memory too, though not part of the contents)."""
+    index = getattr(a, "index_nbytes", 0)
+    size = f"{a.nbytes + index} bytes ({a.nbytes} runs + {index} key index)" if index else f"{a.nbytes} bytes"
     if getattr(a, "shared", False):
         return (f"shared KeyedArrangement {a.id} by {list(a.key)} (shared by {a.users} "
-                f"view{'s' if a.users != 1 else ''}) {len(a)} rows, {a.nbytes} bytes")
-    return f"own {type(a).__name__} {len(a)} rows, {a.nbytes} bytes"
+                f"view{'s' if a.users != 1 else ''}) {len(a)} rows, {size}")
+    return f"own {type(a).__name__} {len(a)} rows, {size}"
 
 
 def _type_mismatches(have: Schema, want: Schema) -> list[str]:

@@ -13,7 +13,9 @@ subplan with ``Let`` and reads it with ``Get``. The rendered operators form a DA
 ``Pipeline.step(time, deltas)`` steps every operator exactly once for ``time``, inputs
 first (a shared operator's delta is computed once and handed to each parent), and returns
 the view's delta. A step that raises in any operator leaves all of them as they were
-(``colmz.rollback``).
+(``colmz.rollback``). ``Pipeline.steps`` lists each rendered node once (its work counted
+once); ``Pipeline.tree`` is the tree EXPLAIN prints, where a shared node's later parents
+refer to it by number instead of repeating its subtree.
 
 Shared arrangements. Rendered with ``shared=`` (a :class:`colmz.dataflow.shared.SharedSource`,
 the catalog engine's), an operator that arranges an input *as is* -- a delta join's or an
@@ -293,6 +295,9 @@ class Pipeline:
         self.tables = dict(p.tables)
         self._root = _render(p.root, self.tables, fallback, shared)
         self.schema: Schema = self._root.schema
+        self._layout()
+        # each operator once, root first, in this order always: the durable state's names
+        # number the operators by it (colmz.dataflow.state)
         self._operators: list = []
         seen: set[int] = set()
         stack = [self._root]
@@ -320,18 +325,62 @@ class Pipeline:
         return list(out.values())
 
     def steps(self) -> list[tuple[int, Node, object, int, int]]:
-        """``(depth, node, operator, rows in, rows out at the last step)`` per node of the
-        plan's tree, preorder (a join's residual filter is a step of the join's node, above
-        it): a subplan rendered once appears under each parent, with its one operator."""
-        out: list[tuple[int, Node, object, int, int]] = []
+        """``(depth, node, operator, rows in, rows out at the last step)`` per rendered node,
+        each once, preorder of the plan's tree at its first occurrence (a join's residual
+        filter is a step of the join's node, above it): a subplan rendered once is listed
+        once, at the depth of its first parent, so its work is counted once. :meth:`tree`
+        gives where its other parents refer to it."""
+        return [(depth, self._preorder[k].node, self._preorder[k].op, self._preorder[k].rows_in,
+                 self._preorder[k].rows_out) for depth, k, _, first in self._tree if first]
 
-        def walk(s: _Step, depth: int) -> None:
-            out.append((depth, s.node, s.op, s.rows_in, s.rows_out))
-            for i in s.inputs:
-                walk(i, depth + 1)
+    def tree(self) -> list[tuple[int, int, int | None, bool]]:
+        """The plan's tree as EXPLAIN prints it: ``(depth, k, shared, first)`` per occurrence
+        of a rendered node, preorder, ``k`` its index in :meth:`steps`, ``shared`` its number
+        (1, 2, ... in order of first occurrence) when more than one parent reads it, else
+        ``None``, and ``first`` whether this is its first occurrence. A later occurrence of a
+        shared node is a reference to it (Materialize's ``Get`` of a ``Let`` binding): its
+        inputs are not listed again.
 
-        walk(self._root, 0)
-        return out
+        >>> from colmz.dataflow.plan import plan
+        >>> import pyarrow as pa
+        >>> pipe = render(plan("SELECT k FROM t INTERSECT SELECT k FROM u",
+        ...                    {"t": {"k": pa.int64()}, "u": {"k": pa.int64()}}))
+        >>> any(shared is not None and not first for _, _, shared, first in pipe.tree())
+        True
+        """
+        return list(self._tree)
+
+    def _layout(self) -> None:
+        """The preorder of the rendered steps (each once) and the tree's occurrences."""
+        parents: dict[int, int] = {}
+        seen: set[int] = set()
+        stack = [self._root]
+        while stack:
+            s = stack.pop()
+            if id(s) in seen:
+                continue
+            seen.add(id(s))
+            for i in s.inputs:  # each step's edges once: its inputs' parents
+                parents[id(i)] = parents.get(id(i), 0) + 1
+            stack.extend(s.inputs)
+        self._preorder: list[_Step] = []
+        self._tree: list[tuple[int, int, int | None, bool]] = []
+        index: dict[int, int] = {}
+        numbers: dict[int, int] = {}
+        stack2: list[tuple[_Step, int]] = [(self._root, 0)]
+        while stack2:
+            s, depth = stack2.pop()
+            shared = None
+            if parents.get(id(s), 0) > 1:
+                shared = numbers.setdefault(id(s), len(numbers) + 1)
+            k = index.get(id(s))
+            if k is not None:  # a shared step's later parent: a reference, not its subtree again
+                self._tree.append((depth, k, shared, False))
+                continue
+            k = index[id(s)] = len(self._preorder)
+            self._preorder.append(s)
+            self._tree.append((depth, k, shared, True))
+            stack2.extend((i, depth + 1) for i in reversed(s.inputs))
 
     def step(self, time, deltas: Mapping[str, Updates]) -> Updates:
         if not isinstance(deltas, Mapping):

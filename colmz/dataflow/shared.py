@@ -282,6 +282,11 @@ class SharedInput:
     def nbytes(self) -> int:
         return self.base.nbytes
 
+    @property
+    def index_nbytes(self) -> int:
+        """Bytes of the shared arrangement's key indexes (``KeyedArrangement.index_nbytes``)."""
+        return self.base.index_nbytes
+
     def __repr__(self) -> str:
         return f"SharedInput({self.id} as {list(self.key)}, {self.users} users)"
 

@@ -123,8 +123,9 @@ NOT_ROLLED_BACK.update({
     "ViewSink": {"schema", "collection", "rows_consolidated", "rows_passed"},
     "Collation": {"group_by", "input_schemas", "schema", "_group_specs"},
     "CollatedReduce": {"schema"},
-    # the plan, its tables and the rendered tree (whose operators are the rolled-back list)
-    "Pipeline": {"plan", "tables", "_root", "schema"},
+    # the plan, its tables and the rendered tree (whose operators are the rolled-back list),
+    # its steps in preorder and the tree EXPLAIN prints (configuration, fixed at render)
+    "Pipeline": {"plan", "tables", "_root", "schema", "_preorder", "_tree"},
     # a view's definition (schema, inputs, plan, why it is recomputed) and the last commit's
     # work counters (diagnostics), the operators' state structures found once (the same
     # objects, rolled back in place with the operators); its operators, recompute and sink

@@ -329,11 +329,13 @@ def test_two_views_sharing_hold_about_one_arrangement():
     alone = sum(a.nbytes for a in join_op.arrangements.values())
     assert 0.9 * alone <= shared.nbytes <= 1.1 * alone
     # each view's EXPLAIN names the arrangement, shared by two views, its rows and bytes
+    # (its runs' and their key indexes')
     arr = shared.get("t", ["k"])
+    size = (f"{arr.nbytes + arr.index_nbytes} bytes ({arr.nbytes} runs + {arr.index_nbytes} key index)"
+            if arr.index_nbytes else f"{arr.nbytes} bytes")
     for v in ("a", "b"):
         text = str(two_views.explain(v))
-        assert (f"""shared KeyedArrangement ["t", ["k"]] by ['t.k'] (shared by 2 views) {len(arr)} rows, """
-                f"{arr.nbytes} bytes") in text
+        assert f"""shared KeyedArrangement ["t", ["k"]] by ['t.k'] (shared by 2 views) {len(arr)} rows, {size}""" in text
 
 
 def test_reopened_durable_catalog_rebuilds_the_shared_arrangements(tmp_path):
