@@ -205,6 +205,7 @@ from colmz.dataflow.plan_nodes import (
     Window,
     fused,
 )
+from colmz.dataflow.plan_pushdown import sql_pushed_below_sql
 from colmz.dataflow.plan_reduce import ReduceLowering
 from colmz.dataflow.plan_setops import SetOpLowering
 from colmz.dataflow.plan_subqueries import SubqueryLowering
@@ -439,6 +440,8 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                 for i in joined:
                     self.subquery_columns.pop(i, None)
             node = self.sql_segment(node, texts, None, [self.span(c) for c in sql_where])
+            # the conjuncts reading only a FROM subquery's passed columns run before its items
+            node = sql_pushed_below_sql(node, self.VOLATILE_CALLS)
             if node.schema != before:
                 node = fused(before, node, (), tuple((c.name, c.name) for c in before))
         for e, negated in semi:

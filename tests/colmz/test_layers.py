@@ -43,7 +43,7 @@ FACADES = ("colmz.catalog",)
 #: maintained view, which plans a view's SQL, and SUBSCRIBE over a catalog's objects and
 #: queries) and so are not checked.
 ABOVE = ("colmz", "colmz.display", "colmz.as_of", "colmz.plot", "colmz.dataflow.plan", "colmz.dataflow.plan_binding",
-         "colmz.dataflow.plan_joins", "colmz.dataflow.plan_reduce", "colmz.dataflow.plan_setops",
+         "colmz.dataflow.plan_joins", "colmz.dataflow.plan_pushdown", "colmz.dataflow.plan_reduce", "colmz.dataflow.plan_setops",
          "colmz.dataflow.plan_subqueries", "colmz.dataflow.plan_windows", "colmz.dataflow.render",
          "colmz.dataflow.recompute", "colmz.dataflow.ranking", "colmz.dataflow.maintained", "colmz.dataflow.sqlmap",
          "colmz.subscribe")
