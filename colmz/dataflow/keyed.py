@@ -312,17 +312,23 @@ def worth_indexing(queries: int, rows: int) -> bool:
 class KeyIndex(NamedTuple):
     """A sorted run's distinct keys (``keys``, words) and where each key's rows start
     (``starts``, one more entry than keys: the run's length). Searching it finds a key's
-    rows ``[starts[i], starts[i + 1])`` by one binary search over the distinct keys.
+    rows ``[starts[i], starts[i + 1])`` by one binary search over the distinct keys. A run
+    whose keys are all distinct (a distinct's or a keyed-by-everything arrangement's) is its
+    own index: ``keys`` is the run's array itself and ``starts`` is ``None`` (key ``i`` is
+    row ``i``), so the index holds no bytes of its own.
 
     >>> ix = KeyIndex.of(np.array([[1], [1], [4], [9], [9], [9]], np.uint64))
     >>> ix.keys.ravel().tolist(), ix.starts.tolist()
     ([1, 4, 9], [0, 2, 3, 6])
     >>> [a.tolist() for a in ix.ranges(np.array([[4], [5], [9]], np.uint64))]
     [[2, 3, 3], [3, 3, 6]]
+    >>> own = KeyIndex.of(np.array([[1], [4], [9]], np.uint64))
+    >>> own.starts, own.nbytes, [a.tolist() for a in own.ranges(np.array([[4], [5], [9]], np.uint64))]
+    (None, 0, [[1, 2, 2], [2, 2, 3]])
     """
 
     keys: np.ndarray
-    starts: np.ndarray
+    starts: np.ndarray | None
 
     @classmethod
     def of(cls, keys: np.ndarray) -> KeyIndex:
@@ -336,6 +342,8 @@ class KeyIndex(NamedTuple):
         else:
             new = (keys[1:] != keys[:-1]).any(axis=1)
         starts = np.flatnonzero(np.concatenate(([True], new))).astype(np.int64)
+        if len(starts) == n:  # every key distinct: the run is its own index (nothing copied)
+            return cls(keys, None)
         return cls(np.ascontiguousarray(keys[starts]), np.append(starts, np.int64(n)))
 
     def ranges(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -348,12 +356,16 @@ class KeyIndex(NamedTuple):
             hit = (i < d) & (self.keys[at, 0] == q[:, 0])
         else:
             hit = (i < d) & (self.keys[at] == q).all(axis=1)
+        if self.starts is None:  # key i is row i
+            lo = i.astype(np.int64, copy=False)
+            return lo, np.where(hit, lo + 1, lo)
         lo = self.starts[i]
         return lo, np.where(hit, self.starts[np.minimum(i + 1, d)], lo)
 
     @property
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.starts.nbytes
+        """Bytes the index holds beyond its run (none when it is the run's own keys)."""
+        return 0 if self.starts is None else self.keys.nbytes + self.starts.nbytes
 
 
 class KeyedArrangement(FueledHolder):
@@ -517,7 +529,7 @@ class KeyedArrangement(FueledHolder):
                 self.rows_indexed += len(run.diff)
             if index is not None:
                 lo, hi = index.ranges(mine)
-                self.search_probes += m * len(index.starts).bit_length()
+                self.search_probes += m * (len(index.keys) + 1).bit_length()
             else:
                 lo = search_rows(run.keys, mine, "left")
                 hi = search_rows(run.keys, mine, "right")

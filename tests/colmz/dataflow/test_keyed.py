@@ -237,6 +237,20 @@ def test_a_bulk_lookup_indexes_each_run_once_and_searches_its_distinct_keys():
     assert a.rows_indexed == 10_000  # the run is indexed once
 
 
+def test_a_run_of_distinct_keys_is_its_own_index():
+    # one row per key (a distinct's arrangement): the index would copy the run's keys and add
+    # a start per row; the run's keys are the index instead, and it holds no bytes of its own
+    a = _arranged(10_000, 1)
+    q = pa.array(np.arange(-50, 20_000, 7))  # 2 865 keys, 1 429 of them held
+    probes = a.search_probes
+    m = a.lookup([q])
+    assert a.rows_indexed == 10_000 and a.index_nbytes == 0
+    assert a.search_probes - probes == len(q) * (10_001).bit_length()  # one search per key
+    held = [k for k in range(-50, 20_000, 7) if 0 <= k < 10_000]
+    assert sorted(m.rows.column("k").to_pylist()) == held
+    assert a.counts([q]).tolist() == [1 if 0 <= k < 10_000 else 0 for k in range(-50, 20_000, 7)]
+
+
 def test_bulk_lookup_probes_do_not_grow_with_the_rows_per_key():
     q = pa.array(np.arange(1000))
     probes = []
