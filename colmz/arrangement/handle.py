@@ -316,6 +316,19 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
         kwargs
             The constructor's tunables.
 
+        Notes
+        -----
+        An arrangement a durable ``colmz.Catalog`` keeps for one of its objects (``name`` is
+        ``cat.identity(object)`` in the catalog's store) is one of its data shards, written
+        through the catalog's record as persist's txn-wal writes them: a commit moves only
+        the arrangements it changes, and is durable in the record before it lands in them.
+        Opened directly, such an arrangement shows its *own* upper (``get_seal()``), which
+        lags the catalog's while no commit changes the object, and no commit not yet
+        applied. Its contents up to its own upper are right, but the catalog's reads reach
+        further: read an object through a catalog (``colmz.Catalog(path).read(name,
+        as_of)``, its frontiers ``Catalog.frontiers(name)``), and never write to its
+        arrangement, whose uppers the catalog's record owns.
+
         Examples
         --------
         >>> import colmz, tempfile

@@ -462,6 +462,32 @@ class Catalog:
         """
         return self._reading(lambda: self._engine.read(name, as_of))
 
+    def frontiers(self, name: Key | tuple[str, ...]) -> tuple[int, int]:
+        """``(since, upper)`` of object ``name`` as the catalog gives them (Materialize's
+        read and write frontiers, ``mz_internal.mz_frontiers``): :meth:`read` answers at any
+        ``since <= as_of < upper``, and ``upper`` is the catalog's, ``now + 1``.
+
+        These are the object's *logical* frontiers. A durable catalog's commit moves only
+        the arrangements it changes (``colmz.catalog.store``, "Lazy uppers"), and is durable
+        in the catalog's record before it lands in them: the arrangement of an object --
+        ``colmz.Arrangement.open(path, name=cat.identity(name))`` -- shows its own upper,
+        which may lag, and no commit not yet applied. As Materialize reads a txn-wal data
+        shard at the txns shard's upper only through the txns-aware read path, read a
+        catalog's objects through a catalog (this one, or ``colmz.Catalog(path)`` in
+        another process), never through their arrangements.
+
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp(); cat = Catalog(d)
+        >>> cat.execute("CREATE TABLE t (k INT); CREATE TABLE u (k INT); INSERT INTO u VALUES (7)")
+        >>> cat.execute("INSERT INTO t VALUES (1)"); cat.execute("INSERT INTO t VALUES (2)")
+        >>> import colmz; colmz.Arrangement.open(d, name=cat.identity("u"), create=False).get_seal()
+        2
+        >>> reader = Catalog(d, create=False)
+        >>> reader.frontiers("u")[1] == reader.now + 1 == 4, reader.read("u", 3).to_pylist()
+        (True, [(7, 3, 1)])
+        """
+        return self._reading(lambda: self._engine.frontiers(name))
+
     def sql(self, query: str, as_of: int | None = None) -> pa.Table:
         """Run a query (``SELECT``/``WITH``/``VALUES``/``TABLE``, or ``SHOW``) as of ``as_of``.
 

@@ -247,6 +247,12 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             raise ValueError(self._unreadable(obj.name, at))
         return obj.collection.snapshot(at)
 
+    def frontiers(self, name: Key | tuple[str, ...]) -> tuple[int, int]:
+        """``(since, upper)`` of ``name``'s contents: :meth:`read` answers at
+        ``since <= as_of < upper`` (``colmz.Catalog.frontiers``)."""
+        c = self.object(name).collection
+        return c.since, c.upper
+
     def sql(self, query: str, as_of: int | None = None) -> pa.Table:
         """Run a query (``SELECT``/``WITH``/``VALUES``/``TABLE``, or ``SHOW``) as of ``as_of``.
 

@@ -260,3 +260,63 @@ def test_reopen_after_every_step_of_a_random_script(steps):
         for name in ("t", "s", "u"):
             assert rows(cat, f"SELECT * FROM {name}") == rows(model, f"SELECT * FROM {name}"), (step, name)
         check_views(cat)
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+def test_a_reader_reads_each_object_at_the_catalogs_upper_not_its_arrangements(tmp_path):
+    cat = colmz.Catalog(tmp_path)
+    setup(cat)
+    # s, u and the views lag: their arrangements, opened directly, end before the catalog's upper
+    direct = {n: colmz.Arrangement.open(str(tmp_path), name=cat.identity(n), create=False).get_seal()
+              for n in ("t", "s", "vs")}
+    assert direct["t"] == cat.now + 1 and direct["s"] < cat.now + 1 and direct["vs"] < cat.now + 1
+    reader = colmz.Catalog(tmp_path, create=False)  # as another process opens it
+    for n in ("t", "s", "vs"):
+        since, upper = reader.frontiers(n)
+        assert upper == reader.now + 1 == cat.now + 1 and since <= reader.now, n
+        assert reader.read(n, reader.now).to_pylist() == cat.read(n).to_pylist(), n
+    check_views(reader)
+    # the writer commits: the reader's next call catches up to the new upper
+    cat.execute("INSERT INTO t VALUES (99)")
+    assert reader.frontiers("vs")[1] == cat.now + 1
+    assert reader.frontiers("s")[1] == cat.frontiers("s")[1] == cat.now + 1
+    with pytest.raises(KeyError, match="no object 'nope'"):
+        reader.frontiers("nope")
+
+
+def test_a_committed_transaction_not_yet_applied_is_read_through_the_catalog_only():
+    # A crash after the commit point leaves the record ahead of the arrangements the commit
+    # changes: the catalog reads the commit, an arrangement opened directly does not.
+    txn = TXNS[1]  # changes s, u and every view
+    changed = ("s", "u", *VIEWS)
+    loc, plan = faulty(f"mem://lazyr-{uuid.uuid4().hex}")
+    cat = colmz.Catalog(loc)
+    setup(cat)
+    start = plan.calls
+    cat.execute(txn)
+    n_calls = plan.calls - start
+    after = {n: rows(cat, f"SELECT * FROM {n}") for n in changed}
+    pending = 0
+    for n in range(1, n_calls + 1):
+        url = f"mem://lazyr-{uuid.uuid4().hex}"
+        loc, plan = faulty(url)
+        cat = colmz.Catalog(loc)
+        setup(cat)
+        keys = {name: cat.identity(name) for name in changed}
+        # an outage from the n-th call on: the handle's commit stops there (a crash)
+        plan.fail_at, plan.mode, plan.count = plan.calls + n, "before", 10**6
+        with contextlib.suppress(Determinate, Indeterminate):
+            cat.execute(txn)
+        seals = {name: colmz.Arrangement.open(open_location(url), name=k, create=False).get_seal()
+                 for name, k in keys.items()}
+        reader = colmz.Catalog(url)  # applies the record's intent, as a reopen does
+        if {name: rows(reader, f"SELECT * FROM {name}") for name in changed} != after:
+            continue  # failed before the commit point
+        behind = [name for name in changed if seals[name] < reader.frontiers(name)[1]]
+        if behind:  # committed, not in these arrangements: only the catalog's read has it
+            pending += 1
+            assert all(reader.frontiers(name)[1] == reader.now + 1 for name in behind)
+            check_views(reader)
+    assert pending >= 1
