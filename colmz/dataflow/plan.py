@@ -133,9 +133,10 @@ Adjacent MapFilter nodes are fused into one segment (:func:`fused`). ``Plan.expl
 prints one line per node, children indented, with its cost class: ``incremental O(delta)``
 (linear segments, joins, accumulable reduces, distinct, temporal filters), ``per affected
 group`` (reduces with ``min``/``max`` or basic aggregates, top-k), ``per affected
-partition`` (windows) or ``recompute: <reason>`` (a Fallback). The nodes are in
-``colmz.dataflow.plan_nodes``, the rendering in ``colmz.dataflow.render``; this module
-binds and exports them all.
+partition`` (windows), :data:`PER_OUTER_KEY` (a correlated subquery's join with its
+distinct outer keys on no equi key of theirs) or ``recompute: <reason>`` (a Fallback). The
+nodes are in ``colmz.dataflow.plan_nodes``, the rendering in ``colmz.dataflow.render``; this
+module binds and exports them all.
 
 Names: a binding error (an unknown table or column, an ambiguous column) raises
 :class:`PlanError` naming it; an output column's name is its alias, its column's name or its

@@ -5,7 +5,8 @@ Design
 Materialize's ``MirRelationExpr`` kinds as lowered by ``src/compute-types/src/plan/``: each
 node has ``schema`` (its output columns under the plan's names), ``inputs``, ``describe()``
 (one EXPLAIN line) and ``cost()`` (its cost class: ``incremental O(delta)``, ``per affected
-group``, ``per affected partition`` or ``recompute: <reason>`` for a :class:`Fallback`).
+group``, ``per affected partition``, :data:`PER_OUTER_KEY` or ``recompute: <reason>`` for a
+:class:`Fallback`).
 :func:`fused` makes adjacent map-filter segments one. Nodes never change once built: a plan
 is a value, rendered (``colmz.dataflow.render``) into operators that own the state.
 """
