@@ -83,9 +83,14 @@ class OuterJoin:
         self._keys = (tuple(a for a, _ in pairs), tuple(b for _, b in pairs))
         arrs = self._inner.arrangements
         self._arranged = []
+        #: Each side's arrangement key as positions among the pairs: an arrangement is keyed
+        #: by its side's join columns in that side's schema order (``DeltaJoin``), which the
+        #: pairs' order (``on``'s) need not be -- nor the other side's.
+        self._orders = []
         for i in (0, 1):
             (arr,) = [a for (j, _), a in arrs.items() if j == i]
             self._arranged.append(arr)
+            self._orders.append([self._keys[i].index(c) for c in arr.key])
         self._clock = Clock()
 
     @property
@@ -111,8 +116,17 @@ class OuterJoin:
             out = [p for p in parts if len(p)]
             return consolidated_at(concat(out), time) if out else Updates.empty(self.schema)
 
-    def _key_words(self, side: int, u: Updates) -> tuple[np.ndarray, Layout]:
-        return encode_columns([u.column(c) for c in self._keys[side]], n=len(u))
+    def _key_words(self, side: int, u: Updates, order: list[int]) -> tuple[np.ndarray, Layout]:
+        """``u``'s join columns (of input ``side``) encoded in ``order`` (pair positions)."""
+        return encode_columns([u.column(self._keys[side][i]) for i in order], n=len(u))
+
+    def _both_words(self, p: int, dp: Updates, do: Updates, order: list[int]) -> tuple[np.ndarray, Layout]:
+        """The keys of ``dp`` (input ``p``) then of ``do`` (the other), encoded alike in
+        ``order``."""
+        pw, pl = self._key_words(p, dp, order)
+        ow, ol = self._key_words(1 - p, do, order)
+        layout = unify_layouts(pl, ol)
+        return np.concatenate([pad_keys(pw, pl, layout), pad_keys(ow, ol, layout)]), layout
 
     def _unmatched(self, p: int, deltas: list[Updates], time: int) -> Updates:
         o = 1 - p
@@ -129,11 +143,10 @@ class OuterJoin:
         do = self._inner.joinable(do, o)
         if not len(dp) and not len(do):
             return self._concat(out)
-        pw, pl = self._key_words(p, dp)
-        ow, ol = self._key_words(o, do)
-        layout = unify_layouts(pl, ol)
-        pw, ow = pad_keys(pw, pl, layout), pad_keys(ow, ol, layout)
-        keys, starts, _ = sort_groups(np.concatenate([pw, ow]))
+        # the keys in O's arrangement's column order (its counts), and in P's (its lookups)
+        words, layout = self._both_words(p, dp, do, self._orders[o])
+        pw, ow = words[:len(dp)], words[len(dp):]
+        keys, starts, order = sort_groups(words)
         keys = np.ascontiguousarray(keys[starts])
         # O's count per key, before and after its change.
         before = (self._arranged[o].counts_words(keys, layout, minus=do) if o in self._shared
@@ -149,9 +162,13 @@ class OuterJoin:
         # Old rows of P under keys whose match flipped.
         flip = np.flatnonzero(z_new != z_old)
         if len(flip):
-            fk = np.ascontiguousarray(keys[flip])
-            found = (self._arranged[p].lookup_words(fk, layout, minus=deltas[p]) if p in self._shared
-                     else self._arranged[p].lookup_words(fk, layout))
+            if self._orders[p] == self._orders[o]:
+                fk, fl = np.ascontiguousarray(keys[flip]), layout
+            else:  # each flipped key as one of its rows encodes it in P's order
+                pwords, fl = self._both_words(p, dp, do, self._orders[p])
+                fk = np.ascontiguousarray(pwords[order[starts[flip]]])
+            found = (self._arranged[p].lookup_words(fk, fl, minus=deltas[p]) if p in self._shared
+                     else self._arranged[p].lookup_words(fk, fl))
             if len(found.rows):
                 sign = np.where(z_new[flip], 1, -1)[found.query]
                 out.append(self._padded(p, found.rows, sign))

@@ -80,14 +80,24 @@ An outer join whose ``ON`` holds conditions other than equalities of a left and 
 column is the pairs (the inner join on the equalities filtered by those conditions) plus each
 preserved side's rows matching no pair, found by a semijoin on whole rows with NULLs equal
 and padded with NULLs (:meth:`_Planner.outer_residual`); a correlated ``[NOT] EXISTS`` with
-such conditions is the same pairs and semijoin (:meth:`_Planner.semi_residual`). A table
+such conditions is the same pairs and semijoin (:meth:`_Planner.semi_residual`). A subquery
+correlated otherwise -- by ``<>``/``<``/``>``, a nested subquery inside ``[NOT] EXISTS``
+reading the outer query -- is decorrelated on the distinct outer keys
+(:meth:`_Planner.keyed_subquery`): the distinct non-NULL values of the outer columns it reads,
+joined into its ``FROM`` (an equality an equi key, other conditions a residual; a join on
+no equi key of theirs costs :data:`PER_OUTER_KEY`), the subquery computed per key and
+joined back on it (``[NOT] EXISTS``, ``x IN``, a scalar aggregate), each outer column an
+operand of a comparison in its ``WHERE`` (a NULL one: the subquery's answer over no
+rows). A table
 function in ``FROM`` (``generate_series``, ``unnest``) or a ``LATERAL (VALUES ...)`` list
 over the left side's columns is a :class:`FlatMap` (:meth:`_Planner.flat_map`). ``x op
 ANY|ALL (subquery)`` as a value is a cross join with the subquery's bound and counts
 (:meth:`_Planner.quantified_value`; an integer literal ``x`` with any comparison, ``IN`` and
 ``NOT IN`` too, with counts of the rows deciding it: :meth:`_Planner.constant_quantified`);
-``(a, b) IN (subquery)`` in ``WHERE`` is a semijoin on every column; an uncorrelated scalar subquery not one row by its shape
-is its rows or a NULL, guarded by a count whose filter raises PostgreSQL's error past one
+``(a, b) IN (subquery)`` in ``WHERE`` is a semijoin on every column, and as a value one
+branch per NULL pattern of ``(a, b)``, each left-joined with the subquery's rows by theirs
+(PostgreSQL's NULLs of row comparisons: :meth:`_Planner.row_in_value`); an uncorrelated
+scalar subquery not one row by its shape is its rows or a NULL, guarded by a count whose filter raises PostgreSQL's error past one
 row (:meth:`_Planner.at_most_one`).
 ``NATURAL JOIN`` is ``USING`` the columns both sides show under one name;
 ``JOIN ... USING`` equates the columns (inner and left
@@ -113,8 +123,9 @@ keeps and is dropped, as Materialize does); ``UNION [ALL]``, ``EXCEPT [ALL]``,
 ``INTERSECT [ALL]``; column projection and renaming. Every other construct -- ``GROUP BY``
 expressions, grouping sets with a ``HAVING``
 reading a key, ``GROUPING()`` inside an expression, subqueries inside expressions other than
-the above, scalar subqueries correlated other than by equalities or of other than one
-aggregate, ``LATERAL`` subqueries correlated otherwise, ``NATURAL`` joins, ``WITH RECURSIVE``, volatile functions
+the above, subqueries reading an outer column that no comparison of theirs has as an
+operand, correlated scalar subqueries of other than one aggregate, ``LATERAL`` subqueries
+correlated otherwise, ``NATURAL`` joins, ``WITH RECURSIVE``, volatile functions
 (``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
 whose reason names it.
 
@@ -122,9 +133,10 @@ Adjacent MapFilter nodes are fused into one segment (:func:`fused`). ``Plan.expl
 prints one line per node, children indented, with its cost class: ``incremental O(delta)``
 (linear segments, joins, accumulable reduces, distinct, temporal filters), ``per affected
 group`` (reduces with ``min``/``max`` or basic aggregates, top-k), ``per affected
-partition`` (windows) or ``recompute: <reason>`` (a Fallback). The nodes are in
-``colmz.dataflow.plan_nodes``, the rendering in ``colmz.dataflow.render``; this module
-binds and exports them all.
+partition`` (windows), :data:`PER_OUTER_KEY` (a correlated subquery's join with its
+distinct outer keys on no equi key of theirs) or ``recompute: <reason>`` (a Fallback). The
+nodes are in ``colmz.dataflow.plan_nodes``, the rendering in ``colmz.dataflow.render``; this
+module binds and exports them all.
 
 Names: a binding error (an unknown table or column, an ambiguous column) raises
 :class:`PlanError` naming it; an output column's name is its alias, its column's name or its
@@ -178,6 +190,7 @@ from colmz.dataflow.plan_joins import JoinLowering
 from colmz.dataflow.plan_nodes import (
     INCREMENTAL,
     PER_GROUP,
+    PER_OUTER_KEY,
     PER_PARTITION,
     Aggregate,
     BasicReduce,
@@ -204,6 +217,7 @@ from colmz.dataflow.plan_nodes import (
     Union,
     Window,
     fused,
+    with_inputs,
 )
 from colmz.dataflow.plan_pushdown import sql_pushed_below_sql
 from colmz.dataflow.plan_reduce import ReduceLowering
@@ -226,7 +240,7 @@ from colmz.sql.hints import strip_hints
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, parse_tree
 
-__all__ = ["INCREMENTAL", "PER_GROUP", "PER_PARTITION", "Aggregate", "BasicReduce", "CollatedReduce", "Comparison",
+__all__ = ["INCREMENTAL", "PER_GROUP", "PER_OUTER_KEY", "PER_PARTITION", "Aggregate", "BasicReduce", "CollatedReduce", "Comparison",
            "Constant", "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate",
            "Node", "Pipeline", "Plan", "PlanError", "Predicate", "Reduce", "SqlMapFilter", "SqlTopK",
            "TemporalFilter", "Threshold",
@@ -279,6 +293,10 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         #: PostgreSQL's): set to re-plan a subquery whose native aggregates would be read
         #: with another type (:meth:`typed_subquery`, :meth:`over_groups`).
         self.basic_only = False
+        #: The distinct outer keys of the correlated subquery being planned, as a relation
+        #: its ``FROM`` reads (by a name no table has) and the outer aliases it binds:
+        #: :meth:`keyed_subquery`.
+        self.outer_keys: dict[str, tuple[Node, list[Source]]] = {}
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -996,15 +1014,7 @@ def monotonic_plan(node: Node, append_only) -> tuple[Node, bool]:
         r, f = monotonic_plan(i, append_only) if i is not None else (None, False)
         rebuilt.append(r)
         flags.append(f)
-    if any(r is not i for r, i in zip(rebuilt, inputs)):
-        changes = {}
-        for f in dataclasses.fields(node):
-            v = getattr(node, f.name)
-            if isinstance(v, Node):
-                changes[f.name] = rebuilt[[id(i) for i in inputs].index(id(v))]
-            elif isinstance(v, tuple) and v and all(isinstance(x, Node) for x in v):
-                changes[f.name] = tuple(rebuilt[[id(i) for i in inputs].index(id(x))] for x in v)
-        node = dataclasses.replace(node, **changes)
+    node = with_inputs(node, rebuilt)
     if isinstance(node, Get):
         return node, node.table in append_only
     if isinstance(node, Constant):

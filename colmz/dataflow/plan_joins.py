@@ -61,6 +61,10 @@ class JoinLowering:
             if len(t.name) != 1:
                 raise Unsupported(f"table name {'.'.join(t.name)!r} with a schema or catalog")
             name = t.name[0]
+            if name in self.outer_keys:
+                # a correlated subquery's distinct outer keys (SubqueryLowering.keyed_subquery)
+                keys, srcs = self.outer_keys[name]
+                return keys, list(srcs), []
             cte = self.cte(name)
             if cte is not None:
                 return self.cte_source(cte, t.alias or name, t.column_aliases, f"WITH {name!r}")

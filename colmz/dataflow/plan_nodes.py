@@ -5,7 +5,8 @@ Design
 Materialize's ``MirRelationExpr`` kinds as lowered by ``src/compute-types/src/plan/``: each
 node has ``schema`` (its output columns under the plan's names), ``inputs``, ``describe()``
 (one EXPLAIN line) and ``cost()`` (its cost class: ``incremental O(delta)``, ``per affected
-group``, ``per affected partition`` or ``recompute: <reason>`` for a :class:`Fallback`).
+group``, ``per affected partition``, :data:`PER_OUTER_KEY` or ``recompute: <reason>`` for a
+:class:`Fallback`).
 :func:`fused` makes adjacent map-filter segments one. Nodes never change once built: a plan
 is a value, rendered (``colmz.dataflow.render``) into operators that own the state.
 """
@@ -13,21 +14,25 @@ is a value, rendered (``colmz.dataflow.render``) into operators that own the sta
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from colmz.dataflow.minmax import bucketing
 from colmz.order import ColumnSpec
 
-__all__ = ["INCREMENTAL", "PER_GROUP", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
+__all__ = ["INCREMENTAL", "PER_GROUP", "PER_OUTER_KEY", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
            "Distinct", "Fallback", "FlatMap", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate", "Node",
            "Plan", "Predicate", "Reduce", "Schema", "SqlMapFilter", "SqlTopK", "TemporalFilter", "Threshold", "TopK", "Union",
-           "Window", "fused", "placeholder", "pushed_below_sql", "renamed"]
+           "Window", "fused", "placeholder", "pushed_below_sql", "renamed", "with_inputs"]
 
 Schema = tuple[ColumnSpec, ...]
 
 INCREMENTAL = "incremental O(delta)"
 PER_GROUP = "per affected group"
 PER_PARTITION = "per affected partition"
+#: A correlated subquery's join with its distinct outer keys under a condition other than an
+#: equality with them (Materialize's decorrelation): each change of the subquery's input is
+#: compared with every distinct outer key, each new outer key with the whole input.
+PER_OUTER_KEY = "per change O(distinct outer keys); per new outer key O(subquery input)"
 
 
 # ---------------------------------------------------------------------------- nodes
@@ -121,10 +126,17 @@ class Join(Node):
     on: tuple[tuple[str, str], ...] = ()
     residual: tuple[Predicate, ...] = ()
     nulls_equal: bool = False
+    #: Its cost class where the planner knows better than ``incremental O(delta)``: a join
+    #: with a correlated subquery's distinct outer keys and no equi key to them
+    #: (:data:`PER_OUTER_KEY`); ``""``: the default.
+    cost_class: str = ""
 
     @property
     def inputs(self):
         return self.inputs_
+
+    def cost(self) -> str:
+        return self.cost_class or INCREMENTAL
 
     def describe(self) -> str:
         keys = ", ".join(f"{a} = {b}" for a, b in self.on)
@@ -511,3 +523,19 @@ def pushed_below_sql(input: Node, where: tuple[Predicate, ...]) -> tuple[Node, t
     below = fused(input.input.schema, input.input, tuple(renamed(p, through) for p in push), None)
     kept = tuple(p for p in where if p.column not in through)
     return replace(input, input=below), kept
+
+
+def with_inputs(node: Node, inputs) -> Node:
+    """``node`` with its inputs (``node.inputs``, in order) replaced by ``inputs``; ``node``
+    itself when each is the same object."""
+    old = node.inputs
+    if all(a is b for a, b in zip(old, inputs)):
+        return node
+    changes = {}
+    for f in fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, Node):
+            changes[f.name] = inputs[[id(i) for i in old].index(id(v))]
+        elif isinstance(v, tuple) and v and all(isinstance(x, Node) for x in v):
+            changes[f.name] = tuple(inputs[[id(i) for i in old].index(id(x))] for x in v)
+    return replace(node, **changes)

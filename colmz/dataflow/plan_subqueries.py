@@ -8,7 +8,12 @@ A mixin of the planner (``colmz.dataflow.plan``'s ``_Planner``), lowering as Mat
 subquery's distinct keys (antijoins as the input minus its semijoin), ``NOT IN`` and
 quantified comparisons with PostgreSQL's NULLs through global counts, scalar subqueries as
 a cross join with a one-row relation (guarded past one row) or, correlated by equalities,
-a left join with the subquery grouped by its keys. A native aggregate read by SQL must be
+a left join with the subquery grouped by its keys; correlated otherwise (non-equality
+conditions, a nested subquery reading the outer query), on the distinct outer keys
+(:meth:`SubqueryLowering.keyed_subquery`): the subquery joined with the distinct non-NULL
+values of the outer columns it reads, computed per key, joined back on them -- exact
+because each outer column is an operand of a comparison in the subquery's ``WHERE``, so a
+NULL one (no key) has the subquery's answer over no rows. A native aggregate read by SQL must be
 typed as PostgreSQL's (:meth:`SubqueryLowering.typed_subquery` re-plans it as DuckDB's).
 """
 
@@ -19,9 +24,11 @@ import dataclasses
 import pyarrow as pa
 
 from colmz.dataflow.plan_binding import (
+    COMPARE_OPS,
     FLIPPED,
     PlanError,
     Scope,
+    Source,
     Unsupported,
     array_any,
     conjuncts,
@@ -32,6 +39,7 @@ from colmz.dataflow.plan_binding import (
     untyped_aggregates,
 )
 from colmz.dataflow.plan_nodes import (
+    PER_OUTER_KEY,
     Aggregate,
     Comparison,
     Constant,
@@ -44,11 +52,12 @@ from colmz.dataflow.plan_nodes import (
     Reduce,
     Union,
     fused,
+    with_inputs,
 )
 from colmz.dataflow.sqlmap import placeholder
 from colmz.order import ColumnSpec
 from colmz.sql.tokens import tokenize
-from colmz.sql.tree import Expression, Query
+from colmz.sql.tree import Expression, Query, Table
 
 __all__ = ["SubqueryLowering"]
 
@@ -106,6 +115,10 @@ class SubqueryLowering:
                 try:
                     return self.correlated_in(node, scope, e, x, text)
                 except Unsupported:
+                    pass
+                try:
+                    return self.keyed_in(node, scope, e, x, text)
+                except Unsupported:
                     pass  # not decorrelated: the uncorrelated path says why
             right = self.one_column_subquery(e, text, "IN subquery")
             pairs = [(scope.column(x), right.schema[0].name)]
@@ -115,7 +128,16 @@ class SubqueryLowering:
             if not self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
                 raise Unsupported(f"a scalar subquery as a condition ({text!r})")
             cross: list[Expression] = []
-            right, pairs = self.correlated(e.subquery, scope, text, cross)
+            try:
+                right, pairs = self.correlated(e.subquery, scope, text, cross)
+            except Unsupported as err:
+                # a nested subquery, or correlated by other conditions alone: decorrelated on
+                # the distinct outer keys, else refused for the first reason
+                try:
+                    right, pairs = self.keyed_exists(node, scope, e.subquery, text)
+                except Unsupported:
+                    raise err from None
+                cross = []
             if cross:
                 return self.semi_residual(node, right, pairs, cross, negated, text)
         semi = self.semi(node, right, pairs)
@@ -156,6 +178,159 @@ class SubqueryLowering:
             raise Unsupported(f"IN subquery {text!r}: one outer column matched twice (a filter)")
         return self.semi(node, right, on)
 
+    def keyed_in(self, node: Node, scope: Scope, e: Expression, x: Expression, text: str) -> Node:
+        """``x IN (subquery)`` as a ``WHERE`` conjunct, the subquery correlated other than by
+        equalities alone (:meth:`keyed_subquery`): a semijoin on ``x`` and the outer keys
+        against the subquery's value and keys per distinct outer key. A NULL ``x`` or value
+        matches nothing, as ``IN`` finds no true comparison there."""
+        sub = e.subquery
+        what = f"IN subquery {text!r}"
+        if (sub.type != "SELECT_NODE" or sub.from_ is None or len(sub.items) != 1 or sub.group_by
+                or sub.having is not None or any(is_aggregate(y) for i in sub.items for y in i.walk())
+                or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)):
+            raise Unsupported(f"{what}: correlated, not one SELECT ... FROM ... WHERE of one column")
+        right, keys = self.keyed_subquery(node, scope, sub, sub.items, False, what)
+        on = [(scope.column(x), right.schema[0].name), *keys]
+        if len({o for o, _ in on}) != len(on):
+            raise Unsupported(f"{what}: one outer column matched twice (a filter)")
+        return self.semi(node, right, on)
+
+    def keyed_exists(self, node: Node, scope: Scope, sub: Query, text: str) -> tuple[Node, list[tuple[str, str]]]:
+        """An ``EXISTS`` subquery correlated other than by equalities of columns alone (a
+        nested subquery reading the outer query, conditions without an equality) as the
+        subquery's distinct outer keys (:meth:`keyed_subquery`) and ``(outer column, key
+        column)`` pairs for :meth:`semi`."""
+        what = f"EXISTS {text!r}"
+        if (sub.type != "SELECT_NODE" or sub.group_by or sub.having is not None or sub.from_ is None
+                or any(m.type != "ORDER_MODIFIER" for m in sub.modifiers)
+                or any(is_aggregate(y) for i in sub.items for y in i.walk())):
+            raise Unsupported(f"{what}: a subquery other than SELECT ... FROM ... WHERE")
+        return self.keyed_subquery(node, scope, sub, (), False, what)
+
+    def outer_references(self, sub: Query, outer: Scope, what: str) -> list[tuple[str, Expression]]:
+        """``(outer column, reference)`` of each ``outer`` column the subquery ``sub`` reads
+        (at any depth, qualified by an outer alias: one unqualified does not bind in the
+        rewritten query), each with a ``WHERE`` conjunct of ``sub`` comparing it (``=``,
+        ``<>``, ``<``, ...) as one operand: with that outer value NULL the conjunct is
+        unknown and ``sub`` has no row, which an equality with the key (matching no NULL)
+        finds too. ``Unsupported`` otherwise, and when a relation inside ``sub`` is named
+        as an outer one."""
+        aliases = {src.alias for src in outer.sources}
+        inner: set[str] = set()
+        refs: list[Expression] = []
+
+        def visit_query(q: Query | None) -> None:
+            if q is None:
+                return
+            if q.type != "SELECT_NODE" or q.ctes:
+                raise Unsupported(f"{what}: a set operation or WITH inside a correlated subquery")
+            visit_table(q.from_)
+            parts = [*q.items, q.where, q.having, q.qualify, *q.group_by]
+            for m in q.modifiers:
+                parts += [*m.expressions, *(o.expression for o in m.orders), m.limit, m.offset]
+            for e in parts:
+                if e is not None:
+                    for y in e.walk():
+                        if y.cls == "COLUMN_REF":
+                            refs.append(y)
+                        visit_query(y.subquery)
+
+        def visit_table(t: Table | None) -> None:
+            if t is None:
+                return
+            if t.type == "BASE_TABLE":
+                inner.add(t.alias or t.name[-1])
+            elif t.alias:
+                inner.add(t.alias)
+            for c in t.children:
+                visit_table(c)
+            for e in (*t.expressions, *(v for row in t.rows for v in row)):
+                for y in e.walk():
+                    if y.cls == "COLUMN_REF":
+                        refs.append(y)
+                    visit_query(y.subquery)
+            visit_query(t.subquery)
+
+        visit_query(sub)
+        if inner & aliases:
+            raise Unsupported(f"{what}: a relation inside named as an outer one ({sorted(inner & aliases)[0]!r})")
+        columns: dict[str, None] = {}
+        for y in refs:
+            if len(y.name) == 2 and y.name[0] in aliases:
+                try:
+                    columns[outer.column(y)] = None
+                except PlanError as err:
+                    raise Unsupported(f"{what}: {err}") from None
+        if not columns:
+            raise Unsupported(f"{what}: reads no outer column by a qualified name")
+        compared: dict[str, Expression] = {}
+        for c in conjuncts(sub.where):
+            if c.cls == "COMPARISON" and c.type in COMPARE_OPS and len(c.children) == 2:
+                for y in c.children:
+                    if y.cls == "COLUMN_REF" and len(y.name) == 2 and y.name[0] in aliases:
+                        compared.setdefault(outer.column(y), y)
+        for col in columns:
+            if col not in compared:
+                raise Unsupported(f"{what}: the outer column {col} is not compared by a WHERE conjunct of its own "
+                                   "(its NULL's answer)")
+        return [(col, compared[col]) for col in columns]
+
+    def keyed_subquery(self, node: Node, outer: Scope, sub: Query, items, grouped: bool,
+                       what: str) -> tuple[Node, list[tuple[str, str]]]:
+        """A correlated subquery decorrelated on the distinct outer keys (Materialize's
+        ``lowering.rs``: the subquery computed once per distinct value of the outer columns
+        it reads): ``K``, the distinct non-NULL values of those columns of ``node``, is a
+        relation the subquery's ``FROM`` joins (bound to the outer aliases, qualified
+        references only); the subquery's conditions then read ``K``'s columns as its own --
+        an equality with one an equi key, others a residual, a nested subquery reading them
+        correlated with ``K`` -- and its select list is ``items`` then the key references
+        (its ``GROUP BY`` too when ``grouped``). Returns the plan and ``[(outer column, key
+        column)]``. A join with ``K`` on no equi key costs :data:`PER_OUTER_KEY` per change.
+        A NULL outer key has no row in ``K``: :meth:`outer_references` requires the answer
+        of the subquery with no row there."""
+        if sub.type != "SELECT_NODE" or sub.ctes or sub.from_ is None:
+            raise Unsupported(f"{what}: correlated, not one SELECT ... FROM")
+        refs = self.outer_references(sub, outer, what)
+        tag = self.fresh("outer")
+        types = {c.name: c.type for c in node.schema}
+        names = [f"{tag}.{i}" for i in range(len(refs))]
+        schema = tuple(ColumnSpec(n, types[o]) for n, (o, _) in zip(names, refs))
+        proj = fused(schema, node, tuple(IsNullPredicate(o, True) for o, _ in refs),
+                     tuple((o, n) for n, (o, _) in zip(names, refs)))
+        keys = Distinct(schema, proj)
+        bound: dict[str, dict[str, tuple[str, pa.DataType]]] = {}
+        for n, (o, y) in zip(names, refs):
+            bound.setdefault(y.name[0], {})[y.name[1]] = (n, types[o])
+        relation = f"{tag} (outer keys)"  # no table's name: a word with a space, never bound unquoted
+        self.outer_keys[relation] = (keys, [Source(a, cols, set(cols)) for a, cols in bound.items()])
+        key_refs = tuple(y for _, y in refs)
+        from_ = Table("JOIN", -1, -1, children=(sub.from_, Table("BASE_TABLE", -1, -1, name=(relation,))),
+                      join_type="INNER", ref_type="CROSS")
+        rewritten = dataclasses.replace(sub, from_=from_, items=(*items, *key_refs),
+                                        group_by=(*sub.group_by, *key_refs) if grouped else sub.group_by,
+                                        grouping_sets=())
+        try:
+            right = self.query(rewritten)
+        except PlanError as err:
+            raise Unsupported(f"{what}: {err}") from None
+        finally:
+            self.outer_keys.pop(relation, None)
+        if isinstance(right, Fallback):
+            raise Unsupported(f"{what}: {right.reason}")
+        right = self.keyed_cost(right, frozenset(names))
+        first = len(right.schema) - len(refs)
+        return right, [(o, right.schema[first + i].name) for i, (o, _) in enumerate(refs)]
+
+    def keyed_cost(self, node: Node, keys: frozenset[str]) -> Node:
+        """``node`` with each inner join of the outer keys (an input of only ``keys``
+        columns) on no equi key of theirs marked :data:`PER_OUTER_KEY`."""
+        node = with_inputs(node, [self.keyed_cost(i, keys) if i is not None else None for i in node.inputs])
+        if (isinstance(node, Join) and node.kind == "inner"
+                and any({c.name for c in i.schema} <= keys for i in node.inputs_)
+                and not any(a in keys or b in keys for a, b in node.on)):
+            node = dataclasses.replace(node, cost_class=PER_OUTER_KEY)
+        return node
+
     def is_in(self, e: Expression) -> bool:
         """Whether subquery expression ``e`` is ``x IN (subquery)`` (or ``x = ANY``/``SOME``)."""
         x = e.children[0]
@@ -176,6 +351,9 @@ class SubqueryLowering:
         included): O(delta) but for a change of those counts, which re-reads ``node``."""
         text = self.span(e)
         x = e.children[0]
+        if (x.cls == "FUNCTION" and x.name == ("row",) and 1 < len(x.children) <= self.ROW_IN_COLUMNS
+                and all(c.cls == "COLUMN_REF" for c in x.children)):
+            return self.row_in_value(node, scope, e, x)
         if x.cls != "COLUMN_REF":
             raise Unsupported(f"select item {text!r}: IN of an expression needing SQL")
         right = self.one_column_subquery(e, text, "IN subquery")
@@ -201,6 +379,74 @@ class SubqueryLowering:
         items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
         return self.sql_segment(join, (), items, [text]), value
 
+    #: The widest row ``(a, b, ...) IN (subquery)`` as a value (:meth:`row_in_value`): its
+    #: plan has ``2**n`` branches and ``3**n`` lookups.
+    ROW_IN_COLUMNS = 3
+
+    def row_in_value(self, node: Node, scope: Scope, e: Expression, x: Expression) -> tuple[Node, str]:
+        """``(a1, ..., an) IN (S)`` as a select item's value, ``S`` uncorrelated, with
+        PostgreSQL's NULLs for row comparisons: true when a row ``s`` of ``S`` equals the
+        row (every ``ai = si``, none NULL); else NULL when some ``s`` has, at each position
+        where ``ai`` is not NULL, ``si`` NULL or equal to it (every comparison true or
+        unknown); else false (an empty ``S`` included). ``node`` is split by which of the
+        ``ai`` are NULL (native filters), a branch's non-NULL positions ``P``; for each
+        ``Q`` within ``P``, the rows of ``S`` non-NULL at ``Q`` and NULL at ``P - Q`` decide
+        it: their distinct ``Q`` columns left-joined on the ``ai`` of ``Q`` (a match with
+        ``Q = P`` all positions is the true one, every other match unknown), or, ``Q``
+        empty, their global count crossed in (one row, empty ``S`` included: a change of
+        that count re-reads the branch, as :meth:`in_value`'s does). One SQL segment per
+        branch computes the value; the branches' union is the result."""
+        text = self.span(e)
+        try:
+            right = self.query(e.subquery)
+        except PlanError as err:
+            raise Unsupported(f"IN subquery {text!r}: {err} (correlated ones are absent)") from None
+        if isinstance(right, Fallback):
+            raise Unsupported(f"IN subquery {text!r}: {right.reason}")
+        n = len(x.children)
+        if len(right.schema) != n:
+            raise PlanError(f"subquery has {'too many' if len(right.schema) > n else 'too few'} "
+                            f"columns in {text!r}")
+        cols = [scope.column(c) for c in x.children]
+        ys = right.schema
+        self.check_keys(list(zip(cols, (y.name for y in ys))), node.schema + ys)
+        tag = self.fresh("rowin")
+        value = f"{tag}.value"
+        branches = []
+        lookup = 0  # numbers each lookup's columns within the tag
+        for pattern in range(2 ** n):
+            present = [i for i in range(n) if pattern >> i & 1]
+            rows: Node = fused(node.schema, node, tuple(IsNullPredicate(cols[i], i in present) for i in range(n)), None)
+            true_cond, unknown = None, []
+            for subset in range(2 ** len(present)):
+                q = [present[j] for j in range(len(present)) if subset >> j & 1]
+                decided = fused(ys, right, tuple(IsNullPredicate(ys[i].name, i in q) for i in present), None)
+                lookup += 1
+                if not q:
+                    count = Aggregate(f"{tag}.{lookup}.rows", "count", None, "accumulable")
+                    counts = Reduce(self.reduce_schema(ys, [], [count]), decided, (), (count,))
+                    rows = Join(rows.schema + counts.schema, (rows, counts), "inner")
+                    unknown.append((count.name, "{} > 0"))
+                    continue
+                keyed = tuple(ColumnSpec(f"{tag}.{lookup}.{i}", ys[i].type) for i in q)
+                keys = Distinct(keyed, fused(keyed, decided, (), tuple((ys[i].name, k.name) for i, k in zip(q, keyed))))
+                on = tuple((cols[i], k.name) for i, k in zip(q, keyed))
+                rows = Join(rows.schema + keys.schema, (rows, keys), "left", on)
+                found = (keyed[0].name, "{} IS NOT NULL")
+                if len(q) == n:
+                    true_cond = found
+                else:
+                    unknown.append(found)
+            at = {c.name: placeholder(i) for i, c in enumerate(rows.schema)}
+            sql = "CASE "
+            if true_cond is not None:
+                sql += f"WHEN {true_cond[1].format(at[true_cond[0]])} THEN true "
+            sql += (f"WHEN {' OR '.join(form.format(at[col]) for col, form in unknown)} "
+                    "THEN CAST(NULL AS BOOLEAN) ELSE false END")
+            items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
+            branches.append(self.sql_segment(rows, (), items, [text]))
+        return Union(branches[0].schema, tuple(branches)), value
+
     def one_column_subquery(self, e: Expression, text: str, what: str) -> Node:
         """The plan of ``e``'s uncorrelated one-column subquery (of an ``IN`` or a quantified
         comparison, ``what``); a correlated or falling-back one is not planned here."""
@@ -225,9 +471,25 @@ class SubqueryLowering:
         text = self.span(e)
         if op not in ("<", "<=", ">", ">="):
             raise Unsupported(f"{text!r}: a quantified comparison ({op} {'ALL' if every else 'ANY'})")
+        both, _, bound, counts, col = self.quantified_bound(node, scope, e, x, op, every, every, text, repr(text))
+        cond = f"{col} {op} {bound}"
+        if every:
+            rows, values = counts
+            cond = f"({rows} = 0 OR ({cond} AND {values} = {rows}))"
+        joined = self.sql_segment(both, (cond,), None, [text])
+        return fused(node.schema, joined, (), tuple((c.name, c.name) for c in node.schema))
+
+    def quantified_bound(self, node: Node, scope: Scope, sub: Expression, x: Expression, op: str, every: bool,
+                         counts: bool, text: str, what: str):
+        """``x op ANY|ALL (S)``'s inputs, ``x`` an integer column and ``S`` an uncorrelated
+        integer subquery: ``node`` crossed with one global reduce of ``S`` -- the bound (``min``
+        or ``max`` of its non-NULL values, the one deciding the comparison) and, with
+        ``counts``, its counts of rows and of non-NULL values. Returns ``(the join, its
+        columns' tag, the bound's placeholder, (rows, values) placeholders or (), x's
+        placeholder)`` for SQL over the join (``text``, ``what``: what refusals name)."""
         if x.cls != "COLUMN_REF":
-            raise Unsupported(f"{text!r}: a quantified comparison of an expression")
-        right = self.one_column_subquery(e, text, "quantified comparison")
+            raise Unsupported(f"{what}: a quantified comparison of an expression")
+        right = self.one_column_subquery(sub, text, "quantified comparison")
         col, y = scope.column(x), right.schema[0]
         types = {c.name: c.type for c in node.schema}
         if not (pa.types.is_integer(types[col]) and pa.types.is_integer(y.type)):
@@ -235,19 +497,14 @@ class SubqueryLowering:
         tag = self.fresh("quant")
         bound = "max" if (op in (">", ">=")) == every else "min"
         aggs = [Aggregate(f"{tag}.bound", bound, y.name, "hierarchical")]
-        if every:
+        if counts:
             aggs += [Aggregate(f"{tag}.rows", "count", None, "accumulable"),
                      Aggregate(f"{tag}.values", "count", y.name, "accumulable")]
         one = Reduce(self.reduce_schema(right.schema, [], aggs), right, (), tuple(aggs))
         both = node.schema + one.schema
         names = [c.name for c in both]
-        ph = {c.name: placeholder(names.index(c.name)) for c in both}
-        cond = f"{ph[col]} {op} {ph[aggs[0].name]}"
-        if every:
-            rows, values = ph[aggs[1].name], ph[aggs[2].name]
-            cond = f"({rows} = 0 OR ({cond} AND {values} = {rows}))"
-        joined = self.sql_segment(Join(both, (node, one), "inner"), (cond,), None, [text])
-        return fused(node.schema, joined, (), tuple((c.name, c.name) for c in node.schema))
+        ph = [placeholder(names.index(a.name)) for a in aggs]
+        return Join(both, (node, one), "inner"), tag, ph[0], tuple(ph[1:]), placeholder(names.index(col))
 
     def quantifier(self, e: Expression):
         """``(subquery expression, x, op, every)`` when ``e`` is ``x op ANY|SOME (S)`` or
@@ -335,23 +592,8 @@ class SubqueryLowering:
         NULL or ``S`` holds a NULL; else true. O(delta) but for a change of the global
         values, which re-reads ``node`` (as :meth:`in_value`)."""
         text = self.span(e)
-        if x.cls != "COLUMN_REF":
-            raise Unsupported(f"select item {text!r}: a quantified comparison of an expression")
-        right = self.one_column_subquery(sub, text, "quantified comparison")
-        col, y = scope.column(x), right.schema[0]
-        types = {c.name: c.type for c in node.schema}
-        if not (pa.types.is_integer(types[col]) and pa.types.is_integer(y.type)):
-            raise Unsupported(f"{text!r}: a quantified comparison of {types[col]} with {y.type} (integers only)")
-        tag = self.fresh("quant")
-        bound = "max" if (op in (">", ">=")) == every else "min"
-        aggs = (Aggregate(f"{tag}.bound", bound, y.name, "hierarchical"),
-                Aggregate(f"{tag}.rows", "count", None, "accumulable"),
-                Aggregate(f"{tag}.values", "count", y.name, "accumulable"))
-        one = Reduce(self.reduce_schema(right.schema, [], list(aggs)), right, (), aggs)
-        both = node.schema + one.schema
-        names = [c.name for c in both]
-        ph = {c.name: placeholder(names.index(c.name)) for c in both}
-        b, rows, values, xv = ph[aggs[0].name], ph[aggs[1].name], ph[aggs[2].name], ph[col]
+        both, tag, b, (rows, values), xv = self.quantified_bound(node, scope, sub, x, op, every, True, text,
+                                                                 f"select item {text!r}")
         unknown = f"WHEN {xv} IS NULL OR {rows} > {values} THEN CAST(NULL AS BOOLEAN)"
         if every:
             sql = (f"CASE WHEN {rows} = 0 THEN true WHEN {xv} IS NOT NULL AND {values} > 0 AND NOT ({xv} {op} {b}) "
@@ -361,7 +603,7 @@ class SubqueryLowering:
                    f"THEN true {unknown} ELSE false END")
         value = f"{tag}.value"
         items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)] + [(sql, value)]
-        return self.sql_segment(Join(both, (node, one), "inner"), (), items, [text]), value
+        return self.sql_segment(both, (), items, [text]), value
 
     def semi_residual(self, node: Node, right: Node, pairs, cross: list[Expression], negated: bool,
                       text: str) -> Node:
@@ -569,7 +811,7 @@ class SubqueryLowering:
         inner = Scope(sources)
         pairs, local = correlation(sub.where, inner, scope)
         if not pairs:
-            raise Unsupported(f"select item {text!r}: {err} (correlated other than by equalities of columns)")
+            return self.keyed_aggregate(node, scope, e, fn, err)
         where = None
         if local:
             where = local[0] if len(local) == 1 else Expression("CONJUNCTION", "CONJUNCTION_AND", -1, -1,
@@ -578,23 +820,43 @@ class SubqueryLowering:
         grouped = dataclasses.replace(sub, where=where, group_by=keys, grouping_sets=(), items=(*keys, agg))
         try:
             right = self.query(grouped)
-        except PlanError as err2:  # an outer column read elsewhere than an equality
-            raise Unsupported(f"select item {text!r}: {err2} (correlated other than by equalities of "
-                               "columns)") from None
+        except PlanError:  # an outer column read elsewhere than an equality
+            return self.keyed_aggregate(node, scope, e, fn, err)
         if isinstance(right, Fallback):
             raise Unsupported(f"correlated scalar subquery {text!r}: {right.reason}")
+        return self.joined_aggregate(node, right, [(o, i) for i, (o, _) in enumerate(pairs)], len(pairs), fn, text)
+
+    def keyed_aggregate(self, node: Node, scope: Scope, e: Expression, fn: str, err: PlanError) -> tuple[Node, str]:
+        """A scalar subquery of one aggregate correlated other than by equalities of columns
+        alone (``(SELECT count(*) FROM u WHERE u.x > t.y)``): grouped by the distinct outer
+        keys (:meth:`keyed_subquery`), ``node`` left-joined with it on them -- a key without
+        inner rows (a NULL key included) gets the aggregate over no rows."""
+        text = self.span(e)
+        what = f"select item {text!r}"
+        try:
+            right, keys = self.keyed_subquery(node, scope, e.subquery, e.subquery.items, True, what)
+        except Unsupported as why:
+            raise Unsupported(f"{what}: {err} (correlated other than by equalities of columns; {why})") from None
+        names = [c.name for c in right.schema]
+        return self.joined_aggregate(node, right, [(o, names.index(k)) for o, k in keys], 0, fn, text)
+
+    def joined_aggregate(self, node: Node, right: Node, on: list[tuple[str, int]], at: int, fn: str,
+                         text: str) -> tuple[Node, str]:
+        """``node`` left-joined with a correlated aggregate grouped by its keys (``right``,
+        its column ``at`` the value): ``on`` pairs each outer column with a key's position;
+        ``count`` over no rows is 0 (coalesced), the others NULL."""
         tag = self.fresh("scalar")
         cols = tuple((c.name, f"{tag}.{i}") for i, c in enumerate(right.schema))
         right = fused(tuple(ColumnSpec(n, c.type) for (_, n), c in zip(cols, right.schema)), right, (), cols)
-        on = tuple((o, cols[i][1]) for i, (o, _) in enumerate(pairs))
+        on = tuple((o, cols[i][1]) for o, i in on)
         self.check_keys(on, node.schema + right.schema)
         both = node.schema + right.schema
         join = Join(both, (node, right), "left", on)
         names = [c.name for c in both]
-        value = cols[-1][1]
+        value = cols[at][1]
         items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)]
-        at = placeholder(names.index(value))
-        items.append((f"coalesce({at}, 0)" if fn in ("count", "count_star") else at, value))
+        cell = placeholder(names.index(value))
+        items.append((f"coalesce({cell}, 0)" if fn in ("count", "count_star") else cell, value))
         if fn in ("count", "count_star"):
             return self.sql_segment(join, (), items, [text]), value
         proj = tuple((c.name, c.name) for c in node.schema) + ((value, value),)

@@ -212,6 +212,33 @@ def test_outer_joins_match_the_model(ts, us_, kind):
         prev = now
 
 
+@pytest.mark.parametrize("kind", ["left", "right", "full"])
+def test_an_outer_join_on_two_keys_in_another_order_than_its_sides_columns(kind):
+    # Each side is arranged by its join columns in its own schema's order: here (k, w) on
+    # the left, (s, v) on the right, while the pairs are (w = s, k = v) -- no one order
+    # fits both. A right side's last match retracted must pad the left row again (and
+    # the left row's match arriving must retract its padding), as for one key.
+    left, right = {"k": pa.int64(), "w": pa.string()}, {"s": pa.string(), "v": pa.int64()}
+    j = OuterJoin([left, right], on=[("w", "s"), ("k", "v")], kind=kind)
+    none_l, none_r = colmz.Updates.empty(left), colmz.Updates.empty(right)
+
+    def step(t, dl, dr):
+        return sorted(j.step(t, dl, dr).to_pylist(), key=repr)
+
+    lrow = colmz.Updates({"k": [2], "w": ["a"]}, time=[2], diff=[1])
+    assert step(1, none_l, colmz.Updates({"s": ["a"], "v": [2]}, time=[1], diff=[1])) == (
+        [] if kind == "left" else [(None, None, "a", 2, 1, 1)])
+    got = step(2, lrow, none_r)
+    assert (2, "a", "a", 2, 2, 1) in got and ((None, None, "a", 2, 2, -1) in got) == (kind != "left")
+    got = step(3, none_l, colmz.Updates({"s": ["a"], "v": [2]}, time=[3], diff=[-1]))
+    assert got == sorted([(2, "a", "a", 2, 3, -1)] + ([(2, "a", None, None, 3, 1)] if kind != "right" else []),
+                         key=repr)
+    got = step(4, none_l, colmz.Updates({"s": ["a", "b"], "v": [2, 2]}, time=[4, 4], diff=[1, 1]))
+    expected = [(2, "a", "a", 2, 4, 1)] + ([(2, "a", None, None, 4, -1)] if kind != "right" else [])
+    expected += [(None, None, "b", 2, 4, 1)] if kind != "left" else []
+    assert got == sorted(expected, key=repr)
+
+
 def test_outer_join_work_is_the_flipping_key():
     n = 100_000
     schema_t, schema_u = {"tk": pa.int64(), "tv": pa.int64()}, {"uk": pa.int64()}

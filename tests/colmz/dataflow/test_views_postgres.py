@@ -60,6 +60,8 @@ VIEWS = [
     ("j4", "SELECT t.s, u.k, u.w FROM t RIGHT JOIN u ON u.k = t.k"),
     ("j5", "SELECT t.k AS tk, t.v, u.k AS uk, u.w FROM t FULL JOIN u ON t.k = u.k"),
     ("j6", "SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.k WHERE t.v > length(u.w) - 5"),
+    # two keys paired in another order than either side's columns (outer.py's key orders)
+    ("j7", "SELECT u.k, u.w, q.v FROM u LEFT JOIN (SELECT DISTINCT s, v FROM t) q ON u.w = q.s AND u.k = q.v"),
     # aggregates: accumulable, hierarchical, basic
     ("a1", "SELECT k, sum(v) AS s, count(*) AS c, avg(v) AS a FROM t GROUP BY k"),
     ("a2", "SELECT s, min(v) AS lo, max(k) AS hi FROM t GROUP BY s"),
@@ -86,6 +88,14 @@ VIEWS = [
     # subqueries
     ("q1", "SELECT k, v FROM t WHERE k IN (SELECT k FROM u)"),
     ("q2", "SELECT k, w FROM u WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.k = u.k)"),
+    # correlated other than by equalities: decorrelated on the distinct outer keys
+    ("q3", "SELECT k, v FROM t WHERE v IN (SELECT t2.v FROM t t2 WHERE t2.k <> t.k)"),
+    ("q4", "SELECT k, (SELECT count(*) FROM u WHERE u.k > t.k) AS n FROM t"),
+    ("q5", "SELECT k, v FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.w = "
+           "(SELECT max(w) FROM u u2 WHERE u2.k = t.k))"),
+    ("q6", "SELECT k, w FROM u WHERE NOT EXISTS (SELECT 1 FROM r WHERE r.x < u.k AND r.b)"),
+    # a row IN as a value: PostgreSQL's NULLs of row comparisons
+    ("q7", "SELECT k, w, (k, w) IN (SELECT k, s FROM t) AS x FROM u"),
     # window functions
     ("w1", "SELECT k, v, s, rank() OVER (PARTITION BY k ORDER BY v) AS rk FROM t"),
     ("w2", "SELECT k, v, s, sum(v) OVER (PARTITION BY k) AS total, count(*) OVER (PARTITION BY s) AS ns FROM t"),
