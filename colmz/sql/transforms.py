@@ -97,7 +97,7 @@ from decimal import Decimal
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
-from colmz.sql.tokens import closing
+from colmz.sql.tokens import closing, top_level
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = [
@@ -533,22 +533,9 @@ def _may_row_item(toks, opens: list[int]) -> bool:
     # Whether one of the "(" at ``opens`` (each beginning a select item) holds a top-level
     # comma: maybe a row value ``(a, b)``. The rows of a VALUES list are not select items (a
     # query of VALUES alone selects ``*`` from them), so their own parentheses are passed over.
-    n = len(toks)
     rows = _values_rows(toks)
-    for i in opens:
-        if toks[i + 1].upper not in ("SELECT", "WITH", "VALUES") and i not in rows:
-            depth = 0
-            for k in range(i + 1, n):
-                t = toks[k]
-                if t.kind == "op" and t.text in "([":
-                    depth += 1
-                elif t.kind == "op" and t.text in ")]":
-                    if depth == 0:
-                        break
-                    depth -= 1
-                elif depth == 0 and t.text == ",":
-                    return True
-    return False
+    return any(toks[i + 1].upper not in ("SELECT", "WITH", "VALUES") and i not in rows
+               and any(toks[k].text == "," for k in top_level(toks, i + 1)) for i in opens)
 
 
 def _values_rows(toks) -> set[int]:
@@ -1537,22 +1524,15 @@ def _may_name_derived(toks) -> bool:
 def _star_join_list(toks, j: int, n: int) -> bool:
     # Whether the query whose select list starts at toks[j] (inside parentheses) has two
     # stars, or a star over a FROM with a join or a comma (see _star_over_join).
-    depth, stars, joined, in_from = 0, 0, False, False
-    for k in range(j, n):
+    stars, joined, in_from = 0, False, False
+    for k in top_level(toks, j, n):
         t = toks[k]
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            if depth == 0:
-                break
-            depth -= 1
-        elif depth == 0:
-            if t.upper == "FROM":
-                in_from = True
-            elif not in_from and t.text == "*" and (toks[k - 1].upper or toks[k - 1].text) in _BEFORE_STAR:
-                stars += 1
-            elif in_from and (t.upper == "JOIN" or t.text == ","):
-                joined = True
+        if t.upper == "FROM":
+            in_from = True
+        elif not in_from and t.text == "*" and (toks[k - 1].upper or toks[k - 1].text) in _BEFORE_STAR:
+            stars += 1
+        elif in_from and (t.upper == "JOIN" or t.text == ","):
+            joined = True
     return stars > 1 or (stars == 1 and joined)
 
 

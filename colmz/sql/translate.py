@@ -49,6 +49,7 @@ from colmz.sql.tokens import (
     share_edit,
     short_text_cache,
     tokenize,
+    top_level,
 )
 from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, apply_transforms
 
@@ -315,15 +316,8 @@ def _values_width(toks, at: int) -> int:
     # How many values the first row of the VALUES at ``at`` holds (its top-level commas + 1).
     if at + 1 >= len(toks) or toks[at + 1].text != "(":
         return 0
-    close, depth, n = _closing(toks, at + 1), 0, 1
-    for t in toks[at + 2 : close]:
-        if t.kind == "op" and t.text in ("(", "["):
-            depth += 1
-        elif t.kind == "op" and t.text in (")", "]"):
-            depth -= 1
-        elif depth == 0 and t.kind == "op" and t.text == ",":
-            n += 1
-    return n
+    _closing(toks, at + 1)  # (an unclosed row raises)
+    return 1 + sum(toks[k].kind == "op" and toks[k].text == "," for k in top_level(toks, at + 2))
 
 
 # ----------------------------------------------------------------------------- float8 as text
@@ -400,13 +394,8 @@ def _real_widened_operand(toks, j: int) -> bool:
     if not (0 < j < n - 1):
         return False
     if toks[j - 1].text == "," and toks[j + 1].text == ")":  # REAL_WIDEN's second argument
-        depth = 0
-        for i in range(j - 1, -1, -1):
-            depth += toks[i].text == ")"
-            depth -= toks[i].text == "("
-            if depth < 0:
-                return i > 0 and toks[i - 1].text.lower() == REAL_WIDEN
-        return False
+        i = _open_before(toks, j - 1)
+        return i > 0 and toks[i - 1].text.lower() == REAL_WIDEN
     if toks[j - 1].text == "(" and toks[j + 1].text == ")":  # the operand beside (REAL_WIDEN(...))
         ops = [k for k in (j - 2, j + 2) if 0 <= k < n and toks[k].kind == "op" and toks[k].text in "+-*/"]
         return any(_real_widened_division(toks, k) for k in ops)
@@ -422,14 +411,19 @@ def _real_widened_division(toks, j: int) -> bool:
         return True
     if j < 2 or toks[j - 1].text != ")":
         return False
+    i = _open_before(toks, j - 2)  # the "(" the ")" before the "/" closes
+    return i >= 0 and toks[i + 1].text.lower() == REAL_WIDEN
+
+
+def _open_before(toks, j: int) -> int:
+    # The "(" enclosing toks[j], scanning back from it (brackets not counted), or -1.
     depth = 0
-    for i in range(j - 1, -1, -1):
-        t = toks[i].text
-        depth += t == ")"
-        depth -= t == "("
-        if depth == 0:
-            return i + 1 < j and toks[i + 1].text.lower() == REAL_WIDEN
-    return False
+    for i in range(j, -1, -1):
+        depth += toks[i].text == ")"
+        depth -= toks[i].text == "("
+        if depth < 0:
+            return i
+    return -1
 
 
 def _mean_argument(operand: str, toks) -> str | None:
@@ -1046,16 +1040,8 @@ def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dic
     first = at + 2
     if first < close and toks[first].upper in ("DISTINCT", "ALL"):
         first += 1
-    end, depth = close, 0
-    for j in range(first, close):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in "([":
-            depth += 1
-        elif tok.kind == "op" and tok.text in ")]":
-            depth -= 1
-        elif depth == 0 and (tok.upper == "ORDER" or (tok.kind == "op" and tok.text == ",")):
-            end = j
-            break
+    end = next((j for j in top_level(toks, first, close) if toks[j].upper == "ORDER"
+                or (toks[j].kind == "op" and toks[j].text == ",")), close)
     if end <= first or (toks[first].kind == "op" and toks[first].text == "*"):
         return last
     pieces.append(sql[last : toks[first].start])
