@@ -715,11 +715,12 @@ NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 
 def _numeric_target(e: Expression, text: str) -> bool:
     # Whether ``e`` is a cast (not TRY_CAST) to unconstrained numeric/decimal.
-    if e.cls != "CAST" or len(e.children) != 2 or e.children[1].children:
-        return False
-    t = e.children[1]
-    return (t.start >= 0 and text[t.start : t.end].strip().lower() in _NUMERIC_TYPES
-            and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"))
+    return _is_cast(e, text) and not e.children[1].children and _type_text(e.children[1], text) in _NUMERIC_TYPES
+
+
+def _is_cast(e: Expression, text: str) -> bool:
+    # A cast node (not TRY_CAST, whose node is the same) of an operand and a type.
+    return e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST")
 
 
 def _constant(e: Expression, text: str) -> PgNumeric | None:
@@ -857,8 +858,7 @@ def _bytea(c: Call) -> str:
     # PostgreSQL's bytea input reads hex digits after \x (DuckDB's cast reads \xNN escapes,
     # so '\x0aff' would be three bytes): a string literal goes through BYTEA_IN.
     x, t = c.node.children
-    if not t.children and x.literal is not None and x.literal.kind == "STRING" \
-            and not c.text[c.node.start : c.node.start + 8].upper().startswith("TRY_CAST"):
+    if not t.children and x.literal is not None and x.literal.kind == "STRING":  # (not TRY_CAST: _type_rule)
         return f"{BYTEA_IN}({_written(c.text, x)})"
     raise UnsupportedSQL("a cast to bytea of anything but a string literal is not supported by colmz "
                          "(PostgreSQL reads text as hex digits after \\x; DuckDB reads \\xNN escapes)")
@@ -893,13 +893,11 @@ def _type_rule(e: Expression, text: str) -> Rule | None:
         return lambda c: new
     if e.cls == "TYPE" and _FLOAT_P.fullmatch(_type_text(e, text)):
         return _float_p
-    if e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"):
+    if _is_cast(e, text):
         target = " ".join(_type_text(e.children[1], text).split())
         if target == "bytea":
             return _bytea
-        if _FLOAT_P.fullmatch(target):
-            target = "real" if int(_FLOAT_P.fullmatch(target).group(1)) <= 24 else "float8"
-        if target in _FLOAT_TARGETS:
+        if float_kind(target) is not None:
             return _float_cast
         if _VARCHAR_N.fullmatch(target):
             return _varchar_n
@@ -949,9 +947,7 @@ def _float_cast(c: Call) -> str | None:
     # operand that may be text goes through FLOAT_CAST_MACROS (its value unchanged, checked
     # when it runs); the cast itself stays as written (later passes read its type there).
     x, t = c.node.children
-    target = " ".join(_type_text(t, c.text).split())
-    m = _FLOAT_P.fullmatch(target)
-    name = ("real" if int(m.group(1)) <= 24 else "double precision") if m else _FLOAT_TARGETS[target]
+    name = "real" if float_kind(" ".join(_type_text(t, c.text).split())) == "real" else "double precision"
     lit = x.literal
     if lit is not None and lit.kind in ("STRING", "INTEGER", "NUMERIC"):
         raw = lit.text
@@ -1778,9 +1774,7 @@ def _with_alias(rule: Rule | None, name: str) -> Rule:
 
 def _cast_rule(e: Expression, text: str) -> Rule | None:
     # A cast (not TRY_CAST) to a plain type of _CAST_TARGETS (not ``varchar(n)``, ``text[]``).
-    if e.cls == "CAST" and len(e.children) == 2 and not e.children[1].children \
-            and _type_text(e.children[1], text) in _CAST_TARGETS \
-            and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"):
+    if _is_cast(e, text) and not e.children[1].children and _type_text(e.children[1], text) in _CAST_TARGETS:
         return _cast
     return None
 
