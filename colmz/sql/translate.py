@@ -276,15 +276,16 @@ def _opening(toks, close_at: int) -> int:
     raise SQLError("unpaired parenthesis")
 
 
-def _case_opening(toks, end_at: int) -> int | None:
-    # The ``CASE`` that the ``END`` at ``end_at`` closes (CASEs nest), or None.
-    ends = 0
-    for o in range(end_at, -1, -1):
-        if toks[o].upper == "END":
-            ends += 1
-        elif toks[o].upper == "CASE":
-            ends -= 1
-            if ends == 0:
+def _case_match(toks, at: int, step: int) -> int | None:
+    # The ``END`` closing the ``CASE`` at ``at`` (``step`` 1), or the ``CASE`` that the ``END``
+    # at ``at`` closes (``step`` -1): CASEs nest. None when there is none.
+    (opens, closes), depth = ("CASE", "END") if step > 0 else ("END", "CASE"), 0
+    for o in range(at, len(toks) if step > 0 else -1, step):
+        if toks[o].upper == opens:
+            depth += 1
+        elif toks[o].upper == closes:
+            depth -= 1
+            if depth == 0:
                 return o
     return None
 
@@ -323,11 +324,6 @@ def _values_width(toks, at: int) -> int:
 # ----------------------------------------------------------------------------- float8 as text
 
 _TEXT_TYPES = ("TEXT", "VARCHAR", "STRING")
-#: Words before a parenthesis that are not a call's name.
-_NOT_CALLS = {"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN", "ELSE", "CASE",
-              "ON", "BY", "AS", "LIKE", "ILIKE", "BETWEEN", "FROM", "EXISTS", "ANY", "ALL",
-              "SOME", "VALUES", "DISTINCT", "HAVING", "USING", "JOIN", "LATERAL", "RETURNING",
-              "SET", "OVER", "FILTER", "WITHIN", "UNION", "EXCEPT", "INTERSECT", "LIMIT", "OFFSET"}
 
 
 def _float_digits(d: str, exponent_from: int) -> str:
@@ -351,9 +347,8 @@ def _float_digits(d: str, exponent_from: int) -> str:
 
 #: Calls whose DuckDB result is a double where PostgreSQL's is numeric for integer or
 #: numeric arguments (avg, the deviations and variances, numeric math, extract).
-_NUMERIC_CALLS = {"AVG", "STDDEV", "STDDEV_SAMP", "STDDEV_POP", "VARIANCE", "VAR_SAMP", "VAR_POP",
-                  "SQRT", "CBRT", "LN", "LOG", "LOG10", "EXP", "POWER", "POW", "EXTRACT"}
 _AGGREGATE_MEANS = {"AVG", "STDDEV", "STDDEV_SAMP", "STDDEV_POP", "VARIANCE", "VAR_SAMP", "VAR_POP"}
+_NUMERIC_CALLS = _AGGREGATE_MEANS | {"SQRT", "CBRT", "LN", "LOG", "LOG10", "EXP", "POWER", "POW", "EXTRACT"}
 _FLOAT_WORDS = {"FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE"}
 _NUMERIC_TEXT_REFUSAL = (
     "error('the text of a numeric value colmz computes as a double (a division, avg, a "
@@ -691,7 +686,6 @@ def substitute_now(translated: str, value: str) -> str:
 _QUERY_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM"}
 _FROM_ENDS = {"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "WINDOW", "QUALIFY",
               "UNION", "EXCEPT", "INTERSECT", "SELECT", "RETURNING", "FETCH"}
-_JOIN_WORDS = {"JOIN"}
 _NOT_ALIAS = {"ON", "USING", "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL",
               "ASOF", "SEMI", "ANTI", "POSITIONAL", "LATERAL", "TABLESAMPLE", "AND", "OR", "NOT",
               "IS", "IN", "LIKE", "ILIKE", "BETWEEN", "AS", "WITH"} | _FROM_ENDS
@@ -756,7 +750,7 @@ def relation_references(translated: str) -> tuple:
         up = t.upper
         starts = (
             (up == "FROM" and not (j > 0 and toks[j - 1].upper == "DISTINCT"))  # not IS DISTINCT FROM
-            or (up in _JOIN_WORDS and lv["from"] is not None)
+            or (up == "JOIN" and lv["from"] is not None)
             or up == "TABLE"  # in a query only ever TABLE name
             or (t.kind == "op" and t.text == "," and lv["from"] == "after")
         )
@@ -1056,8 +1050,11 @@ def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dic
 # the tree is read.
 
 #: Words that end an operand of ``||`` (clause and predicate words).
-_OPERAND_STOPS = _NOT_CALLS | {"ESCAPE", "SIMILAR", "ORDER", "GROUP", "ASC", "DESC", "NULLS",
-                               "FIRST", "LAST", "WINDOW", "QUALIFY", "FETCH", "FOR", "COLLATE"}
+_OPERAND_STOPS = {"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN", "ELSE", "CASE", "ON", "BY",
+                  "AS", "LIKE", "ILIKE", "BETWEEN", "FROM", "EXISTS", "ANY", "ALL", "SOME", "VALUES", "DISTINCT",
+                  "HAVING", "USING", "JOIN", "LATERAL", "RETURNING", "SET", "OVER", "FILTER", "WITHIN", "UNION",
+                  "EXCEPT", "INTERSECT", "LIMIT", "OFFSET", "ESCAPE", "SIMILAR", "ORDER", "GROUP", "ASC", "DESC",
+                  "NULLS", "FIRST", "LAST", "WINDOW", "QUALIFY", "FETCH", "FOR", "COLLATE"}
 #: Operators an operand of ``||`` holds (they bind more tightly than ``||``).
 _OPERAND_OPS = {"+", "-", "*", "/", "%", "^", "::", "."}
 _TYPE_TAILS = {"PRECISION", "VARYING", "WITH", "WITHOUT", "TIME", "ZONE"}
@@ -1072,7 +1069,7 @@ def _concat_left(toks, k: int) -> int:
             j = _opening(toks, j) - 1
             continue
         if t.upper == "END":
-            o = _case_opening(toks, j)
+            o = _case_match(toks, j, -1)
             j = (0 if o is None else o) - 1
             continue
         if t.kind == "op" and t.text not in _OPERAND_OPS:
@@ -1096,15 +1093,8 @@ def _concat_right(toks, k: int) -> int:
             if t.kind == "op" and t.text in "([":
                 j = _closing(toks, j)
             elif t.upper == "CASE":
-                ends = 0
-                for o in range(j, n):
-                    if toks[o].upper == "CASE":
-                        ends += 1
-                    elif toks[o].upper == "END":
-                        ends -= 1
-                        if ends == 0:
-                            break
-                j = o
+                o = _case_match(toks, j, 1)
+                j = n - 1 if o is None else o
             elif t.kind in ("word", "qident") and t.upper not in _OPERAND_STOPS:
                 if j + 1 < n and toks[j + 1].kind == "string" and t.upper in _TYPED_LITERALS:
                     j += 1
