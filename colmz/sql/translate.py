@@ -264,18 +264,6 @@ def _array_operands(toks, at: int) -> bool:
     return prev is not None and prev.kind == "op" and prev.text == "]"
 
 
-def _opening(toks, close_at: int) -> int:
-    depth = 0
-    for j in range(close_at, -1, -1):
-        if toks[j].kind == "op" and toks[j].text in ")]":
-            depth += 1
-        elif toks[j].kind == "op" and toks[j].text in "([":
-            depth -= 1
-            if depth == 0:
-                return j
-    raise SQLError("unpaired parenthesis")
-
-
 def _case_match(toks, at: int, step: int) -> int | None:
     # The ``END`` closing the ``CASE`` at ``at`` (``step`` 1), or the ``CASE`` that the ``END``
     # at ``at`` closes (``step`` -1): CASEs nest. None when there is none.
@@ -410,12 +398,13 @@ def _real_widened_division(toks, j: int) -> bool:
     return i >= 0 and toks[i + 1].text.lower() == REAL_WIDEN
 
 
-def _open_before(toks, j: int) -> int:
-    # The "(" enclosing toks[j], scanning back from it (brackets not counted), or -1.
+def _open_before(toks, j: int, brackets: bool = False) -> int:
+    # The "(" (or, with ``brackets``, "[") enclosing toks[j], scanning back from it, or -1.
+    opens, closes = (("(", "["), (")", "]")) if brackets else (("(",), (")",))
     depth = 0
     for i in range(j, -1, -1):
-        depth += toks[i].text == ")"
-        depth -= toks[i].text == "("
+        depth += toks[i].text in closes
+        depth -= toks[i].text in opens
         if depth < 0:
             return i
     return -1
@@ -1066,7 +1055,9 @@ def _concat_left(toks, k: int) -> int:
     while j >= 0:
         t = toks[j]
         if t.kind == "op" and t.text in ")]":
-            j = _opening(toks, j) - 1
+            j = _open_before(toks, j - 1, brackets=True) - 1
+            if j < -1:
+                raise SQLError("unpaired parenthesis")
             continue
         if t.upper == "END":
             o = _case_match(toks, j, -1)
