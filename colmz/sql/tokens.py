@@ -112,12 +112,9 @@ _OPS = sorted(
 )
 #: One operator, the longest first (one regex match instead of a test per operator).
 _OP = re.compile("|".join(re.escape(op) for op in _OPS))
-#: PostgreSQL's (and DuckDB's) whitespace; any other character above ASCII is a letter.
-_SPACE = re.compile(r"[ \t\n\r\f\v]+")
-_LINE_END = re.compile(r"[\r\n]")
 _COMMENT_MARK = re.compile(r"/\*|\*/")
+#: A bare word: as in PostgreSQL's (and DuckDB's) lexer, any character above ASCII is a letter.
 _WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
-_NUMBER = re.compile(r"(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)")
 _DOLLAR = re.compile(r"\$([A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$")
 
 
@@ -130,14 +127,6 @@ def _comment_end(text: str, i: int) -> int:
         if depth == 0:
             return m.end()
     raise SQLError(f"unterminated comment at offset {i}")
-
-
-def _escaped(text: str, k: int) -> bool:
-    # In E'...' strings a quote preceded by an odd number of backslashes is escaped.
-    n = 0
-    while k - 1 - n >= 0 and text[k - 1 - n] == "\\":
-        n += 1
-    return n % 2 == 1
 
 
 #: One token (or whitespace, a comment's start) at a position, as the lexer reads it: the
