@@ -1719,7 +1719,7 @@ def _cte_column_list(toks, name: str) -> bool:
     # Whether the CTE ``name`` is written with a column list (``WITH c(x, y) AS``): its name
     # after WITH, RECURSIVE or a comma, then ``(``.
     return any(t.kind in ("word", "qident") and t.name == name.lower() and toks[i + 1].text == "("
-               and i > 0 and toks[i - 1].upper in ("WITH", "RECURSIVE", ",")
+               and i > 0 and (toks[i - 1].upper or toks[i - 1].text) in ("WITH", "RECURSIVE", ",")
                for i, t in enumerate(toks[:-1]))
 
 
