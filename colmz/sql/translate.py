@@ -133,7 +133,9 @@ def translate(sql: str) -> str:
     if balanced is not sql:
         sql, toks = balanced, tokenize(balanced)
     out = apply_transforms(sql, toks)
-    if out is not sql and _TOKEN_PASS_MARKS.search(out.upper()) is not None:
+    if _TOKEN_PASS_MARKS.search(out.upper()) is None:
+        return out  # nothing the token pass acts on
+    if out is not sql:
         share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
     return _translate_tokens(out)
 
@@ -146,9 +148,8 @@ _TOKEN_PASS_MARKS = re.compile("|".join(re.escape(w) for w in sorted({
 
 
 def _translate_tokens(sql: str) -> str:
-    # translate's token pass: words, calls, operators, sum's argument, VALUES' names.
-    if _TOKEN_PASS_MARKS.search(sql.upper()) is None:
-        return sql
+    # translate's token pass (of a text holding _TOKEN_PASS_MARKS): words, calls, operators,
+    # sum's argument, VALUES' names.
     toks = tokenize(sql)
     pieces, last = [], 0
     # Text to put after a token further on (VALUES column names, the end of sum's argument):
