@@ -162,12 +162,9 @@ def float8_text(v: float) -> str:
     >>> [float8_text(x) for x in (2.0, 1e15, 1e14, 1.5e-7, -0.0, 1e23, 9.15e21, float("nan"))]
     ['2', '1e+15', '100000000000000', '1.5e-07', '-0', '9.999999999999999e+22', '9.150000000000001e+21', 'NaN']
     """
-    if v != v:
-        return "NaN"
-    if v in (float("inf"), float("-inf")):
-        return "Infinity" if v > 0 else "-Infinity"
-    if v == 0:
-        return "-0" if str(v).startswith("-") else "0"
+    special = _special(v)
+    if special is not None:
+        return special
     a = abs(v)
     digits = repr(a)
     exact, short = Decimal(a), Decimal(digits)
@@ -178,11 +175,28 @@ def float8_text(v: float) -> str:
         if abs(short - exact) * 2 == abs(Decimal(neighbour) - exact):
             p16 = f"{a:.15e}"
             digits = p16 if float(p16) == a and Decimal(p16) != short else f"{a:.16e}"
-    _, ds, exp = Decimal(digits).as_tuple()
+    return _digits_text(Decimal(digits), v < 0, 15)
+
+
+def _special(v: float) -> str | None:
+    # PostgreSQL's text of NaN, the infinities and the zeros (of a double or a real).
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0:
+        return "-0" if str(v).startswith("-") else "0"
+    return None
+
+
+def _digits_text(digits: Decimal, negative: bool, fixed_below: int) -> str:
+    # float8out/float4out's layout of the shortest ``digits``: fixed notation for decimal
+    # exponents -4 up to ``fixed_below`` (15 for a double, 6 for a real), else d.ddde+NN.
+    _, ds, exp = digits.as_tuple()
+    e = len(ds) + exp - 1  # decimal exponent of the first digit
     ds = "".join(map(str, ds)).rstrip("0") or "0"
-    e = len(Decimal(digits).as_tuple().digits) + exp - 1  # decimal exponent of the first digit
-    sign = "-" if v < 0 else ""
-    if -4 <= e < 15:
+    sign = "-" if negative else ""
+    if -4 <= e < fixed_below:
         if e >= len(ds) - 1:
             return sign + ds + "0" * (e - len(ds) + 1)
         if e >= 0:
@@ -211,12 +225,9 @@ def float4_text(v: float) -> str:
     >>> [float4_text(x) for x in (2.0, 1e6, 0.1, 308148.125, 3.75e9, float("inf"))]
     ['2', '1e+06', '0.1', '308148.12', '3.7500001e+09', 'Infinity']
     """
-    if v != v:
-        return "NaN"
-    if v in (float("inf"), float("-inf")):
-        return "Infinity" if v > 0 else "-Infinity"
-    if v == 0:
-        return "-0" if str(v).startswith("-") else "0"
+    special = _special(v)
+    if special is not None:
+        return special
     a = _float32(abs(v))
     exact = Decimal(a)
     above = _next_float32(a, True)
@@ -233,15 +244,4 @@ def float4_text(v: float) -> str:
                 digits = cand
         if digits is not None:
             break
-    _, ds, exp = digits.as_tuple()
-    ds = "".join(map(str, ds)).rstrip("0") or "0"
-    e = len(digits.as_tuple().digits) + exp - 1
-    sign = "-" if v < 0 else ""
-    if -4 <= e < 6:
-        if e >= len(ds) - 1:
-            return sign + ds + "0" * (e - len(ds) + 1)
-        if e >= 0:
-            return sign + ds[: e + 1] + "." + ds[e + 1 :]
-        return sign + "0." + "0" * (-e - 1) + ds
-    mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
-    return f"{sign}{mant}e{'-' if e < 0 else '+'}{abs(e):02d}"
+    return _digits_text(digits, v < 0, 6)

@@ -21,12 +21,12 @@ import bisect
 import functools
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
 __all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "cte_columns_of", "nesting_depth",
-           "require_text", "scan_from", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize"]
+           "require_text", "scan_from", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize", "top_level"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -112,12 +112,9 @@ _OPS = sorted(
 )
 #: One operator, the longest first (one regex match instead of a test per operator).
 _OP = re.compile("|".join(re.escape(op) for op in _OPS))
-#: PostgreSQL's (and DuckDB's) whitespace; any other character above ASCII is a letter.
-_SPACE = re.compile(r"[ \t\n\r\f\v]+")
-_LINE_END = re.compile(r"[\r\n]")
 _COMMENT_MARK = re.compile(r"/\*|\*/")
+#: A bare word: as in PostgreSQL's (and DuckDB's) lexer, any character above ASCII is a letter.
 _WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_$\u0080-\U0010ffff]*")
-_NUMBER = re.compile(r"(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)")
 _DOLLAR = re.compile(r"\$([A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*)?\$")
 
 
@@ -130,14 +127,6 @@ def _comment_end(text: str, i: int) -> int:
         if depth == 0:
             return m.end()
     raise SQLError(f"unterminated comment at offset {i}")
-
-
-def _escaped(text: str, k: int) -> bool:
-    # In E'...' strings a quote preceded by an odd number of backslashes is escaped.
-    n = 0
-    while k - 1 - n >= 0 and text[k - 1 - n] == "\\":
-        n += 1
-    return n % 2 == 1
 
 
 #: One token (or whitespace, a comment's start) at a position, as the lexer reads it: the
@@ -401,6 +390,27 @@ def closing(toks: Sequence[Token], open_at: int, end: int | None = None) -> int:
             if depth == 0:
                 return j
     return -1
+
+
+def top_level(toks: Sequence[Token], lo: int, hi: int | None = None) -> Iterator[int]:
+    """Indices of the tokens of ``toks[lo:hi]`` outside every ``(``/``[`` opened there (the
+    brackets themselves left out), up to the first ``)``/``]`` closing none of them.
+
+    >>> toks = tokenize("(a, f(b, c)[1], d) + e")
+    >>> [toks[k].text for k in top_level(toks, 1)]
+    ['a', ',', 'f', ',', 'd']
+    """
+    depth = 0
+    for k in range(lo, len(toks) if hi is None else hi):
+        t = toks[k]
+        if t.kind == "op" and t.text in ("(", "["):
+            depth += 1
+        elif t.kind == "op" and t.text in (")", "]"):
+            if depth == 0:
+                return
+            depth -= 1
+        elif depth == 0:
+            yield k
 
 
 def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") -> None:

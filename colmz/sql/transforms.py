@@ -97,7 +97,7 @@ from decimal import Decimal
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
-from colmz.sql.tokens import closing
+from colmz.sql.tokens import closing, top_level
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = [
@@ -533,22 +533,9 @@ def _may_row_item(toks, opens: list[int]) -> bool:
     # Whether one of the "(" at ``opens`` (each beginning a select item) holds a top-level
     # comma: maybe a row value ``(a, b)``. The rows of a VALUES list are not select items (a
     # query of VALUES alone selects ``*`` from them), so their own parentheses are passed over.
-    n = len(toks)
     rows = _values_rows(toks)
-    for i in opens:
-        if toks[i + 1].upper not in ("SELECT", "WITH", "VALUES") and i not in rows:
-            depth = 0
-            for k in range(i + 1, n):
-                t = toks[k]
-                if t.kind == "op" and t.text in "([":
-                    depth += 1
-                elif t.kind == "op" and t.text in ")]":
-                    if depth == 0:
-                        break
-                    depth -= 1
-                elif depth == 0 and t.text == ",":
-                    return True
-    return False
+    return any(toks[i + 1].upper not in ("SELECT", "WITH", "VALUES") and i not in rows
+               and any(toks[k].text == "," for k in top_level(toks, i + 1)) for i in opens)
 
 
 def _values_rows(toks) -> set[int]:
@@ -728,11 +715,12 @@ NUMERIC_CAST = "CAST(0 AS DECIMAL(1,0))"
 
 def _numeric_target(e: Expression, text: str) -> bool:
     # Whether ``e`` is a cast (not TRY_CAST) to unconstrained numeric/decimal.
-    if e.cls != "CAST" or len(e.children) != 2 or e.children[1].children:
-        return False
-    t = e.children[1]
-    return (t.start >= 0 and text[t.start : t.end].strip().lower() in _NUMERIC_TYPES
-            and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"))
+    return _is_cast(e, text) and not e.children[1].children and _type_text(e.children[1], text) in _NUMERIC_TYPES
+
+
+def _is_cast(e: Expression, text: str) -> bool:
+    # A cast node (not TRY_CAST, whose node is the same) of an operand and a type.
+    return e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST")
 
 
 def _constant(e: Expression, text: str) -> PgNumeric | None:
@@ -870,8 +858,7 @@ def _bytea(c: Call) -> str:
     # PostgreSQL's bytea input reads hex digits after \x (DuckDB's cast reads \xNN escapes,
     # so '\x0aff' would be three bytes): a string literal goes through BYTEA_IN.
     x, t = c.node.children
-    if not t.children and x.literal is not None and x.literal.kind == "STRING" \
-            and not c.text[c.node.start : c.node.start + 8].upper().startswith("TRY_CAST"):
+    if not t.children and x.literal is not None and x.literal.kind == "STRING":  # (not TRY_CAST: _type_rule)
         return f"{BYTEA_IN}({_written(c.text, x)})"
     raise UnsupportedSQL("a cast to bytea of anything but a string literal is not supported by colmz "
                          "(PostgreSQL reads text as hex digits after \\x; DuckDB reads \\xNN escapes)")
@@ -906,13 +893,11 @@ def _type_rule(e: Expression, text: str) -> Rule | None:
         return lambda c: new
     if e.cls == "TYPE" and _FLOAT_P.fullmatch(_type_text(e, text)):
         return _float_p
-    if e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"):
+    if _is_cast(e, text):
         target = " ".join(_type_text(e.children[1], text).split())
         if target == "bytea":
             return _bytea
-        if _FLOAT_P.fullmatch(target):
-            target = "real" if int(_FLOAT_P.fullmatch(target).group(1)) <= 24 else "float8"
-        if target in _FLOAT_TARGETS:
+        if float_kind(target) is not None:
             return _float_cast
         if _VARCHAR_N.fullmatch(target):
             return _varchar_n
@@ -962,9 +947,7 @@ def _float_cast(c: Call) -> str | None:
     # operand that may be text goes through FLOAT_CAST_MACROS (its value unchanged, checked
     # when it runs); the cast itself stays as written (later passes read its type there).
     x, t = c.node.children
-    target = " ".join(_type_text(t, c.text).split())
-    m = _FLOAT_P.fullmatch(target)
-    name = ("real" if int(m.group(1)) <= 24 else "double precision") if m else _FLOAT_TARGETS[target]
+    name = "real" if float_kind(" ".join(_type_text(t, c.text).split())) == "real" else "double precision"
     lit = x.literal
     if lit is not None and lit.kind in ("STRING", "INTEGER", "NUMERIC"):
         raw = lit.text
@@ -1537,22 +1520,15 @@ def _may_name_derived(toks) -> bool:
 def _star_join_list(toks, j: int, n: int) -> bool:
     # Whether the query whose select list starts at toks[j] (inside parentheses) has two
     # stars, or a star over a FROM with a join or a comma (see _star_over_join).
-    depth, stars, joined, in_from = 0, 0, False, False
-    for k in range(j, n):
+    stars, joined, in_from = 0, False, False
+    for k in top_level(toks, j, n):
         t = toks[k]
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            if depth == 0:
-                break
-            depth -= 1
-        elif depth == 0:
-            if t.upper == "FROM":
-                in_from = True
-            elif not in_from and t.text == "*" and (toks[k - 1].upper or toks[k - 1].text) in _BEFORE_STAR:
-                stars += 1
-            elif in_from and (t.upper == "JOIN" or t.text == ","):
-                joined = True
+        if t.upper == "FROM":
+            in_from = True
+        elif not in_from and t.text == "*" and (toks[k - 1].upper or toks[k - 1].text) in _BEFORE_STAR:
+            stars += 1
+        elif in_from and (t.upper == "JOIN" or t.text == ","):
+            joined = True
     return stars > 1 or (stars == 1 and joined)
 
 
@@ -1743,7 +1719,7 @@ def _cte_column_list(toks, name: str) -> bool:
     # Whether the CTE ``name`` is written with a column list (``WITH c(x, y) AS``): its name
     # after WITH, RECURSIVE or a comma, then ``(``.
     return any(t.kind in ("word", "qident") and t.name == name.lower() and toks[i + 1].text == "("
-               and i > 0 and toks[i - 1].upper in ("WITH", "RECURSIVE", ",")
+               and i > 0 and (toks[i - 1].upper or toks[i - 1].text) in ("WITH", "RECURSIVE", ",")
                for i, t in enumerate(toks[:-1]))
 
 
@@ -1798,9 +1774,7 @@ def _with_alias(rule: Rule | None, name: str) -> Rule:
 
 def _cast_rule(e: Expression, text: str) -> Rule | None:
     # A cast (not TRY_CAST) to a plain type of _CAST_TARGETS (not ``varchar(n)``, ``text[]``).
-    if e.cls == "CAST" and len(e.children) == 2 and not e.children[1].children \
-            and _type_text(e.children[1], text) in _CAST_TARGETS \
-            and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"):
+    if _is_cast(e, text) and not e.children[1].children and _type_text(e.children[1], text) in _CAST_TARGETS:
         return _cast
     return None
 

@@ -49,6 +49,7 @@ from colmz.sql.tokens import (
     share_edit,
     short_text_cache,
     tokenize,
+    top_level,
 )
 from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, apply_transforms
 
@@ -132,7 +133,9 @@ def translate(sql: str) -> str:
     if balanced is not sql:
         sql, toks = balanced, tokenize(balanced)
     out = apply_transforms(sql, toks)
-    if out is not sql and _TOKEN_PASS_MARKS.search(out.upper()) is not None:
+    if _TOKEN_PASS_MARKS.search(out.upper()) is None:
+        return out  # nothing the token pass acts on
+    if out is not sql:
         share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
     return _translate_tokens(out)
 
@@ -145,9 +148,8 @@ _TOKEN_PASS_MARKS = re.compile("|".join(re.escape(w) for w in sorted({
 
 
 def _translate_tokens(sql: str) -> str:
-    # translate's token pass: words, calls, operators, sum's argument, VALUES' names.
-    if _TOKEN_PASS_MARKS.search(sql.upper()) is None:
-        return sql
+    # translate's token pass (of a text holding _TOKEN_PASS_MARKS): words, calls, operators,
+    # sum's argument, VALUES' names.
     toks = tokenize(sql)
     pieces, last = [], 0
     # Text to put after a token further on (VALUES column names, the end of sum's argument):
@@ -263,27 +265,16 @@ def _array_operands(toks, at: int) -> bool:
     return prev is not None and prev.kind == "op" and prev.text == "]"
 
 
-def _opening(toks, close_at: int) -> int:
-    depth = 0
-    for j in range(close_at, -1, -1):
-        if toks[j].kind == "op" and toks[j].text in ")]":
+def _case_match(toks, at: int, step: int) -> int | None:
+    # The ``END`` closing the ``CASE`` at ``at`` (``step`` 1), or the ``CASE`` that the ``END``
+    # at ``at`` closes (``step`` -1): CASEs nest. None when there is none.
+    (opens, closes), depth = ("CASE", "END") if step > 0 else ("END", "CASE"), 0
+    for o in range(at, len(toks) if step > 0 else -1, step):
+        if toks[o].upper == opens:
             depth += 1
-        elif toks[j].kind == "op" and toks[j].text in "([":
+        elif toks[o].upper == closes:
             depth -= 1
             if depth == 0:
-                return j
-    raise SQLError("unpaired parenthesis")
-
-
-def _case_opening(toks, end_at: int) -> int | None:
-    # The ``CASE`` that the ``END`` at ``end_at`` closes (CASEs nest), or None.
-    ends = 0
-    for o in range(end_at, -1, -1):
-        if toks[o].upper == "END":
-            ends += 1
-        elif toks[o].upper == "CASE":
-            ends -= 1
-            if ends == 0:
                 return o
     return None
 
@@ -315,25 +306,13 @@ def _values_width(toks, at: int) -> int:
     # How many values the first row of the VALUES at ``at`` holds (its top-level commas + 1).
     if at + 1 >= len(toks) or toks[at + 1].text != "(":
         return 0
-    close, depth, n = _closing(toks, at + 1), 0, 1
-    for t in toks[at + 2 : close]:
-        if t.kind == "op" and t.text in ("(", "["):
-            depth += 1
-        elif t.kind == "op" and t.text in (")", "]"):
-            depth -= 1
-        elif depth == 0 and t.kind == "op" and t.text == ",":
-            n += 1
-    return n
+    _closing(toks, at + 1)  # (an unclosed row raises)
+    return 1 + sum(toks[k].kind == "op" and toks[k].text == "," for k in top_level(toks, at + 2))
 
 
 # ----------------------------------------------------------------------------- float8 as text
 
 _TEXT_TYPES = ("TEXT", "VARCHAR", "STRING")
-#: Words before a parenthesis that are not a call's name.
-_NOT_CALLS = {"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN", "ELSE", "CASE",
-              "ON", "BY", "AS", "LIKE", "ILIKE", "BETWEEN", "FROM", "EXISTS", "ANY", "ALL",
-              "SOME", "VALUES", "DISTINCT", "HAVING", "USING", "JOIN", "LATERAL", "RETURNING",
-              "SET", "OVER", "FILTER", "WITHIN", "UNION", "EXCEPT", "INTERSECT", "LIMIT", "OFFSET"}
 
 
 def _float_digits(d: str, exponent_from: int) -> str:
@@ -357,9 +336,8 @@ def _float_digits(d: str, exponent_from: int) -> str:
 
 #: Calls whose DuckDB result is a double where PostgreSQL's is numeric for integer or
 #: numeric arguments (avg, the deviations and variances, numeric math, extract).
-_NUMERIC_CALLS = {"AVG", "STDDEV", "STDDEV_SAMP", "STDDEV_POP", "VARIANCE", "VAR_SAMP", "VAR_POP",
-                  "SQRT", "CBRT", "LN", "LOG", "LOG10", "EXP", "POWER", "POW", "EXTRACT"}
 _AGGREGATE_MEANS = {"AVG", "STDDEV", "STDDEV_SAMP", "STDDEV_POP", "VARIANCE", "VAR_SAMP", "VAR_POP"}
+_NUMERIC_CALLS = _AGGREGATE_MEANS | {"SQRT", "CBRT", "LN", "LOG", "LOG10", "EXP", "POWER", "POW", "EXTRACT"}
 _FLOAT_WORDS = {"FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE"}
 _NUMERIC_TEXT_REFUSAL = (
     "error('the text of a numeric value colmz computes as a double (a division, avg, a "
@@ -400,13 +378,8 @@ def _real_widened_operand(toks, j: int) -> bool:
     if not (0 < j < n - 1):
         return False
     if toks[j - 1].text == "," and toks[j + 1].text == ")":  # REAL_WIDEN's second argument
-        depth = 0
-        for i in range(j - 1, -1, -1):
-            depth += toks[i].text == ")"
-            depth -= toks[i].text == "("
-            if depth < 0:
-                return i > 0 and toks[i - 1].text.lower() == REAL_WIDEN
-        return False
+        i = _open_before(toks, j - 1)
+        return i > 0 and toks[i - 1].text.lower() == REAL_WIDEN
     if toks[j - 1].text == "(" and toks[j + 1].text == ")":  # the operand beside (REAL_WIDEN(...))
         ops = [k for k in (j - 2, j + 2) if 0 <= k < n and toks[k].kind == "op" and toks[k].text in "+-*/"]
         return any(_real_widened_division(toks, k) for k in ops)
@@ -422,14 +395,20 @@ def _real_widened_division(toks, j: int) -> bool:
         return True
     if j < 2 or toks[j - 1].text != ")":
         return False
+    i = _open_before(toks, j - 2)  # the "(" the ")" before the "/" closes
+    return i >= 0 and toks[i + 1].text.lower() == REAL_WIDEN
+
+
+def _open_before(toks, j: int, brackets: bool = False) -> int:
+    # The "(" (or, with ``brackets``, "[") enclosing toks[j], scanning back from it, or -1.
+    opens, closes = (("(", "["), (")", "]")) if brackets else (("(",), (")",))
     depth = 0
-    for i in range(j - 1, -1, -1):
-        t = toks[i].text
-        depth += t == ")"
-        depth -= t == "("
-        if depth == 0:
-            return i + 1 < j and toks[i + 1].text.lower() == REAL_WIDEN
-    return False
+    for i in range(j, -1, -1):
+        depth += toks[i].text in closes
+        depth -= toks[i].text in opens
+        if depth < 0:
+            return i
+    return -1
 
 
 def _mean_argument(operand: str, toks) -> str | None:
@@ -697,7 +676,6 @@ def substitute_now(translated: str, value: str) -> str:
 _QUERY_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM"}
 _FROM_ENDS = {"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "WINDOW", "QUALIFY",
               "UNION", "EXCEPT", "INTERSECT", "SELECT", "RETURNING", "FETCH"}
-_JOIN_WORDS = {"JOIN"}
 _NOT_ALIAS = {"ON", "USING", "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL",
               "ASOF", "SEMI", "ANTI", "POSITIONAL", "LATERAL", "TABLESAMPLE", "AND", "OR", "NOT",
               "IS", "IN", "LIKE", "ILIKE", "BETWEEN", "AS", "WITH"} | _FROM_ENDS
@@ -762,7 +740,7 @@ def relation_references(translated: str) -> tuple:
         up = t.upper
         starts = (
             (up == "FROM" and not (j > 0 and toks[j - 1].upper == "DISTINCT"))  # not IS DISTINCT FROM
-            or (up in _JOIN_WORDS and lv["from"] is not None)
+            or (up == "JOIN" and lv["from"] is not None)
             or up == "TABLE"  # in a query only ever TABLE name
             or (t.kind == "op" and t.text == "," and lv["from"] == "after")
         )
@@ -1046,16 +1024,8 @@ def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dic
     first = at + 2
     if first < close and toks[first].upper in ("DISTINCT", "ALL"):
         first += 1
-    end, depth = close, 0
-    for j in range(first, close):
-        tok = toks[j]
-        if tok.kind == "op" and tok.text in "([":
-            depth += 1
-        elif tok.kind == "op" and tok.text in ")]":
-            depth -= 1
-        elif depth == 0 and (tok.upper == "ORDER" or (tok.kind == "op" and tok.text == ",")):
-            end = j
-            break
+    end = next((j for j in top_level(toks, first, close) if toks[j].upper == "ORDER"
+                or (toks[j].kind == "op" and toks[j].text == ",")), close)
     if end <= first or (toks[first].kind == "op" and toks[first].text == "*"):
         return last
     pieces.append(sql[last : toks[first].start])
@@ -1070,8 +1040,11 @@ def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dic
 # the tree is read.
 
 #: Words that end an operand of ``||`` (clause and predicate words).
-_OPERAND_STOPS = _NOT_CALLS | {"ESCAPE", "SIMILAR", "ORDER", "GROUP", "ASC", "DESC", "NULLS",
-                               "FIRST", "LAST", "WINDOW", "QUALIFY", "FETCH", "FOR", "COLLATE"}
+_OPERAND_STOPS = {"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN", "ELSE", "CASE", "ON", "BY",
+                  "AS", "LIKE", "ILIKE", "BETWEEN", "FROM", "EXISTS", "ANY", "ALL", "SOME", "VALUES", "DISTINCT",
+                  "HAVING", "USING", "JOIN", "LATERAL", "RETURNING", "SET", "OVER", "FILTER", "WITHIN", "UNION",
+                  "EXCEPT", "INTERSECT", "LIMIT", "OFFSET", "ESCAPE", "SIMILAR", "ORDER", "GROUP", "ASC", "DESC",
+                  "NULLS", "FIRST", "LAST", "WINDOW", "QUALIFY", "FETCH", "FOR", "COLLATE"}
 #: Operators an operand of ``||`` holds (they bind more tightly than ``||``).
 _OPERAND_OPS = {"+", "-", "*", "/", "%", "^", "::", "."}
 _TYPE_TAILS = {"PRECISION", "VARYING", "WITH", "WITHOUT", "TIME", "ZONE"}
@@ -1083,10 +1056,12 @@ def _concat_left(toks, k: int) -> int:
     while j >= 0:
         t = toks[j]
         if t.kind == "op" and t.text in ")]":
-            j = _opening(toks, j) - 1
+            j = _open_before(toks, j - 1, brackets=True) - 1
+            if j < -1:
+                raise SQLError("unpaired parenthesis")
             continue
         if t.upper == "END":
-            o = _case_opening(toks, j)
+            o = _case_match(toks, j, -1)
             j = (0 if o is None else o) - 1
             continue
         if t.kind == "op" and t.text not in _OPERAND_OPS:
@@ -1110,15 +1085,8 @@ def _concat_right(toks, k: int) -> int:
             if t.kind == "op" and t.text in "([":
                 j = _closing(toks, j)
             elif t.upper == "CASE":
-                ends = 0
-                for o in range(j, n):
-                    if toks[o].upper == "CASE":
-                        ends += 1
-                    elif toks[o].upper == "END":
-                        ends -= 1
-                        if ends == 0:
-                            break
-                j = o
+                o = _case_match(toks, j, 1)
+                j = n - 1 if o is None else o
             elif t.kind in ("word", "qident") and t.upper not in _OPERAND_STOPS:
                 if j + 1 < n and toks[j + 1].kind == "string" and t.upper in _TYPED_LITERALS:
                     j += 1

@@ -246,21 +246,7 @@ def as_jsonb(rows: pa.Table, columns: Sequence[int], json_columns: Sequence[int]
     """
     from colmz.sql.transforms import jsonb_text
 
-    for i in json_columns:
-        if i < rows.num_columns and pa.types.is_string(rows.column(i).type):
-            for v in rows.column(i).to_pylist():
-                try:
-                    if v is not None:
-                        jsonb_text(v)  # read only: json keeps the text as written
-                except ValueError:
-                    shown = v if len(v) <= 60 else v[:57] + "..."
-                    raise SQLError(f'invalid input syntax for type json: "{shown}"') from None
-    for i in columns:
-        if i >= rows.num_columns:
-            continue
-        col = rows.column(i)
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            continue
+    def read(col) -> list:
         out = []
         for v in col.to_pylist():
             try:
@@ -268,7 +254,15 @@ def as_jsonb(rows: pa.Table, columns: Sequence[int], json_columns: Sequence[int]
             except ValueError:
                 shown = v if len(v) <= 60 else v[:57] + "..."
                 raise SQLError(f'invalid input syntax for type json: "{shown}"') from None
-        rows = rows.set_column(i, rows.schema.field(i), pa.array(out, col.type))
+        return out
+
+    for i in json_columns:
+        if i < rows.num_columns and pa.types.is_string(rows.column(i).type):
+            read(rows.column(i))  # read only: json keeps the text as written
+    for i in columns:
+        col = rows.column(i) if i < rows.num_columns else None
+        if col is not None and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            rows = rows.set_column(i, rows.schema.field(i), pa.array(read(col), col.type))
     return rows
 
 

@@ -394,6 +394,21 @@ def test_a_repeated_column_name_of_a_cte_is_ambiguous():
     assert cat.sql("WITH c(x, y) AS (SELECT 1 AS a, 2 AS a) SELECT x, y FROM c").to_pylist() == [{"x": 1, "y": 2}]
 
 
+def test_a_column_list_of_a_later_cte_names_its_columns():
+    # A CTE after a comma (``WITH b AS (...), c(i, j) AS (...)``) with a column list names
+    # its columns as the first CTE's list does: its * over a join, or its repeated names,
+    # are renamed by the list, neither refused nor ambiguous.
+    from colmz.sql import SQLError
+
+    cat = _catalog("CREATE TABLE a (id INT, x INT)", "INSERT INTO a VALUES (1, 2)")
+    got = cat.sql("WITH b AS (SELECT 1 AS q), c(i, j, k, l) AS (SELECT * FROM a JOIN a AS a2 ON true) "
+                  "SELECT * FROM c")
+    assert got.to_pylist() == [{"i": 1, "j": 2, "k": 1, "l": 2}]
+    with pytest.raises(SQLError) as raised:  # PostgreSQL: column "a" does not exist
+        cat.sql("WITH b AS (SELECT 1 AS q), c(x, y) AS (SELECT 1 AS a, 2 AS a) SELECT a FROM c")
+    assert "ambiguous" not in str(raised.value)
+
+
 def test_columns_of_a_star_over_a_join_in_a_subquery_are_refused():
     # DuckDB renames the repeated names of the star's expansion (id_1); PostgreSQL keeps them
     # (and a reference to one is ambiguous): without the tables' columns, colmz refuses.
