@@ -1329,4 +1329,11 @@ QUERIES = [
     ('rc_grouped_expr_nan_div', 'SELECT f / 0 AS x FROM reals WHERE k = 3 GROUP BY f / 0'),
     ('rc_grouped_having_order', 'SELECT k, sum(f * 2) AS s FROM reals WHERE k = 2 GROUP BY k HAVING sum(f * 2) > 0 '
                                 'ORDER BY sum(f * 2)'),
+    # ... a float with a numeric printed as text: PostgreSQL's float48 / float8 operators
+    # make it a double (translate alone cannot tell it from a numeric computed as a double)
+    ('rc_real_column_numeric_text', "SELECT k, (r / 3.0)::text AS a, 'x' || (r * 1.5) AS b FROM reals ORDER BY k"),
+    ('rc_double_numeric_text', 'SELECT (1::float8 / 3.0)::text AS a, (1::float8 * 3.0)::text AS b, '
+                               '(2.5 - 1::float8)::text AS c, (1e5 * 1::float8 / 3)::text AS d'),
+    ('rc_double_column_numeric_text', 'SELECT k, (f / 3.0)::text AS a, (f * 0.5)::text AS b FROM reals '
+                                      'WHERE k <> 1 ORDER BY k'),
 ]

@@ -21,6 +21,12 @@ target -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.
   visibly float arithmetic and to column pairs; a subtree translate checked is left alone.
 * **NaN / 0** is NaN (``float8div``: only a non-NaN dividend raises "division by zero");
   DuckDB raises for every zero divisor: a division of a float dividend is :data:`FLOAT_DIV`.
+* **a float with a numeric as text** (``(r / 3.0)::text``, ``(1::float8 / 3.0)::text``):
+  translate cannot tell it from a numeric computed as a double, whose text it refuses
+  (:data:`colmz.sql.translate.NUMERIC_TEXT`); PostgreSQL's float48 and float8 operators make
+  it a double (the numeric read as one), so an operand typed here as a double by PostgreSQL's
+  rules (a number with an exponent is a numeric there) is printed as a double is
+  (:data:`colmz.sql.translate.FLOAT8_TEXT`).
 * **a float column cast to numeric** keeps 15 (real: 6) significant digits, as
   ``float8_numeric`` (``float4_numeric``) does: ``(f * 3)::numeric = 0.3`` holds for f = 0.1
   (translate's ``x +`` :data:`colmz.sql.transforms.NUMERIC_CAST` of a float operand).
@@ -70,6 +76,7 @@ from colmz.sql.transforms import (
     products_only,
     table_refs,
 )
+from colmz.sql.translate import FLOAT8_TEXT, NUMERIC_TEXT
 from colmz.sql.tree import Expression, Query, parse_tree
 
 __all__ = ["FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
@@ -101,7 +108,8 @@ def float_column_rules(text: str, columns: frozenset[tuple[str, str]]) -> str:
     >>> float_column_rules("SELECT r > 2, k * 2 FROM t", cols)
     'SELECT CAST(r AS DOUBLE) > 2, k * 2 FROM t'
     """
-    if not any(k in ("real", "double") for _, k in columns) and not ("/" in text and _FLOAT_WORD.search(text)):
+    if not any(k in ("real", "double") for _, k in columns) and not (
+            ("/" in text or NUMERIC_TEXT in text) and _FLOAT_WORD.search(text)):
         return text
     return _rewrite(text, columns)
 
@@ -319,14 +327,16 @@ class _Rules:
             self.edits.append((e.start, e.end, new))
 
     # -- types of leaves and subtrees: "real", "double", "exact" or None (not known)
-    def kind(self, e: Expression) -> str | None:
+    # ``pg``: PostgreSQL's type rather than DuckDB's (a number with an exponent is a numeric
+    # there, a DOUBLE in DuckDB)
+    def kind(self, e: Expression, pg: bool = False) -> str | None:
         if e.cls == "COLUMN_REF" and e.name:
             return self.typed.get(e.name[-1].lower())
         if e.cls == "CONSTANT" and e.literal is not None:
             if e.literal.kind == "INTEGER":
                 return "exact"
             if e.literal.kind == "NUMERIC":
-                return "double" if "e" in e.literal.text.lower() else "exact"
+                return "double" if "e" in e.literal.text.lower() and not pg else "exact"
             return None
         if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
             t = " ".join(self.text[e.children[1].start : e.children[1].end].lower().split())
@@ -334,14 +344,14 @@ class _Rules:
         if e.cls == "FUNCTION" and len(e.name) == 1:
             name = e.name[0]
             if name == REAL_WIDEN and len(e.children) == 2:
-                k = self.kind(e.children[0])
-                return "double" if k == "real" and self.kind(e.children[1]) == "exact" else k
+                k = self.kind(e.children[0], pg)
+                return "double" if k == "real" and self.kind(e.children[1], pg) == "exact" else k
             if name in (FLOAT_CHECK, FLOAT_DIV) and e.children:
-                return self.kind(e.children[0])
+                return self.kind(e.children[0], pg)
             if _numeric_cast(e, self.text):
                 return "exact"
             if is_arith(e):
-                kinds = [self.kind(c) for c in e.children]
+                kinds = [self.kind(c, pg) for c in e.children]
                 if None in kinds:
                     return None
                 if len(kinds) == 1:
@@ -407,6 +417,12 @@ class _Rules:
         return texts.get(id(c), self.text[c.start : c.end])
 
     def rule(self, e: Expression, texts: dict[int, str], checked: bool) -> str | None:
+        if e.cls == "FUNCTION" and e.name == (NUMERIC_TEXT,) and len(e.children) == 1 \
+                and e.children[0].start >= 0 and self.kind(e.children[0], pg=True) == "double":
+            # translate's text of what may be a numeric computed as a double (refused when it
+            # is one): a double here by PostgreSQL's operators (a float with a numeric is
+            # float8, ``(1::float8 / 3.0)::text`` is 0.3333333333333333), printed as one
+            return f"{FLOAT8_TEXT}({self.child_text(e.children[0], texts)})"
         if _numeric_cast(e, self.text):
             x = e.children[0]
             k = self.kind(x)
