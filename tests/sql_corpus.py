@@ -38,6 +38,9 @@ SETUP = [
     """INSERT INTO jdocs VALUES (1, '{"b": 1,  "a":2, "a": 3}'), (2, '[1,  2.50]'), (3, NULL)""",
     "CREATE TABLE reals (k INT, r REAL, f DOUBLE PRECISION)",
     "INSERT INTO reals VALUES (1, 0.1, 1e308), (2, 1.5, 0.1), (3, 'NaN', 'NaN'), (4, 3.4e38, -2.5), (5, NULL, NULL)",
+    # the names of reals' columns with the other float type: a reference is typed by its relation
+    "CREATE TABLE reals2 (k INT, f REAL, r DOUBLE PRECISION)",
+    "INSERT INTO reals2 VALUES (1, 0.1, 1e308), (2, 3.4e38, 0.1), (3, 'NaN', NULL)",
 ]
 
 QUERIES = [
@@ -1336,4 +1339,25 @@ QUERIES = [
                                '(2.5 - 1::float8)::text AS c, (1e5 * 1::float8 / 3)::text AS d'),
     ('rc_double_column_numeric_text', 'SELECT k, (f / 3.0)::text AS a, (f * 0.5)::text AS b FROM reals '
                                       'WHERE k <> 1 ORDER BY k'),
+    # ... with one name a real in one relation and a double in another (reals, reals2): a
+    # qualified reference is its relation's column, an unqualified one its query level's
+    ('rc_two_relations_qualified', 'SELECT a.k, a.r + 1 AS ar, b.r + 1 AS br, a.f * 0.5 AS af, b.f * 2 AS bf, '
+                                   '(b.f + 1)::text AS bt FROM reals a JOIN reals2 b ON a.k = b.k ORDER BY a.k'),
+    ('rc_two_relations_overflow', 'SELECT reals.k, reals2.r * 2 AS a FROM reals JOIN reals2 USING (k) WHERE reals.k = 1'),
+    ('rc_two_relations_named', 'SELECT reals.k, reals2.f * 2 AS a, reals.f * 2 AS b FROM reals JOIN reals2 USING (k) '
+                               'WHERE reals.k = 2'),
+    ('rc_two_relations_ambiguous', 'SELECT f * 2 AS a FROM reals, reals2'),
+    ('rc_two_relations_levels', 'SELECT k, r + 1 AS a FROM reals WHERE k IN (SELECT k FROM reals2 WHERE f > 0.1) ORDER BY k'),
+    ('rc_two_relations_correlated', 'SELECT k, (SELECT f + 1 FROM reals2 b WHERE b.k = a.k) AS m, '
+                                    '(SELECT max(b.f * 2) FROM reals2 b WHERE b.k = a.k) AS n FROM reals a ORDER BY k'),
+    ('rc_two_relations_outer_ref', 'SELECT k, (SELECT a.r + 1 FROM reals2 b WHERE b.k = a.k) AS m FROM reals a ORDER BY k'),
+    ('rc_two_relations_cte', 'WITH reals2 AS (SELECT k, f FROM reals) SELECT k, f * 2 AS a FROM reals2 WHERE k = 2'),
+    ('rc_two_relations_union', 'SELECT x.k, x.f + 1 AS a FROM reals2 x WHERE x.k = 1 UNION ALL '
+                               'SELECT y.k, y.f + 1 FROM reals y WHERE y.k = 2'),
+    ('rc_two_relations_subquery', 'SELECT s.k, s.f + 1 AS a FROM (SELECT k, f FROM reals2) s, reals '
+                                  'WHERE s.k = reals.k ORDER BY 1'),
+    ('rc_two_relations_natural', 'SELECT k, f + 1 AS a FROM reals2 NATURAL JOIN (SELECT k FROM reals) s ORDER BY k'),
+    ('rc_two_relations_lateral', 'SELECT a.k, b.f * 2 AS bf FROM reals a LEFT JOIN LATERAL '
+                                 '(SELECT f FROM reals2 WHERE reals2.k = a.k) b ON true ORDER BY 1'),
+    ('rc_two_relations_renamed', 'SELECT t.k, t.f * 2 AS a, t.r + 1 AS b FROM reals2 AS t(k, f) ORDER BY 1'),
 ]

@@ -33,7 +33,18 @@ target -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.
 
 Invariants:
 
-* A column reference is typed only when its name is unambiguous: every column of that name in
+* Where the caller names the relations (``relations``: the catalog's queries and
+  subscriptions), a column reference is typed by the column it resolves to as PostgreSQL
+  resolves names: a qualified one by its FROM item's alias or name, an unqualified one by
+  the innermost query level whose FROM holds the name -- a relation's column, or a FROM
+  subquery's or CTE's typed from its select item (a set operation's when its branches
+  agree; ``AS t(a, b)`` renames by position). It is not resolved (and typed as below) where
+  a FROM item at its level has columns not known here (a table function, VALUES, a star, a
+  CTE with a column list, a recursive CTE's own reference), where two FROM items hold the
+  name (PostgreSQL's "ambiguous" error; DuckDB raises it too, in PostgreSQL's words through
+  :func:`colmz.sql.run.run_query`), or where its query's select list names an output
+  column so.
+* Otherwise a column reference is typed only when its name is unambiguous: every column of that name in
   the relations read has one kind, and so has every expression the query defines the name
   by -- a select item's alias, an ``AS t(a, b)`` list's name (the subquery's item at its
   position), a set operation's column (each branch's item) -- typed as any expression here,
@@ -99,19 +110,26 @@ _EXACT_TYPES = re.compile(r"(int[248]?|integer|bigint|smallint|tinyint|hugeint|n
 _FLOAT_WORD = re.compile(r"\b(float[48]?|real|double)\b", re.IGNORECASE)
 
 
-def float_column_rules(text: str, columns: frozenset[tuple[str, str]]) -> str:
+def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
+                       relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()) -> str:
     """``text`` (a translated query) with PostgreSQL's float rules applied, given the columns
     of the relations it reads as ``(name, kind)`` pairs: name lower case, kind ``"real"``,
     ``"double"``, ``"exact"`` (an integer or numeric) or ``"other"`` (see :func:`column_kind`).
+    ``relations``, when the caller knows them: each relation the text names (by its name in
+    the text, lower case) with its own ``(name, kind)`` pairs in its columns' order, so that a
+    reference resolves to its relation's column (``t1.x`` a real beside ``t2.x`` a double).
 
     >>> cols = frozenset({("r", "real"), ("k", "exact")})
     >>> float_column_rules("SELECT r > 2, k * 2 FROM t", cols)
     'SELECT CAST(r AS DOUBLE) > 2, k * 2 FROM t'
+    >>> rels = (("a", (("x", "real"),)), ("b", (("x", "double"),)))
+    >>> float_column_rules("SELECT a.x + 1, b.x FROM a, b", frozenset({("x", "real"), ("x", "double")}), rels)
+    'SELECT __colmz_float_check(CAST(a.x AS DOUBLE) + 1, isfinite(TRY_CAST(a.x AS DOUBLE)), false), b.x FROM a, b'
     """
     if not any(k in ("real", "double") for _, k in columns) and not (
             ("/" in text or NUMERIC_TEXT in text) and _FLOAT_WORD.search(text)):
         return text
-    return _rewrite(text, columns)
+    return _rewrite(text, columns, relations)
 
 
 def column_kind(t) -> str:
@@ -131,7 +149,8 @@ def column_kind(t) -> str:
 
 
 @functools.lru_cache(maxsize=512)
-def _rewrite(text: str, columns: frozenset[tuple[str, str]]) -> str:
+def _rewrite(text: str, columns: frozenset[tuple[str, str]],
+             relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> str:
     try:
         queries = parse_tree(text)
     except SQLError:  # not a query the tree reads (a refusal is translate's, or DuckDB's)
@@ -146,8 +165,14 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]]) -> str:
         kinds.setdefault(name, set()).add(kind)
     typed = {n: next(iter(k)) for n, k in kinds.items()
              if len(k) == 1 and "other" not in k and n not in defs}
-    _type_derived(text, defs, kinds, typed)
-    rules = _Rules(text, typed)
+    resolved: dict[tuple[int, int], str] = {}
+    if relations:
+        resolver = _Resolver(text, {name: dict(cols) for name, cols in relations}, typed)
+        for q in queries:
+            resolver.query(q, [], {})
+        resolved = resolver.out
+    _type_derived(text, defs, kinds, typed, resolved)
+    rules = _Rules(text, typed, resolved)
     for q in queries:
         rules.query(q, grouped=False)
     out, last = [], 0
@@ -224,12 +249,12 @@ def _cte_column_lists(text: str, defs: dict[str, list[Expression | None]]) -> li
 
 
 def _type_derived(text: str, defs: dict[str, list[Expression | None]], kinds: dict[str, set[str]],
-                  typed: dict[str, str]) -> None:
+                  typed: dict[str, str], resolved: dict[tuple[int, int], str]) -> None:
     # a derived name is typed when every expression defining it (and every relation's column
     # of that name) has one float or exact kind -- recursively: a name defined by another
     # derived name is typed once that one is (a reference to the name itself, ``x AS x``,
     # adds nothing)
-    rules = _Rules(text, typed)
+    rules = _Rules(text, typed, resolved)
     changed = True
     while changed:
         changed = False
@@ -244,6 +269,112 @@ def _type_derived(text: str, defs: dict[str, list[Expression | None]], kinds: di
             if len(got) == 1 and next(iter(got)) in ("real", "double", "exact"):
                 typed[name] = next(iter(got))
                 changed = True
+
+
+#: A FROM item's columns: each name (lower case) with its kind (None: not known); ``None``
+#: for an item whose column names are not known here (a table function, VALUES, a star).
+Columns = dict[str, str | None] | None
+Scope = list[tuple[str, Columns]]
+
+
+class _Resolver:
+    """The kind of each column reference (by its span) that resolves, as PostgreSQL resolves
+    names, to one column of a relation of ``rels`` or of a FROM subquery or CTE typed from
+    them: a qualified reference by its FROM item's alias or name, an unqualified one by the
+    innermost query level whose FROM holds the name. A reference is left out (typed by its
+    name alone, see _rewrite) where a FROM item's columns are not known at its level, where
+    two items hold the name (PostgreSQL's "ambiguous" error), and where the query's select
+    list names an output column so (ORDER BY and GROUP BY may mean it)."""
+
+    def __init__(self, text: str, rels: dict[str, dict[str, str]], typed: dict[str, str]) -> None:
+        self.rels = rels
+        self.listed = {n.lower() for n in cte_columns_of(text)}  # CTEs with a column list
+        self.out: dict[tuple[int, int], str] = {}
+        self.rules = _Rules(text, typed, self.out)
+
+    def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns]) -> list[tuple[str, str | None]] | None:
+        # resolves ``q``'s references; returns its output columns in order (None: not known)
+        if q.ctes:
+            ctes = dict(ctes)
+            for name, sub in q.ctes:
+                ctes[name.lower()] = None  # a recursive CTE's own reference: not known
+                cols = self.query(sub, outer, ctes)
+                ctes[name.lower()] = None if cols is None or name.lower() in self.listed else _named(cols)
+        if q.children:
+            branches = [self.query(c, outer, ctes) for c in q.children]
+            self.expressions(q, [[("", None)], *outer], ctes)  # ORDER BY names output columns
+            if any(b is None or len(b) != len(branches[0]) for b in branches):
+                return None
+            return [(name, kind if all(b[i][1] == kind for b in branches) else None)
+                    for i, (name, kind) in enumerate(branches[0])]
+        entries: Scope = []
+        for t in table_refs(q):
+            if t.type == "JOIN":
+                continue
+            cols: Columns = None
+            if t.subquery is not None:
+                got = self.query(t.subquery, outer, ctes)
+                if got is not None and len(t.column_aliases) <= len(got):
+                    got = [(a.lower(), k) for a, (_, k) in zip(t.column_aliases, got)] + got[len(t.column_aliases):]
+                    cols = _named(got)
+            elif t.type == "BASE_TABLE" and t.name:
+                name = t.name[-1].lower()
+                cols = ctes[name] if len(t.name) == 1 and name in ctes else self.rels.get(name)
+                if cols is not None and t.column_aliases:  # AS t(a, b): renamed by position
+                    cols = _named([(a.lower(), k) for a, k in zip(t.column_aliases, cols.values())]
+                                  + list(cols.items())[len(t.column_aliases):]) \
+                        if len(t.column_aliases) <= len(cols) else None
+            entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
+        aliases = frozenset(e.alias.lower() for e in q.items if e.alias)
+        self.expressions(q, [entries, *outer], ctes, aliases)
+        out = []
+        for e in q.items:
+            if e.cls in ("STAR", "COLUMNS") or any(n.cls in ("STAR", "COLUMNS") for n in e.walk()):
+                return None
+            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
+            if not name:  # named by PostgreSQL's rules (a function's name, ?column?): not known here
+                return None
+            out.append((name.lower(), self.rules.kind(e)))
+        return out
+
+    def expressions(self, q: Query, scopes: list[Scope], ctes: dict[str, Columns],
+                    aliases: frozenset[str] = frozenset()) -> None:
+        for root in _expressions(q):
+            for n in root.walk():
+                if n.subquery is not None:
+                    self.query(n.subquery, scopes, ctes)
+                elif n.cls == "COLUMN_REF" and n.name and n.start >= 0:
+                    kind = _lookup(tuple(p.lower() for p in n.name), scopes, aliases)
+                    if kind is not None:
+                        self.out[(n.start, n.end)] = kind
+
+
+def _named(cols: list[tuple[str, str | None]]) -> dict[str, str | None]:
+    # a FROM item's columns by name; a name held twice is not known (PostgreSQL: ambiguous)
+    out: dict[str, str | None] = {}
+    for name, kind in cols:
+        out[name] = None if name in out else kind
+    return out
+
+
+def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str]) -> str | None:
+    # the kind of the column ``name`` names in ``scopes`` (innermost first), None: not known
+    col = name[-1]
+    if len(name) > 2:  # a qualified schema, or a struct's field: not read here
+        return None
+    for entries in scopes:
+        if len(name) == 2:
+            hits = [cols for qual, cols in entries if qual == name[-2]]
+            if not hits:
+                continue
+            return hits[0].get(col) if len(hits) == 1 and hits[0] is not None else None
+        if col in aliases or any(cols is None for _, cols in entries):
+            return None
+        aliases = frozenset()  # (an outer level's output names are not visible here)
+        hits = [cols[col] for _, cols in entries if col in cols]
+        if hits:  # two: ambiguous, PostgreSQL's error (DuckDB raises its own)
+            return hits[0] if len(hits) == 1 else None
+    return None
 
 
 def _expressions(q: Query):
@@ -266,9 +397,10 @@ def _expressions(q: Query):
 
 
 class _Rules:
-    def __init__(self, text: str, typed: dict[str, str]) -> None:
+    def __init__(self, text: str, typed: dict[str, str], resolved: dict[tuple[int, int], str]) -> None:
         self.text = text
         self.typed = typed
+        self.resolved = resolved  # column references resolved to their relation's column
         self.edits: list[tuple[int, int, str]] = []
         self.grouped = False
         self.windows = 0  # how many window calls the node being rendered is under
@@ -331,6 +463,9 @@ class _Rules:
     # there, a DOUBLE in DuckDB)
     def kind(self, e: Expression, pg: bool = False) -> str | None:
         if e.cls == "COLUMN_REF" and e.name:
+            kind = self.resolved.get((e.start, e.end))
+            if kind is not None:
+                return kind if kind != "other" else None
             return self.typed.get(e.name[-1].lower())
         if e.cls == "CONSTANT" and e.literal is not None:
             if e.literal.kind == "INTEGER":

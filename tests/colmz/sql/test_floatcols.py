@@ -211,3 +211,55 @@ def test_a_float_with_a_numeric_prints_as_a_double(cat):
     assert rows(cat, "SELECT (f / 3.0)::text AS a FROM rt WHERE k = 4") == [("-0.8333333333333334",)]
     with pytest.raises(colmz.sql.UnsupportedSQL, match="the text of a numeric value"):
         cat.sql("SELECT (f::numeric / 3.0)::text AS a FROM rt WHERE k = 2")
+
+
+@pytest.fixture
+def two(cat):
+    # rt's column names with the other float type: f a real, r a double
+    cat.execute("CREATE TABLE rt2 (k INT, f REAL, r DOUBLE PRECISION)")
+    cat.execute("INSERT INTO rt2 VALUES (1, 0.1, 1e308), (2, 3.4e38, 0.1)")
+    return cat
+
+
+def test_a_reference_is_typed_by_its_relation(two):
+    # PostgreSQL 15: rt.r (real) + 1 is float48pl, rt2.f (real) * 2 of 3.4e38 is 6.8e38,
+    # rt2.r (double) * 2 of 1e308 overflows. A name of two float types was left untyped (DuckDB
+    # added in single precision, answered Infinity)
+    r1, big = float(np.float32(0.1)), float(np.float32(3.4e38))
+    assert rows(two, "SELECT a.k, a.r + 1 AS ar, b.f * 2 AS bf, (b.f + 1)::text AS bt FROM rt a "
+                "JOIN rt2 b ON a.k = b.k ORDER BY a.k") == [(1, r1 + 1, r1 * 2, "1.1000000014901161"),
+                                                             (2, 2.5, big * 2, "3.3999999521443642e+38")]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        two.sql("SELECT rt2.r * 2 AS a FROM rt JOIN rt2 USING (k) WHERE rt.k = 1")
+    # unqualified: the innermost query level whose FROM holds the name; a FROM subquery's
+    # column has its expression's type; AS t(a, b) renames by position
+    assert rows(two, "SELECT k, r + 1 AS a FROM rt WHERE k IN (SELECT k FROM rt2 WHERE f > 0.1) ORDER BY k") \
+        == [(1, r1 + 1), (2, 2.5)]
+    assert rows(two, "SELECT k, (SELECT f + 1 FROM rt2 b WHERE b.k = a.k) AS m FROM rt a WHERE k = 1") \
+        == [(1, r1 + 1)]
+    assert rows(two, "SELECT s.k, s.f * 2 AS a FROM (SELECT k, f FROM rt2) s, rt WHERE s.k = rt.k AND rt.k = 2") \
+        == [(2, big * 2)]
+    assert rows(two, "SELECT t.k, t.f * 2 AS a FROM rt2 AS t(k, f) WHERE t.k = 2") == [(2, big * 2)]
+
+
+def test_an_ambiguous_name_is_postgresqls_error(two):
+    with pytest.raises(SQLError, match='^column reference "f" is ambiguous$'):
+        two.sql("SELECT f * 2 AS a FROM rt, rt2")
+    # a name held by two relations is not typed by either
+    rels = (("a", (("x", "real"),)), ("b", (("x", "double"),)))
+    text = "SELECT x * 2 FROM a, b"
+    assert float_column_rules(text, frozenset({("x", "real"), ("x", "double")}), rels) == text
+
+
+def test_a_continual_task_and_a_subscription_type_references_by_relation(two):
+    # rt.r is a real, rt2.f a real (rt.f and rt2.r doubles): float48pl and float48mul, as the
+    # query answers
+    want = (1, float(np.float32(0.1)) + 1, float(np.float32(0.1)) * 2)
+    two.execute("CREATE CONTINUAL TASK ct (k INT, a DOUBLE PRECISION, b DOUBLE PRECISION) ON INPUT rt AS ("
+                "INSERT INTO ct SELECT rt.k, rt.r + 1, rt2.f * 2 FROM rt JOIN rt2 ON rt.k = rt2.k WHERE rt.k = 7)")
+    two.execute("INSERT INTO rt2 VALUES (7, 0.1, 0.5)")
+    two.execute("INSERT INTO rt VALUES (7, 0.1, 0.5, NULL)")
+    assert rows(two, "SELECT k, a, b FROM ct") == [(7, *want[1:])]
+    sub = two.subscribe("SELECT rt.k, rt.r + 1 AS a, rt2.f * 2 AS b FROM rt JOIN rt2 ON rt.k = rt2.k WHERE rt.k = 1")
+    (first,) = [b for b, _ in zip(sub, range(1))]
+    assert [row[:3] for row in first.to_pylist()] == [want]
