@@ -1360,4 +1360,14 @@ QUERIES = [
     ('rc_two_relations_lateral', 'SELECT a.k, b.f * 2 AS bf FROM reals a LEFT JOIN LATERAL '
                                  '(SELECT f FROM reals2 WHERE reals2.k = a.k) b ON true ORDER BY 1'),
     ('rc_two_relations_renamed', 'SELECT t.k, t.f * 2 AS a, t.r + 1 AS b FROM reals2 AS t(k, f) ORDER BY 1'),
+    # ... arithmetic over grouped values outside an aggregate (and a float cast in a grouped query)
+    ('rc_grouped_value_overflow', 'SELECT f * 2 AS a FROM reals GROUP BY f'),
+    ('rc_grouped_value_nan_div', 'SELECT f / 0 AS a FROM reals WHERE k = 3 GROUP BY f'),
+    ('rc_grouped_value_real', 'SELECT r * 2 AS a, (r + 1)::text AS b FROM reals GROUP BY r ORDER BY 1'),
+    ('rc_grouped_value_having', 'SELECT f * 2 AS a, f + count(*) AS b FROM reals WHERE k > 1 GROUP BY f '
+                                'HAVING f * 2 > 0 ORDER BY f * 2'),
+    ('rc_grouped_value_having_overflow', 'SELECT count(*) AS n FROM reals GROUP BY f HAVING f * 2 > 0'),
+    ('rc_grouped_value_cast_overflow', 'SELECT f::float8 * 2 AS a FROM reals GROUP BY f'),
+    ('rc_grouped_sum_cast_overflow', 'SELECT k, sum(f::float8 * 2) AS s FROM reals GROUP BY k'),
+    ('rc_grouped_constant_overflow', 'SELECT k, 1e300::float8 * 1e10 AS s FROM reals GROUP BY k'),
 ]

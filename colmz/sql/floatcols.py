@@ -56,8 +56,13 @@ Invariants:
   subquery); in a grouped query, outside an aggregate's arguments, the overflow and NaN
   rules apply only to a subtree written as a grouped expression (its tokens; a GROUP BY
   position or alias names its select item), so the grouped expression and its select item,
-  HAVING or ORDER BY are rewritten alike and DuckDB still matches them (arithmetic over
-  grouped values, ``g + g``, is left unchecked); they skip a window's OVER clause (DuckDB refuses a volatile expression in a window's
+  HAVING or ORDER BY are rewritten alike and DuckDB still matches them, or to arithmetic
+  whose every operand reads only grouped expressions, aggregates and constants (``f * 2 ...
+  GROUP BY f``: the check repeats its operands, which must be grouped values). Translate
+  checks no arithmetic of a grouped query, so there a float cast among the operands
+  (``f::float8 * 2``, ``1e300::float8 * 10``) is checked too, in aggregates' arguments as
+  well; a query text naming a float type and ``GROUP BY`` is read even when no float
+  column is. They skip a window's OVER clause (DuckDB refuses a volatile expression in a window's
   ORDER BY, and counts a check volatile); they apply to an aggregate's and a window call's
   arguments (read per row). The widening applies everywhere (it rewrites a grouped
   expression and its select item alike).
@@ -108,6 +113,8 @@ _EXACT_TYPES = re.compile(r"(int[248]?|integer|bigint|smallint|tinyint|hugeint|n
                           r"(\s*\(\s*\d+\s*(,\s*\d+\s*)?\))?")
 #: A text that may divide a float without naming a float column (``'NaN'::float8 / 0``).
 _FLOAT_WORD = re.compile(r"\b(float[48]?|real|double)\b", re.IGNORECASE)
+#: A grouped query, whose float arithmetic translate leaves unchecked (``1e300::float8 * 10``).
+_GROUP_BY = re.compile(r"\bGROUP\s+BY\b", re.IGNORECASE)
 
 
 def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
@@ -127,7 +134,7 @@ def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
     'SELECT __colmz_float_check(CAST(a.x AS DOUBLE) + 1, isfinite(TRY_CAST(a.x AS DOUBLE)), false), b.x FROM a, b'
     """
     if not any(k in ("real", "double") for _, k in columns) and not (
-            ("/" in text or NUMERIC_TEXT in text) and _FLOAT_WORD.search(text)):
+            ("/" in text or NUMERIC_TEXT in text or _GROUP_BY.search(text)) and _FLOAT_WORD.search(text)):
         return text
     return _rewrite(text, columns, relations)
 
@@ -403,6 +410,7 @@ class _Rules:
         self.resolved = resolved  # column references resolved to their relation's column
         self.edits: list[tuple[int, int, str]] = []
         self.grouped = False
+        self.unchecked = False  # in a grouped query (aggregates' arguments too)
         self.windows = 0  # how many window calls the node being rendered is under
         self.group_keys: frozenset = frozenset()  # the grouped expressions' token keys
 
@@ -438,6 +446,7 @@ class _Rules:
             if t.subquery is not None:
                 self.query(t.subquery, False)
         self.grouped = bool(q.group_by) or q.aggregate_handling == "FORCE_AGGREGATES"
+        self.unchecked = self.grouped  # translate checks no arithmetic of a grouped query
         self.group_keys = self.grouped_keys(q)
         for e in _expressions(q):
             if isinstance(e, Expression):
@@ -446,9 +455,9 @@ class _Rules:
     def root(self, e: Expression) -> None:
         # the edits under ``e``: maximal rewritten nodes; subqueries read as queries
         if e.subquery is not None:
-            grouped = self.grouped
+            state = self.grouped, self.group_keys, self.unchecked
             self.query(e.subquery, False)
-            self.grouped = grouped
+            self.grouped, self.group_keys, self.unchecked = state
             return
         if any(n.subquery is not None for n in e.walk()):  # rules apply below the subquery's level
             for c in e.children:
@@ -502,10 +511,33 @@ class _Rules:
     def checks(self, e: Expression) -> bool:
         # whether the arithmetic subtree ``e`` (if maximal) gets the overflow check here
         # in a grouped query, outside an aggregate, only a grouped expression (and each select
-        # item, HAVING or ORDER BY expression written as one) is checked: DuckDB matches the
-        # checked texts alike, where a check over a grouped value would read ungrouped leaves
-        return (not self.grouped or self.key(e) in self.group_keys) and not self.windows \
-            and self.kind(e) in ("real", "double") and self._float_column_under(e)
+        # item, HAVING or ORDER BY expression written as one) or arithmetic over grouped
+        # values is checked: DuckDB matches the checked texts alike, where a check
+        # repeating an operand that is not a grouped value would read ungrouped leaves
+        # (translate checks visibly float arithmetic, ``f::float8 * 2``, outside grouped
+        # queries only: a float cast among the operands counts there)
+        return self.per_group(e) and not self.windows and self.kind(e) in ("real", "double") and (
+            self._float_column_under(e)
+            or (self.unchecked and any(self.kind(n) in ("real", "double") for n in _leaves(e))))
+
+    def per_group(self, e: Expression) -> bool:
+        # whether a rule may rewrite the arithmetic ``e`` (repeating its operands) here:
+        # outside a grouped query, or as a grouped expression, or with every operand a
+        # grouped value (``f * 2 ... GROUP BY f``)
+        return not self.grouped or self.key(e) in self.group_keys \
+            or all(self.grouped_value(n) for n in _leaves(e))
+
+    def grouped_value(self, n: Expression) -> bool:
+        # whether ``n`` reads only grouped expressions, aggregates and constants
+        if n.start >= 0 and self.key(n) in self.group_keys:
+            return True
+        if n.subquery is not None or n.cls in ("COLUMN_REF", "WINDOW", "STAR", "COLUMNS"):
+            return False
+        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0].lower() in _AGGREGATES:
+            return True
+        if n.cls == "CAST" and n.children:  # (its second child is the type)
+            return self.grouped_value(n.children[0])
+        return n.cls == "CONSTANT" or (bool(n.children) and all(self.grouped_value(c) for c in n.children))
 
     # -- rendering: the node's text with its rewritten descendants; None when unchanged
     def render(self, e: Expression, checked: bool) -> str | None:
@@ -580,7 +612,7 @@ class _Rules:
                         texts[id(c)] = f"CAST({self.child_text(c, texts)} AS DOUBLE)"
                 body = self.splice(e, texts)
             if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.windows \
-                    and (not self.grouped or self.key(e) in self.group_keys):
+                    and self.per_group(e):
                 body = f"{FLOAT_DIV}({self.child_text(a, texts)}, {self.child_text(b, texts)})"
         if arith and not checked and self.checks(e):
             leaves = [n for n in _leaves(e) if n.start >= 0]

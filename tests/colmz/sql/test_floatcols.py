@@ -263,3 +263,26 @@ def test_a_continual_task_and_a_subscription_type_references_by_relation(two):
     sub = two.subscribe("SELECT rt.k, rt.r + 1 AS a, rt2.f * 2 AS b FROM rt JOIN rt2 ON rt.k = rt2.k WHERE rt.k = 1")
     (first,) = [b for b, _ in zip(sub, range(1))]
     assert [row[:3] for row in first.to_pylist()] == [want]
+
+
+def test_arithmetic_over_grouped_values_follows_the_rules(cat):
+    # PostgreSQL 15: f * 2 of a group f = 1e308 raises "value out of range: overflow", NaN / 0
+    # of a group is NaN, also in HAVING and with a float cast; DuckDB answered Infinity and
+    # raised "Division by zero"
+    for sql in ("SELECT f * 2 AS a FROM rt GROUP BY f",
+                "SELECT k, f * 2 AS a FROM rt GROUP BY k, f",
+                "SELECT count(*) AS n FROM rt GROUP BY f HAVING f * 2 > 0",
+                "SELECT f::float8 * 2 AS a FROM rt GROUP BY f",
+                "SELECT k, sum(f::float8 * 2) AS s FROM rt GROUP BY k"):
+        with pytest.raises(SQLError, match="value out of range: overflow"):
+            cat.sql(sql)
+    cat.execute("CREATE TABLE ints (k INT)")
+    cat.execute("INSERT INTO ints VALUES (1)")
+    with pytest.raises(SQLError, match="value out of range: overflow"):  # no float column read
+        cat.sql("SELECT k, 1e300::float8 * 1e10 AS s FROM ints GROUP BY k")
+    assert math.isnan(rows(cat, "SELECT f / 0 AS a FROM rt WHERE k = 3 GROUP BY f")[0][0])
+    assert rows(cat, "SELECT f * 2 AS a, f + count(*) AS b FROM rt WHERE k = 2 GROUP BY f HAVING f * 2 > 0 "
+                "ORDER BY f * 2") == [(0.2, 1.1)]
+    # a subquery's own grouping does not leak into the query around it
+    assert rows(cat, "SELECT f * 2 AS a, (SELECT count(*) FROM rt GROUP BY k LIMIT 1) AS c FROM rt "
+                "WHERE k = 2 GROUP BY f") == [(0.2, 1)]
