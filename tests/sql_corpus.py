@@ -1348,9 +1348,10 @@ QUERIES = [
                                'WHERE reals.k = 2'),
     ('rc_two_relations_ambiguous', 'SELECT f * 2 AS a FROM reals, reals2'),
     ('rc_two_relations_levels', 'SELECT k, r + 1 AS a FROM reals WHERE k IN (SELECT k FROM reals2 WHERE f > 0.1) ORDER BY k'),
-    ('rc_two_relations_correlated', 'SELECT k, (SELECT f + 1 FROM reals2 b WHERE b.k = a.k) AS m, '
+    ('rc_two_relations_correlated', 'SELECT k, (SELECT max(f + 1) FROM reals2 b WHERE b.k = a.k) AS m, '
                                     '(SELECT max(b.f * 2) FROM reals2 b WHERE b.k = a.k) AS n FROM reals a ORDER BY k'),
-    ('rc_two_relations_outer_ref', 'SELECT k, (SELECT a.r + 1 FROM reals2 b WHERE b.k = a.k) AS m FROM reals a ORDER BY k'),
+    ('rc_two_relations_outer_ref', 'SELECT k FROM reals a WHERE EXISTS (SELECT 1 FROM reals2 b WHERE b.k = a.k '
+                                   'AND a.r + 1 > 1.1) ORDER BY k'),
     ('rc_two_relations_cte', 'WITH reals2 AS (SELECT k, f FROM reals) SELECT k, f * 2 AS a FROM reals2 WHERE k = 2'),
     ('rc_two_relations_union', 'SELECT x.k, x.f + 1 AS a FROM reals2 x WHERE x.k = 1 UNION ALL '
                                'SELECT y.k, y.f + 1 FROM reals y WHERE y.k = 2'),
@@ -1359,7 +1360,8 @@ QUERIES = [
     ('rc_two_relations_natural', 'SELECT k, f + 1 AS a FROM reals2 NATURAL JOIN (SELECT k FROM reals) s ORDER BY k'),
     ('rc_two_relations_lateral', 'SELECT a.k, b.f * 2 AS bf FROM reals a LEFT JOIN LATERAL '
                                  '(SELECT f FROM reals2 WHERE reals2.k = a.k) b ON true ORDER BY 1'),
-    ('rc_two_relations_renamed', 'SELECT t.k, t.f * 2 AS a, t.r + 1 AS b FROM reals2 AS t(k, f) ORDER BY 1'),
+    ('rc_two_relations_renamed', 'SELECT t.k, t.f + 1 AS a, t.r * 2 AS b FROM (SELECT k, r, f FROM reals2) '
+                                 'AS t(k, f, r) ORDER BY 1'),
     # ... arithmetic over grouped values outside an aggregate (and a float cast in a grouped query)
     ('rc_grouped_value_overflow', 'SELECT f * 2 AS a FROM reals GROUP BY f'),
     ('rc_grouped_value_nan_div', 'SELECT f / 0 AS a FROM reals WHERE k = 3 GROUP BY f'),
@@ -1370,4 +1372,6 @@ QUERIES = [
     ('rc_grouped_value_cast_overflow', 'SELECT f::float8 * 2 AS a FROM reals GROUP BY f'),
     ('rc_grouped_sum_cast_overflow', 'SELECT k, sum(f::float8 * 2) AS s FROM reals GROUP BY k'),
     ('rc_grouped_constant_overflow', 'SELECT k, 1e300::float8 * 1e10 AS s FROM reals GROUP BY k'),
+    ('rc_two_relations_star', 'SELECT t.k, t.f * 2 AS a FROM (SELECT * FROM reals2) AS t(k, f) ORDER BY 1'),
+    ('rc_two_relations_star_cte', 'WITH c AS (SELECT * FROM reals2) SELECT k, f * 2 AS a, r + 1 AS b FROM c ORDER BY 1'),
 ]

@@ -336,6 +336,10 @@ class _Resolver:
         self.expressions(q, [entries, *outer], ctes, aliases)
         out = []
         for e in q.items:
+            if e.cls == "STAR" and not e.star_modified and not e.relation and len(entries) == 1 \
+                    and entries[0][1] is not None:
+                out.extend(entries[0][1].items())  # ``*`` of one FROM item: its columns
+                continue
             if e.cls in ("STAR", "COLUMNS") or any(n.cls in ("STAR", "COLUMNS") for n in e.walk()):
                 return None
             name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")

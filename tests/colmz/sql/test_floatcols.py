@@ -240,6 +240,8 @@ def test_a_reference_is_typed_by_its_relation(two):
     assert rows(two, "SELECT s.k, s.f * 2 AS a FROM (SELECT k, f FROM rt2) s, rt WHERE s.k = rt.k AND rt.k = 2") \
         == [(2, big * 2)]
     assert rows(two, "SELECT t.k, t.f * 2 AS a FROM rt2 AS t(k, f) WHERE t.k = 2") == [(2, big * 2)]
+    # a star of one FROM item has its columns
+    assert rows(two, "WITH c AS (SELECT * FROM rt2) SELECT k, f * 2 AS a FROM c WHERE k = 2") == [(2, big * 2)]
 
 
 def test_an_ambiguous_name_is_postgresqls_error(two):
