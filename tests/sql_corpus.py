@@ -1374,4 +1374,11 @@ QUERIES = [
     ('rc_grouped_constant_overflow', 'SELECT k, 1e300::float8 * 1e10 AS s FROM reals GROUP BY k'),
     ('rc_two_relations_star', 'SELECT t.k, t.f * 2 AS a FROM (SELECT * FROM reals2) AS t(k, f) ORDER BY 1'),
     ('rc_two_relations_star_cte', 'WITH c AS (SELECT * FROM reals2) SELECT k, f * 2 AS a, r + 1 AS b FROM c ORDER BY 1'),
+    # ... a call of its argument's type over a float column (abs, min, max)
+    ('rc_same_type_call_overflow', 'SELECT abs(f) * 2 AS a FROM reals'),
+    ('rc_same_type_call', 'SELECT k, abs(f) * 2 AS a, abs(r) + 1 AS b, (abs(r) + 1)::text AS c FROM reals '
+                          'WHERE k > 1 ORDER BY k'),
+    ('rc_same_type_aggregate', 'SELECT max(r) * 2 AS a, min(r) + 1 AS b, max(r) > 0.1 AS c FROM reals'),
+    ('rc_same_type_aggregate_grouped', 'SELECT k, max(r) * 2 AS a FROM reals GROUP BY k ORDER BY k'),
+    ('rc_same_type_aggregate_overflow', 'SELECT max(f) * 2 AS a FROM reals WHERE k < 3'),
 ]

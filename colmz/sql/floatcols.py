@@ -7,7 +7,7 @@ computes it. The catalog knows the schema of every relation a query reads when i
 :func:`float_column_rules` then reads the translated text's tree
 (:func:`colmz.sql.tree.parse_tree`) and types its leaves -- a column reference by the
 relations' columns of that name, a number literal as exact, a cast to a float type by its
-target -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
+target, ``abs``, ``min`` and ``max`` by their argument -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
 
 * **real with an exact number** (``r * 2``, ``r + 1``, ``1 - r``, ``r > 0.1``): PostgreSQL has
   no ``real`` operator with an integer or ``numeric``; it picks ``float48`` (the real widened
@@ -498,6 +498,9 @@ class _Rules:
                 return self.kind(e.children[0], pg)
             if _numeric_cast(e, self.text):
                 return "exact"
+            if name.lower() in _SAME_TYPE_CALLS and len(e.children) == 1 and e.filter is None \
+                    and not e.order_by:
+                return self.kind(e.children[0], pg)
             if is_arith(e):
                 kinds = [self.kind(c, pg) for c in e.children]
                 if None in kinds:
@@ -510,7 +513,11 @@ class _Rules:
         return None
 
     def _float_column_under(self, e: Expression) -> bool:
-        return any(n.cls == "COLUMN_REF" and self.kind(n) in ("real", "double") for n in _leaves(e))
+        # a float column among the operands, or a call of its type (``abs(f)``, ``max(f)``):
+        # translate, not knowing the column's type, left them as DuckDB computes
+        return any((n.cls == "COLUMN_REF" or (n.cls == "FUNCTION" and len(n.name) == 1
+                                              and n.name[0].lower() in _SAME_TYPE_CALLS))
+                   and self.kind(n) in ("real", "double") for n in _leaves(e))
 
     def checks(self, e: Expression) -> bool:
         # whether the arithmetic subtree ``e`` (if maximal) gets the overflow check here
@@ -633,6 +640,9 @@ _AGGREGATES = frozenset({
     "bool_and", "bool_or", "every", "median", "mode", "product", "any_value", "arg_min",
     "arg_max", "first", "last", "list", "fsum", "sumkahan", "kahan_sum",
 })
+#: Calls whose result has their argument's type, in PostgreSQL and DuckDB alike (``abs(r)``
+#: is a real, ``max(f)`` a double): typed as their argument.
+_SAME_TYPE_CALLS = frozenset({"abs", "min", "max"})
 _OVER = re.compile(r"\bOVER\b", re.IGNORECASE)
 
 
