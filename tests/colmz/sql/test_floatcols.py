@@ -305,3 +305,13 @@ def test_a_call_of_its_arguments_type_follows_the_rules(cat):
     cat.execute("CREATE MATERIALIZED VIEW mv AS SELECT k, min(r) + 1 AS a, abs(r) * 2 AS b FROM rt GROUP BY k, r")
     cat.execute("INSERT INTO rt VALUES (5, 0.1, 0.5, NULL)")
     assert rows(cat, "SELECT a, b FROM mv WHERE k IN (1, 5)") == [(r1 + 1, r1 * 2)] * 2
+
+
+def test_a_maintained_view_over_two_relations_types_references_by_relation(two):
+    q = ("SELECT a.k, a.r + 1 AS ar, b.f * 2 AS bf, (b.f + 1)::text AS bt FROM rt a JOIN rt2 b ON a.k = b.k "
+         "WHERE a.k <> 1")
+    two.execute(f"CREATE MATERIALIZED VIEW mv AS {q}")
+    two.execute("INSERT INTO rt2 VALUES (4, 0.1, 0.5)")
+    big = float(np.float32(3.4e38))
+    want = [(2, 2.5, big * 2, "3.3999999521443642e+38"), (4, big + 1, float(np.float32(0.1)) * 2, "1.1000000014901161")]
+    assert sorted(rows(two, q)) == sorted(rows(two, "SELECT * FROM mv")) == want
