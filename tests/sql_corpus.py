@@ -1381,4 +1381,9 @@ QUERIES = [
     ('rc_same_type_aggregate', 'SELECT max(r) * 2 AS a, min(r) + 1 AS b, max(r) > 0.1 AS c FROM reals'),
     ('rc_same_type_aggregate_grouped', 'SELECT k, max(r) * 2 AS a FROM reals GROUP BY k ORDER BY k'),
     ('rc_same_type_aggregate_overflow', 'SELECT max(f) * 2 AS a FROM reals WHERE k < 3'),
+    ('rc_same_type_window', 'SELECT k, max(r) OVER (PARTITION BY k) * 2 AS a, min(r) OVER (ORDER BY k) + 1 AS b, '
+                            '(max(r) OVER (ORDER BY k ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) + 1)::text AS c '
+                            'FROM reals ORDER BY k'),
+    ('rc_same_type_window_overflow', 'SELECT k, max(f) OVER (PARTITION BY k) * 2 AS a FROM reals ORDER BY k'),
+    ('rc_same_type_named_window', 'SELECT k, max(r) OVER w * 2 AS a FROM reals WINDOW w AS (PARTITION BY k) ORDER BY k'),
 ]

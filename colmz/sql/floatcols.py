@@ -489,6 +489,10 @@ class _Rules:
         if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
             t = " ".join(self.text[e.children[1].start : e.children[1].end].lower().split())
             return float_kind(t) or ("exact" if _EXACT_TYPES.fullmatch(t) else None)
+        if e.cls == "WINDOW" and len(e.name) == 1 and e.name[0].lower() in _SAME_TYPE_CALLS \
+                and e.filter is None:
+            args = _window_arguments(e, [c for c in e.children if c.start >= 0], self.text)
+            return self.kind(args[0], pg) if len(args) == 1 else None
         if e.cls == "FUNCTION" and len(e.name) == 1:
             name = e.name[0]
             if name == REAL_WIDEN and len(e.children) == 2:
@@ -515,7 +519,7 @@ class _Rules:
     def _float_column_under(self, e: Expression) -> bool:
         # a float column among the operands, or a call of its type (``abs(f)``, ``max(f)``):
         # translate, not knowing the column's type, left them as DuckDB computes
-        return any((n.cls == "COLUMN_REF" or (n.cls == "FUNCTION" and len(n.name) == 1
+        return any((n.cls == "COLUMN_REF" or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
                                               and n.name[0].lower() in _SAME_TYPE_CALLS))
                    and self.kind(n) in ("real", "double") for n in _leaves(e))
 

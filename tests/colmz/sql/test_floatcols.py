@@ -299,7 +299,11 @@ def test_a_call_of_its_arguments_type_follows_the_rules(cat):
     assert rows(cat, "SELECT (abs(r) + 1)::text AS a, max(r) * 2 AS b FROM rt WHERE k = 4 GROUP BY r") == \
         [("3.3999999521443642e+38", big * 2)]
     assert rows(cat, "SELECT min(r) + 1 AS a FROM rt") == [(r1 + 1,)]
-    for sql in ("SELECT abs(f) * 2 AS a FROM rt", "SELECT max(f) * 2 AS a FROM rt WHERE k < 3"):
+    # a window call too
+    assert rows(cat, "SELECT k, max(r) OVER (PARTITION BY k) * 2 AS a, min(r) OVER (ORDER BY k) + 1 AS b "
+                "FROM rt WHERE k IN (1, 4) ORDER BY k") == [(1, r1 * 2, r1 + 1), (4, big * 2, r1 + 1)]
+    for sql in ("SELECT abs(f) * 2 AS a FROM rt", "SELECT max(f) * 2 AS a FROM rt WHERE k < 3",
+                "SELECT max(f) OVER (PARTITION BY k) * 2 AS a FROM rt"):
         with pytest.raises(SQLError, match="value out of range: overflow"):
             cat.sql(sql)
     cat.execute("CREATE MATERIALIZED VIEW mv AS SELECT k, min(r) + 1 AS a, abs(r) * 2 AS b FROM rt GROUP BY k, r")
