@@ -1386,4 +1386,12 @@ QUERIES = [
                             'FROM reals ORDER BY k'),
     ('rc_same_type_window_overflow', 'SELECT k, max(f) OVER (PARTITION BY k) * 2 AS a FROM reals ORDER BY k'),
     ('rc_same_type_named_window', 'SELECT k, max(r) OVER w * 2 AS a FROM reals WINDOW w AS (PARTITION BY k) ORDER BY k'),
+    # ... a sum of reals (PostgreSQL adds them in single precision): refused by name
+    ('rc_sum_real_column', 'SELECT sum(r) AS s FROM reals WHERE k < 3'),
+    ('rc_sum_real_values', 'SELECT sum(x) AS s FROM (VALUES (0.1::real), (1.5::real)) v(x)'),
+    ('rc_sum_real_expression', 'SELECT sum(DISTINCT r + r) AS d FROM reals WHERE k < 3'),
+    # ... a VALUES column typed by its rows (reals and integers make a real)
+    ('rc_values_real_int', 'SELECT x + 1 AS a FROM (VALUES (0.1::real), (1)) v(x)'),
+    ('rc_values_double_overflow', 'SELECT x + 1 AS a, y * 2 AS b FROM (VALUES (0.1::real, 1e308::float8), '
+                                  '(1.5::real, 2::float8)) v(x, y)'),
 ]

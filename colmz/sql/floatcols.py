@@ -61,8 +61,7 @@ Invariants:
   GROUP BY f``: the check repeats its operands, which must be grouped values). Translate
   checks no arithmetic of a grouped query, so there a float cast among the operands
   (``f::float8 * 2``, ``1e300::float8 * 10``) is checked too, in aggregates' arguments as
-  well; a query text naming a float type and ``GROUP BY`` is read even when no float
-  column is. They skip a window's OVER clause (DuckDB refuses a volatile expression in a window's
+  well; a query text naming a float type is read even when no float column is. They skip a window's OVER clause (DuckDB refuses a volatile expression in a window's
   ORDER BY, and counts a check volatile); they apply to an aggregate's and a window call's
   arguments (read per row). The widening applies everywhere (it rewrites a grouped
   expression and its select item alike).
@@ -79,7 +78,7 @@ import functools
 import re
 
 from colmz.sql.build import RESERVED_PREFIX
-from colmz.sql.errors import SQLError
+from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import cte_columns_of, tokenize
 from colmz.sql.transforms import (
     FLOAT_CHECK,
@@ -92,7 +91,7 @@ from colmz.sql.transforms import (
     products_only,
     table_refs,
 )
-from colmz.sql.translate import FLOAT8_TEXT, NUMERIC_TEXT
+from colmz.sql.translate import FLOAT8_TEXT, NUMERIC_TEXT, SUM_ARGUMENT
 from colmz.sql.tree import Expression, Query, parse_tree
 
 __all__ = ["FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
@@ -111,10 +110,9 @@ _COMPARE = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_LESSTHAN", "
                       "COMPARE_LESSTHANOREQUALTO", "COMPARE_GREATERTHANOREQUALTO"})
 _EXACT_TYPES = re.compile(r"(int[248]?|integer|bigint|smallint|tinyint|hugeint|numeric|decimal)"
                           r"(\s*\(\s*\d+\s*(,\s*\d+\s*)?\))?")
-#: A text that may divide a float without naming a float column (``'NaN'::float8 / 0``).
+#: A text that may hold float arithmetic without a float column (``'NaN'::float8 / 0``, a
+#: grouped ``1e300::float8 * 10``, a VALUES list of reals).
 _FLOAT_WORD = re.compile(r"\b(float[48]?|real|double)\b", re.IGNORECASE)
-#: A grouped query, whose float arithmetic translate leaves unchecked (``1e300::float8 * 10``).
-_GROUP_BY = re.compile(r"\bGROUP\s+BY\b", re.IGNORECASE)
 
 
 def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
@@ -133,8 +131,7 @@ def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
     >>> float_column_rules("SELECT a.x + 1, b.x FROM a, b", frozenset({("x", "real"), ("x", "double")}), rels)
     'SELECT __colmz_float_check(CAST(a.x AS DOUBLE) + 1, isfinite(TRY_CAST(a.x AS DOUBLE)), false), b.x FROM a, b'
     """
-    if not any(k in ("real", "double") for _, k in columns) and not (
-            ("/" in text or NUMERIC_TEXT in text or _GROUP_BY.search(text)) and _FLOAT_WORD.search(text)):
+    if not any(k in ("real", "double") for _, k in columns) and not _FLOAT_WORD.search(text):
         return text
     return _rewrite(text, columns, relations)
 
@@ -173,7 +170,7 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]],
     typed = {n: next(iter(k)) for n, k in kinds.items()
              if len(k) == 1 and "other" not in k and n not in defs}
     resolved: dict[tuple[int, int], str] = {}
-    if relations:
+    if relations or _FLOAT_WORD.search(text):  # (VALUES lists typed by their casts)
         resolver = _Resolver(text, {name: dict(cols) for name, cols in relations}, typed)
         for q in queries:
             resolver.query(q, [], {})
@@ -324,6 +321,10 @@ class _Resolver:
                 if got is not None and len(t.column_aliases) <= len(got):
                     got = [(a.lower(), k) for a, (_, k) in zip(t.column_aliases, got)] + got[len(t.column_aliases):]
                     cols = _named(got)
+            elif t.type == "EXPRESSION_LIST" and t.rows and all(len(r) == len(t.rows[0]) for r in t.rows):
+                # VALUES: a column of one kind in every row has it (PostgreSQL names them column1, ...)
+                cols = {f"column{i + 1}": _common_kind({self.rules.kind(r[i]) for r in t.rows})
+                        for i in range(len(t.rows[0]))}
             elif t.type == "BASE_TABLE" and t.name:
                 name = t.name[-1].lower()
                 cols = ctes[name] if len(t.name) == 1 and name in ctes else self.rels.get(name)
@@ -358,6 +359,14 @@ class _Resolver:
                     kind = _lookup(tuple(p.lower() for p in n.name), scopes, aliases)
                     if kind is not None:
                         self.out[(n.start, n.end)] = kind
+
+
+def _common_kind(kinds: set[str | None]) -> str | None:
+    # PostgreSQL's common type of values of these kinds (select_common_type: an integer or
+    # numeric goes to a real, a real to a double), as DuckDB's VALUES types them too
+    if not kinds or not kinds <= {"real", "double", "exact"}:
+        return None
+    return "double" if "double" in kinds else "real" if "real" in kinds else "exact"
 
 
 def _named(cols: list[tuple[str, str | None]]) -> dict[str, str | None]:
@@ -599,6 +608,18 @@ class _Rules:
         return texts.get(id(c), self.text[c.start : c.end])
 
     def rule(self, e: Expression, texts: dict[int, str], checked: bool) -> str | None:
+        if e.cls in ("FUNCTION", "WINDOW") and e.name == ("sum",):
+            args = _window_arguments(e, [c for c in e.children if c.start >= 0], self.text) \
+                if e.cls == "WINDOW" else e.children[-1:]
+            arg = args[0] if len(args) == 1 else None
+            # (through translate's typing of sum's argument, a real as itself, and the checks)
+            while arg is not None and arg.cls == "FUNCTION" and len(arg.name) == 1 \
+                    and arg.name[0] in (SUM_ARGUMENT, FLOAT_CHECK, FLOAT_DIV) and arg.children:
+                arg = arg.children[0]
+            if arg is not None and self.kind(arg) == "real" and self._float_column_under(arg):
+                # translate refuses a visibly real argument alike (transforms._sum_of_real)
+                raise UnsupportedSQL("sum() of a real column is not supported by colmz (PostgreSQL adds "
+                                     "in single precision, DuckDB in double): cast the argument to float8")
         if e.cls == "FUNCTION" and e.name == (NUMERIC_TEXT,) and len(e.children) == 1 \
                 and e.children[0].start >= 0 and self.kind(e.children[0], pg=True) == "double":
             # translate's text of what may be a numeric computed as a double (refused when it
