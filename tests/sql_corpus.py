@@ -1394,4 +1394,14 @@ QUERIES = [
     ('rc_values_real_int', 'SELECT x + 1 AS a FROM (VALUES (0.1::real), (1)) v(x)'),
     ('rc_values_double_overflow', 'SELECT x + 1 AS a, y * 2 AS b FROM (VALUES (0.1::real, 1e308::float8), '
                                   '(1.5::real, 2::float8)) v(x, y)'),
+    # ... CASE, coalesce, greatest/least and nullif of a float column, typed by their values
+    ('rc_conditional_real', 'SELECT k, coalesce(r, 0) + 1 AS a, greatest(r, 0) * 2 AS b, nullif(r, 0) * 2 AS c, '
+                            'CASE WHEN k > 1 THEN r END * 2 AS d, CASE WHEN k = 1 THEN r ELSE 0 END + 1 AS e '
+                            'FROM reals ORDER BY k'),
+    ('rc_conditional_real_text', 'SELECT k, (coalesce(r, 0) + 1)::text AS a, (CASE WHEN k = 1 THEN r ELSE 0.5 END + 1)::text '
+                                 'AS b FROM reals ORDER BY k'),
+    ('rc_conditional_double_overflow', 'SELECT coalesce(f, 0) * 2 AS a FROM reals'),
+    ('rc_conditional_mixed', 'SELECT k, coalesce(r, f) + 1 AS a, greatest(r, f, 0) * 0.5 AS b FROM reals WHERE k > 1 '
+                             'ORDER BY k'),
+    ('rc_conditional_literal_real', 'SELECT coalesce(1::real, 0) + 0.1 AS a, CASE WHEN true THEN 0.1::real END * 3 AS b'),
 ]

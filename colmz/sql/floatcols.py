@@ -7,7 +7,8 @@ computes it. The catalog knows the schema of every relation a query reads when i
 :func:`float_column_rules` then reads the translated text's tree
 (:func:`colmz.sql.tree.parse_tree`) and types its leaves -- a column reference by the
 relations' columns of that name, a number literal as exact, a cast to a float type by its
-target, ``abs``, ``min`` and ``max`` by their argument -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
+target, ``abs``, ``min`` and ``max`` by their argument, a CASE, ``coalesce``, ``greatest``,
+``least`` and ``nullif`` by PostgreSQL's common type of their values -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
 
 * **real with an exact number** (``r * 2``, ``r + 1``, ``1 - r``, ``r > 0.1``): PostgreSQL has
   no ``real`` operator with an integer or ``numeric``; it picks ``float48`` (the real widened
@@ -27,6 +28,8 @@ target, ``abs``, ``min`` and ``max`` by their argument -- and applies, as Postgr
   it a double (the numeric read as one), so an operand typed here as a double by PostgreSQL's
   rules (a number with an exponent is a numeric there) is printed as a double is
   (:data:`colmz.sql.translate.FLOAT8_TEXT`).
+* **a sum of reals** is refused by name (PostgreSQL adds reals in single precision,
+  DuckDB in double), as translate refuses a visibly real argument.
 * **a float column cast to numeric** keeps 15 (real: 6) significant digits, as
   ``float8_numeric`` (``float4_numeric``) does: ``(f * 3)::numeric = 0.3`` holds for f = 0.1
   (translate's ``x +`` :data:`colmz.sql.transforms.NUMERIC_CAST` of a float operand).
@@ -498,6 +501,13 @@ class _Rules:
         if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
             t = " ".join(self.text[e.children[1].start : e.children[1].end].lower().split())
             return float_kind(t) or ("exact" if _EXACT_TYPES.fullmatch(t) else None)
+        if e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE":
+            return self.common(e.children, pg)
+        if e.cls == "CASE":  # its results: each THEN and the ELSE (an implicit one is NULL)
+            return self.common((*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ())), pg)
+        if e.cls == "FUNCTION" and len(e.name) == 1 and e.filter is None and not e.order_by \
+                and e.name[0].lower() in ("greatest", "least", "nullif"):
+            return self.common(e.children[:1] if e.name[0].lower() == "nullif" else e.children, pg)
         if e.cls == "WINDOW" and len(e.name) == 1 and e.name[0].lower() in _SAME_TYPE_CALLS \
                 and e.filter is None:
             args = _window_arguments(e, [c for c in e.children if c.start >= 0], self.text)
@@ -525,12 +535,21 @@ class _Rules:
                 return "real" if "real" in kinds else "exact"
         return None
 
+    def common(self, nodes, pg: bool) -> str | None:
+        # PostgreSQL's common type of a CASE's, coalesce's, greatest's ... values (a NULL
+        # takes any type)
+        return _common_kind({self.kind(n, pg) for n in nodes if not (
+            n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NULL_LITERAL")})
+
     def _float_column_under(self, e: Expression) -> bool:
-        # a float column among the operands, or a call of its type (``abs(f)``, ``max(f)``):
-        # translate, not knowing the column's type, left them as DuckDB computes
-        return any((n.cls == "COLUMN_REF" or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
-                                              and n.name[0].lower() in _SAME_TYPE_CALLS))
-                   and self.kind(n) in ("real", "double") for n in _leaves(e))
+        # a float column among the operands, or a value typed here by one (``abs(f)``,
+        # ``max(f)``, ``coalesce(r, 0)``, a CASE): translate, not knowing the column's
+        # type, left them as DuckDB computes
+        return any(self.kind(n) in ("real", "double") and (
+            n.cls in ("COLUMN_REF", "CASE") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
+            or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
+                and n.name[0].lower() in (*_SAME_TYPE_CALLS, "greatest", "least", "nullif")))
+            for n in _leaves(e))
 
     def checks(self, e: Expression) -> bool:
         # whether the arithmetic subtree ``e`` (if maximal) gets the overflow check here

@@ -339,3 +339,15 @@ def test_a_values_column_is_typed_by_its_rows(cat):
     assert rows(cat, "SELECT x + 1 AS a FROM (VALUES (0.1::real), (1)) v(x)") == [(r1 + 1,), (2.0,)]
     with pytest.raises(SQLError, match="value out of range: overflow"):
         cat.sql("SELECT y * 2 AS b FROM (VALUES (1, 1e308::float8)) v(x, y)")
+
+
+def test_case_coalesce_greatest_and_nullif_are_typed_by_their_values(cat):
+    # PostgreSQL 15: coalesce(r, 0), greatest(r, 0), nullif(r, 0) and a CASE of r (and an
+    # integer, or NULL) are reals, so with an integer they are float48 (DuckDB: single
+    # precision, 1.100000023841858 and Infinity); coalesce(f, 0) * 2 of 1e308 overflows
+    r1, big = float(np.float32(0.1)), float(np.float32(3.4e38))
+    assert rows(cat, "SELECT k, coalesce(r, 0) + 1 AS a, greatest(r, 0) * 2 AS b, nullif(r, 0) * 2 AS c, "
+                "CASE WHEN k > 1 THEN r END * 2 AS d FROM rt WHERE k IN (1, 4) ORDER BY k") == [
+        (1, r1 + 1, r1 * 2, r1 * 2, None), (4, big + 1, big * 2, big * 2, big * 2)]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT coalesce(f, 0) * 2 AS a FROM rt")
