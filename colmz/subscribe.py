@@ -179,7 +179,9 @@ class Subscription:
         self._bound_text, bound = bind_relations(self._translated, keys)
         # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
         self._bound_text = float_column_rules(self._bound_text, frozenset(
-            (c.name.lower(), column_kind(c.type)) for k in bound for c in self._cat.object(k).schema))
+            (c.name.lower(), column_kind(c.type)) for k in bound for c in self._cat.object(k).schema),
+            tuple((relation_name(i), tuple((c.name.lower(), column_kind(c.type))
+                                           for c in self._cat.object(k).schema)) for i, k in enumerate(bound)))
         self._inputs = tuple(bound)
         contents = {k: self._cat.contents(k, self.as_of) for k in self._inputs}
         self._con = session(external_access=False)

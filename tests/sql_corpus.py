@@ -38,6 +38,9 @@ SETUP = [
     """INSERT INTO jdocs VALUES (1, '{"b": 1,  "a":2, "a": 3}'), (2, '[1,  2.50]'), (3, NULL)""",
     "CREATE TABLE reals (k INT, r REAL, f DOUBLE PRECISION)",
     "INSERT INTO reals VALUES (1, 0.1, 1e308), (2, 1.5, 0.1), (3, 'NaN', 'NaN'), (4, 3.4e38, -2.5), (5, NULL, NULL)",
+    # the names of reals' columns with the other float type: a reference is typed by its relation
+    "CREATE TABLE reals2 (k INT, f REAL, r DOUBLE PRECISION)",
+    "INSERT INTO reals2 VALUES (1, 0.1, 1e308), (2, 3.4e38, 0.1), (3, 'NaN', NULL)",
 ]
 
 QUERIES = [
@@ -1329,4 +1332,76 @@ QUERIES = [
     ('rc_grouped_expr_nan_div', 'SELECT f / 0 AS x FROM reals WHERE k = 3 GROUP BY f / 0'),
     ('rc_grouped_having_order', 'SELECT k, sum(f * 2) AS s FROM reals WHERE k = 2 GROUP BY k HAVING sum(f * 2) > 0 '
                                 'ORDER BY sum(f * 2)'),
+    # ... a float with a numeric printed as text: PostgreSQL's float48 / float8 operators
+    # make it a double (translate alone cannot tell it from a numeric computed as a double)
+    ('rc_real_column_numeric_text', "SELECT k, (r / 3.0)::text AS a, 'x' || (r * 1.5) AS b FROM reals ORDER BY k"),
+    ('rc_double_numeric_text', 'SELECT (1::float8 / 3.0)::text AS a, (1::float8 * 3.0)::text AS b, '
+                               '(2.5 - 1::float8)::text AS c, (1e5 * 1::float8 / 3)::text AS d'),
+    ('rc_double_column_numeric_text', 'SELECT k, (f / 3.0)::text AS a, (f * 0.5)::text AS b FROM reals '
+                                      'WHERE k <> 1 ORDER BY k'),
+    # ... with one name a real in one relation and a double in another (reals, reals2): a
+    # qualified reference is its relation's column, an unqualified one its query level's
+    ('rc_two_relations_qualified', 'SELECT a.k, a.r + 1 AS ar, b.r + 1 AS br, a.f * 0.5 AS af, b.f * 2 AS bf, '
+                                   '(b.f + 1)::text AS bt FROM reals a JOIN reals2 b ON a.k = b.k ORDER BY a.k'),
+    ('rc_two_relations_overflow', 'SELECT reals.k, reals2.r * 2 AS a FROM reals JOIN reals2 USING (k) WHERE reals.k = 1'),
+    ('rc_two_relations_named', 'SELECT reals.k, reals2.f * 2 AS a, reals.f * 2 AS b FROM reals JOIN reals2 USING (k) '
+                               'WHERE reals.k = 2'),
+    ('rc_two_relations_ambiguous', 'SELECT f * 2 AS a FROM reals, reals2'),
+    ('rc_two_relations_levels', 'SELECT k, r + 1 AS a FROM reals WHERE k IN (SELECT k FROM reals2 WHERE f > 0.1) ORDER BY k'),
+    ('rc_two_relations_correlated', 'SELECT k, (SELECT max(f + 1) FROM reals2 b WHERE b.k = a.k) AS m, '
+                                    '(SELECT max(b.f * 2) FROM reals2 b WHERE b.k = a.k) AS n FROM reals a ORDER BY k'),
+    ('rc_two_relations_outer_ref', 'SELECT k FROM reals a WHERE EXISTS (SELECT 1 FROM reals2 b WHERE b.k = a.k '
+                                   'AND a.r + 1 > 1.1) ORDER BY k'),
+    ('rc_two_relations_cte', 'WITH reals2 AS (SELECT k, f FROM reals) SELECT k, f * 2 AS a FROM reals2 WHERE k = 2'),
+    ('rc_two_relations_union', 'SELECT x.k, x.f + 1 AS a FROM reals2 x WHERE x.k = 1 UNION ALL '
+                               'SELECT y.k, y.f + 1 FROM reals y WHERE y.k = 2'),
+    ('rc_two_relations_subquery', 'SELECT s.k, s.f + 1 AS a FROM (SELECT k, f FROM reals2) s, reals '
+                                  'WHERE s.k = reals.k ORDER BY 1'),
+    ('rc_two_relations_natural', 'SELECT k, f + 1 AS a FROM reals2 NATURAL JOIN (SELECT k FROM reals) s ORDER BY k'),
+    ('rc_two_relations_lateral', 'SELECT a.k, b.f * 2 AS bf FROM reals a LEFT JOIN LATERAL '
+                                 '(SELECT f FROM reals2 WHERE reals2.k = a.k) b ON true ORDER BY 1'),
+    ('rc_two_relations_renamed', 'SELECT t.k, t.f + 1 AS a, t.r * 2 AS b FROM (SELECT k, r, f FROM reals2) '
+                                 'AS t(k, f, r) ORDER BY 1'),
+    # ... arithmetic over grouped values outside an aggregate (and a float cast in a grouped query)
+    ('rc_grouped_value_overflow', 'SELECT f * 2 AS a FROM reals GROUP BY f'),
+    ('rc_grouped_value_nan_div', 'SELECT f / 0 AS a FROM reals WHERE k = 3 GROUP BY f'),
+    ('rc_grouped_value_real', 'SELECT r * 2 AS a, (r + 1)::text AS b FROM reals GROUP BY r ORDER BY 1'),
+    ('rc_grouped_value_having', 'SELECT f * 2 AS a, f + count(*) AS b FROM reals WHERE k > 1 GROUP BY f '
+                                'HAVING f * 2 > 0 ORDER BY f * 2'),
+    ('rc_grouped_value_having_overflow', 'SELECT count(*) AS n FROM reals GROUP BY f HAVING f * 2 > 0'),
+    ('rc_grouped_value_cast_overflow', 'SELECT f::float8 * 2 AS a FROM reals GROUP BY f'),
+    ('rc_grouped_sum_cast_overflow', 'SELECT k, sum(f::float8 * 2) AS s FROM reals GROUP BY k'),
+    ('rc_grouped_constant_overflow', 'SELECT k, 1e300::float8 * 1e10 AS s FROM reals GROUP BY k'),
+    ('rc_two_relations_star', 'SELECT t.k, t.f * 2 AS a FROM (SELECT * FROM reals2) AS t(k, f) ORDER BY 1'),
+    ('rc_two_relations_star_cte', 'WITH c AS (SELECT * FROM reals2) SELECT k, f * 2 AS a, r + 1 AS b FROM c ORDER BY 1'),
+    # ... a call of its argument's type over a float column (abs, min, max)
+    ('rc_same_type_call_overflow', 'SELECT abs(f) * 2 AS a FROM reals'),
+    ('rc_same_type_call', 'SELECT k, abs(f) * 2 AS a, abs(r) + 1 AS b, (abs(r) + 1)::text AS c FROM reals '
+                          'WHERE k > 1 ORDER BY k'),
+    ('rc_same_type_aggregate', 'SELECT max(r) * 2 AS a, min(r) + 1 AS b, max(r) > 0.1 AS c FROM reals'),
+    ('rc_same_type_aggregate_grouped', 'SELECT k, max(r) * 2 AS a FROM reals GROUP BY k ORDER BY k'),
+    ('rc_same_type_aggregate_overflow', 'SELECT max(f) * 2 AS a FROM reals WHERE k < 3'),
+    ('rc_same_type_window', 'SELECT k, max(r) OVER (PARTITION BY k) * 2 AS a, min(r) OVER (ORDER BY k) + 1 AS b, '
+                            '(max(r) OVER (ORDER BY k ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) + 1)::text AS c '
+                            'FROM reals ORDER BY k'),
+    ('rc_same_type_window_overflow', 'SELECT k, max(f) OVER (PARTITION BY k) * 2 AS a FROM reals ORDER BY k'),
+    ('rc_same_type_named_window', 'SELECT k, max(r) OVER w * 2 AS a FROM reals WINDOW w AS (PARTITION BY k) ORDER BY k'),
+    # ... a sum of reals (PostgreSQL adds them in single precision): refused by name
+    ('rc_sum_real_column', 'SELECT sum(r) AS s FROM reals WHERE k < 3'),
+    ('rc_sum_real_values', 'SELECT sum(x) AS s FROM (VALUES (0.1::real), (1.5::real)) v(x)'),
+    ('rc_sum_real_expression', 'SELECT sum(DISTINCT r + r) AS d FROM reals WHERE k < 3'),
+    # ... a VALUES column typed by its rows (reals and integers make a real)
+    ('rc_values_real_int', 'SELECT x + 1 AS a FROM (VALUES (0.1::real), (1)) v(x)'),
+    ('rc_values_double_overflow', 'SELECT x + 1 AS a, y * 2 AS b FROM (VALUES (0.1::real, 1e308::float8), '
+                                  '(1.5::real, 2::float8)) v(x, y)'),
+    # ... CASE, coalesce, greatest/least and nullif of a float column, typed by their values
+    ('rc_conditional_real', 'SELECT k, coalesce(r, 0) + 1 AS a, greatest(r, 0) * 2 AS b, nullif(r, 0) * 2 AS c, '
+                            'CASE WHEN k > 1 THEN r END * 2 AS d, CASE WHEN k = 1 THEN r ELSE 0 END + 1 AS e '
+                            'FROM reals ORDER BY k'),
+    ('rc_conditional_real_text', 'SELECT k, (coalesce(r, 0) + 1)::text AS a, (CASE WHEN k = 1 THEN r ELSE 0.5 END + 1)::text '
+                                 'AS b FROM reals ORDER BY k'),
+    ('rc_conditional_double_overflow', 'SELECT coalesce(f, 0) * 2 AS a FROM reals'),
+    ('rc_conditional_mixed', 'SELECT k, coalesce(r, f) + 1 AS a, greatest(r, f, 0) * 0.5 AS b FROM reals WHERE k > 1 '
+                             'ORDER BY k'),
+    ('rc_conditional_literal_real', 'SELECT coalesce(1::real, 0) + 0.1 AS a, CASE WHEN true THEN 0.1::real END * 3 AS b'),
 ]

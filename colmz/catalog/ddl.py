@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+import pyarrow as pa
+
 from colmz.catalog.objects import (
     CatalogObject,
     Key,
@@ -64,7 +66,7 @@ from colmz.sql import (
     translate,
     uses_now,
 )
-from colmz.sql.write import is_jsonb
+from colmz.sql.write import check_jsonb_values, is_json, is_jsonb
 from colmz.updates import SchemaError, Updates
 
 __all__ = ["Definitions"]
@@ -216,6 +218,7 @@ class Definitions:
         columns = None if s.columns is None else {n: t if is_jsonb(t) else arrow_type(t) for n, t in s.columns}
         if columns is not None:
             check_columns("CREATE CONTINUAL TASK", s.name, {n: arrow_type(t) for n, t in s.columns})
+            self._check_task_jsonb(key, s)
         as_of = self._now if s.as_of is None else s.as_of
         if as_of > self._now:
             raise ValueError(f"CONTINUAL TASK {s.name} AS OF {as_of} is after cat.now={self._now}")
@@ -228,6 +231,42 @@ class Definitions:
         task.run()
         s.as_of = as_of
         self._add(CatalogObject(key, "continual task", task.output, {input_key, *refs}, task=task), s)
+
+    def _check_task_jsonb(self, key: Key, s: ContinualTaskStatement) -> None:
+        """PostgreSQL's (and Materialize's) type error of a task's ``INSERT`` writing a text
+        expression to one of its ``jsonb`` columns (there is no assignment cast from text to
+        jsonb), raised at ``CREATE`` as a table's ``INSERT`` raises it
+        (:func:`colmz.sql.write.check_jsonb_values`). A column read is text when its relation
+        says so: a table (its definition tells text from json and jsonb) or the task's own
+        output (its column list); another object's text column may hold json or jsonb (its
+        columns' SQL types are not kept), so it is not taken for text."""
+        targets = [n if is_jsonb(t) else None for n, t in s.columns]
+        if not any(targets):
+            return
+        rel = relation_of(key)
+        for i, b in enumerate(s.body):
+            if not isinstance(b, InsertStatement):
+                continue
+            text_cols: set[str] = set()
+            jsonb_cols: set[str] = set()
+            for k in bind_relations(translate(b.query), frozenset((*self._objects, key)))[1]:
+                if k == key:
+                    cols = [(n, is_jsonb(t) or is_json(t), None if is_jsonb(t) or is_json(t) else arrow_type(t))
+                            for n, t in s.columns]
+                else:
+                    schema = self._objects[k].schema
+                    typed = set(self._jsonb_columns(k) + self._jsonb_columns(k, is_json))
+                    known = self.definition_of(k) is not None and self.definition_of(k).get("kind") == "table"
+                    cols = [(c.name, j in typed or not known, c.type) for j, c in enumerate(schema)]
+                for n, json_like, t in cols:
+                    if json_like:
+                        jsonb_cols.add(n.lower())
+                    elif t is not None and (pa.types.is_string(t) or pa.types.is_large_string(t)):
+                        text_cols.add(n.lower())
+            try:
+                check_jsonb_values(b.query, targets, frozenset(text_cols), frozenset(jsonb_cols))
+            except SQLError as e:
+                raise SQLError(f"{task_statement(rel, i, 'insert')}: {e}") from None
 
     def _drop(self, s: Drop) -> None:
         keys = []

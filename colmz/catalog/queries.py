@@ -96,7 +96,10 @@ class Queries:
         # PostgreSQL's float rules that hang on a column's type (a real with an integer is a
         # double, float overflow, NaN / 0): the columns' types are known here
         text = float_column_rules(text, frozenset((c.name.lower(), column_kind(c.type))
-                                                  for n in bound for c in self._objects[n].schema))
+                                                  for n in bound for c in self._objects[n].schema),
+                                  tuple((relation_name(i), tuple((c.name.lower(), column_kind(c.type))
+                                                                 for c in self._objects[n].schema))
+                                        for i, n in enumerate(bound)))
         registered = []
         try:
             for i, n in enumerate(bound):

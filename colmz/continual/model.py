@@ -299,9 +299,15 @@ class ContinualTask:
         elif output is not None:
             read_schemas.extend(output.schema)
         kinds = frozenset((c.name.lower(), column_kind(c.type)) for c in read_schemas)
+        # each relation's own columns, by its registered name (the output's when known)
+        schemas = {input_name: self.input.schema, **{k: v.schema for k, v in self.references.items()}}
+        if columns is not None or output is not None:
+            schemas[name] = schema_of(columns) if columns is not None else output.schema
+        relations = tuple((self.duckdb.registered_as[k], tuple((c.name.lower(), column_kind(c.type)) for c in v))
+                          for k, v in schemas.items())
         for b in self.compiled:
             if b.sql is not None:
-                b.sql = float_column_rules(b.sql, kinds)
+                b.sql = float_column_rules(b.sql, kinds, relations)
         # Append times come from the input only if some statement reads it.
         self.reads_input = any(b.reads(input_name) for b in self.compiled)
         if columns is not None:

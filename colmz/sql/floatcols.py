@@ -7,7 +7,8 @@ computes it. The catalog knows the schema of every relation a query reads when i
 :func:`float_column_rules` then reads the translated text's tree
 (:func:`colmz.sql.tree.parse_tree`) and types its leaves -- a column reference by the
 relations' columns of that name, a number literal as exact, a cast to a float type by its
-target -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
+target, ``abs``, ``min`` and ``max`` by their argument, a CASE, ``coalesce``, ``greatest``,
+``least`` and ``nullif`` by PostgreSQL's common type of their values -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
 
 * **real with an exact number** (``r * 2``, ``r + 1``, ``1 - r``, ``r > 0.1``): PostgreSQL has
   no ``real`` operator with an integer or ``numeric``; it picks ``float48`` (the real widened
@@ -21,13 +22,32 @@ target -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.
   visibly float arithmetic and to column pairs; a subtree translate checked is left alone.
 * **NaN / 0** is NaN (``float8div``: only a non-NaN dividend raises "division by zero");
   DuckDB raises for every zero divisor: a division of a float dividend is :data:`FLOAT_DIV`.
+* **a float with a numeric as text** (``(r / 3.0)::text``, ``(1::float8 / 3.0)::text``):
+  translate cannot tell it from a numeric computed as a double, whose text it refuses
+  (:data:`colmz.sql.translate.NUMERIC_TEXT`); PostgreSQL's float48 and float8 operators make
+  it a double (the numeric read as one), so an operand typed here as a double by PostgreSQL's
+  rules (a number with an exponent is a numeric there) is printed as a double is
+  (:data:`colmz.sql.translate.FLOAT8_TEXT`).
+* **a sum of reals** is refused by name (PostgreSQL adds reals in single precision,
+  DuckDB in double), as translate refuses a visibly real argument.
 * **a float column cast to numeric** keeps 15 (real: 6) significant digits, as
   ``float8_numeric`` (``float4_numeric``) does: ``(f * 3)::numeric = 0.3`` holds for f = 0.1
   (translate's ``x +`` :data:`colmz.sql.transforms.NUMERIC_CAST` of a float operand).
 
 Invariants:
 
-* A column reference is typed only when its name is unambiguous: every column of that name in
+* Where the caller names the relations (``relations``: the catalog's queries and
+  subscriptions), a column reference is typed by the column it resolves to as PostgreSQL
+  resolves names: a qualified one by its FROM item's alias or name, an unqualified one by
+  the innermost query level whose FROM holds the name -- a relation's column, or a FROM
+  subquery's or CTE's typed from its select item (a set operation's when its branches
+  agree; ``AS t(a, b)`` renames by position). It is not resolved (and typed as below) where
+  a FROM item at its level has columns not known here (a table function, VALUES, a star, a
+  CTE with a column list, a recursive CTE's own reference), where two FROM items hold the
+  name (PostgreSQL's "ambiguous" error; DuckDB raises it too, in PostgreSQL's words through
+  :func:`colmz.sql.run.run_query`), or where its query's select list names an output
+  column so.
+* Otherwise a column reference is typed only when its name is unambiguous: every column of that name in
   the relations read has one kind, and so has every expression the query defines the name
   by -- a select item's alias, an ``AS t(a, b)`` list's name (the subquery's item at its
   position), a set operation's column (each branch's item) -- typed as any expression here,
@@ -39,8 +59,12 @@ Invariants:
   subquery); in a grouped query, outside an aggregate's arguments, the overflow and NaN
   rules apply only to a subtree written as a grouped expression (its tokens; a GROUP BY
   position or alias names its select item), so the grouped expression and its select item,
-  HAVING or ORDER BY are rewritten alike and DuckDB still matches them (arithmetic over
-  grouped values, ``g + g``, is left unchecked); they skip a window's OVER clause (DuckDB refuses a volatile expression in a window's
+  HAVING or ORDER BY are rewritten alike and DuckDB still matches them, or to arithmetic
+  whose every operand reads only grouped expressions, aggregates and constants (``f * 2 ...
+  GROUP BY f``: the check repeats its operands, which must be grouped values). Translate
+  checks no arithmetic of a grouped query, so there a float cast among the operands
+  (``f::float8 * 2``, ``1e300::float8 * 10``) is checked too, in aggregates' arguments as
+  well; a query text naming a float type is read even when no float column is. They skip a window's OVER clause (DuckDB refuses a volatile expression in a window's
   ORDER BY, and counts a check volatile); they apply to an aggregate's and a window call's
   arguments (read per row). The widening applies everywhere (it rewrites a grouped
   expression and its select item alike).
@@ -57,7 +81,7 @@ import functools
 import re
 
 from colmz.sql.build import RESERVED_PREFIX
-from colmz.sql.errors import SQLError
+from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import cte_columns_of, tokenize
 from colmz.sql.transforms import (
     FLOAT_CHECK,
@@ -70,6 +94,7 @@ from colmz.sql.transforms import (
     products_only,
     table_refs,
 )
+from colmz.sql.translate import FLOAT8_TEXT, NUMERIC_TEXT, SUM_ARGUMENT
 from colmz.sql.tree import Expression, Query, parse_tree
 
 __all__ = ["FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
@@ -88,22 +113,30 @@ _COMPARE = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_LESSTHAN", "
                       "COMPARE_LESSTHANOREQUALTO", "COMPARE_GREATERTHANOREQUALTO"})
 _EXACT_TYPES = re.compile(r"(int[248]?|integer|bigint|smallint|tinyint|hugeint|numeric|decimal)"
                           r"(\s*\(\s*\d+\s*(,\s*\d+\s*)?\))?")
-#: A text that may divide a float without naming a float column (``'NaN'::float8 / 0``).
+#: A text that may hold float arithmetic without a float column (``'NaN'::float8 / 0``, a
+#: grouped ``1e300::float8 * 10``, a VALUES list of reals).
 _FLOAT_WORD = re.compile(r"\b(float[48]?|real|double)\b", re.IGNORECASE)
 
 
-def float_column_rules(text: str, columns: frozenset[tuple[str, str]]) -> str:
+def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
+                       relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()) -> str:
     """``text`` (a translated query) with PostgreSQL's float rules applied, given the columns
     of the relations it reads as ``(name, kind)`` pairs: name lower case, kind ``"real"``,
     ``"double"``, ``"exact"`` (an integer or numeric) or ``"other"`` (see :func:`column_kind`).
+    ``relations``, when the caller knows them: each relation the text names (by its name in
+    the text, lower case) with its own ``(name, kind)`` pairs in its columns' order, so that a
+    reference resolves to its relation's column (``t1.x`` a real beside ``t2.x`` a double).
 
     >>> cols = frozenset({("r", "real"), ("k", "exact")})
     >>> float_column_rules("SELECT r > 2, k * 2 FROM t", cols)
     'SELECT CAST(r AS DOUBLE) > 2, k * 2 FROM t'
+    >>> rels = (("a", (("x", "real"),)), ("b", (("x", "double"),)))
+    >>> float_column_rules("SELECT a.x + 1, b.x FROM a, b", frozenset({("x", "real"), ("x", "double")}), rels)
+    'SELECT __colmz_float_check(CAST(a.x AS DOUBLE) + 1, isfinite(TRY_CAST(a.x AS DOUBLE)), false), b.x FROM a, b'
     """
-    if not any(k in ("real", "double") for _, k in columns) and not ("/" in text and _FLOAT_WORD.search(text)):
+    if not any(k in ("real", "double") for _, k in columns) and not _FLOAT_WORD.search(text):
         return text
-    return _rewrite(text, columns)
+    return _rewrite(text, columns, relations)
 
 
 def column_kind(t) -> str:
@@ -123,7 +156,8 @@ def column_kind(t) -> str:
 
 
 @functools.lru_cache(maxsize=512)
-def _rewrite(text: str, columns: frozenset[tuple[str, str]]) -> str:
+def _rewrite(text: str, columns: frozenset[tuple[str, str]],
+             relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> str:
     try:
         queries = parse_tree(text)
     except SQLError:  # not a query the tree reads (a refusal is translate's, or DuckDB's)
@@ -138,8 +172,14 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]]) -> str:
         kinds.setdefault(name, set()).add(kind)
     typed = {n: next(iter(k)) for n, k in kinds.items()
              if len(k) == 1 and "other" not in k and n not in defs}
-    _type_derived(text, defs, kinds, typed)
-    rules = _Rules(text, typed)
+    resolved: dict[tuple[int, int], str] = {}
+    if relations or _FLOAT_WORD.search(text):  # (VALUES lists typed by their casts)
+        resolver = _Resolver(text, {name: dict(cols) for name, cols in relations}, typed)
+        for q in queries:
+            resolver.query(q, [], {})
+        resolved = resolver.out
+    _type_derived(text, defs, kinds, typed, resolved)
+    rules = _Rules(text, typed, resolved)
     for q in queries:
         rules.query(q, grouped=False)
     out, last = [], 0
@@ -216,12 +256,12 @@ def _cte_column_lists(text: str, defs: dict[str, list[Expression | None]]) -> li
 
 
 def _type_derived(text: str, defs: dict[str, list[Expression | None]], kinds: dict[str, set[str]],
-                  typed: dict[str, str]) -> None:
+                  typed: dict[str, str], resolved: dict[tuple[int, int], str]) -> None:
     # a derived name is typed when every expression defining it (and every relation's column
     # of that name) has one float or exact kind -- recursively: a name defined by another
     # derived name is typed once that one is (a reference to the name itself, ``x AS x``,
     # adds nothing)
-    rules = _Rules(text, typed)
+    rules = _Rules(text, typed, resolved)
     changed = True
     while changed:
         changed = False
@@ -236,6 +276,128 @@ def _type_derived(text: str, defs: dict[str, list[Expression | None]], kinds: di
             if len(got) == 1 and next(iter(got)) in ("real", "double", "exact"):
                 typed[name] = next(iter(got))
                 changed = True
+
+
+#: A FROM item's columns: each name (lower case) with its kind (None: not known); ``None``
+#: for an item whose column names are not known here (a table function, VALUES, a star).
+Columns = dict[str, str | None] | None
+Scope = list[tuple[str, Columns]]
+
+
+class _Resolver:
+    """The kind of each column reference (by its span) that resolves, as PostgreSQL resolves
+    names, to one column of a relation of ``rels`` or of a FROM subquery or CTE typed from
+    them: a qualified reference by its FROM item's alias or name, an unqualified one by the
+    innermost query level whose FROM holds the name. A reference is left out (typed by its
+    name alone, see _rewrite) where a FROM item's columns are not known at its level, where
+    two items hold the name (PostgreSQL's "ambiguous" error), and where the query's select
+    list names an output column so (ORDER BY and GROUP BY may mean it)."""
+
+    def __init__(self, text: str, rels: dict[str, dict[str, str]], typed: dict[str, str]) -> None:
+        self.rels = rels
+        self.listed = {n.lower() for n in cte_columns_of(text)}  # CTEs with a column list
+        self.out: dict[tuple[int, int], str] = {}
+        self.rules = _Rules(text, typed, self.out)
+
+    def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns]) -> list[tuple[str, str | None]] | None:
+        # resolves ``q``'s references; returns its output columns in order (None: not known)
+        if q.ctes:
+            ctes = dict(ctes)
+            for name, sub in q.ctes:
+                ctes[name.lower()] = None  # a recursive CTE's own reference: not known
+                cols = self.query(sub, outer, ctes)
+                ctes[name.lower()] = None if cols is None or name.lower() in self.listed else _named(cols)
+        if q.children:
+            branches = [self.query(c, outer, ctes) for c in q.children]
+            self.expressions(q, [[("", None)], *outer], ctes)  # ORDER BY names output columns
+            if any(b is None or len(b) != len(branches[0]) for b in branches):
+                return None
+            return [(name, kind if all(b[i][1] == kind for b in branches) else None)
+                    for i, (name, kind) in enumerate(branches[0])]
+        entries: Scope = []
+        for t in table_refs(q):
+            if t.type == "JOIN":
+                continue
+            cols: Columns = None
+            if t.subquery is not None:
+                got = self.query(t.subquery, outer, ctes)
+                if got is not None and len(t.column_aliases) <= len(got):
+                    got = [(a.lower(), k) for a, (_, k) in zip(t.column_aliases, got)] + got[len(t.column_aliases):]
+                    cols = _named(got)
+            elif t.type == "EXPRESSION_LIST" and t.rows and all(len(r) == len(t.rows[0]) for r in t.rows):
+                # VALUES: a column of one kind in every row has it (PostgreSQL names them column1, ...)
+                cols = {f"column{i + 1}": _common_kind({self.rules.kind(r[i]) for r in t.rows})
+                        for i in range(len(t.rows[0]))}
+            elif t.type == "BASE_TABLE" and t.name:
+                name = t.name[-1].lower()
+                cols = ctes[name] if len(t.name) == 1 and name in ctes else self.rels.get(name)
+                if cols is not None and t.column_aliases:  # AS t(a, b): renamed by position
+                    cols = _named([(a.lower(), k) for a, k in zip(t.column_aliases, cols.values())]
+                                  + list(cols.items())[len(t.column_aliases):]) \
+                        if len(t.column_aliases) <= len(cols) else None
+            entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
+        aliases = frozenset(e.alias.lower() for e in q.items if e.alias)
+        self.expressions(q, [entries, *outer], ctes, aliases)
+        out = []
+        for e in q.items:
+            if e.cls == "STAR" and not e.star_modified and not e.relation and len(entries) == 1 \
+                    and entries[0][1] is not None:
+                out.extend(entries[0][1].items())  # ``*`` of one FROM item: its columns
+                continue
+            if e.cls in ("STAR", "COLUMNS") or any(n.cls in ("STAR", "COLUMNS") for n in e.walk()):
+                return None
+            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
+            if not name:  # named by PostgreSQL's rules (a function's name, ?column?): not known here
+                return None
+            out.append((name.lower(), self.rules.kind(e)))
+        return out
+
+    def expressions(self, q: Query, scopes: list[Scope], ctes: dict[str, Columns],
+                    aliases: frozenset[str] = frozenset()) -> None:
+        for root in _expressions(q):
+            for n in root.walk():
+                if n.subquery is not None:
+                    self.query(n.subquery, scopes, ctes)
+                elif n.cls == "COLUMN_REF" and n.name and n.start >= 0:
+                    kind = _lookup(tuple(p.lower() for p in n.name), scopes, aliases)
+                    if kind is not None:
+                        self.out[(n.start, n.end)] = kind
+
+
+def _common_kind(kinds: set[str | None]) -> str | None:
+    # PostgreSQL's common type of values of these kinds (select_common_type: an integer or
+    # numeric goes to a real, a real to a double), as DuckDB's VALUES types them too
+    if not kinds or not kinds <= {"real", "double", "exact"}:
+        return None
+    return "double" if "double" in kinds else "real" if "real" in kinds else "exact"
+
+
+def _named(cols: list[tuple[str, str | None]]) -> dict[str, str | None]:
+    # a FROM item's columns by name; a name held twice is not known (PostgreSQL: ambiguous)
+    out: dict[str, str | None] = {}
+    for name, kind in cols:
+        out[name] = None if name in out else kind
+    return out
+
+
+def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str]) -> str | None:
+    # the kind of the column ``name`` names in ``scopes`` (innermost first), None: not known
+    col = name[-1]
+    if len(name) > 2:  # a qualified schema, or a struct's field: not read here
+        return None
+    for entries in scopes:
+        if len(name) == 2:
+            hits = [cols for qual, cols in entries if qual == name[-2]]
+            if not hits:
+                continue
+            return hits[0].get(col) if len(hits) == 1 and hits[0] is not None else None
+        if col in aliases or any(cols is None for _, cols in entries):
+            return None
+        aliases = frozenset()  # (an outer level's output names are not visible here)
+        hits = [cols[col] for _, cols in entries if col in cols]
+        if hits:  # two: ambiguous, PostgreSQL's error (DuckDB raises its own)
+            return hits[0] if len(hits) == 1 else None
+    return None
 
 
 def _expressions(q: Query):
@@ -258,11 +420,13 @@ def _expressions(q: Query):
 
 
 class _Rules:
-    def __init__(self, text: str, typed: dict[str, str]) -> None:
+    def __init__(self, text: str, typed: dict[str, str], resolved: dict[tuple[int, int], str]) -> None:
         self.text = text
         self.typed = typed
+        self.resolved = resolved  # column references resolved to their relation's column
         self.edits: list[tuple[int, int, str]] = []
         self.grouped = False
+        self.unchecked = False  # in a grouped query (aggregates' arguments too)
         self.windows = 0  # how many window calls the node being rendered is under
         self.group_keys: frozenset = frozenset()  # the grouped expressions' token keys
 
@@ -298,6 +462,7 @@ class _Rules:
             if t.subquery is not None:
                 self.query(t.subquery, False)
         self.grouped = bool(q.group_by) or q.aggregate_handling == "FORCE_AGGREGATES"
+        self.unchecked = self.grouped  # translate checks no arithmetic of a grouped query
         self.group_keys = self.grouped_keys(q)
         for e in _expressions(q):
             if isinstance(e, Expression):
@@ -306,9 +471,9 @@ class _Rules:
     def root(self, e: Expression) -> None:
         # the edits under ``e``: maximal rewritten nodes; subqueries read as queries
         if e.subquery is not None:
-            grouped = self.grouped
+            state = self.grouped, self.group_keys, self.unchecked
             self.query(e.subquery, False)
-            self.grouped = grouped
+            self.grouped, self.group_keys, self.unchecked = state
             return
         if any(n.subquery is not None for n in e.walk()):  # rules apply below the subquery's level
             for c in e.children:
@@ -319,29 +484,48 @@ class _Rules:
             self.edits.append((e.start, e.end, new))
 
     # -- types of leaves and subtrees: "real", "double", "exact" or None (not known)
-    def kind(self, e: Expression) -> str | None:
+    # ``pg``: PostgreSQL's type rather than DuckDB's (a number with an exponent is a numeric
+    # there, a DOUBLE in DuckDB)
+    def kind(self, e: Expression, pg: bool = False) -> str | None:
         if e.cls == "COLUMN_REF" and e.name:
+            kind = self.resolved.get((e.start, e.end))
+            if kind is not None:
+                return kind if kind != "other" else None
             return self.typed.get(e.name[-1].lower())
         if e.cls == "CONSTANT" and e.literal is not None:
             if e.literal.kind == "INTEGER":
                 return "exact"
             if e.literal.kind == "NUMERIC":
-                return "double" if "e" in e.literal.text.lower() else "exact"
+                return "double" if "e" in e.literal.text.lower() and not pg else "exact"
             return None
         if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
             t = " ".join(self.text[e.children[1].start : e.children[1].end].lower().split())
             return float_kind(t) or ("exact" if _EXACT_TYPES.fullmatch(t) else None)
+        if e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE":
+            return self.common(e.children, pg)
+        if e.cls == "CASE":  # its results: each THEN and the ELSE (an implicit one is NULL)
+            return self.common((*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ())), pg)
+        if e.cls == "FUNCTION" and len(e.name) == 1 and e.filter is None and not e.order_by \
+                and e.name[0].lower() in ("greatest", "least", "nullif"):
+            return self.common(e.children[:1] if e.name[0].lower() == "nullif" else e.children, pg)
+        if e.cls == "WINDOW" and len(e.name) == 1 and e.name[0].lower() in _SAME_TYPE_CALLS \
+                and e.filter is None:
+            args = _window_arguments(e, [c for c in e.children if c.start >= 0], self.text)
+            return self.kind(args[0], pg) if len(args) == 1 else None
         if e.cls == "FUNCTION" and len(e.name) == 1:
             name = e.name[0]
             if name == REAL_WIDEN and len(e.children) == 2:
-                k = self.kind(e.children[0])
-                return "double" if k == "real" and self.kind(e.children[1]) == "exact" else k
+                k = self.kind(e.children[0], pg)
+                return "double" if k == "real" and self.kind(e.children[1], pg) == "exact" else k
             if name in (FLOAT_CHECK, FLOAT_DIV) and e.children:
-                return self.kind(e.children[0])
+                return self.kind(e.children[0], pg)
             if _numeric_cast(e, self.text):
                 return "exact"
+            if name.lower() in _SAME_TYPE_CALLS and len(e.children) == 1 and e.filter is None \
+                    and not e.order_by:
+                return self.kind(e.children[0], pg)
             if is_arith(e):
-                kinds = [self.kind(c) for c in e.children]
+                kinds = [self.kind(c, pg) for c in e.children]
                 if None in kinds:
                     return None
                 if len(kinds) == 1:
@@ -351,16 +535,52 @@ class _Rules:
                 return "real" if "real" in kinds else "exact"
         return None
 
+    def common(self, nodes, pg: bool) -> str | None:
+        # PostgreSQL's common type of a CASE's, coalesce's, greatest's ... values (a NULL
+        # takes any type)
+        return _common_kind({self.kind(n, pg) for n in nodes if not (
+            n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NULL_LITERAL")})
+
     def _float_column_under(self, e: Expression) -> bool:
-        return any(n.cls == "COLUMN_REF" and self.kind(n) in ("real", "double") for n in _leaves(e))
+        # a float column among the operands, or a value typed here by one (``abs(f)``,
+        # ``max(f)``, ``coalesce(r, 0)``, a CASE): translate, not knowing the column's
+        # type, left them as DuckDB computes
+        return any(self.kind(n) in ("real", "double") and (
+            n.cls in ("COLUMN_REF", "CASE") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
+            or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
+                and n.name[0].lower() in (*_SAME_TYPE_CALLS, "greatest", "least", "nullif")))
+            for n in _leaves(e))
 
     def checks(self, e: Expression) -> bool:
         # whether the arithmetic subtree ``e`` (if maximal) gets the overflow check here
         # in a grouped query, outside an aggregate, only a grouped expression (and each select
-        # item, HAVING or ORDER BY expression written as one) is checked: DuckDB matches the
-        # checked texts alike, where a check over a grouped value would read ungrouped leaves
-        return (not self.grouped or self.key(e) in self.group_keys) and not self.windows \
-            and self.kind(e) in ("real", "double") and self._float_column_under(e)
+        # item, HAVING or ORDER BY expression written as one) or arithmetic over grouped
+        # values is checked: DuckDB matches the checked texts alike, where a check
+        # repeating an operand that is not a grouped value would read ungrouped leaves
+        # (translate checks visibly float arithmetic, ``f::float8 * 2``, outside grouped
+        # queries only: a float cast among the operands counts there)
+        return self.per_group(e) and not self.windows and self.kind(e) in ("real", "double") and (
+            self._float_column_under(e)
+            or (self.unchecked and any(self.kind(n) in ("real", "double") for n in _leaves(e))))
+
+    def per_group(self, e: Expression) -> bool:
+        # whether a rule may rewrite the arithmetic ``e`` (repeating its operands) here:
+        # outside a grouped query, or as a grouped expression, or with every operand a
+        # grouped value (``f * 2 ... GROUP BY f``)
+        return not self.grouped or self.key(e) in self.group_keys \
+            or all(self.grouped_value(n) for n in _leaves(e))
+
+    def grouped_value(self, n: Expression) -> bool:
+        # whether ``n`` reads only grouped expressions, aggregates and constants
+        if n.start >= 0 and self.key(n) in self.group_keys:
+            return True
+        if n.subquery is not None or n.cls in ("COLUMN_REF", "WINDOW", "STAR", "COLUMNS"):
+            return False
+        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0].lower() in _AGGREGATES:
+            return True
+        if n.cls == "CAST" and n.children:  # (its second child is the type)
+            return self.grouped_value(n.children[0])
+        return n.cls == "CONSTANT" or (bool(n.children) and all(self.grouped_value(c) for c in n.children))
 
     # -- rendering: the node's text with its rewritten descendants; None when unchanged
     def render(self, e: Expression, checked: bool) -> str | None:
@@ -407,6 +627,24 @@ class _Rules:
         return texts.get(id(c), self.text[c.start : c.end])
 
     def rule(self, e: Expression, texts: dict[int, str], checked: bool) -> str | None:
+        if e.cls in ("FUNCTION", "WINDOW") and e.name == ("sum",):
+            args = _window_arguments(e, [c for c in e.children if c.start >= 0], self.text) \
+                if e.cls == "WINDOW" else e.children[-1:]
+            arg = args[0] if len(args) == 1 else None
+            # (through translate's typing of sum's argument, a real as itself, and the checks)
+            while arg is not None and arg.cls == "FUNCTION" and len(arg.name) == 1 \
+                    and arg.name[0] in (SUM_ARGUMENT, FLOAT_CHECK, FLOAT_DIV) and arg.children:
+                arg = arg.children[0]
+            if arg is not None and self.kind(arg) == "real" and self._float_column_under(arg):
+                # translate refuses a visibly real argument alike (transforms._sum_of_real)
+                raise UnsupportedSQL("sum() of a real column is not supported by colmz (PostgreSQL adds "
+                                     "in single precision, DuckDB in double): cast the argument to float8")
+        if e.cls == "FUNCTION" and e.name == (NUMERIC_TEXT,) and len(e.children) == 1 \
+                and e.children[0].start >= 0 and self.kind(e.children[0], pg=True) == "double":
+            # translate's text of what may be a numeric computed as a double (refused when it
+            # is one): a double here by PostgreSQL's operators (a float with a numeric is
+            # float8, ``(1::float8 / 3.0)::text`` is 0.3333333333333333), printed as one
+            return f"{FLOAT8_TEXT}({self.child_text(e.children[0], texts)})"
         if _numeric_cast(e, self.text):
             x = e.children[0]
             k = self.kind(x)
@@ -429,7 +667,7 @@ class _Rules:
                         texts[id(c)] = f"CAST({self.child_text(c, texts)} AS DOUBLE)"
                 body = self.splice(e, texts)
             if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.windows \
-                    and (not self.grouped or self.key(e) in self.group_keys):
+                    and self.per_group(e):
                 body = f"{FLOAT_DIV}({self.child_text(a, texts)}, {self.child_text(b, texts)})"
         if arith and not checked and self.checks(e):
             leaves = [n for n in _leaves(e) if n.start >= 0]
@@ -446,6 +684,9 @@ _AGGREGATES = frozenset({
     "bool_and", "bool_or", "every", "median", "mode", "product", "any_value", "arg_min",
     "arg_max", "first", "last", "list", "fsum", "sumkahan", "kahan_sum",
 })
+#: Calls whose result has their argument's type, in PostgreSQL and DuckDB alike (``abs(r)``
+#: is a real, ``max(f)`` a double): typed as their argument.
+_SAME_TYPE_CALLS = frozenset({"abs", "min", "max"})
 _OVER = re.compile(r"\bOVER\b", re.IGNORECASE)
 
 

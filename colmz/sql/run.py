@@ -172,6 +172,7 @@ _CONVERT = re.compile(r"Could not convert string '(.*?)' to (INT8|INT16|INT32|IN
 _PG_TYPE_OF_DUCK = {"INT8": "smallint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint",
                     "FLOAT": "real", "DOUBLE": "double precision", "BOOL": "boolean"}
 _NO_TABLE = re.compile(r"Table with name (.+?) does not exist")
+_AMBIGUOUS = re.compile(r"Binder Error: Ambiguous reference to column name \"(.+?)\"")
 _REFUSAL = re.compile(r"Invalid Input Error: (.* is not supported by colmz.*)", re.DOTALL)
 #: DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``).
 _TEXT_TO_NUMERIC = re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'")
@@ -237,6 +238,10 @@ def run_query(con, translated: str, t: int, form: str | None = None):
             refused = _refusal_of(str(e))
             if refused:
                 raise UnsupportedSQL(refused) from None
+            m = _AMBIGUOUS.search(str(e))
+            if m:
+                # PostgreSQL's words (DuckDB's hint names colmz's registered relations)
+                raise SQLError(f'column reference "{m.group(1)}" is ambiguous') from None
             m = _NO_TABLE.search(str(e))
             if m:
                 # DuckDB's hint names its own catalog tables: only the name matters here.

@@ -154,3 +154,30 @@ def test_a_continual_tasks_text_expression_into_jsonb_is_postgresqls_type_error(
     cat.execute("""INSERT INTO src VALUES (1, '{"b": 1,  "a": 2}')""")
     assert sorted(tuple(r.values()) for r in cat.sql("SELECT * FROM cj").to_pylist()) == [
         (1, '[]'), (1, '{"a": 2, "b": 1}')]
+
+
+@pytest.mark.parametrize("body", [
+    "INSERT INTO cj SELECT k, s, s FROM src",  # a text column of the input
+    "INSERT INTO cj SELECT src.k, src.s || '', NULL FROM src",
+    "INSERT INTO cj SELECT k, '{}', NULL FROM src; INSERT INTO cj SELECT k, t, t FROM cj",  # the task's own
+])
+def test_a_continual_task_reading_a_text_column_into_jsonb_is_refused_at_create(tmp_path, body):
+    # PostgreSQL 15 (and Materialize) have no assignment cast from text to jsonb: "column "j"
+    # is of type jsonb but expression is of type text". colmz created the task (a text
+    # column read might have been json) and wrote the text as jsonb
+    cat = colmz.Catalog(tmp_path / "c")
+    cat.execute("CREATE TABLE src (k INT, s TEXT, j JSONB, js JSON)")
+    cat.execute("""INSERT INTO src VALUES (1, '{"a": 1}', '{"b": 2}', '{"c": 3}')""")
+    with pytest.raises(SQLError, match=r'CONTINUAL TASK cj statement \d \(INSERT INTO cj\): column "j" is of '
+                                       'type jsonb but expression is of type text'):
+        cat.execute(f"CREATE CONTINUAL TASK cj (k INT, j JSONB, t TEXT) ON INPUT src AS ({body})")
+    assert cat.names == ["src"]  # nothing created, nothing stored
+    del cat
+    cat = colmz.Catalog(tmp_path / "c")
+    assert cat.names == ["src"]
+    # a jsonb or json column (PostgreSQL's assignment cast from json), a cast, a literal
+    cat.execute("CREATE CONTINUAL TASK cj (k INT, j JSONB, t TEXT) ON INPUT src AS ("
+                "INSERT INTO cj SELECT k, j, s FROM src; INSERT INTO cj SELECT k, js, NULL FROM src; "
+                "INSERT INTO cj SELECT k, s::jsonb, NULL FROM src; INSERT INTO cj SELECT k, '[]', t FROM cj)")
+    assert sorted(tuple(r.values()) for r in cat.sql("SELECT * FROM cj").to_pylist()) == [
+        (1, '{"a": 1}', None), (1, '{"b": 2}', '{"a": 1}'), (1, '{"c": 3}', None)]
