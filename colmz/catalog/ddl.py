@@ -210,8 +210,9 @@ class Definitions:
             else:
                 body.append(Delete(b.where))
             names |= self._reads(query)
-        refs = {n: self._objects[n].collection for n in sorted(names, key=str)
+        refs = {n: self._bring(self._objects[n]).collection for n in sorted(names, key=str)
                 if n in self._objects and n != input_key}
+        self._bring(src)  # the task runs to now: what it reads complete up to it
         # a jsonb column given as its SQL type: the task stores jsonb's text there
         columns = None if s.columns is None else {n: t if is_jsonb(t) else arrow_type(t) for n, t in s.columns}
         if columns is not None:
