@@ -130,6 +130,7 @@ class Definitions:
             key = self._new_key(s.qualifier, s.name)
             translated = translate(s.query)
             deps = self._reads(s.query)
+            self.keep_inputs(deps)
             rows = rename_like_postgres(self._query_at(translated, now), s.query)
             schema = [ColumnSpec(f.name, storable(f.type, s.name)) for f in rows.schema]
             if s.columns is not None:
@@ -210,6 +211,7 @@ class Definitions:
             else:
                 body.append(Delete(b.where))
             names |= self._reads(query)
+        self.keep_inputs({input_key, *(n for n in names if n in self._objects)})
         refs = {n: self._bring(self._objects[n]).collection for n in sorted(names, key=str)
                 if n in self._objects and n != input_key}
         self._bring(src)  # the task runs to now: what it reads complete up to it

@@ -371,7 +371,7 @@ class Catalog:
         """What saving the catalog's state for a roll back cost its calls since this handle
         last loaded (``colmz.rollback``; cumulative, a copy): the ``calls`` saved, the
         structures ``kept`` on touch (a table written, a view stepped, a shared arrangement
-        fed, the collection of an object whose upper alone moved) and the elements
+        fed, the collection of a lagging object read) and the elements
         ``copied``. A call pays for what it touches, not for what the catalog holds.
 
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")

@@ -16,14 +16,15 @@ including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=no
   sealed ``now`` (rolled back and redone with both transactions' writes) and is allowed only
   where that revises no sealed output: every view and task must come out at ``now``
   unchanged; a durable catalog has persisted ``now`` sealed and refuses it.
-* After the tables are written at ``T``, every derived object is brought to ``T`` in creation
-  order, so an object only reads objects created before it and a task reading another task
-  sees that task's write at ``T``. A materialized view is fed the changes its inputs
-  committed at ``T`` through its operators and writes its own change at ``T``
-  (:mod:`colmz.catalog.views`); with ``views="recompute"``, or for a view outside the
-  operators' subset, its query is recomputed when something it reads changed at ``T``
-  (always, when it calls ``mz_now()`` other than in temporal filters, which its operators
-  keep) and the difference written. A continual task runs
+* After the tables are written at ``T``, the derived objects that may change at ``T`` are
+  brought to it in creation order (:mod:`colmz.catalog.schedule`: the readers of what
+  changed, the views come due, the tasks), so an object only reads objects created before
+  it and a task reading another task sees that task's write at ``T``. A materialized view
+  is fed the changes its inputs committed at ``T`` through its operators and writes its own
+  change at ``T`` (:mod:`colmz.catalog.views`); with ``views="recompute"``, or for a view
+  outside the operators' subset, its query is recomputed when something it reads changed
+  at ``T`` (always, when it calls ``mz_now()`` other than in temporal filters, which its
+  operators keep) and the difference written. A continual task runs
   :meth:`colmz.ContinualTask.run`.
 * A call that raises -- a bad statement, a continual task's guard rail, or the ``persist``
   step a durable catalog passes (its commit) -- rolls every collection and task back as it
@@ -34,9 +35,19 @@ including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=no
   replaces them by copies before changing them), and each structure a call is about to
   change -- a table it writes, a view whose inputs changed (its operators and sink), a shared
   arrangement it feeds -- is kept (``colmz.rollback.Saved.keep``) by :meth:`Engine._keep`
-  just before, in every save in progress. A view none of whose inputs changed is not stepped
-  (``MaintainedView.idle``): only its collection's upper moves, which keeps the collection
-  alone (O(1): its history is append-only, saved as its length). ``save_work`` counts it.
+  just before, in every save in progress. ``save_work`` counts it. DDL keeps the shared
+  arrangements and the collections a CREATE reads, no other object.
+
+Logical uppers. Every object is complete up to ``now`` -- its *logical* upper is ``now + 1``
+-- but a commit moves the collections of what it writes only: an object nothing reached
+lags, its collection's upper where its last change left it, holding nothing after it (as
+a durable catalog's arrangements lag its record's upper, ``colmz.catalog.store``, "Lazy
+uppers"). Whatever reads an object -- :meth:`Engine.object`, :meth:`Engine.collection`,
+a query, a CREATE reading its inputs, a task its inputs -- first moves a lagging upper to
+the time it reads through (:meth:`Engine._bring`: O(1), the collection kept first, also in
+the state a write at ``time=now`` reopens), so every reader sees ``now + 1``. A commit's
+work is then what it touches (``commit_work``), not how many objects the catalog holds;
+:meth:`Engine.held` gives an object as held, lagging, to a durable commit.
 
 Every query runs in DuckDB over Arrow tables registered for the duration of the query: each
 collection the query names is read as of the evaluation time and expanded to rows
@@ -415,16 +426,21 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         for s in self._saves:
             s.keep(target)
 
+    def keep_inputs(self, keys) -> None:
+        """Keep the collections of the objects ``keys`` before a CREATE reads them (a read
+        may load a durable table's contents or move a lagging upper)."""
+        for k in keys:
+            self._keep(self._objects[k].collection)
+
     def _before_ddl(self) -> None:
-        """Before a DDL statement changes the catalog: keep every object and the shared
-        arrangements (a CREATE reads its inputs and attaches to shared arrangements, a DROP
-        releases them), and give the containers saved by reference fresh copies to change
-        (copy-on-write). O(objects), for DDL only."""
+        """Before a DDL statement changes the catalog: keep the shared arrangements (a CREATE
+        attaches to them or fills new ones, a DROP releases them) and give the containers
+        saved by reference fresh copies to change (copy-on-write: references copied, no
+        object saved). No existing object changes but the collections a CREATE reads, which
+        it keeps itself (:meth:`keep_inputs`): a DDL statement saves what it touches."""
         if not self._saves:
             return
         self._keep(self._shared)
-        for obj in self._objects.values():
-            self._keep(obj)
         self._objects = dict(self._objects)
         self._order = list(self._order)
         self._defs = list(self._defs)

@@ -73,6 +73,38 @@ def test_a_write_saves_what_the_views_reading_it_hold_not_the_others():
     assert c["copied"] > a["copied"] and c["kept"] > a["kept"]
 
 
+DDL = ["CREATE TABLE z (k BIGINT, v BIGINT)",
+       "CREATE MATERIALIZED VIEW zs AS SELECT s.k, max(o.v) AS m FROM s JOIN o ON s.k = o.k GROUP BY s.k",
+       "CREATE CONTINUAL TASK zt (k BIGINT) ON INPUT z AS (INSERT INTO zt SELECT k FROM z)",
+       "INSERT INTO z VALUES (1, 1)",
+       "DROP CONTINUAL TASK zt", "DROP MATERIALIZED VIEW zs", "DROP TABLE z"]
+
+
+def test_ddl_saves_what_it_touches_not_every_object():
+    # Each statement keeps and copies the same with 1 or 60 views elsewhere: the shared
+    # arrangements' registry, the inputs a CREATE reads (every object used to be kept, each
+    # view's operators and sink copied).
+    few, many = _catalog(1, 2), _catalog(60, 2)
+    for sql in DDL:
+        assert _cost(few, sql) == _cost(many, sql), sql
+    _oracle(many)
+
+
+def test_a_failed_ddl_script_rolls_back_what_its_creates_touched():
+    cat, ref = _catalog(2, 4), _catalog(2, 4)
+    before = _state(cat)
+    with pytest.raises(colmz.sql.SQLError):
+        cat.execute("CREATE MATERIALIZED VIEW lo AS SELECT k, min(v) AS m FROM o GROUP BY k; "
+                    "CREATE MATERIALIZED VIEW j2 AS SELECT s.k, o.v FROM s JOIN o ON s.k = o.k; "
+                    "DROP MATERIALIZED VIEW s1; CREATE MATERIALIZED VIEW bad AS SELECT nope FROM s")
+    assert _state(cat) == before
+    for sql in [SCRIPT, "CREATE MATERIALIZED VIEW lo AS SELECT k, min(v) AS m FROM o GROUP BY k", *LATER]:
+        cat.execute(sql)
+        ref.execute(sql)
+        assert _state(cat) == _state(ref)
+        _oracle(cat)
+
+
 def _state(cat: colmz.Catalog) -> dict:
     """Every object's contents, upper and since, each view's operators' state (each
     arrangement's rows and bytes), its sink's correction, and the shared arrangements."""
