@@ -55,8 +55,9 @@ one-row INSERT into a table no view reads moves one arrangement however many vie
 catalog holds (:attr:`Catalog.store_work`). A load reads every object, operator state and
 shared arrangement at its logical upper: one that lags holds nothing after its own upper,
 so its contents as of the load time are those as of its upper minus one. Maintenance
-compacts only the arrangements written since it last compacted them (every one once after
-a load).
+compacts only the arrangements written since it last compacted them: after a load, those
+whose state (read by the load) holds runs not yet drained into their trace, or a trace it
+would compact further.
 
 **Views resume, never recompute.** Each maintained view's operator states
 (``colmz.dataflow.state``: arrangements' rows, accumulators' groups) are hidden durable
@@ -227,7 +228,7 @@ class Catalog:
         # A commit whose outcome is unknown (indeterminate): refresh before the next call.
         self._stale = False
         self.stats = {"commits": 0, "retries": 0, "refreshes": 0, "apply_deferred": 0,
-                      "maintain_failed": 0}
+                      "maintain_failed": 0, "maintained": 0}
         # What one load gave (durable), replaced together: the engine, the store it loaded
         # through and the mirror of the record. In memory: an engine alone.
         self._engine = Engine(self._con, views=views)
@@ -638,8 +639,10 @@ class Catalog:
         mirror.uppers.update({d["key"]: store.arrangement(d["key"]).upper for d in state_defs + shared_defs})
         mirror.arrangements = durs
         mirror.upper = store.upper
-        # what maintenance compacts next: everything, once per load
-        mirror.unmaintained = {d["key"] for d in defs + state_defs + shared_defs}
+        # what maintenance compacts next: what was written since it last compacted it (or
+        # what it could not compact then), not every arrangement once per load
+        mirror.unmaintained = {d["key"] for d in defs + state_defs + shared_defs
+                               if self._uncompacted(store.arrangement(d["key"]), engine.now)}
         mirror.index_shared()
         if not self._read_only:  # a read-only handle brings memory forward, commits nothing
             self._persist(engine, store, mirror, stats, full=True)
@@ -1027,6 +1030,7 @@ class Catalog:
                 if mem.base_pending:
                     failed.add(d["key"])
                 try:
+                    stats["maintained"] += 1
                     dur.maintain(self._compact_to(dur, mem.since if mem.base_pending else engine.now))
                 except Exception:  # noqa: BLE001 - compaction only saves space; retried later
                     stats["maintain_failed"] += 1
@@ -1038,6 +1042,7 @@ class Catalog:
                     continue
                 dur = store.arrangement(d["key"])
                 try:
+                    stats["maintained"] += 1
                     dur.maintain(self._compact_to(dur, engine.now))
                 except Exception:  # noqa: BLE001 - as above
                     stats["maintain_failed"] += 1
@@ -1054,6 +1059,17 @@ class Catalog:
             return False
         times = mem.times()
         return not times or times[-1] < lo
+
+    @classmethod
+    def _uncompacted(cls, dur, now: int) -> bool:
+        """Whether maintenance at ``now`` would find work in arrangement ``dur``, known from
+        the state its handle read (no storage call): updates not drained into its trace
+        (every commit's runs land so), or a trace of several batches whose since maintenance
+        would advance."""
+        arr = dur.arrangement
+        if arr.unsealed_batches or arr.trace_ts_upper() != arr.get_seal():
+            return True
+        return len(arr.trace_batches) > 1 and arr.since() < cls._compact_to(dur, now)
 
     @staticmethod
     def _compact_to(dur, since: int) -> int:

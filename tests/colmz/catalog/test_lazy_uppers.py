@@ -118,6 +118,34 @@ def test_a_commit_examines_what_it_changed_however_many_views():
                                    "views_examined": 2, "shared_examined": 1}
 
 
+def _maintained_after_reopen(n: int) -> tuple[int, int]:
+    """Arrangements the first maintenance after a reopen compacted (``Catalog.stats``), of a
+    catalog with ``n`` tables and views compacted before it closed; and those it holds."""
+    url = f"mem://maintained-{uuid.uuid4().hex}"
+    cat = colmz.Catalog(url, maintain_every=2)
+    cat.execute("CREATE TABLE t (k BIGINT)")
+    for i in range(n):
+        cat.execute(f"CREATE TABLE src_{i} (k BIGINT, v BIGINT); INSERT INTO src_{i} VALUES (1, {i}), (2, 2)")
+        cat.execute(f"CREATE MATERIALIZED VIEW v_{i} AS SELECT k, sum(v) AS s FROM src_{i} GROUP BY k")
+    for i in range(4):  # maintenance compacts what the set-up wrote
+        cat.execute(f"INSERT INTO t VALUES ({i})")
+    again = colmz.Catalog(url, maintain_every=2)
+    before = again.stats["maintained"]
+    for i in range(2):  # the second commit maintains
+        again.execute(f"INSERT INTO t VALUES ({10 + i})")
+    assert rows(again, "SELECT * FROM v_0") == [(1, 0), (2, 2)]
+    held = len(CatalogStore(open_location(url)).load()["objects"])
+    return again.stats["maintained"] - before, held
+
+
+def test_the_first_maintenance_after_a_reopen_compacts_what_was_written_since():
+    # t alone (written since): every arrangement -- 30 tables, views and their states -- was
+    # compacted once after each reopen
+    (one, held_one), (many, held_many) = _maintained_after_reopen(1), _maintained_after_reopen(30)
+    assert one == many == 1
+    assert held_many > held_one + 60
+
+
 def test_lagging_arrangements_reopen_at_the_catalogs_upper(tmp_path):
     cat = colmz.Catalog(tmp_path, maintain_every=4)
     setup(cat)
