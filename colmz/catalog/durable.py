@@ -727,7 +727,7 @@ class Catalog:
 
     @staticmethod
     def _shared_moves(engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict], lazy: bool,
-                      only: frozenset | None = None):
+                      only: tuple | None = None):
         """The record entries, intent moves and states (as committed) of the arrangements
         shared between views: one state object per shared arrangement (not per view using
         it), moved from its upper to its relation's with its change since its marks, or made
@@ -783,7 +783,7 @@ class Catalog:
         return entries, moves, states
 
     def _state_moves(self, engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict], lazy: bool,
-                     only: frozenset | None = None):
+                     only: tuple | None = None):
         """The record entries of every view's operator states, their intent moves and the
         states as they are once committed: a state the record keeps moves from its upper to
         the view's with its change since its marks; a view whose states the record does not

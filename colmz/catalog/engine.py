@@ -683,10 +683,12 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         return self._objects[key]
 
     @property
-    def touched(self) -> frozenset:
+    def touched(self) -> tuple[Key, ...]:
         """The objects the running call changed -- tables written, views stepped, tasks run
-        -- for a durable catalog's commit to write (empty outside a call)."""
-        return frozenset(self._touched)
+        -- in creation order (a durable commit writes them in a repeatable order), for a
+        durable catalog's commit to write (empty outside a call)."""
+        rank = self._scheduled().rank
+        return tuple(sorted(self._touched, key=lambda k: rank.get(k, -1)))
 
     @staticmethod
     def _empty(obj: CatalogObject) -> Updates:
