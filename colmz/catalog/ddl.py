@@ -132,6 +132,7 @@ class Definitions:
             key = self._new_key(s.qualifier, s.name)
             translated = translate(s.query)
             deps = self._reads(s.query)
+            self.keep_inputs(deps)
             rows = rename_like_postgres(self._query_at(translated, now), s.query)
             schema = [ColumnSpec(f.name, storable(f.type, s.name)) for f in rows.schema]
             if s.columns is not None:
@@ -212,8 +213,10 @@ class Definitions:
             else:
                 body.append(Delete(b.where))
             names |= self._reads(query)
-        refs = {n: self._objects[n].collection for n in sorted(names, key=str)
+        self.keep_inputs({input_key, *(n for n in names if n in self._objects)})
+        refs = {n: self._bring(self._objects[n]).collection for n in sorted(names, key=str)
                 if n in self._objects and n != input_key}
+        self._bring(src)  # the task runs to now: what it reads complete up to it
         # a jsonb column given as its SQL type: the task stores jsonb's text there
         columns = None if s.columns is None else {n: t if is_jsonb(t) else arrow_type(t) for n, t in s.columns}
         if columns is not None:

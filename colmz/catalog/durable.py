@@ -55,8 +55,9 @@ one-row INSERT into a table no view reads moves one arrangement however many vie
 catalog holds (:attr:`Catalog.store_work`). A load reads every object, operator state and
 shared arrangement at its logical upper: one that lags holds nothing after its own upper,
 so its contents as of the load time are those as of its upper minus one. Maintenance
-compacts only the arrangements written since it last compacted them (every one once after
-a load).
+compacts only the arrangements written since it last compacted them: after a load, those
+whose state (read by the load) holds runs not yet drained into their trace, or a trace it
+would compact further.
 
 **Views resume, never recompute.** Each maintained view's operator states
 (``colmz.dataflow.state``: arrangements' rows, accumulators' groups) are hidden durable
@@ -227,7 +228,7 @@ class Catalog:
         # A commit whose outcome is unknown (indeterminate): refresh before the next call.
         self._stale = False
         self.stats = {"commits": 0, "retries": 0, "refreshes": 0, "apply_deferred": 0,
-                      "maintain_failed": 0}
+                      "maintain_failed": 0, "maintained": 0}
         # What one load gave (durable), replaced together: the engine, the store it loaded
         # through and the mirror of the record. In memory: an engine alone.
         self._engine = Engine(self._con, views=views)
@@ -371,7 +372,7 @@ class Catalog:
         """What saving the catalog's state for a roll back cost its calls since this handle
         last loaded (``colmz.rollback``; cumulative, a copy): the ``calls`` saved, the
         structures ``kept`` on touch (a table written, a view stepped, a shared arrangement
-        fed, the collection of an object whose upper alone moved) and the elements
+        fed, the collection of a lagging object read) and the elements
         ``copied``. A call pays for what it touches, not for what the catalog holds.
 
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")
@@ -380,6 +381,30 @@ class Catalog:
         {'calls': 1, 'kept': 1, 'copied': 0}
         """
         return dict(self._engine.save_work)
+
+    @property
+    def commit_work(self) -> dict[str, int]:
+        """What this handle's commits visited since it last loaded (cumulative, a copy): the
+        ``commits``, the ``tables`` they wrote and the derived objects ``visited`` -- the
+        readers of a change, the views come due (a temporal filter's flip, ``mz_now()``),
+        the continual tasks. An object nothing reached is not visited: its upper lags,
+        logically ``now + 1`` (``colmz.catalog.engine``, "Logical uppers").
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); CREATE TABLE u (k INT)")
+        >>> cat.execute("CREATE MATERIALIZED VIEW c AS SELECT count(*) AS n FROM u")
+        >>> before = cat.commit_work; cat.execute("INSERT INTO t VALUES (1)")
+        >>> {k: cat.commit_work[k] - before[k] for k in before}
+        {'commits': 1, 'tables': 1, 'visited': 0}
+
+        A durable handle adds what its commits examined to write them
+        (``colmz.catalog.mirror.Mirror.work``): the ``objects_examined`` for changes, the
+        ``views_examined`` for operator states and the ``shared_examined`` arrangements --
+        those the call changed, unless it changed definitions.
+        """
+        work = dict(self._engine.commit_work)
+        if self._mirror is not None:
+            work.update(self._mirror.work)
+        return work
 
     @property
     def shared_work(self) -> dict[str, int]:
@@ -640,10 +665,13 @@ class Catalog:
         mirror.uppers.update({d["key"]: store.arrangement(d["key"]).upper for d in state_defs + shared_defs})
         mirror.arrangements = durs
         mirror.upper = store.upper
-        # what maintenance compacts next: everything, once per load
-        mirror.unmaintained = {d["key"] for d in defs + state_defs + shared_defs}
+        # what maintenance compacts next: what was written since it last compacted it (or
+        # what it could not compact then), not every arrangement once per load
+        mirror.unmaintained = {d["key"] for d in defs + state_defs + shared_defs
+                               if self._uncompacted(store.arrangement(d["key"]), engine.now)}
+        mirror.index_shared()
         if not self._read_only:  # a read-only handle brings memory forward, commits nothing
-            self._persist(engine, store, mirror, stats)
+            self._persist(engine, store, mirror, stats, full=True)
         return engine, store, mirror
 
     @staticmethod
@@ -701,7 +729,7 @@ class Catalog:
             t = engine.now
             for e in shared_defs:
                 rel, by = relations.get(e["relation"]), tuple(e["by"])
-                if rel is None or (rel, by) in engine.shared or engine.collection(rel).upper != t + 1:
+                if rel is None or (rel, by) in engine.shared or engine.held(rel).collection.upper != t + 1:
                     continue
                 dur = store.arrangement(e["key"])
                 if store.logical_upper(e["key"]) != t + 1:
@@ -710,7 +738,7 @@ class Catalog:
                 if dur.since > at:
                     continue
                 try:
-                    arr = KeyedArrangement(as_schema(engine.object(rel).schema, "schema"), by)
+                    arr = KeyedArrangement(as_schema(engine.held(rel).schema, "schema"), by)
                     st = OperatorState(e["id"], arr)
                     if e["id"] != arrangement_id(rel, by) or tuple(dur.schema) != st.schema:
                         continue
@@ -724,23 +752,41 @@ class Catalog:
         return resume
 
     @staticmethod
-    def _shared_moves(engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict], lazy: bool):
+    def _shared_moves(engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict], lazy: bool,
+                      only: tuple | None = None):
         """The record entries, intent moves and states (as committed) of the arrangements
         shared between views: one state object per shared arrangement (not per view using
         it), moved from its upper to its relation's with its change since its marks, or made
         holding it whole when the record does not keep it yet (made at a CREATE, or filled
         from its relation at a reopen). One the registry freed (its last view dropped) is
-        left out of the record."""
-        relations = {definition_key(d): d["key"] for d in defs}
+        left out of the record.
+
+        ``only``: the relations the commit changed, when it changed no definition -- then
+        only their shared arrangements (those the record keeps, :attr:`Mirror.shared_by`)
+        are examined, the entries are the record's and the states returned are theirs alone
+        (None when one is not kept yet: the caller examines every one)."""
         entries, moves, states = [], [], {}
+        if only is not None:
+            ids = []
+            for rel in only:
+                d = engine.definition_of(rel)
+                if d is not None:
+                    ids.extend((rel, d["key"], by) for by in mirror.shared_by.get(d["key"], ()))
+            relations = {rel: skey for rel, skey, _ in ids}
+            ids = [(rel, by) for rel, _, by in ids]
+            entries = mirror.shared_defs
+        else:
+            relations = {definition_key(d): d["key"] for d in defs}
+            ids = list(engine.shared)
         token = None
-        for rel, by in engine.shared:
+        for rel, by in ids:
             arr = engine.shared.get(rel, by)
             if rel not in relations or any(c.kind == "null" for c in arr.schema):
                 continue  # a column with no type yet: rebuilt from its relation on reopen
+            mirror.work["shared_examined"] += 1
             aid = arrangement_id(rel, by)
             st = OperatorState(aid, arr)
-            up = engine.collection(rel).upper
+            up = engine.held(rel).collection.upper
             prev = mirror.shared.get((relations[rel], by))
             if prev is not None:
                 skey = prev.keys[0]
@@ -749,35 +795,51 @@ class Catalog:
                     change = st.delta(prev.marks[aid], up - 1)
                     if len(change) or not lazy:  # lazy: unchanged, it lags (logically at up)
                         moves.append((f"shared arrangement {aid}", skey, lo, up, change))
+            elif only is not None:
+                return None
             else:
                 token = token or secrets.token_hex(4)
                 skey = f"{relations[rel]}-shared-{token}-{len(entries)}"
                 moves.append((f"shared arrangement {aid}", skey, 0, up, st.delta((), up - 1)))
                 store.arrangement(skey, st.schema)  # as a new object's: before the record names it
-            entries.append({"kind": SHARED_STATE, "key": skey, "id": aid, "relation": relations[rel], "by": list(by)})
+            if only is None:
+                entries.append({"kind": SHARED_STATE, "key": skey, "id": aid, "relation": relations[rel],
+                                "by": list(by)})
             states[(relations[rel], by)] = ViewStates((aid,), (skey,), {aid: st.marks()})
         return entries, moves, states
 
-    def _state_moves(self, engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict], lazy: bool):
+    def _state_moves(self, engine: Engine, store: CatalogStore, mirror: Mirror, defs: list[dict], lazy: bool,
+                     only: tuple | None = None):
         """The record entries of every view's operator states, their intent moves and the
         states as they are once committed: a state the record keeps moves from its upper to
         the view's with its change since its marks; a view whose states the record does not
         keep yet (created, or rebuilt at a reopen) gets new arrangements holding them whole.
         A view whose state cannot be kept (not resumable; an exact sum beyond int64) keeps
-        none: a reopen rebuilds it."""
+        none: a reopen rebuilds it.
+
+        ``only``: the objects the commit changed, when it changed no definition -- then only
+        those views' states are examined (a view that did not step holds the runs it held),
+        the entries are the record's and the states returned are theirs alone (None when
+        one of them needs entries the record does not hold: the caller examines every view)."""
         state_defs, moves, states = [], [], {}
+        if only is not None:
+            state_defs = mirror.state_defs
+            defs = [d for d in map(engine.definition_of, only) if d is not None]
         for d in defs:
             if d.get("kind") != "materialized view":
                 continue
             key = definition_key(d)
-            mv = engine.object(key).maintained
+            mirror.work["views_examined"] += 1
+            mv = engine.held(key).maintained
             found = None if mv is None or mv.pipeline is None else operator_states(mv.pipeline)
+            prev = mirror.states.get(d["key"])
             if not found:
+                if only is not None and prev is not None:
+                    return None  # its entries go: the record's change
                 continue  # nothing to keep (stateless operators resume from the view alone)
-            up = engine.collection(key).upper
+            up = engine.held(key).collection.upper
             shown = display_name(key)
             names = tuple(st.name for st in found)
-            prev = mirror.states.get(d["key"])
             mine = []
             try:
                 if prev is not None and prev.names == names:
@@ -788,17 +850,22 @@ class Catalog:
                             change = st.delta(prev.marks[st.name], up - 1)
                             if len(change) or not lazy:  # lazy: unchanged, it lags
                                 mine.append((f"{shown} state {st.name}", skey, lo, up, change))
+                elif only is not None:
+                    return None  # new entries: the record's change
                 else:
                     token = secrets.token_hex(4)
                     keys = tuple(f"{d['key']}-state-{token}-{i}" for i in range(len(found)))
                     for st, skey in zip(found, keys):
                         mine.append((f"{shown} state {st.name}", skey, 0, up, st.delta((), up - 1)))
             except StateOverflow:
+                if only is not None and prev is not None:
+                    return None  # its entries go: the record's change
                 continue
-            for st, skey in zip(found, keys):
-                if prev is None or prev.names != names:
-                    store.arrangement(skey, st.schema)  # as a new object's: before the record names it
-                state_defs.append({"kind": VIEW_STATE, "key": skey, "view": d["key"], "state": st.name})
+            if only is None:
+                for st, skey in zip(found, keys):
+                    if prev is None or prev.names != names:
+                        store.arrangement(skey, st.schema)  # as a new object's: before the record names it
+                    state_defs.append({"kind": VIEW_STATE, "key": skey, "view": d["key"], "state": st.name})
             moves.extend(mine)
             states[d["key"]] = ViewStates(names, keys, {st.name: st.marks() for st in found})
         return state_defs, moves, states
@@ -864,7 +931,7 @@ class Catalog:
                 self.refresh()
         raise AssertionError("unreachable")
 
-    def _persist(self, engine: Engine, store: CatalogStore, mirror: Mirror, stats: dict) -> None:
+    def _persist(self, engine: Engine, store: CatalogStore, mirror: Mirror, stats: dict, full: bool = False) -> None:
         """Commit what ``engine``'s collections hold beyond the record (``mirror``), and
         the definitions, as one version of the catalog record; then apply it.
 
@@ -874,7 +941,13 @@ class Catalog:
         last entry left it (never the arrangement handle's, which may be stale), the runs
         its changes since, written once as parts under its arrangement's prefix (the apply
         adopts them). An arrangement without changes gets no entry: it lags, and costs the
-        commit nothing (``colmz.catalog.store``, "Lazy uppers"). :meth:`CatalogStore.commit` compare-and-sets the record
+        commit nothing (``colmz.catalog.store``, "Lazy uppers"). A commit changing no
+        definition examines only the objects the call changed (``Engine.touched``: tables
+        written, views stepped, tasks run), their operator states and the shared
+        arrangements of the relations among them -- an object the engine did not touch
+        holds nothing since its upper -- and leaves the record's entries as they were;
+        ``full`` (a load), DDL or a record without a catalog-wide upper examine every one.
+        :meth:`CatalogStore.commit` compare-and-sets the record
         against the version ``store`` read: a lost race raises ``CommitConflict`` with
         nothing visible, and the caller rolls memory back. ``mirror`` changes only after the
         commit; from then on the call has succeeded: applying the intent and maintenance are
@@ -888,11 +961,21 @@ class Catalog:
         # uppers"), so the commit's store work is what it changes. Objects at other uppers
         # (none in a consistent engine) fall back to an entry for each, and no record upper.
         upper = engine.now + 1
-        lazy = all(engine.collection(definition_key(d)).upper == upper for d in defs)
+        # What to examine: every object (a load, DDL, a record without a catalog-wide upper)
+        # or only those the call changed; the engine's others lag, holding nothing since.
+        only = None if full or mirror.upper is None or defs != mirror.defs or schemas != mirror.schemas \
+            else engine.touched
+        if only is None:
+            lazy = all(engine.held(definition_key(d)).collection.upper <= upper for d in defs)
+            walk = defs
+        else:
+            lazy = True  # a consistent engine: every object at now + 1, logically
+            walk = [d for d in map(engine.definition_of, only) if d is not None]
         moves = []
-        for d in defs:
+        for d in walk:
             key = definition_key(d)
-            mem = engine.collection(key)
+            mirror.work["objects_examined"] += 1
+            mem = engine.held(key).collection
             lo = mirror.uppers.get(d["key"])
             shown = display_name(key)
             if lo is None:
@@ -904,8 +987,12 @@ class Catalog:
                 change = mem.updates(lo, mem.upper)
                 if len(change) or not lazy or mem.upper < lo:
                     moves.append((shown, d["key"], lo, mem.upper, change))
-        state_defs, state_moves, states = self._state_moves(engine, store, mirror, defs, lazy)
-        shared_defs, shared_moves, shared = self._shared_moves(engine, store, mirror, defs, lazy)
+        found = self._state_moves(engine, store, mirror, defs, lazy, only)
+        views_only = found is not None and only is not None  # states: the changed views' alone
+        state_defs, state_moves, states = found or self._state_moves(engine, store, mirror, defs, lazy)
+        found = self._shared_moves(engine, store, mirror, defs, lazy, only)
+        shared_only = found is not None and only is not None
+        shared_defs, shared_moves, shared = found or self._shared_moves(engine, store, mirror, defs, lazy)
         record_upper = upper if lazy else None
         if not moves and not state_moves and not shared_moves and defs == mirror.defs and schemas == mirror.schemas \
                 and state_defs == mirror.state_defs and shared_defs == mirror.shared_defs \
@@ -924,15 +1011,28 @@ class Catalog:
         store.commit(namespaces_entry(schemas) + defs + state_defs + shared_defs, moves, record_upper)
         # -- committed: from here on nothing raises --
         mirror.upper = record_upper
-        mirror.defs, mirror.schemas = defs, schemas
-        mirror.state_defs, mirror.states = state_defs, states
-        mirror.shared_defs, mirror.shared = shared_defs, shared
-        keys = {d["key"] for d in defs} | {d["key"] for d in state_defs} | {d["key"] for d in shared_defs}
-        uppers = {**mirror.uppers, **{key: up for _, key, _, up, _ in moves}}
-        mirror.uppers = {k: v for k, v in uppers.items() if k in keys}
-        mirror.unmaintained = (mirror.unmaintained | {key for _, key, _, _, _ in moves}) & keys
-        mirror.arrangements = {definition_key(d): store.arrangement(d["key"]) for d in defs}
-        store.forget(keys)
+        moved = {key: up for _, key, _, up, _ in moves}
+        if views_only:
+            mirror.states.update(states)
+        else:
+            mirror.state_defs, mirror.states = state_defs, states
+        if shared_only:
+            mirror.shared.update(shared)
+        else:
+            mirror.shared_defs, mirror.shared = shared_defs, shared
+            mirror.index_shared()
+        if only is not None and views_only and shared_only:
+            # the record names what it named: its arrangements moved, nothing else
+            mirror.uppers.update(moved)
+            mirror.unmaintained |= set(moved)
+        else:
+            mirror.defs, mirror.schemas = defs, schemas
+            keys = {d["key"] for d in defs} | {d["key"] for d in state_defs} | {d["key"] for d in shared_defs}
+            uppers = {**mirror.uppers, **moved}
+            mirror.uppers = {k: v for k, v in uppers.items() if k in keys}
+            mirror.unmaintained = (mirror.unmaintained | set(moved)) & keys
+            mirror.arrangements = {definition_key(d): store.arrangement(d["key"]) for d in defs}
+            store.forget(keys)
         stats["commits"] += 1
         try:
             store.apply(store.state)
@@ -950,12 +1050,13 @@ class Catalog:
                 if d["key"] not in todo:
                     continue
                 name = definition_key(d)
-                dur, mem = mirror.arrangements[name], engine.collection(name)
+                dur, mem = mirror.arrangements[name], engine.held(name).collection
                 # Contents not yet loaded from the store are read as of mem.since: keep it
                 # (and compact further at a later maintenance).
                 if mem.base_pending:
                     failed.add(d["key"])
                 try:
+                    stats["maintained"] += 1
                     dur.maintain(self._compact_to(dur, mem.since if mem.base_pending else engine.now))
                 except Exception:  # noqa: BLE001 - compaction only saves space; retried later
                     stats["maintain_failed"] += 1
@@ -967,6 +1068,7 @@ class Catalog:
                     continue
                 dur = store.arrangement(d["key"])
                 try:
+                    stats["maintained"] += 1
                     dur.maintain(self._compact_to(dur, engine.now))
                 except Exception:  # noqa: BLE001 - as above
                     stats["maintain_failed"] += 1
@@ -983,6 +1085,17 @@ class Catalog:
             return False
         times = mem.times()
         return not times or times[-1] < lo
+
+    @classmethod
+    def _uncompacted(cls, dur, now: int) -> bool:
+        """Whether maintenance at ``now`` would find work in arrangement ``dur``, known from
+        the state its handle read (no storage call): updates not drained into its trace
+        (every commit's runs land so), or a trace of several batches whose since maintenance
+        would advance."""
+        arr = dur.arrangement
+        if arr.unsealed_batches or arr.trace_ts_upper() != arr.get_seal():
+            return True
+        return len(arr.trace_batches) > 1 and arr.since() < cls._compact_to(dur, now)
 
     @staticmethod
     def _compact_to(dur, since: int) -> int:

@@ -16,14 +16,15 @@ including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=no
   sealed ``now`` (rolled back and redone with both transactions' writes) and is allowed only
   where that revises no sealed output: every view and task must come out at ``now``
   unchanged; a durable catalog has persisted ``now`` sealed and refuses it.
-* After the tables are written at ``T``, every derived object is brought to ``T`` in creation
-  order, so an object only reads objects created before it and a task reading another task
-  sees that task's write at ``T``. A materialized view is fed the changes its inputs
-  committed at ``T`` through its operators and writes its own change at ``T``
-  (:mod:`colmz.catalog.views`); with ``views="recompute"``, or for a view outside the
-  operators' subset, its query is recomputed when something it reads changed at ``T``
-  (always, when it calls ``mz_now()`` other than in temporal filters, which its operators
-  keep) and the difference written. A continual task runs
+* After the tables are written at ``T``, the derived objects that may change at ``T`` are
+  brought to it in creation order (:mod:`colmz.catalog.schedule`: the readers of what
+  changed, the views come due, the tasks), so an object only reads objects created before
+  it and a task reading another task sees that task's write at ``T``. A materialized view
+  is fed the changes its inputs committed at ``T`` through its operators and writes its own
+  change at ``T`` (:mod:`colmz.catalog.views`); with ``views="recompute"``, or for a view
+  outside the operators' subset, its query is recomputed when something it reads changed
+  at ``T`` (always, when it calls ``mz_now()`` other than in temporal filters, which its
+  operators keep) and the difference written. A continual task runs
   :meth:`colmz.ContinualTask.run`.
 * A call that raises -- a bad statement, a continual task's guard rail, or the ``persist``
   step a durable catalog passes (its commit) -- rolls every collection and task back as it
@@ -34,9 +35,19 @@ including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=no
   replaces them by copies before changing them), and each structure a call is about to
   change -- a table it writes, a view whose inputs changed (its operators and sink), a shared
   arrangement it feeds -- is kept (``colmz.rollback.Saved.keep``) by :meth:`Engine._keep`
-  just before, in every save in progress. A view none of whose inputs changed is not stepped
-  (``MaintainedView.idle``): only its collection's upper moves, which keeps the collection
-  alone (O(1): its history is append-only, saved as its length). ``save_work`` counts it.
+  just before, in every save in progress. ``save_work`` counts it. DDL keeps the shared
+  arrangements and the collections a CREATE reads, no other object.
+
+Logical uppers. Every object is complete up to ``now`` -- its *logical* upper is ``now + 1``
+-- but a commit moves the collections of what it writes only: an object nothing reached
+lags, its collection's upper where its last change left it, holding nothing after it (as
+a durable catalog's arrangements lag its record's upper, ``colmz.catalog.store``, "Lazy
+uppers"). Whatever reads an object -- :meth:`Engine.object`, :meth:`Engine.collection`,
+a query, a CREATE reading its inputs, a task its inputs -- first moves a lagging upper to
+the time it reads through (:meth:`Engine._bring`: O(1), the collection kept first, also in
+the state a write at ``time=now`` reopens), so every reader sees ``now + 1``. A commit's
+work is then what it touches (``commit_work``), not how many objects the catalog holds;
+:meth:`Engine.held` gives an object as held, lagging, to a durable commit.
 
 Every query runs in DuckDB over Arrow tables registered for the duration of the query: each
 collection the query names is read as of the evaluation time and expanded to rows
@@ -47,6 +58,7 @@ an engine and commits what it holds to the store; an engine knows nothing of sto
 
 from __future__ import annotations
 
+import heapq
 import warnings
 from collections.abc import Callable, Mapping
 
@@ -64,6 +76,7 @@ from colmz.catalog.objects import (
     relation_of,
 )
 from colmz.catalog.queries import Queries
+from colmz.catalog.schedule import Schedule, due_of
 from colmz.catalog.subscriptions import Subscriptions
 from colmz.catalog.views import Views
 from colmz.continual import ContinualTask, MemoryCollection
@@ -184,6 +197,15 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         #: What the calls' saves cost (cumulative, never rolled back; a work counter): the
         #: ``calls`` saved, the ``kept`` structures saved on touch and the elements ``copied``.
         self.save_work = {"calls": 0, "kept": 0, "copied": 0}
+        # Which derived objects a commit steps (colmz.catalog.schedule): derived from the
+        # objects, rebuilt after DDL, a roll back or a load. Scratch.
+        self._schedule: Schedule | None = None
+        # The objects the running call changed (:attr:`touched`). Scratch, per call.
+        self._touched: set[Key] = set()
+        #: What the commits visited (cumulative, never rolled back; a work counter): the
+        #: ``tables`` written and the derived objects ``visited`` -- readers of a change,
+        #: views come due, tasks -- never an object nothing reached.
+        self.commit_work = {"commits": 0, "tables": 0, "visited": 0}
 
     # ------------------------------------------------------------------ accessors
 
@@ -211,10 +233,11 @@ class Engine(Definitions, Queries, Views, Subscriptions):
     def object(self, name: Key | tuple[str, ...]) -> CatalogObject:
         """The entry called ``name`` (``colmz.Catalog.object``; ``KeyError`` naming the known ones)."""
         try:
-            return self._objects[key_of(name)]
+            obj = self._objects[key_of(name)]
         except KeyError:
             shown = [display_name(n) for n in self._order]
             raise KeyError(f"no object {name!r} in the catalog; objects are {shown}") from None
+        return self._bring(obj)  # its collection at now + 1 for whoever reads it
 
     def task(self, name: Key | tuple[str, ...]) -> ContinualTask:
         """The :class:`colmz.ContinualTask` behind continual task ``name``."""
@@ -393,6 +416,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         that save what the call is about to change (:meth:`_keep`)."""
         saved = save(self)
         self._saves = [saved]
+        self._touched = set()
         return saved
 
     def _end(self, saved: Saved) -> None:
@@ -408,16 +432,21 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         for s in self._saves:
             s.keep(target)
 
+    def keep_inputs(self, keys) -> None:
+        """Keep the collections of the objects ``keys`` before a CREATE reads them (a read
+        may load a durable table's contents or move a lagging upper)."""
+        for k in keys:
+            self._keep(self._objects[k].collection)
+
     def _before_ddl(self) -> None:
-        """Before a DDL statement changes the catalog: keep every object and the shared
-        arrangements (a CREATE reads its inputs and attaches to shared arrangements, a DROP
-        releases them), and give the containers saved by reference fresh copies to change
-        (copy-on-write). O(objects), for DDL only."""
+        """Before a DDL statement changes the catalog: keep the shared arrangements (a CREATE
+        attaches to them or fills new ones, a DROP releases them) and give the containers
+        saved by reference fresh copies to change (copy-on-write: references copied, no
+        object saved). No existing object changes but the collections a CREATE reads, which
+        it keeps itself (:meth:`keep_inputs`): a DDL statement saves what it touches."""
         if not self._saves:
             return
         self._keep(self._shared)
-        for obj in self._objects.values():
-            self._keep(obj)
         self._objects = dict(self._objects)
         self._order = list(self._order)
         self._defs = list(self._defs)
@@ -529,6 +558,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         is, not read back from the table)."""
         if t <= self._now:
             raise ValueError(f"time {t} is not after cat.now={self._now}")
+        self.commit_work["commits"] += 1
         # Kept only to reopen now for a write at time=now, which a durable catalog refuses
         # (now is persisted sealed). Without _at_now itself: the saved state need not keep the
         # previous commit's saved state alive (each would hold the one before). Its structures
@@ -551,63 +581,76 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         self._at_now = None if before is None else (before, {k: v for k, v in pending.items() if len(v)})
 
     def _commit_objects(self, t: int, pending: Mapping[str, Updates], consolidated: bool) -> None:
-        """:meth:`_commit`'s work: the tables written, every derived object brought to
-        ``t``; each structure kept (:meth:`_keep`) before it changes."""
+        """:meth:`_commit`'s work: the tables written, then the derived objects that may
+        change at ``t`` (``colmz.catalog.schedule``) brought to it, in creation order; each
+        structure kept (:meth:`_keep`) before it changes. Every other object lags (module
+        docstring, "Logical uppers")."""
+        sched = self._scheduled()
         changed = set()
         # each object's change at t, read once (the tables' as written, when consolidated)
         known = dict(pending) if consolidated else {}
-        for name in self._order:
+        for name in sorted(pending, key=sched.rank.__getitem__):  # creation order: the first refusal
             obj = self._objects[name]
-            if obj.kind != "table":
-                continue
-            change = pending.get(name)
+            change = pending[name]
+            if change is None or not len(change):
+                continue  # nothing written: the table lags
             coll = obj.collection
-            self._keep(coll)  # its upper moves, at least
-            if change is not None and len(change):
-                # consolidated once here: the retraction check, the table's append and the
-                # views reading it back take it as it is (colmz.consolidate's mark)
-                change = consolidate(change)
-                if len(change) and change.diff.min() < 0 and self.append_only(name):
-                    # an append of negative diffs (Catalog.append): refused as a DELETE is
-                    row = change.take(np.flatnonzero(change.diff < 0)[:1]).to_pylist()[0]
-                    raise AppendOnlyViolation(f"table {display_name(name)!r} is append-only (created WITH (APPEND "
-                                              f"ONLY)): the change retracts row {row[:-2]}")
-                self._check_retractions(name, coll, change)
-                coll.compare_and_append(change, coll.upper, t + 1)
-                changed.add(name)
-                if not len(change) or (change.time[0] == t and change.time[-1] == t):  # what the views read
-                    known[name] = change
-            else:
-                coll.compare_and_append(self._empty(obj), coll.upper, t + 1)
+            self._keep(coll)
+            self._touched.add(name)
+            self.commit_work["tables"] += 1
+            # consolidated once here: the retraction check, the table's append and the
+            # views reading it back take it as it is (colmz.consolidate's mark)
+            change = consolidate(change)
+            if len(change) and change.diff.min() < 0 and self.append_only(name):
+                # an append of negative diffs (Catalog.append): refused as a DELETE is
+                row = change.take(np.flatnonzero(change.diff < 0)[:1]).to_pylist()[0]
+                raise AppendOnlyViolation(f"table {display_name(name)!r} is append-only (created WITH (APPEND "
+                                          f"ONLY)): the change retracts row {row[:-2]}")
+            self._check_retractions(name, coll, change)
+            coll.compare_and_append(change, coll.upper, t + 1)
+            changed.add(name)
+            if not len(change) or (change.time[0] == t and change.time[-1] == t):  # what the views read
+                known[name] = change
         for name in changed:  # the tables' shared arrangements, before any view steps
             self._feed_shared(name, t, known)
-        for name in self._order:
+        # the derived objects to bring to t, by creation rank: readers of what changed
+        # (added as their inputs write), views due at t, every task
+        todo = [(sched.rank[k], k) for k in {*sched.readers_of(changed), *sched.take_due(t), *sched.tasks}]
+        heapq.heapify(todo)
+        queued = {k for _, k in todo}
+        while todo:
+            _, name = heapq.heappop(todo)
             obj = self._objects[name]
+            self.commit_work["visited"] += 1
+            wrote = False
             if obj.kind == "materialized view":
                 if obj.maintained is not None:  # its operators, fed the deltas (colmz.catalog.views)
                     inputs = obj.deps & changed
-                    if not inputs and obj.maintained.idle(t):
-                        # nothing to feed, nothing held to write: only its upper moves
-                        self._advance(obj, t)
-                        continue
-                    self._keep(obj)
-                    # covered: the engine's saves keep this object (its operators and sink),
-                    # and a failure rolls the engine back (so the view's own saves are skipped)
-                    with covered():
-                        wrote = obj.maintained.step(t, self._deltas_at(inputs, t, known))
-                    if len(wrote):
-                        changed.add(name)
-                        self._feed_shared(name, t, known)
-                elif self._recompute(obj, t, force=obj.uses_now or bool(obj.deps & changed)):
-                    changed.add(name)
-                    self._feed_shared(name, t, known)
+                    if inputs or not obj.maintained.idle(t):
+                        self._keep(obj)
+                        self._touched.add(name)
+                        # covered: the engine's saves keep this object (its operators and sink),
+                        # and a failure rolls the engine back (so the view's own saves are skipped)
+                        with covered():
+                            wrote = len(obj.maintained.step(t, self._deltas_at(inputs, t, known))) > 0
+                else:
+                    wrote = self._recompute(obj, t, force=obj.uses_now or bool(obj.deps & changed))
+                sched.set_due(name, due_of(obj))
             elif obj.kind == "continual task":
                 self._keep(obj)
+                self._touched.add(name)
+                for n in obj.deps:  # what it reads, complete up to t (they may lag)
+                    self._bring(self._objects[n], t + 1)
                 done = obj.task.stats["times_processed"]
                 obj.task.run()
-                if obj.task.stats["times_processed"] != done and len(obj.collection.updates(t, t + 1)):
-                    changed.add(name)
-                    self._feed_shared(name, t, known)
+                wrote = obj.task.stats["times_processed"] != done and len(obj.collection.updates(t, t + 1)) > 0
+            if wrote:
+                changed.add(name)
+                self._feed_shared(name, t, known)
+                for r in sched.readers.get(name, ()):
+                    if r not in queued:
+                        queued.add(r)
+                        heapq.heappush(todo, (sched.rank[r], r))
         expect, self._expect = self._expect, None
         for name, old in (expect or {}).items():
             if changes_at(self._objects[name].collection, t) != old:
@@ -617,12 +660,41 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 )
         self._now = t
 
-    def _advance(self, obj: CatalogObject, t: int) -> None:
-        """Move ``obj``'s collection's upper to ``t + 1`` with no change (kept first)."""
+    def _scheduled(self) -> Schedule:
+        """The schedule of the objects as they are (``colmz.catalog.schedule``), rebuilt when
+        DDL changed them or a roll back or load put their state back."""
+        sched = self._schedule
+        if sched is None or not sched.valid_for(self._order):
+            sched = self._schedule = Schedule(self._order, self._objects)
+        return sched
+
+    def _bring(self, obj: CatalogObject, upto: int | None = None) -> CatalogObject:
+        """``obj`` with its collection's upper at ``upto`` (default ``now + 1``): a lagging
+        collection holds nothing since its upper, so moving it changes no contents (module
+        docstring, "Logical uppers"). Kept first in every save in progress and in the state
+        a write at ``time=now`` reopens, which must find it where it was."""
         coll = obj.collection
-        if coll.upper <= t:
+        upto = self._now + 1 if upto is None else upto
+        if coll.upper is not None and coll.upper < upto:
             self._keep(coll)
-            coll.compare_and_append(self._empty(obj), coll.upper, t + 1)
+            if self._at_now is not None:
+                self._at_now[0].keep(coll)
+            coll.compare_and_append(self._empty(obj), coll.upper, upto)
+        return obj
+
+    def held(self, key: Key) -> CatalogObject:
+        """The object keyed ``key`` (exactly: a :data:`Key`) as held: its collection's upper
+        may lag ``now + 1`` (it holds nothing after it), unlike :meth:`object`'s. A durable
+        catalog's commit reads it so, to write what changed and nothing else."""
+        return self._objects[key]
+
+    @property
+    def touched(self) -> tuple[Key, ...]:
+        """The objects the running call changed -- tables written, views stepped, tasks run
+        -- in creation order (a durable commit writes them in a repeatable order), for a
+        durable catalog's commit to write (empty outside a call)."""
+        rank = self._scheduled().rank
+        return tuple(sorted(self._touched, key=lambda k: rank.get(k, -1)))
 
     @staticmethod
     def _empty(obj: CatalogObject) -> Updates:
@@ -653,9 +725,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
     def _recompute(self, obj: CatalogObject, t: int, force: bool) -> bool:
         coll = obj.collection
         if not force:
-            self._advance(obj, t)
-            return False
+            return False  # it lags
         self._keep(obj)
+        self._touched.add(obj.name)
         rows = conform(self._query_at(obj.query, t), obj.schema, f"MATERIALIZED VIEW {obj.name}")
         new = consolidate(rows_to_updates(rows, t, 1))
         old = obj.contents
@@ -689,6 +761,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         for target in before.structures:
             self._keep(target)
         roll_back(self, before, copy=True)
+        self._schedule = None  # the views' due times are the rolled-back operators'
         self._expect = expect
         return dict(pending)
 
@@ -697,6 +770,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         failed: every object's collection and task in place, and the catalog's fields."""
         roll_back(self, saved)
         self._expect = None  # a reopened commit's check, for the call that reopened it only
+        self._schedule = None  # the views' due times are the rolled-back operators'
 
     # ------------------------------------------------------------------ loading
 
@@ -714,6 +788,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             self.resume_shared(self)
         self.bring_forward()
         self._shared.discard_unused()  # restored for views that no longer use them
+        self._schedule = None  # the views' operators were rendered anew
 
     def bring_forward(self) -> None:
         """Bring every object to ``now``: tables written behind the catalog's back leave the
@@ -747,7 +822,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
 
     def collection(self, key: Key) -> MemoryCollection:
         """The collection of the object keyed ``key`` (exactly: a :data:`Key`)."""
-        return self._objects[key].collection
+        return self._bring(self._objects[key]).collection
 
     @property
     def definitions(self) -> list[dict]:

@@ -49,6 +49,21 @@ class Mirror:
     #: The shared arrangements kept in the record (``colmz.catalog.durable``), by their
     #: relation's storage key and key columns: one state each (named by its arrangement id).
     shared: dict[tuple[str, tuple[str, ...]], ViewStates] = field(default_factory=dict)
+    #: The key columns of the shared arrangements kept in the record, by their relation's
+    #: storage key (:attr:`shared` indexed: a commit finds the changed relations' ones).
+    shared_by: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    #: What the commits built on this mirror examined (cumulative; a work counter, not the
+    #: record's): the ``objects_examined`` for changes, the ``views_examined`` for operator
+    #: states, the ``shared_examined`` arrangements.
+    work: dict[str, int] = field(default_factory=lambda: {"objects_examined": 0, "views_examined": 0,
+                                                          "shared_examined": 0})
+
+    def index_shared(self) -> None:
+        """Rebuild :attr:`shared_by` from :attr:`shared`."""
+        by: dict[str, list[tuple[str, ...]]] = {}
+        for rel, key in self.shared:
+            by.setdefault(rel, []).append(key)
+        self.shared_by = by
 
 
 @dataclass

@@ -141,7 +141,7 @@ class Queries:
 
     def _readable(self, name: Key, as_of: int):
         """The collection of ``name``, or ``ValueError`` when ``as_of`` is before its since."""
-        coll = self._objects[name].collection
+        coll = self._bring(self._objects[name]).collection  # read up to now: moved there if it lags
         if as_of < coll.since:
             raise ValueError(self._unreadable(name, as_of))
         return coll
@@ -170,4 +170,4 @@ class Queries:
     def _query_at(self, translated: str, t: int) -> pa.Table:
         # A view's query, reading objects that are already complete at t (created before it).
         return self._run_bound(translated, t, lambda n: relation_rows(
-            self._objects[n].collection, t, f"{self._objects[n].kind} {n!r}"))
+            self._bring(self._objects[n], t + 1).collection, t, f"{self._objects[n].kind} {n!r}"))

@@ -136,7 +136,7 @@ class Views:
             # an input's contents, read once however many need them (its shared arrangements
             # filled from it, the operators initialized with it), counted in ``view_work``
             if n not in snapshots:
-                snapshots[n] = self._objects[n].collection.snapshot(t)
+                snapshots[n] = self._bring(self._objects[n], t + 1).collection.snapshot(t)
                 self.view_work["input_rows_read"] += len(snapshots[n])
             return snapshots[n]
 

@@ -423,17 +423,35 @@ class MaintainedView:
         >>> mv.idle(2)
         True
         """
+        due = self.due()
+        return due is None or due > time
+
+    def due(self) -> int | None:
+        """The earliest commit time at which this view is not :meth:`idle` with no input
+        changed: ``0`` when that is every commit (its sink holds something to correct, or
+        it recomputes at every commit for ``mz_now()``), a temporal filter's next flip, or
+        ``None`` when only an input's change makes it step. It changes only when the view
+        steps (or is rolled back), so a catalog asks it after each step and steps a view no
+        input of which changed only once it comes due (``colmz.catalog.schedule``).
+
+        >>> import colmz, pyarrow as pa
+        >>> t = {"k": pa.int64()}
+        >>> mv = MaintainedView.create("SELECT k FROM t WHERE mz_now() <= k", ((ColumnSpec("k", pa.int64())),),
+        ...                            {"t": t}, MemoryCollection({"k": pa.int64()}, since=1, upper=1))
+        >>> mv.initialize(1, {"t": colmz.Updates({"k": [5]}, time=[1], diff=[1])})
+        >>> mv.due(), mv.idle(5), mv.idle(6)
+        (6, True, False)
+        """
         if not self._drained:
-            return False
+            return 0
         if self._pipeline is None:
             # a Fallback or a constant: recomputed only when an input changed, or at every
             # commit when it calls mz_now(); its clock checks that times go forward only
-            return not self.uses_now
+            return 0 if self.uses_now else None
         root = self._pipeline.operators[0]
         if isinstance(root, TemporalFilterOp):
-            due = root.next_time()
-            return due is None or due > time
-        return True
+            return root.next_time()
+        return None
 
     def step(self, time: int, deltas: Mapping[str, Updates]) -> Updates:
         """Feed the inputs' changes committed at ``time`` (name -> ``Updates`` at ``time``;

@@ -79,6 +79,11 @@ NOT_ROLLED_BACK = {
                # the saves in progress (per-call scratch, emptied as each call ends) and
                # their cumulative work counters
                "_saves", "save_work",
+               # which derived objects a commit steps (colmz.catalog.schedule: derived from the
+               # objects, rebuilt after DDL, every roll back and a load), the objects the
+               # running call changed (per-call scratch, emptied as each call begins) and the
+               # commits' cumulative work counters
+               "_schedule", "_touched", "commit_work",
                # an index of the definitions, rebuilt whenever the list it was built from is
                # not the engine's (a roll back puts another back) or has grown
                "_def_index"},

@@ -202,7 +202,7 @@ def test_without_durable_shared_state_it_is_filled_from_the_relation(monkeypatch
     cat, oracle = Catalog(url), colmz.Catalog(views="recompute")
     # a store written without shared state objects (as before they were kept)
     with monkeypatch.context() as m:
-        m.setattr(Catalog, "_shared_moves", staticmethod(lambda engine, store, mirror, defs, lazy: ([], [], {})))
+        m.setattr(Catalog, "_shared_moves", staticmethod(lambda engine, store, mirror, defs, lazy, only=None: ([], [], {})))
         setup([cat, oracle])
         run([cat, oracle], f"INSERT INTO t VALUES {_rows([(1, 1), (4, 4)])}")
         assert record(url, SHARED_STATE) == []
@@ -220,7 +220,7 @@ def test_without_durable_shared_state_it_is_filled_from_the_relation(monkeypatch
     real_commit = CatalogStore.commit
     with monkeypatch.context() as m:
         m.setattr(Catalog, "_shared_moves",
-                  staticmethod(lambda engine, store, mirror, defs, lazy: (mirror.shared_defs, [], mirror.shared)))
+                  staticmethod(lambda engine, store, mirror, defs, lazy, only=None: (mirror.shared_defs, [], mirror.shared)))
         m.setattr(CatalogStore, "commit", lambda self, objects, moves, upper=None: real_commit(self, objects, moves))
         run([cat, oracle], "DELETE FROM t WHERE k = 1; INSERT INTO u VALUES (4, 40)")
     cat = Catalog(url)

@@ -268,7 +268,7 @@ def test_a_reopened_view_without_held_state_is_rebuilt(monkeypatch):
     body = TEMPORAL[1]
     cat, rec = Catalog(url), Catalog(views="recompute")
     with monkeypatch.context() as m:
-        m.setattr(Catalog, "_state_moves", lambda self, engine, store, mirror, defs, lazy: ([], [], {}))
+        m.setattr(Catalog, "_state_moves", lambda self, engine, store, mirror, defs, lazy, only=None: ([], [], {}))
         setup([cat, rec], [body])
         assert state_entries(url) == []
     again = Catalog(url)

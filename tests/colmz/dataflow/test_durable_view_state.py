@@ -166,7 +166,7 @@ def test_a_state_missing_or_behind_the_view_falls_back_to_rebuilding(monkeypatch
     cats = [Catalog(url), Catalog(views="recompute")]
     # a store written by a colmz without durable state: no state objects at all
     with monkeypatch.context() as m:
-        m.setattr(Catalog, "_state_moves", lambda self, engine, store, mirror, defs, lazy: ([], [], {}))
+        m.setattr(Catalog, "_state_moves", lambda self, engine, store, mirror, defs, lazy, only=None: ([], [], {}))
         setup(cats, [RESUMABLE[0], RESUMABLE[5]])  # both with state of their own (not shared)
         run(cats, insert("t", POOLS["t"][4:]))
         assert state_entries(url) == []
@@ -181,7 +181,7 @@ def test_a_state_missing_or_behind_the_view_falls_back_to_rebuilding(monkeypatch
     real_commit = CatalogStore.commit
     with monkeypatch.context() as m:
         m.setattr(Catalog, "_state_moves",
-                  lambda self, engine, store, mirror, defs, lazy: (mirror.state_defs, [], mirror.states))
+                  lambda self, engine, store, mirror, defs, lazy, only=None: (mirror.state_defs, [], mirror.states))
         m.setattr(CatalogStore, "commit", lambda self, objects, moves, upper=None: real_commit(self, objects, moves))
         run([cat, cats[1]], "DELETE FROM t WHERE k = 2")
     again = check_reopened(url, cats[1], rebuilt=True)
