@@ -113,7 +113,7 @@ NOT_ROLLED_BACK.update({
     # which inputs read shared arrangements (configuration; those are rolled back by the catalog)
     "DeltaJoin": {"input_schemas", "schema", "on", "_key_columns", "_paths", "_shared"},
     # the inner join's arrangements, rolled back in place through the inner join
-    "OuterJoin": {"kind", "input_schemas", "schema", "_keys", "_arranged", "_shared"},
+    "OuterJoin": {"kind", "input_schemas", "schema", "_keys", "_orders", "_arranged", "_shared"},
     "AccumulableReduce": {"input_schema", "group_by", "aggregates", "_group_specs", "schema", "_slices",
                           "_count_slots", "rows_touched"},
     "MinMaxReduce": {"input_schema", "group_by", "aggregates", "_arranged_columns", "_group_specs", "schema",
