@@ -349,8 +349,8 @@ inserted = st.tuples(st.integers(0, 3), st.integers(-5, 5), st.sampled_from([0.5
 def test_insert_only_steps_match_the_model(steps, shared):
     # insert-only steps (the in-place reduction; over a shared arrangement only the groups
     # whose extremes an inserted value reaches are re-reduced) between steps that also
-    # retract (which leave rows of multiplicity 2 and runs whose rows cancel, and send the
-    # next steps to the sorting path until merged): the view equals the model after every step
+    # retract (which leave rows of multiplicity 2 and runs whose rows cancel, and send their
+    # groups to the sorting path until merged): the view equals the model after every step
     arr, si = _shared_input() if shared else (None, None)
     r = MinMaxReduce(SCHEMA, ["k"], AGGS, arranged=si)
     held, got = Counter(), Counter()
