@@ -49,15 +49,20 @@ a group whose rows are all retracted disappears; with no group columns the one g
 exists from the first step on (NULLs over an empty input).
 
 Insert-only deltas (``"per group"``, values of one plain word: numbers, booleans, times, no
-NULL), when every row read of the affected groups has a positive multiplicity (none cancels
-another, so a group's extreme is that of its rows): each group's extremes are reduced in place
-over the arrangement's runs (``np.minimum.reduceat`` over each run's ranges of value words; no
-row gathered or sorted). Over an own arrangement (read before the delta enters) the extremes
-after are those folded with the delta's (``min(old min, min inserted)``, as the monotonic plan
-folds them); over the shared arrangement (which holds the delta) a group none of whose extremes
-an inserted value reaches kept them and emits nothing (counted in ``easy_groups``), and only the
-others are re-reduced by the sorting path. A step that retracts, or reads a run whose rows may
-cancel, takes the sorting path.
+NULL): each affected group's extremes are reduced in place over the arrangement's runs
+(``np.minimum.reduceat`` over each run's ranges of value words; no row gathered or sorted).
+That gives a group's extremes when every row read of it has a positive multiplicity (none
+cancels another, so its extreme is that of its rows). The decision is per group: a group
+holding a row of multiplicity ``<= 0`` -- a retraction that no merge has yet cancelled
+against its insert -- is re-reduced by the sorting path, and only it (a one-row delete leaves
+its retraction in a small run until the spine merges that run with the one holding the row;
+the step's other groups are not sent to the sorting path by it). Over an own arrangement
+(read before the delta enters) the other groups' extremes after are those folded with the
+delta's (``min(old min, min inserted)``, as the monotonic plan folds them); over the shared
+arrangement (which holds the delta) a group none of whose extremes an inserted value reaches
+kept them and emits nothing (counted in ``easy_groups``), and only the others are re-reduced
+by the sorting path. A step that retracts, or whose runs lay out a NULL word for a value,
+takes the sorting path for all its groups.
 
 Work counters: ``rows_reduced`` (rows read to re-reduce buckets or groups, cumulative),
 ``buckets_touched`` (buckets, or groups, re-reduced), per stage in ``stage_rows``, and
@@ -417,24 +422,40 @@ class MinMaxReduce:
         base = self._arranged.base if self._shared else self._arranged
         searched, found = base.keys_searched, base.rows_found
         ranges = base.ranges_words(keys, layout)
+        whole = delta  # what an own arrangement takes, whichever groups re-reduce below
+        easy_out = None
         reduced = self._in_place_extremes(delta, ranges, names, dcols, len(keys))
-        if reduced is not None and not self._shared:
-            return self._step_inserted(time, delta, keys, layout, reduced, dcols)
         if reduced is not None:
-            # the shared arrangement holds the delta: a group whose every extreme is beaten
-            # by none of the delta's values held that extreme before (an inserted row can
-            # only lower a min): unchanged, it emits nothing; the others are re-reduced
-            had, lo, hi, n_read = reduced
+            had, lo, hi, read, mixed = reduced
             dq = search_rows(keys, encode_columns([delta.column(g) for g in self.group_by], n=n)[0], "left")
-            hard = np.zeros(len(keys), bool)
-            for a in self.aggregates.values():
-                dw = dcols[a.column][0][:, 0]
-                if isinstance(a, Min):
-                    hard[dq[dw <= lo[a.column][dq]]] = True
-                else:
-                    hard[dq[dw >= hi[a.column][dq]]] = True
-            self.rows_reduced += n_read
-            self.easy_groups += int(len(keys) - hard.sum())
+            # a group holding a row of multiplicity <= 0 (a retraction not yet cancelled by a
+            # merge) is re-reduced by sorting: only there may one row cancel another
+            hard = mixed.copy()
+            if self._shared:
+                # the shared arrangement holds the delta: a group whose every extreme is
+                # beaten by none of the delta's values held that extreme before (an inserted
+                # row can only lower a min): unchanged, it emits nothing
+                for a in self.aggregates.values():
+                    dw = dcols[a.column][0][:, 0]
+                    if isinstance(a, Min):
+                        hard[dq[dw <= lo[a.column][dq]]] = True
+                    else:
+                        hard[dq[dw >= hi[a.column][dq]]] = True
+                self.rows_reduced += int(read.sum())
+                self.easy_groups += int(len(keys) - hard.sum())
+            else:
+                easy = ~hard
+                if easy.any():
+                    rows = np.flatnonzero(easy[dq])
+                    easy_out = self._step_inserted(
+                        time, delta.take(rows), np.ascontiguousarray(keys[easy]), layout,
+                        (had[easy], {c: v[easy] for c, v in lo.items()}, {c: v[easy] for c, v in hi.items()},
+                         int(read[easy].sum())),
+                        {c: (w[rows], wl) for c, (w, wl) in dcols.items()})
+                if not hard.any():
+                    self._arranged.insert_checked(time, Updates({c: delta.column(c) for c in self._arranged_columns},
+                                                                delta.time, delta.diff, copy=False))
+                    return easy_out
             rows = np.flatnonzero(hard[dq])
             keys = np.ascontiguousarray(keys[hard])
             ranges = [(run, a[hard], b[hard]) for run, a, b in ranges]
@@ -450,8 +471,8 @@ class MinMaxReduce:
         if got.val_layout[-1]:
             return None
         if not self._shared:
-            self._arranged.insert_checked(time, Updates({c: delta.column(c) for c in self._arranged_columns},
-                                                        delta.time, delta.diff, copy=False))
+            self._arranged.insert_checked(time, Updates({c: whole.column(c) for c in self._arranged_columns},
+                                                        whole.time, whole.diff, copy=False))
         m = len(keys)
         dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=n)
         dq = search_rows(keys, dkw, "left")
@@ -542,16 +563,21 @@ class MinMaxReduce:
             k = len(sel)
             out.append(Updates({c.name: cols[c.name] for c in self.schema}, np.full(k, time, np.uint64),
                                np.full(k, sign, np.int64), schema=self.schema, copy=False))
+        if easy_out is not None:  # the groups reduced in place (disjoint from these)
+            out.append(easy_out)
         return consolidated_at(concat(out), time)
 
     def _in_place_extremes(self, delta, ranges, names, dcols, m):
-        """For a delta that only inserts, when every row read of the affected groups has a
-        positive multiplicity (so none cancels another and a group's extreme is the extreme
-        of its rows read) and each aggregated column is one word wide in every run (a
-        fixed-width type, no NULL): ``(had, lo, hi, rows read)`` -- whether each group has
-        rows and the least and greatest word of each aggregated column over them, reduced in
-        place, run by run (``np.minimum.reduceat`` over the run's ranges: no rows gathered,
-        none sorted -- ``rows_found`` does not grow). ``None`` otherwise."""
+        """For a delta that only inserts, each aggregated column one word wide in every run
+        (a fixed-width type, no NULL): ``(had, lo, hi, read, mixed)`` per group -- whether it
+        has rows, the least and greatest word of each aggregated column over its rows, the
+        rows read, and whether it holds a row of multiplicity ``<= 0`` -- reduced in place,
+        run by run (``np.minimum.reduceat`` over the run's ranges: no rows gathered, none
+        sorted -- ``rows_found`` does not grow). ``lo``/``hi`` are the group's extremes only
+        where ``mixed`` is false: every row positive, none cancels another, so the extreme of
+        the rows read is the group's. A ``mixed`` group (a retraction a merge has not yet
+        cancelled against its insert) must be re-reduced by sorting; the others need not.
+        ``None`` when the delta retracts or a value is not one word."""
         if np.asarray(delta.diff).min() <= 0:
             return None
         specs = {c.name: c for c in self.input_schema}
@@ -568,33 +594,33 @@ class MinMaxReduce:
         lo = {c: np.full(m, top, np.uint64) for c in dcols}
         hi = {c: np.zeros(m, np.uint64) for c in dcols}
         had = np.zeros(m, bool)
-        reduced = []
+        mixed = np.zeros(m, bool)
+        read = np.zeros(m, np.int64)
         for run, a, b in ranges:
             cnt = b - a
             held = np.flatnonzero(cnt > 0)
             if not len(held):
                 continue
             _, rows = expand_ranges(a[held], b[held])
-            if np.take(run.diff, rows).min() <= 0:
-                return None
             starts = np.concatenate(([0], np.cumsum(cnt[held])[:-1]))
-            reduced.append((run, held, rows, starts))
-        n_read = 0
-        for run, held, rows, starts in reduced:
+            d = np.take(run.diff, rows)
+            if d.min() <= 0:
+                mixed[held[np.minimum.reduceat(d, starts) <= 0]] = True
             had[held] = True
-            n_read += len(rows)
+            read[held] += cnt[held]
             for c in dcols:
                 v = np.take(run.vals[:, int(sum(run.val_layout[:names.index(c)]))], rows)
                 lo[c][held] = np.minimum(lo[c][held], np.minimum.reduceat(v, starts))
                 hi[c][held] = np.maximum(hi[c][held], np.maximum.reduceat(v, starts))
-        return had, lo, hi, n_read
+        return had, lo, hi, read, mixed
 
     def _step_inserted(self, time, delta, keys, layout, reduced, dcols) -> Updates:
         """The per-group step of a delta that only inserts over an own arrangement (read
-        before the delta enters), its groups' extremes before reduced in place
-        (:meth:`_in_place_extremes`): each group's extremes after are those folded with the
-        delta's (``min(old min, min inserted)``, as Materialize's monotonic plan folds them).
-        Only the groups whose extremes changed are decoded and emitted."""
+        before the delta enters), for groups whose extremes before were reduced in place
+        (:meth:`_in_place_extremes`, none of them ``mixed``): each group's extremes after are
+        those folded with the delta's (``min(old min, min inserted)``, as Materialize's
+        monotonic plan folds them). Only the groups whose extremes changed are decoded and
+        emitted. The caller inserts the delta into the arrangement."""
         had, lo, hi, n_read = reduced
         specs = {c.name: c for c in self.input_schema}
         m = len(keys)
@@ -611,8 +637,6 @@ class MinMaxReduce:
         for a in self.aggregates.values():
             old, new = (lo, new_lo) if isinstance(a, Min) else (hi, new_hi)
             changed |= old[a.column] != new[a.column]
-        self._arranged.insert_checked(time, Updates({c: delta.column(c) for c in self._arranged_columns},
-                                                    delta.time, delta.diff, copy=False))
         self.rows_reduced += n_read + len(delta)
         self.buckets_touched += m
         self.stage_rows[0] += n_read
