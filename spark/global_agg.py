@@ -48,7 +48,7 @@ adds the rows.
 
 Refused, naming the construct: a global aggregate DuckDB recomputes (of an expression,
 ``string_agg``, ...: it does not combine from partials) and one over a subtree that does not
-run in stages (a temporal filter, a constant).
+run in stages (a LIMIT over all rows, a cross join, a constant).
 """
 
 from __future__ import annotations

@@ -26,14 +26,16 @@ unchanged into the key of every operator above it (traced down through Map/Filte
 keyed operator's key columns). Bucketing by part of a key is correct -- equal
 keys agree on every part --, so the positions failing either are left out; a plan with none
 left is refused.
-Only buckets with a delta step, so nothing in the plan may change without input. A global
+Only buckets with a delta step -- or holding a temporal filter's flips still to come
+(``mz_now()`` compared with a column, at the top of a plan: it changes without input; such a
+view runs in stages, ``colmz.spark.stages``, and each bucket whose record names runs of the
+filter's state steps at every step, fed one row at diff 0). A global
 aggregate (no ``GROUP BY``: one group, a row even over an empty input) of accumulable
 aggregates and ``min``/``max``, over Map/Filters of one table or over a subtree cut into
 stages (a join, say), is a ``"global"`` view (``colmz.spark.global_agg``): per-bucket partial
 aggregates (a bucket's ``min``/``max`` kept over its rows), then one final bucket that steps
 at every step. A global aggregate DuckDB recomputes (``string_agg``, an aggregate of an
-expression) and a temporal filter (``mz_now()``: it changes without input) are refused,
-naming the construct.
+expression) is refused, naming the construct.
 
 Views over views (:func:`bucketed_views`): a ``"views"`` view holds several views, each its
 own dataflow as above (its *member*), each reading tables and the members before it: a
@@ -405,6 +407,16 @@ def join_leads_of(root, pipeline, keys, tables) -> tuple:
 
 
 @functools.lru_cache(maxsize=64)
+def _temporal_states(stage: "StageView") -> tuple[str, ...]:
+    from colmz.dataflow.temporal import TemporalFilter as TemporalFilterOp
+
+    ops = stage.operator().operators
+    temporal = [str(i) for i, o in enumerate(ops) if isinstance(o, TemporalFilterOp)]
+    found = operator_states_of(ops) or []
+    return tuple(st.name for st in found if st.name.split(".", 1)[0] in temporal)
+
+
+@functools.lru_cache(maxsize=64)
 def _stage_join_leads(stage: "StageView") -> tuple:
     return join_leads_of(stage.stage.root, stage.operator(), stage.keys,
                          [input_name(j) for j in range(len(stage.inputs))])
@@ -466,6 +478,11 @@ class StageView:
     def step(self, op, time: int, deltas: Sequence) -> colmz.Updates:
         out = op.step(time, {input_name(j): d for j, d in enumerate(deltas)})
         return out.rename([c.name for c in self.schema])
+
+    def temporal_states(self) -> tuple[str, ...]:
+        """The names of the stage's temporal filter's states (its flips still to come,
+        ``colmz.dataflow.temporal``): a bucket holding them steps at every step."""
+        return _temporal_states(self)
 
     def join_leads(self) -> dict[str, tuple[tuple[int, ...], int]]:
         """The stage's join's arrangements looked up by its delta's keys
@@ -546,7 +563,8 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     operations run in stages too; views given as CTEs are inlined into one dataflow (to keep
     and emit each view, give them to :func:`bucketed_views`). A global aggregate of
     accumulable aggregates and ``min``/``max`` is a ``"global"`` view
-    (``colmz.spark.global_agg``), its input Map/Filters of one table or stages. Any other plan (a temporal filter, another operator keyed
+    (``colmz.spark.global_agg``), its input Map/Filters of one table or stages. A temporal filter makes a ``"stages"`` view (its
+    buckets holding flips step at every step). Any other plan (another operator keyed
     by nothing, a constant, a recomputed subquery) is refused with its ``EXPLAIN``. The delta DataFrames
     carry the tables' own columns, one per table in the order the plan reads them
     (:attr:`BucketedView.tables`).
@@ -1079,13 +1097,15 @@ def _bucketed(df, view: BucketedView, i: int, buckets: int, label: str | None = 
     return df.select(*names, "time", "diff").withColumn(_BUCKET, bucket)
 
 
-def _with_zero_row(spark, frame, stage, time: int):
-    """``frame`` (a one-bucket stage's input) and one row of zeros at diff 0 in bucket 0, so
-    the bucket's task runs at every step, touched or not."""
-    zeros = {c.name: pa.array([0], c.type) if pa.types.is_integer(c.type) or pa.types.is_floating(c.type)
-             else pa.nulls(1, c.type) for c in stage.inputs[0]}
-    row = pa.table({**zeros, "time": pa.array([time], pa.int64()), "diff": pa.array([0], pa.int64()),
-                    _BUCKET: pa.array([0], pa.int64())})
+def _with_zero_rows(spark, frame, stage, time: int, buckets: Sequence[int]):
+    """``frame`` (a stage's first input) and, per bucket of ``buckets``, one row of zeros at
+    diff 0 in that bucket, so the bucket's task runs at this step, touched or not (the task
+    consolidates the row away)."""
+    n = len(buckets)
+    zeros = {c.name: pa.array([0] * n, c.type) if pa.types.is_integer(c.type) or pa.types.is_floating(c.type)
+             else pa.nulls(n, c.type) for c in stage.inputs[0]}
+    row = pa.table({**zeros, "time": pa.array([time] * n, pa.int64()), "diff": pa.array([0] * n, pa.int64()),
+                    _BUCKET: pa.array(list(buckets), pa.int64())})
     return frame.unionByName(spark.createDataFrame(row.to_pandas(), frame.schema))
 
 
@@ -1183,7 +1203,11 @@ def _step_view(spark, state: "BucketState", view, deltas: list, *, time: int, ow
                       for j, (how, src) in enumerate(stage.sources)]
             names = f"{prefix}{i}:"
             if not any(stage.keys[0]):  # one bucket, stepped at every step (colmz.spark.global_agg)
-                frames = [_with_zero_row(spark, frames[0], stage, time)]
+                frames = [_with_zero_rows(spark, frames[0], stage, time, [0]), *frames[1:]]
+            held = {names + n for n in getattr(stage, "temporal_states", tuple)()}
+            due = sorted({int(k.split("/", 1)[0]) for k in parts if k.split("/", 1)[1] in held})
+            if due:  # a temporal filter's flips come due without input: its buckets step
+                frames = [_with_zero_rows(spark, frames[0], stage, time, due), *frames[1:]]
         else:
             frames = [_bucketed(d, view, j, state.buckets) for j, d in enumerate(deltas)]
             names = prefix
