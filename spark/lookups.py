@@ -11,7 +11,12 @@ state's change is the delta's joinable rows appended. So a task restores each ar
 from those keys' rows only: any superset of them restores an operator that steps the delta
 exactly as the whole state would (its lookups only ever ask for the delta's keys, and its
 exported change is the runs it inserts), so a read may take more rows than the keys need --
-never fewer.
+never fewer. The same holds for an outer join (``colmz.dataflow.OuterJoin``: its preserved
+side's unmatched rows are looked up under the keys of the delta, rows with a NULL key pass
+straight through) and for a join inside any stage of a view of several stages
+(``colmz.spark.stages``), whose arrangements are stored so in every record written with
+``stored`` = ``colmz.spark.views.KEY_FIRST_STAGES`` (one written before keeps its stages'
+arrangements in their own order, read whole).
 
 Stored order (:func:`lead_columns`): the runs of such a state are written with the
 arrangement's key columns first, then its other columns in order, so the writer's sort
@@ -58,12 +63,17 @@ __all__ = ["STATE_PART_ROWS", "from_stored", "lead_columns", "part_bounds", "rea
 STATE_PART_ROWS = 1 << 13
 
 
-def lead_columns(view) -> dict[str, tuple[tuple[int, ...], int]]:
+def lead_columns(view, *, stages: bool = True) -> dict[str, tuple[tuple[int, ...], int]]:
     """For a ``"join"`` view (``colmz.spark.views.join_view``): each arrangement's state name
     -> ``(its key columns' positions in the state's schema, the bucket key position of the
     first of them)``; for a ``"plan"`` view over an inner join (SQL), its join's
-    (``BucketedView.join_leads``); for a ``"views"`` view, its members'; ``{}`` for any
-    other view (its states are read whole).
+    (``BucketedView.join_leads``); for a ``"views"`` view, its members'; with ``stages``,
+    for a view of several stages (``"stages"``, ``"global"``) each stage's join's, inner or
+    outer (``StageView.join_leads``, named ``"<stage>:<name>"``), and for one stage its
+    own; ``{}`` for any other view (its states are read whole). ``stages`` false: the
+    leads of a state record written before stages looked their joins up
+    (``colmz.spark.views.KEY_FIRST``), whose stages' arrangements are stored in their own
+    order.
 
     >>> import pyarrow as pa
     >>> from colmz.spark.views import join_view
@@ -74,7 +84,14 @@ def lead_columns(view) -> dict[str, tuple[tuple[int, ...], int]]:
     if view.kind == "plan":
         return view.join_leads()
     if view.kind == "views":  # each member's, under its state names in the record
-        return {f"{m}.{n}": lead for m, (_, v) in enumerate(view.members()) for n, lead in lead_columns(v).items()}
+        return {f"{m}.{n}": lead for m, (_, v) in enumerate(view.members())
+                for n, lead in lead_columns(v, stages=stages).items()}
+    if view.kind in ("stages", "global"):
+        return {} if not stages else {f"{i}:{n}": lead for i, st in enumerate(view.stages())
+                                      for n, lead in lead_columns(st).items()}
+    if view.kind == "stage":
+        leads = getattr(view, "join_leads", None)
+        return dict(leads()) if stages and leads is not None else {}
     if view.kind != "join":
         return {}
     from colmz.dataflow.state import operator_states_of

@@ -50,9 +50,14 @@ root stage's output is the view's.
 NULL keys: Spark hashes a NULL to one value, so every row with a NULL key (which a join
 matches with nothing and a reduce groups together) meets in one bucket.
 
+A temporal filter (``mz_now()`` compared with a column) is at the top of a plan, nothing
+stateful above it (``colmz.dataflow.plan``): it runs in the root stage, above its top
+operator, row by row (any bucketing holds). Its flips still to come are each bucket's state;
+they come due without input, so every bucket holding such state steps at every step
+(``colmz.spark.views``).
+
 Refused (:class:`StageError`, naming the node): a node that is none of those (a constant,
-a temporal filter -- it changes without input, and untouched buckets do not step --, a
-Fallback), an operator keyed by nothing, a join without an equality.
+a Fallback), an operator keyed by nothing, a join without an equality.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ from colmz.dataflow.plan_nodes import (
     Plan,
     Reduce,
     SqlMapFilter,
+    TemporalFilter,
     Threshold,
     TopK,
     Union,
@@ -200,7 +206,9 @@ class _Builder:
     def build(self, top: Node) -> int:
         """Build the stage whose top is ``top`` (and the stages below it); its index."""
         node = top
-        while isinstance(node, (MapFilter, SqlMapFilter)):
+        # A temporal filter sits at the top of a plan (colmz.dataflow.plan): row by row, so
+        # it holds in any bucket, its flips to come kept by each bucket's operator.
+        while isinstance(node, (MapFilter, SqlMapFilter, TemporalFilter)):
             node = node.input
         if isinstance(node, Get):  # Map/Filters only: bucketed by every column
             raw = tuple(s for s, _ in node.columns)

@@ -26,12 +26,16 @@ unchanged into the key of every operator above it (traced down through Map/Filte
 keyed operator's key columns). Bucketing by part of a key is correct -- equal
 keys agree on every part --, so the positions failing either are left out; a plan with none
 left is refused.
-Only buckets with a delta step, so nothing in the plan may change without input. A global
+Only buckets with a delta step -- or holding a temporal filter's flips still to come
+(``mz_now()`` compared with a column, at the top of a plan: it changes without input; such a
+view runs in stages, ``colmz.spark.stages``, and each bucket whose record names runs of the
+filter's state steps at every step, fed one row at diff 0). A global
 aggregate (no ``GROUP BY``: one group, a row even over an empty input) of accumulable
-aggregates over Map/Filters of one table is a ``"global"`` view (``colmz.spark.global_agg``):
-per-bucket partial aggregates, then one final bucket that steps at every step. Any other
-global aggregate and a temporal filter (``mz_now()``: it changes without input) are refused,
-naming the construct.
+aggregates and ``min``/``max``, over Map/Filters of one table or over a subtree cut into
+stages (a join, say), is a ``"global"`` view (``colmz.spark.global_agg``): per-bucket partial
+aggregates (a bucket's ``min``/``max`` kept over its rows), then one final bucket that steps
+at every step. A global aggregate DuckDB recomputes (``string_agg``, an aggregate of an
+expression) is refused, naming the construct.
 
 Views over views (:func:`bucketed_views`): a ``"views"`` view holds several views, each its
 own dataflow as above (its *member*), each reading tables and the members before it: a
@@ -108,8 +112,8 @@ Cost of a step: the touched buckets' state collections (read and restored: Spark
 nothing between steps) plus the delta -- for a sum view the bucket's groups; for a join view
 (:func:`join_view`) only the arranged rows of the keys its delta touches, looked up in parts
 stored key columns first (``colmz.spark.lookups``; a compaction reads the collection
-whole, once every ``compact_runs`` steps of a bucket); for a join in a plan from SQL the
-bucket's joinable input rows -- and untouched buckets cost nothing. More buckets mean smaller states per touched bucket. A ``"stages"`` view pays
+whole, once every ``compact_runs`` steps of a bucket), and so for the join of a plan from
+SQL and a join (inner or outer) inside a stage -- and untouched buckets cost nothing. More buckets mean smaller states per touched bucket. A ``"stages"`` view pays
 that per stage (its touched buckets under its own key) plus a shuffle of each lower stage's
 output delta. The in-process operators
 keep their state between steps and cost only the delta; this module trades that for state
@@ -157,7 +161,7 @@ from colmz.dataflow.state import operator_states_of, restore_operators
 from colmz.frontier import check_time
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, schema_of
-from colmz.spark.global_agg import FinalStage, PartialStage, global_parts
+from colmz.spark.global_agg import FinalStage, PartialStage, global_parts, lower_plan
 from colmz.spark.lookups import (
     STATE_PART_ROWS,
     from_stored,
@@ -191,6 +195,12 @@ INTEGRATED_LAYOUT = "integrated-input"
 #: without it (written before) keeps its order and is read whole.
 KEY_FIRST = "key-first"
 
+#: A record's ``stored`` field: as :data:`KEY_FIRST`, and the joins inside a view of several
+#: stages (inner and outer) are stored key columns first too, so a stage's task looks them
+#: up by its delta's keys. Every record written since; one of :data:`KEY_FIRST` keeps its
+#: stages' arrangements in their own order (``lead_columns(view, stages=False)``).
+KEY_FIRST_STAGES = "key-first-stages"
+
 _AGGREGATES = {c.__name__: c for c in (Avg, BoolAnd, BoolOr, Count, StddevPop, StddevSamp, Sum, VarPop, VarSamp)}
 _BUCKET = "_colmz_bucket"
 _RUNS = "_colmz_runs"
@@ -214,8 +224,8 @@ class BucketedView:
     :class:`~colmz.dataflow.DeltaJoin`), ``"plan"`` (a view's SQL rendered into its
     operators, ``colmz.dataflow.render``, all bucketed by one key), ``"stages"`` (a
     view's SQL cut into :meth:`stages`, each bucketed by its own key; ``keys`` empty),
-    ``"global"`` (a global accumulable aggregate: per-bucket partials, then one final
-    bucket, ``colmz.spark.global_agg``) or ``"views"`` (several views, each over tables and
+    ``"global"`` (a global aggregate, accumulable and min/max: per-bucket partials, then one
+    final bucket, ``colmz.spark.global_agg``) or ``"views"`` (several views, each over tables and
     the ones before it: :meth:`members`); ``inputs`` the inputs' schemas (the delta
     DataFrames' columns), ``keys`` each input's bucket key. Made by :func:`sum_view`,
     :func:`join_view`, :func:`bucketed_view` (from SQL) and :func:`bucketed_views`."""
@@ -270,7 +280,8 @@ class BucketedView:
         [((('table', 't'), ('table', 'u')), (('k',), ('k',))), ((('stage', '0'),), (('c3',),))]
         """
         if self.kind == "global":
-            return (PartialStage(self), FinalStage(self))
+            lower = tuple(StageView(self, i) for i in range(len(lower_plan(self)[1])))
+            return (*lower, PartialStage(self), FinalStage(self))
         if self.kind != "stages":
             raise ValueError(f"a {self.kind} view runs as one stage; only a 'stages' or 'global' view has stages()")
         return tuple(StageView(self, i) for i in range(len(_staged(self)[1])))
@@ -341,33 +352,51 @@ def _staged(view: BucketedView):
     process (each executor task steps one stage; planning costs a DuckDB parse)."""
     from colmz.dataflow.plan import plan
 
+    if view.kind == "global":  # the stages of its reduce's input
+        return lower_plan(view)
     p = plan(view.query, {t: {c.name: c.type for c in s} for t, s in zip(view.tables, view.inputs)})
     return p, plan_stages(p)
 
 
 @functools.lru_cache(maxsize=64)
 def _join_leads(view: BucketedView) -> tuple:
-    from colmz.dataflow.plan import Join, plan
+    from colmz.dataflow.plan import plan
 
     p = plan(view.query, {t: {c.name: c.type for c in s} for t, s in zip(view.tables, view.inputs)})
-    node = p.root
+    return join_leads_of(p.root, view.operator(), view.keys, view.tables)
+
+
+def join_leads_of(root, pipeline, keys, tables) -> tuple:
+    """The lookup leads (``colmz.spark.lookups``) of the join below ``root``'s chain of
+    one-input nodes, rendered in ``pipeline`` (an inner ``DeltaJoin`` or an ``OuterJoin``,
+    whose lookups are those of its inner join's arrangements: it reads only the delta's
+    keys), its inputs the tables named ``tables`` bucketed by ``keys``: ``((state name,
+    (key positions, bucket key position)), ...)``, ``()`` without one join."""
+    from colmz.dataflow.outer import OuterJoin
+    from colmz.dataflow.plan import Join
+
+    node = root
     while not isinstance(node, Join):
         if not node.inputs or len(node.inputs) != 1:
             return ()
         node = node.inputs[0]
-    pipeline = view.operator()
-    joins = [o for o in pipeline.operators if isinstance(o, DeltaJoin)]
-    if len(joins) != 1 or len(node.inputs_) != len(view.inputs):
+    joins = [o for o in pipeline.operators if isinstance(o, (DeltaJoin, OuterJoin))]
+    if len(joins) != 1:
         return ()
     found = operator_states_of(pipeline.operators)
+    if found is None:
+        return ()
     out = []
     for (j, key), arr in joins[0].arrangements.items():
         names = [c.name for c in arr.schema]
         carried = []
         for c in key:
             get, cols = _traced(node.inputs_[j], [c])
-            if get is not None and cols[0] in view.keys[j]:
-                carried.append((c, view.keys[j].index(cols[0])))
+            if get is None or get.table not in tables:
+                continue
+            mine = keys[list(tables).index(get.table)]
+            if cols[0] in mine:
+                carried.append((c, mine.index(cols[0])))
         if not carried:
             continue
         first, position = carried[0]
@@ -375,6 +404,22 @@ def _join_leads(view: BucketedView) -> tuple:
         st = next(x for x in found if x.target is arr)
         out.append((st.name, (lead, position)))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _temporal_states(stage: "StageView") -> tuple[str, ...]:
+    from colmz.dataflow.temporal import TemporalFilter as TemporalFilterOp
+
+    ops = stage.operator().operators
+    temporal = [str(i) for i, o in enumerate(ops) if isinstance(o, TemporalFilterOp)]
+    found = operator_states_of(ops) or []
+    return tuple(st.name for st in found if st.name.split(".", 1)[0] in temporal)
+
+
+@functools.lru_cache(maxsize=64)
+def _stage_join_leads(stage: "StageView") -> tuple:
+    return join_leads_of(stage.stage.root, stage.operator(), stage.keys,
+                         [input_name(j) for j in range(len(stage.inputs))])
 
 
 @functools.lru_cache(maxsize=64)
@@ -391,7 +436,8 @@ def _members(view: BucketedView) -> tuple[tuple[str, BucketedView], ...]:
 class StageView:
     """Stage ``index`` of a ``"stages"`` :class:`BucketedView` (``colmz.spark.stages``): its
     subtree of the plan rendered alone over its inputs -- tables, or a lower stage's output
-    (columns ``c0, c1, ...``) --, each bucketed by ``keys``. Stepped per bucket as any view
+    (columns ``c0, c1, ...``) --, each bucketed by ``keys`` (a ``"global"`` view's lower
+    stages: those of its reduce's input, ``colmz.spark.global_agg``). Stepped per bucket as any view
     (:func:`step_bucket`); its state names are its operators' (the whole view names them
     ``"<index>:<name>"``)."""
 
@@ -432,6 +478,17 @@ class StageView:
     def step(self, op, time: int, deltas: Sequence) -> colmz.Updates:
         out = op.step(time, {input_name(j): d for j, d in enumerate(deltas)})
         return out.rename([c.name for c in self.schema])
+
+    def temporal_states(self) -> tuple[str, ...]:
+        """The names of the stage's temporal filter's states (its flips still to come,
+        ``colmz.dataflow.temporal``): a bucket holding them steps at every step."""
+        return _temporal_states(self)
+
+    def join_leads(self) -> dict[str, tuple[tuple[int, ...], int]]:
+        """The stage's join's arrangements looked up by its delta's keys
+        (:meth:`BucketedView.join_leads`: an inner or outer join below the stage's one-input
+        operators; ``{}`` for none)."""
+        return dict(_stage_join_leads(self))
 
     def states(self) -> tuple[tuple[str, tuple[ColumnSpec, ...]], ...]:
         found = operator_states_of(self.operators(self.operator()))
@@ -505,8 +562,9 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     key, the output of one re-bucketed as the next one's input; outer joins, unions and set
     operations run in stages too; views given as CTEs are inlined into one dataflow (to keep
     and emit each view, give them to :func:`bucketed_views`). A global aggregate of
-    accumulable aggregates over Map/Filters of one table is a ``"global"`` view
-    (``colmz.spark.global_agg``). Any other plan (a temporal filter, another operator keyed
+    accumulable aggregates and ``min``/``max`` is a ``"global"`` view
+    (``colmz.spark.global_agg``), its input Map/Filters of one table or stages. A temporal filter makes a ``"stages"`` view (its
+    buckets holding flips step at every step). Any other plan (another operator keyed
     by nothing, a constant, a recomputed subquery) is refused with its ``EXPLAIN``. The delta DataFrames
     carry the tables' own columns, one per table in the order the plan reads them
     (:attr:`BucketedView.tables`).
@@ -534,8 +592,13 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     except ValueError as e:
         raise refuse(str(e)) from None
     if glob is not None:  # per-bucket partials, then one final bucket (colmz.spark.global_agg)
-        table = glob[2].table
-        return BucketedView("global", (schema_of(p.tables[table]),), (), query=query, tables=(table,))
+        tables = (glob.get.table,) if glob.get is not None else tuple(p.tables)
+        view = BucketedView("global", tuple(schema_of(p.tables[t]) for t in tables), (), query=query, tables=tables)
+        try:
+            view.states()
+        except ValueError as e:
+            raise refuse(f"does not render into exported state ({e})") from e
+        return view
     try:
         return _one_stage(query, p, refuse)
     except ValueError as one:
@@ -806,7 +869,10 @@ class BucketState:
                                                 for k, v in record["runs"].items()}
         # Whether a join view's arrangements are stored key columns first, each part's key
         # bounds recorded (colmz.spark.lookups): every record since, never one written before.
-        self.key_first = record is None or record.get("stored") == KEY_FIRST
+        stored = None if record is None else record.get("stored")
+        self.key_first = record is None or stored in (KEY_FIRST, KEY_FIRST_STAGES)
+        # Whether the joins inside stages are stored key columns first (KEY_FIRST_STAGES).
+        self.stage_lookups = record is None or stored == KEY_FIRST_STAGES
         self._bounds: dict[str, list] = {} if record is None else dict(record.get("bounds", {}))
 
     @property
@@ -865,7 +931,7 @@ class BucketState:
         schemas = dict(self.view.states())
         if state not in schemas:
             raise ValueError(f"state must name one of the view's states {list(schemas)}, got {state!r}")
-        lead = lead_columns(self.view).get(state) if self.key_first else None
+        lead = lead_columns(self.view, stages=self.stage_lookups).get(state) if self.key_first else None
         parts = [p for r in self.runs(bucket, state) for p in r.parts]
         if lead is None:
             return _read_state(open_blob(self.url), schemas[state], parts, self.time)
@@ -892,7 +958,7 @@ class BucketState:
         record = {"layout": LAYOUT, "view": self.view.describe(), "buckets": self.buckets, "time": time,
                   "runs": {k: [r.to_dict() for r in v] for k, v in sorted(runs.items())}}
         if self.key_first:
-            record["stored"] = KEY_FIRST
+            record["stored"] = KEY_FIRST_STAGES if self.stage_lookups else KEY_FIRST
             record["bounds"] = dict(sorted(kept.items()))
         seqno = 1 if self.seqno is None else self.seqno + 1
         data = json.dumps(record).encode()
@@ -973,7 +1039,7 @@ def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "vi
             _, states = step_bucket(view, None, None, inputs, state.time)
             for st, schema in view.states():
                 run, found = write_state_run(blob, view, st, schema, states[st], state.key_first,
-                                             prefix=state.prefix, owner=owner)
+                                             prefix=state.prefix, owner=owner, stages=state.stage_lookups)
                 if run is not None:
                     written[f"{b}/{st}"] = (run, True)
                     bounds.update(found)
@@ -990,12 +1056,13 @@ def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "vi
 
 
 def write_state_run(blob, view, name: str, schema, u: colmz.Updates, key_first: bool, *, prefix: str,
-                    owner: str, part_rows: int = STATE_PART_ROWS) -> tuple[WrittenRun | None, dict]:
+                    owner: str, part_rows: int = STATE_PART_ROWS, stages: bool = True) -> tuple[WrittenRun | None, dict]:
     """Write state collection ``name``'s updates ``u`` as one run: ``(the run or None, its
     parts' key bounds)``. A join view's arrangements, with ``key_first`` (the record's
     ``stored`` field), are written key columns first in parts of ``part_rows`` rows and
-    their bounds read back (``colmz.spark.lookups``); any other collection as it is."""
-    lead = lead_columns(view).get(name) if key_first else None
+    their bounds read back (``colmz.spark.lookups``; ``stages``: a stage's join's too); any
+    other collection as it is."""
+    lead = lead_columns(view, stages=stages).get(name) if key_first else None
     if lead is None:
         return write_run(blob, schema, u, prefix=prefix, owner=owner), {}
     run = write_run(blob, stored_schema(schema, lead[0]), to_stored(u, lead[0]), prefix=prefix, owner=owner,
@@ -1030,13 +1097,15 @@ def _bucketed(df, view: BucketedView, i: int, buckets: int, label: str | None = 
     return df.select(*names, "time", "diff").withColumn(_BUCKET, bucket)
 
 
-def _with_zero_row(spark, frame, stage, time: int):
-    """``frame`` (a one-bucket stage's input) and one row of zeros at diff 0 in bucket 0, so
-    the bucket's task runs at every step, touched or not."""
-    zeros = {c.name: pa.array([0], c.type) if pa.types.is_integer(c.type) or pa.types.is_floating(c.type)
-             else pa.nulls(1, c.type) for c in stage.inputs[0]}
-    row = pa.table({**zeros, "time": pa.array([time], pa.int64()), "diff": pa.array([0], pa.int64()),
-                    _BUCKET: pa.array([0], pa.int64())})
+def _with_zero_rows(spark, frame, stage, time: int, buckets: Sequence[int]):
+    """``frame`` (a stage's first input) and, per bucket of ``buckets``, one row of zeros at
+    diff 0 in that bucket, so the bucket's task runs at this step, touched or not (the task
+    consolidates the row away)."""
+    n = len(buckets)
+    zeros = {c.name: pa.array([0] * n, c.type) if pa.types.is_integer(c.type) or pa.types.is_floating(c.type)
+             else pa.nulls(n, c.type) for c in stage.inputs[0]}
+    row = pa.table({**zeros, "time": pa.array([time] * n, pa.int64()), "diff": pa.array([0] * n, pa.int64()),
+                    _BUCKET: pa.array(list(buckets), pa.int64())})
     return frame.unionByName(spark.createDataFrame(row.to_pandas(), frame.schema))
 
 
@@ -1134,12 +1203,16 @@ def _step_view(spark, state: "BucketState", view, deltas: list, *, time: int, ow
                       for j, (how, src) in enumerate(stage.sources)]
             names = f"{prefix}{i}:"
             if not any(stage.keys[0]):  # one bucket, stepped at every step (colmz.spark.global_agg)
-                frames = [_with_zero_row(spark, frames[0], stage, time)]
+                frames = [_with_zero_rows(spark, frames[0], stage, time, [0]), *frames[1:]]
+            held = {names + n for n in getattr(stage, "temporal_states", tuple)()}
+            due = sorted({int(k.split("/", 1)[0]) for k in parts if k.split("/", 1)[1] in held})
+            if due:  # a temporal filter's flips come due without input: its buckets step
+                frames = [_with_zero_rows(spark, frames[0], stage, time, due), *frames[1:]]
         else:
             frames = [_bucketed(d, view, j, state.buckets) for j, d in enumerate(deltas)]
             names = prefix
         task = _BucketTask(stage, state.url, state.prefix, owner, state.time, time, parts, nruns,
-                           compact_runs, names, state.key_first, state._bounds, part_rows)
+                           compact_runs, names, state.key_first, state._bounds, part_rows, state.stage_lookups)
         stepped = _apply(frames, task, _task_schema(stage))
         if i < len(stages) - 1:
             # A shuffle: the stage's output, materialized once (its tasks write parts: run
@@ -1221,14 +1294,14 @@ class _BucketTask:
     one row describing the runs (and the state rows read)."""
 
     def __init__(self, view, url, prefix, owner, state_time, time, parts, nruns, compact_runs, names="",
-                 key_first=False, bounds=None, part_rows=STATE_PART_ROWS):
+                 key_first=False, bounds=None, part_rows=STATE_PART_ROWS, stage_lookups=True):
         self.view, self.url, self.prefix, self.owner = view, url, prefix, owner
         self.state_time, self.time, self.parts, self.nruns = state_time, time, parts, nruns
         self.compact_runs = compact_runs
         self.names = names  # the prefix of the state names in the record (a stage's "<index>:")
-        self.key_first, self.part_rows = key_first, part_rows
+        self.key_first, self.part_rows, self.stage_lookups = key_first, part_rows, stage_lookups
         # the states a task looks up by its delta's keys, and their parts' key bounds
-        self.leads = lead_columns(view) if key_first else {}
+        self.leads = lead_columns(view, stages=stage_lookups) if key_first else {}
         self.bounds = {k: b for k, b in (bounds or {}).items()} if self.leads else {}
 
     def run(self, tables: list) -> pa.Table:
@@ -1275,7 +1348,7 @@ class _BucketTask:
             if replace and name in state:
                 d = colmz.consolidate(colmz.concat([at_time(state[name], self.time), d]))
             run, found = write_state_run(blob, view, name, schema, d, self.key_first, prefix=self.prefix,
-                                         owner=self.owner, part_rows=self.part_rows)
+                                         owner=self.owner, part_rows=self.part_rows, stages=self.stage_lookups)
             bounds.update(found)
             runs[key] = (None if run is None else run.to_dict(), replace)
         cols = {c.name: out.column(c.name) for c in view.schema}

@@ -228,15 +228,16 @@ def test_bucketed_view_reads_chains_around_one_keyed_operator_from_sql():
     for query, keys in CHAINS.items():
         view = bucketed_view(query, SQL_SCHEMAS)
         assert (view.kind, view.keys) == ("plan", keys), query
-    # a global accumulable aggregate over Map/Filters of a table: partials, then one bucket
-    assert bucketed_view("SELECT count(*) AS n FROM t", SQL_SCHEMAS).kind == "global"
-    for bad, why in [("SELECT max(v) AS n FROM t", r"global aggregate \(no GROUP BY\) with aggregates that are not "
-                                                   r"accumulable \(max\(t.v\)\)"),
-                     ("SELECT k FROM t WHERE v > 1", "has a Get where its stateful operator goes"),
+    # a global aggregate (accumulable, min/max) over Map/Filters of a table or over stages:
+    # partials, then one bucket (tests/spark/test_global_agg.py)
+    for glob in ["SELECT count(*) AS n FROM t", "SELECT max(v) AS n FROM t",
+                 "SELECT count(*) AS n FROM (SELECT k FROM t GROUP BY k) s"]:
+        assert bucketed_view(glob, SQL_SCHEMAS).kind == "global", glob
+    for bad, why in [("SELECT k FROM t WHERE v > 1", "has a Get where its stateful operator goes"),
                      ("SELECT k FROM t ORDER BY k LIMIT 3", "has a TopK keyed by nothing"),
                      ("SELECT k, sum(v) OVER () AS s FROM t", "keyed by nothing"),
-                     ("SELECT count(*) AS n FROM (SELECT k FROM t GROUP BY k) s",
-                      r"global aggregate \(no GROUP BY\) over a Reduce")]:
+                     ("SELECT count(*) AS n FROM (SELECT k FROM t ORDER BY k LIMIT 3) s",
+                      r"global aggregate \(no GROUP BY\) over a TopK whose subtree does not run in stages")]:
         with pytest.raises(ValueError, match=why) as e:
             bucketed_view(bad, SQL_SCHEMAS)
         assert "-- " in str(e.value), bad  # the plan's EXPLAIN is in the message
@@ -249,10 +250,13 @@ def test_bucketed_view_reads_chains_around_one_keyed_operator_from_sql():
                    "SELECT t.v, count(*) AS c FROM t JOIN u ON t.k = u.k GROUP BY t.v",
                    "SELECT c, count(*) AS n FROM (SELECT k, count(*) AS c FROM t GROUP BY k) s GROUP BY c"]:
         assert bucketed_view(staged, SQL_SCHEMAS).kind == "stages", staged
-    # a temporal filter changes without input: untouched buckets would miss its flips
-    with pytest.raises(ValueError, match="has a TemporalFilter where"):
-        bucketed_view("SELECT k, c FROM (SELECT k, count(*) AS c, max(ts) AS m FROM t GROUP BY k) s "
-                      "WHERE mz_now() <= m", {"t": {**T, "ts": pa.int64()}})
+    # a temporal filter changes without input: it runs in stages, whose buckets holding its
+    # flips step at every step (tests/spark/test_stages.py)
+    temporal = bucketed_view("SELECT k, c FROM (SELECT k, count(*) AS c, max(ts) AS m FROM t GROUP BY k) s "
+                             "WHERE mz_now() <= m", {"t": {**T, "ts": pa.int64()}})
+    assert temporal.kind == "stages" and temporal.stages()[-1].temporal_states()
+    with pytest.raises(ValueError, match="has a Constant where"):
+        bucketed_view("SELECT k FROM t UNION ALL SELECT 1 AS k", SQL_SCHEMAS)
 
 
 def sql_delta(rng: random.Random, held: list[Counter], tables, t: int) -> list:
