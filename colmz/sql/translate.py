@@ -132,21 +132,39 @@ def translate(sql: str) -> str:
     if balanced is not sql:
         sql, toks = balanced, tokenize(balanced)
     out = apply_transforms(sql, toks)
-    if out is not sql and _TOKEN_PASS_MARKS.search(out.upper()) is not None:
-        share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
-    return _translate_tokens(out)
+    marked = None
+    if out is not sql:
+        marked = _TOKEN_PASS_MARKS.search(out.upper()) is not None
+        if marked:
+            share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
+    return _translate_tokens(out, marked)
+
+
+def _alternatives(words) -> str:
+    # A regular expression matching any of ``words``, factored by their first characters
+    # (``JSONB_(?:AGG|...)``): Python's engine tries the alternatives of a plain list one by
+    # one at each position of the text.
+    if "" in words:
+        rest = [w for w in words if w]
+        return "(?:" + _alternatives(rest) + ")?" if rest else ""
+    by_first: dict[str, list[str]] = {}
+    for w in words:
+        by_first.setdefault(w[0], []).append(w[1:])
+    alts = [re.escape(c) + _alternatives(more) for c, more in sorted(by_first.items())]
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
 
 #: What every token the pass below acts on holds, in upper case as the pass compares words
 #: (a superset: a text without any of these passes through unchanged, not tokenized again).
-_TOKEN_PASS_MARKS = re.compile("|".join(re.escape(w) for w in sorted({
+_TOKEN_PASS_MARKS = re.compile(_alternatives(sorted({
     "LIKE", "VALUES", "OF", "MZ_NOW", "@>", "<@", "'{", "SIMILAR", "SUM", "#", "?",
     *_UNSUPPORTED_WORDS, *UNSUPPORTED_FUNCTIONS})))
 
 
-def _translate_tokens(sql: str) -> str:
+def _translate_tokens(sql: str, marked: bool | None = None) -> str:
     # translate's token pass: words, calls, operators, sum's argument, VALUES' names.
-    if _TOKEN_PASS_MARKS.search(sql.upper()) is None:
+    # ``marked``: whether the text holds one of _TOKEN_PASS_MARKS, when already searched.
+    if not (_TOKEN_PASS_MARKS.search(sql.upper()) is not None if marked is None else marked):
         return sql
     toks = tokenize(sql)
     pieces, last = [], 0
@@ -156,7 +174,7 @@ def _translate_tokens(sql: str) -> str:
     inserts: dict[int, str] = {}
     i = 0
     while i < len(toks):
-        if inserts:
+        if inserts and min(inserts) < i:
             for j in sorted(k for k in inserts if k < i):
                 end = max(last, toks[j].end)
                 pieces.append(sql[last:end])
