@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from colmz.sql.errors import SQLError
-from colmz.sql.tree import check_expression
+from colmz.sql.tree import require_expression
 
 __all__ = [
     "BYTEA_IN",
@@ -173,7 +173,7 @@ def select_where(table: str | Sequence[str], predicate: str | None = None, what:
     text = f"SELECT * FROM {relation(table)}"
     if predicate is None:
         return text
-    check_expression(predicate, what or f"DELETE FROM {_shown(table)}: predicate")
+    require_expression(predicate, what or f"DELETE FROM {_shown(table)}: predicate")
     return f"{text} WHERE ({predicate})"
 
 
@@ -191,7 +191,7 @@ def update_select(table: str | Sequence[str], columns: Sequence[str], assigned: 
     exprs = []
     for c in columns:
         if c in assigned:
-            check_expression(assigned[c], f"UPDATE {_shown(table)}: value of {c!r}")
+            require_expression(assigned[c], f"UPDATE {_shown(table)}: value of {c!r}")
             exprs.append(f"({assigned[c]}) AS {identifier(c)}")
         else:
             exprs.append(identifier(c))

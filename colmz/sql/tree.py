@@ -75,7 +75,8 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import CACHED_CHARS, require_text, short_text_cache, tokenize
 
 __all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "Window", "char_offsets", "check_expression",
-           "clear_trees", "duckdb_parses", "parse_tree", "prefetch_expressions", "prefetch_trees", "read_tree"]
+           "clear_trees", "duckdb_parses", "negation", "parse_tree", "prefetch_expressions", "prefetch_trees", "read_tree",
+           "require_expression"]
 
 #: DuckDB's "no position" (``optional_idx`` invalid).
 _NO_POSITION = (1 << 64) - 1
@@ -781,13 +782,56 @@ def check_expression(text: str, what: str) -> Expression:
     ...
     colmz.sql.SQLError: predicate: not one expression, DuckDB reads a set operation in it: '1=0 /* /* */ (( */ ) UNION ALL (SELECT 2 /* /* */ )) */'
     """
+    require_expression(text, what)
+    return parse_tree(f"{_HEAD}{text})")[0].items[0]
+
+
+#: Texts known to be one expression without a parse of their own (:func:`negation`'s);
+#: a bounded set, forgotten by :func:`clear_trees`.
+_KNOWN_ONE: set[str] = set()
+
+
+def require_expression(text: str, what: str) -> None:
+    """:func:`check_expression` without the node: :class:`colmz.sql.SQLError` naming
+    ``what`` unless DuckDB reads ``text`` as one expression (what a check that keeps only
+    the verdict calls: a text known to be one, :func:`negation`'s, is not parsed again).
+
+    >>> require_expression("k > 1", "predicate")
+    >>> require_expression("k FROM t", "predicate")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: predicate: not one expression, DuckDB cannot parse it as one expression (syntax error at or near "FROM"): 'k FROM t'
+    """
     require_text(text, what)
+    if text in _KNOWN_ONE:
+        return
     if not text.strip():
         raise SQLError(f"{what}: empty expression")
     why = _one_expression(text)
     if why is not None:
         raise SQLError(f"{what}: not one expression, {why}: {text[:200]!r}")
-    return parse_tree(f"{_HEAD}{text})")[0].items[0]
+
+
+def negation(text: str, what: str) -> str:
+    """``NOT (text)``, ``text`` checked to be one expression (:func:`require_expression`,
+    naming ``what``): the negation is then one expression too -- ``text`` sits between the
+    same ``(`` and ``)`` as in the check's ``SELECT (text)``, so DuckDB's lexer and parser
+    read it alike, and ``NOT`` applies to that parenthesized operand -- so it is known to be
+    one without DuckDB parsing it.
+
+    >>> negation("k > 1 /* c */", "predicate")
+    'NOT (k > 1 /* c */)'
+    >>> negation("1) OR (2", "predicate")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: predicate: not one expression, DuckDB reads an expression reaching outside it: '1) OR (2'
+    """
+    require_expression(text, what)
+    out = f"NOT ({text})"
+    if len(_KNOWN_ONE) >= 4096:
+        _KNOWN_ONE.clear()
+    _KNOWN_ONE.add(out)
+    return out
 
 
 def prefetch_expressions(texts) -> None:
@@ -809,3 +853,4 @@ def clear_trees() -> None:
     parse_tree.cache_clear()
     clear_shapes()
     _one_expression.cache_clear()
+    _KNOWN_ONE.clear()

@@ -228,3 +228,44 @@ def test_a_window_call_holds_its_partitions_order_and_frame():
     assert moved[0].items[0].children[0].over.orders[1].expression.start == other.index("w)")
     assert parse_tree("SELECT * FROM t TABLESAMPLE 10%")[0].from_.modified
     assert not parse_tree("SELECT * FROM t")[0].from_.modified
+
+
+def test_a_negation_is_known_one_expression_without_a_parse():
+    # Work counter: NOT (p) of a checked p is not parsed again (parse_tree is not asked).
+    from colmz.sql import clear_caches
+    from colmz.sql.tree import negation, require_expression
+
+    clear_caches()
+    out = negation("ts + INTERVAL '2s' > mz_now() /* c */", "predicate")
+    misses = parse_tree.cache_info().misses
+    require_expression(out, "predicate")
+    assert parse_tree.cache_info().misses == misses
+    with pytest.raises(SQLError, match="reaching outside"):  # p itself must be one
+        negation("1) OR (2", "predicate")
+
+
+_PIECES = ["a", "1", " ", "(", ")", ",", "'x)'", '"q("', "/* ) */", "-- c\n", "NOT", "AND", "=", "+", ";",
+           "SELECT", "FROM", "AS", "::int", "[1]", "IN", "EXISTS"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_negation_is_one_expression_as_duckdb_reads_it(seed):
+    # What negation knows is what DuckDB's check decides: for texts that are one expression,
+    # NOT (text) is read by DuckDB as one expression too.
+    import random
+
+    from colmz.sql import clear_caches
+    from colmz.sql.tree import _one_expression, require_expression
+
+    rnd = random.Random(seed)
+    ones = 0
+    for _ in range(150):
+        text = "".join(rnd.choice(_PIECES) for _ in range(rnd.randint(1, 8)))
+        try:
+            require_expression(text, "p")
+        except SQLError:
+            continue
+        ones += 1
+        clear_caches()
+        assert _one_expression(f"NOT ({text})") is None, text
+    assert ones > 10
