@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from colmz.sql.errors import SQLError
-from colmz.sql.tree import check_expression
+from colmz.sql.tree import require_expression, select_recipe
 
 __all__ = [
     "BYTEA_IN",
@@ -170,11 +170,21 @@ def select_where(table: str | Sequence[str], predicate: str | None = None, what:
     ...
     colmz.sql.SQLError: DELETE FROM t: predicate: not one expression, DuckDB reads a statement other than a query in it: "1=0); COPY (SELECT 1) TO 'f'; SELECT (1"
     """
-    text = f"SELECT * FROM {relation(table)}"
-    if predicate is None:
-        return text
-    check_expression(predicate, what or f"DELETE FROM {_shown(table)}: predicate")
-    return f"{text} WHERE ({predicate})"
+    rel = relation(table)
+    text = f"SELECT * FROM {rel}"
+    if predicate is not None:
+        require_expression(predicate, what or f"DELETE FROM {_shown(table)}: predicate")
+        text = f"{text} WHERE ({predicate})"
+    _recipe(text, [(7, None, None)], (table,) if isinstance(table, str) else table, 14, predicate)
+    return text
+
+
+def _recipe(text: str, items: list, parts: Sequence[str], at: int, predicate: str | None) -> None:
+    # How ``text`` (items, FROM the relation ``parts`` at ``at``, WHERE (predicate)) is made,
+    # for its tree (colmz.sql.tree.select_recipe).
+    end = at + sum(len(identifier(p)) for p in parts) + len(parts) - 1
+    where = None if predicate is None else (end + len(" WHERE ("), predicate)
+    select_recipe(text, items, (at, tuple(parts), end), where)
 
 
 def _shown(table: str | Sequence[str]) -> str:
@@ -189,17 +199,25 @@ def update_select(table: str | Sequence[str], columns: Sequence[str], assigned: 
     'SELECT "k", (v || \\'x\\') AS "v" FROM "t" WHERE (k = 1)'
     """
     exprs = []
+    items = []  # where each item's text is (colmz.sql.tree.select_recipe)
+    at = len("SELECT ")
     for c in columns:
         if c in assigned:
-            check_expression(assigned[c], f"UPDATE {_shown(table)}: value of {c!r}")
+            require_expression(assigned[c], f"UPDATE {_shown(table)}: value of {c!r}")
             exprs.append(f"({assigned[c]}) AS {identifier(c)}")
+            items.append((at + 1, assigned[c], c))
         else:
             exprs.append(identifier(c))
+            items.append((at, None, at + len(exprs[-1])))
+        at += len(exprs[-1]) + 2
     unknown = [c for c in assigned if c not in columns]
     if unknown:
         raise SQLError(f"UPDATE {_shown(table)}: no column {unknown[0]!r}; columns are {list(columns)}")
     base = select_where(table, predicate, f"UPDATE {_shown(table)}: predicate")
-    return "SELECT " + ", ".join(exprs) + base[len("SELECT *"):]
+    text = "SELECT " + ", ".join(exprs) + base[len("SELECT *"):]
+    if exprs:
+        _recipe(text, items, (table,) if isinstance(table, str) else table, at - 2 + len(" FROM "), predicate)
+    return text
 
 
 def cast_select(source: str, columns: Sequence[tuple[str, str | None]]) -> str:

@@ -45,10 +45,11 @@ c AND d`` refused, ``- -a`` leaving the inner sign unpositioned, ``a IN ((SELECT
 as an IN subquery, ``x -> y`` a lambda below every operator), the reader gives up rather
 than guess; each such case was found by comparing with DuckDB and is kept as a test.
 
-The nodes are built through twin classes of the tree's node classes (:func:`_maker`): the
-same slots filled by plain assignment, then the object's class set to the node class, so
-each node is a genuine frozen :class:`~colmz.sql.tree.Expression` (``Query``, ``Table``) at
-a quarter of the frozen ``__init__``'s cost -- building nodes is most of this module's time.
+The nodes are built through twin classes of the tree's node classes
+(:func:`colmz.sql.tree.fast_constructor`): the same slots filled by plain assignment, then
+the object's class set to the node class, so each node is a genuine frozen
+:class:`~colmz.sql.tree.Expression` (``Query``, ``Table``) at a quarter of the frozen
+``__init__``'s cost -- building nodes is most of this module's time.
 
 A text nesting deeper than :data:`MAX_DEPTH` (parentheses, operands, operator chains) is
 given up: DuckDB's path then refuses it as it always has
@@ -60,43 +61,27 @@ from __future__ import annotations
 import bisect
 import re
 
-from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, Window, char_offsets
+from colmz.sql.tree import (
+    Expression,
+    Literal,
+    Modifier,
+    Order,
+    Query,
+    Table,
+    Window,
+    char_offsets,
+    fast_constructor,
+)
 
-__all__ = ["MAX_DEPTH", "duckdb_tokens", "read_query"]
+__all__ = ["MAX_DEPTH", "duckdb_tokens", "quoted_name", "read_query"]
 
 #: Deepest nesting read here (recursion plus chained operators); deeper texts go to DuckDB.
 MAX_DEPTH = 48
 
 
-def _maker(cls):
-    """A constructor of ``cls`` (a frozen, slotted dataclass of :mod:`colmz.sql.tree`) about
-    four times faster than its own: the frozen ``__init__`` sets each field through
-    ``object.__setattr__``; this one fills a twin class of the same slots by plain
-    assignment, then makes the object a ``cls`` (same layout: the result is a ``cls``,
-    frozen, equal and hashed as one). ``cls`` itself when that cannot be had."""
-    import dataclasses
-
-    fields = dataclasses.fields(cls)
-    if tuple(f.name for f in fields) != tuple(cls.__slots__) or any(
-            f.default_factory is not dataclasses.MISSING for f in fields):
-        return cls
-    defaults = {f"_d{k}": f.default for k, f in enumerate(fields) if f.default is not dataclasses.MISSING}
-    params = ", ".join(f.name if f.default is dataclasses.MISSING else f"{f.name}=_d{k}" for k, f in enumerate(fields))
-    src = f"def __init__(self, {params}):\n" + "".join(f"    self.{f.name} = {f.name}\n" for f in fields)
-    src += "    self.__class__ = _cls\n"
-    scope = dict(defaults, _cls=cls)
-    exec(src, scope)  # noqa: S102 - generated from the dataclass's own field names
-    twin = type(f"_{cls.__name__}Maker", (), {"__slots__": cls.__slots__, "__init__": scope["__init__"]})
-    try:
-        probe = twin(*[f.default if f.default is not dataclasses.MISSING else None for f in fields])
-    except TypeError:
-        return cls
-    return twin if type(probe) is cls else cls
-
-
-_Expr = _maker(Expression)
-_Query = _maker(Query)
-_Table = _maker(Table)
+_Expr = fast_constructor(Expression)
+_Query = fast_constructor(Query)
+_Table = fast_constructor(Table)
 
 
 class _GiveUp(Exception):
@@ -237,6 +222,17 @@ def duckdb_tokens(text: str) -> list:
     from colmz.sql.run import require_duckdb
 
     return require_duckdb().tokenize(text)
+
+
+def quoted_name(token: str) -> str | None:
+    """The name a quoted identifier token names, as this reader reads it, else ``None``.
+
+    >>> quoted_name('"a""b"'), quoted_name('"')
+    ('a"b', None)
+    """
+    if _QUOTED.fullmatch(token) is None:
+        return None
+    return token[1:-1].replace('""', '"')
 
 
 class _Reader:

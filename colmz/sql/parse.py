@@ -39,7 +39,7 @@ from colmz.sql.tokens import (
     short_text_cache,
     tokenize,
 )
-from colmz.sql.tree import check_expression, parse_tree, prefetch_expressions
+from colmz.sql.tree import negation, parse_tree, prefetch_expressions, require_expression
 
 __all__ = [
     "ContinualTaskStatement",
@@ -473,11 +473,11 @@ def _statement(cur: _Cursor):
         # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
         prefetch_expressions([expr for _, expr in assigns] + ([where] if where else []))
         for name, expr in assigns:
-            check_expression(expr, f"UPDATE {table}: value of {name!r}")
+            require_expression(expr, f"UPDATE {table}: value of {name!r}")
         if where is not None:
             if not where:
                 raise SQLError(f"UPDATE {table}: WHERE without a predicate")
-            check_expression(where, f"UPDATE {table}: predicate")
+            require_expression(where, f"UPDATE {table}: predicate")
         elif cur.peek() is not None:
             raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
         return UpdateStatement(table, assigns, where, qual)
@@ -690,7 +690,7 @@ def _delete(cur: _Cursor) -> DeleteStatement:
             raise SQLError(f"DELETE FROM {table}: WHERE without a predicate")
         if _find_word(cur, "RETURNING") < cur.end:
             _unsupported("DELETE ... RETURNING")
-        check_expression(where, f"DELETE FROM {table}: predicate")
+        require_expression(where, f"DELETE FROM {table}: predicate")
     return DeleteStatement(table, where, qual)
 
 
@@ -773,12 +773,13 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         close = cur.matching()
         pred = cur.span(cur.pos + 1, close)
         cur.pos = close + 1
-        prefetch_expressions([pred, f"NOT ({pred})"])  # both checked: one DuckDB call
         # Upstream's rewrite: keep the input rows that satisfy the predicate, and delete the
-        # output rows that stopped satisfying it (evaluated at the input's times only).
+        # output rows that stopped satisfying it (evaluated at the input's times only). The
+        # predicate is checked once; its negation is then one expression too (negation).
+        keep = select_where((*source_qual, source), pred)
         body = [
-            InsertStatement(name, None, select_where((*source_qual, source), pred), qual),
-            DeleteStatement(name, f"NOT ({pred})", qual),
+            InsertStatement(name, None, keep, qual),
+            DeleteStatement(name, negation(pred, f"DELETE FROM {'.'.join((*source_qual, source))}: predicate"), qual),
         ]
         sugar = "retain"
     else:

@@ -158,6 +158,81 @@ _FAST = re.compile(
     re.S,
 )
 
+#: :data:`_FAST` for :func:`findall`: each match is ``(whitespace, token, dollar tag)``, a
+#: comment being a token here too, and any other character a token of its own (so the
+#: matches follow each other: none is passed over). With no :class:`Match` object per token
+#: and each token's kind read from its first character (:data:`_KIND_OF`), this is
+#: :func:`tokenize`'s common path; what it cannot decide alone (a character no alternative
+#: takes, an unterminated quote, a nested comment) is read by the match-at-a-time loop.
+_PAIRS = re.compile(
+    r"([ \t\n\r\f\v]*)("
+    r"--[^\r\n]*[\r\n]?"
+    r"|/\*(?:[^*/]|\*(?!/)|/(?!\*))*\*/|/\*"
+    r"|'(?:[^']|'')*+'|[eE]'(?:[^'\\]|\\.|'')*+'"
+    r'|"(?:[^"]|"")*+"'
+    r"|\$((?:" + _DOLLAR.pattern[3:-4] + r")?)\$.*?\$\3\$"
+    r"|" + _WORD.pattern
+    + r"|\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?"
+    r"|" + _OP.pattern + r"|[^ \t\n\r\f\v])",
+    re.S,
+)
+#: A token's kind by its first character, for every ASCII character beginning one (another
+#: ASCII character is no token; one above ASCII begins a word). One-character values are
+#: characters beginning tokens of two kinds or none: ``-`` (``--`` comment or operator),
+#: ``/`` (``/*`` comment or operator), ``.`` (number or operator), ``e`` (``E'`` string or
+#: word), ``'`` and ``$`` (a string, or alone: unterminated), ``"`` (likewise a quoted name).
+_KIND_OF = {**{c: "op" for c in "(),;+*%<>=[]:^&|~!?@#"}, **{c: "number" for c in "0123456789"},
+            **{c: "word" for c in "ABCDFGHIJKLMNOPQRSTUVWXYZabcdfghijklmnopqrstuvwxyz_"},
+            "'": "'", "$": "'", '"': '"', "-": "-", "/": "/", ".": ".", "e": "e", "E": "e"}
+
+
+def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[Token] | None:
+    # tokenize's common path (see _PAIRS) over text[start:stop], ``start`` a token's end or
+    # 0; None when the text needs the careful reading.
+    out: list[Token] = []
+    append = out.append
+    kind_of = _KIND_OF.get
+    i = start
+    if stop is None:
+        stop = len(text)
+    for space, tok, _ in _PAIRS.findall(text, start, stop):
+        at = i + len(space)  # each match begins where the last ended
+        i = end = at + len(tok)
+        kind = kind_of(tok[0])
+        if kind is None:
+            if tok[0] < "\x80":
+                return None  # a character that begins no token
+            kind = "word"
+        elif len(kind) == 1:
+            if kind == "-":
+                if tok[:2] == "--":
+                    continue
+                kind = "op"
+            elif kind == "/":
+                if tok[:2] == "/*":
+                    if tok == "/*":
+                        return None  # a nested (or unterminated) comment
+                    continue
+                kind = "op"
+            elif kind == ".":
+                kind = "number" if len(tok) > 1 else "op"
+            elif kind == "e":
+                if len(tok) > 1 and tok[1] == "'":
+                    kind = "string"
+                elif len(tok) == 1 and text.startswith("'", end):
+                    return None  # an unterminated E'...'
+                else:
+                    kind = "word"
+            elif len(tok) == 1:
+                return None  # an unterminated string or quoted name, a lone $
+            else:
+                kind = "string" if kind == "'" else "qident"
+        append(Token(kind, tok, at, end))
+    if i != start + len(text[start:stop].rstrip(" \t\n\r\f\v")):
+        return None  # (cannot happen: every character but trailing whitespace is matched)
+    return out
+
+
 #: Tokens of slices of texts already tokenized (:func:`share_slice`), each taken by the first
 #: :func:`tokenize` of its text (then held by its cache); a bounded waiting room.
 _SLICES: dict[str, list[Token]] = {}
@@ -243,6 +318,16 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
     n_old = len(toks)
     i = out[-1].end if out else 0
     n = len(new)
+    # Up to where old's tokens may resume (the first in the common ending), one findall
+    # reads the new text; of what it reads, the tokens ending three characters or more
+    # before that point are kept (the lexer looks no further past a token, so the cut did
+    # not change them) and the loop below reads on from the last one kept.
+    resume = toks[first_tail].start + delta if first_tail < n_old else n
+    if resume - i > 16 and (got := _tokens_at_once(new, i, resume)):
+        keep = bisect.bisect_right(got, resume - 4, key=_END)
+        if keep:
+            out += got[:keep]
+            i = got[keep - 1].end
     new_token = Token.__new__
     # one finditer pass, as tokenize reads (anything it cannot decide alone: tokenize relexes)
     for m in _FAST.finditer(new, i):
@@ -291,12 +376,14 @@ def tokenize(text: str) -> tuple[Token, ...]:
     shared = _SLICES.pop(text, None)
     if shared is not None:
         return shared
+    # One findall (the common case, _tokens_at_once); else one pass of finditer while tokens
+    # follow each other; what neither decides alone -- a nested comment, a stray character,
+    # an unterminated quote -- is read from there by scan_from, which reports errors.
+    if isinstance(text, str) and (got := _tokens_at_once(text)) is not None:
+        return got
     out: list[Token] = []
     append = out.append
     i = 0
-    # One pass of finditer while tokens follow each other (the common case); what it cannot
-    # decide alone -- a nested comment, a stray character, an unterminated quote -- is read
-    # from there by the loop below, which reports errors.
     for m in _FAST.finditer(text):
         kind = m.lastgroup
         if m.start() != i or kind == "nest":

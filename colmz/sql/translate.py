@@ -140,9 +140,23 @@ def translate(sql: str) -> str:
     return _translate_tokens(out)
 
 
+def _alternatives(words) -> str:
+    # A regular expression matching any of ``words``, factored by their first characters
+    # (``JSONB_(?:AGG|...)``): Python's engine tries the alternatives of a plain list one by
+    # one at each position of the text.
+    if "" in words:
+        rest = [w for w in words if w]
+        return "(?:" + _alternatives(rest) + ")?" if rest else ""
+    by_first: dict[str, list[str]] = {}
+    for w in words:
+        by_first.setdefault(w[0], []).append(w[1:])
+    alts = [re.escape(c) + _alternatives(more) for c, more in sorted(by_first.items())]
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
 #: What every token the pass below acts on holds, in upper case as the pass compares words
 #: (a superset: a text without any of these passes through unchanged, not tokenized again).
-_TOKEN_PASS_MARKS = re.compile("|".join(re.escape(w) for w in sorted({
+_TOKEN_PASS_MARKS = re.compile(_alternatives(sorted({
     "LIKE", "VALUES", "OF", "MZ_NOW", "@>", "<@", "'{", "SIMILAR", "SUM", "#", "?",
     *_UNSUPPORTED_WORDS, *UNSUPPORTED_FUNCTIONS})))
 
@@ -158,7 +172,7 @@ def _translate_tokens(sql: str) -> str:
     inserts: dict[int, str] = {}
     i = 0
     while i < len(toks):
-        if inserts:
+        if inserts and min(inserts) < i:
             for j in sorted(k for k in inserts if k < i):
                 end = max(last, toks[j].end)
                 pieces.append(sql[last:end])

@@ -75,7 +75,9 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import CACHED_CHARS, require_text, short_text_cache, tokenize
 
 __all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "Window", "char_offsets", "check_expression",
-           "clear_trees", "duckdb_parses", "parse_tree", "prefetch_expressions", "prefetch_trees", "read_tree"]
+           "fast_constructor",
+           "clear_trees", "duckdb_parses", "negation", "parse_tree", "prefetch_expressions", "prefetch_trees", "read_tree",
+           "require_expression", "select_recipe"]
 
 #: DuckDB's "no position" (``optional_idx`` invalid).
 _NO_POSITION = (1 << 64) - 1
@@ -271,6 +273,37 @@ class Query:
     #: The grouping sets, each as positions in ``group_by`` (one set for a plain
     #: ``GROUP BY``; several for ``ROLLUP``, ``CUBE``, ``GROUPING SETS``).
     grouping_sets: tuple[tuple[int, ...], ...] = ()
+
+
+def fast_constructor(cls):
+    """A constructor of ``cls`` (a frozen, slotted dataclass of this module) about
+    four times faster than its own: the frozen ``__init__`` sets each field through
+    ``object.__setattr__``; this one fills a twin class of the same slots by plain
+    assignment, then makes the object a ``cls`` (same layout: the result is a ``cls``,
+    frozen, equal and hashed as one). ``cls`` itself when that cannot be had."""
+    import dataclasses
+
+    fields = dataclasses.fields(cls)
+    if tuple(f.name for f in fields) != tuple(cls.__slots__) or any(
+            f.default_factory is not dataclasses.MISSING for f in fields):
+        return cls
+    defaults = {f"_d{k}": f.default for k, f in enumerate(fields) if f.default is not dataclasses.MISSING}
+    params = ", ".join(f.name if f.default is dataclasses.MISSING else f"{f.name}=_d{k}" for k, f in enumerate(fields))
+    src = f"def __init__(self, {params}):\n" + "".join(f"    self.{f.name} = {f.name}\n" for f in fields)
+    src += "    self.__class__ = _cls\n"
+    scope = dict(defaults, _cls=cls)
+    exec(src, scope)  # noqa: S102 - generated from the dataclass's own field names
+    twin = type(f"_{cls.__name__}Maker", (), {"__slots__": cls.__slots__, "__init__": scope["__init__"]})
+    try:
+        probe = twin(*[f.default if f.default is not dataclasses.MISSING else None for f in fields])
+    except TypeError:
+        return cls
+    return twin if type(probe) is cls else cls
+
+
+_EXPRESSION = fast_constructor(Expression)
+_QUERY = fast_constructor(Query)
+_TABLE = fast_constructor(Table)
 
 
 # ---------------------------------------------------------------------------- reading JSON
@@ -628,6 +661,148 @@ def _learned(text: str, shape, out: dict) -> tuple[Query, ...]:
     return tree
 
 
+#: Texts whose tree colmz's reader (:mod:`colmz.sql.grammar`) gave, as DuckDB's; bounded.
+_READ_HERE: set[str] = set()
+#: Texts colmz wrote whose tree is made from their expressions' trees when asked for
+#: (:func:`select_recipe`): text -> (items, table, predicate); bounded.
+_RECIPES: dict[str, tuple] = {}
+
+
+def _read_here(text: str) -> None:
+    if len(_READ_HERE) >= 4096:
+        _READ_HERE.clear()
+    _READ_HERE.add(text)
+
+
+class _Shift:
+    """Copies of nodes with every known offset moved by ``delta`` (a node met twice, as a
+    call's FILTER is also among its children, is copied once)."""
+
+    __slots__ = ("delta", "memo")
+
+    def __init__(self, delta: int) -> None:
+        self.delta = delta
+        self.memo: dict[int, object] = {}
+
+    def at(self, offset: int) -> int:
+        return offset + self.delta if offset >= 0 else offset
+
+    def expression(self, e: Expression | None) -> Expression | None:
+        if e is None:
+            return None
+        out = self.memo.get(id(e))
+        if out is None:
+            x = self.expression
+            out = _EXPRESSION(e.cls, e.type, self.at(e.start), self.at(e.end), tuple([x(c) for c in e.children]),
+                              e.name, e.alias, self.query(e.subquery), e.literal, e.distinct, x(e.filter),
+                              tuple([self.order(o) for o in e.order_by]), e.relation, e.star_modified,
+                              self.window(e.over))
+            self.memo[id(e)] = out
+        return out
+
+    def order(self, o: Order) -> Order:
+        out = self.memo.get(id(o))
+        if out is None:
+            out = self.memo[id(o)] = Order(self.expression(o.expression), o.direction, o.nulls)
+        return out
+
+    def window(self, w: Window | None) -> Window | None:
+        if w is None:
+            return None
+        return Window(tuple([self.expression(p) for p in w.partitions]), tuple([self.order(o) for o in w.orders]),
+                      w.start, w.end, w.exclude, w.ignore_nulls)
+
+    def table(self, t: Table | None) -> Table | None:
+        if t is None:
+            return None
+        x = self.expression
+        return _TABLE(t.type, self.at(t.start), self.at(t.end), t.name, t.alias, tuple([self.table(c) for c in t.children]),
+                      tuple([x(e) for e in t.expressions]), self.query(t.subquery), t.join_type, t.ref_type,
+                      t.implicit, t.using, t.column_aliases, tuple([tuple([x(e) for e in r]) for r in t.rows]),
+                      t.modified)
+
+    def query(self, q: Query | None) -> Query | None:
+        if q is None:
+            return None
+        x = self.expression
+        return _QUERY(q.type, tuple([x(e) for e in q.items]), self.table(q.from_), x(q.where),
+                      tuple([x(e) for e in q.group_by]), x(q.having), x(q.qualify),
+                      tuple([Modifier(d.type, tuple([x(e) for e in d.expressions]),
+                                      tuple([self.order(o) for o in d.orders]), x(d.limit), x(d.offset))
+                             for d in q.modifiers]),
+                      tuple([(n, self.query(c)) for n, c in q.ctes]), tuple([self.query(c) for c in q.children]),
+                      q.setop, q.setop_all, q.sampled, q.aggregate_handling, q.grouping_sets)
+
+
+def select_recipe(text: str, items, table: tuple[int, tuple[str, ...], int], predicate: tuple[int, str] | None) -> None:
+    """Note how ``text`` -- ``SELECT item, ... FROM table [WHERE (predicate)]``, written by
+    colmz (:func:`colmz.sql.build.update_select`, :func:`colmz.sql.build.select_where`) from
+    expressions each checked alone (:func:`check_expression`) -- is made, so that its tree,
+    if ever asked for, is made from theirs instead of read again.
+
+    ``items`` are ``(offset, expression, end)``: an expression written ``(expression) AS
+    "name"`` whose text begins at ``offset`` (``name`` given as ``end``), or a quoted column
+    name ``"name"`` from ``offset`` to ``end`` (``expression`` ``None``), or ``*`` (``name``
+    ``None``); ``table`` the offset of its first quoted part, the parts and the end of the
+    last; ``predicate`` the offset of the predicate's text and that text.
+
+    Each expression's tree is its check's (``SELECT (expression)``: the expression sits
+    between the same parentheses, read alike) with its offsets moved; the rest is what
+    colmz's reader builds of those tokens. The tree is made only when every check's tree
+    was colmz's reader's (DuckDB's own serialization is not remapped), else the text is
+    read as any other.
+
+    >>> t = 'SELECT "k", (v || w) AS "v" FROM "t" WHERE (k > 1)'
+    >>> require_expression("v || w", "v"); require_expression("k > 1", "p")
+    >>> select_recipe(t, [(7, None, 10), (13, "v || w", "v")], (33, ("t",), 36), (44, "k > 1"))
+    >>> parse_tree(t) == read_tree(t)
+    True
+    """
+    if len(text) > CACHED_CHARS or text in _TREES.trees:
+        return
+    if len(_RECIPES) >= 1024:
+        _RECIPES.clear()
+    _RECIPES[text] = (tuple(items), table, predicate)
+
+
+def _composed(text: str, items, table, predicate) -> tuple[Query, ...] | None:
+    # select_recipe's tree of ``text``, or None when a piece's tree is not the reader's.
+    from colmz.sql.grammar import quoted_name
+
+    def piece(offset: int, expression: str) -> Expression | None:
+        wrapped = f"{_HEAD}{expression})"
+        got = _TREES.trees.get(wrapped)
+        if got is None or wrapped not in _READ_HERE:
+            return None
+        return _Shift(offset - len(_HEAD)).expression(got[0].items[0])
+
+    out = []
+    for offset, expression, end in items:
+        if expression is None:
+            if end is None:  # *
+                out.append(_EXPRESSION("STAR", "STAR", offset, offset + 1))
+                continue
+            name = quoted_name(text[offset:end])
+            if name is None:
+                return None
+            out.append(_EXPRESSION("COLUMN_REF", "COLUMN_REF", offset, end, (), (name,)))
+            continue
+        e = piece(offset, expression)
+        if e is None:
+            return None
+        out.append(_EXPRESSION(e.cls, e.type, e.start, e.end, e.children, e.name, end, e.subquery, e.literal,
+                               e.distinct, e.filter, e.order_by, e.relation, e.star_modified, e.over))
+    start, parts, end = table
+    if any(quoted_name('"' + x.replace('"', '""') + '"') != x for x in parts):  # each part as the reader reads it
+        return None
+    where = None
+    if predicate is not None:
+        where = piece(*predicate)
+        if where is None:
+            return None
+    return (_QUERY("SELECT_NODE", tuple(out), _TABLE("BASE_TABLE", start, end, tuple(parts)), where),)
+
+
 def parse_tree(text: str) -> tuple[Query, ...]:
     """DuckDB's parse of ``text`` (``SELECT`` statements): one :class:`Query` per statement.
 
@@ -652,8 +827,14 @@ def parse_tree(text: str) -> tuple[Query, ...]:
         return got
     from colmz.sql import grammar, shapes
 
+    recipe = _RECIPES.get(text)
+    if recipe is not None and (got := _composed(text, *recipe)) is not None:
+        _read_here(text)  # what the reader gives (see select_recipe)
+        _TREES.put(text, got)
+        return got
     got = grammar.read_query(text)  # DuckDB's tree read by colmz, or None: DuckDB reads it
     if got is not None:
+        _read_here(text)
         _TREES.put(text, got)
         return got
     shape = shapes.shape_of(text)
@@ -686,6 +867,7 @@ def prefetch_trees(texts) -> None:
         if len(text) > CACHED_CHARS or text in _TREES.trees:
             continue
         if (got := grammar.read_query(text)) is not None:
+            _read_here(text)
             _TREES.put(text, got)
             continue
         shape = shapes.shape_of(text)
@@ -781,13 +963,56 @@ def check_expression(text: str, what: str) -> Expression:
     ...
     colmz.sql.SQLError: predicate: not one expression, DuckDB reads a set operation in it: '1=0 /* /* */ (( */ ) UNION ALL (SELECT 2 /* /* */ )) */'
     """
+    require_expression(text, what)
+    return parse_tree(f"{_HEAD}{text})")[0].items[0]
+
+
+#: Texts known to be one expression without a parse of their own (:func:`negation`'s);
+#: a bounded set, forgotten by :func:`clear_trees`.
+_KNOWN_ONE: set[str] = set()
+
+
+def require_expression(text: str, what: str) -> None:
+    """:func:`check_expression` without the node: :class:`colmz.sql.SQLError` naming
+    ``what`` unless DuckDB reads ``text`` as one expression (what a check that keeps only
+    the verdict calls: a text known to be one, :func:`negation`'s, is not parsed again).
+
+    >>> require_expression("k > 1", "predicate")
+    >>> require_expression("k FROM t", "predicate")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: predicate: not one expression, DuckDB cannot parse it as one expression (syntax error at or near "FROM"): 'k FROM t'
+    """
     require_text(text, what)
+    if text in _KNOWN_ONE:
+        return
     if not text.strip():
         raise SQLError(f"{what}: empty expression")
     why = _one_expression(text)
     if why is not None:
         raise SQLError(f"{what}: not one expression, {why}: {text[:200]!r}")
-    return parse_tree(f"{_HEAD}{text})")[0].items[0]
+
+
+def negation(text: str, what: str) -> str:
+    """``NOT (text)``, ``text`` checked to be one expression (:func:`require_expression`,
+    naming ``what``): the negation is then one expression too -- ``text`` sits between the
+    same ``(`` and ``)`` as in the check's ``SELECT (text)``, so DuckDB's lexer and parser
+    read it alike, and ``NOT`` applies to that parenthesized operand -- so it is known to be
+    one without DuckDB parsing it.
+
+    >>> negation("k > 1 /* c */", "predicate")
+    'NOT (k > 1 /* c */)'
+    >>> negation("1) OR (2", "predicate")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: predicate: not one expression, DuckDB reads an expression reaching outside it: '1) OR (2'
+    """
+    require_expression(text, what)
+    out = f"NOT ({text})"
+    if len(_KNOWN_ONE) >= 4096:
+        _KNOWN_ONE.clear()
+    _KNOWN_ONE.add(out)
+    return out
 
 
 def prefetch_expressions(texts) -> None:
@@ -809,3 +1034,6 @@ def clear_trees() -> None:
     parse_tree.cache_clear()
     clear_shapes()
     _one_expression.cache_clear()
+    _KNOWN_ONE.clear()
+    _READ_HERE.clear()
+    _RECIPES.clear()

@@ -191,6 +191,19 @@ def test_tokens_of_an_edit_are_the_tokens_of_the_edited_text(old, a, b, piece):
     assert shared == fresh
 
 
+_LONG_EDIT_PIECES = [*_EDIT_ALPHABET, "/*", "*/", "--", "1e+", "$t$", "E'", "''", "é", "SELECT ", "x1 "]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_LONG_EDIT_PIECES), max_size=60).map("".join), st.integers(0, 200),
+       st.integers(0, 200), st.lists(st.sampled_from(_LONG_EDIT_PIECES), max_size=30).map("".join))
+def test_tokens_of_a_long_edit_are_the_tokens_of_the_edited_text(old, a, b, piece):
+    # A long stretch to lex again is read with one findall up to where the old tokens may
+    # resume, less its last tokens (the lexer looks past a token's end): the same tokens as
+    # lexing the whole edited text, or nothing where that raises.
+    test_tokens_of_an_edit_are_the_tokens_of_the_edited_text.hypothesis.inner_test(old, a, b, piece)
+
+
 def test_an_edit_keeps_a_number_the_edit_extends():
     # the lexer looks past a token's end (1e+ is 1 until a digit follows): tokens ending
     # within three characters of the edit are lexed again
@@ -229,3 +242,34 @@ def test_one_pass_tokenizer_reads_as_one_match_at_a_time(text):
         assert str(got.value) == str(e)
         return
     assert list(tokenize(text)) == want
+
+
+def test_a_plain_text_is_tokenized_in_one_findall(monkeypatch):
+    # Work counter: tokenize's common path reads a text of strings, names, numbers,
+    # operators and comments with one findall (no match object, no method call per token);
+    # the match-at-a-time readers are left for what it cannot decide alone.
+    import colmz.sql.tokens as tokens
+    from colmz.sql import clear_caches
+
+    class Counting:
+        def __init__(self, pattern):
+            self.pattern, self.calls = pattern, 0
+
+        def __getattr__(self, name):
+            self.calls += 1
+            return getattr(self.pattern, name)
+
+    text = ("SELECT e.id, 'it''s' AS s, \"Q\"\"x\" /* c */, $t$a$t$, E'\\'', 1.5e3, .5 -- c\n"
+            "FROM events e WHERE e.ts + 30000 > mz_now() AND x::INT8 ->> 'k' <> 'é'")
+    want = _one_match_at_a_time(text)
+    clear_caches()
+    scan, fast = Counting(tokens._SCAN), Counting(tokens._FAST)
+    monkeypatch.setattr(tokens, "_SCAN", scan)
+    monkeypatch.setattr(tokens, "_FAST", fast)
+    assert list(tokenize(text)) == want
+    assert scan.calls == fast.calls == 0
+    # what the common path cannot decide is read as before: a nested comment, an open quote
+    clear_caches()
+    assert [t.text for t in tokenize("a /* x /* y */ */ b")] == ["a", "b"] and fast.calls == 1
+    with pytest.raises(SQLError, match="unterminated string"):
+        tokenize("SELECT 'open")

@@ -228,3 +228,84 @@ def test_a_window_call_holds_its_partitions_order_and_frame():
     assert moved[0].items[0].children[0].over.orders[1].expression.start == other.index("w)")
     assert parse_tree("SELECT * FROM t TABLESAMPLE 10%")[0].from_.modified
     assert not parse_tree("SELECT * FROM t")[0].from_.modified
+
+
+def test_a_negation_is_known_one_expression_without_a_parse():
+    # Work counter: NOT (p) of a checked p is not parsed again (parse_tree is not asked).
+    from colmz.sql import clear_caches
+    from colmz.sql.tree import negation, require_expression
+
+    clear_caches()
+    out = negation("ts + INTERVAL '2s' > mz_now() /* c */", "predicate")
+    misses = parse_tree.cache_info().misses
+    require_expression(out, "predicate")
+    assert parse_tree.cache_info().misses == misses
+    with pytest.raises(SQLError, match="reaching outside"):  # p itself must be one
+        negation("1) OR (2", "predicate")
+
+
+_PIECES = ["a", "1", " ", "(", ")", ",", "'x)'", '"q("', "/* ) */", "-- c\n", "NOT", "AND", "=", "+", ";",
+           "SELECT", "FROM", "AS", "::int", "[1]", "IN", "EXISTS"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_negation_is_one_expression_as_duckdb_reads_it(seed):
+    # What negation knows is what DuckDB's check decides: for texts that are one expression,
+    # NOT (text) is read by DuckDB as one expression too.
+    import random
+
+    from colmz.sql import clear_caches
+    from colmz.sql.tree import _one_expression, require_expression
+
+    rnd = random.Random(seed)
+    ones = 0
+    for _ in range(150):
+        text = "".join(rnd.choice(_PIECES) for _ in range(rnd.randint(1, 8)))
+        try:
+            require_expression(text, "p")
+        except SQLError:
+            continue
+        ones += 1
+        clear_caches()
+        assert _one_expression(f"NOT ({text})") is None, text
+    assert ones > 10
+
+
+_WRITTEN = [
+    ("t", ["k", "v"], {"v": "v || '!'", "k": "k + 1"}, "k BETWEEN 3 AND 7"),
+    (("x", 'we"ird'), ["a", 'b"c', "d"], {"d": "(SELECT max(k) FROM u WHERE u.k = a)", "a": "a::text"}, None),
+    ("é", ["ü", "v"], {"v": "'é' || v"}, "ü IN (1, 2) AND v LIKE 'x%'"),
+    ("t", ["k"], {"k": "count(*) FILTER (WHERE k > 1)"}, "k = 1 /* c ) */"),
+    ("t", ["k", "v"], {"v": "CASE WHEN k > 1 THEN v ELSE (v, 1) END"}, "NOT (k IN (SELECT k FROM u)) OR v IS NULL"),
+    ("t", ["k", "v"], {"k": "-k * 2 % 3", "v": "upper(v) || lower(v)"}, "(k) = ANY (SELECT 1)"),
+]
+
+
+@pytest.mark.parametrize("case", _WRITTEN)
+def test_a_written_select_has_the_tree_duckdb_gives_it(case, monkeypatch):
+    # update_select and select_where note how their texts are made: the tree asked for is
+    # made from the checks' trees (offsets moved) -- the tree DuckDB gives the text -- and
+    # colmz's reader does not read the text again when every check's tree was its own.
+    from colmz.sql import clear_caches, grammar
+    from colmz.sql.build import select_where, update_select
+    from colmz.sql.tree import read_tree
+
+    table, columns, assigned, predicate = case
+    real = grammar.read_query
+    read: list[str] = []
+
+    def counted(t):
+        read.append(t)
+        return real(t)
+
+    for make in (lambda: update_select(table, columns, assigned, predicate), lambda: select_where(table, predicate)):
+        clear_caches()
+        text = make()
+        read.clear()
+        monkeypatch.setattr(grammar, "read_query", counted)
+        got = parse_tree(text)
+        monkeypatch.setattr(grammar, "read_query", real)
+        assert got == read_tree(text), text
+        pieces = [*assigned.values(), *([predicate] if predicate else [])]
+        if all(real(f"SELECT ({p})") is not None for p in pieces):
+            assert text not in read, text  # made, not read
