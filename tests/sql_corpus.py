@@ -1338,6 +1338,16 @@ QUERIES = [
     ('pd_passed_renamed', 'SELECT a, b FROM (SELECT k, r * r FROM reals) u(a, b) WHERE abs(a - 4) > 0'),
     ('pd_passed_cte', 'WITH u AS (SELECT k AS q, r * r AS y FROM reals) SELECT x.q, x.y FROM u AS x '
                       'WHERE abs(x.q - 4) > 0 ORDER BY x.q'),
+    # ... in a join: the conjuncts reading only the subquery's columns (qualified), on an
+    # inner join's or an outer join's preserved side
+    ('pd_join_qualified', 'SELECT u.q, u.y, t.f FROM (SELECT k AS q, r * r AS y FROM reals) u JOIN reals t '
+                          'ON t.k = u.q WHERE abs(u.q - 4) > 0 AND t.k > 1'),
+    ('pd_join_mixed', 'SELECT u.q, u.y FROM (SELECT k AS q, r * r AS y FROM reals) u JOIN reals t ON true '
+                      'WHERE abs(u.q - 4) > 0 AND t.k = u.q'),
+    ('pd_left_join_preserved', 'SELECT u.q, u.y, t.k AS tk FROM (SELECT k AS q, r * r AS y FROM reals) u '
+                               'LEFT JOIN reals t ON t.k = u.q + 1 WHERE abs(u.q - 4) > 0'),
+    ('pd_right_join_preserved', 'SELECT t.k, u.y FROM reals t RIGHT JOIN (SELECT k AS q, r * r AS y FROM reals) u '
+                                'ON t.k = u.q + 1 WHERE abs(u.q - 4) > 0'),
     ('pd_computed_overflow', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u WHERE y > 0'),
     ('pd_computed_and_overflow', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u '
                                  'WHERE abs(q - 4) > 0 AND y > 0'),

@@ -1,29 +1,34 @@
-"""An outer query's WHERE moved into the FROM subquery (or inlined CTE) whose passed-through
-columns it reads, as PostgreSQL pulls such a subquery up.
+"""An outer query's WHERE conjuncts moved into the FROM subquery (or inlined CTE) whose
+passed-through columns they read, as PostgreSQL pulls such a subquery up.
 
 colmz's translation guards some select items with a check that raises (a float overflow,
 :data:`colmz.sql.transforms.FLOAT_CHECK`, and the other reserved-prefix macros). PostgreSQL 15
 pulls a simple FROM subquery (or a CTE referenced once, which it inlines) into its parent
-(``src/backend/optimizer/prep/prepjointree.c``), so the parent's WHERE filters rows before
-the subquery's select items are computed: ``SELECT k, y FROM (SELECT k AS q, r * r AS y FROM
-reals) u WHERE abs(q - 4) > 0`` answers when only the row with ``k = 4`` overflows. DuckDB
-keeps a filter it counts as possibly throwing (``abs``, ``%``, a cast) above the projection,
-so the guard raises for a row the filter drops. :func:`push_filters` rewrites the translated
-text: the outer WHERE, when every conjunct reads only passed-through columns (a select item
-that is a plain column reference), is moved into the subquery's WHERE (after its own
-conjuncts), with each column replaced by the item it names.
+(``src/backend/optimizer/prep/prepjointree.c``): the parent's WHERE filters the rows before
+the subquery's select items are computed, so ``SELECT q, y FROM (SELECT k AS q, r * r AS y
+FROM reals) u WHERE abs(q - 4) > 0`` answers when only the row with ``k = 4`` overflows.
+DuckDB keeps a filter it counts as possibly throwing (``abs``, ``%``, a cast) above the
+projection, so the check raised for a row the filter drops. :func:`push_filters` rewrites
+the translated text: the WHERE conjuncts reading only one FROM item's columns, when every
+one of them reads only passed-through columns (select items that are plain column
+references), move into that subquery's WHERE (after its own conjuncts), each column
+replaced by the item it names; each moved conjunct leaves ``true``.
 
 Invariants:
 
-* Only a SELECT whose FROM is one subquery (or one CTE of the same WITH, referenced once in
-  the text, not MATERIALIZED, no column list, no RECURSIVE) moves its WHERE, and only into a
-  plain SELECT (DISTINCT, or DISTINCT ON when the WHERE reads only its key columns, as
-  PostgreSQL's ``check_output_expressions`` allows): no GROUP BY, HAVING, QUALIFY, window,
-  LIMIT/OFFSET, sample, WITH, star item or duplicate output name -- where moving a filter
-  below could change which rows come out (PostgreSQL does not move those either).
-* The whole WHERE moves or nothing does: a conjunct reading a computed column keeps the
-  rest where DuckDB puts it today (PostgreSQL orders such quals by cost, which colmz does
-  not model). A conjunct holding a subquery or a volatile call (``random()``) never moves.
+* A FROM item takes conjuncts only where a filter on its columns may run before the joins:
+  the one FROM item, an inner join's item, an outer join's preserved side. In a join a
+  conjunct is the item's only when each column is qualified by the item's alias.
+* The item is a subquery, or a CTE of the same WITH referenced once in the text (not
+  MATERIALIZED, no column list, no RECURSIVE), and a plain SELECT (DISTINCT, or DISTINCT ON
+  when the conjuncts read only its key columns, as PostgreSQL's ``check_output_expressions``
+  allows): no GROUP BY, HAVING, QUALIFY, window, LIMIT/OFFSET, sample, WITH, star item or
+  duplicate output name -- where moving a filter below could change which rows come out
+  (PostgreSQL does not move those either).
+* An item's conjuncts move all or none: one reading a computed column keeps them where
+  DuckDB puts them today (PostgreSQL orders such quals by cost, which colmz does not model);
+  a conjunct of the item holding a subquery or a volatile call (``random()``) keeps them too.
+  Conjuncts reading several items' columns, or none, stay.
 * It applies only where the subquery's text calls a reserved-prefix macro (a check that
   may raise, in its select list or a subquery's below); any other text is returned
   unchanged. The moved conjuncts read the same rows' same values, so an answer that did
@@ -38,7 +43,7 @@ import functools
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import tokenize
-from colmz.sql.tree import Query, parse_tree
+from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = ["push_filters"]
 
@@ -104,9 +109,35 @@ def _queries(q: Query):
 
 
 def _push_one(text: str, q: Query) -> str | None:
-    if q.type != "SELECT_NODE" or q.where is None or q.from_ is None:
+    if q.type != "SELECT_NODE" or q.where is None or q.from_ is None or q.where.start < 0:
         return None
-    found = _source(text, q)
+    single = q.from_.type != "JOIN"
+    conjuncts = q.where.children if q.where.type == "CONJUNCTION_AND" else (q.where,)
+    for t in _preserved(q.from_):
+        edited = _push_into(text, q, t, conjuncts, single)
+        if edited is not None:
+            return edited
+    return None
+
+
+def _preserved(t: Table):
+    # the FROM items whose rows a WHERE conjunct on their columns alone may filter before
+    # the joins: inner joins' items, an outer join's preserved side
+    if t.type != "JOIN":
+        yield t
+        return
+    if len(t.children) != 2:
+        return
+    left, right = t.children
+    inner = t.join_type == "INNER" and t.ref_type in ("REGULAR", "CROSS", "NATURAL")
+    if inner or t.join_type == "LEFT" and t.ref_type in ("REGULAR", "NATURAL"):
+        yield from _preserved(left)
+    if inner or t.join_type == "RIGHT" and t.ref_type in ("REGULAR", "NATURAL"):
+        yield from _preserved(right)
+
+
+def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | None:
+    found = _source(text, q, t)
     if found is None:
         return None
     inner, open_, close, alias, renames = found
@@ -115,52 +146,58 @@ def _push_one(text: str, q: Query) -> str | None:
     outputs = _outputs(text, inner, renames)
     if outputs is None:
         return None
-    refs = [n for n in q.where.walk() if n.cls == "COLUMN_REF"]
-    if not refs:
-        return None  # nothing to move (a moved WHERE leaves ``true``)
-    for n in q.where.walk():
-        if n.subquery is not None or n.cls in ("SUBQUERY", "WINDOW") or n.over is not None:
-            return None
-        if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in _VOLATILE:
-            return None
     keys = _distinct_on(inner)
-    subst = []
-    for r in refs:
-        parts = [p.lower() for p in r.name]
-        if len(parts) == 2 and alias and parts[0] == alias.lower():
-            parts = parts[1:]
-        if len(parts) != 1 or outputs.get(parts[0]) is None or r.start < 0:
+    moves = []
+    for c in conjuncts:
+        refs = [n for n in c.walk() if n.cls == "COLUMN_REF"]
+        names = [_own(r, alias, single) for r in refs]
+        if not refs or any(n is None for n in names):
+            continue  # a constant, or a conjunct reading other columns (it stays)
+        if c.start < 0 or any(r.start < 0 for r in refs):
             return None
-        if keys is not None and _last_name(outputs[parts[0]]) not in keys:
-            return None
-        subst.append((r.start, r.end, outputs[parts[0]]))
-    w = q.where
-    if w.start < 0 or w.end < 0:
+        for n in c.walk():
+            if n.subquery is not None or n.cls in ("SUBQUERY", "WINDOW") or n.over is not None:
+                return None
+            if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in _VOLATILE:
+                return None
+        if any(outputs.get(n) is None or keys is not None and _last_name(outputs[n]) not in keys
+               for n in names):
+            return None  # a computed column: all this item's conjuncts stay
+        moves.append((c, _splice(text[c.start:c.end], [(r.start - c.start, r.end - c.start, outputs[n])
+                                                       for r, n in zip(refs, names)])))
+    if not moves:
         return None
-    moved = _splice(text[w.start:w.end], [(s - w.start, e - w.start, t) for s, e, t in subst])
+    moved = " AND ".join(f"({m})" for _, m in moves)
     if inner.where is not None:
         iw = inner.where
         if iw.start < 0:
             return None
-        inner_edit = (iw.start, iw.end, f"({text[iw.start:iw.end]}) AND ({moved})")
+        inner_edit = (iw.start, iw.end, f"({text[iw.start:iw.end]}) AND {moved}")
     else:
         at = _where_point(text, open_, close)
         if at is None:
             return None
-        inner_edit = (at, at, ("" if text[at - 1].isspace() else " ") + f"WHERE ({moved})"
+        inner_edit = (at, at, ("" if text[at - 1].isspace() else " ") + f"WHERE {moved}"
                       + (" " if at < close else ""))
-    # the outer WHERE (after the inner text) becomes ``true``; edit from the end backwards
-    edits = sorted([inner_edit, (w.start, w.end, "true")], reverse=True)
-    if edits[0][0] < edits[1][1]:
+    # each moved conjunct becomes ``true``; edit from the end backwards
+    edits = sorted([inner_edit, *((c.start, c.end, "true") for c, _ in moves)], reverse=True)
+    if any(a[0] < b[1] for a, b in zip(edits, edits[1:])):
         return None
     for s, e, t in edits:
         text = text[:s] + t + text[e:]
     return text
 
 
-def _source(text: str, q: Query):
-    # (inner query, index of its '(', index of its ')', alias, column list) of q's one FROM item
-    t = q.from_
+def _own(r: Expression, alias: str, single: bool) -> str | None:
+    # the output name a column reference reads of the FROM item ``alias`` (None: another's)
+    parts = [p.lower() for p in r.name]
+    if len(parts) == 2 and alias and parts[0] == alias.lower():
+        return parts[1]
+    return parts[0] if single and len(parts) == 1 else None
+
+
+def _source(text: str, q: Query, t: Table):
+    # (inner query, index of its '(', index of its ')', alias, column list) of the FROM item t
     if t.type == "SUBQUERY" and t.subquery is not None and t.start >= 0 and text[t.start] == "(":
         return t.subquery, t.start, t.end - 1, t.alias, t.column_aliases
     if t.type != "BASE_TABLE" or len(t.name) != 1:
