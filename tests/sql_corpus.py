@@ -1348,6 +1348,12 @@ QUERIES = [
                                'LEFT JOIN reals t ON t.k = u.q + 1 WHERE abs(u.q - 4) > 0'),
     ('pd_right_join_preserved', 'SELECT t.k, u.y FROM reals t RIGHT JOIN (SELECT k AS q, r * r AS y FROM reals) u '
                                 'ON t.k = u.q + 1 WHERE abs(u.q - 4) > 0'),
+    # ... a moved conjunct that raises on a row another conjunct drops (PostgreSQL runs the
+    # cheaper k <> 4 first)
+    ('pd_moved_after_inner_where', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals WHERE k <> 4) u '
+                                   'WHERE 12 / (q - 4) <> 0'),
+    ('pd_moved_div_and_simple', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u '
+                                'WHERE 12 / (q - 4) <> 0 AND q <> 4'),
     ('pd_computed_overflow', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u WHERE y > 0'),
     ('pd_computed_and_overflow', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u '
                                  'WHERE abs(q - 4) > 0 AND y > 0'),
