@@ -1321,6 +1321,48 @@ QUERIES = [
     ('rc_derived_nested_real', 'SELECT k, z + 1 AS a FROM (SELECT k, y AS z FROM (SELECT k, r * r AS y FROM reals '
                                'WHERE k <> 4) u) s ORDER BY k'),
     ('rc_derived_expr_overflow', 'SELECT y * 2 AS a FROM (SELECT k, f + 0.5 AS y FROM reals) s WHERE k = 1'),
+    # ... an outer WHERE on a subquery's passed-through columns drops the row whose checked
+    # item overflows (r * r at k = 4, f * f at k = 1) before it is computed: PostgreSQL pulls
+    # the subquery (a CTE read once) up; on the computed column, it raises (colmz.sql.pushdown)
+    ('pd_passed_abs', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u WHERE abs(q - 4) > 0'),
+    ('pd_passed_mod_text', "SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u WHERE (q % 3)::text <> '1'"),
+    ('pd_passed_double', 'SELECT k, y FROM (SELECT k, f * f AS y FROM reals) u WHERE abs(k - 1) > 0'),
+    ('pd_passed_order_limit', 'SELECT u.q, u.y FROM (SELECT k AS q, r * r AS y FROM reals) u WHERE abs(u.q - 4) > 0 '
+                              'ORDER BY u.y LIMIT 3'),
+    ('pd_passed_inner_where', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals WHERE k > 1) u WHERE q % 4 <> 0'),
+    ('pd_passed_nested', 'SELECT q, y FROM (SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u) v '
+                         'WHERE abs(q - 4) > 0 OR q IS NULL'),
+    ('pd_passed_distinct', 'SELECT q, y FROM (SELECT DISTINCT k AS q, r * r AS y FROM reals) u WHERE abs(q - 4) > 0'),
+    ('pd_passed_distinct_on', 'SELECT q, y FROM (SELECT DISTINCT ON (k) k AS q, r * r AS y FROM reals ORDER BY k) u '
+                              'WHERE abs(q - 4) > 0'),
+    ('pd_passed_renamed', 'SELECT a, b FROM (SELECT k, r * r FROM reals) u(a, b) WHERE abs(a - 4) > 0'),
+    ('pd_passed_cte', 'WITH u AS (SELECT k AS q, r * r AS y FROM reals) SELECT x.q, x.y FROM u AS x '
+                      'WHERE abs(x.q - 4) > 0 ORDER BY x.q'),
+    # ... in a join: the conjuncts reading only the subquery's columns (qualified), on an
+    # inner join's or an outer join's preserved side
+    ('pd_join_qualified', 'SELECT u.q, u.y, t.f FROM (SELECT k AS q, r * r AS y FROM reals) u JOIN reals t '
+                          'ON t.k = u.q WHERE abs(u.q - 4) > 0 AND t.k > 1'),
+    ('pd_join_mixed', 'SELECT u.q, u.y FROM (SELECT k AS q, r * r AS y FROM reals) u JOIN reals t ON true '
+                      'WHERE abs(u.q - 4) > 0 AND t.k = u.q'),
+    ('pd_left_join_preserved', 'SELECT u.q, u.y, t.k AS tk FROM (SELECT k AS q, r * r AS y FROM reals) u '
+                               'LEFT JOIN reals t ON t.k = u.q + 1 WHERE abs(u.q - 4) > 0'),
+    ('pd_right_join_preserved', 'SELECT t.k, u.y FROM reals t RIGHT JOIN (SELECT k AS q, r * r AS y FROM reals) u '
+                                'ON t.k = u.q + 1 WHERE abs(u.q - 4) > 0'),
+    # ... a moved conjunct that raises on a row another conjunct drops (PostgreSQL runs the
+    # cheaper k <> 4 first)
+    ('pd_moved_after_inner_where', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals WHERE k <> 4) u '
+                                   'WHERE 12 / (q - 4) <> 0'),
+    ('pd_moved_div_and_simple', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u '
+                                'WHERE 12 / (q - 4) <> 0 AND q <> 4'),
+    ('pd_computed_overflow', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u WHERE y > 0'),
+    ('pd_computed_and_overflow', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals) u '
+                                 'WHERE abs(q - 4) > 0 AND y > 0'),
+    ('pd_inner_limit_overflow', 'SELECT q, y FROM (SELECT k AS q, r * r AS y FROM reals ORDER BY k LIMIT 5) u '
+                                'WHERE abs(q - 4) > 0'),
+    ('pd_cte_materialized_overflow', 'WITH u AS MATERIALIZED (SELECT k AS q, r * r AS y FROM reals) SELECT q, y FROM u '
+                                     'WHERE abs(q - 4) > 0'),
+    ('pd_cte_twice_overflow', 'WITH u AS (SELECT k AS q, r * r AS y FROM reals) SELECT a.q, a.y FROM u a, u b '
+                              'WHERE abs(a.q - 4) > 0 AND a.q = b.q'),
     ('rc_grouped_sum_overflow', 'SELECT k, sum(f * 2) AS s FROM reals GROUP BY k'),
     ('rc_grouped_sum_real_int', 'SELECT k, sum(r + 1) AS s, max(r * 2) AS m FROM reals GROUP BY k ORDER BY k'),
     ('rc_grouped_nan_div_zero', 'SELECT k, sum(f / 0) AS s FROM reals WHERE k = 3 GROUP BY k'),

@@ -45,6 +45,7 @@ from colmz.sql import (
 )
 from colmz.sql.assign import pg_type_name
 from colmz.sql.floatcols import column_kind, float_column_rules
+from colmz.sql.pushdown import push_filters
 from colmz.updates import Updates
 
 __all__ = ["Queries"]
@@ -100,6 +101,9 @@ class Queries:
                                   tuple((relation_name(i), tuple((c.name.lower(), column_kind(c.type))
                                                                  for c in self._objects[n].schema))
                                         for i, n in enumerate(bound)))
+        # ... and an outer WHERE filters a subquery's rows before its (checked) items are
+        # computed, as PostgreSQL pulls the subquery up
+        text = push_filters(text)
         registered = []
         try:
             for i, n in enumerate(bound):

@@ -1,0 +1,299 @@
+"""An outer query's WHERE conjuncts moved into the FROM subquery (or inlined CTE) whose
+passed-through columns they read, as PostgreSQL pulls such a subquery up.
+
+colmz's translation guards some select items with a check that raises (a float overflow,
+:data:`colmz.sql.transforms.FLOAT_CHECK`, and the other reserved-prefix macros). PostgreSQL 15
+pulls a simple FROM subquery (or a CTE referenced once, which it inlines) into its parent
+(``src/backend/optimizer/prep/prepjointree.c``): the parent's WHERE filters the rows before
+the subquery's select items are computed, so ``SELECT q, y FROM (SELECT k AS q, r * r AS y
+FROM reals) u WHERE abs(q - 4) > 0`` answers when only the row with ``k = 4`` overflows.
+DuckDB keeps a filter it counts as possibly throwing (``abs``, ``%``, a cast) above the
+projection, so the check raised for a row the filter drops. :func:`push_filters` rewrites
+the translated text: the WHERE conjuncts reading only one FROM item's columns, when every
+one of them reads only passed-through columns (select items that are plain column
+references), move into that subquery's WHERE (after its own conjuncts), each column
+replaced by the item it names; each moved conjunct leaves ``true``.
+
+Invariants:
+
+* A FROM item takes conjuncts only where a filter on its columns may run before the joins:
+  the one FROM item, an inner join's item, an outer join's preserved side. In a join a
+  conjunct is the item's only when each column is qualified by the item's alias.
+* The item is a subquery, or a CTE of the same WITH referenced once in the text (not
+  MATERIALIZED, no column list, no RECURSIVE), and a plain SELECT (DISTINCT, or DISTINCT ON
+  when the conjuncts read only its key columns, as PostgreSQL's ``check_output_expressions``
+  allows): no GROUP BY, HAVING, QUALIFY, window, LIMIT/OFFSET, sample, WITH, star item or
+  duplicate output name -- where moving a filter below could change which rows come out
+  (PostgreSQL does not move those either).
+* An item's conjuncts move all or none: one reading a computed column keeps them where
+  DuckDB puts them today (PostgreSQL orders such quals by cost, which colmz does not model);
+  a conjunct of the item holding a subquery or a volatile call (``random()``) keeps them too.
+  Conjuncts reading several items' columns, or none, stay.
+* It applies only where the subquery's text calls a reserved-prefix macro (a check that
+  may raise, in its select list or a subquery's below); any other text is returned
+  unchanged. The moved conjuncts read the same rows' same values, so an answer that did
+  not raise is unchanged.
+* A pure function of the text, cached; a text the tree cannot read is returned unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.errors import SQLError
+from colmz.sql.tokens import tokenize
+from colmz.sql.tree import Expression, Query, Table, parse_tree
+
+__all__ = ["push_filters"]
+
+#: Calls whose value changes from row to row on its own: a conjunct holding one stays put.
+_VOLATILE = frozenset({"random", "rand", "gen_random_uuid", "uuid", "nextval", "currval", "setseed"})
+#: Words ending a plain SELECT's FROM/WHERE (a new WHERE goes before the first).
+_AFTER_WHERE = frozenset({"ORDER", "WINDOW", "LIMIT", "OFFSET", "GROUP", "HAVING", "QUALIFY",
+                          "UNION", "EXCEPT", "INTERSECT"})
+#: At most this many moves per text (a nest of subqueries moves a WHERE one level a round).
+_MAX_ROUNDS = 16
+
+
+@functools.lru_cache(maxsize=512)
+def push_filters(text: str) -> str:
+    """``text`` with each outer WHERE over a guarded subquery's passed-through columns moved
+    into the subquery, as PostgreSQL evaluates it.
+
+    >>> push_filters("SELECT q FROM (SELECT k AS q, __colmz_f(r) AS y FROM t) u WHERE q % 3 <> 1")
+    'SELECT q FROM (SELECT k AS q, __colmz_f(r) AS y FROM t WHERE (k % 3 <> 1)) u WHERE true'
+    >>> push_filters("SELECT q FROM (SELECT k AS q, __colmz_f(r) AS y FROM t) u WHERE y > 1")
+    'SELECT q FROM (SELECT k AS q, __colmz_f(r) AS y FROM t) u WHERE y > 1'
+    """
+    if RESERVED_PREFIX not in text:
+        return text
+    for _ in range(_MAX_ROUNDS):
+        try:
+            stmts = parse_tree(text)
+        except SQLError:
+            return text
+        edited = None
+        for s in stmts:
+            for q in _queries(s):
+                edited = _push_one(text, q)
+                if edited is not None:
+                    break
+            if edited is not None:
+                break
+        if edited is None:
+            return text
+        text = edited
+    return text
+
+
+def _queries(q: Query):
+    # every query node of the tree, outer ones first
+    yield q
+    for _, c in q.ctes:
+        yield from _queries(c)
+    for c in q.children:
+        yield from _queries(c)
+    stack = [q.from_] if q.from_ is not None else []
+    while stack:
+        t = stack.pop()
+        if t.subquery is not None:
+            yield from _queries(t.subquery)
+        stack.extend(t.children)
+    for e in (*q.items, q.where, q.having):
+        if e is None:
+            continue
+        for n in e.walk():
+            if n.subquery is not None:
+                yield from _queries(n.subquery)
+
+
+def _push_one(text: str, q: Query) -> str | None:
+    if q.type != "SELECT_NODE" or q.where is None or q.from_ is None or q.where.start < 0:
+        return None
+    single = q.from_.type != "JOIN"
+    conjuncts = q.where.children if q.where.type == "CONJUNCTION_AND" else (q.where,)
+    for t in _preserved(q.from_):
+        edited = _push_into(text, q, t, conjuncts, single)
+        if edited is not None:
+            return edited
+    return None
+
+
+def _preserved(t: Table):
+    # the FROM items whose rows a WHERE conjunct on their columns alone may filter before
+    # the joins: inner joins' items, an outer join's preserved side
+    if t.type != "JOIN":
+        yield t
+        return
+    if len(t.children) != 2:
+        return
+    left, right = t.children
+    inner = t.join_type == "INNER" and t.ref_type in ("REGULAR", "CROSS", "NATURAL")
+    if inner or t.join_type == "LEFT" and t.ref_type in ("REGULAR", "NATURAL"):
+        yield from _preserved(left)
+    if inner or t.join_type == "RIGHT" and t.ref_type in ("REGULAR", "NATURAL"):
+        yield from _preserved(right)
+
+
+def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | None:
+    found = _source(text, q, t)
+    if found is None:
+        return None
+    inner, open_, close, alias, renames = found
+    if not _plain(inner) or RESERVED_PREFIX not in text[open_:close]:
+        return None
+    outputs = _outputs(text, inner, renames)
+    if outputs is None:
+        return None
+    keys = _distinct_on(inner)
+    moves = []
+    for c in conjuncts:
+        refs = [n for n in c.walk() if n.cls == "COLUMN_REF"]
+        names = [_own(r, alias, single) for r in refs]
+        if not refs or any(n is None for n in names):
+            continue  # a constant, or a conjunct reading other columns (it stays)
+        if c.start < 0 or any(r.start < 0 for r in refs):
+            return None
+        for n in c.walk():
+            if n.subquery is not None or n.cls in ("SUBQUERY", "WINDOW") or n.over is not None:
+                return None
+            if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in _VOLATILE:
+                return None
+        if any(outputs.get(n) is None or keys is not None and _last_name(outputs[n]) not in keys
+               for n in names):
+            return None  # a computed column: all this item's conjuncts stay
+        moves.append((c, _splice(text[c.start:c.end], [(r.start - c.start, r.end - c.start, outputs[n])
+                                                       for r, n in zip(refs, names)])))
+    if not moves:
+        return None
+    moved = " AND ".join(f"({m})" for _, m in moves)
+    if inner.where is not None:
+        iw = inner.where
+        if iw.start < 0:
+            return None
+        inner_edit = (iw.start, iw.end, f"({text[iw.start:iw.end]}) AND {moved}")
+    else:
+        at = _where_point(text, open_, close)
+        if at is None:
+            return None
+        inner_edit = (at, at, ("" if text[at - 1].isspace() else " ") + f"WHERE {moved}"
+                      + (" " if at < close else ""))
+    # each moved conjunct becomes ``true``; edit from the end backwards
+    edits = sorted([inner_edit, *((c.start, c.end, "true") for c, _ in moves)], reverse=True)
+    if any(a[0] < b[1] for a, b in zip(edits, edits[1:])):
+        return None
+    for s, e, t in edits:
+        text = text[:s] + t + text[e:]
+    return text
+
+
+def _own(r: Expression, alias: str, single: bool) -> str | None:
+    # the output name a column reference reads of the FROM item ``alias`` (None: another's)
+    parts = [p.lower() for p in r.name]
+    if len(parts) == 2 and alias and parts[0] == alias.lower():
+        return parts[1]
+    return parts[0] if single and len(parts) == 1 else None
+
+
+def _source(text: str, q: Query, t: Table):
+    # (inner query, index of its '(', index of its ')', alias, column list) of the FROM item t
+    if t.type == "SUBQUERY" and t.subquery is not None and t.start >= 0 and text[t.start] == "(":
+        return t.subquery, t.start, t.end - 1, t.alias, t.column_aliases
+    if t.type != "BASE_TABLE" or len(t.name) != 1:
+        return None
+    name = t.name[0].lower()
+    body = dict((n.lower(), c) for n, c in q.ctes).get(name)
+    if body is None:
+        return None
+    toks = tokenize(text)
+    if any(k.upper == "RECURSIVE" for k in toks):
+        return None
+    named = [i for i, k in enumerate(toks) if k.kind in ("word", "qident") and k.text.strip('"').lower() == name]
+    if len(named) != 2:
+        return None  # referenced more than once (or the name is used elsewhere): not inlined
+    i = named[0]
+    if i + 2 >= len(toks) or toks[i + 1].upper != "AS" or toks[i + 2].text != "(":
+        return None  # a column list, MATERIALIZED or NOT MATERIALIZED
+    depth = 0
+    for k in toks[i + 2:]:
+        depth += (k.text == "(") - (k.text == ")")
+        if depth == 0:
+            return body, toks[i + 2].start, k.start, t.alias or t.name[0], ()
+    return None
+
+
+def _plain(q: Query) -> bool:
+    if (q.type != "SELECT_NODE" or q.from_ is None or q.group_by or q.having is not None
+            or q.qualify is not None or q.ctes or q.sampled or q.grouping_sets
+            or q.aggregate_handling != "STANDARD_HANDLING"):
+        return False
+    # a filter on output columns commutes with DISTINCT (on DISTINCT ON's keys: _distinct_on)
+    if any(m.type not in ("ORDER_MODIFIER", "DISTINCT_MODIFIER") for m in q.modifiers):
+        return False
+    for i in q.items:
+        for n in i.walk():
+            if n.over is not None or n.cls in ("WINDOW", "STAR") or n.subquery is not None:
+                return False
+    return True
+
+
+def _distinct_on(q: Query) -> frozenset[str] | None:
+    # the column names DISTINCT ON keys on (a filter reading another column would change
+    # which row of a key is kept); None without DISTINCT ON
+    for m in q.modifiers:
+        if m.type == "DISTINCT_MODIFIER" and m.expressions:
+            return frozenset(e.name[-1].lower() for e in m.expressions if e.cls == "COLUMN_REF")
+    return None
+
+
+def _outputs(text: str, q: Query, renames: tuple[str, ...]) -> dict[str, str | None] | None:
+    # output name -> the inner column's text (None for a computed item); None if unusable
+    names = []
+    for pos, i in enumerate(q.items):
+        if pos < len(renames):
+            names.append(renames[pos].lower())
+        elif i.alias:
+            names.append(i.alias.lower())
+        elif i.cls == "COLUMN_REF":
+            names.append(i.name[-1].lower())
+        else:
+            return None
+    if len(set(names)) != len(names):
+        return None
+    out: dict[str, str | None] = {}
+    for name, i in zip(names, q.items):
+        if i.cls == "COLUMN_REF" and i.start >= 0:
+            source = i.name[-1].lower()
+            # a name another item defines may be read as that item's alias (DuckDB)
+            clash = any(n == source and j is not i for n, j in zip(names, q.items))
+            out[name] = None if clash else text[i.start:i.end]
+        else:
+            out[name] = None
+    return out
+
+
+def _where_point(text: str, open_: int, close: int) -> int | None:
+    # where a WHERE goes in the plain SELECT text[open_ + 1:close]: before its first ORDER BY
+    # (or WINDOW ...) at its own level, else before the closing parenthesis
+    depth = 0
+    for k in tokenize(text[open_ + 1:close]):
+        if k.text == "(":
+            depth += 1
+        elif k.text == ")":
+            depth -= 1
+        elif depth == 0 and k.kind == "word" and k.upper in _AFTER_WHERE:
+            if k.upper != "ORDER":
+                return None
+            return open_ + 1 + k.start
+    return close
+
+
+def _last_name(column: str) -> str:
+    return tokenize(column)[-1].text.strip('"').lower()
+
+
+def _splice(s: str, edits: list[tuple[int, int, str]]) -> str:
+    for a, b, t in sorted(edits, reverse=True):
+        s = s[:a] + t + s[b:]
+    return s
