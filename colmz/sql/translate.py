@@ -40,6 +40,7 @@ from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
+from colmz.sql.jsonb import refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import float4_text, float8_text
 from colmz.sql.tokens import (
@@ -131,7 +132,12 @@ def translate(sql: str) -> str:
     balanced = _balance_concat_chains(sql, toks)
     if balanced is not sql:
         sql, toks = balanced, tokenize(balanced)
+    spelled = spell_operators(sql, toks)  # jsonb's #>, ?, ... as operators DuckDB parses
+    if spelled is not sql:
+        sql, toks = spelled, tokenize(spelled)
     out = apply_transforms(sql, toks)
+    if spelled is sql:
+        refuse_spelled(out)
     if out is not sql and _TOKEN_PASS_MARKS.search(out.upper()) is not None:
         share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
     return _translate_tokens(out)
