@@ -1358,6 +1358,7 @@ QUERIES = [
     ('jf_elements', "SELECT id, jsonb_array_elements(body -> 'tags') AS e FROM docs ORDER BY id, e"),
     ('jf_elements_text_from', "SELECT x FROM jsonb_array_elements_text('[1, \"a\", null, {\"b\": 1.0}]'::jsonb) AS x"),
     ('jf_elements_from_lateral', "SELECT id, e FROM docs, jsonb_array_elements(body -> 'tags') AS e ORDER BY id, e"),
+    ('jf_from_unaliased', "SELECT * FROM jsonb_array_elements_text('[1, \"a\"]'::jsonb), jsonb_object_keys('{\"k\": 1}'::jsonb)"),
     ('jf_object_keys', "SELECT id, jsonb_object_keys(body) AS k FROM docs ORDER BY id, k"),
     ('jf_array_length', "SELECT jsonb_array_length('[]'::jsonb) AS a, jsonb_array_length('[1, [2, 3]]'::jsonb) AS b"),
     ('jf_array_length_scalar', "SELECT jsonb_array_length('{}'::jsonb) AS a"),

@@ -672,11 +672,12 @@ _NOT_ALIASES = frozenset({"WHERE", "JOIN", "ON", "ORDER", "GROUP", "LIMIT", "LEF
 
 def _column_name(c) -> str:
     # The column of a one-column set-returning call in FROM: PostgreSQL names it by the
-    # call's alias when it has one without a column list (FROM f(x) AS e), else by the call
+    # call's alias when it has one without a column list (FROM f(x) AS e)
     m = _ALIAS.match(c.text, c.node.end)
     if m and not m.group(2) and m.group(1).upper() not in _NOT_ALIASES:
         return m.group(1)
-    return c.name
+    # else its OUT parameter's name (jsonb_array_elements(_text)), or the function's
+    return "value" if c.name.startswith("jsonb_array_elements") else c.name
 
 
 def _initcap_call(c):
