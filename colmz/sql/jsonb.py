@@ -694,7 +694,10 @@ def _regexp_match_call(c):
 
 
 def _row_to_json(c):
-    raise UnsupportedSQL(f"{c.name}() is not supported by colmz (a row as a JSON object)")
+    if c.name == "row_to_json":
+        raise UnsupportedSQL("row_to_json() is not supported by colmz (a row as a JSON object)")
+    raise UnsupportedSQL(f"{c.name}() is not supported by colmz (json keeps its text as written): "
+                         f"use {c.name.replace('json', 'jsonb')}()")
 
 
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
