@@ -27,6 +27,7 @@ import threading
 
 import pyarrow as pa
 
+from colmz.sql import jsonb
 from colmz.sql.build import NOW_FORMS, now_value
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.floatcols import FLOAT_COLUMN_MACROS
@@ -103,9 +104,13 @@ def connect(external_access: bool = True):
             raise
     for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS:  # what translated queries call
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
-    for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS:
+    for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS + jsonb.NULL_FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False,
                             null_handling="special")
+    for name, fn, args, result in jsonb.FUNCTIONS:  # colmz.sql.jsonb's rules call these
+        con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
+    for macro in jsonb.MACROS:
+        con.execute(macro)
     for typed, untyped in TRANSFORM_TYPED_MACROS:
         try:
             con.execute(typed)

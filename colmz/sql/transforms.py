@@ -94,8 +94,11 @@ import struct
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 
+from colmz.sql import jsonb
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.jsonb import jsonb_dump as _jsonb_dump
+from colmz.sql.jsonb import jsonb_load as _jsonb_load
 from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
 from colmz.sql.tokens import closing, top_level
 from colmz.sql.tree import Expression, Query, Table, parse_tree
@@ -413,6 +416,13 @@ CALLS: dict[str, Rule] = {
     "concat": lambda c: _concat_call(c), "concat_ws": lambda c: _concat_call(c),
 }
 
+# --- jsonbfn: PostgreSQL's jsonb functions and operators, initcap, regexp_match
+# (colmz.sql.jsonb): calls by name here, operators in rule_of, the looser chain of ``->``
+CALLS.update(jsonb.CALLS)
+#: Operators of colmz.sql.jsonb by DuckDB's name of their node (``@>``, the spelled ``#>`` ...).
+_JSONB_OPS = frozenset(jsonb.OPERATORS)
+# --- end jsonbfn
+
 #: The name of DuckDB's node for a call written otherwise: a node is the call written at its
 #: start only when its own name is the one written (``f(x) * 2`` is a ``*`` node there).
 _ALIASES = {"extract": "date_part"}
@@ -519,7 +529,7 @@ def may_transform(text: str, toks) -> bool:
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
         elif k == "op":
             x = t.text
-            if x in _LIKES or x in _REGEXP_OPS or x in ("->", "->>", "^", "||") or (
+            if x in _LIKES or x in _REGEXP_OPS or x in ("->", "->>", "^", "||", "@>", "<@", "@") or (
                     x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
                     x in _PAIR_OPS and 0 < i < n - 1 and _operands_at(toks, i)):
                 return True
@@ -1007,38 +1017,6 @@ def _json_cast(c: Call) -> str | None:
     return "CAST('" + norm.replace("'", "''") + "' AS JSON)"
 
 
-def _jsonb_sort_key(k: str):
-    b = k.encode()
-    return (len(b), b)  # PostgreSQL's jsonb orders keys by length, then bytes
-
-
-def _jsonb_dump(v) -> str:
-    import decimal
-    import json
-
-    if isinstance(v, dict):
-        return "{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + _jsonb_dump(v[k])
-                               for k in sorted(v, key=_jsonb_sort_key)) + "}"
-    if isinstance(v, list):
-        return "[" + ", ".join(_jsonb_dump(x) for x in v) + "]"
-    if isinstance(v, decimal.Decimal):
-        out = format(v, "f")
-        return out.lstrip("-") if v.is_zero() else out  # numeric prints no negative zero
-    if v is True or v is False or v is None:
-        return json.dumps(v)
-    return json.dumps(v, ensure_ascii=False)
-
-
-def _jsonb_load(text: str):
-    import decimal
-    import json
-
-    def fail(x):
-        raise ValueError(x)
-
-    return json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal, parse_constant=fail)
-
-
 def jsonb_text(text: str) -> str:
     """PostgreSQL's text of ``text`` read as ``jsonb``: object keys sorted (by length, then
     bytes) with the last of duplicates kept, ``": "`` and ``", "`` between items, numbers as
@@ -1242,7 +1220,8 @@ _LOOSER_TYPES = frozenset({"OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL", "COMPARE_
 
 def _looser(e: Expression) -> bool:
     return e.cls in _LOOSER_CLASSES or e.type in _LOOSER_TYPES or (
-        e.cls == "FUNCTION" and len(e.name) == 1 and (e.name[0] in _LIKES or e.name[0] == "||"))
+        e.cls == "FUNCTION" and len(e.name) == 1 and (e.name[0] in _LIKES or e.name[0] == "||"
+                                                     or e.name[0] in _JSONB_OPS))
 
 
 def _jsonb_arrow(c: Call) -> str:
@@ -1258,6 +1237,11 @@ def _jsonb_arrow(c: Call) -> str:
     key = rhs
     if not c.text[: rhs.start].rstrip().endswith("("):
         while _looser(key) and key.children and key.children[0].start == key.start >= 0:
+            if key.name and key.name[0] in _JSONB_OPS:
+                # ``a -> 'k' ? 'x'`` is ``(a -> 'k') ? 'x'`` in PostgreSQL (DuckDB reads the
+                # key as the operator's left side)
+                raise UnsupportedSQL("a jsonb operator after jsonb's -> is not supported by colmz: "
+                                     "parenthesise, e.g. (a -> 'k') @> '{}'")
             if key.name == ("||",):
                 # ``a -> 'k' || x`` is ``(a -> 'k') || x`` in PostgreSQL: jsonb's merge or,
                 # beside text, text's concatenation -- a choice by x's type, unknown here
@@ -1928,6 +1912,10 @@ def apply_transforms(text: str, toks) -> str:
             return _row_value, ""
         if casts and e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
             return rule, ""
+        if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _JSONB_OPS:
+            return jsonb.OPERATORS[e.name[0]], ""  # (may give None: not jsonb)
+        if types and e.cls == "FUNCTION" and e.name == ("-",) and len(e.children) == 2:
+            return jsonb.MINUS, ""  # jsonb - text (None for any other -)
         if e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1:
             return None, ""
         if likes and e.name[0] in _LIKES and len(e.children) == 2:
@@ -1996,6 +1984,10 @@ def apply_transforms(text: str, toks) -> str:
             if t.subquery is not None:
                 queries.append(t.subquery)
             for e in t.expressions:
+                if t.type == "TABLE_FUNCTION" and e.cls == "FUNCTION" and e.start > 0 \
+                        and wrapped[e.start] == "(" and (i := bisect.bisect_left(starts, e.start - offset)) > 0 \
+                        and toks[i - 1].end + offset == e.start and toks[i - 1].kind in ("word", "qident"):
+                    e = dataclasses.replace(e, start=toks[i - 1].start + offset)  # DuckDB places it at "("
                 visit(e, t.type == "TABLE_FUNCTION", "")
     if not found:
         return text

@@ -40,6 +40,7 @@ from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
+from colmz.sql.jsonb import refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import float4_text, float8_text
 from colmz.sql.tokens import (
@@ -132,7 +133,13 @@ def translate(sql: str) -> str:
     balanced = _balance_concat_chains(sql, toks)
     if balanced is not sql:
         sql, toks = balanced, tokenize(balanced)
+    spelled = spell_operators(sql, toks)  # jsonb's #>, ?, ... as operators DuckDB parses
+    was_spelled = spelled is not sql
+    if was_spelled:
+        sql, toks = spelled, tokenize(spelled)
     out = apply_transforms(sql, toks)
+    if was_spelled:
+        refuse_spelled(out)  # a spelled operator no rule took
     if _TOKEN_PASS_MARKS.search(out.upper()) is None:
         return out  # nothing the token pass acts on
     if out is not sql:

@@ -35,14 +35,13 @@ def test_arrow_types():
 
 
 @pytest.mark.parametrize("sql, named", [
-    ("SELECT initcap(name) FROM t", "initcap()"),
     ("SELECT to_char(ts, 'YYYY') FROM t", "to_char()"),
     ("SELECT format('%s', 1)", "format()"),
-    ("SELECT jsonb_typeof(body) FROM t", "jsonb_typeof()"),
-    ("SELECT body #>> '{a,b}' FROM t", "#>>"),
-    ("SELECT body #> '{a}' FROM t", "#>"),
-    ("SELECT id FROM t WHERE body ? 'k'", "?"),
-    ("SELECT lpad(initcap(a), 3) FROM t", "initcap()"),  # inside a rewritten call too
+    ("SELECT row_to_json(t) FROM t", "row_to_json()"),
+    ("SELECT jsonb_set(body, '{a}', '1') FROM t", "jsonb_set()"),
+    ("SELECT body -> 'a' #>> '{b}' FROM t", "after jsonb's ->"),  # (body -> 'a') #>> ... in PostgreSQL
+    ("SELECT id FROM t WHERE body -> 'a' ? 'k'", "after jsonb's ->"),
+    ("SELECT lpad(to_char(a, 'x'), 3) FROM t", "to_char()"),  # inside a rewritten call too
 ])
 def test_constructs_colmz_cannot_honour_are_refused_by_name(sql, named):
     with pytest.raises(UnsupportedSQL, match=re.escape(named)):
@@ -440,7 +439,7 @@ def test_constructs_colmz_cannot_translate_are_refused_or_rejected():
     for sql, named in [("SELECT substring(s FROM '[0-9]+')", "POSIX"),
                        ("SELECT substring(s SIMILAR '%#\"o_b#\"%' ESCAPE '#')", "SIMILAR"),
                        ("SELECT ((1, 2), 3) = ((1, 2), 3)", "nested rows"),
-                       ("SELECT 1 FROM t WHERE body @> '{\"a\": 1}'", "jsonb containment operator"),
+                       # of two columns: jsonb's or an array's, a choice by types colmz cannot see
                        ("SELECT a <@ b FROM t", "jsonb containment operator")]:
         with pytest.raises(UnsupportedSQL, match=re.escape(named)):
             translate(sql)
@@ -463,8 +462,8 @@ def test_the_token_pass_does_not_read_again_a_text_it_would_leave_unchanged():
     # texts with a mark still get the pass: mz_now(), sum's argument, refusals
     assert "__colmz_mz_now__" in translate("SELECT (v || '!') AS v FROM t WHERE ts < mz_now()")
     assert "__colmz_sum_arg" in translate("SELECT sum(k) || 'x' FROM t")
-    with pytest.raises(UnsupportedSQL, match="initcap"):
-        translate("SELECT initcap(v || 'x') FROM t")
+    with pytest.raises(UnsupportedSQL, match="to_char"):
+        translate("SELECT to_char(v || 'x', 'x') FROM t")
 
 
 

@@ -1,0 +1,831 @@
+"""PostgreSQL's jsonb functions and operators, and ``initcap`` / ``regexp_match``, for translate.
+
+colmz keeps a jsonb value as PostgreSQL's jsonb text (:func:`jsonb_dump`: object keys
+sorted by length then bytes, the last of duplicate keys kept, ``": "`` and ``", "`` between
+items, numbers as ``numeric`` prints them); DuckDB sees it as text (a ``JSON`` cast, or a
+``VARCHAR`` column). The functions here read that text (:func:`jsonb_load`: numbers as
+``Decimal``, so ``1.50`` stays ``1.50`` and ``1e3`` is ``1000``) and print their jsonb
+results the same way, so every value they give back is PostgreSQL's text of it.
+
+The rules (:data:`CALLS`, :data:`OPERATORS`) are entries of the table of transforms
+(:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node's span, calling the
+Python functions registered on every colmz connection (:data:`FUNCTIONS`, over Arrow) and the
+macros of :data:`MACROS`. A jsonb result is ``CAST(... AS JSON)`` so that a value passed on
+to another jsonb function is known to be jsonb when DuckDB binds the query.
+
+* ``#>``, ``#>>``, ``?``, ``?|``, ``?&`` do not parse in DuckDB: :func:`spell_operators`
+  writes them as operators DuckDB parses at the same precedence (PostgreSQL's "any other
+  operator", left to right) before the tree is read; their rules then make them calls. One
+  left unrewritten is refused by name (:func:`refuse_spelled`).
+* A value turned into jsonb (``to_jsonb``, ``jsonb_build_object``/``_array``, ``jsonb_agg``,
+  ``jsonb_object_agg``) takes its type's jsonb form: a number as written (a double as
+  PostgreSQL prints it), a boolean, a string quoted as PostgreSQL quotes it, a jsonb value
+  as itself, NULL as ``null`` inside a container. colmz's jsonb columns are text to DuckDB,
+  so a value DuckDB types as text that is not visibly text here (a string literal, a cast
+  to text, a text function) nor jsonb is refused when it runs (cast it).
+* ``@>`` and ``<@`` are jsonb containment when an operand is visibly jsonb (a cast to
+  jsonb, a JSON object or array literal, a jsonb result); anything else is left to the
+  array rules of translate.
+* Set-returning calls (``jsonb_array_elements[_text]``, ``jsonb_object_keys``, and as a
+  ``FROM`` item also ``jsonb_each[_text]``) unnest a list: in the select list a row per
+  element, as PostgreSQL's set-returning functions there.
+* ``regexp_match`` reads the pattern with Python's ``re`` (``.`` matching a newline, as in
+  PostgreSQL); a POSIX class (``[:alpha:]``) or a flag other than ``i``, ``c``, ``s`` is
+  refused when it runs.
+"""
+
+from __future__ import annotations
+
+import decimal
+import json
+import re
+
+from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.errors import SQLError, UnsupportedSQL
+
+__all__ = [
+    "CALLS",
+    "FUNCTIONS",
+    "MACROS",
+    "NULL_FUNCTIONS",
+    "OPERATORS",
+    "SPELLED",
+    "initcap",
+    "jsonb_contains",
+    "jsonb_dump",
+    "jsonb_exists",
+    "jsonb_load",
+    "jsonb_path",
+    "jsonb_typeof",
+    "refuse_spelled",
+    "regexp_match",
+    "spell_operators",
+]
+
+P = RESERVED_PREFIX
+
+
+# ----------------------------------------------------------------------------- jsonb text
+
+def _sort_key(k: str):
+    b = k.encode()
+    return (len(b), b)  # PostgreSQL's jsonb orders keys by length, then bytes
+
+
+def jsonb_dump(v) -> str:
+    """PostgreSQL's jsonb text of the Python value ``v`` (as :func:`jsonb_load` reads it).
+
+    >>> jsonb_dump({"bb": [decimal.Decimal("1.50"), None], "a": "é"})
+    '{"a": "é", "bb": [1.50, null]}'
+    """
+    if isinstance(v, dict):
+        return "{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + jsonb_dump(v[k])
+                               for k in sorted(v, key=_sort_key)) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(jsonb_dump(x) for x in v) + "]"
+    if isinstance(v, decimal.Decimal):
+        out = format(v, "f")
+        return out.lstrip("-") if v.is_zero() else out  # numeric prints no negative zero
+    if v is True or v is False or v is None:
+        return json.dumps(v)
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _fail(x):
+    raise ValueError(x)
+
+
+def jsonb_load(text: str):
+    """The value of JSON ``text``: numbers as ``Decimal``; ``ValueError`` when not JSON."""
+    return json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal, parse_constant=_fail)
+
+
+def _kind(v) -> str:
+    if isinstance(v, dict):
+        return "object"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, str):
+        return "string"
+    if v is None:
+        return "null"
+    return "boolean" if isinstance(v, bool) else "number"
+
+
+def jsonb_typeof(doc: str) -> str:
+    """PostgreSQL's ``jsonb_typeof``.
+
+    >>> [jsonb_typeof(x) for x in ('{}', '[1]', '"a"', '1.0', 'true', 'null')]
+    ['object', 'array', 'string', 'number', 'boolean', 'null']
+    """
+    return _kind(jsonb_load(doc))
+
+
+def _step(v, key: str):
+    # one step of a path: an object's field, an array's element (an integer, negative
+    # from the end), None where there is none
+    if isinstance(v, dict):
+        return v.get(key, _MISSING)
+    if isinstance(v, list):
+        try:
+            i = int(key.strip())
+        except ValueError:
+            return _MISSING
+        i = i + len(v) if i < 0 else i
+        return v[i] if 0 <= i < len(v) else _MISSING
+    return _MISSING
+
+
+_MISSING = object()
+
+
+def jsonb_path(doc: str, path: list, text: bool) -> str | None:
+    """PostgreSQL's ``doc #> path`` (``text`` false) or ``doc #>> path``: the value at the
+    path of keys and indexes, None when there is none (or a path element is NULL).
+
+    >>> jsonb_path('{"a": [1, {"b": "x"}]}', ["a", "-1", "b"], True), jsonb_path('[1]', [], False)
+    ('x', '[1]')
+    """
+    v = jsonb_load(doc)
+    for key in path:
+        if key is None:
+            return None
+        v = _step(v, key)
+        if v is _MISSING:
+            return None
+    if text:
+        return None if v is None else v if isinstance(v, str) else jsonb_dump(v)
+    return jsonb_dump(v)
+
+
+def jsonb_exists(doc: str, keys: list, mode: str) -> bool:
+    """PostgreSQL's ``?`` (``mode`` "one"), ``?|`` ("any") and ``?&`` ("all"): an object's
+    top-level key, an array's string element or a string scalar equal to the key(s); NULL
+    keys of ``?|``/``?&`` are passed over.
+
+    >>> jsonb_exists('{"a": 1}', ["a"], "one"), jsonb_exists('["a", 1]', ["b", "a"], "any")
+    (True, True)
+    >>> jsonb_exists('{"a": 1}', ["a", "b"], "all"), jsonb_exists('"a"', ["a"], "one")
+    (False, True)
+    """
+    v = jsonb_load(doc)
+    if isinstance(v, dict):
+        present = set(v)
+    elif isinstance(v, list):
+        present = {x for x in v if isinstance(x, str)}
+    else:
+        present = {v} if isinstance(v, str) else set()
+    wanted = [k for k in keys if k is not None]
+    if mode == "all":
+        return all(k in present for k in wanted)
+    return any(k in present for k in wanted)
+
+
+def _contains(a, b, top: bool) -> bool:
+    # PostgreSQL's jsonb containment (src/backend/utils/adt/jsonb_util.c JsonbDeepContains)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and all(k in a and _contains(a[k], bv, False) for k, bv in b.items())
+    if isinstance(a, list):
+        if isinstance(b, list):
+            return all(any(_contains(x, y, False) for x in a) for y in b)
+        # an array contains a primitive only at the top level
+        return top and not isinstance(b, dict) and any(_same(x, b) for x in a)
+    return _same(a, b)
+
+
+def _same(x, y) -> bool:
+    if isinstance(x, (dict, list)) or isinstance(y, (dict, list)):
+        return False
+    if isinstance(x, bool) or isinstance(y, bool) or x is None or y is None:
+        return x is y
+    return type(x) is type(y) and x == y
+
+
+def jsonb_contains(a: str, b: str) -> bool:
+    """PostgreSQL's ``a @> b`` of two jsonb texts.
+
+    >>> jsonb_contains('{"a": [1, 2], "b": 1}', '{"a": [2]}'), jsonb_contains('[1, [2]]', '[2]')
+    (True, False)
+    >>> jsonb_contains('[1, 2]', '1'), jsonb_contains('1.0', '1')
+    (True, True)
+    """
+    return _contains(jsonb_load(a), jsonb_load(b), True)
+
+
+def _strip_nulls(v):
+    if isinstance(v, dict):
+        return {k: _strip_nulls(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_strip_nulls(x) for x in v]
+    return v
+
+
+def _pretty(v, depth: int) -> str:
+    # PostgreSQL's jsonb_pretty: four spaces per level, an empty container as {} / []
+    pad, inner = "    " * depth, "    " * (depth + 1)
+    if isinstance(v, dict) and v:
+        items = [inner + json.dumps(k, ensure_ascii=False) + ": " + _pretty(v[k], depth + 1)
+                 for k in sorted(v, key=_sort_key)]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(v, list) and v:
+        return "[\n" + ",\n".join(inner + _pretty(x, depth + 1) for x in v) + "\n" + pad + "]"
+    if isinstance(v, (dict, list)):  # empty: still on two lines
+        return ("{\n" + pad + "}") if isinstance(v, dict) else ("[\n" + pad + "]")
+    return jsonb_dump(v)
+
+
+def _delete(doc: str, key: str) -> str:
+    v = jsonb_load(doc)
+    if isinstance(v, dict):
+        v.pop(key, None)
+    elif isinstance(v, list):
+        v = [x for x in v if x != key or not isinstance(x, str)]
+    else:
+        raise ValueError("cannot delete from scalar")
+    return jsonb_dump(v)
+
+
+def _array_length(doc: str) -> int:
+    v = jsonb_load(doc)
+    if not isinstance(v, list):
+        raise ValueError(f"cannot get array length of {'a scalar' if not isinstance(v, dict) else 'a non-array'}")
+    return len(v)
+
+
+def _elements(doc: str, text: bool) -> list:
+    v = jsonb_load(doc)
+    if not isinstance(v, list):
+        raise ValueError(f"cannot extract elements from {'an object' if isinstance(v, dict) else 'a scalar'}")
+    if text:
+        return [None if x is None else x if isinstance(x, str) else jsonb_dump(x) for x in v]
+    return [jsonb_dump(x) for x in v]
+
+
+def _object(doc: str, what: str) -> dict:
+    v = jsonb_load(doc)
+    if not isinstance(v, dict):
+        if what == "jsonb_object_keys":
+            raise ValueError(f"cannot call jsonb_object_keys on {'an array' if isinstance(v, list) else 'a scalar'}")
+        raise ValueError(f"cannot call {what} on a non-object")
+    return v
+
+
+def _keys(doc: str) -> list:
+    return sorted(_object(doc, "jsonb_object_keys"), key=_sort_key)
+
+
+def _values(doc: str, text: bool) -> list:
+    v = _object(doc, "jsonb_each_text" if text else "jsonb_each")
+    out = [v[k] for k in sorted(v, key=_sort_key)]
+    if text:
+        return [None if x is None else x if isinstance(x, str) else jsonb_dump(x) for x in out]
+    return [jsonb_dump(x) for x in out]
+
+
+def _build_object(pairs: list) -> str:
+    # [[key, jsonb value text], ...]: the last of duplicate keys kept
+    out = {}
+    for i, (k, v) in enumerate(pairs):
+        if k is None:
+            raise ValueError(f"argument {2 * i + 1}: key must not be null")
+        out[k] = jsonb_load(v)
+    return jsonb_dump(out)
+
+
+def _object_agg(pairs: list) -> str:
+    out = {}
+    for k, v in pairs:
+        if k is None:
+            raise ValueError("field name must not be null")
+        out[k] = jsonb_load(v)
+    return jsonb_dump(out)
+
+
+def _build_array(values: list) -> str:
+    return "[" + ", ".join(jsonb_dump(jsonb_load(v)) for v in values) + "]"
+
+
+def _quote(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _float8(x: float) -> str:
+    from colmz.sql.numeric import float8_text
+
+    t = float8_text(x)
+    return json.dumps(t) if t in ("NaN", "Infinity", "-Infinity") else jsonb_dump(decimal.Decimal(t))
+
+
+def _float4(x: float) -> str:
+    from colmz.sql.numeric import float4_text
+
+    t = float4_text(x)
+    return json.dumps(t) if t in ("NaN", "Infinity", "-Infinity") else jsonb_dump(decimal.Decimal(t))
+
+
+# ----------------------------------------------------------------------------- text functions
+
+def initcap(s: str) -> str:
+    """PostgreSQL's ``initcap``: the first letter of each run of letters and digits upper
+    case, the others lower case.
+
+    >>> initcap("hELLO wORLD-foo_bar 1st")
+    'Hello World-Foo_Bar 1st'
+    """
+    out, prev = [], False
+    for ch in s:
+        out.append(ch.lower() if prev else ch.upper())
+        prev = ch.isalnum()
+    return "".join(out)
+
+
+def regexp_match(s: str, pattern: str, flags: str) -> list | None:
+    """PostgreSQL's ``regexp_match``: the first match's capture groups (the whole match when
+    the pattern has none) as a text array, None when nothing matches.
+
+    >>> regexp_match("foobarbequebaz", "(bar)(beque)", ""), regexp_match("abc", "B", "i")
+    (['bar', 'beque'], ['b'])
+    >>> regexp_match("abc", "x", "") is None
+    True
+    """
+    options = re.S
+    for f in flags:
+        if f == "i":
+            options |= re.I
+        elif f == "g":
+            raise ValueError("regexp_match() does not support the \"global\" option")
+        elif f not in "cs":
+            raise ValueError(f"regexp_match() with the flag {f!r} is not supported by colmz "
+                             "(Python's regular expressions stand for PostgreSQL's)")
+    if "[:" in pattern or "[=" in pattern or "[." in pattern:
+        raise ValueError("regexp_match() of a pattern with a POSIX bracket class is not supported "
+                         "by colmz (Python's regular expressions stand for PostgreSQL's)")
+    m = re.search(pattern, s, options)
+    if m is None:
+        return None
+    return list(m.groups()) if m.re.groups else [m.group(0)]
+
+
+# ----------------------------------------------------------------------------- Arrow functions
+
+def _arrow(fn, out_type: str, nulls: bool = False):
+    # A function of Python values over Arrow columns: a NULL argument makes a NULL result
+    # unless ``nulls`` (then ``fn`` sees it).
+    def call(cols):
+        import pyarrow as pa
+
+        typ = {"VARCHAR": pa.string(), "BOOLEAN": pa.bool_(), "BIGINT": pa.int64(),
+               "VARCHAR[]": pa.list_(pa.string())}[out_type]
+        rows = zip(*(c.to_pylist() for c in cols))
+        return pa.array([None if not nulls and any(a is None for a in r) else fn(*r) for r in rows], typ)
+
+    # DuckDB reads the number of arguments off the signature
+    n = fn.__code__.co_argcount
+    return {1: lambda a: call((a,)), 2: lambda a, b: call((a, b)), 3: lambda a, b, c: call((a, b, c))}[n]
+
+
+JSONB_TYPEOF = P + "jsonb_typeof"
+JSONB_PATH = P + "jsonb_path"
+JSONB_EXISTS = P + "jsonb_exists"
+JSONB_CONTAINS = P + "jsonb_contains"
+JSONB_BUILD_OBJECT = P + "jsonb_build_object"
+JSONB_OBJECT_AGG = P + "jsonb_object_agg"
+JSONB_BUILD_ARRAY = P + "jsonb_build_array"
+JSONB_STRIP_NULLS = P + "jsonb_strip_nulls"
+JSONB_PRETTY = P + "jsonb_pretty"
+JSONB_DELETE = P + "jsonb_delete"
+JSONB_ARRAY_LENGTH = P + "jsonb_array_length"
+JSONB_ELEMENTS = P + "jsonb_elements"
+JSONB_KEYS = P + "jsonb_keys"
+JSONB_VALUES = P + "jsonb_values"
+JSONB_QUOTE = P + "jsonb_quote"
+JSONB_FLOAT8 = P + "jsonb_float8"
+JSONB_FLOAT4 = P + "jsonb_float4"
+TO_JSONB = P + "to_jsonb"
+INITCAP = P + "initcap"
+REGEXP_MATCH_ARRAY = P + "regexp_match_array"
+
+#: (name, function over Arrow, argument types, result type): registered on every colmz
+#: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
+FUNCTIONS = (
+    (JSONB_TYPEOF, _arrow(jsonb_typeof, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_CONTAINS, _arrow(jsonb_contains, "BOOLEAN"), ("VARCHAR", "VARCHAR"), "BOOLEAN"),
+    (JSONB_EXISTS, _arrow(jsonb_exists, "BOOLEAN"), ("VARCHAR", "VARCHAR[]", "VARCHAR"), "BOOLEAN"),
+    (JSONB_BUILD_OBJECT, _arrow(_build_object, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
+    (JSONB_OBJECT_AGG, _arrow(_object_agg, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
+    (JSONB_BUILD_ARRAY, _arrow(_build_array, "VARCHAR"), ("VARCHAR[]",), "VARCHAR"),
+    (JSONB_STRIP_NULLS, _arrow(lambda d: jsonb_dump(_strip_nulls(jsonb_load(d))), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_PRETTY, _arrow(lambda d: _pretty(jsonb_load(d), 0), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_DELETE, _arrow(_delete, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
+    (JSONB_ARRAY_LENGTH, _arrow(_array_length, "BIGINT"), ("VARCHAR",), "BIGINT"),
+    (JSONB_ELEMENTS, _arrow(_elements, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
+    (JSONB_KEYS, _arrow(_keys, "VARCHAR[]"), ("VARCHAR",), "VARCHAR[]"),
+    (JSONB_VALUES, _arrow(_values, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
+    (JSONB_QUOTE, _arrow(_quote, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_FLOAT8, _arrow(_float8, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
+    (JSONB_FLOAT4, _arrow(_float4, "VARCHAR"), ("FLOAT",), "VARCHAR"),
+    (INITCAP, _arrow(initcap, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+)
+#: Functions that see NULL arguments (registered with DuckDB's special NULL handling).
+NULL_FUNCTIONS = (
+    (JSONB_PATH, _arrow(lambda d, p, t: None if d is None or p is None else jsonb_path(d, p, t), "VARCHAR",
+                        nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
+    (REGEXP_MATCH_ARRAY, _arrow(lambda s, p, f: None if s is None or p is None or f is None else
+                                regexp_match(s, p, f), "VARCHAR[]", nulls=True),
+     ("VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR[]"),
+)
+
+_INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+             "UBIGINT")
+
+#: Macros the rules call. ``to_jsonb`` of a value by its DuckDB type (read when the query is
+#: bound): text is refused, because colmz's jsonb columns are text too (the rules quote a
+#: value visibly text themselves).
+MACROS = (
+    f"CREATE OR REPLACE MACRO {TO_JSONB}(x) AS CASE WHEN x IS NULL THEN NULL "
+    "WHEN typeof(x) = 'JSON' THEN CAST(x AS VARCHAR) "
+    f"WHEN typeof(x) IN ({', '.join(repr(t) for t in _INTEGERS)}) OR typeof(x) LIKE 'DECIMAL%' "
+    "THEN CAST(x AS VARCHAR) "
+    "WHEN typeof(x) = 'BOOLEAN' THEN CAST(x AS VARCHAR) "
+    f"WHEN typeof(x) = 'DOUBLE' THEN {JSONB_FLOAT8}(TRY_CAST(x AS DOUBLE)) "
+    f"WHEN typeof(x) = 'FLOAT' THEN {JSONB_FLOAT4}(TRY_CAST(x AS FLOAT)) "
+    "WHEN typeof(x) = 'DATE' THEN '\"' || CAST(x AS VARCHAR) || '\"' "
+    "WHEN typeof(x) = 'VARCHAR' THEN error('a text value (or a jsonb column: colmz keeps those as text) "
+    "turned into jsonb is not supported by colmz: cast it, x::text or x::jsonb') "
+    "ELSE error('a value of type ' || typeof(x) || ' turned into jsonb is not supported by colmz') END",
+)
+
+
+# ----------------------------------------------------------------------------- operators
+
+#: PostgreSQL's operators DuckDB cannot parse -> the operator written for it (parsed by
+#: DuckDB at the same precedence as PostgreSQL's: any other operator), and back.
+SPELLED = {"#>": "<<@@", "#>>": "<<@@@", "?": "@@<<", "?|": "@@<<|", "?&": "@@<<&"}
+_WRITTEN = {v: k for k, v in SPELLED.items()}
+
+
+def spell_operators(text: str, toks) -> str:
+    """``text`` with jsonb's ``#>``, ``#>>``, ``?``, ``?|``, ``?&`` written as the operators of
+    :data:`SPELLED` (``toks`` its tokens); the text itself when it holds none.
+
+    >>> from colmz.sql.tokens import tokenize
+    >>> s = "SELECT j #> '{a}', j ?| ARRAY['b'] FROM t"
+    >>> spell_operators(s, tokenize(s))
+    "SELECT j  <<@@  '{a}', j  @@<<|  ARRAY['b'] FROM t"
+    """
+    out, pos = [], 0
+    for i, t in enumerate(toks):
+        if t.kind != "op" or t.text not in SPELLED or t.start < pos:
+            continue
+        end, op = t.end, t.text
+        if op == "?" and i + 1 < len(toks) and toks[i + 1].start == t.end and toks[i + 1].text in ("|", "&"):
+            end, op = toks[i + 1].end, "?" + toks[i + 1].text
+        out += [text[pos : t.start], " ", SPELLED[op], " "]
+        pos = end
+    return text if not out else "".join(out) + text[pos:]
+
+
+def refuse_spelled(text: str) -> None:
+    """UnsupportedSQL when ``text`` (translated) still holds an operator of :data:`SPELLED`
+    (its rule did not take it: e.g. after ``->``)."""
+    for spelled in sorted(_WRITTEN, key=len, reverse=True):
+        if spelled in text:
+            raise UnsupportedSQL(f"the jsonb operator {_WRITTEN[spelled]} is not supported by colmz here "
+                                 "(parenthesise its operands, e.g. (j -> 'a') ? 'b')")
+
+
+# ----------------------------------------------------------------------------- rules
+
+_TEXT_TYPES = frozenset({"text", "varchar", "string", "character varying", "char", "bpchar"})
+_TEXT_CALLS = frozenset({"upper", "lower", "concat", "concat_ws", "substr", "substring", "trim", "ltrim",
+                         "rtrim", "btrim", "replace", "lpad", "rpad", "left", "right", "repeat", "reverse",
+                         "split_part", "md5", "chr", "string_agg", "regexp_replace", "translate", "to_hex",
+                         "initcap", "||"})
+#: Calls whose result is jsonb (a value of theirs is kept as jsonb, not quoted).
+_JSONB_CALLS = frozenset({"to_jsonb", "jsonb_build_object", "jsonb_build_array", "jsonb_agg",
+                          "jsonb_object_agg", "jsonb_strip_nulls", "jsonb_array_elements", "jsonb_extract_path",
+                          "<<@@"})
+
+
+def _type_of(node, text: str) -> str:
+    t = node.children[1]
+    return " ".join(text[t.start : t.end].lower().split()) if t.start >= 0 else ""
+
+
+def _visibly(node, text: str) -> str:
+    # "text", "jsonb" or "" (unknown until it runs) for a value node.
+    if node.literal is not None:
+        return "text" if node.literal.kind == "STRING" else ""
+    if node.cls == "CAST" and len(node.children) == 2:
+        t = _type_of(node, text)
+        return "jsonb" if t in ("jsonb", "json") else "text" if t in _TEXT_TYPES else ""
+    if node.cls == "LAMBDA":
+        return "jsonb"  # ->
+    if node.cls == "FUNCTION" and len(node.name) == 1:
+        n = node.name[0].lower()
+        if n in _JSONB_CALLS:
+            return "jsonb"
+        if n in _TEXT_CALLS or n in ("->>", "<<@@@"):
+            return "text"
+    return ""
+
+
+def _to_jsonb(node, rendered: str, text: str) -> str:
+    # the jsonb text of a value (NULL for NULL)
+    kind = _visibly(node, text)
+    if node.literal is not None and node.literal.kind == "NULL_LITERAL":
+        return "CAST(NULL AS VARCHAR)"
+    if kind == "text":
+        return f"{JSONB_QUOTE}(CAST({rendered} AS VARCHAR))"
+    if kind == "jsonb":
+        return f"CAST({rendered} AS VARCHAR)"
+    return f"{TO_JSONB}({rendered})"
+
+
+def _element(node, rendered: str, text: str) -> str:
+    # a value inside a container: NULL is null
+    return f"coalesce({_to_jsonb(node, rendered, text)}, 'null')"
+
+
+def _as_jsonb(expr: str) -> str:
+    return f"CAST({expr} AS JSON)"
+
+
+def _scalar(c, n: int) -> list[str] | None:
+    if not c.plain or len(c.arguments) != n:
+        return None
+    return c.args
+
+
+def _doc(x: str) -> str:
+    return f"CAST({x} AS VARCHAR)"
+
+
+def _typeof(c):
+    a = _scalar(c, 1)
+    return None if a is None else f"{JSONB_TYPEOF}({_doc(a[0])})"
+
+
+def _unary_jsonb(fn: str):
+    def rule(c):
+        a = _scalar(c, 1)
+        return None if a is None else _as_jsonb(f"{fn}({_doc(a[0])})")
+    return rule
+
+
+def _pretty_call(c):
+    a = _scalar(c, 1)
+    return None if a is None else f"{JSONB_PRETTY}({_doc(a[0])})"
+
+
+def _array_length_call(c):
+    a = _scalar(c, 1)
+    return None if a is None else f"CAST({JSONB_ARRAY_LENGTH}({_doc(a[0])}) AS INTEGER)"
+
+
+def _to_jsonb_call(c):
+    a = _scalar(c, 1)
+    return None if a is None else _as_jsonb(_to_jsonb(c.arguments[0], a[0], c.text))
+
+
+def _build_object_call(c):
+    if not c.plain:
+        return None
+    nodes, args = c.arguments, c.args
+    if len(args) % 2:
+        raise SQLError("argument list must have even number of elements")
+    pairs = ", ".join(f"[CAST({args[i]} AS VARCHAR), {_element(nodes[i + 1], args[i + 1], c.text)}]"
+                      for i in range(0, len(args), 2))
+    return _as_jsonb(f"{JSONB_BUILD_OBJECT}(CAST([{pairs}] AS VARCHAR[][]))")
+
+
+def _build_array_call(c):
+    if not c.plain:
+        return None
+    items = ", ".join(_element(n, a, c.text) for n, a in zip(c.arguments, c.args))
+    return _as_jsonb(f"{JSONB_BUILD_ARRAY}(CAST([{items}] AS VARCHAR[]))")
+
+
+def _strip_nulls_call(c):
+    return _unary_jsonb(JSONB_STRIP_NULLS)(c)
+
+
+def _aggregate_parts(c) -> tuple[str, str] | None:
+    # (text from after the call's "(" to its first argument, text after its last argument to
+    # the end of the call: ORDER BY, ")", FILTER): the call rewritten around its arguments
+    if c.window or c.table:
+        raise UnsupportedSQL(f"{c.name}() as a window function is not supported by colmz")
+    first, last = c.arguments[0], c.arguments[-1]
+    open_at = c.text.index("(", c.node.start)
+    return c.span_text(open_at + 1, first.start), c.span_text(last.end, c.node.end)
+
+
+def _agg_call(c):
+    if len(c.arguments) != 1 or c.arguments[0].start < 0:
+        return None
+    head, tail = _aggregate_parts(c)
+    x = _element(c.arguments[0], c.args[0], c.text)
+    return _as_jsonb(f"{JSONB_BUILD_ARRAY}(list({head}{x}{tail})")
+
+
+def _object_agg_call(c):
+    if len(c.arguments) != 2 or c.arguments[0].start < 0:
+        return None
+    head, tail = _aggregate_parts(c)
+    k, v = c.args
+    pair = f"[CAST({k} AS VARCHAR), {_element(c.arguments[1], v, c.text)}]"
+    return _as_jsonb(f"{JSONB_OBJECT_AGG}(list({head}{pair}{c.span_text(c.arguments[1].end, c.node.end)})")
+
+
+def _set_returning(kind: str):
+    # jsonb_array_elements(_text), jsonb_object_keys, jsonb_each(_text): a row per element
+    def rule(c):
+        if c.window or c.node.filter is not None or c.node.order_by or c.node.distinct or len(c.arguments) != 1:
+            return None
+        if c.inside:
+            raise UnsupportedSQL(f"{c.name}() inside {c.inside} is not supported by colmz (PostgreSQL "
+                                 "does not allow set-returning functions there)")
+        d = _doc(c.args[0])
+        if kind == "each":
+            if not c.table:
+                raise UnsupportedSQL(f"{c.name}() in the select list (a record per row) is not supported by "
+                                     f"colmz: call it in FROM (SELECT key, value FROM t, {c.name}(...))")
+            text = "true" if c.name.endswith("_text") else "false"
+            value = f"unnest({JSONB_VALUES}({d}, {text}))"
+            value = value if text == "true" else _as_jsonb(value)
+            return f"(SELECT unnest({JSONB_KEYS}({d})) AS key, {value} AS value)"
+        if kind == "keys":
+            values = f"unnest({JSONB_KEYS}({d}))"
+        else:
+            text = kind == "elements_text"
+            values = f"unnest({JSONB_ELEMENTS}({d}, {'true' if text else 'false'}))"
+            values = values if text else _as_jsonb(values)
+        return f"(SELECT {values} AS {_column_name(c)})" if c.table else values
+    return rule
+
+
+_ALIAS = re.compile(r'\s*(?:AS\s+)?([A-Za-z_][A-Za-z0-9_$]*|"(?:[^"]|"")+")(\s*\()?', re.IGNORECASE)
+_NOT_ALIASES = frozenset({"WHERE", "JOIN", "ON", "ORDER", "GROUP", "LIMIT", "LEFT", "RIGHT", "INNER", "FULL",
+                          "CROSS", "NATURAL", "UNION", "EXCEPT", "INTERSECT", "HAVING", "WINDOW", "OFFSET",
+                          "USING", "LATERAL", "QUALIFY", "WITH"})
+
+
+def _column_name(c) -> str:
+    # The column of a one-column set-returning call in FROM: PostgreSQL names it by the
+    # call's alias when it has one without a column list (FROM f(x) AS e)
+    m = _ALIAS.match(c.text, c.node.end)
+    if m and not m.group(2) and m.group(1).upper() not in _NOT_ALIASES:
+        return m.group(1)
+    # else its OUT parameter's name (jsonb_array_elements(_text)), or the function's
+    return "value" if c.name.startswith("jsonb_array_elements") else c.name
+
+
+def _initcap_call(c):
+    a = _scalar(c, 1)
+    return None if a is None else f"{INITCAP}(CAST({a[0]} AS VARCHAR))"
+
+
+def _regexp_match_call(c):
+    if not c.plain or len(c.arguments) not in (2, 3):
+        return None
+    a = c.args
+    flags = a[2] if len(a) == 3 else "''"
+    return f"{REGEXP_MATCH_ARRAY}(CAST({a[0]} AS VARCHAR), CAST({a[1]} AS VARCHAR), CAST({flags} AS VARCHAR))"
+
+
+def _row_to_json(c):
+    if c.name == "row_to_json":
+        raise UnsupportedSQL("row_to_json() is not supported by colmz (a row as a JSON object)")
+    raise UnsupportedSQL(f"{c.name}() is not supported by colmz (json keeps its text as written): "
+                         f"use {c.name.replace('json', 'jsonb')}()")
+
+
+#: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
+CALLS = {
+    "jsonb_typeof": _typeof, "jsonb_build_object": _build_object_call, "jsonb_build_array": _build_array_call,
+    "to_jsonb": _to_jsonb_call, "jsonb_agg": _agg_call, "jsonb_object_agg": _object_agg_call,
+    "jsonb_strip_nulls": _strip_nulls_call, "jsonb_pretty": _pretty_call,
+    "jsonb_array_length": _array_length_call,
+    "jsonb_array_elements": _set_returning("elements"), "jsonb_array_elements_text": _set_returning("elements_text"),
+    "jsonb_object_keys": _set_returning("keys"), "jsonb_each": _set_returning("each"),
+    "jsonb_each_text": _set_returning("each"),
+    "initcap": _initcap_call, "regexp_match": _regexp_match_call,
+    "row_to_json": _row_to_json, "to_json": _row_to_json, "json_agg": _row_to_json,
+    "json_build_object": _row_to_json,
+}
+
+
+def _path_list(node, rendered: str) -> str:
+    # A text[] operand: PostgreSQL's array text in a string literal read here; an ARRAY[...]
+    # (a DuckDB list) as it is.
+    if node.literal is not None and node.literal.kind == "STRING":
+        items = _array_text(node.literal.text)
+        return "CAST([" + ", ".join("NULL" if x is None else "'" + x.replace("'", "''") + "'" for x in items) \
+            + "] AS VARCHAR[])"
+    return f"CAST({rendered} AS VARCHAR[])"
+
+
+def _array_text(s: str) -> list:
+    # PostgreSQL's text of a one-dimensional text[]: {a,"b c",NULL}
+    s = s.strip()
+    if not (s.startswith("{") and s.endswith("}")):
+        raise SQLError(f'malformed array literal: "{s}"')
+    body, out, i = s[1:-1], [], 0
+    if not body.strip():
+        return []
+    while i <= len(body):
+        while i < len(body) and body[i].isspace():
+            i += 1
+        if i < len(body) and body[i] == '"':
+            j, item = i + 1, []
+            while j < len(body) and body[j] != '"':
+                if body[j] == "\\":
+                    j += 1
+                item.append(body[j])
+                j += 1
+            out.append("".join(item))
+            i = j + 1
+            while i < len(body) and body[i] != ",":
+                i += 1
+        else:
+            j = body.find(",", i)
+            j = len(body) if j < 0 else j
+            item = body[i:j].strip()
+            if "{" in item or "}" in item:
+                raise UnsupportedSQL("a multi-dimensional text[] path is not supported by colmz")
+            out.append(None if item.upper() == "NULL" else item)
+            i = j
+        i += 1
+    return out
+
+
+def _path_op(text_result: bool):
+    def rule(c):
+        a, b = c.node.children
+        x, y = c.text_of(a), c.text_of(b)
+        out = f"{JSONB_PATH}({_doc(x)}, {_path_list(b, y)}, {'true' if text_result else 'false'})"
+        return out if text_result else _as_jsonb(out)
+    return rule
+
+
+def _exists_op(mode: str):
+    def rule(c):
+        a, b = c.node.children
+        x, y = c.text_of(a), c.text_of(b)
+        keys = f"[CAST({y} AS VARCHAR)]" if mode == "one" else _path_list(b, y)
+        return f"{JSONB_EXISTS}({_doc(x)}, {keys}, '{mode}')"
+    return rule
+
+
+def _is_array(node, text: str) -> bool:
+    if node.cls == "OPERATOR" and node.type == "ARRAY_CONSTRUCTOR" or node.cls == "FUNCTION" and node.name in (
+            ("list_value",), ("array",)):
+        return True
+    return node.cls == "CAST" and len(node.children) == 2 and _type_of(node, text).endswith("]")
+
+
+def _json_literal(node) -> bool:
+    lit = node.literal
+    if lit is None or lit.kind != "STRING":
+        return False
+    s = lit.text.strip()
+    if not s.startswith(("{", "[")):
+        return False
+    try:
+        jsonb_load(s)
+    except ValueError:
+        return False
+    return s.startswith("[") or ":" in s or s.replace(" ", "") == "{}"
+
+
+def _contains_op(flipped: bool):
+    def rule(c):
+        kids = c.node.children
+        if len(kids) != 2 or any(_is_array(k, c.text) for k in kids):
+            return None
+        if not any(_visibly(k, c.text) == "jsonb" or _json_literal(k) for k in kids):
+            return None  # left to translate's array rules (or refused there)
+        x, y = (c.text_of(k) for k in kids)
+        if flipped:
+            x, y = y, x
+        return f"{JSONB_CONTAINS}({_doc(x)}, {_doc(y)})"
+    return rule
+
+
+def _minus_op(c):
+    # jsonb - text: a key (or string elements) deleted; only with a visibly jsonb left side
+    kids = c.node.children
+    if len(kids) != 2 or _visibly(kids[0], c.text) != "jsonb" or kids[1].literal is None \
+            or kids[1].literal.kind != "STRING":
+        return None
+    return _as_jsonb(f"{JSONB_DELETE}({_doc(c.text_of(kids[0]))}, {c.text_of(kids[1])})")
+
+
+#: DuckDB's operator name (a FUNCTION node) -> rule.
+OPERATORS = {
+    SPELLED["#>"]: _path_op(False), SPELLED["#>>"]: _path_op(True),
+    SPELLED["?"]: _exists_op("one"), SPELLED["?|"]: _exists_op("any"), SPELLED["?&"]: _exists_op("all"),
+    "@>": _contains_op(False), "<@": _contains_op(True),
+}
+#: Operators whose rule is here only for a visibly jsonb operand (rule_of asks it first).
+MINUS = _minus_op
