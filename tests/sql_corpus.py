@@ -1404,4 +1404,13 @@ QUERIES = [
     ('rc_conditional_mixed', 'SELECT k, coalesce(r, f) + 1 AS a, greatest(r, f, 0) * 0.5 AS b FROM reals WHERE k > 1 '
                              'ORDER BY k'),
     ('rc_conditional_literal_real', 'SELECT coalesce(1::real, 0) + 0.1 AS a, CASE WHEN true THEN 0.1::real END * 3 AS b'),
+    # ceil, floor, round, trunc, sign exist of a double (and a numeric) only: of a real they
+    # are a double (the real cast to one), so arithmetic on them is a double's
+    ('rc_double_call_real', 'SELECT k, (ceil(r) / 3)::text AS a, floor(r) + 1 AS b, trunc(r) * 2 AS c, ceiling(r) * 2 AS d '
+                            'FROM reals ORDER BY k'),
+    ('rc_double_call_sign', 'SELECT k, sign(r) / 2 AS a, sign(f) / 2 AS b, sign(r)::text AS c FROM reals ORDER BY k'),
+    ('rc_double_call_round', 'SELECT k, round(r) AS a, round(r)::text AS b, round(f) * 2 AS c FROM reals WHERE k > 1 ORDER BY k'),
+    ('rc_double_call_overflow', 'SELECT round(f) * 2 AS a FROM reals'),
+    ('rc_double_call_literal_real', 'SELECT ceil(1.5::real) / 3 AS a'),
+    ('rc_double_call_two_arguments', 'SELECT round(r, 2) AS a FROM reals'),
 ]

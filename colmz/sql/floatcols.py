@@ -28,6 +28,10 @@ target, ``abs``, ``min`` and ``max`` by their argument, a CASE, ``coalesce``, ``
   it a double (the numeric read as one), so an operand typed here as a double by PostgreSQL's
   rules (a number with an exponent is a numeric there) is printed as a double is
   (:data:`colmz.sql.translate.FLOAT8_TEXT`).
+* **ceil, floor, round, trunc, sign of a real**: PostgreSQL has them of a double (and a
+  numeric) only; the real is cast to a double and the result is a double (DuckDB keeps a
+  real, and makes ``sign`` an integer). Their two-argument forms of a float do not exist
+  in PostgreSQL and are refused by name.
 * **a sum of reals** is refused by name (PostgreSQL adds reals in single precision,
   DuckDB in double), as translate refuses a visibly real argument.
 * **a float column cast to numeric** keeps 15 (real: 6) significant digits, as
@@ -524,6 +528,10 @@ class _Rules:
             if name.lower() in _SAME_TYPE_CALLS and len(e.children) == 1 and e.filter is None \
                     and not e.order_by:
                 return self.kind(e.children[0], pg)
+            if (name.lower() in _DOUBLE_CALLS and len(e.children) == 1
+                    or name == "round_even" and len(e.children) == 2) \
+                    and self.kind(e.children[0], pg) in ("real", "double"):
+                return "double"  # (round_even(x, 0): translate's round(x) of a float)
             if is_arith(e):
                 kinds = [self.kind(c, pg) for c in e.children]
                 if None in kinds:
@@ -548,7 +556,7 @@ class _Rules:
         return any(self.kind(n) in ("real", "double") and (
             n.cls in ("COLUMN_REF", "CASE") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
             or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
-                and n.name[0].lower() in (*_SAME_TYPE_CALLS, "greatest", "least", "nullif")))
+                and n.name[0].lower() in (*_SAME_TYPE_CALLS, *_DOUBLE_CALLS, "greatest", "least", "nullif")))
             for n in _leaves(e))
 
     def checks(self, e: Expression) -> bool:
@@ -653,6 +661,9 @@ class _Rules:
                 texts[id(x)] = f"CAST(printf('%.{digits}g', {self.child_text(x, texts)}) AS DOUBLE)"
                 return self.splice(e, texts)
             return None
+        if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0].lower() in _DOUBLE_CALLS \
+                and e.children and all(c.start >= 0 for c in e.children):
+            return self.double_call(e, texts)
         binary = len(e.children) == 2 and all(c.start >= 0 for c in e.children)
         arith = is_arith(e)
         body = None
@@ -676,6 +687,28 @@ class _Rules:
         return body
 
 
+    def double_call(self, e: Expression, texts: dict[int, str]) -> str | None:
+        # ceil, floor, round, trunc, sign of a real or a double: PostgreSQL has them of a
+        # double only (and of a numeric): a real is cast to a double (float48 from there on),
+        # the result is a double (DuckDB keeps a real, and makes sign() an integer). Their
+        # two-argument forms exist of a numeric only: PostgreSQL raises for a float
+        x = e.children[0]
+        k = self.kind(x)
+        if k not in ("real", "double"):
+            return None
+        name = e.name[0].lower()
+        if len(e.children) != 1:
+            typ = "real" if k == "real" else "double precision"
+            raise UnsupportedSQL(f"{name}({typ}, integer) does not exist in PostgreSQL (its two-argument "
+                                 f"form takes a numeric): cast the argument to numeric")
+        if k == "real":
+            texts[id(x)] = f"CAST({self.child_text(x, texts)} AS DOUBLE)"
+        call = self.splice(e, texts) if texts else self.text[e.start : e.end]
+        if name == "sign":
+            return f"CAST({call} AS DOUBLE)"
+        return call if texts else None
+
+
 #: Aggregate functions whose arguments are read per row (the float rules apply there in a
 #: grouped query as in any other).
 _AGGREGATES = frozenset({
@@ -687,6 +720,9 @@ _AGGREGATES = frozenset({
 #: Calls whose result has their argument's type, in PostgreSQL and DuckDB alike (``abs(r)``
 #: is a real, ``max(f)`` a double): typed as their argument.
 _SAME_TYPE_CALLS = frozenset({"abs", "min", "max"})
+#: Calls PostgreSQL has of a double (and a numeric) but not of a real: of a real or a double
+#: they are a double (the real cast to one, as PostgreSQL's implicit cast does).
+_DOUBLE_CALLS = frozenset({"ceil", "ceiling", "floor", "round", "trunc", "sign"})
 _OVER = re.compile(r"\bOVER\b", re.IGNORECASE)
 
 

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("duckdb")
 
 import colmz  # noqa: E402
-from colmz.sql import SQLError, floatcols, transforms  # noqa: E402
+from colmz.sql import SQLError, UnsupportedSQL, floatcols, transforms  # noqa: E402
 from colmz.sql.floatcols import float_column_rules  # noqa: E402
 
 
@@ -351,3 +351,19 @@ def test_case_coalesce_greatest_and_nullif_are_typed_by_their_values(cat):
         (1, r1 + 1, r1 * 2, r1 * 2, None), (4, big + 1, big * 2, big * 2, big * 2)]
     with pytest.raises(SQLError, match="value out of range: overflow"):
         cat.sql("SELECT coalesce(f, 0) * 2 AS a FROM rt")
+
+
+def test_ceil_floor_round_trunc_sign_of_a_real_are_doubles(cat):
+    # PostgreSQL 15 has these of a double (and a numeric) only: a real is cast to a double and
+    # the result is one, so ceil(r) / 3 is 0.3333333333333333 (DuckDB: a real, 0.33333334),
+    # trunc(r) * 2 of 3.4e38 is 6.8e38 (DuckDB: Infinity), sign() is a double (DuckDB: an
+    # integer, so sign(r) / 2 was 0); round(f) * 2 of 1e308 overflows; round(real, 2) is
+    # PostgreSQL's "function does not exist"
+    big = float(np.float32(3.4e38))
+    assert rows(cat, "SELECT k, (ceil(r) / 3)::text AS a, trunc(r) * 2 AS b, sign(r) / 2 AS c, sign(f) / 2 AS d "
+                "FROM rt WHERE k IN (1, 4) ORDER BY k") == [
+        (1, "0.3333333333333333", 0.0, 0.5, 0.5), (4, "1.1333333173814548e+38", big * 2, 0.5, -0.5)]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT round(f) * 2 AS a FROM rt")
+    with pytest.raises(UnsupportedSQL, match=r"round\(real, integer\)"):
+        cat.sql("SELECT round(r, 2) AS a FROM rt")
