@@ -1413,4 +1413,13 @@ QUERIES = [
     ('rc_double_call_overflow', 'SELECT round(f) * 2 AS a FROM reals'),
     ('rc_double_call_literal_real', 'SELECT ceil(1.5::real) / 3 AS a'),
     ('rc_double_call_two_arguments', 'SELECT round(r, 2) AS a FROM reals'),
+    # a scalar subquery is its one column's type: a real one with an integer or a numeric is
+    # float48, a double one overflows, NaN / 0 is NaN
+    ('rc_scalar_subquery_real', 'SELECT (SELECT min(r) FROM reals) + 1 AS a, (SELECT min(r) FROM reals) / 3.0 AS b, '
+                                '((SELECT min(r) FROM reals) + 1)::text AS c'),
+    ('rc_scalar_subquery_real_big', 'SELECT (SELECT max(r) FROM reals WHERE k <> 3) * 2 AS a'),
+    ('rc_scalar_subquery_overflow', 'SELECT (SELECT f FROM reals WHERE k = 1) * 2 AS a'),
+    ('rc_scalar_subquery_nan_div_zero', 'SELECT k, (SELECT max(f) FROM reals) / 0 AS a FROM reals WHERE k = 1'),
+    ('rc_scalar_subquery_correlated', 'SELECT k, (SELECT b.f FROM reals2 b WHERE b.k = a.k) + 1 AS x FROM reals a ORDER BY k'),
+    ('rc_scalar_subquery_where', 'SELECT k FROM reals a WHERE a.r > (SELECT min(r) FROM reals) + 0.5 ORDER BY k'),
 ]

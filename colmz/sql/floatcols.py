@@ -6,7 +6,7 @@ translated query once the relations it reads (and so its columns' types) are kno
 computes it. The catalog knows the schema of every relation a query reads when it runs it;
 :func:`float_column_rules` then reads the translated text's tree
 (:func:`colmz.sql.tree.parse_tree`) and types its leaves -- a column reference by the
-relations' columns of that name, a number literal as exact, a cast to a float type by its
+relations' columns of that name, a number literal as exact, a scalar subquery as its column, a cast to a float type by its
 target, ``abs``, ``min`` and ``max`` by their argument, a CASE, ``coalesce``, ``greatest``,
 ``least`` and ``nullif`` by PostgreSQL's common type of their values -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
 
@@ -59,8 +59,10 @@ Invariants:
   once that one is). A CTE's name, a ``WITH c(a, b)`` list's names and a list naming a
   table's or a star's columns are not typed. Anything not typed is left as it is (DuckDB's
   answer), never guessed.
-* A rule node holding a subquery is left alone (its text is not rewritten across the
-  subquery); in a grouped query, outside an aggregate's arguments, the overflow and NaN
+* A scalar subquery is typed as its one column (a set operation's by PostgreSQL's common
+  type); a subquery's own query is rewritten by these rules and its text, so rewritten,
+  is what a rule around it splices (an overflow check repeats it as an operand, as it
+  repeats any operand); in a grouped query, outside an aggregate's arguments, the overflow and NaN
   rules apply only to a subtree written as a grouped expression (its tokens; a GROUP BY
   position or alias names its select item), so the grouped expression and its select item,
   HAVING or ORDER BY are rewritten alike and DuckDB still matches them, or to arithmetic
@@ -433,6 +435,7 @@ class _Rules:
         self.unchecked = False  # in a grouped query (aggregates' arguments too)
         self.windows = 0  # how many window calls the node being rendered is under
         self.group_keys: frozenset = frozenset()  # the grouped expressions' token keys
+        self.rendered: dict[tuple[int, int], str] = {}  # subqueries' texts with their rules
 
     def key(self, e: Expression) -> tuple:
         # an expression's tokens (words lower case): DuckDB matches a select item against a
@@ -473,19 +476,32 @@ class _Rules:
                 self.root(e)
 
     def root(self, e: Expression) -> None:
-        # the edits under ``e``: maximal rewritten nodes; subqueries read as queries
-        if e.subquery is not None:
-            state = self.grouped, self.group_keys, self.unchecked
-            self.query(e.subquery, False)
-            self.grouped, self.group_keys, self.unchecked = state
-            return
-        if any(n.subquery is not None for n in e.walk()):  # rules apply below the subquery's level
-            for c in e.children:
-                self.root(c)
-            return
+        # the edits under ``e``: maximal rewritten nodes (a subquery rendered with its own)
         new = self.render(e, checked=False)
         if new is not None:
             self.edits.append((e.start, e.end, new))
+
+    def subquery(self, e: Expression, texts: dict[int, str]) -> str | None:
+        # a subquery node's text with its own query's rules applied and its operand (of IN,
+        # ANY) rendered; None: unchanged. Kept for a check repeating it (see leaf_text)
+        state = self.grouped, self.group_keys, self.unchecked, self.windows, self.edits
+        self.windows, self.edits = 0, []
+        self.query(e.subquery, False)
+        edits = sorted(self.edits + [(c.start, c.end, texts[id(c)]) for c in e.children if id(c) in texts])
+        self.grouped, self.group_keys, self.unchecked, self.windows, self.edits = state
+        if not edits:
+            return None
+        out, last = [], e.start
+        for start, end, new in edits:
+            out.append(self.text[last:start])
+            out.append(new)
+            last = end
+        out.append(self.text[last : e.end])
+        self.rendered[(e.start, e.end)] = "".join(out)
+        return self.rendered[(e.start, e.end)]
+
+    def leaf_text(self, n: Expression) -> str:
+        return self.rendered.get((n.start, n.end), self.text[n.start : n.end])
 
     # -- types of leaves and subtrees: "real", "double", "exact" or None (not known)
     # ``pg``: PostgreSQL's type rather than DuckDB's (a number with an exponent is a numeric
@@ -507,6 +523,12 @@ class _Rules:
             return float_kind(t) or ("exact" if _EXACT_TYPES.fullmatch(t) else None)
         if e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE":
             return self.common(e.children, pg)
+        if e.cls == "SUBQUERY" and e.subquery is not None and _scalar(e, self.text):
+            # a scalar subquery: its one column's type (a set operation's common type)
+            branches = _branch_items(e.subquery)
+            if not branches or any(len(b) != 1 for b in branches):
+                return None
+            return _common_kind({self.kind(b[0], pg) for b in branches})
         if e.cls == "CASE":  # its results: each THEN and the ELSE (an implicit one is NULL)
             return self.common((*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ())), pg)
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.filter is None and not e.order_by \
@@ -554,7 +576,7 @@ class _Rules:
         # ``max(f)``, ``coalesce(r, 0)``, a CASE): translate, not knowing the column's
         # type, left them as DuckDB computes
         return any(self.kind(n) in ("real", "double") and (
-            n.cls in ("COLUMN_REF", "CASE") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
+            n.cls in ("COLUMN_REF", "CASE", "SUBQUERY") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
             or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
                 and n.name[0].lower() in (*_SAME_TYPE_CALLS, *_DOUBLE_CALLS, "greatest", "least", "nullif")))
             for n in _leaves(e))
@@ -592,7 +614,7 @@ class _Rules:
 
     # -- rendering: the node's text with its rewritten descendants; None when unchanged
     def render(self, e: Expression, checked: bool) -> str | None:
-        if e.start < 0 or e.subquery is not None:
+        if e.start < 0:
             return None
         kids = [c for c in e.children if c.start >= 0 and c.start >= e.start and c.end <= e.end]
         under_check = e.cls == "FUNCTION" and e.name == (FLOAT_CHECK,)
@@ -614,8 +636,10 @@ class _Rules:
             if t is not None:
                 texts[id(c)] = t
         self.grouped = grouped
-        has_sub = any(n.subquery is not None for n in e.walk())
-        own = None if has_sub else self.rule(e, texts, checked)
+        # (an IN or ANY subquery's own query is rendered here, its operand as a child)
+        if e.subquery is not None:
+            return self.subquery(e, texts)
+        own = self.rule(e, texts, checked)
         if own is not None:
             return own
         if not texts:
@@ -683,7 +707,7 @@ class _Rules:
         if arith and not checked and self.checks(e):
             leaves = [n for n in _leaves(e) if n.start >= 0]
             inner = body if body is not None else (self.splice(e, texts) if texts else self.text[e.start : e.end])
-            return float_check(inner, [self.text[n.start : n.end] for n in leaves], products_only(e))
+            return float_check(inner, [self.leaf_text(n) for n in leaves], products_only(e))
         return body
 
 
@@ -739,6 +763,12 @@ def _window_arguments(e: Expression, kids: list[Expression], text: str) -> tuple
         if firsts and min(firsts) < clause:  # a named window's copied clause: not read here
             return ()
     return tuple(c for c in kids if c.end <= clause)
+
+
+def _scalar(e: Expression, text: str) -> bool:
+    # a scalar subquery (not EXISTS, ARRAY(...), IN or ANY: those have their own words or an
+    # operand)
+    return not e.children and text.startswith("(", e.start)
 
 
 def _numeric_cast(e: Expression, text: str) -> bool:

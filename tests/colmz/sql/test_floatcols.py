@@ -367,3 +367,18 @@ def test_ceil_floor_round_trunc_sign_of_a_real_are_doubles(cat):
         cat.sql("SELECT round(f) * 2 AS a FROM rt")
     with pytest.raises(UnsupportedSQL, match=r"round\(real, integer\)"):
         cat.sql("SELECT round(r, 2) AS a FROM rt")
+
+
+def test_a_scalar_subquery_is_typed_as_its_column(cat):
+    # PostgreSQL 15: a scalar subquery is its one column's type, so (SELECT min(r) ...) + 1 of
+    # a real is float48 (1.1000000014901161; DuckDB: single precision, 1.100000023841858 and
+    # '1.1' as text), a double one times 2 of 1e308 overflows (DuckDB: Infinity), and the
+    # subquery's NaN / 0 is NaN (DuckDB: "Division by zero")
+    r1 = float(np.float32(0.1))
+    assert rows(cat, "SELECT (SELECT min(r) FROM rt) + 1 AS a, ((SELECT min(r) FROM rt) + 1)::text AS b, "
+                "(SELECT max(r) FROM rt WHERE k <> 3) * 2 AS c") == [
+        (r1 + 1, repr(r1 + 1), float(np.float32(3.4e38)) * 2)]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT (SELECT f FROM rt WHERE k = 1) * 2 AS a")
+    got = rows(cat, "SELECT (SELECT max(f) FROM rt) / 0 AS a")
+    assert math.isnan(got[0][0])
