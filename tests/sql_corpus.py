@@ -1422,4 +1422,14 @@ QUERIES = [
     ('rc_scalar_subquery_nan_div_zero', 'SELECT k, (SELECT max(f) FROM reals) / 0 AS a FROM reals WHERE k = 1'),
     ('rc_scalar_subquery_correlated', 'SELECT k, (SELECT b.f FROM reals2 b WHERE b.k = a.k) + 1 AS x FROM reals a ORDER BY k'),
     ('rc_scalar_subquery_where', 'SELECT k FROM reals a WHERE a.r > (SELECT min(r) FROM reals) + 0.5 ORDER BY k'),
+    # a set operation's column has PostgreSQL's common type of its branches' (a real and an
+    # integer or numeric: a real; a real and a double: a double)
+    ('rc_setop_real_int', 'SELECT x + 1 AS a, (x * 2)::text AS b FROM (SELECT r AS x FROM reals UNION ALL SELECT k FROM reals) s '
+                          'ORDER BY 1'),
+    ('rc_setop_real_numeric', 'SELECT x + 1 AS a FROM (SELECT r AS x FROM reals UNION SELECT 1.1) s ORDER BY 1'),
+    ('rc_setop_real_double', 'SELECT x * 2 AS a FROM (SELECT r AS x FROM reals UNION ALL SELECT f FROM reals WHERE k > 1) s '
+                             'ORDER BY 1'),
+    ('rc_setop_real_double_overflow', 'SELECT x * 2 AS a FROM (SELECT r AS x FROM reals UNION ALL SELECT f FROM reals) s'),
+    ('rc_setop_cte_except', 'WITH c AS (SELECT k AS x FROM reals EXCEPT SELECT r FROM reals) SELECT x + 0.5 AS a FROM c ORDER BY 1'),
+    ('rc_setop_top_level', 'SELECT r AS a FROM reals UNION ALL SELECT 1.5::float8 ORDER BY 1'),
 ]

@@ -44,8 +44,9 @@ Invariants:
   subscriptions), a column reference is typed by the column it resolves to as PostgreSQL
   resolves names: a qualified one by its FROM item's alias or name, an unqualified one by
   the innermost query level whose FROM holds the name -- a relation's column, or a FROM
-  subquery's or CTE's typed from its select item (a set operation's when its branches
-  agree; ``AS t(a, b)`` renames by position). It is not resolved (and typed as below) where
+  subquery's or CTE's typed from its select item (a set operation's by PostgreSQL's common
+  type of its branches': a real and an integer make a real, a real and a double a double);
+  ``AS t(a, b)`` renames by position). It is not resolved (and typed as below) where
   a FROM item at its level has columns not known here (a table function, VALUES, a star, a
   CTE with a column list, a recursive CTE's own reference), where two FROM items hold the
   name (PostgreSQL's "ambiguous" error; DuckDB raises it too, in PostgreSQL's words through
@@ -305,8 +306,11 @@ class _Resolver:
         self.out: dict[tuple[int, int], str] = {}
         self.rules = _Rules(text, typed, self.out)
 
-    def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns]) -> list[tuple[str, str | None]] | None:
-        # resolves ``q``'s references; returns its output columns in order (None: not known)
+    def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns],
+              named: bool = True) -> list[tuple[str, str | None]] | None:
+        # resolves ``q``'s references; returns its output columns in order (None: not known);
+        # ``named``: False for a set operation's later branch (its columns' names are the
+        # first branch's: an item without one is typed all the same)
         if q.ctes:
             ctes = dict(ctes)
             for name, sub in q.ctes:
@@ -314,12 +318,13 @@ class _Resolver:
                 cols = self.query(sub, outer, ctes)
                 ctes[name.lower()] = None if cols is None or name.lower() in self.listed else _named(cols)
         if q.children:
-            branches = [self.query(c, outer, ctes) for c in q.children]
+            branches = [self.query(c, outer, ctes, named and i == 0) for i, c in enumerate(q.children)]
             self.expressions(q, [[("", None)], *outer], ctes)  # ORDER BY names output columns
             if any(b is None or len(b) != len(branches[0]) for b in branches):
                 return None
-            return [(name, kind if all(b[i][1] == kind for b in branches) else None)
-                    for i, (name, kind) in enumerate(branches[0])]
+            # a column of PostgreSQL's common type of its branches' (a real and an integer: a real)
+            return [(name, _common_kind({b[i][1] for b in branches}))
+                    for i, (name, _) in enumerate(branches[0])]
         entries: Scope = []
         for t in table_refs(q):
             if t.type == "JOIN":
@@ -353,7 +358,7 @@ class _Resolver:
             if e.cls in ("STAR", "COLUMNS") or any(n.cls in ("STAR", "COLUMNS") for n in e.walk()):
                 return None
             name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
-            if not name:  # named by PostgreSQL's rules (a function's name, ?column?): not known here
+            if not name and named:  # named by PostgreSQL's rules (a function's name, ?column?): not known here
                 return None
             out.append((name.lower(), self.rules.kind(e)))
         return out

@@ -382,3 +382,17 @@ def test_a_scalar_subquery_is_typed_as_its_column(cat):
         cat.sql("SELECT (SELECT f FROM rt WHERE k = 1) * 2 AS a")
     got = rows(cat, "SELECT (SELECT max(f) FROM rt) / 0 AS a")
     assert math.isnan(got[0][0])
+
+
+def test_a_set_operations_column_has_its_branches_common_type(cat):
+    # PostgreSQL 15: a column of a real branch and an integer (or numeric) one is a real, so
+    # x + 1 is float48 (1.1000000014901161; DuckDB: single precision, 1.100000023841858) and
+    # (x * 2)::text of 0.1 is 0.20000000298023224; of a real and a double it is a double,
+    # whose x * 2 of 1e308 overflows
+    r1 = float(np.float32(0.1))
+    assert rows(cat, "SELECT x + 1 AS a, (x * 2)::text AS b FROM (SELECT r AS x FROM rt WHERE k = 1 "
+                "UNION ALL SELECT k FROM rt WHERE k = 2) s ORDER BY 1") == [(r1 + 1, repr(r1 * 2)), (3.0, "4")]
+    assert rows(cat, "SELECT x + 1 AS a FROM (SELECT r AS x FROM rt WHERE k = 1 UNION SELECT 1.1) s ORDER BY 1") == [
+        (r1 + 1,), (float(np.float32(1.1)) + 1,)]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT x * 2 AS a FROM (SELECT r AS x FROM rt UNION ALL SELECT f FROM rt) s")
