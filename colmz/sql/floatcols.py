@@ -45,7 +45,7 @@ Invariants:
   resolves names: a qualified one by its FROM item's alias or name, an unqualified one by
   the innermost query level whose FROM holds the name -- a relation's column, or a FROM
   subquery's or CTE's typed from its select item (a set operation's by PostgreSQL's common
-  type of its branches': a real and an integer make a real, a real and a double a double);
+  type of its branches': a real and an integer make a real, a real and a double a double;
   ``AS t(a, b)`` renames by position). It is not resolved (and typed as below) where
   a FROM item at its level has columns not known here (a table function, VALUES, a star, a
   CTE with a column list, a recursive CTE's own reference), where two FROM items hold the
