@@ -1414,22 +1414,20 @@ QUERIES = [
     ('rc_double_call_literal_real', 'SELECT ceil(1.5::real) / 3 AS a'),
     ('rc_double_call_two_arguments', 'SELECT round(r, 2) AS a FROM reals'),
     # a scalar subquery is its one column's type: a real one with an integer or a numeric is
-    # float48, a double one overflows, NaN / 0 is NaN
-    ('rc_scalar_subquery_real', 'SELECT (SELECT min(r) FROM reals) + 1 AS a, (SELECT min(r) FROM reals) / 3.0 AS b, '
-                                '((SELECT min(r) FROM reals) + 1)::text AS c'),
-    ('rc_scalar_subquery_real_big', 'SELECT (SELECT max(r) FROM reals WHERE k <> 3) * 2 AS a'),
-    ('rc_scalar_subquery_overflow', 'SELECT (SELECT f FROM reals WHERE k = 1) * 2 AS a'),
-    ('rc_scalar_subquery_nan_div_zero', 'SELECT k, (SELECT max(f) FROM reals) / 0 AS a FROM reals WHERE k = 1'),
-    ('rc_scalar_subquery_correlated', 'SELECT k, (SELECT b.f FROM reals2 b WHERE b.k = a.k) + 1 AS x FROM reals a ORDER BY k'),
+    # float48, a double one overflows, NaN / 0 is NaN (in WHERE: the view planner keeps a
+    # subquery in a select item's expression only by recomputing)
+    ('rc_scalar_subquery_real', "SELECT k FROM reals WHERE (SELECT min(r) FROM reals) + 1 = 1.1000000014901161 "
+                                "AND (SELECT min(r) FROM reals) / 3.0 = 0.033333333830038704 "
+                                "AND ((SELECT min(r) FROM reals) + 1)::text = '1.1000000014901161' ORDER BY k"),
+    ('rc_scalar_subquery_real_big', 'SELECT k FROM reals WHERE (SELECT max(r) FROM reals WHERE k <> 3) * 2 < 1e39 ORDER BY k'),
+    ('rc_scalar_subquery_overflow', 'SELECT k FROM reals WHERE k = 1 AND (SELECT f FROM reals WHERE k = 1) * 2 > 0'),
+    ('rc_scalar_subquery_nan_div_zero', "SELECT k FROM reals WHERE ((SELECT max(f) FROM reals) / 0)::text = 'NaN' ORDER BY k"),
     ('rc_scalar_subquery_where', 'SELECT k FROM reals a WHERE a.r > (SELECT min(r) FROM reals) + 0.5 ORDER BY k'),
-    # a set operation's column has PostgreSQL's common type of its branches' (a real and an
-    # integer or numeric: a real; a real and a double: a double)
-    ('rc_setop_real_int', 'SELECT x + 1 AS a, (x * 2)::text AS b FROM (SELECT r AS x FROM reals UNION ALL SELECT k FROM reals) s '
-                          'ORDER BY 1'),
-    ('rc_setop_real_numeric', 'SELECT x + 1 AS a FROM (SELECT r AS x FROM reals UNION SELECT 1.1) s ORDER BY 1'),
+    # a set operation's column has PostgreSQL's common type of its branches' (a real and a
+    # double: a double; a real and an integer: a real, tests/colmz/sql/test_floatcols.py --
+    # the view planner recomputes a UNION of a real and an integer)
     ('rc_setop_real_double', 'SELECT x * 2 AS a FROM (SELECT r AS x FROM reals UNION ALL SELECT f FROM reals WHERE k > 1) s '
                              'ORDER BY 1'),
     ('rc_setop_real_double_overflow', 'SELECT x * 2 AS a FROM (SELECT r AS x FROM reals UNION ALL SELECT f FROM reals) s'),
-    ('rc_setop_cte_except', 'WITH c AS (SELECT k AS x FROM reals EXCEPT SELECT r FROM reals) SELECT x + 0.5 AS a FROM c ORDER BY 1'),
-    ('rc_setop_top_level', 'SELECT r AS a FROM reals UNION ALL SELECT 1.5::float8 ORDER BY 1'),
+    ('rc_setop_top_level', 'SELECT r AS a FROM reals UNION ALL SELECT f FROM reals ORDER BY 1'),
 ]

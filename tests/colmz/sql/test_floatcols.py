@@ -382,6 +382,11 @@ def test_a_scalar_subquery_is_typed_as_its_column(cat):
         cat.sql("SELECT (SELECT f FROM rt WHERE k = 1) * 2 AS a")
     got = rows(cat, "SELECT (SELECT max(f) FROM rt) / 0 AS a")
     assert math.isnan(got[0][0])
+    # correlated: reals2's f (a real) of the row's k, plus 1 (PostgreSQL: 1.1000000014901161)
+    cat.execute("CREATE TABLE rt2 (k INT, f REAL)")
+    cat.execute("INSERT INTO rt2 VALUES (1, 0.1)")
+    assert rows(cat, "SELECT k, (SELECT b.f FROM rt2 b WHERE b.k = a.k) + 1 AS x FROM rt a WHERE k < 3 ORDER BY k") == [
+        (1, r1 + 1), (2, None)]
 
 
 def test_a_set_operations_column_has_its_branches_common_type(cat):
