@@ -1490,4 +1490,30 @@ QUERIES = [
     ('jf_regexp_match_subscript', "SELECT (regexp_match('2024-01-15', '(\\d+)-(\\d+)'))[2] AS m, (regexp_match('abc', 'b'))[1] AS w, (regexp_match('abc', '(x)?b'))[1] AS n"),
     ('jf_regexp_match_column', "SELECT id, regexp_match(name, '^(.)(.)') AS m FROM people ORDER BY id"),
     ('jf_regexp_match_global', "SELECT regexp_match('aa', 'a', 'g') AS m"),
+    # ceil, floor, round, trunc, sign exist of a double (and a numeric) only: of a real they
+    # are a double (the real cast to one), so arithmetic on them is a double's
+    ('rc_double_call_real', 'SELECT k, (ceil(r) / 3)::text AS a, floor(r) + 1 AS b, trunc(r) * 2 AS c, ceiling(r) * 2 AS d '
+                            'FROM reals ORDER BY k'),
+    ('rc_double_call_sign', 'SELECT k, sign(r) / 2 AS a, sign(f) / 2 AS b, sign(r)::text AS c FROM reals ORDER BY k'),
+    ('rc_double_call_round', 'SELECT k, round(r) AS a, round(r)::text AS b, round(f) * 2 AS c FROM reals WHERE k > 1 ORDER BY k'),
+    ('rc_double_call_overflow', 'SELECT round(f) * 2 AS a FROM reals'),
+    ('rc_double_call_literal_real', 'SELECT ceil(1.5::real) / 3 AS a'),
+    ('rc_double_call_two_arguments', 'SELECT round(r, 2) AS a FROM reals'),
+    # a scalar subquery is its one column's type: a real one with an integer or a numeric is
+    # float48, a double one overflows, NaN / 0 is NaN (in WHERE: the view planner keeps a
+    # subquery in a select item's expression only by recomputing)
+    ('rc_scalar_subquery_real', "SELECT k FROM reals WHERE (SELECT min(r) FROM reals) + 1 = 1.1000000014901161 "
+                                "AND (SELECT min(r) FROM reals) / 3.0 = 0.033333333830038704 "
+                                "AND ((SELECT min(r) FROM reals) + 1)::text = '1.1000000014901161' ORDER BY k"),
+    ('rc_scalar_subquery_real_big', 'SELECT k FROM reals WHERE (SELECT max(r) FROM reals WHERE k <> 3) * 2 < 1e39 ORDER BY k'),
+    ('rc_scalar_subquery_overflow', 'SELECT k FROM reals WHERE k = 1 AND (SELECT f FROM reals WHERE k = 1) * 2 > 0'),
+    ('rc_scalar_subquery_nan_div_zero', "SELECT k FROM reals WHERE ((SELECT max(f) FROM reals) / 0)::text = 'NaN' ORDER BY k"),
+    ('rc_scalar_subquery_where', 'SELECT k FROM reals a WHERE a.r > (SELECT min(r) FROM reals) + 0.5 ORDER BY k'),
+    # a set operation's column has PostgreSQL's common type of its branches' (a real and a
+    # double: a double; a real and an integer: a real, tests/colmz/sql/test_floatcols.py --
+    # the view planner recomputes a UNION of a real and an integer)
+    ('rc_setop_real_double', 'SELECT x * 2 AS a FROM (SELECT r AS x FROM reals UNION ALL SELECT f FROM reals WHERE k > 1) s '
+                             'ORDER BY 1'),
+    ('rc_setop_real_double_overflow', 'SELECT x * 2 AS a FROM (SELECT r AS x FROM reals UNION ALL SELECT f FROM reals) s'),
+    ('rc_setop_top_level', 'SELECT r AS a FROM reals UNION ALL SELECT f FROM reals ORDER BY 1'),
 ]

@@ -6,7 +6,7 @@ translated query once the relations it reads (and so its columns' types) are kno
 computes it. The catalog knows the schema of every relation a query reads when it runs it;
 :func:`float_column_rules` then reads the translated text's tree
 (:func:`colmz.sql.tree.parse_tree`) and types its leaves -- a column reference by the
-relations' columns of that name, a number literal as exact, a cast to a float type by its
+relations' columns of that name, a number literal as exact, a scalar subquery as its column, a cast to a float type by its
 target, ``abs``, ``min`` and ``max`` by their argument, a CASE, ``coalesce``, ``greatest``,
 ``least`` and ``nullif`` by PostgreSQL's common type of their values -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
 
@@ -28,6 +28,10 @@ target, ``abs``, ``min`` and ``max`` by their argument, a CASE, ``coalesce``, ``
   it a double (the numeric read as one), so an operand typed here as a double by PostgreSQL's
   rules (a number with an exponent is a numeric there) is printed as a double is
   (:data:`colmz.sql.translate.FLOAT8_TEXT`).
+* **ceil, floor, round, trunc, sign of a real**: PostgreSQL has them of a double (and a
+  numeric) only; the real is cast to a double and the result is a double (DuckDB keeps a
+  real, and makes ``sign`` an integer). Their two-argument forms of a float do not exist
+  in PostgreSQL and are refused by name.
 * **a sum of reals** is refused by name (PostgreSQL adds reals in single precision,
   DuckDB in double), as translate refuses a visibly real argument.
 * **a float column cast to numeric** keeps 15 (real: 6) significant digits, as
@@ -40,8 +44,9 @@ Invariants:
   subscriptions), a column reference is typed by the column it resolves to as PostgreSQL
   resolves names: a qualified one by its FROM item's alias or name, an unqualified one by
   the innermost query level whose FROM holds the name -- a relation's column, or a FROM
-  subquery's or CTE's typed from its select item (a set operation's when its branches
-  agree; ``AS t(a, b)`` renames by position). It is not resolved (and typed as below) where
+  subquery's or CTE's typed from its select item (a set operation's by PostgreSQL's common
+  type of its branches': a real and an integer make a real, a real and a double a double;
+  ``AS t(a, b)`` renames by position). It is not resolved (and typed as below) where
   a FROM item at its level has columns not known here (a table function, VALUES, a star, a
   CTE with a column list, a recursive CTE's own reference), where two FROM items hold the
   name (PostgreSQL's "ambiguous" error; DuckDB raises it too, in PostgreSQL's words through
@@ -55,8 +60,10 @@ Invariants:
   once that one is). A CTE's name, a ``WITH c(a, b)`` list's names and a list naming a
   table's or a star's columns are not typed. Anything not typed is left as it is (DuckDB's
   answer), never guessed.
-* A rule node holding a subquery is left alone (its text is not rewritten across the
-  subquery); in a grouped query, outside an aggregate's arguments, the overflow and NaN
+* A scalar subquery is typed as its one column (a set operation's by PostgreSQL's common
+  type); a subquery's own query is rewritten by these rules and its text, so rewritten,
+  is what a rule around it splices (an overflow check repeats it as an operand, as it
+  repeats any operand); in a grouped query, outside an aggregate's arguments, the overflow and NaN
   rules apply only to a subtree written as a grouped expression (its tokens; a GROUP BY
   position or alias names its select item), so the grouped expression and its select item,
   HAVING or ORDER BY are rewritten alike and DuckDB still matches them, or to arithmetic
@@ -299,8 +306,11 @@ class _Resolver:
         self.out: dict[tuple[int, int], str] = {}
         self.rules = _Rules(text, typed, self.out)
 
-    def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns]) -> list[tuple[str, str | None]] | None:
-        # resolves ``q``'s references; returns its output columns in order (None: not known)
+    def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns],
+              named: bool = True) -> list[tuple[str, str | None]] | None:
+        # resolves ``q``'s references; returns its output columns in order (None: not known);
+        # ``named``: False for a set operation's later branch (its columns' names are the
+        # first branch's: an item without one is typed all the same)
         if q.ctes:
             ctes = dict(ctes)
             for name, sub in q.ctes:
@@ -308,12 +318,13 @@ class _Resolver:
                 cols = self.query(sub, outer, ctes)
                 ctes[name.lower()] = None if cols is None or name.lower() in self.listed else _named(cols)
         if q.children:
-            branches = [self.query(c, outer, ctes) for c in q.children]
+            branches = [self.query(c, outer, ctes, named and i == 0) for i, c in enumerate(q.children)]
             self.expressions(q, [[("", None)], *outer], ctes)  # ORDER BY names output columns
             if any(b is None or len(b) != len(branches[0]) for b in branches):
                 return None
-            return [(name, kind if all(b[i][1] == kind for b in branches) else None)
-                    for i, (name, kind) in enumerate(branches[0])]
+            # a column of PostgreSQL's common type of its branches' (a real and an integer: a real)
+            return [(name, _common_kind({b[i][1] for b in branches}))
+                    for i, (name, _) in enumerate(branches[0])]
         entries: Scope = []
         for t in table_refs(q):
             if t.type == "JOIN":
@@ -347,7 +358,7 @@ class _Resolver:
             if e.cls in ("STAR", "COLUMNS") or any(n.cls in ("STAR", "COLUMNS") for n in e.walk()):
                 return None
             name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
-            if not name:  # named by PostgreSQL's rules (a function's name, ?column?): not known here
+            if not name and named:  # named by PostgreSQL's rules (a function's name, ?column?): not known here
                 return None
             out.append((name.lower(), self.rules.kind(e)))
         return out
@@ -429,6 +440,7 @@ class _Rules:
         self.unchecked = False  # in a grouped query (aggregates' arguments too)
         self.windows = 0  # how many window calls the node being rendered is under
         self.group_keys: frozenset = frozenset()  # the grouped expressions' token keys
+        self.rendered: dict[tuple[int, int], str] = {}  # subqueries' texts with their rules
 
     def key(self, e: Expression) -> tuple:
         # an expression's tokens (words lower case): DuckDB matches a select item against a
@@ -469,19 +481,32 @@ class _Rules:
                 self.root(e)
 
     def root(self, e: Expression) -> None:
-        # the edits under ``e``: maximal rewritten nodes; subqueries read as queries
-        if e.subquery is not None:
-            state = self.grouped, self.group_keys, self.unchecked
-            self.query(e.subquery, False)
-            self.grouped, self.group_keys, self.unchecked = state
-            return
-        if any(n.subquery is not None for n in e.walk()):  # rules apply below the subquery's level
-            for c in e.children:
-                self.root(c)
-            return
+        # the edits under ``e``: maximal rewritten nodes (a subquery rendered with its own)
         new = self.render(e, checked=False)
         if new is not None:
             self.edits.append((e.start, e.end, new))
+
+    def subquery(self, e: Expression, texts: dict[int, str]) -> str | None:
+        # a subquery node's text with its own query's rules applied and its operand (of IN,
+        # ANY) rendered; None: unchanged. Kept for a check repeating it (see leaf_text)
+        state = self.grouped, self.group_keys, self.unchecked, self.windows, self.edits
+        self.windows, self.edits = 0, []
+        self.query(e.subquery, False)
+        edits = sorted(self.edits + [(c.start, c.end, texts[id(c)]) for c in e.children if id(c) in texts])
+        self.grouped, self.group_keys, self.unchecked, self.windows, self.edits = state
+        if not edits:
+            return None
+        out, last = [], e.start
+        for start, end, new in edits:
+            out.append(self.text[last:start])
+            out.append(new)
+            last = end
+        out.append(self.text[last : e.end])
+        self.rendered[(e.start, e.end)] = "".join(out)
+        return self.rendered[(e.start, e.end)]
+
+    def leaf_text(self, n: Expression) -> str:
+        return self.rendered.get((n.start, n.end), self.text[n.start : n.end])
 
     # -- types of leaves and subtrees: "real", "double", "exact" or None (not known)
     # ``pg``: PostgreSQL's type rather than DuckDB's (a number with an exponent is a numeric
@@ -503,6 +528,12 @@ class _Rules:
             return float_kind(t) or ("exact" if _EXACT_TYPES.fullmatch(t) else None)
         if e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE":
             return self.common(e.children, pg)
+        if e.cls == "SUBQUERY" and e.subquery is not None and _scalar(e, self.text):
+            # a scalar subquery: its one column's type (a set operation's common type)
+            branches = _branch_items(e.subquery)
+            if not branches or any(len(b) != 1 for b in branches):
+                return None
+            return _common_kind({self.kind(b[0], pg) for b in branches})
         if e.cls == "CASE":  # its results: each THEN and the ELSE (an implicit one is NULL)
             return self.common((*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ())), pg)
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.filter is None and not e.order_by \
@@ -524,6 +555,10 @@ class _Rules:
             if name.lower() in _SAME_TYPE_CALLS and len(e.children) == 1 and e.filter is None \
                     and not e.order_by:
                 return self.kind(e.children[0], pg)
+            if (name.lower() in _DOUBLE_CALLS and len(e.children) == 1
+                    or name == "round_even" and len(e.children) == 2) \
+                    and self.kind(e.children[0], pg) in ("real", "double"):
+                return "double"  # (round_even(x, 0): translate's round(x) of a float)
             if is_arith(e):
                 kinds = [self.kind(c, pg) for c in e.children]
                 if None in kinds:
@@ -546,9 +581,9 @@ class _Rules:
         # ``max(f)``, ``coalesce(r, 0)``, a CASE): translate, not knowing the column's
         # type, left them as DuckDB computes
         return any(self.kind(n) in ("real", "double") and (
-            n.cls in ("COLUMN_REF", "CASE") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
+            n.cls in ("COLUMN_REF", "CASE", "SUBQUERY") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
             or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
-                and n.name[0].lower() in (*_SAME_TYPE_CALLS, "greatest", "least", "nullif")))
+                and n.name[0].lower() in (*_SAME_TYPE_CALLS, *_DOUBLE_CALLS, "greatest", "least", "nullif")))
             for n in _leaves(e))
 
     def checks(self, e: Expression) -> bool:
@@ -584,7 +619,7 @@ class _Rules:
 
     # -- rendering: the node's text with its rewritten descendants; None when unchanged
     def render(self, e: Expression, checked: bool) -> str | None:
-        if e.start < 0 or e.subquery is not None:
+        if e.start < 0:
             return None
         kids = [c for c in e.children if c.start >= 0 and c.start >= e.start and c.end <= e.end]
         under_check = e.cls == "FUNCTION" and e.name == (FLOAT_CHECK,)
@@ -606,8 +641,10 @@ class _Rules:
             if t is not None:
                 texts[id(c)] = t
         self.grouped = grouped
-        has_sub = any(n.subquery is not None for n in e.walk())
-        own = None if has_sub else self.rule(e, texts, checked)
+        # (an IN or ANY subquery's own query is rendered here, its operand as a child)
+        if e.subquery is not None:
+            return self.subquery(e, texts)
+        own = self.rule(e, texts, checked)
         if own is not None:
             return own
         if not texts:
@@ -653,6 +690,9 @@ class _Rules:
                 texts[id(x)] = f"CAST(printf('%.{digits}g', {self.child_text(x, texts)}) AS DOUBLE)"
                 return self.splice(e, texts)
             return None
+        if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0].lower() in _DOUBLE_CALLS \
+                and e.children and all(c.start >= 0 for c in e.children):
+            return self.double_call(e, texts)
         binary = len(e.children) == 2 and all(c.start >= 0 for c in e.children)
         arith = is_arith(e)
         body = None
@@ -672,8 +712,30 @@ class _Rules:
         if arith and not checked and self.checks(e):
             leaves = [n for n in _leaves(e) if n.start >= 0]
             inner = body if body is not None else (self.splice(e, texts) if texts else self.text[e.start : e.end])
-            return float_check(inner, [self.text[n.start : n.end] for n in leaves], products_only(e))
+            return float_check(inner, [self.leaf_text(n) for n in leaves], products_only(e))
         return body
+
+
+    def double_call(self, e: Expression, texts: dict[int, str]) -> str | None:
+        # ceil, floor, round, trunc, sign of a real or a double: PostgreSQL has them of a
+        # double only (and of a numeric): a real is cast to a double (float48 from there on),
+        # the result is a double (DuckDB keeps a real, and makes sign() an integer). Their
+        # two-argument forms exist of a numeric only: PostgreSQL raises for a float
+        x = e.children[0]
+        k = self.kind(x)
+        if k not in ("real", "double"):
+            return None
+        name = e.name[0].lower()
+        if len(e.children) != 1:
+            typ = "real" if k == "real" else "double precision"
+            raise UnsupportedSQL(f"{name}({typ}, integer) does not exist in PostgreSQL (its two-argument "
+                                 f"form takes a numeric): cast the argument to numeric")
+        if k == "real":
+            texts[id(x)] = f"CAST({self.child_text(x, texts)} AS DOUBLE)"
+        call = self.splice(e, texts) if texts else self.text[e.start : e.end]
+        if name == "sign":
+            return f"CAST({call} AS DOUBLE)"
+        return call if texts else None
 
 
 #: Aggregate functions whose arguments are read per row (the float rules apply there in a
@@ -687,6 +749,9 @@ _AGGREGATES = frozenset({
 #: Calls whose result has their argument's type, in PostgreSQL and DuckDB alike (``abs(r)``
 #: is a real, ``max(f)`` a double): typed as their argument.
 _SAME_TYPE_CALLS = frozenset({"abs", "min", "max"})
+#: Calls PostgreSQL has of a double (and a numeric) but not of a real: of a real or a double
+#: they are a double (the real cast to one, as PostgreSQL's implicit cast does).
+_DOUBLE_CALLS = frozenset({"ceil", "ceiling", "floor", "round", "trunc", "sign"})
 _OVER = re.compile(r"\bOVER\b", re.IGNORECASE)
 
 
@@ -703,6 +768,12 @@ def _window_arguments(e: Expression, kids: list[Expression], text: str) -> tuple
         if firsts and min(firsts) < clause:  # a named window's copied clause: not read here
             return ()
     return tuple(c for c in kids if c.end <= clause)
+
+
+def _scalar(e: Expression, text: str) -> bool:
+    # a scalar subquery (not EXISTS, ARRAY(...), IN or ANY: those have their own words or an
+    # operand)
+    return not e.children and text.startswith("(", e.start)
 
 
 def _numeric_cast(e: Expression, text: str) -> bool:

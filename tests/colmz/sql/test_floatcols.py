@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("duckdb")
 
 import colmz  # noqa: E402
-from colmz.sql import SQLError, floatcols, transforms  # noqa: E402
+from colmz.sql import SQLError, UnsupportedSQL, floatcols, transforms  # noqa: E402
 from colmz.sql.floatcols import float_column_rules  # noqa: E402
 
 
@@ -351,3 +351,53 @@ def test_case_coalesce_greatest_and_nullif_are_typed_by_their_values(cat):
         (1, r1 + 1, r1 * 2, r1 * 2, None), (4, big + 1, big * 2, big * 2, big * 2)]
     with pytest.raises(SQLError, match="value out of range: overflow"):
         cat.sql("SELECT coalesce(f, 0) * 2 AS a FROM rt")
+
+
+def test_ceil_floor_round_trunc_sign_of_a_real_are_doubles(cat):
+    # PostgreSQL 15 has these of a double (and a numeric) only: a real is cast to a double and
+    # the result is one, so ceil(r) / 3 is 0.3333333333333333 (DuckDB: a real, 0.33333334),
+    # trunc(r) * 2 of 3.4e38 is 6.8e38 (DuckDB: Infinity), sign() is a double (DuckDB: an
+    # integer, so sign(r) / 2 was 0); round(f) * 2 of 1e308 overflows; round(real, 2) is
+    # PostgreSQL's "function does not exist"
+    big = float(np.float32(3.4e38))
+    assert rows(cat, "SELECT k, (ceil(r) / 3)::text AS a, trunc(r) * 2 AS b, sign(r) / 2 AS c, sign(f) / 2 AS d "
+                "FROM rt WHERE k IN (1, 4) ORDER BY k") == [
+        (1, "0.3333333333333333", 0.0, 0.5, 0.5), (4, "1.1333333173814548e+38", big * 2, 0.5, -0.5)]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT round(f) * 2 AS a FROM rt")
+    with pytest.raises(UnsupportedSQL, match=r"round\(real, integer\)"):
+        cat.sql("SELECT round(r, 2) AS a FROM rt")
+
+
+def test_a_scalar_subquery_is_typed_as_its_column(cat):
+    # PostgreSQL 15: a scalar subquery is its one column's type, so (SELECT min(r) ...) + 1 of
+    # a real is float48 (1.1000000014901161; DuckDB: single precision, 1.100000023841858 and
+    # '1.1' as text), a double one times 2 of 1e308 overflows (DuckDB: Infinity), and the
+    # subquery's NaN / 0 is NaN (DuckDB: "Division by zero")
+    r1 = float(np.float32(0.1))
+    assert rows(cat, "SELECT (SELECT min(r) FROM rt) + 1 AS a, ((SELECT min(r) FROM rt) + 1)::text AS b, "
+                "(SELECT max(r) FROM rt WHERE k <> 3) * 2 AS c") == [
+        (r1 + 1, repr(r1 + 1), float(np.float32(3.4e38)) * 2)]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT (SELECT f FROM rt WHERE k = 1) * 2 AS a")
+    got = rows(cat, "SELECT (SELECT max(f) FROM rt) / 0 AS a")
+    assert math.isnan(got[0][0])
+    # correlated: reals2's f (a real) of the row's k, plus 1 (PostgreSQL: 1.1000000014901161)
+    cat.execute("CREATE TABLE rt2 (k INT, f REAL)")
+    cat.execute("INSERT INTO rt2 VALUES (1, 0.1)")
+    assert rows(cat, "SELECT k, (SELECT b.f FROM rt2 b WHERE b.k = a.k) + 1 AS x FROM rt a WHERE k < 3 ORDER BY k") == [
+        (1, r1 + 1), (2, None)]
+
+
+def test_a_set_operations_column_has_its_branches_common_type(cat):
+    # PostgreSQL 15: a column of a real branch and an integer (or numeric) one is a real, so
+    # x + 1 is float48 (1.1000000014901161; DuckDB: single precision, 1.100000023841858) and
+    # (x * 2)::text of 0.1 is 0.20000000298023224; of a real and a double it is a double,
+    # whose x * 2 of 1e308 overflows
+    r1 = float(np.float32(0.1))
+    assert rows(cat, "SELECT x + 1 AS a, (x * 2)::text AS b FROM (SELECT r AS x FROM rt WHERE k = 1 "
+                "UNION ALL SELECT k FROM rt WHERE k = 2) s ORDER BY 1") == [(r1 + 1, repr(r1 * 2)), (3.0, "4")]
+    assert rows(cat, "SELECT x + 1 AS a FROM (SELECT r AS x FROM rt WHERE k = 1 UNION SELECT 1.1) s ORDER BY 1") == [
+        (r1 + 1,), (float(np.float32(1.1)) + 1,)]
+    with pytest.raises(SQLError, match="value out of range: overflow"):
+        cat.sql("SELECT x * 2 AS a FROM (SELECT r AS x FROM rt UNION ALL SELECT f FROM rt) s")
