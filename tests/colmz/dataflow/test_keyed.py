@@ -16,6 +16,7 @@ import colmz
 from colmz.dataflow import KeyedArrangement
 from colmz.dataflow.fueled import level_of
 from colmz.dataflow.keyed import consolidate_words
+from colmz.dataflow.state import OperatorState
 from colmz.rollback import roll_back, save
 
 SCHEMA = {"k": pa.string(), "j": pa.int64(), "v": pa.float64()}
@@ -317,3 +318,34 @@ def test_a_few_rows_summing_beyond_int64_raise():
     words = np.array([[1], [1]], np.uint64)
     with pytest.raises(OverflowError):
         consolidate_words(words, np.array([-(2**63), -3]))
+
+
+def test_runs_store_diffs_in_the_narrowest_type_and_read_them_exactly():
+    # A distinct's state: 1 000 keys with small counts take a key word and one byte a row
+    # (not two words); diffs beyond int8, int16, int32 widen the runs that hold them, and
+    # merges, counts, lookups and state exports read every diff exactly.
+    n = 1_000
+    a = KeyedArrangement({"k": pa.int64()}, key=["k"])
+    a.insert(0, colmz.Updates({"k": np.arange(n)}, time=np.zeros(n, np.uint64), diff=np.full(n, 3, np.int64)))
+    assert a.nbytes == n * (8 + 1)
+    model = np.full(n, 3, object)
+    rng = np.random.default_rng(5)
+    for t, big in enumerate([127, 128, -(2**15), 2**31, -(2**40), 2**62, -(2**62), 1], 1):
+        keys = rng.choice(n, 300, replace=False)
+        d = np.where(rng.random(300) < 0.5, big, -big // 3)
+        a.insert(t, colmz.Updates({"k": keys}, time=np.full(300, t, np.uint64), diff=d))
+        for k, x in zip(keys.tolist(), d.tolist()):
+            model[k] += x
+        for r in a.state_runs():
+            top = max(-int(r.diff.min()), int(r.diff.max()))
+            assert top <= np.iinfo(r.diff.dtype).max  # (each diff and its negation fit)
+            narrower = {np.int16: np.int8, np.int32: np.int16, np.int64: np.int32}.get(r.diff.dtype.type)
+            assert narrower is None or top > np.iinfo(narrower).max or len(r.diff) <= 64  # (the narrowest)
+        assert a.counts([pa.array(np.arange(n))]).tolist() == model.tolist()
+    snap = a.snapshot()
+    assert dict(zip(snap.column("k").to_pylist(), snap.diff.tolist())) == {k: int(x) for k, x in enumerate(model) if x}
+    m = a.lookup([pa.array([0, 1, 2])])
+    assert m.rows.diff.dtype == np.int64
+    exported = OperatorState("s", a).delta((), 9)  # colmz.dataflow.state: the runs' rows as updates
+    assert dict(zip(exported.column("c0").to_pylist(), exported.diff.tolist())) == {
+        k: int(x) for k, x in enumerate(model) if x}
