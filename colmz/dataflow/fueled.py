@@ -39,7 +39,8 @@ large run cannot land on one step either.
 its inputs; ``work(fuel)`` takes the next chunk of at most about ``fuel`` input rows that ends
 on a boundary of equal rows (every row of both inputs up to the smaller of the two chunks'
 last rows) and merges it, consolidated, into the output. A merge's result is a view of its
-output arrays (rows written; no trim copy).
+output arrays (rows written), or a tight copy when cancelled rows left more than an eighth of
+them unused (``KeyedMerge``).
 
 **Space.** Layers bound the number of runs, not their rows. While updates land on rows
 already held (a distinct's or a group's counts changing, rows retracted) the contents stop

@@ -814,5 +814,9 @@ class KeyedMerge(Merge):
         if self.i == na and self.j == nb:
             self.done = True
             n = self.o
+            if 8 * (len(od) - n) > len(od):
+                # rows cancelled: more than an eighth of the output arrays would sit unused
+                # under a view of them (and uncounted by nbytes): keep a tight copy instead
+                ok, ov = ok[:n].copy(), ov[:n].copy()
             self.result = Run(ok[:n], self.kl, ov[:n], self.vl, narrow_diff(od[:n]), next_serial()) if n else None
         return ca + cb

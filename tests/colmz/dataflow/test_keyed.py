@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import colmz
 from colmz.dataflow import KeyedArrangement
 from colmz.dataflow.fueled import level_of
-from colmz.dataflow.keyed import consolidate_words
+from colmz.dataflow.keyed import KeyedMerge, consolidate_words
 from colmz.dataflow.state import OperatorState
 from colmz.rollback import roll_back, save
 
@@ -349,3 +349,19 @@ def test_runs_store_diffs_in_the_narrowest_type_and_read_them_exactly():
     exported = OperatorState("s", a).delta((), 9)  # colmz.dataflow.state: the runs' rows as updates
     assert dict(zip(exported.column("c0").to_pylist(), exported.diff.tolist())) == {
         k: int(x) for k, x in enumerate(model) if x}
+
+
+def test_a_merge_whose_rows_cancel_keeps_no_unused_output_uncounted():
+    # A merge writes into arrays sized for both inputs; when half its rows cancel, a view of
+    # them would hold twice the bytes nbytes counts: the result is a tight copy.
+    n = 1_000
+    runs = []
+    for k, d in ((np.arange(n), np.ones(n, np.int64)), (np.arange(n // 2, n + n // 2), None)):
+        a = KeyedArrangement({"k": pa.int64()}, key=["k"])
+        a.insert(0, colmz.Updates({"k": k}, time=np.zeros(n, np.uint64), diff=np.where(k < n, -1, 1) if d is None else d))
+        runs.append(a.state_runs()[0])
+    merged, read = KeyedMerge(*runs).work(10 * n)
+    run = merged.result
+    assert merged.done and read == 2 * n and len(run.diff) == n
+    held = run.keys if run.keys.base is None else run.keys.base
+    assert held.nbytes <= run.keys.nbytes * 9 // 8, (held.shape, run.keys.shape)
