@@ -10,7 +10,7 @@ spine's intervals, frontiers and pending batches have no part here: what remains
 layering and the fuel.
 
 **Layers.** Layer ``i`` is vacant, holds one run (of at most ``2**i`` rows, for the
-bookkeeping) or a *merge in progress* of two runs (older, newer) whose result goes to layer
+bookkeeping; the oldest run up to ``SPACE_FACTOR`` times that, **Space** below) or a *merge in progress* of two runs (older, newer) whose result goes to layer
 ``i + 1``. A run of ``n`` rows is introduced at layer ``ceil(log2(max(n, 1)))``: first every
 merge in progress gets ``(8 << i) * effort`` units of fuel (rows a merge may *read*), lowest
 layer first, a merge that completes moving its result one layer up (where it may start a
@@ -24,7 +24,7 @@ amortised), so many tiny inserts make a few small runs rather than one per layer
 searches every run.
 
 **Bounds** (tested with the work counters). A merge at layer ``k <= i`` reads at most
-``2**(k + 1)`` rows, less than its fuel: every merge at or below the introduced layer
+``2**(k + 1)`` rows (times its scale, **Space**), less than its fuel: every merge at or below the introduced layer
 completes in that introduction, so a run never lands on a merge in progress. An insert of
 ``n`` rows therefore reads at most ``8 * effort * 2**i`` rows per merge in progress above
 layer ``i``, plus the merges at or below it and the roll-up (``O(2**i)``), with ``2**i < 2n``:
@@ -39,7 +39,32 @@ large run cannot land on one step either.
 its inputs; ``work(fuel)`` takes the next chunk of at most about ``fuel`` input rows that ends
 on a boundary of equal rows (every row of both inputs up to the smaller of the two chunks'
 last rows) and merges it, consolidated, into the output. A merge's result is a view of its
-output arrays (rows written; no trim copy).
+output arrays (rows written), or a tight copy when cancelled rows left more than an eighth of
+them unused (``KeyedMerge``).
+
+**Space.** Layers bound the number of runs, not their rows. While updates land on rows
+already held (a distinct's or a group's counts changing, rows retracted) the contents stop
+growing but the smaller layers fill with rows the oldest run already holds -- in
+differential's layering up to that run's layer's capacity, as many rows again as it holds,
+before a run climbs to its layer and a merge folds them in. So after every insert the oldest
+run (``n`` rows), when it stands alone at the top, is moved down past vacant layers to layer
+``t = level_of(ceil(n / SPACE_FACTOR))``, the layer of an :data:`SPACE_FACTOR` th of its rows
+(differential's ``tidy_layers`` moves a top batch compaction has shrunk down the same way).
+Every other run then sits below ``t``: one run per layer holds fewer than ``2**t``, about
+``2 * n / SPACE_FACTOR``, rows together, and the run that climbs to layer ``t`` (at most
+``2**t`` rows) merges into the oldest. So the runs hold about ``(1 + 4 / SPACE_FACTOR) * n``
+rows at most (a merge in progress below ``t`` holds both its inputs: up to ``2 * n /
+SPACE_FACTOR`` more at worst) -- and ``n`` is at most the contents plus the rows the other runs
+retract. The oldest run's merge reads more than the ``2**(t + 1)`` rows a layer-``t`` merge's
+fuel is sized for, so every merge's fuel is multiplied by its *scale*, ``ceil(rows of both
+inputs / 2**(i + 1))`` at layer ``i`` (1 for every other merge, at most ``SPACE_FACTOR // 2 +
+1`` for the oldest's): it still completes before another run reaches its layer. The cost is a
+constant factor: more than ``2**(t - 1) >= n / (2 * SPACE_FACTOR)`` rows climb to layer ``t``
+between two merges of the oldest run, each reading at most ``n + 2**t`` rows, so about ``2 *
+SPACE_FACTOR + 4`` reads per row inserted on top of ``O(log N)``; an insert's reads grow at
+most by the scale (a one-row insert reads at most ``min_fuel`` times the scale of each merge
+in progress, plus what it coalesces), and a roll-up that takes the oldest run in reads at
+most ``SPACE_FACTOR + 1`` times the ``2**i`` of the introduced layer.
 
 Rollback (``colmz.rollback``). The layers are a tuple, replaced when an insert returns, and
 a merge in progress is an immutable value (:meth:`Merge.work` returns the advanced merge), so
@@ -60,7 +85,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["FueledHolder", "FueledRuns", "Merge", "level_of", "next_serial"]
+__all__ = ["SPACE_FACTOR", "FueledHolder", "FueledRuns", "Merge", "level_of", "next_serial"]
 
 #: Serial numbers of runs: unique in the process (never reused, whatever is rolled back).
 _SERIALS = itertools.count(1)
@@ -75,6 +100,10 @@ def next_serial() -> int:
 
 #: Fuel of a merge that must complete now (roll-ups).
 UNLIMITED = 2**62
+
+#: The oldest run, alone at the top, sits at the layer of this fraction of its rows (module
+#: docstring, **Space**): the runs hold at most about ``1 + 4 / SPACE_FACTOR`` times its rows.
+SPACE_FACTOR = 8
 
 
 def level_of(n: int) -> int:
@@ -214,6 +243,7 @@ class FueledRuns:
             self._apply_fuel(layers, max((8 << level) * self.effort, self.min_fuel))
             self._roll_up(layers, level)
             self._insert_at(layers, run, level)
+        self._tidy(layers)
         self._layers = tuple(layers)
         self.last_step_merged = self.rows_merged - before
         self.max_step_merged = max(self.max_step_merged, self.last_step_merged)
@@ -222,6 +252,7 @@ class FueledRuns:
         """Give ``fuel`` to every merge in progress without inserting (an idle step)."""
         layers = list(self._layers)
         self._apply_fuel(layers, fuel)
+        self._tidy(layers)
         self._layers = tuple(layers)
 
     # ------------------------------------------------------------------ mechanism
@@ -278,12 +309,20 @@ class FueledRuns:
     def _finish(self, m: Merge):
         return self._work(m, UNLIMITED).result
 
+    def _scale(self, m: Merge, index: int) -> int:
+        """How many times a layer-``index`` merge's fuel ``m`` needs: its inputs' rows over
+        the ``2**(index + 1)`` the layer holds (1 but for the oldest run's, moved down
+        below its size: module docstring, **Space**)."""
+        rows = self._size(m.a) + self._size(m.b)
+        return max(1, -(-rows >> (index + 1)))
+
     def _apply_fuel(self, layers: list, fuel: int) -> None:
+        """Fuel every merge in progress, lowest layer first: ``fuel`` times its scale."""
         i = 0
         while i < len(layers):
             st = layers[i]
             if isinstance(st, Merge):
-                st = layers[i] = self._work(st, fuel)
+                st = layers[i] = self._work(st, fuel * self._scale(st, i))
                 if st.done:
                     layers[i] = None
                     self._insert_at(layers, st.result, i + 1)
@@ -344,6 +383,23 @@ class FueledRuns:
         layers[index] = None
         run = self._finish(st) if isinstance(st, Merge) else st
         self._insert_at(layers, carry if run is None else self._finish(self._merged(run, carry)), index + 1)
+
+    def _tidy(self, layers: list) -> None:
+        """Move the oldest run, alone at the top, down past vacant layers to the layer of a
+        :data:`SPACE_FACTOR` th of its rows (module docstring, **Space**); drop vacant layers
+        above it."""
+        while layers and layers[-1] is None:
+            layers.pop()
+        if not layers or isinstance(layers[-1], Merge):
+            return
+        top = len(layers) - 1
+        want = level_of(-(-self._size(layers[top]) // SPACE_FACTOR))
+        at = top
+        while at > want and layers[at - 1] is None:
+            at -= 1
+        if at < top:
+            layers[at] = layers.pop()
+            del layers[at + 1:]
 
     def _insert_at(self, layers: list, run, index: int) -> None:
         if run is None:

@@ -68,7 +68,7 @@ def gather_words(arranged: KeyedArrangement, q: np.ndarray, layout: Layout, empt
                      np.zeros(0, np.int64))
     vl = unify_layouts(*vls)
     out = np.concatenate([pad_keys(v, a, vl) for v, a in zip(vals, vls)])
-    diff = np.concatenate(diffs)
+    diff = np.concatenate(diffs).astype(np.int64, copy=False)  # (runs store narrowed diffs)
     arranged.rows_found += len(diff)
     return Found(np.concatenate(qs), out, vl, diff)
 

@@ -42,6 +42,11 @@ binary search per key over the distinct keys instead of two over the rows. The i
 derived from the runs, so rolling the arrangement back leaves it right (an index of a run no
 longer held is dropped at the next lookup).
 
+Diffs. A run stores its diffs in the narrowest signed integer type that holds each and its
+negation (:func:`narrow_diff`: ``int8`` for the small multiplicities of a distinct's counts
+or a join's input, one byte per row instead of eight beside the row's key words); merges,
+sums and lookups read them as ``int64``.
+
 Invariants: every run is sorted, consolidated and non-empty; its key and payload matrices
 are C-contiguous (a lookup's binary search reads single rows, never copying a run); a run is
 never changed once made (a merge writes a new one).
@@ -74,12 +79,13 @@ from colmz.rows import cast_to
 from colmz.updates import Encoded, SchemaError, Updates
 
 __all__ = ["FoundWords", "KeyIndex", "KeyedArrangement", "KeyedMerge", "Matches", "Run", "consolidate_packed", "consolidate_words",
-           "encode_key", "expand_ranges", "first_row", "pack_columns", "worth_indexing"]
+           "encode_key", "expand_ranges", "first_row", "narrow_diff", "pack_columns", "worth_indexing"]
 
 
 class Run(NamedTuple):
-    """One sorted, consolidated run: key words, payload words, their layouts, diffs, and
-    its serial number (``colmz.dataflow.fueled.next_serial``)."""
+    """One sorted, consolidated run: key words, payload words, their layouts, diffs (a
+    signed integer type, :func:`narrow_diff`), and its serial number
+    (``colmz.dataflow.fueled.next_serial``)."""
 
     keys: np.ndarray
     key_layout: Layout
@@ -118,6 +124,28 @@ def encode_key(columns: Sequence[pa.Array], n: int) -> tuple[np.ndarray, Layout]
 
 #: Up to this many rows :func:`consolidate_words` sorts in numpy (no kernel set-up).
 SMALL_ROWS = 64
+
+#: The signed integer types a run's diffs may be stored in, narrowest first (:func:`narrow_diff`).
+DIFF_TYPES = (np.int8, np.int16, np.int32)
+
+
+def narrow_diff(diff: np.ndarray) -> np.ndarray:
+    """A run's diffs in the narrowest signed integer type holding each and its negation
+    (``int8`` for the small counts of a distinct or a join input: a row's key word and one
+    byte, not two words); runs of at most :data:`SMALL_ROWS` rows stay ``int64`` (nothing
+    worth a pass). Readers sum and gather them as ``int64``.
+
+    >>> narrow_diff(np.array([3, -127] * 40)).dtype, narrow_diff(np.array([1, -128] * 40)).dtype
+    (dtype('int8'), dtype('int16'))
+    """
+    if len(diff) <= SMALL_ROWS or diff.dtype != np.int64:
+        return diff
+    lo, hi = int(diff.min()), int(diff.max())
+    for t in DIFF_TYPES:
+        top = int(np.iinfo(t).max)
+        if -top <= lo and hi <= top:
+            return diff.astype(t)
+    return diff
 
 
 def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -485,8 +513,8 @@ class KeyedArrangement(FueledHolder):
             self.rows_inserted += n
             diff = np.asarray(diff, np.int64)
             if consolidated:
-                run = Run(np.ascontiguousarray(keys), key_layout, np.ascontiguousarray(vals), val_layout, diff,
-                          next_serial())
+                run = Run(np.ascontiguousarray(keys), key_layout, np.ascontiguousarray(vals), val_layout,
+                          narrow_diff(diff), next_serial())
             else:
                 run = _run(keys, key_layout, vals, val_layout, diff)
             if len(run.diff):
@@ -632,7 +660,7 @@ class KeyedArrangement(FueledHolder):
         kl, vl = unify_layouts(*kls), unify_layouts(*vls)
         kw = np.concatenate([pad_keys(k, a, kl) for k, a in zip(keys, kls)])
         vw = np.concatenate([pad_keys(v, a, vl) for v, a in zip(vals, vls)])
-        diff = np.concatenate(diffs)
+        diff = np.concatenate(diffs).astype(np.int64, copy=False)  # (runs store narrowed diffs)
         self.rows_found += len(diff)
         return FoundWords(np.concatenate(qs), kw, kl, vw, vl, diff)
 
@@ -677,7 +705,7 @@ def _run(kw: np.ndarray, kl: Layout, vw: np.ndarray, vl: Layout, diff: np.ndarra
     words, diff = consolidate_words(np.hstack([kw, vw]) if vw.shape[1] else kw, diff)
     keys = np.ascontiguousarray(words[:, :width])
     vals = np.ascontiguousarray(words[:, width:])
-    return Run(keys, kl, vals, vl, diff, next_serial())
+    return Run(keys, kl, vals, vl, narrow_diff(diff), next_serial())
 
 
 
@@ -786,5 +814,9 @@ class KeyedMerge(Merge):
         if self.i == na and self.j == nb:
             self.done = True
             n = self.o
-            self.result = Run(ok[:n], self.kl, ov[:n], self.vl, od[:n], next_serial()) if n else None
+            if 8 * (len(od) - n) > len(od):
+                # rows cancelled: more than an eighth of the output arrays would sit unused
+                # under a view of them (and uncounted by nbytes): keep a tight copy instead
+                ok, ov = ok[:n].copy(), ov[:n].copy()
+            self.result = Run(ok[:n], self.kl, ov[:n], self.vl, narrow_diff(od[:n]), next_serial()) if n else None
         return ca + cb

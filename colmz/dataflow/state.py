@@ -128,7 +128,8 @@ class OperatorState:
         vl = unify_layouts(*(r.val_layout for r in runs))
         words = np.hstack([np.concatenate([pad_keys(r.keys, r.key_layout, kl) for r in runs]),
                            np.concatenate([pad_keys(r.vals, r.val_layout, vl) for r in runs])])
-        diff = np.concatenate([r.diff for r in added] + [-r.diff for r in gone])
+        # (as int64: a run stores its diffs narrowed, keyed.narrow_diff)
+        diff = np.concatenate([r.diff.astype(np.int64) for r in added] + [-r.diff.astype(np.int64) for r in gone])
         words, diff = consolidate_words(words, diff)
         width = sum(kl)
         specs = {c.name: c for c in arr.schema}

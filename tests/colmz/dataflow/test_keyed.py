@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import colmz
 from colmz.dataflow import KeyedArrangement
 from colmz.dataflow.fueled import level_of
-from colmz.dataflow.keyed import consolidate_words
+from colmz.dataflow.keyed import KeyedMerge, consolidate_words
+from colmz.dataflow.state import OperatorState
 from colmz.rollback import roll_back, save
 
 SCHEMA = {"k": pa.string(), "j": pa.int64(), "v": pa.float64()}
@@ -317,3 +318,50 @@ def test_a_few_rows_summing_beyond_int64_raise():
     words = np.array([[1], [1]], np.uint64)
     with pytest.raises(OverflowError):
         consolidate_words(words, np.array([-(2**63), -3]))
+
+
+def test_runs_store_diffs_in_the_narrowest_type_and_read_them_exactly():
+    # A distinct's state: 1 000 keys with small counts take a key word and one byte a row
+    # (not two words); diffs beyond int8, int16, int32 widen the runs that hold them, and
+    # merges, counts, lookups and state exports read every diff exactly.
+    n = 1_000
+    a = KeyedArrangement({"k": pa.int64()}, key=["k"])
+    a.insert(0, colmz.Updates({"k": np.arange(n)}, time=np.zeros(n, np.uint64), diff=np.full(n, 3, np.int64)))
+    assert a.nbytes == n * (8 + 1)
+    model = np.full(n, 3, object)
+    rng = np.random.default_rng(5)
+    for t, big in enumerate([127, 128, -(2**15), 2**31, -(2**40), 2**62, -(2**62), 1], 1):
+        keys = rng.choice(n, 300, replace=False)
+        d = np.where(rng.random(300) < 0.5, big, -big // 3)
+        a.insert(t, colmz.Updates({"k": keys}, time=np.full(300, t, np.uint64), diff=d))
+        for k, x in zip(keys.tolist(), d.tolist()):
+            model[k] += x
+        for r in a.state_runs():
+            top = max(-int(r.diff.min()), int(r.diff.max()))
+            assert top <= np.iinfo(r.diff.dtype).max  # (each diff and its negation fit)
+            narrower = {np.int16: np.int8, np.int32: np.int16, np.int64: np.int32}.get(r.diff.dtype.type)
+            assert narrower is None or top > np.iinfo(narrower).max or len(r.diff) <= 64  # (the narrowest)
+        assert a.counts([pa.array(np.arange(n))]).tolist() == model.tolist()
+    snap = a.snapshot()
+    assert dict(zip(snap.column("k").to_pylist(), snap.diff.tolist())) == {k: int(x) for k, x in enumerate(model) if x}
+    m = a.lookup([pa.array([0, 1, 2])])
+    assert m.rows.diff.dtype == np.int64
+    exported = OperatorState("s", a).delta((), 9)  # colmz.dataflow.state: the runs' rows as updates
+    assert dict(zip(exported.column("c0").to_pylist(), exported.diff.tolist())) == {
+        k: int(x) for k, x in enumerate(model) if x}
+
+
+def test_a_merge_whose_rows_cancel_keeps_no_unused_output_uncounted():
+    # A merge writes into arrays sized for both inputs; when half its rows cancel, a view of
+    # them would hold twice the bytes nbytes counts: the result is a tight copy.
+    n = 1_000
+    runs = []
+    for k, d in ((np.arange(n), np.ones(n, np.int64)), (np.arange(n // 2, n + n // 2), None)):
+        a = KeyedArrangement({"k": pa.int64()}, key=["k"])
+        a.insert(0, colmz.Updates({"k": k}, time=np.zeros(n, np.uint64), diff=np.where(k < n, -1, 1) if d is None else d))
+        runs.append(a.state_runs()[0])
+    merged, read = KeyedMerge(*runs).work(10 * n)
+    run = merged.result
+    assert merged.done and read == 2 * n and len(run.diff) == n
+    held = run.keys if run.keys.base is None else run.keys.base
+    assert held.nbytes <= run.keys.nbytes * 9 // 8, (held.shape, run.keys.shape)
