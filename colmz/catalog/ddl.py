@@ -65,17 +65,17 @@ from colmz.sql import (
     translate,
     uses_now,
 )
-from colmz.sql.write import is_jsonb
+from colmz.sql.write import is_json, is_jsonb
 from colmz.updates import SchemaError, Updates
 
 __all__ = ["Definitions"]
 
 
 def _task_columns(schema, stmt: dict):
-    # A reopened task's columns: its output's, the ones its statement declared jsonb given
-    # as that SQL type (the task stores jsonb's text there).
-    jsonb = {n for n, t in stmt.get("columns") or () if is_jsonb(t)}
-    return {c.name: "jsonb" if c.name in jsonb else c.type for c in schema}
+    # A reopened task's columns: its output's, the ones its statement declared jsonb (json)
+    # given as that SQL type (the task stores jsonb's text there; checks json's).
+    typed = {n: t.strip().lower() for n, t in stmt.get("columns") or () if is_jsonb(t) or is_json(t)}
+    return {c.name: typed.get(c.name, c.type) for c in schema}
 
 
 class Definitions:
@@ -217,7 +217,8 @@ class Definitions:
                 if n in self._objects and n != input_key}
         self._bring(src)  # the task runs to now: what it reads complete up to it
         # a jsonb column given as its SQL type: the task stores jsonb's text there
-        columns = None if s.columns is None else {n: t if is_jsonb(t) else arrow_type(t) for n, t in s.columns}
+        columns = None if s.columns is None else \
+            {n: t if is_jsonb(t) or is_json(t) else arrow_type(t) for n, t in s.columns}
         if columns is not None:
             check_columns("CREATE CONTINUAL TASK", s.name, {n: arrow_type(t) for n, t in s.columns})
             self._check_task_jsonb(key, s)
@@ -241,16 +242,17 @@ class Definitions:
         (:func:`colmz.sql.write.check_jsonb_values`). A column read is text when its kind says
         so (``colmz.catalog.column_kinds``): a table's or the task's own declared type, a
         view's or another task's kept kind; a string column of no known kind is not text."""
-        targets = [n if is_jsonb(t) else None for n, t in s.columns]
+        targets = [n if declared_kind(t) in ("jsonb", "json") else None for n, t in s.columns]
         if not any(targets):
             return
+        types = [declared_kind(t) for _, t in s.columns]
         rel = relation_of(key)
         own = [(n, declared_kind(t, arrow_type(t)), arrow_type(t)) for n, t in s.columns]
         for i, b in enumerate(s.body):
             if not isinstance(b, InsertStatement):
                 continue
             try:
-                self.check_jsonb_text(b.query, targets, self.read_columns(b.query, key, own))
+                self.check_jsonb_text(b.query, targets, self.read_columns(b.query, key, own), types)
             except SQLError as e:
                 raise SQLError(f"{task_statement(rel, i, 'insert')}: {e}") from None
 

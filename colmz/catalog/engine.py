@@ -527,10 +527,11 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         """The kind of each column name (lower case) of the objects ``query`` reads."""
         return relation_kinds([(n, k) for n, k, _ in self.read_columns(query)])
 
-    def check_jsonb_text(self, query: str, targets, columns) -> None:
+    def check_jsonb_text(self, query: str, targets, columns, types=()) -> None:
         """PostgreSQL's type error of a text expression of ``query`` written to a jsonb
-        column (``targets``: the jsonb column each expression is written to, or None),
-        ``columns`` those it reads (:meth:`read_columns`): a text column is one whose kind
+        (or json) column (``targets``: the column each expression is written to, or None;
+        ``types``: each one's type, jsonb where not given), ``columns`` those it reads
+        (:meth:`read_columns`): a text column is one whose kind
         is text; a string column of no known kind (possibly json) is not taken for text."""
         text_cols: set[str] = set()
         jsonb_cols: set[str] = set()
@@ -539,7 +540,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 text_cols.add(n.lower())
             elif k in ("jsonb", "json") or (k is None and (pa.types.is_string(t) or pa.types.is_large_string(t))):
                 jsonb_cols.add(n.lower())
-        check_jsonb_values(query, targets, frozenset(text_cols), frozenset(jsonb_cols))
+        check_jsonb_values(query, targets, frozenset(text_cols), frozenset(jsonb_cols), types)
 
     def definition_of(self, key: Key) -> dict | None:
         """The stored definition of the object keyed ``key`` (None: no such object), looked
@@ -556,15 +557,16 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         # from text to jsonb): colmz.sql.write.check_jsonb_values, typed by the columns of
         # the relations the query reads.
         names = [c.name for c in schema]
-        jsonb = {names[i] for i in self._jsonb_columns(key)}
-        if not jsonb:
+        typed = {names[i]: "jsonb" for i in self._jsonb_columns(key)}
+        typed.update({names[i]: "json" for i in self._jsonb_columns(key, is_json)})
+        if not typed:
             return
-        targets = [n if n in jsonb else None for n in (columns if columns is not None else names)]
+        targets = [n if n in typed else None for n in (columns if columns is not None else names)]
         if not any(targets):
             return
         # each object read typed by its column kinds (colmz.catalog.column_kinds): a view's
         # column is its query's
-        self.check_jsonb_text(query, targets, self.read_columns(query))
+        self.check_jsonb_text(query, targets, self.read_columns(query), [typed.get(n) for n in targets])
 
     def _write(self, s, t: int, pending: dict[Key, Updates]) -> None:
         key = key_of((*s.qualifier, s.table))

@@ -262,3 +262,74 @@ def test_a_continual_task_reading_a_views_column_into_jsonb_is_typed_by_the_view
     else:
         cat.execute(task)
         assert "cj" in cat.names
+
+
+_JSON_SETUP = ["CREATE TABLE src (k INT, s TEXT, j JSONB, js JSON)",
+               "CREATE TABLE d (k INT, j JSON)"]
+_JSON_INSERTS = ["INSERT INTO d SELECT k, s FROM src", "INSERT INTO d SELECT k, s || '' FROM src",
+                 "INSERT INTO d VALUES (1, '{}'::text)", "INSERT INTO d SELECT k, 'not json' FROM src",
+                 "INSERT INTO d SELECT k, j FROM src", "INSERT INTO d SELECT k, js FROM src",
+                 """INSERT INTO d VALUES (2, '{"b": 1,  "a": 2}')"""]
+
+
+def test_a_json_columns_writes_are_typed_as_postgresql_15_types_them(pg_url):
+    # a text expression into a json column is PostgreSQL's type error (no assignment cast
+    # from text to json either); colmz wrote it
+    import psycopg
+    from storage_servers import fresh_schema_url
+
+    def outcomes(run):
+        out = []
+        for stmt in _JSON_INSERTS:
+            try:
+                run(stmt)
+                out.append("ok")
+            except Exception as e:  # noqa: BLE001 - the message is compared
+                out.append(str(e).splitlines()[0].split(":")[0])
+        return out
+
+    cat = colmz.Catalog()
+    values = """INSERT INTO src VALUES (1, '{"a": 1}', '{"b":  2}', '{"c":  3}')"""
+    with psycopg.connect(fresh_schema_url(pg_url), autocommit=True) as conn:
+        for stmt in (*_JSON_SETUP, values):
+            conn.execute(stmt)
+            cat.execute(stmt)
+        expected = outcomes(conn.execute)
+        rows = sorted(conn.execute("SELECT k, j::text FROM d").fetchall())
+    assert expected == ['column "j" is of type json but expression is of type text'] * 3 + [
+        "invalid input syntax for type json", "ok", "ok", "ok"]
+    assert outcomes(cat.execute) == expected
+    assert sorted((r["k"], r["j"]) for r in cat.sql("SELECT * FROM d").to_pylist()) == rows
+
+
+@pytest.mark.parametrize("body", ["INSERT INTO cj SELECT k, s FROM src", "INSERT INTO cj SELECT k, s || '' FROM src",
+                                  "INSERT INTO cj SELECT k, upper(js::text) FROM src"])
+def test_a_continual_tasks_json_column_refuses_a_text_expression(body):
+    # as the INSERTs above in PostgreSQL 15; colmz created the task
+    cat = colmz.Catalog()
+    cat.execute(_JSON_SETUP[0])
+    with pytest.raises(SQLError, match='column "j" is of type json but expression is of type text'):
+        cat.execute(f"CREATE CONTINUAL TASK cj (k INT, j JSON) ON INPUT src AS ({body})")
+    assert cat.names == ["src"]
+
+
+def test_a_continual_tasks_json_column_keeps_its_text_and_refuses_text_that_is_not_json(tmp_path):
+    # PostgreSQL's json: the text written, once it reads as JSON; colmz wrote 'nope' there
+    cat = colmz.Catalog(tmp_path / "c")
+    cat.execute(_JSON_SETUP[0])
+    cat.execute("CREATE CONTINUAL TASK cj (k INT, j JSON) ON INPUT src AS ("
+                "INSERT INTO cj SELECT k, js FROM src; INSERT INTO cj SELECT k, j FROM src WHERE k = 1; "
+                "INSERT INTO cj SELECT k, 'nope' FROM src WHERE k = 3)")
+    cat.execute("""INSERT INTO src VALUES (1, NULL, '{"b":  2}', '{"c":  3, "c": 4}')""")
+    expected = [(1, '{"b": 2}'), (1, '{"c":  3, "c": 4}')]
+    assert sorted((r["k"], r["j"]) for r in cat.sql("SELECT * FROM cj").to_pylist()) == expected
+    for reopened in (False, True):
+        if reopened:
+            del cat
+            cat = colmz.Catalog(tmp_path / "c")
+        now = cat.now
+        with pytest.raises(SQLError, match="invalid input syntax for type json"):
+            cat.execute("INSERT INTO src VALUES (3, NULL, NULL, '[]')")
+        assert cat.now == now
+        assert cat.sql("SELECT count(*) AS n FROM src").to_pylist() == [{"n": 1}]
+        assert sorted((r["k"], r["j"]) for r in cat.sql("SELECT * FROM cj").to_pylist()) == expected
