@@ -57,16 +57,19 @@ def declared_kind(type_sql: str, arrow: pa.DataType | None = None) -> str | None
     return None
 
 
-def query_kinds(query: str, width: int, columns: Mapping[str, str | None]) -> list[str | None]:
+def query_kinds(query: str, width: int, columns: Mapping[str, str | None],
+                star: Sequence[str | None] | None = None) -> list[str | None]:
     """The kind of each of the ``width`` output columns of ``query`` (SQL text as written),
     given ``columns``: the kind of each column (lower-case name) of the relations it reads
     (``None`` where two relations disagree or nothing is known). As PostgreSQL types a view's
     columns: a column reference is its column's kind; a cast or a json(b) function its
     type; a text function, ``->>``, ``||`` of no json operand, and an untyped literal or
     ``NULL`` (a view resolves unknown to text) are text; ``->`` keeps its operand's kind; a
-    ``CASE`` or ``coalesce`` is the common kind of its results. A ``*`` item or a query the
-    tree cannot read gives ``None`` for every column; a set operation the kinds its
-    branches agree on.
+    ``CASE`` or ``coalesce`` is the common kind of its results. One plain ``*`` item is the
+    kinds ``star`` (the columns of the one relation read, in order) where given and the
+    widths agree; another ``*``, a ``WITH`` or a ``FROM`` of anything but stored relations
+    (whose names might be a subquery's columns) or a query the tree cannot read gives
+    ``None`` for every column; a set operation the kinds its branches agree on.
 
     >>> query_kinds("SELECT k, j, j -> 'a', j ->> 'a', s::jsonb, 'x' FROM t", 6,
     ...             {"k": None, "j": "jsonb", "s": "text"})
@@ -82,19 +85,39 @@ def query_kinds(query: str, width: int, columns: Mapping[str, str | None]) -> li
         return unknown
     except Exception:  # noqa: BLE001 - any other refusal (UnsupportedSQL, ...): not told
         return unknown
-    out = _node_kinds(q, query, columns)
+    out = _node_kinds(q, query, columns, width, star)
     return out if out is not None and len(out) == width else unknown
 
 
-def _node_kinds(q, query: str, columns) -> list[str | None] | None:
-    if q.type == "SET_OPERATION_NODE":
-        branches = [_node_kinds(c, query, columns) for c in q.children]
+def _node_kinds(q, query: str, columns, width: int, star) -> list[str | None] | None:
+    if q.type == "SET_OPERATION_NODE" and not q.ctes:
+        branches = [_node_kinds(c, query, columns, width, None) for c in q.children]
         if not branches or any(b is None for b in branches) or len({len(b) for b in branches}) != 1:
             return None
         return [k[0] if len(set(k)) == 1 else None for k in zip(*branches)]
-    if q.type != "SELECT_NODE" or any(e.cls == "STAR" for e in q.items):
+    if q.type != "SELECT_NODE" or q.ctes or not _plain_from(q.from_):
+        return None  # a name may then be a subquery's or CTE's column, not a stored one's
+    stars = [e for e in q.items if e.cls == "STAR"]
+    if not stars:
+        return [_kind(e, query, columns) for e in q.items]
+    # the one relation read must be the FROM item itself (not a subquery's or a CTE's output)
+    if len(stars) > 1 or star is None or stars[0].star_modified or stars[0].children or q.ctes \
+            or q.from_ is None or q.from_.type != "BASE_TABLE" or len(q.items) - 1 + len(star) != width:
         return None
-    return [_kind(e, query, columns) for e in q.items]
+    out: list[str | None] = []
+    for e in q.items:
+        out.extend(star if e.cls == "STAR" else [_kind(e, query, columns)])
+    return out
+
+
+def _plain_from(t) -> bool:
+    # Whether a FROM clause reads stored relations only (base tables, joins of them): its
+    # column names are then theirs.
+    if t is None:
+        return True
+    if t.type == "BASE_TABLE":
+        return True
+    return t.type == "JOIN" and all(_plain_from(c) for c in t.children)
 
 
 def _kind(e, query: str, columns) -> str | None:

@@ -499,12 +499,12 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         if st.get("columns") and d["kind"] in ("table", "continual task"):
             return [declared_kind(t, c.type) for (_, t), c in zip(st["columns"], schema)]
         if d["kind"] == "materialized view":
-            return query_kinds(st["query"], len(schema), self.read_kinds(st["query"]))
+            return self.query_kinds(st["query"], len(schema))
         if d["kind"] == "continual task":
             input_key = key_of((*st.get("input_qualifier", ()), st["input"]))
             inserts = [b["insert"] for b in st["body"] if "insert" in b]
             if len(inserts) == len(st["body"]) and inserts and key not in self._reads(inserts[0]):
-                return query_kinds(inserts[0], len(schema), self.read_kinds(inserts[0]))
+                return self.query_kinds(inserts[0], len(schema))
             if input_key in self._objects and [c.name for c in self._objects[input_key].schema] == \
                     [c.name for c in schema]:
                 return self.column_kinds(input_key)
@@ -523,22 +523,29 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 out.extend((c.name, k, c.type) for c, k in zip(schema, self.column_kinds(b)))
         return out
 
-    def read_kinds(self, query: str) -> dict[str, str | None]:
-        """The kind of each column name (lower case) of the objects ``query`` reads."""
-        return relation_kinds([(n, k) for n, k, _ in self.read_columns(query)])
+    def query_kinds(self, query: str, width: int) -> list[str | None]:
+        """The kinds of the ``width`` columns of ``query`` over the objects it reads
+        (:func:`colmz.catalog.column_kinds.query_kinds`; a ``*`` over one object is its
+        columns')."""
+        read = self.read_columns(query)
+        objects = set(bind_relations(translate(query), frozenset(self._objects))[1])
+        star = [k for _, k, _ in read] if len(objects) == 1 and len(read) == len(self._objects[
+            next(iter(objects))].schema) else None
+        return query_kinds(query, width, relation_kinds([(n, k) for n, k, _ in read]), star)
 
-    def check_jsonb_text(self, query: str, targets, columns, types=()) -> None:
+    def check_jsonb_text(self, query: str, targets, columns, types=(), unknown_text: bool = False) -> None:
         """PostgreSQL's type error of a text expression of ``query`` written to a jsonb
         (or json) column (``targets``: the column each expression is written to, or None;
         ``types``: each one's type, jsonb where not given), ``columns`` those it reads
         (:meth:`read_columns`): a text column is one whose kind
-        is text; a string column of no known kind (possibly json) is not taken for text."""
+        is text, or (``unknown_text``) a string column of no known kind."""
         text_cols: set[str] = set()
         jsonb_cols: set[str] = set()
         for n, k, t in columns:
-            if k == "text":
+            string = k is None and (pa.types.is_string(t) or pa.types.is_large_string(t))
+            if k == "text" or (string and unknown_text):
                 text_cols.add(n.lower())
-            elif k in ("jsonb", "json") or (k is None and (pa.types.is_string(t) or pa.types.is_large_string(t))):
+            elif k in ("jsonb", "json") or string:
                 jsonb_cols.add(n.lower())
         check_jsonb_values(query, targets, frozenset(text_cols), frozenset(jsonb_cols), types)
 
@@ -565,8 +572,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         if not any(targets):
             return
         # each object read typed by its column kinds (colmz.catalog.column_kinds): a view's
-        # column is its query's
-        self.check_jsonb_text(query, targets, self.read_columns(query), [typed.get(n) for n in targets])
+        # column is its query's; one whose kind colmz cannot tell is taken for text (refused
+        # rather than a text written as jsonb)
+        self.check_jsonb_text(query, targets, self.read_columns(query), [typed.get(n) for n in targets],
+                              unknown_text=True)
 
     def _write(self, s, t: int, pending: dict[Key, Updates]) -> None:
         key = key_of((*s.qualifier, s.table))
