@@ -382,3 +382,24 @@ def test_a_star_views_and_a_subquerys_column_kinds_as_postgresql_15(pg_url):
     error = 'column "j" is of type jsonb but expression is of type text'
     assert expected == ["ok", error, "ok", error, "ok", error, error, error, error, "ok", error]
     assert outcomes(cat.execute) == expected
+
+
+@pytest.mark.parametrize("self_reference", [False, True])
+def test_a_continual_task_without_a_column_list_has_its_querys_column_kinds(tmp_path, self_reference):
+    # its columns are its first INSERT's (or, self-referencing, its input's): a jsonb column
+    # read from it is written to jsonb, a text one is PostgreSQL's type error; colmz refused both
+    cat = colmz.Catalog(tmp_path / "c")
+    cat.execute("CREATE TABLE t (k INT, j JSONB, s TEXT)")
+    cat.execute("CREATE TABLE dst (k INT, j JSONB)")
+    body = "DELETE FROM c2 WHERE k < 0; INSERT INTO c2 SELECT * FROM t" if self_reference else \
+        "INSERT INTO c2 SELECT k, j, s FROM t"
+    cat.execute(f"CREATE CONTINUAL TASK c2 ON INPUT t AS ({body})")
+    cat.execute("""INSERT INTO t VALUES (1, '{"a": 1}', '{"b": 2}')""")
+    for reopened in (False, True):
+        if reopened:
+            del cat
+            cat = colmz.Catalog(tmp_path / "c")
+        cat.execute("INSERT INTO dst SELECT k, j FROM c2")
+        with pytest.raises(SQLError, match='column "j" is of type jsonb but expression is of type text'):
+            cat.execute("INSERT INTO dst SELECT k, s FROM c2")
+    assert cat.sql("SELECT * FROM dst").to_pylist() == [{"k": 1, "j": '{"a": 1}'}] * 2
