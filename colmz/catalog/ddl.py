@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-import pyarrow as pa
-
+from colmz.catalog.column_kinds import declared_kind
 from colmz.catalog.objects import (
     CatalogObject,
     Key,
@@ -66,17 +65,17 @@ from colmz.sql import (
     translate,
     uses_now,
 )
-from colmz.sql.write import check_jsonb_values, is_json, is_jsonb
+from colmz.sql.write import is_json, is_jsonb
 from colmz.updates import SchemaError, Updates
 
 __all__ = ["Definitions"]
 
 
 def _task_columns(schema, stmt: dict):
-    # A reopened task's columns: its output's, the ones its statement declared jsonb given
-    # as that SQL type (the task stores jsonb's text there).
-    jsonb = {n for n, t in stmt.get("columns") or () if is_jsonb(t)}
-    return {c.name: "jsonb" if c.name in jsonb else c.type for c in schema}
+    # A reopened task's columns: its output's, the ones its statement declared jsonb (json)
+    # given as that SQL type (the task stores jsonb's text there; checks json's).
+    typed = {n: t.strip().lower() for n, t in stmt.get("columns") or () if is_jsonb(t) or is_json(t)}
+    return {c.name: typed.get(c.name, c.type) for c in schema}
 
 
 class Definitions:
@@ -218,7 +217,8 @@ class Definitions:
                 if n in self._objects and n != input_key}
         self._bring(src)  # the task runs to now: what it reads complete up to it
         # a jsonb column given as its SQL type: the task stores jsonb's text there
-        columns = None if s.columns is None else {n: t if is_jsonb(t) else arrow_type(t) for n, t in s.columns}
+        columns = None if s.columns is None else \
+            {n: t if is_jsonb(t) or is_json(t) else arrow_type(t) for n, t in s.columns}
         if columns is not None:
             check_columns("CREATE CONTINUAL TASK", s.name, {n: arrow_type(t) for n, t in s.columns})
             self._check_task_jsonb(key, s)
@@ -239,35 +239,20 @@ class Definitions:
         """PostgreSQL's (and Materialize's) type error of a task's ``INSERT`` writing a text
         expression to one of its ``jsonb`` columns (there is no assignment cast from text to
         jsonb), raised at ``CREATE`` as a table's ``INSERT`` raises it
-        (:func:`colmz.sql.write.check_jsonb_values`). A column read is text when its relation
-        says so: a table (its definition tells text from json and jsonb) or the task's own
-        output (its column list); another object's text column may hold json or jsonb (its
-        columns' SQL types are not kept), so it is not taken for text."""
-        targets = [n if is_jsonb(t) else None for n, t in s.columns]
+        (:func:`colmz.sql.write.check_jsonb_values`). A column read is text when its kind says
+        so (``colmz.catalog.column_kinds``): a table's or the task's own declared type, a
+        view's or another task's kept kind; a string column of no known kind is not text."""
+        targets = [n if declared_kind(t) in ("jsonb", "json") else None for n, t in s.columns]
         if not any(targets):
             return
+        types = [declared_kind(t) for _, t in s.columns]
         rel = relation_of(key)
+        own = [(n, declared_kind(t, arrow_type(t)), arrow_type(t)) for n, t in s.columns]
         for i, b in enumerate(s.body):
             if not isinstance(b, InsertStatement):
                 continue
-            text_cols: set[str] = set()
-            jsonb_cols: set[str] = set()
-            for k in bind_relations(translate(b.query), frozenset((*self._objects, key)))[1]:
-                if k == key:
-                    cols = [(n, is_jsonb(t) or is_json(t), None if is_jsonb(t) or is_json(t) else arrow_type(t))
-                            for n, t in s.columns]
-                else:
-                    schema = self._objects[k].schema
-                    typed = set(self._jsonb_columns(k) + self._jsonb_columns(k, is_json))
-                    known = self.definition_of(k) is not None and self.definition_of(k).get("kind") == "table"
-                    cols = [(c.name, j in typed or not known, c.type) for j, c in enumerate(schema)]
-                for n, json_like, t in cols:
-                    if json_like:
-                        jsonb_cols.add(n.lower())
-                    elif t is not None and (pa.types.is_string(t) or pa.types.is_large_string(t)):
-                        text_cols.add(n.lower())
             try:
-                check_jsonb_values(b.query, targets, frozenset(text_cols), frozenset(jsonb_cols))
+                self.check_jsonb_text(b.query, targets, self.read_columns(b.query, key, own), types)
             except SQLError as e:
                 raise SQLError(f"{task_statement(rel, i, 'insert')}: {e}") from None
 
@@ -351,6 +336,10 @@ class Definitions:
             ]
         d = {"name": as_qualified(obj.name).item, "kind": kind, "since": obj.collection.since,
              "key": storage_key(display_name(obj.name)), "stmt": body}
+        if not body.get("columns"):
+            # a view's (or a task's without a column list) json/jsonb/text column kinds,
+            # derived once from its query (declared columns say them themselves)
+            d["column_kinds"] = self.derive_kinds(obj.name, d)
         if isinstance(obj.name, QualifiedName):
             # Only an object outside materialize.public says where it lives: a definition
             # without these (every one written before schemas existed) is a public one.

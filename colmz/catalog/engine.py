@@ -65,6 +65,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pyarrow as pa
 
+from colmz.catalog.column_kinds import declared_kind, query_kinds, relation_kinds
 from colmz.catalog.ddl import Definitions
 from colmz.catalog.objects import (
     CatalogObject,
@@ -474,6 +475,80 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             return []
         return [i for i, (_, typ) in enumerate(d["stmt"].get("columns", ())) if kind(typ)]
 
+    def column_kinds(self, key: Key) -> list[str | None]:
+        """The SQL kind of each column of the object keyed ``key`` (``colmz.catalog.
+        column_kinds``): ``"jsonb"``, ``"json"``, ``"text"`` or ``None`` (not one of them, or
+        not known). A table's are its declared types; a view's or task's are kept in its
+        definition (derived at ``CREATE``), or derived now for a definition written before."""
+        d = self.definition_of(key)
+        schema = self._objects[key].schema
+        if d is None:
+            return [None] * len(schema)
+        kept = d.get("column_kinds")
+        if kept is not None and len(kept) == len(schema):
+            return list(kept)
+        return self.derive_kinds(key, d)
+
+    def derive_kinds(self, key: Key, d: dict) -> list[str | None]:
+        """The column kinds of the object keyed ``key`` from its definition ``d`` (its
+        statement, the objects it reads): a table's or a task's declared column types; a
+        view's query's (:func:`colmz.catalog.column_kinds.query_kinds`); a task without a
+        column list has its input's (a self-referencing one) or its first INSERT's."""
+        schema = self._objects[key].schema
+        st = d["stmt"]
+        if st.get("columns") and d["kind"] in ("table", "continual task"):
+            return [declared_kind(t, c.type) for (_, t), c in zip(st["columns"], schema)]
+        if d["kind"] == "materialized view":
+            return self.query_kinds(st["query"], len(schema))
+        if d["kind"] == "continual task":
+            input_key = key_of((*st.get("input_qualifier", ()), st["input"]))
+            inserts = [b["insert"] for b in st["body"] if "insert" in b]
+            if len(inserts) == len(st["body"]) and inserts and key not in self._reads(inserts[0]):
+                return self.query_kinds(inserts[0], len(schema))
+            if input_key in self._objects and [c.name for c in self._objects[input_key].schema] == \
+                    [c.name for c in schema]:
+                return self.column_kinds(input_key)
+        return [None] * len(schema)
+
+    def read_columns(self, query: str, own: Key | None = None, own_columns=()) -> list[tuple]:
+        """The columns (name, kind, Arrow type) of the objects ``query`` reads, in order
+        (``own``: a task being created, whose columns ``own_columns`` are given so)."""
+        out: list[tuple] = []
+        objects = frozenset(self._objects) if own is None else frozenset((*self._objects, own))
+        for b in bind_relations(translate(query), objects)[1]:
+            if b == own and b not in self._objects:
+                out.extend(own_columns)
+            elif b in self._objects:
+                schema = self._objects[b].schema
+                out.extend((c.name, k, c.type) for c, k in zip(schema, self.column_kinds(b)))
+        return out
+
+    def query_kinds(self, query: str, width: int) -> list[str | None]:
+        """The kinds of the ``width`` columns of ``query`` over the objects it reads
+        (:func:`colmz.catalog.column_kinds.query_kinds`; a ``*`` over one object is its
+        columns')."""
+        read = self.read_columns(query)
+        objects = set(bind_relations(translate(query), frozenset(self._objects))[1])
+        star = [k for _, k, _ in read] if len(objects) == 1 and len(read) == len(self._objects[
+            next(iter(objects))].schema) else None
+        return query_kinds(query, width, relation_kinds([(n, k) for n, k, _ in read]), star)
+
+    def check_jsonb_text(self, query: str, targets, columns, types=(), unknown_text: bool = False) -> None:
+        """PostgreSQL's type error of a text expression of ``query`` written to a jsonb
+        (or json) column (``targets``: the column each expression is written to, or None;
+        ``types``: each one's type, jsonb where not given), ``columns`` those it reads
+        (:meth:`read_columns`): a text column is one whose kind
+        is text, or (``unknown_text``) a string column of no known kind."""
+        text_cols: set[str] = set()
+        jsonb_cols: set[str] = set()
+        for n, k, t in columns:
+            string = k is None and (pa.types.is_string(t) or pa.types.is_large_string(t))
+            if k == "text" or (string and unknown_text):
+                text_cols.add(n.lower())
+            elif k in ("jsonb", "json") or string:
+                jsonb_cols.add(n.lower())
+        check_jsonb_values(query, targets, frozenset(text_cols), frozenset(jsonb_cols), types)
+
     def definition_of(self, key: Key) -> dict | None:
         """The stored definition of the object keyed ``key`` (None: no such object), looked
         up in an index of the definitions rebuilt only when they change (a DDL statement
@@ -489,21 +564,18 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         # from text to jsonb): colmz.sql.write.check_jsonb_values, typed by the columns of
         # the relations the query reads.
         names = [c.name for c in schema]
-        jsonb = {names[i] for i in self._jsonb_columns(key)}
-        if not jsonb:
+        typed = {names[i]: "jsonb" for i in self._jsonb_columns(key)}
+        typed.update({names[i]: "json" for i in self._jsonb_columns(key, is_json)})
+        if not typed:
             return
-        targets = [n if n in jsonb else None for n in (columns if columns is not None else names)]
+        targets = [n if n in typed else None for n in (columns if columns is not None else names)]
         if not any(targets):
             return
-        text_cols: set[str] = set()
-        jsonb_cols: set[str] = set()
-        for b in bind_relations(translate(query), frozenset(self._objects))[1]:
-            cols = self._objects[b].schema
-            typed = {cols[i].name for i in self._jsonb_columns(b) + self._jsonb_columns(b, is_json)}
-            jsonb_cols.update(n.lower() for n in typed)
-            text_cols.update(c.name.lower() for c in cols if c.name not in typed
-                             and (pa.types.is_string(c.type) or pa.types.is_large_string(c.type)))
-        check_jsonb_values(query, targets, frozenset(text_cols), frozenset(jsonb_cols))
+        # each object read typed by its column kinds (colmz.catalog.column_kinds): a view's
+        # column is its query's; one whose kind colmz cannot tell is taken for text (refused
+        # rather than a text written as jsonb)
+        self.check_jsonb_text(query, targets, self.read_columns(query), [typed.get(n) for n in targets],
+                              unknown_text=True)
 
     def _write(self, s, t: int, pending: dict[Key, Updates]) -> None:
         key = key_of((*s.qualifier, s.table))

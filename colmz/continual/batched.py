@@ -181,6 +181,8 @@ class CompiledStatement:
         self.text = q if isinstance(q, str) else None
         #: The positions of the task's jsonb columns (an INSERT stores jsonb's text there).
         self.jsonb: tuple[int, ...] = ()
+        #: The positions of its json columns (an INSERT's text there must read as JSON).
+        self.json: tuple[int, ...] = ()
         self.now_form: str | None = None
         #: How errors name the statement: its number and construct (Materialize's wording).
         self.label = task_statement(task_name, index, kind, predicate=bool(q) and kind == "delete")
@@ -244,8 +246,8 @@ class CompiledStatement:
         what = self.label
         if self.fn is not None:
             out = self.fn(dict(inputs), dict(refs), view_tbl)
-            if self.kind == "insert" and self.jsonb:
-                out = as_jsonb(out, self.jsonb)
+            if self.kind == "insert" and (self.jsonb or self.json):
+                out = as_jsonb(out, self.jsonb, self.json)
         else:
             out = self.run_sql(reg, t, inputs, refs, view_tbl)
         return conform(out, schema, what)
@@ -290,9 +292,10 @@ def check_statements(task: ContinualTask) -> None:
                 raw = b.run_sql(reg, 0, empty, b_refs, view)
                 if b.kind == "insert" and b.assign_to(raw, task.schema):
                     raw = b.run_sql(reg, 0, empty, b_refs, view)
-                if b.kind == "insert" and b.jsonb and raw.num_columns == len(task.schema):
-                    # jsonb columns hold PostgreSQL's jsonb text (a string literal, a json value)
-                    b.sql = jsonb_select(f"({b.sql})", [c.name for c in task.schema], b.jsonb)
+                if b.kind == "insert" and (b.jsonb or b.json) and raw.num_columns == len(task.schema):
+                    # jsonb columns hold PostgreSQL's jsonb text (a string literal, a json value);
+                    # json columns the text written, once it reads as JSON
+                    b.sql = jsonb_select(f"({b.sql})", [c.name for c in task.schema], b.jsonb, b.json)
                     raw = b.run_sql(reg, 0, empty, b_refs, view)
                 b.raw_types = [f.type for f in raw.schema]
                 message = arity_message(raw.num_columns, len(task.schema)) if b.kind == "insert" else None

@@ -83,7 +83,7 @@ from colmz.rows import at_time, expand, relation_rows, rows_to_updates, schema_o
 from colmz.sql.errors import SQLError
 from colmz.sql.floatcols import column_kind, float_column_rules
 from colmz.sql.names import display_name
-from colmz.sql.write import check_jsonb_values, is_jsonb
+from colmz.sql.write import check_jsonb_values, is_json, is_jsonb
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
@@ -199,7 +199,9 @@ class ContinualTask:
     columns : mapping of column name to Arrow type (or SQL type), optional
         The output's columns; inferred from the first SQL ``INSERT`` when omitted. A column
         given as SQL type ``jsonb`` holds PostgreSQL's jsonb text: what an ``INSERT``
-        writes there is read as jsonb (keys sorted, spacing normalised).
+        writes there is read as jsonb (keys sorted, spacing normalised); one given as
+        ``json`` keeps the text written, once it reads as JSON (else PostgreSQL's
+        ``invalid input syntax for type json``).
     snapshot : bool, default True
         On a first start, present the input's contents at ``as_of`` as inserts at ``as_of``.
     statements : ``"independent"`` (default, as upstream) or ``"sequential"``
@@ -319,6 +321,7 @@ class ContinualTask:
         self.schema = schema
         for b in self.compiled:
             b.jsonb = _jsonb_positions(columns)
+            b.json = _jsonb_positions(columns, is_json)
             if b.kind == "insert" and b.jsonb and b.text:
                 # PostgreSQL's type error of a text expression written to a jsonb column;
                 # only a visibly text one here: a string column read may be json or jsonb
@@ -641,13 +644,14 @@ class ContinualTask:
 
 
 
-def _jsonb_positions(columns) -> tuple[int, ...]:
-    # The positions of the columns given as SQL type jsonb (colmz holds them as text).
+def _jsonb_positions(columns, kind=is_jsonb) -> tuple[int, ...]:
+    # The positions of the columns given as SQL type jsonb (``kind=is_json``: json; colmz
+    # holds both as text).
     if columns is None:
         return ()
     items = list(columns.items()) if isinstance(columns, Mapping) else [
         (c.name, c.type) if isinstance(c, ColumnSpec) else tuple(c) for c in columns]
-    return tuple(i for i, (_, t) in enumerate(items) if isinstance(t, str) and is_jsonb(t))
+    return tuple(i for i, (_, t) in enumerate(items) if isinstance(t, str) and kind(t))
 
 
 def _check_nonnegative(contents: Updates, name: str, index: int | None) -> None:

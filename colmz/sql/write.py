@@ -266,10 +266,11 @@ def as_jsonb(rows: pa.Table, columns: Sequence[int], json_columns: Sequence[int]
     return rows
 
 
-def jsonb_select(relation: str, names: Sequence[str], jsonb: Sequence[int]) -> str:
+def jsonb_select(relation: str, names: Sequence[str], jsonb: Sequence[int], json: Sequence[int] = ()) -> str:
     """A ``SELECT`` of ``relation``'s columns (SQL text, by position) named ``names``, the
     ones at ``jsonb`` read as PostgreSQL's jsonb input reads text when it runs
-    (:data:`colmz.sql.transforms.JSONB_IN`): what a write to a jsonb column stores.
+    (:data:`colmz.sql.transforms.JSONB_IN`): what a write to a jsonb column stores; the ones
+    at ``json`` kept as written once they read so (a json column's write).
 
     >>> print(jsonb_select("(q)", ["k", "j"], [1]))
     SELECT "__colmz_j"."__colmz_c0" AS "k", __colmz_jsonb_in(CAST("__colmz_j"."__colmz_c1" AS VARCHAR)) AS "j" FROM (q) AS "__colmz_j"("__colmz_c0", "__colmz_c1")
@@ -278,8 +279,15 @@ def jsonb_select(relation: str, names: Sequence[str], jsonb: Sequence[int]) -> s
 
     alias = identifier("__colmz_j")
     cols = [f"{alias}.{identifier(f'__colmz_c{i}')}" for i in range(len(names))]
-    items = [f"{JSONB_IN}(CAST({c} AS VARCHAR)) AS {identifier(n)}" if i in jsonb else f"{c} AS {identifier(n)}"
-             for i, (c, n) in enumerate(zip(cols, names))]
+    def item(i: int, c: str, n: str) -> str:
+        if i in jsonb:
+            return f"{JSONB_IN}(CAST({c} AS VARCHAR)) AS {identifier(n)}"
+        if i in json:
+            return f"CASE WHEN {JSONB_IN}(CAST({c} AS VARCHAR)) IS NULL THEN NULL ELSE CAST({c} AS VARCHAR) END " \
+                f"AS {identifier(n)}"
+        return f"{c} AS {identifier(n)}"
+
+    items = [item(i, c, n) for i, (c, n) in enumerate(zip(cols, names))]
     heads = ", ".join(identifier(f"__colmz_c{i}") for i in range(len(names)))
     return f"SELECT {', '.join(items)} FROM {relation} AS {alias}({heads})"
 
@@ -313,12 +321,13 @@ _TEXT_TYPES = re.compile(r"(text|varchar|string|character varying|char|character
 
 
 def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: frozenset[str],
-                       jsonb_columns: frozenset[str]) -> None:
+                       jsonb_columns: frozenset[str], types: Sequence[str] = ()) -> None:
     """PostgreSQL's type error of an ``INSERT`` writing a ``text`` expression to a ``jsonb``
     column: ``targets`` names the column each expression of ``query`` (a ``VALUES`` list or a
     ``SELECT``) is written to when it is ``jsonb`` (``None`` otherwise); ``text_columns`` and
     ``jsonb_columns`` are the (lower-case) names of the text and jsonb columns of the
-    relations ``query`` reads. PostgreSQL has no assignment cast from text to jsonb: only an
+    relations ``query`` reads; ``types`` the SQL type of each target (``jsonb`` where not
+    given: ``json`` has no assignment cast from text either). PostgreSQL has no assignment cast from text to jsonb: only an
     untyped string literal (or NULL, or a jsonb value) is accepted there. An expression is
     text when it is visibly one -- a cast to a text type, a text function, ``||`` of no jsonb
     operand, a ``CASE`` or ``coalesce`` of untyped literals or text, or a column of a text type (its name not also a jsonb column's); any other is
@@ -378,6 +387,7 @@ def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: 
         return e.cls == "CONSTANT" and e.literal is not None and e.literal.kind in ("STRING", "NULL_LITERAL")
 
     for row in rows:
-        for e, target in zip(row, targets):
+        for i, (e, target) in enumerate(zip(row, targets)):
             if target is not None and text(e):
-                raise SQLError(f'column "{target}" is of type jsonb but expression is of type text')
+                typ = types[i] if i < len(types) and types[i] else "jsonb"
+                raise SQLError(f'column "{target}" is of type {typ} but expression is of type text')
