@@ -431,7 +431,8 @@ class Catalog:
         ``{}`` in memory): record ``commits`` (one compare-and-set each), intent entries
         ``entries_applied`` (an arrangement moved: its upper, and the runs adopted) and
         ``entries_landed`` (found applied already), ``runs_written`` (one per arrangement
-        with changes), ``conflicts``, ``blobs_deleted``. A commit moves the arrangements of
+        with changes), ``conflicts``, ``blobs_deleted``, ``definitions_encoded`` (the record's
+        definitions encoded anew: by DDL, never by a data commit). A commit moves the arrangements of
         what it changes only: the others lag, logically at the record's upper
         (``colmz.catalog.store``, "Lazy uppers").
 

@@ -92,6 +92,20 @@ below the record's upper holds no update at a time in ``[p, upper)``; every comm
 changes it writes an entry for it (the writer checks its change since ``p``, not since the
 previous commit).
 
+The definitions are encoded once
+--------------------------------
+The record is a :class:`~colmz.storage.state.StateLog` state: each version is written as its
+diff from the one before, so a data commit writes its intent and upper, not the
+definitions. Building that diff, and the record's check, needs the canonical JSON of the
+whole record; the store keeps the definitions it committed last encoded
+(:class:`~colmz.storage.state.Encoded`, next to a deep copy of them) and reuses that
+encoding while they compare equal, so a commit that changes no definition encodes only its
+intent: its Python work is what it changes, whatever the number of objects (the check is
+then a digest over bytes already encoded). The record written is the same as when every
+commit encoded everything -- same layout, same :func:`record_check`, verified on every
+load. DDL encodes the definitions again (``definitions_encoded`` in
+:attr:`CatalogStore.stats`).
+
 Entries of the definitions that carry a ``key`` but are not catalog objects (a view's
 operator states, kind ``"view state"``, ``colmz.catalog.durable``) are arrangements like any
 other here: created before the record names them, moved by intent entries, applied alike.
@@ -117,6 +131,7 @@ compare-and-set creates the catalog record. A store with no record and no marker
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import threading
 import time
@@ -144,7 +159,7 @@ from colmz.arrangement.parts import concurrent_calls, read_part
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.ops import concat
 from colmz.storage.base import Indeterminate, StorageError, VersionedData
-from colmz.storage.state import CommitConflict, StateLog
+from colmz.storage.state import CommitConflict, Encoded, StateLog, canonical_json
 from colmz.threads import shared_pool
 from colmz.updates import Updates
 
@@ -261,8 +276,10 @@ class CatalogStore:
         self._arrangements: dict[str, ArrangementCollection] = {}
         # The intents this store committed itself (their runs are its own: no check first).
         self._mine: set[str] = set()
+        # The definitions last committed, encoded (reused while they do not change).
+        self._encoded_defs: tuple[list[dict], Encoded] | None = None
         self.stats = {"commits": 0, "conflicts": 0, "entries_applied": 0, "entries_landed": 0,
-                      "runs_written": 0, "blobs_deleted": 0, "converted": 0}
+                      "runs_written": 0, "blobs_deleted": 0, "converted": 0, "definitions_encoded": 0}
         self._stats_lock = threading.Lock()
 
     def _count(self, what: str) -> None:
@@ -332,13 +349,29 @@ class CatalogStore:
             self.identity = write_identity(self.blob, StoreIdentity.new(IDENTITY_NAME, int(time.time() * 1000)))
             self.log = StateLog(self.loc.consensus, self.identity.consensus_key)
 
-    def _record(self, objects: list[dict], intent, upper: int | None = None) -> dict:
-        fields = {"format": FORMAT, "identity": self.identity.id, "objects": objects, "intent": intent}
+    def _definitions(self, objects: list[dict]) -> Encoded:
+        """``objects`` encoded, the encoding of the previous commit's reused when they did
+        not change (module docstring, "The definitions are encoded once"): compared with
+        a deep copy of the definitions it encodes, never with the caller's (mutable) dicts."""
+        known = self._encoded_defs
+        if known is None or objects != known[0]:
+            # a deep copy, not the JSON value: definitions hold tuples, which JSON makes lists
+            known = self._encoded_defs = (copy.deepcopy(objects), Encoded(objects, "objects"))
+            self._count("definitions_encoded")
+        return known[1]
+
+    def _record(self, objects: list[dict], intent, upper: int | None = None) -> tuple[dict, dict]:
+        """The record of ``objects``, ``intent`` and ``upper`` as committed (its definitions
+        :class:`~colmz.storage.state.Encoded`: the state log takes their encoding as is)
+        and as read back (plain values); the same check (:func:`record_check`) in both."""
+        defs = self._definitions(objects)
+        fields = {"format": FORMAT, "identity": self.identity.id, "intent": json.loads(json.dumps(intent))}
         if upper is not None:
             fields["upper"] = upper
-        record = json.loads(json.dumps(fields))
-        record["check"] = record_check(record)
-        return record
+        # canonical JSON of the record without its check, as record_check encodes it: the
+        # definitions' bytes reused, not encoded again
+        check = part_digest(canonical_json({**fields, "objects": defs}).encode())
+        return {**fields, "objects": defs, "check": check}, {**fields, "objects": defs.value, "check": check}
 
     # -- reading -----------------------------------------------------------------------
 
@@ -441,7 +474,7 @@ class CatalogStore:
             if not cons.compare_and_set(LEGACY_INTENT_KEY, head.seqno, VersionedData(head.seqno + 1, b"")):
                 return  # another handle cleared it: read again
         try:
-            self.log.commit(None, self._record(defs, None))
+            self.log.commit(None, self._record(defs, None)[0])
         except CommitConflict:
             return  # another handle converted it first
         self.stats["converted"] += 1
@@ -494,8 +527,8 @@ class CatalogStore:
             for (name, key, lo, up, _), run in zip(moves, runs):
                 entries.append({"name": name, "key": key, "lower": lo, "upper": up,
                                 "runs": [] if run is None else [run.to_dict()]})
-            state = self._record(objects, {"id": token, "entries": entries}, upper)
-            seqno = self.log.commit(self._seqno, state)
+            record, state = self._record(objects, {"id": token, "entries": entries}, upper)
+            seqno = self.log.commit(self._seqno, record)
         except Indeterminate:
             raise  # the record may name the runs: leave them (a reload tells; gc takes the rest)
         except BaseException as e:

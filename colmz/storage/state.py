@@ -71,8 +71,8 @@ from colmz.storage.base import (
     check_key,
 )
 
-__all__ = ["CommitConflict", "CorruptState", "Prepared", "StateLog", "StateStats", "apply_diff",
-           "commit_together"]
+__all__ = ["CommitConflict", "CorruptState", "Encoded", "Prepared", "StateLog", "StateStats", "apply_diff",
+           "canonical_json", "commit_together"]
 
 #: The version of the document layout written into every version (``"format"``).
 FORMAT = 1
@@ -140,6 +140,8 @@ def _leaf(value: Any, path: str) -> str:
 
 
 def _encode(value: Any, path: str) -> _Node:
+    if isinstance(value, Encoded):
+        return value.node
     if isinstance(value, list):
         elems = [_leaf(x, f"{path}[{i}]") for i, x in enumerate(value)]
         return _Node("[" + ",".join(elems) + "]", elems, None)
@@ -151,6 +153,52 @@ def _encode(value: Any, path: str) -> _Node:
         enc = "{" + ",".join(_dumps(k) + ":" + fields[k].enc for k in sorted(fields)) + "}"
         return _Node(enc, None, fields)
     return _Node(_leaf(value, path), None, None)
+
+
+class Encoded:
+    """A JSON value encoded once, to be committed as a field of a state (at any depth of
+    dicts) without being encoded again: :meth:`StateLog.commit` takes its encoding as is,
+    and a field whose encoding is the one the log committed last is compared by identity
+    -- so a large field that rarely changes (a catalog's definitions) costs a commit
+    nothing when it did not change. ``value`` is the value as a reader loads it (a copy
+    through JSON, so tuples are lists): read it, never mutate it -- it is what the encoding
+    says.
+
+    >>> e = Encoded({"b": (1, 2), "a": "x"})
+    >>> e.value, e.text
+    ({'a': 'x', 'b': [1, 2]}, '{"a":"x","b":[1,2]}')
+    >>> from colmz.storage import MemConsensus
+    >>> log = StateLog(MemConsensus(), "k")
+    >>> log.commit(None, {"defs": e, "n": 1}), log.commit(1, {"defs": e, "n": 2})
+    (1, 2)
+    >>> log.stats.last_commit_bytes < 100, StateLog(log.consensus, "k").load()
+    (True, (2, {'defs': {'a': 'x', 'b': [1, 2]}, 'n': 2}))
+    """
+
+    __slots__ = ("node", "value")
+
+    def __init__(self, value: Any, path: str = "value") -> None:
+        self.node = _encode(value, path)
+        self.value = json.loads(self.node.enc)
+
+    @property
+    def text(self) -> str:
+        """The canonical JSON encoding (sorted keys, no spaces)."""
+        return self.node.enc
+
+    def __repr__(self) -> str:
+        return f"Encoded({self.node.enc[:60]!r}{'...' if len(self.node.enc) > 60 else ''})"
+
+
+def canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON (sorted keys, no spaces: ``json.dumps(value,
+    sort_keys=True, separators=(",", ":"))``), each :class:`Encoded` in it taken as
+    encoded.
+
+    >>> canonical_json({"b": Encoded([1, 2]), "a": None})
+    '{"a":null,"b":[1,2]}'
+    """
+    return _encode(value, "value").enc
 
 
 def _encode_state(state: dict) -> _Node:
