@@ -60,9 +60,15 @@ the step's other groups are not sent to the sorting path by it). Over an own arr
 (read before the delta enters) the other groups' extremes after are those folded with the
 delta's (``min(old min, min inserted)``, as the monotonic plan folds them); over the shared
 arrangement (which holds the delta) a group none of whose extremes an inserted value reaches
-kept them and emits nothing (counted in ``easy_groups``), and only the others are re-reduced
-by the sorting path. A step that retracts, or whose runs lay out a NULL word for a value,
-takes the sorting path for all its groups.
+kept them and emits nothing (counted in ``easy_groups``). A group whose extreme an inserted
+value reaches has that value as its extreme after; its extreme before is found in place too
+(a second ``reduceat`` pass over its runs: the copies of the delta's least value ``d1`` held
+and the least held value above it): ``d1`` if held more often than the delta inserted it,
+else that least value above -- when it is below the delta's next value ``d2``, so not an
+inserted one (``max`` mirrored; a group holding no more rows than the delta inserted is new).
+Only a group where ``d2`` too reaches that far is re-reduced by the sorting path. A step that
+retracts, or whose runs lay out a NULL word for a value, takes the sorting path for all its
+groups.
 
 Work counters: ``rows_reduced`` (rows read to re-reduce buckets or groups, cumulative),
 ``buckets_touched`` (buckets, or groups, re-reduced), per stage in ``stage_rows``, and
@@ -443,6 +449,16 @@ class MinMaxReduce:
                         hard[dq[dw >= hi[a.column][dq]]] = True
                 self.rows_reduced += int(read.sum())
                 self.easy_groups += int(len(keys) - hard.sum())
+                # a reached group holding no retraction: its extremes before, from its runs
+                # and the delta's values without sorting (or it stays hard: rare, below)
+                reached = np.flatnonzero(hard & ~mixed)
+                if len(reached):
+                    done, easy_out = self._reached_in_place(time, delta, dq, reached, keys, layout, ranges,
+                                                            names, dcols, (lo, hi))
+                    hard[reached[done]] = False
+                if not hard.any():
+                    self._arranged.keys_searched += base.keys_searched - searched
+                    return easy_out if easy_out is not None else Updates.empty(self.schema)
             else:
                 easy = ~hard
                 if easy.any():
@@ -622,7 +638,6 @@ class MinMaxReduce:
         monotonic plan folds them). Only the groups whose extremes changed are decoded and
         emitted. The caller inserts the delta into the arrangement."""
         had, lo, hi, n_read = reduced
-        specs = {c.name: c for c in self.input_schema}
         m = len(keys)
         dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=len(delta))
         dq = search_rows(keys, dkw, "left")
@@ -640,9 +655,15 @@ class MinMaxReduce:
         self.rows_reduced += n_read + len(delta)
         self.buckets_touched += m
         self.stage_rows[0] += n_read
+        return self._emit_words(time, keys, layout, changed & had, (lo, hi), changed, (new_lo, new_hi))
+
+    def _emit_words(self, time, keys, layout, retract, old, insert, new) -> Updates:
+        """Each group's old row where ``retract`` and its new one where ``insert``, from the
+        extremes' words (``old``/``new``: ``(lo, hi)``, one ``uint64`` word per group by
+        aggregated column, all one word wide)."""
+        specs = {c.name: c for c in self.input_schema}
         out = []
-        for sel, (mins, maxs), sign in ((np.flatnonzero(changed & had), (lo, hi), -1),
-                                        (np.flatnonzero(changed), (new_lo, new_hi), 1)):
+        for sel, (mins, maxs), sign in ((np.flatnonzero(retract), old, -1), (np.flatnonzero(insert), new, 1)):
             cols = dict(zip(self.group_by, decode_columns(np.ascontiguousarray(keys[sel]), layout,
                                                           self._group_specs)))
             for name, a in self.aggregates.items():
@@ -652,6 +673,102 @@ class MinMaxReduce:
             out.append(Updates({c.name: cols[c.name] for c in self.schema}, np.full(k, time, np.uint64),
                                np.full(k, sign, np.int64), schema=self.schema, copy=False))
         return consolidated_at(concat(out), time)
+
+    def _reached_in_place(self, time, delta, dq, reached, keys, layout, ranges, names, dcols, after):
+        """Over the shared arrangement (which holds the delta), for an insert-only delta: the
+        groups ``reached`` (positions in ``keys``; none holds a row of multiplicity ``<= 0``)
+        are those an inserted value reaches an extreme of, so their extremes ``after`` (in
+        place, :meth:`_in_place_extremes`) are known but not those before. For ``min`` over
+        a column: with ``d1 < d2`` the delta's two least values in the group, ``after`` is
+        ``d1``; the value before is ``d1`` again if the group holds more copies of it than the
+        delta inserted, else the least held value above ``d1`` -- when that is below ``d2``
+        (no inserted value: held before). ``max`` alike, mirrored. A group holding no more rows
+        than the delta inserted is new. These counts and extremes are reduced in place over
+        the runs (``reduceat``; no row gathered, none sorted). Returns ``(done, out)``: which
+        of ``reached`` this decided (the others -- a second inserted value at or past the
+        least held one -- are left to the sorting path) and the change of those decided."""
+        m = len(keys)
+        lo_after, hi_after = after
+        local = np.full(m, -1, np.int64)
+        local[reached] = np.arange(len(reached))
+        r = len(reached)
+        rows = np.flatnonzero(local[dq] >= 0)
+        g = local[dq[rows]]
+        dd = np.asarray(delta.diff, np.int64)[rows]
+        top = np.iinfo(np.uint64).max
+        d_total = np.zeros(r, np.int64)
+        np.add.at(d_total, g, dd)
+        # the delta's side, per column: least and greatest value, their copies, and the next
+        # distinct value inward (``has2``: one exists)
+        dside = {}
+        for c, (dw, _) in dcols.items():
+            w = dw[rows, 0]
+            d1 = (np.full(r, top, np.uint64), np.zeros(r, np.uint64))
+            np.minimum.at(d1[0], g, w)
+            np.maximum.at(d1[1], g, w)
+            side = []
+            for j, ufunc in ((0, np.minimum), (1, np.maximum)):
+                eq = w == d1[j][g]
+                cnt = np.zeros(r, np.int64)
+                np.add.at(cnt, g[eq], dd[eq])
+                d2 = np.full(r, top if j == 0 else 0, np.uint64)
+                ufunc.at(d2, g[~eq], w[~eq])
+                has2 = np.zeros(r, bool)
+                has2[g[~eq]] = True
+                side.append((d1[j], cnt, d2, has2))
+            dside[c] = side
+        # the runs' side: rows held, copies of d1, and the nearest held value past d1
+        a_total = np.zeros(r, np.int64)
+        aside = {c: [(np.zeros(r, np.int64), np.full(r, top, np.uint64), np.zeros(r, bool)),
+                     (np.zeros(r, np.int64), np.zeros(r, np.uint64), np.zeros(r, bool))] for c in dcols}
+        read = 0
+        for run, a, b in ranges:
+            a, b = a[reached], b[reached]
+            cnt = b - a
+            held = np.flatnonzero(cnt > 0)
+            if not len(held):
+                continue
+            _, at = expand_ranges(a[held], b[held])
+            read += len(at)
+            starts = np.concatenate(([0], np.cumsum(cnt[held])[:-1]))
+            gi = np.repeat(held, cnt[held])
+            d = np.take(run.diff, at).astype(np.int64)
+            a_total[held] += np.add.reduceat(d, starts)
+            for c in dcols:
+                v = np.take(run.vals[:, int(sum(run.val_layout[:names.index(c)]))], at)
+                for j, (ufunc, beyond, fill) in enumerate(((np.minimum, np.greater, top), (np.maximum, np.less, 0))):
+                    p = dside[c][j][0][gi]
+                    n_eq, near, has = aside[c][j]
+                    n_eq[held] += np.add.reduceat(np.where(v == p, d, 0), starts)
+                    past = beyond(v, p)
+                    near[held] = ufunc(near[held], ufunc.reduceat(np.where(past, v, fill), starts))
+                    has[held] |= np.add.reduceat(past.astype(np.int64), starts) > 0
+        self.rows_reduced += read
+        was = a_total > d_total  # else every row held is the delta's: a new group
+        done = np.ones(r, bool)
+        old, new = ({}, {}), ({}, {})
+        changed = ~was
+        # only the sides the aggregates read decide (an unused side never blocks a group)
+        for c, j in dict.fromkeys((a.column, 0 if isinstance(a, Min) else 1) for a in self.aggregates.values()):
+            now = (lo_after, hi_after)[j][c][reached]
+            d1, cnt, d2, has2 = dside[c][j]
+            n_eq, near, has = aside[c][j]
+            inward = (near < d2) if j == 0 else (near > d2)
+            unreached = d1 != now  # where reached, the value after is d1
+            kept = n_eq > cnt  # d1 was held before too
+            done &= ~was | unreached | kept | (has & (~has2 | inward))
+            old[j][c] = np.where(unreached | kept, now, near)
+            new[j][c] = now
+            changed |= old[j][c] != now
+        new_lo, new_hi = new
+        sel = done
+        out = self._emit_words(time, np.ascontiguousarray(keys[reached[sel]]), layout, (changed & was)[sel],
+                               ({c: v[sel] for c, v in old[0].items()}, {c: v[sel] for c, v in old[1].items()}),
+                               changed[sel],
+                               ({c: v[sel] for c, v in new_lo.items()}, {c: v[sel] for c, v in new_hi.items()}))
+        self.buckets_touched += int(sel.sum())
+        self.stage_rows[0] += read
+        return done, out
 
     def _step_per_group(self, time, delta, glob, first) -> Updates:
         keys, layout = affected_groups(delta, self.group_by, glob)

@@ -298,9 +298,11 @@ def test_a_per_group_bulk_step_reads_each_affected_row_once(shared):
         arr.insert(2, b)
     out = r.step(2, b)
     read = counted.rows_found - found
-    # the 200 groups' rows (and the delta's: shared); an own arrangement's groups are reduced
-    # in place for this insert-only delta (no row gathered), each row read once
-    assert read == (2000 + 200 if shared else 0)
+    # the 200 groups' rows, each read once where the runs hold them (and the delta's: shared):
+    # this insert-only delta's groups are reduced in place (no row gathered), over an own
+    # arrangement by folding the delta into the extremes before, over the shared one (which
+    # holds the delta) from the counts of the delta's values and the nearest held values
+    assert read == 0
     assert r.stage_rows[0] == (10_000 + 2200 if shared else 2000)
     # only the changed groups emit: 100 new minima, 100 new maxima (old row out, new in)
     assert len(out) == 400
@@ -371,7 +373,8 @@ def test_insert_only_steps_match_the_model(steps, shared):
 
 def test_a_shared_insert_only_step_re_reduces_only_groups_whose_extremes_it_reaches():
     # over the shared arrangement (which holds the delta): of 100 groups inserted into, the
-    # 90 whose new value lies strictly inside their range emit nothing and are not gathered
+    # 90 whose new value lies strictly inside their range emit nothing; the 10 whose minimum
+    # it reaches are re-reduced in place; none is gathered
     arr, si = _shared_input()
     r = MinMaxReduce(SCHEMA, ["k"], {"lo": Min("v"), "hi": Max("v")}, arranged=si)
     rows = [(i % 1000, i, 0.5) for i in range(10_000)]
@@ -384,7 +387,7 @@ def test_a_shared_insert_only_step_re_reduces_only_groups_whose_extremes_it_reac
     arr.insert(2, b)
     out = r.step(2, b)
     assert r.easy_groups == 90
-    assert si.rows_found - found == 10 * 11  # the 10 reached groups' rows (with the delta's)
+    assert si.rows_found - found == 0
     assert sorted(out.to_pylist())[:2] == [(900, -901, 9900, 2, 1), (900, 900, 9900, 2, -1)]
     assert len(out) == 20
 
@@ -418,8 +421,8 @@ def test_a_retraction_held_in_a_few_groups_leaves_the_others_reduced_in_place(sh
     change = [(0, 4500, 0.5)] + [(g, g + 4500, 0.5) for g in range(100, 200)] + [(g, -1, 0.5) for g in (300, 301)]
     out = step(3, change, [1] * len(change))
     # group 0: its 10 rows and the retraction (and the delta's row, which the shared
-    # arrangement holds); groups 300 and 301 (their minimum reached): 10 rows (+ 1) each
-    assert counted.rows_found - found == (12 + 2 * 11 if shared else 11)
+    # arrangement holds); groups 300 and 301 (their minimum reached) are re-reduced in place
+    assert counted.rows_found - found == (12 if shared else 11)
     if shared:
         assert r.easy_groups - easy == 100
     assert sorted(out.to_pylist()) == [(300, -1, 9300, 3, 1), (300, 300, 9300, 3, -1),
@@ -477,3 +480,37 @@ def test_insert_only_steps_after_held_retractions_match_the_model(data, shared, 
             arr.insert(t, b)
         got = _contents(got, r.step(t, b))
         assert got == Counter({_canon(k): v for k, v in _model(held, False).items()}) + kept
+
+
+def test_a_shared_bulk_reaching_extremes_gathers_only_groups_it_cannot_decide():
+    # 1 000 groups of 10 rows (group g: g, g + 1000, ..., g + 9000) over the shared
+    # arrangement (which holds the delta). A bulk whose values reach many groups' extremes --
+    # a new minimum, a new maximum, a copy of the minimum, a value equal to the minimum held
+    # twice, groups new in this step -- is re-reduced in place: no row gathered. Only a group
+    # whose delta holds two values at or below its least held one is left to the sorting path.
+    arr, si = _shared_input()
+    r = MinMaxReduce(SCHEMA, ["k"], AGGS, arranged=si)
+
+    def step(t, rows):
+        b = _batch(rows, [1] * len(rows), t)
+        arr.insert(t, b)
+        return r.step(t, b)
+
+    rows = [(i % 1000, i, 0.5) for i in range(10_000)] + [(700, 700, 0.5)]  # group 700 holds its minimum twice
+    step(1, rows)
+    held = Counter(rows)
+    found = si.rows_found
+    change = ([(g, -g - 1, 0.5) for g in range(0, 300)]  # new minima
+              + [(g, 50_000, float("nan")) for g in range(300, 600)]  # new maxima (NaN: above all)
+              + [(g, g, -0.0) for g in range(600, 700)]  # a copy of the minimum; -0.0 below 0.5
+              + [(700, 700, 0.5), (5000, 3, 0.5), (5000, 3, 2.0), (5001, 4, 1.0)]  # a third copy; new groups
+              + [(900, -5, 0.5), (900, -3, 0.5)])  # two values below the minimum: the sorting path
+    out = step(2, change)
+    held.update(change)
+    assert si.rows_found - found == 10 + 2  # group 900's rows and its two inserted ones
+    view = _contents(Counter({_canon(k): v for k, v in _model(held - Counter(change), False).items()}), out)
+    assert view == Counter({_canon(k): v for k, v in _model(held, False).items()})
+    # group 700 (its minimum held before) and groups 600..699 (-0.0 = 0.0 < 0.5 is a new minimum
+    # of f only) change as the model says; the new groups appear once
+    assert {x for x in out.to_pylist() if x[0] in (5000, 5001)} == {(5000, 3, 3, 0.5, 2.0, 2, 1),
+                                                                    (5001, 4, 4, 1.0, 1.0, 2, 1)}
