@@ -192,6 +192,7 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
     out: list[Token] = []
     append = out.append
     kind_of = _KIND_OF.get
+    new = Token.__new__  # each token's slots set here: a third cheaper than a call of Token
     i = start
     if stop is None:
         stop = len(text)
@@ -227,7 +228,10 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
                 return None  # an unterminated string or quoted name, a lone $
             else:
                 kind = "string" if kind == "'" else "qident"
-        append(Token(kind, tok, at, end))
+        t = new(Token)
+        t.kind, t.text, t.start, t.end = kind, tok, at, end
+        t.upper = tok.upper() if kind == "word" else ""  # as Token.__init__ sets it
+        append(t)
     if i != start + len(text[start:stop].rstrip(" \t\n\r\f\v")):
         return None  # (cannot happen: every character but trailing whitespace is matched)
     return out
