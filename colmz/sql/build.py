@@ -25,6 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from colmz.sql.errors import SQLError
+from colmz.sql.tokens import share_concat
 from colmz.sql.tree import require_expression, select_recipe
 
 __all__ = [
@@ -174,7 +175,8 @@ def select_where(table: str | Sequence[str], predicate: str | None = None, what:
     text = f"SELECT * FROM {rel}"
     if predicate is not None:
         require_expression(predicate, what or f"DELETE FROM {_shown(table)}: predicate")
-        text = f"{text} WHERE ({predicate})"
+        # the predicate's tokens (it was read to be checked) are the query's, moved
+        text = share_concat([f"{text} WHERE (", predicate, ")"])
     _recipe(text, [(7, None, None)], (table,) if isinstance(table, str) else table, 14, predicate)
     return text
 
@@ -199,6 +201,7 @@ def update_select(table: str | Sequence[str], columns: Sequence[str], assigned: 
     'SELECT "k", (v || \\'x\\') AS "v" FROM "t" WHERE (k = 1)'
     """
     exprs = []
+    pieces = ["SELECT "]  # the text's, each user expression one (share_concat: its tokens kept)
     items = []  # where each item's text is (colmz.sql.tree.select_recipe)
     at = len("SELECT ")
     for c in columns:
@@ -206,15 +209,25 @@ def update_select(table: str | Sequence[str], columns: Sequence[str], assigned: 
             require_expression(assigned[c], f"UPDATE {_shown(table)}: value of {c!r}")
             exprs.append(f"({assigned[c]}) AS {identifier(c)}")
             items.append((at + 1, assigned[c], c))
+            pieces += ["(", assigned[c], f") AS {identifier(c)}, "]
         else:
             exprs.append(identifier(c))
             items.append((at, None, at + len(exprs[-1])))
+            pieces.append(f"{exprs[-1]}, ")
         at += len(exprs[-1]) + 2
     unknown = [c for c in assigned if c not in columns]
     if unknown:
         raise SQLError(f"UPDATE {_shown(table)}: no column {unknown[0]!r}; columns are {list(columns)}")
     base = select_where(table, predicate, f"UPDATE {_shown(table)}: predicate")
-    text = "SELECT " + ", ".join(exprs) + base[len("SELECT *"):]
+    if exprs:
+        pieces[-1] = pieces[-1][:-2]  # no ", " after the last item
+        if predicate is None:
+            pieces.append(base[len("SELECT *"):])
+        else:
+            pieces += [f" FROM {relation(table)} WHERE (", predicate, ")"]
+        text = share_concat(pieces)
+    else:
+        text = "SELECT " + base[len("SELECT *"):]
     if exprs:
         _recipe(text, items, (table,) if isinstance(table, str) else table, at - 2 + len(" FROM "), predicate)
     return text

@@ -467,9 +467,9 @@ def _statement(cur: _Cursor):
         for a, b in _split(cur.toks, cur.pos, where_at, ","):
             if b - a < 3 or cur.toks[a + 1].text != "=":
                 raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
-            assigns.append((cur.toks[a].name, cur.span(a + 2, b)))
+            assigns.append((cur.toks[a].name, share_slice(cur.text, cur.toks, a + 2, b)))
         cur.pos = where_at
-        where = cur.rest() if cur.accept("WHERE") else None
+        where = cur.query_rest() if cur.accept("WHERE") else None
         # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
         prefetch_expressions([expr for _, expr in assigns] + ([where] if where else []))
         for name, expr in assigns:
@@ -685,7 +685,7 @@ def _delete(cur: _Cursor) -> DeleteStatement:
         _unsupported("DELETE with USING or a table alias")
     where = None
     if cur.accept("WHERE"):
-        where = cur.rest()
+        where = cur.query_rest()
         if not where:
             raise SQLError(f"DELETE FROM {table}: WHERE without a predicate")
         if _find_word(cur, "RETURNING") < cur.end:
@@ -771,7 +771,7 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         if not cur.at("("):
             raise SQLError("FROM RETAIN ... WHILE needs a parenthesised predicate")
         close = cur.matching()
-        pred = cur.span(cur.pos + 1, close)
+        pred = share_slice(cur.text, cur.toks, cur.pos + 1, close)
         cur.pos = close + 1
         # Upstream's rewrite: keep the input rows that satisfy the predicate, and delete the
         # output rows that stopped satisfying it (evaluated at the input's times only). The

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
 __all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "cte_columns_of", "nesting_depth",
-           "require_text", "scan_from", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize", "top_level"]
+           "require_text", "scan_from", "share_concat", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize", "top_level"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -192,6 +192,7 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
     out: list[Token] = []
     append = out.append
     kind_of = _KIND_OF.get
+    new = Token.__new__  # each token's slots set here: a third cheaper than a call of Token
     i = start
     if stop is None:
         stop = len(text)
@@ -227,7 +228,10 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
                 return None  # an unterminated string or quoted name, a lone $
             else:
                 kind = "string" if kind == "'" else "qident"
-        append(Token(kind, tok, at, end))
+        t = new(Token)
+        t.kind, t.text, t.start, t.end = kind, tok, at, end
+        t.upper = tok.upper() if kind == "word" else ""  # as Token.__init__ sets it
+        append(t)
     if i != start + len(text[start:stop].rstrip(" \t\n\r\f\v")):
         return None  # (cannot happen: every character but trailing whitespace is matched)
     return out
@@ -273,6 +277,54 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
     _SLICES[sub] = out
     _SHALLOW.add(sub)
     return sub
+
+
+#: Characters that end or begin a token whatever stands beside them (no token holds one
+#: outside a string, quoted name or comment).
+_SEPARATORS = frozenset("(),")
+_SPACE = " \t\n\r\f\v"
+
+
+def share_concat(pieces: Sequence[str]) -> str:
+    """``"".join(pieces)``, with its tokens handed to :func:`tokenize`: each piece's own
+    tokens (:func:`tokenize` of the piece: a user's text seen before is not lexed again),
+    moved to where the piece stands. Only where every piece lexes alone as it lexes in
+    place: each piece is whole tokens (nothing but whitespace after its last, so no comment
+    runs on into the next piece), and two pieces meet at whitespace or at a ``(``, ``)`` or
+    ``,`` on either side (no token runs across such a meeting); else nothing is handed.
+
+    >>> q = share_concat(["SELECT * FROM t WHERE (", "k >= 1", ")"]); q, [t.start for t in tokenize(q)][-4:]
+    ('SELECT * FROM t WHERE (k >= 1)', [23, 25, 28, 29])
+    """
+    text = "".join(pieces)
+    if len(text) > CACHED_CHARS or text in _SLICES:
+        return text
+    out: list[Token] = []
+    at = 0
+    before = ""  # the last character of the text so far
+    new = Token.__new__
+    for piece in pieces:
+        if not piece:
+            continue
+        try:
+            toks = tokenize(piece)
+        except SQLError:
+            return text
+        if toks and piece[toks[-1].end:].strip(_SPACE):
+            return text  # a comment after the last token would run on
+        first = piece[0]
+        if before and not (before in _SPACE or first in _SPACE or before in _SEPARATORS or first in _SEPARATORS):
+            return text
+        for t in toks:
+            c = new(Token)
+            c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start + at, t.end + at, t.upper
+            out.append(c)
+        at += len(piece)
+        before = piece[-1]
+    if len(_SLICES) >= 256:
+        _SLICES.clear()
+    _SLICES[text] = out
+    return text
 
 
 _START = operator.attrgetter("start")
@@ -578,14 +630,19 @@ def nesting_depth(toks: Sequence[Token]) -> int:
 
 def check_nesting(toks: Sequence[Token], text: str) -> None:
     """Refuse ``text`` (:class:`colmz.sql.UnsupportedSQL`) when its tokens nest deeper than
-    :data:`MAX_NESTING` (:func:`nesting_depth`).
+    :data:`MAX_NESTING` (:func:`nesting_depth`). ``toks`` are the tokens of ``text``.
 
-    >>> check_nesting(tokenize("SELECT " + "(" * 65 + "1" + ")" * 65), "...")
+    >>> q = "SELECT " + "(" * 65 + "1" + ")" * 65; check_nesting(tokenize(q), q)
     Traceback (most recent call last):
     ...
-    colmz.sql.UnsupportedSQL: expressions nested 65 deep (parentheses, brackets and :: casts) are not supported by colmz: at most 64, in '...'
+    colmz.sql.UnsupportedSQL: expressions nested 65 deep (parentheses, brackets and :: casts) are not supported by colmz: at most 64, in 'SELECT (((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1)))))))'
     """
     if text in _SHALLOW:
+        return
+    # each level nesting_depth counts opens at a "(", "[" or "::" token, each of whose
+    # characters the text holds: a text holding few of them nests no deeper (str.count runs
+    # in C; the token pass is for the texts that might)
+    if isinstance(text, str) and text.count("(") + text.count("[") + text.count("::") <= MAX_NESTING:
         return
     depth = nesting_depth(toks)
     if depth > MAX_NESTING:

@@ -273,3 +273,74 @@ def test_a_plain_text_is_tokenized_in_one_findall(monkeypatch):
     assert [t.text for t in tokenize("a /* x /* y */ */ b")] == ["a", "b"] and fast.calls == 1
     with pytest.raises(SQLError, match="unterminated string"):
         tokenize("SELECT 'open")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=_EDIT_ALPHABET, max_size=12), min_size=1, max_size=4))
+def test_tokens_of_a_concatenation_are_the_tokens_of_its_text(pieces):
+    # share_concat hands tokenize each piece's tokens, moved: they must be what the joined
+    # text lexes to alone (or nothing is handed, and tokenize lexes it).
+    from colmz.sql import clear_caches
+    from colmz.sql.tokens import share_concat
+
+    clear_caches()
+    text = "".join(pieces)
+    try:
+        want = [(t.kind, t.text, t.start, t.end, t.upper) for t in tokenize.__wrapped__(text)]
+    except SQLError:
+        want = None
+    assert share_concat(pieces) == text
+    if want is None:
+        with pytest.raises(SQLError):
+            tokenize(text)
+    else:
+        assert [(t.kind, t.text, t.start, t.end, t.upper) for t in tokenize(text)] == want
+
+
+def test_a_delete_query_shares_its_predicates_tokens(monkeypatch):
+    # Work counter: the SELECT colmz writes for a DELETE (and an UPDATE) is not lexed where
+    # it holds the statement's own text: the predicate's and the values' tokens, cut from
+    # the statement's, are moved into it; only colmz's own pieces are lexed.
+    import colmz.sql.tokens as tokens
+    from colmz.sql import clear_caches, parse, select_where, update_select
+
+    clear_caches()
+    (d,) = parse("DELETE FROM t WHERE k IN (SELECT k FROM events WHERE kind = 'gone') AND v < 100")
+    (u,) = parse("UPDATE t SET v = v || '!', k = k + 1 WHERE k BETWEEN 3 AND 7")
+    lexed = []
+    real = tokens._tokens_at_once
+
+    def counting(text, *args):
+        lexed.append(text if not args else text[args[0]:args[1]])
+        return real(text, *args)
+
+    monkeypatch.setattr(tokens, "_tokens_at_once", counting)
+    q1 = select_where(d.table, d.where)
+    q2 = update_select(u.table, ["k", "v"], dict(u.assignments), u.where)
+    got = [list(tokenize(q)) for q in (q1, q2)]
+    monkeypatch.setattr(tokens, "_tokens_at_once", real)
+    assert all(d.where not in t and "k BETWEEN" not in t and "v || '!'" not in t for t in lexed), lexed
+    for q, toks in zip((q1, q2), got):
+        assert [(t.kind, t.text, t.start, t.end, t.upper) for t in toks] == [
+            (t.kind, t.text, t.start, t.end, t.upper) for t in tokenize.__wrapped__(q)]
+
+
+def test_a_shallow_text_is_not_measured_token_by_token(monkeypatch):
+    # Work counter: a text holding at most MAX_NESTING of "(", "[" and "::" nests no deeper,
+    # so check_nesting passes it without nesting_depth's pass over the tokens; a deeper one
+    # is still measured and refused, parentheses inside strings not counted as levels.
+    import colmz.sql.tokens as tokens
+    from colmz.sql import UnsupportedSQL
+
+    calls = []
+    real = tokens.nesting_depth
+    monkeypatch.setattr(tokens, "nesting_depth", lambda toks: calls.append(1) or real(toks))
+    q = "SELECT " + "(" * 64 + "1" + ")" * 64
+    tokens.check_nesting(tokenize(q), q)
+    assert calls == []
+    q = "SELECT '" + "(" * 70 + "', " + "(" * 64 + "1" + ")" * 64
+    tokens.check_nesting(tokenize(q), q)  # more "(" characters than levels: measured, passes
+    assert calls == [1]
+    q = "SELECT " + "(" * 60 + "x::a::b::c::d::e" + ")" * 60
+    with pytest.raises(UnsupportedSQL, match="nested 65 deep"):
+        tokens.check_nesting(tokenize(q), q)
