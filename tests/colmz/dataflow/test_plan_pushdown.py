@@ -5,7 +5,10 @@ PostgreSQL pulls the subquery up, so its select list is computed only for the ro
 ``WHERE`` keeps: ``r * r`` of a row a conjunct on a passed-through column drops is never
 computed and raises no overflow. The maintained view must answer as the recompute and as
 PostgreSQL 15 do; a conjunct reading a computed item, a volatile call or ``error`` stays
-where it is.
+where it is. In a join, a ``FROM`` subquery (an inner join's item, an outer join's preserved
+side) takes the conjuncts reading only its passed-through columns before the join, by the
+recompute path's rules (``colmz.sql.pushdown``); a conjunct moves through ``DISTINCT`` and
+on ``DISTINCT ON``'s keys.
 """
 
 from __future__ import annotations
@@ -178,26 +181,6 @@ def test_a_joins_conjuncts_stay_above_when_one_reads_a_computed_column_or_the_pa
     assert all("abs(" not in ln for ln in p.splitlines() if "r * r" in ln), p
 
 
-def test_the_pushed_join_views_equal_postgres():
-    require("psycopg", "the PostgreSQL oracle needs psycopg")
-    import psycopg
-    from storage_servers import fresh_schema_url
-
-    with psycopg.connect(fresh_schema_url(oracle_url()), autocommit=True) as conn:
-        cat = colmz.Catalog()
-        for s in SETUP:
-            conn.execute(s)
-            cat.execute(s)
-        for i, body in enumerate(JOIN_BODIES):
-            cat.execute(f"CREATE MATERIALIZED VIEW j{i} AS {body}")
-        for change in CHANGES:
-            conn.execute(change)
-            cat.execute(change)
-            for i, body in enumerate(JOIN_BODIES):
-                want = sorted((tuple(r) for r in conn.execute(body).fetchall()), key=repr)
-                assert _rows(cat, f"SELECT * FROM j{i}") == want, (body, change)
-
-
 # ---- through SELECT DISTINCT, and DISTINCT ON's keys
 
 DISTINCT_BODIES = [
@@ -235,3 +218,23 @@ def test_a_conjunct_on_a_distinct_on_non_key_column_stays_above_it():
     # and, as on the recompute path (colmz.sql.pushdown), the item's other conjuncts with it
     assert "s::text" not in seg and any("s::text" in ln for ln in lines[:top]), p
     assert "abs(" not in seg and any("abs(" in ln for ln in lines[:top]), p
+
+
+def test_the_pushed_join_and_distinct_views_equal_postgres():
+    require("psycopg", "the PostgreSQL oracle needs psycopg")
+    import psycopg
+    from storage_servers import fresh_schema_url
+
+    with psycopg.connect(fresh_schema_url(oracle_url()), autocommit=True) as conn:
+        cat = colmz.Catalog()
+        for s in SETUP:
+            conn.execute(s)
+            cat.execute(s)
+        for i, body in enumerate(JOIN_BODIES + DISTINCT_BODIES):
+            cat.execute(f"CREATE MATERIALIZED VIEW j{i} AS {body}")
+        for change in CHANGES:
+            conn.execute(change)
+            cat.execute(change)
+            for i, body in enumerate(JOIN_BODIES + DISTINCT_BODIES):
+                want = sorted((tuple(r) for r in conn.execute(body).fetchall()), key=repr)
+                assert _rows(cat, f"SELECT * FROM j{i}") == want, (body, change)
