@@ -219,7 +219,7 @@ from colmz.dataflow.plan_nodes import (
     fused,
     with_inputs,
 )
-from colmz.dataflow.plan_pushdown import sql_pushed_below_sql
+from colmz.dataflow.plan_pushdown import join_item_conjuncts, sql_pushed_below_sql
 from colmz.dataflow.plan_reduce import ReduceLowering
 from colmz.dataflow.plan_setops import SetOpLowering
 from colmz.dataflow.plan_subqueries import SubqueryLowering
@@ -280,6 +280,10 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         self.order_names: dict[tuple[int, int], str] = {}
         #: A right or full join's ``USING`` columns (by the join's ``id``), merged after it.
         self.merging: dict[int, list[tuple[str, str, str]]] = {}
+        #: id(FROM subquery in a join) -> the WHERE conjuncts it takes before the join
+        #: (plan_pushdown.join_item_conjuncts); the ids of the conjuncts so placed
+        self.item_where: dict[int, list[Expression]] = {}
+        self.item_placed: set[int] = set()
         #: A scalar subquery inside a WHERE condition (by ``id``) -> the column holding its
         #: value, joined into the condition's input (:meth:`query_checked`).
         self.subquery_columns: dict[int, str] = {}
@@ -423,7 +427,16 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                     raise Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
         where, semi, temporal = self.split_where(q.where)
         windowed = any(sub.cls == "WINDOW" for e in q.items for sub in e.walk())
-        node, sources, conds = self.table(q.from_)
+        # a join's subquery filtered by the conjuncts reading only its passed-through columns
+        # before the join, as the recompute path (colmz.sql.pushdown) and PostgreSQL do
+        taken = join_item_conjuncts(q.from_, where, self.VOLATILE_CALLS)
+        self.item_where.update(taken)
+        try:
+            node, sources, conds = self.table(q.from_)
+        finally:
+            for k in taken:
+                self.item_where.pop(k, None)
+        where = [c for c in where if id(c) not in self.item_placed]
         scope = Scope(sources)
         # conjuncts the operators cannot evaluate natively: SQL over the delta, after the FROM
         inner = isinstance(node, Join) and node.kind == "inner" and not node.on

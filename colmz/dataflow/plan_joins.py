@@ -42,6 +42,7 @@ from colmz.dataflow.plan_nodes import (
     Union,
     fused,
 )
+from colmz.dataflow.plan_pushdown import sql_pushed_below_sql
 from colmz.dataflow.sqlmap import SqlMapFilter as SqlMapFilterOp
 from colmz.dataflow.sqlmap import placeholder
 from colmz.order import ColumnSpec
@@ -85,10 +86,39 @@ class JoinLowering:
         if t.type == "SUBQUERY":
             if not t.alias:
                 raise Unsupported("a subquery in FROM without an alias")
-            return self.subquery_source(t.subquery, t.alias, t.column_aliases, f"subquery {t.alias!r}", t)
+            node, srcs, conds = self.subquery_source(t.subquery, t.alias, t.column_aliases, f"subquery {t.alias!r}", t)
+            taken = self.item_where.pop(id(t), None)
+            if taken:
+                node = self.item_filtered(node, srcs, taken)
+            return node, srcs, conds
         if t.type == "JOIN":
             return self.join(t)
         raise Unsupported(f"FROM item of type {t.type} ({self.span(t)!r})")
+
+    def item_filtered(self, node: Node, sources: list[Source], where: list[Expression]) -> Node:
+        """A join's ``FROM`` subquery (``node``) filtered by the outer ``WHERE``'s conjuncts
+        it takes (``plan_pushdown.join_item_conjuncts``): the native ones as a filter, the
+        others as a SQL filter moved on into the subquery's SQL segment, so its items are
+        computed only for the rows they keep (``plan_pushdown.sql_pushed_below_sql``)."""
+        scope = Scope(sources)
+        types = {c.name: c.type for c in node.schema}
+        native = [c for c in where if self.native(c, scope, sources)]
+        sql = [c for c in where if not any(c is x for x in native)]
+        if any(x.cls == "SUBQUERY" for c in sql for x in c.walk()):
+            return node  # pragma: no cover - join_item_conjuncts takes no subquery
+        before = node.schema
+        if sql:
+            names = [c.name for c in node.schema]
+            texts = tuple(self.sql_text(c, names, scope.column) for c in sql)
+            node = self.sql_segment(node, texts, None, [self.span(c) for c in sql])
+            node = sql_pushed_below_sql(node, self.VOLATILE_CALLS)
+            if node.schema != before:
+                node = fused(before, node, (), tuple((c.name, c.name) for c in before))
+        if native:
+            node = fused(node.schema, node, tuple(p for c in native for p in self.predicates(c, scope.column, types)),
+                         None)
+        self.item_placed.update(id(c) for c in where)
+        return node
 
     def join(self, t: Table) -> tuple[Node, list[Source], list[Expression]]:
         if t.ref_type not in ("REGULAR", "CROSS", "NATURAL"):

@@ -19,7 +19,12 @@ Invariants
 * Only a conjunct whose every column reference (placeholder) is a column the segment passes
   through unchanged moves (an item that *is* one of its input's placeholders, read through
   a renaming ``MapFilter`` between the two, whose native filter stays where it is); a
-  conjunct reading a computed item stays above.
+  conjunct reading a computed item stays above. It moves through a ``Distinct`` between
+  them (``SELECT DISTINCT``: a filter on its output commutes with it), and through a
+  grouped ``TopK`` (``DISTINCT ON``) when it reads only columns that are the group's keys
+  (a whole group is kept or dropped), as ``colmz.sql.pushdown`` and PostgreSQL's
+  ``check_output_expressions`` allow; there, as on the recompute path, all the conjuncts
+  move or none does.
 * A conjunct calling a volatile function (or ``error``, a guard placed to raise) never
   moves: the planner refuses volatile calls in SQL segments already, and the check here
   keeps that true whoever builds the filter.
@@ -29,6 +34,13 @@ Invariants
   placeholders (a string literal that spells one is a string token and is left alone).
 * The conjuncts of one ``WHERE`` may then run in either order, as in PostgreSQL's pulled-up
   plan (which orders the quals of a scan by cost).
+* In a join, :func:`join_item_conjuncts` picks the ``WHERE`` conjuncts a ``FROM`` subquery
+  takes by the recompute path's rules (``colmz.sql.pushdown``): an inner join's item or an
+  outer join's preserved side only; each column qualified by the item's alias; the item a
+  plain ``SELECT`` (``DISTINCT ON`` only on its key columns); all of an item's conjuncts
+  read passed-through columns, or none of them moves; no subquery, window or volatile call.
+  The planner filters the item by them before the join, and :func:`sql_pushed_below_sql`
+  moves them on into its SQL segment.
 """
 
 from __future__ import annotations
@@ -36,11 +48,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from colmz.dataflow.plan_nodes import MapFilter, Node, SqlMapFilter, placeholder
+from colmz.dataflow.plan_nodes import Distinct, MapFilter, Node, SqlMapFilter, TopK, placeholder
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import tokenize
+from colmz.sql.tree import Expression, Query, Table
 
-__all__ = ["sql_pushed_below_sql"]
+__all__ = ["join_item_conjuncts", "sql_pushed_below_sql"]
 
 _PLACEHOLDER = re.compile(r'"colmz_c(\d+)"')
 #: Calls whose evaluation has an effect beyond its value: never moved.
@@ -85,22 +98,30 @@ def _pushed(input: Node, where: tuple[str, ...], shown: tuple[str, ...], immovab
     """``(input', where', shown')``: the conjuncts ``where`` (over ``input``'s columns by
     position) that ``input``'s SQL segment passes the columns of moved into it, the others
     returned."""
-    rename = None
+    rename = middle = None
     seg = input
     if type(seg) is MapFilter:  # a renaming (its native filter, which cannot raise, stays above)
         rename, seg = seg, seg.input
+    if type(seg) is Distinct or type(seg) is TopK and seg.group_by:
+        middle, seg = seg, seg.input  # DISTINCT, DISTINCT ON: a filter commutes (on its keys)
     if type(seg) is not SqlMapFilter:
         return input, where, shown
     through = _passed(input, rename, seg)
+    if type(middle) is TopK:
+        keys = {_input_column(seg, g) for g in middle.group_by} - {None}
+        through = {i: j for i, j in through.items() if j in keys}
     moved: list[tuple[str, str]] = []
     kept: list[tuple[str, str]] = []
     for w, s in zip(where, shown):
         text = _renumbered(w, through, immovable)
         (kept if text is None else moved).append((w, s) if text is None else (text, s))
-    if not moved:
+    if not moved or middle is not None and kept:
+        # through DISTINCT (ON), all the conjuncts move or none, as colmz.sql.pushdown moves them
         return input, where, shown
     deeper, w2, s2 = _pushed(seg.input, tuple(w for w, _ in moved), tuple(s for _, s in moved), immovable)
     new = replace(seg, input=deeper, where=w2 + seg.where, shown=s2 + seg.shown)
+    if middle is not None:
+        new = replace(middle, input=new)
     if rename is not None:
         new = replace(rename, input=new)
     return new, tuple(w for w, _ in kept), tuple(s for _, s in kept)
@@ -129,6 +150,17 @@ def _passed(input: Node, rename: MapFilter | None, seg: SqlMapFilter) -> dict[in
     return out
 
 
+def _input_column(seg: SqlMapFilter, name: str) -> int | None:
+    """The position of the column of ``seg``'s input its column ``name`` passes through
+    unchanged (``None``: computed, or no such column)."""
+    if seg.select is None:
+        names = [c.name for c in seg.input.schema]
+        return names.index(name) if names.count(name) == 1 else None
+    texts = [text for text, n in seg.select if n == name]
+    m = _PLACEHOLDER.fullmatch(texts[0]) if len(texts) == 1 else None
+    return None if m is None else int(m.group(1))
+
+
 def _renumbered(text: str, through: dict[int, int], immovable: frozenset[str]) -> str | None:
     """``text`` with each placeholder ``i`` replaced by ``through[i]``; ``None`` when it
     reads a column not in ``through`` or calls an ``immovable`` function (or does not
@@ -153,3 +185,104 @@ def _renumbered(text: str, through: dict[int, int], immovable: frozenset[str]) -
         at = t.end
     out.append(text[at:])
     return "".join(out)
+
+
+def join_item_conjuncts(from_: Table, where: list[Expression], immovable: frozenset[str] = frozenset()
+                        ) -> dict[int, list[Expression]]:
+    """``id(item) -> conjuncts``: the conjuncts of ``where`` (a ``WHERE`` over the join
+    ``from_``) each ``FROM`` subquery of the join takes before the join (module docstring),
+    by the rules of the recompute path (``colmz.sql.pushdown``). ``immovable``: lower-case
+    names of volatile functions."""
+    out: dict[int, list[Expression]] = {}
+    if from_.type != "JOIN":
+        return out
+    stop = immovable | _ALWAYS_IMMOVABLE
+    for item in _preserved(from_):
+        if item.type != "SUBQUERY" or item.subquery is None or not item.alias or not _plain(item.subquery):
+            continue
+        outputs = _outputs(item.subquery, item.column_aliases)
+        if outputs is None:
+            continue
+        keys = _distinct_on(item.subquery)
+        mine = []
+        for c in where:
+            refs = [n for n in c.walk() if n.cls == "COLUMN_REF"]
+            names = [_own(r, item.alias) for r in refs]
+            if not refs or any(n is None for n in names):
+                continue  # a constant, or a conjunct reading other columns (it stays)
+            if any(n.subquery is not None or n.cls in ("SUBQUERY", "WINDOW") or n.over is not None
+                   or n.cls == "FUNCTION" and n.name and n.name[-1].lower() in stop for n in c.walk()):
+                mine = []
+                break
+            if any(outputs.get(n) is None or keys is not None and outputs[n] not in keys for n in names):
+                mine = []  # a computed column: all this item's conjuncts stay
+                break
+            mine.append(c)
+        if mine:
+            out[id(item)] = mine
+    return out
+
+
+def _preserved(t: Table):
+    # the FROM items whose rows a WHERE conjunct on their columns alone may filter before
+    # the joins: inner joins' items, an outer join's preserved side
+    if t.type != "JOIN":
+        yield t
+        return
+    if len(t.children) != 2:
+        return
+    left, right = t.children
+    inner = t.join_type == "INNER" and t.ref_type in ("REGULAR", "CROSS", "NATURAL")
+    if inner or t.join_type == "LEFT" and t.ref_type in ("REGULAR", "NATURAL"):
+        yield from _preserved(left)
+    if inner or t.join_type == "RIGHT" and t.ref_type in ("REGULAR", "NATURAL"):
+        yield from _preserved(right)
+
+
+def _own(r: Expression, alias: str) -> str | None:
+    # the output name a column reference qualified by ``alias`` reads (None: another's)
+    parts = [p.lower() for p in r.name]
+    return parts[1] if len(parts) == 2 and parts[0] == alias.lower() else None
+
+
+def _plain(q: Query) -> bool:
+    # a SELECT a filter on its passed-through output columns commutes with
+    if (q.type != "SELECT_NODE" or q.from_ is None or q.group_by or q.having is not None
+            or q.qualify is not None or q.ctes or q.sampled or q.grouping_sets
+            or q.aggregate_handling != "STANDARD_HANDLING"):
+        return False
+    if any(m.type not in ("ORDER_MODIFIER", "DISTINCT_MODIFIER") for m in q.modifiers):
+        return False
+    return not any(n.over is not None or n.cls in ("WINDOW", "STAR") or n.subquery is not None
+                   for i in q.items for n in i.walk())
+
+
+def _distinct_on(q: Query) -> frozenset[str] | None:
+    # the column names DISTINCT ON keys on; None without DISTINCT ON
+    for m in q.modifiers:
+        if m.type == "DISTINCT_MODIFIER" and m.expressions:
+            return frozenset(e.name[-1].lower() for e in m.expressions if e.cls == "COLUMN_REF")
+    return None
+
+
+def _outputs(q: Query, renames: tuple[str, ...]) -> dict[str, str | None] | None:
+    # output name -> the inner column's name (None for a computed item); None if unusable
+    names = []
+    for pos, i in enumerate(q.items):
+        if pos < len(renames):
+            names.append(renames[pos].lower())
+        elif i.alias:
+            names.append(i.alias.lower())
+        elif i.cls == "COLUMN_REF":
+            names.append(i.name[-1].lower())
+        else:
+            return None
+    if len(set(names)) != len(names):
+        return None
+    out: dict[str, str | None] = {}
+    for name, i in zip(names, q.items):
+        source = i.name[-1].lower() if i.cls == "COLUMN_REF" else None
+        # a name another item defines may be read as that item's alias (DuckDB)
+        clash = source is not None and any(n == source and j is not i for n, j in zip(names, q.items))
+        out[name] = None if clash else source
+    return out
