@@ -45,6 +45,7 @@ from colmz.sql import (
 )
 from colmz.sql.assign import pg_type_name
 from colmz.sql.floatcols import column_kind, float_column_rules
+from colmz.sql.jsonbcols import jsonb_column_rules
 from colmz.sql.pushdown import push_filters
 from colmz.updates import Updates
 
@@ -101,6 +102,13 @@ class Queries:
                                   tuple((relation_name(i), tuple((c.name.lower(), column_kind(c.type))
                                                                  for c in self._objects[n].schema))
                                         for i, n in enumerate(bound)))
+        # PostgreSQL's jsonb rules that hang on which string columns are jsonb or text (a jsonb
+        # column compared with a literal compares jsonb; a jsonb operator of a text column
+        # does not exist): the columns' kinds are known here (colmz.catalog.column_kinds)
+        text = jsonb_column_rules(text, tuple(
+            (relation_name(i), tuple((c.name.lower(), k) for c, k in zip(self._objects[n].schema,
+                                                                       self.column_kinds(n))))
+            for i, n in enumerate(bound)))
         # ... and an outer WHERE filters a subquery's rows before its (checked) items are
         # computed, as PostgreSQL pulls the subquery up
         text = push_filters(text)
