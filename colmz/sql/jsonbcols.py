@@ -63,8 +63,10 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     >>> jsonb_column_rules("SELECT __colmz_text(j) || __colmz_text(j) FROM t", rels)
     'SELECT __colmz_jsonb_concat(CAST(j AS VARCHAR), CAST(j AS VARCHAR)) FROM t'
     """
-    if not any(k in ("jsonb", "text") for _, cols in relations for _, k in cols):
-        return text
+    kinds = {k for _, cols in relations for _, k in cols}
+    jsonb = ("jsonb" in kinds and ("'" in text or "||" in text)) or ("json" in kinds and "'" in text)
+    if not jsonb and not ("text" in kinds and any(f in text for f in _OPERATOR_CALLS)):
+        return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
     return _rewrite(text, relations)
 
 
