@@ -1531,4 +1531,6 @@ QUERIES = [
     ('jc_text_contains', """SELECT id FROM people WHERE name @> '{"a":1}'"""),
     ('jc_key_operator_names', "SELECT id, body ? 'a', body ?| array['zz'], body #> '{b}', body #>> '{b,c}' AS c FROM docs ORDER BY id"),
     ('jc_duplicate_names', """SELECT body || body, body = '{"a":null}', id + 1, id FROM docs ORDER BY id"""),
+    ('jc_json_equal', "SELECT id FROM jdocs WHERE j = '[1,  2.50]'"),
+    ('jc_order_literal', """SELECT id FROM docs WHERE body < '{"a": 5}'"""),
 ]
