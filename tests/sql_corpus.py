@@ -1516,4 +1516,21 @@ QUERIES = [
                              'ORDER BY 1'),
     ('rc_setop_real_double_overflow', 'SELECT x * 2 AS a FROM (SELECT r AS x FROM reals UNION ALL SELECT f FROM reals) s'),
     ('rc_setop_top_level', 'SELECT r AS a FROM reals UNION ALL SELECT f FROM reals ORDER BY 1'),
+    # a jsonb column compared with a string literal compares jsonb (the literal read as jsonb);
+    # || of two jsonb columns merges them; a jsonb operator of a text column does not exist
+    ('jc_equal_literal', """SELECT id, body = '{"a":null}' AS e, body <> '{ "a" : null }' AS n FROM docs ORDER BY id"""),
+    ('jc_where_literal', """SELECT id FROM docs WHERE body = '{"tags":[], "b":{"c":"y"}, "a":2}' ORDER BY id"""),
+    ('jc_in_literals', """SELECT id, body IN ('{"a": null}', '[1]') AS i, body NOT IN ('{"a":null}') AS o FROM docs ORDER BY id"""),
+    ('jc_literal_left', """SELECT id FROM docs d WHERE '{"a":null}' = d.body ORDER BY id"""),
+    ('jc_equal_bad_json', """SELECT id FROM docs WHERE body = 'nope'"""),
+    ('jc_concat_columns', 'SELECT id, body || body AS b FROM docs ORDER BY id'),
+    ('jc_concat_join', 'SELECT x.id, x.body || y.body AS b FROM docs x JOIN docs y ON y.id = 3 ORDER BY x.id'),
+    ('jc_text_arrow', "SELECT name -> 'a' AS a FROM people"),
+    ('jc_text_arrow_text', "SELECT name ->> 'a' AS a FROM people"),
+    ('jc_text_exists', "SELECT id FROM people WHERE name ? 'a'"),
+    ('jc_text_contains', """SELECT id FROM people WHERE name @> '{"a":1}'"""),
+    ('jc_key_operator_names', "SELECT id, body ? 'a', body ?| array['zz'], body #> '{b}', body #>> '{b,c}' AS c FROM docs ORDER BY id"),
+    ('jc_duplicate_names', """SELECT body || body, body = '{"a":null}', id + 1, id FROM docs ORDER BY id"""),
+    ('jc_json_equal', "SELECT id FROM jdocs WHERE j = '[1,  2.50]'"),
+    ('jc_order_literal', """SELECT id FROM docs WHERE body < '{"a": 5}'"""),
 ]

@@ -45,6 +45,7 @@ from colmz.sql import (
 )
 from colmz.sql.assign import pg_type_name
 from colmz.sql.floatcols import column_kind, float_column_rules
+from colmz.sql.jsonbcols import jsonb_column_rules
 from colmz.sql.pushdown import push_filters
 from colmz.updates import Updates
 
@@ -101,6 +102,10 @@ class Queries:
                                   tuple((relation_name(i), tuple((c.name.lower(), column_kind(c.type))
                                                                  for c in self._objects[n].schema))
                                         for i, n in enumerate(bound)))
+        # PostgreSQL's jsonb rules that hang on which string columns are jsonb or text (a jsonb
+        # column compared with a literal compares jsonb; a jsonb operator of a text column
+        # does not exist): the columns' kinds are known here (colmz.catalog.column_kinds)
+        text = jsonb_column_rules(text, self._kinds_of(bound))
         # ... and an outer WHERE filters a subquery's rows before its (checked) items are
         # computed, as PostgreSQL pulls the subquery up
         text = push_filters(text)
@@ -118,6 +123,19 @@ class Queries:
         finally:
             for n in registered:
                 self._con.unregister(n)
+
+    def _kinds_of(self, bound) -> tuple:
+        # each bound relation's name in the text with its columns' (name, kind) pairs
+        return tuple((relation_name(i), tuple((c.name.lower(), k) for c, k in zip(self._objects[n].schema,
+                                                                                self.column_kinds(n))))
+                     for i, n in enumerate(bound))
+
+    def kind_rules_apply(self, translated: str) -> bool:
+        """Whether ``translated`` (a query over the catalog's objects) is one that
+        :func:`colmz.sql.jsonbcols.jsonb_column_rules` rewrites: its answer depends on which
+        string columns are jsonb, which a maintained view's operators do not know."""
+        text, bound = bind_relations(translated, frozenset(self._objects))
+        return jsonb_column_rules(text, self._kinds_of(bound)) != text
 
     def _check_qualified(self, translated: str, own: Key | None = None) -> None:
         """Refuse a qualified relation name that names no object, as Materialize does

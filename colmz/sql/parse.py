@@ -846,6 +846,10 @@ def output_names(query: str) -> list[str | None] | None:
     ['m', 'f']
     """
     query = blank_hints(query)  # OPTIONS (...) hints name nothing (same offsets)
+    if "?" in query or "#>" in query:  # jsonb's ?, #> ... (DuckDB reads ? as a parameter)
+        from colmz.sql.jsonb import spell_operators  # (imports this package's modules)
+
+        query = spell_operators(query, tokenize(query))
     try:
         q = parse_tree(query)[0]
     except SQLError:

@@ -383,9 +383,16 @@ def test_corpus_coverage_without_fallback():
     for s in setup:
         cat.execute(s)
     reasons: Counter = Counter()
-    clean = 0
+    clean, refused = 0, 0
     for name, q in bodies:
-        cat.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        try:
+            cat.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        except UnsupportedSQL as e:
+            # refused by name in a maintained view only (answered by a recompute: a jsonb
+            # column compared with a literal, colmz.sql.jsonbcols): not a body to plan
+            assert "in a maintained view" in str(e), (name, e)
+            refused += 1
+            continue
         mv = cat.object(name).maintained
         # Each body is planned alone, as corpus_views probed it; dropped at once, since every
         # statement saves the whole engine for its rollback (colmz.catalog.engine): with the
@@ -398,17 +405,19 @@ def test_corpus_coverage_without_fallback():
         why = mv.reasons or [f.reason for f in leaves]
         for r in why:
             reasons[re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", r)[:120]] += 1
-    share = clean / len(bodies)
-    print(f"\ncorpus view bodies without a Fallback: {clean} of {len(bodies)} ({100 * share:.1f} %)")
+    total = len(bodies) - refused
+    share = clean / total
+    print(f"\ncorpus view bodies without a Fallback: {clean} of {total} ({100 * share:.1f} %), "
+          f"{refused} refused in a maintained view")
     for r, n in reasons.most_common():
         print(f"  {n:3d}  {r}")
-    assert len(bodies) > 500
-    assert share >= 0.90, (clean, len(bodies), reasons.most_common(10))
+    assert total > 500
+    assert share >= 0.90, (clean, total, reasons.most_common(10))
     # 894 of 895 when counted (the one left: WITH RECURSIVE; IN and a scalar subquery
     # correlated by <> and >, and a subquery nested in EXISTS, are decorrelated on the
     # distinct outer keys: tests/colmz/dataflow/test_outer_keys.py; a row IN as a value is
     # tests/colmz/dataflow/test_row_in_value.py's)
-    assert len(bodies) - clean <= 1, (clean, len(bodies), reasons.most_common(10))
+    assert total - clean <= 1, (clean, total, reasons.most_common(10))
 
 
 @settings(max_examples=us.examples(300), deadline=None)

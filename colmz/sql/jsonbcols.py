@@ -1,0 +1,205 @@
+"""PostgreSQL's jsonb rules that hang on a column's type: applied to a translated query once
+the relations it reads (and so which of their string columns are jsonb, json or text) are
+known.
+
+colmz keeps a jsonb column as its canonical text (:func:`colmz.sql.jsonb.jsonb_dump`), a
+string to DuckDB, so :func:`colmz.sql.translate.translate` cannot tell a jsonb column from a
+text one. The catalog knows each relation's column kinds
+(:mod:`colmz.catalog.column_kinds`) when it runs a query; :func:`jsonb_column_rules` then
+reads the translated text's tree (:func:`colmz.sql.tree.parse_tree`) and, for a column
+reference that resolves to a relation's column, applies PostgreSQL 15's rules:
+
+* **a jsonb column compared with a string literal** (``=``, ``<>``, ``IN (...)``, either
+  side): PostgreSQL reads the literal as jsonb and compares jsonb values; the literal is
+  written as its canonical jsonb text, so the text comparison is the jsonb one (``j =
+  '{"a":1}'`` holds for ``{"a": 1}``). A literal that is not JSON raises PostgreSQL's
+  "invalid input syntax for type json". An ordering comparison (``<``, ``>=``, ...) of a
+  jsonb column with a literal is refused by name (jsonb's order is not its text's).
+* **``||`` of two jsonb columns** (translate wrote each operand as its text) is jsonb
+  concatenation (:func:`colmz.sql.transforms.jsonb_concat`): objects merged, arrays
+  concatenated.
+* **a jsonb operator over a text column** (``->``, ``->>``, ``#>``, ``#>>``, ``?``, ``?|``,
+  ``?&``, ``@>``/``<@``, which translate made calls of the column's text) raises
+  PostgreSQL's "operator does not exist: text -> unknown" (:class:`SQLError`).
+
+Invariants: a reference is resolved only where it is certain -- in a query whose every FROM
+item is one of the named relations, a qualified reference by its item's alias or name, an
+unqualified one when exactly one item holds the name; a reference elsewhere (a FROM
+subquery's or CTE's column, an outer query's, ORDER BY / GROUP BY, which may name output
+columns) is left as translate wrote it. The rewrite is a pure function of the text and the
+relations' kinds, cached; a text the tree cannot read is returned unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.jsonb import JSONB_CONTAINS, JSONB_EXISTS, JSONB_PATH, jsonb_dump, jsonb_load
+from colmz.sql.transforms import JSONB_CONCAT, JSONB_GET, table_refs
+from colmz.sql.translate import ANY_TEXT
+from colmz.sql.tree import Expression, Query, parse_tree
+
+__all__ = ["jsonb_column_rules"]
+
+#: Relations as the caller names them: each relation's name in the text (lower case) with its
+#: columns' ``(name, kind)`` pairs, kind ``"jsonb"``, ``"json"``, ``"text"`` or ``None``.
+Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
+
+_EQUALITY = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_IN", "COMPARE_NOT_IN"})
+_ORDERING = {"COMPARE_LESSTHAN": "<", "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
+             "COMPARE_GREATERTHANOREQUALTO": ">="}
+_OPERATOR_CALLS = frozenset({JSONB_GET, JSONB_PATH, JSONB_EXISTS, JSONB_CONTAINS})
+_EXISTS_MODES = {"one": "?", "any": "?|", "all": "?&"}
+
+
+def jsonb_column_rules(text: str, relations: Relations) -> str:
+    """``text`` (a translated, bound query) with PostgreSQL's jsonb rules of its relations'
+    jsonb and text columns applied (module docstring).
+
+    >>> rels = (("t", (("k", None), ("s", "text"), ("j", "jsonb"))),)
+    >>> jsonb_column_rules("SELECT j = '{\\"a\\":1}' FROM t", rels)
+    'SELECT j = \\'{"a": 1}\\' FROM t'
+    >>> jsonb_column_rules("SELECT __colmz_text(j) || __colmz_text(j) FROM t", rels)
+    'SELECT __colmz_jsonb_concat(CAST(j AS VARCHAR), CAST(j AS VARCHAR)) FROM t'
+    """
+    kinds = {k for _, cols in relations for _, k in cols}
+    jsonb = ("jsonb" in kinds and ("'" in text or "||" in text)) or ("json" in kinds and "'" in text)
+    if not jsonb and not ("text" in kinds and any(f in text for f in _OPERATOR_CALLS)):
+        return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
+    return _rewrite(text, relations)
+
+
+@functools.lru_cache(maxsize=512)
+def _rewrite(text: str, relations: Relations) -> str:
+    try:
+        queries = parse_tree(text)
+    except SQLError:
+        return text
+    rels = {name: dict(cols) for name, cols in relations}
+    edits: list[tuple[int, int, str]] = []
+    for q in queries:
+        _query(q, rels, text, edits)
+    out, last = [], 0
+    for start, end, new in sorted(edits):
+        if start < last:
+            continue  # inside an edited span (never: edits are of disjoint nodes)
+        out += [text[last:start], new]
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _query(q: Query, rels: dict, text: str, edits: list) -> None:
+    for _, sub in q.ctes:
+        _query(sub, rels, text, edits)
+    for c in q.children:
+        _query(c, rels, text, edits)
+    scope: dict[str, dict] | None = {}
+    for t in table_refs(q):
+        if t.subquery is not None:
+            _query(t.subquery, rels, text, edits)
+        if t.type == "JOIN":
+            continue
+        if t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[-1].lower() in rels and not t.column_aliases:
+            if scope is not None:
+                scope[(t.alias or t.name[-1]).lower()] = rels[t.name[-1].lower()]
+        else:
+            scope = None  # an item whose columns are not known here: resolve nothing
+    roots = [*q.items, *(x for x in (q.where, q.having, q.qualify) if x is not None)]
+    roots += [e for t in table_refs(q) if t.type == "JOIN" for e in t.expressions]
+    for e in (*roots, *q.group_by, *(e for m in q.modifiers for e in m.expressions)):
+        for n in e.walk():
+            if n.subquery is not None:
+                _query(n.subquery, rels, text, edits)
+    if not scope:
+        return
+    for e in roots:
+        _expression(e, scope, text, edits)
+
+
+def _kind(n: Expression, scope: dict[str, dict]) -> str | None:
+    # the kind of the column reference ``n`` resolves to, None when not certain
+    if n.cls != "COLUMN_REF" or not n.name:
+        return None
+    col = n.name[-1].lower()
+    if len(n.name) == 2:
+        cols = scope.get(n.name[0].lower())
+        return None if cols is None else cols.get(col)
+    if len(n.name) != 1:
+        return None
+    holders = [cols for cols in scope.values() if col in cols]
+    return holders[0][col] if len(holders) == 1 else None
+
+
+def _column(n: Expression, scope) -> str | None:
+    # the kind of ``n`` when it is a column reference, or translate's text of one
+    # (``__colmz_text(j)``, ``CAST(j AS VARCHAR)``)
+    if n.cls == "FUNCTION" and n.name == (ANY_TEXT,) and len(n.children) == 1:
+        return _kind(n.children[0], scope)
+    if n.cls == "CAST" and len(n.children) == 2:
+        return _kind(n.children[0], scope)
+    return _kind(n, scope)
+
+
+def _string(n: Expression) -> str | None:
+    return n.literal.text if n.literal is not None and n.literal.kind == "STRING" else None
+
+
+def _jsonb_literal(value: str) -> str:
+    try:
+        doc = jsonb_dump(jsonb_load(value))
+    except ValueError:
+        raise SQLError(f'invalid input syntax for type json: "{value}"') from None
+    return "'" + doc.replace("'", "''") + "'"
+
+
+def _expression(e: Expression, scope, text: str, edits: list) -> None:
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if n.subquery is not None:
+            continue  # its own query: _query
+        kids = n.children
+        if n.type in _EQUALITY and len(kids) >= 2:
+            sides = [kids[0]] if n.type.endswith("IN") else list(kids)
+            if any(_kind(k, scope) == "json" for k in sides) and any(_string(k) is not None for k in kids):
+                op = "<>" if n.type == "COMPARE_NOTEQUAL" else "="
+                raise SQLError(f"operator does not exist: json {op} unknown")
+            if any(_kind(k, scope) == "jsonb" for k in sides):
+                for k in kids:
+                    if _string(k) is not None and k.start >= 0:
+                        edits.append((k.start, k.end, _jsonb_literal(_string(k))))
+                continue
+        elif n.type in _ORDERING and len(kids) == 2:
+            if any(_kind(k, scope) == "jsonb" for k in kids) and any(_string(k) is not None for k in kids):
+                raise UnsupportedSQL(f"the comparison {_ORDERING[n.type]} of a jsonb column and a string "
+                                     "literal is not supported by colmz (jsonb's order is not its text's)")
+        elif n.cls == "FUNCTION" and n.name == ("||",) and len(kids) == 2 and n.start >= 0:
+            if all(k.cls == "FUNCTION" and k.name == (ANY_TEXT,) and _column(k, scope) == "jsonb" for k in kids):
+                a, b = (text[k.children[0].start:k.children[0].end] for k in kids)
+                edits.append((n.start, n.end, f"{JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR))"))
+                continue
+        elif (n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _OPERATOR_CALLS and kids
+              and _column(kids[0], scope) == "text"):
+            raise SQLError(f"operator does not exist: {_operator(n, kids)}")
+        stack.extend(kids)
+
+
+def _operator(n: Expression, kids) -> str:
+    # PostgreSQL's words for the jsonb operator translate made the call ``n`` of a text column
+    name = n.name[0]
+    last = kids[-1].literal.text.lower() if kids[-1].literal is not None else ""
+    if name == JSONB_GET:
+        op = "->>" if last == "true" else "->"
+    elif name == JSONB_PATH:
+        op = "#>>" if last == "true" else "#>"
+    elif name == JSONB_EXISTS:
+        op = _EXISTS_MODES.get(last, "?")
+    else:
+        op = "@>"
+    right = kids[1].children[0] if len(kids) > 1 and kids[1].cls == "CAST" and kids[1].children else None
+    kind = "unknown" if right is not None and _string(right) is not None else (
+        "integer" if right is not None and right.literal is not None and right.literal.kind == "INTEGER"
+        else "text[]" if op in ("?|", "?&") else "unknown")
+    return f"text {op} {kind}"
