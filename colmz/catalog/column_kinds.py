@@ -117,7 +117,7 @@ def _plain_from(t) -> bool:
         return True
     if t.type == "BASE_TABLE":
         return True
-    return t.type == "JOIN" and all(_plain_from(c) for c in t.children)
+    return t.is_join and all(_plain_from(c) for c in t.children)
 
 
 def _kind(e, query: str, columns) -> str | None:

@@ -227,6 +227,11 @@ class Table:
     #: A base table read through a ``TABLESAMPLE`` or a time-travel ``AT (...)`` clause.
     modified: bool = False
 
+    @property
+    def is_join(self) -> bool:
+        """Whether this reference is a join (``children`` its two sides)."""
+        return self.type == "JOIN"
+
 
 @dataclass(frozen=True, slots=True)
 class Modifier:
