@@ -237,6 +237,7 @@ from colmz.order import ColumnSpec
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError
 from colmz.sql.hints import strip_hints
+from colmz.sql.jsonb import spell_operators
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, parse_tree
 
@@ -1079,6 +1080,10 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
         checked[name] = as_schema(s, f"schemas[{name!r}]")
     # OPTIONS (...) hints blanked: DuckDB parses the rest, every offset unchanged
     text, hints = strip_hints(query_text)
+    # jsonb's #>, #>>, ?, ?|, ?& spelled as operators DuckDB parses (translate's first step):
+    # every span and slice is of this text, and translate leaves a spelled text's operators
+    # as they are and rewrites them by its rules
+    text = spell_operators(text, tokenize(text))
     stmts = parse_tree(text)
     if len(stmts) != 1:
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
