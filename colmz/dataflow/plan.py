@@ -89,7 +89,8 @@ no equi key of theirs costs :data:`PER_OUTER_KEY`), the subquery computed per ke
 joined back on it (``[NOT] EXISTS``, ``x IN``, a scalar aggregate), each outer column an
 operand of a comparison in its ``WHERE`` (a NULL one: the subquery's answer over no
 rows). A table
-function in ``FROM`` (``generate_series``, ``unnest``) or a ``LATERAL (VALUES ...)`` list
+function in ``FROM`` (``generate_series``, ``unnest``, jsonb's ``jsonb_each[_text]``,
+``jsonb_array_elements[_text]``, ``jsonb_object_keys``) or a ``LATERAL (VALUES ...)`` list
 over the left side's columns is a :class:`FlatMap` (:meth:`_Planner.flat_map`). ``x op
 ANY|ALL (subquery)`` as a value is a cross join with the subquery's bound and counts
 (:meth:`_Planner.quantified_value`; an integer literal ``x`` with any comparison, ``IN`` and
@@ -384,7 +385,15 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
 
     # ---- FROM
 
-    TABLE_FUNCTIONS = {"generate_series": (2, 3), "unnest": (1,)}
+    TABLE_FUNCTIONS = {"generate_series": (2, 3), "unnest": (1,), "jsonb_array_elements": (1,),
+                       "jsonb_array_elements_text": (1,), "jsonb_object_keys": (1,), "jsonb_each": (1,),
+                       "jsonb_each_text": (1,)}
+    #: The output columns a table function names itself (PostgreSQL's OUT parameters): a
+    #: column alias list renames them; a function not listed has one column, named by its
+    #: column alias, else its table alias, else the function (colmz/sql/jsonb.py names the
+    #: same when translate rewrites the call).
+    TABLE_FUNCTION_COLUMNS = {"jsonb_each": ("key", "value"), "jsonb_each_text": ("key", "value"),
+                              "jsonb_array_elements": ("value",), "jsonb_array_elements_text": ("value",)}
 
     def query(self, q: Query) -> Node:
         self.depth += 1
