@@ -42,6 +42,16 @@ TABLE_FUNCTIONS = [
     "SELECT k2, count(*) AS n FROM d, jsonb_object_keys(d.j) AS k2 GROUP BY k2",
 ]
 
+AGGREGATES = [
+    "SELECT jsonb_agg(d.k ORDER BY d.k) AS a FROM d",
+    "SELECT jsonb_agg(d.k ORDER BY d.k) AS a FROM d WHERE d.k > 10",  # over no rows: one NULL
+    "SELECT d.k % 2 AS g, jsonb_agg(d.j -> 'a' ORDER BY d.k, d.j ->> 'a') AS a, count(*) AS n FROM d GROUP BY d.k % 2",
+    "SELECT jsonb_agg(d.k ORDER BY d.k DESC) FILTER (WHERE d.k > 1) AS a, jsonb_agg('x' || d.k ORDER BY d.k) AS b "
+    "FROM d",
+    "SELECT jsonb_object_agg('k' || d.k, d.j -> 't' ORDER BY d.k, (d.j -> 't')::text) AS o FROM d "
+    "WHERE d.k IS NOT NULL",
+]
+
 #: Documents that are objects or NULL (jsonb_each of an array or a scalar is an error).
 OBJECTS = [
     """INSERT INTO d VALUES (1, '{"a": 1, "t": ["p", "q", "p"], "o": {"x": null, "y": "s"}}'), (2, '{}'),
@@ -76,3 +86,7 @@ def test_jsonb_table_functions_in_from_plan_as_flat_maps_and_equal_the_recompute
     text = str(cats[0].explain("v0"))
     assert "FlatMap via SQL [jsonb_each(d.j)]" in text and "recompute" not in text
     check_script(cats, OBJECTS)
+
+
+def test_jsonb_aggregates_plan_as_a_basic_reduce_and_equal_the_recompute():
+    check_script(jsonb_catalogs(AGGREGATES), SCRIPT)
