@@ -89,7 +89,8 @@ no equi key of theirs costs :data:`PER_OUTER_KEY`), the subquery computed per ke
 joined back on it (``[NOT] EXISTS``, ``x IN``, a scalar aggregate), each outer column an
 operand of a comparison in its ``WHERE`` (a NULL one: the subquery's answer over no
 rows). A table
-function in ``FROM`` (``generate_series``, ``unnest``) or a ``LATERAL (VALUES ...)`` list
+function in ``FROM`` (``generate_series``, ``unnest``, jsonb's ``jsonb_each[_text]``,
+``jsonb_array_elements[_text]``, ``jsonb_object_keys``) or a ``LATERAL (VALUES ...)`` list
 over the left side's columns is a :class:`FlatMap` (:meth:`_Planner.flat_map`). ``x op
 ANY|ALL (subquery)`` as a value is a cross join with the subquery's bound and counts
 (:meth:`_Planner.quantified_value`; an integer literal ``x`` with any comparison, ``IN`` and
@@ -237,6 +238,7 @@ from colmz.order import ColumnSpec
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError
 from colmz.sql.hints import strip_hints
+from colmz.sql.jsonb import spell_operators
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, parse_tree
 
@@ -383,7 +385,15 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
 
     # ---- FROM
 
-    TABLE_FUNCTIONS = {"generate_series": (2, 3), "unnest": (1,)}
+    TABLE_FUNCTIONS = {"generate_series": (2, 3), "unnest": (1,), "jsonb_array_elements": (1,),
+                       "jsonb_array_elements_text": (1,), "jsonb_object_keys": (1,), "jsonb_each": (1,),
+                       "jsonb_each_text": (1,)}
+    #: The output columns a table function names itself (PostgreSQL's OUT parameters): a
+    #: column alias list renames them; a function not listed has one column, named by its
+    #: column alias, else its table alias, else the function (colmz/sql/jsonb.py names the
+    #: same when translate rewrites the call).
+    TABLE_FUNCTION_COLUMNS = {"jsonb_each": ("key", "value"), "jsonb_each_text": ("key", "value"),
+                              "jsonb_array_elements": ("value",), "jsonb_array_elements_text": ("value",)}
 
     def query(self, q: Query) -> Node:
         self.depth += 1
@@ -1079,6 +1089,10 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
         checked[name] = as_schema(s, f"schemas[{name!r}]")
     # OPTIONS (...) hints blanked: DuckDB parses the rest, every offset unchanged
     text, hints = strip_hints(query_text)
+    # jsonb's #>, #>>, ?, ?|, ?& spelled as operators DuckDB parses (translate's first step):
+    # every span and slice is of this text, and translate leaves a spelled text's operators
+    # as they are and rewrites them by its rules
+    text = spell_operators(text, tokenize(text))
     stmts = parse_tree(text)
     if len(stmts) != 1:
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")

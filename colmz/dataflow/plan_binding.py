@@ -61,8 +61,8 @@ FLIPPED = {"=": "=", "<>": "<>", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 @functools.cache
 def aggregate_names() -> frozenset[str]:
-    """DuckDB's aggregate function names (``duckdb_functions()``), with ``count_star``: a
-    call of one of these makes a query aggregate."""
+    """DuckDB's aggregate function names (``duckdb_functions()``), with ``count_star`` and
+    jsonb's ``jsonb_agg`` / ``jsonb_object_agg``: a call of one of these makes a query aggregate."""
     from colmz.sql.run import session
 
     cur = session(external_access=False)
@@ -71,7 +71,9 @@ def aggregate_names() -> frozenset[str]:
                            "WHERE function_type = 'aggregate'").fetchall()
     finally:
         cur.close()
-    return frozenset(r[0] for r in rows) | {"count_star"} | set(ACCUMULABLE) | set(HIERARCHICAL)
+    # jsonb's aggregates are colmz's own (translate rewrites them: colmz/sql/jsonb.py)
+    return (frozenset(r[0] for r in rows) | {"count_star", "jsonb_agg", "jsonb_object_agg"} | set(ACCUMULABLE)
+            | set(HIERARCHICAL))
 
 
 def is_aggregate(e: Expression) -> bool:

@@ -352,19 +352,26 @@ class JoinLowering:
         call = r.expressions[0]
         fn = call.name[-1] if call.cls == "FUNCTION" and len(call.name) == 1 else ""
         if fn not in self.TABLE_FUNCTIONS or len(call.children) not in self.TABLE_FUNCTIONS[fn]:
-            raise Unsupported(f"{what}: a table function other than generate_series or unnest of one array")
+            raise Unsupported(f"{what}: a table function other than generate_series, unnest of one array or "
+                              "jsonb's set-returning functions of one argument")
         if "ordinality" in self.text[r.start:r.end].lower():
             raise Unsupported(f"{what}: WITH ORDINALITY")
-        if len(r.column_aliases) > 1:
-            raise PlanError(f"{what} has 1 column available but {len(r.column_aliases)} columns specified")
+        own = self.TABLE_FUNCTION_COLUMNS.get(fn, ())
+        width = max(len(own), 1)
+        if len(r.column_aliases) > width:
+            raise PlanError(f"{what} has {width} column{'s' if width > 1 else ''} available but "
+                            f"{len(r.column_aliases)} columns specified")
         left = self.place(left, lsrc, lconds)
         names = [c.name for c in left.schema]
         # the call's own position covers its arguments only: its text rebuilt around theirs
         column_of = Scope(lsrc).column
         call_text = f"{fn}({', '.join(self.sql_text(a, names, column_of) for a in call.children)})"
         shown = f"{fn}({', '.join(self.span(a) for a in call.children)})"
-        column = r.column_aliases[0] if r.column_aliases else (r.alias or fn)
-        return self.flat_map(kind, left, lsrc, call_text, r.alias or fn, [column], shown, what)
+        if len(own) > 1:
+            columns = list(r.column_aliases) + list(own[len(r.column_aliases):])
+        else:
+            columns = [r.column_aliases[0] if r.column_aliases else (r.alias or (own[0] if own else fn))]
+        return self.flat_map(kind, left, lsrc, call_text, r.alias or fn, columns, shown, what)
 
     def flat_map(self, kind: str, left: Node, lsrc: list[Source], call: str, alias: str, columns: list[str],
                  shown: str, what: str):

@@ -358,8 +358,20 @@ def corpus_check(changes, every: int = 1):
     for cat in cats:
         for s in setup:
             cat.execute(s)
-        # one call for all the views: each call saves the whole engine for its rollback
-        cat.execute(";\n".join(f"CREATE MATERIALIZED VIEW {name} AS {q}" for name, q in bodies))
+    # A body refused by name in a maintained view only (a jsonb column's operators,
+    # colmz.sql.jsonbcols) is left out of both; a statement saves what it touches, so the
+    # views are created one by one.
+    kept = []
+    for name, q in bodies:
+        try:
+            cats[0].execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        except UnsupportedSQL as e:
+            if "in a maintained view" not in str(e):
+                raise
+            continue
+        kept.append((name, q))
+    assert len(kept) > 0.9 * len(bodies)
+    cats[1].execute(";\n".join(f"CREATE MATERIALIZED VIEW {name} AS {q}" for name, q in kept))
     check_equal(cats, "creation")
     for text in changes:
         outcome = run(cats, text)
@@ -413,7 +425,8 @@ def test_corpus_coverage_without_fallback():
         print(f"  {n:3d}  {r}")
     assert total > 500
     assert share >= 0.90, (clean, total, reasons.most_common(10))
-    # 894 of 895 when counted (the one left: WITH RECURSIVE; IN and a scalar subquery
+    # all but one when counted (the one left: WITH RECURSIVE; jsonb operators, FROM functions and
+    # aggregates: tests/colmz/dataflow/test_jsonb_views.py; IN and a scalar subquery
     # correlated by <> and >, and a subquery nested in EXISTS, are decorrelated on the
     # distinct outer keys: tests/colmz/dataflow/test_outer_keys.py; a row IN as a value is
     # tests/colmz/dataflow/test_row_in_value.py's)
