@@ -869,8 +869,14 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         out.append(identifier(relation_name(order[x])))
         last_end = toks[b].end
 
+    # Only a bound relation's first token and a token followed by "." can start a rewrite:
+    # those are visited in order (every other token would be passed over one by one).
+    starts = sorted({*bound_at, *(k - 1 for k in range(1, n) if toks[k].text == ".")})
     j = 0
-    while j < n:
+    for c in starts:
+        if c < j:
+            continue  # inside a name already read
+        j = c
         t = toks[j]
         if j in bound_at:
             put(j, relation_at[j], bound_at[j])
