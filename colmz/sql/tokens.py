@@ -181,8 +181,9 @@ _PAIRS = re.compile(
 #: characters beginning tokens of two kinds or none: ``-`` (``--`` comment or operator),
 #: ``/`` (``/*`` comment or operator), ``.`` (number or operator), ``e`` (``E'`` string or
 #: word), ``'`` and ``$`` (a string, or alone: unterminated), ``"`` (likewise a quoted name).
-_KIND_OF = {**{c: "op" for c in "(),;+*%<>=[]:^&|~!?@#"}, **{c: "number" for c in "0123456789"},
-            **{c: "word" for c in "ABCDFGHIJKLMNOPQRSTUVWXYZabcdfghijklmnopqrstuvwxyz_"},
+_WORD_KIND, _OP_KIND, _NUMBER_KIND = "word", "op", "number"
+_KIND_OF = {**{c: _OP_KIND for c in "(),;+*%<>=[]:^&|~!?@#"}, **{c: _NUMBER_KIND for c in "0123456789"},
+            **{c: _WORD_KIND for c in "ABCDFGHIJKLMNOPQRSTUVWXYZabcdfghijklmnopqrstuvwxyz_"},
             "'": "'", "$": "'", '"': '"', "-": "-", "/": "/", ".": ".", "e": "e", "E": "e"}
 
 
@@ -200,11 +201,30 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
         at = i + len(space)  # each match begins where the last ended
         i = end = at + len(tok)
         kind = kind_of(tok[0])
+        # (identity tests against _KIND_OF's own strings: the common kinds decided first)
+        if kind is _WORD_KIND:
+            t = new(Token)
+            t.kind = kind
+            t.text = tok
+            t.start = at
+            t.end = end
+            t.upper = tok.upper()
+            append(t)
+            continue
+        if kind is _OP_KIND or kind is _NUMBER_KIND:
+            t = new(Token)
+            t.kind = kind
+            t.text = tok
+            t.start = at
+            t.end = end
+            t.upper = ""
+            append(t)
+            continue
         if kind is None:
             if tok[0] < "\x80":
                 return None  # a character that begins no token
             kind = "word"
-        elif len(kind) == 1:
+        else:  # one of _KIND_OF's one-character values
             if kind == "-":
                 if tok[:2] == "--":
                     continue
