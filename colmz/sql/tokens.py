@@ -249,7 +249,10 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
             else:
                 kind = "string" if kind == "'" else "qident"
         t = new(Token)
-        t.kind, t.text, t.start, t.end = kind, tok, at, end
+        t.kind = kind
+        t.text = tok
+        t.start = at
+        t.end = end
         t.upper = tok.upper() if kind == "word" else ""  # as Token.__init__ sets it
         append(t)
     if i != start + len(text[start:stop].rstrip(" \t\n\r\f\v")):
@@ -292,7 +295,11 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
     out = []
     for t in toks[a:b]:
         c = new(Token)
-        c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start - lo, t.end - lo, t.upper
+        c.kind = t.kind
+        c.text = t.text
+        c.start = t.start - lo
+        c.end = t.end - lo
+        c.upper = t.upper
         out.append(c)
     _SLICES[sub] = out
     _SHALLOW.add(sub)
@@ -337,7 +344,11 @@ def share_concat(pieces: Sequence[str]) -> str:
             return text
         for t in toks:
             c = new(Token)
-            c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start + at, t.end + at, t.upper
+            c.kind = t.kind
+            c.text = t.text
+            c.start = t.start + at
+            c.end = t.end + at
+            c.upper = t.upper
             out.append(c)
         at += len(piece)
         before = piece[-1]
@@ -418,7 +429,11 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
         if j < n_old and toks[j].start == i - delta:  # in step with old's tokens from here on
             for t in toks[j:]:
                 c = new_token(Token)
-                c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start + delta, t.end + delta, t.upper
+                c.kind = t.kind
+                c.text = t.text
+                c.start = t.start + delta
+                c.end = t.end + delta
+                c.upper = t.upper
                 out.append(c)
             i = n
             break
