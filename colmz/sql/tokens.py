@@ -396,9 +396,18 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
     delta = len(new) - len(old)
     # token ends and starts increase: the kept beginning and the common ending by halves
     k = bisect.bisect_right(toks, p - 4, key=_END)
-    out = list(toks[:k])
     first_tail = bisect.bisect_left(toks, tail, key=_START)  # old's first token in the common ending
     n_old = len(toks)
+    if k + n_old - first_tail < 4:
+        # (next to nothing of old's to keep: one findall over the whole text is cheaper,
+        # and it is what tokenize reads first)
+        got = _tokens_at_once(new)
+        if got is not None:
+            if len(_SLICES) >= 256:
+                _SLICES.clear()
+            _SLICES[new] = got
+        return
+    out = list(toks[:k])
     i = out[-1].end if out else 0
     n = len(new)
     # Up to where old's tokens may resume (the first in the common ending), one findall
