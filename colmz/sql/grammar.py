@@ -300,36 +300,36 @@ class _Reader:
     def kw(self, word: str) -> bool:
         """The next token is the keyword ``word``: consume it."""
         i = self.i
-        if i < self.n and self.K[i] == "k" and self.U[i] == word:
+        if i < self.n and self.U[i] == word and self.K[i] == "k":
             self.i = i + 1
             return True
         return False
 
     def is_kw(self, word: str, off: int = 0) -> bool:
         j = self.i + off
-        return j < self.n and self.K[j] == "k" and self.U[j] == word
+        return j < self.n and self.U[j] == word and self.K[j] == "k"
 
     def op(self, sym: str) -> bool:
         i = self.i
-        if i < self.n and self.K[i] == "o" and self.T[i] == sym:
+        if i < self.n and self.T[i] == sym and self.K[i] == "o":
             self.i = i + 1
             return True
         return False
 
     def is_op(self, sym: str, off: int = 0) -> bool:
         j = self.i + off
-        return j < self.n and self.K[j] == "o" and self.T[j] == sym
+        return j < self.n and self.T[j] == sym and self.K[j] == "o"
 
     def expect_op(self, sym: str) -> int:
         i = self.i
-        if i < self.n and self.K[i] == "o" and self.T[i] == sym:
+        if i < self.n and self.T[i] == sym and self.K[i] == "o":
             self.i = i + 1
             return i
         raise _GIVE_UP
 
     def expect_kw(self, word: str) -> int:
         i = self.i
-        if i < self.n and self.K[i] == "k" and self.U[i] == word:
+        if i < self.n and self.U[i] == word and self.K[i] == "k":
             self.i = i + 1
             return i
         raise _GIVE_UP

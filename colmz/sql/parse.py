@@ -218,10 +218,15 @@ class _Cursor:
         return self.toks[j] if j < self.end else None
 
     def at(self, *words: str) -> bool:
-        for k, w in enumerate(words):
-            t = self.peek(k)
-            if t is None or (t.upper != w and not (t.kind == "op" and t.text == w)):
+        j = self.pos
+        if j + len(words) > self.end:
+            return False  # (a word past the end matches nothing)
+        toks = self.toks
+        for w in words:  # (peek inlined: the parser asks this at nearly every token)
+            t = toks[j]
+            if t.upper != w and not (t.kind == "op" and t.text == w):
                 return False
+            j += 1
         return True
 
     def accept(self, *words: str) -> bool:

@@ -181,8 +181,9 @@ _PAIRS = re.compile(
 #: characters beginning tokens of two kinds or none: ``-`` (``--`` comment or operator),
 #: ``/`` (``/*`` comment or operator), ``.`` (number or operator), ``e`` (``E'`` string or
 #: word), ``'`` and ``$`` (a string, or alone: unterminated), ``"`` (likewise a quoted name).
-_KIND_OF = {**{c: "op" for c in "(),;+*%<>=[]:^&|~!?@#"}, **{c: "number" for c in "0123456789"},
-            **{c: "word" for c in "ABCDFGHIJKLMNOPQRSTUVWXYZabcdfghijklmnopqrstuvwxyz_"},
+_WORD_KIND, _OP_KIND, _NUMBER_KIND = "word", "op", "number"
+_KIND_OF = {**{c: _OP_KIND for c in "(),;+*%<>=[]:^&|~!?@#"}, **{c: _NUMBER_KIND for c in "0123456789"},
+            **{c: _WORD_KIND for c in "ABCDFGHIJKLMNOPQRSTUVWXYZabcdfghijklmnopqrstuvwxyz_"},
             "'": "'", "$": "'", '"': '"', "-": "-", "/": "/", ".": ".", "e": "e", "E": "e"}
 
 
@@ -200,11 +201,30 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
         at = i + len(space)  # each match begins where the last ended
         i = end = at + len(tok)
         kind = kind_of(tok[0])
+        # (identity tests against _KIND_OF's own strings: the common kinds decided first)
+        if kind is _WORD_KIND:
+            t = new(Token)
+            t.kind = kind
+            t.text = tok
+            t.start = at
+            t.end = end
+            t.upper = tok.upper()
+            append(t)
+            continue
+        if kind is _OP_KIND or kind is _NUMBER_KIND:
+            t = new(Token)
+            t.kind = kind
+            t.text = tok
+            t.start = at
+            t.end = end
+            t.upper = ""
+            append(t)
+            continue
         if kind is None:
             if tok[0] < "\x80":
                 return None  # a character that begins no token
             kind = "word"
-        elif len(kind) == 1:
+        else:  # one of _KIND_OF's one-character values
             if kind == "-":
                 if tok[:2] == "--":
                     continue
@@ -229,7 +249,10 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
             else:
                 kind = "string" if kind == "'" else "qident"
         t = new(Token)
-        t.kind, t.text, t.start, t.end = kind, tok, at, end
+        t.kind = kind
+        t.text = tok
+        t.start = at
+        t.end = end
         t.upper = tok.upper() if kind == "word" else ""  # as Token.__init__ sets it
         append(t)
     if i != start + len(text[start:stop].rstrip(" \t\n\r\f\v")):
@@ -272,7 +295,11 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
     out = []
     for t in toks[a:b]:
         c = new(Token)
-        c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start - lo, t.end - lo, t.upper
+        c.kind = t.kind
+        c.text = t.text
+        c.start = t.start - lo
+        c.end = t.end - lo
+        c.upper = t.upper
         out.append(c)
     _SLICES[sub] = out
     _SHALLOW.add(sub)
@@ -317,7 +344,11 @@ def share_concat(pieces: Sequence[str]) -> str:
             return text
         for t in toks:
             c = new(Token)
-            c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start + at, t.end + at, t.upper
+            c.kind = t.kind
+            c.text = t.text
+            c.start = t.start + at
+            c.end = t.end + at
+            c.upper = t.upper
             out.append(c)
         at += len(piece)
         before = piece[-1]
@@ -365,9 +396,18 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
     delta = len(new) - len(old)
     # token ends and starts increase: the kept beginning and the common ending by halves
     k = bisect.bisect_right(toks, p - 4, key=_END)
-    out = list(toks[:k])
     first_tail = bisect.bisect_left(toks, tail, key=_START)  # old's first token in the common ending
     n_old = len(toks)
+    if k + n_old - first_tail < 4:
+        # (next to nothing of old's to keep: one findall over the whole text is cheaper,
+        # and it is what tokenize reads first)
+        got = _tokens_at_once(new)
+        if got is not None:
+            if len(_SLICES) >= 256:
+                _SLICES.clear()
+            _SLICES[new] = got
+        return
+    out = list(toks[:k])
     i = out[-1].end if out else 0
     n = len(new)
     # Up to where old's tokens may resume (the first in the common ending), one findall
@@ -398,7 +438,11 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
         if j < n_old and toks[j].start == i - delta:  # in step with old's tokens from here on
             for t in toks[j:]:
                 c = new_token(Token)
-                c.kind, c.text, c.start, c.end, c.upper = t.kind, t.text, t.start + delta, t.end + delta, t.upper
+                c.kind = t.kind
+                c.text = t.text
+                c.start = t.start + delta
+                c.end = t.end + delta
+                c.upper = t.upper
                 out.append(c)
             i = n
             break

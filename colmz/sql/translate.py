@@ -168,6 +168,13 @@ _TOKEN_PASS_MARKS = re.compile(_alternatives(sorted({
     *_UNSUPPORTED_WORDS, *UNSUPPORTED_FUNCTIONS})))
 
 
+#: The words (upper case) and the operator and quoted-name texts the token pass below acts
+#: on; it also acts on string constants beginning ``'{`` (array texts).
+_PASS_WORDS = frozenset({"LIKE", "ILIKE", "VALUES", "AS", "MZ_NOW", "SIMILAR", "SUM",
+                         *_UNSUPPORTED_WORDS, *UNSUPPORTED_FUNCTIONS})
+_PASS_TEXTS = frozenset({"@>", "<@", '"sum"', *UNSUPPORTED_OPERATORS})
+
+
 def _translate_tokens(sql: str) -> str:
     # translate's token pass (of a text holding _TOKEN_PASS_MARKS): words, calls, operators,
     # sum's argument, VALUES' names.
@@ -177,8 +184,11 @@ def _translate_tokens(sql: str) -> str:
     # token index -> text, emitted once the loop has passed that token; a construct
     # registered later is nested in the earlier ones, so it goes first.
     inserts: dict[int, str] = {}
-    i = 0
-    while i < len(toks):
+    # Only the tokens a rule below may act on are visited (most of a text is none of them);
+    # an insert registered at a token passed over is emitted before the next visited one,
+    # as when every token was visited (a token passed over adds no piece).
+    for i in [i for i, t in enumerate(toks)
+              if t.upper in _PASS_WORDS or t.text in _PASS_TEXTS or t.text[:2] == "'{"]:
         if inserts and min(inserts) < i:
             for j in sorted(k for k in inserts if k < i):
                 end = max(last, toks[j].end)
@@ -213,8 +223,7 @@ def _translate_tokens(sql: str) -> str:
             pieces.append(sql[last : t.start])
             pieces.append(MZ_NOW)
             last = toks[i + 2].end
-            i += 3
-            continue
+            continue  # its ( and ) are not visited
         if t.kind == "op" and t.text in ("@>", "<@") and not _array_operands(toks, i):
             raise UnsupportedSQL(
                 f"the jsonb containment operator {t.text} is not supported by colmz (only "
@@ -224,7 +233,6 @@ def _translate_tokens(sql: str) -> str:
             pieces.append(sql[last : t.start])
             pieces.append("'[" + t.text[2:-2] + "]'")
             last = t.end
-            i += 1
             continue
         if up == "SIMILAR" and i + 1 < len(toks) and toks[i + 1].upper == "TO":
             raise UnsupportedSQL("SIMILAR TO is not supported by colmz (DuckDB reads its pattern as "
@@ -238,7 +246,6 @@ def _translate_tokens(sql: str) -> str:
             raise UnsupportedSQL(f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
         if (up == "SUM" or (t.kind == "qident" and t.text == '"sum"')) and _is_call(toks, i):
             last = _sum_argument(toks, i, pieces, sql, last, inserts)
-        i += 1
     for j in sorted(inserts):
         end = max(last, toks[j].end)
         pieces.append(sql[last:end])
@@ -862,8 +869,14 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
         out.append(identifier(relation_name(order[x])))
         last_end = toks[b].end
 
+    # Only a bound relation's first token and a token followed by "." can start a rewrite:
+    # those are visited in order (every other token would be passed over one by one).
+    starts = sorted({*bound_at, *(k - 1 for k in range(1, n) if toks[k].text == ".")})
     j = 0
-    while j < n:
+    for c in starts:
+        if c < j:
+            continue  # inside a name already read
+        j = c
         t = toks[j]
         if j in bound_at:
             put(j, relation_at[j], bound_at[j])
