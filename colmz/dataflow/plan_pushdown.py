@@ -50,6 +50,7 @@ from dataclasses import replace
 
 from colmz.dataflow.plan_nodes import Distinct, MapFilter, Node, SqlMapFilter, TopK, placeholder
 from colmz.sql.errors import SQLError
+from colmz.sql.pushdown import distinct_on_keys, filter_commutes, preserved_items
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Query, Table
 
@@ -197,13 +198,13 @@ def join_item_conjuncts(from_: Table, where: list[Expression], immovable: frozen
     if from_.type != "JOIN":
         return out
     stop = immovable | _ALWAYS_IMMOVABLE
-    for item in _preserved(from_):
-        if item.type != "SUBQUERY" or item.subquery is None or not item.alias or not _plain(item.subquery):
+    for item in preserved_items(from_):
+        if item.type != "SUBQUERY" or item.subquery is None or not item.alias or not filter_commutes(item.subquery):
             continue
         outputs = _outputs(item.subquery, item.column_aliases)
         if outputs is None:
             continue
-        keys = _distinct_on(item.subquery)
+        keys = distinct_on_keys(item.subquery)
         mine = []
         for c in where:
             refs = [n for n in c.walk() if n.cls == "COLUMN_REF"]
@@ -223,20 +224,6 @@ def join_item_conjuncts(from_: Table, where: list[Expression], immovable: frozen
     return out
 
 
-def _preserved(t: Table):
-    # the FROM items whose rows a WHERE conjunct on their columns alone may filter before
-    # the joins: inner joins' items, an outer join's preserved side
-    if t.type != "JOIN":
-        yield t
-        return
-    if len(t.children) != 2:
-        return
-    left, right = t.children
-    inner = t.join_type == "INNER" and t.ref_type in ("REGULAR", "CROSS", "NATURAL")
-    if inner or t.join_type == "LEFT" and t.ref_type in ("REGULAR", "NATURAL"):
-        yield from _preserved(left)
-    if inner or t.join_type == "RIGHT" and t.ref_type in ("REGULAR", "NATURAL"):
-        yield from _preserved(right)
 
 
 def _own(r: Expression, alias: str) -> str | None:
@@ -245,24 +232,8 @@ def _own(r: Expression, alias: str) -> str | None:
     return parts[1] if len(parts) == 2 and parts[0] == alias.lower() else None
 
 
-def _plain(q: Query) -> bool:
-    # a SELECT a filter on its passed-through output columns commutes with
-    if (q.type != "SELECT_NODE" or q.from_ is None or q.group_by or q.having is not None
-            or q.qualify is not None or q.ctes or q.sampled or q.grouping_sets
-            or q.aggregate_handling != "STANDARD_HANDLING"):
-        return False
-    if any(m.type not in ("ORDER_MODIFIER", "DISTINCT_MODIFIER") for m in q.modifiers):
-        return False
-    return not any(n.over is not None or n.cls in ("WINDOW", "STAR") or n.subquery is not None
-                   for i in q.items for n in i.walk())
 
 
-def _distinct_on(q: Query) -> frozenset[str] | None:
-    # the column names DISTINCT ON keys on; None without DISTINCT ON
-    for m in q.modifiers:
-        if m.type == "DISTINCT_MODIFIER" and m.expressions:
-            return frozenset(e.name[-1].lower() for e in m.expressions if e.cls == "COLUMN_REF")
-    return None
 
 
 def _outputs(q: Query, renames: tuple[str, ...]) -> dict[str, str | None] | None:

@@ -45,7 +45,7 @@ from colmz.sql.errors import SQLError
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
-__all__ = ["push_filters"]
+__all__ = ["distinct_on_keys", "filter_commutes", "preserved_items", "push_filters"]
 
 #: Calls whose value changes from row to row on its own: a conjunct holding one stays put.
 _VOLATILE = frozenset({"random", "rand", "gen_random_uuid", "uuid", "nextval", "currval", "setseed"})
@@ -113,16 +113,16 @@ def _push_one(text: str, q: Query) -> str | None:
         return None
     single = q.from_.type != "JOIN"
     conjuncts = q.where.children if q.where.type == "CONJUNCTION_AND" else (q.where,)
-    for t in _preserved(q.from_):
+    for t in preserved_items(q.from_):
         edited = _push_into(text, q, t, conjuncts, single)
         if edited is not None:
             return edited
     return None
 
 
-def _preserved(t: Table):
-    # the FROM items whose rows a WHERE conjunct on their columns alone may filter before
-    # the joins: inner joins' items, an outer join's preserved side
+def preserved_items(t: Table):
+    """The FROM items of ``t`` whose rows a WHERE conjunct on their columns alone may filter
+    before the joins: inner joins' items, an outer join's preserved side."""
     if t.type != "JOIN":
         yield t
         return
@@ -131,9 +131,9 @@ def _preserved(t: Table):
     left, right = t.children
     inner = t.join_type == "INNER" and t.ref_type in ("REGULAR", "CROSS", "NATURAL")
     if inner or t.join_type == "LEFT" and t.ref_type in ("REGULAR", "NATURAL"):
-        yield from _preserved(left)
+        yield from preserved_items(left)
     if inner or t.join_type == "RIGHT" and t.ref_type in ("REGULAR", "NATURAL"):
-        yield from _preserved(right)
+        yield from preserved_items(right)
 
 
 def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | None:
@@ -141,12 +141,12 @@ def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | 
     if found is None:
         return None
     inner, open_, close, alias, renames = found
-    if not _plain(inner) or RESERVED_PREFIX not in text[open_:close]:
+    if not filter_commutes(inner) or RESERVED_PREFIX not in text[open_:close]:
         return None
     outputs = _outputs(text, inner, renames)
     if outputs is None:
         return None
-    keys = _distinct_on(inner)
+    keys = distinct_on_keys(inner)
     moves = []
     for c in conjuncts:
         refs = [n for n in c.walk() if n.cls == "COLUMN_REF"]
@@ -223,12 +223,14 @@ def _source(text: str, q: Query, t: Table):
     return None
 
 
-def _plain(q: Query) -> bool:
+def filter_commutes(q: Query) -> bool:
+    """Whether a filter on ``q``'s passed-through output columns commutes with ``q``: a plain
+    SELECT (no grouping, window, LIMIT, ``*`` or subquery item)."""
     if (q.type != "SELECT_NODE" or q.from_ is None or q.group_by or q.having is not None
             or q.qualify is not None or q.ctes or q.sampled or q.grouping_sets
             or q.aggregate_handling != "STANDARD_HANDLING"):
         return False
-    # a filter on output columns commutes with DISTINCT (on DISTINCT ON's keys: _distinct_on)
+    # a filter on output columns commutes with DISTINCT (on DISTINCT ON's keys: distinct_on_keys)
     if any(m.type not in ("ORDER_MODIFIER", "DISTINCT_MODIFIER") for m in q.modifiers):
         return False
     for i in q.items:
@@ -238,9 +240,9 @@ def _plain(q: Query) -> bool:
     return True
 
 
-def _distinct_on(q: Query) -> frozenset[str] | None:
-    # the column names DISTINCT ON keys on (a filter reading another column would change
-    # which row of a key is kept); None without DISTINCT ON
+def distinct_on_keys(q: Query) -> frozenset[str] | None:
+    """The column names ``q``'s DISTINCT ON keys on (a filter reading another column would
+    change which row of a key is kept); None without DISTINCT ON."""
     for m in q.modifiers:
         if m.type == "DISTINCT_MODIFIER" and m.expressions:
             return frozenset(e.name[-1].lower() for e in m.expressions if e.cls == "COLUMN_REF")
