@@ -145,19 +145,25 @@ class SubqueryLowering:
             return semi
         return Union(node.schema, (node, Negate(node.schema, semi)))
 
-    def row_in(self, node: Node, scope: Scope, e: Expression, x: Expression, text: str) -> Node:
-        """``(a, b, ...) IN (subquery)`` in ``WHERE``, columns compared with an uncorrelated
-        subquery's columns: a semijoin on all of them (a row with a NULL among them matches
-        nothing: the comparison is false or unknown, the row dropped either way)."""
+    def row_subquery(self, e: Expression, x: Expression, text: str) -> Node:
+        """The plan of a row IN's uncorrelated subquery ``e``, as wide as the row ``x``."""
         try:
             right = self.query(e.subquery)
         except PlanError as err:
             raise Unsupported(f"IN subquery {text!r}: {err} (correlated ones are absent)") from None
         if isinstance(right, Fallback):
             raise Unsupported(f"IN subquery {text!r}: {right.reason}")
-        if len(right.schema) != len(x.children):
-            raise PlanError(f"subquery has {'too many' if len(right.schema) > len(x.children) else 'too few'} "
+        n = len(x.children)
+        if len(right.schema) != n:
+            raise PlanError(f"subquery has {'too many' if len(right.schema) > n else 'too few'} "
                             f"columns in {text!r}")
+        return right
+
+    def row_in(self, node: Node, scope: Scope, e: Expression, x: Expression, text: str) -> Node:
+        """``(a, b, ...) IN (subquery)`` in ``WHERE``, columns compared with an uncorrelated
+        subquery's columns: a semijoin on all of them (a row with a NULL among them matches
+        nothing: the comparison is false or unknown, the row dropped either way)."""
+        right = self.row_subquery(e, x, text)
         return self.semi(node, right, [(scope.column(c), r.name) for c, r in zip(x.children, right.schema)])
 
     def correlated_in(self, node: Node, scope: Scope, e: Expression, x: Expression, text: str) -> Node:
@@ -397,16 +403,8 @@ class SubqueryLowering:
         that count re-reads the branch, as :meth:`in_value`'s does). One SQL segment per
         branch computes the value; the branches' union is the result."""
         text = self.span(e)
-        try:
-            right = self.query(e.subquery)
-        except PlanError as err:
-            raise Unsupported(f"IN subquery {text!r}: {err} (correlated ones are absent)") from None
-        if isinstance(right, Fallback):
-            raise Unsupported(f"IN subquery {text!r}: {right.reason}")
+        right = self.row_subquery(e, x, text)
         n = len(x.children)
-        if len(right.schema) != n:
-            raise PlanError(f"subquery has {'too many' if len(right.schema) > n else 'too few'} "
-                            f"columns in {text!r}")
         cols = [scope.column(c) for c in x.children]
         ys = right.schema
         self.check_keys(list(zip(cols, (y.name for y in ys))), node.schema + ys)
