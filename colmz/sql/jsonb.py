@@ -473,6 +473,8 @@ def spell_operators(text: str, toks) -> str:
     >>> spell_operators(s, tokenize(s))
     "SELECT j  <<@@  '{a}', j  @@<<|  ARRAY['b'] FROM t"
     """
+    if "?" not in text and "#" not in text:
+        return text  # every operator spelled starts with one of these
     out, pos = [], 0
     for i, t in enumerate(toks):
         if t.kind != "op" or t.text not in SPELLED or t.start < pos:
