@@ -267,6 +267,20 @@ _SLICES: dict[str, list[Token]] = {}
 _SHALLOW: set[str] = set()
 
 
+def _moved(toks: Sequence[Token], delta: int, out: list[Token]) -> None:
+    # ``out`` extended with copies of ``toks`` whose offsets move by ``delta`` (each
+    # token's slots set here: a third cheaper than a call of Token)
+    new = Token.__new__
+    for t in toks:
+        c = new(Token)
+        c.kind = t.kind
+        c.text = t.text
+        c.start = t.start + delta
+        c.end = t.end + delta
+        c.upper = t.upper
+        out.append(c)
+
+
 def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
     """The text of ``toks[a:b]`` (tokens of ``text``, which :func:`check_nesting` passed),
     with its tokens handed to :func:`tokenize` and its nesting known to pass: a query cut
@@ -291,16 +305,8 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
         _SLICES[sub] = list(toks[a:b])
         _SHALLOW.add(sub)
         return sub
-    new = Token.__new__
-    out = []
-    for t in toks[a:b]:
-        c = new(Token)
-        c.kind = t.kind
-        c.text = t.text
-        c.start = t.start - lo
-        c.end = t.end - lo
-        c.upper = t.upper
-        out.append(c)
+    out: list[Token] = []
+    _moved(toks[a:b], -lo, out)
     _SLICES[sub] = out
     _SHALLOW.add(sub)
     return sub
@@ -329,7 +335,6 @@ def share_concat(pieces: Sequence[str]) -> str:
     out: list[Token] = []
     at = 0
     before = ""  # the last character of the text so far
-    new = Token.__new__
     for piece in pieces:
         if not piece:
             continue
@@ -342,14 +347,7 @@ def share_concat(pieces: Sequence[str]) -> str:
         first = piece[0]
         if before and not (before in _SPACE or first in _SPACE or before in _SEPARATORS or first in _SEPARATORS):
             return text
-        for t in toks:
-            c = new(Token)
-            c.kind = t.kind
-            c.text = t.text
-            c.start = t.start + at
-            c.end = t.end + at
-            c.upper = t.upper
-            out.append(c)
+        _moved(toks, at, out)
         at += len(piece)
         before = piece[-1]
     if len(_SLICES) >= 256:
@@ -420,7 +418,6 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
         if keep:
             out += got[:keep]
             i = got[keep - 1].end
-    new_token = Token.__new__
     # one finditer pass, as tokenize reads (anything it cannot decide alone: tokenize relexes)
     for m in _FAST.finditer(new, i):
         kind = m.lastgroup
@@ -436,14 +433,7 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
         if i - delta >= tail:
             j = bisect.bisect_left(toks, i - delta, lo=first_tail, key=_START)
         if j < n_old and toks[j].start == i - delta:  # in step with old's tokens from here on
-            for t in toks[j:]:
-                c = new_token(Token)
-                c.kind = t.kind
-                c.text = t.text
-                c.start = t.start + delta
-                c.end = t.end + delta
-                c.upper = t.upper
-                out.append(c)
+            _moved(toks[j:], delta, out)
             i = n
             break
         if kind == "dollar":
