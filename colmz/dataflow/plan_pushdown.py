@@ -50,7 +50,7 @@ from dataclasses import replace
 
 from colmz.dataflow.plan_nodes import Distinct, MapFilter, Node, SqlMapFilter, TopK, placeholder
 from colmz.sql.errors import SQLError
-from colmz.sql.pushdown import distinct_on_keys, filter_commutes, preserved_items
+from colmz.sql.pushdown import distinct_on_keys, filter_commutes, passed_columns, preserved_items
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Query, Table
 
@@ -238,22 +238,7 @@ def _own(r: Expression, alias: str) -> str | None:
 
 def _outputs(q: Query, renames: tuple[str, ...]) -> dict[str, str | None] | None:
     # output name -> the inner column's name (None for a computed item); None if unusable
-    names = []
-    for pos, i in enumerate(q.items):
-        if pos < len(renames):
-            names.append(renames[pos].lower())
-        elif i.alias:
-            names.append(i.alias.lower())
-        elif i.cls == "COLUMN_REF":
-            names.append(i.name[-1].lower())
-        else:
-            return None
-    if len(set(names)) != len(names):
+    passed = passed_columns(q, renames)
+    if passed is None:
         return None
-    out: dict[str, str | None] = {}
-    for name, i in zip(names, q.items):
-        source = i.name[-1].lower() if i.cls == "COLUMN_REF" else None
-        # a name another item defines may be read as that item's alias (DuckDB)
-        clash = source is not None and any(n == source and j is not i for n, j in zip(names, q.items))
-        out[name] = None if clash else source
-    return out
+    return {n: None if i is None else i.name[-1].lower() for n, i in passed.items()}

@@ -45,7 +45,7 @@ from colmz.sql.errors import SQLError
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
-__all__ = ["distinct_on_keys", "filter_commutes", "preserved_items", "push_filters"]
+__all__ = ["distinct_on_keys", "filter_commutes", "passed_columns", "preserved_items", "push_filters"]
 
 #: Calls whose value changes from row to row on its own: a conjunct holding one stays put.
 _VOLATILE = frozenset({"random", "rand", "gen_random_uuid", "uuid", "nextval", "currval", "setseed"})
@@ -249,8 +249,10 @@ def distinct_on_keys(q: Query) -> frozenset[str] | None:
     return None
 
 
-def _outputs(text: str, q: Query, renames: tuple[str, ...]) -> dict[str, str | None] | None:
-    # output name -> the inner column's text (None for a computed item); None if unusable
+def passed_columns(q: Query, renames: tuple[str, ...]) -> dict[str, Expression | None] | None:
+    """Output name (lower case, ``renames`` first) -> the column reference ``q`` passes
+    through under it, or None for a computed item (or a name another item also defines,
+    which DuckDB may read as that item's alias); None if an item has no name or two share one."""
     names = []
     for pos, i in enumerate(q.items):
         if pos < len(renames):
@@ -263,16 +265,20 @@ def _outputs(text: str, q: Query, renames: tuple[str, ...]) -> dict[str, str | N
             return None
     if len(set(names)) != len(names):
         return None
-    out: dict[str, str | None] = {}
+    out: dict[str, Expression | None] = {}
     for name, i in zip(names, q.items):
-        if i.cls == "COLUMN_REF" and i.start >= 0:
-            source = i.name[-1].lower()
-            # a name another item defines may be read as that item's alias (DuckDB)
-            clash = any(n == source and j is not i for n, j in zip(names, q.items))
-            out[name] = None if clash else text[i.start:i.end]
-        else:
-            out[name] = None
+        source = i.name[-1].lower() if i.cls == "COLUMN_REF" else None
+        clash = source is not None and any(n == source and j is not i for n, j in zip(names, q.items))
+        out[name] = None if source is None or clash else i
     return out
+
+
+def _outputs(text: str, q: Query, renames: tuple[str, ...]) -> dict[str, str | None] | None:
+    # output name -> the inner column's text (None for a computed item); None if unusable
+    passed = passed_columns(q, renames)
+    if passed is None:
+        return None
+    return {n: None if i is None or i.start < 0 else text[i.start:i.end] for n, i in passed.items()}
 
 
 def _where_point(text: str, open_: int, close: int) -> int | None:
