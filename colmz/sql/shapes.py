@@ -310,7 +310,7 @@ def _template(shape: Shape, tree: tuple[Query, ...], text: str) -> _Template | N
     return _Template(shape, tree, claims, hi, offsets)
 
 
-class _Remap:
+class Remap:
     """Rebuilds a template's tree for a new text: offsets through ``moved``, the claimed
     constants' literals through ``literals``; a node whose largest offset is below ``lo``
     is the template's own."""
@@ -398,7 +398,7 @@ def _remapped(t: _Template, shape: Shape) -> tuple[Query, ...]:
     shifts = [0, *(n - o for o, n in zip(old.ends, shape.ends, strict=True))]
     moved = {o: o + shifts[j] for o, j in zip(t.offsets, t.segments, strict=True)}
     moved[-1] = -1
-    r = _Remap(moved, literals, t.hi, lo)
+    r = Remap(moved, literals, t.hi, lo)
     return tuple([r.query(q) for q in t.tree])
 
 

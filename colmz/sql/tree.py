@@ -67,7 +67,7 @@ import contextlib
 import json
 import os
 import threading
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict, defaultdict, namedtuple
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -679,64 +679,16 @@ def _read_here(text: str) -> None:
     _READ_HERE.add(text)
 
 
-class _Shift:
-    """Copies of nodes with every known offset moved by ``delta`` (a node met twice, as a
-    call's FILTER is also among its children, is copied once)."""
-
-    __slots__ = ("delta", "memo")
+class _Shifted(dict):
+    """Offsets moved by ``delta`` (a known one; -1, unknown, stays), as a mapping for
+    :class:`colmz.sql.shapes.Remap`."""
 
     def __init__(self, delta: int) -> None:
+        super().__init__()
         self.delta = delta
-        self.memo: dict[int, object] = {}
 
-    def at(self, offset: int) -> int:
+    def __missing__(self, offset: int) -> int:
         return offset + self.delta if offset >= 0 else offset
-
-    def expression(self, e: Expression | None) -> Expression | None:
-        if e is None:
-            return None
-        out = self.memo.get(id(e))
-        if out is None:
-            x = self.expression
-            out = _EXPRESSION(e.cls, e.type, self.at(e.start), self.at(e.end), tuple([x(c) for c in e.children]),
-                              e.name, e.alias, self.query(e.subquery), e.literal, e.distinct, x(e.filter),
-                              tuple([self.order(o) for o in e.order_by]), e.relation, e.star_modified,
-                              self.window(e.over))
-            self.memo[id(e)] = out
-        return out
-
-    def order(self, o: Order) -> Order:
-        out = self.memo.get(id(o))
-        if out is None:
-            out = self.memo[id(o)] = Order(self.expression(o.expression), o.direction, o.nulls)
-        return out
-
-    def window(self, w: Window | None) -> Window | None:
-        if w is None:
-            return None
-        return Window(tuple([self.expression(p) for p in w.partitions]), tuple([self.order(o) for o in w.orders]),
-                      w.start, w.end, w.exclude, w.ignore_nulls)
-
-    def table(self, t: Table | None) -> Table | None:
-        if t is None:
-            return None
-        x = self.expression
-        return _TABLE(t.type, self.at(t.start), self.at(t.end), t.name, t.alias, tuple([self.table(c) for c in t.children]),
-                      tuple([x(e) for e in t.expressions]), self.query(t.subquery), t.join_type, t.ref_type,
-                      t.implicit, t.using, t.column_aliases, tuple([tuple([x(e) for e in r]) for r in t.rows]),
-                      t.modified)
-
-    def query(self, q: Query | None) -> Query | None:
-        if q is None:
-            return None
-        x = self.expression
-        return _QUERY(q.type, tuple([x(e) for e in q.items]), self.table(q.from_), x(q.where),
-                      tuple([x(e) for e in q.group_by]), x(q.having), x(q.qualify),
-                      tuple([Modifier(d.type, tuple([x(e) for e in d.expressions]),
-                                      tuple([self.order(o) for o in d.orders]), x(d.limit), x(d.offset))
-                             for d in q.modifiers]),
-                      tuple([(n, self.query(c)) for n, c in q.ctes]), tuple([self.query(c) for c in q.children]),
-                      q.setop, q.setop_all, q.sampled, q.aggregate_handling, q.grouping_sets)
 
 
 def select_recipe(text: str, items, table: tuple[int, tuple[str, ...], int], predicate: tuple[int, str] | None) -> None:
@@ -773,13 +725,15 @@ def select_recipe(text: str, items, table: tuple[int, tuple[str, ...], int], pre
 def _composed(text: str, items, table, predicate) -> tuple[Query, ...] | None:
     # select_recipe's tree of ``text``, or None when a piece's tree is not the reader's.
     from colmz.sql.grammar import quoted_name
+    from colmz.sql.shapes import Remap
 
     def piece(offset: int, expression: str) -> Expression | None:
         wrapped = f"{_HEAD}{expression})"
         got = _TREES.trees.get(wrapped)
         if got is None or wrapped not in _READ_HERE:
             return None
-        return _Shift(offset - len(_HEAD)).expression(got[0].items[0])
+        # every node copied (no node's highest offset is below 0), offsets moved, literals kept
+        return Remap(_Shifted(offset - len(_HEAD)), {}, defaultdict(int), 0).expression(got[0].items[0])
 
     out = []
     for offset, expression, end in items:
