@@ -236,21 +236,15 @@ while True:
 
 def test_sigkill_mid_transaction_reopens_all_or_nothing(tmp_path):
     import random
-    import signal
-    import subprocess
-    import sys
-    import time
+
+    from child_kills import kill_when_ready
 
     script = tmp_path / "child.py"
     script.write_text(_CHILD)
     store = tmp_path / "store"
     rng = random.Random(11)
     for _ in range(2):
-        child = subprocess.Popen([sys.executable, str(script), str(store)], stdout=subprocess.PIPE, text=True)
-        assert child.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.3, 1.2))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+        kill_when_ready(script, store, rng.uniform(0.3, 1.2))
         cat = colmz.Catalog(store)
         a = [r[0] for r in q(cat, "SELECT * FROM a")]
         b = [r[0] for r in q(cat, "SELECT * FROM b")]

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import random
-import signal
-import subprocess
-import sys
-import time
 import uuid
 
 import pytest
+from child_kills import kill_when_ready
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -257,11 +254,7 @@ def test_sigkill_with_lagging_views_loses_nothing_and_doubles_nothing(tmp_path):
     store = tmp_path / "store"
     rng = random.Random(39)
     for _ in range(3):
-        child = subprocess.Popen([sys.executable, str(script), str(store)], stdout=subprocess.PIPE, text=True)
-        assert child.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.5, 1.5))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+        kill_when_ready(script, store, rng.uniform(0.5, 1.5))
         cat = colmz.Catalog(store)
         t = [r[0] for r in rows(cat, "SELECT * FROM t")]
         # each commit i wrote i into t (and, every third, a row into s and u): none lost,
