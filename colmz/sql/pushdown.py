@@ -42,7 +42,7 @@ import functools
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError
-from colmz.sql.tokens import tokenize
+from colmz.sql.tokens import closing, tokenize, top_level
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = ["distinct_on_keys", "filter_commutes", "passed_columns", "preserved_items", "push_filters"]
@@ -215,12 +215,8 @@ def _source(text: str, q: Query, t: Table):
     i = named[0]
     if i + 2 >= len(toks) or toks[i + 1].upper != "AS" or toks[i + 2].text != "(":
         return None  # a column list, MATERIALIZED or NOT MATERIALIZED
-    depth = 0
-    for k in toks[i + 2:]:
-        depth += (k.text == "(") - (k.text == ")")
-        if depth == 0:
-            return body, toks[i + 2].start, k.start, t.alias or t.name[0], ()
-    return None
+    close = closing(toks, i + 2)
+    return None if close < 0 else (body, toks[i + 2].start, toks[close].start, t.alias or t.name[0], ())
 
 
 def filter_commutes(q: Query) -> bool:
@@ -284,16 +280,10 @@ def _outputs(text: str, q: Query, renames: tuple[str, ...]) -> dict[str, str | N
 def _where_point(text: str, open_: int, close: int) -> int | None:
     # where a WHERE goes in the plain SELECT text[open_ + 1:close]: before its first ORDER BY
     # (or WINDOW ...) at its own level, else before the closing parenthesis
-    depth = 0
-    for k in tokenize(text[open_ + 1:close]):
-        if k.text == "(":
-            depth += 1
-        elif k.text == ")":
-            depth -= 1
-        elif depth == 0 and k.kind == "word" and k.upper in _AFTER_WHERE:
-            if k.upper != "ORDER":
-                return None
-            return open_ + 1 + k.start
+    toks = tokenize(text[open_ + 1:close])
+    for j in top_level(toks, 0):
+        if toks[j].kind == "word" and toks[j].upper in _AFTER_WHERE:
+            return open_ + 1 + toks[j].start if toks[j].upper == "ORDER" else None
     return close
 
 
