@@ -38,6 +38,7 @@ from colmz.sql.tokens import (
     share_slice,
     short_text_cache,
     tokenize,
+    top_level,
 )
 from colmz.sql.tree import negation, parse_tree, prefetch_expressions, require_expression
 
@@ -295,18 +296,8 @@ class _Cursor:
 
 def _split(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, int]]:
     """Token ranges between top-level ``sep`` operators in ``toks[lo:hi]``."""
-    out, depth, start = [], 0, lo
-    for j in range(lo, hi):
-        t = toks[j]
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            depth -= 1
-        elif depth == 0 and t.kind == "op" and t.text == sep:
-            out.append((start, j))
-            start = j + 1
-    out.append((start, hi))
-    return [(a, b) for a, b in out if a < b]
+    cuts = [j for j in top_level(toks, lo, hi) if toks[j].kind == "op" and toks[j].text == sep]
+    return [(a, b) for a, b in zip([lo, *(j + 1 for j in cuts)], [*cuts, hi]) if a < b]
 
 
 def _not_reserved(name: str) -> str:
@@ -511,14 +502,9 @@ def _query(cur: _Cursor) -> Query:
     """A query, with Materialize's trailing ``AS OF t`` taken off (``t`` an integer
     literal; ``AS OF AT LEAST`` and expressions are not supported)."""
     toks, end = cur.toks, cur.end
-    depth = 0
-    for j in range(cur.pos, end - 1):
+    for j in top_level(toks, cur.pos, end - 1):
         t = toks[j]
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            depth -= 1
-        elif depth == 0 and t.upper == "AS" and toks[j + 1].upper == "OF":
+        if t.upper == "AS" and toks[j + 1].upper == "OF":
             when = toks[j + 2 : end]
             if not when or not (when[0].kind == "number" or when[0].upper in ("AT", "NOW", "MZ_NOW")):
                 continue  # a column named "of" (SELECT x AS of), not Materialize's AS OF
@@ -613,16 +599,7 @@ def _done(cur: _Cursor, what: str) -> None:
 
 
 def _find_word(cur: _Cursor, word: str) -> int:
-    depth = 0
-    for j in range(cur.pos, cur.end):
-        t = cur.toks[j]
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            depth -= 1
-        elif depth == 0 and t.upper == word:
-            return j
-    return cur.end
+    return next((j for j in top_level(cur.toks, cur.pos, cur.end) if cur.toks[j].upper == word), cur.end)
 
 
 def _drop(cur: _Cursor) -> Drop:
