@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from colmz.sql.errors import SQLError
-from colmz.sql.tokens import Token, closing, tokenize
+from colmz.sql.tokens import Token, closing, tokenize, top_level
 
 __all__ = ["HINTS", "InvalidHint", "QueryHint", "blank_hints", "select_offset", "strip_hints"]
 
@@ -97,17 +97,9 @@ def select_offset(toks: tuple[Token, ...], i: int) -> int:
 
 def _items(text: str, toks: tuple[Token, ...], lo: int, hi: int, select_at: int) -> list[QueryHint]:
     clause = text[toks[lo - 2].start:toks[hi].end]
-    parts, start, depth = [], lo, 0
-    for j in range(lo, hi):
-        t = toks[j]
-        depth += t.kind == "op" and t.text == "("
-        depth -= t.kind == "op" and t.text == ")"
-        if depth == 0 and t.kind == "op" and t.text == ",":
-            parts.append((start, j))
-            start = j + 1
-    parts.append((start, hi))
+    cuts = [j for j in top_level(toks, lo, hi) if toks[j].kind == "op" and toks[j].text == ","]
     out: list[QueryHint] = []
-    for a, b in parts:
+    for a, b in zip([lo, *(j + 1 for j in cuts)], [*cuts, hi]):
         item = toks[a:b]
         eq = next((k for k, x in enumerate(item) if x.kind == "op" and x.text == "="), None)
         name_toks = item if eq is None else item[:eq]
