@@ -181,15 +181,6 @@ _AMBIGUOUS = re.compile(r"Binder Error: Ambiguous reference to column name \"(.+
 _REFUSAL = re.compile(r"Invalid Input Error: (.* is not supported by colmz.*)", re.DOTALL)
 #: DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``).
 _TEXT_TO_NUMERIC = re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'")
-#: DuckDB's errors for a function it lacks, or lacks for these argument types: PostgreSQL
-#: has it (or raises its own error), so colmz refuses it by name rather than pass DuckDB's on.
-_NO_FUNCTION = re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name \"?(\w+)\"? does not exist")
-_NO_OVERLOAD = re.compile(r"Binder Error: No function matches the given name and argument types '(.+?)'\.")
-_NO_MACRO_OVERLOAD = re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)")
-_SHIFT_NEGATIVE = re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number")
-_VOLATILE_WINDOW = re.compile(r"(ORDER BY|PARTITION BY) window expressions cannot be volatile")
-_CANNOT_CONCAT = re.compile(r"Cannot concatenate types (\S+) and (\S+)")
-_CANNOT_COMBINE = re.compile(r"Cannot combine types VARCHAR and (\w+)")
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
 
 
@@ -255,40 +246,43 @@ def run_query(con, translated: str, t: int, form: str | None = None):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+#: DuckDB's errors for a construct colmz does not run as PostgreSQL does (a function it
+#: lacks, or lacks for these argument types: PostgreSQL has it or raises its own error), and
+#: the refusal naming it: (DuckDB's error, the message of the match).
+_REFUSALS = (
+    (re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name \"?(\w+)\"? does not exist"),
+     lambda m: f"{m.group(1)}() is not supported by colmz (DuckDB has no such function)"),
+    (re.compile(r"Binder Error: No function matches the given name and argument types '(.+?)'\."),
+     lambda m: f"{m.group(1).replace('//', '/')} is not supported by colmz (DuckDB has no "
+               "function for these argument types)"),
+    (re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)"),
+     lambda m: ("sum() of an aggregate (a window function over an aggregate)" if m.group(1) == SUM_ARGUMENT
+                else f"{m.group(1).removeprefix('__colmz_')}() with these arguments") + " is not supported by colmz"),
+    (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"),
+     lambda m: f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"),
+    # colmz's checks (a cast to a float type of a value that may be text, checked
+    # arithmetic) raise PostgreSQL's errors, which DuckDB counts as volatile
+    (re.compile(r"(ORDER BY|PARTITION BY) window expressions cannot be volatile"),
+     lambda m: f"a checked expression (a cast to a float type, float arithmetic) in a window's {m.group(1)} "
+               "is not supported by colmz"),
+    (re.compile(r"Cannot concatenate types (\S+) and (\S+)"),
+     lambda m: f"|| of {m.group(1).lower()} and {m.group(2).lower()} is not supported by colmz (DuckDB "
+               "concatenates lists of one type only; PostgreSQL appends an element to an array)"),
+    # PostgreSQL gives a string literal the type of the values beside it (a VALUES column,
+    # a UNION, CASE branches); DuckDB needs the cast written.
+    (re.compile(r"Cannot combine types VARCHAR and (\w+)"),
+     lambda m: (f"a string literal beside {m.group(1).removesuffix('_LITERAL').lower()} values in one "
+                "column (VALUES, UNION or CASE) is not supported by colmz: cast the string, e.g. "
+                f"'...'::{m.group(1).removesuffix('_LITERAL').lower()}")),
+)
+
+
 def _refusal_of(error: str) -> str | None:
     # The construct a DuckDB error shows colmz does not run as PostgreSQL does, named.
-    m = _NO_FUNCTION.search(error)
-    if m:
-        return f"{m.group(1)}() is not supported by colmz (DuckDB has no such function)"
-    m = _NO_OVERLOAD.search(error)
-    if m:
-        return (f"{m.group(1).replace('//', '/')} is not supported by colmz (DuckDB has no "
-                "function for these argument types)")
-    m = _NO_MACRO_OVERLOAD.search(error)
-    if m:
-        what = ("sum() of an aggregate (a window function over an aggregate)"
-                if m.group(1) == SUM_ARGUMENT else f"{m.group(1).removeprefix('__colmz_')}() with these arguments")
-        return f"{what} is not supported by colmz"
-    m = _SHIFT_NEGATIVE.search(error)
-    if m:
-        return f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"
-    m = _VOLATILE_WINDOW.search(error)
-    if m:
-        # colmz's checks (a cast to a float type of a value that may be text, checked
-        # arithmetic) raise PostgreSQL's errors, which DuckDB counts as volatile
-        return (f"a checked expression (a cast to a float type, float arithmetic) in a window's {m.group(1)} "
-                "is not supported by colmz")
-    m = _CANNOT_CONCAT.search(error)
-    if m:
-        return (f"|| of {m.group(1).lower()} and {m.group(2).lower()} is not supported by colmz (DuckDB "
-                "concatenates lists of one type only; PostgreSQL appends an element to an array)")
-    m = _CANNOT_COMBINE.search(error)
-    if m:
-        # PostgreSQL gives a string literal the type of the values beside it (a VALUES
-        # column, a UNION, CASE branches); DuckDB needs the cast written.
-        other = m.group(1).removesuffix("_LITERAL").lower()
-        return (f"a string literal beside {other} values in one column (VALUES, UNION or CASE) is not "
-                f"supported by colmz: cast the string, e.g. '...'::{other}")
+    for pattern, message in _REFUSALS:
+        m = pattern.search(error)
+        if m:
+            return message(m)
     return None
 
 
