@@ -865,13 +865,12 @@ def rename_like_postgres(table: pa.Table, query: str) -> pa.Table:
     """
     names = output_names(query)
     if names is None or len(names) != table.num_columns:
-        # --- wrong38b hook: a column translate marked as a repeated name (a subquery's
-        # second ?column? under a *) gets its name back (colmz.sql.transforms.duplicate_name)
+        # a column translate marked as a repeated name (a subquery's second ?column? under
+        # a *) gets its name back (colmz.sql.transforms.duplicate_name)
         from colmz.sql.transforms import undo_duplicate_name
 
         columns = [undo_duplicate_name(c) for c in table.column_names]
         return table if columns == table.column_names else table.rename_columns(columns)
-        # --- end of hook
     return table.rename_columns([n if n is not None else c for n, c in zip(names, table.column_names)])
 
 

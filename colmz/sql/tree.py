@@ -377,12 +377,11 @@ class _Reader:
                 self._collect(value, children, sub)
         own = start, end = self.span(node)
         for c in children:
-            # --- wrong38b hook: a window call's own span is the whole call (``f(x) OVER w``,
+            # a window call's own span is the whole call (``f(x) OVER w``,
             # ``f(x) OVER (...)``); DuckDB copies a named window's PARTITION BY and ORDER BY
             # (``WINDOW w AS (...)``) into the call, positioned there: they do not widen it
             if node["class"] == "WINDOW" and own[0] >= 0 and (c.start >= own[1] or c.end <= own[0]):
                 continue
-            # --- end of hook
             if c.start >= 0:
                 # Parentheses around a child are the parent's text -- unless DuckDB places
                 # the parent inside the child's span (``a NOT IN (...)`` is a NOT spanning
