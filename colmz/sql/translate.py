@@ -293,18 +293,22 @@ def _array_operands(toks, at: int) -> bool:
     return prev is not None and prev.kind == "op" and prev.text == "]"
 
 
-def _case_match(toks, at: int, step: int) -> int | None:
-    # The ``END`` closing the ``CASE`` at ``at`` (``step`` 1), or the ``CASE`` that the ``END``
-    # at ``at`` closes (``step`` -1): CASEs nest. None when there is none.
-    (opens, closes), depth = ("CASE", "END") if step > 0 else ("END", "CASE"), 0
+def _partner(toks, at: int, step: int, opens=("(", "["), closes=(")", "]")) -> int:
+    # The token pairing with the one at ``at``: scanning forwards (``step`` 1) from one of
+    # ``opens`` to its closer, or backwards (-1) from one of ``closes`` to its opener (pairs
+    # nest: parentheses and brackets, or ``CASE`` and ``END``); -1 when there is none.
+    if step < 0:
+        opens, closes = closes, opens
+    depth = 0
     for o in range(at, len(toks) if step > 0 else -1, step):
-        if toks[o].upper == opens:
+        x = toks[o].upper or toks[o].text
+        if x in opens:
             depth += 1
-        elif toks[o].upper == closes:
+        elif x in closes:
             depth -= 1
             if depth == 0:
                 return o
-    return None
+    return -1
 
 
 # ----------------------------------------------------------------------------- VALUES' names
@@ -406,7 +410,7 @@ def _real_widened_operand(toks, j: int) -> bool:
     if not (0 < j < n - 1):
         return False
     if toks[j - 1].text == "," and toks[j + 1].text == ")":  # REAL_WIDEN's second argument
-        i = _open_before(toks, j - 1)
+        i = _partner(toks, j + 1, -1)
         return i > 0 and toks[i - 1].text.lower() == REAL_WIDEN
     if toks[j - 1].text == "(" and toks[j + 1].text == ")":  # the operand beside (REAL_WIDEN(...))
         ops = [k for k in (j - 2, j + 2) if 0 <= k < n and toks[k].kind == "op" and toks[k].text in "+-*/"]
@@ -423,20 +427,8 @@ def _real_widened_division(toks, j: int) -> bool:
         return True
     if j < 2 or toks[j - 1].text != ")":
         return False
-    i = _open_before(toks, j - 2)  # the "(" the ")" before the "/" closes
+    i = _partner(toks, j - 1, -1)  # the "(" the ")" before the "/" closes
     return i >= 0 and toks[i + 1].text.lower() == REAL_WIDEN
-
-
-def _open_before(toks, j: int, brackets: bool = False) -> int:
-    # The "(" (or, with ``brackets``, "[") enclosing toks[j], scanning back from it, or -1.
-    opens, closes = (("(", "["), (")", "]")) if brackets else (("(",), (")",))
-    depth = 0
-    for i in range(j, -1, -1):
-        depth += toks[i].text in closes
-        depth -= toks[i].text in opens
-        if depth < 0:
-            return i
-    return -1
 
 
 def _mean_argument(operand: str, toks) -> str | None:
@@ -1090,13 +1082,12 @@ def _concat_left(toks, k: int) -> int:
     while j >= 0:
         t = toks[j]
         if t.kind == "op" and t.text in ")]":
-            j = _open_before(toks, j - 1, brackets=True) - 1
+            j = _partner(toks, j, -1) - 1
             if j < -1:
                 raise SQLError("unpaired parenthesis")
             continue
         if t.upper == "END":
-            o = _case_match(toks, j, -1)
-            j = (0 if o is None else o) - 1
+            j = max(_partner(toks, j, -1, ("CASE",), ("END",)), 0) - 1
             continue
         if t.kind == "op" and t.text not in _OPERAND_OPS:
             break
@@ -1119,8 +1110,8 @@ def _concat_right(toks, k: int) -> int:
             if t.kind == "op" and t.text in "([":
                 j = _closing(toks, j)
             elif t.upper == "CASE":
-                o = _case_match(toks, j, 1)
-                j = n - 1 if o is None else o
+                o = _partner(toks, j, 1, ("CASE",), ("END",))
+                j = n - 1 if o < 0 else o
             elif t.kind in ("word", "qident") and t.upper not in _OPERAND_STOPS:
                 if j + 1 < n and toks[j + 1].kind == "string" and t.upper in _TYPED_LITERALS:
                     j += 1
