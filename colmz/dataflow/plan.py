@@ -238,7 +238,7 @@ from colmz.order import ColumnSpec
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError
 from colmz.sql.hints import strip_hints
-from colmz.sql.jsonb import jsonb_dump, jsonb_load, spell_operators
+from colmz.sql.jsonb import SPELLED, jsonb_dump, jsonb_load, spell_operators
 from colmz.sql.jsonbcols import column_ref_kinds
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, parse_tree
@@ -1140,18 +1140,29 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
     text, hints = strip_hints(query_text)
     # jsonb's #>, #>>, ?, ?|, ?& spelled as operators DuckDB parses (translate's first step):
     # every span and slice is of this text, and translate leaves a spelled text's operators
-    # as they are and rewrites them by its rules
-    text = spell_operators(text, tokenize(text))
-    stmts = parse_tree(text)
+    # as they are and rewrites them by its rules; what the plan shows (a Fallback's text and
+    # reason, EXPLAIN's texts) is written back as the user wrote it
+    spelled = spell_operators(text, tokenize(text))
+    user = _user_text(text, spelled)
+    text = spelled
+    try:
+        stmts = parse_tree(text)
+    except SQLError as e:
+        raise type(e)(user(str(e))) from None
     if len(stmts) != 1:
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
     p = _Planner(text, checked, subquery_schema, hints)
     if kinds:
         p.ref_kinds = column_ref_kinds(text, _relations(checked, kinds))
     p.spans[id(stmts[0])] = unparenthesized(text, 0, len(text))
-    root = p.query(stmts[0])
+    try:
+        root = p.query(stmts[0])
+    except PlanError as e:
+        raise PlanError(user(str(e))) from None
     if p.column_kinds:
         root = _with_kinds(root, p.column_kinds)
+    if user is not _as_is:
+        root = _shown_as_written(root, user, {})
     if append_only:
         if isinstance(append_only, str) or not all(isinstance(n, str) for n in append_only):
             raise TypeError(f"append_only must be a collection of relation names, got {append_only!r}")
@@ -1183,5 +1194,59 @@ def _with_kinds(node: Node, kinds: Mapping[str, str], done: dict | None = None) 
     if isinstance(out, SqlMapFilter):
         told = tuple(kinds.get(c.name) for c in out.input.schema)
         out = dataclasses.replace(out, kinds=told if any(k is not None for k in told) else ())
+    done[id(node)] = out
+    return out
+
+
+def _as_is(s: str) -> str:
+    return s
+
+
+def _user_text(text: str, spelled: str):
+    """The function writing a slice of ``spelled`` (``text`` with jsonb's operators spelled:
+    :func:`colmz.sql.jsonb.spell_operators`), or a message quoting one, as the user wrote
+    it: each operator spelled (``" <<@@ "``, the spelling padded with one space each side)
+    back to the user's (``#>``). The identity when nothing was spelled, or when ``text``
+    itself holds a spelling (a string literal's: not told from one written by the planner).
+
+    >>> from colmz.sql.jsonb import spell_operators
+    >>> from colmz.sql.tokens import tokenize
+    >>> q = "SELECT j #> '{a}', j?'b' FROM t"
+    >>> _user_text(q, spell_operators(q, tokenize(q)))("'j  <<@@  '{a}'': x; j @@<< 'b'")
+    "'j #> '{a}'': x; j?'b'"
+    """
+    if spelled == text or any(s in text for s in SPELLED.values()):
+        return _as_is
+    back = [(f" {s} ", op) for op, s in SPELLED.items()]
+
+    def user(s: str) -> str:
+        for padded, op in back:  # no padded spelling holds another
+            s = s.replace(padded, op)
+        return s
+
+    return user
+
+
+#: The fields of plan nodes that show the user's text (never run: a Fallback's ``query``,
+#: a segment's ``where`` and ``select`` stay the planner's text).
+_SHOWN_FIELDS = ("text", "reason", "shown", "items", "having")
+
+
+def _shown_as_written(node: Node, user, done: dict) -> Node:
+    """``node`` with the texts it shows (:data:`_SHOWN_FIELDS`) written by ``user``."""
+    if id(node) in done:
+        return done[id(node)]
+    out = with_inputs(node, tuple(_shown_as_written(i, user, done) for i in node.inputs))
+
+    def written(v):
+        if isinstance(v, str):
+            return user(v)
+        if isinstance(v, tuple):
+            return tuple(written(x) for x in v)
+        return v
+
+    changes = {f.name: written(getattr(out, f.name)) for f in dataclasses.fields(out) if f.name in _SHOWN_FIELDS}
+    changes = {k: v for k, v in changes.items() if v != getattr(out, k)}
+    out = dataclasses.replace(out, **changes) if changes else out
     done[id(node)] = out
     return out
