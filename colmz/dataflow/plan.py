@@ -18,7 +18,12 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   conjunct is not boolean (PostgreSQL refuses one; DuckDB would read it); select items over
   a native reduce's groups and aggregates are such a segment over the reduce's output when
   those aggregates' native types are PostgreSQL's (counts, ``min``/``max``, booleans, sums
-  and variances of float8; ``sum(bigint)`` is numeric there), else a :class:`BasicReduce`;
+  and variances of float8; ``sum(bigint)`` is numeric there), else a :class:`BasicReduce`.
+  PostgreSQL's rules of a string column's type hold there as in the query: given the
+  tables' column kinds, the kind the query path gives each column reference
+  (:func:`colmz.sql.jsonbcols.column_ref_kinds`) is noted for the plan column it binds to,
+  and a segment (``SqlMapFilter.kinds``), a group's SQL and a native comparison of a jsonb
+  column with a literal (its canonical jsonb text) apply :mod:`colmz.sql.jsonbcols` by it;
 * :class:`FlatMap` -- a table function (or ``VALUES`` list) read per row of its input, one
   SQL segment whose ``FROM`` joins it laterally to the delta;
 * :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates, and

@@ -22,6 +22,10 @@ reference that resolves to a relation's column, applies PostgreSQL 15's rules:
   ``?&``, ``@>``/``<@``, which translate made calls of the column's text) raises
   PostgreSQL's "operator does not exist: text -> unknown" (:class:`SQLError`).
 
+A maintained view's planner applies the same rules to the expressions it moves into its SQL
+segments (whose columns are placeholders): :func:`column_ref_kinds` tells it the kind each
+column reference of the view's query resolves to here.
+
 Invariants: a reference is resolved only where it is certain -- in a query whose every FROM
 item is one of the named relations, a qualified reference by its item's alias or name, an
 unqualified one when exactly one item holds the name; a reference elsewhere (a FROM
