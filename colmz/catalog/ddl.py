@@ -51,7 +51,6 @@ from colmz.sql import (
     InsertStatement,
     QualifiedName,
     SQLError,
-    UnsupportedSQL,
     arrow_type,
     as_qualified,
     bind_relations,
@@ -130,13 +129,6 @@ class Definitions:
             self._add(CatalogObject(key, "table", coll), s)
         elif isinstance(s, CreateMaterializedView):
             translated = translate(s.query)
-            if self._views == "incremental" and self.kind_rules_apply(translated):
-                # a jsonb column compared with a string literal, || of jsonb columns: the
-                # operators see jsonb columns as text (colmz.sql.jsonbcols applies to queries)
-                raise UnsupportedSQL(
-                    f"MATERIALIZED VIEW {s.name}: a jsonb column compared with a string literal, or || "
-                    "of jsonb columns, is not supported by colmz in a maintained view (its operators "
-                    "read jsonb columns as text): cast the literal (each operand) to jsonb")
             key = self._new_key(s.qualifier, s.name)
             deps = self._reads(s.query)
             self.keep_inputs(deps)

@@ -130,13 +130,6 @@ class Queries:
                                                                                 self.column_kinds(n))))
                      for i, n in enumerate(bound))
 
-    def kind_rules_apply(self, translated: str) -> bool:
-        """Whether ``translated`` (a query over the catalog's objects) is one that
-        :func:`colmz.sql.jsonbcols.jsonb_column_rules` rewrites: its answer depends on which
-        string columns are jsonb, which a maintained view's operators do not know."""
-        text, bound = bind_relations(translated, frozenset(self._objects))
-        return jsonb_column_rules(text, self._kinds_of(bound)) != text
-
     def _check_qualified(self, translated: str, own: Key | None = None) -> None:
         """Refuse a qualified relation name that names no object, as Materialize does
         (unknown database, schema or catalog item), rather than hand it to DuckDB; ``own`` is

@@ -144,7 +144,8 @@ class Views:
         mv = MaintainedView.create(query, coll.schema, inputs, coll, evaluate=evaluate, require=require,
                                    uses_now=uses_now(translated), reads=set(deps), name=display_name(key),
                                    subquery_schema=subquery_schema, subquery_evaluate=subquery_evaluate,
-                                   shared=shared, append_only=[n for n in inputs if self.append_only(n)])
+                                   shared=shared, append_only=[n for n in inputs if self.append_only(n)],
+                                   kinds={n: self.column_kinds(n) for n in inputs})
         # every shared arrangement its operators read; one made for operators not kept is freed
         used = [s.ident for s in mv.shared]
         self._shared.attach(key, used)

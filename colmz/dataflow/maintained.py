@@ -76,7 +76,7 @@ from __future__ import annotations
 import html
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -255,7 +255,8 @@ class MaintainedView:
                uses_now: bool = False, reads: set | None = None, name: str = "view",
                subquery_schema: Callable[[str], Schema | None] | None = None,
                subquery_evaluate: Callable[[str, Schema, int], Updates] | None = None,
-               shared=None, append_only=()) -> MaintainedView:
+               shared=None, append_only=(), kinds: Mapping[str, Sequence[str | None]] | None = None
+               ) -> MaintainedView:
         """Plan ``query`` over ``inputs`` (object name -> its columns) and render it for a view
         of columns ``schema`` written into ``collection``.
 
@@ -268,7 +269,9 @@ class MaintainedView:
         ``UnsupportedSQL`` naming the construct when the view would be recomputed; otherwise
         a :class:`FallbackWarning` says why it is. ``append_only`` names the inputs that only
         ever insert (a catalog's tables created ``WITH (APPEND ONLY)``): a min/max over them
-        takes the monotonic plan (:func:`colmz.dataflow.plan.plan`).
+        takes the monotonic plan (:func:`colmz.dataflow.plan.plan`); ``kinds`` the kind of each
+        input's columns (``"jsonb"``, ``"json"``, ``"text"`` or ``None``), by which PostgreSQL's
+        jsonb rules of a column's type apply as on the query path (``plan``'s ``kinds``).
         """
         schema = as_schema(schema, "schema")
         checked = {n: as_schema(s, f"inputs[{n!r}]") for n, s in inputs.items()}
@@ -277,7 +280,8 @@ class MaintainedView:
         p: Plan | None = None
         typer = subquery_schema if subquery_evaluate is not None else None
         try:
-            p = plan(query, checked, subquery_schema=typer, append_only=tuple(n for n in append_only if n in checked))
+            p = plan(query, checked, subquery_schema=typer, append_only=tuple(n for n in append_only if n in checked),
+                     kinds=kinds)
         except (PlanError, SQLError) as e:
             reasons.append(f"the planner cannot read the query ({e})")
         if p is not None:

@@ -18,7 +18,12 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   conjunct is not boolean (PostgreSQL refuses one; DuckDB would read it); select items over
   a native reduce's groups and aggregates are such a segment over the reduce's output when
   those aggregates' native types are PostgreSQL's (counts, ``min``/``max``, booleans, sums
-  and variances of float8; ``sum(bigint)`` is numeric there), else a :class:`BasicReduce`;
+  and variances of float8; ``sum(bigint)`` is numeric there), else a :class:`BasicReduce`.
+  PostgreSQL's rules of a string column's type hold there as in the query: given the
+  tables' column kinds, the kind the query path gives each column reference
+  (:func:`colmz.sql.jsonbcols.column_ref_kinds`) is noted for the plan column it binds to,
+  and a segment (``SqlMapFilter.kinds``), a group's SQL and a native comparison of a jsonb
+  column with a literal (its canonical jsonb text) apply :mod:`colmz.sql.jsonbcols` by it;
 * :class:`FlatMap` -- a table function (or ``VALUES`` list) read per row of its input, one
   SQL segment whose ``FROM`` joins it laterally to the delta;
 * :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates, and
@@ -166,7 +171,7 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
@@ -238,7 +243,8 @@ from colmz.order import ColumnSpec
 from colmz.sql.build import identifier
 from colmz.sql.errors import SQLError
 from colmz.sql.hints import strip_hints
-from colmz.sql.jsonb import spell_operators
+from colmz.sql.jsonb import SPELLED, jsonb_dump, jsonb_load, spell_operators
+from colmz.sql.jsonbcols import column_ref_kinds
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, parse_tree
 
@@ -303,6 +309,13 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         #: its ``FROM`` reads (by a name no table has) and the outer aliases it binds:
         #: :meth:`keyed_subquery`.
         self.outer_keys: dict[str, tuple[Node, list[Source]]] = {}
+        #: The kind (``jsonb``, ``json``, ``text``) of each column reference (by its span) the
+        #: query path resolves (:func:`colmz.sql.jsonbcols.column_ref_kinds`), and of each plan
+        #: column such a reference was bound to (:meth:`noted_kind`): by these PostgreSQL's
+        #: jsonb rules of a column's type apply to the SQL segments and native predicates
+        #: exactly where they apply to the query.
+        self.ref_kinds: dict[tuple[int, int], str] = {}
+        self.column_kinds: dict[str, str] = {}
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -352,6 +365,21 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
             return (Comparison(col, "=", not negated),)
         return (self.predicate(e, column_of, types),)
 
+    def noted_kind(self, ref: Expression, col: str) -> str | None:
+        """The kind the query path gives column reference ``ref`` (``None``: not told), noted
+        as plan column ``col``'s; ``Unsupported`` when ``col`` was noted of another kind (one
+        plan name for two columns: the segments reading it could not apply both rules)."""
+        kind = self.ref_kinds.get((ref.start, ref.end)) if ref.start >= 0 else None
+        if kind is not None and self.column_kinds.setdefault(col, kind) != kind:
+            raise Unsupported(f"column {self.span(ref)!r}: its plan column {col!r} is read as "
+                              f"{self.column_kinds[col]} and as {kind}")
+        return kind
+
+    def kinds_of(self, schema: Schema) -> tuple[str | None, ...]:
+        """The kind noted for each column of ``schema`` (``()`` when none is)."""
+        kinds = tuple(self.column_kinds.get(c.name) for c in schema)
+        return kinds if any(k is not None for k in kinds) else ()
+
     def predicate(self, e: Expression, column_of, types: dict[str, pa.DataType], text: str = "") -> Predicate:
         """A native predicate for ``e``; ``column_of(expr)`` binds its column side."""
         if e.cls == "OPERATOR" and e.type in ("OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL") and len(e.children) == 1:
@@ -378,6 +406,16 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                 raise Unsupported(f"predicate {what!r}: the constant is not of the column's type {t}")
             if isinstance(v, float) and math.isnan(v):
                 raise Unsupported(f"predicate {what!r}: a NaN constant")
+            kind = self.noted_kind(a, col)
+            if isinstance(v, str) and kind == "jsonb" and op in ("=", "<>"):
+                # PostgreSQL reads the literal as jsonb (colmz.sql.jsonbcols): its canonical
+                # text, as colmz keeps a jsonb column's values, compares as jsonb does
+                try:
+                    v = jsonb_dump(jsonb_load(v))
+                except ValueError:
+                    raise Unsupported(f"predicate {what!r}: the literal is not JSON") from None
+            elif isinstance(v, str) and kind in ("jsonb", "json"):
+                raise Unsupported(f"predicate {what!r}: a {kind} column {op} a string literal")
             if isinstance(v, str) and op not in ("=", "<>"):
                 raise Unsupported(f"predicate {what!r}: text ordered by the collation")
             return Comparison(col, op, v)
@@ -857,6 +895,8 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                 # a GROUP BY expression reads its column; a reference DuckDB copied (simple
                 # CASE) is one position, replaced once
                 refs[(sub.start, sub.end)] = group if group is not None else column_of(sub)
+                if group is None:
+                    self.noted_kind(sub, refs[(sub.start, sub.end)])
                 continue
             stack.extend(sub.children)
         out, at = [], e.start
@@ -922,6 +962,7 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                 raise Unsupported(f"{self.span(e)!r}: {sub.name[-1]} is volatile")
             if sub.cls == "COLUMN_REF":
                 refs.append((sub, column_of(sub)))
+                self.noted_kind(sub, refs[-1][1])
                 return
             for c in sub.children:
                 visit(c)
@@ -947,7 +988,7 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
             # ``where`` and ``select`` read the same columns (one DuckDB call, not two)
             where, shown, node = node.where + where, [*node.shown, *shown], node.input
         try:
-            schema = SqlMapFilterOp(node.schema, where, select).schema
+            schema = SqlMapFilterOp(node.schema, where, select, kinds=self.kinds_of(node.schema)).schema
             # PostgreSQL's WHERE takes a boolean only; DuckDB reads an integer as one
             typed = SqlMapFilterOp(node.schema, (), [(w, f"w{i}") for i, w in enumerate(where)]).schema if where else ()
         except (SQLError, TypeError, ValueError) as e:
@@ -968,13 +1009,20 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
     def checked_sql(self, sql: str, schema: Schema, key, what: str) -> str:
         """``sql`` translated, with its answer's columns checked over an empty input."""
         from colmz.sql.floatcols import column_kind, float_column_rules
+        from colmz.sql.jsonbcols import jsonb_column_rules
         from colmz.sql.translate import translate
 
         try:
             # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
+            schema = as_schema(schema, "schema")
             translated = float_column_rules(translate(sql), frozenset(
-                (n.lower(), column_kind(c.type)) for i, c in enumerate(as_schema(schema, "schema"))
+                (n.lower(), column_kind(c.type)) for i, c in enumerate(schema)
                 for n in (c.name, placeholder(i)[1:-1])))
+            kinds = self.kinds_of(schema)
+            if kinds:  # ... and a jsonb column's (colmz.sql.jsonbcols)
+                translated = jsonb_column_rules(translated, ((INPUT_RELATION, tuple(
+                    (n.lower(), k) for i, (c, k) in enumerate(zip(schema, kinds))
+                    for n in (c.name, placeholder(i)[1:-1]))),))
             GroupRecompute(schema, list(key), translated)
         except (SQLError, TypeError, ValueError) as e:
             raise Unsupported(f"{what} through SQL: {e}") from None
@@ -1051,7 +1099,8 @@ def monotonic_plan(node: Node, append_only) -> tuple[Node, bool]:
     return node, False
 
 
-def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, append_only=()) -> Plan:
+def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, append_only=(),
+         kinds: Mapping[str, Sequence[str | None]] | None = None) -> Plan:
     """The relational plan of ``query_text`` (one ``SELECT``) over tables ``schemas``
     (a mapping of table name to its columns: a mapping of name to Arrow type, or ``ColumnSpec`` s).
 
@@ -1066,7 +1115,12 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
     Materialize's query hints (``OPTIONS (AGGREGATE INPUT GROUP SIZE = n)`` after a
     ``GROUP BY``, :mod:`colmz.sql.hints`) choose the min/max's bucketed plan with stages for
     groups of ``n`` rows (``Reduce.expected_group_size``); a top-k's ``DISTINCT ON`` / ``LIMIT
-    INPUT GROUP SIZE`` is recorded on its node (colmz's top-k has one plan).
+    INPUT GROUP SIZE`` is recorded on its node (colmz's top-k has one plan). ``kinds``, when
+    given, tells the kind of each column of a table (``"jsonb"``, ``"json"``, ``"text"`` or
+    ``None``, in its columns' order; :mod:`colmz.catalog.column_kinds`): PostgreSQL's rules
+    of a column's type (:mod:`colmz.sql.jsonbcols`: a jsonb column compared with a string
+    literal compares jsonb, ``||`` of two jsonb columns merges them) then apply to the SQL
+    segments and native predicates wherever the query path applies them to the query.
 
     >>> import pyarrow as pa
     >>> p = plan("SELECT t.k, u.w FROM t JOIN u ON t.k = u.k WHERE u.w IS NOT NULL",
@@ -1091,16 +1145,113 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
     text, hints = strip_hints(query_text)
     # jsonb's #>, #>>, ?, ?|, ?& spelled as operators DuckDB parses (translate's first step):
     # every span and slice is of this text, and translate leaves a spelled text's operators
-    # as they are and rewrites them by its rules
-    text = spell_operators(text, tokenize(text))
-    stmts = parse_tree(text)
+    # as they are and rewrites them by its rules; what the plan shows (a Fallback's text and
+    # reason, EXPLAIN's texts) is written back as the user wrote it
+    spelled = spell_operators(text, tokenize(text))
+    user = _user_text(text, spelled)
+    text = spelled
+    try:
+        stmts = parse_tree(text)
+    except SQLError as e:
+        raise type(e)(user(str(e))) from None
     if len(stmts) != 1:
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
     p = _Planner(text, checked, subquery_schema, hints)
+    if kinds:
+        p.ref_kinds = column_ref_kinds(text, _relations(checked, kinds))
     p.spans[id(stmts[0])] = unparenthesized(text, 0, len(text))
-    root = p.query(stmts[0])
+    try:
+        root = p.query(stmts[0])
+    except PlanError as e:
+        raise PlanError(user(str(e))) from None
+    if p.column_kinds:
+        root = _with_kinds(root, p.column_kinds)
+    if user is not _as_is:
+        root = _shown_as_written(root, user, {})
     if append_only:
         if isinstance(append_only, str) or not all(isinstance(n, str) for n in append_only):
             raise TypeError(f"append_only must be a collection of relation names, got {append_only!r}")
         root, _ = monotonic_plan(root, frozenset(append_only))
     return Plan(root, query_text, dict(p.used))
+
+
+def _relations(schemas: Mapping[str, Schema], kinds: Mapping[str, Sequence[str | None]]) -> tuple:
+    # colmz.sql.jsonbcols' relations: each table's (name, kind) pairs, by its own name
+    out = []
+    for name, schema in schemas.items():
+        told = kinds.get(name)
+        if told is None:
+            continue
+        told = tuple(told)
+        if len(told) != len(schema):
+            raise ValueError(f"kinds[{name!r}]: {len(told)} kind(s) for {len(schema)} column(s)")
+        out.append((name.lower(), tuple((c.name.lower(), k) for c, k in zip(schema, told))))
+    return tuple(out)
+
+
+def _with_kinds(node: Node, kinds: Mapping[str, str], done: dict | None = None) -> Node:
+    """``node`` with each SQL segment's ``kinds`` those noted for its input's columns, set
+    once the whole query is planned (a conjunct moved into a segment below reads it there)."""
+    done = {} if done is None else done
+    if id(node) in done:
+        return done[id(node)]
+    out = with_inputs(node, tuple(_with_kinds(i, kinds, done) for i in node.inputs))
+    if isinstance(out, SqlMapFilter):
+        told = tuple(kinds.get(c.name) for c in out.input.schema)
+        out = dataclasses.replace(out, kinds=told if any(k is not None for k in told) else ())
+    done[id(node)] = out
+    return out
+
+
+def _as_is(s: str) -> str:
+    return s
+
+
+def _user_text(text: str, spelled: str):
+    """The function writing a slice of ``spelled`` (``text`` with jsonb's operators spelled:
+    :func:`colmz.sql.jsonb.spell_operators`), or a message quoting one, as the user wrote
+    it: each operator spelled (``" <<@@ "``, the spelling padded with one space each side)
+    back to the user's (``#>``). The identity when nothing was spelled, or when ``text``
+    itself holds a spelling (a string literal's: not told from one written by the planner).
+
+    >>> from colmz.sql.jsonb import spell_operators
+    >>> from colmz.sql.tokens import tokenize
+    >>> q = "SELECT j #> '{a}', j?'b' FROM t"
+    >>> _user_text(q, spell_operators(q, tokenize(q)))("'j  <<@@  '{a}'': x; j @@<< 'b'")
+    "'j #> '{a}'': x; j?'b'"
+    """
+    if spelled == text or any(s in text for s in SPELLED.values()):
+        return _as_is
+    back = [(f" {s} ", op) for op, s in SPELLED.items()]
+
+    def user(s: str) -> str:
+        for padded, op in back:  # no padded spelling holds another
+            s = s.replace(padded, op)
+        return s
+
+    return user
+
+
+#: The fields of plan nodes that show the user's text (never run: a Fallback's ``query``,
+#: a segment's ``where`` and ``select`` stay the planner's text).
+_SHOWN_FIELDS = ("text", "reason", "shown", "items", "having")
+
+
+def _shown_as_written(node: Node, user, done: dict) -> Node:
+    """``node`` with the texts it shows (:data:`_SHOWN_FIELDS`) written by ``user``."""
+    if id(node) in done:
+        return done[id(node)]
+    out = with_inputs(node, tuple(_shown_as_written(i, user, done) for i in node.inputs))
+
+    def written(v):
+        if isinstance(v, str):
+            return user(v)
+        if isinstance(v, tuple):
+            return tuple(written(x) for x in v)
+        return v
+
+    changes = {f.name: written(getattr(out, f.name)) for f in dataclasses.fields(out) if f.name in _SHOWN_FIELDS}
+    changes = {k: v for k, v in changes.items() if v != getattr(out, k)}
+    out = dataclasses.replace(out, **changes) if changes else out
+    done[id(node)] = out
+    return out

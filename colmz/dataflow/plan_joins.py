@@ -391,7 +391,8 @@ class JoinLowering:
             schema = SqlMapFilterOp(left.schema, (), items, lateral=lateral).schema
         except (SQLError, TypeError, ValueError) as e:
             raise Unsupported(f"{what}: {e}") from None
-        node = FlatMap(schema, left, (), items, (f"{'LEFT JOIN ' if kind == 'left' else ''}{shown}",), lateral)
+        node = FlatMap(schema, left, (), items, (f"{'LEFT JOIN ' if kind == 'left' else ''}{shown}",),
+                       lateral=lateral)
         types = {c.name: c.type for c in schema}
         src = Source(alias, {c: (out, types[out]) for c, out in zip(columns, outs)})
         return node, lsrc + [src], []

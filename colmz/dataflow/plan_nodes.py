@@ -287,12 +287,15 @@ class SqlMapFilter(Node):
     """A Map/Filter segment whose expressions need SQL (:mod:`colmz.dataflow.sqlmap`):
     ``where`` predicates and ``select`` ``(text, name)`` items, the user's PostgreSQL text
     with each column reference replaced by the placeholder of its input column; ``shown``
-    the user's text of each, for EXPLAIN."""
+    the user's text of each, for EXPLAIN; ``kinds`` the kind (``jsonb``, ``json``, ``text``,
+    ``None``: not told) of each input column, by which PostgreSQL's jsonb rules of a column's
+    type apply to the segment (:mod:`colmz.sql.jsonbcols`; empty: none told)."""
 
     input: Node | None = None
     where: tuple[str, ...] = ()
     select: tuple[tuple[str, str], ...] | None = None
     shown: tuple[str, ...] = ()
+    kinds: tuple[str | None, ...] = ()
 
     @property
     def inputs(self):

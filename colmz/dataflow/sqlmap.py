@@ -49,6 +49,10 @@ class SqlMapFilter:
     lateral : SQL text following the delta in ``FROM`` (``, LATERAL generate_series(1,
         "colmz_c0") AS f(v)``), optional: a table function read per input row -- a FlatMap,
         each output row keeping its input row's time and diff (still linear)
+    kinds : the kind of each input column (``"jsonb"``, ``"json"``, ``"text"`` or ``None``),
+        optional: PostgreSQL's rules of a column's type apply to the segment as to a query
+        over such columns (:func:`colmz.sql.jsonbcols.jsonb_column_rules`: a jsonb column
+        compared with a string literal compares jsonb, ``||`` of two jsonb columns merges)
 
     Examples
     --------
@@ -59,14 +63,19 @@ class SqlMapFilter:
     [('half', 'int64'), ('u', 'string')]
     >>> m.step(1, colmz.Updates({"k": [3, 4, 7], "s": ["a", "b", None]}, time=[1] * 3, diff=[1, 1, -1])).to_pylist()
     [(1, 'A', 1, 1), (3, None, 1, -1)]
+    >>> j = SqlMapFilter({"j": pa.string()}, where=["\\"colmz_c0\\" = '{\\"a\\":1}'"],
+    ...                  kinds=["jsonb"])
+    >>> j.step(1, colmz.Updates({"j": ['{"a": 1}', '{"a": 2}']}, time=[1, 1], diff=[1, 1])).to_pylist()
+    [('{"a": 1}', 1, 1)]
     """
 
     ROLLBACK_FIELDS = ("_clock",)
 
     def __init__(self, schema, where: Sequence[str] = (), select: Sequence[tuple[str, str]] | None = None,
-                 lateral: str = ""):
+                 lateral: str = "", kinds: Sequence[str | None] = ()):
         from colmz.sql import run_query, session, translate
         from colmz.sql.floatcols import column_kind, float_column_rules
+        from colmz.sql.jsonbcols import jsonb_column_rules
 
         self.input_schema = as_schema(schema, "schema")
         self.where = tuple(where)
@@ -81,6 +90,13 @@ class SqlMapFilter:
         # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
         self.translated = float_column_rules(translate(text), frozenset(
             (placeholder(i)[1:-1].lower(), column_kind(c.type)) for i, c in enumerate(self.input_schema)))
+        kinds = tuple(kinds)
+        if len(kinds) not in (0, len(self.input_schema)):
+            raise ValueError(f"kinds: {len(kinds)} kind(s) for {len(self.input_schema)} input column(s)")
+        if any(k is not None for k in kinds):
+            # ... and a jsonb (json, text) column's, the delta's columns being the input's
+            self.translated = jsonb_column_rules(self.translated, ((_DELTA, tuple(
+                (placeholder(i)[1:-1].lower(), k) for i, k in enumerate(kinds))),))
         self._run = run_query
         self._con = session(external_access=False)
         out = self._evaluate(Updates.empty(self.input_schema), 0)

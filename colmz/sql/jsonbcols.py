@@ -22,6 +22,10 @@ reference that resolves to a relation's column, applies PostgreSQL 15's rules:
   ``?&``, ``@>``/``<@``, which translate made calls of the column's text) raises
   PostgreSQL's "operator does not exist: text -> unknown" (:class:`SQLError`).
 
+A maintained view's planner applies the same rules to the expressions it moves into its SQL
+segments (whose columns are placeholders): :func:`column_ref_kinds` tells it the kind each
+column reference of the view's query resolves to here.
+
 Invariants: a reference is resolved only where it is certain -- in a query whose every FROM
 item is one of the named relations, a qualified reference by its item's alias or name, an
 unqualified one when exactly one item holds the name; a reference elsewhere (a FROM
@@ -40,7 +44,7 @@ from colmz.sql.transforms import JSONB_CONCAT, JSONB_GET, table_refs
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression, Query, parse_tree
 
-__all__ = ["jsonb_column_rules"]
+__all__ = ["column_ref_kinds", "jsonb_column_rules"]
 
 #: Relations as the caller names them: each relation's name in the text (lower case) with its
 #: columns' ``(name, kind)`` pairs, kind ``"jsonb"``, ``"json"``, ``"text"`` or ``None``.
@@ -70,6 +74,28 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     return _rewrite(text, relations)
 
 
+def column_ref_kinds(text: str, relations: Relations) -> dict[tuple[int, int], str]:
+    """The kind of each column reference of ``text`` that :func:`jsonb_column_rules` resolves
+    (by its span), the others absent: what a caller that moves the references' expressions
+    elsewhere (a maintained view's SQL segments, whose columns are placeholders) needs to
+    apply the same rules there. ``text`` is a query as the caller parses it (with the
+    relations' own names); one the tree cannot read gives ``{}``.
+
+    >>> rels = (("t", (("k", None), ("s", "text"), ("j", "jsonb"))),)
+    >>> sorted(column_ref_kinds("SELECT k, s FROM t WHERE j = '1'", rels).items())
+    [((10, 11), 'text'), ((25, 26), 'jsonb')]
+    """
+    try:
+        queries = parse_tree(text)
+    except SQLError:
+        return {}
+    rels = {name: dict(cols) for name, cols in relations}
+    found: dict[tuple[int, int], str] = {}
+    for q in queries:
+        _query(q, rels, text, [], found)
+    return found
+
+
 @functools.lru_cache(maxsize=512)
 def _rewrite(text: str, relations: Relations) -> str:
     try:
@@ -90,15 +116,16 @@ def _rewrite(text: str, relations: Relations) -> str:
     return "".join(out)
 
 
-def _query(q: Query, rels: dict, text: str, edits: list) -> None:
+def _query(q: Query, rels: dict, text: str, edits: list, found: dict | None = None) -> None:
+    # ``found`` given: the kinds of the references resolved are noted there, no rule applied
     for _, sub in q.ctes:
-        _query(sub, rels, text, edits)
+        _query(sub, rels, text, edits, found)
     for c in q.children:
-        _query(c, rels, text, edits)
+        _query(c, rels, text, edits, found)
     scope: dict[str, dict] | None = {}
     for t in table_refs(q):
         if t.subquery is not None:
-            _query(t.subquery, rels, text, edits)
+            _query(t.subquery, rels, text, edits, found)
         if t.type == "JOIN":
             continue
         if t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[-1].lower() in rels and not t.column_aliases:
@@ -111,11 +138,21 @@ def _query(q: Query, rels: dict, text: str, edits: list) -> None:
     for e in (*roots, *q.group_by, *(e for m in q.modifiers for e in m.expressions)):
         for n in e.walk():
             if n.subquery is not None:
-                _query(n.subquery, rels, text, edits)
+                _query(n.subquery, rels, text, edits, found)
     if not scope:
         return
     for e in roots:
-        _expression(e, scope, text, edits)
+        if found is None:
+            _expression(e, scope, text, edits)
+            continue
+        stack = [e]
+        while stack:  # the references _expression reads: not a subquery's operands
+            n = stack.pop()
+            kind = _kind(n, scope)
+            if kind is not None and n.start >= 0:
+                found[(n.start, n.end)] = kind
+            if n.subquery is None:
+                stack.extend(n.children)
 
 
 def _kind(n: Expression, scope: dict[str, dict]) -> str | None:

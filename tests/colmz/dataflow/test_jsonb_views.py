@@ -107,3 +107,36 @@ def test_a_from_subquery_recomputed_alone_reads_the_spelled_operators():
     check_script(cats, SCRIPT)
     cats[0].execute(SCRIPT[0])  # (after DELETE FROM d) the first rows again: 4 docs with a.b 'x'
     assert len(cats[0].sql("SELECT * FROM v0")) == 8
+
+
+def test_a_fallbacks_text_and_reason_quote_the_users_operators():
+    # the planner reads the text with #>, #>>, ?, ?|, ?& spelled as operators DuckDB parses;
+    # what it shows -- a Fallback's text and reason, EXPLAIN's segments, the refusal of a
+    # view that must be incremental -- quotes the operators as the user wrote them
+    import pyarrow as pa
+
+    from colmz.dataflow.plan import plan
+    from colmz.sql import UnsupportedSQL
+
+    spelled = ("<<@@", "@@<<")
+    body = "SELECT d.j #> '{a}' AS p, d.j?'x' AS q, d.j #>> '{t}' || random() AS r FROM d"
+    p = plan(body, {"d": {"k": pa.int64(), "j": pa.string()}})
+    (f,) = p.fallbacks()
+    assert f.text == "d.j #> '{a}' AS p, d.j?'x' AS q, d.j #>> '{t}' || random()"
+    assert f.reason == """"d.j #>> '{t}' || random()": random is volatile"""
+    segment = plan("SELECT d.k FROM d WHERE d.j ?| ARRAY['a'] AND d.j ?& ARRAY['b', 'c']",
+                   {"d": {"k": pa.int64(), "j": pa.string()}}).explain()
+    assert "[d.j ?| ARRAY['a'], d.j ?& ARRAY['b', 'c']]" in segment and not any(s in segment for s in spelled)
+    cat = colmz.Catalog()
+    cat.execute(DOCS)
+    with pytest.raises(UnsupportedSQL) as e:
+        cat.execute(f"CREATE MATERIALIZED VIEW w WITH (INCREMENTAL = 'require') AS {body}")
+    assert "d.j #>> '{t}' || random()" in str(e.value) and not any(s in str(e.value) for s in spelled)
+    recursive = ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
+                 "SELECT d.j #>> '{a}' AS x FROM d, r WHERE d.j ? 'a'")
+    cat.execute(f"CREATE MATERIALIZED VIEW v AS {recursive}")
+    shown = str(cat.explain("v"))
+    assert "d.j #>> '{a}'" in shown and not any(s in shown for s in spelled), shown
+    # a string literal holding a spelling: the text is shown as the planner read it
+    literal = plan("SELECT d.j ? ' <<@@ ' AS a, random() AS r FROM d", {"d": {"k": pa.int64(), "j": pa.string()}})
+    assert "' <<@@ '" in literal.fallbacks()[0].text
