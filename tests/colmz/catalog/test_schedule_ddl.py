@@ -12,6 +12,8 @@ exactly: tasks against the model run at every time, due times after a failed cal
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import colmz
 from colmz.continual import ContinualTask, MemoryCollection
@@ -223,3 +225,47 @@ def test_a_write_at_now_joins_a_commit_that_stepped_a_due_view():
     while cat.now < 5:
         cat.execute("INSERT INTO t VALUES (0)")
     assert cat.sql("SELECT * FROM live").num_rows == 0
+
+
+# -- the schedule DDL keeps is the one built from scratch ---------------------------------------------
+
+_OPS = st.lists(st.tuples(st.sampled_from(["table", "view", "task", "drop", "cascade", "write", "fail"]),
+                          st.integers(0, 7)), min_size=1, max_size=14)
+
+
+def _built(eng):
+    return colmz.catalog.schedule.Schedule(eng._order, eng._objects)
+
+
+@settings(max_examples=25, deadline=None)
+@given(_OPS)
+def test_the_schedule_kept_by_ddl_equals_the_one_built_from_the_objects(ops):
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t0 (k BIGINT, v BIGINT); INSERT INTO t0 VALUES (1, 1)")
+    for made, (op, i) in enumerate(ops):
+        names = cat.names
+        pick = names[i % len(names)] if names else None
+        try:
+            if op == "table":
+                cat.execute(f"CREATE TABLE t{made + 1} (k BIGINT, v BIGINT)")
+            elif op == "view" and pick is not None:
+                cat.execute(f"CREATE MATERIALIZED VIEW v{made + 1} AS SELECT k, count(*) AS v FROM {pick} GROUP BY k")
+            elif op == "task" and pick is not None:
+                cat.execute(f"CREATE CONTINUAL TASK c{made + 1} (k BIGINT, v BIGINT) ON INPUT {pick} AS "
+                            f"(INSERT INTO c{made + 1} SELECT k, v FROM {pick})")
+            elif op in ("drop", "cascade") and pick is not None:
+                kind = cat.object(pick).kind.upper()
+                cat.execute(f"DROP {kind} {pick}{' CASCADE' if op == 'cascade' else ''}")
+            elif op == "write":
+                tables = [n for n in names if cat.object(n).kind == "table"]
+                if tables:
+                    cat.execute(f"INSERT INTO {tables[i % len(tables)]} VALUES ({i}, {i})")
+            elif op == "fail" and pick is not None:  # a DDL script rolled back
+                cat.execute(f"CREATE MATERIALIZED VIEW f AS SELECT * FROM {pick}; SELECT * FROM nowhere")
+        except (colmz.sql.SQLError, ValueError, KeyError):
+            pass  # refused (a name taken, a view over a view with no k column, RESTRICT): unchanged
+        eng = cat._engine
+        sched, built = eng._scheduled(), _built(eng)
+        assert sched.readers == built.readers and sched.users == built.users
+        assert sorted(sched.rank, key=sched.rank.get) == eng.names
+        assert sched._due == built._due
