@@ -19,12 +19,12 @@ including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=no
 * After the tables are written at ``T``, the derived objects that may change at ``T`` are
   brought to it in creation order (:mod:`colmz.catalog.schedule`: the readers of what
   changed, a task reading its input only; the views come due), so an object only reads
-  objects created before it and a task reading another task sees that task's write at ``T``. A materialized view
-  is fed the changes its inputs committed at ``T`` through its operators and writes its own
-  change at ``T`` (:mod:`colmz.catalog.views`); with ``views="recompute"``, or for a view
-  outside the operators' subset, its query is recomputed when something it reads changed
-  at ``T`` (always, when it calls ``mz_now()`` other than in temporal filters, which its
-  operators keep) and the difference written. A continual task whose input changed runs
+  objects created before it and a task reading another task sees that task's write at
+  ``T``. A materialized view is fed the changes its inputs committed at ``T`` through its
+  operators and writes its own change at ``T`` (:mod:`colmz.catalog.views`); with
+  ``views="recompute"``, or for a view outside the operators' subset, its query is
+  recomputed when something it reads changed at ``T`` (always, when it calls ``mz_now()``
+  other than in temporal filters, which its operators keep) and the difference written. A continual task whose input changed runs
   :meth:`colmz.ContinualTask.run` (any other writes nothing at ``T``: upstream's output
   changes only at its input's inserts; it lags, as below).
 * A call that raises -- a bad statement, a continual task's guard rail, or the ``persist``
@@ -745,7 +745,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
 
     def _scheduled(self) -> Schedule:
         """The schedule of the objects as they are (``colmz.catalog.schedule``): kept up to
-        date by DDL (:meth:`scheduled_add`, :meth:`scheduled_remove`), built whole only when
+        date by DDL (:meth:`schedule_add`, :meth:`schedule_remove`), built whole only when
         there is none (first use, a load) or it follows another list of objects (a failed
         call that ran DDL was rolled back)."""
         sched = self._schedule
