@@ -275,20 +275,27 @@ class Definitions:
         """Drop the objects ``keys``; with ``cascade`` every object reading one of them too
         (transitively), else refuse while one does (Materialize's RESTRICT)."""
         gone = set(keys)
+        # who reads what: the schedule's users (colmz.catalog.schedule), so a DROP looks at
+        # the objects it drops and their readers, not at every object
+        users = self._scheduled().users
         if cascade:
-            for n in self._order:  # creation order: an object reads only earlier ones
-                if self._objects[n].deps & gone:
-                    gone.add(n)
+            todo = list(gone)
+            while todo:
+                for n in users.get(todo.pop(), ()):
+                    if n not in gone:
+                        gone.add(n)
+                        todo.append(n)
         else:
             for key in keys:
-                users = [display_name(n) for n in self._order
-                         if key in self._objects[n].deps and n not in gone]
-                if users:
-                    raise SQLError(f"cannot drop {display_name(key)!r}: {', '.join(users)} depend(s) on it")
+                found = [display_name(n) for n in users.get(key, ()) if n not in gone]
+                if found:
+                    raise SQLError(f"cannot drop {display_name(key)!r}: {', '.join(found)} depend(s) on it")
+        order = [n for n in self._order if n not in gone]
+        self.schedule_remove(gone, order)
         for n in gone:
             del self._objects[n]
             self._shared.release(n)  # the arrangements it shared (the last user frees one)
-        self._order = [n for n in self._order if n not in gone]
+        self._order = order
         self._defs = [d for d in self._defs if definition_key(d) not in gone]
 
     def _drop_schema(self, s: Drop) -> None:
@@ -319,6 +326,7 @@ class Definitions:
         del self._schemas[db]
 
     def _add(self, obj: CatalogObject, stmt) -> None:
+        self.schedule_add(obj)  # its edges and due time (colmz.catalog.schedule)
         self._objects[obj.name] = obj
         self._order.append(obj.name)
         kind = {CreateTable: "table", CreateMaterializedView: "materialized view",

@@ -387,7 +387,7 @@ class Catalog:
         """What this handle's commits visited since it last loaded (cumulative, a copy): the
         ``commits``, the ``tables`` they wrote and the derived objects ``visited`` -- the
         readers of a change, the views come due (a temporal filter's flip, ``mz_now()``),
-        the continual tasks. An object nothing reached is not visited: its upper lags,
+        the continual tasks whose input changed. An object nothing reached is not visited: its upper lags,
         logically ``now + 1`` (``colmz.catalog.engine``, "Logical uppers").
 
         >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT); CREATE TABLE u (k INT)")

@@ -18,14 +18,15 @@ including ``now`` -- its upper is ``now + 1`` -- and reads default to ``as_of=no
   unchanged; a durable catalog has persisted ``now`` sealed and refuses it.
 * After the tables are written at ``T``, the derived objects that may change at ``T`` are
   brought to it in creation order (:mod:`colmz.catalog.schedule`: the readers of what
-  changed, the views come due, the tasks), so an object only reads objects created before
-  it and a task reading another task sees that task's write at ``T``. A materialized view
-  is fed the changes its inputs committed at ``T`` through its operators and writes its own
-  change at ``T`` (:mod:`colmz.catalog.views`); with ``views="recompute"``, or for a view
-  outside the operators' subset, its query is recomputed when something it reads changed
-  at ``T`` (always, when it calls ``mz_now()`` other than in temporal filters, which its
-  operators keep) and the difference written. A continual task runs
-  :meth:`colmz.ContinualTask.run`.
+  changed, a task reading its input only; the views come due), so an object only reads
+  objects created before it and a task reading another task sees that task's write at
+  ``T``. A materialized view is fed the changes its inputs committed at ``T`` through its
+  operators and writes its own change at ``T`` (:mod:`colmz.catalog.views`); with
+  ``views="recompute"``, or for a view outside the operators' subset, its query is
+  recomputed when something it reads changed at ``T`` (always, when it calls ``mz_now()``
+  other than in temporal filters, which its operators keep) and the difference written. A continual task whose input changed runs
+  :meth:`colmz.ContinualTask.run` (any other writes nothing at ``T``: upstream's output
+  changes only at its input's inserts; it lags, as below).
 * A call that raises -- a bad statement, a continual task's guard rail, or the ``persist``
   step a durable catalog passes (its commit) -- rolls every collection and task back as it
   was (``colmz.rollback``: the engine, its objects, their collections and tasks declare
@@ -199,8 +200,13 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         #: ``calls`` saved, the ``kept`` structures saved on touch and the elements ``copied``.
         self.save_work = {"calls": 0, "kept": 0, "copied": 0}
         # Which derived objects a commit steps (colmz.catalog.schedule): derived from the
-        # objects, rebuilt after DDL, a roll back or a load. Scratch.
+        # objects, changed by DDL as it adds and drops them, built whole only on first use,
+        # after a load and after a failed call that ran DDL. Scratch.
         self._schedule: Schedule | None = None
+        #: What keeping the schedule cost (cumulative, never rolled back; a work counter):
+        #: the times it was ``built`` whole and the ``entries`` (objects and their edges) it
+        #: was built or changed by -- DDL changes it by the objects it creates and drops.
+        self.schedule_work = {"built": 0, "entries": 0}
         # The objects the running call changed (:attr:`touched`). Scratch, per call.
         self._touched: set[Key] = set()
         #: What the commits visited (cumulative, never rolled back; a work counter): the
@@ -418,6 +424,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         saved = save(self)
         self._saves = [saved]
         self._touched = set()
+        if self._schedule is not None:
+            self._schedule.clear_taken()
         return saved
 
     def _end(self, saved: Saved) -> None:
@@ -449,7 +457,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             return
         self._keep(self._shared)
         self._objects = dict(self._objects)
-        self._order = list(self._order)
+        sched, order = self._schedule, self._order
+        self._order = list(order)
+        if sched is not None and sched.valid_for(order):
+            sched.follow(self._order)  # the same objects: the schedule follows the copy
         self._defs = list(self._defs)
 
     # ------------------------------------------------------------------ writes
@@ -686,8 +697,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         for name in changed:  # the tables' shared arrangements, before any view steps
             self._feed_shared(name, t, known)
         # the derived objects to bring to t, by creation rank: readers of what changed
-        # (added as their inputs write), views due at t, every task
-        todo = [(sched.rank[k], k) for k in {*sched.readers_of(changed), *sched.take_due(t), *sched.tasks}]
+        # (added as their inputs write; a task reads its input only) and views due at t
+        todo = [(sched.rank[k], k) for k in {*sched.readers_of(changed), *sched.take_due(t)}]
         heapq.heapify(todo)
         queued = {k for _, k in todo}
         while todo:
@@ -733,12 +744,40 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         self._now = t
 
     def _scheduled(self) -> Schedule:
-        """The schedule of the objects as they are (``colmz.catalog.schedule``), rebuilt when
-        DDL changed them or a roll back or load put their state back."""
+        """The schedule of the objects as they are (``colmz.catalog.schedule``): kept up to
+        date by DDL (:meth:`schedule_add`, :meth:`schedule_remove`), built whole only when
+        there is none (first use, a load) or it follows another list of objects (a failed
+        call that ran DDL was rolled back)."""
         sched = self._schedule
         if sched is None or not sched.valid_for(self._order):
             sched = self._schedule = Schedule(self._order, self._objects)
+            self.schedule_work["built"] += 1
+            self.schedule_work["entries"] += sched.work
         return sched
+
+    def schedule_add(self, obj: CatalogObject) -> None:
+        """Add ``obj`` to the schedule before a CREATE appends it to the objects: O(its
+        edges) (nothing when there is no schedule following them: it is built when needed)."""
+        sched = self._schedule
+        if sched is None or not sched.valid_for(self._order):
+            self._schedule = None
+            return
+        before = sched.work
+        sched.add(obj.name, obj)
+        self.schedule_work["entries"] += sched.work - before
+
+    def schedule_remove(self, keys, order: list[Key]) -> None:
+        """Remove the objects ``keys`` (still in ``_objects``) from the schedule before a DROP
+        replaces the objects' list by ``order``: O(their edges)."""
+        sched = self._schedule
+        if sched is None or not sched.valid_for(self._order):
+            self._schedule = None
+            return
+        before = sched.work
+        for k in keys:
+            sched.remove(k, self._objects[k])
+        sched.follow(order)
+        self.schedule_work["entries"] += sched.work - before
 
     def _bring(self, obj: CatalogObject, upto: int | None = None) -> CatalogObject:
         """``obj`` with its collection's upper at ``upto`` (default ``now + 1``): a lagging
@@ -833,7 +872,8 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         for target in before.structures:
             self._keep(target)
         roll_back(self, before, copy=True)
-        self._schedule = None  # the views' due times are the rolled-back operators'
+        # the views' due times are the rolled-back operators' (no DDL since: the same objects)
+        self._reset_due(before)
         self._expect = expect
         return dict(pending)
 
@@ -842,7 +882,23 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         failed: every object's collection and task in place, and the catalog's fields."""
         roll_back(self, saved)
         self._expect = None  # a reopened commit's check, for the call that reopened it only
-        self._schedule = None  # the views' due times are the rolled-back operators'
+        self._reset_due(saved)
+
+    def _reset_due(self, saved: Saved) -> None:
+        """After rolling back to ``saved``: the views' due times those of the operators put
+        back -- the objects ``saved`` kept, and those the call took from the schedule's heap
+        (a commit that failed may not have stepped them) -- or, when the call ran DDL (the
+        objects put back are not the ones the schedule follows), no schedule: it is built
+        when next needed."""
+        sched = self._schedule
+        if sched is None:
+            return
+        if not sched.valid_for(self._order):
+            self._schedule = None
+            return
+        kept = [s.name for s in saved.structures if isinstance(s, CatalogObject)]
+        sched.reset_due([*kept, *sched.taken], self._objects)
+        sched.clear_taken()
 
     # ------------------------------------------------------------------ loading
 
@@ -876,7 +932,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 # arrangements they read were put back by ``resume_shared``) or rebuilt by one
                 # computation over the inputs; the sink writes only a difference from the
                 # persisted view.
-                st = next(d["stmt"] for d in self._defs if definition_key(d) == name)
+                st = self.definition_of(name)["stmt"]
                 with warnings.catch_warnings():  # CREATE warned of a Fallback already
                     warnings.simplefilter("ignore", FallbackWarning)
                     obj.maintained = self._maintain(name, st["query"], obj.query, c, obj.deps, self._now)

@@ -104,7 +104,12 @@ intent: its Python work is what it changes, whatever the number of objects (the 
 then a digest over bytes already encoded). The record written is the same as when every
 commit encoded everything -- same layout, same :func:`record_check`, verified on every
 load. DDL encodes the definitions again (``definitions_encoded`` in
-:attr:`CatalogStore.stats`).
+:attr:`CatalogStore.stats`). The check itself cannot be cached with them: it is one XXH64
+of the record's canonical JSON, in which the definitions (``"objects"``) come after the
+intent, which every commit changes, and XXH64's state on reaching them depends on every
+byte before; no digest of the definitions alone combines into it. So each commit hashes
+the whole record, a pass over bytes already encoded -- unless the record's layout (and
+its check) changed.
 
 Entries of the definitions that carry a ``key`` but are not catalog objects (a view's
 operator states, kind ``"view state"``, ``colmz.catalog.durable``) are arrangements like any

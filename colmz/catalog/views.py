@@ -104,9 +104,8 @@ class Views:
         if self._shared.arranges(name):
             change = self._changes_at(name, t, known)
             if len(change):
-                for rel, by in self._shared:  # kept before the feed changes them (Engine._keep)
-                    if rel == name:
-                        self._keep(self._shared.get(rel, by))
+                for arr in self._shared.of(name):  # kept before the feed changes them (Engine._keep)
+                    self._keep(arr)
             self._shared.feed(name, t, change)
 
     def _maintain(self, key: Key, query: str, translated: str, coll: MemoryCollection, deps,

@@ -39,9 +39,15 @@ controller's ``arrangements`` by collection and key). Here the catalog's engine 
   relation and key (``'["t", ["k"]]'``, JSON: unambiguous whatever the names hold), which a
   durable state object can be named by.
 
+* **Indexes.** The registry keeps its entries indexed by relation and by user, so a
+  commit's feed of a relation (:meth:`SharedArrangements.of`, :meth:`SharedArrangements.feed`)
+  and a DROP's release of a view look at that relation's or that view's arrangements only,
+  not at every one (``entries_examined`` counts the entries they look at).
+
 Invariant: after a commit at ``T`` every shared arrangement holds its relation's contents as
 of ``T`` (consolidated up to the runs' merging), and its users are exactly the live views
-whose operators hold a :class:`SharedInput` onto it.
+whose operators hold a :class:`SharedInput` onto it. ``_by_relation`` and ``_by_user`` are
+exactly ``_arranged``'s identities grouped by relation and ``_users`` inverted.
 """
 
 from __future__ import annotations
@@ -92,12 +98,24 @@ class SharedArrangements:
     0
     """
 
-    #: The arrangements (rolled back in place: a view's operators hold them) and their users.
-    ROLLBACK_FIELDS = ("_arranged", "_users")
+    #: The arrangements (rolled back in place: a view's operators hold them), their users
+    #: and the two indexes of them.
+    ROLLBACK_FIELDS = ("_arranged", "_users", "_by_relation", "_by_user")
+    #: Saved by reference (``colmz.rollback``, "Saved on touch"): every change replaces the
+    #: four dicts by copies (their values are immutable), and an arrangement is changed only
+    #: by :meth:`feed`, whose caller keeps it first (``Engine._keep``). Saving the registry
+    #: (DDL does) then costs nothing, however many arrangements it holds.
+    ROLLBACK_ON_TOUCH = ROLLBACK_FIELDS
 
     def __init__(self) -> None:
         self._arranged: dict[Id, KeyedArrangement] = {}
         self._users: dict[Id, frozenset] = {}
+        # the identities in _arranged, by relation, and those each user uses
+        self._by_relation: dict[str, tuple[Id, ...]] = {}
+        self._by_user: dict[object, frozenset] = {}
+        #: The registry entries :meth:`of`, :meth:`feed` and :meth:`release` looked at
+        #: (cumulative, never rolled back; a work counter): a relation's or a user's own.
+        self.entries_examined = 0
 
     # ------------------------------------------------------------------ reading
 
@@ -123,8 +141,15 @@ class SharedArrangements:
         return len(self._users.get((relation, tuple(key)), ()))
 
     def arranges(self, relation) -> bool:
-        """Whether some shared arrangement is of ``relation`` (it must be fed its changes)."""
-        return any(r == relation for r, _ in self._arranged)
+        """Whether some shared arrangement is of ``relation`` (it must be fed its changes): O(1)."""
+        return relation in self._by_relation
+
+    def of(self, relation) -> list[KeyedArrangement]:
+        """The shared arrangements of ``relation`` (none: ``[]``), looked up in the index by
+        relation: O(their number)."""
+        idents = self._by_relation.get(relation, ())
+        self.entries_examined += len(idents)
+        return [self._arranged[i] for i in idents]
 
     @property
     def nbytes(self) -> int:
@@ -157,8 +182,21 @@ class SharedArrangements:
         if arr is None:
             arr = KeyedArrangement(schema, key)
             arr.insert(time, contents())
-            self._arranged[ident] = arr
+            self._enter(ident, arr)
         return arr
+
+    def _own(self) -> None:
+        # Copy-on-write (ROLLBACK_ON_TOUCH): a save holds the dicts as they were.
+        self._arranged = dict(self._arranged)
+        self._users = dict(self._users)
+        self._by_relation = dict(self._by_relation)
+        self._by_user = dict(self._by_user)
+
+    def _enter(self, ident: Id, arr: KeyedArrangement) -> None:
+        self._own()
+        if ident not in self._arranged:
+            self._by_relation[ident[0]] = (*self._by_relation.get(ident[0], ()), ident)
+        self._arranged[ident] = arr
 
     def put(self, relation: str, key: Sequence[str], arrangement: KeyedArrangement) -> None:
         """Put ``arrangement`` -- the arrangement of ``relation`` by ``key`` restored from a
@@ -172,7 +210,7 @@ class SharedArrangements:
             raise ValueError(f"the shared arrangement {arrangement_id(*ident)} is in the registry already")
         if tuple(arrangement.key) != key:
             raise ValueError(f"the arrangement put as {arrangement_id(*ident)} is arranged by {list(arrangement.key)}")
-        self._arranged[ident] = arrangement
+        self._enter(ident, arrangement)
 
     def discard_unused(self) -> None:
         """Free every arrangement no view uses (those put for views that did not attach)."""
@@ -181,34 +219,49 @@ class SharedArrangements:
     def feed(self, relation, time: int, delta: Updates) -> None:
         """Insert ``relation``'s changes committed at ``time`` into each of its arrangements
         (once per commit, before any view reads them)."""
-        for (r, _), arr in self._arranged.items():
-            if r == relation and len(delta):
+        if len(delta):
+            for arr in self.of(relation):
                 arr.insert(time, delta)
 
     def attach(self, user, idents) -> None:
         """Record that view ``user`` uses the arrangements ``idents`` (``(relation, key)``)."""
+        idents = [(ident[0], tuple(ident[1])) for ident in idents]
         for ident in idents:
-            ident = (ident[0], tuple(ident[1]))
             if ident not in self._arranged:
                 raise KeyError(f"no shared arrangement {arrangement_id(*ident)} to attach {user!r} to")
+        if idents:
+            self._own()
+        for ident in idents:
             self._users[ident] = self._users.get(ident, frozenset()) | {user}
+            self._by_user[user] = self._by_user.get(user, frozenset()) | {ident}
 
     def discard(self, idents) -> None:
         """Free those of ``idents`` nobody uses (made for operators that were not kept)."""
+        idents = [(ident[0], tuple(ident[1])) for ident in idents]
+        idents = [i for i in idents if i in self._arranged and not self._users.get(i)]
+        if idents:
+            self._own()
         for ident in idents:
-            ident = (ident[0], tuple(ident[1]))
-            if ident in self._arranged and not self._users.get(ident):
+            if ident in self._arranged:
                 del self._arranged[ident]
                 self._users.pop(ident, None)
+                rest = tuple(i for i in self._by_relation[ident[0]] if i != ident)
+                if rest:
+                    self._by_relation[ident[0]] = rest
+                else:
+                    del self._by_relation[ident[0]]
 
     def release(self, user) -> None:
         """View ``user`` is dropped: it uses no arrangement any more; those it was the last
         user of are freed."""
-        left = []
-        for ident, users in list(self._users.items()):
-            if user in users:
-                self._users[ident] = users - {user}
-                left.append(ident)
+        left = list(self._by_user.get(user, ()))
+        self.entries_examined += len(left)
+        if not left:
+            return
+        self._own()
+        del self._by_user[user]
+        for ident in left:
+            self._users[ident] = self._users[ident] - {user}
         self.discard(left)
 
 

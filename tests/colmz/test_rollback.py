@@ -80,10 +80,11 @@ NOT_ROLLED_BACK = {
                # their cumulative work counters
                "_saves", "save_work",
                # which derived objects a commit steps (colmz.catalog.schedule: derived from the
-               # objects, rebuilt after DDL, every roll back and a load), the objects the
-               # running call changed (per-call scratch, emptied as each call begins) and the
-               # commits' cumulative work counters
-               "_schedule", "_touched", "commit_work",
+               # objects, changed by DDL, its due times set again by a roll back, built after a
+               # load or a roll back of DDL), the objects the running call changed (per-call
+               # scratch, emptied as each call begins) and the commits' and the schedule's
+               # cumulative work counters
+               "_schedule", "_touched", "commit_work", "schedule_work",
                # an index of the definitions, rebuilt whenever the list it was built from is
                # not the engine's (a roll back puts another back) or has grown
                "_def_index"},
@@ -119,8 +120,9 @@ NOT_ROLLED_BACK.update({
     "MinMaxReduce": {"input_schema", "group_by", "aggregates", "_arranged_columns", "_group_specs", "schema",
                      "_shared", "plan", "buckets", "_bucket", "_child", "rows_reduced", "buckets_touched", "easy_groups",
                      "stage_rows"},
-    # the catalog's shared arrangements and their users: all of it state
-    "SharedArrangements": set(),
+    # the catalog's shared arrangements, their users and indexes: all of it state; the
+    # entries looked up (a work counter)
+    "SharedArrangements": {"entries_examined"},
     "_ByCount": {"schema"},
     # its kept places per group (``_places``: offset + limit, configuration) and work counters
     "TopK": {"schema", "group_by", "order_by", "limit", "offset", "_group_specs", "_val_specs", "_val_index",
