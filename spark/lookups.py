@@ -11,7 +11,13 @@ state's change is the delta's joinable rows appended. So a task restores each ar
 from those keys' rows only: any superset of them restores an operator that steps the delta
 exactly as the whole state would (its lookups only ever ask for the delta's keys, and its
 exported change is the runs it inserts), so a read may take more rows than the keys need --
-never fewer. The same holds for an outer join (``colmz.dataflow.OuterJoin``: its preserved
+never fewer. The same holds for a min/max reduce (``colmz.dataflow.MinMaxReduce``, alone or
+in a reduce with accumulable aggregates too) over Map/Filters of a table -- or of a stage's
+input -- whose first group column is a bucket key column carried unchanged: a step
+re-reduces only the groups its delta touches, from their rows (each plan's arrangements are
+keyed by the group first), and its state's change is the delta's rows appended, so a task
+restores its arrangements from the touched groups' rows only (:class:`GroupLead`; a NULL is
+a group, looked up too). The same holds for an outer join (``colmz.dataflow.OuterJoin``: its preserved
 side's unmatched rows are looked up under the keys of the delta, rows with a NULL key pass
 straight through) and for a join inside any stage of a view of several stages
 (``colmz.spark.stages``), whose arrangements are stored so in every record written with
@@ -36,8 +42,14 @@ A compaction (a bucket's collection at ``compact_runs`` runs is written consolid
 one run) needs the whole collection: that task reads it whole, once every ``compact_runs``
 steps of the bucket.
 
+A reduce's arrangements hold their group columns first already (the order every record
+wrote them in), so a group lead is the state's first column and its stored order is its
+own: a record written before reduces were looked up is read by the same lookups, its parts
+without bounds read by row groups.
+
 Work counter: the rows a task decodes (``BucketState.rows_read`` sums them) -- for a join
-step, a part or two per run per touched key, whatever the bucket's state holds.
+step, a part or two per run per touched key, whatever the bucket's state holds; for a
+min/max step, the touched groups' rows and a part or two per run around them.
 """
 
 from __future__ import annotations
@@ -56,21 +68,35 @@ from colmz.arrangement.runs import WrittenRun
 from colmz.order import ColumnSpec
 from colmz.storage.base import Blob
 
-__all__ = ["STATE_PART_ROWS", "from_stored", "lead_columns", "part_bounds", "read_touched", "stored_schema",
+__all__ = ["STATE_PART_ROWS", "GroupLead", "from_stored", "lead_columns", "part_bounds", "read_touched", "stored_schema",
            "to_stored", "touched_values"]
 
 #: Rows per part of a looked-up state's runs (a part is one Parquet row group).
 STATE_PART_ROWS = 1 << 13
 
 
+class GroupLead(tuple):
+    """A lead (``(key positions, bucket key position)``, as :func:`lead_columns` gives them)
+    of a reduce's arrangement: its key is a group key, of which NULL is one, so a NULL in
+    the delta's bucket key column is looked up too (a join's arrangements hold no NULL key:
+    its lookups leave NULL out).
+
+    >>> GroupLead(((0,), 0)) == ((0,), 0)
+    True
+    """
+
+    __slots__ = ()
+
+
 def lead_columns(view, *, stages: bool = True) -> dict[str, tuple[tuple[int, ...], int]]:
     """For a ``"join"`` view (``colmz.spark.views.join_view``): each arrangement's state name
     -> ``(its key columns' positions in the state's schema, the bucket key position of the
     first of them)``; for a ``"plan"`` view over an inner join (SQL), its join's
-    (``BucketedView.join_leads``); for a ``"views"`` view, its members'; with ``stages``,
+    (``BucketedView.join_leads``) and its min/max reduces' (:class:`GroupLead` s,
+    ``BucketedView.group_leads``); for a ``"views"`` view, its members'; with ``stages``,
     for a view of several stages (``"stages"``, ``"global"``) each stage's join's, inner or
-    outer (``StageView.join_leads``, named ``"<stage>:<name>"``), and for one stage its
-    own; ``{}`` for any other view (its states are read whole). ``stages`` false: the
+    outer, and min/max reduces' (``StageView.join_leads``, ``StageView.group_leads``, named
+    ``"<stage>:<name>"``), and for one stage its own; ``{}`` for any other view (its states are read whole). ``stages`` false: the
     leads of a state record written before stages looked their joins up
     (``colmz.spark.views.KEY_FIRST``), whose stages' arrangements are stored in their own
     order.
@@ -82,7 +108,7 @@ def lead_columns(view, *, stages: bool = True) -> dict[str, tuple[tuple[int, ...
     {'0.arrangements.0': ((0,), 0), '0.arrangements.1': ((1,), 0)}
     """
     if view.kind == "plan":
-        return view.join_leads()
+        return {**view.join_leads(), **view.group_leads()}
     if view.kind == "views":  # each member's, under its state names in the record
         return {f"{m}.{n}": lead for m, (_, v) in enumerate(view.members())
                 for n, lead in lead_columns(v, stages=stages).items()}
@@ -90,8 +116,9 @@ def lead_columns(view, *, stages: bool = True) -> dict[str, tuple[tuple[int, ...
         return {} if not stages else {f"{i}:{n}": lead for i, st in enumerate(view.stages())
                                       for n, lead in lead_columns(st).items()}
     if view.kind == "stage":
-        leads = getattr(view, "join_leads", None)
-        return dict(leads()) if stages and leads is not None else {}
+        if not stages:
+            return {}
+        return {n: lead for f in ("join_leads", "group_leads") if hasattr(view, f) for n, lead in getattr(view, f)().items()}
     if view.kind != "join":
         return {}
     from colmz.dataflow.state import operator_states_of
@@ -169,13 +196,15 @@ def part_bounds(blob: Blob, run: WrittenRun) -> dict[str, list]:
     return out
 
 
-def touched_values(tables: Sequence[pa.Table], keys: Sequence[Sequence[str]], position: int) -> list:
-    """The non-NULL values of bucket key ``position`` in the inputs' delta ``tables`` (``keys``
-    each input's bucket key columns), each once (NULL keys join nothing)."""
+def touched_values(tables: Sequence[pa.Table], keys: Sequence[Sequence[str]], position: int,
+                   nulls: bool = False) -> list:
+    """The values of bucket key ``position`` in the inputs' delta ``tables`` (``keys`` each
+    input's bucket key columns), each once: NULL left out (NULL keys join nothing) unless
+    ``nulls`` (a group key's: a NULL group is looked up as ``None``)."""
     seen = set()
     for t, k in zip(tables, keys):
         if t.num_rows:
-            seen.update(v for v in t.column(k[position]).to_pylist() if v is not None)
+            seen.update(v for v in t.column(k[position]).to_pylist() if nulls or v is not None)
     return sorted(seen, key=lambda v: (type(v).__name__, v))
 
 
@@ -185,7 +214,7 @@ def _may_hold(bounds, values: Iterable) -> bool:
         try:
             if lo <= v <= hi:
                 return True
-        except TypeError:  # values the bounds cannot order: read the part
+        except TypeError:  # values the bounds cannot order (a NULL group): read the part's row groups
             return True
     return False
 

@@ -53,8 +53,8 @@ matches with nothing and a reduce groups together) meets in one bucket.
 A temporal filter (``mz_now()`` compared with a column) is at the top of a plan, nothing
 stateful above it (``colmz.dataflow.plan``): it runs in the root stage, above its top
 operator, row by row (any bucketing holds). Its flips still to come are each bucket's state;
-they come due without input, so every bucket holding such state steps at every step
-(``colmz.spark.views``).
+they come due without input, so a bucket holding such state steps when its next flip is due
+(its task reports it, the record keeps it: ``colmz.spark.views``).
 
 Refused (:class:`StageError`, naming the node): a node that is none of those (a constant,
 a Fallback), an operator keyed by nothing, a join without an equality.

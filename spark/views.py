@@ -26,10 +26,14 @@ unchanged into the key of every operator above it (traced down through Map/Filte
 keyed operator's key columns). Bucketing by part of a key is correct -- equal
 keys agree on every part --, so the positions failing either are left out; a plan with none
 left is refused.
-Only buckets with a delta step -- or holding a temporal filter's flips still to come
+Only buckets with a delta step -- or holding a temporal filter's flip that has come due
 (``mz_now()`` compared with a column, at the top of a plan: it changes without input; such a
-view runs in stages, ``colmz.spark.stages``, and each bucket whose record names runs of the
-filter's state steps at every step, fed one row at diff 0). A global
+view runs in stages, ``colmz.spark.stages``). A task of such a stage reports its bucket's next
+flip (the least time its filter's state holds after the step, ``None`` for none), the record
+keeps it (``due``, per ``"<bucket>/<stage names>"``), and a step at ``T`` runs, besides the
+buckets its delta touches, those whose next flip is at or before ``T``, each fed one row at
+diff 0 (a bucket holding the filter's runs without a reported next flip -- a record written
+before they were kept -- runs at every step until it reports one). A global
 aggregate (no ``GROUP BY``: one group, a row even over an empty input) of accumulable
 aggregates and ``min``/``max``, over Map/Filters of one table or over a subtree cut into
 stages (a join, say), is a ``"global"`` view (``colmz.spark.global_agg``): per-bucket partial
@@ -68,8 +72,9 @@ named by its path (:meth:`BucketedView.states`) --
   join key dropped (they join nothing).
 * a plan's, those of its stateful operators, named by their place in the pipeline (a
   min/max reduce's or a top-k's ``"1.arranged"``: its input by group, the rows of the
-  bucket's groups; a distinct's counts; a basic aggregate's or a window's ``"1.input"`` and
-  ``"1.output"``, recomputed per affected group in DuckDB).
+  bucket's groups -- a min/max's looked up by the delta's groups, ``colmz.spark.lookups``;
+  a distinct's counts; a basic aggregate's or a window's ``"1.input"`` and ``"1.output"``,
+  recomputed per affected group in DuckDB).
 
 The step restores a fresh operator from the bucket's collections
 (``colmz.dataflow.state.restore_operators``: accumulators and arrangements filled as they
@@ -113,7 +118,9 @@ nothing between steps) plus the delta -- for a sum view the bucket's groups; for
 (:func:`join_view`) only the arranged rows of the keys its delta touches, looked up in parts
 stored key columns first (``colmz.spark.lookups``; a compaction reads the collection
 whole, once every ``compact_runs`` steps of a bucket), and so for the join of a plan from
-SQL and a join (inner or outer) inside a stage -- and untouched buckets cost nothing. More buckets mean smaller states per touched bucket. A ``"stages"`` view pays
+SQL and a join (inner or outer) inside a stage; for a min/max reduce over Map/Filters of a
+table or of a stage's input, keyed first by a bucket key column, only the rows of the groups
+its delta touches, looked up alike -- and untouched buckets cost nothing. More buckets mean smaller states per touched bucket. A ``"stages"`` view pays
 that per stage (its touched buckets under its own key) plus a shuffle of each lower stage's
 output delta. The in-process operators
 keep their state between steps and cost only the delta; this module trades that for state
@@ -136,7 +143,7 @@ import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -164,6 +171,7 @@ from colmz.rows import at_time, schema_of
 from colmz.spark.global_agg import FinalStage, PartialStage, global_parts, lower_plan
 from colmz.spark.lookups import (
     STATE_PART_ROWS,
+    GroupLead,
     from_stored,
     lead_columns,
     part_bounds,
@@ -330,6 +338,21 @@ class BucketedView:
             return {}
         return dict(_join_leads(self))
 
+    def group_leads(self) -> dict[str, tuple[tuple[int, ...], int]]:
+        """For a ``"plan"`` view: the arrangements of each min/max reduce over Map/Filters of
+        a table whose first group column is a bucket key column carried unchanged, looked up
+        by the groups its delta touches (``colmz.spark.lookups``): state name ->
+        :class:`~colmz.spark.lookups.GroupLead`; ``{}`` for any other view.
+
+        >>> import pyarrow as pa
+        >>> bucketed_view("SELECT k, min(v) AS lo FROM t GROUP BY k",
+        ...               {"t": {"v": pa.int64(), "k": pa.int64()}}).group_leads()
+        {'1.arranged': ((0,), 0)}
+        """
+        if self.kind != "plan":
+            return {}
+        return dict(_group_leads(self))
+
     def members(self) -> tuple[tuple[str, "BucketedView"], ...]:
         """A ``"views"`` view's views, ``(name, view)`` each in the order given: each reads
         tables and the views before it (their outputs), each maintained and emitted
@@ -404,6 +427,46 @@ def join_leads_of(root, pipeline, keys, tables) -> tuple:
         st = next(x for x in found if x.target is arr)
         out.append((st.name, (lead, position)))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _group_leads(view: BucketedView) -> tuple:
+    return group_leads_of(view.operator(), view.keys, view.tables)
+
+
+def group_leads_of(pipeline, keys, tables) -> tuple:
+    """The lookup leads (``colmz.spark.lookups.GroupLead``) of the min/max reduces of
+    ``pipeline`` (alone or the min/max part of a reduce with accumulable aggregates too)
+    over Map/Filters of one of the inputs named ``tables``, bucketed by ``keys``, whose
+    first group column is that input's bucket key column, unchanged: each of its
+    arrangements (keyed by the group first, in every plan) ``(state name, ((0,), bucket
+    key position))``."""
+    from colmz.dataflow.minmax import MinMaxReduce
+    from colmz.dataflow.plan import Reduce
+    from colmz.dataflow.render import CollatedReduce
+
+    found = operator_states_of(pipeline.operators)
+    if found is None:
+        return ()
+    out = []
+    for _, node, op, _, _ in pipeline.steps():
+        op = op.hierarchical if isinstance(op, CollatedReduce) else op
+        if not isinstance(node, Reduce) or not isinstance(op, MinMaxReduce) or not op.group_by:
+            continue
+        get, cols = _traced(node.input, [op.group_by[0]])
+        if get is None or get.table not in tables or cols[0] not in keys[list(tables).index(get.table)]:
+            continue
+        position = keys[list(tables).index(get.table)].index(cols[0])
+        for arr in op.arrangements.values():
+            st = next((x for x in found if x.target is arr), None)
+            if st is not None and arr.schema[0].name == op.group_by[0]:  # the group first
+                out.append((st.name, GroupLead(((0,), position))))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _stage_group_leads(stage: "StageView") -> tuple:
+    return group_leads_of(stage.operator(), stage.keys, [input_name(j) for j in range(len(stage.inputs))])
 
 
 @functools.lru_cache(maxsize=64)
@@ -490,6 +553,11 @@ class StageView:
         operators; ``{}`` for none)."""
         return dict(_stage_join_leads(self))
 
+    def group_leads(self) -> dict[str, tuple[tuple[int, ...], int]]:
+        """The stage's min/max reduces' arrangements looked up by the groups its delta
+        touches (:meth:`BucketedView.group_leads`; ``{}`` for none)."""
+        return dict(_stage_group_leads(self))
+
     def states(self) -> tuple[tuple[str, tuple[ColumnSpec, ...]], ...]:
         found = operator_states_of(self.operators(self.operator()))
         if found is None:
@@ -564,7 +632,7 @@ def bucketed_view(query: str, schemas: Mapping) -> BucketedView:
     and emit each view, give them to :func:`bucketed_views`). A global aggregate of
     accumulable aggregates and ``min``/``max`` is a ``"global"`` view
     (``colmz.spark.global_agg``), its input Map/Filters of one table or stages. A temporal filter makes a ``"stages"`` view (its
-    buckets holding flips step at every step). Any other plan (another operator keyed
+    buckets step when a flip comes due). Any other plan (another operator keyed
     by nothing, a constant, a recomputed subquery) is refused with its ``EXPLAIN``. The delta DataFrames
     carry the tables' own columns, one per table in the order the plan reads them
     (:attr:`BucketedView.tables`).
@@ -851,8 +919,9 @@ class BucketState:
     Open with :meth:`open`; :attr:`time` is the last committed step's time (``None``
     before the first), :attr:`seqno` the record version read, :meth:`runs` the runs of a
     bucket's state collection and :meth:`contents` its consolidated contents (read in this
-    process). :attr:`rows_read` is a work counter: the state rows the tasks of the last
-    :func:`step_buckets` through this handle read (``None`` before one).
+    process). :attr:`rows_read` and :attr:`buckets_stepped` are work counters: the state
+    rows the tasks of the last :func:`step_buckets` through this handle read, and the
+    bucket tasks it ran (over all stages and views; ``None`` before one).
     """
 
     def __init__(self, url: str, consensus, name: str, view: BucketedView, buckets: int, head):
@@ -865,6 +934,7 @@ class BucketState:
         record = None if head is None else json.loads(head.data)
         self.time = None if record is None else record["time"]
         self.rows_read: int | None = None
+        self.buckets_stepped: int | None = None
         self._runs = {} if record is None else {k: [WrittenRun.from_dict(r) for r in v]
                                                 for k, v in record["runs"].items()}
         # Whether a join view's arrangements are stored key columns first, each part's key
@@ -874,6 +944,10 @@ class BucketState:
         # Whether the joins inside stages are stored key columns first (KEY_FIRST_STAGES).
         self.stage_lookups = record is None or stored == KEY_FIRST_STAGES
         self._bounds: dict[str, list] = {} if record is None else dict(record.get("bounds", {}))
+        # Per "<bucket>/<stage names>" of a stage holding a temporal filter's flips: the
+        # time of its next flip, None for none (a record written before keeps none: its
+        # buckets holding flips step at every step until their tasks report one).
+        self._due: dict[str, int | None] = {} if record is None else dict(record.get("due", {}))
 
     @property
     def key(self) -> str:
@@ -938,15 +1012,30 @@ class BucketState:
         return from_stored(_read_state(open_blob(self.url), stored_schema(schemas[state], lead[0]), parts, self.time),
                            schemas[state])
 
+    def due_buckets(self, names: str, temporal: Sequence[str], time: int) -> list[int]:
+        """The buckets of the stage whose states are named ``names`` + a name, whose
+        temporal filter states ``temporal`` hold a flip due at or before ``time`` (a bucket
+        holding their runs whose task never reported its next flip: due)."""
+        held = {names + n for n in temporal}
+        out = set()
+        for k in self._runs:
+            b, name = k.split("/", 1)
+            if name in held:
+                key = f"{b}/{names}"
+                if key not in self._due or (self._due[key] is not None and self._due[key] <= time):
+                    out.add(int(b))
+        return sorted(out)
+
     def referenced(self) -> set[str]:
         """Every part key the record names."""
         return {k for runs in self._runs.values() for r in runs for k in r.keys}
 
     def _commit(self, time: int, written: Mapping[str, tuple[WrittenRun | None, bool]],
-                bounds: Mapping[str, list] | None = None) -> None:
+                bounds: Mapping[str, list] | None = None, due: Mapping[str, int | None] | None = None) -> None:
         """One compare-and-set of the record from :attr:`seqno`: ``time`` and, per
         ``"bucket/input"``, its new run (``replace``: instead of the old runs); ``bounds``
-        the new parts' key bounds (``colmz.spark.lookups``)."""
+        the new parts' key bounds (``colmz.spark.lookups``); ``due`` per ``"<bucket>/<stage
+        names>"`` its temporal filter's next flip (``None``: none held)."""
         runs = {k: list(v) for k, v in self._runs.items()}
         for k, (run, replace) in written.items():
             old = [] if replace else runs.get(k, [])
@@ -960,6 +1049,11 @@ class BucketState:
         if self.key_first:
             record["stored"] = KEY_FIRST_STAGES if self.stage_lookups else KEY_FIRST
             record["bounds"] = dict(sorted(kept.items()))
+        # each bucket's next flip as its last task reported it (None: it holds none, though
+        # its runs may be left until a compaction drops them)
+        nexts = {**self._due, **(due or {})}
+        if nexts:
+            record["due"] = dict(sorted(nexts.items()))
         seqno = 1 if self.seqno is None else self.seqno + 1
         data = json.dumps(record).encode()
         try:
@@ -983,7 +1077,7 @@ class BucketState:
             raise BucketStateConflict(f"the state {self.name!r} at {self.url!r} was committed by another "
                                       f"writer since version {self.seqno}: nothing committed (open it again)")
         self.seqno, self.time, self._runs = seqno, time, runs
-        self._bounds = kept
+        self._bounds, self._due = kept, nexts
 
 
 def convert_state(url: str, view: BucketedView, buckets: int, *, name: str = "view",
@@ -1147,23 +1241,19 @@ def step_buckets(spark, state: BucketState, deltas: Sequence, time: int, *, owne
     run = functools.partial(_step_view, spark, state, time=time, owner=owner, compact_runs=compact_runs,
                             part_rows=part_rows, parts=parts, nruns=nruns)
     try:
-        written, bounds, rows_read, outputs, several = {}, {}, 0, {}, False
+        reports, outputs, several = _Reports(), {}, False
         if view.kind == "views":
             frames = dict(zip(view.tables, deltas))
             for m, (name, member) in enumerate(view.members()):
                 ins = [frames[t] if t in frames else _frame_of(spark, outputs[t], member.inputs[j])
                        for j, t in enumerate(member.tables)]
-                report = run(member, ins, prefix=f"{m}.")
-                outputs[name] = report[3]
-                several = several or report[4]
-                written.update(report[0])
-                bounds.update(report[1])
-                rows_read += report[2]
+                outputs[name], more = run(member, ins, reports, prefix=f"{m}.")
+                several = several or more
         else:
-            written, bounds, rows_read, out, several = run(view, list(deltas))
+            out, several = run(view, list(deltas), reports)
         dropped = state.referenced()
-        state._commit(time, written, bounds)
-        state.rows_read = rows_read
+        state._commit(time, reports.written, reports.bounds, reports.due)
+        state.rows_read, state.buckets_stepped = reports.rows_read, reports.stepped
     except Indeterminate:
         raise  # the record may name the step's parts: they stay (unreferenced ones are garbage)
     except BaseException:
@@ -1188,13 +1278,35 @@ def _frame_of(spark, u: colmz.Updates, schema):
     return spark.createDataFrame(table)
 
 
-def _step_view(spark, state: "BucketState", view, deltas: list, *, time: int, owner: str, compact_runs: int,
-               part_rows: int, parts: dict, nruns: dict, prefix: str = ""):
-    """Step ``view``'s buckets (its stages') on Spark, writing their runs (nothing committed):
-    ``(written runs, their bounds, state rows read, the output delta, several stages)``.
+@dataclass
+class _Reports:
+    """What a step's tasks reported, gathered for the commit: per ``"<bucket>/<state name>"``
+    its new run (``replace``: instead of the old runs), the new parts' key bounds, the state
+    rows read, per ``"<bucket>/<stage names>"`` of a stage holding a temporal filter its next
+    flip's time (``None``: none held), and the buckets stepped."""
+
+    written: dict = field(default_factory=dict)
+    bounds: dict = field(default_factory=dict)
+    rows_read: int = 0
+    due: dict = field(default_factory=dict)
+    stepped: int = 0
+
+    def add(self, report: dict) -> None:
+        for k, (run, replace) in report["runs"].items():
+            self.written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
+        self.bounds.update(report.get("bounds", {}))
+        self.due.update(report.get("due", {}))
+        self.rows_read += report["read"]
+        self.stepped += 1
+
+
+def _step_view(spark, state: "BucketState", view, deltas: list, reports: _Reports, *, time: int, owner: str,
+               compact_runs: int, part_rows: int, parts: dict, nruns: dict, prefix: str = ""):
+    """Step ``view``'s buckets (its stages') on Spark, writing their runs (nothing committed,
+    the tasks' reports added to ``reports``): ``(the output delta, several stages)``.
     ``prefix`` starts its state names in the record (a member's of a ``"views"`` view)."""
     stages = view.stages() if view.kind in ("stages", "global") else (view,)
-    written, bounds, rows_read, outputs = {}, {}, 0, []
+    outputs = []
     for i, stage in enumerate(stages):
         if view.kind in ("stages", "global"):
             frames = [_bucketed(deltas[view.tables.index(src)], stage, j, state.buckets,
@@ -1204,8 +1316,7 @@ def _step_view(spark, state: "BucketState", view, deltas: list, *, time: int, ow
             names = f"{prefix}{i}:"
             if not any(stage.keys[0]):  # one bucket, stepped at every step (colmz.spark.global_agg)
                 frames = [_with_zero_rows(spark, frames[0], stage, time, [0]), *frames[1:]]
-            held = {names + n for n in getattr(stage, "temporal_states", tuple)()}
-            due = sorted({int(k.split("/", 1)[0]) for k in parts if k.split("/", 1)[1] in held})
+            due = state.due_buckets(names, getattr(stage, "temporal_states", tuple)(), time)
             if due:  # a temporal filter's flips come due without input: its buckets step
                 frames = [_with_zero_rows(spark, frames[0], stage, time, due), *frames[1:]]
         else:
@@ -1220,20 +1331,16 @@ def _step_view(spark, state: "BucketState", view, deltas: list, *, time: int, ow
             stepped = stepped.localCheckpoint(eager=True)
             from pyspark.sql import functions as F
 
-            reports = [r[0] for r in stepped.filter(F.col(_RUNS).isNotNull()).select(_RUNS).collect()]
+            found = [r[0] for r in stepped.filter(F.col(_RUNS).isNotNull()).select(_RUNS).collect()]
             outputs.append(stepped.filter(F.col(_RUNS).isNull()).drop(_RUNS))
         else:
             result = stepped.toArrow()
-            reports = result.column(_RUNS).to_pylist()
-        for r in reports:
+            found = result.column(_RUNS).to_pylist()
+        for r in found:
             if r is not None:
-                report = json.loads(r)
-                rows_read += report["read"]
-                for k, (run, replace) in report["runs"].items():
-                    written[k] = (None if run is None else WrittenRun.from_dict(run), replace)
-                bounds.update(report.get("bounds", {}))
+                reports.add(json.loads(r))
     data = result.filter(pc.is_null(result.column(_RUNS)))
-    return written, bounds, rows_read, colmz.consolidate(_updates_of(data, view.schema)), len(stages) > 1
+    return colmz.consolidate(_updates_of(data, view.schema)), len(stages) > 1
 
 
 def _apply(frames: list, task, schema):
@@ -1321,7 +1428,7 @@ class _BucketTask:
             lead = self.leads.get(name)
             if lead is not None and self.nruns.get(key, 0) + 1 < self.compact_runs:
                 # a join's arrangement: only the rows of the keys the delta touches
-                values = touched_values(tables, view.keys, lead[1])
+                values = touched_values(tables, view.keys, lead[1], nulls=isinstance(lead, GroupLead))
                 found, n = read_touched(blob, refs, self.bounds, schema, lead[0], values)
                 read += n
                 if found is not None:
@@ -1351,11 +1458,30 @@ class _BucketTask:
                                          owner=self.owner, part_rows=self.part_rows, stages=self.stage_lookups)
             bounds.update(found)
             runs[key] = (None if run is None else run.to_dict(), replace)
+        due = {}
+        temporal = getattr(view, "temporal_states", tuple)()
+        if temporal:  # the bucket's next flip: it steps again then (or with input)
+            due[f"{bucket}/{self.names}"] = _next_flip(
+                [(state.get(name), state_delta[name]) for name in temporal], self.time)
         cols = {c.name: out.column(c.name) for c in view.schema}
         n = len(out)
         table = pa.table({**cols, "time": pa.array(np.asarray(out.time, np.int64)),
                           "diff": pa.array(np.asarray(out.diff, np.int64)), _RUNS: pa.nulls(n, pa.string())})
         row = {c.name: pa.nulls(1, c.type) for c in view.schema}
         row.update({"time": pa.array([self.time], pa.int64()), "diff": pa.array([0], pa.int64()),
-                    _RUNS: pa.array([json.dumps({"runs": runs, "read": read, "bounds": bounds})], pa.string())})
+                    _RUNS: pa.array([json.dumps({"runs": runs, "read": read, "bounds": bounds, "due": due})], pa.string())})
         return pa.concat_tables([table, pa.table(row)])
+
+
+def _next_flip(held: Sequence[tuple[colmz.Updates | None, colmz.Updates]], time: int) -> int | None:
+    """The least time of a temporal filter's flips still to come (its states' first column,
+    ``mz_timestamp``) after a step at ``time``: each state's contents before (``None``:
+    empty) and its change at ``time``; ``None`` when none is held."""
+    out = None
+    for before, change in held:
+        after = colmz.consolidate(colmz.concat([at_time(before, time), change])) if before is not None else (
+            colmz.consolidate(change))
+        if len(after):
+            least = int(pc.min(after.column(after.schema[0].name)).as_py())
+            out = least if out is None else min(out, least)
+    return out

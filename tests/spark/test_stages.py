@@ -235,6 +235,8 @@ def spark_frames(spark, data: dict, tables=("t", "u")) -> list:
     "GROUP BY x.w",
     "SELECT u.k, count(*) AS n FROM t LEFT JOIN u ON t.k = u.k GROUP BY u.k",
     "SELECT k FROM t INTERSECT ALL SELECT k FROM u",
+    # min/max per w over the join: its arrangement looked up by the groups the delta touches
+    "SELECT u.w, min(t.v) AS lo, max(t.v) AS hi FROM t JOIN u ON t.k = u.k WHERE t.v > 0 GROUP BY u.w",
 ])
 def test_a_view_of_several_stages_on_spark_equals_the_maintained_view(spark, tmp_path, query):
     """Several commits (inserts, deletes, NULL keys, all retracted at the end), the state
@@ -522,3 +524,56 @@ def test_a_record_written_before_stage_lookups_keeps_its_stages_arrangements_in_
         mine = [rows(colmz.concat([again.contents(b, n) for b in range(2)])) for n, _ in view.states()]
         whole = [rows(st.delta((), 0)) for st in operator_states(mv.pipeline)]
         assert state_rows(r for r in mine if r) == state_rows(r for r in whole if r), t
+
+
+@pytest.mark.spark
+def test_a_bucket_holding_flips_steps_only_when_one_is_due(spark, tmp_path):
+    """The work counter: a bucket holding a temporal filter's flips still to come steps
+    when its next flip is due or its delta touches it, not at every step (its task reports
+    its next flip; the record keeps it): 40 keys held in 8 buckets, flips far ahead, one
+    near. Outputs equal the catalog's view throughout. A record keeping no next flip (as
+    one written before) steps every bucket holding flips once, then each only when due."""
+    import json
+
+    from colmz.storage.base import VersionedData
+    from colmz.storage.url import open_location
+
+    query = TEMPORAL[0]
+    view = bucketed_view(query, SCHEMAS)
+    url = str(tmp_path / "store")
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k BIGINT, v BIGINT)")
+    cat.execute(f"CREATE MATERIALIZED VIEW live AS {query}")
+    total = []
+
+    def step(t, data):
+        cat.append("t", updates(data, T), time=t)
+        state = BucketState.open(url, view, 8)
+        total.append(step_buckets(spark, state, spark_frames(spark, {"t": data}, ("t",)), t))
+        assert rows(colmz.concat(total)) == rows(cat.read("live")), t
+        return state.buckets_stepped
+
+    first = step(1, [(k, 100, 1, 1) for k in range(40)] + [(7, 5, 1, 1)])
+    [name] = view.stages()[0].temporal_states()
+    held = {b for b in range(8) if BucketState.open(url, view, 8).runs(b, f"0:{name}")}
+    assert first == len(held) >= 6, held  # 40 keys over 8 buckets, each holding its rows' flips
+    assert [step(t, []) for t in (2, 3, 4, 5)] == [0] * 4  # no flip due: no bucket steps
+    assert step(6, []) == 1  # (7, 5) leaves at 6: its bucket alone
+    assert rows(total[-1]) == [(7, 5, -1)]
+    assert [step(t, []) for t in (7, 8)] == [0, 0]
+    assert step(9, [(3, 12, 9, 1)]) == 1  # the bucket its input touches
+    assert step(20, []) == 1  # (3, 12) left at 13: due, its bucket stepped at 20
+    assert timed(total[-1]) == [(3, 12, 13, -1)]
+    # a record without next flips (as written before they were kept): every bucket holding
+    # flips steps once, and reports its next one
+    loc = open_location(url)
+    head = loc.consensus.head("view/state")
+    record = json.loads(head.data)
+    assert record["due"] and all(t == 101 for t in record["due"].values()), record["due"]
+    del record["due"]
+    assert loc.consensus.compare_and_set("view/state", head.seqno,
+                                         VersionedData(head.seqno + 1, json.dumps(record).encode()))
+    assert step(21, []) == len(held)
+    assert step(22, []) == 0
+    assert [step(t, []) for t in (101, 102)] == [len(held), 0]  # the far flips, all due at 101
+    assert rows(cat.read("live")) == []
