@@ -46,6 +46,9 @@ By hand, a table of one size: ``python asv_benchmarks/bench_ivm.py N [view ...] 
 insert,delete] [--no-durable] [--operators]``; the first commit after ``CREATE`` alone
 (:func:`measure_first_commit`): ``python asv_benchmarks/bench_ivm.py N [view ...]
 --first-commit``; with asv: ``asv run --python=same --bench bench_ivm``.
+
+Beside other systems, on these tables and changes (:func:`all_batches`): PostgreSQL's pg_ivm
+in :mod:`bench_ivm_pg`, Pathway in :mod:`bench_ivm_pathway`.
 """
 
 from __future__ import annotations
