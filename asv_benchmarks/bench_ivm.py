@@ -46,6 +46,9 @@ By hand, a table of one size: ``python asv_benchmarks/bench_ivm.py N [view ...] 
 insert,delete] [--no-durable] [--operators]``; the first commit after ``CREATE`` alone
 (:func:`measure_first_commit`): ``python asv_benchmarks/bench_ivm.py N [view ...]
 --first-commit``; with asv: ``asv run --python=same --bench bench_ivm``.
+
+Beside other systems, on these tables and changes (:func:`all_batches`): PostgreSQL's pg_ivm
+in :mod:`bench_ivm_pg`, Pathway in :mod:`bench_ivm_pathway`.
 """
 
 from __future__ import annotations
@@ -427,20 +430,26 @@ def duckdb_recompute(n: int, view: str, batches: dict) -> dict:
     return out
 
 
-def measure_catalog(view: str, n: int, durable: bool = True, kinds=CHANGE_KINDS) -> dict:
+def all_batches(n: int, kinds=CHANGE_KINDS) -> dict:
+    """The changes of every kind of ``kinds`` that :func:`measure_catalog` commits, by kind
+    (deterministic: a side-by-side measure gives the same ones to another system)."""
+    taken: set = set()
+    return {k: change_batches(n, k, BULK_COMMITS if k == "bulk" else MEMORY_COMMITS, taken) for k in kinds}
+
+
+def measure_catalog(view: str, n: int, durable: bool = True, kinds=CHANGE_KINDS, recompute: bool = True) -> dict:
     """Every figure of one view at ``n`` rows, per change kind (what ``IvmCatalog`` tracks).
 
     In memory: a catalog with the view and one without take the same commits interleaved;
-    view maintenance is the difference of their lower quartiles. Then ``Catalog(views="recompute")``
-    on the same commits, DuckDB recomputing, and (``durable``) a durable catalog with and
-    without the view in temporary directories.
+    view maintenance is the difference of their lower quartiles. Then (``recompute``)
+    ``Catalog(views="recompute")`` on the same commits and DuckDB recomputing, and
+    (``durable``) a durable catalog with and without the view in temporary directories.
+    The commits are :func:`all_batches`'s.
     """
     import colmz
 
     colmz.warmup()
-    taken: set = set()
-    counts = {k: (BULK_COMMITS if k == "bulk" else MEMORY_COMMITS) for k in kinds}
-    batches = {k: change_batches(n, k, counts[k], taken) for k in kinds}
+    batches = all_batches(n, kinds)
     figures: dict = {k: {} for k in kinds}
     plain, with_view = open_catalog(n, None), open_catalog(n, view)
     held, arrow = arranged_ratio(with_view)
@@ -455,15 +464,16 @@ def measure_catalog(view: str, n: int, durable: bool = True, kinds=CHANGE_KINDS)
         f["state_bytes_ratio"] = held / arrow if arrow else float("nan")
         f["state_bytes"] = held
     del plain, with_view
-    recompute = open_catalog(n, view, views="recompute")
-    plain = open_catalog(n, None)
-    for k in kinds:
-        without, with_ = timed_commits([plain, recompute], batches[k][:RECOMPUTE_COMMITS])
-        figures[k]["recompute_path_ms"] = 1e3 * (float(np.percentile(with_, QUANTILE))
-                                                 - float(np.percentile(without, QUANTILE)))
-    del recompute, plain
-    for k, ms in duckdb_recompute(n, view, batches).items():
-        figures[k]["duckdb_recompute_ms"] = ms
+    if recompute:
+        again = open_catalog(n, view, views="recompute")
+        plain = open_catalog(n, None)
+        for k in kinds:
+            without, with_ = timed_commits([plain, again], batches[k][:RECOMPUTE_COMMITS])
+            figures[k]["recompute_path_ms"] = 1e3 * (float(np.percentile(with_, QUANTILE))
+                                                     - float(np.percentile(without, QUANTILE)))
+        del again, plain
+        for k, ms in duckdb_recompute(n, view, batches).items():
+            figures[k]["duckdb_recompute_ms"] = ms
     if durable:
         import shutil
         import tempfile

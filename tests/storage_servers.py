@@ -75,9 +75,14 @@ def free_port() -> int:
 
 
 class PostgresServer:
-    """A throwaway PostgreSQL cluster in a temp dir, listening on 127.0.0.1 only."""
+    """A throwaway PostgreSQL cluster in a temp dir, listening on 127.0.0.1 only.
 
-    def __init__(self) -> None:
+    ``settings`` are further server settings (``-c name=value``), given after the defaults
+    below and so overriding them (a benchmark preloading an extension, or giving the server
+    more memory than a test needs).
+    """
+
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
         self.initdb = pg_bin("initdb")
         self.pg_ctl = pg_bin("pg_ctl")
         if not self.initdb or not self.pg_ctl:
@@ -92,6 +97,7 @@ class PostgresServer:
             shutil.chown(self.sock, "postgres", "postgres")
         self.port = free_port()
         self.user = "postgres"
+        self.settings = dict(settings or {})
 
     def _run(self, *args: str) -> None:
         cmd = ["runuser", "-u", "postgres", "--", *args] if self.as_root else list(args)
@@ -104,6 +110,7 @@ class PostgresServer:
                   "-E", "UTF8", "--locale=C")
         opts = (f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off "
                 f"-c full_page_writes=off -c max_connections=200 -c shared_buffers=16MB")
+        opts += "".join(f" -c {k}={v}" for k, v in self.settings.items())
         self._run(self.pg_ctl, "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"),
                   "-w", "-t", "60", "start")
         import psycopg
