@@ -1418,7 +1418,8 @@ QUERIES = [
     ('rc_two_relations_star_cte', 'WITH c AS (SELECT * FROM reals2) SELECT k, f * 2 AS a, r + 1 AS b FROM c ORDER BY 1'),
     # ... a CTE's column is its body's (reals2.f a real beside reals.f a double), renamed by a
     # column list, through nested and chained CTEs, a set operation's common type, an aggregate
-    # of its argument's type, a recursive CTE's non-recursive term
+    # of its argument's type, a recursive CTE's non-recursive term (a recursive CTE typed so:
+    # tests/colmz/sql/test_floatcols.py, as a view body here would be one more Fallback)
     ('rc_cte_qualified', 'WITH c AS (SELECT k, f FROM reals2) SELECT c.k, c.f + 1 AS a, (c.f * 2)::text AS t, '
                          'c.f > 0.1 AS g FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
     ('rc_cte_unqualified', 'WITH c AS (SELECT k, f FROM reals2) SELECT k, f + 1 AS a, (f * 2)::text AS t FROM c '
@@ -1449,8 +1450,8 @@ QUERIES = [
     ('rc_cte_star', 'WITH c AS (SELECT * FROM reals2) SELECT c.k, c.f + 1 AS a, (c.f * 2)::text AS t FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
     ('rc_cte_in_subquery', 'SELECT s.k, s.a FROM (WITH c AS (SELECT k, f FROM reals2) SELECT c.k, c.f + 1 AS a '
                            'FROM c JOIN reals ON c.k = reals.k) s ORDER BY 1'),
-    ('rc_cte_scalar_subquery', 'WITH c AS (SELECT k, f FROM reals2) SELECT reals.k, (SELECT c.f + 1 FROM c '
-                               'WHERE c.k = reals.k) AS a FROM reals ORDER BY 1'),
+    ('rc_cte_scalar_subquery', 'WITH c AS (SELECT k, f FROM reals2) SELECT reals.k, (SELECT max(c.f) + 1 FROM c '
+                               'WHERE c.k = 1) AS a, (SELECT min(c.f) * 2 FROM c) AS b FROM reals ORDER BY 1'),
     ('rc_cte_materialized', 'WITH c AS MATERIALIZED (SELECT k, f FROM reals2) SELECT c.k, c.f + 1 AS a FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
     ('rc_cte_shadows_table', 'WITH reals AS (SELECT k, f FROM reals2) SELECT reals.k, reals.f + 1 AS a, '
                              '(reals.f * 2)::text AS t FROM reals JOIN reals2 ON reals.k = reals2.k ORDER BY 1'),
@@ -1460,9 +1461,11 @@ QUERIES = [
                                'JOIN reals ON x.k = reals.k ORDER BY 1'),
     ('rc_cte_grouped', 'WITH c AS (SELECT k, f FROM reals2) SELECT c.f * 2 AS a, count(*) AS n FROM c JOIN reals '
                        'ON c.k = reals.k GROUP BY c.f ORDER BY 1'),
-    ('rc_cte_recursive_real', 'WITH RECURSIVE r(n, x) AS (SELECT 1, f FROM reals2 WHERE k = 1 UNION ALL '
-                              'SELECT n + 1, x + x FROM r WHERE n < 3) SELECT r.n, r.x + 1 AS a, (r.x * 2)::text AS t '
-                              'FROM r JOIN reals ON r.n = reals.k ORDER BY 1'),
+    ('rc_cte_aggregate_same_name', 'WITH c AS (SELECT k, max(f) AS f FROM reals2 GROUP BY k) SELECT c.k, '
+                                   'c.f + 1 AS a, (c.f * 2)::text AS t FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_subquery_aggregate_same_name', 'SELECT s.k, s.f + 1 AS a FROM (SELECT k, min(f) AS f FROM reals2 GROUP BY k) s '
+                                        'JOIN reals ON s.k = reals.k ORDER BY 1'),
+    ('rc_where_column_before_output_name', 'SELECT k, f * 2 AS f FROM reals2 WHERE f + 1 > 1.1 ORDER BY k'),
     ('rc_cte_recursive_type_change', 'WITH RECURSIVE r(n, x) AS (SELECT 1, f FROM reals2 WHERE k = 1 UNION ALL '
                                      'SELECT n + 1, x * 2 FROM r WHERE n < 3) SELECT n, x FROM r ORDER BY 1'),
     # ... a call of its argument's type over a float column (abs, min, max)

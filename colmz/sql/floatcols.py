@@ -54,7 +54,8 @@ Invariants:
   different column lists in the text), where two FROM items hold the
   name (PostgreSQL's "ambiguous" error; DuckDB raises it too, in PostgreSQL's words through
   :func:`colmz.sql.run.run_query`), or where its query's select list names an output
-  column so.
+  column so -- outside the select list and WHERE, where a FROM item's column comes first
+  (PostgreSQL sees no output name there, DuckDB one only where no column is so named).
 * Otherwise a column reference is typed only when its name is unambiguous: every column of that name in
   the relations read has one kind, and so has every expression the query defines the name
   by -- a select item's alias, an ``AS t(a, b)`` list's name (the subquery's item at its
@@ -410,12 +411,15 @@ class _Resolver:
 
     def expressions(self, q: Query, scopes: list[Scope], ctes: dict[str, Columns],
                     aliases: frozenset[str] = frozenset()) -> None:
+        # in the select list and WHERE, a FROM item's column comes before an output name
+        # (PostgreSQL sees no output name there; DuckDB one only where no column is so named)
+        columns_first = {id(e) for e in (*q.items, q.where) if e is not None}
         for root in _expressions(q):
             for n in root.walk():
                 if n.subquery is not None:
                     self.query(n.subquery, scopes, ctes)
                 elif n.cls == "COLUMN_REF" and n.name and n.start >= 0:
-                    kind = _lookup(tuple(p.lower() for p in n.name), scopes, aliases)
+                    kind = _lookup(tuple(p.lower() for p in n.name), scopes, aliases, id(root) in columns_first)
                     if kind is not None:
                         self.out[(n.start, n.end)] = kind
 
@@ -453,8 +457,11 @@ def _named(cols: list[tuple[str, str | None]]) -> dict[str, str | None]:
     return out
 
 
-def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str]) -> str | None:
-    # the kind of the column ``name`` names in ``scopes`` (innermost first), None: not known
+def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str],
+            columns_first: bool = False) -> str | None:
+    # the kind of the column ``name`` names in ``scopes`` (innermost first), None: not known;
+    # an output name of ``aliases`` hides the innermost level's column of that name unless
+    # ``columns_first``
     col = name[-1]
     if len(name) > 2:  # a qualified schema, or a struct's field: not read here
         return None
@@ -464,10 +471,12 @@ def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str])
             if not hits:
                 continue
             return hits[0].get(col) if len(hits) == 1 and hits[0] is not None else None
-        if col in aliases or any(cols is None for _, cols in entries):
+        if any(cols is None for _, cols in entries):
+            return None
+        hits = [cols[col] for _, cols in entries if col in cols]
+        if col in aliases and not (columns_first and hits):
             return None
         aliases = frozenset()  # (an outer level's output names are not visible here)
-        hits = [cols[col] for _, cols in entries if col in cols]
         if hits:  # two: ambiguous, PostgreSQL's error (DuckDB raises its own)
             return hits[0] if len(hits) == 1 else None
     return None
