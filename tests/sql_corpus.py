@@ -1416,6 +1416,58 @@ QUERIES = [
     ('rc_grouped_constant_overflow', 'SELECT k, 1e300::float8 * 1e10 AS s FROM reals GROUP BY k'),
     ('rc_two_relations_star', 'SELECT t.k, t.f * 2 AS a FROM (SELECT * FROM reals2) AS t(k, f) ORDER BY 1'),
     ('rc_two_relations_star_cte', 'WITH c AS (SELECT * FROM reals2) SELECT k, f * 2 AS a, r + 1 AS b FROM c ORDER BY 1'),
+    # ... a CTE's column is its body's (reals2.f a real beside reals.f a double), renamed by a
+    # column list, through nested and chained CTEs, a set operation's common type, an aggregate
+    # of its argument's type, a recursive CTE's non-recursive term (a recursive CTE typed so:
+    # tests/colmz/sql/test_floatcols.py, as a view body here would be one more Fallback)
+    ('rc_cte_qualified', 'WITH c AS (SELECT k, f FROM reals2) SELECT c.k, c.f + 1 AS a, (c.f * 2)::text AS t, '
+                         'c.f > 0.1 AS g FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_cte_unqualified', 'WITH c AS (SELECT k, f FROM reals2) SELECT k, f + 1 AS a, (f * 2)::text AS t FROM c '
+                           'WHERE k IN (SELECT k FROM reals) ORDER BY 1'),
+    ('rc_cte_overflow', 'WITH c AS (SELECT k, f FROM reals2) SELECT c.f * 2 AS a FROM c, reals '
+                        'WHERE c.k = reals.k AND c.k = 2'),
+    ('rc_cte_double_overflow', 'WITH c AS (SELECT k, r FROM reals2) SELECT c.k, c.r * 2 AS a FROM c JOIN reals '
+                               'ON c.k = reals.k WHERE c.k = 1'),
+    ('rc_cte_column_list', 'WITH c(k, g) AS (SELECT k, f FROM reals2) SELECT c.k, c.g + 1 AS a, (g * 2)::text AS t '
+                           'FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_cte_column_list_swapped', 'WITH c(k, f) AS (SELECT k, r FROM reals) SELECT c.k, c.f + 1 AS a, '
+                                   '(c.f * 2)::text AS t FROM c JOIN reals2 ON c.k = reals2.k ORDER BY 1'),
+    ('rc_cte_column_list_partial', 'WITH c(j) AS (SELECT k, f FROM reals2) SELECT j, c.f + 1 AS a FROM c '
+                                   'JOIN reals ON c.j = reals.k ORDER BY 1'),
+    ('rc_cte_nested', 'WITH c AS (WITH d AS (SELECT k, f FROM reals2) SELECT k, f FROM d) SELECT c.k, c.f + 1 AS a, '
+                      '(c.f * 2)::text AS t FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_cte_chained', 'WITH d AS (SELECT k, f FROM reals2), c AS (SELECT k, f AS g FROM d) SELECT c.k, '
+                       'c.g + 1 AS a, (g * 2)::text AS t FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_cte_union_real', 'WITH c AS (SELECT k, f FROM reals2 UNION ALL SELECT k, r FROM reals) SELECT c.k, '
+                          'c.f + 1 AS a, (c.f * 2)::text AS t FROM c JOIN reals ON c.k = reals.k ORDER BY 1, 2'),
+    ('rc_cte_union_double', 'WITH c AS (SELECT k, f FROM reals2 UNION ALL SELECT k, f FROM reals) SELECT c.k, '
+                            'c.f * 2 AS a FROM c JOIN reals ON c.k = reals.k ORDER BY 1, 2'),
+    ('rc_cte_intersect', 'WITH c AS (SELECT k, f FROM reals2 INTERSECT SELECT k, r FROM reals) SELECT c.k, '
+                         'c.f + 1 AS a FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_cte_aggregates', 'WITH c AS (SELECT k, max(f) AS m, min(f) AS n, avg(f) AS v FROM reals2 GROUP BY k) '
+                          'SELECT c.k, c.m + 1 AS a, (c.n * 2)::text AS t, (c.v * 2)::text AS u FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_cte_sum_real', 'WITH c AS (SELECT k, f FROM reals2) SELECT sum(c.f) AS s FROM c JOIN reals ON c.k = reals.k'),
+    ('rc_cte_star', 'WITH c AS (SELECT * FROM reals2) SELECT c.k, c.f + 1 AS a, (c.f * 2)::text AS t FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_cte_in_subquery', 'SELECT s.k, s.a FROM (WITH c AS (SELECT k, f FROM reals2) SELECT c.k, c.f + 1 AS a '
+                           'FROM c JOIN reals ON c.k = reals.k) s ORDER BY 1'),
+    ('rc_cte_scalar_subquery', 'WITH c AS (SELECT k, f FROM reals2) SELECT reals.k, (SELECT max(c.f) + 1 FROM c '
+                               'WHERE c.k = 1) AS a, (SELECT min(c.f) * 2 FROM c) AS b FROM reals ORDER BY 1'),
+    ('rc_cte_materialized', 'WITH c AS MATERIALIZED (SELECT k, f FROM reals2) SELECT c.k, c.f + 1 AS a FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_cte_shadows_table', 'WITH reals AS (SELECT k, f FROM reals2) SELECT reals.k, reals.f + 1 AS a, '
+                             '(reals.f * 2)::text AS t FROM reals JOIN reals2 ON reals.k = reals2.k ORDER BY 1'),
+    ('rc_cte_shadowed_inner', 'WITH c AS (SELECT k, f FROM reals) SELECT s.k, s.a FROM (WITH c AS (SELECT k, f '
+                              'FROM reals2) SELECT c.k, c.f + 1 AS a FROM c) s JOIN c ON s.k = c.k ORDER BY 1'),
+    ('rc_cte_renamed_in_from', 'WITH c AS (SELECT k, f FROM reals2) SELECT x.k, x.g + 1 AS a FROM c AS x(k, g) '
+                               'JOIN reals ON x.k = reals.k ORDER BY 1'),
+    ('rc_cte_grouped', 'WITH c AS (SELECT k, f FROM reals2) SELECT c.f * 2 AS a, count(*) AS n FROM c JOIN reals '
+                       'ON c.k = reals.k GROUP BY c.f ORDER BY 1'),
+    ('rc_cte_aggregate_same_name', 'WITH c AS (SELECT k, max(f) AS f FROM reals2 GROUP BY k) SELECT c.k, '
+                                   'c.f + 1 AS a, (c.f * 2)::text AS t FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
+    ('rc_subquery_aggregate_same_name', 'SELECT s.k, s.f + 1 AS a FROM (SELECT k, min(f) AS f FROM reals2 GROUP BY k) s '
+                                        'JOIN reals ON s.k = reals.k ORDER BY 1'),
+    ('rc_where_column_before_output_name', 'SELECT k, f * 2 AS f FROM reals2 WHERE f + 1 > 1.1 ORDER BY k'),
+    ('rc_cte_recursive_type_change', 'WITH RECURSIVE r(n, x) AS (SELECT 1, f FROM reals2 WHERE k = 1 UNION ALL '
+                                     'SELECT n + 1, x * 2 FROM r WHERE n < 3) SELECT n, x FROM r ORDER BY 1'),
     # ... a call of its argument's type over a float column (abs, min, max)
     ('rc_same_type_call_overflow', 'SELECT abs(f) * 2 AS a FROM reals'),
     ('rc_same_type_call', 'SELECT k, abs(f) * 2 AS a, abs(r) + 1 AS b, (abs(r) + 1)::text AS c FROM reals '

@@ -46,12 +46,16 @@ Invariants:
   the innermost query level whose FROM holds the name -- a relation's column, or a FROM
   subquery's or CTE's typed from its select item (a set operation's by PostgreSQL's common
   type of its branches': a real and an integer make a real, a real and a double a double;
-  ``AS t(a, b)`` renames by position). It is not resolved (and typed as below) where
-  a FROM item at its level has columns not known here (a table function, VALUES, a star, a
-  CTE with a column list, a recursive CTE's own reference), where two FROM items hold the
+  ``AS t(a, b)`` and ``WITH c(a, b)`` rename by position; a recursive CTE's columns are its
+  non-recursive term's, which its recursive term reads -- one whose recursive term has
+  another float type is refused, as PostgreSQL raises). It is not resolved (and typed as
+  below) where a FROM item at its level has columns not known here (a table function, a
+  star over several items, a column named by PostgreSQL's rules, a CTE name given two
+  different column lists in the text), where two FROM items hold the
   name (PostgreSQL's "ambiguous" error; DuckDB raises it too, in PostgreSQL's words through
   :func:`colmz.sql.run.run_query`), or where its query's select list names an output
-  column so.
+  column so -- outside the select list and WHERE, where a FROM item's column comes first
+  (PostgreSQL sees no output name there, DuckDB one only where no column is so named).
 * Otherwise a column reference is typed only when its name is unambiguous: every column of that name in
   the relations read has one kind, and so has every expression the query defines the name
   by -- a select item's alias, an ``AS t(a, b)`` list's name (the subquery's item at its
@@ -302,7 +306,11 @@ class _Resolver:
 
     def __init__(self, text: str, rels: dict[str, dict[str, str]], typed: dict[str, str]) -> None:
         self.rels = rels
-        self.listed = {n.lower() for n in cte_columns_of(text)}  # CTEs with a column list
+        # each CTE name's column lists (``()``: none); a name missing was not read to its
+        # body's end, and one with two different lists (two WITHs) is not known by name
+        self.lists: dict[str, set[tuple[str, ...]]] = {}
+        for name, lists in cte_columns_of(text).items():
+            self.lists.setdefault(name.lower(), set()).update(lists)
         self.out: dict[tuple[int, int], str] = {}
         self.rules = _Rules(text, typed, self.out)
 
@@ -312,11 +320,15 @@ class _Resolver:
         # ``named``: False for a set operation's later branch (its columns' names are the
         # first branch's: an item without one is typed all the same)
         if q.ctes:
-            ctes = dict(ctes)
+            # every CTE of the list is not known until its body is read (a recursive CTE's
+            # own reference, a later one's name in WITH RECURSIVE)
+            ctes = {**ctes, **{name.lower(): None for name, _ in q.ctes}}
             for name, sub in q.ctes:
-                ctes[name.lower()] = None  # a recursive CTE's own reference: not known
-                cols = self.query(sub, outer, ctes)
-                ctes[name.lower()] = None if cols is None or name.lower() in self.listed else _named(cols)
+                key = name.lower()
+                if sub.type == "RECURSIVE_CTE_NODE" and len(sub.children) == 2 and _reads(sub.children[1], key):
+                    ctes[key] = self.recursive(key, sub, outer, ctes)
+                else:
+                    ctes[key] = self.cte_columns(key, self.query(sub, outer, ctes, self.unlisted(key)))
         if q.children:
             branches = [self.query(c, outer, ctes, named and i == 0) for i, c in enumerate(q.children)]
             self.expressions(q, [[("", None)], *outer], ctes)  # ORDER BY names output columns
@@ -363,16 +375,70 @@ class _Resolver:
             out.append((name.lower(), self.rules.kind(e)))
         return out
 
+    def unlisted(self, name: str) -> bool:
+        # whether the CTE ``name``'s body names its columns (no column list renames them)
+        return self.lists.get(name, {()}) == {()}
+
+    def cte_columns(self, name: str, cols: list[tuple[str, str | None]] | None) -> Columns:
+        # a CTE's columns from its body's output columns: ``WITH c(a, b)`` renames them by
+        # position, as ``AS t(a, b)`` renames a FROM item's (PostgreSQL: a list longer than
+        # the body's columns is an error); a column left unnamed (the body read unnamed,
+        # PostgreSQL's name not known here) makes them not known
+        lists = self.lists.get(name)
+        if cols is None or lists is None or len(lists) != 1:
+            return None
+        (names,) = lists
+        if len(names) > len(cols) or any(not n for n, _ in cols[len(names):]):
+            return None
+        return _named([(a.lower(), k) for a, (_, k) in zip(names, cols)] + cols[len(names):])
+
+    def recursive(self, name: str, sub: Query, outer: list[Scope], ctes: dict[str, Columns]) -> Columns:
+        # a recursive CTE's columns have its non-recursive term's types (PostgreSQL's
+        # analyzeCTE), which its recursive term reads; a recursive term of another float
+        # type makes PostgreSQL's common type differ, an error there (DuckDB would answer)
+        seed = self.query(sub.children[0], outer, ctes, self.unlisted(name))
+        ctes[name] = self.cte_columns(name, seed)
+        rest = self.query(sub.children[1], outer, ctes, named=False)
+        self.expressions(sub, [[("", None)], *outer], ctes)
+        if seed is not None and rest is not None and len(rest) == len(seed):
+            for i, ((_, a), (_, b)) in enumerate(zip(seed, rest)):
+                common = _common_kind({a, b})
+                if a is not None and b is not None and common not in (None, a):
+                    raise UnsupportedSQL(
+                        f'recursive query "{name}" column {i + 1} has type {_PG_NAMES[a]} in non-recursive '
+                        f"term but type {_PG_NAMES[common]} overall (an error in PostgreSQL)")
+        return ctes[name]
+
     def expressions(self, q: Query, scopes: list[Scope], ctes: dict[str, Columns],
                     aliases: frozenset[str] = frozenset()) -> None:
+        # in the select list and WHERE, a FROM item's column comes before an output name
+        # (PostgreSQL sees no output name there; DuckDB one only where no column is so named)
+        columns_first = {id(e) for e in (*q.items, q.where) if e is not None}
         for root in _expressions(q):
             for n in root.walk():
                 if n.subquery is not None:
                     self.query(n.subquery, scopes, ctes)
                 elif n.cls == "COLUMN_REF" and n.name and n.start >= 0:
-                    kind = _lookup(tuple(p.lower() for p in n.name), scopes, aliases)
+                    kind = _lookup(tuple(p.lower() for p in n.name), scopes, aliases, id(root) in columns_first)
                     if kind is not None:
                         self.out[(n.start, n.end)] = kind
+
+
+_PG_NAMES = {"real": "real", "double": "double precision", "exact": "an exact numeric type"}
+
+
+def _reads(q: Query, name: str) -> bool:
+    # whether ``q`` (its CTEs, branches, FROM items and subqueries too) names the relation
+    # ``name`` (lower case) in a FROM: a recursive CTE's term reading the CTE itself
+    if any(_reads(s, name) for _, s in q.ctes) or any(_reads(c, name) for c in q.children):
+        return True
+    for t in table_refs(q):
+        if t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() == name:
+            return True
+        if t.subquery is not None and _reads(t.subquery, name):
+            return True
+    return any(isinstance(e, Expression) and any(n.subquery is not None and _reads(n.subquery, name) for n in e.walk())
+               for e in _expressions(q))
 
 
 def _common_kind(kinds: set[str | None]) -> str | None:
@@ -391,8 +457,11 @@ def _named(cols: list[tuple[str, str | None]]) -> dict[str, str | None]:
     return out
 
 
-def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str]) -> str | None:
-    # the kind of the column ``name`` names in ``scopes`` (innermost first), None: not known
+def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str],
+            columns_first: bool = False) -> str | None:
+    # the kind of the column ``name`` names in ``scopes`` (innermost first), None: not known;
+    # an output name of ``aliases`` hides the innermost level's column of that name unless
+    # ``columns_first``
     col = name[-1]
     if len(name) > 2:  # a qualified schema, or a struct's field: not read here
         return None
@@ -402,10 +471,12 @@ def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str])
             if not hits:
                 continue
             return hits[0].get(col) if len(hits) == 1 and hits[0] is not None else None
-        if col in aliases or any(cols is None for _, cols in entries):
+        if any(cols is None for _, cols in entries):
+            return None
+        hits = [cols[col] for _, cols in entries if col in cols]
+        if col in aliases and not (columns_first and hits):
             return None
         aliases = frozenset()  # (an outer level's output names are not visible here)
-        hits = [cols[col] for _, cols in entries if col in cols]
         if hits:  # two: ambiguous, PostgreSQL's error (DuckDB raises its own)
             return hits[0] if len(hits) == 1 else None
     return None
