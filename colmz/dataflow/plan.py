@@ -316,6 +316,8 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         #: exactly where they apply to the query.
         self.ref_kinds: dict[tuple[int, int], str] = {}
         self.column_kinds: dict[str, str] = {}
+        #: The tables' column kinds as colmz.sql.jsonbcols reads them (``()``: not told).
+        self.relations: tuple = ()
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
@@ -1158,7 +1160,8 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
         raise PlanError(f"query_text holds {len(stmts)} statements; a view's query is one")
     p = _Planner(text, checked, subquery_schema, hints)
     if kinds:
-        p.ref_kinds = column_ref_kinds(text, _relations(checked, kinds))
+        p.relations = _relations(checked, kinds)
+        p.ref_kinds = column_ref_kinds(text, p.relations)
     p.spans[id(stmts[0])] = unparenthesized(text, 0, len(text))
     try:
         root = p.query(stmts[0])
