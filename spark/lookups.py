@@ -17,8 +17,8 @@ input -- whose first group column is a bucket key column carried unchanged: a st
 re-reduces only the groups its delta touches, from their rows (each plan's arrangements are
 keyed by the group first), and its state's change is the delta's rows appended, so a task
 restores its arrangements from the touched groups' rows only (:class:`GroupLead`; a NULL is
-a group, looked up too). The same holds for an outer join (``colmz.dataflow.OuterJoin``: its preserved
-side's unmatched rows are looked up under the keys of the delta, rows with a NULL key pass
+a group, looked up too). The same holds for an outer join (``colmz.dataflow.OuterJoin``: its
+preserved side's unmatched rows are looked up under the keys of the delta, rows with a NULL key pass
 straight through) and for a join inside any stage of a view of several stages
 (``colmz.spark.stages``), whose arrangements are stored so in every record written with
 ``stored`` = ``colmz.spark.views.KEY_FIRST_STAGES`` (one written before keeps its stages'
@@ -96,10 +96,10 @@ def lead_columns(view, *, stages: bool = True) -> dict[str, tuple[tuple[int, ...
     ``BucketedView.group_leads``); for a ``"views"`` view, its members'; with ``stages``,
     for a view of several stages (``"stages"``, ``"global"``) each stage's join's, inner or
     outer, and min/max reduces' (``StageView.join_leads``, ``StageView.group_leads``, named
-    ``"<stage>:<name>"``), and for one stage its own; ``{}`` for any other view (its states are read whole). ``stages`` false: the
-    leads of a state record written before stages looked their joins up
-    (``colmz.spark.views.KEY_FIRST``), whose stages' arrangements are stored in their own
-    order.
+    ``"<stage>:<name>"``), and for one stage its own; ``{}`` for any other view (its states
+    are read whole). ``stages`` false: the leads of a state record written before stages
+    looked their joins up (``colmz.spark.views.KEY_FIRST``), whose stages' arrangements are
+    stored in their own order.
 
     >>> import pyarrow as pa
     >>> from colmz.spark.views import join_view

@@ -438,7 +438,7 @@ def group_leads_of(pipeline, keys, tables) -> tuple:
     """The lookup leads (``colmz.spark.lookups.GroupLead``) of the min/max reduces of
     ``pipeline`` (alone or the min/max part of a reduce with accumulable aggregates too)
     over Map/Filters of one of the inputs named ``tables``, bucketed by ``keys``, whose
-    first group column is that input's bucket key column, unchanged: each of its
+    first group column is that input's bucket key column, unchanged (not a float): each of its
     arrangements (keyed by the group first, in every plan) ``(state name, ((0,), bucket
     key position))``."""
     from colmz.dataflow.minmax import MinMaxReduce
@@ -456,6 +456,8 @@ def group_leads_of(pipeline, keys, tables) -> tuple:
         get, cols = _traced(node.input, [op.group_by[0]])
         if get is None or get.table not in tables or cols[0] not in keys[list(tables).index(get.table)]:
             continue
+        if pa.types.is_floating(op.input_schema[[c.name for c in op.input_schema].index(op.group_by[0])].type):
+            continue  # -0.0 and 0.0 are one group a value lookup would tell apart: read whole
         position = keys[list(tables).index(get.table)].index(cols[0])
         for arr in op.arrangements.values():
             st = next((x for x in found if x.target is arr), None)
