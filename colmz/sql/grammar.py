@@ -1167,6 +1167,8 @@ class _Reader:
                 self.expect_op(")")
                 return _Expr("SUBQUERY", "SUBQUERY", S[i], E[self.i - 1], subquery=q)
             if w == "INTERVAL" and self.i + 1 < self.n and self.K[i + 1] == "s":
+                if self.T[i + 1][0] in "eE" and "\\" in self.T[i + 1]:
+                    raise _GIVE_UP  # DuckDB keeps an interval's E'' escapes as written
                 value = _string_value(self.T[i + 1])
                 self.i += 2
                 const = _Expr("CONSTANT", "VALUE_CONSTANT", S[i + 1], E[i + 1], literal=Literal("STRING", value))
