@@ -42,6 +42,7 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.numeric import NUMERIC_IN, NUMERIC_IN_GUARD
 
 __all__ = [
     "CALLS",
@@ -60,6 +61,7 @@ __all__ = [
     "refuse_spelled",
     "regexp_match",
     "spell_operators",
+    "visibly_text",
 ]
 
 P = RESERVED_PREFIX
@@ -532,11 +534,20 @@ def _visibly(node, text: str) -> str:
     return ""
 
 
+def visibly_text(node, text: str) -> bool:
+    """Whether the value node ``node`` (of the query ``text``) is text by its own look: a
+    string literal, a cast to a text type, ``->>``, ``#>>`` or a call whose result is text
+    (not ``||``, which is jsonb's too)."""
+    return _visibly(node, text) == "text" and not (node.cls == "FUNCTION" and node.name == ("||",))
+
+
 def _to_jsonb(node, rendered: str, text: str) -> str:
     # the jsonb text of a value (NULL for NULL)
     kind = _visibly(node, text)
     if node.literal is not None and node.literal.kind == "NULL_LITERAL":
         return "CAST(NULL AS VARCHAR)"
+    if NUMERIC_IN + "(" in rendered:
+        rendered = f"{NUMERIC_IN_GUARD}({rendered})"  # a numeric whose scale may be wider than PostgreSQL's
     if kind == "text":
         return f"{JSONB_QUOTE}(CAST({rendered} AS VARCHAR))"
     if kind == "jsonb":

@@ -99,7 +99,17 @@ from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import jsonb_dump as _jsonb_dump
 from colmz.sql.jsonb import jsonb_load as _jsonb_load
-from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
+from colmz.sql.numeric import (
+    MAX_DIGITS,
+    NUMERIC_IN,
+    NUMERIC_MACROS,
+    NUMERIC_TYPMOD,
+    TEXT_NUMERIC_FUNCTIONS,
+    PgNumeric,
+    combine,
+    literal_text,
+    parse_literal,
+)
 from colmz.sql.tokens import closing, top_level
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
@@ -800,6 +810,9 @@ def _numeric_cast(c: Call) -> str:
                                  "the 38 digits of DuckDB's DECIMAL)")
         return text
     operand = c.text_of(x)
+    if jsonb.visibly_text(x, c.text):
+        # text known only when it runs (j ->> 'a'): read as PostgreSQL's numeric_in reads it
+        return f"{NUMERIC_IN}(CAST({operand} AS VARCHAR))"
     if not (x.cls in ("COLUMN_REF", "CONSTANT", "CAST", "SUBQUERY", "CASE")
             or (x.cls in ("FUNCTION", "WINDOW") and len(x.name) == 1 and x.name[0].isidentifier())):
         operand = f"({operand})"  # an operator's result: its parentheses are outside its span
@@ -809,6 +822,27 @@ def _numeric_cast(c: Call) -> str:
         # significant digits (0.1::float8 * 3 is 0.300000000000000)
         operand = f"CAST(printf('%.{6 if _shows_real(x, c.text) else 15}g', {operand}) AS DOUBLE)"
     return f"({operand} + {NUMERIC_CAST})"
+
+
+#: ``numeric(p)``, ``numeric(p, s)`` (and decimal's), as DuckDB's DECIMAL holds them.
+_NUMERIC_TYPMOD = re.compile(r"(?:numeric|decimal)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+
+
+def _numeric_typmod_target(e: Expression, text: str) -> re.Match | None:
+    # ``numeric(p, s)`` of a cast of visible text (whose value is known only when it runs)
+    if not _is_cast(e, text) or not jsonb.visibly_text(e.children[0], text):
+        return None
+    m = _NUMERIC_TYPMOD.fullmatch(" ".join(_type_text(e.children[1], text).split()))
+    if m is None or not 1 <= int(m.group(1)) <= MAX_DIGITS or int(m.group(2) or 0) > int(m.group(1)):
+        return None  # another width is DuckDB's to take or refuse
+    return m
+
+
+def _numeric_typmod_cast(c: Call) -> str:
+    # text::numeric(p, s): rounded and checked as PostgreSQL does, then held exactly
+    m = _numeric_typmod_target(c.node, c.text)
+    p, s = int(m.group(1)), int(m.group(2) or 0)
+    return f"CAST({NUMERIC_TYPMOD}(CAST({c.text_of(c.node.children[0])} AS VARCHAR), {p}, {s}) AS DECIMAL({p},{s}))"
 
 
 _CHOICES = frozenset({"least", "greatest", "coalesce", "nullif"})
@@ -1338,6 +1372,7 @@ TRANSFORM_MACROS = (
     "AND NOT isfinite(TRY_CAST(r AS DOUBLE)) AND finite THEN error('value out of range: overflow') "
     "WHEN typeof(r) IN ('DOUBLE', 'FLOAT') AND TRY_CAST(r AS DOUBLE) = 0 AND finite AND nonzero "
     "THEN error('value out of range: underflow') ELSE r END",
+    *NUMERIC_MACROS,
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 TRANSFORM_TYPED_MACROS = (
@@ -1353,7 +1388,7 @@ TRANSFORM_TYPED_MACROS = (
      "computes it as a double; DuckDB 1.4 or later can)') ELSE x END"),
 )
 TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),
-                       (JSONB_IN, _jsonb_in_arrow, ("VARCHAR",), "VARCHAR"))
+                       (JSONB_IN, _jsonb_in_arrow, ("VARCHAR",), "VARCHAR"), *TEXT_NUMERIC_FUNCTIONS)
 #: Python functions that may give NULL for values (registered with DuckDB's special NULL
 #: handling: they see NULL arguments and may return NULL).
 TRANSFORM_NULL_FUNCTIONS = ((JSONB_GET, _jsonb_get_arrow, ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),)
@@ -1877,6 +1912,8 @@ def apply_transforms(text: str, toks) -> str:
                 return (lambda c, v=v: _folded(c.node, c.text, v)), ""
             if v is None and _numeric_target(e, wrapped):
                 return _numeric_cast, ""
+            if _numeric_typmod_target(e, wrapped) is not None:
+                return _numeric_typmod_cast, ""
             if e.cls == "CAST" and len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
                 return _mixed_scale_text, ""
         if reals and _real_operator(e) is not None \

@@ -42,7 +42,7 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
 from colmz.sql.jsonb import refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
-from colmz.sql.numeric import float4_text, float8_text
+from colmz.sql.numeric import NUMERIC_IN, NUMERIC_IN_GUARD, float4_text, float8_text
 from colmz.sql.tokens import (
     check_nesting,
     closing,
@@ -613,6 +613,9 @@ def cast_rewrite(operand: str, target: str) -> str | None:
             return _double_text(operand, known="double")
         if toks[-1].upper in ("FLOAT4", "REAL"):
             return _double_text(operand, known="real")
+    if any(t.text.lower() == NUMERIC_IN for t in toks):
+        # a numeric read from text: colmz's scale for it may be wider than PostgreSQL's
+        operand = f"{NUMERIC_IN_GUARD}({operand})"
     return _double_text(operand, numeric=_numeric_source(toks), mean_of=_mean_argument(operand, toks))
 
 

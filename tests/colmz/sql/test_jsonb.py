@@ -161,3 +161,49 @@ def test_maintained_view_of_kind_rules_refused_by_name(cat):
     cat.execute("""CREATE MATERIALIZED VIEW w AS SELECT k FROM d WHERE body = '{"a":2.50,"tags":[]}'::jsonb""")
     cat.execute("""INSERT INTO d VALUES (4, '{"tags": [], "a": 2.50}', NULL)""")
     assert sorted(col(cat, "SELECT k FROM w", "k")) == [2, 4]
+
+
+def test_text_read_as_numeric(cat):
+    # ->> gives text; ::numeric reads it as PostgreSQL's numeric_in (exact value), numeric(p, s)
+    # rounds half away from zero (values checked against PostgreSQL by the corpus's jn_*)
+    from decimal import Decimal
+
+    from colmz.sql import SQLError
+
+    got = cat.sql("SELECT k, (body ->> 'a')::numeric AS a, (body ->> 'zz')::numeric AS z, "
+                  "(body ->> 'a')::numeric(3,1) AS r FROM d ORDER BY k")
+    assert got.column("a").to_pylist() == [Decimal(1), Decimal("2.5"), None]
+    assert got.column("z").to_pylist() == [None, None, None]
+    assert [str(x) for x in got.column("r").to_pylist()[:2]] == ["1.0", "2.5"]  # numeric(3,1)'s scale
+    assert cat.sql("SELECT k FROM d WHERE (body ->> 'a')::numeric * 2 = 5").column("k").to_pylist() == [2]
+    with pytest.raises(SQLError, match='^invalid input syntax for type numeric: "x"$'):
+        cat.sql("SELECT (body #>> '{b,c}')::numeric FROM d")
+    with pytest.raises(SQLError, match="^numeric field overflow$"):
+        cat.sql("SELECT (body ->> 'a')::numeric(2,2) FROM d")
+    # the text of the value would show colmz's scale (DECIMAL(38,9)), not PostgreSQL's 2.50
+    for q in ("SELECT ((body ->> 'a')::numeric)::text FROM d", "SELECT (body ->> 'a')::numeric || 'x' FROM d",
+              "SELECT to_jsonb((body ->> 'a')::numeric) FROM d",
+              "SELECT jsonb_build_object('a', (body ->> 'a')::numeric + 1) FROM d",
+              "SELECT concat((body ->> 'a')::numeric, '') FROM d"):
+        with pytest.raises(UnsupportedSQL, match="the text of a numeric read from text"):
+            cat.sql(q)
+    # ... while a value of a fixed scale prints as PostgreSQL prints it
+    assert cat.sql("SELECT ((body ->> 'a')::numeric(4,2))::text AS t FROM d ORDER BY k").column("t").to_pylist() \
+        == ["1.00", "2.50", None]
+    for text, what in (("NaN", "NaN"), ("0.1234567891", "more than 9 digits after"),
+                       ("1e30", "more than 29 digits before"), ("-Infinity", "-Infinity")):
+        with pytest.raises(UnsupportedSQL, match=what):
+            cat.sql(f"""SELECT ('{{"a": "{text}"}}'::jsonb ->> 'a')::numeric AS a""")
+
+
+@pytest.mark.parametrize("text", [" 1.50 ", "-0", ".5", "5.", "+1e-3", "1E+2", "\t7\n", "0.000000001"])
+def test_numeric_in_reads_what_decimal_reads(text):
+    from decimal import Decimal
+
+    from colmz.sql.numeric import numeric_in, numeric_typmod
+
+    assert numeric_in(text) == Decimal(text.strip())
+    assert numeric_typmod(text) == Decimal(text.strip())
+    for bad in ("", " ", "1_0", "1e", "e1", "1.2.3", "0x10", "--1", "1 2"):
+        with pytest.raises(ValueError, match="invalid input syntax for type numeric"):
+            numeric_in(bad)
