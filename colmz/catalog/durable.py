@@ -456,6 +456,31 @@ class Catalog:
         """
         return self._engine.identity(name)
 
+    def bound_query(self, translated: str) -> tuple[str, tuple]:
+        """The DuckDB text of a translated query over this catalog's objects and the objects
+        it reads, as :meth:`sql` runs it: each object bound to its own name, PostgreSQL's
+        rules of float and jsonb columns applied (``colmz.catalog.queries``).
+
+        >>> from colmz.sql import translate
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (j JSONB)")
+        >>> text, read = cat.bound_query(translate("SELECT j = '{\\"a\\":1}' AS e FROM t"))
+        >>> read, '{"a": 1}' in text
+        (('t',), True)
+        """
+        return self._engine.bound_query(translated)
+
+    def kind_rules_apply(self, translated: str) -> bool:
+        """Whether the answer of ``translated`` (a translated query over this catalog's
+        objects) hangs on which string columns are jsonb or text (``colmz.sql.jsonbcols``
+        rewrites it), which the dataflow operators do not know.
+
+        >>> from colmz.sql import translate
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (j JSONB)")
+        >>> cat.kind_rules_apply(translate("SELECT j = '[1,2]' FROM t")), cat.kind_rules_apply(translate("SELECT j FROM t"))
+        (True, False)
+        """
+        return self._engine.kind_rules_apply(translated)
+
     def contents(self, name, as_of: int) -> Updates:
         """The contents of object ``name`` as of ``as_of`` without catching up; before this
         handle's reopen, from its arrangement (``colmz.catalog.subscriptions``).
