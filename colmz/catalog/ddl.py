@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from colmz.catalog.column_kinds import declared_kind
+from colmz.catalog.column_kinds import declared_kind, string_kinds
 from colmz.catalog.objects import (
     CatalogObject,
     Key,
@@ -249,7 +249,7 @@ class Definitions:
         its input's and references', and its own output's when its columns are declared
         (``columns``: (name, SQL type) pairs); an output without a column list is of no known
         kind (at CREATE and on reopen alike)."""
-        kinds = {n: self.column_kinds(n) for n in (input_key, *refs)}
+        kinds = {n: string_kinds(self._objects[n].schema, self.column_kinds(n)) for n in (input_key, *refs)}
         if columns:
             kinds[key] = [declared_kind(t, arrow_type(t)) for _, t in columns]
         return kinds
@@ -273,7 +273,7 @@ class Definitions:
             try:
                 self.check_jsonb_text(b.query, targets, self.read_columns(b.query, key, own), types)
             except SQLError as e:
-                raise SQLError(f"{task_statement(rel, i, 'insert')}: {e}") from None
+                raise type(e)(f"{task_statement(rel, i, 'insert')}: {e}") from None  # a refusal stays one
 
     def _drop(self, s: Drop) -> None:
         keys = []

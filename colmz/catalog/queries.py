@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from colmz.catalog.column_kinds import string_kinds
 from colmz.catalog.objects import Key
 from colmz.ops import concat, consolidate
 from colmz.rows import expand, relation_rows
@@ -135,9 +136,10 @@ class Queries:
                 self._con.unregister(n)
 
     def _kinds_of(self, bound) -> tuple:
-        # each bound relation's name in the text with its columns' (name, kind) pairs
-        return tuple((relation_name(i), tuple((c.name.lower(), k) for c, k in zip(self._objects[n].schema,
-                                                                                self.column_kinds(n))))
+        # each bound relation's name in the text with its columns' (name, kind) pairs (a string
+        # column of no known kind: "string", colmz.sql.jsonbcols)
+        return tuple((relation_name(i), tuple(zip((c.name.lower() for c in self._objects[n].schema),
+                                                  string_kinds(self._objects[n].schema, self.column_kinds(n)))))
                      for i, n in enumerate(bound))
 
     def kind_rules_apply(self, translated: str) -> bool:

@@ -222,7 +222,8 @@ class ContinualTask:
         that is exact; ``False`` runs every statement on its own at every time -- the
         reference, which gives the same output.
     column_kinds : mapping of name to a sequence of kinds, optional
-        The SQL kind (``"jsonb"``, ``"json"``, ``"text"`` or ``None``: not known) of each
+        The SQL kind (``"jsonb"``, ``"json"``, ``"text"``, ``"string"``: a string of none of
+        these known, or ``None``: not a string or not known) of each
         column, in schema order, of the collections named (the input, references, the
         output). colmz holds jsonb, json and text alike as strings; with the kinds known,
         the SQL statements follow PostgreSQL's rules that hang on them, as a catalog's
