@@ -15,6 +15,9 @@ reference that resolves to a relation's column, applies PostgreSQL 15's rules:
   '{"a":1}'`` holds for ``{"a": 1}``). A literal that is not JSON raises PostgreSQL's
   "invalid input syntax for type json". An ordering comparison (``<``, ``>=``, ...) of a
   jsonb column with a literal is refused by name (jsonb's order is not its text's).
+* **``||`` of a column and a JSON literal** (translate wrote it both ways,
+  :data:`colmz.sql.transforms.CONCAT_BY_KIND`): text concatenation for a text column, jsonb
+  concatenation for a jsonb one; another is left to be refused when it runs.
 * **``||`` of two jsonb columns** (translate wrote each operand as its text) is jsonb
   concatenation (:func:`colmz.sql.transforms.jsonb_concat`): objects merged, arrays
   concatenated.
@@ -39,7 +42,7 @@ import functools
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import JSONB_CONTAINS, JSONB_EXISTS, JSONB_PATH, jsonb_dump, jsonb_load
-from colmz.sql.transforms import JSONB_CONCAT, JSONB_GET, table_refs
+from colmz.sql.transforms import CONCAT_BY_KIND, JSONB_CONCAT, JSONB_GET, table_refs
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression, Query, parse_tree
 
@@ -69,7 +72,7 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     """
     kinds = {k for _, cols in relations for _, k in cols}
     jsonb = ("jsonb" in kinds and ("'" in text or "||" in text)) or (not kinds.isdisjoint(("json", "string"))
-                                                                   and "'" in text)
+                                                                   and "'" in text) or CONCAT_BY_KIND in text
     if not jsonb and not ("text" in kinds and any(f in text for f in _OPERATOR_CALLS)):
         return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
     return _rewrite(text, relations)
@@ -194,6 +197,14 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             if any(_kind(k, scope) == "jsonb" for k in kids) and any(_string(k) is not None for k in kids):
                 raise UnsupportedSQL(f"the comparison {_ORDERING[n.type]} of a jsonb column and a string "
                                      "literal is not supported by colmz (jsonb's order is not its text's)")
+        elif n.cls == "FUNCTION" and n.name == (CONCAT_BY_KIND,) and len(kids) == 2 and n.start >= 0:
+            # || of a column and a JSON literal (translate wrote it both ways): by its kind
+            col = next((m for m in kids[1].walk() if m.cls == "COLUMN_REF"), None)
+            kind = None if col is None else _kind(col, scope)
+            if kind in ("text", "jsonb"):
+                chosen = kids[0] if kind == "text" else kids[1]
+                edits.append((n.start, n.end, text[chosen.start:chosen.end]))
+                continue
         elif n.cls == "FUNCTION" and n.name == ("||",) and len(kids) == 2 and n.start >= 0:
             if all(k.cls == "FUNCTION" and k.name == (ANY_TEXT,) and _column(k, scope) == "jsonb" for k in kids):
                 a, b = (text[k.children[0].start:k.children[0].end] for k in kids)

@@ -117,6 +117,7 @@ __all__ = [
     "CALLS",
     "CALL_MACROS",
     "CHECKED_MATH",
+    "CONCAT_BY_KIND",
     "DATE_AS_TIMESTAMPTZ",
     "FLOAT_CAST_MACROS",
     "FLOAT_CHECK",
@@ -1133,9 +1134,22 @@ def _concat(c: Call) -> str | None:
             return None  # two string literals: text
         a, b = (c.text_of(k) for k in kids)
         return f"{JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR))"
-    raise UnsupportedSQL("|| of jsonb (or a string literal holding JSON) and a value of a type colmz "
-                         "cannot tell is not supported by colmz (PostgreSQL merges jsonb, concatenates "
-                         "text; colmz keeps jsonb columns as text): cast both operands to jsonb or text")
+    columns = [k for k in kids if k.cls == "COLUMN_REF"]
+    if not any(jsonb) and len(columns) == 1 and all(k.cls == "COLUMN_REF" or lit for k, lit in zip(kids, literal)):
+        # a column beside a JSON literal: text or jsonb by the column's type, which the
+        # catalog knows (colmz.sql.jsonbcols chooses; unchosen, it is refused when it runs)
+        a, b = (c.text_of(k) for k in kids)
+        as_text = _text_operands(c, kids) or c.span_text(c.node.start, c.node.end)
+        return f"{CONCAT_BY_KIND}({as_text}, {JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR)))"
+    raise UnsupportedSQL(_CONCAT_REFUSAL)
+
+
+_CONCAT_REFUSAL = ("|| of jsonb (or a string literal holding JSON) and a value of a type colmz cannot tell is not "
+                   "supported by colmz (PostgreSQL merges jsonb, concatenates text; colmz keeps jsonb columns as "
+                   "text): cast both operands to jsonb or text")
+#: ``CONCAT_BY_KIND(as_text, as_jsonb)``: ``||`` of a column and a JSON literal, written both
+#: ways; colmz.sql.jsonbcols keeps the one of the column's kind, and one left is refused.
+CONCAT_BY_KIND = RESERVED_PREFIX + "concat_by_kind"
 
 
 #: Functions whose result is text: an operand of ``||`` (or argument of ``concat``) that is
@@ -1373,6 +1387,7 @@ TRANSFORM_MACROS = (
     "WHEN typeof(r) IN ('DOUBLE', 'FLOAT') AND TRY_CAST(r AS DOUBLE) = 0 AND finite AND nonzero "
     "THEN error('value out of range: underflow') ELSE r END",
     *NUMERIC_MACROS,
+    f"CREATE OR REPLACE MACRO {CONCAT_BY_KIND}(t, j) AS CAST(error('{_CONCAT_REFUSAL}') AS VARCHAR)",
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 TRANSFORM_TYPED_MACROS = (
