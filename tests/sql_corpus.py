@@ -1559,4 +1559,9 @@ QUERIES = [
     ('jn_fail_overflow', """SELECT ('{"a": "1234.5"}'::jsonb ->> 'a')::numeric(5,2) AS a"""),
     ('jn_fail_int_decimal', """SELECT ('{"a": "2.5"}'::jsonb ->> 'a')::int AS a"""),
     ('jn_fail_bigint', "SELECT (body #>> '{b,c}')::bigint AS c FROM docs"),
+    # a jsonb, json or text column turned into jsonb, and jsonb - key of a jsonb column
+    ('jn_column_to_jsonb', "SELECT p.id, to_jsonb(p.name) AS n, jsonb_build_object('n', p.name, 'b', d.body) AS o, jsonb_build_array(d.body, p.city) AS a FROM people p JOIN docs d ON d.id = p.id ORDER BY p.id"),
+    ('jn_json_column_to_jsonb', "SELECT id, to_jsonb(j) AS b FROM jdocs ORDER BY id"),
+    ('jn_agg_columns', "SELECT jsonb_agg(body ORDER BY id) AS a, jsonb_object_agg(id, body ORDER BY id) AS o FROM docs"),
+    ('jn_minus_key_column', "SELECT id, body - 'a' AS b, body - 'zz' AS c FROM docs ORDER BY id"),
 ]

@@ -134,9 +134,10 @@ class Definitions:
                 # a jsonb column compared with a string literal, || of jsonb columns: the
                 # operators see jsonb columns as text (colmz.sql.jsonbcols applies to queries)
                 raise UnsupportedSQL(
-                    f"MATERIALIZED VIEW {s.name}: a jsonb column compared with a string literal, or || "
-                    "of jsonb columns, is not supported by colmz in a maintained view (its operators "
-                    "read jsonb columns as text): cast the literal (each operand) to jsonb")
+                    f"MATERIALIZED VIEW {s.name}: a jsonb column compared with a string literal, || "
+                    "of jsonb columns (or one typed by its column's kind: a column turned into jsonb, "
+                    "jsonb - key) is not supported by colmz in a maintained view (its operators read "
+                    "jsonb columns as text): cast the literal (each operand) to jsonb")
             key = self._new_key(s.qualifier, s.name)
             deps = self._reads(s.query)
             self.keep_inputs(deps)

@@ -18,6 +18,10 @@ reference that resolves to a relation's column, applies PostgreSQL 15's rules:
 * **``||`` of a column and a JSON literal** (translate wrote it both ways,
   :data:`colmz.sql.transforms.CONCAT_BY_KIND`): text concatenation for a text column, jsonb
   concatenation for a jsonb one; another is left to be refused when it runs.
+* **``jsonb - text`` of a jsonb column** deletes the key (translate leaves ``-`` of a column
+  to DuckDB); **a column turned into jsonb** (``to_jsonb``, ``jsonb_agg``, ``jsonb_build_*``,
+  which translate writes as :data:`colmz.sql.jsonb.TO_JSONB` of it, refused for text when it
+  runs) is itself when jsonb, read as jsonb when json, a JSON string when text.
 * **``||`` of two jsonb columns** (translate wrote each operand as its text) is jsonb
   concatenation (:func:`colmz.sql.transforms.jsonb_concat`): objects merged, arrays
   concatenated.
@@ -41,8 +45,17 @@ from __future__ import annotations
 import functools
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.jsonb import JSONB_CONTAINS, JSONB_EXISTS, JSONB_PATH, jsonb_dump, jsonb_load
-from colmz.sql.transforms import CONCAT_BY_KIND, JSONB_CONCAT, JSONB_GET, table_refs
+from colmz.sql.jsonb import (
+    JSONB_CONTAINS,
+    JSONB_DELETE,
+    JSONB_EXISTS,
+    JSONB_PATH,
+    JSONB_QUOTE,
+    TO_JSONB,
+    jsonb_dump,
+    jsonb_load,
+)
+from colmz.sql.transforms import CONCAT_BY_KIND, JSONB_CONCAT, JSONB_GET, JSONB_IN, table_refs
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression, Query, parse_tree
 
@@ -72,7 +85,8 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     """
     kinds = {k for _, cols in relations for _, k in cols}
     jsonb = ("jsonb" in kinds and ("'" in text or "||" in text)) or (not kinds.isdisjoint(("json", "string"))
-                                                                   and "'" in text) or CONCAT_BY_KIND in text
+                                                                   and "'" in text) or CONCAT_BY_KIND in text \
+        or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text")))
     if not jsonb and not ("text" in kinds and any(f in text for f in _OPERATOR_CALLS)):
         return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
     return _rewrite(text, relations)
@@ -197,6 +211,21 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             if any(_kind(k, scope) == "jsonb" for k in kids) and any(_string(k) is not None for k in kids):
                 raise UnsupportedSQL(f"the comparison {_ORDERING[n.type]} of a jsonb column and a string "
                                      "literal is not supported by colmz (jsonb's order is not its text's)")
+        elif n.cls == "FUNCTION" and n.name == ("-",) and len(kids) == 2 and n.start >= 0 \
+                and _string(kids[1]) is not None and _kind(kids[0], scope) == "jsonb":
+            # jsonb - text: the key (or string elements) deleted
+            a, b = (text[k.start:k.end] for k in kids)
+            edits.append((n.start, n.end, f"{JSONB_DELETE}(CAST({a} AS VARCHAR), {b})"))
+            continue
+        elif n.cls == "FUNCTION" and n.name == (TO_JSONB,) and len(kids) == 1 and n.start >= 0 \
+                and _kind(kids[0], scope) in ("jsonb", "json", "text"):
+            # a column turned into jsonb (to_jsonb, jsonb_build_*, jsonb_agg): a jsonb one is
+            # itself, a json one read as jsonb, a text one a JSON string
+            a = f"CAST({text[kids[0].start:kids[0].end]} AS VARCHAR)"
+            kind = _kind(kids[0], scope)
+            edits.append((n.start, n.end, a if kind == "jsonb" else f"{JSONB_IN}({a})" if kind == "json"
+                          else f"{JSONB_QUOTE}({a})"))
+            continue
         elif n.cls == "FUNCTION" and n.name == (CONCAT_BY_KIND,) and len(kids) == 2 and n.start >= 0:
             # || of a column and a JSON literal (translate wrote it both ways): by its kind
             col = next((m for m in kids[1].walk() if m.cls == "COLUMN_REF"), None)
