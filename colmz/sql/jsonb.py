@@ -42,7 +42,7 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.numeric import NUMERIC_IN, NUMERIC_IN_GUARD
+from colmz.sql.numeric import NUMERIC_IN, NUMERIC_IN_GUARD, WIDE_DECIMAL_REFUSAL, wide_decimal
 
 __all__ = [
     "CALLS",
@@ -446,6 +446,7 @@ _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", 
 MACROS = (
     f"CREATE OR REPLACE MACRO {TO_JSONB}(x) AS CASE WHEN x IS NULL THEN NULL "
     "WHEN typeof(x) = 'JSON' THEN CAST(x AS VARCHAR) "
+    f"WHEN {wide_decimal('typeof(x)')} THEN {WIDE_DECIMAL_REFUSAL} "
     f"WHEN typeof(x) IN ({', '.join(repr(t) for t in _INTEGERS)}) OR typeof(x) LIKE 'DECIMAL%' "
     "THEN CAST(x AS VARCHAR) "
     "WHEN typeof(x) = 'BOOLEAN' THEN CAST(x AS VARCHAR) "

@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from colmz.sql.build import RESERVED_PREFIX
 
-__all__ = ["MAX_DIGITS", "NUMERIC_IN", "NUMERIC_IN_GUARD", "NUMERIC_MACROS", "NUMERIC_TYPMOD", "TEXT_NUMERIC_FUNCTIONS",
+__all__ = ["MAX_DIGITS", "NUMERIC_IN", "WIDE_DECIMALS", "WIDE_DECIMAL_REFUSAL", "wide_decimal", "NUMERIC_IN_GUARD", "NUMERIC_MACROS", "NUMERIC_TYPMOD", "TEXT_NUMERIC_FUNCTIONS",
            "TEXT_NUMERIC_SCALE", "TEXT_NUMERIC_TYPE", "PgNumeric", "combine", "divide", "float4_text", "float8_text",
            "literal_text", "numeric_in", "numeric_typmod", "parse_literal"]
 
@@ -368,6 +368,23 @@ TEXT_NUMERIC_FUNCTIONS = (
     (NUMERIC_IN, _arrow_numeric_in, ("VARCHAR",), TEXT_NUMERIC_TYPE),
     (NUMERIC_TYPMOD, _arrow_numeric_typmod, ("VARCHAR", "INTEGER", "INTEGER"), "VARCHAR"),
 )
+#: DuckDB's types of a value computed from a NUMERIC_IN (``+``, ``*``, sum, min ... of DECIMAL(38,
+#: s) give DECIMAL(38, s') with s' >= s): colmz's printers of text refuse them wherever they are
+#: printed (a subquery's column too), since PostgreSQL prints each value's own scale.
+WIDE_DECIMALS = tuple(f"DECIMAL({MAX_DIGITS},{s})" for s in range(TEXT_NUMERIC_SCALE, MAX_DIGITS + 1))
+#: The refusal of printing one of :data:`WIDE_DECIMALS` (an SQL ``error()`` call).
+WIDE_DECIMAL_REFUSAL = (
+    "error('the text of a numeric read from text (x::numeric, x text), or of a DECIMAL of "
+    f"{MAX_DIGITS} digits and scale {TEXT_NUMERIC_SCALE} or more, is not supported by colmz (PostgreSQL "
+    "prints the scale each value is written with): cast it to numeric(p, s), an integer or float8 first')")
+
+
+def wide_decimal(typeof: str) -> str:
+    """SQL testing whether ``typeof`` (an SQL expression: a value's DuckDB type name) is one of
+    :data:`WIDE_DECIMALS`."""
+    return f"{typeof} IN ({', '.join(repr(t) for t in WIDE_DECIMALS)})"
+
+
 #: ``NUMERIC_IN_GUARD(x)``: ``x`` unless it is a decimal or a double (a value computed from a
 #: NUMERIC_IN, whose scale may be wider than PostgreSQL's), whose text is refused.
 NUMERIC_MACROS = (

@@ -42,7 +42,14 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
 from colmz.sql.jsonb import refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
-from colmz.sql.numeric import NUMERIC_IN, NUMERIC_IN_GUARD, float4_text, float8_text
+from colmz.sql.numeric import (
+    NUMERIC_IN,
+    NUMERIC_IN_GUARD,
+    WIDE_DECIMAL_REFUSAL,
+    float4_text,
+    float8_text,
+    wide_decimal,
+)
 from colmz.sql.tokens import (
     check_nesting,
     closing,
@@ -492,6 +499,7 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "WHEN typeof(x) = 'BLOB' THEN error('the text of a bytea is not supported by colmz "
         "(PostgreSQL prints it as \\x and hex digits, DuckDB escapes bytes)') "
         f"WHEN typeof(x) = 'INTERVAL' THEN {INTERVAL_TEXT}(TRY_CAST(x AS INTERVAL)) "
+        f"WHEN {wide_decimal('typeof(x)')} THEN {WIDE_DECIMAL_REFUSAL} "
         "ELSE CAST(x AS \"varchar\") END")
 
 
