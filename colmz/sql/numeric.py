@@ -31,7 +31,8 @@ does: colmz reads it as :data:`TEXT_NUMERIC_TYPE`, exact for every value of at m
 :data:`TEXT_NUMERIC_SCALE` digits after the point and ``MAX_DIGITS - TEXT_NUMERIC_SCALE``
 before it (another value, NaN or an infinity is refused when it runs), so its value is
 PostgreSQL's but its scale may be wider: its text is refused where colmz prints it
-(:data:`NUMERIC_IN_GUARD`).
+(:data:`NUMERIC_IN_GUARD` where the printed expression shows the read, and by the value's
+DuckDB type, :data:`WIDE_DECIMALS`, in every printer of text, so through a subquery too).
 """
 
 from __future__ import annotations
