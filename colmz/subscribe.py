@@ -18,7 +18,11 @@ each change at each later time ``t`` with ``mz_timestamp = t``, in time order. A
   changes are stepped through the rendered operators (a transient view: each change costs
   what it touches, :attr:`Subscription.strategy` is ``"dataflow"``); otherwise the query is
   evaluated over the inputs at each such time and the difference from the previous result
-  is the change (``"recompute: <reason>"``), as the catalog's recompute path does. A query
+  is the change (``"recompute: <reason>"``), as the catalog's recompute path does. The query
+  is evaluated as the catalog's queries are (:meth:`colmz.Catalog.bound_query`: the rules of
+  float and jsonb columns applied); one whose answer hangs on which columns are jsonb (a jsonb
+  column compared with a string literal) always takes the recompute path, since the operators
+  read jsonb columns as text. A query
   calling ``mz_now()`` changes at every time, not only where an input changed: it is
   refused (subscribe to a materialized view of it instead).
 
@@ -62,7 +66,6 @@ from colmz.rollback import roll_back, save
 from colmz.rows import at_time, cast_to, conform, expand, rows_to_updates, schema_of, storable
 from colmz.sql import (
     UnsupportedSQL,
-    bind_relations,
     display_name,
     parse,
     relation_name,
@@ -72,7 +75,6 @@ from colmz.sql import (
     translate,
     uses_now,
 )
-from colmz.sql.floatcols import column_kind, float_column_rules
 from colmz.sql.parse import Query
 from colmz.updates import Updates
 
@@ -175,13 +177,8 @@ class Subscription:
         if uses_now(self._translated):
             raise UnsupportedSQL("SUBSCRIBE to a query calling mz_now() is not supported by colmz (it "
                                  "changes at every time): subscribe to a materialized view of it")
-        keys = frozenset(self._cat.names)
-        self._bound_text, bound = bind_relations(self._translated, keys)
-        # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
-        self._bound_text = float_column_rules(self._bound_text, frozenset(
-            (c.name.lower(), column_kind(c.type)) for k in bound for c in self._cat.object(k).schema),
-            tuple((relation_name(i), tuple((c.name.lower(), column_kind(c.type))
-                                           for c in self._cat.object(k).schema)) for i, k in enumerate(bound)))
+        # bound as the catalog's queries are, with the same rules of float and jsonb columns
+        self._bound_text, bound = self._cat.bound_query(self._translated)
         self._inputs = tuple(bound)
         contents = {k: self._cat.contents(k, self.as_of) for k in self._inputs}
         self._con = session(external_access=False)
@@ -203,7 +200,8 @@ class Subscription:
         if not all(isinstance(k, str) for k in self._inputs):
             return None, "recompute: the query names an object outside the default schema"
         try:
-            p = plan(self._query, {k: self._cat.object(k).schema for k in self._inputs})
+            p = plan(self._query, {k: self._cat.object(k).schema for k in self._inputs},
+                     kinds={k: self._cat.column_kinds(k) for k in self._inputs})
             if p.fallbacks():
                 return None, f"recompute: {p.fallbacks()[0].reason}"
             pipe = render(p)

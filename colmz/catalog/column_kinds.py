@@ -11,9 +11,15 @@ query's, derived once at ``CREATE`` (:func:`query_kinds`) and kept in its defini
 its query when read (the objects it reads still exist and never change type, so the answer
 is the same).
 
+A view's column takes its kind through the query's own subqueries and ``WITH`` queries (a
+name read from one is that query's column, not a stored column of the same name), and
+``||`` is text only beside a text operand (an operand of no known kind may be jsonb, which
+makes it jsonb).
+
 Invariants: a kind is one of :data:`KINDS` or ``None``; ``None`` means colmz cannot tell
-(a caller treats such a string column as it treated every view column before: possibly json,
-never refused); a derivation never raises (a query the tree cannot read gives all ``None``).
+(never "text": a caller refuses by name where a string column's kind would decide an
+outcome, :meth:`colmz.catalog.engine.Engine.check_jsonb_text`); a derivation never raises (a
+query the tree cannot read gives all ``None``).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
-__all__ = ["KINDS", "declared_kind", "query_kinds", "relation_kinds"]
+__all__ = ["KINDS", "declared_kind", "query_kinds", "relation_kinds", "string_kinds"]
 
 #: The kinds told apart (PostgreSQL type names).
 KINDS = ("jsonb", "json", "text")
@@ -63,17 +69,23 @@ def query_kinds(query: str, width: int, columns: Mapping[str, str | None],
     given ``columns``: the kind of each column (lower-case name) of the relations it reads
     (``None`` where two relations disagree or nothing is known). As PostgreSQL types a view's
     columns: a column reference is its column's kind; a cast or a json(b) function its
-    type; a text function, ``->>``, ``||`` of no json operand, and an untyped literal or
-    ``NULL`` (a view resolves unknown to text) are text; ``->`` keeps its operand's kind; a
-    ``CASE`` or ``coalesce`` is the common kind of its results. One plain ``*`` item is the
-    kinds ``star`` (the columns of the one relation read, in order) where given and the
-    widths agree; another ``*``, a ``WITH`` or a ``FROM`` of anything but stored relations
-    (whose names might be a subquery's columns) or a query the tree cannot read gives
-    ``None`` for every column; a set operation the kinds its branches agree on.
+    type; a text function, ``->>``, ``||`` with a text operand (of jsonb ones: jsonb), and an
+    untyped literal or ``NULL`` (a view resolves unknown to text) are text; ``->`` keeps its
+    operand's kind; a ``CASE`` or ``coalesce`` is the common kind of its results. A name read
+    from a ``FROM`` subquery or a ``WITH`` query is that query's column (of the kind derived
+    for it); one two ``FROM`` items give different kinds is ``None``. One plain ``*`` item is
+    the kinds ``star`` (the columns of the one stored relation read, in order) where given and
+    the widths agree, or the columns of the one subquery or ``WITH`` query read; another
+    ``*``, a ``FROM`` item of another kind (a table function, ``VALUES``), ``WITH RECURSIVE``
+    or a query the tree cannot read gives ``None`` for every column; a set operation the
+    kinds its branches agree on.
 
     >>> query_kinds("SELECT k, j, j -> 'a', j ->> 'a', s::jsonb, 'x' FROM t", 6,
     ...             {"k": None, "j": "jsonb", "s": "text"})
     [None, 'jsonb', 'jsonb', 'text', 'jsonb', 'text']
+    >>> query_kinds("WITH c AS (SELECT s AS j FROM t) SELECT q.j, x FROM (SELECT j AS x, j FROM c) q", 2,
+    ...             {"j": "jsonb", "s": "text"})
+    ['text', 'text']
     """
     from colmz.sql import SQLError
     from colmz.sql.tree import parse_tree
@@ -90,34 +102,95 @@ def query_kinds(query: str, width: int, columns: Mapping[str, str | None],
 
 
 def _node_kinds(q, query: str, columns, width: int, star) -> list[str | None] | None:
-    if q.type == "SET_OPERATION_NODE" and not q.ctes:
-        branches = [_node_kinds(c, query, columns, width, None) for c in q.children]
+    out = _outputs(q, query, columns, star, {})
+    return None if out is None or len(out) != width else [k for _, k in out]
+
+
+def _outputs(q, query: str, columns, star, ctes: dict) -> list[tuple[str, str | None]] | None:
+    # The (lower-case name, kind) of each output column of ``q``, or None when not told. A
+    # name (unnamed: "") is an item's alias or its column's; ``ctes`` the outputs of the
+    # WITH queries in scope (None: not told).
+    if q.ctes:
+        ctes = dict(ctes)
+        for name, sub in q.ctes:
+            ctes[name.lower()] = None  # a query reading itself (WITH RECURSIVE): not told
+            ctes[name.lower()] = _outputs(sub, query, columns, None, ctes)
+    if q.type == "SET_OPERATION_NODE":
+        branches = [_outputs(c, query, columns, None, ctes) for c in q.children]
         if not branches or any(b is None for b in branches) or len({len(b) for b in branches}) != 1:
             return None
-        return [k[0] if len(set(k)) == 1 else None for k in zip(*branches)]
-    if q.type != "SELECT_NODE" or q.ctes or not _plain_from(q.from_):
-        return None  # a name may then be a subquery's or CTE's column, not a stored one's
-    stars = [e for e in q.items if e.cls == "STAR"]
-    if not stars:
-        return [_kind(e, query, columns) for e in q.items]
-    # the one relation read must be the FROM item itself (not a subquery's or a CTE's output)
-    if len(stars) > 1 or star is None or stars[0].star_modified or stars[0].children or q.ctes \
-            or q.from_ is None or q.from_.type != "BASE_TABLE" or len(q.items) - 1 + len(star) != width:
+        return [(cols[0][0], cols[0][1] if len({k for _, k in cols}) == 1 else None)
+                for cols in zip(*branches)]  # the first branch names the columns
+    if q.type != "SELECT_NODE":
         return None
-    out: list[str | None] = []
+    items = _items(q.from_, query, columns, ctes)
+    if items is None:
+        return None
+    scope = _scope(items, columns)
+    stars = [e for e in q.items if e.cls == "STAR"]
+    if len(stars) > 1 or (stars and (stars[0].star_modified or stars[0].children or stars[0].relation
+                                     or len(items) != 1)):
+        return None
+    out: list[tuple[str, str | None]] = []
     for e in q.items:
-        out.extend(star if e.cls == "STAR" else [_kind(e, query, columns)])
+        if e.cls != "STAR":
+            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
+            out.append((name.lower(), _kind(e, query, scope)))
+            continue
+        read = items[0]
+        if read is None:  # a stored relation: its columns as the caller gave them
+            if star is None or q.from_.column_aliases:
+                return None
+            out.extend(("", k) for k in star)  # (names of no use here: the caller's list)
+        else:
+            out.extend(read)
     return out
 
 
-def _plain_from(t) -> bool:
-    # Whether a FROM clause reads stored relations only (base tables, joins of them): its
-    # column names are then theirs.
+def _items(t, query: str, columns, ctes: dict) -> list | None:
+    # The FROM items of ``t``: None for a stored relation (its columns those of ``columns``),
+    # else the outputs of a subquery or WITH query; None when an item's columns are not told
+    # (a table function, VALUES, a renamed stored relation, ...).
     if t is None:
-        return True
-    if t.type == "BASE_TABLE":
-        return True
-    return t.is_join and all(_plain_from(c) for c in t.children)
+        return []
+    if t.is_join:
+        parts = [_items(c, query, columns, ctes) for c in t.children]
+        return None if any(p is None for p in parts) else [i for p in parts for i in p]
+    if t.type == "BASE_TABLE" and not t.modified:
+        if len(t.name) == 1 and t.name[0].lower() in ctes:
+            out = ctes[t.name[0].lower()]
+        elif t.column_aliases:
+            return None
+        else:
+            return [None]
+    elif t.type == "SUBQUERY" and t.subquery is not None:
+        out = _outputs(t.subquery, query, columns, None, ctes)
+    else:
+        return None
+    if out is None:
+        return None
+    if t.column_aliases:  # AS q(a, b): the first columns renamed
+        if len(t.column_aliases) > len(out):
+            return None
+        out = [(a.lower(), k) for a, (_, k) in zip(t.column_aliases, out)] + out[len(t.column_aliases):]
+    return [out]
+
+
+def _scope(items: list, columns) -> dict[str, str | None]:
+    # The kind a column name resolves to among the FROM items: a subquery's or WITH query's
+    # column, a stored relation's (``columns``); None where two disagree.
+    scope: dict[str, str | None] = dict(columns) if any(i is None for i in items) else {}
+    derived: set[str] = set()
+    for cols in items:
+        for n, k in cols or ():
+            if not n:
+                continue
+            if n in scope and (scope[n] != k or n not in derived):
+                scope[n] = scope[n] if scope[n] == k else None
+            else:
+                scope[n] = k
+            derived.add(n)
+    return scope
 
 
 def _kind(e, query: str, columns) -> str | None:
@@ -137,7 +210,10 @@ def _kind(e, query: str, columns) -> str | None:
             kinds = [_kind(c, query, columns) for c in e.children]
             if "jsonb" in kinds:
                 return "jsonb" if all(k == "jsonb" or _untyped(c) for k, c in zip(kinds, e.children)) else None
-            return "text" if all(k == "text" or k is None for k in kinds) else None
+            # a text operand makes it text (or PostgreSQL's error); one of no known kind may
+            # be jsonb, which would make it jsonb
+            return "text" if any(k == "text" and not _untyped(c) for k, c in zip(kinds, e.children)) \
+                or all(_untyped(c) for c in e.children) else None
         if name in _TEXT_CALLS:
             return "text"
         if name in _JSONB_CALLS:
@@ -173,3 +249,16 @@ def relation_kinds(named: Sequence[tuple[str, str | None]]) -> dict[str, str | N
         n = n.lower()
         out[n] = k if n not in out or out[n] == k else None
     return out
+
+
+def string_kinds(schema, kinds: Sequence[str | None]) -> list[str | None]:
+    """``kinds`` of the columns ``schema`` (ColumnSpecs) with ``"string"`` for a string column
+    of no known kind (:mod:`colmz.sql.jsonbcols` refuses what its kind would decide).
+
+    >>> import pyarrow as pa
+    >>> from colmz.order import ColumnSpec
+    >>> string_kinds([ColumnSpec("a", pa.string()), ColumnSpec("b", pa.int64())], [None, None])
+    ['string', None]
+    """
+    return [k if k is not None or not (pa.types.is_string(c.type) or pa.types.is_large_string(c.type))
+            else "string" for c, k in zip(schema, kinds)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from colmz.catalog.column_kinds import declared_kind
+from colmz.catalog.column_kinds import declared_kind, string_kinds
 from colmz.catalog.objects import (
     CatalogObject,
     Key,
@@ -228,12 +228,23 @@ class Definitions:
         task = ContinualTask(
             key, {input_key: src.collection}, body, references=refs, columns=columns,
             snapshot=s.snapshot, as_of=as_of, connection=self._con,
+            column_kinds=self._task_kinds(key, input_key, refs, s.columns),
         )
         # The output exists from the task's initial as-of on (it holds nothing before).
         task.output.advance_since(as_of)
         task.run()
         s.as_of = as_of
         self._add(CatalogObject(key, "continual task", task.output, {input_key, *refs}, task=task), s)
+
+    def _task_kinds(self, key: Key, input_key: Key, refs, columns) -> dict:
+        """The column kinds a task's statements are typed by (``colmz.catalog.column_kinds``):
+        its input's and references', and its own output's when its columns are declared
+        (``columns``: (name, SQL type) pairs); an output without a column list is of no known
+        kind (at CREATE and on reopen alike)."""
+        kinds = {n: string_kinds(self._objects[n].schema, self.column_kinds(n)) for n in (input_key, *refs)}
+        if columns:
+            kinds[key] = [declared_kind(t, arrow_type(t)) for _, t in columns]
+        return kinds
 
     def _check_task_jsonb(self, key: Key, s: ContinualTaskStatement) -> None:
         """PostgreSQL's (and Materialize's) type error of a task's ``INSERT`` writing a text
@@ -254,7 +265,7 @@ class Definitions:
             try:
                 self.check_jsonb_text(b.query, targets, self.read_columns(b.query, key, own), types)
             except SQLError as e:
-                raise SQLError(f"{task_statement(rel, i, 'insert')}: {e}") from None
+                raise type(e)(f"{task_statement(rel, i, 'insert')}: {e}") from None  # a refusal stays one
 
     def _drop(self, s: Drop) -> None:
         keys = []
@@ -388,6 +399,7 @@ class Definitions:
                     references=refs, columns=_task_columns(mem.schema, st), snapshot=st["snapshot"],
                     as_of=st["as_of"],
                     output=mem, connection=self._con,
+                    column_kinds=self._task_kinds(key, input_key, refs, st.get("columns")),
                 )
                 obj = CatalogObject(key, "continual task", mem, {input_key, *refs}, task=task)
             self._objects[key] = obj

@@ -456,6 +456,30 @@ class Catalog:
         """
         return self._engine.identity(name)
 
+    def bound_query(self, translated: str) -> tuple[str, tuple]:
+        """The DuckDB text of a translated query over this catalog's objects and the objects
+        it reads, as :meth:`sql` runs it: each object bound to its own name, PostgreSQL's
+        rules of float and jsonb columns applied (``colmz.catalog.queries``).
+
+        >>> from colmz.sql import translate
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (j JSONB)")
+        >>> text, read = cat.bound_query(translate("SELECT j = '{\\"a\\":1}' AS e FROM t"))
+        >>> read, '{"a": 1}' in text
+        (('t',), True)
+        """
+        return self._engine.bound_query(translated)
+
+    def column_kinds(self, name) -> list[str | None]:
+        """The SQL kind of each column of object ``name`` (``colmz.catalog.column_kinds``):
+        ``"jsonb"``, ``"json"``, ``"text"`` or ``None``, which the view planner needs to apply
+        the rules of jsonb columns (``colmz.sql.jsonbcols``) as the query path does.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k BIGINT, j JSONB, s TEXT)")
+        >>> cat.column_kinds("t")
+        [None, 'jsonb', 'text']
+        """
+        return self._engine.column_kinds(self.object(name).name)
+
     def contents(self, name, as_of: int) -> Updates:
         """The contents of object ``name`` as of ``as_of`` without catching up; before this
         handle's reopen, from its arrangement (``colmz.catalog.subscriptions``).

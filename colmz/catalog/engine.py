@@ -544,21 +544,34 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             next(iter(objects))].schema) else None
         return query_kinds(query, width, relation_kinds([(n, k) for n, k, _ in read]), star)
 
-    def check_jsonb_text(self, query: str, targets, columns, types=(), unknown_text: bool = False) -> None:
+    def check_jsonb_text(self, query: str, targets, columns, types=()) -> None:
         """PostgreSQL's type error of a text expression of ``query`` written to a jsonb
         (or json) column (``targets``: the column each expression is written to, or None;
         ``types``: each one's type, jsonb where not given), ``columns`` those it reads
-        (:meth:`read_columns`): a text column is one whose kind
-        is text, or (``unknown_text``) a string column of no known kind."""
+        (:meth:`read_columns`): a text column is one whose kind is text. A string column of
+        no known kind (a view's column colmz cannot type) may be either: where taking it for
+        text or for jsonb would decide the outcome, :class:`UnsupportedSQL` names it rather
+        than guess."""
         text_cols: set[str] = set()
         jsonb_cols: set[str] = set()
+        unknown: set[str] = set()
         for n, k, t in columns:
-            string = k is None and (pa.types.is_string(t) or pa.types.is_large_string(t))
-            if k == "text" or (string and unknown_text):
+            if k == "text":
                 text_cols.add(n.lower())
-            elif k in ("jsonb", "json") or string:
+            elif k in ("jsonb", "json"):
                 jsonb_cols.add(n.lower())
-        check_jsonb_values(query, targets, frozenset(text_cols), frozenset(jsonb_cols), types)
+            elif k is None and (pa.types.is_string(t) or pa.types.is_large_string(t)):
+                unknown.add(n.lower())
+        unknown -= text_cols | jsonb_cols  # a name also of a known kind is taken as that
+        try:
+            check_jsonb_values(query, targets, frozenset(text_cols | unknown), frozenset(jsonb_cols), types)
+        except SQLError:
+            # PostgreSQL's error when it stands with those columns taken for jsonb too
+            check_jsonb_values(query, targets, frozenset(text_cols), frozenset(jsonb_cols | unknown), types)
+            raise UnsupportedSQL(
+                f"writing a column of no known type ({', '.join(sorted(unknown))}: json, jsonb or text; colmz "
+                "cannot type it through this view's query) to a jsonb or json column is not supported by "
+                "colmz: cast it, x::jsonb or x::text") from None
 
     def definition_of(self, key: Key) -> dict | None:
         """The stored definition of the object keyed ``key`` (None: no such object), looked
@@ -583,10 +596,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         if not any(targets):
             return
         # each object read typed by its column kinds (colmz.catalog.column_kinds): a view's
-        # column is its query's; one whose kind colmz cannot tell is taken for text (refused
-        # rather than a text written as jsonb)
-        self.check_jsonb_text(query, targets, self.read_columns(query), [typed.get(n) for n in targets],
-                              unknown_text=True)
+        # column is its query's; one whose kind colmz cannot tell is refused by name where
+        # its kind decides the outcome
+        self.check_jsonb_text(query, targets, self.read_columns(query), [typed.get(n) for n in targets])
 
     def _write(self, s, t: int, pending: dict[Key, Updates]) -> None:
         key = key_of((*s.qualifier, s.table))

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from colmz.catalog.column_kinds import string_kinds
 from colmz.catalog.objects import Key
 from colmz.ops import concat, consolidate
 from colmz.rows import expand, relation_rows
@@ -90,9 +91,14 @@ class Queries:
         """Evaluate ``sql`` with catalog objects as of ``as_of`` plus ``pending`` changes."""
         return self._run_bound(translate(sql), as_of, lambda n: self._rows(n, as_of, pending))
 
-    def _run_bound(self, translated: str, t: int, rows) -> pa.Table:
-        # Each object the query reads is registered under its own DuckDB name for the
-        # query's duration (colmz.sql.bind_relations): "T" and t stay two tables.
+    def bound_query(self, translated: str) -> tuple[str, tuple[Key, ...]]:
+        """The text DuckDB runs for ``translated`` (a query translated by
+        :func:`colmz.sql.translate`) over the catalog's objects, and the objects it reads:
+        each bound to its own DuckDB name (:func:`colmz.sql.bind_relations`, the i-th as
+        ``relation_name(i)``), with PostgreSQL's rules that hang on the columns' types
+        applied (float columns', jsonb columns'); a qualified name of no object is refused
+        with Materialize's message. Every path evaluating a query over the objects (the
+        catalog's queries, ``SUBSCRIBE``) runs this text."""
         text, bound = bind_relations(translated, frozenset(self._objects))
         self._check_qualified(translated)
         # PostgreSQL's float rules that hang on a column's type (a real with an integer is a
@@ -108,7 +114,12 @@ class Queries:
         text = jsonb_column_rules(text, self._kinds_of(bound))
         # ... and an outer WHERE filters a subquery's rows before its (checked) items are
         # computed, as PostgreSQL pulls the subquery up
-        text = push_filters(text)
+        return push_filters(text), bound
+
+    def _run_bound(self, translated: str, t: int, rows) -> pa.Table:
+        # Each object the query reads is registered under its own DuckDB name for the
+        # query's duration (colmz.sql.bind_relations): "T" and t stay two tables.
+        text, bound = self.bound_query(translated)
         registered = []
         try:
             for i, n in enumerate(bound):
@@ -125,9 +136,10 @@ class Queries:
                 self._con.unregister(n)
 
     def _kinds_of(self, bound) -> tuple:
-        # each bound relation's name in the text with its columns' (name, kind) pairs
-        return tuple((relation_name(i), tuple((c.name.lower(), k) for c, k in zip(self._objects[n].schema,
-                                                                                self.column_kinds(n))))
+        # each bound relation's name in the text with its columns' (name, kind) pairs (a string
+        # column of no known kind: "string", colmz.sql.jsonbcols)
+        return tuple((relation_name(i), tuple(zip((c.name.lower() for c in self._objects[n].schema),
+                                                  string_kinds(self._objects[n].schema, self.column_kinds(n)))))
                      for i, n in enumerate(bound))
 
     def _check_qualified(self, translated: str, own: Key | None = None) -> None:

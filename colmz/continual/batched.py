@@ -184,6 +184,9 @@ class CompiledStatement:
         #: The positions of its json columns (an INSERT's text there must read as JSON).
         self.json: tuple[int, ...] = ()
         self.now_form: str | None = None
+        #: Whether ``sql`` holds rules of its relations' column kinds (colmz.sql.jsonbcols)
+        #: that a query rebuilt from ``text`` would not.
+        self.kind_rules = False
         #: How errors name the statement: its number and construct (Materialize's wording).
         self.label = task_statement(task_name, index, kind, predicate=bool(q) and kind == "delete")
         if callable(q):
@@ -385,7 +388,8 @@ def lift(task: ContinualTask) -> Lifted | None:
         # Only ``name.column`` (the tested row's own column) is row-local.
         if not sql_lift.row_local(text, relation_word(task.name), cols):
             return None
-        semi = sql_lift.in_subquery(text, relation_word(task.name), cols)
+        # (a subquery translated again from the text would lose the rules of column kinds)
+        semi = None if b.kind_rules else sql_lift.in_subquery(text, relation_word(task.name), cols)
         if semi is not None:
             # ``(columns) IN (subquery)``: the subquery per time, joined with the
             # candidates on the columns -- only the matching pairs are formed.

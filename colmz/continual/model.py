@@ -82,6 +82,7 @@ from colmz.order import ColumnSpec
 from colmz.rows import at_time, expand, relation_rows, rows_to_updates, schema_of
 from colmz.sql.errors import SQLError
 from colmz.sql.floatcols import column_kind, float_column_rules
+from colmz.sql.jsonbcols import jsonb_column_rules
 from colmz.sql.names import display_name
 from colmz.sql.write import check_jsonb_values, is_json, is_jsonb
 from colmz.updates import SchemaError, Updates
@@ -220,6 +221,16 @@ class ContinualTask:
         allow it (see :attr:`batchable`), and a single time's statements in one query when
         that is exact; ``False`` runs every statement on its own at every time -- the
         reference, which gives the same output.
+    column_kinds : mapping of name to a sequence of kinds, optional
+        The SQL kind (``"jsonb"``, ``"json"``, ``"text"``, ``"string"``: a string of none of
+        these known, or ``None``: not a string or not known) of each
+        column, in schema order, of the collections named (the input, references, the
+        output). colmz holds jsonb, json and text alike as strings; with the kinds known,
+        the SQL statements follow PostgreSQL's rules that hang on them, as a catalog's
+        queries do (:mod:`colmz.sql.jsonbcols`: a jsonb column compared with a string
+        literal compares jsonb, ``||`` of jsonb columns merges them, a jsonb operator of a
+        text column is PostgreSQL's error). The output's columns given as SQL type ``jsonb``
+        or ``json`` in ``columns`` are known without it.
 
     Examples
     --------
@@ -253,6 +264,7 @@ class ContinualTask:
         as_of: int | None = None,
         connection=None,
         batch: bool = True,
+        column_kinds: Mapping[str, Sequence[str | None]] | None = None,
     ):
         # A name is a str, or (a catalog's object outside its default schema) a qualified
         # name: a tuple of str parts, colmz.sql.QualifiedName, which statements may write
@@ -319,6 +331,7 @@ class ContinualTask:
         else:
             schema = batched.infer_columns(self)
         self.schema = schema
+        self._jsonb_rules(dict(column_kinds or {}), columns, schemas)
         for b in self.compiled:
             b.jsonb = _jsonb_positions(columns)
             b.json = _jsonb_positions(columns, is_json)
@@ -380,6 +393,31 @@ class ContinualTask:
             self._view = Updates.empty(schema)  # O@(I-1) is empty
 
     # ------------------------------------------------------------------ setup
+
+    def _jsonb_rules(self, kinds: dict, columns, schemas: dict) -> None:
+        # PostgreSQL's rules of jsonb and text columns (colmz.sql.jsonbcols) over every
+        # relation a statement may read (the output's columns from ``kinds``, else its jsonb /
+        # json SQL types in ``columns``); none apply when no column's kind is known.
+        schemas = {**schemas, self.name: self.schema}
+        if self.name not in kinds and columns is not None:
+            declared = dict.fromkeys(_jsonb_positions(columns), "jsonb")
+            declared.update(dict.fromkeys(_jsonb_positions(columns, is_json), "json"))
+            kinds[self.name] = [declared.get(i) for i in range(len(self.schema))]
+        if not any(k for ks in kinds.values() for k in ks):
+            return
+        for k, ks in kinds.items():
+            if k not in schemas or len(ks) != len(schemas[k]):
+                raise ValueError(f"column_kinds[{k!r}] must give a kind for each of the {len(schemas.get(k, ()))} "
+                                 f"columns of a relation the task reads, got {list(ks)!r}")
+        relations = tuple((self.duckdb.registered_as[k], tuple((c.name.lower(), kind) for c, kind in zip(
+            v, kinds.get(k, [None] * len(v))))) for k, v in schemas.items())
+        for b in self.compiled:
+            if b.sql is not None:
+                try:
+                    ruled = jsonb_column_rules(b.sql, relations)
+                except SQLError as e:
+                    raise type(e)(f"{b.label}: {e}") from None  # an UnsupportedSQL stays one
+                b.kind_rules, b.sql = ruled != b.sql, ruled
 
     def _compile(self, s, i: int) -> CompiledStatement:
         if isinstance(s, str):

@@ -42,6 +42,7 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.numeric import NUMERIC_IN, NUMERIC_IN_GUARD, WIDE_DECIMAL_REFUSAL, wide_decimal
 
 __all__ = [
     "CALLS",
@@ -60,6 +61,7 @@ __all__ = [
     "refuse_spelled",
     "regexp_match",
     "spell_operators",
+    "visibly_text",
 ]
 
 P = RESERVED_PREFIX
@@ -444,6 +446,7 @@ _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", 
 MACROS = (
     f"CREATE OR REPLACE MACRO {TO_JSONB}(x) AS CASE WHEN x IS NULL THEN NULL "
     "WHEN typeof(x) = 'JSON' THEN CAST(x AS VARCHAR) "
+    f"WHEN {wide_decimal('typeof(x)')} THEN {WIDE_DECIMAL_REFUSAL} "
     f"WHEN typeof(x) IN ({', '.join(repr(t) for t in _INTEGERS)}) OR typeof(x) LIKE 'DECIMAL%' "
     "THEN CAST(x AS VARCHAR) "
     "WHEN typeof(x) = 'BOOLEAN' THEN CAST(x AS VARCHAR) "
@@ -532,11 +535,20 @@ def _visibly(node, text: str) -> str:
     return ""
 
 
+def visibly_text(node, text: str) -> bool:
+    """Whether the value node ``node`` (of the query ``text``) is text by its own look: a
+    string literal, a cast to a text type, ``->>``, ``#>>`` or a call whose result is text
+    (not ``||``, which is jsonb's too)."""
+    return _visibly(node, text) == "text" and not (node.cls == "FUNCTION" and node.name == ("||",))
+
+
 def _to_jsonb(node, rendered: str, text: str) -> str:
     # the jsonb text of a value (NULL for NULL)
     kind = _visibly(node, text)
     if node.literal is not None and node.literal.kind == "NULL_LITERAL":
         return "CAST(NULL AS VARCHAR)"
+    if NUMERIC_IN + "(" in rendered:
+        rendered = f"{NUMERIC_IN_GUARD}({rendered})"  # a numeric whose scale may be wider than PostgreSQL's
     if kind == "text":
         return f"{JSONB_QUOTE}(CAST({rendered} AS VARCHAR))"
     if kind == "jsonb":

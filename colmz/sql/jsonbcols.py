@@ -15,9 +15,19 @@ reference that resolves to a relation's column, applies PostgreSQL 15's rules:
   '{"a":1}'`` holds for ``{"a": 1}``). A literal that is not JSON raises PostgreSQL's
   "invalid input syntax for type json". An ordering comparison (``<``, ``>=``, ...) of a
   jsonb column with a literal is refused by name (jsonb's order is not its text's).
+* **``||`` of a column and a JSON literal** (translate wrote it both ways,
+  :data:`colmz.sql.transforms.CONCAT_BY_KIND`): text concatenation for a text column, jsonb
+  concatenation for a jsonb one; another is left to be refused when it runs.
+* **``jsonb - text`` of a jsonb column** deletes the key (translate leaves ``-`` of a column
+  to DuckDB); **a column turned into jsonb** (``to_jsonb``, ``jsonb_agg``, ``jsonb_build_*``,
+  which translate writes as :data:`colmz.sql.jsonb.TO_JSONB` of it, refused for text when it
+  runs) is itself when jsonb, read as jsonb when json, a JSON string when text.
 * **``||`` of two jsonb columns** (translate wrote each operand as its text) is jsonb
   concatenation (:func:`colmz.sql.transforms.jsonb_concat`): objects merged, arrays
   concatenated.
+* **a string column of no known kind compared with a string literal** that is not its
+  jsonb text (not JSON, or not written as jsonb prints it) is refused by name: as text and as
+  jsonb the answers differ.
 * **a jsonb operator over a text column** (``->``, ``->>``, ``#>``, ``#>>``, ``?``, ``?|``,
   ``?&``, ``@>``/``<@``, which translate made calls of the column's text) raises
   PostgreSQL's "operator does not exist: text -> unknown" (:class:`SQLError`).
@@ -39,15 +49,25 @@ from __future__ import annotations
 import functools
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.jsonb import JSONB_CONTAINS, JSONB_EXISTS, JSONB_PATH, jsonb_dump, jsonb_load
-from colmz.sql.transforms import JSONB_CONCAT, JSONB_GET, table_refs
+from colmz.sql.jsonb import (
+    JSONB_CONTAINS,
+    JSONB_DELETE,
+    JSONB_EXISTS,
+    JSONB_PATH,
+    JSONB_QUOTE,
+    TO_JSONB,
+    jsonb_dump,
+    jsonb_load,
+)
+from colmz.sql.transforms import CONCAT_BY_KIND, JSONB_CONCAT, JSONB_GET, JSONB_IN, table_refs
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression, Query, parse_tree
 
 __all__ = ["column_ref_kinds", "jsonb_column_rules"]
 
 #: Relations as the caller names them: each relation's name in the text (lower case) with its
-#: columns' ``(name, kind)`` pairs, kind ``"jsonb"``, ``"json"``, ``"text"`` or ``None``.
+#: columns' ``(name, kind)`` pairs, kind ``"jsonb"``, ``"json"``, ``"text"``, ``"string"`` (a
+#: string column of none of these known: a view's column colmz cannot type) or ``None``.
 Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
 
 _EQUALITY = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_IN", "COMPARE_NOT_IN"})
@@ -68,7 +88,9 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     'SELECT __colmz_jsonb_concat(CAST(j AS VARCHAR), CAST(j AS VARCHAR)) FROM t'
     """
     kinds = {k for _, cols in relations for _, k in cols}
-    jsonb = ("jsonb" in kinds and ("'" in text or "||" in text)) or ("json" in kinds and "'" in text)
+    jsonb = ("jsonb" in kinds and ("'" in text or "||" in text)) or (not kinds.isdisjoint(("json", "string"))
+                                                                   and "'" in text) or CONCAT_BY_KIND in text \
+        or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text")))
     if not jsonb and not ("text" in kinds and any(f in text for f in _OPERATOR_CALLS)):
         return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
     return _rewrite(text, relations)
@@ -183,6 +205,14 @@ def _string(n: Expression) -> str | None:
     return n.literal.text if n.literal is not None and n.literal.kind == "STRING" else None
 
 
+def _canonical(value: str) -> bool:
+    # whether a string literal is the jsonb text of its value (text and jsonb compare alike)
+    try:
+        return jsonb_dump(jsonb_load(value)) == value
+    except ValueError:
+        return False
+
+
 def _jsonb_literal(value: str) -> str:
     try:
         doc = jsonb_dump(jsonb_load(value))
@@ -200,6 +230,12 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
         kids = n.children
         if n.type in _EQUALITY and len(kids) >= 2:
             sides = [kids[0]] if n.type.endswith("IN") else list(kids)
+            if any(_kind(k, scope) == "string" for k in sides) and any(
+                    _string(k) is not None and not _canonical(_string(k)) for k in kids):
+                raise UnsupportedSQL("a comparison of a column of no known type (json, jsonb or text: colmz "
+                                     "cannot type it through its view's query) with a string literal is not "
+                                     "supported by colmz (as text and as jsonb the answers differ): cast the "
+                                     "column, x::jsonb or x::text")
             if any(_kind(k, scope) == "json" for k in sides) and any(_string(k) is not None for k in kids):
                 op = "<>" if n.type == "COMPARE_NOTEQUAL" else "="
                 raise SQLError(f"operator does not exist: json {op} unknown")
@@ -212,6 +248,29 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             if any(_kind(k, scope) == "jsonb" for k in kids) and any(_string(k) is not None for k in kids):
                 raise UnsupportedSQL(f"the comparison {_ORDERING[n.type]} of a jsonb column and a string "
                                      "literal is not supported by colmz (jsonb's order is not its text's)")
+        elif n.cls == "FUNCTION" and n.name == ("-",) and len(kids) == 2 and n.start >= 0 \
+                and _string(kids[1]) is not None and _kind(kids[0], scope) == "jsonb":
+            # jsonb - text: the key (or string elements) deleted
+            a, b = (text[k.start:k.end] for k in kids)
+            edits.append((n.start, n.end, f"{JSONB_DELETE}(CAST({a} AS VARCHAR), {b})"))
+            continue
+        elif n.cls == "FUNCTION" and n.name == (TO_JSONB,) and len(kids) == 1 and n.start >= 0 \
+                and _kind(kids[0], scope) in ("jsonb", "json", "text"):
+            # a column turned into jsonb (to_jsonb, jsonb_build_*, jsonb_agg): a jsonb one is
+            # itself, a json one read as jsonb, a text one a JSON string
+            a = f"CAST({text[kids[0].start:kids[0].end]} AS VARCHAR)"
+            kind = _kind(kids[0], scope)
+            edits.append((n.start, n.end, a if kind == "jsonb" else f"{JSONB_IN}({a})" if kind == "json"
+                          else f"{JSONB_QUOTE}({a})"))
+            continue
+        elif n.cls == "FUNCTION" and n.name == (CONCAT_BY_KIND,) and len(kids) == 2 and n.start >= 0:
+            # || of a column and a JSON literal (translate wrote it both ways): by its kind
+            col = next((m for m in kids[1].walk() if m.cls == "COLUMN_REF"), None)
+            kind = None if col is None else _kind(col, scope)
+            if kind in ("text", "jsonb"):
+                chosen = kids[0] if kind == "text" else kids[1]
+                edits.append((n.start, n.end, text[chosen.start:chosen.end]))
+                continue
         elif n.cls == "FUNCTION" and n.name == ("||",) and len(kids) == 2 and n.start >= 0:
             if all(k.cls == "FUNCTION" and k.name == (ANY_TEXT,) and _column(k, scope) == "jsonb" for k in kids):
                 a, b = (text[k.children[0].start:k.children[0].end] for k in kids)

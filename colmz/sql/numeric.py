@@ -19,15 +19,36 @@ integer result past its type, a division by zero, raises here (ArithmeticError),
 caller leaves the expression to DuckDB, which raises as PostgreSQL does.
 
 :func:`float8_text` and :func:`float4_text` are PostgreSQL 15's text of doubles and reals.
+
+Text read as numeric (``x::numeric`` of text known only when the query runs, such as
+``j ->> 'a'``): :func:`numeric_in` is PostgreSQL 15's ``numeric_in`` (blanks around, a sign,
+``.5``, ``5.``, an exponent, ``NaN`` and infinities; anything else raises its "invalid input
+syntax for type numeric"). A ``numeric(p, s)`` target rounds it half away from zero at ``s``
+and raises "numeric field overflow" past ``p - s`` integer digits (:func:`numeric_typmod`),
+which a DuckDB ``DECIMAL(p, s)`` then holds exactly with PostgreSQL's scale. An
+unconstrained ``numeric`` keeps each value's own scale in PostgreSQL, which no DuckDB type
+does: colmz reads it as :data:`TEXT_NUMERIC_TYPE`, exact for every value of at most
+:data:`TEXT_NUMERIC_SCALE` digits after the point and ``MAX_DIGITS - TEXT_NUMERIC_SCALE``
+before it (another value, NaN or an infinity is refused when it runs), so its value is
+PostgreSQL's but its scale may be wider: its text is refused where colmz prints it
+(:data:`NUMERIC_IN_GUARD` where the printed expression shows the read, and by the value's
+DuckDB type, :data:`WIDE_DECIMALS`, in every printer of text, so through a subquery too).
 """
 
 from __future__ import annotations
 
+import re
 import struct
-from decimal import Context, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from fractions import Fraction
 
-__all__ = ["MAX_DIGITS", "PgNumeric", "combine", "divide", "float4_text", "float8_text", "literal_text", "parse_literal"]
+import pyarrow as pa
+
+from colmz.sql.build import RESERVED_PREFIX
+
+__all__ = ["MAX_DIGITS", "NUMERIC_IN", "WIDE_DECIMALS", "WIDE_DECIMAL_REFUSAL", "wide_decimal", "NUMERIC_IN_GUARD", "NUMERIC_MACROS", "NUMERIC_TYPMOD", "TEXT_NUMERIC_FUNCTIONS",
+           "TEXT_NUMERIC_SCALE", "TEXT_NUMERIC_TYPE", "PgNumeric", "combine", "divide", "float4_text", "float8_text",
+           "literal_text", "numeric_in", "numeric_typmod", "parse_literal"]
 
 #: DuckDB's widest DECIMAL.
 MAX_DIGITS = 38
@@ -245,3 +266,131 @@ def float4_text(v: float) -> str:
         if digits is not None:
             break
     return _digits_text(digits, v < 0, 6)
+
+
+# ----------------------------------------------------------------------------- text as numeric
+
+#: Digits after the point of the DuckDB type an unconstrained ``numeric`` of text becomes
+#: (the product of two such values keeps twice as many, within DuckDB's 38).
+TEXT_NUMERIC_SCALE = 9
+TEXT_NUMERIC_TYPE = f"DECIMAL({MAX_DIGITS},{TEXT_NUMERIC_SCALE})"
+#: PostgreSQL 15's numeric_in: blanks, a sign, digits with one point (at least one digit),
+#: an exponent (strtol's: blanks and a sign allowed before its digits), blanks.
+_NUMERIC_TEXT = re.compile(r"[ \t\n\r\v\f]*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))"
+                           r"(?:[eE][ \t\n\r\v\f]*([+-]?[0-9]+))?[ \t\n\r\v\f]*")
+_SPECIAL = re.compile(r"[ \t\n\r\v\f]*(nan|[+-]?inf|[+-]?infinity)[ \t\n\r\v\f]*", re.IGNORECASE)
+
+
+def numeric_in(text: str) -> Decimal:
+    """PostgreSQL 15's ``text::numeric``: the exact value (``Decimal('NaN')``,
+    ``Decimal('Infinity')`` for its special values); ``ValueError`` with PostgreSQL's message
+    for anything else.
+
+    >>> numeric_in(" 1.50 "), numeric_in("+.5e-1"), numeric_in("1e 3"), numeric_in("-Inf")
+    (Decimal('1.50'), Decimal('0.05'), Decimal('1E+3'), Decimal('-Infinity'))
+    >>> numeric_in("1_000")
+    Traceback (most recent call last):
+    ...
+    ValueError: invalid input syntax for type numeric: "1_000"
+    """
+    m = _NUMERIC_TEXT.fullmatch(text)
+    if m is None:
+        special = _SPECIAL.fullmatch(text)
+        if special is None:
+            raise ValueError(f'invalid input syntax for type numeric: "{text}"')
+        word = special.group(1).lower()
+        return Decimal("NaN") if word == "nan" else Decimal("-Infinity" if word[0] == "-" else "Infinity")
+    mantissa, exponent = m.group(1), m.group(2)
+    if exponent is not None and abs(int(exponent)) >= 2**31 // 2:
+        raise ValueError("value overflows numeric format")
+    if exponent is not None and abs(int(exponent)) > 1000 and Decimal(mantissa.rstrip(".") or "0"):
+        raise _unsupported(f"numeric {text.strip()} (from text) with an exponent past 1000")
+    if mantissa.endswith("."):
+        mantissa = mantissa[:-1]
+    return _EXACT.scaleb(Decimal(mantissa), int(exponent or 0))
+
+
+def _unsupported(what: str, why: str = "") -> ValueError:
+    # A value colmz does not hold, named (the caller turns the message into UnsupportedSQL)
+    return ValueError(f"{what} is not supported by colmz{why}")
+
+
+def numeric_typmod(text: str, precision: int | None = None, scale: int | None = None) -> Decimal:
+    """``text::numeric(precision, scale)`` as PostgreSQL 15 computes it (rounded half away
+    from zero at ``scale``; "numeric field overflow" past ``precision - scale`` integer
+    digits), or, without ``precision``, ``text::numeric`` as colmz holds it
+    (:data:`TEXT_NUMERIC_TYPE`): ``ValueError`` naming a value it cannot hold exactly.
+
+    >>> numeric_typmod("1.005", 10, 2), numeric_typmod("-1.005", 10, 2), numeric_typmod("2.50")
+    (Decimal('1.01'), Decimal('-1.01'), Decimal('2.500000000'))
+    >>> numeric_typmod("123.4", 4, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: numeric field overflow
+    """
+    v = numeric_in(text)
+    if v.is_nan() or (v.is_infinite() and precision is None):
+        raise _unsupported(f"numeric {text.strip()} (from text)", " (DuckDB's DECIMAL has no NaN or infinity)")
+    if v.is_infinite():
+        raise ValueError("numeric field overflow")
+    exact = precision is None
+    precision = MAX_DIGITS if exact else precision
+    scale = TEXT_NUMERIC_SCALE if scale is None else scale
+    q = v.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=_EXACT)
+    if exact and q != v:
+        raise _unsupported(f"numeric {text.strip()} (from text) with more than {TEXT_NUMERIC_SCALE} digits after "
+                           "the point", f" (it reads text as {TEXT_NUMERIC_TYPE}): cast it to numeric(p, s) or float8")
+    if q and q.adjusted() + 1 > precision - scale:
+        if exact:
+            raise _unsupported(f"numeric {text.strip()} (from text) with more than {precision - scale} digits "
+                               "before the point", f" (it reads text as {TEXT_NUMERIC_TYPE})")
+        raise ValueError("numeric field overflow")
+    return q
+
+
+def _arrow_numeric_in(values: pa.Array) -> pa.Array:
+    # NUMERIC_IN over one vector of text (DuckDB passes no NULLs to it)
+    return pa.array([None if v is None else numeric_typmod(v) for v in values.to_pylist()],
+                    pa.decimal128(MAX_DIGITS, TEXT_NUMERIC_SCALE))
+
+
+def _arrow_numeric_typmod(values: pa.Array, precision: pa.Array, scale: pa.Array) -> pa.Array:
+    # NUMERIC_TYPMOD: the rounded value's text, which DuckDB's cast to DECIMAL(p, s) reads exactly
+    return pa.array([None if v is None else format(numeric_typmod(v, p, s), "f")
+                     for v, p, s in zip(values.to_pylist(), precision.to_pylist(), scale.to_pylist())], pa.string())
+
+
+NUMERIC_IN = RESERVED_PREFIX + "numeric_in"
+NUMERIC_TYPMOD = RESERVED_PREFIX + "numeric_typmod"
+NUMERIC_IN_GUARD = RESERVED_PREFIX + "numeric_in_guard"
+#: ``(name, function over Arrow arrays, argument types, result type)``: registered on every
+#: colmz connection (a NULL argument gives NULL).
+TEXT_NUMERIC_FUNCTIONS = (
+    (NUMERIC_IN, _arrow_numeric_in, ("VARCHAR",), TEXT_NUMERIC_TYPE),
+    (NUMERIC_TYPMOD, _arrow_numeric_typmod, ("VARCHAR", "INTEGER", "INTEGER"), "VARCHAR"),
+)
+#: DuckDB's types of a value computed from a NUMERIC_IN (``+``, ``*``, sum, min ... of DECIMAL(38,
+#: s) give DECIMAL(38, s') with s' >= s): colmz's printers of text refuse them wherever they are
+#: printed (a subquery's column too), since PostgreSQL prints each value's own scale.
+WIDE_DECIMALS = tuple(f"DECIMAL({MAX_DIGITS},{s})" for s in range(TEXT_NUMERIC_SCALE, MAX_DIGITS + 1))
+#: The refusal of printing one of :data:`WIDE_DECIMALS` (an SQL ``error()`` call).
+WIDE_DECIMAL_REFUSAL = (
+    "error('the text of a numeric read from text (x::numeric, x text), or of a DECIMAL of "
+    f"{MAX_DIGITS} digits and scale {TEXT_NUMERIC_SCALE} or more, is not supported by colmz (PostgreSQL "
+    "prints the scale each value is written with): cast it to numeric(p, s), an integer or float8 first')")
+
+
+def wide_decimal(typeof: str) -> str:
+    """SQL testing whether ``typeof`` (an SQL expression: a value's DuckDB type name) is one of
+    :data:`WIDE_DECIMALS`."""
+    return f"{typeof} IN ({', '.join(repr(t) for t in WIDE_DECIMALS)})"
+
+
+#: ``NUMERIC_IN_GUARD(x)``: ``x`` unless it is a decimal or a double (a value computed from a
+#: NUMERIC_IN, whose scale may be wider than PostgreSQL's), whose text is refused.
+NUMERIC_MACROS = (
+    f"CREATE OR REPLACE MACRO {NUMERIC_IN_GUARD}(x) AS CASE WHEN typeof(x) LIKE 'DECIMAL%' OR typeof(x) = 'DOUBLE' "
+    "THEN error('the text of a numeric read from text (x::numeric, x text) is not supported by colmz (PostgreSQL "
+    f"prints the scale each value is written with, colmz holds it as {TEXT_NUMERIC_TYPE}): cast it to "
+    "numeric(p, s), an integer or float8 first') ELSE x END",
+)

@@ -178,7 +178,12 @@ _PG_TYPE_OF_DUCK = {"INT8": "smallint", "INT16": "smallint", "INT32": "integer",
                     "FLOAT": "real", "DOUBLE": "double precision", "BOOL": "boolean"}
 _NO_TABLE = re.compile(r"Table with name (.+?) does not exist")
 _AMBIGUOUS = re.compile(r"Binder Error: Ambiguous reference to column name \"(.+?)\"")
-_REFUSAL = re.compile(r"Invalid Input Error: (.* is not supported by colmz.*)", re.DOTALL)
+_REFUSAL = re.compile(r"Invalid Input Error: (?:Python exception occurred while executing the UDF: \w+: )?"
+                      r"(.* is not supported by colmz.*)", re.DOTALL)
+#: PostgreSQL's own errors, raised by colmz's macros (error()) or Python functions: their words.
+_PG_ERROR = re.compile(r"Invalid Input Error: (?:Python exception occurred while executing the UDF: \w+: )?"
+                       r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow"
+                       r"|value overflows numeric format)$", re.DOTALL)
 #: DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``).
 _TEXT_TO_NUMERIC = re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'")
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
@@ -222,6 +227,9 @@ def run_query(con, translated: str, t: int, form: str | None = None):
                 # A construct translation refuses once DuckDB knows the value's type (an
                 # error() branch taken at run time): the refusal, not a DuckDB error.
                 raise UnsupportedSQL(refusal.group(1)) from None
+            pg_error = _PG_ERROR.search(str(e))
+            if pg_error:
+                raise SQLError(pg_error.group(1)) from None
             if _TEXT_TO_NUMERIC.search(str(e)):
                 raise UnsupportedSQL(
                     "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the "

@@ -99,7 +99,17 @@ from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import jsonb_dump as _jsonb_dump
 from colmz.sql.jsonb import jsonb_load as _jsonb_load
-from colmz.sql.numeric import MAX_DIGITS, PgNumeric, combine, literal_text, parse_literal
+from colmz.sql.numeric import (
+    MAX_DIGITS,
+    NUMERIC_IN,
+    NUMERIC_MACROS,
+    NUMERIC_TYPMOD,
+    TEXT_NUMERIC_FUNCTIONS,
+    PgNumeric,
+    combine,
+    literal_text,
+    parse_literal,
+)
 from colmz.sql.tokens import closing, top_level
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
@@ -107,6 +117,7 @@ __all__ = [
     "CALLS",
     "CALL_MACROS",
     "CHECKED_MATH",
+    "CONCAT_BY_KIND",
     "DATE_AS_TIMESTAMPTZ",
     "FLOAT_CAST_MACROS",
     "FLOAT_CHECK",
@@ -800,6 +811,9 @@ def _numeric_cast(c: Call) -> str:
                                  "the 38 digits of DuckDB's DECIMAL)")
         return text
     operand = c.text_of(x)
+    if jsonb.visibly_text(x, c.text):
+        # text known only when it runs (j ->> 'a'): read as PostgreSQL's numeric_in reads it
+        return f"{NUMERIC_IN}(CAST({operand} AS VARCHAR))"
     if not (x.cls in ("COLUMN_REF", "CONSTANT", "CAST", "SUBQUERY", "CASE")
             or (x.cls in ("FUNCTION", "WINDOW") and len(x.name) == 1 and x.name[0].isidentifier())):
         operand = f"({operand})"  # an operator's result: its parentheses are outside its span
@@ -809,6 +823,27 @@ def _numeric_cast(c: Call) -> str:
         # significant digits (0.1::float8 * 3 is 0.300000000000000)
         operand = f"CAST(printf('%.{6 if _shows_real(x, c.text) else 15}g', {operand}) AS DOUBLE)"
     return f"({operand} + {NUMERIC_CAST})"
+
+
+#: ``numeric(p)``, ``numeric(p, s)`` (and decimal's), as DuckDB's DECIMAL holds them.
+_NUMERIC_TYPMOD = re.compile(r"(?:numeric|decimal)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+
+
+def _numeric_typmod_target(e: Expression, text: str) -> re.Match | None:
+    # ``numeric(p, s)`` of a cast of visible text (whose value is known only when it runs)
+    if not _is_cast(e, text) or not jsonb.visibly_text(e.children[0], text):
+        return None
+    m = _NUMERIC_TYPMOD.fullmatch(" ".join(_type_text(e.children[1], text).split()))
+    if m is None or not 1 <= int(m.group(1)) <= MAX_DIGITS or int(m.group(2) or 0) > int(m.group(1)):
+        return None  # another width is DuckDB's to take or refuse
+    return m
+
+
+def _numeric_typmod_cast(c: Call) -> str:
+    # text::numeric(p, s): rounded and checked as PostgreSQL does, then held exactly
+    m = _numeric_typmod_target(c.node, c.text)
+    p, s = int(m.group(1)), int(m.group(2) or 0)
+    return f"CAST({NUMERIC_TYPMOD}(CAST({c.text_of(c.node.children[0])} AS VARCHAR), {p}, {s}) AS DECIMAL({p},{s}))"
 
 
 _CHOICES = frozenset({"least", "greatest", "coalesce", "nullif"})
@@ -1099,9 +1134,22 @@ def _concat(c: Call) -> str | None:
             return None  # two string literals: text
         a, b = (c.text_of(k) for k in kids)
         return f"{JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR))"
-    raise UnsupportedSQL("|| of jsonb (or a string literal holding JSON) and a value of a type colmz "
-                         "cannot tell is not supported by colmz (PostgreSQL merges jsonb, concatenates "
-                         "text; colmz keeps jsonb columns as text): cast both operands to jsonb or text")
+    columns = [k for k in kids if k.cls == "COLUMN_REF"]
+    if not any(jsonb) and len(columns) == 1 and all(k.cls == "COLUMN_REF" or lit for k, lit in zip(kids, literal)):
+        # a column beside a JSON literal: text or jsonb by the column's type, which the
+        # catalog knows (colmz.sql.jsonbcols chooses; unchosen, it is refused when it runs)
+        a, b = (c.text_of(k) for k in kids)
+        as_text = _text_operands(c, kids) or c.span_text(c.node.start, c.node.end)
+        return f"{CONCAT_BY_KIND}({as_text}, {JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR)))"
+    raise UnsupportedSQL(_CONCAT_REFUSAL)
+
+
+_CONCAT_REFUSAL = ("|| of jsonb (or a string literal holding JSON) and a value of a type colmz cannot tell is not "
+                   "supported by colmz (PostgreSQL merges jsonb, concatenates text; colmz keeps jsonb columns as "
+                   "text): cast both operands to jsonb or text")
+#: ``CONCAT_BY_KIND(as_text, as_jsonb)``: ``||`` of a column and a JSON literal, written both
+#: ways; colmz.sql.jsonbcols keeps the one of the column's kind, and one left is refused.
+CONCAT_BY_KIND = RESERVED_PREFIX + "concat_by_kind"
 
 
 #: Functions whose result is text: an operand of ``||`` (or argument of ``concat``) that is
@@ -1338,6 +1386,8 @@ TRANSFORM_MACROS = (
     "AND NOT isfinite(TRY_CAST(r AS DOUBLE)) AND finite THEN error('value out of range: overflow') "
     "WHEN typeof(r) IN ('DOUBLE', 'FLOAT') AND TRY_CAST(r AS DOUBLE) = 0 AND finite AND nonzero "
     "THEN error('value out of range: underflow') ELSE r END",
+    *NUMERIC_MACROS,
+    f"CREATE OR REPLACE MACRO {CONCAT_BY_KIND}(t, j) AS CAST(error('{_CONCAT_REFUSAL}') AS VARCHAR)",
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 TRANSFORM_TYPED_MACROS = (
@@ -1353,7 +1403,7 @@ TRANSFORM_TYPED_MACROS = (
      "computes it as a double; DuckDB 1.4 or later can)') ELSE x END"),
 )
 TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),
-                       (JSONB_IN, _jsonb_in_arrow, ("VARCHAR",), "VARCHAR"))
+                       (JSONB_IN, _jsonb_in_arrow, ("VARCHAR",), "VARCHAR"), *TEXT_NUMERIC_FUNCTIONS)
 #: Python functions that may give NULL for values (registered with DuckDB's special NULL
 #: handling: they see NULL arguments and may return NULL).
 TRANSFORM_NULL_FUNCTIONS = ((JSONB_GET, _jsonb_get_arrow, ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),)
@@ -1877,6 +1927,8 @@ def apply_transforms(text: str, toks) -> str:
                 return (lambda c, v=v: _folded(c.node, c.text, v)), ""
             if v is None and _numeric_target(e, wrapped):
                 return _numeric_cast, ""
+            if _numeric_typmod_target(e, wrapped) is not None:
+                return _numeric_typmod_cast, ""
             if e.cls == "CAST" and len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
                 return _mixed_scale_text, ""
         if reals and _real_operator(e) is not None \

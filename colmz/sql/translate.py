@@ -42,7 +42,14 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
 from colmz.sql.jsonb import refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
-from colmz.sql.numeric import float4_text, float8_text
+from colmz.sql.numeric import (
+    NUMERIC_IN,
+    NUMERIC_IN_GUARD,
+    WIDE_DECIMAL_REFUSAL,
+    float4_text,
+    float8_text,
+    wide_decimal,
+)
 from colmz.sql.tokens import (
     check_nesting,
     closing,
@@ -484,6 +491,7 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "WHEN typeof(x) = 'BLOB' THEN error('the text of a bytea is not supported by colmz "
         "(PostgreSQL prints it as \\x and hex digits, DuckDB escapes bytes)') "
         f"WHEN typeof(x) = 'INTERVAL' THEN {INTERVAL_TEXT}(TRY_CAST(x AS INTERVAL)) "
+        f"WHEN {wide_decimal('typeof(x)')} THEN {WIDE_DECIMAL_REFUSAL} "
         "ELSE CAST(x AS \"varchar\") END")
 
 
@@ -605,6 +613,9 @@ def cast_rewrite(operand: str, target: str) -> str | None:
             return _double_text(operand, known="double")
         if toks[-1].upper in ("FLOAT4", "REAL"):
             return _double_text(operand, known="real")
+    if any(t.text.lower() == NUMERIC_IN for t in toks):
+        # a numeric read from text: colmz's scale for it may be wider than PostgreSQL's
+        operand = f"{NUMERIC_IN_GUARD}({operand})"
     return _double_text(operand, numeric=_numeric_source(toks), mean_of=_mean_argument(operand, toks))
 
 

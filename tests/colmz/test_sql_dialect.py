@@ -77,6 +77,24 @@ def test_corpus_against_postgres(both):
     assert counts["match"] >= 500
 
 
+def test_text_casts_raise_postgresqls_errors(both):
+    # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses):
+    # colmz raises SQLError with PostgreSQL's own message, not only "an error".
+    import psycopg
+
+    from colmz.sql import SQLError
+
+    conn, cat = both
+    failing = [(n, q) for n, q in QUERIES if n.startswith("jn_fail")]
+    assert len(failing) >= 8
+    for name, sql in failing:
+        with pytest.raises(psycopg.Error) as pg:
+            conn.execute(sql).fetchall()
+        with pytest.raises(SQLError) as ours:
+            cat.sql(sql)
+        assert str(ours.value) == str(pg.value).splitlines()[0], name
+
+
 def test_oracle_fails_in_ci_when_no_server_can_start(monkeypatch):
     # No cached server and no initdb: outside CI the oracle skips, with CI set it fails.
     monkeypatch.setattr(storage_servers, "_SERVERS", {})

@@ -207,6 +207,34 @@ def test_a_query_over_a_qualified_name_recomputes(cat):
     assert [b.to_pylist() for b in sub] == [[(1, 2, 1)], [(2, 3, 1)]]
 
 
+def test_a_query_of_jsonb_column_rules_equals_the_query_at_every_time():
+    # A jsonb column compared with a string literal compares jsonb, || of two jsonb columns
+    # merges them, a jsonb operator of a text column is PostgreSQL's error: the same rules as
+    # the catalog's query (colmz.sql.jsonbcols), applied by the operators as by the query
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE d (k BIGINT, j JSONB, s TEXT)")
+    cat.execute("CREATE MATERIALIZED VIEW dv AS SELECT k, j FROM d")
+    start = cat.now
+    queries = ["""SELECT k, j = '{"a":1}' AS e, j || j AS m FROM d WHERE j <> '{ "b":[1,2.50]}' OR k = 2""",
+               """SELECT k FROM dv WHERE j IN ('{"a": 1}', '[ ]')"""]
+    subs = [cat.subscribe(q, as_of=start) for q in queries]
+    assert [s.strategy for s in subs] == ["dataflow", "dataflow"]
+    got = [list(s) for s in subs]
+    for stmt in ("""INSERT INTO d VALUES (1, '{"a":1}', 'x'), (2, '{"b": [1, 2.5]}', 'y')""",
+                 """INSERT INTO d VALUES (3, '{"b":[1,2.50]}', 'z'), (4, '[]', NULL)""",
+                 "DELETE FROM d WHERE k = 1"):
+        cat.execute(stmt)
+        for g, s in zip(got, subs):
+            g += list(s)
+    for q, g in zip(queries, got):
+        assert any(len(b) for b in g), q
+        for t in range(start, cat.now + 1):
+            assert integrate(g, t) == counted(cat.sql(q, as_of=t)), (q, t)
+    assert counted(cat.sql(queries[1])) == [(4, 1)]
+    with pytest.raises(SQLError, match="operator does not exist: text -> unknown"):
+        cat.subscribe("SELECT s -> 'a' AS a FROM d")
+
+
 # ----------------------------------------------------------------------------- SQL
 
 

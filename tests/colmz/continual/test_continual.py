@@ -928,3 +928,27 @@ def test_a_task_named_by_a_qualified_name_reads_and_writes_itself_qualified():
         push(inp, 2, colmz.Updates({"k": [1, 2]}, time=[2, 2], diff=[1, 1]))
         task.run()
         assert rows(task.output, 2) == [(1,), (2,)], batch
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_column_kinds_give_the_jsonb_column_rules(batch):
+    # A string column of kind jsonb compared with a string literal compares jsonb (the literal
+    # read as jsonb); one of no known kind is compared as text. The DELETE's IN subquery keeps
+    # the rules when the statements are lifted over a batch of times (batch=True).
+    docs = MemoryCollection({"k": pa.int64(), "j": pa.string()})
+    for t, (k, j) in enumerate([(1, '{"a": 1}'), (2, '{"b": 2}'), (1, '{"b": 2}')]):
+        push(docs, t, colmz.Updates({"k": pa.array([k], pa.int64()), "j": pa.array([j])}, time=[t], diff=[1]))
+    body = ["INSERT INTO o SELECT k, j = '{\"a\":1}' AS e FROM docs",
+            "DELETE FROM o WHERE k IN (SELECT k FROM docs WHERE j = '{\"b\" :2}')"]
+
+    def task(kinds):
+        t = ContinualTask("o", {"docs": docs}, body, columns={"k": pa.int64(), "e": pa.bool_()}, as_of=0,
+                          batch=batch, column_kinds=kinds)
+        t.run()
+        return rows(t.output, 2)
+
+    # at time 2 the DELETE removes (1, True), written at time 0 (it reads the output as of T - 1)
+    assert task({"docs": [None, "jsonb"]}) == [(1, False), (2, False)]
+    assert task(None) == [(1, False), (1, False), (2, False)]  # as text: '{"a": 1}' <> '{"a":1}'
+    with pytest.raises(ValueError, match=r"column_kinds\['docs'\] must give a kind for each of the 2 columns"):
+        task({"docs": ["jsonb"]})
