@@ -394,7 +394,7 @@ class Catalog:
         >>> cat.execute("CREATE MATERIALIZED VIEW c AS SELECT count(*) AS n FROM u")
         >>> before = cat.commit_work; cat.execute("INSERT INTO t VALUES (1)")
         >>> {k: cat.commit_work[k] - before[k] for k in before}
-        {'commits': 1, 'tables': 1, 'visited': 0}
+        {'commits': 1, 'tables': 1, 'visited': 0, 'compared': 0}
 
         A durable handle adds what its commits examined to write them
         (``colmz.catalog.mirror.Mirror.work``): the ``objects_examined`` for changes, the
