@@ -66,6 +66,7 @@ from colmz.sql import (
     uses_now,
 )
 from colmz.sql.write import is_json, is_jsonb
+from colmz.storage.frozen import frozen
 from colmz.updates import SchemaError, Updates
 
 __all__ = ["Definitions"]
@@ -363,14 +364,16 @@ class Definitions:
             # Only an object outside materialize.public says where it lives: a definition
             # without these (every one written before schemas existed) is a public one.
             d["database"], d["schema"] = obj.name.database, obj.name.schema
-        self._defs.append(d)
+        # frozen: nothing changes a definition in place (a durable store compares them by
+        # identity, colmz.catalog.store)
+        self._defs.append(frozen(d))
 
     def restore(self, defs: list[dict], collections: dict[Key, MemoryCollection]) -> None:
         """Rebuild the objects of the stored definitions ``defs`` (in creation order) on
         ``collections``, each object's contents loaded from storage, and keep ``defs`` as
         this engine's definitions. Each object is as its definition made it; bringing them
         to ``now`` is :meth:`colmz.catalog.engine.Engine.bring_forward`'s."""
-        self._defs = list(defs)
+        self._defs = defs = [frozen(d) for d in defs]
         for d in defs:
             key = definition_key(d)
             mem = collections[key]

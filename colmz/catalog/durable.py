@@ -126,6 +126,7 @@ from colmz.dataflow.step import as_schema
 from colmz.sql import display_name, parse, session
 from colmz.sql.tokens import require_text
 from colmz.storage.base import Indeterminate
+from colmz.storage.frozen import frozen
 from colmz.storage.state import CommitConflict
 from colmz.updates import Updates
 
@@ -394,7 +395,7 @@ class Catalog:
         >>> cat.execute("CREATE MATERIALIZED VIEW c AS SELECT count(*) AS n FROM u")
         >>> before = cat.commit_work; cat.execute("INSERT INTO t VALUES (1)")
         >>> {k: cat.commit_work[k] - before[k] for k in before}
-        {'commits': 1, 'tables': 1, 'visited': 0}
+        {'commits': 1, 'tables': 1, 'visited': 0, 'compared': 0}
 
         A durable handle adds what its commits examined to write them
         (``colmz.catalog.mirror.Mirror.work``): the ``objects_examined`` for changes, the
@@ -432,7 +433,9 @@ class Catalog:
         ``entries_applied`` (an arrangement moved: its upper, and the runs adopted) and
         ``entries_landed`` (found applied already), ``runs_written`` (one per arrangement
         with changes), ``conflicts``, ``blobs_deleted``, ``definitions_encoded`` (the record's
-        definitions encoded anew: by DDL, never by a data commit). A commit moves the arrangements of
+        definitions encoded anew: by DDL, never by a data commit) and ``entries_frozen`` (record
+        entries the store copied to compare later commits with: only entries not frozen already,
+        ``colmz.storage.frozen`` -- the catalog's own are, so none). A commit moves the arrangements of
         what it changes only: the others lag, logically at the record's upper
         (``colmz.catalog.store``, "Lazy uppers").
 
@@ -828,8 +831,8 @@ class Catalog:
                 moves.append((f"shared arrangement {aid}", skey, 0, up, st.delta((), up - 1)))
                 store.arrangement(skey, st.schema)  # as a new object's: before the record names it
             if only is None:
-                entries.append({"kind": SHARED_STATE, "key": skey, "id": aid, "relation": relations[rel],
-                                "by": list(by)})
+                entries.append(frozen({"kind": SHARED_STATE, "key": skey, "id": aid, "relation": relations[rel],
+                                        "by": list(by)}))
             states[(relations[rel], by)] = ViewStates((aid,), (skey,), {aid: st.marks()})
         return entries, moves, states
 
@@ -890,7 +893,7 @@ class Catalog:
                 for st, skey in zip(found, keys):
                     if prev is None or prev.names != names:
                         store.arrangement(skey, st.schema)  # as a new object's: before the record names it
-                    state_defs.append({"kind": VIEW_STATE, "key": skey, "view": d["key"], "state": st.name})
+                    state_defs.append(frozen({"kind": VIEW_STATE, "key": skey, "view": d["key"], "state": st.name}))
             moves.extend(mine)
             states[d["key"]] = ViewStates(names, keys, {st.name: st.marks() for st in found})
         return state_defs, moves, states

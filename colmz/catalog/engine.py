@@ -178,10 +178,12 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         # ``(the definitions list, its length, key -> definition)``: definition_of's index
         self._def_index: tuple | None = None
         # How to reopen time ``now`` for a write at ``time=now``: the state saved before the
-        # commit that sealed it and that commit's table changes (None: it cannot be; always
-        # in a durable catalog, where now is persisted sealed).
+        # commit that sealed it, that commit's table changes and the derived objects it
+        # changed (None: it cannot be; always in a durable catalog, where now is persisted
+        # sealed).
         self._at_now: tuple | None = None
-        # The derived objects' changes at ``now`` a reopened commit must reproduce.
+        # The derived objects' changes at ``now`` a reopened commit must reproduce: those the
+        # commit that sealed ``now`` changed (every other one has none at ``now``).
         self._expect: dict[str, list] | None = None
         # The arrangements the views' operators share, by (relation, key) (colmz.catalog.views).
         self._shared = SharedArrangements()
@@ -211,8 +213,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         self._touched: set[Key] = set()
         #: What the commits visited (cumulative, never rolled back; a work counter): the
         #: ``tables`` written and the derived objects ``visited`` -- readers of a change,
-        #: views come due, tasks -- never an object nothing reached.
-        self.commit_work = {"commits": 0, "tables": 0, "visited": 0}
+        #: views come due, tasks -- never an object nothing reached; and the derived objects
+        #: whose changes at ``now`` a write at ``time=now`` ``compared`` (those the commit it
+        #: joins changed, and those it changes).
+        self.commit_work = {"commits": 0, "tables": 0, "visited": 0, "compared": 0}
 
     # ------------------------------------------------------------------ accessors
 
@@ -673,7 +677,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             before = own
         else:
             before = unchanged.without("_at_now")
-        self._at_now = None if before is None else (before, {k: v for k, v in pending.items() if len(v)})
+        # the derived objects this call changed (at t: DDL after this commit clears _at_now)
+        derived = frozenset(k for k in self._touched if self._objects[k].kind != "table")
+        self._at_now = None if before is None else (before, {k: v for k, v in pending.items() if len(v)}, derived)
 
     def _commit_objects(self, t: int, pending: Mapping[str, Updates], consolidated: bool) -> None:
         """:meth:`_commit`'s work: the tables written, then the derived objects that may
@@ -747,7 +753,13 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                         queued.add(r)
                         heapq.heappush(todo, (sched.rank[r], r))
         expect, self._expect = self._expect, None
-        for name, old in (expect or {}).items():
+        # A reopened commit reproduces the derived objects' changes at t: those the commit it
+        # joins changed (expect) and those this one changed (touched); any other object has
+        # none at t in both -- nothing else writes a collection at t (_bring adds no update).
+        check = {} if expect is None else {
+            **{k: [] for k in self._touched if self._objects[k].kind != "table"}, **expect}
+        for name, old in check.items():
+            self.commit_work["compared"] += 1
             if changes_at(self._objects[name].collection, t) != old:
                 raise ValueError(
                     f"time={t} (cat.now) would revise {self._objects[name].kind} {display_name(name)!r} at time "
@@ -876,8 +888,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                 f"time={now} (cat.now): no commit at {now} to join (it was reached by DDL, a "
                 "reopen, or no write yet); commit at a later time"
             )
-        before, pending = self._at_now
-        expect = {n: changes_at(o.collection, now) for n, o in self._objects.items() if o.kind != "table"}
+        before, pending, derived = self._at_now
+        # the derived objects that commit changed: every other one has no change at now
+        expect = {n: changes_at(self._objects[n].collection, now) for n in derived}
         # Copies of the histories as they were before that commit: the lists themselves stay
         # whole for this call's own saved state, which a failure rolls back to. What that
         # commit changed (the structures its save kept) is kept by this call first.

@@ -37,6 +37,7 @@ from colmz.sql import (
     catalog_key,
     resolve_item,
 )
+from colmz.storage.frozen import frozen
 from colmz.updates import SchemaError, Updates
 
 __all__ = ["NAMESPACES", "RESERVED_COLUMNS", "CatalogObject", "Key", "changes_at", "check_columns",
@@ -130,7 +131,7 @@ def namespaces_entry(schemas: dict[str, list[str]]) -> list[dict]:
     """
     if schemas == {DEFAULT_DATABASE: [DEFAULT_SCHEMA]}:
         return []
-    return [{"kind": NAMESPACES, "databases": [[db, list(scs)] for db, scs in schemas.items()]}]
+    return [frozen({"kind": NAMESPACES, "databases": [[db, list(scs)] for db, scs in schemas.items()]})]
 
 
 def check_namespace_name(what: str, name: str) -> None:

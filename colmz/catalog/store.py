@@ -98,10 +98,17 @@ The record is a :class:`~colmz.storage.state.StateLog` state: each version is wr
 diff from the one before, so a data commit writes its intent and upper, not the
 definitions. Building that diff, and the record's check, needs the canonical JSON of the
 whole record; the store keeps the definitions it committed last encoded
-(:class:`~colmz.storage.state.Encoded`, next to a deep copy of them) and reuses that
-encoding while they compare equal, so a commit that changes no definition encodes only its
-intent: its Python work is what it changes, whatever the number of objects (the check is
-then a digest over bytes already encoded). The record written is the same as when every
+(:class:`~colmz.storage.state.Encoded`, next to the entries as encoded) and reuses that
+encoding while they compare equal. The entries are compared as they were when encoded,
+never as the caller's dicts may have become since: an entry that is frozen
+(:func:`colmz.storage.frozen.frozen`: it and everything in it refuse every change) is kept
+itself, and the same entry given again compares equal by identity, without a look inside it
+(the catalog's definitions, operator-state and shared-arrangement entries are frozen when
+made); any other entry is kept as a frozen copy (``entries_frozen``), compared by value. So
+a commit's comparison is one identity check per entry (no copy, no walk of the
+definitions), and a commit that changes no definition encodes only its intent: beyond
+those identity checks its Python work is what it changes, whatever the number of objects
+(the check is then a digest over bytes already encoded). The record written is the same as when every
 commit encoded everything -- same layout, same :func:`record_check`, verified on every
 load. DDL encodes the definitions again (``definitions_encoded`` in
 :attr:`CatalogStore.stats`). The check itself cannot be cached with them: it is one XXH64
@@ -136,7 +143,6 @@ compare-and-set creates the catalog record. A store with no record and no marker
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import threading
 import time
@@ -164,6 +170,7 @@ from colmz.arrangement.parts import concurrent_calls, read_part
 from colmz.arrangement.runs import WrittenRun, write_run
 from colmz.ops import concat
 from colmz.storage.base import Indeterminate, StorageError, VersionedData
+from colmz.storage.frozen import frozen, is_frozen
 from colmz.storage.state import CommitConflict, Encoded, StateLog, canonical_json
 from colmz.threads import shared_pool
 from colmz.updates import Updates
@@ -284,12 +291,13 @@ class CatalogStore:
         # The definitions last committed, encoded (reused while they do not change).
         self._encoded_defs: tuple[list[dict], Encoded] | None = None
         self.stats = {"commits": 0, "conflicts": 0, "entries_applied": 0, "entries_landed": 0,
-                      "runs_written": 0, "blobs_deleted": 0, "converted": 0, "definitions_encoded": 0}
+                      "runs_written": 0, "blobs_deleted": 0, "converted": 0, "definitions_encoded": 0,
+                      "entries_frozen": 0}
         self._stats_lock = threading.Lock()
 
-    def _count(self, what: str) -> None:
+    def _count(self, what: str, n: int = 1) -> None:
         with self._stats_lock:  # applied and written side by side, by several threads
-            self.stats[what] += 1
+            self.stats[what] += n
 
     @property
     def seqno(self) -> int | None:
@@ -357,11 +365,17 @@ class CatalogStore:
     def _definitions(self, objects: list[dict]) -> Encoded:
         """``objects`` encoded, the encoding of the previous commit's reused when they did
         not change (module docstring, "The definitions are encoded once"): compared with
-        a deep copy of the definitions it encodes, never with the caller's (mutable) dicts."""
+        the entries it encoded as they were then -- a frozen entry (``colmz.storage.frozen``)
+        itself, which nothing can change, so the same entry again compares by identity; any
+        other a frozen copy, never the caller's (mutable) dict."""
         known = self._encoded_defs
+        # list equality takes an entry identical to the one kept as equal without looking
+        # inside it: sound for frozen entries only, which is why the others are copies
         if known is None or objects != known[0]:
-            # a deep copy, not the JSON value: definitions hold tuples, which JSON makes lists
-            known = self._encoded_defs = (copy.deepcopy(objects), Encoded(objects, "objects"))
+            # frozen copies, not the JSON value: definitions hold tuples, which JSON makes lists
+            kept = [e if is_frozen(e) else frozen(e) for e in objects]
+            self._count("entries_frozen", sum(e is not k for e, k in zip(objects, kept)))
+            known = self._encoded_defs = (kept, Encoded(objects, "objects"))
             self._count("definitions_encoded")
         return known[1]
 

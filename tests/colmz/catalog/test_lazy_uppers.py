@@ -109,9 +109,9 @@ def test_a_commit_examines_what_it_changed_however_many_views():
     # Not every view, operator state and shared arrangement for a change of its own (each
     # used to be looked at by every commit): those of what the call changed.
     (t_one, src_one), (t_many, src_many) = _examined(1), _examined(30)
-    assert t_one == t_many == {"commits": 1, "tables": 1, "visited": 0, "objects_examined": 1,
+    assert t_one == t_many == {"commits": 1, "tables": 1, "visited": 0, "compared": 0, "objects_examined": 1,
                                "views_examined": 0, "shared_examined": 0}
-    assert src_one == src_many == {"commits": 1, "tables": 1, "visited": 2, "objects_examined": 3,
+    assert src_one == src_many == {"commits": 1, "tables": 1, "visited": 2, "compared": 0, "objects_examined": 3,
                                    "views_examined": 2, "shared_examined": 1}
 
 

@@ -99,3 +99,45 @@ def test_reused_definitions_are_still_checked(tmp_path):
     assert cons.compare_and_set(key, head.seqno, VersionedData(head.seqno + 1, bad))
     with pytest.raises(CorruptMeta, match="does not match its check"):
         colmz.Catalog(str(tmp_path))
+
+
+def test_catalog_entries_are_frozen_so_the_store_compares_them_by_identity(tmp_path):
+    # The store reuses the encoding while the entries compare equal to those it encoded: the
+    # catalog's own entries are frozen (a change in place is impossible), so it keeps them
+    # themselves and copies none -- at a data commit or a DDL, whatever the catalog holds.
+    for n in (1, 30):
+        cat = _catalog(tmp_path / f"n{n}", n)
+        assert cat.store_work["entries_frozen"] == 0
+        defs = cat._engine.definitions
+        kept = cat._store._encoded_defs[0]
+        assert all(any(k is d for k in kept) for d in defs)
+        with pytest.raises(TypeError, match="cannot be changed in place"):
+            defs[0]["comment"] = "changed in place"
+        with pytest.raises(TypeError, match="cannot be changed in place"):
+            defs[0]["stmt"]["columns"].append(("x", "BIGINT"))
+        with pytest.raises(TypeError, match="cannot be changed in place"):
+            kept[-1]["kind"] = "table"  # an operator state's entry
+        cat.execute("CREATE TABLE extra (a BIGINT)")
+        cat.execute("DROP TABLE extra")
+        cat.execute("INSERT INTO t VALUES (3, 3)")
+        assert cat.store_work["entries_frozen"] == 0
+        again = colmz.Catalog(str(tmp_path / f"n{n}"))
+        assert again._store.state["objects"] == cat._store.state["objects"]
+
+
+def test_a_frozen_entry_is_compared_by_identity_a_mutable_one_by_its_frozen_copy(tmp_path):
+    from colmz.storage.frozen import frozen
+
+    store = CatalogStore(open_location(f"file://{tmp_path}"))
+    store.arrangement("t-1", {"k": pa.int64()})
+    mutable = {"name": "t", "key": "t-1", "stmt": {"columns": [("k", "BIGINT")]}}
+    fixed = frozen({"name": "u", "key": "u-1", "stmt": {"columns": [("k", "BIGINT")]}})
+    store.commit([mutable, fixed], [("t", "t-1", 0, 1, Updates({"k": [5]}, time=[0], diff=[1]))], 1)
+    store.apply(store.state)
+    assert store.stats["entries_frozen"] == 1 and store._encoded_defs[0][1] is fixed
+    store.commit([mutable, fixed], [], 1)  # unchanged: reused
+    assert store.stats["definitions_encoded"] == 1 and store.stats["entries_frozen"] == 1
+    mutable["stmt"]["columns"].append(("v", "BIGINT"))  # deep in place: caught
+    store.commit([mutable, fixed], [], 1)
+    assert store.stats["definitions_encoded"] == 2
+    assert CatalogStore(store.loc).load()["objects"][0]["stmt"]["columns"] == [["k", "BIGINT"], ["v", "BIGINT"]]

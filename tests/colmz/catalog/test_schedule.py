@@ -44,11 +44,49 @@ def test_a_write_no_view_reads_visits_and_keeps_the_same_however_many_views(view
     a, b = _cost(few, "INSERT INTO t VALUES (1)"), _cost(many, "INSERT INTO t VALUES (1)")
     # t alone: written and kept; no view visited, none of their collections kept (each used
     # to cost its collection kept for its upper, and a look at whether it was idle)
-    assert a == b == ({"commits": 1, "tables": 1, "visited": 0}, {"calls": 1, "kept": 1, "copied": 0})
+    assert a == b == ({"commits": 1, "tables": 1, "visited": 0, "compared": 0}, {"calls": 1, "kept": 1, "copied": 0})
     # a write one view reads visits that view only
     visits, _ = _cost(many, "INSERT INTO src_7 VALUES (1, 5)")
-    assert visits == {"commits": 1, "tables": 1, "visited": 1}
+    assert visits == {"commits": 1, "tables": 1, "visited": 1, "compared": 0}
     assert _rows(many, "SELECT * FROM v_7") == [(1, 12), (2, 1)]
+
+
+@pytest.mark.parametrize("views", ["incremental", "recompute"])
+def test_a_write_at_now_compares_only_the_derived_objects_the_commits_change(views):
+    # A write at time=now checks that the derived objects come out at now unchanged: only
+    # those the commit it joins changed and those it changes -- every other one has no change
+    # at now -- so the check costs the same whether 1 or 30 views read other tables.
+    for n in (1, 30):
+        cat = _catalog(n, views)
+        cat.execute("CREATE TABLE u (k BIGINT); CREATE MATERIALIZED VIEW tv AS SELECT count(*) AS c FROM t")
+        visits, _ = _cost(cat, "INSERT INTO t VALUES (5)")  # a commit at now + 1 compares nothing
+        assert visits["compared"] == 0
+        now = cat.now
+        # joining the commit at now would change tv at now: refused (tv compared), nothing changed
+        before = cat.commit_work["compared"]
+        with pytest.raises(ValueError, match="would revise materialized view 'tv'"):
+            cat.execute("INSERT INTO t VALUES (6)", time=now)
+        assert cat.commit_work["compared"] - before == 1
+        assert cat.now == now and _rows(cat, "SELECT * FROM tv") == [(2,)]
+        # a write no derived object reads joins it: tv compared (the joined commit changed it)
+        before = cat.commit_work["compared"]
+        cat.execute("INSERT INTO u VALUES (1)", time=now)
+        assert cat.commit_work["compared"] - before == 1 and cat.now == now
+        assert _rows(cat, "SELECT * FROM u") == [(1,)] and _rows(cat, "SELECT * FROM tv") == [(2,)]
+
+    # a view the commit at now did not change but the joined one would: caught too
+    cat = _catalog(3, views)
+    cat.execute("INSERT INTO t VALUES (1)")
+    now = cat.now
+    before = cat.commit_work["compared"]
+    with pytest.raises(ValueError, match="would revise materialized view 'v_1'"):
+        cat.execute("INSERT INTO src_1 VALUES (1, 100)", time=now)
+    assert cat.commit_work["compared"] - before == 1
+    assert _rows(cat, "SELECT * FROM v_1") == [(1, 1), (2, 1)] and cat.now == now
+    before = cat.commit_work["compared"]
+    cat.execute("INSERT INTO t VALUES (2)", time=now)  # no derived object reads t: joins
+    assert cat.commit_work["compared"] == before and cat.now == now
+    assert _rows(cat, "SELECT * FROM t") == [(0,), (1,), (2,)]
 
 
 def test_lagging_objects_read_and_subscribe_at_the_logical_upper():
