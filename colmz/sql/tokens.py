@@ -269,7 +269,11 @@ _SHALLOW: set[str] = set()
 
 def _moved(toks: Sequence[Token], delta: int, out: list[Token]) -> None:
     # ``out`` extended with copies of ``toks`` whose offsets move by ``delta`` (each
-    # token's slots set here: a third cheaper than a call of Token)
+    # token's slots set here: a third cheaper than a call of Token); not moved, the same
+    # tokens (read-only, shared as tokenize's cache shares them)
+    if delta == 0:
+        out.extend(toks)
+        return
     new = Token.__new__
     for t in toks:
         c = new(Token)
