@@ -1452,6 +1452,8 @@ QUERIES = [
                            'FROM c JOIN reals ON c.k = reals.k) s ORDER BY 1'),
     ('rc_cte_scalar_subquery', 'WITH c AS (SELECT k, f FROM reals2) SELECT reals.k, (SELECT max(c.f) + 1 FROM c '
                                'WHERE c.k = 1) AS a, (SELECT min(c.f) * 2 FROM c) AS b FROM reals ORDER BY 1'),
+    ('rc_cte_correlated_scalar_subquery', 'WITH c AS (SELECT k, f FROM reals2) SELECT reals.k, (SELECT max(c.f) + 1 '
+                                          'FROM c WHERE c.k = reals.k) AS a FROM reals ORDER BY 1'),
     ('rc_cte_materialized', 'WITH c AS MATERIALIZED (SELECT k, f FROM reals2) SELECT c.k, c.f + 1 AS a FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
     ('rc_cte_shadows_table', 'WITH reals AS (SELECT k, f FROM reals2) SELECT reals.k, reals.f + 1 AS a, '
                              '(reals.f * 2)::text AS t FROM reals JOIN reals2 ON reals.k = reals2.k ORDER BY 1'),
