@@ -8,7 +8,8 @@ A mixin of the planner (``colmz.dataflow.plan``'s ``_Planner``), lowering as Mat
 subquery's distinct keys (antijoins as the input minus its semijoin), ``NOT IN`` and
 quantified comparisons with PostgreSQL's NULLs through global counts, scalar subqueries as
 a cross join with a one-row relation (guarded past one row) or, correlated by equalities,
-a left join with the subquery grouped by its keys; correlated otherwise (non-equality
+a left join with the subquery grouped by its keys (its item one aggregate, or arithmetic
+over aggregates NULL over no rows, as a key without inner rows is); correlated otherwise (non-equality
 conditions, a nested subquery reading the outer query), on the distinct outer keys
 (:meth:`SubqueryLowering.keyed_subquery`): the subquery joined with the distinct non-NULL
 values of the outer columns it reads, computed per key, joined back on them -- exact
