@@ -1452,6 +1452,8 @@ QUERIES = [
                            'FROM c JOIN reals ON c.k = reals.k) s ORDER BY 1'),
     ('rc_cte_scalar_subquery', 'WITH c AS (SELECT k, f FROM reals2) SELECT reals.k, (SELECT max(c.f) + 1 FROM c '
                                'WHERE c.k = 1) AS a, (SELECT min(c.f) * 2 FROM c) AS b FROM reals ORDER BY 1'),
+    ('rc_cte_correlated_scalar_subquery', 'WITH c AS (SELECT k, f FROM reals2) SELECT reals.k, (SELECT max(c.f) + 1 '
+                                          'FROM c WHERE c.k = reals.k) AS a FROM reals ORDER BY 1'),
     ('rc_cte_materialized', 'WITH c AS MATERIALIZED (SELECT k, f FROM reals2) SELECT c.k, c.f + 1 AS a FROM c JOIN reals ON c.k = reals.k ORDER BY 1'),
     ('rc_cte_shadows_table', 'WITH reals AS (SELECT k, f FROM reals2) SELECT reals.k, reals.f + 1 AS a, '
                              '(reals.f * 2)::text AS t FROM reals JOIN reals2 ON reals.k = reals2.k ORDER BY 1'),
@@ -1466,6 +1468,15 @@ QUERIES = [
     ('rc_subquery_aggregate_same_name', 'SELECT s.k, s.f + 1 AS a FROM (SELECT k, min(f) AS f FROM reals2 GROUP BY k) s '
                                         'JOIN reals ON s.k = reals.k ORDER BY 1'),
     ('rc_where_column_before_output_name', 'SELECT k, f * 2 AS f FROM reals2 WHERE f + 1 > 1.1 ORDER BY k'),
+    # ... and in HAVING (a bare name there is the FROM item's column, never the output name)
+    ('rc_having_column_before_output_name', 'SELECT r + 1 AS r FROM reals GROUP BY r HAVING r > 0.1 ORDER BY 1'),
+    ('rc_having_arith_before_output_name', 'SELECT r * 2 AS r, count(*) AS n FROM reals GROUP BY r '
+                                           'HAVING r + 1 > 1.1 ORDER BY 1'),
+    # a CTE column list longer than its body's columns: an error in PostgreSQL
+    ('rc_cte_column_list_too_long', 'WITH c(a, b, d) AS (SELECT k, r FROM reals) SELECT * FROM c'),
+    # WITH RECURSIVE lets a CTE read one defined after it (refused by name: DuckDB does not)
+    ('rc_cte_recursive_forward_reference', 'WITH RECURSIVE a AS (SELECT k, r + 1 AS x FROM b), b AS (SELECT k, r '
+                                           'FROM reals) SELECT * FROM a ORDER BY 1'),
     ('rc_cte_recursive_type_change', 'WITH RECURSIVE r(n, x) AS (SELECT 1, f FROM reals2 WHERE k = 1 UNION ALL '
                                      'SELECT n + 1, x * 2 FROM r WHERE n < 3) SELECT n, x FROM r ORDER BY 1'),
     # ... a call of its argument's type over a float column (abs, min, max)

@@ -130,7 +130,8 @@ keeps and is dropped, as Materialize does); ``UNION [ALL]``, ``EXCEPT [ALL]``,
 expressions, grouping sets with a ``HAVING``
 reading a key, ``GROUPING()`` inside an expression, subqueries inside expressions other than
 the above, subqueries reading an outer column that no comparison of theirs has as an
-operand, correlated scalar subqueries of other than one aggregate, ``LATERAL`` subqueries
+operand, correlated scalar subqueries of other than one aggregate (or arithmetic over aggregates
+NULL over no rows), ``LATERAL`` subqueries
 correlated otherwise, ``NATURAL`` joins, ``WITH RECURSIVE``, volatile functions
 (``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
 whose reason names it.

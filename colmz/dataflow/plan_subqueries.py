@@ -8,7 +8,8 @@ A mixin of the planner (``colmz.dataflow.plan``'s ``_Planner``), lowering as Mat
 subquery's distinct keys (antijoins as the input minus its semijoin), ``NOT IN`` and
 quantified comparisons with PostgreSQL's NULLs through global counts, scalar subqueries as
 a cross join with a one-row relation (guarded past one row) or, correlated by equalities,
-a left join with the subquery grouped by its keys; correlated otherwise (non-equality
+a left join with the subquery grouped by its keys (its item one aggregate, or arithmetic
+over aggregates NULL over no rows, as a key without inner rows is); correlated otherwise (non-equality
 conditions, a nested subquery reading the outer query), on the distinct outer keys
 (:meth:`SubqueryLowering.keyed_subquery`): the subquery joined with the distinct non-NULL
 values of the outer columns it reads, computed per key, joined back on them -- exact
@@ -802,9 +803,13 @@ class SubqueryLowering:
         sub = e.subquery
         agg = sub.items[0]
         fn = agg.name[-1] if agg.cls == "FUNCTION" and len(agg.name) == 1 else ""
-        if not is_aggregate(agg) or sub.ctes or fn not in self.NULL_WHEN_EMPTY | {"count", "count_star"}:
+        if not is_aggregate(agg) and self.null_with_aggregates(agg):
+            fn = "expression"  # NULL over no rows, as the left join's missing row gives
+        elif not is_aggregate(agg) or fn not in self.NULL_WHEN_EMPTY | {"count", "count_star"}:
             raise Unsupported(f"select item {text!r}: {err} (a correlated scalar subquery other than one "
-                               "aggregate call)")
+                               "aggregate call, or arithmetic over aggregates NULL over no rows)")
+        if sub.ctes:
+            raise Unsupported(f"select item {text!r}: {err} (a correlated scalar subquery with its own WITH)")
         inner_node, sources, _ = self.table(sub.from_)
         inner = Scope(sources)
         pairs, local = correlation(sub.where, inner, scope)
@@ -823,6 +828,31 @@ class SubqueryLowering:
         if isinstance(right, Fallback):
             raise Unsupported(f"correlated scalar subquery {text!r}: {right.reason}")
         return self.joined_aggregate(node, right, [(o, i) for i, (o, _) in enumerate(pairs)], len(pairs), fn, text)
+
+    #: Operators whose value is NULL when an operand is (PostgreSQL's strict arithmetic).
+    STRICT_ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
+
+    def null_with_aggregates(self, item: Expression) -> bool:
+        """Whether the select item ``item`` is arithmetic (and casts) over aggregates of
+        :data:`NULL_WHEN_EMPTY` and constants, so NULL over no rows: ``max(x) + 1`` is
+        (its value per key is the grouped subquery's, a key without rows NULL as the left
+        join gives it); ``count(*) + 1`` or ``coalesce(max(x), 0)`` are not. No column
+        is read outside an aggregate's arguments (an outer one would be a correlation)."""
+        def strict(n: Expression) -> bool:  # NULL whenever every aggregate under it is
+            if is_aggregate(n):
+                return len(n.name) == 1 and n.name[-1] in self.NULL_WHEN_EMPTY
+            if n.cls == "CAST":
+                return strict(n.children[0])
+            if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[-1] in self.STRICT_ARITHMETIC:
+                return any(strict(c) for c in n.children)
+            return False
+
+        def plain(n: Expression) -> bool:  # constants and aggregates only (every aggregate NULL when empty)
+            if is_aggregate(n):
+                return len(n.name) == 1 and n.name[-1] in self.NULL_WHEN_EMPTY
+            return n.cls in ("CONSTANT", "TYPE", "CAST", "FUNCTION") and all(plain(c) for c in n.children)
+
+        return strict(item) and plain(item)
 
     def keyed_aggregate(self, node: Node, scope: Scope, e: Expression, fn: str, err: PlanError) -> tuple[Node, str]:
         """A scalar subquery of one aggregate correlated other than by equalities of columns

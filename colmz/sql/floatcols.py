@@ -50,12 +50,13 @@ Invariants:
   non-recursive term's, which its recursive term reads -- one whose recursive term has
   another float type is refused, as PostgreSQL raises). It is not resolved (and typed as
   below) where a FROM item at its level has columns not known here (a table function, a
-  star over several items, a column named by PostgreSQL's rules, a CTE name given two
-  different column lists in the text), where two FROM items hold the
+  star over several items, a column named by PostgreSQL's rules, a CTE whose column list
+  is not found: each CTE's is its definition's, the innermost ``WITH`` item of its name
+  whose body holds its first select item), where two FROM items hold the
   name (PostgreSQL's "ambiguous" error; DuckDB raises it too, in PostgreSQL's words through
   :func:`colmz.sql.run.run_query`), or where its query's select list names an output
-  column so -- outside the select list and WHERE, where a FROM item's column comes first
-  (PostgreSQL sees no output name there, DuckDB one only where no column is so named).
+  column so -- outside the select list, WHERE and HAVING, where a FROM item's column comes
+  first (PostgreSQL sees no output name there, DuckDB one only where no column is so named).
 * Otherwise a column reference is typed only when its name is unambiguous: every column of that name in
   the relations read has one kind, and so has every expression the query defines the name
   by -- a select item's alias, an ``AS t(a, b)`` list's name (the subquery's item at its
@@ -93,7 +94,7 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.tokens import cte_columns_of, tokenize
+from colmz.sql.tokens import cte_columns_of, cte_definitions, tokenize
 from colmz.sql.transforms import (
     FLOAT_CHECK,
     NUMERIC_CAST,
@@ -307,10 +308,12 @@ class _Resolver:
     def __init__(self, text: str, rels: dict[str, dict[str, str]], typed: dict[str, str]) -> None:
         self.rels = rels
         # each CTE name's column lists (``()``: none); a name missing was not read to its
-        # body's end, and one with two different lists (two WITHs) is not known by name
+        # body's end, and one with two different lists (two WITHs) is known by name only
+        # where its definition is found by its body's place in the text (see column_list)
         self.lists: dict[str, set[tuple[str, ...]]] = {}
         for name, lists in cte_columns_of(text).items():
             self.lists.setdefault(name.lower(), set()).update(lists)
+        self.spans = [(name.lower(), start, end, cols) for name, cols, start, end, *_ in cte_definitions(text)]
         self.out: dict[tuple[int, int], str] = {}
         self.rules = _Rules(text, typed, self.out)
 
@@ -325,10 +328,11 @@ class _Resolver:
             ctes = {**ctes, **{name.lower(): None for name, _ in q.ctes}}
             for name, sub in q.ctes:
                 key = name.lower()
+                listed = self.column_list(key, sub)
                 if sub.type == "RECURSIVE_CTE_NODE" and len(sub.children) == 2 and _reads(sub.children[1], key):
-                    ctes[key] = self.recursive(key, sub, outer, ctes)
+                    ctes[key] = self.recursive(key, listed, sub, outer, ctes)
                 else:
-                    ctes[key] = self.cte_columns(key, self.query(sub, outer, ctes, self.unlisted(key)))
+                    ctes[key] = self.cte_columns(listed, self.query(sub, outer, ctes, not listed))
         if q.children:
             branches = [self.query(c, outer, ctes, named and i == 0) for i, c in enumerate(q.children)]
             self.expressions(q, [[("", None)], *outer], ctes)  # ORDER BY names output columns
@@ -375,29 +379,37 @@ class _Resolver:
             out.append((name.lower(), self.rules.kind(e)))
         return out
 
-    def unlisted(self, name: str) -> bool:
-        # whether the CTE ``name``'s body names its columns (no column list renames them)
-        return self.lists.get(name, {()}) == {()}
-
-    def cte_columns(self, name: str, cols: list[tuple[str, str | None]] | None) -> Columns:
-        # a CTE's columns from its body's output columns: ``WITH c(a, b)`` renames them by
-        # position, as ``AS t(a, b)`` renames a FROM item's (PostgreSQL: a list longer than
-        # the body's columns is an error); a column left unnamed (the body read unnamed,
-        # PostgreSQL's name not known here) makes them not known
+    def column_list(self, name: str, sub: Query) -> tuple[str, ...] | None:
+        # the column list (``()``: none) of the CTE ``name`` whose body is ``sub``: the
+        # innermost definition of that name whose body holds ``sub``'s first select item,
+        # else the name's one list; None: not known (two lists, a body not read to its end)
+        first = _first_branch(sub).items
+        at = first[0].start if first else -1
+        found = [(end - start, cols) for n, start, end, cols in self.spans if n == name and start <= at < end]
+        if found:
+            return min(found)[1]
         lists = self.lists.get(name)
-        if cols is None or lists is None or len(lists) != 1:
+        return next(iter(lists)) if lists is not None and len(lists) == 1 else None
+
+    @staticmethod
+    def cte_columns(names: tuple[str, ...] | None, cols: list[tuple[str, str | None]] | None) -> Columns:
+        # a CTE's columns from its body's output columns: ``WITH c(a, b)`` (``names``)
+        # renames them by position, as ``AS t(a, b)`` renames a FROM item's (PostgreSQL: a
+        # list longer than the body's columns is an error, see translate); a column left
+        # unnamed (the body read unnamed, PostgreSQL's name not known here) makes them not known
+        if cols is None or names is None:
             return None
-        (names,) = lists
         if len(names) > len(cols) or any(not n for n, _ in cols[len(names):]):
             return None
         return _named([(a.lower(), k) for a, (_, k) in zip(names, cols)] + cols[len(names):])
 
-    def recursive(self, name: str, sub: Query, outer: list[Scope], ctes: dict[str, Columns]) -> Columns:
+    def recursive(self, name: str, listed: tuple[str, ...] | None, sub: Query, outer: list[Scope],
+                  ctes: dict[str, Columns]) -> Columns:
         # a recursive CTE's columns have its non-recursive term's types (PostgreSQL's
         # analyzeCTE), which its recursive term reads; a recursive term of another float
         # type makes PostgreSQL's common type differ, an error there (DuckDB would answer)
-        seed = self.query(sub.children[0], outer, ctes, self.unlisted(name))
-        ctes[name] = self.cte_columns(name, seed)
+        seed = self.query(sub.children[0], outer, ctes, not listed)
+        ctes[name] = self.cte_columns(listed, seed)
         rest = self.query(sub.children[1], outer, ctes, named=False)
         self.expressions(sub, [[("", None)], *outer], ctes)
         if seed is not None and rest is not None and len(rest) == len(seed):
@@ -411,9 +423,10 @@ class _Resolver:
 
     def expressions(self, q: Query, scopes: list[Scope], ctes: dict[str, Columns],
                     aliases: frozenset[str] = frozenset()) -> None:
-        # in the select list and WHERE, a FROM item's column comes before an output name
-        # (PostgreSQL sees no output name there; DuckDB one only where no column is so named)
-        columns_first = {id(e) for e in (*q.items, q.where) if e is not None}
+        # in the select list, WHERE and HAVING a FROM item's column comes before an output
+        # name (PostgreSQL sees no output name there; DuckDB one only where no column is so
+        # named): ``SELECT r + 1 AS r ... GROUP BY r HAVING r > 0.1`` compares the column r
+        columns_first = {id(e) for e in (*q.items, q.where, q.having) if e is not None}
         for root in _expressions(q):
             for n in root.walk():
                 if n.subquery is not None:

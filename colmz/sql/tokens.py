@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
-__all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "cte_columns_of", "nesting_depth",
+__all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "cte_columns_of", "cte_definitions", "nesting_depth",
            "require_text", "scan_from", "share_concat", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize", "top_level"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
@@ -718,10 +718,29 @@ def cte_columns_of(text: str) -> dict[str, frozenset[tuple[str, ...]]]:
     give (``()`` for none), as PostgreSQL's grammar writes them: ``WITH [RECURSIVE] name
     [(col, ...)] AS [[NOT] MATERIALIZED] (query), ...``. A definition not read to its
     body's closing parenthesis is not recorded (its CTE then has no entry: the planner
-    refuses it rather than guess its names)."""
+    refuses it rather than guess its names).
+
+    >>> cte_columns_of("WITH c(a, b) AS (SELECT 1, 2), d AS (SELECT 3) SELECT * FROM c, d")
+    {'c': frozenset({('a', 'b')}), 'd': frozenset({()})}
+    """
+    found: dict[str, set[tuple[str, ...]]] = {}
+    for name, cols, *_ in cte_definitions(text):
+        found.setdefault(name, set()).add(cols)
+    return {k: frozenset(v) for k, v in found.items()}
+
+
+def cte_definitions(text: str) -> Iterator[tuple[str, tuple[str, ...], int, int, int, bool]]:
+    """Each CTE definition of ``text``'s ``WITH`` lists, in text order, as read by
+    :func:`cte_columns_of`: ``(name, column names, body start, body end, list, recursive)``
+    -- the body the characters between its parentheses, ``list`` the offset of its list's
+    ``WITH``, ``recursive`` whether that is ``WITH RECURSIVE``.
+
+    >>> text = "WITH c(a, b) AS (SELECT 1, 2) SELECT * FROM c"
+    >>> [(n, cols, text[s:e], at, r) for n, cols, s, e, at, r in cte_definitions(text)]
+    [('c', ('a', 'b'), 'SELECT 1, 2', 0, False)]
+    """
     toks = tokenize(text)
     n = len(toks)
-    found: dict[str, set[tuple[str, ...]]] = {}
 
     def op(j: int, s: str) -> bool:
         return j < n and toks[j].kind == "op" and toks[j].text == s
@@ -732,7 +751,8 @@ def cte_columns_of(text: str) -> dict[str, frozenset[tuple[str, ...]]]:
     for i, t in enumerate(toks):
         if not (t.kind == "word" and t.upper == "WITH"):
             continue
-        j = i + 2 if word(i + 1, "RECURSIVE") else i + 1
+        recursive = word(i + 1, "RECURSIVE")
+        j = i + 2 if recursive else i + 1
         while j < n:
             name = token_name(toks[j])
             if name is None:
@@ -762,9 +782,8 @@ def cte_columns_of(text: str) -> dict[str, frozenset[tuple[str, ...]]]:
             close = closing(toks, j)
             if close < 0:
                 break
-            found.setdefault(name, set()).add(cols)
+            yield name, cols, toks[j].end, toks[close].start, t.start, recursive
             j = close + 1
             if not op(j, ","):
                 break
             j += 1
-    return {k: frozenset(v) for k, v in found.items()}

@@ -53,13 +53,15 @@ from colmz.sql.numeric import (
 from colmz.sql.tokens import (
     check_nesting,
     closing,
+    cte_definitions,
     require_text,
     share_edit,
     short_text_cache,
     tokenize,
     top_level,
 )
-from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, apply_transforms
+from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, apply_transforms, table_refs
+from colmz.sql.tree import parse_tree
 
 __all__ = [
     "FUNCTIONS",
@@ -134,6 +136,8 @@ def translate(sql: str) -> str:
         for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
             if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
                 raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
+    if any(t.kind == "word" and t.upper == "WITH" for t in toks):
+        _check_cte_lists(sql)
     # Long || chains are regrouped first (so that the tree of the text is shallow), then
     # every node of the table of transforms is rewritten once, on the tree (constants
     # folded, calls, casts, concatenations' operands, row comparisons), then the token pass.
@@ -152,6 +156,59 @@ def translate(sql: str) -> str:
     if out is not sql:
         share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
     return _translate_tokens(out)
+
+
+def _check_cte_lists(sql: str) -> None:
+    # ``WITH c(a, b, d) AS (SELECT 1, 2)``: PostgreSQL raises (parse_cte.c), DuckDB names the
+    # columns it has and answers. A body whose columns are not listed (a star, VALUES, a
+    # text DuckDB does not parse before translation) is left to DuckDB. ``WITH RECURSIVE
+    # a AS (... FROM b), b AS (...)``: PostgreSQL orders a recursive list by its references,
+    # DuckDB reads a CTE only after its definition (an unknown table): refused by name.
+    later: dict[int, set[str]] = {}  # each WITH RECURSIVE list's names defined after the one read
+    defs = list(cte_definitions(sql))
+    for name, _, _, _, at, recursive in defs:
+        if recursive:
+            later.setdefault(at, set()).add(name)
+    for name, cols, start, end, at, recursive in defs:
+        if recursive:
+            later[at].discard(name)
+        if not cols and not (recursive and later[at]):
+            continue
+        try:
+            (body,) = parse_tree(sql[start:end])
+        except (SQLError, ValueError):
+            continue
+        if recursive and later[at]:
+            ahead = sorted(later[at] & _relations_read(body))
+            if ahead:
+                raise UnsupportedSQL(
+                    f'WITH RECURSIVE: "{name}" reads "{ahead[0]}", defined after it in its list, which '
+                    f'colmz does not support (DuckDB reads a CTE only after its definition): define "{ahead[0]}" first')
+        first = body
+        while first.children:  # a set operation's columns are its first branch's
+            first = first.children[0]
+        if not cols or first.type != "SELECT_NODE" or not first.items \
+                or any(n.cls in ("STAR", "COLUMNS") for e in first.items for n in e.walk()):
+            continue
+        if len(cols) > len(first.items):
+            raise SQLError(f'WITH query "{name}" has {len(first.items)} columns available but '
+                           f"{len(cols)} columns specified")
+
+
+def _relations_read(q) -> set[str]:
+    # the one-part relation names ``q`` reads in a FROM (its CTEs', branches' and FROM
+    # subqueries' too), lower case
+    out: set[str] = set()
+    for _, s in q.ctes:
+        out |= _relations_read(s)
+    for c in q.children:
+        out |= _relations_read(c)
+    for t in table_refs(q):
+        if t.type == "BASE_TABLE" and len(t.name) == 1:
+            out.add(t.name[0].lower())
+        if t.subquery is not None:
+            out |= _relations_read(t.subquery)
+    return out
 
 
 def _alternatives(words) -> str:
