@@ -11,6 +11,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+from test_stages import churn
 
 import colmz
 from colmz.dataflow import Avg, Count, Sum
@@ -42,19 +43,7 @@ def rows(u: colmz.Updates) -> list:
 
 def random_delta(rng: random.Random, held: Counter, t: int, keys=(1, 2, 3, 4, 5, None)) -> list:
     """Inserts and retractions (of rows ``held`` holds only), as ``(k, v, t, diff)``."""
-    out = []
-    for _ in range(rng.randint(1, 6)):
-        if held and rng.random() < 0.35:
-            row = rng.choice(sorted(held, key=repr))
-            out.append((*row, t, -1))
-            held[row] -= 1
-            if not held[row]:
-                del held[row]
-        else:
-            row = (rng.choice(keys), rng.randint(-5, 20))
-            out.append((*row, t, 1))
-            held[row] += 1
-    return out
+    return churn(rng, held, t, lambda r: (r.choice(keys), r.randint(-5, 20)))
 
 
 def updates(data: list, schema: dict) -> colmz.Updates:

@@ -127,25 +127,31 @@ def updates(data: list, schema: dict) -> colmz.Updates:
                          time=[r[-2] for r in data], diff=[r[-1] for r in data])
 
 
-def random_delta(rng: random.Random, held: Counter, t: int, table: str) -> list:
-    """Inserts (NULL keys and values among them) and retractions of held rows, as
-    ``(a, b, t, diff)``."""
+def churn(rng: random.Random, held: Counter, t: int, new_row, most: int = 6, p_retract: float = 0.35) -> list:
+    """Up to ``most`` changes at ``t``, as ``(*row, t, diff)``: retractions of rows ``held``
+    holds (each with probability ``p_retract``) and inserts of ``new_row(rng)``; ``held``
+    follows them."""
     out = []
-    for _ in range(rng.randint(1, 6)):
-        if held and rng.random() < 0.35:
+    for _ in range(rng.randint(1, most)):
+        if held and rng.random() < p_retract:
             row = rng.choice(sorted(held, key=repr))
             out.append((*row, t, -1))
             held[row] -= 1
             if not held[row]:
                 del held[row]
         else:
-            if table == "t":
-                row = (rng.choice([1, 2, 3, 4, 5, None]), rng.choice([*range(-2, 6), None]))
-            else:
-                row = (rng.choice([1, 2, 3, 4, None]), rng.choice(["x", "y", "z", None]))
+            row = new_row(rng)
             out.append((*row, t, 1))
             held[row] += 1
     return out
+
+
+def random_delta(rng: random.Random, held: Counter, t: int, table: str) -> list:
+    """Inserts (NULL keys and values among them) and retractions of held rows, as
+    ``(a, b, t, diff)``."""
+    if table == "t":
+        return churn(rng, held, t, lambda r: (r.choice([1, 2, 3, 4, 5, None]), r.choice([*range(-2, 6), None])))
+    return churn(rng, held, t, lambda r: (r.choice([1, 2, 3, 4, None]), r.choice(["x", "y", "z", None])))
 
 
 def bucket_of(key: tuple, buckets: int) -> int:

@@ -9,7 +9,7 @@ import random
 from collections import Counter
 
 import pytest
-from test_stages import SCHEMAS, SPARK_TYPES, random_delta, rows, updates
+from test_stages import SCHEMAS, SPARK_TYPES, churn, random_delta, rows, updates
 
 import colmz
 from colmz.spark.views import BucketState, bucketed_views, step_buckets
@@ -90,20 +90,10 @@ TEMPORAL_VIEWS = {
 def timed_delta(rng: random.Random, held: Counter, t: int, table: str) -> list:
     """As ``random_delta``, ``t``'s values times ahead (a row of ``t`` visible until its
     ``v``, some already past, some NULL)."""
-    out = []
-    for _ in range(rng.randint(1, 5)):
-        if held and rng.random() < 0.3:
-            row = rng.choice(sorted(held, key=repr))
-            out.append((*row, t, -1))
-            held[row] -= 1
-            if not held[row]:
-                del held[row]
-        else:
-            key = rng.choice([1, 2, 3, 4, 5, None])
-            row = (key, rng.choice([*range(t - 1, t + 8), None])) if table == "t" else (key, rng.choice("xyz"))
-            out.append((*row, t, 1))
-            held[row] += 1
-    return out
+    if table == "t":
+        return churn(rng, held, t, lambda r: (r.choice([1, 2, 3, 4, 5, None]), r.choice([*range(t - 1, t + 8), None])),
+                     most=5, p_retract=0.3)
+    return churn(rng, held, t, lambda r: (r.choice([1, 2, 3, 4, 5, None]), r.choice("xyz")), most=5, p_retract=0.3)
 
 
 @pytest.mark.spark
