@@ -132,8 +132,10 @@ collection equal the in-process operator's exported state after the same deltas,
 output of a step equals the in-process operator's output and the recompute's change for
 the same deltas (``tests/spark/test_spark_views.py``; a ``"stages"`` view's, the in-process
 ``MaintainedView``'s, ``tests/spark/test_stages.py``) -- exactly for every exact
-accumulator (counts, integer sums); a float sum is the restored sum plus the delta's, so its
-rounding may differ from an operator that kept its terms in other runs, as float sums of
+accumulator (counts, integer sums); a float sum of an accumulable reduce built directly (the
+planner keeps SQL's float sums per affected group, recomputed in each bucket's task, and a
+global one is refused) is the restored sum plus the delta's, so its rounding may differ from
+an operator that kept its terms in other runs, as float sums of
 ``colmz.dataflow.accumulable`` drift from a recompute.
 """
 

@@ -19,7 +19,9 @@ Materialize), for booleans the count of ``true``. Outputs: ``count`` → ``int64
 integers → ``int64`` (``OverflowError`` naming the group when the exact sum does not fit:
 PostgreSQL's ``numeric`` result has no colmz column type yet); ``sum`` of floats and ``avg``
 → ``float64`` (``avg`` = exact sum / count, rounded once; float sums drift from a recompute by
-rounding, as pg_ivm and OpenIVM document); ``bool_and``/``bool_or`` → ``bool``;
+rounding, as pg_ivm and OpenIVM document, without bound once a large term is retracted: the
+planner, ``colmz.dataflow.plan_reduce``, keeps a view's float sums per affected group
+instead); ``bool_and``/``bool_or`` → ``bool``;
 ``var_*``/``stddev_*`` of integer columns → ``float64`` from the exact ``Σx``, ``Σx²``
 (rounded once; float columns refused). A sum, ``avg``, ``bool_*``, ``var_*`` or ``stddev_*``
 of too few non-NULL values is NULL; ``count`` of nothing is 0.

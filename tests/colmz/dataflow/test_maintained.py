@@ -273,20 +273,52 @@ def test_incremental_views_equal_the_recompute_long(scripts):
 # ---------------------------------------------------------------------------- generated views
 
 AGGS = ["count(*)", "count(t.v)", "sum(t.v)", "min(t.v)", "max(t.v)", "avg(t.v)", "min(t.s)", "bool_or(t.v > 0)",
-        "sum(t.v) * 2", "count(*) - 1", "coalesce(max(t.v), -1)"]
+        "sum(t.v) * 2", "count(*) - 1", "coalesce(max(t.v), -1)",
+        # every aggregate kind: accumulable (variances, bool_and), basic (per affected group)
+        "var_pop(t.v)", "stddev_samp(t.v)", "bool_and(t.s <> 'b')", "string_agg(t.s, ',' ORDER BY t.s)",
+        "count(DISTINCT t.s)", "sum(DISTINCT t.v)", "max(t.s)", "count(*) FILTER (WHERE t.v > 0)"]
 PREDS = ["v >= 0", "v < 7", "k IS NOT NULL", "s = 'a'", "v IS NULL", "k = 1", "s <> 'b'"]
+HAVING = ["count(*) > 1", "sum(t.v) > 3", "min(t.v) < 7", "max(t.s) >= 'b'"]
+WINDOWS = ["row_number() OVER (PARTITION BY t.k ORDER BY t.v, t.s)", "rank() OVER (PARTITION BY t.s ORDER BY t.v)",
+           "sum(t.v) OVER (PARTITION BY t.k)", "lag(t.v) OVER (PARTITION BY t.k ORDER BY t.v, t.s)",
+           "dense_rank() OVER (ORDER BY t.k)", "count(*) OVER (PARTITION BY t.k ORDER BY t.v, t.s)"]
+JOINS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]
 
 
 @st.composite
 def generated_view(draw):
-    shape = draw(st.sampled_from(["filter", "join", "aggregate", "join_aggregate"]))
+    """A view body over ``t``, ``u``, ``r``: filters, joins of two or three tables (inner and
+    outer), aggregates of every kind with and without ``HAVING``, ``DISTINCT``, ``UNION ALL``,
+    ``EXCEPT [ALL]``, window functions and ``ORDER BY ... LIMIT`` (ordered by whole rows, so
+    ties are identical rows)."""
+    shape = draw(st.sampled_from(["filter", "join", "join3", "aggregate", "join_aggregate", "having", "distinct",
+                                  "union_all", "except", "window", "topk"]))
     preds = draw(st.lists(st.sampled_from(PREDS), max_size=2, unique=True))
     w = (" WHERE " + " AND ".join(f"t.{p}" for p in preds)) if preds else ""
     if shape == "filter":
         return f"SELECT t.k, t.v, t.s FROM t{w}"
-    kind = draw(st.sampled_from(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]))
+    kind = draw(st.sampled_from(JOINS))
     if shape == "join":
         return f"SELECT t.k AS tk, t.v, u.k AS uk, u.w FROM t {kind} u ON t.k = u.k{w}"
+    if shape == "join3":
+        kind2 = draw(st.sampled_from(["JOIN", "LEFT JOIN"]))
+        return (f"SELECT t.k AS tk, t.v, u.w, r.b, r.x FROM t {kind} u ON t.k = u.k "
+                f"{kind2} r ON r.k = t.k{w}")
+    if shape == "distinct":
+        cols = draw(st.sampled_from(["t.k", "t.k, t.s", "t.s, t.v > 0 AS pos", "t.v"]))
+        return f"SELECT DISTINCT {cols} FROM t{w}"
+    if shape == "union_all":
+        return f"SELECT t.k, t.s FROM t{w} UNION ALL SELECT u.k, u.w FROM u"
+    if shape == "except":
+        op = draw(st.sampled_from(["EXCEPT", "EXCEPT ALL"]))
+        return f"SELECT t.k FROM t{w} {op} SELECT r.k FROM r"
+    if shape == "window":
+        fn = draw(st.sampled_from(WINDOWS))
+        return f"SELECT t.k, t.v, t.s, {fn} AS wv FROM t{w}"
+    if shape == "topk":
+        n = draw(st.integers(1, 4))
+        offset = draw(st.sampled_from(["", " OFFSET 1"]))
+        return f"SELECT t.k, t.v, t.s FROM t{w} ORDER BY t.v DESC NULLS LAST, t.k NULLS FIRST, t.s LIMIT {n}{offset}"
     aggs = draw(st.lists(st.sampled_from(AGGS), min_size=1, max_size=3, unique=True))
     sel = ", ".join(f"{a} AS a{i}" for i, a in enumerate(aggs))
     group = draw(st.sampled_from(["t.k", "t.s", None]))
@@ -294,13 +326,35 @@ def generated_view(draw):
     gb = f" GROUP BY {group}" if group else ""
     if shape == "aggregate":
         return f"SELECT {sel}{g} FROM t{w}{gb}"
+    if shape == "having":
+        return f"SELECT {sel}{g} FROM t{w}{gb or ' GROUP BY t.k'} HAVING {draw(st.sampled_from(HAVING))}"
     return f"SELECT {sel}{g}, count(u.w) AS nw FROM t JOIN u ON t.k = u.k{w}{gb}"
 
 
+#: Views over a view ``{}``, whatever its columns.
+OVER_SHAPES = ["SELECT count(*) AS n FROM {}", "SELECT DISTINCT * FROM {}",
+               "SELECT * FROM {} UNION ALL SELECT * FROM {}", "SELECT * FROM {} INTERSECT ALL SELECT * FROM {}"]
+
+
+@st.composite
+def over_views(draw, n_bodies: int):
+    """``(name, body)`` of views over the generated views ``v0, v1, ...`` and over each
+    other (``w1`` may read ``w0``)."""
+    out = []
+    for i in range(draw(st.integers(0, 2))):
+        under = draw(st.sampled_from([f"v{j}" for j in range(n_bodies)] + [f"w{j}" for j in range(i)]))
+        shape = draw(st.sampled_from(OVER_SHAPES))
+        out.append((f"w{i}", shape.replace("{}", under)))
+    return out
+
+
 @settings(max_examples=us.examples(12), deadline=None)
-@given(st.lists(generated_view(), min_size=1, max_size=4), st.lists(script(), min_size=1, max_size=5))
-def test_generated_views_equal_the_recompute(bodies, scripts):
-    cats = catalogs(bodies)
+@given(st.lists(generated_view(), min_size=1, max_size=4).flatmap(
+           lambda b: st.tuples(st.just(b), over_views(len(b)))),
+       st.lists(script(), min_size=1, max_size=5))
+def test_generated_views_equal_the_recompute(bodies_over, scripts):
+    bodies, over = bodies_over
+    cats = catalogs(bodies, over)
     check_equal(cats, "creation")
     for text in scripts:
         a, b = run(cats, text)
@@ -418,10 +472,12 @@ def test_corpus_coverage_without_fallback():
 
 
 @settings(max_examples=us.examples(300), deadline=None)
-@given(st.lists(generated_view(), min_size=1, max_size=4), st.lists(script(), min_size=1, max_size=10))
+@given(st.lists(generated_view(), min_size=1, max_size=4).flatmap(
+           lambda b: st.tuples(st.just(b), over_views(len(b)))),
+       st.lists(script(), min_size=1, max_size=10))
 @pytest.mark.slow
-def test_generated_views_equal_the_recompute_long(bodies, scripts):
-    test_generated_views_equal_the_recompute.hypothesis.inner_test(bodies, scripts)
+def test_generated_views_equal_the_recompute_long(bodies_over, scripts):
+    test_generated_views_equal_the_recompute.hypothesis.inner_test(bodies_over, scripts)
 
 
 @pytest.mark.slow

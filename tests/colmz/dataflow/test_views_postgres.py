@@ -4,7 +4,8 @@ The same tables live in a ``colmz.Catalog`` (views kept by their operators, the 
 and in a fresh schema of the process's PostgreSQL test server
 (``storage_servers.postgres_url``), where each view body is a plain ``VIEW`` -- so a view over
 a view is the composition there too. After every commit of a random change script (inserts
-with duplicates and NULLs, deletes, updates, multi-statement commits, empty commits) every
+with duplicates and NULLs, deletes, updates, multi-statement commits, empty commits; for a
+durable catalog also failed commits, DDL in a commit and reopens after any step) every
 view's contents in colmz equal what PostgreSQL answers for it: bags of rows, the same
 column names, floats within 1e-9 relative (``sql_oracle.same``; sums of floats accumulate in a
 different order), PostgreSQL's ``numeric`` read as a float.
@@ -170,12 +171,12 @@ def pg():
     conn.close()
 
 
-def setup(conn, names):
-    """A new catalog and fresh PostgreSQL tables, both holding the same first rows, with
-    the views ``names`` (and those they read) in both."""
+def setup(conn, names, cat: colmz.Catalog | None = None):
+    """A new catalog (or ``cat``, empty) and fresh PostgreSQL tables, both holding the same
+    first rows, with the views ``names`` (and those they read) in both."""
     conn.execute("DROP VIEW IF EXISTS " + ", ".join(reversed(NAMES)) + " CASCADE")
     conn.execute("DROP TABLE IF EXISTS t, u, r CASCADE")
-    cat = colmz.Catalog()
+    cat = colmz.Catalog() if cat is None else cat
     first = [insert("t", POOLS["t"][:4]), insert("u", POOLS["u"][:5]), insert("r", POOLS["r"][:4])]
     for stmt in TABLES + first:
         conn.execute(stmt)
@@ -270,6 +271,67 @@ def test_random_scripts_equal_postgres(pg):
     counts = _property(pg, us.examples(20), 5)
     print(f"\nmaintained views against PostgreSQL (random scripts): {dict(counts)}")
     assert counts["examples"] > 0 and counts["compared"] >= counts["commits"] * 2
+
+
+@st.composite
+def step(draw):
+    """One step of a durable catalog's life: a commit, a commit that fails (its statements
+    then a write into a missing table: nothing of it stays), DDL with the commit, or a reopen."""
+    kind = draw(st.sampled_from(["commit", "commit", "commit", "fail", "ddl", "reopen"]))
+    return kind, ([] if kind == "reopen" else draw(st.lists(statement(), min_size=1, max_size=3)))
+
+
+def _durable_property(conn, examples: int, max_steps: int) -> Counter:
+    import uuid
+
+    counts: Counter = Counter()
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.lists(st.sampled_from(NAMES), min_size=2, max_size=6, unique=True),
+           st.lists(step(), min_size=1, max_size=max_steps))
+    def prop(names, steps):
+        counts["examples"] += 1
+        url = f"mem://views-pg-{uuid.uuid4().hex}"
+        cat, names = setup(conn, names, colmz.Catalog(url))
+        check(conn, cat, names, "creation", counts)
+        for kind, stmts in steps:
+            text = "; ".join(stmts)
+            if kind == "reopen":
+                cat = colmz.Catalog(url)  # restored from its durable operator state
+                counts["reopens"] += 1
+            elif kind == "fail":
+                before = cat.now
+                with pytest.raises(colmz.sql.SQLError, match="nowhere"):
+                    cat.execute(text + "; INSERT INTO nowhere VALUES (1)")
+                assert cat.now == before  # rolled back, operators too: PostgreSQL ran nothing
+                counts["failed"] += 1
+            else:
+                for s in stmts:
+                    conn.execute(s)
+                if kind == "ddl":  # DDL in the same commit, then a view created and dropped
+                    text += "; CREATE TABLE extra (a INT); DROP TABLE extra"
+                cat.execute(text)
+                if kind == "ddl":
+                    cat.execute(f"CREATE MATERIALIZED VIEW late AS {VIEWS[0][1]}; DROP MATERIALIZED VIEW late")
+                counts["commits"] += 1
+            check(conn, cat, names, f"{kind}: {text}", counts)
+
+    prop()
+    return counts
+
+
+def test_random_durable_scripts_with_failures_ddl_and_reopens_equal_postgres(pg):
+    counts = _durable_property(pg, us.examples(10), 6)
+    print(f"\nmaintained durable views against PostgreSQL (failures, DDL, reopens): {dict(counts)}")
+    assert counts["examples"] > 0 and counts["compared"] >= counts["commits"] * 2
+
+
+@pytest.mark.slow
+def test_random_durable_scripts_with_failures_ddl_and_reopens_equal_postgres_long(pg):
+    counts = _durable_property(pg, us.examples(60), 12)
+    print(f"\nmaintained durable views against PostgreSQL (failures, DDL, reopens, long): {dict(counts)}")
+    assert counts["examples"] >= 50 and counts["reopens"] > 0 and counts["failed"] > 0
 
 
 @pytest.mark.slow
