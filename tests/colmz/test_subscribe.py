@@ -261,6 +261,7 @@ def test_sql_subscribe_returns_mz_timestamp_and_mz_diff_first(cat):
         {"mz_timestamp": 2, "mz_diff": -1, "k": 2, "s": 3},
     ]
     assert cat.sql("SUBSCRIBE mv AS OF 1").equals(out)
+    assert cat.sql("SUBSCRIBE TO mv AS OF 1").equals(out)  # Materialize's optional TO
     q = cat.execute("SUBSCRIBE (SELECT count(*) AS n FROM t) WITH (SNAPSHOT = false) AS OF 1")
     # Within one time, rows come in the consolidated (data) order.
     assert q.to_pylist() == [{"mz_timestamp": 2, "mz_diff": 1, "n": 2}, {"mz_timestamp": 2, "mz_diff": -1, "n": 3}]
