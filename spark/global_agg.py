@@ -43,8 +43,8 @@ ones, ``min``/``max``, are associative). Here, the stages of a ``"global"`` view
   list).
 
 Sums are exact for integers and extremes are exact, so the output equals the in-process
-reduce's; float sums add per-bucket partial sums, rounded in another order than one process
-adds the rows.
+reduce's. A float sum from SQL never reaches it: the planner keeps float sums per affected
+group (``colmz.dataflow.plan_reduce``), which a global view refuses below.
 
 Refused, naming the construct: a global aggregate DuckDB recomputes (of an expression,
 ``string_agg``, ...: it does not combine from partials) and one over a subtree that does not

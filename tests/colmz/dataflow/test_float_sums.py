@@ -187,3 +187,15 @@ def test_a_durable_float_sum_resumes_reading_no_input():
     again.execute("INSERT INTO r VALUES (3, 0.3, 3)")
     assert rows(again, "g") == [(3, -3.3 + 0.3, (-3.3 + 0.3) / 2, 2)]
     assert rows(again, "glob") == [(-3.3 + 0.3, (-3.3 + 0.3) / 2, 2)]
+
+
+def test_spark_buckets_recompute_a_keyed_float_sum_and_refuse_a_global_one():
+    pytest.importorskip("pyspark")
+    import pyarrow as pa
+
+    from colmz.spark.views import bucketed_view
+
+    schemas = {"r": {"k": pa.int64(), "x": pa.float64()}}
+    assert bucketed_view("SELECT k, sum(x) AS s FROM r GROUP BY k", schemas).kind == "plan"
+    with pytest.raises(ValueError, match=r"global aggregate \(no GROUP BY\) recomputed in DuckDB \(sum\(x\)\)"):
+        bucketed_view("SELECT sum(x) AS s FROM r", schemas)
