@@ -92,7 +92,7 @@ from __future__ import annotations
 import functools
 import re
 
-from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import cte_columns_of, cte_definitions, tokenize
 from colmz.sql.transforms import (
@@ -194,13 +194,7 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]],
     rules = _Rules(text, typed, resolved)
     for q in queries:
         rules.query(q, grouped=False)
-    out, last = [], 0
-    for start, end, new in sorted(rules.edits):
-        out.append(text[last:start])
-        out.append(new)
-        last = end
-    out.append(text[last:])
-    return "".join(out)
+    return splice(text, sorted(rules.edits))
 
 
 def _derived(q: Query, out: dict[str, list[Expression | None]]) -> None:
@@ -580,14 +574,8 @@ class _Rules:
         self.grouped, self.group_keys, self.unchecked, self.windows, self.edits = state
         if not edits:
             return None
-        out, last = [], e.start
-        for start, end, new in edits:
-            out.append(self.text[last:start])
-            out.append(new)
-            last = end
-        out.append(self.text[last : e.end])
-        self.rendered[(e.start, e.end)] = "".join(out)
-        return self.rendered[(e.start, e.end)]
+        self.rendered[(e.start, e.end)] = out = splice(self.text, edits, e.start, e.end)
+        return out
 
     def leaf_text(self, n: Expression) -> str:
         return self.rendered.get((n.start, n.end), self.text[n.start : n.end])
@@ -736,13 +724,8 @@ class _Rules:
         return self.splice(e, texts)
 
     def splice(self, e: Expression, texts: dict[int, str]) -> str:
-        out, last = [], e.start
-        for c in sorted((c for c in e.children if id(c) in texts), key=lambda c: c.start):
-            out.append(self.text[last : c.start])
-            out.append(texts[id(c)])
-            last = c.end
-        out.append(self.text[last : e.end])
-        return "".join(out)
+        edits = sorted(((c.start, c.end, texts[id(c)]) for c in e.children if id(c) in texts), key=lambda x: x[0])
+        return splice(self.text, edits, e.start, e.end)
 
     def child_text(self, c: Expression, texts: dict[int, str]) -> str:
         return texts.get(id(c), self.text[c.start : c.end])

@@ -252,23 +252,22 @@ class _Cursor:
         """A one-part name (a column's, a cluster's)."""
         return _not_reserved(self.next().name)
 
-    def qualified(self) -> tuple[str, ...]:
-        """A possibly qualified object name: its parts, each unquoted (``x."a.b"`` is two)."""
+    def qualified(self, most: int | None = None) -> tuple[str, ...]:
+        """A possibly qualified object name: its parts, each unquoted (``x."a.b"`` is two),
+        at ``most`` parts when given."""
         parts = [self.next().name]
         while self.at(".") and self.peek(1) is not None:
             self.pos += 1
             parts.append(self.next().name)
         for p in parts:
             _not_reserved(p)
+        if most is not None and len(parts) > most:
+            raise SQLError(f"qualified name did not have between 1 and {most} components: {'.'.join(parts)}")
         return tuple(parts)
 
     def object_name(self) -> tuple[str, tuple[str, ...]]:
         """``(item, qualifier)`` of an object name of 1 to 3 parts."""
-        parts = self.qualified()
-        if len(parts) > 3:
-            raise SQLError(
-                f"qualified name did not have between 1 and 3 components: {'.'.join(parts)}"
-            )
+        parts = self.qualified(3)
         return parts[-1], parts[:-1]
 
     def matching(self) -> int:
@@ -319,13 +318,18 @@ def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
     return cols
 
 
+def _with_list(cur: _Cursor, what: str) -> int:
+    """The index of the ``)`` closing the ``WITH (...)`` at ``pos`` (``what`` it follows)."""
+    cur.expect("WITH")
+    if not cur.at("("):
+        raise SQLError(f"{what} WITH: expected (options)")
+    return cur.matching()
+
+
 def _view_options(cur: _Cursor, view: str) -> str:
     """``WITH (INCREMENTAL [=] 'require' | 'allow')`` after a view's name: the mode; any
     other option is unsupported."""
-    cur.expect("WITH")
-    if not cur.at("("):
-        raise SQLError(f"CREATE MATERIALIZED VIEW {view} WITH: expected (options)")
-    close = cur.matching()
+    close = _with_list(cur, f"CREATE MATERIALIZED VIEW {view}")
     toks = cur.toks[cur.pos + 1:close]
     if toks and toks[-1].kind == "string" and toks[0].upper == "INCREMENTAL" and (
             len(toks) == 2 or (len(toks) == 3 and toks[1].text == "=")):
@@ -342,10 +346,7 @@ def _view_options(cur: _Cursor, view: str) -> str:
 def _table_options(cur: _Cursor, table: str) -> bool:
     """``WITH (APPEND ONLY)`` after a table's columns (colmz's declaration: Materialize infers
     append-only inputs from their sources); any other option is unsupported."""
-    cur.expect("WITH")
-    if not cur.at("("):
-        raise SQLError(f"CREATE TABLE {table} WITH: expected (options)")
-    close = cur.matching()
+    close = _with_list(cur, f"CREATE TABLE {table}")
     if [t.upper for t in cur.toks[cur.pos + 1:close]] == ["APPEND", "ONLY"]:
         cur.pos = close + 1
         return True
@@ -433,9 +434,7 @@ def _statement(cur: _Cursor):
         return ExplainView(name, qual)
     if cur.accept("CREATE", "SCHEMA"):
         if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        parts = cur.qualified()
-        if len(parts) > 2:
-            raise SQLError(f"qualified name did not have between 1 and 2 components: {'.'.join(parts)}")
+        parts = cur.qualified(2)
         _done(cur, "CREATE SCHEMA")
         return CreateSchema(parts[-1], parts[0] if len(parts) == 2 else None, if_not_exists)
     if cur.accept("CREATE", "DATABASE"):
@@ -453,9 +452,8 @@ def _statement(cur: _Cursor):
         return _delete(cur)
     if cur.accept("UPDATE"):
         table, qual = cur.object_name()
-        if cur.peek() is not None and cur.peek().upper == "AS" or (
-            cur.peek() is not None and cur.peek().kind == "word" and cur.peek().upper != "SET"
-        ):
+        alias = cur.peek()
+        if alias is not None and alias.kind == "word" and alias.upper != "SET":  # AS too
             _unsupported("UPDATE with a table alias")
         cur.expect("SET")
         where_at = _find_word(cur, "WHERE")

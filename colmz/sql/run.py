@@ -102,13 +102,12 @@ def connect(external_access: bool = True):
     except Exception as e:  # pragma: no cover - older DuckDB without the setting
         if not type(e).__module__.startswith(("duckdb", "_duckdb")):
             raise
-    for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS:  # what translated queries call
+    # what translated queries and colmz.sql.jsonb's rules call
+    for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS + jsonb.FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
     for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS + jsonb.NULL_FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False,
                             null_handling="special")
-    for name, fn, args, result in jsonb.FUNCTIONS:  # colmz.sql.jsonb's rules call these
-        con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
     for macro in jsonb.MACROS:
         con.execute(macro)
     for typed, untyped in TRANSFORM_TYPED_MACROS:

@@ -783,25 +783,30 @@ def parse_tree(text: str) -> tuple[Query, ...]:
     got = _TREES.get(text)
     if got is not None:
         return got
-    from colmz.sql import grammar, shapes
-
     recipe = _RECIPES.get(text)
     if recipe is not None and (got := _composed(text, *recipe)) is not None:
         _read_here(text)  # what the reader gives (see select_recipe)
         _TREES.put(text, got)
         return got
+    got, shape = _known(text)
+    return got if got is not None else _learned(text, shape, _serialized_one(text))
+
+
+def _known(text: str) -> tuple[tuple[Query, ...] | None, object]:
+    # The tree of ``text`` without DuckDB (colmz's reader's, else its shape's), remembered,
+    # or None; and the text's shape.
+    from colmz.sql import grammar, shapes
+
     got = grammar.read_query(text)  # DuckDB's tree read by colmz, or None: DuckDB reads it
     if got is not None:
         _read_here(text)
         _TREES.put(text, got)
-        return got
+        return got, None
     shape = shapes.shape_of(text)
-    if shape is not None:
-        got = shapes.cached_tree(shape)
-        if got is not None:
-            _TREES.put(text, got)
-            return got
-    return _learned(text, shape, _serialized_one(text))
+    got = shapes.cached_tree(shape) if shape is not None else None
+    if got is not None:
+        _TREES.put(text, got)
+    return got, shape
 
 
 parse_tree.cache_info = _TREES.cache_info
@@ -817,22 +822,14 @@ def prefetch_trees(texts) -> None:
     >>> prefetch_trees(["SELECT 1 AS a", "SELECT (k + 1)"]); parse_tree("SELECT 1 AS a")[0].items[0].alias
     'a'
     """
-    from colmz.sql import grammar, shapes
-
     todo: list[tuple[str, object]] = []
     for text in dict.fromkeys(texts):
         require_text(text, "text")
         if len(text) > CACHED_CHARS or text in _TREES.trees:
             continue
-        if (got := grammar.read_query(text)) is not None:
-            _read_here(text)
-            _TREES.put(text, got)
-            continue
-        shape = shapes.shape_of(text)
-        if shape is not None and (got := shapes.cached_tree(shape)) is not None:
-            _TREES.put(text, got)
-            continue
-        todo.append((text, shape))
+        got, shape = _known(text)
+        if got is None:
+            todo.append((text, shape))
     if len(todo) < 2:
         return  # one text costs the same parsed now or when asked for
     try:
