@@ -47,10 +47,8 @@ Invariants:
   read by DuckDB's lexer.
 
 :func:`check_expression` is where a fragment of user text (a ``DELETE``/``UPDATE``
-predicate, an ``UPDATE`` value) is decided to be one expression before colmz puts it inside
-a statement: DuckDB parses ``SELECT (<text>)``; it must be exactly one select node with one
-select item and nothing else, and every DuckDB token of the text outside that item's span
-a comment or a parenthesis.
+predicate, an ``UPDATE`` value) is decided to be one expression, by DuckDB's parse of
+``SELECT (<text>)``, before colmz puts it inside a statement.
 
 >>> q, = parse_tree("SELECT k + 1 AS j FROM t WHERE k IS NULL")
 >>> q.type, [e.name for e in q.items[0].children], q.items[0].alias, q.from_.name
@@ -64,6 +62,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -286,8 +285,6 @@ def fast_constructor(cls):
     ``object.__setattr__``; this one fills a twin class of the same slots by plain
     assignment, then makes the object a ``cls`` (same layout: the result is a ``cls``,
     frozen, equal and hashed as one). ``cls`` itself when that cannot be had."""
-    import dataclasses
-
     fields = dataclasses.fields(cls)
     if tuple(f.name for f in fields) != tuple(cls.__slots__) or any(
             f.default_factory is not dataclasses.MISSING for f in fields):
@@ -748,8 +745,7 @@ def _composed(text: str, items, table, predicate) -> tuple[Query, ...] | None:
         e = piece(offset, expression)
         if e is None:
             return None
-        out.append(_EXPRESSION(e.cls, e.type, e.start, e.end, e.children, e.name, end, e.subquery, e.literal,
-                               e.distinct, e.filter, e.order_by, e.relation, e.star_modified, e.over))
+        out.append(dataclasses.replace(e, alias=end))
     start, parts, end = table
     if any(quoted_name('"' + x.replace('"', '""') + '"') != x for x in parts):  # each part as the reader reads it
         return None
