@@ -270,6 +270,14 @@ class _Cursor:
         parts = self.qualified(3)
         return parts[-1], parts[:-1]
 
+    def opening(self, word: str, missing: str) -> int:
+        """After ``word``, the index of the token closing the ``(`` that must follow it
+        (:class:`SQLError` ``missing`` when none does)."""
+        self.expect(word)
+        if not self.at("("):
+            raise SQLError(missing)
+        return self.matching()
+
     def matching(self) -> int:
         """Index of the token closing the ``(`` at ``pos``."""
         at = closing(self.toks, self.pos, self.end)
@@ -318,18 +326,10 @@ def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
     return cols
 
 
-def _with_list(cur: _Cursor, what: str) -> int:
-    """The index of the ``)`` closing the ``WITH (...)`` at ``pos`` (``what`` it follows)."""
-    cur.expect("WITH")
-    if not cur.at("("):
-        raise SQLError(f"{what} WITH: expected (options)")
-    return cur.matching()
-
-
 def _view_options(cur: _Cursor, view: str) -> str:
     """``WITH (INCREMENTAL [=] 'require' | 'allow')`` after a view's name: the mode; any
     other option is unsupported."""
-    close = _with_list(cur, f"CREATE MATERIALIZED VIEW {view}")
+    close = cur.opening("WITH", f"CREATE MATERIALIZED VIEW {view} WITH: expected (options)")
     toks = cur.toks[cur.pos + 1:close]
     if toks and toks[-1].kind == "string" and toks[0].upper == "INCREMENTAL" and (
             len(toks) == 2 or (len(toks) == 3 and toks[1].text == "=")):
@@ -346,7 +346,7 @@ def _view_options(cur: _Cursor, view: str) -> str:
 def _table_options(cur: _Cursor, table: str) -> bool:
     """``WITH (APPEND ONLY)`` after a table's columns (colmz's declaration: Materialize infers
     append-only inputs from their sources); any other option is unsupported."""
-    close = _with_list(cur, f"CREATE TABLE {table}")
+    close = cur.opening("WITH", f"CREATE TABLE {table} WITH: expected (options)")
     if [t.upper for t in cur.toks[cur.pos + 1:close]] == ["APPEND", "ONLY"]:
         cur.pos = close + 1
         return True
@@ -556,10 +556,8 @@ def _subscribe(cur: _Cursor) -> Subscribe:
     out = Subscribe(name, query)
     if cur.at("ENVELOPE") or cur.at("WITHIN"):
         _unsupported(f"SUBSCRIBE ... {cur.peek().text.upper()}")
-    if cur.accept("WITH"):
-        if not cur.at("("):
-            raise SQLError("SUBSCRIBE ... WITH needs an option list in parentheses")
-        close = cur.matching()
+    if cur.at("WITH"):
+        close = cur.opening("WITH", "SUBSCRIBE ... WITH needs an option list in parentheses")
         for a, b in _split(cur.toks, cur.pos + 1, close, ","):
             opt = cur.toks[a].upper if b > a else ""
             if opt not in ("SNAPSHOT", "PROGRESS"):
@@ -601,12 +599,8 @@ def _find_word(cur: _Cursor, word: str) -> int:
 
 
 def _drop(cur: _Cursor) -> Drop:
-    kind = None
-    for words in (("TABLE",), ("MATERIALIZED", "VIEW"), ("CONTINUAL", "TASK"), ("SCHEMA",),
-                  ("DATABASE",)):
-        if cur.accept(*words):
-            kind = " ".join(words)
-            break
+    kinds = (("TABLE",), ("MATERIALIZED", "VIEW"), ("CONTINUAL", "TASK"), ("SCHEMA",), ("DATABASE",))
+    kind = next((" ".join(words) for words in kinds if cur.accept(*words)), None)
     if kind is None:
         _unsupported("DROP " + (cur.peek().text if cur.peek() else ""))
     if_exists = cur.accept("IF", "EXISTS")
@@ -710,10 +704,7 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         source, source_qual = cur.object_name()
         if cur.accept("WITH"):
             _options(cur, st)
-        cur.expect("AS")
-        if not cur.at("("):
-            raise SQLError("CONTINUAL TASK body must be parenthesised: AS ( ... )")
-        close = cur.matching()
+        close = cur.opening("AS", "CONTINUAL TASK body must be parenthesised: AS ( ... )")
         for i, (a, b) in enumerate(_split(cur.toks, cur.pos + 1, close, ";")):
             sub = _Cursor(cur.text, cur.toks, a, b)
             where = f"CONTINUAL TASK {label} statement {i + 1}"
@@ -738,19 +729,13 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         cur.pos = close + 1
     elif cur.accept("FROM", "TRANSFORM"):
         source, source_qual = cur.object_name()
-        cur.expect("USING")
-        if not cur.at("("):
-            raise SQLError("FROM TRANSFORM ... USING needs a parenthesised query")
-        close = cur.matching()
+        close = cur.opening("USING", "FROM TRANSFORM ... USING needs a parenthesised query")
         body = [InsertStatement(name, None, share_slice(cur.text, cur.toks, cur.pos + 1, close), qual)]
         cur.pos = close + 1
         sugar = "transform"
     elif cur.accept("FROM", "RETAIN"):
         source, source_qual = cur.object_name()
-        cur.expect("WHILE")
-        if not cur.at("("):
-            raise SQLError("FROM RETAIN ... WHILE needs a parenthesised predicate")
-        close = cur.matching()
+        close = cur.opening("WHILE", "FROM RETAIN ... WHILE needs a parenthesised predicate")
         pred = share_slice(cur.text, cur.toks, cur.pos + 1, close)
         cur.pos = close + 1
         # Upstream's rewrite: keep the input rows that satisfy the predicate, and delete the

@@ -115,28 +115,22 @@ def shape_of(text: str) -> Shape | None:
     n = len(toks)
     for i, (b, kind) in enumerate(toks):
         # (identity: DuckDB's token kinds are a Python enum, slow to hash)
-        if kind is number:
-            code = "n"
-        elif kind is string:
-            code = "s"
-        elif kind is comment:
-            code = "c"
-        else:
+        if kind is not number and kind is not string and kind is not comment:
             continue
         s = b if chars is None else chars[b]
         nb = toks[i + 1][0] if i + 1 < n else None
         tok = text[s : len(text) if nb is None else (nb if chars is None else chars[nb])].rstrip(_WS)
         key.append(text[at:s])
-        if code == "n":
+        if kind is number:
             m = _NUMBER.fullmatch(tok)
             form = "=" + tok if m is None else "#" + m.lastgroup
-        elif code == "s":
+        elif kind is string:
             form = "'" if _PLAIN_STRING.fullmatch(tok) else "=" + tok
         else:
             form = "c"
         if form[0] in "#'":
             slots.append(len(starts))
-            values.append(tok if code == "n" else tok[1:-1].replace("''", "'"))
+            values.append(tok if kind is number else tok[1:-1].replace("''", "'"))
         key.append(form)
         starts.append(s)
         ends.append(s + len(tok))
@@ -401,15 +395,13 @@ def remap_tree(text: str, known: str, tree: tuple[Query, ...]) -> tuple[Query, .
 
 # ---------------------------------------------------------------------------- the cache
 
+@dataclass(frozen=True, slots=True, eq=False)
 class _First:
     """A shape seen once: its text and tree, its template not made yet."""
 
-    __slots__ = ("shape", "text", "tree")
-
-    def __init__(self, shape: Shape, tree: tuple[Query, ...], text: str) -> None:
-        self.shape = shape
-        self.tree = tree
-        self.text = text
+    shape: Shape
+    tree: tuple[Query, ...]
+    text: str
 
 
 #: key -> (pinned slot numbers, {pinned values: template}), a shape seen once (:class:`_First`),
