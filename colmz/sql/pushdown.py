@@ -74,7 +74,8 @@ def push_filters(text: str) -> str:
             stmts = parse_tree(text)
         except SQLError:
             return text
-        edited = next((e for s in stmts for q in _queries(s) if (e := _push_one(text, q)) is not None), None)
+        pushed = (_push_one(text, q) for s in stmts for q in _queries(s))
+        edited = next((e for e in pushed if e is not None), None)
         if edited is None:
             return text
         text = edited
@@ -104,11 +105,8 @@ def _push_one(text: str, q: Query) -> str | None:
         return None
     single = q.from_.type != "JOIN"
     conjuncts = q.where.children if q.where.type == "CONJUNCTION_AND" else (q.where,)
-    for t in preserved_items(q.from_):
-        edited = _push_into(text, q, t, conjuncts, single)
-        if edited is not None:
-            return edited
-    return None
+    pushed = (_push_into(text, q, t, conjuncts, single) for t in preserved_items(q.from_))
+    return next((e for e in pushed if e is not None), None)
 
 
 def preserved_items(t: Table):
