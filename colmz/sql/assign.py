@@ -42,7 +42,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from colmz.sql.build import identifier
+from colmz.sql.build import identifier, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tree import parse_tree
 
@@ -264,6 +264,4 @@ def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
         elif pa.types.is_string(target) or pa.types.is_large_string(target):
             edits += [(c.start, c.end, f"CAST(({query[c.start:c.end]}) AS text)") for c in cells
                       if c.literal is None or c.literal.kind not in ("STRING", "NULL_LITERAL")]
-    for start, end, text in sorted(edits, reverse=True):
-        query = query[:start] + text + query[end:]
-    return query
+    return splice(query, sorted(edits))

@@ -41,6 +41,7 @@ __all__ = [
     "now_value",
     "relation_name",
     "select_where",
+    "splice",
     "update_select",
 ]
 
@@ -253,3 +254,18 @@ def cast_select(source: str, columns: Sequence[tuple[str, str | None]]) -> str:
             else:
                 items.append(f"CAST({ref} AS {duck_type}) AS {identifier(name)}")
     return f"SELECT {', '.join(items)} FROM {src}"
+
+
+def splice(text: str, edits: Sequence[tuple[int, int, str]], start: int = 0, end: int | None = None) -> str:
+    """``text[start:end]`` with each ``(a, b, new)`` of ``edits`` -- disjoint spans of it in
+    increasing order, offsets into ``text`` -- replaced by ``new``.
+
+    >>> splice("SELECT a + b FROM t", [(7, 8, "x"), (11, 12, "y")])
+    'SELECT x + y FROM t'
+    """
+    out, last = [], start
+    for a, b, new in edits:
+        out += [text[last:a], new]
+        last = b
+    out.append(text[last:end])
+    return "".join(out)

@@ -92,7 +92,7 @@ from __future__ import annotations
 import functools
 import re
 
-from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import cte_columns_of, cte_definitions, tokenize
 from colmz.sql.transforms import (
@@ -194,13 +194,7 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]],
     rules = _Rules(text, typed, resolved)
     for q in queries:
         rules.query(q, grouped=False)
-    out, last = [], 0
-    for start, end, new in sorted(rules.edits):
-        out.append(text[last:start])
-        out.append(new)
-        last = end
-    out.append(text[last:])
-    return "".join(out)
+    return splice(text, sorted(rules.edits))
 
 
 def _derived(q: Query, out: dict[str, list[Expression | None]]) -> None:
@@ -214,14 +208,12 @@ def _derived(q: Query, out: dict[str, list[Expression | None]]) -> None:
     if q.children:  # a set operation's column is named by its first branch, typed by all
         branches = _branch_items(q)
         first = _first_branch(q).items
+        known = branches is not None and all(len(b) == len(first) for b in branches)
         for i, e in enumerate(first):
             name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
             if not name:
                 continue
-            if branches is None or any(len(b) != len(first) for b in branches):
-                out.setdefault(name.lower(), []).append(None)
-            else:
-                out.setdefault(name.lower(), []).extend(b[i] for b in branches)
+            out.setdefault(name.lower(), []).extend((b[i] for b in branches) if known else [None])
     for e in _expressions(q):
         for n in e.walk():
             if n.alias:
@@ -231,11 +223,9 @@ def _derived(q: Query, out: dict[str, list[Expression | None]]) -> None:
     for t in table_refs(q):
         if t.column_aliases:
             branches = _branch_items(t.subquery) if t.subquery is not None else None
+            known = branches is not None and all(len(b) >= len(t.column_aliases) for b in branches)
             for i, a in enumerate(t.column_aliases):
-                if branches is None or any(len(b) < len(t.column_aliases) for b in branches):
-                    out.setdefault(a.lower(), []).append(None)
-                else:
-                    out.setdefault(a.lower(), []).extend(b[i] for b in branches)
+                out.setdefault(a.lower(), []).extend((b[i] for b in branches) if known else [None])
         if t.subquery is not None:
             _derived(t.subquery, out)
 
@@ -299,11 +289,7 @@ Scope = list[tuple[str, Columns]]
 class _Resolver:
     """The kind of each column reference (by its span) that resolves, as PostgreSQL resolves
     names, to one column of a relation of ``rels`` or of a FROM subquery or CTE typed from
-    them: a qualified reference by its FROM item's alias or name, an unqualified one by the
-    innermost query level whose FROM holds the name. A reference is left out (typed by its
-    name alone, see _rewrite) where a FROM item's columns are not known at its level, where
-    two items hold the name (PostgreSQL's "ambiguous" error), and where the query's select
-    list names an output column so (ORDER BY and GROUP BY may mean it)."""
+    them (the module's first invariant); one left out is typed by its name alone."""
 
     def __init__(self, text: str, rels: dict[str, dict[str, str]], typed: dict[str, str]) -> None:
         self.rels = rels
@@ -348,9 +334,7 @@ class _Resolver:
             cols: Columns = None
             if t.subquery is not None:
                 got = self.query(t.subquery, outer, ctes)
-                if got is not None and len(t.column_aliases) <= len(got):
-                    got = [(a.lower(), k) for a, (_, k) in zip(t.column_aliases, got)] + got[len(t.column_aliases):]
-                    cols = _named(got)
+                cols = None if got is None else _renamed(t.column_aliases, got)
             elif t.type == "EXPRESSION_LIST" and t.rows and all(len(r) == len(t.rows[0]) for r in t.rows):
                 # VALUES: a column of one kind in every row has it (PostgreSQL names them column1, ...)
                 cols = {f"column{i + 1}": _common_kind({self.rules.kind(r[i]) for r in t.rows})
@@ -359,9 +343,7 @@ class _Resolver:
                 name = t.name[-1].lower()
                 cols = ctes[name] if len(t.name) == 1 and name in ctes else self.rels.get(name)
                 if cols is not None and t.column_aliases:  # AS t(a, b): renamed by position
-                    cols = _named([(a.lower(), k) for a, k in zip(t.column_aliases, cols.values())]
-                                  + list(cols.items())[len(t.column_aliases):]) \
-                        if len(t.column_aliases) <= len(cols) else None
+                    cols = _renamed(t.column_aliases, list(cols.items()))
             entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
         aliases = frozenset(e.alias.lower() for e in q.items if e.alias)
         self.expressions(q, [entries, *outer], ctes, aliases)
@@ -397,11 +379,9 @@ class _Resolver:
         # renames them by position, as ``AS t(a, b)`` renames a FROM item's (PostgreSQL: a
         # list longer than the body's columns is an error, see translate); a column left
         # unnamed (the body read unnamed, PostgreSQL's name not known here) makes them not known
-        if cols is None or names is None:
+        if cols is None or names is None or any(not n for n, _ in cols[len(names):]):
             return None
-        if len(names) > len(cols) or any(not n for n, _ in cols[len(names):]):
-            return None
-        return _named([(a.lower(), k) for a, (_, k) in zip(names, cols)] + cols[len(names):])
+        return _renamed(names, cols)
 
     def recursive(self, name: str, listed: tuple[str, ...] | None, sub: Query, outer: list[Scope],
                   ctes: dict[str, Columns]) -> Columns:
@@ -468,6 +448,14 @@ def _named(cols: list[tuple[str, str | None]]) -> dict[str, str | None]:
     for name, kind in cols:
         out[name] = None if name in out else kind
     return out
+
+
+def _renamed(names: tuple[str, ...], cols: list[tuple[str, str | None]]) -> dict[str, str | None] | None:
+    # ``cols`` renamed by position by ``AS t(a, b)`` or ``WITH c(a, b)`` (None: a list longer
+    # than the columns)
+    if len(names) > len(cols):
+        return None
+    return _named([(a.lower(), k) for a, (_, k) in zip(names, cols)] + cols[len(names):])
 
 
 def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str],
@@ -580,14 +568,8 @@ class _Rules:
         self.grouped, self.group_keys, self.unchecked, self.windows, self.edits = state
         if not edits:
             return None
-        out, last = [], e.start
-        for start, end, new in edits:
-            out.append(self.text[last:start])
-            out.append(new)
-            last = end
-        out.append(self.text[last : e.end])
-        self.rendered[(e.start, e.end)] = "".join(out)
-        return self.rendered[(e.start, e.end)]
+        self.rendered[(e.start, e.end)] = out = splice(self.text, edits, e.start, e.end)
+        return out
 
     def leaf_text(self, n: Expression) -> str:
         return self.rendered.get((n.start, n.end), self.text[n.start : n.end])
@@ -736,13 +718,8 @@ class _Rules:
         return self.splice(e, texts)
 
     def splice(self, e: Expression, texts: dict[int, str]) -> str:
-        out, last = [], e.start
-        for c in sorted((c for c in e.children if id(c) in texts), key=lambda c: c.start):
-            out.append(self.text[last : c.start])
-            out.append(texts[id(c)])
-            last = c.end
-        out.append(self.text[last : e.end])
-        return "".join(out)
+        edits = sorted(((c.start, c.end, texts[id(c)]) for c in e.children if id(c) in texts), key=lambda x: x[0])
+        return splice(self.text, edits, e.start, e.end)
 
     def child_text(self, c: Expression, texts: dict[int, str]) -> str:
         return texts.get(id(c), self.text[c.start : c.end])

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from colmz.sql.build import splice
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import Token, closing, tokenize, top_level
 
@@ -131,7 +132,7 @@ def strip_hints(text: str) -> tuple[str, tuple[QueryHint, ...]]:
     if "options" not in text.lower():  # the common case, without tokenizing
         return text, ()
     toks = tokenize(text)
-    pieces, last, hints = [], 0, []
+    edits, hints = [], []
     for i in range(len(toks)):
         if not _is_clause(toks, i):
             continue
@@ -145,14 +146,11 @@ def strip_hints(text: str) -> tuple[str, tuple[QueryHint, ...]]:
                 raise InvalidHint(f"OPTIONS: {h.name} is given twice for one SELECT")
         hints.extend(found)
         start, end = toks[i].start, toks[close].end
-        pieces.append(text[last:start])
         # blanked, newlines kept: every offset (and line) of the rest is unchanged
-        pieces.append("".join(c if c in "\n\r" else " " for c in text[start:end]))
-        last = end
-    if not pieces:
+        edits.append((start, end, "".join(c if c in "\n\r" else " " for c in text[start:end])))
+    if not edits:
         return text, ()
-    pieces.append(text[last:])
-    return "".join(pieces), tuple(hints)
+    return splice(text, edits), tuple(hints)
 
 
 def blank_hints(text: str) -> str:

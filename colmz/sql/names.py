@@ -91,9 +91,7 @@ def resolve_item(parts: Sequence[str] | str) -> QualifiedName:
     >>> resolve_item(["ct"]), resolve_item(["x", "ct"]).schema, resolve_item(["y", "z", "ct"]).database
     (QualifiedName(database='materialize', schema='public', item='ct'), 'x', 'y')
     """
-    if isinstance(parts, str):
-        parts = (parts,)
-    parts = tuple(parts)
+    parts = (parts,) if isinstance(parts, str) else tuple(parts)
     if len(parts) == 1:
         return QualifiedName(DEFAULT_DATABASE, DEFAULT_SCHEMA, parts[0])
     if len(parts) == 2:
@@ -109,9 +107,7 @@ def resolve_schema(parts: Sequence[str] | str) -> tuple[str, str]:
     >>> resolve_schema(["x"]), resolve_schema(["y", "z"])
     (('materialize', 'x'), ('y', 'z'))
     """
-    if isinstance(parts, str):
-        parts = (parts,)
-    parts = tuple(parts)
+    parts = (parts,) if isinstance(parts, str) else tuple(parts)
     if len(parts) == 1:
         return DEFAULT_DATABASE, parts[0]
     if len(parts) == 2:

@@ -183,8 +183,7 @@ def float8_text(v: float) -> str:
     >>> [float8_text(x) for x in (2.0, 1e15, 1e14, 1.5e-7, -0.0, 1e23, 9.15e21, float("nan"))]
     ['2', '1e+15', '100000000000000', '1.5e-07', '-0', '9.999999999999999e+22', '9.150000000000001e+21', 'NaN']
     """
-    special = _special(v)
-    if special is not None:
+    if (special := _special(v)) is not None:
         return special
     a = abs(v)
     digits = repr(a)
@@ -246,8 +245,7 @@ def float4_text(v: float) -> str:
     >>> [float4_text(x) for x in (2.0, 1e6, 0.1, 308148.125, 3.75e9, float("inf"))]
     ['2', '1e+06', '0.1', '308148.12', '3.7500001e+09', 'Infinity']
     """
-    special = _special(v)
-    if special is not None:
+    if (special := _special(v)) is not None:
         return special
     a = _float32(abs(v))
     exact = Decimal(a)

@@ -252,24 +252,31 @@ class _Cursor:
         """A one-part name (a column's, a cluster's)."""
         return _not_reserved(self.next().name)
 
-    def qualified(self) -> tuple[str, ...]:
-        """A possibly qualified object name: its parts, each unquoted (``x."a.b"`` is two)."""
+    def qualified(self, most: int | None = None) -> tuple[str, ...]:
+        """A possibly qualified object name: its parts, each unquoted (``x."a.b"`` is two),
+        at ``most`` parts when given."""
         parts = [self.next().name]
         while self.at(".") and self.peek(1) is not None:
             self.pos += 1
             parts.append(self.next().name)
         for p in parts:
             _not_reserved(p)
+        if most is not None and len(parts) > most:
+            raise SQLError(f"qualified name did not have between 1 and {most} components: {'.'.join(parts)}")
         return tuple(parts)
 
     def object_name(self) -> tuple[str, tuple[str, ...]]:
         """``(item, qualifier)`` of an object name of 1 to 3 parts."""
-        parts = self.qualified()
-        if len(parts) > 3:
-            raise SQLError(
-                f"qualified name did not have between 1 and 3 components: {'.'.join(parts)}"
-            )
+        parts = self.qualified(3)
         return parts[-1], parts[:-1]
+
+    def opening(self, word: str, missing: str) -> int:
+        """After ``word``, the index of the token closing the ``(`` that must follow it
+        (:class:`SQLError` ``missing`` when none does)."""
+        self.expect(word)
+        if not self.at("("):
+            raise SQLError(missing)
+        return self.matching()
 
     def matching(self) -> int:
         """Index of the token closing the ``(`` at ``pos``."""
@@ -322,10 +329,7 @@ def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
 def _view_options(cur: _Cursor, view: str) -> str:
     """``WITH (INCREMENTAL [=] 'require' | 'allow')`` after a view's name: the mode; any
     other option is unsupported."""
-    cur.expect("WITH")
-    if not cur.at("("):
-        raise SQLError(f"CREATE MATERIALIZED VIEW {view} WITH: expected (options)")
-    close = cur.matching()
+    close = cur.opening("WITH", f"CREATE MATERIALIZED VIEW {view} WITH: expected (options)")
     toks = cur.toks[cur.pos + 1:close]
     if toks and toks[-1].kind == "string" and toks[0].upper == "INCREMENTAL" and (
             len(toks) == 2 or (len(toks) == 3 and toks[1].text == "=")):
@@ -342,10 +346,7 @@ def _view_options(cur: _Cursor, view: str) -> str:
 def _table_options(cur: _Cursor, table: str) -> bool:
     """``WITH (APPEND ONLY)`` after a table's columns (colmz's declaration: Materialize infers
     append-only inputs from their sources); any other option is unsupported."""
-    cur.expect("WITH")
-    if not cur.at("("):
-        raise SQLError(f"CREATE TABLE {table} WITH: expected (options)")
-    close = cur.matching()
+    close = cur.opening("WITH", f"CREATE TABLE {table} WITH: expected (options)")
     if [t.upper for t in cur.toks[cur.pos + 1:close]] == ["APPEND", "ONLY"]:
         cur.pos = close + 1
         return True
@@ -433,9 +434,7 @@ def _statement(cur: _Cursor):
         return ExplainView(name, qual)
     if cur.accept("CREATE", "SCHEMA"):
         if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        parts = cur.qualified()
-        if len(parts) > 2:
-            raise SQLError(f"qualified name did not have between 1 and 2 components: {'.'.join(parts)}")
+        parts = cur.qualified(2)
         _done(cur, "CREATE SCHEMA")
         return CreateSchema(parts[-1], parts[0] if len(parts) == 2 else None, if_not_exists)
     if cur.accept("CREATE", "DATABASE"):
@@ -453,9 +452,8 @@ def _statement(cur: _Cursor):
         return _delete(cur)
     if cur.accept("UPDATE"):
         table, qual = cur.object_name()
-        if cur.peek() is not None and cur.peek().upper == "AS" or (
-            cur.peek() is not None and cur.peek().kind == "word" and cur.peek().upper != "SET"
-        ):
+        alias = cur.peek()
+        if alias is not None and alias.kind == "word" and alias.upper != "SET":  # AS too
             _unsupported("UPDATE with a table alias")
         cur.expect("SET")
         where_at = _find_word(cur, "WHERE")
@@ -558,10 +556,8 @@ def _subscribe(cur: _Cursor) -> Subscribe:
     out = Subscribe(name, query)
     if cur.at("ENVELOPE") or cur.at("WITHIN"):
         _unsupported(f"SUBSCRIBE ... {cur.peek().text.upper()}")
-    if cur.accept("WITH"):
-        if not cur.at("("):
-            raise SQLError("SUBSCRIBE ... WITH needs an option list in parentheses")
-        close = cur.matching()
+    if cur.at("WITH"):
+        close = cur.opening("WITH", "SUBSCRIBE ... WITH needs an option list in parentheses")
         for a, b in _split(cur.toks, cur.pos + 1, close, ","):
             opt = cur.toks[a].upper if b > a else ""
             if opt not in ("SNAPSHOT", "PROGRESS"):
@@ -603,12 +599,8 @@ def _find_word(cur: _Cursor, word: str) -> int:
 
 
 def _drop(cur: _Cursor) -> Drop:
-    kind = None
-    for words in (("TABLE",), ("MATERIALIZED", "VIEW"), ("CONTINUAL", "TASK"), ("SCHEMA",),
-                  ("DATABASE",)):
-        if cur.accept(*words):
-            kind = " ".join(words)
-            break
+    kinds = (("TABLE",), ("MATERIALIZED", "VIEW"), ("CONTINUAL", "TASK"), ("SCHEMA",), ("DATABASE",))
+    kind = next((" ".join(words) for words in kinds if cur.accept(*words)), None)
     if kind is None:
         _unsupported("DROP " + (cur.peek().text if cur.peek() else ""))
     if_exists = cur.accept("IF", "EXISTS")
@@ -712,10 +704,7 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         source, source_qual = cur.object_name()
         if cur.accept("WITH"):
             _options(cur, st)
-        cur.expect("AS")
-        if not cur.at("("):
-            raise SQLError("CONTINUAL TASK body must be parenthesised: AS ( ... )")
-        close = cur.matching()
+        close = cur.opening("AS", "CONTINUAL TASK body must be parenthesised: AS ( ... )")
         for i, (a, b) in enumerate(_split(cur.toks, cur.pos + 1, close, ";")):
             sub = _Cursor(cur.text, cur.toks, a, b)
             where = f"CONTINUAL TASK {label} statement {i + 1}"
@@ -740,19 +729,13 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         cur.pos = close + 1
     elif cur.accept("FROM", "TRANSFORM"):
         source, source_qual = cur.object_name()
-        cur.expect("USING")
-        if not cur.at("("):
-            raise SQLError("FROM TRANSFORM ... USING needs a parenthesised query")
-        close = cur.matching()
+        close = cur.opening("USING", "FROM TRANSFORM ... USING needs a parenthesised query")
         body = [InsertStatement(name, None, share_slice(cur.text, cur.toks, cur.pos + 1, close), qual)]
         cur.pos = close + 1
         sugar = "transform"
     elif cur.accept("FROM", "RETAIN"):
         source, source_qual = cur.object_name()
-        cur.expect("WHILE")
-        if not cur.at("("):
-            raise SQLError("FROM RETAIN ... WHILE needs a parenthesised predicate")
-        close = cur.matching()
+        close = cur.opening("WHILE", "FROM RETAIN ... WHILE needs a parenthesised predicate")
         pred = share_slice(cur.text, cur.toks, cur.pos + 1, close)
         cur.pos = close + 1
         # Upstream's rewrite: keep the input rows that satisfy the predicate, and delete the

@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import functools
 
-from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import closing, tokenize, top_level
+from colmz.sql.transforms import table_refs
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = ["distinct_on_keys", "filter_commutes", "passed_columns", "preserved_items", "push_filters"]
@@ -73,14 +74,8 @@ def push_filters(text: str) -> str:
             stmts = parse_tree(text)
         except SQLError:
             return text
-        edited = None
-        for s in stmts:
-            for q in _queries(s):
-                edited = _push_one(text, q)
-                if edited is not None:
-                    break
-            if edited is not None:
-                break
+        pushed = (_push_one(text, q) for s in stmts for q in _queries(s))
+        edited = next((e for e in pushed if e is not None), None)
         if edited is None:
             return text
         text = edited
@@ -94,12 +89,9 @@ def _queries(q: Query):
         yield from _queries(c)
     for c in q.children:
         yield from _queries(c)
-    stack = [q.from_] if q.from_ is not None else []
-    while stack:
-        t = stack.pop()
+    for t in table_refs(q):
         if t.subquery is not None:
             yield from _queries(t.subquery)
-        stack.extend(t.children)
     for e in (*q.items, q.where, q.having):
         if e is None:
             continue
@@ -113,11 +105,8 @@ def _push_one(text: str, q: Query) -> str | None:
         return None
     single = q.from_.type != "JOIN"
     conjuncts = q.where.children if q.where.type == "CONJUNCTION_AND" else (q.where,)
-    for t in preserved_items(q.from_):
-        edited = _push_into(text, q, t, conjuncts, single)
-        if edited is not None:
-            return edited
-    return None
+    pushed = (_push_into(text, q, t, conjuncts, single) for t in preserved_items(q.from_))
+    return next((e for e in pushed if e is not None), None)
 
 
 def preserved_items(t: Table):
@@ -163,8 +152,8 @@ def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | 
         if any(outputs.get(n) is None or keys is not None and _last_name(outputs[n]) not in keys
                for n in names):
             return None  # a computed column: all this item's conjuncts stay
-        moves.append((c, _splice(text[c.start:c.end], [(r.start - c.start, r.end - c.start, outputs[n])
-                                                       for r, n in zip(refs, names)])))
+        moves.append((c, splice(text, sorted((r.start, r.end, outputs[n]) for r, n in zip(refs, names)),
+                                c.start, c.end)))
     if not moves:
         return None
     moved = " AND ".join(f"({m})" for _, m in moves)
@@ -179,13 +168,11 @@ def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | 
             return None
         inner_edit = (at, at, ("" if text[at - 1].isspace() else " ") + f"WHERE {moved}"
                       + (" " if at < close else ""))
-    # each moved conjunct becomes ``true``; edit from the end backwards
-    edits = sorted([inner_edit, *((c.start, c.end, "true") for c, _ in moves)], reverse=True)
-    if any(a[0] < b[1] for a, b in zip(edits, edits[1:])):
+    # each moved conjunct becomes ``true``
+    edits = sorted([inner_edit, *((c.start, c.end, "true") for c, _ in moves)])
+    if any(a[1] > b[0] for a, b in zip(edits, edits[1:])):
         return None
-    for s, e, t in edits:
-        text = text[:s] + t + text[e:]
-    return text
+    return splice(text, edits)
 
 
 def _own(r: Expression, alias: str, single: bool) -> str | None:
@@ -289,9 +276,3 @@ def _where_point(text: str, open_: int, close: int) -> int | None:
 
 def _last_name(column: str) -> str:
     return tokenize(column)[-1].text.strip('"').lower()
-
-
-def _splice(s: str, edits: list[tuple[int, int, str]]) -> str:
-    for a, b, t in sorted(edits, reverse=True):
-        s = s[:a] + t + s[b:]
-    return s

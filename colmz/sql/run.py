@@ -102,13 +102,12 @@ def connect(external_access: bool = True):
     except Exception as e:  # pragma: no cover - older DuckDB without the setting
         if not type(e).__module__.startswith(("duckdb", "_duckdb")):
             raise
-    for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS:  # what translated queries call
+    # what translated queries and colmz.sql.jsonb's rules call
+    for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS + jsonb.FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
     for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS + jsonb.NULL_FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False,
                             null_handling="special")
-    for name, fn, args, result in jsonb.FUNCTIONS:  # colmz.sql.jsonb's rules call these
-        con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
     for macro in jsonb.MACROS:
         con.execute(macro)
     for typed, untyped in TRANSFORM_TYPED_MACROS:
@@ -189,7 +188,6 @@ _TEXT_TO_NUMERIC = re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
 
 
-
 def run_query(con, translated: str, t: int, form: str | None = None):
     """Run translated SQL with ``mz_now()`` at ``t``; returns ``(arrow_table, form)``.
 
@@ -222,76 +220,57 @@ def run_query(con, translated: str, t: int, form: str | None = None):
                 raise
             if i + 1 < len(forms) and _NOW_TYPE_ERROR.search(str(e)):
                 continue
-            refusal = _REFUSAL.search(str(e))
-            if refusal:
-                # A construct translation refuses once DuckDB knows the value's type (an
-                # error() branch taken at run time): the refusal, not a DuckDB error.
-                raise UnsupportedSQL(refusal.group(1)) from None
-            pg_error = _PG_ERROR.search(str(e))
-            if pg_error:
-                raise SQLError(pg_error.group(1)) from None
-            if _TEXT_TO_NUMERIC.search(str(e)):
-                raise UnsupportedSQL(
-                    "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the "
-                    "scale each value is written with): cast to numeric(p, s) or float8") from None
-            m = _CONVERT.search(str(e))
-            if m and m.group(2) in _PG_TYPE_OF_DUCK:
-                # PostgreSQL's words, without the text colmz generated around the cast
-                raise SQLError(f'invalid input syntax for type {_PG_TYPE_OF_DUCK[m.group(2)]}: '
-                               f'"{m.group(1)}"') from None
-            refused = _refusal_of(str(e))
-            if refused:
-                raise UnsupportedSQL(refused) from None
-            m = _AMBIGUOUS.search(str(e))
-            if m:
-                # PostgreSQL's words (DuckDB's hint names colmz's registered relations)
-                raise SQLError(f'column reference "{m.group(1)}" is ambiguous') from None
-            m = _NO_TABLE.search(str(e))
-            if m:
-                # DuckDB's hint names its own catalog tables: only the name matters here.
-                raise SQLError(f"unknown catalog item {m.group(1)!r}") from None  # Materialize's words
+            for pattern, error, message in _ERRORS:
+                m = pattern.search(str(e))
+                if m:
+                    raise error(message(m)) from None
             raise SQLError(str(e)) from None
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-#: DuckDB's errors for a construct colmz does not run as PostgreSQL does (a function it
-#: lacks, or lacks for these argument types: PostgreSQL has it or raises its own error), and
-#: the refusal naming it: (DuckDB's error, the message of the match).
-_REFUSALS = (
-    (re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name \"?(\w+)\"? does not exist"),
+#: DuckDB's errors :func:`run_query` raises otherwise, the first that matches: (DuckDB's
+#: error, the exception raised, its message from the match).
+_ERRORS = (
+    # A construct translation refuses once DuckDB knows the value's type (an error() branch
+    # taken at run time): the refusal, not a DuckDB error.
+    (_REFUSAL, UnsupportedSQL, lambda m: m.group(1)),
+    (_PG_ERROR, SQLError, lambda m: m.group(1)),
+    (_TEXT_TO_NUMERIC, UnsupportedSQL,
+     lambda m: "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the scale each value is "
+               "written with): cast to numeric(p, s) or float8"),
+    # PostgreSQL's words, without the text colmz generated around the cast
+    (_CONVERT, SQLError, lambda m: f'invalid input syntax for type {_PG_TYPE_OF_DUCK[m.group(2)]}: "{m.group(1)}"'),
+    # A construct colmz does not run as PostgreSQL does (a function DuckDB lacks, or lacks
+    # for these argument types: PostgreSQL has it or raises its own error), named.
+    (re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name \"?(\w+)\"? does not exist"), UnsupportedSQL,
      lambda m: f"{m.group(1)}() is not supported by colmz (DuckDB has no such function)"),
-    (re.compile(r"Binder Error: No function matches the given name and argument types '(.+?)'\."),
+    (re.compile(r"Binder Error: No function matches the given name and argument types '(.+?)'\."), UnsupportedSQL,
      lambda m: f"{m.group(1).replace('//', '/')} is not supported by colmz (DuckDB has no "
                "function for these argument types)"),
-    (re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)"),
+    (re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)"), UnsupportedSQL,
      lambda m: ("sum() of an aggregate (a window function over an aggregate)" if m.group(1) == SUM_ARGUMENT
                 else f"{m.group(1).removeprefix('__colmz_')}() with these arguments") + " is not supported by colmz"),
-    (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"),
+    (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
      lambda m: f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"),
     # colmz's checks (a cast to a float type of a value that may be text, checked
     # arithmetic) raise PostgreSQL's errors, which DuckDB counts as volatile
-    (re.compile(r"(ORDER BY|PARTITION BY) window expressions cannot be volatile"),
+    (re.compile(r"(ORDER BY|PARTITION BY) window expressions cannot be volatile"), UnsupportedSQL,
      lambda m: f"a checked expression (a cast to a float type, float arithmetic) in a window's {m.group(1)} "
                "is not supported by colmz"),
-    (re.compile(r"Cannot concatenate types (\S+) and (\S+)"),
+    (re.compile(r"Cannot concatenate types (\S+) and (\S+)"), UnsupportedSQL,
      lambda m: f"|| of {m.group(1).lower()} and {m.group(2).lower()} is not supported by colmz (DuckDB "
                "concatenates lists of one type only; PostgreSQL appends an element to an array)"),
     # PostgreSQL gives a string literal the type of the values beside it (a VALUES column,
     # a UNION, CASE branches); DuckDB needs the cast written.
-    (re.compile(r"Cannot combine types VARCHAR and (\w+)"),
+    (re.compile(r"Cannot combine types VARCHAR and (\w+)"), UnsupportedSQL,
      lambda m: (f"a string literal beside {m.group(1).removesuffix('_LITERAL').lower()} values in one "
                 "column (VALUES, UNION or CASE) is not supported by colmz: cast the string, e.g. "
                 f"'...'::{m.group(1).removesuffix('_LITERAL').lower()}")),
+    # PostgreSQL's words (DuckDB's hint names colmz's registered relations)
+    (_AMBIGUOUS, SQLError, lambda m: f'column reference "{m.group(1)}" is ambiguous'),
+    # Materialize's words (DuckDB's hint names its own catalog tables: only the name matters)
+    (_NO_TABLE, SQLError, lambda m: f"unknown catalog item {m.group(1)!r}"),
 )
-
-
-def _refusal_of(error: str) -> str | None:
-    # The construct a DuckDB error shows colmz does not run as PostgreSQL does, named.
-    for pattern, message in _REFUSALS:
-        m = pattern.search(error)
-        if m:
-            return message(m)
-    return None
 
 
 #: Texts DuckDB confirmed to be one query (``check_one_query``), bounded.

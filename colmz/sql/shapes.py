@@ -115,28 +115,22 @@ def shape_of(text: str) -> Shape | None:
     n = len(toks)
     for i, (b, kind) in enumerate(toks):
         # (identity: DuckDB's token kinds are a Python enum, slow to hash)
-        if kind is number:
-            code = "n"
-        elif kind is string:
-            code = "s"
-        elif kind is comment:
-            code = "c"
-        else:
+        if kind is not number and kind is not string and kind is not comment:
             continue
         s = b if chars is None else chars[b]
         nb = toks[i + 1][0] if i + 1 < n else None
         tok = text[s : len(text) if nb is None else (nb if chars is None else chars[nb])].rstrip(_WS)
         key.append(text[at:s])
-        if code == "n":
+        if kind is number:
             m = _NUMBER.fullmatch(tok)
             form = "=" + tok if m is None else "#" + m.lastgroup
-        elif code == "s":
+        elif kind is string:
             form = "'" if _PLAIN_STRING.fullmatch(tok) else "=" + tok
         else:
             form = "c"
         if form[0] in "#'":
             slots.append(len(starts))
-            values.append(tok if code == "n" else tok[1:-1].replace("''", "'"))
+            values.append(tok if kind is number else tok[1:-1].replace("''", "'"))
         key.append(form)
         starts.append(s)
         ends.append(s + len(tok))
@@ -183,6 +177,22 @@ class _Template:
         self.confirmed = False
 
 
+def _kids(node) -> list:
+    """The nodes right under ``node`` (a query, table, modifier, order or expression), ``None``
+    where a field is empty. A ``VALUES`` list's rows are its ``expressions``."""
+    if isinstance(node, Expression):
+        return [*node.children, node.filter, *node.order_by, node.subquery,
+                *(node.over.orders if node.over is not None else ())]
+    if isinstance(node, Table):
+        return [*node.children, *node.expressions, node.subquery]
+    if isinstance(node, Query):
+        return [*node.items, node.from_, node.where, *node.group_by, node.having, node.qualify,
+                *node.modifiers, *(q for _, q in node.ctes), *node.children]
+    if isinstance(node, Modifier):
+        return [*node.expressions, *node.orders, node.limit, node.offset]
+    return [node.expression]  # Order
+
+
 def _nodes(tree: tuple[Query, ...]):
     """Every node of ``tree`` (queries, tables, modifiers, orders, expressions) with the
     span of its nearest positioned expression or table ancestor (itself included)."""
@@ -190,24 +200,8 @@ def _nodes(tree: tuple[Query, ...]):
     while stack:
         node, span = stack.pop()
         yield node, span
-        if isinstance(node, Expression):
-            own = (node.start, node.end) if node.start >= 0 else span
-            kids = [*node.children, node.filter, *node.order_by, node.subquery,
-                    *(node.over.orders if node.over is not None else ())]
-        elif isinstance(node, Table):
-            own = (node.start, node.end) if node.start >= 0 else span
-            kids = [*node.children, *node.expressions, node.subquery]
-        elif isinstance(node, Query):
-            own = span
-            kids = [*node.items, node.from_, node.where, *node.group_by, node.having, node.qualify,
-                    *node.modifiers, *(q for _, q in node.ctes), *node.children]
-        elif isinstance(node, Modifier):
-            own = span
-            kids = [*node.expressions, *node.orders, node.limit, node.offset]
-        else:  # Order
-            own = span
-            kids = [node.expression]
-        stack.extend((k, own) for k in reversed(kids) if k is not None)
+        own = (node.start, node.end) if isinstance(node, (Expression, Table)) and node.start >= 0 else span
+        stack.extend((k, own) for k in reversed(_kids(node)) if k is not None)
 
 
 def _template(shape: Shape, tree: tuple[Query, ...], text: str) -> _Template | None:
@@ -240,9 +234,6 @@ def _template(shape: Shape, tree: tuple[Query, ...], text: str) -> _Template | N
             return
         claims.setdefault(k, ([], prefix))[0].append((id(e), e))
 
-    def text_of(lo: int, hi: int) -> str:
-        return text[lo:hi]
-
     def inside(lo: int, hi: int) -> range:
         return range(bisect.bisect_left(slot_starts, lo), bisect.bisect_left(slot_starts, hi))
 
@@ -256,7 +247,7 @@ def _template(shape: Shape, tree: tuple[Query, ...], text: str) -> _Template | N
         # its span: one variable token, a literal, the rest signs, parentheses and spaces
         toks = range(bisect.bisect_left(shape.starts, node.start), bisect.bisect_left(shape.starts, node.end))
         if len(ks) == 1 and list(toks) == [shape.slots[ks[0]]] and not (
-                set(text_of(node.start, shape.starts[toks[0]]) + text_of(shape.ends[toks[0]], node.end))
+                set(text[node.start : shape.starts[toks[0]]] + text[shape.ends[toks[0]] : node.end])
                 - _BESIDE):
             claim(node, ks[0], (node.start, node.end))
         else:
@@ -277,31 +268,12 @@ def _template(shape: Shape, tree: tuple[Query, ...], text: str) -> _Template | N
 
     def high(node) -> int:
         # the largest offset under ``node`` (a claimed constant without position: its literal's)
-        m = -1
-        if isinstance(node, Expression):
-            m = node.end
-            if id(node) in by_id:
-                m = max(m, slot_starts[by_id[id(node)]])
-            for c in (*node.children, node.filter, *node.order_by, node.subquery,
-                      *(node.over.orders if node.over is not None else ())):
-                if c is not None:
-                    m = max(m, high(c))
-        elif isinstance(node, Table):
-            m = node.end
-            for c in (*node.children, *node.expressions, node.subquery, *(e for r in node.rows for e in r)):
-                if c is not None:
-                    m = max(m, high(c))
-        elif isinstance(node, Query):
-            for c in (*node.items, node.from_, node.where, *node.group_by, node.having, node.qualify,
-                      *node.modifiers, *(q for _, q in node.ctes), *node.children):
-                if c is not None:
-                    m = max(m, high(c))
-        elif isinstance(node, Modifier):
-            for c in (*node.expressions, *node.orders, node.limit, node.offset):
-                if c is not None:
-                    m = max(m, high(c))
-        else:
-            m = high(node.expression)
+        m = node.end if isinstance(node, (Expression, Table)) else -1
+        if id(node) in by_id:
+            m = max(m, slot_starts[by_id[id(node)]])
+        for c in _kids(node):
+            if c is not None:
+                m = max(m, high(c))
         hi[id(node)] = m
         return m
 
@@ -423,15 +395,13 @@ def remap_tree(text: str, known: str, tree: tuple[Query, ...]) -> tuple[Query, .
 
 # ---------------------------------------------------------------------------- the cache
 
+@dataclass(frozen=True, slots=True, eq=False)
 class _First:
     """A shape seen once: its text and tree, its template not made yet."""
 
-    __slots__ = ("shape", "text", "tree")
-
-    def __init__(self, shape: Shape, tree: tuple[Query, ...], text: str) -> None:
-        self.shape = shape
-        self.tree = tree
-        self.text = text
+    shape: Shape
+    tree: tuple[Query, ...]
+    text: str
 
 
 #: key -> (pinned slot numbers, {pinned values: template}), a shape seen once (:class:`_First`),

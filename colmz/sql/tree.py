@@ -47,10 +47,8 @@ Invariants:
   read by DuckDB's lexer.
 
 :func:`check_expression` is where a fragment of user text (a ``DELETE``/``UPDATE``
-predicate, an ``UPDATE`` value) is decided to be one expression before colmz puts it inside
-a statement: DuckDB parses ``SELECT (<text>)``; it must be exactly one select node with one
-select item and nothing else, and every DuckDB token of the text outside that item's span
-a comment or a parenthesis.
+predicate, an ``UPDATE`` value) is decided to be one expression, by DuckDB's parse of
+``SELECT (<text>)``, before colmz puts it inside a statement.
 
 >>> q, = parse_tree("SELECT k + 1 AS j FROM t WHERE k IS NULL")
 >>> q.type, [e.name for e in q.items[0].children], q.items[0].alias, q.from_.name
@@ -64,6 +62,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -286,8 +285,6 @@ def fast_constructor(cls):
     ``object.__setattr__``; this one fills a twin class of the same slots by plain
     assignment, then makes the object a ``cls`` (same layout: the result is a ``cls``,
     frozen, equal and hashed as one). ``cls`` itself when that cannot be had."""
-    import dataclasses
-
     fields = dataclasses.fields(cls)
     if tuple(f.name for f in fields) != tuple(cls.__slots__) or any(
             f.default_factory is not dataclasses.MISSING for f in fields):
@@ -748,8 +745,7 @@ def _composed(text: str, items, table, predicate) -> tuple[Query, ...] | None:
         e = piece(offset, expression)
         if e is None:
             return None
-        out.append(_EXPRESSION(e.cls, e.type, e.start, e.end, e.children, e.name, end, e.subquery, e.literal,
-                               e.distinct, e.filter, e.order_by, e.relation, e.star_modified, e.over))
+        out.append(dataclasses.replace(e, alias=end))
     start, parts, end = table
     if any(quoted_name('"' + x.replace('"', '""') + '"') != x for x in parts):  # each part as the reader reads it
         return None
@@ -783,25 +779,30 @@ def parse_tree(text: str) -> tuple[Query, ...]:
     got = _TREES.get(text)
     if got is not None:
         return got
-    from colmz.sql import grammar, shapes
-
     recipe = _RECIPES.get(text)
     if recipe is not None and (got := _composed(text, *recipe)) is not None:
         _read_here(text)  # what the reader gives (see select_recipe)
         _TREES.put(text, got)
         return got
+    got, shape = _known(text)
+    return got if got is not None else _learned(text, shape, _serialized_one(text))
+
+
+def _known(text: str) -> tuple[tuple[Query, ...] | None, object]:
+    # The tree of ``text`` without DuckDB (colmz's reader's, else its shape's), remembered,
+    # or None; and the text's shape.
+    from colmz.sql import grammar, shapes
+
     got = grammar.read_query(text)  # DuckDB's tree read by colmz, or None: DuckDB reads it
     if got is not None:
         _read_here(text)
         _TREES.put(text, got)
-        return got
+        return got, None
     shape = shapes.shape_of(text)
-    if shape is not None:
-        got = shapes.cached_tree(shape)
-        if got is not None:
-            _TREES.put(text, got)
-            return got
-    return _learned(text, shape, _serialized_one(text))
+    got = shapes.cached_tree(shape) if shape is not None else None
+    if got is not None:
+        _TREES.put(text, got)
+    return got, shape
 
 
 parse_tree.cache_info = _TREES.cache_info
@@ -817,22 +818,14 @@ def prefetch_trees(texts) -> None:
     >>> prefetch_trees(["SELECT 1 AS a", "SELECT (k + 1)"]); parse_tree("SELECT 1 AS a")[0].items[0].alias
     'a'
     """
-    from colmz.sql import grammar, shapes
-
     todo: list[tuple[str, object]] = []
     for text in dict.fromkeys(texts):
         require_text(text, "text")
         if len(text) > CACHED_CHARS or text in _TREES.trees:
             continue
-        if (got := grammar.read_query(text)) is not None:
-            _read_here(text)
-            _TREES.put(text, got)
-            continue
-        shape = shapes.shape_of(text)
-        if shape is not None and (got := shapes.cached_tree(shape)) is not None:
-            _TREES.put(text, got)
-            continue
-        todo.append((text, shape))
+        got, shape = _known(text)
+        if got is None:
+            todo.append((text, shape))
     if len(todo) < 2:
         return  # one text costs the same parsed now or when asked for
     try:

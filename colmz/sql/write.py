@@ -168,15 +168,9 @@ def coerce_literals(con, rows: pa.Table, targets: Sequence[ColumnSpec], t: int =
     >>> coerce_literals(session(), pa.table({"d": ["2024-01-02"]}), [ColumnSpec("d", pa.date32())]).schema.types
     [DataType(date32[day])]
     """
-    casts, need = [], False
-    for name, spec, col in zip(rows.column_names, targets, rows.columns):
-        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and \
-                not (pa.types.is_string(spec.type) or pa.types.is_large_string(spec.type)):
-            casts.append((name, duckdb_type(spec.type)))
-            need = True
-        else:
-            casts.append((name, None))
-    if not need or rows.num_columns != len(targets):
+    casts = [(name, duckdb_type(spec.type) if _is_text(col.type) and not _is_text(spec.type) else None)
+             for name, spec, col in zip(rows.column_names, targets, rows.columns)]
+    if all(c is None for _, c in casts) or rows.num_columns != len(targets):
         return rows
     con.register(VALUES_RELATION, rows)
     try:
@@ -261,7 +255,7 @@ def as_jsonb(rows: pa.Table, columns: Sequence[int], json_columns: Sequence[int]
             read(rows.column(i))  # read only: json keeps the text as written
     for i in columns:
         col = rows.column(i) if i < rows.num_columns else None
-        if col is not None and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        if col is not None and _is_text(col.type):
             rows = rows.set_column(i, rows.schema.field(i), pa.array(read(col), col.type))
     return rows
 
@@ -290,6 +284,10 @@ def jsonb_select(relation: str, names: Sequence[str], jsonb: Sequence[int], json
     items = [item(i, c, n) for i, (c, n) in enumerate(zip(cols, names))]
     heads = ", ".join(identifier(f"__colmz_c{i}") for i in range(len(names)))
     return f"SELECT {', '.join(items)} FROM {relation} AS {alias}({heads})"
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 def duckdb_type(t: pa.DataType) -> str:
