@@ -1627,4 +1627,20 @@ QUERIES = [
     ('jn_json_column_to_jsonb', "SELECT id, to_jsonb(j) AS b FROM jdocs ORDER BY id"),
     ('jn_agg_columns', "SELECT jsonb_agg(body ORDER BY id) AS a, jsonb_object_agg(id, body ORDER BY id) AS o FROM docs"),
     ('jn_minus_key_column', "SELECT id, body - 'a' AS b, body - 'zz' AS c FROM docs ORDER BY id"),
+    # an output name is visible only as a whole ORDER BY, GROUP BY or DISTINCT ON item: in
+    # HAVING, WHERE, the select list or an expression (and subqueries there) PostgreSQL
+    # raises "column does not exist" where no FROM item has the column (DuckDB answered)
+    ('oname_fail_having', "SELECT k, r AS x FROM reals GROUP BY k, r HAVING x > 0.1"),
+    ('oname_fail_having_aggregate', "SELECT person_id, count(*) AS n FROM orders GROUP BY person_id HAVING n > 1 ORDER BY n"),
+    ('oname_fail_where', "SELECT id, age AS years FROM people WHERE years > 26"),
+    ('oname_fail_where_quoted', 'SELECT id, age AS "Years" FROM people WHERE "Years" > 26'),
+    ('oname_fail_select_list', "SELECT age AS a, a + 1 AS b FROM people"),
+    ('oname_fail_order_expression', "SELECT id, age AS a FROM people ORDER BY a + 1, id"),
+    ('oname_fail_subquery', "SELECT id AS i FROM people WHERE (SELECT i) > 1"),
+    # ... PostgreSQL reads an enclosing query's column there (DuckDB the output name: refused)
+    ('oname_outer_column_having', "SELECT id, (SELECT count(*) AS age FROM orders GROUP BY status HAVING age > 26 "
+                               "ORDER BY 1 LIMIT 1) AS n FROM people ORDER BY id"),
+    ('oname_outer_column_where', "SELECT id, (SELECT count(*) AS age FROM orders WHERE age > 26) AS n FROM people ORDER BY id"),
+    ('oname_own_column_in_subquery', "SELECT id, city AS age FROM people WHERE (SELECT age) > 26 ORDER BY id"),
+    ('oname_order_and_group_names', "SELECT age AS a, count(*) AS n FROM people GROUP BY a ORDER BY n DESC, a NULLS FIRST"),
 ]

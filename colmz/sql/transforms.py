@@ -132,6 +132,7 @@ __all__ = [
     "TRANSFORM_NULL_FUNCTIONS",
     "TRANSFORM_TYPED_MACROS",
     "Call",
+    "all_queries",
     "apply_transforms",
     "arith_leaves",
     "duplicate_name",
@@ -330,7 +331,7 @@ def _round_kind(e: Expression, text: str) -> str | None:
             untyped = True
         stack.extend((k, n.cls == "CAST") for k in n.children)
         if n.subquery is not None:
-            stack.extend((k, False) for d in _all_queries(n.subquery) for k, _ in _own_roots(d))
+            stack.extend((k, False) for d in all_queries(n.subquery) for k, _ in _own_roots(d))
     if floats:
         return "double"  # double with numeric is double in PostgreSQL
     if numeric and untyped:
@@ -579,9 +580,13 @@ def _values_rows(toks) -> set[int]:
     return out
 
 
-def _all_queries(q: Query) -> Iterator[Query]:
-    # ``q`` and every query inside it: its CTEs, set operation branches, subqueries in FROM
-    # and in expressions (the one walk of a statement's queries).
+def all_queries(q: Query) -> Iterator[Query]:
+    """``q`` and every query inside it: its CTEs, set operation branches, subqueries in FROM
+    and in expressions (the one walk of a statement's queries).
+
+    >>> [d.type for d in all_queries(parse_tree("SELECT (SELECT 1) FROM (SELECT 2) s")[0])]
+    ['SELECT_NODE', 'SELECT_NODE', 'SELECT_NODE']
+    """
     stack = [q]
     while stack:
         d = stack.pop()
@@ -1515,7 +1520,7 @@ def _grouped_nodes(q: Query, out: set) -> None:
     # ids of the expression nodes of every grouped query (GROUP BY): DuckDB matches a select
     # item against the grouped expressions as written, which a check repeating the leaves
     # would break; their arithmetic is left unchecked.
-    out.update(id(n) for d in _all_queries(q) if d.group_by for e, _ in _own_roots(d, tables=False)
+    out.update(id(n) for d in all_queries(q) if d.group_by for e, _ in _own_roots(d, tables=False)
                for n in e.walk())
 
 
@@ -1693,7 +1698,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
     # join; a CTE with a column list (``WITH c(x, y) AS``) names its columns anew.
     cte_repeats: dict[str, dict[str, int]] = {}
     cte_stars: set[str] = set()
-    queries = list(_all_queries(q))
+    queries = list(all_queries(q))
     for d in queries:
         for name, cte in d.ctes:
             repeated = named(cte)
@@ -1901,7 +1906,7 @@ def apply_transforms(text: str, toks) -> str:
             _grouped_nodes(q, grouped)
         # a window's ORDER BY and PARTITION BY (after OVER) take no check: DuckDB refuses
         # an expression that may raise (volatile) there
-        for r, _ in (r for q in stmts for d in _all_queries(q) for r in _own_roots(d)):
+        for r, _ in (r for q in stmts for d in all_queries(q) for r in _own_roots(d)):
             for n in r.walk():
                 if n.cls == "WINDOW":
                     over = wrapped.upper().find("OVER", n.start)
@@ -2023,7 +2028,7 @@ def apply_transforms(text: str, toks) -> str:
         for c in kids:
             visit(c, False, inside, arith)
 
-    while queries:  # every query of the statements (as _all_queries), each root once
+    while queries:  # every query of the statements (as all_queries), each root once
         d = queries.pop()
         queries.extend(cte for _, cte in d.ctes)
         queries.extend(d.children)

@@ -60,8 +60,8 @@ from colmz.sql.tokens import (
     tokenize,
     top_level,
 )
-from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, apply_transforms, table_refs
-from colmz.sql.tree import parse_tree
+from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, all_queries, apply_transforms, table_refs
+from colmz.sql.tree import Query, parse_tree
 
 __all__ = [
     "FUNCTIONS",
@@ -160,23 +160,35 @@ def translate(sql: str) -> str:
 
 def _check_cte_lists(sql: str) -> None:
     # ``WITH c(a, b, d) AS (SELECT 1, 2)``: PostgreSQL raises (parse_cte.c), DuckDB names the
-    # columns it has and answers. A body whose columns are not listed (a star, VALUES, a
-    # text DuckDB does not parse before translation) is left to DuckDB. ``WITH RECURSIVE
-    # a AS (... FROM b), b AS (...)``: PostgreSQL orders a recursive list by its references,
-    # DuckDB reads a CTE only after its definition (an unknown table): refused by name.
-    later: dict[int, set[str]] = {}  # each WITH RECURSIVE list's names defined after the one read
+    # columns it has and answers. A body whose columns are not listed (a star, VALUES) is
+    # left to DuckDB. ``WITH RECURSIVE a AS (... FROM b), b AS (...)``: PostgreSQL orders a
+    # recursive list by its references, DuckDB reads a CTE only after its definition (an
+    # unknown table): refused by name. The lists and RECURSIVE are read from the tokens (the
+    # tree keeps neither), each body from the query's tree (the one apply_transforms reads):
+    # the innermost definition of its name whose parentheses hold the body's first position.
+    # A text DuckDB does not parse before translation is left to DuckDB.
     defs = list(cte_definitions(sql))
+    try:
+        stmts = parse_tree(sql)
+    except (SQLError, ValueError):
+        return
+    bodies: dict[int, Query] = {}
+    for d in (d for q in stmts for d in all_queries(q)):
+        for name, body in d.ctes:
+            at = _first_position(body)
+            inner = [(end - start, i) for i, (n, _, start, end, _, _) in enumerate(defs)
+                     if n.lower() == name.lower() and start <= at < end]
+            if inner:
+                bodies[min(inner)[1]] = body
+    later: dict[int, set[str]] = {}  # each WITH RECURSIVE list's names defined after the one read
     for name, _, _, _, at, recursive in defs:
         if recursive:
             later.setdefault(at, set()).add(name)
-    for name, cols, start, end, at, recursive in defs:
+    for i, (name, cols, _, _, at, recursive) in enumerate(defs):
         if recursive:
             later[at].discard(name)
-        if not cols and not (recursive and later[at]):
-            continue
-        try:
-            (body,) = parse_tree(sql[start:end])
-        except (SQLError, ValueError):
+        body = bodies.get(i)
+        if body is None:
             continue
         if recursive and later[at]:
             ahead = sorted(later[at] & _relations_read(body))
@@ -184,15 +196,26 @@ def _check_cte_lists(sql: str) -> None:
                 raise UnsupportedSQL(
                     f'WITH RECURSIVE: "{name}" reads "{ahead[0]}", defined after it in its list, which '
                     f'colmz does not support (DuckDB reads a CTE only after its definition): define "{ahead[0]}" first')
-        first = body
-        while first.children:  # a set operation's columns are its first branch's
-            first = first.children[0]
+        first = _first_branch(body)
         if not cols or first.type != "SELECT_NODE" or not first.items \
                 or any(n.cls in ("STAR", "COLUMNS") for e in first.items for n in e.walk()):
             continue
         if len(cols) > len(first.items):
             raise SQLError(f'WITH query "{name}" has {len(first.items)} columns available but '
                            f"{len(cols)} columns specified")
+
+
+def _first_branch(q: Query) -> Query:
+    # a set operation's columns are its first branch's
+    return _first_branch(q.children[0]) if q.children else q
+
+
+def _first_position(q: Query) -> int:
+    # the first character of ``q``'s text the tree places (its first branch's first select
+    # item or FROM item), -1 when none is placed
+    first = _first_branch(q)
+    return min((s for s in (*(e.start for e in first.items), *(t.start for t in table_refs(first))) if s >= 0),
+               default=-1)
 
 
 def _relations_read(q) -> set[str]:
