@@ -9,8 +9,10 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   count positions before the string as PostgreSQL does, ``round`` rounds by its argument's
   type and ``round(x, n)`` has scale ``n``, ``generate_series`` in an expression is a row
   per value (``unnest``; refused inside ``CASE``/``coalesce()`` ...), ``every`` is
-  ``bool_and``, the math functions whose domain PostgreSQL checks and ``array_length`` are
-  colmz's macros (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused.
+  ``bool_and``, the math functions whose domain PostgreSQL checks, ``array_length``,
+  ``array_upper``/``array_lower``, ``array_remove``, ``octet_length``, ``upper``/``lower`` (the
+  C locale's) are colmz's macros (:data:`CALL_MACROS`), a third argument of
+  ``array_to_string`` is refused.
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
   nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
 * LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``; the ``~`` family of
@@ -213,7 +215,12 @@ Rule = Callable[[Call], "str | None"]
 #: (:data:`colmz.sql.translate.MATH_MACROS`).
 CHECKED_MATH = {f: RESERVED_PREFIX + f for f in ("ln", "log", "log10", "sqrt", "exp", "power", "pow")}
 #: Calls made calls of a colmz macro (PostgreSQL's ``array_length`` of an empty array is NULL).
-CALL_MACROS = {**CHECKED_MATH, "array_length": RESERVED_PREFIX + "array_length"}
+#: ``octet_length`` of text counts its UTF-8 bytes (DuckDB's counts BLOBs only: :data:`TRANSFORM_TYPED_MACROS`);
+#: ``upper`` and ``lower`` change ASCII letters only, as PostgreSQL's in the C locale (DuckDB's
+#: change every cased letter: ``upper('straße')`` is ``STRAẞE`` there).
+#: ``array_upper`` is ``array_length`` (PostgreSQL's arrays written here start at 1).
+CALL_MACROS = {**CHECKED_MATH, "array_upper": RESERVED_PREFIX + "array_length", **{f: RESERVED_PREFIX + f for f in (
+    "array_length", "array_lower", "array_remove", "octet_length", "upper", "lower")}}
 
 
 def _rename(new: str) -> Rule:
@@ -1396,6 +1403,8 @@ TRANSFORM_MACROS = (
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 TRANSFORM_TYPED_MACROS = (
+    (f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x VARCHAR) AS strlen(x), (x BLOB) AS octet_length(x)",
+     f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x) AS strlen(x)"),
     (f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x DATE) AS CAST(x AS TIMESTAMPTZ), (x) AS x",
      f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x) AS CASE WHEN typeof(x) = 'DATE' THEN "
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "

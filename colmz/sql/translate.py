@@ -100,7 +100,6 @@ UNSUPPORTED_FUNCTIONS = {
     "REGEXP_MATCHES": "DuckDB's regexp_matches is a boolean test, not PostgreSQL's rows of text[]",
     "TO_CHAR": "DuckDB's strftime patterns are not PostgreSQL's templates",
     "DATE_BIN": "DuckDB has no date_bin",
-    "OCTET_LENGTH": "DuckDB counts octets of BLOBs only",
     "FORMAT": "DuckDB's format() is not PostgreSQL's %s syntax",
     **{f: "colmz stores jsonb as JSON text and has no jsonb functions" for f in (
         "JSONB_BUILD_OBJECT", "JSONB_BUILD_ARRAY", "JSONB_TYPEOF", "JSONB_ARRAY_ELEMENTS",
@@ -1091,6 +1090,7 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
 #: (refused for a numeric argument, whose PostgreSQL result is a numeric beyond it; its
 #: underflow answers 0). NaN passes through as in PostgreSQL. An argument appears more than
 #: once in a macro: a volatile one (``random()``) is evaluated more than once.
+_ASCII_LOWER = "abcdefghijklmnopqrstuvwxyz"
 MATH_MACROS = (
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['ln']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['log10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
@@ -1107,6 +1107,12 @@ MATH_MACROS = (
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['pow']}" + _POWER,
     # PostgreSQL's array_length of an empty array (of the dimension asked) is NULL.
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS nullif(array_length(a, d), 0)",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_lower(a, d) AS CASE WHEN array_length(a, d) > 0 THEN 1 END",
+    # PostgreSQL's array_remove drops the elements not distinct from the value (NULLs too)
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_remove(a, x) AS [e FOR e IN a IF e IS DISTINCT FROM x]",
+    # PostgreSQL's upper and lower in the C locale: ASCII letters only
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}upper(x) AS translate(x, '{_ASCII_LOWER}', '{_ASCII_LOWER.upper()}')",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}lower(x) AS translate(x, '{_ASCII_LOWER.upper()}', '{_ASCII_LOWER}')",
 )
 
 #: Macros every colmz connection defines (:func:`colmz.sql.connect`), overloaded by the
