@@ -1662,4 +1662,11 @@ QUERIES = [
                                "array_remove(ARRAY[1], 1) AS e, array_remove(NULL::int[], 1) AS z"),
     ('ar_upper_lower_empty', "SELECT array_upper(ARRAY[]::int[], 1) AS u, array_lower(ARRAY[]::int[], 1) AS l, "
                              "array_upper(NULL::int[], 1) AS n"),
+    # the text of a numeric computed as a double, printed through a subquery's or CTE's column
+    # (refused as printed directly); a double's and a folded constant's are printed
+    ('nt_subquery_division_text', "SELECT x::text AS t FROM (SELECT age / 2.0 AS x FROM people WHERE id = 1) s"),
+    ('nt_subquery_division_concat', "SELECT x || '' AS t FROM (SELECT amount / 4.0 AS x FROM orders WHERE id = 10) s"),
+    ('nt_cte_avg_concat', "WITH c AS (SELECT avg(age) AS a FROM people) SELECT concat('avg ', a) AS t FROM c"),
+    ('nt_subquery_double_division_text', "SELECT y::text AS t FROM (SELECT score / 2 AS y FROM people WHERE id = 1) s"),
+    ('nt_subquery_constant_division_text', "SELECT x::text AS t FROM (SELECT 7 / 2.0 AS x) s"),
 ]

@@ -7,7 +7,7 @@ computes it. The catalog knows the schema of every relation a query reads when i
 :func:`float_column_rules` then reads the translated text's tree
 (:func:`colmz.sql.tree.parse_tree`) and types its leaves -- a column reference by the
 relations' columns of that name, a number literal as exact, a scalar subquery as its column, a cast to a float type by its
-target, ``abs``, ``min`` and ``max`` by their argument, a CASE, ``coalesce``, ``greatest``,
+target, ``abs``, ``min`` and ``max`` by their argument, ``avg`` of a float as a double, a CASE, ``coalesce``, ``greatest``,
 ``least`` and ``nullif`` by PostgreSQL's common type of their values -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
 
 * **real with an exact number** (``r * 2``, ``r + 1``, ``1 - r``, ``r > 0.1``): PostgreSQL has
@@ -682,7 +682,7 @@ class _Rules:
             if name.lower() in _SAME_TYPE_CALLS and len(e.children) == 1 and e.filter is None \
                     and not e.order_by:
                 return self.kind(e.children[0], pg)
-            if (name.lower() in _DOUBLE_CALLS and len(e.children) == 1
+            if (name.lower() in (*_DOUBLE_CALLS, "avg") and len(e.children) == 1  # (avg of a real: a double)
                     or name == "round_even" and len(e.children) == 2) \
                     and self.kind(e.children[0], pg) in ("real", "double"):
                 return "double"  # (round_even(x, 0): translate's round(x) of a float)

@@ -157,15 +157,21 @@ class Call:
     nodes found inside them already rewritten), ``window``
     whether it has ``OVER``, ``table`` whether it is a ``FROM`` item, ``inside`` the
     conditional construct around it in its own query (``CASE``, ``coalesce()``, ...) or
-    ``""``; ``text`` the text the spans index."""
+    ``""``; ``text`` the text the spans index; ``numeric_names`` the statement's FROM
+    subqueries' and CTEs' column names whose values may be numerics computed as doubles."""
 
-    __slots__ = ("_render", "_span", "inside", "name", "node", "table", "text", "window")
+    __slots__ = ("_render", "_span", "inside", "name", "node", "numeric_names", "table", "text", "window")
 
     def __init__(self, name: str, node: Expression, text: str, render, table: bool, inside: str,
-                 span=None) -> None:
+                 span=None, numeric_names: frozenset[str] = frozenset()) -> None:
         self.name, self.node, self.text, self._render, self._span = name, node, text, render, span
         self.window = node.cls == "WINDOW"
-        self.table, self.inside = table, inside
+        self.table, self.inside, self.numeric_names = table, inside, numeric_names
+
+    def reads_numeric(self, node: Expression) -> bool:
+        """Whether ``node`` reads a column of :attr:`numeric_names` (by its name)."""
+        return bool(self.numeric_names) and any(
+            n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in self.numeric_names for n in node.walk())
 
     @property
     def arguments(self) -> tuple[Expression, ...]:
@@ -934,7 +940,7 @@ def _cast(c: Call) -> str | None:
     from colmz.sql.translate import cast_rewrite  # translate imports this module
 
     x, t = c.node.children
-    return cast_rewrite(c.text_of(x), _type_text(t, c.text).upper())
+    return cast_rewrite(c.text_of(x), _type_text(t, c.text).upper(), c.reads_numeric(x))
 
 
 #: Type names DuckDB spells otherwise: colmz stores jsonb as JSON text and Materialize's
@@ -1196,7 +1202,7 @@ def _text_operands(c: Call, kids) -> str | None:
         toks = tokenize(c.text[k.start : k.end])
         if any(t.upper == "ARRAY" or (t.text == "[" and n.text == "]") for t, n in zip(toks, toks[1:])):
             return None
-        new = cast_rewrite(c.text_of(k), "TEXT")
+        new = cast_rewrite(c.text_of(k), "TEXT", c.reads_numeric(k))
         if new is not None:
             out += [c.span_text(pos, k.start), new]
             pos = k.end
@@ -1402,9 +1408,13 @@ TRANSFORM_MACROS = (
     f"CREATE OR REPLACE MACRO {CONCAT_BY_KIND}(t, j) AS CAST(error('{_CONCAT_REFUSAL}') AS VARCHAR)",
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
+_ASCII = "abcdefghijklmnopqrstuvwxyz"
 TRANSFORM_TYPED_MACROS = (
     (f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x VARCHAR) AS strlen(x), (x BLOB) AS octet_length(x)",
      f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x) AS strlen(x)"),
+    *((f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x VARCHAR) AS translate(x, '{a}', '{b}')",
+       f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x) AS translate(x, '{a}', '{b}')")
+      for f, a, b in (("upper", _ASCII, _ASCII.upper()), ("lower", _ASCII.upper(), _ASCII))),
     (f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x DATE) AS CAST(x AS TIMESTAMPTZ), (x) AS x",
      f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x) AS CASE WHEN typeof(x) = 'DATE' THEN "
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
@@ -2083,7 +2093,29 @@ def apply_transforms(text: str, toks) -> str:
                 return render(toks[i].end + offset, e.end, skip=e)
             return render(n.start, n.end) if n.start >= 0 else _written(wrapped, n)
 
-        out = rule(Call(name, e, wrapped, node_text, table, inside, render))
+        out = rule(Call(name, e, wrapped, node_text, table, inside, render, numeric_names))
         return render(e.start, e.end, skip=e) if out is None else out
 
+    numeric_names = _numeric_names(stmts, wrapped) if casts or concat or "CONCAT" in words \
+        or "CONCAT_WS" in words else frozenset()
     return render(offset, len(wrapped))
+
+
+def _numeric_names(stmts, text: str) -> frozenset[str]:
+    # The names (lower case) of FROM subqueries' and CTEs' columns whose item may be a
+    # PostgreSQL numeric DuckDB computes as a double (translate's numeric_source of its
+    # text): printed through the name, it is refused when it runs as a double, as printed
+    # as the item it would be (PostgreSQL prints the numeric's scale).
+    from colmz.sql.tokens import tokenize
+    from colmz.sql.translate import numeric_source  # translate imports this module
+
+    out: set[str] = set()
+    for d in (d for q in stmts for d in all_queries(q)):
+        subs = [(s, ()) for _, s in d.ctes] + [(t.subquery, t.column_aliases) for t in table_refs(d) if t.subquery]
+        while subs:
+            s, renames = subs.pop()
+            subs.extend((b, renames) for b in s.children)  # a set operation's branches
+            for i, e in enumerate(s.items):
+                if e.start >= 0 and numeric_source(tokenize(text[e.start:e.end])):
+                    out.add(renames[i] if i < len(renames) else e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else ""))
+    return frozenset(n.lower() for n in out if n)

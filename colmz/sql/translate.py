@@ -73,6 +73,7 @@ __all__ = [
     "bind_relations",
     "bind_relations_as",
     "now_pieces",
+    "numeric_source",
     "pg_float_text",
     "referenced_names",
     "relation_names",
@@ -463,10 +464,14 @@ _NUMERIC_TEXT_REFUSAL = (
     "PostgreSQL prints its numeric digits and scale; cast it to float8 or round(x, n) first')")
 
 
-def _numeric_source(toks) -> bool:
-    # Whether a value of the expression may be one PostgreSQL types numeric while DuckDB
-    # computes it as a DOUBLE: a decimal literal not cast to a float type, a cast of a
-    # non-literal to numeric, a division, or a call of _NUMERIC_CALLS.
+def numeric_source(toks) -> bool:
+    """Whether a value of the expression of tokens ``toks`` may be one PostgreSQL types
+    numeric while DuckDB computes it as a DOUBLE: a decimal literal not cast to a float
+    type, a cast of a non-literal to numeric, a division, or a call of ``avg``, ``sqrt``, ...
+
+    >>> [numeric_source(tokenize(x)) for x in ("age / 2", "avg(age)", "age::float8 / 2", "age + 1")]
+    [True, True, False, False]
+    """
     n = len(toks)
     for j, t in enumerate(toks):
         if t.kind == "number" and ("." in t.text or "e" in t.text.lower()):
@@ -526,7 +531,7 @@ def _mean_argument(operand: str, toks) -> str | None:
         at = tokenize(arg)
         if at and at[0].upper in ("DISTINCT", "ALL"):
             arg = arg[at[0].end :].strip()
-        if "ORDER" not in arg.upper() and not _numeric_source(tokenize(arg)):
+        if "ORDER" not in arg.upper() and not numeric_source(tokenize(arg)):
             return arg
     return None
 
@@ -537,7 +542,7 @@ def _double_text(x: str, known: str | None = None, numeric: bool = False,
     other types cast as DuckDB casts them, arrays, structs and maps refused (PostgreSQL
     prints arrays as ``{1,2}``). ``known``: "double" or "real" when the operand's own tokens
     say so (no test of DuckDB's type of the value then). ``numeric``: the operand may be a
-    PostgreSQL numeric computed as a DOUBLE (see _numeric_source), so a DOUBLE is refused
+    PostgreSQL numeric computed as a DOUBLE (see numeric_source), so a DOUBLE is refused
     -- unless ``mean_of``, the argument of the avg that is the operand, is itself a double.
     The expressions are the macros of :data:`TEXT_MACROS` (DuckDB expands them when it
     binds the query, so the translated text stays short)."""
@@ -653,11 +658,12 @@ _KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLIN
                     "BOOLEAN", "UUID", "BYTEA", "JSON", "JSONB"}
 
 
-def cast_rewrite(operand: str, target: str) -> str | None:
+def cast_rewrite(operand: str, target: str, numeric: bool = False) -> str | None:
     """The DuckDB text of ``operand`` cast to ``target`` (``TEXT``, ``BOOLEAN``, ``INT8``, ...)
     with PostgreSQL's meaning, or None where DuckDB's own cast already gives PostgreSQL's
     answer (decided from the operand's tokens: a literal, or a final cast to a type whose
-    text DuckDB prints as PostgreSQL does)."""
+    text DuckDB prints as PostgreSQL does). ``numeric``: the operand reads a value that may
+    be a numeric computed as a double though its tokens do not show it (a subquery's column)."""
     toks = tokenize(operand)
     if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
         return None  # DuckDB reads 1.5 as DECIMAL (1e5 as DOUBLE: not plain), NULL as NULL
@@ -695,7 +701,7 @@ def cast_rewrite(operand: str, target: str) -> str | None:
     if any(t.text.lower() == NUMERIC_IN for t in toks):
         # a numeric read from text: colmz's scale for it may be wider than PostgreSQL's
         operand = f"{NUMERIC_IN_GUARD}({operand})"
-    return _double_text(operand, numeric=_numeric_source(toks), mean_of=_mean_argument(operand, toks))
+    return _double_text(operand, numeric=numeric or numeric_source(toks), mean_of=_mean_argument(operand, toks))
 
 
 def _plain_number(toks) -> bool:
@@ -1090,7 +1096,6 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
 #: (refused for a numeric argument, whose PostgreSQL result is a numeric beyond it; its
 #: underflow answers 0). NaN passes through as in PostgreSQL. An argument appears more than
 #: once in a macro: a volatile one (``random()``) is evaluated more than once.
-_ASCII_LOWER = "abcdefghijklmnopqrstuvwxyz"
 MATH_MACROS = (
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['ln']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['log10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
@@ -1110,9 +1115,6 @@ MATH_MACROS = (
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_lower(a, d) AS CASE WHEN array_length(a, d) > 0 THEN 1 END",
     # PostgreSQL's array_remove drops the elements not distinct from the value (NULLs too)
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_remove(a, x) AS [e FOR e IN a IF e IS DISTINCT FROM x]",
-    # PostgreSQL's upper and lower in the C locale: ASCII letters only
-    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}upper(x) AS translate(x, '{_ASCII_LOWER}', '{_ASCII_LOWER.upper()}')",
-    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}lower(x) AS translate(x, '{_ASCII_LOWER.upper()}', '{_ASCII_LOWER}')",
 )
 
 #: Macros every colmz connection defines (:func:`colmz.sql.connect`), overloaded by the
