@@ -38,7 +38,8 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
 * An operand of ``||`` (an argument of ``concat``/``concat_ws``) not visibly text (a
   string, a cast to text, a text function) is printed as its cast to text is
   (:func:`colmz.sql.translate.cast_rewrite`: a double's shortest digits); arrays
-  concatenate as arrays.
+  concatenate as arrays. A column of a FROM subquery or CTE whose item may be a numeric
+  computed as a double (``age / 2.0``, ``avg(age)``) prints as that item would: refused.
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
   whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
 * jsonb's ``->`` (DuckDB reads it as a lambda arrow, looser than ``=``, ``IS NULL``, ``AND``)
