@@ -1627,4 +1627,46 @@ QUERIES = [
     ('jn_json_column_to_jsonb', "SELECT id, to_jsonb(j) AS b FROM jdocs ORDER BY id"),
     ('jn_agg_columns', "SELECT jsonb_agg(body ORDER BY id) AS a, jsonb_object_agg(id, body ORDER BY id) AS o FROM docs"),
     ('jn_minus_key_column', "SELECT id, body - 'a' AS b, body - 'zz' AS c FROM docs ORDER BY id"),
+    # an output name is visible only as a whole ORDER BY, GROUP BY or DISTINCT ON item: in
+    # HAVING, WHERE, the select list or an expression (and subqueries there) PostgreSQL
+    # raises "column does not exist" where no FROM item has the column (DuckDB answered)
+    ('oname_fail_having', "SELECT k, r AS x FROM reals GROUP BY k, r HAVING x > 0.1"),
+    ('oname_fail_having_aggregate', "SELECT person_id, count(*) AS n FROM orders GROUP BY person_id HAVING n > 1 ORDER BY n"),
+    ('oname_fail_where', "SELECT id, age AS years FROM people WHERE years > 26"),
+    ('oname_fail_where_quoted', 'SELECT id, age AS "Years" FROM people WHERE "Years" > 26'),
+    ('oname_fail_select_list', "SELECT age AS a, a + 1 AS b FROM people"),
+    ('oname_fail_order_expression', "SELECT id, age AS a FROM people ORDER BY a + 1, id"),
+    ('oname_fail_subquery', "SELECT id AS i FROM people WHERE (SELECT i) > 1"),
+    # ... PostgreSQL reads an enclosing query's column there (DuckDB the output name: refused)
+    ('oname_outer_column_having', "SELECT id, (SELECT count(*) AS age FROM orders GROUP BY status HAVING age > 26 "
+                               "ORDER BY 1 LIMIT 1) AS n FROM people ORDER BY id"),
+    ('oname_outer_column_where', "SELECT id, (SELECT count(*) AS age FROM orders WHERE age > 26) AS n FROM people ORDER BY id"),
+    ('oname_own_column_in_subquery', "SELECT id, city AS age FROM people WHERE (SELECT age) > 26 ORDER BY id"),
+    ('oname_order_and_group_names', "SELECT age AS a, count(*) AS n FROM people GROUP BY a ORDER BY n DESC, a NULLS FIRST"),
+    # a text column cast to numeric: PostgreSQL's numeric_in (blanks around, its errors)
+    ('tn_text_column_numeric', "SELECT k, t::numeric AS n, t::numeric * 2 AS m FROM nums WHERE k IN (1, 2) ORDER BY k"),
+    ('tn_text_column_numeric_blanks', "SELECT CAST(t AS numeric) + 1 AS n FROM nums WHERE x = 7"),
+    ('tn_text_column_numeric_sum', "SELECT sum(n.t::numeric) AS s FROM nums n JOIN people p ON p.id = n.k WHERE n.k < 3"),
+    ('tn_text_column_numeric_compare', "SELECT k, t::numeric > 2 AS b FROM nums WHERE k IN (1, 2) ORDER BY k"),
+    ('tn_fail_text_column_numeric', "SELECT t::numeric AS n FROM nums WHERE t = 'abc'"),
+    ('tn_text_column_numeric_text', "SELECT (t::numeric)::text AS s FROM nums WHERE k = 2"),
+    # octet_length counts bytes of text and bytea; a text function of a jsonb or json column
+    # does not exist in PostgreSQL (no implicit cast to text); upper/lower are the C locale's
+    ('tj_octet_length', "SELECT octet_length('\\x0aff'::bytea) AS a, octet_length(NULL::text) AS b, "
+                        "octet_length(name || 'é') AS c, octet_length(body::text) AS d FROM people JOIN docs ON docs.id = people.id ORDER BY people.id"),
+    ('tj_fail_length_jsonb', "SELECT length(body) AS l FROM docs"),
+    ('tj_fail_octet_length_jsonb', "SELECT octet_length(d.body) AS l FROM docs d"),
+    ('tj_fail_upper_json', "SELECT upper(j) AS u FROM jdocs"),
+    ('tj_upper_lower_ascii', "SELECT upper('éàçßÿǆ') AS u, lower('ÉẞǄAB') AS l, upper(name) AS n FROM people WHERE id < 3 ORDER BY id"),
+    ('ar_remove_null_and_all', "SELECT array_remove(ARRAY[1, 2, 1, NULL], 1) AS r, array_remove(ARRAY[1, NULL], NULL) AS n, "
+                               "array_remove(ARRAY[1], 1) AS e, array_remove(NULL::int[], 1) AS z"),
+    ('ar_upper_lower_empty', "SELECT array_upper(ARRAY[]::int[], 1) AS u, array_lower(ARRAY[]::int[], 1) AS l, "
+                             "array_upper(NULL::int[], 1) AS n"),
+    # the text of a numeric computed as a double, printed through a subquery's or CTE's column
+    # (refused as printed directly); a double's and a folded constant's are printed
+    ('nt_subquery_division_text', "SELECT x::text AS t FROM (SELECT age / 2.0 AS x FROM people WHERE id = 1) s"),
+    ('nt_subquery_division_concat', "SELECT x || '' AS t FROM (SELECT amount / 4.0 AS x FROM orders WHERE id = 10) s"),
+    ('nt_cte_avg_concat', "WITH c AS (SELECT avg(age) AS a FROM people) SELECT concat('avg ', a) AS t FROM c"),
+    ('nt_subquery_double_division_text', "SELECT y::text AS t FROM (SELECT score / 2 AS y FROM people WHERE id = 1) s"),
+    ('nt_subquery_constant_division_text', "SELECT x::text AS t FROM (SELECT 7 / 2.0 AS x) s"),
 ]

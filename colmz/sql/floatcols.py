@@ -7,7 +7,7 @@ computes it. The catalog knows the schema of every relation a query reads when i
 :func:`float_column_rules` then reads the translated text's tree
 (:func:`colmz.sql.tree.parse_tree`) and types its leaves -- a column reference by the
 relations' columns of that name, a number literal as exact, a scalar subquery as its column, a cast to a float type by its
-target, ``abs``, ``min`` and ``max`` by their argument, a CASE, ``coalesce``, ``greatest``,
+target, ``abs``, ``min`` and ``max`` by their argument, ``avg`` of a float as a double, a CASE, ``coalesce``, ``greatest``,
 ``least`` and ``nullif`` by PostgreSQL's common type of their values -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
 
 * **real with an exact number** (``r * 2``, ``r + 1``, ``1 - r``, ``r > 0.1``): PostgreSQL has
@@ -83,6 +83,13 @@ Invariants:
 * Every runner of a catalog's SQL applies it, with the columns of what it reads: the
   catalog's queries, maintained views' per-row SQL and group recomputes, subscriptions, and
   continual tasks' statements (typed by the input's, references' and output's columns).
+* Output names: PostgreSQL sees a select item's name only as a whole ``ORDER BY``,
+  ``GROUP BY`` or ``DISTINCT ON`` item; DuckDB also in the select list, ``WHERE``,
+  ``HAVING`` and expressions (and subqueries there), where it reads a FROM item's column of
+  that level first, then the output name, then enclosing levels' columns. With the
+  relations named, a reference seen only as an output name there raises PostgreSQL's
+  ``column "x" does not exist``, and one PostgreSQL reads as an enclosing level's column is
+  refused (the names are resolved even when no column is a float).
 * The rewrite is a pure function of the text and the column names of each float type, cached;
   a text the tree cannot read (not a query) is returned unchanged.
 """
@@ -146,9 +153,10 @@ def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
     >>> float_column_rules("SELECT a.x + 1, b.x FROM a, b", frozenset({("x", "real"), ("x", "double")}), rels)
     'SELECT __colmz_float_check(CAST(a.x AS DOUBLE) + 1, isfinite(TRY_CAST(a.x AS DOUBLE)), false), b.x FROM a, b'
     """
-    if not any(k in ("real", "double") for _, k in columns) and not _FLOAT_WORD.search(text):
+    floats = any(k in ("real", "double") for _, k in columns) or _FLOAT_WORD.search(text) is not None
+    if not floats and not relations:
         return text
-    return _rewrite(text, columns, relations)
+    return _rewrite(text, columns, relations, floats)
 
 
 def column_kind(t) -> str:
@@ -169,7 +177,8 @@ def column_kind(t) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _rewrite(text: str, columns: frozenset[tuple[str, str]],
-             relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> str:
+             relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...], floats: bool) -> str:
+    # (without ``floats`` only the names are resolved: an output name where PostgreSQL sees none raises)
     try:
         queries = parse_tree(text)
     except SQLError:  # not a query the tree reads (a refusal is translate's, or DuckDB's)
@@ -190,6 +199,8 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]],
         for q in queries:
             resolver.query(q, [], {})
         resolved = resolver.out
+    if not floats:
+        return text
     _type_derived(text, defs, kinds, typed, resolved)
     rules = _Rules(text, typed, resolved)
     for q in queries:
@@ -302,6 +313,7 @@ class _Resolver:
         self.spans = [(name.lower(), start, end, cols) for name, cols, start, end, *_ in cte_definitions(text)]
         self.out: dict[tuple[int, int], str] = {}
         self.rules = _Rules(text, typed, self.out)
+        self.hidden: dict[str, int] = {}
 
     def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns],
               named: bool = True) -> list[tuple[str, str | None]] | None:
@@ -361,6 +373,25 @@ class _Resolver:
             out.append((name.lower(), self.rules.kind(e)))
         return out
 
+    def require_column(self, n: Expression, scopes: list[Scope], depth: int) -> None:
+        # ``n`` names an output column of the query level ``depth`` deep where PostgreSQL
+        # does not see one: a FROM item's column (or FROM item) of its name at that level or
+        # inside it is read by both; one only outside it is PostgreSQL's, where DuckDB reads
+        # the output name (refused); none is PostgreSQL's error. Not decided where a FROM
+        # item's columns are not known.
+        name = n.name[0].lower()
+        for i, entries in enumerate(scopes):
+            if any(cols is None for _, cols in entries):
+                return
+            if any(qual == name or name in cols for qual, cols in entries):
+                if i > len(scopes) - depth:
+                    raise UnsupportedSQL(
+                        f'a reference to the column "{name}" of an enclosing query from a query naming an output '
+                        f'column "{name}" is not supported by colmz (DuckDB reads the output name)')
+                return
+        written = n.name[0] if self.rules.text[n.start:n.start + 1] == '"' else name
+        raise SQLError(f'column "{written}" does not exist')
+
     def column_list(self, name: str, sub: Query) -> tuple[str, ...] | None:
         # the column list (``()``: none) of the CTE ``name`` whose body is ``sub``: the
         # innermost definition of that name whose body holds ``sub``'s first select item,
@@ -407,11 +438,23 @@ class _Resolver:
         # name (PostgreSQL sees no output name there; DuckDB one only where no column is so
         # named): ``SELECT r + 1 AS r ... GROUP BY r HAVING r > 0.1`` compares the column r
         columns_first = {id(e) for e in (*q.items, q.where, q.having) if e is not None}
+        # PostgreSQL sees an output name only as a whole GROUP BY, ORDER BY or DISTINCT ON
+        # item; DuckDB also in the select list, WHERE, HAVING, and in expressions and
+        # subqueries there: a name seen only so is PostgreSQL's error (require_column)
+        named = {(e.start, e.end) for e in q.group_by} | {(e.start, e.end) for m in q.modifiers for e in (
+            *(o.expression for o in m.orders), *(m.expressions if m.type == "DISTINCT_MODIFIER" else ()))}
+        outside = self.hidden  # enclosing levels' output names, each with its level's depth
+        own = {**outside, **dict.fromkeys(aliases, len(scopes))}
         for root in _expressions(q):
+            hidden = outside if (root.start, root.end) in named and root.cls == "COLUMN_REF" else own
             for n in root.walk():
                 if n.subquery is not None:
+                    self.hidden = hidden
                     self.query(n.subquery, scopes, ctes)
-                elif n.cls == "COLUMN_REF" and n.name and n.start >= 0:
+                    self.hidden = outside
+                elif n.cls == "COLUMN_REF" and len(n.name) == 1 and n.name[0].lower() in hidden:
+                    self.require_column(n, scopes, hidden[n.name[0].lower()])
+                if n.cls == "COLUMN_REF" and n.name and n.start >= 0:
                     kind = _lookup(tuple(p.lower() for p in n.name), scopes, aliases, id(root) in columns_first)
                     if kind is not None:
                         self.out[(n.start, n.end)] = kind
@@ -621,7 +664,7 @@ class _Rules:
             if name.lower() in _SAME_TYPE_CALLS and len(e.children) == 1 and e.filter is None \
                     and not e.order_by:
                 return self.kind(e.children[0], pg)
-            if (name.lower() in _DOUBLE_CALLS and len(e.children) == 1
+            if (name.lower() in (*_DOUBLE_CALLS, "avg") and len(e.children) == 1  # (avg of a real: a double)
                     or name == "round_even" and len(e.children) == 2) \
                     and self.kind(e.children[0], pg) in ("real", "double"):
                 return "double"  # (round_even(x, 0): translate's round(x) of a float)

@@ -28,6 +28,11 @@ reference that resolves to a relation's column, applies PostgreSQL 15's rules:
 * **a string column of no known kind compared with a string literal** that is not its
   jsonb text (not JSON, or not written as jsonb prints it) is refused by name: as text and as
   jsonb the answers differ.
+* **a function of text alone of a jsonb or json column** (``length``, ``upper``, ...) raises
+  PostgreSQL's "function length(jsonb) does not exist".
+* **a text column cast to numeric** (translate's ``x +`` :data:`colmz.sql.transforms.NUMERIC_CAST`,
+  which DuckDB does not add to text) is read as PostgreSQL's ``numeric_in`` reads text
+  (:data:`colmz.sql.numeric.NUMERIC_IN`: its errors, its value; its text refused where printed).
 * **a jsonb operator over a text column** (``->``, ``->>``, ``#>``, ``#>>``, ``?``, ``?|``,
   ``?&``, ``@>``/``<@``, which translate made calls of the column's text) raises
   PostgreSQL's "operator does not exist: text -> unknown" (:class:`SQLError`).
@@ -59,7 +64,16 @@ from colmz.sql.jsonb import (
     jsonb_dump,
     jsonb_load,
 )
-from colmz.sql.transforms import CONCAT_BY_KIND, JSONB_CONCAT, JSONB_GET, JSONB_IN, table_refs
+from colmz.sql.numeric import NUMERIC_IN
+from colmz.sql.transforms import (
+    CALL_MACROS,
+    CONCAT_BY_KIND,
+    JSONB_CONCAT,
+    JSONB_GET,
+    JSONB_IN,
+    NUMERIC_CAST,
+    table_refs,
+)
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression, Query, parse_tree
 
@@ -75,6 +89,9 @@ _ORDERING = {"COMPARE_LESSTHAN": "<", "COMPARE_GREATERTHAN": ">", "COMPARE_LESST
              "COMPARE_GREATERTHANOREQUALTO": ">="}
 _OPERATOR_CALLS = frozenset({JSONB_GET, JSONB_PATH, JSONB_EXISTS, JSONB_CONTAINS})
 _EXISTS_MODES = {"one": "?", "any": "?|", "all": "?&"}
+#: Functions of text alone, by their name in translated text, with PostgreSQL's name.
+_TEXT_ONLY = {**{f: f for f in ("length", "char_length", "character_length", "md5", "reverse")},
+              **{CALL_MACROS[f]: f for f in ("octet_length", "upper", "lower")}}
 
 
 def jsonb_column_rules(text: str, relations: Relations) -> str:
@@ -91,7 +108,8 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     jsonb = ("jsonb" in kinds and ("'" in text or "||" in text)) or (not kinds.isdisjoint(("json", "string"))
                                                                    and "'" in text) or CONCAT_BY_KIND in text \
         or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text")))
-    if not jsonb and not ("text" in kinds and any(f in text for f in _OPERATOR_CALLS)):
+    if not jsonb and not ("text" in kinds and any(f in text for f in (*_OPERATOR_CALLS, NUMERIC_CAST))) \
+            and not (not kinds.isdisjoint(("jsonb", "json")) and any(f in text.lower() for f in _TEXT_ONLY)):
         return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
     return _rewrite(text, relations)
 
@@ -276,6 +294,15 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
                 a, b = (text[k.children[0].start:k.children[0].end] for k in kids)
                 edits.append((n.start, n.end, f"{JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR))"))
                 continue
+        elif n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0].lower() in _TEXT_ONLY and len(kids) == 1 \
+                and _kind(kids[0], scope) in ("jsonb", "json"):
+            # PostgreSQL casts neither to text implicitly (colmz holds both as text)
+            raise SQLError(f"function {_TEXT_ONLY[n.name[0].lower()]}({_kind(kids[0], scope)}) does not exist")
+        elif n.cls == "FUNCTION" and n.name == ("+",) and len(kids) == 2 and n.start >= 0 \
+                and text[kids[1].start:kids[1].end] == NUMERIC_CAST and _kind(kids[0], scope) == "text":
+            # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in reads it
+            edits.append((n.start, n.end, f"{NUMERIC_IN}(CAST({text[kids[0].start:kids[0].end]} AS VARCHAR))"))
+            continue
         elif (n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _OPERATOR_CALLS and kids
               and _column(kids[0], scope) == "text"):
             raise SQLError(f"operator does not exist: {_operator(n, kids)}")

@@ -9,8 +9,10 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   count positions before the string as PostgreSQL does, ``round`` rounds by its argument's
   type and ``round(x, n)`` has scale ``n``, ``generate_series`` in an expression is a row
   per value (``unnest``; refused inside ``CASE``/``coalesce()`` ...), ``every`` is
-  ``bool_and``, the math functions whose domain PostgreSQL checks and ``array_length`` are
-  colmz's macros (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused.
+  ``bool_and``, the math functions whose domain PostgreSQL checks, ``array_length``,
+  ``array_upper``/``array_lower``, ``array_remove``, ``octet_length``, ``upper``/``lower`` (the
+  C locale's) are colmz's macros (:data:`CALL_MACROS`), a third argument of
+  ``array_to_string`` is refused.
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
   nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
 * LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``; the ``~`` family of
@@ -36,7 +38,8 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
 * An operand of ``||`` (an argument of ``concat``/``concat_ws``) not visibly text (a
   string, a cast to text, a text function) is printed as its cast to text is
   (:func:`colmz.sql.translate.cast_rewrite`: a double's shortest digits); arrays
-  concatenate as arrays.
+  concatenate as arrays. A column of a FROM subquery or CTE whose item may be a numeric
+  computed as a double (``age / 2.0``, ``avg(age)``) prints as that item would: refused.
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
   whose type colmz cannot tell (a column: jsonb columns are text to DuckDB) it is refused.
 * jsonb's ``->`` (DuckDB reads it as a lambda arrow, looser than ``=``, ``IS NULL``, ``AND``)
@@ -132,6 +135,7 @@ __all__ = [
     "TRANSFORM_NULL_FUNCTIONS",
     "TRANSFORM_TYPED_MACROS",
     "Call",
+    "all_queries",
     "apply_transforms",
     "arith_leaves",
     "duplicate_name",
@@ -154,15 +158,21 @@ class Call:
     nodes found inside them already rewritten), ``window``
     whether it has ``OVER``, ``table`` whether it is a ``FROM`` item, ``inside`` the
     conditional construct around it in its own query (``CASE``, ``coalesce()``, ...) or
-    ``""``; ``text`` the text the spans index."""
+    ``""``; ``text`` the text the spans index; ``numeric_names`` the statement's FROM
+    subqueries' and CTEs' column names whose values may be numerics computed as doubles."""
 
-    __slots__ = ("_render", "_span", "inside", "name", "node", "table", "text", "window")
+    __slots__ = ("_render", "_span", "inside", "name", "node", "numeric_names", "table", "text", "window")
 
     def __init__(self, name: str, node: Expression, text: str, render, table: bool, inside: str,
-                 span=None) -> None:
+                 span=None, numeric_names: frozenset[str] = frozenset()) -> None:
         self.name, self.node, self.text, self._render, self._span = name, node, text, render, span
         self.window = node.cls == "WINDOW"
-        self.table, self.inside = table, inside
+        self.table, self.inside, self.numeric_names = table, inside, numeric_names
+
+    def reads_numeric(self, node: Expression) -> bool:
+        """Whether ``node`` reads a column of :attr:`numeric_names` (by its name)."""
+        return bool(self.numeric_names) and any(
+            n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in self.numeric_names for n in node.walk())
 
     @property
     def arguments(self) -> tuple[Expression, ...]:
@@ -212,7 +222,12 @@ Rule = Callable[[Call], "str | None"]
 #: (:data:`colmz.sql.translate.MATH_MACROS`).
 CHECKED_MATH = {f: RESERVED_PREFIX + f for f in ("ln", "log", "log10", "sqrt", "exp", "power", "pow")}
 #: Calls made calls of a colmz macro (PostgreSQL's ``array_length`` of an empty array is NULL).
-CALL_MACROS = {**CHECKED_MATH, "array_length": RESERVED_PREFIX + "array_length"}
+#: ``octet_length`` of text counts its UTF-8 bytes (DuckDB's counts BLOBs only: :data:`TRANSFORM_TYPED_MACROS`);
+#: ``upper`` and ``lower`` change ASCII letters only, as PostgreSQL's in the C locale (DuckDB's
+#: change every cased letter: ``upper('straße')`` is ``STRAẞE`` there).
+#: ``array_upper`` is ``array_length`` (PostgreSQL's arrays written here start at 1).
+CALL_MACROS = {**CHECKED_MATH, "array_upper": RESERVED_PREFIX + "array_length", **{f: RESERVED_PREFIX + f for f in (
+    "array_length", "array_lower", "array_remove", "octet_length", "upper", "lower")}}
 
 
 def _rename(new: str) -> Rule:
@@ -330,7 +345,7 @@ def _round_kind(e: Expression, text: str) -> str | None:
             untyped = True
         stack.extend((k, n.cls == "CAST") for k in n.children)
         if n.subquery is not None:
-            stack.extend((k, False) for d in _all_queries(n.subquery) for k, _ in _own_roots(d))
+            stack.extend((k, False) for d in all_queries(n.subquery) for k, _ in _own_roots(d))
     if floats:
         return "double"  # double with numeric is double in PostgreSQL
     if numeric and untyped:
@@ -579,9 +594,13 @@ def _values_rows(toks) -> set[int]:
     return out
 
 
-def _all_queries(q: Query) -> Iterator[Query]:
-    # ``q`` and every query inside it: its CTEs, set operation branches, subqueries in FROM
-    # and in expressions (the one walk of a statement's queries).
+def all_queries(q: Query) -> Iterator[Query]:
+    """``q`` and every query inside it: its CTEs, set operation branches, subqueries in FROM
+    and in expressions (the one walk of a statement's queries).
+
+    >>> [d.type for d in all_queries(parse_tree("SELECT (SELECT 1) FROM (SELECT 2) s")[0])]
+    ['SELECT_NODE', 'SELECT_NODE', 'SELECT_NODE']
+    """
     stack = [q]
     while stack:
         d = stack.pop()
@@ -922,7 +941,7 @@ def _cast(c: Call) -> str | None:
     from colmz.sql.translate import cast_rewrite  # translate imports this module
 
     x, t = c.node.children
-    return cast_rewrite(c.text_of(x), _type_text(t, c.text).upper())
+    return cast_rewrite(c.text_of(x), _type_text(t, c.text).upper(), c.reads_numeric(x))
 
 
 #: Type names DuckDB spells otherwise: colmz stores jsonb as JSON text and Materialize's
@@ -1184,7 +1203,7 @@ def _text_operands(c: Call, kids) -> str | None:
         toks = tokenize(c.text[k.start : k.end])
         if any(t.upper == "ARRAY" or (t.text == "[" and n.text == "]") for t, n in zip(toks, toks[1:])):
             return None
-        new = cast_rewrite(c.text_of(k), "TEXT")
+        new = cast_rewrite(c.text_of(k), "TEXT", c.reads_numeric(k))
         if new is not None:
             out += [c.span_text(pos, k.start), new]
             pos = k.end
@@ -1390,7 +1409,13 @@ TRANSFORM_MACROS = (
     f"CREATE OR REPLACE MACRO {CONCAT_BY_KIND}(t, j) AS CAST(error('{_CONCAT_REFUSAL}') AS VARCHAR)",
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
+_ASCII = "abcdefghijklmnopqrstuvwxyz"
 TRANSFORM_TYPED_MACROS = (
+    (f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x VARCHAR) AS strlen(x), (x BLOB) AS octet_length(x)",
+     f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x) AS strlen(x)"),
+    *((f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x VARCHAR) AS translate(x, '{a}', '{b}')",
+       f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x) AS translate(x, '{a}', '{b}')")
+      for f, a, b in (("upper", _ASCII, _ASCII.upper()), ("lower", _ASCII.upper(), _ASCII))),
     (f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x DATE) AS CAST(x AS TIMESTAMPTZ), (x) AS x",
      f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x) AS CASE WHEN typeof(x) = 'DATE' THEN "
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
@@ -1515,7 +1540,7 @@ def _grouped_nodes(q: Query, out: set) -> None:
     # ids of the expression nodes of every grouped query (GROUP BY): DuckDB matches a select
     # item against the grouped expressions as written, which a check repeating the leaves
     # would break; their arithmetic is left unchecked.
-    out.update(id(n) for d in _all_queries(q) if d.group_by for e, _ in _own_roots(d, tables=False)
+    out.update(id(n) for d in all_queries(q) if d.group_by for e, _ in _own_roots(d, tables=False)
                for n in e.walk())
 
 
@@ -1693,7 +1718,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
     # join; a CTE with a column list (``WITH c(x, y) AS``) names its columns anew.
     cte_repeats: dict[str, dict[str, int]] = {}
     cte_stars: set[str] = set()
-    queries = list(_all_queries(q))
+    queries = list(all_queries(q))
     for d in queries:
         for name, cte in d.ctes:
             repeated = named(cte)
@@ -1901,7 +1926,7 @@ def apply_transforms(text: str, toks) -> str:
             _grouped_nodes(q, grouped)
         # a window's ORDER BY and PARTITION BY (after OVER) take no check: DuckDB refuses
         # an expression that may raise (volatile) there
-        for r, _ in (r for q in stmts for d in _all_queries(q) for r in _own_roots(d)):
+        for r, _ in (r for q in stmts for d in all_queries(q) for r in _own_roots(d)):
             for n in r.walk():
                 if n.cls == "WINDOW":
                     over = wrapped.upper().find("OVER", n.start)
@@ -2023,7 +2048,7 @@ def apply_transforms(text: str, toks) -> str:
         for c in kids:
             visit(c, False, inside, arith)
 
-    while queries:  # every query of the statements (as _all_queries), each root once
+    while queries:  # every query of the statements (as all_queries), each root once
         d = queries.pop()
         queries.extend(cte for _, cte in d.ctes)
         queries.extend(d.children)
@@ -2069,7 +2094,29 @@ def apply_transforms(text: str, toks) -> str:
                 return render(toks[i].end + offset, e.end, skip=e)
             return render(n.start, n.end) if n.start >= 0 else _written(wrapped, n)
 
-        out = rule(Call(name, e, wrapped, node_text, table, inside, render))
+        out = rule(Call(name, e, wrapped, node_text, table, inside, render, numeric_names))
         return render(e.start, e.end, skip=e) if out is None else out
 
+    numeric_names = _numeric_names(stmts, wrapped) if casts or concat or "CONCAT" in words \
+        or "CONCAT_WS" in words else frozenset()
     return render(offset, len(wrapped))
+
+
+def _numeric_names(stmts, text: str) -> frozenset[str]:
+    # The names (lower case) of FROM subqueries' and CTEs' columns whose item may be a
+    # PostgreSQL numeric DuckDB computes as a double (translate's numeric_source of its
+    # text): printed through the name, it is refused when it runs as a double, as printed
+    # as the item it would be (PostgreSQL prints the numeric's scale).
+    from colmz.sql.tokens import tokenize
+    from colmz.sql.translate import numeric_source  # translate imports this module
+
+    out: set[str] = set()
+    for d in (d for q in stmts for d in all_queries(q)):
+        subs = [(s, ()) for _, s in d.ctes] + [(t.subquery, t.column_aliases) for t in table_refs(d) if t.subquery]
+        while subs:
+            s, renames = subs.pop()
+            subs.extend((b, renames) for b in s.children)  # a set operation's branches
+            for i, e in enumerate(s.items):
+                if e.start >= 0 and numeric_source(tokenize(text[e.start:e.end])):
+                    out.add(renames[i] if i < len(renames) else e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else ""))
+    return frozenset(n.lower() for n in out if n)

@@ -60,8 +60,8 @@ from colmz.sql.tokens import (
     tokenize,
     top_level,
 )
-from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, apply_transforms, table_refs
-from colmz.sql.tree import parse_tree
+from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, all_queries, apply_transforms, table_refs
+from colmz.sql.tree import Query, parse_tree
 
 __all__ = [
     "FUNCTIONS",
@@ -73,6 +73,7 @@ __all__ = [
     "bind_relations",
     "bind_relations_as",
     "now_pieces",
+    "numeric_source",
     "pg_float_text",
     "referenced_names",
     "relation_names",
@@ -100,7 +101,6 @@ UNSUPPORTED_FUNCTIONS = {
     "REGEXP_MATCHES": "DuckDB's regexp_matches is a boolean test, not PostgreSQL's rows of text[]",
     "TO_CHAR": "DuckDB's strftime patterns are not PostgreSQL's templates",
     "DATE_BIN": "DuckDB has no date_bin",
-    "OCTET_LENGTH": "DuckDB counts octets of BLOBs only",
     "FORMAT": "DuckDB's format() is not PostgreSQL's %s syntax",
     **{f: "colmz stores jsonb as JSON text and has no jsonb functions" for f in (
         "JSONB_BUILD_OBJECT", "JSONB_BUILD_ARRAY", "JSONB_TYPEOF", "JSONB_ARRAY_ELEMENTS",
@@ -160,23 +160,35 @@ def translate(sql: str) -> str:
 
 def _check_cte_lists(sql: str) -> None:
     # ``WITH c(a, b, d) AS (SELECT 1, 2)``: PostgreSQL raises (parse_cte.c), DuckDB names the
-    # columns it has and answers. A body whose columns are not listed (a star, VALUES, a
-    # text DuckDB does not parse before translation) is left to DuckDB. ``WITH RECURSIVE
-    # a AS (... FROM b), b AS (...)``: PostgreSQL orders a recursive list by its references,
-    # DuckDB reads a CTE only after its definition (an unknown table): refused by name.
-    later: dict[int, set[str]] = {}  # each WITH RECURSIVE list's names defined after the one read
+    # columns it has and answers. A body whose columns are not listed (a star, VALUES) is
+    # left to DuckDB. ``WITH RECURSIVE a AS (... FROM b), b AS (...)``: PostgreSQL orders a
+    # recursive list by its references, DuckDB reads a CTE only after its definition (an
+    # unknown table): refused by name. The lists and RECURSIVE are read from the tokens (the
+    # tree keeps neither), each body from the query's tree (the one apply_transforms reads):
+    # the innermost definition of its name whose parentheses hold the body's first position.
+    # A text DuckDB does not parse before translation is left to DuckDB.
     defs = list(cte_definitions(sql))
+    try:
+        stmts = parse_tree(sql)
+    except (SQLError, ValueError):
+        return
+    bodies: dict[int, Query] = {}
+    for d in (d for q in stmts for d in all_queries(q)):
+        for name, body in d.ctes:
+            at = _first_position(body)
+            inner = [(end - start, i) for i, (n, _, start, end, _, _) in enumerate(defs)
+                     if n.lower() == name.lower() and start <= at < end]
+            if inner:
+                bodies[min(inner)[1]] = body
+    later: dict[int, set[str]] = {}  # each WITH RECURSIVE list's names defined after the one read
     for name, _, _, _, at, recursive in defs:
         if recursive:
             later.setdefault(at, set()).add(name)
-    for name, cols, start, end, at, recursive in defs:
+    for i, (name, cols, _, _, at, recursive) in enumerate(defs):
         if recursive:
             later[at].discard(name)
-        if not cols and not (recursive and later[at]):
-            continue
-        try:
-            (body,) = parse_tree(sql[start:end])
-        except (SQLError, ValueError):
+        body = bodies.get(i)
+        if body is None:
             continue
         if recursive and later[at]:
             ahead = sorted(later[at] & _relations_read(body))
@@ -184,15 +196,26 @@ def _check_cte_lists(sql: str) -> None:
                 raise UnsupportedSQL(
                     f'WITH RECURSIVE: "{name}" reads "{ahead[0]}", defined after it in its list, which '
                     f'colmz does not support (DuckDB reads a CTE only after its definition): define "{ahead[0]}" first')
-        first = body
-        while first.children:  # a set operation's columns are its first branch's
-            first = first.children[0]
+        first = _first_branch(body)
         if not cols or first.type != "SELECT_NODE" or not first.items \
                 or any(n.cls in ("STAR", "COLUMNS") for e in first.items for n in e.walk()):
             continue
         if len(cols) > len(first.items):
             raise SQLError(f'WITH query "{name}" has {len(first.items)} columns available but '
                            f"{len(cols)} columns specified")
+
+
+def _first_branch(q: Query) -> Query:
+    # a set operation's columns are its first branch's
+    return _first_branch(q.children[0]) if q.children else q
+
+
+def _first_position(q: Query) -> int:
+    # the first character of ``q``'s text the tree places (its first branch's first select
+    # item or FROM item), -1 when none is placed
+    first = _first_branch(q)
+    return min((s for s in (*(e.start for e in first.items), *(t.start for t in table_refs(first))) if s >= 0),
+               default=-1)
 
 
 def _relations_read(q) -> set[str]:
@@ -441,10 +464,14 @@ _NUMERIC_TEXT_REFUSAL = (
     "PostgreSQL prints its numeric digits and scale; cast it to float8 or round(x, n) first')")
 
 
-def _numeric_source(toks) -> bool:
-    # Whether a value of the expression may be one PostgreSQL types numeric while DuckDB
-    # computes it as a DOUBLE: a decimal literal not cast to a float type, a cast of a
-    # non-literal to numeric, a division, or a call of _NUMERIC_CALLS.
+def numeric_source(toks) -> bool:
+    """Whether a value of the expression of tokens ``toks`` may be one PostgreSQL types
+    numeric while DuckDB computes it as a DOUBLE: a decimal literal not cast to a float
+    type, a cast of a non-literal to numeric, a division, or a call of ``avg``, ``sqrt``, ...
+
+    >>> [numeric_source(tokenize(x)) for x in ("age / 2", "avg(age)", "age::float8 / 2", "age + 1")]
+    [True, True, False, False]
+    """
     n = len(toks)
     for j, t in enumerate(toks):
         if t.kind == "number" and ("." in t.text or "e" in t.text.lower()):
@@ -504,7 +531,7 @@ def _mean_argument(operand: str, toks) -> str | None:
         at = tokenize(arg)
         if at and at[0].upper in ("DISTINCT", "ALL"):
             arg = arg[at[0].end :].strip()
-        if "ORDER" not in arg.upper() and not _numeric_source(tokenize(arg)):
+        if "ORDER" not in arg.upper() and not numeric_source(tokenize(arg)):
             return arg
     return None
 
@@ -515,7 +542,7 @@ def _double_text(x: str, known: str | None = None, numeric: bool = False,
     other types cast as DuckDB casts them, arrays, structs and maps refused (PostgreSQL
     prints arrays as ``{1,2}``). ``known``: "double" or "real" when the operand's own tokens
     say so (no test of DuckDB's type of the value then). ``numeric``: the operand may be a
-    PostgreSQL numeric computed as a DOUBLE (see _numeric_source), so a DOUBLE is refused
+    PostgreSQL numeric computed as a DOUBLE (see numeric_source), so a DOUBLE is refused
     -- unless ``mean_of``, the argument of the avg that is the operand, is itself a double.
     The expressions are the macros of :data:`TEXT_MACROS` (DuckDB expands them when it
     binds the query, so the translated text stays short)."""
@@ -631,11 +658,12 @@ _KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLIN
                     "BOOLEAN", "UUID", "BYTEA", "JSON", "JSONB"}
 
 
-def cast_rewrite(operand: str, target: str) -> str | None:
+def cast_rewrite(operand: str, target: str, numeric: bool = False) -> str | None:
     """The DuckDB text of ``operand`` cast to ``target`` (``TEXT``, ``BOOLEAN``, ``INT8``, ...)
     with PostgreSQL's meaning, or None where DuckDB's own cast already gives PostgreSQL's
     answer (decided from the operand's tokens: a literal, or a final cast to a type whose
-    text DuckDB prints as PostgreSQL does)."""
+    text DuckDB prints as PostgreSQL does). ``numeric``: the operand reads a value that may
+    be a numeric computed as a double though its tokens do not show it (a subquery's column)."""
     toks = tokenize(operand)
     if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
         return None  # DuckDB reads 1.5 as DECIMAL (1e5 as DOUBLE: not plain), NULL as NULL
@@ -673,7 +701,7 @@ def cast_rewrite(operand: str, target: str) -> str | None:
     if any(t.text.lower() == NUMERIC_IN for t in toks):
         # a numeric read from text: colmz's scale for it may be wider than PostgreSQL's
         operand = f"{NUMERIC_IN_GUARD}({operand})"
-    return _double_text(operand, numeric=_numeric_source(toks), mean_of=_mean_argument(operand, toks))
+    return _double_text(operand, numeric=numeric or numeric_source(toks), mean_of=_mean_argument(operand, toks))
 
 
 def _plain_number(toks) -> bool:
@@ -1084,6 +1112,9 @@ MATH_MACROS = (
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['pow']}" + _POWER,
     # PostgreSQL's array_length of an empty array (of the dimension asked) is NULL.
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS nullif(array_length(a, d), 0)",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_lower(a, d) AS CASE WHEN array_length(a, d) > 0 THEN 1 END",
+    # PostgreSQL's array_remove drops the elements not distinct from the value (NULLs too)
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_remove(a, x) AS [e FOR e IN a IF e IS DISTINCT FROM x]",
 )
 
 #: Macros every colmz connection defines (:func:`colmz.sql.connect`), overloaded by the

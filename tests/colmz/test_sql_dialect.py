@@ -77,16 +77,19 @@ def test_corpus_against_postgres(both):
     assert counts["match"] >= 500
 
 
-def test_text_casts_raise_postgresqls_errors(both):
-    # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses):
-    # colmz raises SQLError with PostgreSQL's own message, not only "an error".
+@pytest.mark.parametrize("prefix, least", [("jn_fail", 8), ("oname_fail", 7), ("tn_fail", 1), ("tj_fail", 3)])
+def test_errors_are_postgresqls(both, prefix, least):
+    # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses),
+    # oname_fail_* (an output name where PostgreSQL sees none), tn_fail_* (a text column read
+    # as numeric) and tj_fail_* (a text function of a jsonb or json column): colmz raises
+    # SQLError with PostgreSQL's own message, not only "an error".
     import psycopg
 
     from colmz.sql import SQLError
 
     conn, cat = both
-    failing = [(n, q) for n, q in QUERIES if n.startswith("jn_fail")]
-    assert len(failing) >= 8
+    failing = [(n, q) for n, q in QUERIES if n.startswith(prefix)]
+    assert len(failing) >= least
     for name, sql in failing:
         with pytest.raises(psycopg.Error) as pg:
             conn.execute(sql).fetchall()

@@ -147,7 +147,7 @@ def test_a_derived_name_of_mixed_or_unknown_kind_is_left_alone():
         "WITH c(a) AS (SELECT k FROM t) SELECT a * 2 FROM c",  # a CTE's column list
         "SELECT a * 2 FROM t AS s(a, b)",  # a table's columns by position
         "SELECT a * 2 FROM (SELECT * FROM t) s(a, b)",  # a star's columns
-        "SELECT x * 2 FROM (SELECT avg(r) AS x FROM t) s",  # an aggregate: not typed here
+        "SELECT x * 2 FROM (SELECT var_pop(r) AS x FROM t) s",  # an aggregate but min, max, avg: not typed
     ):
         assert float_column_rules(text, cols) == text, text
     assert float_column_rules("SELECT x * 2 FROM (SELECT r AS x FROM t UNION ALL SELECT r * r FROM t) s",
@@ -470,6 +470,38 @@ def test_a_cte_column_list_longer_than_its_body_is_postgresqls_error(cat):
             cat.sql(q)
     assert rows(cat, "WITH c(a) AS (SELECT k, r FROM rt WHERE k = 1) SELECT a, r FROM c") == [(1, float(np.float32(0.1)))]
     assert rows(cat, "WITH c(a, b) AS (SELECT * FROM rt WHERE k = 2) SELECT a, b FROM c") == [(2, 1.5)]
+
+
+def test_a_cte_list_is_checked_on_the_querys_own_tree(cat, monkeypatch):
+    # translate parses the whole text once (the tree apply_transforms reads), never a body alone
+    import importlib
+
+    translate_module = importlib.import_module("colmz.sql.translate")
+
+    parsed = []
+    real = translate_module.parse_tree
+    monkeypatch.setattr(translate_module, "parse_tree", lambda text: parsed.append(text) or real(text))
+    q = "WITH c(a, b, d) AS (WITH c(x) AS (SELECT 1) SELECT x, 2 FROM c) SELECT * FROM c"
+    with pytest.raises(SQLError, match='WITH query "c" has 2 columns available but 3 columns specified'):
+        cat.sql(q)
+    assert parsed == [q]
+    assert rows(cat, "WITH c(a, b) AS (WITH c(x, y, z) AS (SELECT 1, 2, 3) SELECT x, z FROM c) SELECT * FROM c") == [(1, 3)]
+
+
+def test_an_output_name_where_postgresql_sees_none(cat):
+    # PostgreSQL sees output names only as whole ORDER BY / GROUP BY / DISTINCT ON items
+    for q in ("SELECT k, r AS x FROM rt GROUP BY k, r HAVING x > 0.1",  # no float rule needed
+              "SELECT k AS x FROM rt WHERE x > 1", "SELECT k AS a, a + 1 AS b FROM rt",
+              "SELECT k AS x FROM rt ORDER BY x + 1", "SELECT k AS x FROM rt WHERE (SELECT x) > 1",
+              "SELECT k, count(*) AS n FROM rt GROUP BY k HAVING n > 0"):
+        with pytest.raises(SQLError, match='column "(x|a|n)" does not exist'):
+            cat.sql(q)
+    with pytest.raises(UnsupportedSQL, match='the column "k" of an enclosing query'):
+        cat.sql("SELECT (SELECT count(*) AS k FROM (SELECT 1 AS z) s WHERE k > 1) AS n FROM rt")
+    assert rows(cat, "SELECT k AS x FROM rt WHERE k > 2 ORDER BY x") == [(3,), (4,)]
+    assert rows(cat, "SELECT k % 2 AS x, count(*) AS n FROM rt GROUP BY x ORDER BY n, x") == [(0, 2), (1, 2)]
+    assert rows(cat, "SELECT t AS k FROM rt WHERE k = 1") == [("a",)]  # the FROM item's column first
+    assert rows(cat, "SELECT (SELECT t AS r2 FROM rt r2 WHERE r2.k = rt.k) AS s FROM rt WHERE k = 2") == [("b",)]
 
 
 def test_a_forward_reference_in_with_recursive_is_refused_by_name(cat):

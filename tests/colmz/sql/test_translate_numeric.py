@@ -197,7 +197,7 @@ def test_concatenation_prints_operands_as_postgresql():
                "concat_ws('/', x, 'e') FROM (SELECT 66.0::float8 AS x)") == \
         [("a2", "1e+20b", "c66", "d661.50", "66/e")]
     assert run("SELECT ARRAY[1, 2] || ARRAY[3]") == [([1, 2, 3],)]  # arrays stay arrays
-    assert translate("SELECT 'a' || x || upper(y) || 'b'") == "SELECT 'a' || __colmz_text(x) || upper(y) || 'b'"
+    assert translate("SELECT 'a' || x || upper(y) || 'b'") == "SELECT 'a' || __colmz_text(x) || __colmz_upper(y) || 'b'"
     with pytest.raises(UnsupportedSQL, match="array"):
         run("SELECT 'a' || x FROM (SELECT [1, 2] AS x)")
     with pytest.raises(UnsupportedSQL, match="bytea"):  # PostgreSQL prints \x and hex digits
