@@ -23,7 +23,14 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   tables' column kinds, the kind the query path gives each column reference
   (:func:`colmz.sql.jsonbcols.column_ref_kinds`) is noted for the plan column it binds to,
   and a segment (``SqlMapFilter.kinds``), a group's SQL and a native comparison of a jsonb
-  column with a literal (its canonical jsonb text) apply :mod:`colmz.sql.jsonbcols` by it;
+  column with a literal holding no number (its canonical jsonb text) apply
+  :mod:`colmz.sql.jsonbcols` by it; a column passed on or renamed keeps its source's kind
+  (a subquery's, a CTE's). jsonb's text equality is its value's only where no number is
+  written with trailing zeros: a jsonb equality of two columns is a SQL condition, a literal
+  holding a number a SQL segment, and the jsonb columns a Distinct, Reduce, TopK's groups,
+  a group's SQL or a join key compare are checked below by a segment (``SqlMapFilter.plain``,
+  refusing ``1.0`` as the query path does); a top-k ordered by jsonb, or a group's SQL
+  comparing a jsonb column it was not translated for, falls back;
 * :class:`FlatMap` -- a table function (or ``VALUES`` list) read per row of its input, one
   SQL segment whose ``FROM`` joins it laterally to the delta;
 * :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates, and

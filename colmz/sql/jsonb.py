@@ -7,6 +7,12 @@ items, numbers as ``numeric`` prints them); DuckDB sees it as text (a ``JSON`` c
 ``Decimal``, so ``1.50`` stays ``1.50`` and ``1e3`` is ``1000``) and print their jsonb
 results the same way, so every value they give back is PostgreSQL's text of it.
 
+jsonb values are compared, ordered and grouped by :func:`jsonb_key`, a byte string ordered as
+PostgreSQL orders jsonb (``compareJsonbContainers``: a number by its value, so ``1.0`` and
+``1`` are one value printed two ways); DISTINCT and GROUP BY of text are jsonb's only over
+:func:`jsonb_plain` values (no number written with trailing zeros) -- the rules of
+:mod:`colmz.sql.jsonbcols` call both.
+
 The rules (:data:`CALLS`, :data:`OPERATORS`) are entries of the table of transforms
 (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node's span, calling the
 Python functions registered on every colmz connection (:data:`FUNCTIONS`, over Arrow) and the

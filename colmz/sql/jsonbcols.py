@@ -9,12 +9,22 @@ text one. The catalog knows each relation's column kinds
 reads the translated text's tree (:func:`colmz.sql.tree.parse_tree`) and, for a column
 reference that resolves to a relation's column, applies PostgreSQL 15's rules:
 
-* **a jsonb column compared with a string literal** (``=``, ``<>``, ``IN (...)``, either
-  side): PostgreSQL reads the literal as jsonb and compares jsonb values; the literal is
-  written as its canonical jsonb text, so the text comparison is the jsonb one (``j =
-  '{"a":1}'`` holds for ``{"a": 1}``). A literal that is not JSON raises PostgreSQL's
-  "invalid input syntax for type json". An ordering comparison (``<``, ``>=``, ...) of a
-  jsonb column with a literal is refused by name (jsonb's order is not its text's).
+* **a comparison of jsonb** (``=``, ``<>``, ``<``, ``>=``, ..., ``IN (...)``, ``BETWEEN``,
+  ``IS [NOT] DISTINCT FROM``) with an operand that is jsonb -- a jsonb column, or a value
+  translate made jsonb (``CAST(... AS JSON)``: a cast to jsonb, ``->``, a jsonb function):
+  every operand compared by :func:`colmz.sql.jsonb.jsonb_key`, PostgreSQL's order and
+  equality of jsonb (a number by its value: ``1.0 = 1``, ``10 > 9``; an object by its pairs'
+  count, then its pairs), a string literal read as jsonb (not JSON: PostgreSQL's "invalid
+  input syntax for type json"). An equality with literals holding no number keeps comparing
+  the canonical texts (a value holding a number equals none without). A jsonb compared with
+  a text column is PostgreSQL's "operator does not exist".
+* **ORDER BY a jsonb value** (a jsonb column, an output column that is one, a set
+  operation's): by its jsonb key.
+* **DISTINCT, GROUP BY, a set operation without ALL, DISTINCT ON, an aggregate's DISTINCT
+  over jsonb**: the values are read through :func:`colmz.sql.jsonb.jsonb_plain`, which
+  refuses by name a number written with trailing fractional zeros (``1.0``): PostgreSQL takes
+  ``1.0`` and ``1`` for one value and keeps either's text, which colmz cannot choose as it
+  does; for the other values text equality is jsonb's.
 * **``||`` of a column and a JSON literal** (translate wrote it both ways,
   :data:`colmz.sql.transforms.CONCAT_BY_KIND`): text concatenation for a text column, jsonb
   concatenation for a jsonb one; another is left to be refused when it runs.
@@ -37,10 +47,12 @@ segments (whose columns are placeholders): :func:`column_ref_kinds` tells it the
 column reference of the view's query resolves to here.
 
 Invariants: a reference is resolved only where it is certain -- in a query whose every FROM
-item is one of the named relations, a qualified reference by its item's alias or name, an
-unqualified one when exactly one item holds the name; a reference elsewhere (a FROM
-subquery's or CTE's column, an outer query's, ORDER BY / GROUP BY, which may name output
-columns) is left as translate wrote it. The rewrite is a pure function of the text and the
+item is one of the named relations or a subquery or CTE whose output columns are known (each
+named by its alias or column, of the kind of the column it passes on, jsonb for a jsonb value
+it computes, none for another value; a name given twice has none), a qualified reference by
+its item's alias or name, an unqualified one when exactly one item holds the name; a
+reference elsewhere (a table function's column, an outer query's) is left as translate wrote
+it. ORDER BY and GROUP BY names are output columns first (PostgreSQL's rule for ORDER BY). The rewrite is a pure function of the text and the
 relations' kinds, cached; a text the tree cannot read is returned unchanged.
 """
 
@@ -88,8 +100,10 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     jsonb and text columns applied (module docstring).
 
     >>> rels = (("t", (("k", None), ("s", "text"), ("j", "jsonb"))),)
-    >>> jsonb_column_rules("SELECT j = '{\\"a\\":1}' FROM t", rels)
-    'SELECT j = \\'{"a": 1}\\' FROM t'
+    >>> jsonb_column_rules("SELECT j = '{\\"a\\":\\"x\\"}' FROM t", rels)
+    'SELECT j = \\'{"a": "x"}\\' FROM t'
+    >>> jsonb_column_rules("SELECT k FROM t WHERE j > '1.0'", rels)
+    "SELECT k FROM t WHERE __colmz_jsonb_key(CAST(j AS VARCHAR)) > __colmz_jsonb_key('1.0')"
     >>> jsonb_column_rules("SELECT __colmz_text(j) || __colmz_text(j) FROM t", rels)
     'SELECT __colmz_jsonb_concat(CAST(j AS VARCHAR), CAST(j AS VARCHAR)) FROM t'
     """
