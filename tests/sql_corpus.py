@@ -1672,4 +1672,7 @@ QUERIES = [
     ('jnum_subquery_concat', "SELECT id, x || x AS m FROM (SELECT id, j AS x FROM jnums WHERE id < 8) s ORDER BY id"),
     ('jnum_cte_order', "WITH c AS (SELECT id, j AS v FROM jnums) SELECT id FROM c WHERE v > '0.5' AND v < '9.5' ORDER BY v, id"),
     ('jnum_distinct_text', "SELECT DISTINCT j::text AS t FROM jnums WHERE id < 3 ORDER BY t"),
+    ('jnum_window_order', "SELECT id, rank() OVER (ORDER BY j) AS r FROM jnums WHERE j IS NOT NULL ORDER BY id"),
+    ('jnum_window_partition', "SELECT id, count(*) OVER (PARTITION BY j) AS n FROM jnums WHERE id IN (1, 3, 4, 7, 16, 17) ORDER BY id"),
+    ('jnum_agg_order', "SELECT string_agg(id::text, ',' ORDER BY j, id) AS s, jsonb_agg(j ORDER BY j DESC, id) AS a FROM jnums"),
 ]

@@ -469,12 +469,23 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
         if len(q.grouping_sets) > 1:
             raise UnsupportedSQL("ROLLUP, CUBE or GROUPING SETS of a jsonb value is not supported by colmz")
         edits.append((e.end, e.end, f", {JSONB_PLAIN}(CAST({text[source.start:source.end]} AS VARCHAR))"))
-    for root in (*items, *(x for x in (q.having,) if x is not None)):
+    for root in (*items, *(x for x in (q.having, q.qualify) if x is not None),
+                 *(e for m in q.modifiers if m.type == "ORDER_MODIFIER" for e in m.expressions)):
         for n in root.walk():
             if n.cls == "FUNCTION" and n.distinct and n.subquery is None:
                 for k in n.children:
                     if k.start >= 0 and _jsonb_valued(k, scope, text):
                         _plain_value(k, edits)
+            # a window's PARTITION BY (grouped) and ORDER BY, an aggregate's ORDER BY, of jsonb
+            orders = (*n.order_by, *(n.over.orders if n.over is not None else ()))
+            for k in (n.over.partitions if n.over is not None else ()):
+                if k.start >= 0 and _jsonb_valued(k, scope, text):
+                    _plain_value(k, edits)
+            for o in orders:
+                k = o.expression
+                if k.start >= 0 and _jsonb_valued(k, scope, text) and (k.start, k.start, f"{JSONB_KEY}(CAST(") \
+                        not in edits:
+                    _keyed(k, edits)
 
 
 def _expression(e: Expression, scope, text: str, edits: list) -> None:
