@@ -1034,10 +1034,10 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                 (n.lower(), column_kind(c.type)) for i, c in enumerate(schema)
                 for n in (c.name, placeholder(i)[1:-1])))
             kinds = self.kinds_of(schema)
-            if kinds:  # ... and a jsonb column's (colmz.sql.jsonbcols)
-                translated = jsonb_column_rules(translated, ((INPUT_RELATION, tuple(
-                    (n.lower(), k) for i, (c, k) in enumerate(zip(schema, kinds))
-                    for n in (c.name, placeholder(i)[1:-1]))),))
+            # ... and a jsonb column's (colmz.sql.jsonbcols; jsonb values compared as jsonb too)
+            translated = jsonb_column_rules(translated, ((INPUT_RELATION, tuple(
+                (n.lower(), k) for i, (c, k) in enumerate(zip(schema, kinds))
+                for n in (c.name, placeholder(i)[1:-1]))),) if kinds else ())
             GroupRecompute(schema, list(key), translated)
         except (SQLError, TypeError, ValueError) as e:
             raise Unsupported(f"{what} through SQL: {e}") from None

@@ -99,10 +99,10 @@ class SqlMapFilter:
         kinds = tuple(kinds)
         if len(kinds) not in (0, len(self.input_schema)):
             raise ValueError(f"kinds: {len(kinds)} kind(s) for {len(self.input_schema)} input column(s)")
-        if any(k is not None for k in kinds):
-            # ... and a jsonb (json, text) column's, the delta's columns being the input's
-            self.translated = jsonb_column_rules(self.translated, ((_DELTA, tuple(
-                (placeholder(i)[1:-1].lower(), k) for i, k in enumerate(kinds))),))
+        # ... and a jsonb (json, text) column's, the delta's columns being the input's (jsonb
+        # values compared as jsonb, with no column's kind told too)
+        self.translated = jsonb_column_rules(self.translated, ((_DELTA, tuple(
+            (placeholder(i)[1:-1].lower(), k) for i, k in enumerate(kinds))),) if kinds else ())
         self.plain = tuple(plain)
         bad = [i for i in self.plain if not (isinstance(i, int) and 0 <= i < len(self.input_schema))]
         if bad:

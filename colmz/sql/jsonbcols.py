@@ -300,6 +300,14 @@ def _canonical(value: str) -> bool:
         return False
 
 
+def _literal_value(value: str):
+    # a string literal read as jsonb (PostgreSQL's error for one that is not JSON)
+    try:
+        return jsonb_load(value)
+    except ValueError:
+        raise SQLError(f'invalid input syntax for type json: "{value}"') from None
+
+
 def _jsonb_literal(value: str) -> str:
     try:
         doc = jsonb_dump(jsonb_load(value))
@@ -355,7 +363,7 @@ def _compare_jsonb(n: Expression, scope, text: str, edits: list) -> bool:
         if _column(k, scope) == "text" and _string(k) is None:
             raise SQLError("operator does not exist: jsonb = text" if n.type in _EQUALITY
                            else f"operator does not exist: jsonb {_ORDERING.get(n.type, '=')} text")
-    values = {id(k): jsonb_load(_jsonb_literal(_string(k))[1:-1].replace("''", "'")) for k in literals}
+    values = {id(k): _literal_value(_string(k)) for k in literals}
     # text equality is jsonb's when every operand but one is a literal holding no number
     unknown = [k for k in kids if not (k.literal is not None and k.literal.kind == "NULL_LITERAL")
                and _string(k) is None and _constant_doc(k) is None]
