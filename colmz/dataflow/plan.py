@@ -23,7 +23,14 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   tables' column kinds, the kind the query path gives each column reference
   (:func:`colmz.sql.jsonbcols.column_ref_kinds`) is noted for the plan column it binds to,
   and a segment (``SqlMapFilter.kinds``), a group's SQL and a native comparison of a jsonb
-  column with a literal (its canonical jsonb text) apply :mod:`colmz.sql.jsonbcols` by it;
+  column with a literal holding no number (its canonical jsonb text) apply
+  :mod:`colmz.sql.jsonbcols` by it; a column passed on or renamed keeps its source's kind
+  (a subquery's, a CTE's). jsonb's text equality is its value's only where no number is
+  written with trailing zeros: a jsonb equality of two columns is a SQL condition, a literal
+  holding a number a SQL segment, and the jsonb columns a Distinct, Reduce, TopK's groups,
+  a group's SQL or a join key compare are checked below by a segment (``SqlMapFilter.plain``,
+  refusing ``1.0`` as the query path does); a top-k ordered by jsonb, or a group's SQL
+  comparing a jsonb column it was not translated for, falls back;
 * :class:`FlatMap` -- a table function (or ``VALUES`` list) read per row of its input, one
   SQL segment whose ``FROM`` joins it laterally to the delta;
 * :class:`Join` -- ``kind`` (inner, left, right, full), equi keys, residual predicates, and
@@ -205,6 +212,7 @@ from colmz.dataflow.plan_nodes import (
     Constant,
     Distinct,
     Fallback,
+    FlatMap,
     Get,
     GroupSql,
     IsNullPredicate,
@@ -414,9 +422,13 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                 # PostgreSQL reads the literal as jsonb (colmz.sql.jsonbcols): its canonical
                 # text, as colmz keeps a jsonb column's values, compares as jsonb does
                 try:
-                    v = jsonb_dump(jsonb_load(v))
+                    doc = jsonb_load(v)
                 except ValueError:
                     raise Unsupported(f"predicate {what!r}: the literal is not JSON") from None
+                v = jsonb_dump(doc)
+                if any(c.isdigit() for c in _json_numbers(doc)):
+                    # jsonb compares a number by its value (1.0 is 1): not the text
+                    raise Unsupported(f"predicate {what!r}: a jsonb literal holding a number")
             elif isinstance(v, str) and kind in ("jsonb", "json"):
                 raise Unsupported(f"predicate {what!r}: a {kind} column {op} a string literal")
             if isinstance(v, str) and op not in ("=", "<>"):
@@ -1022,10 +1034,10 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                 (n.lower(), column_kind(c.type)) for i, c in enumerate(schema)
                 for n in (c.name, placeholder(i)[1:-1])))
             kinds = self.kinds_of(schema)
-            if kinds:  # ... and a jsonb column's (colmz.sql.jsonbcols)
-                translated = jsonb_column_rules(translated, ((INPUT_RELATION, tuple(
-                    (n.lower(), k) for i, (c, k) in enumerate(zip(schema, kinds))
-                    for n in (c.name, placeholder(i)[1:-1]))),))
+            # ... and a jsonb column's (colmz.sql.jsonbcols; jsonb values compared as jsonb too)
+            translated = jsonb_column_rules(translated, ((INPUT_RELATION, tuple(
+                (n.lower(), k) for i, (c, k) in enumerate(zip(schema, kinds))
+                for n in (c.name, placeholder(i)[1:-1]))),) if kinds else ())
             GroupRecompute(schema, list(key), translated)
         except (SQLError, TypeError, ValueError) as e:
             raise Unsupported(f"{what} through SQL: {e}") from None
@@ -1168,8 +1180,18 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
         root = p.query(stmts[0])
     except PlanError as e:
         raise PlanError(user(str(e))) from None
-    if p.column_kinds:
-        root = _with_kinds(root, p.column_kinds)
+    if p.column_kinds or p.relations:
+        # (a table's column read as it is has its table's kind)
+        tables = {name: dict(cols) for name, cols in p.relations}
+        for get in _gets(root, {}):
+            for src, col in get.columns:
+                kind = tables.get(get.table.lower(), {}).get(src.lower())
+                if kind is not None:
+                    p.column_kinds.setdefault(col, kind)
+        try:
+            root = _with_kinds(root, p.column_kinds)
+        except Unsupported as e:
+            root = Fallback((), user(text), user(str(e)))
     if user is not _as_is:
         root = _shown_as_written(root, user, {})
     if append_only:
@@ -1177,6 +1199,15 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
             raise TypeError(f"append_only must be a collection of relation names, got {append_only!r}")
         root, _ = monotonic_plan(root, frozenset(append_only))
     return Plan(root, query_text, dict(p.used))
+
+
+def _json_numbers(v) -> str:
+    # the text of every number in the JSON value ``v`` (as jsonb_load reads it), joined
+    if isinstance(v, dict):
+        return "".join(_json_numbers(x) for x in v.values())
+    if isinstance(v, list):
+        return "".join(_json_numbers(x) for x in v)
+    return "" if v is None or isinstance(v, (str, bool)) else str(v) or "0"
 
 
 def _relations(schemas: Mapping[str, Schema], kinds: Mapping[str, Sequence[str | None]]) -> tuple:
@@ -1194,17 +1225,90 @@ def _relations(schemas: Mapping[str, Schema], kinds: Mapping[str, Sequence[str |
 
 
 def _with_kinds(node: Node, kinds: Mapping[str, str], done: dict | None = None) -> Node:
-    """``node`` with each SQL segment's ``kinds`` those noted for its input's columns, set
-    once the whole query is planned (a conjunct moved into a segment below reads it there)."""
+    """``node`` with each SQL segment's ``kinds`` those of its input's columns, set once the
+    whole query is planned (a conjunct moved into a segment below reads it there): a column
+    noted of a kind (:meth:`_Planner.noted_kind`) has it, and so has a column renamed or
+    passed on from one (a subquery's, a CTE's output); and with jsonb's text compared only
+    where it is jsonb's equality -- the jsonb columns a DISTINCT, GROUP BY, set operation,
+    DISTINCT ON or join key compares are checked by a segment below (``SqlMapFilter.plain``),
+    and a top-k ordered by one, or a group's SQL reading one it was not translated as jsonb
+    for, is ``Unsupported`` (jsonb's order is not its text's)."""
     done = {} if done is None else done
     if id(node) in done:
         return done[id(node)]
-    out = with_inputs(node, tuple(_with_kinds(i, kinds, done) for i in node.inputs))
+    ins = tuple(_with_kinds(i, kinds, done) for i in node.inputs)
+    out = with_inputs(node, ins)
+    told = [_kinds_out(i, kinds) for i in ins]
     if isinstance(out, SqlMapFilter):
-        told = tuple(kinds.get(c.name) for c in out.input.schema)
-        out = dataclasses.replace(out, kinds=told if any(k is not None for k in told) else ())
+        k = tuple(told[0].get(c.name) for c in out.input.schema)
+        out = dataclasses.replace(out, kinds=k if any(x is not None for x in k) else ())
+    elif isinstance(out, (Distinct, Threshold)):
+        out = with_inputs(out, (_plain_below(ins[0], told[0], [c.name for c in ins[0].schema]),))
+    elif isinstance(out, Reduce):
+        out = with_inputs(out, (_plain_below(ins[0], told[0], out.group_by),))
+    elif isinstance(out, TopK):
+        jsonb = [c for c, *_ in out.order_by if told[0].get(c) == "jsonb"]
+        if jsonb:
+            raise Unsupported(f"a top-k ordered by the jsonb column {jsonb[0]} (jsonb's order is not its text's)")
+        out = with_inputs(out, (_plain_below(ins[0], told[0], out.group_by),))
+    elif isinstance(out, GroupSql):
+        unread = [c.name for c in ins[0].schema if told[0].get(c.name) == "jsonb" and kinds.get(c.name) != "jsonb"]
+        if unread and any(w in out.sql.upper() for w in _COMPARING_SQL):
+            raise Unsupported(f"a group's SQL reading the jsonb column {unread[0]} as text")
+        out = with_inputs(out, (_plain_below(ins[0], told[0], out.key),))
+    elif isinstance(out, Join) and out.on:
+        left = {c.name for c in ins[0].schema} if len(ins) == 2 else set()
+        keys = [c for pair in out.on for c in pair if any(t.get(c) == "jsonb" for t in told)]
+        if keys and len(ins) == 2:
+            out = with_inputs(out, (_plain_below(ins[0], told[0], [c for c in keys if c in left]),
+                                    _plain_below(ins[1], told[1], [c for c in keys if c not in left])))
+        elif keys:
+            raise Unsupported(f"a join keyed by the jsonb column {keys[0]}")
     done[id(node)] = out
     return out
+
+
+#: What a group's SQL compares or orders its values by, when its text holds one of these.
+_COMPARING_SQL = ("ORDER BY", "PARTITION BY", "DISTINCT", "GROUP BY", " IN ", "BETWEEN", "=", "<", ">")
+
+
+def _gets(node: Node, seen: dict) -> list:
+    # the Get nodes of a plan
+    if id(node) in seen:
+        return []
+    seen[id(node)] = node
+    own = [node] if isinstance(node, Get) else []
+    return own + [g for i in node.inputs for g in _gets(i, seen)]
+
+
+def _kinds_out(node: Node, kinds: Mapping[str, str]) -> dict[str, str | None]:
+    """The kind of each output column of ``node`` (planned, its inputs' kinds set): the one
+    noted for its name, else its source column's where the column is passed on or renamed."""
+    ins = [_kinds_out(i, kinds) for i in node.inputs]
+    out: dict[str, str | None] = {}
+    if isinstance(node, MapFilter) and node.select is not None:
+        out = {name: ins[0].get(src) for src, name in node.select}
+    elif isinstance(node, SqlMapFilter) and not isinstance(node, FlatMap) and node.select is not None:
+        names = [c.name for c in node.input.schema]
+        out = {name: ins[0].get(names[i]) for text, name in node.select
+               for i in range(len(names)) if text == placeholder(i)}
+    elif isinstance(node, Union) and ins:
+        first = [c.name for c in node.inputs[0].schema]
+        out = {c.name: ins[0].get(first[i]) for i, c in enumerate(node.schema) if i < len(first)}
+    elif not isinstance(node, (Fallback, Constant, GroupSql)) or isinstance(node, SqlMapFilter):
+        for k in ins:
+            out.update(k)
+    return {c.name: kinds.get(c.name) or out.get(c.name) for c in node.schema}
+
+
+def _plain_below(node: Node, told: Mapping[str, str | None], columns) -> Node:
+    """``node``, or a segment over it checking its jsonb ``columns`` (``SqlMapFilter.plain``)."""
+    names = [c.name for c in node.schema]
+    plain = tuple(names.index(c) for c in columns if c in names and told.get(c) == "jsonb")
+    if not plain:
+        return node
+    shown = tuple(f"jsonb text of {names[i]} only its value's" for i in plain)
+    return SqlMapFilter(node.schema, node, (), None, shown, plain=plain)
 
 
 def _as_is(s: str) -> str:

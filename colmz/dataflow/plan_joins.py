@@ -503,6 +503,8 @@ class JoinLowering:
     def equality(self, e: Expression, scope: Scope) -> tuple[str, str] | None:
         if (e.cls == "COMPARISON" and e.type == "COMPARE_EQUAL" and len(e.children) == 2
                 and all(c.cls == "COLUMN_REF" for c in e.children)):
+            if any(self.ref_kinds.get((c.start, c.end)) == "jsonb" for c in e.children):
+                return None  # jsonb equality is not its text's (1.0 is 1): a SQL condition
             return scope.column(e.children[0]), scope.column(e.children[1])
         return None
 

@@ -289,19 +289,25 @@ class SqlMapFilter(Node):
     with each column reference replaced by the placeholder of its input column; ``shown``
     the user's text of each, for EXPLAIN; ``kinds`` the kind (``jsonb``, ``json``, ``text``,
     ``None``: not told) of each input column, by which PostgreSQL's jsonb rules of a column's
-    type apply to the segment (:mod:`colmz.sql.jsonbcols`; empty: none told)."""
+    type apply to the segment (:mod:`colmz.sql.jsonbcols`; empty: none told); ``plain`` the
+    input columns (jsonb) a DISTINCT, GROUP BY or set operation above compares as text,
+    each value refused unless its text is its value's only one
+    (:func:`colmz.sql.jsonb.jsonb_plain`), as the query path refuses it."""
 
     input: Node | None = None
     where: tuple[str, ...] = ()
     select: tuple[tuple[str, str], ...] | None = None
     shown: tuple[str, ...] = ()
     kinds: tuple[str | None, ...] = ()
+    plain: tuple[int, ...] = ()
 
     @property
     def inputs(self):
         return (self.input,)
 
     def describe(self) -> str:
+        if self.plain and not self.where and self.select is None and type(self) is SqlMapFilter:
+            return f"Check [{', '.join(self.shown)}] (no DuckDB call)"
         return f"MapFilter via SQL [{', '.join(self.shown)}] (one DuckDB call per commit)"
 
 

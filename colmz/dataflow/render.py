@@ -259,7 +259,8 @@ def _render_node(node: Node, tables: Mapping[str, Schema], fallback, shared: Sha
         return step
     elif isinstance(node, SqlMapFilter):  # a FlatMap too: its table function after the delta
         op = SqlMapFilterOp(ins[0].schema, node.where, node.select,
-                            lateral=node.lateral if isinstance(node, FlatMap) else "", kinds=node.kinds)
+                            lateral=node.lateral if isinstance(node, FlatMap) else "", kinds=node.kinds,
+                            plain=node.plain)
     elif isinstance(node, Reduce):
         own = node.hierarchical_plan != "per group"  # the monotonic and bucketed plans keep their own state
         op = reduce_operator(ins[0].schema, node.group_by, node.aggregates,

@@ -7,6 +7,12 @@ items, numbers as ``numeric`` prints them); DuckDB sees it as text (a ``JSON`` c
 ``Decimal``, so ``1.50`` stays ``1.50`` and ``1e3`` is ``1000``) and print their jsonb
 results the same way, so every value they give back is PostgreSQL's text of it.
 
+jsonb values are compared, ordered and grouped by :func:`jsonb_key`, a byte string ordered as
+PostgreSQL orders jsonb (``compareJsonbContainers``: a number by its value, so ``1.0`` and
+``1`` are one value printed two ways); DISTINCT and GROUP BY of text are jsonb's only over
+:func:`jsonb_plain` values (no number written with trailing zeros) -- the rules of
+:mod:`colmz.sql.jsonbcols` call both.
+
 The rules (:data:`CALLS`, :data:`OPERATORS`) are entries of the table of transforms
 (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node's span, calling the
 Python functions registered on every colmz connection (:data:`FUNCTIONS`, over Arrow) and the
@@ -55,12 +61,15 @@ __all__ = [
     "jsonb_contains",
     "jsonb_dump",
     "jsonb_exists",
+    "jsonb_key",
     "jsonb_load",
     "jsonb_path",
+    "jsonb_plain",
     "jsonb_typeof",
     "refuse_spelled",
     "regexp_match",
     "spell_operators",
+    "visibly_jsonb",
     "visibly_text",
 ]
 
@@ -100,6 +109,99 @@ def _fail(x):
 def jsonb_load(text: str):
     """The value of JSON ``text``: numbers as ``Decimal``; ``ValueError`` when not JSON."""
     return json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal, parse_constant=_fail)
+
+
+# PostgreSQL's order of jsonb values (compareJsonbContainers, jsonb_util.c): two values are
+# compared token by token as its iterator gives them; a scalar's type orders before its value
+# (null < string < number < boolean < array < object), a container's count before its
+# contents (a top-level scalar is a one-element "raw scalar" array, below a real array of one
+# element), an object's pairs in its stored key order.
+_TAG_NULL, _TAG_STRING, _TAG_NUMBER, _TAG_BOOL, _TAG_ARRAY, _TAG_OBJECT = b"\x01", b"\x02", b"\x03", b"\x04", \
+    b"\x05", b"\x06"
+_EXPONENT_BIAS = 1 << 31
+
+
+def _number_key(v: decimal.Decimal) -> bytes:
+    # order-preserving and prefix-free: sign, then (for a non-zero value) the exponent of its
+    # leading digit and its digits without trailing zeros, each digit byte above the end
+    # byte; a negative value's bytes inverted
+    if v.is_zero():
+        return b"\x02"
+    sign, digits, exponent = v.normalize(decimal.Context(prec=max(len(v.as_tuple().digits), 1))).as_tuple()
+    lead = len(digits) + exponent - 1
+    body = (lead + _EXPONENT_BIAS).to_bytes(4, "big") + bytes(d + 1 for d in digits) + b"\x00"
+    return b"\x01" + bytes(255 - b for b in body) if sign else b"\x03" + body
+
+
+def _token_key(v, out: list) -> None:
+    if isinstance(v, dict):
+        out.append(_TAG_OBJECT + len(v).to_bytes(4, "big"))
+        for k in sorted(v, key=_sort_key):
+            out.append(_TAG_STRING + k.encode() + b"\x00")
+            _token_key(v[k], out)
+    elif isinstance(v, list):
+        out.append(_TAG_ARRAY + len(v).to_bytes(4, "big") + b"\x01")
+        for x in v:
+            _token_key(x, out)
+    elif v is None:
+        out.append(_TAG_NULL)
+    elif v is True or v is False:
+        out.append(_TAG_BOOL + (b"\x01" if v else b"\x00"))
+    elif isinstance(v, str):
+        out.append(_TAG_STRING + v.encode() + b"\x00")  # (jsonb holds no NUL character)
+    else:
+        out.append(_TAG_NUMBER + _number_key(v))
+
+
+def jsonb_key(doc: str) -> bytes:
+    """A byte string whose order is PostgreSQL's order of the jsonb text ``doc`` (strings in
+    the C collation: byte order) and whose equality is jsonb's equality (``1.0`` is ``1``):
+    what colmz compares, groups and sorts jsonb values by.
+
+    >>> jsonb_key('1.0') == jsonb_key('1'), jsonb_key('{"a": 1.50}') == jsonb_key('{"a": 1.5}')
+    (True, True)
+    >>> sorted(['10', '9', '"z"', 'null', '[]', '[1]', 'true', '{}'], key=jsonb_key)
+    ['[]', 'null', '"z"', '9', '10', 'true', '[1]', '{}']
+    """
+    v = jsonb_load(doc)
+    out: list = []
+    if isinstance(v, (dict, list)):
+        _token_key(v, out)
+    else:  # a raw scalar: a one-element array below any real array of one element
+        out.append(_TAG_ARRAY + (1).to_bytes(4, "big") + b"\x00")
+        _token_key(v, out)
+    return b"".join(out)
+
+
+def _plain(v) -> bool:
+    if isinstance(v, dict):
+        return all(_plain(x) for x in v.values())
+    if isinstance(v, list):
+        return all(_plain(x) for x in v)
+    if isinstance(v, decimal.Decimal):
+        t = v.as_tuple()
+        return not (isinstance(t.exponent, int) and t.exponent < 0 and t.digits[-1] == 0)
+    return True
+
+
+def jsonb_plain(doc: str) -> str:
+    """``doc`` itself when its every number is written without trailing fractional zeros
+    (so its text is equal exactly where its jsonb value is: ``1`` and ``1.0`` are one jsonb
+    value, two texts); else a refusal (``ValueError`` naming colmz): what DISTINCT, GROUP
+    BY and set operations of jsonb read, for PostgreSQL keeps one of the texts of equal
+    values, which colmz cannot choose as PostgreSQL does.
+
+    >>> jsonb_plain('{"a": [1, 2.5, 100]}')
+    '{"a": [1, 2.5, 100]}'
+    >>> jsonb_plain('[1.0]')
+    Traceback (most recent call last):
+    ...
+    ValueError: DISTINCT, GROUP BY or a set operation over jsonb holding a number written with trailing zeros (1.0 beside 1, one jsonb value) is not supported by colmz
+    """
+    if not _plain(jsonb_load(doc)):
+        raise ValueError("DISTINCT, GROUP BY or a set operation over jsonb holding a number written with trailing "
+                         "zeros (1.0 beside 1, one jsonb value) is not supported by colmz")
+    return doc
 
 
 def _kind(v) -> str:
@@ -377,7 +479,7 @@ def _arrow(fn, out_type: str, nulls: bool = False):
         import pyarrow as pa
 
         typ = {"VARCHAR": pa.string(), "BOOLEAN": pa.bool_(), "BIGINT": pa.int64(),
-               "VARCHAR[]": pa.list_(pa.string())}[out_type]
+               "VARCHAR[]": pa.list_(pa.string()), "BLOB": pa.binary()}[out_type]
         rows = zip(*(c.to_pylist() for c in cols))
         return pa.array([None if not nulls and any(a is None for a in r) else fn(*r) for r in rows], typ)
 
@@ -404,6 +506,10 @@ JSONB_QUOTE = P + "jsonb_quote"
 JSONB_FLOAT8 = P + "jsonb_float8"
 JSONB_FLOAT4 = P + "jsonb_float4"
 TO_JSONB = P + "to_jsonb"
+#: :func:`jsonb_key` of a jsonb text: what a comparison, an ORDER BY, a GROUP BY of jsonb reads.
+JSONB_KEY = P + "jsonb_key"
+#: :func:`jsonb_plain` of a jsonb text: what DISTINCT, GROUP BY, a set operation of jsonb read.
+JSONB_PLAIN = P + "jsonb_plain"
 INITCAP = P + "initcap"
 REGEXP_MATCH_ARRAY = P + "regexp_match_array"
 
@@ -411,6 +517,8 @@ REGEXP_MATCH_ARRAY = P + "regexp_match_array"
 #: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
 FUNCTIONS = (
     (JSONB_TYPEOF, _arrow(jsonb_typeof, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_KEY, _arrow(jsonb_key, "BLOB"), ("VARCHAR",), "BLOB"),
+    (JSONB_PLAIN, _arrow(jsonb_plain, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
     (JSONB_CONTAINS, _arrow(jsonb_contains, "BOOLEAN"), ("VARCHAR", "VARCHAR"), "BOOLEAN"),
     (JSONB_EXISTS, _arrow(jsonb_exists, "BOOLEAN"), ("VARCHAR", "VARCHAR[]", "VARCHAR"), "BOOLEAN"),
     (JSONB_BUILD_OBJECT, _arrow(_build_object, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
@@ -533,6 +641,14 @@ def _visibly(node, text: str) -> str:
         if n in _TEXT_CALLS or n in ("->>", "<<@@@"):
             return "text"
     return ""
+
+
+def visibly_jsonb(node, text: str) -> bool:
+    """Whether the value node ``node`` (of the query ``text`` as the user wrote it) is jsonb
+    by its own look: a cast to jsonb, ``->``, ``#>`` or a call whose result is jsonb."""
+    if node.cls == "CAST" and len(node.children) == 2:
+        return _type_of(node, text) == "jsonb"
+    return _visibly(node, text) == "jsonb"
 
 
 def visibly_text(node, text: str) -> bool:

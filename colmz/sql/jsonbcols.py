@@ -9,12 +9,22 @@ text one. The catalog knows each relation's column kinds
 reads the translated text's tree (:func:`colmz.sql.tree.parse_tree`) and, for a column
 reference that resolves to a relation's column, applies PostgreSQL 15's rules:
 
-* **a jsonb column compared with a string literal** (``=``, ``<>``, ``IN (...)``, either
-  side): PostgreSQL reads the literal as jsonb and compares jsonb values; the literal is
-  written as its canonical jsonb text, so the text comparison is the jsonb one (``j =
-  '{"a":1}'`` holds for ``{"a": 1}``). A literal that is not JSON raises PostgreSQL's
-  "invalid input syntax for type json". An ordering comparison (``<``, ``>=``, ...) of a
-  jsonb column with a literal is refused by name (jsonb's order is not its text's).
+* **a comparison of jsonb** (``=``, ``<>``, ``<``, ``>=``, ..., ``IN (...)``, ``BETWEEN``,
+  ``IS [NOT] DISTINCT FROM``) with an operand that is jsonb -- a jsonb column, or a value
+  translate made jsonb (``CAST(... AS JSON)``: a cast to jsonb, ``->``, a jsonb function):
+  every operand compared by :func:`colmz.sql.jsonb.jsonb_key`, PostgreSQL's order and
+  equality of jsonb (a number by its value: ``1.0 = 1``, ``10 > 9``; an object by its pairs'
+  count, then its pairs), a string literal read as jsonb (not JSON: PostgreSQL's "invalid
+  input syntax for type json"). An equality with literals holding no number keeps comparing
+  the canonical texts (a value holding a number equals none without). A jsonb compared with
+  a text column is PostgreSQL's "operator does not exist".
+* **ORDER BY a jsonb value** (a jsonb column, an output column that is one, a set
+  operation's): by its jsonb key.
+* **DISTINCT, GROUP BY, a set operation without ALL, DISTINCT ON, an aggregate's DISTINCT
+  over jsonb**: the values are read through :func:`colmz.sql.jsonb.jsonb_plain`, which
+  refuses by name a number written with trailing fractional zeros (``1.0``): PostgreSQL takes
+  ``1.0`` and ``1`` for one value and keeps either's text, which colmz cannot choose as it
+  does; for the other values text equality is jsonb's.
 * **``||`` of a column and a JSON literal** (translate wrote it both ways,
   :data:`colmz.sql.transforms.CONCAT_BY_KIND`): text concatenation for a text column, jsonb
   concatenation for a jsonb one; another is left to be refused when it runs.
@@ -42,10 +52,12 @@ segments (whose columns are placeholders): :func:`column_ref_kinds` tells it the
 column reference of the view's query resolves to here.
 
 Invariants: a reference is resolved only where it is certain -- in a query whose every FROM
-item is one of the named relations, a qualified reference by its item's alias or name, an
-unqualified one when exactly one item holds the name; a reference elsewhere (a FROM
-subquery's or CTE's column, an outer query's, ORDER BY / GROUP BY, which may name output
-columns) is left as translate wrote it. The rewrite is a pure function of the text and the
+item is one of the named relations or a subquery or CTE whose output columns are known (each
+named by its alias or column, of the kind of the column it passes on, jsonb for a jsonb value
+it computes, none for another value; a name given twice has none), a qualified reference by
+its item's alias or name, an unqualified one when exactly one item holds the name; a
+reference elsewhere (a table function's column, an outer query's) is left as translate wrote
+it. ORDER BY and GROUP BY names are output columns first (PostgreSQL's rule for ORDER BY). The rewrite is a pure function of the text and the
 relations' kinds, cached; a text the tree cannot read is returned unchanged.
 """
 
@@ -58,11 +70,14 @@ from colmz.sql.jsonb import (
     JSONB_CONTAINS,
     JSONB_DELETE,
     JSONB_EXISTS,
+    JSONB_KEY,
     JSONB_PATH,
+    JSONB_PLAIN,
     JSONB_QUOTE,
     TO_JSONB,
     jsonb_dump,
     jsonb_load,
+    visibly_jsonb,
 )
 from colmz.sql.numeric import NUMERIC_IN
 from colmz.sql.transforms import (
@@ -87,6 +102,9 @@ Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
 _EQUALITY = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_IN", "COMPARE_NOT_IN"})
 _ORDERING = {"COMPARE_LESSTHAN": "<", "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
              "COMPARE_GREATERTHANOREQUALTO": ">="}
+#: Comparisons whose operands, jsonb, are compared by :func:`colmz.sql.jsonb.jsonb_key`.
+_COMPARING = frozenset({*_EQUALITY, *_ORDERING, "COMPARE_DISTINCT_FROM", "COMPARE_NOT_DISTINCT_FROM",
+                        "COMPARE_BETWEEN", "COMPARE_NOT_BETWEEN"})
 _OPERATOR_CALLS = frozenset({JSONB_GET, JSONB_PATH, JSONB_EXISTS, JSONB_CONTAINS})
 _EXISTS_MODES = {"one": "?", "any": "?|", "all": "?&"}
 #: Functions of text alone, by their name in translated text, with PostgreSQL's name.
@@ -99,19 +117,23 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     jsonb and text columns applied (module docstring).
 
     >>> rels = (("t", (("k", None), ("s", "text"), ("j", "jsonb"))),)
-    >>> jsonb_column_rules("SELECT j = '{\\"a\\":1}' FROM t", rels)
-    'SELECT j = \\'{"a": 1}\\' FROM t'
+    >>> jsonb_column_rules("SELECT j = '{\\"a\\":\\"x\\"}' FROM t", rels)
+    'SELECT j = \\'{"a": "x"}\\' FROM t'
+    >>> jsonb_column_rules("SELECT k FROM t WHERE j > '1.0'", rels)
+    "SELECT k FROM t WHERE __colmz_jsonb_key(CAST(j AS VARCHAR)) > __colmz_jsonb_key('1.0')"
     >>> jsonb_column_rules("SELECT __colmz_text(j) || __colmz_text(j) FROM t", rels)
     'SELECT __colmz_jsonb_concat(CAST(j AS VARCHAR), CAST(j AS VARCHAR)) FROM t'
     """
     kinds = {k for _, cols in relations for _, k in cols}
-    jsonb = ("jsonb" in kinds and ("'" in text or "||" in text)) or (not kinds.isdisjoint(("json", "string"))
-                                                                   and "'" in text) or CONCAT_BY_KIND in text \
-        or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text")))
+    jsonb = _JSON_CAST in text or "jsonb" in kinds or (not kinds.isdisjoint(("json", "string")) and "'" in text) \
+        or CONCAT_BY_KIND in text or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text")))
     if not jsonb and not ("text" in kinds and any(f in text for f in (*_OPERATOR_CALLS, NUMERIC_CAST))) \
             and not (not kinds.isdisjoint(("jsonb", "json")) and any(f in text.lower() for f in _TEXT_ONLY)):
         return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
     return _rewrite(text, relations)
+
+
+_JSON_CAST = " AS JSON)"  # how translate writes every jsonb value
 
 
 def column_ref_kinds(text: str, relations: Relations) -> dict[tuple[int, int], str]:
@@ -147,7 +169,7 @@ def _rewrite(text: str, relations: Relations) -> str:
     for q in queries:
         _query(q, rels, text, edits)
     out, last = [], 0
-    for start, end, new in sorted(edits):
+    for start, end, new in sorted(edits, key=lambda x: x[:2]):  # (insertions at one place in order)
         if start < last:
             continue  # inside an edited span (never: edits are of disjoint nodes)
         out += [text[last:start], new]
@@ -156,21 +178,31 @@ def _rewrite(text: str, relations: Relations) -> str:
     return "".join(out)
 
 
-def _query(q: Query, rels: dict, text: str, edits: list, found: dict | None = None) -> None:
-    # ``found`` given: the kinds of the references resolved are noted there, no rule applied
-    for _, sub in q.ctes:
-        _query(sub, rels, text, edits, found)
-    for c in q.children:
-        _query(c, rels, text, edits, found)
+def _query(q: Query, rels: dict, text: str, edits: list, found: dict | None = None,
+           distinct: bool = False) -> dict | None:
+    # ``found`` given: the kinds of the references resolved are noted there, no rule applied;
+    # ``distinct``: a branch of a set operation without ALL (its rows compared whole). Gives
+    # the query's output columns' kinds by name (None: its columns not known)
+    if q.ctes:
+        rels = dict(rels)
+        for name, sub in q.ctes:  # a CTE's columns as its query gives them (it hides a table)
+            rels[name.lower()] = _query(sub, rels, text, edits, found)
+    distinct = distinct or (q.setop in ("UNION", "EXCEPT", "INTERSECT") and not q.setop_all)
+    branches = [_query(c, rels, text, edits, found, distinct) for c in q.children]
     scope: dict[str, dict] | None = {}
     for t in table_refs(q):
+        derived = None
         if t.subquery is not None:
-            _query(t.subquery, rels, text, edits, found)
+            derived = _query(t.subquery, rels, text, edits, found)
         if t.type == "JOIN":
             continue
-        if t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[-1].lower() in rels and not t.column_aliases:
-            if scope is not None:
-                scope[(t.alias or t.name[-1]).lower()] = rels[t.name[-1].lower()]
+        if t.type == "BASE_TABLE" and len(t.name) == 1 and rels.get(t.name[-1].lower()) is not None:
+            derived = rels[t.name[-1].lower()]
+        if derived is not None and t.column_aliases:
+            derived = _renamed(derived, t.column_aliases)
+        if scope is not None and derived is not None and t.type in ("BASE_TABLE", "SUBQUERY") \
+                and (t.alias or t.type == "BASE_TABLE"):
+            scope[(t.alias or t.name[-1]).lower()] = derived
         else:
             scope = None  # an item whose columns are not known here: resolve nothing
     roots = [*q.items, *(x for x in (q.where, q.having, q.qualify) if x is not None)]
@@ -179,12 +211,20 @@ def _query(q: Query, rels: dict, text: str, edits: list, found: dict | None = No
         for n in e.walk():
             if n.subquery is not None:
                 _query(n.subquery, rels, text, edits, found)
-    if not scope:
-        return
-    for e in roots:
-        if found is None:
+    outputs = _set_outputs(branches) if q.children else _outputs(q, scope, text)
+    if found is None:
+        # a jsonb value translate wrote (CAST(... AS JSON)) is known without the FROM items
+        scope = scope or {}
+        for e in roots:
             _expression(e, scope, text, edits)
-            continue
+        _order_by(q, scope, text, edits, outputs)
+        _grouping(q, scope, text, edits)
+        if distinct and not q.children:
+            _plain_items(q, scope, text, edits)
+        return outputs
+    if not scope:
+        return outputs
+    for e in roots:
         stack = [e]
         while stack:  # the references _expression reads: not a subquery's operands
             n = stack.pop()
@@ -193,6 +233,53 @@ def _query(q: Query, rels: dict, text: str, edits: list, found: dict | None = No
                 found[(n.start, n.end)] = kind
             if n.subquery is None:
                 stack.extend(n.children)
+    return outputs
+
+
+def _renamed(cols: dict, aliases) -> dict | None:
+    # a FROM item's columns under its column alias list (AS s(a, b)): the first renamed
+    if len(aliases) > len(cols):
+        return None
+    pairs = list(cols.items())
+    return dict([(a.lower(), k) for a, (_, k) in zip(aliases, pairs)] + pairs[len(aliases):])
+
+
+def _outputs(q: Query, scope, text: str) -> dict | None:
+    # a SELECT's output columns by name and their kinds (a jsonb value translate wrote is
+    # jsonb, a column its own kind, another value None); None when not all are known (a *
+    # over items not known); a name given twice has no kind (it is not one column)
+    out: dict = {}
+    twice: set = set()
+    for it in q.items:
+        if it.cls == "STAR":
+            if scope is None or it.star_modified or it.start < 0:
+                return None
+            named = [cols for alias, cols in scope.items() if not it.relation or alias == it.relation.lower()]
+            pairs = [p for cols in named for p in cols.items()]
+        else:
+            name = it.alias or (it.name[-1] if it.cls == "COLUMN_REF" and it.name else "")
+            if not name:
+                continue  # named by PostgreSQL's rules: not referenced by a name here
+            # (jsonb as translate writes it, or as the user does: a planner reads the user's text)
+            kind = "jsonb" if it.start >= 0 and it.cls != "COLUMN_REF" and (
+                _jsonb_valued(it, {}, text) or visibly_jsonb(it, text)) else _kind(it, scope) if scope else None
+            pairs = [(name.lower(), kind)]
+        for name, kind in pairs:
+            if name in out:
+                twice.add(name)
+            out[name] = kind
+    for name in twice:
+        out[name] = None
+    return out
+
+
+def _set_outputs(branches: list) -> dict | None:
+    # a set operation's columns: its first branch's names, a kind where every branch agrees
+    if any(b is None for b in branches) or len({len(b) for b in branches}) != 1:
+        return None
+    kinds = [list(b.values()) for b in branches]
+    return {name: (k if all(ks[i] == k for ks in kinds) else None)
+            for i, (name, k) in enumerate(branches[0].items())}
 
 
 def _kind(n: Expression, scope: dict[str, dict]) -> str | None:
@@ -231,12 +318,200 @@ def _canonical(value: str) -> bool:
         return False
 
 
+def _literal_value(value: str):
+    # a string literal read as jsonb (PostgreSQL's error for one that is not JSON)
+    try:
+        return jsonb_load(value)
+    except ValueError:
+        raise SQLError(f'invalid input syntax for type json: "{value}"') from None
+
+
 def _jsonb_literal(value: str) -> str:
     try:
         doc = jsonb_dump(jsonb_load(value))
     except ValueError:
         raise SQLError(f'invalid input syntax for type json: "{value}"') from None
     return "'" + doc.replace("'", "''") + "'"
+
+
+def _jsonb_valued(n: Expression, scope, text: str) -> bool:
+    # whether ``n`` is certainly jsonb: a value translate made jsonb (CAST(... AS JSON)) or a
+    # jsonb column
+    if n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0:
+        return text[n.children[1].start:n.children[1].end] == "JSON"
+    return _kind(n, scope) == "jsonb"
+
+
+def _has_number(v) -> bool:
+    if isinstance(v, dict):
+        return any(_has_number(x) for x in v.values())
+    if isinstance(v, list):
+        return any(_has_number(x) for x in v)
+    return not (v is None or isinstance(v, (str, bool)))
+
+
+def _constant_doc(n: Expression):
+    # the value of CAST('...' AS JSON) (translate's jsonb literal), else None
+    if n.cls == "CAST" and len(n.children) == 2 and _string(n.children[0]) is not None:
+        try:
+            return jsonb_load(_string(n.children[0]))
+        except ValueError:
+            return None
+    return None
+
+
+def _keyed(n: Expression, edits: list) -> None:
+    # ``n`` (jsonb, or NULL) compared by its jsonb_key: the key's call around it
+    edits.append((n.start, n.start, f"{JSONB_KEY}(CAST("))
+    edits.append((n.end, n.end, " AS VARCHAR))"))
+
+
+def _compare_jsonb(n: Expression, scope, text: str, edits: list) -> bool:
+    # A comparison with a jsonb operand (jsonb_key's module docstring): every operand compared
+    # by its jsonb key (a string literal read as jsonb), unless it is an equality with string
+    # literals holding no number (their jsonb text then compares as the jsonb does: a value
+    # holding a number equals no value without one). True when taken.
+    kids = n.children
+    if not any(_jsonb_valued(k, scope, text) for k in kids):
+        return False
+    literals = [k for k in kids if _string(k) is not None]
+    if any(k.start < 0 for k in kids):
+        raise UnsupportedSQL("a comparison of jsonb whose operands colmz cannot place is not supported by colmz")
+    for k in kids:
+        if _column(k, scope) == "text" and _string(k) is None:
+            raise SQLError("operator does not exist: jsonb = text" if n.type in _EQUALITY
+                           else f"operator does not exist: jsonb {_ORDERING.get(n.type, '=')} text")
+    values = {id(k): _literal_value(_string(k)) for k in literals}
+    # text equality is jsonb's when every operand but one is a literal holding no number
+    unknown = [k for k in kids if not (k.literal is not None and k.literal.kind == "NULL_LITERAL")
+               and _string(k) is None and _constant_doc(k) is None]
+    constants = [v for v in (*values.values(), *(_constant_doc(k) for k in kids)) if v is not None]
+    plain = n.type in _EQUALITY and len(unknown) <= 1 and not any(_has_number(v) for v in constants)
+    for k in kids:
+        if id(k) in values:
+            doc = jsonb_dump(values[id(k)])
+            new = "'" + doc.replace("'", "''") + "'"
+            edits.append((k.start, k.end, new if plain else f"{JSONB_KEY}({new})"))
+        elif not plain and not (k.literal is not None and k.literal.kind == "NULL_LITERAL"):
+            _keyed(k, edits)
+    return True
+
+
+def _items_of(q: Query) -> tuple:
+    # the select items naming a query's output columns (a set operation's: its first branch's)
+    while not q.items and q.children:
+        q = q.children[0]
+    return q.items
+
+
+def _output_item(n: Expression, items) -> Expression | None:
+    # the select item an ORDER BY expression names (by position or output name), if any
+    if n.literal is not None and n.literal.kind == "INTEGER":
+        i = int(n.literal.text)
+        return items[i - 1] if 0 < i <= len(items) else None
+    if n.cls == "COLUMN_REF" and len(n.name) == 1:
+        name = n.name[0].lower()
+        named = [x for x in items if (x.alias or (x.name[-1] if x.cls == "COLUMN_REF" and x.name else "")).lower()
+                 == name]
+        return named[0] if len(named) == 1 else None
+    return None
+
+
+def _order_by(q: Query, scope, text: str, edits: list, outputs: dict | None = None) -> None:
+    # ORDER BY a jsonb value: by its jsonb key (PostgreSQL's order of jsonb, not its text's)
+    items = _items_of(q)
+    for m in q.modifiers:
+        if m.type != "ORDER_MODIFIER":
+            continue
+        for e in m.expressions:
+            if e.start < 0:
+                continue
+            if q.children:  # a set operation's column, by name or position
+                kinds = list((outputs or {}).values())
+                if e.literal is not None and e.literal.kind == "INTEGER":
+                    k = int(e.literal.text)
+                    if 0 < k <= len(kinds) and kinds[k - 1] == "jsonb":
+                        raise UnsupportedSQL("ORDER BY the position of a jsonb column is not supported by colmz "
+                                             "here: order by its name")
+                    continue
+                jsonb = e.cls == "COLUMN_REF" and len(e.name) == 1 and (outputs or {}).get(e.name[0].lower()) == "jsonb"
+                if jsonb:
+                    _keyed(e, edits)
+                continue
+            item = _output_item(e, items)
+            if item is not None and item is not e and item.start >= 0:
+                jsonb = _jsonb_valued(item, scope, text)
+                if jsonb and e.literal is not None:
+                    # by position: the item's expression (as it is written: no rule edits it)
+                    if any(item.start <= x[0] and x[1] <= item.end for x in edits):
+                        raise UnsupportedSQL("ORDER BY the position of a jsonb column is not supported by colmz "
+                                             "here: order by its name or expression")
+                    edits.append((e.start, e.end, f"{JSONB_KEY}(CAST({text[item.start:item.end]} AS VARCHAR))"))
+                    continue
+            else:
+                jsonb = _jsonb_valued(e, scope, text)
+            if jsonb:
+                _keyed(e, edits)
+
+
+def _plain_value(n: Expression, edits: list, name: str = "") -> None:
+    # ``n`` (jsonb) read through jsonb_plain (named ``name`` when it is a select item that
+    # was a bare column); once
+    if n.cls == "CAST":  # CAST(... AS JSON): jsonb as translate writes it
+        opening, closing = f"CAST({JSONB_PLAIN}(CAST(", " AS VARCHAR)) AS JSON)"
+    else:  # a jsonb column (text to DuckDB)
+        opening, closing = f"{JSONB_PLAIN}(", ")" + (' AS "' + name.replace('"', '""') + '"' if name else "")
+    if (n.start, n.start, opening) not in edits:
+        edits += [(n.start, n.start, opening), (n.end, n.end, closing)]
+
+
+def _plain_items(q: Query, scope, text: str, edits: list) -> None:
+    # the jsonb select items of ``q`` read through jsonb_plain
+    for it in q.items:
+        if it.start >= 0 and _jsonb_valued(it, scope, text):
+            _plain_value(it, edits, it.name[-1] if it.cls == "COLUMN_REF" and not it.alias else "")
+
+
+def _grouping(q: Query, scope, text: str, edits: list) -> None:
+    # DISTINCT, DISTINCT ON, GROUP BY, a set operation without ALL and an aggregate's DISTINCT
+    # over jsonb: its values read through jsonb_plain, which refuses a number whose text is not
+    # the only one of its value (1.0): for the others, text equality is jsonb's
+    for m in q.modifiers:
+        if m.type != "DISTINCT_MODIFIER":
+            continue
+        if not m.expressions:
+            _plain_items(q, scope, text, edits)
+        for e in m.expressions:
+            if e.start >= 0 and _jsonb_valued(e, scope, text):
+                _plain_value(e, edits)
+    items = q.items
+    for e in q.group_by:
+        if e.start < 0:
+            continue
+        item = None if _kind(e, scope) is not None else _output_item(e, items)
+        source = item if item is not None and item.start >= 0 else e
+        if not _jsonb_valued(source, scope, text):
+            continue
+        if len(q.grouping_sets) > 1:
+            raise UnsupportedSQL("ROLLUP, CUBE or GROUPING SETS of a jsonb value is not supported by colmz")
+        edits.append((e.end, e.end, f", {JSONB_PLAIN}(CAST({text[source.start:source.end]} AS VARCHAR))"))
+    for root in (*items, *(x for x in (q.having, q.qualify) if x is not None),
+                 *(e for m in q.modifiers if m.type == "ORDER_MODIFIER" for e in m.expressions)):
+        for n in root.walk():
+            if n.cls == "FUNCTION" and n.distinct and n.subquery is None:
+                for k in n.children:
+                    if k.start >= 0 and _jsonb_valued(k, scope, text):
+                        _plain_value(k, edits)
+            # a window's PARTITION BY (grouped) and ORDER BY, an aggregate's ORDER BY, of jsonb
+            orders = (*n.order_by, *(n.over.orders if n.over is not None else ()))
+            for k in (n.over.partitions if n.over is not None else ()):
+                if k.start >= 0 and _jsonb_valued(k, scope, text):
+                    _plain_value(k, edits)
+            for o in orders:
+                k = o.expression
+                if k.start >= 0 and _jsonb_valued(k, scope, text) and (k.start, k.start, f"{JSONB_KEY}(CAST(") \
+                        not in edits:
+                    _keyed(k, edits)
 
 
 def _expression(e: Expression, scope, text: str, edits: list) -> None:
@@ -246,6 +521,9 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
         if n.subquery is not None:
             continue  # its own query: _query
         kids = n.children
+        if n.type in _COMPARING and len(kids) >= 2 and _compare_jsonb(n, scope, text, edits):
+            stack.extend(k for k in kids if _string(k) is None)
+            continue
         if n.type in _EQUALITY and len(kids) >= 2:
             sides = [kids[0]] if n.type.endswith("IN") else list(kids)
             if any(_kind(k, scope) == "string" for k in sides) and any(

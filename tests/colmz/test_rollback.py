@@ -142,7 +142,8 @@ NOT_ROLLED_BACK.update({
     "Recompute": {"schema", "reason", "_evaluate", "rows_recomputed"},
     # its SQL (text, translated), schemas, DuckDB session and runner (configuration), the
     # DuckDB calls made (a work counter)
-    "SqlMapFilter": {"input_schema", "where", "select", "sql", "translated", "_run", "_con", "schema", "calls"},
+    "SqlMapFilter": {"input_schema", "where", "select", "sql", "translated", "_run", "_con", "schema", "calls",
+                     "plain", "_passthrough"},
     # its rows (configuration); whether it has stepped is its clock
     "Constant": {"schema", "rows"},
     # its bounds, projection and held columns' names (configuration), the rows it has read and

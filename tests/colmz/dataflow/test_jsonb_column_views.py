@@ -71,11 +71,13 @@ def test_each_previously_refused_body_is_maintained_and_equals_the_recompute():
 
 
 def test_the_rules_reach_the_operators():
-    # the literal compared natively is the canonical jsonb text; || of two jsonb columns is
-    # the merge in the segment that computes it (not text concatenation)
+    # a literal holding a number is compared by value in a segment (jsonb's 1.0 is 1), one
+    # holding none natively as the canonical jsonb text; || of two jsonb columns is the merge
+    # in the segment that computes it (not text concatenation)
     cats = catalogs()
     text = str(cats[0].explain("eq"))
-    assert """e.j = '{"a": 1}'""" in text, text
+    assert """MapFilter via SQL [e.j = '{"a":1}']""" in text, text
+    assert """where=[f.b = '{"x": "y"}']""" in str(cats[0].explain("join_on"))
     cats[0].execute(SCRIPT[0])
     assert sorted(cats[0].sql("SELECT k FROM eq").column("k").to_pylist(), key=repr) == [1, 1, None]
     merged = dict(zip(*cats[0].sql("SELECT k, m FROM concat WHERE k IN (2, 3)").columns))
