@@ -72,6 +72,7 @@ from colmz.order import (
     encode_columns,
     narrow_rows,
     pad_keys,
+    search_range,
     search_rows,
     unify_layouts,
 )
@@ -319,6 +320,9 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     >>> q.tolist(), rows.tolist()
     ([0, 0, 2], [2, 3, 9])
     """
+    if len(lo) == 1:  # one query (a one-row commit's): its range, without the cumulative sums
+        a, b = int(lo[0]), int(hi[0])
+        return np.zeros(max(b - a, 0), np.int64), np.arange(a, max(a, b), dtype=np.int64)
     cnt = hi - lo
     ends = np.cumsum(cnt)
     rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(int(ends[-1]) if len(ends) else 0)
@@ -549,7 +553,8 @@ class KeyedArrangement(FueledHolder):
             held = {r.serial for r in runs}
             self._key_index = {s: x for s, x in self._key_index.items() if s in held}
         for run in runs:
-            mine, present = narrow_rows(q, ql, run.key_layout)
+            # a run of the query's own layout (the common case) takes the query as it is
+            mine, present = (q, None) if run.key_layout == ql else narrow_rows(q, ql, run.key_layout)
             m = len(mine)
             index = self._key_index.get(run.serial) if run.serial else None
             if index is None and run.serial and worth_indexing(m, len(run.diff)):
@@ -559,11 +564,10 @@ class KeyedArrangement(FueledHolder):
                 lo, hi = index.ranges(mine)
                 self.search_probes += m * (len(index.keys) + 1).bit_length()
             else:
-                lo = search_rows(run.keys, mine, "left")
-                hi = search_rows(run.keys, mine, "right")
+                lo, hi = search_range(run.keys, mine)
                 self.search_probes += 2 * m * (len(run.diff) + 1).bit_length()
             self.keys_searched += len(q)
-            out.append((run, lo, np.where(present, hi, lo)))
+            out.append((run, lo, hi if present is None else np.where(present, hi, lo)))
         return out
 
     @property
