@@ -278,16 +278,17 @@ class Saved:
     __slots__ = ("owner", "fields", "values", "copied", "touched")
 
     def __init__(self, owner: type, fields: tuple[str, ...], values: tuple,
-                 touched: dict[int, _InPlace] | None = None) -> None:
+                 touched: dict[int, _InPlace] | None = None, *, copied: int | None = None) -> None:
         self.owner = owner
         self.fields = fields
         self.values = values
         #: the structures kept on touch, by ``id`` (each ``_InPlace`` holds its structure alive)
         self.touched: dict[int, _InPlace] = {} if touched is None else touched
-        copied = 0
-        for v in values:
-            if type(v) in _SAVED_TYPES:
-                copied += v.copied
+        if copied is None:  # (``save`` counts what it copies as it goes)
+            copied = 0
+            for v in values:
+                if type(v) in _SAVED_TYPES:
+                    copied += v.copied
         for s in self.touched.values():
             copied += s.copied
         self.copied = copied
@@ -368,6 +369,7 @@ def save(obj: Any, exclude: tuple[str, ...] = ()) -> Saved:
     else:
         fields = declared
     values = []
+    copied = 0
     savers = _SAVER
     for f in fields:
         v = getattr(obj, f)
@@ -378,8 +380,9 @@ def save(obj: Any, exclude: tuple[str, ...] = ()) -> Saved:
             saver = savers[t] if t in savers else _saver_of(t)
             if saver is not None:
                 v = saver(v)
+                copied += v.copied
         values.append(v)
-    return Saved(cls, fields, tuple(values))
+    return Saved(cls, fields, tuple(values), copied=copied)
 
 
 def roll_back(obj: Any, saved: Saved, *, copy: bool = False) -> None:
