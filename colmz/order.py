@@ -76,6 +76,7 @@ __all__ = [
     "pad_keys",
     "column_from_raw_words",
     "raw_words",
+    "search_range",
     "search_rows",
     "unify_layouts",
 ]
@@ -247,6 +248,9 @@ def encode_columns(columns, kinds=None, *, n: int | None = None) -> tuple[np.nda
     columns = [_flatten(c) for c in columns]
     if n is None:
         n = len(columns[0]) if columns else 0
+    plain = _plain_words(columns, kinds, n)
+    if plain is not None:
+        return plain
     if kinds is None:
         kinds = [kind_of(c.type) for c in columns]
     widths = [_column_width(c, k) for c, k in zip(columns, kinds)]
@@ -288,6 +292,34 @@ def encode_columns(columns, kinds=None, *, n: int | None = None) -> tuple[np.nda
     if has_nulls:
         keys[:, col] = null_word
     return keys, layout
+
+
+#: The kind :func:`encode_columns` gives each 64-bit integer type (the types :func:`_plain_words` encodes).
+_PLAIN_KINDS = {pa.int64(): "int", pa.uint64(): "uint"}
+
+
+def _plain_words(columns: list, kinds, n: int) -> tuple[np.ndarray, Layout] | None:
+    """:func:`encode_columns` of 64-bit integer columns without NULLs (the common key and
+    payload of a one-row commit), or ``None`` for any others: each column's word is its
+    value (sign bit flipped when signed) -- the general path's answer, without its per-column
+    set-up (kind lookups, widths, validity), which dominates a batch of a few rows."""
+    if not columns:
+        return None
+    for i, c in enumerate(columns):
+        k = _PLAIN_KINDS.get(c.type)
+        if k is None or c.null_count or len(c) != n or (kinds is not None and kinds[i] != k):
+            return None
+    keys = np.empty((n, len(columns)), np.uint64)
+    for i, c in enumerate(columns):
+        buf = c.buffers()[1]
+        if buf is None:
+            return None
+        v = np.frombuffer(buf, np.uint64, count=n, offset=c.offset * 8)
+        if c.type == _INT64:
+            np.bitwise_xor(v, SIGN_BIT, out=keys[:, i])
+        else:
+            keys[:, i] = v
+    return keys, (*(1,) * len(columns), 0)
 
 
 def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
@@ -448,6 +480,45 @@ def narrow_rows(rows: np.ndarray, layout: Layout, target: Layout) -> tuple[np.nd
             present &= ~rows[:, start + t:start + w].any(axis=1)
         start += w
     return np.ascontiguousarray(rows[:, keep]), present
+
+
+def search_range(sorted_rows: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(search_rows(sorted_rows, q, "left"), search_rows(sorted_rows, q, "right"))``: the
+    rows equal to each query are ``[lo, hi)``.
+
+    For a few queries of several words (:data:`SCALAR_SEARCHES`) the right end is found by
+    galloping from the left one -- probes ``lo``, ``lo + 1``, ``lo + 3``, ... then a binary
+    search in the last gap -- so a key held once or not at all (a consolidated run searched
+    for a commit's row) costs one or two probes beyond the left search, not a second whole
+    binary search (``O(log(hi - lo + 1))`` probes).
+
+    >>> rows = np.array([[1, 5], [2, 0], [2, 0], [2, 7]], np.uint64)
+    >>> lo, hi = search_range(rows, np.array([[2, 0], [0, 0], [2, 7]], np.uint64))
+    >>> lo.tolist(), hi.tolist()
+    ([1, 0, 3], [3, 0, 4])
+    """
+    n, w = sorted_rows.shape
+    m = len(q)
+    if w <= 1 or m > SCALAR_SEARCHES:
+        return search_rows(sorted_rows, q, "left"), search_rows(sorted_rows, q, "right")
+    lo_out = search_rows(sorted_rows, q, "left")
+    hi_out = np.empty(m, np.int64)
+    for i, row in enumerate(q.tolist()):
+        a = int(lo_out[i])
+        last, probe, step = a - 1, a, 1  # rows up to last equal row; probe is the next to look at
+        while probe < n and sorted_rows[probe].tolist() == row:
+            last, probe, step = probe, a + step, step * 2
+        # the first unequal row is in (last, probe]: a binary search of that gap (rows from
+        # a on are at least row: the equal ones come first)
+        lo, hi = last + 1, min(probe, n)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if sorted_rows[mid].tolist() == row:
+                lo = mid + 1
+            else:
+                hi = mid
+        hi_out[i] = lo
+    return lo_out, hi_out
 
 
 #: Up to this many queries :func:`search_rows` searches rows of several words one query at

@@ -198,7 +198,7 @@ class _Container:
         # Most containers hold only immutable batches and ints: find the types present in
         # one C-speed pass and look at the elements one by one only when one of those types
         # declares ROLLBACK_FIELDS.
-        if any(getattr(t, "ROLLBACK_FIELDS", None) is not None for t in set(map(type, elems))):
+        if value and any(getattr(t, "ROLLBACK_FIELDS", None) is not None for t in set(map(type, elems))):
             self.inner = [_InPlace(e) for e in elems if _declares(e)]
         else:
             self.inner = []
@@ -232,17 +232,30 @@ class _Array:
 _PLAIN = frozenset({int, float, str, bool, type(None), tuple, frozenset, bytes})
 
 
+#: Per type of field value, how :func:`saved_value` keeps it: ``None`` (by reference) or the
+#: saver class. A type's rule never changes (it depends on the class alone), so each type is
+#: classified once instead of at every save of every field.
+_SAVER: dict[type, Any] = dict.fromkeys(_PLAIN)
+
+
+def _saver_of(cls: type) -> Any:
+    if getattr(cls, "ROLLBACK_FIELDS", None) is not None:
+        saver = _InPlace
+    elif issubclass(cls, (list, dict, deque, set)):
+        saver = _Container
+    elif issubclass(cls, np.ndarray):
+        saver = _Array
+    else:
+        saver = None
+    _SAVER[cls] = saver
+    return saver
+
+
 def saved_value(value: Any) -> Any:
     """How a rollback keeps one field's value (see the module docstring for the rule)."""
-    if type(value) in _PLAIN:
-        return value
-    if _declares(value):
-        return _InPlace(value)
-    if isinstance(value, (list, dict, deque, set)):
-        return _Container(value)
-    if isinstance(value, np.ndarray):
-        return _Array(value)
-    return value
+    cls = type(value)
+    saver = _SAVER[cls] if cls in _SAVER else _saver_of(cls)
+    return value if saver is None else saver(value)
 
 
 _SAVED_KINDS = (_InPlace, _Appended, _Container, _Array)
@@ -265,16 +278,17 @@ class Saved:
     __slots__ = ("owner", "fields", "values", "copied", "touched")
 
     def __init__(self, owner: type, fields: tuple[str, ...], values: tuple,
-                 touched: dict[int, _InPlace] | None = None) -> None:
+                 touched: dict[int, _InPlace] | None = None, *, copied: int | None = None) -> None:
         self.owner = owner
         self.fields = fields
         self.values = values
         #: the structures kept on touch, by ``id`` (each ``_InPlace`` holds its structure alive)
         self.touched: dict[int, _InPlace] = {} if touched is None else touched
-        copied = 0
-        for v in values:
-            if type(v) in _SAVED_TYPES:
-                copied += v.copied
+        if copied is None:  # (``save`` counts what it copies as it goes)
+            copied = 0
+            for v in values:
+                if type(v) in _SAVED_TYPES:
+                    copied += v.copied
         for s in self.touched.values():
             copied += s.copied
         self.copied = copied
@@ -354,10 +368,21 @@ def save(obj: Any, exclude: tuple[str, ...] = ()) -> Saved:
         fields = tuple(f for f in declared if f not in exclude)
     else:
         fields = declared
-    values = tuple(_Appended(getattr(obj, f), f) if f in appended else
-                   getattr(obj, f) if f in by_reference else saved_value(getattr(obj, f))
-                   for f in fields)
-    return Saved(cls, fields, values)
+    values = []
+    copied = 0
+    savers = _SAVER
+    for f in fields:
+        v = getattr(obj, f)
+        if f in appended:
+            v = _Appended(v, f)
+        elif f not in by_reference:
+            t = type(v)
+            saver = savers[t] if t in savers else _saver_of(t)
+            if saver is not None:
+                v = saver(v)
+                copied += v.copied
+        values.append(v)
+    return Saved(cls, fields, tuple(values), copied=copied)
 
 
 def roll_back(obj: Any, saved: Saved, *, copy: bool = False) -> None:

@@ -601,7 +601,7 @@ class Updates:
         """
         specs = _specs(schema)
         return cls(
-            {s.name: pa.array([], s.type) for s in specs},
+            {s.name: _empty_array(s.type) for s in specs},
             np.empty(0, np.uint64),
             np.empty(0, np.int64),
             _trusted=True,
@@ -855,6 +855,20 @@ def _schema_types(schema, names: Sequence[str]) -> dict[str, pa.DataType]:
         kind_of(spec.type, spec.name)
         types[spec.name] = spec.type
     return types
+
+
+#: An empty Arrow array per type (immutable, so shared): :meth:`Updates.empty` is made at
+#: every step that changes nothing, and ``pa.array([], type)`` costs microseconds each time.
+_EMPTY_ARRAYS: dict[pa.DataType, pa.Array] = {}
+
+
+def _empty_array(t: pa.DataType) -> pa.Array:
+    a = _EMPTY_ARRAYS.get(t)
+    if a is None:
+        a = pa.array([], t)
+        if len(_EMPTY_ARRAYS) < 1024:  # bounded: types made at run time (decimals, timestamps) are many
+            _EMPTY_ARRAYS[t] = a
+    return a
 
 
 def _specs(schema) -> tuple[ColumnSpec, ...]:

@@ -849,7 +849,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         neg = np.flatnonzero(change.diff < 0)
         if not len(neg):
             return
-        out = change.take(neg)
+        # an update's old rows out are often one stretch (one row): sliced, zero-copy
+        a, b = int(neg[0]), int(neg[-1]) + 1
+        out = change.slice(a, b) if b - a == len(neg) else change.take(neg)
         after = coll.counts(out) + out.diff
         if after.min() < 0:
             i = int(np.argmax(after < 0))

@@ -37,6 +37,7 @@ def table_batch(name: str, schema: Sequence[ColumnSpec], updates, time: int | No
     columns = [c.name for c in schema]
     if not isinstance(updates, Updates):
         updates, time = _frame_updates(updates, columns, name, time, now)
+    at_own_time = time is None  # the batch's times are the commit's (checked below)
     if time is None:
         if len(updates) == 0:
             raise ValueError("updates is empty and no time= is given: nothing says when to commit")
@@ -52,6 +53,8 @@ def table_batch(name: str, schema: Sequence[ColumnSpec], updates, time: int | No
     if [c.name for c in updates.schema] != columns:
         raise SchemaError(f"updates have columns {updates.column_names}, table {name!r} has {columns}")
     data = {c.name: _cast_column(updates.column(c.name), c, name) for c in schema}
+    if at_own_time and all(data[c.name] is updates.column(c.name) for c in schema):
+        return updates, time  # at one time, of the table's types already: the batch as it is
     return Updates(data, np.full(len(updates), time, np.uint64), updates.diff, copy=False), time
 
 

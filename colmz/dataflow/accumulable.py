@@ -773,7 +773,8 @@ class AccumulableReduce:
         for (name, a), sl in zip(self.aggregates.items(), self._slices):
             data[name] = a.output(accs[0], accs[sl], where)
         diff = np.concatenate([np.full(len(old_idx), -1, np.int64), np.ones(len(new_idx), np.int64)])
-        return Updates(data, np.full(len(idx), time, np.uint64), diff, copy=False)
+        # every column is an Arrow array of the output's type, made here: no checks to repeat
+        return Updates(data, np.full(len(idx), time, np.uint64), diff, _trusted=True)
 
     def __repr__(self) -> str:
         return f"AccumulableReduce(group_by={list(self.group_by)}, aggregates={self.aggregates})"

@@ -20,10 +20,15 @@ _SAFE = 2.0**62
 
 
 def _bound(x: np.ndarray) -> float:
-    if not len(x):
+    n = len(x)
+    if not n:
         return 0.0
     if x.dtype == object:
         return float("inf")
+    if n <= 8 and x.dtype.kind in "iub":
+        # a few integers (a one-row step's): their largest magnitude as Python ints, the same
+        # float as numpy's conversion, abs and max give, without three array operations
+        return float(max(map(abs, x.tolist())))
     return float(np.abs(x.astype(np.float64)).max())
 
 

@@ -72,6 +72,7 @@ from colmz.order import (
     encode_columns,
     narrow_rows,
     pad_keys,
+    search_range,
     search_rows,
     unify_layouts,
 )
@@ -148,6 +149,11 @@ def narrow_diff(diff: np.ndarray) -> np.ndarray:
     return diff
 
 
+#: Up to this many rows :func:`consolidate_words` sorts and sums them as Python values:
+#: below it numpy's per-call costs (a lexsort, a gather, a reduceat) are most of the work.
+TINY_ROWS = 8
+
+
 def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``uint64`` words sorted lexicographically, equal rows' diffs summed, zero sums
     dropped -- by one integer sort when the rows pack into one word each
@@ -164,6 +170,22 @@ def consolidate_words(words: np.ndarray, diff: np.ndarray) -> tuple[np.ndarray, 
     if n <= 1:  # one row is consolidated (a one-row step's insert skips the kernels' set-up)
         keep = diff != 0
         return words[keep], diff[keep]
+    if n <= TINY_ROWS and width:
+        # a handful of rows (a one-row change's, or its run coalesced with the newest small
+        # run): sorted and summed as Python ints -- exact, so a sum leaving int64 is seen
+        # and left to the kernels, which raise naming it
+        rows, ds = words.tolist(), diff.tolist()
+        idx: list[int] = []
+        sums: list[int] = []
+        for i in sorted(range(n), key=rows.__getitem__):
+            if idx and rows[idx[-1]] == rows[i]:
+                sums[-1] += ds[i]
+            else:
+                idx.append(i)
+                sums.append(ds[i])
+        if all(-(2**63) <= d < 2**63 for d in sums):
+            kept = [j for j, d in enumerate(sums) if d]
+            return words[[idx[j] for j in kept]], np.array([sums[j] for j in kept], np.int64)
     if n <= SMALL_ROWS and width and max(int(diff.max()), -int(diff.min())) < 2**56:
         # (not np.abs: the absolute value of int64's smallest wraps to itself)
         # a few rows (a one-row change's update): sorted and summed in numpy, without the
@@ -319,6 +341,9 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     >>> q.tolist(), rows.tolist()
     ([0, 0, 2], [2, 3, 9])
     """
+    if len(lo) == 1:  # one query (a one-row commit's): its range, without the cumulative sums
+        a, b = int(lo[0]), int(hi[0])
+        return np.zeros(max(b - a, 0), np.int64), np.arange(a, max(a, b), dtype=np.int64)
     cnt = hi - lo
     ends = np.cumsum(cnt)
     rows = np.repeat(lo - (ends - cnt), cnt) + np.arange(int(ends[-1]) if len(ends) else 0)
@@ -549,7 +574,8 @@ class KeyedArrangement(FueledHolder):
             held = {r.serial for r in runs}
             self._key_index = {s: x for s, x in self._key_index.items() if s in held}
         for run in runs:
-            mine, present = narrow_rows(q, ql, run.key_layout)
+            # a run of the query's own layout (the common case) takes the query as it is
+            mine, present = (q, None) if run.key_layout == ql else narrow_rows(q, ql, run.key_layout)
             m = len(mine)
             index = self._key_index.get(run.serial) if run.serial else None
             if index is None and run.serial and worth_indexing(m, len(run.diff)):
@@ -559,11 +585,10 @@ class KeyedArrangement(FueledHolder):
                 lo, hi = index.ranges(mine)
                 self.search_probes += m * (len(index.keys) + 1).bit_length()
             else:
-                lo = search_rows(run.keys, mine, "left")
-                hi = search_rows(run.keys, mine, "right")
+                lo, hi = search_range(run.keys, mine)
                 self.search_probes += 2 * m * (len(run.diff) + 1).bit_length()
             self.keys_searched += len(q)
-            out.append((run, lo, np.where(present, hi, lo)))
+            out.append((run, lo, hi if present is None else np.where(present, hi, lo)))
         return out
 
     @property
@@ -665,6 +690,9 @@ class KeyedArrangement(FueledHolder):
         return FoundWords(np.concatenate(qs), kw, kl, vw, vl, diff)
 
     def _decode(self, kw, kl, vw, vl, diff) -> Updates:
+        if not len(kw) == len(vw) == len(diff):
+            raise ValueError(f"key words of {len(kw)} rows, payload words of {len(vw)} and {len(diff)} diffs: "
+                             "one length is needed")
         kc = decode_columns(kw, kl, self._key_specs)
         vc = decode_columns(vw, vl, self._val_specs)
         cols: list = [None] * len(self.schema)
@@ -673,7 +701,9 @@ class KeyedArrangement(FueledHolder):
         for i, c in zip(self._val_pos, vc):
             cols[i] = c
         time = np.full(len(diff), self._since or 0, np.uint64)
-        return Updates({s.name: c for s, c in zip(self.schema, cols)}, time, diff, copy=False)
+        # decoded here in the arrangement's types, one length: nothing for Updates to check
+        return Updates({s.name: c for s, c in zip(self.schema, cols)}, time, np.asarray(diff, np.int64),
+                       _trusted=True)
 
     # -- durable state (colmz.dataflow.state) -------------------------------------------
 

@@ -279,6 +279,9 @@ class MapFilter:
         self.renames = (not preds and len(cols) == len(self.input_schema)
                         and all(isinstance(c, Column) and c.source == i.name for c, i in zip(cols, self.input_schema)))
         self.passes_through = consolidated_input and self.renames
+        #: Whether every output is an input column (a projection): a step takes the checked
+        #: delta's arrays as they are, of the types the outputs were bound to.
+        self._projects = all(isinstance(c, Column) for c in cols)
         #: Rows consolidated by steps (a work counter: none for a pass-through segment).
         self.rows_consolidated = 0
 
@@ -295,6 +298,10 @@ class MapFilter:
                 delta = delta.take(np.flatnonzero(keep))
         if self.renames:
             out = delta.rename([c.name for c in self.schema])
+        elif self._projects:
+            # the delta is checked (cast to the input's types): its columns need no second look
+            out = Updates({c.name: delta.column(c.source) for c in self.select}, delta.time, delta.diff,
+                          _trusted=True)
         else:
             out = Updates({c.name: c.evaluate(delta) for c in self.select}, delta.time, delta.diff,
                           schema=self.schema, copy=False)

@@ -310,3 +310,34 @@ def test_search_rows_of_a_few_queries_matches_the_vectorised_search():
             for i, r in enumerate(q.tolist()):  # and both are bisect's answer
                 b = (bisect.bisect_left if side == "left" else bisect.bisect_right)(keys, tuple(r))
                 assert got[i] == b
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=60),
+       st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=1, max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_search_range_is_both_bisects(rows, queries):
+    # a few queries gallop from the left end to the right one, more take two searches: both
+    # are bisect's left and right ends, keys held many times, once or not at all
+    from colmz.order import search_range
+
+    keys = sorted(rows)
+    sorted_rows = np.array(keys, np.uint64).reshape(len(keys), 2)
+    q = np.array(queries, np.uint64).reshape(len(queries), 2)
+    lo, hi = search_range(sorted_rows, q)
+    assert lo.tolist() == [bisect.bisect_left(keys, r) for r in queries]
+    assert hi.tolist() == [bisect.bisect_right(keys, r) for r in queries]
+
+
+@given(st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**64 - 1)), max_size=8),
+       st.integers(0, 3))
+def test_64_bit_integer_columns_encode_to_their_words(rows, offset):
+    # int64 / uint64 columns without NULLs (a one-row commit's) take the short path: each
+    # word is the value, a signed one's sign bit flipped; sliced arrays read from their offset
+    pad = [(0, 0)] * offset
+    ints = pa.array([r[0] for r in pad + rows], pa.int64()).slice(offset)
+    uints = pa.array([r[1] for r in pad + rows], pa.uint64()).slice(offset)
+    keys, layout = encode_columns([ints, uints])
+    assert layout == (1, 1, 0)
+    assert word_rows(keys) == [(a + 2**63, b) for a, b in rows]
+    with_null = pa.array([r[0] for r in rows] + [None], pa.int64())  # the general path's words agree
+    assert word_rows(encode_columns([with_null])[0])[:-1] == [(a + 2**63, 0) for a, _ in rows]

@@ -108,7 +108,8 @@ NOT_ROLLED_BACK.update({
                    "last_step_merged", "max_step_merged",
                    # what recent merges were made of: facts (serials are never reused)
                    "lineage"},
-    "MapFilter": {"input_schema", "where", "select", "schema", "renames", "passes_through", "rows_consolidated"},
+    "MapFilter": {"input_schema", "where", "select", "schema", "renames", "passes_through", "rows_consolidated",
+                  "_projects"},
     "Union": {"input_schemas", "schema"},
     "Negate": {"schema"},
     # which inputs read shared arrangements (configuration; those are rolled back by the catalog)

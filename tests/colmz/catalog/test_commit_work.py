@@ -91,3 +91,56 @@ def test_a_change_that_cancels_commits_nothing_to_the_views():
     cat.append("t", colmz.concat([_row(3, 3, 1), _row(3, 3, -1)]), time=cat.now + 1)
     assert {name: cat.read(name).to_pylist() for name in VIEWS} == {
         name: [(*r[:-2], cat.now, r[-1]) for r in rows] for name, rows in before.items()}
+
+
+def test_a_batch_at_its_own_time_of_the_tables_types_is_committed_as_given():
+    # no second Updates built per commit: the batch (one time, the table's types) is the one
+    # the engine writes; a batch given another time, or of other types, is rebuilt
+    from colmz.catalog.frames import table_batch
+
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (k BIGINT)")
+    schema = cat.object("t").schema
+    u = colmz.Updates({"k": pa.array([4], pa.int64())}, time=[7], diff=[-1])
+    assert table_batch("t", schema, u, None, 3) == (u, 7) and table_batch("t", schema, u, None, 3)[0] is u
+    moved, t = table_batch("t", schema, u, 9, 3)
+    assert moved is not u and t == 9 and moved.to_pylist() == [(4, 9, -1)]
+    narrow = colmz.Updates({"k": pa.array([4], pa.int32())}, time=[7], diff=[1])
+    cast, _ = table_batch("t", schema, narrow, None, 3)
+    assert cast is not narrow and cast.schema == u.schema and cast.to_pylist() == [(4, 7, 1)]
+
+
+def test_an_empty_batch_shares_its_empty_columns():
+    # a step that changes nothing returns Updates.empty: one empty Arrow array per type, made once
+    a = colmz.Updates.empty({"k": pa.int64(), "s": pa.string()})
+    b = colmz.Updates.empty({"x": pa.int64()})
+    assert a.column("k") is b.column("x") and len(a) == 0 and a.column("s").type == pa.string()
+
+
+def test_a_key_held_once_is_found_with_a_probe_or_two_past_the_left_search():
+    # search_range gallops from the left end: the right end of a key held once (a consolidated
+    # run's row) costs at most two probes more than the left search, not a second binary search
+    from colmz.order import search_range, search_rows
+
+    class Probed(np.ndarray):
+        probes = 0
+
+        def __getitem__(self, i):
+            if isinstance(i, (int, np.integer)):
+                Probed.probes += 1
+            return super().__getitem__(i)
+
+    n = 1 << 12
+    rows = np.stack([np.arange(n, dtype=np.uint64), np.arange(n, dtype=np.uint64) * 3], axis=1).view(Probed)
+    for key in ([1000, 3000], [1000, 3001], [n - 1, 3 * (n - 1)]):
+        q = np.array([key], np.uint64)
+        Probed.probes = 0
+        lo, hi = search_range(rows, q)
+        both = Probed.probes
+        Probed.probes = 0
+        assert lo.tolist() == search_rows(rows, q, "left").tolist()
+        left = Probed.probes
+        Probed.probes = 0
+        assert hi.tolist() == search_rows(rows, q, "right").tolist()
+        right = Probed.probes
+        assert both <= left + 2 < left + right and left <= n.bit_length()

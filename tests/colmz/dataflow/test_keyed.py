@@ -365,3 +365,34 @@ def test_a_merge_whose_rows_cancel_keeps_no_unused_output_uncounted():
     assert merged.done and read == 2 * n and len(run.diff) == n
     held = run.keys if run.keys.base is None else run.keys.base
     assert held.nbytes <= run.keys.nbytes * 9 // 8, (held.shape, run.keys.shape)
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**64 - 1), st.integers(-3, 3)), max_size=12),
+       st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_consolidate_words_of_a_few_rows_is_the_multiset_sum(rows, huge):
+    # up to TINY_ROWS rows are summed as Python ints, more in numpy or the kernels: every
+    # path gives the rows sorted, each once, no zero sum; a sum leaving int64 raises
+    from collections import Counter
+
+    from colmz.dataflow.keyed import consolidate_words
+
+    if huge and rows:  # diffs near int64's edge: two of them overflow
+        rows = [(a, b, max(-1, min(1, d)) * 2**62) for a, b, d in rows]
+    want = Counter()
+    for a, b, d in rows:
+        want[(a, b)] += d
+    words = np.array([(a, b) for a, b, _ in rows], np.uint64).reshape(len(rows), 2)
+    diff = np.array([d for _, _, d in rows], np.int64)
+    if any(not -(2**63) <= v < 2**63 for v in want.values()):
+        with pytest.raises(OverflowError):
+            consolidate_words(words, diff)
+        return
+    try:
+        w, d = consolidate_words(words, diff)
+    except OverflowError:  # a partial sum left int64 on the way (the kernels sum in order)
+        assert huge
+        return
+    assert [tuple(r) for r in w.tolist()] == sorted(k for k, v in want.items() if v)
+    assert d.tolist() == [want[k] for k in sorted(want) if want[k]]
+    assert w.dtype == np.uint64 and d.dtype == np.int64
