@@ -377,7 +377,9 @@ def _parsed(text: str) -> tuple:
     toks = tokenize(text)
     check_balanced(toks, text)
     check_nesting(toks, text)
-    return tuple(_statement(_Cursor(text, toks, a, b)) for a, b in _split(toks, 0, len(toks), ";"))
+    # (a text without a ";" is one statement: its tokens are not walked for one)
+    ranges = _split(toks, 0, len(toks), ";") if ";" in text else [(0, len(toks))] if toks else []
+    return tuple(_statement(_Cursor(text, toks, a, b)) for a, b in ranges)
 
 
 def _fresh(s):
