@@ -590,6 +590,9 @@ def top_level(toks: Sequence[Token], lo: int, hi: int | None = None) -> Iterator
             yield k
 
 
+_BRACKETS = frozenset("()[]")
+
+
 def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") -> None:
     """Raise :class:`SQLError` unless every parenthesis and bracket in ``toks`` pairs.
 
@@ -598,10 +601,11 @@ def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") ->
     # A ``)`` closing nothing would hide the ``;`` after it from the splitter (its depth
     # is negative): every parenthesis and bracket must pair.
     stack: list[Token] = []
-    for t in toks:
-        if t.kind == "op" and t.text in "([":
+    # (the brackets found by one comprehension, then only they visited)
+    for t in [t for t in toks if t.text in _BRACKETS and t.kind == "op"]:
+        if t.text in "([":
             stack.append(t)
-        elif t.kind == "op" and t.text in ")]":
+        else:
             if not stack or (stack[-1].text == "(") != (t.text == ")"):
                 raise SQLError(f"{what}: unbalanced {t.text!r} at offset {t.start} in {text[:200]!r}")
             stack.pop()

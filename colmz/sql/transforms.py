@@ -526,32 +526,16 @@ def may_transform(text: str, toks) -> bool:
     """
     n = len(toks)
     opens = []  # "(" beginning a select item (after SELECT or a comma): maybe a row value
+    # Only the tokens a test may hold for are visited, found by one comprehension (a loop
+    # testing every token costs more): words by their upper case where the text is ASCII
+    # (there it decides as the lower case does), every token otherwise.
     if text.isascii():
-        # The same tests, the tokens read first as one set (a word by its upper case: in
-        # ASCII it decides as the lower case does), then only the tokens a test needs the
-        # neighbours of: a loop testing every token costs more.
-        seen = {t.upper or t.text for t in toks}
-        if not seen.isdisjoint(_MAY_MARKS) or any(
-                x[0] in "0123456789." and x != "." and ("." in x or "e" in x or "E" in x or x in _SMALLEST_MAGNITUDES)
-                for x in seen):  # (a number: no other token begins with a digit or a point)
-            return True
-        for i in [i for i, t in enumerate(toks) if t.upper in _VARYING or t.text in _NEIGHBOURED or t.kind == "qident"]:
-            t = toks[i]
-            x = t.text
-            if t.kind == "qident":
-                if t.name in CALLS or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
-                    return True
-            elif t.kind == "word":
-                if i + 1 < n and toks[i + 1].text == "(":
-                    return True
-            elif (x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
-                    x in _PAIR_OPS and 0 < i < n - 1 and _operands_at(toks, i)):
-                return True
-            elif x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
-                opens.append(i)
-        return _MAY_COMPARE_ROWS.search(text) is not None or (opens and _may_row_item(toks, opens)) \
-            or _may_name_derived(toks)
-    for i, t in enumerate(toks):
+        toks_at = [i for i, t in enumerate(toks) if t.upper in _MAY_WORDS or t.text in _MAY_TEXTS
+                   or t.kind in _NUMBER_QIDENT]
+    else:
+        toks_at = range(n)
+    for i in toks_at:
+        t = toks[i]
         k = t.kind
         if k == "word":
             w = t.text.lower()
@@ -1557,13 +1541,16 @@ def _may_name_derived(toks) -> bool:
     # one, where colmz.sql.parse.output_names leaves DuckDB's names).
     # A subquery's repeated column name is read too (marked under a *, ambiguous where the
     # query reading it names it), with or without a star.
-    # (the stars and the SELECTs are found by comprehensions, then only they are visited: a
-    # loop testing every token costs more)
-    stars = [i for i, t in enumerate(toks) if t.text == "*" and t.kind == "op" and i]
-    star = any((toks[i - 1].upper or toks[i - 1].text) in _BEFORE_STAR for i in stars)
+    star = False  # a select-list star (not count(*), a * b)
+    for i in range(1, len(toks)):
+        t = toks[i]
+        if t.text == "*" and t.kind == "op" and (toks[i - 1].upper or toks[i - 1].text) in _BEFORE_STAR:
+            star = True
+            break
     n = len(toks)
-    for i in [i for i, t in enumerate(toks) if t.upper == "SELECT"]:
-        if i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in ("UNION", "ALL", "EXCEPT", "INTERSECT"):
+    for i, t in enumerate(toks):
+        if t.upper == "SELECT" and (
+                i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in ("UNION", "ALL", "EXCEPT", "INTERSECT")):
             if not star and not (i > 0 and toks[i - 1].text == "("):
                 continue  # without a star only a subquery's repeated names matter
             kind = _plain_list(toks, i + 1, n)
@@ -1847,12 +1834,11 @@ _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 _TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
                                    "float4", "real", "double", "jsonb", "row", "cast",
                                    *_TYPE_NAMES}
-#: What :func:`may_transform` finds by a token alone, in a set of ASCII tokens' texts (a word's
-#: in upper case): a word of :data:`_TREE_WORDS` and the operators of the table.
-_MAY_MARKS = frozenset({*(w.upper() for w in _TREE_WORDS), *_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@"})
-#: The words and operators :func:`may_transform` reads with their neighbours.
-_VARYING = frozenset({"VARCHAR", "VARYING"})
-_NEIGHBOURED = frozenset({"::", "(", *_PAIR_OPS})
+#: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
+#: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators it reads, numbers, quoted names.
+_MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
+_MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", *_PAIR_OPS})
+_NUMBER_QIDENT = frozenset({"number", "qident"})
 if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
     raise AssertionError("_TREE_WORDS must be lower-case ASCII")
 

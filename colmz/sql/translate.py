@@ -154,10 +154,11 @@ def translate(sql: str) -> str:
     out = apply_transforms(sql, toks)
     if was_spelled:
         refuse_spelled(out)  # a spelled operator no rule took
+    if out is not sql:
+        # the token pass, else bind_relations, reads it: lex only what the tree's rules changed
+        share_edit(sql, toks, out)
     if _TOKEN_PASS_MARKS.search(out.upper()) is None:
         return out  # nothing the token pass acts on
-    if out is not sql:
-        share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
     return _translate_tokens(out)
 
 
