@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import inspect
 import operator
 import re
 from collections.abc import Iterator, Sequence
@@ -47,11 +48,20 @@ def short_text_cache(maxsize: int):
     def wrap(fn):
         cached = functools.lru_cache(maxsize=maxsize)(fn)
 
-        @functools.wraps(fn)
-        def call(text, *args):
-            if isinstance(text, str) and len(text) <= CACHED_CHARS:
-                return cached(text, *args)
-            return fn(text, *args)  # which refuses what is not text
+        if fn.__code__.co_argcount == 1 and not fn.__code__.co_flags & inspect.CO_VARARGS:
+            # a function of the text alone (most): called without packing arguments, which
+            # a text's every reader pays on each hit
+            def call(text):
+                if isinstance(text, str) and len(text) <= CACHED_CHARS:
+                    return cached(text)
+                return fn(text)  # which refuses what is not text
+        else:
+            def call(text, *args):
+                if isinstance(text, str) and len(text) <= CACHED_CHARS:
+                    return cached(text, *args)
+                return fn(text, *args)  # which refuses what is not text
+
+        call = functools.wraps(fn)(call)
 
         call.cache_clear = cached.cache_clear
         call.cache_info = cached.cache_info

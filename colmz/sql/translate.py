@@ -255,8 +255,9 @@ def _translate_tokens(sql: str) -> str:
     # Only the tokens a rule below may act on are visited (most of a text is none of them);
     # an insert registered at a token passed over is emitted before the next visited one,
     # as when every token was visited (a token passed over adds no piece).
+    arrays = "'{" in sql  # (else no token is an array text: none is sliced to see)
     for i in [i for i, t in enumerate(toks)
-              if t.upper in _PASS_WORDS or t.text in _PASS_TEXTS or t.text[:2] == "'{"]:
+              if t.upper in _PASS_WORDS or t.text in _PASS_TEXTS or (arrays and t.text[:2] == "'{")]:
         if inserts and min(inserts) < i:
             for j in sorted(k for k in inserts if k < i):
                 end = max(last, toks[j].end)
