@@ -231,10 +231,17 @@ class _Cursor:
         return True
 
     def accept(self, *words: str) -> bool:
-        if self.at(*words):
-            self.pos += len(words)
-            return True
-        return False
+        j = self.pos
+        if j + len(words) > self.end:
+            return False
+        toks = self.toks
+        for w in words:  # (at inlined: the parser asks this at nearly every statement's start)
+            t = toks[j]
+            if t.upper != w and not (t.kind == "op" and t.text == w):
+                return False
+            j += 1
+        self.pos = j
+        return True
 
     def expect(self, *words: str) -> None:
         if not self.accept(*words):
@@ -378,7 +385,9 @@ def _parsed(text: str) -> tuple:
     toks = tokenize(text)
     check_balanced(toks, text)
     check_nesting(toks, text)
-    return tuple(_statement(_Cursor(text, toks, a, b)) for a, b in _split(toks, 0, len(toks), ";"))
+    # (a text without a ";" is one statement: its tokens are not walked for one)
+    ranges = _split(toks, 0, len(toks), ";") if ";" in text else [(0, len(toks))] if toks else []
+    return tuple(_statement(_Cursor(text, toks, a, b)) for a, b in ranges)
 
 
 def _fresh(s):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import inspect
 import operator
 import re
 from collections.abc import Iterator, Sequence
@@ -47,11 +48,20 @@ def short_text_cache(maxsize: int):
     def wrap(fn):
         cached = functools.lru_cache(maxsize=maxsize)(fn)
 
-        @functools.wraps(fn)
-        def call(text, *args):
-            if isinstance(text, str) and len(text) <= CACHED_CHARS:
-                return cached(text, *args)
-            return fn(text, *args)  # which refuses what is not text
+        if fn.__code__.co_argcount == 1 and not fn.__code__.co_flags & inspect.CO_VARARGS:
+            # a function of the text alone (most): called without packing arguments, which
+            # a text's every reader pays on each hit
+            def call(text):
+                if isinstance(text, str) and len(text) <= CACHED_CHARS:
+                    return cached(text)
+                return fn(text)  # which refuses what is not text
+        else:
+            def call(text, *args):
+                if isinstance(text, str) and len(text) <= CACHED_CHARS:
+                    return cached(text, *args)
+                return fn(text, *args)  # which refuses what is not text
+
+        call = functools.wraps(fn)(call)
 
         call.cache_clear = cached.cache_clear
         call.cache_info = cached.cache_info
@@ -590,6 +600,9 @@ def top_level(toks: Sequence[Token], lo: int, hi: int | None = None) -> Iterator
             yield k
 
 
+_BRACKETS = frozenset("()[]")
+
+
 def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") -> None:
     """Raise :class:`SQLError` unless every parenthesis and bracket in ``toks`` pairs.
 
@@ -598,10 +611,11 @@ def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") ->
     # A ``)`` closing nothing would hide the ``;`` after it from the splitter (its depth
     # is negative): every parenthesis and bracket must pair.
     stack: list[Token] = []
-    for t in toks:
-        if t.kind == "op" and t.text in "([":
+    # (the brackets found by one comprehension, then only they visited)
+    for t in [t for t in toks if t.text in _BRACKETS and t.kind == "op"]:
+        if t.text in "([":
             stack.append(t)
-        elif t.kind == "op" and t.text in ")]":
+        else:
             if not stack or (stack[-1].text == "(") != (t.text == ")"):
                 raise SQLError(f"{what}: unbalanced {t.text!r} at offset {t.start} in {text[:200]!r}")
             stack.pop()

@@ -541,7 +541,16 @@ def may_transform(text: str, toks) -> bool:
     """
     n = len(toks)
     opens = []  # "(" beginning a select item (after SELECT or a comma): maybe a row value
-    for i, t in enumerate(toks):
+    # Only the tokens a test may hold for are visited, found by one comprehension (a loop
+    # testing every token costs more): words by their upper case where the text is ASCII
+    # (there it decides as the lower case does), every token otherwise.
+    if text.isascii():
+        toks_at = [i for i, t in enumerate(toks) if t.upper in _MAY_WORDS or t.text in _MAY_TEXTS
+                   or t.kind in _NUMBER_QIDENT]
+    else:
+        toks_at = range(n)
+    for i in toks_at:
+        t = toks[i]
         k = t.kind
         if k == "word":
             w = t.text.lower()
@@ -1850,6 +1859,14 @@ _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 _TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
                                    "float4", "real", "double", "jsonb", "row", "cast",
                                    *_TYPE_NAMES}
+#: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
+#: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators it reads, numbers, quoted names.
+_MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
+_MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", *_PAIR_OPS})
+_NUMBER_QIDENT = frozenset({"number", "qident"})
+if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
+    raise AssertionError("_TREE_WORDS must be lower-case ASCII")
+
 #: Words showing a float may be computed (a float type, a function of a double result): the
 #: text of arithmetic over one, or over an exponent literal, is read for the overflow check
 #: (:func:`_shows_float`). A column's type is unknown here: arithmetic of a column with a

@@ -132,11 +132,14 @@ def translate(sql: str) -> str:
     sql = blank_hints(require_text(sql, "text"))  # OPTIONS (...) hints: no effect on answers
     toks = tokenize(sql)
     check_nesting(toks, sql)
-    if RESERVED_PREFIX in sql.lower():  # (a name's folded text is in the text's, folded)
+    low = sql.lower()
+    if RESERVED_PREFIX in low:  # (a name's folded text is in the text's, folded)
         for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
             if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
                 raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
-    if any(t.kind == "word" and t.upper == "WITH" for t in toks):
+    # (a word whose upper case is WITH is "with" folded, in ASCII: a text without one is not
+    # read token by token)
+    if ("with" in low or not sql.isascii()) and any(t.kind == "word" and t.upper == "WITH" for t in toks):
         _check_cte_lists(sql)
     # Long || chains are regrouped first (so that the tree of the text is shallow), then
     # every node of the table of transforms is rewritten once, on the tree (constants
@@ -151,10 +154,11 @@ def translate(sql: str) -> str:
     out = apply_transforms(sql, toks)
     if was_spelled:
         refuse_spelled(out)  # a spelled operator no rule took
+    if out is not sql:
+        # the token pass, else bind_relations, reads it: lex only what the tree's rules changed
+        share_edit(sql, toks, out)
     if _TOKEN_PASS_MARKS.search(out.upper()) is None:
         return out  # nothing the token pass acts on
-    if out is not sql:
-        share_edit(sql, toks, out)  # the token pass reads it: lex only what the tree's rules changed
     return _translate_tokens(out)
 
 
@@ -274,8 +278,9 @@ def _translate_tokens(sql: str) -> str:
     # Only the tokens a rule below may act on are visited (most of a text is none of them);
     # an insert registered at a token passed over is emitted before the next visited one,
     # as when every token was visited (a token passed over adds no piece).
+    arrays = "'{" in sql  # (else no token is an array text: none is sliced to see)
     for i in [i for i, t in enumerate(toks)
-              if t.upper in _PASS_WORDS or t.text in _PASS_TEXTS or t.text[:2] == "'{"]:
+              if t.upper in _PASS_WORDS or t.text in _PASS_TEXTS or (arrays and t.text[:2] == "'{")]:
         if inserts and min(inserts) < i:
             for j in sorted(k for k in inserts if k < i):
                 end = max(last, toks[j].end)
@@ -803,14 +808,22 @@ def relation_references(translated: str) -> tuple:
     """Where ``translated`` names relations: ``(relations, alias_at, aliases, own)`` --
     ``relations`` maps the index of a relation name's first token to its last (names of 1
     to 3 parts in ``FROM``/``JOIN`` lists and after ``TABLE``), ``alias_at`` the tokens that
-    are aliases, ``aliases`` their names and ``own`` the names a ``WITH`` defines."""
+    are aliases, ``aliases`` their names and ``own`` the names a ``WITH`` defines.
+
+    >>> relation_references("WITH w AS (SELECT 1) SELECT * FROM x.t AS a JOIN w ON true")
+    ({10: 12, 16: 16}, {14}, {'a'}, {'w'})
+    """
     toks = tokenize(translated)
     n = len(toks)
     # Names the query defines itself: WITH names (followed by AS ( or (cols) AS () and aliases.
+    # Only the first token and those after WITH, RECURSIVE or a comma can be one: those are
+    # visited (one comprehension finds them; a test per token in a loop costs more).
     own: set[str] = set()
-    for j, t in enumerate(toks):
-        if t.kind not in ("word", "qident") or j + 1 >= n or not (
-                j == 0 or toks[j - 1].upper in ("WITH", "RECURSIVE") or toks[j - 1].text == ","):
+    for j in [0, *[i + 1 for i, p in enumerate(toks) if p.upper in _BEFORE_OWN or p.text == ","]]:
+        if j + 1 >= n:
+            continue
+        t = toks[j]
+        if t.kind != "word" and t.kind != "qident":
             continue
         k = j + 1
         if toks[k].text == "(" and toks[k].kind == "op":
@@ -822,52 +835,50 @@ def relation_references(translated: str) -> tuple:
                 toks[k + 1].text == "(" or toks[k + 1].upper in ("MATERIALIZED", "NOT")):
             own.add(t.name)
     # Relation positions: a stack of paren levels, each knowing whether it is a query and
-    # whether a FROM list is expecting a relation ("expect") or has one ("after"). A
-    # relation is a name of 1 to 3 parts (``t``, ``x.t``, ``db.x.t``): its first token's
-    # index maps to the index of its last.
+    # whether a FROM list is expecting a relation (_EXPECT) or has one (_AFTER). A relation
+    # is a name of 1 to 3 parts (``t``, ``x.t``, ``db.x.t``): its first token's index maps
+    # to the index of its last. The innermost level is kept in locals (``query``, ``state``),
+    # the levels around it on ``outer``.
     relation_at: dict[int, int] = {}
     relation_end: set[int] = set()
     alias_at: set[int] = set()
     aliases: set[str] = set()
-    levels = [{"query": True, "from": None}]
+    outer: list[tuple[bool, int]] = []
+    query, state = True, _NO_FROM
     skip_to = -1
     for j, t in enumerate(toks):
         if j <= skip_to:
             continue
-        lv = levels[-1]
-        if t.kind == "op" and t.text in "([":
-            nxt = toks[j + 1] if j + 1 < n else None
-            subquery = nxt is not None and nxt.upper in _QUERY_WORDS
-            if lv["query"] and lv["from"] == "expect" and t.text == "(" and not subquery:
-                # FROM (a JOIN b ON ...): a parenthesised FROM list
-                lv["from"] = "after"
-                levels.append({"query": True, "from": "expect"})
-                continue
-            if lv["from"] == "expect":
-                lv["from"] = "after"
-            levels.append({"query": subquery, "from": None})
-            continue
-        if t.kind == "op" and t.text in ")]":
-            if len(levels) > 1:
-                levels.pop()
-            continue
-        if not lv["query"]:
-            continue
+        kind = t.kind
+        if kind == "op":
+            x = t.text
+            if x == "(" or x == "[":
+                subquery = j + 1 < n and toks[j + 1].upper in _QUERY_WORDS
+                if query and state == _EXPECT and x == "(" and not subquery:
+                    # FROM (a JOIN b ON ...): a parenthesised FROM list
+                    outer.append((True, _AFTER))
+                    state = _EXPECT
+                    continue
+                outer.append((query, _AFTER if state == _EXPECT else state))
+                query, state = subquery, _NO_FROM
+            elif x == ")" or x == "]":
+                if outer:
+                    query, state = outer.pop()
+            elif x == "," and query and state == _AFTER:
+                state = _EXPECT
+            continue  # (no other operator starts, ends or names a relation)
+        if not query or (kind != "word" and kind != "qident"):
+            continue  # (a string or a number neither)
         up = t.upper
-        starts = (
-            (up == "FROM" and not (j > 0 and toks[j - 1].upper == "DISTINCT"))  # not IS DISTINCT FROM
-            or (up == "JOIN" and lv["from"] is not None)
-            or up == "TABLE"  # in a query only ever TABLE name
-            or (t.kind == "op" and t.text == "," and lv["from"] == "after")
-        )
-        if starts:
-            lv["from"] = "expect"
+        if (up == "FROM" and not (j > 0 and toks[j - 1].upper == "DISTINCT")) or (  # not IS DISTINCT FROM
+                up == "JOIN" and state != _NO_FROM) or up == "TABLE":  # in a query only ever TABLE name
+            state = _EXPECT
         elif up in _FROM_ENDS:
-            lv["from"] = None
-        elif lv["from"] == "expect" and t.kind in ("word", "qident"):
+            state = _NO_FROM
+        elif state == _EXPECT:
             if up == "LATERAL":
                 continue
-            lv["from"] = "after"
+            state = _AFTER
             last = _name_chain_end(toks, j)
             nxt = toks[last + 1] if last + 1 < n else None
             if nxt is not None and nxt.kind == "op" and nxt.text == "(":
@@ -876,12 +887,18 @@ def relation_references(translated: str) -> tuple:
             relation_at[j] = last
             relation_end.add(last)
             skip_to = last
-        elif lv["from"] == "after" and t.kind in ("word", "qident") and up not in _NOT_ALIAS:
+        elif state == _AFTER and up not in _NOT_ALIAS:
             prev = toks[j - 1]
             if prev.upper == "AS" or (j - 1 in relation_end) or prev.text == ")":
                 alias_at.add(j)
                 aliases.add(t.name)
     return relation_at, alias_at, aliases, own
+
+
+#: :func:`relation_references`' states of a FROM list: none open, expecting a relation, after one.
+_NO_FROM, _EXPECT, _AFTER = 0, 1, 2
+#: The words a WITH name may follow (after a comma too).
+_BEFORE_OWN = frozenset({"WITH", "RECURSIVE"})
 
 
 def relation_names(translated: str) -> tuple[tuple[str, ...], ...]:
@@ -931,7 +948,7 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
     relation_at, alias_at, aliases, own = relation_references(translated)
     bound_at: dict[int, object] = {}
     for j, last in relation_at.items():
-        parts = tuple(toks[k].name for k in range(j, last + 1, 2))
+        parts = (toks[j].name,) if j == last else tuple(toks[k].name for k in range(j, last + 1, 2))
         if len(parts) == 1 and parts[0] in own:
             continue
         if len(parts) > 3:
@@ -959,7 +976,9 @@ def bind_relations(translated: str, names: frozenset) -> tuple[str, tuple[str, .
 
     # Only a bound relation's first token and a token followed by "." can start a rewrite:
     # those are visited in order (every other token would be passed over one by one).
-    starts = sorted({*bound_at, *(k - 1 for k in range(1, n) if toks[k].text == ".")})
+    # (a comprehension, and none where the text holds no ".": a generator costs more per token)
+    dots = [k - 1 for k, t in enumerate(toks) if k and t.text == "."] if "." in translated else []
+    starts = sorted({*bound_at, *dots})
     j = 0
     for c in starts:
         if c < j:

@@ -325,6 +325,37 @@ def test_a_delete_query_shares_its_predicates_tokens(monkeypatch):
             (t.kind, t.text, t.start, t.end, t.upper) for t in tokenize.__wrapped__(q)]
 
 
+def test_a_translation_is_lexed_only_where_the_trees_rules_changed_it(monkeypatch):
+    # Work counter: a query the tree's rules rewrite, with no token pass after (no mz_now(),
+    # sum, VALUES, ...), hands bind_relations the tokens of its translation: only the text
+    # around the rewritten node is lexed again, never the whole translation, and the tokens
+    # bind_relations reads are tokenize's own.
+    import colmz.sql.tokens as tokens
+    from colmz.sql import bind_relations, clear_caches, translate
+
+    q = "SELECT o.region, o.amount || o.note AS label, o.status FROM orders o JOIN users u ON o.user_id = u.id"
+    clear_caches()
+    tokenize(q)
+    lexed = []
+    real = tokens._tokens_at_once
+
+    def counting(text, *args):
+        lexed.append(text if not args else text[args[0]:args[1]])
+        return real(text, *args)
+
+    monkeypatch.setattr(tokens, "_tokens_at_once", counting)
+    out = translate(q)
+    assert out != q  # (|| of a non-text operand: a rule of the tree rewrote it)
+    got = list(tokenize(out))
+    bound, _ = bind_relations(out, frozenset({"orders", "users"}))
+    monkeypatch.setattr(tokens, "_tokens_at_once", real)
+    assert all(len(t) < len(out) // 2 for t in lexed), lexed
+    assert "o.user_id = u.id" not in "".join(lexed), lexed  # the common ending kept, moved
+    assert [(t.kind, t.text, t.start, t.end, t.upper) for t in got] == [
+        (t.kind, t.text, t.start, t.end, t.upper) for t in tokenize.__wrapped__(out)]
+    assert 'FROM "__colmz_r0" o JOIN "__colmz_r1" u ON' in bound
+
+
 def test_a_shallow_text_is_not_measured_token_by_token(monkeypatch):
     # Work counter: a text holding at most MAX_NESTING of "(", "[" and "::" nests no deeper,
     # so check_nesting passes it without nesting_depth's pass over the tokens; a deeper one
