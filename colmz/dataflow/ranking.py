@@ -51,6 +51,7 @@ from colmz.dataflow.gather import Found, concat_found
 from colmz.dataflow.keyed import consolidate_packed, consolidate_words, expand_ranges, pack_columns
 from colmz.dataflow.topk import OrderBy
 from colmz.errors import NegativeMultiplicity
+from colmz.kernels.ranking import row_number_count, row_number_fill
 from colmz.order import ColumnSpec, kind_of
 from colmz.rows import EXPAND_LIMIT
 
@@ -168,8 +169,10 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     payload words, ``diff``), per ranking column its values (``int64``), and per changed row
     the position of its row in the ranking's order (partition, ``ORDER BY`` words, payload
     words): the changed rows come in that order piece by piece (numbers retracted, then
-    inserted), each piece sorted by it; and the affected partitions' rows after the change
-    (with their multiplicities: what a recompute would read)."""
+    inserted), each piece sorted by it -- or ``None`` for that when the changed rows come in
+    their final order already, by row then number (``row_number`` alone on packed rows);
+    and the affected partitions' rows after the change (with their multiplicities: what a
+    recompute would read)."""
     both = concat_found([read, delta])
     vl, vals = both.val_layout, both.vals
     index = {c.name: j for j, c in enumerate(val_specs)}
@@ -206,7 +209,10 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     tag[n_read:] = 1
     cols.append(tag)
     packed = pack_columns(cols)
-    got = None if packed is None else consolidate_packed(packed[0], sum(packed[1]), both.diff)
+    # the read comes run by run, each run's rows in (partition, payload) order -- the packed
+    # order here, the tag being 0 -- so a sort that finds sorted stretches (numpy's stable
+    # sort, a timsort) merges them instead of sorting all the rows afresh
+    got = None if packed is None else consolidate_packed(packed[0], sum(packed[1]), both.diff, presorted=True)
     if got is not None:
         ps, perm, diff = got
         bits, lows = packed[1], packed[2]
@@ -246,7 +252,22 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     fns = set(ranking.functions)
     if not len(diff):
         empty = Found(np.zeros(0, np.int64), np.zeros((0, vals.shape[1]), np.uint64), vl, np.zeros(0, np.int64))
-        return empty, [np.zeros(0, np.int64) for _ in ranking.names], np.zeros(0, np.int64), 0
+        return empty, [np.zeros(0, np.int64) for _ in ranking.names], None, 0
+    if got is not None and fns == {"row_number"}:
+        # row_number alone on packed rows: two passes of one kernel (colmz.kernels.ranking)
+        # emit the change in its final order, (row, number) -- no per-row arrays, no sort
+        args = (ps, perm, diff, n_read, bits[-1], total - bits[0] if bits[0] else 64, read_is_after)
+        m, least, total_old, total_new = row_number_count(*args)
+        if least < 0:
+            raise NegativeMultiplicity(f"the input of a window retracts rows it does not hold (a multiplicity of "
+                                       f"{least})")
+        if max(total_old, total_new) > EXPAND_LIMIT:
+            raise ValueError(f"the affected partitions hold more than EXPAND_LIMIT = {EXPAND_LIMIT} rows "
+                             "(colmz.rows.EXPAND_LIMIT): row_number numbers each copy")
+        at, number, sign = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+        row_number_fill(*args, at, number, sign)
+        return (Found(partition(at), payload_of(at), vl, sign), [number for _ in ranking.names], None,
+                int(total_new))
     # Each distinct row: its read entry (tag 0), its delta entry (tag 1), or both, adjacent --
     # a pair is a delta entry right after a read entry of the same words (checked on the
     # delta's entries only).
