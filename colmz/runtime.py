@@ -236,17 +236,18 @@ def _merged_reads(reps: int) -> None:
 
 
 def _row_numbers(reps: int) -> None:
-    # A ranking window's row_number change (colmz.dataflow.ranking): packed rows with their
-    # partition field and without (one partition), read before and after the delta.
-    ps = np.array([2, 3, 4] * reps, np.uint64)
-    ps.sort()
-    perm = np.arange(len(ps), dtype=np.int64)
-    diff = np.ones(len(ps), np.int64)
-    for part_shift in (2, 64):
-        for after in (False, True):
-            args = (ps, perm, diff, len(ps) // 2, 1, part_shift, after)
-            m = row_number_count(*args)[0]
-            row_number_fill(*args, *(np.zeros(m, np.int64) for _ in range(3)))
+    # A ranking window's row_number change (colmz.dataflow.ranking): keys with the positions
+    # in their low bits and keys with a permutation, with a partition field and without,
+    # read before and after the delta.
+    keys = np.repeat(np.array([2, 3, 4], np.uint64), reps)
+    perm = np.arange(len(keys), dtype=np.int64)
+    diff = np.ones(len(keys), np.int64)
+    for words, index_bits in ((keys << np.uint64(8)) | perm.astype(np.uint64), 8), (keys, 0):
+        for part_shift in (2, 64):
+            for after in (False, True):
+                args = (words, index_bits, perm, diff, len(keys) // 2, 1, part_shift)
+                m = row_number_count(*args, after)[0]
+                row_number_fill(*args, 0, after, *(np.zeros(m, np.int64) for _ in range(4)))
 
 
 #: The warm-up steps: (name, function of the repetition count). Each runs at two sizes, on

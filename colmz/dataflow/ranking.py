@@ -160,6 +160,44 @@ def recognize(translated: str, schema, group_by, out_schema) -> Ranking | None:
     return Ranking(tuple(names), tuple(functions), order)
 
 
+def _row_numbers(ranking: Ranking, packed, both: Found, n_read: int, read_is_after: bool):
+    """:func:`ranked_change` of ``row_number`` alone on packed rows: one sort of the packed
+    words (with the entries' positions in the low bits when they fit), then two passes of
+    ``colmz.kernels.ranking`` that consolidate the sorted entries, place each row and emit
+    the change in its final order, (row, number) -- no array per consolidated row, no sort
+    of the change. ``None`` when the diffs could sum beyond ``int64`` (the caller's exact
+    path then raises or sums them)."""
+    words, bits, lows = packed
+    diff = both.diff
+    n = len(diff)
+    if n and max(int(diff.max()), -int(diff.min())) * n >= 2**63:
+        return None
+    total = sum(bits)
+    index_bits = max(int(n - 1).bit_length(), 1)
+    # the read comes run by run, each run's rows in (partition, payload) order -- the packed
+    # order here, the tag being 0 -- so a sort that finds sorted stretches (numpy's stable
+    # sort, a timsort) merges them instead of sorting all the rows afresh
+    if total + index_bits <= 64:
+        order = words << np.uint64(index_bits)
+        order |= np.arange(n, dtype=np.uint64)
+        order.sort(kind="stable")
+        perm = np.zeros(0, np.int64)
+    else:
+        perm = np.argsort(words, kind="stable")
+        order, index_bits = words[perm], 0
+    args = (order, index_bits, perm, diff, n_read, bits[-1], total - bits[0] if bits[0] else 64)
+    m, least, total_old, total_new = row_number_count(*args, read_is_after)
+    if least < 0:
+        raise NegativeMultiplicity(f"the input of a window retracts rows it does not hold (a multiplicity of {least})")
+    if max(total_old, total_new) > EXPAND_LIMIT:
+        raise ValueError(f"the affected partitions hold more than EXPAND_LIMIT = {EXPAND_LIMIT} rows "
+                         "(colmz.rows.EXPAND_LIMIT): row_number numbers each copy")
+    part, src, number, sign = (np.empty(m, np.int64) for _ in range(4))
+    row_number_fill(*args, lows[0], read_is_after, part, src, number, sign)
+    return (Found(part, np.take(both.vals, src, axis=0), both.val_layout, sign), [number for _ in ranking.names],
+            None, int(total_new))
+
+
 def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Found, delta: Found,
                   read_is_after: bool) -> tuple[Found, list[np.ndarray], np.ndarray, int]:
     """The affected partitions' change: ``read`` the rows read from the input arrangement
@@ -209,6 +247,10 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     tag[n_read:] = 1
     cols.append(tag)
     packed = pack_columns(cols)
+    if packed is not None and set(ranking.functions) == {"row_number"}:
+        got = _row_numbers(ranking, packed, both, n_read, read_is_after)
+        if got is not None:
+            return got
     # the read comes run by run, each run's rows in (partition, payload) order -- the packed
     # order here, the tag being 0 -- so a sort that finds sorted stretches (numpy's stable
     # sort, a timsort) merges them instead of sorting all the rows afresh
@@ -253,21 +295,6 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     if not len(diff):
         empty = Found(np.zeros(0, np.int64), np.zeros((0, vals.shape[1]), np.uint64), vl, np.zeros(0, np.int64))
         return empty, [np.zeros(0, np.int64) for _ in ranking.names], None, 0
-    if got is not None and fns == {"row_number"}:
-        # row_number alone on packed rows: two passes of one kernel (colmz.kernels.ranking)
-        # emit the change in its final order, (row, number) -- no per-row arrays, no sort
-        args = (ps, perm, diff, n_read, bits[-1], total - bits[0] if bits[0] else 64, read_is_after)
-        m, least, total_old, total_new = row_number_count(*args)
-        if least < 0:
-            raise NegativeMultiplicity(f"the input of a window retracts rows it does not hold (a multiplicity of "
-                                       f"{least})")
-        if max(total_old, total_new) > EXPAND_LIMIT:
-            raise ValueError(f"the affected partitions hold more than EXPAND_LIMIT = {EXPAND_LIMIT} rows "
-                             "(colmz.rows.EXPAND_LIMIT): row_number numbers each copy")
-        at, number, sign = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
-        row_number_fill(*args, at, number, sign)
-        return (Found(partition(at), payload_of(at), vl, sign), [number for _ in ranking.names], None,
-                int(total_new))
     # Each distinct row: its read entry (tag 0), its delta entry (tag 1), or both, adjacent --
     # a pair is a delta entry right after a read entry of the same words (checked on the
     # delta's entries only).

@@ -1,5 +1,6 @@
 """``row_number``'s change kernels (``colmz.kernels.ranking``) against their reference, compiled
-and as their own Python, over random sorted, consolidated entries; and their work: the
+and as their own Python, over random sorted entries (positions in the keys' low bits, or in a
+permutation; repeated keys whose diffs add up, cancel or go negative); and their work: the
 emitted entries are exactly the numbers that move (counted)."""
 
 from __future__ import annotations
@@ -16,27 +17,28 @@ def py(kernel):
     return getattr(kernel, "py_func", kernel)
 
 
-def entries(rows, one_partition):
-    """``rows``: (partition, row, tag, diff) -> the kernels' inputs, sorted by (partition, row,
-    tag) with each (partition, row, tag) once, tag in bit 0, the row in bits 1-8."""
-    seen = {}
-    for p, r, tag, d in rows:
-        if d:
-            seen[(0 if one_partition else p, r, tag)] = d
-    keys = sorted(seen)
-    n_read = sum(1 for k in keys if k[2] == 0)
-    ps = np.array([(p << 9) | (r << 1) | t for p, r, t in keys], np.uint64)
-    read_at, delta_at = iter(range(n_read)), iter(range(n_read, len(keys)))
-    perm = np.array([next(delta_at) if t else next(read_at) for _, _, t in keys], np.int64)
-    diff = np.array([seen[k] for k in keys], np.int64)
-    return ps, perm, diff, n_read, 1, 64 if one_partition else 9
+def entries(rows, one_partition, low_bits):
+    """``rows``: (partition, row, tag, diff) -> the kernels' sorted entries: the read's
+    (tag 0) positions first, the delta's after; key = partition in bits 9 up, the row in bits
+    1-8, the tag in bit 0."""
+    read = [r for r in rows if r[2] == 0]
+    delta = [r for r in rows if r[2] == 1]
+    keys = np.array([((0 if one_partition else p) << 9) | (r << 1) | t for p, r, t, _ in read + delta], np.uint64)
+    diff = np.array([d for *_, d in read + delta], np.int64)
+    n = len(keys)
+    if low_bits:
+        bits = max(int(n - 1).bit_length(), 1)
+        words = np.sort((keys << np.uint64(bits)) | np.arange(n, dtype=np.uint64), kind="stable")
+        return words, bits, np.zeros(0, np.int64), diff, len(read), 1, 64 if one_partition else 9
+    perm = np.argsort(keys, kind="stable")
+    return keys[perm], 0, perm, diff, len(read), 1, 64 if one_partition else 9
 
 
-def run(kernel_count, kernel_fill, args):
-    m, least, old, new = kernel_count(*args)
-    at, number, sign = (np.zeros(m, np.int64) for _ in range(3))
-    kernel_fill(*args, at, number, sign)
-    return list(zip(at.tolist(), number.tolist(), sign.tolist())), int(least), int(old), int(new)
+def run(count, fill, args, part_low, after):
+    m, least, old, new = count(*args, after)
+    out = [np.zeros(m, np.int64) for _ in range(4)]
+    fill(*args, part_low, after, *out)
+    return list(zip(*(o.tolist() for o in out))), int(least), int(old), int(new)
 
 
 rows = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 20), st.integers(0, 1), st.integers(-3, 3)),
@@ -44,12 +46,12 @@ rows = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 20), st.integers(0, 
 
 
 @settings(max_examples=300, deadline=None)
-@given(rows, st.booleans(), st.booleans())
-def test_kernels_match_the_reference(rs, read_is_after, one_partition):
-    args = (*entries(rs, one_partition), read_is_after)
-    want = row_number_change_ref(*args)
+@given(rows, st.booleans(), st.booleans(), st.booleans(), st.integers(0, 5))
+def test_kernels_match_the_reference(rs, read_is_after, one_partition, low_bits, part_low):
+    args = entries(rs, one_partition, low_bits)
+    want = row_number_change_ref(*args, part_low, read_is_after)
     for count, fill in ((row_number_count, row_number_fill), (py(row_number_count), py(row_number_fill))):
-        got = run(count, fill, args)
+        got = run(count, fill, args, part_low, read_is_after)
         assert got[1:] == want[1:]
         if want[1] >= 0:  # a negative multiplicity: the caller raises, the entries mean nothing
             assert got[0] == want[0]
@@ -61,12 +63,10 @@ def test_only_moved_numbers_are_emitted():
     # whatever the partition's size
     n = 1000
     rs = [(0, 2 * i, 0, 1) for i in range(n)] + [(0, 2 * 900 - 1, 1, 1)]
-    ps = np.array(sorted(((r << 1) | t) for _, r, t, _ in rs), np.uint64)
-    perm = np.array([n if int(x) & 1 else int(x) >> 2 for x in ps], np.int64)
-    perm[perm < n] = np.arange(n)
-    args = (ps, perm, np.ones(n + 1, np.int64), n, 1, 64, False)
-    m, least, old, new = row_number_count(*args)
-    assert (m, least, old, new) == (201, 0, n, n + 1)
-    got = run(row_number_count, row_number_fill, args)[0]
-    assert got == row_number_change_ref(*args)[0]
-    assert got[0][1:] == (901, 1) and got[1][1:] == (901, -1) and got[2][1:] == (902, 1)
+    keys = np.array([(r << 1) | t for _, r, t, _ in rs], np.uint64)  # positions: read 0..n-1, delta n
+    perm = np.argsort(keys, kind="stable")
+    args = (keys[perm], 0, perm, np.ones(n + 1, np.int64), n, 1, 64)
+    assert row_number_count(*args, False) == (201, 0, n, n + 1)
+    got = run(row_number_count, row_number_fill, args, 0, False)[0]
+    assert got == row_number_change_ref(*args, 0, False)[0]
+    assert got[:3] == [(0, n, 901, 1), (0, 900, 901, -1), (0, 900, 902, 1)]
