@@ -35,7 +35,7 @@ from colmz.kernels.advance import advance_runs
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
 from colmz.kernels.decorators import DISPATCHERS, enable_light_loading
 from colmz.kernels.merge import merge_runs
-from colmz.kernels.ranking import row_number_count, row_number_fill
+from colmz.kernels.ranking import positions_below, row_number_count, row_number_fill
 from colmz.kernels.split import lower_bound
 from colmz.kernels.strings import assign_ranks, rank_strings
 from colmz.ops import consolidate, order_data
@@ -240,6 +240,7 @@ def _row_numbers(reps: int) -> None:
     # in their low bits and keys with a permutation, with a partition field and without,
     # read before and after the delta.
     keys = np.repeat(np.array([2, 3, 4], np.uint64), reps)
+    positions_below(keys, 8, np.zeros(len(keys), np.uint64))
     perm = np.arange(len(keys), dtype=np.int64)
     diff = np.ones(len(keys), np.int64)
     for words, index_bits in ((keys << np.uint64(8)) | perm.astype(np.uint64), 8), (keys, 0):

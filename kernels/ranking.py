@@ -29,6 +29,8 @@ linear in the entries plus the numbers emitted.
 
 Spec (kernel / reference)
 -------------------------
+``positions_below(keys, bits, out)`` fills the first form of ``words`` (reference: ``keys <<
+bits | arange``).
 ``row_number_count(words, index_bits, perm, diff, n_read, row_shift, part_shift,
 read_is_after)`` -> ``(emitted, least multiplicity, total before, total after)``;
 ``row_number_fill(words, index_bits, perm, diff, n_read, row_shift, part_shift, part_low,
@@ -43,7 +45,22 @@ import numpy as np
 
 from colmz.kernels.decorators import jit
 
-__all__ = ["row_number_change_ref", "row_number_count", "row_number_fill"]
+__all__ = ["positions_below", "row_number_change_ref", "row_number_count", "row_number_fill"]
+
+
+@jit
+def positions_below(keys, bits, out):
+    """``out[i] = keys[i] << bits | i``: each key with its position in the low ``bits`` (which
+    hold every position), to be sorted as plain integers -- written into ``out`` (a caller's
+    reused scratch array: no fresh temporaries).
+
+    >>> import numpy as np
+    >>> out = np.zeros(3, np.uint64)
+    >>> positions_below(np.array([5, 1, 5], np.uint64), 2, out); out.tolist()
+    [20, 5, 22]
+    """
+    for i in range(keys.shape[0]):
+        out[i] = (keys[i] << np.uint64(bits)) | np.uint64(i)
 
 
 @jit(inline=True)

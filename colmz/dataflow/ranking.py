@@ -51,7 +51,8 @@ from colmz.dataflow.gather import Found, concat_found
 from colmz.dataflow.keyed import consolidate_packed, consolidate_words, expand_ranges, pack_columns
 from colmz.dataflow.topk import OrderBy
 from colmz.errors import NegativeMultiplicity
-from colmz.kernels.ranking import row_number_count, row_number_fill
+from colmz.kernels.pool import scratch
+from colmz.kernels.ranking import positions_below, row_number_count, row_number_fill
 from colmz.order import ColumnSpec, kind_of
 from colmz.rows import EXPAND_LIMIT
 
@@ -178,8 +179,10 @@ def _row_numbers(ranking: Ranking, packed, both: Found, n_read: int, read_is_aft
     # order here, the tag being 0 -- so a sort that finds sorted stretches (numpy's stable
     # sort, a timsort) merges them instead of sorting all the rows afresh
     if total + index_bits <= 64:
-        order = words << np.uint64(index_bits)
-        order |= np.arange(n, dtype=np.uint64)
+        # in a scratch array the process reuses (colmz.kernels.pool): its pages are touched
+        # already, where a fresh array's first touch costs more than the writes
+        order = scratch("ranking.order", n, np.uint64)
+        positions_below(words, index_bits, order)
         order.sort(kind="stable")
         perm = np.zeros(0, np.int64)
     else:

@@ -9,7 +9,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from colmz.kernels.ranking import row_number_change_ref, row_number_count, row_number_fill
+from colmz.kernels.ranking import (
+    positions_below,
+    row_number_change_ref,
+    row_number_count,
+    row_number_fill,
+)
 
 
 def py(kernel):
@@ -70,3 +75,15 @@ def test_only_moved_numbers_are_emitted():
     got = run(row_number_count, row_number_fill, args, 0, False)[0]
     assert got == row_number_change_ref(*args, 0, False)[0]
     assert got[:3] == [(0, n, 901, 1), (0, 900, 901, -1), (0, 900, 902, 1)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**40), max_size=50))
+def test_positions_below_matches_numpy(keys):
+    keys = np.array(keys, np.uint64)
+    bits = max(int(len(keys) - 1).bit_length(), 1)
+    want = (keys << np.uint64(bits)) | np.arange(len(keys), dtype=np.uint64)
+    for kernel in (positions_below, py(positions_below)):
+        out = np.zeros(len(keys), np.uint64)
+        kernel(keys, bits, out)
+        assert out.tolist() == want.tolist()
