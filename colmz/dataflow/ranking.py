@@ -27,6 +27,14 @@ affected partitions' change itself, on the input arrangement's order-preserving 
   holds anew (inserted): ``[a, b) \\ [c, d) = [a, min(b, c)) ∪ [max(a, d), b)``, so a row
   whose places did not move emits nothing.
 
+``row_number`` alone on packed rows (the usual query) leaves the per-row numpy passes to two
+passes of one kernel (``colmz.kernels.ranking``) over the sorted entries: it sums equal
+entries, places each row and emits the change in its final ``(row, number)`` order -- the
+answer's consolidated order when the ``ORDER BY`` columns lead the payload -- with each
+entry's partition and payload position; nothing per row is materialized and the change is
+not sorted again. The sort is numpy's stable one: the read arrives run by run, each run's
+rows already in (partition, row) order, and it merges such stretches in about linear time.
+
 Order: PostgreSQL's (``ASC`` NULLs last, ``DESC`` NULLs first unless said otherwise -- the
 session's ``default_null_order``), ties of ``row_number`` broken by colmz's total order on the
 row (SQL leaves them unspecified: every answer is one DuckDB could give). Only columns whose
