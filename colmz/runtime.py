@@ -35,6 +35,7 @@ from colmz.kernels.advance import advance_runs
 from colmz.kernels.consolidate import ORDERS, sort_consolidate
 from colmz.kernels.decorators import DISPATCHERS, enable_light_loading
 from colmz.kernels.merge import merge_runs
+from colmz.kernels.ranking import positions_below, row_number_count, row_number_fill
 from colmz.kernels.split import lower_bound
 from colmz.kernels.strings import assign_ranks, rank_strings
 from colmz.ops import consolidate, order_data
@@ -234,6 +235,22 @@ def _merged_reads(reps: int) -> None:
         merged_read(runs, 2, runs[0][0].schema)
 
 
+def _row_numbers(reps: int) -> None:
+    # A ranking window's row_number change (colmz.dataflow.ranking): keys with the positions
+    # in their low bits and keys with a permutation, with a partition field and without,
+    # read before and after the delta.
+    keys = np.repeat(np.array([2, 3, 4], np.uint64), reps)
+    positions_below(keys, 8, np.zeros(len(keys), np.uint64))
+    perm = np.arange(len(keys), dtype=np.int64)
+    diff = np.ones(len(keys), np.int64)
+    for words, index_bits in ((keys << np.uint64(8)) | perm.astype(np.uint64), 8), (keys, 0):
+        for part_shift in (2, 64):
+            for after in (False, True):
+                args = (words, index_bits, perm, diff, len(keys) // 2, 1, part_shift)
+                m = row_number_count(*args, after)[0]
+                row_number_fill(*args, 0, after, *(np.zeros(m, np.int64) for _ in range(4)))
+
+
 #: The warm-up steps: (name, function of the repetition count). Each runs at two sizes, on
 #: both sides of the kernels' size thresholds (tiny inputs take one-call paths, larger ones
 #: the packed radix sort, the merge tree and the sort of strings by rank); the Spine's
@@ -250,6 +267,7 @@ _STEPS = {
     "Spine merges": _spine_merges,
     "arrangement sort": _arrangement_sort,
     "merged reads": _merged_reads,
+    "row numbers": _row_numbers,
 }
 
 #: On a cold cache these steps run in a helper process, compiling into the shared on-disk
@@ -263,7 +281,7 @@ _ORDER = (
     ("consolidate", 1), ("consolidate strings", 1), ("Spine", 1), ("consolidate", 1400),
     ("Spine", 1400), ("merge_runs/advance_runs", 1), ("merge_runs/advance_runs", 1400),
     ("Correction", 1), ("Spine merges", 1), ("arrangement sort", 1), ("merged reads", 1),
-    ("merged reads", 1400),
+    ("merged reads", 1400), ("row numbers", 1),
     *_HELPER_STEPS,
     ("consolidate strings", 1400), ("Correction", 1400),
 )

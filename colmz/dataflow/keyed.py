@@ -268,11 +268,15 @@ def pack_columns(cols) -> tuple[np.ndarray, list[int], list[int]] | None:
     return packed, bits, lo
 
 
-def consolidate_packed(packed: np.ndarray, bits: int, diff: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def consolidate_packed(packed: np.ndarray, bits: int, diff: np.ndarray, *,
+                       presorted: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Rows packed one ``uint64`` each in ``bits`` bits (:func:`pack_columns`) sorted, equal
     rows' diffs summed, zero sums dropped: ``(packed rows sorted, for each the position of
     one of its input rows, summed diffs)``; ``None`` when the diffs could sum beyond ``int64``
-    (the kernels then sum them exactly, or raise).
+    (the kernels then sum them exactly, or raise). ``presorted``: the rows come as a few
+    ascending stretches (reads of sorted runs, one after the other): sorted by numpy's stable
+    sort, which merges such stretches in about linear time (its default sort would not notice
+    them); the answer is the same either way.
 
     >>> p, at, d = consolidate_packed(np.array([5, 2, 5, 7], np.uint64), 3, np.array([1, 1, -1, 2]))
     >>> p.tolist(), at.tolist(), d.tolist()
@@ -289,13 +293,13 @@ def consolidate_packed(packed: np.ndarray, bits: int, diff: np.ndarray) -> tuple
         # (in place where numpy allows: each large temporary touches fresh pages)
         both = packed << np.uint64(index_bits)
         both |= np.arange(n, dtype=np.uint64)
-        both.sort()
+        both.sort(kind="stable" if presorted else None)
         perm = both & np.uint64((1 << index_bits) - 1)
         perm = perm.view(np.int64)  # indexes below 2**63
         both >>= np.uint64(index_bits)
         packed = both
     else:
-        perm = np.argsort(packed)
+        perm = np.argsort(packed, kind="stable" if presorted else None)
         packed = packed[perm]
     d = diff[perm]
     if n > 1:

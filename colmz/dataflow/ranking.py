@@ -27,6 +27,14 @@ affected partitions' change itself, on the input arrangement's order-preserving 
   holds anew (inserted): ``[a, b) \\ [c, d) = [a, min(b, c)) ∪ [max(a, d), b)``, so a row
   whose places did not move emits nothing.
 
+``row_number`` alone on packed rows (the usual query) leaves the per-row numpy passes to two
+passes of one kernel (``colmz.kernels.ranking``) over the sorted entries: it sums equal
+entries, places each row and emits the change in its final ``(row, number)`` order -- the
+answer's consolidated order when the ``ORDER BY`` columns lead the payload -- with each
+entry's partition and payload position; nothing per row is materialized and the change is
+not sorted again. The sort is numpy's stable one: the read arrives run by run, each run's
+rows already in (partition, row) order, and it merges such stretches in about linear time.
+
 Order: PostgreSQL's (``ASC`` NULLs last, ``DESC`` NULLs first unless said otherwise -- the
 session's ``default_null_order``), ties of ``row_number`` broken by colmz's total order on the
 row (SQL leaves them unspecified: every answer is one DuckDB could give). Only columns whose
@@ -51,6 +59,8 @@ from colmz.dataflow.gather import Found, concat_found
 from colmz.dataflow.keyed import consolidate_packed, consolidate_words, expand_ranges, pack_columns
 from colmz.dataflow.topk import OrderBy
 from colmz.errors import NegativeMultiplicity
+from colmz.kernels.pool import scratch
+from colmz.kernels.ranking import positions_below, row_number_count, row_number_fill
 from colmz.order import ColumnSpec, kind_of
 from colmz.rows import EXPAND_LIMIT
 
@@ -159,6 +169,46 @@ def recognize(translated: str, schema, group_by, out_schema) -> Ranking | None:
     return Ranking(tuple(names), tuple(functions), order)
 
 
+def _row_numbers(ranking: Ranking, packed, both: Found, n_read: int, read_is_after: bool):
+    """:func:`ranked_change` of ``row_number`` alone on packed rows: one sort of the packed
+    words (with the entries' positions in the low bits when they fit), then two passes of
+    ``colmz.kernels.ranking`` that consolidate the sorted entries, place each row and emit
+    the change in its final order, (row, number) -- no array per consolidated row, no sort
+    of the change. ``None`` when the diffs could sum beyond ``int64`` (the caller's exact
+    path then raises or sums them)."""
+    words, bits, lows = packed
+    diff = both.diff
+    n = len(diff)
+    if n and max(int(diff.max()), -int(diff.min())) * n >= 2**63:
+        return None
+    total = sum(bits)
+    index_bits = max(int(n - 1).bit_length(), 1)
+    # the read comes run by run, each run's rows in (partition, payload) order -- the packed
+    # order here, the tag being 0 -- so a sort that finds sorted stretches (numpy's stable
+    # sort, a timsort) merges them instead of sorting all the rows afresh
+    if total + index_bits <= 64:
+        # in a scratch array the process reuses (colmz.kernels.pool): its pages are touched
+        # already, where a fresh array's first touch costs more than the writes
+        order = scratch("ranking.order", n, np.uint64)
+        positions_below(words, index_bits, order)
+        order.sort(kind="stable")
+        perm = np.zeros(0, np.int64)
+    else:
+        perm = np.argsort(words, kind="stable")
+        order, index_bits = words[perm], 0
+    args = (order, index_bits, perm, diff, n_read, bits[-1], total - bits[0] if bits[0] else 64)
+    m, least, total_old, total_new = row_number_count(*args, read_is_after)
+    if least < 0:
+        raise NegativeMultiplicity(f"the input of a window retracts rows it does not hold (a multiplicity of {least})")
+    if max(total_old, total_new) > EXPAND_LIMIT:
+        raise ValueError(f"the affected partitions hold more than EXPAND_LIMIT = {EXPAND_LIMIT} rows "
+                         "(colmz.rows.EXPAND_LIMIT): row_number numbers each copy")
+    part, src, number, sign = (np.empty(m, np.int64) for _ in range(4))
+    row_number_fill(*args, lows[0], read_is_after, part, src, number, sign)
+    return (Found(part, np.take(both.vals, src, axis=0), both.val_layout, sign), [number for _ in ranking.names],
+            None, int(total_new))
+
+
 def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Found, delta: Found,
                   read_is_after: bool) -> tuple[Found, list[np.ndarray], np.ndarray, int]:
     """The affected partitions' change: ``read`` the rows read from the input arrangement
@@ -168,8 +218,10 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     payload words, ``diff``), per ranking column its values (``int64``), and per changed row
     the position of its row in the ranking's order (partition, ``ORDER BY`` words, payload
     words): the changed rows come in that order piece by piece (numbers retracted, then
-    inserted), each piece sorted by it; and the affected partitions' rows after the change
-    (with their multiplicities: what a recompute would read)."""
+    inserted), each piece sorted by it -- or ``None`` for that when the changed rows come in
+    their final order already, by row then number (``row_number`` alone on packed rows);
+    and the affected partitions' rows after the change (with their multiplicities: what a
+    recompute would read)."""
     both = concat_found([read, delta])
     vl, vals = both.val_layout, both.vals
     index = {c.name: j for j, c in enumerate(val_specs)}
@@ -206,7 +258,14 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     tag[n_read:] = 1
     cols.append(tag)
     packed = pack_columns(cols)
-    got = None if packed is None else consolidate_packed(packed[0], sum(packed[1]), both.diff)
+    if packed is not None and set(ranking.functions) == {"row_number"}:
+        got = _row_numbers(ranking, packed, both, n_read, read_is_after)
+        if got is not None:
+            return got
+    # the read comes run by run, each run's rows in (partition, payload) order -- the packed
+    # order here, the tag being 0 -- so a sort that finds sorted stretches (numpy's stable
+    # sort, a timsort) merges them instead of sorting all the rows afresh
+    got = None if packed is None else consolidate_packed(packed[0], sum(packed[1]), both.diff, presorted=True)
     if got is not None:
         ps, perm, diff = got
         bits, lows = packed[1], packed[2]
@@ -246,7 +305,7 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
     fns = set(ranking.functions)
     if not len(diff):
         empty = Found(np.zeros(0, np.int64), np.zeros((0, vals.shape[1]), np.uint64), vl, np.zeros(0, np.int64))
-        return empty, [np.zeros(0, np.int64) for _ in ranking.names], np.zeros(0, np.int64), 0
+        return empty, [np.zeros(0, np.int64) for _ in ranking.names], None, 0
     # Each distinct row: its read entry (tag 0), its delta entry (tag 1), or both, adjacent --
     # a pair is a delta entry right after a read entry of the same words (checked on the
     # delta's entries only).

@@ -265,3 +265,30 @@ def test_values_too_wide_to_pack_are_ranked_exactly():
     assert sorted(out.to_pylist()) == sorted([
         (1, 0, 2, 2, 2, 1), (1, hi, 2, 2, 2, -1), (1, hi, 3, 2, 2, -1), (1, hi, 3, 3, 2, 1), (1, hi, 4, 3, 2, 1),
         (2, lo, 1, 1, 2, -1), (2, 0, 2, 2, 2, -1), (2, 0, 1, 1, 2, 1)])
+
+
+@settings(max_examples=us.examples(30), deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 2), st.sampled_from([0, 1, 2**58, 2**59 - 1, -5]),
+                                   st.sampled_from([1, 1, 2, -1])), max_size=8), max_size=5))
+def test_row_number_of_wide_values_sorts_by_a_permutation(steps):
+    # values spanning ~2**59 pack into one word, but not beside the entries' positions: the
+    # kernel reads the sorted keys through a permutation; same answer as the words path
+    from unittest import mock
+
+    schema = {"g": pa.int64(), "v": pa.int64()}
+    sql = translate("SELECT *, row_number() OVER (PARTITION BY g ORDER BY v) AS r FROM input_rows")
+    packed, words = GroupRecompute(schema, ["g"], sql), GroupRecompute(schema, ["g"], sql)
+    held: Counter = Counter()
+    for t, step in enumerate(steps):
+        step = [(r, d) for r, d in ((r[:2], r[2]) for r in step) if held[r] + d >= 0]
+        # (no retraction below zero: both paths raise alike on one, tested above)
+        fixed: Counter = Counter()
+        for r, d in step:
+            if held[r] + fixed[r] + d >= 0:
+                fixed[r] += d
+        b = dm.batch(schema, list(fixed), list(fixed.values()), t)
+        held.update(fixed)
+        want = packed.step(t, b)
+        with mock.patch("colmz.dataflow.ranking.pack_columns", return_value=None):
+            got = words.step(t, b)
+        assert got.to_pylist() == want.to_pylist()
