@@ -108,8 +108,18 @@ def pytest_configure(config):
         storage_servers.share_servers()
 
 
+def loadgroup_worker(config) -> bool:
+    """Whether this process is a pytest-xdist worker of a ``--dist loadgroup`` run.
+
+    The workers collect, and the controller schedules by the node ids they report. pytest-xdist
+    resets a worker's ``dist``/``numprocesses`` options (to ``"no"``/``None``) and keeps
+    ``loadgroup`` for it: the grouping must be decided on that, in the worker.
+    """
+    return hasattr(config, "workerinput") and bool(config.getoption("loadgroup", False))
+
+
 def pytest_collection_modifyitems(config, items):
-    if distributed(config) and config.getoption("dist") == "loadgroup":
+    if loadgroup_worker(config):
         group_for_workers(items)
     if "slow" in (config.getoption("-m") or ""):
         return
@@ -133,4 +143,20 @@ def group_for_workers(items) -> None:
             group = "spark"
         else:
             group = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        set_group(item, group)
+
+
+def set_group(item, group: str) -> None:
+    """Give ``item`` the node id ``<id>@<group>``: what ``--dist loadgroup`` schedules by.
+
+    pytest-xdist's own ``xdist_group`` marker does this by assigning ``item._nodeid``, which
+    pytest 9 no longer reads (it keeps the id as ``item._id``, a parsed ``NodeId``): there the
+    marker is silently ignored and every test is scheduled alone. Setting the id here works
+    on both, and the controller's scope is the text after the last ``@``.
+    """
+    nodeid = f"{item.nodeid}@{group}"
+    if hasattr(item, "_id"):
+        item._id = type(item._id).parse(nodeid)
+    else:
+        item._nodeid = nodeid
+    assert item.nodeid == nodeid, (item.nodeid, nodeid)
