@@ -54,6 +54,18 @@ def oracle_url() -> str:
         raise
 
 
+def jsonb_text_connection():
+    """A PostgreSQL connection (autocommit, its own fresh schema) reading jsonb as the text
+    PostgreSQL prints (the canonical text colmz keeps)."""
+    require("psycopg", "the PostgreSQL oracle needs psycopg")
+    import psycopg
+    from storage_servers import fresh_schema_url
+
+    conn = psycopg.connect(fresh_schema_url(oracle_url()), autocommit=True)
+    conn.adapters.register_loader("jsonb", psycopg.types.string.TextLoader)
+    return conn
+
+
 def open_both():
     """``(conn, cat)``: a PostgreSQL connection (autocommit, its own fresh schema) and a
     ``colmz.Catalog``, both holding :data:`sql_corpus.SETUP`'s tables and rows."""

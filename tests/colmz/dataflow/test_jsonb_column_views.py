@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from reference_models import check_script
-from sql_oracle import oracle_url, require
+from sql_oracle import jsonb_text_connection
 
 import colmz
 
@@ -117,14 +117,7 @@ def test_a_literal_that_is_not_json_is_postgresqls_error_at_create():
 
 @pytest.fixture(scope="module")
 def pg():
-    require("psycopg", "the PostgreSQL oracle needs psycopg")
-    import psycopg
-    from psycopg.types.string import TextLoader
-    from storage_servers import fresh_schema_url
-
-    conn = psycopg.connect(fresh_schema_url(oracle_url()), autocommit=True)
-    # jsonb read as PostgreSQL's text of it (colmz keeps that canonical text)
-    conn.adapters.register_loader("jsonb", TextLoader)
+    conn = jsonb_text_connection()
     yield conn
     conn.close()
 

@@ -162,15 +162,9 @@ VALUES = ["1", "1.0", "1.00", "10", "9", "-0", "0.0", "-1.5", "-1.25", "1e2", "1
 
 @pytest.fixture(scope="module")
 def pg():
-    from sql_oracle import oracle_url, require
+    from sql_oracle import jsonb_text_connection
 
-    require("psycopg", "the PostgreSQL oracle needs psycopg")
-    import psycopg
-    from psycopg.types.string import TextLoader
-    from storage_servers import fresh_schema_url
-
-    conn = psycopg.connect(fresh_schema_url(oracle_url()), autocommit=True)
-    conn.adapters.register_loader("jsonb", TextLoader)
+    conn = jsonb_text_connection()
     yield conn
     conn.close()
 
