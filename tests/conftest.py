@@ -7,7 +7,7 @@
   (``pytest -m slow`` or ``-m "slow or not slow"``).
 * Under pytest-xdist (``.ci/run``: ``-n 2 --dist loadgroup``) the Spark tests share one
   worker and its one SparkSession, every other file runs whole on one worker, and the
-  controller starts the PostgreSQL and S3 servers once for all workers (:func:`group_for_workers`,
+  controller starts the PostgreSQL and S3 servers once for all workers (:func:`worker_groups.group_for_workers`,
   ``storage_servers.share_servers``).
 * The installed ``colmz`` is imported first, with ``tests/`` off ``sys.path``: pytest puts
   ``tests/`` on ``sys.path`` for this file, and there the folder ``tests/colmz`` (no
@@ -78,6 +78,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 # start on first use only. (One conftest for the whole tree: a second conftest.py in a
 # folder without __init__.py clashes with this one under --doctest-modules.)
 from storage_servers import location_factory, pg_url, s3_endpoint  # noqa: E402, F401
+from worker_groups import group_for_workers, loadgroup_worker  # noqa: E402
 
 settings.register_profile(
     "colmz",
@@ -108,16 +109,6 @@ def pytest_configure(config):
         storage_servers.share_servers()
 
 
-def loadgroup_worker(config) -> bool:
-    """Whether this process is a pytest-xdist worker of a ``--dist loadgroup`` run.
-
-    The workers collect, and the controller schedules by the node ids they report. pytest-xdist
-    resets a worker's ``dist``/``numprocesses`` options (to ``"no"``/``None``) and keeps
-    ``loadgroup`` for it: the grouping must be decided on that, in the worker.
-    """
-    return hasattr(config, "workerinput") and bool(config.getoption("loadgroup", False))
-
-
 def pytest_collection_modifyitems(config, items):
     if loadgroup_worker(config):
         group_for_workers(items)
@@ -127,36 +118,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
-
-
-def group_for_workers(items) -> None:
-    """Under ``-n N --dist loadgroup``: what must share a process runs in one worker.
-
-    Every test that uses the ``spark`` fixture or is marked ``spark`` goes to one group, so one
-    worker runs them all on the run's one SparkSession (a second session in another worker
-    costs a JVM start, and a docs block's ``colmz.spark.session`` must find the fixture's).
-    Every other test is grouped by its file, as ``--dist loadfile`` would: a module's
-    fixtures are built once, and tests of a file run in their written order.
-    """
-    for item in items:
-        if item.get_closest_marker("spark") or "spark" in getattr(item, "fixturenames", ()):
-            group = "spark"
-        else:
-            group = item.nodeid.split("::", 1)[0]
-        set_group(item, group)
-
-
-def set_group(item, group: str) -> None:
-    """Give ``item`` the node id ``<id>@<group>``: what ``--dist loadgroup`` schedules by.
-
-    pytest-xdist's own ``xdist_group`` marker does this by assigning ``item._nodeid``, which
-    pytest 9 no longer reads (it keeps the id as ``item._id``, a parsed ``NodeId``): there the
-    marker is silently ignored and every test is scheduled alone. Setting the id here works
-    on both, and the controller's scope is the text after the last ``@``.
-    """
-    nodeid = f"{item.nodeid}@{group}"
-    if hasattr(item, "_id"):
-        item._id = type(item._id).parse(nodeid)
-    else:
-        item._nodeid = nodeid
-    assert item.nodeid == nodeid, (item.nodeid, nodeid)

@@ -1,4 +1,4 @@
-"""The grouping of tests for pytest-xdist workers (``tests/conftest.py``) reaches the scheduler.
+"""The grouping of tests for pytest-xdist workers (``tests/worker_groups.py``) reaches the scheduler.
 
 ``--dist loadgroup`` schedules by the text after the last ``@`` of each node id a worker
 reports. These tests build real items (pytest's ``pytester``), group them as a worker does,
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import types
 
-import conftest
 import pytest
+import worker_groups
 
 pytest_plugins = ["pytester"]
 
@@ -55,7 +55,7 @@ def test_items_of_one_file_share_a_scope_and_spark_tests_share_one(pytester):
     )
     items = pytester.getitems(pytester.path)
     before = [item.nodeid for item in items]
-    conftest.group_for_workers(items)
+    worker_groups.group_for_workers(items)
     scopes = {b: scope(item.nodeid) for b, item in zip(before, items)}
     assert [item.nodeid.rsplit("@", 1)[0] for item in items] == before  # the id itself is kept
     assert scopes == {
@@ -75,6 +75,6 @@ def test_only_a_loadgroup_worker_groups():
             c.workerinput = {}
         return c
 
-    assert conftest.loadgroup_worker(config(True, True))
-    assert not conftest.loadgroup_worker(config(True, False))  # -n 2 --dist load
-    assert not conftest.loadgroup_worker(config(False, True))  # the controller: it does not collect
+    assert worker_groups.loadgroup_worker(config(True, True))
+    assert not worker_groups.loadgroup_worker(config(True, False))  # -n 2 --dist load
+    assert not worker_groups.loadgroup_worker(config(False, True))  # the controller: it does not collect
