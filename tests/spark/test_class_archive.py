@@ -24,7 +24,8 @@ from colmz.spark.class_archive import (  # noqa: E402
     promote_candidates,
 )
 
-pytestmark = pytest.mark.skipif(java_binary() is None, reason="no java")
+# A JVM of its own per test: run beside no Spark session (the spark group runs serially on one worker).
+pytestmark = [pytest.mark.skipif(java_binary() is None, reason="no java"), pytest.mark.spark]
 
 DEAD_PID = 2**22 + 12345  # above the default pid_max: no such process
 
