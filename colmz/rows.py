@@ -249,12 +249,7 @@ def at_time(u: Updates, time: int) -> Updates:
     """
     if len(u) == 0 or (u.time[0] == time and u.time[-1] == time):
         return u
-    out = Updates(
-        {n: u.column(n) for n in u.column_names},
-        np.full(len(u), time, np.uint64),
-        u.diff,
-        _trusted=True,
-    )
+    out = Updates.from_checked({n: u.column(n) for n in u.column_names}, np.full(len(u), time, np.uint64), u.diff)
     order = u.consolidated_order
     if order is not None and (u.time[0] == u.time[-1] if order == "time" else u.time.min() == u.time.max()):
         out.assume_consolidated(order)  # one time moved to another: still each row once, in order

@@ -774,7 +774,7 @@ class AccumulableReduce:
             data[name] = a.output(accs[0], accs[sl], where)
         diff = np.concatenate([np.full(len(old_idx), -1, np.int64), np.ones(len(new_idx), np.int64)])
         # every column is an Arrow array of the output's type, made here: no checks to repeat
-        return Updates(data, np.full(len(idx), time, np.uint64), diff, _trusted=True)
+        return Updates.from_checked(data, np.full(len(idx), time, np.uint64), diff)
 
     def __repr__(self) -> str:
         return f"AccumulableReduce(group_by={list(self.group_by)}, aggregates={self.aggregates})"

@@ -706,8 +706,8 @@ class KeyedArrangement(FueledHolder):
             cols[i] = c
         time = np.full(len(diff), self._since or 0, np.uint64)
         # decoded here in the arrangement's types, one length: nothing for Updates to check
-        return Updates({s.name: c for s, c in zip(self.schema, cols)}, time, np.asarray(diff, np.int64),
-                       _trusted=True)
+        return Updates.from_checked({s.name: c for s, c in zip(self.schema, cols)}, time,
+                                    np.asarray(diff, np.int64))
 
     # -- durable state (colmz.dataflow.state) -------------------------------------------
 

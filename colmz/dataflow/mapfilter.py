@@ -300,8 +300,8 @@ class MapFilter:
             out = delta.rename([c.name for c in self.schema])
         elif self._projects:
             # the delta is checked (cast to the input's types): its columns need no second look
-            out = Updates({c.name: delta.column(c.source) for c in self.select}, delta.time, delta.diff,
-                          _trusted=True)
+            out = Updates.from_checked({c.name: delta.column(c.source) for c in self.select}, delta.time,
+                                       delta.diff)
         else:
             out = Updates({c.name: c.evaluate(delta) for c in self.select}, delta.time, delta.diff,
                           schema=self.schema, copy=False)

@@ -262,9 +262,7 @@ def ranked_change(ranking: Ranking, val_specs: tuple[ColumnSpec, ...], read: Fou
         got = _row_numbers(ranking, packed, both, n_read, read_is_after)
         if got is not None:
             return got
-    # the read comes run by run, each run's rows in (partition, payload) order -- the packed
-    # order here, the tag being 0 -- so a sort that finds sorted stretches (numpy's stable
-    # sort, a timsort) merges them instead of sorting all the rows afresh
+    # presorted: the read's runs are sorted stretches (as in _row_numbers)
     got = None if packed is None else consolidate_packed(packed[0], sum(packed[1]), both.diff, presorted=True)
     if got is not None:
         ps, perm, diff = got

@@ -242,13 +242,14 @@ class GroupRecompute:
         if not m:
             return Updates.empty(self.schema)
         in_order = self._ranked_in_order and not layout[-1] and not change.val_layout[-1] and len(values) == 1
-        if in_order and order is not None:
+        # (order None: the change comes by row then number, in that order already)
+        merge = in_order and order is not None
+        if merge:
             # the rows' order is (key, payload) here; with the one ranking value after it,
             # that is the consolidated order: the pieces, each sorted, merged by a stable sort
-            # (a change that comes by row then number is in that order already)
             top = int(values[0].max()) + 2
-            in_order = int(order.max()) < (1 << 62) // top
-        if in_order and order is not None:
+            in_order = merge = int(order.max()) < (1 << 62) // top
+        if merge:
             perm = np.argsort(order * top + values[0], kind="stable")
             change = Found(change.query[perm], change.vals[perm], change.val_layout, change.diff[perm])
             values = [values[0][perm]]

@@ -148,7 +148,6 @@ class SqlMapFilter:
         self._clock.advance(t)
         return result
 
-
     def _check_plain(self, delta: Updates) -> None:
         from colmz.sql.errors import UnsupportedSQL
         from colmz.sql.jsonb import jsonb_plain
