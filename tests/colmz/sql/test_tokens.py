@@ -297,6 +297,22 @@ def test_tokens_of_a_concatenation_are_the_tokens_of_its_text(pieces):
         assert [(t.kind, t.text, t.start, t.end, t.upper) for t in tokenize(text)] == want
 
 
+def count_lexing(monkeypatch) -> tuple[list[str], object]:
+    """Record every text colmz's lexer reads from now on (a slice when it lexes a part):
+    ``(the list it fills, the real lexer to put back)``."""
+    import colmz.sql.tokens as tokens
+
+    lexed: list[str] = []
+    real = tokens._tokens_at_once
+
+    def counting(text, *args):
+        lexed.append(text if not args else text[args[0]:args[1]])
+        return real(text, *args)
+
+    monkeypatch.setattr(tokens, "_tokens_at_once", counting)
+    return lexed, real
+
+
 def test_a_delete_query_shares_its_predicates_tokens(monkeypatch):
     # Work counter: the SELECT colmz writes for a DELETE (and an UPDATE) is not lexed where
     # it holds the statement's own text: the predicate's and the values' tokens, cut from
@@ -307,14 +323,7 @@ def test_a_delete_query_shares_its_predicates_tokens(monkeypatch):
     clear_caches()
     (d,) = parse("DELETE FROM t WHERE k IN (SELECT k FROM events WHERE kind = 'gone') AND v < 100")
     (u,) = parse("UPDATE t SET v = v || '!', k = k + 1 WHERE k BETWEEN 3 AND 7")
-    lexed = []
-    real = tokens._tokens_at_once
-
-    def counting(text, *args):
-        lexed.append(text if not args else text[args[0]:args[1]])
-        return real(text, *args)
-
-    monkeypatch.setattr(tokens, "_tokens_at_once", counting)
+    lexed, real = count_lexing(monkeypatch)
     q1 = select_where(d.table, d.where)
     q2 = update_select(u.table, ["k", "v"], dict(u.assignments), u.where)
     got = [list(tokenize(q)) for q in (q1, q2)]
@@ -336,14 +345,7 @@ def test_a_translation_is_lexed_only_where_the_trees_rules_changed_it(monkeypatc
     q = "SELECT o.region, o.amount || o.note AS label, o.status FROM orders o JOIN users u ON o.user_id = u.id"
     clear_caches()
     tokenize(q)
-    lexed = []
-    real = tokens._tokens_at_once
-
-    def counting(text, *args):
-        lexed.append(text if not args else text[args[0]:args[1]])
-        return real(text, *args)
-
-    monkeypatch.setattr(tokens, "_tokens_at_once", counting)
+    lexed, real = count_lexing(monkeypatch)
     out = translate(q)
     assert out != q  # (|| of a non-text operand: a rule of the tree rewrote it)
     got = list(tokenize(out))
