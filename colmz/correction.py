@@ -557,7 +557,7 @@ class Correction:
                 self._pending_low.append(negated(tail))
         if not everything:
             return nothing
-        return Updates._from_encoded(Encoded(keys, time, diff, layout), self._schema)
+        return Updates.from_encoded(Encoded(keys, time, diff, layout), self._schema)
 
     # ------------------------------------------------------------------ rollback
 
@@ -580,8 +580,8 @@ class Correction:
         schema = self._schema
         # Decoded lazily: a sink that only feeds the read back never decodes it.
         if len(chunks) == 1:
-            return iter((Updates._from_encoded(chunks[0].encoded, schema),))
-        return iter([Updates._from_encoded(c.encoded, schema) for c in chunks])
+            return iter((Updates.from_encoded(chunks[0].encoded, schema),))
+        return iter([Updates.from_encoded(c.encoded, schema) for c in chunks])
 
     def _iter_nothing(self) -> Iterator[Updates]:
         # One empty batch of the buffer's columns, so colmz.concat of any read works.

@@ -350,7 +350,7 @@ def _consolidate_raw(updates: Updates, raw, order: str, since, report) -> Update
     keys, time, diff = _sort_consolidate_explained(updates, words, updates.time, updates.diff, order, since, flips)
     report(2)
     column = column_from_raw_words(keys, schema[0])
-    return Updates._from_parts((column,), schema, time, diff)
+    return Updates.from_checked({schema[0].name: column}, time, diff)
 
 
 # Below this many rows strings are sorted by their full encoding; above it, by rank.
@@ -440,7 +440,7 @@ def _consolidate_ranked(updates: Updates, order: str, since, report) -> Updates:
         rows = np.maximum(reps[pos], 0)
         col = source.take(array_from_numpy(rows, pa.int64(), mask))
         out[i] = col if col.type == schema[i].type else col.cast(schema[i].type)
-    return Updates._from_parts(out, schema, t, d)
+    return Updates.from_checked({s.name: c for s, c in zip(schema, out)}, t, d)
 
 
 def order_data(updates: Updates) -> tuple[Updates, np.ndarray | None]:
@@ -473,7 +473,8 @@ def _append_columns(a: Updates, b: Updates) -> Updates:
     # ``b`` (same schema) after ``a``, column by column: a writer gathers from the columns, so
     # this must not become a lazily decoded encoding as ``concat`` of handed-out batches does.
     cols = tuple(pa.concat_arrays([x, y]) for x, y in zip(held_columns(a), held_columns(b)))
-    return Updates._from_parts(cols, a.schema, np.concatenate([a.time, b.time]), np.concatenate([a.diff, b.diff]))
+    return Updates.from_checked({s.name: c for s, c in zip(a.schema, cols)}, np.concatenate([a.time, b.time]),
+                                np.concatenate([a.diff, b.diff]))
 
 
 def consolidate_data(updates: Updates) -> Updates:
@@ -525,7 +526,7 @@ def concat(batches: Iterable[Updates]) -> Updates:
     if all(e is not None for e in encodings) and all(b.schema == schema for b in batches):
         # Batches a structure handed out (a read's chunks): concatenate their encodings and
         # decode lazily, so feeding the result back into a structure encodes nothing.
-        return Updates._from_encoded(concat_encoded(encodings), schema)
+        return Updates.from_encoded(concat_encoded(encodings), schema)
     data = {}
     for ci, spec in enumerate(schema):
         chunks = []
@@ -537,5 +538,5 @@ def concat(batches: Iterable[Updates]) -> Updates:
         data[spec.name] = pa.concat_arrays(chunks)
     time = np.concatenate([b.time for b in batches])
     diff = np.concatenate([b.diff for b in batches])
-    return Updates._from_parts(tuple(data.values()), schema, time, diff)
+    return Updates.from_checked(data, time, diff)
 

@@ -520,9 +520,20 @@ class Updates:
         return out
 
     @classmethod
-    def _from_encoded(cls, enc: Encoded, schema: tuple[ColumnSpec, ...]) -> Updates:
-        """The batch of ``enc`` in ``schema``, decoded lazily (see :meth:`_from_parts`)."""
-        return cls._from_parts(None, schema, enc.time, enc.diff, enc)
+    def from_encoded(cls, enc: Encoded, schema: Sequence[ColumnSpec]) -> Updates:
+        """The batch of ``enc`` (an encoding colmz made of a batch of ``schema``), decoded lazily.
+
+        Like :meth:`decode`, but the columns are decoded only when first asked for: a batch a
+        structure hands out that is only fed back into a structure (a sink's read, ``concat``
+        of such reads) is never decoded, and :func:`cached_encoding` gives ``enc`` back. No
+        checks: ``enc`` must be of ``schema``.
+
+        >>> u = Updates({"k": [2, 1]}, time=[0, 3], diff=[1, -1])
+        >>> lazy = Updates.from_encoded(u.encode(), u.schema)
+        >>> cached_encoding(lazy) is not None, lazy.to_pylist()
+        (True, [(2, 0, 1), (1, 3, -1)])
+        """
+        return cls._from_parts(None, tuple(schema), enc.time, enc.diff, enc)
 
     @property
     def _columns(self) -> tuple[pa.Array, ...]:
@@ -908,9 +919,10 @@ def held_columns(updates: Updates) -> tuple[pa.Array, ...]:
     """The data columns ``updates`` holds, as they are (no copies; a batch a structure handed
     out is decoded now if it was not yet).
 
-    With :attr:`Updates.time`, :attr:`Updates.diff`, :func:`cached_encoding` and
-    :meth:`Updates._from_parts`, the one door through which colmz's own modules
-    (``colmz.ops``) take a batch apart and build one, so none of them reads the batch's fields.
+    With :attr:`Updates.time`, :attr:`Updates.diff`, :func:`cached_encoding`,
+    :meth:`Updates.from_checked` and :meth:`Updates.from_encoded`, the one door through which
+    colmz's own modules (``colmz.ops``) take a batch apart and build one, so none of them
+    reads the batch's fields.
 
     >>> held_columns(Updates({"k": [1, 2]}, time=[0, 0], diff=[1, 1]))[0].to_pylist()
     [1, 2]

@@ -597,7 +597,7 @@ def test_held_parts_are_the_batch_own_arrays_and_ops_and_correction_read_no_fiel
     out = Updates.decode(made.encode(), made.schema)
     assert cached_encoding(out) is not None and held_columns(out)[0].to_pylist() == [7, 8]
     # colmz.ops and colmz.correction take batches apart only through these (and build them
-    # with Updates._from_parts / _from_encoded): no reads of a batch's fields.
+    # with Updates.from_checked / from_encoded): no reads of a batch's fields.
     import colmz.correction
 
     for module in (colmz.ops, colmz.correction):
