@@ -28,8 +28,8 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   (a subquery's, a CTE's). jsonb's text equality is its value's only where no number is
   written with trailing zeros: a jsonb equality of two columns is a SQL condition, a literal
   holding a number a SQL segment, and the jsonb columns a Distinct, Reduce, TopK's groups,
-  a group's SQL or a join key compare are checked below by a segment (``SqlMapFilter.plain``,
-  refusing ``1.0`` as the query path does); a top-k ordered by jsonb, or a group's SQL
+  a group's SQL or a join key compare are checked below by a :class:`JsonbCheck` (natively,
+  no DuckDB call: refusing ``1.0`` as the query path does); a top-k ordered by jsonb, or a group's SQL
   comparing a jsonb column it was not translated for, falls back;
 * :class:`FlatMap` -- a table function (or ``VALUES`` list) read per row of its input, one
   SQL segment whose ``FROM`` joins it laterally to the delta;
@@ -217,6 +217,7 @@ from colmz.dataflow.plan_nodes import (
     GroupSql,
     IsNullPredicate,
     Join,
+    JsonbCheck,
     MapFilter,
     Negate,
     Node,
@@ -258,8 +259,8 @@ from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, parse_tree
 
 __all__ = ["INCREMENTAL", "PER_GROUP", "PER_OUTER_KEY", "PER_PARTITION", "Aggregate", "BasicReduce", "CollatedReduce", "Comparison",
-           "Constant", "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate",
-           "Node", "Pipeline", "Plan", "PlanError", "Predicate", "Reduce", "SqlMapFilter", "SqlTopK",
+           "Constant", "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "JsonbCheck", "MapFilter",
+           "Negate", "Node", "Pipeline", "Plan", "PlanError", "Predicate", "Reduce", "SqlMapFilter", "SqlTopK",
            "TemporalFilter", "Threshold",
            "TopK", "Union", "Window", "fused", "monotonic_plan", "plan", "render"]
 
@@ -1230,7 +1231,7 @@ def _with_kinds(node: Node, kinds: Mapping[str, str], done: dict | None = None) 
     noted of a kind (:meth:`_Planner.noted_kind`) has it, and so has a column renamed or
     passed on from one (a subquery's, a CTE's output); and with jsonb's text compared only
     where it is jsonb's equality -- the jsonb columns a DISTINCT, GROUP BY, set operation,
-    DISTINCT ON or join key compares are checked by a segment below (``SqlMapFilter.plain``),
+    DISTINCT ON or join key compares are checked below (a :class:`JsonbCheck`),
     and a top-k ordered by one, or a group's SQL reading one it was not translated as jsonb
     for, is ``Unsupported`` (jsonb's order is not its text's)."""
     done = {} if done is None else done
@@ -1302,13 +1303,13 @@ def _kinds_out(node: Node, kinds: Mapping[str, str]) -> dict[str, str | None]:
 
 
 def _plain_below(node: Node, told: Mapping[str, str | None], columns) -> Node:
-    """``node``, or a segment over it checking its jsonb ``columns`` (``SqlMapFilter.plain``)."""
+    """``node``, or a :class:`JsonbCheck` over it of its jsonb ``columns``."""
     names = [c.name for c in node.schema]
     plain = tuple(names.index(c) for c in columns if c in names and told.get(c) == "jsonb")
     if not plain:
         return node
     shown = tuple(f"jsonb text of {names[i]} only its value's" for i in plain)
-    return SqlMapFilter(node.schema, node, (), None, shown, plain=plain)
+    return JsonbCheck(node.schema, node, plain, shown)
 
 
 def _as_is(s: str) -> str:

@@ -20,7 +20,7 @@ from colmz.dataflow.minmax import bucketing
 from colmz.order import ColumnSpec
 
 __all__ = ["INCREMENTAL", "PER_GROUP", "PER_OUTER_KEY", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
-           "Distinct", "Fallback", "FlatMap", "Get", "GroupSql", "IsNullPredicate", "Join", "MapFilter", "Negate", "Node",
+           "Distinct", "Fallback", "FlatMap", "Get", "GroupSql", "IsNullPredicate", "Join", "JsonbCheck", "MapFilter", "Negate", "Node",
            "Plan", "Predicate", "Reduce", "Schema", "SqlMapFilter", "SqlTopK", "TemporalFilter", "Threshold", "TopK", "Union",
            "Window", "fused", "placeholder", "pushed_below_sql", "renamed", "with_inputs"]
 
@@ -289,26 +289,40 @@ class SqlMapFilter(Node):
     with each column reference replaced by the placeholder of its input column; ``shown``
     the user's text of each, for EXPLAIN; ``kinds`` the kind (``jsonb``, ``json``, ``text``,
     ``None``: not told) of each input column, by which PostgreSQL's jsonb rules of a column's
-    type apply to the segment (:mod:`colmz.sql.jsonbcols`; empty: none told); ``plain`` the
-    input columns (jsonb) a DISTINCT, GROUP BY or set operation above compares as text,
-    each value refused unless its text is its value's only one
-    (:func:`colmz.sql.jsonb.jsonb_plain`), as the query path refuses it."""
+    type apply to the segment (:mod:`colmz.sql.jsonbcols`; empty: none told)."""
 
     input: Node | None = None
     where: tuple[str, ...] = ()
     select: tuple[tuple[str, str], ...] | None = None
     shown: tuple[str, ...] = ()
     kinds: tuple[str | None, ...] = ()
-    plain: tuple[int, ...] = ()
 
     @property
     def inputs(self):
         return (self.input,)
 
     def describe(self) -> str:
-        if self.plain and not self.where and self.select is None and type(self) is SqlMapFilter:
-            return f"Check [{', '.join(self.shown)}] (no DuckDB call)"
         return f"MapFilter via SQL [{', '.join(self.shown)}] (one DuckDB call per commit)"
+
+
+@dataclass(frozen=True)
+class JsonbCheck(Node):
+    """The input passed on, the jsonb columns at positions ``columns`` checked
+    (:mod:`colmz.dataflow.jsonbcheck`): a DISTINCT, GROUP BY, set operation or join key above
+    compares them as text, jsonb's equality only when each value's text is its only one
+    (:func:`colmz.sql.jsonb.jsonb_plain`); another value is refused, as the query path
+    refuses it. ``shown`` says each check, for EXPLAIN."""
+
+    input: Node | None = None
+    columns: tuple[int, ...] = ()
+    shown: tuple[str, ...] = ()
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"Check [{', '.join(self.shown)}] (no DuckDB call)"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from colmz.dataflow.constant import Constant as ConstantOp
 from colmz.dataflow.distinct import Distinct as DistinctOp
 from colmz.dataflow.distinct import Threshold as ThresholdOp
 from colmz.dataflow.join import DeltaJoin
+from colmz.dataflow.jsonbcheck import JsonbCheck as JsonbCheckOp
 from colmz.dataflow.linear import Negate as NegateOp
 from colmz.dataflow.linear import Union as UnionOp
 from colmz.dataflow.mapfilter import Column, Compare, IsNull
@@ -56,6 +57,7 @@ from colmz.dataflow.plan_nodes import (
     Get,
     GroupSql,
     Join,
+    JsonbCheck,
     MapFilter,
     Negate,
     Node,
@@ -143,7 +145,7 @@ def reduce_operator(schema: Schema, group: tuple[str, ...], aggs: tuple[Aggregat
 
 #: Nodes whose operators' steps return their delta consolidated (``consolidated_at``): a
 #: Map/Filter over one of them that only renames passes the delta through.
-CONSOLIDATING = (Get, MapFilter, SqlMapFilter, GroupSql, TopK, Distinct, Threshold, Negate, Union)
+CONSOLIDATING = (Get, MapFilter, SqlMapFilter, JsonbCheck, GroupSql, TopK, Distinct, Threshold, Negate, Union)
 
 
 def _predicate_operator(p: Predicate):
@@ -259,8 +261,9 @@ def _render_node(node: Node, tables: Mapping[str, Schema], fallback, shared: Sha
         return step
     elif isinstance(node, SqlMapFilter):  # a FlatMap too: its table function after the delta
         op = SqlMapFilterOp(ins[0].schema, node.where, node.select,
-                            lateral=node.lateral if isinstance(node, FlatMap) else "", kinds=node.kinds,
-                            plain=node.plain)
+                            lateral=node.lateral if isinstance(node, FlatMap) else "", kinds=node.kinds)
+    elif isinstance(node, JsonbCheck):
+        op = JsonbCheckOp(ins[0].schema, node.columns)
     elif isinstance(node, Reduce):
         own = node.hierarchical_plan != "per group"  # the monotonic and bucketed plans keep their own state
         op = reduce_operator(ins[0].schema, node.group_by, node.aggregates,

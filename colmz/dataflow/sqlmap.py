@@ -53,12 +53,6 @@ class SqlMapFilter:
         optional: PostgreSQL's rules of a column's type apply to the segment as to a query
         over such columns (:func:`colmz.sql.jsonbcols.jsonb_column_rules`: a jsonb column
         compared with a string literal compares jsonb, ``||`` of two jsonb columns merges)
-    plain : positions of input columns (jsonb) whose every value must be written as the only
-        text of its value (:func:`colmz.sql.jsonb.jsonb_plain`: no ``1.0``), optional: a
-        DISTINCT, GROUP BY or set operation above compares them as text, which is jsonb's
-        equality only then; another value raises :class:`colmz.sql.UnsupportedSQL` (the
-        query path's refusal) and the step changes nothing. With no ``where`` nor
-        ``select`` such a segment passes the delta on without a DuckDB call.
 
     Examples
     --------
@@ -78,7 +72,7 @@ class SqlMapFilter:
     ROLLBACK_FIELDS = ("_clock",)
 
     def __init__(self, schema, where: Sequence[str] = (), select: Sequence[tuple[str, str]] | None = None,
-                 lateral: str = "", kinds: Sequence[str | None] = (), plain: Sequence[int] = ()):
+                 lateral: str = "", kinds: Sequence[str | None] = ()):
         from colmz.sql import run_query, session, translate
         from colmz.sql.floatcols import column_kind, float_column_rules
         from colmz.sql.jsonbcols import jsonb_column_rules
@@ -103,18 +97,12 @@ class SqlMapFilter:
         # values compared as jsonb, with no column's kind told too)
         self.translated = jsonb_column_rules(self.translated, ((_DELTA, tuple(
             (placeholder(i)[1:-1].lower(), k) for i, k in enumerate(kinds))),) if kinds else ())
-        self.plain = tuple(plain)
-        bad = [i for i in self.plain if not (isinstance(i, int) and 0 <= i < len(self.input_schema))]
-        if bad:
-            raise ValueError(f"plain: {bad[0]!r} is not a position of the {len(self.input_schema)} input column(s)")
         self._run = run_query
         self._con = session(external_access=False)
         out = self._evaluate(Updates.empty(self.input_schema), 0)
         names = [n for _, n in items]
         self.schema = as_schema([ColumnSpec(n, out.schema.field(i).type) for i, n in enumerate(names)],
                                 "select")
-        self._passthrough = not self.where and self.select is None and not lateral \
-            and tuple(self.schema) == tuple(self.input_schema)
         self._clock = Clock()
         #: DuckDB calls made (a work counter: one per step with a non-empty delta)
         self.calls = 0
@@ -134,10 +122,6 @@ class SqlMapFilter:
         if not len(delta):
             self._clock.advance(t)
             return Updates.empty(self.schema)
-        self._check_plain(delta)
-        if self._passthrough:
-            self._clock.advance(t)
-            return consolidated_at(delta, t)  # a check alone
         out = self._evaluate(delta, t)
         self.calls += 1
         n = out.num_rows
@@ -147,18 +131,6 @@ class SqlMapFilter:
         result = consolidated_at(Updates(cols, np.full(n, t, np.uint64), diff, schema=self.schema), t)
         self._clock.advance(t)
         return result
-
-    def _check_plain(self, delta: Updates) -> None:
-        from colmz.sql.errors import UnsupportedSQL
-        from colmz.sql.jsonb import jsonb_plain
-
-        for i in self.plain:
-            for v in delta.column(self.input_schema[i].name).to_pylist():
-                if v is not None:
-                    try:
-                        jsonb_plain(v)
-                    except ValueError as e:
-                        raise UnsupportedSQL(str(e)) from None
 
 
 def _quoted(name: str) -> str:

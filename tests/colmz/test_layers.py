@@ -38,7 +38,8 @@ FACADES = ("colmz.catalog",)
 #: its lowerings' modules -- built from SQL's parse tree, beside the operators it renders,
 #: which stay below -- its
 #: rendering, the operators that run SQL: ``GroupRecompute``, DuckDB recomputing the affected
-#: groups, and the Map/Filter segment, both through colmz.sql.translate; the ranking windows
+#: groups, and the Map/Filter segment, both through colmz.sql.translate; the jsonb check, through
+#: colmz.sql.jsonb's reading of a document; the ranking windows
 #: GroupRecompute keeps natively, recognized on colmz.sql.tree's nodes of its SQL -- the catalog's
 #: maintained view, which plans a view's SQL, and SUBSCRIBE over a catalog's objects and
 #: queries) and so are not checked.
@@ -46,6 +47,7 @@ ABOVE = ("colmz", "colmz.display", "colmz.as_of", "colmz.plot", "colmz.dataflow.
          "colmz.dataflow.plan_joins", "colmz.dataflow.plan_pushdown", "colmz.dataflow.plan_reduce", "colmz.dataflow.plan_setops",
          "colmz.dataflow.plan_subqueries", "colmz.dataflow.plan_windows", "colmz.dataflow.render",
          "colmz.dataflow.recompute", "colmz.dataflow.ranking", "colmz.dataflow.maintained", "colmz.dataflow.sqlmap",
+         "colmz.dataflow.jsonbcheck",
          "colmz.subscribe")
 
 

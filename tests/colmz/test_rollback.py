@@ -143,8 +143,9 @@ NOT_ROLLED_BACK.update({
     "Recompute": {"schema", "reason", "_evaluate", "rows_recomputed"},
     # its SQL (text, translated), schemas, DuckDB session and runner (configuration), the
     # DuckDB calls made (a work counter)
-    "SqlMapFilter": {"input_schema", "where", "select", "sql", "translated", "_run", "_con", "schema", "calls",
-                     "plain", "_passthrough"},
+    "SqlMapFilter": {"input_schema", "where", "select", "sql", "translated", "_run", "_con", "schema", "calls"},
+    # its checked columns (configuration) and the values it has checked (a work counter)
+    "JsonbCheck": {"schema", "columns", "values_checked"},
     # its rows (configuration); whether it has stepped is its clock
     "Constant": {"schema", "rows"},
     # its bounds, projection and held columns' names (configuration), the rows it has read and
@@ -160,7 +161,7 @@ NOT_ROLLED_BACK.update({
 
 _DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "FueledRuns", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
              "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink", "Collation", "CollatedReduce",
-             "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter", "Constant", "TemporalFilter",
+             "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter", "JsonbCheck", "Constant", "TemporalFilter",
              "GroupRecompute", "SharedArrangements"}
 
 
@@ -169,6 +170,7 @@ def _dataflow_example(name: str):
     from colmz.dataflow import plan
     from colmz.dataflow.collate import Collation
     from colmz.dataflow.fueled import FueledRuns, Merge
+    from colmz.dataflow.jsonbcheck import JsonbCheck
     from colmz.dataflow.maintained import Recompute
     from colmz.dataflow.recompute import INPUT_RELATION, GroupRecompute
     from colmz.dataflow.shared import SharedArrangements
@@ -199,6 +201,7 @@ def _dataflow_example(name: str):
         "MaintainedView": lambda: _maintained(k),
         "Recompute": lambda: Recompute(k, "why", lambda t: colmz.Updates.empty(k)),
         "SqlMapFilter": lambda: SqlMapFilter(k, ['"colmz_c0" % 2 = 0'], [('"colmz_c1" + 1', "w")]),
+        "JsonbCheck": lambda: JsonbCheck(k, [1]),
         "Constant": lambda: df.Constant(k, [(1, 2)]),
         "TemporalFilter": lambda: df.TemporalFilter(k, [df.Bound("v", "<=", 2)]),
         "SharedArrangements": SharedArrangements,
