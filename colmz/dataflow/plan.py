@@ -523,7 +523,7 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
             joined = []
             for c in sql_where:
                 for sub in c.walk():
-                    if sub.cls == "SUBQUERY" and not array_any(sub):
+                    if sub.cls == "SUBQUERY" and not array_any(sub) and self.inlined(sub) is None:
                         # (a CTE planned at each reference joins its subqueries each time)
                         node, col = self.typed_subquery(node, sub, scope)
                         self.subquery_columns[id(sub)] = col
@@ -598,6 +598,9 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                 elif self.quantified_constant(e) is not None:
                     node, col = self.constant_quantified(node, e, *self.quantified_constant(e))
                     select.append((col, e.alias or "?column?"))
+                elif e.cls == "SUBQUERY" and self.inlined(e) is not None:  # (SELECT outer_column)
+                    sql_items[len(select)] = e
+                    select.append(("", e.alias or self.span(e)))
                 elif e.cls == "SUBQUERY":
                     node, col = self.scalar_subquery(node, e, scope)
                     select.append((col, e.alias or self.span(e)))
@@ -945,14 +948,24 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         its column among ``names`` (the segment's input) -- and, with ``aggregate_of`` (over a
         reduce's output), each aggregate call by its output column's; ``Unsupported`` for
         what SQL over a delta cannot evaluate (subqueries, window functions, aggregates
-        without ``aggregate_of``, volatile functions)."""
+        without ``aggregate_of``, volatile functions). A scalar subquery that is an outer
+        expression (:meth:`inlined`) is that expression, parenthesized."""
         if e.start < 0:
             raise Unsupported(f"expression {e.type}: no position in the text")
-        refs: list[tuple[Expression, str]] = []
+        # (start, end, text): a span of the user's text replaced
+        refs: list[tuple[int, int, str]] = []
+
+        def ref(sub: Expression, col: str) -> None:
+            refs.append((sub.start, sub.end, placeholder(names.index(col))))
 
         def visit(sub: Expression) -> None:
             if sub.cls != "COLUMN_REF" and self.group_key(sub) is not None and self.group_key(sub) in names:
-                refs.append((sub, self.group_key(sub)))  # a GROUP BY expression: its column
+                ref(sub, self.group_key(sub))  # a GROUP BY expression: its column
+                return
+            item = self.inlined(sub) if sub.cls == "SUBQUERY" else None
+            if item is not None:  # (SELECT item) -> (item)
+                refs.extend(((sub.start, item.start, "("), (item.end, sub.end, ")")))
+                visit(item)
                 return
             if array_any(sub):
                 # x op ANY (ARRAY[...]), which DuckDB reads as a subquery over unnest: a
@@ -961,7 +974,7 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                     visit(part)
                 return
             if sub.cls == "SUBQUERY" and id(sub) in self.subquery_columns:
-                refs.append((sub, self.subquery_columns[id(sub)]))  # its value, joined in
+                ref(sub, self.subquery_columns[id(sub)])  # its value, joined in
                 return
             if sub.cls == "SUBQUERY":
                 raise Unsupported(f"a subquery in an expression ({self.span(sub)!r})")
@@ -972,27 +985,29 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
             if is_aggregate(sub):
                 if aggregate_of is None:
                     raise Unsupported(f"{self.span(e)!r}: an aggregate inside an expression")
-                refs.append((sub, aggregate_of(sub)))
+                ref(sub, aggregate_of(sub))
                 return
             if sub.cls == "FUNCTION" and sub.name and sub.name[-1].lower() in self.VOLATILE_CALLS:
                 raise Unsupported(f"{self.span(e)!r}: {sub.name[-1]} is volatile")
             if sub.cls == "COLUMN_REF":
-                refs.append((sub, column_of(sub)))
-                self.noted_kind(sub, refs[-1][1])
+                col = column_of(sub)
+                ref(sub, col)
+                self.noted_kind(sub, col)
                 return
             for c in sub.children:
                 visit(c)
 
         visit(e)
         out, at, last = [], e.start, None
-        for c, col in sorted(refs, key=lambda r: r[0].start):
-            if last is not None and (c.start, c.end, col) == last:
+        for r in sorted(refs, key=lambda r: r[0]):
+            if r == last:
                 continue  # one reference DuckDB copied (CASE x WHEN a ... is x = a per WHEN)
-            if c.start < at or c.end > e.end:
+            start, end, text = r
+            if start < at or end > e.end:
                 raise Unsupported(f"{self.span(e)!r}: a reference without its own position")
-            last = (c.start, c.end, col)
-            out += [self.text[at:c.start], placeholder(names.index(col))]
-            at = c.end
+            last = r
+            out += [self.text[at:start], text]
+            at = end
         out.append(self.text[at:e.end])
         return "".join(out)
 

@@ -9,8 +9,11 @@ subquery's distinct keys (antijoins as the input minus its semijoin), ``NOT IN``
 quantified comparisons with PostgreSQL's NULLs through global counts, scalar subqueries as
 a cross join with a one-row relation (guarded past one row) or, correlated by equalities,
 a left join with the subquery grouped by its keys (its item one aggregate, or arithmetic
-over aggregates NULL over no rows, as a key without inner rows is); correlated otherwise (non-equality
-conditions, a nested subquery reading the outer query), on the distinct outer keys
+over aggregates NULL over no rows, as a key without inner rows is) -- or, without ``FROM``
+and reading outer columns (``(SELECT v) > 3``), as the outer expression it is
+(:meth:`SubqueryLowering.inlined`: one row, the item over the outer row); correlated
+otherwise (non-equality conditions, a nested subquery reading the outer query), on the
+distinct outer keys
 (:meth:`SubqueryLowering.keyed_subquery`): the subquery joined with the distinct non-NULL
 values of the outer columns it reads, computed per key, joined back on them -- exact
 because each outer column is an operand of a comparison in the subquery's ``WHERE``, so a
@@ -74,7 +77,7 @@ class SubqueryLowering:
         for c in conjuncts(where):
             negated = c.cls == "OPERATOR" and c.type == "OPERATOR_NOT" and len(c.children) == 1
             bare = c.children[0] if negated else c
-            if bare.cls == "SUBQUERY" and not array_any(bare):
+            if bare.cls == "SUBQUERY" and not array_any(bare) and self.inlined(bare) is None:
                 semi.append((bare, negated))
                 continue
             subs = list(c.walk())
@@ -697,6 +700,34 @@ class SubqueryLowering:
         items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)]
         items.append((f"{placeholder(names.index(keys[0][1]))} IS NOT NULL", value))
         return self.sql_segment(join, (), items, [text]), value
+
+    def inlined(self, e: Expression) -> Expression | None:
+        """The select item of ``e`` when ``e`` is a scalar subquery that is its outer
+        query's expression: ``(SELECT item)`` with no ``FROM``, ``WHERE``, ``GROUP BY``,
+        ``HAVING``, modifiers or ``WITH``, its one item reading a column (so an outer one:
+        the subquery has no columns of its own) and holding no aggregate, window function or
+        subquery other than such a one. It is one row whose value is the item over the
+        outer row, so it decorrelates to the item itself, read where the subquery stands
+        (``sql_text`` splices it in). Else ``None``: a constant item keeps its own
+        plan (:meth:`scalar_subquery`), as ``(SELECT '1')`` is text where ``('1')`` is
+        unknown; an aggregate of outer columns would be the outer query's (PostgreSQL)."""
+        sub = e.subquery
+        if (e.cls != "SUBQUERY" or e.children or sub is None or sub.type != "SELECT_NODE"
+                or sub.from_ is not None or sub.where is not None or sub.group_by or sub.having is not None
+                or sub.qualify is not None or sub.modifiers or sub.ctes or len(sub.items) != 1
+                or e.start < 0 or not self.text[e.start:e.end].lstrip().startswith("(")):
+            return None
+        item = sub.items[0]
+        reads = False
+        for x in item.walk():
+            if x.cls in ("WINDOW", "STAR") or is_aggregate(x):
+                return None
+            if x.cls == "SUBQUERY":
+                if self.inlined(x) is None:
+                    return None
+                reads = True
+            reads = reads or x.cls == "COLUMN_REF"
+        return item if reads and item.start >= 0 else None
 
     def scalar_subquery(self, node: Node, e: Expression, scope: Scope | None = None) -> tuple[Node, str]:
         """An uncorrelated scalar subquery in the select list that is one row by its shape
