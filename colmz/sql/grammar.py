@@ -70,6 +70,7 @@ from colmz.sql.tree import (
     Literal,
     Modifier,
     Order,
+    Parens,
     Query,
     Table,
     Window,
@@ -219,7 +220,7 @@ def _plain_name(t: str) -> bool:
 
 
 class _Reader:
-    __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "match", "after_open", "depth")
+    __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "parens", "depth")
 
     def __init__(self, text: str) -> None:
         if not _KINDS:
@@ -250,17 +251,8 @@ class _Reader:
         self.E = [a + len(t) for a, t in zip(S, T)]
         self.U = [t.upper() if k == "k" or k == "i" else t for k, t in zip(K, T)]
         self.n, self.i, self.depth = len(K), 0, 0
-        self.match: dict[int, int] = {}  # each "(" token's ")": the tree module widens spans by them
-        self.after_open: dict[int, int] = {}  # a token's start -> the "(" token just before it
-        stack: list[int] = []
         # only operator tokens read "(" or ")" (strings and quoted names keep their quotes)
-        for j in [j for j, t in enumerate(T) if t == "(" or t == ")"]:
-            if T[j] == "(":
-                stack.append(j)
-                if j + 1 < self.n:
-                    self.after_open[S[j + 1]] = j
-            elif stack:
-                self.match[stack.pop()] = j
+        self.parens = Parens(S, self.E, [(j, t) for j, t in enumerate(T) if t == "(" or t == ")"])
 
     # -------------------------------------------------------------------- tokens
 
@@ -276,11 +268,12 @@ class _Reader:
             return True
         return False
 
-    def need(self, word: str) -> int:
-        """The index of the next token, which must be ``word``; consumed."""
-        if not self.at(word):
-            raise _GIVE_UP
-        self.i += 1
+    def need(self, *words: str) -> int:
+        """The index of the last of the next tokens, which must be ``words``; consumed."""
+        for word in words:
+            if not self.at(word):
+                raise _GIVE_UP
+            self.i += 1
         return self.i - 1
 
     def word(self, off: int = 0) -> str:
@@ -329,27 +322,10 @@ class _Reader:
 
     # -------------------------------------------------------------------- spans
 
-    def around(self, start: int, end: int) -> tuple[int, int]:
-        # colmz.sql.tree's reader: a child's span widened by the parentheses around it (the
-        # token before ``start`` a "(" whose ")" is the first token at or after ``end``)
-        S = self.S
-        while (p := self.after_open.get(start)) is not None:
-            j = self.match.get(p)
-            if j is None or S[j] < end or (j > 0 and S[j - 1] >= end):
-                break
-            start, end = S[p], self.E[j]
-        return start, end
-
     def node(self, cls: str, typ: str, s: int, e: int, children=(), **kw) -> Expression:
-        """A node at ``[s, e)`` (``-1`` for none) spanning its children too, with the
-        parentheses written around them -- unless it sits inside a child (``a NOT IN (..)``)."""
-        start, end = s, e
-        for c in children:
-            if c.start >= 0:
-                cs, ce = self.around(c.start, c.end) if s < 0 or not (c.start <= s and e <= c.end) else (c.start, c.end)
-                if start < 0 or cs < start:
-                    start = cs
-                end = max(end, ce)
+        """A node at ``[s, e)`` (``-1`` for none) spanning its children as the tree module's
+        reader of DuckDB's JSON does (:meth:`colmz.sql.tree.Parens.span`)."""
+        start, end = self.parens.span(s, e, children)
         return _Expr(cls, typ, start, end, tuple(children), **kw)
 
     def call_node(self, name: str, s: int, children, **kw) -> Expression:
@@ -397,8 +373,7 @@ class _Reader:
         name = self.name()
         if self.take("("):
             self.many(self.name, ")")
-        self.need("AS")
-        self.need("(")
+        self.need("AS", "(")
         q = self.select_stmt()
         self.need(")")
         if recursive:
@@ -472,7 +447,7 @@ class _Reader:
 
     def select_item(self) -> Expression:
         i = self.i
-        e = _Expr("STAR", "STAR", self.S[i], self.E[i]) if self.take("*") else self.expr()
+        e = self.expr() if not self.take("*") else _Expr("STAR", "STAR", self.S[i], self.E[i])
         if e.cls == "STAR" and self.word() in ("EXCLUDE", "REPLACE", "RENAME"):
             raise _GIVE_UP
         if self.i == i + 1 and e.cls == "STAR":
@@ -494,37 +469,35 @@ class _Reader:
         ``CUBE (..)`` or ``GROUPING SETS (..)``."""
         if self.at("ALL"):
             raise _GIVE_UP
-        exprs: list[Expression] = []  # as written, before merging
-        items = self.many(lambda: self.grouping_item(exprs, top=True))
-        # DuckDB merges equal group expressions, also written otherwise (a and A, a::int and
-        # CAST(a AS int)): expressions of one loose key, which equal ones share, are merged
-        # below only when they are the same column written the same way, else given up
-        loose: dict[tuple, Expression] = {}
-        for e in exprs:
-            other = loose.setdefault(self.loose_key(e), e)
-            if other is not e and not (e.cls == other.cls == "COLUMN_REF" and self.same_text(e, other)):
+        written: list[Expression] = []
+        group: list[Expression] = []  # merged, in the order written
+        loose: dict[tuple, int] = {}
+
+        def one() -> int:
+            # DuckDB merges equal group expressions, also written otherwise (a and A, a::int
+            # and CAST(a AS int)): expressions of one loose key, which equal ones share, are
+            # merged only when they are the same column written the same way, else given up
+            e = self.expr()
+            written.append(e)
+            k = loose.setdefault(self.loose_key(e), len(group))
+            if k == len(group):
+                group.append(e)
+            elif not (e.cls == group[k].cls == "COLUMN_REF" and self.same_text(e, group[k])):
                 raise _GIVE_UP
-        if all(kind == "expr" for kind, _ in items):
-            if len(loose) < len(exprs):
+            return k
+
+        items = self.many(lambda: self.grouping_item(one, top=True))
+        if all(bare for _, bare in items):
+            if len(group) < len(written):
                 raise _GIVE_UP
-            return tuple(exprs), (tuple(range(len(exprs))),)
+            return tuple(group), (tuple(range(len(group))),)
         # with grouping sets, only column references: which of them DuckDB merges is then
         # certain (the same name written the same way), anything else gives up
-        index: list[int] = []
-        group: list[Expression] = []
-        known: dict[tuple, Expression] = {}
-        for e in exprs:
-            if e.cls != "COLUMN_REF":
-                raise _GIVE_UP
-            got = known.setdefault(tuple(p.lower() for p in e.name), e)
-            if got is e:
-                group.append(e)
-            elif not self.same_text(e, got):
-                raise _GIVE_UP  # "A" beside a, t.a spaced otherwise: not certain
-            index.append(group.index(got))
+        if any(e.cls != "COLUMN_REF" for e in written):
+            raise _GIVE_UP
         sets: list[frozenset] = [frozenset()]
-        for item in items:
-            sets = [a | b for a in sets for b in self.grouping_sets(item, index)]
+        for mine, _ in items:
+            sets = [a | b for a in sets for b in mine]
             if len(sets) > _MAX_SETS:
                 raise _GIVE_UP
         return tuple(group), tuple(tuple(sorted(g)) for g in sets)
@@ -538,78 +511,61 @@ class _Reader:
         out = []
         for j in range(bisect.bisect_left(self.S, e.start), bisect.bisect_left(self.S, e.end)):
             k = self.K[j]
-            if k == "i":
-                out.append(self.U[j].strip('"'))
+            if k == "i" or k == "s":
+                out.append(self.U[j].strip('"') if k == "i" else self.T[j])
             elif k == "n":
                 try:
                     out.append(repr(float(self.T[j].replace("_", ""))))
                 except ValueError:
                     out.append("0")
-            elif k == "s":
-                out.append(self.T[j])
         return tuple(sorted(out))
 
-    def grouping_item(self, exprs: list, top: bool = False) -> tuple:
-        # One item of GROUP BY or of GROUPING SETS (...): ("expr", position), ("set", [positions])
-        # for (a, b) and (), ("rollup"|"cube", [[positions], ...]), ("sets", [items]).
+    def grouping_item(self, one, top: bool = False) -> tuple[list[frozenset], bool]:
+        """One item of ``GROUP BY`` or of ``GROUPING SETS (..)``: its grouping sets (positions
+        of the expressions ``one()`` reads), as DuckDB makes them (``transform_groupby.cpp``:
+        ``ROLLUP``'s prefixes, ``CUBE``'s subsets depth first, ``GROUPING SETS``' items' sets
+        one after another), and whether it is a bare expression."""
         w = self.word()
         if w in ("ROLLUP", "CUBE") and self.at("(", 1):
             self.i += 2
-            units = self.many(lambda: self.grouping_list(exprs, empty=False) if self.at("(") else self.group_expr(exprs),
+            units = self.many(lambda: self.grouping_list(one, empty=False) if self.at("(") else frozenset((one(),)),
                               ")")
-            if w == "CUBE" and len(units) > 8:
+            out = [frozenset()]
+            if w == "ROLLUP":
+                for u in units:
+                    out.append(out[-1] | u)
+            elif len(units) > 8:
                 raise _GIVE_UP
-            return w.lower(), units
+
+            def cube(cur: frozenset, start: int) -> None:
+                for k in range(start, len(units)):
+                    out.append(cur | units[k])
+                    cube(out[-1], k + 1)
+
+            if w == "CUBE":
+                cube(out[0], 0)
+            return out, False
         if w == "GROUPING" and self.at("SETS", 1):
             self.i += 2
             self.need("(")
-            return "sets", self.many(lambda: self.grouping_item(exprs), ")")
+            return [s for sets, _ in self.many(lambda: self.grouping_item(one), ")") for s in sets], False
         if self.at("("):
             if top:
                 raise _GIVE_UP  # (a, b) groups; () the empty set
-            return "set", self.grouping_list(exprs)
-        return "expr", self.group_expr(exprs)[0]
+            return [self.grouping_list(one)], False
+        return [frozenset((one(),))], True
 
-    def group_expr(self, exprs: list) -> list[int]:
-        exprs.append(self.expr())
-        return [len(exprs) - 1]
-
-    def grouping_list(self, exprs: list, empty: bool = True) -> list[int]:
+    def grouping_list(self, one, empty: bool = True) -> frozenset:
         # ``(a, b)`` or ``()`` as one grouping set, ``self.i`` at ``(``; ``(a) + 1`` gives up
-        j = self.match.get(self.i)
+        j = self.parens.match.get(self.i)
         if j is None or j + 1 >= self.n or self.T[j + 1] not in (",", ")"):
             raise _GIVE_UP
         self.i += 1
         if self.take(")"):
             if not empty:
                 raise _GIVE_UP  # () in ROLLUP/CUBE
-            return []
-        return [k for ks in self.many(lambda: self.group_expr(exprs), ")") for k in ks]
-
-    def grouping_sets(self, item: tuple, index: list[int]) -> list[frozenset]:
-        # DuckDB's sets of one item (transform_groupby.cpp): ROLLUP's prefixes, CUBE's subsets
-        # depth first, GROUPING SETS' items' sets one after another
-        kind, body = item
-        if kind == "expr":
-            return [frozenset((index[body],))]
-        if kind == "set":
-            return [frozenset(index[k] for k in body)]
-        if kind == "sets":
-            return [s for sub in body for s in self.grouping_sets(sub, index)]
-        units = [frozenset(index[k] for k in u) for u in body]
-        out = [frozenset()]
-        if kind == "rollup":
-            for u in units:
-                out.append(out[-1] | u)
-            return out
-
-        def cube(cur: frozenset, start: int) -> None:
-            for k in range(start, len(units)):
-                out.append(cur | units[k])
-                cube(out[-1], k + 1)
-
-        cube(out[0], 0)
-        return out
+            return frozenset()
+        return frozenset(self.many(one, ")"))
 
     # -------------------------------------------------------------------- FROM
 
@@ -723,11 +679,11 @@ class _Reader:
             every = self.word() == "ALL"
             self.i += 1
             q = self.query_in_parens(("SELECT", "WITH", "VALUES"))
+            s, e = (-1, -1) if every else (self.S[first], self.E[self.i - 1])
+            sub = self.node("SUBQUERY", "SUBQUERY", s, e, (left,), subquery=q)
             if every:
-                sub = self.node("SUBQUERY", "SUBQUERY", -1, -1, (left,), subquery=q)
-                return self.predicate_end(self.node("OPERATOR", "OPERATOR_NOT", self.S[first], self.E[self.i - 1], (sub,)))
-            return self.predicate_end(self.node("SUBQUERY", "SUBQUERY", self.S[first], self.E[self.i - 1], (left,),
-                                                subquery=q))
+                sub = self.node("OPERATOR", "OPERATOR_NOT", self.S[first], self.E[self.i - 1], (sub,))
+            return self.predicate_end(sub)
         right = self.expr(right_prec)
         if self.i < self.n and self.T[self.i] in _COMPARE and self.K[self.i] == "o":
             raise _GIVE_UP  # comparisons do not chain
@@ -859,8 +815,7 @@ class _Reader:
         for more in _TYPE_WORDS.get(w, ()):
             self.take(more)
         if w in ("TIMESTAMP", "TIME") and (self.take("WITH") or self.take("WITHOUT")):
-            self.need("TIME")
-            self.need("ZONE")
+            self.need("TIME", "ZONE")
         if self.at("."):
             raise _GIVE_UP
         mods: list[Expression] = []
@@ -1024,10 +979,7 @@ class _Reader:
                 name, want = _ORDERED_SETS.get(name, (None, -1))
                 if name is None or want != len(args) or distinct or orders:
                     raise _GIVE_UP
-                self.need("GROUP")
-                self.need("(")
-                self.need("ORDER")
-                self.need("BY")
+                self.need("GROUP", "(", "ORDER", "BY")
                 orders = self.order_by().orders
                 self.need(")")
                 if len(orders) != 1:
@@ -1035,8 +987,7 @@ class _Reader:
                 within = True
         filt = None
         if self.take("FILTER"):
-            self.need("(")
-            self.need("WHERE")
+            self.need("(", "WHERE")
             filt = self.expr()
             self.need(")")
         if self.take("OVER"):
@@ -1128,8 +1079,7 @@ class _Reader:
 
     def cast(self) -> Expression:
         i = self.i
-        self.i += 1
-        self.need("(")
+        self.need("CAST", "(")
         operand = self.expr()
         self.need("AS")
         typ = self.type_name()

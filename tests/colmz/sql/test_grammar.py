@@ -209,6 +209,11 @@ _FORMS = [
     "{f}({0}) OVER (PARTITION BY {1} ORDER BY {2} RANGE BETWEEN {0} PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE TIES)",
     "{f}() OVER (GROUPS BETWEEN CURRENT ROW AND {0} FOLLOWING)", "{f}() OVER (ROWS {0} FOLLOWING)",
     "{f}({0}) OVER (ORDER BY {1} ROWS BETWEEN UNBOUNDED PRECEDING AND {2} PRECEDING EXCLUDE NO OTHERS)",
+    # each infix operator beside each other (precedence), prefixes stacked, postfixes chained
+    "{0} {op} {1} {op2} {2}", "NOT {0} {op} {1}", "- - {0}", "-{0}::{t}", "{0}::{t}[{1}]", "({0})::{t}::{t}",
+    "{0} {isn} {op} {1}", "{0} NOT LIKE {1} {op} {2}", "{0} ISNULL AND {1} NOTNULL", "{0} IS NOT NULL OR {1}",
+    "{f}({0}) FILTER (WHERE {1}) OVER (ORDER BY {2} ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING EXCLUDE GROUP)",
+    "{0} COLLATE x", "{0} = ALL (VALUES ({1}))", "{0} NOT IN (SELECT {1} UNION SELECT {2})",
 ]
 
 
@@ -220,7 +225,7 @@ def _expressions(draw, depth: int = 3):
         return draw(_ATOMS)
     form = draw(st.sampled_from(_FORMS))
     parts = [draw(_expressions(depth - 1)) for _ in range(3)]
-    return form.format(*parts, s=draw(_SPACE), op=draw(_BINARY), t=draw(_TYPES),
+    return form.format(*parts, s=draw(_SPACE), op=draw(_BINARY), op2=draw(_BINARY), t=draw(_TYPES),
                        isn=draw(st.sampled_from(["IS NULL", "IS NOT NULL", "ISNULL", "NOTNULL", "IS TRUE"])),
                        f=draw(st.sampled_from(["f", "upper", "coalesce", "nullif", "s.g", "count", "left", "sum",
                                                "row_number", "lag", "first", "dense_rank", "unnest", "ifnull"])),
