@@ -10,8 +10,9 @@ JSON: same classes and types, names, children in DuckDB's order, spans, aliases,
 Invariant: **equal to DuckDB's tree or give up.** For any token sequence this module does not
 know with certainty it returns ``None`` and the caller asks DuckDB, as before. What it knows
 is a recursive descent over the statements and clauses below and, for expressions, one
-precedence-climbing (Pratt) loop driven by one table of PostgreSQL's infix operators and
-their precedence (:data:`_INFIX`); besides, a table of the keywords DuckDB's parser reserves
+precedence-climbing (Pratt) loop driven by one table of PostgreSQL's infix and postfix
+operators and their precedence (:data:`_INFIX`), each with the reader of its right side;
+besides, a table of the keywords DuckDB's parser reserves
 (``duckdb_keywords()``), and, for each construct, the position DuckDB gives its node (the
 tree module turns positions into spans: a node spans its own position and its children's,
 with the parentheses written around a child). It is checked against DuckDB on a corpus and
@@ -220,7 +221,7 @@ def _plain_name(t: str) -> bool:
 
 
 class _Reader:
-    __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "parens", "depth")
+    __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "parens", "span", "depth")
 
     def __init__(self, text: str) -> None:
         if not _KINDS:
@@ -253,28 +254,34 @@ class _Reader:
         self.n, self.i, self.depth = len(K), 0, 0
         # only operator tokens read "(" or ")" (strings and quoted names keep their quotes)
         self.parens = Parens(S, self.E, [(j, t) for j, t in enumerate(T) if t == "(" or t == ")"])
+        self.span = self.parens.span
 
     # -------------------------------------------------------------------- tokens
 
     def at(self, word: str, off: int = 0) -> bool:
-        """Whether the token ``off`` ahead is ``word``: a keyword, or an operator (``(``)."""
+        """Whether the token ``off`` ahead is ``word``: a keyword, or an operator (``(``).
+        (A token reading a keyword is the keyword or an identifier, one reading ``(`` the
+        operator: only identifiers are told apart.)"""
         j = self.i + off
-        return j < self.n and self.U[j] == word and self.K[j] == ("k" if word[0].isalpha() else "o")
+        return j < self.n and self.U[j] == word and self.K[j] != "i"
 
     def take(self, word: str) -> bool:
         """:meth:`at` ``word``, consumed."""
-        if self.at(word):
-            self.i += 1
+        j = self.i
+        if j < self.n and self.U[j] == word and self.K[j] != "i":
+            self.i = j + 1
             return True
         return False
 
     def need(self, *words: str) -> int:
         """The index of the last of the next tokens, which must be ``words``; consumed."""
+        j = self.i
         for word in words:
-            if not self.at(word):
+            if j >= self.n or self.U[j] != word or self.K[j] == "i":
                 raise _GIVE_UP
-            self.i += 1
-        return self.i - 1
+            j += 1
+        self.i = j
+        return j - 1
 
     def word(self, off: int = 0) -> str:
         """The keyword ``off`` ahead, else ``""``."""
@@ -306,11 +313,6 @@ class _Reader:
         self.i = i + 1
         return t
 
-    def deeper(self) -> None:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise _GIVE_UP
-
     def query_in_parens(self, heads=("SELECT", "WITH")) -> Query:
         """``(query)``, ``self.i`` at its ``(``, the query beginning with one of ``heads``."""
         self.need("(")
@@ -325,7 +327,7 @@ class _Reader:
     def node(self, cls: str, typ: str, s: int, e: int, children=(), **kw) -> Expression:
         """A node at ``[s, e)`` (``-1`` for none) spanning its children as the tree module's
         reader of DuckDB's JSON does (:meth:`colmz.sql.tree.Parens.span`)."""
-        start, end = self.parens.span(s, e, children)
+        start, end = self.span(s, e, children)
         return _Expr(cls, typ, start, end, tuple(children), **kw)
 
     def call_node(self, name: str, s: int, children, **kw) -> Expression:
@@ -434,16 +436,12 @@ class _Reader:
 
     def values(self) -> Query:
         """``VALUES (..), (..)``: DuckDB's ``SELECT * FROM`` an expression list."""
-        rows = tuple(self.many(self.row))
-        if any(len(r) != len(rows[0]) for r in rows):
+        rows = tuple(self.many(lambda: tuple(self.call_args())))
+        if any(not r or len(r) != len(rows[0]) for r in rows):
             raise _GIVE_UP  # DuckDB refuses rows of different lengths
         table = _Table("EXPRESSION_LIST", -1, -1, alias="valueslist", expressions=tuple(e for r in rows for e in r),
                        rows=rows)
         return _Query("SELECT_NODE", (_Expr("STAR", "STAR", -1, -1),), table)
-
-    def row(self) -> tuple[Expression, ...]:
-        self.need("(")
-        return tuple(self.many(self.expr, ")"))
 
     def select_item(self) -> Expression:
         i = self.i
@@ -646,17 +644,19 @@ class _Reader:
         """An expression of operators binding at least as tight as ``min_prec`` (precedence
         climbing over :data:`_INFIX`: each infix operator's reader reads its right side)."""
         depth = self.depth
-        self.deeper()
         first = self.i
         left = self.prefix(min_prec)
-        while self.i < self.n:
+        U, K, n = self.U, self.K, self.n
+        while self.i < n:
             i = self.i
-            spec = _INFIX.get(self.U[i])
-            if spec is None or spec[0] < min_prec or self.K[i] != spec[1]:
+            spec = _INFIX.get(U[i])
+            if spec is None or spec[0] < min_prec or K[i] != spec[1]:
                 break
             self.i += 1
             left = spec[2](self, left, first, i, spec[3])
-            self.deeper()
+            self.depth += 1  # an operator chain nests one level per operator
+            if self.depth > MAX_DEPTH:
+                raise _GIVE_UP
         self.depth = depth
         return left
 
@@ -762,6 +762,9 @@ class _Reader:
         return e
 
     def prefix(self, min_prec: int) -> Expression:
+        self.depth += 1  # (restored by expr)
+        if self.depth > MAX_DEPTH:
+            raise _GIVE_UP
         i = self.i
         k, t = self.K[i], self.U[i]
         if k == "k" and t == "NOT":
@@ -771,10 +774,9 @@ class _Reader:
             operand = self.expr(3)
             return self.node("OPERATOR", "OPERATOR_NOT", self.S[i], self.E[self.i - 1], (operand,))
         if k != "o" or t not in ("-", "+"):
-            return self.postfix(self.primary())
+            return self.primary()
         self.i += 1
-        self.deeper()
-        operand = self.prefix(10)  # a sign binds tighter than every infix operator, :: tighter still
+        operand = self.expr(10)  # a sign binds tighter than every infix operator, :: tighter still
         lit = operand.literal
         if t == "-" and lit is not None and lit.kind in ("INTEGER", "NUMERIC"):
             text = lit.text[1:] if lit.text.startswith("-") else "-" + lit.text
@@ -783,25 +785,18 @@ class _Reader:
             raise _GIVE_UP  # "- -a": DuckDB gives the inner sign no position
         return self.call_node(t, i, (operand,))
 
-    def postfix(self, e: Expression) -> Expression:
-        while self.i < self.n:
-            i = self.i
-            k, t = self.K[i], self.U[i]
-            if k == "o" and t == "::":
-                self.i += 1
-                typ = self.type_name()
-                e = self.node("CAST", "OPERATOR_CAST", self.S[i], self.E[self.i - 1], (e, typ))
-            elif k == "o" and t == "[":
-                self.i += 1
-                index = self.expr()
-                self.need("]")
-                e = self.node("OPERATOR", "ARRAY_EXTRACT", self.S[i], self.E[self.i - 1], (e, index))
-            elif k == "o" and t == "." or k == "k" and t in ("COLLATE", "AT", "OVER", "FILTER", "WITHIN"):
-                raise _GIVE_UP
-            else:
-                return e
-            self.deeper()
-        return e
+    def cast_to(self, left: Expression, first: int, i: int, right_prec: int) -> Expression:
+        # left::type, at the ::
+        typ = self.type_name()
+        return self.node("CAST", "OPERATOR_CAST", self.S[i], self.E[self.i - 1], (left, typ))
+
+    def subscript(self, left: Expression, first: int, i: int, right_prec: int) -> Expression:
+        index = self.expr()
+        self.need("]")
+        return self.node("OPERATOR", "ARRAY_EXTRACT", self.S[i], self.E[self.i - 1], (left, index))
+
+    def refuse(self, *_) -> Expression:
+        raise _GIVE_UP  # (x).f, COLLATE, AT TIME ZONE, a window or filter of what is not a call
 
     def type_name(self) -> Expression:
         i = self.i
@@ -843,6 +838,9 @@ class _Reader:
     def primary(self) -> Expression:
         i = self.i
         k, t, w = self.K[i], self.T[i], self.U[i]
+        typed = w in ("DATE", "TIMESTAMP", "INTERVAL") and i + 1 < self.n and self.K[i + 1] == "s"
+        if k == "i" and not typed:
+            return self.name_ref()
         S, E = self.S, self.E
         if k == "n":
             m = _NUMBER.fullmatch(t)
@@ -859,10 +857,8 @@ class _Reader:
             if t != "(":
                 raise _GIVE_UP
             return self.parenthesized()
-        if w in ("DATE", "TIMESTAMP", "INTERVAL") and i + 1 < self.n and self.K[i + 1] == "s":
+        if typed:
             return self.typed_literal(w)
-        if k == "i":
-            return self.name_ref()
         form = _KEYWORD_FORMS.get(w)
         if form is not None and (form[0] is None or self.at(form[0], 1)):
             return form[1](self)
@@ -924,8 +920,9 @@ class _Reader:
         i = self.i
         K, T = self.K, self.T
         j = i + 1
+        t = T[i]
         if K[i] == "i" and (j >= self.n or not (K[j] == "o" and T[j] in ("(", ".") or K[j] == "s")) \
-                and _plain_name(T[i]):
+                and (t[0].isalpha() or t[0] == "_") and "&" not in t:
             self.i = j  # the common case: a bare column name
             return _Expr("COLUMN_REF", "COLUMN_REF", self.S[i], self.E[i], (), (T[i],))
         quoted = [T[i][0] == '"']
@@ -1152,10 +1149,11 @@ class _Reader:
         return self.node("OPERATOR", "OPERATOR_COALESCE", self.S[i], self.E[self.i - 1], args)
 
 
-#: Infix operators by token, PostgreSQL's precedence (``gram.y``; higher binds tighter: OR 1,
-#: AND 2, prefix NOT 3, IS 4, comparisons 5, BETWEEN/IN/LIKE and regular expression matches 6,
-#: other operators 7, ``+ -`` 8, ``* / %`` 9, prefix ``-``/``+`` above them): (precedence,
-#: the token's kind, its reader, the least precedence of operators in its right side).
+#: Infix and postfix operators by token, PostgreSQL's precedence (``gram.y``; higher binds
+#: tighter: OR 1, AND 2, prefix NOT 3, IS 4, comparisons 5, BETWEEN/IN/LIKE and regular
+#: expression matches 6, other operators 7, ``+ -`` 8, ``* / %`` 9, prefix ``-``/``+`` 10,
+#: ``::`` and subscripts 11, and the postfix forms given up on): (precedence, the token's
+#: kind, its reader, the least precedence of operators in its right side).
 _INFIX = {
     **dict.fromkeys(_COMPARE, (5, "o", _Reader.comparison, 6)),
     **dict.fromkeys(("~", "~*", "!~", "!~*"), (6, "o", _Reader.regex, 8)),
@@ -1166,6 +1164,10 @@ _INFIX = {
     "AND": (2, "k", _Reader.conjunction, 3),
     **dict.fromkeys(("IS", "ISNULL", "NOTNULL"), (4, "k", _Reader.is_, 5)),
     **dict.fromkeys(("BETWEEN", "IN", "LIKE", "ILIKE", "NOT"), (6, "k", _Reader.predicate, 8)),
+    "::": (11, "o", _Reader.cast_to, 0),
+    "[": (11, "o", _Reader.subscript, 0),
+    ".": (11, "o", _Reader.refuse, 0),
+    **dict.fromkeys(("COLLATE", "AT", "OVER", "FILTER", "WITHIN"), (11, "k", _Reader.refuse, 0)),
 }
 #: Expressions led by a keyword: the token that must follow it (else it is a name, if
 #: anything), and the reader, at the keyword.
