@@ -352,9 +352,9 @@ class _Reader:
             ctes = tuple(self.many(lambda: self.cte(recursive)))
         q = self.set_expr()
         modifiers = list(q.modifiers)
-        if self.take("ORDER"):
-            self.need("BY")
-            modifiers.append(self.order_by())
+        orders = self.order_by()
+        if orders:
+            modifiers.append(Modifier("ORDER_MODIFIER", tuple(o.expression for o in orders), orders))
         limit = offset = None
         for _ in range(2):
             if limit is None and self.take("LIMIT"):
@@ -385,9 +385,9 @@ class _Reader:
             q = _Query("RECURSIVE_CTE_NODE", children=q.children)
         return name, q
 
-    def order_by(self) -> Modifier:
-        orders = self.many(self.order_item)
-        return Modifier("ORDER_MODIFIER", tuple(o.expression for o in orders), tuple(orders))
+    def order_by(self) -> tuple[Order, ...]:
+        """``ORDER BY item, ...`` if written next, else ``()``."""
+        return tuple(self.many(self.order_item)) if self.take("ORDER") and self.need("BY") else ()
 
     def order_item(self) -> Order:
         e = self.expr()
@@ -968,16 +968,15 @@ class _Reader:
                 args = self.many(self.expr)
             if any(a.cls == "STAR" for a in args) or distinct and not args:
                 raise _GIVE_UP
-            if self.take("ORDER") and self.need("BY"):
-                orders = self.order_by().orders
+            orders = self.order_by()
             self.need(")")
             if self.take("WITHIN"):
                 # ordered-set aggregates: DuckDB's name, the one sort key in order_by
                 name, want = _ORDERED_SETS.get(name, (None, -1))
                 if name is None or want != len(args) or distinct or orders:
                     raise _GIVE_UP
-                self.need("GROUP", "(", "ORDER", "BY")
-                orders = self.order_by().orders
+                self.need("GROUP", "(")
+                orders = self.order_by()
                 self.need(")")
                 if len(orders) != 1:
                     raise _GIVE_UP
@@ -1005,7 +1004,7 @@ class _Reader:
         self.need("(")
         first = self.i
         parts = self.many(self.expr) if self.take("PARTITION") and self.need("BY") else []
-        window_orders = self.order_by().orders if self.take("ORDER") and self.need("BY") else ()
+        window_orders = self.order_by()
         bounds: list[Expression] = []
         frame = ("UNBOUNDED_PRECEDING", "CURRENT_ROW_RANGE", "NO_OTHER")
         if self.word() in ("ROWS", "RANGE", "GROUPS"):
