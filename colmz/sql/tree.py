@@ -60,7 +60,6 @@ predicate, an ``UPDATE`` value) is decided to be one expression, by DuckDB's par
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import dataclasses
 import json
@@ -73,7 +72,8 @@ from dataclasses import dataclass
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import CACHED_CHARS, require_text, short_text_cache, tokenize
 
-__all__ = ["Expression", "Literal", "Modifier", "Order", "Query", "Table", "Window", "char_offsets", "check_expression",
+__all__ = ["Expression", "Literal", "Modifier", "Order", "Parens", "Query", "Table", "Window", "char_offsets",
+           "check_expression",
            "fast_constructor",
            "clear_trees", "duckdb_parses", "negation", "parse_tree", "prefetch_expressions", "prefetch_trees", "read_tree",
            "require_expression", "select_recipe"]
@@ -323,39 +323,76 @@ def char_offsets(text: str) -> list[int] | None:
     return table
 
 
+class Parens:
+    """The parentheses of a text, by its tokens' ``starts`` and ``ends`` and the ``(`` and
+    ``)`` tokens among them (``parens``: ``(index, "(" or ")")`` in order): what widens a
+    node's span to the parentheses written around its children (DuckDB keeps no node for
+    them), for DuckDB's JSON here and for colmz's reader of DuckDB's tokens
+    (:mod:`colmz.sql.grammar`) alike.
+
+    >>> text = "SELECT ((a)) + 1"; ps = Parens([0, 7, 8, 9, 10, 11, 13, 15], [6, 8, 9, 10, 11, 12, 14, 16],
+    ...                                       [(1, "("), (2, "("), (4, ")"), (5, ")")])
+    >>> text[slice(*ps.around(9, 10))]
+    '((a))'
+    """
+
+    __slots__ = ("starts", "ends", "match", "after_open")
+
+    def __init__(self, starts, ends, parens) -> None:
+        self.starts, self.ends = starts, ends
+        self.match: dict[int, int] = {}  # each "(" token's ")"
+        self.after_open: dict[int, int] = {}  # a token's start -> the "(" token just before it
+        stack: list[int] = []
+        for j, p in parens:
+            if p == "(":
+                stack.append(j)
+                if j + 1 < len(starts):
+                    self.after_open[starts[j + 1]] = j
+            elif stack:
+                self.match[stack.pop()] = j
+
+    def around(self, start: int, end: int) -> tuple[int, int]:
+        """``[start, end)`` widened by the parentheses written around it (the token before
+        ``start`` a ``(`` whose ``)`` is the first token at or after ``end``)."""
+        starts = self.starts
+        while (p := self.after_open.get(start)) is not None:
+            j = self.match.get(p)
+            if j is None or starts[j] < end or (j > 0 and starts[j - 1] >= end):
+                break
+            start, end = starts[p], self.ends[j]
+        return start, end
+
+    def span(self, start: int, end: int, children, window: bool = False) -> tuple[int, int]:
+        """A node's span: its own position ``[start, end)`` (``-1`` for none) and its
+        ``children``'s spans, each with the parentheses around it -- unless DuckDB places the
+        node inside the child's span (``a NOT IN (...)`` is a NOT spanning its IN child): then
+        they may be around the node too, and stay out. A ``window`` call's own span is the
+        whole call; DuckDB copies a named window's ``PARTITION BY`` and ``ORDER BY`` (``WINDOW
+        w AS (...)``) into the call, positioned there: they do not widen it."""
+        s, e = start, end
+        for c in children:
+            if c.start < 0 or window and s >= 0 and (c.start >= e or c.end <= s):
+                continue
+            cs, ce = self.around(c.start, c.end) if s < 0 or not (c.start <= s and e <= c.end) else (c.start, c.end)
+            if start < 0 or cs < start:
+                start = cs
+            if ce > end:
+                end = ce
+        return start, end
+
+
 class _Reader:
     """Turns one statement's JSON into nodes; offsets from bytes to characters."""
 
     def __init__(self, text: str) -> None:
         self.chars = char_offsets(text)
-        # The parentheses of the text, as colmz's tokenizer reads it (DuckDB's lexer's
-        # reading): token starts, and each "(" token's matching ")" token.
+        # The parentheses of the text, as colmz's tokenizer reads it (DuckDB's lexer's reading)
         try:
             toks = tokenize(text)
         except SQLError:  # pragma: no cover - DuckDB parsed what colmz cannot split
             toks = ()
-        self.starts = [t.start for t in toks]
-        self.ends = [t.end for t in toks]
-        self.match: dict[int, int] = {}
-        stack: list[int] = []
-        for i, t in enumerate(toks):
-            if t.kind == "op" and t.text == "(":
-                stack.append(i)
-            elif t.kind == "op" and t.text == ")" and stack:
-                self.match[stack.pop()] = i
-
-    def around(self, start: int, end: int) -> tuple[int, int]:
-        """``[start, end)`` widened by the parentheses written around it: DuckDB keeps no
-        node for them, so a child's span leaves them out, and its parent's must not."""
-        if start < 0:
-            return start, end
-        while True:
-            i = bisect.bisect_left(self.starts, start)
-            j = bisect.bisect_left(self.starts, end)
-            if not (0 < i <= len(self.starts) and i < len(self.starts) and self.starts[i] == start
-                    and self.match.get(i - 1) == j):
-                return start, end
-            start, end = self.starts[i - 1], self.ends[j]
+        self.parens = Parens([t.start for t in toks], [t.end for t in toks],
+                             [(i, t.text) for i, t in enumerate(toks) if t.kind == "op" and t.text in ("(", ")")])
 
     def offset(self, b: int) -> int:
         return b if self.chars is None else self.chars[min(b, len(self.chars) - 1)]
@@ -372,24 +409,8 @@ class _Reader:
         for key, value in node.items():
             if key not in ("class", "type", "alias", "query_location", "query_location_length"):
                 self._collect(value, children, sub)
-        own = start, end = self.span(node)
-        for c in children:
-            # a window call's own span is the whole call (``f(x) OVER w``,
-            # ``f(x) OVER (...)``); DuckDB copies a named window's PARTITION BY and ORDER BY
-            # (``WINDOW w AS (...)``) into the call, positioned there: they do not widen it
-            if node["class"] == "WINDOW" and own[0] >= 0 and (c.start >= own[1] or c.end <= own[0]):
-                continue
-            if c.start >= 0:
-                # Parentheses around a child are the parent's text -- unless DuckDB places
-                # the parent inside the child's span (``a NOT IN (...)`` is a NOT spanning
-                # its IN child): then they may be around the parent too, and stay out.
-                if own[0] < 0 or not (c.start <= own[0] and own[1] <= c.end):
-                    c_start, c_end = self.around(c.start, c.end)
-                else:
-                    c_start, c_end = c.start, c.end
-                start = c_start if start < 0 else min(start, c_start)
-                end = max(end, c_end)
         cls = node["class"]
+        start, end = self.parens.span(*self.span(node), children, window=cls == "WINDOW")
         if cls == "COLUMN_REF":
             name = tuple(node.get("column_names", ()))
         elif "function_name" in node:
