@@ -77,7 +77,6 @@ from colmz.sql.jsonb import (
     TO_JSONB,
     jsonb_dump,
     jsonb_load,
-    visibly_jsonb,
 )
 from colmz.sql.numeric import NUMERIC_IN
 from colmz.sql.transforms import (
@@ -91,6 +90,7 @@ from colmz.sql.transforms import (
 )
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression, Query, parse_tree
+from colmz.sql.typing_pass import Resolver, Typer, branch_items, common_kind
 
 __all__ = ["column_ref_kinds", "jsonb_column_rules"]
 
@@ -99,6 +99,7 @@ __all__ = ["column_ref_kinds", "jsonb_column_rules"]
 #: string column of none of these known: a view's column colmz cannot type) or ``None``.
 Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
 
+_STRING_KINDS = frozenset({"jsonb", "json", "text", "string"})
 _EQUALITY = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_IN", "COMPARE_NOT_IN"})
 _ORDERING = {"COMPARE_LESSTHAN": "<", "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
              "COMPARE_GREATERTHANOREQUALTO": ">="}
@@ -151,10 +152,10 @@ def column_ref_kinds(text: str, relations: Relations) -> dict[tuple[int, int], s
         queries = parse_tree(text)
     except SQLError:
         return {}
-    rels = {name: dict(cols) for name, cols in relations}
+    typer = _typer(text, queries, relations)
     found: dict[tuple[int, int], str] = {}
     for q in queries:
-        _query(q, rels, text, [], found)
+        _query(q, typer, [], found)
     return found
 
 
@@ -164,10 +165,10 @@ def _rewrite(text: str, relations: Relations) -> str:
         queries = parse_tree(text)
     except SQLError:
         return text
-    rels = {name: dict(cols) for name, cols in relations}
+    typer = _typer(text, queries, relations)
     edits: list[tuple[int, int, str]] = []
     for q in queries:
-        _query(q, rels, text, edits)
+        _query(q, typer, edits)
     out, last = [], 0
     for start, end, new in sorted(edits, key=lambda x: x[:2]):  # (insertions at one place in order)
         if start < last:
@@ -178,122 +179,66 @@ def _rewrite(text: str, relations: Relations) -> str:
     return "".join(out)
 
 
-def _query(q: Query, rels: dict, text: str, edits: list, found: dict | None = None,
-           distinct: bool = False) -> dict | None:
+def _typer(text: str, queries, relations: Relations) -> Typer:
+    # every node of the queries typed once (colmz.sql.typing_pass), each column reference
+    # resolved to the relations' columns (output names' errors are floatcols' to raise)
+    resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
+    for q in queries:
+        resolver.query(q, [], {})
+    return Typer(text, resolver.out, {})
+
+
+def _query(q: Query, typer: Typer, edits: list, found: dict | None = None, distinct: bool = False) -> None:
     # ``found`` given: the kinds of the references resolved are noted there, no rule applied;
-    # ``distinct``: a branch of a set operation without ALL (its rows compared whole). Gives
-    # the query's output columns' kinds by name (None: its columns not known)
-    if q.ctes:
-        rels = dict(rels)
-        for name, sub in q.ctes:  # a CTE's columns as its query gives them (it hides a table)
-            rels[name.lower()] = _query(sub, rels, text, edits, found)
+    # ``distinct``: a branch of a set operation without ALL (its rows compared whole)
+    text = typer.text
+    for _, sub in q.ctes:
+        _query(sub, typer, edits, found)
     distinct = distinct or (q.setop in ("UNION", "EXCEPT", "INTERSECT") and not q.setop_all)
-    branches = [_query(c, rels, text, edits, found, distinct) for c in q.children]
-    scope: dict[str, dict] | None = {}
+    for c in q.children:
+        _query(c, typer, edits, found, distinct)
     for t in table_refs(q):
-        derived = None
         if t.subquery is not None:
-            derived = _query(t.subquery, rels, text, edits, found)
-        if t.type == "JOIN":
-            continue
-        if t.type == "BASE_TABLE" and len(t.name) == 1 and rels.get(t.name[-1].lower()) is not None:
-            derived = rels[t.name[-1].lower()]
-        if derived is not None and t.column_aliases:
-            derived = _renamed(derived, t.column_aliases)
-        if scope is not None and derived is not None and t.type in ("BASE_TABLE", "SUBQUERY") \
-                and (t.alias or t.type == "BASE_TABLE"):
-            scope[(t.alias or t.name[-1]).lower()] = derived
-        else:
-            scope = None  # an item whose columns are not known here: resolve nothing
+            _query(t.subquery, typer, edits, found)
     roots = [*q.items, *(x for x in (q.where, q.having, q.qualify) if x is not None)]
     roots += [e for t in table_refs(q) if t.type == "JOIN" for e in t.expressions]
     for e in (*roots, *q.group_by, *(e for m in q.modifiers for e in m.expressions)):
         for n in e.walk():
             if n.subquery is not None:
-                _query(n.subquery, rels, text, edits, found)
-    outputs = _set_outputs(branches) if q.children else _outputs(q, scope, text)
+                _query(n.subquery, typer, edits, found)
     if found is None:
-        # a jsonb value translate wrote (CAST(... AS JSON)) is known without the FROM items
-        scope = scope or {}
         for e in roots:
-            _expression(e, scope, text, edits)
-        _order_by(q, scope, text, edits, outputs)
-        _grouping(q, scope, text, edits)
+            _expression(e, typer, text, edits)
+        _order_by(q, typer, text, edits)
+        _grouping(q, typer, text, edits)
         if distinct and not q.children:
-            _plain_items(q, scope, text, edits)
-        return outputs
-    if not scope:
-        return outputs
+            _plain_items(q, typer, text, edits)
+        return
     for e in roots:
         stack = [e]
         while stack:  # the references _expression reads: not a subquery's operands
             n = stack.pop()
-            kind = _kind(n, scope)
+            kind = _kind(n, typer)
             if kind is not None and n.start >= 0:
                 found[(n.start, n.end)] = kind
             if n.subquery is None:
                 stack.extend(n.children)
-    return outputs
 
 
-def _renamed(cols: dict, aliases) -> dict | None:
-    # a FROM item's columns under its column alias list (AS s(a, b)): the first renamed
-    if len(aliases) > len(cols):
-        return None
-    pairs = list(cols.items())
-    return dict([(a.lower(), k) for a, (_, k) in zip(aliases, pairs)] + pairs[len(aliases):])
+def _set_outputs(q: Query, typer: Typer) -> dict:
+    # a set operation's columns: its first branch's names, a kind where every branch's agrees
+    branches = branch_items(q) or []
+    if len({len(b) for b in branches}) != 1:
+        return {}
+    return {(e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")).lower():
+            common_kind({typer.kind(b[i]) for b in branches}) for i, e in enumerate(branches[0])}
 
 
-def _outputs(q: Query, scope, text: str) -> dict | None:
-    # a SELECT's output columns by name and their kinds (a jsonb value translate wrote is
-    # jsonb, a column its own kind, another value None); None when not all are known (a *
-    # over items not known); a name given twice has no kind (it is not one column)
-    out: dict = {}
-    twice: set = set()
-    for it in q.items:
-        if it.cls == "STAR":
-            if scope is None or it.star_modified or it.start < 0:
-                return None
-            named = [cols for alias, cols in scope.items() if not it.relation or alias == it.relation.lower()]
-            pairs = [p for cols in named for p in cols.items()]
-        else:
-            name = it.alias or (it.name[-1] if it.cls == "COLUMN_REF" and it.name else "")
-            if not name:
-                continue  # named by PostgreSQL's rules: not referenced by a name here
-            # (jsonb as translate writes it, or as the user does: a planner reads the user's text)
-            kind = "jsonb" if it.start >= 0 and it.cls != "COLUMN_REF" and (
-                _jsonb_valued(it, {}, text) or visibly_jsonb(it, text)) else _kind(it, scope) if scope else None
-            pairs = [(name.lower(), kind)]
-        for name, kind in pairs:
-            if name in out:
-                twice.add(name)
-            out[name] = kind
-    for name in twice:
-        out[name] = None
-    return out
-
-
-def _set_outputs(branches: list) -> dict | None:
-    # a set operation's columns: its first branch's names, a kind where every branch agrees
-    if any(b is None for b in branches) or len({len(b) for b in branches}) != 1:
-        return None
-    kinds = [list(b.values()) for b in branches]
-    return {name: (k if all(ks[i] == k for ks in kinds) else None)
-            for i, (name, k) in enumerate(branches[0].items())}
-
-
-def _kind(n: Expression, scope: dict[str, dict]) -> str | None:
-    # the kind of the column reference ``n`` resolves to, None when not certain
-    if n.cls != "COLUMN_REF" or not n.name:
-        return None
-    col = n.name[-1].lower()
-    if len(n.name) == 2:
-        cols = scope.get(n.name[0].lower())
-        return None if cols is None else cols.get(col)
-    if len(n.name) != 1:
-        return None
-    holders = [cols for cols in scope.values() if col in cols]
-    return holders[0][col] if len(holders) == 1 else None
+def _kind(n: Expression, typer: Typer) -> str | None:
+    # the kind of the column reference ``n`` resolves to (of the relations' string kinds),
+    # None when not certain
+    kind = typer.resolved.get((n.start, n.end)) if n.cls == "COLUMN_REF" and n.name else None
+    return kind if kind in _STRING_KINDS else None
 
 
 def _column(n: Expression, scope) -> str | None:
@@ -334,12 +279,10 @@ def _jsonb_literal(value: str) -> str:
     return "'" + doc.replace("'", "''") + "'"
 
 
-def _jsonb_valued(n: Expression, scope, text: str) -> bool:
-    # whether ``n`` is certainly jsonb: a value translate made jsonb (CAST(... AS JSON)) or a
-    # jsonb column
-    if n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0:
-        return text[n.children[1].start:n.children[1].end] == "JSON"
-    return _kind(n, scope) == "jsonb"
+def _jsonb_valued(n: Expression, typer: Typer, text: str) -> bool:
+    # whether ``n`` is certainly jsonb (a jsonb column, a value translate made jsonb, a CASE or
+    # coalesce of jsonb values, a scalar subquery of one: colmz.sql.typing_pass)
+    return typer.kind(n) == "jsonb"
 
 
 def _has_number(v) -> bool:
@@ -417,9 +360,10 @@ def _output_item(n: Expression, items) -> Expression | None:
     return None
 
 
-def _order_by(q: Query, scope, text: str, edits: list, outputs: dict | None = None) -> None:
+def _order_by(q: Query, scope, text: str, edits: list) -> None:
     # ORDER BY a jsonb value: by its jsonb key (PostgreSQL's order of jsonb, not its text's)
     items = _items_of(q)
+    outputs = _set_outputs(q, scope) if q.children else {}
     for m in q.modifiers:
         if m.type != "ORDER_MODIFIER":
             continue
