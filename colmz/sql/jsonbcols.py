@@ -64,7 +64,9 @@ relations' kinds, cached; a text the tree cannot read is returned unchanged.
 from __future__ import annotations
 
 import functools
+import re
 
+from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import (
     JSONB_CONTAINS,
@@ -185,7 +187,7 @@ def _typer(text: str, queries, relations: Relations) -> Typer:
     resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
     for q in queries:
         resolver.query(q, [], {})
-    return Typer(text, resolver.out, {})
+    return Typer(text, resolver.out, {}, items=resolver.items)
 
 
 def _query(q: Query, typer: Typer, edits: list, found: dict | None = None, distinct: bool = False) -> None:
@@ -207,6 +209,7 @@ def _query(q: Query, typer: Typer, edits: list, found: dict | None = None, disti
             if n.subquery is not None:
                 _query(n.subquery, typer, edits, found)
     if found is None:
+        _merged_joins(q, typer)
         for e in roots:
             _expression(e, typer, text, edits)
         _order_by(q, typer, text, edits)
@@ -223,6 +226,36 @@ def _query(q: Query, typer: Typer, edits: list, found: dict | None = None, disti
                 found[(n.start, n.end)] = kind
             if n.subquery is None:
                 stack.extend(n.children)
+
+
+def _merged_joins(q: Query, typer: Typer) -> None:
+    # JOIN ... USING and NATURAL JOIN compare the merged columns by DuckDB's equality, of a
+    # jsonb column its text's ('1.0' is not '1'): refused by name where one may be jsonb
+    for t in table_refs(q):
+        if t.type != "JOIN" or not (t.using or t.ref_type == "NATURAL") or len(t.children) != 2:
+            continue
+        sides = [_side_columns(c, typer) for c in t.children]
+        if t.using:
+            names = {n.lower() for n in t.using}
+        elif all(s is not None for s in sides):
+            names = set(sides[0]) & set(sides[1])
+        else:  # a side's columns not known: any jsonb column of the other may be merged
+            names = {n for s in sides if s is not None for n in s}
+        jsonb = sorted(n for n in names if any(s is not None and s.get(n) == "jsonb" for s in sides))
+        if jsonb:
+            how = "JOIN ... USING" if t.using else "NATURAL JOIN"
+            raise UnsupportedSQL(f'{how} merging the jsonb column "{jsonb[0]}" is not supported by colmz (PostgreSQL '
+                                 "compares jsonb values, 1.0 equal to 1; colmz would compare their texts): join ON "
+                                 "an equality of the columns")
+
+
+def _side_columns(t, typer: Typer) -> dict | None:
+    # a join side's columns by name with their kinds (a nested join's: both sides'), None
+    # when not known
+    if t.type != "JOIN":
+        return typer.items.get((t.start, t.end))
+    sides = [_side_columns(c, typer) for c in t.children]
+    return None if any(s is None for s in sides) else {k: v for s in sides for k, v in s.items()}
 
 
 def _set_outputs(q: Query, typer: Typer) -> dict:
@@ -429,6 +462,8 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
             if e.start >= 0 and _jsonb_valued(e, scope, text):
                 _plain_value(e, edits)
     items = q.items
+    roots = (*items, *(x for x in (q.having, q.qualify) if x is not None),
+             *(e for m in q.modifiers if m.type == "ORDER_MODIFIER" for e in m.expressions))
     for e in q.group_by:
         if e.start < 0:
             continue
@@ -438,19 +473,26 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
             continue
         if len(q.grouping_sets) > 1:
             raise UnsupportedSQL("ROLLUP, CUBE or GROUPING SETS of a jsonb value is not supported by colmz")
+        if source is e and e.cls == "COLUMN_REF" and not any(
+                n.cls == "COLUMN_REF" and n.name[-1:] == e.name[-1:] for root in roots for n in root.walk()):
+            # a grouped column not shown: its groups are jsonb's, by the key (1.0 and 1 one group)
+            _keyed(e, edits)
+            continue
         edits.append((e.end, e.end, f", {JSONB_PLAIN}(CAST({text[source.start:source.end]} AS VARCHAR))"))
-    for root in (*items, *(x for x in (q.having, q.qualify) if x is not None),
-                 *(e for m in q.modifiers if m.type == "ORDER_MODIFIER" for e in m.expressions)):
+    for root in roots:
         for n in root.walk():
             if n.cls == "FUNCTION" and n.distinct and n.subquery is None:
                 for k in n.children:
                     if k.start >= 0 and _jsonb_valued(k, scope, text):
-                        _plain_value(k, edits)
-            # a window's PARTITION BY (grouped) and ORDER BY, an aggregate's ORDER BY, of jsonb
+                        # count(DISTINCT x) counts jsonb values (by their key); another
+                        # aggregate shows them (jsonb_plain refuses where PostgreSQL's choice shows)
+                        _keyed(k, edits) if n.name == ("count",) else _plain_value(k, edits)
+            # a window's PARTITION BY (rows grouped, each showing its own value) by the jsonb
+            # key; its and an aggregate's ORDER BY of jsonb by the key
             orders = (*n.order_by, *(n.over.orders if n.over is not None else ()))
             for k in (n.over.partitions if n.over is not None else ()):
                 if k.start >= 0 and _jsonb_valued(k, scope, text):
-                    _plain_value(k, edits)
+                    _keyed(k, edits)
             for o in orders:
                 k = o.expression
                 if k.start >= 0 and _jsonb_valued(k, scope, text) and (k.start, k.start, f"{JSONB_KEY}(CAST(") \
@@ -458,13 +500,76 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
                     _keyed(k, edits)
 
 
+#: The comparisons of a value with a subquery's (``x IN (SELECT ...)``, ``x = ANY (...)``),
+#: by the words between the value and the subquery.
+_SUBQUERY_COMPARE = re.compile(r"(NOT )?IN|(=|<>|!=|<|>|<=|>=) ?(ANY|SOME|ALL)")
+
+
+def _compare_subquery(n: Expression, typer: Typer, text: str, edits: list) -> None:
+    # ``x IN (subquery)`` (= ANY, < ALL, ...) of jsonb: both sides compared by their jsonb keys,
+    # the subquery's one column read through a derived table of it (its text as its own rules
+    # rewrite it)
+    x = n.children[0] if len(n.children) == 1 else None
+    branches = branch_items(n.subquery)
+    if x is None or not branches or any(len(b) != 1 for b in branches):
+        return
+    inner, outer = common_kind({typer.kind(b[0]) for b in branches}), typer.kind(x)
+    if "jsonb" not in (inner, outer):
+        return
+    paren = text.find("(", x.end, n.end) if n.start >= 0 and x.start >= 0 else -1
+    if paren < 0 or not _SUBQUERY_COMPARE.fullmatch(" ".join(text[x.end:paren].upper().split())):
+        # (DuckDB reads ``x > ALL (...)`` as NOT of an ANY whose node spans ``x`` alone)
+        raise UnsupportedSQL("a comparison of jsonb with ALL (subquery) is not supported by colmz: compare with "
+                             "the subquery's min() or max()")
+    if (inner != "jsonb" and not all(_string(b[0]) is not None for b in branches)) or \
+            (outer != "jsonb" and _string(x) is None):
+        raise UnsupportedSQL("a comparison of jsonb with a subquery's values where colmz types one side only as "
+                             "jsonb is not supported by colmz: cast both sides to jsonb")
+    if _string(x) is not None:  # (an untyped literal is read as jsonb, as PostgreSQL reads it)
+        edits.append((x.start, x.end, f"{JSONB_KEY}({_jsonb_literal(_string(x))})"))
+    else:
+        _keyed(x, edits)
+    edits.append((paren + 1, paren + 1, f"SELECT {JSONB_KEY}(CAST(v AS VARCHAR)) FROM ("))
+    edits.append((n.end - 1, n.end - 1, f") AS {RESERVED_PREFIX}in(v)"))
+
+
+def _simple_case(n: Expression, typer: Typer, text: str, edits: list, stack: list) -> bool:
+    # ``CASE x WHEN a THEN ... WHEN b ...``, which DuckDB reads as ``x = a``, ``x = b`` over one
+    # operand node: of jsonb, every WHEN value compared by its jsonb key and the operand keyed
+    # once (the rule of one comparison would key it per WHEN, or compare some as text). True
+    # when taken (its operand, values and results pushed on ``stack``)
+    whens = n.children[: len(n.children) - len(n.children) % 2 : 2]
+    if len(whens) < 2 or not all(w.type == "COMPARE_EQUAL" and len(w.children) == 2 for w in whens):
+        return False
+    x = whens[0].children[0]
+    if x.start < 0 or any((w.children[0].start, w.children[0].end) != (x.start, x.end) for w in whens) \
+            or not any(_jsonb_valued(k, typer, text) for w in whens for k in w.children) \
+            or any(w.children[1].start < 0 for w in whens):
+        return False
+    for w in whens:
+        v = w.children[1]
+        if _column(v, typer) == "text" or _column(x, typer) == "text":
+            raise SQLError("operator does not exist: jsonb = text")
+        if _string(v) is not None:
+            edits.append((v.start, v.end, f"{JSONB_KEY}({_jsonb_literal(_string(v))})"))
+        elif not (v.literal is not None and v.literal.kind == "NULL_LITERAL"):
+            _keyed(v, edits)
+            stack.append(v)
+    _keyed(x, edits)
+    stack.extend((x, *n.children[1::2], *(n.children[-1:] if len(n.children) % 2 else ())))
+    return True
+
+
 def _expression(e: Expression, scope, text: str, edits: list) -> None:
     stack = [e]
     while stack:
         n = stack.pop()
         if n.subquery is not None:
+            _compare_subquery(n, scope, text, edits)
             continue  # its own query: _query
         kids = n.children
+        if n.cls == "CASE" and _simple_case(n, scope, text, edits, stack):
+            continue
         if n.type in _COMPARING and len(kids) >= 2 and _compare_jsonb(n, scope, text, edits):
             stack.extend(k for k in kids if _string(k) is None)
             continue

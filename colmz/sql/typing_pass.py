@@ -188,6 +188,8 @@ class Resolver:
             self.lists.setdefault(name.lower(), set()).update(lists)
         self.spans = [(name.lower(), start, end, cols) for name, cols, start, end, *_ in cte_definitions(text)]
         self.out: dict[tuple[int, int], str] = {}
+        #: each FROM item's columns (by the item's span), as the references resolve to them
+        self.items: dict[tuple[int, int], Columns] = {}
         self.rules = Typer(text, self.out, typed)
         self.hidden: dict[str, int] = {}
 
@@ -233,6 +235,7 @@ class Resolver:
                 if cols is not None and t.column_aliases:  # AS t(a, b): renamed by position
                     cols = _renamed(t.column_aliases, list(cols.items()))
             entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
+            self.items[(t.start, t.end)] = cols
         aliases = frozenset(e.alias.lower() for e in q.items if e.alias)
         self.expressions(q, [entries, *outer], ctes, aliases)
         out = []
@@ -468,8 +471,10 @@ class Typer:
 
     def __init__(self, text: str, resolved: dict[tuple[int, int], str], typed: dict[str, str],
                  defs: dict[str, list[Expression | None]] | None = None,
-                 kinds: dict[str, set[str]] | None = None) -> None:
+                 kinds: dict[str, set[str]] | None = None,
+                 items: dict[tuple[int, int], Columns] | None = None) -> None:
         self.text = text
+        self.items = items or {}  # FROM items' columns (Resolver.items)
         self.resolved = resolved
         self.typed = dict(typed)
         self.defs = defs or {}
@@ -560,7 +565,7 @@ class Typer:
         return "jsonb" if e.start >= 0 and visibly_jsonb(e, self.text) else None
 
     def common(self, nodes, pg: bool) -> str | None:
-        # PostgreSQL's common type of a CASE's, coalesce's, greatest's ... values (a NULL
-        # takes any type)
+        # PostgreSQL's common type of a CASE's, coalesce's, greatest's ... values (a NULL and
+        # a string literal, of unknown type, take the others')
         return common_kind({self.kind(n, pg) for n in nodes if not (
-            n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NULL_LITERAL")})
+            n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("NULL_LITERAL", "STRING"))})
