@@ -92,7 +92,7 @@ from colmz.sql.transforms import (
 )
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression, Query, parse_tree
-from colmz.sql.typing_pass import Resolver, Typer, branch_items, common_kind
+from colmz.sql.typing_pass import Resolver, Typer, branch_items, common_kind, first_branch
 
 __all__ = ["column_ref_kinds", "jsonb_column_rules"]
 
@@ -305,11 +305,8 @@ def _literal_value(value: str):
 
 
 def _jsonb_literal(value: str) -> str:
-    try:
-        doc = jsonb_dump(jsonb_load(value))
-    except ValueError:
-        raise SQLError(f'invalid input syntax for type json: "{value}"') from None
-    return "'" + doc.replace("'", "''") + "'"
+    # a string literal as the text of its jsonb value
+    return "'" + jsonb_dump(_literal_value(value)).replace("'", "''") + "'"
 
 
 def _jsonb_valued(n: Expression, typer: Typer, text: str) -> bool:
@@ -373,13 +370,6 @@ def _compare_jsonb(n: Expression, scope, text: str, edits: list) -> bool:
     return True
 
 
-def _items_of(q: Query) -> tuple:
-    # the select items naming a query's output columns (a set operation's: its first branch's)
-    while not q.items and q.children:
-        q = q.children[0]
-    return q.items
-
-
 def _output_item(n: Expression, items) -> Expression | None:
     # the select item an ORDER BY expression names (by position or output name), if any
     if n.literal is not None and n.literal.kind == "INTEGER":
@@ -395,7 +385,7 @@ def _output_item(n: Expression, items) -> Expression | None:
 
 def _order_by(q: Query, scope, text: str, edits: list) -> None:
     # ORDER BY a jsonb value: by its jsonb key (PostgreSQL's order of jsonb, not its text's)
-    items = _items_of(q)
+    items = first_branch(q).items  # (a set operation's columns are its first branch's)
     outputs = _set_outputs(q, scope) if q.children else {}
     for m in q.modifiers:
         if m.type != "ORDER_MODIFIER":
