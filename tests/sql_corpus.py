@@ -1717,4 +1717,25 @@ QUERIES = [
     ('jnum_window_order', "SELECT id, rank() OVER (ORDER BY j) AS r FROM jnums WHERE j IS NOT NULL ORDER BY id"),
     ('jnum_window_partition', "SELECT id, count(*) OVER (PARTITION BY j) AS n FROM jnums WHERE id IN (1, 3, 4, 7, 16, 17) ORDER BY id"),
     ('jnum_agg_order', "SELECT string_agg(id::text, ',' ORDER BY j, id) AS s, jsonb_agg(j ORDER BY j DESC, id) AS a FROM jnums"),
+    # jsonb compared as jsonb (1.0 equal to 1) where the comparison is a join's USING or NATURAL
+    # merge, an IN / ANY subquery, a simple CASE, a CASE's or coalesce's result, a count or
+    # grouping that shows no value
+    ('jnum_using', "SELECT a.id, b.id AS b FROM jnums a JOIN jnums b USING (j) ORDER BY 1, 2"),
+    ('jnum_natural', "SELECT a.id FROM (SELECT id, j FROM jnums) a NATURAL JOIN (SELECT j FROM jnums WHERE id = 1) b ORDER BY 1"),
+    ('jnum_in_subquery', "SELECT id FROM jnums WHERE j IN (SELECT j FROM jnums WHERE id IN (1, 10)) ORDER BY id"),
+    ('jnum_not_in_subquery', "SELECT id FROM jnums WHERE j NOT IN (SELECT j FROM jnums WHERE id IN (1, 3)) ORDER BY id"),
+    ('jnum_in_subquery_value', "SELECT id, j IN (SELECT j FROM jnums WHERE id = 2) AS i FROM jnums ORDER BY id"),
+    ('jnum_any_subquery', "SELECT id FROM jnums WHERE j = ANY (SELECT j FROM jnums WHERE id = 5) ORDER BY id"),
+    ('jnum_in_correlated', "SELECT id FROM jnums a WHERE j IN (SELECT b.j FROM jnums b WHERE b.id <> a.id) ORDER BY id"),
+    ('jnum_all_subquery', "SELECT id FROM jnums WHERE j > ALL (SELECT j FROM jnums WHERE id IN (1, 4)) ORDER BY id"),
+    ('jnum_case_simple', """SELECT id, CASE j WHEN '1' THEN 'a' WHEN '[1.0]' THEN 'b' WHEN '{"a": 1, "b": [2.5]}' THEN 'c' END AS c FROM jnums ORDER BY id"""),
+    ('jnum_case_simple_cast', "SELECT id, CASE j WHEN '1'::jsonb THEN 1 WHEN '100' THEN 2 ELSE 0 END AS c FROM jnums ORDER BY id"),
+    ('jnum_case_result', "SELECT id, CASE WHEN id > 5 THEN j ELSE '1'::jsonb END = '1.0' AS c FROM jnums ORDER BY id"),
+    ('jnum_case_no_else', "SELECT id FROM jnums WHERE CASE WHEN id < 20 THEN j END = '1' ORDER BY id"),
+    ('jnum_coalesce', "SELECT id, COALESCE(j, '0') = '1.0' AS c FROM jnums ORDER BY id"),
+    ('jnum_count_distinct', "SELECT count(DISTINCT j) AS n FROM jnums"),
+    ('jnum_group_hidden', "SELECT count(*) AS n, min(id) AS m FROM jnums GROUP BY j ORDER BY m"),
+    ('jnum_window_partition_forms', "SELECT id, count(*) OVER (PARTITION BY j) AS n FROM jnums ORDER BY id"),
+    ('jnum_distinct_shown', "SELECT DISTINCT j FROM jnums ORDER BY j"),
+    ('jnum_group_shown', "SELECT j, count(*) AS n FROM jnums GROUP BY j ORDER BY n, j"),
 ]

@@ -5,10 +5,8 @@ translated query once the relations it reads (and so its columns' types) are kno
 ``r * 2`` over a ``real`` column or ``f * 2`` over a ``double precision`` one is left as DuckDB
 computes it. The catalog knows the schema of every relation a query reads when it runs it;
 :func:`float_column_rules` then reads the translated text's tree
-(:func:`colmz.sql.tree.parse_tree`) and types its leaves -- a column reference by the
-relations' columns of that name, a number literal as exact, a scalar subquery as its column, a cast to a float type by its
-target, ``abs``, ``min`` and ``max`` by their argument, ``avg`` of a float as a double, a CASE, ``coalesce``, ``greatest``,
-``least`` and ``nullif`` by PostgreSQL's common type of their values -- and applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
+(:func:`colmz.sql.tree.parse_tree`), types its nodes (:mod:`colmz.sql.typing_pass`) and
+applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
 
 * **real with an exact number** (``r * 2``, ``r + 1``, ``1 - r``, ``r > 0.1``): PostgreSQL has
   no ``real`` operator with an integer or ``numeric``; it picks ``float48`` (the real widened
@@ -40,31 +38,9 @@ target, ``abs``, ``min`` and ``max`` by their argument, ``avg`` of a float as a 
 
 Invariants:
 
-* Where the caller names the relations (``relations``: the catalog's queries and
-  subscriptions), a column reference is typed by the column it resolves to as PostgreSQL
-  resolves names: a qualified one by its FROM item's alias or name, an unqualified one by
-  the innermost query level whose FROM holds the name -- a relation's column, or a FROM
-  subquery's or CTE's typed from its select item (a set operation's by PostgreSQL's common
-  type of its branches': a real and an integer make a real, a real and a double a double;
-  ``AS t(a, b)`` and ``WITH c(a, b)`` rename by position; a recursive CTE's columns are its
-  non-recursive term's, which its recursive term reads -- one whose recursive term has
-  another float type is refused, as PostgreSQL raises). It is not resolved (and typed as
-  below) where a FROM item at its level has columns not known here (a table function, a
-  star over several items, a column named by PostgreSQL's rules, a CTE whose column list
-  is not found: each CTE's is its definition's, the innermost ``WITH`` item of its name
-  whose body holds its first select item), where two FROM items hold the
-  name (PostgreSQL's "ambiguous" error; DuckDB raises it too, in PostgreSQL's words through
-  :func:`colmz.sql.run.run_query`), or where its query's select list names an output
-  column so -- outside the select list, WHERE and HAVING, where a FROM item's column comes
-  first (PostgreSQL sees no output name there, DuckDB one only where no column is so named).
-* Otherwise a column reference is typed only when its name is unambiguous: every column of that name in
-  the relations read has one kind, and so has every expression the query defines the name
-  by -- a select item's alias, an ``AS t(a, b)`` list's name (the subquery's item at its
-  position), a set operation's column (each branch's item) -- typed as any expression here,
-  recursively through FROM subqueries and CTEs (a name defined by a derived name is typed
-  once that one is). A CTE's name, a ``WITH c(a, b)`` list's names and a list naming a
-  table's or a star's columns are not typed. Anything not typed is left as it is (DuckDB's
-  answer), never guessed.
+* Every node is typed by :mod:`colmz.sql.typing_pass` (a column reference resolved by the
+  relations named, ``relations``, else by its name alone); anything not typed is left as it
+  is (DuckDB's answer), never guessed.
 * A scalar subquery is typed as its one column (a set operation's by PostgreSQL's common
   type); a subquery's own query is rewritten by these rules and its text, so rewritten,
   is what a rule around it splices (an overflow check repeats it as an operand, as it
@@ -99,28 +75,33 @@ from __future__ import annotations
 import functools
 import re
 
-from colmz.sql.build import RESERVED_PREFIX, splice
+from colmz.sql.build import splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.tokens import cte_columns_of, cte_definitions, tokenize
+from colmz.sql.tokens import tokenize
 from colmz.sql.transforms import (
     FLOAT_CHECK,
-    NUMERIC_CAST,
-    REAL_WIDEN,
     arith_leaves,
     float_check,
-    float_kind,
     is_arith,
     products_only,
     table_refs,
 )
 from colmz.sql.translate import FLOAT8_TEXT, NUMERIC_TEXT, SUM_ARGUMENT
 from colmz.sql.tree import Expression, Query, parse_tree
+from colmz.sql.typing_pass import (
+    DOUBLE_CALLS,
+    FLOAT_DIV,
+    SAME_TYPE_CALLS,
+    Resolver,
+    Typer,
+    cte_list_names,
+    derived_names,
+    numeric_cast,
+    query_expressions,
+    window_arguments,
+)
 
 __all__ = ["FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
-
-#: ``x / y`` of a float ``x``: NaN when ``x`` is NaN and ``y`` zero (PostgreSQL's float8div
-#: and float4div), else DuckDB's division (which raises on a zero divisor).
-FLOAT_DIV = RESERVED_PREFIX + "float_div"
 
 #: The macros the rules call, defined on every colmz connection (:func:`colmz.sql.connect`).
 FLOAT_COLUMN_MACROS = (
@@ -185,8 +166,8 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]],
         return text
     defs: dict[str, list[Expression | None]] = {}
     for q in queries:
-        _derived(q, defs)
-    for name in _cte_column_lists(text, defs):
+        derived_names(q, defs)
+    for name in cte_list_names(text, defs):
         defs.setdefault(name, []).append(None)
     kinds: dict[str, set[str]] = {}
     for name, kind in columns:
@@ -195,361 +176,25 @@ def _rewrite(text: str, columns: frozenset[tuple[str, str]],
              if len(k) == 1 and "other" not in k and n not in defs}
     resolved: dict[tuple[int, int], str] = {}
     if relations or _FLOAT_WORD.search(text):  # (VALUES lists typed by their casts)
-        resolver = _Resolver(text, {name: dict(cols) for name, cols in relations}, typed)
+        resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, typed)
         for q in queries:
             resolver.query(q, [], {})
         resolved = resolver.out
     if not floats:
         return text
-    _type_derived(text, defs, kinds, typed, resolved)
-    rules = _Rules(text, typed, resolved)
+    rules = _Rules(text, typed, resolved, defs, kinds)
     for q in queries:
         rules.query(q, grouped=False)
     return splice(text, sorted(rules.edits))
 
 
-def _derived(q: Query, out: dict[str, list[Expression | None]]) -> None:
-    # every name the query gives a derived column, lower case, with its defining expressions
-    # (``None``: not known, as a CTE's name or a list naming a table's columns)
-    for name, sub in q.ctes:
-        out.setdefault(name.lower(), []).append(None)
-        _derived(sub, out)
-    for c in q.children:
-        _derived(c, out)
-    if q.children:  # a set operation's column is named by its first branch, typed by all
-        branches = _branch_items(q)
-        first = _first_branch(q).items
-        known = branches is not None and all(len(b) == len(first) for b in branches)
-        for i, e in enumerate(first):
-            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
-            if not name:
-                continue
-            out.setdefault(name.lower(), []).extend((b[i] for b in branches) if known else [None])
-    for e in _expressions(q):
-        for n in e.walk():
-            if n.alias:
-                out.setdefault(n.alias.lower(), []).append(n)
-            if n.subquery is not None:
-                _derived(n.subquery, out)
-    for t in table_refs(q):
-        if t.column_aliases:
-            branches = _branch_items(t.subquery) if t.subquery is not None else None
-            known = branches is not None and all(len(b) >= len(t.column_aliases) for b in branches)
-            for i, a in enumerate(t.column_aliases):
-                out.setdefault(a.lower(), []).extend((b[i] for b in branches) if known else [None])
-        if t.subquery is not None:
-            _derived(t.subquery, out)
 
 
-def _branch_items(q: Query) -> list[tuple[Expression, ...]] | None:
-    # the select lists of a query's branches (a set operation's every branch), None when one
-    # has a star (its columns are not listed)
-    if q.children:
-        out = []
-        for c in q.children:
-            b = _branch_items(c)
-            if b is None:
-                return None
-            out.extend(b)
-        return out
-    if any(n.cls in ("STAR", "COLUMNS") for e in q.items for n in e.walk()):
-        return None
-    return [q.items]
-
-
-def _first_branch(q: Query) -> Query:
-    return _first_branch(q.children[0]) if q.children else q
-
-
-def _cte_column_lists(text: str, defs: dict[str, list[Expression | None]]) -> list[str]:
-    # ``WITH c(a, b) AS (...)``: the tree does not keep a CTE's column list; the names in it
-    # (of a CTE the tree read) are derived and left untyped
-    return [n.lower() for name, lists in cte_columns_of(text).items() if name.lower() in defs
-            for cols in lists for n in cols]
-
-
-def _type_derived(text: str, defs: dict[str, list[Expression | None]], kinds: dict[str, set[str]],
-                  typed: dict[str, str], resolved: dict[tuple[int, int], str]) -> None:
-    # a derived name is typed when every expression defining it (and every relation's column
-    # of that name) has one float or exact kind -- recursively: a name defined by another
-    # derived name is typed once that one is (a reference to the name itself, ``x AS x``,
-    # adds nothing)
-    rules = _Rules(text, typed, resolved)
-    changed = True
-    while changed:
-        changed = False
-        for name, es in defs.items():
-            if name in typed or None in es:
-                continue
-            got = set(kinds.get(name, ()))
-            for e in es:
-                if e.cls == "COLUMN_REF" and e.name and e.name[-1].lower() == name:
-                    continue
-                got.add(rules.kind(e))
-            if len(got) == 1 and next(iter(got)) in ("real", "double", "exact"):
-                typed[name] = next(iter(got))
-                changed = True
-
-
-#: A FROM item's columns: each name (lower case) with its kind (None: not known); ``None``
-#: for an item whose column names are not known here (a table function, VALUES, a star).
-Columns = dict[str, str | None] | None
-Scope = list[tuple[str, Columns]]
-
-
-class _Resolver:
-    """The kind of each column reference (by its span) that resolves, as PostgreSQL resolves
-    names, to one column of a relation of ``rels`` or of a FROM subquery or CTE typed from
-    them (the module's first invariant); one left out is typed by its name alone."""
-
-    def __init__(self, text: str, rels: dict[str, dict[str, str]], typed: dict[str, str]) -> None:
-        self.rels = rels
-        # each CTE name's column lists (``()``: none); a name missing was not read to its
-        # body's end, and one with two different lists (two WITHs) is known by name only
-        # where its definition is found by its body's place in the text (see column_list)
-        self.lists: dict[str, set[tuple[str, ...]]] = {}
-        for name, lists in cte_columns_of(text).items():
-            self.lists.setdefault(name.lower(), set()).update(lists)
-        self.spans = [(name.lower(), start, end, cols) for name, cols, start, end, *_ in cte_definitions(text)]
-        self.out: dict[tuple[int, int], str] = {}
-        self.rules = _Rules(text, typed, self.out)
-        self.hidden: dict[str, int] = {}
-
-    def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns],
-              named: bool = True) -> list[tuple[str, str | None]] | None:
-        # resolves ``q``'s references; returns its output columns in order (None: not known);
-        # ``named``: False for a set operation's later branch (its columns' names are the
-        # first branch's: an item without one is typed all the same)
-        if q.ctes:
-            # every CTE of the list is not known until its body is read (a recursive CTE's
-            # own reference, a later one's name in WITH RECURSIVE)
-            ctes = {**ctes, **{name.lower(): None for name, _ in q.ctes}}
-            for name, sub in q.ctes:
-                key = name.lower()
-                listed = self.column_list(key, sub)
-                if sub.type == "RECURSIVE_CTE_NODE" and len(sub.children) == 2 and _reads(sub.children[1], key):
-                    ctes[key] = self.recursive(key, listed, sub, outer, ctes)
-                else:
-                    ctes[key] = self.cte_columns(listed, self.query(sub, outer, ctes, not listed))
-        if q.children:
-            branches = [self.query(c, outer, ctes, named and i == 0) for i, c in enumerate(q.children)]
-            self.expressions(q, [[("", None)], *outer], ctes)  # ORDER BY names output columns
-            if any(b is None or len(b) != len(branches[0]) for b in branches):
-                return None
-            # a column of PostgreSQL's common type of its branches' (a real and an integer: a real)
-            return [(name, _common_kind({b[i][1] for b in branches}))
-                    for i, (name, _) in enumerate(branches[0])]
-        entries: Scope = []
-        for t in table_refs(q):
-            if t.type == "JOIN":
-                continue
-            cols: Columns = None
-            if t.subquery is not None:
-                got = self.query(t.subquery, outer, ctes)
-                cols = None if got is None else _renamed(t.column_aliases, got)
-            elif t.type == "EXPRESSION_LIST" and t.rows and all(len(r) == len(t.rows[0]) for r in t.rows):
-                # VALUES: a column of one kind in every row has it (PostgreSQL names them column1, ...)
-                cols = {f"column{i + 1}": _common_kind({self.rules.kind(r[i]) for r in t.rows})
-                        for i in range(len(t.rows[0]))}
-            elif t.type == "BASE_TABLE" and t.name:
-                name = t.name[-1].lower()
-                cols = ctes[name] if len(t.name) == 1 and name in ctes else self.rels.get(name)
-                if cols is not None and t.column_aliases:  # AS t(a, b): renamed by position
-                    cols = _renamed(t.column_aliases, list(cols.items()))
-            entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
-        aliases = frozenset(e.alias.lower() for e in q.items if e.alias)
-        self.expressions(q, [entries, *outer], ctes, aliases)
-        out = []
-        for e in q.items:
-            if e.cls == "STAR" and not e.star_modified and not e.relation and len(entries) == 1 \
-                    and entries[0][1] is not None:
-                out.extend(entries[0][1].items())  # ``*`` of one FROM item: its columns
-                continue
-            if e.cls in ("STAR", "COLUMNS") or any(n.cls in ("STAR", "COLUMNS") for n in e.walk()):
-                return None
-            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
-            if not name and named:  # named by PostgreSQL's rules (a function's name, ?column?): not known here
-                return None
-            out.append((name.lower(), self.rules.kind(e)))
-        return out
-
-    def require_column(self, n: Expression, scopes: list[Scope], depth: int) -> None:
-        # ``n`` names an output column of the query level ``depth`` deep where PostgreSQL
-        # does not see one: a FROM item's column (or FROM item) of its name at that level or
-        # inside it is read by both; one only outside it is PostgreSQL's, where DuckDB reads
-        # the output name (refused); none is PostgreSQL's error. Not decided where a FROM
-        # item's columns are not known.
-        name = n.name[0].lower()
-        for i, entries in enumerate(scopes):
-            if any(cols is None for _, cols in entries):
-                return
-            if any(qual == name or name in cols for qual, cols in entries):
-                if i > len(scopes) - depth:
-                    raise UnsupportedSQL(
-                        f'a reference to the column "{name}" of an enclosing query from a query naming an output '
-                        f'column "{name}" is not supported by colmz (DuckDB reads the output name)')
-                return
-        written = n.name[0] if self.rules.text[n.start:n.start + 1] == '"' else name
-        raise SQLError(f'column "{written}" does not exist')
-
-    def column_list(self, name: str, sub: Query) -> tuple[str, ...] | None:
-        # the column list (``()``: none) of the CTE ``name`` whose body is ``sub``: the
-        # innermost definition of that name whose body holds ``sub``'s first select item,
-        # else the name's one list; None: not known (two lists, a body not read to its end)
-        first = _first_branch(sub).items
-        at = first[0].start if first else -1
-        found = [(end - start, cols) for n, start, end, cols in self.spans if n == name and start <= at < end]
-        if found:
-            return min(found)[1]
-        lists = self.lists.get(name)
-        return next(iter(lists)) if lists is not None and len(lists) == 1 else None
-
-    @staticmethod
-    def cte_columns(names: tuple[str, ...] | None, cols: list[tuple[str, str | None]] | None) -> Columns:
-        # a CTE's columns from its body's output columns: ``WITH c(a, b)`` (``names``)
-        # renames them by position, as ``AS t(a, b)`` renames a FROM item's (PostgreSQL: a
-        # list longer than the body's columns is an error, see translate); a column left
-        # unnamed (the body read unnamed, PostgreSQL's name not known here) makes them not known
-        if cols is None or names is None or any(not n for n, _ in cols[len(names):]):
-            return None
-        return _renamed(names, cols)
-
-    def recursive(self, name: str, listed: tuple[str, ...] | None, sub: Query, outer: list[Scope],
-                  ctes: dict[str, Columns]) -> Columns:
-        # a recursive CTE's columns have its non-recursive term's types (PostgreSQL's
-        # analyzeCTE), which its recursive term reads; a recursive term of another float
-        # type makes PostgreSQL's common type differ, an error there (DuckDB would answer)
-        seed = self.query(sub.children[0], outer, ctes, not listed)
-        ctes[name] = self.cte_columns(listed, seed)
-        rest = self.query(sub.children[1], outer, ctes, named=False)
-        self.expressions(sub, [[("", None)], *outer], ctes)
-        if seed is not None and rest is not None and len(rest) == len(seed):
-            for i, ((_, a), (_, b)) in enumerate(zip(seed, rest)):
-                common = _common_kind({a, b})
-                if a is not None and b is not None and common not in (None, a):
-                    raise UnsupportedSQL(
-                        f'recursive query "{name}" column {i + 1} has type {_PG_NAMES[a]} in non-recursive '
-                        f"term but type {_PG_NAMES[common]} overall (an error in PostgreSQL)")
-        return ctes[name]
-
-    def expressions(self, q: Query, scopes: list[Scope], ctes: dict[str, Columns],
-                    aliases: frozenset[str] = frozenset()) -> None:
-        # in the select list, WHERE and HAVING a FROM item's column comes before an output
-        # name (PostgreSQL sees no output name there; DuckDB one only where no column is so
-        # named): ``SELECT r + 1 AS r ... GROUP BY r HAVING r > 0.1`` compares the column r
-        columns_first = {id(e) for e in (*q.items, q.where, q.having) if e is not None}
-        # PostgreSQL sees an output name only as a whole GROUP BY, ORDER BY or DISTINCT ON
-        # item; DuckDB also in the select list, WHERE, HAVING, and in expressions and
-        # subqueries there: a name seen only so is PostgreSQL's error (require_column)
-        named = {(e.start, e.end) for e in q.group_by} | {(e.start, e.end) for m in q.modifiers for e in (
-            *(o.expression for o in m.orders), *(m.expressions if m.type == "DISTINCT_MODIFIER" else ()))}
-        outside = self.hidden  # enclosing levels' output names, each with its level's depth
-        own = {**outside, **dict.fromkeys(aliases, len(scopes))}
-        for root in _expressions(q):
-            hidden = outside if (root.start, root.end) in named and root.cls == "COLUMN_REF" else own
-            for n in root.walk():
-                if n.subquery is not None:
-                    self.hidden = hidden
-                    self.query(n.subquery, scopes, ctes)
-                    self.hidden = outside
-                elif n.cls == "COLUMN_REF" and len(n.name) == 1 and n.name[0].lower() in hidden:
-                    self.require_column(n, scopes, hidden[n.name[0].lower()])
-                if n.cls == "COLUMN_REF" and n.name and n.start >= 0:
-                    kind = _lookup(tuple(p.lower() for p in n.name), scopes, aliases, id(root) in columns_first)
-                    if kind is not None:
-                        self.out[(n.start, n.end)] = kind
-
-
-_PG_NAMES = {"real": "real", "double": "double precision", "exact": "an exact numeric type"}
-
-
-def _reads(q: Query, name: str) -> bool:
-    # whether ``q`` (its CTEs, branches, FROM items and subqueries too) names the relation
-    # ``name`` (lower case) in a FROM: a recursive CTE's term reading the CTE itself
-    if any(_reads(s, name) for _, s in q.ctes) or any(_reads(c, name) for c in q.children):
-        return True
-    for t in table_refs(q):
-        if t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() == name:
-            return True
-        if t.subquery is not None and _reads(t.subquery, name):
-            return True
-    return any(isinstance(e, Expression) and any(n.subquery is not None and _reads(n.subquery, name) for n in e.walk())
-               for e in _expressions(q))
-
-
-def _common_kind(kinds: set[str | None]) -> str | None:
-    # PostgreSQL's common type of values of these kinds (select_common_type: an integer or
-    # numeric goes to a real, a real to a double), as DuckDB's VALUES types them too
-    if not kinds or not kinds <= {"real", "double", "exact"}:
-        return None
-    return "double" if "double" in kinds else "real" if "real" in kinds else "exact"
-
-
-def _named(cols: list[tuple[str, str | None]]) -> dict[str, str | None]:
-    # a FROM item's columns by name; a name held twice is not known (PostgreSQL: ambiguous)
-    out: dict[str, str | None] = {}
-    for name, kind in cols:
-        out[name] = None if name in out else kind
-    return out
-
-
-def _renamed(names: tuple[str, ...], cols: list[tuple[str, str | None]]) -> dict[str, str | None] | None:
-    # ``cols`` renamed by position by ``AS t(a, b)`` or ``WITH c(a, b)`` (None: a list longer
-    # than the columns)
-    if len(names) > len(cols):
-        return None
-    return _named([(a.lower(), k) for a, (_, k) in zip(names, cols)] + cols[len(names):])
-
-
-def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str],
-            columns_first: bool = False) -> str | None:
-    # the kind of the column ``name`` names in ``scopes`` (innermost first), None: not known;
-    # an output name of ``aliases`` hides the innermost level's column of that name unless
-    # ``columns_first``
-    col = name[-1]
-    if len(name) > 2:  # a qualified schema, or a struct's field: not read here
-        return None
-    for entries in scopes:
-        if len(name) == 2:
-            hits = [cols for qual, cols in entries if qual == name[-2]]
-            if not hits:
-                continue
-            return hits[0].get(col) if len(hits) == 1 and hits[0] is not None else None
-        if any(cols is None for _, cols in entries):
-            return None
-        hits = [cols[col] for _, cols in entries if col in cols]
-        if col in aliases and not (columns_first and hits):
-            return None
-        aliases = frozenset()  # (an outer level's output names are not visible here)
-        if hits:  # two: ambiguous, PostgreSQL's error (DuckDB raises its own)
-            return hits[0] if len(hits) == 1 else None
-    return None
-
-
-def _expressions(q: Query):
-    # the query's own expression roots (not its CTEs', branches' or FROM subqueries')
-    yield from q.items
-    for e in (q.where, q.having, q.qualify):
-        if e is not None:
-            yield e
-    yield from q.group_by
-    seen = set()
-    for m in q.modifiers:
-        for e in (*m.expressions, *(o.expression for o in m.orders)):
-            if e is not None and (e.start, e.end) not in seen:  # (an order is listed twice)
-                seen.add((e.start, e.end))
-                yield e
-    for t in table_refs(q):
-        yield from t.expressions
-        for row in t.rows:
-            yield from row
-
-
-class _Rules:
-    def __init__(self, text: str, typed: dict[str, str], resolved: dict[tuple[int, int], str]) -> None:
-        self.text = text
-        self.typed = typed
-        self.resolved = resolved  # column references resolved to their relation's column
+class _Rules(Typer):
+    # the rules over the nodes as the typing pass types them
+    def __init__(self, text: str, typed: dict[str, str], resolved: dict[tuple[int, int], str],
+                 defs: dict[str, list[Expression | None]], kinds: dict[str, set[str]]) -> None:
+        super().__init__(text, resolved, typed, defs, kinds)
         self.edits: list[tuple[int, int, str]] = []
         self.grouped = False
         self.unchecked = False  # in a grouped query (aggregates' arguments too)
@@ -591,7 +236,7 @@ class _Rules:
         self.grouped = bool(q.group_by) or q.aggregate_handling == "FORCE_AGGREGATES"
         self.unchecked = self.grouped  # translate checks no arithmetic of a grouped query
         self.group_keys = self.grouped_keys(q)
-        for e in _expressions(q):
+        for e in query_expressions(q):
             if isinstance(e, Expression):
                 self.root(e)
 
@@ -617,74 +262,6 @@ class _Rules:
     def leaf_text(self, n: Expression) -> str:
         return self.rendered.get((n.start, n.end), self.text[n.start : n.end])
 
-    # -- types of leaves and subtrees: "real", "double", "exact" or None (not known)
-    # ``pg``: PostgreSQL's type rather than DuckDB's (a number with an exponent is a numeric
-    # there, a DOUBLE in DuckDB)
-    def kind(self, e: Expression, pg: bool = False) -> str | None:
-        if e.cls == "COLUMN_REF" and e.name:
-            kind = self.resolved.get((e.start, e.end))
-            if kind is not None:
-                return kind if kind != "other" else None
-            return self.typed.get(e.name[-1].lower())
-        if e.cls == "CONSTANT" and e.literal is not None:
-            if e.literal.kind == "INTEGER":
-                return "exact"
-            if e.literal.kind == "NUMERIC":
-                return "double" if "e" in e.literal.text.lower() and not pg else "exact"
-            return None
-        if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
-            t = " ".join(self.text[e.children[1].start : e.children[1].end].lower().split())
-            return float_kind(t) or ("exact" if _EXACT_TYPES.fullmatch(t) else None)
-        if e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE":
-            return self.common(e.children, pg)
-        if e.cls == "SUBQUERY" and e.subquery is not None and _scalar(e, self.text):
-            # a scalar subquery: its one column's type (a set operation's common type)
-            branches = _branch_items(e.subquery)
-            if not branches or any(len(b) != 1 for b in branches):
-                return None
-            return _common_kind({self.kind(b[0], pg) for b in branches})
-        if e.cls == "CASE":  # its results: each THEN and the ELSE (an implicit one is NULL)
-            return self.common((*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ())), pg)
-        if e.cls == "FUNCTION" and len(e.name) == 1 and e.filter is None and not e.order_by \
-                and e.name[0].lower() in ("greatest", "least", "nullif"):
-            return self.common(e.children[:1] if e.name[0].lower() == "nullif" else e.children, pg)
-        if e.cls == "WINDOW" and len(e.name) == 1 and e.name[0].lower() in _SAME_TYPE_CALLS \
-                and e.filter is None:
-            args = _window_arguments(e, [c for c in e.children if c.start >= 0], self.text)
-            return self.kind(args[0], pg) if len(args) == 1 else None
-        if e.cls == "FUNCTION" and len(e.name) == 1:
-            name = e.name[0]
-            if name == REAL_WIDEN and len(e.children) == 2:
-                k = self.kind(e.children[0], pg)
-                return "double" if k == "real" and self.kind(e.children[1], pg) == "exact" else k
-            if name in (FLOAT_CHECK, FLOAT_DIV) and e.children:
-                return self.kind(e.children[0], pg)
-            if _numeric_cast(e, self.text):
-                return "exact"
-            if name.lower() in _SAME_TYPE_CALLS and len(e.children) == 1 and e.filter is None \
-                    and not e.order_by:
-                return self.kind(e.children[0], pg)
-            if (name.lower() in (*_DOUBLE_CALLS, "avg") and len(e.children) == 1  # (avg of a real: a double)
-                    or name == "round_even" and len(e.children) == 2) \
-                    and self.kind(e.children[0], pg) in ("real", "double"):
-                return "double"  # (round_even(x, 0): translate's round(x) of a float)
-            if is_arith(e):
-                kinds = [self.kind(c, pg) for c in e.children]
-                if None in kinds:
-                    return None
-                if len(kinds) == 1:
-                    return kinds[0]
-                if "double" in kinds or ("real" in kinds and "exact" in kinds):
-                    return "double"
-                return "real" if "real" in kinds else "exact"
-        return None
-
-    def common(self, nodes, pg: bool) -> str | None:
-        # PostgreSQL's common type of a CASE's, coalesce's, greatest's ... values (a NULL
-        # takes any type)
-        return _common_kind({self.kind(n, pg) for n in nodes if not (
-            n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NULL_LITERAL")})
-
     def _float_column_under(self, e: Expression) -> bool:
         # a float column among the operands, or a value typed here by one (``abs(f)``,
         # ``max(f)``, ``coalesce(r, 0)``, a CASE): translate, not knowing the column's
@@ -692,7 +269,7 @@ class _Rules:
         return any(self.kind(n) in ("real", "double") and (
             n.cls in ("COLUMN_REF", "CASE", "SUBQUERY") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
             or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
-                and n.name[0].lower() in (*_SAME_TYPE_CALLS, *_DOUBLE_CALLS, "greatest", "least", "nullif")))
+                and n.name[0].lower() in (*SAME_TYPE_CALLS, *DOUBLE_CALLS, "greatest", "least", "nullif")))
             for n in _leaves(e))
 
     def checks(self, e: Expression) -> bool:
@@ -733,11 +310,11 @@ class _Rules:
         kids = [c for c in e.children if c.start >= 0 and c.start >= e.start and c.end <= e.end]
         under_check = e.cls == "FUNCTION" and e.name == (FLOAT_CHECK,)
         # a maximal arithmetic subtree is checked once, at its root (by translate or here)
-        arith_checked = is_arith(e) and not _numeric_cast(e, self.text) and (checked or self.checks(e))
+        arith_checked = is_arith(e) and not numeric_cast(e, self.text) and (checked or self.checks(e))
         texts = {}
         # a check under a window's OVER clause is left out: DuckDB counts it volatile, which
         # a window's ORDER BY or PARTITION BY may not be; the call's arguments are per row
-        args = _window_arguments(e, kids, self.text) if e.cls == "WINDOW" else ()
+        args = window_arguments(e, kids, self.text) if e.cls == "WINDOW" else ()
         # an aggregate's arguments are per row, not matched against the grouped expressions
         grouped = self.grouped
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0].lower() in _AGGREGATES:
@@ -769,7 +346,7 @@ class _Rules:
 
     def rule(self, e: Expression, texts: dict[int, str], checked: bool) -> str | None:
         if e.cls in ("FUNCTION", "WINDOW") and e.name == ("sum",):
-            args = _window_arguments(e, [c for c in e.children if c.start >= 0], self.text) \
+            args = window_arguments(e, [c for c in e.children if c.start >= 0], self.text) \
                 if e.cls == "WINDOW" else e.children[-1:]
             arg = args[0] if len(args) == 1 else None
             # (through translate's typing of sum's argument, a real as itself, and the checks)
@@ -786,7 +363,7 @@ class _Rules:
             # is one): a double here by PostgreSQL's operators (a float with a numeric is
             # float8, ``(1::float8 / 3.0)::text`` is 0.3333333333333333), printed as one
             return f"{FLOAT8_TEXT}({self.child_text(e.children[0], texts)})"
-        if _numeric_cast(e, self.text):
+        if numeric_cast(e, self.text):
             x = e.children[0]
             k = self.kind(x)
             if k in ("real", "double") and self._float_column_under(x):
@@ -794,7 +371,7 @@ class _Rules:
                 texts[id(x)] = f"CAST(printf('%.{digits}g', {self.child_text(x, texts)}) AS DOUBLE)"
                 return self.splice(e, texts)
             return None
-        if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0].lower() in _DOUBLE_CALLS \
+        if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0].lower() in DOUBLE_CALLS \
                 and e.children and all(c.start >= 0 for c in e.children):
             return self.double_call(e, texts)
         binary = len(e.children) == 2 and all(c.start >= 0 for c in e.children)
@@ -850,41 +427,6 @@ _AGGREGATES = frozenset({
     "bool_and", "bool_or", "every", "median", "mode", "product", "any_value", "arg_min",
     "arg_max", "first", "last", "list", "fsum", "sumkahan", "kahan_sum",
 })
-#: Calls whose result has their argument's type, in PostgreSQL and DuckDB alike (``abs(r)``
-#: is a real, ``max(f)`` a double): typed as their argument.
-_SAME_TYPE_CALLS = frozenset({"abs", "min", "max"})
-#: Calls PostgreSQL has of a double (and a numeric) but not of a real: of a real or a double
-#: they are a double (the real cast to one, as PostgreSQL's implicit cast does).
-_DOUBLE_CALLS = frozenset({"ceil", "ceiling", "floor", "round", "trunc", "sign"})
-_OVER = re.compile(r"\bOVER\b", re.IGNORECASE)
-
-
-def _window_arguments(e: Expression, kids: list[Expression], text: str) -> tuple[Expression, ...]:
-    # a window call's own arguments: the children before its OVER clause (whose PARTITION BY,
-    # ORDER BY and frame expressions come after the last OVER in the call's text)
-    over = [m.start() for m in _OVER.finditer(text, e.start, e.end)]
-    if not over:
-        return ()
-    clause = over[-1]
-    if e.over is not None:
-        firsts = [p.start for p in e.over.partitions] + [o.expression.start for o in e.over.orders]
-        firsts = [f for f in firsts if f >= 0]
-        if firsts and min(firsts) < clause:  # a named window's copied clause: not read here
-            return ()
-    return tuple(c for c in kids if c.end <= clause)
-
-
-def _scalar(e: Expression, text: str) -> bool:
-    # a scalar subquery (not EXISTS, ARRAY(...), IN or ANY: those have their own words or an
-    # operand)
-    return not e.children and text.startswith("(", e.start)
-
-
-def _numeric_cast(e: Expression, text: str) -> bool:
-    # translate's ``x + NUMERIC_CAST``: PostgreSQL's ``x::numeric``
-    return (e.cls == "FUNCTION" and e.name == ("+",) and len(e.children) == 2
-            and text[e.children[1].start : e.children[1].end] == NUMERIC_CAST)
-
 
 def _leaves(e: Expression) -> list[Expression]:
     # the operands under the arithmetic subtree ``e``, every exact number literal left out

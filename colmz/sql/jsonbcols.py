@@ -64,7 +64,9 @@ relations' kinds, cached; a text the tree cannot read is returned unchanged.
 from __future__ import annotations
 
 import functools
+import re
 
+from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import (
     JSONB_CONTAINS,
@@ -77,7 +79,6 @@ from colmz.sql.jsonb import (
     TO_JSONB,
     jsonb_dump,
     jsonb_load,
-    visibly_jsonb,
 )
 from colmz.sql.numeric import NUMERIC_IN
 from colmz.sql.transforms import (
@@ -91,6 +92,7 @@ from colmz.sql.transforms import (
 )
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression, Query, parse_tree
+from colmz.sql.typing_pass import Resolver, Typer, branch_items, common_kind, first_branch
 
 __all__ = ["column_ref_kinds", "jsonb_column_rules"]
 
@@ -99,6 +101,7 @@ __all__ = ["column_ref_kinds", "jsonb_column_rules"]
 #: string column of none of these known: a view's column colmz cannot type) or ``None``.
 Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
 
+_STRING_KINDS = frozenset({"jsonb", "json", "text", "string"})
 _EQUALITY = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_IN", "COMPARE_NOT_IN"})
 _ORDERING = {"COMPARE_LESSTHAN": "<", "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
              "COMPARE_GREATERTHANOREQUALTO": ">="}
@@ -151,10 +154,10 @@ def column_ref_kinds(text: str, relations: Relations) -> dict[tuple[int, int], s
         queries = parse_tree(text)
     except SQLError:
         return {}
-    rels = {name: dict(cols) for name, cols in relations}
+    typer = _typer(text, queries, relations)
     found: dict[tuple[int, int], str] = {}
     for q in queries:
-        _query(q, rels, text, [], found)
+        _query(q, typer, [], found)
     return found
 
 
@@ -164,10 +167,10 @@ def _rewrite(text: str, relations: Relations) -> str:
         queries = parse_tree(text)
     except SQLError:
         return text
-    rels = {name: dict(cols) for name, cols in relations}
+    typer = _typer(text, queries, relations)
     edits: list[tuple[int, int, str]] = []
     for q in queries:
-        _query(q, rels, text, edits)
+        _query(q, typer, edits)
     out, last = [], 0
     for start, end, new in sorted(edits, key=lambda x: x[:2]):  # (insertions at one place in order)
         if start < last:
@@ -178,122 +181,97 @@ def _rewrite(text: str, relations: Relations) -> str:
     return "".join(out)
 
 
-def _query(q: Query, rels: dict, text: str, edits: list, found: dict | None = None,
-           distinct: bool = False) -> dict | None:
+def _typer(text: str, queries, relations: Relations) -> Typer:
+    # every node of the queries typed once (colmz.sql.typing_pass), each column reference
+    # resolved to the relations' columns (output names' errors are floatcols' to raise)
+    resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
+    for q in queries:
+        resolver.query(q, [], {})
+    return Typer(text, resolver.out, {}, items=resolver.items)
+
+
+def _query(q: Query, typer: Typer, edits: list, found: dict | None = None, distinct: bool = False) -> None:
     # ``found`` given: the kinds of the references resolved are noted there, no rule applied;
-    # ``distinct``: a branch of a set operation without ALL (its rows compared whole). Gives
-    # the query's output columns' kinds by name (None: its columns not known)
-    if q.ctes:
-        rels = dict(rels)
-        for name, sub in q.ctes:  # a CTE's columns as its query gives them (it hides a table)
-            rels[name.lower()] = _query(sub, rels, text, edits, found)
+    # ``distinct``: a branch of a set operation without ALL (its rows compared whole)
+    text = typer.text
+    for _, sub in q.ctes:
+        _query(sub, typer, edits, found)
     distinct = distinct or (q.setop in ("UNION", "EXCEPT", "INTERSECT") and not q.setop_all)
-    branches = [_query(c, rels, text, edits, found, distinct) for c in q.children]
-    scope: dict[str, dict] | None = {}
+    for c in q.children:
+        _query(c, typer, edits, found, distinct)
     for t in table_refs(q):
-        derived = None
         if t.subquery is not None:
-            derived = _query(t.subquery, rels, text, edits, found)
-        if t.type == "JOIN":
-            continue
-        if t.type == "BASE_TABLE" and len(t.name) == 1 and rels.get(t.name[-1].lower()) is not None:
-            derived = rels[t.name[-1].lower()]
-        if derived is not None and t.column_aliases:
-            derived = _renamed(derived, t.column_aliases)
-        if scope is not None and derived is not None and t.type in ("BASE_TABLE", "SUBQUERY") \
-                and (t.alias or t.type == "BASE_TABLE"):
-            scope[(t.alias or t.name[-1]).lower()] = derived
-        else:
-            scope = None  # an item whose columns are not known here: resolve nothing
+            _query(t.subquery, typer, edits, found)
     roots = [*q.items, *(x for x in (q.where, q.having, q.qualify) if x is not None)]
     roots += [e for t in table_refs(q) if t.type == "JOIN" for e in t.expressions]
     for e in (*roots, *q.group_by, *(e for m in q.modifiers for e in m.expressions)):
         for n in e.walk():
             if n.subquery is not None:
-                _query(n.subquery, rels, text, edits, found)
-    outputs = _set_outputs(branches) if q.children else _outputs(q, scope, text)
+                _query(n.subquery, typer, edits, found)
     if found is None:
-        # a jsonb value translate wrote (CAST(... AS JSON)) is known without the FROM items
-        scope = scope or {}
+        _merged_joins(q, typer)
         for e in roots:
-            _expression(e, scope, text, edits)
-        _order_by(q, scope, text, edits, outputs)
-        _grouping(q, scope, text, edits)
+            _expression(e, typer, text, edits)
+        _order_by(q, typer, text, edits)
+        _grouping(q, typer, text, edits)
         if distinct and not q.children:
-            _plain_items(q, scope, text, edits)
-        return outputs
-    if not scope:
-        return outputs
+            _plain_items(q, typer, text, edits)
+        return
     for e in roots:
         stack = [e]
         while stack:  # the references _expression reads: not a subquery's operands
             n = stack.pop()
-            kind = _kind(n, scope)
+            kind = _kind(n, typer)
             if kind is not None and n.start >= 0:
                 found[(n.start, n.end)] = kind
             if n.subquery is None:
                 stack.extend(n.children)
-    return outputs
 
 
-def _renamed(cols: dict, aliases) -> dict | None:
-    # a FROM item's columns under its column alias list (AS s(a, b)): the first renamed
-    if len(aliases) > len(cols):
-        return None
-    pairs = list(cols.items())
-    return dict([(a.lower(), k) for a, (_, k) in zip(aliases, pairs)] + pairs[len(aliases):])
+def _merged_joins(q: Query, typer: Typer) -> None:
+    # JOIN ... USING and NATURAL JOIN compare the merged columns by DuckDB's equality, of a
+    # jsonb column its text's ('1.0' is not '1'): refused by name where one may be jsonb
+    for t in table_refs(q):
+        if t.type != "JOIN" or not (t.using or t.ref_type == "NATURAL") or len(t.children) != 2:
+            continue
+        sides = [_side_columns(c, typer) for c in t.children]
+        if t.using:
+            names = {n.lower() for n in t.using}
+        elif all(s is not None for s in sides):
+            names = set(sides[0]) & set(sides[1])
+        else:  # a side's columns not known: any jsonb column of the other may be merged
+            names = {n for s in sides if s is not None for n in s}
+        jsonb = sorted(n for n in names if any(s is not None and s.get(n) == "jsonb" for s in sides))
+        if jsonb:
+            how = "JOIN ... USING" if t.using else "NATURAL JOIN"
+            raise UnsupportedSQL(f'{how} merging the jsonb column "{jsonb[0]}" is not supported by colmz (PostgreSQL '
+                                 "compares jsonb values, 1.0 equal to 1; colmz would compare their texts): join ON "
+                                 "an equality of the columns")
 
 
-def _outputs(q: Query, scope, text: str) -> dict | None:
-    # a SELECT's output columns by name and their kinds (a jsonb value translate wrote is
-    # jsonb, a column its own kind, another value None); None when not all are known (a *
-    # over items not known); a name given twice has no kind (it is not one column)
-    out: dict = {}
-    twice: set = set()
-    for it in q.items:
-        if it.cls == "STAR":
-            if scope is None or it.star_modified or it.start < 0:
-                return None
-            named = [cols for alias, cols in scope.items() if not it.relation or alias == it.relation.lower()]
-            pairs = [p for cols in named for p in cols.items()]
-        else:
-            name = it.alias or (it.name[-1] if it.cls == "COLUMN_REF" and it.name else "")
-            if not name:
-                continue  # named by PostgreSQL's rules: not referenced by a name here
-            # (jsonb as translate writes it, or as the user does: a planner reads the user's text)
-            kind = "jsonb" if it.start >= 0 and it.cls != "COLUMN_REF" and (
-                _jsonb_valued(it, {}, text) or visibly_jsonb(it, text)) else _kind(it, scope) if scope else None
-            pairs = [(name.lower(), kind)]
-        for name, kind in pairs:
-            if name in out:
-                twice.add(name)
-            out[name] = kind
-    for name in twice:
-        out[name] = None
-    return out
+def _side_columns(t, typer: Typer) -> dict | None:
+    # a join side's columns by name with their kinds (a nested join's: both sides'), None
+    # when not known
+    if t.type != "JOIN":
+        return typer.items.get((t.start, t.end))
+    sides = [_side_columns(c, typer) for c in t.children]
+    return None if any(s is None for s in sides) else {k: v for s in sides for k, v in s.items()}
 
 
-def _set_outputs(branches: list) -> dict | None:
-    # a set operation's columns: its first branch's names, a kind where every branch agrees
-    if any(b is None for b in branches) or len({len(b) for b in branches}) != 1:
-        return None
-    kinds = [list(b.values()) for b in branches]
-    return {name: (k if all(ks[i] == k for ks in kinds) else None)
-            for i, (name, k) in enumerate(branches[0].items())}
+def _set_outputs(q: Query, typer: Typer) -> dict:
+    # a set operation's columns: its first branch's names, a kind where every branch's agrees
+    branches = branch_items(q) or []
+    if len({len(b) for b in branches}) != 1:
+        return {}
+    return {(e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")).lower():
+            common_kind({typer.kind(b[i]) for b in branches}) for i, e in enumerate(branches[0])}
 
 
-def _kind(n: Expression, scope: dict[str, dict]) -> str | None:
-    # the kind of the column reference ``n`` resolves to, None when not certain
-    if n.cls != "COLUMN_REF" or not n.name:
-        return None
-    col = n.name[-1].lower()
-    if len(n.name) == 2:
-        cols = scope.get(n.name[0].lower())
-        return None if cols is None else cols.get(col)
-    if len(n.name) != 1:
-        return None
-    holders = [cols for cols in scope.values() if col in cols]
-    return holders[0][col] if len(holders) == 1 else None
+def _kind(n: Expression, typer: Typer) -> str | None:
+    # the kind of the column reference ``n`` resolves to (of the relations' string kinds),
+    # None when not certain
+    kind = typer.resolved.get((n.start, n.end)) if n.cls == "COLUMN_REF" and n.name else None
+    return kind if kind in _STRING_KINDS else None
 
 
 def _column(n: Expression, scope) -> str | None:
@@ -327,19 +305,14 @@ def _literal_value(value: str):
 
 
 def _jsonb_literal(value: str) -> str:
-    try:
-        doc = jsonb_dump(jsonb_load(value))
-    except ValueError:
-        raise SQLError(f'invalid input syntax for type json: "{value}"') from None
-    return "'" + doc.replace("'", "''") + "'"
+    # a string literal as the text of its jsonb value
+    return "'" + jsonb_dump(_literal_value(value)).replace("'", "''") + "'"
 
 
-def _jsonb_valued(n: Expression, scope, text: str) -> bool:
-    # whether ``n`` is certainly jsonb: a value translate made jsonb (CAST(... AS JSON)) or a
-    # jsonb column
-    if n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0:
-        return text[n.children[1].start:n.children[1].end] == "JSON"
-    return _kind(n, scope) == "jsonb"
+def _jsonb_valued(n: Expression, typer: Typer, text: str) -> bool:
+    # whether ``n`` is certainly jsonb (a jsonb column, a value translate made jsonb, a CASE or
+    # coalesce of jsonb values, a scalar subquery of one: colmz.sql.typing_pass)
+    return typer.kind(n) == "jsonb"
 
 
 def _has_number(v) -> bool:
@@ -397,13 +370,6 @@ def _compare_jsonb(n: Expression, scope, text: str, edits: list) -> bool:
     return True
 
 
-def _items_of(q: Query) -> tuple:
-    # the select items naming a query's output columns (a set operation's: its first branch's)
-    while not q.items and q.children:
-        q = q.children[0]
-    return q.items
-
-
 def _output_item(n: Expression, items) -> Expression | None:
     # the select item an ORDER BY expression names (by position or output name), if any
     if n.literal is not None and n.literal.kind == "INTEGER":
@@ -417,9 +383,10 @@ def _output_item(n: Expression, items) -> Expression | None:
     return None
 
 
-def _order_by(q: Query, scope, text: str, edits: list, outputs: dict | None = None) -> None:
+def _order_by(q: Query, scope, text: str, edits: list) -> None:
     # ORDER BY a jsonb value: by its jsonb key (PostgreSQL's order of jsonb, not its text's)
-    items = _items_of(q)
+    items = first_branch(q).items  # (a set operation's columns are its first branch's)
+    outputs = _set_outputs(q, scope) if q.children else {}
     for m in q.modifiers:
         if m.type != "ORDER_MODIFIER":
             continue
@@ -485,6 +452,8 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
             if e.start >= 0 and _jsonb_valued(e, scope, text):
                 _plain_value(e, edits)
     items = q.items
+    roots = (*items, *(x for x in (q.having, q.qualify) if x is not None),
+             *(e for m in q.modifiers if m.type == "ORDER_MODIFIER" for e in m.expressions))
     for e in q.group_by:
         if e.start < 0:
             continue
@@ -494,19 +463,26 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
             continue
         if len(q.grouping_sets) > 1:
             raise UnsupportedSQL("ROLLUP, CUBE or GROUPING SETS of a jsonb value is not supported by colmz")
+        if source is e and e.cls == "COLUMN_REF" and not any(
+                n.cls == "COLUMN_REF" and n.name[-1:] == e.name[-1:] for root in roots for n in root.walk()):
+            # a grouped column not shown: its groups are jsonb's, by the key (1.0 and 1 one group)
+            _keyed(e, edits)
+            continue
         edits.append((e.end, e.end, f", {JSONB_PLAIN}(CAST({text[source.start:source.end]} AS VARCHAR))"))
-    for root in (*items, *(x for x in (q.having, q.qualify) if x is not None),
-                 *(e for m in q.modifiers if m.type == "ORDER_MODIFIER" for e in m.expressions)):
+    for root in roots:
         for n in root.walk():
             if n.cls == "FUNCTION" and n.distinct and n.subquery is None:
                 for k in n.children:
                     if k.start >= 0 and _jsonb_valued(k, scope, text):
-                        _plain_value(k, edits)
-            # a window's PARTITION BY (grouped) and ORDER BY, an aggregate's ORDER BY, of jsonb
+                        # count(DISTINCT x) counts jsonb values (by their key); another
+                        # aggregate shows them (jsonb_plain refuses where PostgreSQL's choice shows)
+                        _keyed(k, edits) if n.name == ("count",) else _plain_value(k, edits)
+            # a window's PARTITION BY (rows grouped, each showing its own value) by the jsonb
+            # key; its and an aggregate's ORDER BY of jsonb by the key
             orders = (*n.order_by, *(n.over.orders if n.over is not None else ()))
             for k in (n.over.partitions if n.over is not None else ()):
                 if k.start >= 0 and _jsonb_valued(k, scope, text):
-                    _plain_value(k, edits)
+                    _keyed(k, edits)
             for o in orders:
                 k = o.expression
                 if k.start >= 0 and _jsonb_valued(k, scope, text) and (k.start, k.start, f"{JSONB_KEY}(CAST(") \
@@ -514,13 +490,76 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
                     _keyed(k, edits)
 
 
+#: The comparisons of a value with a subquery's (``x IN (SELECT ...)``, ``x = ANY (...)``),
+#: by the words between the value and the subquery.
+_SUBQUERY_COMPARE = re.compile(r"(NOT )?IN|(=|<>|!=|<|>|<=|>=) ?(ANY|SOME|ALL)")
+
+
+def _compare_subquery(n: Expression, typer: Typer, text: str, edits: list) -> None:
+    # ``x IN (subquery)`` (= ANY, < ALL, ...) of jsonb: both sides compared by their jsonb keys,
+    # the subquery's one column read through a derived table of it (its text as its own rules
+    # rewrite it)
+    x = n.children[0] if len(n.children) == 1 else None
+    branches = branch_items(n.subquery)
+    if x is None or not branches or any(len(b) != 1 for b in branches):
+        return
+    inner, outer = common_kind({typer.kind(b[0]) for b in branches}), typer.kind(x)
+    if "jsonb" not in (inner, outer):
+        return
+    paren = text.find("(", x.end, n.end) if n.start >= 0 and x.start >= 0 else -1
+    if paren < 0 or not _SUBQUERY_COMPARE.fullmatch(" ".join(text[x.end:paren].upper().split())):
+        # (DuckDB reads ``x > ALL (...)`` as NOT of an ANY whose node spans ``x`` alone)
+        raise UnsupportedSQL("a comparison of jsonb with ALL (subquery) is not supported by colmz: compare with "
+                             "the subquery's min() or max()")
+    if (inner != "jsonb" and not all(_string(b[0]) is not None for b in branches)) or \
+            (outer != "jsonb" and _string(x) is None):
+        raise UnsupportedSQL("a comparison of jsonb with a subquery's values where colmz types one side only as "
+                             "jsonb is not supported by colmz: cast both sides to jsonb")
+    if _string(x) is not None:  # (an untyped literal is read as jsonb, as PostgreSQL reads it)
+        edits.append((x.start, x.end, f"{JSONB_KEY}({_jsonb_literal(_string(x))})"))
+    else:
+        _keyed(x, edits)
+    edits.append((paren + 1, paren + 1, f"SELECT {JSONB_KEY}(CAST(v AS VARCHAR)) FROM ("))
+    edits.append((n.end - 1, n.end - 1, f") AS {RESERVED_PREFIX}in(v)"))
+
+
+def _simple_case(n: Expression, typer: Typer, text: str, edits: list, stack: list) -> bool:
+    # ``CASE x WHEN a THEN ... WHEN b ...``, which DuckDB reads as ``x = a``, ``x = b`` over one
+    # operand node: of jsonb, every WHEN value compared by its jsonb key and the operand keyed
+    # once (the rule of one comparison would key it per WHEN, or compare some as text). True
+    # when taken (its operand, values and results pushed on ``stack``)
+    whens = n.children[: len(n.children) - len(n.children) % 2 : 2]
+    if len(whens) < 2 or not all(w.type == "COMPARE_EQUAL" and len(w.children) == 2 for w in whens):
+        return False
+    x = whens[0].children[0]
+    if x.start < 0 or any((w.children[0].start, w.children[0].end) != (x.start, x.end) for w in whens) \
+            or not any(_jsonb_valued(k, typer, text) for w in whens for k in w.children) \
+            or any(w.children[1].start < 0 for w in whens):
+        return False
+    for w in whens:
+        v = w.children[1]
+        if _column(v, typer) == "text" or _column(x, typer) == "text":
+            raise SQLError("operator does not exist: jsonb = text")
+        if _string(v) is not None:
+            edits.append((v.start, v.end, f"{JSONB_KEY}({_jsonb_literal(_string(v))})"))
+        elif not (v.literal is not None and v.literal.kind == "NULL_LITERAL"):
+            _keyed(v, edits)
+            stack.append(v)
+    _keyed(x, edits)
+    stack.extend((x, *n.children[1::2], *(n.children[-1:] if len(n.children) % 2 else ())))
+    return True
+
+
 def _expression(e: Expression, scope, text: str, edits: list) -> None:
     stack = [e]
     while stack:
         n = stack.pop()
         if n.subquery is not None:
+            _compare_subquery(n, scope, text, edits)
             continue  # its own query: _query
         kids = n.children
+        if n.cls == "CASE" and _simple_case(n, scope, text, edits, stack):
+            continue
         if n.type in _COMPARING and len(kids) >= 2 and _compare_jsonb(n, scope, text, edits):
             stack.extend(k for k in kids if _string(k) is None)
             continue

@@ -367,6 +367,15 @@ def test_generated_views_equal_the_recompute(bodies_over, scripts):
 
 # ---------------------------------------------------------------------------- the corpus
 
+#: Corpus queries the query path answers (jsonb compared or grouped as jsonb, 1.0 equal to 1)
+#: that a maintained view refuses by name over the corpus's rows: its planner reads jsonb
+#: through a DISTINCT (an IN subquery's keys, GROUP BY, PARTITION BY), which refuses a number
+#: written in two forms (colmz.sql.jsonb.jsonb_plain). Not view bodies here; each refusal is
+#: checked by test_corpus_views_refused_by_name.
+VIEW_REFUSED = frozenset({"jnum_in_subquery", "jnum_not_in_subquery", "jnum_in_subquery_value", "jnum_any_subquery",
+                          "jnum_in_correlated", "jnum_group_hidden", "jnum_window_partition_forms"})
+
+
 @functools.cache
 def corpus_views():
     """The dialect corpus's queries that are valid view bodies (``CREATE MATERIALIZED VIEW``
@@ -384,7 +393,7 @@ def corpus_views():
             pass
     bodies = []
     for name, q in QUERIES:
-        if volatile.search(q):
+        if volatile.search(q) or name in VIEW_REFUSED:
             continue
         try:
             cat.execute(f"CREATE MATERIALIZED VIEW probe AS {q}")
@@ -430,6 +439,19 @@ def test_corpus_views_equal_the_recompute():
     inc, _ = corpus_check(CORPUS_CHANGES[:2], every=4)
     maintained = [inc.object(n).maintained for n in views_of(inc)]
     assert sum(m.incremental for m in maintained) >= 8  # the operators' subset, run through the catalog
+
+
+def test_corpus_views_refused_by_name():
+    from sql_corpus import QUERIES, SETUP
+
+    cat = colmz.Catalog()
+    for s in SETUP:
+        cat.execute(s)
+    bodies = dict(QUERIES)
+    for name in sorted(VIEW_REFUSED):
+        cat.sql(bodies[name])  # the query path answers (tests/colmz/test_sql_dialect.py: as PostgreSQL)
+        with pytest.raises(UnsupportedSQL, match="number written with trailing zeros"):
+            cat.execute(f"CREATE MATERIALIZED VIEW refused AS {bodies[name]}")
 
 
 def test_corpus_coverage_without_fallback():

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("duckdb")
 
 import colmz  # noqa: E402
-from colmz.sql import SQLError, UnsupportedSQL, floatcols, transforms  # noqa: E402
+from colmz.sql import SQLError, UnsupportedSQL, floatcols, transforms, typing_pass  # noqa: E402
 from colmz.sql.floatcols import float_column_rules  # noqa: E402
 
 
@@ -88,8 +88,9 @@ def test_text_without_float_columns_is_not_read():
 
 def test_names_agree_with_transforms():
     assert floatcols.FLOAT_CHECK == transforms.FLOAT_CHECK
-    assert floatcols.REAL_WIDEN == transforms.REAL_WIDEN
-    assert floatcols.NUMERIC_CAST == transforms.NUMERIC_CAST
+    assert typing_pass.REAL_WIDEN == transforms.REAL_WIDEN
+    assert typing_pass.NUMERIC_CAST == transforms.NUMERIC_CAST
+    assert floatcols.FLOAT_DIV == typing_pass.FLOAT_DIV
 
 
 def test_a_maintained_view_follows_the_same_rules(cat):

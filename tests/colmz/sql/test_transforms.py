@@ -171,8 +171,11 @@ def test_jsonb_text_and_concatenation_are_postgresqls():
     # ... through a subquery's column too (its kind follows the column it passes on)
     assert cat.sql("""SELECT x || '{"z": 1}' AS n FROM (SELECT id, name AS x FROM p) s ORDER BY id""").column(
         "n").to_pylist() == ['Alice{"z": 1}', 'Bob{"z": 1}']
+    # ... and through a value typed text (coalesce of text columns: colmz.sql.typing_pass)
+    assert cat.sql("""SELECT x || '{"z": 1}' AS n FROM (SELECT id, coalesce(name, name) AS x FROM p) s ORDER BY id"""
+                   ).column("n").to_pylist() == ['Alice{"z": 1}', 'Bob{"z": 1}']
     with pytest.raises(UnsupportedSQL, match=r"\|\| of jsonb"):  # x might be jsonb: merged, or text: appended
-        cat.sql("""SELECT x || '{"z": 1}' FROM (SELECT coalesce(name, name) AS x FROM p) s""")
+        cat.sql("""SELECT x || '{"z": 1}' FROM (SELECT name || '' AS x FROM p) s""")
 
 
 def test_derived_columns_are_named_as_postgresql_names_them():
