@@ -28,9 +28,38 @@ SOURCES = ["tests/sql_corpus.py", "tests/colmz/sql/test_parse.py", "tests/colmz/
            "tests/colmz/sql/test_hints.py", "tests/colmz/sql/test_shapes.py", "tests/colmz/catalog"]
 
 
+#: Statements off the readers' common paths (malformed, unusual clauses), read besides.
+EXTRA = [
+    "CREATE CONTINUAL TASK c WITH SNAPSHOT = false ON INPUT t AS (INSERT INTO c SELECT * FROM t)",
+    "CREATE CONTINUAL TASK c (k INT) WITH (SNAPSHOT) ON INPUT t WITH (SNAPSHOT = true) AS (DELETE FROM c WHERE k > 1)",
+    "CREATE CONTINUAL TASK c ON INPUT t AS (UPDATE c SET k = 1)", "CREATE CONTINUAL TASK c ON INPUT t AS OF 3",
+    "CREATE CONTINUAL TASK c FROM RETAIN t WHILE (k > 1) AS OF 7", "CREATE CONTINUAL TASK c FROM TRANSFORM t USING",
+    "CREATE TABLE t (k INT) WITH (APPEND ONLY)", "CREATE TABLE t (k INT) WITH (APPEND)", "CREATE TABLE t (k INT,)",
+    "CREATE TABLE t", "CREATE TABLE IF NOT EXISTS a.b.t (k INT, v TEXT) extra",
+    "CREATE MATERIALIZED VIEW v WITH (INCREMENTAL = 'require') AS SELECT 1", "CREATE MATERIALIZED VIEW v WITH (INCREMENTAL 'x') AS SELECT 1",
+    "CREATE OR REPLACE MATERIALIZED VIEW IF NOT EXISTS s.v (a, b) IN CLUSTER c AS SELECT 1, 2",
+    "CREATE MATERIALIZED VIEW v WITH INCREMENTAL AS SELECT 1", "EXPLAIN MATERIALIZED VIEW a.b", "EXPLAIN SELECT 1",
+    "CREATE SCHEMA IF NOT EXISTS d.s", "CREATE SCHEMA a.b.c", "CREATE DATABASE d.x", "CREATE DATABASE IF NOT EXISTS d",
+    "SUBSCRIBE TO a.b.c.d", "SUBSCRIBE (SELECT 1) WITH (SNAPSHOT = false, PROGRESS) AS OF 3 UP TO 9",
+    "SUBSCRIBE t WITH (SNAPSHOT false, FOO)", "SUBSCRIBE t AS OF AT LEAST 3", "SUBSCRIBE ()", "SUBSCRIBE t UP TO x",
+    "SUBSCRIBE t ENVELOPE UPSERT", "SUBSCRIBE", "SHOW COLUMNS IN a.b", "SHOW MATERIALIZED VIEWS FROM s", "SHOW SOURCES",
+    "SHOW TABLES IN d.s extra", "DROP TABLE IF EXISTS a, b.c CASCADE", "DROP SCHEMA a, b", "DROP DATABASE d RESTRICT",
+    "DROP TABLE a.b.c.d", "DROP VIEW v", "DROP TABLE", "INSERT INTO t DEFAULT VALUES", "INSERT INTO t (a, b) SELECT 1, 2 RETURNING a",
+    "INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING", "INSERT INTO t (SELECT 1)", "INSERT INTO t",
+    "DELETE FROM t USING u WHERE t.k = u.k", "DELETE FROM t x", "DELETE FROM t WHERE", "DELETE FROM t WHERE k = 1 RETURNING *",
+    "UPDATE t x SET k = 1", "UPDATE t SET k = 1, v = WHERE k = 2", "UPDATE t SET k", "UPDATE t SET k = 1 extra = 2",
+    "SELECT 1 AS OF 5", "SELECT x AS of FROM t", "SELECT 1 AS OF now()", "SELEC 1", "ALTER TABLE t ADD k INT",
+    "SELECT 1; ; SELECT 2", "SELECT (1]", "SELECT ((1)", "SELECT 1)", "SELECT a[1:2]::float(10)[], b::float(30), c::\"float\"(3)",
+    "SELECT CAST(x AS double precision), y::timestamp with time zone, z::character varying(3) FROM t",
+    "SELECT k FROM t GROUP BY k OPTIONS (AGGREGATE INPUT GROUP SIZE = 5) UNION SELECT (SELECT 1 OPTIONS (LIMIT INPUT GROUP SIZE = 2))",
+    "SELECT a[(SELECT 1)] FROM t OPTIONS (X = 1)", "SELECT options(1), f(x) OPTIONS (DISTINCT ON INPUT GROUP SIZE = 0)",
+]
+
+
 def texts(root: Path) -> list[str]:
-    """Every string constant of :data:`SOURCES` (under ``root``), each once, in a fixed order."""
-    found: set[str] = set()
+    """Every string constant of :data:`SOURCES` (under ``root``) and :data:`EXTRA`, each
+    once, in a fixed order."""
+    found: set[str] = set(EXTRA)
     for source in SOURCES:
         path = root / source
         for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:

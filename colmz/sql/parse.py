@@ -231,16 +231,9 @@ class _Cursor:
         return True
 
     def accept(self, *words: str) -> bool:
-        j = self.pos
-        if j + len(words) > self.end:
+        if not self.at(*words):
             return False
-        toks = self.toks
-        for w in words:  # (at inlined: the parser asks this at nearly every statement's start)
-            t = toks[j]
-            if t.upper != w and not (t.kind == "op" and t.text == w):
-                return False
-            j += 1
-        self.pos = j
+        self.pos += len(words)
         return True
 
     def expect(self, *words: str) -> None:
@@ -406,92 +399,92 @@ parse.cache_clear = _parsed.cache_clear
 parse.cache_info = _parsed.cache_info
 
 
-_QUERY_STARTS = {"SELECT", "WITH", "VALUES", "TABLE", "("}
+_QUERY_STARTS = {"SELECT", "WITH", "VALUES", "TABLE"}
 
 
 def _statement(cur: _Cursor):
     first = cur.peek()
     if first.upper in _QUERY_STARTS or first.text == "(":
         return _query(cur)
-    if cur.accept("CREATE", "TABLE"):
-        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        name, qual = cur.object_name()
-        if not cur.at("("):
-            raise SQLError(f"CREATE TABLE {name} needs a column list")
-        cols = _column_defs(cur)
-        append_only = _table_options(cur, name) if cur.at("WITH") else False
-        _done(cur, "CREATE TABLE")
-        return CreateTable(name, cols, qual, if_not_exists, append_only)
-    if cur.at("SHOW"):
-        return _show(cur)
-    if cur.accept("SUBSCRIBE"):
-        return _subscribe(cur)
-    if cur.accept("CREATE", "MATERIALIZED", "VIEW") or cur.accept(
-        "CREATE", "OR", "REPLACE", "MATERIALIZED", "VIEW"
-    ):
-        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        name, qual = cur.object_name()
-        cols = _name_list(cur) if cur.at("(") else None
-        if cur.accept("IN", "CLUSTER"):
-            cur.name()
-        incremental = _view_options(cur, name) if cur.at("WITH") else None
-        cur.expect("AS")
-        return CreateMaterializedView(name, cols, cur.query_rest(), qual, if_not_exists, incremental)
-    if cur.accept("EXPLAIN", "MATERIALIZED", "VIEW"):
-        name, qual = cur.object_name()
-        _done(cur, "EXPLAIN MATERIALIZED VIEW")
-        return ExplainView(name, qual)
-    if cur.accept("CREATE", "SCHEMA"):
-        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        parts = cur.qualified(2)
-        _done(cur, "CREATE SCHEMA")
-        return CreateSchema(parts[-1], parts[0] if len(parts) == 2 else None, if_not_exists)
-    if cur.accept("CREATE", "DATABASE"):
-        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        parts = cur.qualified()
-        if len(parts) != 1:
-            raise SQLError(f"a database name has one part, got {'.'.join(parts)}")
-        _done(cur, "CREATE DATABASE")
-        return CreateDatabase(parts[0], if_not_exists)
-    if cur.accept("CREATE", "CONTINUAL", "TASK"):
-        return _continual_task(cur)
-    if cur.accept("INSERT", "INTO"):
-        return _insert(cur)
-    if cur.accept("DELETE", "FROM"):
-        return _delete(cur)
-    if cur.accept("UPDATE"):
-        table, qual = cur.object_name()
-        alias = cur.peek()
-        if alias is not None and alias.kind == "word" and alias.upper != "SET":  # AS too
-            _unsupported("UPDATE with a table alias")
-        cur.expect("SET")
-        where_at = _find_word(cur, "WHERE")
-        assigns = []
-        for a, b in _split(cur.toks, cur.pos, where_at, ","):
-            if b - a < 3 or cur.toks[a + 1].text != "=":
-                raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
-            assigns.append((cur.toks[a].name, share_slice(cur.text, cur.toks, a + 2, b)))
-        cur.pos = where_at
-        where = cur.query_rest() if cur.accept("WHERE") else None
-        # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
-        prefetch_expressions([expr for _, expr in assigns] + ([where] if where else []))
-        for name, expr in assigns:
-            require_expression(expr, f"UPDATE {table}: value of {name!r}")
-        if where is not None:
-            if not where:
-                raise SQLError(f"UPDATE {table}: WHERE without a predicate")
-            require_expression(where, f"UPDATE {table}: predicate")
-        elif cur.peek() is not None:
-            raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
-        return UpdateStatement(table, assigns, where, qual)
-    if cur.accept("DROP"):
-        return _drop(cur)
+    for words, read in _STATEMENTS:
+        if cur.accept(*words):
+            return read(cur)
     words = " ".join(t.text.upper() for t in cur.toks[cur.pos : min(cur.pos + 3, cur.end)])
-    first = cur.peek()
-    if first is not None and first.text.upper() not in STATEMENT_WORDS:
+    if first.text.upper() not in STATEMENT_WORDS:
         # Not a statement PostgreSQL knows either (a typo such as SELEC): its syntax error.
         raise SQLError(f"syntax error at or near {first.text!r}: not the start of an SQL statement")
     _unsupported(words)
+
+
+def _create_table(cur: _Cursor) -> CreateTable:
+    if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+    name, qual = cur.object_name()
+    if not cur.at("("):
+        raise SQLError(f"CREATE TABLE {name} needs a column list")
+    cols = _column_defs(cur)
+    append_only = _table_options(cur, name) if cur.at("WITH") else False
+    _done(cur, "CREATE TABLE")
+    return CreateTable(name, cols, qual, if_not_exists, append_only)
+
+
+def _create_view(cur: _Cursor) -> CreateMaterializedView:
+    if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+    name, qual = cur.object_name()
+    cols = _name_list(cur) if cur.at("(") else None
+    if cur.accept("IN", "CLUSTER"):
+        cur.name()
+    incremental = _view_options(cur, name) if cur.at("WITH") else None
+    cur.expect("AS")
+    return CreateMaterializedView(name, cols, cur.query_rest(), qual, if_not_exists, incremental)
+
+
+def _explain_view(cur: _Cursor) -> ExplainView:
+    name, qual = cur.object_name()
+    _done(cur, "EXPLAIN MATERIALIZED VIEW")
+    return ExplainView(name, qual)
+
+
+def _create_schema(cur: _Cursor) -> CreateSchema:
+    if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+    parts = cur.qualified(2)
+    _done(cur, "CREATE SCHEMA")
+    return CreateSchema(parts[-1], parts[0] if len(parts) == 2 else None, if_not_exists)
+
+
+def _create_database(cur: _Cursor) -> CreateDatabase:
+    if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+    parts = cur.qualified()
+    if len(parts) != 1:
+        raise SQLError(f"a database name has one part, got {'.'.join(parts)}")
+    _done(cur, "CREATE DATABASE")
+    return CreateDatabase(parts[0], if_not_exists)
+
+
+def _update(cur: _Cursor) -> UpdateStatement:
+    table, qual = cur.object_name()
+    alias = cur.peek()
+    if alias is not None and alias.kind == "word" and alias.upper != "SET":  # AS too
+        _unsupported("UPDATE with a table alias")
+    cur.expect("SET")
+    where_at = _find_word(cur, "WHERE")
+    assigns = []
+    for a, b in _split(cur.toks, cur.pos, where_at, ","):
+        if b - a < 3 or cur.toks[a + 1].text != "=":
+            raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
+        assigns.append((cur.toks[a].name, share_slice(cur.text, cur.toks, a + 2, b)))
+    cur.pos = where_at
+    where = cur.query_rest() if cur.accept("WHERE") else None
+    # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
+    prefetch_expressions([expr for _, expr in assigns] + ([where] if where else []))
+    for name, expr in assigns:
+        require_expression(expr, f"UPDATE {table}: value of {name!r}")
+    if where is not None:
+        if not where:
+            raise SQLError(f"UPDATE {table}: WHERE without a predicate")
+        require_expression(where, f"UPDATE {table}: predicate")
+    elif cur.peek() is not None:
+        raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
+    return UpdateStatement(table, assigns, where, qual)
 
 
 #: The first words of PostgreSQL's statements (its ``gram.y``): a statement starting with
@@ -529,7 +522,6 @@ _SHOW_KINDS = {("OBJECTS",): None, ("TABLES",): "table", ("MATERIALIZED", "VIEWS
 
 
 def _show(cur: _Cursor) -> Show:
-    cur.expect("SHOW")
     if cur.accept("COLUMNS"):
         if not (cur.accept("FROM") or cur.accept("IN")):
             raise SQLError("SHOW COLUMNS needs FROM name")
@@ -678,7 +670,7 @@ def _delete(cur: _Cursor) -> DeleteStatement:
 
 
 def _options(cur: _Cursor, stmt: dict) -> None:
-    close = cur.matching()
+    close = cur.opening("WITH", "CONTINUAL TASK ... WITH needs an option list in parentheses")
     for a, b in _split(cur.toks, cur.pos + 1, close, ","):
         key = cur.toks[a].upper
         if key != "SNAPSHOT":
@@ -705,13 +697,13 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         cols = _column_defs(cur)
     if cur.accept("IN", "CLUSTER"):
         cur.name()
-    if cur.accept("WITH"):
+    if cur.at("WITH"):
         _options(cur, st)
     body: list = []
     sugar = None
     if cur.accept("ON", "INPUT"):
         source, source_qual = cur.object_name()
-        if cur.accept("WITH"):
+        if cur.at("WITH"):
             _options(cur, st)
         close = cur.opening("AS", "CONTINUAL TASK body must be parenthesised: AS ( ... )")
         for i, (a, b) in enumerate(_split(cur.toks, cur.pos + 1, close, ";")):
@@ -767,6 +759,25 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
     _done(cur, f"CREATE CONTINUAL TASK {label}")
     return ContinualTaskStatement(name, cols, source, body, st["snapshot"], sugar, as_of, qual,
                                   source_qual)
+
+
+#: Each statement colmz runs (a query aside): its first words and its reader, which reads
+#: what follows them.
+_STATEMENTS = (
+    (("CREATE", "TABLE"), _create_table),
+    (("CREATE", "MATERIALIZED", "VIEW"), _create_view),
+    (("CREATE", "OR", "REPLACE", "MATERIALIZED", "VIEW"), _create_view),
+    (("CREATE", "SCHEMA"), _create_schema),
+    (("CREATE", "DATABASE"), _create_database),
+    (("CREATE", "CONTINUAL", "TASK"), _continual_task),
+    (("EXPLAIN", "MATERIALIZED", "VIEW"), _explain_view),
+    (("INSERT", "INTO"), _insert),
+    (("DELETE", "FROM"), _delete),
+    (("UPDATE",), _update),
+    (("DROP",), _drop),
+    (("SHOW",), _show),
+    (("SUBSCRIBE",), _subscribe),
+)
 
 
 def select_list_is_empty(query: str) -> bool:
@@ -880,20 +891,14 @@ _TYPE_NAMES = {
 
 
 def _type_name(toks: list[Token]) -> str:
-    # The type of a cast as PostgreSQL names it: words joined, modifiers ``(..)`` and array
-    # bounds ``[]`` dropped, the grammar's spellings mapped (``_TYPE_NAMES``).
-    words, depth = [], 0
-    for t in toks:
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            depth -= 1
-        elif depth == 0 and t.kind in ("word", "qident"):
-            words.append(t.name if t.kind == "qident" else t.text.lower())
-        elif depth == 1 and words == ["float"] and t.kind == "number" and t.text.isdigit() and int(t.text) <= 24:
-            return "float4"  # float(p) is real up to p = 24
-    text = " ".join(words)
-    return _TYPE_NAMES.get(text, words[-1] if words else "?column?")
+    # The type of a cast as PostgreSQL names it: its top-level words joined (modifiers
+    # ``(..)`` and array bounds ``[]`` dropped), the grammar's spellings mapped
+    # (``_TYPE_NAMES``); ``float(p)`` is real up to p = 24.
+    words = [toks[k].name for k in top_level(toks, 0) if toks[k].kind in ("word", "qident")]
+    if words[:1] == ["float"] and len(toks) > 2 and toks[1].text == "(" and toks[2].kind == "number" \
+            and toks[2].text.isdigit() and int(toks[2].text) <= 24:
+        return "float4"
+    return _TYPE_NAMES.get(" ".join(words), words[-1] if words else "?column?")
 
 
 #: DuckDB's node types PostgreSQL names by their construct.
