@@ -285,13 +285,8 @@ class _Cursor:
             raise SQLError("unbalanced parentheses")
         return at
 
-    def rest(self) -> str:
-        if self.pos >= self.end:
-            return ""
-        return self.text[self.toks[self.pos].start : self.toks[self.end - 1].end]
-
     def query_rest(self) -> str:
-        """:meth:`rest`, a query colmz translates next: its tokens are shared with
+        """The rest of the statement, a query colmz translates next: its tokens are shared with
         :func:`colmz.sql.tokens.tokenize` (:func:`~colmz.sql.tokens.share_slice`)."""
         return share_slice(self.text, self.toks, self.pos, self.end)
 
@@ -558,20 +553,13 @@ def _subscribe(cur: _Cursor) -> Subscribe:
     if cur.at("ENVELOPE") or cur.at("WITHIN"):
         _unsupported(f"SUBSCRIBE ... {cur.peek().text.upper()}")
     if cur.at("WITH"):
-        close = cur.opening("WITH", "SUBSCRIBE ... WITH needs an option list in parentheses")
-        for a, b in _split(cur.toks, cur.pos + 1, close, ","):
-            opt = cur.toks[a].upper if b > a else ""
+        for a, b, value in _flag_options(cur, "SUBSCRIBE ... WITH needs an option list in parentheses"):
+            opt = cur.toks[a].upper
             if opt not in ("SNAPSHOT", "PROGRESS"):
                 _unsupported(f"SUBSCRIBE option {cur.span(a, b)!r} (colmz knows SNAPSHOT and PROGRESS)")
-            value = True
-            if b - a == 3 and cur.toks[a + 1].text == "=" and cur.toks[a + 2].upper in ("TRUE", "FALSE"):
-                value = cur.toks[a + 2].upper == "TRUE"
-            elif b - a == 2 and cur.toks[a + 1].upper in ("TRUE", "FALSE"):
-                value = cur.toks[a + 1].upper == "TRUE"
-            elif b - a != 1:
+            if value is None:
                 raise SQLError(f"SUBSCRIBE option {opt}: expected {opt} [= true | false], got {cur.span(a, b)!r}")
             setattr(out, opt.lower(), value)
-        cur.pos = close + 1
     for words, field_name in ((("AS", "OF"), "as_of"), (("UP", "TO"), "up_to")):
         if cur.accept(*words):
             t = cur.peek()
@@ -669,22 +657,27 @@ def _delete(cur: _Cursor) -> DeleteStatement:
     return DeleteStatement(table, where, qual)
 
 
-def _options(cur: _Cursor, stmt: dict) -> None:
-    close = cur.opening("WITH", "CONTINUAL TASK ... WITH needs an option list in parentheses")
-    for a, b in _split(cur.toks, cur.pos + 1, close, ","):
-        key = cur.toks[a].upper
-        if key != "SNAPSHOT":
-            _unsupported(f"CONTINUAL TASK option {cur.toks[a].text}")
-        if b - a == 1:
-            stmt["snapshot"] = True
-            continue
-        j = a + 1
-        if cur.toks[j].text == "=":
-            j += 1
-        if j != b - 1 or cur.toks[j].upper not in ("TRUE", "FALSE"):
-            raise SQLError(f"SNAPSHOT takes true or false, got {cur.span(a + 1, b)!r}")
-        stmt["snapshot"] = cur.toks[j].upper == "TRUE"
+def _flag_options(cur: _Cursor, missing: str):
+    """After ``WITH``, each option of the list in its parentheses (:class:`SQLError`
+    ``missing`` when none follows) as ``(first token, end, value)``: the value of ``NAME
+    [[=] true | false]`` (true alone), ``None`` when the option is written otherwise."""
+    close = cur.opening("WITH", missing)
+    toks = cur.toks
+    for a, b in _split(toks, cur.pos + 1, close, ","):
+        value = True if b - a == 1 else None
+        if (b - a == 2 or b - a == 3 and toks[a + 1].text == "=") and toks[b - 1].upper in ("TRUE", "FALSE"):
+            value = toks[b - 1].upper == "TRUE"
+        yield a, b, value
     cur.pos = close + 1
+
+
+def _options(cur: _Cursor, stmt: dict) -> None:
+    for a, b, value in _flag_options(cur, "CONTINUAL TASK ... WITH needs an option list in parentheses"):
+        if cur.toks[a].upper != "SNAPSHOT":
+            _unsupported(f"CONTINUAL TASK option {cur.toks[a].text}")
+        if value is None:
+            raise SQLError(f"SNAPSHOT takes true or false, got {cur.span(a + 1, b)!r}")
+        stmt["snapshot"] = value
 
 
 def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
@@ -717,7 +710,7 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
                 elif sub.accept("DELETE", "FROM"):
                     s = _delete(sub)
                 else:
-                    raise SQLError(f"statements are INSERT or DELETE, got {sub.rest()[:40]!r}")
+                    raise SQLError(f"statements are INSERT or DELETE, got {sub.span(sub.pos, sub.end)[:40]!r}")
             except SQLError as e:
                 raise type(e)(f"{where}: {e}") from None
             if resolve_item((*s.qualifier, s.table)) != me:
