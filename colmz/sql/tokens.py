@@ -139,30 +139,17 @@ def _comment_end(text: str, i: int) -> int:
     raise SQLError(f"unterminated comment at offset {i}")
 
 
-#: One token (or whitespace, a comment's start) at a position, as the lexer reads it: the
-#: alternatives in the order PostgreSQL's and DuckDB's lexers decide (``E'`` before a word).
-#: Strings and quoted names are matched possessively: an unterminated one never matches a
-#: shorter prefix.
-_SCAN = re.compile(
-    r"(?P<space>[ \t\n\r\f\v]+)"
-    r"|(?P<line>--[^\r\n]*[\r\n]?)"
-    r"|(?P<block>/\*)"
-    r"|(?P<string>'(?:[^']|'')*+'|[eE]'(?:[^'\\]|\\.|'')*+')"
-    r'|(?P<qident>"(?:[^"]|"")*+")'
-    r"|(?P<dollar>" + _DOLLAR.pattern.replace("$(", "$(?:", 1) + ")"
-    r"|(?P<word>" + _WORD.pattern + ")"
-    r"|(?P<number>\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
-    r"|(?P<op>" + _OP.pattern + ")",
-    re.S,
-)
-
-#: :data:`_SCAN` for :func:`findall`: each match is ``(whitespace, token, dollar tag)``, a
-#: comment being a token here too (a block comment without a ``/*`` inside one match, a
-#: dollar-quoted string one match up to the first repeat of its tag), and any other character a token of its own (so the
-#: matches follow each other: none is passed over). With no :class:`Match` object per token
-#: and each token's kind read from its first character (:data:`_KIND_OF`), this is
-#: :func:`tokenize`'s common path; what it cannot decide alone (a character no alternative
-#: takes, an unterminated quote, a nested comment) is read by :func:`scan_from`.
+#: One token and the whitespace before it, as the lexer reads them: each match is
+#: ``(whitespace, token, dollar tag)``, a comment being a token here too (a block comment
+#: without a ``/*`` inside one match, a dollar-quoted string one match up to the first repeat
+#: of its tag), and any other character a token of its own (so the matches follow each other:
+#: none is passed over). The alternatives are in the order PostgreSQL's and DuckDB's lexers
+#: decide (``E'`` before a word); strings and quoted names are matched possessively (an
+#: unterminated one never matches a shorter prefix). Read by one ``findall``, with no
+#: :class:`Match` object per token and each token's kind read from its first character
+#: (:data:`_KIND_OF`), this is :func:`tokenize`'s common path; what that cannot decide alone
+#: (a character no alternative takes, an unterminated quote, a nested comment) is read by
+#: :func:`scan_from`.
 _PAIRS = re.compile(
     r"([ \t\n\r\f\v]*)("
     r"--[^\r\n]*[\r\n]?"
@@ -454,36 +441,38 @@ def scan_from(text: str, i: int, out: list[Token]) -> None:
 
 
 def _scan(text: str, i: int) -> Iterator[Token]:
-    # The tokens of ``text`` from offset ``i`` on, one match of _SCAN each.
-    scan = _SCAN.match
-    n = len(text)
-    while i < n:
-        m = scan(text, i)
-        if m is None:
-            c = text[i]
-            if c == "'" or (c in "eE" and text.startswith("'", i + 1)):
-                raise SQLError(f"unterminated string starting at offset {i}")
-            if c == '"':
-                raise SQLError(f"unterminated quoted identifier at offset {i}")
-            raise SQLError(f"unexpected character {c!r} at offset {i}")
-        kind = m.lastgroup
-        end = m.end()
-        if kind == "block":
-            end = _comment_end(text, i)
-        elif kind == "dollar":
-            tag = m.group()
-            k = text.find(tag, end)
-            if k < 0:
-                raise SQLError(f"unterminated dollar-quoted string at offset {i}")
-            end = k + len(tag)
-            yield Token("string", text[i:end], i, end)
-        elif kind == "word":
-            if end == i + 1 and text.startswith("'", end) and text[i] in "eE":
-                raise SQLError(f"unterminated string starting at offset {i}")
-            yield Token("word", m.group(), i, end)
-        elif kind != "space" and kind != "line":
-            yield Token(kind, m.group(), i, end)
-        i = end
+    # The tokens of ``text`` from offset ``i`` on, one match of _PAIRS each; what
+    # _tokens_at_once leaves to it is read here: a nested comment (by _comment_end, then the
+    # matches resume after it), else the error.
+    while True:
+        for m in _PAIRS.finditer(text, i):
+            tok = m.group(2)
+            at, end = m.start(2), m.end()
+            kind = _KIND_OF.get(tok[0])
+            if kind is not _WORD_KIND and kind is not _OP_KIND and kind is not _NUMBER_KIND:
+                kind = _odd_kind(tok, kind, text, end)
+                if kind is None:
+                    if tok != "/*":
+                        raise _lexing_error(text, at)
+                    i = _comment_end(text, at)
+                    break
+                if not kind:
+                    continue  # a comment
+            yield Token(kind, tok, at, end)
+        else:
+            return
+
+
+def _lexing_error(text: str, i: int) -> SQLError:
+    # Why no token begins at offset ``i``.
+    c = text[i]
+    if c == "'" or (c in "eE" and text.startswith("'", i + 1)):
+        return SQLError(f"unterminated string starting at offset {i}")
+    if c == '"':
+        return SQLError(f"unterminated quoted identifier at offset {i}")
+    if c == "$" and _DOLLAR.match(text, i):
+        return SQLError(f"unterminated dollar-quoted string at offset {i}")
+    return SQLError(f"unexpected character {c!r} at offset {i}")
 
 
 _clear_tokens = tokenize.cache_clear
