@@ -285,6 +285,14 @@ class _Cursor:
             raise SQLError("unbalanced parentheses")
         return at
 
+    def items(self) -> list[tuple[int, int]]:
+        """The token ranges of the comma-separated items in the parentheses at ``pos``, which
+        it moves past them."""
+        close = self.matching()
+        got = _split(self.toks, self.pos + 1, close, ",")
+        self.pos = close + 1
+        return got
+
     def query_rest(self) -> str:
         """The rest of the statement, a query colmz translates next: its tokens are shared with
         :func:`colmz.sql.tokens.tokenize` (:func:`~colmz.sql.tokens.share_slice`)."""
@@ -309,15 +317,13 @@ def _not_reserved(name: str) -> str:
 
 
 def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
-    close = cur.matching()
     cols = []
-    for a, b in _split(cur.toks, cur.pos + 1, close, ","):
+    for a, b in cur.items():
         name = _not_reserved(cur.toks[a].name)
         type_sql = cur.span(a + 1, b)
         if not type_sql:
             raise SQLError(f"column {name!r} has no type")
         cols.append((name, type_sql))
-    cur.pos = close + 1
     return cols
 
 
@@ -349,10 +355,7 @@ def _table_options(cur: _Cursor, table: str) -> bool:
 
 
 def _name_list(cur: _Cursor) -> list[str]:
-    close = cur.matching()
-    names = [cur.toks[a].name for a, b in _split(cur.toks, cur.pos + 1, close, ",")]
-    cur.pos = close + 1
-    return names
+    return [cur.toks[a].name for a, _ in cur.items()]
 
 
 def parse(text: str) -> list:
@@ -661,14 +664,13 @@ def _flag_options(cur: _Cursor, missing: str):
     """After ``WITH``, each option of the list in its parentheses (:class:`SQLError`
     ``missing`` when none follows) as ``(first token, end, value)``: the value of ``NAME
     [[=] true | false]`` (true alone), ``None`` when the option is written otherwise."""
-    close = cur.opening("WITH", missing)
+    cur.opening("WITH", missing)
     toks = cur.toks
-    for a, b in _split(toks, cur.pos + 1, close, ","):
+    for a, b in cur.items():
         value = True if b - a == 1 else None
         if (b - a == 2 or b - a == 3 and toks[a + 1].text == "=") and toks[b - 1].upper in ("TRUE", "FALSE"):
             value = toks[b - 1].upper == "TRUE"
         yield a, b, value
-    cur.pos = close + 1
 
 
 def _options(cur: _Cursor, stmt: dict) -> None:
