@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
-__all__ = ["CACHED_CHARS", "MAX_NESTING", "NOT_BRACKET", "Token", "Tokens", "bracket_pairs", "check_balanced", "check_nesting", "closing", "cte_columns_of", "cte_definitions", "nesting_depth",
+__all__ = ["CACHED_CHARS", "MAX_NESTING", "NOT_BRACKET", "Token", "bracket_pairs", "check_balanced", "check_nesting", "closing", "cte_columns_of", "cte_definitions", "nesting_depth",
            "require_text", "scan_from", "share_concat", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize", "top_level"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
@@ -173,10 +173,10 @@ _KIND_OF = {**{c: _OP_KIND for c in "(),;+*%<>=[]:^&|~!?@#"}, **{c: _NUMBER_KIND
             "'": "'", "$": "'", '"': '"', "-": "-", "/": "/", ".": ".", "e": "e", "E": "e"}
 
 
-def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> Tokens | None:
+def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[Token] | None:
     # tokenize's common path (see _PAIRS) over text[start:stop], ``start`` a token's end or
     # 0; None when the text needs the careful reading.
-    out = Tokens()
+    out: list[Token] = []
     append = out.append
     kind_of = _KIND_OF.get
     new = Token.__new__  # each token's slots set here: a third cheaper than a call of Token
@@ -276,10 +276,10 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
     if len(_SHALLOW) >= 4096:
         _SHALLOW.clear()
     if lo == 0:  # in place: the same tokens (read-only, shared)
-        _SLICES[sub] = Tokens(toks[a:b])
+        _SLICES[sub] = list(toks[a:b])
         _SHALLOW.add(sub)
         return sub
-    out = Tokens()
+    out: list[Token] = []
     _moved(toks[a:b], -lo, out)
     _SLICES[sub] = out
     _SHALLOW.add(sub)
@@ -306,7 +306,7 @@ def share_concat(pieces: Sequence[str]) -> str:
     text = "".join(pieces)
     if len(text) > CACHED_CHARS or text in _SLICES:
         return text
-    out = Tokens()
+    out: list[Token] = []
     at = 0
     before = ""  # the last character of the text so far
     for piece in pieces:
@@ -379,7 +379,7 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
                 _SLICES.clear()
             _SLICES[new] = got
         return
-    out = Tokens(toks[:k])
+    out = list(toks[:k])
     i = out[-1].end if out else 0
     n = len(new)
     # Up to where old's tokens may resume (the first in the common ending), one findall
@@ -425,7 +425,7 @@ def tokenize(text: str) -> tuple[Token, ...]:
     # time, which reports errors.
     if isinstance(text, str) and (got := _tokens_at_once(text)) is not None:
         return got
-    out = Tokens()
+    out: list[Token] = []
     scan_from(text, 0, out)
     return out
 
@@ -480,6 +480,7 @@ _clear_tokens = tokenize.cache_clear
 
 def _forget_tokens() -> None:
     _clear_tokens()
+    _PAIRS_OF.clear()
     _SLICES.clear()
     _SHALLOW.clear()
 
@@ -487,36 +488,36 @@ def _forget_tokens() -> None:
 tokenize.cache_clear = _forget_tokens
 
 
-class Tokens(list):
-    """:func:`tokenize`'s result: a list of tokens that keeps its bracket pairs
-    (:func:`bracket_pairs`) once they are asked for (tokens are read-only, so they stay
-    right)."""
-
-    __slots__ = ("pairs",)
-
-
 #: :func:`bracket_pairs`' entry for a token that is no bracket.
 NOT_BRACKET = -2
 _BRACKETS = frozenset("()[]")
+#: The pairs of the token lists asked about last: id -> (the list, its pairs). Holding a
+#: list keeps its id its own; token lists are read-only (tokenize's are shared through its
+#: cache), so the pairs stay right. Bracket questions come in runs over one list (a pass of
+#: the translation, a statement's reader): a few lists are held, not extending the life of
+#: tokenize's (and holding no long text's for long).
+_PAIRS_OF: dict[int, tuple[Sequence[Token], list[int]]] = {}
 
 
 def bracket_pairs(toks: Sequence[Token]) -> list[int]:
     """For each token of ``toks``, the index of its partner bracket: a ``(`` or ``[`` and the
     ``)`` or ``]`` closing it pair as a stack pairs them (either kind closes either; what
     kinds must match is :func:`check_balanced`'s question), ``-1`` for a bracket without
-    partner, :data:`NOT_BRACKET` for any other token. Computed once per :func:`tokenize`
-    result (kept with its tokens); every bracket question of colmz's SQL reads it.
+    partner, :data:`NOT_BRACKET` for any other token. Computed once per token list (kept
+    while the list is, tokens being read-only); every bracket question of colmz's SQL reads
+    it.
 
     >>> bracket_pairs(tokenize("f(a[1]) )"))
     [-2, 6, -2, 5, -2, 3, 1, -1]
     """
-    got = getattr(toks, "pairs", None)
-    if got is not None:
-        return got
+    got = _PAIRS_OF.get(id(toks))
+    if got is not None and got[0] is toks:
+        return got[1]
     pairs = [NOT_BRACKET] * len(toks)
     stack: list[int] = []
-    # (the brackets found by one comprehension, then only they visited)
-    for i in [i for i, t in enumerate(toks) if t.text in _BRACKETS and t.kind == "op"]:
+    # (the brackets found by one comprehension, then only they visited; a token whose text
+    # is a bracket is one: strings and quoted names hold their quotes)
+    for i in [i for i, t in enumerate(toks) if t.text in _BRACKETS]:
         if toks[i].text in "([":
             stack.append(i)
             pairs[i] = -1
@@ -525,8 +526,9 @@ def bracket_pairs(toks: Sequence[Token]) -> list[int]:
             pairs[j] = i
         else:
             pairs[i] = -1
-    if isinstance(toks, Tokens):
-        toks.pairs = pairs
+    if len(_PAIRS_OF) >= 16:
+        del _PAIRS_OF[next(iter(_PAIRS_OF))]  # the first asked about
+    _PAIRS_OF[id(toks)] = (toks, pairs)
     return pairs
 
 

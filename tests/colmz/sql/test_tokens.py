@@ -480,16 +480,22 @@ def test_select_offset_passes_parenthesised_groups_whole(text, i):
 
 
 def test_the_bracket_index_is_kept_with_the_tokens(monkeypatch):
-    # Work counter: every bracket question about one token list reads one index, made at
-    # the first question (a list cut from it, not a tokenize result, gets its own).
+    # Work counter: every bracket question about one token list reads one index, made (and
+    # stored) at the first question; tokenize's cache clear forgets it.
     import colmz.sql.tokens as tokens
-    from colmz.sql.tokens import Tokens, closing, top_level
+    from colmz.sql.tokens import bracket_pairs, closing, top_level
 
+    class Counting(dict):
+        made = 0
+
+        def __setitem__(self, key, value):
+            Counting.made += 1
+            super().__setitem__(key, value)
+
+    monkeypatch.setattr(tokens, "_PAIRS_OF", Counting())
     toks = tokenize("SELECT f(a, (b)[1]), g(c) FROM t WHERE (x)")
-    assert isinstance(toks, Tokens)
-    calls = []
-    real = tokens.bracket_pairs
-    monkeypatch.setattr(tokens, "bracket_pairs", lambda t: calls.append(t) or real(t))
     assert [closing(toks, i) for i in (2, 5, 14, 20)] == [11, 7, 16, 22]
     assert len(list(top_level(toks, 0))) == 7
-    assert len(calls) == 5 and all(c.pairs is calls[0].pairs for c in calls)
+    assert bracket_pairs(toks) is bracket_pairs(toks) and Counting.made == 1
+    tokenize.cache_clear()
+    assert not tokens._PAIRS_OF
