@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from colmz.sql.build import splice
 from colmz.sql.errors import SQLError
-from colmz.sql.tokens import Token, closing, tokenize, top_level
+from colmz.sql.tokens import Token, bracket_pairs, closing, tokenize, top_level
 
 __all__ = ["HINTS", "InvalidHint", "QueryHint", "blank_hints", "select_offset", "strip_hints"]
 
@@ -81,18 +81,19 @@ def _is_clause(toks: tuple[Token, ...], i: int) -> bool:
 
 def select_offset(toks: tuple[Token, ...], i: int) -> int:
     """The offset of the ``SELECT`` keyword of the query holding token ``i``: the nearest
-    one before it at its parenthesis level (``-1``: none)."""
-    depth = 0
-    for j in range(i - 1, -1, -1):
+    one before it at its parenthesis level (``-1``: none), parenthesised groups passed over
+    whole (:func:`colmz.sql.tokens.bracket_pairs`)."""
+    pairs = bracket_pairs(toks)
+    j = i - 1
+    while j >= 0:
         t = toks[j]
-        if t.kind == "op" and t.text == ")":
-            depth += 1
-        elif t.kind == "op" and t.text == "(":
-            if depth == 0:
-                return -1
-            depth -= 1
-        elif depth == 0 and t.kind == "word" and t.upper == "SELECT":
+        if t.kind == "op" and t.text in "()":
+            if t.text == "(" or pairs[j] < 0:
+                return -1  # the parenthesis holding token i, or a ")" opened nowhere before
+            j = pairs[j]
+        elif t.kind == "word" and t.upper == "SELECT":
             return t.start
+        j -= 1
     return -1
 
 

@@ -231,16 +231,9 @@ class _Cursor:
         return True
 
     def accept(self, *words: str) -> bool:
-        j = self.pos
-        if j + len(words) > self.end:
+        if not self.at(*words):
             return False
-        toks = self.toks
-        for w in words:  # (at inlined: the parser asks this at nearly every statement's start)
-            t = toks[j]
-            if t.upper != w and not (t.kind == "op" and t.text == w):
-                return False
-            j += 1
-        self.pos = j
+        self.pos += len(words)
         return True
 
     def expect(self, *words: str) -> None:
@@ -292,13 +285,16 @@ class _Cursor:
             raise SQLError("unbalanced parentheses")
         return at
 
-    def rest(self) -> str:
-        if self.pos >= self.end:
-            return ""
-        return self.text[self.toks[self.pos].start : self.toks[self.end - 1].end]
+    def items(self) -> list[tuple[int, int]]:
+        """The token ranges of the comma-separated items in the parentheses at ``pos``, which
+        it moves past them."""
+        close = self.matching()
+        got = _split(self.toks, self.pos + 1, close, ",")
+        self.pos = close + 1
+        return got
 
     def query_rest(self) -> str:
-        """:meth:`rest`, a query colmz translates next: its tokens are shared with
+        """The rest of the statement, a query colmz translates next: its tokens are shared with
         :func:`colmz.sql.tokens.tokenize` (:func:`~colmz.sql.tokens.share_slice`)."""
         return share_slice(self.text, self.toks, self.pos, self.end)
 
@@ -321,15 +317,13 @@ def _not_reserved(name: str) -> str:
 
 
 def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
-    close = cur.matching()
     cols = []
-    for a, b in _split(cur.toks, cur.pos + 1, close, ","):
+    for a, b in cur.items():
         name = _not_reserved(cur.toks[a].name)
         type_sql = cur.span(a + 1, b)
         if not type_sql:
             raise SQLError(f"column {name!r} has no type")
         cols.append((name, type_sql))
-    cur.pos = close + 1
     return cols
 
 
@@ -361,10 +355,7 @@ def _table_options(cur: _Cursor, table: str) -> bool:
 
 
 def _name_list(cur: _Cursor) -> list[str]:
-    close = cur.matching()
-    names = [cur.toks[a].name for a, b in _split(cur.toks, cur.pos + 1, close, ",")]
-    cur.pos = close + 1
-    return names
+    return [cur.toks[a].name for a, _ in cur.items()]
 
 
 def parse(text: str) -> list:
@@ -406,92 +397,92 @@ parse.cache_clear = _parsed.cache_clear
 parse.cache_info = _parsed.cache_info
 
 
-_QUERY_STARTS = {"SELECT", "WITH", "VALUES", "TABLE", "("}
+_QUERY_STARTS = {"SELECT", "WITH", "VALUES", "TABLE"}
 
 
 def _statement(cur: _Cursor):
     first = cur.peek()
     if first.upper in _QUERY_STARTS or first.text == "(":
         return _query(cur)
-    if cur.accept("CREATE", "TABLE"):
-        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        name, qual = cur.object_name()
-        if not cur.at("("):
-            raise SQLError(f"CREATE TABLE {name} needs a column list")
-        cols = _column_defs(cur)
-        append_only = _table_options(cur, name) if cur.at("WITH") else False
-        _done(cur, "CREATE TABLE")
-        return CreateTable(name, cols, qual, if_not_exists, append_only)
-    if cur.at("SHOW"):
-        return _show(cur)
-    if cur.accept("SUBSCRIBE"):
-        return _subscribe(cur)
-    if cur.accept("CREATE", "MATERIALIZED", "VIEW") or cur.accept(
-        "CREATE", "OR", "REPLACE", "MATERIALIZED", "VIEW"
-    ):
-        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        name, qual = cur.object_name()
-        cols = _name_list(cur) if cur.at("(") else None
-        if cur.accept("IN", "CLUSTER"):
-            cur.name()
-        incremental = _view_options(cur, name) if cur.at("WITH") else None
-        cur.expect("AS")
-        return CreateMaterializedView(name, cols, cur.query_rest(), qual, if_not_exists, incremental)
-    if cur.accept("EXPLAIN", "MATERIALIZED", "VIEW"):
-        name, qual = cur.object_name()
-        _done(cur, "EXPLAIN MATERIALIZED VIEW")
-        return ExplainView(name, qual)
-    if cur.accept("CREATE", "SCHEMA"):
-        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        parts = cur.qualified(2)
-        _done(cur, "CREATE SCHEMA")
-        return CreateSchema(parts[-1], parts[0] if len(parts) == 2 else None, if_not_exists)
-    if cur.accept("CREATE", "DATABASE"):
-        if_not_exists = cur.accept("IF", "NOT", "EXISTS")
-        parts = cur.qualified()
-        if len(parts) != 1:
-            raise SQLError(f"a database name has one part, got {'.'.join(parts)}")
-        _done(cur, "CREATE DATABASE")
-        return CreateDatabase(parts[0], if_not_exists)
-    if cur.accept("CREATE", "CONTINUAL", "TASK"):
-        return _continual_task(cur)
-    if cur.accept("INSERT", "INTO"):
-        return _insert(cur)
-    if cur.accept("DELETE", "FROM"):
-        return _delete(cur)
-    if cur.accept("UPDATE"):
-        table, qual = cur.object_name()
-        alias = cur.peek()
-        if alias is not None and alias.kind == "word" and alias.upper != "SET":  # AS too
-            _unsupported("UPDATE with a table alias")
-        cur.expect("SET")
-        where_at = _find_word(cur, "WHERE")
-        assigns = []
-        for a, b in _split(cur.toks, cur.pos, where_at, ","):
-            if b - a < 3 or cur.toks[a + 1].text != "=":
-                raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
-            assigns.append((cur.toks[a].name, share_slice(cur.text, cur.toks, a + 2, b)))
-        cur.pos = where_at
-        where = cur.query_rest() if cur.accept("WHERE") else None
-        # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
-        prefetch_expressions([expr for _, expr in assigns] + ([where] if where else []))
-        for name, expr in assigns:
-            require_expression(expr, f"UPDATE {table}: value of {name!r}")
-        if where is not None:
-            if not where:
-                raise SQLError(f"UPDATE {table}: WHERE without a predicate")
-            require_expression(where, f"UPDATE {table}: predicate")
-        elif cur.peek() is not None:
-            raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
-        return UpdateStatement(table, assigns, where, qual)
-    if cur.accept("DROP"):
-        return _drop(cur)
+    for words, read in _STATEMENTS:
+        if cur.accept(*words):
+            return read(cur)
     words = " ".join(t.text.upper() for t in cur.toks[cur.pos : min(cur.pos + 3, cur.end)])
-    first = cur.peek()
-    if first is not None and first.text.upper() not in STATEMENT_WORDS:
+    if first.text.upper() not in STATEMENT_WORDS:
         # Not a statement PostgreSQL knows either (a typo such as SELEC): its syntax error.
         raise SQLError(f"syntax error at or near {first.text!r}: not the start of an SQL statement")
     _unsupported(words)
+
+
+def _create_table(cur: _Cursor) -> CreateTable:
+    if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+    name, qual = cur.object_name()
+    if not cur.at("("):
+        raise SQLError(f"CREATE TABLE {name} needs a column list")
+    cols = _column_defs(cur)
+    append_only = _table_options(cur, name) if cur.at("WITH") else False
+    _done(cur, "CREATE TABLE")
+    return CreateTable(name, cols, qual, if_not_exists, append_only)
+
+
+def _create_view(cur: _Cursor) -> CreateMaterializedView:
+    if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+    name, qual = cur.object_name()
+    cols = _name_list(cur) if cur.at("(") else None
+    if cur.accept("IN", "CLUSTER"):
+        cur.name()
+    incremental = _view_options(cur, name) if cur.at("WITH") else None
+    cur.expect("AS")
+    return CreateMaterializedView(name, cols, cur.query_rest(), qual, if_not_exists, incremental)
+
+
+def _explain_view(cur: _Cursor) -> ExplainView:
+    name, qual = cur.object_name()
+    _done(cur, "EXPLAIN MATERIALIZED VIEW")
+    return ExplainView(name, qual)
+
+
+def _create_schema(cur: _Cursor) -> CreateSchema:
+    if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+    parts = cur.qualified(2)
+    _done(cur, "CREATE SCHEMA")
+    return CreateSchema(parts[-1], parts[0] if len(parts) == 2 else None, if_not_exists)
+
+
+def _create_database(cur: _Cursor) -> CreateDatabase:
+    if_not_exists = cur.accept("IF", "NOT", "EXISTS")
+    parts = cur.qualified()
+    if len(parts) != 1:
+        raise SQLError(f"a database name has one part, got {'.'.join(parts)}")
+    _done(cur, "CREATE DATABASE")
+    return CreateDatabase(parts[0], if_not_exists)
+
+
+def _update(cur: _Cursor) -> UpdateStatement:
+    table, qual = cur.object_name()
+    alias = cur.peek()
+    if alias is not None and alias.kind == "word" and alias.upper != "SET":  # AS too
+        _unsupported("UPDATE with a table alias")
+    cur.expect("SET")
+    where_at = _find_word(cur, "WHERE")
+    assigns = []
+    for a, b in _split(cur.toks, cur.pos, where_at, ","):
+        if b - a < 3 or cur.toks[a + 1].text != "=":
+            raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
+        assigns.append((cur.toks[a].name, share_slice(cur.text, cur.toks, a + 2, b)))
+    cur.pos = where_at
+    where = cur.query_rest() if cur.accept("WHERE") else None
+    # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
+    prefetch_expressions([expr for _, expr in assigns] + ([where] if where else []))
+    for name, expr in assigns:
+        require_expression(expr, f"UPDATE {table}: value of {name!r}")
+    if where is not None:
+        if not where:
+            raise SQLError(f"UPDATE {table}: WHERE without a predicate")
+        require_expression(where, f"UPDATE {table}: predicate")
+    elif cur.peek() is not None:
+        raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
+    return UpdateStatement(table, assigns, where, qual)
 
 
 #: The first words of PostgreSQL's statements (its ``gram.y``): a statement starting with
@@ -529,7 +520,6 @@ _SHOW_KINDS = {("OBJECTS",): None, ("TABLES",): "table", ("MATERIALIZED", "VIEWS
 
 
 def _show(cur: _Cursor) -> Show:
-    cur.expect("SHOW")
     if cur.accept("COLUMNS"):
         if not (cur.accept("FROM") or cur.accept("IN")):
             raise SQLError("SHOW COLUMNS needs FROM name")
@@ -566,20 +556,13 @@ def _subscribe(cur: _Cursor) -> Subscribe:
     if cur.at("ENVELOPE") or cur.at("WITHIN"):
         _unsupported(f"SUBSCRIBE ... {cur.peek().text.upper()}")
     if cur.at("WITH"):
-        close = cur.opening("WITH", "SUBSCRIBE ... WITH needs an option list in parentheses")
-        for a, b in _split(cur.toks, cur.pos + 1, close, ","):
-            opt = cur.toks[a].upper if b > a else ""
+        for a, b, value in _flag_options(cur, "SUBSCRIBE ... WITH needs an option list in parentheses"):
+            opt = cur.toks[a].upper
             if opt not in ("SNAPSHOT", "PROGRESS"):
                 _unsupported(f"SUBSCRIBE option {cur.span(a, b)!r} (colmz knows SNAPSHOT and PROGRESS)")
-            value = True
-            if b - a == 3 and cur.toks[a + 1].text == "=" and cur.toks[a + 2].upper in ("TRUE", "FALSE"):
-                value = cur.toks[a + 2].upper == "TRUE"
-            elif b - a == 2 and cur.toks[a + 1].upper in ("TRUE", "FALSE"):
-                value = cur.toks[a + 1].upper == "TRUE"
-            elif b - a != 1:
+            if value is None:
                 raise SQLError(f"SUBSCRIBE option {opt}: expected {opt} [= true | false], got {cur.span(a, b)!r}")
             setattr(out, opt.lower(), value)
-        cur.pos = close + 1
     for words, field_name in ((("AS", "OF"), "as_of"), (("UP", "TO"), "up_to")):
         if cur.accept(*words):
             t = cur.peek()
@@ -677,22 +660,26 @@ def _delete(cur: _Cursor) -> DeleteStatement:
     return DeleteStatement(table, where, qual)
 
 
+def _flag_options(cur: _Cursor, missing: str):
+    """After ``WITH``, each option of the list in its parentheses (:class:`SQLError`
+    ``missing`` when none follows) as ``(first token, end, value)``: the value of ``NAME
+    [[=] true | false]`` (true alone), ``None`` when the option is written otherwise."""
+    cur.opening("WITH", missing)
+    toks = cur.toks
+    for a, b in cur.items():
+        value = True if b - a == 1 else None
+        if (b - a == 2 or b - a == 3 and toks[a + 1].text == "=") and toks[b - 1].upper in ("TRUE", "FALSE"):
+            value = toks[b - 1].upper == "TRUE"
+        yield a, b, value
+
+
 def _options(cur: _Cursor, stmt: dict) -> None:
-    close = cur.matching()
-    for a, b in _split(cur.toks, cur.pos + 1, close, ","):
-        key = cur.toks[a].upper
-        if key != "SNAPSHOT":
+    for a, b, value in _flag_options(cur, "CONTINUAL TASK ... WITH needs an option list in parentheses"):
+        if cur.toks[a].upper != "SNAPSHOT":
             _unsupported(f"CONTINUAL TASK option {cur.toks[a].text}")
-        if b - a == 1:
-            stmt["snapshot"] = True
-            continue
-        j = a + 1
-        if cur.toks[j].text == "=":
-            j += 1
-        if j != b - 1 or cur.toks[j].upper not in ("TRUE", "FALSE"):
+        if value is None:
             raise SQLError(f"SNAPSHOT takes true or false, got {cur.span(a + 1, b)!r}")
-        stmt["snapshot"] = cur.toks[j].upper == "TRUE"
-    cur.pos = close + 1
+        stmt["snapshot"] = value
 
 
 def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
@@ -705,13 +692,13 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
         cols = _column_defs(cur)
     if cur.accept("IN", "CLUSTER"):
         cur.name()
-    if cur.accept("WITH"):
+    if cur.at("WITH"):
         _options(cur, st)
     body: list = []
     sugar = None
     if cur.accept("ON", "INPUT"):
         source, source_qual = cur.object_name()
-        if cur.accept("WITH"):
+        if cur.at("WITH"):
             _options(cur, st)
         close = cur.opening("AS", "CONTINUAL TASK body must be parenthesised: AS ( ... )")
         for i, (a, b) in enumerate(_split(cur.toks, cur.pos + 1, close, ";")):
@@ -725,7 +712,7 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
                 elif sub.accept("DELETE", "FROM"):
                     s = _delete(sub)
                 else:
-                    raise SQLError(f"statements are INSERT or DELETE, got {sub.rest()[:40]!r}")
+                    raise SQLError(f"statements are INSERT or DELETE, got {sub.span(sub.pos, sub.end)[:40]!r}")
             except SQLError as e:
                 raise type(e)(f"{where}: {e}") from None
             if resolve_item((*s.qualifier, s.table)) != me:
@@ -767,6 +754,25 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
     _done(cur, f"CREATE CONTINUAL TASK {label}")
     return ContinualTaskStatement(name, cols, source, body, st["snapshot"], sugar, as_of, qual,
                                   source_qual)
+
+
+#: Each statement colmz runs (a query aside): its first words and its reader, which reads
+#: what follows them.
+_STATEMENTS = (
+    (("CREATE", "TABLE"), _create_table),
+    (("CREATE", "MATERIALIZED", "VIEW"), _create_view),
+    (("CREATE", "OR", "REPLACE", "MATERIALIZED", "VIEW"), _create_view),
+    (("CREATE", "SCHEMA"), _create_schema),
+    (("CREATE", "DATABASE"), _create_database),
+    (("CREATE", "CONTINUAL", "TASK"), _continual_task),
+    (("EXPLAIN", "MATERIALIZED", "VIEW"), _explain_view),
+    (("INSERT", "INTO"), _insert),
+    (("DELETE", "FROM"), _delete),
+    (("UPDATE",), _update),
+    (("DROP",), _drop),
+    (("SHOW",), _show),
+    (("SUBSCRIBE",), _subscribe),
+)
 
 
 def select_list_is_empty(query: str) -> bool:
@@ -880,20 +886,14 @@ _TYPE_NAMES = {
 
 
 def _type_name(toks: list[Token]) -> str:
-    # The type of a cast as PostgreSQL names it: words joined, modifiers ``(..)`` and array
-    # bounds ``[]`` dropped, the grammar's spellings mapped (``_TYPE_NAMES``).
-    words, depth = [], 0
-    for t in toks:
-        if t.kind == "op" and t.text in "([":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]":
-            depth -= 1
-        elif depth == 0 and t.kind in ("word", "qident"):
-            words.append(t.name if t.kind == "qident" else t.text.lower())
-        elif depth == 1 and words == ["float"] and t.kind == "number" and t.text.isdigit() and int(t.text) <= 24:
-            return "float4"  # float(p) is real up to p = 24
-    text = " ".join(words)
-    return _TYPE_NAMES.get(text, words[-1] if words else "?column?")
+    # The type of a cast as PostgreSQL names it: its top-level words joined (modifiers
+    # ``(..)`` and array bounds ``[]`` dropped), the grammar's spellings mapped
+    # (``_TYPE_NAMES``); ``float(p)`` is real up to p = 24.
+    words = [toks[k].name for k in top_level(toks, 0) if toks[k].kind in ("word", "qident")]
+    if words[:1] == ["float"] and len(toks) > 2 and toks[1].text == "(" and toks[2].kind == "number" \
+            and toks[2].text.isdigit() and int(toks[2].text) <= 24:
+        return "float4"
+    return _TYPE_NAMES.get(" ".join(words), words[-1] if words else "?column?")
 
 
 #: DuckDB's node types PostgreSQL names by their construct.

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
-__all__ = ["CACHED_CHARS", "MAX_NESTING", "Token", "check_balanced", "check_nesting", "closing", "cte_columns_of", "cte_definitions", "nesting_depth",
+__all__ = ["CACHED_CHARS", "MAX_NESTING", "NOT_BRACKET", "Token", "bracket_pairs", "check_balanced", "check_nesting", "closing", "cte_columns_of", "cte_definitions", "nesting_depth",
            "require_text", "scan_from", "share_concat", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize", "top_level"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
@@ -139,41 +139,17 @@ def _comment_end(text: str, i: int) -> int:
     raise SQLError(f"unterminated comment at offset {i}")
 
 
-#: One token (or whitespace, a comment's start) at a position, as the lexer reads it: the
-#: alternatives in the order PostgreSQL's and DuckDB's lexers decide (``E'`` before a word).
-#: Strings and quoted names are matched possessively: an unterminated one never matches a
-#: shorter prefix.
-_SCAN = re.compile(
-    r"(?P<space>[ \t\n\r\f\v]+)"
-    r"|(?P<line>--[^\r\n]*[\r\n]?)"
-    r"|(?P<block>/\*)"
-    r"|(?P<string>'(?:[^']|'')*+'|[eE]'(?:[^'\\]|\\.|'')*+')"
-    r'|(?P<qident>"(?:[^"]|"")*+")'
-    r"|(?P<dollar>" + _DOLLAR.pattern.replace("$(", "$(?:", 1) + ")"
-    r"|(?P<word>" + _WORD.pattern + ")"
-    r"|(?P<number>\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
-    r"|(?P<op>" + _OP.pattern + ")",
-    re.S,
-)
-
-#: :data:`_SCAN` for :func:`tokenize`'s one pass: each match is the whitespace before a token
-#: and the token; a block comment without a ``/*`` inside is one match (a nested one is
-#: ``nest``, read by :func:`_comment_end`), a dollar-quoted string one match up to the first
-#: repeat of its tag (as ``text.find`` of the tag).
-_FAST = re.compile(
-    r"[ \t\n\r\f\v]*(?:" + _SCAN.pattern.replace(r"(?P<space>[ \t\n\r\f\v]+)|", "", 1).replace(
-        r"|(?P<block>/\*)", r"|(?P<block>/\*(?:[^*/]|\*(?!/)|/(?!\*))*\*/)|(?P<nest>/\*)", 1).replace(
-        r"|(?P<dollar>" + _DOLLAR.pattern.replace("$(", "$(?:", 1) + ")",
-        r"|(?P<dollar>\$(?P<tag>(?:" + _DOLLAR.pattern[3:-4] + r")?)\$.*?\$(?P=tag)\$)", 1) + ")",
-    re.S,
-)
-
-#: :data:`_FAST` for :func:`findall`: each match is ``(whitespace, token, dollar tag)``, a
-#: comment being a token here too, and any other character a token of its own (so the
-#: matches follow each other: none is passed over). With no :class:`Match` object per token
-#: and each token's kind read from its first character (:data:`_KIND_OF`), this is
-#: :func:`tokenize`'s common path; what it cannot decide alone (a character no alternative
-#: takes, an unterminated quote, a nested comment) is read by the match-at-a-time loop.
+#: One token and the whitespace before it, as the lexer reads them: each match is
+#: ``(whitespace, token, dollar tag)``, a comment being a token here too (a block comment
+#: without a ``/*`` inside one match, a dollar-quoted string one match up to the first repeat
+#: of its tag), and any other character a token of its own (so the matches follow each other:
+#: none is passed over). The alternatives are in the order PostgreSQL's and DuckDB's lexers
+#: decide (``E'`` before a word); strings and quoted names are matched possessively (an
+#: unterminated one never matches a shorter prefix). Read by one ``findall``, with no
+#: :class:`Match` object per token and each token's kind read from its first character
+#: (:data:`_KIND_OF`), this is :func:`tokenize`'s common path; what that cannot decide alone
+#: (a character no alternative takes, an unterminated quote, a nested comment) is read by
+#: :func:`scan_from`.
 _PAIRS = re.compile(
     r"([ \t\n\r\f\v]*)("
     r"--[^\r\n]*[\r\n]?"
@@ -212,52 +188,12 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
         i = end = at + len(tok)
         kind = kind_of(tok[0])
         # (identity tests against _KIND_OF's own strings: the common kinds decided first)
-        if kind is _WORD_KIND:
-            t = new(Token)
-            t.kind = kind
-            t.text = tok
-            t.start = at
-            t.end = end
-            t.upper = tok.upper()
-            append(t)
-            continue
-        if kind is _OP_KIND or kind is _NUMBER_KIND:
-            t = new(Token)
-            t.kind = kind
-            t.text = tok
-            t.start = at
-            t.end = end
-            t.upper = ""
-            append(t)
-            continue
-        if kind is None:
-            if tok[0] < "\x80":
-                return None  # a character that begins no token
-            kind = "word"
-        else:  # one of _KIND_OF's one-character values
-            if kind == "-":
-                if tok[:2] == "--":
-                    continue
-                kind = "op"
-            elif kind == "/":
-                if tok[:2] == "/*":
-                    if tok == "/*":
-                        return None  # a nested (or unterminated) comment
-                    continue
-                kind = "op"
-            elif kind == ".":
-                kind = "number" if len(tok) > 1 else "op"
-            elif kind == "e":
-                if len(tok) > 1 and tok[1] == "'":
-                    kind = "string"
-                elif len(tok) == 1 and text.startswith("'", end):
-                    return None  # an unterminated E'...'
-                else:
-                    kind = "word"
-            elif len(tok) == 1:
-                return None  # an unterminated string or quoted name, a lone $
-            else:
-                kind = "string" if kind == "'" else "qident"
+        if kind is not _WORD_KIND and kind is not _OP_KIND and kind is not _NUMBER_KIND:
+            kind = _odd_kind(tok, kind, text, end)
+            if kind is None:
+                return None
+            if not kind:
+                continue  # a comment
         t = new(Token)
         t.kind = kind
         t.text = tok
@@ -268,6 +204,30 @@ def _tokens_at_once(text: str, start: int = 0, stop: int | None = None) -> list[
     if i != start + len(text[start:stop].rstrip(" \t\n\r\f\v")):
         return None  # (cannot happen: every character but trailing whitespace is matched)
     return out
+
+
+def _odd_kind(tok: str, first: str | None, text: str, end: int) -> str | None:
+    # The kind of _PAIRS' token ``tok`` (ending at ``end``) whose first character is not
+    # one kind alone (``first`` its _KIND_OF value): ``""`` for a comment, None for what
+    # the careful reading decides (a character beginning no token, a nested or
+    # unterminated comment, an unterminated string or quoted name, a lone ``$``).
+    if first is None:
+        return None if tok[0] < "\x80" else "word"
+    if first == "-":
+        return "" if tok[:2] == "--" else "op"
+    if first == "/":
+        if tok == "/*":
+            return None
+        return "" if tok[:2] == "/*" else "op"
+    if first == ".":
+        return "number" if len(tok) > 1 else "op"
+    if first == "e":
+        if len(tok) > 1 and tok[1] == "'":
+            return "string"
+        return None if len(tok) == 1 and text.startswith("'", end) else "word"  # (an unterminated E'...')
+    if len(tok) == 1:
+        return None
+    return "string" if first == "'" else "qident"
 
 
 #: Tokens of slices of texts already tokenized (:func:`share_slice`), each taken by the first
@@ -432,35 +392,19 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
         if keep:
             out += got[:keep]
             i = got[keep - 1].end
-    # one finditer pass, as tokenize reads (anything it cannot decide alone: tokenize relexes)
-    for m in _FAST.finditer(new, i):
-        kind = m.lastgroup
-        if m.start() != i or kind == "nest":
-            return
-        end = m.end()
-        if kind == "line" or kind == "block":
-            i = end
-            continue
-        tok = m.group(kind)
-        i = end - len(tok)
-        j = n_old
-        if i - delta >= tail:
-            j = bisect.bisect_left(toks, i - delta, lo=first_tail, key=_START)
-        if j < n_old and toks[j].start == i - delta:  # in step with old's tokens from here on
-            _moved(toks[j:], delta, out)
-            i = n
-            break
-        if kind == "dollar":
-            out.append(Token("string", tok, i, end))
-        elif kind == "word":
-            if end == i + 1 and new.startswith("'", end) and tok in "eE":
-                return
-            out.append(Token("word", tok, i, end))
-        else:
-            out.append(Token(kind, tok, i, end))
-        i = end
-    if new[i:].strip(" \t\n\r\f\v"):
-        return  # a stray character: tokenize reports it
+    # token by token, as tokenize reads what it cannot decide alone, until a token starts
+    # where one of old's started within the common ending (anything that raises: tokenize
+    # reports it)
+    try:
+        for t in _scan(new, i):
+            if t.start - delta >= tail:
+                j = bisect.bisect_left(toks, t.start - delta, lo=first_tail, key=_START)
+                if j < n_old and toks[j].start == t.start - delta:  # in step from here on
+                    _moved(toks[j:], delta, out)
+                    break
+            out.append(t)
+    except SQLError:
+        return
     if len(_SLICES) >= 256:
         _SLICES.clear()
     _SLICES[new] = out
@@ -476,34 +420,13 @@ def tokenize(text: str) -> tuple[Token, ...]:
     shared = _SLICES.pop(text, None)
     if shared is not None:
         return shared
-    # One findall (the common case, _tokens_at_once); else one pass of finditer while tokens
-    # follow each other; what neither decides alone -- a nested comment, a stray character,
-    # an unterminated quote -- is read from there by scan_from, which reports errors.
+    # One findall (the common case, _tokens_at_once); what it does not decide alone -- a
+    # nested comment, a stray character, an unterminated quote -- is read one match at a
+    # time, which reports errors.
     if isinstance(text, str) and (got := _tokens_at_once(text)) is not None:
         return got
     out: list[Token] = []
-    append = out.append
-    i = 0
-    for m in _FAST.finditer(text):
-        kind = m.lastgroup
-        if m.start() != i or kind == "nest":
-            break
-        end = m.end()
-        if kind == "line" or kind == "block":
-            i = end
-            continue
-        tok = m.group(kind)
-        at = end - len(tok)
-        if kind == "word":
-            if end == at + 1 and text.startswith("'", end) and tok in "eE":
-                break
-            append(Token("word", tok, at, end))
-        elif kind == "dollar":
-            append(Token("string", tok, at, end))
-        else:
-            append(Token(kind, tok, at, end))
-        i = end
-    scan_from(text, i, out)
+    scan_from(text, 0, out)
     return out
 
 
@@ -514,38 +437,42 @@ def scan_from(text: str, i: int, out: list[Token]) -> None:
     >>> out = []; scan_from("x /* a /* b */ */ + 1", 0, out); [t.text for t in out]
     ['x', '+', '1']
     """
-    append = out.append
-    scan = _SCAN.match
-    n = len(text)
-    while i < n:
-        m = scan(text, i)
-        if m is None:
-            c = text[i]
-            if c == "'" or (c in "eE" and text.startswith("'", i + 1)):
-                raise SQLError(f"unterminated string starting at offset {i}")
-            if c == '"':
-                raise SQLError(f"unterminated quoted identifier at offset {i}")
-            raise SQLError(f"unexpected character {c!r} at offset {i}")
-        kind = m.lastgroup
-        end = m.end()
-        if kind == "space" or kind == "line":
-            pass
-        elif kind == "block":
-            end = _comment_end(text, i)
-        elif kind == "dollar":
-            tag = m.group()
-            k = text.find(tag, end)
-            if k < 0:
-                raise SQLError(f"unterminated dollar-quoted string at offset {i}")
-            end = k + len(tag)
-            append(Token("string", text[i:end], i, end))
-        elif kind == "word":
-            if end == i + 1 and text.startswith("'", end) and text[i] in "eE":
-                raise SQLError(f"unterminated string starting at offset {i}")
-            append(Token("word", m.group(), i, end))
+    out.extend(_scan(text, i))
+
+
+def _scan(text: str, i: int) -> Iterator[Token]:
+    # The tokens of ``text`` from offset ``i`` on, one match of _PAIRS each; what
+    # _tokens_at_once leaves to it is read here: a nested comment (by _comment_end, then the
+    # matches resume after it), else the error.
+    while True:
+        for m in _PAIRS.finditer(text, i):
+            tok = m.group(2)
+            at, end = m.start(2), m.end()
+            kind = _KIND_OF.get(tok[0])
+            if kind is not _WORD_KIND and kind is not _OP_KIND and kind is not _NUMBER_KIND:
+                kind = _odd_kind(tok, kind, text, end)
+                if kind is None:
+                    if tok != "/*":
+                        raise _lexing_error(text, at)
+                    i = _comment_end(text, at)
+                    break
+                if not kind:
+                    continue  # a comment
+            yield Token(kind, tok, at, end)
         else:
-            append(Token(kind, m.group(), i, end))
-        i = end
+            return
+
+
+def _lexing_error(text: str, i: int) -> SQLError:
+    # Why no token begins at offset ``i``.
+    c = text[i]
+    if c == "'" or (c in "eE" and text.startswith("'", i + 1)):
+        return SQLError(f"unterminated string starting at offset {i}")
+    if c == '"':
+        return SQLError(f"unterminated quoted identifier at offset {i}")
+    if c == "$" and _DOLLAR.match(text, i):
+        return SQLError(f"unterminated dollar-quoted string at offset {i}")
+    return SQLError(f"unexpected character {c!r} at offset {i}")
 
 
 _clear_tokens = tokenize.cache_clear
@@ -553,6 +480,7 @@ _clear_tokens = tokenize.cache_clear
 
 def _forget_tokens() -> None:
     _clear_tokens()
+    _PAIRS_OF.clear()
     _SLICES.clear()
     _SHALLOW.clear()
 
@@ -560,23 +488,59 @@ def _forget_tokens() -> None:
 tokenize.cache_clear = _forget_tokens
 
 
+#: :func:`bracket_pairs`' entry for a token that is no bracket.
+NOT_BRACKET = -2
+_BRACKETS = frozenset("()[]")
+#: The pairs of the token lists asked about last: id -> (the list, its pairs). Holding a
+#: list keeps its id its own; token lists are read-only (tokenize's are shared through its
+#: cache), so the pairs stay right. Bracket questions come in runs over one list (a pass of
+#: the translation, a statement's reader): a few lists are held, not extending the life of
+#: tokenize's (and holding no long text's for long).
+_PAIRS_OF: dict[int, tuple[Sequence[Token], list[int]]] = {}
+
+
+def bracket_pairs(toks: Sequence[Token]) -> list[int]:
+    """For each token of ``toks``, the index of its partner bracket: a ``(`` or ``[`` and the
+    ``)`` or ``]`` closing it pair as a stack pairs them (either kind closes either; what
+    kinds must match is :func:`check_balanced`'s question), ``-1`` for a bracket without
+    partner, :data:`NOT_BRACKET` for any other token. Computed once per token list (kept
+    while the list is, tokens being read-only); every bracket question of colmz's SQL reads
+    it.
+
+    >>> bracket_pairs(tokenize("f(a[1]) )"))
+    [-2, 6, -2, 5, -2, 3, 1, -1]
+    """
+    got = _PAIRS_OF.get(id(toks))
+    if got is not None and got[0] is toks:
+        return got[1]
+    pairs = [NOT_BRACKET] * len(toks)
+    stack: list[int] = []
+    # (the brackets found by one comprehension, then only they visited; a token whose text
+    # is a bracket is one: strings and quoted names hold their quotes)
+    for i in [i for i, t in enumerate(toks) if t.text in _BRACKETS]:
+        if toks[i].text in "([":
+            stack.append(i)
+            pairs[i] = -1
+        elif stack:
+            pairs[i] = j = stack.pop()
+            pairs[j] = i
+        else:
+            pairs[i] = -1
+    if len(_PAIRS_OF) >= 16:
+        del _PAIRS_OF[next(iter(_PAIRS_OF))]  # the first asked about
+    _PAIRS_OF[id(toks)] = (toks, pairs)
+    return pairs
+
+
 def closing(toks: Sequence[Token], open_at: int, end: int | None = None) -> int:
     """Index of the token closing the ``(`` or ``[`` at ``open_at`` (before ``end``); -1 when
-    it is not closed.
+    it is not closed (:func:`bracket_pairs`).
 
     >>> closing(tokenize("f(a, (b)[1]) + 2"), 1), closing(tokenize("f(a"), 1)
     (10, -1)
     """
-    depth = 0
-    for j in range(open_at, len(toks) if end is None else end):
-        t = toks[j]
-        if t.kind == "op" and t.text in ("(", "["):
-            depth += 1
-        elif t.kind == "op" and t.text in (")", "]"):
-            depth -= 1
-            if depth == 0:
-                return j
-    return -1
+    j = bracket_pairs(toks)[open_at]
+    return j if j > open_at and (end is None or j < end) else -1
 
 
 def top_level(toks: Sequence[Token], lo: int, hi: int | None = None) -> Iterator[int]:
@@ -587,20 +551,18 @@ def top_level(toks: Sequence[Token], lo: int, hi: int | None = None) -> Iterator
     >>> [toks[k].text for k in top_level(toks, 1)]
     ['a', ',', 'f', ',', 'd']
     """
-    depth = 0
-    for k in range(lo, len(toks) if hi is None else hi):
-        t = toks[k]
-        if t.kind == "op" and t.text in ("(", "["):
-            depth += 1
-        elif t.kind == "op" and t.text in (")", "]"):
-            if depth == 0:
-                return
-            depth -= 1
-        elif depth == 0:
+    pairs = bracket_pairs(toks)
+    k, hi = lo, len(toks) if hi is None else hi
+    while k < hi:
+        j = pairs[k]
+        if j == NOT_BRACKET:
             yield k
+            k += 1
+        elif j > k:  # a "(" or "[": past its partner
+            k = j + 1
+        else:  # a closing bracket opened before lo, or an opening one never closed
+            return
 
-
-_BRACKETS = frozenset("()[]")
 
 
 def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") -> None:
@@ -609,18 +571,16 @@ def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") ->
     >>> check_balanced(tokenize("f(a[1])"), "f(a[1])")
     """
     # A ``)`` closing nothing would hide the ``;`` after it from the splitter (its depth
-    # is negative): every parenthesis and bracket must pair.
-    stack: list[Token] = []
-    # (the brackets found by one comprehension, then only they visited)
-    for t in [t for t in toks if t.text in _BRACKETS and t.kind == "op"]:
-        if t.text in "([":
-            stack.append(t)
-        else:
-            if not stack or (stack[-1].text == "(") != (t.text == ")"):
-                raise SQLError(f"{what}: unbalanced {t.text!r} at offset {t.start} in {text[:200]!r}")
-            stack.pop()
-    if stack:
-        raise SQLError(f"{what}: unclosed {stack[-1].text!r} at offset {stack[-1].start} in {text[:200]!r}")
+    # is negative): every parenthesis and bracket must pair, each with its own kind. Up to
+    # the first that does not, the pairs of bracket_pairs are a kind-checking stack's.
+    pairs = bracket_pairs(toks)
+    for i, j in enumerate(pairs):
+        if j == -1 and toks[i].text in ")]" or j >= 0 and j < i and (toks[j].text == "(") != (toks[i].text == ")"):
+            raise SQLError(f"{what}: unbalanced {toks[i].text!r} at offset {toks[i].start} in {text[:200]!r}")
+    unclosed = [i for i, j in enumerate(pairs) if j == -1]
+    if unclosed:
+        t = toks[unclosed[-1]]
+        raise SQLError(f"{what}: unclosed {t.text!r} at offset {t.start} in {text[:200]!r}")
 
 
 #: The deepest nesting colmz reads: parentheses, brackets and chained ``::`` casts counted
@@ -636,35 +596,25 @@ _TYPE_TAIL_WORDS = frozenset({"PRECISION", "VARYING", "WITH", "WITHOUT", "TIME",
 
 
 def nesting_depth(toks: Sequence[Token]) -> int:
-    """How deep ``toks`` nest: open parentheses and brackets plus the casts of a ``::``
-    chain at each level, at the deepest token. One pass over the tokens.
+    """How deep ``toks`` nest: open parentheses and brackets (:func:`bracket_pairs`) plus the
+    casts of a ``::`` chain at each level, at the deepest token. One pass over the tokens.
 
     >>> nesting_depth(tokenize("f((a)) + CAST(CAST(b AS numeric) AS text)")), nesting_depth(tokenize("x::a::b[]"))
     (2, 3)
     """
-    if not any(t.text == "::" for t in toks):
-        # no cast chains: the depth is the open parentheses and brackets
-        depth = deepest = 0
-        for t in [t.text for t in toks if t.kind == "op" and t.text in "()[]"]:
-            if t == "(" or t == "[":
-                depth += 1
-                if depth > deepest:
-                    deepest = depth
-            elif depth:
-                depth -= 1
-        return deepest
+    pairs = bracket_pairs(toks)
     chains = [0]  # per open level: the casts chained at that level so far
     depth = deepest = 0
     prev = None
-    for t in toks:
-        if t.kind == "op":
+    for t, pair in zip(toks, pairs):
+        if pair != NOT_BRACKET:
             if t.text in "([":
                 chains.append(0)
                 depth += 1
-            elif t.text in ")]":
-                if len(chains) > 1:
-                    depth -= 1 + chains.pop()
-            elif t.text == "::":
+            elif pair >= 0:  # (a ")" or "]" closing nothing is passed over)
+                depth -= 1 + chains.pop()
+        elif t.kind == "op":
+            if t.text == "::":
                 chains[-1] += 1
                 depth += 1
             elif t.text != ".":  # another operator ends the chain: its operand is whole

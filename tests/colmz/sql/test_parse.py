@@ -63,6 +63,10 @@ def test_parse_continual_task_errors():
         parse("CREATE CONTINUAL TASK foo WITH (SNAPSHOT = 3) ON INPUT bar AS ()")
     with pytest.raises(UnsupportedSQL, match="option"):
         parse("CREATE CONTINUAL TASK foo WITH (RETAIN HISTORY = 1) ON INPUT bar AS ()")
+    for text in ("CREATE CONTINUAL TASK foo WITH SNAPSHOT = false ON INPUT bar AS ()",
+                 "CREATE CONTINUAL TASK foo ON INPUT bar WITH SNAPSHOT AS ()"):
+        with pytest.raises(SQLError, match=r"WITH needs an option list in parentheses"):
+            parse(text)
     with pytest.raises(SQLError, match="ON INPUT, FROM TRANSFORM or FROM RETAIN"):
         parse("CREATE CONTINUAL TASK foo AS ()")
     with pytest.raises(SQLError, match="parenthesised"):

@@ -152,7 +152,7 @@ def test_a_query_cut_from_a_statement_shares_its_tokens(text, monkeypatch):
 
     tokens = importlib.import_module("colmz.sql.tokens")
     with monkeypatch.context() as m:
-        m.setattr(tokens, "_SCAN", None)  # the lexer unusable: each query's tokens come from its cut
+        m.setattr(tokens, "_PAIRS", None)  # the lexer unusable: each query's tokens come from its cut
         shared = [tokenize(q) for q in queries]
     for q, got in zip(queries, shared):
         assert [(t.kind, t.text, t.start, t.end, t.upper) for t in got] == [
@@ -251,26 +251,29 @@ def test_a_plain_text_is_tokenized_in_one_findall(monkeypatch):
     import colmz.sql.tokens as tokens
     from colmz.sql import clear_caches
 
-    class Counting:
+    class Counting:  # counts the match-at-a-time passes
         def __init__(self, pattern):
             self.pattern, self.calls = pattern, 0
 
-        def __getattr__(self, name):
+        def findall(self, *args):
+            return self.pattern.findall(*args)
+
+        def finditer(self, *args):
             self.calls += 1
-            return getattr(self.pattern, name)
+            return self.pattern.finditer(*args)
 
     text = ("SELECT e.id, 'it''s' AS s, \"Q\"\"x\" /* c */, $t$a$t$, E'\\'', 1.5e3, .5 -- c\n"
             "FROM events e WHERE e.ts + 30000 > mz_now() AND x::INT8 ->> 'k' <> 'é'")
     want = _one_match_at_a_time(text)
     clear_caches()
-    scan, fast = Counting(tokens._SCAN), Counting(tokens._FAST)
-    monkeypatch.setattr(tokens, "_SCAN", scan)
-    monkeypatch.setattr(tokens, "_FAST", fast)
+    scan = Counting(tokens._PAIRS)
+    monkeypatch.setattr(tokens, "_PAIRS", scan)
     assert list(tokenize(text)) == want
-    assert scan.calls == fast.calls == 0
-    # what the common path cannot decide is read as before: a nested comment, an open quote
+    assert scan.calls == 0
+    # what the common path cannot decide is read one match at a time: a nested comment
+    # (one pass up to it, one after it)
     clear_caches()
-    assert [t.text for t in tokenize("a /* x /* y */ */ b")] == ["a", "b"] and fast.calls == 1
+    assert [t.text for t in tokenize("a /* x /* y */ */ b")] == ["a", "b"] and scan.calls == 2
     with pytest.raises(SQLError, match="unterminated string"):
         tokenize("SELECT 'open")
 
@@ -377,3 +380,122 @@ def test_a_shallow_text_is_not_measured_token_by_token(monkeypatch):
     q = "SELECT " + "(" * 60 + "x::a::b::c::d::e" + ")" * 60
     with pytest.raises(UnsupportedSQL, match="nested 65 deep"):
         tokens.check_nesting(tokenize(q), q)
+
+
+def _naive_closing(toks, open_at):
+    # The reference: count depth from the opening bracket to where it returns to zero.
+    depth = 0
+    for j in range(open_at, len(toks)):
+        if toks[j].kind == "op" and toks[j].text in "([":
+            depth += 1
+        elif toks[j].kind == "op" and toks[j].text in ")]":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def _naive_top_level(toks, lo, hi):
+    depth = 0
+    for k in range(lo, hi):
+        t = toks[k]
+        if t.kind == "op" and t.text in "([":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]":
+            if depth == 0:
+                return
+            depth -= 1
+        elif depth == 0:
+            yield k
+
+
+def _naive_balance(toks):
+    # The reference: a stack of the brackets' own kinds; the first ")"/"]" it cannot pair,
+    # else the innermost bracket left open, else None.
+    stack = []
+    for t in toks:
+        if t.kind == "op" and t.text in "([":
+            stack.append(t)
+        elif t.kind == "op" and t.text in ")]":
+            if not stack or (stack[-1].text == "(") != (t.text == ")"):
+                return ("unbalanced", t.start)
+            stack.pop()
+    return ("unclosed", stack[-1].start) if stack else None
+
+
+_BRACKET_TEXTS = st.lists(st.sampled_from(["(", ")", "[", "]", "a", ",", "'(' ", "/* ) */", "f(", "x::t"]),
+                          max_size=30).map(" ".join)
+
+
+@settings(max_examples=300)
+@given(_BRACKET_TEXTS, st.integers(0, 40), st.integers(0, 40))
+def test_bracket_pairs_answer_as_depth_counting_does(text, lo, hi):
+    # The one bracket index (kept with the tokens) against depth counting from scratch:
+    # closing at each opening bracket, top-level runs from any token, the balance check.
+    from colmz.sql.tokens import NOT_BRACKET, bracket_pairs, check_balanced, closing, top_level
+
+    toks = tokenize(text)
+    pairs = bracket_pairs(toks)
+    assert bracket_pairs(toks) is pairs  # computed once per token list
+    for i, t in enumerate(toks):
+        if t.kind == "op" and t.text in "([":
+            assert closing(toks, i) == _naive_closing(toks, i)
+            if pairs[i] >= 0:
+                assert pairs[pairs[i]] == i
+        elif not (t.kind == "op" and t.text in ")]"):
+            assert pairs[i] == NOT_BRACKET
+    lo, hi = sorted((min(lo, len(toks)), min(hi, len(toks))))
+    assert list(top_level(toks, lo, hi)) == list(_naive_top_level(toks, lo, hi))
+    want = _naive_balance(toks)
+    if want is None:
+        check_balanced(toks, text)
+    else:
+        with pytest.raises(SQLError, match=f"{want[0]} .* at offset {want[1]} "):
+            check_balanced(toks, text)
+
+
+@settings(max_examples=200)
+@given(_BRACKET_TEXTS, st.integers(0, 40))
+def test_select_offset_passes_parenthesised_groups_whole(text, i):
+    # select_offset reads the bracket index backwards: the nearest SELECT at token i's own
+    # parenthesis level, as counting depth back from i finds it.
+    from colmz.sql.hints import select_offset
+
+    toks = tokenize(text.replace("a", "SELECT", 2))
+    i = min(i, len(toks))
+    depth, want = 0, -1
+    for j in range(i - 1, -1, -1):
+        t = toks[j]
+        if t.kind == "op" and t.text == ")":
+            depth += 1
+        elif t.kind == "op" and t.text == "(":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and t.upper == "SELECT":
+            want = t.start
+            break
+    if not any(t.text in "[]" for t in toks):  # (brackets are no parenthesis level there)
+        assert select_offset(toks, i) == want
+
+
+def test_the_bracket_index_is_kept_with_the_tokens(monkeypatch):
+    # Work counter: every bracket question about one token list reads one index, made (and
+    # stored) at the first question; tokenize's cache clear forgets it.
+    import colmz.sql.tokens as tokens
+    from colmz.sql.tokens import bracket_pairs, closing, top_level
+
+    class Counting(dict):
+        made = 0
+
+        def __setitem__(self, key, value):
+            Counting.made += 1
+            super().__setitem__(key, value)
+
+    monkeypatch.setattr(tokens, "_PAIRS_OF", Counting())
+    toks = tokenize("SELECT f(a, (b)[1]), g(c) FROM t WHERE (x)")
+    assert [closing(toks, i) for i in (2, 5, 14, 20)] == [11, 7, 16, 22]
+    assert len(list(top_level(toks, 0))) == 7
+    assert bracket_pairs(toks) is bracket_pairs(toks) and Counting.made == 1
+    tokenize.cache_clear()
+    assert not tokens._PAIRS_OF
