@@ -201,36 +201,30 @@ def update_select(table: str | Sequence[str], columns: Sequence[str], assigned: 
     >>> update_select("t", ["k", "v"], {"v": "v || 'x'"}, "k = 1")
     'SELECT "k", (v || \\'x\\') AS "v" FROM "t" WHERE (k = 1)'
     """
-    exprs = []
+    what = f"UPDATE {_shown(table)}"
     pieces = ["SELECT "]  # the text's, each user expression one (share_concat: its tokens kept)
     items = []  # where each item's text is (colmz.sql.tree.select_recipe)
-    at = len("SELECT ")
     for c in columns:
+        at = sum(map(len, pieces))
         if c in assigned:
-            require_expression(assigned[c], f"UPDATE {_shown(table)}: value of {c!r}")
-            exprs.append(f"({assigned[c]}) AS {identifier(c)}")
+            require_expression(assigned[c], f"{what}: value of {c!r}")
             items.append((at + 1, assigned[c], c))
-            pieces += ["(", assigned[c], f") AS {identifier(c)}, "]
+            pieces += ["(", assigned[c], f") AS {identifier(c)}", ", "]
         else:
-            exprs.append(identifier(c))
-            items.append((at, None, at + len(exprs[-1])))
-            pieces.append(f"{exprs[-1]}, ")
-        at += len(exprs[-1]) + 2
+            items.append((at, None, at + len(identifier(c))))
+            pieces += [identifier(c), ", "]
     unknown = [c for c in assigned if c not in columns]
     if unknown:
-        raise SQLError(f"UPDATE {_shown(table)}: no column {unknown[0]!r}; columns are {list(columns)}")
-    base = select_where(table, predicate, f"UPDATE {_shown(table)}: predicate")
-    if exprs:
-        pieces[-1] = pieces[-1][:-2]  # no ", " after the last item
-        if predicate is None:
-            pieces.append(base[len("SELECT *"):])
-        else:
-            pieces += [f" FROM {relation(table)} WHERE (", predicate, ")"]
-        text = share_concat(pieces)
-    else:
-        text = "SELECT " + base[len("SELECT *"):]
-    if exprs:
-        _recipe(text, items, (table,) if isinstance(table, str) else table, at - 2 + len(" FROM "), predicate)
+        raise SQLError(f"{what}: no column {unknown[0]!r}; columns are {list(columns)}")
+    base = select_where(table, predicate, f"{what}: predicate")
+    if not columns:
+        return "SELECT " + base[len("SELECT *"):]
+    pieces[-1] = f" FROM {relation(table)}"
+    at = sum(map(len, pieces)) - len(relation(table))
+    if predicate is not None:
+        pieces += [" WHERE (", predicate, ")"]
+    text = share_concat(pieces)
+    _recipe(text, items, (table,) if isinstance(table, str) else table, at, predicate)
     return text
 
 
