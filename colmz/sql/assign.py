@@ -39,10 +39,11 @@ values already agree (``'NaN'`` beside ``1.5``, a string beside ``TIMESTAMPTZ '.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import product
 
 import pyarrow as pa
 
-from colmz.sql.build import identifier, splice
+from colmz.sql.build import select_by_position, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tree import parse_tree
 
@@ -111,6 +112,13 @@ def _duck(t: pa.DataType) -> str:
             "timestamp": "TIMESTAMP", "timestamptz": "TIMESTAMPTZ", "interval": "INTERVAL"}[fam]
 
 
+#: (source, target) families PostgreSQL converts by an assignment cast (to text: see below);
+#: the same family converts too (another Arrow width or unit).
+_ASSIGNABLE = frozenset({("numeric", "int"), ("float", "int"), ("int", "float"), ("numeric", "float"),
+                         *((f, f) for f in ("int", "float", "bool", "bytea", "interval")),
+                         *product(("date", "timestamp", "timestamptz"), repeat=2)})
+
+
 def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> str | None:
     """The SQL converting ``{x}`` (a placeholder for the value) of type ``source`` to a
     column of type ``target`` on assignment: ``None`` when the types are the same, else a
@@ -147,15 +155,10 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
             )
         if have in ("int", "numeric", "bool", "date", "timestamp", "timestamptz"):
             return "CAST({x} AS VARCHAR)"
-    elif want == "int" and have in ("int", "numeric"):
-        return f"CAST({{x}} AS {_duck(target)})"  # numeric: half away from zero, as PostgreSQL
-    elif want == "int" and have == "float":
-        return f"CAST(round_even({{x}}, 0) AS {_duck(target)})"  # PostgreSQL's rint
-    elif want == "float" and have in ("int", "float", "numeric") or (want in ("timestamp", "timestamptz") and have in ("date", "timestamp", "timestamptz")) or (
-            want == "date" and have in ("timestamp", "timestamptz")):
-        return f"CAST({{x}} AS {_duck(target)})"
-    elif want == have and want in ("bool", "bytea", "interval", "date", "timestamp", "timestamptz"):
-        return f"CAST({{x}} AS {_duck(target)})"  # one type, another Arrow width or unit
+    elif (have, want) in _ASSIGNABLE:
+        # a float to an integer rounds half to even (PostgreSQL's rint), a numeric half away
+        # from zero (DuckDB's cast, as PostgreSQL's)
+        return f"CAST({'round_even({x}, 0)' if (have, want) == ('float', 'int') else '{x}'} AS {_duck(target)})"
     raise SQLError(
         f'column "{column}" is of type {pg_type_name(target)} but expression is of type '
         f"{pg_type_name(source)}"
@@ -176,13 +179,7 @@ def assignment_select(relation: str, sources: Sequence[pa.DataType],
     casts = [assignment_cast(s, t, name) for s, (name, t) in zip(sources, targets)]
     if all(c is None for c in casts):
         return None
-    alias = identifier("__colmz_a")
-    cols = [identifier(f"__colmz_c{i}") for i in range(len(targets))]
-    items = []
-    for c, col, (name, _) in zip(casts, cols, targets):
-        ref = f"{alias}.{col}"
-        items.append(f"{ref if c is None else c.replace('{x}', ref)} AS {identifier(name)}")
-    return f"SELECT {', '.join(items)} FROM {relation} AS {alias}({', '.join(cols)})"
+    return select_by_position(relation, "__colmz_a", [(c, name) for c, (name, _) in zip(casts, targets)])
 
 
 def arrow_assignment(table: pa.Table, targets: Sequence[pa.DataType]) -> pa.Table | None:

@@ -40,6 +40,7 @@ __all__ = [
     "relation",
     "now_value",
     "relation_name",
+    "select_by_position",
     "select_where",
     "splice",
     "update_select",
@@ -248,6 +249,21 @@ def cast_select(source: str, columns: Sequence[tuple[str, str | None]]) -> str:
             else:
                 items.append(f"CAST({ref} AS {duck_type}) AS {identifier(name)}")
     return f"SELECT {', '.join(items)} FROM {src}"
+
+
+def select_by_position(relation: str, alias: str, items: Sequence[tuple[str | None, str]]) -> str:
+    """A ``SELECT`` of the columns of ``relation`` (SQL text: a name or a parenthesised
+    query) taken by position under ``alias``: one item per ``(form, name)`` of ``items``,
+    ``form`` with ``{x}`` for the column (``None``: the column itself), named ``name``.
+
+    >>> print(select_by_position("(q)", "__colmz_a", [(None, "k"), ("CAST({x} AS TEXT)", "v")]))
+    SELECT "__colmz_a"."__colmz_c0" AS "k", CAST("__colmz_a"."__colmz_c1" AS TEXT) AS "v" FROM (q) AS "__colmz_a"("__colmz_c0", "__colmz_c1")
+    """
+    a = identifier(alias)
+    cols = [identifier(f"{RESERVED_PREFIX}c{i}") for i in range(len(items))]
+    out = ", ".join(f"{(form or '{x}').replace('{x}', f'{a}.{c}')} AS {identifier(name)}"
+                    for (form, name), c in zip(items, cols))
+    return f"SELECT {out} FROM {relation} AS {a}({', '.join(cols)})"
 
 
 def splice(text: str, edits: Sequence[tuple[int, int, str]], start: int = 0, end: int | None = None) -> str:

@@ -91,19 +91,19 @@ def _names(columns: Sequence[str]) -> str:
     return ", ".join(identifier(c) for c in columns)
 
 
-def _time_ref() -> str:
-    return _col(_T, TIME)
+#: The lateral time of a lifted query.
+_TIME_REF = _col(_T, TIME)
 
 
 def _input_cte(input_relation: str, input_columns: Sequence[str]) -> str:
     # The input's own columns (not the output's: the two schemas may differ).
     return (f"{identifier(input_relation)} AS (SELECT {_names(input_columns)} FROM {identifier(INPUT_ROWS)} "
-            f"WHERE {_col(INPUT_ROWS, TIME)} = {_time_ref()})")
+            f"WHERE {_col(INPUT_ROWS, TIME)} = {_TIME_REF})")
 
 
 def _over_times(body: str, now_form: str | None) -> str:
-    body = substitute_now(body, now_sql(now_form, _time_ref()))
-    return (f"SELECT {_time_ref()} AS {identifier(TIME)}, {identifier(_Q)}.* FROM {identifier(TIMES)} "
+    body = substitute_now(body, now_sql(now_form, _TIME_REF))
+    return (f"SELECT {_TIME_REF} AS {identifier(TIME)}, {identifier(_Q)}.* FROM {identifier(TIMES)} "
             f"{identifier(_T)}, LATERAL ({body}) {identifier(_Q)}")
 
 
@@ -135,7 +135,7 @@ def lifted_delete(query: str, input_relation: str, input_columns: Sequence[str],
     True
     """
     me = (f"{identifier(output_relation)} AS (SELECT {_names(columns)}, {identifier(CANDIDATE_ID)} "
-          f"FROM {identifier(CANDIDATES)} WHERE {_col(CANDIDATES, BORN)} <= {_time_ref()})")
+          f"FROM {identifier(CANDIDATES)} WHERE {_col(CANDIDATES, BORN)} <= {_TIME_REF})")
     body = (f"WITH {_input_cte(input_relation, input_columns)}, {me} SELECT {identifier(CANDIDATE_ID)} "
             f"FROM ({query}) {identifier(_D)}")
     return _over_times(body, now_form)
@@ -150,7 +150,7 @@ def lifted_semijoin(subquery: str, lhs: Sequence[str], input_relation: str,
     >>> " JOIN (" in lifted_semijoin('SELECT k FROM "__colmz_r1"', ["k"], "__colmz_r1", ["k"], None)
     True
     """
-    t = _time_ref()
+    t = _TIME_REF
     vs = [f"{RESERVED_PREFIX}v{i}" for i in range(len(lhs))]
     on = " AND ".join(f"{_col(_C, c)} = {_col(_M, v)}" for c, v in zip(lhs, vs))
     body = substitute_now(subquery, now_sql(now_form, t))
@@ -209,32 +209,23 @@ def in_subquery(predicate: str, name: str, cols: Sequence[str]) -> tuple[list[st
     True
     """
     toks = tokenize(predicate)
-    lhs: list[str] = []
-    if toks and toks[0].text == "(":
-        j = 1
-        while True:
-            c = _column_at(toks, j, name, cols)
-            if c is None:
-                return None
-            lhs.append(c[0])
-            j = c[1]
-            if j < len(toks) and toks[j].text == ",":
-                j += 1
-                continue
-            if j < len(toks) and toks[j].text == ")":
-                j += 1
-                break
+    paren = bool(toks) and toks[0].text == "("  # (cols) IN, else col IN
+    lhs, j = [], int(paren)
+    while (c := _column_at(toks, j, name, cols)) is not None:
+        lhs.append(c[0])
+        j = c[1]
+        if not paren:
+            break
+        if j >= len(toks) or toks[j].text not in (",", ")"):
             return None
+        j += 1
+        if toks[j - 1].text == ")":
+            break
     else:
-        c = _column_at(toks, 0, name, cols)
-        if c is None:
-            return None
-        lhs, j = [c[0]], c[1]
-    if not (j + 2 < len(toks) and toks[j].upper == "IN" and toks[j + 1].text == "(" and toks[-1].text == ")"):
         return None
-    if closing(toks, j + 1) != len(toks) - 1:
-        return None  # the parenthesis closes before the end: more follows
-    if toks[j + 2].upper not in ("SELECT", "WITH", "VALUES", "TABLE"):
+    # IN, then a parenthesis closing at the end of the predicate around a query
+    if not (j + 2 < len(toks) and toks[j].upper == "IN" and toks[j + 1].text == "("
+            and closing(toks, j + 1) == len(toks) - 1 and toks[j + 2].upper in ("SELECT", "WITH", "VALUES", "TABLE")):
         return None
     sub = predicate[toks[j + 2].start : toks[-1].start]
     if name in referenced_names(sub):

@@ -38,9 +38,10 @@ import pyarrow as pa
 
 from colmz.order import ColumnSpec
 from colmz.sql.assign import arrow_assignment, assignment_select
-from colmz.sql.build import RESERVED_PREFIX, cast_select, identifier
+from colmz.sql.build import RESERVED_PREFIX, cast_select, identifier, select_by_position
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.run import run_query
+from colmz.sql.tree import parse_tree
 from colmz.updates import SchemaError
 
 __all__ = ["VALUES_RELATION", "arity_message", "as_jsonb", "assign", "assignment_query", "coerce_literals",
@@ -146,16 +147,13 @@ def assign(con, rows: pa.Table, targets: Sequence[ColumnSpec], what: str, t: int
     sel = assignment_query(identifier(VALUES_RELATION), [f.type for f in rows.schema], targets, what)
     if sel is None:
         return rows
-    con.register(VALUES_RELATION, rows)
     try:
-        out = run_query(con, sel, t)[0]
+        out = _run_over(con, rows, sel, t)
     except SQLError as e:
         m = _OUT_OF_RANGE.search(str(e))
         if m:
             raise OverflowError(f"{what}: {_PG_RANGE.get(m.group(1), m.group(1) + ' out of range')}") from None
         raise
-    finally:
-        con.unregister(VALUES_RELATION)
     # Result columns keep the query's names (conform matches by position).
     return out.rename_columns(rows.column_names)
 
@@ -172,9 +170,14 @@ def coerce_literals(con, rows: pa.Table, targets: Sequence[ColumnSpec], t: int =
              for name, spec, col in zip(rows.column_names, targets, rows.columns)]
     if all(c is None for _, c in casts) or rows.num_columns != len(targets):
         return rows
+    return _run_over(con, rows, cast_select(VALUES_RELATION, casts), t)
+
+
+def _run_over(con, rows: pa.Table, query: str, t: int) -> pa.Table:
+    # ``query``'s result over ``rows``, registered as VALUES_RELATION for it alone
     con.register(VALUES_RELATION, rows)
     try:
-        return run_query(con, cast_select(VALUES_RELATION, casts), t)[0]
+        return run_query(con, query, t)[0]
     finally:
         con.unregister(VALUES_RELATION)
 
@@ -271,19 +274,10 @@ def jsonb_select(relation: str, names: Sequence[str], jsonb: Sequence[int], json
     """
     from colmz.sql.transforms import JSONB_IN
 
-    alias = identifier("__colmz_j")
-    cols = [f"{alias}.{identifier(f'__colmz_c{i}')}" for i in range(len(names))]
-    def item(i: int, c: str, n: str) -> str:
-        if i in jsonb:
-            return f"{JSONB_IN}(CAST({c} AS VARCHAR)) AS {identifier(n)}"
-        if i in json:
-            return f"CASE WHEN {JSONB_IN}(CAST({c} AS VARCHAR)) IS NULL THEN NULL ELSE CAST({c} AS VARCHAR) END " \
-                f"AS {identifier(n)}"
-        return f"{c} AS {identifier(n)}"
-
-    items = [item(i, c, n) for i, (c, n) in enumerate(zip(cols, names))]
-    heads = ", ".join(identifier(f"__colmz_c{i}") for i in range(len(names)))
-    return f"SELECT {', '.join(items)} FROM {relation} AS {alias}({heads})"
+    read = f"{JSONB_IN}(CAST({{x}} AS VARCHAR))"
+    forms = [read if i in jsonb else f"CASE WHEN {read} IS NULL THEN NULL ELSE CAST({{x}} AS VARCHAR) END"
+             if i in json else None for i in range(len(names))]
+    return select_by_position(relation, "__colmz_j", list(zip(forms, names)))
 
 
 def _is_text(t: pa.DataType) -> bool:
@@ -340,8 +334,6 @@ def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: 
     PostgreSQL resolves it; an ``UPDATE``'s assignments are checked as its select list
     (:func:`colmz.sql.build.update_select`).
     """
-    from colmz.sql.tree import parse_tree
-
     if not any(targets):
         return
     try:
