@@ -180,7 +180,8 @@ def _pure(out: dict) -> None:
              pa.month_day_nano_interval(), pa.list_(pa.int32())]
     for s in types:
         out[f"pg_type_name:{s}"] = _outcome(assign.pg_type_name, s)
-        out[f"duckdb_type:{s}"] = _outcome(write.duckdb_type, s)
+        # the DuckDB type of a literal's column: write's, or assign's where it moved
+        out[f"duckdb_type:{s}"] = _outcome(getattr(write, "duckdb_type", None) or assign.duckdb_type, s)
         for t in types:
             out[f"cast:{s}:{t}"] = _outcome(assign.assignment_cast, s, t, "c")
             out[f"select:{s}:{t}"] = _outcome(assign.assignment_select, "r", [s, t], [("a", t), ("b", s)])

@@ -46,8 +46,9 @@ import pyarrow as pa
 from colmz.sql.build import select_by_position, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tree import parse_tree
+from colmz.updates import SchemaError
 
-__all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "pg_type_name", "typed_values"]
+__all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "duckdb_type", "pg_type_name", "typed_values"]
 
 _INTS = {
     pa.int8(): ("smallint", "SMALLINT"),  # Materialize has no 1-byte integer: DuckDB's TINYINT
@@ -86,30 +87,40 @@ def _family(t: pa.DataType) -> str:
     return "other"
 
 
+#: Each family's PostgreSQL name (as its errors say) and DuckDB type; integers and floats
+#: by their Arrow type (:data:`_INTS`, :data:`_FLOATS`).
+_NAMES = {"null": ("unknown", None), "numeric": ("numeric", None), "text": ("text", "VARCHAR"),
+          "bool": ("boolean", "BOOLEAN"), "bytea": ("bytea", "BLOB"), "date": ("date", "DATE"),
+          "timestamp": ("timestamp without time zone", "TIMESTAMP"),
+          "timestamptz": ("timestamp with time zone", "TIMESTAMPTZ"), "interval": ("interval", "INTERVAL")}
+
+
+def _names(t: pa.DataType) -> tuple[str, str | None]:
+    fam = _family(t)
+    if fam == "int":
+        return _INTS[t]
+    return _FLOATS.get(t, ("real", None)) if fam == "float" else _NAMES.get(fam, (str(t), None))
+
+
 def pg_type_name(t: pa.DataType) -> str:
     """PostgreSQL's name of the type a column of Arrow type ``t`` holds (as its errors say).
 
     >>> pg_type_name(pa.int32()), pg_type_name(pa.string()), pg_type_name(pa.timestamp("us", "UTC"))
     ('integer', 'text', 'timestamp with time zone')
     """
-    fam = _family(t)
-    if fam == "int":
-        return _INTS[t][0]
-    if fam == "float":
-        return _FLOATS.get(t, ("real",))[0]
-    return {"null": "unknown", "numeric": "numeric", "text": "text", "bool": "boolean",
-            "bytea": "bytea", "date": "date", "timestamp": "timestamp without time zone",
-            "timestamptz": "timestamp with time zone", "interval": "interval"}.get(fam, str(t))
+    return _names(t)[0]
 
 
-def _duck(t: pa.DataType) -> str:
-    fam = _family(t)
-    if fam == "int":
-        return _INTS[t][1]
-    if fam == "float":
-        return _FLOATS[t][1]
-    return {"text": "VARCHAR", "bool": "BOOLEAN", "bytea": "BLOB", "date": "DATE",
-            "timestamp": "TIMESTAMP", "timestamptz": "TIMESTAMPTZ", "interval": "INTERVAL"}[fam]
+def duckdb_type(t: pa.DataType) -> str:
+    """The DuckDB type a value written to a column of Arrow type ``t`` is cast to.
+
+    >>> duckdb_type(pa.timestamp("us", tz="UTC")), duckdb_type(pa.float32())
+    ('TIMESTAMPTZ', 'FLOAT')
+    """
+    duck = _names(t)[1]
+    if duck is None:
+        raise SchemaError(f"no DuckDB type for a value written to a {t} column")
+    return duck
 
 
 #: (source, target) families PostgreSQL converts by an assignment cast (to text: see below);
@@ -138,7 +149,7 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
         return None
     have, want = _family(source), _family(target)
     if have == "null":
-        return f"CAST({{x}} AS {_duck(target)})"
+        return f"CAST({{x}} AS {duckdb_type(target)})"
     if want == "text":
         if have == "text":
             return None  # large_string / string_view: the same text
@@ -158,7 +169,7 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
     elif (have, want) in _ASSIGNABLE:
         # a float to an integer rounds half to even (PostgreSQL's rint), a numeric half away
         # from zero (DuckDB's cast, as PostgreSQL's)
-        return f"CAST({'round_even({x}, 0)' if (have, want) == ('float', 'int') else '{x}'} AS {_duck(target)})"
+        return f"CAST({'round_even({x}, 0)' if (have, want) == ('float', 'int') else '{x}'} AS {duckdb_type(target)})"
     raise SQLError(
         f'column "{column}" is of type {pg_type_name(target)} but expression is of type '
         f"{pg_type_name(source)}"

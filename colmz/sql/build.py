@@ -129,13 +129,11 @@ def now_value(t: int, form: str) -> str:
     """
     if isinstance(t, bool) or not isinstance(t, int) or t < 0:
         raise ValueError(f"t must be a non-negative int, got {t!r}")
-    if form == "uint64":
-        return f"CAST({t} AS UBIGINT)"
-    if form == "timestamptz":
-        if t > 2**63 - 1:
-            raise OverflowError(f"mz_now() = {t} does not fit a timestamp (milliseconds since the epoch)")
-        return f"CAST(epoch_ms(CAST({t} AS BIGINT)) AS TIMESTAMPTZ)"
-    raise ValueError(f"form must be one of {NOW_FORMS}, got {form!r}")
+    if form not in NOW_FORMS:
+        raise ValueError(f"form must be one of {NOW_FORMS}, got {form!r}")
+    if form == "timestamptz" and t > 2**63 - 1:
+        raise OverflowError(f"mz_now() = {t} does not fit a timestamp (milliseconds since the epoch)")
+    return now_sql(form, str(t))
 
 
 def now_sql(form: str | None, column: str) -> str:

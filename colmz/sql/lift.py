@@ -15,17 +15,11 @@ use. Every name reaches the text through :func:`colmz.sql.build.identifier`; the
 text is the statements' own queries, already translated and bound by
 :func:`colmz.sql.translate` / :func:`colmz.sql.bind_relations_as`.
 
-* :func:`lifted_insert`: for each time of :data:`TIMES`, a ``LATERAL`` subquery binds the
-  input's registered name to that time's rows of :data:`INPUT_ROWS` and runs the ``INSERT``'s
-  query; ``mz_now()`` is the lateral time. Result: :data:`TIME` then the query's columns.
-* :func:`lifted_delete`: the same, with the output's registered name bound to the rows of
-  :data:`CANDIDATES` born before the time; the result is each (time, candidate) the
-  predicate matches. :func:`first_match` keeps each candidate's first such time.
-* :func:`lifted_semijoin`: a predicate ``(cols) IN (subquery)`` (recognised by
-  :func:`in_subquery`) as a join of the candidates with the subquery's rows per time: only
-  matching pairs are formed.
-* :func:`tagged_union`: several statements' queries as one ``UNION ALL``, each row tagged
-  with its statement's index in :data:`STATEMENT` (one query per time for all statements).
+:func:`lifted_insert`, :func:`lifted_delete` and :func:`lifted_semijoin` run a statement at
+every time of :data:`TIMES` (a ``LATERAL`` subquery per time binds the input's registered
+name to that time's rows of :data:`INPUT_ROWS`; ``mz_now()`` is the lateral time);
+:func:`first_match` and :func:`tagged_union` combine their results. :func:`in_subquery` and
+:func:`row_local` read the ``DELETE`` predicates a batch evaluates by a join or per row.
 
 Invariant: every function returns one query (a ``SELECT``); a builder given a query that is
 not one ``SELECT`` produces text that :func:`colmz.sql.check_one_query` refuses.

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 import struct
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
 from fractions import Fraction
 
@@ -60,16 +61,14 @@ _DEC_DIGITS = 4
 _EXACT = Context(prec=2 * 1000 + 2 * MAX_DIGITS)
 
 
+@dataclass(slots=True, repr=False, eq=False)
 class PgNumeric:
     """A constant as PostgreSQL types it: an integer (``scale is None``; ``bits`` 32 for
     int4, 64 for int8) or a numeric ``value`` with display scale ``scale``."""
 
-    __slots__ = ("bits", "scale", "value")
-
-    def __init__(self, value: Decimal, scale: int | None, bits: int = 64) -> None:
-        self.value = value
-        self.scale = scale
-        self.bits = bits
+    value: Decimal
+    scale: int | None
+    bits: int = 64
 
     @property
     def is_numeric(self) -> bool:

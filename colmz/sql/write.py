@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from colmz.order import ColumnSpec
-from colmz.sql.assign import arrow_assignment, assignment_select
+from colmz.sql.assign import arrow_assignment, assignment_select, duckdb_type
 from colmz.sql.build import RESERVED_PREFIX, cast_select, identifier, select_by_position
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.run import run_query
@@ -45,7 +45,7 @@ from colmz.sql.tree import parse_tree
 from colmz.updates import SchemaError
 
 __all__ = ["VALUES_RELATION", "arity_message", "as_jsonb", "assign", "assignment_query", "coerce_literals",
-           "duckdb_type", "insert_rows", "insert_targets", "is_json", "is_jsonb",
+           "insert_rows", "insert_targets", "is_json", "is_jsonb",
            "check_jsonb_values", "jsonb_select"]
 
 #: Where rows are registered for the one query that converts them (:func:`assign`,
@@ -282,27 +282,6 @@ def jsonb_select(relation: str, names: Sequence[str], jsonb: Sequence[int], json
 
 def _is_text(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t)
-
-
-def duckdb_type(t: pa.DataType) -> str:
-    """The DuckDB type a literal written to a column of Arrow type ``t`` is cast to.
-
-    >>> duckdb_type(pa.timestamp("us", tz="UTC"))
-    'TIMESTAMPTZ'
-    """
-    simple = {
-        pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-        pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT",
-        pa.float32(): "REAL", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
-        pa.binary(): "BLOB",
-    }
-    if t in simple:
-        return simple[t]
-    if pa.types.is_timestamp(t):
-        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
-    if pa.types.is_duration(t):
-        return "INTERVAL"
-    raise SchemaError(f"no DuckDB type for a literal written to a {t} column")
 
 
 #: Calls whose result is ``text`` in PostgreSQL (whatever their arguments' types).
