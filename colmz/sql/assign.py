@@ -29,11 +29,7 @@ statement's own query and a catalog ``INSERT`` converts its rows in DuckDB.
 
 ``INSERT ... VALUES`` resolves its literals first, as PostgreSQL does (``transformInsertStmt``
 coerces each ``VALUES`` item to its target column before the rows are combined): a quoted
-literal is of no type until its column gives it one, so :func:`typed_values` writes each
-string literal of a non-text column as a cast to the column's type (read by that type's
-input rules: ``'2.5'`` is no integer, ``'1e400'`` no double) and, in a text column that
-holds string literals, each other value as a cast to text. DuckDB then combines rows whose
-values already agree (``'NaN'`` beside ``1.5``, a string beside ``TIMESTAMPTZ '...'``).
+literal is of no type until its column gives it one (:func:`typed_values`).
 """
 
 from __future__ import annotations
@@ -230,8 +226,10 @@ _LITERAL_TYPES = {pa.int16(): "smallint", pa.int32(): "integer", pa.int64(): "bi
 
 def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
     """``query`` (an ``INSERT``'s ``VALUES`` list) with each value typed by its column:
-    a string literal of a non-text column cast to the column's type, a value beside string
-    literals in a text column cast to text. Rows shorter than ``targets`` fill its first
+    a string literal of a non-text column cast to the column's type (read by that type's
+    input rules: ``'2.5'`` is no integer, ``'1e400'`` no double), a value beside string
+    literals in a text column cast to text; DuckDB then combines rows whose values already
+    agree. Rows shorter than ``targets`` fill its first
     columns (PostgreSQL's ``INSERT`` without a column list). ``query`` unchanged when it is
     not one ``VALUES`` list with at most ``len(targets)`` values a row (the caller reports
     the arity).
