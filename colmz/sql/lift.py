@@ -235,13 +235,6 @@ def row_local(predicate: str, name: str, cols: Sequence[str]) -> bool:
     (True, False)
     """
     toks = tokenize(predicate)
-    for j, tok in enumerate(toks):
-        if tok.kind in ("word", "qident") and tok.name == name:
-            qualified = (
-                j + 2 < len(toks) and toks[j + 1].text == "."
-                and toks[j + 2].kind in ("word", "qident") and toks[j + 2].name in cols
-                and not (j > 0 and toks[j - 1].text == ".")
-            )
-            if not qualified:
-                return False
-    return True
+    return all(j + 2 < len(toks) and toks[j + 1].text == "." and toks[j + 2].kind in ("word", "qident")
+               and toks[j + 2].name in cols and not (j > 0 and toks[j - 1].text == ".")
+               for j, tok in enumerate(toks) if tok.kind in ("word", "qident") and tok.name == name)

@@ -294,24 +294,24 @@ _TEXT_TYPES = re.compile(r"(text|varchar|string|character varying|char|character
 def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: frozenset[str],
                        jsonb_columns: frozenset[str], types: Sequence[str] = ()) -> None:
     """PostgreSQL's type error of an ``INSERT`` writing a ``text`` expression to a ``jsonb``
-    column: ``targets`` names the column each expression of ``query`` (a ``VALUES`` list or a
+    column (PostgreSQL has no assignment cast from text to jsonb: only an untyped string
+    literal, NULL or a jsonb value is accepted there).
+
+    ``targets`` names the column each expression of ``query`` (a ``VALUES`` list or a
     ``SELECT``) is written to when it is ``jsonb`` (``None`` otherwise); ``text_columns`` and
     ``jsonb_columns`` are the (lower-case) names of the text and jsonb columns of the
     relations ``query`` reads; ``types`` the SQL type of each target (``jsonb`` where not
-    given: ``json`` has no assignment cast from text either). PostgreSQL has no assignment cast from text to jsonb: only an
-    untyped string literal (or NULL, or a jsonb value) is accepted there. An expression is
-    text when it is visibly one -- a cast to a text type, a text function, ``||`` of no jsonb
-    operand, a ``CASE`` or ``coalesce`` of untyped literals or text, or a column of a text type (its name not also a jsonb column's); any other is
-    left for the write to convert (:func:`as_jsonb`).
+    given: ``json`` has no assignment cast from text either). An expression is text when it
+    is visibly one -- a cast to a text type, a text function, ``||`` of no jsonb operand, a
+    ``CASE`` or ``coalesce`` of untyped literals or text (as PostgreSQL resolves it), or a
+    column of a text type (its name not also a jsonb column's); any other is left for the
+    write to convert (:func:`as_jsonb`). An ``UPDATE``'s assignments are checked as its
+    select list (:func:`colmz.sql.build.update_select`).
 
     >>> check_jsonb_values("VALUES (1, '{}')", [None, "j"], frozenset(), frozenset())
     >>> check_jsonb_values("VALUES (1, '{' || '}')", [None, "j"], frozenset(), frozenset())
     Traceback (most recent call last):
     colmz.sql.SQLError: column "j" is of type jsonb but expression is of type text
-
-    A ``CASE`` or ``coalesce`` whose results are untyped literals or text is text too, as
-    PostgreSQL resolves it; an ``UPDATE``'s assignments are checked as its select list
-    (:func:`colmz.sql.build.update_select`).
     """
     if not any(targets):
         return
