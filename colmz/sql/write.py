@@ -88,21 +88,19 @@ def insert_targets(schema: Sequence[ColumnSpec], columns: Sequence[str] | None, 
     colmz.sql.SQLError: INSERT INTO t: no column 'c'; columns are ['a', 'b']
     """
     names = [c.name for c in schema]
-    if columns is not None:
-        for c in columns:
-            if c not in names:
-                raise SQLError(f"INSERT INTO {table}: no column {c!r}; columns are {names}")
-    elif expressions < len(schema):
+    unknown = [c for c in columns or () if c not in names]
+    if unknown:
+        raise SQLError(f"INSERT INTO {table}: no column {unknown[0]!r}; columns are {names}")
+    if columns is None and expressions < len(schema):
         # As PostgreSQL: the expressions fill the first columns, the rest take their
         # default (NULL: colmz's tables have no DEFAULT)
         columns = names[:expressions]
-    n = len(schema) if columns is None else len(columns)
-    message = arity_message(expressions, n)
+    message = arity_message(expressions, len(schema) if columns is None else len(columns))
     if message is not None:
         raise SchemaError(f"{what}: {message}")
     if columns is None:
         return list(schema), None
-    return [next(c for c in schema if c.name == name) for name in columns], list(columns)
+    return [schema[names.index(name)] for name in columns], list(columns)
 
 
 def assignment_query(relation: str, sources: Sequence[pa.DataType], targets: Sequence[ColumnSpec],
