@@ -29,24 +29,22 @@ statement's own query and a catalog ``INSERT`` converts its rows in DuckDB.
 
 ``INSERT ... VALUES`` resolves its literals first, as PostgreSQL does (``transformInsertStmt``
 coerces each ``VALUES`` item to its target column before the rows are combined): a quoted
-literal is of no type until its column gives it one, so :func:`typed_values` writes each
-string literal of a non-text column as a cast to the column's type (read by that type's
-input rules: ``'2.5'`` is no integer, ``'1e400'`` no double) and, in a text column that
-holds string literals, each other value as a cast to text. DuckDB then combines rows whose
-values already agree (``'NaN'`` beside ``1.5``, a string beside ``TIMESTAMPTZ '...'``).
+literal is of no type until its column gives it one (:func:`typed_values`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import product
 
 import pyarrow as pa
 
-from colmz.sql.build import identifier, splice
+from colmz.sql.build import select_by_position, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tree import parse_tree
+from colmz.updates import SchemaError
 
-__all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "pg_type_name", "typed_values"]
+__all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "duckdb_type", "pg_type_name", "typed_values"]
 
 _INTS = {
     pa.int8(): ("smallint", "SMALLINT"),  # Materialize has no 1-byte integer: DuckDB's TINYINT
@@ -85,30 +83,47 @@ def _family(t: pa.DataType) -> str:
     return "other"
 
 
+#: Each family's PostgreSQL name (as its errors say) and DuckDB type; integers and floats
+#: by their Arrow type (:data:`_INTS`, :data:`_FLOATS`).
+_NAMES = {"null": ("unknown", None), "numeric": ("numeric", None), "text": ("text", "VARCHAR"),
+          "bool": ("boolean", "BOOLEAN"), "bytea": ("bytea", "BLOB"), "date": ("date", "DATE"),
+          "timestamp": ("timestamp without time zone", "TIMESTAMP"),
+          "timestamptz": ("timestamp with time zone", "TIMESTAMPTZ"), "interval": ("interval", "INTERVAL")}
+
+
+def _names(t: pa.DataType) -> tuple[str, str | None]:
+    fam = _family(t)
+    if fam == "int":
+        return _INTS[t]
+    return _FLOATS.get(t, ("real", None)) if fam == "float" else _NAMES.get(fam, (str(t), None))
+
+
 def pg_type_name(t: pa.DataType) -> str:
     """PostgreSQL's name of the type a column of Arrow type ``t`` holds (as its errors say).
 
     >>> pg_type_name(pa.int32()), pg_type_name(pa.string()), pg_type_name(pa.timestamp("us", "UTC"))
     ('integer', 'text', 'timestamp with time zone')
     """
-    fam = _family(t)
-    if fam == "int":
-        return _INTS[t][0]
-    if fam == "float":
-        return _FLOATS.get(t, ("real",))[0]
-    return {"null": "unknown", "numeric": "numeric", "text": "text", "bool": "boolean",
-            "bytea": "bytea", "date": "date", "timestamp": "timestamp without time zone",
-            "timestamptz": "timestamp with time zone", "interval": "interval"}.get(fam, str(t))
+    return _names(t)[0]
 
 
-def _duck(t: pa.DataType) -> str:
-    fam = _family(t)
-    if fam == "int":
-        return _INTS[t][1]
-    if fam == "float":
-        return _FLOATS[t][1]
-    return {"text": "VARCHAR", "bool": "BOOLEAN", "bytea": "BLOB", "date": "DATE",
-            "timestamp": "TIMESTAMP", "timestamptz": "TIMESTAMPTZ", "interval": "INTERVAL"}[fam]
+def duckdb_type(t: pa.DataType) -> str:
+    """The DuckDB type a value written to a column of Arrow type ``t`` is cast to.
+
+    >>> duckdb_type(pa.timestamp("us", tz="UTC")), duckdb_type(pa.float32())
+    ('TIMESTAMPTZ', 'FLOAT')
+    """
+    duck = _names(t)[1]
+    if duck is None:
+        raise SchemaError(f"no DuckDB type for a value written to a {t} column")
+    return duck
+
+
+#: (source, target) families PostgreSQL converts by an assignment cast (to text: see below);
+#: the same family converts too (another Arrow width or unit).
+_ASSIGNABLE = frozenset({("numeric", "int"), ("float", "int"), ("int", "float"), ("numeric", "float"),
+                         *((f, f) for f in ("int", "float", "bool", "bytea", "interval")),
+                         *product(("date", "timestamp", "timestamptz"), repeat=2)})
 
 
 def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> str | None:
@@ -130,7 +145,7 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
         return None
     have, want = _family(source), _family(target)
     if have == "null":
-        return f"CAST({{x}} AS {_duck(target)})"
+        return f"CAST({{x}} AS {duckdb_type(target)})"
     if want == "text":
         if have == "text":
             return None  # large_string / string_view: the same text
@@ -147,15 +162,10 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
             )
         if have in ("int", "numeric", "bool", "date", "timestamp", "timestamptz"):
             return "CAST({x} AS VARCHAR)"
-    elif want == "int" and have in ("int", "numeric"):
-        return f"CAST({{x}} AS {_duck(target)})"  # numeric: half away from zero, as PostgreSQL
-    elif want == "int" and have == "float":
-        return f"CAST(round_even({{x}}, 0) AS {_duck(target)})"  # PostgreSQL's rint
-    elif want == "float" and have in ("int", "float", "numeric") or (want in ("timestamp", "timestamptz") and have in ("date", "timestamp", "timestamptz")) or (
-            want == "date" and have in ("timestamp", "timestamptz")):
-        return f"CAST({{x}} AS {_duck(target)})"
-    elif want == have and want in ("bool", "bytea", "interval", "date", "timestamp", "timestamptz"):
-        return f"CAST({{x}} AS {_duck(target)})"  # one type, another Arrow width or unit
+    elif (have, want) in _ASSIGNABLE:
+        # a float to an integer rounds half to even (PostgreSQL's rint), a numeric half away
+        # from zero (DuckDB's cast, as PostgreSQL's)
+        return f"CAST({'round_even({x}, 0)' if (have, want) == ('float', 'int') else '{x}'} AS {duckdb_type(target)})"
     raise SQLError(
         f'column "{column}" is of type {pg_type_name(target)} but expression is of type '
         f"{pg_type_name(source)}"
@@ -176,13 +186,7 @@ def assignment_select(relation: str, sources: Sequence[pa.DataType],
     casts = [assignment_cast(s, t, name) for s, (name, t) in zip(sources, targets)]
     if all(c is None for c in casts):
         return None
-    alias = identifier("__colmz_a")
-    cols = [identifier(f"__colmz_c{i}") for i in range(len(targets))]
-    items = []
-    for c, col, (name, _) in zip(casts, cols, targets):
-        ref = f"{alias}.{col}"
-        items.append(f"{ref if c is None else c.replace('{x}', ref)} AS {identifier(name)}")
-    return f"SELECT {', '.join(items)} FROM {relation} AS {alias}({', '.join(cols)})"
+    return select_by_position(relation, "__colmz_a", [(c, name) for c, (name, _) in zip(casts, targets)])
 
 
 def arrow_assignment(table: pa.Table, targets: Sequence[pa.DataType]) -> pa.Table | None:
@@ -222,8 +226,10 @@ _LITERAL_TYPES = {pa.int16(): "smallint", pa.int32(): "integer", pa.int64(): "bi
 
 def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
     """``query`` (an ``INSERT``'s ``VALUES`` list) with each value typed by its column:
-    a string literal of a non-text column cast to the column's type, a value beside string
-    literals in a text column cast to text. Rows shorter than ``targets`` fill its first
+    a string literal of a non-text column cast to the column's type (read by that type's
+    input rules: ``'2.5'`` is no integer, ``'1e400'`` no double), a value beside string
+    literals in a text column cast to text; DuckDB then combines rows whose values already
+    agree. Rows shorter than ``targets`` fill its first
     columns (PostgreSQL's ``INSERT`` without a column list). ``query`` unchanged when it is
     not one ``VALUES`` list with at most ``len(targets)`` values a row (the caller reports
     the arity).

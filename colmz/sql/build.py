@@ -40,6 +40,7 @@ __all__ = [
     "relation",
     "now_value",
     "relation_name",
+    "select_by_position",
     "select_where",
     "splice",
     "update_select",
@@ -128,13 +129,11 @@ def now_value(t: int, form: str) -> str:
     """
     if isinstance(t, bool) or not isinstance(t, int) or t < 0:
         raise ValueError(f"t must be a non-negative int, got {t!r}")
-    if form == "uint64":
-        return f"CAST({t} AS UBIGINT)"
-    if form == "timestamptz":
-        if t > 2**63 - 1:
-            raise OverflowError(f"mz_now() = {t} does not fit a timestamp (milliseconds since the epoch)")
-        return f"CAST(epoch_ms(CAST({t} AS BIGINT)) AS TIMESTAMPTZ)"
-    raise ValueError(f"form must be one of {NOW_FORMS}, got {form!r}")
+    if form not in NOW_FORMS:
+        raise ValueError(f"form must be one of {NOW_FORMS}, got {form!r}")
+    if form == "timestamptz" and t > 2**63 - 1:
+        raise OverflowError(f"mz_now() = {t} does not fit a timestamp (milliseconds since the epoch)")
+    return now_sql(form, str(t))
 
 
 def now_sql(form: str | None, column: str) -> str:
@@ -201,36 +200,30 @@ def update_select(table: str | Sequence[str], columns: Sequence[str], assigned: 
     >>> update_select("t", ["k", "v"], {"v": "v || 'x'"}, "k = 1")
     'SELECT "k", (v || \\'x\\') AS "v" FROM "t" WHERE (k = 1)'
     """
-    exprs = []
+    what = f"UPDATE {_shown(table)}"
     pieces = ["SELECT "]  # the text's, each user expression one (share_concat: its tokens kept)
     items = []  # where each item's text is (colmz.sql.tree.select_recipe)
-    at = len("SELECT ")
     for c in columns:
+        at = sum(map(len, pieces))
         if c in assigned:
-            require_expression(assigned[c], f"UPDATE {_shown(table)}: value of {c!r}")
-            exprs.append(f"({assigned[c]}) AS {identifier(c)}")
+            require_expression(assigned[c], f"{what}: value of {c!r}")
             items.append((at + 1, assigned[c], c))
-            pieces += ["(", assigned[c], f") AS {identifier(c)}, "]
+            pieces += ["(", assigned[c], f") AS {identifier(c)}", ", "]
         else:
-            exprs.append(identifier(c))
-            items.append((at, None, at + len(exprs[-1])))
-            pieces.append(f"{exprs[-1]}, ")
-        at += len(exprs[-1]) + 2
+            items.append((at, None, at + len(identifier(c))))
+            pieces += [identifier(c), ", "]
     unknown = [c for c in assigned if c not in columns]
     if unknown:
-        raise SQLError(f"UPDATE {_shown(table)}: no column {unknown[0]!r}; columns are {list(columns)}")
-    base = select_where(table, predicate, f"UPDATE {_shown(table)}: predicate")
-    if exprs:
-        pieces[-1] = pieces[-1][:-2]  # no ", " after the last item
-        if predicate is None:
-            pieces.append(base[len("SELECT *"):])
-        else:
-            pieces += [f" FROM {relation(table)} WHERE (", predicate, ")"]
-        text = share_concat(pieces)
-    else:
-        text = "SELECT " + base[len("SELECT *"):]
-    if exprs:
-        _recipe(text, items, (table,) if isinstance(table, str) else table, at - 2 + len(" FROM "), predicate)
+        raise SQLError(f"{what}: no column {unknown[0]!r}; columns are {list(columns)}")
+    base = select_where(table, predicate, f"{what}: predicate")
+    if not columns:
+        return "SELECT " + base[len("SELECT *"):]
+    pieces[-1] = f" FROM {relation(table)}"
+    at = sum(map(len, pieces)) - len(relation(table))
+    if predicate is not None:
+        pieces += [" WHERE (", predicate, ")"]
+    text = share_concat(pieces)
+    _recipe(text, items, (table,) if isinstance(table, str) else table, at, predicate)
     return text
 
 
@@ -254,6 +247,21 @@ def cast_select(source: str, columns: Sequence[tuple[str, str | None]]) -> str:
             else:
                 items.append(f"CAST({ref} AS {duck_type}) AS {identifier(name)}")
     return f"SELECT {', '.join(items)} FROM {src}"
+
+
+def select_by_position(relation: str, alias: str, items: Sequence[tuple[str | None, str]]) -> str:
+    """A ``SELECT`` of the columns of ``relation`` (SQL text: a name or a parenthesised
+    query) taken by position under ``alias``: one item per ``(form, name)`` of ``items``,
+    ``form`` with ``{x}`` for the column (``None``: the column itself), named ``name``.
+
+    >>> print(select_by_position("(q)", "__colmz_a", [(None, "k"), ("CAST({x} AS TEXT)", "v")]))
+    SELECT "__colmz_a"."__colmz_c0" AS "k", CAST("__colmz_a"."__colmz_c1" AS TEXT) AS "v" FROM (q) AS "__colmz_a"("__colmz_c0", "__colmz_c1")
+    """
+    a = identifier(alias)
+    cols = [identifier(f"{RESERVED_PREFIX}c{i}") for i in range(len(items))]
+    out = ", ".join(f"{(form or '{x}').replace('{x}', f'{a}.{c}')} AS {identifier(name)}"
+                    for (form, name), c in zip(items, cols))
+    return f"SELECT {out} FROM {relation} AS {a}({', '.join(cols)})"
 
 
 def splice(text: str, edits: Sequence[tuple[int, int, str]], start: int = 0, end: int | None = None) -> str:

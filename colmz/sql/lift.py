@@ -15,17 +15,11 @@ use. Every name reaches the text through :func:`colmz.sql.build.identifier`; the
 text is the statements' own queries, already translated and bound by
 :func:`colmz.sql.translate` / :func:`colmz.sql.bind_relations_as`.
 
-* :func:`lifted_insert`: for each time of :data:`TIMES`, a ``LATERAL`` subquery binds the
-  input's registered name to that time's rows of :data:`INPUT_ROWS` and runs the ``INSERT``'s
-  query; ``mz_now()`` is the lateral time. Result: :data:`TIME` then the query's columns.
-* :func:`lifted_delete`: the same, with the output's registered name bound to the rows of
-  :data:`CANDIDATES` born before the time; the result is each (time, candidate) the
-  predicate matches. :func:`first_match` keeps each candidate's first such time.
-* :func:`lifted_semijoin`: a predicate ``(cols) IN (subquery)`` (recognised by
-  :func:`in_subquery`) as a join of the candidates with the subquery's rows per time: only
-  matching pairs are formed.
-* :func:`tagged_union`: several statements' queries as one ``UNION ALL``, each row tagged
-  with its statement's index in :data:`STATEMENT` (one query per time for all statements).
+:func:`lifted_insert`, :func:`lifted_delete` and :func:`lifted_semijoin` run a statement at
+every time of :data:`TIMES` (a ``LATERAL`` subquery per time binds the input's registered
+name to that time's rows of :data:`INPUT_ROWS`; ``mz_now()`` is the lateral time);
+:func:`first_match` and :func:`tagged_union` combine their results. :func:`in_subquery` and
+:func:`row_local` read the ``DELETE`` predicates a batch evaluates by a join or per row.
 
 Invariant: every function returns one query (a ``SELECT``); a builder given a query that is
 not one ``SELECT`` produces text that :func:`colmz.sql.check_one_query` refuses.
@@ -91,19 +85,19 @@ def _names(columns: Sequence[str]) -> str:
     return ", ".join(identifier(c) for c in columns)
 
 
-def _time_ref() -> str:
-    return _col(_T, TIME)
+#: The lateral time of a lifted query.
+_TIME_REF = _col(_T, TIME)
 
 
 def _input_cte(input_relation: str, input_columns: Sequence[str]) -> str:
     # The input's own columns (not the output's: the two schemas may differ).
     return (f"{identifier(input_relation)} AS (SELECT {_names(input_columns)} FROM {identifier(INPUT_ROWS)} "
-            f"WHERE {_col(INPUT_ROWS, TIME)} = {_time_ref()})")
+            f"WHERE {_col(INPUT_ROWS, TIME)} = {_TIME_REF})")
 
 
 def _over_times(body: str, now_form: str | None) -> str:
-    body = substitute_now(body, now_sql(now_form, _time_ref()))
-    return (f"SELECT {_time_ref()} AS {identifier(TIME)}, {identifier(_Q)}.* FROM {identifier(TIMES)} "
+    body = substitute_now(body, now_sql(now_form, _TIME_REF))
+    return (f"SELECT {_TIME_REF} AS {identifier(TIME)}, {identifier(_Q)}.* FROM {identifier(TIMES)} "
             f"{identifier(_T)}, LATERAL ({body}) {identifier(_Q)}")
 
 
@@ -135,7 +129,7 @@ def lifted_delete(query: str, input_relation: str, input_columns: Sequence[str],
     True
     """
     me = (f"{identifier(output_relation)} AS (SELECT {_names(columns)}, {identifier(CANDIDATE_ID)} "
-          f"FROM {identifier(CANDIDATES)} WHERE {_col(CANDIDATES, BORN)} <= {_time_ref()})")
+          f"FROM {identifier(CANDIDATES)} WHERE {_col(CANDIDATES, BORN)} <= {_TIME_REF})")
     body = (f"WITH {_input_cte(input_relation, input_columns)}, {me} SELECT {identifier(CANDIDATE_ID)} "
             f"FROM ({query}) {identifier(_D)}")
     return _over_times(body, now_form)
@@ -150,7 +144,7 @@ def lifted_semijoin(subquery: str, lhs: Sequence[str], input_relation: str,
     >>> " JOIN (" in lifted_semijoin('SELECT k FROM "__colmz_r1"', ["k"], "__colmz_r1", ["k"], None)
     True
     """
-    t = _time_ref()
+    t = _TIME_REF
     vs = [f"{RESERVED_PREFIX}v{i}" for i in range(len(lhs))]
     on = " AND ".join(f"{_col(_C, c)} = {_col(_M, v)}" for c, v in zip(lhs, vs))
     body = substitute_now(subquery, now_sql(now_form, t))
@@ -209,32 +203,23 @@ def in_subquery(predicate: str, name: str, cols: Sequence[str]) -> tuple[list[st
     True
     """
     toks = tokenize(predicate)
-    lhs: list[str] = []
-    if toks and toks[0].text == "(":
-        j = 1
-        while True:
-            c = _column_at(toks, j, name, cols)
-            if c is None:
-                return None
-            lhs.append(c[0])
-            j = c[1]
-            if j < len(toks) and toks[j].text == ",":
-                j += 1
-                continue
-            if j < len(toks) and toks[j].text == ")":
-                j += 1
-                break
+    paren = bool(toks) and toks[0].text == "("  # (cols) IN, else col IN
+    lhs, j = [], int(paren)
+    while (c := _column_at(toks, j, name, cols)) is not None:
+        lhs.append(c[0])
+        j = c[1]
+        if not paren:
+            break
+        if j >= len(toks) or toks[j].text not in (",", ")"):
             return None
+        j += 1
+        if toks[j - 1].text == ")":
+            break
     else:
-        c = _column_at(toks, 0, name, cols)
-        if c is None:
-            return None
-        lhs, j = [c[0]], c[1]
-    if not (j + 2 < len(toks) and toks[j].upper == "IN" and toks[j + 1].text == "(" and toks[-1].text == ")"):
         return None
-    if closing(toks, j + 1) != len(toks) - 1:
-        return None  # the parenthesis closes before the end: more follows
-    if toks[j + 2].upper not in ("SELECT", "WITH", "VALUES", "TABLE"):
+    # IN, then a parenthesis closing at the end of the predicate around a query
+    if not (j + 2 < len(toks) and toks[j].upper == "IN" and toks[j + 1].text == "("
+            and closing(toks, j + 1) == len(toks) - 1 and toks[j + 2].upper in ("SELECT", "WITH", "VALUES", "TABLE")):
         return None
     sub = predicate[toks[j + 2].start : toks[-1].start]
     if name in referenced_names(sub):
@@ -250,13 +235,6 @@ def row_local(predicate: str, name: str, cols: Sequence[str]) -> bool:
     (True, False)
     """
     toks = tokenize(predicate)
-    for j, tok in enumerate(toks):
-        if tok.kind in ("word", "qident") and tok.name == name:
-            qualified = (
-                j + 2 < len(toks) and toks[j + 1].text == "."
-                and toks[j + 2].kind in ("word", "qident") and toks[j + 2].name in cols
-                and not (j > 0 and toks[j - 1].text == ".")
-            )
-            if not qualified:
-                return False
-    return True
+    return all(j + 2 < len(toks) and toks[j + 1].text == "." and toks[j + 2].kind in ("word", "qident")
+               and toks[j + 2].name in cols and not (j > 0 and toks[j - 1].text == ".")
+               for j, tok in enumerate(toks) if tok.kind in ("word", "qident") and tok.name == name)

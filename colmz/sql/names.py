@@ -85,20 +85,22 @@ def sql_name(parts: Sequence[str] | str) -> str:
     return ".".join(p if _PLAIN.fullmatch(p) else identifier(p) for p in parts)
 
 
+def _qualified(parts: Sequence[str] | str, defaults: tuple[str, ...]) -> tuple[str, ...]:
+    # ``parts`` completed by the leading ``defaults`` it leaves out (1 to len(defaults) + 1 parts)
+    parts = (parts,) if isinstance(parts, str) else tuple(parts)
+    if not 1 <= len(parts) <= len(defaults) + 1:
+        raise SQLError(f"qualified name did not have between 1 and {len(defaults) + 1} components: "
+                       f"{sql_name(parts)}")
+    return defaults[: len(defaults) + 1 - len(parts)] + parts
+
+
 def resolve_item(parts: Sequence[str] | str) -> QualifiedName:
     """The full name ``parts`` (1 to 3 identifiers, already unquoted) refers to.
 
     >>> resolve_item(["ct"]), resolve_item(["x", "ct"]).schema, resolve_item(["y", "z", "ct"]).database
     (QualifiedName(database='materialize', schema='public', item='ct'), 'x', 'y')
     """
-    parts = (parts,) if isinstance(parts, str) else tuple(parts)
-    if len(parts) == 1:
-        return QualifiedName(DEFAULT_DATABASE, DEFAULT_SCHEMA, parts[0])
-    if len(parts) == 2:
-        return QualifiedName(DEFAULT_DATABASE, parts[0], parts[1])
-    if len(parts) == 3:
-        return QualifiedName(*parts)
-    raise SQLError(f"qualified name did not have between 1 and 3 components: {sql_name(parts)}")
+    return QualifiedName(*_qualified(parts, (DEFAULT_DATABASE, DEFAULT_SCHEMA)))
 
 
 def resolve_schema(parts: Sequence[str] | str) -> tuple[str, str]:
@@ -107,12 +109,7 @@ def resolve_schema(parts: Sequence[str] | str) -> tuple[str, str]:
     >>> resolve_schema(["x"]), resolve_schema(["y", "z"])
     (('materialize', 'x'), ('y', 'z'))
     """
-    parts = (parts,) if isinstance(parts, str) else tuple(parts)
-    if len(parts) == 1:
-        return DEFAULT_DATABASE, parts[0]
-    if len(parts) == 2:
-        return parts[0], parts[1]
-    raise SQLError(f"qualified name did not have between 1 and 2 components: {sql_name(parts)}")
+    return _qualified(parts, (DEFAULT_DATABASE,))
 
 
 def catalog_key(name: QualifiedName) -> str | QualifiedName:
@@ -130,11 +127,7 @@ def as_qualified(key: str | QualifiedName) -> QualifiedName:
     >>> as_qualified("a.b")
     QualifiedName(database='materialize', schema='public', item='a.b')
     """
-    if isinstance(key, QualifiedName):
-        return key
-    if isinstance(key, tuple):
-        return resolve_item(key)
-    return QualifiedName(DEFAULT_DATABASE, DEFAULT_SCHEMA, key)
+    return key if isinstance(key, QualifiedName) else resolve_item(key)
 
 
 def relation_word(name: str | Sequence[str]) -> str:

@@ -21,11 +21,9 @@ caller leaves the expression to DuckDB, which raises as PostgreSQL does.
 :func:`float8_text` and :func:`float4_text` are PostgreSQL 15's text of doubles and reals.
 
 Text read as numeric (``x::numeric`` of text known only when the query runs, such as
-``j ->> 'a'``): :func:`numeric_in` is PostgreSQL 15's ``numeric_in`` (blanks around, a sign,
-``.5``, ``5.``, an exponent, ``NaN`` and infinities; anything else raises its "invalid input
-syntax for type numeric"). A ``numeric(p, s)`` target rounds it half away from zero at ``s``
-and raises "numeric field overflow" past ``p - s`` integer digits (:func:`numeric_typmod`),
-which a DuckDB ``DECIMAL(p, s)`` then holds exactly with PostgreSQL's scale. An
+``j ->> 'a'``) is read by :func:`numeric_in`, PostgreSQL 15's ``numeric_in``, and a
+``numeric(p, s)`` target by :func:`numeric_typmod`, which a DuckDB ``DECIMAL(p, s)`` then
+holds exactly with PostgreSQL's scale. An
 unconstrained ``numeric`` keeps each value's own scale in PostgreSQL, which no DuckDB type
 does: colmz reads it as :data:`TEXT_NUMERIC_TYPE`, exact for every value of at most
 :data:`TEXT_NUMERIC_SCALE` digits after the point and ``MAX_DIGITS - TEXT_NUMERIC_SCALE``
@@ -39,6 +37,7 @@ from __future__ import annotations
 
 import re
 import struct
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
 from fractions import Fraction
 
@@ -60,16 +59,14 @@ _DEC_DIGITS = 4
 _EXACT = Context(prec=2 * 1000 + 2 * MAX_DIGITS)
 
 
+@dataclass(slots=True, repr=False, eq=False)
 class PgNumeric:
     """A constant as PostgreSQL types it: an integer (``scale is None``; ``bits`` 32 for
     int4, 64 for int8) or a numeric ``value`` with display scale ``scale``."""
 
-    __slots__ = ("bits", "scale", "value")
-
-    def __init__(self, value: Decimal, scale: int | None, bits: int = 64) -> None:
-        self.value = value
-        self.scale = scale
-        self.bits = bits
+    value: Decimal
+    scale: int | None
+    bits: int = 64
 
     @property
     def is_numeric(self) -> bool:

@@ -43,7 +43,7 @@ import functools
 from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import closing, tokenize, top_level
-from colmz.sql.transforms import table_refs
+from colmz.sql.transforms import all_queries
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = ["distinct_on_keys", "filter_commutes", "passed_columns", "preserved_items", "push_filters"]
@@ -74,30 +74,12 @@ def push_filters(text: str) -> str:
             stmts = parse_tree(text)
         except SQLError:
             return text
-        pushed = (_push_one(text, q) for s in stmts for q in _queries(s))
+        pushed = (_push_one(text, q) for s in stmts for q in all_queries(s))
         edited = next((e for e in pushed if e is not None), None)
         if edited is None:
             return text
         text = edited
     return text
-
-
-def _queries(q: Query):
-    # every query node of the tree, outer ones first
-    yield q
-    for _, c in q.ctes:
-        yield from _queries(c)
-    for c in q.children:
-        yield from _queries(c)
-    for t in table_refs(q):
-        if t.subquery is not None:
-            yield from _queries(t.subquery)
-    for e in (*q.items, q.where, q.having):
-        if e is None:
-            continue
-        for n in e.walk():
-            if n.subquery is not None:
-                yield from _queries(n.subquery)
 
 
 def _push_one(text: str, q: Query) -> str | None:
@@ -132,9 +114,10 @@ def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | 
     inner, open_, close, alias, renames = found
     if not filter_commutes(inner) or RESERVED_PREFIX not in text[open_:close]:
         return None
-    outputs = _outputs(text, inner, renames)
-    if outputs is None:
+    passed = passed_columns(inner, renames)
+    if passed is None:
         return None
+    outputs = {n: None if i is None or i.start < 0 else text[i.start:i.end] for n, i in passed.items()}
     keys = distinct_on_keys(inner)
     moves = []
     for c in conjuncts:
@@ -149,7 +132,7 @@ def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | 
                 return None
             if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in _VOLATILE:
                 return None
-        if any(outputs.get(n) is None or keys is not None and _last_name(outputs[n]) not in keys
+        if any(outputs.get(n) is None or keys is not None and passed[n].name[-1].lower() not in keys
                for n in names):
             return None  # a computed column: all this item's conjuncts stay
         moves.append((c, splice(text, sorted((r.start, r.end, outputs[n]) for r, n in zip(refs, names)),
@@ -256,14 +239,6 @@ def passed_columns(q: Query, renames: tuple[str, ...]) -> dict[str, Expression |
     return out
 
 
-def _outputs(text: str, q: Query, renames: tuple[str, ...]) -> dict[str, str | None] | None:
-    # output name -> the inner column's text (None for a computed item); None if unusable
-    passed = passed_columns(q, renames)
-    if passed is None:
-        return None
-    return {n: None if i is None or i.start < 0 else text[i.start:i.end] for n, i in passed.items()}
-
-
 def _where_point(text: str, open_: int, close: int) -> int | None:
     # where a WHERE goes in the plain SELECT text[open_ + 1:close]: before its first ORDER BY
     # (or WINDOW ...) at its own level, else before the closing parenthesis
@@ -272,7 +247,3 @@ def _where_point(text: str, open_: int, close: int) -> int | None:
         if toks[j].kind == "word" and toks[j].upper in _AFTER_WHERE:
             return open_ + 1 + toks[j].start if toks[j].upper == "ORDER" else None
     return close
-
-
-def _last_name(column: str) -> str:
-    return tokenize(column)[-1].text.strip('"').lower()

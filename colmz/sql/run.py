@@ -1,22 +1,16 @@
 """Running built SQL in DuckDB: colmz's connection and the one-query check.
 
-Every colmz connection reads PostgreSQL arithmetic (``integer_division``,
-``error_on_division_by_zero``, UTC), has DuckDB's Python replacement scans off (a query sees
-only the tables colmz registers, never a Python variable that shares a name) and its
-configuration locked once set up; ``external_access=False`` also turns DuckDB's file system
-and network access off. The settings are the database's (``SET GLOBAL``), so every
-connection to it has them.
-
-:func:`connect` makes a fresh in-memory database (tens of milliseconds of DuckDB's own
-start-up); :func:`session` is a new connection to the process's colmz database for
-that ``external_access`` (made once, by ``connect``), which is what a ``colmz.Catalog`` and a
-continual task take: opening one costs microseconds. Sessions share only what ``connect``
-defines (the settings, :data:`colmz.sql.translate.MACROS` and
-:data:`colmz.sql.translate.FUNCTIONS`): the tables a session registers are its own
-(DuckDB's registrations are per connection), and nothing else is ever created there --
-every text run is one ``SELECT`` (:func:`check_one_query`). :func:`run_query` runs a text only after DuckDB itself confirmed it
-is exactly one ``SELECT`` (:func:`check_one_query`), then puts the evaluation time in for
-``mz_now()`` (:func:`colmz.sql.substitute_now`, token by token).
+:func:`connect` makes a fresh in-memory database set up to read PostgreSQL arithmetic, with
+the macros and functions translated queries call, its configuration locked (its docstring
+lists the settings); they are the database's (``SET GLOBAL``), so every connection to it
+has them. :func:`session` is a new connection to the process's colmz database for that
+``external_access`` (made once, by ``connect``), which is what a ``colmz.Catalog`` and a
+continual task take: opening one costs microseconds, where ``connect`` costs tens of
+milliseconds. Sessions share only what ``connect`` defines: the tables a session registers
+are its own (DuckDB's registrations are per connection), and nothing else is ever created
+there. :func:`run_query` runs a text only after DuckDB itself confirmed it is exactly one
+``SELECT`` (:func:`check_one_query`), then puts the evaluation time in for ``mz_now()``
+(:func:`colmz.sql.substitute_now`) and turns DuckDB's errors into colmz's.
 """
 
 from __future__ import annotations
@@ -108,22 +102,17 @@ def connect(external_access: bool = True):
     for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS + jsonb.NULL_FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False,
                             null_handling="special")
-    for macro in jsonb.MACROS:
-        con.execute(macro)
-    for typed, untyped in TRANSFORM_TYPED_MACROS:
-        try:
-            con.execute(typed)
-        except Exception as e:  # DuckDB before 1.4 has no typed macro parameters
-            if type(e).__name__ != "ParserException":
-                raise
-            con.execute(untyped)
-    for macro in MACROS + TRANSFORM_MACROS + FLOAT_COLUMN_MACROS:
+    # (macro, its form for DuckDB before 1.4, which has no typed macro parameters)
+    macros = [*((m, None) for m in jsonb.MACROS), *TRANSFORM_TYPED_MACROS,
+              *((m, SUM_ARGUMENT_UNTYPED if SUM_ARGUMENT in m else None)
+                for m in MACROS + TRANSFORM_MACROS + FLOAT_COLUMN_MACROS)]
+    for macro, untyped in macros:
         try:
             con.execute(macro)
-        except Exception as e:  # DuckDB before 1.4 has no typed macro parameters
-            if not (type(e).__name__ == "ParserException" and SUM_ARGUMENT in macro):
+        except Exception as e:
+            if untyped is None or type(e).__name__ != "ParserException":
                 raise
-            con.execute(SUM_ARGUMENT_UNTYPED)
+            con.execute(untyped)
     if not external_access:
         con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
@@ -169,22 +158,6 @@ def session(external_access: bool = True):
         return base.cursor()
 
 
-#: DuckDB's error for text that does not read as a number or boolean, and PostgreSQL's name
-#: of each target type (its message: ``invalid input syntax for type integer: "x"``).
-_CONVERT = re.compile(r"Could not convert string '(.*?)' to (INT8|INT16|INT32|INT64|FLOAT|DOUBLE|BOOL)\b",
-                      re.DOTALL)
-_PG_TYPE_OF_DUCK = {"INT8": "smallint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint",
-                    "FLOAT": "real", "DOUBLE": "double precision", "BOOL": "boolean"}
-_NO_TABLE = re.compile(r"Table with name (.+?) does not exist")
-_AMBIGUOUS = re.compile(r"Binder Error: Ambiguous reference to column name \"(.+?)\"")
-_REFUSAL = re.compile(r"Invalid Input Error: (?:Python exception occurred while executing the UDF: \w+: )?"
-                      r"(.* is not supported by colmz.*)", re.DOTALL)
-#: PostgreSQL's own errors, raised by colmz's macros (error()) or Python functions: their words.
-_PG_ERROR = re.compile(r"Invalid Input Error: (?:Python exception occurred while executing the UDF: \w+: )?"
-                       r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow"
-                       r"|value overflows numeric format)$", re.DOTALL)
-#: DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``).
-_TEXT_TO_NUMERIC = re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'")
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")
 
 
@@ -206,15 +179,11 @@ def run_query(con, translated: str, t: int, form: str | None = None):
     for i, f in enumerate(forms):
         text = substitute_now(translated, now_value(t, f)) if now else translated
         try:
-            rel = con.sql(text)
-            if rel is None:
-                raise SQLError(f"not a query: {translated[:60]!r}")
+            rel = con.sql(text)  # a relation: check_one_query confirmed one SELECT
             table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
             if isinstance(table, pa.RecordBatchReader):
                 table = table.read_all()
             return table, f
-        except SQLError:
-            raise
         except Exception as e:  # duckdb's exceptions share no importable base worth naming
             if not type(e).__module__.startswith(("duckdb", "_duckdb")):
                 raise
@@ -228,18 +197,32 @@ def run_query(con, translated: str, t: int, form: str | None = None):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _UDF_ERROR(message: str) -> re.Pattern:  # noqa: N802 - reads as the pattern it makes
+    # DuckDB's Invalid Input Error of ``message``, raised by error() or a Python function
+    return re.compile(r"Invalid Input Error: (?:Python exception occurred while executing the UDF: \w+: )?"
+                      + message, re.DOTALL)
+
+
+#: PostgreSQL's name of each type DuckDB's cast error names.
+_PG_TYPE_OF_DUCK = {"INT8": "smallint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint",
+                    "FLOAT": "real", "DOUBLE": "double precision", "BOOL": "boolean"}
 #: DuckDB's errors :func:`run_query` raises otherwise, the first that matches: (DuckDB's
 #: error, the exception raised, its message from the match).
 _ERRORS = (
     # A construct translation refuses once DuckDB knows the value's type (an error() branch
     # taken at run time): the refusal, not a DuckDB error.
-    (_REFUSAL, UnsupportedSQL, lambda m: m.group(1)),
-    (_PG_ERROR, SQLError, lambda m: m.group(1)),
-    (_TEXT_TO_NUMERIC, UnsupportedSQL,
+    (_UDF_ERROR(r"(.* is not supported by colmz.*)"), UnsupportedSQL, lambda m: m.group(1)),
+    # PostgreSQL's own errors, raised by colmz's macros (error()) or Python functions: their words.
+    (_UDF_ERROR(r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow|value overflows numeric "
+                r"format)$"), SQLError, lambda m: m.group(1)),
+    # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)
+    (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,
      lambda m: "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the scale each value is "
                "written with): cast to numeric(p, s) or float8"),
-    # PostgreSQL's words, without the text colmz generated around the cast
-    (_CONVERT, SQLError, lambda m: f'invalid input syntax for type {_PG_TYPE_OF_DUCK[m.group(2)]}: "{m.group(1)}"'),
+    # Text that does not read as a number or boolean: PostgreSQL's words, without the text
+    # colmz generated around the cast
+    (re.compile(r"Could not convert string '(.*?)' to (INT8|INT16|INT32|INT64|FLOAT|DOUBLE|BOOL)\b", re.DOTALL),
+     SQLError, lambda m: f'invalid input syntax for type {_PG_TYPE_OF_DUCK[m.group(2)]}: "{m.group(1)}"'),
     # A construct colmz does not run as PostgreSQL does (a function DuckDB lacks, or lacks
     # for these argument types: PostgreSQL has it or raises its own error), named.
     (re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name \"?(\w+)\"? does not exist"), UnsupportedSQL,
@@ -267,9 +250,11 @@ _ERRORS = (
                 "column (VALUES, UNION or CASE) is not supported by colmz: cast the string, e.g. "
                 f"'...'::{m.group(1).removesuffix('_LITERAL').lower()}")),
     # PostgreSQL's words (DuckDB's hint names colmz's registered relations)
-    (_AMBIGUOUS, SQLError, lambda m: f'column reference "{m.group(1)}" is ambiguous'),
+    (re.compile(r"Binder Error: Ambiguous reference to column name \"(.+?)\""), SQLError,
+     lambda m: f'column reference "{m.group(1)}" is ambiguous'),
     # Materialize's words (DuckDB's hint names its own catalog tables: only the name matters)
-    (_NO_TABLE, SQLError, lambda m: f"unknown catalog item {m.group(1)!r}"),
+    (re.compile(r"Table with name (.+?) does not exist"), SQLError,
+     lambda m: f"unknown catalog item {m.group(1)!r}"),
 )
 
 

@@ -37,14 +37,15 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from colmz.order import ColumnSpec
-from colmz.sql.assign import arrow_assignment, assignment_select
-from colmz.sql.build import RESERVED_PREFIX, cast_select, identifier
+from colmz.sql.assign import arrow_assignment, assignment_select, duckdb_type
+from colmz.sql.build import RESERVED_PREFIX, cast_select, identifier, select_by_position
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.run import run_query
+from colmz.sql.tree import parse_tree
 from colmz.updates import SchemaError
 
 __all__ = ["VALUES_RELATION", "arity_message", "as_jsonb", "assign", "assignment_query", "coerce_literals",
-           "duckdb_type", "insert_rows", "insert_targets", "is_json", "is_jsonb",
+           "insert_rows", "insert_targets", "is_json", "is_jsonb",
            "check_jsonb_values", "jsonb_select"]
 
 #: Where rows are registered for the one query that converts them (:func:`assign`,
@@ -87,21 +88,19 @@ def insert_targets(schema: Sequence[ColumnSpec], columns: Sequence[str] | None, 
     colmz.sql.SQLError: INSERT INTO t: no column 'c'; columns are ['a', 'b']
     """
     names = [c.name for c in schema]
-    if columns is not None:
-        for c in columns:
-            if c not in names:
-                raise SQLError(f"INSERT INTO {table}: no column {c!r}; columns are {names}")
-    elif expressions < len(schema):
+    unknown = [c for c in columns or () if c not in names]
+    if unknown:
+        raise SQLError(f"INSERT INTO {table}: no column {unknown[0]!r}; columns are {names}")
+    if columns is None and expressions < len(schema):
         # As PostgreSQL: the expressions fill the first columns, the rest take their
         # default (NULL: colmz's tables have no DEFAULT)
         columns = names[:expressions]
-    n = len(schema) if columns is None else len(columns)
-    message = arity_message(expressions, n)
+    message = arity_message(expressions, len(schema) if columns is None else len(columns))
     if message is not None:
         raise SchemaError(f"{what}: {message}")
     if columns is None:
         return list(schema), None
-    return [next(c for c in schema if c.name == name) for name in columns], list(columns)
+    return [schema[names.index(name)] for name in columns], list(columns)
 
 
 def assignment_query(relation: str, sources: Sequence[pa.DataType], targets: Sequence[ColumnSpec],
@@ -146,16 +145,13 @@ def assign(con, rows: pa.Table, targets: Sequence[ColumnSpec], what: str, t: int
     sel = assignment_query(identifier(VALUES_RELATION), [f.type for f in rows.schema], targets, what)
     if sel is None:
         return rows
-    con.register(VALUES_RELATION, rows)
     try:
-        out = run_query(con, sel, t)[0]
+        out = _run_over(con, rows, sel, t)
     except SQLError as e:
         m = _OUT_OF_RANGE.search(str(e))
         if m:
             raise OverflowError(f"{what}: {_PG_RANGE.get(m.group(1), m.group(1) + ' out of range')}") from None
         raise
-    finally:
-        con.unregister(VALUES_RELATION)
     # Result columns keep the query's names (conform matches by position).
     return out.rename_columns(rows.column_names)
 
@@ -172,9 +168,14 @@ def coerce_literals(con, rows: pa.Table, targets: Sequence[ColumnSpec], t: int =
              for name, spec, col in zip(rows.column_names, targets, rows.columns)]
     if all(c is None for _, c in casts) or rows.num_columns != len(targets):
         return rows
+    return _run_over(con, rows, cast_select(VALUES_RELATION, casts), t)
+
+
+def _run_over(con, rows: pa.Table, query: str, t: int) -> pa.Table:
+    # ``query``'s result over ``rows``, registered as VALUES_RELATION for it alone
     con.register(VALUES_RELATION, rows)
     try:
-        return run_query(con, cast_select(VALUES_RELATION, casts), t)[0]
+        return run_query(con, query, t)[0]
     finally:
         con.unregister(VALUES_RELATION)
 
@@ -271,44 +272,14 @@ def jsonb_select(relation: str, names: Sequence[str], jsonb: Sequence[int], json
     """
     from colmz.sql.transforms import JSONB_IN
 
-    alias = identifier("__colmz_j")
-    cols = [f"{alias}.{identifier(f'__colmz_c{i}')}" for i in range(len(names))]
-    def item(i: int, c: str, n: str) -> str:
-        if i in jsonb:
-            return f"{JSONB_IN}(CAST({c} AS VARCHAR)) AS {identifier(n)}"
-        if i in json:
-            return f"CASE WHEN {JSONB_IN}(CAST({c} AS VARCHAR)) IS NULL THEN NULL ELSE CAST({c} AS VARCHAR) END " \
-                f"AS {identifier(n)}"
-        return f"{c} AS {identifier(n)}"
-
-    items = [item(i, c, n) for i, (c, n) in enumerate(zip(cols, names))]
-    heads = ", ".join(identifier(f"__colmz_c{i}") for i in range(len(names)))
-    return f"SELECT {', '.join(items)} FROM {relation} AS {alias}({heads})"
+    read = f"{JSONB_IN}(CAST({{x}} AS VARCHAR))"
+    forms = [read if i in jsonb else f"CASE WHEN {read} IS NULL THEN NULL ELSE CAST({{x}} AS VARCHAR) END"
+             if i in json else None for i in range(len(names))]
+    return select_by_position(relation, "__colmz_j", list(zip(forms, names)))
 
 
 def _is_text(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t)
-
-
-def duckdb_type(t: pa.DataType) -> str:
-    """The DuckDB type a literal written to a column of Arrow type ``t`` is cast to.
-
-    >>> duckdb_type(pa.timestamp("us", tz="UTC"))
-    'TIMESTAMPTZ'
-    """
-    simple = {
-        pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-        pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT",
-        pa.float32(): "REAL", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
-        pa.binary(): "BLOB",
-    }
-    if t in simple:
-        return simple[t]
-    if pa.types.is_timestamp(t):
-        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
-    if pa.types.is_duration(t):
-        return "INTERVAL"
-    raise SchemaError(f"no DuckDB type for a literal written to a {t} column")
 
 
 #: Calls whose result is ``text`` in PostgreSQL (whatever their arguments' types).
@@ -321,27 +292,25 @@ _TEXT_TYPES = re.compile(r"(text|varchar|string|character varying|char|character
 def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: frozenset[str],
                        jsonb_columns: frozenset[str], types: Sequence[str] = ()) -> None:
     """PostgreSQL's type error of an ``INSERT`` writing a ``text`` expression to a ``jsonb``
-    column: ``targets`` names the column each expression of ``query`` (a ``VALUES`` list or a
+    column (PostgreSQL has no assignment cast from text to jsonb: only an untyped string
+    literal, NULL or a jsonb value is accepted there).
+
+    ``targets`` names the column each expression of ``query`` (a ``VALUES`` list or a
     ``SELECT``) is written to when it is ``jsonb`` (``None`` otherwise); ``text_columns`` and
     ``jsonb_columns`` are the (lower-case) names of the text and jsonb columns of the
     relations ``query`` reads; ``types`` the SQL type of each target (``jsonb`` where not
-    given: ``json`` has no assignment cast from text either). PostgreSQL has no assignment cast from text to jsonb: only an
-    untyped string literal (or NULL, or a jsonb value) is accepted there. An expression is
-    text when it is visibly one -- a cast to a text type, a text function, ``||`` of no jsonb
-    operand, a ``CASE`` or ``coalesce`` of untyped literals or text, or a column of a text type (its name not also a jsonb column's); any other is
-    left for the write to convert (:func:`as_jsonb`).
+    given: ``json`` has no assignment cast from text either). An expression is text when it
+    is visibly one -- a cast to a text type, a text function, ``||`` of no jsonb operand, a
+    ``CASE`` or ``coalesce`` of untyped literals or text (as PostgreSQL resolves it), or a
+    column of a text type (its name not also a jsonb column's); any other is left for the
+    write to convert (:func:`as_jsonb`). An ``UPDATE``'s assignments are checked as its
+    select list (:func:`colmz.sql.build.update_select`).
 
     >>> check_jsonb_values("VALUES (1, '{}')", [None, "j"], frozenset(), frozenset())
     >>> check_jsonb_values("VALUES (1, '{' || '}')", [None, "j"], frozenset(), frozenset())
     Traceback (most recent call last):
     colmz.sql.SQLError: column "j" is of type jsonb but expression is of type text
-
-    A ``CASE`` or ``coalesce`` whose results are untyped literals or text is text too, as
-    PostgreSQL resolves it; an ``UPDATE``'s assignments are checked as its select list
-    (:func:`colmz.sql.build.update_select`).
     """
-    from colmz.sql.tree import parse_tree
-
     if not any(targets):
         return
     try:
