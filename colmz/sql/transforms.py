@@ -763,7 +763,7 @@ def _array_shape(e: Expression) -> tuple[int, ...] | None:
 
 
 def pg_array_text(text: str) -> list:
-    """PostgreSQL's array input text read: nested lists of the elements' texts (``None`` for
+    r"""PostgreSQL's array input text read: nested lists of the elements' texts (``None`` for
     an unquoted ``NULL``), quoted elements and backslash escapes as ``array_in`` reads them;
     :class:`SQLError` "malformed array literal" otherwise (also for sub-arrays of different
     shapes, PostgreSQL's arrays being rectangular).
