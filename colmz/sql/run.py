@@ -250,6 +250,11 @@ _ERRORS = (
     (re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)"), UnsupportedSQL,
      lambda m: ("sum() of an aggregate (a window function over an aggregate)" if m.group(1) == SUM_ARGUMENT
                 else f"{m.group(1).removeprefix('__colmz_')}() with these arguments") + " is not supported by colmz"),
+    (re.compile(r"Conversion Error: Unimplemented type for cast \((\w+) -> (\w+)\)"), UnsupportedSQL,
+     lambda m: f"a cast of {m.group(1).lower()} to {m.group(2).lower()} is not supported by colmz (DuckDB has none)"),
+    (re.compile(r"Conversion Error: Could not convert string '(.*?)' to INTERVAL", re.DOTALL), UnsupportedSQL,
+     lambda m: f"the interval text '{m.group(1)}' is not supported by colmz (DuckDB's interval input is not "
+               "PostgreSQL's: it reads neither every unit nor signs before each field)"),
     (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
      lambda m: f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"),
     # colmz's checks (a cast to a float type of a value that may be text, checked

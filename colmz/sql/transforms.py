@@ -6,7 +6,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
 * :data:`CALLS`, by the function name as written: ``btrim`` is DuckDB's ``trim``,
   two-argument ``lpad``/``rpad`` pad with spaces (an empty fill only truncates),
   ``regexp_replace``'s replacement text is PostgreSQL's (``\\&``, a missing group empty),
-  ``chr(0)`` raises, ``unnest`` of a multidimensional array gives its elements, ``to_hex``
+  ``chr(0)`` raises, ``split_part``/``string_to_array``/``string_agg`` take PostgreSQL's
+  empty and NULL delimiters, ``regexp_replace(..., 'g')`` of a pattern that may match an
+  empty string is refused, ``unnest`` of a multidimensional array gives its elements, ``to_hex``
   prints lower-case digits and an ``int4`` in 32 bits, ``extract(second ...)`` keeps the fraction, ``substr``/``substring``
   count positions before the string as PostgreSQL does, ``round`` rounds by its argument's
   type and ``round(x, n)`` has scale ``n``, ``generate_series`` in an expression is a row
@@ -400,7 +402,37 @@ def _third_argument(c: Call) -> str | None:
     if len(c.arguments) == 3:
         raise UnsupportedSQL(f"{c.name}() with a third argument (the text of NULL elements) is "
                              "not supported by colmz (DuckDB has no such argument)")
+    if c.name == "string_to_array" and c.plain and len(c.arguments) == 2:
+        return f"{STRING_TO_ARRAY}({c.args[0]}, {c.args[1]})"
     return None
+
+
+#: PostgreSQL's ``string_to_array(s, d)``: an empty ``s`` is an empty array, a NULL ``d``
+#: splits ``s`` into characters, an empty ``d`` keeps ``s`` whole; ``split_part`` with an
+#: empty delimiter is the whole string's one field; ``string_agg`` with a NULL delimiter joins
+#: with none (DuckDB: one element, an element per character, NULL).
+STRING_TO_ARRAY = RESERVED_PREFIX + "string_to_array"
+SPLIT_PART = RESERVED_PREFIX + "split_part"
+SPLITTING_MACROS = (
+    f"CREATE OR REPLACE MACRO {STRING_TO_ARRAY}(s, d) AS CASE WHEN s IS NULL THEN NULL "
+    "WHEN s = '' THEN CAST([] AS VARCHAR[]) WHEN d IS NULL THEN string_split(s, '') "
+    "WHEN d = '' THEN [s] ELSE string_to_array(s, d) END",
+    f"CREATE OR REPLACE MACRO {SPLIT_PART}(s, d, n) AS CASE WHEN d = '' AND n <> 0 THEN "
+    "CASE WHEN n IN (1, -1) THEN s ELSE '' END ELSE split_part(s, d, n) END",
+)
+
+
+def _split_part(c: Call) -> str | None:
+    if not c.plain or len(c.arguments) != 3:
+        return None
+    return f"{SPLIT_PART}({', '.join(c.args)})"
+
+
+def _string_agg(c: Call) -> str | None:
+    # a NULL delimiter joins with none in PostgreSQL (DuckDB's result is NULL)
+    if not c.plain or len(c.arguments) != 2 or c.node.cls != "FUNCTION":
+        return None
+    return f"string_agg({c.args[0]}, coalesce({c.args[1]}, ''))"
 
 
 #: PostgreSQL's functions of a polymorphic argument (``anyelement``, ``anynonarray``): with
@@ -449,7 +481,7 @@ CALLS: dict[str, Rule] = {
     "array_to_string": _third_argument, "string_to_array": _third_argument,
     "date_trunc": lambda c: _date_trunc(c),  # defined below, with the other type rules
     "regexp_replace": lambda c: _regexp_replace(c),
-    "chr": lambda c: _chr(c), "unnest": lambda c: _unnest(c),
+    "chr": lambda c: _chr(c), "unnest": lambda c: _unnest(c), "split_part": _split_part, "string_agg": _string_agg,
     # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
@@ -1497,6 +1529,13 @@ def _regexp_replace(c: Call) -> str | None:
         if lit is None or lit.kind != "STRING" or not re.fullmatch(r"[gi]*", lit.text):
             return None
         flags = lit.text + "s"
+        pattern = a[1].literal
+        if "g" in flags and (pattern is None or pattern.kind != "STRING" or _matches_empty(pattern.text)):
+            # after a match PostgreSQL tries an empty one where it ended ('aaa', 'a*': XX), RE2
+            # does not (X)
+            raise UnsupportedSQL("regexp_replace(..., 'g') with a pattern that may match an empty string "
+                                 "(or is not a literal) is not supported by colmz (PostgreSQL and RE2 "
+                                 "replace empty matches after a match differently)")
     else:
         flags = "s"
     x, p, r = c.args[:3]
@@ -1510,6 +1549,15 @@ def _regexp_replace(c: Call) -> str | None:
                                  "DuckDB raises)")
         r = "'" + re2_replacement(lit.text, groups or 0).replace("'", "''") + "'"
     return f"regexp_replace({x}, {p}, {r}, '{flags}')"
+
+
+def _matches_empty(pattern: str) -> bool:
+    # whether the regular expression may match an empty string (read by Python's re; one it
+    # cannot read counts as may)
+    try:
+        return re.search(pattern, "") is not None
+    except (re.error, OverflowError):
+        return True
 
 
 def _group_count(pattern: str) -> int | None:
@@ -1641,6 +1689,7 @@ TRANSFORM_MACROS = (
     f"CREATE OR REPLACE MACRO {CONCAT_BY_KIND}(t, j) AS CAST(error('{_CONCAT_REFUSAL}') AS VARCHAR)",
     *(f"CREATE OR REPLACE MACRO {macro}(s, n, f) AS CASE WHEN f = '' THEN left(s, greatest(n, 0)) "
       f"ELSE {name}(s, n, f) END" for name, macro in PAD_MACROS.items()),
+    *SPLITTING_MACROS,
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 _ASCII = "abcdefghijklmnopqrstuvwxyz"

@@ -9,8 +9,10 @@ more than one dimension: ``array_length``/``array_upper``/``array_lower`` of any
 Text functions of jsonb or json values raise PostgreSQL's "does not exist"; a CTE's column
 list renames a numeric computed as a double as a subquery's alias does; ``lpad``/``rpad`` with
 an empty fill, ``regexp_replace``'s replacement text (``\\&``, ``\\0``, a missing group),
-``chr(0)``; what colmz cannot answer as PostgreSQL does (``char(n)``, centuries) is refused
-by name. Each query's outcome is the expected one of :func:`sql_oracle.outcome`.
+``chr(0)``, ``split_part``/``string_to_array``/``string_agg`` with empty or NULL delimiters;
+what colmz cannot answer as PostgreSQL does (``char(n)``, centuries, a global replacement of
+empty matches, interval text DuckDB does not read) is refused by name. Each query's outcome
+is the expected one of :func:`sql_oracle.outcome`.
 """
 
 from __future__ import annotations
@@ -79,7 +81,23 @@ CASES = [
                             "regexp_replace('abc', '(b)', '[\\1\\1]') AS c, regexp_replace('abc', 'b', '\\2') AS d, "
                             "regexp_replace('abc', 'b', 'x\\\\y') AS e", "match"),
     ("chr_zero", "SELECT chr(0) AS a", "both fail"),
+    ("split_part_empty_delimiter", "SELECT split_part('a,b', '', 1) AS a, split_part('a,b', '', 2) AS b, "
+                                   "split_part('a,b', '', -1) AS c", "match"),
+    ("string_to_array_edges", "SELECT string_to_array('', ',') AS a, string_to_array('abc', NULL) AS b, "
+                              "string_to_array('a,b', '') AS c, string_to_array(NULL, ',') AS d", "match"),
+    ("string_agg_null_delimiter", "SELECT string_agg(name, NULL) AS a FROM people WHERE id < 3", "match"),
+    ("regexp_replace_global_empty_match", "SELECT regexp_replace('aaa', 'a*', 'X', 'g') AS a", "refused"),
+    ("interval_text_signed_fields", "SELECT (interval '-1 day +1 hour')::text AS a", "refused"),
+    ("interval_to_time", "SELECT (interval '1 day')::time AS a", "refused"),
     ("subquery_function_names", "SELECT upper, lower FROM (SELECT upper('a'), lower('B')) s", "match"),
+    # (views of these fall back: the view planner names a derived column by its text, and
+    # keeps no array column; so they are not in the corpus, whose view coverage counts them)
+    ("cte_function_names", "WITH c AS (SELECT count(*), max(age) FROM people) SELECT count, max FROM c", "match"),
+    ("lateral_count_name", "SELECT count FROM people p, LATERAL (SELECT count(*) FROM orders o "
+                           "WHERE o.person_id = p.id) c ORDER BY p.id", "match"),
+    ("cte_lower_name", "WITH c AS (SELECT id, lower(name) FROM people) SELECT lower FROM c ORDER BY id", "match"),
+    ("array_agg_dimensions", "SELECT id, array_length(a, 1) AS l1, array_length(a, 2) AS l2, cardinality(a) AS c "
+                             "FROM (SELECT id, array_agg(amount) AS a FROM orders GROUP BY id) s ORDER BY id", "match"),
     # refused by name
     ("char_cast", "SELECT 'abc'::char(2) AS a", "refused"),
     ("quoted_char_cast", "SELECT '127'::\"char\" AS a", "refused"),
