@@ -1830,4 +1830,11 @@ QUERIES = [
     ('pgd_string_to_array_edges', "SELECT string_to_array('', ',') AS a, string_to_array('abc', NULL) AS b, string_to_array('a,b', '') AS c"),
     ('pgd_string_to_array_column', "SELECT orders.id, string_to_array(name, 'a') AS a, array_length(string_to_array(note, ' '), 1) AS n FROM orders JOIN people ON people.id = orders.person_id ORDER BY orders.id"),
     ('pgd_array_null_functions', "SELECT array_position(NULL::int[], 1) AS a, array_remove(NULL::int[], 1) AS b"),
+    ('pgd_fail_json_arrow_float8', "SELECT (j -> 'a')::float8 AS a FROM jdocs"),
+    ('pgd_fail_json_arrow_bool', "SELECT (j -> 'a')::bool AS a FROM jdocs"),
+    ('pgd_json_arrow_nulls_coalesce', "SELECT id, (j -> 'a') IS NULL AS n, coalesce(j -> 'x', '{}') AS c, concat(j -> 'a', '!') AS t FROM jdocs ORDER BY id"),
+    ('pgd_jsonb_scalar_casts', "SELECT id, (body -> 'a')::float8 AS f, (body -> 'a')::int AS i, ('true'::jsonb)::bool AS b FROM docs WHERE id < 3 ORDER BY id"),
+    ('pgd_fail_jsonb_null_cast', "SELECT (body -> 'a')::int AS a FROM docs"),
+    ('pgd_fail_jsonb_string_cast', """SELECT ('"1"'::jsonb)::float8 AS a"""),
+    ('pgd_fail_jsonb_array_cast', "SELECT ('[1]'::jsonb)::float8 AS a"),
 ]

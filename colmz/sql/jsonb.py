@@ -225,6 +225,22 @@ def jsonb_typeof(doc: str) -> str:
     return _kind(jsonb_load(doc))
 
 
+def jsonb_scalar(doc: str, target: str) -> str:
+    """``doc`` itself when PostgreSQL casts its jsonb value to ``target`` (a number to a
+    numeric type, a boolean to ``boolean``); PostgreSQL's error otherwise.
+
+    >>> jsonb_scalar('1.50', 'integer')
+    '1.50'
+    >>> jsonb_scalar('null', 'double precision')
+    Traceback (most recent call last):
+    colmz.sql.SQLError: cannot cast jsonb null to type double precision
+    """
+    kind = jsonb_typeof(doc)
+    if kind != ("boolean" if target == "boolean" else "number"):
+        raise SQLError(f"cannot cast jsonb {kind} to type {target}")
+    return doc
+
+
 def _step(v, key: str):
     # one step of a path: an object's field, an array's element (an integer, negative
     # from the end), None where there is none
@@ -572,6 +588,8 @@ JSONB_TYPEOF = P + "jsonb_typeof"
 JSONB_PATH = P + "jsonb_path"
 #: json's (not jsonb's) ``->``/``->>`` and ``#>``/``#>>``: the value as written (:func:`json_get`,
 #: :func:`json_path`), with the arguments of ``JSONB_GET`` and ``JSONB_PATH``.
+#: :func:`jsonb_scalar`: a jsonb value cast to a number or boolean, checked as PostgreSQL checks it.
+JSONB_SCALAR = P + "jsonb_scalar"
 JSON_GET = P + "json_get"
 JSON_PATH = P + "json_path"
 JSONB_EXISTS = P + "jsonb_exists"
@@ -619,6 +637,7 @@ FUNCTIONS = (
     (JSONB_FLOAT8, _arrow(_float8, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
     (JSONB_FLOAT4, _arrow(_float4, "VARCHAR"), ("FLOAT",), "VARCHAR"),
     (INITCAP, _arrow(initcap, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_SCALAR, _arrow(jsonb_scalar, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
 )
 #: Functions that see NULL arguments (registered with DuckDB's special NULL handling).
 NULL_FUNCTIONS = (

@@ -77,6 +77,7 @@ from colmz.sql.jsonb import (
     JSONB_PATH,
     JSONB_PLAIN,
     JSONB_QUOTE,
+    JSONB_SCALAR,
     TO_JSONB,
     jsonb_dump,
     jsonb_load,
@@ -86,6 +87,7 @@ from colmz.sql.numeric import NUMERIC_IN
 from colmz.sql.transforms import (
     CALL_MACROS,
     CONCAT_BY_KIND,
+    FLOAT_CAST_MACROS,
     JSONB_CONCAT,
     JSONB_GET,
     JSONB_IN,
@@ -378,6 +380,31 @@ def _json_doc(n: Expression, scope, text: str, argument: bool = False) -> bool:
     return False
 
 
+def _scalar_target(n: Expression, text: str) -> str | None:
+    # PostgreSQL's name of the number or boolean type ``n`` casts to (translate's cast, its
+    # integer and float macros), None for another node
+    kids = n.children
+    if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _INT_CASTS and len(kids) == 1:
+        return _INT_CASTS[n.name[0]]
+    if n.cls == "CAST" and len(kids) == 2 and kids[1].start >= 0:
+        typ = " ".join(text[kids[1].start:kids[1].end].lower().split())
+        return _SCALAR_TYPES.get(typ, "double precision" if typ in ("float8", "double", "double precision")
+                                 else "real" if typ in ("float4", "real") else None)
+    return None
+
+
+_SCALAR_TYPES = {"bool": "boolean", "boolean": "boolean", "smallint": "smallint", "int2": "smallint",
+                 "integer": "integer", "int": "integer", "int4": "integer", "bigint": "bigint", "int8": "bigint"}
+
+
+def _float_read(n: Expression) -> Expression:
+    # the value translate's cast to a float type reads (its FLOAT_CAST_MACROS call around it)
+    if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _FLOAT_READS and len(n.children) == 1:
+        return n.children[0]
+    return n
+
+
+_FLOAT_READS = frozenset(FLOAT_CAST_MACROS.values())
 #: translate's casts to an integer type (its macros), by PostgreSQL's name of the type.
 _INT_CASTS = {macro: name for name, macro in INT_MACROS.items()}
 #: The types PostgreSQL casts json to (as translate writes them).
@@ -587,13 +614,20 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
                 and n.start >= 0 and _json_doc(kids[0], scope, text, True):
             # -> ->> #> #>> of json (not jsonb): the value as written
             edits.append((n.start, n.start + len(n.name[0]), JSON_GET if n.name[0] == JSONB_GET else JSON_PATH))
-        if n.cls == "CAST" and len(kids) == 2 and kids[1].start >= 0 and _json_doc(kids[0], scope, text) \
+        if n.cls == "CAST" and len(kids) == 2 and kids[1].start >= 0 and _json_doc(_float_read(kids[0]), scope, text) \
                 and text[kids[1].start:kids[1].end].upper() not in _JSON_CASTS:
             # PostgreSQL casts json to text and jsonb only (colmz holds json as text)
             raise SQLError(f"cannot cast type json to {text[kids[1].start:kids[1].end].lower()}")
         if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _INT_CASTS and len(kids) == 1 \
                 and _json_doc(kids[0], scope, text):
             raise SQLError(f"cannot cast type json to {_INT_CASTS[n.name[0]]}")
+        target = _scalar_target(n, text)
+        if target is not None and kids[0].start >= 0 and _jsonb_valued(_float_read(kids[0]), scope, text):
+            # jsonb to a number or boolean: PostgreSQL's error for another kind of value
+            # (DuckDB reads JSON null as NULL, a JSON string's digits as a number)
+            value = _float_read(kids[0])
+            edits.append((value.start, value.start, f"CAST({JSONB_SCALAR}(CAST("))
+            edits.append((value.end, value.end, f" AS VARCHAR), '{target}') AS JSON)"))
         if n.type in _COMPARING and len(kids) >= 2 and any(_json_doc(k, scope, text) for k in kids):
             op = "<>" if n.type == "COMPARE_NOTEQUAL" else _ORDERING.get(n.type, "=")
             raise SQLError(f"operator does not exist: json {op} "

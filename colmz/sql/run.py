@@ -182,7 +182,8 @@ _REFUSAL = re.compile(r"Invalid Input Error: (?:Python exception occurred while 
 #: PostgreSQL's own errors, raised by colmz's macros (error()) or Python functions: their words.
 _PG_ERROR = re.compile(r"Invalid Input Error: (?:Python exception occurred while executing the UDF: \w+: )?"
                        r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow"
-                       r"|value overflows numeric format|null character not permitted)$", re.DOTALL)
+                       r"|value overflows numeric format|null character not permitted"
+                       r"|cannot cast jsonb \w+ to type [\w ]+)$", re.DOTALL)
 #: DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``).
 _TEXT_TO_NUMERIC = re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'")
 _NOW_TYPE_ERROR = re.compile(r"(TIMESTAMP|DATE|INTERVAL|TIME\b).*UBIGINT|UBIGINT.*(TIMESTAMP|DATE|INTERVAL|TIME\b)")

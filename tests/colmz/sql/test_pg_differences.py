@@ -2,7 +2,8 @@
 
 json (not jsonb) read by ``->``/``->>``/``#>``/``#>>`` keeps its text as written (spacing,
 key order, the last of a repeated key) from a cast, a column, a subquery's or CTE's column
-and a chain of arrows; json has no equality, order or cast but to text and jsonb. Arrays of
+and a chain of arrows; json has no equality, order or cast but to text and jsonb; jsonb casts
+to a number or boolean only a number or boolean. Arrays of
 more than one dimension: ``array_length``/``array_upper``/``array_lower`` of any dimension
 (NULL where there is none), ``cardinality`` of every element, sub-arrays of one shape,
 ``unnest`` of every element, PostgreSQL's array text (quotes, escapes, ``NULL``, braces).
@@ -43,6 +44,11 @@ CASES = [
     ("json_arrow_equals", "SELECT id FROM jspaced WHERE j -> 'c' = 'null'", "both fail"),
     ("json_arrow_equals_json", "SELECT '{\"a\":1}'::json -> 'a' = '1'::json AS a", "both fail"),
     ("json_arrow_int_cast", "SELECT (j -> 'a')::int AS a FROM jspaced", "both fail"),
+    ("json_arrow_float_cast", "SELECT (j -> 'a')::float8 AS a FROM jspaced", "both fail"),
+    ("jsonb_arrow_float_cast", "SELECT (body -> 'a')::float8 AS a, (body -> 'a')::int AS b FROM docs WHERE id < 3 "
+                               "ORDER BY id", "match"),
+    ("jsonb_null_cast", "SELECT (body -> 'a')::int AS a FROM docs", "both fail"),
+    ("jsonb_string_cast", """SELECT ('"1"'::jsonb)::float8 AS a""", "both fail"),
     ("json_distinct", "SELECT DISTINCT j FROM jspaced", "both fail"),
     ("json_order_by", "SELECT j FROM jspaced ORDER BY j", "both fail"),
     ("json_group_by", "SELECT j, count(*) AS n FROM jspaced GROUP BY j", "both fail"),
@@ -130,7 +136,7 @@ def test_errors_are_postgresqls(both):
     from colmz.sql import SQLError
 
     conn, cat = both
-    for sql in ("SELECT octet_length('{}'::jsonb)", "SELECT ARRAY[[1, 2], [3]]", "SELECT '[1,2]'::int[]",
+    for sql in ("SELECT octet_length('{}'::jsonb)", "SELECT ('null'::jsonb)::float8", "SELECT (body -> 'a')::int FROM docs", "SELECT ARRAY[[1, 2], [3]]", "SELECT '[1,2]'::int[]",
                 "SELECT chr(0)", "SELECT DISTINCT j FROM jspaced", "SELECT length('{}'::json)"):
         with pytest.raises(psycopg.Error) as pg:
             conn.execute(sql).fetchall()
