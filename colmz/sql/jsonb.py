@@ -225,6 +225,22 @@ def jsonb_typeof(doc: str) -> str:
     return _kind(jsonb_load(doc))
 
 
+def jsonb_scalar(doc: str, target: str) -> str:
+    """``doc`` itself when PostgreSQL casts its jsonb value to ``target`` (a number to a
+    numeric type, a boolean to ``boolean``); PostgreSQL's error otherwise.
+
+    >>> jsonb_scalar('1.50', 'integer')
+    '1.50'
+    >>> jsonb_scalar('null', 'double precision')
+    Traceback (most recent call last):
+    colmz.sql.SQLError: cannot cast jsonb null to type double precision
+    """
+    kind = jsonb_typeof(doc)
+    if kind != ("boolean" if target == "boolean" else "number"):
+        raise SQLError(f"cannot cast jsonb {kind} to type {target}")
+    return doc
+
+
 def _step(v, key: str):
     # one step of a path: an object's field, an array's element (an integer, negative
     # from the end), None where there is none
@@ -260,6 +276,85 @@ def jsonb_path(doc: str, path: list, text: bool) -> str | None:
     if text:
         return None if v is None else v if isinstance(v, str) else jsonb_dump(v)
     return jsonb_dump(v)
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # json's whitespace (PostgreSQL's json lexer)
+_JSON_READER = json.JSONDecoder()
+
+
+def _json_span(doc: str, key: str, index: bool) -> tuple[int, int] | None:
+    # Where json's value at ``key`` is in ``doc`` as written (an object's field, the last of
+    # a repeated key, as PostgreSQL's json -> takes it; an array's element, negative from the
+    # end), None when there is none
+    space = _JSON_SPACE.match
+    i = space(doc).end()
+    opening = doc[i : i + 1]
+    if opening != ("[" if index else "{"):
+        return None
+    spans: list[tuple[int, int]] = []
+    found = None
+    i = space(doc, i + 1).end()
+    while i < len(doc) and doc[i] not in "]}":
+        if not index:
+            name, i = _JSON_READER.raw_decode(doc, i)
+            i = space(doc, space(doc, i).end() + 1).end()  # past the ':'
+        _, end = _JSON_READER.raw_decode(doc, i)
+        if index:
+            spans.append((i, end))
+        elif name == key:
+            found = (i, end)
+        i = space(doc, end).end()
+        if doc[i : i + 1] == ",":
+            i = space(doc, i + 1).end()
+    if not index:
+        return found
+    try:
+        k = int(key)
+    except ValueError:
+        return None
+    k = k + len(spans) if k < 0 else k
+    return spans[k] if 0 <= k < len(spans) else None
+
+
+def json_path(doc: str | None, path: list, text: bool) -> str | None:
+    """PostgreSQL's ``doc #> path`` (``text`` false) or ``doc #>> path`` of json (not
+    jsonb): the value at the path of keys and indexes as ``doc`` writes it (spacing, key
+    order, numbers), a string's own text for ``#>>``; None when there is none.
+
+    >>> json_path('{"a": [1,  {"b" : "x"}], "a": [2,  3]}', ["a"], False)
+    '[2,  3]'
+    >>> json_path('{"a": [1,  {"b" : "x"}]}', ["a", "-1", "b"], True), json_path('[1 ]', [], False)
+    ('x', '[1 ]')
+    """
+    if doc is None or path is None:
+        return None
+    start, end = _JSON_SPACE.match(doc).end(), len(doc.rstrip(" \t\n\r"))
+    for key in path:
+        if key is None:
+            return None
+        span = _json_span(doc[start:end], key, doc[start : start + 1] == "[")
+        if span is None:
+            return None
+        start, end = start + span[0], start + span[1]
+    value = doc[start:end]
+    if text and value.startswith('"'):
+        return json.loads(value)
+    return None if text and value == "null" else value
+
+
+def json_get(doc: str | None, key: str | None, index: bool, text: bool) -> str | None:
+    """PostgreSQL's ``doc -> key`` (``text`` false) or ``doc ->> key`` of json (not jsonb):
+    an object's field (``key`` a name) or an array's element (``index``) as ``doc`` writes
+    it (:func:`json_path` of the one key); None when there is none.
+
+    >>> json_get('{"a": [1,  2]}', "a", False, False), json_get('[1, "q"]', "-1", True, True)
+    ('[1,  2]', 'q')
+    """
+    if doc is None or key is None:
+        return None
+    if not doc.lstrip(" \t\n\r").startswith("[" if index else "{"):
+        return None
+    return json_path(doc, [key], text)
 
 
 def jsonb_exists(doc: str, keys: list, mode: str) -> bool:
@@ -485,11 +580,18 @@ def _arrow(fn, out_type: str, nulls: bool = False):
 
     # DuckDB reads the number of arguments off the signature
     n = fn.__code__.co_argcount
-    return {1: lambda a: call((a,)), 2: lambda a, b: call((a, b)), 3: lambda a, b, c: call((a, b, c))}[n]
+    return {1: lambda a: call((a,)), 2: lambda a, b: call((a, b)), 3: lambda a, b, c: call((a, b, c)),
+            4: lambda a, b, c, d: call((a, b, c, d))}[n]
 
 
 JSONB_TYPEOF = P + "jsonb_typeof"
 JSONB_PATH = P + "jsonb_path"
+#: json's (not jsonb's) ``->``/``->>`` and ``#>``/``#>>``: the value as written (:func:`json_get`,
+#: :func:`json_path`), with the arguments of ``JSONB_GET`` and ``JSONB_PATH``.
+#: :func:`jsonb_scalar`: a jsonb value cast to a number or boolean, checked as PostgreSQL checks it.
+JSONB_SCALAR = P + "jsonb_scalar"
+JSON_GET = P + "json_get"
+JSON_PATH = P + "json_path"
 JSONB_EXISTS = P + "jsonb_exists"
 JSONB_CONTAINS = P + "jsonb_contains"
 JSONB_BUILD_OBJECT = P + "jsonb_build_object"
@@ -535,9 +637,12 @@ FUNCTIONS = (
     (JSONB_FLOAT8, _arrow(_float8, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
     (JSONB_FLOAT4, _arrow(_float4, "VARCHAR"), ("FLOAT",), "VARCHAR"),
     (INITCAP, _arrow(initcap, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_SCALAR, _arrow(jsonb_scalar, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
 )
 #: Functions that see NULL arguments (registered with DuckDB's special NULL handling).
 NULL_FUNCTIONS = (
+    (JSON_GET, _arrow(json_get, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),
+    (JSON_PATH, _arrow(json_path, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
     (JSONB_PATH, _arrow(lambda d, p, t: None if d is None or p is None else jsonb_path(d, p, t), "VARCHAR",
                         nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
     (REGEXP_MATCH_ARRAY, _arrow(lambda s, p, f: None if s is None or p is None or f is None else
@@ -830,6 +935,13 @@ def _row_to_json(c):
                          f"use {c.name.replace('json', 'jsonb')}()")
 
 
+def _extract_path_call(c):
+    # DuckDB's json_extract_path reads a JSON path and prints compact JSON
+    op = "#>>" if c.name.endswith("_text") else "#>"
+    raise UnsupportedSQL(f"{c.name}() is not supported by colmz (DuckDB's namesake reads JSON paths and "
+                         f"prints compact JSON): use the operator {op}, e.g. x {op} '{{a,b}}'")
+
+
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
 CALLS = {
     "jsonb_typeof": _typeof, "jsonb_build_object": _build_object_call, "jsonb_build_array": _build_array_call,
@@ -842,6 +954,8 @@ CALLS = {
     "initcap": _initcap_call, "regexp_match": _regexp_match_call,
     "row_to_json": _row_to_json, "to_json": _row_to_json, "json_agg": _row_to_json,
     "json_build_object": _row_to_json,
+    **dict.fromkeys(("json_extract_path", "json_extract_path_text", "jsonb_extract_path",
+                     "jsonb_extract_path_text"), lambda c: _extract_path_call(c)),
 }
 
 
@@ -893,8 +1007,11 @@ def _path_op(text_result: bool):
     def rule(c):
         a, b = c.node.children
         x, y = c.text_of(a), c.text_of(b)
-        out = f"{JSONB_PATH}({_doc(x)}, {_path_list(b, y)}, {'true' if text_result else 'false'})"
-        return out if text_result else _as_jsonb(out)
+        # of a cast to json (not jsonb): the value as written (json_path), not jsonb
+        json = a.cls == "CAST" and len(a.children) == 2 and a.children[1].start >= 0 \
+            and c.text[a.children[1].start:a.children[1].end].strip().lower() == "json"
+        out = f"{JSON_PATH if json else JSONB_PATH}({_doc(x)}, {_path_list(b, y)}, {'true' if text_result else 'false'})"
+        return out if text_result or json else _as_jsonb(out)
     return rule
 
 

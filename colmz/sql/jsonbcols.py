@@ -38,7 +38,8 @@ reference that resolves to a relation's column, applies PostgreSQL 15's rules:
 * **a string column of no known kind compared with a string literal** that is not its
   jsonb text (not JSON, or not written as jsonb prints it) is refused by name: as text and as
   jsonb the answers differ.
-* **a function of text alone of a jsonb or json column** (``length``, ``upper``, ...) raises
+* **a function of text alone of a jsonb or json value** (a column, a cast, ``->``: ``length``,
+  ``octet_length``, ``upper``, ...) raises
   PostgreSQL's "function length(jsonb) does not exist".
 * **a text column cast to numeric** (translate's ``x +`` :data:`colmz.sql.transforms.NUMERIC_CAST`,
   which DuckDB does not add to text) is read as PostgreSQL's ``numeric_in`` reads text
@@ -69,6 +70,8 @@ import re
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import (
+    JSON_GET,
+    JSON_PATH,
     JSONB_CONTAINS,
     JSONB_DELETE,
     JSONB_EXISTS,
@@ -76,6 +79,7 @@ from colmz.sql.jsonb import (
     JSONB_PATH,
     JSONB_PLAIN,
     JSONB_QUOTE,
+    JSONB_SCALAR,
     TO_JSONB,
     jsonb_dump,
     jsonb_load,
@@ -84,13 +88,14 @@ from colmz.sql.numeric import NUMERIC_IN
 from colmz.sql.transforms import (
     CALL_MACROS,
     CONCAT_BY_KIND,
+    FLOAT_CAST_MACROS,
     JSONB_CONCAT,
     JSONB_GET,
     JSONB_IN,
     NUMERIC_CAST,
     table_refs,
 )
-from colmz.sql.translate import ANY_TEXT
+from colmz.sql.translate import ANY_TEXT, INT_MACROS
 from colmz.sql.tree import Expression, Query, parse_tree
 from colmz.sql.typing_pass import Resolver, Typer, branch_items, common_kind, first_branch
 
@@ -129,9 +134,11 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     """
     kinds = {k for _, cols in relations for _, k in cols}
     jsonb = _JSON_CAST in text or "jsonb" in kinds or (not kinds.isdisjoint(("json", "string")) and "'" in text) \
+        or "json" in kinds or "::json" in text.lower() or JSON_GET in text or JSON_PATH in text \
         or CONCAT_BY_KIND in text or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text")))
     if not jsonb and not ("text" in kinds and any(f in text for f in (*_OPERATOR_CALLS, NUMERIC_CAST))) \
-            and not (not kinds.isdisjoint(("jsonb", "json")) and any(f in text.lower() for f in _TEXT_ONLY)):
+            and not ((not kinds.isdisjoint(("jsonb", "json")) or "json" in text.lower())
+                     and any(f in text.lower() for f in _TEXT_ONLY)):
         return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
     return _rewrite(text, relations)
 
@@ -212,6 +219,7 @@ def _query(q: Query, typer: Typer, edits: list, found: dict | None = None, disti
         _merged_joins(q, typer)
         for e in roots:
             _expression(e, typer, text, edits)
+        _json_grouped(q, typer, text, distinct)
         _order_by(q, typer, text, edits)
         _grouping(q, typer, text, edits)
         if distinct and not q.children:
@@ -313,6 +321,67 @@ def _jsonb_valued(n: Expression, typer: Typer, text: str) -> bool:
     # whether ``n`` is certainly jsonb (a jsonb column, a value translate made jsonb, a CASE or
     # coalesce of jsonb values, a scalar subquery of one: colmz.sql.typing_pass)
     return typer.kind(n) == "jsonb"
+
+
+def _json_kind(n: Expression, scope, text: str) -> str | None:
+    # "jsonb" or "json" when ``n`` is certainly one: a jsonb value (_jsonb_valued), a json
+    # column, or a cast to json (which translate leaves as written); None otherwise
+    if _jsonb_valued(n, scope, text):
+        return "jsonb"
+    if _kind(n, scope) == "json" or (n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0
+                                     and text[n.children[1].start:n.children[1].end].lower() == "json"):
+        return "json"
+    return None
+
+
+def _json_doc(n: Expression, scope, text: str, argument: bool = False) -> bool:
+    # Whether ``n`` is certainly json (not jsonb): a json column, a cast to json, or json's
+    # -> of one (JSON_GET, JSON_PATH, or JSONB_GET, JSONB_PATH of a json document, which the
+    # rules make JSON_GET, JSON_PATH); ``argument``: n is such a call's document (translate's
+    # CAST(x AS VARCHAR) around x)
+    while n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0 \
+            and text[n.children[1].start:n.children[1].end] in (("VARCHAR", "JSON") if argument else ("JSON",)):
+        n = n.children[0]
+    if _json_kind(n, scope, text) == "json":
+        return True
+    kids = n.children
+    if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _JSON_READS and kids \
+            and kids[-1].literal is not None and kids[-1].literal.text.lower() == "false":
+        return n.name[0] in (JSON_GET, JSON_PATH) or _json_doc(kids[0], scope, text, True)
+    return False
+
+
+def _scalar_target(n: Expression, text: str) -> str | None:
+    # PostgreSQL's name of the number or boolean type ``n`` casts to (translate's cast, its
+    # integer and float macros), None for another node
+    kids = n.children
+    if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _INT_CASTS and len(kids) == 1:
+        return _INT_CASTS[n.name[0]]
+    if n.cls == "CAST" and len(kids) == 2 and kids[1].start >= 0:
+        typ = " ".join(text[kids[1].start:kids[1].end].lower().split())
+        return _SCALAR_TYPES.get(typ, "double precision" if typ in ("float8", "double", "double precision")
+                                 else "real" if typ in ("float4", "real") else None)
+    return None
+
+
+_SCALAR_TYPES = {"bool": "boolean", "boolean": "boolean", "smallint": "smallint", "int2": "smallint",
+                 "integer": "integer", "int": "integer", "int4": "integer", "bigint": "bigint", "int8": "bigint"}
+
+
+def _float_read(n: Expression) -> Expression:
+    # the value translate's cast to a float type reads (its FLOAT_CAST_MACROS call around it)
+    if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _FLOAT_READS and len(n.children) == 1:
+        return n.children[0]
+    return n
+
+
+_FLOAT_READS = frozenset(FLOAT_CAST_MACROS.values())
+#: translate's casts to an integer type (its macros), by PostgreSQL's name of the type.
+_INT_CASTS = {macro: name for name, macro in INT_MACROS.items()}
+#: The types PostgreSQL casts json to (as translate writes them).
+_JSON_CASTS = frozenset({"VARCHAR", "TEXT", "JSON", "JSONB", '"VARCHAR"'})
+#: The calls of ``->``/``#>`` (``->>``/``#>>`` with a last argument true), jsonb's and json's.
+_JSON_READS = frozenset({JSONB_GET, JSONB_PATH, JSON_GET, JSON_PATH})
 
 
 def _has_number(v) -> bool:
@@ -439,6 +508,24 @@ def _plain_items(q: Query, scope, text: str, edits: list) -> None:
             _plain_value(it, edits, it.name[-1] if it.cls == "COLUMN_REF" and not it.alias else "")
 
 
+def _json_grouped(q: Query, scope, text: str, distinct: bool) -> None:
+    # DISTINCT, GROUP BY (``distinct``: a set operation without ALL) or ORDER BY of json (not
+    # jsonb): PostgreSQL's json has no equality and no order
+    keys = [*q.group_by]
+    for m in q.modifiers:
+        if m.type == "DISTINCT_MODIFIER":
+            keys += m.expressions or q.items
+        elif m.type == "ORDER_MODIFIER":
+            for e in m.expressions:
+                item = _output_item(e, q.items)
+                if _json_doc(item if item is not None and item.start >= 0 else e, scope, text):
+                    raise SQLError("could not identify an ordering operator for type json")
+    if distinct and not q.children:
+        keys += q.items
+    if any(e.start >= 0 and _json_doc(e, scope, text) for e in keys):
+        raise SQLError("could not identify an equality operator for type json")
+
+
 def _grouping(q: Query, scope, text: str, edits: list) -> None:
     # DISTINCT, DISTINCT ON, GROUP BY, a set operation without ALL and an aggregate's DISTINCT
     # over jsonb: its values read through jsonb_plain, which refuses a number whose text is not
@@ -558,6 +645,28 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             _compare_subquery(n, scope, text, edits)
             continue  # its own query: _query
         kids = n.children
+        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in (JSONB_GET, JSONB_PATH) and kids \
+                and n.start >= 0 and _json_doc(kids[0], scope, text, True):
+            # -> ->> #> #>> of json (not jsonb): the value as written
+            edits.append((n.start, n.start + len(n.name[0]), JSON_GET if n.name[0] == JSONB_GET else JSON_PATH))
+        if n.cls == "CAST" and len(kids) == 2 and kids[1].start >= 0 and _json_doc(_float_read(kids[0]), scope, text) \
+                and text[kids[1].start:kids[1].end].upper() not in _JSON_CASTS:
+            # PostgreSQL casts json to text and jsonb only (colmz holds json as text)
+            raise SQLError(f"cannot cast type json to {text[kids[1].start:kids[1].end].lower()}")
+        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _INT_CASTS and len(kids) == 1 \
+                and _json_doc(kids[0], scope, text):
+            raise SQLError(f"cannot cast type json to {_INT_CASTS[n.name[0]]}")
+        target = _scalar_target(n, text)
+        if target is not None and kids[0].start >= 0 and _jsonb_valued(_float_read(kids[0]), scope, text):
+            # jsonb to a number or boolean: PostgreSQL's error for another kind of value
+            # (DuckDB reads JSON null as NULL, a JSON string's digits as a number)
+            value = _float_read(kids[0])
+            edits.append((value.start, value.start, f"CAST({JSONB_SCALAR}(CAST("))
+            edits.append((value.end, value.end, f" AS VARCHAR), '{target}') AS JSON)"))
+        if n.type in _COMPARING and len(kids) >= 2 and any(_json_doc(k, scope, text) for k in kids):
+            op = "<>" if n.type == "COMPARE_NOTEQUAL" else _ORDERING.get(n.type, "=")
+            raise SQLError(f"operator does not exist: json {op} "
+                           + ("unknown" if any(_string(k) is not None for k in kids) else "json"))
         if n.cls == "CASE" and _simple_case(n, scope, text, edits, stack):
             continue
         if n.type in _COMPARING and len(kids) >= 2 and _compare_jsonb(n, scope, text, edits):
@@ -612,9 +721,10 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
                 edits.append((n.start, n.end, f"{JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR))"))
                 continue
         elif n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0].lower() in _TEXT_ONLY and len(kids) == 1 \
-                and _kind(kids[0], scope) in ("jsonb", "json"):
+                and _json_kind(kids[0], scope, text) is not None:
             # PostgreSQL casts neither to text implicitly (colmz holds both as text)
-            raise SQLError(f"function {_TEXT_ONLY[n.name[0].lower()]}({_kind(kids[0], scope)}) does not exist")
+            raise SQLError(f"function {_TEXT_ONLY[n.name[0].lower()]}({_json_kind(kids[0], scope, text)}) "
+                           "does not exist")
         elif n.cls == "FUNCTION" and n.name == ("+",) and len(kids) == 2 and n.start >= 0 \
                 and text[kids[1].start:kids[1].end] == NUMERIC_CAST and _kind(kids[0], scope) == "text":
             # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in reads it

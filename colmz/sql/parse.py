@@ -934,6 +934,9 @@ def _figure_name(e, text: str, toks: list[Token], starts: list[int]) -> tuple[st
     if e.cls in ("FUNCTION", "WINDOW") and e.name:
         if e.name == ("row",):
             return "row", 2
+        if e.name[-1].startswith("to_") and e.start >= 0 and (i := bisect.bisect_left(starts, e.start)) < len(toks) \
+                and toks[i].start == e.start and toks[i].upper == "INTERVAL":
+            return "interval", 1  # INTERVAL '1' DAY: a typed literal (DuckDB's to_days call)
         written = _call_name(e, toks, starts)
         if written is not None:
             return ({"trim": "btrim"}.get(e.name[-1], e.name[-1]) if written == "trim" else written), 2

@@ -214,7 +214,8 @@ _ERRORS = (
     (_UDF_ERROR(r"(.* is not supported by colmz.*)"), UnsupportedSQL, lambda m: m.group(1)),
     # PostgreSQL's own errors, raised by colmz's macros (error()) or Python functions: their words.
     (_UDF_ERROR(r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow|value overflows numeric "
-                r"format)$"), SQLError, lambda m: m.group(1)),
+                r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+)$"), SQLError,
+     lambda m: m.group(1)),
     # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)
     (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,
      lambda m: "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the scale each value is "
@@ -233,6 +234,11 @@ _ERRORS = (
     (re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)"), UnsupportedSQL,
      lambda m: ("sum() of an aggregate (a window function over an aggregate)" if m.group(1) == SUM_ARGUMENT
                 else f"{m.group(1).removeprefix('__colmz_')}() with these arguments") + " is not supported by colmz"),
+    (re.compile(r"Conversion Error: Unimplemented type for cast \((\w+) -> (\w+)\)"), UnsupportedSQL,
+     lambda m: f"a cast of {m.group(1).lower()} to {m.group(2).lower()} is not supported by colmz (DuckDB has none)"),
+    (re.compile(r"Conversion Error: Could not convert string '(.*?)' to INTERVAL", re.DOTALL), UnsupportedSQL,
+     lambda m: f"the interval text '{m.group(1)}' is not supported by colmz (DuckDB's interval input is not "
+               "PostgreSQL's: it reads neither every unit nor signs before each field)"),
     (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
      lambda m: f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"),
     # colmz's checks (a cast to a float type of a value that may be text, checked

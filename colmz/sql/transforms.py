@@ -4,15 +4,21 @@ Each entry maps a kind of node to a rule giving the PostgreSQL-faithful DuckDB t
 node's span (as sqlglot's dialects map an expression class to its rendering):
 
 * :data:`CALLS`, by the function name as written: ``btrim`` is DuckDB's ``trim``,
-  two-argument ``lpad``/``rpad`` pad with spaces, ``to_hex`` prints lower-case digits and an
-  ``int4`` in 32 bits, ``extract(second ...)`` keeps the fraction, ``substr``/``substring``
+  two-argument ``lpad``/``rpad`` pad with spaces (an empty fill only truncates),
+  ``regexp_replace``'s replacement text is PostgreSQL's (``\\&``, a missing group empty),
+  ``chr(0)`` raises, ``split_part``/``string_to_array``/``string_agg`` take PostgreSQL's
+  empty and NULL delimiters, ``regexp_replace(..., 'g')`` of a pattern that may match an
+  empty string is refused, ``unnest`` of a multidimensional array gives its elements, ``to_hex``
+  prints lower-case digits and an ``int4`` in 32 bits, ``extract(second ...)`` keeps the fraction, ``substr``/``substring``
   count positions before the string as PostgreSQL does, ``round`` rounds by its argument's
   type and ``round(x, n)`` has scale ``n``, ``generate_series`` in an expression is a row
   per value (``unnest``; refused inside ``CASE``/``coalesce()`` ...), ``every`` is
   ``bool_and``, the math functions whose domain PostgreSQL checks, ``array_length``,
-  ``array_upper``/``array_lower``, ``array_remove``, ``octet_length``, ``upper``/``lower`` (the
-  C locale's) are colmz's macros (:data:`CALL_MACROS`), a third argument of
-  ``array_to_string`` is refused.
+  ``array_upper``/``array_lower`` (of any dimension), ``cardinality``, ``array_remove``,
+  ``octet_length``, ``upper``/``lower`` (the C locale's) are colmz's macros
+  (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused, and so is
+  ``date_trunc`` to centuries or millennia.
+* Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise).
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
   nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
 * LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``; the ``~`` family of
@@ -25,7 +31,8 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   the type's range (a literal here, other text when it runs: :data:`FLOAT_CAST_MACROS`); an
   explicit cast to ``varchar(n)`` truncates to n characters; a string literal cast to
   ``jsonb`` is PostgreSQL's jsonb text (:func:`jsonb_text`), any other value read so when it
-  runs (:data:`JSONB_IN`); ``date_trunc`` of a date is a ``timestamptz``.
+  runs (:data:`JSONB_IN`); ``date_trunc`` of a date is a ``timestamptz``; a cast to
+  ``char(n)`` (blank-padded) is refused.
 * Float overflow: a maximal ``+ - * /`` subtree over a visibly float operand (a float cast,
   a float function, an exponent literal), or with two operands that are not numbers
   (``f * f``: float columns, whose type is unknown here), outside a grouped query raises
@@ -46,7 +53,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   and ``->>`` are :func:`jsonb_get` of the value's text, bound as PostgreSQL binds them (the
   key is the leftmost operand of DuckDB's looser right side): PostgreSQL's jsonb text (and
   numbers as ``numeric``: DuckDB's JSON functions reprint them as doubles); ``->`` followed
-  by ``||``, and either of a cast to ``json`` (its text kept as written), are refused.
+  by ``||`` is refused; of a cast to ``json`` either is :func:`colmz.sql.jsonb.json_get`, the
+  value as written (json's columns and subqueries' json columns: the catalog's
+  :mod:`colmz.sql.jsonbcols`).
 * Calls PostgreSQL cannot resolve raise its error: a polymorphic function (``lag``,
   ``first_value``, ``array_agg``, ...) of an untyped literal; a quoted function name with
   capitals (``"Sum"(x)``: PostgreSQL's names are lower case, DuckDB's matched without case).
@@ -113,7 +122,7 @@ from colmz.sql.numeric import (
     literal_text,
     parse_literal,
 )
-from colmz.sql.tokens import closing, top_level
+from colmz.sql.tokens import closing, cte_definitions, top_level
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = [
@@ -225,9 +234,10 @@ CHECKED_MATH = {f: RESERVED_PREFIX + f for f in ("ln", "log", "log10", "sqrt", "
 #: ``octet_length`` of text counts its UTF-8 bytes (DuckDB's counts BLOBs only: :data:`TRANSFORM_TYPED_MACROS`);
 #: ``upper`` and ``lower`` change ASCII letters only, as PostgreSQL's in the C locale (DuckDB's
 #: change every cased letter: ``upper('straße')`` is ``STRAẞE`` there).
-#: ``array_upper`` is ``array_length`` (PostgreSQL's arrays written here start at 1).
+#: ``array_upper`` is ``array_length`` (PostgreSQL's arrays written here start at 1); the
+#: array macros read every dimension (:data:`colmz.sql.translate.ARRAY_DIMENSION_MACROS`).
 CALL_MACROS = {**CHECKED_MATH, "array_upper": RESERVED_PREFIX + "array_length", **{f: RESERVED_PREFIX + f for f in (
-    "array_length", "array_lower", "array_remove", "octet_length", "upper", "lower")}}
+    "array_length", "array_lower", "array_remove", "cardinality", "octet_length", "upper", "lower")}}
 
 
 def _rename(new: str) -> Rule:
@@ -235,10 +245,17 @@ def _rename(new: str) -> Rule:
 
 
 def _pad(c: Call) -> str | None:  # PostgreSQL pads with spaces by default
-    if not c.plain or len(c.arguments) != 2:
+    if not c.plain or len(c.arguments) not in (2, 3):
         return None
     args = c.args
+    if len(args) == 3:  # an empty fill only truncates in PostgreSQL (DuckDB raises)
+        return f"{PAD_MACROS[c.name]}({args[0]}, {args[1]}, {args[2]})"
     return f"{c.name}({args[0]}, {args[1]}, ' ')"
+
+
+#: ``lpad``/``rpad`` with a fill: PostgreSQL's empty fill leaves the string (truncated to the
+#: length), DuckDB raises "Insufficient padding" (:data:`TRANSFORM_MACROS`).
+PAD_MACROS = {f: RESERVED_PREFIX + f for f in ("lpad", "rpad")}
 
 
 def _to_hex(c: Call) -> str | None:
@@ -385,7 +402,37 @@ def _third_argument(c: Call) -> str | None:
     if len(c.arguments) == 3:
         raise UnsupportedSQL(f"{c.name}() with a third argument (the text of NULL elements) is "
                              "not supported by colmz (DuckDB has no such argument)")
+    if c.name == "string_to_array" and c.plain and len(c.arguments) == 2:
+        return f"{STRING_TO_ARRAY}({c.args[0]}, {c.args[1]})"
     return None
+
+
+#: PostgreSQL's ``string_to_array(s, d)``: an empty ``s`` is an empty array, a NULL ``d``
+#: splits ``s`` into characters, an empty ``d`` keeps ``s`` whole; ``split_part`` with an
+#: empty delimiter is the whole string's one field; ``string_agg`` with a NULL delimiter joins
+#: with none (DuckDB: one element, an element per character, NULL).
+STRING_TO_ARRAY = RESERVED_PREFIX + "string_to_array"
+SPLIT_PART = RESERVED_PREFIX + "split_part"
+SPLITTING_MACROS = (
+    f"CREATE OR REPLACE MACRO {STRING_TO_ARRAY}(s, d) AS CASE WHEN s IS NULL THEN NULL "
+    "WHEN s = '' THEN CAST([] AS VARCHAR[]) WHEN d IS NULL THEN string_split(s, '') "
+    "WHEN d = '' THEN [s] ELSE string_to_array(s, d) END",
+    f"CREATE OR REPLACE MACRO {SPLIT_PART}(s, d, n) AS CASE WHEN d = '' AND n <> 0 THEN "
+    "CASE WHEN n IN (1, -1) THEN s ELSE '' END ELSE split_part(s, d, n) END",
+)
+
+
+def _split_part(c: Call) -> str | None:
+    if not c.plain or len(c.arguments) != 3:
+        return None
+    return f"{SPLIT_PART}({', '.join(c.args)})"
+
+
+def _string_agg(c: Call) -> str | None:
+    # a NULL delimiter joins with none in PostgreSQL (DuckDB's result is NULL)
+    if not c.plain or len(c.arguments) != 2 or c.node.cls != "FUNCTION":
+        return None
+    return f"string_agg({c.args[0]}, coalesce({c.args[1]}, ''))"
 
 
 #: PostgreSQL's functions of a polymorphic argument (``anyelement``, ``anynonarray``): with
@@ -434,6 +481,7 @@ CALLS: dict[str, Rule] = {
     "array_to_string": _third_argument, "string_to_array": _third_argument,
     "date_trunc": lambda c: _date_trunc(c),  # defined below, with the other type rules
     "regexp_replace": lambda c: _regexp_replace(c),
+    "chr": lambda c: _chr(c), "unnest": lambda c: _unnest(c), "split_part": _split_part, "string_agg": _string_agg,
     # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
@@ -560,7 +608,7 @@ def may_transform(text: str, toks) -> bool:
             if "." in t.text or "e" in t.text or "E" in t.text or t.text in _SMALLEST_MAGNITUDES:
                 return True
         elif k == "qident":
-            if t.name in CALLS or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
+            if t.name in CALLS or t.name == "char" or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
         elif k == "op":
             x = t.text
@@ -568,6 +616,11 @@ def may_transform(text: str, toks) -> bool:
                     x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
                     x in _PAIR_OPS and 0 < i < n - 1 and _operands_at(toks, i)):
                 return True
+            if x == "[" and i > 1 and (toks[i - 1].text == "[" or (toks[i - 1].upper == "ARRAY"
+                                                                    and toks[i - 2].text == "[")):
+                return True  # a sub-array (_array_shape)
+            if x == "[" and i + 1 < n and toks[i + 1].text == "]" and toks[i - 1].kind == "word":
+                return True  # maybe a cast to an array type (_array_text_cast)
             if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
                 opens.append(i)
     return _MAY_COMPARE_ROWS.search(text) is not None or (opens and _may_row_item(toks, opens)) \
@@ -726,6 +779,115 @@ def _row_in(c: Call) -> str | None:
 
 def _row_subquery(c: Call) -> None:
     raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
+
+
+def _array_shape(e: Expression) -> tuple[int, ...] | None:
+    # The dimensions of an array written as nested lists (ARRAY[[1, 2], [3, 4]] is (2, 2)),
+    # () for another value, None when its sub-arrays (every element a list) differ in shape:
+    # PostgreSQL's multidimensional arrays are rectangular, DuckDB's lists of lists need not be
+    if not (e.type == "ARRAY_CONSTRUCTOR" or (e.cls == "FUNCTION" and e.name == ("list_value",))):
+        return ()
+    shapes = [_array_shape(k) for k in e.children]
+    lists = [x for k, x in zip(e.children, shapes) if k.type == "ARRAY_CONSTRUCTOR" or k.name == ("list_value",)]
+    if None in shapes or (lists and len(lists) == len(shapes) and len(set(lists)) > 1):
+        return None
+    return (len(e.children), *(lists[0] if lists and len(lists) == len(shapes) else ()))
+
+
+def pg_array_text(text: str) -> list:
+    r"""PostgreSQL's array input text read: nested lists of the elements' texts (``None`` for
+    an unquoted ``NULL``), quoted elements and backslash escapes as ``array_in`` reads them;
+    :class:`SQLError` "malformed array literal" otherwise (also for sub-arrays of different
+    shapes, PostgreSQL's arrays being rectangular).
+
+    >>> pg_array_text('{1, NULL, "a,\\"b" , c d}'), pg_array_text('{{1,2},{3,4}}'), pg_array_text(' {} ')
+    (['1', None, 'a,"b', 'c d'], [['1', '2'], ['3', '4']], [])
+    """
+    def malformed():
+        return SQLError(f'malformed array literal: "{text}"')
+
+    def space(i: int) -> int:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        return i
+
+    def element(i: int) -> tuple[object, int]:
+        if text[i] == "{":
+            return array(i)
+        out, quoted, last = [], text[i] == '"', 0  # last: the length of out up to its last escaped or quoted char
+        i += quoted
+        while i < len(text):
+            ch = text[i]
+            if ch == "\\" and i + 1 < len(text):
+                out.append(text[i + 1])
+                last, i = len(out), i + 2
+                continue
+            if quoted and ch == '"':
+                return "".join(out), i + 1
+            if not quoted and ch in ",}":
+                word = "".join(out[: max(last, len("".join(out[last:]).rstrip()) + last)])
+                if not word:
+                    raise malformed()
+                return (None if last == 0 and word.upper() == "NULL" else word), i
+            if not quoted and ch in '{"':
+                raise malformed()
+            out.append(ch)
+            i += 1
+        raise malformed()
+
+    def array(i: int) -> tuple[list, int]:
+        items: list = []
+        i = space(i + 1)
+        if text[i : i + 1] == "}":
+            return items, i + 1
+        while i < len(text):
+            item, i = element(space(i))
+            items.append(item)
+            i = space(i)
+            if text[i : i + 1] == "}":
+                return items, i + 1
+            if text[i : i + 1] != ",":
+                break
+            i += 1
+        raise malformed()
+
+    i = space(0)
+    if text[i : i + 1] != "{":
+        raise malformed()
+    value, i = array(i)
+    if space(i) != len(text) or _text_shape(value) is None:
+        raise malformed()
+    return value
+
+
+def _text_shape(value) -> tuple[int, ...] | None:
+    # the dimensions of pg_array_text's nested lists, None when not rectangular
+    if not isinstance(value, list):
+        return ()
+    shapes = {_text_shape(v) for v in value}
+    if None in shapes or len(shapes) > 1:
+        return None
+    return (len(value), *(shapes.pop() if shapes else ()))
+
+
+def _array_text_cast(c: Call) -> str:
+    # A string literal cast to an array type: PostgreSQL's array text (quotes, escapes, NULL,
+    # nested braces) read here (DuckDB's cast reads its own list text), the elements cast as
+    # the list; a multidimensional one to a list of lists
+    x, t = c.node.children
+    value = pg_array_text(x.literal.text)
+
+    def sql(v) -> str:
+        if isinstance(v, list):
+            return "[" + ", ".join(sql(e) for e in v) + "]"
+        return "NULL" if v is None else "'" + v.replace("'", "''") + "'"
+
+    depth = len(_text_shape(value))
+    return f"CAST({sql(value)} AS {c.text_of(t)}{'[]' * depth})"
+
+
+def _ragged_array(c: Call) -> str:
+    raise SQLError("multidimensional arrays must have array expressions with matching dimensions")
 
 
 def _node_rule(e: Expression, text: str) -> Rule | None:
@@ -974,6 +1136,8 @@ def _type_rule(e: Expression, text: str) -> Rule | None:
             return _float_cast
         if _VARCHAR_N.fullmatch(target):
             return _varchar_n
+        if _CHAR_N.fullmatch(target):
+            return _refuse_char
         if target in ("jsonb", "json"):
             return _json_cast
     return None
@@ -1055,6 +1219,17 @@ def _float_out_of_range(v: Decimal, name: str) -> bool:
 
 
 _TEXT_WORDS = frozenset({"text", "varchar", "string", "character varying"})
+
+
+#: PostgreSQL's blank-padded ``char(n)`` (``char`` is ``char(1)``) and its one-byte ``"char"``.
+_CHAR_N = re.compile(r'(?:"char"|char|character|bpchar)(?:\s*\(\s*\d+\s*\))?')
+
+
+def _refuse_char(c: Call) -> str:
+    # PostgreSQL truncates to n and pads with spaces (which its comparisons, length and ||
+    # then ignore); DuckDB's CHAR is VARCHAR
+    raise UnsupportedSQL(f"a cast to {_type_text(c.node.children[1], c.text)} (blank-padded character) "
+                         "is not supported by colmz: cast to text or varchar(n)")
 
 
 def _varchar_n(c: Call) -> str:
@@ -1269,20 +1444,19 @@ def _jsonb_get_arrow(doc, key, index, text):
                      zip(doc.to_pylist(), key.to_pylist(), index.to_pylist(), text.to_pylist())], pa.string())
 
 
-def _json_document(c: Call, doc: Expression) -> None:
-    # The value ``->``/``->>`` read: a cast to json (not jsonb) keeps its text as written in
-    # PostgreSQL, which jsonb_get does not give back -- refused.
+def _json_document(c: Call, doc: Expression) -> bool:
+    # Whether the value ``->``/``->>`` reads is a cast to json (not jsonb), through a chain
+    # of them: PostgreSQL keeps json's text as written, which json_get gives back
     while (doc.cls == "LAMBDA" or doc.name == ("->>",)) and doc.children:
         doc = doc.children[0]
-    if doc.cls == "CAST" and len(doc.children) == 2 and _type_text(doc.children[1], c.text) == "json":
-        raise UnsupportedSQL("-> and ->> of json (not jsonb) are not supported by colmz (PostgreSQL keeps "
-                             "json's text as written): cast to jsonb")
+    return doc.cls == "CAST" and len(doc.children) == 2 and _type_text(doc.children[1], c.text) == "json"
 
 
-def _jsonb_call(doc: str, key: str, text: bool) -> str:
+def _jsonb_call(doc: str, key: str, text: bool, json: bool = False) -> str:
     # the key is an element's index when DuckDB types it other than text (typeof is folded
-    # when DuckDB binds the query)
-    return (f"{JSONB_GET}(CAST({doc} AS VARCHAR), CAST({key} AS VARCHAR), typeof({key}) <> 'VARCHAR', "
+    # when DuckDB binds the query); ``json``: of json, its value as written
+    return (f"{jsonb.JSON_GET if json else JSONB_GET}(CAST({doc} AS VARCHAR), CAST({key} AS VARCHAR), "
+            f"typeof({key}) <> 'VARCHAR', "
             f"{'true' if text else 'false'})")
 
 
@@ -1308,8 +1482,9 @@ def _jsonb_arrow(c: Call) -> str:
     # are PostgreSQL's. DuckDB's arrow binds looser than everything: in ``a -> 'k' = v`` its
     # right side is ``'k' = v``; the key is the leftmost operand down the chain of looser
     # nodes starting where the right side starts (not parenthesised), and the rest follows.
+    # Of a json (not jsonb) cast, the value is its text as written (json_get), not jsonb.
     lhs, rhs = c.node.children
-    _json_document(c, lhs)
+    json = _json_document(c, lhs)
     key = rhs
     if not c.text[: rhs.start].rstrip().endswith("("):
         while _looser(key) and key.children and key.children[0].start == key.start >= 0:
@@ -1325,15 +1500,15 @@ def _jsonb_arrow(c: Call) -> str:
                                      "merges jsonb, concatenates text): parenthesise and cast, "
                                      "e.g. (a -> 'k')::text || x")
             key = key.children[0]
-    out = f"CAST({_jsonb_call(c.text_of(lhs), c.text_of(key), False)} AS JSON)"
+    out = _jsonb_call(c.text_of(lhs), c.text_of(key), False, True) if json else \
+        f"CAST({_jsonb_call(c.text_of(lhs), c.text_of(key), False)} AS JSON)"
     return out if key is rhs else out + c.span_text(key.end, rhs.end)
 
 
 def _jsonb_text_arrow(c: Call) -> str:
     # ``a ->> k``: jsonb's field or element as text (jsonb_get), numbers as written
     doc, key = c.node.children
-    _json_document(c, doc)
-    return _jsonb_call(c.text_of(doc), c.text_of(key), True)
+    return _jsonb_call(c.text_of(doc), c.text_of(key), True, _json_document(c, doc))
 
 
 # ----------------------------------------------------------------------------- regular expressions
@@ -1354,10 +1529,74 @@ def _regexp_replace(c: Call) -> str | None:
         if lit is None or lit.kind != "STRING" or not re.fullmatch(r"[gi]*", lit.text):
             return None
         flags = lit.text + "s"
+        pattern = a[1].literal
+        if "g" in flags and (pattern is None or pattern.kind != "STRING" or _matches_empty(pattern.text)):
+            # after a match PostgreSQL tries an empty one where it ended ('aaa', 'a*': XX), RE2
+            # does not (X)
+            raise UnsupportedSQL("regexp_replace(..., 'g') with a pattern that may match an empty string "
+                                 "(or is not a literal) is not supported by colmz (PostgreSQL and RE2 "
+                                 "replace empty matches after a match differently)")
     else:
         flags = "s"
     x, p, r = c.args[:3]
+    lit = a[2].literal
+    if lit is not None and lit.kind == "STRING" and "\\" in lit.text:
+        pattern = a[1].literal
+        groups = _group_count(pattern.text) if pattern is not None and pattern.kind == "STRING" else None
+        if groups is None and re.search(r"\\[1-9]", lit.text):
+            raise UnsupportedSQL("regexp_replace() with a group reference (\\1) and a pattern not written as "
+                                 "a literal is not supported by colmz (PostgreSQL's missing group is empty, "
+                                 "DuckDB raises)")
+        r = "'" + re2_replacement(lit.text, groups or 0).replace("'", "''") + "'"
     return f"regexp_replace({x}, {p}, {r}, '{flags}')"
+
+
+def _matches_empty(pattern: str) -> bool:
+    # whether the regular expression may match an empty string (read by Python's re; one it
+    # cannot read counts as may)
+    try:
+        return re.search(pattern, "") is not None
+    except (re.error, OverflowError):
+        return True
+
+
+def _group_count(pattern: str) -> int | None:
+    # the capturing groups of a regular expression (read by Python's re, whose groups are
+    # PostgreSQL's for the patterns both read), None when re cannot read it
+    try:
+        return re.compile(pattern).groups
+    except (re.error, OverflowError):
+        return None
+
+
+def re2_replacement(text: str, groups: int) -> str:
+    r"""PostgreSQL's replacement text of ``regexp_replace`` as RE2's, for a pattern of
+    ``groups`` capturing groups: ``\1``-``\9`` are the groups in both (a group the pattern
+    lacks is empty in PostgreSQL, an error in RE2: dropped), ``\&`` (the whole match) is
+    RE2's ``\0``, ``\\`` a backslash; any other backslash is itself in PostgreSQL (``\0`` is
+    a backslash and a 0), ``\\`` in RE2.
+
+    >>> re2_replacement(r"<\&>", 0), re2_replacement(r"\0\1\2", 1), re2_replacement("a\\", 0)
+    ('<\\0>', '\\\\0\\1', 'a\\\\')
+    """
+    out, i = [], 0
+    while i < len(text):
+        ch, nxt = text[i], text[i + 1 : i + 2]
+        if ch != "\\":
+            out.append(ch)
+        elif nxt and nxt in "123456789":
+            out.append(ch + nxt if int(nxt) <= groups else "")
+            i += 1
+        elif nxt == "&":
+            out.append("\\0")
+            i += 1
+        elif nxt == "\\":
+            out.append("\\\\")
+            i += 1
+        else:
+            out.append("\\\\")
+        i += 1
+    return "".join(out)
 
 
 def _regexp_not(c: Call) -> str | None:
@@ -1391,7 +1630,37 @@ def _date_trunc(c: Call) -> str | None:
     a = c.arguments
     if not c.plain or len(a) != 2:
         return None
+    unit = a[0].literal
+    if unit is not None and unit.kind == "STRING" and unit.text.strip().lower() in _ORDINAL_UNITS:
+        # PostgreSQL's centuries and millennia start at a year 1 (2001, 1901), DuckDB's at 0
+        raise UnsupportedSQL(f"date_trunc('{unit.text}', ...) is not supported by colmz (PostgreSQL's "
+                             "centuries and millennia begin with a year ending in 1, DuckDB's in 0)")
     return f"date_trunc({c.args[0]}, {DATE_AS_TIMESTAMPTZ}({c.args[1]}))"
+
+
+_ORDINAL_UNITS = frozenset({"century", "centuries", "millennium", "millennia", "millenium", "millenniums"})
+
+
+def _chr(c: Call) -> str | None:
+    # PostgreSQL's chr(0) raises (text holds no NUL), DuckDB's gives one
+    if not c.plain or len(c.arguments) != 1:
+        return None
+    return f"{CHR}({c.args[0]})"
+
+
+CHR = RESERVED_PREFIX + "chr"
+
+
+def _unnest(c: Call) -> str | None:
+    # unnest of a multidimensional array written as nested lists gives every element in
+    # PostgreSQL (DuckDB's gives the sub-lists): the lists flattened first
+    a = c.arguments
+    if not c.plain or len(a) != 1 or a[0].type != "ARRAY_CONSTRUCTOR":
+        return None
+    depth = len(_array_shape(a[0]) or ())
+    if depth < 2:
+        return None
+    return f"unnest({'flatten(' * (depth - 1)}{c.args[0]}{')' * (depth - 1)})"
 
 
 #: A date as a timestamptz, any other value as itself (a typed macro, resolved when DuckDB
@@ -1410,12 +1679,17 @@ TRANSFORM_MACROS = (
       f"error('\"' || CAST(x AS VARCHAR) || '\" is out of range for type {name}') ELSE x END"
       for name, macro in FLOAT_CAST_MACROS.items()),
     f"CREATE OR REPLACE MACRO {REGEXP_MATCH}(s, p, o) AS regexp_matches(s, p, o)",
+    f"CREATE OR REPLACE MACRO {CHR}(x) AS CASE WHEN x = 0 THEN error('null character not permitted') "
+    "ELSE chr(x) END",
     f"CREATE OR REPLACE MACRO {FLOAT_CHECK}(r, finite, nonzero) AS CASE WHEN typeof(r) IN ('DOUBLE', 'FLOAT') "
     "AND NOT isfinite(TRY_CAST(r AS DOUBLE)) AND finite THEN error('value out of range: overflow') "
     "WHEN typeof(r) IN ('DOUBLE', 'FLOAT') AND TRY_CAST(r AS DOUBLE) = 0 AND finite AND nonzero "
     "THEN error('value out of range: underflow') ELSE r END",
     *NUMERIC_MACROS,
     f"CREATE OR REPLACE MACRO {CONCAT_BY_KIND}(t, j) AS CAST(error('{_CONCAT_REFUSAL}') AS VARCHAR)",
+    *(f"CREATE OR REPLACE MACRO {macro}(s, n, f) AS CASE WHEN f = '' THEN left(s, greatest(n, 0)) "
+      f"ELSE {name}(s, n, f) END" for name, macro in PAD_MACROS.items()),
+    *SPLITTING_MACROS,
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 _ASCII = "abcdefghijklmnopqrstuvwxyz"
@@ -1564,8 +1838,9 @@ def _may_name_derived(toks) -> bool:
     # holds an item other than a column, a star or an aliased item: a column DuckDB names
     # otherwise than PostgreSQL may reach the result by its name (under a ``*``, or beside
     # one, where colmz.sql.parse.output_names leaves DuckDB's names).
-    # A subquery's repeated column name is read too (marked under a *, ambiguous where the
-    # query reading it names it), with or without a star.
+    # A subquery's item DuckDB names otherwise (``upper('a')``, read by the query around it
+    # as ``upper``) or repeated column name (marked under a *, ambiguous where the query
+    # reading it names it) is read too, with or without a star.
     star = False  # a select-list star (not count(*), a * b)
     for i in range(1, len(toks)):
         t = toks[i]
@@ -1577,9 +1852,9 @@ def _may_name_derived(toks) -> bool:
         if t.upper == "SELECT" and (
                 i == 0 or toks[i - 1].text in ("(", ")") or toks[i - 1].upper in ("UNION", "ALL", "EXCEPT", "INTERSECT")):
             if not star and not (i > 0 and toks[i - 1].text == "("):
-                continue  # without a star only a subquery's repeated names matter
+                continue  # without a star only a subquery's names matter
             kind = _plain_list(toks, i + 1, n)
-            if (star and kind != "plain") or (kind == "repeated" and i > 0 and toks[i - 1].text == "(") \
+            if (kind != "plain" and (star or (i > 0 and toks[i - 1].text == "("))) \
                     or (star and i > 0 and toks[i - 1].text == "(" and _star_join_list(toks, i + 1, n)):
                 return True
     return False
@@ -1851,18 +2126,19 @@ def _cast_rule(e: Expression, text: str) -> Rule | None:
 
 #: Type words of the casts :func:`_type_rule` rewrites.
 _TYPE_WORDS = frozenset({"FLOAT", "BYTEA", "FLOAT8", "FLOAT4", "REAL", "DOUBLE", "VARCHAR", "VARYING",
-                         "JSONB", "MZ_TIMESTAMP"})
+                         "JSONB", "MZ_TIMESTAMP", "CHAR", "CHARACTER", "BPCHAR"})
 #: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
 #: Words that may make a node of the table (see :func:`may_transform`).
 _TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
-                                   "float4", "real", "double", "jsonb", "row", "cast",
+                                   "float4", "real", "double", "jsonb", "row", "cast", "char", "character",
+                                   "bpchar",
                                    *_TYPE_NAMES}
 #: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
 #: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators it reads, numbers, quoted names.
 _MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
-_MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", *_PAIR_OPS})
+_MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", "[", *_PAIR_OPS})
 _NUMBER_QIDENT = frozenset({"number", "qident"})
 if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
     raise AssertionError("_TREE_WORDS must be lower-case ASCII")
@@ -1912,7 +2188,7 @@ def apply_transforms(text: str, toks) -> str:
         elif k == "qident" and not quoted:
             quoted = t.name != t.name.lower()
     rows = _MAY_COMPARE_ROWS.search(text) is not None
-    types = not words.isdisjoint(_TYPE_WORDS)
+    types = not words.isdisjoint(_TYPE_WORDS) or '"char"' in text  # (PostgreSQL's one-byte "char")
     concat = "||" in ops
     arrows = "->" in ops or "->>" in ops
     smallest = not numbers.isdisjoint(_SMALLEST_MAGNITUDES)
@@ -2002,6 +2278,12 @@ def apply_transforms(text: str, toks) -> str:
                 and e.children[0].name == ("regexp_matches",) \
                 and (e.children[0].start, e.children[0].end) == (e.start, e.end):
             return _regexp_not, ""
+        if e.type == "ARRAY_CONSTRUCTOR" and _array_shape(e) is None:
+            return _ragged_array, ""
+        if e.cls == "CAST" and _is_cast(e, wrapped) and e.children[0].literal is not None \
+                and e.children[0].literal.kind == "STRING" and e.children[1].start >= 0 \
+                and wrapped[e.children[1].start : e.end].rstrip(" )").endswith("]"):
+            return _array_text_cast, ""
         if item and _is_row(e):
             return _row_value, ""
         if casts and e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
@@ -2119,6 +2401,17 @@ def apply_transforms(text: str, toks) -> str:
     return render(offset, len(wrapped))
 
 
+def _body_column_list(body: Query, lists: list[tuple[int, int, tuple[str, ...]]]) -> tuple[str, ...]:
+    # The column list of the CTE whose body is ``body`` (``WITH c(x) AS (...)``: its columns
+    # renamed by position), from ``lists`` (cte_definitions' body spans and lists): the
+    # innermost definition holding the body's first select item; () when none
+    while not body.items and body.children:
+        body = body.children[0]
+    at = body.items[0].start if body.items else -1
+    found = [(end - start, cols) for start, end, cols in lists if start <= at < end]
+    return min(found)[1] if found else ()
+
+
 def _numeric_names(stmts, text: str) -> frozenset[str]:
     # The names (lower case) of FROM subqueries' and CTEs' columns whose item may be a
     # PostgreSQL numeric DuckDB computes as a double (translate's numeric_source of its
@@ -2127,9 +2420,11 @@ def _numeric_names(stmts, text: str) -> frozenset[str]:
     from colmz.sql.tokens import tokenize
     from colmz.sql.translate import numeric_source  # translate imports this module
 
+    lists = [(start, end, cols) for _, cols, start, end, *_ in cte_definitions(text)]
     out: set[str] = set()
     for d in (d for q in stmts for d in all_queries(q)):
-        subs = [(s, ()) for _, s in d.ctes] + [(t.subquery, t.column_aliases) for t in table_refs(d) if t.subquery]
+        subs = [(s, _body_column_list(s, lists)) for _, s in d.ctes]
+        subs += [(t.subquery, t.column_aliases) for t in table_refs(d) if t.subquery]
         while subs:
             s, renames = subs.pop()
             subs.extend((b, renames) for b in s.children)  # a set operation's branches

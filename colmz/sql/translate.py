@@ -607,6 +607,26 @@ def _float4_text_arrow(values: pa.Array) -> pa.Array:
 FUNCTIONS = ((FLOAT8_TEXT_PY, _float8_text_arrow, ("DOUBLE",), "VARCHAR"),
              (FLOAT4_TEXT, _float4_text_arrow, ("FLOAT",), "VARCHAR"))
 
+#: PostgreSQL's array dimensions. A DuckDB list of lists is a multidimensional array (whose
+#: sub-arrays PostgreSQL makes one length: the first one's length is the dimension's), its
+#: number of dimensions the nesting of its list type (``INTEGER[][]``: ``typeof``, folded
+#: when DuckDB binds the query). ``array_length(a, d)`` (``array_upper``) of a dimension
+#: that is not there, or of an empty array, is NULL (DuckDB raises for d other than 1, and
+#: its length of an empty list is 0); ``cardinality`` counts every element (DuckDB's counts
+#: the outer list's).
+ARRAY_DIMS = RESERVED_PREFIX + "array_dims"
+ARRAY_DIMENSION_MACROS = (
+    f"CREATE OR REPLACE MACRO {ARRAY_DIMS}(a) AS (length(typeof(a)) - length(rtrim(typeof(a), '[]'))) // 2",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS CASE WHEN d = 1 THEN nullif(len(a), 0) "
+    f"WHEN d > 1 AND d <= {ARRAY_DIMS}(a) THEN nullif(CAST(json_array_length(to_json(a), '$' || "
+    "repeat('[0]', d - 1)) AS BIGINT), 0) END",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_lower(a, d) AS CASE WHEN "
+    f"{RESERVED_PREFIX}array_length(a, d) > 0 THEN 1 END",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}cardinality(a) AS CASE WHEN {ARRAY_DIMS}(a) <= 1 THEN len(a) "
+    f"ELSE CAST(list_product([json_array_length(to_json(a), "
+    f"'$' || repeat('[0]', i)) FOR i IN range({ARRAY_DIMS}(a))]) AS BIGINT) END",
+)
+
 #: The macros of PostgreSQL's text of a value (defined on every colmz connection with
 #: :data:`MACROS`): of a value of any type
 #: (``ANY_TEXT``), of one that may be a numeric computed as a double (``NUMERIC_TEXT``: a
@@ -1129,9 +1149,7 @@ MATH_MACROS = (
     "THEN error('value out of range: underflow') ELSE exp(x) END",
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['power']}" + _POWER,
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['pow']}" + _POWER,
-    # PostgreSQL's array_length of an empty array (of the dimension asked) is NULL.
-    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS nullif(array_length(a, d), 0)",
-    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_lower(a, d) AS CASE WHEN array_length(a, d) > 0 THEN 1 END",
+    *ARRAY_DIMENSION_MACROS,
     # PostgreSQL's array_remove drops the elements not distinct from the value (NULLs too)
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_remove(a, x) AS [e FOR e IN a IF e IS DISTINCT FROM x]",
 )

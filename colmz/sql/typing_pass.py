@@ -74,11 +74,14 @@ FLOAT_DIV = RESERVED_PREFIX + "float_div"
 
 #: The one type table: a type's name as a cast writes it (lower case, words joined by one
 #: space, no modifiers) to its kind. Float types with a precision (``float(p)``) are read by
-#: :func:`colmz.sql.transforms.float_kind`; ``json`` is how translate writes jsonb.
+#: :func:`colmz.sql.transforms.float_kind`. A cast written ``JSON`` (exactly) is how translate
+#: writes a jsonb value, and is typed jsonb (:meth:`Typer.kind`); any other ``json`` is json,
+#: which PostgreSQL keeps as written.
 TYPE_TABLE: dict[str, str] = {
     **dict.fromkeys(("int", "int2", "int4", "int8", "integer", "bigint", "smallint", "tinyint", "hugeint",
                      "numeric", "decimal"), "exact"),
-    **dict.fromkeys(("json", "jsonb"), "jsonb"),
+    "json": "json",
+    "jsonb": "jsonb",
     **dict.fromkeys(("text", "varchar", "character varying", "string"), "text"),
     **dict.fromkeys(("bool", "boolean"), "bool"),
     **dict.fromkeys(("date", "time", "timestamp", "timestamptz", "timestamp with time zone", "interval"),
@@ -93,7 +96,7 @@ def type_kind(type_text: str) -> str | None:
     """The kind of the type a cast names (``type_text`` as written), None when not in
     :data:`TYPE_TABLE`.
 
-    >>> [type_kind(t) for t in ("FLOAT4", "double precision", "numeric(10, 2)", "JSON", "uuid")]
+    >>> [type_kind(t) for t in ("FLOAT4", "double precision", "numeric(10, 2)", "jsonb", "uuid")]
     ['real', 'double', 'exact', 'jsonb', None]
     """
     t = " ".join(type_text.lower().split())
@@ -518,7 +521,8 @@ class Typer:
                 return "double" if "e" in e.literal.text.lower() and not pg else "exact"
             return None
         if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
-            return type_kind(self.text[e.children[1].start : e.children[1].end])
+            written = self.text[e.children[1].start : e.children[1].end]
+            return "jsonb" if written == "JSON" else type_kind(written)  # (translate's jsonb)
         if e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE":
             return self.common(e.children, pg)
         if e.cls == "SUBQUERY" and e.subquery is not None and _scalar(e, self.text):
