@@ -1717,7 +1717,6 @@ QUERIES = [
     ('jnum_window_order', "SELECT id, rank() OVER (ORDER BY j) AS r FROM jnums WHERE j IS NOT NULL ORDER BY id"),
     ('jnum_window_partition', "SELECT id, count(*) OVER (PARTITION BY j) AS n FROM jnums WHERE id IN (1, 3, 4, 7, 16, 17) ORDER BY id"),
     ('jnum_agg_order', "SELECT string_agg(id::text, ',' ORDER BY j, id) AS s, jsonb_agg(j ORDER BY j DESC, id) AS a FROM jnums"),
-<<<<<<< HEAD
     # jsonb compared as jsonb (1.0 equal to 1) where the comparison is a join's USING or NATURAL
     # merge, an IN / ANY subquery, a simple CASE, a CASE's or coalesce's result, a count or
     # grouping that shows no value
@@ -1739,7 +1738,6 @@ QUERIES = [
     ('jnum_window_partition_forms', "SELECT id, count(*) OVER (PARTITION BY j) AS n FROM jnums ORDER BY id"),
     ('jnum_distinct_shown', "SELECT DISTINCT j FROM jnums ORDER BY j"),
     ('jnum_group_shown', "SELECT j, count(*) AS n FROM jnums GROUP BY j ORDER BY n, j"),
-=======
     # --- PostgreSQL's answers where DuckDB's namesakes differ: json as written, arrays of any
     # dimension and PostgreSQL's array text, text functions of json, string and regex edges,
     # intervals, date parts, numeric edges, casts that must fail, output names
@@ -1884,5 +1882,4 @@ QUERIES = [
     ('pgd_names_intersect', 'SELECT 1 AS a INTERSECT SELECT 1'),
     ('pgd_names_distinct_on_call', 'SELECT DISTINCT ON (city) city, upper(name) FROM people ORDER BY city, upper(name)'),
     ('pgd_names_union_calls', 'SELECT lower(name) FROM people UNION ALL SELECT upper(status) FROM orders ORDER BY 1 LIMIT 2'),
->>>>>>> pgdiff
 ]
