@@ -34,9 +34,9 @@ RELS = {"t": {"k": "exact", "r": "real", "f": "double", "j": "jsonb", "s": "text
 
 def test_type_table_is_postgresqls_categories():
     assert [type_kind(t) for t in ("int4", "BIGINT", "numeric(12, 2)", "float4", "float(30)", "double precision",
-                                   "json", "varchar", "boolean", "timestamptz", "uuid", "int(3, 4, 5)")] == [
-        "exact", "exact", "exact", "real", "double", "double", "jsonb", "text", "bool", "datetime", None, None]
-    assert set(TYPE_TABLE.values()) == {"exact", "jsonb", "text", "bool", "datetime"}
+                                   "jsonb", "json", "varchar", "boolean", "timestamptz", "uuid", "int(3, 4, 5)")] == [
+        "exact", "exact", "exact", "real", "double", "double", "jsonb", "json", "text", "bool", "datetime", None, None]
+    assert set(TYPE_TABLE.values()) == {"exact", "jsonb", "json", "text", "bool", "datetime"}
     # PostgreSQL's select_common_type over numbers; another kind only with itself
     assert [common_kind(s) for s in ({"exact", "real"}, {"real", "double"}, {"exact"}, {"jsonb"},
                                      {"jsonb", "text"}, {"exact", None}, set())] == [
@@ -127,3 +127,15 @@ def test_jsonb_compared_as_jsonb(cat, sql, want):
 def test_refused_by_name(cat, sql, word):
     with pytest.raises(UnsupportedSQL, match=word):
         cat.sql(sql)
+
+
+def test_translates_jsonb_cast_is_jsonb_and_a_written_json_cast_is_json():
+    # translate writes every jsonb value as CAST(... AS JSON); a cast the user wrote to json
+    # stays as written, and PostgreSQL's json is not jsonb (kept as written, no equality)
+    from colmz.sql.tree import parse_tree
+    from colmz.sql.typing_pass import Typer
+
+    for text, kind in (("SELECT CAST('{}' AS JSON)", "jsonb"), ("SELECT '{}'::json", "json"),
+                       ("SELECT CAST('{}' AS json)", "json"), ("SELECT '{}'::jsonb", "jsonb")):
+        item = parse_tree(text)[0].items[0]
+        assert Typer(text, {}, {}).kind(item) == kind, text
