@@ -8,18 +8,23 @@ over the corpus tables (column names and rows, or the exception).
 
 ``python scripts/translate_snapshot.py write FILE`` records; ``python
 scripts/translate_snapshot.py compare FILE`` records again and prints "N of M identical" and
-each difference.
+each difference. ``SNAPSHOT_COLMZ=DIR`` records the colmz package in DIR instead of this
+checkout's.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import os
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT)]  # the checkout's colmz (the script runs from scripts/)
+# the checkout's colmz (the script runs from scripts/), or the tree in $SNAPSHOT_COLMZ (an
+# older colmz, e.g. ``git archive HEAD~3 colmz | tar -x -C DIR``: its outcomes over the texts
+# harvested here)
+sys.path[:0] = [os.environ.get("SNAPSHOT_COLMZ", str(ROOT))]
 sys.path.append(str(ROOT / "tests"))  # after the package: tests/colmz is not colmz
 
 
@@ -52,8 +57,8 @@ def snapshot() -> dict[str, str]:
     out: dict[str, str] = {}
     for name, sql in QUERIES:
         out[f"translate corpus {name}"] = outcome(translate, sql)
-    for i, text in enumerate(harvested()):
-        out[f"translate literal {i} {text[:60]!r}"] = outcome(translate, text)
+    for text in harvested():
+        out[f"translate literal {text!r}"] = outcome(translate, text)
     cat = colmz.Catalog()
     for stmt in SETUP:
         cat.execute(stmt)

@@ -139,6 +139,7 @@ __all__ = [
     "apply_transforms",
     "arith_leaves",
     "duplicate_name",
+    "first_branch",
     "float_check",
     "float_kind",
     "is_arith",
@@ -149,6 +150,7 @@ __all__ = [
     "products_only",
     "table_refs",
     "undo_duplicate_name",
+    "values_rows",
 ]
 
 
@@ -578,28 +580,29 @@ def _may_row_item(toks, opens: list[int]) -> bool:
     # Whether one of the "(" at ``opens`` (each beginning a select item) holds a top-level
     # comma: maybe a row value ``(a, b)``. The rows of a VALUES list are not select items (a
     # query of VALUES alone selects ``*`` from them), so their own parentheses are passed over.
-    rows = _values_rows(toks)
+    rows = {o for v, t in enumerate(toks) if t.upper == "VALUES" for o, _ in values_rows(toks, v)}
     return any(toks[i + 1].upper not in ("SELECT", "WITH", "VALUES") and i not in rows
                and any(toks[k].text == "," for k in top_level(toks, i + 1)) for i in opens)
 
 
-def _values_rows(toks) -> set[int]:
-    # Indices of the "(" opening each row of a VALUES list (``VALUES (..), (..)``).
-    out: set[int] = set()
-    n = len(toks)
-    for v, t in enumerate(toks):
-        if t.upper != "VALUES":
-            continue
-        j = v + 1
-        while j < n and toks[j].kind == "op" and toks[j].text == "(":
-            c = closing(toks, j)
-            if c < 0:
-                break
-            out.add(j)
-            if c + 2 < n and toks[c + 1].kind == "op" and toks[c + 1].text == ",":
-                j = c + 2
-            else:
-                break
+def values_rows(toks, at: int) -> list[tuple[int, int]]:
+    """The ``(`` and ``)`` of each row of the ``VALUES`` at token ``at`` (``VALUES (..), (..)``),
+    up to the first row not closed.
+
+    >>> from colmz.sql.tokens import tokenize
+    >>> values_rows(tokenize("VALUES (1, 2), (3, 4)"), 0)
+    [(1, 5), (7, 11)]
+    """
+    out: list[tuple[int, int]] = []
+    j, n = at + 1, len(toks)
+    while j < n and toks[j].kind == "op" and toks[j].text == "(":
+        c = closing(toks, j)
+        if c < 0:
+            break
+        out.append((j, c))
+        if not (c + 2 < n and toks[c + 1].kind == "op" and toks[c + 1].text == "," and toks[c + 2].text == "("):
+            break
+        j = c + 2
     return out
 
 
@@ -618,6 +621,14 @@ def all_queries(q: Query) -> Iterator[Query]:
         stack.extend(d.children)
         stack.extend(t.subquery for t in table_refs(d) if t.subquery is not None)
         stack.extend(n.subquery for e, _ in _own_roots(d) for n in e.walk() if n.subquery is not None)
+
+
+def first_branch(q: Query) -> Query:
+    """The query whose select list gives ``q``'s columns: a set operation's (or recursive
+    CTE's) first branch."""
+    while q.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and q.children:
+        q = q.children[0]
+    return q
 
 
 def table_refs(d: Query) -> list[Table]:
@@ -1658,8 +1669,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
     starts = [t.start + offset for t in toks]
 
     def named(d: Query, marks: bool = True) -> dict[str, int]:
-        while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
-            d = d.children[0]  # a set operation's columns are its first branch's
+        d = first_branch(d)
         seen: dict[str, int] = {}
         exact: dict[str, int] = {}
         for e in d.items:
@@ -1751,18 +1761,14 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                     _refuse_star_columns(d, t)
     # The statement's own select list beside a ``*``: DuckDB names an item by its text
     # (``1``, ``upper(t)``) and keeps repeated names, output_names leaves DuckDB's names.
-    top = q
-    while top.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and top.children:
-        top = top.children[0]
-    if any(e.cls == "STAR" for e in top.items):
+    if any(e.cls == "STAR" for e in first_branch(q).items):
         named(q, marks=False)
 
 
 def _star_over_join(d: Query) -> bool:
     # Whether the select list of ``d`` expands a ``*`` over a join (or two stars): columns
     # of one name may meet there, which DuckDB renames (``id_1``) and PostgreSQL keeps.
-    while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
-        d = d.children[0]
+    d = first_branch(d)
     stars = sum(e.cls == "STAR" for e in d.items)
     return stars > 1 or (stars == 1 and d.from_ is not None and d.from_.type == "JOIN")
 

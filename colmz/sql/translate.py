@@ -60,7 +60,15 @@ from colmz.sql.tokens import (
     tokenize,
     top_level,
 )
-from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, all_queries, apply_transforms, table_refs
+from colmz.sql.transforms import (
+    CHECKED_MATH,
+    REAL_WIDEN,
+    all_queries,
+    apply_transforms,
+    first_branch,
+    table_refs,
+    values_rows,
+)
 from colmz.sql.tree import Query, parse_tree
 
 __all__ = [
@@ -200,7 +208,7 @@ def _check_cte_lists(sql: str) -> None:
                 raise UnsupportedSQL(
                     f'WITH RECURSIVE: "{name}" reads "{ahead[0]}", defined after it in its list, which '
                     f'colmz does not support (DuckDB reads a CTE only after its definition): define "{ahead[0]}" first')
-        first = _first_branch(body)
+        first = first_branch(body)
         if not cols or first.type != "SELECT_NODE" or not first.items \
                 or any(n.cls in ("STAR", "COLUMNS") for e in first.items for n in e.walk()):
             continue
@@ -209,15 +217,10 @@ def _check_cte_lists(sql: str) -> None:
                            f"{len(cols)} columns specified")
 
 
-def _first_branch(q: Query) -> Query:
-    # a set operation's columns are its first branch's
-    return _first_branch(q.children[0]) if q.children else q
-
-
 def _first_position(q: Query) -> int:
     # the first character of ``q``'s text the tree places (its first branch's first select
     # item or FROM item), -1 when none is placed
-    first = _first_branch(q)
+    first = first_branch(q)
     return min((s for s in (*(e.start for e in first.items), *(t.start for t in table_refs(first))) if s >= 0),
                default=-1)
 
@@ -294,9 +297,13 @@ def _translate_tokens(sql: str) -> str:
         if up == "VALUES" and (i == 0 or (toks[i - 1].kind == "op" and toks[i - 1].text == "(")):
             # VALUES beginning a query: PostgreSQL names its columns column1, column2, ...
             # (DuckDB col0, col1); an alias's column list, if any, still renames them.
-            close = _values_rows_end(toks, i)
-            n = _values_width(toks, i)
-            if close is not None and n:
+            rows = values_rows(toks, i)
+            after = rows[-1][1] + 2 if rows else i + 1  # a row not closed: "(" after VALUES or ","
+            if after < len(toks) and toks[after].text == "(" and (not rows or toks[after - 1].text == ","):
+                raise SQLError(f"unclosed parenthesis after {toks[after - 1].text!r}")
+            if rows:
+                close = rows[-1][1]
+                n = 1 + sum(toks[k].kind == "op" and toks[k].text == "," for k in top_level(toks, rows[0][0] + 1))
                 pieces.append(sql[last : t.start])
                 pieces.append("SELECT * FROM (")
                 last = t.start
@@ -411,27 +418,6 @@ _TYPED_LITERALS = {"DATE", "TIME", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL"}
 
 def _column_names(first: int, last: int) -> str:
     return ", ".join(f"column{k}" for k in range(first, last + 1))
-
-
-def _values_rows_end(toks, at: int) -> int | None:
-    # The closing parenthesis of the last row of the VALUES at ``at``.
-    j = at + 1
-    close = None
-    while j < len(toks) and toks[j].kind == "op" and toks[j].text == "(":
-        close = _closing(toks, j)
-        if close + 2 < len(toks) and toks[close + 1].text == "," and toks[close + 2].text == "(":
-            j = close + 2
-        else:
-            break
-    return close
-
-
-def _values_width(toks, at: int) -> int:
-    # How many values the first row of the VALUES at ``at`` holds (its top-level commas + 1).
-    if at + 1 >= len(toks) or toks[at + 1].text != "(":
-        return 0
-    _closing(toks, at + 1)  # (an unclosed row raises)
-    return 1 + sum(toks[k].kind == "op" and toks[k].text == "," for k in top_level(toks, at + 2))
 
 
 # ----------------------------------------------------------------------------- float8 as text
