@@ -160,21 +160,23 @@ class Call:
     nodes found inside them already rewritten), ``window``
     whether it has ``OVER``, ``table`` whether it is a ``FROM`` item, ``inside`` the
     conditional construct around it in its own query (``CASE``, ``coalesce()``, ...) or
-    ``""``; ``text`` the text the spans index; ``numeric_names`` the statement's FROM
-    subqueries' and CTEs' column names whose values may be numerics computed as doubles."""
+    ``""``; ``text`` the text the spans index; ``numeric_names`` gives the statement's FROM
+    subqueries' and CTEs' column names whose values may be numerics computed as doubles
+    (read when a rule asks)."""
 
     __slots__ = ("_render", "_span", "inside", "name", "node", "numeric_names", "table", "text", "window")
 
     def __init__(self, name: str, node: Expression, text: str, render, table: bool, inside: str,
-                 span=None, numeric_names: frozenset[str] = frozenset()) -> None:
+                 span=None, numeric_names: Callable[[], frozenset[str]] = frozenset) -> None:
         self.name, self.node, self.text, self._render, self._span = name, node, text, render, span
         self.window = node.cls == "WINDOW"
         self.table, self.inside, self.numeric_names = table, inside, numeric_names
 
     def reads_numeric(self, node: Expression) -> bool:
         """Whether ``node`` reads a column of :attr:`numeric_names` (by its name)."""
-        return bool(self.numeric_names) and any(
-            n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in self.numeric_names for n in node.walk())
+        names = self.numeric_names()
+        return bool(names) and any(
+            n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in names for n in node.walk())
 
     @property
     def arguments(self) -> tuple[Expression, ...]:
@@ -441,6 +443,7 @@ CALLS: dict[str, Rule] = {
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
     "pg_typeof": lambda c: _refuse_pg_typeof(c),
+    "sum": lambda c: _sum_of_real(c),
     "concat": lambda c: _concat_call(c), "concat_ws": lambda c: _concat_call(c),
 }
 
@@ -481,14 +484,19 @@ _REAL_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", **{k: v for k, v
     ("COMPARE_GREATERTHANOREQUALTO", ">="))}}
 
 
-def _shows_real(n: Expression, text: str) -> bool:
+def _shows_real(n: Expression, text: str, memo: dict | None = None) -> bool:
     # Whether ``n`` is a cast (or a typed literal) to real, its negation, or arithmetic of
-    # two of them.
+    # two of them (``memo``: id -> answer, so that a chain's nodes are each read once).
+    if memo is not None and id(n) in memo:
+        return memo[id(n)]
     if is_arith(n):
-        return all(_shows_real(k, text) for k in n.children)
-    if n.cls != "CAST" or len(n.children) != 2:
-        return False
-    return float_kind(" ".join(_type_text(n.children[1], text).split())) == "real"
+        out = all(_shows_real(k, text, memo) for k in n.children)
+    else:
+        out = n.cls == "CAST" and len(n.children) == 2 \
+            and float_kind(" ".join(_type_text(n.children[1], text).split())) == "real"
+    if memo is not None:
+        memo[id(n)] = out
+    return out
 
 
 def _real_operator(e: Expression) -> str | None:
@@ -783,10 +791,19 @@ def _is_cast(e: Expression, text: str) -> bool:
     return e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST")
 
 
-def _constant(e: Expression, text: str) -> PgNumeric | None:
+def _constant(e: Expression, text: str, memo: dict | None = None) -> PgNumeric | None:
     """The value of ``e`` as PostgreSQL computes it when ``e`` is constant arithmetic --
     number literals, ``+ - * /``, unconstrained ``numeric`` casts -- else None (also for a
-    division by zero or an integer overflow, left for DuckDB to raise)."""
+    division by zero or an integer overflow, left for DuckDB to raise). ``memo`` (id ->
+    value) reads each node of a chain once."""
+    if memo is None:
+        return _constant_of(e, text, {})
+    if id(e) not in memo:
+        memo[id(e)] = _constant_of(e, text, memo)
+    return memo[id(e)]
+
+
+def _constant_of(e: Expression, text: str, memo: dict) -> PgNumeric | None:
     try:
         if e.cls == "CONSTANT":
             lit = e.literal
@@ -795,7 +812,7 @@ def _constant(e: Expression, text: str) -> PgNumeric | None:
             return parse_literal(lit.text)
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _ARITHMETIC and not (
                 e.filter is not None or e.order_by or e.distinct):
-            vals = [_constant(c, text) for c in e.children]
+            vals = [_constant(c, text, memo) for c in e.children]
             if None in vals:
                 return None
             if len(vals) == 1 and e.name[0] in "+-":
@@ -803,7 +820,7 @@ def _constant(e: Expression, text: str) -> PgNumeric | None:
                 return v if e.name[0] == "+" else PgNumeric(v.value.copy_negate(), v.scale, v.bits)
             return combine(_ARITHMETIC[e.name[0]], *vals) if len(vals) == 2 else None
         if _numeric_target(e, text):
-            v = _constant(e.children[0], text)
+            v = _constant(e.children[0], text, memo)
             return v.as_numeric() if v is not None else None
     except (ValueError, ArithmeticError):
         return None
@@ -1862,7 +1879,8 @@ _TYPE_WORDS = frozenset({"FLOAT", "BYTEA", "FLOAT8", "FLOAT4", "REAL", "DOUBLE",
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
 #: Words that may make a node of the table (see :func:`may_transform`).
-_TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
+#: (``sum``'s rule reads a real argument only, whose cast writes one of them: ``real``, ``float4``)
+_TREE_WORDS = frozenset(CALLS) - {"sum"} | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
                                    "float4", "real", "double", "jsonb", "row", "cast",
                                    *_TYPE_NAMES}
 #: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
@@ -1884,8 +1902,6 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
                           "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
 
 
-_FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
-
 
 #: The names DuckDB gives the calls of :data:`CALLS` (a call of another name has no entry).
 _CALLED = frozenset(_ALIASES.get(n, n) for n in CALLS)
@@ -1896,37 +1912,10 @@ def apply_transforms(text: str, toks) -> str:
     are its tokens); the text itself when it holds none, or DuckDB cannot parse it."""
     if not may_transform(text, toks):
         return text
-    # which kinds of rule may apply: one pass over the tokens, then set tests
-    ops, words, numbers = set(), set(), set()
-    quoted = casts = pairs = False
-    last = len(toks) - 1
-    for i, t in enumerate(toks):
-        k = t.kind
-        if k == "op":
-            x = t.text
-            ops.add(x)
-            if x == "::":  # a cast to one of _CAST_TARGETS' kinds (a superset: the tree decides)
-                casts = casts or (i < last and toks[i + 1].kind == "word"
-                                  and toks[i + 1].text.lower().startswith(_CAST_PREFIXES))
-            elif x in _PAIR_OPS and 0 < i < last and not pairs:
-                pairs = _operands_at(toks, i)
-        elif k == "word":
-            words.add(t.upper)
-            casts = casts or (t.upper == "CAST" and i < last and toks[i + 1].text == "(")
-        elif k == "number":
-            numbers.add(t.text.lower())
-        elif k == "qident" and not quoted:
-            quoted = t.name != t.name.lower()
-    rows = _MAY_COMPARE_ROWS.search(text) is not None
-    types = not words.isdisjoint(_TYPE_WORDS)
-    concat = "||" in ops
-    arrows = "->" in ops or "->>" in ops
-    smallest = not numbers.isdisjoint(_SMALLEST_MAGNITUDES)
-    regexps = not ops.isdisjoint(_REGEXP_OPS)
-    likes = "LIKE" in words or "ILIKE" in words or not ops.isdisjoint(_LIKES)
-    numeric = "NUMERIC" in words or "DECIMAL" in words or any("." in x or "e" in x for x in numbers)
-    reals = not words.isdisjoint(("REAL", "FLOAT4", "FLOAT"))
-    carets = "^" in ops
+    # arithmetic of two operands that are not numbers (``f * f``: float columns, whose
+    # type the translation does not know) takes the overflow check wherever it is
+    pairs = any(t.kind == "op" and t.text in _PAIR_OPS and 0 < i < len(toks) - 1 and _operands_at(toks, i)
+                for i, t in enumerate(toks))
     offset = 0
     try:
         stmts = parse_tree(text)
@@ -1941,19 +1930,18 @@ def apply_transforms(text: str, toks) -> str:
     if _may_name_derived(toks):
         for q in stmts:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
-    arithmetic = pairs or (not ops.isdisjoint(("+", "-", "*", "/")) and (
-        not words.isdisjoint(_FLOAT_HINTS_UPPER) or any("e" in x for x in numbers)))
     grouped: set[int] = set()
-    if arithmetic:
-        for q in stmts:
-            _grouped_nodes(q, grouped)
-        # a window's ORDER BY and PARTITION BY (after OVER) take no check: DuckDB refuses
-        # an expression that may raise (volatile) there
-        for r, _ in (r for q in stmts for d in all_queries(q) for r in _own_roots(d)):
-            for n in r.walk():
-                if n.cls == "WINDOW":
-                    over = wrapped.upper().find("OVER", n.start)
-                    grouped.update(id(k) for c in n.children if c.start > over for k in c.walk())
+    for q in stmts:
+        _grouped_nodes(q, grouped)
+    # a window's ORDER BY and PARTITION BY (after OVER) take no check: DuckDB refuses an
+    # expression that may raise (volatile) there
+    for r, _ in (r for q in stmts for d in all_queries(q) for r in _own_roots(d)):
+        for n in r.walk():
+            if n.cls == "WINDOW":
+                over = wrapped.upper().find("OVER", n.start)
+                grouped.update(id(k) for c in n.children if c.start > over for k in c.walk())
+    constants: dict[int, PgNumeric | None] = {}  # each node's _constant and _shows_real, read once
+    reals: dict[int, bool] = {}
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
 
@@ -1961,69 +1949,63 @@ def apply_transforms(text: str, toks) -> str:
         # The table's entry for node ``e`` (``item``: a select item; and, for a call, its
         # name as written). No rule takes a column or a star; a constant only the two first.
         cls = e.cls
-        if e.start < 0 or cls == "COLUMN_REF" or cls == "STAR" or (
-                cls == "CONSTANT" and not smallest and not numeric):
+        if e.start < 0 or cls == "COLUMN_REF" or cls == "STAR":
             return None, ""
-        if smallest and e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER" \
+        if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER" \
                 and e.literal.text in _SMALLEST_INTS:
             return _smallest_int, ""
-        if numeric:
-            v = _constant(e, wrapped)
-            if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
-                # constant arithmetic holding a numeric: its value, as PostgreSQL computes it
-                # (a lone decimal literal DuckDB reads with its scale already)
-                return (lambda c, v=v: _folded(c.node, c.text, v)), ""
-            if v is None and _numeric_target(e, wrapped):
-                return _numeric_cast, ""
-            if _numeric_typmod_target(e, wrapped) is not None:
-                return _numeric_typmod_cast, ""
-            if e.cls == "CAST" and len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
-                return _mixed_scale_text, ""
-        if reals and _real_operator(e) is not None \
-                and _shows_real(e.children[0], wrapped) != _shows_real(e.children[1], wrapped) \
+        v = _constant(e, wrapped, constants)
+        if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
+            # constant arithmetic holding a numeric: its value, as PostgreSQL computes it (a
+            # lone decimal literal DuckDB reads with its scale already)
+            return (lambda c, v=v: _folded(c.node, c.text, v)), ""
+        if v is None and _numeric_target(e, wrapped):
+            return _numeric_cast, ""
+        if _numeric_typmod_target(e, wrapped) is not None:
+            return _numeric_typmod_cast, ""
+        if e.cls == "CAST" and len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
+            return _mixed_scale_text, ""
+        if _real_operator(e) is not None \
+                and _shows_real(e.children[0], wrapped, reals) != _shows_real(e.children[1], wrapped, reals) \
                 and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING")
                             for k in e.children):
             return _real_mixed, ""  # (NULL and a string literal read as reals, as in PostgreSQL)
-        if carets and e.cls == "FUNCTION" and e.name == ("^",) and len(e.children) == 2:
+        if e.cls == "FUNCTION" and e.name == ("^",) and len(e.children) == 2:
             # PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
             return (lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})"), ""
-        if reals and e.cls in ("FUNCTION", "WINDOW") and e.name == ("sum",):
-            return _sum_of_real, ""
-        if rows and (rule := _node_rule(e, wrapped)) is not None:
+        if (rule := _node_rule(e, wrapped)) is not None:
             return rule, ""
-        if types and e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
+        if e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
             return rule, ""
-        if concat and e.cls == "FUNCTION" and e.name == ("||",):
+        if e.cls == "FUNCTION" and e.name == ("||",):
             return _concat, ""
-        if arrows and e.cls == "LAMBDA" and len(e.children) == 2:
+        if e.cls == "LAMBDA" and len(e.children) == 2:
             return _jsonb_arrow, ""
-        if arrows and e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2:
+        if e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2:
             return _jsonb_text_arrow, ""
-        if regexps and e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
+        if e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
                 (i := bisect.bisect_left(starts, e.start - offset)) < len(toks)
                 and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident")
                 and toks[i].name == "regexp_matches"):
             return _regexp_operator, ""  # written as an operator (a call is refused by name)
-        if regexps and e.type == "OPERATOR_NOT" and len(e.children) == 1 \
+        if e.type == "OPERATOR_NOT" and len(e.children) == 1 \
                 and e.children[0].name == ("regexp_matches",) \
                 and (e.children[0].start, e.children[0].end) == (e.start, e.end):
             return _regexp_not, ""
         if item and _is_row(e):
             return _row_value, ""
-        if casts and e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
+        if e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
             return rule, ""
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _JSONB_OPS:
             return jsonb.OPERATORS[e.name[0]], ""  # (may give None: not jsonb)
-        if types and e.cls == "FUNCTION" and e.name == ("-",) and len(e.children) == 2:
+        if e.cls == "FUNCTION" and e.name == ("-",) and len(e.children) == 2:
             return jsonb.MINUS, ""  # jsonb - text (None for any other -)
         if e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1:
             return None, ""
-        if likes and e.name[0] in _LIKES and len(e.children) == 2:
+        if e.name[0] in _LIKES and len(e.children) == 2:
             return _like, ""
-        if not quoted and e.name[0].lower() not in _CALLED:
-            return None, ""  # (an operator, or a call of no entry)
         i = bisect.bisect_left(starts, e.start - offset)
-        if quoted and i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind == "qident" \
+        if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind == "qident" \
                 and toks[i + 1].text == "(" and toks[i].name != toks[i].name.lower() \
                 and e.name[0].lower() == toks[i].name.lower():
             # PostgreSQL's function names are lower case and a quoted name is matched as
@@ -2041,8 +2023,8 @@ def apply_transforms(text: str, toks) -> str:
         if e.subquery is not None:
             queries.append(e.subquery)
         rule, name = rule_of(e, item)
-        if arithmetic and not arith and is_arith(e) and id(e) not in grouped and not (
-                rule is not None and numeric and _constant(e, wrapped) is not None):
+        if not arith and is_arith(e) and id(e) not in grouped and not (
+                rule is not None and _constant(e, wrapped, constants) is not None):
             leaves = arith_leaves(e)
             if (pairs and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
                     leaves and any(_shows_float(n, wrapped) for leaf in leaves for n in leaf.walk())):
@@ -2067,7 +2049,7 @@ def apply_transforms(text: str, toks) -> str:
             kids = kids[0].children
             if e.children[0].subquery is not None:
                 queries.append(e.children[0].subquery)
-        arith = arithmetic and is_arith(e)
+        arith = is_arith(e)
         for c in kids:
             visit(c, False, inside, arith)
 
@@ -2120,8 +2102,13 @@ def apply_transforms(text: str, toks) -> str:
         out = rule(Call(name, e, wrapped, node_text, table, inside, render, numeric_names))
         return render(e.start, e.end, skip=e) if out is None else out
 
-    numeric_names = _numeric_names(stmts, wrapped) if casts or concat or "CONCAT" in words \
-        or "CONCAT_WS" in words else frozenset()
+    names: list[frozenset[str]] = []
+
+    def numeric_names() -> frozenset[str]:
+        if not names:
+            names.append(_numeric_names(stmts, wrapped))
+        return names[0]
+
     return render(offset, len(wrapped))
 
 
