@@ -130,6 +130,7 @@ __all__ = [
     "NUMERIC_CAST",
     "REAL_WIDEN",
     "REGEXP_MATCH",
+    "TYPE_SPELLINGS",
     "TRANSFORM_FUNCTIONS",
     "TRANSFORM_MACROS",
     "TRANSFORM_NULL_FUNCTIONS",
@@ -149,6 +150,7 @@ __all__ = [
     "may_transform",
     "products_only",
     "table_refs",
+    "type_words",
     "undo_duplicate_name",
     "values_rows",
 ]
@@ -314,7 +316,31 @@ def _round(c: Call) -> str | None:
             f"ELSE round({x}) END)")
 
 
-_FLOAT_TYPES = frozenset({"FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE"})
+#: PostgreSQL's type of each spelling of a type name the rules read (lower case, words
+#: joined by one space): the one table the cast, float, text and integer rules (here and in
+#: :mod:`colmz.sql.translate`) take their type words from.
+TYPE_SPELLINGS = {
+    **dict.fromkeys(("text", "varchar", "string", "character varying"), "text"),
+    **dict.fromkeys(("bool", "boolean"), "boolean"),
+    **dict.fromkeys(("int", "integer", "int4"), "integer"),
+    **dict.fromkeys(("bigint", "int8"), "bigint"),
+    **dict.fromkeys(("smallint", "int2"), "smallint"),
+    **dict.fromkeys(("float8", "float", "double", "double precision"), "double precision"),
+    **dict.fromkeys(("float4", "real"), "real"),
+    **dict.fromkeys(("numeric", "decimal"), "numeric"),
+}
+
+
+def type_words(*types: str, upper: bool = False) -> frozenset[str]:
+    """The one-word spellings of the PostgreSQL ``types`` (in upper case with ``upper``).
+
+    >>> sorted(type_words("real", upper=True))
+    ['FLOAT4', 'REAL']
+    """
+    return frozenset(w.upper() if upper else w for w, t in TYPE_SPELLINGS.items() if t in types and " " not in w)
+
+
+_FLOAT_TYPES = type_words("double precision", "real", upper=True)
 
 
 def _type_kind(t: Expression, text: str) -> str | None:
@@ -769,7 +795,7 @@ def _node_rule(e: Expression, text: str) -> Rule | None:
 
 # ----------------------------------------------------------------------------- numbers
 
-_NUMERIC_TYPES = ("numeric", "decimal")
+_NUMERIC_TYPES = type_words("numeric")
 _ARITHMETIC = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/"}  # DuckDB names PostgreSQL's / "//"
 #: What PostgreSQL's unconstrained ``numeric`` cast of a non-constant ``x`` becomes: ``x``
 #: plus a zero of ``DECIMAL(1,0)`` (DuckDB's sum of decimals has the larger scale and of a
@@ -967,8 +993,7 @@ def _bytea(c: Call) -> str:
 
 #: Casts whose PostgreSQL meaning DuckDB's cast lacks: to text (a double's digits, an
 #: interval's words), to boolean (PostgreSQL's words) and to an integer (digits only).
-_CAST_TARGETS = frozenset({"text", "varchar", "string", "bool", "boolean", "int", "integer", "int4",
-                           "bigint", "int8", "smallint", "int2"})
+_CAST_TARGETS = type_words("text", "boolean", "integer", "bigint", "smallint")
 #: Where a text may hold one of them (a superset: the tree decides).
 #: How a type name after ``::`` of a cast :func:`_cast_rule` may rewrite begins (a superset).
 _CAST_PREFIXES = ("text", "varchar", "string", "bool", "int", "bigint", "smallint")
@@ -1011,9 +1036,6 @@ def _type_rule(e: Expression, text: str) -> Rule | None:
 
 #: ``float(p)``: PostgreSQL's ``real`` for p up to 24, ``double precision`` above.
 _FLOAT_P = re.compile(r"float\s*\(\s*(\d+)\s*\)")
-#: Spellings of the float types (words joined by one space) -> PostgreSQL's name.
-_FLOAT_TARGETS = {"float8": "double precision", "float": "double precision", "double": "double precision",
-                  "double precision": "double precision", "float4": "real", "real": "real"}
 
 
 def float_kind(type_text: str) -> str | None:
@@ -1026,8 +1048,8 @@ def float_kind(type_text: str) -> str | None:
     m = _FLOAT_P.fullmatch(type_text)
     if m:
         return "real" if int(m.group(1)) <= 24 else "double"
-    name = _FLOAT_TARGETS.get(type_text)
-    return None if name is None else "real" if name == "real" else "double"
+    name = TYPE_SPELLINGS.get(type_text)
+    return "real" if name == "real" else "double" if name == "double precision" else None
 
 #: The macros checking an operand cast to a float type as PostgreSQL reads text (a finite
 #: text past the type's range raises; DuckDB reads it as an infinity): the operand itself,
@@ -1082,7 +1104,7 @@ def _float_out_of_range(v: Decimal, name: str) -> bool:
     return math.isinf(d) or (v != 0 and d == 0)
 
 
-_TEXT_WORDS = frozenset({"text", "varchar", "string", "character varying"})
+_TEXT_WORDS = frozenset(w for w, t in TYPE_SPELLINGS.items() if t == "text")
 
 
 def _varchar_n(c: Call) -> str:

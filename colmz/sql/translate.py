@@ -63,10 +63,12 @@ from colmz.sql.tokens import (
 from colmz.sql.transforms import (
     CHECKED_MATH,
     REAL_WIDEN,
+    TYPE_SPELLINGS,
     all_queries,
     apply_transforms,
     first_branch,
     table_refs,
+    type_words,
     values_rows,
 )
 from colmz.sql.tree import Query, parse_tree
@@ -422,7 +424,7 @@ def _column_names(first: int, last: int) -> str:
 
 # ----------------------------------------------------------------------------- float8 as text
 
-_TEXT_TYPES = ("TEXT", "VARCHAR", "STRING")
+_TEXT_TYPES = type_words("text", upper=True)
 
 
 def _float_digits(d: str, exponent_from: int) -> str:
@@ -448,7 +450,7 @@ def _float_digits(d: str, exponent_from: int) -> str:
 #: numeric arguments (avg, the deviations and variances, numeric math, extract).
 _AGGREGATE_MEANS = {"AVG", "STDDEV", "STDDEV_SAMP", "STDDEV_POP", "VARIANCE", "VAR_SAMP", "VAR_POP"}
 _NUMERIC_CALLS = _AGGREGATE_MEANS | {"SQRT", "CBRT", "LN", "LOG", "LOG10", "EXP", "POWER", "POW", "EXTRACT"}
-_FLOAT_WORDS = {"FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE"}
+_FLOAT_WORDS = type_words("double precision", "real", upper=True)
 _NUMERIC_TEXT_REFUSAL = (
     "error('the text of a numeric value colmz computes as a double (a division, avg, a "
     "numeric function or a cast of a double to numeric) is not supported by colmz: "
@@ -627,7 +629,7 @@ def pg_float_text(x: str, kind: str) -> str:
     return _double_text(x, known=kind)
 
 
-_BOOL_TYPES = ("BOOLEAN", "BOOL")
+_BOOL_TYPES = type_words("boolean", upper=True)
 _PG_TRUE = ("t", "tr", "tru", "true", "y", "ye", "yes", "on", "1")
 _PG_FALSE = ("f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0")
 
@@ -644,9 +646,8 @@ def _pg_boolean(x: str) -> str:
             f"ELSE CAST({x} AS \"boolean\") END)")
 
 
-_KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
-                    "VARCHAR", "STRING", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL", "BOOL",
-                    "BOOLEAN", "UUID", "BYTEA", "JSON", "JSONB"}
+_KEPT_TEXT_TYPES = type_words("integer", "bigint", "smallint", "text", "boolean", upper=True) | {
+    "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL", "UUID", "BYTEA", "JSON", "JSONB"}
 
 
 def cast_rewrite(operand: str, target: str, numeric: bool = False) -> str | None:
@@ -685,10 +686,9 @@ def cast_rewrite(operand: str, target: str, numeric: bool = False) -> str | None
     if len(toks) >= 3 and toks[-2].text == "::":
         if toks[-1].upper in _KEPT_TEXT_TYPES:
             return None
-        if toks[-1].upper in ("FLOAT8", "DOUBLE", "FLOAT"):
-            return _double_text(operand, known="double")
-        if toks[-1].upper in ("FLOAT4", "REAL"):
-            return _double_text(operand, known="real")
+        kind = TYPE_SPELLINGS.get(toks[-1].upper.lower())
+        if kind in ("double precision", "real"):
+            return _double_text(operand, known="real" if kind == "real" else "double")
     if any(t.text.lower() == NUMERIC_IN for t in toks):
         # a numeric read from text: colmz's scale for it may be wider than PostgreSQL's
         operand = f"{NUMERIC_IN_GUARD}({operand})"
@@ -704,8 +704,7 @@ def _plain_number(toks) -> bool:
 
 
 #: Integer types and PostgreSQL's names of them (its messages name the type).
-_INT_TYPES = {"INT": "integer", "INTEGER": "integer", "INT4": "integer", "BIGINT": "bigint",
-              "INT8": "bigint", "SMALLINT": "smallint", "INT2": "smallint"}
+_INT_TYPES = {w.upper(): t for w, t in TYPE_SPELLINGS.items() if t in ("integer", "bigint", "smallint")}
 _INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
