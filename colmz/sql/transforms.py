@@ -240,6 +240,14 @@ def _rename(new: str) -> Rule:
     return lambda c: c.renamed(new)
 
 
+def _refuse(message: str) -> Rule:
+    # a construct colmz does not run with PostgreSQL's meaning: UnsupportedSQL naming it
+    def refuse(c: Call) -> None:
+        raise UnsupportedSQL(message)
+
+    return refuse
+
+
 def _pad(c: Call) -> str | None:  # PostgreSQL pads with spaces by default
     if not c.plain or len(c.arguments) != 2:
         return None
@@ -468,7 +476,7 @@ CALLS: dict[str, Rule] = {
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
-    "pg_typeof": lambda c: _refuse_pg_typeof(c),
+    "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
     "sum": lambda c: _sum_of_real(c),
     "concat": lambda c: _concat_call(c), "concat_ws": lambda c: _concat_call(c),
 }
@@ -532,10 +540,6 @@ def _real_operator(e: Expression) -> str | None:
     if e.cls == "COMPARISON":
         return _REAL_OPS.get(e.type)
     return _REAL_OPS.get(e.name[0]) if is_arith(e) else None
-
-
-def _refuse_pg_typeof(c: Call) -> None:
-    raise UnsupportedSQL("pg_typeof() is not supported by colmz (DuckDB names its own types)")
 
 
 def _sum_of_real(c: Call) -> None:
@@ -769,8 +773,7 @@ def _row_in(c: Call) -> str | None:
     return _expand("NOT IN" if node is not c.node else "IN", fields, [_fields(c, r) for r in rows])
 
 
-def _row_subquery(c: Call) -> None:
-    raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
+_row_subquery = _refuse("row comparisons with a subquery are not supported by colmz")
 
 
 def _node_rule(e: Expression, text: str) -> Rule | None:

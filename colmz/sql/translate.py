@@ -228,19 +228,10 @@ def _first_position(q: Query) -> int:
 
 
 def _relations_read(q) -> set[str]:
-    # the one-part relation names ``q`` reads in a FROM (its CTEs', branches' and FROM
+    # the one-part relation names ``q`` reads in a FROM (its CTEs', branches' and
     # subqueries' too), lower case
-    out: set[str] = set()
-    for _, s in q.ctes:
-        out |= _relations_read(s)
-    for c in q.children:
-        out |= _relations_read(c)
-    for t in table_refs(q):
-        if t.type == "BASE_TABLE" and len(t.name) == 1:
-            out.add(t.name[0].lower())
-        if t.subquery is not None:
-            out |= _relations_read(t.subquery)
-    return out
+    return {t.name[0].lower() for d in all_queries(q) for t in table_refs(d)
+            if t.type == "BASE_TABLE" and len(t.name) == 1}
 
 
 def _alternatives(words) -> str:
@@ -572,14 +563,9 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "ELSE CAST(x AS \"varchar\") END")
 
 
-def _float8_text_arrow(values: pa.Array) -> pa.Array:
-    # FLOAT8_TEXT_PY over one vector of doubles (DuckDB passes no NULLs to it).
-    return pa.array([None if v is None else float8_text(v) for v in values.to_pylist()], pa.string())
-
-
-def _float4_text_arrow(values: pa.Array) -> pa.Array:
-    # FLOAT4_TEXT over one vector of reals.
-    return pa.array([None if v is None else float4_text(v) for v in values.to_pylist()], pa.string())
+def _over_arrow(text):
+    # ``text`` of each value of one vector (DuckDB passes no NULLs to it), as an Arrow array.
+    return lambda values: pa.array([None if v is None else text(v) for v in values.to_pylist()], pa.string())
 
 
 #: Python functions every colmz connection registers (:func:`colmz.sql.connect`):
@@ -592,8 +578,8 @@ def _float4_text_arrow(values: pa.Array) -> pa.Array:
 #: double in SQL (_float_digits; a Python call per value is a hundred times slower).
 #: ``FLOAT4_TEXT`` is :func:`colmz.sql.numeric.float4_text` for every real: DuckDB's text of
 #: a FLOAT is not always the shortest (308148.125 where PostgreSQL prints 308148.12).
-FUNCTIONS = ((FLOAT8_TEXT_PY, _float8_text_arrow, ("DOUBLE",), "VARCHAR"),
-             (FLOAT4_TEXT, _float4_text_arrow, ("FLOAT",), "VARCHAR"))
+FUNCTIONS = ((FLOAT8_TEXT_PY, _over_arrow(float8_text), ("DOUBLE",), "VARCHAR"),
+             (FLOAT4_TEXT, _over_arrow(float4_text), ("FLOAT",), "VARCHAR"))
 
 #: The macros of PostgreSQL's text of a value (defined on every colmz connection with
 #: :data:`MACROS`): of a value of any type
@@ -1101,8 +1087,8 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
 #: underflow answers 0). NaN passes through as in PostgreSQL. An argument appears more than
 #: once in a macro: a volatile one (``random()``) is evaluated more than once.
 MATH_MACROS = (
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['ln']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['log10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
+    *(f"CREATE OR REPLACE MACRO {CHECKED_MATH[f]}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + f"ELSE {f}(x) END"
+      for f in ("ln", "log10")),
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['log']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")
     + "ELSE log10(x) END, (b, x) AS CASE " + _LOG_DOMAIN.format(x="b") + _LOG_DOMAIN.format(x="x")
     + "WHEN b = 1 THEN error('division by zero') ELSE ln(x) / ln(b) END",
@@ -1112,8 +1098,7 @@ MATH_MACROS = (
     "isinf(CAST(x AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x", f="exp", how="overflow")
     + " WHEN exp(x) = 0 AND NOT isinf(CAST(x AS DOUBLE)) AND typeof(x) NOT LIKE 'DECIMAL%' "
     "THEN error('value out of range: underflow') ELSE exp(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['power']}" + _POWER,
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['pow']}" + _POWER,
+    *(f"CREATE OR REPLACE MACRO {CHECKED_MATH[f]}" + _POWER for f in ("power", "pow")),
     # PostgreSQL's array_length of an empty array (of the dimension asked) is NULL.
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS nullif(array_length(a, d), 0)",
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_lower(a, d) AS CASE WHEN array_length(a, d) > 0 THEN 1 END",
