@@ -841,9 +841,11 @@ def _constant_of(e: Expression, text: str, memo: dict) -> PgNumeric | None:
             return parse_literal(lit.text)
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _ARITHMETIC and not (
                 e.filter is not None or e.order_by or e.distinct):
-            vals = [_constant(c, text, memo) for c in e.children]
-            if None in vals:
-                return None
+            vals = []
+            for c in e.children:
+                vals.append(_constant(c, text, memo))
+                if vals[-1] is None:
+                    return None
             if len(vals) == 1 and e.name[0] in "+-":
                 v = vals[0]
                 return v if e.name[0] == "+" else PgNumeric(v.value.copy_negate(), v.scale, v.bits)
@@ -1598,12 +1600,30 @@ def _float_checked(rule: Rule | None, leaves: list[Expression]) -> Rule:
     return checked
 
 
-def _grouped_nodes(q: Query, out: set) -> None:
-    # ids of the expression nodes of every grouped query (GROUP BY): DuckDB matches a select
-    # item against the grouped expressions as written, which a check repeating the leaves
-    # would break; their arithmetic is left unchecked.
-    out.update(id(n) for d in all_queries(q) if d.group_by for e, _ in _own_roots(d, tables=False)
-               for n in e.walk())
+def _unchecked(stmts, text: str, toks) -> tuple[set[int], bool, bool]:
+    # ids of the nodes whose arithmetic takes no overflow check; whether arithmetic of two
+    # operands that are not numbers (``f * f``: float columns, whose type the translation
+    # does not know) takes it wherever it is; whether any arithmetic may take it (a float
+    # shows: a float type, a function of a double result, an exponent literal -- else no
+    # node is read for it). The expressions of every grouped
+    # query (GROUP BY): DuckDB matches a select item against the grouped expressions as
+    # written, which a check repeating the leaves would break. A window's ORDER BY and
+    # PARTITION BY (after OVER): DuckDB refuses an expression that may raise (volatile) there.
+    pairs = any(t.kind == "op" and t.text in _PAIR_OPS and 0 < i < len(toks) - 1 and _operands_at(toks, i)
+                for i, t in enumerate(toks))
+    if not pairs and not any(t.upper in _FLOAT_HINTS_UPPER or (t.kind == "number" and "e" in t.text.lower())
+                             for t in toks):
+        return set(), False, False
+    out: set[int] = set()
+    for d in (d for q in stmts for d in all_queries(q)):
+        if d.group_by:
+            out.update(id(n) for e, _ in _own_roots(d, tables=False) for n in e.walk())
+        for r, _ in _own_roots(d):
+            for n in r.walk():
+                if n.cls == "WINDOW":
+                    over = text.upper().find("OVER", n.start)
+                    out.update(id(k) for c in n.children if c.start > over for k in c.walk())
+    return out, pairs, True
 
 
 # ----------------------------------------------------------------------------- names
@@ -1925,6 +1945,7 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
                           "log10", "power", "pow", "random", "pi", "degrees", "radians", "sin", "cos",
                           "tan", "cot", "asin", "acos", "atan", "atan2", "stddev", "stddev_samp",
                           "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
+_FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
 
 
 
@@ -1937,10 +1958,6 @@ def apply_transforms(text: str, toks) -> str:
     are its tokens); the text itself when it holds none, or DuckDB cannot parse it."""
     if not may_transform(text, toks):
         return text
-    # arithmetic of two operands that are not numbers (``f * f``: float columns, whose
-    # type the translation does not know) takes the overflow check wherever it is
-    pairs = any(t.kind == "op" and t.text in _PAIR_OPS and 0 < i < len(toks) - 1 and _operands_at(toks, i)
-                for i, t in enumerate(toks))
     offset = 0
     try:
         stmts = parse_tree(text)
@@ -1955,16 +1972,7 @@ def apply_transforms(text: str, toks) -> str:
     if _may_name_derived(toks):
         for q in stmts:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
-    grouped: set[int] = set()
-    for q in stmts:
-        _grouped_nodes(q, grouped)
-    # a window's ORDER BY and PARTITION BY (after OVER) take no check: DuckDB refuses an
-    # expression that may raise (volatile) there
-    for r, _ in (r for q in stmts for d in all_queries(q) for r in _own_roots(d)):
-        for n in r.walk():
-            if n.cls == "WINDOW":
-                over = wrapped.upper().find("OVER", n.start)
-                grouped.update(id(k) for c in n.children if c.start > over for k in c.walk())
+    unchecked: list = []  # (_unchecked's nodes, whether ``pairs``), read at the first arithmetic
     constants: dict[int, PgNumeric | None] = {}  # each node's _constant and _shows_real, read once
     reals: dict[int, bool] = {}
     starts = [t.start for t in toks]
@@ -1976,20 +1984,24 @@ def apply_transforms(text: str, toks) -> str:
         cls = e.cls
         if e.start < 0 or cls == "COLUMN_REF" or cls == "STAR":
             return None, ""
-        if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER" \
-                and e.literal.text in _SMALLEST_INTS:
-            return _smallest_int, ""
-        v = _constant(e, wrapped, constants)
+        if cls == "CONSTANT":
+            lit = e.literal
+            if lit is not None and lit.kind == "INTEGER" and lit.text in _SMALLEST_INTS:
+                return _smallest_int, ""
+            if lit is None or "e" not in lit.text.lower():
+                return None, ""  # DuckDB reads a lone literal as PostgreSQL does (a decimal with its scale)
+        v = _constant(e, wrapped, constants) if cls in ("CONSTANT", "FUNCTION", "CAST") else None
         if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
             # constant arithmetic holding a numeric: its value, as PostgreSQL computes it (a
             # lone decimal literal DuckDB reads with its scale already)
             return (lambda c, v=v: _folded(c.node, c.text, v)), ""
-        if v is None and _numeric_target(e, wrapped):
-            return _numeric_cast, ""
-        if _numeric_typmod_target(e, wrapped) is not None:
-            return _numeric_typmod_cast, ""
-        if e.cls == "CAST" and len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
-            return _mixed_scale_text, ""
+        if cls == "CAST":
+            if v is None and _numeric_target(e, wrapped):
+                return _numeric_cast, ""
+            if _numeric_typmod_target(e, wrapped) is not None:
+                return _numeric_typmod_cast, ""
+            if len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
+                return _mixed_scale_text, ""
         if _real_operator(e) is not None \
                 and _shows_real(e.children[0], wrapped, reals) != _shows_real(e.children[1], wrapped, reals) \
                 and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING")
@@ -2048,10 +2060,12 @@ def apply_transforms(text: str, toks) -> str:
         if e.subquery is not None:
             queries.append(e.subquery)
         rule, name = rule_of(e, item)
-        if not arith and is_arith(e) and id(e) not in grouped and not (
+        if not arith and is_arith(e) and not unchecked:
+            unchecked.extend(_unchecked(stmts, wrapped, toks))
+        if not arith and is_arith(e) and unchecked[2] and id(e) not in unchecked[0] and not (
                 rule is not None and _constant(e, wrapped, constants) is not None):
             leaves = arith_leaves(e)
-            if (pairs and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
+            if (unchecked[1] and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
                     leaves and any(_shows_float(n, wrapped) for leaf in leaves for n in leaf.walk())):
                 rule = _float_checked(rule, leaves)
         if derived and id(e) in derived:
