@@ -139,6 +139,7 @@ __all__ = [
     "NUMERIC_CAST",
     "REAL_WIDEN",
     "REGEXP_MATCH",
+    "TYPE_SPELLINGS",
     "TRANSFORM_FUNCTIONS",
     "TRANSFORM_MACROS",
     "TRANSFORM_NULL_FUNCTIONS",
@@ -148,6 +149,7 @@ __all__ = [
     "apply_transforms",
     "arith_leaves",
     "duplicate_name",
+    "first_branch",
     "float_check",
     "float_kind",
     "is_arith",
@@ -157,7 +159,9 @@ __all__ = [
     "may_transform",
     "products_only",
     "table_refs",
+    "type_words",
     "undo_duplicate_name",
+    "values_rows",
 ]
 
 
@@ -167,21 +171,23 @@ class Call:
     nodes found inside them already rewritten), ``window``
     whether it has ``OVER``, ``table`` whether it is a ``FROM`` item, ``inside`` the
     conditional construct around it in its own query (``CASE``, ``coalesce()``, ...) or
-    ``""``; ``text`` the text the spans index; ``numeric_names`` the statement's FROM
-    subqueries' and CTEs' column names whose values may be numerics computed as doubles."""
+    ``""``; ``text`` the text the spans index; ``numeric_names`` gives the statement's FROM
+    subqueries' and CTEs' column names whose values may be numerics computed as doubles
+    (read when a rule asks)."""
 
     __slots__ = ("_render", "_span", "inside", "name", "node", "numeric_names", "table", "text", "window")
 
     def __init__(self, name: str, node: Expression, text: str, render, table: bool, inside: str,
-                 span=None, numeric_names: frozenset[str] = frozenset()) -> None:
+                 span=None, numeric_names: Callable[[], frozenset[str]] = frozenset) -> None:
         self.name, self.node, self.text, self._render, self._span = name, node, text, render, span
         self.window = node.cls == "WINDOW"
         self.table, self.inside, self.numeric_names = table, inside, numeric_names
 
     def reads_numeric(self, node: Expression) -> bool:
         """Whether ``node`` reads a column of :attr:`numeric_names` (by its name)."""
-        return bool(self.numeric_names) and any(
-            n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in self.numeric_names for n in node.walk())
+        names = self.numeric_names()
+        return bool(names) and any(
+            n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in names for n in node.walk())
 
     @property
     def arguments(self) -> tuple[Expression, ...]:
@@ -242,6 +248,14 @@ CALL_MACROS = {**CHECKED_MATH, "array_upper": RESERVED_PREFIX + "array_length", 
 
 def _rename(new: str) -> Rule:
     return lambda c: c.renamed(new)
+
+
+def _refuse(message: str) -> Rule:
+    # a construct colmz does not run with PostgreSQL's meaning: UnsupportedSQL naming it
+    def refuse(c: Call) -> None:
+        raise UnsupportedSQL(message)
+
+    return refuse
 
 
 def _pad(c: Call) -> str | None:  # PostgreSQL pads with spaces by default
@@ -327,7 +341,31 @@ def _round(c: Call) -> str | None:
             f"ELSE round({x}) END)")
 
 
-_FLOAT_TYPES = frozenset({"FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE"})
+#: PostgreSQL's type of each spelling of a type name the rules read (lower case, words
+#: joined by one space): the one table the cast, float, text and integer rules (here and in
+#: :mod:`colmz.sql.translate`) take their type words from.
+TYPE_SPELLINGS = {
+    **dict.fromkeys(("text", "varchar", "string", "character varying"), "text"),
+    **dict.fromkeys(("bool", "boolean"), "boolean"),
+    **dict.fromkeys(("int", "integer", "int4"), "integer"),
+    **dict.fromkeys(("bigint", "int8"), "bigint"),
+    **dict.fromkeys(("smallint", "int2"), "smallint"),
+    **dict.fromkeys(("float8", "float", "double", "double precision"), "double precision"),
+    **dict.fromkeys(("float4", "real"), "real"),
+    **dict.fromkeys(("numeric", "decimal"), "numeric"),
+}
+
+
+def type_words(*types: str, upper: bool = False) -> frozenset[str]:
+    """The one-word spellings of the PostgreSQL ``types`` (in upper case with ``upper``).
+
+    >>> sorted(type_words("real", upper=True))
+    ['FLOAT4', 'REAL']
+    """
+    return frozenset(w.upper() if upper else w for w, t in TYPE_SPELLINGS.items() if t in types and " " not in w)
+
+
+_FLOAT_TYPES = type_words("double precision", "real", upper=True)
 
 
 def _type_kind(t: Expression, text: str) -> str | None:
@@ -486,7 +524,8 @@ CALLS: dict[str, Rule] = {
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
-    "pg_typeof": lambda c: _refuse_pg_typeof(c),
+    "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
+    "sum": lambda c: _sum_of_real(c),
     "concat": lambda c: _concat_call(c), "concat_ws": lambda c: _concat_call(c),
 }
 
@@ -527,14 +566,19 @@ _REAL_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", **{k: v for k, v
     ("COMPARE_GREATERTHANOREQUALTO", ">="))}}
 
 
-def _shows_real(n: Expression, text: str) -> bool:
+def _shows_real(n: Expression, text: str, memo: dict | None = None) -> bool:
     # Whether ``n`` is a cast (or a typed literal) to real, its negation, or arithmetic of
-    # two of them.
+    # two of them (``memo``: id -> answer, so that a chain's nodes are each read once).
+    if memo is not None and id(n) in memo:
+        return memo[id(n)]
     if is_arith(n):
-        return all(_shows_real(k, text) for k in n.children)
-    if n.cls != "CAST" or len(n.children) != 2:
-        return False
-    return float_kind(" ".join(_type_text(n.children[1], text).split())) == "real"
+        out = all(_shows_real(k, text, memo) for k in n.children)
+    else:
+        out = n.cls == "CAST" and len(n.children) == 2 \
+            and float_kind(" ".join(_type_text(n.children[1], text).split())) == "real"
+    if memo is not None:
+        memo[id(n)] = out
+    return out
 
 
 def _real_operator(e: Expression) -> str | None:
@@ -544,10 +588,6 @@ def _real_operator(e: Expression) -> str | None:
     if e.cls == "COMPARISON":
         return _REAL_OPS.get(e.type)
     return _REAL_OPS.get(e.name[0]) if is_arith(e) else None
-
-
-def _refuse_pg_typeof(c: Call) -> None:
-    raise UnsupportedSQL("pg_typeof() is not supported by colmz (DuckDB names its own types)")
 
 
 def _sum_of_real(c: Call) -> None:
@@ -631,28 +671,29 @@ def _may_row_item(toks, opens: list[int]) -> bool:
     # Whether one of the "(" at ``opens`` (each beginning a select item) holds a top-level
     # comma: maybe a row value ``(a, b)``. The rows of a VALUES list are not select items (a
     # query of VALUES alone selects ``*`` from them), so their own parentheses are passed over.
-    rows = _values_rows(toks)
+    rows = {o for v, t in enumerate(toks) if t.upper == "VALUES" for o, _ in values_rows(toks, v)}
     return any(toks[i + 1].upper not in ("SELECT", "WITH", "VALUES") and i not in rows
                and any(toks[k].text == "," for k in top_level(toks, i + 1)) for i in opens)
 
 
-def _values_rows(toks) -> set[int]:
-    # Indices of the "(" opening each row of a VALUES list (``VALUES (..), (..)``).
-    out: set[int] = set()
-    n = len(toks)
-    for v, t in enumerate(toks):
-        if t.upper != "VALUES":
-            continue
-        j = v + 1
-        while j < n and toks[j].kind == "op" and toks[j].text == "(":
-            c = closing(toks, j)
-            if c < 0:
-                break
-            out.add(j)
-            if c + 2 < n and toks[c + 1].kind == "op" and toks[c + 1].text == ",":
-                j = c + 2
-            else:
-                break
+def values_rows(toks, at: int) -> list[tuple[int, int]]:
+    """The ``(`` and ``)`` of each row of the ``VALUES`` at token ``at`` (``VALUES (..), (..)``),
+    up to the first row not closed.
+
+    >>> from colmz.sql.tokens import tokenize
+    >>> values_rows(tokenize("VALUES (1, 2), (3, 4)"), 0)
+    [(1, 5), (7, 11)]
+    """
+    out: list[tuple[int, int]] = []
+    j, n = at + 1, len(toks)
+    while j < n and toks[j].kind == "op" and toks[j].text == "(":
+        c = closing(toks, j)
+        if c < 0:
+            break
+        out.append((j, c))
+        if not (c + 2 < n and toks[c + 1].kind == "op" and toks[c + 1].text == "," and toks[c + 2].text == "("):
+            break
+        j = c + 2
     return out
 
 
@@ -671,6 +712,14 @@ def all_queries(q: Query) -> Iterator[Query]:
         stack.extend(d.children)
         stack.extend(t.subquery for t in table_refs(d) if t.subquery is not None)
         stack.extend(n.subquery for e, _ in _own_roots(d) for n in e.walk() if n.subquery is not None)
+
+
+def first_branch(q: Query) -> Query:
+    """The query whose select list gives ``q``'s columns: a set operation's (or recursive
+    CTE's) first branch."""
+    while q.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and q.children:
+        q = q.children[0]
+    return q
 
 
 def table_refs(d: Query) -> list[Table]:
@@ -777,8 +826,7 @@ def _row_in(c: Call) -> str | None:
     return _expand("NOT IN" if node is not c.node else "IN", fields, [_fields(c, r) for r in rows])
 
 
-def _row_subquery(c: Call) -> None:
-    raise UnsupportedSQL("row comparisons with a subquery are not supported by colmz")
+_row_subquery = _refuse("row comparisons with a subquery are not supported by colmz")
 
 
 def _array_shape(e: Expression) -> tuple[int, ...] | None:
@@ -912,7 +960,7 @@ def _node_rule(e: Expression, text: str) -> Rule | None:
 
 # ----------------------------------------------------------------------------- numbers
 
-_NUMERIC_TYPES = ("numeric", "decimal")
+_NUMERIC_TYPES = type_words("numeric")
 _ARITHMETIC = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/"}  # DuckDB names PostgreSQL's / "//"
 #: What PostgreSQL's unconstrained ``numeric`` cast of a non-constant ``x`` becomes: ``x``
 #: plus a zero of ``DECIMAL(1,0)`` (DuckDB's sum of decimals has the larger scale and of a
@@ -934,10 +982,19 @@ def _is_cast(e: Expression, text: str) -> bool:
     return e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST")
 
 
-def _constant(e: Expression, text: str) -> PgNumeric | None:
+def _constant(e: Expression, text: str, memo: dict | None = None) -> PgNumeric | None:
     """The value of ``e`` as PostgreSQL computes it when ``e`` is constant arithmetic --
     number literals, ``+ - * /``, unconstrained ``numeric`` casts -- else None (also for a
-    division by zero or an integer overflow, left for DuckDB to raise)."""
+    division by zero or an integer overflow, left for DuckDB to raise). ``memo`` (id ->
+    value) reads each node of a chain once."""
+    if memo is None:
+        return _constant_of(e, text, {})
+    if id(e) not in memo:
+        memo[id(e)] = _constant_of(e, text, memo)
+    return memo[id(e)]
+
+
+def _constant_of(e: Expression, text: str, memo: dict) -> PgNumeric | None:
     try:
         if e.cls == "CONSTANT":
             lit = e.literal
@@ -946,15 +1003,17 @@ def _constant(e: Expression, text: str) -> PgNumeric | None:
             return parse_literal(lit.text)
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _ARITHMETIC and not (
                 e.filter is not None or e.order_by or e.distinct):
-            vals = [_constant(c, text) for c in e.children]
-            if None in vals:
-                return None
+            vals = []
+            for c in e.children:
+                vals.append(_constant(c, text, memo))
+                if vals[-1] is None:
+                    return None
             if len(vals) == 1 and e.name[0] in "+-":
                 v = vals[0]
                 return v if e.name[0] == "+" else PgNumeric(v.value.copy_negate(), v.scale, v.bits)
             return combine(_ARITHMETIC[e.name[0]], *vals) if len(vals) == 2 else None
         if _numeric_target(e, text):
-            v = _constant(e.children[0], text)
+            v = _constant(e.children[0], text, memo)
             return v.as_numeric() if v is not None else None
     except (ValueError, ArithmeticError):
         return None
@@ -1101,8 +1160,7 @@ def _bytea(c: Call) -> str:
 
 #: Casts whose PostgreSQL meaning DuckDB's cast lacks: to text (a double's digits, an
 #: interval's words), to boolean (PostgreSQL's words) and to an integer (digits only).
-_CAST_TARGETS = frozenset({"text", "varchar", "string", "bool", "boolean", "int", "integer", "int4",
-                           "bigint", "int8", "smallint", "int2"})
+_CAST_TARGETS = type_words("text", "boolean", "integer", "bigint", "smallint")
 #: Where a text may hold one of them (a superset: the tree decides).
 #: How a type name after ``::`` of a cast :func:`_cast_rule` may rewrite begins (a superset).
 _CAST_PREFIXES = ("text", "varchar", "string", "bool", "int", "bigint", "smallint")
@@ -1147,9 +1205,6 @@ def _type_rule(e: Expression, text: str) -> Rule | None:
 
 #: ``float(p)``: PostgreSQL's ``real`` for p up to 24, ``double precision`` above.
 _FLOAT_P = re.compile(r"float\s*\(\s*(\d+)\s*\)")
-#: Spellings of the float types (words joined by one space) -> PostgreSQL's name.
-_FLOAT_TARGETS = {"float8": "double precision", "float": "double precision", "double": "double precision",
-                  "double precision": "double precision", "float4": "real", "real": "real"}
 
 
 def float_kind(type_text: str) -> str | None:
@@ -1162,8 +1217,8 @@ def float_kind(type_text: str) -> str | None:
     m = _FLOAT_P.fullmatch(type_text)
     if m:
         return "real" if int(m.group(1)) <= 24 else "double"
-    name = _FLOAT_TARGETS.get(type_text)
-    return None if name is None else "real" if name == "real" else "double"
+    name = TYPE_SPELLINGS.get(type_text)
+    return "real" if name == "real" else "double" if name == "double precision" else None
 
 #: The macros checking an operand cast to a float type as PostgreSQL reads text (a finite
 #: text past the type's range raises; DuckDB reads it as an infinity): the operand itself,
@@ -1218,7 +1273,7 @@ def _float_out_of_range(v: Decimal, name: str) -> bool:
     return math.isinf(d) or (v != 0 and d == 0)
 
 
-_TEXT_WORDS = frozenset({"text", "varchar", "string", "character varying"})
+_TEXT_WORDS = frozenset(w for w, t in TYPE_SPELLINGS.items() if t == "text")
 
 
 #: PostgreSQL's blank-padded ``char(n)`` (``char`` is ``char(1)``) and its one-byte ``"char"``.
@@ -1819,12 +1874,30 @@ def _float_checked(rule: Rule | None, leaves: list[Expression]) -> Rule:
     return checked
 
 
-def _grouped_nodes(q: Query, out: set) -> None:
-    # ids of the expression nodes of every grouped query (GROUP BY): DuckDB matches a select
-    # item against the grouped expressions as written, which a check repeating the leaves
-    # would break; their arithmetic is left unchecked.
-    out.update(id(n) for d in all_queries(q) if d.group_by for e, _ in _own_roots(d, tables=False)
-               for n in e.walk())
+def _unchecked(stmts, text: str, toks) -> tuple[set[int], bool, bool]:
+    # ids of the nodes whose arithmetic takes no overflow check; whether arithmetic of two
+    # operands that are not numbers (``f * f``: float columns, whose type the translation
+    # does not know) takes it wherever it is; whether any arithmetic may take it (a float
+    # shows: a float type, a function of a double result, an exponent literal -- else no
+    # node is read for it). The expressions of every grouped
+    # query (GROUP BY): DuckDB matches a select item against the grouped expressions as
+    # written, which a check repeating the leaves would break. A window's ORDER BY and
+    # PARTITION BY (after OVER): DuckDB refuses an expression that may raise (volatile) there.
+    pairs = any(t.kind == "op" and t.text in _PAIR_OPS and 0 < i < len(toks) - 1 and _operands_at(toks, i)
+                for i, t in enumerate(toks))
+    if not pairs and not any(t.upper in _FLOAT_HINTS_UPPER or (t.kind == "number" and "e" in t.text.lower())
+                             for t in toks):
+        return set(), False, False
+    out: set[int] = set()
+    for d in (d for q in stmts for d in all_queries(q)):
+        if d.group_by:
+            out.update(id(n) for e, _ in _own_roots(d, tables=False) for n in e.walk())
+        for r, _ in _own_roots(d):
+            for n in r.walk():
+                if n.cls == "WINDOW":
+                    over = text.upper().find("OVER", n.start)
+                    out.update(id(k) for c in n.children if c.start > over for k in c.walk())
+    return out, pairs, True
 
 
 # ----------------------------------------------------------------------------- names
@@ -1933,8 +2006,7 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
     starts = [t.start + offset for t in toks]
 
     def named(d: Query, marks: bool = True) -> dict[str, int]:
-        while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
-            d = d.children[0]  # a set operation's columns are its first branch's
+        d = first_branch(d)
         seen: dict[str, int] = {}
         exact: dict[str, int] = {}
         for e in d.items:
@@ -2026,18 +2098,14 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
                     _refuse_star_columns(d, t)
     # The statement's own select list beside a ``*``: DuckDB names an item by its text
     # (``1``, ``upper(t)``) and keeps repeated names, output_names leaves DuckDB's names.
-    top = q
-    while top.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and top.children:
-        top = top.children[0]
-    if any(e.cls == "STAR" for e in top.items):
+    if any(e.cls == "STAR" for e in first_branch(q).items):
         named(q, marks=False)
 
 
 def _star_over_join(d: Query) -> bool:
     # Whether the select list of ``d`` expands a ``*`` over a join (or two stars): columns
     # of one name may meet there, which DuckDB renames (``id_1``) and PostgreSQL keeps.
-    while d.type in ("SET_OPERATION_NODE", "RECURSIVE_CTE_NODE") and d.children:
-        d = d.children[0]
+    d = first_branch(d)
     stars = sum(e.cls == "STAR" for e in d.items)
     return stars > 1 or (stars == 1 and d.from_ is not None and d.from_.type == "JOIN")
 
@@ -2131,7 +2199,8 @@ _TYPE_WORDS = frozenset({"FLOAT", "BYTEA", "FLOAT8", "FLOAT4", "REAL", "DOUBLE",
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
 #: Words that may make a node of the table (see :func:`may_transform`).
-_TREE_WORDS = frozenset(CALLS) | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
+#: (``sum``'s rule reads a real argument only, whose cast writes one of them: ``real``, ``float4``)
+_TREE_WORDS = frozenset(CALLS) - {"sum"} | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
                                    "float4", "real", "double", "jsonb", "row", "cast", "char", "character",
                                    "bpchar",
                                    *_TYPE_NAMES}
@@ -2152,9 +2221,8 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
                           "log10", "power", "pow", "random", "pi", "degrees", "radians", "sin", "cos",
                           "tan", "cot", "asin", "acos", "atan", "atan2", "stddev", "stddev_samp",
                           "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
-
-
 _FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
+
 
 
 #: The names DuckDB gives the calls of :data:`CALLS` (a call of another name has no entry).
@@ -2166,37 +2234,6 @@ def apply_transforms(text: str, toks) -> str:
     are its tokens); the text itself when it holds none, or DuckDB cannot parse it."""
     if not may_transform(text, toks):
         return text
-    # which kinds of rule may apply: one pass over the tokens, then set tests
-    ops, words, numbers = set(), set(), set()
-    quoted = casts = pairs = False
-    last = len(toks) - 1
-    for i, t in enumerate(toks):
-        k = t.kind
-        if k == "op":
-            x = t.text
-            ops.add(x)
-            if x == "::":  # a cast to one of _CAST_TARGETS' kinds (a superset: the tree decides)
-                casts = casts or (i < last and toks[i + 1].kind == "word"
-                                  and toks[i + 1].text.lower().startswith(_CAST_PREFIXES))
-            elif x in _PAIR_OPS and 0 < i < last and not pairs:
-                pairs = _operands_at(toks, i)
-        elif k == "word":
-            words.add(t.upper)
-            casts = casts or (t.upper == "CAST" and i < last and toks[i + 1].text == "(")
-        elif k == "number":
-            numbers.add(t.text.lower())
-        elif k == "qident" and not quoted:
-            quoted = t.name != t.name.lower()
-    rows = _MAY_COMPARE_ROWS.search(text) is not None
-    types = not words.isdisjoint(_TYPE_WORDS) or '"char"' in text  # (PostgreSQL's one-byte "char")
-    concat = "||" in ops
-    arrows = "->" in ops or "->>" in ops
-    smallest = not numbers.isdisjoint(_SMALLEST_MAGNITUDES)
-    regexps = not ops.isdisjoint(_REGEXP_OPS)
-    likes = "LIKE" in words or "ILIKE" in words or not ops.isdisjoint(_LIKES)
-    numeric = "NUMERIC" in words or "DECIMAL" in words or any("." in x or "e" in x for x in numbers)
-    reals = not words.isdisjoint(("REAL", "FLOAT4", "FLOAT"))
-    carets = "^" in ops
     offset = 0
     try:
         stmts = parse_tree(text)
@@ -2211,19 +2248,9 @@ def apply_transforms(text: str, toks) -> str:
     if _may_name_derived(toks):
         for q in stmts:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
-    arithmetic = pairs or (not ops.isdisjoint(("+", "-", "*", "/")) and (
-        not words.isdisjoint(_FLOAT_HINTS_UPPER) or any("e" in x for x in numbers)))
-    grouped: set[int] = set()
-    if arithmetic:
-        for q in stmts:
-            _grouped_nodes(q, grouped)
-        # a window's ORDER BY and PARTITION BY (after OVER) take no check: DuckDB refuses
-        # an expression that may raise (volatile) there
-        for r, _ in (r for q in stmts for d in all_queries(q) for r in _own_roots(d)):
-            for n in r.walk():
-                if n.cls == "WINDOW":
-                    over = wrapped.upper().find("OVER", n.start)
-                    grouped.update(id(k) for c in n.children if c.start > over for k in c.walk())
+    unchecked: list = []  # (_unchecked's nodes, whether ``pairs``), read at the first arithmetic
+    constants: dict[int, PgNumeric | None] = {}  # each node's _constant and _shows_real, read once
+    reals: dict[int, bool] = {}
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
 
@@ -2231,50 +2258,50 @@ def apply_transforms(text: str, toks) -> str:
         # The table's entry for node ``e`` (``item``: a select item; and, for a call, its
         # name as written). No rule takes a column or a star; a constant only the two first.
         cls = e.cls
-        if e.start < 0 or cls == "COLUMN_REF" or cls == "STAR" or (
-                cls == "CONSTANT" and not smallest and not numeric):
+        if e.start < 0 or cls == "COLUMN_REF" or cls == "STAR":
             return None, ""
-        if smallest and e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "INTEGER" \
-                and e.literal.text in _SMALLEST_INTS:
-            return _smallest_int, ""
-        if numeric:
-            v = _constant(e, wrapped)
-            if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
-                # constant arithmetic holding a numeric: its value, as PostgreSQL computes it
-                # (a lone decimal literal DuckDB reads with its scale already)
-                return (lambda c, v=v: _folded(c.node, c.text, v)), ""
+        if cls == "CONSTANT":
+            lit = e.literal
+            if lit is not None and lit.kind == "INTEGER" and lit.text in _SMALLEST_INTS:
+                return _smallest_int, ""
+            if lit is None or "e" not in lit.text.lower():
+                return None, ""  # DuckDB reads a lone literal as PostgreSQL does (a decimal with its scale)
+        v = _constant(e, wrapped, constants) if cls in ("CONSTANT", "FUNCTION", "CAST") else None
+        if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
+            # constant arithmetic holding a numeric: its value, as PostgreSQL computes it (a
+            # lone decimal literal DuckDB reads with its scale already)
+            return (lambda c, v=v: _folded(c.node, c.text, v)), ""
+        if cls == "CAST":
             if v is None and _numeric_target(e, wrapped):
                 return _numeric_cast, ""
             if _numeric_typmod_target(e, wrapped) is not None:
                 return _numeric_typmod_cast, ""
-            if e.cls == "CAST" and len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
+            if len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
                 return _mixed_scale_text, ""
-        if reals and _real_operator(e) is not None \
-                and _shows_real(e.children[0], wrapped) != _shows_real(e.children[1], wrapped) \
+        if _real_operator(e) is not None \
+                and _shows_real(e.children[0], wrapped, reals) != _shows_real(e.children[1], wrapped, reals) \
                 and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING")
                             for k in e.children):
             return _real_mixed, ""  # (NULL and a string literal read as reals, as in PostgreSQL)
-        if carets and e.cls == "FUNCTION" and e.name == ("^",) and len(e.children) == 2:
+        if e.cls == "FUNCTION" and e.name == ("^",) and len(e.children) == 2:
             # PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
             return (lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})"), ""
-        if reals and e.cls in ("FUNCTION", "WINDOW") and e.name == ("sum",):
-            return _sum_of_real, ""
-        if rows and (rule := _node_rule(e, wrapped)) is not None:
+        if (rule := _node_rule(e, wrapped)) is not None:
             return rule, ""
-        if types and e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
+        if e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
             return rule, ""
-        if concat and e.cls == "FUNCTION" and e.name == ("||",):
+        if e.cls == "FUNCTION" and e.name == ("||",):
             return _concat, ""
-        if arrows and e.cls == "LAMBDA" and len(e.children) == 2:
+        if e.cls == "LAMBDA" and len(e.children) == 2:
             return _jsonb_arrow, ""
-        if arrows and e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2:
+        if e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2:
             return _jsonb_text_arrow, ""
-        if regexps and e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
+        if e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
                 (i := bisect.bisect_left(starts, e.start - offset)) < len(toks)
                 and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident")
                 and toks[i].name == "regexp_matches"):
             return _regexp_operator, ""  # written as an operator (a call is refused by name)
-        if regexps and e.type == "OPERATOR_NOT" and len(e.children) == 1 \
+        if e.type == "OPERATOR_NOT" and len(e.children) == 1 \
                 and e.children[0].name == ("regexp_matches",) \
                 and (e.children[0].start, e.children[0].end) == (e.start, e.end):
             return _regexp_not, ""
@@ -2286,20 +2313,18 @@ def apply_transforms(text: str, toks) -> str:
             return _array_text_cast, ""
         if item and _is_row(e):
             return _row_value, ""
-        if casts and e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
+        if e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
             return rule, ""
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _JSONB_OPS:
             return jsonb.OPERATORS[e.name[0]], ""  # (may give None: not jsonb)
-        if types and e.cls == "FUNCTION" and e.name == ("-",) and len(e.children) == 2:
+        if e.cls == "FUNCTION" and e.name == ("-",) and len(e.children) == 2:
             return jsonb.MINUS, ""  # jsonb - text (None for any other -)
         if e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1:
             return None, ""
-        if likes and e.name[0] in _LIKES and len(e.children) == 2:
+        if e.name[0] in _LIKES and len(e.children) == 2:
             return _like, ""
-        if not quoted and e.name[0].lower() not in _CALLED:
-            return None, ""  # (an operator, or a call of no entry)
         i = bisect.bisect_left(starts, e.start - offset)
-        if quoted and i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind == "qident" \
+        if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind == "qident" \
                 and toks[i + 1].text == "(" and toks[i].name != toks[i].name.lower() \
                 and e.name[0].lower() == toks[i].name.lower():
             # PostgreSQL's function names are lower case and a quoted name is matched as
@@ -2317,10 +2342,12 @@ def apply_transforms(text: str, toks) -> str:
         if e.subquery is not None:
             queries.append(e.subquery)
         rule, name = rule_of(e, item)
-        if arithmetic and not arith and is_arith(e) and id(e) not in grouped and not (
-                rule is not None and numeric and _constant(e, wrapped) is not None):
+        if not arith and is_arith(e) and not unchecked:
+            unchecked.extend(_unchecked(stmts, wrapped, toks))
+        if not arith and is_arith(e) and unchecked[2] and id(e) not in unchecked[0] and not (
+                rule is not None and _constant(e, wrapped, constants) is not None):
             leaves = arith_leaves(e)
-            if (pairs and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
+            if (unchecked[1] and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
                     leaves and any(_shows_float(n, wrapped) for leaf in leaves for n in leaf.walk())):
                 rule = _float_checked(rule, leaves)
         if derived and id(e) in derived:
@@ -2343,7 +2370,7 @@ def apply_transforms(text: str, toks) -> str:
             kids = kids[0].children
             if e.children[0].subquery is not None:
                 queries.append(e.children[0].subquery)
-        arith = arithmetic and is_arith(e)
+        arith = is_arith(e)
         for c in kids:
             visit(c, False, inside, arith)
 
@@ -2396,8 +2423,13 @@ def apply_transforms(text: str, toks) -> str:
         out = rule(Call(name, e, wrapped, node_text, table, inside, render, numeric_names))
         return render(e.start, e.end, skip=e) if out is None else out
 
-    numeric_names = _numeric_names(stmts, wrapped) if casts or concat or "CONCAT" in words \
-        or "CONCAT_WS" in words else frozenset()
+    names: list[frozenset[str]] = []
+
+    def numeric_names() -> frozenset[str]:
+        if not names:
+            names.append(_numeric_names(stmts, wrapped))
+        return names[0]
+
     return render(offset, len(wrapped))
 
 

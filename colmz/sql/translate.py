@@ -60,7 +60,17 @@ from colmz.sql.tokens import (
     tokenize,
     top_level,
 )
-from colmz.sql.transforms import CHECKED_MATH, REAL_WIDEN, all_queries, apply_transforms, table_refs
+from colmz.sql.transforms import (
+    CHECKED_MATH,
+    REAL_WIDEN,
+    TYPE_SPELLINGS,
+    all_queries,
+    apply_transforms,
+    first_branch,
+    table_refs,
+    type_words,
+    values_rows,
+)
 from colmz.sql.tree import Query, parse_tree
 
 __all__ = [
@@ -200,7 +210,7 @@ def _check_cte_lists(sql: str) -> None:
                 raise UnsupportedSQL(
                     f'WITH RECURSIVE: "{name}" reads "{ahead[0]}", defined after it in its list, which '
                     f'colmz does not support (DuckDB reads a CTE only after its definition): define "{ahead[0]}" first')
-        first = _first_branch(body)
+        first = first_branch(body)
         if not cols or first.type != "SELECT_NODE" or not first.items \
                 or any(n.cls in ("STAR", "COLUMNS") for e in first.items for n in e.walk()):
             continue
@@ -209,33 +219,19 @@ def _check_cte_lists(sql: str) -> None:
                            f"{len(cols)} columns specified")
 
 
-def _first_branch(q: Query) -> Query:
-    # a set operation's columns are its first branch's
-    return _first_branch(q.children[0]) if q.children else q
-
-
 def _first_position(q: Query) -> int:
     # the first character of ``q``'s text the tree places (its first branch's first select
     # item or FROM item), -1 when none is placed
-    first = _first_branch(q)
+    first = first_branch(q)
     return min((s for s in (*(e.start for e in first.items), *(t.start for t in table_refs(first))) if s >= 0),
                default=-1)
 
 
 def _relations_read(q) -> set[str]:
-    # the one-part relation names ``q`` reads in a FROM (its CTEs', branches' and FROM
+    # the one-part relation names ``q`` reads in a FROM (its CTEs', branches' and
     # subqueries' too), lower case
-    out: set[str] = set()
-    for _, s in q.ctes:
-        out |= _relations_read(s)
-    for c in q.children:
-        out |= _relations_read(c)
-    for t in table_refs(q):
-        if t.type == "BASE_TABLE" and len(t.name) == 1:
-            out.add(t.name[0].lower())
-        if t.subquery is not None:
-            out |= _relations_read(t.subquery)
-    return out
+    return {t.name[0].lower() for d in all_queries(q) for t in table_refs(d)
+            if t.type == "BASE_TABLE" and len(t.name) == 1}
 
 
 def _alternatives(words) -> str:
@@ -294,9 +290,13 @@ def _translate_tokens(sql: str) -> str:
         if up == "VALUES" and (i == 0 or (toks[i - 1].kind == "op" and toks[i - 1].text == "(")):
             # VALUES beginning a query: PostgreSQL names its columns column1, column2, ...
             # (DuckDB col0, col1); an alias's column list, if any, still renames them.
-            close = _values_rows_end(toks, i)
-            n = _values_width(toks, i)
-            if close is not None and n:
+            rows = values_rows(toks, i)
+            after = rows[-1][1] + 2 if rows else i + 1  # a row not closed: "(" after VALUES or ","
+            if after < len(toks) and toks[after].text == "(" and (not rows or toks[after - 1].text == ","):
+                raise SQLError(f"unclosed parenthesis after {toks[after - 1].text!r}")
+            if rows:
+                close = rows[-1][1]
+                n = 1 + sum(toks[k].kind == "op" and toks[k].text == "," for k in top_level(toks, rows[0][0] + 1))
                 pieces.append(sql[last : t.start])
                 pieces.append("SELECT * FROM (")
                 last = t.start
@@ -413,30 +413,9 @@ def _column_names(first: int, last: int) -> str:
     return ", ".join(f"column{k}" for k in range(first, last + 1))
 
 
-def _values_rows_end(toks, at: int) -> int | None:
-    # The closing parenthesis of the last row of the VALUES at ``at``.
-    j = at + 1
-    close = None
-    while j < len(toks) and toks[j].kind == "op" and toks[j].text == "(":
-        close = _closing(toks, j)
-        if close + 2 < len(toks) and toks[close + 1].text == "," and toks[close + 2].text == "(":
-            j = close + 2
-        else:
-            break
-    return close
-
-
-def _values_width(toks, at: int) -> int:
-    # How many values the first row of the VALUES at ``at`` holds (its top-level commas + 1).
-    if at + 1 >= len(toks) or toks[at + 1].text != "(":
-        return 0
-    _closing(toks, at + 1)  # (an unclosed row raises)
-    return 1 + sum(toks[k].kind == "op" and toks[k].text == "," for k in top_level(toks, at + 2))
-
-
 # ----------------------------------------------------------------------------- float8 as text
 
-_TEXT_TYPES = ("TEXT", "VARCHAR", "STRING")
+_TEXT_TYPES = type_words("text", upper=True)
 
 
 def _float_digits(d: str, exponent_from: int) -> str:
@@ -462,7 +441,7 @@ def _float_digits(d: str, exponent_from: int) -> str:
 #: numeric arguments (avg, the deviations and variances, numeric math, extract).
 _AGGREGATE_MEANS = {"AVG", "STDDEV", "STDDEV_SAMP", "STDDEV_POP", "VARIANCE", "VAR_SAMP", "VAR_POP"}
 _NUMERIC_CALLS = _AGGREGATE_MEANS | {"SQRT", "CBRT", "LN", "LOG", "LOG10", "EXP", "POWER", "POW", "EXTRACT"}
-_FLOAT_WORDS = {"FLOAT8", "FLOAT4", "FLOAT", "REAL", "DOUBLE"}
+_FLOAT_WORDS = type_words("double precision", "real", upper=True)
 _NUMERIC_TEXT_REFUSAL = (
     "error('the text of a numeric value colmz computes as a double (a division, avg, a "
     "numeric function or a cast of a double to numeric) is not supported by colmz: "
@@ -584,14 +563,9 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "ELSE CAST(x AS \"varchar\") END")
 
 
-def _float8_text_arrow(values: pa.Array) -> pa.Array:
-    # FLOAT8_TEXT_PY over one vector of doubles (DuckDB passes no NULLs to it).
-    return pa.array([None if v is None else float8_text(v) for v in values.to_pylist()], pa.string())
-
-
-def _float4_text_arrow(values: pa.Array) -> pa.Array:
-    # FLOAT4_TEXT over one vector of reals.
-    return pa.array([None if v is None else float4_text(v) for v in values.to_pylist()], pa.string())
+def _over_arrow(text):
+    # ``text`` of each value of one vector (DuckDB passes no NULLs to it), as an Arrow array.
+    return lambda values: pa.array([None if v is None else text(v) for v in values.to_pylist()], pa.string())
 
 
 #: Python functions every colmz connection registers (:func:`colmz.sql.connect`):
@@ -604,8 +578,8 @@ def _float4_text_arrow(values: pa.Array) -> pa.Array:
 #: double in SQL (_float_digits; a Python call per value is a hundred times slower).
 #: ``FLOAT4_TEXT`` is :func:`colmz.sql.numeric.float4_text` for every real: DuckDB's text of
 #: a FLOAT is not always the shortest (308148.125 where PostgreSQL prints 308148.12).
-FUNCTIONS = ((FLOAT8_TEXT_PY, _float8_text_arrow, ("DOUBLE",), "VARCHAR"),
-             (FLOAT4_TEXT, _float4_text_arrow, ("FLOAT",), "VARCHAR"))
+FUNCTIONS = ((FLOAT8_TEXT_PY, _over_arrow(float8_text), ("DOUBLE",), "VARCHAR"),
+             (FLOAT4_TEXT, _over_arrow(float4_text), ("FLOAT",), "VARCHAR"))
 
 #: PostgreSQL's array dimensions. A DuckDB list of lists is a multidimensional array (whose
 #: sub-arrays PostgreSQL makes one length: the first one's length is the dimension's), its
@@ -661,7 +635,7 @@ def pg_float_text(x: str, kind: str) -> str:
     return _double_text(x, known=kind)
 
 
-_BOOL_TYPES = ("BOOLEAN", "BOOL")
+_BOOL_TYPES = type_words("boolean", upper=True)
 _PG_TRUE = ("t", "tr", "tru", "true", "y", "ye", "yes", "on", "1")
 _PG_FALSE = ("f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0")
 
@@ -678,9 +652,8 @@ def _pg_boolean(x: str) -> str:
             f"ELSE CAST({x} AS \"boolean\") END)")
 
 
-_KEPT_TEXT_TYPES = {"INT", "INTEGER", "INT2", "INT4", "INT8", "BIGINT", "SMALLINT", "TEXT",
-                    "VARCHAR", "STRING", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL", "BOOL",
-                    "BOOLEAN", "UUID", "BYTEA", "JSON", "JSONB"}
+_KEPT_TEXT_TYPES = type_words("integer", "bigint", "smallint", "text", "boolean", upper=True) | {
+    "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL", "UUID", "BYTEA", "JSON", "JSONB"}
 
 
 def cast_rewrite(operand: str, target: str, numeric: bool = False) -> str | None:
@@ -719,10 +692,9 @@ def cast_rewrite(operand: str, target: str, numeric: bool = False) -> str | None
     if len(toks) >= 3 and toks[-2].text == "::":
         if toks[-1].upper in _KEPT_TEXT_TYPES:
             return None
-        if toks[-1].upper in ("FLOAT8", "DOUBLE", "FLOAT"):
-            return _double_text(operand, known="double")
-        if toks[-1].upper in ("FLOAT4", "REAL"):
-            return _double_text(operand, known="real")
+        kind = TYPE_SPELLINGS.get(toks[-1].upper.lower())
+        if kind in ("double precision", "real"):
+            return _double_text(operand, known="real" if kind == "real" else "double")
     if any(t.text.lower() == NUMERIC_IN for t in toks):
         # a numeric read from text: colmz's scale for it may be wider than PostgreSQL's
         operand = f"{NUMERIC_IN_GUARD}({operand})"
@@ -738,8 +710,7 @@ def _plain_number(toks) -> bool:
 
 
 #: Integer types and PostgreSQL's names of them (its messages name the type).
-_INT_TYPES = {"INT": "integer", "INTEGER": "integer", "INT4": "integer", "BIGINT": "bigint",
-              "INT8": "bigint", "SMALLINT": "smallint", "INT2": "smallint"}
+_INT_TYPES = {w.upper(): t for w, t in TYPE_SPELLINGS.items() if t in ("integer", "bigint", "smallint")}
 _INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
@@ -1136,8 +1107,8 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
 #: underflow answers 0). NaN passes through as in PostgreSQL. An argument appears more than
 #: once in a macro: a volatile one (``random()``) is evaluated more than once.
 MATH_MACROS = (
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['ln']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE ln(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['log10']}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + "ELSE log10(x) END",
+    *(f"CREATE OR REPLACE MACRO {CHECKED_MATH[f]}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + f"ELSE {f}(x) END"
+      for f in ("ln", "log10")),
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['log']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")
     + "ELSE log10(x) END, (b, x) AS CASE " + _LOG_DOMAIN.format(x="b") + _LOG_DOMAIN.format(x="x")
     + "WHEN b = 1 THEN error('division by zero') ELSE ln(x) / ln(b) END",
@@ -1147,8 +1118,7 @@ MATH_MACROS = (
     "isinf(CAST(x AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x", f="exp", how="overflow")
     + " WHEN exp(x) = 0 AND NOT isinf(CAST(x AS DOUBLE)) AND typeof(x) NOT LIKE 'DECIMAL%' "
     "THEN error('value out of range: underflow') ELSE exp(x) END",
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['power']}" + _POWER,
-    f"CREATE OR REPLACE MACRO {CHECKED_MATH['pow']}" + _POWER,
+    *(f"CREATE OR REPLACE MACRO {CHECKED_MATH[f]}" + _POWER for f in ("power", "pow")),
     *ARRAY_DIMENSION_MACROS,
     # PostgreSQL's array_remove drops the elements not distinct from the value (NULLs too)
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_remove(a, x) AS [e FOR e IN a IF e IS DISTINCT FROM x]",
