@@ -66,9 +66,56 @@ def jsonb_text_connection():
     return conn
 
 
-def open_both():
+def fresh_connection():
+    """A PostgreSQL connection (autocommit) on its own fresh schema of the oracle server."""
+    require("psycopg", "the PostgreSQL oracle needs psycopg")
+    import psycopg
+    from storage_servers import fresh_schema_url
+
+    return psycopg.connect(fresh_schema_url(oracle_url()), autocommit=True)
+
+
+def views_equal_postgres(conn, tables, bodies, script) -> int:
+    """Create ``tables`` and each of ``bodies`` as a view in PostgreSQL (``conn``) and as a
+    materialized view of a colmz catalog kept incrementally, then, after creation and after
+    each step of ``script`` (statements joined by ``"; "``), assert every view holds the same
+    rows (as multisets, numerics as floats) under the same column names. Returns the number
+    of comparisons made."""
+    import colmz
+
+    conn.execute("DROP TABLE IF EXISTS t, u, r CASCADE")
+    cat = colmz.Catalog(views="incremental")
+    for s in tables:
+        conn.execute(s)
+        cat.execute(s)
+    names = [f"n{i}" for i in range(len(bodies))]
+    for n, b in zip(names, bodies):
+        conn.execute(f"CREATE VIEW {n} AS {b}")
+        cat.execute(f"CREATE MATERIALIZED VIEW {n} AS {b}")
+    compared = 0
+    for step in ["creation", *script]:
+        if step != "creation":
+            for s in step.split("; "):
+                conn.execute(s)
+            cat.execute(step)
+        for n, b in zip(names, bodies):
+            got = cat.sql(f"SELECT * FROM {n}")
+            cur = conn.execute(f"SELECT * FROM {n}")
+            want = _view_rows([d.name for d in cur.description], cur.fetchall())
+            assert _view_rows(got.column_names, zip(*(c.to_pylist() for c in got.columns))) == want, (b, step)
+            compared += 1
+    return compared
+
+
+def _view_rows(names, rows):
+    return list(names), sorted(repr(tuple(float(x) if hasattr(x, "as_integer_ratio") and not isinstance(x, (int, bool))
+                                          else x for x in r)) for r in rows)
+
+
+def open_both(extra_setup=()):
     """``(conn, cat)``: a PostgreSQL connection (autocommit, its own fresh schema) and a
-    ``colmz.Catalog``, both holding :data:`sql_corpus.SETUP`'s tables and rows."""
+    ``colmz.Catalog``, both holding :data:`sql_corpus.SETUP`'s tables and rows, then
+    ``extra_setup``'s statements run in both."""
     import psycopg
     from sql_corpus import SETUP
     from storage_servers import fresh_schema_url
@@ -81,7 +128,7 @@ def open_both():
         conn.adapters.register_loader(name, psycopg.types.string.TextLoader)
     conn.adapters.register_loader("float4", _float4_loader())
     cat = colmz.Catalog()
-    for stmt in SETUP:
+    for stmt in (*SETUP, *extra_setup):
         conn.execute(stmt)
         cat.execute(stmt)
     return conn, cat

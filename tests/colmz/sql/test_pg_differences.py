@@ -114,10 +114,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def both():
     sql_oracle.require("psycopg", "the PostgreSQL oracle needs psycopg")
-    conn, cat = sql_oracle.open_both()
-    for stmt in EXTRA_SETUP:
-        conn.execute(stmt)
-        cat.execute(stmt)
+    conn, cat = sql_oracle.open_both(EXTRA_SETUP)
     yield conn, cat
     conn.close()
 
