@@ -17,7 +17,8 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   ``array_upper``/``array_lower`` (of any dimension), ``cardinality``, ``array_remove``,
   ``octet_length``, ``upper``/``lower`` (the C locale's) are colmz's macros
   (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused, and so is
-  ``date_trunc`` to centuries or millennia.
+  ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
+  :data:`DATE_TRUNC_UNIT`).
 * Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise).
 * An array slice ``a[lo:hi]`` (a bound may be left out) is PostgreSQL's: a bound outside the
   array is clamped to it (DuckDB counts a negative one from the end); a slice of a value not
@@ -135,6 +136,7 @@ __all__ = [
     "CHECKED_MATH",
     "CONCAT_BY_KIND",
     "DATE_AS_TIMESTAMPTZ",
+    "DATE_TRUNC_UNIT",
     "FLOAT_CAST_MACROS",
     "FLOAT_CHECK",
     "JSONB_CONCAT",
@@ -1747,12 +1749,17 @@ def _date_trunc(c: Call) -> str | None:
     unit = a[0].literal
     if unit is not None and unit.kind == "STRING" and unit.text.strip().lower() in _ORDINAL_UNITS:
         # PostgreSQL's centuries and millennia start at a year 1 (2001, 1901), DuckDB's at 0
-        raise UnsupportedSQL(f"date_trunc('{unit.text}', ...) is not supported by colmz (PostgreSQL's "
-                             "centuries and millennia begin with a year ending in 1, DuckDB's in 0)")
-    return f"date_trunc({c.args[0]}, {DATE_AS_TIMESTAMPTZ}({c.args[1]}))"
+        raise UnsupportedSQL(f"date_trunc('{unit.text}', ...) is not supported by colmz ({_ORDINAL_REASON})")
+    # a unit known only when the query runs is refused then (DATE_TRUNC_UNIT)
+    text = c.args[0] if unit is not None else f"{DATE_TRUNC_UNIT}({c.args[0]})"
+    return f"date_trunc({text}, {DATE_AS_TIMESTAMPTZ}({c.args[1]}))"
 
 
-_ORDINAL_UNITS = frozenset({"century", "centuries", "millennium", "millennia", "millenium", "millenniums"})
+#: The units naming centuries and millennia, in PostgreSQL's or DuckDB's spelling (both take
+#: the abbreviations ``c``, ``cent``, ``mil``, ``mils``).
+_ORDINAL_UNITS = frozenset({"century", "centuries", "cent", "c", "millennium", "millennia", "millenium",
+                            "millenniums", "mil", "mils"})
+_ORDINAL_REASON = "PostgreSQL's centuries and millennia begin with a year ending in 1, DuckDB's in 0"
 
 
 def _chr(c: Call) -> str | None:
@@ -1781,6 +1788,10 @@ def _unnest(c: Call) -> str | None:
 #: binds the query).
 DATE_AS_TIMESTAMPTZ = RESERVED_PREFIX + "date_tz"
 
+#: The macro a ``date_trunc`` unit that is not a literal passes through: a unit of
+#: :data:`_ORDINAL_UNITS` raises the refusal (run.py's error table makes it UnsupportedSQL).
+DATE_TRUNC_UNIT = RESERVED_PREFIX + "trunc_unit"
+
 #: The macro checking an arithmetic result for a float overflow (see :func:`_float_checked`).
 FLOAT_CHECK = RESERVED_PREFIX + "float_check"
 
@@ -1804,6 +1815,9 @@ TRANSFORM_MACROS = (
     *(f"CREATE OR REPLACE MACRO {macro}(s, n, f) AS CASE WHEN f = '' THEN left(s, greatest(n, 0)) "
       f"ELSE {name}(s, n, f) END" for name, macro in PAD_MACROS.items()),
     *SPLITTING_MACROS,
+    f"CREATE OR REPLACE MACRO {DATE_TRUNC_UNIT}(u) AS CASE WHEN lower(u) IN "
+    f"({', '.join(repr(x) for x in sorted(_ORDINAL_UNITS))}) THEN error('date_trunc(''' || u || "
+    f"''', ...) is not supported by colmz ({_ORDINAL_REASON.replace(chr(39), chr(39) * 2)})') ELSE u END",
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 _ASCII = "abcdefghijklmnopqrstuvwxyz"
