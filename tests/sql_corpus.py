@@ -1882,4 +1882,17 @@ QUERIES = [
     ('pgd_names_intersect', 'SELECT 1 AS a INTERSECT SELECT 1'),
     ('pgd_names_distinct_on_call', 'SELECT DISTINCT ON (city) city, upper(name) FROM people ORDER BY city, upper(name)'),
     ('pgd_names_union_calls', 'SELECT lower(name) FROM people UNION ALL SELECT upper(status) FROM orders ORDER BY 1 LIMIT 2'),
+    # array slices: one-based, inclusive, bounds clamped to the array (PostgreSQL's), a bound
+    # left out; a negative bound is before the array (DuckDB counts it from the end)
+    ('slice_open_upper', 'SELECT (ARRAY[1, 2, 3])[2:] AS a, (ARRAY[1, 2, 3])[5:] AS b'),
+    ('slice_open_lower', "SELECT (ARRAY[1, 2, 3])[:2] AS a, (ARRAY['a', 'b'])[:0] AS b"),
+    ('slice_open_both', "SELECT (ARRAY[1, 2, 3])[:] AS a, ('{}'::int[])[:] AS b, ('{4,5}'::int[])[2:] AS c"),
+    ('slice_negative_bounds', 'SELECT (ARRAY[1, 2, 3])[-1:2] AS a, (ARRAY[1, 2, 3])[2:-1] AS b, (ARRAY[1, 2, 3])[:-1] AS c'),
+    ('slice_column_bounds', 'SELECT id, (ARRAY[1, 2, 3])[id - 4:id - 3] AS a, (ARRAY[1, 2, 3])[:id - 5] AS b, '
+                            '(ARRAY[1, 2, 3])[age / 20:] AS c FROM people ORDER BY id'),
+    ('slice_null_bound', 'SELECT (ARRAY[1, 2, 3])[NULL:] AS a, (ARRAY[1, 2, 3])[:NULL] AS b'),
+    ('slice_past_end', "SELECT (ARRAY[1, 2, 3])[2:10] AS a, (ARRAY[1, 2, 3])[3:2] AS b, (string_to_array('a,b,c', ','))[2:] AS c"),
+    ('slice_of_text', 'SELECT name[2:] AS a FROM people'),
+    ('slice_with_step', 'SELECT (ARRAY[1, 2, 3])[1:3:2] AS a'),
+    ('slice_then_subscript', 'SELECT (ARRAY[[1, 2], [3, 4]])[1:2][2:2] AS a'),
 ]

@@ -17,8 +17,13 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   ``array_upper``/``array_lower`` (of any dimension), ``cardinality``, ``array_remove``,
   ``octet_length``, ``upper``/``lower`` (the C locale's) are colmz's macros
   (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused, and so is
-  ``date_trunc`` to centuries or millennia.
+  ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
+  :data:`DATE_TRUNC_UNIT`).
 * Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise).
+* An array slice ``a[lo:hi]`` (a bound may be left out) is PostgreSQL's: a bound outside the
+  array is clamped to it (DuckDB counts a negative one from the end); a slice of a value not
+  visibly an array (text: DuckDB slices it, PostgreSQL raises), with a step, or beside another
+  subscript (PostgreSQL's subscripts are one per dimension) is refused.
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
   nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
 * LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``; the ``~`` family of
@@ -131,6 +136,7 @@ __all__ = [
     "CHECKED_MATH",
     "CONCAT_BY_KIND",
     "DATE_AS_TIMESTAMPTZ",
+    "DATE_TRUNC_UNIT",
     "FLOAT_CAST_MACROS",
     "FLOAT_CHECK",
     "JSONB_CONCAT",
@@ -659,6 +665,8 @@ def may_transform(text: str, toks) -> bool:
             if x == "[" and i > 1 and (toks[i - 1].text == "[" or (toks[i - 1].upper == "ARRAY"
                                                                     and toks[i - 2].text == "[")):
                 return True  # a sub-array (_array_shape)
+            if x == ":":
+                return True  # an array slice (_array_slice)
             if x == "[" and i + 1 < n and toks[i + 1].text == "]" and toks[i - 1].kind == "word":
                 return True  # maybe a cast to an array type (_array_text_cast)
             if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
@@ -936,6 +944,59 @@ def _array_text_cast(c: Call) -> str:
 
 def _ragged_array(c: Call) -> str:
     raise SQLError("multidimensional arrays must have array expressions with matching dimensions")
+
+
+#: Calls whose value is an array (a slice of one is PostgreSQL's array slice).
+_ARRAY_CALLS = frozenset({"list_value", "array_append", "array_prepend", "array_cat", "array_remove",
+                          "array_replace", "array_agg", "string_to_array", "regexp_split_to_array"})
+
+
+def _is_array(e: Expression) -> bool:
+    # Whether e is visibly an array: written as one, a cast to an array type (a TYPE node
+    # holding its element's TYPE), or a call of _ARRAY_CALLS
+    if e.type == "ARRAY_CONSTRUCTOR" or (e.cls == "FUNCTION" and e.name and e.name[-1].lower() in _ARRAY_CALLS):
+        return True
+    return e.cls == "CAST" and len(e.children) == 2 and e.children[1].cls == "TYPE" \
+        and len(e.children[1].children) == 1 and e.children[1].children[0].cls == "TYPE"
+
+
+def _absent(bound: Expression) -> bool:
+    # a bound left out of a slice (a[2:]): DuckDB's empty list_value() at no position
+    return bound.start < 0 and bound.name == ("list_value",) and not bound.children
+
+
+def _array_slice(c: Call) -> str:
+    # PostgreSQL's slice a[lo:hi] of a one-based array: inclusive, a bound outside the array
+    # clamped to it (an empty array when none is left). DuckDB's is inclusive too but counts
+    # a negative bound from the end: a lower bound below 1 is 1 (left out), an upper one below
+    # 0 is 0 (an integer literal decided here, any other value when it runs, NULL kept NULL).
+    n = c.node
+    if len(n.children) != 3:
+        raise UnsupportedSQL("an array slice with a step (a[lo:hi:step]) is not PostgreSQL's syntax")
+    subject, lo, hi = n.children
+    if subject.type in ("ARRAY_SLICE", "ARRAY_EXTRACT"):
+        raise UnsupportedSQL("a slice of a subscripted array (PostgreSQL reads a[i][lo:hi] as one "
+                             "subscript per dimension) is not supported by colmz")
+    if not _is_array(subject):
+        raise UnsupportedSQL("a slice of a value colmz cannot see is an array (PostgreSQL slices arrays "
+                             "only, DuckDB text too) is not supported by colmz")
+    bounds = []
+    for bound, least in ((lo, 1), (hi, 0)):
+        if _absent(bound):
+            bounds.append("")
+        elif _is_array(bound):
+            raise SQLError("array subscript must have type integer")
+        elif bound.literal is not None and bound.literal.kind == "INTEGER":
+            bounds.append("" if least and bound.literal.value < least else str(max(bound.literal.value, least)))
+        elif bound.literal is not None and bound.literal.kind == "NULL_LITERAL":
+            bounds.append("NULL")
+        else:
+            if any(k.cls == "FUNCTION" and k.name and k.name[-1].lower() in _VOLATILE for k in bound.walk()):
+                raise UnsupportedSQL("an array slice's bound holding a volatile call is not supported by colmz "
+                                     "(PostgreSQL evaluates it once; colmz clamps it and would evaluate it again)")
+            x = c.text_of(bound)
+            bounds.append(f"(CASE WHEN ({x}) < {least} THEN {least} ELSE ({x}) END)")
+    return f"({c.text_of(subject)})[{bounds[0]}:{bounds[1]}]"
 
 
 def _node_rule(e: Expression, text: str) -> Rule | None:
@@ -1688,12 +1749,17 @@ def _date_trunc(c: Call) -> str | None:
     unit = a[0].literal
     if unit is not None and unit.kind == "STRING" and unit.text.strip().lower() in _ORDINAL_UNITS:
         # PostgreSQL's centuries and millennia start at a year 1 (2001, 1901), DuckDB's at 0
-        raise UnsupportedSQL(f"date_trunc('{unit.text}', ...) is not supported by colmz (PostgreSQL's "
-                             "centuries and millennia begin with a year ending in 1, DuckDB's in 0)")
-    return f"date_trunc({c.args[0]}, {DATE_AS_TIMESTAMPTZ}({c.args[1]}))"
+        raise UnsupportedSQL(f"date_trunc('{unit.text}', ...) is not supported by colmz ({_ORDINAL_REASON})")
+    # a unit known only when the query runs is refused then (DATE_TRUNC_UNIT)
+    text = c.args[0] if unit is not None else f"{DATE_TRUNC_UNIT}({c.args[0]})"
+    return f"date_trunc({text}, {DATE_AS_TIMESTAMPTZ}({c.args[1]}))"
 
 
-_ORDINAL_UNITS = frozenset({"century", "centuries", "millennium", "millennia", "millenium", "millenniums"})
+#: The units naming centuries and millennia, in PostgreSQL's or DuckDB's spelling (both take
+#: the abbreviations ``c``, ``cent``, ``mil``, ``mils``).
+_ORDINAL_UNITS = frozenset({"century", "centuries", "cent", "c", "millennium", "millennia", "millenium",
+                            "millenniums", "mil", "mils"})
+_ORDINAL_REASON = "PostgreSQL's centuries and millennia begin with a year ending in 1, DuckDB's in 0"
 
 
 def _chr(c: Call) -> str | None:
@@ -1722,6 +1788,10 @@ def _unnest(c: Call) -> str | None:
 #: binds the query).
 DATE_AS_TIMESTAMPTZ = RESERVED_PREFIX + "date_tz"
 
+#: The macro a ``date_trunc`` unit that is not a literal passes through: a unit of
+#: :data:`_ORDINAL_UNITS` raises the refusal (run.py's error table makes it UnsupportedSQL).
+DATE_TRUNC_UNIT = RESERVED_PREFIX + "trunc_unit"
+
 #: The macro checking an arithmetic result for a float overflow (see :func:`_float_checked`).
 FLOAT_CHECK = RESERVED_PREFIX + "float_check"
 
@@ -1745,6 +1815,9 @@ TRANSFORM_MACROS = (
     *(f"CREATE OR REPLACE MACRO {macro}(s, n, f) AS CASE WHEN f = '' THEN left(s, greatest(n, 0)) "
       f"ELSE {name}(s, n, f) END" for name, macro in PAD_MACROS.items()),
     *SPLITTING_MACROS,
+    f"CREATE OR REPLACE MACRO {DATE_TRUNC_UNIT}(u) AS CASE WHEN lower(u) IN "
+    f"({', '.join(repr(x) for x in sorted(_ORDINAL_UNITS))}) THEN error('date_trunc(''' || u || "
+    f"''', ...) is not supported by colmz ({_ORDINAL_REASON.replace(chr(39), chr(39) * 2)})') ELSE u END",
 )
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 _ASCII = "abcdefghijklmnopqrstuvwxyz"
@@ -2207,7 +2280,7 @@ _TREE_WORDS = frozenset(CALLS) - {"sum"} | {"like", "ilike", "numeric", "decimal
 #: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
 #: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators it reads, numbers, quoted names.
 _MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
-_MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", "[", *_PAIR_OPS})
+_MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", "[", ":", *_PAIR_OPS})
 _NUMBER_QIDENT = frozenset({"number", "qident"})
 if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
     raise AssertionError("_TREE_WORDS must be lower-case ASCII")
@@ -2307,6 +2380,11 @@ def apply_transforms(text: str, toks) -> str:
             return _regexp_not, ""
         if e.type == "ARRAY_CONSTRUCTOR" and _array_shape(e) is None:
             return _ragged_array, ""
+        if e.type == "ARRAY_SLICE":
+            return _array_slice, ""
+        if e.type == "ARRAY_EXTRACT" and e.children and e.children[0].type == "ARRAY_SLICE":
+            return _refuse("a subscript of an array slice (PostgreSQL reads a[lo:hi][i] as one subscript "
+                           "per dimension) is not supported by colmz"), ""
         if e.cls == "CAST" and _is_cast(e, wrapped) and e.children[0].literal is not None \
                 and e.children[0].literal.kind == "STRING" and e.children[1].start >= 0 \
                 and wrapped[e.children[1].start : e.end].rstrip(" )").endswith("]"):

@@ -36,7 +36,8 @@ Invariants:
   it). Parentheses around the node itself are outside its own span (DuckDB keeps no node
   for them): ``(1)`` is a constant spanning ``1``. DuckDB's byte offsets are turned into
   character offsets. A node DuckDB gives no position, with no positioned child, has
-  ``start == end == -1``.
+  ``start == end == -1``; so has a bound left out of an array slice (``a[2:]``, ``a[:3]``:
+  DuckDB's empty ``list_value()``, the upper one placed at the ``:``).
 * Nodes are frozen and shared through the cache (and between trees of one shape): never
   mutate one.
 * A DuckDB call costs about as much as the serialization of a short text: the texts one
@@ -381,6 +382,13 @@ class Parens:
         return start, end
 
 
+def _absent_bound(bound: Expression) -> Expression:
+    # A slice's bound left out (a[2:], a[:3]) is DuckDB's empty list_value(): the lower one
+    # at no position, the upper one at the ':' (one character, which no written list is):
+    # both at no position here, so no span is a ':' alone.
+    return dataclasses.replace(bound, start=-1, end=-1)
+
+
 class _Reader:
     """Turns one statement's JSON into nodes; offsets from bytes to characters."""
 
@@ -410,6 +418,9 @@ class _Reader:
             if key not in ("class", "type", "alias", "query_location", "query_location_length"):
                 self._collect(value, children, sub)
         cls = node["class"]
+        if node["type"] == "ARRAY_SLICE":
+            children = [_absent_bound(c) if c.name == ("list_value",) and not c.children and c.end - c.start == 1
+                        else c for c in children]
         start, end = self.parens.span(*self.span(node), children, window=cls == "WINDOW")
         if cls == "COLUMN_REF":
             name = tuple(node.get("column_names", ()))

@@ -101,6 +101,8 @@ def test_coverage_floor():
     "SELECT 1 FROM t GROUP BY a, GROUPING SETS ((b, a), a, (), ROLLUP (c, (d, e))), CUBE (t.a, d)",
     "SELECT 1 FROM t GROUP BY GROUPING SETS ((a), (a)), CUBE (a, a)",
     "SELECT a, b, count(*) FROM t GROUP BY 1, 2",  # positions: numbers of other values are other groups
+    # slices: a bound left out is DuckDB's empty list_value() at no position
+    "SELECT a[2:], a[:3], a[ : ], (ARRAY[1, 2])[x + 1:(y)]::text, a[1][2:3], a[1:2][3], a[1::int:-2] FROM t",
     # window frames: DuckDB's bounds by mode, offsets after the window's order, exclusions
     "SELECT sum(a) OVER (ROWS 1 PRECEDING), sum(a) FILTER (WHERE c) OVER (PARTITION BY c ORDER BY b RANGE BETWEEN "
     "x + 1 PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE TIES), lag(a, 2) OVER (ORDER BY b GROUPS BETWEEN CURRENT ROW "
@@ -149,6 +151,9 @@ def test_read_without_duckdb(text):
     "SELECT sum(a) OVER (RANGE 2 FOLLOWING)", "SELECT sum(a) OVER (GROUPS BETWEEN 2 FOLLOWING AND CURRENT ROW)",
     "SELECT sum(a) OVER (ROWS BETWEEN 1 PRECEDING AND UNBOUNDED PRECEDING)", "SELECT sum(a) OVER (ROWS)",
     "SELECT sum(a) OVER (ROWS 1 PRECEDING EXCLUDE)",
+    # a slice with a step, or of a list written where a bound is (DuckDB's tree of a[[]:1] is
+    # a[:1]'s but placed)
+    "SELECT a[1:2:3]", "SELECT a[[]:1]", "SELECT a[1:", "SELECT a[:1:]",
 ])
 def test_gives_up(text):
     assert read_query(text) is None

@@ -108,6 +108,14 @@ CASES = [
     ("char_cast", "SELECT 'abc'::char(2) AS a", "refused"),
     ("quoted_char_cast", "SELECT '127'::\"char\" AS a", "refused"),
     ("date_trunc_century", "SELECT date_trunc('century', timestamp '2000-05-15') AS a", "refused"),
+    ("date_trunc_abbreviated_units", "SELECT date_trunc('c', timestamp '2000-05-15') AS a, "
+                                     "date_trunc('MIL', timestamp '2000-05-15') AS b", "refused"),
+    # a unit known when the query runs: refused then (answered for the other units)
+    ("date_trunc_unit_column_century", "SELECT date_trunc(u, timestamp '2000-05-15') AS a "
+                                       "FROM (VALUES ('day'), ('Century')) v(u)", "refused"),
+    ("date_trunc_unit_expression_millennium", "SELECT date_trunc('millen' || 'nium', ts) AS a FROM orders", "refused"),
+    ("date_trunc_unit_column_other", "SELECT u, date_trunc(u, ts) AS a FROM orders, (VALUES ('day'), ('year')) v(u) "
+                                     "ORDER BY u, a", "match"),
 ]
 
 

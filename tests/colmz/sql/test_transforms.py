@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from colmz.sql import UnsupportedSQL, connect, parse_tree, translate
+from colmz.sql import SQLError, UnsupportedSQL, connect, parse_tree, translate
 from colmz.sql.tokens import tokenize
 from colmz.sql.transforms import Call, apply_transforms, may_transform
 
@@ -85,6 +85,27 @@ def test_row_comparisons_that_would_repeat_a_volatile_call_are_refused(con):
     # = and a one-row IN name each field once
     assert con.sql(translate("SELECT (random() < 2, 1) = (true, 1), (random() < 2, 1) IN ((true, 1))")).fetchall() \
         == [(True, True)]
+
+
+def test_array_slices_are_postgresqls(con):
+    # One-based and inclusive in both; a bound outside the array is clamped to it in
+    # PostgreSQL, where DuckDB counts a negative one from the end. A bound left out is the
+    # array's end.
+    got = con.sql(translate(
+        "SELECT (ARRAY[1, 2, 3])[2:], (ARRAY[1, 2, 3])[:2], (ARRAY[1, 2, 3])[:], (ARRAY[1, 2, 3])[-1:2], "
+        "(ARRAY[1, 2, 3])[2:-1], ('{1,2,3}'::int[])[:-1], (ARRAY[1, 2, 3])[NULL:]")).fetchall()
+    assert got == [([2, 3], [1, 2], [1, 2, 3], [1, 2], [], [], None)]
+    got = con.sql(translate("SELECT k, (ARRAY[1, 2, 3])[k:k + 1], (ARRAY[1, 2, 3])[:k] "
+                            "FROM (VALUES (-2), (2), (NULL)) v(k) ORDER BY k")).fetchall()
+    assert got == [(-2, [], []), (2, [2, 3], [1, 2]), (None, None, None)]
+    for sql, match in [("SELECT name[2:] FROM t", "cannot see is an array"), ("SELECT (ARRAY[1])[1:2:1]", "step"),
+                       ("SELECT (ARRAY[[1]])[1][1:]", "subscripted array"),
+                       ("SELECT (ARRAY[1])[1:][1]", "subscript of an array slice"),
+                       ("SELECT (ARRAY[1])[:random() * 2]", "volatile call")]:
+        with pytest.raises(UnsupportedSQL, match=match):
+            translate(sql)
+    with pytest.raises(SQLError, match="array subscript must have type integer"):
+        translate("SELECT (ARRAY[1])[[]:1]")
 
 
 def test_float_and_bytea_types_are_read_off_the_tree(con):

@@ -24,6 +24,20 @@ def test_spans_cover_each_node_and_its_children():
     assert [text[e.start:e.end] for e in q.items] == ["((a + b))::text", "(a) NOT IN ((1), 2)", "f((x))", "y"]
 
 
+def test_a_bound_left_out_of_a_slice_has_no_span():
+    # DuckDB's tree holds an empty list_value() for it, the upper one placed at the ':'
+    text = "SELECT a[2:], a[:3], a[ : ], a[[]:1] FROM t"
+    q, = parse_tree(text)
+    assert [text[e.start:e.end] for e in q.items] == ["a[2:]", "a[:3]", "a[ : ]", "a[[]:1]"]
+    assert all(e.type == "ARRAY_SLICE" for e in q.items)
+    bounds = [[(k.name, k.start, k.end) for k in e.children[1:]] for e in q.items]
+    absent = (("list_value",), -1, -1)
+    assert bounds[0][1] == absent and bounds[1][0] == absent and bounds[2] == [absent, absent]
+    assert text[bounds[3][0][1]:bounds[3][0][2]] == "[]"  # an empty list written is placed
+    for e in q.items:
+        assert all(check_expression(text[k.start:k.end], "p") for k in e.walk() if k.start >= 0)
+
+
 def test_offsets_are_characters_not_bytes():
     text = "SELECT 'ééé' || x AS y, z"
     q, = parse_tree(text)
