@@ -657,11 +657,24 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                  if i < len(names) and e.cls not in ("STAR", "COLUMN_REF") and e.start >= 0}
         exprs = [o.expression for m in q.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders]
         exprs += [e for m in q.modifiers if m.type == "DISTINCT_MODIFIER" for e in m.expressions]
+        # a derived item's name (``v`` of ``v::text``) read by ORDER BY is the input column of
+        # that name where there is one, as the recompute path binds it (PostgreSQL reads the
+        # output column first: a difference of the query path, which this plan follows)
+        derived = {self.item_name(e) for e in q.items if not e.alias and e.cls not in ("STAR", "COLUMN_REF")}
+
+        def bound(e: Expression) -> bool:
+            try:
+                scope.column(e)
+            except PlanError:
+                return False
+            return True
+
         hidden: list[tuple[str, str]] = []
         for e in exprs:
             if e.start < 0:
                 continue
-            if e.cls == "COLUMN_REF" and not (len(e.name) == 1 and e.name[0] in names):
+            if e.cls == "COLUMN_REF" and not (len(e.name) == 1 and e.name[0] in names
+                                               and not (e.name[0] in derived and bound(e))):
                 try:
                     col = scope.column(e)
                 except PlanError:
