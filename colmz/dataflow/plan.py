@@ -153,8 +153,10 @@ nodes are in ``colmz.dataflow.plan_nodes``, the rendering in ``colmz.dataflow.re
 module binds and exports them all.
 
 Names: a binding error (an unknown table or column, an ambiguous column) raises
-:class:`PlanError` naming it; an output column's name is its alias, its column's name or its
-text, made unique with ``_2``, ``_3`` suffixes. Semantics are PostgreSQL's (``ORDER BY``'s
+:class:`PlanError` naming it; an output column's name is its alias, its column's name or
+PostgreSQL's name of the expression (``colmz.sql.parse.output_names``: ``count(*)`` is ``count``,
+a cast its operand's), so a query reads a CTE's or subquery's derived column by that name;
+made unique with ``_2``, ``_3`` suffixes. Semantics are PostgreSQL's (``ORDER BY``'s
 default NULLs order is last ascending, first descending).
 
 :func:`render` builds the operators of a plan without Fallback and returns a
@@ -255,6 +257,7 @@ from colmz.sql.errors import SQLError
 from colmz.sql.hints import strip_hints
 from colmz.sql.jsonb import SPELLED, jsonb_dump, jsonb_load, spell_operators
 from colmz.sql.jsonbcols import column_ref_kinds
+from colmz.sql.parse import output_names
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, parse_tree
 
@@ -331,6 +334,19 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
 
     def span(self, e) -> str:
         return self.text[e.start:e.end] if e.start >= 0 else e.type
+
+    def item_name(self, e: Expression) -> str:
+        """The name of select item ``e``'s column: its alias, else its column's name, else
+        PostgreSQL's name of it (``colmz.sql.parse.output_names``: ``count(*)`` is ``count``,
+        ``x::int`` is ``x``, a scalar subquery its own column's, an operator ``?column?``),
+        which a query over it reads it by. An item without a span (written by the planner)
+        or one DuckDB cannot parse alone is named by its text."""
+        if e.alias:
+            return e.alias
+        if e.cls == "COLUMN_REF":
+            return e.name[-1]
+        names = output_names("SELECT " + self.span(e)) if e.start >= 0 else None
+        return names[0] if names and len(names) == 1 and names[0] is not None else self.span(e)
 
     def hint(self, q: Query, name: str) -> int | None:
         """The value of hint ``name`` in the ``OPTIONS`` of ``SELECT`` ``q`` (``None``: not
@@ -600,13 +616,13 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                     select.append((col, e.alias or "?column?"))
                 elif e.cls == "SUBQUERY" and self.inlined(e) is not None:  # (SELECT outer_column)
                     sql_items[len(select)] = e
-                    select.append(("", e.alias or self.span(e)))
+                    select.append(("", self.item_name(e)))
                 elif e.cls == "SUBQUERY":
                     node, col = self.scalar_subquery(node, e, scope)
-                    select.append((col, e.alias or self.span(e)))
+                    select.append((col, self.item_name(e)))
                 else:  # a scalar expression: SQL over the delta (one DuckDB call per commit)
                     sql_items[len(select)] = e
-                    select.append(("", e.alias or self.span(e)))
+                    select.append(("", self.item_name(e)))
         select = unique_names(select)
         shown = len(select)
         if not temporal:
@@ -641,11 +657,24 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                  if i < len(names) and e.cls not in ("STAR", "COLUMN_REF") and e.start >= 0}
         exprs = [o.expression for m in q.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders]
         exprs += [e for m in q.modifiers if m.type == "DISTINCT_MODIFIER" for e in m.expressions]
+        # a derived item's name (``v`` of ``v::text``) read by ORDER BY is the input column of
+        # that name where there is one, as the recompute path binds it (PostgreSQL reads the
+        # output column first: a difference of the query path, which this plan follows)
+        derived = {self.item_name(e) for e in q.items if not e.alias and e.cls not in ("STAR", "COLUMN_REF")}
+
+        def bound(e: Expression) -> bool:
+            try:
+                scope.column(e)
+            except PlanError:
+                return False
+            return True
+
         hidden: list[tuple[str, str]] = []
         for e in exprs:
             if e.start < 0:
                 continue
-            if e.cls == "COLUMN_REF" and not (len(e.name) == 1 and e.name[0] in names):
+            if e.cls == "COLUMN_REF" and not (len(e.name) == 1 and e.name[0] in names
+                                               and not (e.name[0] in derived and bound(e))):
                 try:
                     col = scope.column(e)
                 except PlanError:
@@ -841,7 +870,7 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                 select.append((col, e.alias or "?column?"))
             elif i in subqueries:
                 node, col = self.scalar_subquery(node, e)
-                select.append((col, e.alias or self.span(e)))
+                select.append((col, self.item_name(e)))
             else:
                 select.append((next(at), ""))
         types = {c.name: c.type for c in node.schema}

@@ -171,7 +171,7 @@ class ReduceLowering:
         for e in q.items:
             if e.cls == "STAR":
                 raise Unsupported(f"{why}: *")
-            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else self.span(e))
+            name = self.item_name(e)
             items.append(f"{rewritten(e, True)} AS {identifier(name)}")
         having = rewritten(q.having, False) if q.having is not None else ""
         inner = [f"{identifier(n)} AS {identifier(n)}" if len(groups[n]) == 1
@@ -279,11 +279,11 @@ class ReduceLowering:
         mapped: dict[int, Expression] = {}
         for e in q.items:
             if self.group_key(e) is not None:
-                select.append((self.group_key(e), e.alias or self.span(e)))
+                select.append((self.group_key(e), self.item_name(e)))
             elif e.cls == "COLUMN_REF":
                 select.append((group_column(e), e.alias or e.name[-1]))
             elif is_aggregate(e):
-                select.append((aggregate(e), e.alias or self.span(e)))
+                select.append((aggregate(e), self.item_name(e)))
             elif e.cls == "STAR":
                 raise Unsupported(f"{self.span(e)!r} over a GROUP BY")
             else:
@@ -293,7 +293,7 @@ class ReduceLowering:
                     if is_aggregate(sub):
                         aggregate(sub)
                 mapped[len(select)] = e
-                select.append(("", e.alias or self.span(e)))
+                select.append(("", self.item_name(e)))
         having = conjuncts(q.having)
 
         def having_column(e: Expression) -> str:
@@ -424,7 +424,7 @@ class ReduceLowering:
                 src, _ = select[j]
                 items.append((agg_sql[j] if j in agg_sql else placeholder(names.index(src)), ""))
                 texts.append(self.span(e))
-            out = unique_names([("", e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else self.span(e)))
+            out = unique_names([("", self.item_name(e))
                            for e in q.items])
             items = [(t, n) for (t, _), (_, n) in zip(items, out)]
             branches.append(self.sql_segment(red, (), items, texts))
@@ -517,7 +517,7 @@ class ReduceLowering:
             if e.cls == "STAR":
                 raise Unsupported(f"{self.span(e)!r} over a GROUP BY")
             if self.group_key(e) is not None:
-                select.append((self.group_key(e), e.alias or self.span(e)))
+                select.append((self.group_key(e), self.item_name(e)))
                 continue
             if e.cls == "COLUMN_REF" and scope.column(e) in group:
                 select.append((scope.column(e), e.alias or e.name[-1]))
@@ -525,7 +525,7 @@ class ReduceLowering:
             name = self.fresh("agg")
             items.append((name, self.span(e)))
             texts.append(f"{self.recompute_text(e, scope.column)} AS {identifier(name)}")
-            select.append((name, e.alias or self.span(e)))
+            select.append((name, self.item_name(e)))
         having = self.recompute_text(q.having, scope.column) if q.having is not None else ""
         sql = f"SELECT {', '.join([*(identifier(g) for g in group), *texts])} FROM {INPUT_RELATION}"
         if group:

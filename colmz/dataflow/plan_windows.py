@@ -90,7 +90,7 @@ class WindowLowering:
             name = self.fresh("w")
             items.append((name, self.span(e)))
             texts.append(f"{self.recompute_text(e, scope.column)} AS {identifier(name)}")
-            select.append((name, e.alias or self.span(e)))
+            select.append((name, self.item_name(e)))
         key = key or []
         sql = f"SELECT *, {', '.join(texts)} FROM {INPUT_RELATION}"
         if clause is not None:

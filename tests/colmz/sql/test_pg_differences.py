@@ -96,8 +96,9 @@ CASES = [
     ("interval_text_signed_fields", "SELECT (interval '-1 day +1 hour')::text AS a", "refused"),
     ("interval_to_time", "SELECT (interval '1 day')::time AS a", "refused"),
     ("subquery_function_names", "SELECT upper, lower FROM (SELECT upper('a'), lower('B')) s", "match"),
-    # (views of these fall back: the view planner names a derived column by its text, and
-    # keeps no array column; so they are not in the corpus, whose view coverage counts them)
+    # (views reading a derived column by PostgreSQL's name plan without a Fallback, tested in
+    # tests/colmz/dataflow/test_derived_names.py; a view of array_agg_dimensions falls back,
+    # the planner keeping no array column, so it is not in the corpus, whose coverage counts it)
     ("cte_function_names", "WITH c AS (SELECT count(*), max(age) FROM people) SELECT count, max FROM c", "match"),
     ("lateral_count_name", "SELECT count FROM people p, LATERAL (SELECT count(*) FROM orders o "
                            "WHERE o.person_id = p.id) c ORDER BY p.id", "match"),
