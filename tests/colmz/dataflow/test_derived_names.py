@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from reference_models import catalogs, check_script
-from sql_oracle import fresh_connection, views_equal_postgres
+from sql_oracle import views_equal_postgres
 
 from colmz.dataflow.plan import plan
 
@@ -64,13 +64,6 @@ def test_derived_items_are_named_as_postgresql_names_them():
     assert p.names == ["k", "max", "s"]
     # repeated names are made unique, as every output column's name is
     assert plan("SELECT count(*), count(v) FROM t", SCHEMAS).names == ["count", "count_2"]
-
-
-@pytest.fixture(scope="module")
-def pg():
-    conn = fresh_connection()
-    yield conn
-    conn.close()
 
 
 def test_each_body_equals_postgres(pg):

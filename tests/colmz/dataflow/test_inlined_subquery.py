@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from reference_models import catalogs, check_script
-from sql_oracle import fresh_connection, views_equal_postgres
+from sql_oracle import views_equal_postgres
 
 from colmz.dataflow.plan import plan
 
@@ -69,13 +69,6 @@ def test_the_subquery_is_the_outer_expression_in_one_sql_segment():
 def test_other_subqueries_are_not_inlined(text):
     # none is the outer expression: each keeps the scalar subquery's own plan (here a Fallback)
     assert plan(text, SCHEMAS).fallbacks()
-
-
-@pytest.fixture(scope="module")
-def pg():
-    conn = fresh_connection()
-    yield conn
-    conn.close()
 
 
 def test_each_body_equals_postgres(pg):

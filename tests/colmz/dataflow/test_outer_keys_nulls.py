@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from reference_models import catalogs, check_script
-from sql_oracle import fresh_connection, views_equal_postgres
+from sql_oracle import views_equal_postgres
 
 pytestmark = pytest.mark.filterwarnings("ignore::colmz.dataflow.maintained.FallbackWarning")
 
@@ -51,13 +51,6 @@ def test_null_outer_keys_plan_and_equal_the_recompute():
         mv = cats[0].object(f"v{i}").maintained
         assert mv.incremental and not mv.plan.fallbacks(), (b, [f.reason for f in mv.plan.fallbacks()])
     check_script(cats, SCRIPT)
-
-
-@pytest.fixture(scope="module")
-def pg():
-    conn = fresh_connection()
-    yield conn
-    conn.close()
 
 
 def test_null_outer_keys_equal_postgres(pg):

@@ -27,7 +27,7 @@ import pytest
 import updates_strategies as us
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sql_oracle import norm, oracle_url, require, same
+from sql_oracle import norm, require, same
 
 import colmz
 
@@ -159,16 +159,6 @@ def statement(draw):
 
 
 commits = st.lists(st.lists(statement(), min_size=1, max_size=3), min_size=1, max_size=6)
-
-
-@pytest.fixture(scope="module")
-def pg():
-    import psycopg
-    from storage_servers import fresh_schema_url
-
-    conn = psycopg.connect(fresh_schema_url(oracle_url()), autocommit=True)
-    yield conn
-    conn.close()
 
 
 def setup_bodies(conn, views) -> colmz.Catalog:
