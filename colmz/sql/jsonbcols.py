@@ -136,6 +136,7 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     jsonb = _JSON_CAST in text or "jsonb" in kinds or (not kinds.isdisjoint(("json", "string")) and "'" in text) \
         or "json" in kinds or "::json" in text.lower() or JSON_GET in text or JSON_PATH in text \
         or CONCAT_BY_KIND in text or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text")))
+    jsonb = jsonb or ("[" in text and ("text" in kinds or "text" in text.lower()))  # (a subscript of text)
     if not jsonb and not ("text" in kinds and any(f in text for f in (*_OPERATOR_CALLS, NUMERIC_CAST))) \
             and not ((not kinds.isdisjoint(("jsonb", "json")) or "json" in text.lower())
                      and any(f in text.lower() for f in _TEXT_ONLY)):
@@ -637,6 +638,16 @@ def _simple_case(n: Expression, typer: Typer, text: str, edits: list, stack: lis
     return True
 
 
+def _subscripted(n: Expression, typer: Typer) -> None:
+    # ``n[i]``: PostgreSQL subscripts arrays and jsonb, never text or json (DuckDB gives text's
+    # i-th character, and a jsonb value's, held as text, too)
+    kind = "text" if n.cls == "FUNCTION" and n.name == (ANY_TEXT,) else typer.kind(n)  # (translate's ::text)
+    if kind in ("text", "json"):
+        raise SQLError(f"cannot subscript type {kind} because it does not support subscripting")
+    if kind == "jsonb":
+        raise UnsupportedSQL("jsonb subscripting (j[k]) is not supported by colmz: write j -> k")
+
+
 def _expression(e: Expression, scope, text: str, edits: list) -> None:
     stack = [e]
     while stack:
@@ -645,6 +656,8 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             _compare_subquery(n, scope, text, edits)
             continue  # its own query: _query
         kids = n.children
+        if n.type == "ARRAY_EXTRACT" and kids:
+            _subscripted(kids[0], scope)
         if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in (JSONB_GET, JSONB_PATH) and kids \
                 and n.start >= 0 and _json_doc(kids[0], scope, text, True):
             # -> ->> #> #>> of json (not jsonb): the value as written

@@ -53,6 +53,14 @@ CASES = [
     ("json_order_by", "SELECT j FROM jspaced ORDER BY j", "both fail"),
     ("json_group_by", "SELECT j, count(*) AS n FROM jspaced GROUP BY j", "both fail"),
     ("json_union", "SELECT j FROM jspaced UNION SELECT j FROM jspaced", "both fail"),
+    # subscripts: of arrays only (jsonb's refused by name), never of text or json
+    ("text_subscript", "SELECT name[1] AS c FROM people", "both fail"),
+    ("text_subscript_subquery", "SELECT s[1] AS c FROM (SELECT name AS s FROM people) x", "both fail"),
+    ("text_cast_subscript", "SELECT (name::text)[2] AS c FROM people", "both fail"),
+    ("text_literal_subscript", "SELECT ('abc'::text)[1] AS c", "both fail"),
+    ("json_subscript", "SELECT j[1] AS c FROM jspaced", "both fail"),
+    ("jsonb_subscript_refused", "SELECT body['a'] AS c FROM docs", "refused"),
+    ("array_subscript", "SELECT (ARRAY[1, 2, 3])[2] AS a, (string_to_array('a,b', ','))[1] AS b", "match"),
     ("json_extract_path_refused", "SELECT json_extract_path('{\"a\": [1,  2]}'::json, 'a') AS a", "refused"),
     # arrays of any dimension
     ("array_dimension_two_of_1d", "SELECT array_length(ARRAY[1, 2, 3], 2) AS a, array_lower(ARRAY[1, 2], 2) AS b, "
