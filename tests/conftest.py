@@ -77,6 +77,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 # The real PostgreSQL and S3 (moto) servers of the storage tests, as session fixtures. They
 # start on first use only. (One conftest for the whole tree: a second conftest.py in a
 # folder without __init__.py clashes with this one under --doctest-modules.)
+from sql_oracle import pg  # noqa: E402, F401 (the view tests' PostgreSQL oracle)
 from storage_servers import location_factory, pg_url, s3_endpoint  # noqa: E402, F401
 from worker_groups import group_for_workers, loadgroup_worker  # noqa: E402
 

@@ -75,6 +75,15 @@ def fresh_connection():
     return psycopg.connect(fresh_schema_url(oracle_url()), autocommit=True)
 
 
+@pytest.fixture(scope="module")
+def pg():
+    """A PostgreSQL 15 connection (autocommit) on its own fresh schema, for one test module
+    (a fixture of the whole tree: tests/conftest.py imports it)."""
+    conn = fresh_connection()
+    yield conn
+    conn.close()
+
+
 def views_equal_postgres(conn, tables, bodies, script) -> int:
     """Create ``tables`` and each of ``bodies`` as a view in PostgreSQL (``conn``) and as a
     materialized view of a colmz catalog kept incrementally, then, after creation and after
