@@ -133,13 +133,13 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     'SELECT __colmz_jsonb_concat(CAST(j AS VARCHAR), CAST(j AS VARCHAR)) FROM t'
     """
     kinds = {k for _, cols in relations for _, k in cols}
-    jsonb = _JSON_CAST in text or "jsonb" in kinds or (not kinds.isdisjoint(("json", "string")) and "'" in text) \
-        or "json" in kinds or "::json" in text.lower() or JSON_GET in text or JSON_PATH in text \
-        or CONCAT_BY_KIND in text or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text")))
-    jsonb = jsonb or ("[" in text and ("text" in kinds or "text" in text.lower()))  # (a subscript of text)
+    lower = text.lower()  # (read once: every catalog query passes this gate)
+    jsonb = _JSON_CAST in text or not kinds.isdisjoint(("jsonb", "json")) or "::json" in lower \
+        or (not kinds.isdisjoint(("json", "string")) and "'" in text) or JSON_GET in text or JSON_PATH in text \
+        or CONCAT_BY_KIND in text or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text"))) \
+        or ("[" in text and ("text" in kinds or "text" in lower))  # (a subscript of text)
     if not jsonb and not ("text" in kinds and any(f in text for f in (*_OPERATOR_CALLS, NUMERIC_CAST))) \
-            and not ((not kinds.isdisjoint(("jsonb", "json")) or "json" in text.lower())
-                     and any(f in text.lower() for f in _TEXT_ONLY)):
+            and not ("json" in lower and any(f in lower for f in _TEXT_ONLY)):
         return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
     return _rewrite(text, relations)
 

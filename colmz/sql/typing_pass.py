@@ -56,6 +56,7 @@ from colmz.sql.transforms import (
     FLOAT_CHECK,
     NUMERIC_CAST,
     REAL_WIDEN,
+    TYPE_SPELLINGS,
     float_kind,
     is_arith,
     table_refs,
@@ -72,18 +73,21 @@ __all__ = [
 #: and float4div), else DuckDB's division (which raises on a zero divisor); typed as ``x``.
 FLOAT_DIV = RESERVED_PREFIX + "float_div"
 
+#: The kind of each PostgreSQL type of :data:`colmz.sql.transforms.TYPE_SPELLINGS` typed here
+#: (its float types are :func:`colmz.sql.transforms.float_kind`'s).
+_KIND_OF_TYPE = {"integer": "exact", "bigint": "exact", "smallint": "exact", "numeric": "exact",
+                 "text": "text", "boolean": "bool"}
 #: The one type table: a type's name as a cast writes it (lower case, words joined by one
-#: space, no modifiers) to its kind. Float types with a precision (``float(p)``) are read by
-#: :func:`colmz.sql.transforms.float_kind`. A cast written ``JSON`` (exactly) is how translate
-#: writes a jsonb value, and is typed jsonb (:meth:`Typer.kind`); any other ``json`` is json,
-#: which PostgreSQL keeps as written.
+#: space, no modifiers) to its kind -- translate's spellings (:data:`colmz.sql.transforms.TYPE_SPELLINGS`)
+#: by their type's kind, and the types only typing reads. Float types (also ``float(p)``) are
+#: read by :func:`colmz.sql.transforms.float_kind`. A cast written ``JSON`` (exactly) is how
+#: translate writes a jsonb value, and is typed jsonb (:meth:`Typer.kind`); any other ``json``
+#: is json, which PostgreSQL keeps as written.
 TYPE_TABLE: dict[str, str] = {
-    **dict.fromkeys(("int", "int2", "int4", "int8", "integer", "bigint", "smallint", "tinyint", "hugeint",
-                     "numeric", "decimal"), "exact"),
+    **{word: _KIND_OF_TYPE[t] for word, t in TYPE_SPELLINGS.items() if t in _KIND_OF_TYPE},
+    **dict.fromkeys(("tinyint", "hugeint"), "exact"),  # (DuckDB's own integer widths)
     "json": "json",
     "jsonb": "jsonb",
-    **dict.fromkeys(("text", "varchar", "character varying", "string"), "text"),
-    **dict.fromkeys(("bool", "boolean"), "bool"),
     **dict.fromkeys(("date", "time", "timestamp", "timestamptz", "timestamp with time zone", "interval"),
                     "datetime"),
 }
