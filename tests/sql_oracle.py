@@ -121,6 +121,19 @@ def _view_rows(names, rows):
                                           else x for x in r)) for r in rows)
 
 
+def both_fixture(extra_setup=()):
+    """A module-scoped fixture of :func:`open_both` with ``extra_setup``: ``(conn, cat)``,
+    the connection closed after the module; assign it to the module's ``both``."""
+    @pytest.fixture(scope="module")
+    def both():
+        require("psycopg", "the PostgreSQL oracle needs psycopg")
+        conn, cat = open_both(extra_setup)
+        yield conn, cat
+        conn.close()
+
+    return both
+
+
 def open_both(extra_setup=()):
     """``(conn, cat)``: a PostgreSQL connection (autocommit, its own fresh schema) and a
     ``colmz.Catalog``, both holding :data:`sql_corpus.SETUP`'s tables and rows, then

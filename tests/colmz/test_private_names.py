@@ -1,4 +1,5 @@
-"""No colmz module uses an underscored name of another module (DESIGN.md's rule).
+"""No colmz module uses an underscored name of another module: the package's rule that an
+internal API used across modules has a public name in its module.
 
 An underscored name is its module's own: another module that needs it gets a public name
 with a docstring. Checked on the source (``ast``): no ``from m import _x``, and no ``X._y``

@@ -364,12 +364,7 @@ ANSWERS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def both():
-    sql_oracle.require("psycopg", "the PostgreSQL oracle needs psycopg")
-    conn, cat = sql_oracle.open_both(EXTRA_SETUP)
-    yield conn, cat
-    conn.close()
+both = sql_oracle.both_fixture(EXTRA_SETUP)
 
 
 @pytest.mark.parametrize("behaviour, sql", ANSWERS,
