@@ -37,7 +37,7 @@ no attributes of its own: :class:`colmz.arrangement.Arrangement` constructs the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +54,7 @@ from colmz.arrangement.errors import (
     SinceRegression,
     TimeBeforeTraceUpper,
 )
-from colmz.arrangement.merge import PartRun, chunks_filtered, stream_merge
+from colmz.arrangement.merge import PartRun, chunks_filtered, iter_merge, stream_merge
 from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
@@ -346,7 +346,7 @@ class ArrangementCore:
         writer.write(*normal)
         meta = UnsealedBatchMeta((start, end), lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes,
                                  tuple(writer.checks))
-        self._count_write(writer, updates)
+        self.count_write(writer, updates)
         return meta, tuple(schema)
 
     def unsealed_snapshot(self, lo: int, hi: Frontier) -> UnsealedSnapshot:
@@ -449,7 +449,23 @@ class ArrangementCore:
                           part_bytes=self.part_bytes,
                           compression=self.compression if compression is None else compression)
 
-    def _count_write(self, writer: PartWriter, updates: Updates | None = None) -> None:
+    def trace_merge(self, batches: tuple[TraceBatchMeta, ...],
+                    desc: Description) -> tuple[PartWriter, Generator[int, None, list[int]]]:
+        """Start merging the adjacent trace ``batches`` into one batch described by ``desc``:
+        the writer of the merged batch's parts and the merge
+        (:func:`colmz.arrangement.merge.iter_merge` over the batches' parts, times advanced
+        to ``desc.since``, its peak rows in ``stats()``), which writes to it as it is
+        stepped. Changes no state; the caller finishes the writer and hands it to
+        :meth:`count_write`, or closes the merge and aborts the writer
+        (:class:`colmz.arrangement.maintain.CompactionJob`)."""
+        schema = self._read_schema()
+        writer = self._writer(schema, {"kind": "trace", "desc": desc.to_list()})
+        runs = [self._run_chunks(b.parts, schema, 0, None) for b in batches]
+        return writer, iter_merge(runs, desc.since, writer.add, self._counters)
+
+    def count_write(self, writer: PartWriter, updates: Updates | None = None) -> None:
+        """Add what ``writer`` wrote (bytes, parts, rows; and ``updates``' count and size
+        when given) to the handle's write counters (``stats()``)."""
         self._counters["blob_bytes_written"] += writer.size_bytes
         self._counters["parts_written"] += len(writer.keys)
         self._counters["rows_written"] += writer.rows

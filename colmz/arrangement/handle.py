@@ -392,14 +392,14 @@ class Arrangement(WriteHandle, ReadHandle, Maintenance, GarbageCollection, Arran
             a._log = logs.get(key) or StateLog(loc.consensus, key, rollup_every=rollup_every)
             if state is not None:
                 a._machine.loaded(seqno, a._machine.decode(seqno, state))
-                if schema is not None and a._schema is not None and tuple(a._schema) != tuple(schema):
+                if schema is not None and a.schema is not None and tuple(a.schema) != tuple(schema):
                     raise SchemaMismatch(
                         f"arrangement {name!r} at {where!r} has schema "
-                        f"{describe_schema(a._schema)}, not the requested {describe_schema(schema)}"
+                        f"{describe_schema(a.schema)}, not the requested {describe_schema(schema)}"
                     )
-                if res.action == "open" and (schema is None or a._schema is not None):
+                if res.action == "open" and (schema is None or a.schema is not None):
                     return a
-                if a._schema is None:
+                if a.schema is None:
                     a._state = a._state.with_schema(schema)
             try:
                 # create the record, adopt a record from before identities (the id goes

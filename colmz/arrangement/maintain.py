@@ -41,7 +41,7 @@ from colmz.arrangement.errors import (
     SinceBehindInput,
 )
 from colmz.arrangement.machine import STALE
-from colmz.arrangement.merge import chunks_filtered, iter_merge, stream_merge
+from colmz.arrangement.merge import chunks_filtered, stream_merge
 from colmz.arrangement.meta import (
     CompactTraceReq,
     CompactTraceRes,
@@ -88,10 +88,7 @@ class CompactionJob:
         self.req = req
         self.arrangement = arrangement
         self.desc = Description(batches[0].desc.lower, batches[-1].desc.upper, since)
-        schema = arrangement._read_schema()
-        self.writer = arrangement._writer(schema, {"kind": "trace", "desc": self.desc.to_list()})
-        runs = [arrangement._run_chunks(b.parts, schema, 0, None) for b in batches]
-        self._steps = iter_merge(runs, since, self.writer.add, arrangement._counters)
+        self.writer, self._steps = arrangement.trace_merge(batches, self.desc)
         self.rows_read = 0
         self._read: list[int] | None = None
 
@@ -118,7 +115,7 @@ class CompactionJob:
         if self._read is None:
             raise RuntimeError("the compaction has not finished: step() it to the end first")
         w, batches = self.writer, self.req.batches
-        self.arrangement._count_write(w)
+        self.arrangement.count_write(w)
         if len(batches) == 2:
             grew = all(w.rows > r for r in self._read)
             level = batches[0].level + 1 if grew else batches[0].level
@@ -165,7 +162,7 @@ class Maintenance:
         except BaseException:
             writer.abort()
             raise
-        self._count_write(writer)
+        self.count_write(writer)
         if lo is None:  # nothing left at or after the upper: an empty batch, evicted later
             lo = hi = b.ts_upper
         return UnsealedBatchMeta(b.seqnos, lo, hi, tuple(writer.keys), writer.rows, writer.size_bytes,
@@ -201,7 +198,7 @@ class Maintenance:
         if not sum(read):
             writer.abort()
             return DrainUnsealedRes(req, None)
-        self._count_write(writer)
+        self.count_write(writer)
         return DrainUnsealedRes(req, TraceBatchMeta(desc, 0, tuple(writer.keys), writer.rows, writer.size_bytes,
                                                     tuple(writer.checks)))
 
