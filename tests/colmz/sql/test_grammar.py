@@ -29,10 +29,10 @@ _ROOT = _HERE.parents[3]
 def _coverage_script():
     sys.path.insert(0, str(_ROOT / "scripts"))
     try:
-        import grammar_coverage
+        import sql_snapshot
     finally:
         sys.path.remove(str(_ROOT / "scripts"))
-    return grammar_coverage
+    return sql_snapshot
 
 
 def _test_texts() -> list[str]:
@@ -63,7 +63,7 @@ def _same_or_gave_up(text: str) -> bool:
 def test_corpus_trees_are_duckdbs():
     # the corpus, the benchmark's queries, the planner tests' view bodies, what translating
     # the corpus parses (the texts colmz really reads) and this directory's SQL
-    by = _coverage_script().texts()
+    by = _coverage_script().grammar_texts()
     texts = list(dict.fromkeys([t for ts in by.values() for t in ts] + _test_texts()))
     read = sum(_same_or_gave_up(t) for t in texts)
     print(f"colmz.sql.grammar read {read} of {len(texts)} texts ({read / len(texts):.0%})")
@@ -71,9 +71,9 @@ def test_corpus_trees_are_duckdbs():
 
 
 def test_coverage_floor():
-    # What the reader reads of the texts colmz meets (scripts/grammar_coverage.py): no fewer
+    # What the reader reads of the texts colmz meets (scripts/sql_snapshot.py coverage): no fewer
     # than the ladder of per-level methods it replaced read (1850 of 2097 texts)
-    got = _coverage_script().coverage()
+    got = _coverage_script().grammar_coverage()
     print(got)
     assert got["bench"][0] == got["bench"][1]
     assert got["all"][0] >= 1850 and got["corpus"][0] >= 1290 and got["views"][0] >= 527
