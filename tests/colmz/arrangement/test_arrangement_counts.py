@@ -11,6 +11,7 @@ groups reads about one group per run, not the arrangement.
 from __future__ import annotations
 
 import datetime
+import itertools
 import shutil
 import tempfile
 
@@ -23,6 +24,10 @@ from test_arrangement_read import histories, oracle, replay, updates_of
 import colmz
 import colmz.arrangement.part_writer as part_writer
 from colmz.arrangement import Arrangement, CorruptPart
+
+# A fresh mem:// name per example: the store is process-global per name, and id() of a
+# collected list is reused, so an id-based name could reopen an earlier example's history.
+_STORE_NUMBERS = itertools.count()
 
 _ABSENT = [("absent", 7.0, 7), (None, None, None), ("a", float("nan"), -5)]
 
@@ -47,7 +52,7 @@ def _check_counts(a: Arrangement, written) -> None:
 @settings(max_examples=60, deadline=None)
 @given(histories())
 def test_counts_match_the_consolidating_oracle_in_memory(steps):
-    a, written = replay(f"mem://counts-{id(steps)}-{len(steps)}", steps, part_rows=3)
+    a, written = replay(f"mem://counts-{next(_STORE_NUMBERS)}", steps, part_rows=3)
     _check_counts(a, written)
 
 
