@@ -47,13 +47,11 @@ import functools
 from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import closing, tokenize, top_level
-from colmz.sql.transforms import all_queries
+from colmz.sql.transforms import VOLATILE, all_queries
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = ["distinct_on_keys", "filter_commutes", "passed_columns", "preserved_items", "push_filters"]
 
-#: Calls whose value changes from row to row on its own: a conjunct holding one stays put.
-_VOLATILE = frozenset({"random", "rand", "gen_random_uuid", "uuid", "nextval", "currval", "setseed"})
 #: Words ending a plain SELECT's FROM/WHERE (a new WHERE goes before the first).
 _AFTER_WHERE = frozenset({"ORDER", "WINDOW", "LIMIT", "OFFSET", "GROUP", "HAVING", "QUALIFY",
                           "UNION", "EXCEPT", "INTERSECT"})
@@ -164,7 +162,7 @@ def _push_into(text: str, q: Query, t: Table, conjuncts: list[_Conjunct], single
         for n in c.node.walk():
             if n.subquery is not None or n.cls in ("SUBQUERY", "WINDOW") or n.over is not None:
                 return None
-            if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in _VOLATILE:
+            if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in VOLATILE:
                 return None
         if any(passed.get(n) is None or passed[n].start < 0 or keys is not None and passed[n].name[-1].lower()
                not in keys for n in names):

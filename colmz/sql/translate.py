@@ -34,13 +34,11 @@ from __future__ import annotations
 
 import re
 
-import pyarrow as pa
-
 from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
-from colmz.sql.jsonb import refuse_spelled, spell_operators
+from colmz.sql.jsonb import arrow_function, refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import (
     NUMERIC_IN,
@@ -563,11 +561,6 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "ELSE CAST(x AS \"varchar\") END")
 
 
-def _over_arrow(text):
-    # ``text`` of each value of one vector (DuckDB passes no NULLs to it), as an Arrow array.
-    return lambda values: pa.array([None if v is None else text(v) for v in values.to_pylist()], pa.string())
-
-
 #: Python functions every colmz connection registers (:func:`colmz.sql.connect`):
 #: ``(name, function over an Arrow array, DuckDB argument types, DuckDB result type)``.
 #: ``FLOAT8_TEXT_PY`` is :func:`colmz.sql.numeric.float8_text`, PostgreSQL's text of a
@@ -578,8 +571,8 @@ def _over_arrow(text):
 #: double in SQL (_float_digits; a Python call per value is a hundred times slower).
 #: ``FLOAT4_TEXT`` is :func:`colmz.sql.numeric.float4_text` for every real: DuckDB's text of
 #: a FLOAT is not always the shortest (308148.125 where PostgreSQL prints 308148.12).
-FUNCTIONS = ((FLOAT8_TEXT_PY, _over_arrow(float8_text), ("DOUBLE",), "VARCHAR"),
-             (FLOAT4_TEXT, _over_arrow(float4_text), ("FLOAT",), "VARCHAR"))
+FUNCTIONS = ((FLOAT8_TEXT_PY, arrow_function(float8_text, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
+             (FLOAT4_TEXT, arrow_function(float4_text, "VARCHAR"), ("FLOAT",), "VARCHAR"))
 
 #: PostgreSQL's array dimensions. A DuckDB list of lists is a multidimensional array (whose
 #: sub-arrays PostgreSQL makes one length: the first one's length is the dimension's), its
