@@ -102,6 +102,19 @@ def test_a_regrouped_concatenation_gives_postgresqls_answer():
     assert "((" not in translate("SELECT " + " || ".join(["ARRAY[1]"] * 20))
 
 
+def test_a_long_concatenation_holding_another_gives_postgresqls_answer():
+    # the outer chain is regrouped with the inner one as one operand (the inner chain was
+    # regrouped first and its text then copied twice before)
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (s TEXT)")
+    cat.execute("INSERT INTO t VALUES ('a')")
+    inner = " || ".join(["s"] * 20)
+    sql = "SELECT 'x' || " + " || ".join([f"upper({inner})"] + ["s"] * 20) + " AS x FROM t"
+    assert cat.sql(sql).to_pylist() == [{"x": "x" + "A" * 20 + "a" * 20}]
+    q, = parse_tree(translate(sql))
+    assert _concat_depth(q.items[0]) <= 2 * math.ceil(math.log2(22))
+
+
 def test_interval_columns_are_refused_by_name():
     cat = colmz.Catalog()
     for stmt in ("CREATE TABLE t (k INTERVAL)", "CREATE TABLE t (k INTERVAL DAY)",
