@@ -1220,9 +1220,6 @@ def _bytea(c: Call) -> str:
 #: Casts whose PostgreSQL meaning DuckDB's cast lacks: to text (a double's digits, an
 #: interval's words), to boolean (PostgreSQL's words) and to an integer (digits only).
 _CAST_TARGETS = type_words("text", "boolean", "integer", "bigint", "smallint")
-#: Where a text may hold one of them (a superset: the tree decides).
-#: How a type name after ``::`` of a cast :func:`_cast_rule` may rewrite begins (a superset).
-_CAST_PREFIXES = ("text", "varchar", "string", "bool", "int", "bigint", "smallint")
 
 
 def _cast(c: Call) -> str | None:
@@ -2246,9 +2243,6 @@ def _cast_rule(e: Expression, text: str) -> Rule | None:
 
 # ----------------------------------------------------------------------------- applying the table
 
-#: Type words of the casts :func:`_type_rule` rewrites.
-_TYPE_WORDS = frozenset({"FLOAT", "BYTEA", "FLOAT8", "FLOAT4", "REAL", "DOUBLE", "VARCHAR", "VARYING",
-                         "JSONB", "MZ_TIMESTAMP", "CHAR", "CHARACTER", "BPCHAR"})
 #: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
@@ -2276,11 +2270,6 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
                           "tan", "cot", "asin", "acos", "atan", "atan2", "stddev", "stddev_samp",
                           "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
 _FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
-
-
-
-#: The names DuckDB gives the calls of :data:`CALLS` (a call of another name has no entry).
-_CALLED = frozenset(_ALIASES.get(n, n) for n in CALLS)
 
 
 def apply_transforms(text: str, toks) -> str:
