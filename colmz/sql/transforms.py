@@ -2125,11 +2125,12 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
     # join; a CTE with a column list (``WITH c(x, y) AS``) names its columns anew.
     cte_repeats: dict[str, dict[str, int]] = {}
     cte_stars: set[str] = set()
+    listed = {name.lower() for name, cols, *_ in cte_definitions(text[offset:]) if cols}
     queries = list(all_queries(q))
     for d in queries:
         for name, cte in d.ctes:
             repeated = named(cte)
-            if not _cte_column_list(toks, name):
+            if name.lower() not in listed:
                 if repeated:
                     cte_repeats[name.lower()] = repeated
                 if _star_over_join(cte):
@@ -2175,14 +2176,6 @@ def _refuse_star_columns(owner: Query, t: Table) -> None:
                     "columns of a subquery or CTE whose * expands over a join are not supported by "
                     "colmz (DuckDB renames a repeated column name, PostgreSQL keeps it): list the "
                     "columns, or name them (AS s(a, b, ...))")
-
-
-def _cte_column_list(toks, name: str) -> bool:
-    # Whether the CTE ``name`` is written with a column list (``WITH c(x, y) AS``): its name
-    # after WITH, RECURSIVE or a comma, then ``(``.
-    return any(t.kind in ("word", "qident") and t.name == name.lower() and toks[i + 1].text == "("
-               and i > 0 and (toks[i - 1].upper or toks[i - 1].text) in ("WITH", "RECURSIVE", ",")
-               for i, t in enumerate(toks[:-1]))
 
 
 #: The mark of a repeated column name of a subquery or CTE (see :func:`duplicate_name`).
