@@ -273,15 +273,18 @@ def _translate_tokens(sql: str) -> str:
     # Only the tokens a rule below may act on are visited (most of a text is none of them);
     # an insert registered at a token passed over is emitted before the next visited one,
     # as when every token was visited (a token passed over adds no piece).
+    # (the last "token", past the end, emits the inserts left)
     arrays = "'{" in sql  # (else no token is an array text: none is sliced to see)
-    for i in [i for i, t in enumerate(toks)
-              if t.upper in _PASS_WORDS or t.text in _PASS_TEXTS or (arrays and t.text[:2] == "'{")]:
+    for i in [*(i for i, t in enumerate(toks)
+                if t.upper in _PASS_WORDS or t.text in _PASS_TEXTS or (arrays and t.text[:2] == "'{")), len(toks)]:
         if inserts and min(inserts) < i:
             for j in sorted(k for k in inserts if k < i):
                 end = max(last, toks[j].end)
                 pieces.append(sql[last:end])
                 pieces.append(inserts.pop(j))
                 last = end
+        if i == len(toks):
+            break
         t = toks[i]
         up = t.upper
         if up in ("LIKE", "ILIKE") and i + 1 < len(toks) and toks[i + 1].upper in ("ANY", "ALL", "SOME"):
@@ -337,11 +340,6 @@ def _translate_tokens(sql: str) -> str:
             raise UnsupportedSQL(f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
         if (up == "SUM" or (t.kind == "qident" and t.text == '"sum"')) and _is_call(toks, i):
             last = _sum_argument(toks, i, pieces, sql, last, inserts)
-    for j in sorted(inserts):
-        end = max(last, toks[j].end)
-        pieces.append(sql[last:end])
-        pieces.append(inserts[j])
-        last = end
     pieces.append(sql[last:])
     out = "".join(pieces)
     share_edit(sql, toks, out)  # bind_relations reads its tokens: lex only what changed
