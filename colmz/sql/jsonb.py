@@ -57,6 +57,7 @@ __all__ = [
     "NULL_FUNCTIONS",
     "OPERATORS",
     "SPELLED",
+    "arrow_function",
     "initcap",
     "jsonb_contains",
     "jsonb_dump",
@@ -567,9 +568,10 @@ def regexp_match(s: str, pattern: str, flags: str) -> list | None:
 
 # ----------------------------------------------------------------------------- Arrow functions
 
-def _arrow(fn, out_type: str, nulls: bool = False):
-    # A function of Python values over Arrow columns: a NULL argument makes a NULL result
-    # unless ``nulls`` (then ``fn`` sees it).
+def arrow_function(fn, out_type: str, nulls: bool = False):
+    """``fn``, a function of Python values, as a function over Arrow columns giving
+    ``out_type`` (a DuckDB type name) for DuckDB to call: a NULL argument makes a NULL result
+    unless ``nulls`` (then ``fn`` sees it)."""
     def call(cols):
         import pyarrow as pa
 
@@ -618,34 +620,34 @@ REGEXP_MATCH_ARRAY = P + "regexp_match_array"
 #: (name, function over Arrow, argument types, result type): registered on every colmz
 #: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
 FUNCTIONS = (
-    (JSONB_TYPEOF, _arrow(jsonb_typeof, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_KEY, _arrow(jsonb_key, "BLOB"), ("VARCHAR",), "BLOB"),
-    (JSONB_PLAIN, _arrow(jsonb_plain, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_CONTAINS, _arrow(jsonb_contains, "BOOLEAN"), ("VARCHAR", "VARCHAR"), "BOOLEAN"),
-    (JSONB_EXISTS, _arrow(jsonb_exists, "BOOLEAN"), ("VARCHAR", "VARCHAR[]", "VARCHAR"), "BOOLEAN"),
-    (JSONB_BUILD_OBJECT, _arrow(_build_object, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
-    (JSONB_OBJECT_AGG, _arrow(_object_agg, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
-    (JSONB_BUILD_ARRAY, _arrow(_build_array, "VARCHAR"), ("VARCHAR[]",), "VARCHAR"),
-    (JSONB_STRIP_NULLS, _arrow(lambda d: jsonb_dump(_strip_nulls(jsonb_load(d))), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_PRETTY, _arrow(lambda d: _pretty(jsonb_load(d), 0), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_DELETE, _arrow(_delete, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
-    (JSONB_ARRAY_LENGTH, _arrow(_array_length, "BIGINT"), ("VARCHAR",), "BIGINT"),
-    (JSONB_ELEMENTS, _arrow(_elements, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
-    (JSONB_KEYS, _arrow(_keys, "VARCHAR[]"), ("VARCHAR",), "VARCHAR[]"),
-    (JSONB_VALUES, _arrow(_values, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
-    (JSONB_QUOTE, _arrow(_quote, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_FLOAT8, _arrow(_float8, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
-    (JSONB_FLOAT4, _arrow(_float4, "VARCHAR"), ("FLOAT",), "VARCHAR"),
-    (INITCAP, _arrow(initcap, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_SCALAR, _arrow(jsonb_scalar, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
+    (JSONB_TYPEOF, arrow_function(jsonb_typeof, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_KEY, arrow_function(jsonb_key, "BLOB"), ("VARCHAR",), "BLOB"),
+    (JSONB_PLAIN, arrow_function(jsonb_plain, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_CONTAINS, arrow_function(jsonb_contains, "BOOLEAN"), ("VARCHAR", "VARCHAR"), "BOOLEAN"),
+    (JSONB_EXISTS, arrow_function(jsonb_exists, "BOOLEAN"), ("VARCHAR", "VARCHAR[]", "VARCHAR"), "BOOLEAN"),
+    (JSONB_BUILD_OBJECT, arrow_function(_build_object, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
+    (JSONB_OBJECT_AGG, arrow_function(_object_agg, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
+    (JSONB_BUILD_ARRAY, arrow_function(_build_array, "VARCHAR"), ("VARCHAR[]",), "VARCHAR"),
+    (JSONB_STRIP_NULLS, arrow_function(lambda d: jsonb_dump(_strip_nulls(jsonb_load(d))), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_PRETTY, arrow_function(lambda d: _pretty(jsonb_load(d), 0), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_DELETE, arrow_function(_delete, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
+    (JSONB_ARRAY_LENGTH, arrow_function(_array_length, "BIGINT"), ("VARCHAR",), "BIGINT"),
+    (JSONB_ELEMENTS, arrow_function(_elements, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
+    (JSONB_KEYS, arrow_function(_keys, "VARCHAR[]"), ("VARCHAR",), "VARCHAR[]"),
+    (JSONB_VALUES, arrow_function(_values, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
+    (JSONB_QUOTE, arrow_function(_quote, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_FLOAT8, arrow_function(_float8, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
+    (JSONB_FLOAT4, arrow_function(_float4, "VARCHAR"), ("FLOAT",), "VARCHAR"),
+    (INITCAP, arrow_function(initcap, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+    (JSONB_SCALAR, arrow_function(jsonb_scalar, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
 )
 #: Functions that see NULL arguments (registered with DuckDB's special NULL handling).
 NULL_FUNCTIONS = (
-    (JSON_GET, _arrow(json_get, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),
-    (JSON_PATH, _arrow(json_path, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
-    (JSONB_PATH, _arrow(lambda d, p, t: None if d is None or p is None else jsonb_path(d, p, t), "VARCHAR",
+    (JSON_GET, arrow_function(json_get, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),
+    (JSON_PATH, arrow_function(json_path, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
+    (JSONB_PATH, arrow_function(lambda d, p, t: None if d is None or p is None else jsonb_path(d, p, t), "VARCHAR",
                         nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
-    (REGEXP_MATCH_ARRAY, _arrow(lambda s, p, f: None if s is None or p is None or f is None else
+    (REGEXP_MATCH_ARRAY, arrow_function(lambda s, p, f: None if s is None or p is None or f is None else
                                 regexp_match(s, p, f), "VARCHAR[]", nulls=True),
      ("VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR[]"),
 )

@@ -33,28 +33,28 @@ Invariants:
   may raise, in its select list or a subquery's below); any other text is returned
   unchanged. The moved conjuncts read the same rows' same values, so an answer that did
   not raise is unchanged.
+* The tree is read once and its queries visited once, each after the query around it: a
+  query's conjuncts are its WHERE's and those moved into it, so a conjunct moves down a nest
+  of subqueries as far as the rules allow in that one pass.
 * A pure function of the text, cached; a text the tree cannot read is returned unchanged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import closing, tokenize, top_level
-from colmz.sql.transforms import all_queries
+from colmz.sql.transforms import VOLATILE, all_queries
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = ["distinct_on_keys", "filter_commutes", "passed_columns", "preserved_items", "push_filters"]
 
-#: Calls whose value changes from row to row on its own: a conjunct holding one stays put.
-_VOLATILE = frozenset({"random", "rand", "gen_random_uuid", "uuid", "nextval", "currval", "setseed"})
 #: Words ending a plain SELECT's FROM/WHERE (a new WHERE goes before the first).
 _AFTER_WHERE = frozenset({"ORDER", "WINDOW", "LIMIT", "OFFSET", "GROUP", "HAVING", "QUALIFY",
                           "UNION", "EXCEPT", "INTERSECT"})
-#: At most this many moves per text (a nest of subqueries moves a WHERE one level a round).
-_MAX_ROUNDS = 16
 
 
 @functools.lru_cache(maxsize=512)
@@ -69,26 +69,58 @@ def push_filters(text: str) -> str:
     """
     if RESERVED_PREFIX not in text:
         return text
-    for _ in range(_MAX_ROUNDS):
-        try:
-            stmts = parse_tree(text)
-        except SQLError:
-            return text
-        pushed = (_push_one(text, q) for s in stmts for q in all_queries(s))
-        edited = next((e for e in pushed if e is not None), None)
-        if edited is None:
-            return text
-        text = edited
-    return text
+    try:
+        stmts = parse_tree(text)
+    except SQLError:
+        return text
+    # One pass over the queries, each after the query around it (all_queries' order): a
+    # query's conjuncts are its WHERE's and those moved into it, so a conjunct moved into a
+    # subquery moves on into the subquery below it as the query of that subquery is read.
+    # id(query) -> (the query, where a WHERE goes in it or -1, the conjuncts moved into it)
+    moved_in: dict[int, tuple[Query, int, list[_Conjunct]]] = {}
+    own: list[_Conjunct] = []
+    for q in (q for s in stmts for q in all_queries(s)):
+        came = moved_in[id(q)][2] if id(q) in moved_in else []
+        if q.type != "SELECT_NODE" or q.from_ is None or q.where is None and not came \
+                or q.where is not None and q.where.start < 0:
+            continue
+        mine = [_Conjunct(c, [(r, r) for r in c.walk() if r.cls == "COLUMN_REF"]) for c in (
+            () if q.where is None else q.where.children if q.where.type == "CONJUNCTION_AND" else (q.where,))]
+        own.extend(mine)
+        for t in preserved_items(q.from_):
+            pushed = _push_into(text, q, t, [*mine, *came], q.from_.type != "JOIN")
+            if pushed is not None:
+                moved_in[id(pushed[0])] = pushed
+    if not moved_in:
+        return text
+    edits = [(c.node.start, c.node.end, "true") for c in own if c.moved]
+    for inner, at, moves in moved_in.values():
+        moved = " AND ".join(f"({m.text(text)})" for m in moves)
+        if inner.where is not None:  # its WHERE and the moved conjuncts
+            edits += [(inner.where.start, inner.where.start, "("), (inner.where.end, inner.where.end, f") AND {moved}")]
+        else:  # before its ORDER BY, else before its closing parenthesis
+            close = text.startswith(")", at)
+            edits.append((at, at, ("" if text[at - 1].isspace() else " ") + f"WHERE {moved}" + ("" if close else " ")))
+    edits.sort(key=lambda e: e[:2])
+    if any(a[1] > b[0] for a, b in zip(edits, edits[1:])):
+        return text
+    return splice(text, edits)
 
 
-def _push_one(text: str, q: Query) -> str | None:
-    if q.type != "SELECT_NODE" or q.where is None or q.from_ is None or q.where.start < 0:
-        return None
-    single = q.from_.type != "JOIN"
-    conjuncts = q.where.children if q.where.type == "CONJUNCTION_AND" else (q.where,)
-    pushed = (_push_into(text, q, t, conjuncts, single) for t in preserved_items(q.from_))
-    return next((e for e in pushed if e is not None), None)
+@dataclasses.dataclass
+class _Conjunct:
+    # A WHERE conjunct as the query it stands in now reads it: its node in the text, each
+    # column reference under it with the node whose text stands there now (the passed-through
+    # item of each query it moved into); ``moved``: it moved on (its text there is ``true``).
+    node: Expression
+    refs: list[tuple[Expression, Expression]]
+    moved: bool = False
+
+    def text(self, text: str) -> str:
+        if self.moved:
+            return "true"
+        return splice(text, sorted((r.start, r.end, text[now.start:now.end]) for r, now in self.refs),
+                      self.node.start, self.node.end)
 
 
 def preserved_items(t: Table):
@@ -107,7 +139,9 @@ def preserved_items(t: Table):
         yield from preserved_items(right)
 
 
-def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | None:
+def _push_into(text: str, q: Query, t: Table, conjuncts: list[_Conjunct], single: bool):
+    # (the subquery or CTE of FROM item t, where a WHERE goes in it or -1, the conjuncts
+    # moved into it) when q's conjuncts on t's columns move there (all of them), else None
     found = _source(text, q, t)
     if found is None:
         return None
@@ -117,45 +151,34 @@ def _push_into(text: str, q: Query, t: Table, conjuncts, single: bool) -> str | 
     passed = passed_columns(inner, renames)
     if passed is None:
         return None
-    outputs = {n: None if i is None or i.start < 0 else text[i.start:i.end] for n, i in passed.items()}
     keys = distinct_on_keys(inner)
     moves = []
     for c in conjuncts:
-        refs = [n for n in c.walk() if n.cls == "COLUMN_REF"]
-        names = [_own(r, alias, single) for r in refs]
-        if not refs or any(n is None for n in names):
+        names = [_own(now, alias, single) for _, now in c.refs]
+        if c.moved or not names or None in names:
             continue  # a constant, or a conjunct reading other columns (it stays)
-        if c.start < 0 or any(r.start < 0 for r in refs):
+        if c.node.start < 0 or any(r.start < 0 for r, _ in c.refs):
             return None
-        for n in c.walk():
+        for n in c.node.walk():
             if n.subquery is not None or n.cls in ("SUBQUERY", "WINDOW") or n.over is not None:
                 return None
-            if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in _VOLATILE:
+            if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in VOLATILE:
                 return None
-        if any(outputs.get(n) is None or keys is not None and passed[n].name[-1].lower() not in keys
-               for n in names):
+        if any(passed.get(n) is None or passed[n].start < 0 or keys is not None and passed[n].name[-1].lower()
+               not in keys for n in names):
             return None  # a computed column: all this item's conjuncts stay
-        moves.append((c, splice(text, sorted((r.start, r.end, outputs[n]) for r, n in zip(refs, names)),
-                                c.start, c.end)))
+        moves.append((c, names))
     if not moves:
         return None
-    moved = " AND ".join(f"({m})" for _, m in moves)
+    at = -1
     if inner.where is not None:
-        iw = inner.where
-        if iw.start < 0:
+        if inner.where.start < 0:
             return None
-        inner_edit = (iw.start, iw.end, f"({text[iw.start:iw.end]}) AND {moved}")
-    else:
-        at = _where_point(text, open_, close)
-        if at is None:
-            return None
-        inner_edit = (at, at, ("" if text[at - 1].isspace() else " ") + f"WHERE {moved}"
-                      + (" " if at < close else ""))
-    # each moved conjunct becomes ``true``
-    edits = sorted([inner_edit, *((c.start, c.end, "true") for c, _ in moves)])
-    if any(a[1] > b[0] for a, b in zip(edits, edits[1:])):
+    elif (at := _where_point(text, open_, close)) is None:
         return None
-    return splice(text, edits)
+    for c, _ in moves:
+        c.moved = True
+    return inner, at, [_Conjunct(c.node, [(r, passed[n]) for (r, _), n in zip(c.refs, names)]) for c, names in moves]
 
 
 def _own(r: Expression, alias: str, single: bool) -> str | None:

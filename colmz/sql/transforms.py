@@ -146,6 +146,7 @@ __all__ = [
     "REAL_WIDEN",
     "REGEXP_MATCH",
     "TYPE_SPELLINGS",
+    "VOLATILE",
     "TRANSFORM_FUNCTIONS",
     "TRANSFORM_MACROS",
     "TRANSFORM_NULL_FUNCTIONS",
@@ -256,6 +257,11 @@ def _rename(new: str) -> Rule:
     return lambda c: c.renamed(new)
 
 
+def _macro(new: str, arity: int) -> Rule:
+    # a plain call of ``arity`` arguments is a call of colmz's macro ``new`` of the same arguments
+    return lambda c: f"{new}({', '.join(c.args)})" if c.plain and len(c.arguments) == arity else None
+
+
 def _refuse(message: str) -> Rule:
     # a construct colmz does not run with PostgreSQL's meaning: UnsupportedSQL naming it
     def refuse(c: Call) -> None:
@@ -267,10 +273,9 @@ def _refuse(message: str) -> Rule:
 def _pad(c: Call) -> str | None:  # PostgreSQL pads with spaces by default
     if not c.plain or len(c.arguments) not in (2, 3):
         return None
-    args = c.args
-    if len(args) == 3:  # an empty fill only truncates in PostgreSQL (DuckDB raises)
-        return f"{PAD_MACROS[c.name]}({args[0]}, {args[1]}, {args[2]})"
-    return f"{c.name}({args[0]}, {args[1]}, ' ')"
+    if len(c.arguments) == 3:  # an empty fill only truncates in PostgreSQL (DuckDB raises)
+        return _macro(PAD_MACROS[c.name], 3)(c)
+    return f"{c.name}({c.args[0]}, {c.args[1]}, ' ')"
 
 
 #: ``lpad``/``rpad`` with a fill: PostgreSQL's empty fill leaves the string (truncated to the
@@ -446,9 +451,7 @@ def _third_argument(c: Call) -> str | None:
     if len(c.arguments) == 3:
         raise UnsupportedSQL(f"{c.name}() with a third argument (the text of NULL elements) is "
                              "not supported by colmz (DuckDB has no such argument)")
-    if c.name == "string_to_array" and c.plain and len(c.arguments) == 2:
-        return f"{STRING_TO_ARRAY}({c.args[0]}, {c.args[1]})"
-    return None
+    return _macro(STRING_TO_ARRAY, 2)(c) if c.name == "string_to_array" else None
 
 
 #: PostgreSQL's ``string_to_array(s, d)``: an empty ``s`` is an empty array, a NULL ``d``
@@ -464,12 +467,6 @@ SPLITTING_MACROS = (
     f"CREATE OR REPLACE MACRO {SPLIT_PART}(s, d, n) AS CASE WHEN d = '' AND n <> 0 THEN "
     "CASE WHEN n IN (1, -1) THEN s ELSE '' END ELSE split_part(s, d, n) END",
 )
-
-
-def _split_part(c: Call) -> str | None:
-    if not c.plain or len(c.arguments) != 3:
-        return None
-    return f"{SPLIT_PART}({', '.join(c.args)})"
 
 
 def _string_agg(c: Call) -> str | None:
@@ -525,7 +522,7 @@ CALLS: dict[str, Rule] = {
     "array_to_string": _third_argument, "string_to_array": _third_argument,
     "date_trunc": lambda c: _date_trunc(c),  # defined below, with the other type rules
     "regexp_replace": lambda c: _regexp_replace(c),
-    "chr": lambda c: _chr(c), "unnest": lambda c: _unnest(c), "split_part": _split_part, "string_agg": _string_agg,
+    "chr": lambda c: _chr(c), "unnest": lambda c: _unnest(c), "split_part": _macro(SPLIT_PART, 3), "string_agg": _string_agg,
     # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
@@ -796,15 +793,16 @@ def _expand(op: str, left: list[str], right) -> str:
     return f"(CASE {whens} ELSE {'true' if op in ('<=', '>=') else 'false'} END)"
 
 
-#: Volatile functions: a call gives another value each time it is evaluated.
-_VOLATILE = frozenset({"random", "gen_random_uuid", "uuid", "nextval", "setseed"})
+#: Volatile functions: a call gives another value each time it is evaluated (a rule that
+#: would evaluate one more than once refuses it; a filter holding one is not moved).
+VOLATILE = frozenset({"random", "rand", "gen_random_uuid", "uuid", "nextval", "currval", "setseed"})
 
 
 def _once(row: Expression) -> None:
     # The expansion repeats these fields; PostgreSQL evaluates each once.
     for f in row.children:
         for n in f.walk():
-            if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in _VOLATILE:
+            if n.cls == "FUNCTION" and n.name and n.name[-1].lower() in VOLATILE:
                 raise UnsupportedSQL(f"a row comparison of a volatile call ({n.name[-1]}()) is not "
                                      "supported by colmz (PostgreSQL evaluates each field once; colmz "
                                      "compares field by field and would evaluate it again)")
@@ -991,7 +989,7 @@ def _array_slice(c: Call) -> str:
         elif bound.literal is not None and bound.literal.kind == "NULL_LITERAL":
             bounds.append("NULL")
         else:
-            if any(k.cls == "FUNCTION" and k.name and k.name[-1].lower() in _VOLATILE for k in bound.walk()):
+            if any(k.cls == "FUNCTION" and k.name and k.name[-1].lower() in VOLATILE for k in bound.walk()):
                 raise UnsupportedSQL("an array slice's bound holding a volatile call is not supported by colmz "
                                      "(PostgreSQL evaluates it once; colmz clamps it and would evaluate it again)")
             x = c.text_of(bound)
@@ -1222,9 +1220,6 @@ def _bytea(c: Call) -> str:
 #: Casts whose PostgreSQL meaning DuckDB's cast lacks: to text (a double's digits, an
 #: interval's words), to boolean (PostgreSQL's words) and to an integer (digits only).
 _CAST_TARGETS = type_words("text", "boolean", "integer", "bigint", "smallint")
-#: Where a text may hold one of them (a superset: the tree decides).
-#: How a type name after ``::`` of a cast :func:`_cast_rule` may rewrite begins (a superset).
-_CAST_PREFIXES = ("text", "varchar", "string", "bool", "int", "bigint", "smallint")
 
 
 def _cast(c: Call) -> str | None:
@@ -1382,16 +1377,11 @@ def jsonb_text(text: str) -> str:
     return _jsonb_dump(_jsonb_load(text))
 
 
-def _jsonb_in_arrow(values):
-    import pyarrow as pa
-
-    out = []
-    for v in values.to_pylist():
-        try:
-            out.append(None if v is None else jsonb_text(v))
-        except ValueError:
-            raise ValueError(f'invalid input syntax for type json: "{v[:60]}"') from None
-    return pa.array(out, pa.string())
+def _jsonb_in(v: str) -> str:
+    try:
+        return jsonb_text(v)
+    except ValueError:
+        raise ValueError(f'invalid input syntax for type json: "{v[:60]}"') from None
 
 
 #: PostgreSQL's jsonb input of text as it runs (:func:`jsonb_text`): a cast to jsonb of a
@@ -1411,13 +1401,6 @@ def jsonb_concat(a: str, b: str) -> str:
     if isinstance(x, dict) and isinstance(y, dict):
         return _jsonb_dump({**x, **y})
     return _jsonb_dump((x if isinstance(x, list) else [x]) + (y if isinstance(y, list) else [y]))
-
-
-def _jsonb_concat_arrow(a, b):
-    import pyarrow as pa
-
-    return pa.array([None if x is None or y is None else jsonb_concat(x, y)
-                     for x, y in zip(a.to_pylist(), b.to_pylist())], pa.string())
 
 
 #: The function PostgreSQL's ``jsonb || jsonb`` calls (:func:`jsonb_concat`).
@@ -1551,13 +1534,6 @@ def jsonb_get(doc: str | None, key: str | None, index: bool, text: bool) -> str 
     if text:
         return None if r is None else r if isinstance(r, str) else _jsonb_dump(r)
     return _jsonb_dump(r)
-
-
-def _jsonb_get_arrow(doc, key, index, text):
-    import pyarrow as pa
-
-    return pa.array([jsonb_get(d, k, bool(i), bool(t)) for d, k, i, t in
-                     zip(doc.to_pylist(), key.to_pylist(), index.to_pylist(), text.to_pylist())], pa.string())
 
 
 def _json_document(c: Call, doc: Expression) -> bool:
@@ -1838,11 +1814,13 @@ TRANSFORM_TYPED_MACROS = (
      "error('a real with an integer or numeric is not supported by colmz with this DuckDB (PostgreSQL "
      "computes it as a double; DuckDB 1.4 or later can)') ELSE x END"),
 )
-TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, _jsonb_concat_arrow, ("VARCHAR", "VARCHAR"), "VARCHAR"),
-                       (JSONB_IN, _jsonb_in_arrow, ("VARCHAR",), "VARCHAR"), *TEXT_NUMERIC_FUNCTIONS)
+TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, jsonb.arrow_function(jsonb_concat, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
+                       (JSONB_IN, jsonb.arrow_function(_jsonb_in, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+                       *TEXT_NUMERIC_FUNCTIONS)
 #: Python functions that may give NULL for values (registered with DuckDB's special NULL
 #: handling: they see NULL arguments and may return NULL).
-TRANSFORM_NULL_FUNCTIONS = ((JSONB_GET, _jsonb_get_arrow, ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),)
+TRANSFORM_NULL_FUNCTIONS = ((JSONB_GET, jsonb.arrow_function(jsonb_get, "VARCHAR", nulls=True),
+                             ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),)
 
 
 # ----------------------------------------------------------------------------- float overflow
@@ -2147,11 +2125,12 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
     # join; a CTE with a column list (``WITH c(x, y) AS``) names its columns anew.
     cte_repeats: dict[str, dict[str, int]] = {}
     cte_stars: set[str] = set()
+    listed = {name.lower() for name, cols, *_ in cte_definitions(text[offset:]) if cols}
     queries = list(all_queries(q))
     for d in queries:
         for name, cte in d.ctes:
             repeated = named(cte)
-            if not _cte_column_list(toks, name):
+            if name.lower() not in listed:
                 if repeated:
                     cte_repeats[name.lower()] = repeated
                 if _star_over_join(cte):
@@ -2197,14 +2176,6 @@ def _refuse_star_columns(owner: Query, t: Table) -> None:
                     "columns of a subquery or CTE whose * expands over a join are not supported by "
                     "colmz (DuckDB renames a repeated column name, PostgreSQL keeps it): list the "
                     "columns, or name them (AS s(a, b, ...))")
-
-
-def _cte_column_list(toks, name: str) -> bool:
-    # Whether the CTE ``name`` is written with a column list (``WITH c(x, y) AS``): its name
-    # after WITH, RECURSIVE or a comma, then ``(``.
-    return any(t.kind in ("word", "qident") and t.name == name.lower() and toks[i + 1].text == "("
-               and i > 0 and (toks[i - 1].upper or toks[i - 1].text) in ("WITH", "RECURSIVE", ",")
-               for i, t in enumerate(toks[:-1]))
 
 
 #: The mark of a repeated column name of a subquery or CTE (see :func:`duplicate_name`).
@@ -2265,9 +2236,6 @@ def _cast_rule(e: Expression, text: str) -> Rule | None:
 
 # ----------------------------------------------------------------------------- applying the table
 
-#: Type words of the casts :func:`_type_rule` rewrites.
-_TYPE_WORDS = frozenset({"FLOAT", "BYTEA", "FLOAT8", "FLOAT4", "REAL", "DOUBLE", "VARCHAR", "VARYING",
-                         "JSONB", "MZ_TIMESTAMP", "CHAR", "CHARACTER", "BPCHAR"})
 #: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
@@ -2295,11 +2263,6 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
                           "tan", "cot", "asin", "acos", "atan", "atan2", "stddev", "stddev_samp",
                           "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
 _FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
-
-
-
-#: The names DuckDB gives the calls of :data:`CALLS` (a call of another name has no entry).
-_CALLED = frozenset(_ALIASES.get(n, n) for n in CALLS)
 
 
 def apply_transforms(text: str, toks) -> str:

@@ -34,13 +34,11 @@ from __future__ import annotations
 
 import re
 
-import pyarrow as pa
-
 from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
-from colmz.sql.jsonb import refuse_spelled, spell_operators
+from colmz.sql.jsonb import arrow_function, refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import (
     NUMERIC_IN,
@@ -51,6 +49,7 @@ from colmz.sql.numeric import (
     wide_decimal,
 )
 from colmz.sql.tokens import (
+    bracket_pairs,
     check_nesting,
     closing,
     cte_definitions,
@@ -274,15 +273,18 @@ def _translate_tokens(sql: str) -> str:
     # Only the tokens a rule below may act on are visited (most of a text is none of them);
     # an insert registered at a token passed over is emitted before the next visited one,
     # as when every token was visited (a token passed over adds no piece).
+    # (the last "token", past the end, emits the inserts left)
     arrays = "'{" in sql  # (else no token is an array text: none is sliced to see)
-    for i in [i for i, t in enumerate(toks)
-              if t.upper in _PASS_WORDS or t.text in _PASS_TEXTS or (arrays and t.text[:2] == "'{")]:
+    for i in [*(i for i, t in enumerate(toks)
+                if t.upper in _PASS_WORDS or t.text in _PASS_TEXTS or (arrays and t.text[:2] == "'{")), len(toks)]:
         if inserts and min(inserts) < i:
             for j in sorted(k for k in inserts if k < i):
                 end = max(last, toks[j].end)
                 pieces.append(sql[last:end])
                 pieces.append(inserts.pop(j))
                 last = end
+        if i == len(toks):
+            break
         t = toks[i]
         up = t.upper
         if up in ("LIKE", "ILIKE") and i + 1 < len(toks) and toks[i + 1].upper in ("ANY", "ALL", "SOME"):
@@ -338,11 +340,6 @@ def _translate_tokens(sql: str) -> str:
             raise UnsupportedSQL(f"{t.text}() is not supported by colmz ({UNSUPPORTED_FUNCTIONS[up]})")
         if (up == "SUM" or (t.kind == "qident" and t.text == '"sum"')) and _is_call(toks, i):
             last = _sum_argument(toks, i, pieces, sql, last, inserts)
-    for j in sorted(inserts):
-        end = max(last, toks[j].end)
-        pieces.append(sql[last:end])
-        pieces.append(inserts[j])
-        last = end
     pieces.append(sql[last:])
     out = "".join(pieces)
     share_edit(sql, toks, out)  # bind_relations reads its tokens: lex only what changed
@@ -383,24 +380,6 @@ def _array_operands(toks, at: int) -> bool:
     if nxt is not None and nxt.upper == "ARRAY":
         return True
     return prev is not None and prev.kind == "op" and prev.text == "]"
-
-
-def _partner(toks, at: int, step: int, opens=("(", "["), closes=(")", "]")) -> int:
-    # The token pairing with the one at ``at``: scanning forwards (``step`` 1) from one of
-    # ``opens`` to its closer, or backwards (-1) from one of ``closes`` to its opener (pairs
-    # nest: parentheses and brackets, or ``CASE`` and ``END``); -1 when there is none.
-    if step < 0:
-        opens, closes = closes, opens
-    depth = 0
-    for o in range(at, len(toks) if step > 0 else -1, step):
-        x = toks[o].upper or toks[o].text
-        if x in opens:
-            depth += 1
-        elif x in closes:
-            depth -= 1
-            if depth == 0:
-                return o
-    return -1
 
 
 # ----------------------------------------------------------------------------- VALUES' names
@@ -485,7 +464,7 @@ def _real_widened_operand(toks, j: int) -> bool:
     if not (0 < j < n - 1):
         return False
     if toks[j - 1].text == "," and toks[j + 1].text == ")":  # REAL_WIDEN's second argument
-        i = _partner(toks, j + 1, -1)
+        i = bracket_pairs(toks)[j + 1]
         return i > 0 and toks[i - 1].text.lower() == REAL_WIDEN
     if toks[j - 1].text == "(" and toks[j + 1].text == ")":  # the operand beside (REAL_WIDEN(...))
         ops = [k for k in (j - 2, j + 2) if 0 <= k < n and toks[k].kind == "op" and toks[k].text in "+-*/"]
@@ -502,7 +481,7 @@ def _real_widened_division(toks, j: int) -> bool:
         return True
     if j < 2 or toks[j - 1].text != ")":
         return False
-    i = _partner(toks, j - 1, -1)  # the "(" the ")" before the "/" closes
+    i = bracket_pairs(toks)[j - 1]  # the "(" the ")" before the "/" closes
     return i >= 0 and toks[i + 1].text.lower() == REAL_WIDEN
 
 
@@ -563,11 +542,6 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "ELSE CAST(x AS \"varchar\") END")
 
 
-def _over_arrow(text):
-    # ``text`` of each value of one vector (DuckDB passes no NULLs to it), as an Arrow array.
-    return lambda values: pa.array([None if v is None else text(v) for v in values.to_pylist()], pa.string())
-
-
 #: Python functions every colmz connection registers (:func:`colmz.sql.connect`):
 #: ``(name, function over an Arrow array, DuckDB argument types, DuckDB result type)``.
 #: ``FLOAT8_TEXT_PY`` is :func:`colmz.sql.numeric.float8_text`, PostgreSQL's text of a
@@ -578,8 +552,8 @@ def _over_arrow(text):
 #: double in SQL (_float_digits; a Python call per value is a hundred times slower).
 #: ``FLOAT4_TEXT`` is :func:`colmz.sql.numeric.float4_text` for every real: DuckDB's text of
 #: a FLOAT is not always the shortest (308148.125 where PostgreSQL prints 308148.12).
-FUNCTIONS = ((FLOAT8_TEXT_PY, _over_arrow(float8_text), ("DOUBLE",), "VARCHAR"),
-             (FLOAT4_TEXT, _over_arrow(float4_text), ("FLOAT",), "VARCHAR"))
+FUNCTIONS = ((FLOAT8_TEXT_PY, arrow_function(float8_text, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
+             (FLOAT4_TEXT, arrow_function(float4_text, "VARCHAR"), ("FLOAT",), "VARCHAR"))
 
 #: PostgreSQL's array dimensions. A DuckDB list of lists is a multidimensional array (whose
 #: sub-arrays PostgreSQL makes one length: the first one's length is the dimension's), its
@@ -1169,88 +1143,7 @@ def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dic
 # ----------------------------------------------------------------------------- concatenation
 # The operands of || and concat() are printed as PostgreSQL prints them by the table of
 # transforms (colmz.sql.transforms); here only long chains are regrouped, on the tokens, before
-# the tree is read.
-
-#: Words that end an operand of ``||`` (clause and predicate words).
-_OPERAND_STOPS = {"AND", "OR", "NOT", "IN", "IS", "SELECT", "WHERE", "WHEN", "THEN", "ELSE", "CASE", "ON", "BY",
-                  "AS", "LIKE", "ILIKE", "BETWEEN", "FROM", "EXISTS", "ANY", "ALL", "SOME", "VALUES", "DISTINCT",
-                  "HAVING", "USING", "JOIN", "LATERAL", "RETURNING", "SET", "OVER", "FILTER", "WITHIN", "UNION",
-                  "EXCEPT", "INTERSECT", "LIMIT", "OFFSET", "ESCAPE", "SIMILAR", "ORDER", "GROUP", "ASC", "DESC",
-                  "NULLS", "FIRST", "LAST", "WINDOW", "QUALIFY", "FETCH", "FOR", "COLLATE"}
-#: Operators an operand of ``||`` holds (they bind more tightly than ``||``).
-_OPERAND_OPS = {"+", "-", "*", "/", "%", "^", "::", "."}
-_TYPE_TAILS = {"PRECISION", "VARYING", "WITH", "WITHOUT", "TIME", "ZONE"}
-
-
-def _concat_left(toks, k: int) -> int:
-    # The first token of the left operand of the ``||`` at ``k``.
-    j = k - 1
-    while j >= 0:
-        t = toks[j]
-        if t.kind == "op" and t.text in ")]":
-            j = _partner(toks, j, -1) - 1
-            if j < -1:
-                raise SQLError("unpaired parenthesis")
-            continue
-        if t.upper == "END":
-            j = max(_partner(toks, j, -1, ("CASE",), ("END",)), 0) - 1
-            continue
-        if t.kind == "op" and t.text not in _OPERAND_OPS:
-            break
-        if t.kind == "word" and t.upper in _OPERAND_STOPS:
-            break
-        j -= 1
-    return j + 1
-
-
-def _concat_right(toks, k: int) -> int:
-    # The last token of the right operand of the ``||`` at ``k``.
-    n, j, expect = len(toks), k + 1, True
-    last = k
-    while j < n:
-        t = toks[j]
-        if expect:
-            if t.kind == "op" and t.text in "+-":
-                j += 1
-                continue
-            if t.kind == "op" and t.text in "([":
-                j = _closing(toks, j)
-            elif t.upper == "CASE":
-                o = _partner(toks, j, 1, ("CASE",), ("END",))
-                j = n - 1 if o < 0 else o
-            elif t.kind in ("word", "qident") and t.upper not in _OPERAND_STOPS:
-                if j + 1 < n and toks[j + 1].kind == "string" and t.upper in _TYPED_LITERALS:
-                    j += 1
-                elif j + 1 < n and toks[j + 1].text == "(":
-                    j = _closing(toks, j + 1)
-                    if j + 1 < n and toks[j + 1].upper in ("FILTER", "OVER"):
-                        break  # an aggregate's clauses: leave it to the caller as written
-            elif t.kind not in ("string", "number"):
-                break
-            last, expect = j, False
-            j += 1
-            continue
-        if t.kind == "op" and t.text == "::":
-            j += 2
-            while j < n and toks[j].upper in _TYPE_TAILS:
-                j += 1
-            if j < n and toks[j].text == "(":
-                j = _closing(toks, j) + 1
-            while j + 1 < n and toks[j].text == "[" and toks[j + 1].text == "]":
-                j += 2
-            last = j - 1
-            continue
-        if t.kind == "op" and t.text == "[":
-            last = j = _closing(toks, j)
-            j += 1
-            continue
-        if t.kind == "op" and t.text in ("+", "-", "*", "/", "%", "^", "."):
-            expect = True
-            j += 1
-            continue
-        break
-    return last
-
+# the tree is read (colmz reads no tree of a chain some hundred operators deep).
 
 #: A chain of ``||`` longer than this many operands is regrouped as a balanced tree
 #: (:func:`_balance_concat_chains`); a shorter one stays as written.
@@ -1263,16 +1156,45 @@ _CHAIN_BEFORE = {"(", ",", "=", "<", ">", "<=", ">=", "<>", "!=", "SELECT", "WHE
 _CHAIN_AFTER = {")", ",", "=", "<", ">", "<=", ">=", "<>", "!=", "FROM", "WHERE", "AND", "OR", "THEN",
                 "ELSE", "END", "WHEN", "AS", "GROUP", "ORDER", "HAVING", "LIMIT", "UNION", "EXCEPT",
                 "INTERSECT", "IS", "LIKE", "ILIKE", "IN", "BETWEEN", "ASC", "DESC", "NULLS"}
+#: Words continuing a type name after its first (``double precision``, ``time with time zone``).
+_TYPE_TAILS = {"PRECISION", "VARYING", "WITH", "WITHOUT", "TIME", "ZONE"}
 
 
-def _chain_operand_is_text(toks) -> bool:
+def _operand(toks, j: int) -> int:
+    # The last token of the plain operand of ``||`` at ``toks[j]``: a name, string or number,
+    # maybe signed, qualified (``t.a``), called (``f(...)``), subscripted or cast (``::type``);
+    # -1 when none begins there (any other operand ends the chain: it is left as written).
+    n = len(toks)
+    if j < n and toks[j].kind == "op" and toks[j].text in ("+", "-"):
+        j += 1
+    if j >= n or toks[j].kind not in ("word", "qident", "string", "number"):
+        return -1
+    while j + 1 < n and toks[j + 1].kind == "op":
+        x = toks[j + 1].text
+        if x == "." and j + 2 < n and toks[j + 2].kind in ("word", "qident"):
+            j += 2
+        elif x == "[" or x == "(" and toks[j].kind in ("word", "qident"):
+            j = closing(toks, j + 1)
+            if j < 0:
+                return -1
+        elif x == "::" and j + 2 < n and toks[j + 2].kind in ("word", "qident"):
+            j += 2
+            while j + 1 < n and toks[j + 1].upper in _TYPE_TAILS:
+                j += 1
+            if j + 1 < n and toks[j + 1].text == "(" and (j := closing(toks, j + 1)) < 0:
+                return -1
+            while j + 2 < n and toks[j + 1].text == "[" and toks[j + 2].text == "]":
+                j += 2
+        else:
+            break
+    return j
+
+
+def _text_operand(toks) -> bool:
     # Whether an operand may be regrouped: after the table of transforms every operand is
-    # text unless it is left as written there (arrays, jsonb); a parenthesised group or an
-    # aggregate with FILTER/OVER is left as written here.
-    if any(t.upper in ("ARRAY", "JSON", "JSONB") or (t.kind == "op" and t.text in "[]")
-           or (t.kind == "string" and t.text[1:2] in ("{", "[")) for t in toks):
-        return False
-    return toks[0].text != "(" and toks[-1].upper not in ("FILTER", "OVER")
+    # text unless it is left as written there (arrays, jsonb).
+    return not any(t.upper in ("ARRAY", "JSON", "JSONB") or (t.kind == "op" and t.text in "[]")
+                   or (t.kind == "string" and t.text[1:2] in ("{", "[")) for t in toks)
 
 
 def _balance_concat_chains(sql: str, toks) -> str:
@@ -1280,41 +1202,35 @@ def _balance_concat_chains(sql: str, toks) -> str:
     # deep, each operand a call of the text macro -- in time growing with n times its
     # depth (900 operands: over a minute), and colmz reads no tree a few hundred deep. Text
     # concatenation is associative (NULL in, NULL out, either way), so a long chain of
-    # operands that become text is regrouped as a balanced tree, log2(n) deep: the same
-    # value, bound in time linear in n. One pass over the tokens; ``sql`` itself when
-    # nothing is regrouped.
-    if "||" not in sql:
+    # plain operands that become text, between tokens binding more loosely than ``||``, is
+    # regrouped as a balanced tree, log2(n) deep: the same value, bound in time linear in n.
+    # One pass over the tokens; ``sql`` itself when nothing is regrouped.
+    if sql.count("||") < BALANCED_CHAIN:
         return sql
+    toks = tokenize(sql) if toks is None else toks
     n = len(toks)
-    out, last, k = [], 0, 0
-    while k < n:
-        if not (toks[k].kind == "op" and toks[k].text == "||"):
-            k += 1
+    out, last, j = [], 0, 0
+    while j < n:
+        before = toks[j - 1] if j else None
+        if before is not None and (before.upper or before.text) not in _CHAIN_BEFORE:
+            j += 1
             continue
-        first = _concat_left(toks, k)
-        spans = [(first, k - 1)]
-        j = k
-        while True:  # the chain's operands, one || after another
-            right = _concat_right(toks, j)
-            if right < j + 1:
+        spans, k = [], j
+        while (end := _operand(toks, k)) >= 0:  # the chain's operands, one || after another
+            spans.append((k, end))
+            if not (end + 2 < n and toks[end + 1].kind == "op" and toks[end + 1].text == "||"):
                 break
-            spans.append((j + 1, right))
-            if right + 1 < n and toks[right + 1].kind == "op" and toks[right + 1].text == "||":
-                j = right + 1
-                continue
-            break
-        end = spans[-1][1]
-        before = toks[first - 1] if first > 0 else None
+            k = end + 2
+        end = spans[-1][1] if spans else j
         after = toks[end + 1] if end + 1 < n else None
-        if (len(spans) > BALANCED_CHAIN and spans[0][0] <= spans[0][1]
-                and (before is None or (before.upper or before.text) in _CHAIN_BEFORE)
-                and (after is None or (after.upper or after.text) in _CHAIN_AFTER)
-                and all(a <= b and _chain_operand_is_text(toks[a : b + 1]) for a, b in spans)):
-            texts = [sql[toks[a].start : toks[b].end] for a, b in spans]
-            out.append(sql[last : toks[first].start])
-            out.append(_balanced(texts))
+        if (len(spans) > BALANCED_CHAIN and (after is None or (after.upper or after.text) in _CHAIN_AFTER)
+                and all(_text_operand(toks[a : b + 1]) for a, b in spans)):
+            texts = [sql[toks[a].start : toks[b].end] for a, b in spans]  # (a chain inside one too)
+            texts = [_balance_concat_chains(t, None) if t.count("||") >= BALANCED_CHAIN else t for t in texts]
+            out += [sql[last : toks[j].start], _balanced(texts)]
             last = toks[end].end
-        k = max(end + 1, k + 1)
+            j = end
+        j += 1
     if not out:
         return sql
     out.append(sql[last:])

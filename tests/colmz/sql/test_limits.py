@@ -9,6 +9,8 @@ import math
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import colmz
 from colmz.sql import UnsupportedSQL, parse, translate
@@ -100,6 +102,47 @@ def test_a_regrouped_concatenation_gives_postgresqls_answer():
     with pytest.raises(UnsupportedSQL, match=r"\|\| after jsonb's ->"):
         translate("SELECT a -> " + " || ".join(["s"] * 20) + " FROM t")
     assert "((" not in translate("SELECT " + " || ".join(["ARRAY[1]"] * 20))
+
+
+def test_a_long_concatenation_holding_another_gives_postgresqls_answer():
+    # the outer chain is regrouped with the inner one as one operand (the inner chain was
+    # regrouped first and its text then copied twice before)
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (s TEXT)")
+    cat.execute("INSERT INTO t VALUES ('a')")
+    inner = " || ".join(["s"] * 20)
+    sql = "SELECT 'x' || " + " || ".join([f"upper({inner})"] + ["s"] * 20) + " AS x FROM t"
+    assert cat.sql(sql).to_pylist() == [{"x": "x" + "A" * 20 + "a" * 20}]
+    q, = parse_tree(translate(sql))
+    assert _concat_depth(q.items[0]) <= 2 * math.ceil(math.log2(22))
+
+
+#: Plain operands of ||, with their values over the row of ``chain_catalog``.
+_OPERANDS = {"s": "a", "t.s": "a", "upper(s)": "A", "'-'": "-", "i::text": "1", '"s"': "a",
+             "upper(" + " || ".join(["s"] * 20) + ")": "A" * 20}
+
+
+@pytest.fixture(scope="module")
+def chain_catalog():
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (s TEXT, i INT)")
+    cat.execute("INSERT INTO t VALUES ('a', 1)")
+    return cat
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(sorted(_OPERANDS)), min_size=1, max_size=70),
+       st.sampled_from([("{}", str), ("upper({})", str.upper), ("'x' < {}", lambda v: v > "x")]))
+def test_a_concatenation_answers_as_written_regrouped_or_not(chain_catalog, ops, shape):
+    # any chain of plain operands, long ones regrouped (a chain inside an operand too): the
+    # value is the operands' texts concatenated, and the tree of the text DuckDB runs is shallow
+    form, expect = shape
+    sql = "SELECT " + form.format(" || ".join(ops)) + " AS x FROM t"
+    assert chain_catalog.sql(sql).to_pylist() == [{"x": expect("".join(_OPERANDS[o] for o in ops))}]
+    q, = parse_tree(translate(sql))
+    # (a chain of at most 16 operands stays as written: 15 deep, with a regrouped chain of 20
+    # (5 deep) inside one of its operands; a longer chain is log2 of its length deep)
+    assert _concat_depth(q.items[0]) <= 15 + 5
 
 
 def test_interval_columns_are_refused_by_name():
