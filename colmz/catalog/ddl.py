@@ -26,6 +26,7 @@ from colmz.catalog.column_kinds import declared_kind, string_kinds
 from colmz.catalog.objects import (
     CatalogObject,
     Key,
+    check_case_distinct,
     check_columns,
     check_namespace_name,
     copy_schemas,
@@ -144,6 +145,7 @@ class Definitions:
             names = [c.name for c in schema]
             if len(set(names)) != len(names):
                 raise SchemaError(f"MATERIALIZED VIEW {s.name}: duplicate column names {names}: alias them")
+            check_case_distinct("MATERIALIZED VIEW", s.name, names)
             coll = self._new_collection(schema)
             if self._views == "incremental":  # its operators write its contents (colmz.catalog.views)
                 mv = self._maintain(key, s.query, translated, coll, deps, now, s.incremental == "require")

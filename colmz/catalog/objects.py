@@ -34,14 +34,15 @@ from colmz.sql import (
     RESERVED_PREFIX,
     QualifiedName,
     SQLError,
+    UnsupportedSQL,
     catalog_key,
     resolve_item,
 )
 from colmz.storage.frozen import frozen
 from colmz.updates import SchemaError, Updates
 
-__all__ = ["NAMESPACES", "RESERVED_COLUMNS", "CatalogObject", "Key", "changes_at", "check_columns",
-           "check_namespace_name", "copy_schemas", "definition_key", "key_of", "load_collection",
+__all__ = ["NAMESPACES", "RESERVED_COLUMNS", "CatalogObject", "Key", "changes_at", "check_case_distinct",
+           "check_columns", "check_namespace_name", "copy_schemas", "definition_key", "key_of", "load_collection",
            "namespaces_entry", "relation_of", "storage_key"]
 
 #: A catalog's key for an object: the item name (a ``str``) of an object of the default
@@ -185,6 +186,7 @@ def check_columns(what: str, name: str, schema: Mapping[str, pa.DataType]) -> No
     """
     if not name:
         raise SQLError(f"{what}: the name is empty; give the object a name")
+    check_case_distinct(what, name, list(schema))
     for i, col in enumerate(schema):
         if not col:
             raise SQLError(f"{what} {name}: column {i + 1} has an empty name")
@@ -200,6 +202,26 @@ def check_columns(what: str, name: str, schema: Mapping[str, pa.DataType]) -> No
         Updates({c: pa.array([], t) for c, t in schema.items()}, time=[], diff=[])
     except ValueError as e:
         raise SchemaError(f"{what} {name}: {e}") from None
+
+
+def check_case_distinct(what: str, name: str, columns: list[str]) -> None:
+    """Refuse columns whose names differ only in case (``s`` and ``"S"``): PostgreSQL keeps
+    them apart, but DuckDB, which runs colmz's queries over the object, matches names without
+    case, so a reference to either would read the same column.
+
+    >>> check_case_distinct("CREATE TABLE", "t", ["s", "S"])
+    Traceback (most recent call last):
+    ...
+    colmz.sql.UnsupportedSQL: CREATE TABLE t: columns 's' and 'S' differ only in case, which colmz does not support (DuckDB matches column names without case); rename one
+    """
+    seen: dict[str, str] = {}
+    for col in columns:
+        first = seen.setdefault(col.lower(), col)
+        if first != col:
+            raise UnsupportedSQL(
+                f"{what} {name}: columns {first!r} and {col!r} differ only in case, which colmz does "
+                "not support (DuckDB matches column names without case); rename one"
+            )
 
 
 def changes_at(coll, t: int) -> list:
