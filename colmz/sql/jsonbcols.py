@@ -743,6 +743,13 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in reads it
             edits.append((n.start, n.end, f"{NUMERIC_IN}(CAST({text[kids[0].start:kids[0].end]} AS VARCHAR))"))
             continue
+        elif n.cls == "FUNCTION" and n.name == ("+",) and len(kids) == 2 and n.start >= 0 \
+                and text[kids[1].start:kids[1].end] == NUMERIC_CAST and _kind(kids[0], scope) == "jsonb":
+            # x::numeric of a jsonb column: its number's text (PostgreSQL's error for another
+            # value) read as numeric_in reads it, the value as written
+            edits.append((n.start, n.end, f"{NUMERIC_IN}({JSONB_SCALAR}(CAST({text[kids[0].start:kids[0].end]} "
+                                          "AS VARCHAR), 'numeric'))"))
+            continue
         elif (n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _OPERATOR_CALLS and kids
               and _column(kids[0], scope) == "text"):
             raise SQLError(f"operator does not exist: {_operator(n, kids)}")

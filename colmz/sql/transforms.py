@@ -667,6 +667,8 @@ def may_transform(text: str, toks) -> bool:
                 return True  # a sub-array (_array_shape)
             if x == ":":
                 return True  # an array slice (_array_slice)
+            if x == "[" and i > 0 and (toks[i - 1].text in (")", "]") or toks[i - 1].kind in ("string", "number")):
+                return True  # a subscript of what PostgreSQL may not subscript (_check_subscript)
             if x == "[" and i + 1 < n and toks[i + 1].text == "]" and toks[i - 1].kind == "word":
                 return True  # maybe a cast to an array type (_array_text_cast)
             if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
@@ -960,6 +962,26 @@ def _is_array(e: Expression) -> bool:
         and len(e.children[1].children) == 1 and e.children[1].children[0].cls == "TYPE"
 
 
+_SUBSCRIPTS = frozenset({"ARRAY_EXTRACT", "ARRAY_SLICE"})
+
+
+def _check_subscript(e: Expression, text: str) -> None:
+    # PostgreSQL's grammar subscripts a column, a parameter, a scalar subquery, another
+    # subscript or a parenthesized expression only: f(x)[1], ARRAY[1][1], CAST(..)[1] are its
+    # syntax error (DuckDB reads them); and no text or unknown value (DuckDB gives a character)
+    x = e.children[0]
+    if x.start < 0:
+        return
+    if "(" not in text[e.start : x.start] and not (
+            x.cls in ("COLUMN_REF", "PARAMETER") or x.type in (*_SUBSCRIPTS, "STRUCT_EXTRACT")
+            or (x.cls == "SUBQUERY" and text.startswith("(", x.start))):
+        raise SQLError('syntax error at or near "["')
+    if x.literal is not None and x.literal.kind in ("STRING", "NULL_LITERAL"):
+        raise SQLError("cannot subscript type unknown because it does not support subscripting")
+    if x.name != ("||",) and _is_text(x, text):
+        raise SQLError("cannot subscript type text because it does not support subscripting")
+
+
 def _absent(bound: Expression) -> bool:
     # a bound left out of a slice (a[2:]): DuckDB's empty list_value() at no position
     return bound.start < 0 and bound.name == ("list_value",) and not bound.children
@@ -1121,6 +1143,10 @@ def _numeric_cast(c: Call) -> str:
                                  "the 38 digits of DuckDB's DECIMAL)")
         return text
     operand = c.text_of(x)
+    if jsonb.visibly_jsonb(x, c.text):
+        # a jsonb number's text (PostgreSQL's error for another value), read as numeric_in
+        # reads it: the value as written, as PostgreSQL's jsonb numeric is
+        return f"{NUMERIC_IN}({jsonb.JSONB_SCALAR}(CAST({operand} AS VARCHAR), 'numeric'))"
     if jsonb.visibly_text(x, c.text):
         # text known only when it runs (j ->> 'a'): read as PostgreSQL's numeric_in reads it
         return f"{NUMERIC_IN}(CAST({operand} AS VARCHAR))"
@@ -2380,6 +2406,8 @@ def apply_transforms(text: str, toks) -> str:
             return _regexp_not, ""
         if e.type == "ARRAY_CONSTRUCTOR" and _array_shape(e) is None:
             return _ragged_array, ""
+        if e.type in _SUBSCRIPTS and e.children:
+            _check_subscript(e, wrapped)
         if e.type == "ARRAY_SLICE":
             return _array_slice, ""
         if e.type == "ARRAY_EXTRACT" and e.children and e.children[0].type == "ARRAY_SLICE":
