@@ -214,7 +214,8 @@ _ERRORS = (
     (_UDF_ERROR(r"(.* is not supported by colmz.*)"), UnsupportedSQL, lambda m: m.group(1)),
     # PostgreSQL's own errors, raised by colmz's macros (error()) or Python functions: their words.
     (_UDF_ERROR(r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow|value overflows numeric "
-                r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+)$"), SQLError,
+                r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+"
+                r"|multidimensional arrays must have array expressions with matching dimensions)$"), SQLError,
      lambda m: m.group(1)),
     # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)
     (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,

@@ -153,6 +153,7 @@ __all__ = [
     "Call",
     "all_queries",
     "apply_transforms",
+    "array_columns",
     "arith_leaves",
     "duplicate_name",
     "first_branch",
@@ -839,6 +840,11 @@ def _row_in(c: Call) -> str | None:
 _row_subquery = _refuse("row comparisons with a subquery are not supported by colmz")
 
 
+def _is_list(e: Expression) -> bool:
+    # an array written as a list (ARRAY[..], or [..] inside one)
+    return e.type == "ARRAY_CONSTRUCTOR" or (e.cls == "FUNCTION" and e.name == ("list_value",))
+
+
 def _array_shape(e: Expression) -> tuple[int, ...] | None:
     # The dimensions of an array written as nested lists (ARRAY[[1, 2], [3, 4]] is (2, 2)),
     # () for another value, None when its sub-arrays (every element a list) differ in shape:
@@ -948,6 +954,11 @@ def _ragged_array(c: Call) -> str:
     raise SQLError("multidimensional arrays must have array expressions with matching dimensions")
 
 
+def _array_rows(c: Call) -> str:
+    # ARRAY[a, b] of sub-arrays whose shapes are known when it runs (ARRAY_ROWS)
+    return f"{ARRAY_ROWS}({c.text_of(c.node)})"
+
+
 #: Calls whose value is an array (a slice of one is PostgreSQL's array slice).
 _ARRAY_CALLS = frozenset({"list_value", "array_append", "array_prepend", "array_cat", "array_remove",
                           "array_replace", "array_agg", "string_to_array", "regexp_split_to_array"})
@@ -982,12 +993,118 @@ def _check_subscript(e: Expression, text: str) -> None:
         raise SQLError("cannot subscript type text because it does not support subscripting")
 
 
+def array_columns(stmts, text: str) -> frozenset[tuple[int, int]]:
+    """The spans of the column references of ``stmts`` (the tree of ``text``) that are a slice's
+    subject or an ``ARRAY[...]`` element and resolve, as PostgreSQL resolves names, to a FROM
+    subquery's or CTE's column whose item is visibly an array in every branch (written as one,
+    a cast to an array type, an array function, or such a reference itself). Only those are
+    known arrays: a table's column never is one (colmz's tables hold none), and a reference
+    is not resolved where a FROM item's columns are not known here (a table, a table
+    function, VALUES, a star) unless it is qualified by another item's name.
+
+    >>> q = "WITH c AS (SELECT ARRAY[1, 2] AS a) SELECT a[2:], c.a[:1] FROM c, people p"
+    >>> sorted(array_columns(parse_tree(q), q))
+    [(50, 53)]
+    """
+    lists = [(start, end, cols) for _, cols, start, end, *_ in cte_definitions(text)]
+    busy: set[int] = set()
+    out: set[tuple[int, int]] = set()
+
+    def outputs(q: Query, ctes: dict, renames: tuple[str, ...]) -> dict[str, bool] | None:
+        # q's output columns (lower-case name: visibly an array in every branch), None when
+        # not known (a star, an item without a name, q met again while it is read)
+        if id(q) in busy:
+            return None
+        busy.add(id(q))
+        try:
+            scope = visible(q, ctes)
+            # (a recursive CTE's columns have its non-recursive term's types)
+            branches = _leaves(q.children[0] if q.type == "RECURSIVE_CTE_NODE" and q.children else q)
+            first = first_branch(q).items
+            if any(b.type != "SELECT_NODE" or len(b.items) != len(first) for b in branches):
+                return None
+            cols: dict[str, bool] = {}
+            for i, e in enumerate(first):
+                name = renames[i] if i < len(renames) else e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else "")
+                if not name or e.cls in ("STAR", "COLUMNS"):
+                    return None
+                # (a NULL beside arrays is one, as PostgreSQL's common type makes it)
+                kinds = {None if b.items[i].literal is not None and b.items[i].literal.kind == "NULL_LITERAL"
+                         else array(b.items[i], b, scope) for b in branches}
+                cols[name.lower()] = name.lower() not in cols and kinds - {None} == {True}
+            return cols
+        finally:
+            busy.discard(id(q))
+
+    def array(e: Expression, d: Query, ctes: dict) -> bool:
+        # whether ``e``, an expression of query ``d``, is visibly an array
+        if _is_array(e):
+            return True
+        if e.cls != "COLUMN_REF" or not 1 <= len(e.name) <= 2:
+            return False
+        entries = []
+        for t in table_refs(d):
+            if t.type == "JOIN":
+                continue
+            cols = None
+            if t.subquery is not None:
+                cols = outputs(t.subquery, ctes, t.column_aliases)
+            elif t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() in ctes:
+                body, outer = ctes[t.name[0].lower()]
+                cols = outputs(body, outer, t.column_aliases or _body_column_list(body, lists))
+            entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
+        name = [p.lower() for p in e.name]
+        if len(name) == 2:
+            hits = [cols for qual, cols in entries if qual == name[0]]
+        elif any(cols is None for _, cols in entries):
+            return False
+        else:
+            hits = [cols for _, cols in entries if name[0] in cols]
+        return len(hits) == 1 and hits[0] is not None and hits[0].get(name[-1], False)
+
+    def visible(q: Query, ctes: dict) -> dict:
+        # the CTEs seen inside ``q``: its own WITH list's (each seeing the list) over ``ctes``
+        if not q.ctes:
+            return ctes
+        inner = dict(ctes)
+        inner.update((n.lower(), (b, inner)) for n, b in q.ctes)
+        return inner
+
+    def walk(q: Query, ctes: dict) -> None:
+        ctes = visible(q, ctes)
+        for _, b in q.ctes:
+            walk(b, ctes)
+        for c in q.children:
+            walk(c, ctes)
+        for t in table_refs(q):
+            if t.subquery is not None:
+                walk(t.subquery, ctes)
+        for root, _ in _own_roots(q):
+            for n in root.walk():
+                if n.subquery is not None:
+                    walk(n.subquery, ctes)
+                subjects = n.children[:1] if n.type == "ARRAY_SLICE" else \
+                    n.children if n.type == "ARRAY_CONSTRUCTOR" else ()
+                for x in subjects:
+                    if x.cls == "COLUMN_REF" and x.start >= 0 and array(x, q, ctes):
+                        out.add((x.start, x.end))
+
+    for q in stmts:
+        walk(q, {})
+    return frozenset(out)
+
+
+def _leaves(q: Query) -> list[Query]:
+    # a set operation's branches that are not set operations themselves
+    return [b for c in q.children for b in _leaves(c)] if q.children else [q]
+
+
 def _absent(bound: Expression) -> bool:
     # a bound left out of a slice (a[2:]): DuckDB's empty list_value() at no position
     return bound.start < 0 and bound.name == ("list_value",) and not bound.children
 
 
-def _array_slice(c: Call) -> str:
+def _array_slice(c: Call, column: bool = False) -> str:
     # PostgreSQL's slice a[lo:hi] of a one-based array: inclusive, a bound outside the array
     # clamped to it (an empty array when none is left). DuckDB's is inclusive too but counts
     # a negative bound from the end: a lower bound below 1 is 1 (left out), an upper one below
@@ -999,7 +1116,7 @@ def _array_slice(c: Call) -> str:
     if subject.type in ("ARRAY_SLICE", "ARRAY_EXTRACT"):
         raise UnsupportedSQL("a slice of a subscripted array (PostgreSQL reads a[i][lo:hi] as one "
                              "subscript per dimension) is not supported by colmz")
-    if not _is_array(subject):
+    if not (column or _is_array(subject)):
         raise UnsupportedSQL("a slice of a value colmz cannot see is an array (PostgreSQL slices arrays "
                              "only, DuckDB text too) is not supported by colmz")
     bounds = []
@@ -1019,6 +1136,11 @@ def _array_slice(c: Call) -> str:
             x = c.text_of(bound)
             bounds.append(f"(CASE WHEN ({x}) < {least} THEN {least} ELSE ({x}) END)")
     return f"({c.text_of(subject)})[{bounds[0]}:{bounds[1]}]"
+
+
+def _column_slice(c: Call) -> str:
+    # a slice of a column array_columns knows is an array
+    return _array_slice(c, column=True)
 
 
 def _node_rule(e: Expression, text: str) -> Rule | None:
@@ -1821,6 +1943,13 @@ DATE_TRUNC_UNIT = RESERVED_PREFIX + "trunc_unit"
 #: The macro checking an arithmetic result for a float overflow (see :func:`_float_checked`).
 FLOAT_CHECK = RESERVED_PREFIX + "float_check"
 
+#: PostgreSQL's ``ARRAY[a, b]`` of arrays known only when the query runs (:func:`_array_rows`):
+#: the sub-arrays of one shape in every dimension, NULL or empty ones only when all are (then
+#: an empty array), else its error (DuckDB's lists of lists may be ragged).
+ARRAY_ROWS = RESERVED_PREFIX + "array_rows"
+_ARRAY_SHAPE = (f"[CAST(json_array_length(to_json(e), '$' || repeat('[0]', i)) AS BIGINT) "
+                f"FOR i IN range({RESERVED_PREFIX}array_dims(e))]")
+
 #: Macros and Python functions the rules above call (defined on every colmz connection by
 #: :func:`colmz.sql.connect`, with :data:`colmz.sql.translate.MACROS`).
 TRANSFORM_MACROS = (
@@ -1841,6 +1970,10 @@ TRANSFORM_MACROS = (
     *(f"CREATE OR REPLACE MACRO {macro}(s, n, f) AS CASE WHEN f = '' THEN left(s, greatest(n, 0)) "
       f"ELSE {name}(s, n, f) END" for name, macro in PAD_MACROS.items()),
     *SPLITTING_MACROS,
+    f"CREATE OR REPLACE MACRO {ARRAY_ROWS}(x) AS CASE WHEN list_bool_and([e IS NULL OR len(e) = 0 FOR e IN x]) "
+    "THEN [e FOR e IN x IF false] WHEN list_bool_or([e IS NULL OR len(e) = 0 FOR e IN x]) "
+    f"OR len(list_distinct([{_ARRAY_SHAPE} FOR e IN x])) > 1 THEN error('multidimensional arrays must have array "
+    "expressions with matching dimensions') ELSE x END",
     f"CREATE OR REPLACE MACRO {DATE_TRUNC_UNIT}(u) AS CASE WHEN lower(u) IN "
     f"({', '.join(repr(x) for x in sorted(_ORDINAL_UNITS))}) THEN error('date_trunc(''' || u || "
     f"''', ...) is not supported by colmz ({_ORDINAL_REASON.replace(chr(39), chr(39) * 2)})') ELSE u END",
@@ -2352,6 +2485,13 @@ def apply_transforms(text: str, toks) -> str:
     reals: dict[int, bool] = {}
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
+    known_arrays: list[frozenset[tuple[int, int]]] = []
+
+    def arrays() -> frozenset[tuple[int, int]]:
+        # array_columns of the statement, read when a rule first asks
+        if not known_arrays:
+            known_arrays.append(array_columns(stmts, wrapped))
+        return known_arrays[0]
 
     def rule_of(e: Expression, item: bool) -> tuple[Rule | None, str]:
         # The table's entry for node ``e`` (``item``: a select item; and, for a call, its
@@ -2406,9 +2546,15 @@ def apply_transforms(text: str, toks) -> str:
             return _regexp_not, ""
         if e.type == "ARRAY_CONSTRUCTOR" and _array_shape(e) is None:
             return _ragged_array, ""
+        if e.type == "ARRAY_CONSTRUCTOR" and not all(_is_list(k) for k in e.children) and any(
+                _is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in arrays()) for k in e.children):
+            return _array_rows, ""  # sub-arrays not all written as lists: their shapes known when it runs
         if e.type in _SUBSCRIPTS and e.children:
             _check_subscript(e, wrapped)
         if e.type == "ARRAY_SLICE":
+            if e.children and e.children[0].cls == "COLUMN_REF" \
+                    and (e.children[0].start, e.children[0].end) in arrays():
+                return _column_slice, ""
             return _array_slice, ""
         if e.type == "ARRAY_EXTRACT" and e.children and e.children[0].type == "ARRAY_SLICE":
             return _refuse("a subscript of an array slice (PostgreSQL reads a[lo:hi][i] as one subscript "
