@@ -232,6 +232,11 @@ _ERRORS = (
     (re.compile(r"Binder Error: No function matches the given name and argument types '(.+?)'\."), UnsupportedSQL,
      lambda m: f"{m.group(1).replace('//', '/')} is not supported by colmz (DuckDB has no "
                "function for these argument types)"),
+    # an untyped string literal beside a typed operand ('12'::int + '3'): PostgreSQL gives it
+    # the other operand's type, DuckDB finds several candidates
+    (re.compile(r"Binder Error: Could not choose a best candidate function for the function call \"(.+?)\"\."),
+     UnsupportedSQL, lambda m: f"{m.group(1).replace('//', '/')} is not supported by colmz (DuckDB cannot choose "
+                               "among its functions for these argument types): cast the string literal"),
     (re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)"), UnsupportedSQL,
      lambda m: ("sum() of an aggregate (a window function over an aggregate)" if m.group(1) == SUM_ARGUMENT
                 else f"{m.group(1).removeprefix('__colmz_')}() with these arguments") + " is not supported by colmz"),

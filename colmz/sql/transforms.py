@@ -670,6 +670,13 @@ def may_transform(text: str, toks) -> bool:
                 return True  # an array slice (_array_slice)
             if x == "[" and i > 0 and (toks[i - 1].text in (")", "]") or toks[i - 1].kind in ("string", "number")):
                 return True  # a subscript of what PostgreSQL may not subscript (_check_subscript)
+            if x == "[" and i > 0 and toks[i - 1].kind in ("word", "qident") and i + 1 < n \
+                    and toks[i + 1].text != "]" and toks[i - 1].upper != "ARRAY":
+                return True  # a subscript of a column (_subscript_chain)
+            if x == "[" and i > 0 and toks[i - 1].upper == "ARRAY" and any(
+                    t.kind == "qident" or (t.kind == "word" and t.upper not in _CONSTANT_WORDS)
+                    for t in toks[i + 1 : closing(toks, i)]):
+                return True  # maybe sub-arrays known when it runs (_array_rows)
             if x == "[" and i + 1 < n and toks[i + 1].text == "]" and toks[i - 1].kind == "word":
                 return True  # maybe a cast to an array type (_array_text_cast)
             if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
@@ -987,6 +994,9 @@ def _check_subscript(e: Expression, text: str) -> None:
             x.cls in ("COLUMN_REF", "PARAMETER") or x.type in (*_SUBSCRIPTS, "STRUCT_EXTRACT")
             or (x.cls == "SUBQUERY" and text.startswith("(", x.start))):
         raise SQLError('syntax error at or near "["')
+    if x.type == "ARRAY_EXTRACT" and e.type == "ARRAY_EXTRACT" and "(" in text[e.start : x.start]:
+        raise UnsupportedSQL("a subscript of a parenthesized subscript ((a[i])[j], of an element: PostgreSQL's "
+                             "error unless the element is jsonb) is not supported by colmz")
     if x.literal is not None and x.literal.kind in ("STRING", "NULL_LITERAL"):
         raise SQLError("cannot subscript type unknown because it does not support subscripting")
     if x.name != ("||",) and _is_text(x, text):
@@ -1136,6 +1146,27 @@ def _array_slice(c: Call, column: bool = False) -> str:
             x = c.text_of(bound)
             bounds.append(f"(CASE WHEN ({x}) < {least} THEN {least} ELSE ({x}) END)")
     return f"({c.text_of(subject)})[{bounds[0]}:{bounds[1]}]"
+
+
+#: The refusal of fewer subscripts than an array's dimensions (an SQL ``error()`` call).
+_FEWER_SUBSCRIPTS = ("error('fewer subscripts than the dimensions of a multidimensional array (PostgreSQL gives "
+                     "NULL of its element type) is not supported by colmz')")
+
+
+def _subscript_chain(k: int) -> Rule:
+    # a[i] .. (k subscripts) of an array of more dimensions is NULL in PostgreSQL (of the
+    # element's type; DuckDB gives the sub-array): NULL subscripts added to one written as
+    # lists, a refusal where the dimensions are known only when it runs (typeof, folded)
+    def rule(c: Call) -> str | None:
+        root = c.node
+        for _ in range(k):
+            root = root.children[0]
+        if _is_list(root):
+            d = len(_array_shape(root) or ())
+            return f"({c.text_of(c.node)}){'[NULL]' * (d - k)}" if d > k else None
+        return (f"(CASE WHEN {RESERVED_PREFIX}array_dims({c.text_of(root)}) > {k} THEN {_FEWER_SUBSCRIPTS} "
+                f"ELSE {c.text_of(c.node)} END)")
+    return rule
 
 
 def _column_slice(c: Call) -> str:
@@ -2441,6 +2472,7 @@ _TREE_WORDS = frozenset(CALLS) - {"sum"} | {"like", "ilike", "numeric", "decimal
 _MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
 _MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", "[", ":", *_PAIR_OPS})
 _NUMBER_QIDENT = frozenset({"number", "qident"})
+_CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
 if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
     raise AssertionError("_TREE_WORDS must be lower-case ASCII")
 
@@ -2486,6 +2518,27 @@ def apply_transforms(text: str, toks) -> str:
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
     known_arrays: list[frozenset[tuple[int, int]]] = []
+    outermost: list[dict[int, int]] = []
+
+    def chains() -> dict[int, int]:
+        # each outermost subscript of a chain (a[i][j]) by id, with its number of subscripts
+        if not outermost:
+            inner, ends = set(), {}
+            for d in (d for q in stmts for d in all_queries(q)):
+                for root, _ in _own_roots(d):
+                    for k in root.walk():
+                        if k.type == "ARRAY_EXTRACT" and k.children:
+                            ends[id(k)] = k
+                            if k.children[0].type == "ARRAY_EXTRACT":
+                                inner.add(id(k.children[0]))
+            outermost.append({})
+            for i, k in ends.items():
+                if i not in inner:
+                    depth = 0
+                    while k.type == "ARRAY_EXTRACT" and k.children:
+                        depth, k = depth + 1, k.children[0]
+                    outermost[0][i] = depth
+        return outermost[0]
 
     def arrays() -> frozenset[tuple[int, int]]:
         # array_columns of the statement, read when a rule first asks
@@ -2551,6 +2604,8 @@ def apply_transforms(text: str, toks) -> str:
             return _array_rows, ""  # sub-arrays not all written as lists: their shapes known when it runs
         if e.type in _SUBSCRIPTS and e.children:
             _check_subscript(e, wrapped)
+        if e.type == "ARRAY_EXTRACT" and id(e) in chains() and e.children[0].type != "ARRAY_SLICE":
+            return _subscript_chain(chains()[id(e)]), ""
         if e.type == "ARRAY_SLICE":
             if e.children and e.children[0].cls == "COLUMN_REF" \
                     and (e.children[0].start, e.children[0].end) in arrays():
