@@ -43,7 +43,9 @@ reference that resolves to a relation's column, applies PostgreSQL 15's rules:
   PostgreSQL's "function length(jsonb) does not exist".
 * **a text column cast to numeric** (translate's ``x +`` :data:`colmz.sql.transforms.NUMERIC_CAST`,
   which DuckDB does not add to text) is read as PostgreSQL's ``numeric_in`` reads text
-  (:data:`colmz.sql.numeric.NUMERIC_IN`: its errors, its value; its text refused where printed).
+  (:data:`colmz.sql.numeric.NUMERIC_IN`: its errors, its value; its text refused where printed);
+  **a jsonb column cast to numeric** so reads its number's text (PostgreSQL's "cannot cast
+  jsonb string to type numeric" for another value).
 * **a jsonb operator over a text column** (``->``, ``->>``, ``#>``, ``#>>``, ``?``, ``?|``,
   ``?&``, ``@>``/``<@``, which translate made calls of the column's text) raises
   PostgreSQL's "operator does not exist: text -> unknown" (:class:`SQLError`).

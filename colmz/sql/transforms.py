@@ -19,11 +19,22 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused, and so is
   ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
   :data:`DATE_TRUNC_UNIT`).
-* Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise).
+* Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise);
+  ``ARRAY[a, b]`` of sub-arrays whose shapes are known only when it runs (a subquery's or
+  CTE's array column, a cast, an array call, NULL beside an array) is checked then
+  (:data:`ARRAY_ROWS`).
+* Subscripts as PostgreSQL's grammar has them: of a column, a parameter, a scalar subquery,
+  a subscript or a parenthesized value (``f(x)[1]``, ``ARRAY[..][1]`` are its syntax error),
+  never of a text function or an unknown literal (its "cannot subscript type"); fewer
+  subscripts than an array's dimensions are NULL (DuckDB gives the sub-array): added NULL
+  subscripts for an array written as lists, refused by name where its dimensions are known
+  only when it runs; a subscript of a parenthesized subscript is refused.
 * An array slice ``a[lo:hi]`` (a bound may be left out) is PostgreSQL's: a bound outside the
   array is clamped to it (DuckDB counts a negative one from the end); a slice of a value not
-  visibly an array (text: DuckDB slices it, PostgreSQL raises), with a step, or beside another
-  subscript (PostgreSQL's subscripts are one per dimension) is refused.
+  visibly an array -- written as one, a cast to an array type, an array call, or a subquery's
+  or CTE's column that is one (:func:`array_columns`) -- (text: DuckDB slices it, PostgreSQL
+  raises), with a step, or beside another subscript (PostgreSQL's subscripts are one per
+  dimension) is refused.
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
   nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
 * LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``; the ``~`` family of
@@ -76,8 +87,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   CTE whose ``*`` expands over a join are refused (DuckDB renames their repeated names).
 * Numbers: a constant arithmetic subtree holding a ``numeric`` (a decimal literal, a
   ``::numeric``) is folded into one literal with PostgreSQL's scale
-  (:mod:`colmz.sql.numeric`'s arithmetic); an unconstrained ``::numeric`` of anything else
-  is ``x +`` :data:`NUMERIC_CAST`.
+  (:mod:`colmz.sql.numeric`'s arithmetic); ``::numeric`` of a visibly jsonb value reads its
+  number's text as ``numeric_in`` does (PostgreSQL's error for another jsonb value); an
+  unconstrained ``::numeric`` of anything else is ``x +`` :data:`NUMERIC_CAST`.
 
 :func:`apply_transforms` reads the tree (:func:`colmz.sql.tree.parse_tree`), so an argument,
 a field or an operand is a child node, not a stretch of tokens delimited by counting
