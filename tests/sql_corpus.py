@@ -1979,6 +1979,20 @@ QUERIES = [
                               "AS b, extract(month FROM interval '14 months') AS c"),
     ('hunt_month_arithmetic', "SELECT date '2024-01-31' + interval '1 month' AS a, date '2024-03-31' - interval '1 month' AS b, "
                               "timestamp '2024-01-01 10:00' - timestamp '2023-12-31 09:30' AS c"),
+    # concat() and array_to_string() print with each type's output function (t, f; a double's
+    # shortest digits), where || and ::text print true, false
+    ('hunt_concat_booleans', "SELECT 'x' || true AS a, true::text AS b, concat(true) AS c, concat_ws(',', false, 1) AS d, "
+                             "concat(1.50, 2::float8, true, NULL, date '2024-01-01') AS e"),
+    ('hunt_concat_boolean_columns', "SELECT id, concat(age > 26) AS a, concat_ws('-', id, score, NULL, age > 1) AS b, "
+                                    "'x' || (age > 26) AS c FROM people ORDER BY id"),
+    ('hunt_array_to_string_types', "SELECT array_to_string(ARRAY[1.5::float8, 2::float8], ',') AS a, "
+                                   "array_to_string(ARRAY[true, false, NULL], ',') AS b, "
+                                   "array_to_string(ARRAY[date '2024-01-01'], ',') AS c, "
+                                   "array_to_string(ARRAY[0.1::real, 2::real], ',') AS d"),
+    ('hunt_array_to_string_aggregates', "SELECT array_to_string(array_agg(score ORDER BY id), ',') AS a, "
+                                        "array_to_string(array_agg(age > 26 ORDER BY id), ',') AS b FROM people"),
+    ('hunt_array_to_string_numeric', "SELECT array_to_string(ARRAY[1.50, 2], ',') AS a"),
+    ('hunt_concat_array', 'SELECT concat(id, name, ARRAY[1]) AS a FROM people ORDER BY id'),
     ('hunt_string_edges', "SELECT left('abcdef', -2) AS a, right('abcdef', -2) AS b, repeat('ab', -1) AS c, "
                           "strpos('hello', 'l') AS d, length('héllo') AS e, octet_length('héllo') AS f"),
 ]

@@ -252,7 +252,7 @@ _ERRORS = (
     (re.compile(r"(ORDER BY|PARTITION BY) window expressions cannot be volatile"), UnsupportedSQL,
      lambda m: f"a checked expression (a cast to a float type, float arithmetic) in a window's {m.group(1)} "
                "is not supported by colmz"),
-    (re.compile(r"Cannot concatenate types (\S+) and (\S+)"), UnsupportedSQL,
+    (re.compile(r"Cannot concatenate types (.+?) and (\S+?)(?: -|$)", re.MULTILINE), UnsupportedSQL,
      lambda m: f"|| of {m.group(1).lower()} and {m.group(2).lower()} is not supported by colmz (DuckDB "
                "concatenates lists of one type only; PostgreSQL appends an element to an array)"),
     # PostgreSQL gives a string literal the type of the values beside it (a VALUES column,

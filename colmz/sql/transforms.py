@@ -60,7 +60,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   (:data:`REAL_WIDEN`); ``sum`` of a visibly real argument and ``pg_typeof`` are refused.
 * An operand of ``||`` (an argument of ``concat``/``concat_ws``) not visibly text (a
   string, a cast to text, a text function) is printed as its cast to text is
-  (:func:`colmz.sql.translate.cast_rewrite`: a double's shortest digits); arrays
+  (:func:`colmz.sql.translate.cast_rewrite`: a double's shortest digits), a boolean
+  argument of ``concat``/``concat_ws`` by its output function (``t``, ``f``; ``||`` prints
+  ``true``), and so are ``array_to_string``'s elements (:data:`ARRAY_TO_STRING`); arrays
   concatenate as arrays. A column of a FROM subquery or CTE whose item may be a numeric
   computed as a double (``age / 2.0``, ``avg(age)``) prints as that item would: refused.
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
@@ -461,7 +463,17 @@ def _third_argument(c: Call) -> str | None:
                              "not supported by colmz (DuckDB has no such argument)")
     if c.name == "string_to_array" and c.plain and len(c.arguments) == 2:
         return f"{STRING_TO_ARRAY}({c.args[0]}, {c.args[1]})"
+    if c.name == "array_to_string" and c.plain and len(c.arguments) == 2:
+        return f"{ARRAY_TO_STRING}({c.args[0]}, {c.args[1]})"
     return None
+
+
+#: PostgreSQL's ``array_to_string(a, d)`` prints each element with its type's output
+#: function: a boolean as ``t``/``f``, a double by its shortest digits (DuckDB: ``true``,
+#: ``2.0``); a numeric element keeps its own scale in PostgreSQL, which an array of DuckDB's
+#: DECIMAL does not (refused when it runs). The element type is DuckDB's ``typeof``, folded
+#: when the query is bound.
+ARRAY_TO_STRING = RESERVED_PREFIX + "array_to_string"
 
 
 #: PostgreSQL's ``string_to_array(s, d)``: an empty ``s`` is an empty array, a NULL ``d``
@@ -1679,7 +1691,7 @@ def _is_text(k: Expression, text: str) -> bool:
     return k.cls == "FUNCTION" and len(k.name) == 1 and k.name[0].lower() in _TEXT_CALLS
 
 
-def _text_operands(c: Call, kids) -> str | None:
+def _text_operands(c: Call, kids, output: bool = False) -> str | None:
     # PostgreSQL's ``||`` and concat() print a non-text operand with its type's output
     # function (a double 2 as ``2``); DuckDB casts it to VARCHAR (``2.0``): each of ``kids``
     # not visibly text is written as its cast to text is (cast_rewrite; as it is where
@@ -1695,6 +1707,10 @@ def _text_operands(c: Call, kids) -> str | None:
         if any(t.upper == "ARRAY" or (t.text == "[" and n.text == "]") for t, n in zip(toks, toks[1:])):
             return None
         new = cast_rewrite(c.text_of(k), "TEXT", c.reads_numeric(k))
+        if output:  # (typeof is folded when DuckDB binds the query: one branch is left)
+            x = c.text_of(k)
+            new = (f"(CASE WHEN typeof({x}) = 'BOOLEAN' THEN left(CAST({x} AS VARCHAR), 1) "
+                   f"ELSE {f'CAST({x} AS VARCHAR)' if new is None else new} END)")
         if new is not None:
             out += [c.span_text(pos, k.start), new]
             pos = k.end
@@ -1702,9 +1718,10 @@ def _text_operands(c: Call, kids) -> str | None:
 
 
 def _concat_call(c: Call) -> str | None:
-    # concat(...) and concat_ws(separator, ...): their arguments' text as ||'s operands'.
+    # concat(...) and concat_ws(separator, ...): their arguments' text as ||'s operands', a
+    # boolean by its output function (t, f: || prints true, false)
     kids = c.arguments[1:] if c.name == "concat_ws" else c.arguments
-    return _text_operands(c, kids) if c.plain else None
+    return _text_operands(c, kids, output=True) if c.plain else None
 
 
 #: The function of PostgreSQL's jsonb ``->`` and ``->>`` (:func:`jsonb_get`).
@@ -2013,6 +2030,11 @@ TRANSFORM_MACROS = (
     *(f"CREATE OR REPLACE MACRO {macro}(s, n, f) AS CASE WHEN f = '' THEN left(s, greatest(n, 0)) "
       f"ELSE {name}(s, n, f) END" for name, macro in PAD_MACROS.items()),
     *SPLITTING_MACROS,
+    f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING}(a, d) AS CASE WHEN typeof(a) = 'BOOLEAN[]' THEN "
+    "array_to_string([left(CAST(e AS VARCHAR), 1) FOR e IN a], d) WHEN typeof(a) IN ('DOUBLE[]', 'FLOAT[]') THEN "
+    f"array_to_string([{RESERVED_PREFIX}text(e) FOR e IN a], d) WHEN typeof(a) LIKE 'DECIMAL%' THEN "
+    "error('array_to_string() of numeric elements is not supported by colmz (PostgreSQL prints each element''s "
+    "own scale)') ELSE array_to_string(a, d) END",
     f"CREATE OR REPLACE MACRO {ARRAY_ROWS}(x) AS CASE WHEN list_bool_and([e IS NULL OR len(e) = 0 FOR e IN x]) "
     "THEN [e FOR e IN x IF false] WHEN list_bool_or([e IS NULL OR len(e) = 0 FOR e IN x]) "
     f"OR len(list_distinct([{_ARRAY_SHAPE} FOR e IN x])) > 1 THEN error('multidimensional arrays must have array "

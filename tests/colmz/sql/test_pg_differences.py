@@ -122,6 +122,12 @@ CASES = [
     ("jsonb_numeric_null", "SELECT (body -> 'a')::numeric AS a FROM docs", "both fail"),
     ("jsonb_numeric_object_column", "SELECT j::numeric AS n FROM jnums WHERE id = 5", "both fail"),
     ("jsonb_numeric_text", "SELECT ('1.50'::jsonb)::numeric::text AS a", "refused"),
+    # concat() and array_to_string() print with the types' output functions (|| and ::text: true)
+    ("concat_booleans", "SELECT concat(true) AS a, concat_ws(',', false, 1) AS b, 'x' || true AS c, "
+                        "concat(age > 26) AS d FROM people WHERE id = 1", "match"),
+    ("array_to_string_output", "SELECT array_to_string(ARRAY[1.5::float8, 2::float8], ',') AS a, "
+                               "array_to_string(ARRAY[true, false, NULL], ',') AS b", "match"),
+    ("array_to_string_numeric", "SELECT array_to_string(ARRAY[1.50, 2], ',') AS a", "refused"),
     # an untyped literal beside a typed operand DuckDB cannot resolve; BETWEEN SYMMETRIC
     ("untyped_literal_operand", "SELECT id, age + '3' AS a FROM people ORDER BY id", "refused"),
     ("between_symmetric", "SELECT id FROM people WHERE age BETWEEN SYMMETRIC 40 AND 20 ORDER BY id", "refused"),
