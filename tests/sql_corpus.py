@@ -1895,4 +1895,104 @@ QUERIES = [
     ('slice_of_text', 'SELECT name[2:] AS a FROM people'),
     ('slice_with_step', 'SELECT (ARRAY[1, 2, 3])[1:3:2] AS a'),
     ('slice_then_subscript', 'SELECT (ARRAY[[1, 2], [3, 4]])[1:2][2:2] AS a'),
+    # --- subscripts as PostgreSQL's grammar allows them (a column, a parenthesized value, a
+    # scalar subquery; f(x)[1] and ARRAY[..][1] are its syntax error), never of text; slices of a
+    # derived array column; ARRAY[a, b] of arrays known when it runs (PostgreSQL's matching
+    # dimensions); jsonb numbers cast to numeric; untyped literals beside typed operands
+    ('gap_fail_subscript_call', 'SELECT upper(name)[1] AS c FROM people'),
+    ('gap_fail_subscript_array_constructor', 'SELECT ARRAY[1, 2][1] AS a'),
+    ('gap_fail_subscript_cast_call', "SELECT CAST('{1,2}' AS int[])[1] AS a"),
+    ('gap_fail_subscript_array_subquery', 'SELECT ARRAY(SELECT 1)[1] AS a'),
+    ('gap_fail_subscript_literal', "SELECT 'abc'[1] AS a"),
+    ('gap_fail_subscript_split_call', "SELECT string_to_array('a,b', ',')[1] AS a"),
+    ('gap_fail_subscript_text_call', 'SELECT (upper(name))[1] AS c FROM people'),
+    ('gap_fail_subscript_unknown', "SELECT ('abc')[1] AS a"),
+    ('gap_fail_slice_text_call', 'SELECT (lower(name))[1:2] AS c FROM people'),
+    ('gap_subscript_forms', "SELECT (ARRAY[1, 2])[1] AS a, (ARRAY(SELECT 3))[1] AS b, (SELECT ARRAY[4, 5])[2] AS c, "
+                            "('{6,7}'::int[])[2] AS d, (string_to_array('x,y', ','))[2] AS e"),
+    ('gap_subscript_column_chain', 'SELECT a[1][2] AS x, s.a[2][2] AS z FROM (SELECT ARRAY[[1, 2], [3, 4]] AS a) s'),
+    # fewer subscripts than dimensions: NULL in PostgreSQL (DuckDB gives the sub-array)
+    ('gap_subscript_fewer_dims_literal', 'SELECT (ARRAY[[1, 2], [3, 4]])[2] AS a, (ARRAY[[[1]]])[1][1] AS b'),
+    ('gap_subscript_fewer_dims_column', 'SELECT a[2] AS a FROM (SELECT ARRAY[[1, 2], [3, 4]] AS a) s'),
+    ('gap_subscript_of_parenthesized_subscript', 'SELECT (a[2])[1] AS y FROM (SELECT ARRAY[[1, 2], [3, 4]] AS a) s'),
+    ('gap_slice_cte_column', 'WITH c AS (SELECT ARRAY[1, 2, 3] AS a) SELECT a[2:] AS x, c.a[:2] AS y, a[-1:1] AS z FROM c'),
+    ('gap_slice_subquery_column', 'SELECT x[2:3] AS a FROM (SELECT ARRAY[1, 2, 3] AS a) s(x)'),
+    ('gap_slice_cte_list', "WITH c(x) AS (SELECT ARRAY['a', 'b', 'c']) SELECT x[:2] AS a, x[3:] AS b FROM c"),
+    ('gap_slice_cte_chain', 'WITH c AS (SELECT ARRAY[1, 2] AS a UNION ALL SELECT NULL), d AS (SELECT a FROM c) '
+                            'SELECT a[2:] AS x FROM d'),
+    ('gap_slice_array_agg', 'WITH c AS (SELECT city, array_agg(id ORDER BY id) AS a FROM people GROUP BY city) '
+                            'SELECT city, a[2:] AS rest, a[:1] AS head FROM c ORDER BY city'),
+    ('gap_slice_split_column', "SELECT id, w[1:1] AS first, w[2:] AS rest FROM (SELECT id, string_to_array(name, 'a') AS w "
+                               "FROM people) s ORDER BY id"),
+    ('gap_slice_qualified_beside_table', 'SELECT p.id, s.a[2:] AS x FROM (SELECT ARRAY[1, 2, 3] AS a) s, people p '
+                                         'WHERE p.id < 3 ORDER BY p.id'),
+    ('gap_slice_text_subquery', 'SELECT a[2:] AS x FROM (SELECT name AS a FROM people) s'),
+    ('gap_jsonb_numeric_cast', "SELECT ('1.50'::jsonb)::numeric AS a, ('[1.5]'::jsonb -> 0)::numeric AS b, "
+                               "('1e2'::jsonb)::numeric * 2 AS c"),
+    ('gap_jsonb_arrow_numeric', "SELECT id, (body -> 'a')::numeric AS a, (body -> 'a')::numeric + 1 AS b FROM docs "
+                                "WHERE id < 3 ORDER BY id"),
+    ('gap_jsonb_column_numeric', 'SELECT id, j::numeric AS n FROM jnums WHERE id IN (1, 2, 3, 4, 11, 12, 16) ORDER BY id'),
+    ('gap_jsonb_numeric_sum', "SELECT sum((j -> 'a')::numeric) AS s, max((j -> 'a')::numeric) AS m FROM jnums "
+                              "WHERE id IN (5, 6)"),
+    ('gap_fail_jsonb_string_numeric', 'SELECT (\'"1"\'::jsonb)::numeric AS a'),
+    ('gap_fail_jsonb_null_numeric', "SELECT (body -> 'a')::numeric AS a FROM docs"),
+    ('gap_fail_jsonb_object_numeric', 'SELECT j::numeric AS n FROM jnums WHERE id = 5'),
+    ('gap_jsonb_numeric_text', "SELECT ('1.50'::jsonb)::numeric::text AS a"),
+    ('gap_array_of_array_columns', 'WITH c AS (SELECT ARRAY[1, 2] AS a, ARRAY[3, 4] AS b) '
+                                   'SELECT ARRAY[a, b] AS x, cardinality(ARRAY[a, b]) AS n FROM c'),
+    ('gap_fail_array_of_ragged_columns', 'WITH c AS (SELECT ARRAY[1, 2] AS a, ARRAY[3] AS b) SELECT ARRAY[a, b] AS x FROM c'),
+    ('gap_fail_array_with_null_subarray', 'SELECT ARRAY[ARRAY[1, 2], NULL] AS x'),
+    ('gap_array_of_null_subarrays', 'SELECT ARRAY[NULL::int[], NULL] AS x, ARRAY[ARRAY[]::int[], ARRAY[]::int[]] AS y'),
+    ('gap_fail_array_of_split_columns', "SELECT id, ARRAY[a, b] AS x FROM (SELECT id, string_to_array(name, 'a') AS a, "
+                                        "string_to_array(city, 'e') AS b FROM people) s ORDER BY id"),
+    ('gap_array_of_split_calls', "SELECT ARRAY[string_to_array('a,b', ','), string_to_array('c,d', ',')] AS x"),
+    ('gap_fail_array_of_empty_and_full', 'SELECT ARRAY[ARRAY[]::int[], ARRAY[1]] AS x'),
+    ('gap_array_of_2d_columns', 'WITH c AS (SELECT ARRAY[[1, 2], [3, 4]] AS a, ARRAY[[5, 6], [7, 8]] AS b) '
+                                'SELECT ARRAY[a, b] AS x, array_length(ARRAY[a, b], 3) AS n FROM c'),
+    ('gap_array_of_scalar_columns', 'SELECT id, ARRAY[id, age] AS x FROM people ORDER BY id'),
+    ('gap_between_symmetric', 'SELECT id FROM people WHERE age BETWEEN SYMMETRIC 40 AND 20 ORDER BY id'),
+    ('gap_untyped_literal_sum', "SELECT id, age + '3' AS a FROM people ORDER BY id"),
+    ('gap_untyped_literal_operands', "SELECT id, age * '2' AS a, score + '1.5' AS b FROM people WHERE age > '26' ORDER BY id"),
+    # --- more window frames, joins, set operations, dates: forms the sections above do not write
+    ('hunt_frame_exclude_current', 'SELECT id, sum(amount) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING '
+                                   'EXCLUDE CURRENT ROW) AS s FROM orders ORDER BY id'),
+    ('hunt_frame_groups', 'SELECT id, sum(amount) OVER (ORDER BY amount GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s '
+                          'FROM orders ORDER BY id'),
+    ('hunt_frame_range_offsets', 'SELECT id, sum(amount) OVER (ORDER BY amount RANGE BETWEEN 50 PRECEDING AND 50 FOLLOWING) '
+                                 'AS s FROM orders ORDER BY id'),
+    ('hunt_lead_default', 'SELECT id, lead(amount, 2, -1) OVER (ORDER BY id) AS s, nth_value(amount, 2) OVER (ORDER BY id) '
+                          'AS n FROM orders ORDER BY id'),
+    ('hunt_rank_of_aggregate', 'SELECT status, sum(amount) AS total, rank() OVER (ORDER BY sum(amount) DESC) AS r '
+                               'FROM orders GROUP BY status ORDER BY status'),
+    ('hunt_natural_join', 'SELECT * FROM people NATURAL JOIN orders'),
+    ('hunt_intersect_all', 'SELECT id FROM people INTERSECT ALL SELECT person_id FROM orders ORDER BY id'),
+    ('hunt_parenthesized_branches', '(SELECT id FROM people ORDER BY id DESC LIMIT 2) UNION ALL '
+                                    '(SELECT id FROM orders ORDER BY id LIMIT 1)'),
+    ('hunt_union_null_and_numeric', 'SELECT NULL AS a UNION SELECT 1.0 UNION SELECT 2'),
+    ('hunt_any_empty_subquery', "SELECT id FROM people WHERE age > ANY (SELECT age FROM people WHERE city = 'Nowhere') "
+                                "ORDER BY id"),
+    ('hunt_all_subquery', "SELECT id FROM people WHERE age > ALL (SELECT age FROM people WHERE city = 'Paris') ORDER BY id"),
+    ('hunt_extract_fields', "SELECT extract(dow FROM date '2024-01-07') AS a, extract(isodow FROM date '2024-01-07') AS b, "
+                            "extract(doy FROM date '2024-03-01') AS c, extract(week FROM date '2024-12-30') AS d, "
+                            "extract(isoyear FROM date '2024-12-30') AS e, extract(quarter FROM date '2024-05-01') AS f"),
+    ('hunt_interval_extract', "SELECT extract(epoch FROM interval '1 day 2 hours') AS a, extract(hour FROM interval '26 hours') "
+                              "AS b, extract(month FROM interval '14 months') AS c"),
+    ('hunt_month_arithmetic', "SELECT date '2024-01-31' + interval '1 month' AS a, date '2024-03-31' - interval '1 month' AS b, "
+                              "timestamp '2024-01-01 10:00' - timestamp '2023-12-31 09:30' AS c"),
+    # concat() and array_to_string() print with each type's output function (t, f; a double's
+    # shortest digits), where || and ::text print true, false
+    ('hunt_concat_booleans', "SELECT 'x' || true AS a, true::text AS b, concat(true) AS c, concat_ws(',', false, 1) AS d, "
+                             "concat(1.50, 2::float8, true, NULL, date '2024-01-01') AS e"),
+    ('hunt_concat_boolean_columns', "SELECT id, concat(age > 26) AS a, concat_ws('-', id, score, NULL, age > 1) AS b, "
+                                    "'x' || (age > 26) AS c FROM people ORDER BY id"),
+    ('hunt_array_to_string_types', "SELECT array_to_string(ARRAY[1.5::float8, 2::float8], ',') AS a, "
+                                   "array_to_string(ARRAY[true, false, NULL], ',') AS b, "
+                                   "array_to_string(ARRAY[date '2024-01-01'], ',') AS c, "
+                                   "array_to_string(ARRAY[0.1::real, 2::real], ',') AS d"),
+    ('hunt_array_to_string_aggregates', "SELECT array_to_string(array_agg(score ORDER BY id), ',') AS a, "
+                                        "array_to_string(array_agg(age > 26 ORDER BY id), ',') AS b FROM people"),
+    ('hunt_array_to_string_numeric', "SELECT array_to_string(ARRAY[1.50, 2], ',') AS a"),
+    ('hunt_concat_array', 'SELECT concat(id, name, ARRAY[1]) AS a FROM people ORDER BY id'),
+    ('hunt_string_edges', "SELECT left('abcdef', -2) AS a, right('abcdef', -2) AS b, repeat('ab', -1) AS c, "
+                          "strpos('hello', 'l') AS d, length('héllo') AS e, octet_length('héllo') AS f"),
 ]

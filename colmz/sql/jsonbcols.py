@@ -43,7 +43,9 @@ reference that resolves to a relation's column, applies PostgreSQL 15's rules:
   PostgreSQL's "function length(jsonb) does not exist".
 * **a text column cast to numeric** (translate's ``x +`` :data:`colmz.sql.transforms.NUMERIC_CAST`,
   which DuckDB does not add to text) is read as PostgreSQL's ``numeric_in`` reads text
-  (:data:`colmz.sql.numeric.NUMERIC_IN`: its errors, its value; its text refused where printed).
+  (:data:`colmz.sql.numeric.NUMERIC_IN`: its errors, its value; its text refused where printed);
+  **a jsonb column cast to numeric** so reads its number's text (PostgreSQL's "cannot cast
+  jsonb string to type numeric" for another value).
 * **a jsonb operator over a text column** (``->``, ``->>``, ``#>``, ``#>>``, ``?``, ``?|``,
   ``?&``, ``@>``/``<@``, which translate made calls of the column's text) raises
   PostgreSQL's "operator does not exist: text -> unknown" (:class:`SQLError`).
@@ -742,6 +744,13 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
                 and text[kids[1].start:kids[1].end] == NUMERIC_CAST and _kind(kids[0], scope) == "text":
             # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in reads it
             edits.append((n.start, n.end, f"{NUMERIC_IN}(CAST({text[kids[0].start:kids[0].end]} AS VARCHAR))"))
+            continue
+        elif n.cls == "FUNCTION" and n.name == ("+",) and len(kids) == 2 and n.start >= 0 \
+                and text[kids[1].start:kids[1].end] == NUMERIC_CAST and _kind(kids[0], scope) == "jsonb":
+            # x::numeric of a jsonb column: its number's text (PostgreSQL's error for another
+            # value) read as numeric_in reads it, the value as written
+            edits.append((n.start, n.end, f"{NUMERIC_IN}({JSONB_SCALAR}(CAST({text[kids[0].start:kids[0].end]} "
+                                          "AS VARCHAR), 'numeric'))"))
             continue
         elif (n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _OPERATOR_CALLS and kids
               and _column(kids[0], scope) == "text"):

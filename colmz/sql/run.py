@@ -214,7 +214,8 @@ _ERRORS = (
     (_UDF_ERROR(r"(.* is not supported by colmz.*)"), UnsupportedSQL, lambda m: m.group(1)),
     # PostgreSQL's own errors, raised by colmz's macros (error()) or Python functions: their words.
     (_UDF_ERROR(r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow|value overflows numeric "
-                r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+)$"), SQLError,
+                r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+"
+                r"|multidimensional arrays must have array expressions with matching dimensions)$"), SQLError,
      lambda m: m.group(1)),
     # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)
     (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,
@@ -231,6 +232,11 @@ _ERRORS = (
     (re.compile(r"Binder Error: No function matches the given name and argument types '(.+?)'\."), UnsupportedSQL,
      lambda m: f"{m.group(1).replace('//', '/')} is not supported by colmz (DuckDB has no "
                "function for these argument types)"),
+    # an untyped string literal beside a typed operand ('12'::int + '3'): PostgreSQL gives it
+    # the other operand's type, DuckDB finds several candidates
+    (re.compile(r"Binder Error: Could not choose a best candidate function for the function call \"(.+?)\"\."),
+     UnsupportedSQL, lambda m: f"{m.group(1).replace('//', '/')} is not supported by colmz (DuckDB cannot choose "
+                               "among its functions for these argument types): cast the string literal"),
     (re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)"), UnsupportedSQL,
      lambda m: ("sum() of an aggregate (a window function over an aggregate)" if m.group(1) == SUM_ARGUMENT
                 else f"{m.group(1).removeprefix('__colmz_')}() with these arguments") + " is not supported by colmz"),
@@ -246,7 +252,7 @@ _ERRORS = (
     (re.compile(r"(ORDER BY|PARTITION BY) window expressions cannot be volatile"), UnsupportedSQL,
      lambda m: f"a checked expression (a cast to a float type, float arithmetic) in a window's {m.group(1)} "
                "is not supported by colmz"),
-    (re.compile(r"Cannot concatenate types (\S+) and (\S+)"), UnsupportedSQL,
+    (re.compile(r"Cannot concatenate types (.+?) and (\S+?)(?: -|$)", re.MULTILINE), UnsupportedSQL,
      lambda m: f"|| of {m.group(1).lower()} and {m.group(2).lower()} is not supported by colmz (DuckDB "
                "concatenates lists of one type only; PostgreSQL appends an element to an array)"),
     # PostgreSQL gives a string literal the type of the values beside it (a VALUES column,

@@ -19,11 +19,22 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused, and so is
   ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
   :data:`DATE_TRUNC_UNIT`).
-* Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise).
+* Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise);
+  ``ARRAY[a, b]`` of sub-arrays whose shapes are known only when it runs (a subquery's or
+  CTE's array column, a cast, an array call, NULL beside an array) is checked then
+  (:data:`ARRAY_ROWS`).
+* Subscripts as PostgreSQL's grammar has them: of a column, a parameter, a scalar subquery,
+  a subscript or a parenthesized value (``f(x)[1]``, ``ARRAY[..][1]`` are its syntax error),
+  never of a text function or an unknown literal (its "cannot subscript type"); fewer
+  subscripts than an array's dimensions are NULL (DuckDB gives the sub-array): added NULL
+  subscripts for an array written as lists, refused by name where its dimensions are known
+  only when it runs; a subscript of a parenthesized subscript is refused.
 * An array slice ``a[lo:hi]`` (a bound may be left out) is PostgreSQL's: a bound outside the
   array is clamped to it (DuckDB counts a negative one from the end); a slice of a value not
-  visibly an array (text: DuckDB slices it, PostgreSQL raises), with a step, or beside another
-  subscript (PostgreSQL's subscripts are one per dimension) is refused.
+  visibly an array -- written as one, a cast to an array type, an array call, or a subquery's
+  or CTE's column that is one (:func:`array_columns`) -- (text: DuckDB slices it, PostgreSQL
+  raises), with a step, or beside another subscript (PostgreSQL's subscripts are one per
+  dimension) is refused.
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
   nodes): field by field, as PostgreSQL compares rows; nested rows and subqueries refused.
 * LIKE/ILIKE nodes get PostgreSQL's default backslash ``ESCAPE``; the ``~`` family of
@@ -49,7 +60,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   (:data:`REAL_WIDEN`); ``sum`` of a visibly real argument and ``pg_typeof`` are refused.
 * An operand of ``||`` (an argument of ``concat``/``concat_ws``) not visibly text (a
   string, a cast to text, a text function) is printed as its cast to text is
-  (:func:`colmz.sql.translate.cast_rewrite`: a double's shortest digits); arrays
+  (:func:`colmz.sql.translate.cast_rewrite`: a double's shortest digits), a boolean
+  argument of ``concat``/``concat_ws`` by its output function (``t``, ``f``; ``||`` prints
+  ``true``), and so are ``array_to_string``'s elements (:data:`ARRAY_TO_STRING`); arrays
   concatenate as arrays. A column of a FROM subquery or CTE whose item may be a numeric
   computed as a double (``age / 2.0``, ``avg(age)``) prints as that item would: refused.
 * ``||`` of jsonb is PostgreSQL's jsonb concatenation (:func:`jsonb_concat`); beside a value
@@ -76,8 +89,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   CTE whose ``*`` expands over a join are refused (DuckDB renames their repeated names).
 * Numbers: a constant arithmetic subtree holding a ``numeric`` (a decimal literal, a
   ``::numeric``) is folded into one literal with PostgreSQL's scale
-  (:mod:`colmz.sql.numeric`'s arithmetic); an unconstrained ``::numeric`` of anything else
-  is ``x +`` :data:`NUMERIC_CAST`.
+  (:mod:`colmz.sql.numeric`'s arithmetic); ``::numeric`` of a visibly jsonb value reads its
+  number's text as ``numeric_in`` does (PostgreSQL's error for another jsonb value); an
+  unconstrained ``::numeric`` of anything else is ``x +`` :data:`NUMERIC_CAST`.
 
 :func:`apply_transforms` reads the tree (:func:`colmz.sql.tree.parse_tree`), so an argument,
 a field or an operand is a child node, not a stretch of tokens delimited by counting
@@ -154,6 +168,7 @@ __all__ = [
     "Call",
     "all_queries",
     "apply_transforms",
+    "array_columns",
     "arith_leaves",
     "duplicate_name",
     "first_branch",
@@ -451,7 +466,16 @@ def _third_argument(c: Call) -> str | None:
     if len(c.arguments) == 3:
         raise UnsupportedSQL(f"{c.name}() with a third argument (the text of NULL elements) is "
                              "not supported by colmz (DuckDB has no such argument)")
-    return _macro(STRING_TO_ARRAY, 2)(c) if c.name == "string_to_array" else None
+    macro = {"string_to_array": STRING_TO_ARRAY, "array_to_string": ARRAY_TO_STRING}[c.name]
+    return _macro(macro, 2)(c)
+
+
+#: PostgreSQL's ``array_to_string(a, d)`` prints each element with its type's output
+#: function: a boolean as ``t``/``f``, a double by its shortest digits (DuckDB: ``true``,
+#: ``2.0``); a numeric element keeps its own scale in PostgreSQL, which an array of DuckDB's
+#: DECIMAL does not (refused when it runs). The element type is DuckDB's ``typeof``, folded
+#: when the query is bound.
+ARRAY_TO_STRING = RESERVED_PREFIX + "array_to_string"
 
 
 #: PostgreSQL's ``string_to_array(s, d)``: an empty ``s`` is an empty array, a NULL ``d``
@@ -664,6 +688,15 @@ def may_transform(text: str, toks) -> bool:
                 return True  # a sub-array (_array_shape)
             if x == ":":
                 return True  # an array slice (_array_slice)
+            if x == "[" and i > 0 and (toks[i - 1].text in (")", "]") or toks[i - 1].kind in ("string", "number")):
+                return True  # a subscript of what PostgreSQL may not subscript (_check_subscript)
+            if x == "[" and i > 0 and toks[i - 1].kind in ("word", "qident") and i + 1 < n \
+                    and toks[i + 1].text != "]" and toks[i - 1].upper != "ARRAY":
+                return True  # a subscript of a column (_subscript_chain)
+            if x == "[" and i > 0 and toks[i - 1].upper == "ARRAY" and any(
+                    t.kind == "qident" or (t.kind == "word" and t.upper not in _CONSTANT_WORDS)
+                    for t in toks[i + 1 : closing(toks, i)]):
+                return True  # maybe sub-arrays known when it runs (_array_rows)
             if x == "[" and i + 1 < n and toks[i + 1].text == "]" and toks[i - 1].kind == "word":
                 return True  # maybe a cast to an array type (_array_text_cast)
             if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
@@ -835,6 +868,11 @@ def _row_in(c: Call) -> str | None:
 _row_subquery = _refuse("row comparisons with a subquery are not supported by colmz")
 
 
+def _is_list(e: Expression) -> bool:
+    # an array written as a list (ARRAY[..], or [..] inside one)
+    return e.type == "ARRAY_CONSTRUCTOR" or (e.cls == "FUNCTION" and e.name == ("list_value",))
+
+
 def _array_shape(e: Expression) -> tuple[int, ...] | None:
     # The dimensions of an array written as nested lists (ARRAY[[1, 2], [3, 4]] is (2, 2)),
     # () for another value, None when its sub-arrays (every element a list) differ in shape:
@@ -944,6 +982,11 @@ def _ragged_array(c: Call) -> str:
     raise SQLError("multidimensional arrays must have array expressions with matching dimensions")
 
 
+def _array_rows(c: Call) -> str:
+    # ARRAY[a, b] of sub-arrays whose shapes are known when it runs (ARRAY_ROWS)
+    return f"{ARRAY_ROWS}({c.text_of(c.node)})"
+
+
 #: Calls whose value is an array (a slice of one is PostgreSQL's array slice).
 _ARRAY_CALLS = frozenset({"list_value", "array_append", "array_prepend", "array_cat", "array_remove",
                           "array_replace", "array_agg", "string_to_array", "regexp_split_to_array"})
@@ -958,12 +1001,141 @@ def _is_array(e: Expression) -> bool:
         and len(e.children[1].children) == 1 and e.children[1].children[0].cls == "TYPE"
 
 
+_SUBSCRIPTS = frozenset({"ARRAY_EXTRACT", "ARRAY_SLICE"})
+
+
+def _check_subscript(e: Expression, text: str) -> None:
+    # PostgreSQL's grammar subscripts a column, a parameter, a scalar subquery, another
+    # subscript or a parenthesized expression only: f(x)[1], ARRAY[1][1], CAST(..)[1] are its
+    # syntax error (DuckDB reads them); and no text or unknown value (DuckDB gives a character)
+    x = e.children[0]
+    if x.start < 0:
+        return
+    if "(" not in text[e.start : x.start] and not (
+            x.cls in ("COLUMN_REF", "PARAMETER") or x.type in (*_SUBSCRIPTS, "STRUCT_EXTRACT")
+            or (x.cls == "SUBQUERY" and text.startswith("(", x.start))):
+        raise SQLError('syntax error at or near "["')
+    if x.type == "ARRAY_EXTRACT" and e.type == "ARRAY_EXTRACT" and "(" in text[e.start : x.start]:
+        raise UnsupportedSQL("a subscript of a parenthesized subscript ((a[i])[j], of an element: PostgreSQL's "
+                             "error unless the element is jsonb) is not supported by colmz")
+    if x.literal is not None and x.literal.kind in ("STRING", "NULL_LITERAL"):
+        raise SQLError("cannot subscript type unknown because it does not support subscripting")
+    if x.name != ("||",) and _is_text(x, text):
+        raise SQLError("cannot subscript type text because it does not support subscripting")
+
+
+def array_columns(stmts, text: str) -> frozenset[tuple[int, int]]:
+    """The spans of the column references of ``stmts`` (the tree of ``text``) that are a slice's
+    subject or an ``ARRAY[...]`` element and resolve, as PostgreSQL resolves names, to a FROM
+    subquery's or CTE's column whose item is visibly an array in every branch (written as one,
+    a cast to an array type, an array function, or such a reference itself). Only those are
+    known arrays: a table's column never is one (colmz's tables hold none), and a reference
+    is not resolved where a FROM item's columns are not known here (a table, a table
+    function, VALUES, a star) unless it is qualified by another item's name.
+
+    >>> q = "WITH c AS (SELECT ARRAY[1, 2] AS a) SELECT a[2:], c.a[:1] FROM c, people p"
+    >>> sorted(array_columns(parse_tree(q), q))
+    [(50, 53)]
+    """
+    lists = [(start, end, cols) for _, cols, start, end, *_ in cte_definitions(text)]
+    busy: set[int] = set()
+    out: set[tuple[int, int]] = set()
+
+    def outputs(q: Query, ctes: dict, renames: tuple[str, ...]) -> dict[str, bool] | None:
+        # q's output columns (lower-case name: visibly an array in every branch), None when
+        # not known (a star, an item without a name, q met again while it is read)
+        if id(q) in busy:
+            return None
+        busy.add(id(q))
+        try:
+            scope = visible(q, ctes)
+            # (a recursive CTE's columns have its non-recursive term's types)
+            branches = _leaves(q.children[0] if q.type == "RECURSIVE_CTE_NODE" and q.children else q)
+            first = first_branch(q).items
+            if any(b.type != "SELECT_NODE" or len(b.items) != len(first) for b in branches):
+                return None
+            cols: dict[str, bool] = {}
+            for i, e in enumerate(first):
+                name = renames[i] if i < len(renames) else e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else "")
+                if not name or e.cls in ("STAR", "COLUMNS"):
+                    return None
+                # (a NULL beside arrays is one, as PostgreSQL's common type makes it)
+                kinds = {None if b.items[i].literal is not None and b.items[i].literal.kind == "NULL_LITERAL"
+                         else array(b.items[i], b, scope) for b in branches}
+                cols[name.lower()] = name.lower() not in cols and kinds - {None} == {True}
+            return cols
+        finally:
+            busy.discard(id(q))
+
+    def array(e: Expression, d: Query, ctes: dict) -> bool:
+        # whether ``e``, an expression of query ``d``, is visibly an array
+        if _is_array(e):
+            return True
+        if e.cls != "COLUMN_REF" or not 1 <= len(e.name) <= 2:
+            return False
+        entries = []
+        for t in table_refs(d):
+            if t.type == "JOIN":
+                continue
+            cols = None
+            if t.subquery is not None:
+                cols = outputs(t.subquery, ctes, t.column_aliases)
+            elif t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() in ctes:
+                body, outer = ctes[t.name[0].lower()]
+                cols = outputs(body, outer, t.column_aliases or _body_column_list(body, lists))
+            entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
+        name = [p.lower() for p in e.name]
+        if len(name) == 2:
+            hits = [cols for qual, cols in entries if qual == name[0]]
+        elif any(cols is None for _, cols in entries):
+            return False
+        else:
+            hits = [cols for _, cols in entries if name[0] in cols]
+        return len(hits) == 1 and hits[0] is not None and hits[0].get(name[-1], False)
+
+    def visible(q: Query, ctes: dict) -> dict:
+        # the CTEs seen inside ``q``: its own WITH list's (each seeing the list) over ``ctes``
+        if not q.ctes:
+            return ctes
+        inner = dict(ctes)
+        inner.update((n.lower(), (b, inner)) for n, b in q.ctes)
+        return inner
+
+    def walk(q: Query, ctes: dict) -> None:
+        ctes = visible(q, ctes)
+        for _, b in q.ctes:
+            walk(b, ctes)
+        for c in q.children:
+            walk(c, ctes)
+        for t in table_refs(q):
+            if t.subquery is not None:
+                walk(t.subquery, ctes)
+        for root, _ in _own_roots(q):
+            for n in root.walk():
+                if n.subquery is not None:
+                    walk(n.subquery, ctes)
+                subjects = n.children[:1] if n.type == "ARRAY_SLICE" else \
+                    n.children if n.type == "ARRAY_CONSTRUCTOR" else ()
+                for x in subjects:
+                    if x.cls == "COLUMN_REF" and x.start >= 0 and array(x, q, ctes):
+                        out.add((x.start, x.end))
+
+    for q in stmts:
+        walk(q, {})
+    return frozenset(out)
+
+
+def _leaves(q: Query) -> list[Query]:
+    # a set operation's branches that are not set operations themselves
+    return [b for c in q.children for b in _leaves(c)] if q.children else [q]
+
+
 def _absent(bound: Expression) -> bool:
     # a bound left out of a slice (a[2:]): DuckDB's empty list_value() at no position
     return bound.start < 0 and bound.name == ("list_value",) and not bound.children
 
 
-def _array_slice(c: Call) -> str:
+def _array_slice(c: Call, column: bool = False) -> str:
     # PostgreSQL's slice a[lo:hi] of a one-based array: inclusive, a bound outside the array
     # clamped to it (an empty array when none is left). DuckDB's is inclusive too but counts
     # a negative bound from the end: a lower bound below 1 is 1 (left out), an upper one below
@@ -975,7 +1147,7 @@ def _array_slice(c: Call) -> str:
     if subject.type in ("ARRAY_SLICE", "ARRAY_EXTRACT"):
         raise UnsupportedSQL("a slice of a subscripted array (PostgreSQL reads a[i][lo:hi] as one "
                              "subscript per dimension) is not supported by colmz")
-    if not _is_array(subject):
+    if not (column or _is_array(subject)):
         raise UnsupportedSQL("a slice of a value colmz cannot see is an array (PostgreSQL slices arrays "
                              "only, DuckDB text too) is not supported by colmz")
     bounds = []
@@ -995,6 +1167,32 @@ def _array_slice(c: Call) -> str:
             x = c.text_of(bound)
             bounds.append(f"(CASE WHEN ({x}) < {least} THEN {least} ELSE ({x}) END)")
     return f"({c.text_of(subject)})[{bounds[0]}:{bounds[1]}]"
+
+
+#: The refusal of fewer subscripts than an array's dimensions (an SQL ``error()`` call).
+_FEWER_SUBSCRIPTS = ("error('fewer subscripts than the dimensions of a multidimensional array (PostgreSQL gives "
+                     "NULL of its element type) is not supported by colmz')")
+
+
+def _subscript_chain(k: int) -> Rule:
+    # a[i] .. (k subscripts) of an array of more dimensions is NULL in PostgreSQL (of the
+    # element's type; DuckDB gives the sub-array): NULL subscripts added to one written as
+    # lists, a refusal where the dimensions are known only when it runs (typeof, folded)
+    def rule(c: Call) -> str | None:
+        root = c.node
+        for _ in range(k):
+            root = root.children[0]
+        if _is_list(root):
+            d = len(_array_shape(root) or ())
+            return f"({c.text_of(c.node)}){'[NULL]' * (d - k)}" if d > k else None
+        return (f"(CASE WHEN {RESERVED_PREFIX}array_dims({c.text_of(root)}) > {k} THEN {_FEWER_SUBSCRIPTS} "
+                f"ELSE {c.text_of(c.node)} END)")
+    return rule
+
+
+def _column_slice(c: Call) -> str:
+    # a slice of a column array_columns knows is an array
+    return _array_slice(c, column=True)
 
 
 def _node_rule(e: Expression, text: str) -> Rule | None:
@@ -1119,6 +1317,10 @@ def _numeric_cast(c: Call) -> str:
                                  "the 38 digits of DuckDB's DECIMAL)")
         return text
     operand = c.text_of(x)
+    if jsonb.visibly_jsonb(x, c.text):
+        # a jsonb number's text (PostgreSQL's error for another value), read as numeric_in
+        # reads it: the value as written, as PostgreSQL's jsonb numeric is
+        return f"{NUMERIC_IN}({jsonb.JSONB_SCALAR}(CAST({operand} AS VARCHAR), 'numeric'))"
     if jsonb.visibly_text(x, c.text):
         # text known only when it runs (j ->> 'a'): read as PostgreSQL's numeric_in reads it
         return f"{NUMERIC_IN}(CAST({operand} AS VARCHAR))"
@@ -1471,7 +1673,7 @@ def _is_text(k: Expression, text: str) -> bool:
     return k.cls == "FUNCTION" and len(k.name) == 1 and k.name[0].lower() in _TEXT_CALLS
 
 
-def _text_operands(c: Call, kids) -> str | None:
+def _text_operands(c: Call, kids, output: bool = False) -> str | None:
     # PostgreSQL's ``||`` and concat() print a non-text operand with its type's output
     # function (a double 2 as ``2``); DuckDB casts it to VARCHAR (``2.0``): each of ``kids``
     # not visibly text is written as its cast to text is (cast_rewrite; as it is where
@@ -1487,6 +1689,10 @@ def _text_operands(c: Call, kids) -> str | None:
         if any(t.upper == "ARRAY" or (t.text == "[" and n.text == "]") for t, n in zip(toks, toks[1:])):
             return None
         new = cast_rewrite(c.text_of(k), "TEXT", c.reads_numeric(k))
+        if output:  # (typeof is folded when DuckDB binds the query: one branch is left)
+            x = c.text_of(k)
+            new = (f"(CASE WHEN typeof({x}) = 'BOOLEAN' THEN left(CAST({x} AS VARCHAR), 1) "
+                   f"ELSE {f'CAST({x} AS VARCHAR)' if new is None else new} END)")
         if new is not None:
             out += [c.span_text(pos, k.start), new]
             pos = k.end
@@ -1494,9 +1700,10 @@ def _text_operands(c: Call, kids) -> str | None:
 
 
 def _concat_call(c: Call) -> str | None:
-    # concat(...) and concat_ws(separator, ...): their arguments' text as ||'s operands'.
+    # concat(...) and concat_ws(separator, ...): their arguments' text as ||'s operands', a
+    # boolean by its output function (t, f: || prints true, false)
     kids = c.arguments[1:] if c.name == "concat_ws" else c.arguments
-    return _text_operands(c, kids) if c.plain else None
+    return _text_operands(c, kids, output=True) if c.plain else None
 
 
 #: The function of PostgreSQL's jsonb ``->`` and ``->>`` (:func:`jsonb_get`).
@@ -1771,6 +1978,13 @@ DATE_TRUNC_UNIT = RESERVED_PREFIX + "trunc_unit"
 #: The macro checking an arithmetic result for a float overflow (see :func:`_float_checked`).
 FLOAT_CHECK = RESERVED_PREFIX + "float_check"
 
+#: PostgreSQL's ``ARRAY[a, b]`` of arrays known only when the query runs (:func:`_array_rows`):
+#: the sub-arrays of one shape in every dimension, NULL or empty ones only when all are (then
+#: an empty array), else its error (DuckDB's lists of lists may be ragged).
+ARRAY_ROWS = RESERVED_PREFIX + "array_rows"
+_ARRAY_SHAPE = (f"[CAST(json_array_length(to_json(e), '$' || repeat('[0]', i)) AS BIGINT) "
+                f"FOR i IN range({RESERVED_PREFIX}array_dims(e))]")
+
 #: Macros and Python functions the rules above call (defined on every colmz connection by
 #: :func:`colmz.sql.connect`, with :data:`colmz.sql.translate.MACROS`).
 TRANSFORM_MACROS = (
@@ -1791,6 +2005,15 @@ TRANSFORM_MACROS = (
     *(f"CREATE OR REPLACE MACRO {macro}(s, n, f) AS CASE WHEN f = '' THEN left(s, greatest(n, 0)) "
       f"ELSE {name}(s, n, f) END" for name, macro in PAD_MACROS.items()),
     *SPLITTING_MACROS,
+    f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING}(a, d) AS CASE WHEN typeof(a) = 'BOOLEAN[]' THEN "
+    "array_to_string([left(CAST(e AS VARCHAR), 1) FOR e IN a], d) WHEN typeof(a) IN ('DOUBLE[]', 'FLOAT[]') THEN "
+    f"array_to_string([{RESERVED_PREFIX}text(e) FOR e IN a], d) WHEN typeof(a) LIKE 'DECIMAL%' THEN "
+    "error('array_to_string() of numeric elements is not supported by colmz (PostgreSQL prints each element''s "
+    "own scale)') ELSE array_to_string(a, d) END",
+    f"CREATE OR REPLACE MACRO {ARRAY_ROWS}(x) AS CASE WHEN list_bool_and([e IS NULL OR len(e) = 0 FOR e IN x]) "
+    "THEN [e FOR e IN x IF false] WHEN list_bool_or([e IS NULL OR len(e) = 0 FOR e IN x]) "
+    f"OR len(list_distinct([{_ARRAY_SHAPE} FOR e IN x])) > 1 THEN error('multidimensional arrays must have array "
+    "expressions with matching dimensions') ELSE x END",
     f"CREATE OR REPLACE MACRO {DATE_TRUNC_UNIT}(u) AS CASE WHEN lower(u) IN "
     f"({', '.join(repr(x) for x in sorted(_ORDINAL_UNITS))}) THEN error('date_trunc(''' || u || "
     f"''', ...) is not supported by colmz ({_ORDINAL_REASON.replace(chr(39), chr(39) * 2)})') ELSE u END",
@@ -2250,6 +2473,7 @@ _TREE_WORDS = frozenset(CALLS) - {"sum"} | {"like", "ilike", "numeric", "decimal
 _MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
 _MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", "[", ":", *_PAIR_OPS})
 _NUMBER_QIDENT = frozenset({"number", "qident"})
+_CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
 if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
     raise AssertionError("_TREE_WORDS must be lower-case ASCII")
 
@@ -2289,6 +2513,34 @@ def apply_transforms(text: str, toks) -> str:
     reals: dict[int, bool] = {}
     starts = [t.start for t in toks]
     found: list[tuple[Expression, Rule, str, bool, str]] = []
+    known_arrays: list[frozenset[tuple[int, int]]] = []
+    outermost: list[dict[int, int]] = []
+
+    def chains() -> dict[int, int]:
+        # each outermost subscript of a chain (a[i][j]) by id, with its number of subscripts
+        if not outermost:
+            inner, ends = set(), {}
+            for d in (d for q in stmts for d in all_queries(q)):
+                for root, _ in _own_roots(d):
+                    for k in root.walk():
+                        if k.type == "ARRAY_EXTRACT" and k.children:
+                            ends[id(k)] = k
+                            if k.children[0].type == "ARRAY_EXTRACT":
+                                inner.add(id(k.children[0]))
+            outermost.append({})
+            for i, k in ends.items():
+                if i not in inner:
+                    depth = 0
+                    while k.type == "ARRAY_EXTRACT" and k.children:
+                        depth, k = depth + 1, k.children[0]
+                    outermost[0][i] = depth
+        return outermost[0]
+
+    def arrays() -> frozenset[tuple[int, int]]:
+        # array_columns of the statement, read when a rule first asks
+        if not known_arrays:
+            known_arrays.append(array_columns(stmts, wrapped))
+        return known_arrays[0]
 
     def rule_of(e: Expression, item: bool) -> tuple[Rule | None, str]:
         # The table's entry for node ``e`` (``item``: a select item; and, for a call, its
@@ -2343,7 +2595,17 @@ def apply_transforms(text: str, toks) -> str:
             return _regexp_not, ""
         if e.type == "ARRAY_CONSTRUCTOR" and _array_shape(e) is None:
             return _ragged_array, ""
+        if e.type == "ARRAY_CONSTRUCTOR" and not all(_is_list(k) for k in e.children) and any(
+                _is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in arrays()) for k in e.children):
+            return _array_rows, ""  # sub-arrays not all written as lists: their shapes known when it runs
+        if e.type in _SUBSCRIPTS and e.children:
+            _check_subscript(e, wrapped)
+        if e.type == "ARRAY_EXTRACT" and id(e) in chains() and e.children[0].type != "ARRAY_SLICE":
+            return _subscript_chain(chains()[id(e)]), ""
         if e.type == "ARRAY_SLICE":
+            if e.children and e.children[0].cls == "COLUMN_REF" \
+                    and (e.children[0].start, e.children[0].end) in arrays():
+                return _column_slice, ""
             return _array_slice, ""
         if e.type == "ARRAY_EXTRACT" and e.children and e.children[0].type == "ARRAY_SLICE":
             return _refuse("a subscript of an array slice (PostgreSQL reads a[lo:hi][i] as one subscript "

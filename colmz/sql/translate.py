@@ -100,6 +100,8 @@ _UNSUPPORTED_WORDS = {
     "MZ_LOGICAL_TIMESTAMP": "mz_logical_timestamp()",
     "SUBSCRIBE": "SUBSCRIBE",
     "MUTUALLY": "WITH MUTUALLY RECURSIVE",
+    "SYMMETRIC": "BETWEEN SYMMETRIC",  # (reserved words in PostgreSQL; DuckDB's parser has neither)
+    "ASYMMETRIC": "BETWEEN ASYMMETRIC",
 }
 
 #: PostgreSQL/Materialize functions colmz cannot run with their meaning in DuckDB (absent
