@@ -48,7 +48,14 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.numeric import NUMERIC_IN, NUMERIC_IN_GUARD, WIDE_DECIMAL_REFUSAL, wide_decimal
+from colmz.sql.numeric import (
+    NUMERIC_IN,
+    NUMERIC_IN_GUARD,
+    WIDE_DECIMAL_REFUSAL,
+    float4_text,
+    float8_text,
+    wide_decimal,
+)
 
 __all__ = [
     "CALLS",
@@ -273,6 +280,11 @@ def jsonb_path(doc: str, path: list, text: bool) -> str | None:
         v = _step(v, key)
         if v is _MISSING:
             return None
+    return _dumped(v, text)
+
+
+def _dumped(v, text: bool) -> str | None:
+    # a value's jsonb text, or with ``text`` as ``->>`` gives it (a string itself, null NULL)
     if text:
         return None if v is None else v if isinstance(v, str) else jsonb_dump(v)
     return jsonb_dump(v)
@@ -455,9 +467,7 @@ def _elements(doc: str, text: bool) -> list:
     v = jsonb_load(doc)
     if not isinstance(v, list):
         raise ValueError(f"cannot extract elements from {'an object' if isinstance(v, dict) else 'a scalar'}")
-    if text:
-        return [None if x is None else x if isinstance(x, str) else jsonb_dump(x) for x in v]
-    return [jsonb_dump(x) for x in v]
+    return [_dumped(x, text) for x in v]
 
 
 def _object(doc: str, what: str) -> dict:
@@ -475,29 +485,20 @@ def _keys(doc: str) -> list:
 
 def _values(doc: str, text: bool) -> list:
     v = _object(doc, "jsonb_each_text" if text else "jsonb_each")
-    out = [v[k] for k in sorted(v, key=_sort_key)]
-    if text:
-        return [None if x is None else x if isinstance(x, str) else jsonb_dump(x) for x in out]
-    return [jsonb_dump(x) for x in out]
+    return [_dumped(v[k], text) for k in sorted(v, key=_sort_key)]
 
 
-def _build_object(pairs: list) -> str:
-    # [[key, jsonb value text], ...]: the last of duplicate keys kept
-    out = {}
-    for i, (k, v) in enumerate(pairs):
-        if k is None:
-            raise ValueError(f"argument {2 * i + 1}: key must not be null")
-        out[k] = jsonb_load(v)
-    return jsonb_dump(out)
-
-
-def _object_agg(pairs: list) -> str:
-    out = {}
-    for k, v in pairs:
-        if k is None:
-            raise ValueError("field name must not be null")
-        out[k] = jsonb_load(v)
-    return jsonb_dump(out)
+def _object_of(null_key):
+    # [[key, jsonb value text], ...] as an object, the last of duplicate keys kept;
+    # ``null_key(i)``: the error of a NULL key at pair i
+    def build(pairs: list) -> str:
+        out = {}
+        for i, (k, v) in enumerate(pairs):
+            if k is None:
+                raise ValueError(null_key(i))
+            out[k] = jsonb_load(v)
+        return jsonb_dump(out)
+    return build
 
 
 def _build_array(values: list) -> str:
@@ -508,18 +509,13 @@ def _quote(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
-def _float8(x: float) -> str:
-    from colmz.sql.numeric import float8_text
-
-    t = float8_text(x)
-    return json.dumps(t) if t in ("NaN", "Infinity", "-Infinity") else jsonb_dump(decimal.Decimal(t))
-
-
-def _float4(x: float) -> str:
-    from colmz.sql.numeric import float4_text
-
-    t = float4_text(x)
-    return json.dumps(t) if t in ("NaN", "Infinity", "-Infinity") else jsonb_dump(decimal.Decimal(t))
+def _float_value(text_of):
+    # a double's (float8_text) or a real's (float4_text) jsonb text: a number as PostgreSQL
+    # prints it, NaN and the infinities as strings
+    def dump(x: float) -> str:
+        t = text_of(x)
+        return json.dumps(t) if t in ("NaN", "Infinity", "-Infinity") else jsonb_dump(decimal.Decimal(t))
+    return dump
 
 
 # ----------------------------------------------------------------------------- text functions
@@ -567,21 +563,23 @@ def regexp_match(s: str, pattern: str, flags: str) -> list | None:
 
 # ----------------------------------------------------------------------------- Arrow functions
 
-def _arrow(fn, out_type: str, nulls: bool = False):
-    # A function of Python values over Arrow columns: a NULL argument makes a NULL result
-    # unless ``nulls`` (then ``fn`` sees it).
+def _arrow(name: str, fn, args: tuple[str, ...], result: str = "VARCHAR", nulls: bool = False) -> tuple:
+    # The entry ``(name, function over Arrow, argument types, result type)`` of ``fn``, a
+    # function of Python values: a NULL argument makes a NULL result unless ``nulls`` (then
+    # ``fn`` sees it).
     def call(cols):
         import pyarrow as pa
 
         typ = {"VARCHAR": pa.string(), "BOOLEAN": pa.bool_(), "BIGINT": pa.int64(),
-               "VARCHAR[]": pa.list_(pa.string()), "BLOB": pa.binary()}[out_type]
+               "VARCHAR[]": pa.list_(pa.string()), "BLOB": pa.binary()}[result]
         rows = zip(*(c.to_pylist() for c in cols))
         return pa.array([None if not nulls and any(a is None for a in r) else fn(*r) for r in rows], typ)
 
     # DuckDB reads the number of arguments off the signature
     n = fn.__code__.co_argcount
-    return {1: lambda a: call((a,)), 2: lambda a, b: call((a, b)), 3: lambda a, b, c: call((a, b, c)),
+    over = {1: lambda a: call((a,)), 2: lambda a, b: call((a, b)), 3: lambda a, b, c: call((a, b, c)),
             4: lambda a, b, c, d: call((a, b, c, d))}[n]
+    return name, over, args, result
 
 
 JSONB_TYPEOF = P + "jsonb_typeof"
@@ -618,36 +616,35 @@ REGEXP_MATCH_ARRAY = P + "regexp_match_array"
 #: (name, function over Arrow, argument types, result type): registered on every colmz
 #: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
 FUNCTIONS = (
-    (JSONB_TYPEOF, _arrow(jsonb_typeof, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_KEY, _arrow(jsonb_key, "BLOB"), ("VARCHAR",), "BLOB"),
-    (JSONB_PLAIN, _arrow(jsonb_plain, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_CONTAINS, _arrow(jsonb_contains, "BOOLEAN"), ("VARCHAR", "VARCHAR"), "BOOLEAN"),
-    (JSONB_EXISTS, _arrow(jsonb_exists, "BOOLEAN"), ("VARCHAR", "VARCHAR[]", "VARCHAR"), "BOOLEAN"),
-    (JSONB_BUILD_OBJECT, _arrow(_build_object, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
-    (JSONB_OBJECT_AGG, _arrow(_object_agg, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
-    (JSONB_BUILD_ARRAY, _arrow(_build_array, "VARCHAR"), ("VARCHAR[]",), "VARCHAR"),
-    (JSONB_STRIP_NULLS, _arrow(lambda d: jsonb_dump(_strip_nulls(jsonb_load(d))), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_PRETTY, _arrow(lambda d: _pretty(jsonb_load(d), 0), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_DELETE, _arrow(_delete, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
-    (JSONB_ARRAY_LENGTH, _arrow(_array_length, "BIGINT"), ("VARCHAR",), "BIGINT"),
-    (JSONB_ELEMENTS, _arrow(_elements, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
-    (JSONB_KEYS, _arrow(_keys, "VARCHAR[]"), ("VARCHAR",), "VARCHAR[]"),
-    (JSONB_VALUES, _arrow(_values, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
-    (JSONB_QUOTE, _arrow(_quote, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_FLOAT8, _arrow(_float8, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
-    (JSONB_FLOAT4, _arrow(_float4, "VARCHAR"), ("FLOAT",), "VARCHAR"),
-    (INITCAP, _arrow(initcap, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_SCALAR, _arrow(jsonb_scalar, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
+    _arrow(JSONB_TYPEOF, jsonb_typeof, ("VARCHAR",)),
+    _arrow(JSONB_KEY, jsonb_key, ("VARCHAR",), "BLOB"),
+    _arrow(JSONB_PLAIN, jsonb_plain, ("VARCHAR",)),
+    _arrow(JSONB_CONTAINS, jsonb_contains, ("VARCHAR", "VARCHAR"), "BOOLEAN"),
+    _arrow(JSONB_EXISTS, jsonb_exists, ("VARCHAR", "VARCHAR[]", "VARCHAR"), "BOOLEAN"),
+    _arrow(JSONB_BUILD_OBJECT, _object_of(lambda i: f"argument {2 * i + 1}: key must not be null"), ("VARCHAR[][]",)),
+    _arrow(JSONB_OBJECT_AGG, _object_of(lambda i: "field name must not be null"), ("VARCHAR[][]",)),
+    _arrow(JSONB_BUILD_ARRAY, _build_array, ("VARCHAR[]",)),
+    _arrow(JSONB_STRIP_NULLS, lambda d: jsonb_dump(_strip_nulls(jsonb_load(d))), ("VARCHAR",)),
+    _arrow(JSONB_PRETTY, lambda d: _pretty(jsonb_load(d), 0), ("VARCHAR",)),
+    _arrow(JSONB_DELETE, _delete, ("VARCHAR", "VARCHAR")),
+    _arrow(JSONB_ARRAY_LENGTH, _array_length, ("VARCHAR",), "BIGINT"),
+    _arrow(JSONB_ELEMENTS, _elements, ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
+    _arrow(JSONB_KEYS, _keys, ("VARCHAR",), "VARCHAR[]"),
+    _arrow(JSONB_VALUES, _values, ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
+    _arrow(JSONB_QUOTE, _quote, ("VARCHAR",)),
+    _arrow(JSONB_FLOAT8, _float_value(float8_text), ("DOUBLE",)),
+    _arrow(JSONB_FLOAT4, _float_value(float4_text), ("FLOAT",)),
+    _arrow(INITCAP, initcap, ("VARCHAR",)),
+    _arrow(JSONB_SCALAR, jsonb_scalar, ("VARCHAR", "VARCHAR")),
 )
 #: Functions that see NULL arguments (registered with DuckDB's special NULL handling).
 NULL_FUNCTIONS = (
-    (JSON_GET, _arrow(json_get, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),
-    (JSON_PATH, _arrow(json_path, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
-    (JSONB_PATH, _arrow(lambda d, p, t: None if d is None or p is None else jsonb_path(d, p, t), "VARCHAR",
-                        nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
-    (REGEXP_MATCH_ARRAY, _arrow(lambda s, p, f: None if s is None or p is None or f is None else
-                                regexp_match(s, p, f), "VARCHAR[]", nulls=True),
-     ("VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR[]"),
+    _arrow(JSON_GET, json_get, ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), nulls=True),
+    _arrow(JSON_PATH, json_path, ("VARCHAR", "VARCHAR[]", "BOOLEAN"), nulls=True),
+    _arrow(JSONB_PATH, lambda d, p, t: None if d is None or p is None else jsonb_path(d, p, t),
+           ("VARCHAR", "VARCHAR[]", "BOOLEAN"), nulls=True),
+    _arrow(REGEXP_MATCH_ARRAY, lambda s, p, f: None if s is None or p is None or f is None else regexp_match(s, p, f),
+           ("VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR[]", nulls=True),
 )
 
 _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
@@ -796,26 +793,12 @@ def _doc(x: str) -> str:
     return f"CAST({x} AS VARCHAR)"
 
 
-def _typeof(c):
-    a = _scalar(c, 1)
-    return None if a is None else f"{JSONB_TYPEOF}({_doc(a[0])})"
-
-
-def _unary_jsonb(fn: str):
+def _unary(template: str):
+    # a call of one plain argument: ``template`` with {} its text as a jsonb document
     def rule(c):
         a = _scalar(c, 1)
-        return None if a is None else _as_jsonb(f"{fn}({_doc(a[0])})")
+        return None if a is None else template.format(_doc(a[0]))
     return rule
-
-
-def _pretty_call(c):
-    a = _scalar(c, 1)
-    return None if a is None else f"{JSONB_PRETTY}({_doc(a[0])})"
-
-
-def _array_length_call(c):
-    a = _scalar(c, 1)
-    return None if a is None else f"CAST({JSONB_ARRAY_LENGTH}({_doc(a[0])}) AS INTEGER)"
 
 
 def _to_jsonb_call(c):
@@ -839,10 +822,6 @@ def _build_array_call(c):
         return None
     items = ", ".join(_element(n, a, c.text) for n, a in zip(c.arguments, c.args))
     return _as_jsonb(f"{JSONB_BUILD_ARRAY}(CAST([{items}] AS VARCHAR[]))")
-
-
-def _strip_nulls_call(c):
-    return _unary_jsonb(JSONB_STRIP_NULLS)(c)
 
 
 def _aggregate_parts(c) -> tuple[str, str] | None:
@@ -915,11 +894,6 @@ def _column_name(c) -> str:
     return "value" if c.name.startswith("jsonb_array_elements") else c.name
 
 
-def _initcap_call(c):
-    a = _scalar(c, 1)
-    return None if a is None else f"{INITCAP}(CAST({a[0]} AS VARCHAR))"
-
-
 def _regexp_match_call(c):
     if not c.plain or len(c.arguments) not in (2, 3):
         return None
@@ -944,14 +918,15 @@ def _extract_path_call(c):
 
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
 CALLS = {
-    "jsonb_typeof": _typeof, "jsonb_build_object": _build_object_call, "jsonb_build_array": _build_array_call,
+    "jsonb_typeof": _unary(JSONB_TYPEOF + "({})"), "jsonb_pretty": _unary(JSONB_PRETTY + "({})"),
+    "jsonb_strip_nulls": _unary(_as_jsonb(JSONB_STRIP_NULLS + "({})")),
+    "jsonb_array_length": _unary(f"CAST({JSONB_ARRAY_LENGTH}({{}}) AS INTEGER)"),
+    "jsonb_build_object": _build_object_call, "jsonb_build_array": _build_array_call,
     "to_jsonb": _to_jsonb_call, "jsonb_agg": _agg_call, "jsonb_object_agg": _object_agg_call,
-    "jsonb_strip_nulls": _strip_nulls_call, "jsonb_pretty": _pretty_call,
-    "jsonb_array_length": _array_length_call,
     "jsonb_array_elements": _set_returning("elements"), "jsonb_array_elements_text": _set_returning("elements_text"),
     "jsonb_object_keys": _set_returning("keys"), "jsonb_each": _set_returning("each"),
     "jsonb_each_text": _set_returning("each"),
-    "initcap": _initcap_call, "regexp_match": _regexp_match_call,
+    "initcap": _unary(INITCAP + "({})"), "regexp_match": _regexp_match_call,
     "row_to_json": _row_to_json, "to_json": _row_to_json, "json_agg": _row_to_json,
     "json_build_object": _row_to_json,
     **dict.fromkeys(("json_extract_path", "json_extract_path_text", "jsonb_extract_path",
@@ -1008,8 +983,7 @@ def _path_op(text_result: bool):
         a, b = c.node.children
         x, y = c.text_of(a), c.text_of(b)
         # of a cast to json (not jsonb): the value as written (json_path), not jsonb
-        json = a.cls == "CAST" and len(a.children) == 2 and a.children[1].start >= 0 \
-            and c.text[a.children[1].start:a.children[1].end].strip().lower() == "json"
+        json = a.cls == "CAST" and len(a.children) == 2 and _type_of(a, c.text) == "json"
         out = f"{JSON_PATH if json else JSONB_PATH}({_doc(x)}, {_path_list(b, y)}, {'true' if text_result else 'false'})"
         return out if text_result or json else _as_jsonb(out)
     return rule

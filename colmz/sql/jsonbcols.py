@@ -224,7 +224,7 @@ def _query(q: Query, typer: Typer, edits: list, found: dict | None = None, disti
         _order_by(q, typer, text, edits)
         _grouping(q, typer, text, edits)
         if distinct and not q.children:
-            _plain_items(q, typer, text, edits)
+            _plain_items(q, typer, edits)
         return
     for e in roots:
         stack = [e]
@@ -297,6 +297,10 @@ def _string(n: Expression) -> str | None:
     return n.literal.text if n.literal is not None and n.literal.kind == "STRING" else None
 
 
+def _null(n: Expression) -> bool:
+    return n.literal is not None and n.literal.kind == "NULL_LITERAL"
+
+
 def _canonical(value: str) -> bool:
     # whether a string literal is the jsonb text of its value (text and jsonb compare alike)
     try:
@@ -318,16 +322,12 @@ def _jsonb_literal(value: str) -> str:
     return "'" + jsonb_dump(_literal_value(value)).replace("'", "''") + "'"
 
 
-def _jsonb_valued(n: Expression, typer: Typer, text: str) -> bool:
-    # whether ``n`` is certainly jsonb (a jsonb column, a value translate made jsonb, a CASE or
-    # coalesce of jsonb values, a scalar subquery of one: colmz.sql.typing_pass)
-    return typer.kind(n) == "jsonb"
-
-
 def _json_kind(n: Expression, scope, text: str) -> str | None:
-    # "jsonb" or "json" when ``n`` is certainly one: a jsonb value (_jsonb_valued), a json
-    # column, or a cast to json (which translate leaves as written); None otherwise
-    if _jsonb_valued(n, scope, text):
+    # "jsonb" or "json" when ``n`` is certainly one: a jsonb value (a jsonb column, a value
+    # translate made jsonb, a CASE or coalesce of jsonb values, a scalar subquery of one:
+    # colmz.sql.typing_pass), a json column, or a cast to json (which translate leaves as
+    # written); None otherwise
+    if scope.kind(n) == "jsonb":
         return "jsonb"
     if _kind(n, scope) == "json" or (n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0
                                      and text[n.children[1].start:n.children[1].end].lower() == "json"):
@@ -409,13 +409,13 @@ def _keyed(n: Expression, edits: list) -> None:
     edits.append((n.end, n.end, " AS VARCHAR))"))
 
 
-def _compare_jsonb(n: Expression, scope, text: str, edits: list) -> bool:
+def _compare_jsonb(n: Expression, scope, edits: list) -> bool:
     # A comparison with a jsonb operand (jsonb_key's module docstring): every operand compared
     # by its jsonb key (a string literal read as jsonb), unless it is an equality with string
     # literals holding no number (their jsonb text then compares as the jsonb does: a value
     # holding a number equals no value without one). True when taken.
     kids = n.children
-    if not any(_jsonb_valued(k, scope, text) for k in kids):
+    if not any(scope.kind(k) == "jsonb" for k in kids):
         return False
     literals = [k for k in kids if _string(k) is not None]
     if any(k.start < 0 for k in kids):
@@ -426,16 +426,14 @@ def _compare_jsonb(n: Expression, scope, text: str, edits: list) -> bool:
                            else f"operator does not exist: jsonb {_ORDERING.get(n.type, '=')} text")
     values = {id(k): _literal_value(_string(k)) for k in literals}
     # text equality is jsonb's when every operand but one is a literal holding no number
-    unknown = [k for k in kids if not (k.literal is not None and k.literal.kind == "NULL_LITERAL")
-               and _string(k) is None and _constant_doc(k) is None]
+    unknown = [k for k in kids if not _null(k) and _string(k) is None and _constant_doc(k) is None]
     constants = [v for v in (*values.values(), *(_constant_doc(k) for k in kids)) if v is not None]
     plain = n.type in _EQUALITY and len(unknown) <= 1 and not any(_has_number(v) for v in constants)
     for k in kids:
         if id(k) in values:
-            doc = jsonb_dump(values[id(k)])
-            new = "'" + doc.replace("'", "''") + "'"
+            new = _jsonb_literal(_string(k))
             edits.append((k.start, k.end, new if plain else f"{JSONB_KEY}({new})"))
-        elif not plain and not (k.literal is not None and k.literal.kind == "NULL_LITERAL"):
+        elif not plain and not _null(k):
             _keyed(k, edits)
     return True
 
@@ -477,7 +475,7 @@ def _order_by(q: Query, scope, text: str, edits: list) -> None:
                 continue
             item = _output_item(e, items)
             if item is not None and item is not e and item.start >= 0:
-                jsonb = _jsonb_valued(item, scope, text)
+                jsonb = scope.kind(item) == "jsonb"
                 if jsonb and e.literal is not None:
                     # by position: the item's expression (as it is written: no rule edits it)
                     if any(item.start <= x[0] and x[1] <= item.end for x in edits):
@@ -486,7 +484,7 @@ def _order_by(q: Query, scope, text: str, edits: list) -> None:
                     edits.append((e.start, e.end, f"{JSONB_KEY}(CAST({text[item.start:item.end]} AS VARCHAR))"))
                     continue
             else:
-                jsonb = _jsonb_valued(e, scope, text)
+                jsonb = scope.kind(e) == "jsonb"
             if jsonb:
                 _keyed(e, edits)
 
@@ -502,10 +500,10 @@ def _plain_value(n: Expression, edits: list, name: str = "") -> None:
         edits += [(n.start, n.start, opening), (n.end, n.end, closing)]
 
 
-def _plain_items(q: Query, scope, text: str, edits: list) -> None:
+def _plain_items(q: Query, scope, edits: list) -> None:
     # the jsonb select items of ``q`` read through jsonb_plain
     for it in q.items:
-        if it.start >= 0 and _jsonb_valued(it, scope, text):
+        if it.start >= 0 and scope.kind(it) == "jsonb":
             _plain_value(it, edits, it.name[-1] if it.cls == "COLUMN_REF" and not it.alias else "")
 
 
@@ -535,9 +533,9 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
         if m.type != "DISTINCT_MODIFIER":
             continue
         if not m.expressions:
-            _plain_items(q, scope, text, edits)
+            _plain_items(q, scope, edits)
         for e in m.expressions:
-            if e.start >= 0 and _jsonb_valued(e, scope, text):
+            if e.start >= 0 and scope.kind(e) == "jsonb":
                 _plain_value(e, edits)
     items = q.items
     roots = (*items, *(x for x in (q.having, q.qualify) if x is not None),
@@ -547,7 +545,7 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
             continue
         item = None if _kind(e, scope) is not None else _output_item(e, items)
         source = item if item is not None and item.start >= 0 else e
-        if not _jsonb_valued(source, scope, text):
+        if scope.kind(source) != "jsonb":
             continue
         if len(q.grouping_sets) > 1:
             raise UnsupportedSQL("ROLLUP, CUBE or GROUPING SETS of a jsonb value is not supported by colmz")
@@ -561,7 +559,7 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
         for n in root.walk():
             if n.cls == "FUNCTION" and n.distinct and n.subquery is None:
                 for k in n.children:
-                    if k.start >= 0 and _jsonb_valued(k, scope, text):
+                    if k.start >= 0 and scope.kind(k) == "jsonb":
                         # count(DISTINCT x) counts jsonb values (by their key); another
                         # aggregate shows them (jsonb_plain refuses where PostgreSQL's choice shows)
                         _keyed(k, edits) if n.name == ("count",) else _plain_value(k, edits)
@@ -569,11 +567,11 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
             # key; its and an aggregate's ORDER BY of jsonb by the key
             orders = (*n.order_by, *(n.over.orders if n.over is not None else ()))
             for k in (n.over.partitions if n.over is not None else ()):
-                if k.start >= 0 and _jsonb_valued(k, scope, text):
+                if k.start >= 0 and scope.kind(k) == "jsonb":
                     _keyed(k, edits)
             for o in orders:
                 k = o.expression
-                if k.start >= 0 and _jsonb_valued(k, scope, text) and (k.start, k.start, f"{JSONB_KEY}(CAST(") \
+                if k.start >= 0 and scope.kind(k) == "jsonb" and (k.start, k.start, f"{JSONB_KEY}(CAST(") \
                         not in edits:
                     _keyed(k, edits)
 
@@ -611,7 +609,7 @@ def _compare_subquery(n: Expression, typer: Typer, text: str, edits: list) -> No
     edits.append((n.end - 1, n.end - 1, f") AS {RESERVED_PREFIX}in(v)"))
 
 
-def _simple_case(n: Expression, typer: Typer, text: str, edits: list, stack: list) -> bool:
+def _simple_case(n: Expression, typer: Typer, edits: list, stack: list) -> bool:
     # ``CASE x WHEN a THEN ... WHEN b ...``, which DuckDB reads as ``x = a``, ``x = b`` over one
     # operand node: of jsonb, every WHEN value compared by its jsonb key and the operand keyed
     # once (the rule of one comparison would key it per WHEN, or compare some as text). True
@@ -621,7 +619,7 @@ def _simple_case(n: Expression, typer: Typer, text: str, edits: list, stack: lis
         return False
     x = whens[0].children[0]
     if x.start < 0 or any((w.children[0].start, w.children[0].end) != (x.start, x.end) for w in whens) \
-            or not any(_jsonb_valued(k, typer, text) for w in whens for k in w.children) \
+            or not any(typer.kind(k) == "jsonb" for w in whens for k in w.children) \
             or any(w.children[1].start < 0 for w in whens):
         return False
     for w in whens:
@@ -630,7 +628,7 @@ def _simple_case(n: Expression, typer: Typer, text: str, edits: list, stack: lis
             raise SQLError("operator does not exist: jsonb = text")
         if _string(v) is not None:
             edits.append((v.start, v.end, f"{JSONB_KEY}({_jsonb_literal(_string(v))})"))
-        elif not (v.literal is not None and v.literal.kind == "NULL_LITERAL"):
+        elif not _null(v):
             _keyed(v, edits)
             stack.append(v)
     _keyed(x, edits)
@@ -656,21 +654,20 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             _compare_subquery(n, scope, text, edits)
             continue  # its own query: _query
         kids = n.children
+        fn = n.name[0] if n.cls == "FUNCTION" and len(n.name) == 1 else ""  # (a call's one-part name)
         if n.type == "ARRAY_EXTRACT" and kids:
             _subscripted(kids[0], scope)
-        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in (JSONB_GET, JSONB_PATH) and kids \
-                and n.start >= 0 and _json_doc(kids[0], scope, text, True):
+        if fn in (JSONB_GET, JSONB_PATH) and kids and n.start >= 0 and _json_doc(kids[0], scope, text, True):
             # -> ->> #> #>> of json (not jsonb): the value as written
-            edits.append((n.start, n.start + len(n.name[0]), JSON_GET if n.name[0] == JSONB_GET else JSON_PATH))
+            edits.append((n.start, n.start + len(fn), JSON_GET if fn == JSONB_GET else JSON_PATH))
         if n.cls == "CAST" and len(kids) == 2 and kids[1].start >= 0 and _json_doc(_float_read(kids[0]), scope, text) \
                 and text[kids[1].start:kids[1].end].upper() not in _JSON_CASTS:
             # PostgreSQL casts json to text and jsonb only (colmz holds json as text)
             raise SQLError(f"cannot cast type json to {text[kids[1].start:kids[1].end].lower()}")
-        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _INT_CASTS and len(kids) == 1 \
-                and _json_doc(kids[0], scope, text):
-            raise SQLError(f"cannot cast type json to {_INT_CASTS[n.name[0]]}")
+        if fn in _INT_CASTS and len(kids) == 1 and _json_doc(kids[0], scope, text):
+            raise SQLError(f"cannot cast type json to {_INT_CASTS[fn]}")
         target = _scalar_target(n, text)
-        if target is not None and kids[0].start >= 0 and _jsonb_valued(_float_read(kids[0]), scope, text):
+        if target is not None and kids[0].start >= 0 and scope.kind(_float_read(kids[0])) == "jsonb":
             # jsonb to a number or boolean: PostgreSQL's error for another kind of value
             # (DuckDB reads JSON null as NULL, a JSON string's digits as a number)
             value = _float_read(kids[0])
@@ -680,9 +677,9 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             op = "<>" if n.type == "COMPARE_NOTEQUAL" else _ORDERING.get(n.type, "=")
             raise SQLError(f"operator does not exist: json {op} "
                            + ("unknown" if any(_string(k) is not None for k in kids) else "json"))
-        if n.cls == "CASE" and _simple_case(n, scope, text, edits, stack):
+        if n.cls == "CASE" and _simple_case(n, scope, edits, stack):
             continue
-        if n.type in _COMPARING and len(kids) >= 2 and _compare_jsonb(n, scope, text, edits):
+        if n.type in _COMPARING and len(kids) >= 2 and _compare_jsonb(n, scope, edits):
             stack.extend(k for k in kids if _string(k) is None)
             continue
         if n.type in _EQUALITY and len(kids) >= 2:
@@ -705,14 +702,13 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             if any(_kind(k, scope) == "jsonb" for k in kids) and any(_string(k) is not None for k in kids):
                 raise UnsupportedSQL(f"the comparison {_ORDERING[n.type]} of a jsonb column and a string "
                                      "literal is not supported by colmz (jsonb's order is not its text's)")
-        elif n.cls == "FUNCTION" and n.name == ("-",) and len(kids) == 2 and n.start >= 0 \
-                and _string(kids[1]) is not None and _kind(kids[0], scope) == "jsonb":
+        elif fn == "-" and len(kids) == 2 and n.start >= 0 and _string(kids[1]) is not None \
+                and _kind(kids[0], scope) == "jsonb":
             # jsonb - text: the key (or string elements) deleted
             a, b = (text[k.start:k.end] for k in kids)
             edits.append((n.start, n.end, f"{JSONB_DELETE}(CAST({a} AS VARCHAR), {b})"))
             continue
-        elif n.cls == "FUNCTION" and n.name == (TO_JSONB,) and len(kids) == 1 and n.start >= 0 \
-                and _kind(kids[0], scope) in ("jsonb", "json", "text"):
+        elif fn == TO_JSONB and len(kids) == 1 and n.start >= 0 and _kind(kids[0], scope) in ("jsonb", "json", "text"):
             # a column turned into jsonb (to_jsonb, jsonb_build_*, jsonb_agg): a jsonb one is
             # itself, a json one read as jsonb, a text one a JSON string
             a = f"CAST({text[kids[0].start:kids[0].end]} AS VARCHAR)"
@@ -720,7 +716,7 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             edits.append((n.start, n.end, a if kind == "jsonb" else f"{JSONB_IN}({a})" if kind == "json"
                           else f"{JSONB_QUOTE}({a})"))
             continue
-        elif n.cls == "FUNCTION" and n.name == (CONCAT_BY_KIND,) and len(kids) == 2 and n.start >= 0:
+        elif fn == CONCAT_BY_KIND and len(kids) == 2 and n.start >= 0:
             # || of a column and a JSON literal (translate wrote it both ways): by its kind
             col = next((m for m in kids[1].walk() if m.cls == "COLUMN_REF"), None)
             kind = None if col is None else _kind(col, scope)
@@ -728,23 +724,20 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
                 chosen = kids[0] if kind == "text" else kids[1]
                 edits.append((n.start, n.end, text[chosen.start:chosen.end]))
                 continue
-        elif n.cls == "FUNCTION" and n.name == ("||",) and len(kids) == 2 and n.start >= 0:
+        elif fn == "||" and len(kids) == 2 and n.start >= 0:
             if all(k.cls == "FUNCTION" and k.name == (ANY_TEXT,) and _column(k, scope) == "jsonb" for k in kids):
                 a, b = (text[k.children[0].start:k.children[0].end] for k in kids)
                 edits.append((n.start, n.end, f"{JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR))"))
                 continue
-        elif n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0].lower() in _TEXT_ONLY and len(kids) == 1 \
-                and _json_kind(kids[0], scope, text) is not None:
+        elif fn.lower() in _TEXT_ONLY and len(kids) == 1 and _json_kind(kids[0], scope, text) is not None:
             # PostgreSQL casts neither to text implicitly (colmz holds both as text)
-            raise SQLError(f"function {_TEXT_ONLY[n.name[0].lower()]}({_json_kind(kids[0], scope, text)}) "
-                           "does not exist")
-        elif n.cls == "FUNCTION" and n.name == ("+",) and len(kids) == 2 and n.start >= 0 \
-                and text[kids[1].start:kids[1].end] == NUMERIC_CAST and _kind(kids[0], scope) == "text":
+            raise SQLError(f"function {_TEXT_ONLY[fn.lower()]}({_json_kind(kids[0], scope, text)}) does not exist")
+        elif fn == "+" and len(kids) == 2 and n.start >= 0 and text[kids[1].start:kids[1].end] == NUMERIC_CAST \
+                and _kind(kids[0], scope) == "text":
             # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in reads it
             edits.append((n.start, n.end, f"{NUMERIC_IN}(CAST({text[kids[0].start:kids[0].end]} AS VARCHAR))"))
             continue
-        elif (n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _OPERATOR_CALLS and kids
-              and _column(kids[0], scope) == "text"):
+        elif fn in _OPERATOR_CALLS and kids and _column(kids[0], scope) == "text":
             raise SQLError(f"operator does not exist: {_operator(n, kids)}")
         stack.extend(kids)
 
