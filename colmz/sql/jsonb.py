@@ -930,52 +930,22 @@ CALLS = {
     "row_to_json": _row_to_json, "to_json": _row_to_json, "json_agg": _row_to_json,
     "json_build_object": _row_to_json,
     **dict.fromkeys(("json_extract_path", "json_extract_path_text", "jsonb_extract_path",
-                     "jsonb_extract_path_text"), lambda c: _extract_path_call(c)),
+                     "jsonb_extract_path_text"), _extract_path_call),
 }
 
 
 def _path_list(node, rendered: str) -> str:
-    # A text[] operand: PostgreSQL's array text in a string literal read here; an ARRAY[...]
-    # (a DuckDB list) as it is.
+    # A text[] operand: PostgreSQL's array text in a string literal read here (as array_in
+    # reads it: colmz.sql.transforms.pg_array_text); an ARRAY[...] (a DuckDB list) as it is.
     if node.literal is not None and node.literal.kind == "STRING":
-        items = _array_text(node.literal.text)
+        from colmz.sql.transforms import pg_array_text  # (transforms imports this module)
+
+        items = pg_array_text(node.literal.text)
+        if any(isinstance(x, list) for x in items):
+            raise UnsupportedSQL("a multi-dimensional text[] path is not supported by colmz")
         return "CAST([" + ", ".join("NULL" if x is None else "'" + x.replace("'", "''") + "'" for x in items) \
             + "] AS VARCHAR[])"
     return f"CAST({rendered} AS VARCHAR[])"
-
-
-def _array_text(s: str) -> list:
-    # PostgreSQL's text of a one-dimensional text[]: {a,"b c",NULL}
-    s = s.strip()
-    if not (s.startswith("{") and s.endswith("}")):
-        raise SQLError(f'malformed array literal: "{s}"')
-    body, out, i = s[1:-1], [], 0
-    if not body.strip():
-        return []
-    while i <= len(body):
-        while i < len(body) and body[i].isspace():
-            i += 1
-        if i < len(body) and body[i] == '"':
-            j, item = i + 1, []
-            while j < len(body) and body[j] != '"':
-                if body[j] == "\\":
-                    j += 1
-                item.append(body[j])
-                j += 1
-            out.append("".join(item))
-            i = j + 1
-            while i < len(body) and body[i] != ",":
-                i += 1
-        else:
-            j = body.find(",", i)
-            j = len(body) if j < 0 else j
-            item = body[i:j].strip()
-            if "{" in item or "}" in item:
-                raise UnsupportedSQL("a multi-dimensional text[] path is not supported by colmz")
-            out.append(None if item.upper() == "NULL" else item)
-            i = j
-        i += 1
-    return out
 
 
 def _path_op(text_result: bool):

@@ -93,11 +93,19 @@ from colmz.sql.transforms import (
     JSONB_GET,
     JSONB_IN,
     NUMERIC_CAST,
+    TYPE_SPELLINGS,
     table_refs,
 )
 from colmz.sql.translate import ANY_TEXT, INT_MACROS
 from colmz.sql.tree import Expression, Query, parse_tree
-from colmz.sql.typing_pass import Resolver, Typer, branch_items, common_kind, first_branch
+from colmz.sql.typing_pass import (
+    Resolver,
+    Typer,
+    branch_items,
+    common_kind,
+    first_branch,
+    output_name,
+)
 
 __all__ = ["column_ref_kinds", "jsonb_column_rules"]
 
@@ -272,8 +280,8 @@ def _set_outputs(q: Query, typer: Typer) -> dict:
     branches = branch_items(q) or []
     if len({len(b) for b in branches}) != 1:
         return {}
-    return {(e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")).lower():
-            common_kind({typer.kind(b[i]) for b in branches}) for i, e in enumerate(branches[0])}
+    return {output_name(e).lower(): common_kind({typer.kind(b[i]) for b in branches})
+            for i, e in enumerate(branches[0])}
 
 
 def _kind(n: Expression, typer: Typer) -> str | None:
@@ -360,13 +368,12 @@ def _scalar_target(n: Expression, text: str) -> str | None:
         return _INT_CASTS[n.name[0]]
     if n.cls == "CAST" and len(kids) == 2 and kids[1].start >= 0:
         typ = " ".join(text[kids[1].start:kids[1].end].lower().split())
-        return _SCALAR_TYPES.get(typ, "double precision" if typ in ("float8", "double", "double precision")
-                                 else "real" if typ in ("float4", "real") else None)
+        return _SCALAR_TYPES.get(typ)
     return None
 
 
-_SCALAR_TYPES = {"bool": "boolean", "boolean": "boolean", "smallint": "smallint", "int2": "smallint",
-                 "integer": "integer", "int": "integer", "int4": "integer", "bigint": "bigint", "int8": "bigint"}
+#: The number and boolean types by their spellings (:data:`colmz.sql.transforms.TYPE_SPELLINGS`).
+_SCALAR_TYPES = {w: t for w, t in TYPE_SPELLINGS.items() if t not in ("text", "numeric")}
 
 
 def _float_read(n: Expression) -> Expression:
@@ -445,8 +452,7 @@ def _output_item(n: Expression, items) -> Expression | None:
         return items[i - 1] if 0 < i <= len(items) else None
     if n.cls == "COLUMN_REF" and len(n.name) == 1:
         name = n.name[0].lower()
-        named = [x for x in items if (x.alias or (x.name[-1] if x.cls == "COLUMN_REF" and x.name else "")).lower()
-                 == name]
+        named = [x for x in items if output_name(x).lower() == name]
         return named[0] if len(named) == 1 else None
     return None
 
