@@ -211,7 +211,13 @@ def jsonb_plain(doc: str) -> str:
     return doc
 
 
-def _kind(v) -> str:
+def jsonb_typeof(doc: str) -> str:
+    """PostgreSQL's ``jsonb_typeof``.
+
+    >>> [jsonb_typeof(x) for x in ('{}', '[1]', '"a"', '1.0', 'true', 'null')]
+    ['object', 'array', 'string', 'number', 'boolean', 'null']
+    """
+    v = jsonb_load(doc)
     if isinstance(v, dict):
         return "object"
     if isinstance(v, list):
@@ -221,15 +227,6 @@ def _kind(v) -> str:
     if v is None:
         return "null"
     return "boolean" if isinstance(v, bool) else "number"
-
-
-def jsonb_typeof(doc: str) -> str:
-    """PostgreSQL's ``jsonb_typeof``.
-
-    >>> [jsonb_typeof(x) for x in ('{}', '[1]', '"a"', '1.0', 'true', 'null')]
-    ['object', 'array', 'string', 'number', 'boolean', 'null']
-    """
-    return _kind(jsonb_load(doc))
 
 
 def jsonb_scalar(doc: str, target: str) -> str:
@@ -501,14 +498,6 @@ def _object_of(null_key):
     return build
 
 
-def _build_array(values: list) -> str:
-    return "[" + ", ".join(jsonb_dump(jsonb_load(v)) for v in values) + "]"
-
-
-def _quote(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
-
-
 def _float_value(text_of):
     # a double's (float8_text) or a real's (float4_text) jsonb text: a number as PostgreSQL
     # prints it, NaN and the infinities as strings
@@ -623,7 +612,7 @@ FUNCTIONS = (
     _arrow(JSONB_EXISTS, jsonb_exists, ("VARCHAR", "VARCHAR[]", "VARCHAR"), "BOOLEAN"),
     _arrow(JSONB_BUILD_OBJECT, _object_of(lambda i: f"argument {2 * i + 1}: key must not be null"), ("VARCHAR[][]",)),
     _arrow(JSONB_OBJECT_AGG, _object_of(lambda i: "field name must not be null"), ("VARCHAR[][]",)),
-    _arrow(JSONB_BUILD_ARRAY, _build_array, ("VARCHAR[]",)),
+    _arrow(JSONB_BUILD_ARRAY, lambda values: jsonb_dump([jsonb_load(v) for v in values]), ("VARCHAR[]",)),
     _arrow(JSONB_STRIP_NULLS, lambda d: jsonb_dump(_strip_nulls(jsonb_load(d))), ("VARCHAR",)),
     _arrow(JSONB_PRETTY, lambda d: _pretty(jsonb_load(d), 0), ("VARCHAR",)),
     _arrow(JSONB_DELETE, _delete, ("VARCHAR", "VARCHAR")),
@@ -631,7 +620,7 @@ FUNCTIONS = (
     _arrow(JSONB_ELEMENTS, _elements, ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
     _arrow(JSONB_KEYS, _keys, ("VARCHAR",), "VARCHAR[]"),
     _arrow(JSONB_VALUES, _values, ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
-    _arrow(JSONB_QUOTE, _quote, ("VARCHAR",)),
+    _arrow(JSONB_QUOTE, jsonb_dump, ("VARCHAR",)),  # (a string's JSON text)
     _arrow(JSONB_FLOAT8, _float_value(float8_text), ("DOUBLE",)),
     _arrow(JSONB_FLOAT4, _float_value(float4_text), ("FLOAT",)),
     _arrow(INITCAP, initcap, ("VARCHAR",)),
@@ -848,7 +837,7 @@ def _object_agg_call(c):
     head, tail = _aggregate_parts(c)
     k, v = c.args
     pair = f"[CAST({k} AS VARCHAR), {_element(c.arguments[1], v, c.text)}]"
-    return _as_jsonb(f"{JSONB_OBJECT_AGG}(list({head}{pair}{c.span_text(c.arguments[1].end, c.node.end)})")
+    return _as_jsonb(f"{JSONB_OBJECT_AGG}(list({head}{pair}{tail})")
 
 
 def _set_returning(kind: str):

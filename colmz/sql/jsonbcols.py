@@ -330,17 +330,13 @@ def _jsonb_literal(value: str) -> str:
     return "'" + jsonb_dump(_literal_value(value)).replace("'", "''") + "'"
 
 
-def _json_kind(n: Expression, scope, text: str) -> str | None:
+def _json_kind(n: Expression, scope) -> str | None:
     # "jsonb" or "json" when ``n`` is certainly one: a jsonb value (a jsonb column, a value
     # translate made jsonb, a CASE or coalesce of jsonb values, a scalar subquery of one:
     # colmz.sql.typing_pass), a json column, or a cast to json (which translate leaves as
     # written); None otherwise
-    if scope.kind(n) == "jsonb":
-        return "jsonb"
-    if _kind(n, scope) == "json" or (n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0
-                                     and text[n.children[1].start:n.children[1].end].lower() == "json"):
-        return "json"
-    return None
+    kind = scope.kind(n)
+    return kind if kind == "jsonb" or (kind == "json" and n.cls in ("COLUMN_REF", "CAST")) else None
 
 
 def _json_doc(n: Expression, scope, text: str, argument: bool = False) -> bool:
@@ -351,7 +347,7 @@ def _json_doc(n: Expression, scope, text: str, argument: bool = False) -> bool:
     while n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0 \
             and text[n.children[1].start:n.children[1].end] in (("VARCHAR", "JSON") if argument else ("JSON",)):
         n = n.children[0]
-    if _json_kind(n, scope, text) == "json":
+    if _json_kind(n, scope) == "json":
         return True
     kids = n.children
     if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _JSON_READS and kids \
@@ -735,9 +731,9 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
                 a, b = (text[k.children[0].start:k.children[0].end] for k in kids)
                 edits.append((n.start, n.end, f"{JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR))"))
                 continue
-        elif fn.lower() in _TEXT_ONLY and len(kids) == 1 and _json_kind(kids[0], scope, text) is not None:
+        elif fn.lower() in _TEXT_ONLY and len(kids) == 1 and _json_kind(kids[0], scope) is not None:
             # PostgreSQL casts neither to text implicitly (colmz holds both as text)
-            raise SQLError(f"function {_TEXT_ONLY[fn.lower()]}({_json_kind(kids[0], scope, text)}) does not exist")
+            raise SQLError(f"function {_TEXT_ONLY[fn.lower()]}({_json_kind(kids[0], scope)}) does not exist")
         elif fn == "+" and len(kids) == 2 and n.start >= 0 and text[kids[1].start:kids[1].end] == NUMERIC_CAST \
                 and _kind(kids[0], scope) == "text":
             # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in reads it
