@@ -692,18 +692,6 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
                                      "cannot type it through its view's query) with a string literal is not "
                                      "supported by colmz (as text and as jsonb the answers differ): cast the "
                                      "column, x::jsonb or x::text")
-            if any(_kind(k, scope) == "json" for k in sides) and any(_string(k) is not None for k in kids):
-                op = "<>" if n.type == "COMPARE_NOTEQUAL" else "="
-                raise SQLError(f"operator does not exist: json {op} unknown")
-            if any(_kind(k, scope) == "jsonb" for k in sides):
-                for k in kids:
-                    if _string(k) is not None and k.start >= 0:
-                        edits.append((k.start, k.end, _jsonb_literal(_string(k))))
-                continue
-        elif n.type in _ORDERING and len(kids) == 2:
-            if any(_kind(k, scope) == "jsonb" for k in kids) and any(_string(k) is not None for k in kids):
-                raise UnsupportedSQL(f"the comparison {_ORDERING[n.type]} of a jsonb column and a string "
-                                     "literal is not supported by colmz (jsonb's order is not its text's)")
         elif fn == "-" and len(kids) == 2 and n.start >= 0 and _string(kids[1]) is not None \
                 and _kind(kids[0], scope) == "jsonb":
             # jsonb - text: the key (or string elements) deleted
