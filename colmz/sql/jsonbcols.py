@@ -67,7 +67,7 @@ from __future__ import annotations
 import functools
 import re
 
-from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import (
     JSON_GET,
@@ -187,14 +187,8 @@ def _rewrite(text: str, relations: Relations) -> str:
     edits: list[tuple[int, int, str]] = []
     for q in queries:
         _query(q, typer, edits)
-    out, last = [], 0
-    for start, end, new in sorted(edits, key=lambda x: x[:2]):  # (insertions at one place in order)
-        if start < last:
-            continue  # inside an edited span (never: edits are of disjoint nodes)
-        out += [text[last:start], new]
-        last = end
-    out.append(text[last:])
-    return "".join(out)
+    # (edits are of disjoint nodes; insertions at one place kept in the order made)
+    return splice(text, sorted(edits, key=lambda x: x[:2]))
 
 
 def _typer(text: str, queries, relations: Relations) -> Typer:
