@@ -458,15 +458,13 @@ def _order_by(q: Query, scope, text: str, edits: list) -> None:
             if e.start < 0:
                 continue
             if q.children:  # a set operation's column, by name or position
-                kinds = list((outputs or {}).values())
+                kinds = list(outputs.values())
                 if e.literal is not None and e.literal.kind == "INTEGER":
                     k = int(e.literal.text)
                     if 0 < k <= len(kinds) and kinds[k - 1] == "jsonb":
                         raise UnsupportedSQL("ORDER BY the position of a jsonb column is not supported by colmz "
                                              "here: order by its name")
-                    continue
-                jsonb = e.cls == "COLUMN_REF" and len(e.name) == 1 and (outputs or {}).get(e.name[0].lower()) == "jsonb"
-                if jsonb:
+                elif e.cls == "COLUMN_REF" and len(e.name) == 1 and outputs.get(e.name[0].lower()) == "jsonb":
                     _keyed(e, edits)
                 continue
             item = _output_item(e, items)
