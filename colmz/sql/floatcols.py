@@ -111,8 +111,6 @@ FLOAT_COLUMN_MACROS = (
 
 _COMPARE = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_LESSTHAN", "COMPARE_GREATERTHAN",
                       "COMPARE_LESSTHANOREQUALTO", "COMPARE_GREATERTHANOREQUALTO"})
-_EXACT_TYPES = re.compile(r"(int[248]?|integer|bigint|smallint|tinyint|hugeint|numeric|decimal)"
-                          r"(\s*\(\s*\d+\s*(,\s*\d+\s*)?\))?")
 #: A text that may hold float arithmetic without a float column (``'NaN'::float8 / 0``, a
 #: grouped ``1e300::float8 * 10``, a VALUES list of reals).
 _FLOAT_WORD = re.compile(r"\b(float[48]?|real|double)\b", re.IGNORECASE)

@@ -48,7 +48,14 @@ import re
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.numeric import NUMERIC_IN, NUMERIC_IN_GUARD, WIDE_DECIMAL_REFUSAL, wide_decimal
+from colmz.sql.numeric import (
+    NUMERIC_IN,
+    NUMERIC_IN_GUARD,
+    WIDE_DECIMAL_REFUSAL,
+    float4_text,
+    float8_text,
+    wide_decimal,
+)
 
 __all__ = [
     "CALLS",
@@ -57,7 +64,7 @@ __all__ = [
     "NULL_FUNCTIONS",
     "OPERATORS",
     "SPELLED",
-    "arrow_function",
+    "arrow_entry",
     "initcap",
     "jsonb_contains",
     "jsonb_dump",
@@ -205,7 +212,13 @@ def jsonb_plain(doc: str) -> str:
     return doc
 
 
-def _kind(v) -> str:
+def jsonb_typeof(doc: str) -> str:
+    """PostgreSQL's ``jsonb_typeof``.
+
+    >>> [jsonb_typeof(x) for x in ('{}', '[1]', '"a"', '1.0', 'true', 'null')]
+    ['object', 'array', 'string', 'number', 'boolean', 'null']
+    """
+    v = jsonb_load(doc)
     if isinstance(v, dict):
         return "object"
     if isinstance(v, list):
@@ -215,15 +228,6 @@ def _kind(v) -> str:
     if v is None:
         return "null"
     return "boolean" if isinstance(v, bool) else "number"
-
-
-def jsonb_typeof(doc: str) -> str:
-    """PostgreSQL's ``jsonb_typeof``.
-
-    >>> [jsonb_typeof(x) for x in ('{}', '[1]', '"a"', '1.0', 'true', 'null')]
-    ['object', 'array', 'string', 'number', 'boolean', 'null']
-    """
-    return _kind(jsonb_load(doc))
 
 
 def jsonb_scalar(doc: str, target: str) -> str:
@@ -274,6 +278,11 @@ def jsonb_path(doc: str, path: list, text: bool) -> str | None:
         v = _step(v, key)
         if v is _MISSING:
             return None
+    return _dumped(v, text)
+
+
+def _dumped(v, text: bool) -> str | None:
+    # a value's jsonb text, or with ``text`` as ``->>`` gives it (a string itself, null NULL)
     if text:
         return None if v is None else v if isinstance(v, str) else jsonb_dump(v)
     return jsonb_dump(v)
@@ -456,9 +465,7 @@ def _elements(doc: str, text: bool) -> list:
     v = jsonb_load(doc)
     if not isinstance(v, list):
         raise ValueError(f"cannot extract elements from {'an object' if isinstance(v, dict) else 'a scalar'}")
-    if text:
-        return [None if x is None else x if isinstance(x, str) else jsonb_dump(x) for x in v]
-    return [jsonb_dump(x) for x in v]
+    return [_dumped(x, text) for x in v]
 
 
 def _object(doc: str, what: str) -> dict:
@@ -476,51 +483,29 @@ def _keys(doc: str) -> list:
 
 def _values(doc: str, text: bool) -> list:
     v = _object(doc, "jsonb_each_text" if text else "jsonb_each")
-    out = [v[k] for k in sorted(v, key=_sort_key)]
-    if text:
-        return [None if x is None else x if isinstance(x, str) else jsonb_dump(x) for x in out]
-    return [jsonb_dump(x) for x in out]
+    return [_dumped(v[k], text) for k in sorted(v, key=_sort_key)]
 
 
-def _build_object(pairs: list) -> str:
-    # [[key, jsonb value text], ...]: the last of duplicate keys kept
-    out = {}
-    for i, (k, v) in enumerate(pairs):
-        if k is None:
-            raise ValueError(f"argument {2 * i + 1}: key must not be null")
-        out[k] = jsonb_load(v)
-    return jsonb_dump(out)
+def _object_of(null_key):
+    # [[key, jsonb value text], ...] as an object, the last of duplicate keys kept;
+    # ``null_key(i)``: the error of a NULL key at pair i
+    def build(pairs: list) -> str:
+        out = {}
+        for i, (k, v) in enumerate(pairs):
+            if k is None:
+                raise ValueError(null_key(i))
+            out[k] = jsonb_load(v)
+        return jsonb_dump(out)
+    return build
 
 
-def _object_agg(pairs: list) -> str:
-    out = {}
-    for k, v in pairs:
-        if k is None:
-            raise ValueError("field name must not be null")
-        out[k] = jsonb_load(v)
-    return jsonb_dump(out)
-
-
-def _build_array(values: list) -> str:
-    return "[" + ", ".join(jsonb_dump(jsonb_load(v)) for v in values) + "]"
-
-
-def _quote(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
-
-
-def _float8(x: float) -> str:
-    from colmz.sql.numeric import float8_text
-
-    t = float8_text(x)
-    return json.dumps(t) if t in ("NaN", "Infinity", "-Infinity") else jsonb_dump(decimal.Decimal(t))
-
-
-def _float4(x: float) -> str:
-    from colmz.sql.numeric import float4_text
-
-    t = float4_text(x)
-    return json.dumps(t) if t in ("NaN", "Infinity", "-Infinity") else jsonb_dump(decimal.Decimal(t))
+def _float_value(text_of):
+    # a double's (float8_text) or a real's (float4_text) jsonb text: a number as PostgreSQL
+    # prints it, NaN and the infinities as strings
+    def dump(x: float) -> str:
+        t = text_of(x)
+        return json.dumps(t) if t in ("NaN", "Infinity", "-Infinity") else jsonb_dump(decimal.Decimal(t))
+    return dump
 
 
 # ----------------------------------------------------------------------------- text functions
@@ -568,22 +553,23 @@ def regexp_match(s: str, pattern: str, flags: str) -> list | None:
 
 # ----------------------------------------------------------------------------- Arrow functions
 
-def arrow_function(fn, out_type: str, nulls: bool = False):
-    """``fn``, a function of Python values, as a function over Arrow columns giving
-    ``out_type`` (a DuckDB type name) for DuckDB to call: a NULL argument makes a NULL result
-    unless ``nulls`` (then ``fn`` sees it)."""
+def arrow_entry(name: str, fn, args: tuple[str, ...], result: str = "VARCHAR", nulls: bool = False) -> tuple:
+    """The DuckDB function entry ``(name, function over Arrow, argument types, result type)``
+    of ``fn``, a function of Python values: a NULL argument makes a NULL result unless
+    ``nulls`` (then ``fn`` sees it). Every Python function colmz registers is one."""
     def call(cols):
         import pyarrow as pa
 
         typ = {"VARCHAR": pa.string(), "BOOLEAN": pa.bool_(), "BIGINT": pa.int64(),
-               "VARCHAR[]": pa.list_(pa.string()), "BLOB": pa.binary()}[out_type]
+               "VARCHAR[]": pa.list_(pa.string()), "BLOB": pa.binary()}[result]
         rows = zip(*(c.to_pylist() for c in cols))
         return pa.array([None if not nulls and any(a is None for a in r) else fn(*r) for r in rows], typ)
 
     # DuckDB reads the number of arguments off the signature
     n = fn.__code__.co_argcount
-    return {1: lambda a: call((a,)), 2: lambda a, b: call((a, b)), 3: lambda a, b, c: call((a, b, c)),
+    over = {1: lambda a: call((a,)), 2: lambda a, b: call((a, b)), 3: lambda a, b, c: call((a, b, c)),
             4: lambda a, b, c, d: call((a, b, c, d))}[n]
+    return name, over, args, result
 
 
 JSONB_TYPEOF = P + "jsonb_typeof"
@@ -620,36 +606,35 @@ REGEXP_MATCH_ARRAY = P + "regexp_match_array"
 #: (name, function over Arrow, argument types, result type): registered on every colmz
 #: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
 FUNCTIONS = (
-    (JSONB_TYPEOF, arrow_function(jsonb_typeof, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_KEY, arrow_function(jsonb_key, "BLOB"), ("VARCHAR",), "BLOB"),
-    (JSONB_PLAIN, arrow_function(jsonb_plain, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_CONTAINS, arrow_function(jsonb_contains, "BOOLEAN"), ("VARCHAR", "VARCHAR"), "BOOLEAN"),
-    (JSONB_EXISTS, arrow_function(jsonb_exists, "BOOLEAN"), ("VARCHAR", "VARCHAR[]", "VARCHAR"), "BOOLEAN"),
-    (JSONB_BUILD_OBJECT, arrow_function(_build_object, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
-    (JSONB_OBJECT_AGG, arrow_function(_object_agg, "VARCHAR"), ("VARCHAR[][]",), "VARCHAR"),
-    (JSONB_BUILD_ARRAY, arrow_function(_build_array, "VARCHAR"), ("VARCHAR[]",), "VARCHAR"),
-    (JSONB_STRIP_NULLS, arrow_function(lambda d: jsonb_dump(_strip_nulls(jsonb_load(d))), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_PRETTY, arrow_function(lambda d: _pretty(jsonb_load(d), 0), "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_DELETE, arrow_function(_delete, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
-    (JSONB_ARRAY_LENGTH, arrow_function(_array_length, "BIGINT"), ("VARCHAR",), "BIGINT"),
-    (JSONB_ELEMENTS, arrow_function(_elements, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
-    (JSONB_KEYS, arrow_function(_keys, "VARCHAR[]"), ("VARCHAR",), "VARCHAR[]"),
-    (JSONB_VALUES, arrow_function(_values, "VARCHAR[]"), ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
-    (JSONB_QUOTE, arrow_function(_quote, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_FLOAT8, arrow_function(_float8, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
-    (JSONB_FLOAT4, arrow_function(_float4, "VARCHAR"), ("FLOAT",), "VARCHAR"),
-    (INITCAP, arrow_function(initcap, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
-    (JSONB_SCALAR, arrow_function(jsonb_scalar, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
+    arrow_entry(JSONB_TYPEOF, jsonb_typeof, ("VARCHAR",)),
+    arrow_entry(JSONB_KEY, jsonb_key, ("VARCHAR",), "BLOB"),
+    arrow_entry(JSONB_PLAIN, jsonb_plain, ("VARCHAR",)),
+    arrow_entry(JSONB_CONTAINS, jsonb_contains, ("VARCHAR", "VARCHAR"), "BOOLEAN"),
+    arrow_entry(JSONB_EXISTS, jsonb_exists, ("VARCHAR", "VARCHAR[]", "VARCHAR"), "BOOLEAN"),
+    arrow_entry(JSONB_BUILD_OBJECT, _object_of(lambda i: f"argument {2 * i + 1}: key must not be null"), ("VARCHAR[][]",)),
+    arrow_entry(JSONB_OBJECT_AGG, _object_of(lambda i: "field name must not be null"), ("VARCHAR[][]",)),
+    arrow_entry(JSONB_BUILD_ARRAY, lambda values: jsonb_dump([jsonb_load(v) for v in values]), ("VARCHAR[]",)),
+    arrow_entry(JSONB_STRIP_NULLS, lambda d: jsonb_dump(_strip_nulls(jsonb_load(d))), ("VARCHAR",)),
+    arrow_entry(JSONB_PRETTY, lambda d: _pretty(jsonb_load(d), 0), ("VARCHAR",)),
+    arrow_entry(JSONB_DELETE, _delete, ("VARCHAR", "VARCHAR")),
+    arrow_entry(JSONB_ARRAY_LENGTH, _array_length, ("VARCHAR",), "BIGINT"),
+    arrow_entry(JSONB_ELEMENTS, _elements, ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
+    arrow_entry(JSONB_KEYS, _keys, ("VARCHAR",), "VARCHAR[]"),
+    arrow_entry(JSONB_VALUES, _values, ("VARCHAR", "BOOLEAN"), "VARCHAR[]"),
+    arrow_entry(JSONB_QUOTE, jsonb_dump, ("VARCHAR",)),  # (a string's JSON text)
+    arrow_entry(JSONB_FLOAT8, _float_value(float8_text), ("DOUBLE",)),
+    arrow_entry(JSONB_FLOAT4, _float_value(float4_text), ("FLOAT",)),
+    arrow_entry(INITCAP, initcap, ("VARCHAR",)),
+    arrow_entry(JSONB_SCALAR, jsonb_scalar, ("VARCHAR", "VARCHAR")),
 )
 #: Functions that see NULL arguments (registered with DuckDB's special NULL handling).
 NULL_FUNCTIONS = (
-    (JSON_GET, arrow_function(json_get, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),
-    (JSON_PATH, arrow_function(json_path, "VARCHAR", nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
-    (JSONB_PATH, arrow_function(lambda d, p, t: None if d is None or p is None else jsonb_path(d, p, t), "VARCHAR",
-                        nulls=True), ("VARCHAR", "VARCHAR[]", "BOOLEAN"), "VARCHAR"),
-    (REGEXP_MATCH_ARRAY, arrow_function(lambda s, p, f: None if s is None or p is None or f is None else
-                                regexp_match(s, p, f), "VARCHAR[]", nulls=True),
-     ("VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR[]"),
+    arrow_entry(JSON_GET, json_get, ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), nulls=True),
+    arrow_entry(JSON_PATH, json_path, ("VARCHAR", "VARCHAR[]", "BOOLEAN"), nulls=True),
+    arrow_entry(JSONB_PATH, lambda d, p, t: None if d is None or p is None else jsonb_path(d, p, t),
+           ("VARCHAR", "VARCHAR[]", "BOOLEAN"), nulls=True),
+    arrow_entry(REGEXP_MATCH_ARRAY, lambda s, p, f: None if s is None or p is None or f is None else regexp_match(s, p, f),
+           ("VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR[]", nulls=True),
 )
 
 _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
@@ -798,26 +783,12 @@ def _doc(x: str) -> str:
     return f"CAST({x} AS VARCHAR)"
 
 
-def _typeof(c):
-    a = _scalar(c, 1)
-    return None if a is None else f"{JSONB_TYPEOF}({_doc(a[0])})"
-
-
-def _unary_jsonb(fn: str):
+def _unary(template: str):
+    # a call of one plain argument: ``template`` with {} its text as a jsonb document
     def rule(c):
         a = _scalar(c, 1)
-        return None if a is None else _as_jsonb(f"{fn}({_doc(a[0])})")
+        return None if a is None else template.format(_doc(a[0]))
     return rule
-
-
-def _pretty_call(c):
-    a = _scalar(c, 1)
-    return None if a is None else f"{JSONB_PRETTY}({_doc(a[0])})"
-
-
-def _array_length_call(c):
-    a = _scalar(c, 1)
-    return None if a is None else f"CAST({JSONB_ARRAY_LENGTH}({_doc(a[0])}) AS INTEGER)"
 
 
 def _to_jsonb_call(c):
@@ -841,10 +812,6 @@ def _build_array_call(c):
         return None
     items = ", ".join(_element(n, a, c.text) for n, a in zip(c.arguments, c.args))
     return _as_jsonb(f"{JSONB_BUILD_ARRAY}(CAST([{items}] AS VARCHAR[]))")
-
-
-def _strip_nulls_call(c):
-    return _unary_jsonb(JSONB_STRIP_NULLS)(c)
 
 
 def _aggregate_parts(c) -> tuple[str, str] | None:
@@ -871,7 +838,7 @@ def _object_agg_call(c):
     head, tail = _aggregate_parts(c)
     k, v = c.args
     pair = f"[CAST({k} AS VARCHAR), {_element(c.arguments[1], v, c.text)}]"
-    return _as_jsonb(f"{JSONB_OBJECT_AGG}(list({head}{pair}{c.span_text(c.arguments[1].end, c.node.end)})")
+    return _as_jsonb(f"{JSONB_OBJECT_AGG}(list({head}{pair}{tail})")
 
 
 def _set_returning(kind: str):
@@ -917,11 +884,6 @@ def _column_name(c) -> str:
     return "value" if c.name.startswith("jsonb_array_elements") else c.name
 
 
-def _initcap_call(c):
-    a = _scalar(c, 1)
-    return None if a is None else f"{INITCAP}(CAST({a[0]} AS VARCHAR))"
-
-
 def _regexp_match_call(c):
     if not c.plain or len(c.arguments) not in (2, 3):
         return None
@@ -946,63 +908,34 @@ def _extract_path_call(c):
 
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
 CALLS = {
-    "jsonb_typeof": _typeof, "jsonb_build_object": _build_object_call, "jsonb_build_array": _build_array_call,
+    "jsonb_typeof": _unary(JSONB_TYPEOF + "({})"), "jsonb_pretty": _unary(JSONB_PRETTY + "({})"),
+    "jsonb_strip_nulls": _unary(_as_jsonb(JSONB_STRIP_NULLS + "({})")),
+    "jsonb_array_length": _unary(f"CAST({JSONB_ARRAY_LENGTH}({{}}) AS INTEGER)"),
+    "jsonb_build_object": _build_object_call, "jsonb_build_array": _build_array_call,
     "to_jsonb": _to_jsonb_call, "jsonb_agg": _agg_call, "jsonb_object_agg": _object_agg_call,
-    "jsonb_strip_nulls": _strip_nulls_call, "jsonb_pretty": _pretty_call,
-    "jsonb_array_length": _array_length_call,
     "jsonb_array_elements": _set_returning("elements"), "jsonb_array_elements_text": _set_returning("elements_text"),
     "jsonb_object_keys": _set_returning("keys"), "jsonb_each": _set_returning("each"),
     "jsonb_each_text": _set_returning("each"),
-    "initcap": _initcap_call, "regexp_match": _regexp_match_call,
+    "initcap": _unary(INITCAP + "({})"), "regexp_match": _regexp_match_call,
     "row_to_json": _row_to_json, "to_json": _row_to_json, "json_agg": _row_to_json,
     "json_build_object": _row_to_json,
     **dict.fromkeys(("json_extract_path", "json_extract_path_text", "jsonb_extract_path",
-                     "jsonb_extract_path_text"), lambda c: _extract_path_call(c)),
+                     "jsonb_extract_path_text"), _extract_path_call),
 }
 
 
 def _path_list(node, rendered: str) -> str:
-    # A text[] operand: PostgreSQL's array text in a string literal read here; an ARRAY[...]
-    # (a DuckDB list) as it is.
+    # A text[] operand: PostgreSQL's array text in a string literal read here (as array_in
+    # reads it: colmz.sql.transforms.pg_array_text); an ARRAY[...] (a DuckDB list) as it is.
     if node.literal is not None and node.literal.kind == "STRING":
-        items = _array_text(node.literal.text)
+        from colmz.sql.transforms import pg_array_text  # (transforms imports this module)
+
+        items = pg_array_text(node.literal.text)
+        if any(isinstance(x, list) for x in items):
+            raise UnsupportedSQL("a multi-dimensional text[] path is not supported by colmz")
         return "CAST([" + ", ".join("NULL" if x is None else "'" + x.replace("'", "''") + "'" for x in items) \
             + "] AS VARCHAR[])"
     return f"CAST({rendered} AS VARCHAR[])"
-
-
-def _array_text(s: str) -> list:
-    # PostgreSQL's text of a one-dimensional text[]: {a,"b c",NULL}
-    s = s.strip()
-    if not (s.startswith("{") and s.endswith("}")):
-        raise SQLError(f'malformed array literal: "{s}"')
-    body, out, i = s[1:-1], [], 0
-    if not body.strip():
-        return []
-    while i <= len(body):
-        while i < len(body) and body[i].isspace():
-            i += 1
-        if i < len(body) and body[i] == '"':
-            j, item = i + 1, []
-            while j < len(body) and body[j] != '"':
-                if body[j] == "\\":
-                    j += 1
-                item.append(body[j])
-                j += 1
-            out.append("".join(item))
-            i = j + 1
-            while i < len(body) and body[i] != ",":
-                i += 1
-        else:
-            j = body.find(",", i)
-            j = len(body) if j < 0 else j
-            item = body[i:j].strip()
-            if "{" in item or "}" in item:
-                raise UnsupportedSQL("a multi-dimensional text[] path is not supported by colmz")
-            out.append(None if item.upper() == "NULL" else item)
-            i = j
-        i += 1
-    return out
 
 
 def _path_op(text_result: bool):
@@ -1010,8 +943,7 @@ def _path_op(text_result: bool):
         a, b = c.node.children
         x, y = c.text_of(a), c.text_of(b)
         # of a cast to json (not jsonb): the value as written (json_path), not jsonb
-        json = a.cls == "CAST" and len(a.children) == 2 and a.children[1].start >= 0 \
-            and c.text[a.children[1].start:a.children[1].end].strip().lower() == "json"
+        json = a.cls == "CAST" and len(a.children) == 2 and _type_of(a, c.text) == "json"
         out = f"{JSON_PATH if json else JSONB_PATH}({_doc(x)}, {_path_list(b, y)}, {'true' if text_result else 'false'})"
         return out if text_result or json else _as_jsonb(out)
     return rule

@@ -69,7 +69,7 @@ from __future__ import annotations
 import functools
 import re
 
-from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import (
     JSON_GET,
@@ -95,11 +95,19 @@ from colmz.sql.transforms import (
     JSONB_GET,
     JSONB_IN,
     NUMERIC_CAST,
+    TYPE_SPELLINGS,
     table_refs,
 )
 from colmz.sql.translate import ANY_TEXT, INT_MACROS
 from colmz.sql.tree import Expression, Query, parse_tree
-from colmz.sql.typing_pass import Resolver, Typer, branch_items, common_kind, first_branch
+from colmz.sql.typing_pass import (
+    Resolver,
+    Typer,
+    branch_items,
+    common_kind,
+    first_branch,
+    output_name,
+)
 
 __all__ = ["column_ref_kinds", "jsonb_column_rules"]
 
@@ -181,14 +189,8 @@ def _rewrite(text: str, relations: Relations) -> str:
     edits: list[tuple[int, int, str]] = []
     for q in queries:
         _query(q, typer, edits)
-    out, last = [], 0
-    for start, end, new in sorted(edits, key=lambda x: x[:2]):  # (insertions at one place in order)
-        if start < last:
-            continue  # inside an edited span (never: edits are of disjoint nodes)
-        out += [text[last:start], new]
-        last = end
-    out.append(text[last:])
-    return "".join(out)
+    # (edits are of disjoint nodes; insertions at one place kept in the order made)
+    return splice(text, sorted(edits, key=lambda x: x[:2]))
 
 
 def _typer(text: str, queries, relations: Relations) -> Typer:
@@ -226,7 +228,7 @@ def _query(q: Query, typer: Typer, edits: list, found: dict | None = None, disti
         _order_by(q, typer, text, edits)
         _grouping(q, typer, text, edits)
         if distinct and not q.children:
-            _plain_items(q, typer, text, edits)
+            _plain_items(q, typer, edits)
         return
     for e in roots:
         stack = [e]
@@ -274,8 +276,8 @@ def _set_outputs(q: Query, typer: Typer) -> dict:
     branches = branch_items(q) or []
     if len({len(b) for b in branches}) != 1:
         return {}
-    return {(e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")).lower():
-            common_kind({typer.kind(b[i]) for b in branches}) for i, e in enumerate(branches[0])}
+    return {output_name(e).lower(): common_kind({typer.kind(b[i]) for b in branches})
+            for i, e in enumerate(branches[0])}
 
 
 def _kind(n: Expression, typer: Typer) -> str | None:
@@ -299,6 +301,10 @@ def _string(n: Expression) -> str | None:
     return n.literal.text if n.literal is not None and n.literal.kind == "STRING" else None
 
 
+def _null(n: Expression) -> bool:
+    return n.literal is not None and n.literal.kind == "NULL_LITERAL"
+
+
 def _canonical(value: str) -> bool:
     # whether a string literal is the jsonb text of its value (text and jsonb compare alike)
     try:
@@ -320,21 +326,13 @@ def _jsonb_literal(value: str) -> str:
     return "'" + jsonb_dump(_literal_value(value)).replace("'", "''") + "'"
 
 
-def _jsonb_valued(n: Expression, typer: Typer, text: str) -> bool:
-    # whether ``n`` is certainly jsonb (a jsonb column, a value translate made jsonb, a CASE or
-    # coalesce of jsonb values, a scalar subquery of one: colmz.sql.typing_pass)
-    return typer.kind(n) == "jsonb"
-
-
-def _json_kind(n: Expression, scope, text: str) -> str | None:
-    # "jsonb" or "json" when ``n`` is certainly one: a jsonb value (_jsonb_valued), a json
-    # column, or a cast to json (which translate leaves as written); None otherwise
-    if _jsonb_valued(n, scope, text):
-        return "jsonb"
-    if _kind(n, scope) == "json" or (n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0
-                                     and text[n.children[1].start:n.children[1].end].lower() == "json"):
-        return "json"
-    return None
+def _json_kind(n: Expression, scope) -> str | None:
+    # "jsonb" or "json" when ``n`` is certainly one: a jsonb value (a jsonb column, a value
+    # translate made jsonb, a CASE or coalesce of jsonb values, a scalar subquery of one:
+    # colmz.sql.typing_pass), a json column, or a cast to json (which translate leaves as
+    # written); None otherwise
+    kind = scope.kind(n)
+    return kind if kind == "jsonb" or (kind == "json" and n.cls in ("COLUMN_REF", "CAST")) else None
 
 
 def _json_doc(n: Expression, scope, text: str, argument: bool = False) -> bool:
@@ -345,7 +343,7 @@ def _json_doc(n: Expression, scope, text: str, argument: bool = False) -> bool:
     while n.cls == "CAST" and len(n.children) == 2 and n.children[1].start >= 0 \
             and text[n.children[1].start:n.children[1].end] in (("VARCHAR", "JSON") if argument else ("JSON",)):
         n = n.children[0]
-    if _json_kind(n, scope, text) == "json":
+    if _json_kind(n, scope) == "json":
         return True
     kids = n.children
     if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _JSON_READS and kids \
@@ -362,13 +360,12 @@ def _scalar_target(n: Expression, text: str) -> str | None:
         return _INT_CASTS[n.name[0]]
     if n.cls == "CAST" and len(kids) == 2 and kids[1].start >= 0:
         typ = " ".join(text[kids[1].start:kids[1].end].lower().split())
-        return _SCALAR_TYPES.get(typ, "double precision" if typ in ("float8", "double", "double precision")
-                                 else "real" if typ in ("float4", "real") else None)
+        return _SCALAR_TYPES.get(typ)
     return None
 
 
-_SCALAR_TYPES = {"bool": "boolean", "boolean": "boolean", "smallint": "smallint", "int2": "smallint",
-                 "integer": "integer", "int": "integer", "int4": "integer", "bigint": "bigint", "int8": "bigint"}
+#: The number and boolean types by their spellings (:data:`colmz.sql.transforms.TYPE_SPELLINGS`).
+_SCALAR_TYPES = {w: t for w, t in TYPE_SPELLINGS.items() if t not in ("text", "numeric")}
 
 
 def _float_read(n: Expression) -> Expression:
@@ -411,13 +408,13 @@ def _keyed(n: Expression, edits: list) -> None:
     edits.append((n.end, n.end, " AS VARCHAR))"))
 
 
-def _compare_jsonb(n: Expression, scope, text: str, edits: list) -> bool:
+def _compare_jsonb(n: Expression, scope, edits: list) -> bool:
     # A comparison with a jsonb operand (jsonb_key's module docstring): every operand compared
     # by its jsonb key (a string literal read as jsonb), unless it is an equality with string
     # literals holding no number (their jsonb text then compares as the jsonb does: a value
     # holding a number equals no value without one). True when taken.
     kids = n.children
-    if not any(_jsonb_valued(k, scope, text) for k in kids):
+    if not any(scope.kind(k) == "jsonb" for k in kids):
         return False
     literals = [k for k in kids if _string(k) is not None]
     if any(k.start < 0 for k in kids):
@@ -428,16 +425,14 @@ def _compare_jsonb(n: Expression, scope, text: str, edits: list) -> bool:
                            else f"operator does not exist: jsonb {_ORDERING.get(n.type, '=')} text")
     values = {id(k): _literal_value(_string(k)) for k in literals}
     # text equality is jsonb's when every operand but one is a literal holding no number
-    unknown = [k for k in kids if not (k.literal is not None and k.literal.kind == "NULL_LITERAL")
-               and _string(k) is None and _constant_doc(k) is None]
+    unknown = [k for k in kids if not _null(k) and _string(k) is None and _constant_doc(k) is None]
     constants = [v for v in (*values.values(), *(_constant_doc(k) for k in kids)) if v is not None]
     plain = n.type in _EQUALITY and len(unknown) <= 1 and not any(_has_number(v) for v in constants)
     for k in kids:
         if id(k) in values:
-            doc = jsonb_dump(values[id(k)])
-            new = "'" + doc.replace("'", "''") + "'"
+            new = _jsonb_literal(_string(k))
             edits.append((k.start, k.end, new if plain else f"{JSONB_KEY}({new})"))
-        elif not plain and not (k.literal is not None and k.literal.kind == "NULL_LITERAL"):
+        elif not plain and not _null(k):
             _keyed(k, edits)
     return True
 
@@ -449,8 +444,7 @@ def _output_item(n: Expression, items) -> Expression | None:
         return items[i - 1] if 0 < i <= len(items) else None
     if n.cls == "COLUMN_REF" and len(n.name) == 1:
         name = n.name[0].lower()
-        named = [x for x in items if (x.alias or (x.name[-1] if x.cls == "COLUMN_REF" and x.name else "")).lower()
-                 == name]
+        named = [x for x in items if output_name(x).lower() == name]
         return named[0] if len(named) == 1 else None
     return None
 
@@ -466,20 +460,18 @@ def _order_by(q: Query, scope, text: str, edits: list) -> None:
             if e.start < 0:
                 continue
             if q.children:  # a set operation's column, by name or position
-                kinds = list((outputs or {}).values())
+                kinds = list(outputs.values())
                 if e.literal is not None and e.literal.kind == "INTEGER":
                     k = int(e.literal.text)
                     if 0 < k <= len(kinds) and kinds[k - 1] == "jsonb":
                         raise UnsupportedSQL("ORDER BY the position of a jsonb column is not supported by colmz "
                                              "here: order by its name")
-                    continue
-                jsonb = e.cls == "COLUMN_REF" and len(e.name) == 1 and (outputs or {}).get(e.name[0].lower()) == "jsonb"
-                if jsonb:
+                elif e.cls == "COLUMN_REF" and len(e.name) == 1 and outputs.get(e.name[0].lower()) == "jsonb":
                     _keyed(e, edits)
                 continue
             item = _output_item(e, items)
             if item is not None and item is not e and item.start >= 0:
-                jsonb = _jsonb_valued(item, scope, text)
+                jsonb = scope.kind(item) == "jsonb"
                 if jsonb and e.literal is not None:
                     # by position: the item's expression (as it is written: no rule edits it)
                     if any(item.start <= x[0] and x[1] <= item.end for x in edits):
@@ -488,7 +480,7 @@ def _order_by(q: Query, scope, text: str, edits: list) -> None:
                     edits.append((e.start, e.end, f"{JSONB_KEY}(CAST({text[item.start:item.end]} AS VARCHAR))"))
                     continue
             else:
-                jsonb = _jsonb_valued(e, scope, text)
+                jsonb = scope.kind(e) == "jsonb"
             if jsonb:
                 _keyed(e, edits)
 
@@ -504,10 +496,10 @@ def _plain_value(n: Expression, edits: list, name: str = "") -> None:
         edits += [(n.start, n.start, opening), (n.end, n.end, closing)]
 
 
-def _plain_items(q: Query, scope, text: str, edits: list) -> None:
+def _plain_items(q: Query, scope, edits: list) -> None:
     # the jsonb select items of ``q`` read through jsonb_plain
     for it in q.items:
-        if it.start >= 0 and _jsonb_valued(it, scope, text):
+        if it.start >= 0 and scope.kind(it) == "jsonb":
             _plain_value(it, edits, it.name[-1] if it.cls == "COLUMN_REF" and not it.alias else "")
 
 
@@ -537,9 +529,9 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
         if m.type != "DISTINCT_MODIFIER":
             continue
         if not m.expressions:
-            _plain_items(q, scope, text, edits)
+            _plain_items(q, scope, edits)
         for e in m.expressions:
-            if e.start >= 0 and _jsonb_valued(e, scope, text):
+            if e.start >= 0 and scope.kind(e) == "jsonb":
                 _plain_value(e, edits)
     items = q.items
     roots = (*items, *(x for x in (q.having, q.qualify) if x is not None),
@@ -549,7 +541,7 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
             continue
         item = None if _kind(e, scope) is not None else _output_item(e, items)
         source = item if item is not None and item.start >= 0 else e
-        if not _jsonb_valued(source, scope, text):
+        if scope.kind(source) != "jsonb":
             continue
         if len(q.grouping_sets) > 1:
             raise UnsupportedSQL("ROLLUP, CUBE or GROUPING SETS of a jsonb value is not supported by colmz")
@@ -563,7 +555,7 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
         for n in root.walk():
             if n.cls == "FUNCTION" and n.distinct and n.subquery is None:
                 for k in n.children:
-                    if k.start >= 0 and _jsonb_valued(k, scope, text):
+                    if k.start >= 0 and scope.kind(k) == "jsonb":
                         # count(DISTINCT x) counts jsonb values (by their key); another
                         # aggregate shows them (jsonb_plain refuses where PostgreSQL's choice shows)
                         _keyed(k, edits) if n.name == ("count",) else _plain_value(k, edits)
@@ -571,11 +563,11 @@ def _grouping(q: Query, scope, text: str, edits: list) -> None:
             # key; its and an aggregate's ORDER BY of jsonb by the key
             orders = (*n.order_by, *(n.over.orders if n.over is not None else ()))
             for k in (n.over.partitions if n.over is not None else ()):
-                if k.start >= 0 and _jsonb_valued(k, scope, text):
+                if k.start >= 0 and scope.kind(k) == "jsonb":
                     _keyed(k, edits)
             for o in orders:
                 k = o.expression
-                if k.start >= 0 and _jsonb_valued(k, scope, text) and (k.start, k.start, f"{JSONB_KEY}(CAST(") \
+                if k.start >= 0 and scope.kind(k) == "jsonb" and (k.start, k.start, f"{JSONB_KEY}(CAST(") \
                         not in edits:
                     _keyed(k, edits)
 
@@ -613,7 +605,7 @@ def _compare_subquery(n: Expression, typer: Typer, text: str, edits: list) -> No
     edits.append((n.end - 1, n.end - 1, f") AS {RESERVED_PREFIX}in(v)"))
 
 
-def _simple_case(n: Expression, typer: Typer, text: str, edits: list, stack: list) -> bool:
+def _simple_case(n: Expression, typer: Typer, edits: list, stack: list) -> bool:
     # ``CASE x WHEN a THEN ... WHEN b ...``, which DuckDB reads as ``x = a``, ``x = b`` over one
     # operand node: of jsonb, every WHEN value compared by its jsonb key and the operand keyed
     # once (the rule of one comparison would key it per WHEN, or compare some as text). True
@@ -623,7 +615,7 @@ def _simple_case(n: Expression, typer: Typer, text: str, edits: list, stack: lis
         return False
     x = whens[0].children[0]
     if x.start < 0 or any((w.children[0].start, w.children[0].end) != (x.start, x.end) for w in whens) \
-            or not any(_jsonb_valued(k, typer, text) for w in whens for k in w.children) \
+            or not any(typer.kind(k) == "jsonb" for w in whens for k in w.children) \
             or any(w.children[1].start < 0 for w in whens):
         return False
     for w in whens:
@@ -632,7 +624,7 @@ def _simple_case(n: Expression, typer: Typer, text: str, edits: list, stack: lis
             raise SQLError("operator does not exist: jsonb = text")
         if _string(v) is not None:
             edits.append((v.start, v.end, f"{JSONB_KEY}({_jsonb_literal(_string(v))})"))
-        elif not (v.literal is not None and v.literal.kind == "NULL_LITERAL"):
+        elif not _null(v):
             _keyed(v, edits)
             stack.append(v)
     _keyed(x, edits)
@@ -658,21 +650,20 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             _compare_subquery(n, scope, text, edits)
             continue  # its own query: _query
         kids = n.children
+        fn = n.name[0] if n.cls == "FUNCTION" and len(n.name) == 1 else ""  # (a call's one-part name)
         if n.type == "ARRAY_EXTRACT" and kids:
             _subscripted(kids[0], scope)
-        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in (JSONB_GET, JSONB_PATH) and kids \
-                and n.start >= 0 and _json_doc(kids[0], scope, text, True):
+        if fn in (JSONB_GET, JSONB_PATH) and kids and n.start >= 0 and _json_doc(kids[0], scope, text, True):
             # -> ->> #> #>> of json (not jsonb): the value as written
-            edits.append((n.start, n.start + len(n.name[0]), JSON_GET if n.name[0] == JSONB_GET else JSON_PATH))
+            edits.append((n.start, n.start + len(fn), JSON_GET if fn == JSONB_GET else JSON_PATH))
         if n.cls == "CAST" and len(kids) == 2 and kids[1].start >= 0 and _json_doc(_float_read(kids[0]), scope, text) \
                 and text[kids[1].start:kids[1].end].upper() not in _JSON_CASTS:
             # PostgreSQL casts json to text and jsonb only (colmz holds json as text)
             raise SQLError(f"cannot cast type json to {text[kids[1].start:kids[1].end].lower()}")
-        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _INT_CASTS and len(kids) == 1 \
-                and _json_doc(kids[0], scope, text):
-            raise SQLError(f"cannot cast type json to {_INT_CASTS[n.name[0]]}")
+        if fn in _INT_CASTS and len(kids) == 1 and _json_doc(kids[0], scope, text):
+            raise SQLError(f"cannot cast type json to {_INT_CASTS[fn]}")
         target = _scalar_target(n, text)
-        if target is not None and kids[0].start >= 0 and _jsonb_valued(_float_read(kids[0]), scope, text):
+        if target is not None and kids[0].start >= 0 and scope.kind(_float_read(kids[0])) == "jsonb":
             # jsonb to a number or boolean: PostgreSQL's error for another kind of value
             # (DuckDB reads JSON null as NULL, a JSON string's digits as a number)
             value = _float_read(kids[0])
@@ -682,9 +673,9 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             op = "<>" if n.type == "COMPARE_NOTEQUAL" else _ORDERING.get(n.type, "=")
             raise SQLError(f"operator does not exist: json {op} "
                            + ("unknown" if any(_string(k) is not None for k in kids) else "json"))
-        if n.cls == "CASE" and _simple_case(n, scope, text, edits, stack):
+        if n.cls == "CASE" and _simple_case(n, scope, edits, stack):
             continue
-        if n.type in _COMPARING and len(kids) >= 2 and _compare_jsonb(n, scope, text, edits):
+        if n.type in _COMPARING and len(kids) >= 2 and _compare_jsonb(n, scope, edits):
             stack.extend(k for k in kids if _string(k) is None)
             continue
         if n.type in _EQUALITY and len(kids) >= 2:
@@ -695,26 +686,13 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
                                      "cannot type it through its view's query) with a string literal is not "
                                      "supported by colmz (as text and as jsonb the answers differ): cast the "
                                      "column, x::jsonb or x::text")
-            if any(_kind(k, scope) == "json" for k in sides) and any(_string(k) is not None for k in kids):
-                op = "<>" if n.type == "COMPARE_NOTEQUAL" else "="
-                raise SQLError(f"operator does not exist: json {op} unknown")
-            if any(_kind(k, scope) == "jsonb" for k in sides):
-                for k in kids:
-                    if _string(k) is not None and k.start >= 0:
-                        edits.append((k.start, k.end, _jsonb_literal(_string(k))))
-                continue
-        elif n.type in _ORDERING and len(kids) == 2:
-            if any(_kind(k, scope) == "jsonb" for k in kids) and any(_string(k) is not None for k in kids):
-                raise UnsupportedSQL(f"the comparison {_ORDERING[n.type]} of a jsonb column and a string "
-                                     "literal is not supported by colmz (jsonb's order is not its text's)")
-        elif n.cls == "FUNCTION" and n.name == ("-",) and len(kids) == 2 and n.start >= 0 \
-                and _string(kids[1]) is not None and _kind(kids[0], scope) == "jsonb":
+        elif fn == "-" and len(kids) == 2 and n.start >= 0 and _string(kids[1]) is not None \
+                and _kind(kids[0], scope) == "jsonb":
             # jsonb - text: the key (or string elements) deleted
             a, b = (text[k.start:k.end] for k in kids)
             edits.append((n.start, n.end, f"{JSONB_DELETE}(CAST({a} AS VARCHAR), {b})"))
             continue
-        elif n.cls == "FUNCTION" and n.name == (TO_JSONB,) and len(kids) == 1 and n.start >= 0 \
-                and _kind(kids[0], scope) in ("jsonb", "json", "text"):
+        elif fn == TO_JSONB and len(kids) == 1 and n.start >= 0 and _kind(kids[0], scope) in ("jsonb", "json", "text"):
             # a column turned into jsonb (to_jsonb, jsonb_build_*, jsonb_agg): a jsonb one is
             # itself, a json one read as jsonb, a text one a JSON string
             a = f"CAST({text[kids[0].start:kids[0].end]} AS VARCHAR)"
@@ -722,7 +700,7 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             edits.append((n.start, n.end, a if kind == "jsonb" else f"{JSONB_IN}({a})" if kind == "json"
                           else f"{JSONB_QUOTE}({a})"))
             continue
-        elif n.cls == "FUNCTION" and n.name == (CONCAT_BY_KIND,) and len(kids) == 2 and n.start >= 0:
+        elif fn == CONCAT_BY_KIND and len(kids) == 2 and n.start >= 0:
             # || of a column and a JSON literal (translate wrote it both ways): by its kind
             col = next((m for m in kids[1].walk() if m.cls == "COLUMN_REF"), None)
             kind = None if col is None else _kind(col, scope)
@@ -730,30 +708,27 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
                 chosen = kids[0] if kind == "text" else kids[1]
                 edits.append((n.start, n.end, text[chosen.start:chosen.end]))
                 continue
-        elif n.cls == "FUNCTION" and n.name == ("||",) and len(kids) == 2 and n.start >= 0:
+        elif fn == "||" and len(kids) == 2 and n.start >= 0:
             if all(k.cls == "FUNCTION" and k.name == (ANY_TEXT,) and _column(k, scope) == "jsonb" for k in kids):
                 a, b = (text[k.children[0].start:k.children[0].end] for k in kids)
                 edits.append((n.start, n.end, f"{JSONB_CONCAT}(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR))"))
                 continue
-        elif n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0].lower() in _TEXT_ONLY and len(kids) == 1 \
-                and _json_kind(kids[0], scope, text) is not None:
+        elif fn.lower() in _TEXT_ONLY and len(kids) == 1 and _json_kind(kids[0], scope) is not None:
             # PostgreSQL casts neither to text implicitly (colmz holds both as text)
-            raise SQLError(f"function {_TEXT_ONLY[n.name[0].lower()]}({_json_kind(kids[0], scope, text)}) "
-                           "does not exist")
-        elif n.cls == "FUNCTION" and n.name == ("+",) and len(kids) == 2 and n.start >= 0 \
-                and text[kids[1].start:kids[1].end] == NUMERIC_CAST and _kind(kids[0], scope) == "text":
+            raise SQLError(f"function {_TEXT_ONLY[fn.lower()]}({_json_kind(kids[0], scope)}) does not exist")
+        elif fn == "+" and len(kids) == 2 and n.start >= 0 and text[kids[1].start:kids[1].end] == NUMERIC_CAST \
+                and _kind(kids[0], scope) == "text":
             # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in reads it
             edits.append((n.start, n.end, f"{NUMERIC_IN}(CAST({text[kids[0].start:kids[0].end]} AS VARCHAR))"))
             continue
-        elif n.cls == "FUNCTION" and n.name == ("+",) and len(kids) == 2 and n.start >= 0 \
-                and text[kids[1].start:kids[1].end] == NUMERIC_CAST and _kind(kids[0], scope) == "jsonb":
+        elif fn == "+" and len(kids) == 2 and n.start >= 0 and text[kids[1].start:kids[1].end] == NUMERIC_CAST \
+                and _kind(kids[0], scope) == "jsonb":
             # x::numeric of a jsonb column: its number's text (PostgreSQL's error for another
             # value) read as numeric_in reads it, the value as written
             edits.append((n.start, n.end, f"{NUMERIC_IN}({JSONB_SCALAR}(CAST({text[kids[0].start:kids[0].end]} "
                                           "AS VARCHAR), 'numeric'))"))
             continue
-        elif (n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0] in _OPERATOR_CALLS and kids
-              and _column(kids[0], scope) == "text"):
+        elif fn in _OPERATOR_CALLS and kids and _column(kids[0], scope) == "text":
             raise SQLError(f"operator does not exist: {_operator(n, kids)}")
         stack.extend(kids)
 

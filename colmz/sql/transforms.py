@@ -2037,13 +2037,13 @@ TRANSFORM_TYPED_MACROS = (
      "error('a real with an integer or numeric is not supported by colmz with this DuckDB (PostgreSQL "
      "computes it as a double; DuckDB 1.4 or later can)') ELSE x END"),
 )
-TRANSFORM_FUNCTIONS = ((JSONB_CONCAT, jsonb.arrow_function(jsonb_concat, "VARCHAR"), ("VARCHAR", "VARCHAR"), "VARCHAR"),
-                       (JSONB_IN, jsonb.arrow_function(_jsonb_in, "VARCHAR"), ("VARCHAR",), "VARCHAR"),
+TRANSFORM_FUNCTIONS = (jsonb.arrow_entry(JSONB_CONCAT, jsonb_concat, ("VARCHAR", "VARCHAR")),
+                       jsonb.arrow_entry(JSONB_IN, _jsonb_in, ("VARCHAR",)),
                        *TEXT_NUMERIC_FUNCTIONS)
 #: Python functions that may give NULL for values (registered with DuckDB's special NULL
 #: handling: they see NULL arguments and may return NULL).
-TRANSFORM_NULL_FUNCTIONS = ((JSONB_GET, jsonb.arrow_function(jsonb_get, "VARCHAR", nulls=True),
-                             ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"), "VARCHAR"),)
+TRANSFORM_NULL_FUNCTIONS = (jsonb.arrow_entry(JSONB_GET, jsonb_get, ("VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"),
+                                              nulls=True),)
 
 
 # ----------------------------------------------------------------------------- float overflow

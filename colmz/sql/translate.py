@@ -38,7 +38,7 @@ from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.hints import blank_hints
-from colmz.sql.jsonb import arrow_function, refuse_spelled, spell_operators
+from colmz.sql.jsonb import arrow_entry, refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import (
     NUMERIC_IN,
@@ -554,8 +554,7 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
 #: double in SQL (_float_digits; a Python call per value is a hundred times slower).
 #: ``FLOAT4_TEXT`` is :func:`colmz.sql.numeric.float4_text` for every real: DuckDB's text of
 #: a FLOAT is not always the shortest (308148.125 where PostgreSQL prints 308148.12).
-FUNCTIONS = ((FLOAT8_TEXT_PY, arrow_function(float8_text, "VARCHAR"), ("DOUBLE",), "VARCHAR"),
-             (FLOAT4_TEXT, arrow_function(float4_text, "VARCHAR"), ("FLOAT",), "VARCHAR"))
+FUNCTIONS = (arrow_entry(FLOAT8_TEXT_PY, float8_text, ("DOUBLE",)), arrow_entry(FLOAT4_TEXT, float4_text, ("FLOAT",)))
 
 #: PostgreSQL's array dimensions. A DuckDB list of lists is a multidimensional array (whose
 #: sub-arrays PostgreSQL makes one length: the first one's length is the dimension's), its

@@ -65,7 +65,8 @@ from colmz.sql.tree import Expression, Query
 
 __all__ = [
     "DOUBLE_CALLS", "FLOAT_DIV", "SAME_TYPE_CALLS", "TYPE_TABLE", "Resolver", "Typer", "branch_items",
-    "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "query_expressions",
+    "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
+    "query_expressions",
     "type_kind", "window_arguments",
 ]
 
@@ -125,7 +126,7 @@ def derived_names(q: Query, out: dict[str, list[Expression | None]]) -> None:
         first = first_branch(q).items
         known = branches is not None and all(len(b) == len(first) for b in branches)
         for i, e in enumerate(first):
-            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
+            name = output_name(e)
             if not name:
                 continue
             out.setdefault(name.lower(), []).extend((b[i] for b in branches) if known else [None])
@@ -159,6 +160,12 @@ def branch_items(q: Query) -> list[tuple[Expression, ...]] | None:
     if any(n.cls in ("STAR", "COLUMNS") for e in q.items for n in e.walk()):
         return None
     return [q.items]
+
+
+def output_name(e: Expression) -> str:
+    """A select item's output name as written: its alias, or a bare column's name; ``""``
+    for another item (named by PostgreSQL's rules)."""
+    return e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
 
 
 def first_branch(q: Query) -> Query:
@@ -253,7 +260,7 @@ class Resolver:
                 continue
             if e.cls in ("STAR", "COLUMNS") or any(n.cls in ("STAR", "COLUMNS") for n in e.walk()):
                 return None
-            name = e.alias or (e.name[-1] if e.cls == "COLUMN_REF" and e.name else "")
+            name = output_name(e)
             if not name and named:  # named by PostgreSQL's rules (a function's name, ?column?): not known here
                 return None
             out.append((name.lower(), self.rules.kind(e)))

@@ -156,6 +156,19 @@ def test_key_and_path_operators_named_like_postgres(cat):
     assert got.columns[0].to_pylist() == [True, True, None]
 
 
+def test_path_literal_read_as_array_in(cat):
+    # a text[] path literal is read as PostgreSQL's array_in reads it (spaces, quotes, a
+    # backslash escape outside quotes); malformed text raises its error, two dimensions are refused
+    q = "SELECT body #>> '{ b , \"c\" }' AS c, body #>> '{b,\\c}' AS e FROM d ORDER BY k"
+    assert col(cat, q, "c") == col(cat, q, "e") == ["x", None, None]
+    from colmz.sql import SQLError
+
+    with pytest.raises(SQLError, match="malformed array literal"):
+        cat.sql("SELECT body #> '{b,,c}' FROM d")
+    with pytest.raises(UnsupportedSQL, match="multi-dimensional text"):
+        cat.sql("SELECT body #> '{{b}}' FROM d")
+
+
 def test_maintained_view_of_kind_rules(cat):
     # a view whose answer hangs on a column being jsonb (compared with a literal, || of two)
     # is maintained by its operators, the rules applied to them as to the query

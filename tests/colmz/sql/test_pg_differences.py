@@ -183,6 +183,9 @@ CASES = [
     ("cte_lower_name", "WITH c AS (SELECT id, lower(name) FROM people) SELECT lower FROM c ORDER BY id", "match"),
     ("array_agg_dimensions", "SELECT id, array_length(a, 1) AS l1, array_length(a, 2) AS l2, cardinality(a) AS c "
                              "FROM (SELECT id, array_agg(amount) AS a FROM orders GROUP BY id) s ORDER BY id", "match"),
+    # a text[] path literal as array_in reads it (spaces, quotes, a backslash outside quotes)
+    ("jsonb_path_array_text", "SELECT '{\"b\": {\"c\": 1}}'::jsonb #>> '{ b , \"c\" }' AS a, "
+                              "'{\"b\": {\"c\": 1}}'::jsonb #> '{b,\\c}' AS b", "match"),
     # refused by name
     ("char_cast", "SELECT 'abc'::char(2) AS a", "refused"),
     ("quoted_char_cast", "SELECT '127'::\"char\" AS a", "refused"),
@@ -219,7 +222,8 @@ def test_errors_are_postgresqls(both):
                 "SELECT chr(0)", "SELECT DISTINCT j FROM jspaced", "SELECT length('{}'::json)",
                 "SELECT upper(name)[1] FROM people", "SELECT ARRAY[1, 2][1]", "SELECT ('abc')[1]",
                 "SELECT (upper(name))[1] FROM people", "SELECT ('\"1\"'::jsonb)::numeric",
-                "WITH c AS (SELECT ARRAY[1, 2] AS a, ARRAY[3] AS b) SELECT ARRAY[a, b] FROM c"):
+                "WITH c AS (SELECT ARRAY[1, 2] AS a, ARRAY[3] AS b) SELECT ARRAY[a, b] FROM c",
+                "SELECT '{}'::jsonb #> '{b,,c}'"):
         with pytest.raises(psycopg.Error) as pg:
             conn.execute(sql).fetchall()
         with pytest.raises(SQLError) as ours:
