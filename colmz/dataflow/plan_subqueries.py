@@ -19,6 +19,9 @@ values of the outer columns it reads, computed per key, joined back on them -- e
 because each outer column is an operand of a comparison in the subquery's ``WHERE``, so a
 NULL one (no key) has the subquery's answer over no rows. A native aggregate read by SQL must be
 typed as PostgreSQL's (:meth:`SubqueryLowering.typed_subquery` re-plans it as DuckDB's).
+Uncorrelated, ``EXISTS (subquery)`` as a value is a global count above zero and
+``ARRAY(subquery)`` a global basic reduce of the subquery's rows (one row each, over no rows
+too: ``false`` and ``{}``).
 """
 
 from __future__ import annotations
