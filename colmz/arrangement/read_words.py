@@ -110,6 +110,11 @@ def order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: in
                 # colmz.order's int word (the sign bit flipped), made in place
                 np.bitwise_xor(col.to_numpy(zero_copy_only=True).view(np.uint64), SIGN_BIT,
                                out=block[:, col_at])
+            elif kind == "list":
+                # an array's first word of its full encoding; none when every value is NULL
+                # (a segment of no words: the first word would be the null word)
+                keys, layout = encode_columns([col], [kind])
+                block[:, col_at] = keys[:, 0] if layout[0] else 0
             elif kind != "bytes":
                 block[:, col_at] = encode_columns([col], [kind])[0][:, 0]
             col_at += nwords
