@@ -25,6 +25,8 @@ bool                                   1       0 or 1
 string, large_string, binary,          1..k    7 bytes per word, big-endian, and a marker
 large_binary                                   byte: 8 = "continues", else the byte count
                                                of the last block (0 for the empty string)
+list, large_list (arrays)              1..k    its order bytes (:mod:`colmz.order_bytes`),
+                                               encoded as a binary value
 null (all-NULL column)                 0       --
 =====================================  ======  ==============================================
 
@@ -125,9 +127,14 @@ def kind_of(t: pa.DataType, name: str = "?") -> str:
         return "bytes"
     if pa.types.is_dictionary(t):
         return kind_of(t.value_type, name)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        from colmz.order_bytes import check_element_type
+
+        check_element_type(t, name)
+        return "list"
     raise TypeError(
         f"data column {name!r} has unsupported type {t}: colmz supports signed/unsigned "
-        "integers, floats, bool, date/time/timestamp/duration and string/binary"
+        "integers, floats, bool, date/time/timestamp/duration, string/binary and arrays of them"
     )
 
 
@@ -253,6 +260,12 @@ def encode_columns(columns, kinds=None, *, n: int | None = None) -> tuple[np.nda
         return plain
     if kinds is None:
         kinds = [kind_of(c.type) for c in columns]
+    if "list" in kinds:
+        # an array is encoded as its order bytes (colmz.order_bytes), a binary value
+        from colmz.order_bytes import list_to_order_bytes
+
+        columns = [list_to_order_bytes(c) if k == "list" else c for c, k in zip(columns, kinds)]
+        kinds = ["bytes" if k == "list" else k for k in kinds]
     widths = [_column_width(c, k) for c, k in zip(columns, kinds)]
     has_nulls = any(c.null_count for c in columns)
     layout = (*widths, 1 if has_nulls else 0)
@@ -364,13 +377,17 @@ def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
             decode_bytes_lengths(keys, col, width, valid, offsets)
             data = np.empty(int(offsets[-1]), np.uint8)
             decode_bytes_fill(keys, col, width, valid, offsets, data)
-            large = pa.large_binary() if "binary" in str(t) else pa.large_string()
+            large = pa.large_binary() if "binary" in str(t) or kind == "list" else pa.large_string()
             validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if mask is not None else None
             arr = pa.Array.from_buffers(
                 large, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
                 null_count=int(is_null.sum()),
             )
-            if arr.type != t:
+            if kind == "list":
+                from colmz.order_bytes import order_bytes_to_list
+
+                arr = order_bytes_to_list(arr, t)
+            elif arr.type != t:
                 arr = arr.cast(t)
         out.append(arr)
         col += width

@@ -260,7 +260,8 @@ def storable(t: pa.DataType, what: str | None = None) -> pa.DataType:
     """The colmz column type for a query result type: a continual task's inferred columns
     (``what`` None: a scaled ``DECIMAL`` is stored as a double) and a materialized view's
     (``what`` names the view, whose scaled ``DECIMAL`` is refused: colmz has no decimal
-    columns, and a view must not round what it maintains).
+    columns, and a view must not round what it maintains). An array is an array of its
+    elements' storable types (``array_agg``: kept as order bytes, :mod:`colmz.order_bytes`).
 
     >>> storable(pa.decimal128(10, 0)), storable(pa.large_string()), storable(pa.decimal128(4, 2))
     (DataType(int64), DataType(string), DataType(double))
@@ -283,13 +284,16 @@ def storable(t: pa.DataType, what: str | None = None) -> pa.DataType:
         where = f"{what}: a column" if what is not None else "a column of the query"
         raise UnsupportedSQL(f"{where} is an INTERVAL, which is not supported by colmz (its columns "
                              "have no interval kind): store its parts or its text")
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) \
-            or pa.types.is_struct(t) or pa.types.is_map(t):
-        # e.g. array_agg(x), ROW(a, b): colmz's column encoding (colmz.order) has no nested kind
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        # an array (array_agg(x)): kept as its order bytes (colmz.order_bytes), of storable elements
+        item = storable(t.value_type, what)
+        return pa.list_(item)  # one spelling: DuckDB names the element field "l", Arrow "item"
+    if pa.types.is_fixed_size_list(t) or pa.types.is_struct(t) or pa.types.is_map(t):
+        # ROW(a, b), maps, fixed-size arrays: colmz's column encoding (colmz.order) has no kind
         where = f"{what}: a column" if what is not None else "a column of the query"
         kind = "a record" if pa.types.is_struct(t) else "a map" if pa.types.is_map(t) else "an array"
         raise UnsupportedSQL(f"{where} is {kind} ({t}), which is not supported by colmz (its columns "
-                             "have no nested kind): store its elements as rows (unnest) or its text")
+                             "have no such kind): store its elements as rows (unnest) or its text")
     return t
 
 

@@ -295,11 +295,15 @@ class PartWriter:
         # Min/max statistics let readers skip row groups; they matter on the first column
         # (the order of the rows), times and numbers, while on other strings they cost a
         # string comparison per value and prune little.
-        stats = [s.name for i, s in enumerate(self.schema) if i == 0 or s.kind != "bytes"]
+        # (an array column's statistics would be its elements': of no use to a reader)
+        stats = [s.name for i, s in enumerate(self.schema)
+                 if (i == 0 and s.kind != "list") or s.kind not in ("bytes", "list")]
         stats = True if len(stats) == len(self.schema) else stats + ["time", "diff"]
+        # an array column keeps Arrow's element name ("item"; Parquet's compliant "element"
+        # would read back as another Arrow type than the schema's)
         options = dict(compression=self.compression, use_dictionary=dict_cols,
                        write_statistics=stats, data_page_size=DATA_PAGE_BYTES,
-                       write_page_checksum=crc)
+                       write_page_checksum=crc, use_compliant_nested_type=False)
         sums = [0]
 
         def fetch(a: int, b: int) -> tuple[pa.Table, int]:

@@ -8,10 +8,11 @@ out, no storage. The kernels are ``colmz.kernels.read_merge``'s.
 Design
 ------
 :func:`order_words` turns each data column of a read's pieces into ``uint64`` words, one or
-more a row, column-major: fixed-width columns their full encoding word (``colmz.order``),
-string columns up to :data:`~colmz.kernels.read_merge.EXACT_WORDS` words of 8 bytes after the
-prefix every value of the first column shares (read off the runs' first and last rows, which
-bound a sorted column), then colmz's null word when a column has NULLs and the time advanced
+more a row, column-major: fixed-width columns their full encoding word (``colmz.order``), an
+array column the first word of its full encoding (a prefix, so not exact), string columns up to
+:data:`~colmz.kernels.read_merge.EXACT_WORDS` words of 8 bytes after the prefix every value of
+the first column shares (read off the runs' first and last rows, which bound a sorted column),
+then colmz's null word when a column has NULLs and the time advanced
 to the since unless every time collapses to one. Words stop after the first column whose
 words are not exact (a long string's prefix), and after the first column alone when that is
 fixed-width with (almost) no equal neighbours within a run (:data:`FIRST_COLUMN_TIES`):
@@ -49,6 +50,11 @@ def order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: in
     exact = True
     for c, spec in enumerate(schema):
         kind = kind_of(spec.type, spec.name)
+        if kind == "list":
+            # an array's first full-encoding word (of its order bytes) is a prefix: not exact
+            plans.append((spec, kind, 0, 1, False))
+            exact = False
+            break
         if kind != "bytes":
             plans.append((spec, kind, 0, 1, True))
             continue
@@ -104,6 +110,11 @@ def order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: in
                 # colmz.order's int word (the sign bit flipped), made in place
                 np.bitwise_xor(col.to_numpy(zero_copy_only=True).view(np.uint64), SIGN_BIT,
                                out=block[:, col_at])
+            elif kind == "list":
+                # an array's first word of its full encoding; none when every value is NULL
+                # (a segment of no words: the first word would be the null word)
+                keys, layout = encode_columns([col], [kind])
+                block[:, col_at] = keys[:, 0] if layout[0] else 0
             elif kind != "bytes":
                 block[:, col_at] = encode_columns([col], [kind])[0][:, 0]
             col_at += nwords

@@ -797,10 +797,12 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
 
     def top_k(self, node: Node, group: tuple[str, ...], keys: tuple, limit, offset: int, hint=None) -> Node:
         """A native :class:`TopK` (``hint``: its group-size hint, recorded), or -- when the
-        order reads text (the collation's order, SQL's business) -- a :class:`SqlTopK`
-        recomputed by DuckDB per affected group."""
+        order reads text (the collation's order, SQL's business) or an array (PostgreSQL's
+        array order, not colmz's encoding's) -- a :class:`SqlTopK` recomputed by DuckDB per
+        affected group."""
         types = {c.name: c.type for c in node.schema}
-        if not any(pa.types.is_string(types[c]) or pa.types.is_large_string(types[c]) for c, _, _ in keys):
+        if not any(pa.types.is_string(types[c]) or pa.types.is_large_string(types[c])
+                   or pa.types.is_list(types[c]) or pa.types.is_large_list(types[c]) for c, _, _ in keys):
             return TopK(node.schema, node, keys, limit, offset, group, hint)
         order = ", ".join(f"{identifier(c)}{' DESC' if d else ' ASC'} NULLS {'FIRST' if n else 'LAST'}"
                           for c, d, n in keys) or "1"

@@ -83,11 +83,20 @@ def is_aggregate(e: Expression) -> bool:
 @dataclass
 class Source:
     """One ``FROM`` item in scope: its alias and its columns (name -> plan name, type);
-    ``hidden`` columns are reachable qualified only (the right side's ``USING`` columns)."""
+    ``hidden`` columns are reachable qualified only (the right side's ``USING`` columns);
+    ``ambiguous`` names are several of its columns (a subquery's ``count(*), count(v)``):
+    a reference to one raises PostgreSQL's error, and the columns renamed apart for ``*``
+    (``renamed``: ``count_2``) are not reachable by name."""
 
     alias: str
     columns: dict[str, tuple[str, pa.DataType]]
     hidden: set = field(default_factory=set)
+    ambiguous: set = field(default_factory=set)
+    renamed: set = field(default_factory=set)
+
+    def check_unambiguous(self, name: str) -> None:
+        if name in self.ambiguous:
+            raise PlanError(f'column reference "{name}" is ambiguous')
 
 
 class Scope:
@@ -114,8 +123,10 @@ class Scope:
 
     def exact(self, parts: tuple[str, ...]) -> str:
         if len(parts) == 1:
+            for s in self.sources:
+                s.check_unambiguous(parts[0])
             hits = [s.columns[parts[0]][0] for s in self.sources
-                    if parts[0] in s.columns and parts[0] not in s.hidden]
+                    if parts[0] in s.columns and parts[0] not in s.hidden and parts[0] not in s.renamed]
             if len(hits) > 1:
                 raise PlanError(f"column reference {parts[0]!r} is ambiguous: it is a column of "
                                 f"{[s.alias for s in self.sources if parts[0] in s.columns]}")
@@ -126,7 +137,8 @@ class Scope:
         if len(parts) == 2:
             for s in self.sources:
                 if s.alias == parts[0]:
-                    if parts[1] not in s.columns:
+                    s.check_unambiguous(parts[1])
+                    if parts[1] not in s.columns or parts[1] in s.renamed:
                         raise PlanError(f"column {parts[1]!r} does not exist in {parts[0]!r}")
                     return s.columns[parts[1]][0]
             raise PlanError(f"missing FROM-clause entry for table {parts[0]!r} (in {'.'.join(parts)})")

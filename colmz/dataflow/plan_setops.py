@@ -13,6 +13,7 @@ Fallback leaf of its own when it falls back and can be typed).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 from colmz.dataflow.plan_binding import (
     PlanError,
@@ -193,7 +194,26 @@ class SetOpLowering:
         names = list(column_aliases) + names[len(column_aliases):]
         cols = tuple((c.name, f"{alias}.{n}") for c, n in zip(inner.schema, names))
         node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, inner.schema)), inner, (), cols)
-        return node, [Source(alias, {n: (p, c.type) for n, (_, p), c in zip(names, cols, inner.schema)})], []
+        # PostgreSQL's names of the columns (the plan renamed repeated ones apart): a name
+        # several columns share is ambiguous, the renamed copies are no names of its
+        written = self.output_names(query)
+        ambiguous, renamed = set(), set()
+        if written is not None and len(written) == len(names):
+            written = list(column_aliases) + written[len(column_aliases):]
+            counts = Counter(written)
+            ambiguous = {w for w, k in counts.items() if k > 1}
+            renamed = {n for n, w in zip(names, written) if w in ambiguous and n != w}
+            names = [n if w in ambiguous else w for n, w in zip(names, written)]
+        source = Source(alias, {n: (p, c.type) for n, (_, p), c in zip(names, cols, inner.schema)},
+                        ambiguous=ambiguous, renamed=renamed)
+        return node, [source], []
+
+    def output_names(self, query: Query) -> list[str] | None:
+        """The names PostgreSQL gives the columns of a ``SELECT`` without ``*`` (``None``
+        for other queries: not told)."""
+        if query.type != "SELECT_NODE" or any(e.cls == "STAR" for e in query.items):
+            return None
+        return [self.item_name(e) for e in query.items]
 
     def subtree(self, f: Fallback, t: Table, what: str) -> Fallback:
         """A ``FROM`` subquery that falls back, as a Fallback leaf recomputing its own query

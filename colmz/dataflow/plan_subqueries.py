@@ -19,6 +19,9 @@ values of the outer columns it reads, computed per key, joined back on them -- e
 because each outer column is an operand of a comparison in the subquery's ``WHERE``, so a
 NULL one (no key) has the subquery's answer over no rows. A native aggregate read by SQL must be
 typed as PostgreSQL's (:meth:`SubqueryLowering.typed_subquery` re-plans it as DuckDB's).
+Uncorrelated, ``EXISTS (subquery)`` as a value is a global count above zero and
+``ARRAY(subquery)`` a global basic reduce of the subquery's rows (one row each, over no rows
+too: ``false`` and ``{}``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from colmz.dataflow.plan_binding import (
 from colmz.dataflow.plan_nodes import (
     PER_OUTER_KEY,
     Aggregate,
+    BasicReduce,
     Comparison,
     Constant,
     Distinct,
@@ -58,8 +62,10 @@ from colmz.dataflow.plan_nodes import (
     fused,
     with_inputs,
 )
+from colmz.dataflow.recompute import INPUT_RELATION, output_schema
 from colmz.dataflow.sqlmap import placeholder
 from colmz.order import ColumnSpec
+from colmz.sql.build import identifier
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Query, Table
 
@@ -737,8 +743,12 @@ class SubqueryLowering:
         :meth:`correlated_aggregate`."""
         text = self.span(e)
         sub = e.subquery
-        if e.children or self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
-            raise Unsupported(f"select item {text!r}: EXISTS or IN as a value")
+        if not e.children and self.text[e.start:e.end].lstrip().upper().startswith("EXISTS"):
+            return self.uncorrelated_exists(node, e)
+        if e.children:
+            raise Unsupported(f"select item {text!r}: IN as a value")
+        if self.text[e.start:e.end].lstrip().upper().startswith("ARRAY"):
+            return self.array_subquery(node, e)
         constant = (sub is not None and sub.type == "SELECT_NODE" and sub.from_ is None and sub.where is None
                     and not sub.group_by and sub.having is None and not sub.modifiers and len(sub.items) == 1)
         shaped = constant or not (
@@ -766,6 +776,57 @@ class SubqueryLowering:
         one = fused((ColumnSpec(name, right.schema[0].type),), right, (), ((right.schema[0].name, name),))
         if not shaped:
             one = self.at_most_one(one, text)
+        return Join(node.schema + one.schema, (node, one), "inner"), name
+
+    def uncorrelated_exists(self, node: Node, e: Expression) -> tuple[Node, str]:
+        """An uncorrelated ``EXISTS (subquery)`` as a value: ``node`` crossed with the one row
+        of a global count of the subquery's rows (accumulable: one row over no rows too),
+        the value whether it is above zero."""
+        text = self.span(e)
+        try:
+            rows = self.query(e.subquery)
+        except PlanError as err:
+            raise Unsupported(f"select item {text!r}: {err} (EXISTS as a value, correlated)") from None
+        if isinstance(rows, Fallback):
+            raise Unsupported(f"EXISTS subquery {text!r}: {rows.reason}")
+        tag = self.fresh("exists")
+        count = Aggregate(f"{tag}.rows", "count", None, "accumulable")
+        counts = Reduce(self.reduce_schema(rows.schema, [], [count]), rows, (), (count,))
+        value = f"{tag}.value"
+        flag = self.sql_segment(counts, (), [(f"{placeholder(0)} > 0", value)], [text])
+        return Join(node.schema + flag.schema, (node, flag), "inner"), value
+
+    def array_subquery(self, node: Node, e: Expression) -> tuple[Node, str]:
+        """An uncorrelated ``ARRAY(SELECT x FROM ... [ORDER BY ...])`` in the select list:
+        ``node`` crossed with the one-row relation of the array, a global :class:`BasicReduce`
+        over the subquery's rows (its order keys kept beside ``x``), recomputed by DuckDB
+        when they change (Materialize's basic reduce: an array is not invertible). DuckDB's
+        tree holds the subquery as ``SELECT <array_agg of column 1 by the hidden order
+        columns> FROM (<the query, each ORDER BY key an extra hidden item>)``: that inner
+        query is what is planned."""
+        text = self.span(e)
+        sub = e.subquery
+        inner = sub.from_.subquery if (sub is not None and sub.type == "SELECT_NODE" and sub.from_ is not None
+                                       and sub.from_.type == "SUBQUERY" and not sub.from_.alias) else None
+        if inner is None or sub.where is not None or sub.group_by or sub.having is not None or sub.modifiers:
+            raise Unsupported(f"select item {text!r}: an ARRAY subquery of another shape than DuckDB's")
+        orders = [o for m in inner.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders]
+        try:
+            rows = self.query(inner)
+        except PlanError as err:
+            raise Unsupported(f"select item {text!r}: {err} (a correlated ARRAY subquery)") from None
+        if isinstance(rows, Fallback):
+            raise Unsupported(f"ARRAY subquery {text!r}: {rows.reason}")
+        if len(rows.schema) != 1 + len(orders):
+            raise PlanError(f"subquery must return only one column ({text!r})")
+        value, *keys = (identifier(c.name) for c in rows.schema)
+        order = ", ".join(f"{k}{' DESC' if o.direction == 'DESCENDING' else ''}"
+                          f"{'' if o.nulls == 'ORDER_DEFAULT' else ' ' + o.nulls}" for k, o in zip(keys, orders))
+        name = self.fresh("array")
+        sql = (f"SELECT ARRAY(SELECT {value} FROM {INPUT_RELATION}{' ORDER BY ' + order if order else ''}) "
+               f"AS {identifier(name)}")
+        translated = self.checked_sql(sql, rows.schema, (), f"ARRAY subquery {text!r}")
+        one = BasicReduce(output_schema(rows.schema, translated), rows, (), ((name, text),), translated)
         return Join(node.schema + one.schema, (node, one), "inner"), name
 
     def at_most_one(self, rows: Node, text: str) -> Node:

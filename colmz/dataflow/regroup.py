@@ -63,7 +63,12 @@ def group_rows(found: Matches, columns) -> Updates:
 
 
 def check_orderable(t: pa.DataType, column: str, what: str) -> None:
-    """Refuse ordering a text column natively: its order is the collation's (SQL's business)."""
-    if kind_of(t, column) == "bytes" and "binary" not in str(t):
+    """Refuse ordering a text column natively: its order is the collation's (SQL's business);
+    an array column too: colmz's order of arrays (``colmz.order_bytes``) is not PostgreSQL's."""
+    kind = kind_of(t, column)
+    if kind == "list":
+        raise TypeError(f"{what} orders array column {column!r}: PostgreSQL's array order needs SQL "
+                        "(colmz's encoding orders arrays otherwise)")
+    if kind == "bytes" and "binary" not in str(t):
         raise TypeError(f"{what} orders text column {column!r}: text order depends on the collation "
                         "and needs SQL (absent from native operators)")

@@ -246,7 +246,7 @@ def test_sliced_and_chunked_and_dictionary_inputs():
 
 @pytest.mark.parametrize(
     "t",
-    [pa.list_(pa.int64()), pa.struct([("a", pa.int64())]), pa.map_(pa.string(), pa.int64()),
+    [pa.list_(pa.decimal128(10, 2)), pa.list_(pa.int64(), 2), pa.struct([("a", pa.int64())]), pa.map_(pa.string(), pa.int64()),
      pa.decimal128(10, 2), pa.binary(3)],
 )
 def test_unsupported_type_names_the_column(t):

@@ -72,3 +72,54 @@ def test_each_body_equals_postgres(pg):
     for b in BODIES:
         assert not plan(b, SCHEMAS).fallbacks(), b
     assert views_equal_postgres(pg, TABLES, BODIES, SCRIPT) == len(BODIES) * (len(SCRIPT) + 1)
+
+
+#: A name two columns of a subquery or CTE share, read by name: PostgreSQL's error (the
+#: planner read the first of them); ``*`` still reads both, a column alias names one apart.
+AMBIGUOUS = [
+    "SELECT count FROM (SELECT count(*), count(v) FROM t) s",
+    "SELECT s.count FROM (SELECT count(*), count(v) FROM t) s",
+    "WITH c AS (SELECT count(*), count(v) FROM t) SELECT count FROM c",
+    "SELECT * FROM (SELECT count(*), count(v) FROM t) s WHERE count > 0",
+    "SELECT 1 FROM (SELECT k, v AS k FROM t) s GROUP BY k",
+    "SELECT k FROM (SELECT k, v AS k FROM t) s ORDER BY k LIMIT 1",
+    "SELECT k FROM (SELECT k, k FROM t) s",
+]
+
+
+@pytest.mark.parametrize("body", AMBIGUOUS)
+def test_a_name_two_columns_share_is_ambiguous(body):
+    from test_maintained import TABLES
+
+    import colmz
+    from colmz.dataflow.plan_binding import PlanError
+
+    name = "count" if "count" in body else "k"
+    with pytest.raises(PlanError, match=f'column reference "{name}" is ambiguous'):
+        plan(body, SCHEMAS)
+    cat = colmz.Catalog()
+    cat.execute("; ".join(TABLES))
+    for how in (cat.sql, lambda q: cat.execute(f"CREATE MATERIALIZED VIEW a AS {q}")):
+        with pytest.raises(Exception, match=f'column reference "{name}" is ambiguous'):
+            how(body)
+
+
+def test_names_apart_stay_readable():
+    assert plan("SELECT * FROM (SELECT count(*), count(v) FROM t) s", SCHEMAS).names == ["count", "count_2"]
+    # the renamed copy is no name PostgreSQL knows
+    with pytest.raises(ValueError, match="'count_2' does not exist"):
+        plan("SELECT count_2 FROM (SELECT count(*), count(v) FROM t) s", SCHEMAS)
+    assert plan("SELECT count FROM (SELECT count(*), count(v) FROM t) s(c)", SCHEMAS).names == ["count"]
+    assert plan("SELECT v, a FROM (SELECT k AS v, v FROM t) s (a)", SCHEMAS).names == ["v", "a"]
+
+
+def test_ambiguous_references_raise_as_postgres_does(pg):
+    import psycopg
+    from test_maintained import TABLES
+
+    pg.execute("DROP TABLE IF EXISTS t, u, r CASCADE")
+    for s in TABLES:
+        pg.execute(s)
+    for body in AMBIGUOUS:
+        with pytest.raises(psycopg.errors.AmbiguousColumn, match="is ambiguous"):
+            pg.execute(body)

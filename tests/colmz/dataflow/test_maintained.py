@@ -116,6 +116,8 @@ OVER = [
 def canon(v):
     if isinstance(v, float):
         return "NaN" if math.isnan(v) else float(f"{v:.9g}") + 0.0
+    if isinstance(v, list):  # an array: hashable, its elements canonical
+        return tuple(canon(x) for x in v)
     return v
 
 

@@ -11,9 +11,9 @@ column names, floats within 1e-9 relative (``sql_oracle.same``; sums of floats a
 different order), PostgreSQL's ``numeric`` read as a float.
 
 View bodies cover filters, 2- and 3-table joins, outer joins, every aggregate kind
-(accumulable, min/max, basic), ``DISTINCT``, ``HAVING``, ``UNION ALL``, ``EXCEPT``,
-``INTERSECT``, window functions, ``ORDER BY ... LIMIT`` (ordered by whole rows: ties would
-make either answer right) and views over views.
+(accumulable, min/max, basic; the arrays of ``array_agg`` too), ``DISTINCT``, ``HAVING``,
+``UNION ALL``, ``EXCEPT``, ``INTERSECT``, window functions, ``ORDER BY ... LIMIT`` (ordered
+by whole rows: ties would make either answer right) and views over views.
 
 Like the other PostgreSQL oracles (``tests/sql_oracle.py``), the test fails rather than
 skips when ``CI`` is set and the server or ``psycopg`` is missing.
@@ -75,6 +75,7 @@ VIEWS = [
     ("a9", "SELECT k, min(s) AS lo, max(s) AS hi FROM t GROUP BY k"),
     ("a10", "SELECT u.w, count(*) AS n, sum(t.v) AS s FROM t JOIN u ON t.k = u.k GROUP BY u.w"),
     ("a11", "SELECT k, sum(x) AS s, stddev_pop(x) AS sd FROM r GROUP BY k"),
+    ("a12", "SELECT k, array_agg(v ORDER BY v) AS vs, array_agg(s ORDER BY s) AS ss FROM t GROUP BY k"),
     # HAVING, DISTINCT
     ("h1", "SELECT k, count(v) AS n FROM t GROUP BY k HAVING count(*) > 1"),
     ("h2", "SELECT max(v) AS hi, k, sum(v) AS s FROM t GROUP BY k HAVING min(v) < 7"),
@@ -110,10 +111,11 @@ VIEWS = [
     ("o2", "SELECT a1.k, a1.s, u.w FROM a1 JOIN u ON a1.k = u.k"),
     ("o3", "SELECT count(*) AS n, sum(c) AS total FROM a1"),
     ("o4", "SELECT key, count(*) AS n FROM f2 GROUP BY key"),
+    ("o5", "SELECT vs, count(*) AS n FROM a12 GROUP BY vs"),
 ]
 NAMES = [n for n, _ in VIEWS]
 #: Views over which other views read (always created when a reader is).
-NEEDS = {"o1": "a1", "o2": "a1", "o3": "a1", "o4": "f2"}
+NEEDS = {"o1": "a1", "o2": "a1", "o3": "a1", "o4": "f2", "o5": "a12"}
 
 #: Disagreements with PostgreSQL found by this test and not fixed yet: none today.
 KNOWN_WRONG: dict[str, str] = {}
