@@ -21,7 +21,7 @@ nothing another caller reads.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -207,12 +207,8 @@ class CreateDatabase:
 class _Cursor:
     text: str
     toks: list[Token]
-    pos: int = 0
-    end: int = field(default=-1)
-
-    def __post_init__(self):
-        if self.end < 0:
-            self.end = len(self.toks)
+    pos: int
+    end: int
 
     def peek(self, k: int = 0) -> Token | None:
         j = self.pos + k
@@ -341,9 +337,11 @@ _WITH_OPTIONS = {
 
 
 def _with_options(cur: _Cursor, statement: str) -> dict[str, object]:
-    """``WITH (NAME [[=] value], ...)`` at ``cur``: each option's value by its name (lower
-    case), the options and values :data:`_WITH_OPTIONS` gives ``statement``; any other
-    option is unsupported."""
+    """``WITH (NAME [[=] value], ...)`` at ``cur`` (or nothing: ``{}``): each option's value by
+    its name (lower case), the options and values :data:`_WITH_OPTIONS` gives ``statement``;
+    any other option is unsupported."""
+    if not cur.at("WITH"):
+        return {}
     known = _WITH_OPTIONS[statement]
     close = cur.opening("WITH", f"{statement} ... WITH needs an option list in parentheses")
     got = {}
@@ -425,7 +423,7 @@ def _create_table(cur: _Cursor) -> CreateTable:
     if not cur.at("("):
         raise SQLError(f"CREATE TABLE {name} needs a column list")
     cols = _column_defs(cur)
-    append_only = _with_options(cur, "CREATE TABLE").get("append", False) if cur.at("WITH") else False
+    append_only = _with_options(cur, "CREATE TABLE").get("append", False)
     _done(cur, "CREATE TABLE")
     return CreateTable(name, cols, qual, if_not_exists, append_only)
 
@@ -436,7 +434,7 @@ def _create_view(cur: _Cursor) -> CreateMaterializedView:
     cols = _name_list(cur) if cur.at("(") else None
     if cur.accept("IN", "CLUSTER"):
         cur.name()
-    incremental = _with_options(cur, "CREATE MATERIALIZED VIEW").get("incremental") if cur.at("WITH") else None
+    incremental = _with_options(cur, "CREATE MATERIALIZED VIEW").get("incremental")
     cur.expect("AS")
     return CreateMaterializedView(name, cols, cur.query_rest(), qual, if_not_exists, incremental)
 
@@ -557,8 +555,8 @@ def _subscribe(cur: _Cursor) -> Subscribe:
         name = cur.qualified(3)
     if cur.at("ENVELOPE") or cur.at("WITHIN"):
         _unsupported(f"SUBSCRIBE ... {cur.peek().text.upper()}")
-    options = _with_options(cur, "SUBSCRIBE") if cur.at("WITH") else {}
-    out = Subscribe(name, query, _time(cur, "SUBSCRIBE", "AS", "OF"), _time(cur, "SUBSCRIBE", "UP", "TO"), **options)
+    out = Subscribe(name, query, **_with_options(cur, "SUBSCRIBE"))
+    out.as_of, out.up_to = _time(cur, "SUBSCRIBE", "AS", "OF"), _time(cur, "SUBSCRIBE", "UP", "TO")
     _done(cur, "SUBSCRIBE")
     return out
 
@@ -618,7 +616,7 @@ def _drop(cur: _Cursor) -> Drop:
 def _insert(cur: _Cursor) -> InsertStatement:
     table, qual = cur.object_name()
     cols = None
-    if cur.at("(") and not _is_query_paren(cur):
+    if cur.at("(") and not (cur.peek(1) is not None and cur.peek(1).upper in ("SELECT", "WITH", "VALUES")):
         cols = _name_list(cur)
     if cur.at("DEFAULT", "VALUES"):
         _unsupported("INSERT ... DEFAULT VALUES")
@@ -627,14 +625,9 @@ def _insert(cur: _Cursor) -> InsertStatement:
         raise SQLError(f"INSERT INTO {table} needs VALUES or a query")
     if _find_word(cur, "RETURNING") < cur.end:
         _unsupported("INSERT ... RETURNING")
-    if _find_word(cur, "ON") < cur.end and cur.toks[_find_word(cur, "ON") + 1].upper == "CONFLICT":
+    if (on := _find_word(cur, "ON")) < cur.end and cur.toks[on + 1].upper == "CONFLICT":
         _unsupported("INSERT ... ON CONFLICT")
     return InsertStatement(table, cols, query, qual)
-
-
-def _is_query_paren(cur: _Cursor) -> bool:
-    t = cur.peek(1)
-    return t is not None and t.upper in ("SELECT", "WITH", "VALUES")
 
 
 def _delete(cur: _Cursor) -> DeleteStatement:
@@ -667,13 +660,13 @@ def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
     cols = _column_defs(cur) if cur.at("(") else None
     if cur.accept("IN", "CLUSTER"):
         cur.name()
-    options = _with_options(cur, "CONTINUAL TASK") if cur.at("WITH") else {}
+    options = _with_options(cur, "CONTINUAL TASK")
     form = next((f for f in _TASK_FORMS if cur.accept(*f[0])), None)
     if form is None:
         raise SQLError(f"CONTINUAL TASK {label}: expected ON INPUT, FROM TRANSFORM or FROM RETAIN")
     _, word, sugar, missing = form
     source, source_qual = cur.object_name()
-    if sugar is None and cur.at("WITH"):
+    if sugar is None:
         options.update(_with_options(cur, "CONTINUAL TASK"))
     close = cur.opening(word, missing)
     lo, cur.pos = cur.pos + 1, close + 1
