@@ -329,7 +329,7 @@ def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
 #: ``INCREMENTAL 'require'`` refuses a view its operators cannot maintain.
 _BOOL = {None: True, "true": True, "false": False}
 _WITH_OPTIONS = {
-    "CREATE TABLE": {"APPEND": {"only": True}},
+    "CREATE TABLE": {"APPEND ONLY": {None: True}},
     "CREATE MATERIALIZED VIEW": {"INCREMENTAL": {"'require'": "require", "'allow'": "allow"}},
     "CONTINUAL TASK": {"SNAPSHOT": _BOOL},
     "SUBSCRIBE": {"SNAPSHOT": _BOOL, "PROGRESS": _BOOL},
@@ -338,8 +338,8 @@ _WITH_OPTIONS = {
 
 def _with_options(cur: _Cursor, statement: str) -> dict[str, object]:
     """``WITH (NAME [[=] value], ...)`` at ``cur`` (or nothing: ``{}``): each option's value by
-    its name (lower case), the options and values :data:`_WITH_OPTIONS` gives ``statement``;
-    any other option is unsupported."""
+    its name (lower case, ``_`` for a space), the options and values :data:`_WITH_OPTIONS`
+    gives ``statement``; any other option is unsupported."""
     if not cur.at("WITH"):
         return {}
     known = _WITH_OPTIONS[statement]
@@ -347,12 +347,12 @@ def _with_options(cur: _Cursor, statement: str) -> dict[str, object]:
     got = {}
     for name, eq, value, written in option_items(cur.text, cur.toks, cur.pos + 1, close, tuple(known)):
         if name is None:
-            _unsupported(f"{statement} option {written!r} (colmz reads {', '.join(known)})")
+            _unsupported(f"{statement} ... WITH ({written}) (the options colmz reads: {', '.join(known)})")
         key = value[0].text.lower() if len(value) == 1 else None if not (eq or value) else ""
         if key not in known[name]:
-            raise SQLError(f"{statement} option {name} takes {' or '.join(k for k in known[name] if k)}, "
-                           f"got {written[len(name):].strip()!r}")
-        got[name.lower()] = known[name][key]
+            raise SQLError(f"{statement} option {name} takes {' or '.join(k for k in known[name] if k) or 'no value'}, "
+                           f"got {cur.text[value[0].start:value[-1].end] if value else ''!r}")
+        got[name.lower().replace(" ", "_")] = known[name][key]
     cur.pos = close + 1
     return got
 
@@ -423,7 +423,7 @@ def _create_table(cur: _Cursor) -> CreateTable:
     if not cur.at("("):
         raise SQLError(f"CREATE TABLE {name} needs a column list")
     cols = _column_defs(cur)
-    append_only = _with_options(cur, "CREATE TABLE").get("append", False)
+    append_only = _with_options(cur, "CREATE TABLE").get("append_only", False)
     _done(cur, "CREATE TABLE")
     return CreateTable(name, cols, qual, if_not_exists, append_only)
 
