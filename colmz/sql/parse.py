@@ -473,7 +473,7 @@ def _update(cur: _Cursor) -> UpdateStatement:
         if b - a < 3 or cur.toks[a + 1].text != "=":
             raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
         assigns.append((cur.toks[a].name, share_slice(cur.text, cur.toks, a + 2, b)))
-    cur.pos = where_at
+    cur.pos = where_at  # the end, or a WHERE
     where = cur.query_rest() if cur.accept("WHERE") else None
     # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
     prefetch_expressions([expr for _, expr in assigns] + ([where] if where else []))
@@ -483,8 +483,6 @@ def _update(cur: _Cursor) -> UpdateStatement:
         if not where:
             raise SQLError(f"UPDATE {table}: WHERE without a predicate")
         require_expression(where, f"UPDATE {table}: predicate")
-    elif cur.peek() is not None:
-        raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
     return UpdateStatement(table, assigns, where, qual)
 
 
@@ -632,7 +630,7 @@ def _insert(cur: _Cursor) -> InsertStatement:
 
 def _delete(cur: _Cursor) -> DeleteStatement:
     table, qual = cur.object_name()
-    if cur.at("USING") or (cur.peek() is not None and cur.peek().upper not in ("WHERE",)):
+    if cur.peek() is not None and not cur.at("WHERE"):
         _unsupported("DELETE with USING or a table alias")
     where = None
     if cur.accept("WHERE"):
