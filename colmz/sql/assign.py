@@ -59,28 +59,25 @@ _INTS = {
 _FLOATS = {pa.float32(): ("real", "FLOAT"), pa.float64(): ("double precision", "DOUBLE")}
 
 
+#: The families of Arrow types assignment tells apart, each with its test: a type is of the
+#: first family whose test holds (``"other"`` when none does).
+_FAMILIES = (
+    ("null", pa.types.is_null),
+    ("int", _INTS.__contains__),
+    ("float", lambda t: t in _FLOATS or pa.types.is_float16(t)),
+    ("numeric", pa.types.is_decimal),
+    ("text", lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)),
+    ("bool", pa.types.is_boolean),
+    ("bytea", lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)),
+    ("date", pa.types.is_date),
+    ("timestamptz", lambda t: pa.types.is_timestamp(t) and bool(t.tz)),
+    ("timestamp", pa.types.is_timestamp),
+    ("interval", lambda t: pa.types.is_duration(t) or pa.types.is_interval(t)),
+)
+
+
 def _family(t: pa.DataType) -> str:
-    if pa.types.is_null(t):
-        return "null"
-    if t in _INTS:
-        return "int"
-    if t in _FLOATS or pa.types.is_float16(t):
-        return "float"
-    if pa.types.is_decimal(t):
-        return "numeric"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "text"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "bytea"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamptz" if t.tz else "timestamp"
-    if pa.types.is_duration(t) or pa.types.is_interval(t):
-        return "interval"
-    return "other"
+    return next((name for name, test in _FAMILIES if test(t)), "other")
 
 
 #: Each family's PostgreSQL name (as its errors say) and DuckDB type; integers and floats

@@ -38,7 +38,7 @@ from colmz.sql.build import splice
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import Token, bracket_pairs, closing, tokenize, top_level
 
-__all__ = ["HINTS", "InvalidHint", "QueryHint", "blank_hints", "select_offset", "strip_hints"]
+__all__ = ["HINTS", "InvalidHint", "QueryHint", "blank_hints", "option_items", "select_offset", "strip_hints"]
 
 #: The hints colmz reads (Materialize's query hints), each a positive integer.
 HINTS = ("AGGREGATE INPUT GROUP SIZE", "DISTINCT ON INPUT GROUP SIZE", "LIMIT INPUT GROUP SIZE")
@@ -97,19 +97,37 @@ def select_offset(toks: tuple[Token, ...], i: int) -> int:
     return -1
 
 
-def _items(text: str, toks: tuple[Token, ...], lo: int, hi: int, select_at: int) -> list[QueryHint]:
-    clause = text[toks[lo - 2].start:toks[hi].end]
+def option_items(text: str, toks: tuple[Token, ...], lo: int, hi: int,
+                 names: tuple[str, ...]) -> list[tuple[str | None, bool, tuple[Token, ...], str]]:
+    """The items of an option list ``NAME [=] value, ...`` in ``toks[lo:hi]``, as Materialize
+    writes both its statements' ``WITH (...)`` options and its query hints: for each item,
+    the first of ``names`` (upper-case words) its leading words spell (``None``: none),
+    whether ``=`` follows the name, the value's tokens (after the ``=``) and the item's text.
+
+    >>> text = "SNAPSHOT = false, PROGRESS, FOO 1"
+    >>> [(n, eq, [t.text for t in v], s) for n, eq, v, s in
+    ...  option_items(text, tokenize(text), 0, 8, ("SNAPSHOT", "PROGRESS"))]
+    [('SNAPSHOT', True, ['false'], 'SNAPSHOT = false'), ('PROGRESS', False, [], 'PROGRESS'), (None, False, [], 'FOO 1')]
+    """
     cuts = [j for j in top_level(toks, lo, hi) if toks[j].kind == "op" and toks[j].text == ","]
-    out: list[QueryHint] = []
+    out = []
     for a, b in zip([lo, *(j + 1 for j in cuts)], [*cuts, hi]):
         item = toks[a:b]
-        eq = next((k for k, x in enumerate(item) if x.kind == "op" and x.text == "="), None)
-        name_toks = item if eq is None else item[:eq]
-        name = " ".join(x.upper for x in name_toks)
-        if not name_toks or any(x.kind != "word" for x in name_toks) or name not in HINTS:
-            got = text[item[0].start:item[-1].end] if item else ""
+        written = text[item[0].start:item[-1].end] if item else ""
+        words = [x.upper if x.kind == "word" else None for x in item]
+        name = next((n for n in names if words[:len(n.split())] == n.split()), None)
+        rest = item[len(name.split()):] if name is not None else ()
+        eq = bool(rest) and rest[0].kind == "op" and rest[0].text == "="
+        out.append((name, eq, rest[1:] if eq else rest, written))
+    return out
+
+
+def _items(text: str, toks: tuple[Token, ...], lo: int, hi: int, select_at: int) -> list[QueryHint]:
+    clause = text[toks[lo - 2].start:toks[hi].end]
+    out: list[QueryHint] = []
+    for name, eq, value, got in option_items(text, toks, lo, hi, HINTS):
+        if name is None or (value and not eq):
             raise InvalidHint(f"{clause}: unknown query hint {got!r} (colmz reads {', '.join(HINTS)})")
-        value = item[eq + 1:] if eq is not None else ()
         written = text[value[0].start:value[-1].end] if value else ""
         if len(value) != 1 or value[0].kind != "number" or not value[0].text.isdigit() or int(value[0].text) < 1:
             raise InvalidHint(f"{clause}: {name} takes a positive integer, got {written or 'nothing'!r}")

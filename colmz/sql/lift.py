@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from colmz.sql.build import RESERVED_PREFIX, identifier, now_sql
-from colmz.sql.tokens import closing, tokenize
+from colmz.sql.tokens import closing, tokenize, top_level
 from colmz.sql.translate import referenced_names, substitute_now
 
 __all__ = [
@@ -182,16 +182,6 @@ def tagged_union(queries: Sequence[str]) -> str:
     return " UNION ALL ".join(parts)
 
 
-def _column_at(toks, j: int, name: str, cols: Sequence[str]) -> tuple[str, int] | None:
-    """``col`` or ``name.col`` at ``toks[j]``: (column, next index)."""
-    if j + 2 < len(toks) and toks[j].kind in ("word", "qident") and toks[j].name == name \
-            and toks[j + 1].text == ".":
-        j += 2
-    if j < len(toks) and toks[j].kind in ("word", "qident") and toks[j].name in cols:
-        return toks[j].name, j + 1
-    return None
-
-
 def in_subquery(predicate: str, name: str, cols: Sequence[str]) -> tuple[list[str], str] | None:
     """``(columns, subquery)`` when ``predicate`` (a ``DELETE FROM name`` predicate, as the
     user wrote it) is exactly ``cols IN (subquery)``, with ``cols`` columns of ``name`` and a
@@ -203,23 +193,27 @@ def in_subquery(predicate: str, name: str, cols: Sequence[str]) -> tuple[list[st
     True
     """
     toks = tokenize(predicate)
+    j = next((k for k in top_level(toks, 0) if toks[k].upper == "IN"), None)  # the first IN outside brackets
     paren = bool(toks) and toks[0].text == "("  # (cols) IN, else col IN
-    lhs, j = [], int(paren)
-    while (c := _column_at(toks, j, name, cols)) is not None:
-        lhs.append(c[0])
-        j = c[1]
-        if not paren:
-            break
-        if j >= len(toks) or toks[j].text not in (",", ")"):
-            return None
-        j += 1
-        if toks[j - 1].text == ")":
-            break
-    else:
+    if j is None or (paren and closing(toks, 0) != j - 1):
         return None
-    # IN, then a parenthesis closing at the end of the predicate around a query
-    if not (j + 2 < len(toks) and toks[j].upper == "IN" and toks[j + 1].text == "("
-            and closing(toks, j + 1) == len(toks) - 1 and toks[j + 2].upper in ("SELECT", "WITH", "VALUES", "TABLE")):
+    lhs: list[str] = []
+    item: list = []
+    for tok in [*toks[paren : j - paren], None]:  # each item: col or name.col, items between commas
+        if tok is not None and tok.text != ",":
+            item.append(tok)
+            continue
+        if len(item) == 3 and item[0].kind in ("word", "qident") and item[0].name == name and item[1].text == ".":
+            item = item[2:]
+        if len(item) != 1 or item[0].kind not in ("word", "qident") or item[0].name not in cols:
+            return None
+        lhs.append(item[0].name)
+        item = []
+    # one column unless parenthesised; IN, then a parenthesis closing at the end of the
+    # predicate around a query
+    if (not paren and len(lhs) > 1) or not (
+            j + 2 < len(toks) and toks[j + 1].text == "(" and closing(toks, j + 1) == len(toks) - 1
+            and toks[j + 2].upper in ("SELECT", "WITH", "VALUES", "TABLE")):
         return None
     sub = predicate[toks[j + 2].start : toks[-1].start]
     if name in referenced_names(sub):

@@ -21,13 +21,13 @@ nothing another caller reads.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from colmz.sql.build import RESERVED_PREFIX, select_where
 from colmz.sql.errors import SQLError, UnsupportedSQL
-from colmz.sql.hints import blank_hints
+from colmz.sql.hints import blank_hints, option_items
 from colmz.sql.names import resolve_item, sql_name
 from colmz.sql.tokens import (
     Token,
@@ -207,12 +207,8 @@ class CreateDatabase:
 class _Cursor:
     text: str
     toks: list[Token]
-    pos: int = 0
-    end: int = field(default=-1)
-
-    def __post_init__(self):
-        if self.end < 0:
-            self.end = len(self.toks)
+    pos: int
+    end: int
 
     def peek(self, k: int = 0) -> Token | None:
         j = self.pos + k
@@ -327,31 +323,38 @@ def _column_defs(cur: _Cursor) -> list[tuple[str, str]]:
     return cols
 
 
-def _view_options(cur: _Cursor, view: str) -> str:
-    """``WITH (INCREMENTAL [=] 'require' | 'allow')`` after a view's name: the mode; any
-    other option is unsupported."""
-    close = cur.opening("WITH", f"CREATE MATERIALIZED VIEW {view} WITH: expected (options)")
-    toks = cur.toks[cur.pos + 1:close]
-    if toks and toks[-1].kind == "string" and toks[0].upper == "INCREMENTAL" and (
-            len(toks) == 2 or (len(toks) == 3 and toks[1].text == "=")):
-        value = toks[-1].text[1:-1].lower()
-        if value not in ("require", "allow"):
-            raise SQLError(f"CREATE MATERIALIZED VIEW {view}: INCREMENTAL takes 'require' or 'allow', "
-                           f"got {toks[-1].text}")
-        cur.pos = close + 1
-        return value
-    _unsupported(f"CREATE MATERIALIZED VIEW ... WITH ({cur.span(cur.pos + 1, close)}) "
-                 "(the option colmz reads is INCREMENTAL = 'require' | 'allow')")
+#: The ``WITH (...)`` options each statement reads, and the values each takes as written
+#: (lower-cased; ``None``: the name alone). ``APPEND ONLY`` is colmz's declaration of an
+#: append-only table (Materialize infers append-only inputs from their sources);
+#: ``INCREMENTAL 'require'`` refuses a view its operators cannot maintain.
+_BOOL = {None: True, "true": True, "false": False}
+_WITH_OPTIONS = {
+    "CREATE TABLE": {"APPEND ONLY": {None: True}},
+    "CREATE MATERIALIZED VIEW": {"INCREMENTAL": {"'require'": "require", "'allow'": "allow"}},
+    "CONTINUAL TASK": {"SNAPSHOT": _BOOL},
+    "SUBSCRIBE": {"SNAPSHOT": _BOOL, "PROGRESS": _BOOL},
+}
 
 
-def _table_options(cur: _Cursor, table: str) -> bool:
-    """``WITH (APPEND ONLY)`` after a table's columns (colmz's declaration: Materialize infers
-    append-only inputs from their sources); any other option is unsupported."""
-    close = cur.opening("WITH", f"CREATE TABLE {table} WITH: expected (options)")
-    if [t.upper for t in cur.toks[cur.pos + 1:close]] == ["APPEND", "ONLY"]:
-        cur.pos = close + 1
-        return True
-    _unsupported(f"CREATE TABLE ... WITH ({cur.span(cur.pos + 1, close)}) (the option colmz reads is APPEND ONLY)")
+def _with_options(cur: _Cursor, statement: str) -> dict[str, object]:
+    """``WITH (NAME [[=] value], ...)`` at ``cur`` (or nothing: ``{}``): each option's value by
+    its name (lower case, ``_`` for a space), the options and values :data:`_WITH_OPTIONS`
+    gives ``statement``; any other option is unsupported."""
+    if not cur.at("WITH"):
+        return {}
+    known = _WITH_OPTIONS[statement]
+    close = cur.opening("WITH", f"{statement} ... WITH needs an option list in parentheses")
+    got = {}
+    for name, eq, value, written in option_items(cur.text, cur.toks, cur.pos + 1, close, tuple(known)):
+        if name is None:
+            _unsupported(f"{statement} ... WITH ({written}) (the options colmz reads: {', '.join(known)})")
+        key = value[0].text.lower() if len(value) == 1 else None if not (eq or value) else ""
+        if key not in known[name]:
+            raise SQLError(f"{statement} option {name} takes {' or '.join(k for k in known[name] if k) or 'no value'}, "
+                           f"got {cur.text[value[0].start:value[-1].end] if value else ''!r}")
+        got[name.lower().replace(" ", "_")] = known[name][key]
+    cur.pos = close + 1
+    return got
 
 
 def _name_list(cur: _Cursor) -> list[str]:
@@ -420,7 +423,7 @@ def _create_table(cur: _Cursor) -> CreateTable:
     if not cur.at("("):
         raise SQLError(f"CREATE TABLE {name} needs a column list")
     cols = _column_defs(cur)
-    append_only = _table_options(cur, name) if cur.at("WITH") else False
+    append_only = _with_options(cur, "CREATE TABLE").get("append_only", False)
     _done(cur, "CREATE TABLE")
     return CreateTable(name, cols, qual, if_not_exists, append_only)
 
@@ -431,7 +434,7 @@ def _create_view(cur: _Cursor) -> CreateMaterializedView:
     cols = _name_list(cur) if cur.at("(") else None
     if cur.accept("IN", "CLUSTER"):
         cur.name()
-    incremental = _view_options(cur, name) if cur.at("WITH") else None
+    incremental = _with_options(cur, "CREATE MATERIALIZED VIEW").get("incremental")
     cur.expect("AS")
     return CreateMaterializedView(name, cols, cur.query_rest(), qual, if_not_exists, incremental)
 
@@ -470,7 +473,7 @@ def _update(cur: _Cursor) -> UpdateStatement:
         if b - a < 3 or cur.toks[a + 1].text != "=":
             raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
         assigns.append((cur.toks[a].name, share_slice(cur.text, cur.toks, a + 2, b)))
-    cur.pos = where_at
+    cur.pos = where_at  # the end, or a WHERE
     where = cur.query_rest() if cur.accept("WHERE") else None
     # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
     prefetch_expressions([expr for _, expr in assigns] + ([where] if where else []))
@@ -480,8 +483,6 @@ def _update(cur: _Cursor) -> UpdateStatement:
         if not where:
             raise SQLError(f"UPDATE {table}: WHERE without a predicate")
         require_expression(where, f"UPDATE {table}: predicate")
-    elif cur.peek() is not None:
-        raise SQLError(f"UPDATE {table}: unexpected {cur.peek().text!r}")
     return UpdateStatement(table, assigns, where, qual)
 
 
@@ -549,36 +550,32 @@ def _subscribe(cur: _Cursor) -> Subscribe:
     else:
         if cur.peek() is None:
             raise SQLError("SUBSCRIBE needs an object name or a (query)")
-        name = cur.qualified()
-        if len(name) > 3:
-            raise SQLError(f"qualified name did not have between 1 and 3 components: {sql_name(name)}")
-    out = Subscribe(name, query)
+        name = cur.qualified(3)
     if cur.at("ENVELOPE") or cur.at("WITHIN"):
         _unsupported(f"SUBSCRIBE ... {cur.peek().text.upper()}")
-    if cur.at("WITH"):
-        for a, b, value in _flag_options(cur, "SUBSCRIBE ... WITH needs an option list in parentheses"):
-            opt = cur.toks[a].upper
-            if opt not in ("SNAPSHOT", "PROGRESS"):
-                _unsupported(f"SUBSCRIBE option {cur.span(a, b)!r} (colmz knows SNAPSHOT and PROGRESS)")
-            if value is None:
-                raise SQLError(f"SUBSCRIBE option {opt}: expected {opt} [= true | false], got {cur.span(a, b)!r}")
-            setattr(out, opt.lower(), value)
-    for words, field_name in ((("AS", "OF"), "as_of"), (("UP", "TO"), "up_to")):
-        if cur.accept(*words):
-            t = cur.peek()
-            if t is not None and t.upper == "AT":
-                _unsupported("SUBSCRIBE ... AS OF AT LEAST (AS OF takes an integer time)")
-            if t is None or t.kind != "number" or not t.text.isdigit():
-                raise SQLError(f"SUBSCRIBE ... {' '.join(words)} takes an integer time, got "
-                               f"{t.text if t else 'end of statement'!r}")
-            cur.pos += 1
-            setattr(out, field_name, int(t.text))
+    out = Subscribe(name, query, **_with_options(cur, "SUBSCRIBE"))
+    out.as_of, out.up_to = _time(cur, "SUBSCRIBE", "AS", "OF"), _time(cur, "SUBSCRIBE", "UP", "TO")
     _done(cur, "SUBSCRIBE")
     return out
 
 
 def _unsupported(what: str):
     raise UnsupportedSQL(f"{what} is not supported by colmz")
+
+
+def _time(cur: _Cursor, what: str, *words: str) -> int | None:
+    """The integer time of Materialize's ``AS OF t`` or ``UP TO t`` (``words``) at ``cur``,
+    ``None`` when the clause is not there (``AS OF AT LEAST`` is not supported)."""
+    if not cur.accept(*words):
+        return None
+    t = cur.peek()
+    if t is not None and t.upper == "AT":
+        _unsupported(f"{what} ... AS OF AT LEAST (AS OF takes an integer time)")
+    if t is None or t.kind != "number" or not t.text.isdigit():
+        raise SQLError(f"{what} ... {' '.join(words)} takes an integer time, got "
+                       f"{t.text if t else 'end of statement'!r}")
+    cur.pos += 1
+    return int(t.text)
 
 
 def _done(cur: _Cursor, what: str) -> None:
@@ -599,25 +596,16 @@ def _drop(cur: _Cursor) -> Drop:
     # Materialize drops a database with its schemas unless told RESTRICT, anything else
     # only when told CASCADE.
     cascade = kind == "DATABASE"
-    end = cur.end
-    last = cur.toks[end - 1] if end > cur.pos else None
-    if last is not None and last.upper in ("CASCADE", "RESTRICT"):
-        cascade = last.upper == "CASCADE"
-        end -= 1
-    names: list[str | tuple[str, ...]] = []
-    most = {"SCHEMA": 2, "DATABASE": 1}.get(kind, 3)
-    for a, b in _split(cur.toks, cur.pos, end, ","):
-        sub = _Cursor(cur.text, cur.toks, a, b)
-        parts = sub.qualified()
-        _done(sub, f"DROP {kind}")
-        if len(parts) > most:
-            raise SQLError(
-                f"qualified name did not have between 1 and {most} components: {'.'.join(parts)}"
-            )
-        names.append(parts[0] if len(parts) == 1 else parts)
-    cur.pos = cur.end
-    if not names:
+    if cur.end > cur.pos and cur.toks[cur.end - 1].upper in ("CASCADE", "RESTRICT"):
+        cascade = cur.toks[cur.end - 1].upper == "CASCADE"
+        cur.end -= 1
+    if cur.peek() is None:
         raise SQLError(f"DROP {kind} needs a name")
+    names: list[str | tuple[str, ...]] = []
+    while not names or cur.accept(","):
+        parts = cur.qualified({"SCHEMA": 2, "DATABASE": 1}.get(kind, 3))
+        names.append(parts[0] if len(parts) == 1 else parts)
+    _done(cur, f"DROP {kind}")
     if kind in ("SCHEMA", "DATABASE") and len(names) > 1:
         _unsupported(f"DROP {kind} with multiple names")
     return Drop(kind, names, if_exists, cascade)
@@ -626,7 +614,7 @@ def _drop(cur: _Cursor) -> Drop:
 def _insert(cur: _Cursor) -> InsertStatement:
     table, qual = cur.object_name()
     cols = None
-    if cur.at("(") and not _is_query_paren(cur):
+    if cur.at("(") and not (cur.peek(1) is not None and cur.peek(1).upper in ("SELECT", "WITH", "VALUES")):
         cols = _name_list(cur)
     if cur.at("DEFAULT", "VALUES"):
         _unsupported("INSERT ... DEFAULT VALUES")
@@ -635,19 +623,14 @@ def _insert(cur: _Cursor) -> InsertStatement:
         raise SQLError(f"INSERT INTO {table} needs VALUES or a query")
     if _find_word(cur, "RETURNING") < cur.end:
         _unsupported("INSERT ... RETURNING")
-    if _find_word(cur, "ON") < cur.end and cur.toks[_find_word(cur, "ON") + 1].upper == "CONFLICT":
+    if (on := _find_word(cur, "ON")) < cur.end and cur.toks[on + 1].upper == "CONFLICT":
         _unsupported("INSERT ... ON CONFLICT")
     return InsertStatement(table, cols, query, qual)
 
 
-def _is_query_paren(cur: _Cursor) -> bool:
-    t = cur.peek(1)
-    return t is not None and t.upper in ("SELECT", "WITH", "VALUES")
-
-
 def _delete(cur: _Cursor) -> DeleteStatement:
     table, qual = cur.object_name()
-    if cur.at("USING") or (cur.peek() is not None and cur.peek().upper not in ("WHERE",)):
+    if cur.peek() is not None and not cur.at("WHERE"):
         _unsupported("DELETE with USING or a table alias")
     where = None
     if cur.accept("WHERE"):
@@ -660,100 +643,70 @@ def _delete(cur: _Cursor) -> DeleteStatement:
     return DeleteStatement(table, where, qual)
 
 
-def _flag_options(cur: _Cursor, missing: str):
-    """After ``WITH``, each option of the list in its parentheses (:class:`SQLError`
-    ``missing`` when none follows) as ``(first token, end, value)``: the value of ``NAME
-    [[=] true | false]`` (true alone), ``None`` when the option is written otherwise."""
-    cur.opening("WITH", missing)
-    toks = cur.toks
-    for a, b in cur.items():
-        value = True if b - a == 1 else None
-        if (b - a == 2 or b - a == 3 and toks[a + 1].text == "=") and toks[b - 1].upper in ("TRUE", "FALSE"):
-            value = toks[b - 1].upper == "TRUE"
-        yield a, b, value
-
-
-def _options(cur: _Cursor, stmt: dict) -> None:
-    for a, b, value in _flag_options(cur, "CONTINUAL TASK ... WITH needs an option list in parentheses"):
-        if cur.toks[a].upper != "SNAPSHOT":
-            _unsupported(f"CONTINUAL TASK option {cur.toks[a].text}")
-        if value is None:
-            raise SQLError(f"SNAPSHOT takes true or false, got {cur.span(a + 1, b)!r}")
-        stmt["snapshot"] = value
+#: A continual task's forms: the words before its input, the word before its parenthesised
+#: part (the statements, the query, the predicate), the sugar's name (``None``: the
+#: statements written out) and the error when no parentheses follow.
+_TASK_FORMS = ((("ON", "INPUT"), "AS", None, "CONTINUAL TASK body must be parenthesised: AS ( ... )"),
+               (("FROM", "TRANSFORM"), "USING", "transform", "FROM TRANSFORM ... USING needs a parenthesised query"),
+               (("FROM", "RETAIN"), "WHILE", "retain", "FROM RETAIN ... WHILE needs a parenthesised predicate"))
 
 
 def _continual_task(cur: _Cursor) -> ContinualTaskStatement:
     name, qual = cur.object_name()
     me = resolve_item((*qual, name))
     label = sql_name((*qual, name))
-    st: dict = {"snapshot": True}
-    cols = None
-    if cur.at("("):
-        cols = _column_defs(cur)
+    cols = _column_defs(cur) if cur.at("(") else None
     if cur.accept("IN", "CLUSTER"):
         cur.name()
-    if cur.at("WITH"):
-        _options(cur, st)
-    body: list = []
-    sugar = None
-    if cur.accept("ON", "INPUT"):
-        source, source_qual = cur.object_name()
-        if cur.at("WITH"):
-            _options(cur, st)
-        close = cur.opening("AS", "CONTINUAL TASK body must be parenthesised: AS ( ... )")
-        for i, (a, b) in enumerate(_split(cur.toks, cur.pos + 1, close, ";")):
-            sub = _Cursor(cur.text, cur.toks, a, b)
-            where = f"CONTINUAL TASK {label} statement {i + 1}"
-            try:
-                if sub.accept("INSERT", "INTO"):
-                    s = _insert(sub)
-                    if s.columns is not None:
-                        _unsupported("a column list in a CONTINUAL TASK INSERT")
-                elif sub.accept("DELETE", "FROM"):
-                    s = _delete(sub)
-                else:
-                    raise SQLError(f"statements are INSERT or DELETE, got {sub.span(sub.pos, sub.end)[:40]!r}")
-            except SQLError as e:
-                raise type(e)(f"{where}: {e}") from None
-            if resolve_item((*s.qualifier, s.table)) != me:
-                kind = "INSERT INTO" if isinstance(s, InsertStatement) else "DELETE FROM"
-                raise SQLError(
-                    f"{where} ({kind} {sql_name((*s.qualifier, s.table))}): a continual task "
-                    f"writes only its own output {label}"
-                )
-            body.append(s)
-        cur.pos = close + 1
-    elif cur.accept("FROM", "TRANSFORM"):
-        source, source_qual = cur.object_name()
-        close = cur.opening("USING", "FROM TRANSFORM ... USING needs a parenthesised query")
-        body = [InsertStatement(name, None, share_slice(cur.text, cur.toks, cur.pos + 1, close), qual)]
-        cur.pos = close + 1
-        sugar = "transform"
-    elif cur.accept("FROM", "RETAIN"):
-        source, source_qual = cur.object_name()
-        close = cur.opening("WHILE", "FROM RETAIN ... WHILE needs a parenthesised predicate")
-        pred = share_slice(cur.text, cur.toks, cur.pos + 1, close)
-        cur.pos = close + 1
+    options = _with_options(cur, "CONTINUAL TASK")
+    form = next((f for f in _TASK_FORMS if cur.accept(*f[0])), None)
+    if form is None:
+        raise SQLError(f"CONTINUAL TASK {label}: expected ON INPUT, FROM TRANSFORM or FROM RETAIN")
+    _, word, sugar, missing = form
+    source, source_qual = cur.object_name()
+    if sugar is None:
+        options.update(_with_options(cur, "CONTINUAL TASK"))
+    close = cur.opening(word, missing)
+    lo, cur.pos = cur.pos + 1, close + 1
+    if sugar is None:
+        body = [_task_statement(_Cursor(cur.text, cur.toks, a, b), f"CONTINUAL TASK {label} statement {i + 1}", me,
+                                label) for i, (a, b) in enumerate(_split(cur.toks, lo, close, ";"))]
+    elif sugar == "transform":
+        body = [InsertStatement(name, None, share_slice(cur.text, cur.toks, lo, close), qual)]
+    else:
         # Upstream's rewrite: keep the input rows that satisfy the predicate, and delete the
         # output rows that stopped satisfying it (evaluated at the input's times only). The
         # predicate is checked once; its negation is then one expression too (negation).
-        keep = select_where((*source_qual, source), pred)
+        pred = share_slice(cur.text, cur.toks, lo, close)
         body = [
-            InsertStatement(name, None, keep, qual),
+            InsertStatement(name, None, select_where((*source_qual, source), pred), qual),
             DeleteStatement(name, negation(pred, f"DELETE FROM {'.'.join((*source_qual, source))}: predicate"), qual),
         ]
-        sugar = "retain"
-    else:
-        raise SQLError(f"CONTINUAL TASK {label}: expected ON INPUT, FROM TRANSFORM or FROM RETAIN")
-    as_of = None
-    if cur.accept("AS", "OF"):
-        t = cur.next()
-        if t.kind != "number" or not t.text.isdigit():
-            raise SQLError(f"AS OF takes an integer time, got {t.text!r}")
-        as_of = int(t.text)
+    as_of = _time(cur, f"CREATE CONTINUAL TASK {label}", "AS", "OF")
     _done(cur, f"CREATE CONTINUAL TASK {label}")
-    return ContinualTaskStatement(name, cols, source, body, st["snapshot"], sugar, as_of, qual,
+    return ContinualTaskStatement(name, cols, source, body, options.get("snapshot", True), sugar, as_of, qual,
                                   source_qual)
+
+
+def _task_statement(sub: _Cursor, where: str, me, label: str) -> InsertStatement | DeleteStatement:
+    # One statement of a task's body: an INSERT INTO or a DELETE FROM its own output, its
+    # errors named by ``where`` (the task and the statement's number).
+    try:
+        if sub.accept("INSERT", "INTO"):
+            s = _insert(sub)
+            if s.columns is not None:
+                _unsupported("a column list in a CONTINUAL TASK INSERT")
+        elif sub.accept("DELETE", "FROM"):
+            s = _delete(sub)
+        else:
+            raise SQLError(f"statements are INSERT or DELETE, got {sub.span(sub.pos, sub.end)[:40]!r}")
+    except SQLError as e:
+        raise type(e)(f"{where}: {e}") from None
+    if resolve_item((*s.qualifier, s.table)) != me:
+        kind = "INSERT INTO" if isinstance(s, InsertStatement) else "DELETE FROM"
+        raise SQLError(f"{where} ({kind} {sql_name((*s.qualifier, s.table))}): a continual task writes only its "
+                       f"own output {label}")
+    return s
 
 
 #: Each statement colmz runs (a query aside): its first words and its reader, which reads
