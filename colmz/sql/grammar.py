@@ -118,6 +118,8 @@ _QUOTED = re.compile(r'"(?:[^"]|"")+"')
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
 #: PostgreSQL's (and DuckDB's) whitespace, stripped from the end of each token's text.
 _SPACE = " \t\n\r\f\v"
+#: Characters of a comment colmz's tokenizer might read otherwise (see :class:`_Reader`).
+_COMMENT_UNSAFE = frozenset("()'\"$")
 
 
 def _load() -> None:
@@ -243,8 +245,9 @@ class _Reader:
         T = [text[a:b].rstrip(_SPACE) for a, b in zip(S, [*S[1:], len(text)])]
         if "c" in K:
             # a comment: colmz's tokenizer must read the same parentheses around it
-            if any(k == "c" and (any(c in t for c in "()'\"$") or t.count("/*") > 1) for k, t in zip(K, T)):
-                raise _GIVE_UP
+            for t in [t for k, t in zip(K, T) if k == "c"]:
+                if not _COMMENT_UNSAFE.isdisjoint(t) or t.count("/*") > 1:
+                    raise _GIVE_UP
             keep = [j for j, k in enumerate(K) if k != "c"]
             K, S, T = [K[j] for j in keep], [S[j] for j in keep], [T[j] for j in keep]
         if not K or "" in T:
