@@ -118,6 +118,8 @@ _QUOTED = re.compile(r'"(?:[^"]|"")+"')
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
 #: PostgreSQL's (and DuckDB's) whitespace, stripped from the end of each token's text.
 _SPACE = " \t\n\r\f\v"
+#: Characters of a comment colmz's tokenizer might read otherwise (see :class:`_Reader`).
+_COMMENT_UNSAFE = frozenset("()'\"$")
 
 
 def _load() -> None:
@@ -243,8 +245,9 @@ class _Reader:
         T = [text[a:b].rstrip(_SPACE) for a, b in zip(S, [*S[1:], len(text)])]
         if "c" in K:
             # a comment: colmz's tokenizer must read the same parentheses around it
-            if any(k == "c" and (any(c in t for c in "()'\"$") or t.count("/*") > 1) for k, t in zip(K, T)):
-                raise _GIVE_UP
+            for t in [t for k, t in zip(K, T) if k == "c"]:
+                if not _COMMENT_UNSAFE.isdisjoint(t) or t.count("/*") > 1:
+                    raise _GIVE_UP
             keep = [j for j, k in enumerate(K) if k != "c"]
             K, S, T = [K[j] for j in keep], [S[j] for j in keep], [T[j] for j in keep]
         if not K or "" in T:
@@ -357,12 +360,13 @@ class _Reader:
         if orders:
             modifiers.append(Modifier("ORDER_MODIFIER", tuple(o.expression for o in orders), orders))
         limit = offset = None
-        for _ in range(2):
-            if limit is None and self.take("LIMIT"):
+        while (w := self.word()) == "LIMIT" and limit is None or w == "OFFSET" and offset is None:
+            self.i += 1
+            if w == "LIMIT":
                 if self.at("ALL"):
                     raise _GIVE_UP
                 limit = self.expr()
-            elif offset is None and self.take("OFFSET"):
+            else:
                 offset = self.expr()
                 if self.word() in ("ROW", "ROWS"):
                     raise _GIVE_UP
@@ -925,14 +929,19 @@ class _Reader:
         return items[0]
 
     def name_ref(self) -> Expression:
-        i = self.i
-        K, T = self.K, self.T
-        j = i + 1
-        t = T[i]
-        if K[i] == "i" and (j >= self.n or not (K[j] == "o" and T[j] in ("(", ".") or K[j] == "s")) \
-                and (t[0].isalpha() or t[0] == "_") and "&" not in t:
-            self.i = j  # the common case: a bare column name
-            return _Expr("COLUMN_REF", "COLUMN_REF", self.S[i], self.E[i], (), (T[i],))
+        i = j = self.i
+        K, T, n = self.K, self.T, self.n
+        # the common case: a column of up to four plain names (a, t.a), followed by no "(",
+        # "." or string; anything else is read below
+        while K[j] == "i" and ((t := T[j])[0].isalpha() or t[0] == "_") and "&" not in t:
+            j += 1
+            if j + 1 < n and T[j] == "." and K[j] == "o" and j - i < 7:
+                j += 1
+            elif j >= n or not (K[j] == "o" and T[j] in ("(", ".") or K[j] == "s"):
+                self.i = j
+                return _Expr("COLUMN_REF", "COLUMN_REF", self.S[i], self.E[j - 1], (), tuple(T[i:j:2]))
+            else:
+                break
         quoted = [T[i][0] == '"']
         parts = [self.name(("unreserved", "type_function"))]
         while self.take("."):

@@ -566,7 +566,8 @@ def top_level(toks: Sequence[Token], lo: int, hi: int | None = None) -> Iterator
 
 
 def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") -> None:
-    """Raise :class:`SQLError` unless every parenthesis and bracket in ``toks`` pairs.
+    """Raise :class:`SQLError` unless every parenthesis and bracket in ``toks`` (the tokens
+    of ``text``) pairs.
 
     >>> check_balanced(tokenize("f(a[1])"), "f(a[1])")
     """
@@ -574,6 +575,8 @@ def check_balanced(toks: Sequence[Token], text: str, what: str = "statement") ->
     # is negative): every parenthesis and bracket must pair, each with its own kind. Up to
     # the first that does not, the pairs of bracket_pairs are a kind-checking stack's.
     pairs = bracket_pairs(toks)
+    if -1 not in pairs and "[" not in text and "]" not in text:
+        return  # all paired, and all parentheses (no bracket token without its character)
     for i, j in enumerate(pairs):
         if j == -1 and toks[i].text in ")]" or j >= 0 and j < i and (toks[j].text == "(") != (toks[i].text == ")"):
             raise SQLError(f"{what}: unbalanced {toks[i].text!r} at offset {toks[i].start} in {text[:200]!r}")

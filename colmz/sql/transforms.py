@@ -2157,10 +2157,12 @@ def _unchecked(stmts, text: str, toks) -> tuple[set[int], bool, bool]:
     # query (GROUP BY): DuckDB matches a select item against the grouped expressions as
     # written, which a check repeating the leaves would break. A window's ORDER BY and
     # PARTITION BY (after OVER): DuckDB refuses an expression that may raise (volatile) there.
-    pairs = any(t.kind == "op" and t.text in _PAIR_OPS and 0 < i < len(toks) - 1 and _operands_at(toks, i)
-                for i, t in enumerate(toks))
-    if not pairs and not any(t.upper in _FLOAT_HINTS_UPPER or (t.kind == "number" and "e" in t.text.lower())
-                             for t in toks):
+    # (the tokens filtered by comprehensions: a generator over every token costs more)
+    last = len(toks) - 1
+    pairs = any(_operands_at(toks, i) for i in [i for i, t in enumerate(toks)
+                                                if t.text in _PAIR_OPS and t.kind == "op" and 0 < i < last])
+    if not pairs and not [t for t in toks if t.upper in _FLOAT_HINTS_UPPER
+                          or (t.kind == "number" and "e" in t.text.lower())]:
         return set(), False, False
     out: set[int] = set()
     for d in (d for q in stmts for d in all_queries(q)):
@@ -2554,7 +2556,8 @@ def apply_transforms(text: str, toks) -> str:
                 return _smallest_int, ""
             if lit is None or "e" not in lit.text.lower():
                 return None, ""  # DuckDB reads a lone literal as PostgreSQL does (a decimal with its scale)
-        v = _constant(e, wrapped, constants) if cls in ("CONSTANT", "FUNCTION", "CAST") else None
+        # (of the calls, only arithmetic has a constant value)
+        v = _constant(e, wrapped, constants) if cls == "CONSTANT" or cls == "CAST" or is_arith(e) else None
         if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
             # constant arithmetic holding a numeric: its value, as PostgreSQL computes it (a
             # lone decimal literal DuckDB reads with its scale already)
@@ -2645,9 +2648,10 @@ def apply_transforms(text: str, toks) -> str:
         if e.subquery is not None:
             queries.append(e.subquery)
         rule, name = rule_of(e, item)
-        if not arith and is_arith(e) and not unchecked:
+        here = is_arith(e)  # (its operands are visited as inside arithmetic)
+        if here and not arith and not unchecked:
             unchecked.extend(_unchecked(stmts, wrapped, toks))
-        if not arith and is_arith(e) and unchecked[2] and id(e) not in unchecked[0] and not (
+        if here and not arith and unchecked[2] and id(e) not in unchecked[0] and not (
                 rule is not None and _constant(e, wrapped, constants) is not None):
             leaves = arith_leaves(e)
             if (unchecked[1] and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
@@ -2673,9 +2677,8 @@ def apply_transforms(text: str, toks) -> str:
             kids = kids[0].children
             if e.children[0].subquery is not None:
                 queries.append(e.children[0].subquery)
-        arith = is_arith(e)
         for c in kids:
-            visit(c, False, inside, arith)
+            visit(c, False, inside, here)
 
     while queries:  # every query of the statements (as all_queries), each root once
         d = queries.pop()
