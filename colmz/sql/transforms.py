@@ -495,9 +495,30 @@ SPLITTING_MACROS = (
 
 def _string_agg(c: Call) -> str | None:
     # a NULL delimiter joins with none in PostgreSQL (DuckDB's result is NULL)
-    if not c.plain or len(c.arguments) != 2 or c.node.cls != "FUNCTION":
+    if len(c.arguments) != 2 or c.node.cls != "FUNCTION":
         return None
-    return f"string_agg({c.args[0]}, coalesce({c.args[1]}, ''))"
+    if c.plain:
+        return f"string_agg({c.args[0]}, coalesce({c.args[1]}, ''))"
+    sorted_values = _sorted_distinct(c, [c.args[0]])
+    if sorted_values is None:
+        return None
+    if c.arguments[1].literal is None:
+        raise UnsupportedSQL("string_agg(DISTINCT x, d) with a delimiter that is not a constant is not "
+                             "supported by colmz")
+    return f"list_aggr({sorted_values}, 'string_agg', coalesce({c.args[1]}, ''))"
+
+
+def _sorted_distinct(c: Call, args: list[str] | None = None) -> str | None:
+    # PostgreSQL finds a DISTINCT aggregate's distinct values by sorting its input, so an
+    # order-showing aggregate (array_agg, string_agg) without ORDER BY lists them sorted,
+    # NULL last; DuckDB hashes them (any order). Its list of them is sorted after (DuckDB's
+    # ORDER BY inside a DISTINCT aggregate must repeat an argument it can compare, which an
+    # argument holding a colmz macro is not).
+    n = c.node
+    if not n.distinct or n.order_by or c.window or c.table or n.cls != "FUNCTION" or not c.arguments:
+        return None
+    having = "" if n.filter is None else f" FILTER (WHERE {c.text_of(n.filter)})"
+    return f"list_sort(array_agg(DISTINCT {', '.join(c.args if args is None else args)}){having}, 'ASC', 'NULLS LAST')"
 
 
 #: PostgreSQL's functions of a polymorphic argument (``anyelement``, ``anynonarray``): with
@@ -551,6 +572,7 @@ CALLS: dict[str, Rule] = {
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
+    "array_agg": lambda c: _polymorphic(c) or _sorted_distinct(c),
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
     "sum": lambda c: _sum_of_real(c),
     "concat": lambda c: _concat_call(c), "concat_ws": lambda c: _concat_call(c),

@@ -14,7 +14,7 @@ it runs, of matching dimensions; a jsonb number cast to numeric.
 Text functions of jsonb or json values raise PostgreSQL's "does not exist"; a CTE's column
 list renames a numeric computed as a double as a subquery's alias does; ``lpad``/``rpad`` with
 an empty fill, ``regexp_replace``'s replacement text (``\\&``, ``\\0``, a missing group),
-``chr(0)``, ``split_part``/``string_to_array``/``string_agg`` with empty or NULL delimiters;
+``chr(0)``, a DISTINCT ``array_agg``/``string_agg`` sorted, ``split_part``/``string_to_array``/``string_agg`` with empty or NULL delimiters;
 what colmz cannot answer as PostgreSQL does (``char(n)``, centuries, a global replacement of
 empty matches, interval text DuckDB does not read) is refused by name. Each query's outcome
 is the expected one of :func:`sql_oracle.outcome`.
@@ -57,6 +57,18 @@ CASES = [
     ("json_order_by", "SELECT j FROM jspaced ORDER BY j", "both fail"),
     ("json_group_by", "SELECT j, count(*) AS n FROM jspaced GROUP BY j", "both fail"),
     ("json_union", "SELECT j FROM jspaced UNION SELECT j FROM jspaced", "both fail"),
+    # a DISTINCT aggregate showing its input's order lists the values sorted (PostgreSQL
+    # sorts to find them; DuckDB hashes them)
+    ("string_agg_distinct", "SELECT string_agg(DISTINCT 'x' || (i * 31 % 40)::text, ',') AS a FROM generate_series(1, 400) AS g(i)",
+     "match"),
+    ("array_agg_distinct_filter", "SELECT array_agg(DISTINCT i * 7919 % 50) FILTER (WHERE i % 3 > 0) AS a, "
+                                  "string_agg(DISTINCT (i % 20)::text, NULL) AS b FROM generate_series(1, 400) AS g(i)",
+     "match"),
+    ("array_agg_distinct_nulls", "SELECT array_agg(DISTINCT nullif(i % 4, 2)), string_agg(DISTINCT nullif(i % 4, 2)::text, '-') "
+                                 "FROM generate_series(1, 40) AS g(i)", "match"),
+    ("string_agg_distinct_column_delimiter", "SELECT string_agg(DISTINCT name, name) AS a FROM people", "refused"),
+    ("array_agg_distinct_grouped", "SELECT city, array_agg(DISTINCT name) AS a, string_agg(DISTINCT name, '; ') AS b "
+                                   "FROM people GROUP BY city ORDER BY city", "match"),
     # subscripts: of arrays only (jsonb's refused by name), never of text or json
     ("text_subscript", "SELECT name[1] AS c FROM people", "both fail"),
     ("text_subscript_subquery", "SELECT s[1] AS c FROM (SELECT name AS s FROM people) x", "both fail"),
