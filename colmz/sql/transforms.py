@@ -644,11 +644,12 @@ def _real_mixed(c: Call) -> str:
 
 
 def may_transform(text: str, toks) -> bool:
-    """Whether ``text`` (whose tokens are ``toks``) may hold a node of the table: a word
-    naming a call of :data:`CALLS`, ``LIKE``/``ILIKE``/``~~``, ``numeric``/``decimal``,
-    ``float``/``bytea``, a number with a point or exponent, or ``)`` before a comparison or
-    ``IS NULL`` (a superset: the tree decides). One pass over the cached tokens; the tree is
-    read only when this holds.
+    """Whether ``text`` (whose tokens are ``toks``) may hold a node of the table: a word or
+    operator an entry of the table names as its trigger (a call of :data:`CALLS`, ``LIKE``,
+    ``numeric``, ``float``, ``~~``, ``->``, ...), a number with a point or exponent, or a
+    token in a context the entries of subscripts, arrays, casts, rows and arithmetic read
+    (``::text``, ``a[i]``, ``f * g``, ``)`` before a comparison or ``IS NULL``): a superset,
+    the tree decides. One pass over the cached tokens; the tree is read only when this holds.
 
     >>> from colmz.sql.tokens import tokenize
     >>> [may_transform(s, tokenize(s)) for s in ("SELECT t1.x FROM t1", "SELECT lpad(x, 2)")]
@@ -679,15 +680,12 @@ def may_transform(text: str, toks) -> bool:
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
         elif k == "op":
             x = t.text
-            if x in _LIKES or x in _REGEXP_OPS or x in ("->", "->>", "^", "||", "@>", "<@", "@") or (
-                    x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
+            if x in _MAY_OPS or (x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
                     x in _PAIR_OPS and 0 < i < n - 1 and _operands_at(toks, i)):
                 return True
             if x == "[" and i > 1 and (toks[i - 1].text == "[" or (toks[i - 1].upper == "ARRAY"
                                                                     and toks[i - 2].text == "[")):
                 return True  # a sub-array (_array_shape)
-            if x == ":":
-                return True  # an array slice (_array_slice)
             if x == "[" and i > 0 and (toks[i - 1].text in (")", "]") or toks[i - 1].kind in ("string", "number")):
                 return True  # a subscript of what PostgreSQL may not subscript (_check_subscript)
             if x == "[" and i > 0 and toks[i - 1].kind in ("word", "qident") and i + 1 < n \
@@ -2464,20 +2462,6 @@ def _cast_rule(e: Expression, text: str) -> Rule | None:
 #: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
-#: Words that may make a node of the table (see :func:`may_transform`).
-#: (``sum``'s rule reads a real argument only, whose cast writes one of them: ``real``, ``float4``)
-_TREE_WORDS = frozenset(CALLS) - {"sum"} | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
-                                   "float4", "real", "double", "jsonb", "row", "cast", "char", "character",
-                                   "bpchar",
-                                   *_TYPE_NAMES}
-#: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
-#: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators it reads, numbers, quoted names.
-_MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
-_MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", "[", ":", *_PAIR_OPS})
-_NUMBER_QIDENT = frozenset({"number", "qident"})
-_CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
-if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
-    raise AssertionError("_TREE_WORDS must be lower-case ASCII")
 
 #: Words showing a float may be computed (a float type, a function of a double result): the
 #: text of arithmetic over one, or over an exponent literal, is read for the overflow check
@@ -2489,6 +2473,316 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
                           "tan", "cot", "asin", "acos", "atan", "atan2", "stddev", "stddev_samp",
                           "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
 _FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
+
+
+class _Walk:
+    # What the table's finders read of the statement being walked: the text its spans index
+    # (``text``, the statement after ``offset`` blanks), its tokens and their starts, its
+    # trees, and the answers read once per statement (constants, reals, array columns,
+    # subscript chains, the starts of quoted calls with capitals).
+    __slots__ = ("_arrays", "_capitals", "_chains", "constants", "item", "offset", "reals", "starts", "stmts",
+                 "text", "toks")
+
+    def __init__(self, stmts, text: str, toks, offset: int) -> None:
+        self.stmts, self.text, self.toks, self.offset = stmts, text, toks, offset
+        self.starts = [t.start for t in toks]
+        self.constants: dict[int, PgNumeric | None] = {}  # each node's _constant, read once
+        self.reals: dict[int, bool] = {}  # each node's _shows_real
+        self.item = False  # whether the node is a select item
+        self._arrays: frozenset[tuple[int, int]] | None = None
+        self._chains: dict[int, int] | None = None
+        self._capitals: dict[int, object] | None = None
+
+    def arrays(self) -> frozenset[tuple[int, int]]:
+        # array_columns of the statement, read when a finder first asks
+        if self._arrays is None:
+            self._arrays = array_columns(self.stmts, self.text)
+        return self._arrays
+
+    def chains(self) -> dict[int, int]:
+        # each outermost subscript of a chain (a[i][j]) by id, with its number of subscripts
+        if self._chains is None:
+            inner, ends = set(), {}
+            for d in (d for q in self.stmts for d in all_queries(q)):
+                for root, _ in _own_roots(d):
+                    for k in root.walk():
+                        if k.type == "ARRAY_EXTRACT" and k.children:
+                            ends[id(k)] = k
+                            if k.children[0].type == "ARRAY_EXTRACT":
+                                inner.add(id(k.children[0]))
+            self._chains = {}
+            for i, k in ends.items():
+                if i not in inner:
+                    depth = 0
+                    while k.type == "ARRAY_EXTRACT" and k.children:
+                        depth, k = depth + 1, k.children[0]
+                    self._chains[i] = depth
+        return self._chains
+
+    def token_at(self, e: Expression):
+        # The token starting where node ``e`` starts, and the one after it (None when none).
+        toks, at = self.toks, e.start - self.offset
+        i = bisect.bisect_left(self.starts, at)
+        if i + 1 < len(toks) and toks[i].start == at:
+            return toks[i], toks[i + 1]
+        return (toks[i], None) if i < len(toks) and toks[i].start == at else (None, None)
+
+    def quoted_capital(self, e: Expression) -> None:
+        # PostgreSQL's function names are lower case and a quoted name is matched as
+        # written; DuckDB matches function names without case
+        if self._capitals is None:
+            toks = self.toks
+            self._capitals = {t.start: t for i, t in enumerate(toks[:-1]) if t.kind == "qident"
+                              and toks[i + 1].text == "(" and t.name != t.name.lower()}
+        t = self._capitals.get(e.start - self.offset) if self._capitals else None
+        if t is not None and e.name[0].lower() == t.name.lower():
+            raise SQLError(f"function {_written(self.text, e)[: len(t.text)]}() does not exist")
+
+
+#: A finder: the rule of a node (None: this entry does not apply to it).
+Finder = Callable[[Expression, _Walk], "Rule | None"]
+
+#: The table of transforms: a node's key (:func:`_key`: a call's name in lower case, any other
+#: node's DuckDB type) -> the finders of the entries that may apply to it, in the order they
+#: are asked (the first rule found is the node's). A node of a key not here has no rule.
+_TABLE: dict[str, list[Finder]] = {}
+#: The words and operator tokens that may make a node of the table (each entry names those
+#: of its nodes): :func:`may_transform` reads a text's tree only when one of them is in it.
+_TRIGGER_WORDS: set[str] = set()
+_TRIGGER_OPS: set[str] = set()
+
+
+def _entry(keys, words=(), ops=()) -> Callable[[Finder], Finder]:
+    # Adds the decorated finder to the table under ``keys``, triggered by ``words``/``ops``.
+    def add(finder: Finder) -> Finder:
+        for k in keys:
+            _TABLE.setdefault(k, []).append(finder)
+        _TRIGGER_WORDS.update(words)
+        _TRIGGER_OPS.update(ops)
+        return finder
+
+    return add
+
+
+def _key(e: Expression) -> str:
+    # A call's (or window's) name in lower case (a qualified one: "" -- no entry has one);
+    # an operator node's DuckDB type (``COMPARE_IN``, ``ARRAY_SLICE``, ...); any other
+    # node's DuckDB class (``CAST``, ``COMPARISON``, ...). (Types and classes are upper
+    # case: never a call's key.)
+    cls = e.cls
+    if cls == "FUNCTION" or cls == "WINDOW":
+        return e.name[0].lower() if len(e.name) == 1 else ""
+    return e.type if cls == "OPERATOR" else cls
+
+
+_CASTS = ("CAST",)
+_ARITH_KEYS = ("+", "-", "*", "/", "//")
+
+
+@_entry(("CONSTANT",))
+def _smallest_int_entry(e: Expression, w: _Walk) -> Rule | None:
+    lit = e.literal  # (the number's magnitude triggers it: may_transform reads numbers)
+    return _smallest_int if lit is not None and lit.kind == "INTEGER" and lit.text in _SMALLEST_INTS else None
+
+
+@_entry(("CONSTANT", *_CASTS, *_ARITH_KEYS))
+def _fold_entry(e: Expression, w: _Walk) -> Rule | None:
+    # constant arithmetic holding a numeric: its value, as PostgreSQL computes it (a lone
+    # literal DuckDB reads as PostgreSQL does, a decimal with its scale: only an exponent's)
+    if e.cls == "CONSTANT" and (e.literal is None or "e" not in e.literal.text.lower()):
+        return None
+    if e.cls == "FUNCTION" and not is_arith(e):
+        return None
+    v = _constant(e, w.text, w.constants)
+    return (lambda c, v=v: _folded(c.node, c.text, v)) if v is not None and v.is_numeric else None
+
+
+@_entry(_CASTS, words=("numeric", "decimal"))
+def _numeric_entry(e: Expression, w: _Walk) -> Rule | None:
+    if _constant(e, w.text, w.constants) is None and _numeric_target(e, w.text):
+        return _numeric_cast
+    if _numeric_typmod_target(e, w.text) is not None:
+        return _numeric_typmod_cast
+    if len(e.children) == 2 and _mixed_scales(e.children[0], w.text):
+        return _mixed_scale_text
+    return None
+
+
+@_entry((*_ARITH_KEYS, "COMPARISON"))
+def _real_entry(e: Expression, w: _Walk) -> Rule | None:
+    # (NULL and a string literal read as reals, as in PostgreSQL; the real cast triggers it)
+    if _real_operator(e) is not None \
+            and _shows_real(e.children[0], w.text, w.reals) != _shows_real(e.children[1], w.text, w.reals) \
+            and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING") for k in e.children):
+        return _real_mixed
+    return None
+
+
+@_entry(("^",), ops=("^",))
+def _power_entry(e: Expression, w: _Walk) -> Rule | None:
+    # PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
+    if e.cls == "FUNCTION" and e.name == ("^",) and len(e.children) == 2:
+        return lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})"
+    return None
+
+
+# (a row comparison is triggered by _MAY_COMPARE_ROWS, read in may_transform)
+@_entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))
+def _row_entry(e: Expression, w: _Walk) -> Rule | None:
+    return _node_rule(e, w.text)
+
+
+@_entry(("TYPE", *_CASTS), words=("float", "float8", "float4", "real", "double", "bytea", "jsonb", "char",
+                                  "character", "bpchar", *_TYPE_NAMES))
+def _type_entry(e: Expression, w: _Walk) -> Rule | None:
+    return _type_rule(e, w.text)  # (and varchar(n), varying(n): may_transform reads the "(")
+
+
+@_entry(("||",), ops=("||",))
+def _concat_entry(e: Expression, w: _Walk) -> Rule | None:
+    return _concat if e.cls == "FUNCTION" and e.name == ("||",) else None
+
+
+@_entry(("LAMBDA",), ops=("->",))
+def _arrow_entry(e: Expression, w: _Walk) -> Rule | None:
+    return _jsonb_arrow if len(e.children) == 2 else None
+
+
+@_entry(("->>",), ops=("->>",))
+def _text_arrow_entry(e: Expression, w: _Walk) -> Rule | None:
+    return _jsonb_text_arrow if e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2 else None
+
+
+@_entry(("regexp_matches",), ops=_REGEXP_OPS)
+def _regexp_entry(e: Expression, w: _Walk) -> Rule | None:
+    if e.cls != "FUNCTION" or e.name != ("regexp_matches",):
+        return None
+    t, _ = w.token_at(e)
+    if t is not None and t.kind in ("word", "qident") and t.name == "regexp_matches":
+        return None  # written as a call: refused by name
+    return _regexp_operator
+
+
+@_entry(("OPERATOR_NOT",))
+def _regexp_not_entry(e: Expression, w: _Walk) -> Rule | None:
+    if len(e.children) == 1 and e.children[0].name == ("regexp_matches",) \
+            and (e.children[0].start, e.children[0].end) == (e.start, e.end):
+        return _regexp_not
+    return None
+
+
+# (may_transform reads "[" in context: sub-arrays, subscripts, slices, casts to arrays)
+@_entry(("ARRAY_CONSTRUCTOR",))
+def _array_entry(e: Expression, w: _Walk) -> Rule | None:
+    if _array_shape(e) is None:
+        return _ragged_array
+    if not all(_is_list(k) for k in e.children) and any(
+            _is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in w.arrays()) for k in e.children):
+        return _array_rows  # sub-arrays not all written as lists: their shapes known when it runs
+    return None
+
+
+@_entry(("ARRAY_EXTRACT", "ARRAY_SLICE"), ops=(":",))
+def _subscript_entry(e: Expression, w: _Walk) -> Rule | None:
+    if e.children:
+        _check_subscript(e, w.text)
+    if e.type == "ARRAY_EXTRACT" and id(e) in w.chains() and e.children[0].type != "ARRAY_SLICE":
+        return _subscript_chain(w.chains()[id(e)])
+    if e.type == "ARRAY_SLICE":
+        if e.children and e.children[0].cls == "COLUMN_REF" and (e.children[0].start, e.children[0].end) in w.arrays():
+            return _column_slice
+        return _array_slice
+    if e.type == "ARRAY_EXTRACT" and e.children and e.children[0].type == "ARRAY_SLICE":
+        return _refuse("a subscript of an array slice (PostgreSQL reads a[lo:hi][i] as one subscript "
+                       "per dimension) is not supported by colmz")
+    return None
+
+
+@_entry(_CASTS)
+def _array_cast_entry(e: Expression, w: _Walk) -> Rule | None:
+    if _is_cast(e, w.text) and e.children[0].literal is not None \
+            and e.children[0].literal.kind == "STRING" and e.children[1].start >= 0 \
+            and w.text[e.children[1].start : e.end].rstrip(" )").endswith("]"):
+        return _array_text_cast
+    return None
+
+
+@_entry(("row",), words=("row",))
+def _row_value_entry(e: Expression, w: _Walk) -> Rule | None:
+    return _row_value if w.item and _is_row(e) else None
+
+
+@_entry(_CASTS, words=("cast",))  # (and ``::`` before a type of _CAST_TARGETS)
+def _cast_entry(e: Expression, w: _Walk) -> Rule | None:
+    return _cast_rule(e, w.text)
+
+
+@_entry(_JSONB_OPS, ops=("@>", "<@", "@"))
+def _jsonb_op_entry(e: Expression, w: _Walk) -> Rule | None:
+    return jsonb.OPERATORS[e.name[0]] if e.cls == "FUNCTION" else None  # (may give None: not jsonb)
+
+
+@_entry(("-",))
+def _jsonb_minus_entry(e: Expression, w: _Walk) -> Rule | None:
+    return jsonb.MINUS if e.cls == "FUNCTION" and e.name == ("-",) and len(e.children) == 2 else None
+
+
+@_entry(_LIKES, words=("like", "ilike"), ops=_LIKES)
+def _like_entry(e: Expression, w: _Walk) -> Rule | None:
+    return _like if len(e.children) == 2 else None
+
+
+def _named_call(written: str) -> Finder:
+    # The entry of a call of CALLS written as ``written`` (a word or quoted name before "("):
+    # only the node DuckDB made of it (``f(x) * 2`` is a ``*`` node starting at ``f``).
+    rule = CALLS[written]
+
+    def finder(e: Expression, w: _Walk) -> Rule | None:
+        w.quoted_capital(e)
+        t, after = w.token_at(e)
+        if after is not None and t.kind in ("word", "qident") and after.text == "(" and t.name == written:
+            return rule
+        return None
+
+    return finder
+
+
+#: The finders of CALLS' entries, each with the name it matches as written.
+_CALL_NAMES: dict[Finder, str] = {}
+for _written_name in CALLS:
+    _finder = _named_call(_written_name)
+    _CALL_NAMES[_finder] = _written_name
+    # (sum's rule reads a real argument only, whose cast writes real or float4)
+    _entry((_ALIASES.get(_written_name, _written_name),),
+           words=() if _written_name == "sum" else (_written_name,))(_finder)
+
+
+def _rule_of(e: Expression, w: _Walk) -> tuple[Rule | None, str]:
+    # The rule of node ``e`` (and, for a call of CALLS, its name as written): the first its
+    # key's entries give. No entry takes a column, a star or a node whose place is unknown.
+    if e.start < 0:
+        return None, ""
+    for finder in _TABLE.get(_key(e), ()):
+        if (rule := finder(e, w)) is not None:
+            return rule, _CALL_NAMES.get(finder, "")
+    if (e.cls == "FUNCTION" or e.cls == "WINDOW") and len(e.name) == 1:
+        w.quoted_capital(e)
+    return None, ""
+
+
+#: Words that may make a node of the table (lower case), as its entries name them
+#: (see :func:`may_transform`).
+_TREE_WORDS = frozenset(_TRIGGER_WORDS)
+#: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
+#: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators the entries name and those
+#: it reads in context (``(``, ``+ - * /``), numbers, quoted names.
+_MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
+_MAY_OPS = frozenset(_TRIGGER_OPS)
+_MAY_TEXTS = _MAY_OPS | {"::", "(", "[", *_PAIR_OPS}
+_NUMBER_QIDENT = frozenset({"number", "qident"})
+_CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
+if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
+    raise AssertionError("_TREE_WORDS must be lower-case ASCII")
 
 
 def apply_transforms(text: str, toks) -> str:
@@ -2511,143 +2805,17 @@ def apply_transforms(text: str, toks) -> str:
         for q in stmts:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
     unchecked: list = []  # (_unchecked's nodes, whether ``pairs``), read at the first arithmetic
-    constants: dict[int, PgNumeric | None] = {}  # each node's _constant and _shows_real, read once
-    reals: dict[int, bool] = {}
-    starts = [t.start for t in toks]
+    w = _Walk(stmts, wrapped, toks, offset)
+    starts, constants = w.starts, w.constants
     found: list[tuple[Expression, Rule, str, bool, str]] = []
-    known_arrays: list[frozenset[tuple[int, int]]] = []
-    outermost: list[dict[int, int]] = []
-
-    def chains() -> dict[int, int]:
-        # each outermost subscript of a chain (a[i][j]) by id, with its number of subscripts
-        if not outermost:
-            inner, ends = set(), {}
-            for d in (d for q in stmts for d in all_queries(q)):
-                for root, _ in _own_roots(d):
-                    for k in root.walk():
-                        if k.type == "ARRAY_EXTRACT" and k.children:
-                            ends[id(k)] = k
-                            if k.children[0].type == "ARRAY_EXTRACT":
-                                inner.add(id(k.children[0]))
-            outermost.append({})
-            for i, k in ends.items():
-                if i not in inner:
-                    depth = 0
-                    while k.type == "ARRAY_EXTRACT" and k.children:
-                        depth, k = depth + 1, k.children[0]
-                    outermost[0][i] = depth
-        return outermost[0]
-
-    def arrays() -> frozenset[tuple[int, int]]:
-        # array_columns of the statement, read when a rule first asks
-        if not known_arrays:
-            known_arrays.append(array_columns(stmts, wrapped))
-        return known_arrays[0]
-
-    def rule_of(e: Expression, item: bool) -> tuple[Rule | None, str]:
-        # The table's entry for node ``e`` (``item``: a select item; and, for a call, its
-        # name as written). No rule takes a column or a star; a constant only the two first.
-        cls = e.cls
-        if e.start < 0 or cls == "COLUMN_REF" or cls == "STAR":
-            return None, ""
-        if cls == "CONSTANT":
-            lit = e.literal
-            if lit is not None and lit.kind == "INTEGER" and lit.text in _SMALLEST_INTS:
-                return _smallest_int, ""
-            if lit is None or "e" not in lit.text.lower():
-                return None, ""  # DuckDB reads a lone literal as PostgreSQL does (a decimal with its scale)
-        # (of the calls, only arithmetic has a constant value)
-        v = _constant(e, wrapped, constants) if cls == "CONSTANT" or cls == "CAST" or is_arith(e) else None
-        if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
-            # constant arithmetic holding a numeric: its value, as PostgreSQL computes it (a
-            # lone decimal literal DuckDB reads with its scale already)
-            return (lambda c, v=v: _folded(c.node, c.text, v)), ""
-        if cls == "CAST":
-            if v is None and _numeric_target(e, wrapped):
-                return _numeric_cast, ""
-            if _numeric_typmod_target(e, wrapped) is not None:
-                return _numeric_typmod_cast, ""
-            if len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
-                return _mixed_scale_text, ""
-        if _real_operator(e) is not None \
-                and _shows_real(e.children[0], wrapped, reals) != _shows_real(e.children[1], wrapped, reals) \
-                and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING")
-                            for k in e.children):
-            return _real_mixed, ""  # (NULL and a string literal read as reals, as in PostgreSQL)
-        if e.cls == "FUNCTION" and e.name == ("^",) and len(e.children) == 2:
-            # PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
-            return (lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})"), ""
-        if (rule := _node_rule(e, wrapped)) is not None:
-            return rule, ""
-        if e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
-            return rule, ""
-        if e.cls == "FUNCTION" and e.name == ("||",):
-            return _concat, ""
-        if e.cls == "LAMBDA" and len(e.children) == 2:
-            return _jsonb_arrow, ""
-        if e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2:
-            return _jsonb_text_arrow, ""
-        if e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
-                (i := bisect.bisect_left(starts, e.start - offset)) < len(toks)
-                and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident")
-                and toks[i].name == "regexp_matches"):
-            return _regexp_operator, ""  # written as an operator (a call is refused by name)
-        if e.type == "OPERATOR_NOT" and len(e.children) == 1 \
-                and e.children[0].name == ("regexp_matches",) \
-                and (e.children[0].start, e.children[0].end) == (e.start, e.end):
-            return _regexp_not, ""
-        if e.type == "ARRAY_CONSTRUCTOR" and _array_shape(e) is None:
-            return _ragged_array, ""
-        if e.type == "ARRAY_CONSTRUCTOR" and not all(_is_list(k) for k in e.children) and any(
-                _is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in arrays()) for k in e.children):
-            return _array_rows, ""  # sub-arrays not all written as lists: their shapes known when it runs
-        if e.type in _SUBSCRIPTS and e.children:
-            _check_subscript(e, wrapped)
-        if e.type == "ARRAY_EXTRACT" and id(e) in chains() and e.children[0].type != "ARRAY_SLICE":
-            return _subscript_chain(chains()[id(e)]), ""
-        if e.type == "ARRAY_SLICE":
-            if e.children and e.children[0].cls == "COLUMN_REF" \
-                    and (e.children[0].start, e.children[0].end) in arrays():
-                return _column_slice, ""
-            return _array_slice, ""
-        if e.type == "ARRAY_EXTRACT" and e.children and e.children[0].type == "ARRAY_SLICE":
-            return _refuse("a subscript of an array slice (PostgreSQL reads a[lo:hi][i] as one subscript "
-                           "per dimension) is not supported by colmz"), ""
-        if e.cls == "CAST" and _is_cast(e, wrapped) and e.children[0].literal is not None \
-                and e.children[0].literal.kind == "STRING" and e.children[1].start >= 0 \
-                and wrapped[e.children[1].start : e.end].rstrip(" )").endswith("]"):
-            return _array_text_cast, ""
-        if item and _is_row(e):
-            return _row_value, ""
-        if e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
-            return rule, ""
-        if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _JSONB_OPS:
-            return jsonb.OPERATORS[e.name[0]], ""  # (may give None: not jsonb)
-        if e.cls == "FUNCTION" and e.name == ("-",) and len(e.children) == 2:
-            return jsonb.MINUS, ""  # jsonb - text (None for any other -)
-        if e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1:
-            return None, ""
-        if e.name[0] in _LIKES and len(e.children) == 2:
-            return _like, ""
-        i = bisect.bisect_left(starts, e.start - offset)
-        if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind == "qident" \
-                and toks[i + 1].text == "(" and toks[i].name != toks[i].name.lower() \
-                and e.name[0].lower() == toks[i].name.lower():
-            # PostgreSQL's function names are lower case and a quoted name is matched as
-            # written; DuckDB matches function names without case
-            raise SQLError(f"function {_written(wrapped, e)[: len(toks[i].text)]}() does not exist")
-        if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident") \
-                and toks[i + 1].text == "(" and toks[i].name in CALLS \
-                and _ALIASES.get(toks[i].name, toks[i].name) == e.name[0].lower():
-            return CALLS[toks[i].name], toks[i].name
-        return None, ""
 
     queries = list(stmts)  # the queries left to walk: subqueries join as the walk meets them
 
     def visit(e: Expression, table: bool, inside: str, arith: bool = False, item: bool = False) -> None:
         if e.subquery is not None:
             queries.append(e.subquery)
-        rule, name = rule_of(e, item)
+        w.item = item
+        rule, name = _rule_of(e, w)
         here = is_arith(e)  # (its operands are visited as inside arithmetic)
         if here and not arith and not unchecked:
             unchecked.extend(_unchecked(stmts, wrapped, toks))
