@@ -119,6 +119,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import math
 import re
 import struct
@@ -683,20 +684,13 @@ def may_transform(text: str, toks) -> bool:
             if x in _MAY_OPS or (x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
                     x in _PAIR_OPS and 0 < i < n - 1 and _operands_at(toks, i)):
                 return True
-            if x == "[" and i > 1 and (toks[i - 1].text == "[" or (toks[i - 1].upper == "ARRAY"
-                                                                    and toks[i - 2].text == "[")):
-                return True  # a sub-array (_array_shape)
-            if x == "[" and i > 0 and (toks[i - 1].text in (")", "]") or toks[i - 1].kind in ("string", "number")):
-                return True  # a subscript of what PostgreSQL may not subscript (_check_subscript)
-            if x == "[" and i > 0 and toks[i - 1].kind in ("word", "qident") and i + 1 < n \
-                    and toks[i + 1].text != "]" and toks[i - 1].upper != "ARRAY":
-                return True  # a subscript of a column (_subscript_chain)
-            if x == "[" and i > 0 and toks[i - 1].upper == "ARRAY" and any(
+            if x == "[" and i > 0 and (toks[i - 1].upper != "ARRAY" or (i > 1 and toks[i - 2].text == "[") or (
+                    i + 1 < n and toks[i + 1].text == "]") or any(
                     t.kind == "qident" or (t.kind == "word" and t.upper not in _CONSTANT_WORDS)
-                    for t in toks[i + 1 : closing(toks, i)]):
-                return True  # maybe sub-arrays known when it runs (_array_rows)
-            if x == "[" and i + 1 < n and toks[i + 1].text == "]" and toks[i - 1].kind == "word":
-                return True  # maybe a cast to an array type (_array_text_cast)
+                    for t in toks[i + 1 : closing(toks, i)])):
+                # a subscript, a slice, a sub-array, an array type; an ARRAY[...] whose sub-arrays'
+                # shapes may be known only when it runs (only an ARRAY[...] of constants is not read)
+                return True
             if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
                 opens.append(i)
     return _MAY_COMPARE_ROWS.search(text) is not None or (opens and _may_row_item(toks, opens)) \
@@ -1193,9 +1187,9 @@ def _column_slice(c: Call) -> str:
     return _array_slice(c, column=True)
 
 
-def _node_rule(e: Expression, text: str) -> Rule | None:
+def _node_rule(e: Expression, w) -> Rule | None:
     # The rule of a row comparison node of the tree (None: none applies).
-    kids = e.children
+    kids, text = e.children, w.text
     if e.type in _COMPARISONS and len(kids) == 2 and (_is_row(kids[0]) or _is_row(kids[1])):
         if kids[0].cls == "SUBQUERY" or kids[1].cls == "SUBQUERY":
             return _row_subquery  # (a, b) = (SELECT 1, 2)
@@ -1434,8 +1428,9 @@ def _cast(c: Call) -> str | None:
 _TYPE_NAMES = {"jsonb": "JSON", "mz_timestamp": "UBIGINT"}
 
 
-def _type_rule(e: Expression, text: str) -> Rule | None:
+def _type_rule(e: Expression, w) -> Rule | None:
     # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
+    text = w.text
     if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
         return _double
     if e.cls == "TYPE" and not e.children and (new := _TYPE_NAMES.get(_type_text(e, text))):
@@ -2450,13 +2445,6 @@ def _with_alias(rule: Rule | None, name: str) -> Rule:
     return aliased
 
 
-def _cast_rule(e: Expression, text: str) -> Rule | None:
-    # A cast (not TRY_CAST) to a plain type of _CAST_TARGETS (not ``varchar(n)``, ``text[]``).
-    if _is_cast(e, text) and not e.children[1].children and _type_text(e.children[1], text) in _CAST_TARGETS:
-        return _cast
-    return None
-
-
 # ----------------------------------------------------------------------------- applying the table
 
 #: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
@@ -2480,44 +2468,43 @@ class _Walk:
     # (``text``, the statement after ``offset`` blanks), its tokens and their starts, its
     # trees, and the answers read once per statement (constants, reals, array columns,
     # subscript chains, the starts of quoted calls with capitals).
-    __slots__ = ("_arrays", "_capitals", "_chains", "constants", "item", "offset", "reals", "starts", "stmts",
-                 "text", "toks")
-
     def __init__(self, stmts, text: str, toks, offset: int) -> None:
         self.stmts, self.text, self.toks, self.offset = stmts, text, toks, offset
         self.starts = [t.start for t in toks]
         self.constants: dict[int, PgNumeric | None] = {}  # each node's _constant, read once
         self.reals: dict[int, bool] = {}  # each node's _shows_real
         self.item = False  # whether the node is a select item
-        self._arrays: frozenset[tuple[int, int]] | None = None
-        self._chains: dict[int, int] | None = None
-        self._capitals: dict[int, object] | None = None
 
+    @functools.cached_property
     def arrays(self) -> frozenset[tuple[int, int]]:
         # array_columns of the statement, read when a finder first asks
-        if self._arrays is None:
-            self._arrays = array_columns(self.stmts, self.text)
-        return self._arrays
+        return array_columns(self.stmts, self.text)
 
+    @functools.cached_property
     def chains(self) -> dict[int, int]:
         # each outermost subscript of a chain (a[i][j]) by id, with its number of subscripts
-        if self._chains is None:
-            inner, ends = set(), {}
-            for d in (d for q in self.stmts for d in all_queries(q)):
-                for root, _ in _own_roots(d):
-                    for k in root.walk():
-                        if k.type == "ARRAY_EXTRACT" and k.children:
-                            ends[id(k)] = k
-                            if k.children[0].type == "ARRAY_EXTRACT":
-                                inner.add(id(k.children[0]))
-            self._chains = {}
-            for i, k in ends.items():
-                if i not in inner:
-                    depth = 0
-                    while k.type == "ARRAY_EXTRACT" and k.children:
-                        depth, k = depth + 1, k.children[0]
-                    self._chains[i] = depth
-        return self._chains
+        inner, ends, out = set(), {}, {}
+        for d in (d for q in self.stmts for d in all_queries(q)):
+            for root, _ in _own_roots(d):
+                for k in root.walk():
+                    if k.type == "ARRAY_EXTRACT" and k.children:
+                        ends[id(k)] = k
+                        if k.children[0].type == "ARRAY_EXTRACT":
+                            inner.add(id(k.children[0]))
+        for i, k in ends.items():
+            if i not in inner:
+                depth = 0
+                while k.type == "ARRAY_EXTRACT" and k.children:
+                    depth, k = depth + 1, k.children[0]
+                out[i] = depth
+        return out
+
+    @functools.cached_property
+    def capitals(self) -> dict:
+        # the quoted names with capitals before "(", by their start
+        toks = self.toks
+        return {t.start: t for i, t in enumerate(toks[:-1])
+                if t.kind == "qident" and toks[i + 1].text == "(" and t.name != t.name.lower()}
 
     def token_at(self, e: Expression):
         # The token starting where node ``e`` starts, and the one after it (None when none).
@@ -2530,11 +2517,7 @@ class _Walk:
     def quoted_capital(self, e: Expression) -> None:
         # PostgreSQL's function names are lower case and a quoted name is matched as
         # written; DuckDB matches function names without case
-        if self._capitals is None:
-            toks = self.toks
-            self._capitals = {t.start: t for i, t in enumerate(toks[:-1]) if t.kind == "qident"
-                              and toks[i + 1].text == "(" and t.name != t.name.lower()}
-        t = self._capitals.get(e.start - self.offset) if self._capitals else None
+        t = self.capitals.get(e.start - self.offset)
         if t is not None and e.name[0].lower() == t.name.lower():
             raise SQLError(f"function {_written(self.text, e)[: len(t.text)]}() does not exist")
 
@@ -2576,22 +2559,25 @@ def _key(e: Expression) -> str:
 
 
 _CASTS = ("CAST",)
-_ARITH_KEYS = ("+", "-", "*", "/", "//")
 
 
-@_entry(("CONSTANT",))
-def _smallest_int_entry(e: Expression, w: _Walk) -> Rule | None:
-    lit = e.literal  # (the number's magnitude triggers it: may_transform reads numbers)
-    return _smallest_int if lit is not None and lit.kind == "INTEGER" and lit.text in _SMALLEST_INTS else None
+def _when(keys, rule: Rule, when: Callable[[Expression, _Walk], bool] | None = None, words=(), ops=()) -> None:
+    # An entry whose rule is ``rule`` for a node of ``keys`` for which ``when`` holds.
+    _entry(keys, words, ops)(lambda e, w: rule if when is None or when(e, w) else None)
 
 
-@_entry(("CONSTANT", *_CASTS, *_ARITH_KEYS))
+# The entries, in the order a node's are asked (of one key: the first rule found applies).
+# (the magnitude of a number triggers it: may_transform reads numbers)
+_when(("CONSTANT",), _smallest_int,
+      lambda e, w: e.literal is not None and e.literal.kind == "INTEGER" and e.literal.text in _SMALLEST_INTS)
+
+
+@_entry(("CONSTANT", *_CASTS, *_ARITH_OPS))
 def _fold_entry(e: Expression, w: _Walk) -> Rule | None:
     # constant arithmetic holding a numeric: its value, as PostgreSQL computes it (a lone
     # literal DuckDB reads as PostgreSQL does, a decimal with its scale: only an exponent's)
-    if e.cls == "CONSTANT" and (e.literal is None or "e" not in e.literal.text.lower()):
-        return None
-    if e.cls == "FUNCTION" and not is_arith(e):
+    if (e.cls == "CONSTANT" and (e.literal is None or "e" not in e.literal.text.lower())) \
+            or (e.cls == "FUNCTION" and not is_arith(e)):
         return None
     v = _constant(e, w.text, w.constants)
     return (lambda c, v=v: _folded(c.node, c.text, v)) if v is not None and v.is_numeric else None
@@ -2603,72 +2589,35 @@ def _numeric_entry(e: Expression, w: _Walk) -> Rule | None:
         return _numeric_cast
     if _numeric_typmod_target(e, w.text) is not None:
         return _numeric_typmod_cast
-    if len(e.children) == 2 and _mixed_scales(e.children[0], w.text):
-        return _mixed_scale_text
-    return None
+    return _mixed_scale_text if len(e.children) == 2 and _mixed_scales(e.children[0], w.text) else None
 
 
-@_entry((*_ARITH_KEYS, "COMPARISON"))
-def _real_entry(e: Expression, w: _Walk) -> Rule | None:
-    # (NULL and a string literal read as reals, as in PostgreSQL; the real cast triggers it)
-    if _real_operator(e) is not None \
-            and _shows_real(e.children[0], w.text, w.reals) != _shows_real(e.children[1], w.text, w.reals) \
-            and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING") for k in e.children):
-        return _real_mixed
-    return None
-
-
-@_entry(("^",), ops=("^",))
-def _power_entry(e: Expression, w: _Walk) -> Rule | None:
-    # PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
-    if e.cls == "FUNCTION" and e.name == ("^",) and len(e.children) == 2:
-        return lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})"
-    return None
-
-
+# (NULL and a string literal read as reals, as in PostgreSQL; the real cast triggers it)
+_when((*_ARITH_OPS, "COMPARISON"), _real_mixed, lambda e, w: _real_operator(e) is not None
+      and _shows_real(e.children[0], w.text, w.reals) != _shows_real(e.children[1], w.text, w.reals)
+      and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING") for k in e.children))
+# PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
+_when(("^",), lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})",
+      lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("^",))
 # (a row comparison is triggered by _MAY_COMPARE_ROWS, read in may_transform)
-@_entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))
-def _row_entry(e: Expression, w: _Walk) -> Rule | None:
-    return _node_rule(e, w.text)
-
-
-@_entry(("TYPE", *_CASTS), words=("float", "float8", "float4", "real", "double", "bytea", "jsonb", "char",
-                                  "character", "bpchar", *_TYPE_NAMES))
-def _type_entry(e: Expression, w: _Walk) -> Rule | None:
-    return _type_rule(e, w.text)  # (and varchar(n), varying(n): may_transform reads the "(")
-
-
-@_entry(("||",), ops=("||",))
-def _concat_entry(e: Expression, w: _Walk) -> Rule | None:
-    return _concat if e.cls == "FUNCTION" and e.name == ("||",) else None
-
-
-@_entry(("LAMBDA",), ops=("->",))
-def _arrow_entry(e: Expression, w: _Walk) -> Rule | None:
-    return _jsonb_arrow if len(e.children) == 2 else None
-
-
-@_entry(("->>",), ops=("->>",))
-def _text_arrow_entry(e: Expression, w: _Walk) -> Rule | None:
-    return _jsonb_text_arrow if e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2 else None
+_entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))(_node_rule)
+# (and varchar(n), varying(n): may_transform reads the "(")
+_entry(("TYPE", *_CASTS), words=("float", "float8", "float4", "real", "double", "bytea", "jsonb", "char",
+                                 "character", "bpchar", *_TYPE_NAMES))(_type_rule)
+_when(("||",), _concat, lambda e, w: e.cls == "FUNCTION", ops=("||",))
+_when(("LAMBDA",), _jsonb_arrow, lambda e, w: len(e.children) == 2, ops=("->",))
+_when(("->>",), _jsonb_text_arrow, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("->>",))
 
 
 @_entry(("regexp_matches",), ops=_REGEXP_OPS)
 def _regexp_entry(e: Expression, w: _Walk) -> Rule | None:
-    if e.cls != "FUNCTION" or e.name != ("regexp_matches",):
-        return None
-    t, _ = w.token_at(e)
-    if t is not None and t.kind in ("word", "qident") and t.name == "regexp_matches":
-        return None  # written as a call: refused by name
-    return _regexp_operator
+    t, _ = w.token_at(e)  # written as a call: refused by name
+    written = t is not None and t.kind in ("word", "qident") and t.name == "regexp_matches"
+    return _regexp_operator if e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not written else None
 
 
-@_entry(("OPERATOR_NOT",))
-def _regexp_not_entry(e: Expression, w: _Walk) -> Rule | None:
-    if len(e.children) == 1 and e.children[0].name == ("regexp_matches",) \
-            and (e.children[0].start, e.children[0].end) == (e.start, e.end):
-        return _regexp_not
-    return None
+_when(("OPERATOR_NOT",), _regexp_not, lambda e, w: len(e.children) == 1 and e.children[0].name == (
+    "regexp_matches",) and (e.children[0].start, e.children[0].end) == (e.start, e.end))
 
 
 # (may_transform reads "[" in context: sub-arrays, subscripts, slices, casts to arrays)
@@ -2677,59 +2626,38 @@ def _array_entry(e: Expression, w: _Walk) -> Rule | None:
     if _array_shape(e) is None:
         return _ragged_array
     if not all(_is_list(k) for k in e.children) and any(
-            _is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in w.arrays()) for k in e.children):
+            _is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in w.arrays) for k in e.children):
         return _array_rows  # sub-arrays not all written as lists: their shapes known when it runs
     return None
 
 
 @_entry(("ARRAY_EXTRACT", "ARRAY_SLICE"), ops=(":",))
 def _subscript_entry(e: Expression, w: _Walk) -> Rule | None:
-    if e.children:
-        _check_subscript(e, w.text)
-    if e.type == "ARRAY_EXTRACT" and id(e) in w.chains() and e.children[0].type != "ARRAY_SLICE":
-        return _subscript_chain(w.chains()[id(e)])
+    if not e.children:
+        return _array_slice if e.type == "ARRAY_SLICE" else None
+    _check_subscript(e, w.text)
+    inner = e.children[0]
     if e.type == "ARRAY_SLICE":
-        if e.children and e.children[0].cls == "COLUMN_REF" and (e.children[0].start, e.children[0].end) in w.arrays():
-            return _column_slice
-        return _array_slice
-    if e.type == "ARRAY_EXTRACT" and e.children and e.children[0].type == "ARRAY_SLICE":
+        return _column_slice if inner.cls == "COLUMN_REF" and (inner.start, inner.end) in w.arrays else _array_slice
+    if inner.type == "ARRAY_SLICE":
         return _refuse("a subscript of an array slice (PostgreSQL reads a[lo:hi][i] as one subscript "
                        "per dimension) is not supported by colmz")
-    return None
+    return _subscript_chain(w.chains[id(e)]) if id(e) in w.chains else None
 
 
-@_entry(_CASTS)
-def _array_cast_entry(e: Expression, w: _Walk) -> Rule | None:
-    if _is_cast(e, w.text) and e.children[0].literal is not None \
-            and e.children[0].literal.kind == "STRING" and e.children[1].start >= 0 \
-            and w.text[e.children[1].start : e.end].rstrip(" )").endswith("]"):
-        return _array_text_cast
-    return None
-
-
-@_entry(("row",), words=("row",))
-def _row_value_entry(e: Expression, w: _Walk) -> Rule | None:
-    return _row_value if w.item and _is_row(e) else None
-
-
-@_entry(_CASTS, words=("cast",))  # (and ``::`` before a type of _CAST_TARGETS)
-def _cast_entry(e: Expression, w: _Walk) -> Rule | None:
-    return _cast_rule(e, w.text)
-
-
-@_entry(_JSONB_OPS, ops=("@>", "<@", "@"))
-def _jsonb_op_entry(e: Expression, w: _Walk) -> Rule | None:
-    return jsonb.OPERATORS[e.name[0]] if e.cls == "FUNCTION" else None  # (may give None: not jsonb)
-
-
-@_entry(("-",))
-def _jsonb_minus_entry(e: Expression, w: _Walk) -> Rule | None:
-    return jsonb.MINUS if e.cls == "FUNCTION" and e.name == ("-",) and len(e.children) == 2 else None
-
-
-@_entry(_LIKES, words=("like", "ilike"), ops=_LIKES)
-def _like_entry(e: Expression, w: _Walk) -> Rule | None:
-    return _like if len(e.children) == 2 else None
+_when(_CASTS, _array_text_cast, lambda e, w: _is_cast(e, w.text) and e.children[0].literal is not None
+      and e.children[0].literal.kind == "STRING" and e.children[1].start >= 0
+      and w.text[e.children[1].start : e.end].rstrip(" )").endswith("]"))
+_when(("row",), _row_value, lambda e, w: w.item and _is_row(e), words=("row",))
+# A cast (not TRY_CAST) to a plain type of _CAST_TARGETS (not ``varchar(n)``, ``text[]``);
+# (and ``::`` before one, read by may_transform)
+_when(_CASTS, _cast, lambda e, w: _is_cast(e, w.text) and not e.children[1].children
+      and _type_text(e.children[1], w.text) in _CAST_TARGETS, words=("cast",))
+for _op, _rule in jsonb.OPERATORS.items():  # (a rule may give None: not jsonb)
+    _when((_op,), _rule, lambda e, w: e.cls == "FUNCTION", ops=("@>", "<@", "@"))
+# jsonb - text (None for any other -)
+_when(("-",), jsonb.MINUS, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2)
+_when(_LIKES, _like, lambda e, w: len(e.children) == 2, words=("like", "ilike"), ops=_LIKES)
 
 
 def _named_call(written: str) -> Finder:
@@ -2738,11 +2666,9 @@ def _named_call(written: str) -> Finder:
     rule = CALLS[written]
 
     def finder(e: Expression, w: _Walk) -> Rule | None:
-        w.quoted_capital(e)
         t, after = w.token_at(e)
-        if after is not None and t.kind in ("word", "qident") and after.text == "(" and t.name == written:
-            return rule
-        return None
+        return rule if after is not None and t.kind in ("word", "qident") and after.text == "(" \
+            and t.name == written else None
 
     return finder
 
@@ -2762,11 +2688,11 @@ def _rule_of(e: Expression, w: _Walk) -> tuple[Rule | None, str]:
     # key's entries give. No entry takes a column, a star or a node whose place is unknown.
     if e.start < 0:
         return None, ""
+    if (e.cls == "FUNCTION" or e.cls == "WINDOW") and len(e.name) == 1 and w.capitals:
+        w.quoted_capital(e)  # (no entry takes a quoted name with capitals: every one is lower case)
     for finder in _TABLE.get(_key(e), ()):
         if (rule := finder(e, w)) is not None:
             return rule, _CALL_NAMES.get(finder, "")
-    if (e.cls == "FUNCTION" or e.cls == "WINDOW") and len(e.name) == 1:
-        w.quoted_capital(e)
     return None, ""
 
 
