@@ -97,14 +97,18 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
 a field or an operand is a child node, not a stretch of tokens delimited by counting
 parentheses; whether a call is a ``FROM`` item or sits inside ``CASE`` is read off the tree.
 The text is rewritten once, bottom-up: a rule receives its children's texts with the nodes
-found inside them already rewritten, so nested constructs need no second reading.
+found inside them already rewritten, so nested constructs need no second reading. A node
+asks only the entries of its key (a call's name, an operator's type such as ``ARRAY_SLICE``,
+another node's class such as ``CAST``), in the order they are listed; the first rule found
+is its rule. Each entry names the words and operators that may make its nodes.
 
 Invariants:
 
 * The tree is read only when the text may hold a node of the table (:func:`may_transform`,
-  one pass over the text's cached tokens). A text without one
-  costs that scan, so the front end's per-statement cost is unchanged for it; a text with
-  one costs DuckDB's ``json_serialize_sql`` of it once (its tree is cached per text).
+  one pass over the text's cached tokens: a word or operator the entries name, or a token
+  in a context they read). A text without one costs that scan (reading its tree would cost
+  more than the rest of translation); a text with one costs reading its tree once (cached
+  per text).
 * A call is matched by its name as written (a bare or quoted identifier, not a qualified
   name's part) and only on the node DuckDB made of it (``f(x) * 2`` is a ``*`` node
   starting at ``f``).
@@ -588,10 +592,11 @@ _CONDITIONAL_CALLS = {"nullif", "greatest", "least"}
 REAL_WIDEN = RESERVED_PREFIX + "real_widen"
 _EXACT_DUCK_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                      "UINTEGER", "UBIGINT", "DECIMAL")
-_REAL_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", **{k: v for k, v in (
-    ("COMPARE_EQUAL", "="), ("COMPARE_NOTEQUAL", "<>"), ("COMPARE_LESSTHAN", "<"),
-    ("COMPARE_GREATERTHAN", ">"), ("COMPARE_LESSTHANOREQUALTO", "<="),
-    ("COMPARE_GREATERTHANOREQUALTO", ">="))}}
+_COMPARISONS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
+                "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
+                "COMPARE_GREATERTHANOREQUALTO": ">="}
+_ARITHMETIC = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/"}  # DuckDB names PostgreSQL's / "//"
+_REAL_OPS = {**_ARITHMETIC, **_COMPARISONS}
 
 
 def _shows_real(n: Expression, text: str, memo: dict | None = None) -> bool:
@@ -779,9 +784,6 @@ def _own_roots(d: Query, tables: bool = True) -> list[tuple[Expression, bool]]:
 #: NULL`` (a superset; the tree decides).
 _MAY_COMPARE_ROWS = re.compile(
     r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
-_COMPARISONS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
-                "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
-                "COMPARE_GREATERTHANOREQUALTO": ">="}
 _ROW_TESTS = {"OPERATOR_IS_NULL": "IS NULL", "OPERATOR_IS_NOT_NULL": "IS NOT NULL"}
 
 
@@ -1210,7 +1212,6 @@ def _node_rule(e: Expression, w) -> Rule | None:
 # ----------------------------------------------------------------------------- numbers
 
 _NUMERIC_TYPES = type_words("numeric")
-_ARITHMETIC = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/"}  # DuckDB names PostgreSQL's / "//"
 #: What PostgreSQL's unconstrained ``numeric`` cast of a non-constant ``x`` becomes: ``x``
 #: plus a zero of ``DECIMAL(1,0)`` (DuckDB's sum of decimals has the larger scale and of a
 #: double and a decimal is a double): an integer becomes a ``DECIMAL(p,0)``, a decimal
@@ -2525,8 +2526,8 @@ class _Walk:
 #: A finder: the rule of a node (None: this entry does not apply to it).
 Finder = Callable[[Expression, _Walk], "Rule | None"]
 
-#: The table of transforms: a node's key (:func:`_key`: a call's name in lower case, any other
-#: node's DuckDB type) -> the finders of the entries that may apply to it, in the order they
+#: The table of transforms: a node's key (:func:`_key`: a call's name in lower case, an
+#: operator's DuckDB type, another node's DuckDB class) -> the finders of the entries that may apply to it, in the order they
 #: are asked (the first rule found is the node's). A node of a key not here has no rule.
 _TABLE: dict[str, list[Finder]] = {}
 #: The words and operator tokens that may make a node of the table (each entry names those
