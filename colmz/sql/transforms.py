@@ -2526,7 +2526,7 @@ class _Walk:
 #: A finder: the rule of a node (None: this entry does not apply to it).
 Finder = Callable[[Expression, _Walk], "Rule | None"]
 
-#: The table of transforms: a node's key (:func:`_key`: a call's name in lower case, an
+#: The table of transforms: a node's key (:func:`_rule_of`: a call's name in lower case, an
 #: operator's DuckDB type, another node's DuckDB class) -> the finders of the entries that may apply to it, in the order they
 #: are asked (the first rule found is the node's). A node of a key not here has no rule.
 _TABLE: dict[str, list[Finder]] = {}
@@ -2546,17 +2546,6 @@ def _entry(keys, words=(), ops=()) -> Callable[[Finder], Finder]:
         return finder
 
     return add
-
-
-def _key(e: Expression) -> str:
-    # A call's (or window's) name in lower case (a qualified one: "" -- no entry has one);
-    # an operator node's DuckDB type (``COMPARE_IN``, ``ARRAY_SLICE``, ...); any other
-    # node's DuckDB class (``CAST``, ``COMPARISON``, ...). (Types and classes are upper
-    # case: never a call's key.)
-    cls = e.cls
-    if cls == "FUNCTION" or cls == "WINDOW":
-        return e.name[0].lower() if len(e.name) == 1 else ""
-    return e.type if cls == "OPERATOR" else cls
 
 
 _CASTS = ("CAST",)
@@ -2685,15 +2674,26 @@ for _written_name in CALLS:
 
 
 def _rule_of(e: Expression, w: _Walk) -> tuple[Rule | None, str]:
-    # The rule of node ``e`` (and, for a call of CALLS, its name as written): the first its
-    # key's entries give. No entry takes a column, a star or a node whose place is unknown.
-    if e.start < 0:
-        return None, ""
-    if (e.cls == "FUNCTION" or e.cls == "WINDOW") and len(e.name) == 1 and w.capitals:
-        w.quoted_capital(e)  # (no entry takes a quoted name with capitals: every one is lower case)
-    for finder in _TABLE.get(_key(e), ()):
-        if (rule := finder(e, w)) is not None:
-            return rule, _CALL_NAMES.get(finder, "")
+    # The rule of node ``e`` (and, for a call of CALLS, its name as written): the first the
+    # entries of its key give -- a call's (or window's) name in lower case (a qualified
+    # name has none), an operator node's DuckDB type (``COMPARE_IN``, ``ARRAY_SLICE``, ...),
+    # any other node's DuckDB class (``CAST``, ``COMPARISON``, ...): types and classes are
+    # upper case, never a call's key. No entry takes a node whose place is unknown.
+    cls = e.cls
+    if cls == "FUNCTION" or cls == "WINDOW":
+        if len(e.name) != 1 or e.start < 0:
+            return None, ""
+        if w.capitals:
+            w.quoted_capital(e)  # (no entry takes a quoted name with capitals: every one is lower case)
+        finders = _TABLE.get(e.name[0].lower())
+    else:
+        finders = _TABLE.get(e.type if cls == "OPERATOR" else cls)
+        if e.start < 0:
+            return None, ""
+    if finders is not None:
+        for finder in finders:
+            if (rule := finder(e, w)) is not None:
+                return rule, _CALL_NAMES.get(finder, "")
     return None, ""
 
 
