@@ -1189,7 +1189,7 @@ def _column_slice(c: Call) -> str:
     return _array_slice(c, column=True)
 
 
-def _node_rule(e: Expression, w) -> Rule | None:
+def _node_rule(e: Expression, w: _Walk) -> Rule | None:
     # The rule of a row comparison node of the tree (None: none applies).
     kids, text = e.children, w.text
     if e.type in _COMPARISONS and len(kids) == 2 and (_is_row(kids[0]) or _is_row(kids[1])):
@@ -1429,7 +1429,7 @@ def _cast(c: Call) -> str | None:
 _TYPE_NAMES = {"jsonb": "JSON", "mz_timestamp": "UBIGINT"}
 
 
-def _type_rule(e: Expression, w) -> Rule | None:
+def _type_rule(e: Expression, w: _Walk) -> Rule | None:
     # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
     text = w.text
     if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
